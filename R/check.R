@@ -1,0 +1,172 @@
+#' Is the GPU used? Check with evidence
+#'
+#' Runs real work and says, with evidence, whether Keras training uses the GPU,
+#' and if not, why and what to change. It
+#' * records the software stack (R, reticulate, Python, TensorFlow or JAX,
+#'   Keras, the TensorFlow build's CUDA and cuDNN versions, the NVIDIA driver),
+#' * lists the devices the backend sees ([gpu_devices()]),
+#' * multiplies two 1024 x 1024 matrices on each GPU and on the CPU and reads
+#'   back which device the result lives on, timing each (median of five
+#'   synchronised runs after warm-up),
+#' * with `probe = TRUE`, trains a small model for a few seconds while a
+#'   background thread samples NVML utilization and memory at 10 Hz,
+#' * and gives a verdict: `"gpu_used"`, `"gpu_available_not_used"` or
+#'   `"no_gpu"`, with the reasons found and concrete advice.
+#'
+#' @param probe Also run the training probe (a few seconds).
+#' @param probe_seconds Length of the probe's steady-state training.
+#' @return An object of class `gpukeras_check`: a list with `verdict`,
+#'   `reasons`, `advice` (character vectors), `stack` (a named list of
+#'   versions), `nvml` (whether NVIDIA's management library is available, and
+#'   why not), `devices` (a data.frame, see [gpu_devices()]), `placement`
+#'   (`runs`, a data.frame of requested device, actual device, median time and
+#'   GFLOP/s; `speedup`, CPU time over the fastest GPU's), `utilization` (the
+#'   probe: samples/s, the device the weights live on, and `gpus`, a
+#'   data.frame of NVML utilization mean/max and memory used; `NULL` without
+#'   a probe) and `timings` (seconds per phase).
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   check <- gpu_check(probe_seconds = 1)
+#'   check
+#'   check$verdict
+#' }
+gpu_check <- function(probe = TRUE, probe_seconds = 3) {
+  check_flag(probe)
+  check_positive_number(probe_seconds)
+  result <- core_call(
+    "check.run_check",
+    probe_training = probe,
+    probe_seconds = probe_seconds,
+    matmul_size = 1024L
+  )
+  new_gpukeras_check(result)
+}
+
+new_gpukeras_check <- function(result) {
+  stack <- c(
+    list(
+      r = paste(R.version$major, R.version$minor, sep = "."),
+      reticulate = as.character(utils::packageVersion("reticulate"))
+    ),
+    result$stack
+  )
+  placement <- result$placement
+  placement$runs <- rows_to_df(placement$runs, c("requested", "actual", "median_ms", "gflops"))
+  utilization <- result$utilization
+  if (!is.null(utilization)) {
+    utilization$gpus <- rows_to_df(utilization$gpus, c(
+      "nvml_index", "samples", "sample_hz", "utilization_mean",
+      "utilization_max", "memory_used_max_mib", "power_mean_w"
+    ))
+  }
+  structure(
+    list(
+      verdict = result$verdict,
+      reasons = as.character(unlist(result$reasons)),
+      advice = as.character(unlist(result$advice)),
+      stack = stack,
+      nvml = result$nvml,
+      devices = rows_to_df(result$devices, device_columns),
+      placement = placement,
+      utilization = utilization,
+      timings = unlist(result$timings)
+    ),
+    class = "gpukeras_check"
+  )
+}
+
+verdict_text <- c(
+  gpu_used = "the GPU is used",
+  gpu_available_not_used = "a GPU is available but NOT used",
+  no_gpu = "no GPU is used"
+)
+
+format_stack <- function(s) {
+  backend_build <- if (identical(s$keras_backend, "jax")) {
+    sprintf("JAX %s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
+  } else if (isTRUE(s$is_cuda_build)) {
+    sprintf(
+      "TensorFlow %s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution,
+      or_na(s$cuda_version), or_na(s$cudnn_version)
+    )
+  } else {
+    sprintf("TensorFlow %s (%s, CPU-only build)", or_na(s$tensorflow), or_na(s$tensorflow_distribution))
+  }
+  c(
+    sprintf(
+      "R %s %s reticulate %s %s Python %s %s Keras %s on %s",
+      s$r, bullet(), s$reticulate, bullet(), s$python, bullet(), s$keras, s$keras_backend
+    ),
+    backend_build,
+    sprintf(
+      "NVIDIA driver %s (CUDA %s) %s CUDA_VISIBLE_DEVICES %s %s %s %s %s",
+      or_na(s$nvidia_driver), or_na(s$cuda_driver_version), bullet(),
+      or_na(s$cuda_visible_devices, "unset"), bullet(), s$os, s$os_release, s$machine
+    )
+  )
+}
+
+format_devices <- function(devices) {
+  sprintf(
+    "%-6s %s%s, %s total, %s free",
+    devices$device, devices$name,
+    ifelse(is.na(devices$compute_capability), "", paste0(" (compute ", devices$compute_capability, ")")),
+    format_mib(devices$memory_total_mib), format_mib(devices$memory_free_mib)
+  )
+}
+
+format_placement <- function(placement) {
+  runs <- placement$runs
+  lines <- sprintf(
+    "%-6s %s %-6s %8.2f ms  %7.1f GFLOP/s",
+    runs$requested, arrow(), runs$actual, runs$median_ms, runs$gflops
+  )
+  speedup <- if (is.null(placement$speedup)) "n/a (no GPU run)" else sprintf("%.1fx", placement$speedup)
+  c(lines, sprintf("GPU speed-up over CPU: %s", speedup))
+}
+
+format_utilization <- function(u, nvml) {
+  if (is.null(u)) {
+    return("not run (probe = FALSE)")
+  }
+  lines <- sprintf(
+    "%d steps of batch %d on %s in %.1f s: %s samples/s; weights on %s",
+    as.integer(u$steps), as.integer(u$batch_size), u$device, u$seconds,
+    format(round(u$samples_per_second %||% NA), big.mark = ","), u$weights_device
+  )
+  gpus <- u$gpus
+  if (nrow(gpus) == 0) {
+    reason <- if (isTRUE(nvml$available)) u$nvml_reason else nvml$reason
+    return(c(lines, sprintf("GPU utilization: not measured (%s)", or_na(reason, "no samples"))))
+  }
+  c(lines, sprintf(
+    "GPU %d: utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",
+    as.integer(gpus$nvml_index), gpus$utilization_mean, gpus$utilization_max,
+    format_mib(gpus$memory_used_max_mib), as.integer(gpus$samples), gpus$sample_hz
+  ))
+}
+
+#' @export
+format.gpukeras_check <- function(x, ...) {
+  indent <- function(lines) paste0("  ", lines)
+  section <- function(title, lines) c(title, indent(lines))
+  c(
+    sprintf("<gpukeras check> Verdict: %s (%s)", x$verdict, verdict_text[[x$verdict]]),
+    section("Reasons:", paste(bullet(), x$reasons)),
+    if (length(x$advice)) section("Advice:", paste(arrow(), x$advice)),
+    section("Stack:", format_stack(x$stack)),
+    section("Devices:", format_devices(x$devices)),
+    section(
+      sprintf("Placement (%d x %d float32 matmul, median of 5 runs):", x$placement$size, x$placement$size),
+      format_placement(x$placement)
+    ),
+    section("Training probe:", format_utilization(x$utilization, x$nvml))
+  )
+}
+
+#' @export
+print.gpukeras_check <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}

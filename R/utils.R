@@ -1,0 +1,19 @@
+# Bind a list of flat Python dicts (converted to named lists) into a data.frame;
+# Python's None becomes NA.
+rows_to_df <- function(rows, columns = NULL) {
+  columns <- columns %||% if (length(rows)) names(rows[[1]]) else character()
+  values <- lapply(columns, function(column) {
+    unlist(lapply(rows, function(row) row[[column]] %||% NA))
+  })
+  names(values) <- columns
+  as.data.frame(values, stringsAsFactors = FALSE)
+}
+
+bullet <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2022" else "*"
+arrow <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2192" else "->"
+
+format_mib <- function(mib) {
+  ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
+}
+
+or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x

@@ -1,0 +1,101 @@
+"""gpu_check(): run real work and say, with evidence, whether the GPU is used."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from gpukeras import devices, diagnose, nvml, placement, probe, stack
+from gpukeras.errors import BadArgumentError
+from gpukeras.runtime import config
+
+
+def _stopwatch() -> object:
+    started = time.perf_counter()
+    return lambda: time.perf_counter() - started
+
+
+def run_check(
+    probe_training: bool = True, probe_seconds: float = 3.0, matmul_size: int = 1024
+) -> dict[str, object]:
+    """Gather the stack, devices, placement and utilization evidence, and diagnose it.
+
+    Args:
+        probe_training: also train a small model for ``probe_seconds`` while
+            sampling NVML utilization.
+        probe_seconds: steady-state length of the training probe.
+        matmul_size: side of the square matrices of the placement test.
+
+    Returns:
+        A dict with stack, nvml, devices, placement, utilization (None without
+        a probe), verdict, reasons, advice and timings (seconds per phase).
+    """
+    if not probe_seconds > 0 or not matmul_size >= 1:
+        raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
+    timings: dict[str, float] = {}
+    elapsed = _stopwatch()
+    config.keras()
+    timings["start_runtime"] = elapsed()
+
+    elapsed = _stopwatch()
+    report = nvml.query()
+    software = stack.collect_stack()
+    device_rows = devices.list_devices(report)
+    gpus = [str(row["device"]) for row in device_rows if row["type"] == "GPU"]
+    timings["inspect"] = elapsed()
+
+    elapsed = _stopwatch()
+    matmul = placement.measure_placement(gpus, size=int(matmul_size))
+    timings["placement"] = elapsed()
+
+    utilization = None
+    if probe_training:
+        elapsed = _stopwatch()
+        watched = [row["nvml_index"] for row in device_rows[1:2] if row["nvml_index"] is not None]
+        utilization = probe.run_training_probe(
+            gpus[0] if gpus else "CPU:0", seconds=float(probe_seconds), nvml_indices=watched
+        )
+        timings["probe"] = elapsed()
+
+    gpu_stats = utilization["gpus"] if utilization else []
+    evidence = diagnose.Evidence(
+        os=str(software["os"]),
+        keras_backend=str(software["keras_backend"]),
+        framework_gpus=len(gpus),
+        tensorflow=software["tensorflow"],
+        tensorflow_distribution=software["tensorflow_distribution"],
+        is_cuda_build=software["is_cuda_build"],
+        cuda_version=software["cuda_version"],
+        cudnn_version=software["cudnn_version"],
+        jax_cuda_plugin=software["jax_cuda_plugin"],
+        cuda_visible_devices=software["cuda_visible_devices"],
+        nvml_available=report.available,
+        nvml_reason=report.reason if not report.available else utilization and utilization["nvml_reason"],
+        nvml_gpus=len(report.devices),
+        nvml_visible_gpus=len(nvml.visible_indices([d.uuid for d in report.devices])),
+        driver_version=report.driver_version,
+        cuda_driver_version=report.cuda_driver_version,
+        placement_on_gpu=bool(matmul["on_gpu"]),
+        placement_actual=[str(run["actual"]) for run in matmul["runs"][:-1]],
+        speedup=matmul["speedup"],
+        probe_ran=utilization is not None,
+        probe_weights_device=utilization["weights_device"] if utilization else None,
+        probe_utilization_mean=gpu_stats[0]["utilization_mean"] if gpu_stats else None,
+        probe_utilization_max=gpu_stats[0]["utilization_max"] if gpu_stats else None,
+    )
+    verdict = diagnose.diagnose(evidence)
+    software["nvidia_driver"] = report.driver_version
+    software["cuda_driver_version"] = report.cuda_driver_version
+    return {
+        "stack": software,
+        "nvml": {
+            "available": report.available,
+            "reason": report.reason,
+            "gpus": len(report.devices),
+        },
+        "devices": device_rows,
+        "placement": matmul,
+        "utilization": utilization,
+        **dataclasses.asdict(verdict),
+        "timings": timings,
+    }

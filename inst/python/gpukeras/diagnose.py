@@ -1,0 +1,164 @@
+"""The verdict of gpu_check(): is the GPU used, and if not, why and what to do.
+
+A pure function of the evidence gathered by ``check``, so every rule can be
+tested, including those for systems this machine is not (Windows, macOS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpukeras.stack import parse_version
+
+GPU_USED = "gpu_used"
+GPU_AVAILABLE_NOT_USED = "gpu_available_not_used"
+NO_GPU = "no_gpu"
+
+
+@dataclass
+class Evidence:
+    """What the check observed. Fields left None were not observed."""
+
+    os: str
+    keras_backend: str
+    framework_gpus: int
+    tensorflow: str | None = None
+    tensorflow_distribution: str | None = None
+    is_cuda_build: bool | None = None
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
+    jax_cuda_plugin: str | None = None
+    cuda_visible_devices: str | None = None
+    nvml_available: bool = False
+    nvml_reason: str | None = None
+    nvml_gpus: int = 0
+    nvml_visible_gpus: int = 0
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    placement_on_gpu: bool = False
+    placement_actual: list[str] = field(default_factory=list)
+    speedup: float | None = None
+    probe_ran: bool = False
+    probe_weights_device: str | None = None
+    probe_utilization_mean: float | None = None
+    probe_utilization_max: float | None = None
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+    def add(self, reason: str, advice: str | None = None) -> None:
+        self.reasons.append(reason)
+        if advice and advice not in self.advice:
+            self.advice.append(advice)
+
+
+def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
+    tf_version = parse_version(ev.tensorflow)
+    if ev.os == "Darwin":
+        out.add(
+            "macOS: there is no CUDA (NVIDIA) GPU support for TensorFlow or JAX on macOS",
+            "On Apple silicon, pip install tensorflow-metal in the gpukeras env for the "
+            "Metal plugin; for CUDA, train on a Linux machine with an NVIDIA GPU.",
+        )
+    if ev.os == "Windows" and ev.keras_backend == "tensorflow" and tf_version[:2] > (2, 10):
+        out.add(
+            f"native Windows with TensorFlow {ev.tensorflow}: TensorFlow dropped GPU "
+            "support on native Windows after 2.10",
+            "Run R inside WSL2 (Ubuntu) and install_gpukeras(gpu = TRUE) there; native "
+            "Windows GPU support ended with TensorFlow 2.10.",
+        )
+    if ev.keras_backend == "tensorflow" and ev.is_cuda_build is False:
+        out.add(
+            f"CPU-only TensorFlow build ({ev.tensorflow_distribution or 'tensorflow'} "
+            f"{ev.tensorflow} was built without CUDA)",
+            "Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R.",
+        )
+    if ev.keras_backend == "jax" and ev.jax_cuda_plugin is None:
+        out.add(
+            "CPU-only JAX: no jax CUDA plugin is installed",
+            "pip install 'jax[cuda12]' (or cuda13) in the gpukeras env, then restart R.",
+        )
+    if ev.cuda_visible_devices is not None and ev.nvml_visible_gpus == 0 and (
+        ev.nvml_gpus > 0 or ev.cuda_visible_devices.strip() in ("", "-1")
+    ):
+        out.add(
+            f"CUDA_VISIBLE_DEVICES='{ev.cuda_visible_devices}' hides every GPU",
+            "Unset it before gpukeras starts Python: Sys.unsetenv('CUDA_VISIBLE_DEVICES') "
+            "in a fresh R session (or set it to the GPU indices to use, e.g. '0').",
+        )
+    if not ev.nvml_available and ev.os == "Linux":
+        out.add(
+            f"no usable NVIDIA driver: {ev.nvml_reason}",
+            "Install the NVIDIA driver for your GPU; `nvidia-smi` must list the GPU "
+            "before any framework can use it.",
+        )
+    hidden = ev.nvml_visible_gpus == 0 and ev.cuda_visible_devices is not None
+    if ev.nvml_available and ev.nvml_gpus > 0 and not hidden and ev.is_cuda_build is not False:
+        built = (
+            f"built for CUDA {ev.cuda_version}, cuDNN {ev.cudnn_version}"
+            if ev.keras_backend == "tensorflow"
+            else f"with {ev.jax_cuda_plugin}"
+        )
+        out.add(
+            f"the driver sees {ev.nvml_gpus} GPU(s) (driver {ev.driver_version}, CUDA "
+            f"{ev.cuda_driver_version}) but {ev.keras_backend} ({built}) finds none: "
+            "a CUDA/cuDNN library mismatch",
+            f"Reinstall so pip brings matching CUDA libraries: install_gpukeras(gpu = TRUE); "
+            f"remove other CUDA versions from LD_LIBRARY_PATH; the driver must support the "
+            f"CUDA version the framework was built for (driver supports up to "
+            f"{ev.cuda_driver_version}).",
+        )
+    if not out.reasons:
+        out.add(
+            f"{ev.keras_backend} sees no GPU",
+            "Run `nvidia-smi` to confirm the GPU and driver, then install_gpukeras(gpu = TRUE).",
+        )
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    """Turn the evidence into a verdict with reasons and concrete advice."""
+    if ev.framework_gpus == 0:
+        out = Diagnosis(NO_GPU)
+        _why_no_gpu(ev, out)
+        return out
+
+    out = Diagnosis(GPU_USED)
+    if not ev.placement_on_gpu:
+        out.verdict = GPU_AVAILABLE_NOT_USED
+        out.add(
+            f"a matmul asked for the GPU ran on {', '.join(ev.placement_actual) or 'no device'}",
+            "Check for a device scope or CUDA_VISIBLE_DEVICES that forces the CPU; build the "
+            "model without a CPU device scope.",
+        )
+    else:
+        speed = f", {ev.speedup:.1f}x the CPU's speed" if ev.speedup else ""
+        out.add(f"a matmul ran on the GPU ({', '.join(ev.placement_actual)}){speed}")
+    if ev.probe_ran:
+        if ev.probe_weights_device and not ev.probe_weights_device.startswith("GPU"):
+            out.verdict = GPU_AVAILABLE_NOT_USED
+            out.add(
+                f"the probe model's weights were placed on {ev.probe_weights_device}",
+                "Build and train the model outside any CPU device scope.",
+            )
+        if ev.probe_utilization_max is None:
+            out.add(
+                f"GPU utilization not measured: {ev.nvml_reason or 'no NVML samples'}",
+                "pip install nvidia-ml-py in the gpukeras env to monitor utilization.",
+            )
+        elif ev.probe_utilization_max <= 0:
+            out.verdict = GPU_AVAILABLE_NOT_USED
+            out.add(
+                "NVML measured 0% GPU utilization while the probe trained",
+                "Check that training runs on the GPU (keras.device) and that no other "
+                "setting hides it.",
+            )
+        else:
+            out.add(
+                f"NVML measured {ev.probe_utilization_mean:.0f}% mean, "
+                f"{ev.probe_utilization_max:.0f}% max GPU utilization while Keras trained"
+            )
+    return out

@@ -1,0 +1,105 @@
+"""The runtime-config object: which Keras backend runs, and starting it quietly.
+
+GPU settings (memory growth, visible devices) only work before TensorFlow or
+JAX starts, so nothing in gpukeras imports a backend at module import time.
+``config`` is the one piece of process-wide state in the core; everything
+that needs Keras goes through ``config.keras()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+SUPPORTED_BACKENDS = ("tensorflow", "jax")
+RUNTIME_MODULES = {"tensorflow": "tensorflow", "jax": "jax"}
+
+
+def configured_backend() -> str:
+    """The backend Keras will use, read the way Keras reads it, without importing Keras."""
+    from_env = os.environ.get("KERAS_BACKEND")
+    if from_env:
+        return from_env
+    keras_home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
+    try:
+        return json.loads((keras_home / "keras.json").read_text())["backend"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "tensorflow"
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Silence file descriptor 2 while a native library starts.
+
+    TensorFlow prints its oneDNN and CUDA start-up lines from C++ before its
+    log level is read, so TF_CPP_MIN_LOG_LEVEL alone does not hide them.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+@dataclass
+class RuntimeConfig:
+    """Process-wide runtime settings, applied before the backend starts.
+
+    Attributes:
+        quiet: hide the backend's native start-up log lines; only applied when
+            the user has not set TF_CPP_MIN_LOG_LEVEL themselves.
+        settings: settings applied so far, by name (filled by later set-up code).
+    """
+
+    quiet: bool = True
+    settings: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        return configured_backend()
+
+    def started(self) -> bool:
+        """Whether the backend's runtime (TensorFlow or JAX) is already imported."""
+        module = RUNTIME_MODULES.get(self.backend, self.backend)
+        return module in sys.modules
+
+    def keras(self) -> ModuleType:
+        """Import Keras (and so start its backend) after checking the stack is supported."""
+        if "keras" in sys.modules:
+            return sys.modules["keras"]
+        from gpukeras import stack
+
+        stack.require_supported(self.backend)
+        quiet = self.quiet and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+        if quiet:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        with _native_stderr_silenced() if quiet else contextlib.nullcontext():
+            import keras
+        return keras
+
+    def backend_module(self) -> ModuleType:
+        """The backend's own module (``tensorflow`` or ``jax``), started through Keras."""
+        self.keras()
+        import importlib
+
+        return importlib.import_module(RUNTIME_MODULES[self.backend])
+
+
+config = RuntimeConfig()
+
+
+def start() -> dict[str, str]:
+    """Start Keras and its backend now (the stack is checked first)."""
+    keras = config.keras()
+    return {"keras": keras.__version__, "backend": keras.backend.backend()}
