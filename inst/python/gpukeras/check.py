@@ -58,6 +58,7 @@ def run_check(
         timings["probe"] = elapsed()
 
     gpu_stats = utilization["gpus"] if utilization else []
+    probe_reason = utilization["nvml_reason"] if utilization else None
     evidence = diagnose.Evidence(
         os=str(software["os"]),
         keras_backend=str(software["keras_backend"]),
@@ -70,7 +71,7 @@ def run_check(
         jax_cuda_plugin=software["jax_cuda_plugin"],
         cuda_visible_devices=software["cuda_visible_devices"],
         nvml_available=report.available,
-        nvml_reason=report.reason if not report.available else utilization and utilization["nvml_reason"],
+        nvml_reason=report.reason if not report.available else probe_reason,
         nvml_gpus=len(report.devices),
         nvml_visible_gpus=len(nvml.visible_indices([d.uuid for d in report.devices])),
         driver_version=report.driver_version,

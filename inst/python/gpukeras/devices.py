@@ -96,9 +96,7 @@ def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object
     ]
     visible = nvml.visible_indices([device.uuid for device in report.devices])
     for position, gpu in enumerate(framework_gpus()):
-        nvml_device = (
-            report.devices[visible[position]] if position < len(visible) else None
-        )
+        nvml_device = report.devices[visible[position]] if position < len(visible) else None
         rows.append(
             {
                 "device": f"GPU:{position}",

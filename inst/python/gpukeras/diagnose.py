@@ -82,8 +82,10 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
             "CPU-only JAX: no jax CUDA plugin is installed",
             "pip install 'jax[cuda12]' (or cuda13) in the gpukeras env, then restart R.",
         )
-    if ev.cuda_visible_devices is not None and ev.nvml_visible_gpus == 0 and (
-        ev.nvml_gpus > 0 or ev.cuda_visible_devices.strip() in ("", "-1")
+    if (
+        ev.cuda_visible_devices is not None
+        and ev.nvml_visible_gpus == 0
+        and (ev.nvml_gpus > 0 or ev.cuda_visible_devices.strip() in ("", "-1"))
     ):
         out.add(
             f"CUDA_VISIBLE_DEVICES='{ev.cuda_visible_devices}' hides every GPU",

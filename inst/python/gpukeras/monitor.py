@@ -95,7 +95,9 @@ class UtilizationSampler:
         rows = []
         for index in self.nvml_indices:
             chosen = [
-                s for s in self.samples if s.nvml_index == index and (since is None or s.time >= since)
+                s
+                for s in self.samples
+                if s.nvml_index == index and (since is None or s.time >= since)
             ]
             if not chosen:
                 continue

@@ -81,8 +81,13 @@ def run_training_probe(
         )
         with UtilizationSampler(nvml_indices or [], hz=hz) as sampler:
             model.fit(
-                x, y, batch_size=shape["batch_size"], epochs=10_000, shuffle=False,
-                verbose=0, callbacks=[limit],
+                x,
+                y,
+                batch_size=shape["batch_size"],
+                epochs=10_000,
+                shuffle=False,
+                verbose=0,
+                callbacks=[limit],
             )
     steady_steps = limit.steps - 1
     steady_seconds = (limit.last_step_end or 0) - (limit.first_step_end or 0)
