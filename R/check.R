@@ -100,9 +100,9 @@ format_stack <- function(s) {
     ),
     backend_build,
     sprintf(
-      "NVIDIA driver %s (CUDA %s) %s CUDA_VISIBLE_DEVICES %s %s %s %s %s",
-      or_na(s$nvidia_driver), or_na(s$cuda_driver_version), bullet(),
-      or_na(s$cuda_visible_devices, "unset"), bullet(), s$os, s$os_release, s$machine
+      "NVIDIA driver: %s %s CUDA_VISIBLE_DEVICES: %s %s %s %s %s",
+      if (is.null(s$nvidia_driver)) "none" else sprintf("%s (CUDA %s)", s$nvidia_driver, s$cuda_driver_version),
+      bullet(), or_na(s$cuda_visible_devices, "unset"), bullet(), s$os, s$os_release, s$machine
     )
   )
 }

@@ -18,6 +18,7 @@ pinned <- list(
 #' gpukeras_requirements(gpu = FALSE)
 gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]]) {
   check_flag(gpu)
+  check_string(os)
   tensorflow <- if (gpu && os == "Linux") {
     "tensorflow[and-cuda]"
   } else if (os == "Darwin") {
@@ -59,7 +60,7 @@ find_python_starter <- function() {
   for (python in candidates[nzchar(candidates)]) {
     ok <- suppressWarnings(tryCatch(
       system2(python, c("-c", shQuote("import sys, venv; print(sys.version_info >= (3, 9))")),
-        stdout = TRUE, stderr = FALSE
+        stdout = TRUE, stderr = FALSE, env = "LD_LIBRARY_PATH="
       ),
       error = function(e) ""
     ))
@@ -110,33 +111,48 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
     gpu <- has_nvidia_gpu()
   }
   packages <- gpukeras_requirements(gpu)
-  installing <- function(step) {
-    tryCatch(step, error = function(e) {
-      gpukeras_abort(
-        c(
-          sprintf("Installing the Python environment '%s' failed: %s", envname, conditionMessage(e)),
-          "Check the network access to PyPI and the pip output above, then run install_gpukeras() again."
-        ),
-        "gpukeras_error_install"
-      )
-    })
-  }
+  path <- virtualenv_dir(envname)
   if (!reticulate::virtualenv_exists(envname)) {
-    starter <- python %||% find_python_starter()
-    installing(reticulate::virtualenv_create(envname, python = starter, packages = FALSE))
+    run_python(python %||% find_python_starter(), c("-m", "venv", shQuote(path)), envname)
   }
   env_python <- reticulate::virtualenv_python(envname)
   # The CPU and CUDA builds of TensorFlow install the same module: remove the other one.
   other <- if (startsWith(packages[[1]], "tensorflow-cpu")) "tensorflow" else "tensorflow-cpu"
-  suppressWarnings(system2(env_python, c("-m", "pip", "uninstall", "-y", "-q", other),
-    stdout = FALSE, stderr = FALSE
-  ))
-  installing(reticulate::virtualenv_install(envname, packages, ignore_installed = FALSE))
+  run_python(env_python, c("-m", "pip", "uninstall", "-y", "-q", other), envname, quiet = TRUE)
+  run_python(env_python, c("-m", "pip", "install", "--upgrade", shQuote(packages)), envname)
   message(sprintf(
     "gpukeras: Python environment '%s' is ready (%s).\nRestart R if Python was already started in this session.",
     envname, paste(packages, collapse = ", ")
   ))
   invisible(list(envname = envname, python = env_python, packages = packages))
+}
+
+# Where reticulate keeps a virtualenv of this name (a name with a slash is a path).
+virtualenv_dir <- function(envname) {
+  if (grepl("/", envname, fixed = TRUE)) {
+    return(path.expand(envname))
+  }
+  root <- Sys.getenv("WORKON_HOME", unset = "~/.virtualenvs")
+  path.expand(file.path(root, envname))
+}
+
+# Run Python outside R's library path: R's LD_LIBRARY_PATH can make a Python
+# built with its own libpython and OpenSSL load the system's copies instead
+# (seen here: pip then fails with "SSL module is not available").
+run_python <- function(python, args, envname, quiet = FALSE) {
+  output <- if (quiet) FALSE else ""
+  status <- system2(python, args, stdout = output, stderr = output, env = "LD_LIBRARY_PATH=")
+  if (!quiet && !identical(status, 0L)) {
+    gpukeras_abort(
+      c(
+        sprintf("Setting up the Python environment '%s' failed: `%s %s` exited with status %s.",
+                envname, python, paste(args, collapse = " "), status),
+        "Check the network access to PyPI and the pip output above, then run install_gpukeras() again."
+      ),
+      "gpukeras_error_install"
+    )
+  }
+  invisible(status)
 }
 
 `%||%` <- function(x, y) if (is.null(x)) y else x

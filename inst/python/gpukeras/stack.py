@@ -44,7 +44,7 @@ def module_distribution(module: str) -> tuple[str | None, str | None]:
     for dist in importlib.metadata.packages_distributions().get(module, []):
         try:
             meta = importlib.metadata.metadata(dist)
-            return meta["Name"], meta["Version"]
+            return re.sub(r"[-_.]+", "-", meta["Name"]).lower(), meta["Version"]
         except importlib.metadata.PackageNotFoundError:
             continue
     return module, None
