@@ -45,5 +45,16 @@ gpu_as_numpy <- function(x, dtype = NULL) {
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
   check_string(dtype)
   core()
-  reticulate::np_array(x, dtype = dtype, order = "C")
+  tryCatch(
+    reticulate::np_array(x, dtype = dtype, order = "C"),
+    error = function(e) {
+      gpukeras_abort(
+        c(
+          sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
+          "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
+        ),
+        "gpukeras_error_bad_argument"
+      )
+    }
+  )
 }
