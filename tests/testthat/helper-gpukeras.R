@@ -1,0 +1,105 @@
+# Shared helpers for the gpukeras tests.
+#
+# Python can start only once per R process, so anything that needs a different
+# environment (no Python, another KERAS_BACKEND, CUDA_VISIBLE_DEVICES, ...) runs
+# in a fresh R process through run_in_fresh_r().
+
+# Skip a test that needs the Python core when no Python environment is
+# configured (neither GPUKERAS_PYTHON, RETICULATE_PYTHON nor the virtualenv
+# made by install_gpukeras()).
+skip_if_no_python <- function() {
+  if (is.null(gpukeras_python())) {
+    testthat::skip("no Python environment for gpukeras (run install_gpukeras() or set GPUKERAS_PYTHON)")
+  }
+  invisible(TRUE)
+}
+
+# Skip assertions that only hold on a machine without an NVIDIA GPU.
+skip_if_nvidia_gpu <- function() {
+  if (has_nvidia_gpu()) {
+    testthat::skip("an NVIDIA GPU is present")
+  }
+  invisible(TRUE)
+}
+
+# Skip assertions about the TensorFlow backend when the check ran on another one.
+skip_unless_tensorflow <- function(check) {
+  if (!identical(check$stack$keras_backend, "tensorflow")) {
+    testthat::skip(sprintf("the Keras backend is %s, not tensorflow", check$stack$keras_backend))
+  }
+  invisible(TRUE)
+}
+
+# One in-process gpu_check() result, computed on first use and shared by all
+# test files (the check starts TensorFlow and trains for a moment).
+shared_check <- local({
+  check <- NULL
+  function() {
+    if (is.null(check)) {
+      check <<- gpu_check(probe_seconds = 0.5)
+    }
+    check
+  }
+})
+
+# Is `path` a package source tree (as under devtools::test()) rather than an
+# installed package (as under R CMD check)? Both have a DESCRIPTION and an R/
+# folder; only a source tree has .R files in R/.
+is_source_tree <- function(path) {
+  file.exists(file.path(path, "DESCRIPTION")) &&
+    length(list.files(file.path(path, "R"), pattern = "[.][Rr]$")) > 0
+}
+
+# Evaluate `expr` in a fresh R process in which the environment variables
+# `env` are set and `unset` are removed, and `options` are set, all before
+# gpukeras is loaded. The package under test is loaded the way this process
+# loaded it (pkgload::load_all() for a source tree, library() otherwise).
+# `expr` is evaluated in a child of the gpukeras namespace, where
+# `catch_error(code)` returns a failed call's condition as plain data:
+# list(class =, message =, python_traceback =), or NULL when `code` succeeds.
+# The expression should return plain values (vectors, lists), not objects.
+run_in_fresh_r <- function(expr, env = character(), unset = character(),
+                           options = list(), timeout = 180) {
+  path <- getNamespaceInfo("gpukeras", "path")
+  callr::r(
+    function(expr, path, source_tree, env, unset, options) {
+      if (length(unset)) Sys.unsetenv(unset)
+      if (length(env)) do.call(Sys.setenv, as.list(env))
+      if (length(options)) options(options)
+      if (source_tree) {
+        # Looked up rather than called with `::`: pkgload is only needed (and
+        # only present) when the tests run on a source tree.
+        load_all <- utils::getFromNamespace("load_all", "pkgload")
+        load_all(path, quiet = TRUE, helpers = FALSE)
+      } else {
+        library("gpukeras", lib.loc = dirname(path), character.only = TRUE)
+      }
+      scope <- new.env(parent = asNamespace("gpukeras"))
+      scope$catch_error <- function(code) {
+        tryCatch(
+          {
+            code
+            NULL
+          },
+          error = function(e) {
+            list(
+              class = class(e),
+              message = conditionMessage(e),
+              python_traceback = e$python_traceback
+            )
+          }
+        )
+      }
+      eval(expr, scope)
+    },
+    args = list(
+      expr = substitute(expr),
+      path = path,
+      source_tree = is_source_tree(path),
+      env = env,
+      unset = unset,
+      options = options
+    ),
+    timeout = timeout
+  )
+}

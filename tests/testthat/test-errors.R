@@ -1,0 +1,135 @@
+test_that("gpukeras_abort() raises a condition with the specific class first", {
+  error <- tryCatch(
+    gpukeras_abort(c("First line.", "Second line."), "gpukeras_error_bad_data", extra = 42),
+    error = identity
+  )
+  expect_identical(class(error), c("gpukeras_error_bad_data", "gpukeras_error", "error", "condition"))
+  expect_identical(conditionMessage(error), "First line.\nSecond line.")
+  expect_null(conditionCall(error))
+  expect_identical(error$extra, 42)
+
+  base <- tryCatch(gpukeras_abort("Plain."), error = identity)
+  expect_identical(class(base), c("gpukeras_error", "error", "condition"))
+  expect_error(gpukeras_abort("x", "gpukeras_error_bad_argument"), class = "gpukeras_error")
+})
+
+test_that("argument checks name the argument and what was given", {
+  flag <- TRUE
+  expect_identical(check_flag(flag), TRUE)
+  expect_error(check_flag(NA, arg = "verbose"), "^`verbose` must be TRUE or FALSE, not `NA`[.]$", class = "gpukeras_error_bad_argument")
+  expect_error(check_positive_number(-2, arg = "n"), "^`n` must be one positive number, not `-2`[.]$", class = "gpukeras_error_bad_argument")
+  expect_error(check_string(NULL, arg = "s"), "^`s` must be one non-empty string, not NULL[.]$", class = "gpukeras_error_bad_argument")
+  expect_error(check_string(letters[1:3], arg = "s"), "not a character of length 3", class = "gpukeras_error_bad_argument")
+  expect_identical(check_positive_number(0.5), 0.5)
+  expect_identical(check_string("float32"), "float32")
+})
+
+test_that("an error raised in the Python core keeps its class and has no traceback", {
+  skip_if_no_python()
+  error <- tryCatch(core_call("check.run_check", matmul_size = 0L), error = identity)
+  expect_identical(class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"))
+  expect_match(conditionMessage(error), "must be positive numbers", fixed = TRUE)
+  expect_false(grepl("Traceback", conditionMessage(error), fixed = TRUE))
+  expect_null(error$python_traceback)
+})
+
+test_that("a failure inside the Python core is reported as gpukeras_error_python", {
+  skip_if_no_python()
+  error <- tryCatch(core_call("check.run_check", no_such_argument = 1), error = identity)
+  expect_s3_class(error, "gpukeras_error_python")
+  expect_s3_class(error, "gpukeras_error")
+  expect_match(conditionMessage(error), "^The Python core failed in check[.]run_check: TypeError: ")
+  expect_match(conditionMessage(error), "no_such_argument", fixed = TRUE)
+  expect_match(conditionMessage(error), "please report it", fixed = TRUE)
+  # The traceback is kept on the condition, never in the message.
+  expect_false(grepl("Traceback", conditionMessage(error), fixed = TRUE))
+  expect_match(error$python_traceback, "^Traceback \\(most recent call last\\)")
+  expect_match(error$python_traceback, "bridge.py", fixed = TRUE)
+})
+
+test_that("without a Python environment, gpu_check() says to run install_gpukeras()", {
+  empty <- withr::local_tempdir()
+  child <- run_in_fresh_r(
+    list(
+      python = gpukeras_python(),
+      bad_argument = catch_error(gpu_check(probe = NA)),
+      check = catch_error(gpu_check(probe_seconds = 0.5)),
+      devices = catch_error(gpu_devices()),
+      numpy = catch_error(gpu_as_numpy(1:3)),
+      started = reticulate::py_available(initialize = FALSE)
+    ),
+    env = c(WORKON_HOME = empty),
+    unset = c("GPUKERAS_PYTHON", "RETICULATE_PYTHON"),
+    options = list(gpukeras.envname = "no-such-env-xyz")
+  )
+  expect_null(child$python)
+  # Arguments are checked before Python is looked for.
+  expect_identical(child$bad_argument$class[1], "gpukeras_error_bad_argument")
+  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "error", "condition"))
+  expect_match(child$check$message, "No Python environment for gpukeras was found", fixed = TRUE)
+  expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
+  expect_match(child$check$message, "'no-such-env-xyz'", fixed = TRUE)
+  expect_match(child$check$message, "GPUKERAS_PYTHON", fixed = TRUE)
+  expect_identical(child$devices$class[1], "gpukeras_error_no_python_env")
+  expect_identical(child$numpy$class[1], "gpukeras_error_no_python_env")
+  expect_false(child$started)
+})
+
+test_that("GPUKERAS_PYTHON naming a missing file is an error that names it", {
+  child <- run_in_fresh_r(
+    list(
+      python = catch_error(gpukeras_python()),
+      check = catch_error(gpu_check(probe_seconds = 0.5)),
+      started = reticulate::py_available(initialize = FALSE)
+    ),
+    env = c(GPUKERAS_PYTHON = "/nonexistent/python")
+  )
+  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "error", "condition"))
+  expect_match(child$check$message, "GPUKERAS_PYTHON is set to '/nonexistent/python', which does not exist.", fixed = TRUE)
+  expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
+  expect_identical(child$python, child$check)
+  expect_false(child$started)
+})
+
+test_that("a GPUKERAS_PYTHON that is not Python gives gpukeras_error_python_start", {
+  skip_on_os("windows")
+  not_python <- Sys.which("true")
+  skip_if(!nzchar(not_python), "no `true` executable")
+  child <- run_in_fresh_r(
+    catch_error(gpu_check(probe_seconds = 0.5)),
+    env = c(GPUKERAS_PYTHON = unname(not_python))
+  )
+  expect_identical(child$class, c("gpukeras_error_python_start", "gpukeras_error", "error", "condition"))
+  expect_match(child$message, sprintf("Python at '%s' could not be started", not_python), fixed = TRUE)
+  expect_match(child$message, "install_gpukeras()", fixed = TRUE)
+})
+
+test_that("KERAS_BACKEND=torch is refused with a classed error and no traceback", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    list(
+      check = catch_error(gpu_check(probe_seconds = 0.5)),
+      keras = catch_error(gpu_keras()),
+      tensorflow_started = reticulate::py_eval("'tensorflow' in __import__('sys').modules")
+    ),
+    env = c(KERAS_BACKEND = "torch")
+  )
+  expect_identical(child$check$class, c("gpukeras_error_backend_unsupported", "gpukeras_error", "error", "condition"))
+  expect_match(child$check$message, "KERAS_BACKEND is 'torch'", fixed = TRUE)
+  expect_match(child$check$message, "tensorflow and jax", fixed = TRUE)
+  expect_match(child$check$message, "Sys.setenv(KERAS_BACKEND = 'tensorflow')", fixed = TRUE)
+  expect_false(grepl("Traceback", child$check$message, fixed = TRUE))
+  expect_null(child$check$python_traceback)
+  expect_identical(child$keras$class[1], "gpukeras_error_backend_unsupported")
+  # The stack is checked before any backend is imported.
+  expect_false(child$tensorflow_started)
+})
+
+test_that("KERAS_BACKEND=jax without JAX installed says how to install it", {
+  skip_if_no_python()
+  skip_if(!is.null(shared_check()$stack$jax), "JAX is installed in the Python environment")
+  child <- run_in_fresh_r(catch_error(gpu_check(probe_seconds = 0.5)), env = c(KERAS_BACKEND = "jax"))
+  expect_identical(child$class[1], "gpukeras_error_backend_missing")
+  expect_match(child$message, "KERAS_BACKEND is 'jax' but jax is not installed", fixed = TRUE)
+  expect_false(grepl("Traceback", child$message, fixed = TRUE))
+})
