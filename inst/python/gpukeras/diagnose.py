@@ -99,7 +99,12 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
             "before any framework can use it.",
         )
     hidden = ev.nvml_visible_gpus == 0 and ev.cuda_visible_devices is not None
-    if ev.nvml_available and ev.nvml_gpus > 0 and not hidden and ev.is_cuda_build is not False:
+    gpu_build = (
+        ev.is_cuda_build is not False
+        if ev.keras_backend == "tensorflow"
+        else ev.jax_cuda_plugin is not None
+    )
+    if ev.nvml_available and ev.nvml_gpus > 0 and not hidden and gpu_build:
         built = (
             f"built for CUDA {ev.cuda_version}, cuDNN {ev.cudnn_version}"
             if ev.keras_backend == "tensorflow"
