@@ -35,9 +35,9 @@ def call(target: str, kwargs: dict[str, object] | None = None) -> dict[str, obje
         "r_class", "message", "traceback"}``, the traceback only for errors that
         are not the user's (a bug, or a failure inside the stack).
     """
-    module_name, function_name = target.rsplit(".", 1)
-    function = getattr(importlib.import_module(f"gpukeras.{module_name}"), function_name)
     try:
+        module_name, function_name = target.rsplit(".", 1)
+        function = getattr(importlib.import_module(f"gpukeras.{module_name}"), function_name)
         return {"ok": True, "value": plain(function(**(kwargs or {})))}
     except GpukerasError as error:
         return {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
