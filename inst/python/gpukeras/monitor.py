@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from gpukeras import nvml
 
@@ -61,20 +62,25 @@ class UtilizationSampler:
     def _run(self) -> None:
         try:
             with nvml.session() as pynvml:
-                handles = {
-                    index: pynvml.nvmlDeviceGetHandleByIndex(index) for index in self.nvml_indices
-                }
-                self._ready.set()
-                period = 1.0 / self.hz
-                while not self._stop.is_set():
-                    started = time.perf_counter()
-                    for index, handle in handles.items():
-                        self.samples.append(self._read(pynvml, index, handle, started))
-                    self._stop.wait(max(0.0, period - (time.perf_counter() - started)))
+                try:
+                    self._sample(pynvml)
+                except pynvml.NVMLError as error:  # a bad index; no utilization on MIG GPUs
+                    self.reason = f"NVML stopped sampling: {error}"
         except nvml.NvmlUnavailable as error:
             self.reason = str(error)
         finally:
             self._ready.set()
+
+    def _sample(self, pynvml: ModuleType) -> None:
+        """Sample every watched GPU until stopped; NVML errors propagate to ``_run``."""
+        handles = {index: pynvml.nvmlDeviceGetHandleByIndex(index) for index in self.nvml_indices}
+        self._ready.set()
+        period = 1.0 / self.hz
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            for index, handle in handles.items():
+                self.samples.append(self._read(pynvml, index, handle, started))
+            self._stop.wait(max(0.0, period - (time.perf_counter() - started)))
 
     @staticmethod
     def _read(pynvml: object, index: int, handle: object, now: float) -> Sample:
