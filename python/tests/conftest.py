@@ -1,0 +1,197 @@
+"""Shared helpers: run the core in a fresh process, detect a GPU, reuse one gpu_check().
+
+A Keras backend starts once per process and its settings apply only before it
+starts, so every test that needs another environment (KERAS_BACKEND,
+CUDA_VISIBLE_DEVICES, a blocked module) runs the core through ``run_core`` in
+a fresh Python. Tests in this process use the configured backend
+(``KERAS_BACKEND``, TensorFlow by default; JAX on the GPU machines).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpukeras import bridge, nvml, runtime
+
+CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
+MARKER = "@@gpukeras-result@@"
+WATCHED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
+
+# Several processes of this suite may hold the same GPU at once (this one and a
+# run_core child); without this, the first JAX process takes 75 % of its memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+_RUNNER = f"""
+import json, os, sys
+exec(sys.argv[3])
+from gpukeras import bridge
+result = bridge.call(sys.argv[1], json.loads(sys.argv[2]))
+print({MARKER!r} + json.dumps({{
+    "result": result,
+    "loaded": sorted({{name.split(".")[0] for name, module in sys.modules.items() if module}}),
+    "environ": {{name: os.environ.get(name) for name in {WATCHED_ENV!r}}},
+}}))
+"""
+
+
+@dataclass
+class CoreRun:
+    """What a fresh Python reported after one ``bridge.call``.
+
+    Attributes:
+        result: the bridge's answer, parsed from JSON (so it is plain data).
+        stderr: everything the process wrote to standard error.
+        loaded: top-level modules imported by the end of the call.
+        environ: the variables in ``WATCHED_ENV`` as the process ended with them.
+    """
+
+    result: dict
+    stderr: str
+    loaded: set[str]
+    environ: dict[str, str | None]
+
+    @property
+    def value(self) -> object:
+        """The call's value; fails the test, showing the error, when the call failed."""
+        assert self.result["ok"], self.result
+        return self.result["value"]
+
+
+def run_core(
+    target: str,
+    kwargs: dict[str, object] | None = None,
+    *,
+    env: dict[str, str | None] | None = None,
+    setup: str = "",
+    timeout: float = 120,
+) -> CoreRun:
+    """Run ``gpukeras.bridge.call(target, kwargs)`` in a fresh Python.
+
+    Args:
+        target: 'module.function' inside gpukeras.
+        kwargs: keyword arguments (JSON-serialisable).
+        env: variables to set in the child; None removes one.
+        setup: Python code run before gpukeras is imported (e.g. blocking a module).
+        timeout: seconds before the child is killed and the test fails.
+    """
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        [str(CORE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    for name, value in (env or {}).items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {}), setup],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(MARKER)]
+    if done.returncode != 0 or not lines:
+        pytest.fail(f"core child failed (rc {done.returncode}):\n{done.stderr[-4000:]}")
+    report = json.loads(lines[-1][len(MARKER) :])
+    return CoreRun(report["result"], done.stderr, set(report["loaded"]), report["environ"])
+
+
+def requires(module: str) -> None:
+    """Skip unless ``module`` is installed, without importing it into this process."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed in this Python")
+
+
+def in_process_backend(name: str) -> None:
+    """Skip unless this process's Keras backend is ``name`` (it cannot be switched)."""
+    if runtime.configured_backend() != name:
+        pytest.skip(f"this process runs the {runtime.configured_backend()} backend, not {name}")
+
+
+@functools.cache
+def gpu_status() -> tuple[bool, str]:
+    """Whether the configured backend sees a GPU, and why not when it does not.
+
+    NVML answers "no" cheaply; only when it sees a visible GPU is the backend
+    asked, in a fresh process so this one's backend is not started early.
+    """
+    report = nvml.query()
+    if not report.available:
+        return False, f"no GPU: {report.reason}"
+    if not nvml.visible_indices([device.uuid for device in report.devices]):
+        return False, "no GPU: NVML sees none that CUDA_VISIBLE_DEVICES leaves visible"
+    gpus = run_core("devices.framework_gpus").value
+    backend = runtime.configured_backend()
+    if not gpus:
+        return False, f"no GPU: the {backend} backend finds none that NVML sees"
+    return True, f"{backend} sees {len(gpus)} GPU(s)"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None:
+        visible, why = gpu_status()
+        if not visible:
+            pytest.skip(why)
+
+
+@pytest.fixture
+def no_gpu() -> None:
+    """For tests of the no-GPU verdicts: skip where the backend sees a GPU."""
+    visible, why = gpu_status()
+    if visible:
+        pytest.skip(f"asserts the no-GPU outcome, but {why}")
+
+
+@pytest.fixture
+def no_driver() -> nvml.NvmlReport:
+    """NVML's report on a machine without an NVIDIA driver; skip where there is one."""
+    report = nvml.query()
+    if report.available:
+        pytest.skip(
+            f"asserts the no-driver outcome, but NVML runs (driver {report.driver_version})"
+        )
+    return report
+
+
+@pytest.fixture(scope="session")
+def check_result() -> dict:
+    """One gpu_check() in this process, through the bridge as R calls it."""
+    answer = bridge.call("check.run_check", {"probe_seconds": 1, "matmul_size": 256})
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+@pytest.fixture(scope="session")
+def tensorflow_check(request: pytest.FixtureRequest) -> dict:
+    """gpu_check() on the TensorFlow backend: this process's, or a fresh one's."""
+    if runtime.configured_backend() == "tensorflow":
+        pytest.importorskip("tensorflow")
+        return request.getfixturevalue("check_result")
+    requires("tensorflow")
+    return run_core(
+        "check.run_check",
+        {"probe_seconds": 1, "matmul_size": 256},
+        env={"KERAS_BACKEND": "tensorflow"},
+    ).value
+
+
+@pytest.fixture(scope="session")
+def jax_run() -> CoreRun:
+    """gpu_check() on the JAX backend, always in a fresh process (to see what it imports)."""
+    requires("jax")
+    return run_core(
+        "check.run_check",
+        {"probe_seconds": 1, "matmul_size": 256},
+        env={"KERAS_BACKEND": "jax"},
+    )

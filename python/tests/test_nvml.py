@@ -1,0 +1,89 @@
+"""nvml: what the NVIDIA driver sees, and CUDA_VISIBLE_DEVICES parsed as CUDA does."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_core
+from gpukeras import nvml
+
+
+def test_query_without_a_driver_says_why(no_driver: nvml.NvmlReport) -> None:
+    assert no_driver.available is False
+    assert "driver" in no_driver.reason
+    assert no_driver.devices == []
+    assert no_driver.driver_version is None
+
+
+def test_session_without_a_driver_raises_nvml_unavailable(no_driver: nvml.NvmlReport) -> None:
+    with pytest.raises(nvml.NvmlUnavailable, match="driver"), nvml.session():
+        pass
+
+
+def test_query_without_nvidia_ml_py_says_what_to_install() -> None:
+    run = run_core("nvml.query", setup="sys.modules['pynvml'] = None")
+    assert run.value["available"] is False
+    assert "nvidia-ml-py" in run.value["reason"]
+    assert "pip install nvidia-ml-py" in run.value["reason"]
+    assert run.value["devices"] == []
+
+
+@pytest.mark.gpu
+def test_query_on_a_gpu_machine() -> None:
+    report = nvml.query()
+    assert report.available is True
+    assert report.reason is None
+    assert re.fullmatch(r"\d+\.\d+", report.cuda_driver_version)
+    assert report.driver_version
+    assert report.devices
+    for index, device in enumerate(report.devices):
+        assert device.index == index
+        assert device.uuid.startswith(("GPU-", "MIG-"))
+        assert device.name
+        assert device.memory_total_mib > 0
+        assert 0 <= device.memory_used_mib <= device.memory_total_mib
+        assert device.compute_capability is None or re.fullmatch(
+            r"\d+\.\d+", device.compute_capability
+        )
+        assert device.utilization_gpu is None or 0 <= device.utilization_gpu <= 100
+
+
+UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", []),
+        ("-1", []),
+        ("0,1", [0, 1]),
+        ("1,0", [1, 0]),
+        ("1", [1]),
+        ("2", []),
+        ("0,2,1", [0]),
+        ("GPU-bbbb", [1]),
+        ("GPU-bbbb2222-0000,0", [1, 0]),
+        ("GPU-", []),
+        ("0,0,1", [0]),
+        ("0,GPU-aaaa", [0]),
+        ("0,x,1", [0]),
+        ("0,,1", [0]),
+    ],
+)
+def test_visible_indices(value: str, expected: list[int]) -> None:
+    assert nvml.visible_indices(UUIDS, value) == expected
+
+
+def test_visible_indices_unset_means_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvml.visible_indices(UUIDS) == [0, 1]
+    assert nvml.visible_indices([]) == []
+
+
+def test_visible_indices_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert nvml.visible_indices(UUIDS) == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert nvml.visible_indices(UUIDS) == []

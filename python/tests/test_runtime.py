@@ -1,0 +1,117 @@
+"""runtime: which backend Keras will use, and starting it quietly."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import requires, run_core
+from gpukeras import runtime
+
+
+@pytest.fixture
+def keras_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty KERAS_HOME, with KERAS_BACKEND unset."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    return tmp_path
+
+
+def test_keras_backend_variable_wins(keras_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (keras_home / "keras.json").write_text(json.dumps({"backend": "tensorflow"}))
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert runtime.configured_backend() == "jax"
+    assert runtime.config.backend == "jax"
+
+
+def test_keras_json_under_keras_home(keras_home: Path) -> None:
+    (keras_home / "keras.json").write_text(json.dumps({"backend": "jax", "floatx": "float32"}))
+    assert runtime.configured_backend() == "jax"
+
+
+def test_empty_keras_backend_falls_back_to_keras_json(
+    keras_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (keras_home / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    monkeypatch.setenv("KERAS_BACKEND", "")
+    assert runtime.configured_backend() == "jax"
+
+
+def test_keras_json_in_home_when_keras_home_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KERAS_HOME", raising=False)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".keras").mkdir()
+    (tmp_path / ".keras" / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    assert runtime.configured_backend() == "jax"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [None, "{not json", json.dumps({"floatx": "float32"}), json.dumps(["jax"])],
+    ids=["missing", "malformed", "no-backend-key", "not-an-object"],
+)
+def test_default_backend_is_tensorflow(keras_home: Path, content: str | None) -> None:
+    if content is not None:
+        (keras_home / "keras.json").write_text(content)
+    assert runtime.configured_backend() == "tensorflow"
+
+
+def test_keras_agrees_with_configured_backend(tmp_path: Path) -> None:
+    requires("jax")
+    (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    run = run_core("runtime.start", env={"KERAS_HOME": str(tmp_path), "KERAS_BACKEND": None})
+    assert run.value["backend"] == "jax"
+    assert "jax" in run.loaded
+
+
+def test_started_and_keras_in_this_process() -> None:
+    keras = runtime.config.keras()
+    assert runtime.config.keras() is keras
+    assert runtime.config.started()
+    backend = keras.backend.backend()
+    assert runtime.config.backend_module().__name__ == runtime.RUNTIME_MODULES[backend]
+    assert runtime.start() == {"keras": keras.__version__, "backend": backend}
+
+
+def test_started_is_false_for_a_backend_not_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "gpukeras_no_such_backend")
+    assert not runtime.config.started()
+
+
+def test_tensorflow_starts_quietly() -> None:
+    requires("tensorflow")
+    run = run_core(
+        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": None}
+    )
+    assert run.value["backend"] == "tensorflow"
+    assert "tensorflow" in run.loaded
+    assert "oneDNN" not in run.stderr
+    assert "cpu_feature_guard" not in run.stderr
+    assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+
+
+def test_users_tensorflow_log_level_is_respected() -> None:
+    requires("tensorflow")
+    run = run_core(
+        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "0"}
+    )
+    assert run.value["backend"] == "tensorflow"
+    assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    if sys.platform == "linux" and platform.machine() == "x86_64":
+        # TensorFlow announces oneDNN on x86 Linux: the quiet test above is not vacuous.
+        assert "oneDNN" in run.stderr
+
+
+def test_jax_starts_without_tensorflow() -> None:
+    requires("jax")
+    run = run_core("runtime.start", env={"KERAS_BACKEND": "jax"})
+    assert run.value["backend"] == "jax"
+    assert "jax" in run.loaded
+    assert "tensorflow" not in run.loaded

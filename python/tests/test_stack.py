@@ -1,0 +1,211 @@
+"""stack: version parsing, the supported-stack check and its classed errors."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import in_process_backend, requires, run_core
+from gpukeras import errors, runtime, stack
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("3.15.1", (3, 15, 1)),
+        ("2.16.0rc1", (2, 16, 0)),
+        ("2.15.0.post1", (2, 15, 0)),
+        ("0.7.1", (0, 7, 1)),
+        ("1.2.dev0", (1, 2)),
+        ("12", (12,)),
+        ("", ()),
+        (None, ()),
+        ("nightly", ()),
+    ],
+)
+def test_parse_version(text: str | None, expected: tuple[int, ...]) -> None:
+    assert stack.parse_version(text) == expected
+
+
+KERAS3 = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
+
+
+@pytest.mark.parametrize(
+    ("backend", "found", "error", "r_class", "says"),
+    [
+        (
+            "tensorflow",
+            {**KERAS3, "keras": None},
+            errors.KerasMissingError,
+            "gpukeras_error_keras_missing",
+            ["Keras is not installed", "install_gpukeras()", "pip install 'keras>=3'"],
+        ),
+        (
+            "tensorflow",
+            {**KERAS3, "keras": "2.15.0"},
+            errors.Keras2Error,
+            "gpukeras_error_keras2",
+            ["Keras 2.15.0", "needs Keras 3", "install_gpukeras()", "pip install -U 'keras>=3'"],
+        ),
+        (
+            "torch",
+            KERAS3,
+            errors.BackendUnsupportedError,
+            "gpukeras_error_backend_unsupported",
+            ["'torch'", "tensorflow and jax", "Sys.setenv(KERAS_BACKEND = 'tensorflow')"],
+        ),
+        (
+            "numpy",
+            KERAS3,
+            errors.BackendUnsupportedError,
+            "gpukeras_error_backend_unsupported",
+            ["'numpy'", "Sys.setenv(KERAS_BACKEND = 'tensorflow')"],
+        ),
+        (
+            "tensorflow",
+            {**KERAS3, "tensorflow": None},
+            errors.TensorflowMissingError,
+            "gpukeras_error_tensorflow_missing",
+            ["TensorFlow is not installed", "install_gpukeras()"],
+        ),
+        (
+            "tensorflow",
+            {**KERAS3, "tensorflow": "2.15.1"},
+            errors.TensorflowTooOldError,
+            "gpukeras_error_tensorflow_too_old",
+            ["TensorFlow 2.15.1 is too old", ">= 2.16", "install_gpukeras()"],
+        ),
+        (
+            "jax",
+            {**KERAS3, "jax": None},
+            errors.BackendMissingError,
+            "gpukeras_error_backend_missing",
+            ["'jax'", "pip install jax", "unset KERAS_BACKEND"],
+        ),
+    ],
+)
+def test_check_versions_raises_classed_error_saying_what_to_do(
+    backend: str,
+    found: dict[str, str | None],
+    error: type[errors.GpukerasError],
+    r_class: str,
+    says: list[str],
+) -> None:
+    with pytest.raises(error) as raised:
+        stack.check_versions(backend, found)
+    assert raised.value.r_class == r_class
+    assert isinstance(raised.value, errors.GpukerasError)
+    for words in says:
+        assert words in str(raised.value)
+
+
+def test_missing_packages_name_the_python_to_fix() -> None:
+    with pytest.raises(errors.KerasMissingError, match=sys.executable):
+        stack.check_versions("tensorflow", {"keras": None})
+
+
+@pytest.mark.parametrize(
+    ("backend", "found"),
+    [
+        ("tensorflow", {"keras": "3.0.0", "tensorflow": "2.16.0rc0", "jax": None}),
+        ("tensorflow", {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": None}),
+        ("jax", {"keras": "3.15.1", "tensorflow": None, "jax": "0.4.30"}),
+    ],
+)
+def test_check_versions_accepts_supported_stacks(
+    backend: str, found: dict[str, str | None]
+) -> None:
+    stack.check_versions(backend, found)
+
+
+def test_require_supported_passes_on_this_environment() -> None:
+    stack.require_supported(runtime.configured_backend())
+
+
+def test_require_supported_rejects_torch_even_when_installed() -> None:
+    with pytest.raises(errors.BackendUnsupportedError):
+        stack.require_supported("torch")
+
+
+def test_module_distribution() -> None:
+    import numpy
+
+    assert stack.module_distribution("numpy") == ("numpy", numpy.__version__)
+    assert stack.module_distribution("gpukeras_no_such_module") == (None, None)
+
+
+def test_found_versions_match_the_installed_modules() -> None:
+    found = stack.found_versions()
+    assert set(found) == {"keras", "tensorflow", "jax"}
+    assert found["keras"] == runtime.config.keras().__version__
+
+
+def test_collect_stack_on_this_environment() -> None:
+    keras = runtime.config.keras()
+    software = stack.collect_stack()
+    assert software["keras"] == keras.__version__
+    assert software["keras_backend"] == keras.backend.backend()
+    assert software["python_executable"] == sys.executable
+    assert software["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert software["numpy"] is not None
+
+
+def test_collect_stack_reads_tensorflow_build() -> None:
+    in_process_backend("tensorflow")
+    tf = pytest.importorskip("tensorflow")
+    runtime.config.keras()
+    software = stack.collect_stack()
+    assert software["tensorflow"] == tf.__version__
+    assert isinstance(software["is_cuda_build"], bool)
+    if software["tensorflow_distribution"].replace("_", "-").lower() == "tensorflow-cpu":
+        assert software["is_cuda_build"] is False
+        assert software["cuda_version"] is None
+
+
+def test_collect_stack_reports_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert stack.collect_stack()["cuda_visible_devices"] == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert stack.collect_stack()["cuda_visible_devices"] is None
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_unsupported_backend_is_a_classed_error_before_keras_starts(backend: str) -> None:
+    run = run_core("runtime.start", env={"KERAS_BACKEND": backend})
+    assert run.result["ok"] is False
+    assert run.result["r_class"] == "gpukeras_error_backend_unsupported"
+    assert f"KERAS_BACKEND is '{backend}'" in run.result["message"]
+    assert run.result["traceback"] is None
+    assert "Traceback" not in run.stderr
+    assert not {"keras", "tensorflow", "jax", "torch"} & run.loaded
+
+
+# Drop the folder Keras is installed in from sys.path, wherever that is.
+HIDE_KERAS = """
+import importlib.util, os
+folder = os.path.dirname(os.path.dirname(importlib.util.find_spec("keras").origin))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != folder]
+"""
+
+
+@pytest.mark.parametrize(
+    ("backend", "setup", "r_class"),
+    [
+        (
+            "tensorflow",
+            HIDE_KERAS,
+            "gpukeras_error_keras_missing",
+        ),
+        ("tensorflow", "sys.modules['tensorflow'] = None", "gpukeras_error_tensorflow_missing"),
+        ("jax", "sys.modules['jax'] = None", "gpukeras_error_backend_missing"),
+    ],
+    ids=["keras", "tensorflow", "jax"],
+)
+def test_missing_module_is_a_classed_error(backend: str, setup: str, r_class: str) -> None:
+    requires("keras")
+    run = run_core("runtime.start", env={"KERAS_BACKEND": backend}, setup=setup)
+    assert run.result["ok"] is False
+    assert run.result["r_class"] == r_class
+    assert "install" in run.result["message"].lower()
+    assert run.result["traceback"] is None
