@@ -50,7 +50,7 @@ rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
 	R CMD check --no-manual gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
-	@tail -n 4 gpukeras.Rcheck/tests/testthat.Rout
+	@grep -E "^\[ FAIL" gpukeras.Rcheck/tests/testthat.Rout
 	@! grep -q "^Status:.*WARNING" gpukeras.Rcheck/00check.log || { echo "R CMD check gave a WARNING"; exit 1; }
 
 bench:

@@ -15,28 +15,42 @@ class GpukerasError(Exception):
 
 
 class KerasMissingError(GpukerasError):
+    """Keras is not installed in the Python gpukeras uses."""
+
     r_class = "gpukeras_error_keras_missing"
 
 
 class Keras2Error(GpukerasError):
+    """Keras 2 is installed where gpukeras needs Keras 3."""
+
     r_class = "gpukeras_error_keras2"
 
 
 class TensorflowMissingError(GpukerasError):
+    """The backend is TensorFlow but TensorFlow is not installed."""
+
     r_class = "gpukeras_error_tensorflow_missing"
 
 
 class TensorflowTooOldError(GpukerasError):
+    """TensorFlow is older than Keras 3 supports (2.16)."""
+
     r_class = "gpukeras_error_tensorflow_too_old"
 
 
 class BackendMissingError(GpukerasError):
+    """KERAS_BACKEND names a backend that is not installed."""
+
     r_class = "gpukeras_error_backend_missing"
 
 
 class BackendUnsupportedError(GpukerasError):
+    """KERAS_BACKEND names a backend gpukeras does not support."""
+
     r_class = "gpukeras_error_backend_unsupported"
 
 
 class BadArgumentError(GpukerasError):
+    """An argument has the wrong type or value."""
+
     r_class = "gpukeras_error_bad_argument"
