@@ -68,6 +68,7 @@ new_gpukeras_check <- function(result) {
       stack = stack,
       nvml = result$nvml,
       devices = rows_to_df(result$devices, device_columns),
+      setup = new_gpukeras_setup(result$setup),
       placement = placement,
       utilization = utilization,
       timings = unlist(result$timings)
@@ -157,6 +158,7 @@ format.gpukeras_check <- function(x, ...) {
     if (length(x$advice)) section("Advice:", paste(arrow(), x$advice)),
     section("Stack:", format_stack(x$stack)),
     section("Devices:", format_devices(x$devices)),
+    section("Setup (gpu_setup()):", trimws(format(x$setup)[-1])),
     section(
       sprintf("Placement (%d x %d float32 matmul, median of 5 runs):", x$placement$size, x$placement$size),
       format_placement(x$placement)

@@ -44,3 +44,44 @@ describe <- function(x) {
   if (length(x) == 1L && is.atomic(x)) return(sprintf("`%s`", format(x)))
   sprintf("a %s of length %d", class(x)[1], length(x))
 }
+
+gpukeras_warn <- function(message, class = NULL, ...) {
+  condition <- structure(
+    class = unique(c(class, "gpukeras_warning", "warning", "condition")),
+    list(message = paste(message, collapse = "\n"), call = NULL, ...)
+  )
+  warning(condition)
+}
+
+check_positive_numbers <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) == 0L || anyNA(x) || !all(is.finite(x)) || any(x <= 0)) {
+    gpukeras_abort(
+      sprintf("`%s` must be positive numbers, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_count <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
+    gpukeras_abort(
+      sprintf("`%s` must be one whole number >= 1, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_choice <- function(x, choices, arg = deparse(substitute(x))) {
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {
+    gpukeras_abort(
+      sprintf(
+        "`%s` must be one of %s, not %s.", arg,
+        paste0("\"", choices, "\"", collapse = ", "), describe(x)
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  x
+}

@@ -16,6 +16,7 @@ def test_result_has_every_part(check_result: dict) -> None:
         "stack",
         "nvml",
         "devices",
+        "setup",
         "placement",
         "utilization",
         "verdict",

@@ -18,7 +18,7 @@ test_that("gpu_check() returns a gpukeras_check with a verdict, reasons and advi
   expect_s3_class(check, "gpukeras_check")
   expect_named(
     check,
-    c("verdict", "reasons", "advice", "stack", "nvml", "devices", "placement", "utilization", "timings")
+    c("verdict", "reasons", "advice", "stack", "nvml", "devices", "setup", "placement", "utilization", "timings")
   )
   expect_true(check$verdict %in% c("gpu_used", "gpu_available_not_used", "no_gpu"))
   expect_type(check$reasons, "character")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gpukeras import devices, diagnose, nvml, placement, probe, stack
+from gpukeras import devices, diagnose, nvml, placement, probe, setup, stack
 from gpukeras.errors import BadArgumentError
 from gpukeras.runtime import config
 
@@ -27,8 +27,9 @@ def run_check(
         matmul_size: side of the square matrices of the placement test.
 
     Returns:
-        A dict with stack, nvml, devices, placement, utilization (None without
-        a probe), verdict, reasons, advice and timings (seconds per phase).
+        A dict with stack, nvml, devices, setup (the settings in force, see
+        ``setup.current_settings``), placement, utilization (None without a
+        probe), verdict, reasons, advice and timings (seconds per phase).
     """
     if not probe_seconds > 0 or not matmul_size >= 1:
         raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
@@ -95,6 +96,7 @@ def run_check(
             "gpus": len(report.devices),
         },
         "devices": device_rows,
+        "setup": setup.current_settings(),
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),

@@ -40,21 +40,25 @@ def _host_memory_mib() -> tuple[float | None, float | None]:
     return total, available
 
 
+def jax_gpus() -> list[object]:
+    """JAX's GPU devices; empty when no GPU backend is installed or found (JAX raises then)."""
+    jax = config.backend_module()
+    try:
+        return list(jax.devices("gpu"))
+    except RuntimeError:
+        return []
+
+
 def framework_gpus() -> list[dict[str, object]]:
     """GPUs the running backend can use, in its order, with name and capability."""
     if config.backend == "jax":
-        jax = config.backend_module()
-        try:
-            gpus = jax.devices("gpu")
-        except RuntimeError:  # jax raises when no GPU backend is installed or found
-            gpus = []
         return [
             {
                 "framework_name": str(device),
                 "name": device.device_kind,
                 "compute_capability": getattr(device, "compute_capability", None),
             }
-            for device in gpus
+            for device in jax_gpus()
         ]
     tf = config.backend_module()
     rows = []

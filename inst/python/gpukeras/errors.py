@@ -54,3 +54,15 @@ class BadArgumentError(GpukerasError):
     """An argument has the wrong type or value."""
 
     r_class = "gpukeras_error_bad_argument"
+
+
+class RuntimeStartedError(GpukerasError):
+    """A setting that only works before the backend starts was asked for after it started."""
+
+    r_class = "gpukeras_error_runtime_started"
+
+
+class UnknownDeviceError(GpukerasError):
+    """A device that does not exist was named."""
+
+    r_class = "gpukeras_error_unknown_device"

@@ -81,6 +81,9 @@ class RuntimeConfig:
         from gpukeras import stack
 
         stack.require_supported(self.backend)
+        # Number GPUs as nvidia-smi and NVML do (PCI bus order), not CUDA's
+        # default fastest-first order, so an index means the same GPU everywhere.
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         quiet = self.quiet and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
         if quiet:
             os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"

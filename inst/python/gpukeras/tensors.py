@@ -21,12 +21,18 @@ def normalize_device(name: str) -> str:
     return f"{'GPU' if kind == 'CUDA' else kind}:{match.group(2)}"
 
 
+def jax_device_name(device: object) -> str:
+    """A JAX device as 'GPU:0' or 'CPU:1'."""
+    platform = device.platform  # type: ignore[attr-defined]
+    kind = "GPU" if platform in ("gpu", "cuda", "rocm") else platform.upper()
+    return f"{kind}:{device.id}"  # type: ignore[attr-defined]
+
+
 def tensor_device(tensor: object) -> str:
     """The device a backend tensor or array actually lives on, as 'GPU:0' or 'CPU:0'."""
     if config.backend == "jax":
         (device,) = tensor.devices()  # type: ignore[attr-defined]
-        kind = "GPU" if device.platform in ("gpu", "cuda", "rocm") else device.platform.upper()
-        return f"{kind}:{device.id}"
+        return jax_device_name(device)
     return normalize_device(tensor.device)  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,40 @@
+#' Check a model's output precision under mixed precision
+#'
+#' Under a float16 or bfloat16 policy (see [gpu_setup()]), a final softmax or
+#' sigmoid computed in that dtype distorts probabilities and the loss; the fix
+#' is `dtype = "float32"` on the output layer. `gpu_precision_check()` warns
+#' once per model (a `gpukeras_warning_output_precision` warning) and returns
+#' the finding.
+#'
+#' @param model A Keras 3 model (from keras3, [gpu_keras()] or reticulate).
+#' @return The finding as a string, or `NULL` when the output is fine, invisibly.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(3L, activation = "softmax", dtype = "mixed_float16")
+#'   ))
+#'   gpu_precision_check(model)
+#' }
+gpu_precision_check <- function(model) {
+  check_python_object(model, "model", "a Keras 3 model")
+  finding <- core_call("precision.output_precision_warning", model = model)
+  key <- reticulate::py_str(reticulate::import_builtins()$id(model))
+  if (!is.null(finding) && !key %in% the$warned_models) {
+    the$warned_models <- c(the$warned_models, key)
+    gpukeras_warn(finding, "gpukeras_warning_output_precision")
+  }
+  invisible(finding)
+}
+
+check_python_object <- function(x, arg, what) {
+  if (!inherits(x, "python.builtin.object")) {
+    gpukeras_abort(
+      sprintf("`%s` must be %s, not %s.", arg, what, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}

@@ -1,0 +1,162 @@
+#' Set up the GPU session: memory, devices, precision, threads, XLA
+#'
+#' Applies the settings R users are told to make before training ("enable
+#' memory growth", "use mixed precision", ...) in the order they need, and
+#' returns the settings actually in force, read back from TensorFlow or JAX.
+#'
+#' @section The ordering trap:
+#' Memory growth, memory limits, visible devices, threads and logical CPU
+#' devices only work before TensorFlow (or JAX) has started its devices, which
+#' happens at the first model, tensor or [gpu_check()]. Call `gpu_setup()`
+#' first. Called later, it applies what still can be applied (the dtype policy
+#' and `jit_compile`), succeeds silently when the asked-for state already holds,
+#' and otherwise stops with a `gpukeras_error_runtime_started` error naming each
+#' setting that could not be applied: then restart R and call `gpu_setup()`
+#' before anything else.
+#'
+#' @param memory_growth Grow GPU memory on demand (TensorFlow's
+#'   `set_memory_growth` on every GPU in use; on JAX,
+#'   `XLA_PYTHON_CLIENT_PREALLOCATE=false`) instead of taking (nearly) all of
+#'   it at start. Left unset, it is `FALSE` when `memory_limit` is given.
+#' @param memory_limit A hard cap in MiB: one value for all GPUs in use or one
+#'   per GPU (TensorFlow: a logical device configuration; JAX: the fraction
+#'   `XLA_PYTHON_CLIENT_MEM_FRACTION` of the GPU's memory, one value only).
+#'   TensorFlow cannot combine it with `memory_growth = TRUE`.
+#' @param devices GPUs to use, by index as `nvidia-smi` numbers them (`0`,
+#'   `c(0, 1)`) or by name (`"GPU:1"`, or `"CPU:1"` for a logical CPU device);
+#'   the other GPUs are hidden. A device that does not exist is an error that
+#'   lists the devices there are. `NULL` leaves visibility as it is.
+#' @param mixed_precision `"auto"` (bfloat16 on compute capability >= 8.0,
+#'   float16 on 7.x, float32 below that and on the CPU), or `"float16"`,
+#'   `"bfloat16"`, `"float32"`. Sets Keras' global dtype policy for models
+#'   built afterwards; with float16, Keras turns on loss scaling at compile.
+#' @param threads Threads for TensorFlow ops: one number for both, or
+#'   `c(intra = , inter = )` (threads inside one op, ops run in parallel); `0`
+#'   lets TensorFlow choose. Not settable on JAX (reported in `notes`).
+#' @param jit_compile Default XLA compilation for later gpukeras training
+#'   calls: `TRUE`, `FALSE` or `"auto"`; `NULL` leaves it as it is.
+#' @param cpu_devices Split the CPU into this many logical devices, to test
+#'   multi-device code without GPUs; `NULL` leaves it as it is.
+#' @return An object of class `gpukeras_setup`: a list with `backend`, `gpus`
+#'   (GPUs in use), `memory_growth`, `memory_limit_mib`, `devices`,
+#'   `cpu_devices`, `intra_op_threads`, `inter_op_threads`, `dtype_policy`,
+#'   `precision_reason`, `loss_scaling`, `precision_suits_device`,
+#'   `jit_compile` and `notes`.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   # in a fresh R session, before anything else that uses Python:
+#'   setup <- tryCatch(gpu_setup(), gpukeras_error_runtime_started = function(e) NULL)
+#'   setup
+#' }
+gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
+                      mixed_precision = "auto", threads = NULL, jit_compile = NULL,
+                      cpu_devices = NULL) {
+  if (missing(memory_growth) && !is.null(memory_limit)) {
+    memory_growth <- FALSE
+  }
+  check_flag(memory_growth)
+  if (!is.null(memory_limit)) {
+    check_positive_numbers(memory_limit)
+  }
+  mixed_precision <- check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
+  threads <- check_threads(threads)
+  if (!is.null(jit_compile) && !identical(jit_compile, "auto")) {
+    check_flag(jit_compile)
+  }
+  if (!is.null(cpu_devices)) {
+    check_count(cpu_devices)
+  }
+  settings <- core_call(
+    "setup.apply_setup",
+    memory_growth = memory_growth,
+    memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
+    devices = if (!is.null(devices)) as.list(device_names(devices)),
+    mixed_precision = mixed_precision,
+    intra_op_threads = threads[["intra"]],
+    inter_op_threads = threads[["inter"]],
+    jit_compile = jit_compile,
+    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices)
+  )
+  for (note in unlist(settings$notes)) {
+    gpukeras_warn(note, "gpukeras_warning_not_applied")
+  }
+  new_gpukeras_setup(settings)
+}
+
+new_gpukeras_setup <- function(settings) {
+  settings$gpus <- as.character(unlist(settings$gpus))
+  settings$devices <- if (!is.null(settings$devices)) as.character(unlist(settings$devices))
+  settings$memory_limit_mib <- as.numeric(unlist(settings$memory_limit_mib))
+  settings$notes <- as.character(unlist(settings$notes))
+  structure(settings, class = "gpukeras_setup")
+}
+
+# "GPU:1" stays; 1 becomes "GPU:1".
+device_names <- function(devices, arg = "devices") {
+  if (is.numeric(devices) && !anyNA(devices) && all(devices >= 0) && all(devices == round(devices))) {
+    return(sprintf("GPU:%d", as.integer(devices)))
+  }
+  if (is.character(devices) && !anyNA(devices) && all(grepl("^(gpu|cpu|GPU|CPU):[0-9]+$", devices))) {
+    return(toupper(devices))
+  }
+  gpukeras_abort(
+    c(
+      sprintf("`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)),
+      "gpu_devices() lists the devices there are."
+    ),
+    "gpukeras_error_bad_argument"
+  )
+}
+
+check_threads <- function(threads) {
+  if (is.null(threads)) {
+    return(list())
+  }
+  ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
+    all(threads >= 0) && all(threads == round(threads))
+  if (!ok) {
+    gpukeras_abort(
+      sprintf("`threads` must be one count or c(intra = , inter = ) (0 lets TensorFlow choose), not %s.", describe(threads)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  values <- as.integer(rep_len(threads, 2))
+  names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
+  if (!setequal(names(values), c("intra", "inter"))) {
+    gpukeras_abort("`threads` names must be `intra` and `inter`.", "gpukeras_error_bad_argument")
+  }
+  as.list(values)
+}
+
+format_setting <- function(x, none = "not set") {
+  if (is.null(x) || length(x) == 0 || all(is.na(x))) none else paste(format(x), collapse = ", ")
+}
+
+#' @export
+format.gpukeras_setup <- function(x, ...) {
+  threads <- if (is.null(x$intra_op_threads)) {
+    "not settable on JAX"
+  } else {
+    sprintf("intra-op %s, inter-op %s (0 = TensorFlow chooses)", x$intra_op_threads, x$inter_op_threads)
+  }
+  suits <- if (isFALSE(x$precision_suits_device)) " [no speed-up on this device]" else ""
+  c(
+    sprintf("<gpukeras setup> %s backend", x$backend),
+    sprintf("  GPUs in use:     %s", format_setting(x$gpus, "none")),
+    sprintf("  memory growth:   %s", format_setting(x$memory_growth, "n/a (no GPU)")),
+    sprintf("  memory limit:    %s", format_setting(if (length(x$memory_limit_mib)) format_mib(x$memory_limit_mib), "none")),
+    sprintf("  devices chosen:  %s", format_setting(x$devices, "all visible")),
+    sprintf("  CPU devices:     %d logical", as.integer(x$cpu_devices)),
+    sprintf("  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "", x$precision_reason, suits),
+    sprintf("  threads:         %s", threads),
+    sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),
+    if (length(x$notes)) paste("  note:", x$notes)
+  )
+}
+
+#' @export
+print.gpukeras_setup <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}

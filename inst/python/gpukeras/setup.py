@@ -1,0 +1,376 @@
+"""gpu_setup(): memory, visible devices, precision, threads and XLA, before the runtime starts.
+
+Most of these settings only take effect before TensorFlow (or JAX) has
+initialised its devices. ``apply_setup`` applies what it can, succeeds
+silently when the asked-for state already holds, and otherwise raises
+``RuntimeStartedError`` naming each setting that could not be applied, never
+TensorFlow's bare "Physical devices cannot be modified after being initialized".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+
+from gpukeras import nvml, precision
+from gpukeras.devices import jax_gpus
+from gpukeras.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
+from gpukeras.runtime import config
+from gpukeras.tensors import normalize_device
+
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+JAX_MEM_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+SETTING_OF_VARIABLE = {
+    JAX_PREALLOCATE: "memory_growth",
+    JAX_MEM_FRACTION: "memory_limit",
+    "CUDA_VISIBLE_DEVICES": "devices",
+}
+
+
+@dataclass
+class SetupRequest:
+    """What gpu_setup() asks for; None leaves a setting as it is."""
+
+    memory_growth: bool = True
+    memory_limit_mib: list[float] | None = None
+    devices: list[str] | None = None
+    mixed_precision: str = "auto"
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    jit_compile: bool | str | None = None
+    cpu_devices: int | None = None
+
+
+@dataclass
+class Attempts:
+    """Collects the settings that could not be applied because the runtime had started."""
+
+    failures: list[str] = field(default_factory=list)
+
+    def attempt(
+        self, name: str, asked: object, apply: Callable[[], None], read: Callable[[], object]
+    ) -> None:
+        try:
+            apply()
+            return
+        except RuntimeError:
+            pass
+        in_force = read()
+        if in_force != asked:
+            self.failures.append(f"{name}: asked {asked!r}, in force {in_force!r}")
+
+
+def _device_index(name: str, kind: str) -> int | None:
+    match = re.fullmatch(rf"{kind}:(\d+)", name)
+    return int(match.group(1)) if match else None
+
+
+def _check_devices(request: SetupRequest, gpu_count: int, cpu_count: int) -> list[int]:
+    """Validate ``request.devices`` against what exists; return the chosen GPU indices."""
+    existing = [f"GPU:{i}" for i in range(gpu_count)] + [f"CPU:{i}" for i in range(cpu_count)]
+    unknown = [name for name in request.devices or [] if name not in existing]
+    if unknown:
+        raise UnknownDeviceError(
+            f"No such device: {', '.join(unknown)}. Devices here: {', '.join(existing)}. "
+            "Name GPUs by index (0, 1, ...) or as 'GPU:0'; gpu_devices() lists them."
+        )
+    return [i for i in (_device_index(n, "GPU") for n in request.devices or []) if i is not None]
+
+
+def _limits_for(request: SetupRequest, count: int) -> list[float]:
+    limits = request.memory_limit_mib or []
+    if len(limits) not in (0, 1, count):
+        raise BadArgumentError(
+            f"memory_limit has {len(limits)} values for {count} GPU(s): give one value for "
+            "all GPUs or one per GPU in use."
+        )
+    return limits * count if len(limits) == 1 else limits
+
+
+class TensorflowSetup:
+    """Applies and reads settings through tf.config."""
+
+    def __init__(self) -> None:
+        self.tf: ModuleType = config.backend_module()
+        self.cpu = self.tf.config.list_physical_devices("CPU")[0]
+        self.all_gpus = self.tf.config.list_physical_devices("GPU")
+
+    def _cpu_count(self) -> int:
+        return len(self.tf.config.get_logical_device_configuration(self.cpu) or [None])
+
+    def _visible_names(self) -> list[str]:
+        visible = self.tf.config.get_visible_devices("GPU")
+        return [f"GPU:{self.all_gpus.index(gpu)}" for gpu in visible]
+
+    def apply(self, request: SetupRequest) -> list[str]:
+        tf, attempts = self.tf, Attempts()
+        if request.memory_growth and request.memory_limit_mib:
+            raise BadArgumentError(
+                "memory_growth = TRUE and memory_limit cannot be combined in TensorFlow: a GPU "
+                "either grows its memory on demand or gets a fixed cap. Pass memory_growth = "
+                "FALSE with memory_limit."
+            )
+        cpu_count = request.cpu_devices or self._cpu_count()
+        chosen = _check_devices(request, len(self.all_gpus), cpu_count)
+        if request.cpu_devices is not None:
+            logical = [tf.config.LogicalDeviceConfiguration()] * request.cpu_devices
+            attempts.attempt(
+                "cpu_devices",
+                request.cpu_devices,
+                lambda: tf.config.set_logical_device_configuration(self.cpu, logical),
+                self._cpu_count,
+            )
+        if request.devices is not None and self.all_gpus:
+            attempts.attempt(
+                "devices",
+                [f"GPU:{i}" for i in chosen],
+                lambda: tf.config.set_visible_devices([self.all_gpus[i] for i in chosen], "GPU"),
+                self._visible_names,
+            )
+        visible = tf.config.get_visible_devices("GPU")
+        limits = _limits_for(request, len(visible))
+        for gpu, limit in zip(visible, limits):
+            attempts.attempt(
+                f"memory_limit ({gpu.name})",
+                limit,
+                lambda gpu=gpu, limit=limit: tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(limit))]
+                ),
+                lambda gpu=gpu: self._limit(gpu),
+            )
+        if not limits:
+            for gpu in visible:
+                attempts.attempt(
+                    f"memory_growth ({gpu.name})",
+                    request.memory_growth,
+                    lambda gpu=gpu: tf.config.experimental.set_memory_growth(
+                        gpu, request.memory_growth
+                    ),
+                    lambda gpu=gpu: tf.config.experimental.get_memory_growth(gpu),
+                )
+        threading = tf.config.threading
+        if request.intra_op_threads is not None:
+            attempts.attempt(
+                "threads (intra-op)",
+                request.intra_op_threads,
+                lambda: threading.set_intra_op_parallelism_threads(request.intra_op_threads),
+                threading.get_intra_op_parallelism_threads,
+            )
+        if request.inter_op_threads is not None:
+            attempts.attempt(
+                "threads (inter-op)",
+                request.inter_op_threads,
+                lambda: threading.set_inter_op_parallelism_threads(request.inter_op_threads),
+                threading.get_inter_op_parallelism_threads,
+            )
+        return attempts.failures
+
+    def _limit(self, gpu: object) -> float | None:
+        logical = self.tf.config.get_logical_device_configuration(gpu)
+        return logical[0].memory_limit if logical else None
+
+    def capability(self) -> str | None:
+        """Compute capability of the first GPU in use, or None without one."""
+        visible = self.tf.config.get_visible_devices("GPU")
+        if not visible:
+            return None
+        found = self.tf.config.experimental.get_device_details(visible[0]).get("compute_capability")
+        return ".".join(map(str, found)) if found else None
+
+    def current(self) -> dict[str, object]:
+        tf = self.tf
+        visible = tf.config.get_visible_devices("GPU")
+        growth = [tf.config.experimental.get_memory_growth(gpu) for gpu in visible]
+        return {
+            "gpus": self._visible_names(),
+            "memory_growth": growth[0] if growth else None,
+            "memory_limit_mib": [self._limit(gpu) for gpu in visible],
+            "cpu_devices": self._cpu_count(),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        }
+
+
+class JaxSetup:
+    """Applies settings through XLA's environment variables and jax.config, before JAX starts."""
+
+    def __init__(self) -> None:
+        self.jax: ModuleType = config.backend_module()
+        self.report = nvml.query()
+        self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
+
+    def started(self) -> bool:
+        from jax._src import xla_bridge
+
+        return xla_bridge.backends_are_initialized()
+
+    def _gpu_count(self) -> int:
+        if self.started():
+            return len(jax_gpus())
+        return len(self.visible)
+
+    def _cpu_count(self) -> int:
+        if self.started():
+            return len(self.jax.devices("cpu"))
+        return max(1, self.jax.config.jax_num_cpu_devices)
+
+    def _memory_fraction(self, limits: list[float]) -> str | None:
+        if not limits:
+            return None
+        if len(set(limits)) > 1:
+            raise BadArgumentError(
+                "JAX has one memory fraction for all GPUs: give memory_limit one value."
+            )
+        if not self.visible:
+            return None  # no GPU: apply_setup notes there is nothing to cap
+        total = self.report.devices[self.visible[0]].memory_total_mib
+        if not total:
+            raise BadArgumentError(
+                "memory_limit on JAX is set as a fraction of the GPU's memory, which needs NVML "
+                "to know the total."
+            )
+        return f"{min(1.0, limits[0] / total):.4f}"
+
+    def apply(self, request: SetupRequest) -> list[str]:
+        if request.intra_op_threads is not None or request.inter_op_threads is not None:
+            config.settings.setdefault("notes", []).append(  # type: ignore[union-attr]
+                "threads: JAX has no per-process op-thread settings; not applied"
+            )
+        cpu_count = request.cpu_devices or self._cpu_count()
+        chosen = _check_devices(request, self._gpu_count(), cpu_count)
+        wanted: dict[str, str | None] = {
+            JAX_PREALLOCATE: "false" if request.memory_growth else "true",
+        }
+        fraction = self._memory_fraction(_limits_for(request, max(1, len(chosen or self.visible))))
+        if fraction is not None:
+            wanted[JAX_MEM_FRACTION] = fraction
+        if request.devices is not None:
+            uuids = [self.report.devices[self.visible[i]].uuid for i in chosen]
+            wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
+        if self.started():
+            failures = [
+                f"{SETTING_OF_VARIABLE[name]} ({name}): asked {value!r}, "
+                f"in force {os.environ.get(name)!r}"
+                for name, value in wanted.items()
+                if os.environ.get(name) != value
+            ]
+            if request.cpu_devices is not None and request.cpu_devices != self._cpu_count():
+                failures.append(
+                    f"cpu_devices: asked {request.cpu_devices}, in force {self._cpu_count()}"
+                )
+            return failures
+        os.environ.update({name: value for name, value in wanted.items() if value is not None})
+        if request.devices is not None:
+            self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
+        if request.cpu_devices is not None:
+            self.jax.config.update("jax_num_cpu_devices", request.cpu_devices)
+        return []
+
+    def capability(self) -> str | None:
+        if self.started():
+            gpus = jax_gpus()
+            return getattr(gpus[0], "compute_capability", None) if gpus else None
+        return self.report.devices[self.visible[0]].compute_capability if self.visible else None
+
+    def current(self) -> dict[str, object]:
+        fraction = os.environ.get(JAX_MEM_FRACTION)
+        totals = [self.report.devices[i].memory_total_mib for i in self.visible]
+        return {
+            "gpus": [f"GPU:{i}" for i in range(self._gpu_count())],
+            "memory_growth": os.environ.get(JAX_PREALLOCATE, "true").lower() == "false"
+            if totals
+            else None,
+            "memory_limit_mib": [float(fraction) * total for total in totals] if fraction else [],
+            "cpu_devices": self._cpu_count(),
+            "intra_op_threads": None,
+            "inter_op_threads": None,
+        }
+
+
+def _backend_setup() -> TensorflowSetup | JaxSetup:
+    config.keras()  # checks the stack; importing Keras does not initialise devices
+    return JaxSetup() if config.backend == "jax" else TensorflowSetup()
+
+
+def current_settings() -> dict[str, object]:
+    """The settings in force now, read back from the backend, plain data."""
+    backend = _backend_setup()
+    keras = config.keras()
+    policy = keras.config.dtype_policy().name
+    suits = (
+        policy == "float32" or precision.choose_policy(policy, backend.capability()).suits_device
+    )
+    chosen = config.settings.get("precision") or {}
+    return {
+        "backend": config.backend,
+        **backend.current(),
+        "devices": config.settings.get("devices"),
+        "dtype_policy": policy,
+        "precision_reason": chosen.get("reason", "Keras default"),
+        "loss_scaling": policy == "mixed_float16",
+        "precision_suits_device": suits,
+        "jit_compile": config.settings.get("jit_compile", "auto"),
+        "notes": list(config.settings.get("notes", [])),
+    }
+
+
+def apply_setup(
+    memory_growth: bool = True,
+    memory_limit_mib: list[float] | None = None,
+    devices: list[str] | None = None,
+    mixed_precision: str = "auto",
+    intra_op_threads: int | None = None,
+    inter_op_threads: int | None = None,
+    jit_compile: bool | str | None = None,
+    cpu_devices: int | None = None,
+) -> dict[str, object]:
+    """Apply gpu_setup()'s settings and return those in force (see ``current_settings``).
+
+    Args:
+        memory_growth: grow GPU memory on demand instead of taking it all at start.
+        memory_limit_mib: a hard cap in MiB, one value for all GPUs or one per GPU.
+        devices: devices to use, as 'GPU:0', 'CPU:1'; other GPUs are hidden.
+        mixed_precision: 'auto', 'float16', 'bfloat16' or 'float32'.
+        intra_op_threads: threads inside one op (TensorFlow; 0 lets it choose).
+        inter_op_threads: ops run in parallel (TensorFlow; 0 lets it choose).
+        jit_compile: default for XLA compilation in later gpukeras training calls.
+        cpu_devices: split the CPU into this many logical devices (multi-device tests).
+
+    Raises:
+        RuntimeStartedError: a setting that needs a fresh runtime differs from
+            what is in force; the dtype policy and jit_compile are applied first.
+    """
+    request = SetupRequest(
+        memory_growth=bool(memory_growth),
+        memory_limit_mib=[float(v) for v in memory_limit_mib] if memory_limit_mib else None,
+        devices=[normalize_device(str(d)) for d in devices] if devices is not None else None,
+        mixed_precision=mixed_precision,
+        intra_op_threads=intra_op_threads,
+        inter_op_threads=inter_op_threads,
+        jit_compile=jit_compile,
+        cpu_devices=cpu_devices,
+    )
+    backend = _backend_setup()
+    config.settings["notes"] = []
+    failures = backend.apply(request)
+    choice = precision.choose_policy(request.mixed_precision, backend.capability())
+    config.keras().config.set_dtype_policy(choice.policy)
+    config.settings["precision"] = asdict(choice)
+    if request.jit_compile is not None:
+        config.settings["jit_compile"] = request.jit_compile
+    if request.devices is not None and not failures:
+        config.settings["devices"] = request.devices
+    if request.memory_limit_mib and not backend.current()["gpus"]:
+        config.settings["notes"].append("memory_limit: no GPU in use, so there is nothing to cap")
+    if failures:
+        raise RuntimeStartedError(
+            f"{BACKEND_NAMES[config.backend]} has already started in this session, so these "
+            f"settings could not be applied: {'; '.join(failures)}. Restart R and call "
+            "gpu_setup() first, before anything else that uses Python (gpu_check(), "
+            "gpu_devices(), models). The dtype policy and jit_compile were applied."
+        )
+    return current_settings()
