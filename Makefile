@@ -40,7 +40,7 @@ dev-env: python-env
 	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
 
 lint:
-	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python
+	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python ../bench && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python ../bench
 
 pytest:
 	cd python && "$(ENV_PYTHON)" -m pytest -p pytest_cov --cov=gpukeras --cov-report=term

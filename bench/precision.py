@@ -1,0 +1,137 @@
+"""Mixed precision and memory growth, measured on this machine's device.
+
+Each configuration runs in a fresh Python process, because the dtype policy
+and memory settings must be applied before the backend starts (as gpu_setup()
+does from R). Reports:
+
+- throughput (samples/s) of a wide MLP trained under float32, mixed_bfloat16
+  and mixed_float16, and each one's ratio to float32;
+- on a GPU, NVML memory used after a small model trained with memory growth
+  on (JAX: preallocation off) and off.
+
+Usage: python bench/precision.py [--quick] [--out bench/results/precision-<device>.json]
+Run from the repository root; KERAS_BACKEND picks the backend (jax on the GPU machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "inst" / "python"
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+from gpukeras import devices, nvml, setup
+args = json.loads(sys.argv[1])
+settings = setup.apply_setup(mixed_precision=args["precision"], memory_growth=args["growth"])
+from gpukeras.runtime import config
+keras = config.keras()
+rows = devices.list_devices()
+gpu = next((r for r in rows if r["type"] == "GPU"), None)
+def used():
+    if gpu is None or gpu["nvml_index"] is None:
+        return None
+    return nvml.query().devices[gpu["nvml_index"]].memory_used_mib
+before = used()
+width, batch, steps = args["width"], args["batch"], args["steps"]
+model = keras.Sequential([keras.Input((width,))] + [
+    keras.layers.Dense(width, activation="relu") for _ in range(args["depth"])
+] + [keras.layers.Dense(10, dtype="float32")])
+model.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              jit_compile=True)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((batch * 4, width), dtype=np.float32)
+y = rng.integers(0, 10, batch * 4).astype(np.int32)
+model.fit(x, y, batch_size=batch, epochs=1, verbose=0)  # compile and warm up
+started = time.perf_counter()
+epochs = max(1, steps // 4)
+model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0)
+seconds = time.perf_counter() - started
+flops = 6 * batch * epochs * 4 * (args["depth"] * width * width + width * 10)
+print("@@" + json.dumps({
+    "precision": settings["dtype_policy"],
+    "memory_growth": settings["memory_growth"],
+    "device": gpu["name"] if gpu else "CPU",
+    "samples_per_second": batch * epochs * 4 / seconds,
+    "tflops": flops / seconds / 1e12,
+    "memory_used_before_mib": before,
+    "memory_used_after_mib": used(),
+}))
+"""
+
+
+def run(config: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(CORE)}
+    env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)  # gpu_setup(memory_growth=) decides
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("@@")]
+    if not lines:
+        raise RuntimeError(f"benchmark child failed:\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][2:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CPU, CI)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    sizes = (
+        {"width": 512, "depth": 2, "batch": 256, "steps": 40}
+        if args.quick
+        else {"width": 8192, "depth": 4, "batch": 8192, "steps": 100}
+    )
+    precision = [
+        run({**sizes, "precision": p, "growth": True}) for p in ("float32", "bfloat16", "float16")
+    ]
+    base = precision[0]["samples_per_second"]
+    for result in precision:
+        result["ratio_vs_float32"] = result["samples_per_second"] / base
+    memory = []
+    if precision[0]["device"] != "CPU":
+        small = {"width": 256, "depth": 2, "batch": 256, "steps": 8, "precision": "float32"}
+        memory = [run({**small, "growth": growth}) for growth in (True, False)]
+    result = {
+        "benchmark": "precision",
+        "command": "python bench/precision.py" + (" --quick" if args.quick else ""),
+        "date": datetime.date.today().isoformat(),
+        "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
+        "device": precision[0]["device"],
+        "sizes": sizes,
+        "precision": precision,
+        "memory_growth": memory,
+    }
+    device = "cpu" if result["device"] == "CPU" else result["device"].split()[1].lower()
+    out = args.out or ROOT / "bench" / "results" / f"precision-{device}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in precision:
+        print(
+            f"{row['precision']:>15}: {row['samples_per_second']:12.0f} samples/s "
+            f"{row['tflops']:8.2f} TFLOP/s  x{row['ratio_vs_float32']:.2f} vs float32"
+        )
+    for row in memory:
+        print(
+            f"memory_growth={row['memory_growth']}: NVML memory used "
+            f"{row['memory_used_before_mib']:.0f} -> {row['memory_used_after_mib']:.0f} MiB"
+        )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
