@@ -50,19 +50,26 @@ def jax_gpus() -> list[object]:
 
 
 def framework_gpus() -> list[dict[str, object]]:
-    """GPUs the running backend can use, in its order, with name and capability."""
+    """GPUs the running backend can use, in its order, with name and capability.
+
+    ``cuda_index`` is the GPU's position among those CUDA lets the process see,
+    which differs from its framework index after TensorFlow's
+    set_visible_devices (gpu_setup(devices = ) on TensorFlow hides GPUs that way).
+    """
     if config.backend == "jax":
         return [
             {
                 "framework_name": str(device),
                 "name": device.device_kind,
                 "compute_capability": getattr(device, "compute_capability", None),
+                "cuda_index": position,
             }
-            for device in jax_gpus()
+            for position, device in enumerate(jax_gpus())
         ]
     tf = config.backend_module()
+    physical = tf.config.list_physical_devices("GPU")
     rows = []
-    for device in tf.config.list_physical_devices("GPU"):
+    for device in tf.config.get_visible_devices("GPU"):
         details = tf.config.experimental.get_device_details(device)
         capability = details.get("compute_capability")
         rows.append(
@@ -70,6 +77,7 @@ def framework_gpus() -> list[dict[str, object]]:
                 "framework_name": device.name,
                 "name": details.get("device_name", device.name),
                 "compute_capability": ".".join(map(str, capability)) if capability else None,
+                "cuda_index": physical.index(device),
             }
         )
     return rows
@@ -100,7 +108,8 @@ def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object
     ]
     visible = nvml.visible_indices([device.uuid for device in report.devices])
     for position, gpu in enumerate(framework_gpus()):
-        nvml_device = report.devices[visible[position]] if position < len(visible) else None
+        cuda_index = int(gpu["cuda_index"])  # type: ignore[call-overload]
+        nvml_device = report.devices[visible[cuda_index]] if cuda_index < len(visible) else None
         rows.append(
             {
                 "device": f"GPU:{position}",
