@@ -61,17 +61,24 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   }
   mixed_precision <- check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
   threads <- check_threads(threads)
-  if (!is.null(jit_compile) && !identical(jit_compile, "auto")) {
-    check_flag(jit_compile)
+  if (!is.null(jit_compile) && !identical(jit_compile, "auto") &&
+    !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
+    gpukeras_abort(
+      sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)),
+      "gpukeras_error_bad_argument"
+    )
   }
   if (!is.null(cpu_devices)) {
     check_count(cpu_devices)
   }
+  # Checked here, not lazily inside core_call(): a bad name must fail before
+  # Python starts.
+  devices <- if (!is.null(devices)) device_names(devices)
   settings <- core_call(
     "setup.apply_setup",
     memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
-    devices = if (!is.null(devices)) as.list(device_names(devices)),
+    devices = if (!is.null(devices)) as.list(devices),
     mixed_precision = mixed_precision,
     intra_op_threads = threads[["intra"]],
     inter_op_threads = threads[["inter"]],
@@ -86,7 +93,8 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
 
 new_gpukeras_setup <- function(settings) {
   settings$gpus <- as.character(unlist(settings$gpus))
-  settings$devices <- if (!is.null(settings$devices)) as.character(unlist(settings$devices))
+  # `[<-` with list(NULL) keeps `devices` (NULL: none chosen); `$<-` would drop it.
+  settings["devices"] <- list(if (!is.null(settings$devices)) as.character(unlist(settings$devices)))
   settings$memory_limit_mib <- as.numeric(unlist(settings$memory_limit_mib))
   settings$notes <- as.character(unlist(settings$notes))
   structure(settings, class = "gpukeras_setup")

@@ -1,0 +1,345 @@
+# gpu_setup(): every setting needs a runtime that has not started, so each
+# check runs in a fresh R process (run_in_fresh_r()) and reads back what
+# TensorFlow or JAX reports there. Several checks share one child: starting
+# TensorFlow costs seconds.
+
+test_that("check_threads() takes one count for both, or c(intra = , inter = ) in any order", {
+  expect_identical(check_threads(NULL), list())
+  expect_identical(check_threads(3), list(intra = 3L, inter = 3L))
+  expect_identical(check_threads(0), list(intra = 0L, inter = 0L))
+  expect_identical(check_threads(c(2, 1)), list(intra = 2L, inter = 1L))
+  expect_identical(check_threads(c(intra = 2, inter = 1)), list(intra = 2L, inter = 1L))
+  expect_identical(check_threads(c(inter = 1, intra = 2)), list(intra = 2L, inter = 1L)[c("inter", "intra")])
+  expect_error(check_threads(-1), "`threads` must be one count", class = "gpukeras_error_bad_argument")
+  expect_error(check_threads(1.5), "not `1.5`", class = "gpukeras_error_bad_argument")
+  expect_error(check_threads(1:3), "a integer of length 3", class = "gpukeras_error_bad_argument")
+  expect_error(check_threads(NA_real_), class = "gpukeras_error_bad_argument")
+  expect_error(check_threads("2"), class = "gpukeras_error_bad_argument")
+  expect_error(check_threads(c(a = 1, b = 2)), "`threads` names must be `intra` and `inter`", class = "gpukeras_error_bad_argument")
+})
+
+test_that("format.gpukeras_setup() shows limits, loss scaling, a device that gains nothing, JAX threads and notes", {
+  setup <- new_gpukeras_setup(list(
+    backend = "jax",
+    gpus = list("GPU:0", "GPU:1"),
+    memory_growth = FALSE,
+    memory_limit_mib = list(512, 2048),
+    cpu_devices = 1L,
+    intra_op_threads = NULL,
+    inter_op_threads = NULL,
+    devices = list("GPU:0", "GPU:1"),
+    dtype_policy = "mixed_float16",
+    precision_reason = "asked for mixed_float16",
+    loss_scaling = TRUE,
+    precision_suits_device = FALSE,
+    jit_compile = TRUE,
+    notes = list("threads: JAX has no per-process op-thread settings; not applied")
+  ))
+  expect_s3_class(setup, "gpukeras_setup")
+  expect_identical(setup$gpus, c("GPU:0", "GPU:1"))
+  expect_identical(setup$memory_limit_mib, c(512, 2048))
+  lines <- format(setup)
+  expect_identical(lines, c(
+    "<gpukeras setup> jax backend",
+    "  GPUs in use:     GPU:0, GPU:1",
+    "  memory growth:   FALSE",
+    "  memory limit:    512 MiB, 2.0 GiB",
+    "  devices chosen:  GPU:0, GPU:1",
+    "  CPU devices:     1 logical",
+    "  precision:       mixed_float16, loss scaling (asked for mixed_float16) [no speed-up on this device]",
+    "  threads:         not settable on JAX",
+    "  jit_compile:     TRUE",
+    "  note: threads: JAX has no per-process op-thread settings; not applied"
+  ))
+  expect_output(expect_invisible(print(setup)), "memory limit:    512 MiB, 2.0 GiB", fixed = TRUE)
+})
+
+test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors raised before Python starts", {
+  child <- run_in_fresh_r({
+    errors <- list(
+      mixed_precision = catch_error(gpu_setup(mixed_precision = "float8")),
+      threads_negative = catch_error(gpu_setup(threads = -1)),
+      threads_names = catch_error(gpu_setup(threads = c(a = 1, b = 2))),
+      jit_compile = catch_error(gpu_setup(jit_compile = "yes")),
+      cpu_devices = catch_error(gpu_setup(cpu_devices = 0)),
+      memory_limit = catch_error(gpu_setup(memory_limit = -5)),
+      devices_tpu = catch_error(gpu_setup(devices = "TPU:0")),
+      devices_na = catch_error(gpu_setup(devices = NA)),
+      devices_negative = catch_error(gpu_setup(devices = -1)),
+      memory_growth = catch_error(gpu_setup(memory_growth = NA))
+    )
+    list(errors = errors, started = reticulate::py_available(initialize = FALSE))
+  })
+  expect_false(child$started)
+  errors <- child$errors
+  for (name in names(errors)) {
+    expect_identical(
+      errors[[name]]$class,
+      c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"),
+      label = name
+    )
+  }
+  expect_match(errors$mixed_precision$message, "`mixed_precision` must be one of \"auto\", \"float16\", \"bfloat16\", \"float32\", not `float8`.", fixed = TRUE)
+  expect_match(errors$threads_negative$message, "`threads` must be one count or c(intra = , inter = )", fixed = TRUE)
+  expect_match(errors$threads_negative$message, "not `-1`", fixed = TRUE)
+  expect_match(errors$threads_names$message, "`threads` names must be `intra` and `inter`.", fixed = TRUE)
+  expect_match(errors$jit_compile$message, "`jit_compile` must be TRUE, FALSE or \"auto\", not `yes`.", fixed = TRUE)
+  expect_match(errors$cpu_devices$message, "`cpu_devices` must be one whole number >= 1, not `0`.", fixed = TRUE)
+  expect_match(errors$memory_limit$message, "`memory_limit` must be positive numbers, not `-5`.", fixed = TRUE)
+  expect_match(errors$devices_tpu$message, "`devices` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not `TPU:0`.", fixed = TRUE)
+  expect_match(errors$devices_tpu$message, "gpu_devices() lists the devices there are.", fixed = TRUE)
+  expect_match(errors$devices_na$message, "not `NA`", fixed = TRUE)
+  expect_match(errors$devices_negative$message, "not `-1`", fixed = TRUE)
+  expect_match(errors$memory_growth$message, "`memory_growth` must be TRUE or FALSE, not `NA`.", fixed = TRUE)
+})
+
+test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what TensorFlow reports", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    {
+      setup <- gpu_setup()
+      tf <- reticulate::import("tensorflow")
+      keras <- reticulate::import("keras")
+      visible <- NULL
+      printed <- utils::capture.output(visible <- withVisible(print(setup))$visible)
+      in_force <- list(
+        intra = tf$config$threading$get_intra_op_parallelism_threads(),
+        inter = tf$config$threading$get_inter_op_parallelism_threads(),
+        cpus = length(tf$config$list_logical_devices("CPU")),
+        gpus = length(tf$config$list_logical_devices("GPU")),
+        policy = keras$config$dtype_policy()$name
+      )
+      # The checks below are raised before anything is applied.
+      both <- catch_error(gpu_setup(memory_growth = TRUE, memory_limit = 1024))
+      device_index <- catch_error(gpu_setup(devices = 0))
+      device_name <- catch_error(gpu_setup(devices = "GPU:0"))
+      limit_warnings <- list()
+      limit_error <- catch_error(withCallingHandlers(
+        limit_setup <- gpu_setup(memory_limit = 1024),
+        warning = function(w) {
+          limit_warnings[[length(limit_warnings) + 1]] <<- list(class = class(w), message = conditionMessage(w))
+          invokeRestart("muffleWarning")
+        }
+      ))
+      list(
+        class = class(setup),
+        names = names(setup),
+        fields = unclass(setup),
+        format = format(setup),
+        printed = printed,
+        visible = visible,
+        in_force = in_force,
+        both = both,
+        device_index = device_index,
+        device_name = device_name,
+        limit_error = limit_error,
+        limit_warnings = limit_warnings,
+        limit_setup = if (is.null(limit_error)) unclass(limit_setup)
+      )
+    },
+    env = c(KERAS_BACKEND = "tensorflow")
+  )
+  expect_identical(child$class, "gpukeras_setup")
+  expect_named(child$fields, c(
+    "backend", "gpus", "memory_growth", "memory_limit_mib", "cpu_devices", "intra_op_threads",
+    "inter_op_threads", "devices", "dtype_policy", "precision_reason", "loss_scaling",
+    "precision_suits_device", "jit_compile", "notes"
+  ), ignore.order = TRUE)
+  fields <- child$fields
+  expect_identical(fields$backend, "tensorflow")
+  # Threads and logical CPUs are left as TensorFlow has them, and read back.
+  expect_identical(fields$intra_op_threads, child$in_force$intra)
+  expect_identical(fields$inter_op_threads, child$in_force$inter)
+  expect_identical(fields$intra_op_threads, 0L)
+  expect_identical(fields$inter_op_threads, 0L)
+  expect_identical(fields$cpu_devices, child$in_force$cpus)
+  expect_identical(fields$cpu_devices, 1L)
+  expect_identical(length(fields$gpus), child$in_force$gpus)
+  expect_null(fields$devices)
+  expect_identical(fields$dtype_policy, child$in_force$policy)
+  expect_identical(fields$jit_compile, "auto")
+  expect_identical(fields$notes, character())
+  expect_false(fields$loss_scaling)
+  expect_true(fields$precision_suits_device)
+
+  expect_length(child$format, 9)
+  expect_identical(child$format[1], "<gpukeras setup> tensorflow backend")
+  expect_match(child$format[2:9], "^  [a-zA-Z_ ]+: +\\S")
+  expect_identical(child$format[8], "  threads:         intra-op 0, inter-op 0 (0 = TensorFlow chooses)")
+  expect_identical(child$format[9], "  jit_compile:     auto")
+  expect_identical(child$printed, child$format)
+  expect_false(child$visible)
+
+  # memory_growth and memory_limit together: TensorFlow cannot do both.
+  expect_identical(child$both$class[1], "gpukeras_error_bad_argument")
+  expect_match(child$both$message, "memory_growth = TRUE and memory_limit cannot be combined in TensorFlow", fixed = TRUE)
+  expect_match(child$both$message, "Pass memory_growth = FALSE with memory_limit", fixed = TRUE)
+  expect_null(child$both$python_traceback)
+
+  skip_if_nvidia_gpu()
+  # "auto" on the CPU: float32, and the reason says so.
+  expect_identical(fields$dtype_policy, "float32")
+  expect_match(fields$precision_reason, "CPU", fixed = TRUE)
+  expect_identical(fields$gpus, character())
+  expect_null(fields$memory_growth)
+  expect_identical(fields$memory_limit_mib, numeric())
+  expect_match(child$format[7], "^  precision:       float32 \\(no GPU: mixed precision does not speed up the CPU\\)$")
+  expect_false(grepl("no speed-up on this device", child$format[7], fixed = TRUE))
+  expect_identical(child$format[2], "  GPUs in use:     none")
+  expect_identical(child$format[3], "  memory growth:   n/a (no GPU)")
+
+  # A GPU that does not exist: a classed error listing the devices there are.
+  for (error in list(child$device_index, child$device_name)) {
+    expect_identical(error$class, c("gpukeras_error_unknown_device", "gpukeras_error", "error", "condition"))
+    expect_match(error$message, "No such device: GPU:0. Devices here: CPU:0.", fixed = TRUE)
+    expect_match(error$message, "gpu_devices() lists them", fixed = TRUE)
+  }
+
+  # memory_limit alone (memory_growth becomes FALSE): nothing to cap without a GPU.
+  expect_null(child$limit_error)
+  expect_length(child$limit_warnings, 1)
+  expect_identical(
+    child$limit_warnings[[1]]$class,
+    c("gpukeras_warning_not_applied", "gpukeras_warning", "warning", "condition")
+  )
+  expect_match(child$limit_warnings[[1]]$message, "memory_limit: no GPU in use, so there is nothing to cap", fixed = TRUE)
+  expect_identical(child$limit_setup$notes, "memory_limit: no GPU in use, so there is nothing to cap")
+  expect_identical(child$limit_setup$memory_limit_mib, numeric())
+})
+
+test_that("gpu_setup() after the runtime started: applies the dtype policy, is silent when nothing changes, else says what to do", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    {
+      first <- gpu_setup(threads = 2)
+      tf <- reticulate::import("tensorflow")
+      threads_now <- function() {
+        c(
+          intra = tf$config$threading$get_intra_op_parallelism_threads(),
+          inter = tf$config$threading$get_inter_op_parallelism_threads()
+        )
+      }
+      before_start <- threads_now()
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(2L)))
+      output <- model(tf$ones(list(1L, 3L)))
+      late <- catch_error(gpu_setup(threads = 3, mixed_precision = "bfloat16"))
+      policy_after_error <- keras$config$dtype_policy()$name
+      threads_after_error <- threads_now()
+      late_cpus <- catch_error(gpu_setup(threads = 2, cpu_devices = 2))
+      caught <- list()
+      again_error <- catch_error(withCallingHandlers(
+        again <- gpu_setup(threads = 2),
+        warning = function(w) {
+          caught[[length(caught) + 1]] <<- conditionMessage(w)
+          invokeRestart("muffleWarning")
+        }
+      ))
+      list(
+        first = unclass(first)[c("intra_op_threads", "inter_op_threads")],
+        before_start = before_start,
+        late = late,
+        policy_after_error = policy_after_error,
+        threads_after_error = threads_after_error,
+        late_cpus = late_cpus,
+        again_error = again_error,
+        again_warnings = caught,
+        again = if (is.null(again_error)) unclass(again)[c("intra_op_threads", "inter_op_threads", "dtype_policy")],
+        policy_at_end = keras$config$dtype_policy()$name
+      )
+    },
+    env = c(KERAS_BACKEND = "tensorflow")
+  )
+  # threads = 2 is both thread counts, as TensorFlow reports them.
+  expect_identical(child$before_start, c(intra = 2L, inter = 2L))
+  expect_identical(child$first, list(intra_op_threads = 2L, inter_op_threads = 2L))
+
+  late <- child$late
+  expect_identical(late$class, c("gpukeras_error_runtime_started", "gpukeras_error", "error", "condition"))
+  expect_match(late$message, "TensorFlow has already started in this session", fixed = TRUE)
+  expect_match(late$message, "threads (intra-op): asked 3, in force 2", fixed = TRUE)
+  expect_match(late$message, "threads (inter-op): asked 3, in force 2", fixed = TRUE)
+  expect_match(late$message, "Restart R and call gpu_setup() first, before anything else", fixed = TRUE)
+  expect_match(late$message, "The dtype policy and jit_compile were applied.", fixed = TRUE)
+  expect_false(grepl("Physical devices cannot be modified", late$message, fixed = TRUE))
+  expect_false(grepl("Traceback", late$message, fixed = TRUE))
+  expect_null(late$python_traceback)
+  # What could still be applied was; what could not is unchanged.
+  expect_identical(child$policy_after_error, "mixed_bfloat16")
+  expect_identical(child$threads_after_error, c(intra = 2L, inter = 2L))
+
+  expect_identical(child$late_cpus$class[1], "gpukeras_error_runtime_started")
+  expect_match(child$late_cpus$message, "cpu_devices: asked 2, in force 1", fixed = TRUE)
+  expect_false(grepl("threads", child$late_cpus$message, fixed = TRUE))
+
+  # The state asked for already holds: no error, no warning.
+  expect_null(child$again_error)
+  expect_identical(child$again_warnings, list())
+  expect_identical(child$again$intra_op_threads, 2L)
+  expect_identical(child$again$inter_op_threads, 2L)
+  skip_if_nvidia_gpu()
+  expect_identical(child$again$dtype_policy, "float32")
+  expect_identical(child$policy_at_end, "float32")
+})
+
+test_that("on JAX, threads cannot be set: a gpukeras_warning_not_applied warning and a note", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    {
+      core()
+      if (!reticulate::py_module_available("jax")) {
+        list(jax = FALSE)
+      } else {
+        caught <- list()
+        setup <- withCallingHandlers(
+          gpu_setup(threads = 2, memory_limit = 1024, cpu_devices = 2, devices = "CPU:1"),
+          warning = function(w) {
+            caught[[length(caught) + 1]] <<- list(class = class(w), message = conditionMessage(w))
+            invokeRestart("muffleWarning")
+          }
+        )
+        jax <- reticulate::import("jax")
+        keras <- gpu_keras()
+        layer <- with_gpu_device("CPU:1", {
+          layer <- keras$layers$Dense(2L)
+          layer$build(list(NULL, 3L))
+          layer
+        })
+        list(
+          jax = TRUE,
+          setup = unclass(setup),
+          format = format(setup),
+          warnings = caught,
+          cpus = length(jax$devices("cpu")),
+          kernel_devices = reticulate::py_str(layer$kernel$value$devices()),
+          unknown = catch_error(with_gpu_device("GPU:3", NULL))
+        )
+      }
+    },
+    env = c(KERAS_BACKEND = "jax")
+  )
+  if (!isTRUE(child$jax)) {
+    skip("JAX is not installed in gpukeras' Python")
+  }
+  setup <- child$setup
+  expect_identical(setup$backend, "jax")
+  expect_null(setup$intra_op_threads)
+  expect_null(setup$inter_op_threads)
+  expect_true("  threads:         not settable on JAX" %in% child$format)
+  thread_note <- "threads: JAX has no per-process op-thread settings; not applied"
+  expect_true(thread_note %in% setup$notes)
+  expect_true(paste("  note:", thread_note) %in% child$format)
+  classes <- vapply(child$warnings, function(w) w$class[1], "")
+  messages <- vapply(child$warnings, function(w) w$message, "")
+  expect_true(all(classes == "gpukeras_warning_not_applied"))
+  expect_true(thread_note %in% messages)
+  # Two logical CPU devices, as JAX reports them, and a layer placed on the second.
+  expect_identical(setup$cpu_devices, 2L)
+  expect_identical(child$cpus, 2L)
+  expect_identical(setup$devices, "CPU:1")
+  expect_match(child$kernel_devices, "CpuDevice(id=1)", fixed = TRUE)
+  expect_identical(child$unknown$class[1], "gpukeras_error_unknown_device")
+  expect_match(child$unknown$message, "Devices here: CPU:0, CPU:1", fixed = TRUE)
+  skip_if_nvidia_gpu()
+  expect_identical(messages, c(thread_note, "memory_limit: no GPU in use, so there is nothing to cap"))
+})
