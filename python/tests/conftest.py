@@ -3,8 +3,10 @@
 A Keras backend starts once per process and its settings apply only before it
 starts, so every test that needs another environment (KERAS_BACKEND,
 CUDA_VISIBLE_DEVICES, a blocked module) runs the core through ``run_core`` in
-a fresh Python. Tests in this process use the configured backend
-(``KERAS_BACKEND``, TensorFlow by default; JAX on the GPU machines).
+a fresh Python; its ``after`` code (with the ``READBACK`` functions, see
+``run_setup``) reads back what the backend itself reports. Tests in this
+process use the configured backend (``KERAS_BACKEND``, TensorFlow by default;
+JAX on the GPU machines).
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ import json, os, sys
 exec(sys.argv[3])
 from gpukeras import bridge
 result = bridge.call(sys.argv[1], json.loads(sys.argv[2]))
+readback = {{}}
+exec(sys.argv[4])
 print({MARKER!r} + json.dumps({{
     "result": result,
+    "readback": readback,
     "loaded": sorted({{name.split(".")[0] for name, module in sys.modules.items() if module}}),
     "environ": {{name: os.environ.get(name) for name in {WATCHED_ENV!r}}},
 }}))
@@ -50,14 +55,16 @@ class CoreRun:
     Attributes:
         result: the bridge's answer, parsed from JSON (so it is plain data).
         stderr: everything the process wrote to standard error.
-        loaded: top-level modules imported by the end of the call.
+        loaded: top-level modules imported by the end (the ``after`` code included).
         environ: the variables in ``WATCHED_ENV`` as the process ended with them.
+        readback: what the ``after`` code stored in its ``readback`` dict.
     """
 
     result: dict
     stderr: str
     loaded: set[str]
     environ: dict[str, str | None]
+    readback: dict
 
     @property
     def value(self) -> object:
@@ -72,6 +79,7 @@ def run_core(
     *,
     env: dict[str, str | None] | None = None,
     setup: str = "",
+    after: str = "",
     timeout: float = 120,
 ) -> CoreRun:
     """Run ``gpukeras.bridge.call(target, kwargs)`` in a fresh Python.
@@ -81,6 +89,9 @@ def run_core(
         kwargs: keyword arguments (JSON-serialisable).
         env: variables to set in the child; None removes one.
         setup: Python code run before gpukeras is imported (e.g. blocking a module).
+        after: Python code run after the call, with ``result`` (the bridge's
+            answer) and ``bridge`` in scope, that stores JSON-serialisable facts
+            in the dict ``readback`` (e.g. what TensorFlow reports once set up).
         timeout: seconds before the child is killed and the test fails.
     """
     child_env = dict(os.environ)
@@ -93,7 +104,7 @@ def run_core(
         else:
             child_env[name] = value
     done = subprocess.run(
-        [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {}), setup],
+        [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {}), setup, after],
         env=child_env,
         capture_output=True,
         text=True,
@@ -104,7 +115,94 @@ def run_core(
     if done.returncode != 0 or not lines:
         pytest.fail(f"core child failed (rc {done.returncode}):\n{done.stderr[-4000:]}")
     report = json.loads(lines[-1][len(MARKER) :])
-    return CoreRun(report["result"], done.stderr, set(report["loaded"]), report["environ"])
+    return CoreRun(
+        report["result"],
+        done.stderr,
+        set(report["loaded"]),
+        report["environ"],
+        report["readback"],
+    )
+
+
+# Functions for ``after`` code (see ``run_core``) that read back what the backend reports.
+READBACK = """
+import os
+import keras
+from gpukeras import scope, tensors
+from gpukeras.runtime import config
+
+
+def model_facts():
+    # Build and compile a small model under the global dtype policy.
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return {
+        "policy": keras.config.dtype_policy().name,
+        "compute_dtypes": [layer.compute_dtype for layer in model.layers],
+        "kernel_dtypes": [str(layer.kernel.dtype) for layer in model.layers],
+        "optimizer": type(model.optimizer).__name__,
+    }
+
+
+def weights_device(device):
+    # Where a layer built inside scope.device_scope(device) keeps its weights.
+    with scope.device_scope(device):
+        layer = keras.layers.Dense(3)
+        layer.build((None, 4))
+    return tensors.tensor_device(layer.kernel.value)
+
+
+def backend_report():
+    # The devices, threads and variables the backend itself reports (starts it).
+    if config.backend == "jax":
+        import jax
+
+        return {
+            "cpus": [tensors.jax_device_name(device) for device in jax.devices("cpu")],
+            "environ": {
+                name: os.environ.get(name)
+                for name in (
+                    "XLA_PYTHON_CLIENT_PREALLOCATE",
+                    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                    "CUDA_VISIBLE_DEVICES",
+                )
+            },
+        }
+    import tensorflow as tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    return {
+        "cpus": [tensors.normalize_device(d.name) for d in tf.config.list_logical_devices("CPU")],
+        "gpus": len(gpus),
+        "memory_growth": [tf.config.experimental.get_memory_growth(gpu) for gpu in gpus],
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
+"""
+
+
+def run_setup(
+    backend: str,
+    kwargs: dict[str, object] | None = None,
+    after: str = "",
+    *,
+    target: str = "setup.apply_setup",
+    env: dict[str, str | None] | None = None,
+) -> CoreRun:
+    """``setup.apply_setup(**kwargs)`` (or ``target``) in a fresh Python on ``backend``.
+
+    ``after`` runs next with the ``READBACK`` functions defined; skips when the
+    backend is not installed.
+    """
+    requires(backend)
+    return run_core(
+        target,
+        kwargs,
+        env={"KERAS_BACKEND": backend, **(env or {})},
+        after=READBACK + after,
+    )
 
 
 def requires(module: str) -> None:

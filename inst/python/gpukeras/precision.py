@@ -92,6 +92,8 @@ def output_precision_warning(model: object) -> str | None:
         )
     layer = model.layers[-1]
     activation = getattr(getattr(layer, "activation", None), "__name__", None)
+    if isinstance(layer, keras.layers.Softmax):
+        activation = "softmax"
     dtype = getattr(layer, "compute_dtype", None)
     if activation not in PROBABILITY_ACTIVATIONS or dtype not in LOW_PRECISION:
         return None

@@ -64,6 +64,17 @@ class Attempts:
             self.failures.append(f"{name}: asked {asked!r}, in force {in_force!r}")
 
 
+def _variable_in_force(name: str) -> str | None:
+    """An XLA variable's value as JAX acts on it.
+
+    Unset or empty, XLA_PYTHON_CLIENT_PREALLOCATE preallocates, as 'true' does.
+    """
+    value = os.environ.get(name)
+    if name == JAX_PREALLOCATE:
+        return "false" if value in ("false", "False", "0") else "true"
+    return value
+
+
 def _device_index(name: str, kind: str) -> int | None:
     match = re.fullmatch(rf"{kind}:(\d+)", name)
     return int(match.group(1)) if match else None
@@ -252,11 +263,13 @@ class JaxSetup:
             uuids = [self.report.devices[self.visible[i]].uuid for i in chosen]
             wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
         if self.started():
+            # The variables only act on GPUs: with none in use, any value holds.
+            in_use = bool(jax_gpus())
             failures = [
                 f"{SETTING_OF_VARIABLE[name]} ({name}): asked {value!r}, "
-                f"in force {os.environ.get(name)!r}"
+                f"in force {_variable_in_force(name)!r}"
                 for name, value in wanted.items()
-                if os.environ.get(name) != value
+                if in_use and not self._holds(name, value)
             ]
             if request.cpu_devices is not None and request.cpu_devices != self._cpu_count():
                 failures.append(
@@ -270,6 +283,13 @@ class JaxSetup:
             self.jax.config.update("jax_num_cpu_devices", request.cpu_devices)
         return []
 
+    def _holds(self, name: str, value: str | None) -> bool:
+        """Whether the variable in force has the effect that ``value`` asks for."""
+        if name == "CUDA_VISIBLE_DEVICES":
+            uuids = [device.uuid for device in self.report.devices]
+            return nvml.visible_indices(uuids) == nvml.visible_indices(uuids, value)
+        return _variable_in_force(name) == value
+
     def capability(self) -> str | None:
         if self.started():
             gpus = jax_gpus()
@@ -281,9 +301,7 @@ class JaxSetup:
         totals = [self.report.devices[i].memory_total_mib for i in self.visible]
         return {
             "gpus": [f"GPU:{i}" for i in range(self._gpu_count())],
-            "memory_growth": os.environ.get(JAX_PREALLOCATE, "true").lower() == "false"
-            if totals
-            else None,
+            "memory_growth": _variable_in_force(JAX_PREALLOCATE) == "false" if totals else None,
             "memory_limit_mib": [float(fraction) * total for total in totals] if fraction else [],
             "cpu_devices": self._cpu_count(),
             "intra_op_threads": None,

@@ -1,0 +1,451 @@
+"""setup: gpu_setup()'s settings, each read back from TensorFlow or JAX afterwards.
+
+Settings only apply before the runtime starts, so each child here is a fresh
+Python (``run_setup``) whose ``after`` code asks the backend what is in force:
+tf.config's threads and devices, JAX's devices and XLA variables, a built
+model's compute dtypes and its compiled optimizer. One child serves several
+tests (module-scoped fixtures), since a fresh TensorFlow costs seconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CoreRun, run_setup
+from gpukeras import nvml
+
+BACKENDS = ["tensorflow", "jax"]
+NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+JAX_THREADS_NOTE = "threads: JAX has no per-process op-thread settings; not applied"
+NO_GPU_LIMIT_NOTE = "memory_limit: no GPU in use, so there is nothing to cap"
+
+
+def _backend(run: CoreRun) -> str:
+    return str(run.environ["KERAS_BACKEND"])
+
+
+def _tensorflow_only(run: CoreRun) -> None:
+    if _backend(run) != "tensorflow":
+        pytest.skip(f"{_backend(run)} has no such setting")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def defaults(request: pytest.FixtureRequest) -> CoreRun:
+    """gpu_setup() with its defaults, XLA_PYTHON_CLIENT_PREALLOCATE unset beforehand."""
+    return run_setup(
+        request.param,
+        {},
+        "readback['backend'] = backend_report()\nreadback['model'] = model_facts()",
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
+    )
+
+
+CONFIGURED = {
+    "memory_growth": False,
+    "devices": ["cpu:1"],
+    "mixed_precision": "float16",
+    "intra_op_threads": 1,
+    "inter_op_threads": 2,
+    "jit_compile": False,
+    "cpu_devices": 2,
+}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def configured(request: pytest.FixtureRequest) -> CoreRun:
+    """Every setting changed from its default, then read back; the same request again."""
+    return run_setup(
+        request.param,
+        CONFIGURED,
+        f"""
+readback["backend"] = backend_report()
+readback["model"] = model_facts()
+readback["weights"] = {{name: weights_device(name) for name in ("CPU:0", "CPU:1", "cpu:1")}}
+readback["again"] = bridge.call("setup.apply_setup", {CONFIGURED!r})
+check = bridge.call("check.run_check", {{"probe_training": False, "matmul_size": 32}})
+readback["check_setup"] = check["value"]["setup"]
+""",
+    )
+
+
+def test_defaults_match_what_the_backend_reports(defaults: CoreRun) -> None:
+    settings, backend = defaults.value, defaults.readback["backend"]
+    assert settings["backend"] == _backend(defaults)
+    assert settings["cpu_devices"] == len(backend["cpus"]) == 1
+    assert settings["devices"] is None
+    assert settings["jit_compile"] == "auto"
+    assert settings["memory_limit_mib"] == []
+    assert settings["memory_growth"] is (True if settings["gpus"] else None)
+    if settings["backend"] == "jax":
+        # memory growth on JAX is preallocation off, set before JAX started
+        assert backend["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+        assert backend["environ"]["XLA_PYTHON_CLIENT_MEM_FRACTION"] is None
+        assert settings["intra_op_threads"] is None
+    else:
+        assert backend["memory_growth"] == [True] * backend["gpus"]
+        assert settings["intra_op_threads"] == backend["intra_op_threads"] == 0
+        assert settings["inter_op_threads"] == backend["inter_op_threads"] == 0
+    model = defaults.readback["model"]
+    assert settings["dtype_policy"] == model["policy"]
+    assert settings["loss_scaling"] is (model["optimizer"] == "LossScaleOptimizer")
+
+
+def test_auto_precision_on_the_cpu_is_float32(defaults: CoreRun, no_gpu: None) -> None:
+    settings, model = defaults.value, defaults.readback["model"]
+    assert settings["gpus"] == []
+    assert settings["dtype_policy"] == "float32"
+    assert settings["precision_reason"] == "no GPU: mixed precision does not speed up the CPU"
+    assert settings["precision_suits_device"] is True
+    assert settings["loss_scaling"] is False
+    assert model["compute_dtypes"] == ["float32", "float32"]
+    assert model["optimizer"] == "Adam"
+    assert settings["notes"] == []
+
+
+def test_threads_are_read_back_from_tensorflow(configured: CoreRun) -> None:
+    _tensorflow_only(configured)
+    backend = configured.readback["backend"]
+    assert (backend["intra_op_threads"], backend["inter_op_threads"]) == (1, 2)
+    assert (configured.value["intra_op_threads"], configured.value["inter_op_threads"]) == (1, 2)
+    assert configured.value["notes"] == []
+
+
+def test_threads_on_jax_are_a_note(configured: CoreRun) -> None:
+    if _backend(configured) != "jax":
+        pytest.skip("TensorFlow applies threads")
+    assert configured.value["notes"] == [JAX_THREADS_NOTE]
+    assert configured.value["intra_op_threads"] is None
+    assert configured.value["inter_op_threads"] is None
+
+
+def test_logical_cpu_devices_and_device_choice(configured: CoreRun) -> None:
+    settings, readback = configured.value, configured.readback
+    assert readback["backend"]["cpus"] == ["CPU:0", "CPU:1"]
+    assert settings["cpu_devices"] == 2
+    assert settings["devices"] == ["CPU:1"]
+    # choosing only a CPU device hides every GPU
+    assert settings["gpus"] == []
+    assert readback["weights"] == {"CPU:0": "CPU:0", "CPU:1": "CPU:1", "cpu:1": "CPU:1"}
+
+
+def test_memory_growth_off_is_read_back(configured: CoreRun) -> None:
+    backend = configured.readback["backend"]
+    if _backend(configured) == "jax":
+        assert backend["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+        # devices = CPU:1 leaves CUDA no GPU
+        assert backend["environ"]["CUDA_VISIBLE_DEVICES"] == "-1"
+    else:
+        assert backend["memory_growth"] == [False] * backend["gpus"]
+    assert configured.value["memory_growth"] is None  # no GPU in use
+
+
+def test_float16_is_in_the_built_model_with_loss_scaling(configured: CoreRun) -> None:
+    settings, model = configured.value, configured.readback["model"]
+    assert settings["dtype_policy"] == model["policy"] == "mixed_float16"
+    assert model["compute_dtypes"] == ["float16", "float16"]
+    assert model["kernel_dtypes"] == ["float32", "float32"]
+    assert model["optimizer"] == "LossScaleOptimizer"
+    assert settings["loss_scaling"] is True
+    # asked for on the CPU: applied, but flagged as no gain
+    assert settings["precision_suits_device"] is False
+    assert settings["precision_reason"].startswith("asked for mixed_float16; on the CPU")
+
+
+def test_jit_compile_is_stored(configured: CoreRun) -> None:
+    assert configured.value["jit_compile"] is False
+
+
+def test_same_request_after_start_is_silent(configured: CoreRun) -> None:
+    again = configured.readback["again"]
+    assert again["ok"], again
+    assert again["value"] == configured.value
+
+
+def test_check_report_shows_the_setup(configured: CoreRun) -> None:
+    assert configured.readback["check_setup"] == configured.value
+
+
+# ---- too late: the runtime started before gpu_setup() ----
+
+# Per backend: the first request, a later one that differs, a later one that holds.
+TOO_LATE = {
+    "jax": (
+        {"cpu_devices": 2, "mixed_precision": "float32"},
+        {"cpu_devices": 3, "mixed_precision": "bfloat16", "jit_compile": True},
+        {"cpu_devices": 2, "mixed_precision": "float16"},
+    ),
+    "tensorflow": (
+        {"cpu_devices": 2, "intra_op_threads": 1, "mixed_precision": "float32"},
+        {
+            "cpu_devices": 3,
+            "intra_op_threads": 2,
+            "mixed_precision": "bfloat16",
+            "jit_compile": True,
+        },
+        {"cpu_devices": 2, "intra_op_threads": 1, "mixed_precision": "float16"},
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def too_late(request: pytest.FixtureRequest) -> CoreRun:
+    """Set up, start the runtime with a model, then ask for other settings."""
+    first, late, same = TOO_LATE[request.param]
+    return run_setup(
+        request.param,
+        first,
+        f"""
+readback["first_model"] = model_facts()
+readback["late"] = bridge.call("setup.apply_setup", {late!r})
+readback["late_policy"] = keras.config.dtype_policy().name
+readback["late_model"] = model_facts()
+readback["late_settings"] = bridge.call("setup.current_settings")["value"]
+readback["same"] = bridge.call("setup.apply_setup", {same!r})
+readback["same_model"] = model_facts()
+readback["backend"] = backend_report()
+""",
+    )
+
+
+def test_too_late_is_a_classed_error_naming_the_setting(too_late: CoreRun) -> None:
+    backend = _backend(too_late)
+    late = too_late.readback["late"]
+    assert late["ok"] is False
+    assert late["r_class"] == "gpukeras_error_runtime_started"
+    assert late["traceback"] is None
+    message = late["message"]
+    assert message.startswith(f"{NAMES[backend]} has already started in this session")
+    assert "cpu_devices: asked 3, in force 2" in message
+    if backend == "tensorflow":
+        assert "threads (intra-op): asked 2, in force 1" in message
+    assert "Restart R and call gpu_setup() first" in message
+    # what could not be applied was not: the backend still has 2 CPU devices
+    assert too_late.readback["backend"]["cpus"] == ["CPU:0", "CPU:1"]
+
+
+def test_too_late_still_applies_the_dtype_policy(too_late: CoreRun) -> None:
+    assert too_late.readback["first_model"]["compute_dtypes"] == ["float32", "float32"]
+    assert too_late.readback["late_policy"] == "mixed_bfloat16"
+    late_model = too_late.readback["late_model"]
+    assert late_model["compute_dtypes"] == ["bfloat16", "bfloat16"]
+    assert late_model["optimizer"] != "LossScaleOptimizer"  # bfloat16 needs no loss scaling
+    assert too_late.readback["late_settings"]["jit_compile"] is True
+    assert too_late.readback["late_settings"]["dtype_policy"] == "mixed_bfloat16"
+
+
+def test_too_late_request_that_holds_succeeds(too_late: CoreRun) -> None:
+    same = too_late.readback["same"]
+    assert same["ok"], same
+    assert same["value"]["cpu_devices"] == 2
+    assert same["value"]["dtype_policy"] == "mixed_float16"
+    assert too_late.readback["same_model"]["compute_dtypes"] == ["float16", "float16"]
+    assert too_late.readback["same_model"]["optimizer"] == "LossScaleOptimizer"
+    if _backend(too_late) == "tensorflow":
+        assert same["value"]["intra_op_threads"] == 1
+        assert too_late.readback["backend"]["intra_op_threads"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_setup_after_the_runtime_started_without_gpu(backend: str, no_gpu: None) -> None:
+    """gpu_check() first, gpu_setup() after: without a GPU, no GPU setting can conflict."""
+    run = run_setup(
+        backend,
+        target="runtime.start",
+        after="""
+keras.ops.convert_to_numpy(keras.ops.ones(2))
+readback["defaults"] = bridge.call("setup.apply_setup", {})
+readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+readback["cpu0"] = bridge.call("setup.apply_setup", {"devices": ["CPU:0"]})
+readback["cpus"] = bridge.call("setup.apply_setup", {"cpu_devices": 2})
+""",
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
+    )
+    for name in ("defaults", "no_growth", "cpu0"):
+        assert run.readback[name]["ok"], run.readback[name]
+    assert run.readback["cpu0"]["value"]["devices"] == ["CPU:0"]
+    assert run.readback["cpus"]["r_class"] == "gpukeras_error_runtime_started"
+    assert "cpu_devices: asked 2, in force 1" in run.readback["cpus"]["message"]
+
+
+# ---- arguments that cannot be applied ----
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def refused(request: pytest.FixtureRequest) -> CoreRun:
+    """Requests refused before anything is applied, then a memory limit without a GPU."""
+    return run_setup(
+        request.param,
+        {"devices": ["GPU:0"]},
+        """
+readback["cpu5"] = bridge.call("setup.apply_setup", {"cpu_devices": 2, "devices": ["CPU:5"]})
+readback["growth_and_limit"] = bridge.call(
+    "setup.apply_setup", {"memory_growth": True, "memory_limit_mib": [1024]}
+)
+readback["limit"] = bridge.call(
+    "setup.apply_setup", {"memory_growth": False, "memory_limit_mib": [1024]}
+)
+readback["precision"] = bridge.call("setup.apply_setup", {"mixed_precision": "float8"})
+readback["backend"] = backend_report()
+""",
+    )
+
+
+def test_unknown_gpu_lists_the_devices_there_are(refused: CoreRun, no_gpu: None) -> None:
+    assert refused.result["ok"] is False
+    assert refused.result["r_class"] == "gpukeras_error_unknown_device"
+    assert refused.result["message"].startswith("No such device: GPU:0. Devices here: CPU:0. ")
+    assert "gpu_devices() lists them" in refused.result["message"]
+
+
+def test_unknown_cpu_lists_the_devices_there_are(refused: CoreRun) -> None:
+    cpu5 = refused.readback["cpu5"]
+    assert cpu5["r_class"] == "gpukeras_error_unknown_device"
+    assert cpu5["message"].startswith("No such device: CPU:5. Devices here: ")
+    assert "CPU:0, CPU:1." in cpu5["message"]
+    # refused before anything was applied: still one CPU device
+    assert refused.readback["backend"]["cpus"] == ["CPU:0"]
+
+
+def test_tensorflow_refuses_memory_growth_with_a_limit(refused: CoreRun) -> None:
+    _tensorflow_only(refused)
+    answer = refused.readback["growth_and_limit"]
+    assert answer["r_class"] == "gpukeras_error_bad_argument"
+    assert answer["message"].startswith(
+        "memory_growth = TRUE and memory_limit cannot be combined in TensorFlow"
+    )
+    assert "Pass memory_growth = FALSE with memory_limit." in answer["message"]
+
+
+def test_memory_limit_without_gpu_is_a_note(refused: CoreRun, no_gpu: None) -> None:
+    limit = refused.readback["limit"]
+    assert limit["ok"], limit
+    assert limit["value"]["notes"] == [NO_GPU_LIMIT_NOTE]
+    assert limit["value"]["memory_limit_mib"] == []
+    if _backend(refused) == "jax":  # growth and a limit combine: a fraction, with a GPU
+        assert refused.readback["growth_and_limit"]["value"]["notes"] == [NO_GPU_LIMIT_NOTE]
+
+
+def test_unknown_precision_is_a_bad_argument(refused: CoreRun) -> None:
+    answer = refused.readback["precision"]
+    assert answer["r_class"] == "gpukeras_error_bad_argument"
+    assert "not 'float8'" in answer["message"]
+    assert "'auto', 'float16', 'bfloat16' or 'float32'" in answer["message"]
+
+
+# ---- on a GPU, JAX backend (the verification machines have no TensorFlow) ----
+
+MEMORY_READBACK = """
+from gpukeras import nvml
+index = nvml.visible_indices([device.uuid for device in nvml.query().devices])[0]
+readback["total"] = nvml.query().devices[index].memory_total_mib
+readback["before"] = nvml.query().devices[index].memory_used_mib
+model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), keras.layers.Dense(10)])
+keras.ops.convert_to_numpy(model(keras.ops.ones((128, 64))))
+readback["after"] = nvml.query().devices[index].memory_used_mib
+readback["backend"] = backend_report()
+"""
+
+
+def _first_visible_gpu() -> nvml.NvmlDevice:
+    report = nvml.query()
+    return report.devices[nvml.visible_indices([device.uuid for device in report.devices])[0]]
+
+
+def _rise(run: CoreRun) -> float:
+    return run.readback["after"] - run.readback["before"]
+
+
+@pytest.mark.gpu
+def test_jax_memory_growth_keeps_gpu_memory_low() -> None:
+    growing = run_setup(
+        "jax",
+        {"memory_growth": True},
+        MEMORY_READBACK,
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
+    )
+    # the variable set to "false" beforehand: memory_growth = FALSE must override it
+    preallocating = run_setup(
+        "jax",
+        {"memory_growth": False},
+        MEMORY_READBACK,
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    )
+    assert growing.value["memory_growth"] is True
+    assert growing.readback["backend"]["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert preallocating.value["memory_growth"] is False
+    assert preallocating.readback["backend"]["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+    total = growing.readback["total"]
+    assert _rise(growing) < 0.2 * total, (_rise(growing), total)
+    assert _rise(preallocating) > 0.5 * total, (_rise(preallocating), total)
+
+
+@pytest.mark.gpu
+def test_jax_memory_limit_sets_the_memory_fraction() -> None:
+    run = run_setup("jax", {"memory_growth": False, "memory_limit_mib": [4096]}, MEMORY_READBACK)
+    total = run.readback["total"]
+    fraction = run.readback["backend"]["environ"]["XLA_PYTHON_CLIENT_MEM_FRACTION"]
+    assert fraction == f"{4096 / total:.4f}"
+    assert run.value["memory_limit_mib"][0] == pytest.approx(4096, abs=total * 1e-4)
+    # JAX preallocates that fraction, plus its CUDA context
+    assert 0.9 * 4096 < _rise(run) < 4096 + 2048, _rise(run)
+
+
+@pytest.mark.gpu
+def test_auto_precision_picks_bfloat16_from_compute_capability() -> None:
+    gpu = _first_visible_gpu()
+    capability = gpu.compute_capability or ""
+    if tuple(map(int, capability.split("."))) < (8, 0):
+        pytest.skip(f"{gpu.name} has compute capability {capability}, below 8.0")
+    run = run_setup("jax", {}, "readback['model'] = model_facts()")
+    assert run.value["dtype_policy"] == "mixed_bfloat16"
+    assert f"compute capability {capability} >= 8.0" in run.value["precision_reason"]
+    assert run.value["loss_scaling"] is False
+    assert run.value["precision_suits_device"] is True
+    assert run.readback["model"]["compute_dtypes"] == ["bfloat16", "bfloat16"]
+    if "H100" in gpu.name or "H200" in gpu.name:
+        assert capability == "9.0"
+
+
+@pytest.mark.gpu
+def test_jax_gpu_devices_are_chosen_and_checked() -> None:
+    gpu = _first_visible_gpu()
+    run = run_setup(
+        "jax",
+        {"devices": ["GPU:0"]},
+        """
+readback["gpu7"] = bridge.call("setup.apply_setup", {"devices": ["GPU:7"]})
+readback["weights"] = weights_device("GPU:0")
+readback["again"] = bridge.call("setup.apply_setup", {"devices": ["GPU:0"]})
+readback["backend"] = backend_report()
+""",
+    )
+    assert run.value["gpus"] == ["GPU:0"]
+    assert run.value["devices"] == ["GPU:0"]
+    assert run.readback["backend"]["environ"]["CUDA_VISIBLE_DEVICES"] == gpu.uuid
+    assert run.readback["weights"] == "GPU:0"
+    assert run.readback["again"]["ok"], run.readback["again"]
+    gpu7 = run.readback["gpu7"]
+    assert gpu7["r_class"] == "gpukeras_error_unknown_device"
+    assert gpu7["message"].startswith("No such device: GPU:7. Devices here: GPU:0, CPU:0")
+
+
+@pytest.mark.gpu
+def test_jax_memory_growth_after_start_compares_with_what_jax_did() -> None:
+    """Unset XLA_PYTHON_CLIENT_PREALLOCATE means JAX preallocated: memory_growth = FALSE holds."""
+    run = run_setup(
+        "jax",
+        target="runtime.start",
+        after="""
+keras.ops.convert_to_numpy(keras.ops.ones(2))
+readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+readback["growth"] = bridge.call("setup.apply_setup", {"memory_growth": True})
+""",
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
+    )
+    assert run.readback["no_growth"]["ok"], run.readback["no_growth"]
+    growth = run.readback["growth"]
+    assert growth["r_class"] == "gpukeras_error_runtime_started"
+    assert (
+        "memory_growth (XLA_PYTHON_CLIENT_PREALLOCATE): asked 'false', in force 'true'"
+        in growth["message"]
+    )
