@@ -33,6 +33,15 @@ class PrecisionChoice:
     suits_device: bool
 
 
+def check_choice(requested: str) -> None:
+    """Raise BadArgumentError unless ``requested`` is 'auto' or a known precision."""
+    if requested != "auto" and requested not in POLICIES:
+        raise BadArgumentError(
+            "mixed_precision must be 'auto', 'float16', 'bfloat16' or 'float32', "
+            f"not '{requested}'."
+        )
+
+
 def choose_policy(requested: str, compute_capability: str | None) -> PrecisionChoice:
     """The Keras dtype policy for ``requested`` on a GPU of ``compute_capability``.
 
@@ -64,11 +73,7 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
             )
         reason = f"{where} < 7.0: no Tensor Cores, so mixed precision gains nothing"
         return PrecisionChoice("float32", reason, False, True)
-    if requested not in POLICIES:
-        raise BadArgumentError(
-            "mixed_precision must be 'auto', 'float16', 'bfloat16' or 'float32', "
-            f"not '{requested}'."
-        )
+    check_choice(requested)
     policy = POLICIES[requested]
     needs = {"mixed_float16": (7, 0), "mixed_bfloat16": (8, 0)}.get(policy)
     suits = needs is None or (bool(capability) and capability >= needs)

@@ -372,6 +372,7 @@ def apply_setup(
         jit_compile=jit_compile,
         cpu_devices=cpu_devices,
     )
+    precision.check_choice(mixed_precision)
     backend = _backend_setup()
     config.settings["notes"] = []
     failures = backend.apply(request)
