@@ -24,7 +24,7 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _host_memory_mib() -> tuple[float | None, float | None]:
+def host_memory_mib() -> tuple[float | None, float | None]:
     """Total and available host memory in MiB (available only where /proc/meminfo exists)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / nvml.MIB
@@ -94,7 +94,7 @@ def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object
         memory_total_mib, memory_free_mib, nvml_index (None when NVML has no match).
     """
     report = report if report is not None else nvml.query()
-    total, available = _host_memory_mib()
+    total, available = host_memory_mib()
     rows: list[dict[str, object]] = [
         {
             "device": "CPU:0",

@@ -1,0 +1,378 @@
+"""tf.data input pipelines from in-memory arrays and file sources, fast by default.
+
+The order of steps follows TensorFlow's tf.data performance guide: expensive
+deterministic maps (in parallel), then cache, then shuffle, then batch, then
+random augmentation on whole batches (in parallel), then prefetch. Nothing in
+a built pipeline calls back into R: a user map function is traced once into
+the graph, on the calling thread, when the pipeline is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from gpukeras.errors import BadArgumentError, TensorflowMissingError
+
+# Presets of random augmentation: Keras preprocessing layers, which run inside
+# tf.data whatever the Keras backend. Values are (layer name, default arguments).
+AUGMENT_PRESETS: dict[str, tuple[str, dict[str, object]]] = {
+    "flip_horizontal": ("RandomFlip", {"mode": "horizontal"}),
+    "flip_vertical": ("RandomFlip", {"mode": "vertical"}),
+    "brightness": ("RandomBrightness", {"factor": 0.2}),
+    "contrast": ("RandomContrast", {"factor": 0.2}),
+    "crop": ("RandomCrop", {}),
+    "rotation": ("RandomRotation", {"factor": 0.1}),
+}
+SHUFFLE_BUFFER_LIMIT = 100_000
+
+
+@dataclass
+class PipelineOptions:
+    """How gpu_dataset() turns a source into batches; see ``build`` for each step."""
+
+    batch_size: int = 32
+    shuffle: bool = True
+    seed: int | None = None
+    cache: bool | str = True
+    map: Callable | None = None
+    augment: dict[str, dict[str, object]] | None = None
+    validation_split: float = 0.0
+    drop_remainder: bool = False
+    deterministic: bool | None = None
+    prefetch: str | int = "auto"
+    to_device: str = "auto"
+
+
+def tensorflow() -> ModuleType:
+    """TensorFlow for tf.data, which needs it whatever the Keras backend."""
+    from gpukeras.runtime import config
+
+    try:
+        tf = config.import_quietly("tensorflow")
+    except ImportError as error:
+        raise TensorflowMissingError(
+            "gpu_dataset() builds tf.data pipelines, which need TensorFlow, and it is not "
+            "installed in this Python. Run install_gpukeras() in R, then restart R."
+        ) from error
+    return tf
+
+
+def _check(options: PipelineOptions) -> None:
+    if not isinstance(options.batch_size, int) or options.batch_size < 1:
+        raise BadArgumentError(f"batch_size must be a whole number >= 1, not {options.batch_size}.")
+    if not 0 <= options.validation_split < 1:
+        raise BadArgumentError(
+            f"validation_split must be in [0, 1), not {options.validation_split}."
+        )
+    unknown = sorted(set(options.augment or {}) - set(AUGMENT_PRESETS))
+    if unknown:
+        raise BadArgumentError(
+            f"Unknown augment preset(s): {', '.join(unknown)}. "
+            f"Presets: {', '.join(AUGMENT_PRESETS)}."
+        )
+
+
+def _augmenter(options: PipelineOptions) -> Callable | None:
+    """One function applying every asked-for preset to a batch of images."""
+    if not options.augment:
+        return None
+    from gpukeras.runtime import config
+
+    keras = config.keras()
+    layers = []
+    for position, (name, arguments) in enumerate(options.augment.items()):
+        layer_name, defaults = AUGMENT_PRESETS[name]
+        seed = None if options.seed is None else options.seed + position
+        try:
+            layers.append(
+                getattr(keras.layers, layer_name)(**{**defaults, **(arguments or {})}, seed=seed)
+            )
+        except (TypeError, ValueError) as error:
+            raise BadArgumentError(
+                f"augment preset '{name}' ({layer_name}) rejected its parameters: {error}"
+            ) from error
+
+    def augment(images: object) -> object:
+        for layer in layers:
+            images = layer(images, training=True)
+        return images
+
+    return augment
+
+
+def _apply_to_features(function: Callable) -> Callable:
+    """Lift a function of the features to elements that may carry a label."""
+
+    def on_element(*element: object) -> object:
+        if len(element) == 1:
+            return function(element[0])
+        return (function(element[0]), *element[1:])
+
+    return on_element
+
+
+def _traced_map(function: Callable) -> Callable:
+    """A user map (Python, or R through reticulate) returning a tuple tf.data accepts."""
+
+    def mapped(*element: object) -> object:
+        out = function(*element)
+        return tuple(out) if isinstance(out, list) else out
+
+    return mapped
+
+
+def _validation_filter(tf: ModuleType, split: float, seed: int, validation: bool) -> Callable:
+    """Assign each element, by its index, to train or validation, reproducibly and disjointly."""
+
+    def keep(index: object, element: object) -> object:
+        draw = tf.random.stateless_uniform([], seed=tf.stack([tf.cast(index, tf.int32), seed]))
+        return draw < split if validation else draw >= split
+
+    return keep
+
+
+def build(
+    tf: ModuleType,
+    dataset: object,
+    options: PipelineOptions,
+    rows: int | None,
+    shuffle_first: bool = False,
+) -> tuple[object, dict[str, object]]:
+    """Apply map, cache, shuffle, batch, augment and prefetch to an unbatched dataset."""
+    autotune = tf.data.AUTOTUNE
+    steps: list[str] = []
+    if options.map is not None:
+        dataset = dataset.map(
+            _traced_map(options.map),
+            num_parallel_calls=autotune,
+            deterministic=options.deterministic,
+        )
+        steps.append("map (parallel)")
+    if options.cache:
+        dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))
+        steps.append("cache" if options.cache is True else f"cache ({options.cache})")
+    if options.shuffle and not shuffle_first:
+        buffer = min(rows or SHUFFLE_BUFFER_LIMIT, SHUFFLE_BUFFER_LIMIT)
+        dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
+        steps.append(f"shuffle (buffer {buffer})")
+    dataset = dataset.batch(
+        options.batch_size,
+        drop_remainder=options.drop_remainder,
+        num_parallel_calls=autotune,
+        deterministic=options.deterministic,
+    )
+    steps.append(f"batch ({options.batch_size})")
+    augment = _augmenter(options)
+    if augment is not None:
+        dataset = dataset.map(
+            _apply_to_features(augment),
+            num_parallel_calls=autotune,
+            deterministic=options.deterministic,
+        )
+        steps.append(f"augment ({', '.join(options.augment or {})}, parallel)")
+    if options.prefetch not in (0, "none"):
+        buffer = autotune if options.prefetch == "auto" else int(options.prefetch)
+        dataset = dataset.prefetch(buffer)
+        steps.append(f"prefetch ({'autotune' if options.prefetch == 'auto' else buffer})")
+    if options.to_device not in ("auto", "none"):
+        dataset = dataset.apply(tf.data.experimental.prefetch_to_device(f"/{options.to_device}"))
+        steps.append(f"prefetch to {options.to_device}")
+    return dataset, {"steps": steps}
+
+
+def _to_device_choice(options: PipelineOptions) -> str:
+    """'auto' keeps batches on the host: under Keras' eager fit(), TensorFlow's
+    prefetch_to_device copies back to the CPU or does not overlap (tensorflow#30929,
+    #43905), and Keras already copies each batch to the GPU inside its train step."""
+    return "none" if options.to_device == "auto" else options.to_device
+
+
+def from_arrays(x: object, y: object | None = None, **options: object) -> dict[str, object]:
+    """A pipeline over in-memory arrays (NumPy, or a dict of them for multi-input models).
+
+    Rows are split into train and validation by a seeded permutation, so the two
+    never overlap; validation data is neither shuffled nor augmented.
+
+    Returns:
+        ``dataset`` (train), ``validation`` (None without a split) and ``info``
+        (plain data: rows, steps of the pipeline, element spec as text).
+    """
+    tf = tensorflow()
+    opts = PipelineOptions(**options)  # type: ignore[arg-type]
+    _check(opts)
+    opts.to_device = _to_device_choice(opts)
+    # In-memory rows need no cache unless a map computes something worth keeping.
+    opts.cache = opts.cache if opts.map is not None else False
+    features = x if isinstance(x, dict) else {"": x}
+    rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
+    if y is not None:
+        rows["y"] = len(y)  # type: ignore[arg-type]
+    if len(set(rows.values())) != 1:
+        counts = ", ".join(f"{name or 'x'} has {count}" for name, count in rows.items())
+        raise BadArgumentError(f"x and y must have the same number of rows: {counts}.")
+    count = next(iter(rows.values()))
+    if count == 0:
+        raise BadArgumentError("The data has no rows.")
+    order = np.random.default_rng(opts.seed).permutation(count)
+    n_validation = round(count * opts.validation_split)
+    if opts.validation_split and not 0 < n_validation < count:
+        raise BadArgumentError(
+            f"validation_split = {opts.validation_split} of {count} rows leaves no "
+            "training or no validation rows."
+        )
+
+    def subset(index: np.ndarray | None) -> object:
+        # Without a split the arrays go to tf.data as they are: no extra copy.
+        part = {
+            name: array if index is None else np.ascontiguousarray(array[np.sort(index)])  # type: ignore[index]
+            for name, array in features.items()
+        }
+        part_x = part.get("", part)
+        if y is None:
+            return part_x
+        return (part_x, y if index is None else np.ascontiguousarray(y[np.sort(index)]))  # type: ignore[index]
+
+    train_index = order[n_validation:] if n_validation else None
+    return _pipelines(
+        tf,
+        tf.data.Dataset.from_tensor_slices(subset(train_index)),
+        tf.data.Dataset.from_tensor_slices(subset(order[:n_validation])) if n_validation else None,
+        opts,
+        {"source": "arrays", "rows": count - n_validation, "validation_rows": n_validation},
+    )
+
+
+def _pipelines(
+    tf: ModuleType,
+    train: object,
+    validation: object | None,
+    opts: PipelineOptions,
+    info: dict[str, object],
+) -> dict[str, object]:
+    """Build the train pipeline, and the validation one without shuffling or augmentation."""
+    rows = info.get("rows")
+    dataset, steps = build(tf, train, opts, rows)  # type: ignore[arg-type]
+    if validation is not None:
+        plain = PipelineOptions(
+            batch_size=opts.batch_size,
+            shuffle=False,
+            cache=opts.cache,
+            map=opts.map,
+            prefetch=opts.prefetch,
+            to_device=opts.to_device,
+        )
+        validation, _ = build(tf, validation, plain, info.get("validation_rows"))  # type: ignore[arg-type]
+    info = {**info, **steps, "to_device": opts.to_device}
+    return {"dataset": dataset, "validation": validation, "info": describe(dataset, info)}
+
+
+def _element_bytes(tf: ModuleType, spec: object) -> int | None:
+    """Bytes of one element when every shape is known, else None."""
+    total = 0
+    for part in tf.nest.flatten(spec):
+        if not part.shape.is_fully_defined() or part.dtype == tf.string:
+            return None
+        total += part.shape.num_elements() * part.dtype.size
+    return total
+
+
+def _cache_for_source(
+    tf: ModuleType, dataset: object, rows: int | None, opts: PipelineOptions
+) -> bool | str:
+    """cache = TRUE on a file source caches in memory only when it surely fits.
+
+    Files are streamed because they may be larger than memory: an in-memory cache
+    is used when the decoded data is known to take under a quarter of the free
+    host memory; a cache file (a path) is always honoured.
+    """
+    if opts.cache is not True:
+        return opts.cache
+    from gpukeras.devices import host_memory_mib
+
+    element = _element_bytes(tf, dataset.element_spec)  # type: ignore[attr-defined]
+    available = host_memory_mib()[1]
+    if rows is None or element is None or available is None:
+        return False
+    return rows * element / 2**20 < available / 4
+
+
+def from_source(kind: str, source: dict[str, object], **options: object) -> dict[str, object]:
+    """A pipeline streaming files: kind 'csv', 'image_folder' or 'tfrecord'.
+
+    ``source`` holds the arguments of the matching ``sources`` function. With
+    ``validation_split``, each element goes to train or validation by a seeded
+    hash of its position: disjoint, the same every epoch, no buffer needed.
+    """
+    from gpukeras import sources
+
+    tf = tensorflow()
+    opts = PipelineOptions(**options)  # type: ignore[arg-type]
+    _check(opts)
+    opts.to_device = _to_device_choice(opts)
+    makers = {
+        "csv": sources.csv_source,
+        "image_folder": sources.image_folder_source,
+        "tfrecord": sources.tfrecord_source,
+    }
+    if kind not in makers:
+        raise BadArgumentError(f"Unknown file source '{kind}'. Sources: {', '.join(makers)}.")
+    found = makers[kind](**source)
+    rows = found.info.get("rows")
+    opts.cache = _cache_for_source(tf, found.dataset, rows, opts)  # type: ignore[arg-type]
+    info = {"source": kind, **found.info}
+    train, validation = found.dataset, None
+    if opts.validation_split:
+        seed = opts.seed or 0
+        indexed = found.dataset.enumerate()
+        drop_index = lambda index, element: element  # noqa: E731
+        train = indexed.filter(_validation_filter(tf, opts.validation_split, seed, False))
+        validation = indexed.filter(_validation_filter(tf, opts.validation_split, seed, True))
+        train, validation = train.map(drop_index), validation.map(drop_index)
+        info.update(rows=None, validation_rows=None)
+    return _pipelines(tf, train, validation, opts, info)
+
+
+def describe(dataset: object, info: dict[str, object] | None = None) -> dict[str, object]:
+    """Plain facts about a dataset for printing: element spec, cardinality, and ``info``."""
+    tf = tensorflow()
+    cardinality = int(dataset.cardinality())  # type: ignore[attr-defined]
+    known = cardinality >= 0
+    return {
+        **(info or {}),
+        "element_spec": str(dataset.element_spec),  # type: ignore[attr-defined]
+        "batches": cardinality if known else None,
+        "cardinality": "infinite"
+        if cardinality == tf.data.INFINITE_CARDINALITY
+        else ("unknown" if not known else str(cardinality)),
+    }
+
+
+def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, object]:
+    """Batches/s and elements/s of the pipeline alone, no model.
+
+    The first ``warmup`` batches (filling caches and buffers) are not timed.
+    """
+    tf = tensorflow()
+    if steps < 1:
+        raise BadArgumentError(f"steps must be >= 1, not {steps}.")
+    iterator = iter(dataset.repeat())  # type: ignore[attr-defined]
+    for _ in range(warmup):
+        next(iterator)
+    elements = 0
+    started = time.perf_counter()
+    for _ in range(steps):
+        batch = next(iterator)
+        first = tf.nest.flatten(batch)[0]
+        elements += int(first.shape[0]) if first.shape.rank else 1
+    seconds = time.perf_counter() - started
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "batches_per_second": steps / seconds,
+        "elements_per_second": elements / seconds,
+    }
