@@ -66,3 +66,27 @@ class UnknownDeviceError(GpukerasError):
     """A device that does not exist was named."""
 
     r_class = "gpukeras_error_unknown_device"
+
+
+class MissingFilesError(GpukerasError):
+    """Files or a folder given as a data source do not exist or hold nothing to read."""
+
+    r_class = "gpukeras_error_missing_files"
+
+
+class BadDataError(GpukerasError):
+    """Data files or values cannot be used as they are (mismatched headers, text columns)."""
+
+    r_class = "gpukeras_error_bad_data"
+
+
+class BadImageError(GpukerasError):
+    """A file in an image folder is not an image TensorFlow can decode."""
+
+    r_class = "gpukeras_error_bad_image"
+
+
+class MapFunctionError(GpukerasError):
+    """A user's map function failed when tf.data traced it."""
+
+    r_class = "gpukeras_error_bad_map"

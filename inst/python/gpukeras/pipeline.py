@@ -16,7 +16,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras.errors import BadArgumentError, TensorflowMissingError
+from gpukeras.errors import BadArgumentError, MapFunctionError, TensorflowMissingError
 
 # Presets of random augmentation: Keras preprocessing layers, which run inside
 # tf.data whatever the Keras backend. Values are (layer name, default arguments).
@@ -147,11 +147,19 @@ def build(
     autotune = tf.data.AUTOTUNE
     steps: list[str] = []
     if options.map is not None:
-        dataset = dataset.map(
-            _traced_map(options.map),
-            num_parallel_calls=autotune,
-            deterministic=options.deterministic,
-        )
+        try:
+            dataset = dataset.map(
+                _traced_map(options.map),
+                num_parallel_calls=autotune,
+                deterministic=options.deterministic,
+            )
+        except Exception as error:  # the user's function failed while tf.data traced it
+            raise MapFunctionError(
+                f"The map function failed when tf.data traced it into a graph: "
+                f"{str(error).strip().splitlines()[-1]}. It runs once, on symbolic tensors, "
+                "so it must use TensorFlow ops (from R: tf <- reticulate::import('tensorflow'); "
+                "function(x, y) list(tf$multiply(x, 2), y)) and return the new element."
+            ) from error
         steps.append("map (parallel)")
     if options.cache:
         dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))

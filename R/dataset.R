@@ -1,0 +1,267 @@
+#' A fast tf.data input pipeline from R data or files
+#'
+#' Builds a `tf.data.Dataset` that keeps the GPU fed and never calls back into
+#' R during training: R data is converted once to C-contiguous NumPy arrays
+#' (float32 features; int32 labels for factors and integers, float32
+#' otherwise), files are streamed. The pipeline follows TensorFlow's
+#' performance guide: parallel `map`, then `cache`, then `shuffle`, then
+#' `batch`, then random augmentation on whole batches in parallel, then
+#' `prefetch`, with AUTOTUNE choosing the parallelism.
+#'
+#' @section Sources:
+#' * A numeric matrix or array of any rank (images as N x H x W x C); rows are
+#'   the first dimension.
+#' * A data.frame: numeric and logical columns as they are; factor and
+#'   character columns become integer codes (0-based), their levels kept in
+#'   `attr(, "gpukeras")$vocabulary`.
+#' * A named list of these, for multi-input models (a dict of inputs).
+#' * A path (one string): a folder with one sub-folder of images per class;
+#'   CSV files (a glob such as `"data/*.csv"`, a file, or a folder of them;
+#'   name the label column with `label`); TFRecord files (`*.tfrecord`,
+#'   `*.tfrecords`, `*.tfrec`).
+#'
+#' @param x Features: an R matrix, array, data.frame, named list of them, or a
+#'   path to files (see Sources).
+#' @param y Labels for R data: a numeric, integer, logical or factor vector (or
+#'   a matrix); `NULL` for none, or for files (use `label`).
+#' @param batch_size Elements per batch.
+#' @param shuffle Shuffle the training elements every epoch.
+#' @param seed Seed for shuffling, augmentation and the validation split.
+#' @param cache Cache elements after `map`: `TRUE` in memory (for files only
+#'   when they surely fit: under a quarter of free memory), `FALSE`, or a file
+#'   path. Arrays without a `map` need no cache and get none.
+#' @param map A function applied to each element (`x` or `x, y`), returning
+#'   the new element (a list for `x, y`): an R function using TensorFlow ops,
+#'   traced once into the graph when the pipeline is built, or a Python
+#'   callable.
+#' @param augment Random augmentation of image batches, a named list of presets
+#'   and their parameters: `flip_horizontal`, `flip_vertical`, `brightness`
+#'   (`factor`, `value_range`), `contrast` (`factor`), `crop` (`height`,
+#'   `width`), `rotation` (`factor`), e.g.
+#'   `list(flip_horizontal = list(), rotation = list(factor = 0.05))`.
+#' @param validation_split Share of rows held out for validation; then the
+#'   result is `list(train = , validation = )`, disjoint; validation data is
+#'   neither shuffled nor augmented.
+#' @param drop_remainder Drop the last, smaller batch.
+#' @param deterministic `FALSE` lets parallel steps return elements out of
+#'   order (faster); `NULL` uses tf.data's default.
+#' @param prefetch `"auto"` (AUTOTUNE), a number of batches, or `0`.
+#' @param to_device `"auto"` keeps batches on the host (Keras copies each
+#'   batch to the GPU in its train step; TensorFlow's `prefetch_to_device` does
+#'   not overlap under Keras' eager `fit()`), or a device such as `"GPU:0"`.
+#' @param na What to do with NA/NaN in R data: `"error"` (names the columns
+#'   and first rows) or `"drop"` (drops those rows).
+#' @param label For CSV and TFRecord files: the name of the label column or
+#'   feature.
+#' @param columns For CSV files: the feature columns to use (default: all
+#'   but `label`).
+#' @param image_size For image folders: `c(height, width)` images are resized to.
+#' @param color_mode For image folders: `"rgb"` or `"grayscale"`.
+#' @return A `tf.data.Dataset` (a Python object) of class `gpukeras_dataset`,
+#'   usable by Keras' `fit()`, with an R print method; its facts are in
+#'   `attr(, "gpukeras")`. With `validation_split > 0`, a list of two:
+#'   `train` and `validation`.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   ds <- gpu_dataset(as.matrix(iris[, 1:4]), iris$Species, batch_size = 16, seed = 1)
+#'   ds
+#'   split <- gpu_dataset(iris[, 1:4], iris$Species, validation_split = 0.2, seed = 1)
+#'   split$validation
+#' }
+gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NULL,
+                        cache = TRUE, map = NULL, augment = NULL, validation_split = 0,
+                        drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
+                        to_device = "auto", na = c("error", "drop"), label = NULL,
+                        columns = NULL, image_size = c(64, 64), color_mode = "rgb") {
+  options <- pipeline_options(
+    batch_size, shuffle, seed, cache, map, augment, validation_split,
+    drop_remainder, deterministic, prefetch, to_device
+  )
+  na <- check_choice(na[[1]], c("error", "drop"), "na")
+  result <- if (is.character(x) && length(x) == 1L) {
+    if (!is.null(y)) {
+      gpukeras_abort(
+        "`y` is for R data; with files, name the label column or feature with `label`.",
+        "gpukeras_error_bad_argument"
+      )
+    }
+    source <- file_source(x, label, columns, image_size, color_mode)
+    do.call(core_call, c(list("pipeline.from_source", kind = source$kind, source = source$args), options))
+  } else {
+    data <- as_pipeline_data(x, y, na)
+    result <- do.call(core_call, c(list("pipeline.from_arrays", x = data$x, y = data$y), options))
+    result$info$vocabulary <- data$vocabulary
+    result$info$dropped_rows <- data$dropped
+    result
+  }
+  train <- new_gpukeras_dataset(result$dataset, result$info)
+  if (is.null(result$validation)) {
+    return(train)
+  }
+  validation_info <- result$info
+  validation_info$rows <- result$info$validation_rows
+  validation_info$steps <- setdiff(result$info$steps, grep("^(shuffle|augment)", result$info$steps, value = TRUE))
+  list(train = train, validation = new_gpukeras_dataset(result$validation, validation_info, "validation"))
+}
+
+pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, validation_split,
+                             drop_remainder, deterministic, prefetch, to_device) {
+  check_count(batch_size)
+  check_flag(shuffle)
+  if (!is.null(seed) && (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed < 0 || seed != round(seed))) {
+    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument")
+  }
+  if (!(isTRUE(cache) || isFALSE(cache) || (is.character(cache) && length(cache) == 1L && !is.na(cache)))) {
+    gpukeras_abort(
+      sprintf("`cache` must be TRUE, FALSE or a file path, not %s.", describe(cache)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  if (!is.null(map) && !is.function(map) && !inherits(map, "python.builtin.object")) {
+    gpukeras_abort(
+      sprintf("`map` must be a function (R or Python), not %s.", describe(map)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  if (!is.null(augment) && (!is.list(augment) || is.null(names(augment)) || any(!nzchar(names(augment))))) {
+    gpukeras_abort(
+      c(
+        sprintf("`augment` must be a named list of presets, not %s.", describe(augment)),
+        "For example: list(flip_horizontal = list(), rotation = list(factor = 0.05))."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  if (!is.numeric(validation_split) || length(validation_split) != 1L || is.na(validation_split) ||
+    validation_split < 0 || validation_split >= 1) {
+    gpukeras_abort(
+      sprintf("`validation_split` must be one number in [0, 1), not %s.", describe(validation_split)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  check_flag(drop_remainder)
+  if (!is.null(deterministic)) check_flag(deterministic)
+  if (!(identical(prefetch, "auto") || (is.numeric(prefetch) && length(prefetch) == 1L && !is.na(prefetch) && prefetch >= 0))) {
+    gpukeras_abort(
+      sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  if (!identical(to_device, "auto") && !identical(to_device, "none")) {
+    to_device <- device_names(to_device, "to_device")
+  }
+  list(
+    batch_size = as.integer(batch_size),
+    shuffle = shuffle,
+    seed = if (!is.null(seed)) as.integer(seed),
+    cache = cache,
+    map = map,
+    augment = lapply(augment, function(parameters) as.list(parameters)),
+    validation_split = validation_split,
+    drop_remainder = drop_remainder,
+    deterministic = deterministic,
+    prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
+    to_device = to_device
+  )
+}
+
+# Which kind of file source a path names, and the arguments for it.
+file_source <- function(path, label, columns, image_size, color_mode) {
+  if (!is.null(label)) check_string(label)
+  if (!is.null(columns) && (!is.character(columns) || anyNA(columns))) {
+    gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument")
+  }
+  expanded <- path.expand(path)
+  is_tfrecord <- grepl("\\.(tfrecords?|tfrec)$", expanded, ignore.case = TRUE)
+  is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) ||
+    (dir.exists(expanded) && length(list.files(expanded, "\\.csv$", ignore.case = TRUE)) > 0 &&
+      length(list.dirs(expanded, recursive = FALSE)) == 0)
+  if (is_tfrecord) {
+    return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
+  }
+  if (is_csv) {
+    return(list(kind = "csv", args = list(pattern = expanded, label = label, columns = if (!is.null(columns)) as.list(columns))))
+  }
+  if (!dir.exists(expanded)) {
+    gpukeras_abort(
+      c(
+        sprintf("'%s' is not a folder, a CSV file/glob or TFRecord files.", path),
+        "Give a folder of images with one sub-folder per class, \"data/*.csv\", or \"data/*.tfrecord\"."
+      ),
+      "gpukeras_error_missing_files"
+    )
+  }
+  if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
+    gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument")
+  }
+  color_mode <- check_choice(color_mode, c("rgb", "grayscale"))
+  list(kind = "image_folder", args = list(path = expanded, image_size = as.list(as.integer(image_size)), color_mode = color_mode))
+}
+
+new_gpukeras_dataset <- function(dataset, info, role = "train") {
+  info$role <- role
+  attr(dataset, "gpukeras") <- info
+  class(dataset) <- unique(c("gpukeras_dataset", class(dataset)))
+  dataset
+}
+
+#' @export
+format.gpukeras_dataset <- function(x, ...) {
+  info <- attr(x, "gpukeras")
+  rows <- if (is.null(info$rows)) "rows not known until read" else format(info$rows, big.mark = ",")
+  batches <- if (is.null(info$batches)) info$cardinality else format(info$batches, big.mark = ",")
+  c(
+    sprintf("<gpukeras_dataset> %s pipeline from %s: %s, %s batches", info$role, info$source, rows, batches),
+    sprintf("  element: %s", info$element_spec),
+    sprintf("  steps:   %s", paste(unlist(info$steps), collapse = " -> ")),
+    if (length(info$vocabulary)) {
+      sprintf("  vocabulary: %s", paste(sprintf("%s (%d levels)", names(info$vocabulary), lengths(info$vocabulary)), collapse = ", "))
+    },
+    if (isTRUE(info$dropped_rows > 0)) sprintf("  dropped %d row(s) with NA", as.integer(info$dropped_rows))
+  )
+}
+
+#' @export
+print.gpukeras_dataset <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' Throughput of an input pipeline alone
+#'
+#' Reads `steps` batches from the pipeline with no model attached (after a
+#' few untimed batches that fill caches and buffers). Compare with a training
+#' step's time: a pipeline slower than the model starves the GPU.
+#'
+#' @param dataset A [gpu_dataset()] (or any `tf.data.Dataset`).
+#' @param steps Batches to time.
+#' @return An object of class `gpukeras_dataset_benchmark`: a list with
+#'   `steps`, `seconds`, `batches_per_second` and `elements_per_second`.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   gpu_dataset_benchmark(gpu_dataset(matrix(runif(4000), ncol = 4)), steps = 20)
+#' }
+gpu_dataset_benchmark <- function(dataset, steps = 100) {
+  check_python_object(dataset, "dataset", "a gpu_dataset() or tf.data.Dataset")
+  check_count(steps)
+  result <- core_call("pipeline.benchmark", dataset = dataset, steps = as.integer(steps))
+  structure(result, class = "gpukeras_dataset_benchmark")
+}
+
+#' @export
+format.gpukeras_dataset_benchmark <- function(x, ...) {
+  sprintf(
+    "<gpukeras pipeline benchmark> %s batches/s, %s elements/s (%d batches in %.3f s)",
+    format(round(x$batches_per_second, 1), big.mark = ","),
+    format(round(x$elements_per_second), big.mark = ","),
+    as.integer(x$steps), x$seconds
+  )
+}
+
+#' @export
+print.gpukeras_dataset_benchmark <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
