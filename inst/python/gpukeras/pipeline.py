@@ -29,6 +29,7 @@ AUGMENT_PRESETS: dict[str, tuple[str, dict[str, object]]] = {
     "rotation": ("RandomRotation", {"factor": 0.1}),
 }
 SHUFFLE_BUFFER_LIMIT = 100_000
+SHUFFLE_BUFFER_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -136,6 +137,13 @@ def _validation_filter(tf: ModuleType, split: float, seed: int, validation: bool
     return keep
 
 
+def _shuffle_buffer(tf: ModuleType, dataset: object, rows: int | None) -> int:
+    """All rows when they are known and few; else as many as fit in SHUFFLE_BUFFER_BYTES."""
+    element = _element_bytes(tf, dataset.element_spec)  # type: ignore[attr-defined]
+    by_memory = SHUFFLE_BUFFER_BYTES // element if element else 10_000
+    return max(1, min(rows or SHUFFLE_BUFFER_LIMIT, SHUFFLE_BUFFER_LIMIT, by_memory))
+
+
 def build(
     tf: ModuleType,
     dataset: object,
@@ -165,7 +173,7 @@ def build(
         dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))
         steps.append("cache" if options.cache is True else f"cache ({options.cache})")
     if options.shuffle and not shuffle_first:
-        buffer = min(rows or SHUFFLE_BUFFER_LIMIT, SHUFFLE_BUFFER_LIMIT)
+        buffer = _shuffle_buffer(tf, dataset, rows)
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
         steps.append(f"shuffle (buffer {buffer})")
     dataset = dataset.batch(
