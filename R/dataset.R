@@ -101,6 +101,10 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   }
   validation_info <- result$info
   validation_info$rows <- result$info$validation_rows
+  # The core describes the train pipeline; the validation one has its own
+  # batch count (and element spec: no augmentation).
+  facts <- c("element_spec", "batches", "cardinality")
+  validation_info[facts] <- core_call("pipeline.describe", dataset = result$validation)[facts]
   validation_info$steps <- setdiff(result$info$steps, grep("^(shuffle|augment)", result$info$steps, value = TRUE))
   list(train = train, validation = new_gpukeras_dataset(result$validation, validation_info, "validation"))
 }
@@ -157,13 +161,27 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
     seed = if (!is.null(seed)) as.integer(seed),
     cache = cache,
     map = map,
-    augment = lapply(augment, function(parameters) as.list(parameters)),
+    augment = lapply(augment, augment_parameters),
     validation_split = validation_split,
     drop_remainder = drop_remainder,
     deterministic = deterministic,
     prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
     to_device = to_device
   )
+}
+
+# An augment preset's parameters as a list for Python; sizes in pixels
+# (crop's height and width) as integers, which Keras needs: R's 32 is a double,
+# and RandomCrop fails on a float size when tf.data traces it.
+augment_parameters <- function(parameters) {
+  parameters <- as.list(parameters)
+  for (name in intersect(names(parameters), c("height", "width"))) {
+    value <- parameters[[name]]
+    if (is.numeric(value) && length(value) == 1L && !is.na(value) && value == round(value)) {
+      parameters[[name]] <- as.integer(value)
+    }
+  }
+  parameters
 }
 
 # Which kind of file source a path names, and the arguments for it.
