@@ -56,7 +56,7 @@
 #' @param columns For CSV files: the feature columns to use (default: all
 #'   but `label`).
 #' @param image_size For image folders: `c(height, width)` images are resized to.
-#' @param color_mode For image folders: `"rgb"` or `"grayscale"`.
+#' @param color_mode For image folders: `"rgb"`, `"grayscale"` or `"rgba"`.
 #' @return A `tf.data.Dataset` (a Python object) of class `gpukeras_dataset`,
 #'   usable by Keras' `fit()`, with an R print method; its facts are in
 #'   `attr(, "gpukeras")`. With `validation_split > 0`, a list of two:
@@ -99,13 +99,8 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   if (is.null(result$validation)) {
     return(train)
   }
-  validation_info <- result$info
-  validation_info$rows <- result$info$validation_rows
-  # The core describes the train pipeline; the validation one has its own
-  # batch count (and element spec: no augmentation).
-  facts <- c("element_spec", "batches", "cardinality")
-  validation_info[facts] <- core_call("pipeline.describe", dataset = result$validation)[facts]
-  validation_info$steps <- setdiff(result$info$steps, grep("^(shuffle|augment)", result$info$steps, value = TRUE))
+  validation_info <- result$validation_info
+  validation_info[c("vocabulary", "dropped_rows")] <- result$info[c("vocabulary", "dropped_rows")]
   list(train = train, validation = new_gpukeras_dataset(result$validation, validation_info, "validation"))
 }
 
@@ -191,10 +186,13 @@ file_source <- function(path, label, columns, image_size, color_mode) {
     gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument")
   }
   expanded <- path.expand(path)
-  is_tfrecord <- grepl("\\.(tfrecords?|tfrec)$", expanded, ignore.case = TRUE)
-  is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) ||
-    (dir.exists(expanded) && length(list.files(expanded, "\\.csv$", ignore.case = TRUE)) > 0 &&
-      length(list.dirs(expanded, recursive = FALSE)) == 0)
+  has_files <- function(pattern) {
+    dir.exists(expanded) && length(list.dirs(expanded, recursive = FALSE)) == 0 &&
+      length(list.files(expanded, pattern, ignore.case = TRUE)) > 0
+  }
+  is_tfrecord <- grepl("\\.(tfrecords?|tfrec)$", expanded, ignore.case = TRUE) ||
+    has_files("\\.(tfrecords?|tfrec)$")
+  is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) || has_files("\\.csv$")
   if (is_tfrecord) {
     return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
   }
@@ -213,7 +211,7 @@ file_source <- function(path, label, columns, image_size, color_mode) {
   if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
     gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument")
   }
-  color_mode <- check_choice(color_mode, c("rgb", "grayscale"))
+  color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"))
   list(kind = "image_folder", args = list(path = expanded, image_size = as.list(as.integer(image_size)), color_mode = color_mode))
 }
 

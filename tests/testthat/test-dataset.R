@@ -578,7 +578,6 @@ test_that("gpu_dataset_benchmark() times the pipeline alone: batches/s and eleme
 
 test_that("with augment = crop, validation elements have the cropped (height, width) too", {
   skip_if_no_python()
-  skip("pipeline.py builds validation without the crop, so fit(validation_data =) fails on the shape (reported)")
   images <- array(runif(20 * 6 * 7 * 2), dim = c(20, 6, 7, 2))
   split <- gpu_dataset(images, rep(0:1, 10), augment = list(crop = list(height = 4, width = 3)), validation_split = 0.2, seed = 1)
   expect_identical(split$train$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 3L, 2L))

@@ -28,6 +28,8 @@ AUGMENT_PRESETS: dict[str, tuple[str, dict[str, object]]] = {
     "crop": ("RandomCrop", {}),
     "rotation": ("RandomRotation", {"factor": 0.1}),
 }
+# Deterministic stand-ins for validation data, for presets that change the shape.
+INFERENCE_PRESETS = {"crop": "CenterCrop"}
 SHUFFLE_BUFFER_LIMIT = 100_000
 SHUFFLE_BUFFER_BYTES = 256 * 2**20
 
@@ -47,6 +49,7 @@ class PipelineOptions:
     deterministic: bool | None = None
     prefetch: str | int = "auto"
     to_device: str = "auto"
+    training: bool = True
 
 
 def tensorflow() -> ModuleType:
@@ -79,28 +82,39 @@ def _check(options: PipelineOptions) -> None:
 
 
 def _augmenter(options: PipelineOptions) -> Callable | None:
-    """One function applying every asked-for preset to a batch of images."""
-    if not options.augment:
-        return None
+    """One function applying the asked-for presets to a batch of images.
+
+    Outside training (validation data) only the presets that change the shape
+    run, in a deterministic form (a random crop becomes a centre crop), so
+    validation batches fit the same model.
+    """
     from gpukeras.runtime import config
 
     keras = config.keras()
     layers = []
-    for position, (name, arguments) in enumerate(options.augment.items()):
-        layer_name, defaults = AUGMENT_PRESETS[name]
-        seed = None if options.seed is None else options.seed + position
+    for position, (name, arguments) in enumerate((options.augment or {}).items()):
+        if options.training:
+            layer_name, defaults = AUGMENT_PRESETS[name]
+            defaults = {
+                **defaults,
+                "seed": None if options.seed is None else options.seed + position,
+            }
+        elif name in INFERENCE_PRESETS:
+            layer_name, defaults = INFERENCE_PRESETS[name], {}
+        else:
+            continue
         try:
-            layers.append(
-                getattr(keras.layers, layer_name)(**{**defaults, **(arguments or {})}, seed=seed)
-            )
+            layers.append(getattr(keras.layers, layer_name)(**{**defaults, **(arguments or {})}))
         except (TypeError, ValueError) as error:
             raise BadArgumentError(
                 f"augment preset '{name}' ({layer_name}) rejected its parameters: {error}"
             ) from error
+    if not layers:
+        return None
 
     def augment(images: object) -> object:
         for layer in layers:
-            images = layer(images, training=True)
+            images = layer(images, training=options.training)
         return images
 
     return augment
@@ -115,6 +129,12 @@ def _apply_to_features(function: Callable) -> Callable:
         return (function(element[0]), *element[1:])
 
     return on_element
+
+
+def _last_line(error: Exception) -> str:
+    """The last line of an error message: TensorFlow puts the cause there, after its trace."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
 
 
 def _traced_map(function: Callable) -> Callable:
@@ -149,7 +169,6 @@ def build(
     dataset: object,
     options: PipelineOptions,
     rows: int | None,
-    shuffle_first: bool = False,
 ) -> tuple[object, dict[str, object]]:
     """Apply map, cache, shuffle, batch, augment and prefetch to an unbatched dataset."""
     autotune = tf.data.AUTOTUNE
@@ -164,7 +183,7 @@ def build(
         except Exception as error:  # the user's function failed while tf.data traced it
             raise MapFunctionError(
                 f"The map function failed when tf.data traced it into a graph: "
-                f"{str(error).strip().splitlines()[-1]}. It runs once, on symbolic tensors, "
+                f"{_last_line(error)}. It runs once, on symbolic tensors, "
                 "so it must use TensorFlow ops (from R: tf <- reticulate::import('tensorflow'); "
                 "function(x, y) list(tf$multiply(x, 2), y)) and return the new element."
             ) from error
@@ -172,7 +191,7 @@ def build(
     if options.cache:
         dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))
         steps.append("cache" if options.cache is True else f"cache ({options.cache})")
-    if options.shuffle and not shuffle_first:
+    if options.shuffle:
         buffer = _shuffle_buffer(tf, dataset, rows)
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
         steps.append(f"shuffle (buffer {buffer})")
@@ -185,12 +204,22 @@ def build(
     steps.append(f"batch ({options.batch_size})")
     augment = _augmenter(options)
     if augment is not None:
-        dataset = dataset.map(
-            _apply_to_features(augment),
-            num_parallel_calls=autotune,
-            deterministic=options.deterministic,
-        )
-        steps.append(f"augment ({', '.join(options.augment or {})}, parallel)")
+        try:
+            dataset = dataset.map(
+                _apply_to_features(augment),
+                num_parallel_calls=autotune,
+                deterministic=options.deterministic,
+            )
+        except Exception as error:  # e.g. an image preset on data that is not N x H x W x C
+            raise BadArgumentError(
+                f"augment ({', '.join(options.augment or {})}) cannot run on elements "
+                f"{dataset.element_spec}: {_last_line(error)}. The presets work on image "
+                "batches, N x H x W x C."
+            ) from error
+        if options.training:
+            steps.append(f"augment ({', '.join(options.augment or {})}, parallel)")
+        else:
+            steps.append("centre crop")
     if options.prefetch not in (0, "none"):
         buffer = autotune if options.prefetch == "auto" else int(options.prefetch)
         dataset = dataset.prefetch(buffer)
@@ -215,8 +244,9 @@ def from_arrays(x: object, y: object | None = None, **options: object) -> dict[s
     never overlap; validation data is neither shuffled nor augmented.
 
     Returns:
-        ``dataset`` (train), ``validation`` (None without a split) and ``info``
-        (plain data: rows, steps of the pipeline, element spec as text).
+        ``dataset`` (train), ``validation`` (None without a split), and
+        ``info`` and ``validation_info`` (plain data: rows, steps of the
+        pipeline, element spec as text).
     """
     tf = tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
@@ -270,7 +300,7 @@ def _pipelines(
     opts: PipelineOptions,
     info: dict[str, object],
 ) -> dict[str, object]:
-    """Build the train pipeline, and the validation one without shuffling or augmentation."""
+    """Build the train pipeline, and the validation one without shuffling or random augmentation."""
     rows = info.get("rows")
     dataset, steps = build(tf, train, opts, rows)  # type: ignore[arg-type]
     if validation is not None:
@@ -279,12 +309,23 @@ def _pipelines(
             shuffle=False,
             cache=opts.cache,
             map=opts.map,
+            augment=opts.augment,
             prefetch=opts.prefetch,
             to_device=opts.to_device,
+            training=False,
         )
-        validation, _ = build(tf, validation, plain, info.get("validation_rows"))  # type: ignore[arg-type]
-    info = {**info, **steps, "to_device": opts.to_device}
-    return {"dataset": dataset, "validation": validation, "info": describe(dataset, info)}
+        validation, validation_steps = build(tf, validation, plain, info.get("validation_rows"))  # type: ignore[arg-type]
+    info = {**info, "to_device": opts.to_device}
+    return {
+        "dataset": dataset,
+        "validation": validation,
+        "info": describe(dataset, {**info, **steps}),
+        "validation_info": describe(
+            validation, {**info, **validation_steps, "rows": info.get("validation_rows")}
+        )
+        if validation is not None
+        else None,
+    }
 
 
 def _element_bytes(tf: ModuleType, spec: object) -> int | None:
