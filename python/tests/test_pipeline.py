@@ -1,0 +1,165 @@
+"""pipeline: tf.data from arrays and files; the order of steps, splits, maps, augmentation."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpukeras import errors, pipeline
+
+tf = pytest.importorskip("tensorflow")
+
+
+def rows_of(dataset: object, part: int = 1) -> np.ndarray:
+    """Every value of element part ``part`` over one pass, in the order read."""
+    return np.concatenate([batch[part].numpy() for batch in dataset])
+
+
+@pytest.fixture
+def ids() -> tuple[np.ndarray, np.ndarray]:
+    x = np.arange(200, dtype=np.float32).reshape(100, 2)
+    return x, np.arange(100, dtype=np.int32)
+
+
+def test_arrays_become_batches_in_the_guide_order(ids: tuple) -> None:
+    x, y = ids
+    built = pipeline.from_arrays(x, y, batch_size=16, seed=1)
+    assert built["validation"] is None
+    assert built["info"]["steps"] == ["shuffle (buffer 100)", "batch (16)", "prefetch (autotune)"]
+    assert built["info"]["batches"] == 7
+    assert sorted(rows_of(built["dataset"])) == list(range(100))
+    first = next(iter(built["dataset"]))
+    np.testing.assert_array_equal(first[0].numpy(), x[first[1].numpy()])
+
+
+def test_cache_only_after_a_map_and_the_map_runs_in_the_graph(ids: tuple) -> None:
+    x, y = ids
+    built = pipeline.from_arrays(x, y, batch_size=100, shuffle=False, map=lambda a, b: (a * 2, b))
+    assert built["info"]["steps"][:2] == ["map (parallel)", "cache"]
+    np.testing.assert_array_equal(next(iter(built["dataset"]))[0].numpy(), x * 2)
+
+
+def test_a_map_that_cannot_be_traced_is_a_classed_error(ids: tuple) -> None:
+    def broken(a: object, b: object) -> object:
+        raise TypeError("non-numeric argument to binary operator")
+
+    with pytest.raises(errors.MapFunctionError, match="must use TensorFlow ops") as caught:
+        pipeline.from_arrays(*ids, map=broken)
+    assert "non-numeric argument" in str(caught.value)
+
+
+def test_validation_split_is_disjoint_complete_and_reproducible(ids: tuple) -> None:
+    first = pipeline.from_arrays(*ids, validation_split=0.2, seed=7)
+    second = pipeline.from_arrays(*ids, validation_split=0.2, seed=7)
+    train, validation = rows_of(first["dataset"]), rows_of(first["validation"])
+    assert len(validation) == 20 and len(train) == 80
+    assert sorted(np.concatenate([train, validation])) == list(range(100))
+    np.testing.assert_array_equal(validation, rows_of(second["validation"]))
+    assert first["validation_info"]["rows"] == 20
+    assert not any(step.startswith("shuffle") for step in first["validation_info"]["steps"])
+
+
+def test_augment_presets_run_on_batches_and_validation_gets_a_centre_crop() -> None:
+    images = np.random.default_rng(0).random((10, 6, 7, 2), dtype=np.float32)
+    built = pipeline.from_arrays(
+        images,
+        np.zeros(10, np.int32),
+        augment={"crop": {"height": 4, "width": 3}, "flip_horizontal": {}},
+        validation_split=0.2,
+        seed=1,
+    )
+    assert built["dataset"].element_spec[0].shape.as_list() == [None, 4, 3, 2]
+    assert built["validation"].element_spec[0].shape.as_list() == [None, 4, 3, 2]
+    assert built["validation_info"]["steps"] == ["batch (32)", "centre crop", "prefetch (autotune)"]
+    batch = next(iter(built["validation"]))[0].numpy()
+    kept = np.sort(rows_of(built["validation"], 0).reshape(2, -1), axis=None)
+    assert batch.shape == (2, 4, 3, 2) and kept.size == 2 * 4 * 3 * 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be"),
+        ({"validation_split": 1.0}, "validation_split must be in"),
+        ({"augment": {"zoom": {}}}, "Unknown augment preset.*Presets: flip_horizontal"),
+        ({"augment": {"crop": {}}}, "'crop' \\(RandomCrop\\) rejected its parameters"),
+        ({"augment": {"flip_horizontal": {}}}, "work on image batches"),
+        ({"validation_split": 0.001}, "leaves no training or no validation rows"),
+    ],
+)
+def test_bad_options_are_classed(ids: tuple, options: dict, message: str) -> None:
+    with pytest.raises(errors.BadArgumentError, match=message):
+        pipeline.from_arrays(*ids, **options)
+
+
+def test_rows_must_match_and_exist() -> None:
+    with pytest.raises(errors.BadArgumentError, match="x has 3, y has 2"):
+        pipeline.from_arrays(np.zeros((3, 2), np.float32), np.zeros(2, np.int32))
+    with pytest.raises(errors.BadArgumentError, match="no rows"):
+        pipeline.from_arrays(np.zeros((0, 2), np.float32))
+
+
+def test_named_inputs_become_a_dict_element() -> None:
+    built = pipeline.from_arrays(
+        {"a": np.zeros((4, 2), np.float32), "b": np.ones((4, 3), np.float32)},
+        np.zeros(4, np.int32),
+    )
+    spec = built["dataset"].element_spec[0]
+    assert set(spec) == {"a", "b"} and spec["b"].shape.as_list() == [None, 3]
+
+
+def test_prefetch_to_a_device_and_training(ids: tuple) -> None:
+    from gpukeras.runtime import config
+
+    keras = config.keras()
+    built = pipeline.from_arrays(*ids, batch_size=10, prefetch=2, to_device="CPU:0")
+    assert built["info"]["steps"][-2:] == ["prefetch (2)", "prefetch to CPU:0"]
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    seen = []
+    counter = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(1))
+    model.fit(built["dataset"], epochs=2, verbose=0, callbacks=[counter])
+    assert len(seen) == 20  # every batch reaches Keras, both epochs
+
+
+def test_describe_and_benchmark(ids: tuple) -> None:
+    built = pipeline.from_arrays(*ids, batch_size=25, shuffle=False)
+    facts = pipeline.describe(built["dataset"])
+    assert facts["cardinality"] == "4" and "float32" in facts["element_spec"]
+    speed = pipeline.benchmark(built["dataset"], steps=8)
+    assert speed["steps"] == 8 and speed["elements_per_second"] > speed["batches_per_second"] > 0
+    with pytest.raises(errors.BadArgumentError, match="steps must be"):
+        pipeline.benchmark(built["dataset"], steps=0)
+
+
+def test_a_streamed_csv_split_by_position_is_disjoint_and_complete(tmp_path: Path) -> None:
+    with (tmp_path / "data.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "label"])
+        writer.writerows([[i / 10, i] for i in range(300)])
+    built = pipeline.from_source(
+        "csv",
+        {"pattern": str(tmp_path / "data.csv"), "label": "label"},
+        batch_size=64,
+        validation_split=0.25,
+        seed=3,
+    )
+    train, validation = rows_of(built["dataset"]), rows_of(built["validation"])
+    assert sorted(np.concatenate([train, validation])) == list(range(300))
+    assert 40 < len(validation) < 110  # a seeded draw per row, about a quarter
+    again = pipeline.from_source(
+        "csv",
+        {"pattern": str(tmp_path / "data.csv"), "label": "label"},
+        batch_size=64,
+        validation_split=0.25,
+        seed=3,
+    )
+    np.testing.assert_array_equal(np.sort(validation), np.sort(rows_of(again["validation"])))
+
+
+def test_unknown_source_kind() -> None:
+    with pytest.raises(errors.BadArgumentError, match="Unknown file source 'parquet'"):
+        pipeline.from_source("parquet", {})
