@@ -478,7 +478,7 @@ test_that("to_device, prefetch, cache and deterministic show in the steps and ke
   expect_identical(utils::tail(attr(on_cpu, "gpukeras")$steps, 1), "prefetch to CPU:0")
   expect_identical(dataset_batches(on_cpu)[[1]], x)
   plain <- gpu_dataset(x, shuffle = FALSE, prefetch = 0, deterministic = FALSE)
-  expect_identical(attr(plain, "gpukeras")$steps, "batch (32)")
+  expect_identical(attr(plain, "gpukeras")$steps, c("rows in order", "gather batches (32, parallel)"))
   expect_identical(attr(plain, "gpukeras")$to_device, "none")
   expect_identical(dataset_batches(plain)[[1]], x)
   expect_identical(utils::tail(attr(gpu_dataset(x, prefetch = 3), "gpukeras")$steps, 1), "prefetch (3)")
@@ -532,7 +532,7 @@ test_that("print and format show the source, rows, batches, element spec, steps 
     lines[2],
     "  element: (TensorSpec(shape=(None, 2), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.int32, name=None))"
   )
-  expect_identical(lines[3], "  steps:   shuffle (buffer 10) -> batch (4) -> prefetch (autotune)")
+  expect_identical(lines[3], "  steps:   shuffle rows each epoch -> gather batches (4, parallel) -> prefetch (autotune)")
   expect_identical(lines[4], "  vocabulary: g (2 levels), y (3 levels)")
   expect_identical(lines[5], "  dropped 1 row(s) with NA")
   expect_output(print(ds), "<gpukeras_dataset> train pipeline from arrays: 10, 3 batches", fixed = TRUE)
@@ -544,7 +544,7 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   split <- gpu_dataset(matrix(as.double(1:40), ncol = 2), validation_split = 0.25, batch_size = 8, seed = 2)
   expect_output(print(split$train), "train pipeline from arrays: 15, 2 batches", fixed = TRUE)
   expect_output(print(split$validation), "validation pipeline from arrays: 5, 1 batches", fixed = TRUE)
-  expect_output(print(split$validation), "steps:   batch (8) -> prefetch (autotune)", fixed = TRUE)
+  expect_output(print(split$validation), "steps:   rows in order -> gather batches (8, parallel) -> prefetch (autotune)", fixed = TRUE)
   expect_false(any(grepl("vocabulary|dropped", format(split$train))))
 })
 
