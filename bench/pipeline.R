@@ -1,0 +1,336 @@
+# Input pipelines from R: does gpu_dataset() keep the model fed?
+#
+# Trains the same model from R three ways, in one run, for two workloads:
+#   (a) array_fit:   model$fit(gpu_as_numpy(x), gpu_as_numpy(y), batch_size, shuffle = TRUE)
+#   (b) gpu_dataset: model$fit(gpu_dataset(x, y, batch_size, augment = ...))
+#   (c) ceiling:     one batch, tf.data.Dataset$from_tensors(batch)$`repeat`() (copied to
+#                    the GPU when TensorFlow sees one), the same number of steps
+# Workloads: an MLP on synthetic tabular data (20 features, two classes) and a CNN on
+# the UCI digits (inst/extdata/digits.csv.gz, replicated so an epoch lasts long enough
+# to time) with random flips and rotations: for (a) as Keras preprocessing layers at
+# the model's start, for (b) as gpu_dataset()'s augment presets.
+#
+# Each way gets a fresh model (same architecture, same batch size) and untimed warm-up
+# epochs; then `rounds` rounds time one epoch of each way in turn (a, b, c, a, b, c, ...)
+# and the median round counts. Samples/s come from epochs timed with
+# gpukeras.timing.step_timer(measure_input = FALSE) (step timestamps only); the input
+# wait share from a further epoch with measure_input = TRUE, which times the
+# next(iterator) inside Keras' train_function (see inst/python/gpukeras/timing.py).
+#
+# Usage (from the repository root): Rscript bench/pipeline.R [--quick]
+# Writes bench/results/pipeline.json (pipeline-quick.json with --quick).
+# The bar (issue #4): ratio_vs_ceiling (b/c) >= 0.97, ratio_vs_array_fit (b/a) >= 1.0,
+# input_wait_share of (b) < 0.05.
+args <- commandArgs(trailingOnly = TRUE)
+quick <- "--quick" %in% args
+wall_started <- Sys.time()
+load_before <- readLines("/proc/loadavg")
+
+in_source_tree <- file.exists("DESCRIPTION") &&
+  any(readLines("DESCRIPTION", warn = FALSE) == "Package: gpukeras")
+if (in_source_tree) {
+  pkgload::load_all(".", quiet = TRUE)
+} else {
+  library(gpukeras)
+}
+core_call <- utils::getFromNamespace("core_call", "gpukeras")
+
+# The commit measured, and uncommitted changes to the package's code, if any.
+code_state <- function() {
+  git <- function(...) tryCatch(system2("git", c(...), stdout = TRUE, stderr = FALSE), error = function(e) character(), warning = function(w) character())
+  changed <- git("status", "--porcelain", "--", "R", "inst/python")
+  list(commit = git("rev-parse", "HEAD")[1], uncommitted = I(trimws(changed)))
+}
+
+# Timed epochs per fit: an MLP epoch of 20,480 rows lasts ~0.1 s here, too short to
+# time alone on a busy 2-core machine.
+sizes <- if (quick) {
+  list(mlp_rows = 20480L, mlp_epochs = 3L, digits_copies = 8L, cnn_epochs = 1L, rounds = 5L)
+} else {
+  list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 32L, cnn_epochs = 1L, rounds = 5L)
+}
+mlp_batch <- 256L
+cnn_batch <- 128L
+augment <- list(flip_horizontal = list(), rotation = list(factor = 0.05))
+
+keras <- gpu_keras()
+tf <- reticulate::import("tensorflow")
+np <- reticulate::import("numpy", convert = FALSE)
+timing <- reticulate::import("gpukeras.timing")
+gpus <- tf$config$list_logical_devices("GPU")
+
+# ---- data -------------------------------------------------------------------
+set.seed(1)
+mlp_x <- matrix(stats::rnorm(sizes$mlp_rows * 20), ncol = 20)
+score <- mlp_x[, 1] * mlp_x[, 2] + sin(2 * mlp_x[, 3]) + 0.5 * mlp_x[, 4] - 0.3 * mlp_x[, 5]^2
+mlp_y <- factor(ifelse(score + stats::rnorm(sizes$mlp_rows, sd = 0.3) > -0.3, "yes", "no"))
+
+digits_file <- if (in_source_tree) "inst/extdata/digits.csv.gz" else system.file("extdata", "digits.csv.gz", package = "gpukeras")
+digits <- utils::read.csv(digits_file, header = FALSE)
+pixels <- as.matrix(digits[, 1:64]) / 16
+# Each row is an 8 x 8 image row by row; R fills arrays column by column.
+images <- aperm(array(pixels, c(nrow(pixels), 8, 8)), c(1, 3, 2))
+dim(images) <- c(dim(images), 1L)
+labels <- digits[[65]]
+copies <- rep(seq_len(nrow(images)), sizes$digits_copies)
+keep <- seq_len(length(copies) %/% cnn_batch * cnn_batch) # whole batches only
+cnn_x <- images[copies[keep], , , , drop = FALSE]
+cnn_y <- as.integer(labels[copies[keep]])
+
+# ---- models -----------------------------------------------------------------
+mlp_model <- function(augmented = FALSE) {
+  keras$utils$set_random_seed(1L)
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(20L)),
+    keras$layers$Dense(128L, activation = "relu"),
+    keras$layers$Dense(128L, activation = "relu"),
+    keras$layers$Dense(2L)
+  ))
+  model$compile(
+    optimizer = "adam",
+    loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE)
+  )
+  model
+}
+
+cnn_model <- function(augmented = FALSE) {
+  keras$utils$set_random_seed(1L)
+  front <- if (augmented) {
+    list(
+      keras$layers$RandomFlip("horizontal", seed = 1L),
+      keras$layers$RandomRotation(augment$rotation$factor, seed = 2L)
+    )
+  }
+  model <- keras$Sequential(c(
+    list(keras$Input(shape = list(8L, 8L, 1L))),
+    front,
+    list(
+      keras$layers$Conv2D(32L, 3L, padding = "same", activation = "relu"),
+      keras$layers$Conv2D(64L, 3L, padding = "same", activation = "relu"),
+      keras$layers$MaxPooling2D(2L),
+      keras$layers$Flatten(),
+      keras$layers$Dropout(0.3),
+      keras$layers$Dense(10L)
+    )
+  ))
+  model$compile(
+    optimizer = "adam",
+    loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE)
+  )
+  model
+}
+
+# ---- the three ways ---------------------------------------------------------
+# A "way" is a model and a function that runs one epoch of it with some callbacks.
+# The ceiling's data: one batch repeated. With a GPU, the batch is copied to it once
+# and repeated there; where TensorFlow cannot do that, it stays on the host (Keras then
+# copies it in each step) and the JSON says so.
+ceiling_dataset <- function(batch) {
+  host <- tf$data$Dataset$from_tensors(batch)$`repeat`()
+  if (!length(gpus)) {
+    return(list(dataset = host, placement = "host (no GPU visible)"))
+  }
+  # Untested: no GPU machine with TensorFlow was available when this was written.
+  tryCatch(
+    {
+      on_gpu <- tf$data$Dataset$from_tensors(batch)$apply(tf$data$experimental$copy_to_device("/GPU:0"))
+      on_gpu <- with(tf$device("/GPU:0"), on_gpu$`repeat`())
+      element <- reticulate::iter_next(reticulate::as_iterator(on_gpu))
+      list(dataset = on_gpu, placement = element[[1]]$device)
+    },
+    error = function(e) list(dataset = host, placement = paste("host (copy_to_device failed:", conditionMessage(e), ")"))
+  )
+}
+
+make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
+  steps <- nrow(x) %/% batch_size
+  conversion <- system.time({
+    x_numpy <- gpu_as_numpy(x)
+    y_numpy <- gpu_as_numpy(y)
+  })[["elapsed"]]
+  dataset_seconds <- system.time(
+    dataset <- gpu_dataset(x, y, batch_size = batch_size, seed = 1, augment = augment_presets)
+  )[["elapsed"]]
+  first <- seq_len(batch_size)
+  first_x <- if (length(dim(x)) == 4L) x[first, , , , drop = FALSE] else x[first, , drop = FALSE]
+  batch <- reticulate::tuple(gpu_as_numpy(first_x), gpu_as_numpy(y[first]))
+  ceiling <- ceiling_dataset(batch)
+  models <- list(
+    array_fit = build(augmented = !is.null(augment_presets)),
+    gpu_dataset = build(augmented = FALSE),
+    ceiling = build(augmented = FALSE)
+  )
+  run <- list(
+    array_fit = function(callbacks) {
+      models$array_fit$fit(x_numpy, y_numpy,
+        batch_size = batch_size, shuffle = TRUE,
+        epochs = epochs, verbose = 0L, callbacks = callbacks
+      )
+    },
+    gpu_dataset = function(callbacks) {
+      models$gpu_dataset$fit(dataset, epochs = epochs, shuffle = FALSE, verbose = 0L, callbacks = callbacks)
+    },
+    ceiling = function(callbacks) {
+      models$ceiling$fit(ceiling$dataset,
+        steps_per_epoch = steps, epochs = epochs, shuffle = FALSE, verbose = 0L,
+        callbacks = callbacks
+      )
+    }
+  )
+  list(
+    run = run, models = models, steps = steps, rows = nrow(x), batch_size = batch_size,
+    epochs = epochs, ceiling_placement = ceiling$placement,
+    conversion_seconds = conversion, dataset_seconds = dataset_seconds,
+    pipeline_steps = unlist(attr(dataset, "gpukeras")$steps)
+  )
+}
+
+measure <- function(name, ways, rounds) {
+  cat(sprintf("%s: warming up ...\n", name))
+  for (way in names(ways$run)) {
+    ways$run[[way]](list()) # compiles the step Keras runs
+    ways$run[[way]](list(timing$step_timer(skip = 0L))) # and the one the input timer runs
+  }
+  throughput <- setNames(vector("list", 3), names(ways$run))
+  plain <- throughput
+  for (round in seq_len(rounds)) {
+    # Rotate the order each round, so no way always runs first or last.
+    order <- names(ways$run)[(seq_along(ways$run) + round - 2L) %% length(ways$run) + 1L]
+    for (way in order) {
+      timer <- timing$step_timer(batch_size = ways$batch_size, skip = 0L, measure_input = FALSE)
+      ways$run[[way]](list(timer))
+      report <- timer$report()
+      throughput[[way]] <- c(throughput[[way]], report$samples_per_second)
+      plain[[way]] <- c(plain[[way]], report$step_time_mean_ms)
+    }
+    cat(sprintf(
+      "%s round %d: %s samples/s\n", name, round,
+      paste(sprintf("%s %.0f", names(throughput), vapply(throughput, utils::tail, numeric(1), 1)), collapse = ", ")
+    ))
+  }
+  waits <- lapply(names(ways$run), function(way) {
+    timer <- timing$step_timer(skip = 0L, measure_input = TRUE)
+    ways$run[[way]](list(timer))
+    timer$report()
+  })
+  names(waits) <- names(ways$run)
+  median_sps <- vapply(throughput, stats::median, numeric(1))
+  # Ratios within a round (the three ways ran back to back), then their median: other
+  # load on the machine drifts between rounds more than within one.
+  vs_ceiling <- throughput$gpu_dataset / throughput$ceiling
+  vs_array <- throughput$gpu_dataset / throughput$array_fit
+  list(
+    rows = ways$rows,
+    batch_size = ways$batch_size,
+    steps_per_epoch = ways$steps,
+    epochs_per_timed_fit = ways$epochs,
+    ceiling_placement = ways$ceiling_placement,
+    parameters = ways$models$gpu_dataset$count_params(),
+    jit_compile = vapply(ways$models, function(model) isTRUE(model$jit_compile), logical(1)),
+    gpu_as_numpy_seconds = ways$conversion_seconds,
+    gpu_dataset_build_seconds = ways$dataset_seconds,
+    gpu_dataset_steps = ways$pipeline_steps,
+    samples_per_second = as.list(median_sps),
+    samples_per_second_rounds = throughput,
+    step_time_mean_ms = as.list(vapply(plain, stats::median, numeric(1))),
+    ratio_vs_ceiling = stats::median(vs_ceiling),
+    ratio_vs_array_fit = stats::median(vs_array),
+    ratio_vs_ceiling_rounds = vs_ceiling,
+    ratio_vs_array_fit_rounds = vs_array,
+    input_wait_share = waits$gpu_dataset$input_wait_share,
+    input_wait_share_by_way = lapply(waits, `[[`, "input_wait_share"),
+    input_wait_mean_ms_by_way = lapply(waits, `[[`, "input_wait_mean_ms"),
+    between_steps_share_by_way = lapply(waits, `[[`, "between_steps_share"),
+    instrumented_samples_per_second = lapply(waits, `[[`, "samples_per_second"),
+    timing_method = waits$gpu_dataset$method
+  )
+}
+
+mlp <- measure(
+  "mlp",
+  make_ways(mlp_x, mlp_y, mlp_batch, sizes$mlp_epochs, mlp_model, NULL),
+  sizes$rounds
+)
+mlp$description <- sprintf(
+  "MLP 20-128-128-2 on %s synthetic rows x 20 features, 2 classes, batch %d",
+  format(sizes$mlp_rows, big.mark = ","), mlp_batch
+)
+cnn <- measure(
+  "cnn",
+  make_ways(cnn_x, cnn_y, cnn_batch, sizes$cnn_epochs, cnn_model, augment),
+  sizes$rounds
+)
+cnn$description <- sprintf(
+  "digits CNN (conv 32, conv 64, pool, dense 10) on %s 8x8 images (%d copies of the 1,797 UCI digits), batch %d, augment: horizontal flip + rotation 0.05",
+  format(nrow(cnn_x), big.mark = ","), sizes$digits_copies, cnn_batch
+)
+
+# ---- machine and report -----------------------------------------------------
+python <- reticulate::import("sys")
+platform <- reticulate::import("platform")
+memory_kib <- as.numeric(sub("\\D*(\\d+).*", "\\1", grep("^MemTotal", readLines("/proc/meminfo"), value = TRUE)))
+command <- paste("Rscript bench/pipeline.R", if (quick) "--quick" else "")
+bar <- list(ratio_vs_ceiling = 0.97, ratio_vs_array_fit = 1.0, input_wait_share = 0.05)
+meets <- function(workload) {
+  list(
+    ratio_vs_ceiling = workload$ratio_vs_ceiling >= bar$ratio_vs_ceiling,
+    ratio_vs_array_fit = workload$ratio_vs_array_fit >= bar$ratio_vs_array_fit,
+    input_wait_share = workload$input_wait_share < bar$input_wait_share
+  )
+}
+mlp$meets_bar <- meets(mlp)
+cnn$meets_bar <- meets(cnn)
+result <- list(
+  benchmark = "pipeline",
+  command = trimws(command),
+  date = format(Sys.time(), "%Y-%m-%d"),
+  quick = quick,
+  machine = list(
+    cores = parallel::detectCores(),
+    cpu = sub(".*: ", "", grep("model name", readLines("/proc/cpuinfo"), value = TRUE)[1]),
+    memory_gib = round(memory_kib / 2^20, 1),
+    loadavg_before = load_before,
+    loadavg_after = readLines("/proc/loadavg"),
+    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none"
+  ),
+  code = code_state(),
+  backend = keras$backend$backend(),
+  versions = list(
+    R = paste(R.version$major, R.version$minor, sep = "."),
+    reticulate = as.character(utils::packageVersion("reticulate")),
+    gpukeras = as.character(utils::packageVersion("gpukeras")),
+    python = platform$python_version(),
+    tensorflow = tf$`__version__`,
+    keras = keras$`__version__`,
+    numpy = reticulate::py_to_r(np$`__version__`)
+  ),
+  rounds = sizes$rounds,
+  bar = bar,
+  workloads = list(mlp = mlp, cnn = cnn),
+  notes = c(
+    "samples_per_second: median over rounds of timed epochs (step timestamps only, gpukeras.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order).",
+    "input_wait_share: share of (b)'s step time spent in next(iterator) inside Keras' train_function, from one more epoch timed with measure_input = TRUE. The same measurement on the ceiling, whose batch is always ready (input_wait_share_by_way$ceiling), is the floor of this measurement: taking a ready batch from a tf.data iterator eagerly.",
+    "Without a GPU, tf.data's threads and the model's compute share the same CPU cores; the ceiling does no input work at all.",
+    "Other processes on the machine change the speed from round to round (see loadavg_before/after and the *_rounds vectors)."
+  ),
+  wall_seconds = NA_real_
+)
+result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
+
+out <- if (quick) "bench/results/pipeline-quick.json" else "bench/results/pipeline.json"
+dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
+writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
+
+row <- function(name, w) {
+  sps <- w$samples_per_second
+  sprintf(
+    "%-4s %11.0f %12.0f %10.0f %9.3f %9.3f %9.1f%% (ceiling %.1f%%)",
+    name, sps$array_fit, sps$gpu_dataset, sps$ceiling, w$ratio_vs_ceiling,
+    w$ratio_vs_array_fit, 100 * w$input_wait_share, 100 * w$input_wait_share_by_way$ceiling
+  )
+}
+cat(sprintf("\nsamples/s, median of %d rounds; ratios: median of per-round ratios (%s; backend %s; GPU: %s)\n", sizes$rounds, result$machine$cpu, result$backend, paste(result$machine$gpu, collapse = ", ")))
+cat(sprintf("%-4s %11s %12s %10s %9s %9s %9s\n", "", "(a) arrays", "(b) dataset", "(c) ceil.", "b/c", "b/a", "wait (b)"))
+cat(row("mlp", mlp), row("cnn", cnn), sep = "\n")
+cat(sprintf("bar: b/c >= %.2f, b/a >= %.1f, wait < %.0f%%\n", bar$ratio_vs_ceiling, bar$ratio_vs_array_fit, 100 * bar$input_wait_share))
+cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))

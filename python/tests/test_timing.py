@@ -1,0 +1,205 @@
+"""The step timer on real Keras training (this process's backend) with tiny data."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gpukeras import timing
+from gpukeras.runtime import config
+
+BATCH = 16
+ROWS = 8 * BATCH  # 8 full batches per epoch
+
+
+def tiny_model(steps_per_execution: int = 1) -> object:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=steps_per_execution)
+    return model
+
+
+def tiny_data(rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return (
+        rng.standard_normal((rows, 8), dtype=np.float32),
+        rng.standard_normal((rows, 1), dtype=np.float32),
+    )
+
+
+def sane(report: dict) -> None:
+    assert report["seconds"] > 0
+    assert report["step_time_mean_ms"] > 0
+    assert report["step_time_sd_ms"] >= 0
+    assert report["samples_per_second"] > 0
+    for share in ("input_wait_share", "between_steps_share"):
+        assert 0 <= report[share] <= 1, (share, report)
+    assert report["input_wait_share"] + report["between_steps_share"] <= 1 + 1e-9
+
+
+def test_summarize_arithmetic() -> None:
+    steps = [
+        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.5, returned=0.9, samples=4),  # skipped
+        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.1, returned=1.8, samples=4),
+        timing.Step(epoch=0, begin=2.0, fetch_seconds=0.3, returned=2.9, samples=4),
+        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.0, returned=10.5, samples=2),
+    ]
+    record = timing.StepRecord(steps=steps, epoch_ends={0: 3.0, 1: 11.0})
+    report = timing.summarize(record, skip=1)
+    assert report["steps"] == 3
+    assert report["skipped"] == 1
+    assert report["seconds"] == pytest.approx(3.0)  # 1 + 1 + 1: the gap between epochs is out
+    assert report["step_time_mean_ms"] == pytest.approx(1000.0)
+    assert report["input_wait_share"] == pytest.approx(0.4 / 3)
+    assert report["between_steps_share"] == pytest.approx((0.2 + 0.1 + 0.5) / 3)
+    assert report["samples"] == 10
+    assert report["samples_per_second"] == pytest.approx(10 / 3)
+
+
+def test_summarize_without_fetch_times_uses_batch_size() -> None:
+    steps = [timing.Step(epoch=0, begin=float(i)) for i in range(5)]
+    record = timing.StepRecord(steps=steps, epoch_ends={0: 5.0}, steps_per_execution=2)
+    report = timing.summarize(record, skip=0, batch_size=8)
+    assert report["steps"] == 5
+    assert report["input_wait_share"] is None
+    assert report["samples_per_second"] == pytest.approx(5 * 2 * 8 / 5.0)
+    assert timing.summarize(record, skip=0)["samples_per_second"] is None
+
+
+def test_summarize_nothing_recorded() -> None:
+    report = timing.summarize(timing.StepRecord(), skip=2)
+    assert report["steps"] == 0
+    assert report["seconds"] is None
+
+
+def test_counts_steps_and_restores_train_function() -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    timer = timing.step_timer(skip=2)
+    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[timer])
+    report = timer.report()
+    assert report["steps"] == 2 * 8 - 2
+    assert report["skipped"] == 2
+    assert report["samples"] == (2 * 8 - 2) * BATCH
+    assert report["backend"] == config.keras().backend.backend()
+    assert "next(iterator)" in report["method"]
+    sane(report)
+    # The wrapper is gone after fit(), and training without the timer still works.
+    assert not hasattr(model.train_function, "_gpukeras_step_timer")
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+
+
+def test_validation_time_is_not_a_step() -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    timer = timing.step_timer(skip=0)
+    validation = tiny_data(64 * BATCH)
+    model.fit(
+        x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[timer], validation_data=validation
+    )
+    report = timer.report()
+    assert report["steps"] == 2 * 8
+    assert set(timer.record.epoch_ends) == {0, 1}
+    sane(report)
+
+
+def test_one_timer_over_several_fits() -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    timer = timing.step_timer(skip=1)
+    for _ in range(2):
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[timer])
+    assert timer.report()["steps"] == 2 * 8 - 1
+    timer.reset()
+    assert timer.report()["steps"] == 0
+
+
+def test_steps_per_execution_counts_executions() -> None:
+    model = tiny_model(steps_per_execution=2)
+    x, y = tiny_data()
+    timer = timing.step_timer(skip=1)
+    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[timer])
+    report = timer.report()
+    assert report["steps_per_execution"] == 2
+    assert report["steps"] == 2 * 4 - 1
+    assert report["samples"] == (2 * 4 - 1) * 2 * BATCH
+    sane(report)
+
+
+def test_measure_input_false_leaves_train_function_alone() -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    model.make_train_function()
+    before = model.train_function
+    timer = timing.step_timer(batch_size=BATCH, skip=0, measure_input=False)
+
+    class Spy(config.keras().callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.seen = self.model.train_function
+
+    spy = Spy()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[timer, spy])
+    assert spy.seen is before
+    report = timer.report()
+    assert report["steps"] == 8
+    assert report["input_wait_share"] is None
+    assert report["samples_per_second"] > 0
+
+
+def sleepy_batches(x: np.ndarray, y: np.ndarray, seconds: float) -> object:
+    def generate() -> object:
+        for start in range(0, len(x), BATCH):
+            time.sleep(seconds)
+            yield x[start : start + BATCH], y[start : start + BATCH]
+
+    return generate()
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_slow_generator_is_input_bound() -> None:
+    # A Python generator works on every backend; sleeping 20 ms per batch makes
+    # the tiny model wait for input nearly all the time.
+    x, y = tiny_data()
+    slow, fast = timing.step_timer(skip=1), timing.step_timer(skip=1)
+    tiny_model().fit(
+        sleepy_batches(x, y, 0.02), epochs=1, shuffle=False, verbose=0, callbacks=[slow]
+    )
+    tiny_model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[fast])
+    slow_report, fast_report = slow.report(), fast.report()
+    assert slow_report["steps"] == 8 - 1  # the step Keras began after the end is dropped
+    sane(slow_report)
+    assert slow_report["input_wait_share"] > 0.6
+    assert slow_report["input_wait_mean_ms"] >= 15
+    assert slow_report["input_wait_share"] > fast_report["input_wait_share"] + 0.3
+
+
+def test_slow_tf_data_pipeline_is_input_bound() -> None:
+    tf = pytest.importorskip("tensorflow")
+    x, y = tiny_data()
+
+    def sleep(features: object, labels: object) -> tuple[object, object]:
+        time.sleep(0.02)
+        return features, labels
+
+    def slow_map(features: object, labels: object) -> tuple[object, object]:
+        features, labels = tf.py_function(sleep, [features, labels], [tf.float32, tf.float32])
+        return tf.ensure_shape(features, [None, 8]), tf.ensure_shape(labels, [None, 1])
+
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    slow_data = batches.map(slow_map).prefetch(2)
+    cached_data = batches.cache().prefetch(2)
+    slow, cached = timing.step_timer(skip=2), timing.step_timer(skip=2)
+    tiny_model().fit(slow_data, epochs=2, shuffle=False, verbose=0, callbacks=[slow])
+    tiny_model().fit(cached_data, epochs=2, shuffle=False, verbose=0, callbacks=[cached])
+    slow_report, cached_report = slow.report(), cached.report()
+    assert slow_report["steps"] == cached_report["steps"] == 2 * 8 - 2
+    sane(slow_report)
+    sane(cached_report)
+    assert slow_report["input_wait_share"] > 0.6
+    assert slow_report["input_wait_share"] > cached_report["input_wait_share"] + 0.3
+    # Sleeping in the pipeline makes steps longer, not the gap between them.
+    assert slow_report["between_steps_share"] < 0.3
