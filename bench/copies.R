@@ -8,9 +8,10 @@
 #   1. reticulate::r_to_py(x)         does NumPy wrap R's memory, or copy it?
 #   2. gpu_as_numpy(x)                float32, C order: one copy of half the size?
 #   3. gpu_dataset(x, y)              its R side (NA check, conversion to NumPy), then
-#                                     the core's tf.data from_tensor_slices: a copy?
+#                                     the core (TensorFlow tensors, the tf.data pipeline):
+#                                     a copy?
 #   4. iterating it                   the iterator (tf.data's graph rewrites serialize the
-#                                     pipeline, its tensors included), the shuffle buffer
+#                                     pipeline, its tensors included), the first batches
 #   5. gpu_dataset(x, y, validation_split = 0.2)
 # Two NumPy views of one small matrix show directly whether the memory is shared.
 # Both R and Python collect garbage before each reading.
@@ -130,13 +131,13 @@ rm(x_view, x_numpy)
 collect()
 
 # gpu_dataset(x, y) in its two halves: the R side (checks for NA, converts to NumPy),
-# then the core (tf.data from_tensor_slices, shuffle, batch, prefetch).
+# then the core (pipeline.from_arrays: tensors, shuffle, batch, prefetch).
 as_pipeline_data <- utils::getFromNamespace("as_pipeline_data", "gpukeras")
 core_call <- utils::getFromNamespace("core_call", "gpukeras")
 data <- stage("gpu_dataset(), R side: NA check, NumPy", as_pipeline_data(x, y, "error"))
 stages[["gpu_dataset(), R side: NA check, NumPy"]]$numpy <- numpy_facts(data$x)
 pipeline <- stage(
-  "gpu_dataset(), core: tf.data from_tensor_slices",
+  "gpu_dataset(), core: tensors, tf.data pipeline",
   core_call("pipeline.from_arrays", x = data$x, y = data$y, batch_size = 256L, seed = 1L)
 )
 # If tf.data copied the arrays, dropping R's references frees the NumPy copies.
@@ -148,7 +149,7 @@ iterator <- stage(
   "iterator created (tf.data applies its graph rewrites)",
   reticulate::as_iterator(pipeline$dataset)
 )
-invisible(stage("first 20 batches (fills the shuffle buffer)", {
+invisible(stage("first 20 batches read", {
   for (i in seq_len(20)) reticulate::iter_next(iterator)
   NULL
 }))
