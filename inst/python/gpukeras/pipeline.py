@@ -228,11 +228,18 @@ def _gathered_batches(
             )
         )
     size = options.batch_size
-    batches = rows // size if options.drop_remainder else -(-rows // size)
-    indices = (
-        permutations.flat_map(tf.data.Dataset.from_tensor_slices)
-        .batch(size, drop_remainder=options.drop_remainder)
-        .apply(tf.data.experimental.assert_cardinality(batches))
+    full = rows // size * size
+    remainder = rows - full if not options.drop_remainder else 0
+
+    def batches_of(permutation: object) -> object:
+        # A reshape cuts all full batches at once, faster than batching index by index.
+        batched = tf.data.Dataset.from_tensor_slices(tf.reshape(permutation[:full], [-1, size]))
+        if remainder:
+            batched = batched.concatenate(tf.data.Dataset.from_tensors(permutation[full:]))
+        return batched
+
+    indices = permutations.flat_map(batches_of).apply(
+        tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0))
     )
     dataset = indices.map(
         lambda index: tf.nest.map_structure(lambda tensor: tf.gather(tensor, index), tensors),
