@@ -18,13 +18,7 @@
 #
 # Usage (from the repository root): Rscript bench/copies.R
 # Writes bench/results/copies.json.
-in_source_tree <- file.exists("DESCRIPTION") &&
-  any(readLines("DESCRIPTION", warn = FALSE) == "Package: gpukeras")
-if (in_source_tree) {
-  pkgload::load_all(".", quiet = TRUE)
-} else {
-  library(gpukeras)
-}
+source("bench/load.R")
 
 rows <- 2621440L
 

@@ -26,13 +26,7 @@ quick <- "--quick" %in% args
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
-in_source_tree <- file.exists("DESCRIPTION") &&
-  any(readLines("DESCRIPTION", warn = FALSE) == "Package: gpukeras")
-if (in_source_tree) {
-  pkgload::load_all(".", quiet = TRUE)
-} else {
-  library(gpukeras)
-}
+source("bench/load.R")
 core_call <- utils::getFromNamespace("core_call", "gpukeras")
 
 # The commit measured, and uncommitted changes to the package's code, if any.

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "inst" / "python"))
 
 from gpukeras import timing  # noqa: E402
+from gpukeras.devices import cpu_name  # noqa: E402
 from gpukeras.runtime import config  # noqa: E402
 
 BAR = {"ratio_vs_ceiling": 0.97, "ratio_vs_array_fit": 1.0, "input_wait_share": 0.05}
@@ -277,16 +278,6 @@ def code_state() -> dict[str, object]:
         "commit": head[0] if head else None,
         "uncommitted": [line.strip() for line in changed] if changed is not None else None,
     }
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

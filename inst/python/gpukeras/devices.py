@@ -14,7 +14,8 @@ from gpukeras import nvml
 from gpukeras.runtime import config
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it where it exists."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -99,7 +100,7 @@ def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object
         {
             "device": "CPU:0",
             "type": "CPU",
-            "name": _cpu_name(),
+            "name": cpu_name(),
             "compute_capability": None,
             "memory_total_mib": total,
             "memory_free_mib": available,
