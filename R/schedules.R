@@ -1,0 +1,152 @@
+#' Learning-rate schedules for gpu_fit()
+#'
+#' Each helper returns a small spec (a list of class `gpukeras_lr_schedule`)
+#' that [gpu_fit()] passes as `learning_rate`; the Python core builds the
+#' schedule from `keras.optimizers.schedules` and sets it on the model's
+#' optimizer. Steps are optimizer steps (batches), not epochs. The spec is
+#' checked here, in R, so a bad value fails before any training starts.
+#'
+#' * `lr_warmup_cosine()`: linear warmup from 0 to `peak` over
+#'   `warmup_steps`, then cosine decay from `peak` to `alpha * peak` over
+#'   `decay_steps` (Keras' `CosineDecay` with `warmup_target`).
+#' * `lr_exponential()`: `initial * decay_rate ^ (step / decay_steps)`, the
+#'   exponent rounded down with `staircase = TRUE` (Keras'
+#'   `ExponentialDecay`).
+#' * `lr_cyclical()`: a triangular cycle between `low` and `high`, half a cycle
+#'   taking `step_size` steps (Smith, 2017); `"triangular2"` halves the height
+#'   of every cycle.
+#'
+#' @param peak The learning rate reached at the end of the warmup.
+#' @param warmup_steps Steps of linear warmup from 0 (`0` for none).
+#' @param decay_steps Steps of the decay after the warmup (cosine), or steps
+#'   per factor of `decay_rate` (exponential).
+#' @param alpha The floor of the cosine decay as a share of `peak`, in `[0, 1]`.
+#' @return An object of class `gpukeras_lr_schedule`: a list with `schedule`
+#'   (`"warmup_cosine"`, `"exponential"` or `"cyclical"`) and the parameters,
+#'   step counts as integers.
+#' @seealso [gpu_fit()]
+#' @export
+#' @examples
+#' lr_warmup_cosine(peak = 1e-3, warmup_steps = 100, decay_steps = 1000)
+#' lr_exponential(initial = 0.01, decay_steps = 500, decay_rate = 0.9, staircase = TRUE)
+#' lr_cyclical(low = 1e-4, high = 1e-2, step_size = 200, mode = "triangular2")
+lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0) {
+  check_positive_number(peak)
+  check_steps(warmup_steps, minimum = 0)
+  check_steps(decay_steps)
+  if (!is.numeric(alpha) || length(alpha) != 1L || is.na(alpha) || alpha < 0 || alpha > 1) {
+    gpukeras_abort(
+      sprintf("`alpha` must be one number in [0, 1] (the floor as a share of `peak`), not %s.", describe(alpha)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  new_lr_schedule(
+    "warmup_cosine",
+    peak = as.double(peak), warmup_steps = as.integer(warmup_steps),
+    decay_steps = as.integer(decay_steps), alpha = as.double(alpha)
+  )
+}
+
+#' @rdname lr_warmup_cosine
+#' @param initial The learning rate at step 0.
+#' @param decay_rate The factor applied every `decay_steps` steps, in `(0, 1]`.
+#' @param staircase Decay in whole steps of `decay_rate` rather than smoothly.
+#' @export
+lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE) {
+  check_positive_number(initial)
+  check_steps(decay_steps)
+  if (!is.numeric(decay_rate) || length(decay_rate) != 1L || is.na(decay_rate) || decay_rate <= 0 || decay_rate > 1) {
+    gpukeras_abort(
+      c(
+        sprintf("`decay_rate` must be one number in (0, 1], not %s.", describe(decay_rate)),
+        "It is the factor the learning rate is multiplied by every `decay_steps` steps."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  check_flag(staircase)
+  new_lr_schedule(
+    "exponential",
+    initial = as.double(initial), decay_steps = as.integer(decay_steps),
+    decay_rate = as.double(decay_rate), staircase = staircase
+  )
+}
+
+#' @rdname lr_warmup_cosine
+#' @param low,high The lowest and highest learning rate of a cycle
+#'   (`0 < low < high`).
+#' @param step_size Steps from `low` to `high` (half a cycle).
+#' @param mode `"triangular"` (every cycle the same) or `"triangular2"` (each
+#'   cycle half as high as the one before).
+#' @export
+lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular2")) {
+  check_positive_number(low)
+  check_positive_number(high)
+  if (high <= low) {
+    gpukeras_abort(
+      sprintf("`high` (%s) must be greater than `low` (%s).", format(high), format(low)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  check_steps(step_size)
+  mode <- check_choice(mode[[1]], c("triangular", "triangular2"), "mode")
+  new_lr_schedule(
+    "cyclical",
+    low = as.double(low), high = as.double(high),
+    step_size = as.integer(step_size), mode = mode
+  )
+}
+
+new_lr_schedule <- function(schedule, ...) {
+  structure(list(schedule = schedule, ...), class = "gpukeras_lr_schedule")
+}
+
+# A number of optimizer steps: whole, >= minimum.
+check_steps <- function(x, minimum = 1, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x < minimum ||
+    x != round(x) || x > .Machine$integer.max) {
+    gpukeras_abort(
+      sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+format_rate <- function(x) format(x, digits = 4)
+
+#' @export
+format.gpukeras_lr_schedule <- function(x, ...) {
+  steps <- function(n) sprintf("%s step%s", format(n, big.mark = ","), if (n == 1) "" else "s")
+  detail <- switch(x$schedule,
+    warmup_cosine = c(
+      if (x$warmup_steps > 0) {
+        sprintf("linear warmup 0 %s %s over %s,", arrow(), format_rate(x$peak), steps(x$warmup_steps))
+      } else {
+        sprintf("starts at %s,", format_rate(x$peak))
+      },
+      sprintf(
+        "then cosine decay to %s over %s",
+        format_rate(x$alpha * x$peak), steps(x$decay_steps)
+      )
+    ),
+    exponential = sprintf(
+      "%s x %s^(step / %s)%s",
+      format_rate(x$initial), format_rate(x$decay_rate), format(x$decay_steps, big.mark = ","),
+      if (isTRUE(x$staircase)) ", in whole steps (staircase)" else ""
+    ),
+    cyclical = sprintf(
+      "%s between %s and %s, half a cycle every %s%s",
+      x$mode, format_rate(x$low), format_rate(x$high), steps(x$step_size),
+      if (identical(x$mode, "triangular2")) " (each cycle half as high)" else ""
+    ),
+    paste(names(x)[-1], vapply(x[-1], format, character(1)), sep = " = ", collapse = ", ")
+  )
+  sprintf("<gpukeras lr schedule> %s: %s", x$schedule, paste(detail, collapse = " "))
+}
+
+#' @export
+print.gpukeras_lr_schedule <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
