@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from gpukeras import nvml
-from gpukeras.monitor import Sample, UtilizationSampler
+from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
 
 
 def _sampler_threads() -> list[threading.Thread]:
@@ -78,3 +80,35 @@ def test_an_index_nvml_does_not_know_is_reported_not_raised() -> None:
         pass
     assert sampler.samples == []
     assert sampler.reason.startswith("NVML stopped sampling")
+
+
+# Host CPU ---------------------------------------------------------------------------
+def test_cpu_times_from_a_proc_stat_file(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    busy, total = read_cpu_times(str(stat))
+    assert total == 100 + 5 + 50 + 800 + 40 + 3 + 2
+    assert busy == total - 800 - 40  # idle and iowait are not busy
+    assert read_cpu_times(str(tmp_path / "missing")) is None
+
+
+def test_host_sampler_records_load_and_its_own_cpu_time() -> None:
+    if read_cpu_times() is None:
+        pytest.skip("no /proc/stat here")
+    with HostCpuSampler(hz=20) as sampler:
+        deadline = time.perf_counter() + 0.5
+        while time.perf_counter() < deadline:  # keep one core busy
+            pass
+    assert sampler.reason is None
+    assert len(sampler.samples) >= 5
+    assert all(0 <= s.cpu_percent <= 100 for s in sampler.samples)
+    assert statistics.fmean(s.cpu_percent for s in sampler.samples) > 0
+    assert 0 < sampler.cpu_seconds < 0.1
+    assert [t for t in threading.enumerate() if t.name == "gpukeras-host-cpu"] == []
+
+
+def test_host_sampler_without_proc_stat_says_why(tmp_path: Path) -> None:
+    with HostCpuSampler(path=str(tmp_path / "missing")) as sampler:
+        pass
+    assert sampler.samples == []
+    assert "cannot be read" in sampler.reason

@@ -90,3 +90,21 @@ class MapFunctionError(GpukerasError):
     """A user's map function failed when tf.data traced it."""
 
     r_class = "gpukeras_error_bad_map"
+
+
+class BadModelError(GpukerasError):
+    """The model is not a Keras 3 model, or cannot be trained as it is."""
+
+    r_class = "gpukeras_error_bad_model"
+
+
+class ModelNotCompiledError(GpukerasError):
+    """A model given for training has not been compiled (no optimizer and loss yet)."""
+
+    r_class = "gpukeras_error_model_not_compiled"
+
+
+class BackupMismatchError(GpukerasError):
+    """backup_dir holds a backup this call cannot resume (another run's, or unreadable)."""
+
+    r_class = "gpukeras_error_backup_mismatch"

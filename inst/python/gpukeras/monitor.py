@@ -1,8 +1,17 @@
-"""GPU utilization sampling on a background thread.
+"""Sampling GPU and host load on background threads, and the training report built from it.
 
 NVML's utilization is the share of time a kernel ran during the driver's last
 sample period (1/6 s to 1 s), so sampling at >= 5 Hz sees short idle gaps.
-The thread only calls NVML; it never runs R or framework code.
+Host CPU load comes from /proc/stat deltas (no psutil). The threads only call
+NVML or read /proc; they never run R or framework code, and each records its
+own CPU time (``cpu_seconds``) so the monitor's cost can be reported.
+
+``training_report`` turns the step timer's numbers (``gpukeras.timing``) and
+the samples into gpu_fit()'s monitor report: throughput, step time, the input
+verdict with the TF profiler's thresholds (< 5 % of step time waiting for
+input: not input-bound; 5-20 %: moderately; >= 20 %: highly), GPU utilization
+and memory, host CPU, achieved TFLOP/s and MFU where the FLOPs are known, and
+advice chosen from that evidence.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ class UtilizationSampler:
     hz: float = 10.0
     samples: list[Sample] = field(default_factory=list)
     reason: str | None = None
+    cpu_seconds: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -69,6 +79,7 @@ class UtilizationSampler:
         except nvml.NvmlUnavailable as error:
             self.reason = str(error)
         finally:
+            self.cpu_seconds = time.thread_time()
             self._ready.set()
 
     def _sample(self, pynvml: ModuleType) -> None:
@@ -122,3 +133,443 @@ class UtilizationSampler:
                 }
             )
         return rows
+
+
+PROC_STAT = "/proc/stat"
+
+
+def read_cpu_times(path: str = PROC_STAT) -> tuple[int, int] | None:
+    """Busy and total CPU time (jiffies, all cores) since boot; None where /proc/stat is missing.
+
+    Busy is everything but idle and iowait; guest time is already part of
+    user time, so it is not added again.
+    """
+    try:
+        with open(path) as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [int(value) for value in fields[1:9]]  # user .. steal
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    total = sum(values)
+    return total - idle, total
+
+
+@dataclass
+class HostSample:
+    time: float
+    cpu_percent: float
+
+
+@dataclass
+class HostCpuSampler:
+    """Samples the host's CPU load (% of all cores busy) from /proc/stat until stopped.
+
+    Use as a context manager. Each sample is the load since the one before, so
+    the mean over a span is the load over that span. Where /proc/stat cannot
+    be read, nothing is recorded and ``reason`` says so.
+    """
+
+    hz: float = 10.0
+    path: str = PROC_STAT
+    samples: list[HostSample] = field(default_factory=list)
+    reason: str | None = None
+    cpu_seconds: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> HostCpuSampler:
+        first = read_cpu_times(self.path)
+        if first is None:
+            self.reason = f"{self.path} cannot be read here"
+            return self
+        self._thread = threading.Thread(
+            target=self._run, args=(first,), name="gpukeras-host-cpu", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self, before: tuple[int, int]) -> None:
+        period = 1.0 / self.hz
+        try:
+            while not self._stop.wait(period):
+                now = read_cpu_times(self.path)
+                if now is None:
+                    self.reason = f"{self.path} stopped being readable"
+                    return
+                busy, total = now[0] - before[0], now[1] - before[1]
+                if total > 0:
+                    self.samples.append(HostSample(time.perf_counter(), 100.0 * busy / total))
+                before = now
+        finally:
+            self.cpu_seconds = time.thread_time()
+
+
+# The TF profiler's input-pipeline thresholds (share of step time waiting for input).
+MODERATELY_INPUT_BOUND = 0.05
+HIGHLY_INPUT_BOUND = 0.20
+
+
+def input_verdict(share: float | None) -> str | None:
+    """The TF profiler's verdict for a share of step time spent waiting for input."""
+    if share is None:
+        return None
+    if share >= HIGHLY_INPUT_BOUND:
+        return "highly input-bound"
+    if share >= MODERATELY_INPUT_BOUND:
+        return "moderately input-bound"
+    return "not input-bound"
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Linear-interpolated percentile (numpy's default), ``share`` in [0, 1]."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * share
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class TrainingContext:
+    """Facts about the run that advice depends on (all plain values).
+
+    Attributes:
+        backend: Keras backend.
+        gpus: names of the GPUs in use (empty on the CPU).
+        compute_capability: of the first GPU in use, e.g. "9.0".
+        memory_total_mib: of the first GPU in use.
+        dtype_policy: Keras' dtype policy name of the model.
+        jit_compile: XLA compilation in force.
+        steps_per_execution: in force.
+        batch_size: rows per batch, where known.
+        nvml_reason: why GPUs were not sampled (None when they were).
+    """
+
+    backend: str
+    gpus: list[str] = field(default_factory=list)
+    compute_capability: str | None = None
+    memory_total_mib: float | None = None
+    dtype_policy: str = "float32"
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    batch_size: int | None = None
+    nvml_reason: str | None = None
+
+
+def _within(samples: list, window: tuple[float, float] | None) -> list:
+    """Samples inside the timed window; all of them when the window holds none."""
+    if window is None:
+        return list(samples)
+    inside = [s for s in samples if window[0] <= s.time <= window[1]]
+    return inside or list(samples)
+
+
+def training_report(
+    steps: dict[str, object],
+    gpu_samples: list[Sample],
+    host_samples: list[HostSample],
+    window: tuple[float, float] | None,
+    context: TrainingContext,
+    flops: dict[str, object] | None = None,
+    monitor_cpu_seconds: float = 0.0,
+    wall_seconds: float | None = None,
+) -> dict[str, object]:
+    """gpu_fit()'s monitor report from the step timer's summary and the samples.
+
+    Args:
+        steps: ``gpukeras.timing.summarize`` output.
+        gpu_samples: NVML samples of the GPUs in use.
+        host_samples: host CPU samples.
+        window: ``perf_counter`` span of the timed steps (compilation left
+            out); samples outside it are not averaged.
+        context: facts the advice depends on.
+        flops: ``gpukeras.flops.model_flops`` output and the GPU's peak
+            (``flops.peak``), or None when not counted.
+        monitor_cpu_seconds: CPU time the sampler threads used.
+        wall_seconds: how long they ran; ``monitor_cpu_share`` is the ratio
+            (a share of one core).
+
+    Returns:
+        Plain data: the keys listed in gpu_fit()'s documentation, plus
+        ``steps_timed``, ``input_wait_method``, ``between_steps_share``,
+        ``gpu_sample_hz``, ``gpu_power_mean_w``, ``peak_tflops``,
+        ``peak_source``, ``flops_method``, ``monitor_cpu_share`` and
+        ``gpu_not_measured`` (why, when there are no GPU numbers).
+    """
+    share = steps.get("input_wait_share")
+    report: dict[str, object] = {
+        "samples_per_second": steps.get("samples_per_second"),
+        "step_time_mean_ms": steps.get("step_time_mean_ms"),
+        "step_time_sd_ms": steps.get("step_time_sd_ms"),
+        "input_wait_share": share,
+        "input_verdict": input_verdict(share),  # type: ignore[arg-type]
+        "gpu_utilization_mean": None,
+        "gpu_utilization_p95": None,
+        "gpu_memory_used_max_mib": None,
+        "host_cpu_percent_mean": None,
+        "flops_per_step": None,
+        "achieved_tflops": None,
+        "mfu": None,
+        "advice": [],
+        "steps_timed": steps.get("steps"),
+        "input_wait_method": steps.get("method"),
+        "between_steps_share": steps.get("between_steps_share"),
+        "gpu_sample_hz": None,
+        "gpu_power_mean_w": None,
+        "peak_tflops": None,
+        "peak_source": None,
+        "flops_method": None,
+        "monitor_cpu_share": monitor_cpu_seconds / wall_seconds if wall_seconds else None,
+        "gpu_not_measured": None,
+    }
+    gpu = _within(gpu_samples, window)
+    if gpu:
+        utilization = [s.utilization_gpu for s in gpu]
+        powers = [s.power_w for s in gpu if s.power_w is not None]
+        per_gpu = max(1, len({s.nvml_index for s in gpu}))
+        span = gpu[-1].time - gpu[0].time
+        report.update(
+            gpu_utilization_mean=statistics.fmean(utilization),
+            gpu_utilization_p95=percentile(utilization, 0.95),
+            gpu_memory_used_max_mib=max(s.memory_used_mib for s in gpu_samples),
+            gpu_sample_hz=(len(gpu) / per_gpu - 1) / span if span > 0 else None,
+            gpu_power_mean_w=statistics.fmean(powers) if powers else None,
+        )
+    else:
+        report["gpu_not_measured"] = (
+            "no GPU in use" if not context.gpus else context.nvml_reason or "no NVML samples"
+        )
+    host = _within(host_samples, window)
+    if host:
+        report["host_cpu_percent_mean"] = statistics.fmean(s.cpu_percent for s in host)
+    if flops and flops.get("per_sample") is not None:
+        train_per_sample = float(flops["per_sample"]) * 3  # type: ignore[arg-type]
+        report["flops_method"] = flops.get("method")
+        samples, timed = steps.get("samples"), steps.get("steps")
+        if samples and timed:
+            per_batch = samples / (timed * context.steps_per_execution)  # type: ignore[operator]
+            report["flops_per_step"] = train_per_sample * per_batch
+        rate = steps.get("samples_per_second")
+        if rate:
+            achieved = train_per_sample * rate / 1e12  # type: ignore[operator]
+            report["achieved_tflops"] = achieved
+            peak = flops.get("peak")
+            if peak:
+                report["peak_tflops"] = peak["tflops"]  # type: ignore[index]
+                report["peak_source"] = peak["source"]  # type: ignore[index]
+                report["mfu"] = achieved / peak["tflops"]  # type: ignore[index,operator]
+    report["advice"] = advice(report, context)
+    return report
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f} %"
+
+
+def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
+    """Concrete advice, each item chosen by a number in the report (see the rules below).
+
+    Rules: an input-bound verdict gives pipeline advice (cache, parallel map,
+    prefetch, and more CPU when the host is saturated); a GPU that idles while
+    the input keeps up gives step-overhead advice (steps_per_execution, batch
+    size); a busy GPU in float32 with Tensor Cores gives mixed-precision
+    advice; no GPU says so.
+    """
+    items: list[str] = []
+    share = report.get("input_wait_share")
+    verdict = report.get("input_verdict")
+    step_ms = report.get("step_time_mean_ms")
+    host_cpu = report.get("host_cpu_percent_mean")
+    utilization = report.get("gpu_utilization_mean")
+    if verdict == "highly input-bound":
+        items += [
+            f"Training waits for input {_percent(share)} of the step time (highly "  # type: ignore[arg-type]
+            "input-bound): speed up the input pipeline before anything else.",
+            "Cache the data after decoding and any expensive map "
+            "(gpu_dataset(cache = TRUE), or a cache file for data larger than memory), "
+            "so later epochs skip that work.",
+            "Run per-element maps in parallel (tf.data map with num_parallel_calls = AUTOTUNE, "
+            "as gpu_dataset() does) and batch before light per-batch maps.",
+            "Prefetch batches (gpu_dataset(prefetch = 'auto')) so the next batch is ready "
+            "while the current step computes; on a GPU, prefetching to the device "
+            "(gpu_dataset(to_device = 'GPU:0')) also hides the copy.",
+        ]
+    elif verdict == "moderately input-bound":
+        items += [
+            f"Training waits for input {_percent(share)} of the step time (moderately "  # type: ignore[arg-type]
+            "input-bound): prefetch batches (gpu_dataset(prefetch = 'auto')) and run maps "
+            "in parallel; cache decoded data if every epoch decodes it again.",
+        ]
+    if verdict in ("highly input-bound", "moderately input-bound") and (host_cpu or 0) >= 85:
+        items.append(
+            f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
+            "cache after decoding, shrink the data earlier (smaller images), or use more cores."
+        )
+    input_ok = verdict in (None, "not input-bound")
+    if not context.gpus:
+        items.append(
+            "No GPU was used: training ran on the CPU. gpu_check() tells why no GPU is visible."
+        )
+        if input_ok and step_ms is not None and step_ms < 5 and context.steps_per_execution == 1:
+            items.append(
+                f"Steps are short ({step_ms:.1f} ms): steps_per_execution = 8 or more runs "
+                "several batches per call and cuts Keras' per-step overhead."
+            )
+        return items
+    if utilization is None:
+        return items
+    if input_ok and utilization < 60:
+        if step_ms is not None and step_ms < 10 and context.steps_per_execution < 8:
+            items.append(
+                f"The GPU is busy only {utilization:.0f} % of the time with short steps "
+                f"({step_ms:.1f} ms): raise steps_per_execution (e.g. 8-32) to run several "
+                "batches per call, or raise the batch size."
+            )
+        else:
+            items.append(
+                f"The GPU is busy only {utilization:.0f} % of the time although the input "
+                "keeps up: raise the batch size so each step gives the GPU more work."
+            )
+    memory = report.get("gpu_memory_used_max_mib")
+    if (
+        input_ok
+        and utilization < 90
+        and memory is not None
+        and context.memory_total_mib
+        and memory < 0.5 * context.memory_total_mib
+    ):
+        items.append(
+            f"Only {memory:.0f} of {context.memory_total_mib:.0f} MiB of GPU memory is used: "
+            "there is room for a larger batch size (scale the learning rate with it)."
+        )
+    capability = _capability(context.compute_capability)
+    if context.dtype_policy == "float32" and capability is not None and capability >= 7.0:
+        items.append(
+            f"The model computes in float32 on a GPU with Tensor Cores (compute capability "
+            f"{context.compute_capability}): mixed precision "
+            f"(gpu_setup(mixed_precision = '{'bfloat16' if capability >= 8.0 else 'float16'}')) "
+            "usually trains faster and halves activation memory."
+        )
+    if not context.jit_compile and input_ok:
+        items.append(
+            "XLA compilation is off: jit_compile = TRUE fuses small ops into fewer GPU kernels."
+        )
+    if not items and input_ok and utilization >= 90:
+        items.append(
+            f"The GPU is busy {utilization:.0f} % of the time and the input keeps up: "
+            "further speed has to come from the model itself."
+        )
+    return items
+
+
+def _capability(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def timeline(start: float, gpu: list[Sample], host: list[HostSample]) -> dict[str, dict[str, list]]:
+    """The samples as columns (``gpu`` and ``host``), times in seconds since ``start``."""
+    return {
+        "gpu": {
+            "time_s": [s.time - start for s in gpu],
+            "nvml_index": [s.nvml_index for s in gpu],
+            "utilization": [s.utilization_gpu for s in gpu],
+            "memory_used_mib": [s.memory_used_mib for s in gpu],
+            "power_w": [s.power_w for s in gpu],
+        },
+        "host": {
+            "time_s": [s.time - start for s in host],
+            "cpu_percent": [s.cpu_percent for s in host],
+        },
+    }
+
+
+class TrainingMonitor:
+    """What gpu_fit() measures while Keras trains: a step timer, and GPU and host samplers.
+
+    Use as a context manager around ``model.fit()``, giving it ``callbacks``.
+    Per step, only the step timer runs (two ``perf_counter`` calls and one
+    Python call); the samplers run on their own threads at ``hz``.
+
+    Args:
+        nvml_indices: NVML indices of the GPUs in use.
+        batch_size: rows per batch where known (for throughput when batches are not seen).
+        skip: steps left out of the timing at the start.
+        measure_input: time the wait for input (see ``gpukeras.timing``).
+        hz: samples per second of each sampler.
+    """
+
+    def __init__(
+        self,
+        nvml_indices: list[int],
+        batch_size: int | None,
+        skip: int,
+        measure_input: bool,
+        hz: float = 10.0,
+    ) -> None:
+        from gpukeras import timing
+
+        self.timer = timing.step_timer(
+            batch_size=batch_size, skip=skip, measure_input=measure_input
+        )
+        self.gpu = UtilizationSampler(nvml_indices, hz=hz)
+        self.host = HostCpuSampler(hz=hz)
+        self.started = 0.0
+        self.finished = 0.0
+
+    @property
+    def callbacks(self) -> list[object]:
+        return [self.timer]
+
+    def __enter__(self) -> TrainingMonitor:
+        self.started = time.perf_counter()
+        self.gpu.__enter__()
+        self.host.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.host.__exit__(*exc)
+        self.gpu.__exit__(*exc)
+        self.finished = time.perf_counter()
+
+    def window(self) -> tuple[float, float] | None:
+        """``perf_counter`` span from the first timed step to the last epoch's end."""
+        record = self.timer.record  # type: ignore[attr-defined]
+        timed = record.steps[self.timer.skip :]  # type: ignore[attr-defined]
+        if not timed or not record.epoch_ends:
+            return None
+        return timed[0].begin, max(record.epoch_ends.values())
+
+    def observed_batch_size(self) -> int | None:
+        """The largest batch the timer saw (rows per batch of a dataset); None if unseen."""
+        record = self.timer.record  # type: ignore[attr-defined]
+        rows = [step.samples for step in record.steps if step.samples is not None]
+        return max(rows) // max(1, record.steps_per_execution) if rows else None
+
+    def report(
+        self, context: TrainingContext, flops: dict[str, object] | None
+    ) -> dict[str, object]:
+        """``training_report`` for what was measured."""
+        return training_report(
+            self.timer.report(),  # type: ignore[attr-defined]
+            self.gpu.samples,
+            self.host.samples,
+            self.window(),
+            context,
+            flops,
+            self.gpu.cpu_seconds + self.host.cpu_seconds,
+            self.finished - self.started,
+        )
+
+    def timeline(self, start: float) -> dict[str, dict[str, list]]:
+        return timeline(start, self.gpu.samples, self.host.samples)

@@ -1,0 +1,850 @@
+"""gpu_fit(): train a compiled Keras 3 model with its speed options applied, measured, resumable.
+
+``fit`` runs Keras' own ``model.fit()`` and adds around it:
+
+- speed options on the already compiled model, keeping its loss and metrics:
+  ``model.jit_compile`` (Keras' setter, which falls back to False for models
+  XLA cannot compile) and ``model.steps_per_execution``, then
+  ``train_function = None`` so Keras rebuilds the step with them (Keras 3.15
+  builds it once per compile, in ``make_train_function``). ``jit_compile =
+  "auto"`` takes gpu_setup()'s default and otherwise Keras' own choice (XLA on
+  a GPU, and on JAX; not for TensorFlow on a CPU). ``steps_per_execution =
+  "auto"`` keeps what the model was compiled with (Keras' default is 1):
+  several batches per call only pay when steps are short, and on TensorFlow
+  the step timer's input measurement turns the graph loop into a Python loop
+  (see ``gpukeras.timing``), so the monitor's advice says when to raise it
+  rather than raising it blindly;
+- a learning rate (a number, a schedule spec, see ``gpukeras.schedules``) and
+  gradient clipping set on the optimizer (its inner one under loss scaling);
+- the monitor: NVML and host CPU samplers (``gpukeras.monitor``) and the step
+  timer (``gpukeras.timing``), summarised by ``monitor.training_report``;
+- backups that resume exactly (``gpukeras.backup``);
+- TensorFlow's errors about the data (a corrupt image mid-epoch) as a classed
+  error that says training stopped and where progress is kept.
+
+Data order, and why a resumed run ends with the same weights. A resumed run
+redoes nothing and skips nothing only if epoch e's batches come in the same
+order in a fresh process as in the run that was killed:
+
+- NumPy arrays become a gpu_dataset() pipeline (``pipeline.from_arrays``, the
+  same one R data goes through) when TensorFlow is installed. Seeded tf.data
+  shuffling (``Dataset.random`` / ``shuffle`` with a seed, reshuffling every
+  iteration) draws a new order each time an iterator is made on the dataset,
+  counted from the dataset's creation: measured here, the k-th iterator of a
+  fresh dataset always gives the same order. Keras 3.15 makes two iterators
+  per epoch of a finite dataset on TensorFlow (one it drops at the epoch's
+  end), one on JAX, and on JAX one more to peek at a batch while the metrics
+  are not built. So ``fit`` builds the model and its metrics from the
+  dataset's element spec first (no peek), and gives Keras
+  ``dataset.repeat()`` with ``steps_per_epoch``: Keras keeps one iterator for
+  the whole fit (its documented way with endless data), and tf.data starts
+  every epoch inside it by iterating the dataset once more. Epoch e is then
+  the dataset's (e + 1)-th iteration, and before resuming at epoch e ``fit``
+  makes e throwaway iterators, so the resumed epoch's order is the one the
+  killed run had. (The peek mattered for more than order: on JAX its
+  iterator stays alive beside training, and measured with TF 2.21, tf.data's
+  in-memory cache then skipped a corrupt element without an error.)
+- Without TensorFlow (the JAX-only GPU machines), arrays go to Keras as they
+  are; Keras shuffles them with NumPy's global generator when an epoch's
+  first batch is drawn, so with a seed ``fit`` reseeds NumPy at every epoch's
+  start from (seed, epoch).
+- A tf.data dataset given directly is handled the same way when its number
+  of batches is known; its order is only reproducible if its shuffling was
+  seeded (gpu_dataset(seed = )) and it was made in the same way in both runs.
+  A dataset of unknown length (a filter; a file source split by a hash) goes
+  to Keras as it is: a resumed run continues at the right epoch and batch,
+  but in the order its iterators happen to give.
+- Other inputs (PyDataset, generators) resume at the right epoch and batch,
+  but their order is their own.
+
+What holds: a run killed at any moment (SIGKILL included) and started again
+with the same call in a fresh process ends with the same weights as an
+uninterrupted run (bit for bit on the CPU, as the tests check; on a GPU only
+as far as its kernels are deterministic), with the full history. The
+interrupted epoch's metrics in the history cover only the batches trained
+after the resume. Data augmentation inside tf.data (random layers in a map)
+is not replayed exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import numbers
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpukeras import backup, flops, schedules
+from gpukeras import monitor as monitoring
+from gpukeras.errors import (
+    BadArgumentError,
+    BadDataError,
+    BadModelError,
+    GpukerasError,
+    ModelNotCompiledError,
+)
+from gpukeras.runtime import config
+
+DEFAULT_BATCH_SIZE = 32
+MONITOR_HZ = 10.0
+TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
+VERBOSE_VALUES = ("auto", 0, 1, 2)
+# TensorFlow errors that mean a batch could not be made or read.
+DATA_ERRORS = ("InvalidArgumentError", "DataLossError", "NotFoundError")
+
+
+# Checking arguments -----------------------------------------------------------
+def _whole(value: object) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)  # type: ignore[arg-type]
+        and float(value) == int(value)  # type: ignore[arg-type]
+    )
+
+
+def _count(name: str, value: object, minimum: int = 1) -> int:
+    if not _whole(value) or int(value) < minimum:  # type: ignore[call-overload]
+        raise BadArgumentError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
+    return int(value)  # type: ignore[call-overload]
+
+
+def _positive(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not math.isfinite(value)  # type: ignore[arg-type]
+        or value <= 0  # type: ignore[operator]
+    ):
+        raise BadArgumentError(f"{name} must be a positive number, not {value!r}.")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check_model(keras: object, model: object) -> None:
+    if not isinstance(model, keras.Model):  # type: ignore[attr-defined]
+        kind = f"{type(model).__module__}.{type(model).__name__}"
+        hint = (
+            " It looks like a Keras 2 (tf.keras) model: build it with Keras 3 "
+            "(keras3 in R, or gpu_keras())."
+            if "tf_keras" in kind or "tensorflow.python.keras" in kind
+            else ""
+        )
+        raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+        raise ModelNotCompiledError(
+            "The model is not compiled: compile it first, e.g. "
+            'model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", '
+            'metrics = list("accuracy")). gpu_fit() then applies the speed options '
+            "(steps_per_execution, jit_compile) itself."
+        )
+
+
+def _check_callbacks(keras: object, callbacks: object) -> list[object]:
+    if callbacks is None:
+        return []
+    if not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]  # type: ignore[attr-defined]
+    if wrong:
+        raise BadArgumentError(
+            "callbacks must be Keras callbacks (keras.callbacks.Callback), not "
+            f"{', '.join(type(c).__name__ for c in wrong)}."
+        )
+    return list(callbacks)
+
+
+def _check_learning_rate(keras: object, learning_rate: object) -> object:
+    """A number, a checked schedule spec, or a Keras schedule object, as given."""
+    if learning_rate is None:
+        return None
+    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[attr-defined]
+        return learning_rate
+    if isinstance(learning_rate, dict):
+        return schedules.check_spec(learning_rate)
+    if isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool):
+        return _positive("learning_rate", learning_rate)
+    raise BadArgumentError(
+        f"learning_rate must be a positive number or a schedule (lr_warmup_cosine(), "
+        f"lr_exponential(), lr_cyclical()), not {learning_rate!r}."
+    )
+
+
+# Data -------------------------------------------------------------------------
+def is_tf_dataset(data: object) -> bool:
+    """Whether ``data`` is a tf.data.Dataset, without importing TensorFlow."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(data, tf.data.Dataset)
+
+
+def tensorflow_available() -> bool:
+    """Whether TensorFlow can be imported (without importing it)."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"] is not None
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def _arrays(part: object) -> object:
+    if isinstance(part, dict):
+        return {str(name): np.asarray(value) for name, value in part.items()}
+    return np.asarray(part)
+
+
+def _rows(x: object) -> int:
+    first = next(iter(x.values())) if isinstance(x, dict) else x
+    return len(first)  # type: ignore[arg-type]
+
+
+@dataclass
+class TrainingData:
+    """What ``model.fit()`` gets, and what resuming needs to know about it.
+
+    Attributes:
+        kind: "dataset" (tf.data), "arrays" (arrays made into a tf.data
+            pipeline), "keras arrays" (arrays Keras batches) or "other".
+        fit_args: keyword arguments for ``model.fit()`` (x, y, batch_size, shuffle).
+        dataset: the tf.data dataset whose iterators count epochs, if any.
+        batch_size: rows per batch, where known.
+        steps_per_epoch: batches per epoch, where known.
+        reseed_numpy: reseed NumPy per epoch (Keras shuffles arrays with it).
+    """
+
+    kind: str
+    fit_args: dict[str, object]
+    dataset: object | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    reseed_numpy: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _static_batch_size(dataset: object) -> int | None:
+    """A dataset's batch size where it is fixed in its spec or its batch step; else None."""
+    tf = sys.modules["tensorflow"]
+    for spec in tf.nest.flatten(dataset.element_spec):  # type: ignore[attr-defined]
+        if spec.shape.rank and spec.shape[0] is not None:
+            return int(spec.shape[0])
+        break
+    current, hops = dataset, 0
+    while current is not None and hops < 50:
+        size = getattr(current, "_batch_size", None)
+        if size is not None:
+            with contextlib.suppress(Exception):
+                return int(size)
+        current, hops = getattr(current, "_input_dataset", None), hops + 1
+    return None
+
+
+def _dataset_source(kind: str, dataset: object, batch_size: int | None) -> TrainingData:
+    """A tf.data dataset as one endless stream of epochs (see the module's notes).
+
+    With a known number of batches per epoch, Keras gets ``dataset.repeat()``
+    and ``steps_per_epoch``: Keras then keeps one iterator for the whole fit
+    (its documented behaviour for endless data), and tf.data starts each epoch
+    inside it by iterating the dataset once more. So epoch e is always the
+    dataset's (e + 1)-th iteration after the ones made before training,
+    whatever iterators Keras' epoch loop makes and drops.
+    """
+    tf = sys.modules["tensorflow"]
+    batches = int(dataset.cardinality())  # type: ignore[attr-defined]
+    if batches == tf.data.INFINITE_CARDINALITY:
+        raise BadDataError(
+            "The dataset repeats forever (dataset.repeat()): gpu_fit() needs a finite "
+            "dataset, one pass of which is one epoch. Leave out the repeat()."
+        )
+    if batches == 0:
+        raise BadDataError("The dataset is empty: it gives no batches to train on.")
+    if batches < 0:  # not known (a filter, a file source split by a hash)
+        return TrainingData(
+            kind=kind, fit_args={"x": dataset, "shuffle": False}, batch_size=batch_size
+        )
+    return TrainingData(
+        kind=kind,
+        # shuffling is the dataset's own; Keras would only warn about it
+        fit_args={"x": dataset.repeat(), "steps_per_epoch": batches, "shuffle": False},  # type: ignore[attr-defined]
+        dataset=dataset,
+        batch_size=batch_size,
+        steps_per_epoch=batches,
+    )
+
+
+def build_from_spec(model: object, dataset: object) -> bool:
+    """Build the model, its compiled loss and metrics and its optimizer from a dataset's
+    element spec, so Keras need not peek at a batch through an iterator of its own
+    (see the module's notes). Returns whether it did; where it cannot, Keras peeks."""
+    try:
+        model._symbolic_build(data_batch=dataset.element_spec)  # type: ignore[attr-defined]
+    except Exception:  # a model Keras cannot build symbolically: it builds on a batch
+        return False
+    return True
+
+
+def training_data(data: object, batch_size: int | None, seed: int | None) -> TrainingData:
+    """Turn gpu_fit()'s ``data`` into ``model.fit()`` arguments (see the module's notes)."""
+    if is_tf_dataset(data):
+        if batch_size is not None:
+            raise BadArgumentError(
+                "batch_size is for arrays: this dataset is already batched. Set the batch "
+                "size where the dataset is made (gpu_dataset(batch_size = )) and leave "
+                "batch_size NULL here."
+            )
+        return _dataset_source("dataset", data, _static_batch_size(data))
+    if isinstance(data, (tuple, list)) and len(data) in (1, 2):
+        x = _arrays(data[0])
+        y = _arrays(data[1]) if len(data) == 2 and data[1] is not None else None
+        size = batch_size or DEFAULT_BATCH_SIZE
+        rows = _rows(x)
+        if rows == 0:
+            raise BadDataError("The training data has no rows.")
+        steps = math.ceil(rows / size)
+        if tensorflow_available():
+            from gpukeras import pipeline
+
+            built = pipeline.from_arrays(x, y, batch_size=size, shuffle=True, seed=seed)
+            return _dataset_source("arrays", built["dataset"], size)
+        return TrainingData(
+            kind="keras arrays",
+            fit_args={"x": x, "y": y, "batch_size": size, "shuffle": True},
+            batch_size=size,
+            steps_per_epoch=steps,
+            reseed_numpy=seed is not None,
+        )
+    if batch_size is not None:
+        raise BadArgumentError(
+            f"batch_size is for arrays, not for {type(data).__name__} data, which makes its "
+            "own batches."
+        )
+    if isinstance(data, (str, bytes, dict, int, float)) or data is None:
+        raise BadDataError(
+            f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
+            "or arrays as (x, y)."
+        )
+    return TrainingData(kind="other", fit_args={"x": data})
+
+
+def validation_args(validation_data: object, batch_size: int | None) -> dict[str, object]:
+    """``model.fit()`` arguments for the validation data (not shuffled)."""
+    if validation_data is None:
+        return {}
+    if is_tf_dataset(validation_data):
+        return {"validation_data": validation_data}
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
+        parts = tuple(_arrays(part) for part in validation_data if part is not None)
+        return {
+            "validation_data": parts,
+            "validation_batch_size": batch_size or DEFAULT_BATCH_SIZE,
+        }
+    return {"validation_data": validation_data}
+
+
+# Settings on the model ----------------------------------------------------------
+def _inner_optimizer(model: object) -> object:
+    optimizer = model.optimizer  # type: ignore[attr-defined]
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def _set_learning_rate(keras: object, optimizer: object, learning_rate: object) -> None:
+    """Put a number or a schedule on the optimizer, whatever it had before."""
+    if isinstance(learning_rate, dict):
+        optimizer.learning_rate = schedules.build(learning_rate)  # type: ignore[attr-defined]
+        return
+    if not isinstance(learning_rate, float):
+        optimizer.learning_rate = learning_rate  # type: ignore[attr-defined]
+        return
+    current = optimizer._learning_rate  # type: ignore[attr-defined]
+    if isinstance(current, keras.Variable):  # type: ignore[attr-defined]
+        current.assign(learning_rate)
+        return
+    # The optimizer had a schedule: Keras' setter refuses a number then, so
+    # make the variable its constructor would have made.
+    with keras.name_scope(optimizer.name, caller=optimizer):  # type: ignore[attr-defined]
+        variable = keras.Variable(  # type: ignore[attr-defined]
+            learning_rate,
+            name="learning_rate",
+            dtype=keras.backend.floatx(),  # type: ignore[attr-defined]
+            trainable=False,
+            aggregation="only_first_replica",
+        )
+    tracker = optimizer._tracker  # type: ignore[attr-defined]
+    locked = tracker.locked
+    tracker.unlock()
+    optimizer._track_variable(variable)  # type: ignore[attr-defined]
+    if locked:
+        tracker.lock()
+    optimizer._learning_rate = variable  # type: ignore[attr-defined]
+
+
+def _resolve_jit(model: object, asked: object) -> bool:
+    choice = asked if asked != "auto" else config.settings.get("jit_compile", "auto")
+    if choice is None:
+        choice = "auto"
+    if getattr(model, "run_eagerly", False):
+        return False
+    if choice == "auto":
+        resolve = getattr(model, "_resolve_auto_jit_compile", None)
+        return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
+    return bool(choice)
+
+
+def apply_settings(
+    keras: object,
+    model: object,
+    steps_per_execution: object,
+    jit_compile: object,
+    learning_rate: object,
+    clipnorm: float | None,
+    clipvalue: float | None,
+) -> dict[str, object]:
+    """Apply the speed options, learning rate and clipping to a compiled model.
+
+    Keeps the compiled loss and metrics; drops the built train/test/predict
+    functions when anything they were traced with changed, so Keras rebuilds
+    them. Returns what is in force, read back from the model and optimizer.
+    """
+    before = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
+    if steps_per_execution != "auto":
+        model.steps_per_execution = int(steps_per_execution)  # type: ignore[attr-defined,call-overload]
+    model.jit_compile = _resolve_jit(model, jit_compile)  # type: ignore[attr-defined]
+    in_force = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
+    optimizer = _inner_optimizer(model)
+    if learning_rate is not None:
+        _set_learning_rate(keras, optimizer, learning_rate)
+    if clipnorm is not None:
+        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = clipnorm, None, None  # type: ignore[attr-defined]
+    if clipvalue is not None:
+        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None  # type: ignore[attr-defined]
+    changed = in_force != before
+    if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
+        model.train_function = None  # type: ignore[attr-defined]
+    if changed:
+        model.test_function = None  # type: ignore[attr-defined]
+        model.predict_function = None  # type: ignore[attr-defined]
+        compile_config = getattr(model, "_compile_config", None)
+        if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
+            compile_config.config.update(jit_compile=in_force[0], steps_per_execution=in_force[1])
+    return {
+        "jit_compile": bool(in_force[0]),
+        "steps_per_execution": int(in_force[1]),
+        "learning_rate": learning_rate
+        if isinstance(learning_rate, (dict, float))
+        else schedules.describe(optimizer._learning_rate),  # type: ignore[attr-defined]
+        "clipnorm": optimizer.clipnorm,  # type: ignore[attr-defined]
+        "clipvalue": optimizer.clipvalue,  # type: ignore[attr-defined]
+        "global_clipnorm": optimizer.global_clipnorm,  # type: ignore[attr-defined]
+    }
+
+
+# Devices ----------------------------------------------------------------------
+def _distributed(keras: object, model: object) -> bool:
+    """Whether training spreads over several devices (a tf.distribute strategy or a
+    Keras distribution on JAX)."""
+    if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
+        return keras.distribution.distribution() is not None  # type: ignore[attr-defined]
+    strategy = getattr(model, "_distribute_strategy", None)
+    return strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
+
+
+def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
+    """Device rows (``devices.list_devices``) of the GPUs this training runs on.
+
+    Without a distribution Keras computes on the first visible GPU; with one,
+    on all visible GPUs.
+    """
+    from gpukeras import devices
+
+    rows = [row for row in devices.list_devices() if row["type"] == "GPU"]
+    return rows if _distributed(keras, model) else rows[:1]
+
+
+# Callbacks made here ------------------------------------------------------------
+def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
+    """A callback tracking the epoch and batch (for error messages), and reseeding
+    NumPy per epoch where Keras shuffles arrays with it."""
+    position: dict[str, int] = {"epoch": 0, "batch": -1}
+
+    class Position(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            position.update(epoch=epoch, batch=-1)
+            if reseed_numpy:
+                np.random.seed(np.random.SeedSequence([seed or 0, epoch]).generate_state(1)[0])
+
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            position["batch"] = batch
+
+    return Position(), position
+
+
+# Errors during training ----------------------------------------------------------
+def _cause(error: Exception) -> str:
+    """The informative line of a TensorFlow error message (its op and cause)."""
+    text = getattr(error, "message", None) or str(error)
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    useful = [
+        line
+        for line in lines
+        if not line.startswith(("Graph execution error", "Detected at node", "File ", "[["))
+        and "defined at (most recent call last)" not in line
+    ]
+    chosen = useful[-1] if useful else (lines[-1] if lines else type(error).__name__)
+    chosen = re.sub(r"\{\{function_node[^}]*\}\}\s*", "", chosen)
+    chosen = re.sub(r"^.*with iterator: Iterator::\S+\s+", "", chosen)
+    return chosen.split("\t")[0].split(" [[")[0].strip()
+
+
+def data_error(
+    error: Exception, position: dict[str, int], backup_dir: str | None, kind: str = "dataset"
+) -> BadDataError | None:
+    """A classed error for TensorFlow failing on the data mid-training; None for other errors.
+
+    The message names the cause, where training stopped, and what progress is
+    kept: the last committed backup, if ``backup_dir`` holds one. For a
+    dataset given by the user it also says to make the dataset again: measured
+    with TF 2.21, after an element fails inside ``dataset.repeat()`` (how Keras
+    gets it here), an in-memory ``cache()`` in the dataset may complete without
+    that element, so the same dataset object would later train on less data
+    without a word.
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    if type(error).__name__ not in DATA_ERRORS:
+        return None
+    where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
+    if backup_dir is None:
+        kept = " Nothing was kept: with backup_dir, the same call continues after such an error."
+    else:
+        saved = None
+        with contextlib.suppress(GpukerasError):
+            saved = backup.read_state(backup_dir)
+        if saved is None:
+            kept = (
+                f" No backup had been written to {backup_dir} yet (one is written every "
+                "epoch, or every backup_freq batches); training starts over next time."
+            )
+        else:
+            kept = (
+                f" Progress is kept in {backup_dir} (epoch {saved.epoch + 1}, "
+                f"{saved.batches_done} batches done): fix the data and run the same call "
+                "again to continue from there."
+            )
+    again = (
+        " Make the dataset again (gpu_dataset()) before training again: its in-memory cache "
+        "may now hold the data without the bad element."
+        if kind == "dataset"
+        else ""
+    )
+    return BadDataError(
+        f"Training stopped at {where}: a batch could not be made from the data "
+        f"({type(error).__name__}: {_cause(error)}). Check the files or values the "
+        f"dataset reads (a corrupt or truncated image, a wrong label).{kept}{again}"
+    )
+
+
+# The run ------------------------------------------------------------------------
+def _history(keras_history: object, backup_history: list[dict] | None) -> dict[str, list]:
+    """Epoch logs as columns, ``epoch`` 1-based; from the backup when resuming (all epochs)."""
+    if backup_history is not None:
+        rows = backup_history
+    else:
+        logs = keras_history.history if keras_history is not None else {}  # type: ignore[attr-defined]
+        epochs = keras_history.epoch if keras_history is not None else []  # type: ignore[attr-defined]
+        rows = [
+            {"epoch": epoch + 1, **{name: values[i] for name, values in logs.items()}}
+            for i, epoch in enumerate(epochs)
+        ]
+    names = [name for row in rows for name in row if name != "epoch"]
+    columns: dict[str, list] = {"epoch": [int(row["epoch"]) for row in rows]}
+    for name in dict.fromkeys(names):
+        columns[name] = [None if row.get(name) is None else float(row[name]) for row in rows]
+    return columns
+
+
+@dataclass
+class FitRequest:
+    """gpu_fit()'s arguments, checked and normalised (see ``fit``)."""
+
+    epochs: int
+    batch_size: int | None
+    steps_per_execution: int | str
+    jit_compile: bool | str
+    learning_rate: object
+    clipnorm: float | None
+    clipvalue: float | None
+    monitor: bool
+    backup_dir: str | None
+    backup_freq: int | str
+    callbacks: list[object]
+    seed: int | None
+    verbose: int | str
+
+
+def check_request(keras: object, model: object, **arguments: object) -> FitRequest:
+    """Check every argument before anything is changed; raise the classed error for the first
+    one that is wrong."""
+    _check_model(keras, model)
+    a = arguments
+    spe = a["steps_per_execution"]
+    if spe != "auto" and (not _whole(spe) or int(spe) < 1):  # type: ignore[call-overload]
+        raise BadArgumentError(
+            f'steps_per_execution must be "auto" or a whole number >= 1, not {spe!r}.'
+        )
+    jit = a["jit_compile"]
+    if jit != "auto" and not isinstance(jit, bool):
+        raise BadArgumentError(f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.')
+    clipnorm = _positive("clipnorm", a["clipnorm"])
+    clipvalue = _positive("clipvalue", a["clipvalue"])
+    if clipnorm is not None and clipvalue is not None:
+        raise BadArgumentError("Give clipnorm or clipvalue, not both.")
+    verbose = a["verbose"]
+    if verbose not in VERBOSE_VALUES or isinstance(verbose, bool):
+        raise BadArgumentError(f'verbose must be "auto", 0, 1 or 2, not {verbose!r}.')
+    if not isinstance(a["monitor"], bool):
+        raise BadArgumentError(f"monitor must be TRUE or FALSE, not {a['monitor']!r}.")
+    freq = a["backup_freq"]
+    return FitRequest(
+        epochs=_count("epochs", a["epochs"]),
+        batch_size=None if a["batch_size"] is None else _count("batch_size", a["batch_size"]),
+        steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
+        jit_compile=jit,  # type: ignore[arg-type]
+        learning_rate=_check_learning_rate(keras, a["learning_rate"]),
+        clipnorm=clipnorm,
+        clipvalue=clipvalue,
+        monitor=a["monitor"],  # type: ignore[arg-type]
+        backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
+        backup_freq="epoch" if freq == "epoch" else _count("backup_freq", freq),
+        callbacks=_check_callbacks(keras, a["callbacks"]),
+        seed=None if a["seed"] is None else _count("seed", a["seed"], minimum=0),
+        verbose=verbose,  # type: ignore[arg-type]
+    )
+
+
+def _backup(
+    request: FitRequest, model: object, source: TrainingData, spe: int
+) -> tuple[object | None, backup.BackupState | None]:
+    """The backup callback and the backup to resume from (checked against this run).
+
+    When resuming, the dataset is iterated once per epoch already trained, so
+    the resumed epoch gets the order it had (see the module's notes).
+    """
+    if request.backup_dir is None:
+        return None, None
+    run = {
+        "epochs": request.epochs,
+        "steps_per_epoch": source.steps_per_epoch,
+        "steps_per_execution": spe,
+        "seed": request.seed,
+        "batch_size": source.batch_size,
+        "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,  # type: ignore[attr-defined]
+    }
+    state = backup.read_state(request.backup_dir)
+    if state is not None:
+        backup.check_matches(state, run, request.backup_dir)
+        if source.dataset is not None:
+            for _ in range(state.epoch):
+                iter(source.dataset)  # type: ignore[call-overload]
+    return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
+
+
+def _device(gpu_rows: list[dict[str, object]]) -> object:
+    if len(gpu_rows) > 1:
+        return [row["device"] for row in gpu_rows]
+    return gpu_rows[0]["device"] if gpu_rows else "CPU:0"
+
+
+def _counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
+    """The model's FLOPs per sample and, on a GPU in the table, its peak for the compute dtype."""
+    counted = flops.model_flops(model)
+    if counted["per_sample"] is not None and gpu_rows:
+        first = gpu_rows[0]
+        counted["peak"] = flops.peak(
+            str(first.get("name")),
+            model.dtype_policy.compute_dtype,  # type: ignore[attr-defined]
+            first.get("compute_capability"),  # type: ignore[arg-type]
+        )
+    return counted
+
+
+def fit(
+    model: object,
+    data: object,
+    epochs: int = 1,
+    validation_data: object = None,
+    batch_size: int | None = None,
+    steps_per_execution: int | str = "auto",
+    jit_compile: bool | str = "auto",
+    learning_rate: object = None,
+    clipnorm: float | None = None,
+    clipvalue: float | None = None,
+    monitor: bool = True,
+    backup_dir: str | None = None,
+    callbacks: object = None,
+    seed: int | None = None,
+    verbose: int | str = "auto",
+    backup_freq: int | str = "epoch",
+) -> dict[str, object]:
+    """Train a compiled Keras 3 model; return its history, the monitor report and the settings.
+
+    Args:
+        model: a compiled Keras 3 model.
+        data: a tf.data dataset (gpu_dataset()), arrays as ``(x, y)`` (or
+            ``(x,)``; ``x`` may be a dict of arrays), or anything else Keras'
+            ``fit()`` takes.
+        epochs: epochs to train (in all, counting those a backup already holds).
+        validation_data: a dataset or ``(x, y)`` arrays, evaluated every epoch.
+        batch_size: rows per batch for arrays (default 32); must be None for
+            a dataset, which is batched already.
+        steps_per_execution: batches per call of the compiled step; "auto"
+            keeps the model's (see the module's notes).
+        jit_compile: XLA: True, False or "auto".
+        learning_rate: None (the optimizer's own), a positive number, a
+            schedule spec (``gpukeras.schedules``) or a Keras schedule.
+        clipnorm: clip each gradient to this L2 norm.
+        clipvalue: clip each gradient element to [-clipvalue, clipvalue].
+        monitor: measure steps, input wait, GPUs and host CPU.
+        backup_dir: folder for backups that let the same call resume after an
+            interruption (see ``gpukeras.backup``).
+        callbacks: Keras callbacks, run after gpukeras' own.
+        seed: seeds Keras (``keras.utils.set_random_seed``) and the data order.
+        verbose: Keras' verbose: "auto", 0, 1 or 2.
+        backup_freq: "epoch", or a number of batches between backups (and
+            one at every epoch's end).
+
+    Returns:
+        ``history`` (columns: ``epoch``, 1-based, and every logged metric),
+        ``monitor`` (``monitor.training_report``; None with monitor False),
+        ``timeline`` (``gpu`` and ``host`` sample columns, time_s since the
+        start of training; empty lists without the monitor or a GPU) and
+        ``settings`` (what was in force).
+
+    Raises:
+        BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
+        BackupMismatchError: see ``gpukeras.errors``; BadDataError also when
+        TensorFlow fails on the data during training.
+    """
+    keras = config.keras()
+    request = check_request(
+        keras,
+        model,
+        epochs=epochs,
+        batch_size=batch_size,
+        steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
+        learning_rate=learning_rate,
+        clipnorm=clipnorm,
+        clipvalue=clipvalue,
+        monitor=monitor,
+        backup_dir=backup_dir,
+        backup_freq=backup_freq,
+        callbacks=callbacks,
+        seed=seed,
+        verbose=verbose,
+    )
+    if request.seed is not None:
+        keras.utils.set_random_seed(request.seed)
+    source = training_data(data, request.batch_size, request.seed)
+    if is_tf_dataset(source.fit_args["x"]):
+        build_from_spec(model, source.fit_args["x"])
+    validation = validation_args(validation_data, request.batch_size)
+    applied = apply_settings(
+        keras,
+        model,
+        request.steps_per_execution,
+        request.jit_compile,
+        request.learning_rate,
+        request.clipnorm,
+        request.clipvalue,
+    )
+    spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
+    backend = keras.backend.backend()
+    gpu_rows = gpus_in_use(keras, model)
+
+    position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
+    saver, state = _backup(request, model, source, spe)
+    watcher = None
+    if request.monitor:
+        watcher = monitoring.TrainingMonitor(
+            [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],  # type: ignore[call-overload]
+            batch_size=source.batch_size,
+            # Batches a resumed epoch lets go by are not steps worth timing.
+            skip=TIMER_SKIP + (state.batches_done // spe if state is not None else 0),
+            # On TensorFlow, handing Keras fetched batches turns its graph loop
+            # over several batches into a Python loop (see gpukeras.timing).
+            measure_input=not (backend == "tensorflow" and spe > 1),
+            hz=MONITOR_HZ,
+        )
+    # The backup callback first: it wraps train_function before the step timer does.
+    own = [c for c in (saver, position_callback) if c is not None]
+    own += watcher.callbacks if watcher is not None else []
+
+    started = time.perf_counter()
+    history = None
+    with watcher if watcher is not None else contextlib.nullcontext():
+        try:
+            history = model.fit(  # type: ignore[attr-defined]
+                **source.fit_args,
+                epochs=request.epochs,
+                callbacks=own + request.callbacks,
+                verbose=request.verbose,
+                **validation,
+            )
+        except GpukerasError:
+            raise
+        except Exception as error:
+            translated = data_error(error, position, request.backup_dir, source.kind)
+            if translated is None:
+                raise
+            raise translated from error
+        finally:
+            backup.restore_train_function(model)
+            model._initial_epoch = None  # type: ignore[attr-defined]  # a backup sets it; it would stick
+    seconds = time.perf_counter() - started
+
+    settings = {
+        "epochs": request.epochs,
+        "batch_size": source.batch_size,
+        "steps_per_epoch": source.steps_per_epoch,
+        **applied,
+        "backup_dir": request.backup_dir,
+        "backup_freq": request.backup_freq if request.backup_dir is not None else None,
+        "resumed_from": None
+        if state is None
+        else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
+        "seed": request.seed,
+        "backend": backend,
+        "device": _device(gpu_rows),
+        "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
+        "data": source.kind,
+        "monitor": request.monitor,
+        "seconds": seconds,
+    }
+    report = None
+    if watcher is not None:
+        if settings["batch_size"] is None:
+            settings["batch_size"] = watcher.observed_batch_size()
+        first = gpu_rows[0] if gpu_rows else {}
+        context = monitoring.TrainingContext(
+            backend=backend,
+            gpus=[str(r["name"]) for r in gpu_rows],
+            compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
+            memory_total_mib=first.get("memory_total_mib"),  # type: ignore[arg-type]
+            dtype_policy=settings["dtype_policy"],  # type: ignore[arg-type]
+            jit_compile=bool(applied["jit_compile"]),
+            steps_per_execution=spe,
+            batch_size=settings["batch_size"],  # type: ignore[arg-type]
+            nvml_reason=watcher.gpu.reason,
+        )
+        report = watcher.report(context, _counted_flops(model, gpu_rows))
+    return {
+        "history": _history(history, saver.history if saver is not None else None),  # type: ignore[attr-defined]
+        "monitor": report,
+        "timeline": watcher.timeline(started)
+        if watcher is not None
+        else monitoring.timeline(started, [], []),
+        "settings": settings,
+    }

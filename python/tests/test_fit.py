@@ -1,0 +1,787 @@
+"""gpu_fit()'s core: real training on tiny data, read back from the model, optimizer and backups.
+
+Tests train in this process on its backend (TensorFlow here, JAX on the GPU
+machines); tests that need tf.data skip where TensorFlow is not installed.
+JAX without TensorFlow runs in a fresh process, and the resume test kills a
+real training process with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CORE, run_core
+from gpukeras import backup, bridge, fit, monitor
+from gpukeras.runtime import config
+
+BATCH = 16
+ROWS = 8 * BATCH
+
+
+def tiny_model(metrics: tuple[str, ...] = ("mae",), optimizer: object = "adam") -> object:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=optimizer, loss="mse", metrics=list(metrics))
+    return model
+
+
+def tiny_data(rows: int = ROWS, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 8), dtype=np.float32)
+    y = (x @ rng.standard_normal((8, 1))).astype(np.float32)
+    return x, y
+
+
+def call(**kwargs: object) -> dict:
+    """fit.fit through the bridge, as R calls it; fails the test on an error."""
+    answer = bridge.call("fit.fit", {"verbose": 0, **kwargs})
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+def error_of(**kwargs: object) -> dict:
+    answer = bridge.call("fit.fit", {"verbose": 0, **kwargs})
+    assert not answer["ok"], answer
+    assert answer["traceback"] is None, answer["traceback"]
+    return answer
+
+
+def assert_same_weights(got: list[np.ndarray], want: list[np.ndarray], device: object) -> None:
+    """Bit for bit on the CPU; on a GPU as far as its kernels are deterministic."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        if device == "CPU:0":
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def tensorflow() -> object:
+    """TensorFlow for tests that build tf.data pipelines; skips where it is not installed."""
+    if not fit.tensorflow_available():
+        pytest.skip("TensorFlow is not installed: no tf.data here")
+    return config.import_quietly("tensorflow")
+
+
+# Training and what it returns ----------------------------------------------------
+def test_history_has_every_metric_and_the_loss_decreases() -> None:
+    x, y = tiny_data()
+    result = call(
+        model=tiny_model(), data=(x, y), epochs=4, seed=1, validation_data=tiny_data(64, seed=1)
+    )
+    history = result["history"]
+    assert history["epoch"] == [1, 2, 3, 4]
+    assert set(history) == {"epoch", "loss", "mae", "val_loss", "val_mae"}
+    assert all(len(values) == 4 for values in history.values())
+    assert history["loss"][-1] < history["loss"][0]
+    settings = result["settings"]
+    assert settings["epochs"] == 4
+    assert settings["batch_size"] == 32
+    assert settings["steps_per_epoch"] == ROWS // 32
+    assert settings["seed"] == 1
+    assert settings["backend"] == config.keras().backend.backend()
+    assert settings["device"] in ("CPU:0", "GPU:0")
+    assert settings["dtype_policy"] == "float32"
+    json.dumps(result)  # plain data, all the way down
+
+
+def test_same_seed_same_weights_other_seed_other_weights() -> None:
+    x, y = tiny_data()
+
+    device = []
+
+    def weights(seed: int) -> list[np.ndarray]:
+        config.keras().utils.set_random_seed(seed)
+        model = tiny_model()
+        result = call(model=model, data=(x, y), epochs=2, seed=seed, batch_size=BATCH)
+        device.append(result["settings"]["device"])
+        return model.get_weights()
+
+    first, again, other = weights(3), weights(3), weights(4)
+    assert_same_weights(again, first, device[0])
+    assert not all(np.allclose(a, b) for a, b in zip(first, other))
+
+
+def test_speed_options_are_in_force_on_the_model_and_its_loss_and_metrics_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    result = call(
+        model=model,
+        data=(x, y),
+        epochs=2,
+        batch_size=BATCH,
+        steps_per_execution=4,
+        jit_compile=False,
+    )
+    assert model.steps_per_execution == 4
+    assert model.jit_compile is False
+    assert result["settings"]["steps_per_execution"] == 4
+    assert result["settings"]["jit_compile"] is False
+    assert set(result["history"]) == {"epoch", "loss", "mae"}
+    # 8 batches per epoch ran as 2 executions of 4: the timer saw 4 executions, 2 skipped.
+    assert result["monitor"]["steps_timed"] == 2 * 2 - 2
+    assert model.get_compile_config()["steps_per_execution"] == 4
+
+    # "auto" takes gpu_setup()'s default first, and keeps the model's steps_per_execution.
+    monkeypatch.setitem(config.settings, "jit_compile", True)
+    result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH, monitor=False)
+    assert model.jit_compile is True
+    assert result["settings"]["jit_compile"] is True
+    assert result["settings"]["steps_per_execution"] == 4
+
+
+def test_jit_auto_without_a_setup_default_is_keras_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(config.settings, "jit_compile", raising=False)
+    model = tiny_model()
+    expected = bool(model._resolve_auto_jit_compile())
+    result = call(model=model, data=tiny_data(), epochs=1, monitor=False)
+    assert result["settings"]["jit_compile"] is expected
+    assert model.jit_compile is expected
+
+
+def test_learning_rate_number_and_schedule_are_set_on_the_optimizer() -> None:
+    keras = config.keras()
+    model = tiny_model(optimizer="sgd")
+    x, y = tiny_data()
+    spec = {"schedule": "exponential", "initial": 0.1, "decay_steps": 4, "decay_rate": 0.5}
+    result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH, learning_rate=spec)
+    assert result["settings"]["learning_rate"] == {**spec, "staircase": False}
+    assert isinstance(model.optimizer._learning_rate, keras.optimizers.schedules.ExponentialDecay)
+    # 8 optimizer steps: the rate in force is the schedule's at step 8.
+    assert int(model.optimizer.iterations) == 8
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.1 * 0.5**2)
+    # A number after a schedule (Keras' own setter refuses that).
+    result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH, learning_rate=0.05)
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.05)
+    assert result["settings"]["learning_rate"] == pytest.approx(0.05)
+    # None keeps what the optimizer has, and says what that is.
+    result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH)
+    assert result["settings"]["learning_rate"] == pytest.approx(0.05)
+
+
+def test_clipnorm_and_clipvalue_bound_the_update() -> None:
+    """One SGD step (learning rate 1) on a huge loss moves each weight by at most the clip."""
+    keras = config.keras()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, 8), dtype=np.float32)
+    y = np.full((BATCH, 1), 1000.0, dtype=np.float32)
+
+    def update(**clip: float) -> list[np.ndarray]:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss="mse")
+        before = model.get_weights()
+        result = call(model=model, data=(x, y), batch_size=BATCH, monitor=False, **clip)
+        for name, value in clip.items():
+            assert result["settings"][name] == value
+            assert getattr(model.optimizer, name) == value
+        return [after - start for after, start in zip(model.get_weights(), before)]
+
+    assert max(np.linalg.norm(delta) for delta in update()) > 100
+    assert max(np.linalg.norm(delta) for delta in update(clipnorm=0.5)) <= 0.5 + 1e-5
+    assert max(np.abs(delta).max() for delta in update(clipvalue=0.01)) <= 0.01 + 1e-7
+
+
+# The monitor ------------------------------------------------------------------
+REPORT_KEYS = {
+    "samples_per_second",
+    "step_time_mean_ms",
+    "step_time_sd_ms",
+    "input_wait_share",
+    "input_verdict",
+    "gpu_utilization_mean",
+    "gpu_utilization_p95",
+    "gpu_memory_used_max_mib",
+    "host_cpu_percent_mean",
+    "flops_per_step",
+    "achieved_tflops",
+    "mfu",
+    "advice",
+}
+
+
+def test_report_on_the_cpu_has_no_nvml_parts(no_gpu: None) -> None:
+    x, y = tiny_data(32 * BATCH)
+    result = call(model=tiny_model(), data=(x, y), epochs=2, batch_size=BATCH)
+    report = result["monitor"]
+    assert set(report) >= REPORT_KEYS
+    assert report["samples_per_second"] > 0
+    assert report["step_time_mean_ms"] > 0 and report["step_time_sd_ms"] >= 0
+    assert 0 <= report["input_wait_share"] <= 1
+    assert report["input_verdict"] == monitor.input_verdict(report["input_wait_share"])
+    for key in ("gpu_utilization_mean", "gpu_utilization_p95", "gpu_memory_used_max_mib", "mfu"):
+        assert report[key] is None
+    assert report["gpu_not_measured"] == "no GPU in use"
+    # FLOPs: 2 x (8 x 16 + 16 x 1) per sample forward, 3 x that per trained sample.
+    assert report["flops_per_step"] == pytest.approx(3 * 2 * (8 * 16 + 16) * BATCH)
+    assert report["achieved_tflops"] == pytest.approx(
+        3 * 2 * (8 * 16 + 16) * report["samples_per_second"] / 1e12
+    )
+    assert any("No GPU was used" in item for item in report["advice"])
+    timeline = result["timeline"]
+    assert all(values == [] for values in timeline["gpu"].values())
+    if Path(monitor.PROC_STAT).exists():
+        host = timeline["host"]
+        assert len(host["time_s"]) == len(host["cpu_percent"]) >= 1
+        assert all(0 <= value <= 100 for value in host["cpu_percent"])
+        assert 0 <= report["host_cpu_percent_mean"] <= 100
+    assert report["monitor_cpu_share"] < 0.05
+    assert result["settings"]["device"] == "CPU:0"
+
+
+def test_monitor_false_returns_no_report() -> None:
+    result = call(model=tiny_model(), data=tiny_data(), epochs=1, monitor=False)
+    assert result["monitor"] is None
+    assert result["timeline"]["host"] == {"time_s": [], "cpu_percent": []}
+    assert result["settings"]["monitor"] is False
+
+
+def test_slow_input_pipeline_is_highly_input_bound_with_pipeline_advice() -> None:
+    tf = tensorflow()
+    x, y = tiny_data()
+
+    def slow(x: object, y: object) -> tuple[object, object]:
+        x = tf.py_function(lambda t: (time.sleep(0.02), t)[1], [x], tf.float32)
+        x.set_shape([None, 8])
+        return x, y
+
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).map(slow)
+    report = call(model=tiny_model(), data=dataset, epochs=2)["monitor"]
+    assert report["input_wait_share"] >= 0.2
+    assert report["input_verdict"] == "highly input-bound"
+    advice = " ".join(report["advice"]).lower()
+    for word in ("prefetch", "parallel", "cache"):
+        assert word in advice
+
+
+@pytest.mark.parametrize(
+    ("share", "verdict"),
+    [
+        (0.0, "not input-bound"),
+        (0.0499, "not input-bound"),
+        (0.05, "moderately input-bound"),
+        (0.1999, "moderately input-bound"),
+        (0.2, "highly input-bound"),
+        (0.9, "highly input-bound"),
+        (None, None),
+    ],
+)
+def test_verdict_thresholds_are_the_tf_profilers(share: float | None, verdict: str | None) -> None:
+    assert monitor.input_verdict(share) == verdict
+
+
+def gpu_context(**changes: object) -> monitor.TrainingContext:
+    values = {
+        "backend": "jax",
+        "gpus": ["NVIDIA H100 80GB HBM3"],
+        "compute_capability": "9.0",
+        "memory_total_mib": 81559.0,
+        "dtype_policy": "float32",
+        "jit_compile": True,
+        "steps_per_execution": 1,
+        "batch_size": 64,
+    }
+    return monitor.TrainingContext(**{**values, **changes})  # type: ignore[arg-type]
+
+
+def synthetic_samples(utilization: list[float], memory: float = 2000.0) -> list[monitor.Sample]:
+    """One GPU sampled at 10 Hz from t = 10 s."""
+    return [
+        monitor.Sample(
+            time=10 + i / 10, nvml_index=0, utilization_gpu=u, memory_used_mib=memory, power_w=300
+        )
+        for i, u in enumerate(utilization)
+    ]
+
+
+STEPS = {
+    "steps": 100,
+    "seconds": 1.0,
+    "samples": 6400,
+    "samples_per_second": 6400.0,
+    "step_time_mean_ms": 2.0,
+    "step_time_sd_ms": 0.1,
+    "input_wait_share": 0.01,
+    "between_steps_share": 0.3,
+    "method": "synthetic",
+}
+
+
+def test_gpu_report_from_samples_with_mfu_and_advice() -> None:
+    utilization = [float(u) for u in range(0, 100, 5)]  # 0, 5, ..., 95
+    counted = {
+        "per_sample": 1e9,
+        "method": "per layer",
+        "peak": {"tflops": 494.7, "source": "NVIDIA spec sheet, H100 SXM dense TF32"},
+    }
+    report = monitor.training_report(
+        STEPS, synthetic_samples(utilization), [], (9.0, 20.0), gpu_context(), counted, 0.01, 1.0
+    )
+    assert report["gpu_utilization_mean"] == pytest.approx(47.5)
+    assert report["gpu_utilization_p95"] == pytest.approx(np.percentile(utilization, 95))
+    assert report["gpu_memory_used_max_mib"] == 2000.0
+    assert report["gpu_sample_hz"] == pytest.approx(10.0)
+    assert report["gpu_power_mean_w"] == 300
+    assert report["flops_per_step"] == pytest.approx(3e9 * 64)
+    assert report["achieved_tflops"] == pytest.approx(3e9 * 6400 / 1e12)
+    assert report["mfu"] == pytest.approx(3e9 * 6400 / 1e12 / 494.7)
+    assert report["peak_source"].startswith("NVIDIA spec sheet")
+    assert report["monitor_cpu_share"] == pytest.approx(0.01)
+    advice = " ".join(report["advice"])
+    assert "steps_per_execution" in advice  # idle GPU, 2 ms steps
+    assert "larger batch size" in advice  # 2 of 80 GB used
+    assert "mixed_precision = 'bfloat16'" in advice  # float32 on compute capability 9.0
+    assert "XLA" not in advice  # jit_compile is on
+
+
+def test_busy_gpu_in_mixed_precision_gets_no_overhead_advice() -> None:
+    report = monitor.training_report(
+        {**STEPS, "step_time_mean_ms": 50.0},
+        synthetic_samples([97.0] * 20, memory=70000.0),
+        [],
+        None,
+        gpu_context(dtype_policy="mixed_bfloat16"),
+    )
+    assert report["mfu"] is None and report["flops_per_step"] is None
+    assert report["advice"] == [
+        "The GPU is busy 97 % of the time and the input keeps up: further speed has to come "
+        "from the model itself."
+    ]
+
+
+def test_input_bound_gpu_gets_pipeline_advice_not_overhead_advice() -> None:
+    report = monitor.training_report(
+        {**STEPS, "input_wait_share": 0.4},
+        synthetic_samples([30.0] * 20),
+        [monitor.HostSample(time=10.5, cpu_percent=95.0)],
+        None,
+        gpu_context(),
+    )
+    assert report["input_verdict"] == "highly input-bound"
+    advice = " ".join(report["advice"])
+    assert "Cache the data" in advice and "Prefetch" in advice and "in parallel" in advice
+    assert "host CPU is 95 % busy" in advice
+    assert "steps_per_execution" not in advice
+
+
+# Errors ---------------------------------------------------------------------------
+def test_not_a_keras_model() -> None:
+    answer = error_of(model={"layers": 2}, data=tiny_data())
+    assert answer["r_class"] == "gpukeras_error_bad_model"
+    assert "must be a Keras 3 model" in answer["message"]
+
+
+def test_model_not_compiled() -> None:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    answer = error_of(model=model, data=tiny_data())
+    assert answer["r_class"] == "gpukeras_error_model_not_compiled"
+    assert "compile it first" in answer["message"]
+    assert 'model$compile(optimizer = "adam", loss = ' in answer["message"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"epochs": 0}, "epochs must be a whole number >= 1"),
+        ({"epochs": 1.5}, "epochs must be a whole number >= 1"),
+        ({"steps_per_execution": 0}, 'steps_per_execution must be "auto" or a whole number'),
+        ({"steps_per_execution": "fast"}, 'steps_per_execution must be "auto"'),
+        ({"jit_compile": "yes"}, "jit_compile must be TRUE, FALSE"),
+        ({"learning_rate": -0.1}, "learning_rate must be a positive number"),
+        ({"learning_rate": "fast"}, "learning_rate must be a positive number or a schedule"),
+        ({"learning_rate": {"schedule": "linear"}}, "Unknown learning-rate schedule"),
+        ({"learning_rate": {"schedule": "cyclical", "low": 1}}, "lr_cyclical() needs `high`"),
+        ({"clipnorm": 0}, "clipnorm must be a positive number"),
+        ({"clipnorm": 1.0, "clipvalue": 1.0}, "not both"),
+        ({"batch_size": 0}, "batch_size must be a whole number >= 1"),
+        ({"callbacks": ["print"]}, "callbacks must be Keras callbacks"),
+        ({"verbose": 3}, 'verbose must be "auto", 0, 1 or 2'),
+        ({"backup_freq": 0}, "backup_freq must be a whole number >= 1"),
+        ({"data": "train.csv"}, "data cannot be str"),
+    ],
+)
+def test_bad_arguments_are_classed_errors(arguments: dict, message: str) -> None:
+    answer = error_of(**{"model": tiny_model(), "data": tiny_data(), **arguments})
+    expected = "gpukeras_error_bad_data" if "data" in arguments else "gpukeras_error_bad_argument"
+    assert answer["r_class"] == expected
+    assert message in answer["message"]
+
+
+def test_batch_size_with_a_dataset_says_it_is_batched_already() -> None:
+    tf = tensorflow()
+    dataset = tf.data.Dataset.from_tensor_slices(tiny_data()).batch(BATCH)
+    answer = error_of(model=tiny_model(), data=dataset, batch_size=BATCH)
+    assert answer["r_class"] == "gpukeras_error_bad_argument"
+    assert "already batched" in answer["message"]
+
+
+def test_an_endless_dataset_is_refused() -> None:
+    tf = tensorflow()
+    dataset = tf.data.Dataset.from_tensor_slices(tiny_data()).batch(BATCH).repeat()
+    answer = error_of(model=tiny_model(), data=dataset)
+    assert answer["r_class"] == "gpukeras_error_bad_data"
+    assert "repeats forever" in answer["message"]
+
+
+def image_folder_with_a_corrupt_png(root: Path) -> Path:
+    """8 PNGs in two classes; the third (in name order) is truncated after its header.
+
+    Not the last: TensorFlow's in-memory cache, measured here, ends an epoch
+    quietly without the rest after an error in the last element.
+    """
+    tf = tensorflow()
+    for label in ("a", "b"):
+        (root / label).mkdir(parents=True)
+        for i in range(4):
+            pixels = np.random.default_rng(i).integers(0, 255, (8, 8, 3), dtype=np.uint8)
+            (root / label / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    good = (root / "a" / "0.png").read_bytes()
+    (root / "a" / "2.png").write_bytes(good[:40] + bytes(30))
+    return root
+
+
+def test_corrupt_image_mid_epoch_is_bad_data_and_progress_is_kept(tmp_path: Path) -> None:
+    from gpukeras import pipeline
+
+    root = image_folder_with_a_corrupt_png(tmp_path / "images")
+    keras = config.keras()
+    built = pipeline.from_source(
+        "image_folder", {"path": str(root), "image_size": [8, 8]}, batch_size=2, shuffle=False
+    )
+    model = keras.Sequential(
+        [keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)]
+    )
+    model.compile(
+        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    backups = tmp_path / "backup"
+    answer = error_of(
+        model=model, data=built["dataset"], epochs=2, backup_dir=str(backups), backup_freq=1
+    )
+    assert answer["r_class"] == "gpukeras_error_bad_data"
+    message = answer["message"]
+    assert message.startswith("Training stopped at epoch 1, batch 2:")
+    assert "Invalid PNG" in message
+    assert f"Progress is kept in {backups} (epoch 1, 1 batches done)" in message
+    assert backup.read_state(str(backups)).batches_done == 1
+    assert "Make the dataset again" in message
+    # Without backup_dir the message says nothing was kept.
+    built = pipeline.from_source(
+        "image_folder", {"path": str(root), "image_size": [8, 8]}, batch_size=2, shuffle=False
+    )
+    answer = error_of(model=model, data=built["dataset"], epochs=1)
+    assert "Nothing was kept" in answer["message"]
+
+
+def test_corrupt_image_on_the_jax_backend_is_bad_data_too(tmp_path: Path) -> None:
+    """On JAX, Keras peeks at a batch through an iterator it leaves running; with it alive,
+    tf.data's in-memory cache skipped the corrupt element without an error. The core
+    builds the model from the element spec instead, so the error comes through."""
+    pytest.importorskip("jax")
+    root = image_folder_with_a_corrupt_png(tmp_path / "images")
+    after = f"""
+import keras
+from gpukeras import pipeline
+built = pipeline.from_source(
+    "image_folder", {{"path": {str(root)!r}, "image_size": [8, 8]}}, batch_size=2, shuffle=False
+)
+model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
+model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+readback["answer"] = bridge.call(
+    "fit.fit", {{"model": model, "data": built["dataset"], "epochs": 2, "verbose": 0}}
+)
+"""
+    run = run_core("runtime.configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
+    answer = run.readback["answer"]
+    assert answer["ok"] is False, answer
+    assert answer["r_class"] == "gpukeras_error_bad_data"
+    assert answer["message"].startswith("Training stopped at epoch 1, batch 2:")
+
+
+# Backups and resuming ---------------------------------------------------------------
+class Interrupt(Exception):
+    """Stands in for a crash in the middle of training."""
+
+
+def interrupt_at(epoch: int, batch: int) -> object:
+    keras = config.keras()
+
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_begin(self, e: int, logs: dict | None = None) -> None:
+            self.epoch = e
+
+        def on_train_batch_begin(self, b: int, logs: dict | None = None) -> None:
+            if (self.epoch, b) == (epoch, batch):
+                raise Interrupt
+
+    return Crash()
+
+
+def fresh_model(seed: int) -> object:
+    keras = config.keras()
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dropout(0.25),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_resume_in_the_same_process_ends_with_the_same_weights(tmp_path: Path) -> None:
+    x, y = tiny_data()
+    common = {
+        "data": (x, y),
+        "epochs": 3,
+        "batch_size": BATCH,
+        "seed": 5,
+        "monitor": False,
+        "learning_rate": {"schedule": "cyclical", "low": 1e-3, "high": 1e-2, "step_size": 5},
+    }
+    reference = fresh_model(1)
+    expected = call(model=reference, **common)
+    backups = tmp_path / "backup"
+    (backups).mkdir()
+    (backups / "notes.txt").write_text("not ours")
+    with pytest.raises(Interrupt):
+        fit.fit(
+            fresh_model(1),
+            backup_dir=str(backups),
+            backup_freq=3,
+            callbacks=[interrupt_at(1, 5)],
+            verbose=0,
+            **common,
+        )
+    state = backup.read_state(str(backups))
+    assert (state.epoch, state.batches_done) == (1, 3)
+    assert [row["epoch"] for row in state.history] == [1]
+    resumed_model = fresh_model(2)  # other initial weights: the backup replaces them
+    resumed = call(model=resumed_model, backup_dir=str(backups), backup_freq=3, **common)
+    assert resumed["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 3}
+    assert resumed["history"]["epoch"] == [1, 2, 3]
+    losses = resumed["history"]["loss"]
+    assert losses[0] == expected["history"]["loss"][0]  # from the backup
+    assert losses[2] == pytest.approx(expected["history"]["loss"][2], rel=1e-5)
+    assert_same_weights(
+        resumed_model.get_weights(), reference.get_weights(), expected["settings"]["device"]
+    )
+    # Done: only the backup's own files are gone.
+    assert sorted(p.name for p in backups.iterdir()) == ["notes.txt"]
+
+
+def test_a_backup_of_another_run_is_refused(tmp_path: Path) -> None:
+    x, y = tiny_data()
+    backups = str(tmp_path / "backup")
+    with pytest.raises(Interrupt):
+        fit.fit(
+            tiny_model(),
+            (x, y),
+            epochs=2,
+            batch_size=BATCH,
+            backup_dir=backups,
+            callbacks=[interrupt_at(1, 0)],
+            verbose=0,
+        )
+    answer = error_of(model=tiny_model(), data=(x, y), epochs=2, batch_size=8, backup_dir=backups)
+    assert answer["r_class"] == "gpukeras_error_backup_mismatch"
+    assert "steps_per_epoch: backup 8, now 16" in answer["message"]
+    assert "delete this one to start over" in answer["message"]
+
+
+CHILD = """
+import json, sys, time
+import numpy as np
+from gpukeras import fit
+from gpukeras.runtime import config
+
+keras = config.keras()
+out, backup_dir, pause = sys.argv[1], sys.argv[2] or None, float(sys.argv[3])
+rng = np.random.default_rng(0)
+x = rng.standard_normal((256, 8)).astype("float32")
+y = (x @ rng.standard_normal((8, 1))).astype("float32")
+keras.utils.set_random_seed(11)
+model = keras.Sequential([
+    keras.Input((8,)), keras.layers.Dense(32, activation="relu"),
+    keras.layers.Dropout(0.3), keras.layers.Dense(1),
+])
+model.compile(optimizer="adam", loss="mse")
+
+
+class Pause(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(pause)
+
+
+result = fit.fit(
+    model, (x, y), epochs=4, batch_size=16, seed=3, backup_dir=backup_dir, backup_freq=3,
+    callbacks=[Pause()], verbose=0, monitor=False,
+    learning_rate={
+        "schedule": "exponential", "initial": 0.01, "decay_steps": 10, "decay_rate": 0.9
+    },
+)
+np.savez(out, *model.get_weights())
+settings = result["settings"]
+print(json.dumps({
+    "history": result["history"],
+    "resumed_from": settings["resumed_from"],
+    "device": settings["device"],
+}))
+"""
+
+
+def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    """SIGKILL mid-epoch, then the same call again: the weights equal an uninterrupted run's."""
+    script = tmp_path / "train.py"
+    script.write_text(CHILD)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
+    }
+    backups = tmp_path / "backup"
+
+    def child(name: str, backup_dir: str, pause: float) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / name), backup_dir, str(pause)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    # The uninterrupted run trains alongside the one that gets killed.
+    reference = child("uninterrupted.npz", "", 0.0)
+    killed = child("killed.npz", str(backups), 0.03)
+    state_file = backups / backup.STATE_FILE
+    deadline = time.monotonic() + 60
+    state = None
+    try:
+        while time.monotonic() < deadline and killed.poll() is None:
+            if state_file.exists():
+                state = backup.read_state(str(backups))
+                if state.epoch >= 1 and state.batches_done > 0:  # in the middle of epoch 2
+                    break
+            time.sleep(0.02)
+        assert killed.poll() is None, killed.communicate()[1][-3000:]
+        assert state is not None and state.batches_done > 0, "no mid-epoch backup within 60 s"
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    kept = backup.read_state(str(backups))
+    assert kept.epoch >= 1
+
+    resumed = child("resumed.npz", str(backups), 0.0)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["resumed_from"] == {"epoch": kept.epoch + 1, "batches_done": kept.batches_done}
+    assert report["history"]["epoch"] == [1, 2, 3, 4]
+    ref_out, ref_err = reference.communicate(timeout=120)
+    assert reference.returncode == 0, ref_err[-3000:]
+    expected = json.loads(ref_out.strip().splitlines()[-1])
+    # Epochs after the interrupted one saw the same batches from the same state.
+    assert report["history"]["loss"][-1] == pytest.approx(expected["history"]["loss"][-1], 1e-5)
+
+    got, want = np.load(tmp_path / "resumed.npz"), np.load(tmp_path / "uninterrupted.npz")
+    assert_same_weights(
+        [got[key] for key in got.files], [want[key] for key in want.files], report["device"]
+    )
+    assert not backups.exists()  # removed once training completed
+
+
+# Other backends, and GPUs ------------------------------------------------------------
+JAX_FIT = """
+import numpy as np
+import keras
+rng = np.random.default_rng(0)
+x = rng.standard_normal((128, 8)).astype("float32")
+y = (x @ rng.standard_normal((8, 1))).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+answer = bridge.call("fit.fit", {"model": model, "data": (x, y), "epochs": 3, "seed": 1,
+                                  "batch_size": 16, "verbose": 0,
+                                  "learning_rate": {"schedule": "warmup_cosine", "peak": 0.01,
+                                                    "warmup_steps": 4, "decay_steps": 40}})
+readback["answer"] = answer
+readback["jit"] = bool(model.jit_compile)
+"""
+
+
+def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
+    """The GPU machines' setting: Keras on JAX, no TensorFlow; Keras batches the arrays."""
+    pytest.importorskip("jax")
+    run = run_core(
+        "runtime.configured_backend",
+        env={"KERAS_BACKEND": "jax"},
+        setup="sys.modules['tensorflow'] = None",
+        after=JAX_FIT,
+    )
+    answer = run.readback["answer"]
+    assert answer["ok"], answer
+    value = answer["value"]
+    assert value["history"]["epoch"] == [1, 2, 3]
+    assert value["history"]["loss"][-1] < value["history"]["loss"][0]
+    settings = value["settings"]
+    assert settings["backend"] == "jax"
+    assert settings["data"] == "keras arrays"
+    assert settings["jit_compile"] is True and run.readback["jit"] is True
+    report = value["monitor"]
+    assert report["samples_per_second"] > 0
+    assert "jax backend" in report["input_wait_method"]
+    assert report["input_verdict"] is not None
+    assert "tensorflow" not in run.loaded
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_report_has_utilization_and_nvml_samples_at_5_hz() -> None:
+    """About 2 s of matmul-heavy training: enough for NVML to see the GPU busy."""
+    keras = config.keras()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16 * 1024, 1024), dtype=np.float32)
+    y = rng.integers(0, 10, len(x))
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((1024,)),
+            keras.layers.Dense(8192, activation="relu"),
+            keras.layers.Dense(8192, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    result = call(model=model, data=(x, y), epochs=20, batch_size=1024)
+    report = result["monitor"]
+    assert report["gpu_not_measured"] is None
+    assert report["gpu_utilization_mean"] > 0
+    assert report["gpu_utilization_p95"] >= report["gpu_utilization_mean"]
+    assert report["gpu_memory_used_max_mib"] > 0
+    assert report["achieved_tflops"] > 0
+    if report["peak_tflops"] is not None:
+        assert 0 < report["mfu"] < 1
+    assert result["settings"]["device"] == "GPU:0"
+    gpu = result["timeline"]["gpu"]
+    assert len(gpu["time_s"]) >= 5
+    for index in set(gpu["nvml_index"]):
+        times = [t for t, i in zip(gpu["time_s"], gpu["nvml_index"]) if i == index]
+        assert (len(times) - 1) / (times[-1] - times[0]) >= 5
