@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "inst" / "python"))
 from gpukeras import timing  # noqa: E402
 from gpukeras.devices import cpu_name  # noqa: E402
 from gpukeras.runtime import config  # noqa: E402
+from gpukeras.sources import tensorflow  # noqa: E402
 
 BAR = {"ratio_vs_ceiling": 0.97, "ratio_vs_array_fit": 1.0, "input_wait_share": 0.05}
 
@@ -128,7 +129,7 @@ def ceiling_source(batch: tuple[np.ndarray, np.ndarray]) -> tuple[object, str]:
                 yield on_device
 
         return repeat, str(next(iter(on_device[0].devices())))
-    tf = config.import_quietly("tensorflow")
+    tf = tensorflow()
     return (lambda: tf.data.Dataset.from_tensors(batch).repeat()), "host (tf.data)"
 
 
@@ -249,7 +250,7 @@ def device_facts() -> tuple[str, str]:
             kind = device.device_kind
             return kind, kind.replace("NVIDIA", "").split()[0].lower()
         return f"CPU ({cpu_name()})", "cpu"
-    tf = config.import_quietly("tensorflow")
+    tf = tensorflow()
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:
         details = tf.config.experimental.get_device_details(

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core
-from gpukeras import backup, bridge, fit, monitor
+from gpukeras import backup, bridge, fit, monitor, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -71,7 +71,7 @@ def tensorflow() -> object:
     """TensorFlow for tests that build tf.data pipelines; skips where it is not installed."""
     if not fit.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
-    return config.import_quietly("tensorflow")
+    return sources.tensorflow()
 
 
 # Training and what it returns ----------------------------------------------------

@@ -471,7 +471,7 @@ def test_missing_tensorflow_is_a_classed_error_with_the_install_hint(tmp_path: P
     )
     assert run.result["r_class"] == "gpukeras_error_tensorflow_missing"
     assert run.result["message"].startswith(
-        "Reading files with gpu_dataset() uses tf.data, which needs TensorFlow (also when "
+        "gpu_dataset() builds tf.data pipelines, which need TensorFlow (also when "
         "the Keras backend is jax)"
     )
     assert "install_gpukeras()" in run.result["message"]

@@ -16,7 +16,8 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras.errors import BadArgumentError, MapFunctionError, TensorflowMissingError
+from gpukeras.errors import BadArgumentError, MapFunctionError
+from gpukeras.sources import tensorflow
 
 # Presets of random augmentation: Keras preprocessing layers, which run inside
 # tf.data whatever the Keras backend. Values are (layer name, default arguments).
@@ -50,20 +51,6 @@ class PipelineOptions:
     prefetch: str | int = "auto"
     to_device: str = "auto"
     training: bool = True
-
-
-def tensorflow() -> ModuleType:
-    """TensorFlow for tf.data, which needs it whatever the Keras backend."""
-    from gpukeras.runtime import config
-
-    try:
-        tf = config.import_quietly("tensorflow")
-    except ImportError as error:
-        raise TensorflowMissingError(
-            "gpu_dataset() builds tf.data pipelines, which need TensorFlow, and it is not "
-            "installed in this Python. Run install_gpukeras() in R, then restart R."
-        ) from error
-    return tf
 
 
 def _check(options: PipelineOptions) -> None:

@@ -61,13 +61,10 @@ class RuntimeConfig:
         quiet: hide the backend's native start-up log lines; only applied when
             the user has not set TF_CPP_MIN_LOG_LEVEL themselves.
         settings: settings applied so far, by name (filled by later set-up code).
-        silence_native: whether gpukeras took over TF_CPP_MIN_LOG_LEVEL, and so
-            also hides the native start-up lines of libraries imported later.
     """
 
     quiet: bool = True
     settings: dict[str, object] = field(default_factory=dict)
-    silence_native: bool = False
 
     @property
     def backend(self) -> str:
@@ -88,19 +85,12 @@ class RuntimeConfig:
         # Number GPUs as nvidia-smi and NVML do (PCI bus order), not CUDA's
         # default fastest-first order, so an index means the same GPU everywhere.
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-        self.silence_native = self.quiet and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
-        if self.silence_native:
+        quiet = self.quiet and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+        if quiet:
             os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        with _native_stderr_silenced() if self.silence_native else contextlib.nullcontext():
+        with _native_stderr_silenced() if quiet else contextlib.nullcontext():
             import keras
         return keras
-
-    def import_quietly(self, name: str) -> ModuleType:
-        """Import a native library (TensorFlow for tf.data, say) hiding its start-up lines."""
-        self.keras()
-        silence = self.silence_native and name not in sys.modules
-        with _native_stderr_silenced() if silence else contextlib.nullcontext():
-            return importlib.import_module(name)
 
     def backend_module(self) -> ModuleType:
         """The backend's own module (``tensorflow`` or ``jax``), started through Keras."""

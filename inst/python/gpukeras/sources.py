@@ -34,11 +34,11 @@ from gpukeras.errors import (
     TensorflowMissingError,
 )
 from gpukeras.runtime import _native_stderr_silenced, config
+from gpukeras.stack import INSTALL_HINT
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-INSTALL_HINT = "Run install_gpukeras() in R, then restart R"
 # Rows of the first CSV file read to tell numeric from text columns.
 CSV_SAMPLE_ROWS = 100
 # Fields read as missing (NaN): empty, and R's write.csv() spelling of NA.
@@ -97,7 +97,7 @@ def tensorflow() -> ModuleType:
             import tensorflow as tf
     except ImportError as error:
         raise TensorflowMissingError(
-            "Reading files with gpu_dataset() uses tf.data, which needs TensorFlow (also when "
+            "gpu_dataset() builds tf.data pipelines, which need TensorFlow (also when "
             f"the Keras backend is {config.backend}), and TensorFlow is not installed in the "
             f"Python at {sys.executable}. {INSTALL_HINT}, or `pip install tensorflow-cpu` "
             "in that environment."
