@@ -59,11 +59,17 @@
 #' @param monitor Measure throughput, input wait, GPU utilization and memory,
 #'   and host CPU while training. `FALSE` trains without measuring (`monitor`
 #'   of the result is then `NULL`).
-#' @param backup_dir A folder where training state is backed up every epoch:
-#'   an interrupted `gpu_fit()` called again (in a fresh R session) with the
-#'   same arguments and folder resumes where it stopped, with the full
-#'   history. Give a `seed` too, so the resumed run sees the batches in the
+#' @param backup_dir A folder where training state is backed up (see
+#'   `backup_freq`): an interrupted `gpu_fit()` called again (in a fresh R
+#'   session) with the same arguments and folder resumes where it stopped,
+#'   with the full history, and ends with the weights an uninterrupted run
+#'   would have. Give a `seed` too, so the resumed run sees the batches in the
 #'   same order. `NULL` for none.
+#' @param backup_freq When to back up to `backup_dir`: `"epoch"` (at the end
+#'   of every epoch) or a whole number of batches (every that many batches,
+#'   and at every epoch's end), so a long epoch killed in the middle loses at
+#'   most that many batches. A backup writes the weights and optimizer state,
+#'   so very frequent backups of a large model slow training.
 #' @param callbacks A Keras callback (a Python object, e.g. from keras3 or
 #'   `gpu_keras()$callbacks`) or a list of them. R functions cannot be
 #'   callbacks: Keras may call them from a worker thread.
@@ -121,7 +127,7 @@
 gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size = NULL,
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
-                    callbacks = NULL, seed = NULL, verbose = "auto") {
+                    callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch") {
   # Every check that needs no Python comes first, so a mistake fails at once.
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
@@ -135,6 +141,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     check_string(backup_dir)
     backup_dir <- normalizePath(path.expand(backup_dir), mustWork = FALSE)
   }
+  backup_freq <- check_auto_count(backup_freq, auto = "epoch")
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
@@ -197,6 +204,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     clipvalue = if (!is.null(clipvalue)) as.double(clipvalue),
     monitor = monitor,
     backup_dir = backup_dir,
+    backup_freq = backup_freq,
     callbacks = callbacks,
     seed = seed,
     verbose = verbose
@@ -211,13 +219,14 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   new_gpukeras_fit(result$history, result$monitor, result$timeline, settings)
 }
 
-check_auto_count <- function(x, arg = deparse(substitute(x))) {
-  if (identical(x, "auto")) {
+# A whole number >= 1, or the word `auto` that stands for the default.
+check_auto_count <- function(x, arg = deparse(substitute(x)), auto = "auto") {
+  if (identical(x, auto)) {
     return(x)
   }
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
     gpukeras_abort(
-      sprintf("`%s` must be \"auto\" or one whole number >= 1, not %s.", arg, describe(x)),
+      sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s.", arg, auto, describe(x)),
       "gpukeras_error_bad_argument"
     )
   }
@@ -539,6 +548,7 @@ format_fit_settings <- function(settings) {
     resumed <- settings$resumed_from
     paste0(
       settings$backup_dir,
+      if (is.numeric(settings$backup_freq)) sprintf(", every %d batches", as.integer(settings$backup_freq)),
       if (!is.null(resumed)) sprintf(" (resumed in epoch %d, after %s batches)", as.integer(resumed$epoch), format(resumed$batches_done, big.mark = ","))
     )
   }

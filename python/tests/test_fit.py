@@ -579,7 +579,8 @@ def test_resume_in_the_same_process_ends_with_the_same_weights(tmp_path: Path) -
     assert resumed["history"]["epoch"] == [1, 2, 3]
     losses = resumed["history"]["loss"]
     assert losses[0] == expected["history"]["loss"][0]  # from the backup
-    assert losses[2] == pytest.approx(expected["history"]["loss"][2], rel=1e-5)
+    # The resumed epoch's loss is the mean over all its batches, the 3 before the kill included.
+    assert losses[1:] == pytest.approx(expected["history"]["loss"][1:], rel=1e-5)
     assert_same_weights(
         resumed_model.get_weights(), reference.get_weights(), expected["settings"]["device"]
     )

@@ -196,6 +196,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
       clipvalue = catch_error(gpu_fit(NULL, data, clipvalue = "1")),
       monitor = catch_error(gpu_fit(NULL, data, monitor = "yes")),
       backup_dir = catch_error(gpu_fit(NULL, data, backup_dir = c("a", "b"))),
+      backup_freq = catch_error(gpu_fit(NULL, data, backup_freq = 0)),
       callbacks = catch_error(gpu_fit(NULL, data, callbacks = function(epoch) NULL)),
       seed = catch_error(gpu_fit(NULL, data, seed = -1)),
       verbose = catch_error(gpu_fit(NULL, data, verbose = 3)),
@@ -223,6 +224,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$clipvalue, "^`clipvalue` must be one positive number")
   expect_bad(child$monitor, "^`monitor` must be TRUE or FALSE")
   expect_bad(child$backup_dir, "^`backup_dir` must be one non-empty string")
+  expect_bad(child$backup_freq, "^`backup_freq` must be \"epoch\" or one whole number >= 1, not `0`")
   expect_bad(child$callbacks, "R functions cannot be callbacks")
   expect_bad(child$seed, "^`seed` must be one whole number >= 0, not `-1`")
   expect_bad(child$verbose, "^`verbose` must be \"auto\", 0, 1 or 2, not `3`")
@@ -417,7 +419,8 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
   skip_if_no_fit_core()
   folder <- withr::local_tempdir()
   # The same gpu_fit() call in three fresh R processes: one killed (os._exit)
-  # at the 17th of 40 batches, one that resumes it, one never interrupted.
+  # at the 17th of 40 batches (the 7th of epoch 2; backups every 5 batches),
+  # one that resumes it, one never interrupted.
   # The folder and the batch to die at reach the child as environment variables.
   train <- function(backup_dir, kill_at = 0) {
     run_in_fresh_r(
@@ -443,7 +446,7 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
         }
         fit <- gpu_fit(
           model, data, epochs = 4, batch_size = 10, seed = 9,
-          backup_dir = Sys.getenv("GPUKERAS_TEST_BACKUP_DIR"),
+          backup_dir = Sys.getenv("GPUKERAS_TEST_BACKUP_DIR"), backup_freq = 5,
           callbacks = callbacks, verbose = 0, monitor = FALSE
         )
         list(
@@ -462,8 +465,8 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
   expect_true(file.exists(file.path(folder, "gpukeras-backup.json")))
   resumed <- train(folder)
   unbroken <- train(file.path(folder, "unbroken"))
-  expect_identical(resumed$resumed_from, list(epoch = 2L, batches_done = 0L))
-  expect_true(any(grepl("^Backups: .*\\(resumed in epoch 2, after 0 batches\\)$", resumed$printed)))
+  expect_identical(resumed$resumed_from, list(epoch = 2L, batches_done = 5L))
+  expect_true(any(grepl("^Backups: .*, every 5 batches \\(resumed in epoch 2, after 5 batches\\)$", resumed$printed)))
   expect_identical(resumed$history$epoch, 1:4)
   expect_null(unbroken$resumed_from)
   expect_identical(resumed$weights, unbroken$weights)

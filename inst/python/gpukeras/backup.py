@@ -22,7 +22,9 @@ generators); (d) deletes the whole backup folder, whatever else is in it.
 - on restart, loads the committed backup, and then, in the interrupted
   epoch, lets the first ``batches_done`` batches go by without training
   (they are drawn from the data, so the rest of the epoch sees the same
-  batches in the same order as an uninterrupted run);
+  batches in the same order as an uninterrupted run), with the running loss
+  and metrics of those batches restored, so the epoch's logged loss is the
+  mean over all its batches, as in an uninterrupted run;
 - backs up at the end of every epoch as well, and removes only its own files
   when training completes.
 
@@ -60,6 +62,8 @@ class BackupState:
         run: the fingerprint of the run that wrote it (``MUST_MATCH`` keys).
         seed_generators: states of the model's random seed generators, in order.
         history: epoch logs of the epochs finished so far.
+        metrics: values of the model's metric variables (the running loss
+            and metrics of the interrupted epoch), for a mid-epoch backup.
     """
 
     epoch: int
@@ -69,6 +73,7 @@ class BackupState:
     run: dict[str, object] = field(default_factory=dict)
     seed_generators: list[list[int]] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
+    metrics: list[object] = field(default_factory=list)
 
 
 def read_state(backup_dir: str) -> BackupState | None:
@@ -86,6 +91,7 @@ def read_state(backup_dir: str) -> BackupState | None:
             run=dict(data.get("run", {})),
             seed_generators=[list(s) for s in data.get("seed_generators", [])],
             history=list(data.get("history", [])),
+            metrics=list(data.get("metrics", [])),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise BackupMismatchError(
@@ -257,6 +263,10 @@ def backup_callback(
             self._current_epoch = epoch
             if epoch != getattr(self.resumed, "epoch", None):
                 self.skip_batches = 0
+            elif self.skip_batches and self.resumed.metrics:  # type: ignore[union-attr]
+                # Keras has just reset the metrics; the skipped batches' share comes back.
+                for variable, value in zip(self.model.metrics_variables, self.resumed.metrics):  # type: ignore[union-attr]
+                    variable.assign(keras.ops.convert_to_tensor(value, dtype=variable.dtype))
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             if batch < self.skip_batches:  # a batch the resumed epoch let go by
@@ -293,6 +303,11 @@ def backup_callback(
                     for g in _seed_generators(model)
                 ],
                 "history": self.history,
+                "metrics": [
+                    keras.ops.convert_to_numpy(v.value).tolist() for v in model.metrics_variables
+                ]
+                if self.batches_done
+                else [],
             }
             temporary = os.path.join(backup_dir, STATE_FILE + ".tmp")
             with open(temporary, "w") as out:
