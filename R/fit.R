@@ -70,6 +70,11 @@
 #'   and at every epoch's end), so a long epoch killed in the middle loses at
 #'   most that many batches. A backup writes the weights and optimizer state,
 #'   so very frequent backups of a large model slow training.
+#' @param strategy `NULL` to train on one device, or a [gpu_strategy()] (or a
+#'   `tf.distribute` strategy / Keras `Distribution` made in Python) to train
+#'   on several devices or machines. `batch_size` is then the global batch,
+#'   split over the replicas; a model built outside the strategy is copied
+#'   into it and the trained weights copied back (see [gpu_strategy()]).
 #' @param callbacks A Keras callback (a Python object, e.g. from keras3 or
 #'   `gpu_keras()$callbacks`) or a list of them. R functions cannot be
 #'   callbacks: Keras may call them from a worker thread.
@@ -127,7 +132,8 @@
 gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size = NULL,
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
-                    callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch") {
+                    callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
+                    strategy = NULL) {
   # Every check that needs no Python comes first, so a mistake fails at once.
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
@@ -145,6 +151,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
+  if (!is.null(strategy)) strategy <- strategy_object(strategy)
   if (missing(data)) {
     gpukeras_abort(
       "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
@@ -205,6 +212,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     monitor = monitor,
     backup_dir = backup_dir,
     backup_freq = backup_freq,
+    strategy = strategy,
     callbacks = callbacks,
     seed = seed,
     verbose = verbose
@@ -552,7 +560,24 @@ format_fit_settings <- function(settings) {
       if (!is.null(resumed)) sprintf(" (resumed in epoch %d, after %s batches)", as.integer(resumed$epoch), format(resumed$batches_done, big.mark = ","))
     )
   }
+  strategy <- settings$strategy
+  placement <- if (!is.null(strategy)) {
+    sprintf(
+      "%s over %s (%d replica%s)%s",
+      strategy$type, paste(unlist(strategy$devices), collapse = ", "), as.integer(strategy$replicas),
+      if (strategy$replicas == 1) "" else "s",
+      if (!is.null(strategy$global_batch_size)) {
+        sprintf(
+          "; global batch %d = %s per replica", as.integer(strategy$global_batch_size),
+          format(strategy$per_replica_batch_size)
+        )
+      } else {
+        ""
+      }
+    )
+  }
   c(
+    if (!is.null(placement)) paste("Strategy:      ", placement),
     if (length(run)) paste("Settings:      ", paste(run, collapse = ", ")),
     if (!is.null(settings$learning_rate)) paste("Learning rate: ", format_learning_rate(settings$learning_rate)),
     if (!is.null(backups)) paste("Backups:       ", backups)

@@ -61,14 +61,15 @@ What holds: a run killed at any moment (SIGKILL included) and started again
 with the same call in a fresh process ends with the same weights as an
 uninterrupted run (bit for bit on the CPU, as the tests check; on a GPU only
 as far as its kernels are deterministic), with the full history. The
-interrupted epoch's metrics in the history cover only the batches trained
-after the resume. Data augmentation inside tf.data (random layers in a map)
+interrupted epoch's loss and metrics come out as in an uninterrupted run
+(the backup keeps their running sums). Data augmentation inside tf.data (random layers in a map)
 is not replayed exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import math
 import numbers
@@ -79,7 +80,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import backup, flops, schedules
+from gpukeras import backup, distribute, flops, schedules
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BadArgumentError,
@@ -127,7 +128,8 @@ def _positive(name: str, value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
-def _check_model(keras: object, model: object) -> None:
+def check_keras_model(keras: object, model: object) -> None:
+    """Raise BadModelError unless ``model`` is a Keras 3 model (saying so for a Keras 2 one)."""
     if not isinstance(model, keras.Model):  # type: ignore[attr-defined]
         kind = f"{type(model).__module__}.{type(model).__name__}"
         hint = (
@@ -137,6 +139,10 @@ def _check_model(keras: object, model: object) -> None:
             else ""
         )
         raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
+
+
+def _check_model(keras: object, model: object) -> None:
+    check_keras_model(keras, model)
     if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
         raise ModelNotCompiledError(
             "The model is not compiled: compile it first, e.g. "
@@ -221,6 +227,7 @@ class TrainingData:
     batch_size: int | None = None
     steps_per_epoch: int | None = None
     reseed_numpy: bool = False
+    rows: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -307,13 +314,14 @@ def training_data(data: object, batch_size: int | None, seed: int | None) -> Tra
             from gpukeras import pipeline
 
             built = pipeline.from_arrays(x, y, batch_size=size, shuffle=True, seed=seed)
-            return _dataset_source("arrays", built["dataset"], size)
+            return dataclasses.replace(_dataset_source("arrays", built["dataset"], size), rows=rows)
         return TrainingData(
             kind="keras arrays",
             fit_args={"x": x, "y": y, "batch_size": size, "shuffle": True},
             batch_size=size,
             steps_per_epoch=steps,
             reseed_numpy=seed is not None,
+            rows=rows,
         )
     if batch_size is not None:
         raise BadArgumentError(
@@ -687,6 +695,7 @@ def fit(
     seed: int | None = None,
     verbose: int | str = "auto",
     backup_freq: int | str = "epoch",
+    strategy: object = None,
 ) -> dict[str, object]:
     """Train a compiled Keras 3 model; return its history, the monitor report and the settings.
 
@@ -714,6 +723,11 @@ def fit(
         verbose: Keras' verbose: "auto", 0, 1 or 2.
         backup_freq: "epoch", or a number of batches between backups (and
             one at every epoch's end).
+        strategy: None (one device), or a strategy from ``distribute.make``
+            (or a tf.distribute strategy / keras.distribution Distribution):
+            the model is trained in its scope (a copy is made and the trained
+            weights copied back when it was built outside, see
+            ``gpukeras.distribute``); ``batch_size`` is then the global batch.
 
     Returns:
         ``history`` (columns: ``epoch``, 1-based, and every logged metric),
@@ -745,12 +759,50 @@ def fit(
         seed=seed,
         verbose=verbose,
     )
+    if strategy is not None and distribute.kind_of(strategy) == "multi_worker":
+        from gpukeras import multiworker
+
+        return multiworker.fit(
+            strategy,
+            model,
+            data,
+            epochs=request.epochs,
+            batch_size=request.batch_size,
+            validation_data=validation_data,
+            backup_dir=request.backup_dir,
+            seed=request.seed,
+            verbose=request.verbose,
+            monitor=request.monitor,
+            callbacks=request.callbacks,
+        )
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
     source = training_data(data, request.batch_size, request.seed)
     if is_tf_dataset(source.fit_args["x"]):
         build_from_spec(model, source.fit_args["x"])
     validation = validation_args(validation_data, request.batch_size)
+    if strategy is None:
+        return _train(keras, model, request, source, validation, None)
+    placement = distribute.describe(strategy)
+    distribute.check_batch(placement, source.batch_size, source.rows)
+    if placement.backend == "tensorflow":
+        for arguments in (source.fit_args, validation):
+            for key, value in arguments.items():
+                if is_tf_dataset(value):
+                    arguments[key] = distribute.shard_by_data(value)
+    with distribute.training_model(model, strategy) as trained:
+        return _train(keras, trained, request, source, validation, placement)
+
+
+def _train(
+    keras: object,
+    model: object,
+    request: FitRequest,
+    source: TrainingData,
+    validation: dict[str, object],
+    placement: distribute.Description | None,
+) -> dict[str, object]:
+    """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
     applied = apply_settings(
         keras,
         model,
@@ -818,6 +870,9 @@ def fit(
         "seed": request.seed,
         "backend": backend,
         "device": _device(gpu_rows),
+        "strategy": None
+        if placement is None
+        else distribute.strategy_settings(placement, source.batch_size),
         "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
         "data": source.kind,
         "monitor": request.monitor,

@@ -1,0 +1,166 @@
+#' Choose how training is spread over devices and machines
+#'
+#' A strategy for [gpu_fit()]`(strategy = )`, built on each backend's own
+#' distribution engine: TensorFlow's `tf.distribute` (`OneDeviceStrategy`,
+#' `MirroredStrategy`, `MultiWorkerMirroredStrategy`) or, on JAX, Keras'
+#' `DataParallel`. Under a mirrored strategy every device holds a copy of the
+#' model (a replica); each step splits the batch over the replicas and
+#' averages their gradients, so all copies stay identical.
+#'
+#' @section Which batch is which:
+#' `batch_size` (in [gpu_fit()] or [gpu_dataset()]) is the *global* batch:
+#' the rows of one step over all replicas. Each replica gets `batch_size /
+#' replicas` rows. So a run on 4 GPUs with `batch_size = 256` takes the same
+#' steps as one GPU with 256, each GPU doing a quarter of the work; to keep
+#' every GPU as busy as one GPU with 256 rows, give `256 * 4`. The result's
+#' `settings$strategy` reports both numbers.
+#'
+#' @section Models built outside the strategy:
+#' A model trains under a strategy only if its variables were made in the
+#' strategy's scope. [gpu_fit()] handles a model built and compiled the usual
+#' way: it makes a copy in the scope (same layers, weights, compile settings
+#' and optimizer state), trains the copy, and puts the trained weights and
+#' optimizer state back into your model, also when training stops with an
+#' error. Models Keras cannot clone (subclassed models) must be built and
+#' compiled inside [with_gpu_strategy()], which also saves the copy.
+#'
+#' @section Several machines:
+#' `type = "multi_worker"` runs one R (or Python) process per machine, each
+#' calling the same code with the same `workers` and its own `index` (0 is the
+#' chief, which writes backups). It sets `TF_CONFIG` from them (or reads an
+#' existing `TF_CONFIG` when `workers` is `NULL`). It must be called before
+#' TensorFlow starts (like [gpu_setup()]), and needs the TensorFlow backend.
+#' See `vignette("distributed", package = "gpukeras")`.
+#'
+#' @param type `"auto"` (mirrored when more than one GPU is visible or several
+#'   `devices` are named, multi-worker when `workers` are given, else one
+#'   device), `"one_device"`, `"mirrored"` or `"multi_worker"`.
+#' @param devices Devices to train on, by GPU index (`c(0, 1)`) or name
+#'   (`"GPU:0"`, or `"CPU:1"` for a logical CPU device from
+#'   `gpu_setup(cpu_devices = )`); `NULL` for the default: the first GPU (else
+#'   the CPU) for one device, every GPU (else every logical CPU device) for
+#'   mirrored.
+#' @param workers For `"multi_worker"`: every worker's `"host:port"`, the same
+#'   vector on every machine; `NULL` reads `TF_CONFIG`.
+#' @param index For `"multi_worker"`: this worker's position in `workers`,
+#'   counted from 0.
+#' @return An object of class `gpukeras_strategy`: a list with `strategy` (the
+#'   Python object, for [gpu_fit()]), `type`, `backend`, `engine` (the class
+#'   doing the work), `replicas`, `devices`, `workers`, `index` and
+#'   `is_chief`.
+#' @seealso [gpu_fit()], [with_gpu_strategy()], [gpu_setup()] (`cpu_devices`
+#'   to try mirrored training on a machine without GPUs).
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   strategy <- gpu_strategy()
+#'   strategy
+#' }
+gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worker"),
+                         devices = NULL, workers = NULL, index = NULL) {
+  if (missing(type)) type <- "auto"
+  check_choice(type, c("auto", "one_device", "mirrored", "multi_worker"))
+  if (!is.null(devices)) devices <- device_names(devices)
+  if (!is.null(workers)) {
+    ok <- is.character(workers) && length(workers) >= 1 && !anyNA(workers) &&
+      all(grepl("^[^:[:space:]]+:[0-9]+$", workers))
+    if (!ok) {
+      gpukeras_abort(
+        sprintf("`workers` must be \"host:port\" strings, one per worker, not %s.", describe(workers)),
+        "gpukeras_error_bad_argument"
+      )
+    }
+  }
+  if (!is.null(index)) {
+    ok <- is.numeric(index) && length(index) == 1 && !is.na(index) && index >= 0 && index == round(index)
+    if (!ok) {
+      gpukeras_abort(
+        sprintf("`index` must be one whole number >= 0 (this worker's place in `workers`, from 0), not %s.", describe(index)),
+        "gpukeras_error_bad_argument"
+      )
+    }
+    index <- as.integer(index)
+  }
+  made <- core_call(
+    "distribute.make",
+    type = type,
+    devices = if (!is.null(devices)) as.list(devices),
+    workers = if (!is.null(workers)) as.list(workers),
+    index = index
+  )
+  new_gpukeras_strategy(made$strategy, made$description)
+}
+
+new_gpukeras_strategy <- function(strategy, description) {
+  structure(c(list(strategy = strategy), description), class = "gpukeras_strategy")
+}
+
+#' Build a model inside a strategy's scope
+#'
+#' Layers, weights and the optimizer created inside are made for `strategy`
+#' (mirrored over its devices), so [gpu_fit()] trains the model as it is,
+#' without the copy it otherwise makes. Needed for models Keras cannot clone
+#' (subclassed models); build *and* compile the model inside.
+#'
+#' @param strategy A [gpu_strategy()].
+#' @param code Code that builds and compiles the model.
+#' @return The value of `code`.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   strategy <- gpu_strategy("one_device")
+#'   model <- with_gpu_strategy(strategy, {
+#'     model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+#'     model$compile(optimizer = "sgd", loss = "mse")
+#'     model
+#'   })
+#' }
+with_gpu_strategy <- function(strategy, code) {
+  strategy <- strategy_object(strategy)
+  context <- core_call("distribute.strategy_scope", strategy = strategy)
+  context$`__enter__`()
+  on.exit(context$`__exit__`(NULL, NULL, NULL), add = TRUE)
+  force(code)
+}
+
+# The Python strategy of a gpukeras_strategy, or a strategy the user made in
+# Python (tf$distribute$MirroredStrategy(), keras$distribution$DataParallel()).
+strategy_object <- function(strategy) {
+  if (inherits(strategy, "gpukeras_strategy")) {
+    return(strategy$strategy)
+  }
+  if (inherits(strategy, "python.builtin.object")) {
+    return(strategy)
+  }
+  gpukeras_abort(
+    sprintf("`strategy` must be a gpu_strategy() (or a tf.distribute strategy), not %s.", describe(strategy)),
+    "gpukeras_error_bad_argument"
+  )
+}
+
+#' @export
+format.gpukeras_strategy <- function(x, ...) {
+  replicas <- sprintf("%d replica%s", as.integer(x$replicas), if (x$replicas == 1) "" else "s")
+  lines <- c(
+    sprintf("<gpukeras strategy> %s (%s, %s): %s", x$type, x$engine, x$backend, replicas),
+    if (length(x$devices)) paste("Devices:", paste(unlist(x$devices), collapse = ", "))
+  )
+  if (identical(x$type, "multi_worker")) {
+    lines <- c(
+      lines,
+      sprintf(
+        "Workers: %s; this is worker %d%s",
+        paste(unlist(x$workers), collapse = ", "), as.integer(x$index),
+        if (isTRUE(x$is_chief)) " (the chief)" else ""
+      )
+    )
+  }
+  lines
+}
+
+#' @export
+print.gpukeras_strategy <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}

@@ -1,0 +1,163 @@
+"""Strategies on one machine: MirroredStrategy (TensorFlow) and DataParallel (JAX) over 2
+logical CPU devices, against one device, in a fresh process per backend."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CoreRun, run_setup
+
+from gpukeras import distribute
+from gpukeras.errors import BadArgumentError
+
+# Runs after gpu_setup(cpu_devices = 2) in the child. One model's initial weights
+# trained twice, on one device and replicated on both logical CPUs, with the
+# same global batch and the same batches in the same order: an unshuffled
+# pipeline, because under a strategy Keras peeks at a batch through an extra
+# iterator before training, which moves a shuffled dataset's epochs on by one
+# pass (see gpukeras.distribute).
+TRAIN_BOTH_WAYS = """
+import numpy as np
+import keras
+from gpukeras import distribute, fit, pipeline
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((256, 4)).astype("float32")
+y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32")).astype("float32")
+
+def new_model():
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+    return model
+
+def batches():
+    return pipeline.from_arrays(x, y, batch_size=32, shuffle=False)["dataset"]
+
+common = dict(epochs=3, seed=4, verbose=0)
+single = new_model()
+one = fit.fit(single, batches(), **common)
+made = distribute.make("mirrored")
+replicated = new_model()
+before = [w.copy() for w in replicated.get_weights()]
+two = fit.fit(replicated, batches(), strategy=made["strategy"], **common)
+# R data is shuffled with the seed: repeatable under the strategy.
+shuffled = [fit.fit(new_model(), (x, y), batch_size=32, strategy=made["strategy"], **common)
+            for _ in range(2)]
+readback["shuffled_repeat"] = [run["history"]["loss"] for run in shuffled]
+readback["description"] = bridge.plain(made["description"])
+readback["settings"] = two["settings"]["strategy"]
+readback["device"] = two["settings"]["device"]
+readback["loss_one"] = one["history"]["loss"]
+readback["loss_two"] = two["history"]["loss"]
+readback["max_diff"] = max(float(np.abs(a - b).max())
+                           for a, b in zip(single.get_weights(), replicated.get_weights()))
+readback["moved"] = max(float(np.abs(a - b).max())
+                        for a, b in zip(before, replicated.get_weights()))
+readback["iterations"] = int(keras.ops.convert_to_numpy(replicated.optimizer.iterations))
+readback["one_device"] = bridge.plain(distribute.make("one_device")["description"])
+readback["auto"] = bridge.plain(distribute.make()["description"])
+readback["named"] = bridge.plain(distribute.make(devices=["cpu:1", "CPU:0"])["description"])
+readback["unknown"] = bridge.call("distribute.make", {"devices": ["CPU:7"]})
+readback["two_for_one"] = bridge.call(
+    "distribute.make", {"type": "one_device", "devices": ["CPU:0", "CPU:1"]})
+readback["workers_for_mirrored"] = bridge.call(
+    "distribute.make", {"type": "mirrored", "workers": ["127.0.0.1:1"]})
+readback["uneven"] = bridge.call("fit.fit", {
+    "model": new_model(), "data": (x[:249], y[:249]), "batch_size": 32,
+    "strategy": made["strategy"], "verbose": 0})
+# A model built inside the scope trains as it is (no copy).
+with distribute.strategy_scope(made["strategy"]):
+    inside = new_model()
+readback["inside_in_scope"] = distribute.in_scope(inside, made["strategy"])
+fit.fit(inside, batches(), strategy=made["strategy"], **common)
+readback["inside_diff"] = max(float(np.abs(a - b).max())
+                              for a, b in zip(single.get_weights(), inside.get_weights()))
+"""
+
+
+@pytest.fixture(scope="module", params=["tensorflow", "jax"])
+def two_cpus(request: pytest.FixtureRequest) -> CoreRun:
+    return run_setup(request.param, {"cpu_devices": 2}, TRAIN_BOTH_WAYS)
+
+
+def _backend(run: CoreRun) -> str:
+    return run.readback["description"]["backend"]
+
+
+def test_mirrored_over_two_logical_cpus_describes_itself(two_cpus: CoreRun) -> None:
+    description = two_cpus.readback["description"]
+    engine = "MirroredStrategy" if _backend(two_cpus) == "tensorflow" else "DataParallel"
+    assert description["engine"] == engine
+    assert description["type"] == "mirrored"
+    assert description["replicas"] == 2
+    assert description["devices"] == ["CPU:0", "CPU:1"]
+    assert description["is_chief"] is True
+
+
+def test_settings_say_which_batch_is_global_and_which_per_replica(two_cpus: CoreRun) -> None:
+    settings = two_cpus.readback["settings"]
+    assert settings["global_batch_size"] == 32
+    assert settings["per_replica_batch_size"] == 16
+    assert settings["replicas"] == 2
+
+
+def test_two_replicas_match_one_device_for_the_same_global_batch(two_cpus: CoreRun) -> None:
+    readback = two_cpus.readback
+    assert readback["moved"] > 1e-3  # training did change the user's model
+    assert readback["max_diff"] < 1e-5
+    assert readback["loss_two"] == pytest.approx(readback["loss_one"], rel=1e-5)
+    assert readback["loss_two"][-1] < readback["loss_two"][0]
+    first, second = readback["shuffled_repeat"]
+    assert first == second
+    # The copy's optimizer state came back too: 3 epochs of 8 steps.
+    assert readback["iterations"] == 24
+
+
+def test_a_model_built_in_the_scope_is_trained_as_it_is(two_cpus: CoreRun) -> None:
+    assert two_cpus.readback["inside_in_scope"] is (_backend(two_cpus) == "tensorflow")
+    assert two_cpus.readback["inside_diff"] < 1e-5
+
+
+def test_auto_one_device_and_named_devices(two_cpus: CoreRun) -> None:
+    readback = two_cpus.readback
+    assert readback["one_device"]["type"] == "one_device"
+    assert readback["one_device"]["devices"] == ["CPU:0"]
+    # No GPU: auto is one device; naming several devices makes it mirrored.
+    assert readback["auto"]["type"] == "one_device"
+    assert readback["named"]["type"] == "mirrored"
+    assert sorted(readback["named"]["devices"]) == ["CPU:0", "CPU:1"]
+
+
+def test_bad_strategy_arguments_are_classed(two_cpus: CoreRun) -> None:
+    readback = two_cpus.readback
+    assert readback["unknown"]["r_class"] == "gpukeras_error_unknown_device"
+    assert readback["unknown"]["message"].startswith("No such device: CPU:7. Devices here:")
+    assert readback["two_for_one"]["r_class"] == "gpukeras_error_bad_argument"
+    assert "takes one device, not 2" in readback["two_for_one"]["message"]
+    assert readback["workers_for_mirrored"]["r_class"] == "gpukeras_error_bad_argument"
+
+
+def test_jax_needs_batches_that_split_evenly(two_cpus: CoreRun) -> None:
+    uneven = two_cpus.readback["uneven"]
+    if _backend(two_cpus) == "tensorflow":
+        assert uneven["ok"], uneven  # tf.distribute splits a last batch of 25 itself
+        return
+    assert uneven["r_class"] == "gpukeras_error_bad_argument"
+    assert "a last one of 25 rows" in uneven["message"]
+
+
+def test_an_object_that_is_no_strategy_is_refused() -> None:
+    with pytest.raises(BadArgumentError, match="strategy must come from gpu_strategy"):
+        distribute.kind_of(object())
+
+
+def test_check_batch_rules() -> None:
+    jax_two = distribute.Description("mirrored", "jax", "DataParallel", 2)
+    distribute.check_batch(jax_two, 32, 256)
+    with pytest.raises(BadArgumentError, match="batch_size 33 gives batches of 33 and a last"):
+        distribute.check_batch(jax_two, 33, 256)
+    with pytest.raises(BadArgumentError, match="a last one of 25 rows"):
+        distribute.check_batch(jax_two, 32, 249)
+    tf_two = distribute.Description("mirrored", "tensorflow", "MirroredStrategy", 2)
+    distribute.check_batch(tf_two, 33, 249)  # tf.distribute splits uneven batches
