@@ -108,3 +108,9 @@ class BackupMismatchError(GpukerasError):
     """backup_dir holds a backup this call cannot resume (another run's, or unreadable)."""
 
     r_class = "gpukeras_error_backup_mismatch"
+
+
+class OutOfMemoryError(GpukerasError):
+    """Even the smallest batch asked for does not fit in the device's memory (or the budget)."""
+
+    r_class = "gpukeras_error_out_of_memory"

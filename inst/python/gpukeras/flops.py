@@ -159,7 +159,7 @@ def layer_flops(layer: object) -> float | None:
     return None
 
 
-def _leaves(model: object) -> list[object]:
+def leaves(model: object) -> list[object]:
     """Layers without sublayers, through nested models and layers."""
     found = []
     for layer in model._flatten_layers(include_self=False, recursive=True):  # type: ignore[attr-defined]
@@ -178,7 +178,7 @@ def model_flops(model: object) -> dict[str, object]:
     """
     total = 0.0
     uncounted: list[str] = []
-    for layer in _leaves(model):
+    for layer in leaves(model):
         flops = layer_flops(layer)
         if flops is None:
             uncounted.append(type(layer).__name__)

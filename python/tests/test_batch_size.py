@@ -1,0 +1,346 @@
+"""gpu_batch_size()'s core: the search on its own, then real searches on a small MLP.
+
+On the CPU a size fits when its memory estimate is within the host budget, so
+a budget set from the estimate cuts the search at a known size. The real
+out-of-memory path needs a GPU (the ``gpu`` test drives a model into it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_core
+from gpukeras import batch_size, bridge, fit
+from gpukeras.runtime import config
+
+ROWS = 100  # fewer than most sizes tried: the batch is tiled
+
+
+def mlp(compile: bool = True, loss: object = "mse") -> object:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)]
+    )
+    if compile:
+        model.compile(optimizer="adam", loss=loss, metrics=["mae"])
+    return model
+
+
+def arrays(rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, 8), dtype=np.float32)
+    return x, (x @ rng.standard_normal((8, 1))).astype(np.float32)
+
+
+def call(**kwargs: object) -> dict:
+    """batch_size.search through the bridge, as R calls it; fails the test on an error."""
+    answer = bridge.call("batch_size.search", {"data": arrays(), **kwargs})
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+def error_of(**kwargs: object) -> dict:
+    answer = bridge.call("batch_size.search", {"data": arrays(), **kwargs})
+    assert not answer["ok"], answer
+    assert answer["traceback"] is None, answer["traceback"]
+    return answer
+
+
+def sizes(result: dict, phase: str | None = None) -> list[int]:
+    return [t["batch_size"] for t in result["trials"] if phase in (None, t["phase"])]
+
+
+# The search on its own ---------------------------------------------------------------
+def threshold(limit: int, tried: list[tuple[int, str]]) -> object:
+    def fits(size: int, phase: str) -> bool:
+        tried.append((size, phase))
+        return size <= limit
+
+    return fits
+
+
+def test_doubling_then_bisection_to_within_the_tolerance() -> None:
+    tried: list[tuple[int, str]] = []
+    largest, failing = batch_size.search_sizes(threshold(100, tried), 1, 4096, 0.1)
+    assert tried == [
+        *((2**k, "double") for k in range(8)),  # 1 ... 128, which fails
+        (96, "bisect"),
+        (112, "bisect"),
+        (104, "bisect"),
+    ]
+    assert (largest, failing) == (96, 104)  # gap 8 <= 10 % of 96
+
+
+def test_a_tighter_tolerance_bisects_to_the_exact_limit() -> None:
+    tried: list[tuple[int, str]] = []
+    assert batch_size.search_sizes(threshold(100, tried), 1, 4096, 0.001) == (100, 101)
+
+
+def test_max_batch_is_tried_even_off_the_doubling_and_ends_the_search() -> None:
+    tried: list[tuple[int, str]] = []
+    assert batch_size.search_sizes(threshold(10**6, tried), 3, 100, 0.1) == (100, None)
+    assert [size for size, _ in tried] == [3, 6, 12, 24, 48, 96, 100]
+
+
+def test_min_batch_failing_ends_the_search_at_once() -> None:
+    tried: list[tuple[int, str]] = []
+    assert batch_size.search_sizes(threshold(0, tried), 8, 64, 0.1) == (None, 8)
+    assert tried == [(8, "double")]
+
+
+@pytest.mark.parametrize(
+    ("fits", "fails", "expected"),
+    [(64, 128, 96), (96, 128, 112), (96, 104, 100), (8, 16, 12), (1, 2, 1), (2, 4, 3)],
+)
+def test_midpoint_prefers_multiples_of_8(fits: int, fails: int, expected: int) -> None:
+    assert batch_size.midpoint(fits, fails) == expected
+
+
+# Real searches on the CPU (or the GPU where there is one) -----------------------------
+def test_sizes_double_to_max_batch_and_the_fastest_is_recommended() -> None:
+    result = call(model=mlp(), min_batch=8, max_batch=256, steps=3)
+    assert sizes(result) == [8, 16, 32, 64, 128, 256]
+    trials = result["trials"]
+    assert all(t["fits"] and t["reason"] is None for t in trials)
+    assert all(t["samples_per_second"] > 0 and t["step_ms"] > 0 for t in trials)
+    fastest = max(trials, key=lambda t: t["samples_per_second"])
+    assert result["recommended"] == fastest["batch_size"]
+    assert (result["largest"], result["smallest_failing"]) == (256, None)
+    # The estimate grows by the same amount per sample, from the fixed part.
+    estimate = result["estimate"]
+    for t in trials:
+        want = estimate["fixed_mib"] + t["batch_size"] * estimate["per_sample_mib"]
+        assert t["estimated_mib"] == pytest.approx(want)
+    params = sum(int(np.prod(w.shape)) for w in mlp().weights)
+    assert estimate["weights_mib"] == pytest.approx(params * 4 / 2**20)
+    assert estimate["optimizer_mib"] >= 2 * estimate["weights_mib"]  # Adam's two moments
+    assert estimate["uncounted_layers"] == []
+    assert result["settings"]["steps"] == 3
+    assert result["backend"] == config.keras().backend.backend()
+    json.dumps(result)  # plain data
+
+
+def test_a_budget_cuts_the_search_and_the_bisection_closes_in_below_it() -> None:
+    model = mlp()
+    estimate = call(model=model, min_batch=8, max_batch=8, steps=1)["estimate"]
+    cut = 100  # the estimate of 100 rows is the budget: 100 fits, 101 does not
+    budget = estimate["fixed_mib"] + (cut + 0.5) * estimate["per_sample_mib"]
+    result = call(model=model, min_batch=8, max_batch=1024, steps=2, memory_budget_mib=budget)
+    assert sizes(result, "double") == [8, 16, 32, 64, 128]
+    between = sizes(result, "bisect")
+    assert between and all(64 < size < 128 for size in between)
+    largest, failing = result["largest"], result["smallest_failing"]
+    assert largest <= cut < failing
+    assert failing - largest <= 0.1 * largest
+    for t in result["trials"]:
+        assert t["fits"] is (t["batch_size"] <= cut)
+        if not t["fits"]:
+            assert t["reason"].startswith("over the")
+            assert t["samples_per_second"] is None  # not run
+            assert t["estimated_mib"] > budget
+    assert result["recommended"] <= largest
+    assert result["budget"] == {"mib": budget, "source": "memory_budget_mib"}
+
+
+def test_the_default_cpu_budget_is_half_the_available_memory(no_gpu: None) -> None:
+    from gpukeras import devices
+
+    _, available = devices.host_memory_mib()
+    result = call(model=mlp(), min_batch=4, max_batch=4, steps=1)
+    assert result["device"] == "CPU:0"
+    assert result["budget"]["mib"] == pytest.approx(0.5 * available, rel=0.2)
+    assert "50% of the host's available memory" in result["budget"]["source"]
+
+
+def test_the_users_model_is_not_changed() -> None:
+    model = mlp()
+    x, y = arrays()
+    model.fit(x, y, batch_size=20, epochs=1, verbose=0)  # an optimizer with state
+    weights = model.get_weights()
+    slots = [np.array(v) for v in model.optimizer.variables]
+    iterations = int(model.optimizer.iterations)
+    jit = model.jit_compile
+    call(model=model, min_batch=16, max_batch=64, steps=2)
+    for got, want in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(model.optimizer.variables, slots):
+        np.testing.assert_array_equal(np.array(got), want)
+    assert int(model.optimizer.iterations) == iterations == 5
+    assert model.jit_compile == jit
+
+
+def test_dict_inputs_of_a_functional_model_and_few_rows_are_tiled() -> None:
+    keras = config.keras()
+    a, b = keras.Input((3,), name="a"), keras.Input((5,), name="b")
+    joined = keras.layers.Concatenate()([a, b])
+    model = keras.Model({"a": a, "b": b}, keras.layers.Dense(1)(joined))
+    model.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(1)
+    x = {"a": rng.random((5, 3), dtype=np.float32), "b": rng.random((5, 5), dtype=np.float32)}
+    result = call(model=model, data=(x, np.ones((5, 1), np.float32)), min_batch=2, max_batch=32)
+    assert sizes(result) == [2, 4, 8, 16, 32]
+    assert result["estimate"]["batch_per_sample_mib"] == pytest.approx(9 * 4 / 2**20)
+
+
+def test_a_tf_dataset_gives_its_first_batch() -> None:
+    if not fit.tensorflow_available():
+        pytest.skip("TensorFlow is not installed: no tf.data here")
+    from gpukeras import sources
+
+    tf = sources.tensorflow()
+    dataset = tf.data.Dataset.from_tensor_slices(arrays(40)).batch(16)
+    result = call(model=mlp(), data=dataset, min_batch=8, max_batch=64, steps=2)
+    assert sizes(result) == [8, 16, 32, 64]
+    assert all(t["fits"] for t in result["trials"])
+
+
+# Errors ---------------------------------------------------------------------------------
+def test_even_the_smallest_batch_over_the_budget_is_a_classed_error() -> None:
+    answer = error_of(model=mlp(), min_batch=4, memory_budget_mib=1e-6)
+    assert answer["r_class"] == "gpukeras_error_out_of_memory"
+    assert answer["message"].startswith("Even a batch of 4 does not fit on ")
+    assert "over the" in answer["message"]
+    assert "memory_budget_mib" in answer["message"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"min_batch": 64, "max_batch": 32}, "max_batch (32) must be at least min_batch (64)"),
+        ({"max_batch": 0}, "max_batch must be a whole number >= 1"),
+        ({"min_batch": 2.5}, "min_batch must be a whole number >= 1"),
+        ({"steps": float("nan")}, "steps must be a whole number >= 1"),
+        ({"warmup": 0}, "warmup must be a whole number >= 1"),
+        ({"tolerance": 1.0}, "tolerance must be a number between 0 and 1"),
+        ({"memory_budget_mib": -5.0}, "memory_budget_mib must be a positive number"),
+    ],
+)
+def test_bad_arguments(arguments: dict, says: str) -> None:
+    answer = error_of(model=mlp(), **arguments)
+    assert answer["r_class"] == "gpukeras_error_bad_argument"
+    assert says in answer["message"]
+
+
+def test_not_a_model_and_an_uncompiled_model() -> None:
+    assert error_of(model="mlp")["r_class"] == "gpukeras_error_bad_model"
+    uncompiled = error_of(model=mlp(compile=False))
+    assert uncompiled["r_class"] == "gpukeras_error_model_not_compiled"
+    assert "compile it first" in uncompiled["message"]
+
+
+def test_data_the_model_cannot_take() -> None:
+    wrong = error_of(model=mlp(), data=(np.zeros((4, 3), np.float32), np.zeros((4, 1))))
+    assert wrong["r_class"] == "gpukeras_error_bad_data"
+    assert "expected axis -1 of input shape to have value 8" in wrong["message"]
+    assert "\x1b[" not in wrong["message"]
+    assert error_of(model=mlp(), data="x.csv")["r_class"] == "gpukeras_error_bad_data"
+    empty = error_of(model=mlp(), data=(np.zeros((0, 8), np.float32), np.zeros((0, 1))))
+    assert empty["r_class"] == "gpukeras_error_bad_data"
+    assert "no rows" in empty["message"]
+
+
+def test_a_model_that_cannot_be_copied() -> None:
+    def own_loss(y_true: object, y_pred: object) -> object:
+        return config.keras().ops.mean((y_true - y_pred) ** 2)
+
+    answer = error_of(model=mlp(loss=own_loss))
+    assert answer["r_class"] == "gpukeras_error_bad_model"
+    assert "cannot copy this one" in answer["message"]
+    assert "own_loss" in answer["message"]
+    assert "register_keras_serializable" in answer["message"]
+
+
+def test_out_of_memory_errors_are_told_from_others() -> None:
+    assert batch_size.is_out_of_memory(MemoryError())
+    assert batch_size.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while"))
+    assert not batch_size.is_out_of_memory(ValueError("incompatible shapes"))
+
+
+def test_tensorflows_resource_exhausted_is_out_of_memory() -> None:
+    if config.backend != "tensorflow":
+        pytest.skip(f"this process runs the {config.backend} backend")
+    tf = config.backend_module()
+    error = tf.errors.ResourceExhaustedError(None, None, "failed to allocate a tensor")
+    assert batch_size.is_out_of_memory(error)
+
+
+# Other backends, and GPUs ------------------------------------------------------------
+JAX_SEARCH = """
+import numpy as np
+import keras
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, 8)).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+probe = bridge.call("batch_size.search", {"model": model, "data": (x, x[:, :1]),
+                                           "min_batch": 8, "max_batch": 8, "steps": 1})
+estimate = probe["value"]["estimate"]
+budget = estimate["fixed_mib"] + 40.5 * estimate["per_sample_mib"]
+readback["answer"] = bridge.call("batch_size.search", {
+    "model": model, "data": (x, x[:, :1]), "min_batch": 8, "max_batch": 128, "steps": 2,
+    "memory_budget_mib": budget})
+readback["iterations"] = int(model.optimizer.iterations)
+"""
+
+
+def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
+    """The GPU machines' setting: Keras on JAX, no TensorFlow."""
+    pytest.importorskip("jax")
+    run = run_core(
+        "runtime.configured_backend",
+        env={"KERAS_BACKEND": "jax"},
+        setup="sys.modules['tensorflow'] = None",
+        after=JAX_SEARCH,
+    )
+    answer = run.readback["answer"]
+    assert answer["ok"], answer
+    value = answer["value"]
+    assert value["backend"] == "jax"
+    assert [t["batch_size"] for t in value["trials"] if t["phase"] == "double"] == [8, 16, 32, 64]
+    assert value["largest"] <= 40 < value["smallest_failing"]
+    assert any(t["phase"] == "bisect" for t in value["trials"])
+    assert value["settings"]["jit_compile"] is True
+    assert run.readback["iterations"] == 0
+    assert "tensorflow" not in run.loaded
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_real_out_of_memory_is_caught_and_bisected() -> None:
+    """A model whose activations (a 4096-wide Dense over 512 positions: 8 MiB a sample,
+    and its gradients) fill any GPU's memory within a few thousand samples."""
+    keras = config.keras()
+    model = keras.Sequential(
+        [
+            keras.Input((512, 64)),
+            keras.layers.Dense(4096, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 512, 64), dtype=np.float32)
+    y = np.zeros((256, 512, 1), np.float32)
+    weights = model.get_weights()
+    answer = bridge.call(
+        "batch_size.search",
+        {"model": model, "data": (x, y), "min_batch": 64, "max_batch": 2**17, "steps": 2},
+    )
+    assert answer["ok"], answer
+    value = answer["value"]
+    assert value["device"] == "GPU:0"
+    failed = [t for t in value["trials"] if not t["fits"]]
+    assert failed and all(t["reason"].startswith("out of memory") for t in failed)
+    assert value["smallest_failing"] is not None
+    assert value["largest"] < value["smallest_failing"] <= 2**17
+    assert any(t["phase"] == "bisect" for t in value["trials"])
+    assert any(t["peak_mib"] for t in value["trials"] if t["fits"])
+    fitting = {t["batch_size"] for t in value["trials"] if t["fits"]}
+    assert value["recommended"] in fitting and value["largest"] in fitting
+    for got, want in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)
+    # The GPU is usable afterwards: the user's model trains at the largest size.
+    model.train_on_batch(x[:64], y[:64])
