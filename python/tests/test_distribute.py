@@ -4,8 +4,8 @@ logical CPU devices, against one device, in a fresh process per backend."""
 from __future__ import annotations
 
 import pytest
-from conftest import CoreRun, run_setup
 
+from conftest import CoreRun, run_setup
 from gpukeras import distribute
 from gpukeras.errors import BadArgumentError
 

@@ -255,10 +255,10 @@ def in_scope_copy(model: object, strategy: object) -> object:
     """
     keras = config.keras()
     try:
-        compile_config = model.get_compile_config()  # type: ignore[attr-defined]
         with strategy_scope(strategy):
-            copy = keras.models.clone_model(model)
-            copy.compile_from_config(compile_config)
+            copy = keras.models.clone_model(model)  # compiled from the model's compile config
+            if not copy.compiled:
+                raise ValueError("the copy could not be compiled from the model's compile config")
             copy.set_weights(model.get_weights())  # type: ignore[attr-defined]
             _copy_optimizer_state(model.optimizer, copy.optimizer, copy.trainable_variables)  # type: ignore[attr-defined]
     except Exception as error:
