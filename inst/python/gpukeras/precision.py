@@ -86,8 +86,13 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
     return PrecisionChoice(policy, reason, policy == "mixed_float16", suits)
 
 
-def output_precision_warning(model: object) -> str | None:
-    """A warning when the model's output activation runs in float16/bfloat16, else None."""
+def output_precision_issue(model: object) -> dict[str, object] | None:
+    """The model's output layer when it computes a softmax/sigmoid in float16/bfloat16.
+
+    Returns:
+        None when the output is fine; else ``layer`` (the Keras layer),
+        ``finding`` (what is wrong) and ``advice`` (the fix), as sentences.
+    """
     from gpukeras.runtime import config
 
     keras = config.keras()
@@ -102,9 +107,21 @@ def output_precision_warning(model: object) -> str | None:
     dtype = getattr(layer, "compute_dtype", None)
     if activation not in PROBABILITY_ACTIVATIONS or dtype not in LOW_PRECISION:
         return None
-    return (
-        f"The output layer '{layer.name}' computes its {activation} in {dtype}, which distorts "
-        f'probabilities and the loss. Give that layer dtype = "float32" (e.g. '
-        f'layer_dense(..., activation = "{activation}", dtype = "float32")), or end the '
-        f'model with a separate float32 Activation("{activation}") layer.'
-    )
+    return {
+        "layer": layer,
+        "finding": (
+            f"The output layer '{layer.name}' computes its {activation} in {dtype}, which "
+            "distorts probabilities and the loss."
+        ),
+        "advice": (
+            f'Give that layer dtype = "float32" (e.g. layer_dense(..., activation = '
+            f'"{activation}", dtype = "float32")), or end the model with a separate float32 '
+            f'Activation("{activation}") layer.'
+        ),
+    }
+
+
+def output_precision_warning(model: object) -> str | None:
+    """A warning when the model's output activation runs in float16/bfloat16, else None."""
+    issue = output_precision_issue(model)
+    return None if issue is None else f"{issue['finding']} {issue['advice']}"
