@@ -114,3 +114,9 @@ class OutOfMemoryError(GpukerasError):
     """Even the smallest batch asked for does not fit in the device's memory (or the budget)."""
 
     r_class = "gpukeras_error_out_of_memory"
+
+
+class ProfilerError(GpukerasError):
+    """The profiler cannot trace: one is already running, or the backend has none."""
+
+    r_class = "gpukeras_error_profiler"

@@ -1,0 +1,626 @@
+"""gpu_profile(): a profiler trace of a range of train steps, TensorBoard logs, and what they say.
+
+``profile`` trains the given compiled model through gpu_fit()'s core
+(``gpukeras.fit.fit``, so the steps are the ones gpu_fit() runs, with the same
+data handling, speed options and classed errors) for ``stop`` steps, takes a
+profiler trace of steps ``start`` to ``stop`` (1-based, both included), logs
+every step's loss and metrics for TensorBoard, and reads back what it can.
+
+Why not Keras' own ``keras.callbacks.TensorBoard(profile_batch=...)``, read
+from keras/src/callbacks/tensorboard.py (Keras 3.15) and measured here:
+
+- its scalars go through ``tf.summary.scalar``, which TensorFlow 2.21 only
+  implements when the ``tensorboard`` package is installed, and TensorFlow
+  2.21 no longer depends on it: without it training fails at the first batch
+  (``TBNotInstalledError``). Without TensorFlow (the JAX-only GPU machines)
+  the callback cannot log at all;
+- on JAX it turns profiling off below Python 3.12 (a segfault report,
+  keras-team/keras#20450). Measured here (Python 3.11, JAX 0.7.1), a JAX
+  trace of Keras training works, but where TensorFlow is installed too it
+  breaks every later TensorFlow op, which ``_mend_tensorflow_trace`` undoes;
+- a profiler that fails to start (another trace running) is only logged, so
+  the trace is silently missing;
+- it logs from ``on_train_batch_end``, which makes Keras call batch-end
+  callbacks synchronously, so the host waits for every step's loss and the
+  trace shows gaps between steps that gpu_fit() does not have.
+
+So the profiler is driven here, with the backend's own public API
+(``tf.profiler.experimental`` / ``jax.profiler``), the same way the callback
+drives it: a warm-up start and stop before training (it also makes a busy
+profiler an error before any step runs), the trace started at step
+``start``'s begin, each step marked for the profiler's step view
+(``tf.profiler.experimental.Trace(step_num=, _r=1)`` /
+``jax.profiler.StepTraceAnnotation``), and the trace stopped at the end of
+training, after Keras has waited for the last step's results, so device work
+still queued is in it. Training stops itself after step ``stop``. Checked
+with tensorboard-plugin-profile 2.24.2 on a TensorFlow CPU trace: its
+overview page lists the marked steps ("train 2", "train 3", ...) and gives its
+input-pipeline verdict for them.
+
+Files (the layout Keras' callback writes, so ``tensorboard --logdir LOGDIR``
+shows one run, ``train``, with scalars and a profile):
+
+- ``LOGDIR/train/plugins/profile/<session>/<host>.xplane.pb``: the trace
+  (XSpace protobuf; JAX also writes ``<host>.trace.json.gz``). Viewing it
+  needs TensorBoard and its profile plugin (``pip install tensorboard
+  tensorboard-plugin-profile``); writing it needs neither.
+- ``LOGDIR/train/events.out.tfevents.*``: ``batch_<metric>`` scalars, one per
+  step (the running means over the epoch that Keras logs), written after
+  training with TensorFlow's own summary writer (``tf.summary.write`` with
+  the scalars plugin's metadata: what ``tf.summary.scalar`` writes, without
+  the ``tensorboard`` package). The values are collected by a batch-end hook
+  marked ``async_safe``, so Keras keeps dispatching batch ends on its worker
+  thread and the host never waits for a step's loss. Without TensorFlow no
+  event file is written, and the scalars are returned from memory.
+
+What is read back: the paths and sizes of the files; the scalars, from the
+event files; from the trace (on TensorFlow its .xplane.pb, with TensorFlow's
+XPlane protobuf; on JAX its .trace.json.gz, with the standard library): the
+marked steps it holds, their host durations, and per device plane
+(``/device:GPU:0``, ...) the time anything ran on the device during those
+steps. A CPU run has no device plane. The step numbers (time per step, its
+spread, samples/s, the share of it spent waiting for input) come from
+gpukeras' step timer (``gpukeras.timing``) timing exactly the traced steps,
+so they are there even when the trace cannot be parsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import importlib.util
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from gpukeras import fit, sources, timing
+from gpukeras import monitor as monitoring
+from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
+from gpukeras.runtime import config
+
+STEP_NAME = "train"  # the profiler's step marker, as TensorFlow's profiler guide names it
+SETTINGS = ("batch_size", "steps_per_execution", "jit_compile", "dtype_policy", "device", "data")
+
+
+# Checking arguments -----------------------------------------------------------
+def check_steps(steps: object) -> tuple[int, int]:
+    """``steps`` as (start, stop): two whole numbers, 1 <= start <= stop."""
+    if (
+        not isinstance(steps, (list, tuple))
+        or len(steps) != 2
+        or not all(fit._whole(step) for step in steps)
+        or not 1 <= int(steps[0]) <= int(steps[1])
+    ):
+        raise BadArgumentError(
+            "steps must be two whole numbers c(start, stop) with 1 <= start <= stop "
+            f"(the first and last step to trace), not {steps!r}."
+        )
+    return int(steps[0]), int(steps[1])
+
+
+def check_logdir(logdir: object) -> str:
+    """``logdir`` as an absolute path, created, and shown to be writable before training."""
+    if logdir is None:
+        return tempfile.mkdtemp(prefix="gpukeras-profile-")
+    if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
+        raise BadArgumentError(f"logdir must be a folder path, not {logdir!r}.")
+    path = Path(logdir).expanduser().resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise BadArgumentError(
+            f"logdir {path} cannot be written to ({error.strerror or error}): give a folder "
+            "you can write to, e.g. tempfile()."
+        ) from error
+    return str(path)
+
+
+# Driving the profiler ---------------------------------------------------------
+def _mend_tensorflow_trace() -> None:
+    """Undo what a JAX trace's start and stop do to TensorFlow, where it is installed.
+
+    XLA's Python hooks (python_hooks.cc, EnableTraceMe) import
+    ``tensorflow.python.profiler.trace`` and set its ``enabled`` to a bool, as
+    older TensorFlow had it; TensorFlow 2.21 calls ``enabled()``, so measured
+    here every later TensorFlow op (tf.data included) fails with "'bool'
+    object is not callable". Put TensorFlow's function back.
+    """
+    trace = sys.modules.get("tensorflow.python.profiler.trace")
+    if trace is not None and not callable(trace.enabled):
+        trace.enabled = trace._pywrap_traceme.traceme_enabled
+
+
+class Profiler:
+    """The backend's profiler: start, stop, and a marker per step.
+
+    A trace is written to a scratch folder and then moved into place under a
+    name no other trace has: the profilers name a trace's folder by the
+    second it was written, so two traces in one logdir within a second (a
+    failed run and its retry) would otherwise overwrite each other.
+
+    Args:
+        backend: "tensorflow" or "jax" (Keras' backends with a profiler).
+    """
+
+    def __init__(self, backend: str) -> None:
+        if backend not in ("tensorflow", "jax"):
+            raise ProfilerError(
+                f"gpu_profile() traces the tensorflow and jax backends, not {backend}: "
+                'set KERAS_BACKEND to "tensorflow" or "jax" before gpukeras starts Python.'
+            )
+        self.backend = backend
+        self.running = False
+        self._scratch: str | None = None
+        if backend == "jax":
+            import jax.profiler
+
+            self._module = jax.profiler
+        else:
+            self._module = sources.tensorflow()
+
+    def start(self) -> None:
+        """Start a trace; ProfilerError when one is running already."""
+        self._scratch = tempfile.mkdtemp(prefix="gpukeras-trace-")
+        try:
+            if self.backend == "jax":
+                self._module.start_trace(self._scratch)
+                _mend_tensorflow_trace()
+            else:
+                self._module.profiler.experimental.start(self._scratch)
+        except Exception as error:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise ProfilerError(
+                "The profiler could not start: a trace is already running in this Python "
+                "session (one started by tf.profiler.experimental.start() or "
+                "jax.profiler.start_trace() and not stopped). Stop it, or restart R, and "
+                f"call gpu_profile() again. ({type(error).__name__}: {error})"
+            ) from error
+        self.running = True
+
+    def stop(self, run_dir: str | None) -> Path | None:
+        """Stop the running trace and move it to ``run_dir/plugins/profile/<session>``;
+        return that folder. With ``run_dir`` None the trace is thrown away."""
+        if not self.running:
+            return None
+        self.running = False
+        try:
+            if self.backend == "jax":
+                self._module.stop_trace()
+                _mend_tensorflow_trace()
+            else:
+                self._module.profiler.experimental.stop(save=run_dir is not None)
+            if run_dir is None:
+                return None
+            written = Path(self._scratch, "plugins", "profile")  # type: ignore[arg-type]
+            sessions = list(written.iterdir()) if written.is_dir() else []
+            if not sessions:  # read_trace says so
+                return None
+            session = sessions[0]  # the one trace written there
+            root = Path(run_dir, "plugins", "profile")
+            root.mkdir(parents=True, exist_ok=True)
+            target, n = root / session.name, 1
+            while target.exists():
+                n += 1
+                target = root / f"{session.name}_{n}"
+            shutil.move(str(session), str(target))
+            return target
+        finally:
+            shutil.rmtree(self._scratch, ignore_errors=True)  # type: ignore[arg-type]
+
+    def warm_up(self) -> None:
+        """Start and stop once before training, as Keras' callback does: the first start
+        loads the tracers (CUPTI on a GPU), and a busy profiler fails here, not mid-run."""
+        self.start()
+        self.stop(None)
+
+    def step(self, number: int) -> contextlib.AbstractContextManager:
+        """A marker for step ``number`` (the profiler's step view counts these)."""
+        if self.backend == "jax":
+            return self._module.StepTraceAnnotation(STEP_NAME, step_num=number)
+        return self._module.profiler.experimental.Trace(STEP_NAME, step_num=number, _r=1)
+
+
+def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> object:
+    """A Keras callback tracing steps ``start``..``stop``, ending training after ``stop``,
+    and collecting every step's logs (see the module's notes)."""
+    keras = config.keras()
+
+    class ProfileRange(keras.callbacks.Callback):
+        # Only the batch-end hook may run on Keras' worker thread; it just
+        # stores the logs, so Keras keeps dispatching batch ends asynchronously.
+        async_safe = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.step = 0
+            self.logs: list[dict[str, float]] = []  # one per step, in order
+            self._epoch_logs: dict[int, dict[str, float]] = {}
+            self._lock = threading.Lock()
+            self._marker: contextlib.AbstractContextManager | None = None
+            self.trace_dir: Path | None = None  # where the trace was moved
+
+        def _close_marker(self) -> None:
+            if self._marker is not None:
+                marker, self._marker = self._marker, None
+                marker.__exit__(None, None, None)
+
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            self._epoch_logs = {}
+
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            # A step runs from its begin to the next one's (or the epoch's end),
+            # as gpukeras' step timer counts it.
+            self._close_marker()
+            self.step += 1
+            if self.step == start:
+                profiler.start()
+            if profiler.running:
+                self._marker = profiler.step(self.step)
+                self._marker.__enter__()
+            if self.step >= stop:
+                self.model.stop_training = True  # Keras stops after this step
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            values = {}
+            for name, value in (logs or {}).items():
+                with contextlib.suppress(TypeError, ValueError):
+                    values[str(name)] = float(value)
+            with self._lock:
+                self._epoch_logs[batch] = values
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            # Keras has waited for every batch end of the epoch by now.
+            self._close_marker()
+            with self._lock:
+                self.logs += [self._epoch_logs[batch] for batch in sorted(self._epoch_logs)]
+                self._epoch_logs = {}
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            self._close_marker()
+            self.trace_dir = profiler.stop(run_dir)
+
+        def abort(self) -> None:
+            """After a failed fit: close the marker and stop the trace, throwing it away,
+            so the next profile in this process can start one."""
+            with contextlib.suppress(Exception):
+                self._close_marker()
+            with contextlib.suppress(Exception):
+                profiler.stop(None)
+
+    return ProfileRange()
+
+
+# Reading back -----------------------------------------------------------------
+def _files(paths: list[Path]) -> list[dict[str, object]]:
+    return [{"path": str(path), "bytes": path.stat().st_size} for path in sorted(paths)]
+
+
+def _planes_tensorflow(path: Path) -> list[dict[str, object]]:
+    """An .xplane.pb (XSpace protobuf) read with TensorFlow's own message class."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    planes = []
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+        events = []
+        for line in plane.lines:
+            for event in line.events:
+                stats = {}
+                for stat in event.stats:
+                    kind = stat.WhichOneof("value")
+                    if kind is not None:
+                        stats[stat_names.get(stat.metadata_id, "")] = getattr(stat, kind)
+                begin = line.timestamp_ns + event.offset_ps / 1000
+                events.append(
+                    (names.get(event.metadata_id, ""), begin, event.duration_ps / 1000, stats)
+                )
+        planes.append({"name": plane.name, "events": events})
+    return planes
+
+
+def _planes_jax(path: Path) -> list[dict[str, object]]:
+    """The trace-event JSON (Chrome format) JAX writes beside the .xplane.pb, read with the
+    standard library: jax.profiler.ProfileData, its xplane reader, aborts the whole process
+    (and R with it) on a damaged file, where this raises."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    names = {
+        event["pid"]: event["args"]["name"]
+        for event in events
+        if event.get("ph") == "M" and event.get("name") == "process_name"
+    }
+    planes: dict[object, list[tuple]] = {}
+    for event in events:
+        if event.get("ph") == "X":  # a complete event; times in microseconds
+            planes.setdefault(event["pid"], []).append(
+                (
+                    event["name"],
+                    event["ts"] * 1000,
+                    event.get("dur", 0) * 1000,
+                    event.get("args", {}),
+                )
+            )
+    return [{"name": names.get(pid, str(pid)), "events": found} for pid, found in planes.items()]
+
+
+# The file each backend's trace is read from, and its reader.
+TRACE_READERS = {
+    "tensorflow": (".xplane.pb", _planes_tensorflow),
+    "jax": (".trace.json.gz", _planes_jax),
+}
+
+
+def _union_ns(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by (begin, end) intervals, overlaps counted once."""
+    total, reach = 0.0, -math.inf
+    for begin, end in sorted(intervals):
+        if end > reach:
+            total += end - max(begin, reach)
+            reach = end
+    return total
+
+
+def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
+    """The marked steps in a trace, their host durations, and device busy time within them.
+
+    ``planes`` are ``{"name", "events"}`` with events as ``(name, start_ns,
+    duration_ns, stats)``. A device's busy time is the union of every event
+    on its plane (kernels, copies; nested ones counted once) clipped to the
+    marked steps' span, and its share is that time over the span.
+    """
+    steps: dict[int, tuple[float, float]] = {}
+    for plane in planes:
+        if str(plane["name"]).startswith("/host:"):
+            for name, start, duration, stats in plane["events"]:  # type: ignore[attr-defined]
+                if name == STEP_NAME and "step_num" in stats:
+                    steps[int(stats["step_num"])] = (start, start + duration)
+    result: dict[str, object] = {
+        "steps": sorted(steps),
+        "step_time_mean_ms": None,
+        "span_ms": None,
+        "devices": [],
+    }
+    if not steps:
+        return result
+    durations = [end - begin for begin, end in steps.values()]
+    first = min(begin for begin, _ in steps.values())
+    last = max(end for _, end in steps.values())
+    span = last - first
+    result.update(step_time_mean_ms=sum(durations) / len(durations) / 1e6, span_ms=span / 1e6)
+    for plane in planes:
+        if not str(plane["name"]).startswith("/device:"):
+            continue
+        intervals = [
+            (max(start, first), min(start + duration, last))
+            for _, start, duration, _ in plane["events"]  # type: ignore[attr-defined]
+            if start < last and start + duration > first
+        ]
+        busy = _union_ns(intervals)
+        result["devices"].append(  # type: ignore[attr-defined]
+            {
+                "plane": plane["name"],
+                "events": len(intervals),
+                "busy_ms": busy / 1e6,
+                "busy_share": busy / span if span > 0 else None,
+            }
+        )
+    return result
+
+
+def read_trace(files: list[Path], backend: str) -> dict[str, object]:
+    """``summarize_trace`` of the trace file, with ``parsed`` and, when it could not be
+    read, ``note`` saying why (the step timer's numbers stand regardless)."""
+    suffix, reader = TRACE_READERS[backend]
+    found = [path for path in files if path.name.endswith(suffix)]
+    empty = {"steps": [], "step_time_mean_ms": None, "span_ms": None, "devices": []}
+    if not found:
+        return {**empty, "parsed": False, "note": f"the profiler wrote no {suffix} file"}
+    try:
+        planes = reader(found[0])
+    except Exception as error:  # a library without the parser, a damaged file
+        note = f"the trace was written but not parsed here ({type(error).__name__}: {error})"
+        return {**empty, "parsed": False, "note": note}
+    summary = summarize_trace(planes)
+    note = None
+    if not summary["devices"]:
+        note = "no device plane in the trace: it holds host (CPU) activity only"
+    return {**summary, "parsed": True, "note": note}
+
+
+def write_scalars(run_dir: str, logs: list[dict[str, float]]) -> None:
+    """``batch_<metric>`` scalars, one per step (1-based), in an event file in ``run_dir``.
+
+    TensorFlow's summary writer with the scalars plugin's metadata: what
+    ``tf.summary.scalar`` writes, without needing the ``tensorboard`` package.
+    """
+    tf = sources.tensorflow()
+    metadata = tf.compat.v1.SummaryMetadata(
+        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
+    )
+    writer = tf.summary.create_file_writer(run_dir)
+    with writer.as_default():
+        for step, values in enumerate(logs, start=1):
+            for name, value in values.items():
+                tf.summary.write(
+                    f"batch_{name}", tf.constant(value, tf.float32), step=step, metadata=metadata
+                )
+    writer.close()
+
+
+def read_scalars(event_files: list[Path]) -> dict[str, list]:
+    """The ``batch_`` scalars in event files as columns: ``step`` and one per metric."""
+    tf = sources.tensorflow()
+    values: dict[str, dict[int, float]] = {}
+    for path in event_files:
+        # tf.data rather than summary_iterator, which logs a deprecation warning
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag.startswith("batch_"):
+                    number = float(tf.make_ndarray(value.tensor))
+                    values.setdefault(value.tag[len("batch_") :], {})[int(event.step)] = number
+    return _columns(values)
+
+
+def logs_to_columns(logs: list[dict[str, float]]) -> dict[str, list]:
+    """Per-step logs (step i + 1 at index i) as columns, like ``read_scalars``."""
+    values: dict[str, dict[int, float]] = {}
+    for step, row in enumerate(logs, start=1):
+        for name, value in row.items():
+            values.setdefault(name, {})[step] = value
+    return _columns(values)
+
+
+def _columns(values: dict[str, dict[int, float]]) -> dict[str, list]:
+    steps = sorted({step for column in values.values() for step in column})
+    columns: dict[str, list] = {"step": steps}
+    for name, column in values.items():
+        columns[name] = [column.get(step) for step in steps]
+    return columns
+
+
+def tensorboard_command(logdir: str) -> dict[str, object]:
+    """The command that opens the logs, and what it needs that is not installed."""
+    missing = [
+        package
+        for package, module in (
+            ("tensorboard", "tensorboard"),
+            ("tensorboard-plugin-profile", "tensorboard_plugin_profile"),
+        )
+        if importlib.util.find_spec(module) is None
+    ]
+    if missing:
+        note = (
+            f"Not installed in this Python: pip install {' '.join(missing)} "
+            "(TensorBoard shows the scalars; its Profile tab needs tensorboard-plugin-profile)."
+        )
+    else:
+        note = "Then open http://localhost:6006; the trace is under the Profile tab."
+    return {"command": f"tensorboard --logdir {shlex.quote(logdir)}", "note": note}
+
+
+# The run ----------------------------------------------------------------------
+def profile(
+    model: object,
+    data: object,
+    steps: object = (10, 20),
+    logdir: str | None = None,
+    batch_size: int | None = None,
+    verbose: int | str = 0,
+) -> dict[str, object]:
+    """Train ``model`` for ``stop`` steps, tracing steps ``start``..``stop``; return what was
+    written and read back.
+
+    Args:
+        model: a compiled Keras 3 model; it trains for ``stop`` steps, so its
+            weights (and optimizer state) move.
+        data: as for ``gpukeras.fit.fit``; repeated (more epochs) when it has
+            fewer than ``stop`` batches.
+        steps: ``(start, stop)``, the first and last step traced, 1-based. A
+            step is one call of the train function (``steps_per_execution``
+            batches).
+        logdir: the TensorBoard log folder (created); None for a new temporary one.
+        batch_size: rows per batch for arrays (default 32).
+        verbose: Keras' verbose: "auto", 0, 1 or 2.
+
+    Returns:
+        ``logdir``, ``run_dir`` (``logdir/train``), ``trace_dir``,
+        ``trace_files`` and ``event_files`` (rows of ``path``, ``bytes``),
+        ``tensorboard`` (``command``, ``note``), ``steps`` (``start``,
+        ``stop``, ``trained``), ``numbers`` (the step timer's numbers for the
+        traced steps: ``step_time_mean_ms``, ``step_time_sd_ms``,
+        ``samples_per_second``, ``input_wait_share``, ``input_verdict``,
+        ``steps_timed``, ``input_wait_method``), ``trace`` (``read_trace``),
+        ``scalars`` (columns ``step`` and one per metric), ``scalars_source``,
+        ``backend`` and ``settings`` (what gpu_fit()'s core had in force).
+
+    Raises:
+        BadArgumentError (steps, logdir, batch_size, verbose), BadModelError,
+        ModelNotCompiledError, BadDataError, ProfilerError (a trace already
+        running, a backend without a profiler).
+    """
+    keras = config.keras()
+    fit._check_model(keras, model)
+    start, stop = check_steps(steps)
+    logdir = check_logdir(logdir)
+    run_dir = os.path.join(logdir, "train")
+    backend = keras.backend.backend()
+    profiler = Profiler(backend)
+    profiler.warm_up()
+
+    spe = int(getattr(model, "steps_per_execution", 1) or 1)
+    timer = timing.step_timer(
+        batch_size=batch_size,
+        skip=start - 1,  # times exactly the traced steps
+        # as gpu_fit() measures: on TensorFlow, timing the input of several
+        # batches per call would turn Keras' graph loop into a Python loop
+        measure_input=not (backend == "tensorflow" and spe > 1),
+    )
+    tracer = range_callback(profiler, run_dir, start, stop)
+    try:
+        result = fit.fit(
+            model,
+            data,
+            epochs=stop,  # at least one batch per epoch: enough for `stop` steps
+            batch_size=batch_size,
+            monitor=False,
+            callbacks=[tracer, timer],
+            verbose=verbose,
+        )
+    except BaseException:
+        tracer.abort()  # type: ignore[attr-defined]
+        raise
+    trained = tracer.step  # type: ignore[attr-defined]
+    if trained < start:  # a dataset of unknown length that gave nothing
+        raise BadDataError(
+            f"The data gave only {trained} steps, fewer than the first traced step ({start}): "
+            "give data that makes batches, or trace earlier steps."
+        )
+
+    trace_dir = tracer.trace_dir  # type: ignore[attr-defined]
+    traces = sorted(trace_dir.iterdir()) if trace_dir is not None else []
+    numbers = timer.report()  # type: ignore[attr-defined]
+    share = numbers["input_wait_share"]
+    if fit.tensorflow_available():
+        earlier = set(Path(run_dir).glob("events.out.tfevents.*"))
+        write_scalars(run_dir, tracer.logs)  # type: ignore[attr-defined]
+        events = sorted(set(Path(run_dir).glob("events.out.tfevents.*")) - earlier)
+        scalars, source = read_scalars(events), "event files"
+    else:
+        events = []
+        scalars = logs_to_columns(tracer.logs)  # type: ignore[attr-defined]
+        source = "memory (no TensorFlow to write event files)"
+    return {
+        "logdir": logdir,
+        "run_dir": run_dir,
+        "trace_dir": str(trace_dir) if trace_dir is not None else None,
+        "trace_files": _files(traces),
+        "event_files": _files(events),
+        "tensorboard": tensorboard_command(logdir),
+        "steps": {"start": start, "stop": stop, "trained": trained},
+        "numbers": {
+            "step_time_mean_ms": numbers["step_time_mean_ms"],
+            "step_time_sd_ms": numbers["step_time_sd_ms"],
+            "samples_per_second": numbers["samples_per_second"],
+            "input_wait_share": share,
+            "input_verdict": monitoring.input_verdict(share),  # type: ignore[arg-type]
+            "steps_timed": numbers["steps"],
+            "input_wait_method": numbers["method"],
+        },
+        "trace": read_trace(traces, backend),
+        "scalars": scalars,
+        "scalars_source": source,
+        "backend": backend,
+        "settings": {name: result["settings"].get(name) for name in SETTINGS},  # type: ignore[attr-defined]
+    }
