@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,14 @@ def tiny_data(rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, 8), dtype=np.float32)
     return x, (x @ rng.standard_normal((8, 1))).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def logdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Temporary logdirs (logdir None) made under the test's tmp_path, so none is left."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    return tmp_path
 
 
 def call(**kwargs: object) -> dict:
@@ -105,9 +114,12 @@ def test_a_trace_of_the_range_event_files_and_the_numbers_are_written_and_read_b
         assert "host (CPU) activity only" in value["trace"]["note"]
 
 
-def test_more_steps_than_batches_repeat_the_data_and_a_temporary_logdir_is_made() -> None:
+def test_more_steps_than_batches_repeat_the_data_and_a_temporary_logdir_is_made(
+    logdir: Path,
+) -> None:
     value = call(model=tiny_model(), data=tiny_data(2 * BATCH), steps=[3, 5])
     assert_profiled(value, 3, 5)
+    assert Path(value["logdir"]).parent == logdir
     assert Path(value["logdir"]).name.startswith("gpukeras-profile-")
 
 
