@@ -116,13 +116,7 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
       "gpukeras_error_bad_argument"
     )
   }
-  if (missing(data)) {
-    gpukeras_abort(
-      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument"
-    )
-  }
-  data <- fit_data(data, "data")
+  data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(

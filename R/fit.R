@@ -152,13 +152,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
-  if (missing(data)) {
-    gpukeras_abort(
-      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument"
-    )
-  }
-  data <- fit_data(data, "data")
+  data <- read_training_data(data, missing(data))
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {
       gpukeras_abort(
@@ -228,6 +222,18 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 }
 
 # A whole number >= 1, or the word `auto` that stands for the default.
+# `data` as the verbs that train read it (fit_data()); a clear error when it
+# was not given at all.
+read_training_data <- function(data, data_missing) {
+  if (data_missing) {
+    gpukeras_abort(
+      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
+      "gpukeras_error_bad_argument"
+    )
+  }
+  fit_data(data, "data")
+}
+
 check_auto_count <- function(x, arg = deparse(substitute(x)), auto = "auto") {
   if (identical(x, auto)) {
     return(x)

@@ -92,13 +92,7 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   logdir <- normalizePath(path.expand(logdir), mustWork = FALSE)
   if (!is.null(batch_size)) check_count(batch_size)
   verbose <- resolve_verbose(verbose)
-  if (missing(data)) {
-    gpukeras_abort(
-      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument"
-    )
-  }
-  data <- fit_data(data, "data")
+  data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(

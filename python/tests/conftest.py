@@ -183,6 +183,18 @@ def backend_report():
 """
 
 
+def run_on_jax(after: str, *, tensorflow: bool = False) -> CoreRun:
+    """Run ``after`` in a fresh Python on the JAX backend; without TensorFlow (blocked) by
+    default, as on the GPU machines. Skips when JAX is not installed."""
+    pytest.importorskip("jax")
+    return run_core(
+        "runtime.configured_backend",
+        env={"KERAS_BACKEND": "jax"},
+        setup="" if tensorflow else "sys.modules['tensorflow'] = None",
+        after=after,
+    )
+
+
 def run_setup(
     backend: str,
     kwargs: dict[str, object] | None = None,

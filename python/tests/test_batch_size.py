@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_core
+from conftest import run_on_jax
 from gpukeras import batch_size, bridge, fit
 from gpukeras.runtime import config
 
@@ -289,13 +289,7 @@ readback["iterations"] = int(model.optimizer.iterations)
 
 def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     """The GPU machines' setting: Keras on JAX, no TensorFlow."""
-    pytest.importorskip("jax")
-    run = run_core(
-        "runtime.configured_backend",
-        env={"KERAS_BACKEND": "jax"},
-        setup="sys.modules['tensorflow'] = None",
-        after=JAX_SEARCH,
-    )
+    run = run_on_jax(JAX_SEARCH)
     answer = run.readback["answer"]
     assert answer["ok"], answer
     value = answer["value"]

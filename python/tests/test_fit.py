@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, run_core
+from conftest import CORE, run_core, run_on_jax
 from gpukeras import backup, bridge, fit, monitor, sources
 from gpukeras.runtime import config
 
@@ -729,13 +729,7 @@ readback["jit"] = bool(model.jit_compile)
 
 def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     """The GPU machines' setting: Keras on JAX, no TensorFlow; Keras batches the arrays."""
-    pytest.importorskip("jax")
-    run = run_core(
-        "runtime.configured_backend",
-        env={"KERAS_BACKEND": "jax"},
-        setup="sys.modules['tensorflow'] = None",
-        after=JAX_FIT,
-    )
+    run = run_on_jax(JAX_FIT)
     answer = run.readback["answer"]
     assert answer["ok"], answer
     value = answer["value"]

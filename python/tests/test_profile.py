@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_core
+from conftest import run_on_jax
 from gpukeras import bridge, fit, profile, sources
 from gpukeras.runtime import config
 
@@ -286,15 +286,9 @@ readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
 def test_jax_backend_in_a_fresh_process(tensorflow: bool) -> None:
     """The GPU machines' setting (no TensorFlow: scalars from memory), and JAX beside
     TensorFlow, whose ops a JAX trace would break without profile's mending."""
-    pytest.importorskip("jax")
     if tensorflow and not fit.tensorflow_available():
         pytest.skip("TensorFlow is not installed")
-    run = run_core(
-        "runtime.configured_backend",
-        env={"KERAS_BACKEND": "jax"},
-        setup="" if tensorflow else "sys.modules['tensorflow'] = None",
-        after=JAX_PROFILE,
-    )
+    run = run_on_jax(JAX_PROFILE, tensorflow=tensorflow)
     for answer in run.readback["answers"]:
         assert answer["ok"], answer
         value = answer["value"]

@@ -103,3 +103,30 @@ run_in_fresh_r <- function(expr, env = character(), unset = character(),
     timeout = timeout
   )
 }
+
+# A tiny regression model, built and (unless told not to) compiled.
+tiny_model <- function(compile = TRUE, learning_rate = 0.01, seed = 1L) {
+  keras <- gpu_keras()
+  keras$utils$set_random_seed(as.integer(seed))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(4L)),
+    keras$layers$Dense(8L, activation = "relu"),
+    keras$layers$Dense(1L)
+  ))
+  if (compile) {
+    model$compile(
+      optimizer = keras$optimizers$Adam(learning_rate = learning_rate),
+      loss = "mse", metrics = list("mae")
+    )
+  }
+  model
+}
+
+# y = x w + noise: a model that learns at all makes the loss fall fast.
+regression_data <- function(n = 256, seed = 1) {
+  withr::with_seed(seed, {
+    x <- matrix(stats::rnorm(n * 4), ncol = 4)
+    y <- as.vector(x %*% c(1, -2, 0.5, 3) + stats::rnorm(n, sd = 0.1))
+  })
+  list(x = x, y = y)
+}

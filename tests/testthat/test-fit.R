@@ -2,41 +2,6 @@
 # plain data into a gpukeras_fit, printing and plotting it) and real training
 # of tiny models on the CPU through the Python core's fit.fit.
 
-skip_if_no_fit_core <- function() {
-  skip_if_no_python()
-  if (!file.exists(system.file("python", "gpukeras", "fit.py", package = "gpukeras"))) {
-    testthat::skip("the Python core has no fit.py yet (inst/python/gpukeras/fit.py, issue #5)")
-  }
-  invisible(TRUE)
-}
-
-# A tiny regression model, built and (unless told not to) compiled.
-tiny_model <- function(compile = TRUE, learning_rate = 0.01, seed = 1L) {
-  keras <- gpu_keras()
-  keras$utils$set_random_seed(as.integer(seed))
-  model <- keras$Sequential(list(
-    keras$Input(shape = list(4L)),
-    keras$layers$Dense(8L, activation = "relu"),
-    keras$layers$Dense(1L)
-  ))
-  if (compile) {
-    model$compile(
-      optimizer = keras$optimizers$Adam(learning_rate = learning_rate),
-      loss = "mse", metrics = list("mae")
-    )
-  }
-  model
-}
-
-# y = x w + noise: a model that learns at all makes the loss fall fast.
-regression_data <- function(n = 256, seed = 1) {
-  withr::with_seed(seed, {
-    x <- matrix(stats::rnorm(n * 4), ncol = 4)
-    y <- as.vector(x %*% c(1, -2, 0.5, 3) + stats::rnorm(n, sd = 0.1))
-  })
-  list(x = x, y = y)
-}
-
 # What the core returns, as reticulate hands it to R (None as NULL).
 core_result <- function(gpu = FALSE) {
   list(
@@ -252,7 +217,7 @@ test_that("fit_data() reads datasets, splits and R data in their accepted forms"
 })
 
 test_that("a tiny model trains on R data: the loss falls, the history has every epoch and metric", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   model <- tiny_model()
   data <- regression_data()
   fit <- gpu_fit(model, data, epochs = 5, batch_size = 32, seed = 1, verbose = 0)
@@ -287,7 +252,7 @@ test_that("a tiny model trains on R data: the loss falls, the history has every 
 })
 
 test_that("without a GPU the report says GPU utilization was not measured, and the timeline has no GPU rows", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   skip_if_nvidia_gpu()
   fit <- gpu_fit(tiny_model(), regression_data(64), epochs = 2, batch_size = 16, verbose = 0)
   expect_null(fit$monitor$gpu_utilization_mean)
@@ -297,7 +262,7 @@ test_that("without a GPU the report says GPU utilization was not measured, and t
 })
 
 test_that("a gpu_dataset() with a validation split trains, with val_ metrics each epoch", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   data <- regression_data(200)
   split <- gpu_dataset(data$x, data$y, batch_size = 20, validation_split = 0.25, seed = 2)
   fit <- gpu_fit(tiny_model(), split, epochs = 4, verbose = 0)
@@ -327,7 +292,7 @@ test_that("a gpu_dataset() with a validation split trains, with val_ metrics eac
 })
 
 test_that("monitor = FALSE trains without a report", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   fit <- gpu_fit(tiny_model(), regression_data(64), epochs = 2, monitor = FALSE, verbose = 0)
   expect_null(fit$monitor)
   expect_identical(fit$history$epoch, 1:2)
@@ -335,7 +300,7 @@ test_that("monitor = FALSE trains without a report", {
 })
 
 test_that("an uncompiled model is a classed error from the core, not a Python traceback", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   error <- tryCatch(gpu_fit(tiny_model(compile = FALSE), regression_data(32), verbose = 0), error = identity)
   expect_s3_class(error, "gpukeras_error")
   expect_false(inherits(error, "gpukeras_error_python"))
@@ -344,7 +309,7 @@ test_that("an uncompiled model is a classed error from the core, not a Python tr
 })
 
 test_that("the same seed and starting weights give the same history", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   data <- regression_data(128)
   first <- tiny_model(seed = 7)
   second <- tiny_model(seed = 7)
@@ -354,7 +319,7 @@ test_that("the same seed and starting weights give the same history", {
 })
 
 test_that("learning-rate schedules and clipping reach the optimizer and training still works", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   data <- regression_data(128)
   schedules <- list(
     lr_warmup_cosine(peak = 0.02, warmup_steps = 4, decay_steps = 40),
@@ -380,7 +345,7 @@ test_that("learning-rate schedules and clipping reach the optimizer and training
 })
 
 test_that("verbose = \"auto\" in a non-interactive run writes a line or two per epoch, not a progress-bar flood", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   log <- withr::local_tempfile(fileext = ".log")
   errors <- withr::local_tempfile(fileext = ".log")
   path <- getNamespaceInfo("gpukeras", "path")
@@ -416,7 +381,7 @@ test_that("verbose = \"auto\" in a non-interactive run writes a line or two per 
 })
 
 test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session and ends with the weights of an unbroken run", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   folder <- withr::local_tempdir()
   # The same gpu_fit() call in three fresh R processes: one killed (os._exit)
   # at the 17th of 40 batches (the 7th of epoch 2; backups every 5 batches),
@@ -474,7 +439,7 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
 })
 
 test_that("Keras callbacks reach fit(): EarlyStopping ends training early", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   keras <- gpu_keras()
   stop_early <- keras$callbacks$EarlyStopping(monitor = "loss", patience = 0L, min_delta = 1e9)
   fit <- gpu_fit(tiny_model(), regression_data(64), epochs = 10, callbacks = stop_early, verbose = 0)
@@ -482,7 +447,7 @@ test_that("Keras callbacks reach fit(): EarlyStopping ends training early", {
 })
 
 test_that("R data for a two-input model: a named list of a matrix and a data.frame with a factor", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   keras <- gpu_keras()
   keras$utils$set_random_seed(3L)
   numbers <- keras$Input(shape = list(3L), name = "numbers")
@@ -508,7 +473,7 @@ test_that("R data for a two-input model: a named list of a matrix and a data.fra
 })
 
 test_that("NA in R data is a classed error that says how to drop the rows, before training", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   data <- regression_data(20)
   data$x[3, 2] <- NA
   error <- tryCatch(gpu_fit(tiny_model(), data, verbose = 0), error = identity)
@@ -518,7 +483,7 @@ test_that("NA in R data is a classed error that says how to drop the rows, befor
 })
 
 test_that("under mixed precision gpu_fit() warns once about a float16 softmax output, and trains", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   child <- run_in_fresh_r(
     {
       gpu_setup(mixed_precision = "float16")
@@ -548,7 +513,7 @@ test_that("under mixed precision gpu_fit() warns once about a float16 softmax ou
 })
 
 test_that("NumPy arrays from gpu_as_numpy() are taken as they are", {
-  skip_if_no_fit_core()
+  skip_if_no_python()
   data <- regression_data(60)
   fit <- gpu_fit(
     tiny_model(), list(x = gpu_as_numpy(data$x), y = gpu_as_numpy(data$y)),

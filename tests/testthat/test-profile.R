@@ -2,33 +2,6 @@
 # gpukeras_profile and its print, and real traces of a tiny model on the CPU
 # through the Python core's profile.profile.
 
-skip_if_no_profile_core <- function() {
-  skip_if_no_python()
-  if (!file.exists(system.file("python", "gpukeras", "profile.py", package = "gpukeras"))) {
-    testthat::skip("the Python core has no profile.py")
-  }
-  invisible(TRUE)
-}
-
-profile_model <- function(compile = TRUE) {
-  keras <- gpu_keras()
-  model <- keras$Sequential(list(
-    keras$Input(shape = list(4L)),
-    keras$layers$Dense(8L, activation = "relu"),
-    keras$layers$Dense(1L)
-  ))
-  if (compile) model$compile(optimizer = "adam", loss = "mse", metrics = list("mae"))
-  model
-}
-
-profile_data <- function(n = 64) {
-  withr::with_seed(1, {
-    x <- matrix(stats::rnorm(n * 4), ncol = 4)
-    y <- as.vector(x %*% c(1, -2, 0.5, 3))
-  })
-  list(x = x, y = y)
-}
-
 # What the core returns, as reticulate hands it to R (None as NULL).
 profile_result <- function(gpu = FALSE) {
   list(
@@ -55,7 +28,7 @@ profile_result <- function(gpu = FALSE) {
 }
 
 test_that("arguments are checked before Python, with classed errors", {
-  data <- profile_data()
+  data <- regression_data(64)
   for (steps in list(c(0, 2), c(3, 2), c(1.5, 2), 2, c(1, 2, 3), "1,2", c(NA, 2), NULL)) {
     expect_error(
       gpu_profile(NULL, data, steps = steps), "^`steps` must be two whole numbers c\\(start, stop\\)",
@@ -113,11 +86,11 @@ test_that("print shows the range, the step timer's numbers, the trace, the files
 })
 
 test_that("a real profile writes a trace of the range and event files, and reads them back; twice", {
-  skip_if_no_profile_core()
+  skip_if_no_python()
   logdir <- withr::local_tempdir()
-  model <- profile_model()
+  model <- tiny_model()
   before <- model$get_weights()
-  profile <- gpu_profile(model, profile_data(), steps = c(2, 4), logdir = logdir, batch_size = 16)
+  profile <- gpu_profile(model, regression_data(64), steps = c(2, 4), logdir = logdir, batch_size = 16)
   expect_s3_class(profile, "gpukeras_profile")
   expect_identical(profile$logdir, normalizePath(logdir))
   expect_identical(unlist(profile$steps), c(start = 2L, stop = 4L, trained = 4L))
@@ -140,27 +113,27 @@ test_that("a real profile writes a trace of the range and event files, and reads
   expect_false(isTRUE(all.equal(before, model$get_weights()))) # it trained
   expect_output(print(profile), "steps 2-4 found")
 
-  again <- gpu_profile(profile_model(), profile_data(), steps = c(1, 2), logdir = logdir, batch_size = 16)
+  again <- gpu_profile(tiny_model(), regression_data(64), steps = c(1, 2), logdir = logdir, batch_size = 16)
   expect_identical(again$trace$steps, 1:2)
   expect_false(again$trace_dir == profile$trace_dir)
   expect_identical(nrow(again$event_files), 1L)
 })
 
 test_that("a logdir that cannot be written and an uncompiled model are classed errors from the core", {
-  skip_if_no_profile_core()
+  skip_if_no_python()
   file <- withr::local_tempfile()
   writeLines("not a folder", file)
   expect_error(
-    gpu_profile(profile_model(), profile_data(), steps = c(1, 2), logdir = file.path(file, "logs")),
+    gpu_profile(tiny_model(), regression_data(64), steps = c(1, 2), logdir = file.path(file, "logs")),
     "cannot be written to", class = "gpukeras_error_bad_argument"
   )
   expect_error(
-    gpu_profile(profile_model(compile = FALSE), profile_data(), steps = c(1, 2)),
+    gpu_profile(tiny_model(compile = FALSE), regression_data(64), steps = c(1, 2)),
     "not compiled", class = "gpukeras_error_model_not_compiled"
   )
-  dataset <- gpu_dataset(profile_data()$x, profile_data()$y, batch_size = 16)
+  dataset <- gpu_dataset(regression_data(64)$x, regression_data(64)$y, batch_size = 16)
   expect_error(
-    gpu_profile(profile_model(), dataset, steps = c(1, 2), batch_size = 16),
+    gpu_profile(tiny_model(), dataset, steps = c(1, 2), batch_size = 16),
     "already batched", class = "gpukeras_error_bad_argument"
   )
 })
