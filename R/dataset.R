@@ -108,12 +108,20 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
                              drop_remainder, deterministic, prefetch, to_device) {
   check_count(batch_size)
   check_flag(shuffle)
-  if (!is.null(seed) && (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed < 0 || seed != round(seed))) {
-    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument")
-  }
+  seed <- check_seed(seed)
   if (!(isTRUE(cache) || isFALSE(cache) || (is.character(cache) && length(cache) == 1L && !is.na(cache)))) {
     gpukeras_abort(
       sprintf("`cache` must be TRUE, FALSE or a file path, not %s.", describe(cache)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  # tf.data would fail only when the first batch is read, inside training.
+  if (is.character(cache) && nzchar(cache) && !dir.exists(dirname(path.expand(cache)))) {
+    gpukeras_abort(
+      c(
+        sprintf("`cache` is '%s', in a folder that does not exist.", cache),
+        "Create the folder first, or give cache = TRUE to cache in memory."
+      ),
       "gpukeras_error_bad_argument"
     )
   }
@@ -141,9 +149,13 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
   }
   check_flag(drop_remainder)
   if (!is.null(deterministic)) check_flag(deterministic)
-  if (!(identical(prefetch, "auto") || (is.numeric(prefetch) && length(prefetch) == 1L && !is.na(prefetch) && prefetch >= 0))) {
+  if (!(identical(prefetch, "auto") || (is.numeric(prefetch) && length(prefetch) == 1L && !is.na(prefetch) &&
+    prefetch >= 0 && prefetch == round(prefetch) && prefetch <= 1e6))) {
     gpukeras_abort(
-      sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
+      c(
+        sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
+        "Give a whole number up to 1e6 (a few batches keep the GPU fed), or \"auto\" to let tf.data choose."
+      ),
       "gpukeras_error_bad_argument"
     )
   }
@@ -153,7 +165,7 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
   list(
     batch_size = as.integer(batch_size),
     shuffle = shuffle,
-    seed = if (!is.null(seed)) as.integer(seed),
+    seed = seed,
     cache = cache,
     map = map,
     augment = lapply(augment, augment_parameters),
@@ -225,10 +237,14 @@ new_gpukeras_dataset <- function(dataset, info, role = "train") {
 #' @export
 format.gpukeras_dataset <- function(x, ...) {
   info <- attr(x, "gpukeras")
-  rows <- if (is.null(info$rows)) "rows not known until read" else format(info$rows, big.mark = ",")
-  batches <- if (is.null(info$batches)) info$cardinality else format(info$batches, big.mark = ",")
+  rows <- if (is.null(info$rows)) "rows not known until read" else paste(format(info$rows, big.mark = ","), "rows")
+  batches <- if (is.null(info$batches)) {
+    paste(info$cardinality, "batches")
+  } else {
+    paste(format(info$batches, big.mark = ","), if (info$batches == 1) "batch" else "batches")
+  }
   c(
-    sprintf("<gpukeras_dataset> %s pipeline from %s: %s, %s batches", info$role, info$source, rows, batches),
+    sprintf("<gpukeras_dataset> %s pipeline from %s: %s, %s", info$role, info$source, rows, batches),
     sprintf("  element: %s", info$element_spec),
     sprintf("  steps:   %s", paste(unlist(info$steps), collapse = " -> ")),
     if (length(info$vocabulary)) {

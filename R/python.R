@@ -82,6 +82,10 @@ core <- function() {
   }
   reticulate::import_from_path("gpukeras", system.file("python", package = "gpukeras"))
   the$bridge <- reticulate::import("gpukeras.bridge")
+  # R ends without finalizing Python, whose exit handlers would delete the
+  # files TensorFlow's autograph writes to the temp folder.
+  reg.finalizer(the, function(e) try(core_call("runtime.remove_autograph_files"), silent = TRUE),
+                onexit = TRUE)
   the$bridge
 }
 

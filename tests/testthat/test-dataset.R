@@ -527,7 +527,7 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   ds <- gpu_dataset(df, factor(rep(c("no", "yes", "maybe"), length.out = 11)), batch_size = 4, seed = 1, na = "drop")
   lines <- format(ds)
   expect_length(lines, 5)
-  expect_identical(lines[1], "<gpukeras_dataset> train pipeline from arrays: 10, 3 batches")
+  expect_identical(lines[1], "<gpukeras_dataset> train pipeline from arrays: 10 rows, 3 batches")
   expect_identical(
     lines[2],
     "  element: (TensorSpec(shape=(None, 2), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.int32, name=None))"
@@ -535,15 +535,15 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   expect_identical(lines[3], "  steps:   shuffle rows each epoch -> gather batches (4, parallel) -> prefetch (autotune)")
   expect_identical(lines[4], "  vocabulary: g (2 levels), y (3 levels)")
   expect_identical(lines[5], "  dropped 1 row(s) with NA")
-  expect_output(print(ds), "<gpukeras_dataset> train pipeline from arrays: 10, 3 batches", fixed = TRUE)
+  expect_output(print(ds), "<gpukeras_dataset> train pipeline from arrays: 10 rows, 3 batches", fixed = TRUE)
   expect_output(print(ds), "vocabulary: g (2 levels), y (3 levels)", fixed = TRUE)
   capture.output(shown <- withVisible(print(ds)))
   expect_false(shown$visible)
   expect_identical(shown$value, ds)
 
   split <- gpu_dataset(matrix(as.double(1:40), ncol = 2), validation_split = 0.25, batch_size = 8, seed = 2)
-  expect_output(print(split$train), "train pipeline from arrays: 15, 2 batches", fixed = TRUE)
-  expect_output(print(split$validation), "validation pipeline from arrays: 5, 1 batches", fixed = TRUE)
+  expect_output(print(split$train), "train pipeline from arrays: 15 rows, 2 batches", fixed = TRUE)
+  expect_output(print(split$validation), "validation pipeline from arrays: 5 rows, 1 batch", fixed = TRUE)
   expect_output(print(split$validation), "steps:   rows in order -> gather batches (8, parallel) -> prefetch (autotune)", fixed = TRUE)
   expect_false(any(grepl("vocabulary|dropped", format(split$train))))
 })

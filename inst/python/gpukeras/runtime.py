@@ -105,3 +105,20 @@ def start() -> dict[str, str]:
     """Start Keras and its backend now (the stack is checked first)."""
     keras = config.keras()
     return {"keras": keras.__version__, "backend": keras.backend.backend()}
+
+
+def remove_autograph_files() -> int:
+    """Delete the source files TensorFlow's autograph wrote in this process; the count.
+
+    Autograph writes every function it converts to
+    ``__autograph_generated_file*.py`` in the temp folder and deletes it in an
+    ``atexit`` handler. R ends without finalizing the Python it embeds
+    (reticulate 1.28), so those handlers never run: R calls this at exit.
+    """
+    removed = 0
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith("__autograph_generated_file") and path and os.path.exists(path):
+            os.remove(path)
+            removed += 1
+    return removed
