@@ -120,3 +120,16 @@ class ProfilerError(GpukerasError):
     """The profiler cannot trace: one is already running, or the backend has none."""
 
     r_class = "gpukeras_error_profiler"
+
+
+class StrategyError(GpukerasError):
+    """A multi-worker cluster cannot be set up as asked (workers that do not join, a port in
+    use, a TF_CONFIG gpukeras cannot train with, or workers called differently)."""
+
+    r_class = "gpukeras_error_strategy"
+
+
+class WorkerLostError(GpukerasError):
+    """Multi-worker training stopped because another worker died, hung up or failed."""
+
+    r_class = "gpukeras_error_worker_lost"
