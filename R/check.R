@@ -14,7 +14,8 @@
 #'   `"no_gpu"`, with the reasons found and concrete advice.
 #'
 #' @param probe Also run the training probe (a few seconds).
-#' @param probe_seconds Length of the probe's steady-state training.
+#' @param probe_seconds Length of the probe's steady-state training, in
+#'   seconds (at most 600: a few seconds tell all there is to tell).
 #' @return An object of class `gpukeras_check`: a list with `verdict`,
 #'   `reasons`, `advice` (character vectors), `stack` (a named list of
 #'   versions), `nvml` (whether NVIDIA's management library is available, and
@@ -34,6 +35,12 @@
 gpu_check <- function(probe = TRUE, probe_seconds = 3) {
   check_flag(probe)
   check_positive_number(probe_seconds)
+  if (probe_seconds > 600) {
+    gpukeras_abort(
+      sprintf("`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)),
+      "gpukeras_error_bad_argument"
+    )
+  }
   result <- core_call(
     "check.run_check",
     probe_training = probe,

@@ -80,6 +80,15 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
       )
     }
     index <- as.integer(index)
+    if (!is.null(workers) && index >= length(workers)) {
+      gpukeras_abort(
+        sprintf(
+          "`index` is %d, but `workers` names %d worker(s): give this worker's place in `workers`, from 0 to %d.",
+          index, length(workers), length(workers) - 1L
+        ),
+        "gpukeras_error_bad_argument"
+      )
+    }
   }
   made <- core_call(
     "distribute.make",

@@ -107,6 +107,18 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
       "gpukeras_error_bad_argument"
     )
   }
+  if (!is.null(python)) {
+    check_string(python)
+    if (!nzchar(Sys.which(python))) {
+      gpukeras_abort(
+        c(
+          sprintf("`python` is '%s', which is not an executable that can be run.", python),
+          "Give the path of a Python >= 3.9, or leave `python` NULL to use the first one on the PATH."
+        ),
+        "gpukeras_error_no_python"
+      )
+    }
+  }
   if (is.na(gpu)) {
     gpu <- has_nvidia_gpu()
   }

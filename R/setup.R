@@ -31,8 +31,9 @@
 #'   `"bfloat16"`, `"float32"`. Sets Keras' global dtype policy for models
 #'   built afterwards; with float16, Keras turns on loss scaling at compile.
 #' @param threads Threads for TensorFlow ops: one number for both, or
-#'   `c(intra = , inter = )` (threads inside one op, ops run in parallel); `0`
-#'   lets TensorFlow choose. Not settable on JAX (reported in `notes`).
+#'   `c(intra = , inter = )` (threads inside one op, ops run in parallel), at
+#'   most 4096; `0` lets TensorFlow choose. Not settable on JAX (reported in
+#'   `notes`).
 #' @param jit_compile Default XLA compilation for later gpukeras training
 #'   calls: `TRUE`, `FALSE` or `"auto"`; `NULL` leaves it as it is.
 #' @param cpu_devices Split the CPU into this many logical devices, to test
@@ -117,15 +118,20 @@ device_names <- function(devices, arg = "devices") {
   )
 }
 
-check_threads <- function(threads) {
+check_threads <- function(threads, max_threads = 4096L) {
   if (is.null(threads)) {
     return(list())
   }
+  # Capped: TensorFlow makes the threads of each pool when it starts, and a
+  # count past R's integer range reached it as NA and aborted the R session.
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
-    all(threads >= 0) && all(threads == round(threads))
+    all(threads >= 0) && all(threads == round(threads)) && all(threads <= max_threads)
   if (!ok) {
     gpukeras_abort(
-      sprintf("`threads` must be one count or c(intra = , inter = ) (0 lets TensorFlow choose), not %s.", describe(threads)),
+      sprintf(
+        "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
+        max_threads, describe(threads)
+      ),
       "gpukeras_error_bad_argument"
     )
   }

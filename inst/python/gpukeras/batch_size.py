@@ -77,7 +77,6 @@ BACKWARD_FACTOR = 2  # activations kept for the backward pass + their gradients
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message (XLA).
 OOM_TYPES = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
 OOM_TEXT = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OOM when allocating", re.IGNORECASE)
 
 
@@ -210,17 +209,6 @@ def estimate_memory(model: object, parts: tuple[object, ...]) -> MemoryEstimate:
     )
 
 
-def _message(error: BaseException) -> str:
-    """The informative line of an error: TensorFlow's op error cause, or the first line
-    of a Keras error (without its "Exception encountered" header and argument list)."""
-    if type(error).__name__.endswith("Error") and hasattr(error, "op"):  # a TensorFlow OpError
-        return fitting._cause(error)  # type: ignore[arg-type]
-    text = ANSI.sub("", str(error)).split("Arguments received by")[0]
-    lines = [line.strip() for line in text.splitlines()]
-    useful = [line for line in lines if line and not line.startswith("Exception encountered")]
-    return useful[0] if useful else type(error).__name__
-
-
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether a backend error says the device ran out of memory."""
     names = {kind.__name__ for kind in type(error).__mro__}
@@ -319,9 +307,9 @@ def training_copy(keras: object, model: object, parts: tuple[object, ...]) -> ob
     except Exception as error:
         raise BadModelError(
             "gpu_batch_size() trains a copy of the model and cannot copy this one "
-            f"({type(error).__name__}: {_message(error).split('. ')[0]}). Register custom "
-            "layers, losses and metrics with keras.saving.register_keras_serializable(), and "
-            "give a subclassed model get_config()."
+            f"({type(error).__name__}: {fitting.error_message(error).split('. ')[0]}). "
+            "Register custom layers, losses and metrics with "
+            "keras.saving.register_keras_serializable(), and give a subclassed model get_config()."
         ) from error
     if not getattr(copy, "compiled", False):  # a model with its own compile() method
         raise BadModelError(
@@ -346,16 +334,11 @@ def refused_as_bad_data(batch_size: int | None = None, active: bool = True) -> I
     try:
         yield
     except Exception as error:
-        refused = isinstance(error, (ValueError, TypeError)) or (
-            type(error).__name__ == "InvalidArgumentError"
-        )
-        if not active or not refused or is_out_of_memory(error):
-            raise
         at = f" (at batch size {batch_size})" if batch_size else ""
-        raise BadDataError(
-            f"The model cannot train on this data{at}: {_message(error)}. Give x and "
-            "y that match the model's inputs and outputs, as gpu_fit() takes them."
-        ) from error
+        refused = fitting.refused_data(error, f"train on this data{at}")
+        if not active or refused is None or is_out_of_memory(error):
+            raise
+        raise refused from error
 
 
 def time_steps(model: object, parts: tuple[object, ...], warmup: int, steps: int) -> float:
@@ -490,7 +473,7 @@ class TrialRunner:
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
-            trial.reason = f"out of memory: {_message(error)[:300]}"
+            trial.reason = f"out of memory: {fitting.error_message(error)[:300]}"
         if trial.reason is not None:
             gc.collect()  # the failed step's buffers, held by the error's frames until now
             return False

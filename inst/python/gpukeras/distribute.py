@@ -221,6 +221,7 @@ def describe(strategy: object) -> Description:
 
 def strategy_scope(strategy: object) -> contextlib.AbstractContextManager:
     """The scope in which models are built for ``strategy`` (with_gpu_strategy())."""
+    kind_of(strategy)  # BadArgumentError for an object that is no strategy
     return strategy.scope()  # type: ignore[attr-defined]
 
 

@@ -97,6 +97,7 @@ TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
 VERBOSE_VALUES = ("auto", 0, 1, 2)
 # TensorFlow errors that mean a batch could not be made or read.
 DATA_ERRORS = ("InvalidArgumentError", "DataLossError", "NotFoundError")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
 
 
 # Checking arguments -----------------------------------------------------------
@@ -474,7 +475,7 @@ def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
 def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
     """A callback tracking the epoch and batch (for error messages), and reseeding
     NumPy per epoch where Keras shuffles arrays with it."""
-    position: dict[str, int] = {"epoch": 0, "batch": -1}
+    position: dict[str, int] = {"epoch": 0, "batch": -1, "batches_done": 0}
 
     class Position(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -485,7 +486,41 @@ def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tu
         def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
             position["batch"] = batch
 
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            position["batches_done"] += 1
+
     return Position(), position
+
+
+def _jax_value_keeper(keras: object, model: object) -> object:
+    """A callback keeping the values of the model's variables until a train step has run.
+
+    Keras' JAX trainer detaches the variables' values while it trains and puts
+    the trained ones back at the end, but when the first step fails (data that
+    does not fit the model) it has none to put back: the model lost its weights
+    and its next fit() failed. ``reattach()`` gives back the values kept.
+    """
+
+    class Keeper(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            optimizer = getattr(model, "optimizer", None)
+            variables = [
+                *model.variables,  # type: ignore[attr-defined]
+                *(optimizer.variables if optimizer is not None else []),
+                *model.metrics_variables,  # type: ignore[attr-defined]
+            ]
+            self.kept = [(variable, variable._value) for variable in variables]
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self.kept = []  # a step ran: Keras has trained values to put back
+
+        def reattach(self) -> None:
+            for variable, value in self.kept:
+                if variable._value is None:
+                    variable._value = value
+
+    return Keeper()
 
 
 # Errors during training ----------------------------------------------------------
@@ -503,6 +538,35 @@ def _cause(error: Exception) -> str:
     chosen = re.sub(r"\{\{function_node[^}]*\}\}\s*", "", chosen)
     chosen = re.sub(r"^.*with iterator: Iterator::\S+\s+", "", chosen)
     return chosen.split("\t")[0].split(" [[")[0].strip()
+
+
+def error_message(error: BaseException) -> str:
+    """The informative line of an error: TensorFlow's op error cause, or the first line
+    of a Keras error (without its "Exception encountered" header and argument list)."""
+    if type(error).__name__.endswith("Error") and hasattr(error, "op"):  # a TensorFlow OpError
+        return _cause(error)  # type: ignore[arg-type]
+    text = ANSI.sub("", str(error)).split("Arguments received by")[0]
+    lines = [line.strip() for line in text.splitlines()]
+    useful = [line for line in lines if line and not line.startswith("Exception encountered")]
+    return useful[0] if useful else type(error).__name__
+
+
+def refused_data(error: BaseException, what: str = "train on this data") -> BadDataError | None:
+    """The model refusing data as a classed error; None for errors of another kind.
+
+    Keras checks data against the model (input shapes, dtypes, data types it
+    can read) when it first meets it, with a ValueError or TypeError;
+    TensorFlow may instead fail in the op (InvalidArgumentError).
+    """
+    refused = isinstance(error, (ValueError, TypeError)) or (
+        type(error).__name__ == "InvalidArgumentError"
+    )
+    if not refused:
+        return None
+    return BadDataError(
+        f"The model cannot {what}: {error_message(error)}. Give x and y that match the "
+        "model's inputs and outputs, as gpu_fit() takes them."
+    )
 
 
 def data_error(
@@ -831,7 +895,8 @@ def _train(
             hz=MONITOR_HZ,
         )
     # The backup callback first: it wraps train_function before the step timer does.
-    own = [c for c in (saver, position_callback) if c is not None]
+    keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
+    own = [c for c in (saver, position_callback, keeper) if c is not None]
     own += watcher.callbacks if watcher is not None else []
 
     started = time.perf_counter()
@@ -848,13 +913,23 @@ def _train(
         except GpukerasError:
             raise
         except Exception as error:
-            translated = data_error(error, position, request.backup_dir, source.kind)
+            # Data that does not fit the model fails at the first step (Keras' checks
+            # when it traces it, or the model's ops) or, for validation data, in Keras'
+            # input check; a batch that cannot be read fails in IteratorGetNext.
+            refused = "incompatible with the layer" in str(error) or (
+                position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
+            )
+            translated = (refused_data(error) if refused else None) or data_error(
+                error, position, request.backup_dir, source.kind
+            )
             if translated is None:
                 raise
             raise translated from error
         finally:
             backup.restore_train_function(model)
             model._initial_epoch = None  # type: ignore[attr-defined]  # a backup sets it; it would stick
+            if keeper is not None:
+                keeper.reattach()
     seconds = time.perf_counter() - started
 
     settings = {

@@ -17,6 +17,7 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras.errors import BadArgumentError, MapFunctionError
+from gpukeras.scope import check_device
 from gpukeras.sources import tensorflow
 
 # Presets of random augmentation: Keras preprocessing layers, which run inside
@@ -286,7 +287,9 @@ def _to_device_choice(options: PipelineOptions) -> str:
     """'auto' keeps batches on the host: under Keras' eager fit(), TensorFlow's
     prefetch_to_device copies back to the CPU or does not overlap (tensorflow#30929,
     #43905), and Keras already copies each batch to the GPU inside its train step."""
-    return "none" if options.to_device == "auto" else options.to_device
+    if options.to_device in ("auto", "none"):
+        return "none"
+    return check_device(options.to_device)
 
 
 def from_arrays(x: object, y: object | None = None, **options: object) -> dict[str, object]:
@@ -483,6 +486,10 @@ def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, o
     The first ``warmup`` batches (filling caches and buffers) are not timed.
     """
     tf = tensorflow()
+    if not isinstance(dataset, tf.data.Dataset):
+        raise BadArgumentError(
+            f"dataset must be a gpu_dataset() or a tf.data.Dataset, not a {type(dataset).__name__}."
+        )
     if steps < 1:
         raise BadArgumentError(f"steps must be >= 1, not {steps}.")
     iterator = iter(dataset.repeat())  # type: ignore[attr-defined]

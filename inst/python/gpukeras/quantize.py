@@ -212,10 +212,17 @@ def quantize(
     if data is None:
         return result
     x, y, kwargs = _split(data, batch_size)
-    difference = np.abs(_outputs(keras, model, x, kwargs) - _outputs(keras, copy, x, kwargs))
+    try:  # the original model meets the data first: an error here is about the data
+        outputs, before = _outputs(keras, model, x, kwargs), _evaluate(model, x, y, kwargs)
+    except Exception as error:
+        refused = fit.refused_data(error, "run on this data")
+        if refused is None:
+            raise
+        raise refused from error
+    difference = np.abs(outputs - _outputs(keras, copy, x, kwargs))
     result["output_max_abs_diff"] = float(difference.max())
     result["output_mean_abs_diff"] = float(difference.mean())
-    before, after = _evaluate(model, x, y, kwargs), _evaluate(copy, x, y, kwargs)
+    after = _evaluate(copy, x, y, kwargs)
     if before is not None and after is not None:
         result["metrics_before"], result["metrics_after"] = before, after
         result["metrics_change"] = {name: after[name] - before[name] for name in before}

@@ -27,8 +27,9 @@ def logical_devices() -> list[str]:
     return sorted(set(names), key=lambda name: (name.split(":")[0], int(name.split(":")[1])))
 
 
-def device_scope(device: str) -> AbstractContextManager:
-    """A ``keras.device`` scope for ``device`` ('GPU:0', 'cpu:1', ...), checked to exist."""
+def check_device(device: str) -> str:
+    """``device`` ('GPU:0', 'cpu:1', ...) as 'GPU:0', ...; UnknownDeviceError when there is none
+    such, listing the devices there are."""
     name = tensors.normalize_device(str(device))
     available = logical_devices()
     if name not in available:
@@ -36,4 +37,9 @@ def device_scope(device: str) -> AbstractContextManager:
             f"No such device: '{device}'. Devices here: {', '.join(available)}. "
             "gpu_devices() lists them with names and memory."
         )
-    return config.keras().device(name)
+    return name
+
+
+def device_scope(device: str) -> AbstractContextManager:
+    """A ``keras.device`` scope for ``device`` ('GPU:0', 'cpu:1', ...), checked to exist."""
+    return config.keras().device(check_device(device))
