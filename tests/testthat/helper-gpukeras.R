@@ -60,47 +60,59 @@ is_source_tree <- function(path) {
 # The expression should return plain values (vectors, lists), not objects.
 run_in_fresh_r <- function(expr, env = character(), unset = character(),
                            options = list(), timeout = 180) {
+  call <- fresh_r_call(substitute(expr), env, unset, options)
+  callr::r(call$func, args = call$args, timeout = timeout)
+}
+
+# run_in_fresh_r() in the background: returns the callr process (get_result()
+# when it is done), for tests that need several R processes at once.
+start_in_fresh_r <- function(expr, env = character()) {
+  call <- fresh_r_call(substitute(expr), env, character(), list())
+  callr::r_bg(call$func, args = call$args)
+}
+
+fresh_r_call <- function(expr, env, unset, options) {
   path <- getNamespaceInfo("gpukeras", "path")
-  callr::r(
-    function(expr, path, source_tree, env, unset, options) {
-      if (length(unset)) Sys.unsetenv(unset)
-      if (length(env)) do.call(Sys.setenv, as.list(env))
-      if (length(options)) options(options)
-      if (source_tree) {
-        # Looked up rather than called with `::`: pkgload is only needed (and
-        # only present) when the tests run on a source tree.
-        load_all <- utils::getFromNamespace("load_all", "pkgload")
-        load_all(path, quiet = TRUE, helpers = FALSE)
-      } else {
-        library("gpukeras", lib.loc = dirname(path), character.only = TRUE)
-      }
-      scope <- new.env(parent = asNamespace("gpukeras"))
-      scope$catch_error <- function(code) {
-        tryCatch(
-          {
-            code
-            NULL
-          },
-          error = function(e) {
-            list(
-              class = class(e),
-              message = conditionMessage(e),
-              python_traceback = e$python_traceback
-            )
-          }
-        )
-      }
-      eval(expr, scope)
-    },
+  func <- function(expr, path, source_tree, env, unset, options) {
+    if (length(unset)) Sys.unsetenv(unset)
+    if (length(env)) do.call(Sys.setenv, as.list(env))
+    if (length(options)) options(options)
+    if (source_tree) {
+      # Looked up rather than called with `::`: pkgload is only needed (and
+      # only present) when the tests run on a source tree.
+      load_all <- utils::getFromNamespace("load_all", "pkgload")
+      load_all(path, quiet = TRUE, helpers = FALSE)
+    } else {
+      library("gpukeras", lib.loc = dirname(path), character.only = TRUE)
+    }
+    scope <- new.env(parent = asNamespace("gpukeras"))
+    scope$catch_error <- function(code) {
+      tryCatch(
+        {
+          code
+          NULL
+        },
+        error = function(e) {
+          list(
+            class = class(e),
+            message = conditionMessage(e),
+            python_traceback = e$python_traceback
+          )
+        }
+      )
+    }
+    eval(expr, scope)
+  }
+  list(
+    func = func,
     args = list(
-      expr = substitute(expr),
+      expr = expr,
       path = path,
       source_tree = is_source_tree(path),
       env = env,
       unset = unset,
       options = options
-    ),
-    timeout = timeout
+    )
   )
 }
 

@@ -200,8 +200,9 @@ def describe(strategy: object) -> Description:
     if kind == "multi_worker":
         from gpukeras import multiworker
 
+        # TensorFlow's class is CollectiveAllReduceStrategy; users know it by its public name.
         return Description(
-            type="multi_worker", backend="tensorflow", engine=name,
+            type="multi_worker", backend="tensorflow", engine="MultiWorkerMirroredStrategy",
             **multiworker.describe(strategy),
         )  # fmt: skip
     if kind == "jax":

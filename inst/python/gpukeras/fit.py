@@ -826,6 +826,23 @@ def fit(
     if strategy is not None and distribute.kind_of(strategy) == "multi_worker":
         from gpukeras import multiworker
 
+        # Its own distributed step runs one batch per call, without XLA, and backs
+        # up at epoch ends: asking for more must not be silently ignored.
+        unsupported = [
+            f"{name} = {value!r}"
+            for name, value, default in (
+                ("steps_per_execution", request.steps_per_execution, "auto"),
+                ("jit_compile", request.jit_compile, "auto"),
+                ("backup_freq", request.backup_freq, "epoch"),
+            )
+            if value != default
+        ]
+        if unsupported:
+            raise BadArgumentError(
+                f"Multi-worker training does not take {', '.join(unsupported)}: it runs its "
+                "own distributed step, one batch per call, and backs up at every epoch's end. "
+                "Leave them at their defaults."
+            )
         return multiworker.fit(
             strategy,
             model,
@@ -833,6 +850,9 @@ def fit(
             epochs=request.epochs,
             batch_size=request.batch_size,
             validation_data=validation_data,
+            learning_rate=request.learning_rate,
+            clipnorm=request.clipnorm,
+            clipvalue=request.clipvalue,
             backup_dir=request.backup_dir,
             seed=request.seed,
             verbose=request.verbose,
