@@ -237,7 +237,7 @@ test_that("an image folder gives each image with its class (sub-folders in sorte
   for (i in 1:5) {
     expect_identical(array(images[i, ], dim = c(4, 5, 3)), test_image(i))
   }
-  expect_output(print(ds), "train pipeline from image_folder: 5, 2 batches", fixed = TRUE)
+  expect_output(print(ds), "train pipeline from image_folder: 5 rows, 2 batches", fixed = TRUE)
 
   shuffled <- gpu_dataset(dir, image_size = c(4, 5), seed = 3)
   batch <- dataset_batches(shuffled)[[1]]
