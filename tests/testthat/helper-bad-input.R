@@ -61,27 +61,24 @@ expect_bad_input <- function(error, case) {
   )
 }
 
-# One test per case, each evaluated in this R process in `env`.
-test_bad_inputs <- function(cases, env = parent.frame()) {
-  for (case in cases) {
-    testthat::test_that(case$name, {
-      error <- tryCatch(
-        {
-          eval(case$code, env)
-          NULL
-        },
-        error = identity
-      )
-      expect_bad_input(error_data(error), case)
-    })
-  }
+# The error a case gives when its code is evaluated in `env` (error_data()).
+run_bad_input <- function(case, env = parent.frame()) {
+  error <- tryCatch(
+    {
+      eval(case$code, env)
+      NULL
+    },
+    error = identity
+  )
+  error_data(error)
 }
 
 # Cases R rejects before Python starts: all evaluated in one fresh R process
 # (with a Python environment configured, as usual), after `setup` (an
-# expression making the objects the cases use). Each case must fail as its row
-# says without starting Python.
-test_bad_inputs_without_python <- function(cases, setup = NULL) {
+# expression making the objects the cases use). One result per case:
+# list(case, error, started_python), where `started_python` is TRUE for the
+# first case that started Python (only it is to blame).
+check_before_python <- function(cases, setup = NULL) {
   codes <- lapply(cases, `[[`, "code")
   results <- do.call(run_in_fresh_r, list(expr = bquote({
     .(setup)
@@ -92,18 +89,7 @@ test_bad_inputs_without_python <- function(cases, setup = NULL) {
       )
     })
   })))
-  started_before <- FALSE
-  for (i in seq_along(cases)) {
-    case <- cases[[i]]
-    result <- results[[i]]
-    testthat::test_that(paste(case$name, "(before Python starts)"), {
-      expect_bad_input(result$error, case)
-      # Only the first case that started Python is to blame.
-      testthat::expect(
-        started_before || !result$python_started,
-        sprintf("`%s` started Python: R should reject it first", paste(deparse(case$code), collapse = " "))
-      )
-    })
-    started_before <- started_before || result$python_started
-  }
+  started <- vapply(results, `[[`, logical(1), "python_started")
+  first <- started & !c(FALSE, utils::head(started, -1))
+  Map(function(case, result, blame) list(case = case, error = result$error, started_python = blame), cases, results, first)
 }

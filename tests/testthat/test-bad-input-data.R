@@ -3,7 +3,7 @@
 # message says what to do (see helper-bad-input.R); the first table before
 # Python starts.
 
-test_bad_inputs_without_python(
+checked <- check_before_python(
   bad_inputs(
     ~name,                                        ~code,                                                   ~class,          ~message,
     "gpu_as_numpy: a string",                     gpu_as_numpy("a"),                                       "bad_data",      "^`x` must be a numeric vector, matrix or array, not `a`.*factor codes",
@@ -72,6 +72,13 @@ test_bad_inputs_without_python(
   })
 )
 
+for (result in checked) {
+  test_that(paste(result$case$name, "(before Python starts)"), {
+    expect_bad_input(result$error, result$case)
+    expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
+  })
+}
+
 skip_if_no_python()
 data <- regression_data(64)
 x <- data$x
@@ -91,7 +98,7 @@ dir.create(file.path(files, "empty"))
 csv <- file.path(files, "table.csv")
 utils::write.csv(data.frame(a = 1:3, b = c("x", "y", "z"), label = 1:3), csv, row.names = FALSE)
 
-test_bad_inputs(bad_inputs(
+cases <- bad_inputs(
   ~name,                                          ~code,                                                                 ~class,          ~message,
   "gpu_as_numpy: an unknown dtype",               gpu_as_numpy(1:3, dtype = "nonsense"),                                 "bad_argument",  "could not be converted to NumPy dtype 'nonsense'.*\"float32\"",
   "gpu_dataset: CSV files that do not exist",     gpu_dataset("/no/such/folder/*.csv"),                                  "missing_files", "^No CSV files match '/no/such/folder/\\*.csv'. Check the path",
@@ -112,4 +119,8 @@ test_bad_inputs(bad_inputs(
   "gpu_dataset_benchmark: a train/validation split", gpu_dataset_benchmark(split),                                      "bad_argument",  "^`dataset` must be a gpu_dataset\\(\\) or tf.data.Dataset, not a list of length 2",
   "gpu_dataset_benchmark: a NumPy array",         gpu_dataset_benchmark(numpy$zeros(c(2L, 2L))),                         "bad_argument",  "^dataset must be a gpu_dataset\\(\\) or a tf.data.Dataset, not a ndarray",
   "gpu_dataset_benchmark: a model",               gpu_dataset_benchmark(model),                                          "bad_argument",  "^dataset must be a gpu_dataset\\(\\) or a tf.data.Dataset, not a Sequential"
-))
+)
+
+for (case in cases) {
+  test_that(case$name, expect_bad_input(run_bad_input(case), case))
+}

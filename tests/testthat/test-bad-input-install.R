@@ -5,7 +5,7 @@
 # starting Python and without installing anything (`envname` is a path in a
 # temporary folder).
 
-test_bad_inputs_without_python(
+checked <- check_before_python(
   bad_inputs(
     ~name,                                          ~code,                                                            ~class,           ~message,
     "gpukeras_requirements: gpu NA",                gpukeras_requirements(gpu = NA),                                  "bad_argument",   "^`gpu` must be TRUE or FALSE, not `NA`",
@@ -44,3 +44,10 @@ test_bad_inputs_without_python(
     }
   })
 )
+
+for (result in checked) {
+  test_that(paste(result$case$name, "(before Python starts)"), {
+    expect_bad_input(result$error, result$case)
+    expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
+  })
+}

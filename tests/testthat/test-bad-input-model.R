@@ -3,7 +3,7 @@
 # says what to do (see helper-bad-input.R); the first table before Python
 # starts, so `model` there is a string.
 
-test_bad_inputs_without_python(
+checked <- check_before_python(
   bad_inputs(
     ~name,                                      ~code,                                          ~class,         ~message,
     "gpu_audit: model a string",                gpu_audit(model),                               "bad_argument", "^`model` must be a Keras 3 model, not `not a model`",
@@ -31,6 +31,13 @@ test_bad_inputs_without_python(
   })
 )
 
+for (result in checked) {
+  test_that(paste(result$case$name, "(before Python starts)"), {
+    expect_bad_input(result$error, result$case)
+    expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
+  })
+}
+
 skip_if_no_python()
 keras <- gpu_keras()
 numpy <- reticulate::import("numpy", convert = FALSE)
@@ -42,7 +49,7 @@ not_a_model <- numpy$zeros(c(2L, 2L))
 # No Input: Keras has not built it, so it has no shapes and no weights.
 unbuilt <- keras$Sequential(list(keras$layers$Dense(2L)))
 
-test_bad_inputs(bad_inputs(
+cases <- bad_inputs(
   ~name,                                           ~code,                                                                ~class,         ~message,
   "gpu_audit: a NumPy array as model",             gpu_audit(not_a_model),                                               "bad_model",    "^model must be a Keras 3 model \\(keras.Model\\), not numpy.ndarray",
   "gpu_audit: a layer as model",                   gpu_audit(keras$layers$Dense(2L)),                                    "bad_model",    "^model must be a Keras 3 model \\(keras.Model\\), not .*Dense",
@@ -59,4 +66,8 @@ test_bad_inputs(bad_inputs(
   "gpu_quantize: batch_size with a dataset",       gpu_quantize(model, data = dataset, batch_size = 4),                  "bad_argument", "^`batch_size` is for R data in `data`: a dataset is batched already",
   "gpu_precision_check: a NumPy array as model",   gpu_precision_check(not_a_model),                                     "bad_argument", "^model must be a Keras 3 model with layers, not a ndarray",
   "gpu_precision_check: a layer as model",         gpu_precision_check(keras$layers$Dense(2L)),                          "bad_argument", "^model must be a Keras 3 model with layers, not a Dense"
-))
+)
+
+for (case in cases) {
+  test_that(case$name, expect_bad_input(run_bad_input(case), case))
+}

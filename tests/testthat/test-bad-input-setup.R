@@ -3,7 +3,7 @@
 # Each row must fail with a classed error whose message says what to do (see
 # helper-bad-input.R); the first table before Python starts.
 
-test_bad_inputs_without_python(bad_inputs(
+checked <- check_before_python(bad_inputs(
   ~name,                                   ~code,                                                          ~class,         ~message,
   "gpu_check: probe not a flag",           gpu_check(probe = "yes"),                                       "bad_argument", "^`probe` must be TRUE or FALSE, not `yes`",
   "gpu_check: probe NULL",                 gpu_check(probe = NULL),                                        "bad_argument", "^`probe` must be TRUE or FALSE, not NULL",
@@ -62,6 +62,13 @@ test_bad_inputs_without_python(bad_inputs(
   "with_gpu_strategy: a list",             with_gpu_strategy(list(), 1),                                   "bad_argument", "^`strategy` must be a gpu_strategy\\(\\)"
 ))
 
+for (result in checked) {
+  test_that(paste(result$case$name, "(before Python starts)"), {
+    expect_bad_input(result$error, result$case)
+    expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
+  })
+}
+
 # Cases that need the runtime: it is started first, so the settings that only
 # work before it starts are asked for in the wrong order.
 skip_if_no_python()
@@ -74,7 +81,7 @@ scoped <- function(device) {
   "not reached"
 }
 
-test_bad_inputs(bad_inputs(
+cases <- bad_inputs(
   ~name,                                              ~code,                                                          ~class,             ~message,
   "gpu_setup: threads after the runtime started",     gpu_setup(threads = 13, mixed_precision = "float32"),           "runtime_started",  "already started .*threads \\(intra-op\\): asked 13.*Restart R and call gpu_setup\\(\\) first",
   "gpu_setup: cpu_devices after the runtime started", gpu_setup(cpu_devices = 7, mixed_precision = "float32"),        "runtime_started",  "cpu_devices: asked 7.*Restart R and call gpu_setup\\(\\) first",
@@ -91,4 +98,8 @@ test_bad_inputs(bad_inputs(
   "gpu_strategy: multi_worker after the runtime started", gpu_strategy("multi_worker", workers = c("localhost:1", "localhost:2"), index = 0), "runtime_started", "already started.*Restart R and call gpu_strategy\\(\\) first",
   "with_gpu_strategy: a NumPy array",                 with_gpu_strategy(not_a_strategy, 1),                           "bad_argument",     "strategy must come from gpu_strategy\\(\\)",
   "with_gpu_strategy: a model",                       with_gpu_strategy(model, 1),                                    "bad_argument",     "strategy must come from gpu_strategy\\(\\) .*not a keras"
-))
+)
+
+for (case in cases) {
+  test_that(case$name, expect_bad_input(run_bad_input(case), case))
+}

@@ -4,7 +4,7 @@
 # what to do (see helper-bad-input.R); the first table before Python starts,
 # so `model` there is a string, which R checks only after every other argument.
 
-test_bad_inputs_without_python(
+checked <- check_before_python(
   bad_inputs(
     ~name,                                        ~code,                                                   ~class,         ~message,
     "gpu_fit: epochs zero",                       gpu_fit(model, data, epochs = 0),                        "bad_argument", "^`epochs` must be one whole number >= 1, not `0`",
@@ -96,6 +96,13 @@ test_bad_inputs_without_python(
   })
 )
 
+for (result in checked) {
+  test_that(paste(result$case$name, "(before Python starts)"), {
+    expect_bad_input(result$error, result$case)
+    expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
+  })
+}
+
 skip_if_no_python()
 keras <- gpu_keras()
 numpy <- reticulate::import("numpy", convert = FALSE)
@@ -109,7 +116,7 @@ split <- gpu_dataset(data$x, data$y, batch_size = 16, validation_split = 0.25)
 not_a_model <- numpy$zeros(c(2L, 2L))
 a_file <- withr::local_tempfile(lines = "not a folder")
 
-test_bad_inputs(bad_inputs(
+cases <- bad_inputs(
   ~name,                                           ~code,                                                              ~class,                ~message,
   "gpu_fit: an uncompiled model",                  gpu_fit(uncompiled, data, verbose = 0),                             "model_not_compiled",  "^The model is not compiled: compile it first, e.g. model\\$compile\\(",
   "gpu_fit: a NumPy array as model",               gpu_fit(not_a_model, data, verbose = 0),                            "bad_argument",        "^model must be a Keras 3 model with layers, not a ndarray",
@@ -140,4 +147,8 @@ test_bad_inputs(bad_inputs(
   "gpu_profile: R data of the wrong width",        gpu_profile(model, narrow, steps = c(1, 2)),                        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
   "gpu_profile: logdir is a file",                 gpu_profile(model, data, steps = c(1, 2), logdir = a_file),         "bad_argument",        "^logdir .* cannot be written to .*give a folder you can write to",
   "gpu_profile: batch_size with a dataset",        gpu_profile(model, dataset, steps = c(1, 2), batch_size = 8),       "bad_argument",        "^batch_size is for arrays: this dataset is already batched"
-))
+)
+
+for (case in cases) {
+  test_that(case$name, expect_bad_input(run_bad_input(case), case))
+}
