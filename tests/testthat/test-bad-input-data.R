@@ -122,5 +122,7 @@ cases <- bad_inputs(
 )
 
 for (case in cases) {
-  test_that(case$name, expect_bad_input(run_bad_input(case), case))
+  test_that(case$name, {
+    expect_bad_input(run_bad_input(case), case)
+  })
 }
