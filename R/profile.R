@@ -57,7 +57,12 @@
 #'     `input_wait_share`, `input_verdict`, `steps_timed`,
 #'     `input_wait_method` (`NULL` where not known);
 #'   * `trace`: what the trace holds: `parsed`, `steps` (the step numbers
-#'     found), `step_time_mean_ms` (host view), `span_ms`, `devices` (a
+#'     found), `step_time_mean_ms` (host view), `span_ms`, on TensorFlow
+#'     `input_ms`, `input_share` and `input_verdict` (the time tf.data's
+#'     iterator ops took to hand Keras' compiled step its batches, waiting
+#'     included, as TensorFlow's profiler counts input time; unlike the step
+#'     timer's share it leaves the step as Keras runs it and leaves out the
+#'     Python cost of an eager `next()`; `NULL` on JAX), `devices` (a
 #'     data.frame per device plane: `plane`, `events`, `busy_ms`,
 #'     `busy_share`; no rows on the CPU) and `note`;
 #'   * `scalars`: a data.frame, `step` and a column per logged metric, and
@@ -172,6 +177,12 @@ format_profile_trace <- function(trace) {
       "Trace:          steps %s found; host step %s ms",
       format_step_range(trace$steps), if (is.null(trace$step_time_mean_ms)) "?" else sprintf("%.2f", trace$step_time_mean_ms)
     ),
+    if (!is.null(trace$input_share)) {
+      sprintf(
+        "  input: %s of the traced steps in tf.data's iterator ops (%.2f ms): %s",
+        format_percent(trace$input_share, 1), trace$input_ms, trace$input_verdict %||% "?"
+      )
+    },
     if (nrow(devices)) {
       sprintf(
         "  %s busy %s of the traced steps (%.2f ms, %s events)",

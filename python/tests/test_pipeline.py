@@ -46,6 +46,37 @@ def test_arrays_become_gathered_batches_reshuffled_every_epoch(ids: tuple) -> No
     np.testing.assert_array_equal(rows_of(in_order["dataset"]), np.arange(96))
 
 
+def test_batches_gathered_several_at_a_time_are_the_same_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chunks of 3 batches over 10 full batches and a remainder (chunks 3, 3, 3, 1 and
+    the short batch) give exactly the batches gathered one at a time; a dict of
+    inputs is sliced apart like a single array; big rows gather one batch at a time."""
+    x = {"a": np.arange(83, dtype=np.float32), "b": np.arange(166, dtype=np.float32).reshape(83, 2)}
+    y = np.arange(83, dtype=np.int32)
+
+    def batches(**options: object) -> list:
+        dataset = pipeline.from_arrays(x, y, batch_size=8, seed=4, **options)["dataset"]
+        return [(b[0]["a"].numpy(), b[0]["b"].numpy(), b[1].numpy()) for b in dataset]
+
+    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 1)
+    one_by_one = batches()
+    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 3)
+    chunked = batches()
+    assert [len(b[2]) for b in chunked] == [8] * 10 + [3]
+    for single, several in zip(one_by_one, chunked, strict=True):
+        for a, b in zip(single, several):
+            np.testing.assert_array_equal(a, b)
+    for a, b2, labels in chunked:
+        np.testing.assert_array_equal(a, labels)  # rows stay together
+        np.testing.assert_array_equal(b2[:, 0], 2 * labels)
+    assert [len(b[2]) for b in batches(drop_remainder=True)] == [8] * 10
+    tensors = [tf.zeros((100, 1000)), tf.zeros((100,))]
+    assert pipeline._gather_chunk(tensors, rows=100, batch_size=10) == 3  # the cap, set above
+    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BYTES", 10_000)
+    assert pipeline._gather_chunk(tensors, rows=100, batch_size=10) == 1  # 40 KB a batch
+
+
 def test_cache_only_after_a_map_and_the_map_runs_in_the_graph(ids: tuple) -> None:
     x, y = ids
     built = pipeline.from_arrays(x, y, batch_size=100, shuffle=False, map=lambda a, b: (a * 2, b))

@@ -75,6 +75,11 @@ def assert_profiled(value: dict, start: int, stop: int, input_measured: bool = T
     assert trace["parsed"] is True, trace
     assert trace["steps"] == list(range(start, stop + 1))
     assert 0 < trace["step_time_mean_ms"] <= trace["span_ms"]
+    if value["backend"] == "tensorflow":  # batches come through tf.data's iterator ops
+        assert 0 < trace["input_ms"] < trace["span_ms"]
+        assert trace["input_share"] == pytest.approx(trace["input_ms"] / trace["span_ms"])
+    else:
+        assert trace["input_ms"] is None and trace["input_share"] is None
     numbers = value["numbers"]
     assert numbers["steps_timed"] == stop - start + 1
     assert numbers["step_time_mean_ms"] > 0 and numbers["step_time_sd_ms"] >= 0
@@ -232,6 +237,10 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
                 (step, 100.0, 1_000_000.0, {"step_num": 2, "_r": 1}),
                 (step, 1_000_100.0, 3_000_000.0, {"step_num": "3"}),  # as JSON has it
                 ("other", 0.0, 10.0, {}),
+                ("IteratorGetNextOp::DoCompute", 200.0, 100_000.0, {}),
+                ("MultiDeviceIteratorGetNextFromShardOp::DoCompute", 1_000_100.0, 50_000.0, {}),
+                ("IteratorGetNextOp::DoCompute", 3_999_100.0, 5_000.0, {}),  # half after the steps
+                ("EagerLocalExecute: IteratorGetNext", 200.0, 900_000.0, {}),  # not the op's run
             ],
         },
         {
@@ -253,7 +262,45 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
     assert device["events"] == 3
     assert device["busy_ms"] == pytest.approx(2.5 - 0.0001)
     assert device["busy_share"] == pytest.approx((2.5 - 0.0001) / 4.0)
+    assert summary["input_ms"] == pytest.approx(0.1 + 0.05 + 0.001)
+    assert summary["input_share"] == pytest.approx(0.151 / 4.0)
     assert profile.summarize_trace(planes[1:])["steps"] == []
+    assert profile.summarize_trace(planes[1:])["input_share"] is None
+
+
+@pytest.mark.skipif(not fit.tensorflow_available(), reason="tf.data needs TensorFlow")
+def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_up(
+    tmp_path: Path,
+) -> None:
+    """The same model and batches, once with a map that sleeps 20 ms per batch in the
+    pipeline (no parallelism, no prefetch to hide it): the input share from the trace
+    must see the difference, and the slow one must be input-bound by TF's own verdict."""
+    tf = sources.tensorflow()
+    x, y = tiny_data()
+    fast = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache().prefetch(2)
+
+    def sleep(features: np.ndarray) -> np.ndarray:
+        import time
+
+        time.sleep(0.02)
+        return features
+
+    slow = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .batch(BATCH)
+        .map(lambda a, b: (tf.ensure_shape(tf.numpy_function(sleep, [a], tf.float32), a.shape), b))
+    )
+    shares = {}
+    for name, data in {"fast": fast, "slow": slow}.items():
+        answer = bridge.call(
+            "profile.profile",
+            {"model": tiny_model(), "data": data, "steps": [3, 6], "logdir": str(tmp_path / name)},
+        )
+        assert answer["ok"], answer
+        value = answer["value"]
+        shares[name] = value["trace"]["input_share"]
+    assert shares["slow"] > 0.5  # 20 ms of sleep in a step of a few ms
+    assert shares["fast"] < shares["slow"] / 4
 
 
 def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: Path) -> None:

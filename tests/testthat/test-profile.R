@@ -18,6 +18,7 @@ profile_result <- function(gpu = FALSE) {
     ),
     trace = list(
       steps = list(2L, 3L, 4L), step_time_mean_ms = 2.2062, span_ms = 6.63,
+      input_ms = 0.21, input_share = 0.0317, input_verdict = "not input-bound",
       devices = if (gpu) list(list(plane = "/device:GPU:0", events = 1234L, busy_ms = 5.5, busy_share = 0.83)) else list(),
       parsed = TRUE, note = if (!gpu) "no device plane in the trace: it holds host (CPU) activity only"
     ),
@@ -65,8 +66,9 @@ test_that("print shows the range, the step timer's numbers, the trace, the files
     "Throughput:     7,234 samples/s; step 2.21 ms (sd 1.19 ms)",
     "Input pipeline: highly input-bound (waiting for input 29.7% of step time)",
     "Trace:          steps 2-4 found; host step 2.21 ms",
-    "                no device plane in the trace: it holds host (CPU) activity only"
+    "  input: 3.2% of the traced steps in tf.data's iterator ops (0.21 ms): not input-bound"
   ))
+  expect_identical(text[6], "                no device plane in the trace: it holds host (CPU) activity only")
   expect_true("Trace files:    /tmp/logs/train/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb (39.5 KiB)" %in% text)
   expect_true("Scalars:        loss, mae for 4 steps (from event files)" %in% text)
   expect_true("Open with:      tensorboard --logdir /tmp/logs" %in% text)
@@ -102,6 +104,10 @@ test_that("a real profile writes a trace of the range and event files, and reads
   expect_true(startsWith(profile$trace_dir, file.path(normalizePath(logdir), "train", "plugins", "profile")))
   expect_true(profile$trace$parsed)
   expect_identical(profile$trace$steps, 2:4)
+  if (identical(profile$backend, "tensorflow")) {
+    expect_true(profile$trace$input_share > 0 && profile$trace$input_share < 1)
+    expect_output(print(profile), "input: .* of the traced steps in tf.data's iterator ops")
+  }
   numbers <- profile$numbers
   expect_identical(as.integer(numbers$steps_timed), 3L)
   expect_gt(numbers$step_time_mean_ms, 0)

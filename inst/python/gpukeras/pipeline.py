@@ -34,6 +34,10 @@ AUGMENT_PRESETS: dict[str, tuple[str, dict[str, object]]] = {
 INFERENCE_PRESETS = {"crop": "CenterCrop"}
 SHUFFLE_BUFFER_LIMIT = 100_000
 SHUFFLE_BUFFER_BYTES = 256 * 2**20
+# In-memory arrays are gathered several batches at a time (see _gathered_batches),
+# at most this many and about this many bytes per gather.
+GATHER_CHUNK_BATCHES = 32
+GATHER_CHUNK_BYTES = 16 * 2**20
 
 
 @dataclass
@@ -190,6 +194,13 @@ def _element_steps(
     return dataset, steps
 
 
+def _gather_chunk(tensors: object, rows: int, batch_size: int) -> int:
+    """Batches per gather: up to GATHER_CHUNK_BATCHES, within GATHER_CHUNK_BYTES."""
+    row_bytes = sum(t.dtype.size * int(np.prod(t.shape[1:])) for t in tensors)
+    batch_bytes = max(1, row_bytes * min(batch_size, rows))
+    return max(1, min(GATHER_CHUNK_BATCHES, GATHER_CHUNK_BYTES // batch_bytes))
+
+
 def _gathered_batches(
     tf: ModuleType, data: object, rows: int, options: PipelineOptions
 ) -> tuple[object, list[str]]:
@@ -199,6 +210,13 @@ def _gathered_batches(
     than shuffling and batching rows one by one (measured here: 7,100 vs 1,700
     batches/s of 256 x 20 floats on 2 cores), and it is what Keras does with
     arrays. The permutation is new every epoch and reproducible with a seed.
+
+    The batches are gathered a chunk of several at a time (one gather of up
+    to 32 batches, at most 16 MiB) and then sliced apart: tf.data's cost per
+    element of a parallel map is paid once per chunk instead of once per
+    batch. Measured here (``bench/pipeline.R``'s MLP, 256 x 20 floats per
+    batch): 102 -> 52 CPU microseconds per batch, CPU time that on a
+    CPU-only machine the model's own step would otherwise have had.
     """
     tensors = tf.nest.map_structure(tf.convert_to_tensor, data)
     order = tf.range(rows, dtype=tf.int64)
@@ -218,21 +236,27 @@ def _gathered_batches(
     size = options.batch_size
     full = rows // size * size
     remainder = rows - full if not options.drop_remainder else 0
+    chunk = _gather_chunk(tf.nest.flatten(tensors), rows, size)
 
-    def batches_of(permutation: object) -> object:
+    def chunks_of(permutation: object) -> object:
         # A reshape cuts all full batches at once, faster than batching index by index.
         batched = tf.data.Dataset.from_tensor_slices(tf.reshape(permutation[:full], [-1, size]))
+        chunks = batched.batch(chunk)
         if remainder:
-            batched = batched.concatenate(tf.data.Dataset.from_tensors(permutation[full:]))
-        return batched
+            chunks = chunks.concatenate(tf.data.Dataset.from_tensors(permutation[None, full:]))
+        return chunks
 
-    indices = permutations.flat_map(batches_of).apply(
-        tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0))
-    )
-    dataset = indices.map(
-        lambda index: tf.nest.map_structure(lambda tensor: tf.gather(tensor, index), tensors),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=options.deterministic,
+    def gather(indices: object) -> object:
+        return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+
+    def slices(*gathered: object) -> object:
+        return tf.data.Dataset.from_tensor_slices(gathered[0] if len(gathered) == 1 else gathered)
+
+    dataset = (
+        permutations.flat_map(chunks_of)
+        .map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic)
+        .flat_map(slices)
+        .apply(tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0)))
     )
     order_step = "shuffle rows each epoch" if options.shuffle else "rows in order"
     return dataset, [order_step, f"gather batches ({size}, parallel)"]

@@ -56,7 +56,8 @@ shows one run, ``train``, with scalars and a profile):
 What is read back: the paths and sizes of the files; the scalars, from the
 event files; from the trace (on TensorFlow its .xplane.pb, with TensorFlow's
 XPlane protobuf; on JAX its .trace.json.gz, with the standard library): the
-marked steps it holds, their host durations, and per device plane
+marked steps it holds, their host durations, on TensorFlow the time its
+iterator ops took batches from the input pipeline within them, and per device plane
 (``/device:GPU:0``, ...) the time anything ran on the device during those
 steps. A CPU run has no device plane. The step numbers (time per step, its
 spread, samples/s, the share of it spent waiting for input) come from
@@ -85,6 +86,10 @@ from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
 from gpukeras.runtime import config
 
 STEP_NAME = "train"  # the profiler's step marker, as TensorFlow's profiler guide names it
+# TensorFlow's host events for taking a batch from a tf.data iterator (the op's
+# run, waiting for the pipeline included), the ops its profiler counts as input.
+INPUT_EVENT_PREFIXES = ("IteratorGetNext", "MultiDeviceIteratorGetNext")
+INPUT_EVENT_SUFFIX = "Op::DoCompute"
 SETTINGS = ("batch_size", "steps_per_execution", "jit_compile", "dtype_policy", "device", "data")
 
 
@@ -372,23 +377,38 @@ def _union_ns(intervals: list[tuple[float, float]]) -> float:
 
 
 def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
-    """The marked steps in a trace, their host durations, and device busy time within them.
+    """The marked steps in a trace, their host durations, the time spent taking batches
+    from the input pipeline, and device busy time within them.
 
     ``planes`` are ``{"name", "events"}`` with events as ``(name, start_ns,
     duration_ns, stats)``. A device's busy time is the union of every event
     on its plane (kernels, copies; nested ones counted once) clipped to the
     marked steps' span, and its share is that time over the span.
+
+    ``input_ms`` / ``input_share``: the time TensorFlow's iterator ops ran
+    within the span (``IteratorGetNext`` inside Keras' compiled step: a
+    batch taken from the prefetch buffer, or the wait for one), the measure
+    TensorFlow's profiler bases its input-bound verdict on. Unlike the step
+    timer's, it leaves the step as Keras runs it and leaves out the Python
+    cost of an eager ``next()``; None without such events (JAX).
+    ``input_verdict``: that profiler's verdict for the share.
     """
     steps: dict[int, tuple[float, float]] = {}
+    inputs: list[tuple[float, float]] = []
     for plane in planes:
         if str(plane["name"]).startswith("/host:"):
             for name, start, duration, stats in plane["events"]:  # type: ignore[attr-defined]
                 if name == STEP_NAME and "step_num" in stats:
                     steps[int(stats["step_num"])] = (start, start + duration)
+                elif name.startswith(INPUT_EVENT_PREFIXES) and name.endswith(INPUT_EVENT_SUFFIX):
+                    inputs.append((start, start + duration))
     result: dict[str, object] = {
         "steps": sorted(steps),
         "step_time_mean_ms": None,
         "span_ms": None,
+        "input_ms": None,
+        "input_share": None,
+        "input_verdict": None,
         "devices": [],
     }
     if not steps:
@@ -398,6 +418,18 @@ def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
     last = max(end for _, end in steps.values())
     span = last - first
     result.update(step_time_mean_ms=sum(durations) / len(durations) / 1e6, span_ms=span / 1e6)
+    if inputs:  # TensorFlow only: JAX takes batches in Python, which its trace does not name
+        waited = _union_ns(
+            [
+                (max(begin, first), min(end, last))
+                for begin, end in inputs
+                if begin < last and end > first
+            ]
+        )
+        share = waited / span if span > 0 else None
+        result.update(
+            input_ms=waited / 1e6, input_share=share, input_verdict=monitoring.input_verdict(share)
+        )
     for plane in planes:
         if not str(plane["name"]).startswith("/device:"):
             continue
@@ -423,7 +455,7 @@ def read_trace(files: list[Path], backend: str) -> dict[str, object]:
     read, ``note`` saying why (the step timer's numbers stand regardless)."""
     suffix, reader = TRACE_READERS[backend]
     found = [path for path in files if path.name.endswith(suffix)]
-    empty = {"steps": [], "step_time_mean_ms": None, "span_ms": None, "devices": []}
+    empty = summarize_trace([])
     if not found:
         return {**empty, "parsed": False, "note": f"the profiler wrote no {suffix} file"}
     try:
