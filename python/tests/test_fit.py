@@ -718,12 +718,25 @@ y = (x @ rng.standard_normal((8, 1))).astype("float32")
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
                           keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+import threading
+
+
+class BatchEndThreads(keras.callbacks.Callback):
+    async_safe = True  # a user's callback that allows Keras' asynchronous batch ends
+    threads = set()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.threads.add(threading.get_ident())
+
+
 answer = bridge.call("fit.fit", {"model": model, "data": (x, y), "epochs": 3, "seed": 1,
                                   "batch_size": 16, "verbose": 0,
+                                  "callbacks": [BatchEndThreads()],
                                   "learning_rate": {"schedule": "warmup_cosine", "peak": 0.01,
                                                     "warmup_steps": 4, "decay_steps": 40}})
 readback["answer"] = answer
 readback["jit"] = bool(model.jit_compile)
+readback["batch_ends_on_main_thread"] = threading.main_thread().ident in BatchEndThreads.threads
 """
 
 
@@ -744,6 +757,9 @@ def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     assert "jax backend" in report["input_wait_method"]
     assert report["input_verdict"] is not None
     assert "tensorflow" not in run.loaded
+    # gpu_fit()'s own callbacks leave Keras dispatching batch ends on its worker
+    # thread, so the host does not wait for each step before queueing the next.
+    assert run.readback["batch_ends_on_main_thread"] is False
 
 
 @pytest.mark.gpu
