@@ -2,20 +2,33 @@
 #
 # Trains the same model from R three ways, in one run, for two workloads:
 #   (a) array_fit:   model$fit(gpu_as_numpy(x), gpu_as_numpy(y), batch_size, shuffle = TRUE)
-#   (b) gpu_dataset: model$fit(gpu_dataset(x, y, batch_size, augment = ...))
+#   (b) gpu_dataset: gpu_fit(model, gpu_dataset(x, y, batch_size, augment = ...)), with
+#                    one batch per step, no XLA and no monitor, as in (a) and (c)
 #   (c) ceiling:     one batch, tf.data.Dataset$from_tensors(batch)$`repeat`() (copied to
 #                    the GPU when TensorFlow sees one), the same number of steps
+# and, for comparison, gpu_dataset_keras_fit: model$fit(gpu_dataset(...)), Keras' own
+# fit() on the same dataset. Keras makes a new iterator of a finite dataset at every
+# epoch's end (keras/src/trainers/epoch_iterator.py), which for a tf.data pipeline with
+# functions costs ~13 ms here, inside the last step of the epoch; gpu_fit() hands Keras
+# dataset$repeat() and steps_per_epoch, so one iterator serves every epoch, as the
+# ceiling's does.
 # Workloads: an MLP on synthetic tabular data (20 features, two classes) and a CNN on
 # the UCI digits (inst/extdata/digits.csv.gz, replicated so an epoch lasts long enough
 # to time) with random flips and rotations: for (a) as Keras preprocessing layers at
 # the model's start, for (b) as gpu_dataset()'s augment presets.
 #
 # Each way gets a fresh model (same architecture, same batch size) and untimed warm-up
-# epochs; then `rounds` rounds time one epoch of each way in turn (a, b, c, a, b, c, ...)
-# and the median round counts. Samples/s come from epochs timed with
-# gpukeras.timing.step_timer(measure_input = FALSE) (step timestamps only); the input
-# wait share from a further epoch with measure_input = TRUE, which times the
-# next(iterator) inside Keras' train_function (see inst/python/gpukeras/timing.py).
+# epochs; then `rounds` rounds time one fit of each way in turn (in a rotating order)
+# and the median counts, with a bootstrap 95% interval for the median of the per-round
+# ratios. Samples/s come from fits timed with gpukeras.timing.step_timer(measure_input =
+# FALSE) (step timestamps only).
+#
+# The input wait share comes from a profiler trace of 200 steps of each way, as Keras
+# runs them: the time TensorFlow's IteratorGetNext ops took within the traced steps
+# (gpukeras.profile.read_trace()$input_share, the time TensorFlow's own profiler counts
+# as input). The step timer's eager measure (measure_input = TRUE: it times a Python
+# next(iterator) before Keras' step, Python's cost of taking a batch included) is kept
+# as input_wait_share_eager for comparison.
 #
 # Usage (from the repository root): Rscript bench/pipeline.R [--quick]
 # Writes bench/results/pipeline.json (pipeline-quick.json with --quick).
@@ -38,11 +51,14 @@ code_state <- function() {
 
 # Timed epochs per fit: an MLP epoch of 20,480 rows lasts ~0.1 s here, too short to
 # time alone on a busy 2-core machine.
+# Other work on this 2-core machine changes the speed by 10-30 % from one fit to the
+# next, so many short rounds: the interval of the median narrows with their number.
 sizes <- if (quick) {
-  list(mlp_rows = 20480L, mlp_epochs = 3L, digits_copies = 8L, cnn_epochs = 1L, rounds = 5L)
+  list(mlp_rows = 20480L, mlp_epochs = 3L, digits_copies = 8L, cnn_epochs = 1L, mlp_rounds = 9L, cnn_rounds = 7L)
 } else {
-  list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 32L, cnn_epochs = 1L, rounds = 5L)
+  list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 32L, cnn_epochs = 1L, mlp_rounds = 21L, cnn_rounds = 11L)
 }
+traced_steps <- 200L
 mlp_batch <- 256L
 cnn_batch <- 128L
 augment <- list(flip_horizontal = list(), rotation = list(factor = 0.05))
@@ -51,6 +67,8 @@ keras <- gpu_keras()
 tf <- reticulate::import("tensorflow")
 np <- reticulate::import("numpy", convert = FALSE)
 timing <- reticulate::import("gpukeras.timing")
+profiling <- reticulate::import("gpukeras.profile")
+pathlib <- reticulate::import("pathlib")
 gpus <- tf$config$list_logical_devices("GPU")
 
 # ---- data -------------------------------------------------------------------
@@ -152,6 +170,7 @@ make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
   models <- list(
     array_fit = build(augmented = !is.null(augment_presets)),
     gpu_dataset = build(augmented = FALSE),
+    gpu_dataset_keras_fit = build(augmented = FALSE),
     ceiling = build(augmented = FALSE)
   )
   run <- list(
@@ -161,8 +180,16 @@ make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
         epochs = epochs, verbose = 0L, callbacks = callbacks
       )
     },
+    # gpukeras' own way, with the speed options the other ways have (one batch per
+    # step, no XLA), and no monitor.
     gpu_dataset = function(callbacks) {
-      models$gpu_dataset$fit(dataset, epochs = epochs, shuffle = FALSE, verbose = 0L, callbacks = callbacks)
+      gpu_fit(models$gpu_dataset, dataset,
+        epochs = epochs, steps_per_execution = 1, jit_compile = FALSE,
+        monitor = FALSE, callbacks = if (length(callbacks)) callbacks, verbose = 0
+      )
+    },
+    gpu_dataset_keras_fit = function(callbacks) {
+      models$gpu_dataset_keras_fit$fit(dataset, epochs = epochs, shuffle = FALSE, verbose = 0L, callbacks = callbacks)
     },
     ceiling = function(callbacks) {
       models$ceiling$fit(ceiling$dataset,
@@ -179,13 +206,38 @@ make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
   )
 }
 
+# The input share of `traced_steps` steps of one way from a profiler trace (after the
+# first 20, which the warm-up has compiled already; training stops after the last).
+traced_input <- function(run, steps_in_fit) {
+  first <- 21L
+  last <- min(steps_in_fit, first + traced_steps - 1L)
+  profiler <- profiling$Profiler("tensorflow")
+  profiler$warm_up()
+  run_dir <- tempfile("gpukeras-bench-trace-")
+  on.exit(unlink(run_dir, recursive = TRUE))
+  tracer <- profiling$range_callback(profiler, run_dir, first, last)
+  run(list(tracer))
+  files <- list.files(reticulate::py_str(tracer$trace_dir), full.names = TRUE)
+  trace <- profiling$read_trace(lapply(files, pathlib$Path), "tensorflow")
+  list(steps = length(trace$steps), input_share = trace$input_share, input_ms_per_step = trace$input_ms / length(trace$steps), step_time_mean_ms = trace$step_time_mean_ms)
+}
+
+# A bootstrap 95% interval of the median of per-round ratios (seeded: the same
+# rounds give the same interval).
+median_interval <- function(ratios, draws = 4000L) {
+  withr::with_seed(1, {
+    medians <- replicate(draws, stats::median(sample(ratios, replace = TRUE)))
+  })
+  unname(stats::quantile(medians, c(0.025, 0.975)))
+}
+
 measure <- function(name, ways, rounds) {
   cat(sprintf("%s: warming up ...\n", name))
   for (way in names(ways$run)) {
     ways$run[[way]](list()) # compiles the step Keras runs
     ways$run[[way]](list(timing$step_timer(skip = 0L))) # and the one the input timer runs
   }
-  throughput <- setNames(vector("list", 3), names(ways$run))
+  throughput <- setNames(vector("list", length(ways$run)), names(ways$run))
   plain <- throughput
   for (round in seq_len(rounds)) {
     # Rotate the order each round, so no way always runs first or last.
@@ -208,11 +260,13 @@ measure <- function(name, ways, rounds) {
     timer$report()
   })
   names(waits) <- names(ways$run)
+  traces <- lapply(ways$run, traced_input, steps_in_fit = ways$steps * ways$epochs)
   median_sps <- vapply(throughput, stats::median, numeric(1))
   # Ratios within a round (the three ways ran back to back), then their median: other
   # load on the machine drifts between rounds more than within one.
   vs_ceiling <- throughput$gpu_dataset / throughput$ceiling
   vs_array <- throughput$gpu_dataset / throughput$array_fit
+  keras_fit_vs_ceiling <- throughput$gpu_dataset_keras_fit / throughput$ceiling
   list(
     rows = ways$rows,
     batch_size = ways$batch_size,
@@ -229,21 +283,31 @@ measure <- function(name, ways, rounds) {
     step_time_mean_ms = as.list(vapply(plain, stats::median, numeric(1))),
     ratio_vs_ceiling = stats::median(vs_ceiling),
     ratio_vs_array_fit = stats::median(vs_array),
+    ratio_vs_ceiling_ci95 = median_interval(vs_ceiling),
+    ratio_vs_array_fit_ci95 = median_interval(vs_array),
+    keras_fit_ratio_vs_ceiling = stats::median(keras_fit_vs_ceiling),
+    keras_fit_ratio_vs_ceiling_ci95 = median_interval(keras_fit_vs_ceiling),
     ratio_vs_ceiling_rounds = vs_ceiling,
     ratio_vs_array_fit_rounds = vs_array,
-    input_wait_share = waits$gpu_dataset$input_wait_share,
-    input_wait_share_by_way = lapply(waits, `[[`, "input_wait_share"),
-    input_wait_mean_ms_by_way = lapply(waits, `[[`, "input_wait_mean_ms"),
+    input_wait_share = traces$gpu_dataset$input_share,
+    input_wait_share_by_way = lapply(traces, `[[`, "input_share"),
+    input_wait_ms_per_step_by_way = lapply(traces, `[[`, "input_ms_per_step"),
+    traced_steps = traces$gpu_dataset$steps,
+    traced_step_time_mean_ms_by_way = lapply(traces, `[[`, "step_time_mean_ms"),
+    input_wait_method = "time in TensorFlow's IteratorGetNext ops within the traced steps, from a profiler trace (gpukeras.profile.read_trace)",
+    input_wait_share_eager = waits$gpu_dataset$input_wait_share,
+    input_wait_share_eager_by_way = lapply(waits, `[[`, "input_wait_share"),
+    input_wait_mean_ms_eager_by_way = lapply(waits, `[[`, "input_wait_mean_ms"),
     between_steps_share_by_way = lapply(waits, `[[`, "between_steps_share"),
     instrumented_samples_per_second = lapply(waits, `[[`, "samples_per_second"),
-    timing_method = waits$gpu_dataset$method
+    eager_timing_method = waits$gpu_dataset$method
   )
 }
 
 mlp <- measure(
   "mlp",
   make_ways(mlp_x, mlp_y, mlp_batch, sizes$mlp_epochs, mlp_model, NULL),
-  sizes$rounds
+  sizes$mlp_rounds
 )
 mlp$description <- sprintf(
   "MLP 20-128-128-2 on %s synthetic rows x 20 features, 2 classes, batch %d",
@@ -252,7 +316,7 @@ mlp$description <- sprintf(
 cnn <- measure(
   "cnn",
   make_ways(cnn_x, cnn_y, cnn_batch, sizes$cnn_epochs, cnn_model, augment),
-  sizes$rounds
+  sizes$cnn_rounds
 )
 cnn$description <- sprintf(
   "digits CNN (conv 32, conv 64, pool, dense 10) on %s 8x8 images (%d copies of the 1,797 UCI digits), batch %d, augment: horizontal flip + rotation 0.05",
@@ -298,12 +362,13 @@ result <- list(
     keras = keras$`__version__`,
     numpy = reticulate::py_to_r(np$`__version__`)
   ),
-  rounds = sizes$rounds,
+  rounds = list(mlp = sizes$mlp_rounds, cnn = sizes$cnn_rounds),
   bar = bar,
   workloads = list(mlp = mlp, cnn = cnn),
   notes = c(
-    "samples_per_second: median over rounds of timed epochs (step timestamps only, gpukeras.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order).",
-    "input_wait_share: share of (b)'s step time spent in next(iterator) inside Keras' train_function, from one more epoch timed with measure_input = TRUE. The same measurement on the ceiling, whose batch is always ready (input_wait_share_by_way$ceiling), is the floor of this measurement: taking a ready batch from a tf.data iterator eagerly.",
+    "samples_per_second: median over rounds of timed fits (step timestamps only, gpukeras.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order); *_ci95: a bootstrap 95% interval of that median.",
+    "input_wait_share: share of (b)'s traced steps spent in TensorFlow's IteratorGetNext op (taking a batch from the pipeline, waiting for it included) while Keras runs its compiled step, from a profiler trace; the ceiling's (input_wait_share_by_way$ceiling) is what taking an always-ready batch costs.",
+    "input_wait_share_eager: the step timer's measure (gpukeras.timing.step_timer(measure_input = TRUE)): a Python next(iterator) timed before each step, which adds Python's cost of taking a batch (0.2-0.3 ms here) to every way; kept to compare with earlier results.",
     "Without a GPU, tf.data's threads and the model's compute share the same CPU cores; the ceiling does no input work at all.",
     "Other processes on the machine change the speed from round to round (see loadavg_before/after and the *_rounds vectors)."
   ),
@@ -318,13 +383,15 @@ writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = N
 row <- function(name, w) {
   sps <- w$samples_per_second
   sprintf(
-    "%-4s %11.0f %12.0f %10.0f %9.3f %9.3f %9.1f%% (ceiling %.1f%%)",
-    name, sps$array_fit, sps$gpu_dataset, sps$ceiling, w$ratio_vs_ceiling,
-    w$ratio_vs_array_fit, 100 * w$input_wait_share, 100 * w$input_wait_share_by_way$ceiling
+    "%-4s %11.0f %12.0f %10.0f %5.3f [%.2f-%.2f] %5.3f [%.2f-%.2f] %5.1f%% (ceiling %.1f%%)",
+    name, sps$array_fit, sps$gpu_dataset, sps$ceiling,
+    w$ratio_vs_ceiling, w$ratio_vs_ceiling_ci95[1], w$ratio_vs_ceiling_ci95[2],
+    w$ratio_vs_array_fit, w$ratio_vs_array_fit_ci95[1], w$ratio_vs_array_fit_ci95[2],
+    100 * w$input_wait_share, 100 * w$input_wait_share_by_way$ceiling
   )
 }
-cat(sprintf("\nsamples/s, median of %d rounds; ratios: median of per-round ratios (%s; backend %s; GPU: %s)\n", sizes$rounds, result$machine$cpu, result$backend, paste(result$machine$gpu, collapse = ", ")))
-cat(sprintf("%-4s %11s %12s %10s %9s %9s %9s\n", "", "(a) arrays", "(b) dataset", "(c) ceil.", "b/c", "b/a", "wait (b)"))
+cat(sprintf("\nsamples/s, median of %d (mlp) and %d (cnn) rounds; ratios: median of per-round ratios [95%% interval] (%s; backend %s; GPU: %s)\n", sizes$mlp_rounds, sizes$cnn_rounds, result$machine$cpu, result$backend, paste(result$machine$gpu, collapse = ", ")))
+cat(sprintf("%-4s %11s %12s %10s %17s %17s %9s\n", "", "(a) arrays", "(b) dataset", "(c) ceil.", "b/c", "b/a", "wait (b)"))
 cat(row("mlp", mlp), row("cnn", cnn), sep = "\n")
 cat(sprintf("bar: b/c >= %.2f, b/a >= %.1f, wait < %.0f%%\n", bar$ratio_vs_ceiling, bar$ratio_vs_array_fit, 100 * bar$input_wait_share))
 cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))
