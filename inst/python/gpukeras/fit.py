@@ -112,9 +112,7 @@ def _whole(value: object) -> bool:
 
 def _count(name: str, value: object, minimum: int = 1) -> int:
     if not _whole(value) or int(value) < minimum:  # type: ignore[call-overload]
-        raise BadArgumentError(
-            f"{name} must be a whole number >= {minimum}, not {value!r}."
-        )
+        raise BadArgumentError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
     return int(value)  # type: ignore[call-overload]
 
 
@@ -141,17 +139,12 @@ def check_keras_model(keras: object, model: object) -> None:
             if "tf_keras" in kind or "tensorflow.python.keras" in kind
             else ""
         )
-        raise BadModelError(
-            f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}"
-        )
+        raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
 
 
 def _check_model(keras: object, model: object) -> None:
     check_keras_model(keras, model)
-    if (
-        not getattr(model, "compiled", False)
-        or getattr(model, "optimizer", None) is None
-    ):
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
         raise ModelNotCompiledError(
             "The model is not compiled: compile it first, e.g. "
             'model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", '
@@ -300,9 +293,7 @@ def build_from_spec(model: object, dataset: object) -> bool:
     return True
 
 
-def training_data(
-    data: object, batch_size: int | None, seed: int | None
-) -> TrainingData:
+def training_data(data: object, batch_size: int | None, seed: int | None) -> TrainingData:
     """Turn gpu_fit()'s ``data`` into ``model.fit()`` arguments (see the module's notes)."""
     if is_tf_dataset(data):
         if batch_size is not None:
@@ -324,9 +315,7 @@ def training_data(
             from gpukeras import pipeline
 
             built = pipeline.from_arrays(x, y, batch_size=size, shuffle=True, seed=seed)
-            return dataclasses.replace(
-                _dataset_source("arrays", built["dataset"], size), rows=rows
-            )
+            return dataclasses.replace(_dataset_source("arrays", built["dataset"], size), rows=rows)
         return TrainingData(
             kind="keras arrays",
             fit_args={"x": x, "y": y, "batch_size": size, "shuffle": True},
@@ -348,9 +337,7 @@ def training_data(
     return TrainingData(kind="other", fit_args={"x": data})
 
 
-def validation_args(
-    validation_data: object, batch_size: int | None
-) -> dict[str, object]:
+def validation_args(validation_data: object, batch_size: int | None) -> dict[str, object]:
     """``model.fit()`` arguments for the validation data (not shuffled)."""
     if validation_data is None:
         return {}
@@ -450,23 +437,14 @@ def apply_settings(
             None,
         )  # type: ignore[attr-defined]
     changed = in_force != before
-    if (
-        changed
-        or learning_rate is not None
-        or clipnorm is not None
-        or clipvalue is not None
-    ):
+    if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
         model.train_function = None  # type: ignore[attr-defined]
     if changed:
         model.test_function = None  # type: ignore[attr-defined]
         model.predict_function = None  # type: ignore[attr-defined]
         compile_config = getattr(model, "_compile_config", None)
-        if compile_config is not None and isinstance(
-            getattr(compile_config, "config", None), dict
-        ):
-            compile_config.config.update(
-                jit_compile=in_force[0], steps_per_execution=in_force[1]
-            )
+        if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
+            compile_config.config.update(jit_compile=in_force[0], steps_per_execution=in_force[1])
     return {
         "jit_compile": bool(in_force[0]),
         "steps_per_execution": int(in_force[1]),
@@ -486,9 +464,7 @@ def _distributed(keras: object, model: object) -> bool:
     if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
         return keras.distribution.distribution() is not None  # type: ignore[attr-defined]
     strategy = getattr(model, "_distribute_strategy", None)
-    return (
-        strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
-    )
+    return strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
 
 
 def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
@@ -504,9 +480,7 @@ def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
 
 
 # Callbacks made here ------------------------------------------------------------
-def _helper_callbacks(
-    keras: object, seed: int | None, reseed_numpy: bool
-) -> tuple[object, dict]:
+def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
     """A callback tracking the epoch and batch (for error messages), and reseeding
     NumPy per epoch where Keras shuffles arrays with it.
 
@@ -522,9 +496,7 @@ def _helper_callbacks(
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             position.update(epoch=epoch, batch=-1)
             if reseed_numpy:
-                np.random.seed(
-                    np.random.SeedSequence([seed or 0, epoch]).generate_state(1)[0]
-                )
+                np.random.seed(np.random.SeedSequence([seed or 0, epoch]).generate_state(1)[0])
 
         def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
             position.update(batch=batch, batches_done=position["begun"])
@@ -583,9 +555,7 @@ def _cause(error: Exception) -> str:
     useful = [
         line
         for line in lines
-        if not line.startswith(
-            ("Graph execution error", "Detected at node", "File ", "[[")
-        )
+        if not line.startswith(("Graph execution error", "Detected at node", "File ", "[["))
         and "defined at (most recent call last)" not in line
     ]
     chosen = useful[-1] if useful else (lines[-1] if lines else type(error).__name__)
@@ -597,21 +567,15 @@ def _cause(error: Exception) -> str:
 def error_message(error: BaseException) -> str:
     """The informative line of an error: TensorFlow's op error cause, or the first line
     of a Keras error (without its "Exception encountered" header and argument list)."""
-    if type(error).__name__.endswith("Error") and hasattr(
-        error, "op"
-    ):  # a TensorFlow OpError
+    if type(error).__name__.endswith("Error") and hasattr(error, "op"):  # a TensorFlow OpError
         return _cause(error)  # type: ignore[arg-type]
     text = ANSI.sub("", str(error)).split("Arguments received by")[0]
     lines = [line.strip() for line in text.splitlines()]
-    useful = [
-        line for line in lines if line and not line.startswith("Exception encountered")
-    ]
+    useful = [line for line in lines if line and not line.startswith("Exception encountered")]
     return useful[0] if useful else type(error).__name__
 
 
-def refused_data(
-    error: BaseException, what: str = "train on this data"
-) -> BadDataError | None:
+def refused_data(error: BaseException, what: str = "train on this data") -> BadDataError | None:
     """The model refusing data as a classed error; None for errors of another kind.
 
     Keras checks data against the model (input shapes, dtypes, data types it
@@ -682,9 +646,7 @@ def data_error(
 
 
 # The run ------------------------------------------------------------------------
-def _history(
-    keras_history: object, backup_history: list[dict] | None
-) -> dict[str, list]:
+def _history(keras_history: object, backup_history: list[dict] | None) -> dict[str, list]:
     """Epoch logs as columns, ``epoch`` 1-based; from the backup when resuming (all epochs)."""
     if backup_history is not None:
         rows = backup_history
@@ -698,9 +660,7 @@ def _history(
     names = [name for row in rows for name in row if name != "epoch"]
     columns: dict[str, list] = {"epoch": [int(row["epoch"]) for row in rows]}
     for name in dict.fromkeys(names):
-        columns[name] = [
-            None if row.get(name) is None else float(row[name]) for row in rows
-        ]
+        columns[name] = [None if row.get(name) is None else float(row[name]) for row in rows]
     return columns
 
 
@@ -735,9 +695,7 @@ def check_request(keras: object, model: object, **arguments: object) -> FitReque
         )
     jit = a["jit_compile"]
     if jit != "auto" and not isinstance(jit, bool):
-        raise BadArgumentError(
-            f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.'
-        )
+        raise BadArgumentError(f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.')
     clipnorm = _positive("clipnorm", a["clipnorm"])
     clipvalue = _positive("clipvalue", a["clipvalue"])
     if clipnorm is not None and clipvalue is not None:
@@ -750,18 +708,14 @@ def check_request(keras: object, model: object, **arguments: object) -> FitReque
     freq = a["backup_freq"]
     return FitRequest(
         epochs=_count("epochs", a["epochs"]),
-        batch_size=None
-        if a["batch_size"] is None
-        else _count("batch_size", a["batch_size"]),
+        batch_size=None if a["batch_size"] is None else _count("batch_size", a["batch_size"]),
         steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
         jit_compile=jit,  # type: ignore[arg-type]
         learning_rate=_check_learning_rate(keras, a["learning_rate"]),
         clipnorm=clipnorm,
         clipvalue=clipvalue,
         monitor=a["monitor"],  # type: ignore[arg-type]
-        backup_dir=None
-        if a["backup_dir"] is None
-        else backup.check_dir(a["backup_dir"]),
+        backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
         backup_freq="epoch" if freq == "epoch" else _count("backup_freq", freq),
         callbacks=_check_callbacks(keras, a["callbacks"]),
         seed=None if a["seed"] is None else _count("seed", a["seed"], minimum=0),
@@ -785,9 +739,7 @@ def _backup(
         "steps_per_execution": spe,
         "seed": request.seed,
         "batch_size": source.batch_size,
-        "weights": [list(map(int, w.shape)) for w in model.weights]
-        if model.built
-        else None,  # type: ignore[attr-defined]
+        "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,  # type: ignore[attr-defined]
     }
     state = backup.read_state(request.backup_dir)
     if state is not None:
@@ -795,9 +747,7 @@ def _backup(
         if source.dataset is not None:
             for _ in range(state.epoch):
                 iter(source.dataset)  # type: ignore[call-overload]
-    return backup.backup_callback(
-        request.backup_dir, request.backup_freq, run, state
-    ), state
+    return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
 
 
 def _device(gpu_rows: list[dict[str, object]]) -> object:
@@ -806,9 +756,7 @@ def _device(gpu_rows: list[dict[str, object]]) -> object:
     return gpu_rows[0]["device"] if gpu_rows else "CPU:0"
 
 
-def _counted_flops(
-    model: object, gpu_rows: list[dict[str, object]]
-) -> dict[str, object]:
+def _counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
     """The model's FLOPs per sample and, on a GPU in the table, its peak for the compute dtype."""
     counted = flops.model_flops(model)
     if counted["per_sample"] is not None and gpu_rows:
@@ -979,9 +927,7 @@ def _train(
     backend = keras.backend.backend()
     gpu_rows = gpus_in_use(keras, model)
 
-    position_callback, position = _helper_callbacks(
-        keras, request.seed, source.reseed_numpy
-    )
+    position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
     saver, state = _backup(request, model, source, spe)
     watcher = None
     if request.monitor:
