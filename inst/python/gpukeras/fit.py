@@ -425,17 +425,9 @@ def apply_settings(
     if learning_rate is not None:
         _set_learning_rate(keras, optimizer, learning_rate)
     if clipnorm is not None:
-        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = (
-            clipnorm,
-            None,
-            None,
-        )  # type: ignore[attr-defined]
+        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = clipnorm, None, None  # type: ignore[attr-defined]
     if clipvalue is not None:
-        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = (
-            clipvalue,
-            None,
-            None,
-        )  # type: ignore[attr-defined]
+        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None  # type: ignore[attr-defined]
     changed = in_force != before
     if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
         model.train_function = None  # type: ignore[attr-defined]
@@ -594,10 +586,7 @@ def refused_data(error: BaseException, what: str = "train on this data") -> BadD
 
 
 def data_error(
-    error: Exception,
-    position: dict[str, int],
-    backup_dir: str | None,
-    kind: str = "dataset",
+    error: Exception, position: dict[str, int], backup_dir: str | None, kind: str = "dataset"
 ) -> BadDataError | None:
     """A classed error for TensorFlow failing on the data mid-training; None for other errors.
 

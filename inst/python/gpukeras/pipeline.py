@@ -215,7 +215,7 @@ def _gathered_batches(
     to 32 batches, at most 16 MiB) and then sliced apart: tf.data's cost per
     element of a parallel map is paid once per chunk instead of once per
     batch. Measured here (``bench/pipeline.R``'s MLP, 256 x 20 floats per
-    batch): 102 -> 52 CPU microseconds per batch, CPU time that on a
+    batch): 102 -> 59 CPU microseconds per batch, CPU time that on a
     CPU-only machine the model's own step would otherwise have had.
     """
     tensors = tf.nest.map_structure(tf.convert_to_tensor, data)
