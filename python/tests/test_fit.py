@@ -710,6 +710,7 @@ def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -
 
 # Other backends, and GPUs ------------------------------------------------------------
 JAX_FIT = """
+import threading
 import numpy as np
 import keras
 rng = np.random.default_rng(0)
@@ -718,7 +719,6 @@ y = (x @ rng.standard_normal((8, 1))).astype("float32")
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
                           keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse", metrics=["mae"])
-import threading
 
 
 class BatchEndThreads(keras.callbacks.Callback):
