@@ -89,7 +89,9 @@
 #'     metrics (`val_` ones for validation data);
 #'   * `monitor`: `NULL` with `monitor = FALSE`, else a list with
 #'     `samples_per_second`, `step_time_mean_ms`, `step_time_sd_ms`,
-#'     `input_wait_share`, `input_verdict`, `gpu_utilization_mean`,
+#'     `input_wait_share` (time waiting for the next batch beyond what taking
+#'     an always-ready one costs, `fetch_floor_ms`), `input_verdict`,
+#'     `gpu_utilization_mean`,
 #'     `gpu_utilization_p95`, `gpu_memory_used_max_mib`,
 #'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu` and
 #'     `advice` (`NULL` where not known, e.g. GPU numbers without a GPU, and
@@ -521,7 +523,14 @@ format_fit_monitor <- function(m) {
   input <- if (is.null(m$input_wait_share)) {
     sprintf("%s (input wait not measured)", m$input_verdict %||% "not known")
   } else {
-    sprintf("%s (waiting for input %s of step time)", m$input_verdict %||% "?", format_percent(m$input_wait_share, 1))
+    # Say why a share over 5 % can still be "not input-bound" (see input_verdict()).
+    within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
+      m$input_wait_mean_ms < m$fetch_floor_ms
+    sprintf(
+      "%s (waiting for input %s of step time%s)", m$input_verdict %||% "?",
+      format_percent(m$input_wait_share, 1),
+      if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
+    )
   }
   gpu <- if (is.null(m$gpu_utilization_mean)) {
     sprintf("not measured (%s)", m$gpu_not_measured %||% "no GPU")

@@ -221,7 +221,9 @@ def test_report_on_the_cpu_has_no_nvml_parts(no_gpu: None) -> None:
     assert report["samples_per_second"] > 0
     assert report["step_time_mean_ms"] > 0 and report["step_time_sd_ms"] >= 0
     assert 0 <= report["input_wait_share"] <= 1
-    assert report["input_verdict"] == monitor.input_verdict(report["input_wait_share"])
+    assert report["input_verdict"] == monitor.input_verdict(
+        report["input_wait_share"], report["input_wait_mean_ms"], report["fetch_floor_ms"]
+    )
     for key in ("gpu_utilization_mean", "gpu_utilization_p95", "gpu_memory_used_max_mib", "mfu"):
         assert report[key] is None
     assert report["gpu_not_measured"] == "no GPU in use"
@@ -281,6 +283,14 @@ def test_slow_input_pipeline_is_highly_input_bound_with_pipeline_advice() -> Non
 )
 def test_verdict_thresholds_are_the_tf_profilers(share: float | None, verdict: str | None) -> None:
     assert monitor.input_verdict(share) == verdict
+
+
+def test_a_wait_under_the_timers_resolution_is_not_input_bound() -> None:
+    # 8 % of a 1 ms step is 0.08 ms: less than the 0.17 ms a ready batch took.
+    assert monitor.input_verdict(0.08, 0.08, 0.17) == "not input-bound"
+    assert monitor.input_verdict(0.08, 0.25, 0.17) == "moderately input-bound"
+    assert monitor.input_verdict(0.5, 20.0, 0.17) == "highly input-bound"
+    assert monitor.input_verdict(0.08, 0.08, None) == "moderately input-bound"
 
 
 def gpu_context(**changes: object) -> monitor.TrainingContext:

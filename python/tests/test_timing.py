@@ -46,7 +46,7 @@ def test_summarize_arithmetic() -> None:
         timing.Step(epoch=0, begin=0.0, fetch_seconds=0.5, returned=0.9, samples=4),  # skipped
         timing.Step(epoch=0, begin=1.0, fetch_seconds=0.1, returned=1.8, samples=4),
         timing.Step(epoch=0, begin=2.0, fetch_seconds=0.3, returned=2.9, samples=4),
-        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.0, returned=10.5, samples=2),
+        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.0, returned=10.5, samples=4),
     ]
     record = timing.StepRecord(steps=steps, epoch_ends={0: 3.0, 1: 11.0})
     report = timing.summarize(record, skip=1)
@@ -56,8 +56,45 @@ def test_summarize_arithmetic() -> None:
     assert report["step_time_mean_ms"] == pytest.approx(1000.0)
     assert report["input_wait_share"] == pytest.approx(0.4 / 3)
     assert report["between_steps_share"] == pytest.approx((0.2 + 0.1 + 0.5) / 3)
+    assert report["samples"] == 12
+    assert report["samples_per_second"] == pytest.approx(12 / 3)
+
+
+def test_summarize_leaves_out_the_first_step_of_each_new_batch_size() -> None:
+    # Epoch 0 ends in a batch of 2 rows, which compiled the step again (5 s).
+    steps = [
+        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.1, returned=0.5, samples=4),  # skipped
+        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.1, returned=1.5, samples=4),
+        timing.Step(epoch=0, begin=2.0, fetch_seconds=0.1, returned=6.5, samples=2),
+        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.1, returned=10.5, samples=4),
+        timing.Step(epoch=1, begin=11.0, fetch_seconds=0.1, returned=11.5, samples=2),
+    ]
+    record = timing.StepRecord(steps=steps, epoch_ends={0: 7.0, 1: 12.0})
+    report = timing.summarize(record, skip=1)
+    assert report["new_batch_size_steps"] == 1
+    assert report["steps"] == 3
+    assert report["seconds"] == pytest.approx(3.0)
     assert report["samples"] == 10
-    assert report["samples_per_second"] == pytest.approx(10 / 3)
+    # Batches not seen (measure_input=False): nothing to tell them apart by.
+    for step in steps:
+        step.samples = None
+    unseen = timing.summarize(record, skip=1, batch_size=4)
+    assert unseen["new_batch_size_steps"] == 0 and unseen["seconds"] == pytest.approx(8.0)
+
+
+def test_summarize_counts_only_the_wait_beyond_the_fetch_floor() -> None:
+    steps = [
+        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.3, returned=0.9, samples=4),
+        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.05, returned=1.8, samples=4),
+    ]
+    record = timing.StepRecord(steps=steps, epoch_ends={0: 2.0}, fetch_floor_seconds=0.1)
+    report = timing.summarize(record, skip=0)
+    assert report["fetch_floor_ms"] == pytest.approx(100.0)
+    # 0.3 - 0.1 counts; 0.05, under the floor, counts as no wait (not as negative).
+    assert report["input_wait_share"] == pytest.approx(0.2 / 2)
+    assert report["input_wait_mean_ms"] == pytest.approx(100.0)
+    record.steps_per_execution = 2  # each step took two batches: twice the floor
+    assert timing.summarize(record, skip=0)["input_wait_share"] == pytest.approx(0.1 / 2)
 
 
 def test_summarize_without_fetch_times_uses_batch_size() -> None:
@@ -203,3 +240,43 @@ def test_slow_tf_data_pipeline_is_input_bound() -> None:
     assert slow_report["input_wait_share"] > cached_report["input_wait_share"] + 0.3
     # Sleeping in the pipeline makes steps longer, not the gap between them.
     assert slow_report["between_steps_share"] < 0.3
+
+
+def test_tensorflow_fetch_floor_is_measured_and_not_counted_as_wait() -> None:
+    pytest.importorskip("tensorflow")
+    if config.keras().backend.backend() != "tensorflow":
+        pytest.skip("the floor is measured for tf.data iterators (TensorFlow backend)")
+    import tensorflow as tf
+
+    x, y = tiny_data()
+    ready = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache().prefetch(2)
+    timer = timing.step_timer(skip=2)
+    tiny_model().fit(ready, epochs=2, shuffle=False, verbose=0, callbacks=[timer])
+    report = timer.report()
+    floor = timer.record.fetch_floor_seconds
+    assert floor is not None and 0 < floor < 0.05
+    assert report["fetch_floor_ms"] == pytest.approx(floor * 1e3)
+    sane(report)
+    timer.record.fetch_floor_seconds = None  # what Python's next() took, floor and all
+    gross = timing.summarize(timer.record, skip=2)
+    assert gross["fetch_floor_ms"] is None
+    assert report["input_wait_share"] < gross["input_wait_share"]
+
+
+def test_ready_fetch_seconds_times_an_always_ready_batch() -> None:
+    pytest.importorskip("tensorflow")
+    x, y = tiny_data()
+    seconds = timing.ready_fetch_seconds((x[:BATCH], y[:BATCH]), fetches=5)
+    assert seconds is not None and 0 < seconds < 0.05
+    assert timing.ready_fetch_seconds(object()) is None
+
+
+def test_a_last_smaller_batch_is_left_out_the_first_time() -> None:
+    x, y = tiny_data(ROWS + 3)  # every epoch ends in a batch of 3 rows
+    timer = timing.step_timer(skip=1)
+    tiny_model().fit(x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[timer])
+    report = timer.report()
+    assert report["new_batch_size_steps"] == 1
+    assert report["steps"] == 2 * 9 - 2
+    assert report["samples"] == 2 * (ROWS + 3) - BATCH - 3
+    sane(report)

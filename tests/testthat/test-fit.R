@@ -95,6 +95,14 @@ test_that("print shows the history tail, throughput, the input verdict, GPU 'not
   ))
   expect_output(expect_invisible(print(fit)), "not input-bound")
 
+  # A wait over 5 % of a short step, but shorter than taking a ready batch takes.
+  result <- core_result()
+  result$monitor[c("input_wait_share", "input_wait_mean_ms", "fetch_floor_ms")] <- list(0.074, 0.09, 0.13)
+  expect_true(paste(
+    "Input pipeline: not input-bound (waiting for input 7.4% of step time,",
+    "0.09 ms a step: less than the 0.13 ms taking a ready batch takes)"
+  ) %in% format(from_core(result)))
+
   result <- core_result(gpu = TRUE)
   result$monitor$gpu_not_measured <- NULL
   result$monitor[c("peak_tflops", "peak_source")] <- list(6, "datasheet")

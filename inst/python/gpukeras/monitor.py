@@ -217,10 +217,20 @@ MODERATELY_INPUT_BOUND = 0.05
 HIGHLY_INPUT_BOUND = 0.20
 
 
-def input_verdict(share: float | None) -> str | None:
-    """The TF profiler's verdict for a share of step time spent waiting for input."""
+def input_verdict(
+    share: float | None, wait_ms: float | None = None, resolution_ms: float | None = None
+) -> str | None:
+    """The TF profiler's verdict for a share of step time spent waiting for input.
+
+    A wait of less than ``resolution_ms`` per step is within what the measure
+    can tell apart from nothing (the step timer's: what taking an always-ready
+    batch from Python costs, ``fetch_floor_ms``, which varies by about as much
+    as itself): not input-bound, whatever its share of a very short step.
+    """
     if share is None:
         return None
+    if wait_ms is not None and resolution_ms is not None and wait_ms < resolution_ms:
+        return "not input-bound"
     if share >= HIGHLY_INPUT_BOUND:
         return "highly input-bound"
     if share >= MODERATELY_INPUT_BOUND:
@@ -299,8 +309,10 @@ def training_report(
 
     Returns:
         Plain data: the keys listed in gpu_fit()'s documentation, plus
-        ``steps_timed``, ``input_wait_method``, ``between_steps_share``,
-        ``gpu_sample_hz``, ``gpu_power_mean_w``, ``peak_tflops``,
+        ``steps_timed``, ``input_wait_method``, ``input_wait_mean_ms``,
+        ``fetch_floor_ms`` (what taking a ready batch took, not counted as
+        waiting),
+        ``between_steps_share``, ``gpu_sample_hz``, ``gpu_power_mean_w``, ``peak_tflops``,
         ``peak_source``, ``flops_method``, ``monitor_cpu_share`` and
         ``gpu_not_measured`` (why, when there are no GPU numbers).
     """
@@ -310,7 +322,11 @@ def training_report(
         "step_time_mean_ms": steps.get("step_time_mean_ms"),
         "step_time_sd_ms": steps.get("step_time_sd_ms"),
         "input_wait_share": share,
-        "input_verdict": input_verdict(share),  # type: ignore[arg-type]
+        "input_verdict": input_verdict(
+            share,  # type: ignore[arg-type]
+            steps.get("input_wait_mean_ms"),  # type: ignore[arg-type]
+            steps.get("fetch_floor_ms"),  # type: ignore[arg-type]
+        ),
         "gpu_utilization_mean": None,
         "gpu_utilization_p95": None,
         "gpu_memory_used_max_mib": None,
@@ -321,6 +337,8 @@ def training_report(
         "advice": [],
         "steps_timed": steps.get("steps"),
         "input_wait_method": steps.get("method"),
+        "input_wait_mean_ms": steps.get("input_wait_mean_ms"),
+        "fetch_floor_ms": steps.get("fetch_floor_ms"),
         "between_steps_share": steps.get("between_steps_share"),
         "gpu_sample_hz": None,
         "gpu_power_mean_w": None,

@@ -25,8 +25,15 @@ What the numbers mean, and their limits:
 - ``input_wait_share`` = time in ``next(iterator)`` / total step time. On the
   TensorFlow backend that call returns once a batch is ready (tf.data prepares
   batches on its own threads, so with prefetching the wait is ~0 unless the
-  pipeline is slower than the model). On JAX it also runs the host-side batch
-  preparation of Keras' data adapters (slicing NumPy arrays, ``device_put``).
+  pipeline is slower than the model). Taken from Python, even a ready batch
+  costs ~0.2 ms (eager op dispatch; Keras' own step takes it inside its graph
+  for ~0.03 ms): 20 % of a 1 ms step. So on TensorFlow the timer measures
+  once per ``fit()`` what ``next()`` takes on an iterator whose batch is
+  always ready (its first batch, repeated, after training:
+  ``fetch_floor_seconds``) and counts as waiting only the time beyond it.
+  On JAX the call also runs the host-side batch preparation of Keras' data
+  adapters (slicing NumPy arrays, ``device_put``), work the step needs,
+  counted whole.
 - Where the device computes asynchronously (JAX; TensorFlow on a GPU), the
   host may fetch the next batch while the device still runs the previous
   step: the share is then an upper bound of the device's idle time due to
@@ -37,8 +44,10 @@ What the numbers mean, and their limits:
   ``train_function`` returning to the next step's begin (callbacks, turning
   logs into numbers, Keras' loop).
 - The first ``skip`` steps of the fit are left out (tracing and compiling).
-  A last, smaller batch can trigger another trace: give a batch size that
-  divides the rows, or more epochs.
+  So is the first step with each batch size not seen before, when batches
+  are seen (``measure_input=True``): a last, smaller batch makes JAX compile
+  the step again, and TensorFlow trace it again when the timer hands Keras
+  the batch (~0.15 s on a small model: a whole short fit's worth of steps).
 - The timer's own cost is two ``perf_counter`` calls and one Python call per
   step (tens of microseconds). With TensorFlow, handing Keras a fetched batch
   runs the step through its per-batch ``tf.function`` rather than the one that
@@ -54,11 +63,14 @@ What the numbers mean, and their limits:
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 INSTRUMENTED_BACKENDS = ("tensorflow", "jax")
+# Calls timed to find what taking an always-ready batch costs (see ready_fetch_seconds).
+READY_FETCHES = 25
 _WRAPPED = "_gpukeras_step_timer"
 
 
@@ -91,6 +103,7 @@ class StepRecord:
     steps_per_execution: int = 1
     backend: str | None = None
     method: str = "not run"
+    fetch_floor_seconds: float | None = None
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -112,9 +125,11 @@ def summarize(
             batches were not seen (``measure_input=False``).
 
     Returns:
-        ``steps`` (timed), ``skipped``, ``seconds`` (their total),
+        ``steps`` (timed), ``skipped``, ``new_batch_size_steps`` (left out,
+        see the module's notes), ``seconds`` (their total),
         ``step_time_mean_ms``, ``step_time_sd_ms``, ``input_wait_share``,
-        ``input_wait_mean_ms``, ``between_steps_share``, ``samples``,
+        ``input_wait_mean_ms`` (both beyond ``fetch_floor_ms``, the time
+        taking a ready batch took), ``between_steps_share``, ``samples``,
         ``samples_per_second``, ``steps_per_execution``, ``backend`` and
         ``method``; numbers that cannot be known are None.
     """
@@ -122,11 +137,13 @@ def summarize(
     result: dict[str, object] = {
         "steps": len(timed),
         "skipped": min(skip, len(record.steps)),
+        "new_batch_size_steps": 0,
         "seconds": None,
         "step_time_mean_ms": None,
         "step_time_sd_ms": None,
         "input_wait_share": None,
         "input_wait_mean_ms": None,
+        "fetch_floor_ms": None,
         "between_steps_share": None,
         "samples": None,
         "samples_per_second": None,
@@ -144,6 +161,19 @@ def summarize(
         else:  # fit() stopped inside the epoch: no end to measure this step to
             timed = timed[:position]
             break
+    # The first step handed a batch of a size not seen before (a last, smaller
+    # batch) compiled the step again for that shape: compile time, left out.
+    # (The very first step is ``skip``'s to leave out or not.)
+    seen = {step.samples for step in record.steps[: max(skip, 1)]}
+    kept: list[tuple[Step, float]] = []
+    for step, duration in zip(timed, durations):
+        if step.samples is not None and step.samples not in seen:
+            seen.add(step.samples)
+            continue
+        kept.append((step, duration))
+    result["new_batch_size_steps"] = len(durations) - len(kept)
+    timed = [step for step, _ in kept]
+    durations = [duration for _, duration in kept]
     result["steps"] = len(durations)
     if not durations:
         return result
@@ -152,7 +182,10 @@ def summarize(
     result.update(seconds=total, step_time_mean_ms=mean * 1e3, step_time_sd_ms=sd * 1e3)
     fetches = [step.fetch_seconds for step in timed]
     if total > 0 and all(fetch is not None for fetch in fetches):
-        waited = sum(fetches)  # type: ignore[arg-type]
+        floor = (record.fetch_floor_seconds or 0.0) * record.steps_per_execution
+        waited = sum(max(0.0, fetch - floor) for fetch in fetches)  # type: ignore[operator]
+        if record.fetch_floor_seconds is not None:
+            result["fetch_floor_ms"] = record.fetch_floor_seconds * 1e3
         result["input_wait_share"] = min(1.0, waited / total)
         result["input_wait_mean_ms"] = waited / len(fetches) * 1e3
         between = [
@@ -181,17 +214,45 @@ def _rows(batch: object, flatten: Callable[[object], list]) -> int | None:
     return None
 
 
+def ready_fetch_seconds(batch: object, fetches: int = READY_FETCHES) -> float | None:
+    """Seconds ``next()`` takes from Python on a tf.data iterator whose batch is always ready.
+
+    The median of ``fetches`` calls on ``Dataset.from_tensors(batch).repeat()``
+    (after one untimed call, which starts the iterator): the fixed cost of
+    taking a batch from Python, which is not waiting for the pipeline. None
+    when ``batch`` cannot make a dataset (e.g. a distributed batch).
+    """
+    import tensorflow as tf
+
+    try:
+        iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    except (TypeError, ValueError):
+        return None
+    next(iterator)
+    times = []
+    for _ in range(fetches):
+        started = time.perf_counter()
+        next(iterator)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def _timed_train_function(
-    original: Callable, record: StepRecord, flatten: Callable[[object], list]
+    original: Callable,
+    record: StepRecord,
+    flatten: Callable[[object], list],
+    keep_first_batch: Callable[[object], None] | None = None,
 ) -> Callable:
     """``train_function`` that takes the batch(es) from the iterator itself, timed.
 
     The iterator is the last positional argument (TensorFlow: ``(iterator)``;
     JAX: ``(state, iterator)``). Keras then gets an iterator over the batches
     already taken, and raises StopIteration as before when none is left.
+    ``keep_first_batch`` is given the first batch taken.
     """
 
     def timed(*args: object) -> object:
+        nonlocal keep_first_batch
         *leading, iterator = args
         step = record.steps[-1] if record.steps else None
         batches: list[object] = []
@@ -213,6 +274,9 @@ def _timed_train_function(
                         )
                 raise
         finished = time.perf_counter()
+        if keep_first_batch is not None:
+            keep_first_batch(batches[0])
+            keep_first_batch = None
         out = original(*leading, iter(batches))
         if step is not None:
             step.fetch_seconds = finished - started
@@ -264,6 +328,7 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
             self.record = StepRecord()
             self._epoch = -1
             self._epochs_seen = 0
+            self._first_batch: object = None
 
         def reset(self) -> None:
             """Forget every recorded step."""
@@ -283,14 +348,24 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
                 self.record.method = f"step times only (input wait not measured on {backend})"
             else:
                 model.train_function = _timed_train_function(
-                    function, self.record, keras.tree.flatten
+                    function,
+                    self.record,
+                    keras.tree.flatten,
+                    self._keep_batch if backend == "tensorflow" else None,
                 )
                 self.record.method = (
                     f"next(iterator) timed inside train_function ({backend} backend)"
                 )
 
+        def _keep_batch(self, batch: object) -> None:
+            self._first_batch = batch
+
         def on_train_end(self, logs: dict | None = None) -> None:
             _unwrap(self.model)
+            # Measured after training, so no timed step includes it.
+            if self._first_batch is not None:
+                self.record.fetch_floor_seconds = ready_fetch_seconds(self._first_batch)
+                self._first_batch = None
 
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             # Epochs are numbered across fit() calls, so steps of two calls never
