@@ -270,6 +270,9 @@ print.gpukeras_dataset <- function(x, ...) {
 #' @param steps Batches to time.
 #' @return An object of class `gpukeras_dataset_benchmark`: a list with
 #'   `steps`, `seconds`, `batches_per_second` and `elements_per_second`.
+#'   A batch that cannot be made from the data (a corrupt image file, a
+#'   malformed record) stops it with a `gpukeras_error_bad_data` error naming
+#'   the batch and TensorFlow's cause.
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {

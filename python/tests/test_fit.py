@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core, run_on_jax
-from gpukeras import backup, bridge, fit, monitor, sources
+from gpukeras import backup, bridge, errors, fit, monitor, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -495,6 +495,20 @@ def test_corrupt_image_mid_epoch_is_bad_data_and_progress_is_kept(tmp_path: Path
     )
     answer = error_of(model=model, data=built["dataset"], epochs=1)
     assert "Nothing was kept" in answer["message"]
+
+
+def test_corrupt_image_in_the_pipeline_benchmark_is_bad_data(tmp_path: Path) -> None:
+    from gpukeras import pipeline
+
+    root = image_folder_with_a_corrupt_png(tmp_path / "images")
+    built = pipeline.from_source(
+        "image_folder", {"path": str(root), "image_size": [8, 8]}, batch_size=2, shuffle=False
+    )
+    with pytest.raises(errors.BadDataError) as raised:
+        pipeline.benchmark(built["dataset"], steps=3, warmup=0)
+    message = str(raised.value)
+    assert message.startswith("The benchmark stopped at batch 2: a batch could not be made")
+    assert "Invalid PNG" in message and "corrupt or truncated image" in message
 
 
 def test_corrupt_image_on_the_jax_backend_is_bad_data_too(tmp_path: Path) -> None:

@@ -314,13 +314,19 @@ test_that("a file that is not an image is gpukeras_error_bad_image naming the fi
 
 test_that("a PNG that cannot be decoded fails with a classed error, and R carries on", {
   skip_if_no_sources()
-  skip("sources.py checks only an image's first bytes: a corrupt PNG fails mid-epoch with TensorFlow's InvalidArgumentError (reported)")
+  # The first bytes say PNG, so gpu_dataset() accepts it; decoding fails when a
+  # batch is made, which gpu_dataset_benchmark() (and gpu_fit()) report as bad data.
   dir <- image_folder(withr::local_tempdir())
   png_signature <- as.raw(c(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a))
   writeBin(c(png_signature, as.raw(1:64)), file.path(dir, "dogs", "truncated.png"))
-  error <- tryCatch(dataset_batches(gpu_dataset(dir, image_size = c(4, 5))), error = identity)
-  expect_s3_class(error, "gpukeras_error_bad_image")
-  expect_match(conditionMessage(error), "truncated.png", fixed = TRUE)
+  ds <- gpu_dataset(dir, image_size = c(4, 5), batch_size = 64, shuffle = FALSE)
+  expect_error(
+    gpu_dataset_benchmark(ds, steps = 2),
+    "The benchmark stopped at batch 1: a batch could not be made from the data.*PNG.*corrupt or truncated image",
+    class = "gpukeras_error_bad_data"
+  )
+  unlink(file.path(dir, "dogs", "truncated.png"))
+  expect_s3_class(gpu_dataset_benchmark(gpu_dataset(dir, image_size = c(4, 5)), steps = 2), "gpukeras_dataset_benchmark")
 })
 
 test_that("missing or empty image folders and bad image options are classed errors", {

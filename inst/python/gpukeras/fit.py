@@ -598,10 +598,8 @@ def data_error(
     that element, so the same dataset object would later train on less data
     without a word.
     """
-    tf = sys.modules.get("tensorflow")
-    if tf is None or not isinstance(error, tf.errors.OpError):
-        return None
-    if type(error).__name__ not in DATA_ERRORS:
+    unreadable = unreadable_batch(error)
+    if unreadable is None:
         return None
     where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
     if backup_dir is None:
@@ -627,10 +625,19 @@ def data_error(
         if kind == "dataset"
         else ""
     )
-    return BadDataError(
-        f"Training stopped at {where}: a batch could not be made from the data "
-        f"({type(error).__name__}: {_cause(error)}). Check the files or values the "
-        f"dataset reads (a corrupt or truncated image, a wrong label).{kept}{again}"
+    return BadDataError(f"Training stopped at {where}: {unreadable}{kept}{again}")
+
+
+def unreadable_batch(error: Exception) -> str | None:
+    """What to say when TensorFlow could not make a batch from the data; None for other errors."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    if type(error).__name__ not in DATA_ERRORS:
+        return None
+    return (
+        f"a batch could not be made from the data ({type(error).__name__}: {_cause(error)}). "
+        "Check the files or values the dataset reads (a corrupt or truncated image, a wrong label)."
     )
 
 

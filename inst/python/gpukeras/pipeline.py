@@ -16,7 +16,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras.errors import BadArgumentError, MapFunctionError
+from gpukeras.errors import BadArgumentError, BadDataError, MapFunctionError
 from gpukeras.scope import check_device
 from gpukeras.sources import tensorflow
 
@@ -517,15 +517,26 @@ def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, o
     if steps < 1:
         raise BadArgumentError(f"steps must be >= 1, not {steps}.")
     iterator = iter(dataset.repeat())  # type: ignore[attr-defined]
-    for _ in range(warmup):
-        next(iterator)
-    elements = 0
-    started = time.perf_counter()
-    for _ in range(steps):
-        batch = next(iterator)
-        first = tf.nest.flatten(batch)[0]
-        elements += int(first.shape[0]) if first.shape.rank else 1
-    seconds = time.perf_counter() - started
+    taken = 0
+    try:
+        for _ in range(warmup):
+            next(iterator)
+            taken += 1
+        elements = 0
+        started = time.perf_counter()
+        for _ in range(steps):
+            batch = next(iterator)
+            taken += 1
+            first = tf.nest.flatten(batch)[0]
+            elements += int(first.shape[0]) if first.shape.rank else 1
+        seconds = time.perf_counter() - started
+    except tf.errors.OpError as error:
+        from gpukeras.fit import unreadable_batch
+
+        unreadable = unreadable_batch(error)
+        if unreadable is None:
+            raise
+        raise BadDataError(f"The benchmark stopped at batch {taken + 1}: {unreadable}") from error
     return {
         "steps": steps,
         "seconds": seconds,
