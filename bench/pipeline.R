@@ -56,7 +56,7 @@ code_state <- function() {
 sizes <- if (quick) {
   list(mlp_rows = 20480L, mlp_epochs = 3L, digits_copies = 8L, cnn_epochs = 1L, mlp_rounds = 9L, cnn_rounds = 7L)
 } else {
-  list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 32L, cnn_epochs = 1L, mlp_rounds = 21L, cnn_rounds = 11L)
+  list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 16L, cnn_epochs = 1L, mlp_rounds = 41L, cnn_rounds = 31L)
 }
 traced_steps <- 200L
 mlp_batch <- 256L

@@ -126,6 +126,51 @@ def test_augment_presets_run_on_batches_and_validation_gets_a_centre_crop() -> N
     assert batch.shape == (2, 4, 3, 2) and kept.size == 2 * 4 * 3 * 2
 
 
+def test_per_image_presets_run_on_gathered_chunks_and_keep_each_label(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 3)  # 3 chunks of 3 batches, and 1 of 1
+    images = np.arange(25 * 3 * 4 * 2, dtype=np.float32).reshape(25, 3, 4, 2)
+    labels = np.arange(25, dtype=np.int32)
+    built = pipeline.from_arrays(
+        images,
+        labels,
+        batch_size=2,
+        seed=3,
+        augment={"flip_horizontal": {}, "crop": {"height": 3, "width": 4}, "flip_vertical": {}},
+    )
+    # Crop draws one window per call, so it and what follows it run batch by batch.
+    assert built["info"]["steps"] == [
+        "shuffle rows each epoch",
+        "gather batches (2, parallel)",
+        "augment (flip_horizontal, parallel)",
+        "augment (crop, flip_vertical, parallel)",
+        "prefetch (autotune)",
+    ]
+    assert built["dataset"].element_spec[0].shape.as_list() == [None, 3, 4, 2]
+    flips = {"h": 0, "v": 0, "none": 0}
+    sizes = []
+    for batch_images, batch_labels in built["dataset"]:
+        sizes.append(len(batch_labels))
+        for image, label in zip(batch_images.numpy(), batch_labels.numpy()):
+            original = images[label]
+            if np.array_equal(image, original):
+                flips["none"] += 1
+            elif np.array_equal(image, original[:, ::-1]):
+                flips["h"] += 1
+            elif np.array_equal(image, original[::-1, :]):
+                flips["v"] += 1
+            else:  # flipped both ways, or not the labelled image
+                assert np.array_equal(image, original[::-1, ::-1]), label
+    assert sizes == [2] * 12 + [1]
+    assert min(flips.values()) > 0
+
+
+def test_image_presets_on_tabular_arrays_are_a_bad_argument() -> None:
+    with pytest.raises(errors.BadArgumentError, match=r"augment \(rotation\) cannot run on"):
+        pipeline.from_arrays(np.zeros((8, 5), np.float32), augment={"rotation": {}})
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
