@@ -27,8 +27,8 @@
 # runs them: the time TensorFlow's IteratorGetNext ops took within the traced steps
 # (gpukeras.profile.read_trace()$input_share, the time TensorFlow's own profiler counts
 # as input). The step timer's eager measure (measure_input = TRUE: it times a Python
-# next(iterator) before Keras' step, Python's cost of taking a batch included) is kept
-# as input_wait_share_eager for comparison.
+# next(iterator) before Keras' step, less what taking an always-ready batch from Python
+# took, its fetch floor) is kept as input_wait_share_eager for comparison.
 #
 # Usage (from the repository root): Rscript bench/pipeline.R [--quick]
 # Writes bench/results/pipeline.json (pipeline-quick.json with --quick).
@@ -368,7 +368,7 @@ result <- list(
   notes = c(
     "samples_per_second: median over rounds of timed fits (step timestamps only, gpukeras.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order); *_ci95: a bootstrap 95% interval of that median.",
     "input_wait_share: share of (b)'s traced steps spent in TensorFlow's IteratorGetNext op (taking a batch from the pipeline, waiting for it included) while Keras runs its compiled step, from a profiler trace; the ceiling's (input_wait_share_by_way$ceiling) is what taking an always-ready batch costs.",
-    "input_wait_share_eager: the step timer's measure (gpukeras.timing.step_timer(measure_input = TRUE)): a Python next(iterator) timed before each step, which adds Python's cost of taking a batch (0.2-0.3 ms here) to every way; kept to compare with earlier results.",
+    "input_wait_share_eager: the step timer's measure (gpukeras.timing.step_timer(measure_input = TRUE)): a Python next(iterator) timed before each step, less the time taking an always-ready batch from Python took (its fetch floor, measured once per fit; before 5342619 it was not subtracted); the fetch itself varies by about as much as that floor, so this measure cannot resolve a few percent of a 1 ms step; kept to compare with earlier results.",
     "Without a GPU, tf.data's threads and the model's compute share the same CPU cores; the ceiling does no input work at all.",
     "Other processes on the machine change the speed from round to round (see loadavg_before/after and the *_rounds vectors)."
   ),
