@@ -41,13 +41,18 @@ def sane(report: dict) -> None:
     assert report["input_wait_share"] + report["between_steps_share"] <= 1 + 1e-9
 
 
+def steps_of(*rows: tuple) -> list[timing.Step]:
+    """Steps from (epoch, begin, fetch_seconds, returned, samples) rows."""
+    return [timing.Step(*row) for row in rows]
+
+
 def test_summarize_arithmetic() -> None:
-    steps = [
-        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.5, returned=0.9, samples=4),  # skipped
-        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.1, returned=1.8, samples=4),
-        timing.Step(epoch=0, begin=2.0, fetch_seconds=0.3, returned=2.9, samples=4),
-        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.0, returned=10.5, samples=4),
-    ]
+    steps = steps_of(
+        (0, 0.0, 0.5, 0.9, 4),  # skipped
+        (0, 1.0, 0.1, 1.8, 4),
+        (0, 2.0, 0.3, 2.9, 4),
+        (1, 10.0, 0.0, 10.5, 4),
+    )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 3.0, 1: 11.0})
     report = timing.summarize(record, skip=1)
     assert report["steps"] == 3
@@ -62,13 +67,13 @@ def test_summarize_arithmetic() -> None:
 
 def test_summarize_leaves_out_the_first_step_of_each_new_batch_size() -> None:
     # Epoch 0 ends in a batch of 2 rows, which compiled the step again (5 s).
-    steps = [
-        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.1, returned=0.5, samples=4),  # skipped
-        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.1, returned=1.5, samples=4),
-        timing.Step(epoch=0, begin=2.0, fetch_seconds=0.1, returned=6.5, samples=2),
-        timing.Step(epoch=1, begin=10.0, fetch_seconds=0.1, returned=10.5, samples=4),
-        timing.Step(epoch=1, begin=11.0, fetch_seconds=0.1, returned=11.5, samples=2),
-    ]
+    steps = steps_of(
+        (0, 0.0, 0.1, 0.5, 4),  # skipped
+        (0, 1.0, 0.1, 1.5, 4),
+        (0, 2.0, 0.1, 6.5, 2),
+        (1, 10.0, 0.1, 10.5, 4),
+        (1, 11.0, 0.1, 11.5, 2),
+    )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 7.0, 1: 12.0})
     report = timing.summarize(record, skip=1)
     assert report["new_batch_size_steps"] == 1
@@ -83,10 +88,10 @@ def test_summarize_leaves_out_the_first_step_of_each_new_batch_size() -> None:
 
 
 def test_summarize_counts_only_the_wait_beyond_the_fetch_floor() -> None:
-    steps = [
-        timing.Step(epoch=0, begin=0.0, fetch_seconds=0.3, returned=0.9, samples=4),
-        timing.Step(epoch=0, begin=1.0, fetch_seconds=0.05, returned=1.8, samples=4),
-    ]
+    steps = steps_of(
+        (0, 0.0, 0.3, 0.9, 4),
+        (0, 1.0, 0.05, 1.8, 4),
+    )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 2.0}, fetch_floor_seconds=0.1)
     report = timing.summarize(record, skip=0)
     assert report["fetch_floor_ms"] == pytest.approx(100.0)
