@@ -27,6 +27,9 @@
 #' @param batch_size Elements per batch.
 #' @param shuffle Shuffle the training elements every epoch.
 #' @param seed Seed for shuffling, augmentation and the validation split.
+#'   Shuffling and the split are then the same in every run; augmentation
+#'   runs on several batches in parallel, whose calls share the presets' seed
+#'   state, so its draws may differ from run to run.
 #' @param cache Cache elements after `map`: `TRUE` in memory (for files only
 #'   when they surely fit: under a quarter of free memory), `FALSE`, or a file
 #'   path. Arrays without a `map` need no cache and get none.
