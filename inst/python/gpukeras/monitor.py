@@ -238,6 +238,15 @@ def input_verdict(
     return "not input-bound"
 
 
+def timed_input_verdict(steps: dict[str, object]) -> str | None:
+    """``input_verdict`` for a step timer's report (``gpukeras.timing.summarize``)."""
+    return input_verdict(
+        steps.get("input_wait_share"),  # type: ignore[arg-type]
+        steps.get("input_wait_mean_ms"),  # type: ignore[arg-type]
+        steps.get("fetch_floor_ms"),  # type: ignore[arg-type]
+    )
+
+
 def percentile(values: list[float], share: float) -> float:
     """Linear-interpolated percentile (numpy's default), ``share`` in [0, 1]."""
     ordered = sorted(values)
@@ -322,11 +331,7 @@ def training_report(
         "step_time_mean_ms": steps.get("step_time_mean_ms"),
         "step_time_sd_ms": steps.get("step_time_sd_ms"),
         "input_wait_share": share,
-        "input_verdict": input_verdict(
-            share,  # type: ignore[arg-type]
-            steps.get("input_wait_mean_ms"),  # type: ignore[arg-type]
-            steps.get("fetch_floor_ms"),  # type: ignore[arg-type]
-        ),
+        "input_verdict": timed_input_verdict(steps),
         "gpu_utilization_mean": None,
         "gpu_utilization_p95": None,
         "gpu_memory_used_max_mib": None,

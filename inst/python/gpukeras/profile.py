@@ -646,11 +646,7 @@ def profile(
             "step_time_sd_ms": numbers["step_time_sd_ms"],
             "samples_per_second": numbers["samples_per_second"],
             "input_wait_share": share,
-            "input_verdict": monitoring.input_verdict(
-                share,  # type: ignore[arg-type]
-                numbers["input_wait_mean_ms"],  # type: ignore[arg-type]
-                numbers["fetch_floor_ms"],  # type: ignore[arg-type]
-            ),
+            "input_verdict": monitoring.timed_input_verdict(numbers),
             "steps_timed": numbers["steps"],
             "input_wait_method": numbers["method"],
         },
