@@ -93,7 +93,8 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     do.call(core_call, c(list("pipeline.from_source", kind = source$kind, source = source$args), options))
   } else {
     data <- as_pipeline_data(x, y, na)
-    result <- do.call(core_call, c(list("pipeline.from_arrays", x = data$x, y = data$y), options))
+    # The arrays are the pipeline's own (made by host_array()): its tensors share them.
+    result <- do.call(core_call, c(list("pipeline.from_arrays", x = data$x, y = data$y, copy = FALSE), options))
     result$info$vocabulary <- data$vocabulary
     result$info$dropped_rows <- data$dropped
     result

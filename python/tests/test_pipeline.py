@@ -77,6 +77,61 @@ def test_batches_gathered_several_at_a_time_are_the_same_batches(
     assert pipeline._gather_chunk(tensors, rows=100, batch_size=10) == 1  # 40 KB a batch
 
 
+def test_host_array_is_one_aligned_row_major_copy_in_the_asked_dtype(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What R hands over: a column-major float64 view becomes a C-contiguous float32
+    copy, aligned for TensorFlow; chosen rows are taken block by block."""
+    monkeypatch.setattr(pipeline, "COPY_BLOCK_ROWS", 4)  # several blocks, the last short
+    source = np.asfortranarray(np.arange(33 * 5, dtype=np.float64).reshape(33, 5) / 7)
+    source.flags.writeable = False  # as reticulate's view of R memory is
+    copy = pipeline.host_array(source, "float32")
+    assert copy.dtype == np.float32 and copy.shape == (33, 5)
+    assert copy.flags.c_contiguous and copy.flags.writeable
+    assert copy.ctypes.data % pipeline.TENSOR_ALIGNMENT == 0
+    assert not np.shares_memory(copy, source)
+    np.testing.assert_array_equal(copy, source.astype(np.float32))
+    rows = np.array([0, 3, 4, 9, 17, 30, 32])
+    np.testing.assert_array_equal(pipeline.host_array(source, "float32", rows), copy[rows])
+    labels = pipeline.host_array(np.arange(10, dtype=np.int32))
+    assert labels.dtype == np.int32 and labels.ctypes.data % pipeline.TENSOR_ALIGNMENT == 0
+
+
+def test_tensors_share_the_pipelines_own_arrays_and_copy_the_callers() -> None:
+    """copy=False: a host_array() array becomes a tensor over the same memory; anything
+    that cannot be shared, and every array with copy=True, is copied once."""
+    own = pipeline.host_array(np.random.default_rng(0).random((40, 3)), "float32")
+    shared = pipeline._tensor(tf, own, copy=False)
+    assert np.shares_memory(np.asarray(shared), own)
+    copied = pipeline._tensor(tf, own)
+    assert not np.shares_memory(np.asarray(copied), own)
+    read_only = own.copy()
+    read_only.flags.writeable = False
+    buffer = np.empty(own.nbytes + pipeline.TENSOR_ALIGNMENT, np.uint8)
+    start = (4 - buffer.ctypes.data) % pipeline.TENSOR_ALIGNMENT
+    unaligned = buffer[start : start + own.nbytes].view(np.float32).reshape(own.shape)
+    unaligned[:] = own
+    for array in (read_only, np.asfortranarray(own), unaligned):
+        tensor = pipeline._tensor(tf, array, copy=False)
+        assert not np.shares_memory(np.asarray(tensor), array)
+        np.testing.assert_array_equal(tensor.numpy(), array)
+    words = pipeline._tensor(tf, np.array(["a", "b", "c"]), rows=np.array([2, 0]))
+    assert words.dtype == tf.string and list(words.numpy()) == [b"c", b"a"]
+
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    built = pipeline.from_arrays(x, batch_size=20, shuffle=False)
+    x[:] = -1  # the caller's array changes after the pipeline was built
+    np.testing.assert_array_equal(next(iter(built["dataset"])).numpy()[:, 0], np.arange(0, 40, 2))
+
+
+def test_array_pipelines_skip_the_graph_rewrites_that_copy_the_data(ids: tuple) -> None:
+    """tf.data serializes a pipeline, its captured tensors included, to rewrite it at
+    every new iterator; in-memory pipelines have nothing to gain from the rewrites."""
+    built = pipeline.from_arrays(*ids, batch_size=16, validation_split=0.2, seed=1)
+    for dataset in (built["dataset"], built["validation"]):
+        assert dataset.options().experimental_optimization.apply_default_optimizations is False
+
+
 def test_cache_only_after_a_map_and_the_map_runs_in_the_graph(ids: tuple) -> None:
     x, y = ids
     built = pipeline.from_arrays(x, y, batch_size=100, shuffle=False, map=lambda a, b: (a * 2, b))

@@ -105,3 +105,53 @@ test_that("gpu_as_numpy() rejects a bad dtype with a classed error", {
     class = "gpukeras_error_bad_argument"
   )
 })
+
+test_that("gpu_dataset()'s hand-over is one aligned, C-contiguous copy: float32 features, int32 or float32 labels", {
+  skip_if_no_python()
+  np <- reticulate::import("numpy", convert = FALSE)
+  is_handed_over <- function(a, dtype) {
+    expect_identical(dtype_of(a), dtype)
+    expect_true(py_value(a$flags$c_contiguous))
+    expect_identical(py_value(a$ctypes$data) %% 64, 0) # TensorFlow's tensors can share it
+  }
+  x <- matrix(seq(0.25, 15, by = 0.25), nrow = 20)
+  data <- as_pipeline_data(x, 1:20, "error")
+  is_handed_over(data$x, "float32")
+  expect_identical(py_value(data$x$astype("float64")), x)
+  expect_false(py_value(np$shares_memory(data$x, reticulate::r_to_py(x)))) # a copy, not R's memory
+  is_handed_over(data$y, "int32")
+  expect_identical(shape_of(data$y), 20L)
+  expect_identical(as.vector(py_value(data$y)), 1:20)
+
+  images <- array(as.double(1:120), c(5, 4, 3, 2))
+  inputs <- list(images = images, counts = matrix(1:10, 5), flags = matrix(c(TRUE, FALSE), 5, 2))
+  data <- as_pipeline_data(inputs, c(0.5, 1, 1.5, 2, 2.5), "error")
+  for (name in names(inputs)) is_handed_over(data$x[[name]], "float32")
+  expect_identical(py_value(data$x$images$item(1L, 2L, 0L, 1L)), images[2, 3, 1, 2])
+  expect_identical(py_value(data$x$counts$astype("float64")), matrix(as.double(1:10), 5))
+  expect_identical(py_value(data$x$flags$astype("float64")), matrix(c(1, 0), 5, 2))
+  is_handed_over(data$y, "float32")
+  expect_identical(as.vector(py_value(data$y$astype("float64"))), c(0.5, 1, 1.5, 2, 2.5))
+  is_handed_over(as_pipeline_data(x, factor(rep(c("a", "b"), 10)), "error")$y, "int32")
+  is_handed_over(as_pipeline_data(x, rep(c(TRUE, FALSE), 10), "error")$y, "float32")
+})
+
+test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
+  skip_if_no_python()
+  scans <- new.env()
+  scans$count <- 0L
+  count_scan <- substitute(assign("count", counter$count + 1L, envir = counter), list(counter = scans))
+  suppressMessages(trace("row_has_na", count_scan, where = asNamespace("gpukeras"), print = FALSE))
+  on.exit(suppressMessages(untrace("row_has_na", where = asNamespace("gpukeras"))), add = TRUE)
+  x <- matrix(seq_len(40) / 4, 10)
+  as_pipeline_data(list(a = x, b = x), 1:10, "error")
+  expect_identical(scans$count, 0L)
+  y <- c(1:9, NA)
+  expect_error(as_pipeline_data(list(a = x, b = x), y, "error"), "1 row\\(s\\) \\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_identical(scans$count, 1L) # y alone
+  x[3, 2] <- NaN
+  dropped <- as_pipeline_data(x, y, "drop")
+  expect_identical(scans$count, 3L) # x and y
+  expect_identical(dropped$dropped, 2L)
+  expect_identical(py_value(dropped$x$astype("float64")), x[-c(3, 10), ])
+})

@@ -583,3 +583,22 @@ test_that("with augment = crop, validation elements have the cropped (height, wi
   expect_identical(split$train$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 3L, 2L))
   expect_identical(split$validation$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 3L, 2L))
 })
+
+test_that("R data reaches the batches as it did through np_array(): the same values in the same order", {
+  skip_if_no_python()
+  set.seed(5)
+  x <- matrix(stats::rnorm(300), 100)
+  y <- sample(0:4, 100, replace = TRUE)
+  before <- function(...) {
+    core_call(
+      "pipeline.from_arrays",
+      x = reticulate::np_array(x, dtype = "float32", order = "C"),
+      y = reticulate::np_array(y, dtype = "int32", order = "C"), batch_size = 16L, seed = 7L, ...
+    )
+  }
+  expect_identical(dataset_batches(gpu_dataset(x, y, batch_size = 16, seed = 7)), dataset_batches(before()$dataset))
+  split <- gpu_dataset(x, y, batch_size = 16, seed = 7, validation_split = 0.3)
+  old <- before(validation_split = 0.3)
+  expect_identical(dataset_batches(split$train), dataset_batches(old$dataset))
+  expect_identical(dataset_batches(split$validation), dataset_batches(old$validation))
+})
