@@ -8,11 +8,19 @@
 #' Memory growth, memory limits, visible devices, threads and logical CPU
 #' devices only work before TensorFlow (or JAX) has started its devices, which
 #' happens at the first model, tensor or [gpu_check()]. Call `gpu_setup()`
-#' first. Called later, it applies what still can be applied (the dtype policy
-#' and `jit_compile`), succeeds silently when the asked-for state already holds,
-#' and otherwise stops with a `gpukeras_error_runtime_started` error naming each
-#' setting that could not be applied: then restart R and call `gpu_setup()`
-#' before anything else.
+#' first. Called later, it succeeds silently when the asked-for state already
+#' holds, and otherwise stops with a `gpukeras_error_runtime_started` error
+#' naming each setting that could not be applied, changing nothing (the dtype
+#' policy and `jit_compile` included): then restart R and call `gpu_setup()`
+#' before anything else. A bad argument, too, is an error before anything
+#' changes.
+#'
+#' @section With keras3 loaded:
+#' keras3 (like other packages) registers reticulate load hooks that run
+#' when Python imports `keras`; its hook makes a tensor, which would start
+#' TensorFlow before these settings apply. `gpu_setup()` holds such hooks back
+#' while it applies its settings and runs each of them once afterwards, so
+#' `library(keras3); gpu_setup()` works as the first call of a session.
 #'
 #' @param memory_growth Grow GPU memory on demand (TensorFlow's
 #'   `set_memory_growth` on every GPU in use; on JAX,
@@ -30,6 +38,8 @@
 #'   float16 on 7.x, float32 below that and on the CPU), or `"float16"`,
 #'   `"bfloat16"`, `"float32"`. Sets Keras' global dtype policy for models
 #'   built afterwards; with float16, Keras turns on loss scaling at compile.
+#'   Left unset, a policy set outside gpukeras (e.g. by keras3's
+#'   `config_set_dtype_policy()`) is kept, and `"auto"` applies otherwise.
 #' @param threads Threads for TensorFlow ops: one number for both, or
 #'   `c(intra = , inter = )` (threads inside one op, ops run in parallel), at
 #'   most 4096; `0` lets TensorFlow choose. Not settable on JAX (reported in
@@ -60,7 +70,10 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   if (!is.null(memory_limit)) {
     check_positive_numbers(memory_limit)
   }
-  mixed_precision <- check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
+  # Unset, it is NULL for the core: "auto" unless a policy was set elsewhere.
+  mixed_precision <- if (!missing(mixed_precision)) {
+    check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
+  }
   threads <- check_threads(threads)
   if (!is.null(jit_compile) && !identical(jit_compile, "auto") &&
     !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
@@ -75,7 +88,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   # Checked here, not lazily inside core_call(): a bad name must fail before
   # Python starts.
   devices <- if (!is.null(devices)) device_names(devices)
-  settings <- core_call(
+  settings <- with_load_hooks_held(core_call(
     "setup.apply_setup",
     memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
@@ -85,7 +98,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     inter_op_threads = threads[["inter"]],
     jit_compile = jit_compile,
     cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices)
-  )
+  ))
   for (note in unlist(settings$notes)) {
     gpukeras_warn(note, "gpukeras_warning_not_applied")
   }

@@ -136,7 +136,7 @@ def test_speed_options_are_in_force_on_the_model_and_its_loss_and_metrics_kept(
     assert model.get_compile_config()["steps_per_execution"] == 4
 
     # "auto" takes gpu_setup()'s default first, and keeps the model's steps_per_execution.
-    monkeypatch.setitem(config.settings, "jit_compile", True)
+    monkeypatch.setattr(config.setup, "jit_compile", True)
     result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH, monitor=False)
     assert model.jit_compile is True
     assert result["settings"]["jit_compile"] is True
@@ -144,7 +144,7 @@ def test_speed_options_are_in_force_on_the_model_and_its_loss_and_metrics_kept(
 
 
 def test_jit_auto_without_a_setup_default_is_keras_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(config.settings, "jit_compile", raising=False)
+    monkeypatch.setattr(config.setup, "jit_compile", "auto")
     model = tiny_model()
     expected = bool(model._resolve_auto_jit_compile())
     result = call(model=model, data=tiny_data(), epochs=1, monitor=False)

@@ -105,8 +105,33 @@ def test_users_tensorflow_log_level_is_respected() -> None:
     assert run.value["backend"] == "tensorflow"
     assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
     if sys.platform == "linux" and platform.machine() == "x86_64":
-        # TensorFlow announces oneDNN on x86 Linux: the quiet test above is not vacuous.
-        assert "oneDNN" in run.stderr
+        # TensorFlow announces oneDNN or its CPU features on x86 Linux: the quiet
+        # tests are not vacuous.
+        assert "oneDNN" in run.stderr or "cpu_feature_guard" in run.stderr
+
+
+def test_tensorflow_starts_quietly_under_keras3s_log_level() -> None:
+    """keras3 sets TF_CPP_MIN_LOG_LEVEL=2 when it loads: a level, not a wish for logs."""
+    requires("tensorflow")
+    run = run_core(
+        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    )
+    assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    assert "absl::InitializeLog" not in run.stderr
+    assert "cpu_feature_guard" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("level", "quiet"), [(None, True), ("2", True), ("1", True), ("3", True), ("0", False)]
+)
+def test_native_start_up_lines_are_silenced_unless_the_level_is_0(
+    monkeypatch: pytest.MonkeyPatch, level: str | None, quiet: bool
+) -> None:
+    if level is None:
+        monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    assert runtime._native_log_quiet() is quiet
 
 
 def test_jax_starts_without_tensorflow() -> None:

@@ -165,6 +165,55 @@ def test_check_report_shows_the_setup(configured: CoreRun) -> None:
     assert configured.readback["check_setup"] == configured.value
 
 
+# ---- a dtype policy set outside gpukeras ----
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def outside_policy(request: pytest.FixtureRequest) -> CoreRun:
+    """A policy set through Keras first, as keras3's config_set_dtype_policy() does."""
+    return run_setup(
+        request.param,
+        target="runtime.start",
+        after="""
+keras.config.set_dtype_policy("mixed_bfloat16")
+readback["default"] = bridge.call("setup.apply_setup", {})
+readback["model"] = model_facts()
+readback["asked"] = bridge.call("setup.apply_setup", {"mixed_precision": "float32"})
+readback["again"] = bridge.call("setup.apply_setup", {})
+keras.config.set_dtype_policy("mixed_bfloat16")
+readback["refused"] = bridge.call(
+    "setup.apply_setup", {"devices": ["CPU:7"], "mixed_precision": "float16", "jit_compile": True}
+)
+readback["after_refused"] = bridge.call("setup.current_settings")["value"]
+""",
+    )
+
+
+def test_a_policy_set_outside_is_kept_and_named(outside_policy: CoreRun) -> None:
+    default = outside_policy.readback["default"]
+    assert default["ok"], default
+    assert default["value"]["dtype_policy"] == "mixed_bfloat16"
+    assert default["value"]["precision_reason"].startswith("set outside gpukeras")
+    assert outside_policy.readback["model"]["compute_dtypes"] == ["bfloat16", "bfloat16"]
+
+
+def test_mixed_precision_asked_replaces_a_policy_set_outside(outside_policy: CoreRun) -> None:
+    asked = outside_policy.readback["asked"]["value"]
+    assert (asked["dtype_policy"], asked["precision_reason"]) == ("float32", "asked for float32")
+    # the policy is gpu_setup()'s own now, so its default ("auto") may choose again
+    again = outside_policy.readback["again"]["value"]
+    assert again["dtype_policy"] == "float32"
+    assert again["precision_reason"] == "no GPU: mixed precision does not speed up the CPU"
+
+
+def test_a_refused_setup_changes_no_policy(outside_policy: CoreRun) -> None:
+    assert outside_policy.readback["refused"]["r_class"] == "gpukeras_error_unknown_device"
+    after = outside_policy.readback["after_refused"]
+    assert after["dtype_policy"] == "mixed_bfloat16"
+    assert after["precision_reason"].startswith("set outside gpukeras")
+    assert after["jit_compile"] == "auto"
+
+
 # ---- too late: the runtime started before gpu_setup() ----
 
 # Per backend: the first request, a later one that differs, a later one that holds.
@@ -223,14 +272,15 @@ def test_too_late_is_a_classed_error_naming_the_setting(too_late: CoreRun) -> No
     assert too_late.readback["backend"]["cpus"] == ["CPU:0", "CPU:1"]
 
 
-def test_too_late_still_applies_the_dtype_policy(too_late: CoreRun) -> None:
+def test_too_late_changes_nothing(too_late: CoreRun) -> None:
+    assert "Nothing was changed." in too_late.readback["late"]["message"]
     assert too_late.readback["first_model"]["compute_dtypes"] == ["float32", "float32"]
-    assert too_late.readback["late_policy"] == "mixed_bfloat16"
-    late_model = too_late.readback["late_model"]
-    assert late_model["compute_dtypes"] == ["bfloat16", "bfloat16"]
-    assert late_model["optimizer"] != "LossScaleOptimizer"  # bfloat16 needs no loss scaling
-    assert too_late.readback["late_settings"]["jit_compile"] is True
-    assert too_late.readback["late_settings"]["dtype_policy"] == "mixed_bfloat16"
+    assert too_late.readback["late_policy"] == "float32"
+    assert too_late.readback["late_model"]["compute_dtypes"] == ["float32", "float32"]
+    late_settings = too_late.readback["late_settings"]
+    assert late_settings["jit_compile"] == "auto"
+    assert late_settings["dtype_policy"] == "float32"
+    assert late_settings["precision_reason"] == "asked for float32"
 
 
 def test_too_late_request_that_holds_succeeds(too_late: CoreRun) -> None:

@@ -207,7 +207,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_identical(child$limit_setup$memory_limit_mib, numeric())
 })
 
-test_that("gpu_setup() after the runtime started: applies the dtype policy, is silent when nothing changes, else says what to do", {
+test_that("gpu_setup() after the runtime started: is silent when nothing changes, else changes nothing and says what to do", {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {
@@ -260,12 +260,12 @@ test_that("gpu_setup() after the runtime started: applies the dtype policy, is s
   expect_match(late$message, "threads (intra-op): asked 3, in force 2", fixed = TRUE)
   expect_match(late$message, "threads (inter-op): asked 3, in force 2", fixed = TRUE)
   expect_match(late$message, "Restart R and call gpu_setup() first, before anything else", fixed = TRUE)
-  expect_match(late$message, "The dtype policy and jit_compile were applied.", fixed = TRUE)
+  expect_match(late$message, "Nothing was changed.", fixed = TRUE)
   expect_false(grepl("Physical devices cannot be modified", late$message, fixed = TRUE))
   expect_false(grepl("Traceback", late$message, fixed = TRUE))
   expect_null(late$python_traceback)
-  # What could still be applied was; what could not is unchanged.
-  expect_identical(child$policy_after_error, "mixed_bfloat16")
+  # A refused setup changes nothing, the dtype policy included.
+  expect_identical(child$policy_after_error, "float32")
   expect_identical(child$threads_after_error, c(intra = 2L, inter = 2L))
 
   expect_identical(child$late_cpus$class[1], "gpukeras_error_runtime_started")

@@ -390,9 +390,7 @@ def _set_learning_rate(keras: object, optimizer: object, learning_rate: object) 
 
 
 def _resolve_jit(model: object, asked: object) -> bool:
-    choice = asked if asked != "auto" else config.settings.get("jit_compile", "auto")
-    if choice is None:
-        choice = "auto"
+    choice = asked if asked != "auto" else config.setup.jit_compile
     if getattr(model, "run_eagerly", False):
         return False
     if choice == "auto":

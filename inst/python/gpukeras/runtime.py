@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # precision imports stack, which imports this module
+    from gpukeras.precision import PrecisionChoice
 
 SUPPORTED_BACKENDS = ("tensorflow", "jax")
 RUNTIME_MODULES = {"tensorflow": "tensorflow", "jax": "jax"}
@@ -54,17 +58,43 @@ def _native_stderr_silenced() -> Iterator[None]:
 
 
 @dataclass
+class SetupState:
+    """What gpu_setup() applied in this process, for the settings read back later.
+
+    Attributes:
+        precision: the dtype policy gpu_setup() set and why; None when it set none.
+        jit_compile: the default XLA choice of later gpukeras training calls.
+        devices: the devices gpu_setup() chose; None when it chose none.
+        notes: settings that were asked for but do not apply on this backend.
+    """
+
+    precision: PrecisionChoice | None = None
+    jit_compile: bool | str = "auto"
+    devices: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _native_log_quiet() -> bool:
+    """Whether TensorFlow's native log lines are unwanted: the level is unset or above 0.
+
+    keras3 sets TF_CPP_MIN_LOG_LEVEL=2 when it loads, and a user who sets it
+    above 0 asks for quiet too; only "0" asks for everything.
+    """
+    return os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") != "0"
+
+
+@dataclass
 class RuntimeConfig:
     """Process-wide runtime settings, applied before the backend starts.
 
     Attributes:
-        quiet: hide the backend's native start-up log lines; only applied when
-            the user has not set TF_CPP_MIN_LOG_LEVEL themselves.
-        settings: settings applied so far, by name (filled by later set-up code).
+        quiet: hide the backend's native start-up log lines, unless
+            TF_CPP_MIN_LOG_LEVEL is set to 0.
+        setup: what gpu_setup() applied so far.
     """
 
     quiet: bool = True
-    settings: dict[str, object] = field(default_factory=dict)
+    setup: SetupState = field(default_factory=SetupState)
 
     @property
     def backend(self) -> str:
@@ -85,9 +115,9 @@ class RuntimeConfig:
         # Number GPUs as nvidia-smi and NVML do (PCI bus order), not CUDA's
         # default fastest-first order, so an index means the same GPU everywhere.
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-        quiet = self.quiet and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+        quiet = self.quiet and _native_log_quiet()
         if quiet:
-            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with _native_stderr_silenced() if quiet else contextlib.nullcontext():
             import keras
         return keras

@@ -1,10 +1,13 @@
 """gpu_setup(): memory, visible devices, precision, threads and XLA, before the runtime starts.
 
 Most of these settings only take effect before TensorFlow (or JAX) has
-initialised its devices. ``apply_setup`` applies what it can, succeeds
-silently when the asked-for state already holds, and otherwise raises
-``RuntimeStartedError`` naming each setting that could not be applied, never
-TensorFlow's bare "Physical devices cannot be modified after being initialized".
+initialised its devices. ``apply_setup`` checks every argument before it
+changes anything, succeeds silently when the asked-for state already holds,
+and otherwise raises ``RuntimeStartedError`` naming each setting that could not
+be applied (never TensorFlow's bare "Physical devices cannot be modified after
+being initialized"), leaving the dtype policy and jit_compile as they were.
+A dtype policy set outside gpukeras (e.g. by keras3) is kept unless a
+precision is asked for.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras import nvml, precision
+from gpukeras import compat, nvml, precision
 from gpukeras.devices import jax_gpus
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
+from gpukeras.precision import PrecisionChoice
 from gpukeras.runtime import config
 from gpukeras.tensors import normalize_device
 
@@ -29,6 +33,10 @@ SETTING_OF_VARIABLE = {
     JAX_MEM_FRACTION: "memory_limit",
     "CUDA_VISIBLE_DEVICES": "devices",
 }
+POLICY_SET_OUTSIDE = (
+    "set outside gpukeras (e.g. keras3's config_set_dtype_policy()); gpu_setup() keeps it "
+    "unless given mixed_precision"
+)
 
 
 @dataclass
@@ -38,7 +46,7 @@ class SetupRequest:
     memory_growth: bool = True
     memory_limit_mib: list[float] | None = None
     devices: list[str] | None = None
-    mixed_precision: str = "auto"
+    mixed_precision: str | None = None
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
     jit_compile: bool | str | None = None
@@ -117,7 +125,7 @@ class TensorflowSetup:
         visible = self.tf.config.get_visible_devices("GPU")
         return [f"GPU:{self.all_gpus.index(gpu)}" for gpu in visible]
 
-    def apply(self, request: SetupRequest) -> list[str]:
+    def apply(self, request: SetupRequest, notes: list[str]) -> list[str]:
         tf, attempts = self.tf, Attempts()
         if request.memory_growth and request.memory_limit_mib:
             raise BadArgumentError(
@@ -127,6 +135,10 @@ class TensorflowSetup:
             )
         cpu_count = request.cpu_devices or self._cpu_count()
         chosen = _check_devices(request, len(self.all_gpus), cpu_count)
+        # Checked against the GPUs that will be in use, before anything changes.
+        choosing = request.devices is not None and self.all_gpus
+        in_use = chosen if choosing else tf.config.get_visible_devices("GPU")
+        limits = _limits_for(request, len(in_use))
         if request.cpu_devices is not None:
             logical = [tf.config.LogicalDeviceConfiguration()] * request.cpu_devices
             attempts.attempt(
@@ -143,7 +155,6 @@ class TensorflowSetup:
                 self._visible_names,
             )
         visible = tf.config.get_visible_devices("GPU")
-        limits = _limits_for(request, len(visible))
         for gpu, limit in zip(visible, limits):
             attempts.attempt(
                 f"memory_limit ({gpu.name})",
@@ -215,9 +226,7 @@ class JaxSetup:
         self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
 
     def started(self) -> bool:
-        from jax._src import xla_bridge
-
-        return xla_bridge.backends_are_initialized()
+        return compat.jax_backends_started()
 
     def _gpu_count(self) -> int:
         if self.started():
@@ -246,11 +255,9 @@ class JaxSetup:
             )
         return f"{min(1.0, limits[0] / total):.4f}"
 
-    def apply(self, request: SetupRequest) -> list[str]:
+    def apply(self, request: SetupRequest, notes: list[str]) -> list[str]:
         if request.intra_op_threads is not None or request.inter_op_threads is not None:
-            config.settings.setdefault("notes", []).append(  # type: ignore[union-attr]
-                "threads: JAX has no per-process op-thread settings; not applied"
-            )
+            notes.append("threads: JAX has no per-process op-thread settings; not applied")
         cpu_count = request.cpu_devices or self._cpu_count()
         chosen = _check_devices(request, self._gpu_count(), cpu_count)
         wanted: dict[str, str | None] = {
@@ -314,25 +321,47 @@ def _backend_setup() -> TensorflowSetup | JaxSetup:
     return JaxSetup() if config.backend == "jax" else TensorflowSetup()
 
 
+def _policy_set_outside() -> bool:
+    """Whether Keras' global dtype policy was set by someone other than gpu_setup()."""
+    if not compat.global_dtype_policy_set():
+        return False
+    ours = config.setup.precision
+    return ours is None or ours.policy != config.keras().config.dtype_policy().name
+
+
+def _precision_choice(requested: str | None, capability: str | None) -> PrecisionChoice | None:
+    """The dtype policy to set; None keeps a policy set outside gpukeras when none was asked."""
+    if requested is None and _policy_set_outside():
+        return None
+    return precision.choose_policy(requested or "auto", capability)
+
+
+def _precision_reason(policy: str) -> str:
+    ours = config.setup.precision
+    if ours is not None and ours.policy == policy:
+        return ours.reason
+    if policy == config.keras().config.floatx():
+        return "Keras default"
+    return POLICY_SET_OUTSIDE
+
+
 def current_settings() -> dict[str, object]:
     """The settings in force now, read back from the backend, plain data."""
     backend = _backend_setup()
-    keras = config.keras()
-    policy = keras.config.dtype_policy().name
+    policy = config.keras().config.dtype_policy().name
     suits = (
         policy == "float32" or precision.choose_policy(policy, backend.capability()).suits_device
     )
-    chosen = config.settings.get("precision") or {}
     return {
         "backend": config.backend,
         **backend.current(),
-        "devices": config.settings.get("devices"),
+        "devices": config.setup.devices,
         "dtype_policy": policy,
-        "precision_reason": chosen.get("reason", "Keras default"),
+        "precision_reason": _precision_reason(policy),
         "loss_scaling": policy == "mixed_float16",
         "precision_suits_device": suits,
-        "jit_compile": config.settings.get("jit_compile", "auto"),
-        "notes": list(config.settings.get("notes", [])),
+        "jit_compile": config.setup.jit_compile,
+        "notes": list(config.setup.notes),
     }
 
 
@@ -340,7 +369,7 @@ def apply_setup(
     memory_growth: bool = True,
     memory_limit_mib: list[float] | None = None,
     devices: list[str] | None = None,
-    mixed_precision: str = "auto",
+    mixed_precision: str | None = None,
     intra_op_threads: int | None = None,
     inter_op_threads: int | None = None,
     jit_compile: bool | str | None = None,
@@ -352,16 +381,20 @@ def apply_setup(
         memory_growth: grow GPU memory on demand instead of taking it all at start.
         memory_limit_mib: a hard cap in MiB, one value for all GPUs or one per GPU.
         devices: devices to use, as 'GPU:0', 'CPU:1'; other GPUs are hidden.
-        mixed_precision: 'auto', 'float16', 'bfloat16' or 'float32'.
+        mixed_precision: 'auto', 'float16', 'bfloat16' or 'float32'; None is 'auto'
+            unless a policy was set outside gpukeras, which is then kept.
         intra_op_threads: threads inside one op (TensorFlow; 0 lets it choose).
         inter_op_threads: ops run in parallel (TensorFlow; 0 lets it choose).
         jit_compile: default for XLA compilation in later gpukeras training calls.
         cpu_devices: split the CPU into this many logical devices (multi-device tests).
 
     Raises:
+        BadArgumentError, UnknownDeviceError: before anything is changed.
         RuntimeStartedError: a setting that needs a fresh runtime differs from
-            what is in force; the dtype policy and jit_compile are applied first.
+            what is in force; the dtype policy and jit_compile stay as they were.
     """
+    if mixed_precision is not None:
+        precision.check_choice(mixed_precision)
     request = SetupRequest(
         memory_growth=bool(memory_growth),
         memory_limit_mib=[float(v) for v in memory_limit_mib] if memory_limit_mib else None,
@@ -372,24 +405,25 @@ def apply_setup(
         jit_compile=jit_compile,
         cpu_devices=cpu_devices,
     )
-    precision.check_choice(mixed_precision)
     backend = _backend_setup()
-    config.settings["notes"] = []
-    failures = backend.apply(request)
-    choice = precision.choose_policy(request.mixed_precision, backend.capability())
-    config.keras().config.set_dtype_policy(choice.policy)
-    config.settings["precision"] = asdict(choice)
-    if request.jit_compile is not None:
-        config.settings["jit_compile"] = request.jit_compile
-    if request.devices is not None and not failures:
-        config.settings["devices"] = request.devices
-    if request.memory_limit_mib and not backend.current()["gpus"]:
-        config.settings["notes"].append("memory_limit: no GPU in use, so there is nothing to cap")
+    notes: list[str] = []
+    failures = backend.apply(request, notes)
     if failures:
         raise RuntimeStartedError(
             f"{BACKEND_NAMES[config.backend]} has already started in this session, so these "
-            f"settings could not be applied: {'; '.join(failures)}. Restart R and call "
-            "gpu_setup() first, before anything else that uses Python (gpu_check(), "
-            "gpu_devices(), models). The dtype policy and jit_compile were applied."
+            f"settings could not be applied: {'; '.join(failures)}. Nothing was changed. "
+            "Restart R and call gpu_setup() first, before anything else that uses Python "
+            "(gpu_check(), gpu_devices(), models)."
         )
+    choice = _precision_choice(request.mixed_precision, backend.capability())
+    if choice is not None:
+        config.keras().config.set_dtype_policy(choice.policy)
+        config.setup.precision = choice
+    if request.jit_compile is not None:
+        config.setup.jit_compile = request.jit_compile
+    if request.devices is not None:
+        config.setup.devices = request.devices
+    if request.memory_limit_mib and not backend.current()["gpus"]:
+        notes.append("memory_limit: no GPU in use, so there is nothing to cap")
+    config.setup.notes = notes
     return current_settings()
