@@ -88,7 +88,9 @@
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
 #'     metrics (`val_` ones for validation data);
 #'   * `monitor`: `NULL` with `monitor = FALSE`, else a list with
-#'     `samples_per_second`, `step_time_mean_ms`, `step_time_sd_ms`,
+#'     `samples_per_second` (over the timed steps' own time, the first steps
+#'     left out), `wall_samples_per_second` (over the epochs' wall-clock
+#'     time, compiling and stalls included), `step_time_mean_ms`, `step_time_sd_ms`,
 #'     `input_wait_share` (time waiting for the next batch beyond what taking
 #'     an always-ready one costs, `fetch_floor_ms`), `input_verdict`,
 #'     `gpu_utilization_mean`,
@@ -417,7 +419,16 @@ describe_fit_data <- function(data, input, batch_size) {
     rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
-  class(input)[1]
+  dataset <- core_call("fit.describe_dataset", data = input)
+  if (is.null(dataset)) {
+    return(class(input)[1])
+  }
+  sprintf(
+    "tf.data dataset%s: %s of %s",
+    if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
+    if (is.null(dataset$batches)) "batches not known" else paste(format(dataset$batches, big.mark = ","), "batches"),
+    dataset$element
+  )
 }
 
 # The gpukeras_fit object from the core's plain data.
@@ -549,6 +560,12 @@ format_fit_monitor <- function(m) {
   }
   c(
     sprintf("Throughput:     %s", throughput),
+    if (!is.null(m$wall_samples_per_second)) {
+      sprintf(
+        "                %s samples/s over the epochs' wall time (compiling and stalls included)",
+        format(round(m$wall_samples_per_second), big.mark = ",")
+      )
+    },
     sprintf("Input pipeline: %s", input),
     sprintf("GPU:            %s", gpu),
     if (!is.null(m$host_cpu_percent_mean)) sprintf("Host CPU:       mean %.0f%%", m$host_cpu_percent_mean),

@@ -112,10 +112,37 @@ def test_summarize_without_fetch_times_uses_batch_size() -> None:
     assert timing.summarize(record, skip=0)["samples_per_second"] is None
 
 
+def test_summarize_wall_rate_counts_every_step_of_finished_epochs() -> None:
+    # Epoch 0: 3 steps of 4 rows from 0 s to 3 s; epoch 1 ends 5 s after its
+    # last step (a stall); epoch 2 never finished.
+    steps = steps_of(
+        (0, 0.0, 0.1, 0.9, 4),
+        (0, 1.0, 0.1, 1.9, 4),
+        (0, 2.0, 0.1, 2.9, 4),
+        (1, 10.0, 0.1, 10.5, 4),
+        (2, 20.0, 0.1, 20.5, 4),
+    )
+    record = timing.StepRecord(
+        steps=steps, epoch_begins={0: 0.0, 1: 10.0, 2: 20.0}, epoch_ends={0: 3.0, 1: 16.0}
+    )
+    report = timing.summarize(record, skip=1)
+    assert report["epochs_wall_seconds"] == pytest.approx(3.0 + 6.0)
+    assert report["wall_samples_per_second"] == pytest.approx(16 / 9.0)
+    # the step-time rate leaves out the skipped step and the gap between epochs
+    assert report["samples_per_second"] == pytest.approx(12 / (1.0 + 1.0 + 6.0))
+    for step in steps:
+        step.samples = None
+    assert timing.summarize(record, skip=1)["wall_samples_per_second"] is None
+    record.steps_per_execution = 2
+    unseen = timing.summarize(record, skip=1, batch_size=4)
+    assert unseen["wall_samples_per_second"] == pytest.approx(4 * 2 * 4 / 9.0)
+
+
 def test_summarize_nothing_recorded() -> None:
     report = timing.summarize(timing.StepRecord(), skip=2)
     assert report["steps"] == 0
     assert report["seconds"] is None
+    assert report["wall_samples_per_second"] is None
 
 
 def test_counts_steps_and_restores_train_function() -> None:
@@ -145,7 +172,15 @@ def test_validation_time_is_not_a_step() -> None:
     )
     report = timer.report()
     assert report["steps"] == 2 * 8
-    assert set(timer.record.epoch_ends) == {0, 1}
+    assert set(timer.record.epoch_begins) == set(timer.record.epoch_ends) == {0, 1}
+    assert all(
+        timer.record.epoch_begins[epoch] <= step.begin <= timer.record.epoch_ends[epoch]
+        for step in timer.record.steps
+        for epoch in [step.epoch]
+    )
+    # every step of both epochs, over their wall time (validation left out)
+    wall = sum(timer.record.epoch_ends[e] - timer.record.epoch_begins[e] for e in (0, 1))
+    assert report["wall_samples_per_second"] == pytest.approx(2 * 8 * BATCH / wall)
     sane(report)
 
 

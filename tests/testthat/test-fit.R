@@ -7,7 +7,8 @@ core_result <- function(gpu = FALSE) {
   list(
     history = list(epoch = c(1, 2, 3), loss = c(2.5, 1.25, 0.75), val_loss = list(3, NULL, 1), mae = c(1.2, 0.9, 0.6)),
     monitor = list(
-      samples_per_second = 123456.7, step_time_mean_ms = 3.14159, step_time_sd_ms = 0.5,
+      samples_per_second = 123456.7, wall_samples_per_second = 61728.4,
+      step_time_mean_ms = 3.14159, step_time_sd_ms = 0.5,
       input_wait_share = 0.031, input_verdict = "not input-bound",
       gpu_utilization_mean = if (gpu) 87.4, gpu_utilization_p95 = if (gpu) 99,
       gpu_memory_used_max_mib = if (gpu) 2048, host_cpu_percent_mean = 143.2,
@@ -83,7 +84,12 @@ test_that("print shows the history tail, throughput, the input verdict, GPU 'not
   ))
   expect_true(any(grepl("^ +epoch +loss +val_loss +mae$", text)))
   expect_true(any(grepl("^ +2 +1.25 +NA +0.9$", text)))
-  expect_true("Throughput:     123,457 samples/s; step 3.14 ms (sd 0.50 ms)" %in% text)
+  throughput <- which(text == "Throughput:     123,457 samples/s; step 3.14 ms (sd 0.50 ms)")
+  expect_length(throughput, 1)
+  expect_identical(
+    text[throughput + 1],
+    "                61,728 samples/s over the epochs' wall time (compiling and stalls included)"
+  )
   expect_true("Input pipeline: not input-bound (waiting for input 3.1% of step time)" %in% text)
   expect_true("GPU:            not measured (no GPU)" %in% text)
   expect_true("Host CPU:       mean 143%" %in% text)
@@ -241,6 +247,7 @@ test_that("a tiny model trains on R data: the loss falls, the history has every 
 
   monitor <- fit$monitor
   expect_gt(monitor$samples_per_second, 0)
+  expect_gt(monitor$wall_samples_per_second, 0)
   expect_gt(monitor$step_time_mean_ms, 0)
   expect_gte(monitor$input_wait_share, 0)
   expect_lte(monitor$input_wait_share, 1)
@@ -255,6 +262,7 @@ test_that("a tiny model trains on R data: the loss falls, the history has every 
   text <- format(fit)
   expect_match(text[1], "^<gpukeras fit> 5 epochs")
   expect_true(any(grepl("^Throughput: +[0-9,]+ samples/s; step [0-9.]+ ms", text)))
+  expect_true(any(grepl("^ +[0-9,]+ samples/s over the epochs' wall time", text)))
   expect_true(any(grepl("^Input pipeline: ", text)))
   expect_png(plot(fit))
 })
@@ -535,4 +543,33 @@ test_that("NumPy arrays from gpu_as_numpy() are taken as they are", {
   )
   expect_identical(fit$history$epoch, 1:2)
   expect_identical(fit$settings$data, "60 rows of NumPy arrays in batches of 20")
+})
+
+test_that("a tf.data dataset made elsewhere (as tfdatasets makes it) is described, and an unbatched one is a clear error", {
+  skip_if_no_python()
+  data <- regression_data(256)
+  tf <- reticulate::import("tensorflow")
+  slices <- tf$data$Dataset$from_tensor_slices(reticulate::tuple(gpu_as_numpy(data$x), gpu_as_numpy(data$y)))
+  # tfdatasets gives its datasets the R class "tf_dataset" in front of the Python ones.
+  as_tfdatasets <- function(dataset) structure(dataset, class = c("tf_dataset", class(dataset)))
+  model <- tiny_model()
+  fit <- gpu_fit(model, as_tfdatasets(slices$batch(32L)), epochs = 1, verbose = 0)
+  expect_identical(fit$settings$data, "tf.data dataset (tfdatasets): 8 batches of (None, 4) float32, (None,) float32")
+  expect_true("Data:           tf.data dataset (tfdatasets): 8 batches of (None, 4) float32, (None,) float32" %in% format(fit))
+  filtered <- slices$batch(64L)$filter(function(x, y) TRUE)
+  expect_identical(
+    describe_fit_data(list(kind = "python"), filtered, NULL),
+    "tf.data dataset: batches not known of (None, 4) float32, (None,) float32"
+  )
+  expect_identical(dim(model$predict(gpu_as_numpy(data$x[1:3, ]), verbose = 0L)), c(3L, 1L))
+
+  expect_error(
+    gpu_fit(model, as_tfdatasets(slices), verbose = 0),
+    "`data` gives single examples (shape (4,)), but the model takes batches (shape (None, 4)): batch the dataset first",
+    fixed = TRUE, class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    gpu_fit(model, slices$batch(32L), validation_data = slices, verbose = 0),
+    "`validation_data` gives single examples", fixed = TRUE, class = "gpukeras_error_bad_data"
+  )
 })

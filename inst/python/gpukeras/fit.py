@@ -282,10 +282,62 @@ def _dataset_source(kind: str, dataset: object, batch_size: int | None) -> Train
     )
 
 
+def describe_dataset(data: object) -> dict[str, object] | None:
+    """A tf.data dataset given to gpu_fit() (e.g. from tfdatasets) in plain data.
+
+    Returns:
+        None for data that is not a tf.data dataset; else ``batches`` per pass
+        (None when not known) and ``element``, its parts' shapes and dtypes.
+    """
+    if not is_tf_dataset(data):
+        return None
+    tf = sys.modules["tensorflow"]
+    cardinality = int(data.cardinality())  # type: ignore[attr-defined]
+    leaves = tf.nest.flatten(data.element_spec)  # type: ignore[attr-defined]
+    return {
+        "batches": cardinality if cardinality >= 0 else None,
+        "element": ", ".join(f"{tuple(leaf.shape)} {leaf.dtype.name}" for leaf in leaves),
+    }
+
+
+def check_batched(model: object, dataset: object, arg: str = "data") -> None:
+    """Raise BadDataError when a dataset gives single examples to a model that takes batches.
+
+    Keras' own error for it ("Expected shape (None, 20), but input has an
+    incompatible shape (20,)") does not say what to do. Only a model whose
+    inputs are known can be compared with; others are left to Keras.
+    """
+    try:
+        inputs = list(model.inputs)  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, TypeError):  # a subclassed or unbuilt model
+        return
+    tf = sys.modules["tensorflow"]
+    spec = dataset.element_spec  # type: ignore[attr-defined]
+    features = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
+    if not inputs or len(features) != len(inputs):
+        return
+    unbatched = all(
+        feature.shape.rank is not None and feature.shape.rank == len(given.shape) - 1
+        for feature, given in zip(features, inputs)
+    )
+    if unbatched:
+        raise BadDataError(
+            f"`{arg}` gives single examples (shape {tuple(features[0].shape)}), but the model "
+            f"takes batches (shape {tuple(inputs[0].shape)}): batch the dataset first, e.g. "
+            "dataset_batch(dataset, 32) with tfdatasets, dataset.batch(32) in Python, or make "
+            "it with gpu_dataset(batch_size = )."
+        )
+
+
 def build_from_spec(model: object, dataset: object) -> bool:
     """Build the model, its compiled loss and metrics and its optimizer from a dataset's
     element spec, so Keras need not peek at a batch through an iterator of its own
-    (see the module's notes). Returns whether it did; where it cannot, Keras peeks."""
+    (see the module's notes). Returns whether it did; where it cannot, Keras peeks.
+
+    Raises:
+        BadDataError: the dataset is not batched (``check_batched``).
+    """
+    check_batched(model, dataset)
     try:
         model._symbolic_build(data_batch=dataset.element_spec)  # type: ignore[attr-defined]
     except Exception:  # a model Keras cannot build symbolically: it builds on a batch
@@ -885,6 +937,8 @@ def fit(
     source = training_data(data, request.batch_size, request.seed)
     if is_tf_dataset(source.fit_args["x"]):
         build_from_spec(model, source.fit_args["x"])
+    if is_tf_dataset(validation_data):
+        check_batched(model, validation_data, "validation_data")
     validation = validation_args(validation_data, request.batch_size)
     if strategy is None:
         return _train(keras, model, request, source, validation, None)

@@ -328,6 +328,7 @@ def training_report(
     share = steps.get("input_wait_share")
     report: dict[str, object] = {
         "samples_per_second": steps.get("samples_per_second"),
+        "wall_samples_per_second": steps.get("wall_samples_per_second"),
         "step_time_mean_ms": steps.get("step_time_mean_ms"),
         "step_time_sd_ms": steps.get("step_time_sd_ms"),
         "input_wait_share": share,

@@ -99,6 +99,7 @@ class StepRecord:
     """Everything a timer recorded in one or more ``fit()`` calls."""
 
     steps: list[Step] = field(default_factory=list)
+    epoch_begins: dict[int, float] = field(default_factory=dict)
     epoch_ends: dict[int, float] = field(default_factory=dict)
     steps_per_execution: int = 1
     backend: str | None = None
@@ -111,6 +112,31 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     if len(values) < 2:
         return mean, 0.0
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _samples(steps: Sequence[Step], batch_size: int | None, per_step: int) -> int | None:
+    """Rows the steps trained on: counted where seen, else steps x batch size."""
+    if all(step.samples is not None for step in steps):
+        return sum(step.samples for step in steps)  # type: ignore[misc]
+    if batch_size is not None:
+        return len(steps) * batch_size * per_step
+    return None
+
+
+def _epochs_wall(record: StepRecord, batch_size: int | None) -> tuple[float | None, float | None]:
+    """Seconds the finished epochs took on the wall clock, and samples/s over them.
+
+    Every step counts here, compiling and stalls included (TensorFlow 2.21
+    sometimes stalls seconds at the end of training): the rate a user sees
+    from the clock, beside the steady step-time rate.
+    """
+    finished = [epoch for epoch in record.epoch_begins if epoch in record.epoch_ends]
+    seconds = sum(record.epoch_ends[epoch] - record.epoch_begins[epoch] for epoch in finished)
+    if not finished or seconds <= 0:
+        return None, None
+    steps = [step for step in record.steps if step.epoch in finished]
+    samples = _samples(steps, batch_size, record.steps_per_execution)
+    return seconds, samples / seconds if samples is not None else None
 
 
 def summarize(
@@ -130,9 +156,12 @@ def summarize(
         ``step_time_mean_ms``, ``step_time_sd_ms``, ``input_wait_share``,
         ``input_wait_mean_ms`` (both beyond ``fetch_floor_ms``, the time
         taking a ready batch took), ``between_steps_share``, ``samples``,
-        ``samples_per_second``, ``steps_per_execution``, ``backend`` and
+        ``samples_per_second``, ``epochs_wall_seconds`` and
+        ``wall_samples_per_second`` (over the finished epochs' wall time,
+        every step included), ``steps_per_execution``, ``backend`` and
         ``method``; numbers that cannot be known are None.
     """
+    wall_seconds, wall_rate = _epochs_wall(record, batch_size)
     timed = record.steps[skip:]
     result: dict[str, object] = {
         "steps": len(timed),
@@ -147,6 +176,8 @@ def summarize(
         "between_steps_share": None,
         "samples": None,
         "samples_per_second": None,
+        "epochs_wall_seconds": wall_seconds,
+        "wall_samples_per_second": wall_rate,
         "steps_per_execution": record.steps_per_execution,
         "backend": record.backend,
         "method": record.method,
@@ -193,12 +224,7 @@ def summarize(
             for step, begin_to_begin in zip(timed, durations)
         ]
         result["between_steps_share"] = min(1.0, max(0.0, sum(between) / total))
-    if all(step.samples is not None for step in timed):
-        samples = sum(step.samples for step in timed)  # type: ignore[misc]
-    elif batch_size is not None:
-        samples = len(timed) * batch_size * record.steps_per_execution
-    else:
-        samples = None
+    samples = _samples(timed, batch_size, record.steps_per_execution)
     if samples is not None:
         result["samples"] = samples
         result["samples_per_second"] = samples / total if total > 0 else None
@@ -372,6 +398,7 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
             # measure from one call's last step to the next call's first.
             self._epoch = self._epochs_seen
             self._epochs_seen += 1
+            self.record.epoch_begins[self._epoch] = time.perf_counter()
 
         def _close_epoch(self) -> None:
             self.record.epoch_ends.setdefault(self._epoch, time.perf_counter())
