@@ -153,10 +153,6 @@ new_gpukeras_profile <- function(result) {
   )
 }
 
-format_bytes <- function(bytes) {
-  vapply(bytes, function(b) format(structure(b, class = "object_size"), units = "auto", standard = "IEC"), character(1))
-}
-
 format_step_range <- function(steps) {
   if (length(steps) == 0L) {
     return("none")

@@ -125,14 +125,8 @@ new_gpukeras_quantized <- function(result) {
 }
 
 # Bytes in the binary unit that keeps the number readable.
-format_bytes <- function(bytes) {
-  units <- c(GiB = 2^30, MiB = 2^20, KiB = 2^10)
-  unit <- units[bytes >= units][1]
-  if (is.na(unit)) sprintf("%.0f B", bytes) else sprintf("%.1f %s", bytes / unit, names(unit))
-}
-
 format_sizes <- function(sizes) {
-  paste(names(sizes), vapply(sizes, format_bytes, character(1)), collapse = " + ")
+  paste(names(sizes), format_bytes(unlist(sizes)), collapse = " + ")
 }
 
 #' @export

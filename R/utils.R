@@ -12,8 +12,4 @@ rows_to_df <- function(rows, columns = NULL) {
 bullet <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2022" else "*"
 arrow <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2192" else "->"
 
-format_mib <- function(mib) {
-  ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
-}
-
 or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x

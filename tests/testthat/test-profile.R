@@ -143,3 +143,14 @@ test_that("a logdir that cannot be written and an uncompiled model are classed e
     "already batched", class = "gpukeras_error_bad_argument"
   )
 })
+
+test_that("print shows the size of each of several trace files", {
+  result <- profile_result()
+  result$trace_files <- list(
+    list(path = "a.xplane.pb", bytes = 3e6),
+    list(path = "b.xplane.pb", bytes = 2048L)
+  )
+  text <- format(new_gpukeras_profile(result))
+  expect_true("Trace files:    a.xplane.pb (2.9 MiB)" %in% text)
+  expect_true("                b.xplane.pb (2.0 KiB)" %in% text)
+})
