@@ -272,9 +272,11 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
 def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_up(
     tmp_path: Path,
 ) -> None:
-    """The same model and batches, once with a map that sleeps 20 ms per batch in the
-    pipeline (no parallelism, no prefetch to hide it): the input share from the trace
-    must see the difference, and the slow one must be input-bound by TF's own verdict."""
+    """The same model and batches, once with a map that sleeps 100 ms per batch in the
+    pipeline: Keras reads one batch ahead, so a step's own work (a few ms, tens on a
+    busy machine) hides part of each sleep, and the trace's input time is most of the
+    rest; a cached, prefetched pipeline's stays far below. (Shares of step time are
+    not asserted: a busy machine lengthens the steps.)"""
     tf = sources.tensorflow()
     x, y = tiny_data()
     fast = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache().prefetch(2)
@@ -282,7 +284,7 @@ def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_u
     def sleep(features: np.ndarray) -> np.ndarray:
         import time
 
-        time.sleep(0.02)
+        time.sleep(0.1)
         return features
 
     slow = (
@@ -290,17 +292,18 @@ def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_u
         .batch(BATCH)
         .map(lambda a, b: (tf.ensure_shape(tf.numpy_function(sleep, [a], tf.float32), a.shape), b))
     )
-    shares = {}
+    input_ms_per_step = {}
     for name, data in {"fast": fast, "slow": slow}.items():
         answer = bridge.call(
             "profile.profile",
             {"model": tiny_model(), "data": data, "steps": [3, 6], "logdir": str(tmp_path / name)},
         )
         assert answer["ok"], answer
-        value = answer["value"]
-        shares[name] = value["trace"]["input_share"]
-    assert shares["slow"] > 0.5  # 20 ms of sleep in a step of a few ms
-    assert shares["fast"] < shares["slow"] / 4
+        trace = answer["value"]["trace"]
+        assert len(trace["steps"]) >= 2, trace
+        input_ms_per_step[name] = trace["input_ms"] / len(trace["steps"])
+    assert input_ms_per_step["slow"] >= 50
+    assert input_ms_per_step["fast"] < 50
 
 
 def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: Path) -> None:

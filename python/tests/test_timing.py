@@ -238,20 +238,22 @@ def sleepy_batches(x: np.ndarray, y: np.ndarray, seconds: float) -> object:
 
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_slow_generator_is_input_bound() -> None:
-    # A Python generator works on every backend; sleeping 20 ms per batch makes
-    # the tiny model wait for input nearly all the time.
+    # A Python generator works on every backend. Keras reads one batch ahead,
+    # so a step's own work hides part of each sleep: 100 ms a batch leaves the
+    # tiny model (a few ms a step, tens on a busy machine) waiting most of it.
     x, y = tiny_data()
     slow, fast = timing.step_timer(skip=1), timing.step_timer(skip=1)
     tiny_model().fit(
-        sleepy_batches(x, y, 0.02), epochs=1, shuffle=False, verbose=0, callbacks=[slow]
+        sleepy_batches(x, y, 0.1), epochs=1, shuffle=False, verbose=0, callbacks=[slow]
     )
     tiny_model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[fast])
     slow_report, fast_report = slow.report(), fast.report()
     assert slow_report["steps"] == 8 - 1  # the step Keras began after the end is dropped
     sane(slow_report)
-    assert slow_report["input_wait_share"] > 0.6
-    assert slow_report["input_wait_mean_ms"] >= 15
-    assert slow_report["input_wait_share"] > fast_report["input_wait_share"] + 0.3
+    sane(fast_report)
+    # The wait measured is most of the sleep: what the code controls, not a
+    # ratio of two timed runs, which a busy machine moves.
+    assert slow_report["input_wait_mean_ms"] >= 50
 
 
 def test_slow_tf_data_pipeline_is_input_bound() -> None:
