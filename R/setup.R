@@ -21,6 +21,9 @@
 #' TensorFlow before these settings apply. `gpu_setup()` holds such hooks back
 #' while it applies its settings and runs each of them once afterwards, so
 #' `library(keras3); gpu_setup()` works as the first call of a session.
+#' When `gpu_setup()` fails, the hooks stay held (running them would start
+#' TensorFlow), so a corrected `gpu_setup()` still applies; they run when it
+#' succeeds, or when the next top-level call without `gpu_setup()` completes.
 #'
 #' @param memory_growth Grow GPU memory on demand (TensorFlow's
 #'   `set_memory_growth` on every GPU in use; on JAX,

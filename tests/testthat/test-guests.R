@@ -114,3 +114,56 @@ test_that("a dtype policy set outside gpukeras is kept unless mixed_precision is
   expect_identical(child$asked, list(dtype_policy = "float32", precision_reason = "asked for float32"))
   expect_identical(child$policy_at_end, "float32")
 })
+
+# `lines` run as top-level calls, as typed at the console (a script run by
+# Rscript, where R's task callbacks run after each call), after a keras3-like
+# load hook that counts its runs in `ran$keras` was registered; its output.
+run_top_level <- function(lines) {
+  path <- getNamespaceInfo("gpukeras", "path")
+  load <- if (is_source_tree(path)) {
+    sprintf("pkgload::load_all(%s, quiet = TRUE, helpers = FALSE)", deparse(path))
+  } else {
+    sprintf("library(gpukeras, lib.loc = %s)", deparse(dirname(path)))
+  }
+  script <- withr::local_tempfile(fileext = ".R")
+  writeLines(c(
+    load,
+    "ran <- new.env()",
+    "ran$keras <- 0L",
+    "reticulate:::py_register_load_hook('keras', function() { ran$keras <- ran$keras + 1L; reticulate::import('keras')$ops$convert_to_tensor(array(1L)) })",
+    lines
+  ), script)
+  result <- callr::rscript(
+    script,
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = "tensorflow", RETICULATE_PYTHON = gpukeras_python()),
+    libpath = .libPaths(), show = FALSE, fail_on_status = FALSE, timeout = 180
+  )
+  if (result$status != 0) {
+    stop("The script failed: ", result$stderr)
+  }
+  trimws(strsplit(result$stdout, "\n")[[1]])
+}
+
+test_that("after a refused gpu_setup() the hooks stay held, so a corrected call still applies", {
+  skip_if_no_python()
+  lines <- run_top_level(c(
+    "refused <- try(gpu_setup(devices = 'CPU:5'), silent = TRUE)",
+    "setup <- gpu_setup(threads = 2L)",
+    "cat('refused:', class(attr(refused, 'condition'))[1], '| retried: threads', setup$intra_op_threads, '| hook runs:', ran$keras, '\\n')",
+    "cat('at the end, hook runs:', ran$keras, '\\n')"
+  ))
+  expect_true("refused: gpukeras_error_unknown_device | retried: threads 2 | hook runs: 1" %in% lines)
+  expect_true("at the end, hook runs: 1" %in% lines)
+})
+
+test_that("after a refused gpu_setup(), the next top-level call that is not gpu_setup() runs the held hooks", {
+  skip_if_no_python()
+  lines <- run_top_level(c(
+    "refused <- try(gpu_setup(devices = 'CPU:5'), silent = TRUE)",
+    "cat('held, hook runs:', ran$keras, '\\n')",
+    "cat('released, hook runs:', ran$keras, '\\n')"
+  ))
+  # The first `cat` prints before its call completes, the second after.
+  expect_true("held, hook runs: 0" %in% lines)
+  expect_true("released, hook runs: 1" %in% lines)
+})
