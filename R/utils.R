@@ -13,3 +13,31 @@ bullet <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2022" else "*"
 arrow <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2192" else "->"
 
 or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x
+
+# A Python list of numbers crosses as a numeric vector, or as a list when it
+# holds None; both become a numeric vector with NA for None.
+as_numbers <- function(x) {
+  if (is.list(x)) {
+    return(vapply(x, function(value) if (is.null(value)) NA_real_ else as.numeric(value), numeric(1)))
+  }
+  as.numeric(x)
+}
+
+as_samples_df <- function(samples, columns) {
+  if (is.data.frame(samples)) {
+    samples <- as.list(samples)
+  }
+  is_rows <- is.list(samples) && length(samples) && is.null(names(samples))
+  df <- if (is_rows) {
+    rows_to_df(samples, union(columns, names(samples[[1]])))
+  } else {
+    values <- lapply(samples, as_numbers)
+    extra <- setdiff(names(values), columns)
+    all <- lapply(c(columns, extra), function(column) values[[column]] %||% numeric())
+    names(all) <- c(columns, extra)
+    rows <- max(0L, lengths(all))
+    as.data.frame(lapply(all, function(column) if (length(column) < rows) c(column, rep(NA_real_, rows - length(column))) else column))
+  }
+  if ("nvml_index" %in% names(df)) df$nvml_index <- as.integer(df$nvml_index)
+  df
+}

@@ -1,0 +1,149 @@
+# Printing a gpukeras_fit.
+
+#' @export
+format.gpukeras_fit <- function(x, n = 5, ...) {
+  history <- x$history
+  settings <- x$settings
+  epochs <- nrow(history)
+  shown <- utils::tail(history, n)
+  table <- if (epochs) utils::capture.output(print(shown, row.names = FALSE, digits = 4)) else "(no epochs ran)"
+  where <- c(settings$backend, settings$dtype_policy)
+  data <- c(settings$data, if (!is.null(settings$validation_data)) paste("validation:", settings$validation_data))
+  c(
+    paste0(
+      sprintf("<gpukeras fit> %d epoch%s", epochs, if (epochs == 1) "" else "s"),
+      if (length(settings$device)) sprintf(" on %s", paste(unlist(settings$device), collapse = ", ")),
+      if (length(where)) sprintf(" (%s)", paste(where, collapse = ", ")),
+      if (!is.null(settings$seconds)) sprintf(" in %s", format_seconds(settings$seconds))
+    ),
+    if (length(data)) paste("Data:          ", paste(data, collapse = "; ")),
+    if (epochs > n) sprintf("History (last %d of %d epochs):", n, epochs) else "History:",
+    paste0("  ", table),
+    format_fit_monitor(x$monitor),
+    format_fit_settings(settings)
+  )
+}
+
+#' @export
+print.gpukeras_fit <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+format_fit_monitor <- function(m) {
+  if (is.null(m)) {
+    return("Monitor: off (monitor = FALSE)")
+  }
+  throughput <- if (is.null(m$samples_per_second)) {
+    "not measured"
+  } else {
+    sprintf(
+      "%s samples/s%s", format(round(m$samples_per_second), big.mark = ","),
+      if (is.null(m$step_time_mean_ms)) "" else sprintf(
+        "; step %.2f ms (sd %.2f ms)", m$step_time_mean_ms, m$step_time_sd_ms %||% NA_real_
+      )
+    )
+  }
+  input <- if (is.null(m$input_wait_share)) {
+    sprintf("%s (input wait not measured)", m$input_verdict %||% "not known")
+  } else {
+    # Say why a share over 5 % can still be "not input-bound" (see input_verdict()).
+    within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
+      m$input_wait_mean_ms < m$fetch_floor_ms
+    sprintf(
+      "%s (waiting for input %s of step time%s)", m$input_verdict %||% "?",
+      format_percent(m$input_wait_share, 1),
+      if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
+    )
+  }
+  gpu <- if (is.null(m$gpu_utilization_mean)) {
+    sprintf("not measured (%s)", m$gpu_not_measured %||% "no GPU")
+  } else {
+    sprintf(
+      "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s",
+      m$gpu_utilization_mean, m$gpu_utilization_p95 %||% NA_real_, format_mib(m$gpu_memory_used_max_mib %||% NA_real_)
+    )
+  }
+  compute <- if (!is.null(m$achieved_tflops) || !is.null(m$mfu)) {
+    paste(c(
+      if (!is.null(m$achieved_tflops)) sprintf("%s achieved", format_flops(m$achieved_tflops)),
+      if (!is.null(m$peak_tflops)) sprintf("peak %s (%s)", format_flops(m$peak_tflops), m$peak_source %||% "?"),
+      if (!is.null(m$mfu)) sprintf("MFU %s", format_percent(m$mfu, 1))
+    ), collapse = "; ")
+  }
+  c(
+    sprintf("Throughput:     %s", throughput),
+    if (!is.null(m$wall_samples_per_second)) {
+      sprintf(
+        "                %s samples/s over the epochs' wall time (compiling and stalls included)",
+        format(round(m$wall_samples_per_second), big.mark = ",")
+      )
+    },
+    sprintf("Input pipeline: %s", input),
+    sprintf("GPU:            %s", gpu),
+    if (!is.null(m$host_cpu_percent_mean)) sprintf("Host CPU:       mean %.0f%%", m$host_cpu_percent_mean),
+    if (!is.null(compute)) sprintf("Compute:        %s", compute),
+    if (length(m$advice)) c("Advice:", paste(" ", arrow(), m$advice))
+  )
+}
+
+format_fit_settings <- function(settings) {
+  clipping <- c("clipnorm", "clipvalue", "global_clipnorm")
+  clipping <- clipping[!vapply(settings[clipping], is.null, logical(1))]
+  run <- c(
+    if (!is.null(settings$steps_per_epoch)) sprintf("%s steps per epoch", format(settings$steps_per_epoch, big.mark = ",")),
+    if (!is.null(settings$steps_per_execution)) sprintf("steps_per_execution %d", as.integer(settings$steps_per_execution)),
+    if (!is.null(settings$jit_compile)) sprintf("jit_compile %s", settings$jit_compile),
+    vapply(clipping, function(name) sprintf("%s %s", name, format(settings[[name]])), character(1)),
+    if (!is.null(settings$seed)) sprintf("seed %d", as.integer(settings$seed))
+  )
+  backups <- if (!is.null(settings$backup_dir)) {
+    resumed <- settings$resumed_from
+    paste0(
+      settings$backup_dir,
+      if (is.numeric(settings$backup_freq)) sprintf(", every %d batches", as.integer(settings$backup_freq)),
+      if (!is.null(resumed)) sprintf(" (resumed in epoch %d, after %s batches)", as.integer(resumed$epoch), format(resumed$batches_done, big.mark = ","))
+    )
+  }
+  strategy <- settings$strategy
+  placement <- if (!is.null(strategy)) {
+    sprintf(
+      "%s over %s (%d replica%s)%s",
+      strategy$type, paste(unlist(strategy$devices), collapse = ", "), as.integer(strategy$replicas),
+      if (strategy$replicas == 1) "" else "s",
+      if (!is.null(strategy$global_batch_size)) {
+        sprintf(
+          "; global batch %d = %s per replica", as.integer(strategy$global_batch_size),
+          format(strategy$per_replica_batch_size)
+        )
+      } else {
+        ""
+      }
+    )
+  }
+  c(
+    if (!is.null(placement)) paste("Strategy:      ", placement),
+    if (length(run)) paste("Settings:      ", paste(run, collapse = ", ")),
+    if (!is.null(settings$learning_rate)) paste("Learning rate: ", format_learning_rate(settings$learning_rate)),
+    if (!is.null(backups)) paste("Backups:       ", backups)
+  )
+}
+
+# A learning rate as the core reports it: a number, one of our schedule specs,
+# or another Keras schedule (its class name and config).
+format_learning_rate <- function(rate) {
+  if (is.numeric(rate)) {
+    return(sprintf("%s (constant)", format_rate(rate)))
+  }
+  if (is.list(rate) && isTRUE(rate$schedule %in% c("warmup_cosine", "exponential", "cyclical"))) {
+    return(sub("^<gpukeras lr schedule> ", "", format(structure(rate, class = "gpukeras_lr_schedule"))))
+  }
+  if (is.list(rate) && !is.null(rate$schedule)) {
+    details <- rate[names(rate) != "schedule" & vapply(rate, function(v) is.atomic(v) && length(v) == 1L, logical(1))]
+    return(sprintf(
+      "%s(%s)", rate$schedule,
+      paste(names(details), vapply(details, format, character(1)), sep = " = ", collapse = ", ")
+    ))
+  }
+  describe(rate)
+}

@@ -1,0 +1,123 @@
+# Plotting a gpukeras_fit: the metrics per epoch and the GPU timeline.
+
+#' Plot a gpu_fit() run
+#'
+#' Draws, with base graphics, the loss and each metric per epoch (with its
+#' validation counterpart, dashed), and, when a GPU was monitored, a panel of
+#' GPU utilization (%, left axis) and memory used (MiB, right axis) over the
+#' training time.
+#'
+#' @param x A `gpukeras_fit` from [gpu_fit()].
+#' @param metrics The metrics to draw (names of history columns without
+#'   `val_`); `NULL` for all.
+#' @param timeline Draw the GPU timeline panel when there are GPU samples.
+#' @param ... Passed to the per-epoch [graphics::plot()] calls.
+#' @return `x`, invisibly.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(1L)))
+#'   model$compile(optimizer = "sgd", loss = "mse")
+#'   x <- matrix(runif(200), ncol = 2)
+#'   fit <- gpu_fit(model, list(x = x, y = x %*% c(1, -1)), epochs = 4, verbose = 0)
+#'   plot(fit)
+#' }
+plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
+  check_flag(timeline)
+  history <- x$history
+  available <- setdiff(names(history), "epoch")
+  base <- unique(sub("^val_", "", available))
+  base <- base[order(base != "loss")]
+  if (!is.null(metrics)) {
+    unknown <- setdiff(metrics, base)
+    if (!is.character(metrics) || length(unknown)) {
+      gpukeras_abort(
+        sprintf(
+          "`metrics` must name history columns (%s), not %s.",
+          paste0("\"", base, "\"", collapse = ", "), describe(if (length(unknown)) unknown else metrics)
+        ),
+        "gpukeras_error_bad_argument"
+      )
+    }
+    base <- metrics
+  }
+  gpu <- x$timeline$gpu
+  draw_gpu <- timeline && !is.null(gpu) && nrow(gpu) > 0
+  panels <- length(base) + draw_gpu
+  if (panels == 0L) {
+    gpukeras_abort("There is nothing to plot: the history has no epochs or metrics.", "gpukeras_error_bad_argument")
+  }
+  layout <- if (panels <= 3) c(panels, 1) else c(ceiling(panels / 2), 2)
+  old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))
+  on.exit(graphics::par(old), add = TRUE)
+  for (metric in base) {
+    plot_metric(history, metric, ...)
+  }
+  if (draw_gpu) {
+    plot_gpu_timeline(gpu)
+  }
+  invisible(x)
+}
+
+plot_metric <- function(history, metric, ...) {
+  train <- history[[metric]]
+  validation <- history[[paste0("val_", metric)]]
+  values <- c(train, validation)
+  ylim <- if (all(is.na(values))) c(0, 1) else range(values, na.rm = TRUE)
+  graphics::plot(
+    history$epoch, if (is.null(train)) rep(NA_real_, nrow(history)) else train,
+    type = "b", pch = 19, ylim = ylim, xlab = "epoch", ylab = metric, main = metric,
+    xaxt = "n", ...
+  )
+  graphics::axis(1, at = unique(round(pretty(history$epoch))))
+  if (!is.null(validation)) {
+    graphics::lines(history$epoch, validation, type = "b", pch = 1, lty = 2, col = "firebrick")
+    graphics::legend(legend_corner(c(right_third(train), right_third(validation)), ylim),
+      c("train", "validation"), lty = c(1, 2), pch = c(19, 1),
+      col = c("black", "firebrick"), bty = "n", cex = 0.8)
+  }
+}
+
+right_third <- function(x) if (length(x)) x[seq_along(x) > 2 * length(x) / 3] else x
+
+# The right-hand corner with fewer of `values` near it: top when the curves
+# end in the lower half of the panel, bottom otherwise.
+legend_corner <- function(values, ylim) {
+  values <- values[!is.na(values)]
+  if (!length(values) || diff(ylim) == 0) {
+    return("topright")
+  }
+  if (mean((values - ylim[1]) / diff(ylim)) > 0.5) "bottomright" else "topright"
+}
+
+plot_gpu_timeline <- function(gpu) {
+  indices <- sort(unique(gpu$nvml_index))
+  colours <- grDevices::hcl.colors(max(2L, length(indices)), "Dark 3")[seq_along(indices)]
+  graphics::plot(
+    range(gpu$time_s, na.rm = TRUE), c(0, 100),
+    type = "n", xlab = "seconds", ylab = "GPU utilization (%)", main = "GPU utilization and memory"
+  )
+  for (i in seq_along(indices)) {
+    rows <- gpu[gpu$nvml_index == indices[i], , drop = FALSE]
+    graphics::lines(rows$time_s, rows$utilization, col = colours[i])
+  }
+  memory <- gpu$memory_used_mib
+  if (any(!is.na(memory))) {
+    graphics::par(new = TRUE)
+    graphics::plot(
+      range(gpu$time_s, na.rm = TRUE), c(0, max(memory, na.rm = TRUE)),
+      type = "n", axes = FALSE, xlab = "", ylab = ""
+    )
+    for (i in seq_along(indices)) {
+      rows <- gpu[gpu$nvml_index == indices[i], , drop = FALSE]
+      graphics::lines(rows$time_s, rows$memory_used_mib, col = colours[i], lty = 2)
+    }
+    graphics::axis(4)
+    graphics::mtext("memory used (MiB)", side = 4, line = 3, cex = 0.7)
+  }
+  graphics::legend(
+    "bottomright", c(sprintf("GPU %d utilization", indices), sprintf("GPU %d memory", indices)),
+    col = rep(colours, 2), lty = rep(1:2, each = length(indices)), bty = "n", cex = 0.8
+  )
+}

@@ -1,0 +1,119 @@
+# Training data as the verbs that train read it (gpu_fit(), gpu_batch_size(),
+# gpu_profile(), gpu_quantize()): checked without Python, converted once, and
+# described for their reports.
+
+# `data` as the verbs that train read it (fit_data()); a clear error when it
+# was not given at all.
+read_training_data <- function(data, data_missing) {
+  if (data_missing) {
+    gpukeras_abort(
+      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
+      "gpukeras_error_bad_argument"
+    )
+  }
+  fit_data(data, "data")
+}
+
+# What kind of training data `data` is: a Python dataset (kind "python"), R
+# data (kind "r", with x and y), or a train/validation split of datasets.
+# Checked without Python; converted later by fit_input().
+fit_data <- function(data, arg) {
+  if (inherits(data, "python.builtin.object")) {
+    return(list(kind = "python", dataset = data))
+  }
+  usage <- sprintf(
+    "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = list(input_a = , input_b = )).",
+    arg
+  )
+  if (is.list(data) && !is.data.frame(data)) {
+    names <- names(data) %||% rep("", length(data))
+    if (identical(names, c("train", "validation")) &&
+      all(vapply(data, inherits, logical(1), "python.builtin.object"))) {
+      return(list(kind = "python", dataset = data$train, validation = data$validation))
+    }
+    if (all(names == "") && length(data) %in% 1:2) {
+      names(data) <- c("x", "y")[seq_along(data)]
+      names <- names(data)
+    }
+    if (length(data) %in% 1:2 && "x" %in% names && all(names %in% c("x", "y")) && !anyDuplicated(names)) {
+      if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
+        gpukeras_abort(
+          c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
+          "gpukeras_error_bad_data"
+        )
+      }
+      return(list(kind = "r", x = data$x, y = data$y))
+    }
+    gpukeras_abort(
+      c(sprintf("`%s` is a list with names %s, which gpu_fit() cannot read.", arg, describe_names(names)), usage),
+      "gpukeras_error_bad_data"
+    )
+  }
+  if (is.matrix(data) || is.array(data) || is.data.frame(data) || is.numeric(data)) {
+    gpukeras_abort(
+      c(sprintf("`%s` is R data without labels.", arg), usage,
+        "A model trained without labels takes list(x = features)."),
+      "gpukeras_error_bad_data"
+    )
+  }
+  gpukeras_abort(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), "gpukeras_error_bad_data")
+}
+
+describe_names <- function(names) {
+  if (!length(names) || all(names == "")) "none" else paste0("`", names, "`", collapse = ", ")
+}
+
+# What the core gets for `data` as fit_data() read it: a Python dataset as it
+# is; R data checked and converted once to NumPy (as gpu_dataset() does) and
+# handed over as list(x, y), from which the core builds the seeded gpu_dataset()
+# pipeline itself. The core seeds Keras and TensorFlow first, so the shuffle
+# order depends on `seed` alone, and a run resumed from a backup sees the
+# batches in the same order as the run that was interrupted.
+fit_input <- function(data) {
+  if (data$kind == "python") {
+    return(data$dataset)
+  }
+  if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
+    return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
+  }
+  converted <- withCallingHandlers(
+    as_pipeline_data(data$x, data$y, "error"),
+    gpukeras_error_bad_data = function(e) {
+      if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
+        e$message <- paste(
+          conditionMessage(e),
+          "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
+        )
+        stop(e)
+      }
+    }
+  )
+  list(converted$x, converted$y)
+}
+
+describe_fit_data <- function(data, input, batch_size) {
+  if (data$kind == "r") {
+    first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
+    numpy <- inherits(first, "python.builtin.object")
+    rows <- if (numpy) reticulate::py_len(first) else count_rows(first)
+    return(sprintf(
+      "%s rows of %s%s", format(rows, big.mark = ","), if (numpy) "NumPy arrays" else "R data",
+      if (!is.null(batch_size)) sprintf(" in batches of %d", as.integer(batch_size)) else ""
+    ))
+  }
+  info <- attr(input, "gpukeras")
+  if (!is.null(info)) {
+    rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
+    return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
+  }
+  dataset <- core_call("fit.describe_dataset", data = input)
+  if (is.null(dataset)) {
+    return(class(input)[1])
+  }
+  sprintf(
+    "tf.data dataset%s: %s of %s",
+    if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
+    if (is.null(dataset$batches)) "batches not known" else paste(format(dataset$batches, big.mark = ","), "batches"),
+    dataset$element
+  )
+}

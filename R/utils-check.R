@@ -1,0 +1,161 @@
+# Argument checks shared by the exported functions. Each stops with a
+# gpukeras_error_bad_argument (or a more specific class) naming the argument.
+
+check_flag <- function(x, arg = deparse(substitute(x))) {
+  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
+    gpukeras_abort(
+      sprintf("`%s` must be TRUE or FALSE, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_positive_number <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x <= 0) {
+    gpukeras_abort(
+      sprintf("`%s` must be one positive number, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_string <- function(x, arg = deparse(substitute(x))) {
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
+    gpukeras_abort(
+      sprintf("`%s` must be one non-empty string, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+describe <- function(x) {
+  if (is.null(x)) return("NULL")
+  if (length(x) == 1L && is.atomic(x)) return(sprintf("`%s`", format(x)))
+  sprintf("a %s of length %d", class(x)[1], length(x))
+}
+
+check_positive_numbers <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) == 0L || anyNA(x) || !all(is.finite(x)) || any(x <= 0)) {
+    gpukeras_abort(
+      sprintf("`%s` must be positive numbers, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_count <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
+    gpukeras_abort(
+      sprintf("`%s` must be one whole number >= 1, not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+check_choice <- function(x, choices, arg = deparse(substitute(x))) {
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {
+    gpukeras_abort(
+      sprintf(
+        "`%s` must be one of %s, not %s.", arg,
+        paste0("\"", choices, "\"", collapse = ", "), describe(x)
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  x
+}
+
+# A whole number >= 1, or the word `auto` that stands for the default.
+check_auto_count <- function(x, arg = deparse(substitute(x)), auto = "auto") {
+  if (identical(x, auto)) {
+    return(x)
+  }
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
+    gpukeras_abort(
+      sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s.", arg, auto, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  as.integer(x)
+}
+
+check_auto_flag <- function(x, arg = deparse(substitute(x))) {
+  if (identical(x, "auto") || (is.logical(x) && length(x) == 1L && !is.na(x))) {
+    return(x)
+  }
+  gpukeras_abort(
+    sprintf("`%s` must be TRUE, FALSE or \"auto\", not %s.", arg, describe(x)),
+    "gpukeras_error_bad_argument"
+  )
+}
+
+check_learning_rate <- function(learning_rate) {
+  if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) {
+    return(learning_rate)
+  }
+  if (inherits(learning_rate, "gpukeras_lr_schedule")) {
+    return(unclass(learning_rate))
+  }
+  if (!is.numeric(learning_rate) || length(learning_rate) != 1L || is.na(learning_rate) ||
+    !is.finite(learning_rate) || learning_rate <= 0) {
+    gpukeras_abort(
+      c(
+        sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
+        "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  as.double(learning_rate)
+}
+
+check_callbacks <- function(callbacks) {
+  if (is.null(callbacks)) {
+    return(NULL)
+  }
+  if (inherits(callbacks, "python.builtin.object")) {
+    callbacks <- list(callbacks)
+  }
+  if (!is.list(callbacks) || length(callbacks) == 0L ||
+    !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
+    gpukeras_abort(
+      c(
+        sprintf("`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)),
+        "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  unname(callbacks)
+}
+
+check_seed <- function(seed) {
+  if (is.null(seed)) {
+    return(NULL)
+  }
+  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed < 0 || seed != round(seed) ||
+    seed > .Machine$integer.max) {
+    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument")
+  }
+  as.integer(seed)
+}
+
+# "auto" is a progress bar where someone watches (an interactive session) and
+# one line per epoch in logs.
+resolve_verbose <- function(verbose) {
+  if (identical(verbose, "auto")) {
+    return(if (interactive()) 1L else 2L)
+  }
+  if (!is.numeric(verbose) || length(verbose) != 1L || is.na(verbose) || !verbose %in% 0:2) {
+    gpukeras_abort(
+      sprintf("`verbose` must be \"auto\", 0, 1 or 2, not %s.", describe(verbose)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  as.integer(verbose)
+}
