@@ -139,6 +139,16 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
                     strategy = NULL) {
   # Every check that needs no Python comes first, so a mistake fails at once.
+  if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
+    # keras3's fit(model, x, y) habit: y landed in `epochs`.
+    gpukeras_abort(
+      c(
+        sprintf("`epochs` must be one whole number >= 1, not %s.", describe(epochs)),
+        "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y), epochs = )."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
   steps_per_execution <- check_auto_count(steps_per_execution)
@@ -183,8 +193,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   if (!is.null(batch_size) && data$kind != "r") {
     gpukeras_abort(
       c(
-        "`batch_size` is for R data: a dataset is batched already.",
-        "Set the batch size in gpu_dataset(batch_size = ), or leave `batch_size` NULL."
+        "`batch_size` is for R data: a dataset makes its own batches.",
+        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave `batch_size` NULL."
       ),
       "gpukeras_error_bad_argument"
     )

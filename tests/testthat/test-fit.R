@@ -303,7 +303,7 @@ test_that("a gpu_dataset() with a validation split trains, with val_ metrics eac
   )
   expect_error(
     gpu_fit(tiny_model(), split$train, batch_size = 64),
-    "`batch_size` is for R data: a dataset is batched already", class = "gpukeras_error_bad_argument"
+    "`batch_size` is for R data: a dataset makes its own batches", class = "gpukeras_error_bad_argument"
   )
 })
 

@@ -148,8 +148,8 @@ def _check_model(keras: object, model: object) -> None:
         raise ModelNotCompiledError(
             "The model is not compiled: compile it first, e.g. "
             'model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", '
-            'metrics = list("accuracy")). gpu_fit() then applies the speed options '
-            "(steps_per_execution, jit_compile) itself."
+            'metrics = list("accuracy")), or compile(model, ...) with keras3. gpu_fit() then '
+            "applies the speed options (steps_per_execution, jit_compile) itself."
         )
 
 
@@ -630,8 +630,8 @@ def refused_data(error: BaseException, what: str = "train on this data") -> BadD
     if not refused:
         return None
     return BadDataError(
-        f"The model cannot {what}: {error_message(error)}. Give x and y that match the "
-        "model's inputs and outputs, as gpu_fit() takes them."
+        f"The model cannot {what}: {error_message(error).rstrip('.')}. Give x and y that "
+        "match the model's inputs and outputs, as gpu_fit() takes them."
     )
 
 
