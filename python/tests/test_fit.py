@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core, run_on_jax
-from gpukeras import backup, bridge, errors, fit, monitor, sources
+from gpukeras import backup, bridge, compat, errors, fit, monitor, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -385,6 +385,51 @@ def test_input_bound_gpu_gets_pipeline_advice_not_overhead_advice() -> None:
     assert "Cache the data" in advice and "Prefetch" in advice and "in parallel" in advice
     assert "host CPU is 95 % busy" in advice
     assert "steps_per_execution" not in advice
+
+
+@pytest.mark.parametrize(
+    ("steps", "advised", "not_advised"),
+    [
+        (None, ["Cache the data", "in parallel", "Prefetch batches"], ["already caches"]),
+        (["Batch", "Map", "TensorSlice"], ["Cache the data", "in parallel", "Prefetch"], []),
+        (
+            ["Prefetch", "Batch", "ParallelMap", "Cache", "TensorSlice"],
+            ["already caches, maps in parallel and prefetches"],
+            ["Cache the data", "Run per-element maps", "Prefetch batches"],
+        ),
+        (["Batch", "Cache", "TensorSlice"], ["Prefetch batches", "dataset_prefetch()"], ["Cache"]),
+    ],
+)
+def test_pipeline_advice_names_only_the_steps_the_dataset_lacks(
+    steps: list[str] | None, advised: list[str], not_advised: list[str]
+) -> None:
+    report = monitor.training_report(
+        {**STEPS, "input_wait_share": 0.4},
+        [],
+        [],
+        None,
+        monitor.TrainingContext(backend="tensorflow", pipeline_steps=steps),
+    )
+    advice = " ".join(report["advice"])
+    assert advice.startswith("Training waits for input 40 % of the step time (highly")
+    for text in advised:
+        assert text in advice
+    for text in not_advised:
+        assert text not in advice
+
+
+def test_dataset_steps_are_read_from_the_dataset() -> None:
+    tf = pytest.importorskip("tensorflow")
+    dataset = (
+        tf.data.Dataset.range(8)
+        .cache()
+        .map(lambda x: x, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(4)
+        .prefetch(2)
+    )
+    assert compat.dataset_steps(dataset) == ["Prefetch", "Batch", "ParallelMap", "Cache", "Range"]
+    assert compat.static_batch_size(dataset) == 4
+    assert compat.static_batch_size(tf.data.Dataset.range(8)) is None
 
 
 # Errors ---------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Every use of a private Keras or JAX attribute, in one place.
+"""Every use of a private Keras, TensorFlow or JAX attribute that setup and fit need, in one place.
 
 Public APIs do not answer these questions; when a release moves one of these
 attributes, this module is the one to change.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from gpukeras.runtime import config
 
@@ -28,3 +30,36 @@ def jax_backends_started() -> bool:
     from jax._src import xla_bridge
 
     return bool(xla_bridge.backends_are_initialized())
+
+
+def dataset_chain(dataset: object, limit: int = 50) -> list[object]:
+    """A tf.data dataset and the datasets it was made from, outermost first.
+
+    tf.data keeps each transformation's input in the private ``_input_dataset``
+    (TensorFlow 2.21); a source or a merge of several datasets ends the chain.
+    """
+    chain, current = [], dataset
+    while current is not None and len(chain) < limit:
+        chain.append(current)
+        current = getattr(current, "_input_dataset", None)
+    return chain
+
+
+def dataset_steps(dataset: object) -> list[str]:
+    """The transformations of ``dataset``, outermost first: 'Prefetch', 'ParallelMap', ...
+
+    Named by tf.data's private classes (``_PrefetchDataset``, ``CacheDataset``).
+    """
+    return [
+        type(step).__name__.lstrip("_").removesuffix("Dataset") for step in dataset_chain(dataset)
+    ]
+
+
+def static_batch_size(dataset: object) -> int | None:
+    """The batch size a batch step in the chain was given (private ``_batch_size``), if any."""
+    for step in dataset_chain(dataset):
+        size = getattr(step, "_batch_size", None)
+        if size is not None:
+            with contextlib.suppress(Exception):
+                return int(size)
+    return None

@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import backup, distribute, flops, schedules
+from gpukeras import backup, compat, distribute, flops, schedules
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BadArgumentError,
@@ -239,14 +239,7 @@ def _static_batch_size(dataset: object) -> int | None:
         if spec.shape.rank and spec.shape[0] is not None:
             return int(spec.shape[0])
         break
-    current, hops = dataset, 0
-    while current is not None and hops < 50:
-        size = getattr(current, "_batch_size", None)
-        if size is not None:
-            with contextlib.suppress(Exception):
-                return int(size)
-        current, hops = getattr(current, "_input_dataset", None), hops + 1
-    return None
+    return compat.static_batch_size(dataset)
 
 
 def _dataset_source(kind: str, dataset: object, batch_size: int | None) -> TrainingData:
@@ -1063,6 +1056,9 @@ def _train(
             steps_per_execution=spe,
             batch_size=settings["batch_size"],  # type: ignore[arg-type]
             nvml_reason=watcher.gpu.reason,
+            pipeline_steps=compat.dataset_steps(source.dataset)
+            if source.dataset is not None
+            else None,
         )
         report = watcher.report(context, _counted_flops(model, gpu_rows))
     return {

@@ -270,6 +270,9 @@ class TrainingContext:
         steps_per_execution: in force.
         batch_size: rows per batch, where known.
         nvml_reason: why GPUs were not sampled (None when they were).
+        pipeline_steps: the tf.data transformations of the training dataset,
+            outermost first ('Prefetch', 'ParallelMap', 'Cache', ...); None
+            when not known (data that is not a tf.data dataset).
     """
 
     backend: str
@@ -281,6 +284,7 @@ class TrainingContext:
     steps_per_execution: int = 1
     batch_size: int | None = None
     nvml_reason: str | None = None
+    pipeline_steps: list[str] | None = None
 
 
 def _within(samples: list, window: tuple[float, float] | None) -> list:
@@ -398,6 +402,46 @@ def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
+def _pipeline_advice(context: TrainingContext) -> list[str]:
+    """What to change in an input pipeline that keeps training waiting.
+
+    Only the steps the dataset lacks are advised (all of them when its steps
+    are not known), each in gpu_dataset()'s and tfdatasets' words.
+    """
+    steps = context.pipeline_steps
+    has = set(steps or [])
+    items = []
+    if steps is None or "Cache" not in has:
+        items.append(
+            "Cache the data after decoding and any expensive map (gpu_dataset(cache = TRUE); "
+            "dataset_cache() with tfdatasets; a cache file for data larger than memory), "
+            "so later epochs skip that work."
+        )
+    if steps is None or "Map" in has:
+        items.append(
+            "Run per-element maps in parallel (num_parallel_calls = AUTOTUNE, as gpu_dataset() "
+            "does; dataset_map(num_parallel_calls = tf$data$AUTOTUNE) with tfdatasets) and "
+            "batch before light per-batch maps."
+        )
+    if steps is None or "Prefetch" not in has:
+        items.append(
+            "Prefetch batches (gpu_dataset(prefetch = 'auto'); dataset_prefetch() with "
+            "tfdatasets) so the next batch is ready while the current step computes."
+        )
+    if context.gpus:
+        items.append(
+            "On a GPU, prefetching to the device (gpu_dataset(to_device = 'GPU:0')) also "
+            "hides the copy."
+        )
+    if not items:
+        items.append(
+            "The pipeline already caches, maps in parallel and prefetches, so the work per "
+            "batch is the limit: do less of it on the host (decode smaller images, move "
+            "augmentation into the model, where it runs on the GPU) or give it more cores."
+        )
+    return items
+
+
 def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
     """Concrete advice, each item chosen by a number in the report (see the rules below).
 
@@ -414,24 +458,16 @@ def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
     host_cpu = report.get("host_cpu_percent_mean")
     utilization = report.get("gpu_utilization_mean")
     if verdict == "highly input-bound":
-        items += [
+        items.append(
             f"Training waits for input {_percent(share)} of the step time (highly "  # type: ignore[arg-type]
-            "input-bound): speed up the input pipeline before anything else.",
-            "Cache the data after decoding and any expensive map "
-            "(gpu_dataset(cache = TRUE), or a cache file for data larger than memory), "
-            "so later epochs skip that work.",
-            "Run per-element maps in parallel (tf.data map with num_parallel_calls = AUTOTUNE, "
-            "as gpu_dataset() does) and batch before light per-batch maps.",
-            "Prefetch batches (gpu_dataset(prefetch = 'auto')) so the next batch is ready "
-            "while the current step computes; on a GPU, prefetching to the device "
-            "(gpu_dataset(to_device = 'GPU:0')) also hides the copy.",
-        ]
+            "input-bound): speed up the input pipeline before anything else."
+        )
+        items += _pipeline_advice(context)
     elif verdict == "moderately input-bound":
-        items += [
+        items.append(
             f"Training waits for input {_percent(share)} of the step time (moderately "  # type: ignore[arg-type]
-            "input-bound): prefetch batches (gpu_dataset(prefetch = 'auto')) and run maps "
-            "in parallel; cache decoded data if every epoch decodes it again.",
-        ]
+            "input-bound): " + " ".join(_pipeline_advice(context))
+        )
     if verdict in ("highly input-bound", "moderately input-bound") and (host_cpu or 0) >= 85:
         items.append(
             f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
