@@ -92,6 +92,15 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     source <- file_source(x, label, columns, image_size, color_mode)
     do.call(core_call, c(list("pipeline.from_source", kind = source$kind, source = source$args), options))
   } else {
+    if (!is.null(label) || !is.null(columns)) {
+      gpukeras_abort(
+        c(
+          sprintf("`%s` is for CSV and TFRecord files, not for R data.", if (!is.null(label)) "label" else "columns"),
+          "For R data, give the features as `x` and the labels as `y`, e.g. gpu_dataset(df[setdiff(names(df), \"label\")], df$label)."
+        ),
+        "gpukeras_error_bad_argument"
+      )
+    }
     data <- as_pipeline_data(x, y, na)
     # The arrays are the pipeline's own (made by host_array()): its tensors share them.
     result <- do.call(core_call, c(list("pipeline.from_arrays", x = data$x, y = data$y, copy = FALSE), options))
