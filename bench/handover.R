@@ -1,0 +1,213 @@
+# The hand-over of R data: what gpu_dataset() costs against the bare R -> NumPy copy,
+# and what building it and training cost end to end against Keras' own fit() on arrays.
+#
+# Data: a 60,000 x 784 double matrix (R stores it column-major, 359 MiB) and integer
+# labels 0-9 (the index of the largest of the first 10 columns, so the MLP learns).
+# In each round, in an order that rotates from round to round:
+#   (1) bare_copy:   reticulate::np_array(x, dtype = "float32", order = "C") and the labels
+#                    as int32: the one copy any R -> Keras hand-over must make, and what
+#                    keras3's fit() does on every call;
+#   (2) gpu_dataset: gpu_dataset(x, y, batch_size, seed = 1), and its two halves, timed
+#                    apart: the R side (as_pipeline_data(): NA check, the copy) and the
+#                    core (pipeline.from_arrays(): tensors and the tf.data pipeline);
+#   (3) end to end, each with a fresh model (784-256-10 MLP, the same seed, compiled the
+#       same), 2 epochs of batch_size rows:
+#       keras_fit:      model$fit(np_array(x, "float32"), np_array(y, "int32"), epochs,
+#                       batch_size), converting as keras3 does, the conversion timed in;
+#       gpukeras_fit:   gpu_fit(model, gpu_dataset(x, y, batch_size, seed = 1), epochs) with
+#                       gpu_fit()'s defaults (monitor on), building the dataset timed in.
+# Ratios are taken within each round (the ways ran back to back), then their median, with
+# a bootstrap 95% interval: (2)/(1), goal <= 2; keras_fit / gpukeras_fit, goal >= 1.1.
+# Both on wall-clock time; the process's CPU time (user + system, all threads) is kept
+# too: other work on the machine stretches it less than the wall-clock time.
+# R's and Python's garbage is collected before each timed call, outside the time.
+#
+# Usage (from the repository root): Rscript bench/handover.R [--quick]
+# Writes bench/results/handover.json (handover-quick.json with --quick).
+args <- commandArgs(trailingOnly = TRUE)
+quick <- "--quick" %in% args
+wall_started <- Sys.time()
+load_before <- readLines("/proc/loadavg")
+
+source("bench/load.R")
+core_call <- utils::getFromNamespace("core_call", "gpukeras")
+as_pipeline_data <- utils::getFromNamespace("as_pipeline_data", "gpukeras")
+
+# The commit measured, and uncommitted changes to the package's code, if any.
+code_state <- function() {
+  git <- function(...) tryCatch(system2("git", c(...), stdout = TRUE, stderr = FALSE), error = function(e) character(), warning = function(w) character())
+  changed <- git("status", "--porcelain", "--", "R", "inst/python")
+  list(commit = git("rev-parse", "HEAD")[1], uncommitted = I(trimws(changed)))
+}
+
+code <- code_state() # before the run: the code measured, not what changed while it ran
+rows <- 60000L
+columns <- 784L
+batch_size <- 128L
+epochs <- 2L
+rounds <- if (quick) 5L else 15L
+goal <- list(dataset_vs_bare_copy = 2, keras_fit_vs_gpukeras_fit = 1.1)
+
+keras <- gpu_keras()
+tf <- reticulate::import("tensorflow")
+np <- reticulate::import("numpy", convert = FALSE)
+py_gc <- reticulate::import("gc")
+collect <- function() {
+  invisible(gc(full = TRUE))
+  invisible(py_gc$collect())
+}
+
+set.seed(1)
+x <- stats::runif(rows * columns)
+dim(x) <- c(rows, columns) # dim<- on a fresh vector does not copy it
+y <- max.col(x[, 1:10], ties.method = "first") - 1L
+
+mlp <- function() {
+  keras$utils$set_random_seed(1L)
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(columns)),
+    keras$layers$Dense(256L, activation = "relu"),
+    keras$layers$Dense(10L)
+  ))
+  model$compile(
+    optimizer = "adam",
+    loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE)
+  )
+  model
+}
+
+bare_copy <- function() {
+  list(
+    reticulate::np_array(x, dtype = "float32", order = "C"),
+    reticulate::np_array(y, dtype = "int32", order = "C")
+  )
+}
+
+# Each way returns its wall-clock and CPU seconds; what it builds is dropped before
+# the next way runs.
+timed <- function(expr) {
+  collect()
+  took <- system.time(expr)
+  c(wall = took[["elapsed"]], cpu = took[["user.self"]] + took[["sys.self"]])
+}
+ways <- list(
+  bare_copy = function() timed(bare_copy()),
+  gpu_dataset = function() timed(gpu_dataset(x, y, batch_size = batch_size, seed = 1)),
+  gpu_dataset_r_side = function() timed(as_pipeline_data(x, y, "error")),
+  gpu_dataset_core = function() {
+    data <- as_pipeline_data(x, y, "error")
+    timed(core_call("pipeline.from_arrays", x = data$x, y = data$y, copy = FALSE, batch_size = batch_size, seed = 1L))
+  },
+  keras_fit = function() {
+    model <- mlp()
+    timed({
+      arrays <- bare_copy()
+      model$fit(arrays[[1]], arrays[[2]], epochs = epochs, batch_size = batch_size, verbose = 0L)
+    })
+  },
+  gpukeras_fit = function() {
+    model <- mlp()
+    timed(gpu_fit(model, gpu_dataset(x, y, batch_size = batch_size, seed = 1), epochs = epochs, verbose = 0))
+  }
+)
+
+cat("warming up ...\n")
+for (way in names(ways)) ways[[way]]()
+seconds <- setNames(vector("list", length(ways)), names(ways))
+cpu_seconds <- seconds
+for (round in seq_len(rounds)) {
+  # Rotate the order each round, so no way always runs first or last.
+  order <- names(ways)[(seq_along(ways) + round - 2L) %% length(ways) + 1L]
+  for (way in order) {
+    took <- ways[[way]]()
+    seconds[[way]] <- c(seconds[[way]], took[["wall"]])
+    cpu_seconds[[way]] <- c(cpu_seconds[[way]], took[["cpu"]])
+  }
+  cat(sprintf(
+    "round %d: %s s\n", round,
+    paste(sprintf("%s %.3f", names(seconds), vapply(seconds, utils::tail, numeric(1), 1)), collapse = ", ")
+  ))
+}
+
+# A bootstrap 95% interval of the median of per-round ratios (seeded: the same
+# rounds give the same interval).
+median_interval <- function(ratios, draws = 4000L) {
+  withr::with_seed(1, {
+    medians <- replicate(draws, stats::median(sample(ratios, replace = TRUE)))
+  })
+  unname(stats::quantile(medians, c(0.025, 0.975)))
+}
+summary_of <- function(ratios) {
+  list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
+}
+dataset_vs_copy <- summary_of(seconds$gpu_dataset / seconds$bare_copy)
+end_to_end <- summary_of(seconds$keras_fit / seconds$gpukeras_fit)
+end_to_end_cpu <- summary_of(cpu_seconds$keras_fit / cpu_seconds$gpukeras_fit)
+
+platform <- reticulate::import("platform")
+memory_kib <- as.numeric(sub("\\D*(\\d+).*", "\\1", grep("^MemTotal", readLines("/proc/meminfo"), value = TRUE)))
+gpus <- tf$config$list_logical_devices("GPU")
+result <- list(
+  benchmark = "handover",
+  command = trimws(paste("Rscript bench/handover.R", if (quick) "--quick" else "")),
+  date = format(Sys.time(), "%Y-%m-%d"),
+  quick = quick,
+  machine = list(
+    cores = parallel::detectCores(),
+    cpu = sub(".*: ", "", grep("model name", readLines("/proc/cpuinfo"), value = TRUE)[1]),
+    memory_gib = round(memory_kib / 2^20, 1),
+    loadavg_before = load_before,
+    loadavg_after = readLines("/proc/loadavg"),
+    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none"
+  ),
+  code = code,
+  backend = keras$backend$backend(),
+  versions = list(
+    R = paste(R.version$major, R.version$minor, sep = "."),
+    reticulate = as.character(utils::packageVersion("reticulate")),
+    gpukeras = as.character(utils::packageVersion("gpukeras")),
+    python = platform$python_version(),
+    tensorflow = tf$`__version__`,
+    keras = keras$`__version__`,
+    numpy = reticulate::py_to_r(np$`__version__`)
+  ),
+  data = list(rows = rows, columns = columns, r_type = "double", r_mib = rows * columns * 8 / 2^20, float32_mib = rows * columns * 4 / 2^20),
+  model = "MLP 784-256-10 (relu), adam, sparse categorical cross-entropy from logits",
+  batch_size = batch_size,
+  epochs = epochs,
+  rounds = rounds,
+  goal = goal,
+  seconds = lapply(seconds, stats::median),
+  seconds_rounds = seconds,
+  cpu_seconds = lapply(cpu_seconds, stats::median),
+  cpu_seconds_rounds = cpu_seconds,
+  dataset_vs_bare_copy = dataset_vs_copy,
+  keras_fit_vs_gpukeras_fit = end_to_end,
+  keras_fit_vs_gpukeras_fit_cpu = end_to_end_cpu,
+  meets_goal = list(
+    dataset_vs_bare_copy = dataset_vs_copy$median <= goal$dataset_vs_bare_copy,
+    keras_fit_vs_gpukeras_fit = end_to_end$median >= goal$keras_fit_vs_gpukeras_fit
+  ),
+  notes = c(
+    "seconds: median over rounds of wall-clock time; cpu_seconds: of the process's CPU time (user + system, all its threads); ratios: the median of the ratios within each round (the ways run back to back, in a rotating order), ci95 a bootstrap 95% interval of that median.",
+    "bare_copy is reticulate::np_array() of x (float32, C order) and y (int32): what keras3's fit() pays on every call. keras_fit includes it, as keras3 does; Keras then copies the arrays into tensors itself.",
+    "gpukeras_fit runs gpu_fit() with its defaults (monitor on, steps_per_execution and jit_compile 'auto'), verbose = 0; gpu_dataset() is built inside the timed call.",
+    "Without a GPU, tf.data's threads and the model's compute share the same CPU cores. Other processes on the machine change the speed from round to round (see loadavg_before/after and seconds_rounds)."
+  ),
+  wall_seconds = NA_real_
+)
+result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
+
+out <- if (quick) "bench/results/handover-quick.json" else "bench/results/handover.json"
+dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
+writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
+
+cat(sprintf("\nmedians of %d rounds (%s), wall-clock and CPU:\n", rounds, result$machine$cpu))
+cat(sprintf("  %-20s %7.3f s %7.3f s\n", names(result$seconds), unlist(result$seconds), unlist(result$cpu_seconds)), sep = "")
+interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
+cat(sprintf(
+  "gpu_dataset / bare copy:        %s (goal <= %.1f)\nkeras fit / gpu_fit, 2 epochs: %s (goal >= %.1f); CPU time %s\n",
+  interval(dataset_vs_copy), goal$dataset_vs_bare_copy,
+  interval(end_to_end), goal$keras_fit_vs_gpukeras_fit, interval(end_to_end_cpu)
+))
+cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))
