@@ -31,8 +31,10 @@
 #'   it at start. Left unset, it is `FALSE` when `memory_limit` is given.
 #' @param memory_limit A hard cap in MiB: one value for all GPUs in use or one
 #'   per GPU (TensorFlow: a logical device configuration; JAX: the fraction
-#'   `XLA_PYTHON_CLIENT_MEM_FRACTION` of the GPU's memory, one value only).
-#'   TensorFlow cannot combine it with `memory_growth = TRUE`.
+#'   `XLA_CLIENT_MEM_FRACTION` of the GPU's memory, one value only; jaxlib
+#'   before 0.7 reads `XLA_PYTHON_CLIENT_MEM_FRACTION`, which is written
+#'   there instead). TensorFlow cannot combine it with `memory_growth = TRUE`,
+#'   and a GPU capped once in a session cannot grow its memory later.
 #' @param devices GPUs to use, by index as `nvidia-smi` numbers them (`0`,
 #'   `c(0, 1)`) or by name (`"GPU:1"`, or `"CPU:1"` for a logical CPU device);
 #'   the other GPUs are hidden. A device that does not exist is an error that

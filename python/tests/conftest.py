@@ -165,6 +165,7 @@ def backend_report():
                 name: os.environ.get(name)
                 for name in (
                     "XLA_PYTHON_CLIENT_PREALLOCATE",
+                    "XLA_CLIENT_MEM_FRACTION",
                     "XLA_PYTHON_CLIENT_MEM_FRACTION",
                     "CUDA_VISIBLE_DEVICES",
                 )

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CoreRun, run_setup
-from gpukeras import nvml
+from conftest import CoreRun, requires, run_setup
+from gpukeras import compat, nvml, setup
 
 BACKENDS = ["tensorflow", "jax"]
 NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
@@ -80,6 +80,7 @@ def test_defaults_match_what_the_backend_reports(defaults: CoreRun) -> None:
         # memory growth on JAX is preallocation off, set before JAX started
         assert backend["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
         assert backend["environ"]["XLA_PYTHON_CLIENT_MEM_FRACTION"] is None
+        assert backend["environ"]["XLA_CLIENT_MEM_FRACTION"] is None
         assert settings["intra_op_threads"] is None
     else:
         assert backend["memory_growth"] == [True] * backend["gpus"]
@@ -433,8 +434,12 @@ def test_jax_memory_growth_keeps_gpu_memory_low() -> None:
 def test_jax_memory_limit_sets_the_memory_fraction() -> None:
     run = run_setup("jax", {"memory_growth": False, "memory_limit_mib": [4096]}, MEMORY_READBACK)
     total = run.readback["total"]
-    fraction = run.readback["backend"]["environ"]["XLA_PYTHON_CLIENT_MEM_FRACTION"]
-    assert fraction == f"{4096 / total:.4f}"
+    environ = run.readback["backend"]["environ"]
+    written = compat.jax_memory_fraction_variable()
+    assert environ[written] == f"{4096 / total:.4f}"
+    # jaxlib refuses to start with both names set
+    other = [name for name in setup.JAX_MEM_FRACTIONS if name != written]
+    assert all(environ[name] is None for name in other)
     assert run.value["memory_limit_mib"][0] == pytest.approx(4096, abs=total * 1e-4)
     # JAX preallocates that fraction, plus its CUDA context
     assert 0.9 * 4096 < _rise(run) < 4096 + 2048, _rise(run)
@@ -499,3 +504,69 @@ readback["growth"] = bridge.call("setup.apply_setup", {"memory_growth": True})
         "memory_growth (XLA_PYTHON_CLIENT_PREALLOCATE): asked 'false', in force 'true'"
         in growth["message"]
     )
+
+
+# ---- findings of a careful reading (issue #14) ----
+
+
+def test_jax_memory_fraction_is_written_under_the_name_jaxlib_reads() -> None:
+    requires("jaxlib")
+    import jaxlib
+
+    name = compat.jax_memory_fraction_variable()
+    assert name in setup.JAX_MEM_FRACTIONS
+    version = tuple(int(part) for part in jaxlib.__version__.split(".")[:2])
+    if version >= (0, 7):  # jaxlib 0.7 reads the new name and refuses both at once
+        assert name == "XLA_CLIENT_MEM_FRACTION"
+
+
+@pytest.mark.parametrize(
+    ("environ", "in_force"),
+    [
+        ({"XLA_CLIENT_MEM_FRACTION": "0.25"}, "0.25"),
+        ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}, "0.5"),
+        ({}, None),
+    ],
+)
+def test_the_memory_fraction_in_force_is_read_under_either_name(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], in_force: str | None
+) -> None:
+    for name in setup.JAX_MEM_FRACTIONS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    for name in setup.JAX_MEM_FRACTIONS:
+        assert setup._variable_in_force(name) == in_force
+
+
+TF_GROWTH_AFTER_START = """
+keras.ops.convert_to_numpy(keras.ops.ones(2))
+readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+"""
+
+
+@pytest.mark.gpu
+def test_tensorflow_growth_off_after_start_holds_as_tensorflows_default() -> None:
+    """TensorFlow reads memory growth as None until it is set: that is no growth."""
+    requires("tensorflow")
+    run = run_setup("tensorflow", target="runtime.start", after=TF_GROWTH_AFTER_START)
+    no_growth = run.readback["no_growth"]
+    assert no_growth["ok"], no_growth
+    assert no_growth["value"]["memory_growth"] is False
+
+
+@pytest.mark.gpu
+def test_tensorflow_growth_on_a_capped_gpu_is_a_classed_error() -> None:
+    requires("tensorflow")
+    run = run_setup(
+        "tensorflow",
+        {"memory_growth": False, "memory_limit_mib": [1024]},
+        """
+readback["growth"] = bridge.call("setup.apply_setup", {"memory_growth": True})
+readback["kept"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+""",
+    )
+    growth = run.readback["growth"]
+    assert growth["r_class"] == "gpukeras_error_bad_argument"
+    assert "TensorFlow cannot grow memory on a capped GPU" in growth["message"]
+    assert run.readback["kept"]["ok"], run.readback["kept"]

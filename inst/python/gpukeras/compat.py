@@ -7,6 +7,8 @@ attributes, this module is the one to change.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+from pathlib import Path
 
 from gpukeras.runtime import config
 
@@ -63,3 +65,18 @@ def static_batch_size(dataset: object) -> int | None:
             with contextlib.suppress(Exception):
                 return int(size)
     return None
+
+
+def jax_memory_fraction_variable() -> str:
+    """The variable the installed jaxlib reads for the share of GPU memory it takes.
+
+    jaxlib 0.7 reads XLA_CLIENT_MEM_FRACTION, still takes the older
+    XLA_PYTHON_CLIENT_MEM_FRACTION alone (deprecated), and refuses to start
+    with both set; older jaxlib reads only the older one. Which it reads is
+    seen in its xla_client module, not in any API.
+    """
+    spec = importlib.util.find_spec("jaxlib.xla_client")
+    with contextlib.suppress(OSError, TypeError):
+        if "XLA_CLIENT_MEM_FRACTION" in Path(spec.origin).read_text():  # type: ignore[union-attr,arg-type]
+            return "XLA_CLIENT_MEM_FRACTION"
+    return "XLA_PYTHON_CLIENT_MEM_FRACTION"

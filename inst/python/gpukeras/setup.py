@@ -27,10 +27,12 @@ from gpukeras.tensors import normalize_device
 
 BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
-JAX_MEM_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+# The name jaxlib 0.7 reads, and the older one it still takes alone (see
+# compat.jax_memory_fraction_variable()).
+JAX_MEM_FRACTIONS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 SETTING_OF_VARIABLE = {
     JAX_PREALLOCATE: "memory_growth",
-    JAX_MEM_FRACTION: "memory_limit",
+    **{name: "memory_limit" for name in JAX_MEM_FRACTIONS},
     "CUDA_VISIBLE_DEVICES": "devices",
 }
 POLICY_SET_OUTSIDE = (
@@ -75,8 +77,11 @@ class Attempts:
 def _variable_in_force(name: str) -> str | None:
     """An XLA variable's value as JAX acts on it.
 
-    Unset or empty, XLA_PYTHON_CLIENT_PREALLOCATE preallocates, as 'true' does.
+    Unset or empty, XLA_PYTHON_CLIENT_PREALLOCATE preallocates, as 'true' does;
+    the memory fraction is read under either of its names.
     """
+    if name in JAX_MEM_FRACTIONS:
+        return next((os.environ[n] for n in JAX_MEM_FRACTIONS if os.environ.get(n)), None)
     value = os.environ.get(name)
     if name == JAX_PREALLOCATE:
         return "false" if value in ("false", "False", "0") else "true"
@@ -137,8 +142,18 @@ class TensorflowSetup:
         chosen = _check_devices(request, len(self.all_gpus), cpu_count)
         # Checked against the GPUs that will be in use, before anything changes.
         choosing = request.devices is not None and self.all_gpus
-        in_use = chosen if choosing else tf.config.get_visible_devices("GPU")
+        in_use = (
+            [self.all_gpus[i] for i in chosen] if choosing else tf.config.get_visible_devices("GPU")
+        )
         limits = _limits_for(request, len(in_use))
+        capped = [gpu.name for gpu in in_use if self._limit(gpu) is not None]
+        if request.memory_growth and not limits and capped:
+            raise BadArgumentError(
+                f"memory_growth = TRUE: {', '.join(capped)} got a memory_limit earlier in this "
+                "session, and TensorFlow cannot grow memory on a capped GPU. Pass memory_growth "
+                "= FALSE to keep the cap, or restart R and call gpu_setup() with the settings "
+                "you want first."
+            )
         if request.cpu_devices is not None:
             logical = [tf.config.LogicalDeviceConfiguration()] * request.cpu_devices
             attempts.attempt(
@@ -165,14 +180,15 @@ class TensorflowSetup:
                 lambda gpu=gpu: self._limit(gpu),
             )
         if not limits:
-            for gpu in visible:
+            # A capped GPU never grows (TensorFlow refuses to be asked): growth off holds.
+            for gpu in [gpu for gpu in visible if self._limit(gpu) is None]:
                 attempts.attempt(
                     f"memory_growth ({gpu.name})",
                     request.memory_growth,
                     lambda gpu=gpu: tf.config.experimental.set_memory_growth(
                         gpu, request.memory_growth
                     ),
-                    lambda gpu=gpu: tf.config.experimental.get_memory_growth(gpu),
+                    lambda gpu=gpu: self._growth(gpu),
                 )
         threading = tf.config.threading
         if request.intra_op_threads is not None:
@@ -191,6 +207,11 @@ class TensorflowSetup:
             )
         return attempts.failures
 
+    def _growth(self, gpu: object) -> bool:
+        """Memory growth on ``gpu``: TensorFlow says None until it is set, and then
+        does not grow, as with False."""
+        return bool(self.tf.config.experimental.get_memory_growth(gpu))
+
     def _limit(self, gpu: object) -> float | None:
         logical = self.tf.config.get_logical_device_configuration(gpu)
         return logical[0].memory_limit if logical else None
@@ -206,7 +227,7 @@ class TensorflowSetup:
     def current(self) -> dict[str, object]:
         tf = self.tf
         visible = tf.config.get_visible_devices("GPU")
-        growth = [tf.config.experimental.get_memory_growth(gpu) for gpu in visible]
+        growth = [self._growth(gpu) for gpu in visible]
         return {
             "gpus": self._visible_names(),
             "memory_growth": growth[0] if growth else None,
@@ -265,7 +286,7 @@ class JaxSetup:
         }
         fraction = self._memory_fraction(_limits_for(request, max(1, len(chosen or self.visible))))
         if fraction is not None:
-            wanted[JAX_MEM_FRACTION] = fraction
+            wanted[compat.jax_memory_fraction_variable()] = fraction
         if request.devices is not None:
             uuids = [self.report.devices[self.visible[i]].uuid for i in chosen]
             wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
@@ -283,6 +304,9 @@ class JaxSetup:
                     f"cpu_devices: asked {request.cpu_devices}, in force {self._cpu_count()}"
                 )
             return failures
+        if any(name in JAX_MEM_FRACTIONS for name in wanted):
+            for name in JAX_MEM_FRACTIONS:  # jaxlib refuses both names at once
+                os.environ.pop(name, None)
         os.environ.update({name: value for name, value in wanted.items() if value is not None})
         if request.devices is not None:
             self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
@@ -304,7 +328,7 @@ class JaxSetup:
         return self.report.devices[self.visible[0]].compute_capability if self.visible else None
 
     def current(self) -> dict[str, object]:
-        fraction = os.environ.get(JAX_MEM_FRACTION)
+        fraction = _variable_in_force(JAX_MEM_FRACTIONS[0])
         totals = [self.report.devices[i].memory_total_mib for i in self.visible]
         return {
             "gpus": [f"GPU:{i}" for i in range(self._gpu_count())],
