@@ -1,37 +1,98 @@
-# Versions install_gpukeras() pins. numpy < 2 because Debian bookworm's
-# reticulate (1.28) predates NumPy 2 support.
+# Versions install_gpukeras() pins. NumPy depends on reticulate: see
+# numpy_requirement().
 pinned <- list(
   tensorflow = "2.21.0",
   keras = "3.15.1",
   nvidia_ml_py = "13.615.71",
-  numpy = "1.26.4"
+  # 2.2.6: the newest NumPy with wheels for every Python TensorFlow 2.21
+  # supports (3.10 to 3.13; NumPy 2.3 and later need 3.11).
+  numpy = "2.2.6",
+  # For reticulate < 1.38, which predates NumPy 2 (Debian bookworm's is 1.28).
+  numpy_before_2 = "1.26.4"
 )
 
+# The first reticulate that converts arrays to and from NumPy 2.
+reticulate_numpy2 <- "1.38"
+
+# Does this reticulate version work with NumPy 2?
+reticulate_supports_numpy2 <- function(reticulate) {
+  package_version(reticulate) >= reticulate_numpy2
+}
+
 #' Python packages install_gpukeras() installs
+#'
+#' NumPy is chosen by the reticulate that is installed: NumPy 2 where
+#' reticulate is 1.38 or later, NumPy 1.26 below (older reticulate cannot
+#' convert NumPy 2 arrays).
 #'
 #' @param gpu `TRUE` for TensorFlow with CUDA libraries (Linux with an NVIDIA
 #'   GPU), `FALSE` for the CPU-only build.
 #' @param os The operating system, as `Sys.info()[["sysname"]]` names it.
+#' @param reticulate The reticulate version the environment is for; default:
+#'   the installed one.
 #' @return A character vector of pip requirement strings with pinned versions.
 #' @export
 #' @examples
 #' gpukeras_requirements(gpu = FALSE)
-gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]]) {
+#' gpukeras_requirements(gpu = FALSE, reticulate = "1.28")
+gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
+                                  reticulate = utils::packageVersion("reticulate")) {
   check_flag(gpu)
   check_string(os)
-  tensorflow <- if (gpu && os == "Linux") {
+  check_version(reticulate)
+  numpy <- if (reticulate_supports_numpy2(reticulate)) pinned$numpy else pinned$numpy_before_2
+  c(
+    paste0(tensorflow_distribution(gpu, os), "==", pinned$tensorflow),
+    paste0("keras==", pinned$keras),
+    paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
+    paste0("numpy==", numpy)
+  )
+}
+
+# What gpukeras declares with reticulate::py_require() (reticulate >= 1.41)
+# for the environment reticulate manages: the supported ranges, not
+# install_gpukeras()'s pins, so that what other packages declare (keras3 pins
+# its own TensorFlow) can be met in the same environment. Only what the Keras
+# backend in use needs; NumPy 2 is fine with this reticulate.
+managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorflow"),
+                                 gpu = has_nvidia_gpu(), os = Sys.info()[["sysname"]]) {
+  linux_gpu <- gpu && os == "Linux"
+  c(
+    "keras>=3",
+    "nvidia-ml-py",
+    switch(backend,
+      # >= 2.16: the first TensorFlow that runs Keras 3 (stack.py's MIN_TENSORFLOW).
+      tensorflow = paste0(tensorflow_distribution(gpu, os), ">=2.16"),
+      jax = if (linux_gpu) "jax[cuda12]" else "jax"
+      # Other backends are not supported: the core says so at first use.
+    )
+  )
+}
+
+# `x` is one version: a package_version or a string such as "1.41.0".
+check_version <- function(x, arg = deparse(substitute(x))) {
+  parsed <- if (length(x) == 1L && (is.character(x) || inherits(x, "package_version"))) {
+    package_version(x, strict = FALSE)
+  }
+  if (is.null(parsed) || is.na(parsed)) {
+    gpukeras_abort(
+      sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(x)
+}
+
+# The TensorFlow distribution for this machine: they all install the same
+# `tensorflow` module.
+tensorflow_distribution <- function(gpu, os) {
+  if (gpu && os == "Linux") {
     "tensorflow[and-cuda]"
   } else if (os == "Darwin") {
     "tensorflow" # no tensorflow-cpu wheels for macOS
   } else {
     "tensorflow-cpu"
   }
-  c(
-    paste0(tensorflow, "==", pinned$tensorflow),
-    paste0("keras==", pinned$keras),
-    paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
-    paste0("numpy==", pinned$numpy)
-  )
 }
 
 # An NVIDIA GPU with a working driver: the kernel driver's device list or
@@ -81,9 +142,12 @@ find_python_starter <- function() {
 #'
 #' Creates (or updates: running it again is safe and quick) a Python
 #' virtualenv with pinned versions of TensorFlow, Keras 3, nvidia-ml-py and
-#' NumPy: `tensorflow[and-cuda]` on Linux when an NVIDIA GPU is present,
-#' `tensorflow-cpu` otherwise. gpukeras finds this environment on first use;
-#' `GPUKERAS_PYTHON` (or `RETICULATE_PYTHON`) overrides it.
+#' NumPy ([gpukeras_requirements()]): `tensorflow[and-cuda]` on Linux when an
+#' NVIDIA GPU is present, `tensorflow-cpu` otherwise; NumPy 2 where the
+#' installed reticulate is 1.38 or later, NumPy 1.26 below. gpukeras finds
+#' this environment on first use; `GPUKERAS_PYTHON` (or `RETICULATE_PYTHON`)
+#' overrides it, and it overrides an environment managed by reticulate (see
+#' [gpukeras_python()]).
 #'
 #' @param envname Name of the virtualenv (under reticulate's virtualenv root,
 #'   usually `~/.virtualenvs`), or a path.

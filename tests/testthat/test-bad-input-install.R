@@ -15,6 +15,10 @@ checked <- check_before_python(
     "gpukeras_requirements: os empty",              gpukeras_requirements(os = ""),                                   "bad_argument",   "^`os` must be one non-empty string",
     "gpukeras_requirements: os a number",           gpukeras_requirements(os = 1),                                    "bad_argument",   "^`os` must be one non-empty string, not `1`",
     "gpukeras_requirements: two systems",           gpukeras_requirements(os = c("Linux", "Darwin")),                 "bad_argument",   "^`os` must be one non-empty string, not a character of length 2",
+    "gpukeras_requirements: reticulate a word",     gpukeras_requirements(reticulate = "new"),                        "bad_argument",   "^`reticulate` must be one version such as \"1.41.0\", not `new`",
+    "gpukeras_requirements: reticulate NA",         gpukeras_requirements(reticulate = NA_character_),                "bad_argument",   "^`reticulate` must be one version",
+    "gpukeras_requirements: reticulate a number",   gpukeras_requirements(reticulate = 1.41),                         "bad_argument",   "^`reticulate` must be one version such as \"1.41.0\", not `1.41`",
+    "gpukeras_requirements: two reticulates",       gpukeras_requirements(reticulate = c("1.28", "1.41")),            "bad_argument",   "^`reticulate` must be one version.*length 2",
     "install_gpukeras: envname empty",              install_gpukeras(envname = ""),                                   "bad_argument",   "^`envname` must be one non-empty string",
     "install_gpukeras: envname NA",                 install_gpukeras(envname = NA_character_),                        "bad_argument",   "^`envname` must be one non-empty string",
     "install_gpukeras: envname a number",           install_gpukeras(envname = 1),                                    "bad_argument",   "^`envname` must be one non-empty string",
@@ -35,9 +39,13 @@ checked <- check_before_python(
   setup = quote({
     envname <- file.path(tempfile("gpukeras-bad-input-"), "env")
     # `code` with no Python environment to be found: none named by the
-    # variables or, after them, in reticulate's virtualenv folder.
+    # variables or, after them, in reticulate's virtualenv folder; and none
+    # that reticulate >= 1.41 would make for py_require().
     without_env <- function(code, ...) {
-      variables <- c(GPUKERAS_PYTHON = NA, RETICULATE_PYTHON = NA, WORKON_HOME = tempfile("no-envs-"))
+      variables <- c(
+        GPUKERAS_PYTHON = NA, RETICULATE_PYTHON = NA, WORKON_HOME = tempfile("no-envs-"),
+        RETICULATE_USE_MANAGED_VENV = "no"
+      )
       overrides <- c(...)
       variables[names(overrides)] <- overrides
       withr::with_envvar(variables, withr::with_options(list(gpukeras.envname = "no-such-env"), code))

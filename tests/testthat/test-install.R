@@ -4,13 +4,44 @@ test_that("gpukeras_requirements() pins the CPU build of TensorFlow without a GP
   expect_length(reqs, 4)
   expect_match(reqs[1], "^tensorflow-cpu==[0-9]+[.][0-9]+[.][0-9]+$")
   expect_true(any(grepl("^keras==3[.][0-9]+[.][0-9]+$", reqs)))
-  # numpy < 2: reticulate 1.28 predates NumPy 2 support.
-  expect_true(any(grepl("^numpy==1[.][0-9]+[.][0-9]+$", reqs)))
+  expect_true(any(grepl("^numpy==[0-9]+[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^nvidia-ml-py==[0-9.]+$", reqs)))
   # Every requirement is pinned to one version.
   expect_true(all(grepl("==", reqs, fixed = TRUE)))
   expect_identical(gpukeras_requirements(gpu = FALSE, os = "Windows"), reqs)
   expect_identical(gpukeras_requirements(), gpukeras_requirements(gpu = FALSE, os = Sys.info()[["sysname"]]))
+})
+
+test_that("gpukeras_requirements() picks NumPy by the reticulate version", {
+  numpy <- function(reticulate) grep("^numpy==", gpukeras_requirements(reticulate = reticulate), value = TRUE)
+  # reticulate converts NumPy 2 arrays from 1.38 on.
+  expect_match(numpy("1.28"), "^numpy==1[.]26[.][0-9]+$")
+  expect_match(numpy("1.37.9"), "^numpy==1[.]")
+  expect_match(numpy("1.38"), "^numpy==2[.][0-9]+[.][0-9]+$")
+  expect_identical(numpy(package_version("1.41.0.1")), numpy("1.38"))
+  # Only NumPy depends on reticulate.
+  expect_identical(
+    gpukeras_requirements(reticulate = "1.28")[1:3],
+    gpukeras_requirements(reticulate = "1.41")[1:3]
+  )
+  # By default, for the installed reticulate.
+  expect_identical(gpukeras_requirements(), gpukeras_requirements(reticulate = utils::packageVersion("reticulate")))
+})
+
+test_that("managed_requirements() declares ranges for the Keras backend in use", {
+  cpu <- managed_requirements("tensorflow", gpu = FALSE, os = "Linux")
+  expect_identical(cpu, c("keras>=3", "nvidia-ml-py", "tensorflow-cpu>=2.16"))
+  # The same TensorFlow distribution install_gpukeras() pins, as a range.
+  expect_identical(
+    managed_requirements("tensorflow", gpu = TRUE, os = "Linux")[3],
+    sub("==.*", ">=2.16", gpukeras_requirements(gpu = TRUE, os = "Linux")[1])
+  )
+  expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[3], "tensorflow>=2.16")
+  # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "jax[cuda12]"))
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[3], "jax")
+  # An unsupported backend gets nothing for it (the core says so at first use).
+  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c("keras>=3", "nvidia-ml-py"))
 })
 
 test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {
