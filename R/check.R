@@ -3,7 +3,9 @@
 #' Runs real work and says, with evidence, whether Keras training uses the GPU,
 #' and if not, why and what to change. It
 #' * records the software stack (R, reticulate, Python, TensorFlow or JAX,
-#'   Keras, the TensorFlow build's CUDA and cuDNN versions, the NVIDIA driver),
+#'   Keras, the TensorFlow build's CUDA and cuDNN versions, the NVIDIA driver)
+#'   and which Python environment is in use and why (`python_chosen_by`, see
+#'   [gpukeras_python()]),
 #' * lists the devices the backend sees ([gpu_devices()]),
 #' * multiplies two 1024 x 1024 matrices on each GPU and on the CPU and reads
 #'   back which device the result lives on, timing each (median of five
@@ -56,7 +58,9 @@ new_gpukeras_check <- function(result) {
       r = paste(R.version$major, R.version$minor, sep = "."),
       reticulate = as.character(utils::packageVersion("reticulate"))
     ),
-    result$stack
+    result$stack,
+    # Why this Python: only R knows how it was found (see gpukeras_python()).
+    list(python_chosen_by = the$python_chosen_by)
   )
   placement <- result$placement
   placement$runs <- rows_to_df(placement$runs, c("requested", "actual", "median_ms", "gflops"))
@@ -107,6 +111,7 @@ format_stack <- function(s) {
       s$r, bullet(), s$reticulate, bullet(), s$python, bullet(), s$keras, s$keras_backend
     ),
     backend_build,
+    sprintf("Python: %s (chosen by %s)", s$python_executable, or_na(s$python_chosen_by, "unknown")),
     sprintf(
       "NVIDIA driver: %s %s CUDA_VISIBLE_DEVICES: %s %s %s %s %s",
       if (is.null(s$nvidia_driver)) "none" else sprintf("%s (CUDA %s)", s$nvidia_driver, s$cuda_driver_version),

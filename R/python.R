@@ -13,14 +13,37 @@ default_envname <- function() {
 #' then the virtualenv made by [install_gpukeras()] (named by the option
 #' `gpukeras.envname`, default `"r-gpukeras"`).
 #'
+#' When none of these is set or found, the first call that needs Python lets
+#' reticulate choose, from reticulate 1.41 on: usually the environment
+#' reticulate manages for the Python packages that R packages declare with
+#' `reticulate::py_require()`. gpukeras declares its needs there when it is
+#' loaded (Keras 3, nvidia-ml-py and the package of the Keras backend that
+#' `KERAS_BACKEND` names then), as keras3 does, so the two share one
+#' environment. `RETICULATE_USE_MANAGED_VENV=no` turns this off; with an older
+#' reticulate, [install_gpukeras()] is the fix. A Python already started in
+#' the R session (by another package) is used whatever these say: there is
+#' one per session.
+#' [gpu_check()] says which environment is in use and why
+#' (`stack$python_chosen_by`).
+#'
 #' @return The path of the Python executable gpukeras will use, or `NULL` when
-#'   none is found (then [install_gpukeras()] is the fix).
+#'   none of the above is set or found.
 #' @export
 #' @examples
 #' gpukeras_python()
 gpukeras_python <- function() {
+  explicit_python()$python
+}
+
+# The Python named for gpukeras, and why: list(python =, chosen_by =), or NULL
+# when none is named.
+explicit_python <- function() {
   for (variable in c("GPUKERAS_PYTHON", "RETICULATE_PYTHON")) {
     value <- Sys.getenv(variable)
+    # reticulate >= 1.41 reads RETICULATE_PYTHON=managed as "the environment I manage".
+    if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) {
+      return(NULL)
+    }
     if (nzchar(value)) {
       if (!file.exists(value)) {
         gpukeras_abort(
@@ -31,14 +54,132 @@ gpukeras_python <- function() {
           "gpukeras_error_no_python_env"
         )
       }
-      return(value)
+      return(list(python = value, chosen_by = variable))
     }
   }
   envname <- default_envname()
   if (reticulate::virtualenv_exists(envname)) {
-    return(reticulate::virtualenv_python(envname))
+    return(list(
+      python = reticulate::virtualenv_python(envname),
+      chosen_by = sprintf("the virtualenv '%s' made by install_gpukeras()", envname)
+    ))
   }
   NULL
+}
+
+# reticulate >= 1.41: R packages declare their Python needs with py_require().
+has_py_require <- function() {
+  "py_require" %in% getNamespaceExports("reticulate")
+}
+
+# May reticulate choose the environment when none is named for gpukeras? From
+# 1.41 on it finds one or makes the one it manages for py_require(), unless
+# the user turned that off.
+reticulate_may_choose <- function() {
+  has_py_require() &&
+    !tolower(Sys.getenv("RETICULATE_USE_MANAGED_VENV")) %in% c("false", "0", "no")
+}
+
+# Where py_require() exists, declare what gpukeras needs in the environment
+# reticulate manages (called from .onLoad; Python is not started).
+declare_python_requirements <- function() {
+  if (has_py_require()) {
+    py_require <- getExportedValue("reticulate", "py_require")
+    py_require(managed_requirements())
+  }
+  invisible()
+}
+
+# Why reticulate's Python was the one it chose: its managed environment, or
+# what its discovery found first (a variable, VIRTUAL_ENV, a venv in the
+# working directory, ...).
+reticulate_choice <- function() {
+  config <- reticulate::py_config()
+  if (isTRUE(config$ephemeral)) {
+    "the environment reticulate manages (py_require())"
+  } else if (!is.null(config$forced)) {
+    sprintf("reticulate's choice (%s)", config$forced)
+  } else {
+    "reticulate's choice"
+  }
+}
+
+# Start Python for gpukeras; returns why this Python was chosen.
+start_python <- function() {
+  explicit <- explicit_python()
+  if (is.null(explicit) && !reticulate_may_choose()) {
+    gpukeras_abort(
+      c(
+        "No Python environment for gpukeras was found.",
+        sprintf(
+          "Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.",
+          default_envname()
+        ),
+        "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
+        if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
+      ),
+      "gpukeras_error_no_python_env"
+    )
+  }
+  started <- tryCatch(
+    {
+      if (is.null(explicit)) {
+        reticulate::py_config()
+      } else {
+        # RETICULATE_PYTHON would win over use_python(): keep it out while
+        # the Python chosen here starts.
+        withr::with_envvar(c(RETICULATE_PYTHON = NA), {
+          reticulate::use_python(explicit$python, required = TRUE)
+          reticulate::py_config()
+        })
+      }
+      TRUE
+    },
+    error = function(e) conditionMessage(e)
+  )
+  if (!isTRUE(started)) {
+    gpukeras_abort(
+      c(
+        if (is.null(explicit)) {
+          sprintf("reticulate could not start a Python for gpukeras: %s", started)
+        } else {
+          sprintf("Python at '%s' could not be started: %s", explicit$python, started)
+        },
+        "Run install_gpukeras() to (re)build the environment, then restart R."
+      ),
+      "gpukeras_error_python_start"
+    )
+  }
+  if (is.null(explicit)) reticulate_choice() else explicit$chosen_by
+}
+
+# reticulate < 1.38 cannot convert NumPy 2 arrays (they fail later, blaming
+# the dtype or as a raw exception): say so before the core starts. NumPy's
+# version is read from its metadata, without importing it.
+check_numpy_supported <- function() {
+  reticulate <- utils::packageVersion("reticulate")
+  if (reticulate_supports_numpy2(reticulate)) {
+    return(invisible())
+  }
+  metadata <- reticulate::import("importlib.metadata")
+  numpy <- tryCatch(metadata$version("numpy"), error = function(e) NULL)
+  if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) {
+    return(invisible())
+  }
+  gpukeras_abort(
+    c(
+      sprintf(
+        "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate supports NumPy 2 from %s on).",
+        numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2
+      ),
+      sprintf(
+        "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip install 'numpy<2'` there), then restart R.",
+        pinned$numpy_before_2
+      ),
+      sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)
+    ),
+    "gpukeras_error_numpy_version"
+  )
 }
 
 # The bridge module of the Python core, importing it (and starting Python) on
@@ -48,38 +189,11 @@ core <- function() {
     return(the$bridge)
   }
   if (!reticulate::py_available(initialize = FALSE)) {
-    python <- gpukeras_python()
-    if (is.null(python)) {
-      gpukeras_abort(
-        c(
-          "No Python environment for gpukeras was found.",
-          sprintf(
-            "Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.",
-            default_envname()
-          ),
-          "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3."
-        ),
-        "gpukeras_error_no_python_env"
-      )
-    }
-    started <- tryCatch(
-      {
-        reticulate::use_python(python, required = TRUE)
-        reticulate::py_config()
-        TRUE
-      },
-      error = function(e) conditionMessage(e)
-    )
-    if (!isTRUE(started)) {
-      gpukeras_abort(
-        c(
-          sprintf("Python at '%s' could not be started: %s", python, started),
-          "Run install_gpukeras() to rebuild the environment, then restart R."
-        ),
-        "gpukeras_error_python_start"
-      )
-    }
+    the$python_chosen_by <- start_python()
+  } else if (is.null(the$python_chosen_by)) {
+    the$python_chosen_by <- sprintf("already started in this R session: %s", reticulate_choice())
   }
+  check_numpy_supported()
   reticulate::import_from_path("gpukeras", system.file("python", package = "gpukeras"))
   the$bridge <- reticulate::import("gpukeras.bridge")
   # R ends without finalizing Python, whose exit handlers would delete the
