@@ -12,20 +12,28 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench
+.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench newer-stack-env newer-stack-test
 
 demo: python-env
 	$(RSCRIPT) inst/scripts/demo.R
 
-test: dev-env lint pytest rcheck
+# rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
+# the newer one (reticulate >= 1.41, NumPy 2); newer-stack-env comes first so that rcheck can
+# also check what reticulate 1.28 says about an environment with NumPy 2.
+test: dev-env lint pytest newer-stack-env rcheck newer-stack-test
+
+# Install the Debian packages among $(1) that are missing.
+define apt_install
+missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+if [ -n "$$missing" ]; then \
+  echo "Installing Debian packages:" $$missing; \
+  $(SUDO) apt-get update -qq; \
+  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
 
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing Debian packages:" $$missing; \
-	  $(SUDO) apt-get update -qq; \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(call apt_install,$(APT_PACKAGES))
 
 install: deps
 	R CMD INSTALL --no-multiarch . > install.log 2>&1 || { cat install.log; exit 1; }
@@ -54,10 +62,63 @@ CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://c
 rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
-	_R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false \
+	_R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  R CMD check --as-cran --no-manual gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
 	@grep -E "^\[ FAIL" gpukeras.Rcheck/tests/testthat.Rout
 	@! grep -q "^Status:.*WARNING" gpukeras.Rcheck/00check.log || { echo "R CMD check gave a WARNING"; exit 1; }
 
 bench:
 	$(RSCRIPT) bench/check_time.R
+
+# The newer stack R users have: reticulate >= 1.41 (py_require(), NumPy 2 support) with NumPy 2.
+# Debian trixie's reticulate is built from its source package against this R into a library
+# of its own (trixie's binary needs a newer libc than bookworm's); its R dependencies come
+# from bookworm. install_gpukeras(), run under it, makes the second Python environment and
+# must choose NumPy 2 by itself.
+NEWER := $(CURDIR)/.newer-stack
+NEWER_LIB := $(NEWER)/library
+NEWER_APT_PACKAGES := g++ make r-cran-rcpp r-cran-rcpptoml r-cran-here r-cran-png r-cran-rappdirs \
+	r-cran-jsonlite r-cran-withr r-cran-rlang r-cran-matrix
+# apt reading trixie's source index only, kept with its lists and cache under $(NEWER): the
+# system's apt sources, lists and cache stay as they are (no root needed).
+TRIXIE_APT := -o Dir::Etc::sourcelist=$(NEWER)/apt/sources.list -o Dir::Etc::sourceparts=- \
+	-o Dir::State::Lists=$(NEWER)/apt/lists -o Dir::Cache=$(NEWER)/apt/cache
+NP2_ENVNAME := r-gpukeras-np2
+NP2_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(NP2_ENVNAME)"))')
+# uv, which reticulate >= 1.41 runs to make the environment it manages: one test asks for it.
+UV_VERSION := 0.13.9
+
+$(NEWER_LIB)/reticulate/DESCRIPTION: | deps
+	@$(call apt_install,$(NEWER_APT_PACKAGES))
+	rm -rf $(NEWER)/apt $(NEWER)/src
+	mkdir -p $(NEWER)/apt/lists/partial $(NEWER)/apt/cache/archives/partial $(NEWER)/src $(NEWER_LIB)
+	echo "deb-src http://deb.debian.org/debian trixie main" > $(NEWER)/apt/sources.list
+	apt-get $(TRIXIE_APT) update -qq
+	@# Only the upstream tarball is needed (apt checks it against trixie's signed index); the
+	@# Debian part can be missing from the mirror, and then apt exits non-zero after fetching it.
+	cd $(NEWER)/src && { apt-get $(TRIXIE_APT) source --download-only r-cran-reticulate > apt-source.log 2>&1 || true; }
+	tarball=$$(ls $(NEWER)/src/r-cran-reticulate_*.orig.tar.* 2>/dev/null | head -n 1); \
+	  if [ -z "$$tarball" ]; then cat $(NEWER)/src/apt-source.log; exit 1; fi; \
+	  tar -xf "$$tarball" -C $(NEWER)/src
+	R CMD INSTALL --no-multiarch -l $(NEWER_LIB) $(NEWER)/src/reticulate > $(NEWER)/reticulate-install.log 2>&1 || \
+	  { tail -n 30 $(NEWER)/reticulate-install.log; exit 1; }
+	R_LIBS=$(NEWER_LIB) $(RSCRIPT) -e 'cat("reticulate", format(packageVersion("reticulate")), "built in $(NEWER_LIB)\n")'
+
+# gpu = FALSE: this environment is for the R/NumPy boundary, not the GPU (no CUDA wheels).
+newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
+	R_LIBS=$(NEWER_LIB) $(RSCRIPT) -e 'gpukeras::install_gpukeras("$(NP2_ENVNAME)", gpu = FALSE)'
+	"$(NP2_PYTHON)" -c 'import numpy, sys; print("NumPy", numpy.__version__); sys.exit(not numpy.__version__.startswith("2."))' || \
+	  { echo "install_gpukeras() under reticulate >= 1.41 did not install NumPy 2"; exit 1; }
+	"$(NP2_PYTHON)" -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+
+# The testthat suite on the newer stack, all of it unless NEWER_TESTS (a regular expression
+# testthat::test_dir() matches file names against, e.g. 'convert|dataset') says otherwise.
+NEWER_TESTS :=
+
+newer-stack-test: newer-stack-env
+	cd tests/testthat && R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
+	  -e 'filter <- if (nzchar("$(NEWER_TESTS)")) "$(NEWER_TESTS)"' \
+	  -e 'testthat::test_dir(".", filter = filter, package = "gpukeras", load_package = "installed", reporter = "check")' \
+	  2>&1 | tee $(NEWER)/testthat.log
+	@grep -E "^\[ FAIL 0 " $(NEWER)/testthat.log
