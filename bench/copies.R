@@ -132,7 +132,7 @@ data <- stage("gpu_dataset(), R side: NA check, NumPy", as_pipeline_data(x, y, "
 stages[["gpu_dataset(), R side: NA check, NumPy"]]$numpy <- numpy_facts(data$x)
 pipeline <- stage(
   "gpu_dataset(), core: tensors, tf.data pipeline",
-  core_call("pipeline.from_arrays", x = data$x, y = data$y, batch_size = 256L, seed = 1L)
+  core_call("pipeline.from_arrays", x = data$x, y = data$y, batch_size = 256L, seed = 1L, copy = FALSE)
 )
 # If tf.data copied the arrays, dropping R's references frees the NumPy copies.
 invisible(stage("R drops its references to the NumPy arrays", {
