@@ -173,11 +173,37 @@ def test_cpu_only_tensorflow_build() -> None:
 
 def test_cpu_only_jax() -> None:
     diagnosis = diagnose(SCENARIOS["cpu_jax"])
-    assert diagnosis.verdict == NO_GPU
-    assert diagnosis.reasons == ["CPU-only JAX: no jax CUDA plugin is installed"]
+    # the driver sees a GPU this process may use: present, and unused
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED
+    assert diagnosis.reasons == [
+        "the driver sees 1 GPU(s) (driver 580.65.06), but JAX is CPU-only: no jax CUDA "
+        "plugin is installed"
+    ]
     assert diagnosis.advice == [
         "pip install 'jax[cuda12]' (or cuda13) in the gpukeras env, then restart R."
     ]
+
+
+def test_cpu_only_tensorflow_next_to_a_working_driver_names_the_gpu() -> None:
+    """The case behind most "R Keras does not use my GPU" reports (issue #14, item 10)."""
+    evidence = dataclasses.replace(
+        NOT_FOUND,
+        tensorflow_distribution="tensorflow-cpu",
+        is_cuda_build=False,
+        nvml_gpu_names=["NVIDIA H100 80GB HBM3"],
+        driver_version="580.95.05",
+    )
+    diagnosis = diagnose(evidence)
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED
+    assert diagnosis.reasons == [
+        "the driver sees NVIDIA H100 80GB HBM3 (driver 580.95.05), but TensorFlow is the "
+        "CPU-only build (tensorflow-cpu 2.21.0 was built without CUDA)"
+    ]
+    assert diagnosis.advice == [
+        "Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R."
+    ]
+    two = dataclasses.replace(evidence, nvml_visible_gpus=2, nvml_gpu_names=["A100", "A100"])
+    assert diagnose(two).reasons[0].startswith("the driver sees 2 GPUs (A100, A100) (driver")
 
 
 def test_cpu_only_jax_without_a_driver() -> None:
@@ -233,7 +259,7 @@ def test_native_windows_with_tensorflow_after_2_10() -> None:
 
 def test_native_windows_with_tensorflow_2_10_is_not_blamed_on_windows() -> None:
     diagnosis = diagnose(SCENARIOS["windows_2_10"])
-    assert diagnosis.verdict == NO_GPU
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED  # the driver sees a GPU
     assert not any("Windows" in reason for reason in diagnosis.reasons)
 
 
@@ -244,7 +270,7 @@ def test_windows_on_jax_is_not_blamed_on_tensorflow() -> None:
 
 def test_library_mismatch_names_the_versions() -> None:
     diagnosis = diagnose(NOT_FOUND)
-    assert diagnosis.verdict == NO_GPU
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED
     (reason,) = diagnosis.reasons
     assert "the driver sees 1 GPU(s)" in reason
     assert "driver 580.65.06" in reason

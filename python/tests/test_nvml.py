@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
 from conftest import run_core
-from gpukeras import nvml
+from gpukeras import devices, nvml
+from nvml_double import FakeGpu, fake_pynvml
 
 
 def test_query_without_a_driver_says_why(no_driver: nvml.NvmlReport) -> None:
@@ -87,3 +89,64 @@ def test_visible_indices_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert nvml.visible_indices(UUIDS) == [1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert nvml.visible_indices(UUIDS) == []
+
+
+# A machine as NVML shows it, through a test double (see nvml_double) --------------
+def test_a_gpu_nvml_cannot_read_is_reported_and_the_others_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML counts GPUs whose handle lookup then fails: NO_PERMISSION (another user's GPU)
+    or OPERATING_SYSTEM (outside the job's cgroup, the normal case under SLURM)."""
+    import pynvml
+
+    gpus = [
+        FakeGpu(uuid="GPU-aaaa"),
+        FakeGpu(
+            uuid="GPU-bbbb", fails={"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_NO_PERMISSION}
+        ),
+        FakeGpu(
+            uuid="GPU-cccc", fails={"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_OPERATING_SYSTEM}
+        ),
+    ]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
+    report = nvml.query()
+    assert report.available is True
+    assert report.driver_version == "580.95.05"
+    assert report.cuda_driver_version == "13.0"
+    first, denied, blocked = report.devices
+    assert (first.name, first.uuid, first.error) == ("NVIDIA H100 80GB HBM3", "GPU-aaaa", None)
+    assert first.memory_total_mib == pytest.approx(81559.0)
+    assert first.compute_capability == "9.0"
+    assert denied.index == 1 and denied.memory_total_mib is None
+    assert denied.name == "GPU 1 (not readable)"
+    assert denied.error.startswith("NVML has no permission to read this GPU")
+    assert blocked.error.startswith("the operating system blocked access to this GPU")
+    # the devices that could be read are matched as before
+    assert nvml.visible_indices([device.uuid for device in report.devices], "0") == [0]
+
+
+def test_nvml_failing_after_it_started_is_a_report_not_an_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pynvml
+
+    double = fake_pynvml([FakeGpu()])
+
+    def lost() -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    double.nvmlDeviceGetCount = lost  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", double)
+    report = nvml.query()
+    assert report.available is False
+    assert report.reason.startswith("NVML started but failed: ")
+    assert report.devices == []
+
+
+def test_devices_listing_survives_an_unreadable_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pynvml
+
+    gpus = [FakeGpu(fails={"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_NO_PERMISSION})]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
+    rows = devices.list_devices(nvml.query())
+    assert rows[0]["device"] == "CPU:0"

@@ -59,6 +59,7 @@ def run_check(
         timings["probe"] = elapsed()
 
     gpu_stats = utilization["gpus"] if utilization else []
+    visible = nvml.visible_indices([d.uuid for d in report.devices])
     probe_reason = utilization["nvml_reason"] if utilization else None
     evidence = diagnose.Evidence(
         os=str(software["os"]),
@@ -74,7 +75,8 @@ def run_check(
         nvml_available=report.available,
         nvml_reason=report.reason if not report.available else probe_reason,
         nvml_gpus=len(report.devices),
-        nvml_visible_gpus=len(nvml.visible_indices([d.uuid for d in report.devices])),
+        nvml_visible_gpus=len(visible),
+        nvml_gpu_names=[report.devices[index].name for index in visible],
         driver_version=report.driver_version,
         cuda_driver_version=report.cuda_driver_version,
         placement_on_gpu=bool(matmul["on_gpu"]),
@@ -94,6 +96,18 @@ def run_check(
             "available": report.available,
             "reason": report.reason,
             "gpus": len(report.devices),
+            # every GPU the driver sees, also those the framework does not (a CPU-only
+            # build, CUDA_VISIBLE_DEVICES) and those NVML cannot read (their error says why)
+            "devices": [
+                {
+                    "index": device.index,
+                    "name": device.name,
+                    "memory_total_mib": device.memory_total_mib,
+                    "visible": device.index in visible,
+                    "error": device.error,
+                }
+                for device in report.devices
+            ],
         },
         "devices": device_rows,
         "setup": setup.current_settings(),

@@ -2,6 +2,12 @@
 
 A pure function of the evidence gathered by ``check``, so every rule can be
 tested, including those for systems this machine is not (Windows, macOS).
+
+Verdicts: ``gpu_used``; ``gpu_available_not_used`` when a GPU is there (the
+framework or, not hidden by CUDA_VISIBLE_DEVICES, the driver sees it) but the
+work did not run on it, as with a CPU-only TensorFlow next to a working
+driver, the most common case behind "R Keras does not use my GPU"; ``no_gpu``
+when there is none to use (none found, or all hidden on purpose).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class Evidence:
     nvml_reason: str | None = None
     nvml_gpus: int = 0
     nvml_visible_gpus: int = 0
+    nvml_gpu_names: list[str] = field(default_factory=list)
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     placement_on_gpu: bool = False
@@ -56,8 +63,16 @@ class Diagnosis:
             self.advice.append(advice)
 
 
+def _driver_sees(ev: Evidence) -> str:
+    """The GPUs the driver shows this process, in words: 'NVIDIA H100 80GB HBM3'."""
+    names = ev.nvml_gpu_names or [f"{ev.nvml_visible_gpus} GPU(s)"]
+    listed = names[0] if len(names) == 1 else f"{len(names)} GPUs ({', '.join(names)})"
+    return f"the driver sees {listed} (driver {ev.driver_version})"
+
+
 def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
     tf_version = parse_version(ev.tensorflow)
+    gpu_present = ev.nvml_available and ev.nvml_visible_gpus > 0
     if ev.os == "Darwin":
         out.add(
             "macOS: there is no CUDA (NVIDIA) GPU support for TensorFlow or JAX on macOS",
@@ -72,14 +87,20 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
             "Windows GPU support ended with TensorFlow 2.10.",
         )
     if ev.keras_backend == "tensorflow" and ev.is_cuda_build is False:
+        build = (
+            f"{ev.tensorflow_distribution or 'tensorflow'} {ev.tensorflow} was built without CUDA"
+        )
         out.add(
-            f"CPU-only TensorFlow build ({ev.tensorflow_distribution or 'tensorflow'} "
-            f"{ev.tensorflow} was built without CUDA)",
+            f"{_driver_sees(ev)}, but TensorFlow is the CPU-only build ({build})"
+            if gpu_present
+            else f"CPU-only TensorFlow build ({build})",
             "Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R.",
         )
     if ev.keras_backend == "jax" and ev.jax_cuda_plugin is None:
         out.add(
-            "CPU-only JAX: no jax CUDA plugin is installed",
+            f"{_driver_sees(ev)}, but JAX is CPU-only: no jax CUDA plugin is installed"
+            if gpu_present
+            else "CPU-only JAX: no jax CUDA plugin is installed",
             "pip install 'jax[cuda12]' (or cuda13) in the gpukeras env, then restart R.",
         )
     if (
@@ -124,6 +145,8 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
             f"{ev.keras_backend} sees no GPU",
             "Run `nvidia-smi` to confirm the GPU and driver, then install_gpukeras(gpu = TRUE).",
         )
+    if gpu_present:
+        out.verdict = GPU_AVAILABLE_NOT_USED
 
 
 def diagnose(ev: Evidence) -> Diagnosis:

@@ -22,14 +22,23 @@ class NvmlUnavailable(Exception):
 
 @dataclass
 class NvmlDevice:
+    """One GPU as NVML reads it.
+
+    Attributes:
+        error: why NVML could not read this device (then its figures are
+            None): NVML counts GPUs a process may not open, e.g. those a
+            SLURM job's cgroup or a container leaves out.
+    """
+
     index: int
     name: str
     uuid: str
     compute_capability: str | None
-    memory_total_mib: float
-    memory_used_mib: float
-    memory_free_mib: float
+    memory_total_mib: float | None
+    memory_used_mib: float | None
+    memory_free_mib: float | None
     utilization_gpu: float | None
+    error: str | None = None
 
 
 @dataclass
@@ -77,7 +86,40 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _unreadable(pynvml: ModuleType, error: Exception) -> str:
+    """Why a device NVML counts cannot be read, for the user."""
+    if isinstance(error, pynvml.NVMLError_NoPermission):
+        return (
+            "NVML has no permission to read this GPU (it may belong to another job or user); "
+            f"NVML: {error}"
+        )
+    if isinstance(error, pynvml.NVMLError_OperatingSystem):
+        return (
+            "the operating system blocked access to this GPU (outside this job's cgroup, "
+            f"as under SLURM or in a container); NVML: {error}"
+        )
+    return f"NVML could not read this GPU: {error}"
+
+
 def _device(pynvml: ModuleType, index: int) -> NvmlDevice:
+    """The device at ``index``; one that cannot be read is reported with the reason."""
+    try:
+        return _readable_device(pynvml, index)
+    except pynvml.NVMLError as error:
+        return NvmlDevice(
+            index=index,
+            name=f"GPU {index} (not readable)",
+            uuid="",
+            compute_capability=None,
+            memory_total_mib=None,
+            memory_used_mib=None,
+            memory_free_mib=None,
+            utilization_gpu=None,
+            error=_unreadable(pynvml, error),
+        )
+
+
+def _readable_device(pynvml: ModuleType, index: int) -> NvmlDevice:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
     try:
@@ -102,14 +144,22 @@ def _device(pynvml: ModuleType, index: int) -> NvmlDevice:
 
 
 def query() -> NvmlReport:
-    """Driver version and every GPU the driver sees (not only the visible ones)."""
+    """Driver version and every GPU the driver sees (not only the visible ones).
+
+    Never raises: without NVML, or when NVML fails after it started, the
+    report says why; a GPU that cannot be read is listed with its ``error``.
+    """
     try:
         with session() as pynvml:
-            cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-            count = pynvml.nvmlDeviceGetCount()
+            try:
+                cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+                count = pynvml.nvmlDeviceGetCount()
+                driver = _text(pynvml.nvmlSystemGetDriverVersion())
+            except pynvml.NVMLError as error:
+                return NvmlReport(available=False, reason=f"NVML started but failed: {error}")
             return NvmlReport(
                 available=True,
-                driver_version=_text(pynvml.nvmlSystemGetDriverVersion()),
+                driver_version=driver,
                 cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}",
                 devices=[_device(pynvml, index) for index in range(count)],
             )
