@@ -12,8 +12,12 @@
 #'   synchronised runs after warm-up),
 #' * with `probe = TRUE`, trains a small model for a few seconds while a
 #'   background thread samples NVML utilization and memory at 10 Hz,
-#' * and gives a verdict: `"gpu_used"`, `"gpu_available_not_used"` or
-#'   `"no_gpu"`, with the reasons found and concrete advice.
+#' * and gives a verdict, with the reasons found and concrete advice:
+#'   `"gpu_used"`; `"gpu_available_not_used"` when a GPU is there (the
+#'   backend sees it, or the driver shows it to this process) but the work did
+#'   not run on it, e.g. a CPU-only TensorFlow beside a working driver;
+#'   `"no_gpu"` when there is none to use (none found, or every GPU hidden by
+#'   `CUDA_VISIBLE_DEVICES`).
 #'
 #' @param probe Also run the training probe (a few seconds).
 #' @param probe_seconds Length of the probe's steady-state training, in
@@ -21,7 +25,9 @@
 #' @return An object of class `gpukeras_check`: a list with `verdict`,
 #'   `reasons`, `advice` (character vectors), `stack` (a named list of
 #'   versions), `nvml` (whether NVIDIA's management library is available, and
-#'   why not), `devices` (a data.frame, see [gpu_devices()]), `placement`
+#'   why not; `devices`, a data.frame of every GPU the driver sees: `index`,
+#'   `name`, `memory_total_mib`, `visible` to this process, and `error` for
+#'   one NVML cannot read), `devices` (a data.frame, see [gpu_devices()]), `placement`
 #'   (`runs`, a data.frame of requested device, actual device, median time and
 #'   GFLOP/s; `speedup`, CPU time over the fastest GPU's), `utilization` (the
 #'   probe: samples/s, the device the weights live on, and `gpus`, a
@@ -77,7 +83,7 @@ new_gpukeras_check <- function(result) {
       reasons = as.character(unlist(result$reasons)),
       advice = as.character(unlist(result$advice)),
       stack = stack,
-      nvml = result$nvml,
+      nvml = new_nvml_report(result$nvml),
       devices = rows_to_df(result$devices, device_columns),
       setup = new_gpukeras_setup(result$setup),
       placement = placement,
@@ -86,6 +92,11 @@ new_gpukeras_check <- function(result) {
     ),
     class = "gpukeras_check"
   )
+}
+
+new_nvml_report <- function(nvml) {
+  nvml$devices <- rows_to_df(nvml$devices, c("index", "name", "memory_total_mib", "visible", "error"))
+  nvml
 }
 
 verdict_text <- c(
@@ -120,13 +131,24 @@ format_stack <- function(s) {
   )
 }
 
-format_devices <- function(devices) {
-  sprintf(
+format_devices <- function(devices, nvml, backend) {
+  used <- sprintf(
     "%-6s %s%s, %s total, %s free",
     devices$device, devices$name,
     ifelse(is.na(devices$compute_capability), "", paste0(" (compute ", devices$compute_capability, ")")),
     format_mib(devices$memory_total_mib), format_mib(devices$memory_free_mib)
   )
+  # GPUs the driver sees that the backend does not use: the evidence behind
+  # "a CPU-only build" and "hidden by CUDA_VISIBLE_DEVICES".
+  others <- nvml$devices
+  others <- others[!others$index %in% devices$nvml_index, , drop = FALSE]
+  why <- ifelse(
+    !is.na(others$error), paste("not readable:", others$error),
+    ifelse(others$visible, sprintf("%s total; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), backend),
+      sprintf("%s total; hidden by CUDA_VISIBLE_DEVICES", format_mib(others$memory_total_mib))
+    )
+  )
+  c(used, sprintf("NVML %d %s: %s", as.integer(others$index), others$name, why))
 }
 
 format_placement <- function(placement) {
@@ -169,7 +191,7 @@ format.gpukeras_check <- function(x, ...) {
     section("Reasons:", paste(bullet(), x$reasons)),
     if (length(x$advice)) section("Advice:", paste(arrow(), x$advice)),
     section("Stack:", format_stack(x$stack)),
-    section("Devices:", format_devices(x$devices)),
+    section("Devices:", format_devices(x$devices, x$nvml, or_na(x$stack$keras_backend, "the backend"))),
     section("Setup (gpu_setup()):", trimws(format(x$setup)[-1])),
     section(
       sprintf("Placement (%d x %d float32 matmul, median of 5 runs):", x$placement$size, x$placement$size),

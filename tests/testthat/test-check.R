@@ -206,6 +206,38 @@ test_that("format() shows GPU evidence: speed-up and NVML utilization", {
   expect_true(any(grepl("NVIDIA driver:? 580[.]65 \\(CUDA 13[.]0\\)", lines)))
 })
 
+test_that("format() lists the GPUs the driver sees that the backend does not use, and one NVML cannot read", {
+  # The common case: a working driver, a CPU-only TensorFlow; and a GPU of another job.
+  result <- list(
+    stack = list(
+      python = "3.11.7", keras = "3.15.1", keras_backend = "tensorflow", tensorflow = "2.21.0",
+      tensorflow_distribution = "tensorflow-cpu", is_cuda_build = FALSE, nvidia_driver = "580.95.05",
+      cuda_driver_version = "13.0", cuda_visible_devices = NULL, os = "Linux", os_release = "6.8", machine = "x86_64"
+    ),
+    nvml = list(available = TRUE, reason = NULL, gpus = 2L, devices = list(
+      list(index = 0L, name = "NVIDIA H100 80GB HBM3", memory_total_mib = 81559, visible = TRUE, error = NULL),
+      list(index = 1L, name = "GPU 1 (not readable)", memory_total_mib = NULL, visible = TRUE,
+           error = "NVML has no permission to read this GPU")
+    )),
+    devices = list(list(device = "CPU:0", type = "CPU", name = "Xeon", compute_capability = NULL,
+                        memory_total_mib = 2048, memory_free_mib = 1024, nvml_index = NULL)),
+    placement = list(size = 1024L, runs = list(list(requested = "CPU:0", actual = "CPU:0", median_ms = 10, gflops = 214.7)),
+                     speedup = NULL, on_gpu = FALSE),
+    utilization = NULL,
+    verdict = "gpu_available_not_used",
+    reasons = list("the driver sees NVIDIA H100 80GB HBM3 (driver 580.95.05), but TensorFlow is the CPU-only build (tensorflow-cpu 2.21.0 was built without CUDA)"),
+    advice = list("Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R."),
+    timings = list(start_runtime = 1)
+  )
+  check <- new_gpukeras_check(result)
+  expect_identical(check$nvml$devices$name, c("NVIDIA H100 80GB HBM3", "GPU 1 (not readable)"))
+  expect_identical(check$nvml$devices$error, c(NA, "NVML has no permission to read this GPU"))
+  lines <- format(check)
+  expect_match(lines[1], "Verdict: gpu_available_not_used (a GPU is available but NOT used)", fixed = TRUE)
+  expect_true("  NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total; the driver sees it, tensorflow does not use it" %in% lines)
+  expect_true("  NVML 1 GPU 1 (not readable): not readable: NVML has no permission to read this GPU" %in% lines)
+})
+
 test_that("gpu_check() names CUDA_VISIBLE_DEVICES when it hides every GPU", {
   skip_if_no_python()
   child <- run_in_fresh_r(
