@@ -91,6 +91,22 @@ def test_visible_indices_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert nvml.visible_indices(UUIDS) == []
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, [1, 3]), ("0", [1]), ("1,0", [3, 1]), ("2", []), ("GPU-dddd", [3]), ("3", [])],
+)
+def test_cuda_counts_only_the_gpus_nvml_can_read(value: str | None, expected: list[int]) -> None:
+    """Under a job's cgroup NVML lists the node's 4 GPUs and can read the job's 2 (1 and 3);
+    CUDA sees those 2 as its GPUs 0 and 1 (issue #14, item 2)."""
+    uuids = ["", "GPU-bbbb", "", "GPU-dddd"]
+    if value is None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+            assert nvml.visible_indices(uuids) == expected
+    else:
+        assert nvml.visible_indices(uuids, value) == expected
+
+
 # A machine as NVML shows it, through a test double (see nvml_double) --------------
 def test_a_gpu_nvml_cannot_read_is_reported_and_the_others_are_read(
     monkeypatch: pytest.MonkeyPatch,

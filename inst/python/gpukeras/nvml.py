@@ -174,8 +174,13 @@ def visible_indices(uuids: list[str], cuda_visible_devices: str | None = None) -
     indices or UUID prefixes, stopping at the first entry that names no GPU
     (so '-1' or '' hides every GPU). Unset means all GPUs.
 
+    A GPU NVML cannot read (uuid '') is one this process cannot open: under a
+    SLURM job's cgroup NVML lists every GPU of the node, CUDA only the job's.
+    So CUDA's indices count the readable GPUs alone, and the others are never
+    visible.
+
     Args:
-        uuids: NVML UUIDs of all GPUs, by NVML index.
+        uuids: NVML UUIDs of all GPUs, by NVML index ('' where not readable).
         cuda_visible_devices: the variable's value; read from the environment when None.
     """
     value = (
@@ -183,12 +188,13 @@ def visible_indices(uuids: list[str], cuda_visible_devices: str | None = None) -
         if cuda_visible_devices is None
         else cuda_visible_devices
     )
+    openable = [index for index, uuid in enumerate(uuids) if uuid]
     if value is None:
-        return list(range(len(uuids)))
+        return openable
     chosen: list[int] = []
     for token in (piece.strip() for piece in value.split(",")):
-        if token.isdigit() and int(token) < len(uuids):
-            index = int(token)
+        if token.isdigit() and int(token) < len(openable):
+            index = openable[int(token)]
         else:
             matches = [i for i, uuid in enumerate(uuids) if token and uuid.startswith(token)]
             if len(matches) != 1:
