@@ -31,6 +31,11 @@ WATCHED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
 # Several processes of this suite may hold the same GPU at once (this one and a
 # run_core child); without this, the first JAX process takes 75 % of its memory.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# The same for TensorFlow in this process (its in-process gpu_check() took most of the
+# GPU, and later memory tests failed). Children start without it unless the caller set
+# it, so what they read back about memory growth is gpu_setup()'s doing alone.
+_OWN_TF_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 _RUNNER = f"""
 import json, os, sys
@@ -95,6 +100,8 @@ def run_core(
         timeout: seconds before the child is killed and the test fails.
     """
     child_env = dict(os.environ)
+    if _OWN_TF_GROWTH:
+        child_env.pop("TF_FORCE_GPU_ALLOW_GROWTH", None)
     child_env["PYTHONPATH"] = os.pathsep.join(
         [str(CORE), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
