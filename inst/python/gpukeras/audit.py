@@ -40,7 +40,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpukeras import fit, flops, precision
+from gpukeras import arguments, flops, precision
 from gpukeras.errors import BadModelError
 from gpukeras.runtime import config
 
@@ -493,9 +493,9 @@ def audit(model: object, batch_size: int | None = None) -> dict[str, object]:
         counted for, so shares are of the counted FLOPs).
     """
     keras = config.keras()
-    fit.check_keras_model(keras, model)
+    arguments.check_keras_model(keras, model)
     if batch_size is not None:
-        batch_size = fit._count("batch_size", batch_size)
+        batch_size = arguments.count("batch_size", batch_size)
     if not model.built or not model.layers:  # type: ignore[attr-defined]
         raise BadModelError(
             "The model is not built, so its layers have no shapes to check: start it with an "

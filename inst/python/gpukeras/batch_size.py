@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import devices, flops
+from gpukeras import arguments, devices, flops
 from gpukeras import fit as fitting
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
@@ -363,23 +363,23 @@ def _check(
     tolerance: object,
     memory_budget_mib: object,
 ) -> tuple[int, int, int, int, float, float | None]:
-    low = fitting._count("min_batch", min_batch)
-    high = fitting._count("max_batch", max_batch)
+    low = arguments.count("min_batch", min_batch)
+    high = arguments.count("max_batch", max_batch)
     if high < low:
         raise BadArgumentError(
             f"max_batch ({high}) must be at least min_batch ({low}): give a larger "
             "max_batch or a smaller min_batch."
         )
-    share = fitting._positive("tolerance", tolerance)
+    share = arguments.positive("tolerance", tolerance)
     if share is None or share >= 1:
         raise BadArgumentError(f"tolerance must be a number between 0 and 1, not {tolerance!r}.")
     return (
         low,
         high,
-        fitting._count("steps", steps),
-        fitting._count("warmup", warmup),
+        arguments.count("steps", steps),
+        arguments.count("warmup", warmup),
         share,
-        fitting._positive("memory_budget_mib", memory_budget_mib),
+        arguments.positive("memory_budget_mib", memory_budget_mib),
     )
 
 
@@ -523,7 +523,7 @@ def search(
         OutOfMemoryError when ``min_batch`` does not fit.
     """
     keras = config.keras()
-    fitting._check_model(keras, model)
+    arguments.check_compiled_model(keras, model)
     low, high, steps, warmup, tolerance, given = _check(
         min_batch, max_batch, steps, warmup, tolerance, memory_budget_mib
     )

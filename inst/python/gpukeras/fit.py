@@ -72,7 +72,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import math
-import numbers
 import re
 import sys
 import time
@@ -80,14 +79,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import backup, compat, distribute, flops, schedules
+from gpukeras import arguments, backup, compat, distribute, flops, schedules
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BadArgumentError,
     BadDataError,
-    BadModelError,
     GpukerasError,
-    ModelNotCompiledError,
 )
 from gpukeras.runtime import config
 
@@ -98,89 +95,6 @@ VERBOSE_VALUES = ("auto", 0, 1, 2)
 # TensorFlow errors that mean a batch could not be made or read.
 DATA_ERRORS = ("InvalidArgumentError", "DataLossError", "NotFoundError")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
-
-
-# Checking arguments -----------------------------------------------------------
-def _whole(value: object) -> bool:
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)  # type: ignore[arg-type]
-        and float(value) == int(value)  # type: ignore[arg-type]
-    )
-
-
-def _count(name: str, value: object, minimum: int = 1) -> int:
-    if not _whole(value) or int(value) < minimum:  # type: ignore[call-overload]
-        raise BadArgumentError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
-    return int(value)  # type: ignore[call-overload]
-
-
-def _positive(name: str, value: object) -> float | None:
-    if value is None:
-        return None
-    if (
-        not isinstance(value, numbers.Real)
-        or isinstance(value, bool)
-        or not math.isfinite(value)  # type: ignore[arg-type]
-        or value <= 0  # type: ignore[operator]
-    ):
-        raise BadArgumentError(f"{name} must be a positive number, not {value!r}.")
-    return float(value)  # type: ignore[arg-type]
-
-
-def check_keras_model(keras: object, model: object) -> None:
-    """Raise BadModelError unless ``model`` is a Keras 3 model (saying so for a Keras 2 one)."""
-    if not isinstance(model, keras.Model):  # type: ignore[attr-defined]
-        kind = f"{type(model).__module__}.{type(model).__name__}"
-        hint = (
-            " It looks like a Keras 2 (tf.keras) model: build it with Keras 3 "
-            "(keras3 in R, or gpu_keras())."
-            if "tf_keras" in kind or "tensorflow.python.keras" in kind
-            else ""
-        )
-        raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
-
-
-def _check_model(keras: object, model: object) -> None:
-    check_keras_model(keras, model)
-    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
-        raise ModelNotCompiledError(
-            "The model is not compiled: compile it first, e.g. "
-            'model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", '
-            'metrics = list("accuracy")), or compile(model, ...) with keras3. gpu_fit() then '
-            "applies the speed options (steps_per_execution, jit_compile) itself."
-        )
-
-
-def _check_callbacks(keras: object, callbacks: object) -> list[object]:
-    if callbacks is None:
-        return []
-    if not isinstance(callbacks, (list, tuple)):
-        callbacks = [callbacks]
-    wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]  # type: ignore[attr-defined]
-    if wrong:
-        raise BadArgumentError(
-            "callbacks must be Keras callbacks (keras.callbacks.Callback), not "
-            f"{', '.join(type(c).__name__ for c in wrong)}."
-        )
-    return list(callbacks)
-
-
-def _check_learning_rate(keras: object, learning_rate: object) -> object:
-    """A number, a checked schedule spec, or a Keras schedule object, as given."""
-    if learning_rate is None:
-        return None
-    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[attr-defined]
-        return learning_rate
-    if isinstance(learning_rate, dict):
-        return schedules.check_spec(learning_rate)
-    if isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool):
-        return _positive("learning_rate", learning_rate)
-    raise BadArgumentError(
-        f"learning_rate must be a positive number or a schedule (lr_warmup_cosine(), "
-        f"lr_exponential(), lr_cyclical()), not {learning_rate!r}."
-    )
 
 
 # Data -------------------------------------------------------------------------
@@ -722,21 +636,21 @@ class FitRequest:
     verbose: int | str
 
 
-def check_request(keras: object, model: object, **arguments: object) -> FitRequest:
+def check_request(keras: object, model: object, **given: object) -> FitRequest:
     """Check every argument before anything is changed; raise the classed error for the first
     one that is wrong."""
-    _check_model(keras, model)
-    a = arguments
+    arguments.check_compiled_model(keras, model)
+    a = given
     spe = a["steps_per_execution"]
-    if spe != "auto" and (not _whole(spe) or int(spe) < 1):  # type: ignore[call-overload]
+    if spe != "auto" and (not arguments.whole(spe) or int(spe) < 1):  # type: ignore[call-overload]
         raise BadArgumentError(
             f'steps_per_execution must be "auto" or a whole number >= 1, not {spe!r}.'
         )
     jit = a["jit_compile"]
     if jit != "auto" and not isinstance(jit, bool):
         raise BadArgumentError(f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.')
-    clipnorm = _positive("clipnorm", a["clipnorm"])
-    clipvalue = _positive("clipvalue", a["clipvalue"])
+    clipnorm = arguments.positive("clipnorm", a["clipnorm"])
+    clipvalue = arguments.positive("clipvalue", a["clipvalue"])
     if clipnorm is not None and clipvalue is not None:
         raise BadArgumentError("Give clipnorm or clipvalue, not both.")
     verbose = a["verbose"]
@@ -746,18 +660,20 @@ def check_request(keras: object, model: object, **arguments: object) -> FitReque
         raise BadArgumentError(f"monitor must be TRUE or FALSE, not {a['monitor']!r}.")
     freq = a["backup_freq"]
     return FitRequest(
-        epochs=_count("epochs", a["epochs"]),
-        batch_size=None if a["batch_size"] is None else _count("batch_size", a["batch_size"]),
+        epochs=arguments.count("epochs", a["epochs"]),
+        batch_size=None
+        if a["batch_size"] is None
+        else arguments.count("batch_size", a["batch_size"]),
         steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
         jit_compile=jit,  # type: ignore[arg-type]
-        learning_rate=_check_learning_rate(keras, a["learning_rate"]),
+        learning_rate=arguments.check_learning_rate(keras, a["learning_rate"]),
         clipnorm=clipnorm,
         clipvalue=clipvalue,
         monitor=a["monitor"],  # type: ignore[arg-type]
         backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
-        backup_freq="epoch" if freq == "epoch" else _count("backup_freq", freq),
-        callbacks=_check_callbacks(keras, a["callbacks"]),
-        seed=None if a["seed"] is None else _count("seed", a["seed"], minimum=0),
+        backup_freq="epoch" if freq == "epoch" else arguments.count("backup_freq", freq),
+        callbacks=arguments.check_callbacks(keras, a["callbacks"]),
+        seed=None if a["seed"] is None else arguments.count("seed", a["seed"], minimum=0),
         verbose=verbose,  # type: ignore[arg-type]
     )
 
@@ -938,10 +854,10 @@ def fit(
     placement = distribute.describe(strategy)
     distribute.check_batch(placement, source.batch_size, source.rows)
     if placement.backend == "tensorflow":
-        for arguments in (source.fit_args, validation):
-            for key, value in arguments.items():
+        for fit_args in (source.fit_args, validation):
+            for key, value in fit_args.items():
                 if is_tf_dataset(value):
-                    arguments[key] = distribute.shard_by_data(value)
+                    fit_args[key] = distribute.shard_by_data(value)
     with distribute.training_model(model, strategy) as trained:
         return _train(keras, trained, request, source, validation, placement)
 

@@ -119,7 +119,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gpukeras import backup, distribute, timing
+from gpukeras import arguments, backup, distribute, timing
 from gpukeras import fit as fitting
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
@@ -185,7 +185,7 @@ def tf_config(workers: list[str], index: int) -> dict[str, object]:
         ``{"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}``.
     """
     workers = _check_workers(workers)
-    index = fitting._count("index", index, minimum=0)
+    index = arguments.count("index", index, minimum=0)
     if index >= len(workers):
         raise BadArgumentError(
             f"index must be this worker's place in workers, 0 to {len(workers) - 1} "
@@ -303,7 +303,7 @@ def _started(tf: object, cluster: dict[str, object], timeout: float) -> object:
 
 
 def _seconds(name: str, value: object) -> float:
-    seconds = fitting._positive(name, value)
+    seconds = arguments.positive(name, value)
     if seconds is None:
         raise BadArgumentError(f"{name} must be a positive number of seconds, not None.")
     return seconds
@@ -499,17 +499,17 @@ def _tf_dataset(data: object, what: str) -> object:
 
 def _validation_dataset(validation_data: object, batch_size: int | None) -> object | None:
     """Validation data as a tf.data dataset of global batches, in order."""
-    arguments = fitting.validation_args(validation_data, batch_size)
-    if not arguments:
+    given = fitting.validation_args(validation_data, batch_size)
+    if not given:
         return None
-    data = arguments["validation_data"]
+    data = given["validation_data"]
     if isinstance(data, tuple):
         from gpukeras import pipeline
 
         x, y = (*data, None)[:2]
-        data = pipeline.from_arrays(
-            x, y, batch_size=arguments["validation_batch_size"], shuffle=False
-        )["dataset"]
+        data = pipeline.from_arrays(x, y, batch_size=given["validation_batch_size"], shuffle=False)[
+            "dataset"
+        ]
     return _tf_dataset(data, "validation_data")
 
 

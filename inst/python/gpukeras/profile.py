@@ -80,7 +80,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from gpukeras import fit, sources, timing
+from gpukeras import arguments, fit, sources, timing
 from gpukeras import monitor as monitoring
 from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
 from gpukeras.runtime import config
@@ -99,7 +99,7 @@ def check_steps(steps: object) -> tuple[int, int]:
     if (
         not isinstance(steps, (list, tuple))
         or len(steps) != 2
-        or not all(fit._whole(step) for step in steps)
+        or not all(arguments.whole(step) for step in steps)
         or not 1 <= int(steps[0]) <= int(steps[1])
     ):
         raise BadArgumentError(
@@ -583,7 +583,7 @@ def profile(
         running, a backend without a profiler).
     """
     keras = config.keras()
-    fit._check_model(keras, model)
+    arguments.check_compiled_model(keras, model)
     start, stop = check_steps(steps)
     logdir = check_logdir(logdir)
     run_dir = os.path.join(logdir, "train")

@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from gpukeras import fit, flops
+from gpukeras import arguments, fit, flops
 from gpukeras.errors import BadArgumentError, BadModelError
 from gpukeras.runtime import config
 
@@ -175,10 +175,10 @@ def quantize(
         ``output_mean_abs_diff`` (between the two models' predictions).
     """
     keras = config.keras()
-    fit.check_keras_model(keras, model)
+    arguments.check_keras_model(keras, model)
     mode = _check_mode(mode)
     if batch_size is not None:
-        batch_size = fit._count("batch_size", batch_size)
+        batch_size = arguments.count("batch_size", batch_size)
     if not model.built:  # type: ignore[attr-defined]
         raise BadModelError(
             "The model is not built, so it has no weights to quantize: start it with an Input "

@@ -1,0 +1,105 @@
+"""Checks of the arguments the training functions share, each raising the classed error.
+
+gpu_fit(), gpu_batch_size(), gpu_profile(), gpu_audit(), gpu_quantize() and
+multi-worker training take the same kinds of argument (a compiled Keras 3
+model, counts, positive numbers, callbacks, a learning rate). Checking them
+in one place gives every function the same rules and the same messages, and
+each check runs before anything is changed. R values arrive as Python
+numbers (an R double 3 as 3.0), so whole numbers are accepted as floats too.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from gpukeras import schedules
+from gpukeras.errors import BadArgumentError, BadModelError, ModelNotCompiledError
+
+
+def whole(value: object) -> bool:
+    """Whether ``value`` is a finite whole number (3 or 3.0; not True, not 3.5)."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)  # type: ignore[arg-type]
+        and float(value) == int(value)  # type: ignore[arg-type]
+    )
+
+
+def count(name: str, value: object, minimum: int = 1) -> int:
+    """``value`` as an int; BadArgumentError unless it is a whole number >= ``minimum``."""
+    if not whole(value) or int(value) < minimum:  # type: ignore[call-overload]
+        raise BadArgumentError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
+    return int(value)  # type: ignore[call-overload]
+
+
+def positive(name: str, value: object) -> float | None:
+    """``value`` as a float (None stays None); BadArgumentError unless it is a positive number."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not math.isfinite(value)  # type: ignore[arg-type]
+        or value <= 0  # type: ignore[operator]
+    ):
+        raise BadArgumentError(f"{name} must be a positive number, not {value!r}.")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_keras_model(keras: object, model: object) -> None:
+    """Raise BadModelError unless ``model`` is a Keras 3 model (saying so for a Keras 2 one)."""
+    if not isinstance(model, keras.Model):  # type: ignore[attr-defined]
+        kind = f"{type(model).__module__}.{type(model).__name__}"
+        hint = (
+            " It looks like a Keras 2 (tf.keras) model: build it with Keras 3 "
+            "(keras3 in R, or gpu_keras())."
+            if "tf_keras" in kind or "tensorflow.python.keras" in kind
+            else ""
+        )
+        raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
+
+
+def check_compiled_model(keras: object, model: object) -> None:
+    """Raise BadModelError unless ``model`` is a Keras 3 model, ModelNotCompiledError unless
+    it is compiled (training needs its loss and optimizer)."""
+    check_keras_model(keras, model)
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+        raise ModelNotCompiledError(
+            "The model is not compiled: compile it first, e.g. "
+            'model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", '
+            'metrics = list("accuracy")), or compile(model, ...) with keras3. gpu_fit() then '
+            "applies the speed options (steps_per_execution, jit_compile) itself."
+        )
+
+
+def check_callbacks(keras: object, callbacks: object) -> list[object]:
+    """Keras callbacks as a list (one callback or None allowed); BadArgumentError for others."""
+    if callbacks is None:
+        return []
+    if not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]  # type: ignore[attr-defined]
+    if wrong:
+        raise BadArgumentError(
+            "callbacks must be Keras callbacks (keras.callbacks.Callback), not "
+            f"{', '.join(type(c).__name__ for c in wrong)}."
+        )
+    return list(callbacks)
+
+
+def check_learning_rate(keras: object, learning_rate: object) -> object:
+    """A number, a checked schedule spec, or a Keras schedule object, as given."""
+    if learning_rate is None:
+        return None
+    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[attr-defined]
+        return learning_rate
+    if isinstance(learning_rate, dict):
+        return schedules.check_spec(learning_rate)
+    if isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool):
+        return positive("learning_rate", learning_rate)
+    raise BadArgumentError(
+        f"learning_rate must be a positive number or a schedule (lr_warmup_cosine(), "
+        f"lr_exponential(), lr_cyclical()), not {learning_rate!r}."
+    )
