@@ -9,7 +9,8 @@ skip_if_no_sources <- function() {
   )
 }
 
-dataset_batches <- function(ds) reticulate::iterate(ds$as_numpy_iterator())
+# simplify = FALSE: reticulate 1.41 otherwise simplifies batches that are single arrays.
+dataset_batches <- function(ds) reticulate::iterate(ds$as_numpy_iterator(), simplify = FALSE)
 
 # Features (part 1) or labels (part 2) of every batch of one pass, stacked by row.
 stacked <- function(batches, part = 1) {

@@ -58,8 +58,10 @@ test_that("without a Python environment, gpu_check() says to run install_gpukera
       numpy = catch_error(gpu_as_numpy(1:3)),
       started = reticulate::py_available(initialize = FALSE)
     ),
-    env = c(WORKON_HOME = empty),
-    unset = c("GPUKERAS_PYTHON", "RETICULATE_PYTHON"),
+    # reticulate >= 1.41 would otherwise pick the virtualenv this process runs
+    # (VIRTUAL_ENV, inherited) or make a managed one.
+    env = c(WORKON_HOME = empty, RETICULATE_USE_MANAGED_VENV = "no"),
+    unset = c("GPUKERAS_PYTHON", "RETICULATE_PYTHON", "VIRTUAL_ENV"),
     options = list(gpukeras.envname = "no-such-env-xyz")
   )
   expect_null(child$python)
