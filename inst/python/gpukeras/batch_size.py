@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import arguments, devices, flops
+from gpukeras import arguments, devices, failures, flops
 from gpukeras import fit as fitting
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
@@ -307,7 +307,7 @@ def training_copy(keras: object, model: object, parts: tuple[object, ...]) -> ob
     except Exception as error:
         raise BadModelError(
             "gpu_batch_size() trains a copy of the model and cannot copy this one "
-            f"({type(error).__name__}: {fitting.error_message(error).split('. ')[0]}). "
+            f"({type(error).__name__}: {failures.error_message(error).split('. ')[0]}). "
             "Register custom layers, losses and metrics with "
             "keras.saving.register_keras_serializable(), and give a subclassed model get_config()."
         ) from error
@@ -335,7 +335,7 @@ def refused_as_bad_data(batch_size: int | None = None, active: bool = True) -> I
         yield
     except Exception as error:
         at = f" (at batch size {batch_size})" if batch_size else ""
-        refused = fitting.refused_data(error, f"train on this data{at}")
+        refused = failures.refused_data(error, f"train on this data{at}")
         if not active or refused is None or is_out_of_memory(error):
             raise
         raise refused from error
@@ -473,7 +473,7 @@ class TrialRunner:
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
-            trial.reason = f"out of memory: {fitting.error_message(error)[:300]}"
+            trial.reason = f"out of memory: {failures.error_message(error)[:300]}"
         if trial.reason is not None:
             gc.collect()  # the failed step's buffers, held by the error's frames until now
             return False

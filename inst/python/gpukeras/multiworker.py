@@ -119,7 +119,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gpukeras import arguments, backup, distribute, timing
+from gpukeras import arguments, backup, distribute, failures, timing
 from gpukeras import fit as fitting
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
@@ -556,7 +556,7 @@ def _peer_message(error: Exception, own: int) -> str:
     if reported:
         return reported.group(1).strip()
     cause = re.search(r"aborted by: ([^\n]*)", text) or re.search(r'grpc_message:"([^"]*)"', text)
-    return f"{who} cannot be reached ({cause.group(1).strip() if cause else fitting._cause(error)})"
+    return f"{who} cannot be reached ({cause.group(1).strip() if cause else failures.cause(error)})"
 
 
 def _kept(backup_dir: str | None) -> str:
@@ -603,7 +603,7 @@ def _failure(
             f"gpukeras worker {own} failed at {where} ({summary[:500]})",
         )
     if isinstance(error, Exception) and not isinstance(error, GpukerasError):
-        translated = fitting.data_error(error, position, request.backup_dir, kind)
+        translated = failures.data_error(error, position, request.backup_dir, kind == "dataset")
         if translated is not None:
             return translated
     return error

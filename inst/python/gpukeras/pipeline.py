@@ -669,7 +669,7 @@ def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, o
             elements += int(first.shape[0]) if first.shape.rank else 1
         seconds = time.perf_counter() - started
     except tf.errors.OpError as error:
-        from gpukeras.fit import unreadable_batch
+        from gpukeras.failures import unreadable_batch
 
         unreadable = unreadable_batch(error)
         if unreadable is None:

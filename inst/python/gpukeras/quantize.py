@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from gpukeras import arguments, fit, flops
+from gpukeras import arguments, failures, fit, flops
 from gpukeras.errors import BadArgumentError, BadModelError
 from gpukeras.runtime import config
 
@@ -215,7 +215,7 @@ def quantize(
     try:  # the original model meets the data first: an error here is about the data
         outputs, before = _outputs(keras, model, x, kwargs), _evaluate(model, x, y, kwargs)
     except Exception as error:
-        refused = fit.refused_data(error, "run on this data")
+        refused = failures.refused_data(error, "run on this data")
         if refused is None:
             raise
         raise refused from error

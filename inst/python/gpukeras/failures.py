@@ -1,0 +1,133 @@
+"""Failures during training and in reading data, translated into classed errors that say what to do.
+
+TensorFlow reports a batch it could not make (a corrupt image, a missing
+file) as an op error deep in a traceback, and Keras reports data that does
+not fit the model as a ValueError whose first lines name the layer. Users
+see neither: these functions pick the informative line and wrap it in a
+``BadDataError`` that says where training stopped and what progress was
+kept. gpu_fit(), multi-worker training, gpu_batch_size(), gpu_quantize() and
+the pipeline benchmark all translate with them, so the same failure reads
+the same everywhere. TensorFlow is never imported here: its errors can only
+come from a process that has imported it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+
+from gpukeras import backup
+from gpukeras.errors import BadDataError, GpukerasError
+
+# TensorFlow errors that mean a batch could not be made or read.
+DATA_ERRORS = ("InvalidArgumentError", "DataLossError", "NotFoundError")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
+
+
+def cause(error: Exception) -> str:
+    """The informative line of a TensorFlow error message (its op and cause)."""
+    text = getattr(error, "message", None) or str(error)
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    useful = [
+        line
+        for line in lines
+        if not line.startswith(("Graph execution error", "Detected at node", "File ", "[["))
+        and "defined at (most recent call last)" not in line
+    ]
+    chosen = useful[-1] if useful else (lines[-1] if lines else type(error).__name__)
+    chosen = re.sub(r"\{\{function_node[^}]*\}\}\s*", "", chosen)
+    chosen = re.sub(r"^.*with iterator: Iterator::\S+\s+", "", chosen)
+    return chosen.split("\t")[0].split(" [[")[0].strip()
+
+
+def error_message(error: BaseException) -> str:
+    """The informative line of an error: TensorFlow's op error cause, or the first line
+    of a Keras error (without its "Exception encountered" header and argument list)."""
+    if type(error).__name__.endswith("Error") and hasattr(error, "op"):  # a TensorFlow OpError
+        return cause(error)  # type: ignore[arg-type]
+    text = ANSI.sub("", str(error)).split("Arguments received by")[0]
+    lines = [line.strip() for line in text.splitlines()]
+    useful = [line for line in lines if line and not line.startswith("Exception encountered")]
+    return useful[0] if useful else type(error).__name__
+
+
+def refused_data(error: BaseException, what: str = "train on this data") -> BadDataError | None:
+    """The model refusing data as a classed error; None for errors of another kind.
+
+    Keras checks data against the model (input shapes, dtypes, data types it
+    can read) when it first meets it, with a ValueError or TypeError;
+    TensorFlow may instead fail in the op (InvalidArgumentError).
+    """
+    refused = isinstance(error, (ValueError, TypeError)) or (
+        type(error).__name__ == "InvalidArgumentError"
+    )
+    if not refused:
+        return None
+    return BadDataError(
+        f"The model cannot {what}: {error_message(error).rstrip('.')}. Give x and y that "
+        "match the model's inputs and outputs, as gpu_fit() takes them."
+    )
+
+
+def data_error(
+    error: Exception, position: dict[str, int], backup_dir: str | None, given_dataset: bool = True
+) -> BadDataError | None:
+    """A classed error for TensorFlow failing on the data mid-training; None for other errors.
+
+    The message names the cause, where training stopped, and what progress is
+    kept: the last committed backup, if ``backup_dir`` holds one. For a
+    dataset given by the user it also says to make the dataset again: measured
+    with TF 2.21, after an element fails inside ``dataset.repeat()`` (how Keras
+    gets it here), an in-memory ``cache()`` in the dataset may complete without
+    that element, so the same dataset object would later train on less data
+    without a word.
+
+    Args:
+        error: what training raised.
+        position: the epoch and batch it stopped at (0-based ``epoch`` and ``batch``).
+        backup_dir: the run's backup folder, or None.
+        given_dataset: whether the data was a dataset the user made (rather
+            than one made here from arrays).
+    """
+    unreadable = unreadable_batch(error)
+    if unreadable is None:
+        return None
+    where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
+    if backup_dir is None:
+        kept = " Nothing was kept: with backup_dir, the same call continues after such an error."
+    else:
+        saved = None
+        with contextlib.suppress(GpukerasError):
+            saved = backup.read_state(backup_dir)
+        if saved is None:
+            kept = (
+                f" No backup had been written to {backup_dir} yet (one is written every "
+                "epoch, or every backup_freq batches); training starts over next time."
+            )
+        else:
+            kept = (
+                f" Progress is kept in {backup_dir} (epoch {saved.epoch + 1}, "
+                f"{saved.batches_done} batches done): fix the data and run the same call "
+                "again to continue from there."
+            )
+    again = (
+        " Make the dataset again (gpu_dataset()) before training again: its in-memory cache "
+        "may now hold the data without the bad element."
+        if given_dataset
+        else ""
+    )
+    return BadDataError(f"Training stopped at {where}: {unreadable}{kept}{again}")
+
+
+def unreadable_batch(error: Exception) -> str | None:
+    """What to say when TensorFlow could not make a batch from the data; None for other errors."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    if type(error).__name__ not in DATA_ERRORS:
+        return None
+    return (
+        f"a batch could not be made from the data ({type(error).__name__}: {cause(error)}). "
+        "Check the files or values the dataset reads (a corrupt or truncated image, a wrong label)."
+    )
