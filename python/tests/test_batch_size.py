@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras import batch_size, bridge, fit
+from gpukeras import batch_size, bridge, data_adapters
 from gpukeras.runtime import config
 
 ROWS = 100  # fewer than most sizes tried: the batch is tiled
@@ -186,7 +186,7 @@ def test_dict_inputs_of_a_functional_model_and_few_rows_are_tiled() -> None:
 
 
 def test_a_tf_dataset_gives_its_first_batch() -> None:
-    if not fit.tensorflow_available():
+    if not data_adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
     from gpukeras import sources
 

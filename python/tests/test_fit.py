@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core, run_on_jax
-from gpukeras import backup, bridge, compat, errors, fit, monitor, sources
+from gpukeras import backup, bridge, compat, data_adapters, errors, fit, monitor, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -69,7 +69,7 @@ def assert_same_weights(got: list[np.ndarray], want: list[np.ndarray], device: o
 
 def tensorflow() -> object:
     """TensorFlow for tests that build tf.data pipelines; skips where it is not installed."""
-    if not fit.tensorflow_available():
+    if not data_adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
     return sources.tensorflow()
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras import bridge, fit, profile, sources
+from gpukeras import bridge, data_adapters, profile, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -109,7 +109,7 @@ def test_a_trace_of_the_range_event_files_and_the_numbers_are_written_and_read_b
     assert value["settings"]["device"] in ("CPU:0", "GPU:0")
     # The model trained: its weights moved.
     assert not all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
-    if fit.tensorflow_available():
+    if data_adapters.tensorflow_available():
         assert value["scalars_source"] == "event files"
         assert [Path(row["path"]).parent for row in value["event_files"]] == [
             tmp_path / "logs" / "train"
@@ -147,7 +147,7 @@ def test_twice_in_one_process_in_one_logdir_and_again_after_a_failure_inside_the
     tmp_path: Path,
 ) -> None:
     """A run that fails with its trace running stops the profiler, so the next one starts."""
-    if not fit.tensorflow_available():
+    if not data_adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
     tf = sources.tensorflow()
     x, y = tiny_data()
@@ -268,7 +268,7 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
     assert profile.summarize_trace(planes[1:])["input_share"] is None
 
 
-@pytest.mark.skipif(not fit.tensorflow_available(), reason="tf.data needs TensorFlow")
+@pytest.mark.skipif(not data_adapters.tensorflow_available(), reason="tf.data needs TensorFlow")
 def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_up(
     tmp_path: Path,
 ) -> None:
@@ -336,7 +336,7 @@ readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
 def test_jax_backend_in_a_fresh_process(tensorflow: bool) -> None:
     """The GPU machines' setting (no TensorFlow: scalars from memory), and JAX beside
     TensorFlow, whose ops a JAX trace would break without profile's mending."""
-    if tensorflow and not fit.tensorflow_available():
+    if tensorflow and not data_adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed")
     run = run_on_jax(JAX_PROFILE, tensorflow=tensorflow)
     for answer in run.readback["answers"]:

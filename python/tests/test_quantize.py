@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpukeras import bridge, fit
+from gpukeras import bridge, data_adapters
 from gpukeras.runtime import config
 
 
@@ -106,7 +106,7 @@ def test_an_uncompiled_model_is_compared_by_its_outputs() -> None:
 
 
 def test_a_tf_dataset_is_evaluated_as_it_is(trained: tuple) -> None:
-    if not fit.tensorflow_available():
+    if not data_adapters.tensorflow_available():
         pytest.skip("tf.data needs TensorFlow")
     import tensorflow as tf
 

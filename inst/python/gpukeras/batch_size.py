@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import arguments, devices, failures, flops
+from gpukeras import arguments, data_adapters, devices, failures, flops
 from gpukeras import fit as fitting
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
@@ -267,7 +267,7 @@ def sample_batch(data: object) -> tuple[object, ...]:
 
     Arrays are taken as they are; a tf.data dataset gives its first batch.
     """
-    if fitting.is_tf_dataset(data):
+    if data_adapters.is_tf_dataset(data):
         try:
             element = next(iter(data))  # type: ignore[call-overload]
         except StopIteration:
@@ -276,13 +276,13 @@ def sample_batch(data: object) -> tuple[object, ...]:
         element = keras.tree.map_structure(np.asarray, element)
         parts = tuple(element) if isinstance(element, (tuple, list)) else (element,)
     elif isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
-        parts = tuple(fitting._arrays(part) for part in data if part is not None)
+        parts = tuple(data_adapters.as_arrays(part) for part in data if part is not None)
     else:
         raise BadDataError(
             f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
             "or arrays as (x, y)."
         )
-    if not parts or fitting._rows(parts[0]) == 0:
+    if not parts or data_adapters.row_count(parts[0]) == 0:
         raise BadDataError("The data has no rows to make a batch from.")
     return parts
 

@@ -22,40 +22,11 @@
 - TensorFlow's errors about the data (a corrupt image mid-epoch) as a classed
   error that says training stopped and where progress is kept.
 
-Data order, and why a resumed run ends with the same weights. A resumed run
-redoes nothing and skips nothing only if epoch e's batches come in the same
-order in a fresh process as in the run that was killed:
-
-- NumPy arrays become a gpu_dataset() pipeline (``pipeline.from_arrays``, the
-  same one R data goes through) when TensorFlow is installed. Seeded tf.data
-  shuffling (``Dataset.random`` / ``shuffle`` with a seed, reshuffling every
-  iteration) draws a new order each time an iterator is made on the dataset,
-  counted from the dataset's creation: measured here, the k-th iterator of a
-  fresh dataset always gives the same order. Keras 3.15 makes two iterators
-  per epoch of a finite dataset on TensorFlow (one it drops at the epoch's
-  end), one on JAX, and on JAX one more to peek at a batch while the metrics
-  are not built. So ``fit`` builds the model and its metrics from the
-  dataset's element spec first (no peek), and gives Keras
-  ``dataset.repeat()`` with ``steps_per_epoch``: Keras keeps one iterator for
-  the whole fit (its documented way with endless data), and tf.data starts
-  every epoch inside it by iterating the dataset once more. Epoch e is then
-  the dataset's (e + 1)-th iteration, and before resuming at epoch e ``fit``
-  makes e throwaway iterators, so the resumed epoch's order is the one the
-  killed run had. (The peek mattered for more than order: on JAX its
-  iterator stays alive beside training, and measured with TF 2.21, tf.data's
-  in-memory cache then skipped a corrupt element without an error.)
-- Without TensorFlow (the JAX-only GPU machines), arrays go to Keras as they
-  are; Keras shuffles them with NumPy's global generator when an epoch's
-  first batch is drawn, so with a seed ``fit`` reseeds NumPy at every epoch's
-  start from (seed, epoch).
-- A tf.data dataset given directly is handled the same way when its number
-  of batches is known; its order is only reproducible if its shuffling was
-  seeded (gpu_dataset(seed = )) and it was made in the same way in both runs.
-  A dataset of unknown length (a filter; a file source split by a hash) goes
-  to Keras as it is: a resumed run continues at the right epoch and batch,
-  but in the order its iterators happen to give.
-- Other inputs (PyDataset, generators) resume at the right epoch and batch,
-  but their order is their own.
+Data order. gpu_fit()'s data reaches ``model.fit()`` through an adapter
+(``gpukeras.data_adapters``, whose notes say how), which also gives a
+resumed epoch the order of batches the killed run had: ``fit`` builds the
+model from a dataset's element spec first, so Keras need not peek at a
+batch, and the adapter skips the epochs a backup holds.
 
 What holds: a run killed at any moment (SIGKILL included) and started again
 with the same call in a fresh process ends with the same weights as an
@@ -69,242 +40,22 @@ is not replayed exactly.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import importlib.util
-import math
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpukeras import arguments, backup, compat, distribute, failures, flops, schedules
+from gpukeras import arguments, backup, data_adapters, distribute, failures, flops, schedules
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BadArgumentError,
-    BadDataError,
     GpukerasError,
 )
 from gpukeras.runtime import config
 
-DEFAULT_BATCH_SIZE = 32
 MONITOR_HZ = 10.0
 TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
 VERBOSE_VALUES = ("auto", 0, 1, 2)
-
-
-# Data -------------------------------------------------------------------------
-def is_tf_dataset(data: object) -> bool:
-    """Whether ``data`` is a tf.data.Dataset, without importing TensorFlow."""
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(data, tf.data.Dataset)
-
-
-def tensorflow_available() -> bool:
-    """Whether TensorFlow can be imported (without importing it)."""
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"] is not None
-    return importlib.util.find_spec("tensorflow") is not None
-
-
-def _arrays(part: object) -> object:
-    if isinstance(part, dict):
-        return {str(name): np.asarray(value) for name, value in part.items()}
-    return np.asarray(part)
-
-
-def _rows(x: object) -> int:
-    first = next(iter(x.values())) if isinstance(x, dict) else x
-    return len(first)  # type: ignore[arg-type]
-
-
-@dataclass
-class TrainingData:
-    """What ``model.fit()`` gets, and what resuming needs to know about it.
-
-    Attributes:
-        kind: "dataset" (tf.data), "arrays" (arrays made into a tf.data
-            pipeline), "keras arrays" (arrays Keras batches) or "other".
-        fit_args: keyword arguments for ``model.fit()`` (x, y, batch_size, shuffle).
-        dataset: the tf.data dataset whose iterators count epochs, if any.
-        batch_size: rows per batch, where known.
-        steps_per_epoch: batches per epoch, where known.
-        reseed_numpy: reseed NumPy per epoch (Keras shuffles arrays with it).
-    """
-
-    kind: str
-    fit_args: dict[str, object]
-    dataset: object | None = None
-    batch_size: int | None = None
-    steps_per_epoch: int | None = None
-    reseed_numpy: bool = False
-    rows: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _static_batch_size(dataset: object) -> int | None:
-    """A dataset's batch size where it is fixed in its spec or its batch step; else None."""
-    tf = sys.modules["tensorflow"]
-    for spec in tf.nest.flatten(dataset.element_spec):  # type: ignore[attr-defined]
-        if spec.shape.rank and spec.shape[0] is not None:
-            return int(spec.shape[0])
-        break
-    return compat.static_batch_size(dataset)
-
-
-def _dataset_source(kind: str, dataset: object, batch_size: int | None) -> TrainingData:
-    """A tf.data dataset as one endless stream of epochs (see the module's notes).
-
-    With a known number of batches per epoch, Keras gets ``dataset.repeat()``
-    and ``steps_per_epoch``: Keras then keeps one iterator for the whole fit
-    (its documented behaviour for endless data), and tf.data starts each epoch
-    inside it by iterating the dataset once more. So epoch e is always the
-    dataset's (e + 1)-th iteration after the ones made before training,
-    whatever iterators Keras' epoch loop makes and drops.
-    """
-    tf = sys.modules["tensorflow"]
-    batches = int(dataset.cardinality())  # type: ignore[attr-defined]
-    if batches == tf.data.INFINITE_CARDINALITY:
-        raise BadDataError(
-            "The dataset repeats forever (dataset.repeat()): gpu_fit() needs a finite "
-            "dataset, one pass of which is one epoch. Leave out the repeat()."
-        )
-    if batches == 0:
-        raise BadDataError("The dataset is empty: it gives no batches to train on.")
-    if batches < 0:  # not known (a filter, a file source split by a hash)
-        return TrainingData(
-            kind=kind, fit_args={"x": dataset, "shuffle": False}, batch_size=batch_size
-        )
-    return TrainingData(
-        kind=kind,
-        # shuffling is the dataset's own; Keras would only warn about it
-        fit_args={"x": dataset.repeat(), "steps_per_epoch": batches, "shuffle": False},  # type: ignore[attr-defined]
-        dataset=dataset,
-        batch_size=batch_size,
-        steps_per_epoch=batches,
-    )
-
-
-def describe_dataset(data: object) -> dict[str, object] | None:
-    """A tf.data dataset given to gpu_fit() (e.g. from tfdatasets) in plain data.
-
-    Returns:
-        None for data that is not a tf.data dataset; else ``batches`` per pass
-        (None when not known) and ``element``, its parts' shapes and dtypes.
-    """
-    if not is_tf_dataset(data):
-        return None
-    tf = sys.modules["tensorflow"]
-    cardinality = int(data.cardinality())  # type: ignore[attr-defined]
-    leaves = tf.nest.flatten(data.element_spec)  # type: ignore[attr-defined]
-    return {
-        "batches": cardinality if cardinality >= 0 else None,
-        "element": ", ".join(f"{tuple(leaf.shape)} {leaf.dtype.name}" for leaf in leaves),
-    }
-
-
-def check_batched(model: object, dataset: object, arg: str = "data") -> None:
-    """Raise BadDataError when a dataset gives single examples to a model that takes batches.
-
-    Keras' own error for it ("Expected shape (None, 20), but input has an
-    incompatible shape (20,)") does not say what to do. Only a model whose
-    inputs are known can be compared with; others are left to Keras.
-    """
-    try:
-        inputs = list(model.inputs)  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, TypeError):  # a subclassed or unbuilt model
-        return
-    tf = sys.modules["tensorflow"]
-    spec = dataset.element_spec  # type: ignore[attr-defined]
-    features = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
-    if not inputs or len(features) != len(inputs):
-        return
-    unbatched = all(
-        feature.shape.rank is not None and feature.shape.rank == len(given.shape) - 1
-        for feature, given in zip(features, inputs)
-    )
-    if unbatched:
-        raise BadDataError(
-            f"`{arg}` gives single examples (shape {tuple(features[0].shape)}), but the model "
-            f"takes batches (shape {tuple(inputs[0].shape)}): batch the dataset first, e.g. "
-            "dataset_batch(dataset, 32) with tfdatasets, dataset.batch(32) in Python, or make "
-            "it with gpu_dataset(batch_size = )."
-        )
-
-
-def build_from_spec(model: object, dataset: object) -> bool:
-    """Build the model, its compiled loss and metrics and its optimizer from a dataset's
-    element spec, so Keras need not peek at a batch through an iterator of its own
-    (see the module's notes). Returns whether it did; where it cannot, Keras peeks.
-
-    Raises:
-        BadDataError: the dataset is not batched (``check_batched``).
-    """
-    check_batched(model, dataset)
-    try:
-        model._symbolic_build(data_batch=dataset.element_spec)  # type: ignore[attr-defined]
-    except Exception:  # a model Keras cannot build symbolically: it builds on a batch
-        return False
-    return True
-
-
-def training_data(data: object, batch_size: int | None, seed: int | None) -> TrainingData:
-    """Turn gpu_fit()'s ``data`` into ``model.fit()`` arguments (see the module's notes)."""
-    if is_tf_dataset(data):
-        if batch_size is not None:
-            raise BadArgumentError(
-                "batch_size is for arrays: this dataset is already batched. Set the batch "
-                "size where the dataset is made (gpu_dataset(batch_size = )) and leave "
-                "batch_size NULL here."
-            )
-        return _dataset_source("dataset", data, _static_batch_size(data))
-    if isinstance(data, (tuple, list)) and len(data) in (1, 2):
-        x = _arrays(data[0])
-        y = _arrays(data[1]) if len(data) == 2 and data[1] is not None else None
-        size = batch_size or DEFAULT_BATCH_SIZE
-        rows = _rows(x)
-        if rows == 0:
-            raise BadDataError("The training data has no rows.")
-        steps = math.ceil(rows / size)
-        if tensorflow_available():
-            from gpukeras import pipeline
-
-            built = pipeline.from_arrays(x, y, batch_size=size, shuffle=True, seed=seed)
-            return dataclasses.replace(_dataset_source("arrays", built["dataset"], size), rows=rows)
-        return TrainingData(
-            kind="keras arrays",
-            fit_args={"x": x, "y": y, "batch_size": size, "shuffle": True},
-            batch_size=size,
-            steps_per_epoch=steps,
-            reseed_numpy=seed is not None,
-            rows=rows,
-        )
-    if batch_size is not None:
-        raise BadArgumentError(
-            f"batch_size is for arrays, not for {type(data).__name__} data, which makes its "
-            "own batches."
-        )
-    if isinstance(data, (str, bytes, dict, int, float)) or data is None:
-        raise BadDataError(
-            f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
-            "or arrays as (x, y)."
-        )
-    return TrainingData(kind="other", fit_args={"x": data})
-
-
-def validation_args(validation_data: object, batch_size: int | None) -> dict[str, object]:
-    """``model.fit()`` arguments for the validation data (not shuffled)."""
-    if validation_data is None:
-        return {}
-    if is_tf_dataset(validation_data):
-        return {"validation_data": validation_data}
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
-        parts = tuple(_arrays(part) for part in validation_data if part is not None)
-        return {
-            "validation_data": parts,
-            "validation_batch_size": batch_size or DEFAULT_BATCH_SIZE,
-        }
-    return {"validation_data": validation_data}
 
 
 # Settings on the model ----------------------------------------------------------
@@ -573,12 +324,12 @@ def check_request(keras: object, model: object, **given: object) -> FitRequest:
 
 
 def _backup(
-    request: FitRequest, model: object, source: TrainingData, spe: int
+    request: FitRequest, model: object, source: data_adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
     """The backup callback and the backup to resume from (checked against this run).
 
-    When resuming, the dataset is iterated once per epoch already trained, so
-    the resumed epoch gets the order it had (see the module's notes).
+    When resuming, the data skips the epochs already trained, so the resumed
+    epoch gets the order it had (see ``gpukeras.data_adapters``).
     """
     if request.backup_dir is None:
         return None, None
@@ -593,9 +344,7 @@ def _backup(
     state = backup.read_state(request.backup_dir)
     if state is not None:
         backup.check_matches(state, run, request.backup_dir)
-        if source.dataset is not None:
-            for _ in range(state.epoch):
-                iter(source.dataset)  # type: ignore[call-overload]
+        source.skip_epochs(state.epoch)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
 
 
@@ -737,12 +486,12 @@ def fit(
         )
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
-    source = training_data(data, request.batch_size, request.seed)
-    if is_tf_dataset(source.fit_args["x"]):
-        build_from_spec(model, source.fit_args["x"])
-    if is_tf_dataset(validation_data):
-        check_batched(model, validation_data, "validation_data")
-    validation = validation_args(validation_data, request.batch_size)
+    source = data_adapters.get_data_adapter(data, request.batch_size, request.seed)
+    if data_adapters.is_tf_dataset(source.fit_args["x"]):
+        data_adapters.build_from_spec(model, source.fit_args["x"])
+    if data_adapters.is_tf_dataset(validation_data):
+        data_adapters.check_batched(model, validation_data, "validation_data")
+    validation = data_adapters.validation_args(validation_data, request.batch_size)
     if strategy is None:
         return _train(keras, model, request, source, validation, None)
     placement = distribute.describe(strategy)
@@ -750,7 +499,7 @@ def fit(
     if placement.backend == "tensorflow":
         for fit_args in (source.fit_args, validation):
             for key, value in fit_args.items():
-                if is_tf_dataset(value):
+                if data_adapters.is_tf_dataset(value):
                     fit_args[key] = distribute.shard_by_data(value)
     with distribute.training_model(model, strategy) as trained:
         return _train(keras, trained, request, source, validation, placement)
@@ -760,7 +509,7 @@ def _train(
     keras: object,
     model: object,
     request: FitRequest,
-    source: TrainingData,
+    source: data_adapters.DataAdapter,
     validation: dict[str, object],
     placement: distribute.Description | None,
 ) -> dict[str, object]:
@@ -818,7 +567,7 @@ def _train(
                 position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
             )
             translated = (failures.refused_data(error) if refused else None) or (
-                failures.data_error(error, position, request.backup_dir, source.kind == "dataset")
+                failures.data_error(error, position, request.backup_dir, source.given_dataset)
             )
             if translated is None:
                 raise
@@ -866,9 +615,7 @@ def _train(
             steps_per_execution=spe,
             batch_size=settings["batch_size"],  # type: ignore[arg-type]
             nvml_reason=watcher.gpu.reason,
-            pipeline_steps=compat.dataset_steps(source.dataset)
-            if source.dataset is not None
-            else None,
+            pipeline_steps=source.pipeline_steps(),
         )
         report = watcher.report(context, _counted_flops(model, gpu_rows))
     return {

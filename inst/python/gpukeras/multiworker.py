@@ -30,7 +30,7 @@ each, so a step trains on exactly the batch one process would. (AUTO tries
 FILE sharding first, which needs at least as many files as workers and
 changes which rows meet in a batch; in-memory arrays have no files, so AUTO
 falls back to DATA with a warning.) DATA needs every worker to draw the same
-order: arrays go through the seeded pipeline of ``fit.training_data``, and
+order: arrays go through the seeded pipeline of ``data_adapters``, and
 without a seed all workers take one the chief draws. A dataset given by the
 user must be the same on every worker, its shuffle seeded (gpu_dataset(seed
 = )). Where the number of batches is known, each worker takes exactly that
@@ -119,7 +119,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gpukeras import arguments, backup, distribute, failures, timing
+from gpukeras import arguments, backup, data_adapters, distribute, failures, timing
 from gpukeras import fit as fitting
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
@@ -489,7 +489,7 @@ def _check_callbacks(keras: object, callbacks: list[object], is_chief: bool) -> 
 
 
 def _tf_dataset(data: object, what: str) -> object:
-    if not fitting.is_tf_dataset(data):
+    if not data_adapters.is_tf_dataset(data):
         raise BadDataError(
             f"Multi-worker training takes {what} as arrays (x, y) or a tf.data dataset "
             f"(gpu_dataset()), not {type(data).__name__}."
@@ -499,7 +499,7 @@ def _tf_dataset(data: object, what: str) -> object:
 
 def _validation_dataset(validation_data: object, batch_size: int | None) -> object | None:
     """Validation data as a tf.data dataset of global batches, in order."""
-    given = fitting.validation_args(validation_data, batch_size)
+    given = data_adapters.validation_args(validation_data, batch_size)
     if not given:
         return None
     data = given["validation_data"]
@@ -578,7 +578,7 @@ def _failure(
     error: BaseException,
     position: dict[str, int],
     request: fitting.FitRequest,
-    kind: str,
+    given_dataset: bool,
     info: dict[str, object],
     heartbeat: float,
 ) -> BaseException:
@@ -603,7 +603,7 @@ def _failure(
             f"gpukeras worker {own} failed at {where} ({summary[:500]})",
         )
     if isinstance(error, Exception) and not isinstance(error, GpukerasError):
-        translated = failures.data_error(error, position, request.backup_dir, kind == "dataset")
+        translated = failures.data_error(error, position, request.backup_dir, given_dataset)
         if translated is not None:
             return translated
     return error
@@ -722,13 +722,13 @@ def fit(
         ) from error
     seed = int(rows[0, -1])
     position = {"epoch": 0, "batch": -1}
-    kind = "arrays"
+    given_dataset = False
     try:
         keras.utils.set_random_seed(seed)
-        source = fitting.training_data(data, request.batch_size, seed)
-        kind = source.kind
+        source = data_adapters.get_data_adapter(data, request.batch_size, seed)
+        given_dataset = source.given_dataset
         dataset = _tf_dataset(
-            source.dataset if source.dataset is not None else source.fit_args["x"], "data"
+            source.fit_args["x"] if source.tf_dataset is None else source.tf_dataset, "data"
         )
         validation = _validation_dataset(validation_data, request.batch_size)
         _agree(
@@ -749,7 +749,7 @@ def fit(
                 source, seed, state, info, cluster, position,
             )  # fmt: skip
     except BaseException as error:
-        failure = _failure(tf, error, position, request, kind, info, heartbeat)
+        failure = _failure(tf, error, position, request, given_dataset, info, heartbeat)
         if failure is error:
             raise
         raise failure from error
@@ -764,7 +764,7 @@ def _train(
     callbacks: list[object],
     dataset: object,
     validation: object | None,
-    source: fitting.TrainingData,
+    source: data_adapters.DataAdapter,
     seed: int,
     state: backup.BackupState | None,
     info: dict[str, object],
@@ -773,7 +773,7 @@ def _train(
 ) -> dict[str, object]:
     """``fit`` once every worker agreed and the model is the one to train."""
     with strategy.scope():  # type: ignore[attr-defined]
-        fitting.build_from_spec(model, dataset)
+        data_adapters.build_from_spec(model, dataset)
         applied = fitting.apply_settings(
             keras, model, "auto", False, request.learning_rate, request.clipnorm, request.clipvalue
         )

@@ -80,7 +80,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from gpukeras import arguments, fit, sources, timing
+from gpukeras import arguments, data_adapters, fit, sources, timing
 from gpukeras import monitor as monitoring
 from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
 from gpukeras.runtime import config
@@ -624,7 +624,7 @@ def profile(
     traces = sorted(trace_dir.iterdir()) if trace_dir is not None else []
     numbers = timer.report()  # type: ignore[attr-defined]
     share = numbers["input_wait_share"]
-    if fit.tensorflow_available():
+    if data_adapters.tensorflow_available():
         earlier = set(Path(run_dir).glob("events.out.tfevents.*"))
         write_scalars(run_dir, tracer.logs)  # type: ignore[attr-defined]
         events = sorted(set(Path(run_dir).glob("events.out.tfevents.*")) - earlier)

@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from gpukeras import arguments, failures, fit, flops
+from gpukeras import arguments, data_adapters, failures, flops
 from gpukeras.errors import BadArgumentError, BadModelError
 from gpukeras.runtime import config
 
@@ -130,9 +130,9 @@ def _layer_rows(before: object, after: object) -> list[dict[str, object]]:
 
 def _split(data: object, batch_size: int | None) -> tuple[object, object, dict[str, object]]:
     """Evaluation data as (x, y, keyword arguments), read as gpu_fit() reads validation data."""
-    given = fit.validation_args(data, batch_size)["validation_data"]
+    given = data_adapters.validation_args(data, batch_size)["validation_data"]
     if isinstance(given, tuple):
-        rows = {"batch_size": batch_size or fit.DEFAULT_BATCH_SIZE}
+        rows = {"batch_size": batch_size or data_adapters.DEFAULT_BATCH_SIZE}
         return given[0], given[1] if len(given) > 1 else None, rows
     return given, None, {}
 
@@ -146,7 +146,7 @@ def _outputs(keras: object, model: object, x: object, kwargs: dict[str, object])
 def _evaluate(model: object, x: object, y: object, kwargs: dict[str, object]) -> dict | None:
     if not getattr(model, "compiled", False):
         return None
-    if y is None and not fit.is_tf_dataset(x):
+    if y is None and not data_adapters.is_tf_dataset(x):
         return None
     scores = model.evaluate(x, y, verbose=0, return_dict=True, **kwargs)  # type: ignore[attr-defined]
     return {name: float(value) for name, value in scores.items()}
