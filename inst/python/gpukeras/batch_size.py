@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import arguments, data_adapters, devices, failures, flops
+from gpukeras import arguments, data_adapters, devices, failures, fit_request, flops
 from gpukeras import fit as fitting
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
@@ -318,7 +318,7 @@ def training_copy(keras: object, model: object, parts: tuple[object, ...]) -> ob
             "override get_compile_config() and compile_from_config()."
         )
     # The XLA choice gpu_fit() would make (gpu_setup()'s default, else Keras').
-    copy.jit_compile = fitting._resolve_jit(copy, "auto")  # type: ignore[attr-defined]
+    copy.jit_compile = fit_request.resolve_jit(copy, "auto")  # type: ignore[attr-defined]
     with refused_as_bad_data():
         copy._symbolic_build(data_batch=rows_of(parts, 1))  # type: ignore[attr-defined]
     return copy

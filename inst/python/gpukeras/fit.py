@@ -2,20 +2,8 @@
 
 ``fit`` runs Keras' own ``model.fit()`` and adds around it:
 
-- speed options on the already compiled model, keeping its loss and metrics:
-  ``model.jit_compile`` (Keras' setter, which falls back to False for models
-  XLA cannot compile) and ``model.steps_per_execution``, then
-  ``train_function = None`` so Keras rebuilds the step with them (Keras 3.15
-  builds it once per compile, in ``make_train_function``). ``jit_compile =
-  "auto"`` takes gpu_setup()'s default and otherwise Keras' own choice (XLA on
-  a GPU, and on JAX; not for TensorFlow on a CPU). ``steps_per_execution =
-  "auto"`` keeps what the model was compiled with (Keras' default is 1):
-  several batches per call only pay when steps are short, and on TensorFlow
-  the step timer's input measurement turns the graph loop into a Python loop
-  (see ``gpukeras.timing``), so the monitor's advice says when to raise it
-  rather than raising it blindly;
-- a learning rate (a number, a schedule spec, see ``gpukeras.schedules``) and
-  gradient clipping set on the optimizer (its inner one under loss scaling);
+- the speed options, learning rate and clipping, set on the already compiled
+  model (``gpukeras.fit_request``);
 - the monitor: NVML and host CPU samplers (``gpukeras.monitor``) and the step
   timer (``gpukeras.timing``), summarised by ``monitor.training_report``;
 - backups that resume exactly (``gpukeras.backup``);
@@ -41,11 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from gpukeras import arguments, backup, data_adapters, distribute, failures, flops, schedules
+from gpukeras import backup, data_adapters, distribute, failures, fit_request, flops
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BadArgumentError,
@@ -55,102 +42,6 @@ from gpukeras.runtime import config
 
 MONITOR_HZ = 10.0
 TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
-VERBOSE_VALUES = ("auto", 0, 1, 2)
-
-
-# Settings on the model ----------------------------------------------------------
-def _inner_optimizer(model: object) -> object:
-    optimizer = model.optimizer  # type: ignore[attr-defined]
-    return getattr(optimizer, "inner_optimizer", optimizer)
-
-
-def _set_learning_rate(keras: object, optimizer: object, learning_rate: object) -> None:
-    """Put a number or a schedule on the optimizer, whatever it had before."""
-    if isinstance(learning_rate, dict):
-        optimizer.learning_rate = schedules.build(learning_rate)  # type: ignore[attr-defined]
-        return
-    if not isinstance(learning_rate, float):
-        optimizer.learning_rate = learning_rate  # type: ignore[attr-defined]
-        return
-    current = optimizer._learning_rate  # type: ignore[attr-defined]
-    if isinstance(current, keras.Variable):  # type: ignore[attr-defined]
-        current.assign(learning_rate)
-        return
-    # The optimizer had a schedule: Keras' setter refuses a number then, so
-    # make the variable its constructor would have made.
-    with keras.name_scope(optimizer.name, caller=optimizer):  # type: ignore[attr-defined]
-        variable = keras.Variable(  # type: ignore[attr-defined]
-            learning_rate,
-            name="learning_rate",
-            dtype=keras.backend.floatx(),  # type: ignore[attr-defined]
-            trainable=False,
-            aggregation="only_first_replica",
-        )
-    tracker = optimizer._tracker  # type: ignore[attr-defined]
-    locked = tracker.locked
-    tracker.unlock()
-    optimizer._track_variable(variable)  # type: ignore[attr-defined]
-    if locked:
-        tracker.lock()
-    optimizer._learning_rate = variable  # type: ignore[attr-defined]
-
-
-def _resolve_jit(model: object, asked: object) -> bool:
-    choice = asked if asked != "auto" else config.setup.jit_compile
-    if getattr(model, "run_eagerly", False):
-        return False
-    if choice == "auto":
-        resolve = getattr(model, "_resolve_auto_jit_compile", None)
-        return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
-    return bool(choice)
-
-
-def apply_settings(
-    keras: object,
-    model: object,
-    steps_per_execution: object,
-    jit_compile: object,
-    learning_rate: object,
-    clipnorm: float | None,
-    clipvalue: float | None,
-) -> dict[str, object]:
-    """Apply the speed options, learning rate and clipping to a compiled model.
-
-    Keeps the compiled loss and metrics; drops the built train/test/predict
-    functions when anything they were traced with changed, so Keras rebuilds
-    them. Returns what is in force, read back from the model and optimizer.
-    """
-    before = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
-    if steps_per_execution != "auto":
-        model.steps_per_execution = int(steps_per_execution)  # type: ignore[attr-defined,call-overload]
-    model.jit_compile = _resolve_jit(model, jit_compile)  # type: ignore[attr-defined]
-    in_force = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
-    optimizer = _inner_optimizer(model)
-    if learning_rate is not None:
-        _set_learning_rate(keras, optimizer, learning_rate)
-    if clipnorm is not None:
-        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = clipnorm, None, None  # type: ignore[attr-defined]
-    if clipvalue is not None:
-        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None  # type: ignore[attr-defined]
-    changed = in_force != before
-    if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
-        model.train_function = None  # type: ignore[attr-defined]
-    if changed:
-        model.test_function = None  # type: ignore[attr-defined]
-        model.predict_function = None  # type: ignore[attr-defined]
-        compile_config = getattr(model, "_compile_config", None)
-        if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
-            compile_config.config.update(jit_compile=in_force[0], steps_per_execution=in_force[1])
-    return {
-        "jit_compile": bool(in_force[0]),
-        "steps_per_execution": int(in_force[1]),
-        "learning_rate": learning_rate
-        if isinstance(learning_rate, (dict, float))
-        else schedules.describe(optimizer._learning_rate),  # type: ignore[attr-defined]
-        "clipnorm": optimizer.clipnorm,  # type: ignore[attr-defined]
-        "clipvalue": optimizer.clipvalue,  # type: ignore[attr-defined]
-        "global_clipnorm": optimizer.global_clipnorm,  # type: ignore[attr-defined]
-    }
 
 
 # Devices ----------------------------------------------------------------------
@@ -262,69 +153,8 @@ def _history(keras_history: object, backup_history: list[dict] | None) -> dict[s
     return columns
 
 
-@dataclass
-class FitRequest:
-    """gpu_fit()'s arguments, checked and normalised (see ``fit``)."""
-
-    epochs: int
-    batch_size: int | None
-    steps_per_execution: int | str
-    jit_compile: bool | str
-    learning_rate: object
-    clipnorm: float | None
-    clipvalue: float | None
-    monitor: bool
-    backup_dir: str | None
-    backup_freq: int | str
-    callbacks: list[object]
-    seed: int | None
-    verbose: int | str
-
-
-def check_request(keras: object, model: object, **given: object) -> FitRequest:
-    """Check every argument before anything is changed; raise the classed error for the first
-    one that is wrong."""
-    arguments.check_compiled_model(keras, model)
-    a = given
-    spe = a["steps_per_execution"]
-    if spe != "auto" and (not arguments.whole(spe) or int(spe) < 1):  # type: ignore[call-overload]
-        raise BadArgumentError(
-            f'steps_per_execution must be "auto" or a whole number >= 1, not {spe!r}.'
-        )
-    jit = a["jit_compile"]
-    if jit != "auto" and not isinstance(jit, bool):
-        raise BadArgumentError(f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.')
-    clipnorm = arguments.positive("clipnorm", a["clipnorm"])
-    clipvalue = arguments.positive("clipvalue", a["clipvalue"])
-    if clipnorm is not None and clipvalue is not None:
-        raise BadArgumentError("Give clipnorm or clipvalue, not both.")
-    verbose = a["verbose"]
-    if verbose not in VERBOSE_VALUES or isinstance(verbose, bool):
-        raise BadArgumentError(f'verbose must be "auto", 0, 1 or 2, not {verbose!r}.')
-    if not isinstance(a["monitor"], bool):
-        raise BadArgumentError(f"monitor must be TRUE or FALSE, not {a['monitor']!r}.")
-    freq = a["backup_freq"]
-    return FitRequest(
-        epochs=arguments.count("epochs", a["epochs"]),
-        batch_size=None
-        if a["batch_size"] is None
-        else arguments.count("batch_size", a["batch_size"]),
-        steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
-        jit_compile=jit,  # type: ignore[arg-type]
-        learning_rate=arguments.check_learning_rate(keras, a["learning_rate"]),
-        clipnorm=clipnorm,
-        clipvalue=clipvalue,
-        monitor=a["monitor"],  # type: ignore[arg-type]
-        backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
-        backup_freq="epoch" if freq == "epoch" else arguments.count("backup_freq", freq),
-        callbacks=arguments.check_callbacks(keras, a["callbacks"]),
-        seed=None if a["seed"] is None else arguments.count("seed", a["seed"], minimum=0),
-        verbose=verbose,  # type: ignore[arg-type]
-    )
-
-
 def _backup(
-    request: FitRequest, model: object, source: data_adapters.DataAdapter, spe: int
+    request: fit_request.FitRequest, model: object, source: data_adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
     """The backup callback and the backup to resume from (checked against this run).
 
@@ -431,7 +261,7 @@ def fit(
         TensorFlow fails on the data during training.
     """
     keras = config.keras()
-    request = check_request(
+    request = fit_request.check_request(
         keras,
         model,
         epochs=epochs,
@@ -508,21 +338,13 @@ def fit(
 def _train(
     keras: object,
     model: object,
-    request: FitRequest,
+    request: fit_request.FitRequest,
     source: data_adapters.DataAdapter,
     validation: dict[str, object],
     placement: distribute.Description | None,
 ) -> dict[str, object]:
     """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
-    applied = apply_settings(
-        keras,
-        model,
-        request.steps_per_execution,
-        request.jit_compile,
-        request.learning_rate,
-        request.clipnorm,
-        request.clipvalue,
-    )
+    applied = fit_request.apply_settings(keras, model, request)
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     backend = keras.backend.backend()
     gpu_rows = gpus_in_use(keras, model)

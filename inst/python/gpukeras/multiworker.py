@@ -119,7 +119,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gpukeras import arguments, backup, data_adapters, distribute, failures, timing
+from gpukeras import arguments, backup, data_adapters, distribute, failures, fit_request, timing
 from gpukeras import fit as fitting
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
@@ -577,7 +577,7 @@ def _failure(
     tf: object,
     error: BaseException,
     position: dict[str, int],
-    request: fitting.FitRequest,
+    request: fit_request.FitRequest,
     given_dataset: bool,
     info: dict[str, object],
     heartbeat: float,
@@ -662,7 +662,7 @@ def fit(
         raise BadArgumentError(
             "strategy must be a multi-worker strategy (gpu_strategy(workers = , index = ))."
         )
-    request = fitting.check_request(
+    request = fit_request.check_request(
         keras,
         model,
         epochs=epochs,
@@ -760,7 +760,7 @@ def _train(
     tf: object,
     strategy: object,
     model: object,
-    request: fitting.FitRequest,
+    request: fit_request.FitRequest,
     callbacks: list[object],
     dataset: object,
     validation: object | None,
@@ -774,9 +774,7 @@ def _train(
     """``fit`` once every worker agreed and the model is the one to train."""
     with strategy.scope():  # type: ignore[attr-defined]
         data_adapters.build_from_spec(model, dataset)
-        applied = fitting.apply_settings(
-            keras, model, "auto", False, request.learning_rate, request.clipnorm, request.clipvalue
-        )
+        applied = fit_request.apply_settings(keras, model, request)
     applied["steps_per_execution"] = 1  # one batch per step here, whatever the model has
     run = {
         "epochs": request.epochs,
