@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import nvml
+from gpukeras import monitor, nvml
 from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
 
 
@@ -112,3 +112,43 @@ def test_host_sampler_without_proc_stat_says_why(tmp_path: Path) -> None:
         pass
     assert sampler.samples == []
     assert "cannot be read" in sampler.reason
+
+
+# Advice for a gpu_dataset() pipeline ----------------------------------------------
+@pytest.mark.parametrize(
+    ("made", "advised", "not_advised"),
+    [
+        (
+            {"source": "arrays", "cache": True, "user_map": False},
+            "already gathers batches in parallel and prefetches",
+            "Cache",
+        ),
+        (
+            {"source": "images", "cache": False, "user_map": False},
+            "gpu_dataset(cache = TRUE)",
+            "map",
+        ),
+        (
+            {"source": "arrays", "cache": True, "user_map": True},
+            "Make the map function cheaper",
+            "Cache",
+        ),
+    ],
+)
+def test_a_gpu_dataset_is_advised_on_its_own_options(
+    made: dict[str, object], advised: str, not_advised: str
+) -> None:
+    """gpu_dataset() already follows tf.data's recommended order: its advice is about
+    what it was made from, never the steps a tfdatasets pipeline may lack."""
+    context = monitor.TrainingContext(
+        backend="tensorflow",
+        pipeline_steps=["Prefetch", "FlatMap", "ParallelMap", "Map", "Random"],
+        gpu_dataset=made,
+    )
+    items = monitor.advice(
+        {"input_wait_share": 0.3, "input_verdict": "highly input-bound"}, context
+    )
+    text = " ".join(items)
+    assert advised in text
+    assert not_advised not in text.split("waits for input", 1)[1].split("No GPU")[0]
+    assert "dataset_prefetch()" not in text

@@ -310,3 +310,18 @@ def test_a_streamed_csv_split_by_position_is_disjoint_and_complete(tmp_path: Pat
 def test_unknown_source_kind() -> None:
     with pytest.raises(errors.BadArgumentError, match="Unknown file source 'parquet'"):
         pipeline.from_source("parquet", {})
+
+
+def test_the_datasets_gpu_dataset_made_are_known_by_what_they_were_made_from() -> None:
+    tf = pipeline.tensorflow()
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    built = pipeline.from_arrays(
+        x, np.arange(20), batch_size=4, validation_split=0.25, seed=1, cache=False
+    )
+    for dataset in (built["dataset"], built["validation"]):
+        assert pipeline.made_here(dataset) == pipeline.Made(
+            source="arrays", cache=False, user_map=False
+        )
+    assert pipeline.made_here(tf.data.Dataset.range(3).batch(2)) is None  # made elsewhere
+    assert pipeline.made_here(built["dataset"].repeat()) is None
+    assert pipeline.made_here("not a dataset") is None

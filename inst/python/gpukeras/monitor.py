@@ -273,6 +273,9 @@ class TrainingContext:
         pipeline_steps: the tf.data transformations of the training dataset,
             outermost first ('Prefetch', 'ParallelMap', 'Cache', ...); None
             when not known (data that is not a tf.data dataset).
+        gpu_dataset: for a dataset gpu_dataset() made, its source ('arrays' or
+            a kind of files), whether it caches and whether it runs a user map;
+            None for other data.
     """
 
     backend: str
@@ -285,6 +288,7 @@ class TrainingContext:
     batch_size: int | None = None
     nvml_reason: str | None = None
     pipeline_steps: list[str] | None = None
+    gpu_dataset: dict[str, object] | None = None
 
 
 def _within(samples: list, window: tuple[float, float] | None) -> list:
@@ -402,12 +406,41 @@ def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
+def _gpu_dataset_advice(made: dict[str, object]) -> list[str]:
+    """What to change in a gpu_dataset() pipeline that keeps training waiting.
+
+    It already gathers batches in parallel and prefetches, so what is left is
+    the source's own work: decoding files not cached, or the user's map.
+    """
+    items = []
+    if made.get("source") != "arrays" and made.get("cache") is False:
+        items.append(
+            "Cache the decoded files: gpu_dataset(cache = TRUE), or a cache file for data "
+            "larger than memory, so later epochs skip reading and decoding them."
+        )
+    if made.get("user_map"):
+        items.append(
+            "Make the map function cheaper: it runs for every batch of every epoch; move "
+            "augmentation into the model (it then runs on the GPU) or precompute what does "
+            "not change between epochs."
+        )
+    if not items:
+        items.append(
+            "gpu_dataset() already gathers batches in parallel and prefetches: the host is "
+            "too slow or too busy to feed the model. Give it more cores, or fewer other jobs."
+        )
+    return items
+
+
 def _pipeline_advice(context: TrainingContext) -> list[str]:
     """What to change in an input pipeline that keeps training waiting.
 
-    Only the steps the dataset lacks are advised (all of them when its steps
-    are not known), each in gpu_dataset()'s and tfdatasets' words.
+    For a gpu_dataset(), its own options (``_gpu_dataset_advice``); for other
+    datasets, only the steps they lack (all of them when their steps are not
+    known), each in gpu_dataset()'s and tfdatasets' words.
     """
+    if context.gpu_dataset is not None:
+        return _gpu_dataset_advice(context.gpu_dataset)
     steps = context.pipeline_steps
     has = set(steps or [])
     items = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -70,6 +71,34 @@ class PipelineOptions:
     prefetch: str | int = "auto"
     to_device: str = "auto"
     training: bool = True
+
+
+@dataclass(frozen=True)
+class Made:
+    """What gpu_dataset() made a dataset from: the facts its training advice rests on.
+
+    Attributes:
+        source: 'arrays' (in memory) or the kind of files ('csv', 'images', 'tfrecord').
+        cache: the dataset's ``cache`` option (True, False or a file).
+        user_map: whether the user gave a ``map`` function.
+    """
+
+    source: str
+    cache: bool | str
+    user_map: bool
+
+
+# The datasets gpu_dataset() made, while they live (a dataset tf.data gives R
+# is the same Python object when it comes back to gpu_fit()).
+_MADE: weakref.WeakKeyDictionary[object, Made] = weakref.WeakKeyDictionary()
+
+
+def made_here(dataset: object) -> Made | None:
+    """How gpu_dataset() made ``dataset``; None for a dataset made elsewhere (tfdatasets)."""
+    try:
+        return _MADE.get(dataset)
+    except TypeError:  # not a dataset gpu_dataset() could have made
+        return None
 
 
 # How a source starts a pipeline: the dataset, the steps it did when it comes
@@ -546,6 +575,10 @@ def _pipelines(
             training=False,
         )
         validation, validation_steps = pipeline(validation, plain, info.get("validation_rows"))
+    made = Made(str(info.get("source")), opts.cache, opts.map is not None)
+    for built in (dataset, validation):
+        if built is not None:
+            _MADE[built] = made
     info = {**info, "to_device": opts.to_device}
     return {
         "dataset": dataset,
