@@ -66,8 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import arguments, data_adapters, devices, failures, fit_request, flops
-from gpukeras import fit as fitting
+from gpukeras import arguments, data_adapters, devices, failures, fit_request, flops, training_run
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
 from gpukeras.runtime import config
@@ -528,7 +527,7 @@ def search(
         min_batch, max_batch, steps, warmup, tolerance, memory_budget_mib
     )
     parts = sample_batch(data)
-    gpus = fitting.gpus_in_use(keras, model)
+    gpus = training_run.gpus_in_use(keras, model)
     on_gpu = bool(gpus)
     device = str(gpus[0]["device"]) if on_gpu else "CPU:0"
     device_name = str(gpus[0]["name"]) if on_gpu else devices.cpu_name()

@@ -32,38 +32,12 @@ import time
 
 import numpy as np
 
-from gpukeras import backup, data_adapters, distribute, failures, fit_request, flops
-from gpukeras import monitor as monitoring
+from gpukeras import backup, data_adapters, distribute, failures, fit_request, training_run
 from gpukeras.errors import (
     BadArgumentError,
     GpukerasError,
 )
 from gpukeras.runtime import config
-
-MONITOR_HZ = 10.0
-TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
-
-
-# Devices ----------------------------------------------------------------------
-def _distributed(keras: object, model: object) -> bool:
-    """Whether training spreads over several devices (a tf.distribute strategy or a
-    Keras distribution on JAX)."""
-    if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
-        return keras.distribution.distribution() is not None  # type: ignore[attr-defined]
-    strategy = getattr(model, "_distribute_strategy", None)
-    return strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
-
-
-def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
-    """Device rows (``devices.list_devices``) of the GPUs this training runs on.
-
-    Without a distribution Keras computes on the first visible GPU; with one,
-    on all visible GPUs.
-    """
-    from gpukeras import devices
-
-    rows = [row for row in devices.list_devices() if row["type"] == "GPU"]
-    return rows if _distributed(keras, model) else rows[:1]
 
 
 # Callbacks made here ------------------------------------------------------------
@@ -135,24 +109,6 @@ def _jax_value_keeper(keras: object, model: object) -> object:
 
 
 # The run ------------------------------------------------------------------------
-def _history(keras_history: object, backup_history: list[dict] | None) -> dict[str, list]:
-    """Epoch logs as columns, ``epoch`` 1-based; from the backup when resuming (all epochs)."""
-    if backup_history is not None:
-        rows = backup_history
-    else:
-        logs = keras_history.history if keras_history is not None else {}  # type: ignore[attr-defined]
-        epochs = keras_history.epoch if keras_history is not None else []  # type: ignore[attr-defined]
-        rows = [
-            {"epoch": epoch + 1, **{name: values[i] for name, values in logs.items()}}
-            for i, epoch in enumerate(epochs)
-        ]
-    names = [name for row in rows for name in row if name != "epoch"]
-    columns: dict[str, list] = {"epoch": [int(row["epoch"]) for row in rows]}
-    for name in dict.fromkeys(names):
-        columns[name] = [None if row.get(name) is None else float(row[name]) for row in rows]
-    return columns
-
-
 def _backup(
     request: fit_request.FitRequest, model: object, source: data_adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
@@ -176,25 +132,6 @@ def _backup(
         backup.check_matches(state, run, request.backup_dir)
         source.skip_epochs(state.epoch)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
-
-
-def _device(gpu_rows: list[dict[str, object]]) -> object:
-    if len(gpu_rows) > 1:
-        return [row["device"] for row in gpu_rows]
-    return gpu_rows[0]["device"] if gpu_rows else "CPU:0"
-
-
-def _counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
-    """The model's FLOPs per sample and, on a GPU in the table, its peak for the compute dtype."""
-    counted = flops.model_flops(model)
-    if counted["per_sample"] is not None and gpu_rows:
-        first = gpu_rows[0]
-        counted["peak"] = flops.peak(
-            str(first.get("name")),
-            model.dtype_policy.compute_dtype,  # type: ignore[attr-defined]
-            first.get("compute_capability"),  # type: ignore[arg-type]
-        )
-    return counted
 
 
 def fit(
@@ -228,7 +165,7 @@ def fit(
         batch_size: rows per batch for arrays (default 32); must be None for
             a dataset, which is batched already.
         steps_per_execution: batches per call of the compiled step; "auto"
-            keeps the model's (see the module's notes).
+            keeps the model's (see ``gpukeras.fit_request``).
         jit_compile: XLA: True, False or "auto".
         learning_rate: None (the optimizer's own), a positive number, a
             schedule spec (``gpukeras.schedules``) or a Keras schedule.
@@ -347,21 +284,19 @@ def _train(
     applied = fit_request.apply_settings(keras, model, request)
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     backend = keras.backend.backend()
-    gpu_rows = gpus_in_use(keras, model)
+    gpu_rows = training_run.gpus_in_use(keras, model)
 
     position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
     saver, state = _backup(request, model, source, spe)
     watcher = None
     if request.monitor:
-        watcher = monitoring.TrainingMonitor(
-            [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],  # type: ignore[call-overload]
+        watcher = training_run.make_monitor(
+            gpu_rows,
             batch_size=source.batch_size,
-            # Batches a resumed epoch lets go by are not steps worth timing.
-            skip=TIMER_SKIP + (state.batches_done // spe if state is not None else 0),
             # On TensorFlow, handing Keras fetched batches turns its graph loop
             # over several batches into a Python loop (see gpukeras.timing).
             measure_input=not (backend == "tensorflow" and spe > 1),
-            hz=MONITOR_HZ,
+            resumed_steps=state.batches_done // spe if state is not None else 0,
         )
     # The backup callback first: it wraps train_function before the step timer does.
     keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
@@ -413,7 +348,7 @@ def _train(
         else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
         "seed": request.seed,
         "backend": backend,
-        "device": _device(gpu_rows),
+        "device": training_run.device_setting(gpu_rows),
         "strategy": None
         if placement is None
         else distribute.strategy_settings(placement, source.batch_size),
@@ -426,25 +361,11 @@ def _train(
     if watcher is not None:
         if settings["batch_size"] is None:
             settings["batch_size"] = watcher.observed_batch_size()
-        first = gpu_rows[0] if gpu_rows else {}
-        context = monitoring.TrainingContext(
-            backend=backend,
-            gpus=[str(r["name"]) for r in gpu_rows],
-            compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
-            memory_total_mib=first.get("memory_total_mib"),  # type: ignore[arg-type]
-            dtype_policy=settings["dtype_policy"],  # type: ignore[arg-type]
-            jit_compile=bool(applied["jit_compile"]),
-            steps_per_execution=spe,
-            batch_size=settings["batch_size"],  # type: ignore[arg-type]
-            nvml_reason=watcher.gpu.reason,
-            pipeline_steps=source.pipeline_steps(),
+        report = training_run.monitor_report(
+            watcher, model, gpu_rows, settings, source.pipeline_steps()
         )
-        report = watcher.report(context, _counted_flops(model, gpu_rows))
-    return {
-        "history": _history(history, saver.history if saver is not None else None),  # type: ignore[attr-defined]
-        "monitor": report,
-        "timeline": watcher.timeline(started)
-        if watcher is not None
-        else monitoring.timeline(started, [], []),
-        "settings": settings,
-    }
+    history_columns = training_run.history_columns(
+        history,
+        saver.history if saver is not None else None,  # type: ignore[attr-defined]
+    )
+    return training_run.result(history_columns, report, watcher, started, settings)

@@ -119,8 +119,16 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from gpukeras import arguments, backup, data_adapters, distribute, failures, fit_request, timing
-from gpukeras import fit as fitting
+from gpukeras import (
+    arguments,
+    backup,
+    data_adapters,
+    distribute,
+    failures,
+    fit_request,
+    timing,
+    training_run,
+)
 from gpukeras import monitor as monitoring
 from gpukeras.errors import (
     BackupMismatchError,
@@ -791,16 +799,10 @@ def _train(
             backup.check_matches(state, run, request.backup_dir)
         saver = backup.backup_callback(request.backup_dir, "epoch", run, state)
         saver.set_model(model)  # type: ignore[attr-defined]
-    gpu_rows = fitting.gpus_in_use(keras, model)
+    gpu_rows = training_run.gpus_in_use(keras, model)
     watcher = None
     if request.monitor:
-        watcher = monitoring.TrainingMonitor(
-            [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],  # type: ignore[call-overload]
-            batch_size=None,
-            skip=fitting.TIMER_SKIP,
-            measure_input=True,
-            hz=fitting.MONITOR_HZ,
-        )
+        watcher = training_run.make_monitor(gpu_rows, batch_size=None, measure_input=True)
         record = watcher.timer.record  # type: ignore[attr-defined]
         record.backend = "tensorflow"
         record.method = "next(iterator) timed before each distributed step" + (
@@ -913,7 +915,7 @@ def _train(
         "resumed_from": None if state is None else {"epoch": state.epoch + 1, "batches_done": 0},
         "seed": seed,
         "backend": "tensorflow",
-        "device": fitting._device(gpu_rows),
+        "device": training_run.device_setting(gpu_rows),
         "strategy": distribute.strategy_settings(distribute.describe(strategy), source.batch_size),
         "auto_shard_policy": "DATA",
         "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
@@ -921,17 +923,11 @@ def _train(
         "monitor": request.monitor,
         "seconds": seconds,
     }
-    return {
-        "history": fitting._history(None, history),
-        # every worker has the monitor or none (agreed), so all make _report's exchange
-        "monitor": _report(watcher, model, gpu_rows, settings, cluster)
-        if watcher is not None
-        else None,
-        "timeline": watcher.timeline(started)
-        if watcher is not None
-        else monitoring.timeline(started, [], []),
-        "settings": settings,
-    }
+    # every worker has the monitor or none (agreed), so all make _report's exchange
+    report = _report(watcher, model, gpu_rows, settings, cluster) if watcher is not None else None
+    return training_run.result(
+        training_run.history_columns(None, history), report, watcher, started, settings
+    )
 
 
 def _length(dataset: object) -> int | None:
@@ -986,19 +982,7 @@ def _report(
     cluster: _Cluster,
 ) -> dict[str, object]:
     """This worker's monitor report, with every worker's step numbers under ``workers``."""
-    first = gpu_rows[0] if gpu_rows else {}
-    context = monitoring.TrainingContext(
-        backend="tensorflow",
-        gpus=[str(r["name"]) for r in gpu_rows],
-        compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
-        memory_total_mib=first.get("memory_total_mib"),  # type: ignore[arg-type]
-        dtype_policy=str(settings["dtype_policy"]),
-        jit_compile=False,
-        steps_per_execution=1,
-        batch_size=settings["batch_size"],  # type: ignore[arg-type]
-        nvml_reason=watcher.gpu.reason,
-    )
-    report = watcher.report(context, fitting._counted_flops(model, gpu_rows))
+    report = training_run.monitor_report(watcher, model, gpu_rows, settings)
     report["advice"] = _advice(report["advice"])  # type: ignore[arg-type]
     names = ("step_time_mean_ms", "input_wait_share", "samples_per_second", "steps_timed")
     mine = [math.nan if report.get(n) is None else float(report[n]) for n in names]  # type: ignore[arg-type]

@@ -1,0 +1,145 @@
+"""What both training loops share about a run: its GPUs, its monitor, and the value returned.
+
+gpu_fit() trains with Keras' own ``model.fit()`` (``gpukeras.fit``), or under
+multi-worker training with a loop of its own (``gpukeras.multiworker``). Both
+measure the run with the same monitor and return the same value (history
+columns, monitor report, timeline, settings), so these pieces are made here,
+once: which GPUs the run uses, the monitor's setup and its report, and the
+parts of the value that do not depend on the loop.
+"""
+
+from __future__ import annotations
+
+from gpukeras import devices, flops
+from gpukeras import monitor as monitoring
+
+MONITOR_HZ = 10.0
+TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
+
+
+# The GPUs -----------------------------------------------------------------------
+def _distributed(keras: object, model: object) -> bool:
+    """Whether training spreads over several devices (a tf.distribute strategy or a
+    Keras distribution on JAX)."""
+    if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
+        return keras.distribution.distribution() is not None  # type: ignore[attr-defined]
+    strategy = getattr(model, "_distribute_strategy", None)
+    return strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
+
+
+def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
+    """Device rows (``devices.list_devices``) of the GPUs this training runs on.
+
+    Without a distribution Keras computes on the first visible GPU; with one,
+    on all visible GPUs.
+    """
+    rows = [row for row in devices.list_devices() if row["type"] == "GPU"]
+    return rows if _distributed(keras, model) else rows[:1]
+
+
+def device_setting(gpu_rows: list[dict[str, object]]) -> object:
+    """The ``device`` of gpu_fit()'s settings: 'GPU:0', a list of GPUs, or 'CPU:0'."""
+    if len(gpu_rows) > 1:
+        return [row["device"] for row in gpu_rows]
+    return gpu_rows[0]["device"] if gpu_rows else "CPU:0"
+
+
+# The monitor ----------------------------------------------------------------------
+def make_monitor(
+    gpu_rows: list[dict[str, object]],
+    batch_size: int | None,
+    measure_input: bool,
+    resumed_steps: int = 0,
+) -> monitoring.TrainingMonitor:
+    """The monitor of a run on ``gpu_rows``'s GPUs.
+
+    Args:
+        gpu_rows: ``gpus_in_use``'s rows.
+        batch_size: rows per batch, where known.
+        measure_input: time the wait for input (see ``gpukeras.timing``).
+        resumed_steps: steps a resumed epoch lets go by, which are not worth timing.
+    """
+    return monitoring.TrainingMonitor(
+        [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],  # type: ignore[call-overload]
+        batch_size=batch_size,
+        skip=TIMER_SKIP + resumed_steps,
+        measure_input=measure_input,
+        hz=MONITOR_HZ,
+    )
+
+
+def counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
+    """The model's FLOPs per sample and, on a GPU in the table, its peak for the compute dtype."""
+    counted = flops.model_flops(model)
+    if counted["per_sample"] is not None and gpu_rows:
+        first = gpu_rows[0]
+        counted["peak"] = flops.peak(
+            str(first.get("name")),
+            model.dtype_policy.compute_dtype,  # type: ignore[attr-defined]
+            first.get("compute_capability"),  # type: ignore[arg-type]
+        )
+    return counted
+
+
+def monitor_report(
+    watcher: monitoring.TrainingMonitor,
+    model: object,
+    gpu_rows: list[dict[str, object]],
+    settings: dict[str, object],
+    pipeline_steps: list[str] | None = None,
+) -> dict[str, object]:
+    """The monitor's report (``monitor.training_report``) on a run with these ``settings``."""
+    first = gpu_rows[0] if gpu_rows else {}
+    context = monitoring.TrainingContext(
+        backend=str(settings["backend"]),
+        gpus=[str(r["name"]) for r in gpu_rows],
+        compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
+        memory_total_mib=first.get("memory_total_mib"),  # type: ignore[arg-type]
+        dtype_policy=str(settings["dtype_policy"]),
+        jit_compile=bool(settings["jit_compile"]),
+        steps_per_execution=int(settings["steps_per_execution"]),  # type: ignore[call-overload]
+        batch_size=settings["batch_size"],  # type: ignore[arg-type]
+        nvml_reason=watcher.gpu.reason,
+        pipeline_steps=pipeline_steps,
+    )
+    return watcher.report(context, counted_flops(model, gpu_rows))
+
+
+# The value returned ---------------------------------------------------------------
+def history_columns(
+    keras_history: object, backup_history: list[dict] | None = None
+) -> dict[str, list]:
+    """Epoch logs as columns, ``epoch`` 1-based; from the backup when resuming (all epochs)."""
+    if backup_history is not None:
+        rows = backup_history
+    else:
+        logs = keras_history.history if keras_history is not None else {}  # type: ignore[attr-defined]
+        epochs = keras_history.epoch if keras_history is not None else []  # type: ignore[attr-defined]
+        rows = [
+            {"epoch": epoch + 1, **{name: values[i] for name, values in logs.items()}}
+            for i, epoch in enumerate(epochs)
+        ]
+    names = [name for row in rows for name in row if name != "epoch"]
+    columns: dict[str, list] = {"epoch": [int(row["epoch"]) for row in rows]}
+    for name in dict.fromkeys(names):
+        columns[name] = [None if row.get(name) is None else float(row[name]) for row in rows]
+    return columns
+
+
+def result(
+    history: dict[str, list],
+    report: dict[str, object] | None,
+    watcher: monitoring.TrainingMonitor | None,
+    started: float,
+    settings: dict[str, object],
+) -> dict[str, object]:
+    """gpu_fit()'s value: ``history``, ``monitor``, ``timeline`` (empty without the monitor),
+    ``settings``."""
+    return {
+        "history": history,
+        "monitor": report,
+        "timeline": watcher.timeline(started)
+        if watcher is not None
+        else monitoring.timeline(started, [], []),
+        "settings": settings,
+    }
