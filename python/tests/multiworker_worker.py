@@ -95,9 +95,9 @@ def checks(strategy: object, model: object, x: np.ndarray, y: np.ndarray, out: P
     )  # fmt: skip
     calls = {
         "trains": ("multiworker.fit", train),
-        "same cluster": ("multiworker.make_strategy", {"workers": strategy_workers(strategy),
+        "same cluster": ("cluster.make_strategy", {"workers": strategy_workers(strategy),
                                                        "index": 0}),
-        "other cluster": ("multiworker.make_strategy", {"workers": ["127.0.0.1:1"], "index": 0}),
+        "other cluster": ("cluster.make_strategy", {"workers": ["127.0.0.1:1"], "index": 0}),
         "not multi-worker": ("multiworker.fit", {**train, "strategy": object()}),
         "backup callback": (
             "multiworker.fit",
@@ -124,20 +124,20 @@ def unknown_length(x: np.ndarray, y: np.ndarray) -> object:
 
 
 def strategy_workers(strategy: object) -> list[str]:
-    from gpukeras import multiworker
+    from gpukeras import cluster
 
-    return multiworker.describe(strategy)["workers"]  # type: ignore[return-value]
+    return cluster.describe(strategy)["workers"]  # type: ignore[return-value]
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     out = Path(spec["out"])
     index = spec["index"]
-    from gpukeras import bridge, multiworker
+    from gpukeras import bridge, cluster
     from gpukeras.runtime import config
 
     joined = bridge.call(
-        "multiworker.make_strategy",
+        "cluster.make_strategy",
         {
             "workers": spec["workers"],
             "index": index,
@@ -148,7 +148,7 @@ def main() -> None:
     result: dict[str, object] = {"joined": {k: v for k, v in joined.items() if k != "value"}}
     if joined["ok"]:
         strategy = joined["value"]
-        result["describe"] = multiworker.describe(strategy)
+        result["describe"] = cluster.describe(strategy)
         keras = config.keras()
         x, y = digits()
         if spec.get("outside"):

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, in_process_backend, requires, run_core
-from gpukeras import bridge, multiworker
+from gpukeras import bridge, cluster
 from gpukeras.errors import StrategyError
 
 WORKER = Path(__file__).with_name("multiworker_worker.py")
@@ -110,12 +110,12 @@ def needs_tensorflow() -> None:
 
 # Argument checks (no cluster) ----------------------------------------------------------
 def test_tf_config_names_every_worker_and_this_one() -> None:
-    assert multiworker.tf_config(["10.0.0.1:2222", "node-b.local:2222"], 1.0) == {  # type: ignore[arg-type]
+    assert cluster.tf_config(["10.0.0.1:2222", "node-b.local:2222"], 1.0) == {  # type: ignore[arg-type]
         "cluster": {"worker": ["10.0.0.1:2222", "node-b.local:2222"]},
         "task": {"type": "worker", "index": 1},
     }
     # An R character vector of length one arrives as a string.
-    assert multiworker.tf_config("[::1]:2222", 0)["cluster"]["worker"] == ["[::1]:2222"]  # type: ignore[arg-type,index]
+    assert cluster.tf_config("[::1]:2222", 0)["cluster"]["worker"] == ["[::1]:2222"]  # type: ignore[arg-type,index]
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_tf_config_names_every_worker_and_this_one() -> None:
     ],
 )
 def test_tf_config_refuses_bad_workers_and_index(workers: object, index: object, says: str) -> None:
-    answer = bridge.call("multiworker.tf_config", {"workers": workers, "index": index})
+    answer = bridge.call("cluster.tf_config", {"workers": workers, "index": index})
     assert not answer["ok"]
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert says in answer["message"]
@@ -162,7 +162,7 @@ def test_an_existing_tf_config_is_checked(
     else:
         monkeypatch.setenv("TF_CONFIG", tf_config)
     with pytest.raises(StrategyError, match=says):
-        multiworker._read_tf_config()
+        cluster._read_tf_config()
 
 
 def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,10 +171,10 @@ def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPa
         '{"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]}, '
         '"task": {"type": "worker", "index": 1}}',
     )
-    cluster = multiworker._read_tf_config()
-    assert multiworker._addresses(cluster) == ["c:1", "w:1", "w:2"]
-    assert multiworker._leader(cluster) == "c:1"
-    assert multiworker._own_address(cluster) == "w:2"
+    read = cluster._read_tf_config()
+    assert cluster._addresses(read) == ["c:1", "w:1", "w:2"]
+    assert cluster._leader(read) == "c:1"
+    assert cluster._own_address(read) == "w:2"
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPa
 )
 def test_make_strategy_checks_its_arguments_first(kwargs: dict, says: str) -> None:
     in_process_backend("tensorflow")  # elsewhere the backend is refused first
-    answer = bridge.call("multiworker.make_strategy", kwargs)
+    answer = bridge.call("cluster.make_strategy", kwargs)
     assert answer["r_class"] == "gpukeras_error_bad_argument", answer
     assert says in answer["message"]
 
@@ -195,7 +195,7 @@ def test_make_strategy_checks_its_arguments_first(kwargs: dict, says: str) -> No
 def test_multi_worker_needs_tensorflow() -> None:
     requires("jax")
     run = run_core(
-        "multiworker.make_strategy",
+        "cluster.make_strategy",
         {"workers": ["127.0.0.1:1", "127.0.0.1:2"], "index": 0},
         env={"KERAS_BACKEND": "jax"},
     )
@@ -207,7 +207,7 @@ def test_multi_worker_needs_tensorflow() -> None:
 def test_made_after_tensorflow_started_says_restart() -> None:
     needs_tensorflow()
     run = run_core(
-        "multiworker.make_strategy",
+        "cluster.make_strategy",
         {"workers": [f"127.0.0.1:{port}" for port in free_ports(2)], "index": 0},
         env={"KERAS_BACKEND": "tensorflow"},
         setup="import tensorflow as tf; tf.constant(1.0) + 1",

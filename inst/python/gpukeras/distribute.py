@@ -6,9 +6,9 @@ one:
 - TensorFlow: ``tf.distribute.OneDeviceStrategy``, ``MirroredStrategy``
   (one replica per device, gradients all-reduced every step; logical CPU
   devices from gpu_setup(cpu_devices = ) work as devices, which is how it is
-  tested without GPUs) and ``MultiWorkerMirroredStrategy`` (see
-  ``gpukeras.multiworker``: Keras 3's ``fit()`` cannot train under it, so it
-  has its own distributed step).
+  tested without GPUs) and ``MultiWorkerMirroredStrategy`` (joined in
+  ``gpukeras.cluster``; Keras 3's ``fit()`` cannot train under it, so
+  ``gpukeras.multiworker`` has its own distributed step).
 - JAX: ``keras.distribution.DataParallel`` over the devices (variables
   replicated, each batch split along its first axis).
 
@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpukeras import scope, tensors
+from gpukeras import cluster, scope, tensors
 from gpukeras.errors import BadArgumentError, BadModelError, UnknownDeviceError
 from gpukeras.runtime import config
 
@@ -152,9 +152,7 @@ def make(
                 f"Multi-worker training needs the TensorFlow backend; this is {backend}. "
                 'On JAX, train on several GPUs of one machine with type = "mirrored".'
             )
-        from gpukeras import multiworker
-
-        strategy = multiworker.make_strategy(workers=workers, index=index)
+        strategy = cluster.make_strategy(workers=workers, index=index)
         return {"strategy": strategy, "description": describe(strategy)}
     names = _check_devices(devices) or _default_devices(kind)
     if kind == "one_device" and len(names) != 1:
@@ -198,12 +196,10 @@ def describe(strategy: object) -> Description:
     kind = kind_of(strategy)
     name = type(strategy).__name__
     if kind == "multi_worker":
-        from gpukeras import multiworker
-
         # TensorFlow's class is CollectiveAllReduceStrategy; users know it by its public name.
         return Description(
             type="multi_worker", backend="tensorflow", engine="MultiWorkerMirroredStrategy",
-            **multiworker.describe(strategy),
+            **cluster.describe(strategy),
         )  # fmt: skip
     if kind == "jax":
         names = [tensors.normalize_device(str(d)) for d in strategy.device_mesh.devices.flat]  # type: ignore[attr-defined]

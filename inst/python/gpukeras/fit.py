@@ -32,7 +32,15 @@ import time
 
 import numpy as np
 
-from gpukeras import backup, data_adapters, distribute, failures, fit_request, training_run
+from gpukeras import (
+    backup,
+    data_adapters,
+    distribute,
+    failures,
+    fit_request,
+    multiworker,
+    training_run,
+)
 from gpukeras.errors import (
     BadArgumentError,
     GpukerasError,
@@ -216,8 +224,6 @@ def fit(
         verbose=verbose,
     )
     if strategy is not None and distribute.kind_of(strategy) == "multi_worker":
-        from gpukeras import multiworker
-
         # Its own distributed step runs one batch per call, without XLA, and backs
         # up at epoch ends: asking for more must not be silently ignored.
         unsupported = [
