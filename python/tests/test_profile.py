@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras import bridge, data_adapters, profile, sources
+from gpukeras import bridge, data_adapters, profile, profile_logs, sources
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -229,7 +229,7 @@ def test_model_and_data_errors_are_classed_and_come_before_the_logdir(tmp_path: 
 def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -> None:
     """The parser on planes as both readers return them: nested and overlapping events
     count once, time outside the steps not at all."""
-    step = profile.STEP_NAME
+    step = profile_logs.STEP_NAME
     planes = [
         {
             "name": "/host:CPU",
@@ -253,7 +253,7 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
             ],
         },
     ]
-    summary = profile.summarize_trace(planes)
+    summary = profile_logs.summarize_trace(planes)
     assert summary["steps"] == [2, 3]
     assert summary["step_time_mean_ms"] == pytest.approx(2.0)
     assert summary["span_ms"] == pytest.approx(4.0)
@@ -264,8 +264,8 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
     assert device["busy_share"] == pytest.approx((2.5 - 0.0001) / 4.0)
     assert summary["input_ms"] == pytest.approx(0.1 + 0.05 + 0.001)
     assert summary["input_share"] == pytest.approx(0.151 / 4.0)
-    assert profile.summarize_trace(planes[1:])["steps"] == []
-    assert profile.summarize_trace(planes[1:])["input_share"] is None
+    assert profile_logs.summarize_trace(planes[1:])["steps"] == []
+    assert profile_logs.summarize_trace(planes[1:])["input_share"] is None
 
 
 @pytest.mark.skipif(not data_adapters.tensorflow_available(), reason="tf.data needs TensorFlow")
@@ -308,13 +308,13 @@ def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_u
 
 def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: Path) -> None:
     backend = config.keras().backend.backend()
-    suffix, _ = profile.TRACE_READERS[backend]
+    suffix, _ = profile_logs.TRACE_READERS[backend]
     broken = tmp_path / f"host{suffix}"
     broken.write_bytes(b"not a trace")
-    result = profile.read_trace([broken], backend)
+    result = profile_logs.read_trace([broken], backend)
     assert result["parsed"] is False
     assert result["note"].startswith("the trace was written but not parsed here")
-    assert profile.read_trace([], backend)["note"] == f"the profiler wrote no {suffix} file"
+    assert profile_logs.read_trace([], backend)["note"] == f"the profiler wrote no {suffix} file"
 
 
 # JAX --------------------------------------------------------------------------------
