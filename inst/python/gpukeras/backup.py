@@ -29,7 +29,7 @@ generators); (d) deletes the whole backup folder, whatever else is in it.
   when training completes.
 
 Exact resumption also needs the data order to depend only on the seed and
-the epoch; ``gpukeras.fit`` arranges that (see its notes).
+the epoch; ``gpukeras.data_adapters`` arranges that (see its notes).
 """
 
 from __future__ import annotations
