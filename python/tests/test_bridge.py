@@ -26,6 +26,7 @@ def test_plain_turns_dataclasses_into_nested_dicts() -> None:
                 "memory_used_mib": 1.0,
                 "memory_free_mib": 81558.0,
                 "utilization_gpu": None,
+                "error": None,
             }
         ],
     }
