@@ -51,6 +51,7 @@ that has imported it, and arrays need it only where it is installed.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -140,6 +141,11 @@ class DataAdapter:
     def pipeline_steps(self) -> list[str] | None:
         """The transformations of the epoch-counting dataset, for the monitor's advice."""
         return compat.dataset_steps(self.dataset) if self.dataset is not None else None
+
+    def gpu_dataset(self) -> dict[str, object] | None:
+        """What gpu_dataset() made the dataset from (``pipeline.made_here``), for the advice."""
+        made = pipeline.made_here(self.dataset) if self.dataset is not None else None
+        return dataclasses.asdict(made) if made is not None else None
 
 
 class TFDatasetAdapter(DataAdapter):

@@ -368,7 +368,7 @@ def _train(
         if settings["batch_size"] is None:
             settings["batch_size"] = watcher.observed_batch_size()
         report = training_run.monitor_report(
-            watcher, model, gpu_rows, settings, source.pipeline_steps()
+            watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
         )
     history_columns = training_run.history_columns(
         history,

@@ -87,6 +87,7 @@ def monitor_report(
     gpu_rows: list[dict[str, object]],
     settings: dict[str, object],
     pipeline_steps: list[str] | None = None,
+    gpu_dataset: dict[str, object] | None = None,
 ) -> dict[str, object]:
     """The monitor's report (``monitor.training_report``) on a run with these ``settings``."""
     first = gpu_rows[0] if gpu_rows else {}
@@ -101,6 +102,7 @@ def monitor_report(
         batch_size=settings["batch_size"],  # type: ignore[arg-type]
         nvml_reason=watcher.gpu.reason,
         pipeline_steps=pipeline_steps,
+        gpu_dataset=gpu_dataset,
     )
     return watcher.report(context, counted_flops(model, gpu_rows))
 
