@@ -19,15 +19,10 @@
 # Usage (from the repository root): Rscript bench/copies.R
 # Writes bench/results/copies.json.
 source("bench/load.R")
+source("bench/common.R")
 
 rows <- 2621440L
 
-# The commit measured, and uncommitted changes to the package's code, if any.
-code_state <- function() {
-  git <- function(...) tryCatch(system2("git", c(...), stdout = TRUE, stderr = FALSE), error = function(e) character(), warning = function(w) character())
-  changed <- git("status", "--porcelain", "--", "R", "inst/python")
-  list(commit = git("rev-parse", "HEAD")[1], uncommitted = I(trimws(changed)))
-}
 columns <- 10L
 mib <- 2^20
 
@@ -183,12 +178,8 @@ result <- list(
   gpu_as_numpy_shares_r_memory = gpu_as_numpy_shares,
   stages = stages
 )
-dir.create("bench/results", showWarnings = FALSE, recursive = TRUE)
-writeLines(
-  jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"),
-  "bench/results/copies.json"
-)
+out <- write_result(result, "copies")
 cat(sprintf(
-  "r_to_py() shares R's memory: %s; gpu_as_numpy() shares it: %s\nwrote bench/results/copies.json\n",
-  shares_r_memory, gpu_as_numpy_shares
+  "r_to_py() shares R's memory: %s; gpu_as_numpy() shares it: %s\nwrote %s\n",
+  shares_r_memory, gpu_as_numpy_shares, out
 ))

@@ -30,15 +30,10 @@ wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
 source("bench/load.R")
+source("bench/common.R")
 core_call <- utils::getFromNamespace("core_call", "gpukeras")
 as_pipeline_data <- utils::getFromNamespace("as_pipeline_data", "gpukeras")
 
-# The commit measured, and uncommitted changes to the package's code, if any.
-code_state <- function() {
-  git <- function(...) tryCatch(system2("git", c(...), stdout = TRUE, stderr = FALSE), error = function(e) character(), warning = function(w) character())
-  changed <- git("status", "--porcelain", "--", "R", "inst/python")
-  list(commit = git("rev-parse", "HEAD")[1], uncommitted = I(trimws(changed)))
-}
 
 code <- code_state() # before the run: the code measured, not what changed while it ran
 rows <- 60000L
@@ -129,14 +124,6 @@ for (round in seq_len(rounds)) {
   ))
 }
 
-# A bootstrap 95% interval of the median of per-round ratios (seeded: the same
-# rounds give the same interval).
-median_interval <- function(ratios, draws = 4000L) {
-  withr::with_seed(1, {
-    medians <- replicate(draws, stats::median(sample(ratios, replace = TRUE)))
-  })
-  unname(stats::quantile(medians, c(0.025, 0.975)))
-}
 summary_of <- function(ratios) {
   list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
 }
@@ -144,33 +131,15 @@ dataset_vs_copy <- summary_of(seconds$gpu_dataset / seconds$bare_copy)
 end_to_end <- summary_of(seconds$keras_fit / seconds$gpukeras_fit)
 end_to_end_cpu <- summary_of(cpu_seconds$keras_fit / cpu_seconds$gpukeras_fit)
 
-platform <- reticulate::import("platform")
-memory_kib <- as.numeric(sub("\\D*(\\d+).*", "\\1", grep("^MemTotal", readLines("/proc/meminfo"), value = TRUE)))
-gpus <- tf$config$list_logical_devices("GPU")
 result <- list(
   benchmark = "handover",
   command = trimws(paste("Rscript bench/handover.R", if (quick) "--quick" else "")),
   date = format(Sys.time(), "%Y-%m-%d"),
   quick = quick,
-  machine = list(
-    cores = parallel::detectCores(),
-    cpu = sub(".*: ", "", grep("model name", readLines("/proc/cpuinfo"), value = TRUE)[1]),
-    memory_gib = round(memory_kib / 2^20, 1),
-    loadavg_before = load_before,
-    loadavg_after = readLines("/proc/loadavg"),
-    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none"
-  ),
+  machine = machine_facts(load_before),
   code = code,
   backend = keras$backend$backend(),
-  versions = list(
-    R = paste(R.version$major, R.version$minor, sep = "."),
-    reticulate = as.character(utils::packageVersion("reticulate")),
-    gpukeras = as.character(utils::packageVersion("gpukeras")),
-    python = platform$python_version(),
-    tensorflow = tf$`__version__`,
-    keras = keras$`__version__`,
-    numpy = reticulate::py_to_r(np$`__version__`)
-  ),
+  versions = version_facts(),
   data = list(rows = rows, columns = columns, r_type = "double", r_mib = rows * columns * 8 / 2^20, float32_mib = rows * columns * 4 / 2^20),
   model = "MLP 784-256-10 (relu), adam, sparse categorical cross-entropy from logits",
   batch_size = batch_size,
@@ -198,9 +167,7 @@ result <- list(
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 
-out <- if (quick) "bench/results/handover-quick.json" else "bench/results/handover.json"
-dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
-writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
+out <- write_result(result, "handover", quick)
 
 cat(sprintf("\nmedians of %d rounds (%s), wall-clock and CPU:\n", rounds, result$machine$cpu))
 cat(sprintf("  %-20s %7.3f s %7.3f s\n", names(result$seconds), unlist(result$seconds), unlist(result$cpu_seconds)), sep = "")

@@ -40,14 +40,9 @@ wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
 source("bench/load.R")
+source("bench/common.R")
 core_call <- utils::getFromNamespace("core_call", "gpukeras")
 
-# The commit measured, and uncommitted changes to the package's code, if any.
-code_state <- function() {
-  git <- function(...) tryCatch(system2("git", c(...), stdout = TRUE, stderr = FALSE), error = function(e) character(), warning = function(w) character())
-  changed <- git("status", "--porcelain", "--", "R", "inst/python")
-  list(commit = git("rev-parse", "HEAD")[1], uncommitted = I(trimws(changed)))
-}
 
 # Timed epochs per fit: an MLP epoch of 20,480 rows lasts ~0.1 s here, too short to
 # time alone on a busy 2-core machine.
@@ -222,14 +217,6 @@ traced_input <- function(run, steps_in_fit) {
   list(steps = length(trace$steps), input_share = trace$input_share, input_ms_per_step = trace$input_ms / length(trace$steps), step_time_mean_ms = trace$step_time_mean_ms)
 }
 
-# A bootstrap 95% interval of the median of per-round ratios (seeded: the same
-# rounds give the same interval).
-median_interval <- function(ratios, draws = 4000L) {
-  withr::with_seed(1, {
-    medians <- replicate(draws, stats::median(sample(ratios, replace = TRUE)))
-  })
-  unname(stats::quantile(medians, c(0.025, 0.975)))
-}
 
 measure <- function(name, ways, rounds) {
   cat(sprintf("%s: warming up ...\n", name))
@@ -325,8 +312,6 @@ cnn$description <- sprintf(
 
 # ---- machine and report -----------------------------------------------------
 python <- reticulate::import("sys")
-platform <- reticulate::import("platform")
-memory_kib <- as.numeric(sub("\\D*(\\d+).*", "\\1", grep("^MemTotal", readLines("/proc/meminfo"), value = TRUE)))
 command <- paste("Rscript bench/pipeline.R", if (quick) "--quick" else "")
 bar <- list(ratio_vs_ceiling = 0.97, ratio_vs_array_fit = 1.0, input_wait_share = 0.05)
 meets <- function(workload) {
@@ -343,25 +328,10 @@ result <- list(
   command = trimws(command),
   date = format(Sys.time(), "%Y-%m-%d"),
   quick = quick,
-  machine = list(
-    cores = parallel::detectCores(),
-    cpu = sub(".*: ", "", grep("model name", readLines("/proc/cpuinfo"), value = TRUE)[1]),
-    memory_gib = round(memory_kib / 2^20, 1),
-    loadavg_before = load_before,
-    loadavg_after = readLines("/proc/loadavg"),
-    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none"
-  ),
+  machine = machine_facts(load_before),
   code = code_state(),
   backend = keras$backend$backend(),
-  versions = list(
-    R = paste(R.version$major, R.version$minor, sep = "."),
-    reticulate = as.character(utils::packageVersion("reticulate")),
-    gpukeras = as.character(utils::packageVersion("gpukeras")),
-    python = platform$python_version(),
-    tensorflow = tf$`__version__`,
-    keras = keras$`__version__`,
-    numpy = reticulate::py_to_r(np$`__version__`)
-  ),
+  versions = version_facts(),
   rounds = list(mlp = sizes$mlp_rounds, cnn = sizes$cnn_rounds),
   bar = bar,
   workloads = list(mlp = mlp, cnn = cnn),
@@ -376,9 +346,7 @@ result <- list(
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 
-out <- if (quick) "bench/results/pipeline-quick.json" else "bench/results/pipeline.json"
-dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
-writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
+out <- write_result(result, "pipeline", quick)
 
 row <- function(name, w) {
   sps <- w$samples_per_second
