@@ -20,7 +20,18 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core, run_on_jax
-from gpukeras import backup, bridge, compat, data_adapters, errors, fit, monitor, pipeline, sources
+from gpukeras import (
+    backup,
+    bridge,
+    compat,
+    data_adapters,
+    errors,
+    fit,
+    monitor,
+    pipeline,
+    sources,
+)
+from gpukeras.advice import TrainingContext
 from gpukeras.runtime import config
 
 BATCH = 16
@@ -293,7 +304,7 @@ def test_a_wait_under_the_timers_resolution_is_not_input_bound() -> None:
     assert monitor.input_verdict(0.08, 0.08, None) == "moderately input-bound"
 
 
-def gpu_context(**changes: object) -> monitor.TrainingContext:
+def gpu_context(**changes: object) -> TrainingContext:
     values = {
         "backend": "jax",
         "gpus": ["NVIDIA H100 80GB HBM3"],
@@ -304,7 +315,7 @@ def gpu_context(**changes: object) -> monitor.TrainingContext:
         "steps_per_execution": 1,
         "batch_size": 64,
     }
-    return monitor.TrainingContext(**{**values, **changes})  # type: ignore[arg-type]
+    return TrainingContext(**{**values, **changes})  # type: ignore[arg-type]
 
 
 def synthetic_samples(utilization: list[float], memory: float = 2000.0) -> list[monitor.Sample]:
@@ -408,7 +419,7 @@ def test_pipeline_advice_names_only_the_steps_the_dataset_lacks(
         [],
         [],
         None,
-        monitor.TrainingContext(backend="tensorflow", pipeline_steps=steps),
+        TrainingContext(backend="tensorflow", pipeline_steps=steps),
     )
     advice = " ".join(report["advice"])
     assert advice.startswith("Training waits for input 40 % of the step time (highly")

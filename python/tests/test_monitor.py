@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import monitor, nvml
+from gpukeras import advice, nvml
 from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
 
 
@@ -140,14 +140,12 @@ def test_a_gpu_dataset_is_advised_on_its_own_options(
 ) -> None:
     """gpu_dataset() already follows tf.data's recommended order: its advice is about
     what it was made from, never the steps a tfdatasets pipeline may lack."""
-    context = monitor.TrainingContext(
+    context = advice.TrainingContext(
         backend="tensorflow",
         pipeline_steps=["Prefetch", "FlatMap", "ParallelMap", "Map", "Random"],
         gpu_dataset=made,
     )
-    items = monitor.advice(
-        {"input_wait_share": 0.3, "input_verdict": "highly input-bound"}, context
-    )
+    items = advice.advice({"input_wait_share": 0.3, "input_verdict": "highly input-bound"}, context)
     text = " ".join(items)
     assert advised in text
     assert not_advised not in text.split("waits for input", 1)[1].split("No GPU")[0]

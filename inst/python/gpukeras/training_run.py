@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gpukeras import devices, flops
 from gpukeras import monitor as monitoring
+from gpukeras.advice import TrainingContext
 
 MONITOR_HZ = 10.0
 TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
@@ -91,7 +92,7 @@ def monitor_report(
 ) -> dict[str, object]:
     """The monitor's report (``monitor.training_report``) on a run with these ``settings``."""
     first = gpu_rows[0] if gpu_rows else {}
-    context = monitoring.TrainingContext(
+    context = TrainingContext(
         backend=str(settings["backend"]),
         gpus=[str(r["name"]) for r in gpu_rows],
         compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
