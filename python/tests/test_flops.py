@@ -69,3 +69,48 @@ def test_no_peak_for_unknown_gpus_or_dtypes() -> None:
     assert flops.peak("Some Future GPU", "float32", "12.0") is None
     assert flops.peak(None, "float32", None) is None
     assert flops.peak("Tesla T4", "bfloat16", "7.5") is None  # no bf16 Tensor Cores
+
+
+def test_h100_nvl_has_its_own_peak_not_the_sxm_one() -> None:
+    found = flops.peak("NVIDIA H100 NVL", "bfloat16", "9.0")
+    assert found["tflops"] == 835.5  # NVIDIA's 1,671 with sparsity, halved
+    assert "H100 NVL dense BF16" in found["source"]
+    assert flops.peak("NVIDIA H100 NVL", "float32", "9.0")["tflops"] == 417.5
+
+
+@pytest.mark.parametrize(
+    ("name", "whole", "share"),
+    [
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 989.4, 1 / 7),
+        ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 989.4, 3 / 7),
+        ("NVIDIA H200 MIG 7g.141gb", 989.4, 1.0),
+        ("NVIDIA A100-SXM4-40GB MIG 2g.10gb", 312.0, 2 / 7),
+        ("NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb", 989.4, 1 / 7),  # a compute instance
+    ],
+)
+def test_a_mig_instance_gets_its_share_of_the_gpus_peak(
+    name: str, whole: float, share: float
+) -> None:
+    found = flops.peak(name, "bfloat16", "9.0")
+    assert found["tflops"] == pytest.approx(whole * share)
+    assert f"x {round(share * 7)}/7" in found["source"]
+    assert "MIG instance" in found["source"]
+
+
+def test_a_mig_instance_of_a_gpu_whose_slices_are_not_known_has_no_peak() -> None:
+    assert flops.peak("NVIDIA A30 MIG 1g.6gb", "bfloat16", "8.0") is None
+
+
+def test_several_gpus_are_measured_against_the_sum_of_their_peaks() -> None:
+    h100 = ("NVIDIA H100 80GB HBM3", "9.0")
+    two = flops.combined_peak([h100, h100], "bfloat16")
+    assert two["tflops"] == pytest.approx(2 * 989.4)
+    assert two["source"].startswith("sum over 2 GPUs of: NVIDIA spec sheet, H100 SXM")
+    assert two["gpu"] == "2 x H100 SXM"
+    mixed = flops.combined_peak([h100, ("NVIDIA H100 PCIe", "9.0")], "bfloat16")
+    assert mixed["tflops"] == pytest.approx(989.4 + 756.5)
+    assert mixed["gpu"] == "H100 SXM + H100 PCIe"
+    assert flops.combined_peak([h100], "bfloat16") == flops.peak(*h100[:1], "bfloat16", "9.0")
+    # One GPU without a known peak leaves the sum unknown, not too small.
+    assert flops.combined_peak([h100, ("Some Future GPU", "12.0")], "bfloat16") is None
+    assert flops.combined_peak([], "bfloat16") is None

@@ -15,6 +15,12 @@ dtype the model computes in: bf16/fp16 for mixed precision, TF32 for float32
 FP32 before Ampere. Spec peaks are not reached in practice: this project's
 bf16 matmul benchmark on an H100/H200 reached about 798 TFLOP/s of the 989
 on the spec sheet, so an MFU near 0.8 is already the ceiling there.
+
+A MIG instance (NVML names it after its GPU and profile, "NVIDIA H100 80GB
+HBM3 MIG 1g.10gb") computes on its slice of the GPU only: its peak is the
+GPU's times the profile's compute slices ("1g", "3g", ...) out of the 7 an
+A100, H100 or H200 is divided into. Training on several GPUs is measured
+against the sum of their peaks (``combined_peak``).
 """
 
 from __future__ import annotations
@@ -89,9 +95,12 @@ CONV_LAYERS = {
 
 # Dense (no sparsity) TFLOP/s from NVIDIA's data sheets, by compute dtype.
 # Patterns are tried in order against the GPU's name (NVML or the framework).
+# NVIDIA's H100 page gives the NVL's Tensor Core figures with sparsity (TF32
+# 835, BF16/FP16 1,671 TFLOP/s); dense is half of them.
 PEAKS: list[tuple[str, str, dict[str, float]]] = [
     ("H200", r"H200", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
     ("H100 PCIe", r"H100.*PCIe", {"bf16": 756.5, "fp16": 756.5, "tf32": 378.0, "fp32": 51.2}),
+    ("H100 NVL", r"H100.*NVL", {"bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0}),
     ("H100 SXM", r"H100", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
     ("A100", r"A100", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}),
     ("L40S", r"L40S", {"bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6}),
@@ -101,6 +110,11 @@ PEAKS: list[tuple[str, str, dict[str, float]]] = [
     ("T4", r"\bT4\b", {"fp16": 65.0, "fp32": 8.1}),
 ]
 MEASURED_BF16 = {"H200": 798.0, "H100 SXM": 798.0}
+# A MIG profile's compute slices ("3g" of "MIG 3g.40gb"; "1c" of a compute
+# instance "MIG 1c.3g.40gb") and the slices of the whole GPU, for the GPUs in
+# the table that MIG divides.
+MIG_PROFILE = re.compile(r"\bMIG\s+(?:(\d+)c\.)?(\d+)g\.", re.IGNORECASE)
+MIG_SLICES = {"H200": 7, "H100 PCIe": 7, "H100 NVL": 7, "H100 SXM": 7, "A100": 7}
 
 
 def _dims(shape: object) -> list[int | None]:
@@ -211,7 +225,8 @@ def dtype_key(compute_dtype: str, capability: str | None) -> str:
 
 
 def peak(gpu_name: str | None, compute_dtype: str, capability: str | None) -> dict | None:
-    """The spec-sheet dense peak for a GPU and dtype, with its source; None if not in the table."""
+    """The spec-sheet dense peak for a GPU (or MIG instance) and dtype, with its source;
+    None if not in the table, or a MIG instance of a GPU whose slices are not known."""
     if not gpu_name:
         return None
     key = dtype_key(compute_dtype, capability)
@@ -219,11 +234,48 @@ def peak(gpu_name: str | None, compute_dtype: str, capability: str | None) -> di
         if re.search(pattern, gpu_name, flags=re.IGNORECASE):
             if key not in peaks:
                 return None
+            tflops = peaks[key]
             source = f"NVIDIA spec sheet, {label} dense {key.upper()}"
+            mig = MIG_PROFILE.search(gpu_name)
+            if mig is not None:
+                if label not in MIG_SLICES:
+                    return None
+                used, slices = int(mig.group(1) or mig.group(2)), MIG_SLICES[label]
+                tflops *= used / slices
+                return {
+                    "tflops": tflops,
+                    "source": f"{source} ({peaks[key]:g} TFLOP/s) x {used}/{slices}: this MIG "
+                    f"instance ({mig.group(0).rstrip('.')}) computes on {used} of the GPU's "
+                    f"{slices} compute slices",
+                    "gpu": f"{label} {mig.group(0).rstrip('.')}",
+                    "dtype": key,
+                }
             if key == "bf16" and label in MEASURED_BF16:
                 source += (
                     f" (this project measured about {MEASURED_BF16[label]:.0f} TFLOP/s "
                     "in a bf16 matmul)"
                 )
-            return {"tflops": peaks[key], "source": source, "gpu": label, "dtype": key}
+            return {"tflops": tflops, "source": source, "gpu": label, "dtype": key}
     return None
+
+
+def combined_peak(gpus: list[tuple[str | None, str | None]], compute_dtype: str) -> dict | None:
+    """The sum of the peaks of the GPUs training runs on (name, compute capability each).
+
+    Data-parallel throughput is the work of all of them, so MFU divides by all
+    their peaks. None when any of them has no known peak (a part of the sum
+    would be missing), or there are none.
+    """
+    peaks = [peak(name, compute_dtype, capability) for name, capability in gpus]
+    if not peaks or any(found is None for found in peaks):
+        return None
+    if len(peaks) == 1:
+        return peaks[0]
+    labels = list(dict.fromkeys(str(found["gpu"]) for found in peaks))  # type: ignore[index]
+    sources = list(dict.fromkeys(str(found["source"]) for found in peaks))  # type: ignore[index]
+    return {
+        "tflops": sum(float(found["tflops"]) for found in peaks),  # type: ignore[index]
+        "source": f"sum over {len(peaks)} GPUs of: " + "; ".join(sources),
+        "gpu": " + ".join(labels) if len(labels) > 1 else f"{len(peaks)} x {labels[0]}",
+        "dtype": peaks[0]["dtype"],  # type: ignore[index]
+    }
