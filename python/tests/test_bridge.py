@@ -27,6 +27,10 @@ def test_plain_turns_dataclasses_into_nested_dicts() -> None:
                 "memory_free_mib": 81558.0,
                 "utilization_gpu": None,
                 "error": None,
+                "pci_bus_id": None,
+                "mig_parent": None,
+                "mig_index": None,
+                "mig_devices": [],
             }
         ],
     }

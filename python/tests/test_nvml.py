@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_core
 from gpukeras import devices, nvml
-from nvml_double import FakeGpu, fake_pynvml
+from nvml_double import FakeGpu, fake_mig, fake_pynvml
 
 
 def test_query_without_a_driver_says_why(no_driver: nvml.NvmlReport) -> None:
@@ -166,3 +166,53 @@ def test_devices_listing_survives_an_unreadable_gpu(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
     rows = devices.list_devices(nvml.query())
     assert rows[0]["device"] == "CPU:0"
+
+
+# MIG instances, CUDA_DEVICE_ORDER, and what CUDA_VISIBLE_DEVICES names (issue #14, item 2) ----
+def _query(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu]) -> nvml.NvmlReport:
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
+    return nvml.query()
+
+
+def test_a_gpu_in_mig_mode_lists_its_instances(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
+    migs = [fake_mig(parent, "3g.40gb", 40192.0), fake_mig(parent, "2g.20gb", 19968.0)]
+    report = _query(monkeypatch, [FakeGpu(uuid=parent, migs=migs, pci_bus_id="00000000:3B:00.0")])
+    (gpu,) = report.devices
+    assert gpu.mig_enabled and not gpu.is_mig
+    assert gpu.pci_bus_id == "0000:3b:00.0"  # NVML's 8-digit domain, as CUDA writes it
+    assert gpu.utilization_gpu is None  # NVML: not supported on a GPU in MIG mode
+    first, second = gpu.mig_devices
+    assert first.uuid == migs[0].uuid and first.uuid.startswith("MIG-")
+    assert first.name == "NVIDIA H100 80GB HBM3 MIG 3g.40gb"
+    assert (first.memory_total_mib, second.memory_total_mib) == (40192.0, 19968.0)
+    assert (first.mig_parent, first.mig_index, second.mig_index) == (0, 0, 1)
+    assert first.is_mig and first.utilization_gpu is None
+    assert first.compute_capability == "9.0" and first.pci_bus_id == "0000:3b:00.0"
+    assert first.nvidia_smi_name() == "GPU 0, MIG device 0"
+    # CUDA sees the instances, not the GPU
+    assert nvml.cuda_devices(report.devices, "") == []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        assert [d.uuid for d in nvml.cuda_devices(report.devices)] == [m.uuid for m in migs]
+    named = nvml.cuda_devices(report.devices, migs[1].uuid)
+    assert [d.uuid for d in named] == [migs[1].uuid]
+    assert nvml.visible_indices(report.devices, migs[1].uuid[:12]) == [0]
+
+
+def test_cuda_device_order_decides_what_an_index_means(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML (nvidia-smi) numbers by PCI bus; CUDA's default FASTEST_FIRST puts the H100 first."""
+    gpus = [
+        FakeGpu(name="Tesla T4", uuid="GPU-aaaa", capability=(7, 5), pci_bus_id="0000:17:00.0"),
+        FakeGpu(uuid="GPU-bbbb", pci_bus_id="0000:65:00.0"),
+    ]
+    report = _query(monkeypatch, gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert nvml.visible_indices(report.devices) == [0, 1]
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    assert nvml.visible_indices(report.devices) == [1, 0]
+    assert nvml.visible_indices(report.devices, "0") == [1]
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")  # CUDA's default is FASTEST_FIRST
+    assert nvml.visible_indices(report.devices, "1") == [0]
+    assert nvml.visible_indices(report.devices, "0", device_order="PCI_BUS_ID") == [0]

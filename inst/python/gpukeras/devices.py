@@ -1,17 +1,25 @@
 """The devices a framework can use, with what the driver knows about each.
 
 TensorFlow and JAX name a GPU and its compute capability; NVML adds memory
-totals and free memory. Rows are plain dicts so R can bind them into a data.frame.
+totals and free memory. A framework's GPU is matched to NVML's by UUID, through
+the CUDA driver (see ``gpukeras.cuda_driver``), never by index: NVML numbers
+GPUs as nvidia-smi does, CUDA after CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER
+and a job's cgroup. Rows are plain dicts so R can bind them into a data.frame.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpukeras import nvml
+from gpukeras import cuda_driver, nvml
 from gpukeras.runtime import config
+
+MIG_NOT_SAMPLED = (
+    "a MIG instance: NVML gives its memory but measures no utilization on MIG, so it is not sampled"
+)
 
 
 def cpu_name() -> str:
@@ -50,12 +58,19 @@ def jax_gpus() -> list[object]:
         return []
 
 
+def _cuda_ordinal(device: object, position: int) -> int:
+    """A JAX GPU's CUDA ordinal: ``local_hardware_id``; its position where JAX has none."""
+    ordinal = getattr(device, "local_hardware_id", None)
+    return int(ordinal) if ordinal is not None else position
+
+
 def framework_gpus() -> list[dict[str, object]]:
     """GPUs the running backend can use, in its order, with name and capability.
 
-    ``cuda_index`` is the GPU's position among those CUDA lets the process see,
-    which differs from its framework index after TensorFlow's
-    set_visible_devices (gpu_setup(devices = ) on TensorFlow hides GPUs that way).
+    ``cuda_index`` is the GPU's CUDA ordinal in this process (JAX's
+    ``local_hardware_id``; TensorFlow's physical device index), which differs
+    from its framework index after TensorFlow's set_visible_devices
+    (gpu_setup(devices = ) on TensorFlow hides GPUs that way).
     """
     if config.backend == "jax":
         return [
@@ -63,7 +78,7 @@ def framework_gpus() -> list[dict[str, object]]:
                 "framework_name": str(device),
                 "name": device.device_kind,
                 "compute_capability": getattr(device, "compute_capability", None),
-                "cuda_index": position,
+                "cuda_index": _cuda_ordinal(device, position),
             }
             for position, device in enumerate(jax_gpus())
         ]
@@ -84,15 +99,99 @@ def framework_gpus() -> list[dict[str, object]]:
     return rows
 
 
-def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object]]:
+@dataclass
+class CudaView:
+    """NVML's device for each CUDA ordinal of this process.
+
+    Attributes:
+        devices: by CUDA ordinal, the NVML GPU or MIG instance, None where
+            none matches.
+        source: 'driver' (the CUDA driver said) or 'CUDA_VISIBLE_DEVICES'
+            (parsed, because CUDA has not started: what it will see).
+        reason: why the driver was not asked.
+    """
+
+    devices: list[nvml.NvmlDevice | None]
+    source: str
+    reason: str | None = None
+
+
+def _match(report: nvml.NvmlReport, gpu: cuda_driver.CudaGpu) -> nvml.NvmlDevice | None:
+    """NVML's device with the driver's UUID; by PCI bus id for a whole GPU as a fallback."""
+    every = [unit for device in report.devices for unit in (device, *device.mig_devices)]
+    for device in every:
+        if device.uuid.lower().partition("-")[2] == gpu.uuid:
+            return device
+    by_bus = [
+        device
+        for device in report.devices
+        if gpu.pci_bus_id and device.pci_bus_id == gpu.pci_bus_id and not device.mig_enabled
+    ]
+    return by_bus[0] if len(by_bus) == 1 else None
+
+
+def cuda_view(report: nvml.NvmlReport, driver: object | None = None) -> CudaView:
+    """Which NVML device each CUDA ordinal is: the driver's answer where CUDA runs in
+    this process, else CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA will read them.
+
+    Args:
+        report: NVML's report.
+        driver: libcuda or a stand-in (see ``cuda_driver.gpus``); loaded when None.
+    """
+    try:
+        found = cuda_driver.gpus(driver)
+    except cuda_driver.CudaDriverUnavailable as error:
+        parsed: list[nvml.NvmlDevice | None] = list(nvml.cuda_devices(report.devices))
+        return CudaView(parsed, "CUDA_VISIBLE_DEVICES", str(error))
+    return CudaView([_match(report, gpu) for gpu in found], "driver")
+
+
+def _unmatched(report: nvml.NvmlReport, cuda_index: int) -> str:
+    if not report.available:
+        return f"NVML unavailable: {report.reason}"
+    return f"no GPU NVML reads is CUDA's GPU {cuda_index}"
+
+
+def _gpu_row(
+    position: int, gpu: dict[str, object], found: nvml.NvmlDevice | None, report: nvml.NvmlReport
+) -> dict[str, object]:
+    reason = None
+    if found is None:
+        reason = _unmatched(report, int(gpu["cuda_index"]))  # type: ignore[call-overload]
+    elif found.is_mig:
+        reason = MIG_NOT_SAMPLED
+    return {
+        "device": f"GPU:{position}",
+        "type": "GPU",
+        "name": gpu["name"],
+        "compute_capability": gpu["compute_capability"]
+        or (found.compute_capability if found else None),
+        "memory_total_mib": found.memory_total_mib if found else None,
+        "memory_free_mib": found.memory_free_mib if found else None,
+        "nvml_index": found.index if found and not found.is_mig else None,
+        "uuid": found.uuid if found else None,
+        "pci_bus_id": found.pci_bus_id if found else None,
+        "mig_parent": found.mig_parent if found else None,
+        "nvml_reason": reason,
+    }
+
+
+def list_devices(
+    report: nvml.NvmlReport | None = None, driver: object | None = None
+) -> list[dict[str, object]]:
     """CPU and GPUs visible to the backend, one dict per device.
 
     Args:
         report: an NVML report to reuse; queried when None.
+        driver: libcuda or a stand-in for it (see ``cuda_view``).
 
     Returns:
         Dicts with device ('CPU:0', 'GPU:0', ...), type, name, compute_capability,
-        memory_total_mib, memory_free_mib, nvml_index (None when NVML has no match).
+        memory_total_mib, memory_free_mib (a MIG instance's own), nvml_index
+        (the GPU's NVML index, for NVML's monitor; None for a MIG instance or
+        when NVML has no match, and ``nvml_reason`` says why), uuid ('GPU-...'
+        or 'MIG-...'), pci_bus_id and mig_parent (a MIG instance's GPU, by
+        NVML index).
     """
     report = report if report is not None else nvml.query()
     total, available = host_memory_mib()
@@ -105,22 +204,24 @@ def list_devices(report: nvml.NvmlReport | None = None) -> list[dict[str, object
             "memory_total_mib": total,
             "memory_free_mib": available,
             "nvml_index": None,
+            "uuid": None,
+            "pci_bus_id": None,
+            "mig_parent": None,
+            "nvml_reason": None,
         }
     ]
-    visible = nvml.visible_indices([device.uuid for device in report.devices])
-    for position, gpu in enumerate(framework_gpus()):
+    return rows + gpu_rows(framework_gpus(), report, driver)
+
+
+def gpu_rows(
+    gpus: list[dict[str, object]], report: nvml.NvmlReport, driver: object | None = None
+) -> list[dict[str, object]]:
+    """``list_devices``' rows for the framework's GPUs (``framework_gpus``' rows)."""
+    # The driver is asked only when the framework has GPUs: CUDA then runs here.
+    view = cuda_view(report, driver).devices if gpus else []
+    rows = []
+    for position, gpu in enumerate(gpus):
         cuda_index = int(gpu["cuda_index"])  # type: ignore[call-overload]
-        nvml_device = report.devices[visible[cuda_index]] if cuda_index < len(visible) else None
-        rows.append(
-            {
-                "device": f"GPU:{position}",
-                "type": "GPU",
-                "name": gpu["name"],
-                "compute_capability": gpu["compute_capability"]
-                or (nvml_device.compute_capability if nvml_device else None),
-                "memory_total_mib": nvml_device.memory_total_mib if nvml_device else None,
-                "memory_free_mib": nvml_device.memory_free_mib if nvml_device else None,
-                "nvml_index": nvml_device.index if nvml_device else None,
-            }
-        )
+        found = view[cuda_index] if cuda_index < len(view) else None
+        rows.append(_gpu_row(position, gpu, found, report))
     return rows

@@ -3,17 +3,25 @@
 NVML answers questions TensorFlow and JAX cannot: is there a driver at all,
 which GPUs exist even when CUDA_VISIBLE_DEVICES hides them, how busy they are.
 It comes from nvidia-ml-py (NVIDIA's binding; `pynvml` the package is deprecated).
+
+NVML numbers GPUs as nvidia-smi does, which need not be CUDA's numbering
+(NVIDIA: "the NVML index may not correlate with the CUDA device index").
+A GPU in MIG mode is split into MIG instances, each a CUDA device of its
+own with its own UUID ("MIG-...") and memory; NVML measures no utilization
+on them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TypeVar
 
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 
 class NvmlUnavailable(Exception):
@@ -22,12 +30,19 @@ class NvmlUnavailable(Exception):
 
 @dataclass
 class NvmlDevice:
-    """One GPU as NVML reads it.
+    """One GPU, or one MIG instance of a GPU, as NVML reads it.
 
     Attributes:
+        index: NVML's (and nvidia-smi's) index of the GPU; for a MIG
+            instance, that of the GPU it is part of.
+        pci_bus_id: the GPU's PCI bus id, 'dddd:bb:dd.f' (a MIG instance's
+            is its GPU's).
         error: why NVML could not read this device (then its figures are
             None): NVML counts GPUs a process may not open, e.g. those a
             SLURM job's cgroup or a container leaves out.
+        mig_parent: for a MIG instance, the NVML index of its GPU; None for a GPU.
+        mig_index: a MIG instance's index among its GPU's instances.
+        mig_devices: a GPU in MIG mode's instances (CUDA sees those, not the GPU).
     """
 
     index: int
@@ -39,6 +54,24 @@ class NvmlDevice:
     memory_free_mib: float | None
     utilization_gpu: float | None
     error: str | None = None
+    pci_bus_id: str | None = None
+    mig_parent: int | None = None
+    mig_index: int | None = None
+    mig_devices: list[NvmlDevice] = field(default_factory=list)
+
+    @property
+    def is_mig(self) -> bool:
+        return self.mig_parent is not None
+
+    @property
+    def mig_enabled(self) -> bool:
+        return bool(self.mig_devices)
+
+    def nvidia_smi_name(self) -> str:
+        """How nvidia-smi names it: 'GPU 2', or 'GPU 0, MIG device 1' for a MIG instance."""
+        if self.is_mig:
+            return f"GPU {self.mig_parent}, MIG device {self.mig_index}"
+        return f"GPU {self.index}"
 
 
 @dataclass
@@ -119,28 +152,72 @@ def _device(pynvml: ModuleType, index: int) -> NvmlDevice:
         )
 
 
+def pci_bus_id(value: str | bytes) -> str:
+    """A PCI bus id as 'dddd:bb:dd.f': NVML writes an 8-digit domain, CUDA a 4-digit one."""
+    domain, _, rest = _text(value).strip().lower().partition(":")
+    return f"{int(domain, 16):04x}:{rest}" if rest else domain
+
+
+def _optional(pynvml: ModuleType, read: Callable[[], T]) -> T | None:
+    """What ``read`` gives, or None where NVML does not support it on this device."""
+    try:
+        return read()
+    except pynvml.NVMLError:
+        return None
+
+
 def _readable_device(pynvml: ModuleType, index: int) -> NvmlDevice:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    major_minor = _optional(pynvml, lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+    device = _read(pynvml, handle, index)
+    device.compute_capability = "{}.{}".format(*major_minor) if major_minor else None
+    device.pci_bus_id = _optional(
+        pynvml, lambda: pci_bus_id(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+    )
+    mode = _optional(pynvml, lambda: pynvml.nvmlDeviceGetMigMode(handle)[0])
+    if mode == pynvml.NVML_DEVICE_MIG_ENABLE:
+        device.mig_devices = _mig_devices(pynvml, handle, device)
+    return device
+
+
+def _read(pynvml: ModuleType, handle: object, index: int) -> NvmlDevice:
+    """Name, UUID, memory and utilization of a GPU's or a MIG instance's handle."""
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-    try:
-        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-        capability: str | None = f"{major}.{minor}"
-    except pynvml.NVMLError:
-        capability = None
-    try:
-        utilization: float | None = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-    except pynvml.NVMLError:
-        utilization = None
+    utilization = _optional(pynvml, lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
     return NvmlDevice(
         index=index,
         name=_text(pynvml.nvmlDeviceGetName(handle)),
         uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
-        compute_capability=capability,
+        compute_capability=None,
         memory_total_mib=memory.total / MIB,
         memory_used_mib=memory.used / MIB,
         memory_free_mib=memory.free / MIB,
-        utilization_gpu=utilization,
+        utilization_gpu=float(utilization) if utilization is not None else None,
     )
+
+
+def _mig_devices(pynvml: ModuleType, handle: object, gpu: NvmlDevice) -> list[NvmlDevice]:
+    """The MIG instances of a GPU in MIG mode; empty slots (NOT_FOUND) are skipped."""
+    found = []
+    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except pynvml.NVMLError_NotFound:
+            continue
+        device = _read(pynvml, mig, gpu.index)
+        device.compute_capability = gpu.compute_capability
+        device.pci_bus_id = gpu.pci_bus_id
+        device.mig_parent, device.mig_index = gpu.index, slot
+        found.append(device)
+    return found
+
+
+def device_handle(pynvml: ModuleType, device: NvmlDevice) -> object:
+    """NVML's handle of a GPU or of a MIG instance."""
+    handle = pynvml.nvmlDeviceGetHandleByIndex(device.mig_parent if device.is_mig else device.index)
+    if device.is_mig:
+        return pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, device.mig_index)
+    return handle
 
 
 def query() -> NvmlReport:
@@ -167,40 +244,96 @@ def query() -> NvmlReport:
         return NvmlReport(available=False, reason=str(error))
 
 
-def visible_indices(uuids: list[str], cuda_visible_devices: str | None = None) -> list[int]:
-    """NVML indices of the GPUs CUDA lets a process see, in CUDA's order.
+def _capability_key(device: NvmlDevice) -> tuple[int, ...]:
+    return tuple(int(part) for part in (device.compute_capability or "0.0").split("."))
+
+
+def _cuda_base_order(openable: list[NvmlDevice], device_order: str) -> list[NvmlDevice]:
+    """The GPUs in the order CUDA numbers them before CUDA_VISIBLE_DEVICES applies.
+
+    PCI_BUS_ID is the PCI bus order, nvidia-smi's. FASTEST_FIRST (CUDA's
+    default) uses a heuristic NVIDIA does not document; the newest compute
+    capability first, then PCI bus order, is the approximation taken here.
+    """
+    by_bus = sorted(openable, key=lambda d: (d.pci_bus_id or "", d.index))
+    if device_order == "PCI_BUS_ID":
+        return by_bus
+    return sorted(by_bus, key=_capability_key, reverse=True)
+
+
+def _cuda_units(gpu: NvmlDevice) -> list[NvmlDevice]:
+    """What CUDA enumerates of a GPU: the GPU, or its MIG instances in MIG mode."""
+    return gpu.mig_devices if gpu.mig_enabled else [gpu]
+
+
+def cuda_devices(
+    gpus: Sequence[NvmlDevice | str],
+    cuda_visible_devices: str | None = None,
+    device_order: str | None = None,
+) -> list[NvmlDevice]:
+    """The GPUs or MIG instances CUDA will let a process see, in CUDA's order, from NVML's list.
 
     Parses CUDA_VISIBLE_DEVICES the way the CUDA runtime does: comma-separated
-    indices or UUID prefixes, stopping at the first entry that names no GPU
-    (so '-1' or '' hides every GPU). Unset means all GPUs.
+    indices or UUID prefixes ('GPU-...' for a GPU, 'MIG-...' for a MIG
+    instance), stopping at the first entry that names no device (so '-1' or
+    '' hides every GPU). Unset means all GPUs. Indices count in the order
+    CUDA_DEVICE_ORDER sets (see ``_cuda_base_order``).
 
     A GPU NVML cannot read (uuid '') is one this process cannot open: under a
     SLURM job's cgroup NVML lists every GPU of the node, CUDA only the job's.
     So CUDA's indices count the readable GPUs alone, and the others are never
     visible.
 
+    This is what CUDA will do when it starts; once it has started,
+    ``gpukeras.cuda_driver`` asks the driver itself.
+
     Args:
-        uuids: NVML UUIDs of all GPUs, by NVML index ('' where not readable).
+        gpus: NVML's GPUs by NVML index (a bare UUID stands for a GPU; '' where
+            not readable).
         cuda_visible_devices: the variable's value; read from the environment when None.
+        device_order: CUDA_DEVICE_ORDER; read from the environment when None.
     """
     value = (
         os.environ.get("CUDA_VISIBLE_DEVICES")
         if cuda_visible_devices is None
         else cuda_visible_devices
     )
-    openable = [index for index, uuid in enumerate(uuids) if uuid]
+    order = device_order or os.environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    devices = [
+        gpu if isinstance(gpu, NvmlDevice) else _stand_in(index, gpu)
+        for index, gpu in enumerate(gpus)
+    ]
+    base = _cuda_base_order([gpu for gpu in devices if gpu.uuid], order)
     if value is None:
-        return openable
-    chosen: list[int] = []
+        return [unit for gpu in base for unit in _cuda_units(gpu)]
+    named = [*base, *(mig for gpu in base for mig in gpu.mig_devices)]
+    chosen: list[NvmlDevice] = []
     for token in (piece.strip() for piece in value.split(",")):
-        if token.isdigit() and int(token) < len(openable):
-            index = openable[int(token)]
+        if token.isdigit() and int(token) < len(base):
+            units = _cuda_units(base[int(token)])
         else:
-            matches = [i for i, uuid in enumerate(uuids) if token and uuid.startswith(token)]
-            if len(matches) != 1:
+            units = [gpu for gpu in named if token and gpu.uuid.startswith(token)]
+            if len(units) != 1:
                 break
-            index = matches[0]
-        if index in chosen:
+            units = _cuda_units(units[0])
+        if any(unit in chosen for unit in units):
             break
-        chosen.append(index)
+        chosen.extend(units)
     return chosen
+
+
+def _stand_in(index: int, uuid: str) -> NvmlDevice:
+    return NvmlDevice(index, "", uuid, None, None, None, None, None)
+
+
+def visible_indices(
+    gpus: Sequence[NvmlDevice | str],
+    cuda_visible_devices: str | None = None,
+    device_order: str | None = None,
+) -> list[int]:
+    """NVML indices of the GPUs CUDA lets a process see, in CUDA's order (see
+    ``cuda_devices``); a MIG instance counts as its GPU."""
+    return [
+        gpu.mig_parent if gpu.mig_parent is not None else gpu.index
+        for gpu in cuda_devices(gpus, cuda_visible_devices, device_order)
+    ]
