@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import bridge, nvml, runtime
+from gpukeras import backend, bridge, nvml
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
 MARKER = "@@gpukeras-result@@"
@@ -196,7 +196,7 @@ def run_on_jax(after: str, *, tensorflow: bool = False) -> CoreRun:
     default, as on the GPU machines. Skips when JAX is not installed."""
     pytest.importorskip("jax")
     return run_core(
-        "runtime.configured_backend",
+        "backend.configured_backend",
         env={"KERAS_BACKEND": "jax"},
         setup="" if tensorflow else "sys.modules['tensorflow'] = None",
         after=after,
@@ -233,8 +233,8 @@ def requires(module: str) -> None:
 
 def in_process_backend(name: str) -> None:
     """Skip unless this process's Keras backend is ``name`` (it cannot be switched)."""
-    if runtime.configured_backend() != name:
-        pytest.skip(f"this process runs the {runtime.configured_backend()} backend, not {name}")
+    if backend.configured_backend() != name:
+        pytest.skip(f"this process runs the {backend.configured_backend()} backend, not {name}")
 
 
 @functools.cache
@@ -250,10 +250,10 @@ def gpu_status() -> tuple[bool, str]:
     if not nvml.visible_indices([device.uuid for device in report.devices]):
         return False, "no GPU: NVML sees none that CUDA_VISIBLE_DEVICES leaves visible"
     gpus = run_core("devices.framework_gpus").value
-    backend = runtime.configured_backend()
+    name = backend.configured_backend()
     if not gpus:
-        return False, f"no GPU: the {backend} backend finds none that NVML sees"
-    return True, f"{backend} sees {len(gpus)} GPU(s)"
+        return False, f"no GPU: the {name} backend finds none that NVML sees"
+    return True, f"{name} sees {len(gpus)} GPU(s)"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -293,7 +293,7 @@ def check_result() -> dict:
 @pytest.fixture(scope="session")
 def tensorflow_check(request: pytest.FixtureRequest) -> dict:
     """gpu_check() on the TensorFlow backend: this process's, or a fresh one's."""
-    if runtime.configured_backend() == "tensorflow":
+    if backend.configured_backend() == "tensorflow":
         pytest.importorskip("tensorflow")
         return request.getfixturevalue("check_result")
     requires("tensorflow")

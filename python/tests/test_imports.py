@@ -13,12 +13,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
 
-# Edges (importer, imported) known to close a cycle, left for other work.
-KNOWN = {
-    # runtime imports stack inside a function, and stack imports runtime: issue #15, item 2.
-    ("runtime", "stack"),
-}
-
 
 def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
@@ -100,10 +94,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_core_has_no_import_cycle() -> None:
     graph = import_graph()
     assert len(graph) > 20  # the package was found
-    for importer, imported in KNOWN:
-        graph[importer].discard(imported)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_backend_name_imports_nothing_from_the_package() -> None:
+    # Every module may ask which backend runs, so asking must not import back.
+    assert import_graph()["backend"] == set()
 
 
 def test_the_graph_reads_every_form_of_import() -> None:

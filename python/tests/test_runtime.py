@@ -1,4 +1,4 @@
-"""runtime: which backend Keras will use, and starting it quietly."""
+"""runtime: starting the configured backend quietly."""
 
 from __future__ import annotations
 
@@ -13,54 +13,9 @@ from conftest import requires, run_core
 from gpukeras import runtime
 
 
-@pytest.fixture
-def keras_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty KERAS_HOME, with KERAS_BACKEND unset."""
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    return tmp_path
-
-
-def test_keras_backend_variable_wins(keras_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (keras_home / "keras.json").write_text(json.dumps({"backend": "tensorflow"}))
+def test_config_reads_the_configured_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    assert runtime.configured_backend() == "jax"
     assert runtime.config.backend == "jax"
-
-
-def test_keras_json_under_keras_home(keras_home: Path) -> None:
-    (keras_home / "keras.json").write_text(json.dumps({"backend": "jax", "floatx": "float32"}))
-    assert runtime.configured_backend() == "jax"
-
-
-def test_empty_keras_backend_falls_back_to_keras_json(
-    keras_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (keras_home / "keras.json").write_text(json.dumps({"backend": "jax"}))
-    monkeypatch.setenv("KERAS_BACKEND", "")
-    assert runtime.configured_backend() == "jax"
-
-
-def test_keras_json_in_home_when_keras_home_unset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("KERAS_HOME", raising=False)
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".keras").mkdir()
-    (tmp_path / ".keras" / "keras.json").write_text(json.dumps({"backend": "jax"}))
-    assert runtime.configured_backend() == "jax"
-
-
-@pytest.mark.parametrize(
-    "content",
-    [None, "{not json", json.dumps({"floatx": "float32"}), json.dumps(["jax"])],
-    ids=["missing", "malformed", "no-backend-key", "not-an-object"],
-)
-def test_default_backend_is_tensorflow(keras_home: Path, content: str | None) -> None:
-    if content is not None:
-        (keras_home / "keras.json").write_text(content)
-    assert runtime.configured_backend() == "tensorflow"
 
 
 def test_keras_agrees_with_configured_backend(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import in_process_backend, requires, run_core
-from gpukeras import errors, runtime, stack
+from gpukeras import backend, errors, runtime, stack
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_check_versions_accepts_supported_stacks(
 
 
 def test_require_supported_passes_on_this_environment() -> None:
-    stack.require_supported(runtime.configured_backend())
+    stack.require_supported(backend.configured_backend())
 
 
 def test_require_supported_rejects_torch_even_when_installed() -> None:

@@ -9,6 +9,7 @@ probabilities and losses.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from gpukeras.errors import BadArgumentError
@@ -93,10 +94,9 @@ def output_precision_issue(model: object) -> dict[str, object] | None:
         None when the output is fine; else ``layer`` (the Keras layer),
         ``finding`` (what is wrong) and ``advice`` (the fix), as sentences.
     """
-    from gpukeras.runtime import config
-
-    keras = config.keras()
-    if not isinstance(model, keras.Model) or not model.layers:
+    # A Keras model exists only once Keras is imported, so there is nothing to start.
+    keras = sys.modules.get("keras")
+    if keras is None or not isinstance(model, keras.Model) or not model.layers:
         raise BadArgumentError(
             f"model must be a Keras 3 model with layers, not a {type(model).__name__}."
         )

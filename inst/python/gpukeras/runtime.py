@@ -1,4 +1,4 @@
-"""The runtime-config object: which Keras backend runs, and starting it quietly.
+"""The runtime-config object: starting the configured Keras backend quietly.
 
 GPU settings (memory growth, visible devices) only work before TensorFlow or
 JAX starts, so nothing in gpukeras imports a backend at module import time.
@@ -10,32 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # precision imports stack, which imports this module
-    from gpukeras.precision import PrecisionChoice
-
-SUPPORTED_BACKENDS = ("tensorflow", "jax")
-RUNTIME_MODULES = {"tensorflow": "tensorflow", "jax": "jax"}
-
-
-def configured_backend() -> str:
-    """The backend Keras will use, read the way Keras reads it, without importing Keras."""
-    from_env = os.environ.get("KERAS_BACKEND")
-    if from_env:
-        return from_env
-    keras_home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
-    try:
-        return json.loads((keras_home / "keras.json").read_text())["backend"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "tensorflow"
+from gpukeras import stack
+from gpukeras.backend import RUNTIME_MODULES, configured_backend
+from gpukeras.precision import PrecisionChoice
 
 
 @contextlib.contextmanager
@@ -98,6 +81,7 @@ class RuntimeConfig:
 
     @property
     def backend(self) -> str:
+        """The backend Keras uses or will use (see ``gpukeras.backend``)."""
         return configured_backend()
 
     def started(self) -> bool:
@@ -109,8 +93,6 @@ class RuntimeConfig:
         """Import Keras (and so start its backend) after checking the stack is supported."""
         if "keras" in sys.modules:
             return sys.modules["keras"]
-        from gpukeras import stack
-
         stack.require_supported(self.backend)
         # Number GPUs as nvidia-smi and NVML do (PCI bus order), not CUDA's
         # default fastest-first order, so an index means the same GPU everywhere.

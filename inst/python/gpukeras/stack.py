@@ -14,7 +14,7 @@ import re
 import sys
 
 from gpukeras import errors
-from gpukeras.runtime import SUPPORTED_BACKENDS, config
+from gpukeras.backend import SUPPORTED_BACKENDS, configured_backend
 
 MIN_TENSORFLOW = (2, 16)
 INSTALL_HINT = "Run install_gpukeras() in R, then restart R"
@@ -139,7 +139,7 @@ def collect_stack() -> dict[str, object]:
         "os_release": platform.release(),
         "machine": platform.machine(),
         "keras": module_distribution("keras")[1],
-        "keras_backend": config.backend,
+        "keras_backend": configured_backend(),
         "tensorflow": tf_version,
         "tensorflow_distribution": tf_dist,
         "is_cuda_build": build.get("is_cuda_build"),
