@@ -47,6 +47,8 @@ dev-env: python-env
 
 lint:
 	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python ../bench && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python ../bench
+	@# The core's types (configured in python/pyproject.toml).
+	cd python && "$(ENV_PYTHON)" -m mypy
 
 pytest:
 	cd python && "$(ENV_PYTHON)" -m pytest -p pytest_cov --cov=gpukeras --cov-report=term

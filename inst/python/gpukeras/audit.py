@@ -39,9 +39,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 
 from gpukeras import arguments, flops, precision
 from gpukeras.errors import BadModelError
+from gpukeras.handles import Layer, Model, Tensor
 from gpukeras.runtime import config
 
 TENSOR_CORE_MULTIPLE = 8
@@ -80,23 +82,23 @@ class Finding:
 class _Place:
     """A layer as the walk met it: its path, and what it is connected to."""
 
-    layer: object
+    layer: Layer
     path: str
-    parent: object | None  # the (non-model) layer it sits inside, if any
+    parent: Layer | None  # the (non-model) layer it sits inside, if any
     is_output: bool  # its output is the model's output
     takes_data: bool  # its input is the model's input
 
 
-def _flat(keras: object, tensors: object) -> list[object]:
-    return list(keras.tree.flatten(tensors)) if tensors is not None else []  # type: ignore[attr-defined]
+def _flat(keras: ModuleType, tensors: Tensor) -> list[object]:
+    return list(keras.tree.flatten(tensors)) if tensors is not None else []
 
 
-def _connected(keras: object, tensors: object, targets: object) -> bool:
+def _connected(keras: ModuleType, tensors: Tensor, targets: Tensor) -> bool:
     targets = _flat(keras, targets)
     return any(any(t is target for target in targets) for t in _flat(keras, tensors))
 
 
-def _tensor(layer: object, which: str) -> object:
+def _tensor(layer: Layer, which: str) -> Tensor | None:
     """A layer's symbolic input or output; None where it has none or several (shared layers)."""
     try:
         return getattr(layer, which)
@@ -104,24 +106,26 @@ def _tensor(layer: object, which: str) -> object:
         return None
 
 
-def _walk(keras: object, model: object, prefix: str, outputs: bool, data: bool) -> Iterator[_Place]:
+def _walk(
+    keras: ModuleType, model: Model, prefix: str, outputs: bool, data: bool
+) -> Iterator[_Place]:
     """Every layer, through nested models and inside layers (LSTM cells, attention)."""
     model_outputs = getattr(model, "outputs", None) if outputs else None
     model_inputs = getattr(model, "inputs", None) if data else None
-    for layer in model.layers:  # type: ignore[attr-defined]
-        if isinstance(layer, keras.layers.InputLayer):  # type: ignore[attr-defined]
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.InputLayer):
             continue
         path = prefix + layer.name
         is_output = _connected(keras, _tensor(layer, "output"), model_outputs)
         takes_data = _connected(keras, _tensor(layer, "input"), model_inputs)
-        if isinstance(layer, keras.Model):  # type: ignore[attr-defined]
+        if isinstance(layer, keras.Model):
             yield from _walk(keras, layer, f"{path}/", is_output, takes_data)
             continue
         yield _Place(layer, path, None, is_output, takes_data)
         # A wrapper (TimeDistributed, Bidirectional) is connected as its inner
         # layer is; a layer inside another (a custom block) may be an output
         # when its parent is, but gets its input from its parent's code.
-        wraps = isinstance(layer, (keras.layers.Wrapper, keras.layers.Bidirectional))  # type: ignore[attr-defined]
+        wraps = isinstance(layer, (keras.layers.Wrapper, keras.layers.Bidirectional))
         for inner in layer._flatten_layers(include_self=False, recursive=True):
             yield _Place(inner, f"{path}/{inner.name}", layer, is_output, takes_data and wraps)
 
@@ -129,26 +133,31 @@ def _walk(keras: object, model: object, prefix: str, outputs: bool, data: bool) 
 def _mirror(place: _Place) -> bool:
     """A Bidirectional layer's backward copy, which would repeat the forward layer's findings."""
     parent = place.parent
-    return type(parent).__name__ == "Bidirectional" and place.layer is parent.backward_layer  # type: ignore[attr-defined]
+    return (
+        parent is not None
+        and type(parent).__name__ == "Bidirectional"
+        and place.layer is parent.backward_layer
+    )
 
 
-def _flops(layer: object) -> float | None:
+def _flops(layer: Layer) -> float | None:
     """Forward FLOPs per sample of a layer and its sublayers; None if some cannot be counted."""
     counts = [flops.layer_flops(leaf) for leaf in flops.leaves(layer) or [layer]]
-    return None if any(count is None for count in counts) else sum(counts)  # type: ignore[arg-type]
+    known = [count for count in counts if count is not None]
+    return sum(known) if len(known) == len(counts) else None
 
 
-def _share(layer: object, total: float) -> float | None:
+def _share(layer: Layer, total: float) -> float | None:
     count = _flops(layer)
     return None if count is None or total <= 0 else count / total
 
 
-def _last_dim(tensor: object) -> int | None:
+def _last_dim(tensor: Tensor) -> int | None:
     shape = getattr(tensor, "shape", None)
     return None if not shape or shape[-1] is None else int(shape[-1])
 
 
-def _channels(layer: object) -> int | None:
+def _channels(layer: Layer) -> int | None:
     tensor = _tensor(layer, "input")
     if getattr(layer, "data_format", "channels_last") == "channels_first":
         shape = getattr(tensor, "shape", None)
@@ -159,28 +168,28 @@ def _channels(layer: object) -> int | None:
 def _widths(place: _Place) -> tuple[list[tuple[str, int]], tuple[str, int] | None]:
     """The widths the user chose for a layer, and its input width where the data sets it."""
     layer, kind = place.layer, type(place.layer).__name__
-    own: list[tuple[str, object]] = []
-    given: tuple[str, object] | None = None
+    own: list[tuple[str, int | None]] = []
+    given: tuple[str, int | None] | None = None
     if kind == "Dense":
-        own = [("units", layer.units)]  # type: ignore[attr-defined]
+        own = [("units", layer.units)]
         given = ("input features", _last_dim(_tensor(layer, "input")))
     elif kind in CONV_WITH_FILTERS:
-        own = [("filters", layer.filters)]  # type: ignore[attr-defined]
+        own = [("filters", layer.filters)]
         given = ("input channels", _channels(layer))
     elif kind in ("LSTM", "GRU"):
-        own = [("units", layer.units)]  # type: ignore[attr-defined]
+        own = [("units", layer.units)]
         given = ("input features", _last_dim(_tensor(layer, "input")))
     elif kind == "Embedding":
-        own = [("output_dim", layer.output_dim)]  # type: ignore[attr-defined]
+        own = [("output_dim", layer.output_dim)]
     elif kind == "MultiHeadAttention":
-        own = [("key_dim", layer.key_dim), ("value_dim", layer.value_dim)]  # type: ignore[attr-defined]
+        own = [("key_dim", layer.key_dim), ("value_dim", layer.value_dim)]
     if place.is_output:
         own = []  # the task sets an output's width (the number of classes)
     if not place.takes_data:
         given = None  # it is the previous layer's width, checked there
     return (
-        [(name, int(value)) for name, value in own if value],  # type: ignore[call-overload]
-        (given[0], int(given[1])) if given and given[1] else None,  # type: ignore[call-overload]
+        [(name, int(value)) for name, value in own if value],
+        (given[0], int(given[1])) if given and given[1] else None,
     )
 
 
@@ -245,7 +254,7 @@ def _check_dominant(place: _Place, share: float | None) -> list[Finding]:
     kernel = getattr(layer, "kernel", None)
     if share is None or kernel is None or share < DOMINANT_SHARE:
         return []
-    shape = [int(d) for d in kernel.shape]  # type: ignore[attr-defined]
+    shape = [int(d) for d in kernel.shape]
     weights = math.prod(shape)
     if weights < DOMINANT_WEIGHTS:
         return []
@@ -281,7 +290,7 @@ def _check_separable(place: _Place, share: float | None) -> list[Finding]:
         return []
     if getattr(layer, "groups", 1) != 1:
         return []
-    shape = [int(d) for d in layer.kernel.shape]  # type: ignore[attr-defined]
+    shape = [int(d) for d in layer.kernel.shape]
     *spatial, inputs, filters = shape
     k = math.prod(spatial)
     if k <= 1:
@@ -360,30 +369,29 @@ def _activation_name(function: object) -> str | None:
     return getattr(function, "__name__", None)
 
 
-def _cudnn_blockers(layer: object, kind: str) -> list[str]:
+def _cudnn_blockers(layer: Layer, kind: str) -> list[str]:
     """Why Keras' fused cuDNN kernel is not used for an LSTM/GRU layer (none: it is)."""
     reasons = []
     if getattr(layer, "use_cudnn", "auto") is False:
         reasons.append("use_cudnn = FALSE")
-    if _activation_name(layer.activation) != "tanh":  # type: ignore[attr-defined]
-        reasons.append(f"activation {_activation_name(layer.activation)} (needs tanh)")  # type: ignore[attr-defined]
-    if _activation_name(layer.recurrent_activation) != "sigmoid":  # type: ignore[attr-defined]
+    if _activation_name(layer.activation) != "tanh":
+        reasons.append(f"activation {_activation_name(layer.activation)} (needs tanh)")
+    if _activation_name(layer.recurrent_activation) != "sigmoid":
         reasons.append(
-            f"recurrent_activation {_activation_name(layer.recurrent_activation)} "  # type: ignore[attr-defined]
-            "(needs sigmoid)"
+            f"recurrent_activation {_activation_name(layer.recurrent_activation)} (needs sigmoid)"
         )
-    if not layer.use_bias:  # type: ignore[attr-defined]
+    if not layer.use_bias:
         reasons.append("use_bias = FALSE")
-    if layer.unroll:  # type: ignore[attr-defined]
+    if layer.unroll:
         reasons.append("unroll = TRUE")
-    if layer.recurrent_dropout:  # type: ignore[attr-defined]
-        reasons.append(f"recurrent_dropout = {layer.recurrent_dropout:g}")  # type: ignore[attr-defined]
-    if kind == "GRU" and not layer.reset_after:  # type: ignore[attr-defined]
+    if layer.recurrent_dropout:
+        reasons.append(f"recurrent_dropout = {layer.recurrent_dropout:g}")
+    if kind == "GRU" and not layer.reset_after:
         reasons.append("reset_after = FALSE")
     return reasons
 
 
-def _masked(keras: object, layer: object) -> bool:
+def _masked(keras: ModuleType, layer: Layer) -> bool:
     """Whether a mask reaches ``layer`` from a Masking layer or Embedding(mask_zero = TRUE).
 
     Walks back through layers that pass masks on; stops at one that does not.
@@ -397,7 +405,7 @@ def _masked(keras: object, layer: object) -> bool:
             if id(operation) in seen:
                 continue
             seen.add(id(operation))
-            if isinstance(operation, keras.layers.Masking) or getattr(  # type: ignore[attr-defined]
+            if isinstance(operation, keras.layers.Masking) or getattr(
                 operation, "mask_zero", False
             ):
                 return True
@@ -406,7 +414,7 @@ def _masked(keras: object, layer: object) -> bool:
     return False
 
 
-def _check_rnn(keras: object, place: _Place) -> list[Finding]:
+def _check_rnn(keras: ModuleType, place: _Place) -> list[Finding]:
     layer, kind = place.layer, type(place.layer).__name__
     if kind in ("LSTM", "GRU"):
         found = []
@@ -458,10 +466,10 @@ def _check_rnn(keras: object, place: _Place) -> list[Finding]:
     return []
 
 
-def _check_batch(model: object, batch_size: int | None) -> list[Finding]:
+def _check_batch(model: Model, batch_size: int | None) -> list[Finding]:
     if batch_size is None or batch_size % TENSOR_CORE_MULTIPLE == 0:
         return []
-    dtypes = {getattr(leaf, "compute_dtype", None) for leaf in flops.leaves(model)}
+    dtypes = {str(getattr(leaf, "compute_dtype", None)) for leaf in flops.leaves(model)}
     low = sorted(dtypes & set(LOW_PRECISION))
     if not low:
         return []
@@ -478,7 +486,7 @@ def _check_batch(model: object, batch_size: int | None) -> list[Finding]:
     ]
 
 
-def audit(model: object, batch_size: int | None = None) -> dict[str, object]:
+def audit(model: Model, batch_size: int | None = None) -> dict[str, object]:
     """Findings on how well a built Keras 3 model suits a GPU, worst first.
 
     Args:
@@ -496,7 +504,7 @@ def audit(model: object, batch_size: int | None = None) -> dict[str, object]:
     arguments.check_keras_model(keras, model)
     if batch_size is not None:
         batch_size = arguments.count("batch_size", batch_size)
-    if not model.built or not model.layers:  # type: ignore[attr-defined]
+    if not model.built or not model.layers:
         raise BadModelError(
             "The model is not built, so its layers have no shapes to check: start it with an "
             "Input (keras$Input(shape = ...)) or call model$build() first."
@@ -507,15 +515,15 @@ def audit(model: object, batch_size: int | None = None) -> dict[str, object]:
     findings: list[Finding] = []
     issue = precision.output_precision_issue(model)
     if issue is not None:
-        layer = issue["layer"]
+        layer: Layer = issue["layer"]
         findings.append(
             Finding(
-                layer.name,  # type: ignore[attr-defined]
+                layer.name,
                 type(layer).__name__,
                 "output_in_low_precision",
                 "warning",
-                issue["finding"],  # type: ignore[arg-type]
-                issue["advice"],  # type: ignore[arg-type]
+                str(issue["finding"]),
+                str(issue["advice"]),
                 _share(layer, total),
             )
         )
@@ -532,7 +540,7 @@ def audit(model: object, batch_size: int | None = None) -> dict[str, object]:
     findings.sort(key=lambda f: (SEVERITY_ORDER.index(f.severity), -(f.flops_share or 0.0)))
     return {
         "findings": findings,
-        "model": model.name,  # type: ignore[attr-defined]
+        "model": model.name,
         "backend": config.backend,
         "layers": sum(place.parent is None for place in places),
         "flops_per_sample": total or None,

@@ -23,7 +23,7 @@ def plain(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     if hasattr(value, "item") and getattr(value, "shape", None) == ():
-        return value.item()  # type: ignore[attr-defined]
+        return value.item()
     return value
 
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import csv
 import os
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpukeras.errors import BadArgumentError, BadDataError
+from gpukeras.handles import Dataset, Tensor
 from gpukeras.source_files import Source, match_files, quoted, tensorflow
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 # Rows of the first CSV file read to tell numeric from text columns.
 CSV_SAMPLE_ROWS = 100
@@ -36,7 +33,7 @@ def _read_csv_head(path: str, rows: int) -> tuple[list[str], list[list[str]]]:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
-            sample = []
+            sample: list[list[str]] = []
             for row in reader:
                 if len(sample) >= rows:
                     break
@@ -196,20 +193,20 @@ def csv_source(
     tf = tensorflow()
     feature_positions = [header.index(name) for name in features]
     label_position = None if label is None else header.index(label)
-    selected = sorted({*feature_positions, *([] if label is None else [label_position])})
+    selected = sorted({*feature_positions, *([] if label_position is None else [label_position])})
     missing_as_nan = tf.constant(np.nan, tf.float32)
     required = tf.constant([], tf.int32 if label_dtype == "int32" else tf.float32)
     defaults = [required if position == label_position else missing_as_nan for position in selected]
 
-    def decode(lines: tf.Tensor) -> object:
+    def decode(lines: Tensor) -> object:
         # Blank lines are dropped here, per batch: a per-line filter costs ten times more.
         lines = tf.boolean_mask(lines, tf.strings.length(tf.strings.strip(lines)) > 0)
         decoded = tf.io.decode_csv(lines, defaults, select_cols=selected, na_value=CSV_NA[1])
         fields = dict(zip(selected, decoded))
         stacked = tf.stack([fields[position] for position in feature_positions], axis=-1)
-        return stacked if label is None else (stacked, fields[label_position])
+        return stacked if label_position is None else (stacked, fields[label_position])
 
-    def lines_of(path: tf.Tensor) -> tf.data.Dataset:
+    def lines_of(path: Tensor) -> Dataset:
         return tf.data.TextLineDataset(path).skip(1)
 
     dataset = (

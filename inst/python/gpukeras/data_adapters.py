@@ -55,17 +55,18 @@ import dataclasses
 import importlib.util
 import math
 import sys
-from typing import ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
 
 from gpukeras import compat, pipeline
 from gpukeras.errors import BadArgumentError, BadDataError
+from gpukeras.handles import Dataset, Model
 
 DEFAULT_BATCH_SIZE = 32
 
 
-def is_tf_dataset(data: object) -> bool:
+def is_tf_dataset(data: object) -> TypeGuard[Dataset]:
     """Whether ``data`` is a tf.data.Dataset, without importing TensorFlow."""
     tf = sys.modules.get("tensorflow")
     return tf is not None and isinstance(data, tf.data.Dataset)
@@ -87,8 +88,8 @@ def as_arrays(part: object) -> object:
 
 def row_count(x: object) -> int:
     """The rows of ``x``: an array, or a dict of arrays (the first one's rows)."""
-    first = next(iter(x.values())) if isinstance(x, dict) else x
-    return len(first)  # type: ignore[arg-type]
+    first: Any = next(iter(x.values())) if isinstance(x, dict) else x
+    return len(first)
 
 
 # The adapters ---------------------------------------------------------------------
@@ -119,8 +120,8 @@ class DataAdapter:
         self,
         fit_args: dict[str, object],
         *,
-        dataset: object | None = None,
-        tf_dataset: object | None = None,
+        dataset: Dataset | None = None,
+        tf_dataset: Dataset | None = None,
         batch_size: int | None = None,
         steps_per_epoch: int | None = None,
         rows: int | None = None,
@@ -136,7 +137,7 @@ class DataAdapter:
         """Make the next epoch draw the order epoch ``epochs`` had (see the module's notes)."""
         if self.dataset is not None:
             for _ in range(epochs):
-                iter(self.dataset)  # type: ignore[call-overload]
+                iter(self.dataset)
 
     def pipeline_steps(self) -> list[str] | None:
         """The transformations of the epoch-counting dataset, for the monitor's advice."""
@@ -163,10 +164,10 @@ class TFDatasetAdapter(DataAdapter):
     given_dataset = True
 
     def __init__(
-        self, dataset: object, batch_size: int | None = None, rows: int | None = None
+        self, dataset: Dataset, batch_size: int | None = None, rows: int | None = None
     ) -> None:
         tf = sys.modules["tensorflow"]
-        batches = int(dataset.cardinality())  # type: ignore[attr-defined]
+        batches = int(dataset.cardinality())
         if batches == tf.data.INFINITE_CARDINALITY:
             raise BadDataError(
                 "The dataset repeats forever (dataset.repeat()): gpu_fit() needs a finite "
@@ -184,7 +185,7 @@ class TFDatasetAdapter(DataAdapter):
             return
         super().__init__(
             # shuffling is the dataset's own; Keras would only warn about it
-            {"x": dataset.repeat(), "steps_per_epoch": batches, "shuffle": False},  # type: ignore[attr-defined]
+            {"x": dataset.repeat(), "steps_per_epoch": batches, "shuffle": False},
             dataset=dataset,
             tf_dataset=dataset,
             batch_size=batch_size,
@@ -272,10 +273,10 @@ def get_data_adapter(data: object, batch_size: int | None, seed: int | None) -> 
     return KerasDataAdapter(data)
 
 
-def _static_batch_size(dataset: object) -> int | None:
+def _static_batch_size(dataset: Dataset) -> int | None:
     """A dataset's batch size where it is fixed in its spec or its batch step; else None."""
     tf = sys.modules["tensorflow"]
-    for spec in tf.nest.flatten(dataset.element_spec):  # type: ignore[attr-defined]
+    for spec in tf.nest.flatten(dataset.element_spec):
         if spec.shape.rank and spec.shape[0] is not None:
             return int(spec.shape[0])
         break
@@ -308,15 +309,15 @@ def describe_dataset(data: object) -> dict[str, object] | None:
     if not is_tf_dataset(data):
         return None
     tf = sys.modules["tensorflow"]
-    cardinality = int(data.cardinality())  # type: ignore[attr-defined]
-    leaves = tf.nest.flatten(data.element_spec)  # type: ignore[attr-defined]
+    cardinality = int(data.cardinality())
+    leaves = tf.nest.flatten(data.element_spec)
     return {
         "batches": cardinality if cardinality >= 0 else None,
         "element": ", ".join(f"{tuple(leaf.shape)} {leaf.dtype.name}" for leaf in leaves),
     }
 
 
-def check_batched(model: object, dataset: object, arg: str = "data") -> None:
+def check_batched(model: Model, dataset: Dataset, arg: str = "data") -> None:
     """Raise BadDataError when a dataset gives single examples to a model that takes batches.
 
     Keras' own error for it ("Expected shape (None, 20), but input has an
@@ -324,11 +325,11 @@ def check_batched(model: object, dataset: object, arg: str = "data") -> None:
     inputs are known can be compared with; others are left to Keras.
     """
     try:
-        inputs = list(model.inputs)  # type: ignore[attr-defined]
+        inputs = list(model.inputs)
     except (AttributeError, ValueError, TypeError):  # a subclassed or unbuilt model
         return
     tf = sys.modules["tensorflow"]
-    spec = dataset.element_spec  # type: ignore[attr-defined]
+    spec = dataset.element_spec
     features = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
     if not inputs or len(features) != len(inputs):
         return
@@ -345,7 +346,7 @@ def check_batched(model: object, dataset: object, arg: str = "data") -> None:
         )
 
 
-def build_from_spec(model: object, dataset: object) -> bool:
+def build_from_spec(model: Model, dataset: Dataset) -> bool:
     """Build the model, its compiled loss and metrics and its optimizer from a dataset's
     element spec, so Keras need not peek at a batch through an iterator of its own
     (see the module's notes). Returns whether it did; where it cannot, Keras peeks.
@@ -355,7 +356,7 @@ def build_from_spec(model: object, dataset: object) -> bool:
     """
     check_batched(model, dataset)
     try:
-        model._symbolic_build(data_batch=dataset.element_spec)  # type: ignore[attr-defined]
+        model._symbolic_build(data_batch=dataset.element_spec)
     except Exception:  # a model Keras cannot build symbolically: it builds on a batch
         return False
     return True

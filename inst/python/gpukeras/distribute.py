@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from gpukeras import cluster, scope, tensors
 from gpukeras.errors import BadArgumentError, BadModelError, UnknownDeviceError
+from gpukeras.handles import Dataset, Model, Optimizer, Strategy
 from gpukeras.runtime import config
 
 TYPES = ("auto", "one_device", "mirrored", "multi_worker")
@@ -175,7 +176,7 @@ def make(
     return {"strategy": strategy, "description": describe(strategy)}
 
 
-def kind_of(strategy: object) -> str:
+def kind_of(strategy: Strategy) -> str:
     """ "multi_worker", "tf" (another tf.distribute strategy) or "jax" (a Keras Distribution)."""
     name = type(strategy).__name__
     if "MultiWorkerMirroredStrategy" in name or "CollectiveAllReduceStrategy" in name:
@@ -191,7 +192,7 @@ def kind_of(strategy: object) -> str:
     )
 
 
-def describe(strategy: object) -> Description:
+def describe(strategy: Strategy) -> Description:
     """A strategy's type, devices and replicas (works on strategies the user made too)."""
     kind = kind_of(strategy)
     name = type(strategy).__name__
@@ -202,27 +203,27 @@ def describe(strategy: object) -> Description:
             **cluster.describe(strategy),
         )  # fmt: skip
     if kind == "jax":
-        names = [tensors.normalize_device(str(d)) for d in strategy.device_mesh.devices.flat]  # type: ignore[attr-defined]
+        names = [tensors.normalize_device(str(d)) for d in strategy.device_mesh.devices.flat]
         return Description(
             type="one_device" if len(names) == 1 else "mirrored",
             backend="jax", engine=name, replicas=len(names), devices=names,
         )  # fmt: skip
-    extended = strategy.extended  # type: ignore[attr-defined]
+    extended = strategy.extended
     names = [tensors.normalize_device(d) for d in getattr(extended, "worker_devices", ())]
     return Description(
-        type="one_device" if strategy.num_replicas_in_sync == 1 else "mirrored",  # type: ignore[attr-defined]
+        type="one_device" if strategy.num_replicas_in_sync == 1 else "mirrored",
         backend="tensorflow", engine=name,
-        replicas=int(strategy.num_replicas_in_sync), devices=names,  # type: ignore[attr-defined]
+        replicas=int(strategy.num_replicas_in_sync), devices=names,
     )  # fmt: skip
 
 
-def strategy_scope(strategy: object) -> contextlib.AbstractContextManager:
+def strategy_scope(strategy: Strategy) -> contextlib.AbstractContextManager:
     """The scope in which models are built for ``strategy`` (with_gpu_strategy())."""
     kind_of(strategy)  # BadArgumentError for an object that is no strategy
-    return strategy.scope()  # type: ignore[attr-defined]
+    return strategy.scope()
 
 
-def in_scope(model: object, strategy: object) -> bool:
+def in_scope(model: Model, strategy: Strategy) -> bool:
     """Whether ``model``'s variables were made for ``strategy`` (TensorFlow records it).
 
     On JAX it is not recorded, so a copy is always made: cheap next to training.
@@ -230,20 +231,22 @@ def in_scope(model: object, strategy: object) -> bool:
     return kind_of(strategy) != "jax" and getattr(model, "_distribute_strategy", None) is strategy
 
 
-def _copy_optimizer_state(source: object, target: object, target_variables: list) -> None:
+def _copy_optimizer_state(
+    source: Optimizer | None, target: Optimizer | None, target_variables: list
+) -> None:
     """Copy optimizer variables (step count, moments) when the source has any state."""
-    if source is None or target is None or not source.built:  # type: ignore[attr-defined]
+    if source is None or target is None or not source.built:
         return
-    if not target.built:  # type: ignore[attr-defined]
-        target.build(target_variables)  # type: ignore[attr-defined]
-    if len(source.variables) != len(target.variables):  # type: ignore[attr-defined]
+    if not target.built:
+        target.build(target_variables)
+    if len(source.variables) != len(target.variables):
         return
     keras = config.keras()
-    for from_variable, to_variable in zip(source.variables, target.variables):  # type: ignore[attr-defined]
+    for from_variable, to_variable in zip(source.variables, target.variables):
         to_variable.assign(keras.ops.convert_to_numpy(from_variable.value))
 
 
-def in_scope_copy(model: object, strategy: object) -> object:
+def in_scope_copy(model: Model, strategy: Strategy) -> Model:
     """A copy of a compiled model with its variables in ``strategy``'s scope.
 
     Same architecture (``clone_model``), weights, compile settings and
@@ -257,8 +260,8 @@ def in_scope_copy(model: object, strategy: object) -> object:
             copy = keras.models.clone_model(model)  # compiled from the model's compile config
             if not copy.compiled:
                 raise ValueError("the copy could not be compiled from the model's compile config")
-            copy.set_weights(model.get_weights())  # type: ignore[attr-defined]
-            _copy_optimizer_state(model.optimizer, copy.optimizer, copy.trainable_variables)  # type: ignore[attr-defined]
+            copy.set_weights(model.get_weights())
+            _copy_optimizer_state(model.optimizer, copy.optimizer, copy.trainable_variables)
     except Exception as error:
         raise BadModelError(
             "gpu_fit(strategy = ) could not copy the model into the strategy's scope "
@@ -268,14 +271,14 @@ def in_scope_copy(model: object, strategy: object) -> object:
     return copy
 
 
-def copy_back(trained: object, model: object) -> None:
+def copy_back(trained: Model, model: Model) -> None:
     """Put the trained copy's weights and optimizer state into the user's model."""
-    model.set_weights(trained.get_weights())  # type: ignore[attr-defined]
-    _copy_optimizer_state(trained.optimizer, model.optimizer, model.trainable_variables)  # type: ignore[attr-defined]
+    model.set_weights(trained.get_weights())
+    _copy_optimizer_state(trained.optimizer, model.optimizer, model.trainable_variables)
 
 
 @contextlib.contextmanager
-def training_model(model: object, strategy: object) -> Iterator[object]:
+def training_model(model: Model, strategy: Strategy) -> Iterator[object]:
     """The model to train under ``strategy``; trained weights reach ``model`` even on an error.
 
     Copying back in ``finally`` keeps what an interrupted run had learnt.
@@ -312,7 +315,7 @@ def check_batch(description: Description, batch_size: int | None, rows: int | No
         )
 
 
-def shard_by_data(dataset: object) -> object:
+def shard_by_data(dataset: Dataset) -> object:
     """``dataset`` with its auto-shard policy set to DATA, explicitly.
 
     tf.distribute shards a dataset across workers by its AUTO policy, which
@@ -326,7 +329,7 @@ def shard_by_data(dataset: object) -> object:
     tf = sources.tensorflow()
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return dataset.with_options(options)  # type: ignore[attr-defined]
+    return dataset.with_options(options)
 
 
 def strategy_settings(description: Description, batch_size: int | None) -> dict[str, object]:

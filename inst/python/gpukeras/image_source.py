@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from gpukeras.errors import BadArgumentError, BadImageError, MissingFilesError
+from gpukeras.handles import Tensor
 from gpukeras.source_files import Source, expand, quoted, tensorflow
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 # The formats tf.io.decode_image reads, by the bytes their files start with.
@@ -44,10 +42,10 @@ def _image_format(path: str) -> str | None:
     return None
 
 
-def _check_image_size(image_size: object) -> tuple[int, int]:
+def _check_image_size(image_size: Any) -> tuple[int, int]:
     try:
-        height, width = (int(side) for side in image_size)  # type: ignore[attr-defined]
-        whole = all(float(side) == int(side) for side in image_size)  # type: ignore[attr-defined]
+        height, width = (int(side) for side in image_size)
+        whole = all(float(side) == int(side) for side in image_size)
     except (TypeError, ValueError):
         height, width, whole = 0, 0, False
     if not whole or height < 1 or width < 1:
@@ -57,7 +55,7 @@ def _check_image_size(image_size: object) -> tuple[int, int]:
     return height, width
 
 
-def _to_channels(tf: ModuleType, image: tf.Tensor, channels: int) -> tf.Tensor:
+def _to_channels(tf: ModuleType, image: Tensor, channels: int) -> Tensor:
     """A float image of 1 (gray), 2 (gray, alpha), 3 (RGB) or 4 (RGBA) channels as ``channels``.
 
     Gray becomes RGB by repeating it, RGB becomes gray by luma weights
@@ -169,7 +167,7 @@ def image_folder_source(
     tf = tensorflow()
     channels = COLOR_MODES[color_mode]
 
-    def load(file: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def load(file: Tensor, label: Tensor) -> tuple[Tensor, Tensor]:
         # Decoded with the file's own channels (1 to 4), then converted here:
         # decode_image cannot convert every format (a BMP to 1 channel, a JPEG to 4).
         image = tf.io.decode_image(tf.io.read_file(file), expand_animations=False)

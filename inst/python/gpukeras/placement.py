@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TypedDict
 
 from gpukeras import tensors
 from gpukeras.runtime import config
 
 
-def time_matmul(device: str, size: int, repeats: int, warmup: int) -> dict[str, object]:
+class MatmulRun(TypedDict):
+    """One device's matmul: where it was asked to run, where it ran, how fast."""
+
+    requested: str
+    actual: str
+    median_ms: float
+    gflops: float
+
+
+def time_matmul(device: str, size: int, repeats: int, warmup: int) -> MatmulRun:
     """Multiply two ``size`` x ``size`` float32 matrices on ``device``.
 
     Returns the requested and actual device, the median wall time of ``repeats``

@@ -49,10 +49,13 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from gpukeras import arguments, data_adapters, fit, profile_logs, sources, timing
 from gpukeras import monitor as monitoring
 from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
+from gpukeras.handles import Callback, Model
 from gpukeras.runtime import config
 
 SETTINGS = ("batch_size", "steps_per_execution", "jit_compile", "dtype_policy", "device", "data")
@@ -103,7 +106,7 @@ def _mend_tensorflow_trace() -> None:
     here every later TensorFlow op (tf.data included) fails with "'bool'
     object is not callable". Put TensorFlow's function back.
     """
-    trace = sys.modules.get("tensorflow.python.profiler.trace")
+    trace: Any = sys.modules.get("tensorflow.python.profiler.trace")
     if trace is not None and not callable(trace.enabled):
         trace.enabled = trace._pywrap_traceme.traceme_enabled
 
@@ -128,7 +131,8 @@ class Profiler:
             )
         self.backend = backend
         self.running = False
-        self._scratch: str | None = None
+        self._scratch = ""  # set by start()
+        self._module: ModuleType
         if backend == "jax":
             import jax.profiler
 
@@ -169,7 +173,7 @@ class Profiler:
                 self._module.profiler.experimental.stop(save=run_dir is not None)
             if run_dir is None:
                 return None
-            written = Path(self._scratch, "plugins", "profile")  # type: ignore[arg-type]
+            written = Path(self._scratch, "plugins", "profile")
             sessions = list(written.iterdir()) if written.is_dir() else []
             if not sessions:  # profile_logs.read_trace says so
                 return None
@@ -183,7 +187,7 @@ class Profiler:
             shutil.move(str(session), str(target))
             return target
         finally:
-            shutil.rmtree(self._scratch, ignore_errors=True)  # type: ignore[arg-type]
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def warm_up(self) -> None:
         """Start and stop once before training, as Keras' callback does: the first start
@@ -200,12 +204,14 @@ class Profiler:
         )
 
 
-def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> object:
+def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> Callback:
     """A Keras callback tracing steps ``start``..``stop``, ending training after ``stop``,
     and collecting every step's logs (see the module's notes)."""
     keras = config.keras()
 
-    class ProfileRange(keras.callbacks.Callback):
+    callback_base: Any = keras.callbacks.Callback  # Keras has no types
+
+    class ProfileRange(callback_base):
         # Only the batch-end hook may run on Keras' worker thread; it just
         # stores the logs, so Keras keeps dispatching batch ends asynchronously.
         async_safe = True
@@ -272,7 +278,7 @@ def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> o
 
 # The run ----------------------------------------------------------------------
 def profile(
-    model: object,
+    model: Model,
     data: object,
     steps: object = (10, 20),
     logdir: str | None = None,
@@ -339,27 +345,27 @@ def profile(
             verbose=verbose,
         )
     except BaseException:
-        tracer.abort()  # type: ignore[attr-defined]
+        tracer.abort()
         raise
-    trained = tracer.step  # type: ignore[attr-defined]
+    trained = tracer.step
     if trained < start:  # a dataset of unknown length that gave nothing
         raise BadDataError(
             f"The data gave only {trained} steps, fewer than the first traced step ({start}): "
             "give data that makes batches, or trace earlier steps."
         )
 
-    trace_dir = tracer.trace_dir  # type: ignore[attr-defined]
+    trace_dir = tracer.trace_dir
     traces = sorted(trace_dir.iterdir()) if trace_dir is not None else []
-    numbers = timer.report()  # type: ignore[attr-defined]
+    numbers = timer.report()
     share = numbers["input_wait_share"]
     if data_adapters.tensorflow_available():
         earlier = set(Path(run_dir).glob("events.out.tfevents.*"))
-        profile_logs.write_scalars(run_dir, tracer.logs)  # type: ignore[attr-defined]
+        profile_logs.write_scalars(run_dir, tracer.logs)
         events = sorted(set(Path(run_dir).glob("events.out.tfevents.*")) - earlier)
         scalars, source = profile_logs.read_scalars(events), "event files"
     else:
         events = []
-        scalars = profile_logs.logs_to_columns(tracer.logs)  # type: ignore[attr-defined]
+        scalars = profile_logs.logs_to_columns(tracer.logs)
         source = "memory (no TensorFlow to write event files)"
     return {
         "logdir": logdir,
@@ -382,5 +388,5 @@ def profile(
         "scalars": scalars,
         "scalars_source": source,
         "backend": backend,
-        "settings": {name: result["settings"].get(name) for name in SETTINGS},  # type: ignore[attr-defined]
+        "settings": {name: result["settings"].get(name) for name in SETTINGS},
     }

@@ -39,6 +39,7 @@ import json
 import math
 import shlex
 from pathlib import Path
+from typing import Any, TypedDict
 
 from gpukeras import monitor as monitoring
 from gpukeras import sources
@@ -49,6 +50,16 @@ STEP_NAME = "train"  # the profiler's step marker, as TensorFlow's profiler guid
 INPUT_EVENT_PREFIXES = ("IteratorGetNext", "MultiDeviceIteratorGetNext")
 INPUT_EVENT_SUFFIX = "Op::DoCompute"
 
+# An event: its name, start and duration in nanoseconds, and its statistics.
+Event = tuple[str, float, float, dict[str, Any]]
+
+
+class Plane(TypedDict):
+    """One timeline of a trace (a host thread group or a device), as both readers give it."""
+
+    name: str
+    events: list[Event]
+
 
 # The trace ----------------------------------------------------------------------
 def files(paths: list[Path]) -> list[dict[str, object]]:
@@ -56,17 +67,17 @@ def files(paths: list[Path]) -> list[dict[str, object]]:
     return [{"path": str(path), "bytes": path.stat().st_size} for path in sorted(paths)]
 
 
-def _planes_tensorflow(path: Path) -> list[dict[str, object]]:
+def _planes_tensorflow(path: Path) -> list[Plane]:
     """An .xplane.pb (XSpace protobuf) read with TensorFlow's own message class."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(path.read_bytes())
-    planes = []
+    planes: list[Plane] = []
     for plane in space.planes:
         names = {key: meta.name for key, meta in plane.event_metadata.items()}
         stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-        events = []
+        events: list[Event] = []
         for line in plane.lines:
             for event in line.events:
                 stats = {}
@@ -82,7 +93,7 @@ def _planes_tensorflow(path: Path) -> list[dict[str, object]]:
     return planes
 
 
-def _planes_jax(path: Path) -> list[dict[str, object]]:
+def _planes_jax(path: Path) -> list[Plane]:
     """The trace-event JSON (Chrome format) JAX writes beside the .xplane.pb, read with the
     standard library: jax.profiler.ProfileData, its xplane reader, aborts the whole process
     (and R with it) on a damaged file, where this raises."""
@@ -93,7 +104,7 @@ def _planes_jax(path: Path) -> list[dict[str, object]]:
         for event in events
         if event.get("ph") == "M" and event.get("name") == "process_name"
     }
-    planes: dict[object, list[tuple]] = {}
+    planes: dict[object, list[Event]] = {}
     for event in events:
         if event.get("ph") == "X":  # a complete event; times in microseconds
             planes.setdefault(event["pid"], []).append(
@@ -124,7 +135,7 @@ def _union_ns(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
+def summarize_trace(planes: list[Plane]) -> dict[str, Any]:
     """The marked steps in a trace, their host durations, the time spent taking batches
     from the input pipeline, and device busy time within them.
 
@@ -144,13 +155,13 @@ def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
     steps: dict[int, tuple[float, float]] = {}
     inputs: list[tuple[float, float]] = []
     for plane in planes:
-        if str(plane["name"]).startswith("/host:"):
-            for name, start, duration, stats in plane["events"]:  # type: ignore[attr-defined]
+        if plane["name"].startswith("/host:"):
+            for name, start, duration, stats in plane["events"]:
                 if name == STEP_NAME and "step_num" in stats:
                     steps[int(stats["step_num"])] = (start, start + duration)
                 elif name.startswith(INPUT_EVENT_PREFIXES) and name.endswith(INPUT_EVENT_SUFFIX):
                     inputs.append((start, start + duration))
-    result: dict[str, object] = {
+    result: dict[str, Any] = {
         "steps": sorted(steps),
         "step_time_mean_ms": None,
         "span_ms": None,
@@ -179,15 +190,15 @@ def summarize_trace(planes: list[dict[str, object]]) -> dict[str, object]:
             input_ms=waited / 1e6, input_share=share, input_verdict=monitoring.input_verdict(share)
         )
     for plane in planes:
-        if not str(plane["name"]).startswith("/device:"):
+        if not plane["name"].startswith("/device:"):
             continue
         intervals = [
             (max(start, first), min(start + duration, last))
-            for _, start, duration, _ in plane["events"]  # type: ignore[attr-defined]
+            for _, start, duration, _ in plane["events"]
             if start < last and start + duration > first
         ]
         busy = _union_ns(intervals)
-        result["devices"].append(  # type: ignore[attr-defined]
+        result["devices"].append(
             {
                 "plane": plane["name"],
                 "events": len(intervals),
@@ -209,10 +220,10 @@ def read_trace(files: list[Path], backend: str) -> dict[str, object]:
     try:
         planes = reader(found[0])
     except Exception as error:  # a library without the parser, a damaged file
-        note = f"the trace was written but not parsed here ({type(error).__name__}: {error})"
-        return {**empty, "parsed": False, "note": note}
+        why = f"the trace was written but not parsed here ({type(error).__name__}: {error})"
+        return {**empty, "parsed": False, "note": why}
     summary = summarize_trace(planes)
-    note = None
+    note: str | None = None
     if not summary["devices"]:
         note = "no device plane in the trace: it holds host (CPU) activity only"
     return {**summary, "parsed": True, "note": note}

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import re
 import warnings
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from gpukeras import arguments, data_adapters, failures, flops
 from gpukeras.errors import BadArgumentError, BadModelError
+from gpukeras.handles import Model, Tensor
 from gpukeras.runtime import config
 
 MODES = ("int8", "int4")
@@ -52,7 +55,7 @@ QUANTIZABLE = ("Dense", "EinsumDense", "Embedding", "ReversibleEmbedding")
 
 def _check_mode(mode: object) -> str:
     if mode in MODES:
-        return mode  # type: ignore[return-value]
+        return mode
     reason = (
         REFUSED.get(mode, f"{mode!r} is not a Keras quantization mode.")
         if isinstance(mode, str)
@@ -61,27 +64,27 @@ def _check_mode(mode: object) -> str:
     raise BadArgumentError(f"mode must be 'int8' or 'int4' (for inference). {reason}")
 
 
-def _bytes(variable: object) -> int:
+def _bytes(variable: Tensor) -> int:
     """Storage of one variable: elements x the bits its dtype's name says (bool: 8)."""
-    dtype = str(variable.dtype)  # type: ignore[attr-defined]
+    dtype = str(variable.dtype)
     bits = re.search(r"\d+", dtype)
-    size = int(np.prod([int(d) for d in variable.shape]))  # type: ignore[attr-defined]
+    size = int(np.prod([int(d) for d in variable.shape]))
     return size * (int(bits.group()) if bits else 8) // 8
 
 
-def _size_by_dtype(model: object) -> dict[str, int]:
+def _size_by_dtype(model: Model) -> dict[str, int]:
     sizes: dict[str, int] = {}
-    for variable in model.weights:  # type: ignore[attr-defined]
+    for variable in model.weights:
         dtype = str(variable.dtype)
         sizes[dtype] = sizes.get(dtype, 0) + _bytes(variable)
     return dict(sorted(sizes.items()))
 
 
-def _copy(keras: object, model: object) -> object:
+def _copy(keras: ModuleType, model: Model) -> Model:
     """The model cloned with its weights; Keras compiles the clone as the model was."""
     try:
-        copy = keras.models.clone_model(model)  # type: ignore[attr-defined]
-        copy.set_weights(model.get_weights())  # type: ignore[attr-defined]
+        copy = keras.models.clone_model(model)
+        copy.set_weights(model.get_weights())
     except Exception as error:
         raise BadModelError(
             "gpu_quantize() works on a copy made with clone_model(), which failed for this "
@@ -92,7 +95,7 @@ def _copy(keras: object, model: object) -> object:
     return copy
 
 
-def _check_quantizable(model: object, mode: str) -> None:
+def _check_quantizable(model: Model, mode: str) -> None:
     candidates = [leaf for leaf in flops.leaves(model) if type(leaf).__name__ in QUANTIZABLE]
     if not candidates:
         raise BadModelError(
@@ -110,25 +113,25 @@ def _check_quantizable(model: object, mode: str) -> None:
             )
 
 
-def _layer_rows(before: object, after: object) -> list[dict[str, object]]:
+def _layer_rows(before: Model, after: Model) -> list[dict[str, Any]]:
     """Per layer with weights: whether it was quantized, and its bytes before and after."""
     rows = []
     for old, new in zip(flops.leaves(before), flops.leaves(after)):
-        if not old.weights:  # type: ignore[attr-defined]
+        if not old.weights:
             continue
         rows.append(
             {
-                "layer": new.name,  # type: ignore[attr-defined]
+                "layer": new.name,
                 "layer_class": type(new).__name__,
-                "quantized": getattr(new.dtype_policy, "quantization_mode", None) is not None,  # type: ignore[attr-defined]
-                "bytes_before": sum(_bytes(v) for v in old.weights),  # type: ignore[attr-defined]
-                "bytes_after": sum(_bytes(v) for v in new.weights),  # type: ignore[attr-defined]
+                "quantized": getattr(new.dtype_policy, "quantization_mode", None) is not None,
+                "bytes_before": sum(_bytes(v) for v in old.weights),
+                "bytes_after": sum(_bytes(v) for v in new.weights),
             }
         )
     return rows
 
 
-def _split(data: object, batch_size: int | None) -> tuple[object, object, dict[str, object]]:
+def _split(data: object, batch_size: int | None) -> tuple[Any, Any, dict[str, Any]]:
     """Evaluation data as (x, y, keyword arguments), read as gpu_fit() reads validation data."""
     given = data_adapters.validation_args(data, batch_size)["validation_data"]
     if isinstance(given, tuple):
@@ -137,23 +140,23 @@ def _split(data: object, batch_size: int | None) -> tuple[object, object, dict[s
     return given, None, {}
 
 
-def _outputs(keras: object, model: object, x: object, kwargs: dict[str, object]) -> np.ndarray:
-    predicted = model.predict(x, verbose=0, **kwargs)  # type: ignore[attr-defined]
-    parts = keras.tree.flatten(predicted)  # type: ignore[attr-defined]
+def _outputs(keras: ModuleType, model: Model, x: object, kwargs: dict[str, object]) -> np.ndarray:
+    predicted = model.predict(x, verbose=0, **kwargs)
+    parts = keras.tree.flatten(predicted)
     return np.concatenate([np.asarray(part, dtype=np.float64).ravel() for part in parts])
 
 
-def _evaluate(model: object, x: object, y: object, kwargs: dict[str, object]) -> dict | None:
+def _evaluate(model: Model, x: object, y: object, kwargs: dict[str, object]) -> dict | None:
     if not getattr(model, "compiled", False):
         return None
     if y is None and not data_adapters.is_tf_dataset(x):
         return None
-    scores = model.evaluate(x, y, verbose=0, return_dict=True, **kwargs)  # type: ignore[attr-defined]
+    scores = model.evaluate(x, y, verbose=0, return_dict=True, **kwargs)
     return {name: float(value) for name, value in scores.items()}
 
 
 def quantize(
-    model: object, mode: str = "int8", data: object = None, batch_size: int | None = None
+    model: Model, mode: str = "int8", data: object = None, batch_size: int | None = None
 ) -> dict[str, object]:
     """A quantized copy of ``model`` for inference, and what quantizing changed.
 
@@ -179,7 +182,7 @@ def quantize(
     mode = _check_mode(mode)
     if batch_size is not None:
         batch_size = arguments.count("batch_size", batch_size)
-    if not model.built:  # type: ignore[attr-defined]
+    if not model.built:
         raise BadModelError(
             "The model is not built, so it has no weights to quantize: start it with an Input "
             "(keras$Input(shape = ...)) or call model$build() first."
@@ -189,7 +192,7 @@ def quantize(
     with warnings.catch_warnings():
         # Keras warns once per layer it leaves as it is; the report counts them.
         warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-        copy.quantize(mode)  # type: ignore[attr-defined]
+        copy.quantize(mode)
     layers = _layer_rows(model, copy)
     size_before, size_after = _size_by_dtype(model), _size_by_dtype(copy)
     result: dict[str, object] = {
@@ -201,7 +204,7 @@ def quantize(
         "bytes_before": sum(size_before.values()),
         "bytes_after": sum(size_after.values()),
         "layers": layers,
-        "layers_quantized": sum(row["quantized"] for row in layers),  # type: ignore[misc]
+        "layers_quantized": sum(row["quantized"] for row in layers),
         "layers_kept": sum(not row["quantized"] for row in layers),
         "metrics_before": None,
         "metrics_after": None,

@@ -25,8 +25,10 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from typing import Any, TypeGuard
 
 from gpukeras.errors import BadArgumentError
+from gpukeras.handles import Tensor
 from gpukeras.runtime import config
 
 CYCLICAL_MODES = ("triangular", "triangular2")
@@ -62,7 +64,7 @@ _HELPERS = {
 }
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -81,9 +83,9 @@ def _checked(schedule: str, name: str, kind: str, value: object) -> object:
         if value not in CYCLICAL_MODES:
             raise bad(" or ".join(f'"{mode}"' for mode in CYCLICAL_MODES))
         return value
-    if not _number(value) or not math.isfinite(value):  # type: ignore[arg-type]
+    if not _number(value) or not math.isfinite(value):
         raise bad("a finite number")
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)
     if kind in ("steps", "steps0"):
         minimum = 1 if kind == "steps" else 0
         if number != round(number) or number < minimum:
@@ -98,7 +100,7 @@ def _checked(schedule: str, name: str, kind: str, value: object) -> object:
     return number
 
 
-def check_spec(spec: object) -> dict[str, object]:
+def check_spec(spec: object) -> dict[str, Any]:
     """A complete, checked copy of a schedule spec, with defaults filled in.
 
     Raises:
@@ -123,7 +125,7 @@ def check_spec(spec: object) -> dict[str, object]:
             f"{_HELPERS[name]} has no parameter(s) {', '.join(unknown)}; "
             f"it takes {', '.join(parameters)}."
         )
-    checked: dict[str, object] = {"schedule": name}
+    checked: dict[str, Any] = {"schedule": name}
     for parameter, (kind, default) in parameters.items():
         if parameter not in spec or spec[parameter] is None:
             if default is _REQUIRED:
@@ -131,7 +133,7 @@ def check_spec(spec: object) -> dict[str, object]:
             checked[parameter] = default
         else:
             checked[parameter] = _checked(name, parameter, kind, spec[parameter])
-    if name == "cyclical" and checked["high"] <= checked["low"]:  # type: ignore[operator]
+    if name == "cyclical" and checked["high"] <= checked["low"]:
         raise BadArgumentError(
             f"lr_cyclical(): `high` ({checked['high']}) must be greater than `low` "
             f"({checked['low']})."
@@ -148,8 +150,10 @@ def cyclical_schedule_class() -> type:
     """
     keras = config.keras()
 
+    schedule_base: Any = keras.optimizers.schedules.LearningRateSchedule  # Keras has no types
+
     @keras.saving.register_keras_serializable(package="gpukeras")
-    class CyclicalLearningRate(keras.optimizers.schedules.LearningRateSchedule):
+    class CyclicalLearningRate(schedule_base):
         """Triangular cyclical learning rate (Smith 2017, "Cyclical Learning Rates").
 
         ``lr(step) = low + (high - low) * max(0, 1 - x) * scale`` with
@@ -173,7 +177,7 @@ def cyclical_schedule_class() -> type:
             self.mode = mode
             self.name = name
 
-        def __call__(self, step: object) -> object:
+        def __call__(self, step: Tensor) -> Tensor:
             ops = keras.ops
             step = ops.cast(step, "float32")
             size = float(self.step_size)
@@ -196,7 +200,7 @@ def cyclical_schedule_class() -> type:
     return CyclicalLearningRate
 
 
-def build(spec: dict[str, object]) -> object:
+def build(spec: dict[str, Any]) -> Any:
     """The Keras ``LearningRateSchedule`` for a spec (checked first, see ``check_spec``)."""
     spec = check_spec(spec)
     schedules = config.keras().optimizers.schedules
@@ -225,7 +229,7 @@ def build(spec: dict[str, object]) -> object:
     )
 
 
-def values(spec: dict[str, object], steps: list[int]) -> list[float]:
+def values(spec: dict[str, Any], steps: list[int]) -> list[float]:
     """The learning rate a spec gives at each of ``steps`` (for tests, printing and plots)."""
     schedule = build(spec)
     ops = config.keras().ops

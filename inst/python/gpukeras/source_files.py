@@ -15,14 +15,11 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from gpukeras.errors import MissingFilesError, TensorflowMissingError
+from gpukeras.handles import Dataset
 from gpukeras.runtime import _native_stderr_silenced, config
 from gpukeras.stack import INSTALL_HINT
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 
 @dataclass
@@ -38,7 +35,7 @@ class Source:
             columns, class names or features.
     """
 
-    dataset: tf.data.Dataset
+    dataset: Dataset
     kind: str
     info: dict[str, object]
 

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from gpukeras.errors import BadArgumentError, BadDataError
+from gpukeras.handles import Tensor
 from gpukeras.source_files import Source, match_files, quoted, tensorflow
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 TFRECORD_PARSE_BATCH = 256
 
@@ -108,7 +105,7 @@ def tfrecord_source(pattern: str, label: str | None = None) -> Source:
             f"No features left: \"{label}\" is the only feature of '{first_file}'."
         )
 
-    def parse(records: tf.Tensor) -> object:
+    def parse(records: Tensor) -> object:
         parsed = tf.io.parse_example(records, spec)
         values = {
             name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value

@@ -1,0 +1,20 @@
+"""Names for the framework objects the core passes around but cannot type.
+
+Keras ships no type information (no ``py.typed``) and TensorFlow's is partial,
+so to a type checker their objects are ``Any``. Naming them says what a
+parameter holds, and lets the checker verify the core's own logic instead of
+being silenced line by line. Values that come from the user (R) and are
+checked before use stay ``object``: the check is what narrows them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Model = Any  # a keras.Model
+Layer = Any  # a keras.Layer
+Tensor = Any  # a backend tensor, a KerasTensor or a Keras variable
+Dataset = Any  # a tf.data.Dataset
+Strategy = Any  # a tf.distribute.Strategy or a keras.distribution.Distribution
+Callback = Any  # a keras.callbacks.Callback
+Optimizer = Any  # a keras.optimizers.Optimizer
