@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +156,43 @@ def test_gpu_rows_in_the_check(check_result: dict) -> None:
     assert check_result["stack"]["nvidia_driver"]
     if check_result["stack"]["keras_backend"] == "jax":
         assert check_result["stack"]["jax_cuda_plugin"].startswith("jax")
+
+
+def test_a_gpu_in_mig_mode_next_to_a_cpu_only_backend() -> None:
+    """The driver shows an H100 split in MIG instances: CUDA would see the instances, named
+    as such, and the backend (CPU-only here) uses none (issue #14, item 2)."""
+    run = run_core(
+        "check.run_check",
+        {"probe_training": True, "probe_seconds": 0.2, "matmul_size": 64},
+        env={"CUDA_VISIBLE_DEVICES": None},
+        setup=f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from nvml_double import FakeGpu, fake_mig, fake_pynvml
+parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
+sys.modules["pynvml"] = fake_pynvml(
+    [FakeGpu(uuid=parent, migs=[fake_mig(parent, "3g.40gb"), fake_mig(parent, "4g.40gb")])]
+)
+""",
+    )
+    result = run.value
+    (gpu,) = result["nvml"]["devices"]
+    assert (gpu["mig_instances"], gpu["visible"], gpu["in_use"]) == (2, True, False)
+    assert result["verdict"] == "gpu_available_not_used"
+    assert any(
+        "the driver sees 2 GPUs (NVIDIA H100 80GB HBM3 MIG 3g.40gb, NVIDIA H100 80GB HBM3 MIG "
+        "4g.40gb)" in reason
+        for reason in result["reasons"]
+    ), result["reasons"]
+    assert result["utilization"]["processes"]["notes"] == ["no GPU to watch"]
+
+
+@pytest.mark.gpu
+def test_the_check_tells_this_process_from_others(check_result: dict) -> None:
+    """On a real GPU: the probe's own memory shows under this process's pid."""
+    processes = check_result["utilization"]["processes"]
+    assert processes["pid"] == os.getpid()
+    if processes["own_memory_mib"] is None:
+        pytest.skip(f"NVML does not show this process: {processes['notes']}")
+    assert processes["own_memory_mib"] > 0
+    assert all(other["pid"] != os.getpid() for other in processes["others"])

@@ -332,3 +332,60 @@ def test_utilization_not_measured_is_a_note_not_a_verdict() -> None:
 def test_utilization_not_measured_without_a_reason() -> None:
     evidence = dataclasses.replace(SCENARIOS["not_measured"], nvml_reason=None)
     assert "GPU utilization not measured: no NVML samples" in diagnose(evidence).reasons
+
+
+# This process's own figures, apart from other processes' (issue #14, item 7) -------------
+OTHER_JOB = [{"pid": 4242, "memory_mib": 20480.0, "sm_max": 95.0}]
+
+
+def test_another_process_busy_on_the_gpu_is_not_this_process_using_it() -> None:
+    """The whole GPU was 97% busy, all of it another job's: this process did not use it."""
+    evidence = dataclasses.replace(
+        WORKING, own_utilization_max=0.0, own_memory_mib=300.0, other_processes=OTHER_JOB
+    )
+    diagnosis = diagnose(evidence)
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED
+    assert (
+        "NVML measured no SM use by this process while the probe trained (the whole GPU: "
+        "mean 83%, max 97%: other processes' work)" in diagnosis.reasons
+    )
+    assert "other processes on this GPU: pid 4242 (20480 MiB, SM up to 95%)" in diagnosis.reasons
+
+
+def test_this_process_own_use_is_the_evidence() -> None:
+    evidence = dataclasses.replace(WORKING, own_utilization_max=88.0, other_processes=OTHER_JOB)
+    diagnosis = diagnose(evidence)
+    assert diagnosis.verdict == GPU_USED
+    assert (
+        "NVML measured up to 88% SM use by this process while Keras trained "
+        "(the whole GPU: mean 83%, max 97%)" in diagnosis.reasons
+    )
+
+
+def test_a_whole_gpu_figure_says_others_count_too() -> None:
+    """No per-process figures (e.g. a container's process ids): the whole GPU's, labelled so."""
+    diagnosis = diagnose(dataclasses.replace(WORKING, other_processes=OTHER_JOB))
+    assert diagnosis.verdict == GPU_USED
+    assert (
+        "NVML measured 83% mean, 97% max GPU utilization while Keras trained (a whole-GPU "
+        "figure: other processes' work counts too)" in diagnosis.reasons
+    )
+
+
+def test_utilization_on_a_mig_instance_is_not_available_not_missing() -> None:
+    """NVML measures no utilization on MIG: no advice to install nvidia-ml-py (issue #14, item 2)."""
+    evidence = dataclasses.replace(
+        SCENARIOS["not_measured"],
+        probe_on_mig=True,
+        nvml_reason="no GPU to watch",
+        own_memory_mib=2048.0,
+    )
+    diagnosis = diagnose(evidence)
+    assert diagnosis.verdict == GPU_USED
+    assert (
+        "GPU utilization: not available on MIG (NVML does not measure a MIG instance's "
+        "utilization), so the verdict rests on where the work ran; this process held 2048 MiB "
+        "of the instance's memory" in diagnosis.reasons
+    )
+    assert diagnosis.advice == []
+    assert not any("not measured" in reason for reason in diagnosis.reasons)

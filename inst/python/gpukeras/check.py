@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gpukeras import devices, diagnose, nvml, placement, probe, setup, stack
+from gpukeras import devices, diagnose, gpu_processes, nvml, placement, probe, setup, stack
 from gpukeras.errors import BadArgumentError
 from gpukeras.runtime import config
 
@@ -50,16 +50,26 @@ def run_check(
     timings["placement"] = elapsed()
 
     utilization = None
+    probed = report.find(str(device_rows[1]["uuid"])) if gpus else None
     if probe_training:
         elapsed = _stopwatch()
         watched = [row["nvml_index"] for row in device_rows[1:2] if row["nvml_index"] is not None]
-        utilization = probe.run_training_probe(
-            gpus[0] if gpus else "CPU:0", seconds=float(probe_seconds), nvml_indices=watched
-        )
+        with gpu_processes.ProcessSampler(probed) as processes:
+            utilization = probe.run_training_probe(
+                gpus[0] if gpus else "CPU:0", seconds=float(probe_seconds), nvml_indices=watched
+            )
+        utilization["processes"] = processes.summary()
         timings["probe"] = elapsed()
 
     gpu_stats = utilization["gpus"] if utilization else []
-    visible = nvml.visible_indices([d.uuid for d in report.devices])
+    own = utilization["processes"] if utilization else {}
+    # The NVML devices CUDA shows this process (a MIG instance's GPU counts as shown).
+    cuda = [device for device in devices.cuda_view(report).devices if device is not None]
+    visible = {device.mig_parent if device.is_mig else device.index for device in cuda}
+    in_use = {
+        row["mig_parent"] if row["mig_parent"] is not None else row["nvml_index"]
+        for row in device_rows[1:]
+    }
     probe_reason = utilization["nvml_reason"] if utilization else None
     evidence = diagnose.Evidence(
         os=str(software["os"]),
@@ -75,8 +85,8 @@ def run_check(
         nvml_available=report.available,
         nvml_reason=report.reason if not report.available else probe_reason,
         nvml_gpus=len(report.devices),
-        nvml_visible_gpus=len(visible),
-        nvml_gpu_names=[report.devices[index].name for index in visible],
+        nvml_visible_gpus=len(cuda),
+        nvml_gpu_names=[device.name for device in cuda],
         driver_version=report.driver_version,
         cuda_driver_version=report.cuda_driver_version,
         placement_on_gpu=bool(matmul["on_gpu"]),
@@ -86,6 +96,10 @@ def run_check(
         probe_weights_device=utilization["weights_device"] if utilization else None,
         probe_utilization_mean=gpu_stats[0]["utilization_mean"] if gpu_stats else None,
         probe_utilization_max=gpu_stats[0]["utilization_max"] if gpu_stats else None,
+        probe_on_mig=probed is not None and probed.is_mig,
+        own_utilization_max=own.get("own_sm_max"),
+        own_memory_mib=own.get("own_memory_mib"),
+        other_processes=list(own.get("others", [])),
     )
     verdict = diagnose.diagnose(evidence)
     software["nvidia_driver"] = report.driver_version
@@ -104,6 +118,8 @@ def run_check(
                     "name": device.name,
                     "memory_total_mib": device.memory_total_mib,
                     "visible": device.index in visible,
+                    "in_use": device.index in in_use,
+                    "mig_instances": len(device.mig_devices) if device.mig_enabled else None,
                     "error": device.error,
                 }
                 for device in report.devices

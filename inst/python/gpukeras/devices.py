@@ -118,8 +118,7 @@ class CudaView:
 
 def _match(report: nvml.NvmlReport, gpu: cuda_driver.CudaGpu) -> nvml.NvmlDevice | None:
     """NVML's device with the driver's UUID; by PCI bus id for a whole GPU as a fallback."""
-    every = [unit for device in report.devices for unit in (device, *device.mig_devices)]
-    for device in every:
+    for device in report.units():
         if device.uuid.lower().partition("-")[2] == gpu.uuid:
             return device
     by_bus = [

@@ -3,6 +3,10 @@
 A pure function of the evidence gathered by ``check``, so every rule can be
 tested, including those for systems this machine is not (Windows, macOS).
 
+Utilization verdicts rest on this process's own figures where NVML gives
+them (per-process SM share and memory), because the whole GPU's figures count
+other processes' work too; those are reported apart.
+
 Verdicts: ``gpu_used``; ``gpu_available_not_used`` when a GPU is there (the
 framework or, not hidden by CUDA_VISIBLE_DEVICES, the driver sees it) but the
 work did not run on it, as with a CPU-only TensorFlow next to a working
@@ -49,6 +53,10 @@ class Evidence:
     probe_weights_device: str | None = None
     probe_utilization_mean: float | None = None
     probe_utilization_max: float | None = None
+    probe_on_mig: bool = False
+    own_utilization_max: float | None = None
+    own_memory_mib: float | None = None
+    other_processes: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -174,21 +182,73 @@ def diagnose(ev: Evidence) -> Diagnosis:
                 f"the probe model's weights were placed on {ev.probe_weights_device}",
                 "Build and train the model outside any CPU device scope.",
             )
-        if ev.probe_utilization_max is None:
-            out.add(
-                f"GPU utilization not measured: {ev.nvml_reason or 'no NVML samples'}",
-                "pip install nvidia-ml-py in the gpukeras env to monitor utilization.",
-            )
-        elif ev.probe_utilization_max <= 0:
-            out.verdict = GPU_AVAILABLE_NOT_USED
-            out.add(
-                "NVML measured 0% GPU utilization while the probe trained",
-                "Check that training runs on the GPU (keras.device) and that no other "
-                "setting hides it.",
-            )
-        else:
-            out.add(
-                f"NVML measured {ev.probe_utilization_mean:.0f}% mean, "
-                f"{ev.probe_utilization_max:.0f}% max GPU utilization while Keras trained"
-            )
+        _utilization(ev, out)
     return out
+
+
+def _others(ev: Evidence) -> str:
+    """Other processes on the GPU, in words: 'pid 4242 (20480 MiB, SM up to 40%)'."""
+    described = []
+    for process in ev.other_processes:
+        figures = [
+            f"{process['memory_mib']:.0f} MiB" if process.get("memory_mib") is not None else None,
+            f"SM up to {process['sm_max']:.0f}%" if process.get("sm_max") is not None else None,
+        ]
+        shown = ", ".join(figure for figure in figures if figure)
+        described.append(f"pid {process['pid']}" + (f" ({shown})" if shown else ""))
+    return "; ".join(described)
+
+
+def _utilization(ev: Evidence, out: Diagnosis) -> None:
+    """The probe's utilization evidence: this process's own where NVML gives it."""
+    whole = (
+        f"the whole GPU: mean {ev.probe_utilization_mean:.0f}%, max {ev.probe_utilization_max:.0f}%"
+        if ev.probe_utilization_max is not None
+        else None
+    )
+    if ev.own_utilization_max is not None and ev.own_utilization_max <= 0:
+        out.verdict = GPU_AVAILABLE_NOT_USED
+        busy_elsewhere = (ev.probe_utilization_max or 0) > 0
+        out.add(
+            "NVML measured no SM use by this process while the probe trained"
+            + (f" ({whole}: other processes' work)" if busy_elsewhere and whole else ""),
+            "Check that training runs on the GPU (keras.device) and that no other "
+            "setting hides it.",
+        )
+    elif ev.own_utilization_max is not None:
+        out.add(
+            f"NVML measured up to {ev.own_utilization_max:.0f}% SM use by this process while "
+            "Keras trained" + (f" ({whole})" if whole else "")
+        )
+    elif ev.probe_on_mig:
+        memory = (
+            f"; this process held {ev.own_memory_mib:.0f} MiB of the instance's memory"
+            if ev.own_memory_mib
+            else ""
+        )
+        out.add(
+            "GPU utilization: not available on MIG (NVML does not measure a MIG instance's "
+            f"utilization), so the verdict rests on where the work ran{memory}"
+        )
+    elif ev.probe_utilization_max is None:
+        out.add(
+            f"GPU utilization not measured: {ev.nvml_reason or 'no NVML samples'}",
+            "pip install nvidia-ml-py in the gpukeras env to monitor utilization.",
+        )
+    elif ev.probe_utilization_max <= 0:
+        out.verdict = GPU_AVAILABLE_NOT_USED
+        out.add(
+            "NVML measured 0% GPU utilization while the probe trained",
+            "Check that training runs on the GPU (keras.device) and that no other "
+            "setting hides it.",
+        )
+    else:
+        shared = (
+            " (a whole-GPU figure: other processes' work counts too)" if ev.other_processes else ""
+        )
+        out.add(
+            f"NVML measured {ev.probe_utilization_mean:.0f}% mean, "
+            f"{ev.probe_utilization_max:.0f}% max GPU utilization while Keras trained{shared}"
+        )
+    if ev.other_processes:
+        out.add(f"other processes on this GPU: {_others(ev)}")

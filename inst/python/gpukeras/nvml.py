@@ -82,6 +82,14 @@ class NvmlReport:
     cuda_driver_version: str | None = None
     devices: list[NvmlDevice] = field(default_factory=list)
 
+    def units(self) -> list[NvmlDevice]:
+        """Every GPU and every MIG instance."""
+        return [unit for device in self.devices for unit in (device, *device.mig_devices)]
+
+    def find(self, uuid: str | None) -> NvmlDevice | None:
+        """The GPU or MIG instance with this UUID."""
+        return next((device for device in self.units() if uuid and device.uuid == uuid), None)
+
 
 def _explain(pynvml: ModuleType, error: Exception) -> str:
     if isinstance(error, pynvml.NVMLError_LibraryNotFound):
