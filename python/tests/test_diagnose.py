@@ -373,7 +373,7 @@ def test_a_whole_gpu_figure_says_others_count_too() -> None:
 
 
 def test_utilization_on_a_mig_instance_is_not_available_not_missing() -> None:
-    """NVML measures no utilization on MIG: no advice to install nvidia-ml-py (issue #14, item 2)."""
+    """NVML measures no utilization on MIG: no advice to install nvidia-ml-py (item 2)."""
     evidence = dataclasses.replace(
         SCENARIOS["not_measured"],
         probe_on_mig=True,
