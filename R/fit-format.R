@@ -64,6 +64,7 @@ format_fit_monitor <- function(m) {
       m$gpu_utilization_mean, m$gpu_utilization_p95 %||% NA_real_, format_mib(m$gpu_memory_used_max_mib %||% NA_real_)
     )
   }
+  each_gpu <- if (length(m$gpus) > 1) format_each_gpu(m)
   compute <- if (!is.null(m$achieved_tflops) || !is.null(m$mfu)) {
     paste(c(
       if (!is.null(m$achieved_tflops)) sprintf("%s achieved", format_flops(m$achieved_tflops)),
@@ -81,10 +82,33 @@ format_fit_monitor <- function(m) {
     },
     sprintf("Input pipeline: %s", input),
     sprintf("GPU:            %s", gpu),
+    each_gpu,
     if (!is.null(m$host_cpu_percent_mean)) sprintf("Host CPU:       mean %.0f%%", m$host_cpu_percent_mean),
     if (!is.null(compute)) sprintf("Compute:        %s", compute),
     if (length(m$advice)) c("Advice:", paste(" ", arrow(), m$advice))
   )
+}
+
+# One line per GPU of a run on several, then how far apart they are.
+format_each_gpu <- function(m) {
+  lines <- vapply(m$gpus, function(g) {
+    figures <- if (is.null(g$utilization_mean)) {
+      "not measured"
+    } else {
+      sprintf(
+        "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s",
+        g$utilization_mean, g$utilization_p95 %||% NA_real_, format_mib(g$memory_used_max_mib %||% NA_real_)
+      )
+    }
+    sprintf("  %s (%s): %s", g$device, g$name %||% "?", figures)
+  }, character(1))
+  spread <- if (!is.null(m$gpu_utilization_imbalance)) {
+    sprintf(
+      "  imbalance: %.0f points of utilization, %s of memory between the busiest and the idlest GPU",
+      m$gpu_utilization_imbalance, format_mib(m$gpu_memory_imbalance_mib %||% NA_real_)
+    )
+  }
+  paste0("              ", c(lines, spread))
 }
 
 format_fit_settings <- function(settings) {

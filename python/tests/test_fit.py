@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, run_core, run_on_jax
+from conftest import CORE, run_core, run_on_jax, run_setup
 from gpukeras import (
     backup,
     bridge,
@@ -892,3 +892,33 @@ def test_gpu_fit_knows_a_gpu_dataset_from_a_dataset_made_elsewhere() -> None:
     assert elsewhere.pipeline_steps() == ["Batch", "TensorSlice"]
     # R data given to gpu_fit() becomes a gpu_dataset() pipeline too
     assert data_adapters.get_data_adapter((x, y), BATCH, 1).gpu_dataset()["source"] == "arrays"
+
+
+# The devices a run uses ------------------------------------------------------------
+# After gpu_setup(cpu_devices = 3): the devices each kind of strategy trains on.
+DEVICES_IN_USE = """
+import keras
+from gpukeras import distribute, training_run
+
+def built():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+readback["none"] = training_run.devices_in_use(keras, built())
+for name, kind, devices in (("one", "one_device", ["CPU:1"]),
+                            ("two", "mirrored", ["CPU:1", "CPU:2"])):
+    strategy = distribute.make(kind, devices=devices)["strategy"]
+    with distribute.strategy_scope(strategy):
+        readback[name] = training_run.devices_in_use(keras, built())
+"""
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_the_devices_in_use_are_the_strategys_own(backend: str) -> None:
+    """Real strategies over logical CPU devices: a one-device strategy on CPU:1 uses
+    CPU:1 (not the first device), a mirrored one over CPU:1 and CPU:2 those two."""
+    run = run_setup(backend, {"cpu_devices": 3}, DEVICES_IN_USE)
+    assert run.readback["none"] is None  # Keras' own choice: the first GPU, else the CPU
+    assert run.readback["one"] == ["CPU:1"]
+    assert run.readback["two"] == ["CPU:1", "CPU:2"]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from gpukeras import advice, nvml
+from gpukeras import advice, monitor, nvml, training_run
 from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
+from gpukeras.runtime import config
+from nvml_double import FakeGpu, fake_pynvml
 
 
 def _sampler_threads() -> list[threading.Thread]:
@@ -150,3 +153,149 @@ def test_a_gpu_dataset_is_advised_on_its_own_options(
     assert advised in text
     assert not_advised not in text.split("waits for input", 1)[1].split("No GPU")[0]
     assert "dataset_prefetch()" not in text
+
+
+# Several GPUs -------------------------------------------------------------------------
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def device_rows(gpus: int) -> list[dict[str, object]]:
+    """``devices.list_devices()`` as a machine with ``gpus`` H100s, NVML index = position."""
+    cpu = {"device": "CPU:0", "type": "CPU", "name": "a CPU", "nvml_index": None}
+    return [cpu] + [
+        {
+            "device": f"GPU:{i}",
+            "type": "GPU",
+            "name": H100,
+            "compute_capability": "9.0",
+            "memory_total_mib": 81559.0,
+            "memory_free_mib": 80000.0,
+            "nvml_index": i,
+        }
+        for i in range(gpus)
+    ]
+
+
+def two_fake_gpus(monkeypatch: pytest.MonkeyPatch, busy: tuple[int, int]) -> None:
+    gpus = [
+        FakeGpu(uuid=f"GPU-{i}", utilization=load, memory_used_mib=1000.0 * (i + 1))
+        for i, load in enumerate(busy)
+    ]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
+
+
+def context(gpus: list[dict[str, object]]) -> advice.TrainingContext:
+    return advice.TrainingContext(
+        backend=config.backend,
+        gpus=[str(row["name"]) for row in gpus],
+        compute_capability="9.0",
+        memory_total_mib=81559.0,
+        jit_compile=True,
+    )
+
+
+def test_a_one_device_strategy_on_gpu_1_is_watched_there_not_on_the_idle_gpu_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real OneDeviceStrategy naming GPU:1 (TensorFlow makes it without a GPU), a
+    machine of two GPUs in the NVML double: GPU:0 idle, GPU:1 busy."""
+    if config.backend != "tensorflow":
+        pytest.skip(f"this process runs the {config.backend} backend")
+    keras, tf = config.keras(), config.backend_module()
+    with tf.distribute.OneDeviceStrategy("/gpu:1").scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse")
+    two_fake_gpus(monkeypatch, busy=(0, 90))
+    in_use = training_run.gpus_in_use(keras, model, device_rows(2))
+    assert [row["device"] for row in in_use] == ["GPU:1"]
+    watcher = training_run.make_monitor(in_use, batch_size=8, measure_input=False)
+    with watcher:
+        time.sleep(0.4)
+    assert {sample.nvml_index for sample in watcher.gpu.samples} == {1}
+    report = watcher.report(context(in_use), None, in_use)
+    assert report["gpu_utilization_mean"] == 90
+    (gpu,) = report["gpus"]
+    assert gpu["device"] == "GPU:1" and gpu["nvml_index"] == 1
+    assert gpu["utilization_mean"] == 90 and gpu["memory_used_max_mib"] == 2000.0
+    assert report["gpu_utilization_imbalance"] is None  # one GPU
+    assert not any("busy only" in item for item in report["advice"])
+
+
+def test_a_mirrored_strategy_over_some_gpus_watches_only_those() -> None:
+    if config.backend != "tensorflow":
+        pytest.skip(f"this process runs the {config.backend} backend")
+    keras, tf = config.keras(), config.backend_module()
+    with tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:2"]).scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    in_use = training_run.gpus_in_use(keras, model, device_rows(4))
+    assert [row["device"] for row in in_use] == ["GPU:0", "GPU:2"]
+    watcher = training_run.make_monitor(in_use, batch_size=8, measure_input=False)
+    assert watcher.gpu.nvml_indices == [0, 2]
+    # Without a strategy: the first GPU, as Keras computes there.
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    assert [row["device"] for row in training_run.gpus_in_use(keras, plain, device_rows(4))] == [
+        "GPU:0"
+    ]
+
+
+def test_mfu_on_two_gpus_is_against_both_peaks() -> None:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((1024,)), keras.layers.Dense(1024)])
+    two = device_rows(2)[1:]
+    counted = training_run.counted_flops(model, two)
+    assert counted["peak"]["tflops"] == pytest.approx(2 * 494.7)  # float32: TF32 on an H100
+    steps = {"steps": 10, "samples": 1e6, "samples_per_second": 1e6, "method": "synthetic"}
+    report = monitor.training_report(steps, [], [], None, context(two), counted)
+    achieved = 3 * 2 * 1024 * 1024 * 1e6 / 1e12
+    assert report["achieved_tflops"] == pytest.approx(achieved)
+    assert report["mfu"] == pytest.approx(achieved / (2 * 494.7))
+    assert report["peak_source"].startswith("sum over 2 GPUs")
+
+
+def test_each_gpu_has_its_figures_and_uneven_ones_are_named_in_the_advice() -> None:
+    two = device_rows(2)[1:]
+    samples = [
+        Sample(
+            time=10 + i / 10,
+            nvml_index=index,
+            utilization_gpu=load,
+            memory_used_mib=m,
+            power_w=300.0,
+        )
+        for i in range(20)
+        for index, load, m in ((0, 95.0, 30000.0), (1, 40.0, 20000.0))
+    ]
+    steps = {
+        "steps": 100,
+        "samples": 6400,
+        "samples_per_second": 6400.0,
+        "step_time_mean_ms": 20.0,
+        "input_wait_share": 0.01,
+        "method": "synthetic",
+    }
+    report = monitor.training_report(steps, samples, [], (10.0, 12.0), context(two), gpus=two)
+    first, second = report["gpus"]
+    assert (first["device"], first["utilization_mean"], first["memory_used_max_mib"]) == (
+        "GPU:0",
+        95.0,
+        30000.0,
+    )
+    assert (second["device"], second["utilization_mean"], second["utilization_p95"]) == (
+        "GPU:1",
+        40.0,
+        40.0,
+    )
+    assert report["gpu_utilization_mean"] == pytest.approx(67.5)
+    assert report["gpu_utilization_imbalance"] == pytest.approx(55.0)
+    assert report["gpu_memory_imbalance_mib"] == pytest.approx(10000.0)
+    uneven = [item for item in report["advice"] if "unevenly busy" in item]
+    assert uneven == [
+        "The GPUs are unevenly busy (GPU:0 95 %, GPU:1 40 %; 55 points apart): every step "
+        "waits for the slowest replica. Check that no other process uses the busier GPU "
+        "(gpu_check(), nvidia-smi), and give every replica the same rows (a global batch "
+        "size that is a multiple of the number of GPUs)."
+    ]
+    even = [Sample(s.time, s.nvml_index, 90.0, s.memory_used_mib, None) for s in samples]
+    calm = monitor.training_report(steps, even, [], None, context(two), gpus=two)
+    assert calm["gpu_utilization_imbalance"] == 0
+    assert not any("unevenly" in item for item in calm["advice"])

@@ -133,6 +133,31 @@ test_that("print shows the history tail, throughput, the input verdict, GPU 'not
   expect_true("Monitor: off (monitor = FALSE)" %in% off)
 })
 
+test_that("a run on several GPUs prints each GPU's figures and the imbalance between them", {
+  withr::local_options(width = 120)
+  result <- core_result(gpu = TRUE)
+  result$monitor$gpus <- list(
+    list(device = "GPU:0", name = "NVIDIA H100 80GB HBM3", nvml_index = 0L, utilization_mean = 95,
+         utilization_p95 = 99, memory_used_max_mib = 30720, power_mean_w = 600),
+    list(device = "GPU:1", name = "NVIDIA H100 80GB HBM3", nvml_index = 1L, utilization_mean = 40,
+         utilization_p95 = 52, memory_used_max_mib = 20480, power_mean_w = 300),
+    list(device = "GPU:2", name = "NVIDIA H100 80GB HBM3", nvml_index = NULL, utilization_mean = NULL)
+  )
+  result$monitor[c("gpu_utilization_imbalance", "gpu_memory_imbalance_mib")] <- list(55, 10240)
+  text <- format(from_core(result))
+  at <- which(text == "GPU:            utilization mean 87%, p95 99%; memory used up to 2.0 GiB")
+  expect_identical(text[at + 1:4], c(
+    "                GPU:0 (NVIDIA H100 80GB HBM3): utilization mean 95%, p95 99%; memory used up to 30.0 GiB",
+    "                GPU:1 (NVIDIA H100 80GB HBM3): utilization mean 40%, p95 52%; memory used up to 20.0 GiB",
+    "                GPU:2 (NVIDIA H100 80GB HBM3): not measured",
+    "                imbalance: 55 points of utilization, 10.0 GiB of memory between the busiest and the idlest GPU"
+  ))
+  # One GPU: no per-GPU lines, the GPU line says it all.
+  result$monitor$gpus <- result$monitor$gpus[1]
+  result$monitor[c("gpu_utilization_imbalance", "gpu_memory_imbalance_mib")] <- list(NULL, NULL)
+  expect_false(any(grepl("GPU:0 \\(|imbalance", format(from_core(result)))))
+})
+
 test_that("numbers are shown in readable units, and other Keras schedules by class and config", {
   expect_identical(format_flops(c(1.84e-6)), "1.84 MFLOP/s")
   expect_identical(format_flops(0.25), "250 GFLOP/s")

@@ -3,14 +3,17 @@
 ``advice`` reads the report ``monitor.training_report`` builds and the facts
 of the run (``TrainingContext``): an input-bound verdict gives pipeline advice
 (for a gpu_dataset(), on its own options; for other datasets, the steps they
-lack); a GPU that idles while the input keeps up gives step-overhead advice; a
-busy GPU in float32 with Tensor Cores gives mixed-precision advice; no GPU
-says so.
+lack); a GPU that idles while the input keeps up gives step-overhead advice; GPUs
+of one run that are unevenly busy are named with their figures; a busy GPU in
+float32 with Tensor Cores gives mixed-precision advice; no GPU says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# Mean utilizations this many percentage points apart make GPUs "unevenly busy".
+UNEVEN_POINTS = 20.0
 
 
 @dataclass
@@ -177,6 +180,7 @@ def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
                 f"The GPU is busy only {utilization:.0f} % of the time although the input "
                 "keeps up: raise the batch size so each step gives the GPU more work."
             )
+    items += _imbalance_advice(report)
     memory = report.get("gpu_memory_used_max_mib")
     if (
         input_ok
@@ -207,6 +211,25 @@ def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
             "further speed has to come from the model itself."
         )
     return items
+
+
+def _imbalance_advice(report: dict[str, object]) -> list[str]:
+    """Advice when the GPUs of one run are unevenly busy (``UNEVEN_POINTS`` or more apart).
+
+    Replicas synchronise at every step, so the others wait for the busiest:
+    another process on it, or a replica given more rows, slows all of them.
+    """
+    spread = report.get("gpu_utilization_imbalance")
+    if spread is None or spread < UNEVEN_POINTS:  # type: ignore[operator]
+        return []
+    rows = [row for row in report.get("gpus") or [] if row["utilization_mean"] is not None]  # type: ignore[attr-defined]
+    each = ", ".join(f"{row['device']} {row['utilization_mean']:.0f} %" for row in rows)
+    return [
+        f"The GPUs are unevenly busy ({each}; {spread:.0f} points apart): every step waits "
+        "for the slowest replica. Check that no other process uses the busier GPU "
+        "(gpu_check(), nvidia-smi), and give every replica the same rows (a global batch "
+        "size that is a multiple of the number of GPUs)."
+    ]
 
 
 def _capability(text: str | None) -> float | None:

@@ -265,6 +265,35 @@ def _within(samples: list, window: tuple[float, float] | None) -> list:
     return inside or list(samples)
 
 
+def each_gpu(
+    gpus: list[dict[str, object]], samples: list[Sample], window: tuple[float, float] | None
+) -> list[dict[str, object]]:
+    """One row per GPU in use: its device, name, NVML index and its own figures in the
+    timed window (None where NVML has no samples of it)."""
+    rows = []
+    for gpu in gpus:
+        own = [
+            s
+            for s in samples
+            if gpu["nvml_index"] is not None and s.nvml_index == gpu["nvml_index"]
+        ]
+        timed = _within(own, window)
+        utilization = [s.utilization_gpu for s in timed]
+        powers = [s.power_w for s in timed if s.power_w is not None]
+        rows.append(
+            {
+                "device": gpu["device"],
+                "name": gpu["name"],
+                "nvml_index": gpu["nvml_index"],
+                "utilization_mean": statistics.fmean(utilization) if utilization else None,
+                "utilization_p95": percentile(utilization, 0.95) if utilization else None,
+                "memory_used_max_mib": max(s.memory_used_mib for s in own) if own else None,
+                "power_mean_w": statistics.fmean(powers) if powers else None,
+            }
+        )
+    return rows
+
+
 def training_report(
     steps: dict[str, object],
     gpu_samples: list[Sample],
@@ -274,6 +303,7 @@ def training_report(
     flops: dict[str, object] | None = None,
     monitor_cpu_seconds: float = 0.0,
     wall_seconds: float | None = None,
+    gpus: list[dict[str, object]] | None = None,
 ) -> dict[str, object]:
     """gpu_fit()'s monitor report from the step timer's summary and the samples.
 
@@ -289,6 +319,8 @@ def training_report(
         monitor_cpu_seconds: CPU time the sampler threads used.
         wall_seconds: how long they ran; ``monitor_cpu_share`` is the ratio
             (a share of one core).
+        gpus: device rows (``devices.list_devices``) of the GPUs in use, for
+            the per-GPU figures; None to leave them out.
 
     Returns:
         Plain data: the keys listed in gpu_fit()'s documentation, plus
@@ -296,8 +328,11 @@ def training_report(
         ``fetch_floor_ms`` (what taking a ready batch took, not counted as
         waiting),
         ``between_steps_share``, ``gpu_sample_hz``, ``gpu_power_mean_w``, ``peak_tflops``,
-        ``peak_source``, ``flops_method``, ``monitor_cpu_share`` and
-        ``gpu_not_measured`` (why, when there are no GPU numbers).
+        ``peak_source``, ``flops_method``, ``monitor_cpu_share``,
+        ``gpu_not_measured`` (why, when there are no GPU numbers), ``gpus``
+        (``each_gpu``'s rows) and, with two GPUs or more measured,
+        ``gpu_utilization_imbalance`` (points between the busiest GPU's mean
+        utilization and the idlest's) and ``gpu_memory_imbalance_mib``.
     """
     share = steps.get("input_wait_share")
     report: dict[str, object] = {
@@ -327,7 +362,16 @@ def training_report(
         "flops_method": None,
         "monitor_cpu_share": monitor_cpu_seconds / wall_seconds if wall_seconds else None,
         "gpu_not_measured": None,
+        "gpus": each_gpu(gpus or [], gpu_samples, window),
+        "gpu_utilization_imbalance": None,
+        "gpu_memory_imbalance_mib": None,
     }
+    measured = [row for row in report["gpus"] if row["utilization_mean"] is not None]  # type: ignore[union-attr]
+    if len(measured) > 1:
+        means = [float(row["utilization_mean"]) for row in measured]
+        memory = [float(row["memory_used_max_mib"]) for row in measured]
+        report["gpu_utilization_imbalance"] = max(means) - min(means)
+        report["gpu_memory_imbalance_mib"] = max(memory) - min(memory)
     gpu = _within(gpu_samples, window)
     if gpu:
         utilization = [s.utilization_gpu for s in gpu]
@@ -448,9 +492,12 @@ class TrainingMonitor:
         return max(rows) // max(1, record.steps_per_execution) if rows else None
 
     def report(
-        self, context: TrainingContext, flops: dict[str, object] | None
+        self,
+        context: TrainingContext,
+        flops: dict[str, object] | None,
+        gpus: list[dict[str, object]] | None = None,
     ) -> dict[str, object]:
-        """``training_report`` for what was measured."""
+        """``training_report`` for what was measured on ``gpus`` (device rows)."""
         return training_report(
             self.timer.report(),  # type: ignore[attr-defined]
             self.gpu.samples,
@@ -460,6 +507,7 @@ class TrainingMonitor:
             flops,
             self.gpu.cpu_seconds + self.host.cpu_seconds,
             self.finished - self.started,
+            gpus,
         )
 
     def timeline(self, start: float) -> dict[str, dict[str, list]]:

@@ -10,7 +10,7 @@ parts of the value that do not depend on the loop.
 
 from __future__ import annotations
 
-from gpukeras import devices, flops
+from gpukeras import devices, flops, tensors
 from gpukeras import monitor as monitoring
 from gpukeras.advice import TrainingContext
 
@@ -19,23 +19,46 @@ TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
 
 
 # The GPUs -----------------------------------------------------------------------
-def _distributed(keras: object, model: object) -> bool:
-    """Whether training spreads over several devices (a tf.distribute strategy or a
-    Keras distribution on JAX)."""
+def devices_in_use(keras: object, model: object) -> list[str] | None:
+    """The devices a strategy or distribution trains ``model`` on, as 'GPU:1', 'CPU:0', ...
+
+    On TensorFlow, the strategy the model was built under (Keras' public
+    ``distribute_strategy``); on JAX, Keras' distribution in force. None
+    without one: Keras then computes on the first visible GPU (or the CPU).
+    """
     if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
-        return keras.distribution.distribution() is not None  # type: ignore[attr-defined]
-    strategy = getattr(model, "_distribute_strategy", None)
-    return strategy is not None and int(getattr(strategy, "num_replicas_in_sync", 1)) > 1
+        distribution = keras.distribution.distribution()  # type: ignore[attr-defined]
+        if distribution is None:
+            return None
+        return [tensors.normalize_device(str(d)) for d in distribution.device_mesh.devices.flat]
+    strategy = getattr(model, "distribute_strategy", None)
+    try:
+        placed = strategy.extended.worker_devices  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # TensorFlow's default strategy has no devices
+        return None
+    return [tensors.normalize_device(str(device)) for device in placed]
 
 
-def gpus_in_use(keras: object, model: object) -> list[dict[str, object]]:
+def gpus_in_use(
+    keras: object, model: object, rows: list[dict[str, object]] | None = None
+) -> list[dict[str, object]]:
     """Device rows (``devices.list_devices``) of the GPUs this training runs on.
 
-    Without a distribution Keras computes on the first visible GPU; with one,
-    on all visible GPUs.
+    Exactly those of its strategy or distribution (``devices_in_use``), in
+    its order: a OneDeviceStrategy on GPU:1 uses GPU:1 alone, a mirrored one
+    over GPU:0 and GPU:2 those two. Without one, the first visible GPU.
+
+    Args:
+        rows: the device rows to choose from; ``devices.list_devices()`` when None.
     """
-    rows = [row for row in devices.list_devices() if row["type"] == "GPU"]
-    return rows if _distributed(keras, model) else rows[:1]
+    gpus = [
+        row for row in (devices.list_devices() if rows is None else rows) if row["type"] == "GPU"
+    ]
+    names = devices_in_use(keras, model)
+    if names is None:
+        return gpus[:1]
+    by_name = {row["device"]: row for row in gpus}
+    return [by_name[name] for name in names if name in by_name]
 
 
 def device_setting(gpu_rows: list[dict[str, object]]) -> object:
@@ -70,14 +93,13 @@ def make_monitor(
 
 
 def counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
-    """The model's FLOPs per sample and, on a GPU in the table, its peak for the compute dtype."""
+    """The model's FLOPs per sample and, where every GPU in use is in the table, the sum
+    of their peaks for the compute dtype (the throughput measured is all of theirs)."""
     counted = flops.model_flops(model)
     if counted["per_sample"] is not None and gpu_rows:
-        first = gpu_rows[0]
-        counted["peak"] = flops.peak(
-            str(first.get("name")),
+        counted["peak"] = flops.combined_peak(
+            [(str(row.get("name")), row.get("compute_capability")) for row in gpu_rows],  # type: ignore[misc]
             model.dtype_policy.compute_dtype,  # type: ignore[attr-defined]
-            first.get("compute_capability"),  # type: ignore[arg-type]
         )
     return counted
 
@@ -105,7 +127,7 @@ def monitor_report(
         pipeline_steps=pipeline_steps,
         gpu_dataset=gpu_dataset,
     )
-    return watcher.report(context, counted_flops(model, gpu_rows))
+    return watcher.report(context, counted_flops(model, gpu_rows), gpu_rows)
 
 
 # The value returned ---------------------------------------------------------------
