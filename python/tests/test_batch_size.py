@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_on_jax
-from gpukeras import batch_size, bridge, data_adapters
+from conftest import run_on_jax, run_setup
+from gpukeras import batch_size, bridge, data_adapters, peak_memory
 from gpukeras.runtime import config
 
 ROWS = 100  # fewer than most sizes tried: the batch is tiled
@@ -259,6 +259,96 @@ def test_out_of_memory_errors_are_told_from_others() -> None:
     assert not batch_size.is_out_of_memory(ValueError("incompatible shapes"))
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "failed to create cublas handle: CUBLAS_STATUS_ALLOC_FAILED",
+        "Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED",
+        "Failed to get convolution algorithm. This is probably because cuDNN failed to "
+        "initialize, so try looking to see if a warning log message was printed above.",
+        "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+        "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+    ],
+)
+def test_allocation_failures_not_worded_as_out_of_memory_count_as_not_fitting(
+    message: str,
+) -> None:
+    assert batch_size.is_out_of_memory(RuntimeError(message))
+    if config.backend == "tensorflow":  # as TensorFlow raises them
+        tf = config.backend_module()
+        assert batch_size.is_out_of_memory(tf.errors.InternalError(None, None, message))
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["INTERNAL: Failed to launch CUDA kernel", "CUDNN_STATUS_NOT_SUPPORTED", "bad shape"],
+)
+def test_other_library_errors_are_not_taken_for_out_of_memory(message: str) -> None:
+    assert not batch_size.is_out_of_memory(RuntimeError(message))
+
+
+ALLOC_FAILED = "failed to create cublas handle: CUBLAS_STATUS_ALLOC_FAILED"
+
+
+def cublas_limited_mlp(limit: int) -> object:
+    """An MLP whose middle layer fails as cuBLAS does when it cannot get its workspace,
+    for batches over ``limit`` rows (at run time on TensorFlow, when traced on JAX)."""
+    keras = config.keras()
+
+    class CublasWorkspace(keras.layers.Layer):
+        def __init__(self, limit: int, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.limit = limit
+
+        def get_config(self) -> dict:
+            return {**super().get_config(), "limit": self.limit}
+
+        def call(self, x: object) -> object:
+            if config.backend == "tensorflow":
+                tf = config.backend_module()
+                check = tf.debugging.Assert(tf.shape(x)[0] <= self.limit, [ALLOC_FAILED])
+                with tf.control_dependencies([check]):
+                    return tf.identity(x)
+            if x.shape[0] > self.limit:
+                raise RuntimeError(ALLOC_FAILED)
+            return x
+
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16), CublasWorkspace(limit), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_a_cublas_allocation_failure_ends_the_doubling_and_bisection_finds_the_limit() -> None:
+    result = call(model=cublas_limited_mlp(20), min_batch=4, max_batch=256, steps=1, tolerance=0.01)
+    assert sizes(result, "double") == [4, 8, 16, 32]
+    assert (result["largest"], result["smallest_failing"]) == (20, 21)
+    failed = [t for t in result["trials"] if not t["fits"]]
+    assert failed and all(t["batch_size"] > 20 for t in failed)
+    assert all(t["reason"].startswith("out of memory") for t in failed)
+    assert all("CUBLAS_STATUS_ALLOC_FAILED" in t["reason"] for t in failed)
+
+
+def test_the_peak_meter_reads_nothing_on_the_cpu() -> None:
+    assert peak_memory.meter(config.backend, "CPU:0")()() is None
+    assert peak_memory.meter(config.backend, None)()() is None
+
+
+JAX_DEVICES = """
+import jax
+from gpukeras import peak_memory
+readback["named"] = [str(peak_memory.jax_device(f"CPU:{i}")) for i in range(3)]
+readback["listed"] = [str(device) for device in jax.devices("cpu")]
+"""
+
+
+def test_the_jax_meter_reads_the_device_named_not_the_first() -> None:
+    run = run_setup("jax", {"cpu_devices": 3}, JAX_DEVICES)
+    assert run.readback["named"] == run.readback["listed"]
+    assert len(set(run.readback["named"])) == 3
+
+
 def test_tensorflows_resource_exhausted_is_out_of_memory() -> None:
     if config.backend != "tensorflow":
         pytest.skip(f"this process runs the {config.backend} backend")
@@ -338,3 +428,33 @@ def test_on_a_gpu_a_real_out_of_memory_is_caught_and_bisected() -> None:
         np.testing.assert_array_equal(got, want)
     # The GPU is usable afterwards: the user's model trains at the largest size.
     model.train_on_batch(x[:64], y[:64])
+
+
+METER_ON_THE_GPU = """
+import jax
+import jax.numpy as jnp
+import keras
+from gpukeras import peak_memory, training_run
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+(row,) = training_run.gpus_in_use(keras, model)
+read = peak_memory.meter("jax", row["device"])()
+with jax.default_device(peak_memory.jax_device(row["device"])):
+    x = jnp.ones((256, 1024, 1024), jnp.float32)  # 1 GiB
+    x.block_until_ready()
+readback["device"] = row["device"]
+readback["on"] = str(next(iter(x.devices())))
+readback["expected"] = str(jax.devices("gpu")[0])
+readback["peak_mib"] = read()
+"""
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_peak_meter_reads_the_device_the_model_trains_on() -> None:
+    """In a fresh process (JAX keeps each device's peak since its start): 1 GiB made on
+    the device the model trains on raises that device's peak by at least as much."""
+    run = run_on_jax(METER_ON_THE_GPU)
+    assert run.readback["device"] == "GPU:0"
+    assert run.readback["on"] == run.readback["expected"]
+    assert run.readback["peak_mib"] >= 1024

@@ -12,7 +12,10 @@ What "fits" means:
 
 - On a GPU, the real thing: the trial runs, and an out-of-memory error from
   the backend (TensorFlow's ResourceExhaustedError, XLA's RESOURCE_EXHAUSTED
-  on JAX, at compile or run time) marks the size as not fitting. Memory is
+  on JAX, at compile or run time) marks the size as not fitting; so do the
+  allocation failures of the libraries under them, which do not say "out of
+  memory" (cuBLAS's and cuDNN's ALLOC_FAILED, TensorFlow's "Failed to get
+  convolution algorithm" when cuDNN has no memory for its workspace). Memory is
   freed by dropping the trial's tensors and ``gc.collect()``; the backend's
   session is left alone (``clear_session`` would reset Keras' global state
   under the user's other models).
@@ -66,7 +69,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpukeras import arguments, data_adapters, devices, failures, fit_request, flops, training_run
+from gpukeras import (
+    arguments,
+    data_adapters,
+    devices,
+    failures,
+    fit_request,
+    flops,
+    peak_memory,
+    training_run,
+)
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
 from gpukeras.nvml import MIB
 from gpukeras.runtime import config
@@ -74,9 +86,16 @@ from gpukeras.runtime import config
 DEFAULT_HOST_SHARE = 0.5  # of MemAvailable: the estimate leaves out real overheads
 BACKWARD_FACTOR = 2  # activations kept for the backward pass + their gradients
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
-# An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message (XLA).
+# An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message: XLA's
+# ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), the CUDA driver's
+# (CUDA_ERROR_OUT_OF_MEMORY), cuBLAS's and cuDNN's (CUBLAS_STATUS_ALLOC_FAILED,
+# CUDNN_STATUS_ALLOC_FAILED), TensorFlow's when cuDNN cannot get workspace memory.
 OOM_TYPES = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
-OOM_TEXT = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OOM when allocating", re.IGNORECASE)
+OOM_TEXT = re.compile(
+    r"RESOURCE_EXHAUSTED|out[ _]of[ _]memory|OOM when allocating|STATUS_ALLOC_FAILED"
+    r"|Failed to get convolution algorithm|failed to allocate|cudaErrorMemoryAllocation",
+    re.IGNORECASE,
+)
 
 
 # The search ---------------------------------------------------------------------
@@ -209,55 +228,9 @@ def estimate_memory(model: object, parts: tuple[object, ...]) -> MemoryEstimate:
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """Whether a backend error says the device ran out of memory."""
+    """Whether a backend error says the device (or a library on it) could not get memory."""
     names = {kind.__name__ for kind in type(error).__mro__}
     return bool(names.intersection(OOM_TYPES)) or bool(OOM_TEXT.search(str(error)))
-
-
-def _peak_meter(backend: str, on_gpu: bool) -> Callable[[], Callable[[], float | None]]:
-    """``start()`` returns ``read()``: the GPU's peak memory in MiB between the two calls.
-
-    TensorFlow resets its peak counter per trial. JAX only keeps the process's
-    peak, so a trial's peak is known only when the trial raised it (None
-    otherwise). None on the CPU, where the process's memory is not the trial's,
-    and where the backend cannot tell (an error reading it is not the trial's).
-    """
-    if not on_gpu:
-        return lambda: lambda: None
-    if backend == "tensorflow":
-        experimental = config.backend_module().config.experimental
-
-        def peak() -> float | None:
-            with contextlib.suppress(ValueError, RuntimeError):
-                return experimental.get_memory_info("GPU:0")["peak"] / MIB
-            return None
-
-        def start_tensorflow() -> Callable[[], float | None]:
-            with contextlib.suppress(ValueError, RuntimeError):
-                experimental.reset_memory_stats("GPU:0")
-                return peak
-            return lambda: None
-
-        return start_tensorflow
-    device = devices.jax_gpus()[0]
-
-    def peak_bytes() -> int | None:
-        with contextlib.suppress(Exception):  # no memory statistics on this platform
-            return (device.memory_stats() or {}).get("peak_bytes_in_use")  # type: ignore[attr-defined]
-        return None
-
-    def start_jax() -> Callable[[], float | None]:
-        before = peak_bytes()
-
-        def read() -> float | None:
-            after = peak_bytes()
-            if after is None or before is None or after <= before:
-                return None
-            return after / MIB
-
-        return read
-
-    return start_jax
 
 
 # The data -----------------------------------------------------------------------
@@ -410,7 +383,7 @@ class Trial:
         fits: whether it trained (and, with a budget, its estimate was within it).
         samples_per_second, step_ms: measured where it fits.
         estimated_mib: the memory estimate for this size.
-        peak_mib: the GPU's measured peak where known (see ``_peak_meter``).
+        peak_mib: the GPU's measured peak where known (see ``gpukeras.peak_memory``).
         reason: why it does not fit.
     """
 
@@ -527,7 +500,10 @@ def search(
         min_batch, max_batch, steps, warmup, tolerance, memory_budget_mib
     )
     parts = sample_batch(data)
-    gpus = training_run.gpus_in_use(keras, model)
+    copy = training_copy(keras, model, parts)
+    # Where the copy trains (Keras' first GPU, or a distribution's), which may not be
+    # where the user's model was built (a strategy's scope).
+    gpus = training_run.gpus_in_use(keras, copy)
     on_gpu = bool(gpus)
     device = str(gpus[0]["device"]) if on_gpu else "CPU:0"
     device_name = str(gpus[0]["name"]) if on_gpu else devices.cpu_name()
@@ -535,9 +511,9 @@ def search(
     budget = _budget(given, on_gpu)
 
     runner = TrialRunner(
-        training_copy(keras, model, parts),
+        copy,
         parts,
-        _peak_meter(backend, on_gpu),
+        peak_memory.meter(backend, device),
         warmup,
         steps,
         budget_mib=budget["mib"],  # type: ignore[arg-type]
