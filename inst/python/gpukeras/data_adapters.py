@@ -13,7 +13,7 @@ redoes nothing and skips nothing only if epoch e's batches come in the same
 order in a fresh process as in the run that was killed:
 
 - NumPy arrays become a gpu_dataset() pipeline (``pipeline.from_arrays``, the
-  same one R data goes through) when TensorFlow is installed
+  same one R data goes through) on the TensorFlow backend
   (``ArrayDatasetAdapter``). Seeded tf.data shuffling (``Dataset.random`` /
   ``shuffle`` with a seed, reshuffling every iteration) draws a new order
   each time an iterator is made on the dataset, counted from the dataset's
@@ -32,8 +32,8 @@ order in a fresh process as in the run that was killed:
   than order: on JAX its iterator stays alive beside training, and measured
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
-- Without TensorFlow (the JAX-only GPU machines), arrays go to Keras as they
-  are (``ArrayAdapter``); Keras shuffles them with NumPy's global generator
+- On JAX (with or without TensorFlow installed), arrays go to Keras as they
+  are (``ArrayAdapter``), its fastest path for data in memory; Keras shuffles them with NumPy's global generator
   when an epoch's first batch is drawn, so with a seed the training loop
   reseeds NumPy at every epoch's start from (seed, epoch).
 - A tf.data dataset given directly (``TFDatasetAdapter``) is handled the same
@@ -60,6 +60,7 @@ from typing import Any, ClassVar, TypeGuard
 import numpy as np
 
 from gpukeras import compat, pipeline
+from gpukeras.backend import configured_backend
 from gpukeras.errors import BadArgumentError, BadDataError
 from gpukeras.handles import Dataset, Model
 
@@ -206,7 +207,12 @@ class ArrayDatasetAdapter(TFDatasetAdapter):
 
 
 class ArrayAdapter(DataAdapter):
-    """Arrays Keras batches and shuffles itself (where TensorFlow is not installed)."""
+    """Arrays Keras batches and shuffles itself: on JAX, or where TensorFlow is not installed.
+
+    On JAX this is the fastest way for data already in memory: Keras slices
+    NumPy batches and places each on the device, where a tf.data pipeline adds
+    TensorFlow's per-batch work and a copy out of its tensors (issue #17, item 5).
+    """
 
     kind = "keras arrays"
 
@@ -219,6 +225,10 @@ class ArrayAdapter(DataAdapter):
             rows=rows,
         )
         self.reseed_numpy = seed is not None
+
+    def gpu_dataset(self) -> dict[str, object] | None:
+        """In-memory rows, as gpu_dataset() from arrays has them: nothing to cache or map."""
+        return {"source": "arrays", "cache": False, "user_map": False}
 
 
 class KerasDataAdapter(DataAdapter):
@@ -258,7 +268,9 @@ def get_data_adapter(data: object, batch_size: int | None, seed: int | None) -> 
         if row_count(x) == 0:
             raise BadDataError("The training data has no rows.")
         size = batch_size or DEFAULT_BATCH_SIZE
-        adapter = ArrayDatasetAdapter if tensorflow_available() else ArrayAdapter
+        # tf.data feeds TensorFlow's own graphs; on JAX, Keras' NumPy batches are faster.
+        on_tf_data = tensorflow_available() and configured_backend() == "tensorflow"
+        adapter = ArrayDatasetAdapter if on_tf_data else ArrayAdapter
         return adapter(x, y, size, seed)
     if batch_size is not None:
         raise BadArgumentError(
