@@ -8,9 +8,11 @@
 #'
 #' @section What "fits" means:
 #' * On a GPU, each size really runs: an out-of-memory error from TensorFlow or
-#'   XLA (JAX) is caught, the memory freed, and the size marked as not
-#'   fitting. Where the backend measures it, the GPU's peak memory per size is
-#'   reported too (`peak_mib`).
+#'   XLA (JAX), or an allocation failure of a library under them that is not
+#'   worded so (cuBLAS's or cuDNN's `ALLOC_FAILED`, TensorFlow's "Failed to
+#'   get convolution algorithm"), is caught, the memory freed, and the size
+#'   marked as not fitting. Where the backend measures it, the peak memory of
+#'   the GPU the model trains on is reported per size too (`peak_mib`).
 #' * On the CPU an out-of-memory error cannot be caught (the operating system
 #'   kills R instead), so sizes are judged against a host memory budget,
 #'   `memory_budget_mib`, by default half the memory available when the
