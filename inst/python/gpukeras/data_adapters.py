@@ -33,9 +33,10 @@ order in a fresh process as in the run that was killed:
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
 - On JAX (with or without TensorFlow installed), arrays go to Keras as they
-  are (``ArrayAdapter``), its fastest path for data in memory; Keras shuffles them with NumPy's global generator
-  when an epoch's first batch is drawn, so with a seed the training loop
-  reseeds NumPy at every epoch's start from (seed, epoch).
+  are (``ArrayAdapter``), its fastest path for data in memory; Keras
+  shuffles them with NumPy's global generator when an epoch's first batch is
+  drawn, so with a seed the training loop reseeds NumPy at every epoch's
+  start from (seed, epoch).
 - A tf.data dataset given directly (``TFDatasetAdapter``) is handled the same
   way when its number of batches is known; its order is only reproducible
   if its shuffling was seeded (gpu_dataset(seed = )) and it was made in the
