@@ -26,13 +26,28 @@
 #'   `reasons`, `advice` (character vectors), `stack` (a named list of
 #'   versions), `nvml` (whether NVIDIA's management library is available, and
 #'   why not; `devices`, a data.frame of every GPU the driver sees: `index`,
-#'   `name`, `memory_total_mib`, `visible` to this process, and `error` for
-#'   one NVML cannot read), `devices` (a data.frame, see [gpu_devices()]), `placement`
+#'   `name`, `memory_total_mib`, `visible` to this process, `in_use` by the
+#'   backend, `mig_instances` for a GPU in MIG mode, and `error` for one NVML
+#'   cannot read), `devices` (a data.frame, see [gpu_devices()]), `placement`
 #'   (`runs`, a data.frame of requested device, actual device, median time and
 #'   GFLOP/s; `speedup`, CPU time over the fastest GPU's), `utilization` (the
-#'   probe: samples/s, the device the weights live on, and `gpus`, a
-#'   data.frame of NVML utilization mean/max and memory used; `NULL` without
-#'   a probe) and `timings` (seconds per phase).
+#'   probe: samples/s, the device the weights live on, `gpus`, a data.frame
+#'   of NVML utilization mean/max and memory used of the whole GPU, and
+#'   `processes`: this process's own `pid`, `own_memory_mib` and `own_sm_max`
+#'   (its share of SM time, the most NVML sampled), the `others` using the
+#'   GPU, a data.frame of `pid`, `memory_mib`, `sm_max`, and `notes` on what
+#'   NVML could not tell; `NULL` without a probe) and `timings` (seconds per
+#'   phase).
+#'
+#' @section Whose use is measured:
+#' NVML's utilization and memory are the whole GPU's, so on a shared GPU
+#' another process's work would look like this one's. Where NVML reports per
+#' process (memory by process; SM share on a whole GPU, not on a MIG
+#' instance), the verdict rests on this process's own figures, and other
+#' processes' are listed apart. Inside a container NVML may show the host's
+#' process ids; the report then says that this process's own share cannot be
+#' told apart. NVML measures no utilization on a MIG instance: the report
+#' says "not available on MIG", and the verdict rests on where the work ran.
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -76,6 +91,10 @@ new_gpukeras_check <- function(result) {
       "nvml_index", "samples", "sample_hz", "utilization_mean",
       "utilization_max", "memory_used_max_mib", "power_mean_w"
     ))
+    if (!is.null(utilization$processes)) {
+      utilization$processes$others <- rows_to_df(utilization$processes$others, c("pid", "memory_mib", "sm_max"))
+      utilization$processes$notes <- as.character(unlist(utilization$processes$notes))
+    }
   }
   structure(
     list(
@@ -95,7 +114,9 @@ new_gpukeras_check <- function(result) {
 }
 
 new_nvml_report <- function(nvml) {
-  nvml$devices <- rows_to_df(nvml$devices, c("index", "name", "memory_total_mib", "visible", "error"))
+  nvml$devices <- rows_to_df(nvml$devices, c(
+    "index", "name", "memory_total_mib", "visible", "in_use", "mig_instances", "error"
+  ))
   nvml
 }
 
@@ -132,20 +153,23 @@ format_stack <- function(s) {
 }
 
 format_devices <- function(devices, nvml, backend) {
+  mig <- if (is.null(devices$mig_parent)) rep(NA, nrow(devices)) else devices$mig_parent
   used <- sprintf(
-    "%-6s %s%s, %s total, %s free",
+    "%-6s %s%s, %s total, %s free%s",
     devices$device, devices$name,
     ifelse(is.na(devices$compute_capability), "", paste0(" (compute ", devices$compute_capability, ")")),
-    format_mib(devices$memory_total_mib), format_mib(devices$memory_free_mib)
+    format_mib(devices$memory_total_mib), format_mib(devices$memory_free_mib),
+    ifelse(is.na(mig), "", sprintf(" [MIG instance of nvidia-smi's GPU %s]", mig))
   )
   # GPUs the driver sees that the backend does not use: the evidence behind
   # "a CPU-only build" and "hidden by CUDA_VISIBLE_DEVICES".
   others <- nvml$devices
-  others <- others[!others$index %in% devices$nvml_index, , drop = FALSE]
+  others <- others[!(others$in_use %in% TRUE), , drop = FALSE]
+  mig_mode <- ifelse(is.na(others$mig_instances), "", sprintf(", MIG mode with %d instance(s)", as.integer(others$mig_instances)))
   why <- ifelse(
     !is.na(others$error), paste("not readable:", others$error),
-    ifelse(others$visible, sprintf("%s total; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), backend),
-      sprintf("%s total; hidden by CUDA_VISIBLE_DEVICES", format_mib(others$memory_total_mib))
+    ifelse(others$visible, sprintf("%s total%s; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), mig_mode, backend),
+      sprintf("%s total%s; hidden by CUDA_VISIBLE_DEVICES", format_mib(others$memory_total_mib), mig_mode)
     )
   )
   c(used, sprintf("NVML %d %s: %s", as.integer(others$index), others$name, why))
@@ -171,15 +195,40 @@ format_utilization <- function(u, nvml) {
     format(round(u$samples_per_second %||% NA), big.mark = ","), u$weights_device
   )
   gpus <- u$gpus
-  if (nrow(gpus) == 0) {
+  whole <- if (nrow(gpus) == 0) {
     reason <- if (isTRUE(nvml$available)) u$nvml_reason else nvml$reason
-    return(c(lines, sprintf("GPU utilization: not measured (%s)", or_na(reason, "no samples"))))
+    sprintf("GPU utilization: not measured (%s)", or_na(reason, "no samples"))
+  } else {
+    sprintf(
+      "GPU %d (whole GPU): utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",
+      as.integer(gpus$nvml_index), gpus$utilization_mean, gpus$utilization_max,
+      format_mib(gpus$memory_used_max_mib), as.integer(gpus$samples), gpus$sample_hz
+    )
   }
-  c(lines, sprintf(
-    "GPU %d: utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",
-    as.integer(gpus$nvml_index), gpus$utilization_mean, gpus$utilization_max,
-    format_mib(gpus$memory_used_max_mib), as.integer(gpus$samples), gpus$sample_hz
-  ))
+  c(lines, whole, format_processes(u$processes))
+}
+
+# This process's own use of the GPU, and other processes' apart.
+format_processes <- function(p) {
+  if (is.null(p) || identical(p$notes, "no GPU to watch")) {
+    return(character())
+  }
+  own <- sprintf(
+    "this process (pid %d): SM up to %s, memory %s",
+    as.integer(p$pid), if (is.null(p$own_sm_max)) "n/a" else sprintf("%.0f%%", p$own_sm_max),
+    if (is.null(p$own_memory_mib)) "n/a" else format_mib(p$own_memory_mib)
+  )
+  others <- p$others
+  c(
+    own,
+    if (nrow(others)) {
+      sprintf(
+        "other process (pid %d): SM up to %s, memory %s", as.integer(others$pid),
+        ifelse(is.na(others$sm_max), "n/a", sprintf("%.0f%%", others$sm_max)), format_mib(others$memory_mib)
+      )
+    },
+    if (length(p$notes)) paste("note:", p$notes)
+  )
 }
 
 #' @export

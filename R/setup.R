@@ -35,10 +35,24 @@
 #'   before 0.7 reads `XLA_PYTHON_CLIENT_MEM_FRACTION`, which is written
 #'   there instead). TensorFlow cannot combine it with `memory_growth = TRUE`,
 #'   and a GPU capped once in a session cannot grow its memory later.
-#' @param devices GPUs to use, by index as `nvidia-smi` numbers them (`0`,
-#'   `c(0, 1)`) or by name (`"GPU:1"`, or `"CPU:1"` for a logical CPU device);
-#'   the other GPUs are hidden. A device that does not exist is an error that
-#'   lists the devices there are. `NULL` leaves visibility as it is.
+#' @param devices GPUs to use, by index (`0`, `c(0, 1)`) or by name
+#'   (`"GPU:1"`, or `"CPU:1"` for a logical CPU device); the other GPUs are
+#'   hidden. `NULL` leaves visibility as it is. See "Device numbering".
+#'
+#' @section Device numbering:
+#' `devices` counts the GPUs CUDA lets this R session see, as TensorFlow and
+#' JAX number them and as [gpu_devices()] lists them (`GPU:0`, `GPU:1`, ...),
+#' which is not always `nvidia-smi`'s numbering. Under
+#' `CUDA_VISIBLE_DEVICES=2,3` (as SLURM sets it for a job given
+#' `nvidia-smi`'s GPUs 2 and 3) those two GPUs are `0` and `1` here, and
+#' `devices = 2` is an error that says so: "`devices` counts the GPUs CUDA
+#' lets this process see ... (CUDA_VISIBLE_DEVICES=2,3: GPUs 0 and 1 here are
+#' nvidia-smi's 2 and 3)". Without `CUDA_VISIBLE_DEVICES`, the order is
+#' `CUDA_DEVICE_ORDER`'s: gpukeras sets `PCI_BUS_ID` (`nvidia-smi`'s order)
+#' when it is unset as Keras starts, and keeps a value you set (CUDA's own
+#' default, `FASTEST_FIRST`, puts the fastest GPU first). [gpu_devices()]
+#' shows which GPU each one is (`nvml_index`, `nvidia-smi`'s index, and
+#' `uuid`). A MIG instance counts as one GPU.
 #' @param mixed_precision `"auto"` (bfloat16 on compute capability >= 8.0,
 #'   float16 on 7.x, float32 below that and on the CPU), or `"float16"`,
 #'   `"bfloat16"`, `"float32"`. Sets Keras' global dtype policy for models
@@ -68,6 +82,8 @@
 gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
                       mixed_precision = "auto", threads = NULL, jit_compile = NULL,
                       cpu_devices = NULL) {
+  # As given, for gpu_fit(background = TRUE) to apply in its child process.
+  given <- mget(names(match.call())[-1L])
   if (missing(memory_growth) && !is.null(memory_limit)) {
     memory_growth <- FALSE
   }
@@ -104,6 +120,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     jit_compile = jit_compile,
     cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices)
   ))
+  the$setup_args <- given
   for (note in unlist(settings$notes)) {
     gpukeras_warn(note, "gpukeras_warning_not_applied")
   }

@@ -148,3 +148,20 @@ def test_gpu_row_is_the_gpu_the_cuda_driver_names() -> None:
     view = devices.cuda_view(nvml.query())
     assert view.source == "driver", view.reason
     assert all(device is not None for device in view.devices)
+
+
+def test_messages_say_how_cuda_numbers_map_to_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = H100.format("abcdabcd", 7)
+    migs = [fake_mig(parent, "1g.10gb"), fake_mig(parent, "3g.40gb")]
+    report = _node(
+        monkeypatch, [FakeGpu(uuid=parent, migs=migs), FakeGpu(uuid=H100.format("e", 1))]
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", migs[1].uuid)
+    view = devices.cuda_view(report, FakeLibcuda([], started=False))
+    assert devices.cuda_numbering(view) == (
+        f"CUDA_VISIBLE_DEVICES={migs[1].uuid}: GPU 0 here is nvidia-smi's GPU 0 MIG device 1"
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert devices.cuda_numbering(devices.cuda_view(report, FakeLibcuda([], started=False))) == (
+        "CUDA_VISIBLE_DEVICES=-1: CUDA lets this process see no GPU"
+    )

@@ -189,7 +189,7 @@ def test_a_gpu_in_mig_mode_lists_its_instances(monkeypatch: pytest.MonkeyPatch) 
     assert (first.mig_parent, first.mig_index, second.mig_index) == (0, 0, 1)
     assert first.is_mig and first.utilization_gpu is None
     assert first.compute_capability == "9.0" and first.pci_bus_id == "0000:3b:00.0"
-    assert first.nvidia_smi_name() == "GPU 0, MIG device 0"
+    assert first.nvidia_smi_name() == "GPU 0 MIG device 0"
     # CUDA sees the instances, not the GPU
     assert nvml.cuda_devices(report.devices, "") == []
     with pytest.MonkeyPatch.context() as patch:

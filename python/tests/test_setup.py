@@ -9,9 +9,11 @@ tests (module-scoped fixtures), since a fresh TensorFlow costs seconds.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from conftest import CoreRun, requires, run_setup
+from conftest import CoreRun, requires, run_core, run_setup
 from gpukeras import compat, nvml, setup
 
 BACKENDS = ["tensorflow", "jax"]
@@ -570,3 +572,63 @@ readback["kept"] = bridge.call("setup.apply_setup", {"memory_growth": False})
     assert growth["r_class"] == "gpukeras_error_bad_argument"
     assert "TensorFlow cannot grow memory on a capped GPU" in growth["message"]
     assert run.readback["kept"]["ok"], run.readback["kept"]
+
+
+# `devices` counts the GPUs CUDA lets this process see, not nvidia-smi's (issue #14, item 6) ---
+FOUR_GPUS = """
+import sys
+sys.path.insert(0, {tests!r})
+from nvml_double import FakeGpu, fake_pynvml
+sys.modules["pynvml"] = fake_pynvml([
+    FakeGpu(name={first!r}, uuid="GPU-aaaa0000-0000-0000-0000-000000000000", capability={cc!r},
+            pci_bus_id="00000000:17:00.0"),
+    FakeGpu(uuid="GPU-bbbb0000-0000-0000-0000-000000000000", pci_bus_id="00000000:65:00.0"),
+    FakeGpu(uuid="GPU-cccc0000-0000-0000-0000-000000000000", pci_bus_id="00000000:B1:00.0"),
+    FakeGpu(uuid="GPU-dddd0000-0000-0000-0000-000000000000", pci_bus_id="00000000:CA:00.0"),
+])
+"""
+
+
+def _on_a_four_gpu_node(
+    kwargs: dict, env: dict[str, str | None], first: str = "NVIDIA H100 80GB HBM3", cc=(9, 0)
+) -> CoreRun:
+    """apply_setup on JAX, before JAX starts, on a node NVML shows with 4 GPUs (a double)."""
+    requires("jax")
+    return run_core(
+        "setup.apply_setup",
+        kwargs,
+        env={"KERAS_BACKEND": "jax", **env},
+        setup=FOUR_GPUS.format(tests=str(Path(__file__).parent), first=first, cc=cc),
+        after="import os; readback['visible'] = os.environ.get('CUDA_VISIBLE_DEVICES')",
+    )
+
+
+def test_devices_counts_the_gpus_cuda_lets_this_process_see() -> None:
+    """Under SLURM's CUDA_VISIBLE_DEVICES=2,3, devices = 1 is nvidia-smi's GPU 3."""
+    run = _on_a_four_gpu_node({"devices": ["GPU:1"]}, {"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert run.result["ok"], run.result
+    assert run.readback["visible"] == "GPU-dddd0000-0000-0000-0000-000000000000"
+
+
+def test_a_gpu_cuda_does_not_show_is_refused_saying_how_gpus_are_counted() -> None:
+    run = _on_a_four_gpu_node({"devices": ["GPU:2"]}, {"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert run.result["r_class"] == "gpukeras_error_unknown_device"
+    assert run.result["message"] == (
+        "No such device: GPU:2. Devices here: GPU:0, GPU:1, CPU:0. `devices` counts the GPUs "
+        "CUDA lets this process see, as TensorFlow and JAX number them (GPU:0, GPU:1, ...), "
+        "not nvidia-smi's GPUs (CUDA_VISIBLE_DEVICES=2,3: GPUs 0 and 1 here are nvidia-smi's "
+        "2 and 3). Name GPUs by index (0, 1, ...) or as 'GPU:0'; gpu_devices() lists them."
+    )
+    assert run.readback["visible"] == "2,3"  # nothing changed
+
+
+def test_the_device_order_the_user_set_is_respected() -> None:
+    """CUDA_DEVICE_ORDER=FASTEST_FIRST (CUDA's default) puts the H100s before NVML's T4."""
+    env = {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    run = _on_a_four_gpu_node({"devices": ["GPU:0"]}, env, first="Tesla T4", cc=(7, 5))
+    assert run.result["ok"], run.result
+    assert run.readback["visible"] == "GPU-bbbb0000-0000-0000-0000-000000000000"
+    in_pci_order = _on_a_four_gpu_node(
+        {"devices": ["GPU:0"]}, {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "Tesla T4", (7, 5)
+    )
+    assert in_pci_order.readback["visible"] == "GPU-aaaa0000-0000-0000-0000-000000000000"

@@ -79,7 +79,8 @@ test_that("gpu_check() lists the devices, with a CPU:0 row", {
   expect_s3_class(devices, "data.frame")
   expect_named(devices, c(
     "device", "type", "name", "compute_capability",
-    "memory_total_mib", "memory_free_mib", "nvml_index"
+    "memory_total_mib", "memory_free_mib", "nvml_index",
+    "uuid", "pci_bus_id", "mig_parent", "nvml_reason"
   ))
   expect_identical(devices$device[1], "CPU:0")
   expect_identical(devices$type[1], "CPU")
@@ -181,7 +182,11 @@ test_that("format() shows GPU evidence: speed-up and NVML utilization", {
         nvml_index = 0L, samples = 30L, sample_hz = 9.9, utilization_mean = 87.4,
         utilization_max = 100, memory_used_max_mib = 2100, power_mean_w = 350
       )),
-      nvml_reason = NULL
+      nvml_reason = NULL,
+      processes = list(
+        pid = 1234L, own_memory_mib = 2048, own_sm_max = 80,
+        others = list(list(pid = 4242L, memory_mib = 20480, sm_max = 40)), notes = list()
+      )
     ),
     verdict = "gpu_used",
     reasons = list("a matmul ran on the GPU (GPU:0), 200.0x the CPU's speed"),
@@ -200,7 +205,11 @@ test_that("format() shows GPU evidence: speed-up and NVML utilization", {
   expect_false("Advice:" %in% lines)
   expect_true(any(grepl("GPU speed-up over CPU: 200.0x", lines, fixed = TRUE)))
   expect_true(any(grepl("GPU:0  NVIDIA H100 (compute 9.0), 79.6 GiB total", lines, fixed = TRUE)))
-  expect_true(any(grepl("GPU 0: utilization mean 87%, max 100%", lines, fixed = TRUE)))
+  expect_true(any(grepl("GPU 0 (whole GPU): utilization mean 87%, max 100%", lines, fixed = TRUE)))
+  # this process's own use, and another process's apart (issue #14, item 7)
+  expect_identical(check$utilization$processes$others$pid, 4242L)
+  expect_true("  this process (pid 1234): SM up to 80%, memory 2.0 GiB" %in% lines)
+  expect_true("  other process (pid 4242): SM up to 40%, memory 20.0 GiB" %in% lines)
   expect_true(any(grepl("204,000 samples/s", lines, fixed = TRUE)))
   expect_true(any(grepl("JAX 0.7.1 (jax-cuda12-plugin 0.7.1)", lines, fixed = TRUE)))
   expect_true(any(grepl("NVIDIA driver:? 580[.]65 \\(CUDA 13[.]0\\)", lines)))
@@ -309,4 +318,43 @@ test_that("gpu_check() rejects bad arguments with a classed error", {
   expect_error(gpu_check(probe_seconds = "a"), "one positive number, not `a`", class = "gpukeras_error_bad_argument")
   expect_error(gpu_check(probe_seconds = NA_real_), "one positive number", class = "gpukeras_error_bad_argument")
   expect_error(gpu_check(probe_seconds = Inf), "one positive number", class = "gpukeras_error_bad_argument")
+})
+
+test_that("format() shows a MIG instance as itself, its GPU not as unused, and what NVML cannot tell", {
+  result <- list(
+    stack = list(
+      python = "3.12.3", keras = "3.15.1", keras_backend = "jax", jax = "0.7.1",
+      jax_cuda_plugin = "jax-cuda12-plugin 0.7.1", nvidia_driver = "580.65", cuda_driver_version = "13.0",
+      cuda_visible_devices = NULL, os = "Linux", os_release = "6.8", machine = "x86_64"
+    ),
+    nvml = list(available = TRUE, reason = NULL, gpus = 1L, devices = list(
+      list(index = 0L, name = "NVIDIA H100 80GB HBM3", memory_total_mib = 81559, visible = TRUE,
+           in_use = TRUE, mig_instances = 2L, error = NULL)
+    )),
+    devices = list(
+      list(device = "CPU:0", type = "CPU", name = "Xeon", memory_total_mib = 2048, memory_free_mib = 1024),
+      list(device = "GPU:0", type = "GPU", name = "NVIDIA H100 80GB HBM3 MIG 3g.40gb", compute_capability = "9.0",
+           memory_total_mib = 40192, memory_free_mib = 40000, nvml_index = NULL, uuid = "MIG-1234",
+           mig_parent = 0L, nvml_reason = "a MIG instance")
+    ),
+    placement = list(size = 1024L, runs = list(), speedup = NULL, on_gpu = TRUE),
+    utilization = list(
+      device = "GPU:0", weights_device = "GPU:0", steps = 30L, batch_size = 2048L, seconds = 3,
+      samples_per_second = 20000, gpus = list(), nvml_reason = "no GPU to watch",
+      processes = list(pid = 1234L, own_memory_mib = 2048, own_sm_max = NULL, others = list(),
+                       notes = list("per-process utilization: not available on MIG"))
+    ),
+    verdict = "gpu_used",
+    reasons = list("GPU utilization: not available on MIG"),
+    advice = list(),
+    timings = list(start_runtime = 1)
+  )
+  check <- new_gpukeras_check(result)
+  expect_identical(check$devices$mig_parent, c(NA, 0L))
+  expect_identical(check$devices$uuid, c(NA, "MIG-1234"))
+  lines <- format(check)
+  expect_true(any(grepl("GPU:0  NVIDIA H100 80GB HBM3 MIG 3g.40gb (compute 9.0), 39.2 GiB total, 39.1 GiB free [MIG instance of nvidia-smi's GPU 0]", lines, fixed = TRUE)))
+  expect_false(any(grepl("NVML 0", lines, fixed = TRUE)))
+  expect_true("  this process (pid 1234): SM up to n/a, memory 2.0 GiB" %in% lines)
+  expect_true("  note: per-process utilization: not available on MIG" %in% lines)
 })

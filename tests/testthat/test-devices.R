@@ -4,7 +4,8 @@ test_that("gpu_devices() lists the CPU and every GPU with the documented columns
   expect_s3_class(devices, "data.frame")
   expect_named(devices, c(
     "device", "type", "name", "compute_capability",
-    "memory_total_mib", "memory_free_mib", "nvml_index"
+    "memory_total_mib", "memory_free_mib", "nvml_index",
+    "uuid", "pci_bus_id", "mig_parent", "nvml_reason"
   ))
   expect_gte(nrow(devices), 1)
   expect_false(anyDuplicated(devices$device) > 0)

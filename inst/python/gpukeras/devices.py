@@ -145,6 +145,28 @@ def cuda_view(report: nvml.NvmlReport, driver: object | None = None) -> CudaView
     return CudaView([_match(report, gpu) for gpu in found], "driver")
 
 
+def _words(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def cuda_numbering(view: CudaView) -> str:
+    """How this process's GPU numbers (CUDA's, the framework's) relate to nvidia-smi's, for
+    messages: "CUDA_VISIBLE_DEVICES=2,3: GPUs 0 and 1 here are nvidia-smi's 2 and 3"."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    why = f"CUDA_VISIBLE_DEVICES={value}: " if value is not None else ""
+    if not view.devices:
+        return f"{why}CUDA lets this process see no GPU"
+    known = [(ordinal, d) for ordinal, d in enumerate(view.devices) if d is not None]
+    if not known:
+        return f"{why}NVML does not know which GPUs they are"
+    ours = _words([str(ordinal) for ordinal, _ in known])
+    names = [device.nvidia_smi_name() for _, device in known]
+    whole = not any(device.is_mig for _, device in known)
+    theirs = _words([name.removeprefix("GPU ") if whole else name for name in names])
+    gpus, verb = ("GPUs", "are") if len(known) > 1 else ("GPU", "is")
+    return f"{why}{gpus} {ours} here {verb} nvidia-smi's {theirs}"
+
+
 def _unmatched(report: nvml.NvmlReport, cuda_index: int) -> str:
     if not report.available:
         return f"NVML unavailable: {report.reason}"

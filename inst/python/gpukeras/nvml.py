@@ -68,9 +68,9 @@ class NvmlDevice:
         return bool(self.mig_devices)
 
     def nvidia_smi_name(self) -> str:
-        """How nvidia-smi names it: 'GPU 2', or 'GPU 0, MIG device 1' for a MIG instance."""
+        """How nvidia-smi names it: 'GPU 2', or 'GPU 0 MIG device 1' for a MIG instance."""
         if self.is_mig:
-            return f"GPU {self.mig_parent}, MIG device {self.mig_index}"
+            return f"GPU {self.mig_parent} MIG device {self.mig_index}"
         return f"GPU {self.index}"
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras import compat, nvml, precision
+from gpukeras import compat, devices, nvml, precision
 from gpukeras.devices import jax_gpus
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
 from gpukeras.precision import PrecisionChoice
@@ -93,13 +93,32 @@ def _device_index(name: str, kind: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _check_devices(request: SetupRequest, gpu_count: int, cpu_count: int) -> list[int]:
-    """Validate ``request.devices`` against what exists; return the chosen GPU indices."""
+def _numbering(report: nvml.NvmlReport | None = None) -> str:
+    """How ``devices`` numbers GPUs, and how that maps to nvidia-smi's here, for messages."""
+    report = report if report is not None else nvml.query()
+    mapping = f" ({devices.cuda_numbering(devices.cuda_view(report))})" if report.available else ""
+    return (
+        "`devices` counts the GPUs CUDA lets this process see, as TensorFlow and JAX "
+        f"number them (GPU:0, GPU:1, ...), not nvidia-smi's GPUs{mapping}."
+    )
+
+
+def _check_devices(
+    request: SetupRequest, gpu_count: int, cpu_count: int, numbering: Callable[[], str]
+) -> list[int]:
+    """Validate ``request.devices`` against what exists; return the chosen GPU indices.
+
+    GPU indices are CUDA's in this process (the framework's GPU:n), after
+    CUDA_VISIBLE_DEVICES; ``numbering`` says so, with nvidia-smi's numbers,
+    when a GPU is refused.
+    """
     existing = [f"GPU:{i}" for i in range(gpu_count)] + [f"CPU:{i}" for i in range(cpu_count)]
     unknown = [name for name in request.devices or [] if name not in existing]
     if unknown:
+        gpus = [name for name in unknown if name.startswith("GPU:")]
+        why = f"{numbering()} " if gpus else ""
         raise UnknownDeviceError(
-            f"No such device: {', '.join(unknown)}. Devices here: {', '.join(existing)}. "
+            f"No such device: {', '.join(unknown)}. Devices here: {', '.join(existing)}. {why}"
             "Name GPUs by index (0, 1, ...) or as 'GPU:0'; gpu_devices() lists them."
         )
     return [i for i in (_device_index(n, "GPU") for n in request.devices or []) if i is not None]
@@ -139,7 +158,7 @@ class TensorflowSetup:
                 "FALSE with memory_limit."
             )
         cpu_count = request.cpu_devices or self._cpu_count()
-        chosen = _check_devices(request, len(self.all_gpus), cpu_count)
+        chosen = _check_devices(request, len(self.all_gpus), cpu_count, _numbering)
         # Checked against the GPUs that will be in use, before anything changes.
         choosing = request.devices is not None and self.all_gpus
         in_use = (
@@ -244,7 +263,8 @@ class JaxSetup:
     def __init__(self) -> None:
         self.jax: ModuleType = config.backend_module()
         self.report = nvml.query()
-        self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
+        # NVML's device for each CUDA ordinal: before JAX starts, what CUDA will see.
+        self.cuda = devices.cuda_view(self.report).devices
 
     def started(self) -> bool:
         return compat.jax_backends_started()
@@ -252,7 +272,7 @@ class JaxSetup:
     def _gpu_count(self) -> int:
         if self.started():
             return len(jax_gpus())
-        return len(self.visible)
+        return len(self.cuda)
 
     def _cpu_count(self) -> int:
         if self.started():
@@ -266,9 +286,10 @@ class JaxSetup:
             raise BadArgumentError(
                 "JAX has one memory fraction for all GPUs: give memory_limit one value."
             )
-        if not self.visible:
+        if not self.cuda:
             return None  # no GPU: apply_setup notes there is nothing to cap
-        total = self.report.devices[self.visible[0]].memory_total_mib
+        # A MIG instance's own memory: XLA's fraction is of the device JAX sees.
+        total = self.cuda[0].memory_total_mib if self.cuda[0] else None
         if not total:
             raise BadArgumentError(
                 "memory_limit on JAX is set as a fraction of the GPU's memory, which needs NVML "
@@ -280,15 +301,18 @@ class JaxSetup:
         if request.intra_op_threads is not None or request.inter_op_threads is not None:
             notes.append("threads: JAX has no per-process op-thread settings; not applied")
         cpu_count = request.cpu_devices or self._cpu_count()
-        chosen = _check_devices(request, self._gpu_count(), cpu_count)
+        chosen = _check_devices(
+            request, self._gpu_count(), cpu_count, lambda: _numbering(self.report)
+        )
         wanted: dict[str, str | None] = {
             JAX_PREALLOCATE: "false" if request.memory_growth else "true",
         }
-        fraction = self._memory_fraction(_limits_for(request, max(1, len(chosen or self.visible))))
+        fraction = self._memory_fraction(_limits_for(request, max(1, len(chosen or self.cuda))))
         if fraction is not None:
             wanted[compat.jax_memory_fraction_variable()] = fraction
         if request.devices is not None:
-            uuids = [self.report.devices[self.visible[i]].uuid for i in chosen]
+            # UUIDs ('MIG-...' for a MIG instance) name a device whatever the order.
+            uuids = [self._uuid(i) for i in chosen]
             wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
         if self.started():
             # The variables only act on GPUs: with none in use, any value holds.
@@ -309,27 +333,34 @@ class JaxSetup:
                 os.environ.pop(name, None)
         os.environ.update({name: value for name, value in wanted.items() if value is not None})
         if request.devices is not None:
-            self.visible = nvml.visible_indices([d.uuid for d in self.report.devices])
+            self.cuda = list(nvml.cuda_devices(self.report.devices))
         if request.cpu_devices is not None:
             self.jax.config.update("jax_num_cpu_devices", request.cpu_devices)
         return []
 
+    def _uuid(self, ordinal: int) -> str:
+        """The UUID of CUDA's GPU ``ordinal``; the ordinal itself where NVML has no match."""
+        device = self.cuda[ordinal] if ordinal < len(self.cuda) else None
+        return device.uuid if device is not None else str(ordinal)
+
     def _holds(self, name: str, value: str | None) -> bool:
         """Whether the variable in force has the effect that ``value`` asks for."""
         if name == "CUDA_VISIBLE_DEVICES":
-            uuids = [device.uuid for device in self.report.devices]
-            return nvml.visible_indices(uuids) == nvml.visible_indices(uuids, value)
+            gpus = self.report.devices
+            in_force = [d.uuid for d in nvml.cuda_devices(gpus)]
+            return in_force == [d.uuid for d in nvml.cuda_devices(gpus, value)]
         return _variable_in_force(name) == value
 
     def capability(self) -> str | None:
         if self.started():
             gpus = jax_gpus()
             return getattr(gpus[0], "compute_capability", None) if gpus else None
-        return self.report.devices[self.visible[0]].compute_capability if self.visible else None
+        first = self.cuda[0] if self.cuda else None
+        return first.compute_capability if first else None
 
     def current(self) -> dict[str, object]:
         fraction = _variable_in_force(JAX_MEM_FRACTIONS[0])
-        totals = [self.report.devices[i].memory_total_mib for i in self.visible]
+        totals = [d.memory_total_mib for d in self.cuda if d and d.memory_total_mib is not None]
         return {
             "gpus": [f"GPU:{i}" for i in range(self._gpu_count())],
             "memory_growth": _variable_in_force(JAX_PREALLOCATE) == "false" if totals else None,
