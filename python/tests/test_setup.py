@@ -15,6 +15,7 @@ import pytest
 
 from conftest import CoreRun, requires, run_core, run_setup
 from gpukeras import compat, nvml, setup
+from nvml_double import fake_mig
 
 BACKENDS = ["tensorflow", "jax"]
 NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
@@ -632,3 +633,38 @@ def test_the_device_order_the_user_set_is_respected() -> None:
         {"devices": ["GPU:0"]}, {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "Tesla T4", (7, 5)
     )
     assert in_pci_order.readback["visible"] == "GPU-aaaa0000-0000-0000-0000-000000000000"
+
+
+def test_a_mig_instance_is_a_gpu_of_its_own_size_on_jax() -> None:
+    """CUDA_VISIBLE_DEVICES names a MIG instance: devices = 0 is that instance, the memory
+    fraction is of its 40 GB, and "auto" precision follows its H100 (issue #14, item 2)."""
+    requires("jax")
+    tests = str(Path(__file__).parent)
+    run = run_core(
+        "setup.apply_setup",
+        {"devices": ["GPU:0"], "memory_growth": False, "memory_limit_mib": [4096]},
+        env={"KERAS_BACKEND": "jax"},
+        setup=f"""
+import os, sys
+sys.path.insert(0, {tests!r})
+from nvml_double import FakeGpu, fake_mig, fake_pynvml
+parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
+migs = [fake_mig(parent, "3g.40gb", 40192.0), fake_mig(parent, "4g.40gb", 40192.0)]
+sys.modules["pynvml"] = fake_pynvml([FakeGpu(uuid=parent, migs=migs)])
+os.environ["CUDA_VISIBLE_DEVICES"] = migs[1].uuid
+""",
+        after="""
+import os
+readback["visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+readback["fraction"] = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get(
+    "XLA_PYTHON_CLIENT_MEM_FRACTION"
+)
+""",
+    )
+    assert run.result["ok"], run.result
+    assert run.value["gpus"] == ["GPU:0"]
+    parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
+    assert run.readback["visible"] == fake_mig(parent, "4g.40gb").uuid
+    assert run.readback["fraction"] == f"{4096 / 40192.0:.4f}"
+    assert run.value["memory_limit_mib"][0] == pytest.approx(4096, abs=40192 * 1e-4)
+    assert run.value["dtype_policy"] == "mixed_bfloat16"
