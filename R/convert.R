@@ -142,8 +142,8 @@ as_pipeline_data <- function(x, y, na) {
 # copied again by TensorFlow, which cannot share memory aligned as NumPy's).
 host_array <- function(x, dtype) {
   if (is.null(dim(x))) dim(x) <- length(x) # a vector would cross as a Python list
-  pipeline <- reticulate::import("gpukeras.pipeline", convert = FALSE)
-  pipeline$host_array(reticulate::r_to_py(x), dtype)
+  arrays <- reticulate::import("gpukeras.array_source", convert = FALSE)
+  arrays$host_array(reticulate::r_to_py(x), dtype)
 }
 
 check_feature_array <- function(x, name) {

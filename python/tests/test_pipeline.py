@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpukeras import errors, pipeline
+from gpukeras import array_source, errors, pipeline
 
 tf = pytest.importorskip("tensorflow")
 
@@ -59,9 +59,9 @@ def test_batches_gathered_several_at_a_time_are_the_same_batches(
         dataset = pipeline.from_arrays(x, y, batch_size=8, seed=4, **options)["dataset"]
         return [(b[0]["a"].numpy(), b[0]["b"].numpy(), b[1].numpy()) for b in dataset]
 
-    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 1)
+    monkeypatch.setattr(array_source, "GATHER_CHUNK_BATCHES", 1)
     one_by_one = batches()
-    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 3)
+    monkeypatch.setattr(array_source, "GATHER_CHUNK_BATCHES", 3)
     chunked = batches()
     assert [len(b[2]) for b in chunked] == [8] * 10 + [3]
     for single, several in zip(one_by_one, chunked, strict=True):
@@ -72,9 +72,9 @@ def test_batches_gathered_several_at_a_time_are_the_same_batches(
         np.testing.assert_array_equal(b2[:, 0], 2 * labels)
     assert [len(b[2]) for b in batches(drop_remainder=True)] == [8] * 10
     tensors = [tf.zeros((100, 1000)), tf.zeros((100,))]
-    assert pipeline._gather_chunk(tensors, rows=100, batch_size=10) == 3  # the cap, set above
-    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BYTES", 10_000)
-    assert pipeline._gather_chunk(tensors, rows=100, batch_size=10) == 1  # 40 KB a batch
+    assert array_source.gather_chunk(tensors, rows=100, batch_size=10) == 3  # the cap, set above
+    monkeypatch.setattr(array_source, "GATHER_CHUNK_BYTES", 10_000)
+    assert array_source.gather_chunk(tensors, rows=100, batch_size=10) == 1  # 40 KB a batch
 
 
 def test_host_array_is_one_aligned_row_major_copy_in_the_asked_dtype(
@@ -82,40 +82,40 @@ def test_host_array_is_one_aligned_row_major_copy_in_the_asked_dtype(
 ) -> None:
     """What R hands over: a column-major float64 view becomes a C-contiguous float32
     copy, aligned for TensorFlow; chosen rows are taken block by block."""
-    monkeypatch.setattr(pipeline, "COPY_BLOCK_ROWS", 4)  # several blocks, the last short
+    monkeypatch.setattr(array_source, "COPY_BLOCK_ROWS", 4)  # several blocks, the last short
     source = np.asfortranarray(np.arange(33 * 5, dtype=np.float64).reshape(33, 5) / 7)
     source.flags.writeable = False  # as reticulate's view of R memory is
-    copy = pipeline.host_array(source, "float32")
+    copy = array_source.host_array(source, "float32")
     assert copy.dtype == np.float32 and copy.shape == (33, 5)
     assert copy.flags.c_contiguous and copy.flags.writeable
-    assert copy.ctypes.data % pipeline.TENSOR_ALIGNMENT == 0
+    assert copy.ctypes.data % array_source.TENSOR_ALIGNMENT == 0
     assert not np.shares_memory(copy, source)
     np.testing.assert_array_equal(copy, source.astype(np.float32))
     rows = np.array([0, 3, 4, 9, 17, 30, 32])
-    np.testing.assert_array_equal(pipeline.host_array(source, "float32", rows), copy[rows])
-    labels = pipeline.host_array(np.arange(10, dtype=np.int32))
-    assert labels.dtype == np.int32 and labels.ctypes.data % pipeline.TENSOR_ALIGNMENT == 0
+    np.testing.assert_array_equal(array_source.host_array(source, "float32", rows), copy[rows])
+    labels = array_source.host_array(np.arange(10, dtype=np.int32))
+    assert labels.dtype == np.int32 and labels.ctypes.data % array_source.TENSOR_ALIGNMENT == 0
 
 
 def test_tensors_share_the_pipelines_own_arrays_and_copy_the_callers() -> None:
     """copy=False: a host_array() array becomes a tensor over the same memory; anything
     that cannot be shared, and every array with copy=True, is copied once."""
-    own = pipeline.host_array(np.random.default_rng(0).random((40, 3)), "float32")
-    shared = pipeline._tensor(tf, own, copy=False)
+    own = array_source.host_array(np.random.default_rng(0).random((40, 3)), "float32")
+    shared = array_source.tensor_of(tf, own, copy=False)
     assert np.shares_memory(np.asarray(shared), own)
-    copied = pipeline._tensor(tf, own)
+    copied = array_source.tensor_of(tf, own)
     assert not np.shares_memory(np.asarray(copied), own)
     read_only = own.copy()
     read_only.flags.writeable = False
-    buffer = np.empty(own.nbytes + pipeline.TENSOR_ALIGNMENT, np.uint8)
-    start = (4 - buffer.ctypes.data) % pipeline.TENSOR_ALIGNMENT
+    buffer = np.empty(own.nbytes + array_source.TENSOR_ALIGNMENT, np.uint8)
+    start = (4 - buffer.ctypes.data) % array_source.TENSOR_ALIGNMENT
     unaligned = buffer[start : start + own.nbytes].view(np.float32).reshape(own.shape)
     unaligned[:] = own
     for array in (read_only, np.asfortranarray(own), unaligned):
-        tensor = pipeline._tensor(tf, array, copy=False)
+        tensor = array_source.tensor_of(tf, array, copy=False)
         assert not np.shares_memory(np.asarray(tensor), array)
         np.testing.assert_array_equal(tensor.numpy(), array)
-    words = pipeline._tensor(tf, np.array(["a", "b", "c"]), rows=np.array([2, 0]))
+    words = array_source.tensor_of(tf, np.array(["a", "b", "c"]), rows=np.array([2, 0]))
     assert words.dtype == tf.string and list(words.numpy()) == [b"c", b"a"]
 
     x = np.arange(40, dtype=np.float32).reshape(20, 2)
@@ -184,7 +184,9 @@ def test_augment_presets_run_on_batches_and_validation_gets_a_centre_crop() -> N
 def test_per_image_presets_run_on_gathered_chunks_and_keep_each_label(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(pipeline, "GATHER_CHUNK_BATCHES", 3)  # 3 chunks of 3 batches, and 1 of 1
+    monkeypatch.setattr(
+        array_source, "GATHER_CHUNK_BATCHES", 3
+    )  # 3 chunks of 3 batches, and 1 of 1
     images = np.arange(25 * 3 * 4 * 2, dtype=np.float32).reshape(25, 3, 4, 2)
     labels = np.arange(25, dtype=np.int32)
     built = pipeline.from_arrays(

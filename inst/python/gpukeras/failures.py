@@ -41,6 +41,12 @@ def cause(error: Exception) -> str:
     return chosen.split("\t")[0].split(" [[")[0].strip()
 
 
+def last_line(error: Exception) -> str:
+    """The last line of an error message: TensorFlow puts the cause there, after its trace."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
 def error_message(error: BaseException) -> str:
     """The informative line of an error: TensorFlow's op error cause, or the first line
     of a Keras error (without its "Exception encountered" header and argument list)."""

@@ -9,7 +9,6 @@ the graph, on the calling thread, when the pipeline is built.
 
 from __future__ import annotations
 
-import math
 import time
 import weakref
 from collections.abc import Callable
@@ -18,59 +17,18 @@ from types import ModuleType
 
 import numpy as np
 
+from gpukeras import sources
+from gpukeras.array_source import gathered_batches, tensor_of
+from gpukeras.augment import apply_to_features, augment_error, augmenter, check_presets
+from gpukeras.devices import host_memory_mib
 from gpukeras.errors import BadArgumentError, BadDataError, MapFunctionError
+from gpukeras.failures import last_line, unreadable_batch
+from gpukeras.pipeline_options import PipelineOptions, Started
 from gpukeras.scope import check_device
 from gpukeras.sources import tensorflow
 
-# Presets of random augmentation: Keras preprocessing layers, which run inside
-# tf.data whatever the Keras backend. Values are (layer name, default arguments).
-AUGMENT_PRESETS: dict[str, tuple[str, dict[str, object]]] = {
-    "flip_horizontal": ("RandomFlip", {"mode": "horizontal"}),
-    "flip_vertical": ("RandomFlip", {"mode": "vertical"}),
-    "brightness": ("RandomBrightness", {"factor": 0.2}),
-    "contrast": ("RandomContrast", {"factor": 0.2}),
-    "crop": ("RandomCrop", {}),
-    "rotation": ("RandomRotation", {"factor": 0.1}),
-}
-# Deterministic stand-ins for validation data, for presets that change the shape.
-INFERENCE_PRESETS = {"crop": "CenterCrop"}
-# Presets whose layers draw their randomness image by image, so running them on
-# many batches at once is the same as batch by batch (RandomCrop draws one
-# window per call: it stays per batch).
-PER_IMAGE_PRESETS = frozenset(
-    {"flip_horizontal", "flip_vertical", "brightness", "contrast", "rotation"}
-)
 SHUFFLE_BUFFER_LIMIT = 100_000
 SHUFFLE_BUFFER_BYTES = 256 * 2**20
-# In-memory arrays are gathered several batches at a time (see _gathered_batches),
-# at most this many and about this many bytes per gather.
-GATHER_CHUNK_BATCHES = 32
-GATHER_CHUNK_BYTES = 16 * 2**20
-# TensorFlow's CPU kernels assume tensor memory aligned to Eigen's widest vector
-# (64 bytes with AVX-512): a tensor sharing unaligned NumPy memory aborts the
-# process in its first strided slice. NumPy's own large arrays are 16-aligned.
-TENSOR_ALIGNMENT = 64
-# host_array() copies this many rows at a time: the temporary that NumPy makes
-# when it takes chosen rows stays a few MiB; whole arrays copy as fast in blocks.
-COPY_BLOCK_ROWS = 4096
-
-
-@dataclass
-class PipelineOptions:
-    """How gpu_dataset() turns a source into batches; see ``build`` for each step."""
-
-    batch_size: int = 32
-    shuffle: bool = True
-    seed: int | None = None
-    cache: bool | str = True
-    map: Callable | None = None
-    augment: dict[str, dict[str, object]] | None = None
-    validation_split: float = 0.0
-    drop_remainder: bool = False
-    deterministic: bool | None = None
-    prefetch: str | int = "auto"
-    to_device: str = "auto"
-    training: bool = True
 
 
 @dataclass(frozen=True)
@@ -101,11 +59,6 @@ def made_here(dataset: object) -> Made | None:
         return None
 
 
-# How a source starts a pipeline: the dataset, the steps it did when it comes
-# batched already (None when not), and the augment presets it ran.
-Started = tuple[object, "list[str] | None", "list[str]"]
-
-
 def _check(options: PipelineOptions) -> None:
     if not isinstance(options.batch_size, int) or options.batch_size < 1:
         raise BadArgumentError(f"batch_size must be a whole number >= 1, not {options.batch_size}.")
@@ -113,88 +66,7 @@ def _check(options: PipelineOptions) -> None:
         raise BadArgumentError(
             f"validation_split must be in [0, 1), not {options.validation_split}."
         )
-    unknown = sorted(set(options.augment or {}) - set(AUGMENT_PRESETS))
-    if unknown:
-        raise BadArgumentError(
-            f"Unknown augment preset(s): {', '.join(unknown)}. "
-            f"Presets: {', '.join(AUGMENT_PRESETS)}."
-        )
-
-
-def _augmenter(options: PipelineOptions, names: list[str] | None = None) -> Callable | None:
-    """One function applying the asked-for presets (or those in ``names``) to a batch of images.
-
-    Outside training (validation data) only the presets that change the shape
-    run, in a deterministic form (a random crop becomes a centre crop), so
-    validation batches fit the same model. A preset's seed is ``seed`` plus its
-    position among all the presets asked for.
-    """
-    from gpukeras.runtime import config
-
-    keras = config.keras()
-    layers = []
-    for position, (name, arguments) in enumerate((options.augment or {}).items()):
-        if names is not None and name not in names:
-            continue
-        if options.training:
-            layer_name, defaults = AUGMENT_PRESETS[name]
-            defaults = {
-                **defaults,
-                "seed": None if options.seed is None else options.seed + position,
-            }
-        elif name in INFERENCE_PRESETS:
-            layer_name, defaults = INFERENCE_PRESETS[name], {}
-        else:
-            continue
-        try:
-            layers.append(getattr(keras.layers, layer_name)(**{**defaults, **(arguments or {})}))
-        except (TypeError, ValueError) as error:
-            raise BadArgumentError(
-                f"augment preset '{name}' ({layer_name}) rejected its parameters: {error}"
-            ) from error
-    if not layers:
-        return None
-
-    def augment(images: object) -> object:
-        for layer in layers:
-            images = layer(images, training=options.training)
-        return images
-
-    return augment
-
-
-def _augment_error(options: PipelineOptions, spec: object, error: Exception) -> BadArgumentError:
-    """An augment preset could not be traced on these elements (e.g. not N x H x W x C)."""
-    return BadArgumentError(
-        f"augment ({', '.join(options.augment or {})}) cannot run on elements "
-        f"{spec}: {_last_line(error)}. The presets work on image batches, N x H x W x C."
-    )
-
-
-def _chunk_presets(options: PipelineOptions) -> list[str]:
-    """The leading per-image presets, which may run on a whole gathered chunk; in order."""
-    if not options.training:
-        return []
-    names = list(options.augment or {})
-    cut = next((i for i, name in enumerate(names) if name not in PER_IMAGE_PRESETS), len(names))
-    return names[:cut]
-
-
-def _apply_to_features(function: Callable) -> Callable:
-    """Lift a function of the features to elements that may carry a label."""
-
-    def on_element(*element: object) -> object:
-        if len(element) == 1:
-            return function(element[0])
-        return (function(element[0]), *element[1:])
-
-    return on_element
-
-
-def _last_line(error: Exception) -> str:
-    """The last line of an error message: TensorFlow puts the cause there, after its trace."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[-1] if lines else type(error).__name__
+    check_presets(options.augment)
 
 
 def _traced_map(function: Callable) -> Callable:
@@ -240,7 +112,7 @@ def _element_steps(
         except Exception as error:  # the user's function failed while tf.data traced it
             raise MapFunctionError(
                 f"The map function failed when tf.data traced it into a graph: "
-                f"{_last_line(error)}. It runs once, on symbolic tensors, "
+                f"{last_line(error)}. It runs once, on symbolic tensors, "
                 "so it must use TensorFlow ops (from R: tf <- reticulate::import('tensorflow'); "
                 "function(x, y) list(tf$multiply(x, 2), y)) and return the new element."
             ) from error
@@ -262,169 +134,6 @@ def _element_steps(
     return dataset, steps
 
 
-def host_array(
-    array: object, dtype: str | None = None, rows: np.ndarray | None = None
-) -> np.ndarray:
-    """One copy of ``array`` (of its ``rows`` when given) as a C-contiguous array of
-    ``dtype`` (default: its own), aligned so that a tensor can share it (see ``_tensor``).
-
-    From R, ``array`` is reticulate's view of an R array (column-major, no copy), so
-    this is the one copy R data goes through on its way into a pipeline: the cast to
-    float32 and the change to row-major order happen in it together.
-    """
-    source = np.asarray(array)
-    target = source.dtype if dtype is None else np.dtype(dtype)
-    count = len(source) if rows is None else len(rows)
-    shape = (count, *source.shape[1:])
-    size = math.prod(shape) * target.itemsize
-    buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
-    start = -buffer.ctypes.data % TENSOR_ALIGNMENT
-    copy = buffer[start : start + size].view(target).reshape(shape)
-    for begin in range(0, count, COPY_BLOCK_ROWS):
-        block = slice(begin, begin + COPY_BLOCK_ROWS)
-        copy[block] = source[block] if rows is None else source[rows[block]]
-    return copy
-
-
-def _shareable(array: np.ndarray) -> bool:
-    """Whether a tensor may share ``array``'s memory: C order, aligned, and writable
-    (NumPy exports no read-only array through DLPack)."""
-    return (
-        array.flags.c_contiguous
-        and array.flags.writeable
-        and array.ctypes.data % TENSOR_ALIGNMENT == 0
-    )
-
-
-def _tensor(
-    tf: ModuleType, array: object, rows: np.ndarray | None = None, copy: bool = True
-) -> object:
-    """A tensor of ``array`` (of its ``rows`` when given), with at most one copy.
-
-    ``tf.constant`` always copies a NumPy array (0.12 s for 60,000 x 784 floats
-    here); a DLPack hand-over makes a tensor that shares it instead. So the array
-    is copied once by ``host_array`` (a snapshot: the caller may change its own
-    array later) and the tensor shares that copy; with ``copy=False`` an array
-    that is already shareable is shared as it is.
-    """
-    source = np.asarray(array)
-    if source.dtype.kind not in "biufc":  # strings: DLPack carries numbers only
-        return tf.convert_to_tensor(source if rows is None else source[rows])
-    if copy or rows is not None or not _shareable(source):
-        source = host_array(source, rows=rows)
-    return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
-
-
-def _gather_chunk(tensors: object, rows: int, batch_size: int) -> int:
-    """Batches per gather: up to GATHER_CHUNK_BATCHES, within GATHER_CHUNK_BYTES."""
-    row_bytes = sum(t.dtype.size * int(np.prod(t.shape[1:])) for t in tensors)
-    batch_bytes = max(1, row_bytes * min(batch_size, rows))
-    return max(1, min(GATHER_CHUNK_BATCHES, GATHER_CHUNK_BYTES // batch_bytes))
-
-
-def _gathered_batches(
-    tf: ModuleType, tensors: object, rows: int, options: PipelineOptions
-) -> Started:
-    """Batches of in-memory tensors, gathered by a shuffled index per epoch.
-
-    Shuffling row indices and gathering whole batches is several times faster
-    than shuffling and batching rows one by one (measured here: 7,100 vs 1,700
-    batches/s of 256 x 20 floats on 2 cores), and it is what Keras does with
-    arrays. The permutation is new every epoch and reproducible with a seed.
-
-    The batches are gathered a chunk of several at a time (one gather of up
-    to 32 batches, at most 16 MiB) and then sliced apart: tf.data's cost per
-    element of a parallel map is paid once per chunk instead of once per
-    batch. Measured here (``bench/pipeline.R``'s MLP, 256 x 20 floats per
-    batch): 102 -> 59 CPU microseconds per batch, CPU time that on a
-    CPU-only machine the model's own step would otherwise have had.
-
-    Augment presets drawn image by image (all but crop) run on the whole
-    chunk, inside the same parallel call, for the same reason: measured on
-    the digits CNN's batches (128 x 8 x 8 x 1, flip and rotation), 331 -> 230
-    CPU microseconds per batch. Returns the dataset, the steps done, and the
-    presets run.
-
-    tf.data's default graph rewrites are turned off: to rewrite, it serializes the
-    pipeline, the tensors its functions capture included, each time an iterator
-    is made (measured here for 60,000 x 784 floats: 0.24 s and a transient copy
-    of all 179 MiB, at every epoch of Keras' own fit()). They find nothing to do
-    in this pipeline, parallel and prefetched already: the same time per batch
-    with and without them.
-    """
-    order = tf.range(rows, dtype=tf.int64)
-    if not options.shuffle:
-        permutations = tf.data.Dataset.from_tensors(order)
-    elif options.seed is None:
-        permutations = tf.data.Dataset.range(1).map(lambda _: tf.random.shuffle(order))
-    else:
-        seed = tf.constant(options.seed, tf.int64)
-        permutations = (
-            tf.data.Dataset.random(seed=options.seed, rerandomize_each_iteration=True)
-            .take(1)
-            .map(
-                lambda draw: tf.random.experimental.stateless_shuffle(order, tf.stack([draw, seed]))
-            )
-        )
-    size = options.batch_size
-    full = rows // size * size
-    remainder = rows - full if not options.drop_remainder else 0
-    chunk = _gather_chunk(tf.nest.flatten(tensors), rows, size)
-
-    def chunks_of(permutation: object) -> object:
-        # A reshape cuts all full batches at once, faster than batching index by index.
-        batched = tf.data.Dataset.from_tensor_slices(tf.reshape(permutation[:full], [-1, size]))
-        chunks = batched.batch(chunk)
-        if remainder:
-            chunks = chunks.concatenate(tf.data.Dataset.from_tensors(permutation[None, full:]))
-        return chunks
-
-    presets = _chunk_presets(options)
-    augment = _augmenter(options, presets) if presets else None
-    on_features = _apply_to_features(augment) if augment is not None else None
-
-    def gather(indices: object) -> object:
-        if on_features is None:
-            return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
-        # The chunk's rows as one batch of images for the presets, then cut back into batches.
-        gathered = tf.nest.map_structure(
-            lambda tensor: tf.gather(tensor, tf.reshape(indices, [-1])), tensors
-        )
-        gathered = on_features(*gathered) if isinstance(gathered, tuple) else on_features(gathered)
-        batch_rows = tf.shape(indices)[1]  # type: ignore[index]
-        return tf.nest.map_structure(
-            lambda tensor: tf.reshape(tensor, [-1, batch_rows, *tensor.shape[1:]]), gathered
-        )
-
-    def slices(*gathered: object) -> object:
-        return tf.data.Dataset.from_tensor_slices(gathered[0] if len(gathered) == 1 else gathered)
-
-    try:
-        chunks = permutations.flat_map(chunks_of).map(
-            gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic
-        )
-    except Exception as error:  # a preset on data that is not N x H x W x C
-        if augment is None:
-            raise
-        spec = tf.nest.map_structure(
-            lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), tensors
-        )
-        raise _augment_error(options, spec, error) from error
-    dataset = chunks.flat_map(slices).apply(
-        tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0))
-    )
-    no_rewrites = tf.data.Options()
-    no_rewrites.experimental_optimization.apply_default_optimizations = False
-    dataset = dataset.with_options(no_rewrites)
-    steps = [
-        "shuffle rows each epoch" if options.shuffle else "rows in order",
-        f"gather batches ({size}, parallel)",
-    ]
-    if presets:
-        steps.append(f"augment ({', '.join(presets)}, parallel)")
-    return dataset, steps, presets
-
-
 def build(
     tf: ModuleType,
     dataset: object,
@@ -436,7 +145,7 @@ def build(
     """Apply map, cache, shuffle, batch, augment and prefetch to a dataset.
 
     ``steps`` names the steps already done when ``dataset`` comes batched
-    (from ``_gathered_batches``); then only augmentation and prefetching remain,
+    (from ``array_source.gathered_batches``); then only augmentation and prefetching remain,
     of it the presets not in ``augmented``.
     """
     autotune = tf.data.AUTOTUNE
@@ -445,16 +154,16 @@ def build(
     else:
         steps = list(steps)
     remaining = [name for name in options.augment or {} if name not in (augmented or [])]
-    augment = _augmenter(options, remaining)
+    augment = augmenter(options, remaining)
     if augment is not None:
         try:
             dataset = dataset.map(
-                _apply_to_features(augment),
+                apply_to_features(augment),
                 num_parallel_calls=autotune,
                 deterministic=options.deterministic,
             )
         except Exception as error:  # e.g. an image preset on data that is not N x H x W x C
-            raise _augment_error(options, dataset.element_spec, error) from error
+            raise augment_error(options, dataset.element_spec, error) from error
         if options.training:
             steps.append(f"augment ({', '.join(remaining)}, parallel)")
         else:
@@ -488,7 +197,7 @@ def from_arrays(
 
     The pipeline's tensors hold one copy of the arrays. With ``copy=False`` they
     share the arrays' memory instead where they can (arrays made by
-    ``host_array``), which must then never change: gpu_dataset() passes arrays
+    ``array_source.host_array``), which must then never change: gpu_dataset() passes arrays
     made for the pipeline alone.
 
     Returns:
@@ -522,16 +231,16 @@ def from_arrays(
 
     def subset(index: np.ndarray | None) -> object:
         picked = None if index is None else np.sort(index)
-        part = {name: _tensor(tf, array, picked, copy) for name, array in features.items()}
+        part = {name: tensor_of(tf, array, picked, copy) for name, array in features.items()}
         part_x = part.get("", part)
         if y is None:
             return part_x
-        return (part_x, _tensor(tf, y, picked, copy))
+        return (part_x, tensor_of(tf, y, picked, copy))
 
     def start(data: object, options: PipelineOptions, rows: int) -> Started:
         # Without a per-row map, gather whole batches by index; with one, go row by row.
         if options.map is None:
-            return _gathered_batches(tf, data, rows, options)
+            return gathered_batches(tf, data, rows, options)
         return tf.data.Dataset.from_tensor_slices(data), None, []
 
     train_index = order[n_validation:] if n_validation else None
@@ -613,8 +322,6 @@ def _cache_for_source(
     """
     if opts.cache is not True:
         return opts.cache
-    from gpukeras.devices import host_memory_mib
-
     element = _element_bytes(tf, dataset.element_spec)  # type: ignore[attr-defined]
     available = host_memory_mib()[1]
     if rows is None or element is None or available is None:
@@ -629,8 +336,6 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     ``validation_split``, each element goes to train or validation by a seeded
     hash of its position: disjoint, the same every epoch, no buffer needed.
     """
-    from gpukeras import sources
-
     tf = tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
     _check(opts)
@@ -702,8 +407,6 @@ def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, o
             elements += int(first.shape[0]) if first.shape.rank else 1
         seconds = time.perf_counter() - started
     except tf.errors.OpError as error:
-        from gpukeras.failures import unreadable_batch
-
         unreadable = unreadable_batch(error)
         if unreadable is None:
             raise
