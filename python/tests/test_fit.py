@@ -922,3 +922,42 @@ def test_the_devices_in_use_are_the_strategys_own(backend: str) -> None:
     assert run.readback["none"] is None  # Keras' own choice: the first GPU, else the CPU
     assert run.readback["one"] == ["CPU:1"]
     assert run.readback["two"] == ["CPU:1", "CPU:2"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_report_names_the_gpu_in_use_with_its_own_figures() -> None:
+    """The GPU Keras trains on (the first), watched through its own NVML index; its peak
+    alone divides the achieved TFLOP/s."""
+    from gpukeras import devices, flops
+
+    keras = config.keras()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8 * 1024, 1024), dtype=np.float32)
+    y = rng.standard_normal((len(x), 1)).astype(np.float32)
+    model = keras.Sequential(
+        [keras.Input((1024,)), keras.layers.Dense(4096, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    report = call(model=model, data=(x, y), epochs=5, batch_size=1024)["monitor"]
+    first = next(row for row in devices.list_devices() if row["type"] == "GPU")
+    (gpu,) = report["gpus"]
+    assert (gpu["device"], gpu["nvml_index"]) == ("GPU:0", first["nvml_index"])
+    assert gpu["utilization_mean"] == pytest.approx(report["gpu_utilization_mean"])
+    assert gpu["memory_used_max_mib"] > 0
+    assert report["gpu_utilization_imbalance"] is None
+    peak = flops.peak(str(first["name"]), "float32", first["compute_capability"])
+    if peak is not None:
+        assert report["peak_tflops"] == pytest.approx(peak["tflops"])
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_strategy_over_the_gpus_is_watched_on_exactly_those() -> None:
+    from gpukeras import distribute, training_run
+
+    keras = config.keras()
+    made = distribute.make("mirrored")  # every GPU
+    with distribute.strategy_scope(made["strategy"]):
+        model = tiny_model()
+        rows = training_run.gpus_in_use(keras, model)
+    assert [row["device"] for row in rows] == made["description"].devices
+    assert all(row["nvml_index"] is not None for row in rows)
