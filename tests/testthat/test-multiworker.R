@@ -1,59 +1,44 @@
 # Multi-worker training the way R users run it: two R sessions on 127.0.0.1,
-# each calling gpu_strategy("multi_worker", workers, index) first and then the
+# started by gpu_launch(), each calling gpu_strategy("multi_worker") first and then the
 # same gpu_fit(). The engine's failure cases (a killed or frozen worker,
 # resuming from backups) are tested with Python workers in
 # python/tests/test_multiworker.py.
 
-free_ports <- function(count) {
-  python <- gpukeras_python()
-  code <- sprintf(
-    "import socket\ns=[socket.socket() for _ in range(%d)]\n[x.bind(('127.0.0.1', 0)) for x in s]\nprint(' '.join(str(x.getsockname()[1]) for x in s))",
-    count
-  )
-  as.integer(strsplit(system2(python, c("-c", shQuote(code)), stdout = TRUE), " ")[[1]])
-}
-
-test_that("two R workers on 127.0.0.1 train the digits model in step to identical weights", {
+test_that("two R workers started by gpu_launch() train the digits model in step to identical weights", {
   skip_if_no_python()
   skip_on_os("windows")
-  workers <- sprintf("127.0.0.1:%d", free_ports(2))
-  worker <- function(index) {
-    start_in_fresh_r(
-      {
-        workers <- strsplit(Sys.getenv("GPUKERAS_TEST_WORKERS"), ",")[[1]]
-        strategy <- gpu_strategy("multi_worker", workers = workers, index = as.integer(Sys.getenv("GPUKERAS_TEST_INDEX")))
-        keras <- gpu_keras()
-        digits <- utils::read.csv(system.file("extdata", "digits.csv.gz", package = "gpukeras"), header = FALSE)
-        keras$utils$set_random_seed(3L)
-        model <- keras$Sequential(list(
-          keras$Input(shape = list(64L)),
-          keras$layers$Dense(32L, activation = "relu"),
-          keras$layers$Dense(10L, activation = "softmax")
+  # gpu_launch() describes the cluster to each worker (TF_CONFIG), so
+  # gpu_strategy("multi_worker") needs no workers there.
+  call <- fresh_r_call(
+    quote({
+      strategy <- gpu_strategy("multi_worker")
+      keras <- gpu_keras()
+      digits <- utils::read.csv(system.file("extdata", "digits.csv.gz", package = "gpukeras"), header = FALSE)
+      keras$utils$set_random_seed(3L)
+      model <- keras$Sequential(list(
+        keras$Input(shape = list(64L)),
+        keras$layers$Dense(32L, activation = "relu"),
+        keras$layers$Dense(10L, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      fit <- gpu_fit(
+        model, list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]]),
+        epochs = 3, batch_size = 64, seed = 1, verbose = 0, strategy = strategy
+      )
+      list(
+        printed_strategy = format(strategy),
+        weights = lapply(model$get_weights(), as.vector),
+        history = fit$history,
+        strategy = fit$settings$strategy,
+        printed = format(fit),
+        wrong_option = catch_error(gpu_fit(model, list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]]),
+          steps_per_execution = 4, strategy = strategy, verbose = 0
         ))
-        model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
-        fit <- gpu_fit(
-          model, list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]]),
-          epochs = 3, batch_size = 64, seed = 1, verbose = 0, strategy = strategy
-        )
-        list(
-          printed_strategy = format(strategy),
-          weights = lapply(model$get_weights(), as.vector),
-          history = fit$history,
-          strategy = fit$settings$strategy,
-          printed = format(fit),
-          wrong_option = catch_error(gpu_fit(model, list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]]),
-            steps_per_execution = 4, strategy = strategy, verbose = 0
-          ))
-        )
-      },
-      env = c(GPUKERAS_TEST_WORKERS = paste(workers, collapse = ","), GPUKERAS_TEST_INDEX = index)
-    )
-  }
-  processes <- list(worker(0), worker(1))
-  on.exit(for (p in processes) p$kill(), add = TRUE)
-  for (p in processes) p$wait(timeout = 240 * 1000)
-  expect_false(any(vapply(processes, function(p) p$is_alive(), logical(1))), label = "a worker still running after 240 s")
-  results <- lapply(processes, function(p) p$get_result())
+      )
+    }),
+    character(), character(), list()
+  )
+  results <- gpu_launch(call$func, workers = 2, args = call$args, timeout = 240, quiet = TRUE)
   chief <- results[[1]]
   other <- results[[2]]
   expect_identical(chief$printed_strategy[1], "<gpukeras strategy> multi_worker (MultiWorkerMirroredStrategy, tensorflow): 2 replicas")

@@ -1,0 +1,85 @@
+# gpu_launch(): real R worker processes on 127.0.0.1.
+
+test_that("each worker gets its index and the cluster as TF_CONFIG, on distinct free ports", {
+  results <- gpu_launch(function(index) {
+    config <- Sys.getenv("TF_CONFIG")
+    cat("worker", index, "says hello\n")
+    list(index = index, env_index = Sys.getenv("GPUKERAS_WORKER_INDEX"), tf_config = config)
+  }, workers = 3, quiet = TRUE)
+  expect_length(results, 3L)
+  expect_identical(vapply(results, function(r) r$index, integer(1)), 0:2)
+  expect_identical(vapply(results, function(r) r$env_index, character(1)), c("0", "1", "2"))
+  workers <- regmatches(results[[1]]$tf_config, gregexpr("127\\.0\\.0\\.1:[0-9]+", results[[1]]$tf_config))[[1]]
+  expect_length(unique(workers), 3L)
+  for (i in 1:3) {
+    expect_match(results[[i]]$tf_config, sprintf('"task": \\{"type": "worker", "index": %d\\}', i - 1L))
+    expect_identical(attr(results, "output")[[i]], sprintf("worker %d says hello", i - 1L))
+  }
+})
+
+test_that("output is shown as it comes, each line headed by its worker", {
+  shown <- capture.output(gpu_launch(function(greeting) cat(greeting, "\n"), workers = 2, args = list(greeting = "hi")))
+  expect_setequal(grep("^\\[worker", shown, value = TRUE), c("[worker 0] hi ", "[worker 1] hi "))
+})
+
+test_that("a worker that fails stops the others at once, with a classed error naming it", {
+  started <- Sys.time()
+  error <- expect_error(
+    gpu_launch(function(index) {
+      if (index == 1L) {
+        cat("about to fail\n")
+        stop("the data is not here")
+      }
+      Sys.sleep(60)
+    }, workers = 2, quiet = TRUE),
+    class = "gpukeras_error_worker_lost"
+  )
+  # The healthy worker sleeps 60 s: it was stopped, not waited for.
+  expect_lt(as.numeric(difftime(Sys.time(), started, units = "secs")), 45)
+  expect_identical(error$worker, 1L)
+  expect_match(conditionMessage(error), "Worker 1 of 2 stopped: an error: .*the data is not here")
+  expect_match(conditionMessage(error), "about to fail")
+})
+
+test_that("a worker killed by a signal is reported with the signal", {
+  skip_on_os("windows")
+  error <- expect_error(
+    gpu_launch(function(index) {
+      if (index == 0L) tools::pskill(Sys.getpid(), tools::SIGKILL)
+      Sys.sleep(60)
+    }, workers = 2, quiet = TRUE),
+    class = "gpukeras_error_worker_lost"
+  )
+  expect_identical(error$worker, 0L)
+  expect_match(conditionMessage(error), "Worker 0 of 2 stopped: killed by signal 9")
+})
+
+test_that("an R script runs in each worker, its index in the environment", {
+  script <- withr::local_tempfile(fileext = ".R")
+  writeLines('cat("index", Sys.getenv("GPUKERAS_WORKER_INDEX"), "\\n")', script)
+  results <- gpu_launch(script, workers = 2, quiet = TRUE)
+  expect_identical(results, structure(list(NULL, NULL), output = attr(results, "output")))
+  expect_identical(trimws(unlist(attr(results, "output"))), c("index 0", "index 1"))
+})
+
+test_that("the timeout stops the workers with a classed error", {
+  expect_error(
+    gpu_launch(function() Sys.sleep(60), workers = 1, timeout = 2, quiet = TRUE),
+    "did not finish within 2 s",
+    class = "gpukeras_error_timeout"
+  )
+})
+
+test_that("bad input to gpu_launch() gets a classed error before any worker starts", {
+  cases <- list(
+    list(args = list(worker = 42), message = "`worker` must be a function or the path of an R script"),
+    list(args = list(worker = "no/such/script.R"), message = "does not exist"),
+    list(args = list(worker = identity, workers = 0), message = "workers"),
+    list(args = list(worker = identity, args = "x"), message = "`args` must be a list"),
+    list(args = list(worker = identity, timeout = -1), message = "`timeout` must be a number of seconds"),
+    list(args = list(worker = identity, quiet = NA), message = "quiet")
+  )
+  for (case in cases) {
+    expect_error(do.call(gpu_launch, case$args), case$message, class = "gpukeras_error_bad_argument")
+  }
+})
