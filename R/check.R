@@ -197,7 +197,9 @@ format_utilization <- function(u, nvml) {
   gpus <- u$gpus
   whole <- if (nrow(gpus) == 0) {
     reason <- if (isTRUE(nvml$available)) u$nvml_reason else nvml$reason
-    sprintf("GPU utilization: not measured (%s)", or_na(reason, "no samples"))
+    reason <- or_na(reason, "no samples")
+    # On a MIG instance NVML has no utilization to measure: not a failure to measure it.
+    if (startsWith(reason, "not available")) paste("GPU utilization:", reason) else sprintf("GPU utilization: not measured (%s)", reason)
   } else {
     sprintf(
       "GPU %d (whole GPU): utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",

@@ -340,7 +340,8 @@ test_that("format() shows a MIG instance as itself, its GPU not as unused, and w
     placement = list(size = 1024L, runs = list(), speedup = NULL, on_gpu = TRUE),
     utilization = list(
       device = "GPU:0", weights_device = "GPU:0", steps = 30L, batch_size = 2048L, seconds = 3,
-      samples_per_second = 20000, gpus = list(), nvml_reason = "no GPU to watch",
+      samples_per_second = 20000, gpus = list(),
+      nvml_reason = "not available on MIG: NVML does not measure a MIG instance's utilization",
       processes = list(pid = 1234L, own_memory_mib = 2048, own_sm_max = NULL, others = list(),
                        notes = list("per-process utilization: not available on MIG"))
     ),
@@ -357,4 +358,6 @@ test_that("format() shows a MIG instance as itself, its GPU not as unused, and w
   expect_false(any(grepl("NVML 0", lines, fixed = TRUE)))
   expect_true("  this process (pid 1234): SM up to n/a, memory 2.0 GiB" %in% lines)
   expect_true("  note: per-process utilization: not available on MIG" %in% lines)
+  expect_true("  GPU utilization: not available on MIG: NVML does not measure a MIG instance's utilization" %in% lines)
+  expect_false(any(grepl("not measured", lines, fixed = TRUE)))
 })

@@ -9,6 +9,8 @@ from gpukeras import devices, diagnose, gpu_processes, nvml, placement, probe, s
 from gpukeras.errors import BadArgumentError
 from gpukeras.runtime import config
 
+NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
+
 
 def _stopwatch() -> object:
     started = time.perf_counter()
@@ -59,6 +61,8 @@ def run_check(
                 gpus[0] if gpus else "CPU:0", seconds=float(probe_seconds), nvml_indices=watched
             )
         utilization["processes"] = processes.summary()
+        if probed is not None and probed.is_mig:  # the monitor watched nothing, and why
+            utilization["nvml_reason"] = NOT_ON_MIG
         timings["probe"] = elapsed()
 
     gpu_stats = utilization["gpus"] if utilization else []
