@@ -48,9 +48,10 @@
 #' `devices = 2` is an error that says so: "`devices` counts the GPUs CUDA
 #' lets this process see ... (CUDA_VISIBLE_DEVICES=2,3: GPUs 0 and 1 here are
 #' nvidia-smi's 2 and 3)". Without `CUDA_VISIBLE_DEVICES`, the order is
-#' `CUDA_DEVICE_ORDER`'s: gpukeras sets `PCI_BUS_ID` (`nvidia-smi`'s order)
-#' when it is unset as Keras starts, and keeps a value you set (CUDA's own
-#' default, `FASTEST_FIRST`, puts the fastest GPU first). [gpu_devices()]
+#' `CUDA_DEVICE_ORDER`'s: when gpukeras starts Keras itself and the variable
+#' is unset, it sets `PCI_BUS_ID` (`nvidia-smi`'s order); a value you set is
+#' kept and followed, and so is CUDA's own default, `FASTEST_FIRST` (the
+#' fastest GPU first), where keras3 started Keras first. [gpu_devices()]
 #' shows which GPU each one is (`nvml_index`, `nvidia-smi`'s index, and
 #' `uuid`). A MIG instance counts as one GPU.
 #' @param mixed_precision `"auto"` (bfloat16 on compute capability >= 8.0,
