@@ -3,10 +3,10 @@
 A Keras backend starts once per process and its settings apply only before it
 starts, so every test that needs another environment (KERAS_BACKEND,
 CUDA_VISIBLE_DEVICES, a blocked module) runs the core through ``run_core`` in
-a fresh Python; its ``after`` code (with the ``READBACK`` functions, see
-``run_setup``) reads back what the backend itself reports. Tests in this
-process use the configured backend (``KERAS_BACKEND``, TensorFlow by default;
-JAX on the GPU machines).
+a fresh Python (``scripts/core_child.py``); its ``after`` code (with the
+functions of ``scripts/readback.py``, see ``run_setup``) reads back what the
+backend itself reports. Tests in this process use the configured backend
+(``KERAS_BACKEND``, TensorFlow by default; JAX on the GPU machines).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from gpukeras import backend, bridge, nvml
+from scripts.core_child import MARKER
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
-MARKER = "@@gpukeras-result@@"
-WATCHED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
+CHILD = Path(__file__).with_name("scripts") / "core_child.py"
 
 # Several processes of this suite may hold the same GPU at once (this one and a
 # run_core child); without this, the first JAX process takes 75 % of its memory.
@@ -37,21 +37,6 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 _OWN_TF_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
-_RUNNER = f"""
-import json, os, sys
-exec(sys.argv[3])
-from gpukeras import bridge
-result = bridge.call(sys.argv[1], json.loads(sys.argv[2]))
-readback = {{}}
-exec(sys.argv[4])
-print({MARKER!r} + json.dumps({{
-    "result": result,
-    "readback": readback,
-    "loaded": sorted({{name.split(".")[0] for name, module in sys.modules.items() if module}}),
-    "environ": {{name: os.environ.get(name) for name in {WATCHED_ENV!r}}},
-}}))
-"""
-
 
 @dataclass
 class CoreRun:
@@ -61,7 +46,7 @@ class CoreRun:
         result: the bridge's answer, parsed from JSON (so it is plain data).
         stderr: everything the process wrote to standard error.
         loaded: top-level modules imported by the end (the ``after`` code included).
-        environ: the variables in ``WATCHED_ENV`` as the process ended with them.
+        environ: the variables in ``core_child.WATCHED_ENV`` as the process ended with them.
         readback: what the ``after`` code stored in its ``readback`` dict.
     """
 
@@ -87,7 +72,7 @@ def run_core(
     after: str = "",
     timeout: float = 120,
 ) -> CoreRun:
-    """Run ``gpukeras.bridge.call(target, kwargs)`` in a fresh Python.
+    """Run ``gpukeras.bridge.call(target, kwargs)`` in a fresh Python (``scripts/core_child.py``).
 
     Args:
         target: 'module.function' inside gpukeras.
@@ -111,7 +96,7 @@ def run_core(
         else:
             child_env[name] = value
     done = subprocess.run(
-        [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {}), setup, after],
+        [sys.executable, str(CHILD), target, json.dumps(kwargs or {}), setup, after],
         env=child_env,
         capture_output=True,
         text=True,
@@ -129,66 +114,6 @@ def run_core(
         report["environ"],
         report["readback"],
     )
-
-
-# Functions for ``after`` code (see ``run_core``) that read back what the backend reports.
-READBACK = """
-import os
-import keras
-from gpukeras import scope, tensors
-from gpukeras.runtime import config
-
-
-def model_facts():
-    # Build and compile a small model under the global dtype policy.
-    model = keras.Sequential(
-        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)]
-    )
-    model.compile(optimizer="adam", loss="mse")
-    return {
-        "policy": keras.config.dtype_policy().name,
-        "compute_dtypes": [layer.compute_dtype for layer in model.layers],
-        "kernel_dtypes": [str(layer.kernel.dtype) for layer in model.layers],
-        "optimizer": type(model.optimizer).__name__,
-    }
-
-
-def weights_device(device):
-    # Where a layer built inside scope.device_scope(device) keeps its weights.
-    with scope.device_scope(device):
-        layer = keras.layers.Dense(3)
-        layer.build((None, 4))
-    return tensors.tensor_device(layer.kernel.value)
-
-
-def backend_report():
-    # The devices, threads and variables the backend itself reports (starts it).
-    if config.backend == "jax":
-        import jax
-
-        return {
-            "cpus": [tensors.jax_device_name(device) for device in jax.devices("cpu")],
-            "environ": {
-                name: os.environ.get(name)
-                for name in (
-                    "XLA_PYTHON_CLIENT_PREALLOCATE",
-                    "XLA_CLIENT_MEM_FRACTION",
-                    "XLA_PYTHON_CLIENT_MEM_FRACTION",
-                    "CUDA_VISIBLE_DEVICES",
-                )
-            },
-        }
-    import tensorflow as tf
-
-    gpus = tf.config.get_visible_devices("GPU")
-    return {
-        "cpus": [tensors.normalize_device(d.name) for d in tf.config.list_logical_devices("CPU")],
-        "gpus": len(gpus),
-        "memory_growth": [tf.config.experimental.get_memory_growth(gpu) for gpu in gpus],
-        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-    }
-"""
 
 
 def run_on_jax(after: str, *, tensorflow: bool = False) -> CoreRun:
@@ -213,15 +138,15 @@ def run_setup(
 ) -> CoreRun:
     """``setup.apply_setup(**kwargs)`` (or ``target``) in a fresh Python on ``backend``.
 
-    ``after`` runs next with the ``READBACK`` functions defined; skips when the
-    backend is not installed.
+    ``after`` runs next with the functions of ``scripts/readback.py`` defined; skips
+    when the backend is not installed.
     """
     requires(backend)
     return run_core(
         target,
         kwargs,
         env={"KERAS_BACKEND": backend, **(env or {})},
-        after=READBACK + after,
+        after="from readback import *\n" + after,
     )
 
 

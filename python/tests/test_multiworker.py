@@ -1,6 +1,6 @@
 """Multi-worker training: real worker processes on 127.0.0.1 train the digits model together.
 
-Each cluster test starts ``multiworker_worker.py`` processes (TensorFlow backend,
+Each cluster test starts ``scripts/multiworker_worker.py`` processes (TensorFlow backend,
 free ports, every process killed and the test failed past its time limit) and
 reads back what each wrote: the bridge's answer, its final weights, and when it
 failed. The workers use TensorFlow whatever this process runs on, so they skip
@@ -25,7 +25,7 @@ from conftest import CORE, in_process_backend, requires, run_core
 from gpukeras import bridge, cluster
 from gpukeras.errors import StrategyError
 
-WORKER = Path(__file__).with_name("multiworker_worker.py")
+WORKER = Path(__file__).with_name("scripts") / "multiworker_worker.py"
 LIMIT = 150  # seconds a cluster may take before its processes are killed
 HEARTBEAT = 4.0  # the heartbeat timeout of the freeze test
 # Slack on top of the heartbeat timeout for a frozen worker to be noticed (measured:
@@ -143,7 +143,7 @@ def test_tf_config_refuses_bad_workers_and_index(workers: object, index: object,
 @pytest.mark.parametrize(
     ("tf_config", "says"),
     [
-        (None, "TF_CONFIG is not set"),
+        (None, "neither TF_CONFIG nor a SLURM or Open MPI job"),
         ("{not json", "cannot be read"),
         ('{"cluster": {"worker": ["a:1"]}}', "cannot be read"),
         (
@@ -157,12 +157,12 @@ def test_tf_config_refuses_bad_workers_and_index(workers: object, index: object,
 def test_an_existing_tf_config_is_checked(
     monkeypatch: pytest.MonkeyPatch, tf_config: str | None, says: str
 ) -> None:
-    if tf_config is None:
-        monkeypatch.delenv("TF_CONFIG", raising=False)
-    else:
+    for name in ("TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    if tf_config is not None:
         monkeypatch.setenv("TF_CONFIG", tf_config)
     with pytest.raises(StrategyError, match=says):
-        cluster._read_tf_config()
+        cluster._from_environment()
 
 
 def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,7 +171,8 @@ def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPa
         '{"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]}, '
         '"task": {"type": "worker", "index": 1}}',
     )
-    read = cluster._read_tf_config()
+    read, found_by = cluster._from_environment()
+    assert found_by == "TF_CONFIG"
     assert cluster._addresses(read) == ["c:1", "w:1", "w:2"]
     assert cluster._leader(read) == "c:1"
     assert cluster._own_address(read) == "w:2"
@@ -282,7 +283,7 @@ def test_two_workers_match_one_process(trained: tuple[Path, list[dict]]) -> None
     (same seed, so the same order) ends with the same weights."""
     in_process_backend("tensorflow")
     from gpukeras.runtime import config
-    from multiworker_worker import digits, digits_model
+    from scripts.multiworker_worker import digits, digits_model
 
     out, results = trained
     keras = config.keras()

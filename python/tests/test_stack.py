@@ -181,22 +181,10 @@ def test_unsupported_backend_is_a_classed_error_before_keras_starts(backend: str
     assert not {"keras", "tensorflow", "jax", "torch"} & run.loaded
 
 
-# Drop the folder Keras is installed in from sys.path, wherever that is.
-HIDE_KERAS = """
-import importlib.util, os
-folder = os.path.dirname(os.path.dirname(importlib.util.find_spec("keras").origin))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != folder]
-"""
-
-
 @pytest.mark.parametrize(
     ("backend", "setup", "r_class"),
     [
-        (
-            "tensorflow",
-            HIDE_KERAS,
-            "gpukeras_error_keras_missing",
-        ),
+        ("tensorflow", "import hide_keras", "gpukeras_error_keras_missing"),
         ("tensorflow", "sys.modules['tensorflow'] = None", "gpukeras_error_tensorflow_missing"),
         ("jax", "sys.modules['jax'] = None", "gpukeras_error_backend_missing"),
     ],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass
 class PipelineOptions:
-    """How gpu_dataset() turns a source into batches; see ``build`` for each step."""
+    """How gpu_dataset() turns a source into batches; see ``pipeline.build`` for each step."""
 
     batch_size: int = 32
     shuffle: bool = True

@@ -1,6 +1,6 @@
 """One worker of a multi-worker test cluster: joins, trains the digits model, writes what happened.
 
-Run by test_multiworker.py as ``python multiworker_worker.py '<json spec>'`` with
+Run by test_multiworker.py as ``python scripts/multiworker_worker.py '<json spec>'`` with
 the core on PYTHONPATH. The spec's keys:
 
 - ``workers``, ``index``: the cluster and this worker's place (``make_strategy``);
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-DIGITS = Path(__file__).resolve().parents[2] / "inst" / "extdata" / "digits.csv.gz"
+DIGITS = Path(__file__).resolve().parents[3] / "inst" / "extdata" / "digits.csv.gz"
 ROWS = 1792  # 28 batches of 64: every global batch splits evenly over 2 workers
 
 

@@ -1,0 +1,35 @@
+"""The fresh Python that ``conftest.run_core`` starts: one ``bridge.call``, reported as JSON.
+
+Usage: ``core_child.py TARGET KWARGS_JSON SETUP AFTER``, with the core on
+PYTHONPATH. SETUP is Python code run before gpukeras is imported (e.g.
+blocking a module); AFTER runs after the call, with ``result`` (the bridge's
+answer), ``bridge`` and the dict ``readback`` in scope, and stores
+JSON-serialisable facts in ``readback``. Both run in this module's namespace,
+so they see ``json``, ``os`` and ``sys`` too; modules in this folder import
+by their names (e.g. ``from readback import *``). The last line printed
+starts with ``MARKER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+MARKER = "@@gpukeras-result@@"
+WATCHED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
+
+if __name__ == "__main__":
+    exec(sys.argv[3])
+    from gpukeras import bridge
+
+    result = bridge.call(sys.argv[1], json.loads(sys.argv[2]))
+    readback: dict[str, object] = {}
+    exec(sys.argv[4])
+    report = {
+        "result": result,
+        "readback": readback,
+        "loaded": sorted({name.split(".")[0] for name, module in sys.modules.items() if module}),
+        "environ": {name: os.environ.get(name) for name in WATCHED_ENV},
+    }
+    print(MARKER + json.dumps(report))
