@@ -5,9 +5,10 @@ PYTHONPATH. SETUP is Python code run before gpukeras is imported (e.g.
 blocking a module); AFTER runs after the call, with ``result`` (the bridge's
 answer), ``bridge`` and the dict ``readback`` in scope, and stores
 JSON-serialisable facts in ``readback``. Both run in this module's namespace,
-so they see ``json``, ``os`` and ``sys`` too; modules in this folder import
-by their names (e.g. ``from readback import *``). The last line printed
-starts with ``MARKER``.
+so they see ``json``, ``os`` and ``sys`` too. Code kept in a file of this
+folder runs as an import by its name (``import hide_keras``, ``from readback
+import *``); a module run as AFTER reaches the call's names by ``from __main__
+import readback, result``. The last line printed starts with ``MARKER``.
 """
 
 from __future__ import annotations
