@@ -7,9 +7,11 @@
 #'   and which Python environment is in use and why (`python_chosen_by`, see
 #'   [gpukeras_python()]),
 #' * lists the devices the backend sees ([gpu_devices()]),
-#' * multiplies two 1024 x 1024 matrices on each GPU and on the CPU and reads
-#'   back which device the result lives on, timing each (median of five
-#'   synchronised runs after warm-up),
+#' * multiplies two square float32 matrices on each GPU and on the CPU and
+#'   reads back which device the result lives on, timing each (median of five
+#'   synchronised runs after warm-up); each device's side doubles from 1024
+#'   until one multiply takes at least 5 ms, so that a fast GPU is timed, not
+#'   the cost of dispatching work to it,
 #' * with `probe = TRUE`, trains a small model for a few seconds while a
 #'   background thread samples NVML utilization and memory at 10 Hz,
 #' * and gives a verdict, with the reasons found and concrete advice:
@@ -29,8 +31,9 @@
 #'   `name`, `memory_total_mib`, `visible` to this process, `in_use` by the
 #'   backend, `mig_instances` for a GPU in MIG mode, and `error` for one NVML
 #'   cannot read), `devices` (a data.frame, see [gpu_devices()]), `placement`
-#'   (`runs`, a data.frame of requested device, actual device, median time and
-#'   GFLOP/s; `speedup`, CPU time over the fastest GPU's), `utilization` (the
+#'   (`runs`, a data.frame of requested device, actual device, matrix side
+#'   `size`, median time and GFLOP/s; `speedup`, the fastest GPU's GFLOP/s
+#'   over the CPU's), `utilization` (the
 #'   probe: samples/s, the device the weights live on, `gpus`, a data.frame
 #'   of NVML utilization mean/max and memory used of the whole GPU, and
 #'   `processes`: this process's own `pid`, `own_memory_mib` and `own_sm_max`
@@ -84,7 +87,7 @@ new_gpukeras_check <- function(result) {
     list(python_chosen_by = the$python_chosen_by)
   )
   placement <- result$placement
-  placement$runs <- rows_to_df(placement$runs, c("requested", "actual", "median_ms", "gflops"))
+  placement$runs <- rows_to_df(placement$runs, c("requested", "actual", "size", "median_ms", "gflops"))
   utilization <- result$utilization
   if (!is.null(utilization)) {
     utilization$gpus <- rows_to_df(utilization$gpus, c(
@@ -178,8 +181,8 @@ format_devices <- function(devices, nvml, backend) {
 format_placement <- function(placement) {
   runs <- placement$runs
   lines <- sprintf(
-    "%-6s %s %-6s %8.2f ms  %7.1f GFLOP/s",
-    runs$requested, arrow(), runs$actual, runs$median_ms, runs$gflops
+    "%-6s %s %-6s n = %-5s %8.2f ms  %7.1f GFLOP/s",
+    runs$requested, arrow(), runs$actual, runs$size, runs$median_ms, runs$gflops
   )
   speedup <- if (is.null(placement$speedup)) "n/a (no GPU run)" else sprintf("%.1fx", placement$speedup)
   c(lines, sprintf("GPU speed-up over CPU: %s", speedup))
@@ -245,7 +248,7 @@ format.gpukeras_check <- function(x, ...) {
     section("Devices:", format_devices(x$devices, x$nvml, or_na(x$stack$keras_backend, "the backend"))),
     section("Setup (gpu_setup()):", trimws(format(x$setup)[-1])),
     section(
-      sprintf("Placement (%d x %d float32 matmul, median of 5 runs):", x$placement$size, x$placement$size),
+      "Placement (float32 matmul of n x n matrices, n grown per device until one takes 5 ms; median of 5 runs):",
       format_placement(x$placement)
     ),
     section("Training probe:", format_utilization(x$utilization, x$nvml))
