@@ -26,7 +26,8 @@ def run_check(
         probe_training: also train a small model for ``probe_seconds`` while
             sampling NVML utilization.
         probe_seconds: steady-state length of the training probe.
-        matmul_size: side of the square matrices of the placement test.
+        matmul_size: side the placement matmul starts from; each device's doubles
+            until one multiply takes 5 ms (see ``gpukeras.placement``).
 
     Returns:
         A dict with stack, nvml, devices, setup (the settings in force, see
