@@ -27,8 +27,12 @@
 #' @section Several machines:
 #' `type = "multi_worker"` runs one R (or Python) process per machine, each
 #' calling the same code with the same `workers` and its own `index` (0 is the
-#' chief, which writes backups). It sets `TF_CONFIG` from them (or reads an
-#' existing `TF_CONFIG` when `workers` is `NULL`). It must be called before
+#' chief, which writes backups). It sets `TF_CONFIG` from them. With `workers`
+#' `NULL` the cluster is read from the environment: an existing `TF_CONFIG`
+#' (as [gpu_launch()] sets on one machine), else a SLURM step with several
+#' tasks (`srun Rscript train.R`: the step's nodes, tasks filling them in
+#' order, ports from 8888 or `GPUKERAS_PORT_BASE` up on each node), else Open
+#' MPI ranks on one node; the print says which. It must be called before
 #' TensorFlow starts (like [gpu_setup()]), and needs the TensorFlow backend.
 #' See `vignette("distributed", package = "gpukeras")`.
 #'
@@ -41,7 +45,8 @@
 #'   the CPU) for one device, every GPU (else every logical CPU device) for
 #'   mirrored.
 #' @param workers For `"multi_worker"`: every worker's `"host:port"`, the same
-#'   vector on every machine; `NULL` reads `TF_CONFIG`.
+#'   vector on every machine; `NULL` reads the cluster from the environment
+#'   (`TF_CONFIG`, SLURM or Open MPI; see "Several machines").
 #' @param index For `"multi_worker"`: this worker's position in `workers`,
 #'   counted from 0.
 #' @return An object of class `gpukeras_strategy`: a list with `strategy` (the
@@ -162,7 +167,8 @@ format.gpukeras_strategy <- function(x, ...) {
         "Workers: %s; this is worker %d%s",
         paste(unlist(x$workers), collapse = ", "), as.integer(x$index),
         if (isTRUE(x$is_chief)) " (the chief)" else ""
-      )
+      ),
+      if (!is.null(x$found_by)) paste("Cluster from:", x$found_by)
     )
   }
   lines

@@ -44,6 +44,7 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   expect_identical(chief$printed_strategy[1], "<gpukeras strategy> multi_worker (MultiWorkerMirroredStrategy, tensorflow): 2 replicas")
   expect_match(chief$printed_strategy[3], "this is worker 0 \\(the chief\\)$")
   expect_match(other$printed_strategy[3], "this is worker 1$")
+  expect_identical(chief$printed_strategy[4], "Cluster from: TF_CONFIG")
   expect_identical(chief$weights, other$weights)
   expect_identical(chief$history, other$history)
   expect_identical(chief$history$epoch, 1:3)

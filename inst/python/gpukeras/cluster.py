@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from gpukeras import arguments, failures, tensors
+from gpukeras import arguments, cluster_env, failures, tensors
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError
 from gpukeras.runtime import config
 
@@ -64,6 +64,8 @@ RESTART = (
 
 # Strategies made in this process, by their TF_CONFIG: TensorFlow joins one cluster per process.
 _made: dict[str, object] = {}
+# What described each cluster joined (for the user), by the same key.
+_found_by: dict[str, str] = {}
 
 
 # Joining the cluster ----------------------------------------------------------------
@@ -112,15 +114,24 @@ def tf_config(workers: list[str], index: int) -> dict[str, object]:
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
 
 
-def _read_tf_config() -> dict[str, object]:
-    """TF_CONFIG from the environment, checked to be a cluster gpukeras can train with."""
-    text = os.environ.get("TF_CONFIG")
-    if not text:
+def _from_environment() -> tuple[dict[str, object], str]:
+    """The cluster TF_CONFIG, or else a SLURM or Open MPI job, describes; and what described it."""
+    if os.environ.get("TF_CONFIG"):
+        return _read_tf_config(os.environ["TF_CONFIG"]), "TF_CONFIG"
+    found = cluster_env.find()
+    if found is None:
         raise StrategyError(
-            "No workers were given and TF_CONFIG is not set: give every worker's "
-            'address and this worker\'s place, gpu_strategy(workers = c("host1:port", '
-            '"host2:port"), index = 0) on the first machine, index = 1 on the second, ...'
+            "No workers were given, and neither TF_CONFIG nor a SLURM or Open MPI job with "
+            "several tasks describes a cluster: give every worker's address and this "
+            'worker\'s place, gpu_strategy(workers = c("host1:port", "host2:port"), index = 0) '
+            "on the first machine, index = 1 on the second, ... (or start the workers with "
+            "srun, or gpu_launch() on one machine)."
         )
+    return tf_config(found.workers, found.index), f"{found.source} ({found.detail})"
+
+
+def _read_tf_config(text: str) -> dict[str, object]:
+    """TF_CONFIG's text, checked to be a cluster gpukeras can train with."""
     try:
         cluster = json.loads(text)
         jobs = {str(job): list(tasks) for job, tasks in cluster["cluster"].items()}
@@ -265,7 +276,10 @@ def make_strategy(
         )
     start = _seconds("start_timeout_seconds", start_timeout_seconds)
     heartbeat = _seconds("heartbeat_timeout_seconds", heartbeat_timeout_seconds)
-    cluster = tf_config(workers, index) if workers is not None else _read_tf_config()  # type: ignore[arg-type]
+    if workers is not None:
+        cluster, found_by = tf_config(workers, index), "gpu_strategy(workers = )"  # type: ignore[arg-type]
+    else:
+        cluster, found_by = _from_environment()
     key = json.dumps(cluster, sort_keys=True)
     if key in _made:
         return _made[key]
@@ -299,6 +313,7 @@ def make_strategy(
     strategy = _started(tf, cluster, start)
     strategy._gpukeras_timeouts = (start, heartbeat)  # type: ignore[attr-defined]
     _made[key] = strategy
+    _found_by[key] = found_by
     return strategy
 
 
@@ -308,7 +323,8 @@ def describe(strategy: object) -> dict[str, object]:
     Returns:
         ``replicas`` (in all workers), ``devices`` (this worker's, as
         'GPU:0', 'CPU:0'), ``workers`` ("host:port", chief first), ``index``
-        (this worker's place in ``workers``) and ``is_chief``.
+        (this worker's place in ``workers``), ``is_chief`` and ``found_by`` (what
+        described the cluster: gpu_strategy()'s workers, TF_CONFIG, SLURM or Open MPI).
     """
     resolver = strategy.cluster_resolver  # type: ignore[attr-defined]
     jobs = resolver.cluster_spec().as_dict()
@@ -320,6 +336,7 @@ def describe(strategy: object) -> dict[str, object]:
         "workers": [*jobs.get("chief", []), *jobs.get("worker", [])],
         "index": task_index if resolver.task_type == "chief" else chiefs + task_index,
         "is_chief": bool(strategy.extended.should_checkpoint),  # type: ignore[attr-defined]
+        "found_by": next((_found_by[k] for k, made in _made.items() if made is strategy), None),
     }
 
 

@@ -60,6 +60,8 @@ class Description:
         workers: "host:port" of every worker (multi-worker only).
         index: this worker's place in ``workers`` (multi-worker only).
         is_chief: whether this process writes checkpoints and backups.
+        found_by: what described the cluster (multi-worker only): gpu_strategy()'s
+            workers, TF_CONFIG, or a SLURM or Open MPI job.
     """
 
     type: str
@@ -70,6 +72,7 @@ class Description:
     workers: list[str] = field(default_factory=list)
     index: int | None = None
     is_chief: bool = True
+    found_by: str | None = None
 
 
 def _gpu_names() -> list[str]:
