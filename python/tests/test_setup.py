@@ -668,3 +668,52 @@ readback["fraction"] = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.g
     assert run.readback["fraction"] == f"{4096 / 40192.0:.4f}"
     assert run.value["memory_limit_mib"][0] == pytest.approx(4096, abs=40192 * 1e-4)
     assert run.value["dtype_policy"] == "mixed_bfloat16"
+
+
+# On JAX, CUDA started before gpu_setup() fixes the GPUs (issue #14, item 5) -----------
+CUDA_STARTED = """
+from gpukeras import cuda_driver
+from nvml_double import FakeLibcuda
+# What gpu_dataset() leaves on JAX: TensorFlow listed its GPUs, so cuInit ran, JAX has not.
+cuda_driver.load = lambda: FakeLibcuda(
+    [(f"GPU-{{letter * 4}}0000-0000-0000-0000-000000000000", bus)
+     for letter, bus in zip("abcd", ["0000:17:00.0", "0000:65:00.0", "0000:b1:00.0",
+                                      "0000:ca:00.0"])]
+)
+"""
+
+
+def _after_cuda_started(devices: list[str]) -> CoreRun:
+    requires("jax")
+    tests = str(Path(__file__).parent)
+    return run_core(
+        "setup.apply_setup",
+        {"devices": devices},
+        env={"KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": None},
+        setup=FOUR_GPUS.format(tests=tests, first="NVIDIA H100 80GB HBM3", cc=(9, 0))
+        + CUDA_STARTED.format(),
+        after="""
+import os
+from gpukeras import compat
+readback["visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+readback["jax_started"] = compat.jax_backends_started()
+""",
+    )
+
+
+def test_devices_after_cuda_started_is_refused_saying_to_set_up_first() -> None:
+    """gpu_dataset() on JAX starts CUDA through TensorFlow; CUDA_VISIBLE_DEVICES written
+    afterwards would change nothing, so devices = 1 is a classed error, not silence."""
+    run = _after_cuda_started(["GPU:1"])
+    assert run.result["r_class"] == "gpukeras_error_runtime_started", run.result
+    message = run.result["message"]
+    assert "devices = GPU:1 can no longer apply" in message
+    assert "(GPU:0, GPU:1, GPU:2, GPU:3)" in message
+    assert "call gpu_setup() before gpu_dataset()" in message
+    assert run.readback == {"visible": None, "jax_started": False}  # nothing changed
+
+
+def test_devices_after_cuda_started_that_already_hold_succeed() -> None:
+    run = _after_cuda_started(["GPU:0", "GPU:1", "GPU:2", "GPU:3"])
+    assert run.result["ok"], run.result
+    assert run.value["gpus"] == ["GPU:0", "GPU:1", "GPU:2", "GPU:3"]

@@ -71,6 +71,25 @@ def _call(driver: object, name: str, *args: object) -> None:
         raise CudaDriverUnavailable(f"the CUDA driver's {name} failed (CUresult {code})")
 
 
+def started(driver: object | None = None) -> bool:
+    """Whether CUDA has started (``cuInit``) in this process, asked without starting it.
+
+    Before ``cuInit`` every driver call but ``cuInit`` itself answers
+    CUDA_ERROR_NOT_INITIALIZED, so ``cuDeviceGetCount`` tells. Once CUDA has
+    started, CUDA_VISIBLE_DEVICES no longer changes which GPUs it shows. False
+    where there is no driver (no GPU to choose).
+
+    Args:
+        driver: libcuda (``load()`` when None), or a stand-in with its functions.
+    """
+    count = ctypes.c_int(0)
+    try:
+        _call(driver if driver is not None else load(), "cuDeviceGetCount", ctypes.byref(count))
+    except CudaDriverUnavailable:
+        return False
+    return True
+
+
 def gpus(driver: object | None = None) -> list[CudaGpu]:
     """Every CUDA device this process sees, by ordinal, as the driver reports it.
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras import compat, devices, nvml, precision
+from gpukeras import compat, cuda_driver, devices, nvml, precision
 from gpukeras.devices import jax_gpus
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
 from gpukeras.precision import PrecisionChoice
@@ -265,6 +265,8 @@ class JaxSetup:
         self.report = nvml.query()
         # NVML's device for each CUDA ordinal: before JAX starts, what CUDA will see.
         self.cuda = devices.cuda_view(self.report).devices
+        # Something else started CUDA (gpu_dataset()'s TensorFlow): its GPUs are fixed.
+        self.cuda_started = cuda_driver.started()
 
     def started(self) -> bool:
         return compat.jax_backends_started()
@@ -328,6 +330,8 @@ class JaxSetup:
                     f"cpu_devices: asked {request.cpu_devices}, in force {self._cpu_count()}"
                 )
             return failures
+        if request.devices is not None and self.cuda_started:
+            _refuse_devices_cuda_fixed(request.devices, chosen, len(self.cuda))
         if any(name in JAX_MEM_FRACTIONS for name in wanted):
             for name in JAX_MEM_FRACTIONS:  # jaxlib refuses both names at once
                 os.environ.pop(name, None)
@@ -369,6 +373,25 @@ class JaxSetup:
             "intra_op_threads": None,
             "inter_op_threads": None,
         }
+
+
+def _refuse_devices_cuda_fixed(asked: list[str], chosen: list[int], cuda_count: int) -> None:
+    """Refuse a GPU choice that CUDA, already started before JAX, can no longer make.
+
+    CUDA reads CUDA_VISIBLE_DEVICES once, at ``cuInit``; on JAX, gpu_dataset()
+    starts CUDA through TensorFlow (listing its GPUs to hide them), so a later
+    choice would silently leave JAX every GPU CUDA saw then.
+    """
+    if chosen == list(range(cuda_count)):
+        return  # the GPUs CUDA shows already, in its order
+    seen = ", ".join(f"GPU:{i}" for i in range(cuda_count)) or "none"
+    raise RuntimeStartedError(
+        f"devices = {', '.join(asked)} can no longer apply: CUDA has already started in "
+        "this process and reads CUDA_VISIBLE_DEVICES only when it starts, so JAX would "
+        f"still see the GPUs CUDA saw then ({seen}). Nothing was changed. On the JAX "
+        "backend gpu_dataset() starts CUDA (through TensorFlow, which builds its tf.data "
+        "pipelines): restart R and call gpu_setup() before gpu_dataset()."
+    )
 
 
 def _backend_setup() -> TensorflowSetup | JaxSetup:
