@@ -97,8 +97,15 @@
 #'     `gpu_utilization_p95`, `gpu_memory_used_max_mib`,
 #'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu` and
 #'     `advice` (`NULL` where not known, e.g. GPU numbers without a GPU, and
-#'     then `gpu_not_measured` says why), and more detail from the core
-#'     (`steps_timed`, `gpu_sample_hz`, `peak_tflops`, ...);
+#'     then `gpu_not_measured` says why), `gpus` (a list with one entry per
+#'     GPU in use, the ones the strategy or device scope trains on: `device`,
+#'     `name`, `nvml_index`, `utilization_mean`, `utilization_p95`,
+#'     `memory_used_max_mib` and `power_mean_w`, `NULL` where NVML gave none),
+#'     `gpu_utilization_imbalance` (points of utilization between the busiest
+#'     and the idlest GPU) and `gpu_memory_imbalance_mib` (the same for memory;
+#'     both `NULL` unless two or more GPUs were measured), and more detail from
+#'     the core (`steps_timed`, `gpu_sample_hz`, `peak_tflops`, ...; `mfu` is
+#'     against the sum of the GPUs' peaks);
 #'   * `timeline`: a list of data.frames, `gpu` (`time_s`, `nvml_index`,
 #'     `utilization`, `memory_used_mib`, `power_w`; no rows without a GPU) and
 #'     `host` (`time_s`, `cpu_percent`);
