@@ -97,6 +97,15 @@ def fake_pynvml(gpus: list[FakeGpu], driver: str = "580.95.05", cuda: int = 1300
             raise pynvml.NVMLError(code)
         return gpus[index]
 
+    def handle_by_uuid(uuid: str | bytes) -> FakeGpu:
+        """A GPU's or a MIG instance's handle by UUID (NVML takes 'MIG-...' too)."""
+        wanted = uuid.decode() if isinstance(uuid, bytes) else uuid
+        units = [unit for gpu in gpus for unit in (gpu, *(gpu.migs or []))]
+        found = [unit for unit in units if unit.uuid == wanted]
+        if not found:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return found[0]
+
     def mig_mode(gpu: FakeGpu) -> list[int]:
         mode = pynvml.NVML_DEVICE_MIG_ENABLE if gpu.migs is not None else 0
         return [mode, mode]
@@ -144,6 +153,7 @@ def fake_pynvml(gpus: list[FakeGpu], driver: str = "580.95.05", cuda: int = 1300
         "nvmlSystemGetCudaDriverVersion": lambda: cuda,
         "nvmlDeviceGetCount": lambda: len(gpus),
         "nvmlDeviceGetHandleByIndex": handle_by_index,
+        "nvmlDeviceGetHandleByUUID": handle_by_uuid,
         "nvmlDeviceGetName": device_call("nvmlDeviceGetName", lambda gpu: gpu.name),
         "nvmlDeviceGetUUID": device_call("nvmlDeviceGetUUID", lambda gpu: gpu.uuid),
         "nvmlDeviceGetCudaComputeCapability": device_call(

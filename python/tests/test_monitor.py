@@ -13,7 +13,7 @@ import pytest
 from gpukeras import advice, monitor, nvml, training_run
 from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
 from gpukeras.runtime import config
-from nvml_double import FakeGpu, fake_pynvml
+from nvml_double import FakeGpu, fake_mig, fake_pynvml
 
 
 def _sampler_threads() -> list[threading.Thread]:
@@ -299,3 +299,42 @@ def test_each_gpu_has_its_figures_and_uneven_ones_are_named_in_the_advice() -> N
     calm = monitor.training_report(steps, even, [], None, context(two), gpus=two)
     assert calm["gpu_utilization_imbalance"] == 0
     assert not any("unevenly" in item for item in calm["advice"])
+
+
+# A MIG instance -----------------------------------------------------------------------
+def test_a_mig_instance_in_use_is_watched_for_its_memory_and_utilization_is_named_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML reads a MIG instance's own memory through its handle but measures no
+    utilization there (NOT_SUPPORTED): the monitor samples the memory, by UUID, and says
+    why utilization is missing instead of reporting it as "no NVML samples"."""
+    parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
+    mig = fake_mig(parent, "3g.40gb")
+    mig.memory_used_mib = 12000.0
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([FakeGpu(uuid=parent, migs=[mig])]))
+    row = {
+        "device": "GPU:0",
+        "type": "GPU",
+        "name": mig.name,
+        "compute_capability": "9.0",
+        "nvml_index": None,
+        "uuid": mig.uuid,
+        "mig_parent": 0,
+    }
+    watcher = training_run.make_monitor([row], batch_size=8, measure_input=False)
+    assert watcher.gpu.mig_uuids == [mig.uuid]
+    with watcher:
+        time.sleep(0.3)
+    assert watcher.gpu.reason is None
+    assert watcher.gpu.samples
+    assert {(s.uuid, s.nvml_index, s.utilization_gpu) for s in watcher.gpu.samples} == {
+        (mig.uuid, None, None)
+    }
+    report = watcher.report(context([row]), None, [row])
+    assert report["gpu_memory_used_max_mib"] == 12000.0
+    assert report["gpu_utilization_mean"] is None
+    assert report["gpu_not_measured"] == monitor.MIG_UTILIZATION
+    assert report["gpu_not_measured"].startswith("utilization not available on MIG")
+    (gpu,) = report["gpus"]
+    assert (gpu["utilization_mean"], gpu["memory_used_max_mib"]) == (None, 12000.0)
+    assert not any("busy only" in item for item in report["advice"])

@@ -25,14 +25,24 @@ from types import ModuleType
 from gpukeras import nvml
 from gpukeras.advice import TrainingContext, advice
 
+MIG_UTILIZATION = "utilization not available on MIG: NVML measures none for a MIG instance"
+
 
 @dataclass
 class Sample:
+    """One reading of one GPU; a MIG instance's has its ``uuid``, no index and no utilization."""
+
     time: float
-    nvml_index: int
-    utilization_gpu: float
+    nvml_index: int | None
+    utilization_gpu: float | None
     memory_used_mib: float
     power_w: float | None
+    uuid: str | None = None
+
+    @property
+    def gpu(self) -> int | str:
+        """Which GPU it is: its NVML index, or a MIG instance's UUID."""
+        return self.nvml_index if self.nvml_index is not None else str(self.uuid)
 
 
 @dataclass
@@ -45,10 +55,13 @@ class UtilizationSampler:
     Attributes:
         nvml_indices: NVML indices of the GPUs to watch.
         hz: samples per second per GPU.
+        mig_uuids: MIG instances to watch, by UUID: NVML reads their memory
+            through their own handles, but measures no utilization on MIG.
     """
 
     nvml_indices: list[int]
     hz: float = 10.0
+    mig_uuids: list[str] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     reason: str | None = None
     cpu_seconds: float = 0.0
@@ -57,7 +70,7 @@ class UtilizationSampler:
     _ready: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> UtilizationSampler:
-        if not self.nvml_indices:
+        if not self.nvml_indices and not self.mig_uuids:
             self.reason = "no GPU to watch"
             return self
         self._thread = threading.Thread(target=self._run, name="gpukeras-nvml", daemon=True)
@@ -85,7 +98,10 @@ class UtilizationSampler:
 
     def _sample(self, pynvml: ModuleType) -> None:
         """Sample every watched GPU until stopped; NVML errors propagate to ``_run``."""
-        handles = {index: pynvml.nvmlDeviceGetHandleByIndex(index) for index in self.nvml_indices}
+        handles: dict[int | str, object] = {
+            index: pynvml.nvmlDeviceGetHandleByIndex(index) for index in self.nvml_indices
+        }
+        handles.update({uuid: pynvml.nvmlDeviceGetHandleByUUID(uuid) for uuid in self.mig_uuids})
         self._ready.set()
         period = 1.0 / self.hz
         while not self._stop.is_set():
@@ -95,21 +111,27 @@ class UtilizationSampler:
             self._stop.wait(max(0.0, period - (time.perf_counter() - started)))
 
     @staticmethod
-    def _read(pynvml: object, index: int, handle: object, now: float) -> Sample:
+    def _read(pynvml: ModuleType, gpu: int | str, handle: object, now: float) -> Sample:
+        """One reading of ``gpu`` (an NVML index, or a MIG instance's UUID)."""
         try:
-            power: float | None = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000  # type: ignore[attr-defined]
-        except pynvml.NVMLError:  # type: ignore[attr-defined]
+            power: float | None = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000
+        except pynvml.NVMLError:
             power = None
+        utilization: float | None = None  # none on a MIG instance (NVML: NOT_SUPPORTED)
+        if isinstance(gpu, int):
+            utilization = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         return Sample(
             time=now,
-            nvml_index=index,
-            utilization_gpu=float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),  # type: ignore[attr-defined]
-            memory_used_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).used / nvml.MIB,  # type: ignore[attr-defined]
+            nvml_index=gpu if isinstance(gpu, int) else None,
+            utilization_gpu=utilization,
+            memory_used_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).used / nvml.MIB,
             power_w=power,
+            uuid=gpu if isinstance(gpu, str) else None,
         )
 
     def summary(self, since: float | None = None) -> list[dict[str, object]]:
-        """Per-GPU statistics of the samples taken at or after ``since`` (perf_counter time)."""
+        """Per-GPU statistics of the samples taken at or after ``since`` (perf_counter time),
+        for the GPUs watched by NVML index (a MIG instance has no utilization to sum up)."""
         rows = []
         for index in self.nvml_indices:
             chosen = [
@@ -269,16 +291,14 @@ def each_gpu(
     gpus: list[dict[str, object]], samples: list[Sample], window: tuple[float, float] | None
 ) -> list[dict[str, object]]:
     """One row per GPU in use: its device, name, NVML index and its own figures in the
-    timed window (None where NVML has no samples of it)."""
+    timed window (None where NVML has no samples of it; a MIG instance's, matched by
+    UUID, have memory but no utilization)."""
     rows = []
     for gpu in gpus:
-        own = [
-            s
-            for s in samples
-            if gpu["nvml_index"] is not None and s.nvml_index == gpu["nvml_index"]
-        ]
+        key = gpu["nvml_index"] if gpu["nvml_index"] is not None else gpu.get("uuid")
+        own = [s for s in samples if key is not None and s.gpu == key]
         timed = _within(own, window)
-        utilization = [s.utilization_gpu for s in timed]
+        utilization = [s.utilization_gpu for s in timed if s.utilization_gpu is not None]
         powers = [s.power_w for s in timed if s.power_w is not None]
         rows.append(
             {
@@ -374,17 +394,19 @@ def training_report(
         report["gpu_memory_imbalance_mib"] = max(memory) - min(memory)
     gpu = _within(gpu_samples, window)
     if gpu:
-        utilization = [s.utilization_gpu for s in gpu]
+        utilization = [s.utilization_gpu for s in gpu if s.utilization_gpu is not None]
         powers = [s.power_w for s in gpu if s.power_w is not None]
-        per_gpu = max(1, len({s.nvml_index for s in gpu}))
+        per_gpu = max(1, len({s.gpu for s in gpu}))
         span = gpu[-1].time - gpu[0].time
         report.update(
-            gpu_utilization_mean=statistics.fmean(utilization),
-            gpu_utilization_p95=percentile(utilization, 0.95),
+            gpu_utilization_mean=statistics.fmean(utilization) if utilization else None,
+            gpu_utilization_p95=percentile(utilization, 0.95) if utilization else None,
             gpu_memory_used_max_mib=max(s.memory_used_mib for s in gpu_samples),
             gpu_sample_hz=(len(gpu) / per_gpu - 1) / span if span > 0 else None,
             gpu_power_mean_w=statistics.fmean(powers) if powers else None,
         )
+        if not utilization:  # only MIG instances: NVML measures no utilization there
+            report["gpu_not_measured"] = MIG_UTILIZATION
     else:
         report["gpu_not_measured"] = (
             "no GPU in use" if not context.gpus else context.nvml_reason or "no NVML samples"
@@ -442,6 +464,8 @@ class TrainingMonitor:
         skip: steps left out of the timing at the start.
         measure_input: time the wait for input (see ``gpukeras.timing``).
         hz: samples per second of each sampler.
+        mig_uuids: UUIDs of the MIG instances in use (memory only; see
+            ``UtilizationSampler``).
     """
 
     def __init__(
@@ -451,13 +475,14 @@ class TrainingMonitor:
         skip: int,
         measure_input: bool,
         hz: float = 10.0,
+        mig_uuids: list[str] | None = None,
     ) -> None:
         from gpukeras import timing
 
         self.timer = timing.step_timer(
             batch_size=batch_size, skip=skip, measure_input=measure_input
         )
-        self.gpu = UtilizationSampler(nvml_indices, hz=hz)
+        self.gpu = UtilizationSampler(nvml_indices, hz=hz, mig_uuids=mig_uuids or [])
         self.host = HostCpuSampler(hz=hz)
         self.started = 0.0
         self.finished = 0.0

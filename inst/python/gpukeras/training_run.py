@@ -89,6 +89,8 @@ def make_monitor(
         skip=TIMER_SKIP + resumed_steps,
         measure_input=measure_input,
         hz=MONITOR_HZ,
+        # A MIG instance has no NVML index of its own: watched by UUID, memory only.
+        mig_uuids=[str(r["uuid"]) for r in gpu_rows if r.get("mig_parent") is not None],
     )
 
 
