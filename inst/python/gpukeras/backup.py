@@ -37,9 +37,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpukeras import compat
 from gpukeras.errors import BackupMismatchError, BadArgumentError
 from gpukeras.runtime import config
 
@@ -135,39 +137,12 @@ def check_dir(backup_dir: object) -> str:
     return str(path)
 
 
-def _seed_generators(model: object) -> list[object]:
-    """The model's seed generators (Dropout and other random layers), in a fixed order."""
-    generators = []
-    for layer in model._flatten_layers(include_self=True, recursive=True):  # type: ignore[attr-defined]
-        generators.extend(getattr(layer, "_seed_generators", []))
-    return generators
-
-
 def _plain_logs(logs: dict | None) -> dict[str, float]:
     out = {}
     for name, value in (logs or {}).items():
         with contextlib.suppress(TypeError, ValueError):
             out[str(name)] = float(value)
     return out
-
-
-WRAPPER_ATTRIBUTES = ("_gpukeras_resuming", "_gpukeras_step_timer")
-
-
-def restore_train_function(model: object) -> None:
-    """Put back a model's own ``train_function`` under gpukeras' wrappers (resume, step timer)."""
-    function = getattr(model, "train_function", None)
-    unwrapped = function
-    while unwrapped is not None:
-        inner = next(
-            (getattr(unwrapped, name) for name in WRAPPER_ATTRIBUTES if hasattr(unwrapped, name)),
-            None,
-        )
-        if inner is None:
-            break
-        unwrapped = inner
-    if unwrapped is not function:
-        model.train_function = unwrapped  # type: ignore[attr-defined]
 
 
 def backup_callback(
@@ -186,8 +161,9 @@ def backup_callback(
         state: the committed backup to resume from (``read_state``), or None.
 
     Returns:
-        A ``keras.callbacks.BackupAndRestore`` subclass instance. Give it to
-        ``fit()`` before other callbacks that wrap ``train_function``.
+        A ``keras.callbacks.BackupAndRestore`` subclass instance. Its wrapper
+        of ``train_function`` takes its place among others by
+        ``compat.TRAIN_FUNCTION_LAYERS``, wherever the callback is in ``fit()``'s list.
     """
     keras = config.keras()
     spe = int(run.get("steps_per_execution") or 1)  # type: ignore[call-overload]
@@ -222,13 +198,13 @@ def backup_callback(
                     "needs the same model; use another backup_dir, or delete this one to "
                     "start over."
                 ) from error
-            generators = _seed_generators(model)
+            generators = compat.seed_generators(model)
             if len(generators) == len(self.resumed.seed_generators):
                 for generator, saved in zip(generators, self.resumed.seed_generators):
                     generator.state.assign(
                         keras.ops.convert_to_tensor(saved, dtype=generator.state.dtype)
                     )
-            model._initial_epoch = self.resumed.epoch
+            compat.set_initial_epoch(model, self.resumed.epoch)
             self.epoch = self.resumed.epoch
             self.skip_batches = self.resumed.batches_done
             self.restored = True
@@ -237,25 +213,22 @@ def backup_callback(
 
         def _wrap_train_function(self) -> None:
             """Let the first ``skip_batches`` batches of the resumed epoch go by untrained."""
-            model = self.model
-            original = model.train_function
             jax = keras.backend.backend() == "jax"
             left = [self.skip_batches // spe]
 
-            def resuming(*args: object) -> object:
-                if left[0] > 0:
-                    *leading, iterator = args
-                    for _ in range(spe):
-                        next(iterator)  # type: ignore[call-overload]
-                    left[0] -= 1
-                    return ({}, leading[0]) if jax else {}
-                return original(*args)
+            def resuming_over(original: Callable) -> Callable:
+                def resuming(*args: object) -> object:
+                    if left[0] > 0:
+                        *leading, iterator = args
+                        for _ in range(spe):
+                            next(iterator)  # type: ignore[call-overload]
+                        left[0] -= 1
+                        return ({}, leading[0]) if jax else {}
+                    return original(*args)
 
-            resuming._gpukeras_resuming = original  # type: ignore[attr-defined]
-            model.train_function = resuming
+                return resuming
 
-        def _unwrap(self) -> None:
-            restore_train_function(self.model)
+            compat.wrap_train_function(self.model, "resume", resuming_over)
 
         # Saving ------------------------------------------------------------
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -300,7 +273,7 @@ def backup_callback(
                 "run": self.run,
                 "seed_generators": [
                     [int(v) for v in keras.ops.convert_to_numpy(g.state.value).tolist()]
-                    for g in _seed_generators(model)
+                    for g in compat.seed_generators(model)
                 ],
                 "history": self.history,
                 "metrics": [
@@ -326,7 +299,7 @@ def backup_callback(
             # Training completed (on an error Keras never gets here, and the
             # backup stays): remove this callback's files, and the folder if
             # nothing else is in it.
-            self._unwrap()
+            compat.unwrap_train_function(self.model, "resume")
             self._remove_weights(keep=None)
             Path(backup_dir, STATE_FILE).unlink(missing_ok=True)
             with contextlib.suppress(OSError):

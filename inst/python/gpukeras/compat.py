@@ -1,16 +1,170 @@
-"""Every use of a private Keras, TensorFlow or JAX attribute that setup and fit need, in one place.
+"""Every use of a private Keras, TensorFlow or JAX attribute in gpukeras, in one place.
 
 Public APIs do not answer these questions; when a release moves one of these
-attributes, this module is the one to change.
+attributes, this module is the one to change. It was written for (and read
+from the sources of) the versions in ``WRITTEN_FOR``;
+python/tests/test_compat.py fails, naming the installed version, when one of
+the attributes it uses is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 from gpukeras.runtime import config
+
+WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
+
+# gpukeras' wrappers of ``model.train_function``, innermost first: the resumed
+# epoch's skipping of batches (``backup``) right on Keras' function, the step
+# timer (``timing``) around it, so the timer takes every batch Keras asks for,
+# those a resumed epoch lets go by too (the monitor leaves their steps out).
+TRAIN_FUNCTION_LAYERS = ("resume", "step_timer")
+# On a wrapper: its layer, the function it wraps, and how it was made from that function.
+_LAYER = "_gpukeras_layer"
+
+Wrapper = tuple[str, Callable[[Callable], Callable], Callable]
+
+
+# Training: the train function and the model's state --------------------------
+def _wrappers(model: object) -> tuple[object, list[Wrapper]]:
+    """Keras' own train function under gpukeras' wrappers, and the wrappers, innermost first."""
+    function = getattr(model, "train_function", None)
+    found: list[Wrapper] = []
+    while hasattr(function, _LAYER):
+        layer, inner, wrapper_of = getattr(function, _LAYER)
+        found.append((layer, wrapper_of, function))  # type: ignore[arg-type]
+        function = inner
+    return function, found[::-1]
+
+
+def _stack(model: object, base: object, wrappers: list[Wrapper]) -> None:
+    """Put ``wrappers`` on ``base`` in ``TRAIN_FUNCTION_LAYERS`` order, as the model's function.
+
+    A wrapper already made over the function it now wraps is kept; one whose
+    inner function changed is made again over the new one.
+    """
+    function = base
+    for layer, wrapper_of, made in sorted(
+        wrappers, key=lambda wrapper: TRAIN_FUNCTION_LAYERS.index(wrapper[0])
+    ):
+        if made is None or getattr(made, _LAYER)[1] is not function:
+            made = wrapper_of(function)  # type: ignore[arg-type]
+            setattr(made, _LAYER, (layer, function, wrapper_of))
+        function = made
+    model.train_function = function  # type: ignore[attr-defined]
+
+
+def wrap_train_function(
+    model: object, layer: str, wrapper_of: Callable[[Callable], Callable]
+) -> None:
+    """Wrap the model's train function in ``wrapper_of(inner)``, as ``layer``.
+
+    Keras 3.15 builds ``model.train_function`` once (``make_train_function``)
+    and calls it for every step with the data iterator last (on JAX, with the
+    training state first). Wrappers stack in ``TRAIN_FUNCTION_LAYERS`` order
+    whatever order they are put on in; one already in place as ``layer`` is
+    replaced.
+    """
+    if layer not in TRAIN_FUNCTION_LAYERS:
+        raise ValueError(f"train function layer {layer!r} is not one of {TRAIN_FUNCTION_LAYERS}")
+    base, wrappers = _wrappers(model)
+    kept = [wrapper for wrapper in wrappers if wrapper[0] != layer]
+    _stack(model, base, [*kept, (layer, wrapper_of, None)])  # type: ignore[list-item]
+
+
+def unwrap_train_function(model: object, layer: str | None = None) -> None:
+    """Take gpukeras' wrapper ``layer`` (by default every one) off the model's train function."""
+    base, wrappers = _wrappers(model)
+    kept = [wrapper for wrapper in wrappers if layer is not None and wrapper[0] != layer]
+    if len(kept) != len(wrappers):
+        _stack(model, base, kept)
+
+
+def forget_step_functions(model: object, all_of_them: bool) -> None:
+    """Make Keras build the train function (and with ``all_of_them`` the test and predict
+    functions) again at its next call, after settings they were traced with changed.
+
+    Keras 3.15 builds each once and keeps it; it builds one again only when it is None.
+    """
+    model.train_function = None  # type: ignore[attr-defined]
+    if all_of_them:
+        model.test_function = None  # type: ignore[attr-defined]
+        model.predict_function = None  # type: ignore[attr-defined]
+
+
+def record_compile_settings(model: object, jit_compile: object, steps_per_execution: int) -> None:
+    """Keep ``jit_compile`` and ``steps_per_execution`` in the compile config Keras saves
+    with the model (private ``_compile_config``), so a reloaded model has them."""
+    compile_config = getattr(model, "_compile_config", None)
+    if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
+        compile_config.config.update(
+            jit_compile=jit_compile, steps_per_execution=steps_per_execution
+        )
+
+
+def auto_jit_compile(model: object) -> bool:
+    """Keras' own answer to ``jit_compile="auto"`` for this model (its private resolver)."""
+    resolve = getattr(model, "_resolve_auto_jit_compile", None)
+    return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
+
+
+def set_initial_epoch(model: object, epoch: int | None) -> None:
+    """The epoch the next ``fit()`` starts at, whatever its ``initial_epoch`` (None: its own).
+
+    Keras' ``BackupAndRestore`` resumes this way (``model._initial_epoch``); the
+    value sticks to the model until it is set to None again.
+    """
+    model._initial_epoch = epoch  # type: ignore[attr-defined]
+
+
+def seed_generators(model: object) -> list[object]:
+    """The model's seed generators (Dropout and other random layers), in a fixed order.
+
+    ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``,
+    found through the private ``_flatten_layers``.
+    """
+    generators = []
+    for layer in model._flatten_layers(include_self=True, recursive=True):  # type: ignore[attr-defined]
+        generators.extend(getattr(layer, "_seed_generators", []))
+    return generators
+
+
+def attached_value(variable: object) -> object:
+    """A variable's value as it holds it now; None while Keras' JAX trainer has detached it."""
+    return variable._value  # type: ignore[attr-defined]
+
+
+def reattach_value(variable: object, value: object) -> None:
+    """Give a variable ``value`` back if Keras' JAX trainer left it without one."""
+    if variable._value is None:  # type: ignore[attr-defined]
+        variable._value = value  # type: ignore[attr-defined]
+
+
+def learning_rate_of(optimizer: object) -> object:
+    """What the optimizer holds as its learning rate: a variable or a schedule."""
+    return optimizer._learning_rate  # type: ignore[attr-defined]
+
+
+def replace_learning_rate(optimizer: object, variable: object) -> None:
+    """Make ``variable`` the optimizer's learning rate where it held a schedule.
+
+    Keras' setter refuses a number once the optimizer has a schedule; this
+    tracks the variable as the optimizer's constructor would have.
+    """
+    tracker = optimizer._tracker  # type: ignore[attr-defined]
+    locked = tracker.locked
+    tracker.unlock()
+    optimizer._track_variable(variable)  # type: ignore[attr-defined]
+    if locked:
+        tracker.lock()
+    optimizer._learning_rate = variable  # type: ignore[attr-defined]
+
+
+# Setup, data pipelines and other backends ---------------------------------------
 
 
 def global_dtype_policy_set() -> bool:

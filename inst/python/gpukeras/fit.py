@@ -34,6 +34,7 @@ import numpy as np
 
 from gpukeras import (
     backup,
+    compat,
     data_adapters,
     distribute,
     failures,
@@ -95,7 +96,7 @@ def _jax_value_keeper(keras: object, model: object) -> object:
                 *(optimizer.variables if optimizer is not None else []),
                 *model.metrics_variables,  # type: ignore[attr-defined]
             ]
-            self.kept = [(variable, variable._value) for variable in variables]
+            self.kept = [(variable, compat.attached_value(variable)) for variable in variables]
             self.begun = 0
 
         # A step ran once the next begins or the epoch ends: Keras then has trained
@@ -110,8 +111,7 @@ def _jax_value_keeper(keras: object, model: object) -> object:
 
         def reattach(self) -> None:
             for variable, value in self.kept:
-                if variable._value is None:
-                    variable._value = value
+                compat.reattach_value(variable, value)
 
     return Keeper()
 
@@ -304,7 +304,6 @@ def _train(
             measure_input=not (backend == "tensorflow" and spe > 1),
             resumed_steps=state.batches_done // spe if state is not None else 0,
         )
-    # The backup callback first: it wraps train_function before the step timer does.
     keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
     own = [c for c in (saver, position_callback, keeper) if c is not None]
     own += watcher.callbacks if watcher is not None else []
@@ -336,8 +335,8 @@ def _train(
                 raise
             raise translated from error
         finally:
-            backup.restore_train_function(model)
-            model._initial_epoch = None  # type: ignore[attr-defined]  # a backup sets it; it would stick
+            compat.unwrap_train_function(model)
+            compat.set_initial_epoch(model, None)  # a backup sets it; it would stick
             if keeper is not None:
                 keeper.reattach()
     seconds = time.perf_counter() - started

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpukeras import arguments, backup, schedules
+from gpukeras import arguments, backup, compat, schedules
 from gpukeras.errors import BadArgumentError
 from gpukeras.runtime import config
 
@@ -114,7 +114,7 @@ def set_learning_rate(keras: object, optimizer: object, learning_rate: object) -
     if not isinstance(learning_rate, float):
         optimizer.learning_rate = learning_rate  # type: ignore[attr-defined]
         return
-    current = optimizer._learning_rate  # type: ignore[attr-defined]
+    current = compat.learning_rate_of(optimizer)
     if isinstance(current, keras.Variable):  # type: ignore[attr-defined]
         current.assign(learning_rate)
         return
@@ -128,13 +128,7 @@ def set_learning_rate(keras: object, optimizer: object, learning_rate: object) -
             trainable=False,
             aggregation="only_first_replica",
         )
-    tracker = optimizer._tracker  # type: ignore[attr-defined]
-    locked = tracker.locked
-    tracker.unlock()
-    optimizer._track_variable(variable)  # type: ignore[attr-defined]
-    if locked:
-        tracker.lock()
-    optimizer._learning_rate = variable  # type: ignore[attr-defined]
+    compat.replace_learning_rate(optimizer, variable)
 
 
 def resolve_jit(model: object, asked: object) -> bool:
@@ -148,8 +142,7 @@ def resolve_jit(model: object, asked: object) -> bool:
     if getattr(model, "run_eagerly", False):
         return False
     if choice == "auto":
-        resolve = getattr(model, "_resolve_auto_jit_compile", None)
-        return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
+        return compat.auto_jit_compile(model)
     return bool(choice)
 
 
@@ -175,19 +168,15 @@ def apply_settings(keras: object, model: object, request: FitRequest) -> dict[st
         optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None  # type: ignore[attr-defined]
     changed = in_force != before
     if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
-        model.train_function = None  # type: ignore[attr-defined]
+        compat.forget_step_functions(model, all_of_them=changed)
     if changed:
-        model.test_function = None  # type: ignore[attr-defined]
-        model.predict_function = None  # type: ignore[attr-defined]
-        compile_config = getattr(model, "_compile_config", None)
-        if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
-            compile_config.config.update(jit_compile=in_force[0], steps_per_execution=in_force[1])
+        compat.record_compile_settings(model, in_force[0], in_force[1])
     return {
         "jit_compile": bool(in_force[0]),
         "steps_per_execution": int(in_force[1]),
         "learning_rate": learning_rate
         if isinstance(learning_rate, (dict, float))
-        else schedules.describe(optimizer._learning_rate),  # type: ignore[attr-defined]
+        else schedules.describe(compat.learning_rate_of(optimizer)),
         "clipnorm": optimizer.clipnorm,  # type: ignore[attr-defined]
         "clipvalue": optimizer.clipvalue,  # type: ignore[attr-defined]
         "global_clipnorm": optimizer.global_clipnorm,  # type: ignore[attr-defined]

@@ -96,6 +96,7 @@ from dataclasses import dataclass, field
 from gpukeras import (
     backup,
     cluster,
+    compat,
     data_adapters,
     distribute,
     failures,
@@ -447,7 +448,7 @@ def _train(run: _Run) -> dict[str, object]:
                     outputs = train_step(batch)
                     if watcher is not None:
                         parts = strategy.experimental_local_results(batch)  # type: ignore[attr-defined]
-                        rows = [timing._rows(part, keras.tree.flatten) for part in parts]  # type: ignore[attr-defined]
+                        rows = [timing.batch_rows(part, keras.tree.flatten) for part in parts]
                         record.steps.append(
                             timing.Step(
                                 epoch=epoch,
@@ -480,7 +481,7 @@ def _train(run: _Run) -> dict[str, object]:
             model.optimizer.finalize_variable_values(model.trainable_weights)  # type: ignore[attr-defined]
             events.on_train_end(logs)
         finally:
-            model._initial_epoch = None  # type: ignore[attr-defined]  # the saver sets it
+            compat.set_initial_epoch(model, None)  # the saver sets it
     seconds = time.perf_counter() - started
 
     settings = {

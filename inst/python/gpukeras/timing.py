@@ -68,10 +68,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gpukeras import compat
+from gpukeras.runtime import config
+
 INSTRUMENTED_BACKENDS = ("tensorflow", "jax")
 # Calls timed to find what taking an always-ready batch costs (see ready_fetch_seconds).
 READY_FETCHES = 25
-_WRAPPED = "_gpukeras_step_timer"
 
 
 @dataclass
@@ -231,7 +233,7 @@ def summarize(
     return result
 
 
-def _rows(batch: object, flatten: Callable[[object], list]) -> int | None:
+def batch_rows(batch: object, flatten: Callable[[object], list]) -> int | None:
     """Rows in a batch: the first dimension of its first array."""
     for part in flatten(batch):
         shape = getattr(part, "shape", None)
@@ -307,20 +309,11 @@ def _timed_train_function(
         if step is not None:
             step.fetch_seconds = finished - started
             step.returned = time.perf_counter()
-            rows = [_rows(batch, flatten) for batch in batches]
+            rows = [batch_rows(batch, flatten) for batch in batches]
             step.samples = None if None in rows else sum(rows)  # type: ignore[arg-type]
         return out
 
-    setattr(timed, _WRAPPED, original)
     return timed
-
-
-def _unwrap(model: object) -> None:
-    """Put back a model's own train_function if a timer left its wrapper there."""
-    function = getattr(model, "train_function", None)
-    while function is not None and hasattr(function, _WRAPPED):
-        function = getattr(function, _WRAPPED)
-        model.train_function = function  # type: ignore[attr-defined]
 
 
 def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool = True) -> object:
@@ -339,8 +332,6 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
         dict), ``record`` (the raw timestamps) and ``reset()``. One timer may
         be given to several ``fit()`` calls; its report covers them all.
     """
-    from gpukeras.runtime import config
-
     keras = config.keras()
 
     class StepTimer(keras.callbacks.Callback):
@@ -363,7 +354,7 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
 
         def on_train_begin(self, logs: dict | None = None) -> None:
             model = self.model
-            _unwrap(model)
+            compat.unwrap_train_function(model, "step_timer")  # left by a fit() that failed
             backend = keras.backend.backend()
             self.record.backend = backend
             self.record.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
@@ -373,11 +364,13 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
             elif backend not in INSTRUMENTED_BACKENDS or not callable(function):
                 self.record.method = f"step times only (input wait not measured on {backend})"
             else:
-                model.train_function = _timed_train_function(
-                    function,
-                    self.record,
-                    keras.tree.flatten,
-                    self._keep_batch if backend == "tensorflow" else None,
+                keep = self._keep_batch if backend == "tensorflow" else None
+                compat.wrap_train_function(
+                    model,
+                    "step_timer",
+                    lambda inner: _timed_train_function(
+                        inner, self.record, keras.tree.flatten, keep
+                    ),
                 )
                 self.record.method = (
                     f"next(iterator) timed inside train_function ({backend} backend)"
@@ -387,7 +380,7 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
             self._first_batch = batch
 
         def on_train_end(self, logs: dict | None = None) -> None:
-            _unwrap(self.model)
+            compat.unwrap_train_function(self.model, "step_timer")
             # Measured after training, so no timed step includes it.
             if self._first_batch is not None:
                 self.record.fetch_floor_seconds = ready_fetch_seconds(self._first_batch)

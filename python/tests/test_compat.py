@@ -1,0 +1,135 @@
+"""compat: the private Keras, TensorFlow and JAX attributes gpukeras uses, and the train
+function's wrappers.
+
+The attributes are looked for on real objects of the installed versions: when
+a release moves one, a test here fails naming that release and the one
+compat.py was written for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpukeras import compat
+from gpukeras.runtime import config
+
+
+def tiny_model() -> object:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def has(owner: object, name: str, library: str, version: str) -> None:
+    """Fail naming the installed ``library`` ``version`` when ``owner`` lacks ``name``."""
+    assert hasattr(owner, name), (
+        f"{library} {version} has no {type(owner).__name__}.{name}, which gpukeras.compat "
+        f"uses (written for {library} {compat.WRITTEN_FOR[library.lower()]}): update compat.py."
+    )
+
+
+def test_the_private_keras_attributes_compat_uses_are_there() -> None:
+    keras = config.keras()
+    version = keras.__version__
+    model = tiny_model()
+    for name in ("_flatten_layers", "_initial_epoch", "_resolve_auto_jit_compile"):
+        has(model, name, "Keras", version)
+    has(model, "_compile_config", "Keras", version)
+    has(model._compile_config, "config", "Keras", version)
+    has(model.layers[0], "_seed_generators", "Keras", version)
+    model.optimizer.build(model.trainable_variables)
+    for name in ("_learning_rate", "_tracker", "_track_variable"):
+        has(model.optimizer, name, "Keras", version)
+    has(model.variables[0], "_value", "Keras", version)
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError as error:  # the message names the version, as for the attributes
+        pytest.fail(f"Keras {version} has no keras.src.backend.common.global_state: {error}")
+    has(global_state, "get_global_attribute", "Keras", version)
+
+
+def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:
+    tf = pytest.importorskip("tensorflow")
+    dataset = tf.data.Dataset.range(8).batch(4).prefetch(1)
+    has(dataset, "_input_dataset", "TensorFlow", tf.__version__)
+    has(dataset._input_dataset, "_batch_size", "TensorFlow", tf.__version__)
+
+
+def test_the_private_jax_attributes_compat_uses_are_there() -> None:
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed in this Python")
+    import jax
+    from jax._src import xla_bridge
+
+    has(xla_bridge, "backends_are_initialized", "JAX", jax.__version__)
+
+
+def test_what_compat_reads_and_sets_on_a_model() -> None:
+    keras = config.keras()
+    model = tiny_model()
+    assert [g.state.shape for g in compat.seed_generators(model)] == [(2,)]  # the Dropout's
+    compat.set_initial_epoch(model, 2)
+    history = model.fit(np.zeros((8, 4)), np.zeros((8, 2)), epochs=3, verbose=0)
+    assert history.epoch == [2]  # started where it was told to
+    compat.set_initial_epoch(model, None)
+    optimizer = keras.optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.9))
+    optimizer.build(model.trainable_variables)
+    assert not isinstance(compat.learning_rate_of(optimizer), keras.Variable)  # a schedule
+    rate = keras.Variable(0.25, name="learning_rate", trainable=False)
+    compat.replace_learning_rate(optimizer, rate)
+    assert compat.learning_rate_of(optimizer) is rate
+    assert float(optimizer.learning_rate) == pytest.approx(0.25)
+    assert any(variable is rate for variable in optimizer.variables)  # tracked, so saved
+
+
+# The train function's wrappers ------------------------------------------------------
+def layered(calls: list[str], name: str) -> Callable[[Callable], Callable]:
+    """A wrapper_of whose wrapper notes ``name`` and calls the function it wraps."""
+
+    def wrapper_of(inner: Callable) -> Callable:
+        def wrapper(*args: object) -> object:
+            calls.append(name)
+            return inner(*args)
+
+        return wrapper
+
+    return wrapper_of
+
+
+def test_train_function_wrappers_stack_innermost_first_whatever_the_order() -> None:
+    model = tiny_model()
+    calls: list[str] = []
+
+    def own(*args: object) -> str:
+        calls.append("keras")
+        return "logs"
+
+    model.train_function = own
+    compat.wrap_train_function(model, "step_timer", layered(calls, "step_timer"))
+    compat.wrap_train_function(model, "resume", layered(calls, "resume"))  # added last
+    assert model.train_function() == "logs"
+    assert calls == ["step_timer", "resume", "keras"]  # TRAIN_FUNCTION_LAYERS, outside in
+    assert compat.TRAIN_FUNCTION_LAYERS == ("resume", "step_timer")
+
+    calls.clear()
+    compat.wrap_train_function(model, "step_timer", layered(calls, "timer again"))
+    model.train_function()
+    assert calls == ["timer again", "resume", "keras"]  # replaced, not stacked twice
+
+    calls.clear()
+    compat.unwrap_train_function(model, "resume")
+    model.train_function()
+    assert calls == ["timer again", "keras"]
+    compat.unwrap_train_function(model)
+    assert model.train_function is own
+    compat.unwrap_train_function(model)  # nothing to take off
+    assert model.train_function is own
+    with pytest.raises(ValueError, match="not one of"):
+        compat.wrap_train_function(model, "logger", layered(calls, "logger"))
