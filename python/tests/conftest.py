@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import backend, bridge, nvml
+from gpukeras import backend, bridge, devices, nvml
 from scripts.core_child import MARKER
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
@@ -172,13 +172,27 @@ def gpu_status() -> tuple[bool, str]:
     report = nvml.query()
     if not report.available:
         return False, f"no GPU: {report.reason}"
-    if not nvml.visible_indices([device.uuid for device in report.devices]):
-        return False, "no GPU: NVML sees none that CUDA_VISIBLE_DEVICES leaves visible"
+    if not any(devices.cuda_view(report).devices):
+        return False, "no GPU: NVML reads none of the GPUs CUDA lets this process see"
     gpus = run_core("devices.framework_gpus").value
     name = backend.configured_backend()
     if not gpus:
         return False, f"no GPU: the {name} backend finds none that NVML sees"
     return True, f"{name} sees {len(gpus)} GPU(s)"
+
+
+def first_gpu() -> nvml.NvmlDevice:
+    """CUDA's GPU:0 in this process (the framework's GPU:0) as NVML reads it now.
+
+    Matched by UUID through the CUDA driver once CUDA runs here, else as
+    CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER will let CUDA see it (NVML's
+    index 0 need not be it); a MIG instance is itself, with its own memory.
+    For ``@pytest.mark.gpu`` tests, which run only where such a GPU exists.
+    """
+    found = devices.cuda_view(nvml.query()).devices
+    if not found or found[0] is None:
+        pytest.fail("no GPU NVML reads is CUDA's GPU 0")
+    return found[0]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import first_gpu
 from gpukeras import advice, monitor, nvml, training_run
 from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
 from gpukeras.runtime import config
@@ -63,18 +64,22 @@ def test_summary_of_samples() -> None:
 
 @pytest.mark.gpu
 def test_samples_a_gpu_at_5_hz_or_more() -> None:
-    report = nvml.query()
-    index = nvml.visible_indices([device.uuid for device in report.devices])[0]
-    with UtilizationSampler([index], hz=10) as sampler:
+    """CUDA's GPU:0, found through the driver; a MIG instance by its UUID, memory only."""
+    gpu = first_gpu()
+    whole = [] if gpu.is_mig else [gpu.index]
+    with UtilizationSampler(whole, hz=10, mig_uuids=[gpu.uuid] if gpu.is_mig else []) as sampler:
         time.sleep(1.5)
     assert sampler.reason is None
     assert _sampler_threads() == []
+    assert {sample.gpu for sample in sampler.samples} == {gpu.uuid if gpu.is_mig else gpu.index}
+    assert len(sampler.samples) >= 8
+    assert max(sample.memory_used_mib for sample in sampler.samples) > 0
+    if gpu.is_mig:
+        assert {sample.utilization_gpu for sample in sampler.samples} == {None}
+        return
     (row,) = sampler.summary()
-    assert row["samples"] >= 8
     assert row["sample_hz"] >= 5
     assert 0 <= row["utilization_max"] <= 100
-    assert row["memory_used_max_mib"] > 0
-    assert {sample.nvml_index for sample in sampler.samples} == {index}
 
 
 @pytest.mark.gpu

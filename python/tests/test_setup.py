@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CoreRun, requires, run_core, run_setup
-from gpukeras import compat, nvml, setup
+from conftest import CoreRun, first_gpu, requires, run_core, run_setup
+from gpukeras import compat, setup
 from nvml_double import fake_mig
 
 BACKENDS = ["tensorflow", "jax"]
@@ -389,20 +389,16 @@ def test_unknown_precision_is_a_bad_argument(refused: CoreRun) -> None:
 # ---- on a GPU, JAX backend (the verification machines have no TensorFlow) ----
 
 MEMORY_READBACK = """
-from gpukeras import nvml
-index = nvml.visible_indices([device.uuid for device in nvml.query().devices])[0]
-readback["total"] = nvml.query().devices[index].memory_total_mib
-readback["before"] = nvml.query().devices[index].memory_used_mib
+from gpukeras import devices, nvml
+def first_gpu():  # CUDA's GPU:0: by the driver's UUID once JAX has started CUDA
+    return devices.cuda_view(nvml.query()).devices[0]
+readback["total"] = first_gpu().memory_total_mib
+readback["before"] = first_gpu().memory_used_mib
 model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), keras.layers.Dense(10)])
 keras.ops.convert_to_numpy(model(keras.ops.ones((128, 64))))
-readback["after"] = nvml.query().devices[index].memory_used_mib
+readback["after"] = first_gpu().memory_used_mib
 readback["backend"] = backend_report()
 """
-
-
-def _first_visible_gpu() -> nvml.NvmlDevice:
-    report = nvml.query()
-    return report.devices[nvml.visible_indices([device.uuid for device in report.devices])[0]]
 
 
 def _rise(run: CoreRun) -> float:
@@ -450,7 +446,7 @@ def test_jax_memory_limit_sets_the_memory_fraction() -> None:
 
 @pytest.mark.gpu
 def test_auto_precision_picks_bfloat16_from_compute_capability() -> None:
-    gpu = _first_visible_gpu()
+    gpu = first_gpu()
     capability = gpu.compute_capability or ""
     if tuple(map(int, capability.split("."))) < (8, 0):
         pytest.skip(f"{gpu.name} has compute capability {capability}, below 8.0")
@@ -466,7 +462,7 @@ def test_auto_precision_picks_bfloat16_from_compute_capability() -> None:
 
 @pytest.mark.gpu
 def test_jax_gpu_devices_are_chosen_and_checked() -> None:
-    gpu = _first_visible_gpu()
+    gpu = first_gpu()
     run = run_setup(
         "jax",
         {"devices": ["GPU:0"]},
