@@ -319,6 +319,7 @@ def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: 
 
 # JAX --------------------------------------------------------------------------------
 JAX_PROFILE = """
+import sys
 import numpy as np
 import keras
 rng = np.random.default_rng(0)
@@ -328,6 +329,11 @@ model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="
                           keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse", metrics=["mae"])
 args = {"model": model, "data": (x, y), "steps": [2, 4], "batch_size": 16}
+if sys.modules.get("tensorflow", False) is not None:  # TensorFlow not blocked: train on tf.data
+    from gpukeras import pipeline
+
+    data = pipeline.from_arrays(x, y, batch_size=16)["dataset"]
+    args = {**args, "data": data, "batch_size": None}
 readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
 """
 
@@ -348,7 +354,7 @@ def test_jax_backend_in_a_fresh_process(tensorflow: bool) -> None:
         assert any(name.endswith(".trace.json.gz") for name in names)
         if tensorflow:
             assert value["scalars_source"] == "event files"
-            assert value["settings"]["data"] == "arrays"  # a tf.data pipeline, after a trace
+            assert value["settings"]["data"] == "dataset"  # a tf.data pipeline, after a trace
         else:
             assert value["event_files"] == []
             assert value["scalars_source"].startswith("memory")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpukeras.handles import Record
+
 # Mean utilizations this many percentage points apart make GPUs "unevenly busy".
 UNEVEN_POINTS = 20.0
 
@@ -48,14 +50,14 @@ class TrainingContext:
     batch_size: int | None = None
     nvml_reason: str | None = None
     pipeline_steps: list[str] | None = None
-    gpu_dataset: dict[str, object] | None = None
+    gpu_dataset: Record | None = None
 
 
 def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
-def _gpu_dataset_advice(made: dict[str, object]) -> list[str]:
+def _gpu_dataset_advice(made: Record) -> list[str]:
     """What to change in a gpu_dataset() pipeline that keeps training waiting.
 
     It already gathers batches in parallel and prefetches, so what is left is
@@ -124,7 +126,7 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
     return items
 
 
-def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
+def advice(report: Record, context: TrainingContext) -> list[str]:
     """Concrete advice, each item chosen by a number in the report (see the rules below).
 
     Rules: an input-bound verdict gives pipeline advice (cache, parallel map,
@@ -134,20 +136,20 @@ def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
     advice; no GPU says so.
     """
     items: list[str] = []
-    share = report.get("input_wait_share")
+    share = report.get("input_wait_share") or 0.0  # a verdict comes with its share
     verdict = report.get("input_verdict")
     step_ms = report.get("step_time_mean_ms")
     host_cpu = report.get("host_cpu_percent_mean")
     utilization = report.get("gpu_utilization_mean")
     if verdict == "highly input-bound":
         items.append(
-            f"Training waits for input {_percent(share)} of the step time (highly "  # type: ignore[arg-type]
+            f"Training waits for input {_percent(share)} of the step time (highly "
             "input-bound): speed up the input pipeline before anything else."
         )
         items += _pipeline_advice(context)
     elif verdict == "moderately input-bound":
         items.append(
-            f"Training waits for input {_percent(share)} of the step time (moderately "  # type: ignore[arg-type]
+            f"Training waits for input {_percent(share)} of the step time (moderately "
             "input-bound): " + " ".join(_pipeline_advice(context))
         )
     if verdict in ("highly input-bound", "moderately input-bound") and (host_cpu or 0) >= 85:
@@ -213,16 +215,16 @@ def advice(report: dict[str, object], context: TrainingContext) -> list[str]:
     return items
 
 
-def _imbalance_advice(report: dict[str, object]) -> list[str]:
+def _imbalance_advice(report: Record) -> list[str]:
     """Advice when the GPUs of one run are unevenly busy (``UNEVEN_POINTS`` or more apart).
 
     Replicas synchronise at every step, so the others wait for the busiest:
     another process on it, or a replica given more rows, slows all of them.
     """
     spread = report.get("gpu_utilization_imbalance")
-    if spread is None or spread < UNEVEN_POINTS:  # type: ignore[operator]
+    if spread is None or spread < UNEVEN_POINTS:
         return []
-    rows = [row for row in report.get("gpus") or [] if row["utilization_mean"] is not None]  # type: ignore[attr-defined]
+    rows = [row for row in report.get("gpus") or [] if row["utilization_mean"] is not None]
     each = ", ".join(f"{row['device']} {row['utilization_mean']:.0f} %" for row in rows)
     return [
         f"The GPUs are unevenly busy ({each}; {spread:.0f} points apart): every step waits "

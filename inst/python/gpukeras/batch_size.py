@@ -66,6 +66,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 
@@ -80,6 +81,7 @@ from gpukeras import (
     training_run,
 )
 from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
+from gpukeras.handles import Layer, Model, Record, Tensor
 from gpukeras.nvml import MIB
 from gpukeras.runtime import config
 
@@ -149,14 +151,14 @@ def _itemsize(dtype: object) -> int:
     return DTYPE_BYTES.get(name) or np.dtype(name).itemsize
 
 
-def _bytes(variables: list[object]) -> int:
-    return sum(math.prod(v.shape) * _itemsize(v.dtype) for v in variables)  # type: ignore[attr-defined]
+def _bytes(variables: list[Tensor]) -> int:
+    return sum(math.prod(v.shape) * _itemsize(v.dtype) for v in variables)
 
 
-def _output_elements(keras: object, layer: object) -> int | None:
+def _output_elements(keras: ModuleType, layer: Layer) -> int | None:
     """Values per sample in a layer's outputs; None where Keras does not know them."""
     try:
-        outputs = keras.tree.flatten(layer.output)  # type: ignore[attr-defined]
+        outputs = keras.tree.flatten(layer.output)
         shapes = [tuple(tensor.shape)[1:] for tensor in outputs]
     except (AttributeError, ValueError, TypeError):  # unbuilt, or called more than once
         return None
@@ -187,7 +189,7 @@ class MemoryEstimate:
     def mib(self, batch_size: int) -> float:
         return (self.fixed_bytes + batch_size * self.per_sample_bytes) / MIB
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> Record:
         return {
             "fixed_mib": self.fixed_bytes / MIB,
             "per_sample_mib": self.per_sample_bytes / MIB,
@@ -204,7 +206,7 @@ class MemoryEstimate:
         }
 
 
-def estimate_memory(model: object, parts: tuple[object, ...]) -> MemoryEstimate:
+def estimate_memory(model: Model, parts: tuple[object, ...]) -> MemoryEstimate:
     """The memory estimate of a built, compiled model training on rows like ``parts``."""
     keras = config.keras()
     activations, uncounted = 0, []
@@ -215,12 +217,12 @@ def estimate_memory(model: object, parts: tuple[object, ...]) -> MemoryEstimate:
         if elements is None:
             uncounted.append(type(layer).__name__)
         else:
-            activations += elements * _itemsize(layer.compute_dtype)  # type: ignore[attr-defined]
+            activations += elements * _itemsize(layer.compute_dtype)
     arrays = keras.tree.flatten(parts)
     return MemoryEstimate(
-        weights_bytes=_bytes(model.weights),  # type: ignore[attr-defined]
-        gradient_bytes=_bytes(model.trainable_weights),  # type: ignore[attr-defined]
-        optimizer_bytes=_bytes(model.optimizer.variables),  # type: ignore[attr-defined]
+        weights_bytes=_bytes(model.weights),
+        gradient_bytes=_bytes(model.trainable_weights),
+        optimizer_bytes=_bytes(model.optimizer.variables),
         activation_bytes_per_sample=activations,
         batch_bytes_per_sample=sum(a.nbytes / len(a) for a in arrays),
         uncounted_layers=sorted(set(uncounted)),
@@ -241,7 +243,7 @@ def sample_batch(data: object) -> tuple[object, ...]:
     """
     if data_adapters.is_tf_dataset(data):
         try:
-            element = next(iter(data))  # type: ignore[call-overload]
+            element = next(iter(data))
         except StopIteration:
             raise BadDataError("The dataset is empty: it gives no batch to train on.") from None
         keras = config.keras()
@@ -272,10 +274,10 @@ def rows_of(parts: tuple[object, ...], n: int) -> tuple[object, ...]:
 
 
 # The copy of the model ----------------------------------------------------------
-def training_copy(keras: object, model: object, parts: tuple[object, ...]) -> object:
+def training_copy(keras: ModuleType, model: Model, parts: tuple[object, ...]) -> Model:
     """A compiled copy of ``model`` with new weights, built for rows like ``parts``."""
     try:
-        copy = keras.models.clone_model(model)  # type: ignore[attr-defined]
+        copy = keras.models.clone_model(model)
     except Exception as error:
         raise BadModelError(
             "gpu_batch_size() trains a copy of the model and cannot copy this one "
@@ -290,9 +292,9 @@ def training_copy(keras: object, model: object, parts: tuple[object, ...]) -> ob
             "override get_compile_config() and compile_from_config()."
         )
     # The XLA choice gpu_fit() would make (gpu_setup()'s default, else Keras').
-    copy.jit_compile = fit_request.resolve_jit(copy, "auto")  # type: ignore[attr-defined]
+    copy.jit_compile = fit_request.resolve_jit(copy, "auto")
     with refused_as_bad_data():
-        copy._symbolic_build(data_batch=rows_of(parts, 1))  # type: ignore[attr-defined]
+        copy._symbolic_build(data_batch=rows_of(parts, 1))
     return copy
 
 
@@ -313,16 +315,16 @@ def refused_as_bad_data(batch_size: int | None = None, active: bool = True) -> I
         raise refused from error
 
 
-def time_steps(model: object, parts: tuple[object, ...], warmup: int, steps: int) -> float:
+def time_steps(model: Model, parts: tuple[object, ...], warmup: int, steps: int) -> float:
     """Seconds for ``steps`` train steps on ``parts`` (put on the device first), after
     ``warmup`` untimed ones."""
     keras = config.keras()
     tensors = keras.tree.map_structure(keras.ops.convert_to_tensor, parts)
     for _ in range(warmup):
-        model.train_on_batch(*tensors)  # type: ignore[attr-defined]
+        model.train_on_batch(*tensors)
     started = time.perf_counter()
     for _ in range(steps):
-        model.train_on_batch(*tensors)  # type: ignore[attr-defined]
+        model.train_on_batch(*tensors)
     return time.perf_counter() - started
 
 
@@ -355,7 +357,7 @@ def _check(
     )
 
 
-def _budget(given: float | None, on_gpu: bool) -> dict[str, object]:
+def _budget(given: float | None, on_gpu: bool) -> Record:
     if given is not None:
         return {"mib": given, "source": "memory_budget_mib"}
     if on_gpu:
@@ -408,7 +410,7 @@ class TrialRunner:
 
     def __init__(
         self,
-        copy: object,
+        copy: Model,
         parts: tuple[object, ...],
         meter: Callable[[], Callable[[], float | None]],
         warmup: int,
@@ -416,7 +418,7 @@ class TrialRunner:
         budget_mib: float | None,
         budget_name: str,
     ) -> None:
-        self.copy: object | None = copy
+        self.copy: Model | None = copy
         self.parts = parts
         self.meter = meter
         self.warmup = warmup
@@ -428,11 +430,12 @@ class TrialRunner:
         self.runs = 0
 
     def __call__(self, size: int, phase: str) -> bool:
-        trial = Trial(size, phase, estimated_mib=self.estimate.mib(size))
+        estimated = self.estimate.mib(size)
+        trial = Trial(size, phase, estimated_mib=estimated)
         self.trials.append(trial)
-        if self.budget_mib is not None and trial.estimated_mib > self.budget_mib:  # type: ignore[operator]
+        if self.budget_mib is not None and estimated > self.budget_mib:
             trial.reason = (
-                f"over the {self.budget_name}: {trial.estimated_mib:.3g} MiB estimated > "
+                f"over the {self.budget_name}: {estimated:.3g} MiB estimated > "
                 f"{self.budget_mib:.3g} MiB"
             )
             return False
@@ -461,7 +464,7 @@ class TrialRunner:
 
 
 def search(
-    model: object,
+    model: Model,
     data: object,
     max_batch: int = 4096,
     min_batch: int = 1,
@@ -469,7 +472,7 @@ def search(
     warmup: int = 1,
     memory_budget_mib: float | None = None,
     tolerance: float = 0.1,
-) -> dict[str, object]:
+) -> Record:
     """Find the largest batch size that fits and the fastest one, on a copy of ``model``.
 
     Args:
@@ -516,10 +519,10 @@ def search(
         peak_memory.meter(backend, device),
         warmup,
         steps,
-        budget_mib=budget["mib"],  # type: ignore[arg-type]
+        budget_mib=budget["mib"],
         budget_name="GPU memory budget" if on_gpu else "host memory budget",
     )
-    jit_compile = bool(runner.copy.jit_compile)  # type: ignore[attr-defined]
+    jit_compile = bool(copy.jit_compile)
     estimate = runner.estimate
     try:
         largest, smallest_failing = search_sizes(runner, low, high, tolerance)
@@ -539,7 +542,7 @@ def search(
             )
         )
     fitting_trials = [t for t in trials if t.fits]
-    fastest = max(fitting_trials, key=lambda t: t.samples_per_second)  # type: ignore[arg-type,return-value]
+    fastest = max(fitting_trials, key=lambda t: t.samples_per_second or 0.0)
     return {
         "trials": trials,
         "recommended": fastest.batch_size,

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from gpukeras import devices, diagnose, gpu_processes, nvml, placement, probe, setup, stack
 from gpukeras.errors import BadArgumentError
+from gpukeras.handles import Record
 from gpukeras.runtime import config
 
 NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
 
 
-def _stopwatch() -> object:
+def _stopwatch() -> Callable[[], float]:
     started = time.perf_counter()
     return lambda: time.perf_counter() - started
 
 
 def run_check(
     probe_training: bool = True, probe_seconds: float = 3.0, matmul_size: int = 1024
-) -> dict[str, object]:
+) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
     Args:

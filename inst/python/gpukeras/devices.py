@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpukeras import cuda_driver, nvml
+from gpukeras.handles import Device, Record
 from gpukeras.runtime import config
 
 MIG_NOT_SAMPLED = (
@@ -49,7 +50,7 @@ def host_memory_mib() -> tuple[float | None, float | None]:
     return total, available
 
 
-def jax_gpus() -> list[object]:
+def jax_gpus() -> list[Device]:
     """JAX's GPU devices; empty when no GPU backend is installed or found (JAX raises then)."""
     jax = config.backend_module()
     try:
@@ -64,7 +65,7 @@ def _cuda_ordinal(device: object, position: int) -> int:
     return int(ordinal) if ordinal is not None else position
 
 
-def framework_gpus() -> list[dict[str, object]]:
+def framework_gpus() -> list[Record]:
     """GPUs the running backend can use, in its order, with name and capability.
 
     ``cuda_index`` is the GPU's CUDA ordinal in this process (JAX's
@@ -174,11 +175,11 @@ def _unmatched(report: nvml.NvmlReport, cuda_index: int) -> str:
 
 
 def _gpu_row(
-    position: int, gpu: dict[str, object], found: nvml.NvmlDevice | None, report: nvml.NvmlReport
-) -> dict[str, object]:
+    position: int, gpu: Record, found: nvml.NvmlDevice | None, report: nvml.NvmlReport
+) -> Record:
     reason = None
     if found is None:
-        reason = _unmatched(report, int(gpu["cuda_index"]))  # type: ignore[call-overload]
+        reason = _unmatched(report, int(gpu["cuda_index"]))
     elif found.is_mig:
         reason = MIG_NOT_SAMPLED
     return {
@@ -199,7 +200,7 @@ def _gpu_row(
 
 def list_devices(
     report: nvml.NvmlReport | None = None, driver: object | None = None
-) -> list[dict[str, object]]:
+) -> list[Record]:
     """CPU and GPUs visible to the backend, one dict per device.
 
     Args:
@@ -216,7 +217,7 @@ def list_devices(
     """
     report = report if report is not None else nvml.query()
     total, available = host_memory_mib()
-    rows: list[dict[str, object]] = [
+    rows: list[Record] = [
         {
             "device": "CPU:0",
             "type": "CPU",
@@ -235,14 +236,14 @@ def list_devices(
 
 
 def gpu_rows(
-    gpus: list[dict[str, object]], report: nvml.NvmlReport, driver: object | None = None
-) -> list[dict[str, object]]:
+    gpus: list[Record], report: nvml.NvmlReport, driver: object | None = None
+) -> list[Record]:
     """``list_devices``' rows for the framework's GPUs (``framework_gpus``' rows)."""
     # The driver is asked only when the framework has GPUs: CUDA then runs here.
     view = cuda_view(report, driver).devices if gpus else []
     rows = []
     for position, gpu in enumerate(gpus):
-        cuda_index = int(gpu["cuda_index"])  # type: ignore[call-overload]
+        cuda_index = int(gpu["cuda_index"])
         found = view[cuda_index] if cuda_index < len(view) else None
         rows.append(_gpu_row(position, gpu, found, report))
     return rows

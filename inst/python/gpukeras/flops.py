@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
+
+from gpukeras.handles import Layer, Model, Record
 
 # Layers that do no significant arithmetic or hold no weights to count.
 FREE_LAYERS = {
@@ -117,25 +120,29 @@ MIG_PROFILE = re.compile(r"\bMIG\s+(?:(\d+)c\.)?(\d+)g\.", re.IGNORECASE)
 MIG_SLICES = {"H200": 7, "H100 PCIe": 7, "H100 NVL": 7, "H100 SXM": 7, "A100": 7}
 
 
-def _dims(shape: object) -> list[int | None]:
-    return [None if d is None else int(d) for d in shape]  # type: ignore[attr-defined]
+def _dims(shape: Any) -> list[int | None]:
+    return [None if d is None else int(d) for d in shape]
+
+
+def _weight_dims(shape: Any) -> list[int]:
+    """A weight's shape, always fully known once the layer is built."""
+    return [int(d) for d in shape]
 
 
 def _product(values: list[int | None]) -> int | None:
-    if any(v is None for v in values):
-        return None
-    return math.prod(values)  # type: ignore[arg-type]
+    known = [v for v in values if v is not None]
+    return math.prod(known) if len(known) == len(values) else None
 
 
-def _io_shapes(layer: object) -> tuple[list[int | None], list[int | None]] | None:
+def _io_shapes(layer: Layer) -> tuple[list[int | None], list[int | None]] | None:
     """A layer's input and output shapes (batch dimension first), where Keras knows them."""
     try:
-        return _dims(layer.input.shape), _dims(layer.output.shape)  # type: ignore[attr-defined]
+        return _dims(layer.input.shape), _dims(layer.output.shape)
     except (AttributeError, ValueError, TypeError):
         return None
 
 
-def layer_flops(layer: object) -> float | None:
+def layer_flops(layer: Layer) -> float | None:
     """Forward FLOPs per sample of one leaf layer; None when it cannot be counted."""
     kind = type(layer).__name__
     if kind in FREE_LAYERS or not getattr(layer, "weights", None):
@@ -145,44 +152,44 @@ def layer_flops(layer: object) -> float | None:
         return None
     inputs, outputs = shapes
     if kind == "Dense":
-        kernel = _dims(layer.kernel.shape)  # type: ignore[attr-defined]
+        kernel = _weight_dims(layer.kernel.shape)
         positions = _product(inputs[1:-1])
         if positions is None:
             return None
-        return 2.0 * kernel[0] * kernel[1] * positions  # type: ignore[operator]
+        return 2.0 * kernel[0] * kernel[1] * positions
     if kind in CONV_LAYERS:
-        kernel = _dims(layer.kernel.shape)  # type: ignore[attr-defined]
+        kernel = _weight_dims(layer.kernel.shape)
         # Forward convolution: every output position does a kernel-sized dot
         # product per output channel; transposed: every input position does.
         spatial = inputs[1:-1] if kind.endswith("Transpose") else outputs[1:-1]
         positions = _product(spatial)
         if positions is None:
             return None
-        return 2.0 * math.prod(kernel) * positions  # type: ignore[arg-type]
+        return 2.0 * math.prod(kernel) * positions
     if kind == "DepthwiseConv2D" or kind == "DepthwiseConv1D":
-        kernel = _dims(layer.kernel.shape)  # type: ignore[attr-defined]
+        kernel = _weight_dims(layer.kernel.shape)
         positions = _product(outputs[1:-1])
-        return None if positions is None else 2.0 * math.prod(kernel) * positions  # type: ignore[arg-type]
+        return None if positions is None else 2.0 * math.prod(kernel) * positions
     if kind in ("SeparableConv1D", "SeparableConv2D"):
-        depthwise = _dims(layer.depthwise_kernel.shape)  # type: ignore[attr-defined]
-        pointwise = _dims(layer.pointwise_kernel.shape)  # type: ignore[attr-defined]
+        depthwise = _weight_dims(layer.depthwise_kernel.shape)
+        pointwise = _weight_dims(layer.pointwise_kernel.shape)
         positions = _product(outputs[1:-1])
         if positions is None:
             return None
-        return 2.0 * (math.prod(depthwise) + math.prod(pointwise)) * positions  # type: ignore[arg-type]
+        return 2.0 * (math.prod(depthwise) + math.prod(pointwise)) * positions
     return None
 
 
-def leaves(model: object) -> list[object]:
+def leaves(model: Model) -> list[Layer]:
     """Layers without sublayers, through nested models and layers."""
     found = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):  # type: ignore[attr-defined]
+    for layer in model._flatten_layers(include_self=False, recursive=True):
         if not list(layer._flatten_layers(include_self=False, recursive=False)):
             found.append(layer)
     return found
 
 
-def model_flops(model: object) -> dict[str, object]:
+def model_flops(model: Model) -> Record:
     """Forward FLOPs per sample of a built model.
 
     Returns:
@@ -266,16 +273,17 @@ def combined_peak(gpus: list[tuple[str | None, str | None]], compute_dtype: str)
     their peaks. None when any of them has no known peak (a part of the sum
     would be missing), or there are none.
     """
-    peaks = [peak(name, compute_dtype, capability) for name, capability in gpus]
-    if not peaks or any(found is None for found in peaks):
+    found_peaks = [peak(name, compute_dtype, capability) for name, capability in gpus]
+    peaks = [found for found in found_peaks if found is not None]
+    if not peaks or len(peaks) != len(found_peaks):
         return None
     if len(peaks) == 1:
         return peaks[0]
-    labels = list(dict.fromkeys(str(found["gpu"]) for found in peaks))  # type: ignore[index]
-    sources = list(dict.fromkeys(str(found["source"]) for found in peaks))  # type: ignore[index]
+    labels = list(dict.fromkeys(str(found["gpu"]) for found in peaks))
+    sources = list(dict.fromkeys(str(found["source"]) for found in peaks))
     return {
-        "tflops": sum(float(found["tflops"]) for found in peaks),  # type: ignore[index]
+        "tflops": sum(float(found["tflops"]) for found in peaks),
         "source": f"sum over {len(peaks)} GPUs of: " + "; ".join(sources),
         "gpu": " + ".join(labels) if len(labels) > 1 else f"{len(peaks)} x {labels[0]}",
-        "dtype": peaks[0]["dtype"],  # type: ignore[index]
+        "dtype": peaks[0]["dtype"],
     }

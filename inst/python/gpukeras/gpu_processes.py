@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from types import ModuleType
 
 from gpukeras import nvml
+from gpukeras.handles import Record
 
 
 @dataclass
@@ -75,10 +76,12 @@ class ProcessSampler:
             self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        if self.device is None:  # __enter__ starts no thread then
+            return
         try:
             with nvml.session() as pynvml:
                 try:
-                    handle = nvml.device_handle(pynvml, self.device)  # type: ignore[arg-type]
+                    handle = nvml.device_handle(pynvml, self.device)
                 except pynvml.NVMLError as error:
                     self.notes.append(f"NVML could not open this GPU: {error}")
                     return
@@ -131,7 +134,7 @@ class ProcessSampler:
         if note not in self.notes:
             self.notes.append(note)
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> Record:
         """This process's figures (None where NVML did not show it) and the others'.
 
         ``own_sm_max`` is 0 when NVML sampled per-process utilization (it
@@ -151,11 +154,11 @@ class ProcessSampler:
         if self.device is not None and self.utilization_sampled and not self.samples_seen:
             notes.append("NVML returned no per-process utilization samples")
         sampled = self.utilization_sampled and self.samples_seen
-        sm = (own.sm_max or 0.0) if seen and sampled else None
+        sm = (own.sm_max or 0.0) if own is not None and sampled else None
         others = [asdict(use) for pid, use in sorted(self.processes.items()) if pid != self.pid]
         return {
             "pid": self.pid,
-            "own_memory_mib": own.memory_mib if seen else None,
+            "own_memory_mib": own.memory_mib if own is not None else None,
             "own_sm_max": sm,
             "others": others if seen else [],
             "notes": notes,

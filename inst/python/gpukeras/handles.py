@@ -18,3 +18,8 @@ Dataset = Any  # a tf.data.Dataset
 Strategy = Any  # a tf.distribute.Strategy or a keras.distribution.Distribution
 Callback = Any  # a keras.callbacks.Callback
 Optimizer = Any  # a keras.optimizers.Optimizer
+Device = Any  # a JAX device
+
+# Plain data on its way to R (numbers, strings, lists, nested records), built
+# and read by key: the values' types are the documented fields', not checked.
+Record = dict[str, Any]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+from gpukeras.handles import Device
 from gpukeras.nvml import MIB
 from gpukeras.runtime import config
 
@@ -25,7 +26,7 @@ def _nothing() -> Reader:
     return lambda: None
 
 
-def jax_device(name: str) -> object:
+def jax_device(name: str) -> Device:
     """The JAX device a name such as 'GPU:1' or 'CPU:2' stands for: its place among
     JAX's devices of that kind, as ``devices.list_devices`` numbers GPUs."""
     kind, _, position = name.partition(":")
@@ -65,7 +66,7 @@ def meter(backend: str, device: str | None) -> Callable[[], Reader]:
 
     def peak_bytes() -> int | None:
         with contextlib.suppress(Exception):  # no memory statistics on this platform
-            return (gpu.memory_stats() or {}).get("peak_bytes_in_use")  # type: ignore[attr-defined]
+            return (gpu.memory_stats() or {}).get("peak_bytes_in_use")
         return None
 
     def start_jax() -> Reader:

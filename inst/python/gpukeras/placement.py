@@ -19,6 +19,7 @@ import time
 from typing import TypedDict
 
 from gpukeras import tensors
+from gpukeras.handles import Record
 from gpukeras.runtime import config
 
 # One multiply must take this long for dispatch (microseconds) not to count.
@@ -83,7 +84,7 @@ def measure_placement(
     repeats: int = 5,
     warmup: int = 2,
     target_ms: float = TARGET_MS,
-) -> dict[str, object]:
+) -> Record:
     """Run the matmul on each GPU in ``gpus`` and on the CPU; compare their speeds.
 
     Args:

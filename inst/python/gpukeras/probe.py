@@ -7,10 +7,13 @@ training, the thing users care about, keeps it busy.
 from __future__ import annotations
 
 import time
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from gpukeras import tensors
+from gpukeras.handles import Callback, Record
 from gpukeras.monitor import UtilizationSampler
 from gpukeras.runtime import config
 
@@ -22,8 +25,10 @@ PROBE_SHAPES = {
 }
 
 
-def _time_limit_callback(keras: object, seconds: float) -> object:
-    class TimeLimit(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined,misc]
+def _time_limit_callback(keras: ModuleType, seconds: float) -> Callback:
+    callback_base: Any = keras.callbacks.Callback  # Keras has no types
+
+    class TimeLimit(callback_base):
         """Stops training ``seconds`` after the first batch (which includes compilation)."""
 
         def __init__(self) -> None:
@@ -46,7 +51,7 @@ def _time_limit_callback(keras: object, seconds: float) -> object:
 
 def run_training_probe(
     device: str, seconds: float = 3.0, nvml_indices: list[int] | None = None, hz: float = 10.0
-) -> dict[str, object]:
+) -> Record:
     """Train a small MLP on ``device`` for about ``seconds`` while sampling NVML.
 
     Args:

@@ -55,7 +55,7 @@ from typing import Any
 from gpukeras import arguments, data_adapters, fit, profile_logs, sources, timing
 from gpukeras import monitor as monitoring
 from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
-from gpukeras.handles import Callback, Model
+from gpukeras.handles import Callback, Model, Record
 from gpukeras.runtime import config
 
 SETTINGS = ("batch_size", "steps_per_execution", "jit_compile", "dtype_policy", "device", "data")
@@ -284,7 +284,7 @@ def profile(
     logdir: str | None = None,
     batch_size: int | None = None,
     verbose: int | str = 0,
-) -> dict[str, object]:
+) -> Record:
     """Train ``model`` for ``stop`` steps, tracing steps ``start``..``stop``; return what was
     written and read back.
 
@@ -326,7 +326,7 @@ def profile(
     profiler.warm_up()
 
     spe = int(getattr(model, "steps_per_execution", 1) or 1)
-    timer = timing.step_timer(
+    timer: Any = timing.step_timer(
         batch_size=batch_size,
         skip=start - 1,  # times exactly the traced steps
         # as gpu_fit() measures: on TensorFlow, timing the input of several
@@ -335,7 +335,7 @@ def profile(
     )
     tracer = range_callback(profiler, run_dir, start, stop)
     try:
-        result = fit.fit(
+        result: Record = fit.fit(
             model,
             data,
             epochs=stop,  # at least one batch per epoch: enough for `stop` steps

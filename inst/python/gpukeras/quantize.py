@@ -32,7 +32,7 @@ import numpy as np
 
 from gpukeras import arguments, data_adapters, failures, flops
 from gpukeras.errors import BadArgumentError, BadModelError
-from gpukeras.handles import Model, Tensor
+from gpukeras.handles import Model, Record, Tensor
 from gpukeras.runtime import config
 
 MODES = ("int8", "int4")
@@ -140,13 +140,13 @@ def _split(data: object, batch_size: int | None) -> tuple[Any, Any, dict[str, An
     return given, None, {}
 
 
-def _outputs(keras: ModuleType, model: Model, x: object, kwargs: dict[str, object]) -> np.ndarray:
+def _outputs(keras: ModuleType, model: Model, x: object, kwargs: Record) -> np.ndarray:
     predicted = model.predict(x, verbose=0, **kwargs)
     parts = keras.tree.flatten(predicted)
     return np.concatenate([np.asarray(part, dtype=np.float64).ravel() for part in parts])
 
 
-def _evaluate(model: Model, x: object, y: object, kwargs: dict[str, object]) -> dict | None:
+def _evaluate(model: Model, x: object, y: object, kwargs: Record) -> dict | None:
     if not getattr(model, "compiled", False):
         return None
     if y is None and not data_adapters.is_tf_dataset(x):
@@ -157,7 +157,7 @@ def _evaluate(model: Model, x: object, y: object, kwargs: dict[str, object]) -> 
 
 def quantize(
     model: Model, mode: str = "int8", data: object = None, batch_size: int | None = None
-) -> dict[str, object]:
+) -> Record:
     """A quantized copy of ``model`` for inference, and what quantizing changed.
 
     Args:
@@ -195,7 +195,7 @@ def quantize(
         copy.quantize(mode)
     layers = _layer_rows(model, copy)
     size_before, size_after = _size_by_dtype(model), _size_by_dtype(copy)
-    result: dict[str, object] = {
+    result: Record = {
         "model": copy,
         "mode": mode,
         "backend": config.backend,

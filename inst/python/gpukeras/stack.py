@@ -15,6 +15,7 @@ import sys
 
 from gpukeras import errors
 from gpukeras.backend import SUPPORTED_BACKENDS, configured_backend
+from gpukeras.handles import Record
 
 MIN_TENSORFLOW = (2, 16)
 INSTALL_HINT = "Run install_gpukeras() in R, then restart R"
@@ -105,7 +106,7 @@ def require_supported(backend: str) -> None:
     check_versions(backend, found_versions())
 
 
-def _tensorflow_build() -> dict[str, object]:
+def _tensorflow_build() -> Record:
     """TensorFlow's build info; empty unless TensorFlow is already running."""
     if "tensorflow" not in sys.modules:
         return {}
@@ -128,7 +129,7 @@ def _jax_cuda_plugin() -> str | None:
     return None
 
 
-def collect_stack() -> dict[str, object]:
+def collect_stack() -> Record:
     """Versions and build facts of the running stack, as plain data."""
     tf_dist, tf_version = module_distribution("tensorflow")
     build = _tensorflow_build()

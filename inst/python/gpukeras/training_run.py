@@ -10,38 +10,42 @@ parts of the value that do not depend on the loop.
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any
+
 from gpukeras import devices, flops, tensors
 from gpukeras import monitor as monitoring
 from gpukeras.advice import TrainingContext
+from gpukeras.handles import Model, Record
 
 MONITOR_HZ = 10.0
 TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
 
 
 # The GPUs -----------------------------------------------------------------------
-def devices_in_use(keras: object, model: object) -> list[str] | None:
+def devices_in_use(keras: ModuleType, model: Model) -> list[str] | None:
     """The devices a strategy or distribution trains ``model`` on, as 'GPU:1', 'CPU:0', ...
 
     On TensorFlow, the strategy the model was built under (Keras' public
     ``distribute_strategy``); on JAX, Keras' distribution in force. None
     without one: Keras then computes on the first visible GPU (or the CPU).
     """
-    if keras.backend.backend() == "jax":  # type: ignore[attr-defined]
-        distribution = keras.distribution.distribution()  # type: ignore[attr-defined]
+    if keras.backend.backend() == "jax":
+        distribution = keras.distribution.distribution()
         if distribution is None:
             return None
         return [tensors.normalize_device(str(d)) for d in distribution.device_mesh.devices.flat]
     strategy = getattr(model, "distribute_strategy", None)
+    if strategy is None:
+        return None
     try:
-        placed = strategy.extended.worker_devices  # type: ignore[attr-defined]
+        placed = strategy.extended.worker_devices
     except (AttributeError, RuntimeError):  # TensorFlow's default strategy has no devices
         return None
     return [tensors.normalize_device(str(device)) for device in placed]
 
 
-def gpus_in_use(
-    keras: object, model: object, rows: list[dict[str, object]] | None = None
-) -> list[dict[str, object]]:
+def gpus_in_use(keras: ModuleType, model: Model, rows: list[Record] | None = None) -> list[Record]:
     """Device rows (``devices.list_devices``) of the GPUs this training runs on.
 
     Exactly those of its strategy or distribution (``devices_in_use``), in
@@ -61,7 +65,7 @@ def gpus_in_use(
     return [by_name[name] for name in names if name in by_name]
 
 
-def device_setting(gpu_rows: list[dict[str, object]]) -> object:
+def device_setting(gpu_rows: list[Record]) -> object:
     """The ``device`` of gpu_fit()'s settings: 'GPU:0', a list of GPUs, or 'CPU:0'."""
     if len(gpu_rows) > 1:
         return [row["device"] for row in gpu_rows]
@@ -70,7 +74,7 @@ def device_setting(gpu_rows: list[dict[str, object]]) -> object:
 
 # The monitor ----------------------------------------------------------------------
 def make_monitor(
-    gpu_rows: list[dict[str, object]],
+    gpu_rows: list[Record],
     batch_size: int | None,
     measure_input: bool,
     resumed_steps: int = 0,
@@ -84,7 +88,7 @@ def make_monitor(
         resumed_steps: steps a resumed epoch lets go by, which are not worth timing.
     """
     return monitoring.TrainingMonitor(
-        [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],  # type: ignore[call-overload]
+        [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],
         batch_size=batch_size,
         skip=TIMER_SKIP + resumed_steps,
         measure_input=measure_input,
@@ -94,37 +98,37 @@ def make_monitor(
     )
 
 
-def counted_flops(model: object, gpu_rows: list[dict[str, object]]) -> dict[str, object]:
+def counted_flops(model: Model, gpu_rows: list[Record]) -> Record:
     """The model's FLOPs per sample and, where every GPU in use is in the table, the sum
     of their peaks for the compute dtype (the throughput measured is all of theirs)."""
     counted = flops.model_flops(model)
     if counted["per_sample"] is not None and gpu_rows:
         counted["peak"] = flops.combined_peak(
-            [(str(row.get("name")), row.get("compute_capability")) for row in gpu_rows],  # type: ignore[misc]
-            model.dtype_policy.compute_dtype,  # type: ignore[attr-defined]
+            [(str(row.get("name")), row.get("compute_capability")) for row in gpu_rows],
+            model.dtype_policy.compute_dtype,
         )
     return counted
 
 
 def monitor_report(
     watcher: monitoring.TrainingMonitor,
-    model: object,
-    gpu_rows: list[dict[str, object]],
-    settings: dict[str, object],
+    model: Model,
+    gpu_rows: list[Record],
+    settings: Record,
     pipeline_steps: list[str] | None = None,
-    gpu_dataset: dict[str, object] | None = None,
-) -> dict[str, object]:
+    gpu_dataset: Record | None = None,
+) -> Record:
     """The monitor's report (``monitor.training_report``) on a run with these ``settings``."""
     first = gpu_rows[0] if gpu_rows else {}
     context = TrainingContext(
         backend=str(settings["backend"]),
         gpus=[str(r["name"]) for r in gpu_rows],
-        compute_capability=first.get("compute_capability"),  # type: ignore[arg-type]
-        memory_total_mib=first.get("memory_total_mib"),  # type: ignore[arg-type]
+        compute_capability=first.get("compute_capability"),
+        memory_total_mib=first.get("memory_total_mib"),
         dtype_policy=str(settings["dtype_policy"]),
         jit_compile=bool(settings["jit_compile"]),
-        steps_per_execution=int(settings["steps_per_execution"]),  # type: ignore[call-overload]
-        batch_size=settings["batch_size"],  # type: ignore[arg-type]
+        steps_per_execution=int(settings["steps_per_execution"]),
+        batch_size=settings["batch_size"],
         nvml_reason=watcher.gpu.reason,
         pipeline_steps=pipeline_steps,
         gpu_dataset=gpu_dataset,
@@ -134,14 +138,14 @@ def monitor_report(
 
 # The value returned ---------------------------------------------------------------
 def history_columns(
-    keras_history: object, backup_history: list[dict] | None = None
+    keras_history: Any, backup_history: list[dict] | None = None
 ) -> dict[str, list]:
     """Epoch logs as columns, ``epoch`` 1-based; from the backup when resuming (all epochs)."""
     if backup_history is not None:
         rows = backup_history
     else:
-        logs = keras_history.history if keras_history is not None else {}  # type: ignore[attr-defined]
-        epochs = keras_history.epoch if keras_history is not None else []  # type: ignore[attr-defined]
+        logs = keras_history.history if keras_history is not None else {}
+        epochs = keras_history.epoch if keras_history is not None else []
         rows = [
             {"epoch": epoch + 1, **{name: values[i] for name, values in logs.items()}}
             for i, epoch in enumerate(epochs)
@@ -155,11 +159,11 @@ def history_columns(
 
 def result(
     history: dict[str, list],
-    report: dict[str, object] | None,
+    report: Record | None,
     watcher: monitoring.TrainingMonitor | None,
     started: float,
-    settings: dict[str, object],
-) -> dict[str, object]:
+    settings: Record,
+) -> Record:
     """gpu_fit()'s value: ``history``, ``monitor``, ``timeline`` (empty without the monitor),
     ``settings``."""
     return {
