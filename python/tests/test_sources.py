@@ -493,3 +493,25 @@ readback["tensorflow_gpus"] = len(tf.config.get_visible_devices("GPU"))
     assert "oneDNN" not in run.stderr and "absl" not in run.stderr  # started quietly
     assert run.readback["rows"] == [[[1.5, 2.0], 7], [[3.0, 4.5], 8]]
     assert run.readback["tensorflow_gpus"] == 0
+
+
+@pytest.mark.gpu
+def test_on_jax_gpu_setup_after_a_file_source_is_refused(tmp_path: Path) -> None:
+    """A file source on JAX starts TensorFlow, which lists (and hides) its GPUs: CUDA starts,
+    so CUDA_VISIBLE_DEVICES written by a later gpu_setup(devices = ) would change nothing."""
+    requires("jax")
+    if not tf.test.is_built_with_cuda():
+        pytest.skip("a CPU-only TensorFlow does not start CUDA")
+    path = write_csv(tmp_path / "x.csv", ["a", "y"], [[1.5, 7]])
+    after = f"""
+from gpukeras import cuda_driver, sources
+readback["before"] = cuda_driver.started()
+sources.csv_source({str(path)!r}, label="y")
+readback["after"] = cuda_driver.started()
+readback["setup"] = bridge.call("setup.apply_setup", {{"devices": ["CPU:0"]}})
+"""
+    run = run_core("runtime.configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
+    assert (run.readback["before"], run.readback["after"]) == (False, True)
+    refused = run.readback["setup"]
+    assert refused["r_class"] == "gpukeras_error_runtime_started"
+    assert "call gpu_setup() before gpu_dataset()" in refused["message"]

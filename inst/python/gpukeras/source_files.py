@@ -46,7 +46,10 @@ def tensorflow() -> ModuleType:
     On the TensorFlow backend it is started through ``config`` (stack checked,
     start-up log hidden). On another backend TensorFlow only reads files, so
     its GPUs are hidden from it before it starts: otherwise its first op would
-    reserve most of the GPU memory the backend that trains needs.
+    reserve most of the GPU memory the backend that trains needs. Hiding them
+    lists them, which starts CUDA in this process, and CUDA reads
+    CUDA_VISIBLE_DEVICES only then: a later gpu_setup(devices = ) on JAX is
+    refused (``setup._refuse_devices_cuda_fixed``), not silently ignored.
     """
     if config.backend == "tensorflow":
         return config.backend_module()
