@@ -36,10 +36,9 @@ from gpukeras.runtime import config
 keras = config.keras()
 rows = devices.list_devices()
 gpu = next((r for r in rows if r["type"] == "GPU"), None)
-def used():
-    if gpu is None or gpu["nvml_index"] is None:
-        return None
-    return nvml.query().devices[gpu["nvml_index"]].memory_used_mib
+def used():  # GPU:0 by the UUID the CUDA driver gave it (NVML's index 0 need not be it)
+    found = nvml.query().find(gpu["uuid"]) if gpu is not None else None
+    return found.memory_used_mib if found is not None else None
 before = used()
 width, batch, steps = args["width"], args["batch"], args["steps"]
 model = keras.Sequential([keras.Input((width,))] + [
