@@ -248,7 +248,7 @@ def test_a_model_that_cannot_be_copied() -> None:
 
     answer = error_of(model=mlp(loss=own_loss))
     assert answer["r_class"] == "gpukeras_error_bad_model"
-    assert "cannot copy this one" in answer["message"]
+    assert "works on a copy made with clone_model(), which failed" in answer["message"]
     assert "own_loss" in answer["message"]
     assert "register_keras_serializable" in answer["message"]
 

@@ -77,10 +77,11 @@ from gpukeras import (
     failures,
     fit_request,
     flops,
+    model_copies,
     peak_memory,
     training_run,
 )
-from gpukeras.errors import BadArgumentError, BadDataError, BadModelError, OutOfMemoryError
+from gpukeras.errors import BadArgumentError, BadDataError, OutOfMemoryError
 from gpukeras.handles import Layer, Model, Record, Tensor
 from gpukeras.nvml import MIB
 from gpukeras.runtime import config
@@ -276,21 +277,7 @@ def rows_of(parts: tuple[object, ...], n: int) -> tuple[object, ...]:
 # The copy of the model ----------------------------------------------------------
 def training_copy(keras: ModuleType, model: Model, parts: tuple[object, ...]) -> Model:
     """A compiled copy of ``model`` with new weights, built for rows like ``parts``."""
-    try:
-        copy = keras.models.clone_model(model)
-    except Exception as error:
-        raise BadModelError(
-            "gpu_batch_size() trains a copy of the model and cannot copy this one "
-            f"({type(error).__name__}: {failures.error_message(error).split('. ')[0]}). "
-            "Register custom layers, losses and metrics with "
-            "keras.saving.register_keras_serializable(), and give a subclassed model get_config()."
-        ) from error
-    if not getattr(copy, "compiled", False):  # a model with its own compile() method
-        raise BadModelError(
-            "gpu_batch_size() trains a copy of the model, but the copy could not be "
-            "compiled the way the model was: a model that overrides compile() must also "
-            "override get_compile_config() and compile_from_config()."
-        )
+    copy = model_copies.clone(keras, model, "gpu_batch_size()", weights=False)
     # The XLA choice gpu_fit() would make (gpu_setup()'s default, else Keras').
     copy.jit_compile = fit_request.resolve_jit(copy, "auto")
     with refused_as_bad_data():

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras import arguments, data_adapters, failures, flops
+from gpukeras import arguments, data_adapters, failures, flops, model_copies
 from gpukeras.errors import BadArgumentError, BadModelError
 from gpukeras.handles import Model, Record, Tensor
 from gpukeras.runtime import config
@@ -82,17 +82,13 @@ def _size_by_dtype(model: Model) -> dict[str, int]:
 
 def _copy(keras: ModuleType, model: Model) -> Model:
     """The model cloned with its weights; Keras compiles the clone as the model was."""
-    try:
-        copy = keras.models.clone_model(model)
-        copy.set_weights(model.get_weights())
-    except Exception as error:
-        raise BadModelError(
-            "gpu_quantize() works on a copy made with clone_model(), which failed for this "
-            f"model ({type(error).__name__}): a subclassed model needs get_config() and "
-            "from_config(). Build it as a functional or Sequential model, or call "
-            "model$quantize() on it yourself (that changes the model in place)."
-        ) from error
-    return copy
+    return model_copies.clone(
+        keras,
+        model,
+        "gpu_quantize()",
+        weights=True,
+        hint=" Or call model$quantize() on the model itself (that changes it in place).",
+    )
 
 
 def _check_quantizable(model: Model, mode: str) -> None:
