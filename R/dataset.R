@@ -77,6 +77,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
                         to_device = "auto", na = c("error", "drop"), label = NULL,
                         columns = NULL, image_size = c(64, 64), color_mode = "rgb") {
+  recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
     drop_remainder, deterministic, prefetch, to_device
@@ -109,12 +110,16 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     result
   }
   train <- new_gpukeras_dataset(result$dataset, result$info)
+  # Files: the call that makes this dataset again, in gpu_fit(background = TRUE)'s child.
+  attr(train, "gpukeras_recipe") <- recipe
   if (is.null(result$validation)) {
     return(train)
   }
   validation_info <- result$validation_info
   validation_info[c("vocabulary", "dropped_rows")] <- result$info[c("vocabulary", "dropped_rows")]
-  list(train = train, validation = new_gpukeras_dataset(result$validation, validation_info, "validation"))
+  validation <- new_gpukeras_dataset(result$validation, validation_info, "validation")
+  attr(validation, "gpukeras_recipe") <- recipe
+  list(train = train, validation = validation)
 }
 
 pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, validation_split,

@@ -84,7 +84,20 @@
 #'   (`gpu_dataset(seed = )`).
 #' @param verbose `"auto"`, `0` (silent), `1` (progress bar) or `2` (one line
 #'   per epoch); see Progress.
-#' @return An object of class `gpukeras_fit`, a list with
+#' @param background Train in a supervised child R process and return a
+#'   `gpukeras_job` at once (see [gpu_job_status()]): a crash there (a
+#'   segfault, an abort, an out-of-memory kill) cannot take this session
+#'   down, the child starts again from its backup, and all the memory it held
+#'   is given back when it ends. The model (saved as `.keras`), R data (as
+#'   `.npy` files the child memory-maps), a [gpu_dataset()] of files,
+#'   callbacks (pickled) and this session's [gpu_setup()] settings are carried
+#'   to the child; what cannot be is a `gpukeras_error_not_carriable` error
+#'   before any child starts.
+#' @param max_restarts With `background = TRUE`: how often a crashed child is
+#'   started again (from the backup: the run ends with the weights of an
+#'   unbroken one) before the job fails with `gpukeras_error_job_failed`.
+#' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
+#'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
 #'     metrics (`val_` ones for validation data);
 #'   * `monitor`: `NULL` with `monitor = FALSE`, else a list with
@@ -144,7 +157,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
-                    strategy = NULL) {
+                    strategy = NULL, background = FALSE, max_restarts = 2) {
   # Every check that needs no Python comes first, so a mistake fails at once.
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
@@ -172,6 +185,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
+  check_flag(background)
+  max_restarts <- check_max_restarts(max_restarts)
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
   if (!is.null(data$validation)) {
@@ -207,6 +222,15 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     )
   }
 
+  if (background) {
+    args <- list(
+      epochs = epochs, batch_size = batch_size, steps_per_execution = steps_per_execution,
+      jit_compile = jit_compile, learning_rate = learning_rate, clipnorm = clipnorm,
+      clipvalue = clipvalue, monitor = monitor, backup_dir = backup_dir, backup_freq = backup_freq,
+      callbacks = callbacks, seed = seed, verbose = verbose, strategy = strategy
+    )
+    return(fit_in_background(model, data, validation, args, max_restarts))
+  }
   gpu_precision_check(model)
   batch <- if (data$kind == "r") as.integer(batch_size %||% 32L)
   train <- fit_input(data)

@@ -1,0 +1,131 @@
+# The processes behind gpu_fit(background = TRUE): the supervisor and the
+# training child it starts (see job.R for the job folder they share).
+
+# In the child: the data again, from what carry_data() wrote.
+child_data <- function(carried) {
+  if (carried$kind == "dataset") {
+    made <- do.call(gpu_dataset, carried$recipe)
+    if (inherits(made, "gpukeras_dataset")) {
+      return(made)
+    }
+    return(made[[carried$role]])
+  }
+  numpy <- reticulate::import("numpy", convert = FALSE)
+  # Copy-on-write maps: pages are read from the file as training needs them.
+  load <- function(path) numpy$load(path, mmap_mode = "c")
+  x <- if (is.list(carried$x)) do.call(reticulate::dict, c(lapply(carried$x, load), convert = FALSE)) else load(carried$x)
+  list(x = x, y = if (!is.null(carried$y)) load(carried$y))
+}
+
+# The function a job's processes run: load gpukeras as this session has it
+# (pkgload::load_all() of a source tree, else the installed package at `path`)
+# and call its function `entry`. Its environment is the global one, so
+# serializing it for the new process does not load a namespace there first.
+job_entry <- function(path, entry, args) {
+  if (length(list.files(file.path(path, "R"), pattern = "[.][Rr]$"))) {
+    getExportedValue("pkgload", "load_all")(path, quiet = TRUE, helpers = FALSE)
+  } else {
+    loadNamespace("gpukeras", lib.loc = dirname(path))
+  }
+  do.call(get(entry, envir = asNamespace("gpukeras")), args)
+}
+environment(job_entry) <- globalenv()
+
+# Start `entry` of gpukeras in a new R process (see job_entry()).
+job_process <- function(entry, args, stdout, stderr, env) {
+  callr::r_bg(
+    job_entry,
+    args = list(path = getNamespaceInfo("gpukeras", "path"), entry = entry, args = args),
+    stdout = stdout, stderr = stderr, env = env, supervise = TRUE, cleanup_tree = TRUE
+  )
+}
+
+# The supervisor: runs the training child until it finishes, restarting it
+# after a crash at most `max_restarts` times. Runs in its own R process.
+job_supervise <- function(dir, max_restarts, env) {
+  restarts <- 0L
+  causes <- character()
+  state <- function(value, ...) {
+    write_rds_atomic(
+      list(state = value, pid = pid, attempt = attempt, restarts = restarts, causes = causes, ...),
+      job_file(dir, "state.rds")
+    )
+  }
+  for (attempt in seq_len(max_restarts + 1L)) {
+    child <- job_process(
+      "job_child", list(dir),
+      stdout = job_file(dir, sprintf("stdout-%d.log", attempt)),
+      stderr = job_file(dir, sprintf("stderr-%d.log", attempt)),
+      env = c(env, GPUKERAS_JOB_ATTEMPT = attempt)
+    )
+    pid <- child$get_pid()
+    state(if (attempt == 1L) "starting" else "restarting")
+    child$wait()
+    status <- child$get_exit_status()
+    if (file.exists(job_file(dir, "result.rds"))) {
+      return(state("done"))
+    }
+    error <- read_rds_or_null(job_file(dir, "error.rds"))
+    if (!is.null(error)) {
+      return(state("failed", error = error))
+    }
+    causes <- c(causes, exit_cause(status))
+    if (attempt <= max_restarts) restarts <- restarts + 1L
+  }
+  state("failed")
+}
+
+# What ended a process, from its exit status (processx gives -signal for a signal).
+exit_cause <- function(status) {
+  if (is.null(status) || is.na(status)) {
+    return("the training process ended for an unknown reason")
+  }
+  if (status < 0) {
+    signals <- c(`6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault", `15` = "SIGTERM")
+    name <- signals[as.character(-status)]
+    return(sprintf("the training process was killed by signal %d%s", -status, if (is.na(name)) "" else sprintf(" (%s)", name)))
+  }
+  sprintf("the training process exited with status %d", status)
+}
+
+# The training child: gpu_setup() as the parent had it, before anything starts
+# the runtime, then the model, data and gpu_fit() with the job's backup.
+job_child <- function(dir) {
+  spec <- readRDS(job_file(dir, "spec.rds"))
+  attempt <- as.integer(Sys.getenv("GPUKERAS_JOB_ATTEMPT", "1"))
+  failed <- tryCatch(
+    {
+      setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
+      write_rds_atomic(setup, job_file(dir, "setup.rds"))
+      carried <- core_call(
+        "job.load_carried",
+        job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule
+      )
+      progress <- core_call(
+        "job.progress_callback",
+        job_dir = dir, attempt = attempt,
+        batch_size = if (spec$data$kind == "arrays") as.integer(spec$fit$batch_size %||% 32L)
+      )
+      fit_args <- spec$fit
+      if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"
+      fit <- do.call(gpu_fit, c(
+        list(
+          model = carried$model, data = child_data(spec$data),
+          validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
+          callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0
+        ),
+        fit_args[setdiff(names(fit_args), "learning_rate")],
+        list(learning_rate = carried$schedule %||% fit_args$learning_rate)
+      ))
+      core_call("job.save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
+      write_rds_atomic(fit, job_file(dir, "result.rds"))
+      NULL
+    },
+    error = function(e) e
+  )
+  if (!is.null(failed)) {
+    write_rds_atomic(list(class = class(failed), message = conditionMessage(failed)), job_file(dir, "error.rds"))
+    quit(save = "no", status = 3)
+  }
+  invisible()
+}

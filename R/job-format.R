@@ -1,0 +1,82 @@
+# Printing background jobs and their progress.
+
+format_job_sample <- function(status) {
+  sample <- status$sample
+  parts <- c(
+    if (!is.null(status$epoch)) {
+      sprintf(
+        "epoch %d/%d, batch %d%s", as.integer(status$epoch), as.integer(status$epochs),
+        as.integer(status$batch %||% 0), if (!is.null(status$steps)) sprintf("/%d", as.integer(status$steps)) else ""
+      )
+    },
+    if (!is.null(sample$samples_per_second)) {
+      sprintf("%s samples/s", format(round(sample$samples_per_second), big.mark = ","))
+    } else if (!is.null(sample$batches_per_second)) {
+      sprintf("%.1f batches/s", sample$batches_per_second)
+    },
+    if (length(sample$logs)) paste(sprintf("%s %.4g", names(sample$logs), unlist(sample$logs)), collapse = ", ")
+  )
+  paste(parts, collapse = "; ")
+}
+
+#' @export
+format.gpukeras_job_status <- function(x, ...) {
+  c(
+    sprintf(
+      "<gpukeras job status> %s after %.1f s%s", x$state, x$elapsed,
+      if (x$restarts) sprintf(", %d restart(s)", as.integer(x$restarts)) else ""
+    ),
+    if (!is.null(x$pid) && !x$state %in% final_states) sprintf("  Process:  %d", as.integer(x$pid)),
+    if (!is.null(x$sample)) sprintf("  Progress: %s", format_job_sample(x)),
+    if (length(x$causes)) paste0("  Crashed:  ", x$causes)
+  )
+}
+
+#' @export
+print.gpukeras_job_status <- function(x, ...) {
+  cat(format(x, ...), sep = "\n")
+  invisible(x)
+}
+
+#' @export
+format.gpukeras_job <- function(x, ...) {
+  status <- gpu_job_status(x)
+  lines <- format(status)
+  lines[1] <- sub("<gpukeras job status>", "<gpukeras job>", lines[1], fixed = TRUE)
+  c(
+    lines,
+    if (!status$state %in% final_states) {
+      c(
+        sprintf("  Backups:  %s (up to %d restart(s) after a crash)", x$spec$fit$backup_dir, as.integer(x$max_restarts)),
+        "  gpu_job_wait(job) waits for the fit, gpu_job_status(job) says where it is, gpu_job_cancel(job) stops it."
+      )
+    }
+  )
+}
+
+#' @export
+print.gpukeras_job <- function(x, ...) {
+  cat(format(x, ...), sep = "\n")
+  invisible(x)
+}
+
+# gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
+# line rewritten in place (verbose 1); nothing with verbose 0.
+show_job_progress <- function(job, status) {
+  if (job$verbose == 0) {
+    return(invisible())
+  }
+  if (job$verbose == 1) {
+    if (!is.null(status$sample)) cat("\r", format_job_sample(status), "\033[K", sep = "")
+    if (status$state %in% final_states) cat("\n")
+    return(invisible())
+  }
+  path <- job_file(job, "epochs.tsv")
+  lines <- if (file.exists(path)) readLines(path, warn = FALSE) else character()
+  for (line in lines[seq_len(length(lines)) > job$epochs_shown]) {
+    fields <- strsplit(line, "\t", fixed = TRUE)[[1]]
+    cat(sprintf("Epoch %s/%d: %s\n", fields[1], as.integer(job$spec$fit$epochs), paste(sub("=", " ", fields[-1]), collapse = ", ")))
+  }
+  job$epochs_shown <- max(job$epochs_shown, length(lines))
+  invisible()
+}

@@ -1,0 +1,385 @@
+# gpu_fit(background = TRUE): training in a supervised child R process.
+#
+# Three processes: the user's session, a supervisor (an R process that never
+# starts Python, so nothing there can crash it) and the training child it
+# starts, again from the backup after a crash. They share a job folder:
+#   spec.rds           what the child trains (arguments, how to load the data)
+#   model.keras, callbacks.pkl, *.npy   the carried model, callbacks and data
+#   state.rds          the supervisor's word: state, child pid, restarts, causes
+#   progress.dcf, epochs.tsv            the child's progress (job.py)
+#   result.rds, trained.weights.h5      the child's gpukeras_fit and weights
+#   error.rds          a classed error the child's gpu_fit() raised (no restart)
+#   stderr-<n>.log     each attempt's stderr
+# R data travels as .npy files the child memory-maps: the parent converts it
+# once, as gpu_fit() does, writes it and lets it go.
+
+job_file <- function(job, name) file.path(if (is.environment(job)) job$dir else job, name)
+
+# Write an R object so a reader never sees half of it.
+write_rds_atomic <- function(object, path) {
+  temporary <- paste0(path, ".tmp")
+  saveRDS(object, temporary)
+  file.rename(temporary, path)
+}
+
+read_rds_or_null <- function(path) {
+  if (!file.exists(path)) {
+    return(NULL)
+  }
+  tryCatch(readRDS(path), error = function(e) NULL)
+}
+
+check_max_restarts <- function(max_restarts) {
+  ok <- is.numeric(max_restarts) && length(max_restarts) == 1L && !is.na(max_restarts) &&
+    max_restarts >= 0 && max_restarts == round(max_restarts) && max_restarts <= 1000
+  if (!ok) {
+    gpukeras_abort(
+      sprintf("`max_restarts` must be one whole number from 0 to 1000, not %s.", describe(max_restarts)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  as.integer(max_restarts)
+}
+
+not_carriable <- function(what, fix) {
+  gpukeras_abort(
+    c(sprintf("%s cannot be carried to a background process.", what), fix),
+    "gpukeras_error_not_carriable"
+  )
+}
+
+# Start the job: carry everything (any failure here comes before a child
+# starts), then the supervisor. `args` are gpu_fit()'s checked arguments.
+fit_in_background <- function(model, data, validation, args, max_restarts) {
+  if (!is.null(args$strategy)) {
+    not_carriable("A strategy", "Train with a strategy in the session (background = FALSE).")
+  }
+  dir <- tempfile("gpukeras-job-")
+  dir.create(dir)
+  started <- FALSE
+  on.exit(if (!started) unlink(dir, recursive = TRUE), add = TRUE)
+  carried <- core_call("job.carry_model", model = model, job_dir = dir)
+  if (length(args$callbacks)) {
+    core_call("job.carry_callbacks", callbacks = args$callbacks, job_dir = dir)
+  }
+  schedule <- NULL
+  if (inherits(args$learning_rate, "python.builtin.object")) {
+    schedule <- core_call("job.carry_schedule", schedule = args$learning_rate)
+    args$learning_rate <- NULL
+  }
+  batch <- if (data$kind == "r") as.integer(args$batch_size %||% 32L)
+  spec <- list(
+    fit = args[c(
+      "epochs", "batch_size", "steps_per_execution", "jit_compile", "learning_rate", "clipnorm",
+      "clipvalue", "monitor", "backup_dir", "backup_freq", "seed"
+    )],
+    schedule = schedule,
+    callbacks = length(args$callbacks) > 0L,
+    data = carry_data(data, dir, "data"),
+    validation = if (!is.null(validation)) carry_data(validation, dir, "validation"),
+    setup = the$setup_args,
+    sys_path = carried$sys_path
+  )
+  # A run that resumes must see the batches in the same order: it needs a seed.
+  spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
+  spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
+  descriptions <- list(
+    data = describe_fit_data(data, if (data$kind == "python") data$dataset, batch),
+    validation_data = if (!is.null(validation)) {
+      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL)
+    }
+  )
+  write_rds_atomic(spec, job_file(dir, "spec.rds"))
+  job <- new_gpukeras_job(dir, model, spec, descriptions, max_restarts, args$verbose)
+  started <- TRUE
+  job
+}
+
+# How the child gets `data` (as fit_data() read it): R data as .npy files;
+# a gpu_dataset() from files as the call that made it.
+carry_data <- function(data, dir, name) {
+  if (data$kind == "python") {
+    recipe <- attr(data$dataset, "gpukeras_recipe")
+    info <- attr(data$dataset, "gpukeras")
+    if (is.null(recipe)) {
+      not_carriable(
+        sprintf("`%s` (%s)", name, if (is.null(info)) "a dataset not made by gpu_dataset()" else "a gpu_dataset() of in-memory data"),
+        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or a gpu_dataset() of files."
+      )
+    }
+    if (!is.null(recipe$map)) {
+      not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.")
+    }
+    return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
+  }
+  arrays <- fit_input(data)
+  numpy <- reticulate::import("numpy", convert = FALSE)
+  save <- function(array, part) {
+    path <- job_file(dir, sprintf("%s-%s.npy", name, part))
+    numpy$save(path, array)
+    path
+  }
+  x <- arrays[[1]]
+  files <- list(
+    kind = "arrays",
+    x = if (is.list(x)) Map(save, x, paste0("x-", names(x))) else save(x, "x"),
+    y = if (!is.null(arrays[[2]])) save(arrays[[2]], "y")
+  )
+  rm(arrays, x)
+  files
+}
+
+# Start the supervisor for the job in `dir`. The child gets the parent's
+# Python and Keras backend. Dropping the job object ends its processes.
+new_gpukeras_job <- function(dir, model, spec, descriptions, max_restarts, verbose) {
+  env <- c(
+    callr::rcmd_safe_env(),
+    GPUKERAS_PYTHON = reticulate::py_config()$python,
+    KERAS_BACKEND = reticulate::import("keras")$backend$backend()
+  )
+  job <- new.env(parent = emptyenv())
+  job$dir <- dir
+  job$model <- model
+  job$spec <- spec
+  job$descriptions <- descriptions
+  job$max_restarts <- max_restarts
+  job$verbose <- verbose
+  job$started <- Sys.time()
+  job$epochs_shown <- 0L
+  job$process <- job_process(
+    "job_supervise", list(dir, max_restarts, env),
+    stdout = job_file(dir, "supervisor.log"), stderr = "2>&1", env = env
+  )
+  structure(job, class = "gpukeras_job")
+}
+
+check_job <- function(job) {
+  if (!inherits(job, "gpukeras_job")) {
+    gpukeras_abort(
+      sprintf("`job` must be a gpukeras_job (from gpu_fit(background = TRUE)), not %s.", describe(job)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  invisible(job)
+}
+
+job_states <- c("starting", "running", "restarting", "done", "failed", "cancelled")
+final_states <- c("done", "failed", "cancelled")
+
+read_progress <- function(job) {
+  path <- job_file(job, "progress.dcf")
+  fields <- if (file.exists(path)) tryCatch(read.dcf(path), error = function(e) NULL)
+  if (is.null(fields) || !nrow(fields)) {
+    return(NULL)
+  }
+  values <- suppressWarnings(as.list(as.numeric(fields[1, ])))
+  names(values) <- colnames(fields)
+  values
+}
+
+progress_sample <- function(progress) {
+  logs <- progress[startsWith(names(progress), "log_")]
+  names(logs) <- sub("^log_", "", names(logs))
+  list(
+    batches_per_second = progress$batches_per_second,
+    samples_per_second = progress$samples_per_second,
+    logs = logs
+  )
+}
+
+#' Background training jobs: status, wait, cancel
+#'
+#' `gpu_fit(background = TRUE)` trains in a supervised child R process and
+#' returns a `gpukeras_job` at once. A crash of the child (a signal, an
+#' abort, an out-of-memory kill) cannot take the R session down: the job
+#' starts the child again from its backup, up to `max_restarts` times, and the
+#' run ends with the weights an unbroken run would have. When the job ends,
+#' its process ends, and with it all the GPU and host memory it held.
+#'
+#' * `gpu_job_status()` says where the job is, without waiting.
+#' * `gpu_job_wait()` waits for the end, showing progress (a line that
+#'   updates in place with `verbose = 1`, one line per epoch with `2`, as
+#'   `gpu_fit(verbose = )` chose), and returns the `gpukeras_fit`; the model
+#'   given to [gpu_fit()] then holds the trained weights and optimizer state.
+#'   Interrupted (Ctrl-C), it returns the job, still running. A job that
+#'   failed past `max_restarts` is a `gpukeras_error_job_failed` error with the
+#'   cause (signal or exit status), the last 20 lines of the child's stderr,
+#'   the last progress sample and where the backup is; an error in the
+#'   training itself (bad data, say) is raised with its own class, without
+#'   restarts.
+#' * `gpu_job_cancel()` ends the job's processes.
+#'
+#' Keep the job object: when it is garbage collected, its processes end.
+#'
+#' @param job A `gpukeras_job` from `gpu_fit(background = TRUE)`.
+#' @return `gpu_job_status()`: an object of class `gpukeras_job_status`, a
+#'   list with `state` (`"starting"`, `"running"`, `"restarting"`, `"done"`,
+#'   `"failed"` or `"cancelled"`), `epoch`, `epochs`, `batch` (batches done in
+#'   the epoch), `steps` (per epoch), `pid` (of the training child),
+#'   `restarts`, `causes` (what ended each crashed child), `sample` (the last
+#'   progress sample: `batches_per_second`, `samples_per_second` for R data,
+#'   the latest `logs`), `elapsed` (seconds) and `setup` (the [gpu_setup()]
+#'   settings applied in the child, `NULL` when the parent made none).
+#'   `gpu_job_wait()`: the `gpukeras_fit`. `gpu_job_cancel()`: the job,
+#'   invisibly.
+#' @seealso [gpu_fit()]
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   job <- gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+#'                  epochs = 2, seed = 1, background = TRUE)
+#'   gpu_job_status(job)$state
+#'   fit <- gpu_job_wait(job)
+#' }
+gpu_job_status <- function(job) {
+  check_job(job)
+  if (!is.null(job$final)) {
+    return(job$final)
+  }
+  state <- read_rds_or_null(job_file(job, "state.rds"))
+  if (!job$process$is_alive()) {
+    # Read again: the supervisor may have written its last word just now.
+    state <- read_rds_or_null(job_file(job, "state.rds"))
+    if (!state$state %in% final_states) {
+      state$state <- "failed"
+      state$causes <- c(state$causes, "the supervising process ended")
+    }
+  }
+  progress <- read_progress(job)
+  value <- state$state %||% "starting"
+  if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(state$attempt))) {
+    value <- "running"
+  }
+  structure(
+    list(
+      state = value,
+      epoch = progress$epoch,
+      epochs = progress$epochs %||% job$spec$fit$epochs,
+      batch = progress$batch,
+      steps = progress$steps,
+      pid = state$pid,
+      restarts = state$restarts %||% 0L,
+      causes = state$causes %||% character(),
+      sample = if (!is.null(progress)) progress_sample(progress),
+      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+      setup = read_rds_or_null(job_file(job, "setup.rds")),
+      error = state$error,
+      backup_dir = job$spec$fit$backup_dir
+    ),
+    class = "gpukeras_job_status"
+  )
+}
+
+#' @rdname gpu_job_status
+#' @param timeout Seconds to wait at most; past it, a
+#'   `gpukeras_error_job_timeout` error (the job keeps running).
+#' @export
+gpu_job_wait <- function(job, timeout = Inf) {
+  check_job(job)
+  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
+    gpukeras_abort(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)), "gpukeras_error_bad_argument")
+  }
+  deadline <- Sys.time() + min(timeout, 1e9)
+  status <- NULL
+  interrupted <- tryCatch(
+    {
+      repeat {
+        status <- gpu_job_status(job)
+        show_job_progress(job, status)
+        if (status$state %in% final_states) break
+        if (Sys.time() >= deadline) {
+          gpukeras_abort(
+            c(
+              sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+              "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+            ),
+            "gpukeras_error_job_timeout"
+          )
+        }
+        Sys.sleep(0.1)
+      }
+      FALSE
+    },
+    interrupt = function(condition) TRUE
+  )
+  if (interrupted) {
+    message("The job is still running: gpu_job_wait(job) waits again, gpu_job_cancel(job) stops it.")
+    return(invisible(job))
+  }
+  job_outcome(job, status)
+}
+
+#' @rdname gpu_job_status
+#' @export
+gpu_job_cancel <- function(job) {
+  check_job(job)
+  status <- gpu_job_status(job)
+  if (status$state %in% final_states) {
+    return(invisible(job))
+  }
+  job$process$kill_tree()
+  # The child too, should it have outlived its supervisor.
+  if (!is.null(status$pid)) try(tools::pskill(status$pid, tools::SIGKILL), silent = TRUE)
+  status$state <- "cancelled"
+  job$final <- status
+  unlink(job$dir, recursive = TRUE)
+  invisible(job)
+}
+
+# The end of a job: the fit (weights loaded into the user's model), or a classed error.
+job_outcome <- function(job, status) {
+  if (!is.null(job$result)) {
+    return(job$result)
+  }
+  if (status$state == "cancelled") {
+    gpukeras_abort("The job was cancelled (gpu_job_cancel()): it has no result.", "gpukeras_error_job_cancelled")
+  }
+  if (status$state == "failed") {
+    job$final <- status
+    job_failure(job, status)
+  }
+  fit <- readRDS(job_file(job, "result.rds"))
+  core_call("job.load_trained", model = job$model, path = job_file(job, "trained.weights.h5"))
+  fit$settings$verbose <- job$verbose
+  fit$settings[names(job$descriptions)] <- job$descriptions
+  fit$settings$restarts <- status$restarts
+  if (identical(fit$settings$backup_dir, job_file(job, "backup"))) {
+    fit$settings$backup_dir <- "the job's own temporary folder (removed when it ended)"
+  }
+  job$result <- fit
+  job$final <- status
+  unlink(job$dir, recursive = TRUE)
+  fit
+}
+
+job_failure <- function(job, status) {
+  if (!is.null(status$error)) {
+    # An error in the training itself, raised again with its own class: it would only repeat.
+    gpukeras_abort(
+      c("Training in the background failed:", status$error$message),
+      setdiff(status$error$class, c("gpukeras_error", "error", "condition"))
+    )
+  }
+  attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
+  last <- attempts[order(as.integer(gsub("\\D", "", attempts)))][length(attempts)]
+  stderr <- if (length(last)) utils::tail(readLines(file.path(job$dir, last), warn = FALSE), 20) else character()
+  backup <- job$spec$fit$backup_dir
+  cause <- status$causes[length(status$causes)] %||% "unknown"
+  gpukeras_abort(
+    c(
+      sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause),
+      if (length(stderr)) c("The last lines of its stderr:", paste0("  ", stderr)),
+      if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
+      if (file.exists(file.path(backup, "gpukeras-backup.json"))) {
+        sprintf("The backup is in %s: gpu_fit() with the same arguments and backup_dir resumes from it.", backup)
+      } else {
+        "No backup was written."
+      }
+    ),
+    "gpukeras_error_job_failed",
+    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup
+  )
+}

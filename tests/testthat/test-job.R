@@ -1,0 +1,232 @@
+# gpu_fit(background = TRUE): training in a supervised child R process, with
+# real processes (a child costs seconds to start: R, Python, TensorFlow).
+
+# 400 rows in batches of 10: 40 batches an epoch.
+job_data <- function() {
+  x <- matrix(sin(seq_len(1600)), ncol = 4)
+  list(x = x, y = as.vector(x %*% c(1, -2, 0.5, 3)))
+}
+
+job_model <- function() tiny_model(seed = 5L)
+
+# The callback module (tests/testthat/crash_once.py) must be importable in the
+# child as in the parent: its folder goes on sys.path, which the job carries.
+crash_at <- function(marker, epoch, batch, times = 1L) {
+  sys <- reticulate::import("sys", convert = FALSE)
+  here <- normalizePath(testthat::test_path("."))
+  if (!here %in% reticulate::py_to_r(sys$path)) sys$path$append(here)
+  reticulate::import("crash_once")$CrashAt(marker, as.integer(epoch), as.integer(batch), as.integer(times))
+}
+
+job_folders <- function() list.files(tempdir(), pattern = "^gpukeras-job-")
+
+# A live process (a zombie, ended but not yet reaped, is not).
+process_running <- function(pid) {
+  stat <- sprintf("/proc/%d/stat", as.integer(pid))
+  file.exists(stat) && !grepl("^[0-9]+ \\(.*\\) Z", readLines(stat, warn = FALSE)[1])
+}
+
+# One unbroken background run, shared by the tests that compare with it.
+unbroken_run <- local({
+  run <- NULL
+  function() {
+    if (is.null(run)) {
+      model <- job_model()
+      job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
+                     background = TRUE, verbose = 0)
+      started <- gpu_job_status(job)
+      fit <- gpu_job_wait(job, timeout = 240)
+      run <<- list(job = job, started = started, fit = fit, model = model)
+    }
+    run
+  }
+})
+
+test_that("a background fit returns a job at once; wait gives the fit and the model gets the weights and optimizer state", {
+  skip_if_no_python()
+  run <- unbroken_run()
+  expect_s3_class(run$job, "gpukeras_job")
+  expect_true(run$started$state %in% c("starting", "running"))
+  expect_s3_class(run$fit, "gpukeras_fit")
+  expect_identical(run$fit$history$epoch, 1:3)
+  expect_identical(run$fit$settings$data, "400 rows of R data in batches of 10")
+  expect_lt(run$fit$history$loss[3], run$fit$history$loss[1])
+  # The user's model object holds what the child trained: 120 optimizer steps.
+  expect_identical(as.integer(run$model$optimizer$iterations$numpy()), 120L)
+  expect_false(isTRUE(all.equal(lapply(run$model$get_weights(), as.vector), lapply(job_model()$get_weights(), as.vector))))
+  predicted <- as.vector(run$model$predict(job_data()$x[1:50, ], verbose = 0L))
+  expect_lt(mean((predicted - job_data()$y[1:50])^2), run$fit$history$loss[1])
+  status <- gpu_job_status(run$job)
+  expect_identical(status$state, "done")
+  expect_identical(status$restarts, 0L)
+  expect_identical(as.integer(status$epoch), 3L)
+  expect_false(dir.exists(run$job$dir)) # the job's files go when its result is taken
+  expect_identical(gpu_job_wait(run$job), run$fit) # waiting again gives the same fit
+  expect_match(format(run$job)[1], "^<gpukeras job> done after [0-9.]+ s$")
+})
+
+test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and ends with the weights of an unbroken run", {
+  skip_if_no_python()
+  unbroken <- unbroken_run()
+  marker <- withr::local_tempfile()
+  model <- job_model()
+  # Killed at the 8th batch of epoch 2 (backups every 5 batches): resumed after 5.
+  job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
+                 callbacks = crash_at(marker, epoch = 1, batch = 7), background = TRUE,
+                 max_restarts = 2, verbose = 0)
+  fit <- gpu_job_wait(job, timeout = 240)
+  status <- gpu_job_status(job)
+  expect_identical(readLines(marker, warn = FALSE), "1")
+  expect_identical(status$restarts, 1L)
+  expect_match(status$causes, "killed by signal 11 \\(SIGSEGV")
+  expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 5L))
+  expect_identical(fit$history$epoch, 1:3)
+  expect_equal(fit$history$loss, unbroken$fit$history$loss, tolerance = 1e-6)
+  expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
+})
+
+test_that("a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup", {
+  skip_if_no_python()
+  marker <- withr::local_tempfile()
+  job <- gpu_fit(job_model(), job_data(), epochs = 2, batch_size = 10, seed = 7, backup_freq = 1,
+                 callbacks = crash_at(marker, epoch = 0, batch = 2, times = 99), background = TRUE,
+                 max_restarts = 1, verbose = 0)
+  error <- tryCatch(gpu_job_wait(job, timeout = 240), error = identity)
+  expect_s3_class(error, "gpukeras_error_job_failed")
+  expect_s3_class(error, "gpukeras_error")
+  expect_identical(readLines(marker, warn = FALSE), "2") # the first run and one restart
+  expect_match(error$cause, "killed by signal 11 \\(SIGSEGV, a segmentation fault\\)")
+  expect_length(error$causes, 2L)
+  expect_true(length(error$stderr) >= 1 && length(error$stderr) <= 20)
+  expect_match(paste(error$stderr, collapse = "\n"), "segfault|aborting", ignore.case = TRUE)
+  expect_true(file.exists(file.path(error$backup_dir, "gpukeras-backup.json")))
+  message <- conditionMessage(error)
+  expect_match(message, "^Training in the background failed after 1 restart\\(s\\): the training process was killed by signal 11")
+  expect_match(message, sprintf("The backup is in %s", error$backup_dir), fixed = TRUE)
+  expect_identical(gpu_job_status(job)$state, "failed")
+  unlink(dirname(error$backup_dir), recursive = TRUE)
+})
+
+test_that("status while running, then cancel: the processes end and wait says it was cancelled", {
+  skip_if_no_python()
+  job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
+                 monitor = FALSE, background = TRUE, verbose = 0)
+  deadline <- Sys.time() + 180
+  repeat {
+    status <- gpu_job_status(job)
+    if (identical(status$state, "running") && isTRUE(status$batch > 0) || Sys.time() > deadline) break
+    Sys.sleep(0.2)
+  }
+  expect_identical(status$state, "running")
+  expect_identical(as.integer(status$epochs), 10000L)
+  expect_true(status$epoch >= 1)
+  expect_true(is.numeric(status$sample$batches_per_second) && status$sample$batches_per_second > 0)
+  expect_true(is.numeric(status$sample$samples_per_second))
+  expect_true(is.numeric(status$sample$logs$loss))
+  expect_true(process_running(status$pid))
+  expect_match(format(status)[2], sprintf("^  Process:  %d$", status$pid))
+  gpu_job_cancel(job)
+  expect_identical(gpu_job_status(job)$state, "cancelled")
+  expect_false(job$process$is_alive())
+  Sys.sleep(0.5)
+  expect_false(process_running(status$pid))
+  expect_false(dir.exists(job$dir))
+  expect_error(gpu_job_wait(job), class = "gpukeras_error_job_cancelled")
+})
+
+test_that("what cannot be carried to the child is a classed error before any child starts", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  before <- job_folders()
+  reticulate::py_run_string(paste(
+    "import keras",
+    "class Doubling(keras.layers.Layer):",
+    "    def call(self, x):",
+    "        return x * 2",
+    sep = "\n"
+  ))
+  custom <- keras$Sequential(list(keras$Input(shape = list(4L)), reticulate::py$Doubling(), keras$layers$Dense(1L)))
+  custom$compile(optimizer = "adam", loss = "mse")
+  error <- expect_error(gpu_fit(custom, job_data(), background = TRUE), class = "gpukeras_error_not_carriable")
+  expect_match(conditionMessage(error), "uses Doubling (not registered), which a fresh Python process cannot import", fixed = TRUE)
+
+  error <- expect_error(
+    gpu_fit(job_model(), job_data(), callbacks = keras$callbacks$LambdaCallback(on_epoch_end = function(...) NULL), background = TRUE),
+    class = "gpukeras_error_not_carriable"
+  )
+  expect_match(conditionMessage(error), "^The callback LambdaCallback cannot be carried to a background process")
+
+  in_memory <- gpu_dataset(job_data()$x, job_data()$y, batch_size = 10)
+  error <- expect_error(gpu_fit(job_model(), in_memory, background = TRUE), class = "gpukeras_error_not_carriable")
+  expect_match(conditionMessage(error), "a gpu_dataset() of in-memory data", fixed = TRUE)
+  expect_error(gpu_fit(job_model(), job_data(), strategy = gpu_strategy("one_device"), background = TRUE),
+               class = "gpukeras_error_not_carriable")
+  expect_error(gpu_fit(job_model(), job_data(), background = "yes"), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = -1), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_job_status("job"), class = "gpukeras_error_bad_argument")
+  expect_identical(job_folders(), before)
+})
+
+test_that("in a fresh session: gpu_setup() settings reach the child, and a gpu_dataset() of CSV files trains there", {
+  skip_if_no_python()
+  folder <- withr::local_tempdir()
+  x <- job_data()$x
+  utils::write.csv(data.frame(a = x[, 1], b = x[, 2], c = x[, 3], d = x[, 4], label = job_data()$y),
+                   file.path(folder, "train.csv"), row.names = FALSE)
+  result <- run_in_fresh_r(
+    {
+      gpu_setup(cpu_devices = 2, threads = c(intra = 1, inter = 2))
+      data <- gpu_dataset(file.path(Sys.getenv("GPUKERAS_TEST_FOLDER"), "train.csv"), label = "label",
+                          batch_size = 20, seed = 1, validation_split = 0.25)
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+      model$compile(optimizer = keras$optimizers$Adam(learning_rate = 0.05), loss = "mse")
+      job <- gpu_fit(model, data, epochs = 2, background = TRUE, verbose = 2)
+      printed <- utils::capture.output(fit <- gpu_job_wait(job, timeout = 240))
+      setup <- gpu_job_status(job)$setup
+      list(
+        setup = unclass(setup)[c("cpu_devices", "intra_op_threads", "inter_op_threads")],
+        history = fit$history, data = fit$settings$data, printed = printed,
+        iterations = as.integer(model$optimizer$iterations$numpy())
+      )
+    },
+    env = c(GPUKERAS_TEST_FOLDER = folder),
+    timeout = 300
+  )
+  expect_identical(result$setup, list(cpu_devices = 2L, intra_op_threads = 1L, inter_op_threads = 2L))
+  expect_identical(result$history$epoch, 1:2)
+  expect_true(all(c("loss", "val_loss") %in% names(result$history)))
+  expect_match(result$data, "^gpu_dataset\\(\\) train pipeline from csv")
+  expect_true(result$iterations > 0)
+  expect_match(result$printed, "^Epoch [12]/2: loss [0-9.e-]+, val_loss [0-9.e-]+$")
+  expect_length(result$printed, 2L)
+})
+
+test_that("background fits in a loop leave the parent's resident memory where it was", {
+  skip_if_no_python()
+  skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc")
+  rss_mib <- function() {
+    gc()
+    reticulate::import("gc")$collect()
+    status <- readLines("/proc/self/status")
+    as.numeric(gsub("\\D", "", grep("^VmRSS:", status, value = TRUE))) / 1024
+  }
+  x <- matrix(runif(1e5 * 32), ncol = 32) # 24 MiB as R doubles, 12 MiB as float32
+  data <- list(x = x, y = rowSums(x))
+  model <- gpu_keras()$Sequential(list(gpu_keras()$Input(shape = list(32L)), gpu_keras()$layers$Dense(1L)))
+  model$compile(optimizer = "adam", loss = "mse")
+  fit <- function() gpu_job_wait(gpu_fit(model, data, epochs = 1, batch_size = 1024, monitor = FALSE, background = TRUE, verbose = 0), timeout = 240)
+  fit() # the first one loads what every later one shares (h5 readers, callr)
+  folders <- job_folders()
+  rss <- vapply(1:3, function(i) {
+    fit()
+    rss_mib()
+  }, numeric(1))
+  # A copy of the data kept per fit would add 12 MiB with every fit; the
+  # allocator keeping a freed buffer for reuse adds to the resident memory
+  # once, so one of the two later fits must leave it (nearly) where it was.
+  cat("\nparent RSS after fits 2-4 (MiB):", round(rss, 1), "\n")
+  expect_lt(min(diff(rss)), 4)
+  expect_lt(rss[3] - rss[1], 20)
+  expect_identical(job_folders(), folders)
+})
