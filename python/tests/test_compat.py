@@ -60,6 +60,10 @@ def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:
     dataset = tf.data.Dataset.range(8).batch(4).prefetch(1)
     has(dataset, "_input_dataset", "TensorFlow", tf.__version__)
     has(dataset._input_dataset, "_batch_size", "TensorFlow", tf.__version__)
+    from tensorflow.python.eager import context
+
+    for name in ("_context_handle", "configure_coordination_service", "report_error_to_cluster"):
+        has(context.context(), name, "TensorFlow", tf.__version__)
 
 
 def test_the_private_jax_attributes_compat_uses_are_there() -> None:

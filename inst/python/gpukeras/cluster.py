@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from gpukeras import arguments, cluster_env, failures, tensors
+from gpukeras import arguments, cluster_env, compat, failures, tensors
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError
 from gpukeras.runtime import config
 
@@ -289,10 +289,7 @@ def make_strategy(
             f"process. Restart R to join this one (workers {', '.join(_addresses(cluster))})."
         )
     tf = config.backend_module()
-    from tensorflow.python.eager import context
-
-    runtime = context.context()
-    if runtime._context_handle is not None:
+    if compat.tensorflow_context_started():
         raise RuntimeStartedError(
             "TensorFlow has already started in this session, and multi-worker training must "
             "be set up before it starts (TensorFlow configures its collectives once, at "
@@ -302,7 +299,7 @@ def make_strategy(
     _wait_for_workers(cluster, start)
     os.environ["TF_CONFIG"] = key
     # Before MWMS, which then keeps this configuration: bounded waits (see the module's notes).
-    runtime.configure_coordination_service(
+    compat.configure_coordination_service(
         service_type="standalone",
         service_leader="/job:{}/replica:0/task:0".format(
             "chief" if "chief" in cluster["cluster"] else "worker"  # type: ignore[operator]
@@ -468,12 +465,10 @@ def peer_message(error: Exception, own: int) -> str:
 def report_failure(tf: object, own: int, where: str, error: BaseException) -> None:
     """Tell the other workers that this one failed at ``where``: they stop at once, and their
     ``peer_message`` names this worker and the error."""
-    from tensorflow.python.eager import context
-
     summary = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     # Fails when the cluster is in error already (another worker reported first).
     with contextlib.suppress(tf.errors.OpError):  # type: ignore[attr-defined]
-        context.context().report_error_to_cluster(
+        compat.report_error_to_cluster(
             tf.errors.ABORTED,  # type: ignore[attr-defined]
             f"gpukeras worker {own} failed at {where} ({summary[:500]})",
         )

@@ -164,6 +164,28 @@ def replace_learning_rate(optimizer: object, variable: object) -> None:
     optimizer._learning_rate = variable  # type: ignore[attr-defined]
 
 
+# TensorFlow's eager context (multi-worker training) ----------------------------
+def _tf_context() -> object:
+    from tensorflow.python.eager import context
+
+    return context.context()
+
+
+def tensorflow_context_started() -> bool:
+    """Whether TensorFlow's eager context has been initialised (its devices and collectives set)."""
+    return _tf_context()._context_handle is not None  # type: ignore[attr-defined]
+
+
+def configure_coordination_service(**settings: object) -> None:
+    """Configure TensorFlow's coordination service (before the context starts)."""
+    _tf_context().configure_coordination_service(**settings)  # type: ignore[attr-defined]
+
+
+def report_error_to_cluster(code: int, message: str) -> None:
+    """Make every worker of the cluster fail with ``message`` (the coordination service)."""
+    _tf_context().report_error_to_cluster(code, message)  # type: ignore[attr-defined]
+
+
 # Setup, data pipelines and other backends ---------------------------------------
 
 
