@@ -1,0 +1,166 @@
+#' Find a good learning rate: the learning-rate range test
+#'
+#' Trains a copy of the model for `steps` batches while its learning rate
+#' grows exponentially from `min_lr` to `max_lr`, records each batch's loss,
+#' and stops once the loss diverges (Smith 2017; fastai's `lr_find()`, luz's
+#' `lr_finder()`). The loss against the learning rate falls where the rate
+#' starts to teach, flattens, then blows up: a good rate lies on the descent.
+#' The model itself is not changed (its weights, optimizer state and compile
+#' settings stay as they were).
+#'
+#' @section Suggestions:
+#' All on the smoothed loss (an exponential moving average):
+#' * `valley` (recommended, fastai's default): along the longest stretch
+#'   where the loss keeps falling, the rate two thirds of the way down;
+#' * `steepest`: where the loss falls fastest per decade of rate;
+#' * `minimum`: a tenth of the rate at the lowest loss.
+#'
+#' Use one as the optimizer's learning rate, or as the peak of a schedule
+#' ([lr_warmup_cosine()], [lr_cyclical()]'s `high`) given to [gpu_fit()].
+#'
+#' @inheritParams gpu_fit
+#' @param model A compiled Keras 3 model (it is not changed).
+#' @param min_lr,max_lr The first and the last learning rate of the ramp.
+#' @param steps Batches over which the rate goes from `min_lr` to `max_lr`
+#'   (>= 10; the test stops earlier when the loss diverges).
+#' @param stop_factor Stop once the smoothed loss exceeds this many times its
+#'   lowest value (> 1).
+#' @param smoothing The moving average's weight of the past, in `[0, 1)`.
+#' @return A `gpukeras_lr_find`, a list with
+#'   * `history`: a data.frame with a row per batch trained: `lr`, `loss`,
+#'     `smoothed`;
+#'   * `suggested`: a named numeric vector, `valley`, `steepest` and
+#'     `minimum` (`NA` where the curve gives none);
+#'   * `lr`: the recommended rate (`valley`, else `steepest`, else `minimum`);
+#'   * `stopped`: why the test stopped;
+#'   * `settings`: the settings used, the optimizer and the backend.
+#'
+#'   It has `print()` and `plot()` methods.
+#' @seealso [gpu_fit()], [lr_warmup_cosine()].
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(16L, activation = "relu"),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   found <- gpu_lr_find(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+#'     steps = 50, seed = 1
+#'   )
+#'   found
+#'   plot(found)
+#' }
+gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, batch_size = NULL,
+                        stop_factor = 4, smoothing = 0.98, seed = NULL) {
+  check_positive_number(min_lr)
+  check_positive_number(max_lr)
+  if (max_lr <= min_lr) {
+    gpukeras_abort(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)), "gpukeras_error_bad_argument")
+  }
+  check_count(steps)
+  if (steps < 10) {
+    gpukeras_abort(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)), "gpukeras_error_bad_argument")
+  }
+  if (!is.null(batch_size)) check_count(batch_size)
+  check_positive_number(stop_factor)
+  if (stop_factor <= 1) {
+    gpukeras_abort(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument")
+  }
+  if (!is.numeric(smoothing) || length(smoothing) != 1L || is.na(smoothing) || smoothing < 0 || smoothing >= 1) {
+    gpukeras_abort(sprintf("`smoothing` must be one number in [0, 1), not %s.", describe(smoothing)), "gpukeras_error_bad_argument")
+  }
+  seed <- check_seed(seed)
+  data <- read_training_data(data, missing(data))
+  if (!is.null(data$validation)) {
+    gpukeras_abort("`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.", "gpukeras_error_bad_argument")
+  }
+  if (!is.null(batch_size) && data$kind != "r") {
+    gpukeras_abort("`batch_size` is for R data: a dataset makes its own batches.", "gpukeras_error_bad_argument")
+  }
+  check_python_object(model, "model", "a compiled Keras 3 model")
+  result <- core_call(
+    "lr_find.find",
+    model = model, data = fit_input(data), min_lr = as.numeric(min_lr), max_lr = as.numeric(max_lr),
+    steps = as.integer(steps), batch_size = if (!is.null(batch_size)) as.integer(batch_size),
+    stop_factor = as.numeric(stop_factor), smoothing = as.numeric(smoothing), seed = seed
+  )
+  new_gpukeras_lr_find(result)
+}
+
+new_gpukeras_lr_find <- function(result) {
+  suggested <- vapply(c("valley", "steepest", "minimum"), function(name) {
+    value <- result$suggested[[name]]
+    if (is.null(value)) NA_real_ else as.numeric(value)
+  }, numeric(1))
+  chosen <- suggested[!is.na(suggested)]
+  structure(
+    list(
+      history = data.frame(
+        lr = as_numbers(result$lr), loss = as_numbers(result$loss), smoothed = as_numbers(result$smoothed)
+      ),
+      suggested = suggested,
+      lr = if (length(chosen)) unname(chosen[1]) else NA_real_,
+      stopped = result$stopped,
+      settings = result$settings
+    ),
+    class = "gpukeras_lr_find"
+  )
+}
+
+#' @export
+format.gpukeras_lr_find <- function(x, ...) {
+  s <- x$settings
+  rate <- function(value) if (is.na(value)) "none" else format(signif(value, 3), scientific = TRUE)
+  c(
+    sprintf(
+      "<gpukeras lr_find> %d of %d steps, learning rate %s to %s (%s, %s backend)",
+      nrow(x$history), as.integer(s$steps), rate(s$min_lr), rate(s$max_lr), s$optimizer, s$backend
+    ),
+    sprintf("Stopped:   %s", x$stopped),
+    sprintf(
+      "Suggested: %s (valley); steepest %s; minimum/10 %s",
+      rate(x$suggested[["valley"]]), rate(x$suggested[["steepest"]]), rate(x$suggested[["minimum"]])
+    ),
+    if (!is.na(x$lr)) sprintf("Use it:    %s as the optimizer's learning rate, or the peak of lr_warmup_cosine()", rate(x$lr))
+  )
+}
+
+#' @export
+print.gpukeras_lr_find <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}
+
+#' Plot a learning-rate range test
+#'
+#' The loss per batch (grey) and its smoothed curve against the learning rate
+#' (log scale), with the suggested rates marked.
+#'
+#' @param x A `gpukeras_lr_find` from [gpu_lr_find()].
+#' @param ... Passed to [graphics::plot()].
+#' @return `x`, invisibly.
+#' @export
+plot.gpukeras_lr_find <- function(x, ...) {
+  h <- x$history[is.finite(x$history$loss), , drop = FALSE]
+  if (!nrow(h)) {
+    gpukeras_abort("There is nothing to plot: no batch gave a finite loss.", "gpukeras_error_bad_argument")
+  }
+  lowest <- min(h$smoothed, na.rm = TRUE)
+  top <- max(h$smoothed[seq_len(max(1L, which.min(h$smoothed)))], na.rm = TRUE)
+  ylim <- c(lowest - 0.05 * abs(lowest), top + 0.5 * (top - lowest) + 1e-12)
+  graphics::plot(h$lr, h$loss,
+    log = "x", col = "grey70", pch = 20, cex = 0.6, ylim = ylim,
+    xlab = "learning rate (log scale)", ylab = "loss", main = "Learning-rate range test", ...
+  )
+  graphics::lines(h$lr, h$smoothed, lwd = 2)
+  marks <- x$suggested[!is.na(x$suggested)]
+  colours <- c(valley = "firebrick", steepest = "steelblue", minimum = "darkgreen")[names(marks)]
+  graphics::abline(v = marks, col = colours, lty = 2)
+  if (length(marks)) {
+    graphics::legend("topleft", legend = sprintf("%s %.2g", names(marks), marks), col = colours, lty = 2, bty = "n")
+  }
+  invisible(x)
+}

@@ -1,0 +1,112 @@
+"""gpu_lr_find(): the learning-rate range test on a copy of the model, with real training."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from gpukeras import bridge, lr_find
+
+DIGITS = Path(__file__).parents[2] / "inst" / "extdata" / "digits.csv.gz"
+
+
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """The shipped UCI digits as 8 x 8 x 1 images in [0, 1], and their labels."""
+    with gzip.open(DIGITS, "rt") as handle:
+        table = np.loadtxt(handle, delimiter=",", dtype=np.float32)
+    return (table[:, :64] / 16).reshape(-1, 8, 8, 1), table[:, 64].astype(np.int32)
+
+
+def digits_cnn(learning_rate: float = 1e-3) -> keras.Model:
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+def test_the_suggestion_lies_in_the_range_and_the_digits_cnn_converges_at_it() -> None:
+    x, y = digits()
+    model = digits_cnn()
+    before = [w.copy() for w in model.get_weights()]
+    found = lr_find.find(model, (x, y), min_lr=1e-6, max_lr=10, steps=150, seed=1)
+    lrs, losses = found["lr"], found["loss"]
+    assert len(lrs) == len(losses) == len(found["smoothed"]) >= 20
+    assert lrs[0] == pytest.approx(1e-6) and all(b > a for a, b in zip(lrs, lrs[1:]))
+    valley = found["suggested"]["valley"]
+    assert valley is not None and 1e-6 <= valley <= 10
+    for name in ("steepest", "minimum"):
+        suggested = found["suggested"][name]
+        assert suggested is None or 1e-7 <= suggested <= 10
+    # The copy trained, the user's model did not: same weights, optimizer untouched.
+    for kept, now in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(kept, now)
+    assert int(model.optimizer.iterations) == 0
+    assert found["settings"]["optimizer"] == "Adam"
+
+    trained = digits_cnn(learning_rate=valley)
+    history = trained.fit(x, y, epochs=5, batch_size=32, verbose=0).history
+    assert history["loss"][-1] < history["loss"][0]
+    assert history["accuracy"][-1] > 0.9
+
+
+def test_a_ramp_into_divergence_stops_early_and_says_why() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 4)).astype("float32")
+    y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32"))[:, None]
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    found = lr_find.find(model, (x, y), min_lr=1e-4, max_lr=1e4, steps=200, batch_size=32)
+    assert len(found["loss"]) < 200
+    assert found["stopped"].startswith(("the loss diverged", "the loss became"))
+    assert found["lr"][-1] < 1e4
+
+
+def test_valley_and_steepest_on_a_known_curve() -> None:
+    lrs = list(np.logspace(-5, 0, 51))
+    # Flat, then falling from 1e-4 to 1e-2, then blowing up.
+    losses = [2.0 if lr < 1e-4 else 2.0 - math.log10(lr / 1e-4) for lr in lrs]
+    losses = [
+        loss if lr <= 1e-2 else 0.0 + 10 * math.log10(lr / 1e-2) for lr, loss in zip(lrs, losses)
+    ]
+    suggested = lr_find.valley(lrs, losses)
+    assert suggested is not None and 1e-4 <= suggested <= 1e-2
+    steep = lr_find.steepest(lrs, losses)
+    assert steep is not None and 1e-4 <= steep <= 1e-2
+    assert lr_find.smooth([1.0, 1.0, 1.0], 0.9) == pytest.approx([1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"min_lr": 0}, "min_lr must be a positive number"),
+        ({"min_lr": 1.0, "max_lr": 0.5}, "max_lr (0.5) must be greater than min_lr (1)"),
+        ({"steps": 5}, "steps must be a whole number >= 10"),
+        ({"stop_factor": 1}, "stop_factor must be greater than 1"),
+        ({"smoothing": 1}, "smoothing must be in [0, 1)"),
+        ({"data": "x.csv"}, "data cannot be str"),
+    ],
+)
+def test_bad_input_is_refused_before_training(kwargs: dict, says: str) -> None:
+    x, y = digits()
+    args = {"model": digits_cnn(), "data": (x[:64], y[:64]), **kwargs}
+    answer = bridge.call("lr_find.find", args)
+    assert not answer["ok"]
+    assert answer["r_class"] in ("gpukeras_error_bad_argument", "gpukeras_error_bad_data")
+    assert says in answer["message"]
