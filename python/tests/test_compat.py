@@ -79,6 +79,10 @@ def test_what_compat_reads_and_sets_on_a_model() -> None:
     keras = config.keras()
     model = tiny_model()
     assert [g.state.shape for g in compat.seed_generators(model)] == [(2,)]  # the Dropout's
+    inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="deep")])
+    outer = keras.Sequential([keras.Input((4,)), inner, keras.layers.Dense(1)])
+    assert "deep" in [layer.name for layer in compat.flatten_layers(outer)]
+    assert "deep" not in [layer.name for layer in outer.layers]
     compat.set_initial_epoch(model, 2)
     history = model.fit(np.zeros((8, 4)), np.zeros((8, 2)), epochs=3, verbose=0)
     assert history.epoch == [2]  # started where it was told to

@@ -121,14 +121,24 @@ def set_initial_epoch(model: object, epoch: int | None) -> None:
     model._initial_epoch = epoch  # type: ignore[attr-defined]
 
 
+def flatten_layers(
+    layer: object, include_self: bool = False, recursive: bool = True
+) -> list[object]:
+    """The layers inside ``layer`` (a model too), nested ones included, in a fixed order.
+
+    ``model.layers`` goes one level deep; Keras' private ``_flatten_layers``
+    also walks the layers inside layers (a custom block, a model in a model).
+    """
+    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))  # type: ignore[attr-defined]
+
+
 def seed_generators(model: object) -> list[object]:
     """The model's seed generators (Dropout and other random layers), in a fixed order.
 
-    ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``,
-    found through the private ``_flatten_layers``.
+    ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``.
     """
     generators = []
-    for layer in model._flatten_layers(include_self=True, recursive=True):  # type: ignore[attr-defined]
+    for layer in flatten_layers(model, include_self=True):
         generators.extend(getattr(layer, "_seed_generators", []))
     return generators
 
