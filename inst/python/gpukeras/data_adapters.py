@@ -33,8 +33,10 @@ order in a fresh process as in the run that was killed:
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
 - On JAX (with or without TensorFlow installed), arrays go to Keras as they
-  are (``ArrayAdapter``), its fastest path for data in memory; Keras
-  shuffles them with NumPy's global generator when an epoch's first batch is
+  are (``ArrayAdapter``) unless this process is one of several
+  (``jax_cluster``), where Keras shards only a tf.data dataset and arrays
+  become the pipeline above. Keras' arrays are its fastest path for data in
+  memory; Keras shuffles them with NumPy's global generator when an epoch's first batch is
   drawn, so with a seed the training loop reseeds NumPy at every epoch's
   start from (seed, epoch).
 - A tf.data dataset given directly (``TFDatasetAdapter``) is handled the same
@@ -60,7 +62,7 @@ from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
 
-from gpukeras import compat, pipeline
+from gpukeras import compat, jax_cluster, pipeline
 from gpukeras.backend import configured_backend
 from gpukeras.errors import BadArgumentError, BadDataError
 from gpukeras.handles import Dataset, Model
@@ -269,8 +271,15 @@ def get_data_adapter(data: object, batch_size: int | None, seed: int | None) -> 
         if row_count(x) == 0:
             raise BadDataError("The training data has no rows.")
         size = batch_size or DEFAULT_BATCH_SIZE
-        # tf.data feeds TensorFlow's own graphs; on JAX, Keras' NumPy batches are faster.
-        on_tf_data = tensorflow_available() and configured_backend() == "tensorflow"
+        # tf.data feeds TensorFlow's own graphs; on JAX, Keras' NumPy batches are faster,
+        # but with several processes Keras shards only a tf.data dataset (jax_cluster).
+        several = jax_cluster.multi_process()
+        if several and not tensorflow_available():
+            raise BadDataError(
+                "Multi-worker training on JAX reads arrays through a tf.data pipeline, which "
+                "needs TensorFlow: install it (the CPU build is enough) in gpukeras' Python."
+            )
+        on_tf_data = tensorflow_available() and (configured_backend() == "tensorflow" or several)
         adapter = ArrayDatasetAdapter if on_tf_data else ArrayAdapter
         return adapter(x, y, size, seed)
     if batch_size is not None:

@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpukeras import cluster, scope, tensors
+from gpukeras import cluster, jax_cluster, scope, tensors
 from gpukeras.errors import BadArgumentError, BadModelError, UnknownDeviceError
 from gpukeras.handles import Dataset, Model, Optimizer, Strategy
 from gpukeras.runtime import config
@@ -151,12 +151,14 @@ def make(
                 "devices cannot be chosen for multi-worker training: each worker uses "
                 "the GPUs it sees (choose them per worker with gpu_setup(devices = ))."
             )
-        if backend != "tensorflow":
+        if backend == "jax":
+            strategy = jax_cluster.join(workers=workers, index=index)
+        elif backend == "tensorflow":
+            strategy = cluster.make_strategy(workers=workers, index=index)
+        else:
             raise BadArgumentError(
-                f"Multi-worker training needs the TensorFlow backend; this is {backend}. "
-                'On JAX, train on several GPUs of one machine with type = "mirrored".'
+                f"Multi-worker training needs the TensorFlow or JAX backend; this is {backend}."
             )
-        strategy = cluster.make_strategy(workers=workers, index=index)
         return {"strategy": strategy, "description": describe(strategy)}
     names = _check_devices(devices) or _default_devices(kind)
     if kind == "one_device" and len(names) != 1:
@@ -204,6 +206,11 @@ def describe(strategy: Strategy) -> Description:
         return Description(
             type="multi_worker", backend="tensorflow", engine="MultiWorkerMirroredStrategy",
             **cluster.describe(strategy),
+        )  # fmt: skip
+    if kind == "jax" and (joined := jax_cluster.joined(strategy)) is not None:
+        return Description(
+            type="multi_worker", backend="jax", engine=name,
+            **jax_cluster.describe(strategy, joined),
         )  # fmt: skip
     if kind == "jax":
         names = [tensors.normalize_device(str(d)) for d in strategy.device_mesh.devices.flat]
@@ -284,17 +291,30 @@ def copy_back(trained: Model, model: Model) -> None:
 def training_model(model: Model, strategy: Strategy) -> Iterator[object]:
     """The model to train under ``strategy``; trained weights reach ``model`` even on an error.
 
-    Copying back in ``finally`` keeps what an interrupted run had learnt.
+    Copying back in ``finally`` keeps what an interrupted run had learnt, except
+    when a JAX worker was lost (WorkerLostError): then ``model`` keeps the
+    weights it had, and a backup is what keeps the progress.
     """
     if in_scope(model, strategy):
         yield model
         return
+    if jax_cluster.joined(strategy) is not None:
+        # Before the copy: JAX refuses replicated values that differ between processes.
+        jax_cluster.from_chief(model)
     copy = in_scope_copy(model, strategy)
+    lost = None
     try:
         with strategy_scope(strategy) if kind_of(strategy) == "jax" else contextlib.nullcontext():
             yield copy
+    except Exception as error:
+        lost = jax_cluster.lost_worker(error)
+        if lost is None:
+            raise
+        raise lost from error
     finally:
-        copy_back(copy, model)
+        # Once a worker is lost, JAX cannot read the copy's values (the failed step made them).
+        if lost is None:
+            copy_back(copy, model)
 
 
 def check_batch(description: Description, batch_size: int | None, rows: int | None) -> None:
@@ -308,6 +328,17 @@ def check_batch(description: Description, batch_size: int | None, rows: int | No
     if description.backend != "jax" or replicas == 1 or batch_size is None:
         return
     last = rows % batch_size if rows else 0
+    if description.type == "multi_worker" and (batch_size % replicas or last):
+        # Keras splits each global batch into one piece per process: an uneven one
+        # would give the processes pieces of different sizes.
+        raise BadArgumentError(
+            f"On JAX every worker takes its share of every batch, so each batch must be the "
+            f"whole global batch, a multiple of the {replicas} devices: batch_size "
+            f"{batch_size} gives batches of {batch_size}"
+            + (f" and a last one of {last}" if last else "")
+            + f" rows. Use a batch_size that is a multiple of {replicas} and divides the "
+            f"number of rows ({rows}), or gpu_dataset(drop_remainder = TRUE)."
+        )
     if batch_size % replicas or last % replicas:
         raise BadArgumentError(
             f"On JAX every batch must split evenly over the {replicas} devices: batch_size "

@@ -1,0 +1,184 @@
+"""Multi-worker training on JAX: real worker processes on 127.0.0.1 train the digits model together.
+
+Each cluster test starts ``scripts/jax_worker.py`` processes (JAX backend on the CPU,
+Gloo collectives, free ports, every process killed and the test failed past its time
+limit) and reads back what each wrote: the bridge's answers, the final weights, and
+when the fit returned. The workers use JAX whatever this process runs on, so they
+skip only where JAX or TensorFlow (for the tf.data input) is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CORE, requires, run_on_jax
+from gpukeras import bridge, distribute, jax_cluster
+from gpukeras.errors import StrategyError
+from test_multiworker import free_ports, weights
+
+WORKER = Path(__file__).with_name("scripts") / "jax_worker.py"
+LIMIT = 120  # seconds a cluster may take before its processes are killed
+HEARTBEAT = 5  # the heartbeat timeout of the killed-worker test
+# Slack for a busy 2-core machine on top of the bound the killed-worker test checks.
+NOTICE_SLACK = 10.0
+EPOCHS = 2
+
+
+def run_workers(out: Path, specs: list[dict]) -> tuple[list[dict | None], list[int]]:
+    """Run one worker per spec (a cluster when specs name ``workers``; a spec may name
+    its own ``out``) and return what each wrote in ``out`` and its exit status, by index."""
+    requires("jax")
+    requires("tensorflow")
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(CORE), "KERAS_BACKEND": "jax"}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps({"out": str(out), **spec})],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(out / f"stderr-{index}.txt").open("w"),
+        )
+        for index, spec in enumerate(specs)
+    ]
+    deadline = time.monotonic() + LIMIT
+    try:
+        for process in processes:
+            process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the workers did not finish within {LIMIT} s")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    results = []
+    for index in range(len(specs)):
+        path = out / f"result-{index}.json"
+        results.append(json.loads(path.read_text()) if path.exists() else None)
+    return results, [process.returncode for process in processes]
+
+
+def cluster_specs(count: int, **spec: object) -> list[dict]:
+    workers = [f"127.0.0.1:{port}" for port in free_ports(count)]
+    return [{"workers": workers, "index": index, **spec} for index in range(count)]
+
+
+def fit_value(result: dict | None, stderr: Path) -> dict:
+    assert result is not None, stderr.read_text()[-3000:]
+    answer = result["fit"]
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches(
+    tmp_path: Path,
+) -> None:
+    # Models built differently on each worker (seed 1 + index): training starts from the chief's.
+    train = {"epochs": EPOCHS, "seed": 5, "outside_seed": 1, "batch_size": 64}
+    # Beside them, one process on one device: the same seeded pipeline, the chief's start.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    reference = {
+        **train,
+        "index": 0,
+        "as_dataset": True,
+        "strategy": "one_device",
+        "out": str(alone),
+    }
+    results, codes = run_workers(tmp_path, [*cluster_specs(2, **train), reference])
+    assert codes == [0, 0, 0], codes
+    chief, other = (
+        fit_value(result, tmp_path / f"stderr-{i}.txt") for i, result in enumerate(results[:2])
+    )
+    one = fit_value(json.loads((alone / "result-0.json").read_text()), tmp_path / "stderr-2.txt")
+    described = [result["describe"] for result in results[:2]]  # type: ignore[index]
+    assert [d["type"] for d in described] == ["multi_worker"] * 2
+    assert [d["replicas"] for d in described] == [2, 2]
+    assert [d["is_chief"] for d in described] == [True, False]
+    assert chief["history"] == other["history"]
+    for mine, theirs in zip(weights(tmp_path, 0), weights(tmp_path, 1)):
+        np.testing.assert_array_equal(mine, theirs)
+    # The global batch is what it is on TensorFlow: 64 rows a step, 32 on each worker.
+    assert chief["settings"]["strategy"]["global_batch_size"] == 64
+    assert chief["settings"]["strategy"]["per_replica_batch_size"] == 32
+    assert chief["settings"]["steps_per_epoch"] == 28
+    assert chief["settings"]["data"] == "arrays"  # the tf.data pipeline Keras shards
+    assert chief["history"]["loss"][-1] < chief["history"]["loss"][0]
+    for name in ("loss", "accuracy"):
+        np.testing.assert_allclose(chief["history"][name], one["history"][name], rtol=1e-5)
+    # The same steps up to the order of the floating-point sums (measured: 2.2e-7 at most).
+    for mine, alone_weights in zip(weights(tmp_path, 0), weights(alone, 0)):
+        np.testing.assert_allclose(mine, alone_weights, atol=1e-5)
+
+
+def test_a_killed_jax_worker_stops_the_other_with_worker_lost(tmp_path: Path) -> None:
+    specs = cluster_specs(2, epochs=EPOCHS, seed=5, heartbeat=HEARTBEAT)
+    specs[1]["die_at"] = [0, 5]
+    started = time.monotonic()
+    results, codes = run_workers(tmp_path, specs)
+    assert codes[1] == -signal.SIGKILL
+    survivor = results[0]
+    assert survivor is not None, (tmp_path / "stderr-0.txt").read_text()[-3000:]
+    answer = survivor["fit"]
+    assert not answer["ok"]
+    assert answer["r_class"] == "gpukeras_error_worker_lost", answer
+    assert "Another worker was lost" in answer["message"]
+    assert f"within {HEARTBEAT} s" in answer["message"]
+    died = float((tmp_path / "died-1").read_text())
+    assert survivor["failed_at"] - died < HEARTBEAT + NOTICE_SLACK
+    # JAX ends the survivor too (its shutdown finds the cluster broken): nothing hangs.
+    assert time.monotonic() - started < LIMIT
+
+
+# Checks before any cluster is joined ------------------------------------------------------
+def test_join_checks_workers_and_index_before_starting_jax() -> None:
+    for kwargs, r_class, says in (
+        ({"workers": ["127.0.0.1:1"]}, "gpukeras_error_bad_argument", "together"),
+        ({"workers": ["127.0.0.1"], "index": 0}, "gpukeras_error_bad_argument", "host:port"),
+        ({"workers": ["a:1", "b:2"], "index": 2}, "gpukeras_error_bad_argument", "0 to 1"),
+    ):
+        answer = bridge.call("jax_cluster.join", kwargs)
+        assert answer["r_class"] == r_class, answer
+        assert says in answer["message"]
+    assert not jax_cluster.multi_process()
+
+
+def test_join_without_workers_needs_a_cluster_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(StrategyError, match="neither TF_CONFIG nor a SLURM or Open MPI job"):
+        jax_cluster.join()
+
+
+def test_join_after_jax_started_says_to_call_gpu_strategy_first() -> None:
+    run = run_on_jax(
+        "import jax\n"
+        "jax.devices()\n"
+        "answer = bridge.call('distribute.make', {'type': 'multi_worker', "
+        "'workers': ['127.0.0.1:1', '127.0.0.1:2'], 'index': 0})\n"
+        "readback['answer'] = {k: answer.get(k) for k in ('ok', 'r_class', 'message')}\n"
+    )
+    answer = run.readback["answer"]
+    assert answer["r_class"] == "gpukeras_error_runtime_started", answer
+    assert "call gpu_strategy() first" in answer["message"]
+
+
+def test_every_batch_must_be_the_whole_global_batch_across_workers() -> None:
+    placement = distribute.Description(type="multi_worker", backend="jax", engine="DataParallel",
+                                       replicas=2)  # fmt: skip
+    distribute.check_batch(placement, 64, 1792)  # 28 whole batches
+    with pytest.raises(Exception, match="a last one of 32"):
+        distribute.check_batch(placement, 64, 1760)
+    with pytest.raises(Exception, match="multiple of 2"):
+        distribute.check_batch(placement, 63, 63 * 4)
