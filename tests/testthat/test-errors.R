@@ -13,6 +13,33 @@ test_that("gpukeras_abort() raises a condition with the specific class first", {
   expect_error(gpukeras_abort("x", "gpukeras_error_bad_argument"), class = "gpukeras_error")
 })
 
+test_that("an error names the exported function the user called, however deep it is raised", {
+  bad <- matrix(1:4, 2)
+  error <- tryCatch(gpu_dataset(bad, batch_size = 0), error = identity)
+  expect_s3_class(error, "gpukeras_error_bad_argument")
+  expect_identical(conditionCall(error), quote(gpu_dataset(bad, batch_size = 0)))
+  # From the user's own function, the call is still gpukeras' (not the user's or a helper's).
+  mine <- function(size) gpu_dataset(bad, batch_size = size)
+  error <- tryCatch(mine(0), error = identity)
+  expect_identical(conditionCall(error), quote(gpu_dataset(bad, batch_size = size)))
+  error <- tryCatch(gpukeras::gpu_dataset(bad, batch_size = 0), error = identity)
+  expect_identical(conditionCall(error), quote(gpukeras::gpu_dataset(bad, batch_size = 0)))
+  # do.call() puts the values in the call: only the name is kept.
+  error <- tryCatch(do.call(gpu_dataset, list(matrix(runif(400), 100), batch_size = 0)), error = identity)
+  expect_identical(conditionCall(error), quote(gpu_dataset()))
+  error <- tryCatch(do.call("gpu_dataset", list(matrix(runif(400), 100), batch_size = 0)), error = identity)
+  expect_identical(conditionCall(error), quote(gpu_dataset()))
+})
+
+test_that("an error from the Python core names the exported function the user called", {
+  skip_if_no_python()
+  not_a_dataset <- reticulate::r_to_py(list(1, 2))
+  error <- tryCatch(gpu_dataset_benchmark(not_a_dataset, steps = 2), error = identity)
+  expect_s3_class(error, "gpukeras_error_bad_argument")
+  expect_match(conditionMessage(error), "dataset must be a gpu_dataset() or a tf.data.Dataset", fixed = TRUE)
+  expect_identical(conditionCall(error), quote(gpu_dataset_benchmark(not_a_dataset, steps = 2)))
+})
+
 test_that("argument checks name the argument and what was given", {
   flag <- TRUE
   expect_identical(check_flag(flag), TRUE)
