@@ -1,0 +1,131 @@
+"""gpu_tune(): settings measured on copies of a model, with real training on the CPU."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from gpukeras import model_copies, tune
+from gpukeras.errors import BadArgumentError
+
+
+def data(rows: int = 512, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, 8)).astype("float32")
+    return scale * x, (x[:, 0] > 0).astype("int32")
+
+
+def small_model(kernel: float | None = None) -> keras.Model:
+    """A small classifier; with ``kernel``, a hidden layer whose outputs pass float16's range."""
+    keras.utils.set_random_seed(1)
+    init = "glorot_uniform" if kernel is None else keras.initializers.Constant(kernel)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu", kernel_initializer=init),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def column(result: dict, name: str) -> list:
+    return [trial[name] for trial in result["trials"]]
+
+
+def test_tune_tries_each_axis_and_recommends_the_fastest_sound_one() -> None:
+    model = small_model()
+    before = [w.copy() for w in model.get_weights()]
+    result = tune.tune(
+        model,
+        data(),
+        time_budget=30,
+        precisions=["float32", "mixed_bfloat16"],
+        batch_sizes=[16, 64],
+        steps_per_execution=[1, 8],
+        seed=1,
+    )
+    for axis in tune.AXES:
+        assert len(set(column(result, axis))) >= 2, axis
+    assert column(result, "axis")[0] == "baseline"
+    sound = [t for t in result["trials"] if t["sound"] and t["samples_per_second"]]
+    fastest = max(sound, key=lambda t: t["samples_per_second"])
+    assert result["recommended"] == {axis: fastest[axis] for axis in tune.AXES}
+    # Trials that ran their share give the loss over the same first samples.
+    assert result["loss_samples"] > 0
+    assert any(t["loss"] is not None and np.isfinite(t["loss"]) for t in result["trials"])
+    # The user's model: same weights, optimizer untouched, the global policy as it was.
+    for kept, now in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(kept, now)
+    assert int(model.optimizer.iterations) == 0
+    assert keras.config.dtype_policy().name == "float32"
+    assert model.dtype_policy.name == "float32"
+
+
+def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
+    # Inputs of ~100 through a kernel of 1000s: hidden outputs past 65504, inf in float16.
+    model = small_model(kernel=1000.0)
+    result = tune.tune(
+        model,
+        data(scale=100.0),
+        time_budget=20,
+        precisions=["mixed_float16", "float32"],
+        batch_sizes=[32],
+        steps_per_execution=[1],
+        jit_compile=[False],
+    )
+    by_precision = {t["precision"]: t for t in result["trials"]}
+    half = by_precision["mixed_float16"]
+    assert not half["sound"] and not half["finite"]
+    assert half["note"].startswith("unsound")
+    assert by_precision["float32"]["sound"]
+    assert result["recommended"]["precision"] == "float32"
+
+
+def test_recommend_skips_an_unsound_trial_even_when_it_is_fastest() -> None:
+    def trial(rate: float | None, sound: bool) -> tune.Trial:
+        return tune.Trial("float32", 32, 1, False, "baseline", samples_per_second=rate, sound=sound)
+
+    nan_fast, slow, fast = trial(9e9, False), trial(10.0, True), trial(20.0, True)
+    assert tune.recommend([nan_fast, slow, fast]) is fast
+    assert tune.recommend([nan_fast, trial(None, True)]) is None
+
+
+def test_loss_over_weights_executions_by_rows() -> None:
+    losses = [(32, 1.0), (32, 3.0), (64, 5.0)]
+    assert tune.loss_over(losses, 64) == pytest.approx(2.0)
+    assert tune.loss_over(losses, 100) == pytest.approx((32 + 96 + 320) / 128)
+    assert tune.loss_over(losses, 500) is None
+
+
+def test_precisions_follow_the_device() -> None:
+    assert tune.precisions_for(None) == ["float32", "mixed_bfloat16"]
+    assert tune.precisions_for("7.5") == ["float32", "mixed_float16"]
+    assert tune.precisions_for("9.0") == ["float32", "mixed_bfloat16", "mixed_float16"]
+    assert tune.precisions_for("6.1") == ["float32"]
+
+
+def test_a_copy_under_another_policy_keeps_the_float32_output_and_the_weights() -> None:
+    model = small_model()
+    copy = model_copies.clone(keras, model, "gpu_tune()", weights=True, policy="mixed_bfloat16")
+    assert [layer.dtype_policy.name for layer in copy.layers] == ["mixed_bfloat16", "float32"]
+    assert keras.config.dtype_policy().name == "float32"
+    for kept, now in zip(model.get_weights(), copy.get_weights()):
+        np.testing.assert_array_equal(kept, now)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"time_budget": -1}, "time_budget"),
+        ({"precisions": ["float64"]}, "precisions"),
+        ({"jit_compile": ["yes"]}, "jit_compile"),
+        ({"steps_per_execution": [0]}, "steps_per_execution"),
+        ({"batch_sizes": []}, "batch_sizes"),
+    ],
+)
+def test_bad_arguments_are_refused_before_training(arguments: dict, says: str) -> None:
+    with pytest.raises(BadArgumentError, match=says):
+        tune.tune(small_model(), data(), **arguments)
