@@ -33,7 +33,22 @@
 #' tasks (`srun Rscript train.R`: the step's nodes, tasks filling them in
 #' order, ports from 8888 or `GPUKERAS_PORT_BASE` up on each node), else Open
 #' MPI ranks on one node; the print says which. It must be called before
-#' TensorFlow starts (like [gpu_setup()]), and needs the TensorFlow backend.
+#' the backend starts (like [gpu_setup()]): first thing in the session.
+#'
+#' On TensorFlow it makes a `MultiWorkerMirroredStrategy`. On JAX it joins
+#' the workers with `jax.distributed` (the first worker's address is the
+#' coordinator; on CPUs the workers exchange through Gloo) and makes Keras'
+#' `DataParallel` over every worker's devices; [gpu_fit()] then runs Keras'
+#' own `fit()`, so the monitor, schedules and callbacks work as in one
+#' process. Every worker reads the same seeded data pipeline and keeps its
+#' share of each global batch, so `batch_size` means what it means on
+#' TensorFlow; every batch must be whole (rows a multiple of `batch_size`, or
+#' `gpu_dataset(drop_remainder = TRUE)`), and arrays need TensorFlow
+#' installed for the pipeline. Training starts from the chief's weights. When
+#' a worker dies, the others stop with an error of class
+#' `gpukeras_error_worker_lost` (measured: 0.2 s later on one machine), and
+#' in any case JAX ends every worker within 10 s of the lost one's last
+#' heartbeat; restart all of them.
 #' See `vignette("distributed", package = "gpukeras")`.
 #'
 #' @param type `"auto"` (mirrored when more than one GPU is visible or several
