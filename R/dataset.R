@@ -256,6 +256,10 @@ new_gpukeras_dataset <- function(dataset, info, role = "train") {
 format.gpukeras_dataset <- function(x, ...) {
   info <- attr(x, "gpukeras")
   rows <- if (is.null(info$rows)) "rows not known until read" else paste(format(info$rows, big.mark = ","), "rows")
+  if (length(info$class_names) && !is.null(info$rows)) {
+    of <- if (!identical(info$rows, info$files)) sprintf(" of %s", format(info$files, big.mark = ","))
+    rows <- sprintf("%s%s images in %d classes", format(info$rows, big.mark = ","), of %||% "", length(info$class_names))
+  }
   batches <- if (is.null(info$batches)) {
     paste(info$cardinality, "batches")
   } else {

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpukeras import array_source, errors, pipeline
+from gpukeras import array_source, bridge, errors, pipeline
 
 tf = pytest.importorskip("tensorflow")
 
@@ -307,6 +307,56 @@ def test_a_streamed_csv_split_by_position_is_disjoint_and_complete(tmp_path: Pat
         seed=3,
     )
     np.testing.assert_array_equal(np.sort(validation), np.sort(rows_of(again["validation"])))
+
+
+def test_an_image_folder_split_knows_both_lengths_and_validates_without_running_out(
+    tmp_path: Path,
+) -> None:
+    """Counted files are split as arrays are, and each part is told its length: with a
+    part of unknown length Keras ends every epoch with 'Your input ran out of data'."""
+    import warnings
+
+    import keras
+    import tensorflow as tf
+
+    from gpukeras import fit
+
+    for i in range(30):
+        image = np.full((4, 4, 1), i, dtype=np.uint8)
+        target = tmp_path / "images" / f"class{i % 3}" / f"{i:02d}.png"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(tf.io.encode_png(image).numpy())
+    source = {"path": str(tmp_path / "images"), "image_size": [4, 4], "color_mode": "grayscale"}
+    built = pipeline.from_source("image_folder", source, batch_size=4, validation_split=0.2, seed=3)
+    assert (built["info"]["rows"], built["validation_info"]["rows"]) == (24, 6)
+    assert (built["info"]["batches"], built["validation_info"]["batches"]) == (6, 2)
+    pixels = lambda dataset: sorted(int(x[0, 0, 0]) for x, _ in dataset.unbatch())  # noqa: E731
+    train, validation = pixels(built["dataset"]), pixels(built["validation"])
+    assert sorted(train + validation) == list(range(30)) and len(validation) == 6
+    again = pipeline.from_source("image_folder", source, batch_size=4, validation_split=0.2, seed=3)
+    assert pixels(again["validation"]) == validation
+
+    model = keras.Sequential(
+        [keras.Input((4, 4, 1)), keras.layers.Flatten(), keras.layers.Dense(3)]
+    )
+    model.compile(
+        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fit.fit(
+            model, built["dataset"], validation_data=built["validation"], epochs=3, verbose=0
+        )
+    assert result["history"]["epoch"] == [1, 2, 3]
+    assert len(result["history"]["val_loss"]) == 3
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+
+    # A model for colour images on these grayscale ones: the error says how to read them.
+    colour = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Conv2D(2, 3)])
+    colour.compile(optimizer="sgd", loss="mse")
+    answer = bridge.call("fit.fit", {"model": colour, "data": built["dataset"], "verbose": 0})
+    assert answer["r_class"] == "gpukeras_error_bad_data"
+    assert 'gpu_dataset(color_mode = "rgb") reads 3 channel(s)' in answer["message"]
 
 
 def test_unknown_source_kind() -> None:

@@ -238,7 +238,7 @@ test_that("an image folder gives each image with its class (sub-folders in sorte
   for (i in 1:5) {
     expect_identical(array(images[i, ], dim = c(4, 5, 3)), test_image(i))
   }
-  expect_output(print(ds), "train pipeline from image_folder: 5 rows, 2 batches", fixed = TRUE)
+  expect_output(print(ds), "train pipeline from image_folder: 5 images in 2 classes, 2 batches", fixed = TRUE)
 
   shuffled <- gpu_dataset(dir, image_size = c(4, 5), seed = 3)
   batch <- dataset_batches(shuffled)[[1]]
@@ -292,6 +292,11 @@ test_that("an image folder splits into disjoint train and validation images", {
   expect_length(intersect(train, validation), 0)
   expect_setequal(c(train, validation), 1:5)
   expect_identical(number_of(dataset_batches(split$validation)), validation)
+  # Counted images: both parts know their length (Keras never runs out of data).
+  expect_length(validation, 2L)
+  expect_identical(attr(split$train, "gpukeras")$batches, 1L)
+  expect_output(print(split$train), "train pipeline from image_folder: 3 of 5 images in 2 classes, 1 batch", fixed = TRUE)
+  expect_output(print(split$validation), "validation pipeline from image_folder: 2 of 5 images in 2 classes, 1 batch", fixed = TRUE)
 })
 
 test_that("augmentation runs on image folder batches", {

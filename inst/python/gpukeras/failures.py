@@ -70,9 +70,33 @@ def refused_data(error: BaseException, what: str = "train on this data") -> BadD
     )
     if not refused:
         return None
+    message = error_message(error).rstrip(".")
     return BadDataError(
-        f"The model cannot {what}: {error_message(error).rstrip('.')}. Give x and y that "
-        "match the model's inputs and outputs, as gpu_fit() takes them."
+        f"The model cannot {what}: {message}. Give x and y that match the model's inputs "
+        f"and outputs, as gpu_fit() takes them.{_channels_hint(message)}"
+    )
+
+
+# Keras' words when an image's channels are not the model's (TensorFlow and JAX alike).
+CHANNELS_REFUSED = re.compile(
+    r"expected axis -1 of input shape to have value (\d+), but received input with "
+    r"shape \([^)]*?(\d+)\)"
+)
+COLOR_MODES = {1: "grayscale", 3: "rgb", 4: "rgba"}
+
+
+def _channels_hint(message: str) -> str:
+    """What reads images with the channels the model wants, when channels are the mismatch."""
+    found = CHANNELS_REFUSED.search(message)
+    if found is None:
+        return ""
+    wanted, given = (int(group) for group in found.groups())
+    if wanted not in COLOR_MODES or given not in COLOR_MODES:
+        return ""
+    return (
+        f" The model takes images with {wanted} channel(s) and the data has {given}: for an "
+        f'image folder, gpu_dataset(color_mode = "{COLOR_MODES[wanted]}") reads '
+        f'{wanted} channel(s) (the default, "rgb", reads 3).'
     )
 
 

@@ -23,6 +23,7 @@ from gpukeras.augment import apply_to_features, augment_error, augmenter, check_
 from gpukeras.devices import host_memory_mib
 from gpukeras.errors import BadArgumentError, BadDataError, MapFunctionError
 from gpukeras.failures import last_line, unreadable_batch
+from gpukeras.handles import Dataset
 from gpukeras.pipeline_options import PipelineOptions, Started
 from gpukeras.scope import check_device
 from gpukeras.sources import tensorflow
@@ -87,6 +88,29 @@ def _validation_filter(tf: ModuleType, split: float, seed: int, validation: bool
         return draw < split if validation else draw >= split
 
     return keep
+
+
+def _split_counted(
+    tf: ModuleType, indexed: Dataset, rows: int, split: float, seed: int
+) -> tuple[Dataset, Dataset, tuple[int, int]]:
+    """Train and validation parts of ``rows`` indexed elements, by a seeded permutation as
+    arrays are split, each told its length: a dataset of unknown length makes Keras end
+    every epoch with "Your input ran out of data" when validating."""
+    n_validation = round(rows * split)
+    if not 0 < n_validation < rows:
+        raise BadArgumentError(
+            f"validation_split = {split} of {rows} files leaves no training or no validation files."
+        )
+    in_validation = np.zeros(rows, dtype=bool)
+    in_validation[np.random.default_rng(seed).permutation(rows)[:n_validation]] = True
+    chosen = tf.constant(in_validation)
+
+    def part(validation: bool, count: int) -> Dataset:
+        keep = lambda index, element: tf.equal(tf.gather(chosen, index), validation)  # noqa: E731
+        return indexed.filter(keep).apply(tf.data.experimental.assert_cardinality(count))
+
+    counts = (rows - n_validation, n_validation)
+    return part(False, counts[0]), part(True, counts[1]), counts
 
 
 def _shuffle_buffer(tf: ModuleType, dataset: object, rows: int | None) -> int:
@@ -356,10 +380,20 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
         seed = opts.seed or 0
         indexed = found.dataset.enumerate()
         drop_index = lambda index, element: element  # noqa: E731
-        train = indexed.filter(_validation_filter(tf, opts.validation_split, seed, False))
-        validation = indexed.filter(_validation_filter(tf, opts.validation_split, seed, True))
+        if rows is None:  # read as it streams: a seeded draw per element decides
+            train = indexed.filter(_validation_filter(tf, opts.validation_split, seed, False))
+            validation = indexed.filter(_validation_filter(tf, opts.validation_split, seed, True))
+            info.update(rows=None, validation_rows=None)
+        else:  # counted up front (an image folder): both parts know their length
+            train, validation, counts = _split_counted(
+                tf,
+                indexed,
+                int(rows),
+                opts.validation_split,
+                seed,  # type: ignore[call-overload]
+            )
+            info.update(rows=counts[0], validation_rows=counts[1])
         train, validation = train.map(drop_index), validation.map(drop_index)
-        info.update(rows=None, validation_rows=None)
     return _pipelines(
         tf, train, validation, opts, info, lambda dataset, _o, _r: (dataset, None, [])
     )
