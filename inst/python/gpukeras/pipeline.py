@@ -357,8 +357,11 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     """A pipeline streaming files: kind 'csv', 'image_folder' or 'tfrecord'.
 
     ``source`` holds the arguments of the matching ``sources`` function. With
-    ``validation_split``, each element goes to train or validation by a seeded
-    hash of its position: disjoint, the same every epoch, no buffer needed.
+    ``validation_split``, files counted up front (an image folder) are split by
+    a seeded permutation of their positions, as arrays are, and both parts
+    know their length; elements of a streamed source (CSV, TFRecord) go to
+    train or validation by a seeded hash of their position. Either way the
+    parts are disjoint and the same every epoch, and no buffer is needed.
     """
     tf = tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
