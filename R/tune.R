@@ -1,0 +1,320 @@
+#' Find the fastest sound training settings: precision, batch size, steps per execution, XLA
+#'
+#' Tries, on copies of the model, the settings that decide training speed:
+#' the dtype policy (`precisions`), the batch size, `steps_per_execution` and
+#' `jit_compile`. Each combination trains a fresh copy for a short timed run;
+#' the recommended combination is the fastest among the numerically sound
+#' ones. Give it to [gpu_fit()] as `settings`. The model itself is never
+#' trained or changed.
+#'
+#' @section The search:
+#' Trying every combination would take dozens of runs, so the search goes one
+#' axis at a time from a baseline (coordinate descent): float32, the middle
+#' batch size, `steps_per_execution` 1 and gpu_fit()'s own XLA choice; then
+#' every precision, keeping the fastest sound one; then every batch size; then
+#' `steps_per_execution`; then `jit_compile`. Every run gets an equal share of
+#' what is left of `time_budget`, and stops early once it runs at less than
+#' half the best rate so far (it is clearly slower). Runs the budget leaves no
+#' time for are listed in `skipped`. The budget is kept to within about one
+#' run's compile time.
+#'
+#' @section A run:
+#' The copy (with the model's weights, rebuilt under the run's dtype policy;
+#' a softmax or sigmoid output layer stays float32) trains with Keras' own
+#' `fit()` on the first rows of the data, repeated (a dataset gives its first
+#' batch: the pipeline's own speed is not part of it; see [gpu_fit()]'s
+#' monitor for that). Samples per second are timed as gpu_fit()'s monitor
+#' times them, over the steps after the first two executions (tracing and
+#' compiling). A run is *sound* when every loss it logged and every weight it
+#' ended with is finite and, under `mixed_float16`, loss scaling skipped at
+#' most a quarter of its steps for overflows. `loss` is the mean training loss
+#' over the same first `loss_samples` samples for every run (`NA` for runs
+#' stopped early before them): a precision that trains worse shows there.
+#'
+#' @section Precision:
+#' `precisions = NULL` tries what the device computes natively: float32 and
+#' mixed_bfloat16 on a CPU; on a GPU mixed_float16 from compute capability
+#' 7.0 and mixed_bfloat16 from 8.0. [gpu_fit()] cannot change the dtype
+#' policy of a model that is built: to train in the recommended precision,
+#' build the model after `gpu_setup(mixed_precision = )` (or keras3's
+#' `config_set_dtype_policy()`); `gpu_fit(settings = )` refuses a model built
+#' under another policy.
+#'
+#' @param model A compiled Keras 3 model (it is not changed).
+#' @param data The data, in the forms [gpu_fit()] takes (a train/validation
+#'   split: give its training part).
+#' @param time_budget Seconds for the whole search (the batch-size search
+#'   included).
+#' @param precisions Dtype policies to try (`"float32"`, `"mixed_bfloat16"`,
+#'   `"mixed_float16"`); `NULL`: what the device supports (see Precision).
+#' @param batch_sizes Batch sizes to try for R data; `NULL`: the three
+#'   fastest sizes [gpu_batch_size()]'s search finds (up to `max_batch`). A
+#'   dataset keeps its own batches (`batch_sizes` must be `NULL`).
+#' @param steps_per_execution Values of `steps_per_execution` to try.
+#' @param jit_compile Values of `jit_compile` to try (`FALSE`, `TRUE`).
+#' @param max_batch The largest size [gpu_batch_size()]'s search tries.
+#' @param seed Seeds Keras before every run, so all start alike.
+#' @return A `gpukeras_tune`, a list with
+#'   * `trials`: a data.frame with a row per run, in the order run: `axis`
+#'     (the axis it varied, `"baseline"` first), `precision`, `batch_size`,
+#'     `steps_per_execution`, `jit_compile`, `samples_per_second`, `samples`
+#'     (trained), `loss`, `finite`, `overflows` (loss-scale overflows, `NA`
+#'     without loss scaling), `sound`, `stopped_early`, `seconds` and `note`;
+#'   * `recommended`: the fastest sound run's `precision`, `batch_size`,
+#'     `steps_per_execution` and `jit_compile` (`NULL` when none is sound);
+#'   * `baseline`, `loss_samples`, `skipped` (a data.frame of combinations
+#'     the budget left out), `device`, `device_name`, `backend`,
+#'     `batch_sizes_from`, `seconds`, `data_kind` and `settings`.
+#'
+#'   It has `print()`, `plot()` and `as.data.frame()` (the trials) methods.
+#' @seealso [gpu_fit()] (`settings = `), [gpu_batch_size()], [gpu_setup()].
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(16L, activation = "relu"),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+#'   tune <- gpu_tune(model, iris_data,
+#'     time_budget = 20, batch_sizes = c(16, 64), steps_per_execution = c(1, 8)
+#'   )
+#'   tune
+#'   plot(tune)
+#'   fit <- gpu_fit(model, iris_data, epochs = 2, settings = tune, verbose = 0)
+#' }
+gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_sizes = NULL,
+                     steps_per_execution = c(1, 8, 32), jit_compile = c(FALSE, TRUE),
+                     max_batch = 1024, seed = NULL) {
+  check_positive_number(time_budget)
+  if (!is.null(precisions)) {
+    known <- c("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
+    if (!is.character(precisions) || !length(precisions) || anyNA(precisions) || !all(precisions %in% known)) {
+      gpukeras_abort(
+        sprintf("`precisions` must be among \"float32\", \"mixed_bfloat16\" and \"mixed_float16\", not %s.", describe(precisions)),
+        "gpukeras_error_bad_argument"
+      )
+    }
+  }
+  if (!is.null(batch_sizes)) check_counts(batch_sizes)
+  check_counts(steps_per_execution)
+  if (!is.logical(jit_compile) || !length(jit_compile) || anyNA(jit_compile)) {
+    gpukeras_abort(
+      sprintf("`jit_compile` must be TRUE and/or FALSE, not %s.", describe(jit_compile)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  check_count(max_batch)
+  seed <- check_seed(seed)
+  data <- read_training_data(data, missing(data))
+  if (!is.null(data$validation)) {
+    gpukeras_abort(
+      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
+      "gpukeras_error_bad_argument"
+    )
+  }
+  if (!is.null(batch_sizes) && data$kind != "r") {
+    gpukeras_abort(
+      "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot change them). Leave `batch_sizes` NULL.",
+      "gpukeras_error_bad_argument"
+    )
+  }
+  check_python_object(model, "model", "a compiled Keras 3 model")
+  result <- core_call(
+    "tune.tune",
+    model = model, data = fit_input(data), time_budget = as.numeric(time_budget),
+    precisions = if (!is.null(precisions)) as.list(precisions),
+    batch_sizes = if (!is.null(batch_sizes)) as.list(as.integer(batch_sizes)),
+    steps_per_execution = as.list(as.integer(steps_per_execution)),
+    jit_compile = as.list(jit_compile), max_batch = as.integer(max_batch), seed = seed
+  )
+  new_gpukeras_tune(result, data$kind)
+}
+
+check_counts <- function(x, arg = deparse(substitute(x))) {
+  if (!is.numeric(x) || !length(x) || anyNA(x) || any(x < 1) || any(x != round(x))) {
+    gpukeras_abort(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument")
+  }
+  invisible(x)
+}
+
+tune_columns <- c(
+  "axis", "precision", "batch_size", "steps_per_execution", "jit_compile", "samples_per_second",
+  "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note"
+)
+
+records_frame <- function(records, columns) {
+  cells <- lapply(columns, function(column) {
+    values <- lapply(records, function(record) record[[column]] %||% NA)
+    unlist(values)
+  })
+  frame <- as.data.frame(stats::setNames(cells, columns), stringsAsFactors = FALSE)
+  frame[seq_along(records), , drop = FALSE]
+}
+
+new_gpukeras_tune <- function(result, data_kind) {
+  trials <- records_frame(result$trials, tune_columns)
+  for (column in c("samples_per_second", "loss", "seconds")) trials[[column]] <- as.numeric(trials[[column]])
+  structure(
+    list(
+      trials = trials,
+      recommended = result$recommended,
+      baseline = result$baseline,
+      loss_samples = result$loss_samples,
+      skipped = records_frame(result$skipped, c("axis", tune_columns[2:5])),
+      device = result$device,
+      device_name = result$device_name,
+      backend = result$backend,
+      batch_sizes_from = result$batch_sizes_from,
+      seconds = result$seconds,
+      data_kind = data_kind,
+      settings = result$settings
+    ),
+    class = "gpukeras_tune"
+  )
+}
+
+describe_combination <- function(x) {
+  sprintf(
+    "%s, batch %d, steps_per_execution %d, jit_compile %s",
+    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution), if (isTRUE(x$jit_compile)) "on" else "off"
+  )
+}
+
+#' @export
+format.gpukeras_tune <- function(x, ...) {
+  t <- x$trials
+  shown <- data.frame(
+    axis = t$axis, precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
+    jit = ifelse(t$jit_compile, "on", "off"),
+    `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
+    loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
+    numerics = ifelse(t$sound, "sound", "UNSOUND"),
+    note = ifelse(t$stopped_early, "stopped early: clearly slower", ifelse(is.na(t$note), "", t$note)),
+    check.names = FALSE
+  )
+  best <- x$recommended
+  base <- t$samples_per_second[t$axis == "baseline"][1]
+  chosen <- if (!is.null(best)) {
+    row <- t$sound & t$precision == best$precision & t$batch_size == best$batch_size &
+      t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
+    t$samples_per_second[row][1]
+  }
+  c(
+    sprintf(
+      "<gpukeras tune> %d runs in %.0f s on %s (%s, %s backend); batch sizes: %s",
+      nrow(t), x$seconds, x$device, x$device_name, x$backend, x$batch_sizes_from
+    ),
+    utils::capture.output(print(shown, row.names = FALSE)),
+    if (nrow(x$skipped)) sprintf("Skipped (time_budget spent): %d runs", nrow(x$skipped)),
+    if (!is.na(x$loss_samples %||% NA)) sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
+    if (is.null(best)) {
+      "Recommended: none: no run was numerically sound."
+    } else {
+      c(
+        sprintf(
+          "Recommended: %s (%s samples/s, %.2fx the baseline)",
+          describe_combination(best), format(round(chosen), big.mark = ","), chosen / base
+        ),
+        "Use it:      gpu_fit(model, data, settings = tune) applies the batch size, steps_per_execution and jit_compile.",
+        if (best$precision != "float32") {
+          sprintf(
+            "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after gpu_setup(mixed_precision = \"%s\").",
+            sub("^mixed_", "", best$precision)
+          )
+        }
+      )
+    }
+  )
+}
+
+#' @export
+print.gpukeras_tune <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}
+
+#' @export
+as.data.frame.gpukeras_tune <- function(x, ...) x$trials
+
+#' Plot a settings search
+#'
+#' Samples per second of every run, one bar per combination in the order
+#' run; numerically unsound runs are red and marked "unsound", runs stopped
+#' early grey, the recommended one dark blue.
+#'
+#' @param x A `gpukeras_tune` from [gpu_tune()].
+#' @param ... Passed to [graphics::barplot()].
+#' @return `x`, invisibly.
+#' @export
+plot.gpukeras_tune <- function(x, ...) {
+  t <- x$trials
+  rates <- ifelse(is.na(t$samples_per_second), 0, t$samples_per_second)
+  labels <- sprintf(
+    "%s b%d s%d %s", sub("^mixed_", "", t$precision), as.integer(t$batch_size), as.integer(t$steps_per_execution),
+    ifelse(t$jit_compile, "xla", "")
+  )
+  best <- x$recommended
+  chosen <- if (!is.null(best)) {
+    t$precision == best$precision & t$batch_size == best$batch_size &
+      t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
+  } else {
+    rep(FALSE, nrow(t))
+  }
+  colours <- ifelse(!t$sound, "firebrick", ifelse(chosen, "navy", ifelse(t$stopped_early, "grey70", "steelblue")))
+  old <- graphics::par(mar = c(8, 4, 3, 1))
+  on.exit(graphics::par(old))
+  centres <- graphics::barplot(rates,
+    names.arg = labels, las = 2, col = colours, ylab = "samples / s",
+    main = "gpu_tune(): throughput per combination", ylim = c(0, max(rates, 1) * 1.15), ...
+  )
+  if (any(!t$sound)) {
+    graphics::text(centres[!t$sound], rates[!t$sound], "unsound", pos = 3, col = "firebrick", cex = 0.8)
+  }
+  invisible(x)
+}
+
+# gpu_fit(settings = ): the batch size, steps_per_execution and jit_compile a
+# gpu_tune() recommends, in place of arguments left at their defaults. The
+# precision cannot be applied to a built model, so a model of another policy
+# is refused rather than trained in a precision that was not chosen.
+tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_execution, jit_compile) {
+  if (!inherits(settings, "gpukeras_tune")) {
+    gpukeras_abort(sprintf("`settings` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument")
+  }
+  best <- settings$recommended
+  if (is.null(best)) {
+    gpukeras_abort("`settings` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument")
+  }
+  given <- c(
+    batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
+    jit_compile = !identical(jit_compile, "auto")
+  )
+  if (any(given)) {
+    gpukeras_abort(
+      sprintf("Give `settings` or %s, not both: `settings` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  policy <- tryCatch(model$dtype_policy$name, error = function(e) NULL)
+  if (!is.null(policy) && !identical(policy, best$precision)) {
+    gpukeras_abort(
+      c(
+        sprintf("The model was built under the %s dtype policy; `settings` recommends %s.", policy, best$precision),
+        sprintf(
+          "gpu_fit() cannot change a built model's policy: build it again after gpu_setup(mixed_precision = \"%s\") (or keras3's config_set_dtype_policy(\"%s\")).",
+          sub("^mixed_", "", best$precision), best$precision
+        )
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  list(
+    batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
+    steps_per_execution = as.integer(best$steps_per_execution),
+    jit_compile = isTRUE(best$jit_compile)
+  )
+}
