@@ -96,6 +96,10 @@
 #' @param max_restarts With `background = TRUE`: how often a crashed child is
 #'   started again (from the backup: the run ends with the weights of an
 #'   unbroken one) before the job fails with `gpukeras_error_job_failed`.
+#' @param settings A [gpu_tune()] result: its recommended `batch_size` (for
+#'   R data), `steps_per_execution` and `jit_compile` are used (give `settings`
+#'   or those arguments). Its precision cannot be applied to a built model: a
+#'   model built under another dtype policy is refused, with how to rebuild it.
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
 #'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
@@ -157,7 +161,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
-                    strategy = NULL, background = FALSE, max_restarts = 2) {
+                    strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL) {
   # Every check that needs no Python comes first, so a mistake fails at once.
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
@@ -212,6 +216,12 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     gpukeras_abort("Give `clipnorm` or `clipvalue`, not both.", "gpukeras_error_bad_argument")
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
+  if (!is.null(settings)) {
+    tuned <- tune_fit_settings(settings, model, data$kind, batch_size, steps_per_execution, jit_compile)
+    batch_size <- tuned$batch_size
+    steps_per_execution <- tuned$steps_per_execution
+    jit_compile <- tuned$jit_compile
+  }
   if (!is.null(batch_size) && data$kind != "r") {
     gpukeras_abort(
       c(
