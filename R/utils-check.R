@@ -47,14 +47,19 @@ check_positive_numbers <- function(x, arg = deparse(substitute(x))) {
   invisible(x)
 }
 
+# Counts stop at 1e6, as arguments.MAX_COUNT in the core does.
 check_count <- function(x, arg = deparse(substitute(x))) {
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
     gpukeras_abort(
-      sprintf("`%s` must be one whole number >= 1, not %s.", arg, describe(x)),
+      sprintf("`%s` must be one whole number >= 1, not %s%s.", arg, describe(x), over_count(x)),
       "gpukeras_error_bad_argument"
     )
   }
   invisible(x)
+}
+
+over_count <- function(x) {
+  if (is.numeric(x) && length(x) == 1L && isTRUE(x > 1e6)) " (at most 1e6)" else ""
 }
 
 check_choice <- function(x, choices, arg = deparse(substitute(x))) {
@@ -77,7 +82,7 @@ check_auto_count <- function(x, arg = deparse(substitute(x)), auto = "auto") {
   }
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
     gpukeras_abort(
-      sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s.", arg, auto, describe(x)),
+      sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s%s.", arg, auto, describe(x), over_count(x)),
       "gpukeras_error_bad_argument"
     )
   }

@@ -4,8 +4,10 @@ gpu_fit(), gpu_batch_size(), gpu_profile(), gpu_audit(), gpu_quantize() and
 multi-worker training take the same kinds of argument (a compiled Keras 3
 model, counts, positive numbers, callbacks, a learning rate). Checking them
 in one place gives every function the same rules and the same messages, and
-each check runs before anything is changed. R values arrive as Python
-numbers (an R double 3 as 3.0), so whole numbers are accepted as floats too.
+each check runs before anything is changed. They take what R's checks
+(R/utils-check.R) take, so a call from Python meets the rules an R user
+does. R values arrive as Python numbers (an R double 3 as 3.0), so whole
+numbers are accepted as floats too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import numbers
 
 from gpukeras import schedules
 from gpukeras.errors import BadArgumentError, BadModelError, ModelNotCompiledError
+
+# The largest count and seed R's checks take (check_count and check_seed in
+# R/utils-check.R): R's checks are the rules users see, and Python callers get
+# the same ones.
+MAX_COUNT = 1_000_000
+MAX_SEED = 2**31 - 1  # R's .Machine$integer.max
 
 
 def whole(value: object) -> bool:
@@ -27,11 +35,21 @@ def whole(value: object) -> bool:
     )
 
 
-def count(name: str, value: object, minimum: int = 1) -> int:
-    """``value`` as an int; BadArgumentError unless it is a whole number >= ``minimum``."""
-    if not whole(value) or int(value) < minimum:  # type: ignore[call-overload]
-        raise BadArgumentError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
+def count(name: str, value: object, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """``value`` as an int; BadArgumentError unless it is a whole number from ``minimum``
+    to ``maximum``."""
+    if not whole(value) or not minimum <= int(value) <= maximum:  # type: ignore[call-overload]
+        over = whole(value) and int(value) > maximum  # type: ignore[call-overload]
+        raise BadArgumentError(
+            f"{name} must be a whole number >= {minimum}, not {value!r}"
+            + (f" (at most {maximum})." if over else ".")
+        )
     return int(value)  # type: ignore[call-overload]
+
+
+def seed(value: object) -> int | None:
+    """A random seed as R's ``check_seed`` takes it: None, or a whole number 0 to MAX_SEED."""
+    return None if value is None else count("seed", value, minimum=0, maximum=MAX_SEED)
 
 
 def positive(name: str, value: object) -> float | None:

@@ -63,7 +63,7 @@ def check_request(keras: object, model: object, **given: object) -> FitRequest:
     arguments.check_compiled_model(keras, model)
     a = given
     spe = a["steps_per_execution"]
-    if spe != "auto" and (not arguments.whole(spe) or int(spe) < 1):  # type: ignore[call-overload]
+    if spe != "auto" and not (arguments.whole(spe) and 1 <= int(spe) <= arguments.MAX_COUNT):  # type: ignore[call-overload]
         raise BadArgumentError(
             f'steps_per_execution must be "auto" or a whole number >= 1, not {spe!r}.'
         )
@@ -94,7 +94,7 @@ def check_request(keras: object, model: object, **given: object) -> FitRequest:
         backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
         backup_freq="epoch" if freq == "epoch" else arguments.count("backup_freq", freq),
         callbacks=arguments.check_callbacks(keras, a["callbacks"]),
-        seed=None if a["seed"] is None else arguments.count("seed", a["seed"], minimum=0),
+        seed=arguments.seed(a["seed"]),
         verbose=verbose,  # type: ignore[arg-type]
     )
 

@@ -167,7 +167,7 @@ def find(
     beta = arguments.positive("smoothing", smoothing) if smoothing != 0 else 0.0
     if beta is None or not beta < 1:
         raise BadArgumentError(f"smoothing must be in [0, 1), not {smoothing!r}.")
-    seeded = None if seed is None else arguments.count("seed", seed, minimum=0)
+    seeded = arguments.seed(seed)
 
     keras = config.keras()
     arguments.check_compiled_model(keras, model)

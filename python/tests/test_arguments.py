@@ -1,0 +1,40 @@
+"""arguments: the checks the training functions share take what R's checks take."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpukeras import arguments
+from gpukeras.errors import BadArgumentError
+
+
+@pytest.mark.parametrize("value", [1, 3.0, 1_000_000, 1e6])
+def test_a_count_is_a_whole_number_from_1_to_a_million(value: object) -> None:
+    assert arguments.count("epochs", value) == int(value)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "epochs must be a whole number >= 1, not 0."),
+        (2.5, "epochs must be a whole number >= 1, not 2.5."),
+        (True, "epochs must be a whole number >= 1, not True."),
+        (float("nan"), "epochs must be a whole number >= 1, not nan."),
+        ("3", "epochs must be a whole number >= 1, not '3'."),
+        (1_000_001, "epochs must be a whole number >= 1, not 1000001 (at most 1000000)."),
+        (1e12, "epochs must be a whole number >= 1, not 1000000000000.0 (at most 1000000)."),
+    ],
+)
+def test_a_count_outside_the_rules_is_refused_saying_why(value: object, message: str) -> None:
+    with pytest.raises(BadArgumentError) as refused:
+        arguments.count("epochs", value)
+    assert str(refused.value) == message
+
+
+def test_a_seed_is_none_or_a_whole_number_up_to_rs_largest_integer() -> None:
+    assert arguments.seed(None) is None
+    assert arguments.seed(0) == 0
+    assert arguments.seed(2**31 - 1.0) == 2**31 - 1  # .Machine$integer.max, past a count's cap
+    for wrong in (-1, 2**31, 0.5):
+        with pytest.raises(BadArgumentError, match="seed must be a whole number >= 0"):
+            arguments.seed(wrong)
