@@ -79,13 +79,29 @@ class BackupState:
 
 
 def read_state(backup_dir: str) -> BackupState | None:
-    """The committed backup in ``backup_dir``; None when there is none (a fresh start)."""
+    """The committed backup in ``backup_dir``; None when there is none (a fresh start).
+
+    Read while a run still trains (as its tests watch it), a backup may be
+    replaced by a newer one between reading its state and finding its weights,
+    which the run then deletes: the state is read again, a few times at most.
+    """
     path = Path(backup_dir) / STATE_FILE
+    for _ in range(3):
+        state = _parse_state(path, backup_dir)
+        if state is None or (Path(backup_dir) / state.weights).exists():
+            return state
+    raise BackupMismatchError(
+        f"The backup in {backup_dir} names {state.weights}, which is missing. Delete "
+        f"{path} (or the folder) to start training from the beginning."
+    )
+
+
+def _parse_state(path: Path, backup_dir: str) -> BackupState | None:
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text())
-        state = BackupState(
+        return BackupState(
             epoch=int(data["epoch"]),
             batches_done=int(data["batches_done"]),
             weights=str(data["weights"]),
@@ -100,12 +116,6 @@ def read_state(backup_dir: str) -> BackupState | None:
             f"The backup in {backup_dir} cannot be read ({error}). Delete {path} (or the "
             "folder) to start training from the beginning."
         ) from error
-    if not (Path(backup_dir) / state.weights).exists():
-        raise BackupMismatchError(
-            f"The backup in {backup_dir} names {state.weights}, which is missing. Delete "
-            f"{path} (or the folder) to start training from the beginning."
-        )
-    return state
 
 
 def check_matches(state: BackupState, run: dict[str, object], backup_dir: str) -> None:
