@@ -14,6 +14,12 @@ format_job_sample <- function(status) {
     } else if (!is.null(sample$batches_per_second)) {
       sprintf("%.1f batches/s", sample$batches_per_second)
     },
+    if (!is.null(sample$gpu_memory_used_mib)) {
+      sprintf(
+        "GPU %s%s MiB", if (!is.null(sample$gpu_utilization)) sprintf("%.0f %%, ", sample$gpu_utilization) else "",
+        format(round(sample$gpu_memory_used_mib), big.mark = ",")
+      )
+    },
     if (length(sample$logs)) paste(sprintf("%s %.4g", names(sample$logs), unlist(sample$logs)), collapse = ", ")
   )
   paste(parts, collapse = "; ")

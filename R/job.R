@@ -183,6 +183,8 @@ progress_sample <- function(progress) {
   list(
     batches_per_second = progress$batches_per_second,
     samples_per_second = progress$samples_per_second,
+    gpu_utilization = progress$gpu_utilization,
+    gpu_memory_used_mib = progress$gpu_memory_used_mib,
     logs = logs
   )
 }
@@ -218,7 +220,8 @@ progress_sample <- function(progress) {
 #'   the epoch), `steps` (per epoch), `pid` (of the training child),
 #'   `restarts`, `causes` (what ended each crashed child), `sample` (the last
 #'   progress sample: `batches_per_second`, `samples_per_second` for R data,
-#'   the latest `logs`), `elapsed` (seconds) and `setup` (the [gpu_setup()]
+#'   on a GPU `gpu_utilization` (%) and `gpu_memory_used_mib` from NVML, the
+#'   latest `logs`), `elapsed` (seconds) and `setup` (the [gpu_setup()]
 #'   settings applied in the child, `NULL` when the parent made none).
 #'   `gpu_job_wait()`: the `gpukeras_fit`. `gpu_job_cancel()`: the job,
 #'   invisibly.
@@ -243,7 +246,7 @@ gpu_job_status <- function(job) {
   if (!job$process$is_alive()) {
     # Read again: the supervisor may have written its last word just now.
     state <- read_rds_or_null(job_file(job, "state.rds"))
-    if (!state$state %in% final_states) {
+    if (!isTRUE(state$state %in% final_states)) {
       state$state <- "failed"
       state$causes <- c(state$causes, "the supervising process ended")
     }
@@ -364,8 +367,10 @@ job_failure <- function(job, status) {
     )
   }
   attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
-  last <- attempts[order(as.integer(gsub("\\D", "", attempts)))][length(attempts)]
-  stderr <- if (length(last)) utils::tail(readLines(file.path(job$dir, last), warn = FALSE), 20) else character()
+  # The last attempt's stderr, or the supervisor's output when no child started.
+  last <- c("supervisor.log", attempts[order(as.integer(gsub("\\D", "", attempts)))])[length(attempts) + 1L]
+  path <- file.path(job$dir, last)
+  stderr <- if (file.exists(path)) utils::tail(readLines(path, warn = FALSE), 20) else character()
   backup <- job$spec$fit$backup_dir
   cause <- status$causes[length(status$causes)] %||% "unknown"
   gpukeras_abort(

@@ -68,12 +68,15 @@ def _classes(config_tree: object) -> list[tuple[str | None, str]]:
     return found
 
 
-def _importable(module: str | None) -> bool:
-    """Would a fresh Python (with the same sys.path) import ``module``?"""
+def _loadable(module: str | None, name: str) -> bool:
+    """Would a fresh Python (with the same sys.path) find class ``name`` in ``module``?"""
     if module is None or module == "__main__":
         return False
     if module == "keras" or module.startswith("keras."):
         return True
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return getattr(loaded, "__file__", None) is not None and hasattr(loaded, name)
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -118,7 +121,7 @@ def carry_model(model: object, job_dir: str) -> dict[str, object]:
         {
             f"{name} ({module or 'not registered'})"
             for module, name in names
-            if not _importable(module)
+            if not _loadable(module, name)
         }
     )
     if missing:
@@ -211,14 +214,37 @@ def _replace(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def progress_callback(job_dir: str, attempt: int, batch_size: int | None = None) -> object:
+def _gpu_fields(sampler: object) -> dict[str, object]:
+    """The latest NVML reading of each watched GPU: mean utilization, memory used in all."""
+    latest = {sample.gpu: sample for sample in getattr(sampler, "samples", [])[-16:]}
+    if not latest:
+        return {}
+    readings = [s.utilization_gpu for s in latest.values() if s.utilization_gpu is not None]
+    return {
+        "gpu_utilization": sum(readings) / len(readings) if readings else None,
+        "gpu_memory_used_mib": sum(s.memory_used_mib for s in latest.values()),
+    }
+
+
+def progress_callback(
+    job_dir: str,
+    attempt: int,
+    batch_size: int | None = None,
+    nvml_indices: list[int] | None = None,
+) -> object:
     """A Keras callback writing where training is to ``progress.dcf`` in ``job_dir``.
 
     Fields: ``attempt``, ``epoch`` (1-based), ``epochs``, ``batch`` (batches
     done in the epoch), ``steps``, ``batches_per_second`` and
-    ``samples_per_second`` (since the last write), ``time`` and the latest
-    ``log_<metric>``. Each finished epoch also adds a line to ``epochs.tsv``.
+    ``samples_per_second`` (since the last write), ``time``, the latest
+    ``log_<metric>`` and, on a GPU, ``gpu_utilization`` (%) and
+    ``gpu_memory_used_mib`` from the monitor's NVML sampler (at 2 Hz, on the
+    GPUs the model trains on, or ``nvml_indices``). Each finished epoch also
+    adds a line to ``epochs.tsv``.
     """
+    from gpukeras.monitor import UtilizationSampler
+    from gpukeras.training_run import gpus_in_use
+
     keras = config.keras()
     progress = Path(job_dir, PROGRESS_FILE)
     epochs_file = Path(job_dir, EPOCHS_FILE)
@@ -229,6 +255,18 @@ def progress_callback(job_dir: str, attempt: int, batch_size: int | None = None)
             self.epoch = 0
             self.last = (time.monotonic(), 0)
             self.rate: float | None = None
+            self.sampler: UtilizationSampler | None = None
+
+        def on_train_begin(self, logs: dict | None = None) -> None:
+            indices = nvml_indices
+            if indices is None:
+                rows = gpus_in_use(keras, self.model)
+                indices = [row["nvml_index"] for row in rows if row.get("nvml_index") is not None]
+            self.sampler = UtilizationSampler(list(indices), hz=2.0).__enter__()
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            if self.sampler is not None:
+                self.sampler.__exit__(None, None, None)
 
         def _write(self, batch: int, logs: dict | None) -> None:
             now = time.monotonic()
@@ -245,6 +283,7 @@ def progress_callback(job_dir: str, attempt: int, batch_size: int | None = None)
                 "batches_per_second": self.rate,
                 "samples_per_second": self.rate * batch_size if self.rate and batch_size else None,
                 "time": time.time(),
+                **_gpu_fields(self.sampler),
             }
             for name, value in (logs or {}).items():
                 try:

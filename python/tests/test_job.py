@@ -1,0 +1,131 @@
+"""gpukeras.job: carrying a model, callbacks and a schedule to a child process, and progress.
+
+The processes themselves (supervisor, child, restarts after a crash) are
+tested from R (tests/testthat/test-job.R); here the Python pieces each do
+their part.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+from gpukeras import job
+from gpukeras.runtime import config
+from nvml_double import FakeGpu, fake_pynvml
+
+
+def compiled_model() -> object:
+    keras = config.keras()
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [keras.Input(shape=(4,)), keras.layers.Dense(3), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="mse")
+    return model
+
+
+def data() -> tuple[np.ndarray, np.ndarray]:
+    x = np.sin(np.arange(200, dtype="float32")).reshape(50, 4)
+    return x, x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32")
+
+
+def test_a_model_goes_and_comes_back_with_its_optimizer_state(tmp_path: object) -> None:
+    model = compiled_model()
+    x, y = data()
+    model.fit(x, y, batch_size=10, epochs=1, verbose=0)
+    carried = job.carry_model(model, str(tmp_path))
+    assert str(tmp_path) in carried["model"]
+    loaded = job.load_carried(str(tmp_path), carried["sys_path"])["model"]
+    for got, want in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    # The child trains on; the parent's model gets the weights and the optimizer's state.
+    loaded.fit(x, y, batch_size=10, epochs=2, verbose=0)
+    path = job.save_trained(loaded, str(tmp_path / "trained.weights.h5"))
+    job.load_trained(model, path)
+    assert int(model.optimizer.iterations.numpy()) == 15
+    for got, want in zip(model.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(model.optimizer.variables, loaded.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_a_model_never_trained_loads_into_a_fresh_one(tmp_path: object) -> None:
+    trained = compiled_model()
+    x, y = data()
+    trained.fit(x, y, batch_size=10, epochs=1, verbose=0)
+    path = job.save_trained(trained, str(tmp_path / "trained.weights.h5"))
+    fresh = compiled_model()
+    job.load_trained(fresh, path)  # its optimizer is built first
+    assert int(fresh.optimizer.iterations.numpy()) == 5
+
+
+def test_an_unregistered_custom_layer_is_refused_by_name(tmp_path: object) -> None:
+    keras = config.keras()
+
+    class Doubling(keras.layers.Layer):
+        def call(self, x: object) -> object:
+            return x * 2
+
+    model = keras.Sequential([keras.Input(shape=(4,)), Doubling(), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    # Defined inside a function: its module has no such name for a fresh process to find.
+    with pytest.raises(job.NotCarriableError, match=r"uses Doubling \(test_job\)"):
+        job.carry_model(model, str(tmp_path))
+    assert not (tmp_path / job.MODEL_FILE).exists()
+
+
+def test_an_uncompiled_model_is_refused(tmp_path: object) -> None:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(1)])
+    with pytest.raises(job.NotCarriableError, match="not compiled"):
+        job.carry_model(model, str(tmp_path))
+
+
+def test_callbacks_are_pickled_and_a_lambda_callback_is_refused(tmp_path: object) -> None:
+    keras = config.keras()
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=3)
+    job.carry_callbacks([stop], str(tmp_path))
+    with open(tmp_path / job.CALLBACKS_FILE, "rb") as source:
+        (again,) = pickle.load(source)
+    assert type(again) is type(stop) and again.patience == 3
+    with pytest.raises(job.NotCarriableError, match=r"^The callback LambdaCallback cannot be"):
+        job.carry_callbacks([keras.callbacks.LambdaCallback(on_epoch_end=lambda *a: None)], "x")
+
+
+def test_a_schedule_goes_as_its_config(tmp_path: object) -> None:
+    keras = config.keras()
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    carried = job.carry_schedule(schedule)
+    compiled_model().save(str(tmp_path / job.MODEL_FILE))
+    again = job.load_carried(str(tmp_path), [], schedule=carried)["schedule"]
+    assert float(again(20)) == pytest.approx(0.025)
+
+
+def test_progress_is_written_with_the_latest_gpu_reading(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([FakeGpu()]))
+    model = compiled_model()
+    x, y = data()
+    progress = job.progress_callback(str(tmp_path), attempt=2, batch_size=10, nvml_indices=[0])
+    model.fit(x, y, batch_size=10, epochs=2, verbose=0, callbacks=[progress])
+    fields = dict(
+        line.split(": ", 1) for line in (tmp_path / job.PROGRESS_FILE).read_text().splitlines()
+    )
+    assert fields["attempt"] == "2"
+    assert (fields["epoch"], fields["epochs"], fields["batch"], fields["steps"]) == (
+        "2",
+        "2",
+        "5",
+        "5",
+    )
+    assert float(fields["log_loss"]) > 0
+    assert float(fields["gpu_memory_used_mib"]) > 0
+    assert "gpu_utilization" in fields
+    lines = (tmp_path / job.EPOCHS_FILE).read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["1", "2"]
+    assert lines[1].split("\t")[1].startswith("loss=")
