@@ -101,19 +101,8 @@ def test_pipeline_to_a_device_that_does_not_exist_is_an_unknown_device() -> None
     assert answer["message"].startswith("No such device: 'GPU:99'. Devices here: ")
 
 
-JAX_REFUSED = """
-import numpy as np
-import keras
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse")
-narrow = [np.zeros((32, 3), "float32"), np.zeros(32, "float32")]
-readback["fit"] = bridge.call("fit.fit", {"model": model, "data": narrow, "verbose": 0})
-readback["quantize"] = bridge.call("quantize.quantize", {"model": model, "data": narrow})
-"""
-
-
 def test_on_jax_without_tensorflow_data_of_the_wrong_width_is_bad_data() -> None:
-    run = run_on_jax(JAX_REFUSED)
+    run = run_on_jax("import jax_refused")
     for name, start in (("fit", "train on"), ("quantize", "run on")):
         answer = run.readback[name]
         assert answer["ok"] is False, answer

@@ -318,33 +318,13 @@ def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: 
 
 
 # JAX --------------------------------------------------------------------------------
-JAX_PROFILE = """
-import sys
-import numpy as np
-import keras
-rng = np.random.default_rng(0)
-x = rng.standard_normal((64, 8)).astype("float32")
-y = (x @ rng.standard_normal((8, 1))).astype("float32")
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                          keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse", metrics=["mae"])
-args = {"model": model, "data": (x, y), "steps": [2, 4], "batch_size": 16}
-if sys.modules.get("tensorflow", False) is not None:  # TensorFlow not blocked: train on tf.data
-    from gpukeras import pipeline
-
-    data = pipeline.from_arrays(x, y, batch_size=16)["dataset"]
-    args = {**args, "data": data, "batch_size": None}
-readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
-"""
-
-
 @pytest.mark.parametrize("tensorflow", [True, False], ids=["with-tensorflow", "without"])
 def test_jax_backend_in_a_fresh_process(tensorflow: bool) -> None:
     """The GPU machines' setting (no TensorFlow: scalars from memory), and JAX beside
     TensorFlow, whose ops a JAX trace would break without profile's mending."""
     if tensorflow and not data_adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed")
-    run = run_on_jax(JAX_PROFILE, tensorflow=tensorflow)
+    run = run_on_jax("import jax_profile", tensorflow=tensorflow)
     for answer in run.readback["answers"]:
         assert answer["ok"], answer
         value = answer["value"]

@@ -1,0 +1,24 @@
+"""Profile a small model twice on JAX, on tf.data where TensorFlow is not blocked
+(run by test_profile.py as ``after`` code, see ``scripts/core_child.py``)."""
+
+import sys
+
+import keras
+import numpy as np
+
+from __main__ import bridge, readback
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, 8)).astype("float32")
+y = (x @ rng.standard_normal((8, 1))).astype("float32")
+model = keras.Sequential(
+    [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+)
+model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+args = {"model": model, "data": (x, y), "steps": [2, 4], "batch_size": 16}
+if sys.modules.get("tensorflow", False) is not None:  # TensorFlow not blocked: train on tf.data
+    from gpukeras import pipeline
+
+    data = pipeline.from_arrays(x, y, batch_size=16)["dataset"]
+    args = {**args, "data": data, "batch_size": None}
+readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
