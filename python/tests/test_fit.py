@@ -687,51 +687,9 @@ def test_a_backup_of_another_run_is_refused(tmp_path: Path) -> None:
     assert "delete this one to start over" in answer["message"]
 
 
-CHILD = """
-import json, sys, time
-import numpy as np
-from gpukeras import fit
-from gpukeras.runtime import config
-
-keras = config.keras()
-out, backup_dir, pause = sys.argv[1], sys.argv[2] or None, float(sys.argv[3])
-rng = np.random.default_rng(0)
-x = rng.standard_normal((256, 8)).astype("float32")
-y = (x @ rng.standard_normal((8, 1))).astype("float32")
-keras.utils.set_random_seed(11)
-model = keras.Sequential([
-    keras.Input((8,)), keras.layers.Dense(32, activation="relu"),
-    keras.layers.Dropout(0.3), keras.layers.Dense(1),
-])
-model.compile(optimizer="adam", loss="mse")
-
-
-class Pause(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        time.sleep(pause)
-
-
-result = fit.fit(
-    model, (x, y), epochs=4, batch_size=16, seed=3, backup_dir=backup_dir, backup_freq=3,
-    callbacks=[Pause()], verbose=0, monitor=False,
-    learning_rate={
-        "schedule": "exponential", "initial": 0.01, "decay_steps": 10, "decay_rate": 0.9
-    },
-)
-np.savez(out, *model.get_weights())
-settings = result["settings"]
-print(json.dumps({
-    "history": result["history"],
-    "resumed_from": settings["resumed_from"],
-    "device": settings["device"],
-}))
-"""
-
-
 def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -> None:
     """SIGKILL mid-epoch, then the same call again: the weights equal an uninterrupted run's."""
-    script = tmp_path / "train.py"
-    script.write_text(CHILD)
+    script = Path(__file__).with_name("scripts") / "resumable_fit.py"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
@@ -789,40 +747,11 @@ def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -
 
 
 # Other backends, and GPUs ------------------------------------------------------------
-JAX_FIT = """
-import threading
-import numpy as np
-import keras
-rng = np.random.default_rng(0)
-x = rng.standard_normal((128, 8)).astype("float32")
-y = (x @ rng.standard_normal((8, 1))).astype("float32")
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                          keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse", metrics=["mae"])
-
-
-class BatchEndThreads(keras.callbacks.Callback):
-    async_safe = True  # a user's callback that allows Keras' asynchronous batch ends
-    threads = set()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.threads.add(threading.get_ident())
-
-
-answer = bridge.call("fit.fit", {"model": model, "data": (x, y), "epochs": 3, "seed": 1,
-                                  "batch_size": 16, "verbose": 0,
-                                  "callbacks": [BatchEndThreads()],
-                                  "learning_rate": {"schedule": "warmup_cosine", "peak": 0.01,
-                                                    "warmup_steps": 4, "decay_steps": 40}})
-readback["answer"] = answer
-readback["jit"] = bool(model.jit_compile)
-readback["batch_ends_on_main_thread"] = threading.main_thread().ident in BatchEndThreads.threads
-"""
 
 
 def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     """The GPU machines' setting: Keras on JAX, no TensorFlow; Keras batches the arrays."""
-    run = run_on_jax(JAX_FIT)
+    run = run_on_jax("import jax_fit")
     answer = run.readback["answer"]
     assert answer["ok"], answer
     value = answer["value"]
@@ -895,30 +824,13 @@ def test_gpu_fit_knows_a_gpu_dataset_from_a_dataset_made_elsewhere() -> None:
 
 
 # The devices a run uses ------------------------------------------------------------
-# After gpu_setup(cpu_devices = 3): the devices each kind of strategy trains on.
-DEVICES_IN_USE = """
-import keras
-from gpukeras import distribute, training_run
-
-def built():
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    model.compile(optimizer="sgd", loss="mse")
-    return model
-
-readback["none"] = training_run.devices_in_use(keras, built())
-for name, kind, devices in (("one", "one_device", ["CPU:1"]),
-                            ("two", "mirrored", ["CPU:1", "CPU:2"])):
-    strategy = distribute.make(kind, devices=devices)["strategy"]
-    with distribute.strategy_scope(strategy):
-        readback[name] = training_run.devices_in_use(keras, built())
-"""
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_the_devices_in_use_are_the_strategys_own(backend: str) -> None:
     """Real strategies over logical CPU devices: a one-device strategy on CPU:1 uses
     CPU:1 (not the first device), a mirrored one over CPU:1 and CPU:2 those two."""
-    run = run_setup(backend, {"cpu_devices": 3}, DEVICES_IN_USE)
+    run = run_setup(backend, {"cpu_devices": 3}, "import devices_in_use")
     assert run.readback["none"] is None  # Keras' own choice: the first GPU, else the CPU
     assert run.readback["one"] == ["CPU:1"]
     assert run.readback["two"] == ["CPU:1", "CPU:2"]
