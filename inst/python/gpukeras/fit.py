@@ -39,6 +39,7 @@ from gpukeras import (
     distribute,
     failures,
     fit_request,
+    live,
     multiworker,
     training_run,
 )
@@ -315,7 +316,9 @@ def _train(
             history = model.fit(  # type: ignore[attr-defined]
                 **source.fit_args,
                 epochs=request.epochs,
-                callbacks=own + request.callbacks,
+                callbacks=own
+                + request.callbacks
+                + live.display_callbacks(keras, watcher, request.verbose),
                 verbose=request.verbose,
                 **validation,
             )

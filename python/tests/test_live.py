@@ -1,0 +1,48 @@
+"""The live line: the monitor's figures in Keras' progress display, never in the history."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gpukeras import fit, live, monitor
+
+
+def test_each_epoch_line_shows_host_cpu_and_the_input_wait_and_the_history_stays_clean(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import keras
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 8)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    result = fit.fit(model, (x, y), epochs=2, batch_size=32, verbose=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "/32 - " in line]
+    assert len(lines) == 2  # one line per epoch, as in a non-interactive run
+    for line in lines:
+        assert " - loss: " in line and " - cpu_%: " in line and " - input_wait_%: " in line
+        assert "gpu_%" not in line  # no GPU in use: nothing to show
+    assert sorted(result["history"]) == ["epoch", "loss"]
+
+    quiet = fit.fit(model, (x, y), epochs=1, batch_size=32, verbose=0)
+    assert "cpu_%" not in capsys.readouterr().out
+    assert sorted(quiet["history"]) == ["epoch", "loss"]
+
+
+def test_figures_are_the_latest_fresh_readings_of_every_gpu_in_use() -> None:
+    now = time.perf_counter()
+    watcher = monitor.TrainingMonitor([0, 1], batch_size=32, skip=0, measure_input=True)
+    watcher.gpu.samples = [
+        monitor.Sample(now - 10, 0, 5.0, 100.0, None),  # stale: an older reading of GPU 0
+        monitor.Sample(now - 0.5, 0, 90.0, 2048.0, None),
+        monitor.Sample(now - 0.4, 1, 70.0, 1024.0, None),
+    ]
+    watcher.host.samples = [monitor.HostSample(now - 0.2, 42.0)]
+    shown = live.figures(watcher, now)
+    assert shown == {"gpu_%": 80.0, "gpu_mem_GiB": 3.0, "cpu_%": 42.0}
+    # Readings older than FRESH_SECONDS are not shown as if current.
+    assert live.figures(watcher, now + live.FRESH_SECONDS + 1) == {}
