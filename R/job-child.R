@@ -112,7 +112,8 @@ job_child <- function(dir) {
         list(
           model = carried$model, data = child_data(spec$data),
           validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
-          callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0
+          callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0,
+          strategy = if (!is.null(spec$strategy)) do.call(gpu_strategy, spec$strategy)
         ),
         fit_args[setdiff(names(fit_args), "learning_rate")],
         list(learning_rate = carried$schedule %||% fit_args$learning_rate)

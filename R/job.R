@@ -51,9 +51,7 @@ not_carriable <- function(what, fix) {
 # Start the job: carry everything (any failure here comes before a child
 # starts), then the supervisor. `args` are gpu_fit()'s checked arguments.
 fit_in_background <- function(model, data, validation, args, max_restarts) {
-  if (!is.null(args$strategy)) {
-    not_carriable("A strategy", "Train with a strategy in the session (background = FALSE).")
-  }
+  strategy <- if (!is.null(args$strategy)) carry_strategy(args$strategy)
   dir <- tempfile("gpukeras-job-")
   dir.create(dir)
   started <- FALSE
@@ -77,6 +75,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
     callbacks = length(args$callbacks) > 0L,
     data = carry_data(data, dir, "data"),
     validation = if (!is.null(validation)) carry_data(validation, dir, "validation"),
+    strategy = strategy,
     setup = the$setup_args,
     sys_path = carried$sys_path
   )
@@ -93,6 +92,20 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   job <- new_gpukeras_job(dir, model, spec, descriptions, max_restarts, args$verbose)
   started <- TRUE
   job
+}
+
+# A one-device or mirrored strategy goes as its type and devices, made again
+# by gpu_strategy() in the child (after its gpu_setup(), so logical CPU
+# devices exist there too).
+carry_strategy <- function(strategy) {
+  made <- core_call("distribute.describe", strategy = strategy)
+  if (!made$type %in% c("one_device", "mirrored")) {
+    not_carriable(
+      sprintf("A %s strategy", made$type),
+      "Train on several machines with gpu_launch(), or in the session (background = FALSE)."
+    )
+  }
+  list(type = made$type, devices = as.character(unlist(made$devices)))
 }
 
 # How the child gets `data` (as fit_data() read it): R data as .npy files;
@@ -210,6 +223,15 @@ progress_sample <- function(progress) {
 #'   training itself (bad data, say) is raised with its own class, without
 #'   restarts.
 #' * `gpu_job_cancel()` ends the job's processes.
+#'
+#' What the child gets: the model (a `.keras` file), R data (`.npy` files it
+#' memory-maps), a [gpu_dataset()] of files (the call that made it), callbacks
+#' (pickled), a one-device or mirrored [gpu_strategy()] (its type and
+#' devices), and this session's [gpu_setup()] settings, applied there before
+#' its runtime starts. What cannot be carried (a custom layer defined in
+#' `__main__` or without `get_config()`, a `LambdaCallback`, a
+#' [gpu_dataset()] of in-memory data, a multi-worker strategy) is a
+#' `gpukeras_error_not_carriable` error before any process starts.
 #'
 #' Keep the job object: when it is garbage collected, its processes end.
 #'
