@@ -335,16 +335,8 @@ def test_the_peak_meter_reads_nothing_on_the_cpu() -> None:
     assert peak_memory.meter(config.backend, None)()() is None
 
 
-JAX_DEVICES = """
-import jax
-from gpukeras import peak_memory
-readback["named"] = [str(peak_memory.jax_device(f"CPU:{i}")) for i in range(3)]
-readback["listed"] = [str(device) for device in jax.devices("cpu")]
-"""
-
-
 def test_the_jax_meter_reads_the_device_named_not_the_first() -> None:
-    run = run_setup("jax", {"cpu_devices": 3}, JAX_DEVICES)
+    run = run_setup("jax", {"cpu_devices": 3}, "import jax_meter_devices")
     assert run.readback["named"] == run.readback["listed"]
     assert len(set(run.readback["named"])) == 3
 
@@ -358,28 +350,11 @@ def test_tensorflows_resource_exhausted_is_out_of_memory() -> None:
 
 
 # Other backends, and GPUs ------------------------------------------------------------
-JAX_SEARCH = """
-import numpy as np
-import keras
-rng = np.random.default_rng(0)
-x = rng.standard_normal((64, 8)).astype("float32")
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                          keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse")
-probe = bridge.call("batch_size.search", {"model": model, "data": (x, x[:, :1]),
-                                           "min_batch": 8, "max_batch": 8, "steps": 1})
-estimate = probe["value"]["estimate"]
-budget = estimate["fixed_mib"] + 40.5 * estimate["per_sample_mib"]
-readback["answer"] = bridge.call("batch_size.search", {
-    "model": model, "data": (x, x[:, :1]), "min_batch": 8, "max_batch": 128, "steps": 2,
-    "memory_budget_mib": budget})
-readback["iterations"] = int(model.optimizer.iterations)
-"""
 
 
 def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     """The GPU machines' setting: Keras on JAX, no TensorFlow."""
-    run = run_on_jax(JAX_SEARCH)
+    run = run_on_jax("import jax_batch_search")
     answer = run.readback["answer"]
     assert answer["ok"], answer
     value = answer["value"]
@@ -430,31 +405,11 @@ def test_on_a_gpu_a_real_out_of_memory_is_caught_and_bisected() -> None:
     model.train_on_batch(x[:64], y[:64])
 
 
-METER_ON_THE_GPU = """
-import jax
-import jax.numpy as jnp
-import keras
-from gpukeras import peak_memory, training_run
-
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-model.compile(optimizer="sgd", loss="mse")
-(row,) = training_run.gpus_in_use(keras, model)
-read = peak_memory.meter("jax", row["device"])()
-with jax.default_device(peak_memory.jax_device(row["device"])):
-    x = jnp.ones((256, 1024, 1024), jnp.float32)  # 1 GiB
-    x.block_until_ready()
-readback["device"] = row["device"]
-readback["on"] = str(next(iter(x.devices())))
-readback["expected"] = str(jax.devices("gpu")[0])
-readback["peak_mib"] = read()
-"""
-
-
 @pytest.mark.gpu
 def test_on_a_gpu_the_peak_meter_reads_the_device_the_model_trains_on() -> None:
     """In a fresh process (JAX keeps each device's peak since its start): 1 GiB made on
     the device the model trains on raises that device's peak by at least as much."""
-    run = run_on_jax(METER_ON_THE_GPU)
+    run = run_on_jax("import jax_gpu_meter")
     assert run.readback["device"] == "GPU:0"
     assert run.readback["on"] == run.readback["expected"]
     assert run.readback["peak_mib"] >= 1024
