@@ -187,13 +187,14 @@ describe_combination <- function(x) {
 #' @export
 format.gpukeras_tune <- function(x, ...) {
   t <- x$trials
+  short_axis <- c(baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe", jit_compile = "jit")
   shown <- data.frame(
-    axis = t$axis, precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
+    run = short_axis[t$axis], precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
     jit = ifelse(t$jit_compile, "on", "off"),
     `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
     loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
     numerics = ifelse(t$sound, "sound", "UNSOUND"),
-    note = ifelse(t$stopped_early, "stopped early: clearly slower", ifelse(is.na(t$note), "", t$note)),
+    note = ifelse(t$stopped_early, "stopped early", ifelse(is.na(t$note), "", t$note)),
     check.names = FALSE
   )
   best <- x$recommended

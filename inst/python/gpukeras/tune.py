@@ -15,10 +15,12 @@ first rows, repeated to whole executions; a dataset gives its first batch,
 so a pipeline's own speed is not part of it), timed by gpu_fit()'s monitor
 (``timing.step_timer``): samples per second over the steps after the first
 ``WARMUP_EXECUTIONS`` executions, which hold tracing and compiling. It stops
-at its share of ``time_budget`` (after at least ``MIN_TIMED`` timed
-executions), or early when after that many it runs at less than
-``SLOWER_SHARE`` of the best rate so far: it is clearly slower, and the rest
-of the budget is better spent elsewhere.
+at its share of what is left of ``time_budget``, less the mean cost of a
+run's copying, compiling and warm-up so far (after at least ``MIN_TIMED``
+timed executions; a run the budget cannot pay that cost for is skipped), or
+early when, a quarter of its share in, it runs at less than ``SLOWER_SHARE``
+of the best rate so far: it is clearly slower, and the rest of the budget is
+better spent elsewhere.
 
 Numerics. A trial is sound when every loss it logged and every weight it
 ended with is finite, and, under loss scaling (mixed_float16), when overflows
@@ -167,6 +169,7 @@ def _watch(keras: Any, rows_per_execution: int, trial: Trial, limits: Record) ->
             self.in_epoch = 0
             self.executions = 0
             self.timed_from: float | None = None
+            self.timed_until: float | None = None
 
         def on_epoch_begin(self, epoch: int, logs: Record | None = None) -> None:
             self.in_epoch = 0
@@ -179,6 +182,7 @@ def _watch(keras: Any, rows_per_execution: int, trial: Trial, limits: Record) ->
             now = time.perf_counter()
             if self.executions == WARMUP_EXECUTIONS:
                 self.timed_from = now
+            self.timed_until = now
             timed = self.executions - WARMUP_EXECUTIONS
             if timed < MIN_TIMED or self.timed_from is None:
                 return
@@ -253,6 +257,8 @@ def run_trial(
         )
     limits["first"] = False
     trial.seconds = time.perf_counter() - started
+    timed = (watch.timed_until or 0.0) - (watch.timed_from or 0.0)
+    limits["overheads"].append(trial.seconds - timed)
     trial.losses = watch.execution_losses()
     trial.samples = sum(rows for rows, _ in trial.losses)
     trial.samples_per_second = timer.report()["samples_per_second"]
@@ -383,15 +389,18 @@ def tune(
     planned = 1 + sum(len(values) - 1 for values in axes.values())
     trials: list[Trial] = []
     skipped: list[Record] = []
-    limits: Record = {"best_rate": None, "deadline": 0.0, "first": True}
+    limits: Record = {"best_rate": None, "deadline": 0.0, "first": True, "overheads": []}
 
     def attempt(combination: Combination, axis: str) -> None:
         left = budget - (time.perf_counter() - started)
         remaining = planned - len(trials) - len(skipped)
-        if left <= 0:
+        # What a run costs besides its timed steps (copying, compiling, warm-up), as seen so far.
+        overheads = limits["overheads"]
+        overhead = sum(overheads) / len(overheads) if overheads else 0.0
+        if left <= overhead:
             skipped.append({**asdict(combination), "axis": axis})
             return
-        limits["deadline"] = time.perf_counter() + left / max(1, remaining)
+        limits["deadline"] = time.perf_counter() + max(0.0, left / max(1, remaining) - overhead)
         if seeded is not None:
             keras.utils.set_random_seed(seeded)
         trial = run_trial(model, parts, combination, axis, limits)
