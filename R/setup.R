@@ -84,7 +84,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
                       mixed_precision = "auto", threads = NULL, jit_compile = NULL,
                       cpu_devices = NULL) {
   # As given, for gpu_fit(background = TRUE) to apply in its child process.
-  given <- mget(names(match.call())[-1L])
+  given <- mget(as.character(names(match.call())[-1L]))
   if (missing(memory_growth) && !is.null(memory_limit)) {
     memory_growth <- FALSE
   }
