@@ -1,5 +1,5 @@
 # Two commands on a fresh machine:
-#   make demo   install what is missing, then run gpu_check() and train a digits CNN
+#   make demo   install what is missing, then show the product on a digits CNN (setup, check, tune, fit)
 #   make test   install what is missing, then pytest, testthat and R CMD check
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -14,7 +14,13 @@ VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
 .PHONY: demo test deps install python-env dev-env pytest rcheck lint bench newer-stack-env newer-stack-test
 
-demo: python-env
+# The demo installs only what is missing or out of date (the package when a source is newer
+# than the installed copy, the Python environment when it cannot import Keras), then runs.
+INSTALLED_DESCRIPTION = $(shell $(RSCRIPT) -e 'cat(system.file("DESCRIPTION", package = "gpukeras"))')
+demo: deps
+	@if [ -z "$(INSTALLED_DESCRIPTION)" ] || [ -n "$$(find DESCRIPTION NAMESPACE R inst -newer "$(INSTALLED_DESCRIPTION)" -print -quit)" ]; then \
+	  $(MAKE) --no-print-directory install; fi
+	@"$(ENV_PYTHON)" -c "import keras" 2>/dev/null || $(MAKE) --no-print-directory python-env
 	$(RSCRIPT) inst/scripts/demo.R
 
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
