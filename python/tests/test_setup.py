@@ -388,18 +388,6 @@ def test_unknown_precision_is_a_bad_argument(refused: CoreRun) -> None:
 
 # ---- on a GPU, JAX backend (the verification machines have no TensorFlow) ----
 
-MEMORY_READBACK = """
-from gpukeras import devices, nvml
-def first_gpu():  # CUDA's GPU:0: by the driver's UUID once JAX has started CUDA
-    return devices.cuda_view(nvml.query()).devices[0]
-readback["total"] = first_gpu().memory_total_mib
-readback["before"] = first_gpu().memory_used_mib
-model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), keras.layers.Dense(10)])
-keras.ops.convert_to_numpy(model(keras.ops.ones((128, 64))))
-readback["after"] = first_gpu().memory_used_mib
-readback["backend"] = backend_report()
-"""
-
 
 def _rise(run: CoreRun) -> float:
     return run.readback["after"] - run.readback["before"]
@@ -410,14 +398,14 @@ def test_jax_memory_growth_keeps_gpu_memory_low() -> None:
     growing = run_setup(
         "jax",
         {"memory_growth": True},
-        MEMORY_READBACK,
+        "import gpu_memory_readback",
         env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
     )
     # the variable set to "false" beforehand: memory_growth = FALSE must override it
     preallocating = run_setup(
         "jax",
         {"memory_growth": False},
-        MEMORY_READBACK,
+        "import gpu_memory_readback",
         env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
     )
     assert growing.value["memory_growth"] is True
@@ -431,7 +419,9 @@ def test_jax_memory_growth_keeps_gpu_memory_low() -> None:
 
 @pytest.mark.gpu
 def test_jax_memory_limit_sets_the_memory_fraction() -> None:
-    run = run_setup("jax", {"memory_growth": False, "memory_limit_mib": [4096]}, MEMORY_READBACK)
+    run = run_setup(
+        "jax", {"memory_growth": False, "memory_limit_mib": [4096]}, "import gpu_memory_readback"
+    )
     total = run.readback["total"]
     environ = run.readback["backend"]["environ"]
     written = compat.jax_memory_fraction_variable()
@@ -538,17 +528,11 @@ def test_the_memory_fraction_in_force_is_read_under_either_name(
         assert setup._variable_in_force(name) == in_force
 
 
-TF_GROWTH_AFTER_START = """
-keras.ops.convert_to_numpy(keras.ops.ones(2))
-readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
-"""
-
-
 @pytest.mark.gpu
 def test_tensorflow_growth_off_after_start_holds_as_tensorflows_default() -> None:
     """TensorFlow reads memory growth as None until it is set: that is no growth."""
     requires("tensorflow")
-    run = run_setup("tensorflow", target="runtime.start", after=TF_GROWTH_AFTER_START)
+    run = run_setup("tensorflow", target="runtime.start", after="import tf_growth_after_start")
     no_growth = run.readback["no_growth"]
     assert no_growth["ok"], no_growth
     assert no_growth["value"]["memory_growth"] is False
