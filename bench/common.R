@@ -52,3 +52,40 @@ version_facts <- function() {
     numpy = reticulate::py_to_r(reticulate::import("numpy", convert = FALSE)$`__version__`)
   )
 }
+
+# Wall-clock and CPU seconds (user + system, all threads) of `expr`, with R's and
+# Python's garbage collected first, outside the time.
+timed <- function(expr) {
+  invisible(gc(full = TRUE))
+  invisible(reticulate::import("gc")$collect())
+  took <- system.time(expr)
+  c(wall = took[["elapsed"]], cpu = took[["user.self"]] + took[["sys.self"]])
+}
+
+# Runs each of `ways` (functions returning timed()) once to warm up, then `rounds`
+# times in an order that rotates each round, so no way always runs first or last.
+# Returns list(seconds =, cpu_seconds =): per way, one number per round.
+run_rounds <- function(ways, rounds) {
+  cat("warming up ...\n")
+  for (way in names(ways)) ways[[way]]()
+  seconds <- setNames(vector("list", length(ways)), names(ways))
+  cpu_seconds <- seconds
+  for (round in seq_len(rounds)) {
+    order <- names(ways)[(seq_along(ways) + round - 2L) %% length(ways) + 1L]
+    for (way in order) {
+      took <- ways[[way]]()
+      seconds[[way]] <- c(seconds[[way]], took[["wall"]])
+      cpu_seconds[[way]] <- c(cpu_seconds[[way]], took[["cpu"]])
+    }
+    cat(sprintf(
+      "round %d: %s s\n", round,
+      paste(sprintf("%s %.3f", names(seconds), vapply(seconds, utils::tail, numeric(1), 1)), collapse = ", ")
+    ))
+  }
+  list(seconds = seconds, cpu_seconds = cpu_seconds)
+}
+
+# The median of per-round ratios, its bootstrap 95% interval, and the ratios.
+ratio_summary <- function(ratios) {
+  list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
+}

@@ -46,11 +46,6 @@ goal <- list(dataset_vs_bare_copy = 2, keras_fit_vs_gpukeras_fit = 1.1)
 keras <- gpu_keras()
 tf <- reticulate::import("tensorflow")
 np <- reticulate::import("numpy", convert = FALSE)
-py_gc <- reticulate::import("gc")
-collect <- function() {
-  invisible(gc(full = TRUE))
-  invisible(py_gc$collect())
-}
 
 set.seed(1)
 x <- stats::runif(rows * columns)
@@ -78,13 +73,7 @@ bare_copy <- function() {
   )
 }
 
-# Each way returns its wall-clock and CPU seconds; what it builds is dropped before
-# the next way runs.
-timed <- function(expr) {
-  collect()
-  took <- system.time(expr)
-  c(wall = took[["elapsed"]], cpu = took[["user.self"]] + took[["sys.self"]])
-}
+# Each way returns timed(); what it builds is dropped before the next way runs.
 ways <- list(
   bare_copy = function() timed(bare_copy()),
   gpu_dataset = function() timed(gpu_dataset(x, y, batch_size = batch_size, seed = 1)),
@@ -106,30 +95,13 @@ ways <- list(
   }
 )
 
-cat("warming up ...\n")
-for (way in names(ways)) ways[[way]]()
-seconds <- setNames(vector("list", length(ways)), names(ways))
-cpu_seconds <- seconds
-for (round in seq_len(rounds)) {
-  # Rotate the order each round, so no way always runs first or last.
-  order <- names(ways)[(seq_along(ways) + round - 2L) %% length(ways) + 1L]
-  for (way in order) {
-    took <- ways[[way]]()
-    seconds[[way]] <- c(seconds[[way]], took[["wall"]])
-    cpu_seconds[[way]] <- c(cpu_seconds[[way]], took[["cpu"]])
-  }
-  cat(sprintf(
-    "round %d: %s s\n", round,
-    paste(sprintf("%s %.3f", names(seconds), vapply(seconds, utils::tail, numeric(1), 1)), collapse = ", ")
-  ))
-}
+measured <- run_rounds(ways, rounds)
+seconds <- measured$seconds
+cpu_seconds <- measured$cpu_seconds
 
-summary_of <- function(ratios) {
-  list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
-}
-dataset_vs_copy <- summary_of(seconds$gpu_dataset / seconds$bare_copy)
-end_to_end <- summary_of(seconds$keras_fit / seconds$gpukeras_fit)
-end_to_end_cpu <- summary_of(cpu_seconds$keras_fit / cpu_seconds$gpukeras_fit)
+dataset_vs_copy <- ratio_summary(seconds$gpu_dataset / seconds$bare_copy)
+end_to_end <- ratio_summary(seconds$keras_fit / seconds$gpukeras_fit)
+end_to_end_cpu <- ratio_summary(cpu_seconds$keras_fit / cpu_seconds$gpukeras_fit)
 
 result <- list(
   benchmark = "handover",

@@ -35,11 +35,6 @@ goal <- list(keras_fit_vs_gpukeras_fit = 1.0)
 
 keras <- gpu_keras()
 stopifnot(keras$backend$backend() == "jax")
-py_gc <- reticulate::import("gc")
-collect <- function() {
-  invisible(gc(full = TRUE))
-  invisible(py_gc$collect())
-}
 
 set.seed(1)
 x <- matrix(stats::rnorm(rows * columns), rows, columns)
@@ -57,11 +52,6 @@ mlp <- function() {
   model
 }
 
-timed <- function(expr) {
-  collect()
-  took <- system.time(expr)
-  c(wall = took[["elapsed"]], cpu = took[["user.self"]] + took[["sys.self"]])
-}
 ways <- list(
   keras_fit = function() {
     model <- mlp()
@@ -81,28 +71,12 @@ ways <- list(
   }
 )
 
-cat("warming up ...\n")
-for (way in names(ways)) ways[[way]]()
-seconds <- setNames(vector("list", length(ways)), names(ways))
-cpu_seconds <- seconds
-for (round in seq_len(rounds)) {
-  order <- names(ways)[(seq_along(ways) + round - 2L) %% length(ways) + 1L]
-  for (way in order) {
-    took <- ways[[way]]()
-    seconds[[way]] <- c(seconds[[way]], took[["wall"]])
-    cpu_seconds[[way]] <- c(cpu_seconds[[way]], took[["cpu"]])
-  }
-  cat(sprintf(
-    "round %d: %s s\n", round,
-    paste(sprintf("%s %.3f", names(seconds), vapply(seconds, utils::tail, numeric(1), 1)), collapse = ", ")
-  ))
-}
+measured <- run_rounds(ways, rounds)
+seconds <- measured$seconds
+cpu_seconds <- measured$cpu_seconds
 
-summary_of <- function(ratios) {
-  list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
-}
-arrays <- summary_of(seconds$keras_fit / seconds$gpukeras_fit)
-dataset <- summary_of(seconds$keras_fit / seconds$gpukeras_fit_dataset)
+arrays <- ratio_summary(seconds$keras_fit / seconds$gpukeras_fit)
+dataset <- ratio_summary(seconds$keras_fit / seconds$gpukeras_fit_dataset)
 
 result <- list(
   benchmark = "jax_input",
