@@ -556,20 +556,6 @@ readback["kept"] = bridge.call("setup.apply_setup", {"memory_growth": False})
 
 
 # `devices` counts the GPUs CUDA lets this process see, not nvidia-smi's (issue #14, item 6) ---
-FOUR_GPUS = """
-import sys
-sys.path.insert(0, {tests!r})
-from nvml_double import FakeGpu, fake_pynvml
-sys.modules["pynvml"] = fake_pynvml([
-    FakeGpu(name={first!r}, uuid="GPU-aaaa0000-0000-0000-0000-000000000000", capability={cc!r},
-            pci_bus_id="00000000:17:00.0"),
-    FakeGpu(uuid="GPU-bbbb0000-0000-0000-0000-000000000000", pci_bus_id="00000000:65:00.0"),
-    FakeGpu(uuid="GPU-cccc0000-0000-0000-0000-000000000000", pci_bus_id="00000000:B1:00.0"),
-    FakeGpu(uuid="GPU-dddd0000-0000-0000-0000-000000000000", pci_bus_id="00000000:CA:00.0"),
-])
-"""
-
-
 def _on_a_four_gpu_node(
     kwargs: dict, env: dict[str, str | None], first: str = "NVIDIA H100 80GB HBM3", cc=(9, 0)
 ) -> CoreRun:
@@ -579,7 +565,7 @@ def _on_a_four_gpu_node(
         "setup.apply_setup",
         kwargs,
         env={"KERAS_BACKEND": "jax", **env},
-        setup=FOUR_GPUS.format(tests=str(Path(__file__).parent), first=first, cc=cc),
+        setup=f"import four_gpus\nfour_gpus.install({first!r}, {cc!r})",
         after="import os; readback['visible'] = os.environ.get('CUDA_VISIBLE_DEVICES')",
     )
 
@@ -651,27 +637,13 @@ readback["fraction"] = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.g
 
 
 # On JAX, CUDA started before gpu_setup() fixes the GPUs (issue #14, item 5) -----------
-CUDA_STARTED = """
-from gpukeras import cuda_driver
-from nvml_double import FakeLibcuda
-# What gpu_dataset() leaves on JAX: TensorFlow listed its GPUs, so cuInit ran, JAX has not.
-cuda_driver.load = lambda: FakeLibcuda(
-    [(f"GPU-{{letter * 4}}0000-0000-0000-0000-000000000000", bus)
-     for letter, bus in zip("abcd", ["0000:17:00.0", "0000:65:00.0", "0000:b1:00.0",
-                                      "0000:ca:00.0"])]
-)
-"""
-
-
 def _after_cuda_started(devices: list[str]) -> CoreRun:
     requires("jax")
-    tests = str(Path(__file__).parent)
     return run_core(
         "setup.apply_setup",
         {"devices": devices},
         env={"KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": None},
-        setup=FOUR_GPUS.format(tests=tests, first="NVIDIA H100 80GB HBM3", cc=(9, 0))
-        + CUDA_STARTED.format(),
+        setup="import cuda_started, four_gpus\nfour_gpus.install()\ncuda_started.install()",
         after="""
 import os
 from gpukeras import compat

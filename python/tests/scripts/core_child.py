@@ -6,9 +6,10 @@ blocking a module); AFTER runs after the call, with ``result`` (the bridge's
 answer), ``bridge`` and the dict ``readback`` in scope, and stores
 JSON-serialisable facts in ``readback``. Both run in this module's namespace,
 so they see ``json``, ``os`` and ``sys`` too. Code kept in a file of this
-folder runs as an import by its name (``import hide_keras``, ``from readback
-import *``); a module run as AFTER reaches the call's names by ``from __main__
-import readback, result``. The last line printed starts with ``MARKER``.
+folder, or in the tests' helpers (``nvml_double``), runs as an import by its
+name (``import hide_keras``, ``from readback import *``); a module run as
+AFTER reaches the call's names by ``from __main__ import readback, result``.
+The last line printed starts with ``MARKER``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 MARKER = "@@gpukeras-result@@"
 WATCHED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
 
 if __name__ == "__main__":
+    # The tests' own helpers (nvml_double) import by name too, after this folder's modules.
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
     exec(sys.argv[3])
     from gpukeras import bridge
 
