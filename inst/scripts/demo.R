@@ -46,7 +46,7 @@ model <- build_model()
 
 section("gpu_tune(): the fastest numerically sound settings, on copies of the model")
 tune <- gpu_tune(model, train,
-  time_budget = 30, batch_sizes = c(32, 64, 128), steps_per_execution = c(1, 8), seed = 1
+  time_budget = 25, batch_sizes = c(32, 128), steps_per_execution = c(1, 8), seed = 1
 )
 print(tune)
 if (tune$recommended$precision != keras$config$dtype_policy()$name) {
