@@ -194,7 +194,7 @@ format.gpukeras_tune <- function(x, ...) {
     `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
     loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
     numerics = ifelse(t$sound, "sound", "UNSOUND"),
-    note = ifelse(t$stopped_early, "stopped early", ifelse(is.na(t$note), "", t$note)),
+    note = ifelse(t$stopped_early, "stopped early", ""),
     check.names = FALSE
   )
   best <- x$recommended
@@ -210,6 +210,9 @@ format.gpukeras_tune <- function(x, ...) {
       nrow(t), x$seconds, x$device, x$device_name, x$backend, x$batch_sizes_from
     ),
     utils::capture.output(print(shown, row.names = FALSE)),
+    vapply(which(!t$sound), function(i) {
+      sprintf("UNSOUND: %s: %s", describe_combination(t[i, ]), sub("^unsound: ", "", t$note[i]))
+    }, character(1)),
     if (nrow(x$skipped)) sprintf("Skipped (time_budget spent): %d runs", nrow(x$skipped)),
     if (!is.na(x$loss_samples %||% NA)) sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
     if (is.null(best)) {

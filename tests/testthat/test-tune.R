@@ -95,3 +95,31 @@ test_that("bad input to gpu_tune() and gpu_fit(settings = ) gets a classed error
   )
   expect_error(gpu_fit(model, data, batch_size = 4, settings = some), "Give `settings` or `batch_size`, not both", class = "gpukeras_error_bad_argument")
 })
+
+test_that("print and plot mark an unsound run, and recommend only a sound one", {
+  run <- function(precision, rate, sound, note = NULL) {
+    list(
+      axis = if (precision == "float32") "baseline" else "precision", precision = precision, batch_size = 32L,
+      steps_per_execution = 1L, jit_compile = FALSE, samples_per_second = rate, samples = 640L,
+      loss = if (sound) 0.5 else NaN, finite = sound, overflows = if (precision == "mixed_float16") 12L,
+      sound = sound, stopped_early = FALSE, seconds = 2, note = note
+    )
+  }
+  result <- list(
+    trials = list(run("float32", 1000, TRUE), run("mixed_float16", 5000, FALSE, "unsound: the loss became NaN or infinite")),
+    recommended = list(precision = "float32", batch_size = 32L, steps_per_execution = 1L, jit_compile = FALSE),
+    baseline = NULL, loss_samples = 640L, skipped = list(), device = "CPU:0", device_name = "CPU",
+    backend = "tensorflow", batch_sizes_from = "given", seconds = 5, settings = list()
+  )
+  tune <- gpukeras:::new_gpukeras_tune(result, "r")
+  printed <- format(tune)
+  expect_true(any(grepl("mixed_float16 .* UNSOUND", printed)))
+  expect_true("UNSOUND: mixed_float16, batch 32, steps_per_execution 1, jit_compile off: the loss became NaN or infinite" %in% printed)
+  expect_true(any(grepl("^Recommended: float32, batch 32, steps_per_execution 1, jit_compile off \\(1,000 samples/s, 1.00x the baseline\\)", printed)))
+  expect_identical(as.data.frame(tune)$overflows, c(NA, 12L))
+  path <- withr::local_tempfile(fileext = ".png")
+  grDevices::png(path)
+  expect_identical(plot(tune), tune)
+  grDevices::dev.off()
+  expect_gt(file.size(path), 1000)
+})
