@@ -146,17 +146,8 @@ tune_columns <- c(
   "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note"
 )
 
-records_frame <- function(records, columns) {
-  cells <- lapply(columns, function(column) {
-    values <- lapply(records, function(record) record[[column]] %||% NA)
-    unlist(values)
-  })
-  frame <- as.data.frame(stats::setNames(cells, columns), stringsAsFactors = FALSE)
-  frame[seq_along(records), , drop = FALSE]
-}
-
 new_gpukeras_tune <- function(result, data_kind) {
-  trials <- records_frame(result$trials, tune_columns)
+  trials <- rows_to_df(result$trials, tune_columns)
   for (column in c("samples_per_second", "loss", "seconds")) trials[[column]] <- as.numeric(trials[[column]])
   structure(
     list(
@@ -164,7 +155,7 @@ new_gpukeras_tune <- function(result, data_kind) {
       recommended = result$recommended,
       baseline = result$baseline,
       loss_samples = result$loss_samples,
-      skipped = records_frame(result$skipped, c("axis", tune_columns[2:5])),
+      skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5])),
       device = result$device,
       device_name = result$device_name,
       backend = result$backend,
