@@ -35,7 +35,8 @@ EPOCHS = 2
 
 def run_workers(out: Path, specs: list[dict]) -> tuple[list[dict | None], list[int]]:
     """Run one worker per spec (a cluster when specs name ``workers``; a spec may name
-    its own ``out``) and return what each wrote in ``out`` and its exit status, by index."""
+    its own ``out``) and return what each wrote and its exit status, in the specs' order
+    (the standard error of the i-th is ``out/stderr-<i>.txt``)."""
     requires("jax")
     requires("tensorflow")
     out.mkdir(parents=True, exist_ok=True)
@@ -61,8 +62,8 @@ def run_workers(out: Path, specs: list[dict]) -> tuple[list[dict | None], list[i
                 process.kill()
                 process.wait()
     results = []
-    for index in range(len(specs)):
-        path = out / f"result-{index}.json"
+    for spec in specs:
+        path = Path(spec.get("out", out)) / f"result-{spec.get('index', 0)}.json"
         results.append(json.loads(path.read_text()) if path.exists() else None)
     return results, [process.returncode for process in processes]
 
@@ -96,10 +97,9 @@ def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches
     }
     results, codes = run_workers(tmp_path, [*cluster_specs(2, **train), reference])
     assert codes == [0, 0, 0], codes
-    chief, other = (
-        fit_value(result, tmp_path / f"stderr-{i}.txt") for i, result in enumerate(results[:2])
+    chief, other, one = (
+        fit_value(result, tmp_path / f"stderr-{i}.txt") for i, result in enumerate(results)
     )
-    one = fit_value(json.loads((alone / "result-0.json").read_text()), tmp_path / "stderr-2.txt")
     described = [result["describe"] for result in results[:2]]  # type: ignore[index]
     assert [d["type"] for d in described] == ["multi_worker"] * 2
     assert [d["replicas"] for d in described] == [2, 2]
@@ -120,23 +120,41 @@ def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches
         np.testing.assert_allclose(mine, alone_weights, atol=1e-5)
 
 
-def test_a_killed_jax_worker_stops_the_other_with_worker_lost(tmp_path: Path) -> None:
-    specs = cluster_specs(2, epochs=EPOCHS, seed=5, heartbeat=HEARTBEAT)
-    specs[1]["die_at"] = [0, 5]
-    started = time.monotonic()
+def test_a_killed_jax_worker_stops_the_other_and_a_restart_resumes_exactly(
+    tmp_path: Path,
+) -> None:
+    train = {"epochs": EPOCHS, "seed": 5, "outside_seed": 1, "heartbeat": HEARTBEAT}
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole.mkdir()
+    backup = {**train, "out": str(broken), "backup_dir": str(broken / "backup")}
+    specs = [*cluster_specs(2, **train, out=str(whole)), *cluster_specs(2, **backup)]
+    specs[3]["die_at"] = [1, 5]  # worker 1 of the second cluster, in its second epoch
     results, codes = run_workers(tmp_path, specs)
-    assert codes[1] == -signal.SIGKILL
-    survivor = results[0]
-    assert survivor is not None, (tmp_path / "stderr-0.txt").read_text()[-3000:]
+    # JAX ends the survivor as it exits (its shutdown finds the cluster broken): none hangs.
+    assert codes[:2] == [0, 0] and codes[3] == -signal.SIGKILL, codes
+    assert codes[2] in (0, -signal.SIGABRT), codes
+    survivor = results[2]
+    assert survivor is not None, (tmp_path / "stderr-2.txt").read_text()[-3000:]
     answer = survivor["fit"]
-    assert not answer["ok"]
     assert answer["r_class"] == "gpukeras_error_worker_lost", answer
     assert "Another worker was lost" in answer["message"]
     assert f"within {HEARTBEAT} s" in answer["message"]
-    died = float((tmp_path / "died-1").read_text())
+    died = float((broken / "died-1").read_text())
     assert survivor["failed_at"] - died < HEARTBEAT + NOTICE_SLACK
-    # JAX ends the survivor too (its shutdown finds the cluster broken): nothing hangs.
-    assert time.monotonic() - started < LIMIT
+    # The chief alone wrote the backup, into the shared folder: the end of the first epoch.
+    assert json.loads((broken / "backup" / "gpukeras-backup.json").read_text())["epoch"] == 1
+
+    # Every worker started again with the same call resumes from the chief's backup.
+    restarted, codes = run_workers(tmp_path / "again", cluster_specs(2, **backup))
+    assert codes == [0, 0], codes
+    uninterrupted = fit_value(results[0], tmp_path / "stderr-0.txt")
+    for index, result in enumerate(restarted):
+        resumed = fit_value(result, tmp_path / "again" / f"stderr-{index}.txt")
+        assert resumed["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 0}
+        assert resumed["history"] == uninterrupted["history"]
+        for mine, theirs in zip(weights(broken, index), weights(whole, 0)):
+            np.testing.assert_array_equal(mine, theirs)
+    assert not (broken / "backup").exists()  # the chief removed it once training completed
 
 
 # Checks before any cluster is joined ------------------------------------------------------

@@ -26,7 +26,11 @@ generators); (d) deletes the whole backup folder, whatever else is in it.
   and metrics of those batches restored, so the epoch's logged loss is the
   mean over all its batches, as in an uninterrupted run;
 - backs up at the end of every epoch as well, and removes only its own files
-  when training completes.
+  when training completes;
+- on JAX with several processes (``gpukeras.jax_cluster``), writes them into
+  the shared folder on the chief alone; the other workers make the same
+  backups (reading the state takes every worker) into a private temporary
+  folder, and every worker restores from the shared one.
 
 Exact resumption also needs the data order to depend only on the seed and
 the epoch; ``gpukeras.data_adapters`` arranges that (see its notes).
@@ -37,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +161,15 @@ def _plain_logs(logs: dict | None) -> dict[str, float]:
     return out
 
 
+def _save_dir(backup_dir: str) -> str:
+    """Where this process writes backups: ``backup_dir``, or on a JAX worker other than the
+    chief a temporary folder of its own (see the module's notes)."""
+    jax = sys.modules.get("jax")
+    if jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0:
+        return backup_dir
+    return tempfile.mkdtemp(prefix="gpukeras-worker-backup-")
+
+
 def backup_callback(
     backup_dir: str,
     save_freq: str | int,
@@ -191,6 +206,7 @@ def backup_callback(
             self.batches_done = 0
             self.skip_batches = 0
             self.restored = False
+            self.save_dir = _save_dir(backup_dir)
 
         # Loading -----------------------------------------------------------
         def on_train_begin(self, logs: dict | None = None) -> None:
@@ -273,7 +289,7 @@ def backup_callback(
                 model.jax_state_sync()  # JAX keeps the trained state outside the model
             self.generation += 1
             name = WEIGHTS_PATTERN.format(self.generation)
-            model.save_weights(os.path.join(backup_dir, name), overwrite=True)
+            model.save_weights(os.path.join(self.save_dir, name), overwrite=True)
             committed = {
                 "format": FORMAT,
                 "epoch": self.epoch,
@@ -292,16 +308,16 @@ def backup_callback(
                 if self.batches_done
                 else [],
             }
-            temporary = os.path.join(backup_dir, STATE_FILE + ".tmp")
+            temporary = os.path.join(self.save_dir, STATE_FILE + ".tmp")
             with open(temporary, "w") as out:
                 json.dump(committed, out)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(temporary, os.path.join(backup_dir, STATE_FILE))
+            os.replace(temporary, os.path.join(self.save_dir, STATE_FILE))
             self._remove_weights(keep=name)
 
         def _remove_weights(self, keep: str | None) -> None:
-            for path in Path(backup_dir).glob("weights-*.weights.h5"):
+            for path in Path(self.save_dir).glob("weights-*.weights.h5"):
                 if path.name != keep:
                     path.unlink(missing_ok=True)
 
@@ -311,8 +327,8 @@ def backup_callback(
             # nothing else is in it.
             compat.unwrap_train_function(self.model, "resume")
             self._remove_weights(keep=None)
-            Path(backup_dir, STATE_FILE).unlink(missing_ok=True)
+            Path(self.save_dir, STATE_FILE).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
-                Path(backup_dir).rmdir()
+                Path(self.save_dir).rmdir()
 
     return ExactBackupAndRestore()

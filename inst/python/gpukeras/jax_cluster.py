@@ -52,8 +52,7 @@ HEARTBEAT_TIMEOUT_SECONDS = 10
 # What JAX's collectives and coordination service say when a peer is gone.
 LOST_PEER = re.compile(
     r"Gloo .*(Connection reset|Connection closed|Connection refused|Broken pipe|Read error|"
-    r"Timed out)|heartbeat|stopped sending heartbeats|UNAVAILABLE",
-    re.IGNORECASE,
+    r"Timed out)|heartbeat|UNAVAILABLE:"
 )
 RESTART = (
     "Restart R on every worker, call gpu_strategy() first (before anything else that uses "

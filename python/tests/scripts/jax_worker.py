@@ -9,8 +9,8 @@ backend with the core on PYTHONPATH. The spec's keys:
 - ``heartbeat``: the cluster's heartbeat timeout in seconds (``jax_cluster.join``).
 - ``out``: folder for ``result-<index>.json`` (the bridge's answers, plain data,
   with ``failed_at``: the time the fit returned) and ``weights-<index>.npz``.
-- ``epochs``, ``batch_size``, ``seed``, ``backup_dir``, ``outside_seed``: the
-  gpu_fit() call (``fit.fit`` through ``bridge.call``, as R makes it); the
+- ``epochs``, ``batch_size``, ``seed``, ``backup_dir`` (``{index}`` in it is
+  this worker's index), ``outside_seed``: the gpu_fit() call (``fit.fit`` through ``bridge.call``, as R makes it); the
   model is built with ``keras.utils.set_random_seed(outside_seed + index)``,
   so its initial weights differ between workers unless ``outside_seed`` is null;
   ``as_dataset``: give the arrays as the seeded tf.data pipeline that several
@@ -93,7 +93,9 @@ def main() -> None:
             "epochs": spec["epochs"],
             "batch_size": batch_size,
             "seed": spec.get("seed"),
-            "backup_dir": spec.get("backup_dir"),
+            "backup_dir": spec["backup_dir"].format(index=index)
+            if spec.get("backup_dir")
+            else None,
             "callbacks": killer(keras, spec, out),
             "strategy": strategy,
             "monitor": spec.get("monitor", False),
