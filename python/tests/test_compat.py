@@ -39,7 +39,12 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     keras = config.keras()
     version = keras.__version__
     model = tiny_model()
-    for name in ("_flatten_layers", "_initial_epoch", "_resolve_auto_jit_compile"):
+    for name in (
+        "_flatten_layers",
+        "_initial_epoch",
+        "_resolve_auto_jit_compile",
+        "_symbolic_build",
+    ):
         has(model, name, "Keras", version)
     has(model, "_compile_config", "Keras", version)
     has(model._compile_config, "config", "Keras", version)
@@ -61,6 +66,10 @@ def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:
     has(dataset, "_input_dataset", "TensorFlow", tf.__version__)
     has(dataset._input_dataset, "_batch_size", "TensorFlow", tf.__version__)
     from tensorflow.python.eager import context
+    from tensorflow.python.profiler import trace
+
+    has(trace, "_pywrap_traceme", "TensorFlow", tf.__version__)
+    has(trace._pywrap_traceme, "traceme_enabled", "TensorFlow", tf.__version__)
 
     for name in ("_context_handle", "configure_coordination_service", "report_error_to_cluster"):
         has(context.context(), name, "TensorFlow", tf.__version__)

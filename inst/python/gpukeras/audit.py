@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
-from gpukeras import arguments, flops, precision
+from gpukeras import arguments, compat, flops, precision
 from gpukeras.errors import BadModelError
 from gpukeras.handles import Layer, Model, Tensor
 from gpukeras.runtime import config
@@ -126,7 +126,7 @@ def _walk(
         # layer is; a layer inside another (a custom block) may be an output
         # when its parent is, but gets its input from its parent's code.
         wraps = isinstance(layer, (keras.layers.Wrapper, keras.layers.Bidirectional))
-        for inner in layer._flatten_layers(include_self=False, recursive=True):
+        for inner in compat.flatten_layers(layer):
             yield _Place(inner, f"{path}/{inner.name}", layer, is_output, takes_data and wraps)
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from gpukeras.handles import Layer, Model
 from gpukeras.runtime import config
 
 WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
@@ -121,15 +123,20 @@ def set_initial_epoch(model: object, epoch: int | None) -> None:
     model._initial_epoch = epoch  # type: ignore[attr-defined]
 
 
-def flatten_layers(
-    layer: object, include_self: bool = False, recursive: bool = True
-) -> list[object]:
+def flatten_layers(layer: Layer, include_self: bool = False, recursive: bool = True) -> list[Layer]:
     """The layers inside ``layer`` (a model too), nested ones included, in a fixed order.
 
     ``model.layers`` goes one level deep; Keras' private ``_flatten_layers``
     also walks the layers inside layers (a custom block, a model in a model).
     """
     return list(layer._flatten_layers(include_self=include_self, recursive=recursive))  # type: ignore[attr-defined]
+
+
+def symbolic_build(model: Model, data_batch: object) -> None:
+    """Build the model, its compiled loss and metrics and its optimizer for batches like
+    ``data_batch`` (a batch, or its spec), as ``fit()`` does on the first batch it takes
+    (Keras' private ``_symbolic_build``)."""
+    model._symbolic_build(data_batch=data_batch)  # type: ignore[attr-defined]
 
 
 def seed_generators(model: object) -> list[object]:
@@ -197,6 +204,18 @@ def report_error_to_cluster(code: int, message: str) -> None:
 
 
 # Setup, data pipelines and other backends ---------------------------------------
+def mend_tensorflow_trace() -> None:
+    """Undo what a JAX trace's start and stop do to TensorFlow, where it is installed.
+
+    XLA's Python hooks (python_hooks.cc, EnableTraceMe) import
+    ``tensorflow.python.profiler.trace`` and set its ``enabled`` to a bool, as
+    older TensorFlow had it; TensorFlow 2.21 calls ``enabled()``, so measured
+    here every later TensorFlow op (tf.data included) fails with "'bool'
+    object is not callable". Put TensorFlow's function back.
+    """
+    trace = sys.modules.get("tensorflow.python.profiler.trace")
+    if trace is not None and not callable(trace.enabled):
+        trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
 
 
 def global_dtype_policy_set() -> bool:

@@ -378,7 +378,7 @@ def build_from_spec(model: Model, dataset: Dataset) -> bool:
     """
     check_batched(model, dataset)
     try:
-        model._symbolic_build(data_batch=dataset.element_spec)
+        compat.symbolic_build(model, dataset.element_spec)
     except Exception:  # a model Keras cannot build symbolically: it builds on a batch
         return False
     return True

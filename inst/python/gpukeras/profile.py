@@ -17,7 +17,7 @@ from keras/src/callbacks/tensorboard.py (Keras 3.15) and measured here:
 - on JAX it turns profiling off below Python 3.12 (a segfault report,
   keras-team/keras#20450). Measured here (Python 3.11, JAX 0.7.1), a JAX
   trace of Keras training works, but where TensorFlow is installed too it
-  breaks every later TensorFlow op, which ``_mend_tensorflow_trace`` undoes;
+  breaks every later TensorFlow op, which ``compat.mend_tensorflow_trace`` undoes;
 - a profiler that fails to start (another trace running) is only logged, so
   the trace is silently missing;
 - it logs from ``on_train_batch_end``, which makes Keras call batch-end
@@ -45,14 +45,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gpukeras import arguments, data_adapters, fit, profile_logs, sources, timing
+from gpukeras import arguments, compat, data_adapters, fit, profile_logs, sources, timing
 from gpukeras import monitor as monitoring
 from gpukeras.errors import BadArgumentError, BadDataError, ProfilerError
 from gpukeras.handles import Callback, Model, Record
@@ -97,20 +96,6 @@ def check_logdir(logdir: object) -> str:
 
 
 # Driving the profiler ---------------------------------------------------------
-def _mend_tensorflow_trace() -> None:
-    """Undo what a JAX trace's start and stop do to TensorFlow, where it is installed.
-
-    XLA's Python hooks (python_hooks.cc, EnableTraceMe) import
-    ``tensorflow.python.profiler.trace`` and set its ``enabled`` to a bool, as
-    older TensorFlow had it; TensorFlow 2.21 calls ``enabled()``, so measured
-    here every later TensorFlow op (tf.data included) fails with "'bool'
-    object is not callable". Put TensorFlow's function back.
-    """
-    trace: Any = sys.modules.get("tensorflow.python.profiler.trace")
-    if trace is not None and not callable(trace.enabled):
-        trace.enabled = trace._pywrap_traceme.traceme_enabled
-
-
 class Profiler:
     """The backend's profiler: start, stop, and a marker per step.
 
@@ -146,7 +131,7 @@ class Profiler:
         try:
             if self.backend == "jax":
                 self._module.start_trace(self._scratch)
-                _mend_tensorflow_trace()
+                compat.mend_tensorflow_trace()
             else:
                 self._module.profiler.experimental.start(self._scratch)
         except Exception as error:
@@ -168,7 +153,7 @@ class Profiler:
         try:
             if self.backend == "jax":
                 self._module.stop_trace()
-                _mend_tensorflow_trace()
+                compat.mend_tensorflow_trace()
             else:
                 self._module.profiler.experimental.stop(save=run_dir is not None)
             if run_dir is None:
