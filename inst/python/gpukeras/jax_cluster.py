@@ -32,7 +32,15 @@ process dies", jax.distributed's documentation): a process cannot go on
 alone, and JAX terminates it (SIGABRT, from C++, which Python cannot catch)
 within ``heartbeat_timeout_seconds`` of the lost worker's last heartbeat,
 also when it waits outside a collective. So no worker hangs: each raises
-WorkerLostError or is ended within that bound. Restart every worker.
+WorkerLostError or is ended within that bound. Restart every worker. Not
+covered: a worker whose own call fails while its process lives on (an
+error in a callback, then R carries on) leaves the others waiting in their
+next exchange until it exits; gpu_launch() stops all workers when one fails.
+
+Backups. With gpu_fit(backup_dir = ) on storage every worker sees, the chief
+alone writes them there (``gpukeras.backup``) and every worker restores from
+them: started again with the same call, all workers resume to the weights
+of an uninterrupted run, bit for bit on the CPU (as the tests check).
 """
 
 from __future__ import annotations
