@@ -8,14 +8,85 @@ compat.py was written for.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gpukeras import compat
 from gpukeras.runtime import config
+
+CORE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
+PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src")
+# Private uses outside compat.py that are still to move there (issue #15, item 5).
+NOT_YET = {
+    ("batch_size.py", "_symbolic_build"),
+    ("flops.py", "_flatten_layers"),
+    ("profile_logs.py", "tensorflow.tsl.profiler.protobuf"),
+}
+
+
+def private_uses(source: str) -> set[str]:
+    """Private attributes ``source`` reads or sets on objects other than its own (``self``),
+    by name or through getattr/hasattr/setattr, and private modules it imports. gpukeras'
+    own marks on framework objects (``_gpukeras_*``) are not private to the framework."""
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith(("__", "_gpukeras_"))
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.add(node.attr)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+            "getattr",
+            "hasattr",
+            "setattr",
+        ):
+            name = node.args[1] if len(node.args) > 1 else None
+            if (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and private(name.value)
+            ):
+                found.add(name.value)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PRIVATE_MODULES):
+            found.add(str(node.module))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(PRIVATE_MODULES))
+    return found
+
+
+def test_private_framework_attributes_are_used_in_compat_alone() -> None:
+    found = {
+        (path.name, use)
+        for path in CORE.glob("*.py")
+        if path.name != "compat.py"
+        for use in private_uses(path.read_text(encoding="utf-8"))
+    }
+    assert found - NOT_YET == set(), "use these through gpukeras.compat"
+
+
+def test_private_uses_are_found_in_every_form() -> None:
+    source = """
+import tensorflow.python.eager
+from keras.src.backend import global_state
+model._flatten_layers()
+getattr(layer, "_inbound_nodes", [])
+self._own = 1
+strategy._gpukeras_cluster = None
+x.__class__
+"""
+    assert private_uses(source) == {
+        "tensorflow.python.eager",
+        "keras.src.backend",
+        "_flatten_layers",
+        "_inbound_nodes",
+    }
 
 
 def tiny_model() -> object:

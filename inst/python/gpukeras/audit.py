@@ -396,7 +396,7 @@ def _masked(keras: ModuleType, layer: Layer) -> bool:
 
     Walks back through layers that pass masks on; stops at one that does not.
     """
-    nodes = list(getattr(layer, "_inbound_nodes", []))[:1]
+    nodes = compat.inbound_nodes(layer)[:1]
     seen: set[int] = set()
     while nodes:
         node = nodes.pop()

@@ -14,6 +14,7 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gpukeras.handles import Layer, Model
 from gpukeras.runtime import config
@@ -137,6 +138,17 @@ def symbolic_build(model: Model, data_batch: object) -> None:
     ``data_batch`` (a batch, or its spec), as ``fit()`` does on the first batch it takes
     (Keras' private ``_symbolic_build``)."""
     model._symbolic_build(data_batch=data_batch)  # type: ignore[attr-defined]
+
+
+def inbound_nodes(layer: Layer) -> list[Any]:
+    """The nodes that call ``layer`` in a functional graph (Keras' private ``_inbound_nodes``)."""
+    return list(getattr(layer, "_inbound_nodes", []))
+
+
+def distribute_strategy_of(model: Model) -> object:
+    """The tf.distribute strategy the model's variables were made under, or None
+    (TensorFlow's Keras records it as the private ``_distribute_strategy``)."""
+    return getattr(model, "_distribute_strategy", None)
 
 
 def seed_generators(model: object) -> list[object]:

@@ -54,7 +54,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpukeras import cluster, jax_cluster, scope, tensors
+from gpukeras import cluster, compat, jax_cluster, scope, tensors
 from gpukeras.errors import BadArgumentError, BadModelError, UnknownDeviceError
 from gpukeras.handles import Dataset, Model, Optimizer, Strategy
 from gpukeras.runtime import config
@@ -253,7 +253,7 @@ def in_scope(model: Model, strategy: Strategy) -> bool:
 
     On JAX it is not recorded, so a copy is always made: cheap next to training.
     """
-    return kind_of(strategy) != "jax" and getattr(model, "_distribute_strategy", None) is strategy
+    return kind_of(strategy) != "jax" and compat.distribute_strategy_of(model) is strategy
 
 
 def _copy_optimizer_state(
