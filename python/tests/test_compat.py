@@ -25,7 +25,6 @@ PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src
 NOT_YET = {
     ("batch_size.py", "_symbolic_build"),
     ("flops.py", "_flatten_layers"),
-    ("profile_logs.py", "tensorflow.tsl.profiler.protobuf"),
 }
 
 
@@ -138,7 +137,9 @@ def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:
     has(dataset._input_dataset, "_batch_size", "TensorFlow", tf.__version__)
     from tensorflow.python.eager import context
     from tensorflow.python.profiler import trace
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+    has(xplane_pb2, "XSpace", "TensorFlow", tf.__version__)
     has(trace, "_pywrap_traceme", "TensorFlow", tf.__version__)
     has(trace._pywrap_traceme, "traceme_enabled", "TensorFlow", tf.__version__)
 

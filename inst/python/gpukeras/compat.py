@@ -244,6 +244,14 @@ def global_dtype_policy_set() -> bool:
     return global_state.get_global_attribute("dtype_policy") is not None
 
 
+def xspace_message() -> Any:
+    """TensorFlow's message class for a profiler trace (``.xplane.pb``): ``XSpace``, from the
+    protobuf module TensorFlow 2.21 keeps under ``tensorflow.tsl``."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    return xplane_pb2.XSpace
+
+
 def jax_backends_started() -> bool:
     """Whether JAX has initialised its backends (after which XLA variables no longer act)."""
     from jax._src import xla_bridge

@@ -41,8 +41,8 @@ import shlex
 from pathlib import Path
 from typing import Any, TypedDict
 
+from gpukeras import compat, sources
 from gpukeras import monitor as monitoring
-from gpukeras import sources
 
 STEP_NAME = "train"  # the profiler's step marker, as TensorFlow's profiler guide names it
 # TensorFlow's host events for taking a batch from a tf.data iterator (the op's
@@ -69,9 +69,7 @@ def files(paths: list[Path]) -> list[dict[str, object]]:
 
 def _planes_tensorflow(path: Path) -> list[Plane]:
     """An .xplane.pb (XSpace protobuf) read with TensorFlow's own message class."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    space = xplane_pb2.XSpace()
+    space = compat.xspace_message()()
     space.ParseFromString(path.read_bytes())
     planes: list[Plane] = []
     for plane in space.planes:
