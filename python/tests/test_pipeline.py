@@ -232,6 +232,8 @@ def test_image_presets_on_tabular_arrays_are_a_bad_argument() -> None:
     ("options", "message"),
     [
         ({"batch_size": 0}, "batch_size must be"),
+        ({"batch_size": 2_000_000}, r"batch_size must be .*\(at most 1000000\)"),
+        ({"batch_size": 2.5}, "batch_size must be a whole number"),
         ({"validation_split": 1.0}, "validation_split must be in"),
         ({"augment": {"zoom": {}}}, "Unknown augment preset.*Presets: flip_horizontal"),
         ({"augment": {"crop": {}}}, "'crop' \\(RandomCrop\\) rejected its parameters"),
@@ -242,6 +244,11 @@ def test_image_presets_on_tabular_arrays_are_a_bad_argument() -> None:
 def test_bad_options_are_classed(ids: tuple, options: dict, message: str) -> None:
     with pytest.raises(errors.BadArgumentError, match=message):
         pipeline.from_arrays(*ids, **options)
+
+
+def test_a_whole_number_batch_size_from_r_is_taken(ids: tuple) -> None:
+    built = pipeline.from_arrays(*ids, batch_size=25.0, shuffle=False)  # an R double
+    assert built["info"]["batches"] == 4
 
 
 def test_rows_must_match_and_exist() -> None:

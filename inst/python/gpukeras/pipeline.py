@@ -17,7 +17,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras import sources
+from gpukeras import arguments, sources
 from gpukeras.array_source import gathered_batches, tensor_of
 from gpukeras.augment import apply_to_features, augment_error, augmenter, check_presets
 from gpukeras.devices import host_memory_mib
@@ -61,8 +61,7 @@ def made_here(dataset: object) -> Made | None:
 
 
 def _check(options: PipelineOptions) -> None:
-    if not isinstance(options.batch_size, int) or options.batch_size < 1:
-        raise BadArgumentError(f"batch_size must be a whole number >= 1, not {options.batch_size}.")
+    options.batch_size = arguments.count("batch_size", options.batch_size)
     if not 0 <= options.validation_split < 1:
         raise BadArgumentError(
             f"validation_split must be in [0, 1), not {options.validation_split}."
