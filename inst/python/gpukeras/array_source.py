@@ -14,6 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.handles import Dataset, Tensor
 from gpukeras.pipeline_options import PipelineOptions, Started
 
 # In-memory arrays are gathered several batches at a time (see gathered_batches),
@@ -82,7 +83,7 @@ def tensor_of(
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
 
 
-def gather_chunk(tensors: object, rows: int, batch_size: int) -> int:
+def gather_chunk(tensors: Tensor, rows: int, batch_size: int) -> int:
     """Batches per gather: up to GATHER_CHUNK_BATCHES, within GATHER_CHUNK_BYTES."""
     row_bytes = sum(t.dtype.size * int(np.prod(t.shape[1:])) for t in tensors)
     batch_bytes = max(1, row_bytes * min(batch_size, rows))
@@ -90,7 +91,7 @@ def gather_chunk(tensors: object, rows: int, batch_size: int) -> int:
 
 
 def gathered_batches(
-    tf: ModuleType, tensors: object, rows: int, options: PipelineOptions
+    tf: ModuleType, tensors: Tensor, rows: int, options: PipelineOptions
 ) -> Started:
     """Batches of in-memory tensors, gathered by a shuffled index per epoch.
 
@@ -138,7 +139,7 @@ def gathered_batches(
     remainder = rows - full if not options.drop_remainder else 0
     chunk = gather_chunk(tf.nest.flatten(tensors), rows, size)
 
-    def chunks_of(permutation: object) -> object:
+    def chunks_of(permutation: Tensor) -> Dataset:
         # A reshape cuts all full batches at once, faster than batching index by index.
         batched = tf.data.Dataset.from_tensor_slices(tf.reshape(permutation[:full], [-1, size]))
         chunks = batched.batch(chunk)
@@ -158,7 +159,7 @@ def gathered_batches(
             lambda tensor: tf.gather(tensor, tf.reshape(indices, [-1])), tensors
         )
         gathered = on_features(*gathered) if isinstance(gathered, tuple) else on_features(gathered)
-        batch_rows = tf.shape(indices)[1]  # type: ignore[index]
+        batch_rows = tf.shape(indices)[1]
         return tf.nest.map_structure(
             lambda tensor: tf.reshape(tensor, [-1, batch_rows, *tensor.shape[1:]]), gathered
         )

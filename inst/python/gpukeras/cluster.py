@@ -49,6 +49,7 @@ import numpy as np
 
 from gpukeras import arguments, cluster_env, compat, failures, tensors
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError
+from gpukeras.handles import Record
 from gpukeras.runtime import config
 
 START_TIMEOUT_SECONDS = 300.0
@@ -314,7 +315,7 @@ def make_strategy(
     return strategy
 
 
-def describe(strategy: object) -> dict[str, object]:
+def describe(strategy: object) -> Record:
     """This worker's view of the cluster, as plain data.
 
     Returns:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from gpukeras import cluster, cluster_env, compat
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError, WorkerLostError
-from gpukeras.handles import Model, Strategy
+from gpukeras.handles import Model, Record, Strategy
 from gpukeras.runtime import config
 
 START_TIMEOUT_SECONDS = 300
@@ -188,7 +188,7 @@ def joined(strategy: Strategy) -> Joined | None:
     return next((j for j in _joined if j.distribution is strategy), None)
 
 
-def describe(strategy: Strategy, found: Joined) -> dict[str, object]:
+def describe(strategy: Strategy, found: Joined) -> Record:
     """This worker's view of the cluster: replicas in all, its own devices, the workers."""
     import jax
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from gpukeras.errors import BadArgumentError
+from gpukeras.handles import Model
 from gpukeras.stack import parse_version
 
 POLICIES = {
@@ -79,7 +80,7 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
     needs = {"mixed_float16": (7, 0), "mixed_bfloat16": (8, 0)}.get(policy)
     suits = needs is None or (bool(capability) and capability >= needs)
     reason = f"asked for {policy}"
-    if not suits:
+    if needs is not None and not suits:
         reason += (
             f"; on {where} it gives no speed-up (needs compute capability >= "
             f"{needs[0]}.{needs[1]}) and costs precision"
@@ -87,7 +88,7 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
     return PrecisionChoice(policy, reason, policy == "mixed_float16", suits)
 
 
-def output_precision_issue(model: object) -> dict[str, object] | None:
+def output_precision_issue(model: Model) -> dict[str, object] | None:
     """The model's output layer when it computes a softmax/sigmoid in float16/bfloat16.
 
     Returns:
@@ -121,7 +122,7 @@ def output_precision_issue(model: object) -> dict[str, object] | None:
     }
 
 
-def output_precision_warning(model: object) -> str | None:
+def output_precision_warning(model: Model) -> str | None:
     """A warning when the model's output activation runs in float16/bfloat16, else None."""
     issue = output_precision_issue(model)
     return None if issue is None else f"{issue['finding']} {issue['advice']}"

@@ -12,6 +12,7 @@ precision is asked for.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -193,10 +194,12 @@ class TensorflowSetup:
             attempts.attempt(
                 f"memory_limit ({gpu.name})",
                 limit,
-                lambda gpu=gpu, limit=limit: tf.config.set_logical_device_configuration(
-                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(limit))]
+                functools.partial(
+                    tf.config.set_logical_device_configuration,
+                    gpu,
+                    [tf.config.LogicalDeviceConfiguration(memory_limit=int(limit))],
                 ),
-                lambda gpu=gpu: self._limit(gpu),
+                functools.partial(self._limit, gpu),
             )
         if not limits:
             # A capped GPU never grows (TensorFlow refuses to be asked): growth off holds.
@@ -204,10 +207,10 @@ class TensorflowSetup:
                 attempts.attempt(
                     f"memory_growth ({gpu.name})",
                     request.memory_growth,
-                    lambda gpu=gpu: tf.config.experimental.set_memory_growth(
-                        gpu, request.memory_growth
+                    functools.partial(
+                        tf.config.experimental.set_memory_growth, gpu, request.memory_growth
                     ),
-                    lambda gpu=gpu: self._growth(gpu),
+                    functools.partial(self._growth, gpu),
                 )
         threading = tf.config.threading
         if request.intra_op_threads is not None:
