@@ -16,13 +16,13 @@ def test_a_count_is_a_whole_number_from_1_to_a_million(value: object) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (0, "epochs must be a whole number >= 1, not 0."),
-        (2.5, "epochs must be a whole number >= 1, not 2.5."),
-        (True, "epochs must be a whole number >= 1, not True."),
-        (float("nan"), "epochs must be a whole number >= 1, not nan."),
-        ("3", "epochs must be a whole number >= 1, not '3'."),
-        (1_000_001, "epochs must be a whole number >= 1, not 1000001 (at most 1000000)."),
-        (1e12, "epochs must be a whole number >= 1, not 1000000000000.0 (at most 1000000)."),
+        (0, "`epochs` must be one whole number >= 1, not 0."),
+        (2.5, "`epochs` must be one whole number >= 1, not 2.5."),
+        (True, "`epochs` must be one whole number >= 1, not True."),
+        (float("nan"), "`epochs` must be one whole number >= 1, not nan."),
+        ("3", "`epochs` must be one whole number >= 1, not '3'."),
+        (1_000_001, "`epochs` must be one whole number >= 1, not 1000001 (at most 1000000)."),
+        (1e12, "`epochs` must be one whole number >= 1, not 1000000000000.0 (at most 1000000)."),
     ],
 )
 def test_a_count_outside_the_rules_is_refused_saying_why(value: object, message: str) -> None:
@@ -36,5 +36,5 @@ def test_a_seed_is_none_or_a_whole_number_up_to_rs_largest_integer() -> None:
     assert arguments.seed(0) == 0
     assert arguments.seed(2**31 - 1.0) == 2**31 - 1  # .Machine$integer.max, past a count's cap
     for wrong in (-1, 2**31, 0.5):
-        with pytest.raises(BadArgumentError, match="seed must be a whole number >= 0"):
+        with pytest.raises(BadArgumentError, match="`seed` must be one whole number >= 0"):
             arguments.seed(wrong)

@@ -210,12 +210,12 @@ def test_even_the_smallest_batch_over_the_budget_is_a_classed_error() -> None:
     ("arguments", "says"),
     [
         ({"min_batch": 64, "max_batch": 32}, "max_batch (32) must be at least min_batch (64)"),
-        ({"max_batch": 0}, "max_batch must be a whole number >= 1"),
-        ({"min_batch": 2.5}, "min_batch must be a whole number >= 1"),
-        ({"steps": float("nan")}, "steps must be a whole number >= 1"),
-        ({"warmup": 0}, "warmup must be a whole number >= 1"),
+        ({"max_batch": 0}, "`max_batch` must be one whole number >= 1"),
+        ({"min_batch": 2.5}, "`min_batch` must be one whole number >= 1"),
+        ({"steps": float("nan")}, "`steps` must be one whole number >= 1"),
+        ({"warmup": 0}, "`warmup` must be one whole number >= 1"),
         ({"tolerance": 1.0}, "tolerance must be a number between 0 and 1"),
-        ({"memory_budget_mib": -5.0}, "memory_budget_mib must be a positive number"),
+        ({"memory_budget_mib": -5.0}, "`memory_budget_mib` must be one positive number"),
     ],
 )
 def test_bad_arguments(arguments: dict, says: str) -> None:

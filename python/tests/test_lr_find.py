@@ -95,9 +95,9 @@ def test_valley_and_steepest_on_a_known_curve() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "says"),
     [
-        ({"min_lr": 0}, "min_lr must be a positive number"),
+        ({"min_lr": 0}, "`min_lr` must be one positive number"),
         ({"min_lr": 1.0, "max_lr": 0.5}, "max_lr (0.5) must be greater than min_lr (1)"),
-        ({"steps": 5}, "steps must be a whole number >= 10"),
+        ({"steps": 5}, "`steps` must be one whole number >= 10"),
         ({"stop_factor": 1}, "stop_factor must be greater than 1"),
         ({"smoothing": 1}, "smoothing must be in [0, 1)"),
         ({"data": "x.csv"}, "data cannot be str"),

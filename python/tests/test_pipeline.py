@@ -231,9 +231,9 @@ def test_image_presets_on_tabular_arrays_are_a_bad_argument() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"batch_size": 0}, "batch_size must be"),
-        ({"batch_size": 2_000_000}, r"batch_size must be .*\(at most 1000000\)"),
-        ({"batch_size": 2.5}, "batch_size must be a whole number"),
+        ({"batch_size": 0}, "`batch_size` must be"),
+        ({"batch_size": 2_000_000}, r"`batch_size` must be .*\(at most 1000000\)"),
+        ({"batch_size": 2.5}, "`batch_size` must be one whole number"),
         ({"validation_split": 1.0}, "validation_split must be in"),
         ({"augment": {"zoom": {}}}, "Unknown augment preset.*Presets: flip_horizontal"),
         ({"augment": {"crop": {}}}, "'crop' \\(RandomCrop\\) rejected its parameters"),

@@ -7,7 +7,7 @@ in one place gives every function the same rules and the same messages, and
 each check runs before anything is changed. They take what R's checks
 (R/utils-check.R) take, so a call from Python meets the rules an R user
 does. R values arrive as Python numbers (an R double 3 as 3.0), so whole
-numbers are accepted as floats too.
+numbers are accepted as floats too. The messages read as R's do.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def count(name: str, value: object, minimum: int = 1, maximum: int = MAX_COUNT) 
     if not whole(value) or not minimum <= int(value) <= maximum:  # type: ignore[call-overload]
         over = whole(value) and int(value) > maximum  # type: ignore[call-overload]
         raise BadArgumentError(
-            f"{name} must be a whole number >= {minimum}, not {value!r}"
+            f"`{name}` must be one whole number >= {minimum}, not {value!r}"
             + (f" (at most {maximum})." if over else ".")
         )
     return int(value)  # type: ignore[call-overload]
@@ -62,7 +62,7 @@ def positive(name: str, value: object) -> float | None:
         or not math.isfinite(value)  # type: ignore[arg-type]
         or value <= 0  # type: ignore[operator]
     ):
-        raise BadArgumentError(f"{name} must be a positive number, not {value!r}.")
+        raise BadArgumentError(f"`{name}` must be one positive number, not {value!r}.")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -101,8 +101,8 @@ def check_callbacks(keras: object, callbacks: object) -> list[object]:
     wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]  # type: ignore[attr-defined]
     if wrong:
         raise BadArgumentError(
-            "callbacks must be Keras callbacks (keras.callbacks.Callback), not "
-            f"{', '.join(type(c).__name__ for c in wrong)}."
+            "`callbacks` must be a Keras callback or a list of them (keras.callbacks.Callback), "
+            f"not {', '.join(type(c).__name__ for c in wrong)}."
         )
     return list(callbacks)
 
@@ -118,6 +118,6 @@ def check_learning_rate(keras: object, learning_rate: object) -> object:
     if isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool):
         return positive("learning_rate", learning_rate)
     raise BadArgumentError(
-        f"learning_rate must be a positive number or a schedule (lr_warmup_cosine(), "
-        f"lr_exponential(), lr_cyclical()), not {learning_rate!r}."
+        f"`learning_rate` must be one positive number or a schedule, not {learning_rate!r}. "
+        "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
     )

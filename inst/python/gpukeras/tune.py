@@ -343,7 +343,7 @@ def tune(
     budget = arguments.positive("time_budget", time_budget)
     if budget is None:
         raise BadArgumentError("time_budget must be a positive number of seconds.")
-    seeded = None if seed is None else arguments.count("seed", seed, minimum=0)
+    seeded = arguments.seed(seed)
     policies = None if precisions is None else _values("precisions", precisions)
     for policy in policies or []:
         if policy not in POLICIES:
