@@ -48,7 +48,7 @@ model <- keras$Sequential(list(
 ))
 model$compile(optimizer = "adam", loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE))
 data <- list(x = x, y = y)
-epochs <- if (quick) 4L else 12L
+epochs <- if (quick) 4L else 20L
 rounds <- if (quick) 3L else 5L
 
 in_session <- function() {
