@@ -21,11 +21,6 @@ from gpukeras.runtime import config
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
 PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src")
-# Private uses outside compat.py that are still to move there (issue #15, item 5).
-NOT_YET = {
-    ("batch_size.py", "_symbolic_build"),
-    ("flops.py", "_flatten_layers"),
-}
 
 
 def private_uses(source: str) -> set[str]:
@@ -67,7 +62,7 @@ def test_private_framework_attributes_are_used_in_compat_alone() -> None:
         if path.name != "compat.py"
         for use in private_uses(path.read_text(encoding="utf-8"))
     }
-    assert found - NOT_YET == set(), "use these through gpukeras.compat"
+    assert found == set(), "use these through gpukeras.compat"
 
 
 def test_private_uses_are_found_in_every_form() -> None:

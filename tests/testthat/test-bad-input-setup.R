@@ -94,7 +94,7 @@ cases <- bad_inputs(
   "gpu_strategy: a GPU that does not exist",          gpu_strategy(devices = "GPU:99"),                               "unknown_device",   "No such device: GPU:99.*gpu_setup\\(cpu_devices = \\)",
   "gpu_strategy: a device named twice",               gpu_strategy("mirrored", devices = c("CPU:0", "CPU:0")),        "bad_argument",     "devices name a device twice",
   "gpu_strategy: workers for one device",             gpu_strategy("one_device", workers = "localhost:1", index = 0), "bad_argument",     "workers and index are for type = \"multi_worker\"",
-  "gpu_strategy: multi_worker without workers",     withr::with_envvar(c(TF_CONFIG = NA), gpu_strategy("multi_worker")), "strategy", "No workers were given and TF_CONFIG is not set: give every worker's address",
+  "gpu_strategy: multi_worker without workers",     withr::with_envvar(c(TF_CONFIG = NA, SLURM_PROCID = NA, OMPI_COMM_WORLD_RANK = NA), gpu_strategy("multi_worker")), "strategy", "No workers were given, and neither TF_CONFIG nor a SLURM or Open MPI job .* describes a cluster: give every worker's address",
   "gpu_strategy: multi_worker after the runtime started", gpu_strategy("multi_worker", workers = c("localhost:1", "localhost:2"), index = 0), "runtime_started", "already started.*Restart R and call gpu_strategy\\(\\) first",
   "with_gpu_strategy: a NumPy array",                 with_gpu_strategy(not_a_strategy, 1),                           "bad_argument",     "strategy must come from gpu_strategy\\(\\)",
   "with_gpu_strategy: a model",                       with_gpu_strategy(model, 1),                                    "bad_argument",     "strategy must come from gpu_strategy\\(\\) .*not a keras"

@@ -72,6 +72,7 @@ import numpy as np
 
 from gpukeras import (
     arguments,
+    compat,
     data_adapters,
     devices,
     failures,
@@ -281,7 +282,7 @@ def training_copy(keras: ModuleType, model: Model, parts: tuple[object, ...]) ->
     # The XLA choice gpu_fit() would make (gpu_setup()'s default, else Keras').
     copy.jit_compile = fit_request.resolve_jit(copy, "auto")
     with refused_as_bad_data():
-        copy._symbolic_build(data_batch=rows_of(parts, 1))
+        compat.symbolic_build(copy, rows_of(parts, 1))
     return copy
 
 

@@ -29,6 +29,7 @@ import math
 import re
 from typing import Any
 
+from gpukeras import compat
 from gpukeras.handles import Layer, Model, Record
 
 # Layers that do no significant arithmetic or hold no weights to count.
@@ -183,8 +184,8 @@ def layer_flops(layer: Layer) -> float | None:
 def leaves(model: Model) -> list[Layer]:
     """Layers without sublayers, through nested models and layers."""
     found = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if not list(layer._flatten_layers(include_self=False, recursive=False)):
+    for layer in compat.flatten_layers(model):
+        if not compat.flatten_layers(layer, recursive=False):
             found.append(layer)
     return found
 
