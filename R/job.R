@@ -244,7 +244,9 @@ progress_sample <- function(progress) {
 #'   progress sample: `batches_per_second`, `samples_per_second` for R data,
 #'   on a GPU `gpu_utilization` (%) and `gpu_memory_used_mib` from NVML, the
 #'   latest `logs`), `elapsed` (seconds) and `setup` (the [gpu_setup()]
-#'   settings applied in the child, `NULL` when the parent made none).
+#'   settings applied in the child, `NULL` when the parent made none),
+#'   `backup_dir` and, for a job that failed in the training itself, `error`
+#'   (its class and message).
 #'   `gpu_job_wait()`: the `gpukeras_fit`. `gpu_job_cancel()`: the job,
 #'   invisibly.
 #' @seealso [gpu_fit()]
@@ -364,6 +366,8 @@ job_outcome <- function(job, status) {
   }
   if (status$state == "failed") {
     job$final <- status
+    # The carried data is not needed any more; the backup (and the logs) stay.
+    unlink(list.files(job$dir, pattern = "[.]npy$", full.names = TRUE))
     job_failure(job, status)
   }
   fit <- readRDS(job_file(job, "result.rds"))

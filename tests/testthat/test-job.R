@@ -107,7 +107,7 @@ test_that("a child killed more often than max_restarts: gpukeras_error_job_faile
   unlink(dirname(error$backup_dir), recursive = TRUE)
 })
 
-test_that("status while running, then cancel: the processes end and wait says it was cancelled", {
+test_that("status while running, Ctrl-C in wait, then cancel: the processes end and wait says it was cancelled", {
   skip_if_no_python()
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
                  monitor = FALSE, background = TRUE, verbose = 0)
@@ -125,6 +125,15 @@ test_that("status while running, then cancel: the processes end and wait says it
   expect_true(is.numeric(status$sample$logs$loss))
   expect_true(process_running(status$pid))
   expect_match(format(status)[2], sprintf("^  Process:  %d$", status$pid))
+  # Ctrl-C in gpu_job_wait() leaves the job running and says how to stop it.
+  skip_on_os("windows")
+  system(sprintf("(sleep 1; kill -INT %d) > /dev/null 2>&1 &", Sys.getpid()))
+  expect_message(
+    returned <- gpu_job_wait(job, timeout = 120),
+    "still running: gpu_job_wait(job) waits again, gpu_job_cancel(job) stops it", fixed = TRUE
+  )
+  expect_identical(returned, job)
+  expect_identical(gpu_job_status(job)$state, "running")
   gpu_job_cancel(job)
   expect_identical(gpu_job_status(job)$state, "cancelled")
   expect_false(job$process$is_alive())
