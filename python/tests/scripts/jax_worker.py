@@ -10,8 +10,9 @@ backend with the core on PYTHONPATH. The spec's keys:
 - ``out``: folder for ``result-<index>.json`` (the bridge's answers, plain data,
   with ``failed_at``: the time the fit returned) and ``weights-<index>.npz``.
 - ``epochs``, ``batch_size``, ``seed``, ``backup_dir`` (``{index}`` in it is
-  this worker's index), ``outside_seed``: the gpu_fit() call (``fit.fit`` through ``bridge.call``, as R makes it); the
-  model is built with ``keras.utils.set_random_seed(outside_seed + index)``,
+  this worker's index), ``outside_seed``: the gpu_fit() call (``fit.fit``
+  through ``bridge.call``, as R makes it); the model is built with
+  ``keras.utils.set_random_seed(outside_seed + index)``,
   so its initial weights differ between workers unless ``outside_seed`` is null;
   ``as_dataset``: give the arrays as the seeded tf.data pipeline that several
   processes read (``pipeline.from_arrays``), for the one-process reference.
