@@ -36,13 +36,21 @@ job_process <- function(entry, args, stdout, stderr, env) {
   callr::r_bg(
     job_entry,
     args = list(path = getNamespaceInfo("gpukeras", "path"), entry = entry, args = args),
-    stdout = stdout, stderr = stderr, env = env, supervise = TRUE, cleanup_tree = TRUE
+    stdout = stdout, stderr = stderr, env = env, cleanup_tree = TRUE
   )
 }
 
+# Whether the process `pid` still runs (signal 0 tests without signalling).
+process_alive <- function(pid) {
+  isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
+}
+
 # The supervisor: runs the training child until it finishes, restarting it
-# after a crash at most `max_restarts` times. Runs in its own R process.
-job_supervise <- function(dir, max_restarts, env) {
+# after a crash at most `max_restarts` times. Runs in its own R process, and
+# stops the child and itself when the session that started it (`parent`) is
+# gone. (processx's own supervisor would do that too, but it keeps two FIFOs
+# open in the session for as long as the session lives.)
+job_supervise <- function(dir, max_restarts, env, parent) {
   restarts <- 0L
   causes <- character()
   state <- function(value, ...) {
@@ -60,7 +68,13 @@ job_supervise <- function(dir, max_restarts, env) {
     )
     pid <- child$get_pid()
     state(if (attempt == 1L) "starting" else "restarting")
-    child$wait()
+    while (child$is_alive()) {
+      child$wait(1000L)
+      if (!process_alive(parent)) {
+        child$kill_tree()
+        return(state("cancelled", cause = "the R session that started the job ended"))
+      }
+    }
     status <- child$get_exit_status()
     if (file.exists(job_file(dir, "result.rds"))) {
       return(state("done"))

@@ -160,7 +160,7 @@ new_gpukeras_job <- function(dir, model, spec, descriptions, max_restarts, verbo
   job$started <- Sys.time()
   job$epochs_shown <- 0L
   job$process <- job_process(
-    "job_supervise", list(dir, max_restarts, env),
+    "job_supervise", list(dir, max_restarts, env, Sys.getpid()),
     stdout = job_file(dir, "supervisor.log"), stderr = "2>&1", env = env
   )
   structure(job, class = "gpukeras_job")

@@ -240,3 +240,40 @@ test_that("background fits in a loop leave the parent's resident memory where it
   expect_lt(rss[3] - rss[1], 20)
   expect_identical(job_folders(), folders)
 })
+
+test_that("when the session that started a job ends, the job's processes end too", {
+  skip_if_no_python()
+  skip_on_os("windows")
+  pids_file <- withr::local_tempfile()
+  session <- start_in_fresh_r(
+    {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+      model$compile(optimizer = "sgd", loss = "mse")
+      x <- matrix(sin(seq_len(1600)), ncol = 4)
+      job <- gpu_fit(model, list(x = x, y = x %*% 1:4), epochs = 10000, batch_size = 10, seed = 1,
+                     monitor = FALSE, background = TRUE, verbose = 0)
+      repeat {
+        status <- gpu_job_status(job)
+        if (identical(status$state, "running")) break
+        Sys.sleep(0.2)
+      }
+      writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
+      Sys.sleep(600)
+    },
+    env = c(PIDS_FILE = pids_file)
+  )
+  on.exit(session$kill(), add = TRUE)
+  deadline <- Sys.time() + 180
+  while (!file.exists(pids_file) && Sys.time() < deadline) Sys.sleep(0.2)
+  Sys.sleep(0.2)
+  pids <- as.integer(readLines(pids_file))
+  expect_length(pids, 2L)
+  expect_true(all(vapply(pids, process_running, logical(1))))
+  session$kill() # the session dies as a crash would end it: no chance to clean up
+  deadline <- Sys.time() + 15
+  while (any(vapply(pids, process_running, logical(1))) && Sys.time() < deadline) Sys.sleep(0.2)
+  # The supervisor saw its session gone (within a second), stopped the child and itself.
+  expect_false(process_running(pids[1]))
+  expect_false(process_running(pids[2]))
+})
