@@ -79,8 +79,11 @@
 #'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+#'   # The model is built under float32: tune the other axes for it (another
+#'   # precision needs the model built again under that policy).
 #'   tune <- gpu_tune(model, iris_data,
-#'     time_budget = 20, batch_sizes = c(16, 64), steps_per_execution = c(1, 8)
+#'     time_budget = 20, precisions = "float32", batch_sizes = c(16, 64),
+#'     steps_per_execution = c(1, 8)
 #'   )
 #'   tune
 #'   plot(tune)
