@@ -414,8 +414,8 @@ test_that("verbose = \"auto\" in a non-interactive run writes a line or two per 
   text <- paste(output, collapse = "\n")
   expect_identical(utils::tail(output, 1), "verbose: 2 ")
   expect_identical(grep("^Epoch [1-4]/4$", output), c(1L, 3L, 5L, 7L))
-  # Keras prints a loss below 1e-3 as 1.2345e-04.
-  expect_length(grep("^100/100 - .* - loss: [0-9.e+-]+$", output), 4)
+  # Keras prints a loss below 1e-3 as 1.2345e-04; the live figures follow it.
+  expect_length(grep("^100/100 - .* - loss: [0-9.e+-]+ - cpu_%: [0-9.]+ - input_wait_%: [0-9.]+$", output), 4)
   # Four epochs of 100 batches: two lines each, no per-batch lines and no
   # carriage-return, backspace or colour redraws (what verbose = 1 writes).
   expect_length(output, 2 * 4 + 1)
