@@ -72,7 +72,11 @@ print("@@" + json.dumps({
 
 
 def run(config: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(CORE)}
+    # keep what PYTHONPATH already holds: on the GPU machines, Keras comes from there
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(CORE), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)  # gpu_setup(memory_growth=) decides
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(config)],
@@ -106,7 +110,13 @@ def main() -> None:
         result["ratio_vs_float32"] = result["samples_per_second"] / base
     memory = []
     if precision[0]["device"] != "CPU":
-        small = {"width": 256, "depth": 2, "batch": 256, "steps": 8, "precision": "float32"}
+        small = {
+            "width": 256,
+            "depth": 2,
+            "batch": 256,
+            "steps": 8,
+            "precision": "float32",
+        }
         memory = [run({**small, "growth": growth}) for growth in (True, False)]
     result = {
         "benchmark": "precision",
