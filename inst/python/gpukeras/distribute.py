@@ -182,7 +182,12 @@ def make(
         )
     if backend == "jax":
         keras = config.keras()
-        by_name = {tensors.normalize_device(str(d)): d for d in keras.distribution.list_devices()}
+        # list_devices() alone lists the GPUs when there are any, and CPU:n may be asked for too
+        by_name = {
+            tensors.normalize_device(str(device)): device
+            for kind in sorted({name.split(":")[0].lower() for name in names})
+            for device in keras.distribution.list_devices(kind)
+        }
         strategy = keras.distribution.DataParallel(devices=[by_name[name] for name in names])
     elif backend == "tensorflow":
         tf = config.backend_module()
