@@ -164,11 +164,16 @@ def test_a_gpu_in_mig_mode_next_to_a_cpu_only_backend() -> None:
     run = run_core(
         "check.run_check",
         {"probe_training": True, "probe_seconds": 0.2, "matmul_size": 64},
-        env={"CUDA_VISIBLE_DEVICES": None},
+        # CPU-only also on a GPU machine: JAX kept off the GPU, the real driver hidden
+        env={"CUDA_VISIBLE_DEVICES": None, "JAX_PLATFORMS": "cpu"},
         setup=f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from nvml_double import FakeGpu, fake_mig, fake_pynvml
+from gpukeras import cuda_driver
+def no_driver():
+    raise cuda_driver.CudaDriverUnavailable("libcuda.so.1 hidden by the test")
+cuda_driver.load = no_driver
 parent = "GPU-0e0e0e0e-0000-0000-0000-000000000001"
 sys.modules["pynvml"] = fake_pynvml(
     [FakeGpu(uuid=parent, migs=[fake_mig(parent, "3g.40gb"), fake_mig(parent, "4g.40gb")])]

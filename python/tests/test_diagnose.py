@@ -227,6 +227,22 @@ def test_cuda_visible_devices_hiding_every_gpu(name: str) -> None:
     assert not any("mismatch" in reason for reason in diagnosis.reasons)
 
 
+@pytest.mark.parametrize(
+    ("jax_platforms", "blamed"),
+    [("cpu", True), (" CPU ", True), ("cpu,tpu", True), ("cuda,cpu", False), ("", False)],
+)
+def test_jax_platforms_keeping_jax_off_the_gpu_is_named_not_called_a_mismatch(
+    jax_platforms: str, blamed: bool
+) -> None:
+    """Seen on an H100: JAX_PLATFORMS=cpu with the CUDA plugin installed read as a mismatch."""
+    diagnosis = diagnose(dataclasses.replace(JAX_NOT_FOUND, jax_platforms=jax_platforms))
+    named = f"JAX_PLATFORMS='{jax_platforms}' keeps JAX off the GPU" in diagnosis.reasons
+    assert named is blamed, diagnosis.reasons
+    assert any("mismatch" in reason for reason in diagnosis.reasons) is not blamed
+    assert any("Sys.unsetenv('JAX_PLATFORMS')" in a for a in diagnosis.advice) is blamed
+    assert diagnosis.verdict == GPU_AVAILABLE_NOT_USED
+
+
 def test_cuda_visible_devices_naming_a_missing_gpu_without_a_driver_is_not_blamed() -> None:
     diagnosis = diagnose(dataclasses.replace(NO_NVIDIA, cuda_visible_devices="0"))
     assert not any("CUDA_VISIBLE_DEVICES" in reason for reason in diagnosis.reasons)

@@ -89,6 +89,7 @@ def run_check(
         cudnn_version=software["cudnn_version"],
         jax_cuda_plugin=software["jax_cuda_plugin"],
         cuda_visible_devices=software["cuda_visible_devices"],
+        jax_platforms=software["jax_platforms"],
         nvml_available=report.available,
         nvml_reason=report.reason if not report.available else probe_reason,
         nvml_gpus=len(report.devices),

@@ -39,6 +39,7 @@ class Evidence:
     cudnn_version: str | None = None
     jax_cuda_plugin: str | None = None
     cuda_visible_devices: str | None = None
+    jax_platforms: str | None = None
     nvml_available: bool = False
     nvml_reason: str | None = None
     nvml_gpus: int = 0
@@ -76,6 +77,14 @@ def _driver_sees(ev: Evidence) -> str:
     names = ev.nvml_gpu_names or [f"{ev.nvml_visible_gpus} GPU(s)"]
     listed = names[0] if len(names) == 1 else f"{len(names)} GPUs ({', '.join(names)})"
     return f"the driver sees {listed} (driver {ev.driver_version})"
+
+
+def _jax_platforms_exclude_gpus(value: str | None) -> bool:
+    """JAX_PLATFORMS set to platforms that are all not GPUs (e.g. 'cpu')."""
+    if value is None or not value.strip():
+        return False
+    platforms = {p.strip().lower() for p in value.split(",") if p.strip()}
+    return not platforms & {"cuda", "gpu", "rocm"}
 
 
 def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
@@ -121,6 +130,13 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
             "Unset it before gpukeras starts Python: Sys.unsetenv('CUDA_VISIBLE_DEVICES') "
             "in a fresh R session (or set it to the GPU indices to use, e.g. '0').",
         )
+    jax_kept_off = ev.keras_backend == "jax" and _jax_platforms_exclude_gpus(ev.jax_platforms)
+    if jax_kept_off:
+        out.add(
+            f"JAX_PLATFORMS='{ev.jax_platforms}' keeps JAX off the GPU",
+            "Unset it before gpukeras starts Python: Sys.unsetenv('JAX_PLATFORMS') in a "
+            "fresh R session (or add cuda to it, e.g. 'cuda,cpu').",
+        )
     if not ev.nvml_available and ev.os == "Linux":
         out.add(
             f"no usable NVIDIA driver: {ev.nvml_reason}",
@@ -133,7 +149,7 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
         if ev.keras_backend == "tensorflow"
         else ev.jax_cuda_plugin is not None
     )
-    if ev.nvml_available and ev.nvml_gpus > 0 and not hidden and gpu_build:
+    if ev.nvml_available and ev.nvml_gpus > 0 and not hidden and not jax_kept_off and gpu_build:
         built = (
             f"built for CUDA {ev.cuda_version}, cuDNN {ev.cudnn_version}"
             if ev.keras_backend == "tensorflow"

@@ -150,4 +150,5 @@ def collect_stack() -> Record:
         "jax_cuda_plugin": _jax_cuda_plugin(),
         "numpy": module_distribution("numpy")[1],
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "jax_platforms": os.environ.get("JAX_PLATFORMS"),
     }
