@@ -30,6 +30,7 @@ from gpukeras import (
     monitor,
     pipeline,
     sources,
+    training_run,
 )
 from gpukeras.advice import TrainingContext
 from gpukeras.runtime import config
@@ -366,6 +367,49 @@ def test_gpu_report_from_samples_with_mfu_and_advice() -> None:
     assert "larger batch size" in advice  # 2 of 80 GB used
     assert "mixed_precision = 'bfloat16'" in advice  # float32 on compute capability 9.0
     assert "XLA" not in advice  # jit_compile is on
+
+
+@pytest.mark.parametrize(("backend", "op_by_op"), [("jax", True), ("tensorflow", False)])
+def test_a_layer_keras_cannot_compile_is_named_instead_of_asking_for_jit(
+    backend: str, op_by_op: bool
+) -> None:
+    """Seen on an H100 on JAX: a RandomRotation layer made Keras train op by op."""
+    context = gpu_context(
+        backend=backend, jit_compile=False, layers_without_jit=["random_rotation (RandomRotation)"]
+    )
+    report = monitor.training_report(
+        {**STEPS, "step_time_mean_ms": 50.0}, synthetic_samples([97.0] * 20), [], None, context
+    )
+    advice = " ".join(report["advice"])
+    assert "Keras cannot compile random_rotation (RandomRotation)" in advice
+    assert ("runs on its own" in advice) is op_by_op
+    assert "gpu_dataset(augment = list(rotation" in advice
+    assert "jit_compile = TRUE" not in advice  # Keras would turn it off again
+
+
+def test_the_report_names_the_layers_that_turn_xla_off() -> None:
+    import keras
+
+    inner = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.RandomZoom(0.1, name="zoom")])
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.RandomRotation(0.05, name="rotate"),
+            keras.layers.RandomFlip("horizontal", name="flip"),  # Keras compiles this one
+            inner,
+            keras.layers.Flatten(),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    assert training_run.layers_without_jit(model) == [
+        "rotate (RandomRotation)",
+        "zoom (RandomZoom)",
+    ]
+    x = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
+    result = fit.fit(model, (x, np.zeros((64, 2), np.float32)), epochs=1, batch_size=32, verbose=0)
+    advice = " ".join(result["monitor"]["advice"])
+    assert "Keras cannot compile rotate (RandomRotation), zoom (RandomZoom)" in advice
 
 
 def test_busy_gpu_in_mixed_precision_gets_no_overhead_advice() -> None:

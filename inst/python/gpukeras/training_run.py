@@ -110,6 +110,18 @@ def counted_flops(model: Model, gpu_rows: list[Record]) -> Record:
     return counted
 
 
+def layers_without_jit(model: Model) -> list[str]:
+    """The layers, nested ones included, that Keras cannot compile with XLA."""
+    found = []
+    pending = list(getattr(model, "layers", []))
+    while pending:
+        layer = pending.pop(0)
+        if getattr(layer, "supports_jit", True) is False:
+            found.append(f"{layer.name} ({type(layer).__name__})")
+        pending.extend(getattr(layer, "layers", None) or [])
+    return found
+
+
 def monitor_report(
     watcher: monitoring.TrainingMonitor,
     model: Model,
@@ -127,6 +139,7 @@ def monitor_report(
         memory_total_mib=first.get("memory_total_mib"),
         dtype_policy=str(settings["dtype_policy"]),
         jit_compile=bool(settings["jit_compile"]),
+        layers_without_jit=layers_without_jit(model),
         steps_per_execution=int(settings["steps_per_execution"]),
         batch_size=settings["batch_size"],
         nvml_reason=watcher.gpu.reason,
