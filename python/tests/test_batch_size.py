@@ -309,9 +309,14 @@ def cublas_limited_mlp(limit: int) -> object:
                 check = tf.debugging.Assert(tf.shape(x)[0] <= self.limit, [ALLOC_FAILED])
                 with tf.control_dependencies([check]):
                     return tf.identity(x)
-            if x.shape[0] > self.limit:
+            # a symbolic batch (Keras inferring shapes; JAX >= 0.11 refuses to compare it) passes
+            rows = x.shape[0]
+            if isinstance(rows, int) and rows > self.limit:
                 raise RuntimeError(ALLOC_FAILED)
             return x
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            return shape
 
     model = keras.Sequential(
         [keras.Input((8,)), keras.layers.Dense(16), CublasWorkspace(limit), keras.layers.Dense(1)]

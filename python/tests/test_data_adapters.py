@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import requires
 from gpukeras import data_adapters
 
 
@@ -17,6 +18,7 @@ def test_arrays_on_jax_go_to_keras_as_numpy_even_with_tensorflow_installed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On JAX, Keras' own NumPy batches beat a tf.data pipeline for data in memory."""
+    requires("tensorflow")
     assert data_adapters.tensorflow_available()
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     adapter = data_adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
@@ -32,6 +34,7 @@ def test_arrays_on_jax_go_to_keras_as_numpy_even_with_tensorflow_installed(
 def test_arrays_on_tensorflow_become_a_seeded_tf_data_pipeline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    requires("tensorflow")
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
     adapter = data_adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
     assert isinstance(adapter, data_adapters.ArrayDatasetAdapter)

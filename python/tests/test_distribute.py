@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CoreRun, run_setup
+from conftest import CoreRun, requires, run_setup
 from gpukeras import distribute
 from gpukeras.errors import BadArgumentError
 
@@ -19,6 +19,7 @@ from gpukeras.errors import BadArgumentError
 
 @pytest.fixture(scope="module", params=["tensorflow", "jax"])
 def two_cpus(request: pytest.FixtureRequest) -> CoreRun:
+    requires("tensorflow")  # the batches come from a gpu_dataset() (tf.data) on both backends
     return run_setup(request.param, {"cpu_devices": 2}, "import train_both_ways")
 
 
