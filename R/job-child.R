@@ -49,9 +49,11 @@ process_alive <- function(pid) {
 # after a crash at most `max_restarts` times. Runs in its own R process, and
 # stops the child and itself when the session that started it (`parent`) is
 # gone. (processx's own supervisor would do that too, but it keeps two FIFOs
-# open in the session for as long as the session lives.)
-job_supervise <- function(dir, max_restarts, env, parent) {
+# open in the session for as long as the session lives.) A standby's first
+# child waits for its job (job-standby.R), whose go.rds says max_restarts.
+job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
   restarts <- 0L
+  attempt <- 0L
   causes <- character()
   state <- function(value, ...) {
     write_rds_atomic(
@@ -59,9 +61,10 @@ job_supervise <- function(dir, max_restarts, env, parent) {
       job_file(dir, "state.rds")
     )
   }
-  for (attempt in seq_len(max_restarts + 1L)) {
+  repeat {
+    attempt <- attempt + 1L
     child <- job_process(
-      "job_child", list(dir),
+      if (standby && attempt == 1L) "job_child_standby" else "job_child", list(dir),
       stdout = job_file(dir, sprintf("stdout-%d.log", attempt)),
       stderr = job_file(dir, sprintf("stderr-%d.log", attempt)),
       env = c(env, GPUKERAS_JOB_ATTEMPT = attempt)
@@ -84,9 +87,14 @@ job_supervise <- function(dir, max_restarts, env, parent) {
       return(state("failed", error = error))
     }
     causes <- c(causes, exit_cause(status))
-    if (attempt <= max_restarts) restarts <- restarts + 1L
+    if (standby) {
+      max_restarts <- read_rds_or_null(job_file(dir, "go.rds"))$max_restarts %||% 0L
+    }
+    if (attempt > max_restarts) {
+      return(state("failed"))
+    }
+    restarts <- restarts + 1L
   }
-  state("failed")
 }
 
 # What ended a process, from its exit status (processx gives -signal for a signal).

@@ -52,10 +52,17 @@ not_carriable <- function(what, fix) {
 # starts), then the supervisor. `args` are gpu_fit()'s checked arguments.
 fit_in_background <- function(model, data, validation, args, max_restarts) {
   strategy <- if (!is.null(args$strategy)) carry_strategy(args$strategy)
-  dir <- tempfile("gpukeras-job-")
-  dir.create(dir)
+  env <- job_env()
+  standby <- standby_take(env)
+  dir <- standby$dir
+  if (is.null(dir)) {
+    dir <- tempfile("gpukeras-job-")
+    dir.create(dir)
+  }
   started <- FALSE
-  on.exit(if (!started) unlink(dir, recursive = TRUE), add = TRUE)
+  on.exit(if (!started) {
+    if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
+  }, add = TRUE)
   carried <- core_call("job.carry_model", model = model, job_dir = dir)
   if (length(args$callbacks)) {
     core_call("job.carry_callbacks", callbacks = args$callbacks, job_dir = dir)
@@ -89,7 +96,12 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
     }
   )
   write_rds_atomic(spec, job_file(dir, "spec.rds"))
-  job <- new_gpukeras_job(dir, model, spec, descriptions, max_restarts, args$verbose)
+  process <- if (is.null(standby)) {
+    start_supervisor(dir, env, max_restarts)
+  } else {
+    standby_go(standby, max_restarts)
+  }
+  job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, args$verbose)
   started <- TRUE
   job
 }
@@ -142,14 +154,8 @@ carry_data <- function(data, dir, name) {
   files
 }
 
-# Start the supervisor for the job in `dir`. The child gets the parent's
-# Python and Keras backend. Dropping the job object ends its processes.
-new_gpukeras_job <- function(dir, model, spec, descriptions, max_restarts, verbose) {
-  env <- c(
-    callr::rcmd_safe_env(),
-    GPUKERAS_PYTHON = reticulate::py_config()$python,
-    KERAS_BACKEND = reticulate::import("keras")$backend$backend()
-  )
+# The job in `dir`, supervised by `process`. Dropping the job object ends its processes.
+new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restarts, verbose) {
   job <- new.env(parent = emptyenv())
   job$dir <- dir
   job$model <- model
@@ -159,10 +165,7 @@ new_gpukeras_job <- function(dir, model, spec, descriptions, max_restarts, verbo
   job$verbose <- verbose
   job$started <- Sys.time()
   job$epochs_shown <- 0L
-  job$process <- job_process(
-    "job_supervise", list(dir, max_restarts, env, Sys.getpid()),
-    stdout = job_file(dir, "supervisor.log"), stderr = "2>&1", env = env
-  )
+  job$process <- process
   structure(job, class = "gpukeras_job")
 }
 
@@ -235,6 +238,14 @@ progress_sample <- function(progress) {
 #'
 #' Keep the job object: when it is garbage collected, its processes end.
 #'
+#' Starting a job's processes (R, Python, Keras and its backend) takes
+#' seconds. So once a job trains, gpukeras readies a standby for the next
+#' one: processes that have started all that but no runtime (no devices,
+#' no GPU memory), so the next job's [gpu_setup()] settings still apply there.
+#' The next `gpu_fit(background = TRUE)` takes it and starts training without
+#' those seconds. There is one standby at most; it ends with the session.
+#' `options(gpukeras.job_standby = FALSE)` turns it off.
+#'
 #' @param job A `gpukeras_job` from `gpu_fit(background = TRUE)`.
 #' @return `gpu_job_status()`: an object of class `gpukeras_job_status`, a
 #'   list with `state` (`"starting"`, `"running"`, `"restarting"`, `"done"`,
@@ -280,6 +291,8 @@ gpu_job_status <- function(job) {
   if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(state$attempt))) {
     value <- "running"
   }
+  # Now that this job trains, ready the processes of the next one.
+  if (value %in% c("running", "done")) standby_start()
   structure(
     list(
       state = value,

@@ -238,7 +238,45 @@ test_that("background fits in a loop leave the parent's resident memory where it
   cat("\nparent RSS after fits 2-4 (MiB):", round(rss, 1), "\n")
   expect_lt(min(diff(rss)), 4)
   expect_lt(rss[3] - rss[1], 20)
-  expect_identical(job_folders(), folders)
+  # Each job's folder goes with it; one standby's folder waits for the next job.
+  expect_length(job_folders(), length(folders))
+})
+
+test_that("the next background fit takes the standby the last one readied: gpu_setup() reaches it, it trains the same, and it can be turned off", {
+  skip_if_no_python()
+  result <- run_in_fresh_r(
+    {
+      gpu_setup(cpu_devices = 2)
+      keras <- gpu_keras()
+      x <- matrix(sin(seq_len(1600)), ncol = 4)
+      data <- list(x = x, y = as.vector(x %*% c(1, -2, 0.5, 3)))
+      train <- function() {
+        keras$utils$set_random_seed(3L)
+        model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+        model$compile(optimizer = "adam", loss = "mse")
+        # Two logical CPU devices exist in the child only if gpu_setup() ran there first.
+        job <- gpu_fit(model, data, epochs = 2, batch_size = 20, seed = 1, monitor = FALSE,
+                       strategy = gpu_strategy("mirrored"), background = TRUE, verbose = 0)
+        fit <- gpu_job_wait(job, timeout = 240)
+        list(dir = job$dir, replicas = fit$settings$strategy$replicas,
+             weights = lapply(model$get_weights(), as.vector))
+      }
+      cold <- train()
+      standby <- gpukeras:::the$standby
+      warm <- train()
+      options(gpukeras.job_standby = FALSE)
+      off <- train()
+      list(cold = cold, warm = warm, off = off, standby_dir = standby$dir,
+           standby_after_off = gpukeras:::the$standby)
+    },
+    timeout = 400
+  )
+  expect_false(identical(result$cold$dir, result$standby_dir))
+  expect_identical(result$warm$dir, result$standby_dir)
+  expect_identical(c(result$cold$replicas, result$warm$replicas), c(2L, 2L))
+  expect_equal(result$warm$weights, result$cold$weights, tolerance = 1e-6)
+  expect_equal(result$off$weights, result$cold$weights, tolerance = 1e-6)
+  expect_null(result$standby_after_off)
 })
 
 test_that("when the session that started a job ends, the job's processes end too", {
