@@ -103,14 +103,30 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     data <- as_pipeline_data(x, y, na)
-    # The arrays are the pipeline's own (made by host_array()): its tensors share them.
-    result <- do.call(core_call, c(list("pipeline.from_arrays", x = data$x, y = data$y, copy = FALSE), options))
-    result$info$vocabulary <- data$vocabulary
-    result$info$dropped_rows <- data$dropped
-    result
+    recipe <- list(arrays = data[c("x", "y")], options = options, vocabulary = data$vocabulary, dropped = data$dropped)
+    arrays_pipeline(recipe)
   }
+  gpu_datasets(result, recipe)
+}
+
+# The core's pipeline over the arrays of `recipe`: the pipeline's own NumPy
+# arrays (made by host_array(), so its tensors share them), its options and
+# what converting the R data found.
+arrays_pipeline <- function(recipe) {
+  result <- do.call(core_call, c(
+    list("pipeline.from_arrays", x = recipe$arrays$x, y = recipe$arrays$y, copy = FALSE),
+    recipe$options
+  ))
+  result$info$vocabulary <- recipe$vocabulary
+  result$info$dropped_rows <- recipe$dropped
+  result
+}
+
+# gpu_dataset()'s value from the core's `result`. The recipe (the call for
+# files; the arrays and options for R data) makes the dataset again in
+# gpu_fit(background = TRUE)'s child.
+gpu_datasets <- function(result, recipe) {
   train <- new_gpukeras_dataset(result$dataset, result$info)
-  # Files: the call that makes this dataset again, in gpu_fit(background = TRUE)'s child.
   attr(train, "gpukeras_recipe") <- recipe
   if (is.null(result$validation)) {
     return(train)

@@ -89,7 +89,8 @@
 #'   segfault, an abort, an out-of-memory kill) cannot take this session
 #'   down, the child starts again from its backup, and all the memory it held
 #'   is given back when it ends. The model (saved as `.keras`), R data (as
-#'   `.npy` files the child memory-maps), a [gpu_dataset()] of files,
+#'   `.npy` files the child memory-maps), a [gpu_dataset()] (of files, or of
+#'   R data as `.npy` files),
 #'   callbacks (pickled) and this session's [gpu_setup()] settings are carried
 #'   to the child; what cannot be is a `gpukeras_error_not_carriable` error
 #'   before any child starts.

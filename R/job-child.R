@@ -4,17 +4,28 @@
 # In the child: the data again, from what carry_data() wrote.
 child_data <- function(carried) {
   if (carried$kind == "dataset") {
-    made <- do.call(gpu_dataset, carried$recipe)
+    recipe <- carried$recipe
+    made <- if (is.null(recipe$arrays)) {
+      do.call(gpu_dataset, recipe)
+    } else {
+      recipe$arrays <- load_arrays(recipe$arrays)
+      gpu_datasets(arrays_pipeline(recipe), recipe)
+    }
     if (inherits(made, "gpukeras_dataset")) {
       return(made)
     }
     return(made[[carried$role]])
   }
+  load_arrays(carried)
+}
+
+# The arrays save_arrays() wrote, as copy-on-write maps: pages are read from
+# the files as training needs them.
+load_arrays <- function(files) {
   numpy <- reticulate::import("numpy", convert = FALSE)
-  # Copy-on-write maps: pages are read from the file as training needs them.
   load <- function(path) numpy$load(path, mmap_mode = "c")
-  x <- if (is.list(carried$x)) do.call(reticulate::dict, c(lapply(carried$x, load), convert = FALSE)) else load(carried$x)
-  list(x = x, y = if (!is.null(carried$y)) load(carried$y))
+  x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, load), convert = FALSE)) else load(files$x)
+  list(x = x, y = if (!is.null(files$y)) load(files$y))
 }
 
 # The function a job's processes run: load gpukeras as this session has it

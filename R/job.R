@@ -121,37 +121,51 @@ carry_strategy <- function(strategy) {
 }
 
 # How the child gets `data` (as fit_data() read it): R data as .npy files;
-# a gpu_dataset() from files as the call that made it.
+# a gpu_dataset() as the call that made it (files) or as its arrays, as .npy
+# files, and its options (R data).
 carry_data <- function(data, dir, name) {
   if (data$kind == "python") {
     recipe <- attr(data$dataset, "gpukeras_recipe")
     info <- attr(data$dataset, "gpukeras")
     if (is.null(recipe)) {
       not_carriable(
-        sprintf("`%s` (%s)", name, if (is.null(info)) "a dataset not made by gpu_dataset()" else "a gpu_dataset() of in-memory data"),
-        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or a gpu_dataset() of files."
+        sprintf("`%s` (a dataset not made by gpu_dataset())", name),
+        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or make it with gpu_dataset()."
       )
     }
-    if (!is.null(recipe$map)) {
+    if (!is.null(recipe$map %||% recipe$options$map)) {
       not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.")
+    }
+    if (!is.null(recipe$arrays)) {
+      if (recipe$options$validation_split > 0 && is.null(recipe$options$seed)) {
+        not_carriable(
+          sprintf("`%s` (a gpu_dataset() split into train and validation rows at random)", name),
+          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did."
+        )
+      }
+      recipe$arrays <- save_arrays(recipe$arrays, dir, name)
     }
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
   arrays <- fit_input(data)
+  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]]), dir, name))
+  rm(arrays)
+  files
+}
+
+# `arrays$x` (an array, or a named list of them) and `arrays$y` as .npy files.
+save_arrays <- function(arrays, dir, name) {
   numpy <- reticulate::import("numpy", convert = FALSE)
   save <- function(array, part) {
     path <- job_file(dir, sprintf("%s-%s.npy", name, part))
     numpy$save(path, array)
     path
   }
-  x <- arrays[[1]]
-  files <- list(
-    kind = "arrays",
+  x <- arrays$x
+  list(
     x = if (is.list(x)) Map(save, x, paste0("x-", names(x))) else save(x, "x"),
-    y = if (!is.null(arrays[[2]])) save(arrays[[2]], "y")
+    y = if (!is.null(arrays$y)) save(arrays$y, "y")
   )
-  rm(arrays, x)
-  files
 }
 
 # The job in `dir`, supervised by `process`. Dropping the job object ends its processes.
@@ -228,13 +242,15 @@ progress_sample <- function(progress) {
 #' * `gpu_job_cancel()` ends the job's processes.
 #'
 #' What the child gets: the model (a `.keras` file), R data (`.npy` files it
-#' memory-maps), a [gpu_dataset()] of files (the call that made it), callbacks
-#' (pickled), a one-device or mirrored [gpu_strategy()] (its type and
-#' devices), and this session's [gpu_setup()] settings, applied there before
-#' its runtime starts. What cannot be carried (a custom layer defined in
-#' `__main__` or without `get_config()`, a `LambdaCallback`, a
-#' [gpu_dataset()] of in-memory data, a multi-worker strategy) is a
-#' `gpukeras_error_not_carriable` error before any process starts.
+#' memory-maps), a [gpu_dataset()] of files (the call that made it) or of R
+#' data (its arrays as `.npy` files, and its options), callbacks (pickled), a
+#' one-device or mirrored [gpu_strategy()] (its type and devices), and this
+#' session's [gpu_setup()] settings, applied there before its runtime starts.
+#' What cannot be carried (a custom layer defined in `__main__` or without
+#' `get_config()`, a `LambdaCallback`, a [gpu_dataset()] with a `map`
+#' function, or of R data split into train and validation without a `seed`, a
+#' multi-worker strategy) is a `gpukeras_error_not_carriable` error before
+#' any process starts.
 #'
 #' Keep the job object: when it is garbage collected, its processes end.
 #'

@@ -165,13 +165,41 @@ test_that("what cannot be carried to the child is a classed error before any chi
   )
   expect_match(conditionMessage(error), "^The callback LambdaCallback cannot be carried to a background process")
 
-  in_memory <- gpu_dataset(job_data()$x, job_data()$y, batch_size = 10)
-  error <- expect_error(gpu_fit(job_model(), in_memory, background = TRUE), class = "gpukeras_error_not_carriable")
-  expect_match(conditionMessage(error), "a gpu_dataset() of in-memory data", fixed = TRUE)
+  at_random <- gpu_dataset(job_data()$x, job_data()$y, batch_size = 10, validation_split = 0.25)
+  error <- expect_error(
+    gpu_fit(job_model(), at_random$train, validation_data = at_random$validation, background = TRUE),
+    class = "gpukeras_error_not_carriable"
+  )
+  expect_match(conditionMessage(error), "split into train and validation rows at random", fixed = TRUE)
+  expect_match(conditionMessage(error), "Give gpu_dataset() a `seed`", fixed = TRUE)
+  mapped <- gpu_dataset(job_data()$x, job_data()$y, map = function(x, y) list(x, y))
+  error <- expect_error(gpu_fit(job_model(), mapped, background = TRUE), class = "gpukeras_error_not_carriable")
+  expect_match(conditionMessage(error), "a gpu_dataset() with a `map` function", fixed = TRUE)
   expect_error(gpu_fit(job_model(), job_data(), background = "yes"), class = "gpukeras_error_bad_argument")
   expect_error(gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = -1), class = "gpukeras_error_bad_argument")
   expect_error(gpu_job_status("job"), class = "gpukeras_error_bad_argument")
   expect_identical(job_folders(), before)
+})
+
+test_that("a gpu_dataset() of R data, split with a seed, trains in the background as it does in the session", {
+  skip_if_no_python()
+  data <- job_data()
+  frame <- data.frame(a = data$x[, 1], b = data$x[, 2], c = data$x[, 3], d = data$x[, 4])
+  # Unshuffled, so the batches come in the same order in both processes: the
+  # same weights then show that the child split the rows as this session did.
+  split <- gpu_dataset(frame, data$y, batch_size = 10, shuffle = FALSE, seed = 4, validation_split = 0.25)
+  here <- job_model()
+  in_session <- gpu_fit(here, split$train, validation_data = split$validation, epochs = 2, seed = 7, monitor = FALSE, verbose = 0)
+  there <- job_model()
+  job <- gpu_fit(there, split$train, validation_data = split$validation, epochs = 2, seed = 7,
+                 monitor = FALSE, background = TRUE, verbose = 0)
+  expect_true(all(file.exists(file.path(job$dir, c("data-x.npy", "data-y.npy", "validation-x.npy")))))
+  fit <- gpu_job_wait(job, timeout = 240)
+  expect_match(fit$settings$data, "^gpu_dataset\\(\\) train pipeline from arrays")
+  expect_identical(fit$settings$data, in_session$settings$data)
+  expect_identical(names(fit$history), names(in_session$history))
+  expect_equal(fit$history$val_loss, in_session$history$val_loss, tolerance = 1e-5)
+  expect_equal(lapply(there$get_weights(), as.vector), lapply(here$get_weights(), as.vector), tolerance = 1e-5)
 })
 
 test_that("in a fresh session: gpu_setup() settings reach the child, where a gpu_dataset() of CSV files trains under a mirrored strategy", {
