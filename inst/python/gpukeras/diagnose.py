@@ -132,8 +132,9 @@ def _why_no_gpu(ev: Evidence, out: Diagnosis) -> None:
         )
     jax_kept_off = ev.keras_backend == "jax" and _jax_platforms_exclude_gpus(ev.jax_platforms)
     if jax_kept_off:
+        kept_off = f"JAX_PLATFORMS='{ev.jax_platforms}' keeps JAX off the GPU"
         out.add(
-            f"JAX_PLATFORMS='{ev.jax_platforms}' keeps JAX off the GPU",
+            f"{_driver_sees(ev)}, but {kept_off}" if gpu_present else kept_off,
             "Unset it before gpukeras starts Python: Sys.unsetenv('JAX_PLATFORMS') in a "
             "fresh R session (or add cuda to it, e.g. 'cuda,cpu').",
         )
