@@ -44,6 +44,7 @@ import os
 import re
 import socket
 import time
+from typing import Any
 
 import numpy as np
 
@@ -391,7 +392,7 @@ class Collectives:
         """Give every worker the chief's values of ``variables`` (weights set per worker, as by
         a copy into the scope, would otherwise differ between the workers' replicas)."""
         tf, strategy = self.tf, self.strategy
-        values = [v.value if hasattr(v, "value") else v for v in variables]
+        values: list[Any] = [v.value if hasattr(v, "value") else v for v in variables]
 
         def on_replica() -> list[object]:
             context = tf.distribute.get_replica_context()  # type: ignore[attr-defined]

@@ -130,14 +130,14 @@ def flatten_layers(layer: Layer, include_self: bool = False, recursive: bool = T
     ``model.layers`` goes one level deep; Keras' private ``_flatten_layers``
     also walks the layers inside layers (a custom block, a model in a model).
     """
-    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))  # type: ignore[attr-defined]
+    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
 
 
 def symbolic_build(model: Model, data_batch: object) -> None:
     """Build the model, its compiled loss and metrics and its optimizer for batches like
     ``data_batch`` (a batch, or its spec), as ``fit()`` does on the first batch it takes
     (Keras' private ``_symbolic_build``)."""
-    model._symbolic_build(data_batch=data_batch)  # type: ignore[attr-defined]
+    model._symbolic_build(data_batch=data_batch)
 
 
 def inbound_nodes(layer: Layer) -> list[Any]:
@@ -156,7 +156,7 @@ def seed_generators(model: object) -> list[object]:
 
     ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``.
     """
-    generators = []
+    generators: list[object] = []
     for layer in flatten_layers(model, include_self=True):
         generators.extend(getattr(layer, "_seed_generators", []))
     return generators
@@ -265,7 +265,8 @@ def dataset_chain(dataset: object, limit: int = 50) -> list[object]:
     tf.data keeps each transformation's input in the private ``_input_dataset``
     (TensorFlow 2.21); a source or a merge of several datasets ends the chain.
     """
-    chain, current = [], dataset
+    chain: list[object] = []
+    current = dataset
     while current is not None and len(chain) < limit:
         chain.append(current)
         current = getattr(current, "_input_dataset", None)

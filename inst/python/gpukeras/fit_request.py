@@ -86,16 +86,16 @@ def check_request(keras: object, model: object, **given: object) -> FitRequest:
         if a["batch_size"] is None
         else arguments.count("batch_size", a["batch_size"]),
         steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
-        jit_compile=jit,  # type: ignore[arg-type]
+        jit_compile=jit,
         learning_rate=arguments.check_learning_rate(keras, a["learning_rate"]),
         clipnorm=clipnorm,
         clipvalue=clipvalue,
-        monitor=a["monitor"],  # type: ignore[arg-type]
+        monitor=a["monitor"],
         backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
         backup_freq="epoch" if freq == "epoch" else arguments.count("backup_freq", freq),
         callbacks=arguments.check_callbacks(keras, a["callbacks"]),
         seed=arguments.seed(a["seed"]),
-        verbose=verbose,  # type: ignore[arg-type]
+        verbose=verbose,
     )
 
 
@@ -156,7 +156,7 @@ def apply_settings(keras: object, model: object, request: FitRequest) -> dict[st
     learning_rate, clipnorm, clipvalue = request.learning_rate, request.clipnorm, request.clipvalue
     before = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
     if request.steps_per_execution != "auto":
-        model.steps_per_execution = int(request.steps_per_execution)  # type: ignore[attr-defined,call-overload]
+        model.steps_per_execution = int(request.steps_per_execution)  # type: ignore[attr-defined]
     model.jit_compile = resolve_jit(model, request.jit_compile)  # type: ignore[attr-defined]
     in_force = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
     optimizer = inner_optimizer(model)

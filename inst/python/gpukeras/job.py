@@ -29,8 +29,10 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from gpukeras.errors import GpukerasError
+from gpukeras.handles import Model
 from gpukeras.runtime import config
 
 MODEL_FILE = "model.keras"
@@ -187,7 +189,7 @@ def load_carried(
     }
 
 
-def save_trained(model: object, path: str) -> str:
+def save_trained(model: Model, path: str) -> str:
     """In the child: the trained weights with the optimizer's state."""
     if hasattr(model, "jax_state_sync"):
         model.jax_state_sync()
@@ -195,7 +197,7 @@ def save_trained(model: object, path: str) -> str:
     return path
 
 
-def load_trained(model: object, path: str) -> bool:
+def load_trained(model: Model, path: str) -> bool:
     """In the parent: load the child's trained weights and optimizer state into ``model``."""
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:
@@ -249,7 +251,9 @@ def progress_callback(
     progress = Path(job_dir, PROGRESS_FILE)
     epochs_file = Path(job_dir, EPOCHS_FILE)
 
-    class Progress(keras.callbacks.Callback):
+    callback_base: Any = keras.callbacks.Callback
+
+    class Progress(callback_base):
         def __init__(self) -> None:
             super().__init__()
             self.epoch = 0

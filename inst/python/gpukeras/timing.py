@@ -67,6 +67,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpukeras import compat
 from gpukeras.runtime import config
@@ -216,7 +217,7 @@ def summarize(
     fetches = [step.fetch_seconds for step in timed]
     if total > 0 and all(fetch is not None for fetch in fetches):
         floor = (record.fetch_floor_seconds or 0.0) * record.steps_per_execution
-        waited = sum(max(0.0, fetch - floor) for fetch in fetches)  # type: ignore[operator]
+        waited = sum((max(0.0, fetch - floor) for fetch in fetches if fetch is not None), 0.0)
         if record.fetch_floor_seconds is not None:
             result["fetch_floor_ms"] = record.fetch_floor_seconds * 1e3
         result["input_wait_share"] = min(1.0, waited / total)
@@ -334,7 +335,9 @@ def step_timer(batch_size: int | None = None, skip: int = 2, measure_input: bool
     """
     keras = config.keras()
 
-    class StepTimer(keras.callbacks.Callback):
+    callback_base: Any = keras.callbacks.Callback
+
+    class StepTimer(callback_base):
         """Timestamps train steps; see ``gpukeras.timing``."""
 
         def __init__(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from gpukeras import devices, flops, tensors
+from gpukeras import compat, devices, flops, tensors
 from gpukeras import monitor as monitoring
 from gpukeras.advice import TrainingContext
 from gpukeras.handles import Model, Record
@@ -112,14 +112,11 @@ def counted_flops(model: Model, gpu_rows: list[Record]) -> Record:
 
 def layers_without_jit(model: Model) -> list[str]:
     """The layers, nested ones included, that Keras cannot compile with XLA."""
-    found = []
-    pending = list(getattr(model, "layers", []))
-    while pending:
-        layer = pending.pop(0)
-        if getattr(layer, "supports_jit", True) is False:
-            found.append(f"{layer.name} ({type(layer).__name__})")
-        pending.extend(getattr(layer, "layers", None) or [])
-    return found
+    return [
+        f"{layer.name} ({type(layer).__name__})"
+        for layer in compat.flatten_layers(model)
+        if getattr(layer, "supports_jit", True) is False
+    ]
 
 
 def monitor_report(
