@@ -281,7 +281,9 @@ progress_sample <- function(progress) {
 #' @examples
 #' if (!is.null(gpukeras_python())) {
 #'   keras <- gpu_keras()
-#'   model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")
+#'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'   job <- gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
 #'                  epochs = 2, seed = 1, background = TRUE)
