@@ -106,68 +106,6 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   job
 }
 
-# A one-device or mirrored strategy goes as its type and devices, made again
-# by gpu_strategy() in the child (after its gpu_setup(), so logical CPU
-# devices exist there too).
-carry_strategy <- function(strategy) {
-  made <- core_call("distribute.describe", strategy = strategy)
-  if (!made$type %in% c("one_device", "mirrored")) {
-    not_carriable(
-      sprintf("A %s strategy", made$type),
-      "Train on several machines with gpu_launch(), or in the session (background = FALSE)."
-    )
-  }
-  list(type = made$type, devices = as.character(unlist(made$devices)))
-}
-
-# How the child gets `data` (as fit_data() read it): R data as .npy files;
-# a gpu_dataset() as the call that made it (files) or as its arrays, as .npy
-# files, and its options (R data).
-carry_data <- function(data, dir, name) {
-  if (data$kind == "python") {
-    recipe <- attr(data$dataset, "gpukeras_recipe")
-    info <- attr(data$dataset, "gpukeras")
-    if (is.null(recipe)) {
-      not_carriable(
-        sprintf("`%s` (a dataset not made by gpu_dataset())", name),
-        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or make it with gpu_dataset()."
-      )
-    }
-    if (!is.null(recipe$map %||% recipe$options$map)) {
-      not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.")
-    }
-    if (!is.null(recipe$arrays)) {
-      if (recipe$options$validation_split > 0 && is.null(recipe$options$seed)) {
-        not_carriable(
-          sprintf("`%s` (a gpu_dataset() split into train and validation rows at random)", name),
-          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did."
-        )
-      }
-      recipe$arrays <- save_arrays(recipe$arrays, dir, name)
-    }
-    return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
-  }
-  arrays <- fit_input(data)
-  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]]), dir, name))
-  rm(arrays)
-  files
-}
-
-# `arrays$x` (an array, or a named list of them) and `arrays$y` as .npy files.
-save_arrays <- function(arrays, dir, name) {
-  numpy <- reticulate::import("numpy", convert = FALSE)
-  save <- function(array, part) {
-    path <- job_file(dir, sprintf("%s-%s.npy", name, part))
-    numpy$save(path, array)
-    path
-  }
-  x <- arrays$x
-  list(
-    x = if (is.list(x)) Map(save, x, paste0("x-", names(x))) else save(x, "x"),
-    y = if (!is.null(arrays$y)) save(arrays$y, "y")
-  )
-}
-
 # The job in `dir`, supervised by `process`. Dropping the job object ends its processes.
 new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restarts, verbose) {
   job <- new.env(parent = emptyenv())
