@@ -65,6 +65,10 @@ process_alive <- function(pid) {
 job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
   restarts <- 0L
   attempt <- 0L
+  # The child's temp folder is the job's: what a killed child leaves there (TensorFlow's
+  # autograph files, say) goes with the job folder.
+  scratch <- job_file(dir, "tmp")
+  dir.create(scratch, showWarnings = FALSE)
   causes <- character()
   state <- function(value, ...) {
     write_rds_atomic(
@@ -78,7 +82,7 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
       if (standby && attempt == 1L) "job_child_standby" else "job_child", list(dir),
       stdout = job_file(dir, sprintf("stdout-%d.log", attempt)),
       stderr = job_file(dir, sprintf("stderr-%d.log", attempt)),
-      env = c(env, GPUKERAS_JOB_ATTEMPT = attempt)
+      env = c(env, GPUKERAS_JOB_ATTEMPT = attempt, TMPDIR = scratch)
     )
     pid <- child$get_pid()
     state(if (attempt == 1L) "starting" else "restarting")

@@ -72,7 +72,7 @@ standby_return <- function(standby) {
 }
 
 # What the standby's own processes write in its folder.
-standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log")
+standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log", "tmp")
 
 standby_discard <- function(standby) {
   standby$process$kill_tree()

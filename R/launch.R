@@ -62,8 +62,12 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   check_flag(quiet)
 
   addresses <- sprintf("127.0.0.1:%d", free_ports(workers))
+  # The workers' temp folder: what a stopped worker leaves there (TensorFlow's autograph
+  # files, say) goes when the launch ends.
+  scratch <- tempfile("gpukeras-launch-")
+  dir.create(scratch)
   processes <- lapply(seq_len(workers) - 1L, function(index) {
-    env <- c(callr::rcmd_safe_env(), worker_environment(addresses, index))
+    env <- c(callr::rcmd_safe_env(), worker_environment(addresses, index), TMPDIR = scratch)
     if (script) {
       callr::rscript_process$new(callr::rscript_process_options(script = worker, env = env, stderr = "2>&1"))
     } else {
@@ -72,6 +76,7 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
     }
   })
   on.exit(for (p in processes) if (p$is_alive()) p$kill(), add = TRUE)
+  on.exit(unlink(scratch, recursive = TRUE), add = TRUE)
   output <- supervise_workers(processes, timeout, quiet)
   results <- lapply(processes, function(p) if (script) NULL else p$get_result())
   structure(results, output = output)
