@@ -106,7 +106,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     recipe <- list(arrays = data[c("x", "y")], options = options, vocabulary = data$vocabulary, dropped = data$dropped)
     arrays_pipeline(recipe)
   }
-  gpu_datasets(result, recipe)
+  datasets_from_result(result, recipe)
 }
 
 # The core's pipeline over the arrays of `recipe`: the pipeline's own NumPy
@@ -125,7 +125,7 @@ arrays_pipeline <- function(recipe) {
 # gpu_dataset()'s value from the core's `result`. The recipe (the call for
 # files; the arrays and options for R data) makes the dataset again in
 # gpu_fit(background = TRUE)'s child.
-gpu_datasets <- function(result, recipe) {
+datasets_from_result <- function(result, recipe) {
   train <- new_gpukeras_dataset(result$dataset, result$info)
   attr(train, "gpukeras_recipe") <- recipe
   if (is.null(result$validation)) {

@@ -9,7 +9,7 @@ child_data <- function(carried) {
       do.call(gpu_dataset, recipe)
     } else {
       recipe$arrays <- load_arrays(recipe$arrays)
-      gpu_datasets(arrays_pipeline(recipe), recipe)
+      datasets_from_result(arrays_pipeline(recipe), recipe)
     }
     if (inherits(made, "gpukeras_dataset")) {
       return(made)

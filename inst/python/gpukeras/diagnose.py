@@ -80,7 +80,7 @@ def _driver_sees(ev: Evidence) -> str:
 
 
 def _jax_platforms_exclude_gpus(value: str | None) -> bool:
-    """JAX_PLATFORMS set to platforms that are all not GPUs (e.g. 'cpu')."""
+    """JAX_PLATFORMS names platforms, none of them a GPU (e.g. 'cpu')."""
     if value is None or not value.strip():
         return False
     platforms = {p.strip().lower() for p in value.split(",") if p.strip()}
