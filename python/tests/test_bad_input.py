@@ -8,7 +8,10 @@ and quantizing, on JAX without TensorFlow (as on the GPU machines).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 
 from conftest import requires, run_on_jax
 from gpukeras import bridge
@@ -110,3 +113,37 @@ def test_on_jax_without_tensorflow_data_of_the_wrong_width_is_bad_data() -> None
         assert answer["message"].startswith(f"The model cannot {start} this data: ")
         assert answer["traceback"] is None
     assert "tensorflow" not in run.loaded
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SLURM_PROCID", "abc", r"^SLURM_PROCID is 'abc'; it must be a whole number >= 0"),
+        ("SLURM_NTASKS", "4.0", r"^SLURM_NTASKS is '4.0'; it must be a whole number from 1"),
+        ("GPUKERAS_PORT_BASE", "http", r"^GPUKERAS_PORT_BASE is 'http'; it must be a whole"),
+        ("SLURM_JOB_NODELIST", "n[1-999999999]", r"^SLURM_JOB_NODELIST is .* more than 4096"),
+    ],
+)
+def test_multi_worker_strategy_in_a_bad_slurm_environment_names_the_variable(
+    variable: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpu_strategy("multi_worker") with no workers reads the scheduler's environment: a bad
+    value there is a bad argument naming the variable, before the runtime is touched."""
+    slurm = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_TASKS_PER_NODE": "1(x2)",
+    }
+    for name in (
+        "TF_CONFIG",
+        "SLURM_STEP_NUM_TASKS",
+        "SLURM_STEP_NODELIST",
+        "SLURM_STEP_TASKS_PER_NODE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, setting in {**slurm, variable: value}.items():
+        monkeypatch.setenv(name, setting)
+    answer = error_of("distribute.make", type="multi_worker")
+    assert answer["r_class"] == "gpukeras_error_bad_argument", answer
+    assert re.search(message, answer["message"]), answer["message"]

@@ -111,3 +111,194 @@ def test_gpu_strategy_without_workers_or_a_cluster_says_how_to_give_one(
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(StrategyError, match="neither TF_CONFIG nor a SLURM or Open MPI job"):
         cluster._from_environment()
+
+
+OPEN_MPI = {
+    "OMPI_COMM_WORLD_RANK": "1",
+    "OMPI_COMM_WORLD_SIZE": "2",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+}
+TWO_WORKERS = {"cluster": {"worker": ["h1:1", "h2:2"]}, "task": {"type": "worker", "index": 0}}
+
+
+def row(environ: dict[str, str], message: str, **values: str | None) -> object:
+    """A test case: ``environ`` with ``values`` set (None: removed), named by them, and the
+    message its error must match."""
+    changed = {**environ, **values}
+    return pytest.param(
+        {name: value for name, value in changed.items() if value is not None},
+        message,
+        id=",".join(f"{name}={value}" for name, value in values.items()),
+    )
+
+
+# One row per variable and bad value: the environment, and what the error must say (it names
+# the variable, its value, and what the value must be).
+BAD_ENVIRONMENTS = [
+    row(SLURM, r"^SLURM_PROCID is 'abc'; it must be a whole number >= 0", SLURM_PROCID="abc"),
+    row(SLURM, r"^SLURM_PROCID is '-1'; it must be a whole number >= 0", SLURM_PROCID="-1"),
+    row(SLURM, r"^SLURM_PROCID is '1.5'; it must be a whole number", SLURM_PROCID="1.5"),
+    row(SLURM, r"^SLURM_PROCID is '4', but the step has 4 tasks", SLURM_PROCID="4"),
+    row(
+        SLURM,
+        r"^SLURM_NTASKS is 'four'; it must be a whole number from 1 to 65536",
+        SLURM_STEP_NUM_TASKS=None,
+        SLURM_NTASKS="four",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NUM_TASKS is '0x4'; it must be a whole number from 1 to 65536",
+        SLURM_STEP_NUM_TASKS="0x4",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NUM_TASKS is '999999999999'; it must be a whole number from 1 to 65536",
+        SLURM_STEP_NUM_TASKS="999999999999",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_TASKS_PER_NODE is 'two'; it must be SLURM's tasks per node",
+        SLURM_STEP_TASKS_PER_NODE="two",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_TASKS_PER_NODE is '2\(x\)'; it must be SLURM's tasks per node",
+        SLURM_STEP_TASKS_PER_NODE=None,
+        SLURM_TASKS_PER_NODE="2(x)",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_TASKS_PER_NODE is '2\(x999999999\)'; it names 999999999 nodes, "
+        r"more than 4096",
+        SLURM_STEP_TASKS_PER_NODE="2(x999999999)",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NODELIST is 'node\[1-999999999\]'; it names 999999999 hosts, more "
+        r"than 4096",
+        SLURM_STEP_NODELIST="node[1-999999999]",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NODELIST is 'n\[1-100\]-m\[1-100\]'; it names 10000 hosts",
+        SLURM_STEP_NODELIST="n[1-100]-m[1-100]",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_JOB_NODELIST is 'gpu\[02-01\]'; its range 02-01 runs backwards",
+        SLURM_STEP_NODELIST=None,
+        SLURM_JOB_NODELIST="gpu[02-01]",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NODELIST is 'gpu\[01-02'; it must be a SLURM host list",
+        SLURM_STEP_NODELIST="gpu[01-02",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NODELIST is 'gpu\[a-b\]'; it must be a SLURM host list",
+        SLURM_STEP_NODELIST="gpu[a-b]",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_STEP_NODELIST is ''; it must be a SLURM host list",
+        SLURM_STEP_NODELIST="",
+    ),
+    row(
+        SLURM,
+        r"^SLURM_PROCID and SLURM_STEP_NUM_TASKS are set, but neither SLURM_STEP_NODELIST "
+        r"nor SLURM_JOB_NODELIST",
+        SLURM_STEP_NODELIST=None,
+    ),
+    row(
+        SLURM,
+        r"^GPUKERAS_PORT_BASE is 'abc'; it must be a whole number from 1 to 65535",
+        GPUKERAS_PORT_BASE="abc",
+    ),
+    row(
+        SLURM,
+        r"^GPUKERAS_PORT_BASE is '0'; it must be a whole number from 1 to 65535",
+        GPUKERAS_PORT_BASE="0",
+    ),
+    row(
+        SLURM,
+        r"^GPUKERAS_PORT_BASE is '70000'; it must be a whole number from 1 to 65535",
+        GPUKERAS_PORT_BASE="70000",
+    ),
+    row(
+        SLURM,
+        r"^GPUKERAS_PORT_BASE is '65535', and a node runs 2 tasks on ports from there up: "
+        r"ports end at 65535, so it must be at most 65534",
+        GPUKERAS_PORT_BASE="65535",
+    ),
+    row(
+        OPEN_MPI,
+        r"^OMPI_COMM_WORLD_RANK is 'x'; it must be a whole number >= 0",
+        OMPI_COMM_WORLD_RANK="x",
+    ),
+    row(
+        OPEN_MPI,
+        r"^OMPI_COMM_WORLD_RANK is '-1'; it must be a whole number >= 0",
+        OMPI_COMM_WORLD_RANK="-1",
+    ),
+    row(
+        OPEN_MPI,
+        r"^OMPI_COMM_WORLD_RANK is '2', but OMPI_COMM_WORLD_SIZE is 2: it must be 0 to 1",
+        OMPI_COMM_WORLD_RANK="2",
+    ),
+    row(
+        OPEN_MPI,
+        r"^OMPI_COMM_WORLD_SIZE is 'two'; it must be a whole number from 1 to 65536",
+        OMPI_COMM_WORLD_SIZE="two",
+    ),
+    row(
+        OPEN_MPI,
+        r"^OMPI_COMM_WORLD_LOCAL_SIZE is '2.0'; it must be a whole number >= 1",
+        OMPI_COMM_WORLD_LOCAL_SIZE="2.0",
+    ),
+    row(
+        OPEN_MPI,
+        r"^GPUKERAS_PORT_BASE is '65535', and a node runs 2 tasks",
+        GPUKERAS_PORT_BASE="65535",
+    ),
+    row(
+        {},
+        r"^TF_CONFIG names this task as worker 2, but its cluster has 2 workers",
+        TF_CONFIG=json.dumps({**TWO_WORKERS, "task": {"type": "worker", "index": 2}}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("environ", "message"), BAD_ENVIRONMENTS)
+def test_every_bad_variable_is_named_with_its_value(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(BadArgumentError, match=message):
+        cluster_env.find(environ)
+
+
+def test_host_lists_are_counted_before_they_are_expanded() -> None:
+    """A range of a billion hosts is refused at once, without a list of a billion names."""
+    with pytest.raises(BadArgumentError, match="it names 1000000000 hosts, more than 4096"):
+        cluster_env.expand_hostlist("node[0-999999999]", "SLURM_JOB_NODELIST")
+    hosts = cluster_env.expand_hostlist(f"n[1-{cluster_env.MAX_HOSTS}]", "SLURM_JOB_NODELIST")
+    assert len(hosts) == cluster_env.MAX_HOSTS
+    with pytest.raises(BadArgumentError, match="4097 hosts, more than 4096"):
+        cluster_env.expand_hostlist(f"n[1-{cluster_env.MAX_HOSTS}],extra", "SLURM_JOB_NODELIST")
+
+
+@pytest.mark.parametrize("caller", ["cluster", "jax_cluster"])
+def test_both_multi_worker_engines_pass_a_bad_variable_on_as_it_is(
+    caller: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorFlow's and JAX's joining read the environment through ``find``: the same error."""
+    from gpukeras import cluster, jax_cluster
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    for name, value in {**SLURM, "SLURM_PROCID": "abc"}.items():
+        monkeypatch.setenv(name, value)
+    read = (
+        cluster._from_environment
+        if caller == "cluster"
+        else lambda: jax_cluster._cluster(None, None)
+    )
+    with pytest.raises(BadArgumentError, match=r"^SLURM_PROCID is 'abc'"):
+        read()
