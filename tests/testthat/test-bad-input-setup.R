@@ -105,3 +105,59 @@ for (case in cases) {
     expect_bad_input(run_bad_input(case), case)
   })
 }
+
+# Cases in a scheduler's environment: gpu_strategy("multi_worker") without
+# workers reads the cluster from variables that Python copies when it starts,
+# so each case runs in a fresh R that sets them (withr::local_envvar()) before
+# anything starts Python. The error comes before a framework is imported.
+slurm_step <- c(
+  TF_CONFIG = NA, SLURM_PROCID = "0", SLURM_NTASKS = "2", SLURM_JOB_NODELIST = "n[1-2]",
+  SLURM_TASKS_PER_NODE = "1(x2)", SLURM_STEP_NUM_TASKS = NA, SLURM_STEP_NODELIST = NA,
+  SLURM_STEP_TASKS_PER_NODE = NA, GPUKERAS_PORT_BASE = NA, OMPI_COMM_WORLD_RANK = NA
+)
+open_mpi_ranks <- c(
+  TF_CONFIG = NA, SLURM_PROCID = NA, OMPI_COMM_WORLD_RANK = "0", OMPI_COMM_WORLD_SIZE = "2",
+  OMPI_COMM_WORLD_LOCAL_SIZE = "2", GPUKERAS_PORT_BASE = NA
+)
+
+# Evaluate `code` in a fresh R whose environment is `environment` with the
+# variables in `...` changed, and raise its error here, with `frameworks`: those
+# Python had imported by then.
+in_environment <- function(code, environment, ...) {
+  changed <- c(...)
+  environment[names(changed)] <- changed
+  result <- do.call(run_in_fresh_r, list(expr = bquote({
+    withr::local_envvar(.(environment))
+    list(
+      error = catch_error(.(substitute(code))),
+      frameworks = unlist(reticulate::py_eval(
+        "sorted(set(__import__('sys').modules) & {'tensorflow', 'keras', 'jax', 'torch'})"
+      ))
+    )
+  })))
+  if (!is.null(result$error)) {
+    stop(structure(
+      class = result$error$class,
+      list(message = result$error$message, call = NULL, python_traceback = result$error$python_traceback,
+           frameworks = as.character(result$frameworks))
+    ))
+  }
+  invisible()
+}
+
+cases <- bad_inputs(
+  ~name,                                              ~code,                                                                                      ~class,         ~message,
+  "gpu_strategy: SLURM_PROCID not a number",          in_environment(gpu_strategy("multi_worker"), slurm_step, SLURM_PROCID = "abc"),             "bad_argument", "^SLURM_PROCID is 'abc'; it must be a whole number >= 0 \\(this task's rank; srun sets it\\)",
+  "gpu_strategy: SLURM_NTASKS not a number",          in_environment(gpu_strategy("multi_worker"), slurm_step, SLURM_NTASKS = "two"),             "bad_argument", "^SLURM_NTASKS is 'two'; it must be a whole number from 1 to 65536",
+  "gpu_strategy: SLURM node list of a billion hosts", in_environment(gpu_strategy("multi_worker"), slurm_step, SLURM_JOB_NODELIST = "n[1-999999999]"), "bad_argument", "^SLURM_JOB_NODELIST is 'n\\[1-999999999\\]'; it names 999999999 hosts, more than 4096",
+  "gpu_strategy: GPUKERAS_PORT_BASE not a number",    in_environment(gpu_strategy("multi_worker"), slurm_step, GPUKERAS_PORT_BASE = "http"),      "bad_argument", "^GPUKERAS_PORT_BASE is 'http'; it must be a whole number from 1 to 65535",
+  "gpu_strategy: OMPI_COMM_WORLD_RANK not a number",  in_environment(gpu_strategy("multi_worker"), open_mpi_ranks, OMPI_COMM_WORLD_RANK = "x"),  "bad_argument", "^OMPI_COMM_WORLD_RANK is 'x'; it must be a whole number >= 0"
+)
+
+for (case in cases) {
+  test_that(paste(case$name, "(in a fresh R)"), {
+    error <- tryCatch(eval(case$code), error = identity)
+    expect_bad_input(error_data(error), case)
+    expect_identical(error$frameworks, character())
+  })
+}
