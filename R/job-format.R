@@ -34,8 +34,34 @@ format.gpukeras_job_status <- function(x, ...) {
     ),
     if (!is.null(x$pid) && !x$state %in% final_states) sprintf("  Process:  %d", as.integer(x$pid)),
     if (!is.null(x$sample)) sprintf("  Progress: %s", format_job_sample(x)),
-    if (length(x$causes)) paste0("  Crashed:  ", x$causes)
+    if (length(x$causes)) paste0("  Crashed:  ", x$causes),
+    format_job_backup(x)
   )
+}
+
+# Where a stopped job's work is: its backup and the call that resumes from it.
+format_job_backup <- function(status) {
+  if (!status$state %in% c("cancelled", "failed")) {
+    return(NULL)
+  }
+  stopped <- sprintf(
+    "  %s %s", if (status$state == "cancelled") "Cancelled" else "Failed",
+    if (!is.null(status$epoch)) sprintf("in epoch %d", as.integer(status$epoch)) else "before training started"
+  )
+  if (is.null(status$resume)) {
+    return(if (status$state == "cancelled") paste0(stopped, if (!is.null(status$epoch)) ", before its first backup", "."))
+  }
+  c(
+    sprintf("%s; its backup is in %s:", stopped, status$backup_dir),
+    sprintf("  %s resumes from it.", status$resume),
+    if (in_session_temp(status$backup_dir)) {
+      "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup_dir = to keep one."
+    }
+  )
+}
+
+in_session_temp <- function(path) {
+  startsWith(normalizePath(path, mustWork = FALSE), paste0(normalizePath(tempdir()), .Platform$file.sep))
 }
 
 #' @export

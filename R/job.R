@@ -87,6 +87,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
     sys_path = carried$sys_path
   )
   # A run that resumes must see the batches in the same order: it needs a seed.
+  spec$seed_chosen <- is.null(spec$fit$seed)
   spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
   spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
   descriptions <- list(
@@ -177,7 +178,18 @@ progress_sample <- function(progress) {
 #'   the last progress sample and where the backup is; an error in the
 #'   training itself (bad data, say) is raised with its own class, without
 #'   restarts.
-#' * `gpu_job_cancel()` ends the job's processes.
+#' * `gpu_job_cancel()` ends the job's processes and keeps its work: the
+#'   backup (the last one committed, at the end of an epoch or every
+#'   `backup_freq` batches) stays, and the status and print say where it is
+#'   and how to go on from it: [gpu_fit()] with the same arguments and that
+#'   `backup_dir` (and the `seed` the job chose, when none was given), in the
+#'   session or in the background. The rest of the job's files (the carried
+#'   data, logs) go; a job cancelled before its first backup leaves nothing.
+#'
+#' Unless `gpu_fit(backup_dir = )` names a folder, a job backs up into its own
+#' folder in the session's temporary folder ([tempdir()]), which R removes
+#' when the session ends: copy a backup from there to keep it, or give
+#' `backup_dir` a folder of your own, which gpukeras never removes.
 #'
 #' What the child gets: the model (a `.keras` file), R data (`.npy` files it
 #' memory-maps), a [gpu_dataset()] of files (the call that made it) or of R
@@ -210,8 +222,11 @@ progress_sample <- function(progress) {
 #'   on a GPU `gpu_utilization` (%) and `gpu_memory_used_mib` from NVML, the
 #'   latest `logs`), `elapsed` (seconds) and `setup` (the [gpu_setup()]
 #'   settings applied in the child, `NULL` when the parent made none),
-#'   `backup_dir` and, for a job that failed in the training itself, `error`
-#'   (its class and message).
+#'   `backup_dir` (for a cancelled job, the folder its backup was kept in;
+#'   `NULL` when none is left), `resume` (for a cancelled or failed job with
+#'   a backup, the [gpu_fit()] call that goes on from it, `NULL` otherwise)
+#'   and, for a job that failed in the training itself, `error` (its class
+#'   and message).
 #'   `gpu_job_wait()`: the `gpukeras_fit`. `gpu_job_cancel()`: the job,
 #'   invisibly.
 #' @seealso [gpu_fit()]
@@ -263,7 +278,8 @@ gpu_job_status <- function(job) {
       elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
       setup = read_rds_or_null(job_file(job, "setup.rds")),
       error = state$error,
-      backup_dir = job$spec$fit$backup_dir
+      backup_dir = job$spec$fit$backup_dir,
+      resume = if (value == "failed") resume_call(job)
     ),
     class = "gpukeras_job_status"
   )
@@ -319,10 +335,53 @@ gpu_job_cancel <- function(job) {
   job$process$kill_tree()
   # The child too, should it have outlived its supervisor.
   if (!is.null(status$pid)) try(tools::pskill(status$pid, tools::SIGKILL), silent = TRUE)
+  # Ended (and reaped) before its files are touched.
+  job$process$wait(5000L)
+  # Where it stopped: the child may have gone on since `status` was read.
+  progress <- read_progress(job)
+  if (!is.null(progress)) {
+    status$epoch <- progress$epoch
+    status$batch <- progress$batch
+    status$sample <- progress_sample(progress)
+  }
   status$state <- "cancelled"
+  status$resume <- resume_call(job)
+  status$backup_dir <- keep_backup(job)
   job$final <- status
-  unlink(job$dir, recursive = TRUE)
   invisible(job)
+}
+
+# The work of a stopped job: its backup, when it has one to resume from. The
+# job's folder keeps only its own backup folder (the carried data, logs and
+# the child's temp folder go), or goes entirely; a backup_dir the user gave is
+# theirs and is left as it is. The kept folder, or NULL when none is left.
+keep_backup <- function(job) {
+  backup <- job$spec$fit$backup_dir
+  own <- identical(backup, job_file(job, "backup"))
+  if (own && has_backup(backup)) {
+    others <- list.files(job$dir, all.files = TRUE, no.. = TRUE, full.names = TRUE)
+    unlink(others[basename(others) != "backup"], recursive = TRUE)
+  } else {
+    unlink(job$dir, recursive = TRUE)
+  }
+  if (dir.exists(backup)) backup
+}
+
+has_backup <- function(dir) file.exists(file.path(dir, "gpukeras-backup.json"))
+
+# The call that resumes the job from its backup (its seed too when gpukeras
+# chose it: a resumed run must see the batches in the same order), or NULL
+# when no backup was committed.
+resume_call <- function(job) {
+  backup <- job$spec$fit$backup_dir
+  if (!has_backup(backup)) {
+    return(NULL)
+  }
+  sprintf(
+    "gpu_fit(<same arguments>%s, backup_dir = %s)",
+    if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
+    encodeString(backup, quote = "\"")
+  )
 }
 
 # The end of a job: the fit (weights loaded into the user's model), or a classed error.
@@ -331,7 +390,13 @@ job_outcome <- function(job, status) {
     return(job$result)
   }
   if (status$state == "cancelled") {
-    gpukeras_abort("The job was cancelled (gpu_job_cancel()): it has no result.", "gpukeras_error_job_cancelled")
+    gpukeras_abort(
+      c(
+        "The job was cancelled (gpu_job_cancel()): it has no result.",
+        if (!is.null(status$resume)) sprintf("%s resumes from its backup.", status$resume)
+      ),
+      "gpukeras_error_job_cancelled"
+    )
   }
   if (status$state == "failed") {
     job$final <- status
@@ -373,8 +438,8 @@ job_failure <- function(job, status) {
       sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause),
       if (length(stderr)) c("The last lines of its stderr:", paste0("  ", stderr)),
       if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
-      if (file.exists(file.path(backup, "gpukeras-backup.json"))) {
-        sprintf("The backup is in %s: gpu_fit() with the same arguments and backup_dir resumes from it.", backup)
+      if (!is.null(status$resume)) {
+        sprintf("The backup is in %s: %s resumes from it.", backup, status$resume)
       } else {
         "No backup was written."
       }

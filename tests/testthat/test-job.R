@@ -107,19 +107,20 @@ test_that("a child killed more often than max_restarts: gpukeras_error_job_faile
   unlink(dirname(error$backup_dir), recursive = TRUE)
 })
 
-test_that("status while running, Ctrl-C in wait, then cancel: the processes end and wait says it was cancelled", {
+test_that("status while running, Ctrl-C in wait, then cancel: the processes end, the backup stays and gpu_fit() resumes from it", {
   skip_if_no_python()
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
                  monitor = FALSE, background = TRUE, verbose = 0)
+  withr::defer(unlink(job$dir, recursive = TRUE))
   deadline <- Sys.time() + 180
   repeat {
     status <- gpu_job_status(job)
-    if (identical(status$state, "running") && isTRUE(status$batch > 0) || Sys.time() > deadline) break
+    # In the second epoch: the first one's backup is committed.
+    if (identical(status$state, "running") && isTRUE(status$epoch >= 2 && status$batch > 0) || Sys.time() > deadline) break
     Sys.sleep(0.2)
   }
   expect_identical(status$state, "running")
   expect_identical(as.integer(status$epochs), 10000L)
-  expect_true(status$epoch >= 1)
   expect_true(is.numeric(status$sample$batches_per_second) && status$sample$batches_per_second > 0)
   expect_true(is.numeric(status$sample$samples_per_second))
   expect_true(is.numeric(status$sample$logs$loss))
@@ -135,12 +136,63 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end 
   expect_identical(returned, job)
   expect_identical(gpu_job_status(job)$state, "running")
   gpu_job_cancel(job)
-  expect_identical(gpu_job_status(job)$state, "cancelled")
+  cancelled <- gpu_job_status(job)
+  expect_identical(cancelled$state, "cancelled")
   expect_false(job$process$is_alive())
   Sys.sleep(0.5)
   expect_false(process_running(status$pid))
+
+  # The work stays: the job's folder keeps its backup alone (the carried data,
+  # logs and temp files go), and status and print say where it is.
+  backup <- file.path(job$dir, "backup")
+  expect_identical(cancelled$backup_dir, backup)
+  expect_identical(list.files(job$dir, all.files = TRUE, no.. = TRUE), "backup")
+  expect_true(file.exists(file.path(backup, "gpukeras-backup.json")))
+  expect_identical(cancelled$resume, sprintf("gpu_fit(<same arguments>, backup_dir = \"%s\")", backup))
+  expect_true(cancelled$epoch >= 2)
+  printed <- format(job)
+  expect_match(printed[1], "^<gpukeras job> cancelled after [0-9.]+ s$")
+  expect_identical(utils::tail(printed, 3), c(
+    sprintf("  Cancelled in epoch %d; its backup is in %s:", as.integer(cancelled$epoch), backup),
+    sprintf("  gpu_fit(<same arguments>, backup_dir = \"%s\") resumes from it.", backup),
+    "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup_dir = to keep one."
+  ))
+  error <- expect_error(gpu_job_wait(job), class = "gpukeras_error_job_cancelled")
+  expect_match(conditionMessage(error), sprintf("%s resumes from its backup.", cancelled$resume), fixed = TRUE)
+
+  # The same call with that backup_dir goes on from there, in this session.
+  model <- job_model()
+  epochs <- as.integer(cancelled$epoch) + 1L
+  fit <- gpu_fit(model, job_data(), epochs = epochs, batch_size = 10, seed = 1, monitor = FALSE,
+                 backup_dir = backup, verbose = 0)
+  expect_true(fit$settings$resumed_from$epoch >= 1L)
+  expect_identical(fit$history$epoch, seq_len(epochs))
+  expect_identical(as.integer(model$optimizer$iterations$numpy()), 40L * epochs)
+})
+
+test_that("a job cancelled before its first backup leaves no folder, and a backup_dir the user gave is never removed", {
+  skip_if_no_python()
+  before <- job_folders()
+  fresh <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
+                   monitor = FALSE, background = TRUE, verbose = 0)
+  gpu_job_cancel(fresh)
+  status <- gpu_job_status(fresh)
+  expect_identical(status$state, "cancelled")
+  expect_null(status$backup_dir)
+  expect_null(status$resume)
+  expect_false(dir.exists(fresh$dir))
+  expect_match(utils::tail(format(status), 1), "^  Cancelled (before training started|in epoch 1, before its first backup)\\.$")
+
+  mine <- withr::local_tempdir()
+  writeLines("mine", file.path(mine, "notes.txt"))
+  job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
+                 monitor = FALSE, backup_dir = mine, background = TRUE, verbose = 0)
+  gpu_job_cancel(job)
   expect_false(dir.exists(job$dir))
-  expect_error(gpu_job_wait(job), class = "gpukeras_error_job_cancelled")
+  expect_identical(gpu_job_status(job)$backup_dir, normalizePath(mine))
+  expect_identical(readLines(file.path(mine, "notes.txt")), "mine")
+  # (A standby a job took is that job's folder, gone with it.)
+  expect_identical(setdiff(job_folders(), before), character())
 })
 
 test_that("what cannot be carried to the child is a classed error before any child starts", {
