@@ -93,7 +93,9 @@
 #'   R data as `.npy` files),
 #'   callbacks (pickled) and this session's [gpu_setup()] settings are carried
 #'   to the child; what cannot be is a `gpukeras_error_not_carriable` error
-#'   before any child starts.
+#'   before any child starts. [gpu_job_cancel()] keeps the job's backup and
+#'   says where; unless `backup_dir` is given, it is in the session's
+#'   temporary folder, removed when R ends.
 #' @param max_restarts With `background = TRUE`: how often a crashed child is
 #'   started again (from the backup: the run ends with the weights of an
 #'   unbroken one) before the job fails with `gpukeras_error_job_failed`.
