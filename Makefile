@@ -5,7 +5,8 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-knitr \
-	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr pandoc qpdf python3 python3-venv
+	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr pandoc qpdf python3 python3-venv \
+	iproute2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENVNAME ?= r-gpukeras
 RSCRIPT := Rscript --no-save --no-restore
@@ -66,7 +67,8 @@ pytest:
 CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://cloud.r-project.org", timeout = 10), silent = TRUE), "try-error"))')
 
 # R CMD check --as-cran runs the testthat suite, the examples and the vignettes against the
-# built tarball. --no-manual: the PDF manual needs LaTeX, which is not installed here (the Rd
+# built tarball. NOT_CRAN=true: the expect_snapshot() tests of error messages run (testthat
+# skips them on CRAN), and fail where a snapshot is missing or differs (CI sets CI=true). --no-manual: the PDF manual needs LaTeX, which is not installed here (the Rd
 # files are still checked). --no-build-vignettes: R CMD build has just knitted every vignette
 # (their code ran, with Python) and check still runs their code once more; a third run, to
 # rebuild outputs just built, would only add minutes. _R_CHECK_SYSTEM_CLOCK_=false: the clock check asks a web time
@@ -74,7 +76,7 @@ CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://c
 rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
-	_R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	NOT_CRAN=true _R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  R CMD check --as-cran --no-manual --no-build-vignettes gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
 	@grep -E "^\[ FAIL" gpukeras.Rcheck/tests/testthat.Rout
 	@! grep -q "^Status:.*WARNING" gpukeras.Rcheck/00check.log || { echo "R CMD check gave a WARNING"; exit 1; }
@@ -132,7 +134,7 @@ NEWER_TESTS :=
 NEWER_SKIP := job|launch|multiworker|tune|lr-find
 
 newer-stack-test: newer-stack-env
-	cd tests/testthat && R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	cd tests/testthat && NOT_CRAN=true R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
 	  -e 'only <- "$(NEWER_TESTS)"; skip <- "$(NEWER_SKIP)"' \
 	  -e 'filter <- if (nzchar(only)) only else if (nzchar(skip)) skip' \

@@ -35,6 +35,23 @@
 #' MPI ranks on one node; the print says which. It must be called before
 #' the backend starts (like [gpu_setup()]): first thing in the session.
 #'
+#' @section Who can reach the workers:
+#' Neither engine authenticates the processes that connect to its ports.
+#' TensorFlow's servers listen on every network interface of the worker's
+#' machine, whatever host `workers` names (TensorFlow has no setting for it):
+#' a process that reaches the port can run code in the worker. So workers
+#' that are all on this machine (`127.0.0.1`) are refused, with an error of
+#' class `gpukeras_error_network_exposed`, unless their network has loopback
+#' alone (as [gpu_launch()] gives them) or `trusted_network = TRUE` (or the
+#' environment variable `GPUKERAS_TRUSTED_NETWORK=true`) says that every host
+#' that can reach this machine is trusted. On JAX the coordinator listens on
+#' the first worker's address and Gloo on each worker's own address (on
+#' loopback for workers on this machine). For workers on several machines
+#' the print says what listens where and gives the firewall rules that let
+#' only the workers in; `NCCL_SOCKET_IFNAME` is set to `lo` for workers on
+#' loopback unless you set it. See the vignette's "Who can reach the
+#' workers".
+#'
 #' On TensorFlow it makes a `MultiWorkerMirroredStrategy`. On JAX it joins
 #' the workers with `jax.distributed` (the first worker's address is the
 #' coordinator; on CPUs the workers exchange through Gloo) and makes Keras'
@@ -66,10 +83,15 @@
 #'   (`TF_CONFIG`, SLURM or Open MPI; see "Several machines").
 #' @param index For `"multi_worker"`: this worker's position in `workers`,
 #'   counted from 0.
+#' @param trusted_network For `"multi_worker"`: `TRUE` to say that every host
+#'   that can reach this machine may reach the workers' ports (see "Who can
+#'   reach the workers"); needed on TensorFlow for workers on loopback outside
+#'   [gpu_launch()]'s private network.
 #' @return An object of class `gpukeras_strategy`: a list with `strategy` (the
 #'   Python object, for [gpu_fit()]), `type`, `backend`, `engine` (the class
-#'   doing the work), `replicas`, `devices`, `workers`, `index` and
-#'   `is_chief`.
+#'   doing the work), `replicas`, `devices`, `workers`, `index`,
+#'   `is_chief` and `network` (who can reach this worker's ports: `reach`, and
+#'   `firewall`, the iptables rules that keep other hosts out).
 #' @seealso [gpu_fit()], [with_gpu_strategy()], [gpu_setup()] (`cpu_devices`
 #'   to try mirrored training on a machine without GPUs).
 #' @export
@@ -79,8 +101,10 @@
 #'   strategy
 #' }
 gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worker"),
-                         devices = NULL, workers = NULL, index = NULL) {
+                         devices = NULL, workers = NULL, index = NULL,
+                         trusted_network = FALSE) {
   if (missing(type)) type <- "auto"
+  check_flag(trusted_network)
   check_choice(type, c("auto", "one_device", "mirrored", "multi_worker"))
   if (!is.null(devices)) devices <- device_names(devices)
   if (!is.null(workers)) {
@@ -117,7 +141,8 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     type = type,
     devices = if (!is.null(devices)) as.list(devices),
     workers = if (!is.null(workers)) as.list(workers),
-    index = index
+    index = index,
+    trusted_network = trusted_network
   )
   new_gpukeras_strategy(made$strategy, made$description)
 }
@@ -185,7 +210,11 @@ format.gpukeras_strategy <- function(x, ...) {
         paste(unlist(x$workers), collapse = ", "), as.integer(x$index),
         if (isTRUE(x$is_chief)) " (the chief)" else ""
       ),
-      if (!is.null(x$found_by)) paste("Cluster from:", x$found_by)
+      if (!is.null(x$found_by)) paste("Cluster from:", x$found_by),
+      if (!is.null(x$network)) paste("Who can reach its ports:", x$network$reach),
+      if (length(x$network$firewall)) {
+        c("Firewall rules that let only the workers in (run as root on this machine):", paste0("  ", unlist(x$network$firewall)))
+      }
     )
   }
   lines

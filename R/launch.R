@@ -11,6 +11,21 @@
 #' It is for trying multi-worker code on one machine and for tests; on a
 #' cluster, start one R process per worker with its scheduler instead.
 #'
+#' @section A network of their own:
+#' TensorFlow's workers listen on every network interface, without
+#' authentication (see [gpu_strategy()], "Who can reach the workers"). So by
+#' default (`network = "private"`) the workers run in a private network
+#' namespace that `gpu_launch()` makes (with `unshare` and `nsenter` from
+#' util-linux and `ip` from iproute2; Linux): it has loopback alone, so the
+#' workers reach one another on `127.0.0.1` and no other process or host
+#' reaches them. They cannot reach the network either: download data
+#' before. Where the kernel does not allow it (no unprivileged user
+#' namespaces), `gpu_launch()` stops with an error of class
+#' `gpukeras_error_launch`; `network = "trusted"` then runs the workers on
+#' this machine's network, and says so to them (`GPUKERAS_TRUSTED_NETWORK`):
+#' only where every host that can reach this machine is trusted, or a
+#' firewall keeps them out.
+#'
 #' @param worker A function, called in each worker (its arguments from
 #'   `args`; a formal named `index` also gets the worker's index, 0 for the
 #'   first, the chief), or the path of an R script, run with Rscript (it finds
@@ -21,6 +36,9 @@
 #'   they are stopped and an error of class `gpukeras_error_timeout` says so.
 #' @param quiet `TRUE` to keep the workers' output (it is returned in the
 #'   `"output"` attribute of the result) instead of showing it.
+#' @param network `"private"` (a network of the workers' own, which no other
+#'   host or process can reach) or `"trusted"` (this machine's network); see
+#'   "A network of their own".
 #' @return A list with one element per worker, in index order: the value the
 #'   function returned (`NULL` for a script). Its attribute `"output"` holds
 #'   each worker's lines of output, in the same order.
@@ -38,7 +56,8 @@
 #'   # gpu_fit(model, data, strategy = strategy)
 #' }, workers = 2)
 #' }
-gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet = FALSE) {
+gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet = FALSE,
+                       network = c("private", "trusted")) {
   script <- is.character(worker) && length(worker) == 1L && !is.na(worker)
   if (!is.function(worker) && !script) {
     gpukeras_abort(
@@ -60,26 +79,98 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
     gpukeras_abort(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), "gpukeras_error_bad_argument")
   }
   check_flag(quiet)
+  if (missing(network)) network <- "private"
+  check_choice(network, c("private", "trusted"))
 
   addresses <- sprintf("127.0.0.1:%d", free_ports(workers))
   # The workers' temp folder: what a stopped worker leaves there (TensorFlow's autograph
   # files, say) goes when the launch ends.
   scratch <- tempfile("gpukeras-launch-")
   dir.create(scratch)
-  processes <- lapply(seq_len(workers) - 1L, function(index) {
-    env <- c(callr::rcmd_safe_env(), worker_environment(addresses, index), TMPDIR = scratch)
-    if (script) {
-      callr::rscript_process$new(callr::rscript_process_options(script = worker, env = env, stderr = "2>&1"))
+  on.exit(unlink(scratch, recursive = TRUE), add = TRUE)
+  private <- if (network == "private") private_network(scratch)
+  # Run last-registered first: the workers end, then the network, then the folder goes.
+  if (!is.null(private)) on.exit(private$holder$kill(), add = TRUE, after = FALSE)
+  trusted <- if (network == "trusted") c(GPUKERAS_TRUSTED_NETWORK = "true")
+  processes <- list()
+  on.exit(for (p in processes) if (p$is_alive()) p$kill(), add = TRUE, after = FALSE)
+  for (index in seq_len(workers) - 1L) {
+    env <- c(callr::rcmd_safe_env(), worker_environment(addresses, index), TMPDIR = scratch, trusted)
+    processes[[index + 1L]] <- if (script) {
+      start_script(worker, env, private)
     } else {
       call_args <- if ("index" %in% names(formals(worker))) c(args, list(index = index)) else args
-      callr::r_bg(worker, args = call_args, env = env, stderr = "2>&1", package = FALSE)
+      callr::r_bg(
+        worker, args = call_args, env = env, stderr = "2>&1", package = FALSE,
+        arch = if (is.null(private)) "same" else file.path(private$bin, "R")
+      )
     }
-  })
-  on.exit(for (p in processes) if (p$is_alive()) p$kill(), add = TRUE)
-  on.exit(unlink(scratch, recursive = TRUE), add = TRUE)
+  }
   output <- supervise_workers(processes, timeout, quiet)
   results <- lapply(processes, function(p) if (script) NULL else p$get_result())
   structure(results, output = output)
+}
+
+# An R script as a worker: with Rscript, or inside the private network with its Rscript.
+start_script <- function(script, env, private) {
+  if (is.null(private)) {
+    return(callr::rscript_process$new(callr::rscript_process_options(script = script, env = env, stderr = "2>&1")))
+  }
+  # What callr gives its children: this session's libraries.
+  env <- c("current", env, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
+  processx::process$new(
+    file.path(private$bin, "Rscript"), script,
+    env = env, stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
+  )
+}
+
+# A network namespace with loopback alone, held open by a process of its own (it ends
+# when its stdin closes, with this session), and R and Rscript that start inside it: the
+# workers reach one another on 127.0.0.1 and nothing else reaches them. Root makes it
+# directly; anyone else inside a user namespace of their own, where the kernel allows it.
+private_network <- function(scratch) {
+  missing_tools <- Filter(function(tool) !nzchar(Sys.which(tool)), c("unshare", "nsenter", "ip"))
+  if (length(missing_tools)) {
+    no_private_network(sprintf("%s not found (util-linux, iproute2)", paste0("`", missing_tools, "`", collapse = ", ")))
+  }
+  root <- identical(unname(Sys.info()[["effective_user"]]), "root")
+  holder <- processx::process$new(
+    "unshare", c(if (!root) c("--user", "--map-root-user"), "--net", "--", "sh", "-c", "ip link set lo up && echo ready && exec cat"),
+    stdin = "|", stdout = "|", stderr = "|", cleanup = TRUE
+  )
+  deadline <- Sys.time() + 10
+  ready <- FALSE
+  while (!ready && holder$is_alive() && Sys.time() < deadline) {
+    holder$poll_io(200L)
+    ready <- "ready" %in% holder$read_output_lines()
+  }
+  if (!ready) {
+    holder$kill()
+    no_private_network(paste(trimws(holder$read_all_error_lines()), collapse = " "))
+  }
+  enter <- c("nsenter", "--target", holder$get_pid(), if (!root) c("--user", "--preserve-credentials"), "--net", "--")
+  bin <- file.path(scratch, "bin")
+  dir.create(bin)
+  for (tool in c("R", "Rscript")) {
+    path <- file.path(bin, tool)
+    writeLines(c("#!/bin/sh", sprintf('exec %s "%s" "$@"', paste(enter, collapse = " "), file.path(R.home("bin"), tool))), path)
+    Sys.chmod(path, "0700")
+  }
+  list(holder = holder, bin = bin)
+}
+
+no_private_network <- function(why) {
+  gpukeras_abort(
+    c(
+      sprintf("gpu_launch() cannot give the workers a private network here: %s.", why),
+      paste(
+        "TensorFlow's workers listen on every network interface, without authentication.",
+        "If every host that can reach this machine is trusted, or a firewall keeps them out",
+        "(iptables -A INPUT -p tcp --dport 20000:60000 ! -i lo -j DROP), use network = \"trusted\"."
+      )
+    ),
+    "gpukeras_error_launch"
+  )
 }
 
 # What a worker is told about the cluster: TensorFlow's TF_CONFIG, and its index.

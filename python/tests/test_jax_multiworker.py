@@ -2,9 +2,10 @@
 
 Each cluster test starts ``scripts/jax_worker.py`` processes (JAX backend on the CPU,
 Gloo collectives, free ports, every process killed and the test failed past its time
-limit) and reads back what each wrote: the bridge's answers, the final weights, and
-when the fit returned. The workers use JAX whatever this process runs on, so they
-skip only where JAX or TensorFlow (for the tf.data input) is not installed.
+limit) and reads back what each wrote: the bridge's answers, the final weights,
+when the fit returned, and the sockets it listened on (all on loopback). The
+workers use JAX whatever this process runs on, so they skip only where JAX or
+TensorFlow (for the tf.data input) is not installed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, requires, run_on_jax
-from gpukeras import bridge, distribute, jax_cluster
+from gpukeras import bridge, distribute, jax_cluster, network
 from gpukeras.errors import StrategyError
 from test_multiworker import free_ports, weights
 
@@ -118,6 +119,18 @@ def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches
     # The same steps up to the order of the floating-point sums (measured: 2.2e-7 at most).
     for mine, alone_weights in zip(weights(tmp_path, 0), weights(alone, 0)):
         np.testing.assert_allclose(mine, alone_weights, atol=1e-5)
+    # On this machine's own network, the coordinator and Gloo listen on loopback alone.
+    coordinator = network.port_of(results[0]["describe"]["workers"][0])  # type: ignore[index]
+    for index, result in enumerate(results[:2]):
+        sockets = result["sockets"]  # type: ignore[index]
+        assert sockets, "the coordinator and Gloo should listen"
+        assert all(s["loopback"] for s in sockets), (index, sockets)
+        assert result["describe"]["network"]["reach"].startswith("this machine only")  # type: ignore[index]
+    chief_sockets = results[0]["sockets"]  # type: ignore[index]
+    assert {"address": "127.0.0.1", "port": coordinator} in [
+        {"address": s["address"], "port": s["port"]} for s in chief_sockets
+    ]
+    assert len(chief_sockets) >= 2  # the coordinator's and Gloo's
 
 
 def test_a_killed_jax_worker_stops_the_other_and_a_restart_resumes_exactly(

@@ -1,14 +1,18 @@
 """Multi-worker training: real worker processes on 127.0.0.1 train the digits model together.
 
 Each cluster test starts ``scripts/multiworker_worker.py`` processes (TensorFlow backend,
-free ports, every process killed and the test failed past its time limit) and
-reads back what each wrote: the bridge's answer, its final weights, and when it
-failed. The workers use TensorFlow whatever this process runs on, so they skip
-only where TensorFlow is not installed; argument checks run in this process.
+free ports, every process killed and the test failed past its time limit) in a
+private network of their own, as gpu_launch() does (TensorFlow's servers listen on
+every interface: see gpukeras.network), and reads back what each wrote: the
+bridge's answer, its final weights, when it failed, and the sockets it listened
+on, none of which another host may reach. The workers use TensorFlow whatever
+this process runs on, so they skip only where TensorFlow is not installed;
+argument checks run in this process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +28,8 @@ import pytest
 from conftest import CORE, in_process_backend, requires, run_core
 from gpukeras import bridge, cluster
 from gpukeras.errors import StrategyError
+from private_network import private_network
+from scripts.sockets import reachable_from_other_hosts
 
 WORKER = Path(__file__).with_name("scripts") / "multiworker_worker.py"
 LIMIT = 150  # seconds a cluster may take before its processes are killed
@@ -46,15 +52,31 @@ def free_ports(count: int) -> list[int]:
 
 
 def run_cluster(
-    out: Path, ports: list[int], specs: list[dict], freeze_wait: bool = False
+    out: Path,
+    ports: list[int],
+    specs: list[dict],
+    freeze_wait: bool = False,
+    private: bool = True,
 ) -> list[dict]:
     """Run one worker per spec and return what each wrote (by index).
 
     A spec is worker ``index`` = its position of the cluster on ``ports``
     unless it names its own ``workers`` and ``index``. Every process must end
     within LIMIT; a worker frozen by SIGSTOP is killed once the others have
-    ended (``freeze_wait``).
+    ended (``freeze_wait``). The workers share a private network, unless not
+    ``private``; either way, no socket of theirs may be reachable from another host.
     """
+    with private_network() if private else contextlib.nullcontext([]) as prefix:
+        results = _run_cluster(out, ports, specs, freeze_wait, prefix)
+    for index, result in enumerate(results):
+        if result is not None:
+            assert not reachable_from_other_hosts(result["sockets"]), (index, result["sockets"])
+    return results
+
+
+def _run_cluster(
+    out: Path, ports: list[int], specs: list[dict], freeze_wait: bool, prefix: list[str]
+) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     workers = [f"127.0.0.1:{port}" for port in ports]
     env = {**os.environ, "PYTHONPATH": str(CORE), "KERAS_BACKEND": "tensorflow"}
@@ -63,7 +85,7 @@ def run_cluster(
         full = {"workers": workers, "index": index, "out": str(out), **spec}
         processes.append(
             subprocess.Popen(
-                [sys.executable, str(WORKER), json.dumps(full)],
+                [*prefix, sys.executable, str(WORKER), json.dumps(full)],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=(out / f"stderr-{index}.txt").open("w"),
@@ -363,9 +385,64 @@ def test_a_failing_worker_stops_the_others_at_once(tmp_path: Path) -> None:
 def test_workers_called_differently_all_stop(tmp_path: Path) -> None:
     needs_tensorflow()
     results = run_cluster(tmp_path, free_ports(2), [{"epochs": 2}, {"epochs": 3}])
+    # Every worker stops with a classed error, and at least one says why. The others may
+    # say so too, or, on a busy machine, find that worker gone first (it stopped once it
+    # had the others' settings): both tell the user to look at it.
+    classes = [result["fit"]["r_class"] for result in results]
+    assert set(classes) <= {"gpukeras_error_strategy", "gpukeras_error_worker_lost"}, results
+    said = [
+        result
+        for result in results
+        if result["fit"]["r_class"] == "gpukeras_error_strategy"
+        and "epochs: worker 0 2, worker 1 3" in result["fit"]["message"]
+    ]
+    assert said, results
+
+
+def test_workers_in_a_private_network_listen_where_only_they_reach(
+    trained: tuple[Path, list[dict]],
+) -> None:
+    _, results = trained
     for result in results:
-        assert result["fit"]["r_class"] == "gpukeras_error_strategy", result
-        assert "epochs: worker 0 2, worker 1 3" in result["fit"]["message"]
+        assert result["sockets"], "TensorFlow's server should listen"
+        assert all(s["private"] for s in result["sockets"]), result["sockets"]
+        assert result["describe"]["network"]["reach"].startswith("only these workers")
+        assert result["describe"]["network"]["firewall"] == []
+
+
+def exposed_here() -> None:
+    from gpukeras import network
+
+    if network.private():
+        pytest.skip("this machine's network has loopback alone")
+
+
+def test_workers_on_loopback_outside_a_private_network_are_refused_before_listening(
+    tmp_path: Path,
+) -> None:
+    needs_tensorflow()
+    exposed_here()
+    results = run_cluster(tmp_path, free_ports(2), [{"epochs": 1}] * 2, private=False)
+    for result in results:
+        assert result["joined"]["r_class"] == "gpukeras_error_network_exposed", result
+        assert "gpu_launch()" in result["joined"]["message"]
+        assert result["sockets"] == []
+
+
+def test_a_trusted_network_is_what_the_print_says_it_is(tmp_path: Path) -> None:
+    """With the user's word, TensorFlow listens on every interface, as describe() warns."""
+    needs_tensorflow()
+    exposed_here()
+    port = free_ports(1)[0]
+    (result,) = _run_cluster(
+        tmp_path, [port], [{"epochs": 1, "trusted_network": True}], freeze_wait=False, prefix=[]
+    )
+    assert result["fit"]["ok"], result
+    ours = [s for s in result["sockets"] if s["port"] == port]
+    assert ours and reachable_from_other_hosts(ours), result["sockets"]
+    told = result["describe"]["network"]
+    assert f"port {port} of every interface" in told["reach"]
+    assert told["firewall"] == [f"iptables -A INPUT -p tcp --dport {port} ! -i lo -j DROP"]
 
 
 def test_a_worker_alone_gives_up_after_the_start_timeout(tmp_path: Path) -> None:

@@ -86,6 +86,34 @@ fresh_r_call <- function(expr, env, unset, options) {
       library("gpukeras", lib.loc = dirname(path), character.only = TRUE)
     }
     scope <- new.env(parent = asNamespace("gpukeras"))
+    # The TCP sockets this process listens on (from /proc): address in /proc's hex,
+    # port, whether on loopback, and whether its network has loopback alone.
+    scope$listening_sockets <- function() {
+      links <- vapply(list.files("/proc/self/fd", full.names = TRUE), function(fd) {
+        tryCatch(Sys.readlink(fd), error = function(e) "")
+      }, character(1))
+      inodes <- sub("^socket:\\[([0-9]+)\\]$", "\\1", grep("^socket:", links, value = TRUE))
+      interfaces <- trimws(sub(":.*", "", readLines("/proc/self/net/dev")[-(1:2)]))
+      rows <- list()
+      for (table in c("tcp", "tcp6")) {
+        path <- file.path("/proc/self/net", table)
+        if (!file.exists(path)) next
+        for (line in readLines(path)[-1]) {
+          f <- strsplit(trimws(line), "[[:space:]]+")[[1]]
+          if (f[4] != "0A" || !f[10] %in% inodes) next
+          hex <- strsplit(f[2], ":")[[1]]
+          # IPv4 127.x.x.x, IPv6 ::1, or ::ffff:127.x.x.x (32-bit words in little-endian order)
+          loopback <- (table == "tcp" && endsWith(hex[1], "7F")) ||
+            hex[1] == "00000000000000000000000001000000" ||
+            (startsWith(hex[1], "0000000000000000FFFF0000") && endsWith(hex[1], "7F"))
+          rows[[length(rows) + 1L]] <- list(
+            address = hex[1], port = strtoi(hex[2], 16L), loopback = loopback,
+            private = all(interfaces == "lo")
+          )
+        }
+      }
+      rows
+    }
     scope$catch_error <- function(code) {
       tryCatch(
         {

@@ -1,5 +1,8 @@
 # gpu_launch(): real R worker processes on 127.0.0.1.
 
+# The network interfaces a process sees (from /proc), and whether it may listen beyond loopback.
+interfaces_seen <- function() trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)]))
+
 test_that("each worker gets its index and the cluster as TF_CONFIG, on distinct free ports", {
   results <- gpu_launch(function(index) {
     config <- Sys.getenv("TF_CONFIG")
@@ -77,9 +80,68 @@ test_that("bad input to gpu_launch() gets a classed error before any worker star
     list(args = list(worker = identity, workers = 0), message = "workers"),
     list(args = list(worker = identity, args = "x"), message = "`args` must be a list"),
     list(args = list(worker = identity, timeout = -1), message = "`timeout` must be a number of seconds"),
-    list(args = list(worker = identity, quiet = NA), message = "quiet")
+    list(args = list(worker = identity, quiet = NA), message = "quiet"),
+    list(args = list(worker = identity, network = "open"), message = "`network` must be one of \"private\", \"trusted\"")
   )
   for (case in cases) {
     expect_error(do.call(gpu_launch, case$args), case$message, class = "gpukeras_error_bad_argument")
   }
+})
+
+test_that("the workers get a private network: loopback alone, where they reach one another", {
+  skip_on_os(c("windows", "mac"))
+  port <- free_ports(1L)
+  results <- gpu_launch(function(index, port, interfaces) {
+    if (index == 0L) {
+      server <- serverSocket(port)
+      on.exit(close(server))
+      peer <- socketAccept(server, timeout = 30)
+      said <- readLines(peer, n = 1L)
+      close(peer)
+    } else {
+      peer <- NULL
+      for (attempt in 1:100) {
+        peer <- tryCatch(socketConnection("127.0.0.1", port, open = "r+", timeout = 5), error = function(e) NULL)
+        if (!is.null(peer)) break
+        Sys.sleep(0.1)
+      }
+      writeLines("hello from worker 1", peer)
+      close(peer)
+      said <- "sent"
+    }
+    list(interfaces = interfaces(), said = said, trusted = Sys.getenv("GPUKERAS_TRUSTED_NETWORK"))
+  }, workers = 2, args = list(port = port, interfaces = interfaces_seen), timeout = 60, quiet = TRUE)
+  for (result in results) {
+    expect_identical(result$interfaces, "lo")
+    expect_identical(result$trusted, "")
+  }
+  expect_identical(results[[1]]$said, "hello from worker 1")
+})
+
+test_that("an R script worker runs in the private network too", {
+  skip_on_os(c("windows", "mac"))
+  script <- withr::local_tempfile(fileext = ".R")
+  writeLines('cat(trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)])), "\\n")', script)
+  results <- gpu_launch(script, workers = 2, quiet = TRUE)
+  expect_identical(trimws(unlist(attr(results, "output"))), c("lo", "lo"))
+})
+
+test_that("network = 'trusted' runs the workers on this machine's network and tells them so", {
+  skip_on_os(c("windows", "mac"))
+  skip_if(identical(interfaces_seen(), "lo"), "this machine's network has loopback alone")
+  results <- gpu_launch(function(interfaces) {
+    list(interfaces = interfaces(), trusted = Sys.getenv("GPUKERAS_TRUSTED_NETWORK"))
+  }, workers = 1, args = list(interfaces = interfaces_seen), quiet = TRUE, network = "trusted")
+  expect_true(length(setdiff(results[[1]]$interfaces, "lo")) > 0)
+  expect_identical(results[[1]]$trusted, "true")
+})
+
+test_that("where no private network can be made, gpu_launch() refuses and names the way out", {
+  skip_on_os(c("windows", "mac"))
+  # A PATH without unshare: the tools a private network needs are not all there.
+  bin <- withr::local_tempdir()
+  for (tool in c("sh", "nsenter", "ip")) file.symlink(Sys.which(tool), file.path(bin, tool))
+  withr::local_envvar(PATH = bin)
+  expect_error(gpu_launch(function() 1, workers = 1), class = "gpukeras_error_launch")
+  expect_snapshot(gpu_launch(function() 1, workers = 1), error = TRUE)
 })

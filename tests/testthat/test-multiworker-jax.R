@@ -25,6 +25,7 @@ test_that("two R workers on JAX started by gpu_launch() train in step to identic
       fit <- gpu_fit(model, data, epochs = 2, batch_size = 64, seed = 1, verbose = 0, strategy = strategy)
       list(
         printed_strategy = format(strategy),
+        sockets = listening_sockets(),
         weights = lapply(model$get_weights(), as.vector),
         history = fit$history,
         strategy = fit$settings$strategy,
@@ -42,6 +43,12 @@ test_that("two R workers on JAX started by gpu_launch() train in step to identic
   expect_match(chief$printed_strategy[3], "this is worker 0 \\(the chief\\)$")
   expect_match(other$printed_strategy[3], "this is worker 1$")
   expect_identical(chief$printed_strategy[4], "Cluster from: TF_CONFIG (worker 0 of 2)")
+  expect_match(chief$printed_strategy[5], "^Who can reach its ports: only these workers")
+  for (result in results) {
+    expect_gt(length(result$sockets), 0L)
+    # In gpu_launch()'s private network, and bound to loopback besides.
+    expect_true(all(vapply(result$sockets, function(s) s$private && s$loopback, logical(1))))
+  }
   expect_identical(chief$weights, other$weights)
   expect_identical(chief$history, other$history)
   expect_identical(chief$history$epoch, 1:2)

@@ -27,6 +27,7 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
       )
       list(
         printed_strategy = format(strategy),
+        sockets = listening_sockets(),
         weights = lapply(model$get_weights(), as.vector),
         history = fit$history,
         strategy = fit$settings$strategy,
@@ -45,6 +46,12 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   expect_match(chief$printed_strategy[3], "this is worker 0 \\(the chief\\)$")
   expect_match(other$printed_strategy[3], "this is worker 1$")
   expect_identical(chief$printed_strategy[4], "Cluster from: TF_CONFIG")
+  # gpu_launch()'s private network: TensorFlow listens, but no other host or process reaches it.
+  expect_match(chief$printed_strategy[5], "^Who can reach its ports: only these workers")
+  for (result in results) {
+    expect_gt(length(result$sockets), 0L)
+    expect_true(all(vapply(result$sockets, function(s) s$private, logical(1))))
+  }
   expect_identical(chief$weights, other$weights)
   expect_identical(chief$history, other$history)
   expect_identical(chief$history$epoch, 1:3)
@@ -54,4 +61,24 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   expect_true(any(grepl("^Strategy: +multi_worker over .*\\(2 replicas\\); global batch 64 = 32 per replica$", chief$printed)))
   expect_identical(chief$wrong_option$class[1], "gpukeras_error_bad_argument")
   expect_match(chief$wrong_option$message, "Multi-worker training does not take steps_per_execution = 4")
+})
+
+test_that("TensorFlow workers on 127.0.0.1 outside a private network are refused before they listen", {
+  skip_if_no_python()
+  skip_on_os(c("windows", "mac"))
+  skip_if(identical(trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)])), "lo"), "this machine's network has loopback alone")
+  workers <- paste(sprintf("127.0.0.1:%d", free_ports(2L)), collapse = ",")
+  refused <- run_in_fresh_r(
+    list(
+      refused = catch_error(gpu_strategy(
+        "multi_worker", workers = strsplit(Sys.getenv("TEST_WORKERS"), ",")[[1]], index = 0
+      )),
+      sockets = listening_sockets()
+    ),
+    env = c(KERAS_BACKEND = "tensorflow", TEST_WORKERS = workers)
+  )
+  expect_identical(refused$refused$class[1:2], c("gpukeras_error_network_exposed", "gpukeras_error"))
+  expect_match(refused$refused$message, "listen on every network interface")
+  expect_match(refused$refused$message, "trusted_network = TRUE", fixed = TRUE)
+  expect_length(refused$sockets, 0L)
 })

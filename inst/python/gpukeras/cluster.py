@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras import arguments, cluster_env, compat, failures, tensors
+from gpukeras import arguments, cluster_env, compat, failures, network, tensors
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError
 from gpukeras.handles import Record
 from gpukeras.runtime import config
@@ -245,6 +245,7 @@ def make_strategy(
     index: int | None = None,
     start_timeout_seconds: float = START_TIMEOUT_SECONDS,
     heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
+    trusted_network: bool = False,
 ) -> object:
     """Join the cluster: a MultiWorkerMirroredStrategy for this worker.
 
@@ -255,6 +256,8 @@ def make_strategy(
         start_timeout_seconds: how long to wait for every worker to join.
         heartbeat_timeout_seconds: a worker silent this long counts as lost
             (see the module's notes).
+        trusted_network: the user's word that every host that can reach this
+            machine may reach the workers' ports (``network.check_tensorflow``).
 
     Returns:
         The strategy (the same one when called again with the same cluster).
@@ -263,8 +266,10 @@ def make_strategy(
         BadArgumentError: bad workers, index or timeouts, or not the
             TensorFlow backend; StrategyError: no TF_CONFIG, one gpukeras
             cannot use, a port in use, workers that did not join in time;
-            RuntimeStartedError: TensorFlow's runtime has already started, or
-            this process already joined another cluster.
+            NetworkExposedError: workers on loopback whose ports other hosts
+            could reach (see ``gpukeras.network``); RuntimeStartedError:
+            TensorFlow's runtime has already started, or this process already
+            joined another cluster.
     """
     if config.backend != "tensorflow":
         raise BadArgumentError(
@@ -298,6 +303,8 @@ def make_strategy(
             "start). Restart R and call gpu_strategy() first, before anything else that uses "
             "Python (gpu_check(), gpu_devices(), models)."
         )
+    network.check_tensorflow(_addresses(cluster), trusted_network)
+    network.loopback_nccl(_addresses(cluster))
     _wait_for_workers(cluster, start)
     os.environ["TF_CONFIG"] = key
     # Before MWMS, which then keeps this configuration: bounded waits (see the module's notes).
@@ -322,20 +329,24 @@ def describe(strategy: object) -> Record:
     Returns:
         ``replicas`` (in all workers), ``devices`` (this worker's, as
         'GPU:0', 'CPU:0'), ``workers`` ("host:port", chief first), ``index``
-        (this worker's place in ``workers``), ``is_chief`` and ``found_by`` (what
-        described the cluster: gpu_strategy()'s workers, TF_CONFIG, SLURM or Open MPI).
+        (this worker's place in ``workers``), ``is_chief``, ``found_by`` (what
+        described the cluster: gpu_strategy()'s workers, TF_CONFIG, SLURM or Open MPI)
+        and ``network`` (who can reach this worker's port: ``network.exposure``).
     """
     resolver = strategy.cluster_resolver  # type: ignore[attr-defined]
     jobs = resolver.cluster_spec().as_dict()
     chiefs = len(jobs.get("chief", []))
     task_index = int(resolver.task_id)
+    workers = [*jobs.get("chief", []), *jobs.get("worker", [])]
+    index = task_index if resolver.task_type == "chief" else chiefs + task_index
     return {
         "replicas": int(strategy.num_replicas_in_sync),  # type: ignore[attr-defined]
         "devices": [tensors.normalize_device(d) for d in strategy.extended.worker_devices],  # type: ignore[attr-defined]
-        "workers": [*jobs.get("chief", []), *jobs.get("worker", [])],
-        "index": task_index if resolver.task_type == "chief" else chiefs + task_index,
+        "workers": workers,
+        "index": index,
         "is_chief": bool(strategy.extended.should_checkpoint),  # type: ignore[attr-defined]
         "found_by": next((_found_by[k] for k, made in _made.items() if made is strategy), None),
+        "network": network.exposure(workers, index, "tensorflow"),
     }
 
 

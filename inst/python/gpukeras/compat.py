@@ -306,3 +306,33 @@ def jax_memory_fraction_variable() -> str:
         if "XLA_CLIENT_MEM_FRACTION" in Path(spec.origin).read_text():  # type: ignore[union-attr,arg-type]
             return "XLA_CLIENT_MEM_FRACTION"
     return "XLA_PYTHON_CLIENT_MEM_FRACTION"
+
+
+def bind_gloo(hostname: str) -> None:
+    """Make JAX's CPU collectives (Gloo) listen on ``hostname``'s address.
+
+    JAX 0.7 makes them with ``make_gloo_tcp_collectives(distributed_client)``
+    alone, so Gloo listens on whatever the machine's host name resolves to,
+    and no setting changes that. The CPU backend's registration is replaced by
+    one whose factory gets collectives made for ``hostname``. Call it after
+    ``jax.distributed.initialize`` and before JAX's backends start.
+    """
+    import dataclasses
+    import functools
+
+    from jax._src import distributed, xla_bridge
+
+    try:  # jaxlib >= 0.7 has it in _jax; older releases in xla_client._xla
+        from jaxlib._jax import make_gloo_tcp_collectives
+    except ImportError:
+        from jax._src.lib import xla_client
+
+        make_gloo_tcp_collectives = xla_client._xla.make_gloo_tcp_collectives
+    collectives = make_gloo_tcp_collectives(
+        distributed_client=distributed.global_state.client, hostname=hostname
+    )
+    registration = xla_bridge._backend_factories["cpu"]
+    factory: Any = registration.factory  # make_cpu_client, which takes collectives=
+    xla_bridge._backend_factories["cpu"] = dataclasses.replace(
+        registration, factory=functools.partial(factory, collectives=collectives)
+    )

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 from gpukeras import cluster, compat, jax_cluster, scope, tensors
 from gpukeras.errors import BadArgumentError, BadModelError, UnknownDeviceError
-from gpukeras.handles import Dataset, Model, Optimizer, Strategy
+from gpukeras.handles import Dataset, Model, Optimizer, Record, Strategy
 from gpukeras.runtime import config
 
 TYPES = ("auto", "one_device", "mirrored", "multi_worker")
@@ -77,6 +77,8 @@ class Description:
         is_chief: whether this process writes checkpoints and backups.
         found_by: what described the cluster (multi-worker only): gpu_strategy()'s
             workers, TF_CONFIG, or a SLURM or Open MPI job.
+        network: who can reach this worker's ports, and the firewall rules that
+            keep others out (multi-worker only; ``network.exposure``).
     """
 
     type: str
@@ -88,6 +90,7 @@ class Description:
     index: int | None = None
     is_chief: bool = True
     found_by: str | None = None
+    network: Record | None = None
 
 
 def _gpu_names() -> list[str]:
@@ -138,6 +141,7 @@ def make(
     devices: list[str] | None = None,
     workers: list[str] | None = None,
     index: int | None = None,
+    trusted_network: bool = False,
 ) -> dict[str, object]:
     """A strategy for gpu_fit(strategy = ), and its description.
 
@@ -152,6 +156,9 @@ def make(
         workers: "host:port" of every worker, for multi-worker (None reads
             an existing TF_CONFIG).
         index: this worker's place in ``workers``.
+        trusted_network: for multi-worker, the user's word that every host that
+            can reach this machine may reach the workers' ports (see
+            ``gpukeras.network``).
 
     Returns:
         ``{"strategy": <the backend's object>, "description": Description}``.
@@ -167,9 +174,13 @@ def make(
                 "the GPUs it sees (choose them per worker with gpu_setup(devices = ))."
             )
         if backend == "jax":
-            strategy = jax_cluster.join(workers=workers, index=index)
+            strategy = jax_cluster.join(
+                workers=workers, index=index, trusted_network=trusted_network
+            )
         elif backend == "tensorflow":
-            strategy = cluster.make_strategy(workers=workers, index=index)
+            strategy = cluster.make_strategy(
+                workers=workers, index=index, trusted_network=trusted_network
+            )
         else:
             raise BadArgumentError(
                 f"Multi-worker training needs the TensorFlow or JAX backend; this is {backend}."

@@ -133,3 +133,10 @@ class WorkerLostError(GpukerasError):
     """Multi-worker training stopped because another worker died, hung up or failed."""
 
     r_class = "gpukeras_error_worker_lost"
+
+
+class NetworkExposedError(GpukerasError):
+    """Training ports would be open to other hosts where nothing needs them (TensorFlow's
+    servers listen on every interface, without authentication)."""
+
+    r_class = "gpukeras_error_network_exposed"

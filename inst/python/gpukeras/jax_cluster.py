@@ -49,7 +49,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from gpukeras import cluster, cluster_env, compat
+from gpukeras import cluster, cluster_env, compat, network
 from gpukeras.errors import BadArgumentError, RuntimeStartedError, StrategyError, WorkerLostError
 from gpukeras.handles import Model, Record, Strategy
 from gpukeras.runtime import config
@@ -114,6 +114,7 @@ def join(
     index: int | None = None,
     start_timeout_seconds: int = START_TIMEOUT_SECONDS,
     heartbeat_timeout_seconds: int = HEARTBEAT_TIMEOUT_SECONDS,
+    trusted_network: bool = False,
 ) -> Strategy:
     """Join the cluster: ``jax.distributed.initialize`` and a DataParallel over every device.
 
@@ -125,6 +126,8 @@ def join(
         start_timeout_seconds: how long to wait for every worker to join.
         heartbeat_timeout_seconds: a worker silent this long counts as lost,
             and JAX ends the others (see the module's notes).
+        trusted_network: accepted as on TensorFlow; JAX needs no such word, as
+            its ports listen on the workers' own addresses alone.
 
     Returns:
         A ``keras.distribution.DataParallel`` (the same one when called again
@@ -160,9 +163,12 @@ def join(
         )
     # CPU devices exchange through Gloo; without it JAX has no collectives across CPU processes.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    network.loopback_nccl(workers)
     try:
         jax.distributed.initialize(
             coordinator_address=workers[0],
+            # JAX's default is every interface ([::]:port); the coordinator needs only its own.
+            coordinator_bind_address=network.bind_address(workers[0]),
             num_processes=len(workers),
             process_id=index,
             initialization_timeout=int(start_timeout_seconds),
@@ -177,6 +183,9 @@ def join(
             "check that the first worker's address can be reached from this machine (host "
             f"name, firewall) and that its port is free. {RESTART}."
         ) from error
+    gloo_host = network.bind_host(workers[index])
+    if gloo_host is not None:
+        compat.bind_gloo(gloo_host)
     keras = config.keras()
     distribution = keras.distribution.DataParallel(devices=jax.devices())
     _joined.append(Joined(workers, index, found_by, int(heartbeat_timeout_seconds), distribution))
@@ -203,6 +212,7 @@ def describe(strategy: Strategy, found: Joined) -> Record:
         "index": found.index,
         "is_chief": found.index == 0,
         "found_by": found.found_by,
+        "network": network.exposure(found.workers, found.index, "jax"),
     }
 
 

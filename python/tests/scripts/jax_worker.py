@@ -18,6 +18,9 @@ backend with the core on PYTHONPATH. The spec's keys:
   processes read (``pipeline.from_arrays``), for the one-process reference.
 - ``die_at`` [epoch, batch]: SIGKILL this process after that batch, writing
   ``died-<index>`` (the time) first.
+
+Its result also holds ``sockets``: the TCP sockets it listens on after the fit
+(``sockets.listening``), the coordinator's and Gloo's among them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from multiworker_worker import digits, digits_model
+from sockets import listening
 
 
 def killer(keras: object, spec: dict, out: Path) -> list[object]:
@@ -105,6 +109,7 @@ def main() -> None:
     )
     result["failed_at"] = time.time()
     result["fit"] = answer
+    result["sockets"] = listening()
     (out / f"result-{index}.json").write_text(json.dumps(result, default=str))
     np.savez(out / f"weights-{index}.npz", *model.get_weights())
 

@@ -19,6 +19,10 @@ the core on PYTHONPATH. The spec's keys:
 - ``checks``: instead of training, a one-worker cluster trains one epoch and
   then makes calls that must fail, in ``result-<index>.json`` by name
   (``checks``); the last one fails after the workers' first exchange.
+- ``trusted_network``: make_strategy's, for workers outside a private network.
+
+Its result also holds ``sockets``: the TCP sockets it listens on once it joined
+(``sockets.listening``), TensorFlow's server among them.
 """
 
 from __future__ import annotations
@@ -133,6 +137,8 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     out = Path(spec["out"])
     index = spec["index"]
+    from sockets import listening  # beside this script, which tests also import as a module
+
     from gpukeras import bridge, cluster
     from gpukeras.runtime import config
 
@@ -143,9 +149,11 @@ def main() -> None:
             "index": index,
             "start_timeout_seconds": spec.get("start_timeout", 120),
             "heartbeat_timeout_seconds": spec.get("heartbeat", 10),
+            "trusted_network": spec.get("trusted_network", False),
         },
     )
     result: dict[str, object] = {"joined": {k: v for k, v in joined.items() if k != "value"}}
+    result["sockets"] = listening()
     if joined["ok"]:
         strategy = joined["value"]
         result["describe"] = cluster.describe(strategy)
