@@ -147,6 +147,8 @@ format_fit_settings <- function(settings) {
   }
   c(
     if (!is.null(placement)) paste("Strategy:      ", placement),
+    # Multi-worker: who can reach this worker's ports (print(strategy) gives the firewall rules).
+    if (!is.null(strategy$network)) paste("Network:       ", strategy$network$reach),
     if (length(run)) paste("Settings:      ", paste(run, collapse = ", ")),
     if (!is.null(settings$learning_rate)) paste("Learning rate: ", format_learning_rate(settings$learning_rate)),
     if (!is.null(backups)) paste("Backups:       ", backups)

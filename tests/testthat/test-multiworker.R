@@ -59,6 +59,7 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   expect_identical(chief$strategy$global_batch_size, 64L)
   expect_identical(chief$strategy$per_replica_batch_size, 32L)
   expect_true(any(grepl("^Strategy: +multi_worker over .*\\(2 replicas\\); global batch 64 = 32 per replica$", chief$printed)))
+  expect_true(any(grepl("^Network: +only these workers", chief$printed)))
   expect_identical(chief$wrong_option$class[1], "gpukeras_error_bad_argument")
   expect_match(chief$wrong_option$message, "Multi-worker training does not take steps_per_execution = 4")
 })
