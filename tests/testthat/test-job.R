@@ -195,6 +195,20 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
   expect_identical(setdiff(job_folders(), before), character())
 })
 
+test_that("the call that resumes a stopped job names the seed the job chose: a resumed run needs the same", {
+  dir <- withr::local_tempdir()
+  backup <- file.path(dir, "backup")
+  job <- new.env()
+  job$dir <- dir
+  job$spec <- list(fit = list(backup_dir = backup, seed = 12345L), seed_chosen = TRUE)
+  expect_null(resume_call(job)) # no backup committed
+  dir.create(backup)
+  writeLines("{}", file.path(backup, "gpukeras-backup.json"))
+  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, seed = 12345, backup_dir = \"%s\")", backup))
+  job$spec$seed_chosen <- FALSE # the user gave it: it is among the same arguments
+  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, backup_dir = \"%s\")", backup))
+})
+
 test_that("what cannot be carried to the child is a classed error before any child starts", {
   skip_if_no_python()
   keras <- gpu_keras()
