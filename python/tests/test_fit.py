@@ -641,6 +641,11 @@ class Interrupt(Exception):
     """Stands in for a crash in the middle of training."""
 
 
+def interrupted() -> object:
+    """``pytest.raises`` for training stopped by ``interrupt_at``: the user's callback failed."""
+    return pytest.raises(errors.CallbackError, match=r"Your callback Crash\.on_train_batch_begin")
+
+
 def interrupt_at(epoch: int, batch: int) -> object:
     keras = config.keras()
 
@@ -685,7 +690,7 @@ def test_resume_in_the_same_process_ends_with_the_same_weights(tmp_path: Path) -
     backups = tmp_path / "backup"
     (backups).mkdir()
     (backups / "notes.txt").write_text("not ours")
-    with pytest.raises(Interrupt):
+    with interrupted():
         fit.fit(
             fresh_model(1),
             backup_dir=str(backups),
@@ -715,7 +720,7 @@ def test_resume_in_the_same_process_ends_with_the_same_weights(tmp_path: Path) -
 def test_a_backup_of_another_run_is_refused(tmp_path: Path) -> None:
     x, y = tiny_data()
     backups = str(tmp_path / "backup")
-    with pytest.raises(Interrupt):
+    with interrupted():
         fit.fit(
             tiny_model(),
             (x, y),
@@ -788,6 +793,40 @@ def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -
         [got[key] for key in got.files], [want[key] for key in want.files], report["device"]
     )
     assert not backups.exists()  # removed once training completed
+
+
+def test_an_error_in_the_users_callback_is_theirs_not_a_bug_in_gpukeras() -> None:
+    """Classed as the user's callback failing, naming it, its hook and the line; a callback
+    made of functions (LambdaCallback) too."""
+    keras = config.keras()
+
+    class Boom(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if epoch == 1:
+                raise ValueError(f"my mistake in epoch {epoch + 1}")
+
+    def broken(batch: int, logs: dict | None = None) -> None:
+        raise KeyError("no such log")
+
+    x, y = tiny_data()
+    lambda_line = broken.__code__.co_firstlineno + 1
+    for callback, said in (
+        (
+            Boom(),
+            "Your callback Boom.on_epoch_end raised ValueError: my mistake in epoch 2 (at "
+            f"{__file__}, line {Boom.on_epoch_end.__code__.co_firstlineno + 2}). Training "
+            "stopped in epoch 2.",
+        ),
+        (
+            keras.callbacks.LambdaCallback(on_train_batch_end=broken),
+            "Your callback LambdaCallback.on_train_batch_end raised KeyError: 'no such log' "
+            f"(at {__file__}, line {lambda_line}). Training stopped in epoch 1. Nothing was kept",
+        ),
+    ):
+        given = [keras.callbacks.LambdaCallback(), callback]
+        answer = error_of(model=tiny_model(), data=(x, y), epochs=3, callbacks=given)
+        assert answer["r_class"] == "gpukeras_error_callback", answer
+        assert said in answer["message"]
 
 
 # Other backends, and GPUs ------------------------------------------------------------

@@ -110,6 +110,24 @@ class BackupMismatchError(GpukerasError):
     r_class = "gpukeras_error_backup_mismatch"
 
 
+class BackupDirUnsafeError(GpukerasError):
+    """backup_dir is another user's folder, or one other users may write to."""
+
+    r_class = "gpukeras_error_backup_dir_unsafe"
+
+
+class BackupWriteError(GpukerasError):
+    """A backup could not be written during training (a full disk, a quota, no permission)."""
+
+    r_class = "gpukeras_error_backup_write"
+
+
+class CallbackError(GpukerasError):
+    """A Keras callback the user gave failed during training."""
+
+    r_class = "gpukeras_error_callback"
+
+
 class OutOfMemoryError(GpukerasError):
     """Even the smallest batch asked for does not fit in the device's memory (or the budget)."""
 

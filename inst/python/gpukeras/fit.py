@@ -28,6 +28,7 @@ is not replayed exactly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 
 import numpy as np
@@ -136,11 +137,37 @@ def _backup(
         "batch_size": source.batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,  # type: ignore[attr-defined]
     }
-    state = backup.read_state(request.backup_dir)
+    state = backup.resume_state(request.backup_dir)
     if state is not None:
         backup.check_matches(state, run, request.backup_dir)
         source.skip_epochs(state.epoch)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
+
+
+def _resident_steps(
+    request: fit_request.FitRequest, source: data_adapters.ResidentAdapter, model: object
+) -> int:
+    """Steps per dispatch on the device: the one asked for; for "auto", the one the backup
+    to resume was made with (its batch positions count in those), else the rule's
+    (``resident.ResidentTraining.choose_steps``)."""
+    if request.steps_per_execution != "auto":
+        return int(request.steps_per_execution)
+    if request.backup_dir is not None:
+        state = backup.resume_state(request.backup_dir)
+        if state is not None and state.run.get("steps_per_execution"):
+            return int(state.run["steps_per_execution"])  # type: ignore[call-overload]
+    return source.training.choose_steps(model)
+
+
+def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
+    """Where a resumed run started (1-based epoch, batches done in it), and why it used the
+    backup before the newest, when it did."""
+    if state is None:
+        return None
+    start: dict[str, object] = {"epoch": state.epoch + 1, "batches_done": state.batches_done}
+    if state.fallback is not None:
+        start["fallback"] = state.fallback
+    return start
 
 
 def fit(
@@ -267,7 +294,7 @@ def fit(
         data_adapters.check_batched(model, validation_data, "validation_data")
     validation = data_adapters.validation_args(validation_data, request.batch_size)
     if strategy is None:
-        return _train(keras, model, request, source, validation, None)
+        return _train(keras, model, request, source, validation, None, validation_data)
     placement = distribute.describe(strategy)
     distribute.check_batch(placement, source.batch_size, source.rows)
     if placement.backend == "tensorflow":
@@ -276,7 +303,7 @@ def fit(
                 if data_adapters.is_tf_dataset(value):
                     fit_args[key] = distribute.shard_by_data(value)
     with distribute.training_model(model, strategy) as trained:
-        return _train(keras, trained, request, source, validation, placement)
+        return _train(keras, trained, request, source, validation, placement, validation_data)
 
 
 def _train(
@@ -286,11 +313,18 @@ def _train(
     source: data_adapters.DataAdapter,
     validation: dict[str, object],
     placement: distribute.Description | None,
+    validation_data: object = None,
 ) -> dict[str, object]:
     """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
     applied = fit_request.apply_settings(keras, model, request)
-    spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     backend = keras.backend.backend()
+    distribution = keras.distribution.distribution() if backend == "jax" else None  # type: ignore[attr-defined]
+    source = data_adapters.on_device(source, model, validation_data, distribution, backend)
+    resident = source if isinstance(source, data_adapters.ResidentAdapter) else None
+    if resident is not None:
+        validation = resident.validation_args() or validation
+        applied["steps_per_execution"] = _resident_steps(request, resident, model)
+    spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)
 
     position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
@@ -302,12 +336,15 @@ def _train(
             batch_size=source.batch_size,
             # On TensorFlow, handing Keras fetched batches turns its graph loop
             # over several batches into a Python loop (see gpukeras.timing).
-            measure_input=not (backend == "tensorflow" and spe > 1),
+            measure_input=not (backend == "tensorflow" and spe > 1) and resident is None,
             resumed_steps=state.batches_done // spe if state is not None else 0,
         )
     keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
     own = [c for c in (saver, position_callback, keeper) if c is not None]
     own += watcher.callbacks if watcher is not None else []
+    if resident is not None:
+        own.append(resident.training.callback(keras))
+        resident.training.install(model, spe)
 
     started = time.perf_counter()
     history = None
@@ -325,14 +362,19 @@ def _train(
         except GpukerasError:
             raise
         except Exception as error:
-            # Data that does not fit the model fails at the first step (Keras' checks
-            # when it traces it, or the model's ops) or, for validation data, in Keras'
-            # input check; a batch that cannot be read fails in IteratorGetNext.
+            # The user's callback failing is the user's; data that does not fit the model
+            # fails at the first step (Keras' checks when it traces it, or the model's ops)
+            # or, for validation data, in Keras' input check; a batch that cannot be read
+            # fails in IteratorGetNext.
             refused = "incompatible with the layer" in str(error) or (
                 position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
             )
-            translated = (failures.refused_data(error) if refused else None) or (
-                failures.data_error(error, position, request.backup_dir, source.given_dataset)
+            translated = (
+                failures.callback_error(
+                    error, request.callbacks, position["epoch"], request.backup_dir
+                )
+                or (failures.refused_data(error) if refused else None)
+                or failures.data_error(error, position, request.backup_dir, source.given_dataset)
             )
             if translated is None:
                 raise
@@ -340,6 +382,8 @@ def _train(
         finally:
             compat.unwrap_train_function(model)
             compat.set_initial_epoch(model, None)  # a backup sets it; it would stick
+            if resident is not None:
+                resident.training.uninstall(model)
             if keeper is not None:
                 keeper.reattach()
     seconds = time.perf_counter() - started
@@ -351,9 +395,7 @@ def _train(
         **applied,
         "backup_dir": request.backup_dir,
         "backup_freq": request.backup_freq if request.backup_dir is not None else None,
-        "resumed_from": None
-        if state is None
-        else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
+        "resumed_from": _resumed_from(state),
         "seed": request.seed,
         "backend": backend,
         "device": training_run.device_setting(gpu_rows),
@@ -362,6 +404,7 @@ def _train(
         else distribute.strategy_settings(placement, source.batch_size),
         "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
         "data": source.kind,
+        "data_path": dataclasses.asdict(source.decision) if source.decision is not None else None,
         "monitor": request.monitor,
         "seconds": seconds,
     }

@@ -209,7 +209,9 @@ def _failure(run: _Run, error: BaseException) -> BaseException:
     cluster.report_failure(tf, own, where, error)
     if isinstance(error, Exception) and not isinstance(error, GpukerasError):
         given_dataset = run.source is not None and run.source.given_dataset
-        translated = failures.data_error(error, position, request.backup_dir, given_dataset)
+        translated = failures.callback_error(
+            error, run.callbacks, position["epoch"], request.backup_dir
+        ) or failures.data_error(error, position, request.backup_dir, given_dataset)
         if translated is not None:
             return translated
     return error
@@ -289,7 +291,7 @@ def fit(
     own_callbacks = _check_callbacks(keras, request.callbacks, bool(info["is_chief"]))
     tf = config.backend_module()
     start_timeout, heartbeat = cluster.timeouts(strategy)
-    state = backup.read_state(request.backup_dir) if request.backup_dir else None
+    state = backup.resume_state(request.backup_dir) if request.backup_dir else None
     if state is not None and state.batches_done:
         raise BackupMismatchError(
             f"The backup in {request.backup_dir} was written in the middle of an epoch (by "
