@@ -65,6 +65,22 @@
 #'   with the full history, and ends with the weights an uninterrupted run
 #'   would have. Give a `seed` too, so the resumed run sees the batches in the
 #'   same order. `NULL` for none.
+#'
+#'   The folder must be your own and writable by you alone (or your private
+#'   group): another user's folder, or one others may write to (such as `/tmp`
+#'   itself), is refused (`gpukeras_error_backup_dir_unsafe`), since they could
+#'   plant links or backups there; one you cannot write to fails before
+#'   training (`gpukeras_error_bad_argument`). Each backup is synced to disk
+#'   before it is committed, and the one before it kept until the next is: a
+#'   backup whose weights a crash or a power cut emptied or cut short is
+#'   passed over for the one before (`settings$resumed_from$fallback` says
+#'   so). A disk that fills up during training stops it with
+#'   `gpukeras_error_backup_write`, saying what to free and where the last good
+#'   backup is. Training that completes removes exactly the files its backups
+#'   wrote (and the folder, if that leaves it empty), never your other files.
+#'   Not protected: a crash while a backup is written can leave that one
+#'   weights file (`gpukeras-weights-*.weights.h5`) behind; a disk that loses
+#'   data it said was synced can lose both backups.
 #' @param backup_freq When to back up to `backup_dir`: `"epoch"` (at the end
 #'   of every epoch) or a whole number of batches (every that many batches,
 #'   and at every epoch's end), so a long epoch killed in the middle loses at
@@ -77,7 +93,9 @@
 #'   into it and the trained weights copied back (see [gpu_strategy()]).
 #' @param callbacks A Keras callback (a Python object, e.g. from keras3 or
 #'   `gpu_keras()$callbacks`) or a list of them. R functions cannot be
-#'   callbacks: Keras may call them from a worker thread.
+#'   callbacks: Keras may call them from a worker thread. An error raised in
+#'   one of them stops training with `gpukeras_error_callback`, naming the
+#'   callback, its method and the line.
 #' @param seed A whole number: seeds Keras and TensorFlow before training
 #'   (weights initialised from here on, dropout) and the shuffling of R data,
 #'   for repeatable runs. A dataset's own order is fixed where it was made
