@@ -336,3 +336,15 @@ def bind_gloo(hostname: str) -> None:
     xla_bridge._backend_factories["cpu"] = dataclasses.replace(
         registration, factory=functools.partial(factory, collectives=collectives)
     )
+
+
+def jax_state_shardings(model: Model) -> object:
+    """How Keras lays out a JAX model's training state under a distribution (its private
+    ``_get_state_sharding_spec``), for a compiled function that returns that state."""
+    return model._get_state_sharding_spec()
+
+
+def compile_identity(model: Model) -> int:
+    """Changes with every ``compile()`` of the model: the identity of the compile config
+    Keras makes anew each time (private ``_compile_config``)."""
+    return id(getattr(model, "_compile_config", None))

@@ -32,13 +32,15 @@ order in a fresh process as in the run that was killed:
   than order: on JAX its iterator stays alive beside training, and measured
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
-- On JAX (with or without TensorFlow installed), arrays go to Keras as they
-  are (``ArrayAdapter``) unless this process is one of several
+- On JAX, arrays that fit on the device train there (``ResidentAdapter``,
+  ``gpukeras.resident``): each epoch's order is a permutation drawn on the
+  device from (seed, epoch), so a resumed epoch has the order the killed run
+  had. Otherwise (with or without TensorFlow installed) arrays go to Keras as
+  they are (``ArrayAdapter``) unless this process is one of several
   (``jax_cluster``), where Keras shards only a tf.data dataset and arrays
-  become the pipeline above. Keras' arrays are its fastest path for data in
-  memory; Keras shuffles them with NumPy's global generator when an epoch's first batch is
-  drawn, so with a seed the training loop reseeds NumPy at every epoch's
-  start from (seed, epoch).
+  become the pipeline above. Keras shuffles arrays with NumPy's global
+  generator when an epoch's first batch is drawn, so with a seed the
+  training loop reseeds NumPy at every epoch's start from (seed, epoch).
 - A tf.data dataset given directly (``TFDatasetAdapter``) is handled the same
   way when its number of batches is known; its order is only reproducible
   if its shuffling was seeded (gpu_dataset(seed = )) and it was made in the
@@ -62,10 +64,10 @@ from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
 
-from gpukeras import compat, jax_cluster, pipeline
+from gpukeras import compat, jax_cluster, pipeline, resident
 from gpukeras.backend import configured_backend
 from gpukeras.errors import BadArgumentError, BadDataError
-from gpukeras.handles import Dataset, Model
+from gpukeras.handles import Dataset, Model, Strategy
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -119,6 +121,9 @@ class DataAdapter:
     kind: ClassVar[str] = "other"
     given_dataset: ClassVar[bool] = False
     reseed_numpy = False
+    # Whether the data trains on the device, and why (``resident.decide``); None where
+    # the question does not arise (data that is not arrays).
+    decision: resident.Decision | None = None
 
     def __init__(
         self,
@@ -228,10 +233,51 @@ class ArrayAdapter(DataAdapter):
             rows=rows,
         )
         self.reseed_numpy = seed is not None
+        self.seed = seed
 
     def gpu_dataset(self) -> dict[str, object] | None:
         """In-memory rows, as gpu_dataset() from arrays has them: nothing to cache or map."""
         return {"source": "arrays", "cache": False, "user_map": False}
+
+
+class ResidentAdapter(DataAdapter):
+    """Arrays put on the device once and trained there, k steps a dispatch (``resident``).
+
+    ``model.fit()`` gets one token row per step, which it never copies to the
+    device; ``install`` gives the model the functions that train on the device.
+    """
+
+    kind = "device arrays"
+
+    def __init__(
+        self,
+        source: ArrayAdapter,
+        model: Model,
+        validation: tuple | None,
+        distribution: Strategy | None,
+    ) -> None:
+        x, y = source.fit_args["x"], source.fit_args["y"]
+        size = source.batch_size
+        assert size is not None  # arrays always have one
+        # Keras would build the model from a batch of the tokens it gets: built from the data.
+        first = (x, y) if y is not None else (x,)
+        compat.symbolic_build(model, tuple(_head(part, size) for part in first))
+        self.training = resident.ResidentTraining(x, y, size, source.seed, validation, distribution)
+        super().__init__(
+            self.training.fit_args(),
+            batch_size=source.batch_size,
+            steps_per_epoch=self.training.steps,
+            rows=source.rows,
+        )
+        self.decision = source.decision
+
+    def validation_args(self) -> dict[str, object]:
+        """``model.fit()``'s validation arguments, the validation arrays being on the device."""
+        return self.training.validation_args()
+
+    def gpu_dataset(self) -> dict[str, object] | None:
+        """In-memory rows on the device: nothing to cache, map or wait for."""
+        return {"source": "arrays", "cache": False, "user_map": False, "on_device": True}
 
 
 class KerasDataAdapter(DataAdapter):
@@ -293,6 +339,59 @@ def get_data_adapter(data: object, batch_size: int | None, seed: int | None) -> 
             "or arrays as (x, y)."
         )
     return KerasDataAdapter(data)
+
+
+def on_device(
+    source: DataAdapter,
+    model: Model,
+    validation_data: object,
+    distribution: Strategy | None,
+    backend: str,
+) -> DataAdapter:
+    """The adapter training reads: arrays (``ArrayAdapter``) that fit on the device as a
+    ``ResidentAdapter``, anything else as it is; ``decision`` says which and why.
+
+    Args:
+        source: what ``get_data_adapter`` chose.
+        model: the compiled model, as it will train.
+        validation_data: gpu_fit()'s validation data (arrays go on the device too).
+        distribution: the JAX distribution the model trains under, or None.
+        backend: the Keras backend.
+    """
+    if not isinstance(source, ArrayAdapter):
+        return source
+    validation = None  # a dataset validates from host memory, whichever way training goes
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
+        validation = tuple(as_arrays(part) for part in validation_data if part is not None)
+    devices = _devices(distribution) if backend == "jax" else []
+    source.decision = resident.decide(
+        backend,
+        model,
+        source.fit_args["x"],
+        source.fit_args["y"],
+        validation,
+        devices,
+        several_processes=jax_cluster.multi_process(),
+    )
+    if not source.decision.resident:
+        return source
+    return ResidentAdapter(source, model, validation, distribution)
+
+
+def _head(part: object, rows: int) -> object:
+    """The first ``rows`` rows of an array, or of each array of a dict."""
+    if isinstance(part, dict):
+        return {name: value[:rows] for name, value in part.items()}
+    return part[:rows]  # type: ignore[index]
+
+
+def _devices(distribution: Strategy | None) -> list[object]:
+    """The JAX devices data is put on: the distribution's, or the default device."""
+    import jax
+
+    if distribution is not None:
+        return list(distribution.device_mesh.devices.flat)
+    return [jax.devices()[0]]
 
 
 def _static_batch_size(dataset: Dataset) -> int | None:

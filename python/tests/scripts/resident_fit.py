@@ -1,0 +1,102 @@
+"""gpu_fit() on JAX of arrays in memory, the device-resident way, with what a test compares.
+
+Run by test_resident.py as ``python resident_fit.py '<json spec>'`` (JAX backend, the
+core on PYTHONPATH); prints one JSON line. The spec's keys:
+
+- ``out``: where the final weights go (.npz).
+- ``rows``, ``batch_size``, ``epochs``, ``seed``, ``steps_per_execution``,
+  ``backup_dir``, ``backup_freq``, ``validation`` (the first 300 rows),
+  ``dropout``: the gpu_fit() call and the model (an MLP 20-64-64-2).
+- ``pause``: seconds to sleep at every dispatch's end (time for a test to kill it).
+- ``memory_share``: ``resident.MEMORY_SHARE`` for this run (a tiny one makes the data
+  stream); ``cpu_devices``: a DataParallel over that many logical CPU devices.
+- ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
+  permutation taken from ``resident``), unshuffled, one epoch per call.
+"""
+
+import json
+import os
+import sys
+import time
+
+spec = json.loads(sys.argv[1])
+if spec.get("cpu_devices"):
+    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={spec['cpu_devices']}"
+
+import numpy as np  # noqa: E402
+
+from gpukeras import bridge, resident  # noqa: E402
+from gpukeras.runtime import config  # noqa: E402
+
+keras = config.keras()
+rng = np.random.default_rng(0)
+x = rng.standard_normal((spec.get("rows", 1000), 20)).astype("float32")
+y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
+validation = (x[:300], y[:300]) if spec.get("validation") else None
+keras.utils.set_random_seed(7)
+layers = [keras.Input((20,)), keras.layers.Dense(64, activation="relu")]
+if spec.get("dropout"):
+    layers.append(keras.layers.Dropout(0.3))
+layers += [keras.layers.Dense(64, activation="relu"), keras.layers.Dense(2)]
+model = keras.Sequential(layers)
+model.compile(
+    optimizer=keras.optimizers.Adam(0.003),
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics=["accuracy"],
+)
+if "memory_share" in spec:
+    resident.MEMORY_SHARE = spec["memory_share"]
+
+
+class Pause(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(spec.get("pause", 0.0))
+
+
+report: dict[str, object] = {}
+if spec.get("reference"):
+    # Keras' fit() on the batches the device-resident run draws: its order, unshuffled.
+    training = resident.ResidentTraining(x, y, spec["batch_size"], spec["seed"])
+    history: dict[str, list] = {}
+    for epoch in range(spec["epochs"]):
+        order = training.epoch_order(epoch)
+        logs = model.fit(
+            x[order], y[order], batch_size=spec["batch_size"], shuffle=False, epochs=1,
+            verbose=0, validation_data=validation,
+        ).history  # fmt: skip
+        for name, values in logs.items():
+            history.setdefault(name, []).extend(values)
+    report["history"] = history
+else:
+    strategy = None
+    if spec.get("cpu_devices"):
+        made = bridge.call("distribute.make", {"type": "mirrored"})
+        assert made["ok"], made
+        strategy = made["value"]["strategy"]
+    answer = bridge.call(
+        "fit.fit",
+        {
+            "model": model,
+            "data": (x, y),
+            "validation_data": validation,
+            "epochs": spec["epochs"],
+            "batch_size": spec["batch_size"],
+            "seed": spec.get("seed"),
+            "steps_per_execution": spec.get("steps_per_execution", "auto"),
+            "backup_dir": spec.get("backup_dir"),
+            "backup_freq": spec.get("backup_freq", "epoch"),
+            "callbacks": [Pause()] if spec.get("pause") else None,
+            "strategy": strategy,
+            "verbose": 0,
+        },
+    )
+    assert answer["ok"], answer
+    value = answer["value"]
+    report = {
+        "history": value["history"],
+        "settings": value["settings"],
+        "monitor": value["monitor"],
+        "model_steps_per_execution": model.steps_per_execution,
+    }
+np.savez(spec["out"], *model.get_weights())
+print(json.dumps(report, default=str))

@@ -1,0 +1,145 @@
+"""Device-resident training on JAX (gpukeras.resident): the same training as Keras' fit(), on
+the device, k steps per dispatch, resumable; and the data that streams instead, with why.
+
+Each run is ``scripts/resident_fit.py`` in a fresh Python on the JAX backend (the CPU here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CORE, requires
+from gpukeras import backup
+
+SCRIPT = Path(__file__).with_name("scripts") / "resident_fit.py"
+LIMIT = 180  # seconds a run may take
+
+
+def start(spec: dict) -> subprocess.Popen:
+    requires("jax")
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), json.dumps(spec)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=LIMIT)
+    assert process.returncode == 0, err[-4000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run(spec: dict) -> dict:
+    return finish(start(spec))
+
+
+def weights(path: Path) -> list[np.ndarray]:
+    with np.load(path) as saved:
+        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+# 1037 rows in batches of 64: 16 whole batches and a last one of 13, as Keras trains it.
+TRAIN = {"rows": 1037, "batch_size": 64, "epochs": 3, "seed": 5, "dropout": True}
+
+
+def test_on_the_device_it_trains_as_keras_fit_on_the_same_batches(tmp_path: Path) -> None:
+    ours = start(
+        {**TRAIN, "validation": True, "steps_per_execution": 5, "out": str(tmp_path / "a")}
+    )
+    keras_run = start({**TRAIN, "validation": True, "reference": True, "out": str(tmp_path / "b")})
+    mine, theirs = finish(ours), finish(keras_run)
+    settings = mine["settings"]
+    assert settings["data"] == "device arrays"
+    assert settings["data_path"]["resident"] is True
+    assert "on the device" in settings["data_path"]["why"]
+    assert settings["steps_per_execution"] == 5
+    assert settings["steps_per_epoch"] == 17
+    for name in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose(mine["history"][name], theirs["history"][name], rtol=1e-6)
+    for got, want in zip(weights(tmp_path / "a.npz"), weights(tmp_path / "b.npz")):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_auto_chooses_the_steps_per_dispatch_and_leaves_the_models_own_setting(
+    tmp_path: Path,
+) -> None:
+    report = run({**TRAIN, "epochs": 1, "out": str(tmp_path / "w")})
+    settings = report["settings"]
+    assert settings["data"] == "device arrays"
+    assert 1 <= settings["steps_per_execution"] <= 17
+    assert report["model_steps_per_execution"] == 1  # the model's compiled setting, kept
+
+
+def test_data_beyond_the_devices_memory_share_streams_and_the_report_says_why(
+    tmp_path: Path,
+) -> None:
+    report = run({**TRAIN, "epochs": 1, "memory_share": 1e-9, "out": str(tmp_path / "w")})
+    settings = report["settings"]
+    assert settings["data"] == "keras arrays"
+    assert settings["data_path"]["resident"] is False
+    assert "free memory" in settings["data_path"]["why"]
+    assert "streams from host memory" in settings["data_path"]["why"]
+
+
+def test_a_killed_run_resumes_mid_epoch_to_the_weights_of_an_unbroken_one(tmp_path: Path) -> None:
+    """SIGKILL mid-epoch, then the same call again: the weights equal an uninterrupted run's."""
+    common = {**TRAIN, "epochs": 4, "steps_per_execution": 3, "backup_freq": 3}
+    reference = start({**common, "out": str(tmp_path / "unbroken")})
+    backups = tmp_path / "backup"
+    killed = start(
+        {**common, "backup_dir": str(backups), "pause": 0.05, "out": str(tmp_path / "k")}
+    )
+    deadline = time.monotonic() + LIMIT
+    state = None
+    try:
+        while time.monotonic() < deadline and killed.poll() is None:
+            if (backups / backup.STATE_FILE).exists():
+                state = backup.read_state(str(backups))
+                if state is not None and state.epoch >= 1 and state.batches_done > 0:
+                    break
+            time.sleep(0.02)
+        assert killed.poll() is None, killed.communicate()[1][-3000:]
+        assert state is not None and state.batches_done > 0, "no mid-epoch backup in time"
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.communicate(timeout=30)
+    kept = backup.read_state(str(backups))
+    assert kept.batches_done % 3 == 0  # taken at a dispatch's end: its position is exact
+    resumed = run({**common, "backup_dir": str(backups), "out": str(tmp_path / "resumed")})
+    assert resumed["settings"]["resumed_from"]["epoch"] == kept.epoch + 1
+    assert resumed["settings"]["resumed_from"]["batches_done"] == kept.batches_done
+    unbroken = finish(reference)
+    assert resumed["history"]["loss"][-1] == pytest.approx(unbroken["history"]["loss"][-1], 1e-6)
+    for got, want in zip(weights(tmp_path / "resumed.npz"), weights(tmp_path / "unbroken.npz")):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_data_parallel_over_two_devices_trains_on_them_as_one_device_does(
+    tmp_path: Path,
+) -> None:
+    spec = {**TRAIN, "dropout": False, "rows": 1024, "steps_per_execution": 4}
+    two = start({**spec, "cpu_devices": 2, "out": str(tmp_path / "two")})
+    one = start({**spec, "out": str(tmp_path / "one")})
+    on_two, on_one = finish(two), finish(one)
+    assert on_two["settings"]["data"] == "device arrays"
+    assert on_two["settings"]["strategy"]["replicas"] == 2
+    np.testing.assert_allclose(on_two["history"]["loss"], on_one["history"]["loss"], rtol=1e-5)
+    for got, want in zip(weights(tmp_path / "two.npz"), weights(tmp_path / "one.npz")):
+        np.testing.assert_allclose(got, want, atol=1e-5)
