@@ -47,3 +47,35 @@ def test_figures_are_the_latest_fresh_readings_of_every_gpu_in_use() -> None:
     assert shown == {"gpu_%": 80.0, "gpu_mem_GiB": 3.0, "cpu_%": 42.0}
     # Readings older than FRESH_SECONDS are not shown as if current.
     assert live.figures(watcher, now + live.FRESH_SECONDS + 1) == {}
+
+
+def test_keras_progress_display_prints_figures_as_people_read_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from keras.utils import Progbar
+
+    shown = [
+        ("cpu_%", live.percent(52.63)),
+        ("input_wait_%", live.percent(3.26)),
+        ("gpu_%", live.percent(0.0)),
+        ("gpu_mem_GiB", live.Figure(3.14159, 2)),
+    ]
+    for verbose in (1, 2):
+        bar = Progbar(2, verbose=verbose, stateless_metrics=set())
+        bar.update(2, [("loss", 0.5), *shown], finalize=True)
+        line = capsys.readouterr().out.strip().splitlines()[-1]
+        assert line.endswith(
+            " - loss: 0.5000 - cpu_%: 53 - input_wait_%: 3.3 - gpu_%: 0.0 - gpu_mem_GiB: 3.14"
+        ), line
+    # They stay the numbers they are.
+    assert live.percent(52.63) == 53.0 and live.percent(3.26) + 1 == pytest.approx(4.3)
+    assert live.percent(-12.4) == -12.0 and str(live.Figure(2.0, 2)) == "2.00"
+
+
+def test_the_live_input_wait_is_zero_for_batches_on_the_device() -> None:
+    watcher = monitor.TrainingMonitor([], batch_size=32, skip=0, measure_input=False)
+    assert "input_wait_%" not in live.figures(watcher, time.perf_counter())
+    resident = monitor.TrainingMonitor(
+        [], batch_size=32, skip=0, measure_input=False, input_on_device=True
+    )
+    assert live.figures(resident, time.perf_counter()) == {"input_wait_%": 0.0}

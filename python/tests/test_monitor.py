@@ -343,3 +343,114 @@ def test_a_mig_instance_in_use_is_watched_for_its_memory_and_utilization_is_name
     (gpu,) = report["gpus"]
     assert (gpu["utilization_mean"], gpu["memory_used_max_mib"]) == (None, 12000.0)
     assert not any("busy only" in item for item in report["advice"])
+
+
+# The input line and the advice fit what ran -------------------------------------------
+def busy_gpu(utilization: float) -> list[Sample]:
+    """NVML samples of GPU 0 at ``utilization`` %, 10 a second over 2 s."""
+    return [Sample(10.0 + i / 10, 0, utilization, 2000.0, 300.0) for i in range(20)]
+
+
+def gpu_in_use(**changes: object) -> advice.TrainingContext:
+    facts: dict[str, object] = {
+        "backend": "tensorflow",
+        "gpus": [H100],
+        "compute_capability": "9.0",
+        "memory_total_mib": 81559.0,
+        "dtype_policy": "mixed_bfloat16",
+        "jit_compile": True,
+    }
+    return advice.TrainingContext(**{**facts, **changes})  # type: ignore[arg-type]
+
+
+TIMED = {
+    "steps": 10,
+    "batches": 80,
+    "seconds": 0.16,
+    "samples": 80 * 64,
+    "samples_per_second": 32000.0,
+    "step_time_mean_ms": 16.0,
+    "step_time_sd_ms": 0.5,
+    "batch_time_mean_ms": 2.0,
+    "steps_per_execution": 8,
+    "method": "synthetic",
+}
+
+
+def test_a_wait_not_timed_is_estimated_from_the_pipeline_alone_and_said_so() -> None:
+    steps = {**TIMED, "pipeline_batch_ms": 0.6, "input_share_alone": 0.3}
+    report = monitor.training_report(
+        steps, busy_gpu(40.0), [], None, gpu_in_use(steps_per_execution=8)
+    )
+    assert report["input_wait_share"] is None
+    assert report["input_share_alone"] == 0.3 and report["pipeline_batch_ms"] == 0.6
+    assert report["input_verdict"] == "highly input-bound"
+    assert report["batch_time_mean_ms"] == 2.0 and report["batches_timed"] == 80
+    assert report["flops_per_step"] is None  # no FLOPs counted: nothing per batch
+    text = " ".join(report["advice"])
+    assert "The input pipeline alone needs 30 % of a training step's time" in text
+    assert "estimated" in text and "waits for input" not in text
+
+    quick = {**TIMED, "pipeline_batch_ms": 0.02, "input_share_alone": 0.01}
+    calm = monitor.training_report(quick, busy_gpu(40.0), [], None, gpu_in_use())
+    assert calm["input_verdict"] == "not input-bound"
+
+
+def test_batches_on_the_device_are_not_input_bound_by_construction() -> None:
+    steps = {**TIMED, "input_on_device": True, "input_wait_share": 0.0, "input_wait_mean_ms": 0.0}
+    report = monitor.training_report(steps, busy_gpu(97.0), [], None, gpu_in_use())
+    assert report["input_on_device"] is True
+    assert report["input_verdict"] == "not input-bound"
+    assert report["advice"] == [
+        "The GPU is busy 97 % of the time and the input keeps up: further speed has to come "
+        "from the model itself."
+    ]
+
+
+@pytest.mark.parametrize(("per_call", "advised"), [(1, True), (4, True), (8, False), (32, False)])
+def test_more_batches_per_call_are_advised_only_while_there_are_few(
+    per_call: int, advised: bool
+) -> None:
+    # 2 ms a training step, the input keeps up, on the CPU and on an idle GPU
+    steps = {**TIMED, "input_wait_share": 0.01, "steps_per_execution": per_call}
+    cpu = advice.TrainingContext(backend="tensorflow", steps_per_execution=per_call)
+    on_cpu = " ".join(monitor.training_report(steps, [], [], None, cpu)["advice"])
+    assert ("steps_per_execution = 8 or more" in on_cpu) is advised
+    idle = gpu_in_use(steps_per_execution=per_call)
+    on_gpu = " ".join(monitor.training_report(steps, busy_gpu(30.0), [], None, idle)["advice"])
+    assert ("raise steps_per_execution" in on_gpu) is advised
+    assert ("raise the batch size" in on_gpu) is True
+
+
+def test_data_given_in_memory_is_not_called_a_gpu_dataset() -> None:
+    made = {"source": "arrays", "cache": False, "user_map": False}
+    bound = {"input_wait_share": 0.3, "input_verdict": "highly input-bound"}
+    own = advice.advice(bound, advice.TrainingContext(backend="tensorflow", gpu_dataset=made))
+    assert any("gpu_dataset() already gathers" in item for item in own)
+    given = advice.TrainingContext(backend="tensorflow", gpu_dataset=made, data="arrays")
+    text = " ".join(advice.advice(bound, given))
+    assert "gpu_dataset()" not in text and "The data is in memory" in text
+
+
+def test_a_busy_host_is_input_advice_only_beside_a_gpu_and_fits_the_data() -> None:
+    bound = {"input_wait_share": 0.3, "input_verdict": "highly input-bound"}
+    busy = {**bound, "host_cpu_percent_mean": 97.0, "gpu_utilization_mean": 40.0}
+    on_cpu = advice.advice(busy, advice.TrainingContext(backend="tensorflow"))
+    assert not any("host CPU is" in item for item in on_cpu)  # the model computes there too
+    made = {"source": "arrays", "cache": False, "user_map": False}
+    in_memory = " ".join(advice.advice(busy, gpu_in_use(gpu_dataset=made)))
+    assert "host CPU is 97 % busy" in in_memory and "decoding" not in in_memory
+    files = {"source": "images", "cache": True, "user_map": False}
+    assert "cache after decoding" in " ".join(advice.advice(busy, gpu_in_use(gpu_dataset=files)))
+
+
+def test_the_monitor_leaves_out_the_first_calls_and_takes_the_on_device_flag() -> None:
+    def skip(**kwargs: object) -> int:
+        return training_run.make_monitor([], batch_size=8, **kwargs).timer.skip  # type: ignore[arg-type,attr-defined]
+
+    assert skip() == training_run.TIMER_SKIP == 2  # two calls of one batch
+    assert skip(steps_per_execution=8) == 1  # the first call, compiling, holds 8
+    assert skip(steps_per_execution=8, resumed_steps=3) == 4
+    watcher = training_run.make_monitor([], batch_size=8, input_on_device=True)
+    record = watcher.timer.record  # type: ignore[attr-defined]
+    assert record.input_on_device is True

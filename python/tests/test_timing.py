@@ -324,3 +324,156 @@ def test_a_last_smaller_batch_is_left_out_the_first_time() -> None:
     assert report["steps"] == 2 * 9 - 2
     assert report["samples"] == 2 * (ROWS + 3) - BATCH - 3
     sane(report)
+
+
+# Every path: throughput and time per training step; input as it can be known ------------
+def test_batches_of_each_call_come_from_keras_batch_indices() -> None:
+    # 12 batches an epoch, 8 a call: calls of 8 and 4; an epoch of unknown length
+    # counts its last call whole.
+    steps = steps_of(
+        (0, 0.0, None, None, None, 0),
+        (0, 1.0, None, None, None, 8),
+        (1, 2.0, None, None, None, 0),
+        (1, 3.0, None, None, None, 8),
+    )
+    record = timing.StepRecord(steps=steps, steps_per_execution=8, steps_per_epoch=12)
+    assert timing.step_batches(record) == [8, 4, 8, 4]
+    record.steps_per_epoch = None
+    assert timing.step_batches(record) == [8, 8, 8, 8]
+    # steps without indices (a loop of its own) are whole calls
+    own_loop = timing.StepRecord(steps=steps_of((0, 0.0)), steps_per_execution=3)
+    assert timing.step_batches(own_loop) == [3]
+
+
+def test_rows_not_seen_are_keras_count_shared_by_batches_else_the_batch_size() -> None:
+    steps = steps_of(
+        (0, 0.0, None, None, None, 0),
+        (0, 1.0, None, None, None, 8),
+        (1, 10.0, None, None, None, 0),
+        (1, 11.0, None, None, None, 8),
+    )
+    record = timing.StepRecord(
+        steps=steps,
+        epoch_begins={0: 0.0, 1: 10.0},
+        epoch_ends={0: 2.0, 1: 12.0},
+        steps_per_execution=8,
+        steps_per_epoch=12,
+        epoch_rows={0: 1438},  # 11 batches of 128 and one of 30
+    )
+    batches = timing.step_batches(record)
+    rows = timing.step_rows(record, batches, batch_size=128)
+    assert rows[:2] == pytest.approx([1438 * 8 / 12, 1438 * 4 / 12])
+    assert rows[2:] == [128 * 8, 128 * 4]  # epoch 1: Keras counted nothing
+    report = timing.summarize(record, skip=0, batch_size=128)
+    assert report["steps"] == 4 and report["batches"] == 24
+    assert report["batch_time_mean_ms"] == pytest.approx(4.0 / 24 * 1e3)
+    assert report["step_time_mean_ms"] == pytest.approx(1e3)
+    assert report["samples"] == 1438 + 12 * 128
+    assert report["wall_samples_per_second"] == pytest.approx((1438 + 12 * 128) / 4.0)
+    assert report["input_wait_share"] is None and report["input_share_alone"] is None
+    assert timing.summarize(record, skip=0)["samples"] is None  # epoch 1 has no count
+
+
+def test_input_on_the_device_waits_for_nothing_by_construction() -> None:
+    record = timing.StepRecord(
+        steps=steps_of((0, 0.0, None, None, None, 0), (0, 1.0, None, None, None, 4)),
+        epoch_ends={0: 2.0},
+        steps_per_execution=4,
+        steps_per_epoch=8,
+        input_on_device=True,
+        method=timing.ON_DEVICE_METHOD,
+    )
+    report = timing.summarize(record, skip=0, batch_size=32)
+    assert report["input_on_device"] is True
+    assert report["input_wait_share"] == 0.0 and report["input_wait_mean_ms"] == 0.0
+    assert report["samples_per_second"] == pytest.approx(8 * 32 / 2.0)
+    assert report["method"] == "input on the device (no wait by construction)"
+
+
+def test_the_pipeline_timed_alone_is_a_share_of_the_time_per_training_step() -> None:
+    record = timing.StepRecord(
+        steps=steps_of((0, 0.0, None, None, None, 0), (0, 1.0, None, None, None, 8)),
+        epoch_ends={0: 2.0},
+        steps_per_execution=8,
+        steps_per_epoch=16,
+        pipeline={"batch_seconds": 0.025, "batches": 16, "start_seconds": 0.1, "floor_seconds": 0},
+    )
+    report = timing.summarize(record, skip=0, batch_size=8)
+    assert report["batch_time_mean_ms"] == pytest.approx(2.0 / 16 * 1e3)
+    assert report["pipeline_batch_ms"] == pytest.approx(25.0)
+    assert report["pipeline_batches"] == 16
+    assert report["input_share_alone"] == pytest.approx(0.025 / (2.0 / 16))
+    assert report["input_wait_share"] is None  # not timed: an estimate, kept apart
+
+
+def test_pipeline_seconds_reads_a_fresh_iterator_and_says_why_when_it_cannot() -> None:
+    tf = pytest.importorskip("tensorflow")
+    x, y = tiny_data()
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    probe = timing.pipeline_seconds(batches, batches_per_epoch=8)
+    assert probe["batches"] == 8  # the whole epoch: fewer batches than a probe takes
+    assert probe["batch_seconds"] >= 0 and probe["start_seconds"] >= 0
+    few = timing.pipeline_seconds(batches.repeat(), batches_per_epoch=None, batches=3)
+    assert few["batches"] == 4  # the first, then three
+    assert timing.pipeline_seconds(batches.take(0), 8) == {"reason": "the pipeline gave no batch"}
+
+    def fail(features: object, labels: object) -> tuple[object, object]:
+        with tf.control_dependencies([tf.debugging.assert_less(features, -100.0)]):
+            return tf.identity(features), labels
+
+    broken = timing.pipeline_seconds(batches.map(fail), 8)
+    assert broken["reason"].startswith("the pipeline failed when read again")
+
+
+def tensorflow_backend_only() -> None:
+    pytest.importorskip("tensorflow")
+    if config.keras().backend.backend() != "tensorflow":
+        pytest.skip("Keras takes batches inside a graph loop on the TensorFlow backend only")
+
+
+def test_several_batches_a_call_on_tensorflow_keep_keras_graph_loop_and_count_every_row() -> None:
+    tensorflow_backend_only()
+    import tensorflow as tf
+
+    x, y = tiny_data(ROWS + 3)  # 9 batches an epoch, the last of 3 rows: calls of 4, 4 and 1
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).prefetch(2)
+    model = tiny_model(steps_per_execution=4)
+    model.make_train_function()
+    own = model.train_function
+    timer = timing.step_timer(skip=0, measure_input="auto", dataset=dataset)
+
+    class Spy(config.keras().callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.seen = self.model.train_function
+
+    spy = Spy()
+    model.fit(dataset, epochs=2, shuffle=False, verbose=0, callbacks=[timer, spy])
+    assert spy.seen is own  # Keras' own graph loop ran
+    report = timer.report()
+    assert report["steps"] == 2 * 3 and report["batches"] == 2 * 9
+    assert report["samples"] == 2 * (ROWS + 3)  # Keras' count: the last, smaller batch too
+    assert timer.record.epoch_rows == {0: ROWS + 3, 1: ROWS + 3}
+    assert report["batch_time_mean_ms"] == pytest.approx(report["seconds"] / 18 * 1e3)
+    assert report["input_wait_share"] is None
+    assert report["pipeline_batches"] == 9 and report["input_share_alone"] >= 0
+    assert "graph loop" in report["method"] and "timed alone" in report["method"]
+
+    # No dataset to read again (as for a generator): throughput all the same, no input figure.
+    bare = timing.step_timer(skip=0, measure_input="auto")
+    tiny_model(steps_per_execution=4).fit(
+        dataset, epochs=1, shuffle=False, verbose=0, callbacks=[bare]
+    )
+    alone = bare.report()
+    assert alone["samples"] == ROWS + 3 and alone["pipeline_batch_ms"] is None
+    assert "cannot be read again" in alone["method"]
+
+
+def test_trained_rows_is_none_before_training() -> None:
+    model = tiny_model()
+    x, y = tiny_data()
+    model.evaluate(x[:BATCH], y[:BATCH], verbose=0)  # builds the metrics
+    model.reset_metrics()
+    assert timing.trained_rows(config.keras(), model) is None
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+    # fit() ends after Keras read its metrics; evaluate() has not reset them since
+    assert timing.trained_rows(config.keras(), model) == ROWS

@@ -2,9 +2,12 @@
 
 ``advice`` reads the report ``monitor.training_report`` builds and the facts
 of the run (``TrainingContext``): an input-bound verdict gives pipeline advice
-(for a gpu_dataset(), on its own options; for other datasets, the steps they
-lack); a GPU that idles while the input keeps up gives step-overhead advice; GPUs
-of one run that are unevenly busy are named with their figures; a busy GPU in
+(for a gpu_dataset(), on its own options; for data in memory, what is left;
+for other datasets, the steps they lack), worded as timed or as estimated
+from the pipeline alone, as it was measured; a GPU that idles while the input keeps up
+gives step-overhead advice (more batches per call only while
+``steps_per_execution`` is below ``MANY_STEPS_PER_EXECUTION``); GPUs of one
+run that are unevenly busy are named with their figures; a busy GPU in
 float32 with Tensor Cores gives mixed-precision advice; no GPU says so.
 """
 
@@ -16,6 +19,10 @@ from gpukeras.handles import Record
 
 # Mean utilizations this many percentage points apart make GPUs "unevenly busy".
 UNEVEN_POINTS = 20.0
+# Batches per call from which raising steps_per_execution is no longer advised.
+MANY_STEPS_PER_EXECUTION = 8
+# The kinds of gpu_fit() data (DataAdapter.kind) that are arrays in memory, not a dataset.
+IN_MEMORY_DATA = ("arrays", "keras arrays")
 
 
 @dataclass
@@ -40,6 +47,9 @@ class TrainingContext:
         gpu_dataset: for a dataset gpu_dataset() made, its source ('arrays' or
             a kind of files), whether it caches and whether it runs a user map;
             None for other data.
+        data: the kind of data gpu_fit() was given (``DataAdapter.kind``:
+            'arrays' and 'keras arrays' for data in memory, 'dataset', 'other');
+            None when not known.
     """
 
     backend: str
@@ -54,17 +64,20 @@ class TrainingContext:
     nvml_reason: str | None = None
     pipeline_steps: list[str] | None = None
     gpu_dataset: Record | None = None
+    data: str | None = None
 
 
 def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
-def _gpu_dataset_advice(made: Record) -> list[str]:
+def _gpu_dataset_advice(made: Record, in_memory: bool = False) -> list[str]:
     """What to change in a gpu_dataset() pipeline that keeps training waiting.
 
     It already gathers batches in parallel and prefetches, so what is left is
-    the source's own work: decoding files not cached, or the user's map.
+    the source's own work: decoding files not cached, or the user's map. Data
+    given to gpu_fit() in memory (``in_memory``) went through the same
+    pipeline without the user making one: that is said as such.
     """
     items = []
     if made.get("source") != "arrays" and made.get("cache") is False:
@@ -78,7 +91,13 @@ def _gpu_dataset_advice(made: Record) -> list[str]:
             "augmentation into the model (it then runs on the GPU) or precompute what does "
             "not change between epochs."
         )
-    if not items:
+    if not items and in_memory:
+        items.append(
+            "The data is in memory and its batches are gathered in parallel and prefetched "
+            "already: the host is too slow or too busy to feed the model. Give it more "
+            "cores, or fewer other jobs."
+        )
+    elif not items:
         items.append(
             "gpu_dataset() already gathers batches in parallel and prefetches: the host is "
             "too slow or too busy to feed the model. Give it more cores, or fewer other jobs."
@@ -94,7 +113,7 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
     known), each in gpu_dataset()'s and tfdatasets' words.
     """
     if context.gpu_dataset is not None:
-        return _gpu_dataset_advice(context.gpu_dataset)
+        return _gpu_dataset_advice(context.gpu_dataset, context.data in IN_MEMORY_DATA)
     steps = context.pipeline_steps
     has = set(steps or [])
     items = []
@@ -115,11 +134,6 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
             "Prefetch batches (gpu_dataset(prefetch = 'auto'); dataset_prefetch() with "
             "tfdatasets) so the next batch is ready while the current step computes."
         )
-    if context.gpus:
-        items.append(
-            "On a GPU, prefetching to the device (gpu_dataset(to_device = 'GPU:0')) also "
-            "hides the copy."
-        )
     if not items:
         items.append(
             "The pipeline already caches, maps in parallel and prefetches, so the work per "
@@ -139,27 +153,23 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
     advice; no GPU says so.
     """
     items: list[str] = []
-    share = report.get("input_wait_share") or 0.0  # a verdict comes with its share
     verdict = report.get("input_verdict")
-    step_ms = report.get("step_time_mean_ms")
+    step_ms = report.get("batch_time_mean_ms") or report.get("step_time_mean_ms")
     host_cpu = report.get("host_cpu_percent_mean")
     utilization = report.get("gpu_utilization_mean")
     if verdict == "highly input-bound":
         items.append(
-            f"Training waits for input {_percent(share)} of the step time (highly "
-            "input-bound): speed up the input pipeline before anything else."
+            _input_finding(report, "highly") + ": speed up the input pipeline before anything else."
         )
         items += _pipeline_advice(context)
     elif verdict == "moderately input-bound":
         items.append(
-            f"Training waits for input {_percent(share)} of the step time (moderately "
-            "input-bound): " + " ".join(_pipeline_advice(context))
+            _input_finding(report, "moderately") + ": " + " ".join(_pipeline_advice(context))
         )
-    if verdict in ("highly input-bound", "moderately input-bound") and (host_cpu or 0) >= 85:
-        items.append(
-            f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
-            "cache after decoding, shrink the data earlier (smaller images), or use more cores."
-        )
+    input_bound = verdict in ("highly input-bound", "moderately input-bound")
+    # Without a GPU the model computes on the host too: a busy host says nothing of the input.
+    if input_bound and context.gpus and (host_cpu or 0) >= 85:
+        items.append(_busy_host_advice(host_cpu, context))  # type: ignore[arg-type]
     input_ok = verdict in (None, "not input-bound")
     if context.layers_without_jit and not context.jit_compile:
         items.append(_layers_without_jit_advice(context))
@@ -167,7 +177,8 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
         items.append(
             "No GPU was used: training ran on the CPU. gpu_check() tells why no GPU is visible."
         )
-        if input_ok and step_ms is not None and step_ms < 5 and context.steps_per_execution == 1:
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        if input_ok and step_ms is not None and step_ms < 5 and few_per_call:
             items.append(
                 f"Steps are short ({step_ms:.1f} ms): steps_per_execution = 8 or more runs "
                 "several batches per call and cuts Keras' per-step overhead."
@@ -176,7 +187,8 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
     if utilization is None:
         return items
     if input_ok and utilization < 60:
-        if step_ms is not None and step_ms < 10 and context.steps_per_execution < 8:
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        if step_ms is not None and step_ms < 10 and few_per_call:
             items.append(
                 f"The GPU is busy only {utilization:.0f} % of the time with short steps "
                 f"({step_ms:.1f} ms): raise steps_per_execution (e.g. 8-32) to run several "
@@ -218,6 +230,35 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
             "further speed has to come from the model itself."
         )
     return items
+
+
+def _busy_host_advice(host_cpu: float, context: TrainingContext) -> str:
+    """A saturated host while a GPU waits for input: what to change, by what the data is."""
+    made = context.gpu_dataset or {}
+    if made.get("source") == "arrays" and not made.get("user_map"):
+        return (
+            f"The host CPU is {host_cpu:.0f} % busy: it cannot prepare batches of data in "
+            "memory fast enough; move augmentation into the model (it then runs on the "
+            "GPU), run fewer other jobs, or use more cores."
+        )
+    return (
+        f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
+        "cache after decoding, shrink the data earlier (smaller images), or use more cores."
+    )
+
+
+def _input_finding(report: Record, degree: str) -> str:
+    """The input finding an input-bound verdict rests on, as it was measured: the wait
+    timed, or the share of a step the pipeline needs when timed alone."""
+    share = report.get("input_wait_share")
+    if share is not None:
+        return f"Training waits for input {_percent(share)} of the step time ({degree} input-bound)"
+    alone = report.get("input_share_alone") or 0.0
+    return (
+        f"The input pipeline alone needs {_percent(alone)} of a training step's time per "
+        f"batch ({degree} input-bound, estimated: prefetching hides it only where the host "
+        "has cores to spare)"
+    )
 
 
 def _layers_without_jit_advice(context: TrainingContext) -> str:

@@ -334,10 +334,13 @@ def _train(
         watcher = training_run.make_monitor(
             gpu_rows,
             batch_size=source.batch_size,
-            # On TensorFlow, handing Keras fetched batches turns its graph loop
-            # over several batches into a Python loop (see gpukeras.timing).
-            measure_input=not (backend == "tensorflow" and spe > 1) and resident is None,
             resumed_steps=state.batches_done // spe if state is not None else 0,
+            # The wait is timed where that leaves Keras' loop as it is, else this
+            # dataset alone after training; resident data waits for nothing
+            # (see gpukeras.timing).
+            dataset=source.tf_dataset,
+            input_on_device=resident is not None,
+            steps_per_execution=spe,
         )
     keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
     own = [c for c in (saver, position_callback, keeper) if c is not None]

@@ -262,7 +262,11 @@ def input_verdict(
 
 
 def timed_input_verdict(steps: dict[str, object]) -> str | None:
-    """``input_verdict`` for a step timer's report (``gpukeras.timing.summarize``)."""
+    """``input_verdict`` for a step timer's report (``gpukeras.timing.summarize``): of the
+    wait where it was timed, else of the share of a step the pipeline needs alone
+    (``input_share_alone``, what the wait would be without overlap)."""
+    if steps.get("input_wait_share") is None:
+        return input_verdict(steps.get("input_share_alone"))  # type: ignore[arg-type]
     return input_verdict(
         steps.get("input_wait_share"),  # type: ignore[arg-type]
         steps.get("input_wait_mean_ms"),  # type: ignore[arg-type]
@@ -344,7 +348,12 @@ def training_report(
 
     Returns:
         Plain data: the keys listed in gpu_fit()'s documentation, plus
-        ``steps_timed``, ``input_wait_method``, ``input_wait_mean_ms``,
+        ``steps_timed`` (executions), ``batches_timed`` and
+        ``batch_time_mean_ms`` (time per training step, one batch),
+        ``steps_per_execution``, ``input_on_device`` (the wait is 0 by
+        construction), ``pipeline_batch_ms`` and ``input_share_alone`` (where
+        the wait could not be timed: the pipeline timed alone, see
+        ``gpukeras.timing``), ``input_wait_method``, ``input_wait_mean_ms``,
         ``fetch_floor_ms`` (what taking a ready batch took, not counted as
         waiting),
         ``between_steps_share``, ``gpu_sample_hz``, ``gpu_power_mean_w``, ``peak_tflops``,
@@ -355,6 +364,14 @@ def training_report(
         utilization and the idlest's) and ``gpu_memory_imbalance_mib``.
     """
     share = steps.get("input_wait_share")
+    # Reports made before training steps were counted (and synthetic ones) hold
+    # whole executions of steps_per_execution batches.
+    executions, execution_ms = steps.get("steps"), steps.get("step_time_mean_ms")
+    per_call = context.steps_per_execution
+    batches = steps.get("batches") or (executions * per_call if executions else None)  # type: ignore[operator]
+    batch_ms = steps.get("batch_time_mean_ms") or (
+        execution_ms / per_call if execution_ms is not None else None  # type: ignore[operator]
+    )
     report: dict[str, object] = {
         "samples_per_second": steps.get("samples_per_second"),
         "wall_samples_per_second": steps.get("wall_samples_per_second"),
@@ -371,6 +388,12 @@ def training_report(
         "mfu": None,
         "advice": [],
         "steps_timed": steps.get("steps"),
+        "batches_timed": batches,
+        "batch_time_mean_ms": batch_ms,
+        "steps_per_execution": steps.get("steps_per_execution") or per_call,
+        "input_on_device": bool(steps.get("input_on_device")),
+        "pipeline_batch_ms": steps.get("pipeline_batch_ms"),
+        "input_share_alone": steps.get("input_share_alone"),
         "input_wait_method": steps.get("method"),
         "input_wait_mean_ms": steps.get("input_wait_mean_ms"),
         "fetch_floor_ms": steps.get("fetch_floor_ms"),
@@ -417,10 +440,9 @@ def training_report(
     if flops and flops.get("per_sample") is not None:
         train_per_sample = float(flops["per_sample"]) * 3  # type: ignore[arg-type]
         report["flops_method"] = flops.get("method")
-        samples, timed = steps.get("samples"), steps.get("steps")
-        if samples and timed:
-            per_batch = samples / (timed * context.steps_per_execution)  # type: ignore[operator]
-            report["flops_per_step"] = train_per_sample * per_batch
+        samples, batches = steps.get("samples"), report["batches_timed"]
+        if samples and batches:
+            report["flops_per_step"] = train_per_sample * samples / batches  # type: ignore[operator]
         rate = steps.get("samples_per_second")
         if rate:
             achieved = train_per_sample * rate / 1e12  # type: ignore[operator]
@@ -462,10 +484,15 @@ class TrainingMonitor:
         nvml_indices: NVML indices of the GPUs in use.
         batch_size: rows per batch where known (for throughput when batches are not seen).
         skip: steps left out of the timing at the start.
-        measure_input: time the wait for input (see ``gpukeras.timing``).
+        measure_input: time the wait for input: True, False or "auto" (see
+            ``gpukeras.timing.step_timer``).
         hz: samples per second of each sampler.
         mig_uuids: UUIDs of the MIG instances in use (memory only; see
             ``UtilizationSampler``).
+        dataset: the tf.data dataset training reads, timed alone where the
+            wait cannot be timed ("auto").
+        input_on_device: the batches come from arrays in device memory: no
+            wait by construction (see ``gpukeras.timing``).
     """
 
     def __init__(
@@ -473,14 +500,20 @@ class TrainingMonitor:
         nvml_indices: list[int],
         batch_size: int | None,
         skip: int,
-        measure_input: bool,
+        measure_input: bool | str,
         hz: float = 10.0,
         mig_uuids: list[str] | None = None,
+        dataset: object = None,
+        input_on_device: bool = False,
     ) -> None:
         from gpukeras import timing
 
         self.timer = timing.step_timer(
-            batch_size=batch_size, skip=skip, measure_input=measure_input
+            batch_size=batch_size,
+            skip=skip,
+            measure_input=measure_input,
+            dataset=dataset,
+            input_on_device=input_on_device,
         )
         self.gpu = UtilizationSampler(nvml_indices, hz=hz, mig_uuids=mig_uuids or [])
         self.host = HostCpuSampler(hz=hz)

@@ -19,7 +19,9 @@ from gpukeras.advice import TrainingContext
 from gpukeras.handles import Model, Record
 
 MONITOR_HZ = 10.0
-TIMER_SKIP = 2  # steps left out of the timing at the start (tracing, compiling)
+# Training steps (batches) left out of the timing at the start (tracing, compiling): as many
+# calls as hold them, and at least the first call.
+TIMER_SKIP = 2
 
 
 # The GPUs -----------------------------------------------------------------------
@@ -76,25 +78,43 @@ def device_setting(gpu_rows: list[Record]) -> object:
 def make_monitor(
     gpu_rows: list[Record],
     batch_size: int | None,
-    measure_input: bool,
+    measure_input: bool | str = "auto",
     resumed_steps: int = 0,
+    dataset: object = None,
+    input_on_device: bool = False,
+    steps_per_execution: int = 1,
 ) -> monitoring.TrainingMonitor:
     """The monitor of a run on ``gpu_rows``'s GPUs.
 
     Args:
         gpu_rows: ``gpus_in_use``'s rows.
         batch_size: rows per batch, where known.
-        measure_input: time the wait for input (see ``gpukeras.timing``).
-        resumed_steps: steps a resumed epoch lets go by, which are not worth timing.
+        measure_input: time the wait for input; "auto" times it where that
+            leaves Keras' loop as it is, and elsewhere times ``dataset``
+            alone after training (see ``gpukeras.timing``).
+        resumed_steps: calls a resumed epoch lets go by, which are not worth timing.
+        dataset: the tf.data dataset training reads (``DataAdapter.tf_dataset``).
+        input_on_device: set by a loop that gathers its batches from arrays
+            already in device memory: the report then says the input waits for
+            nothing by construction, and nothing wraps the train function. The
+            loop must call the timer's callbacks as Keras' fit() does (each
+            dispatch's ``on_train_batch_begin`` with its first batch's index,
+            ``params["steps"]`` the batches per epoch) and give the real
+            ``batch_size``.
+        steps_per_execution: batches per call: the calls left out at the start
+            hold ``TIMER_SKIP`` batches (at least one call), so that a fit of
+            few long calls still has some timed.
     """
     return monitoring.TrainingMonitor(
         [int(r["nvml_index"]) for r in gpu_rows if r["nvml_index"] is not None],
         batch_size=batch_size,
-        skip=TIMER_SKIP + resumed_steps,
+        skip=-(-TIMER_SKIP // max(1, steps_per_execution)) + resumed_steps,
         measure_input=measure_input,
         hz=MONITOR_HZ,
         # A MIG instance has no NVML index of its own: watched by UUID, memory only.
         mig_uuids=[str(r["uuid"]) for r in gpu_rows if r.get("mig_parent") is not None],
+        dataset=dataset,
+        input_on_device=input_on_device,
     )
 
 
@@ -142,6 +162,7 @@ def monitor_report(
         nvml_reason=watcher.gpu.reason,
         pipeline_steps=pipeline_steps,
         gpu_dataset=gpu_dataset,
+        data=settings.get("data"),
     )
     return watcher.report(context, counted_flops(model, gpu_rows), gpu_rows)
 
