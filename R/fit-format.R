@@ -34,28 +34,8 @@ format_fit_monitor <- function(m) {
   if (is.null(m)) {
     return("Monitor: off (monitor = FALSE)")
   }
-  throughput <- if (is.null(m$samples_per_second)) {
-    "not measured"
-  } else {
-    sprintf(
-      "%s samples/s%s", format(round(m$samples_per_second), big.mark = ","),
-      if (is.null(m$step_time_mean_ms)) "" else sprintf(
-        "; step %.2f ms (sd %.2f ms)", m$step_time_mean_ms, m$step_time_sd_ms %||% NA_real_
-      )
-    )
-  }
-  input <- if (is.null(m$input_wait_share)) {
-    sprintf("%s (input wait not measured)", m$input_verdict %||% "not known")
-  } else {
-    # Say why a share over 5 % can still be "not input-bound" (see input_verdict()).
-    within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
-      m$input_wait_mean_ms < m$fetch_floor_ms
-    sprintf(
-      "%s (waiting for input %s of step time%s)", m$input_verdict %||% "?",
-      format_percent(m$input_wait_share, 1),
-      if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
-    )
-  }
+  throughput <- format_throughput(m)
+  input <- format_input(m)
   gpu <- if (is.null(m$gpu_utilization_mean)) {
     sprintf("not measured (%s)", m$gpu_not_measured %||% "no GPU")
   } else {
@@ -80,12 +60,65 @@ format_fit_monitor <- function(m) {
         format(round(m$wall_samples_per_second), big.mark = ",")
       )
     },
-    sprintf("Input pipeline: %s", input),
+    paste0(c("Input pipeline: ", rep("                ", length(input) - 1L)), input),
     sprintf("GPU:            %s", gpu),
     each_gpu,
     if (!is.null(m$host_cpu_percent_mean)) sprintf("Host CPU:       mean %.0f%%", m$host_cpu_percent_mean),
     if (!is.null(compute)) sprintf("Compute:        %s", compute),
     if (length(m$advice)) c("Advice:", paste(" ", arrow(), m$advice))
+  )
+}
+
+# Samples/s and the time per training step (one batch); with several batches per call, also
+# the time of a call, whose spread is the one measured.
+format_throughput <- function(m) {
+  per_call <- m$steps_per_execution %||% 1
+  step_ms <- if (per_call > 1) m$batch_time_mean_ms else m$step_time_mean_ms
+  step <- if (!is.null(step_ms)) {
+    if (per_call > 1 && !is.null(m$step_time_mean_ms)) {
+      sprintf(
+        "step %.2f ms (%d steps a call: %.2f ms, sd %.2f ms)", step_ms, as.integer(per_call),
+        m$step_time_mean_ms, m$step_time_sd_ms %||% NA_real_
+      )
+    } else {
+      sprintf("step %.2f ms (sd %.2f ms)", step_ms, m$step_time_sd_ms %||% NA_real_)
+    }
+  }
+  rate <- if (!is.null(m$samples_per_second)) {
+    sprintf("%s samples/s", format(round(m$samples_per_second), big.mark = ","))
+  } else if (!is.null(step)) {
+    "samples/s not known (rows per batch not seen)"
+  }
+  if (is.null(rate)) "not measured" else paste(c(rate, step), collapse = "; ")
+}
+
+# The input verdict and what it rests on: the wait timed, none by construction (batches on the
+# device), or the pipeline timed alone where Keras takes batches inside its graph loop. One
+# line, or two where the second says why the wait was not timed.
+format_input <- function(m) {
+  if (isTRUE(m$input_on_device)) {
+    return("on the device (no wait by construction)")
+  }
+  if (!is.null(m$input_wait_share)) {
+    # Say why a share over 5 % can still be "not input-bound" (see input_verdict()).
+    within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
+      m$input_wait_mean_ms < m$fetch_floor_ms
+    return(sprintf(
+      "%s (waiting for input %s of step time%s)", m$input_verdict %||% "?",
+      format_percent(m$input_wait_share, 1),
+      if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
+    ))
+  }
+  why <- m$input_wait_method %||% "input wait not measured"
+  if (is.null(m$input_share_alone)) {
+    return(sprintf("%s (%s)", m$input_verdict %||% "not known", why))
+  }
+  c(
+    sprintf(
+      "%s, estimated: the pipeline alone takes %.2f ms a batch, %s of a training step",
+      m$input_verdict %||% "?", m$pipeline_batch_ms %||% NA_real_, format_percent(m$input_share_alone, 1)
+    ),
+    sprintf("(%s)", why)
   )
 }
 
