@@ -23,7 +23,9 @@
 #' a softmax or sigmoid output layer stays float32) trains with Keras' own
 #' `fit()` on the first rows of the data, repeated (a dataset gives its first
 #' batch: the pipeline's own speed is not part of it; see [gpu_fit()]'s
-#' monitor for that). Samples per second are timed as gpu_fit()'s monitor
+#' monitor for that). On JAX the rows train on the device where [gpu_fit()]
+#' would put arrays there, `steps_per_execution` being the steps run per
+#' dispatch: the axis then tunes that (the `data` column says where). Samples per second are timed as gpu_fit()'s monitor
 #' times them, over the steps after the first two executions (tracing and
 #' compiling). A run is *sound* when every loss it logged and every weight it
 #' ended with is finite and, under `mixed_float16`, loss scaling skipped at
@@ -59,7 +61,10 @@
 #'     (the axis it varied, `"baseline"` first), `precision`, `batch_size`,
 #'     `steps_per_execution`, `jit_compile`, `samples_per_second`, `samples`
 #'     (trained), `loss`, `finite`, `overflows` (loss-scale overflows, `NA`
-#'     without loss scaling), `sound`, `stopped_early`, `seconds` and `note`;
+#'     without loss scaling), `sound`, `stopped_early`, `seconds`, `note`
+#'     and `data` (`"device"` where the rows trained on the device, as
+#'     [gpu_fit()] trains arrays on JAX, `steps_per_execution` then being its
+#'     steps per dispatch; else `"host"`);
 #'   * `recommended`: the fastest sound run's `precision`, `batch_size`,
 #'     `steps_per_execution` and `jit_compile` (`NULL` when none is sound);
 #'   * `baseline`, `loss_samples`, `skipped` (a data.frame of combinations
@@ -146,7 +151,7 @@ check_counts <- function(x, arg = deparse(substitute(x))) {
 
 tune_columns <- c(
   "axis", "precision", "batch_size", "steps_per_execution", "jit_compile", "samples_per_second",
-  "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note"
+  "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note", "data"
 )
 
 new_gpukeras_tune <- function(result, data_kind) {
@@ -184,7 +189,7 @@ format.gpukeras_tune <- function(x, ...) {
   short_axis <- c(baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe", jit_compile = "jit")
   shown <- data.frame(
     run = short_axis[t$axis], precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
-    jit = ifelse(t$jit_compile, "on", "off"),
+    jit = ifelse(t$jit_compile, "on", "off"), data = t$data,
     `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
     loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
     numerics = ifelse(t$sound, "sound", "UNSOUND"),

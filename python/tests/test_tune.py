@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 
+from conftest import run_on_jax
 from gpukeras import model_copies, tune
 from gpukeras.errors import BadArgumentError
 
@@ -62,6 +63,20 @@ def test_tune_tries_each_axis_and_recommends_the_fastest_sound_one() -> None:
     assert int(model.optimizer.iterations) == 0
     assert keras.config.dtype_policy().name == "float32"
     assert model.dtype_policy.name == "float32"
+
+
+def test_on_jax_the_rows_train_on_the_device_and_spe_is_the_steps_per_dispatch() -> None:
+    run = run_on_jax("import jax_tune")
+    answer = run.readback["answer"]
+    assert answer["ok"], answer
+    trials = answer["value"]["trials"]
+    on_device = [t for t in trials if t["jit_compile"]]
+    assert on_device and all(t["data"] == "device" for t in on_device)
+    # Without XLA the steps cannot be compiled together: those rows stream, as in gpu_fit().
+    assert all(t["data"] == "host" for t in trials if not t["jit_compile"])
+    assert {t["steps_per_execution"] for t in on_device} == {1, 8}
+    assert all(t["samples_per_second"] and t["samples_per_second"] > 0 for t in on_device)
+    assert run.readback["model_steps_per_execution"] == 1  # the user's model is untouched
 
 
 def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:

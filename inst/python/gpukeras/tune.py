@@ -12,7 +12,9 @@ trained or changed and every trial starts from the same weights.
 
 A trial. The copy trains with Keras' own ``fit()`` on the data's rows (the
 first rows, repeated to whole executions; a dataset gives its first batch,
-so a pipeline's own speed is not part of it), timed by gpu_fit()'s monitor
+so a pipeline's own speed is not part of it), on the device where gpu_fit()
+would train arrays there (``gpukeras.resident``; ``steps_per_execution`` is
+then its steps per dispatch), timed by gpu_fit()'s monitor
 (``timing.step_timer``): samples per second over the steps after the first
 ``WARMUP_EXECUTIONS`` executions, which hold tracing and compiling. It stops
 at its share of what is left of ``time_budget``, less the mean cost of a
@@ -48,10 +50,13 @@ import numpy as np
 from gpukeras import (
     arguments,
     batch_size,
+    compat,
     data_adapters,
     devices,
     fit_request,
+    jax_cluster,
     model_copies,
+    resident,
     timing,
     training_run,
 )
@@ -96,6 +101,7 @@ class Trial:
         sound: finite, and few enough overflows.
         stopped_early: stopped as clearly slower than the best so far.
         note: what was unsound, or why it stopped.
+        data: where the rows were: "device" (``gpukeras.resident``) or "host".
     """
 
     precision: str
@@ -112,6 +118,7 @@ class Trial:
     stopped_early: bool = False
     seconds: float = 0.0
     note: str | None = None
+    data: str = "host"
     losses: list[tuple[int, float]] = field(default_factory=list, repr=False)
 
     def combination(self) -> Combination:
@@ -210,6 +217,24 @@ def _watch(keras: Any, rows_per_execution: int, trial: Trial, limits: Record) ->
     return Watch()
 
 
+def _on_device(
+    keras: Any, copy: Model, rows: tuple[object, ...], size: int
+) -> resident.ResidentTraining | None:
+    """The trial's rows on the device, where gpu_fit() would put them; else None."""
+    if data_adapters.is_tf_dataset(rows[0]) or keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    y = rows[1] if len(rows) > 1 else None
+    decision = resident.decide(
+        "jax", copy, rows[0], y, None, [jax.devices()[0]], jax_cluster.multi_process()
+    )
+    if not decision.resident:
+        return None
+    compat.symbolic_build(copy, (rows[0], y) if y is not None else (rows[0],))
+    return resident.ResidentTraining(rows[0], y, size, seed=0)
+
+
 def _overflows(copy: Model, batches: int) -> int | None:
     """Loss-scale overflows in a trial of ``batches`` steps; None without loss scaling."""
     optimizer = copy.optimizer
@@ -244,16 +269,27 @@ def run_trial(
     row_bytes = sum(np.asarray(a).nbytes / len(a) for a in keras.tree.flatten(parts))
     executions = max(1, min(8, int(MAX_TRIAL_BYTES // max(1.0, row_bytes * per_execution))))
     rows = batch_size.rows_of(parts, per_execution * executions)
-    timer: Callback = timing.step_timer(skip=WARMUP_EXECUTIONS)
+    on_device = _on_device(keras, copy, rows, combination.batch_size)
+    timer: Callback = timing.step_timer(
+        # on the device, batches are not seen: the rows come from the batch size
+        batch_size=combination.batch_size,
+        skip=WARMUP_EXECUTIONS,
+        input_on_device=on_device is not None,
+    )
     watch = _watch(keras, per_execution, trial, limits)
+    fit_args: Record = {"x": rows[0], "y": rows[1] if len(rows) > 1 else None}
+    callbacks = [timer, watch]
+    if on_device is not None:
+        trial.data = "device"
+        fit_args = on_device.fit_args()
+        callbacks.append(on_device.callback(keras))
+        on_device.install(copy, combination.steps_per_execution)
     with batch_size.refused_as_bad_data(combination.batch_size, active=limits["first"]):
         copy.fit(
-            *rows,
-            batch_size=combination.batch_size,
+            **{"batch_size": combination.batch_size, "shuffle": False, **fit_args},
             epochs=10**9,
-            shuffle=False,
             verbose=0,
-            callbacks=[timer, watch],
+            callbacks=callbacks,
         )
     limits["first"] = False
     trial.seconds = time.perf_counter() - started
