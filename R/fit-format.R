@@ -8,7 +8,12 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
   shown <- utils::tail(history, n)
   table <- if (epochs) utils::capture.output(print(shown, row.names = FALSE, digits = 4)) else "(no epochs ran)"
   where <- c(settings$backend, settings$dtype_policy)
-  data <- c(settings$data, if (!is.null(settings$validation_data)) paste("validation:", settings$validation_data))
+  data <- c(
+    settings$data,
+    if (!is.null(settings$validation_data)) paste("validation:", settings$validation_data),
+    # Which way the data went (on the device, or streamed from host memory), and why.
+    settings$data_path$why
+  )
   c(
     paste0(
       sprintf("<gpukeras fit> %d epoch%s", epochs, if (epochs == 1) "" else "s"),
