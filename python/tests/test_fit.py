@@ -833,7 +833,7 @@ def test_an_error_in_the_users_callback_is_theirs_not_a_bug_in_gpukeras() -> Non
 
 
 def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
-    """The GPU machines' setting: Keras on JAX, no TensorFlow; Keras batches the arrays."""
+    """The GPU machines' setting: Keras on JAX, no TensorFlow; the arrays train on the device."""
     run = run_on_jax("import jax_fit")
     answer = run.readback["answer"]
     assert answer["ok"], answer
@@ -842,12 +842,13 @@ def test_jax_backend_without_tensorflow_in_a_fresh_process() -> None:
     assert value["history"]["loss"][-1] < value["history"]["loss"][0]
     settings = value["settings"]
     assert settings["backend"] == "jax"
-    assert settings["data"] == "keras arrays"
+    assert settings["data"] == "device arrays"
+    assert settings["data_path"]["resident"] is True
     assert settings["jit_compile"] is True and run.readback["jit"] is True
     report = value["monitor"]
     assert report["samples_per_second"] > 0
-    assert "jax backend" in report["input_wait_method"]
-    assert report["input_verdict"] is not None
+    assert report["input_wait_method"] == "input on the device (no wait by construction)"
+    assert report["input_wait_share"] == 0
     assert "tensorflow" not in run.loaded
     # gpu_fit()'s own callbacks leave Keras dispatching batch ends on its worker
     # thread, so the host does not wait for each step before queueing the next.
