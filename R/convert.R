@@ -59,8 +59,13 @@ gpu_as_numpy <- function(x, dtype = NULL) {
   )
 }
 
-# R data for gpu_dataset(): features (an array, or a named list of them) and
-# labels, checked, NA rows handled, then converted once to NumPy.
+# R data for gpu_dataset() and the verbs that train: features (an array, or a
+# named list of them) and labels, checked and NA rows handled, still as R arrays
+# (a vector with a dim, which reticulate hands over as a NumPy view, not a list).
+# The core makes the one copy (float32 features, `y_dtype` labels): to_numpy(),
+# or the pipeline's own copy (arrays_pipeline()). With na = "error", the core
+# checks double parts for NA in that copy (`check_missing`, see handover_call()):
+# anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784).
 as_pipeline_data <- function(x, y, na) {
   vocabulary <- list()
   encode <- function(part, name) {
@@ -98,52 +103,99 @@ as_pipeline_data <- function(x, y, na) {
   if (rows[[1]] == 0) {
     gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data")
   }
-  # anyNA() stops at the first NA and allocates nothing; the row-by-row scan
-  # (0.3 s against anyNA's 0.03 s on a 60,000 x 784 matrix) runs only on the
-  # parts that have one.
-  has_na <- vapply(parts, anyNA, logical(1))
+  core_checks <- na == "error" & vapply(parts, is.double, logical(1))
   dropped <- 0L
-  if (any(has_na)) {
-    missing <- Reduce(`|`, lapply(parts[has_na], row_has_na))
-    if (na == "error") {
-      where <- unlist(Map(na_columns, parts, names(parts)))
-      gpukeras_abort(
-        c(
-          sprintf(
-            "The data has NA/NaN in %d row(s) (first: %s), in %s.",
-            sum(missing), paste(utils::head(which(missing), 5), collapse = ", "),
-            paste(utils::head(where, 10), collapse = ", ")
-          ),
-          "Impute or remove them, or pass na = \"drop\" to drop those rows."
-        ),
-        "gpukeras_error_bad_data"
-      )
-    }
+  if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
+    missing <- missing_rows(parts)
+    if (na == "error") abort_missing(parts, missing)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
       gpukeras_abort("Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data")
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
-  core()
-  x_numpy <- lapply(parts[names(features)], function(part) host_array(part, "float32"))
+  parts <- lapply(parts, function(part) {
+    if (is.null(dim(part))) dim(part) <- length(part)
+    part
+  })
   list(
-    x = if (is.list(x) && !is.data.frame(x)) x_numpy else x_numpy[[1]],
-    y = if (!is.null(labels)) host_array(parts$y, if (is.integer(parts$y)) "int32" else "float32"),
+    x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x,
+    y = parts$y,
+    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32",
+    check_missing = any(core_checks),
     vocabulary = vocabulary,
     dropped = dropped
   )
 }
 
-# One copy of an R array (or vector) as a C-contiguous NumPy array of `dtype`,
-# aligned so that the pipeline's tensors can share it: reticulate views R's
-# column-major memory without copying, and the core's host_array() casts and
-# reorders in one pass (np_array() takes as long, but its array would be
-# copied again by TensorFlow, which cannot share memory aligned as NumPy's).
-host_array <- function(x, dtype) {
-  if (is.null(dim(x))) dim(x) <- length(x) # a vector would cross as a Python list
-  arrays <- reticulate::import("gpukeras.array_source", convert = FALSE)
-  arrays$host_array(reticulate::r_to_py(x), dtype)
+# Which rows of `parts` have an NA in any part. anyNA() stops at the first NA
+# and allocates nothing; the row-by-row scan (0.3 s against anyNA's 0.03 s on a
+# 60,000 x 784 matrix) runs only on the parts that have one.
+missing_rows <- function(parts) {
+  has_na <- vapply(parts, anyNA, logical(1))
+  Reduce(`|`, lapply(parts[has_na], row_has_na), rep(FALSE, count_rows(parts[[1]])))
+}
+
+# The error for NA in `parts` (rows from missing_rows()), naming the first rows
+# and the columns; nothing when there is none.
+abort_missing <- function(parts, missing = missing_rows(parts)) {
+  if (!any(missing)) {
+    return(invisible())
+  }
+  where <- unlist(Map(na_columns, parts, names(parts)))
+  gpukeras_abort(
+    c(
+      sprintf(
+        "The data has NA/NaN in %d row(s) (first: %s), in %s.",
+        sum(missing), paste(utils::head(which(missing), 5), collapse = ", "),
+        paste(utils::head(where, 10), collapse = ", ")
+      ),
+      "Impute or remove them, or pass na = \"drop\" to drop those rows."
+    ),
+    "gpukeras_error_bad_data"
+  )
+}
+
+# Call `target` in the core with `data` (from as_pipeline_data(), or NumPy
+# arrays) as x, y, y_dtype and check_missing, and the arguments in `args`.
+# When the core finds NA in a copy it checks, the error names the rows and
+# columns as R's own check does.
+handover_call <- function(target, data, args = list()) {
+  withCallingHandlers(
+    do.call(core_call, c(list(
+      target,
+      x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
+    ), args)),
+    gpukeras_error_bad_data = function(e) {
+      if (isTRUE(data$check_missing)) {
+        parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
+        abort_missing(parts)
+      }
+    }
+  )
+}
+
+# `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
+# list(x, y), made by the core in one copy each (array_source.handover).
+to_numpy <- function(data) {
+  kept_arrays(handover_call("array_source.handover", data))
+}
+
+# The NumPy arrays in the core's HostArrays (array_source.py) as R keeps them:
+# Python objects, which reticulate::py_get_attr() does not convert (the bridge
+# would have turned them into R arrays, a copy back into R), and which stay
+# unconverted on access, as gpu_as_numpy()'s do. A dict of inputs becomes a
+# named list of arrays.
+kept_arrays <- function(held) {
+  get <- function(from, name, item = FALSE) {
+    value <- if (item) reticulate::py_get_item(from, name) else reticulate::py_get_attr(from, name)
+    reticulate::r_to_py(value, convert = FALSE)
+  }
+  x <- get(held, "x")
+  inputs <- reticulate::py_to_r(get(held, "inputs"))
+  if (length(inputs)) x <- stats::setNames(lapply(inputs, function(name) get(x, name, item = TRUE)), inputs)
+  y <- get(held, "y")
+  list(x = x, y = if (!inherits(y, "python.builtin.NoneType")) y)
 }
 
 check_feature_array <- function(x, name) {
@@ -215,7 +267,7 @@ encode_labels <- function(y) {
 count_rows <- function(x) if (is.null(dim(x))) length(x) else dim(x)[1]
 
 row_has_na <- function(x) {
-  if (is.null(dim(x))) is.na(x) else rowSums(is.na(x), dims = 1L) > 0
+  if (length(dim(x)) < 2L) as.vector(is.na(x)) else rowSums(is.na(x), dims = 1L) > 0
 }
 
 na_columns <- function(x, name) {

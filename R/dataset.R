@@ -103,20 +103,25 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     data <- as_pipeline_data(x, y, na)
-    recipe <- list(arrays = data[c("x", "y")], options = options, vocabulary = data$vocabulary, dropped = data$dropped)
-    arrays_pipeline(recipe)
+    recipe <- list(arrays = data, options = options, vocabulary = data$vocabulary, dropped = data$dropped)
+    built <- arrays_pipeline(recipe)
+    # The pipeline's own copy of the data (its tensors share it when there is no
+    # split): what a background fit carries, where the R data would be twice the size.
+    recipe$arrays <- kept_arrays(built$arrays)
+    built
   }
   datasets_from_result(result, recipe)
 }
 
-# The core's pipeline over the arrays of `recipe`: the pipeline's own NumPy
-# arrays (made by host_array(), so its tensors share them), its options and
-# what converting the R data found.
+# The core's pipeline over the arrays of `recipe`, with its options: R data
+# from as_pipeline_data() (copied once, to float32 features and `y_dtype`
+# labels, checked for NA where it asks), or the NumPy arrays a background fit
+# carried (shared as they are); and what converting the R data found.
 arrays_pipeline <- function(recipe) {
-  result <- do.call(core_call, c(
-    list("pipeline.from_arrays", x = recipe$arrays$x, y = recipe$arrays$y, copy = FALSE),
-    recipe$options
-  ))
+  result <- handover_call(
+    "pipeline.from_arrays", recipe$arrays,
+    c(list(copy = FALSE, x_dtype = "float32"), recipe$options)
+  )
   result$info$vocabulary <- recipe$vocabulary
   result$info$dropped_rows <- recipe$dropped
   result

@@ -64,8 +64,8 @@ describe_names <- function(names) {
 }
 
 # What the core gets for `data` as fit_data() read it: a Python dataset as it
-# is; R data checked and converted once to NumPy (as gpu_dataset() does) and
-# handed over as list(x, y), from which the core builds the seeded gpu_dataset()
+# is; R data checked and copied once to NumPy by the core (as gpu_dataset() does)
+# and handed over as list(x, y), from which the core builds the seeded gpu_dataset()
 # pipeline itself. The core seeds Keras and TensorFlow first, so the shuffle
 # order depends on `seed` alone, and a run resumed from a backup sees the
 # batches in the same order as the run that was interrupted.
@@ -77,7 +77,7 @@ fit_input <- function(data) {
     return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
   }
   converted <- withCallingHandlers(
-    as_pipeline_data(data$x, data$y, "error"),
+    to_numpy(as_pipeline_data(data$x, data$y, "error")),
     gpukeras_error_bad_data = function(e) {
       if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
         e$message <- paste(

@@ -77,12 +77,16 @@ def test_batches_gathered_several_at_a_time_are_the_same_batches(
     assert array_source.gather_chunk(tensors, rows=100, batch_size=10) == 1  # 40 KB a batch
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 def test_host_array_is_one_aligned_row_major_copy_in_the_asked_dtype(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, threads: int
 ) -> None:
     """What R hands over: a column-major float64 view becomes a C-contiguous float32
-    copy, aligned for TensorFlow; chosen rows are taken block by block."""
-    monkeypatch.setattr(array_source, "COPY_BLOCK_ROWS", 4)  # several blocks, the last short
+    copy, aligned for TensorFlow, block by block (on several threads for a large
+    array); chosen rows are taken block by block too."""
+    monkeypatch.setattr(array_source, "COPY_BLOCK_BYTES", 4 * 5 * 4)  # 4 rows, the last short
+    monkeypatch.setattr(array_source, "COPY_THREADS", threads)
+    monkeypatch.setattr(array_source, "PARALLEL_COPY_BYTES", 0)
     source = np.asfortranarray(np.arange(33 * 5, dtype=np.float64).reshape(33, 5) / 7)
     source.flags.writeable = False  # as reticulate's view of R memory is
     copy = array_source.host_array(source, "float32")
@@ -97,14 +101,42 @@ def test_host_array_is_one_aligned_row_major_copy_in_the_asked_dtype(
     assert labels.dtype == np.int32 and labels.ctypes.data % array_source.TENSOR_ALIGNMENT == 0
 
 
+def test_a_checked_copy_with_nan_names_its_first_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_missing: NaN (R's NA) in any block of a floating-point copy is BadDataError
+    naming the rows from 1, as R counts; integers and unchecked copies pass."""
+    monkeypatch.setattr(array_source, "COPY_BLOCK_BYTES", 3 * 2 * 4)
+    source = np.asfortranarray(np.ones((20, 2)))
+    source[[4, 17], 1] = np.nan
+    with pytest.raises(errors.BadDataError, match=r"NA/NaN in 2 row\(s\) .*: 5, 18\)"):
+        array_source.host_array(source, "float32", check_missing=True)
+    with pytest.raises(errors.BadDataError, match=r"1 row\(s\) .*: 2\)"):
+        array_source.host_array(source, "float32", np.array([0, 17]), check_missing=True)
+    assert np.isnan(array_source.host_array(source, "float32")).sum() == 2
+    array_source.host_array(np.arange(6, dtype=np.int32), check_missing=True)
+    with pytest.raises(errors.BadDataError):
+        pipeline.from_arrays(source, check_missing=True, x_dtype="float32")
+    with pytest.raises(errors.BadDataError):  # a split checks the rows of each part
+        pipeline.from_arrays(source, check_missing=True, validation_split=0.5, seed=1)
+
+
+def test_handover_gives_r_float32_features_and_labels_as_python_objects() -> None:
+    """handover(): what R keeps (through the bridge, which would turn a NumPy array
+    into an R array): float32 features, a dict for several inputs, labels as asked."""
+    x = np.asfortranarray(np.arange(12, dtype=np.float64).reshape(6, 2))
+    held = array_source.handover({"a": x, "b": x[:, :1]}, np.arange(6, dtype=np.int32), "int32")
+    assert held.inputs == ["a", "b"] and held.y.dtype == np.int32
+    assert all(part.dtype == np.float32 and part.flags.c_contiguous for part in held.x.values())
+    answer = bridge.call("array_source.handover", {"x": x})
+    assert answer["ok"] and answer["value"].inputs is None and answer["value"].y is None
+    np.testing.assert_array_equal(answer["value"].x, x)
+
+
 def test_tensors_share_the_pipelines_own_arrays_and_copy_the_callers() -> None:
-    """copy=False: a host_array() array becomes a tensor over the same memory; anything
-    that cannot be shared, and every array with copy=True, is copied once."""
+    """A tensor shares an array fit to be shared; rows, and anything that cannot be
+    shared, are copied once. from_arrays copies the caller's arrays unless copy=False."""
     own = array_source.host_array(np.random.default_rng(0).random((40, 3)), "float32")
-    shared = array_source.tensor_of(tf, own, copy=False)
+    shared = array_source.tensor_of(tf, own)
     assert np.shares_memory(np.asarray(shared), own)
-    copied = array_source.tensor_of(tf, own)
-    assert not np.shares_memory(np.asarray(copied), own)
     read_only = own.copy()
     read_only.flags.writeable = False
     buffer = np.empty(own.nbytes + array_source.TENSOR_ALIGNMENT, np.uint8)
@@ -112,9 +144,11 @@ def test_tensors_share_the_pipelines_own_arrays_and_copy_the_callers() -> None:
     unaligned = buffer[start : start + own.nbytes].view(np.float32).reshape(own.shape)
     unaligned[:] = own
     for array in (read_only, np.asfortranarray(own), unaligned):
-        tensor = array_source.tensor_of(tf, array, copy=False)
+        tensor = array_source.tensor_of(tf, array)
         assert not np.shares_memory(np.asarray(tensor), array)
         np.testing.assert_array_equal(tensor.numpy(), array)
+    rows = np.array([3, 1])
+    np.testing.assert_array_equal(array_source.tensor_of(tf, own, rows).numpy(), own[rows])
     words = array_source.tensor_of(tf, np.array(["a", "b", "c"]), rows=np.array([2, 0]))
     assert words.dtype == tf.string and list(words.numpy()) == [b"c", b"a"]
 
@@ -122,6 +156,35 @@ def test_tensors_share_the_pipelines_own_arrays_and_copy_the_callers() -> None:
     built = pipeline.from_arrays(x, batch_size=20, shuffle=False)
     x[:] = -1  # the caller's array changes after the pipeline was built
     np.testing.assert_array_equal(next(iter(built["dataset"])).numpy()[:, 0], np.arange(0, 40, 2))
+    assert not np.shares_memory(built["arrays"].x, x)
+    kept = pipeline.from_arrays(own, copy=False, batch_size=8)["arrays"].x
+    assert kept is own  # shared, not copied
+
+
+def test_r_data_is_cast_once_and_the_whole_data_comes_back_for_r() -> None:
+    """From R: float64 column-major features and int32 labels become float32 tensors
+    in one copy each; ``arrays`` holds the whole data in those dtypes, split or not."""
+    x = np.asfortranarray(np.arange(60, dtype=np.float64).reshape(30, 2))
+    y = np.arange(30, dtype=np.int32)
+    for split in (0, 0.2):
+        built = pipeline.from_arrays(
+            x,
+            y,
+            copy=False,
+            x_dtype="float32",
+            y_dtype="int32",
+            batch_size=30,
+            shuffle=False,
+            validation_split=split,
+            seed=2,
+        )
+        features, labels = next(iter(built["dataset"]))
+        assert features.dtype == tf.float32 and labels.dtype == tf.int32
+        np.testing.assert_array_equal(features.numpy(), x[labels.numpy()])
+        held = built["arrays"]
+        assert held.x.dtype == np.float32 and held.x.flags.c_contiguous
+        np.testing.assert_array_equal(held.x, x)
+        np.testing.assert_array_equal(held.y, y)
 
 
 def test_array_pipelines_skip_the_graph_rewrites_that_copy_the_data(ids: tuple) -> None:
@@ -314,6 +377,19 @@ def test_a_streamed_csv_split_by_position_is_disjoint_and_complete(tmp_path: Pat
         seed=3,
     )
     np.testing.assert_array_equal(np.sort(validation), np.sort(rows_of(again["validation"])))
+    built_arrays = pipeline.from_arrays(np.ones((10, 2), np.float32), validation_split=0.2, seed=1)
+    for dataset in (built["dataset"], built["validation"], *map(built_arrays.get, DATASETS)):
+        assert no_autotune_thread(dataset)
+
+
+DATASETS = ("dataset", "validation")
+
+
+def no_autotune_thread(dataset: object) -> bool:
+    """Whether iterators of ``dataset`` (and of Keras' repeat() of it, which gpu_fit()
+    hands Keras) run without tf.data's autotuning thread, whose join can stall the end
+    of fit() for seconds (pipeline._without_autotune_thread)."""
+    return all(d.options().autotune.enabled is False for d in (dataset, dataset.repeat()))
 
 
 def test_an_image_folder_split_knows_both_lengths_and_validates_without_running_out(

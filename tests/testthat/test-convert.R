@@ -106,7 +106,7 @@ test_that("gpu_as_numpy() rejects a bad dtype with a classed error", {
   )
 })
 
-test_that("gpu_dataset()'s hand-over is one aligned, C-contiguous copy: float32 features, int32 or float32 labels", {
+test_that("the hand-over is one aligned, C-contiguous copy the core makes: float32 features, int32 or float32 labels", {
   skip_if_no_python()
   np <- reticulate::import("numpy", convert = FALSE)
   is_handed_over <- function(a, dtype) {
@@ -115,7 +115,7 @@ test_that("gpu_dataset()'s hand-over is one aligned, C-contiguous copy: float32 
     expect_identical(py_value(a$ctypes$data) %% 64, 0) # TensorFlow's tensors can share it
   }
   x <- matrix(seq(0.25, 15, by = 0.25), nrow = 20)
-  data <- as_pipeline_data(x, 1:20, "error")
+  data <- to_numpy(as_pipeline_data(x, 1:20, "error"))
   is_handed_over(data$x, "float32")
   expect_identical(py_value(data$x$astype("float64")), x)
   expect_false(py_value(np$shares_memory(data$x, reticulate::r_to_py(x)))) # a copy, not R's memory
@@ -125,15 +125,33 @@ test_that("gpu_dataset()'s hand-over is one aligned, C-contiguous copy: float32 
 
   images <- array(as.double(1:120), c(5, 4, 3, 2))
   inputs <- list(images = images, counts = matrix(1:10, 5), flags = matrix(c(TRUE, FALSE), 5, 2))
-  data <- as_pipeline_data(inputs, c(0.5, 1, 1.5, 2, 2.5), "error")
+  data <- to_numpy(as_pipeline_data(inputs, c(0.5, 1, 1.5, 2, 2.5), "error"))
+  expect_named(data$x, names(inputs))
   for (name in names(inputs)) is_handed_over(data$x[[name]], "float32")
   expect_identical(py_value(data$x$images$item(1L, 2L, 0L, 1L)), images[2, 3, 1, 2])
   expect_identical(py_value(data$x$counts$astype("float64")), matrix(as.double(1:10), 5))
   expect_identical(py_value(data$x$flags$astype("float64")), matrix(c(1, 0), 5, 2))
   is_handed_over(data$y, "float32")
   expect_identical(as.vector(py_value(data$y$astype("float64"))), c(0.5, 1, 1.5, 2, 2.5))
-  is_handed_over(as_pipeline_data(x, factor(rep(c("a", "b"), 10)), "error")$y, "int32")
-  is_handed_over(as_pipeline_data(x, rep(c(TRUE, FALSE), 10), "error")$y, "float32")
+  is_handed_over(to_numpy(as_pipeline_data(x, factor(rep(c("a", "b"), 10)), "error"))$y, "int32")
+  is_handed_over(to_numpy(as_pipeline_data(x, rep(c(TRUE, FALSE), 10), "error"))$y, "float32")
+  expect_null(to_numpy(as_pipeline_data(x, NULL, "error"))$y)
+})
+
+test_that("NA in double data is found in the core's copy, and named as R's own check names it", {
+  skip_if_no_python()
+  x <- matrix(seq_len(40) / 4, 10, dimnames = list(NULL, c("a", "b", "c", "d")))
+  x[c(4, 7), "c"] <- NA
+  data <- as_pipeline_data(x, seq(0.5, 5, by = 0.5), "error")
+  expect_true(data$check_missing) # not read by anyNA() here ...
+  expect_error(to_numpy(data), "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data")
+  expect_error(to_numpy(as_pipeline_data(x[, -3], c(1:9, NaN), "error")), "\\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_error( # ... nor in a pipeline's copy, split or not
+    gpu_dataset(x, 1:10, validation_split = 0.3, seed = 1),
+    "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data"
+  )
+  expect_false(as_pipeline_data(x, 1:10, "drop")$check_missing) # dropped in R
+  expect_false(as_pipeline_data(matrix(1:4, 2), 1:2, "error")$check_missing) # integers: anyNA() in R
 })
 
 test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
@@ -153,5 +171,5 @@ test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
   dropped <- as_pipeline_data(x, y, "drop")
   expect_identical(scans$count, 3L) # x and y
   expect_identical(dropped$dropped, 2L)
-  expect_identical(py_value(dropped$x$astype("float64")), x[-c(3, 10), ])
+  expect_identical(dropped$x, x[-c(3, 10), ])
 })

@@ -1,7 +1,7 @@
 """In-memory arrays as the start of a pipeline: one copy into tensors, batches gathered by index.
 
-R data reaches the pipeline as NumPy arrays (reticulate's views of R's
-memory); ``host_array`` makes the one copy it goes through, and the tensors
+R data reaches the core as reticulate's views of R's memory (column-major,
+no copy); ``host_array`` makes the one copy it goes through, and the tensors
 share that copy. Batches are gathered from those tensors by a shuffled index,
 several at a time, as Keras does with arrays, instead of row by row.
 """
@@ -9,11 +9,14 @@ several at a time, as Keras does with arrays, instead of row by row.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
 import numpy as np
 
 from gpukeras.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.errors import BadDataError
 from gpukeras.handles import Dataset, Tensor
 from gpukeras.pipeline_options import PipelineOptions, Started
 
@@ -25,20 +28,31 @@ GATHER_CHUNK_BYTES = 16 * 2**20
 # (64 bytes with AVX-512): a tensor sharing unaligned NumPy memory aborts the
 # process in its first strided slice. NumPy's own large arrays are 16-aligned.
 TENSOR_ALIGNMENT = 64
-# host_array() copies this many rows at a time: the temporary that NumPy makes
-# when it takes chosen rows stays a few MiB; whole arrays copy as fast in blocks.
-COPY_BLOCK_ROWS = 4096
+# host_array() copies blocks of about this many bytes: a block's rows span few
+# pages (a copy that turns column-major into row-major touches every page of
+# its span per column), its NaN check reads it while it is in cache, and the
+# temporary NumPy makes when it takes chosen rows stays small.
+COPY_BLOCK_BYTES = 4 * 2**20
+# Arrays from this size on are copied by several threads (NumPy releases the
+# GIL while it copies); below it, starting them costs more than they save.
+PARALLEL_COPY_BYTES = 16 * 2**20
+COPY_THREADS = min(4, os.cpu_count() or 1)
 
 
 def host_array(
-    array: object, dtype: str | None = None, rows: np.ndarray | None = None
+    array: object,
+    dtype: str | None = None,
+    rows: np.ndarray | None = None,
+    check_missing: bool = False,
 ) -> np.ndarray:
     """One copy of ``array`` (of its ``rows`` when given) as a C-contiguous array of
     ``dtype`` (default: its own), aligned so that a tensor can share it (see ``tensor_of``).
 
     From R, ``array`` is reticulate's view of an R array (column-major, no copy), so
     this is the one copy R data goes through on its way into a pipeline: the cast to
-    float32 and the change to row-major order happen in it together.
+    float32 and the change to row-major order happen in it together, block by block,
+    on several threads for large arrays. With ``check_missing``, a floating-point copy
+    holding a NaN (R's NA among them) raises BadDataError naming the first rows.
     """
     source = np.asarray(array)
     target = source.dtype if dtype is None else np.dtype(dtype)
@@ -48,13 +62,72 @@ def host_array(
     buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
     start = -buffer.ctypes.data % TENSOR_ALIGNMENT
     copy = buffer[start : start + size].view(target).reshape(shape)
-    for begin in range(0, count, COPY_BLOCK_ROWS):
-        block = slice(begin, begin + COPY_BLOCK_ROWS)
-        copy[block] = source[block] if rows is None else source[rows[block]]
+    check = check_missing and target.kind == "f"
+    row_bytes = max(1, size // max(1, count))
+    block_rows = max(1, COPY_BLOCK_BYTES // row_bytes)
+
+    def copy_block(begin: int) -> bool:
+        """Copy rows begin.. of the block; whether they hold a NaN (when checked)."""
+        block = slice(begin, begin + block_rows)
+        # R's NA is a signalling NaN: its cast to float32 sets NumPy's "invalid" flag,
+        # a warning about data that check_missing reports (or the caller keeps).
+        with np.errstate(invalid="ignore"):
+            copy[block] = source[block] if rows is None else source[rows[block]]
+            # min() carries a NaN through and allocates nothing, unlike isnan().any().
+            return check and copy[block].size > 0 and bool(np.isnan(copy[block].min()))
+
+    starts = range(0, count, block_rows)
+    if size < PARALLEL_COPY_BYTES or COPY_THREADS < 2:
+        found = [copy_block(begin) for begin in starts]
+    else:
+        with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="gpukeras-copy") as pool:
+            found = list(pool.map(copy_block, starts))
+    if any(found):
+        raise BadDataError(_missing_message(copy))
     return copy
 
 
-def _shareable(array: np.ndarray) -> bool:
+def _missing_message(copy: np.ndarray) -> str:
+    """Where the NaN values of ``copy`` are, and what to do about them."""
+    missing = np.isnan(copy.reshape(len(copy), -1)).any(axis=1)
+    first = ", ".join(str(row + 1) for row in np.flatnonzero(missing)[:5])
+    return (
+        f"The data has NA/NaN in {int(missing.sum())} row(s) (first, counting from 1: {first}). "
+        "Impute or remove them first."
+    )
+
+
+class HostArrays:
+    """Arrays the core made, for R to keep as they are: ``x`` (an array, or a dict of them
+    for several inputs, named in ``inputs``) and ``y`` (an array or None).
+
+    The bridge turns a NumPy array it returns into an R array (a copy back into R), but
+    gives R any object it does not know as a Python object; R reads the arrays out of
+    this one with ``reticulate::py_get_attr()``, which does not convert them.
+    """
+
+    def __init__(self, x: object, y: object | None) -> None:
+        self.x = x
+        self.y = y
+        self.inputs = list(x) if isinstance(x, dict) else None
+
+
+def handover(
+    x: object, y: object | None = None, y_dtype: str | None = None, check_missing: bool = False
+) -> HostArrays:
+    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) as
+    float32, labels as ``y_dtype``, each one ``host_array`` copy (see there for
+    ``check_missing``). The arrays are the caller's alone, so a pipeline may share them."""
+    features = (
+        {name: host_array(part, "float32", check_missing=check_missing) for name, part in x.items()}
+        if isinstance(x, dict)
+        else host_array(x, "float32", check_missing=check_missing)
+    )
+    labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
+    return HostArrays(features, labels)
+
+
+def shareable(array: np.ndarray) -> bool:
     """Whether a tensor may share ``array``'s memory: C order, aligned, and writable
     (NumPy exports no read-only array through DLPack)."""
     return (
@@ -65,21 +138,21 @@ def _shareable(array: np.ndarray) -> bool:
 
 
 def tensor_of(
-    tf: ModuleType, array: object, rows: np.ndarray | None = None, copy: bool = True
+    tf: ModuleType, array: object, rows: np.ndarray | None = None, check_missing: bool = False
 ) -> object:
-    """A tensor of ``array`` (of its ``rows`` when given), with at most one copy.
+    """A tensor of ``array`` (of its ``rows`` when given) that shares memory where it can.
 
     ``tf.constant`` always copies a NumPy array (0.12 s for 60,000 x 784 floats
-    here); a DLPack hand-over makes a tensor that shares it instead. So the array
-    is copied once by ``host_array`` (a snapshot: the caller may change its own
-    array later) and the tensor shares that copy; with ``copy=False`` an array
-    that is already shareable is shared as it is.
+    here); a DLPack hand-over makes a tensor that shares it instead. So the tensor
+    shares ``array`` itself when it can (see ``shareable``), which must then never
+    change; chosen rows, and an array it cannot share, are copied once first
+    (``host_array``, which checks that copy with ``check_missing``).
     """
     source = np.asarray(array)
     if source.dtype.kind not in "biufc":  # strings: DLPack carries numbers only
         return tf.convert_to_tensor(source if rows is None else source[rows])
-    if copy or rows is not None or not _shareable(source):
-        source = host_array(source, rows=rows)
+    if rows is not None or not shareable(source):
+        source = host_array(source, rows=rows, check_missing=check_missing)
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
 
 
@@ -101,7 +174,7 @@ def gathered_batches(
     arrays. The permutation is new every epoch and reproducible with a seed.
 
     The batches are gathered a chunk of several at a time (one gather of up
-    to 32 batches, at most 16 MiB) and then sliced apart: tf.data's cost per
+    to 32 batches, at most 16 MiB) and then unbatched: tf.data's cost per
     element of a parallel map is paid once per chunk instead of once per
     batch. Measured here (``bench/pipeline.R``'s MLP, 256 x 20 floats per
     batch): 102 -> 59 CPU microseconds per batch, CPU time that on a
@@ -120,18 +193,25 @@ def gathered_batches(
     in this pipeline, parallel and prefetched already: the same time per batch
     with and without them.
     """
+    # These functions have no Python control flow on tensors, so tf.data traces them
+    # as they are: AutoGraph's conversion was a third of building the pipeline.
+    plain = tf.autograph.experimental.do_not_convert
     order = tf.range(rows, dtype=tf.int64)
     if not options.shuffle:
         permutations = tf.data.Dataset.from_tensors(order)
     elif options.seed is None:
-        permutations = tf.data.Dataset.range(1).map(lambda _: tf.random.shuffle(order))
+        permutations = tf.data.Dataset.range(1).map(plain(lambda _: tf.random.shuffle(order)))
     else:
         seed = tf.constant(options.seed, tf.int64)
         permutations = (
             tf.data.Dataset.random(seed=options.seed, rerandomize_each_iteration=True)
             .take(1)
             .map(
-                lambda draw: tf.random.experimental.stateless_shuffle(order, tf.stack([draw, seed]))
+                plain(
+                    lambda draw: tf.random.experimental.stateless_shuffle(
+                        order, tf.stack([draw, seed])
+                    )
+                )
             )
         )
     size = options.batch_size
@@ -164,12 +244,9 @@ def gathered_batches(
             lambda tensor: tf.reshape(tensor, [-1, batch_rows, *tensor.shape[1:]]), gathered
         )
 
-    def slices(*gathered: object) -> object:
-        return tf.data.Dataset.from_tensor_slices(gathered[0] if len(gathered) == 1 else gathered)
-
     try:
-        chunks = permutations.flat_map(chunks_of).map(
-            gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic
+        chunks = permutations.flat_map(plain(chunks_of)).map(
+            plain(gather), num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic
         )
     except Exception as error:  # a preset on data that is not N x H x W x C
         if augment is None:
@@ -178,7 +255,7 @@ def gathered_batches(
             lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), tensors
         )
         raise augment_error(options, spec, error) from error
-    dataset = chunks.flat_map(slices).apply(
+    dataset = chunks.unbatch().apply(
         tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0))
     )
     no_rewrites = tf.data.Options()

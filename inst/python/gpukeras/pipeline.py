@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras import arguments, sources
-from gpukeras.array_source import gathered_batches, tensor_of
+from gpukeras.array_source import HostArrays, gathered_batches, host_array, shareable, tensor_of
 from gpukeras.augment import apply_to_features, augment_error, augmenter, check_presets
 from gpukeras.devices import host_memory_mib
 from gpukeras.errors import BadArgumentError, BadDataError, MapFunctionError
@@ -198,7 +198,25 @@ def build(
     if options.to_device not in ("auto", "none"):
         dataset = dataset.apply(tf.data.experimental.prefetch_to_device(f"/{options.to_device}"))
         steps.append(f"prefetch to {options.to_device}")
-    return dataset, {"steps": steps}
+    return dataset.with_options(_without_autotune_thread(tf)), {"steps": steps}
+
+
+def _without_autotune_thread(tf: ModuleType) -> object:
+    """Options that keep tf.data from starting its autotuning thread in an iterator.
+
+    Dropping an iterator (Keras does at the end of fit()) joins that thread, which
+    sleeps between optimizations for a period that doubles up to a minute. Its
+    wake-up on cancellation races with the flag it then reads (TensorFlow sets
+    ``is_cancelled`` only after running the cancellation callbacks), and when it
+    loses, the drop waits out the rest of the period: measured with TF 2.21, fit()
+    returned 2-5 s after training ended in some rounds, in none with this option
+    (``bench/handover.R``). Without the thread, AUTOTUNE parallelism is one call per
+    core and an AUTOTUNE prefetch buffer grows while its consumer waits, which
+    suits these pipelines: no slower in the benchmarks.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
 
 
 def _to_device_choice(options: PipelineOptions) -> str:
@@ -211,22 +229,31 @@ def _to_device_choice(options: PipelineOptions) -> str:
 
 
 def from_arrays(
-    x: object, y: object | None = None, copy: bool = True, **options: object
+    x: object,
+    y: object | None = None,
+    copy: bool = True,
+    x_dtype: str | None = None,
+    y_dtype: str | None = None,
+    check_missing: bool = False,
+    **options: object,
 ) -> dict[str, object]:
     """A pipeline over in-memory arrays (NumPy, or a dict of them for multi-input models).
 
     Rows are split into train and validation by a seeded permutation, so the two
     never overlap; validation data is neither shuffled nor augmented.
 
-    The pipeline's tensors hold one copy of the arrays. With ``copy=False`` they
-    share the arrays' memory instead where they can (arrays made by
-    ``array_source.host_array``), which must then never change: gpu_dataset() passes arrays
-    made for the pipeline alone.
+    Features become ``x_dtype`` and labels ``y_dtype`` (default: their own). The
+    pipeline's tensors hold one copy of the arrays, made in that dtype (from R:
+    reticulate's views of R's memory, cast and reordered in the one copy). With
+    ``copy=False`` they share an array already in its dtype instead where they can
+    (one ``array_source.host_array`` made), which must then never change. With
+    ``check_missing``, a floating-point copy holding NaN (R's NA) is BadDataError.
 
     Returns:
-        ``dataset`` (train), ``validation`` (None without a split), and
-        ``info`` and ``validation_info`` (plain data: rows, steps of the
-        pipeline, element spec as text).
+        ``dataset`` (train), ``validation`` (None without a split), ``info`` and
+        ``validation_info`` (plain data: rows, steps of the pipeline, element spec
+        as text), and ``arrays``: the whole data in the pipeline's dtypes
+        (``array_source.HostArrays``; the arrays a background fit carries).
     """
     tf = tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
@@ -251,14 +278,31 @@ def from_arrays(
             f"validation_split = {opts.validation_split} of {count} rows leaves no "
             "training or no validation rows."
         )
+    split = n_validation > 0
+
+    def whole(array: object, dtype: str | None) -> np.ndarray:
+        # A split copies each part's rows anyway: the caller's array serves as it is
+        # when it has the dtype; without a split only copy=False lets it be shared.
+        source = np.asarray(array)
+        if source.dtype.kind not in "biufc" or (
+            source.dtype == np.dtype(dtype or source.dtype)
+            and (split or (not copy and shareable(source)))
+        ):
+            return source
+        return host_array(source, dtype, check_missing=check_missing and not split)
+
+    data_x = {name: whole(array, x_dtype) for name, array in features.items()}
+    data_y = whole(y, y_dtype) if y is not None else None
 
     def subset(index: np.ndarray | None) -> object:
         picked = None if index is None else np.sort(index)
-        part = {name: tensor_of(tf, array, picked, copy) for name, array in features.items()}
-        part_x = part.get("", part)
-        if y is None:
-            return part_x
-        return (part_x, tensor_of(tf, y, picked, copy))
+
+        def part(array: np.ndarray) -> object:
+            return tensor_of(tf, array, picked, check_missing and split)
+
+        tensors = {name: part(array) for name, array in data_x.items()}
+        part_x = tensors.get("", tensors)
+        return part_x if data_y is None else (part_x, part(data_y))
 
     def start(data: object, options: PipelineOptions, rows: int) -> Started:
         # Without a per-row map, gather whole batches by index; with one, go row by row.
@@ -266,15 +310,15 @@ def from_arrays(
             return gathered_batches(tf, data, rows, options)
         return tf.data.Dataset.from_tensor_slices(data), None, []
 
-    train_index = order[n_validation:] if n_validation else None
-    return _pipelines(
+    built = _pipelines(
         tf,
-        subset(train_index),
-        subset(order[:n_validation]) if n_validation else None,
+        subset(order[n_validation:] if split else None),
+        subset(order[:n_validation]) if split else None,
         opts,
         {"source": "arrays", "rows": count - n_validation, "validation_rows": n_validation},
         start,
     )
+    return {**built, "arrays": HostArrays(data_x.get("", data_x), data_y)}
 
 
 def _pipelines(
