@@ -143,3 +143,32 @@ def test_a_data_parallel_over_two_devices_trains_on_them_as_one_device_does(
     np.testing.assert_allclose(on_two["history"]["loss"], on_one["history"]["loss"], rtol=1e-5)
     for got, want in zip(weights(tmp_path / "two.npz"), weights(tmp_path / "one.npz")):
         np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_a_gpu_dataset_of_arrays_trains_on_the_device_as_keras_fit_unshuffled(
+    tmp_path: Path,
+) -> None:
+    requires("tensorflow")
+    common = {**TRAIN, "validation": True, "steps_per_execution": 4}
+    ours = start({**common, "gpu_dataset": {"shuffle": False}, "out": str(tmp_path / "a")})
+    # Keras' fit() on the rows in their own order: the reference's order when unshuffled.
+    keras_run = start({**common, "reference": True, "shuffle": False, "out": str(tmp_path / "b")})
+    mine, theirs = finish(ours), finish(keras_run)
+    assert mine["settings"]["data"] == "device arrays"
+    assert mine["settings"]["steps_per_epoch"] == 17
+    for name in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose(mine["history"][name], theirs["history"][name], rtol=1e-6)
+    for got, want in zip(weights(tmp_path / "a.npz"), weights(tmp_path / "b.npz")):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_a_gpu_dataset_that_maps_its_rows_streams_and_the_report_says_why(
+    tmp_path: Path,
+) -> None:
+    requires("tensorflow")
+    spec = {**TRAIN, "epochs": 1, "gpu_dataset": {"seed": 1, "map": "identity"}}
+    report = run({**spec, "out": str(tmp_path / "w")})
+    settings = report["settings"]
+    assert settings["data"] == "dataset"
+    assert settings["data_path"]["resident"] is False
+    assert "maps or augments its rows in tf.data" in settings["data_path"]["why"]

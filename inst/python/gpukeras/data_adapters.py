@@ -240,8 +240,21 @@ class ArrayAdapter(DataAdapter):
         return {"source": "arrays", "cache": False, "user_map": False}
 
 
+@dataclasses.dataclass
+class InMemoryRows:
+    """Rows in memory that may train on the device: R or NumPy arrays, or a gpu_dataset() of
+    them that batches them as they are (``pipeline.in_memory``)."""
+
+    x: object
+    y: object | None
+    batch_size: int
+    seed: int | None
+    shuffle: bool = True
+    drop_remainder: bool = False
+
+
 class ResidentAdapter(DataAdapter):
-    """Arrays put on the device once and trained there, k steps a dispatch (``resident``).
+    """Rows put on the device once and trained there, k steps a dispatch (``resident``).
 
     ``model.fit()`` gets one token row per step, which it never copies to the
     device; ``install`` gives the model the functions that train on the device.
@@ -251,25 +264,33 @@ class ResidentAdapter(DataAdapter):
 
     def __init__(
         self,
-        source: ArrayAdapter,
+        rows: InMemoryRows,
         model: Model,
         validation: tuple | None,
         distribution: Strategy | None,
+        decision: resident.Decision,
     ) -> None:
-        x, y = source.fit_args["x"], source.fit_args["y"]
-        size = source.batch_size
-        assert size is not None  # arrays always have one
+        size = rows.batch_size
         # Keras would build the model from a batch of the tokens it gets: built from the data.
-        first = (x, y) if y is not None else (x,)
+        first = (rows.x, rows.y) if rows.y is not None else (rows.x,)
         compat.symbolic_build(model, tuple(_head(part, size) for part in first))
-        self.training = resident.ResidentTraining(x, y, size, source.seed, validation, distribution)
+        self.training = resident.ResidentTraining(
+            rows.x,
+            rows.y,
+            size,
+            rows.seed,
+            validation,
+            distribution,
+            shuffle=rows.shuffle,
+            drop_remainder=rows.drop_remainder,
+        )
         super().__init__(
             self.training.fit_args(),
-            batch_size=source.batch_size,
+            batch_size=size,
             steps_per_epoch=self.training.steps,
-            rows=source.rows,
+            rows=row_count(rows.x),
         )
-        self.decision = source.decision
+        self.decision = decision
 
     def validation_args(self) -> dict[str, object]:
         """``model.fit()``'s validation arguments, the validation arrays being on the device."""
@@ -348,34 +369,73 @@ def on_device(
     distribution: Strategy | None,
     backend: str,
 ) -> DataAdapter:
-    """The adapter training reads: arrays (``ArrayAdapter``) that fit on the device as a
-    ``ResidentAdapter``, anything else as it is; ``decision`` says which and why.
+    """The adapter training reads: rows in memory (arrays, or a gpu_dataset() of them that
+    batches them as they are) that fit on the device as a ``ResidentAdapter``, anything else
+    as it is; ``decision`` says which and why.
 
     Args:
         source: what ``get_data_adapter`` chose.
         model: the compiled model, as it will train.
-        validation_data: gpu_fit()'s validation data (arrays go on the device too).
+        validation_data: gpu_fit()'s validation data (rows in memory go on the device too,
+            a gpu_dataset() of them where its batches are the training's size).
         distribution: the JAX distribution the model trains under, or None.
         backend: the Keras backend.
     """
-    if not isinstance(source, ArrayAdapter):
+    rows = _in_memory_rows(source)
+    if rows is None:
+        source.decision = resident.Decision(False, _streams_because(source, backend))
         return source
-    validation = None  # a dataset validates from host memory, whichever way training goes
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
-        validation = tuple(as_arrays(part) for part in validation_data if part is not None)
-    devices = _devices(distribution) if backend == "jax" else []
+    validation = _validation_rows(validation_data, rows.batch_size)
     source.decision = resident.decide(
         backend,
         model,
-        source.fit_args["x"],
-        source.fit_args["y"],
+        rows.x,
+        rows.y,
         validation,
-        devices,
+        _devices(distribution) if backend == "jax" else [],
         several_processes=jax_cluster.multi_process(),
     )
     if not source.decision.resident:
         return source
-    return ResidentAdapter(source, model, validation, distribution)
+    return ResidentAdapter(rows, model, validation, distribution, source.decision)
+
+
+def _in_memory_rows(source: DataAdapter) -> InMemoryRows | None:
+    """The rows in memory an adapter reads, where they can go on the device; else None."""
+    if isinstance(source, ArrayAdapter):
+        size = source.batch_size or DEFAULT_BATCH_SIZE
+        return InMemoryRows(source.fit_args["x"], source.fit_args["y"], size, source.seed)
+    made = pipeline.in_memory(source.dataset) if source.dataset is not None else None
+    if made is None:
+        return None
+    x, y = made.arrays()
+    return InMemoryRows(x, y, made.batch_size, made.seed, made.shuffle, made.drop_remainder)
+
+
+def _streams_because(source: DataAdapter, backend: str) -> str:
+    """Why data that is not rows in memory streams from host memory."""
+    if backend != "jax":
+        return f"data streams from host memory on {backend}"
+    made = pipeline.made_here(source.dataset) if source.dataset is not None else None
+    if made is not None and made.source == "arrays":
+        return (
+            "this gpu_dataset() maps or augments its rows in tf.data on the host, so its "
+            "batches stream from host memory"
+        )
+    if source.tf_dataset is not None:
+        return "a tf.data dataset streams its batches from host memory"
+    return "this data makes its batches on the host, so they stream from host memory"
+
+
+def _validation_rows(validation_data: object, batch_size: int) -> tuple | None:
+    """Validation rows in memory, for the device; None where validation streams."""
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
+        return tuple(as_arrays(part) for part in validation_data if part is not None)
+    made = pipeline.in_memory(validation_data) if is_tf_dataset(validation_data) else None
+    if made is None or made.batch_size != batch_size:
+        return None
+    x, y = made.arrays()
+    return (x,) if y is None else (x, y)
 
 
 def _head(part: object, rows: int) -> object:

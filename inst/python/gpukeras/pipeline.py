@@ -47,9 +47,40 @@ class Made:
     user_map: bool
 
 
+@dataclass(frozen=True)
+class InMemory:
+    """The rows in memory a gpu_dataset() batches as they are (no map, no augmentation):
+    what training them on the device needs (``gpukeras.resident``).
+
+    Attributes:
+        x: the arrays (an array, or a dict of them by input name), all rows.
+        y: the labels, or None.
+        picked: the rows of this dataset (train or validation), None for all.
+        batch_size, shuffle, seed, drop_remainder: as gpu_dataset() was given them.
+    """
+
+    x: object
+    y: object | None
+    picked: np.ndarray | None
+    batch_size: int
+    shuffle: bool
+    seed: int | None
+    drop_remainder: bool
+
+    def arrays(self) -> tuple[object, object | None]:
+        """This dataset's rows, as NumPy arrays (a copy when it holds some of them)."""
+
+        def part(array: object) -> object:
+            return array if self.picked is None else np.asarray(array)[self.picked]
+
+        x = {k: part(v) for k, v in self.x.items()} if isinstance(self.x, dict) else part(self.x)
+        return x, None if self.y is None else part(self.y)
+
+
 # The datasets gpu_dataset() made, while they live (a dataset tf.data gives R
 # is the same Python object when it comes back to gpu_fit()).
 _MADE: weakref.WeakKeyDictionary[object, Made] = weakref.WeakKeyDictionary()
+_IN_MEMORY: weakref.WeakKeyDictionary[object, InMemory] = weakref.WeakKeyDictionary()
 
 
 def made_here(dataset: object) -> Made | None:
@@ -57,6 +88,14 @@ def made_here(dataset: object) -> Made | None:
     try:
         return _MADE.get(dataset)
     except TypeError:  # not a dataset gpu_dataset() could have made
+        return None
+
+
+def in_memory(dataset: object) -> InMemory | None:
+    """The rows a gpu_dataset() of arrays batches as they are; None for any other dataset."""
+    try:
+        return _IN_MEMORY.get(dataset)
+    except TypeError:
         return None
 
 
@@ -318,6 +357,21 @@ def from_arrays(
         {"source": "arrays", "rows": count - n_validation, "validation_rows": n_validation},
         start,
     )
+    if opts.map is None and not opts.augment:
+        for name, picked, shuffled in (
+            ("dataset", order[n_validation:] if split else None, opts.shuffle),
+            ("validation", order[:n_validation] if split else None, False),
+        ):
+            if built[name] is not None:
+                _IN_MEMORY[built[name]] = InMemory(
+                    data_x.get("", data_x),
+                    data_y,
+                    None if picked is None else np.sort(picked),
+                    opts.batch_size,
+                    shuffled,
+                    opts.seed,
+                    opts.drop_remainder,
+                )
     return {**built, "arrays": HostArrays(data_x.get("", data_x), data_y)}
 
 

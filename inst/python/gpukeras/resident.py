@@ -288,13 +288,18 @@ class ResidentTraining:
         seed: int | None,
         validation: tuple | None = None,
         distribution: Strategy | None = None,
+        shuffle: bool = True,
+        drop_remainder: bool = False,
     ) -> None:
         import jax
 
         self.jax = jax
         self.batch_size = int(batch_size)
         self.rows = len(_leaves(x)[0])
+        self.shuffle = shuffle
         self.full, self.partial = divmod(self.rows, self.batch_size)
+        if drop_remainder:
+            self.partial = 0
         self.steps = self.full + (1 if self.partial else 0)
         self.distribution = distribution
         self.data = self._place((x,) if y is None else (x, y))
@@ -364,15 +369,19 @@ class ResidentTraining:
         return Position()
 
     def start_epoch(self, epoch: int) -> None:
-        """Draw epoch ``epoch``'s order of the rows, on the device."""
-        jax = self.jax
+        """Draw epoch ``epoch``'s order of the rows, on the device (their own order unshuffled)."""
         self.position["epoch"] = epoch
-        self.order = jax.random.permutation(jax.random.fold_in(self.key, epoch), self.rows)
+        self.order = self._order(epoch)
+
+    def _order(self, epoch: int) -> Any:
+        jax = self.jax
+        if not self.shuffle:
+            return jax.numpy.arange(self.rows)
+        return jax.random.permutation(jax.random.fold_in(self.key, epoch), self.rows)
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The order of the rows in epoch ``epoch`` (for tests and reports)."""
-        jax = self.jax
-        return np.asarray(jax.random.permutation(jax.random.fold_in(self.key, epoch), self.rows))
+        return np.asarray(self._order(epoch))
 
     # The compiled functions --------------------------------------------------------
     def _compiled(self, model: Model) -> Programs:

@@ -12,6 +12,8 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   stream); ``cpu_devices``: a DataParallel over that many logical CPU devices.
 - ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
   permutation taken from ``resident``), unshuffled, one epoch per call.
+- ``gpu_dataset``: give the arrays as a gpu_dataset() (``pipeline.from_arrays``) with
+  these options (``batch_size`` then None in the call); the validation rows too.
 """
 
 import json
@@ -56,7 +58,9 @@ class Pause(keras.callbacks.Callback):
 report: dict[str, object] = {}
 if spec.get("reference"):
     # Keras' fit() on the batches the device-resident run draws: its order, unshuffled.
-    training = resident.ResidentTraining(x, y, spec["batch_size"], spec["seed"])
+    training = resident.ResidentTraining(
+        x, y, spec["batch_size"], spec["seed"], shuffle=spec.get("shuffle", True)
+    )
     history: dict[str, list] = {}
     for epoch in range(spec["epochs"]):
         order = training.epoch_order(epoch)
@@ -73,14 +77,28 @@ else:
         made = bridge.call("distribute.make", {"type": "mirrored"})
         assert made["ok"], made
         strategy = made["value"]["strategy"]
+    data: object = (x, y)
+    batch_size = spec["batch_size"]
+    if spec.get("gpu_dataset") is not None:
+        from gpukeras import pipeline
+
+        options = {"batch_size": batch_size, **spec["gpu_dataset"]}
+        if options.get("map") == "identity":
+            options["map"] = lambda features, label: (features, label)
+        data = pipeline.from_arrays(x, y, **options)["dataset"]
+        if validation is not None:
+            validation = pipeline.from_arrays(*validation, **{**options, "shuffle": False})[
+                "dataset"
+            ]
+        batch_size = None
     answer = bridge.call(
         "fit.fit",
         {
             "model": model,
-            "data": (x, y),
+            "data": data,
             "validation_data": validation,
             "epochs": spec["epochs"],
-            "batch_size": spec["batch_size"],
+            "batch_size": batch_size,
             "seed": spec.get("seed"),
             "steps_per_execution": spec.get("steps_per_execution", "auto"),
             "backup_dir": spec.get("backup_dir"),
