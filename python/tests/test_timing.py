@@ -477,3 +477,36 @@ def test_trained_rows_is_none_before_training() -> None:
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
     # fit() ends after Keras read its metrics; evaluate() has not reset them since
     assert timing.trained_rows(config.keras(), model) == ROWS
+
+
+def test_the_pipeline_is_read_again_only_after_an_epoch_that_ran_to_its_end() -> None:
+    steps = steps_of((0, 0.0, None, None, None, 0), (0, 1.0, None, None, None, 4))
+    record = timing.StepRecord(
+        steps=steps, epoch_ends={0: 2.0}, steps_per_execution=4, steps_per_epoch=9
+    )
+    assert not timing.ran_an_epoch(record)  # 8 of 9 batches: stopped early
+    record.steps_per_epoch = 8
+    assert timing.ran_an_epoch(record)
+    record.steps_per_epoch = None  # not known: an epoch that ended counts
+    assert timing.ran_an_epoch(record)
+    assert not timing.ran_an_epoch(timing.StepRecord(steps=steps))
+
+
+def test_a_fit_stopped_in_its_first_epoch_leaves_the_pipeline_alone() -> None:
+    tensorflow_backend_only()
+    import tensorflow as tf
+
+    x, y = tiny_data(2 * ROWS)  # 16 batches an epoch; training stops after 8
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+
+    class Stop(config.keras().callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.model.stop_training = batch >= 4
+
+    timer = timing.step_timer(skip=0, measure_input="auto", dataset=dataset)
+    model = tiny_model(steps_per_execution=4)
+    model.fit(dataset, epochs=2, shuffle=False, verbose=0, callbacks=[timer, Stop()])
+    report = timer.report()
+    assert report["pipeline_batch_ms"] is None
+    assert "no epoch ran to its end" in report["method"]
+    assert report["samples"] == 8 * BATCH and report["batches"] == 8

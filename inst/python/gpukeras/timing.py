@@ -98,7 +98,8 @@ What the numbers mean, and their limits:
   shuffle then draws one more order, as any further iteration of the same
   dataset does (the order a resumed run needs comes from a fresh dataset in
   a fresh process; see ``gpukeras.data_adapters``). It runs only when an
-  epoch finished, so a cache the training left unfinished is not started.
+  epoch ran to its end (``ran_an_epoch``), so a cache the training left
+  unfinished is not started again.
 """
 
 from __future__ import annotations
@@ -224,6 +225,20 @@ def step_rows(
         else:
             rows.append(None)
     return rows
+
+
+def ran_an_epoch(record: StepRecord) -> bool:
+    """Whether some epoch ran all its batches (where their number is known; else ended).
+
+    Only then may the pipeline be read again (``pipeline_seconds``): a cache
+    that training left half-written would be started a second time.
+    """
+    if record.steps_per_epoch is None:
+        return bool(record.epoch_ends)
+    trained: dict[int, int] = {}
+    for step, count in zip(record.steps, step_batches(record)):
+        trained[step.epoch] = trained.get(step.epoch, 0) + count
+    return any(trained.get(epoch, 0) >= record.steps_per_epoch for epoch in record.epoch_ends)
 
 
 def _total(values: Sequence[float | None]) -> int | None:
@@ -628,14 +643,21 @@ def step_timer(
             if self._first_batch is not None:
                 self.record.fetch_floor_seconds = ready_fetch_seconds(self._first_batch)
                 self._first_batch = None
-            if self._probe and self.record.epoch_ends:
-                probe = pipeline_seconds(dataset, self.record.steps_per_epoch)
-                self.record.pipeline = probe
-                if "reason" in probe:
-                    self.record.method = _in_graph_method(
-                        self.record.steps_per_execution,
-                        f"timing the pipeline alone did not work: {probe['reason']}",
-                    )
+            if not self._probe:
+                return
+            if not ran_an_epoch(self.record):
+                self.record.method = _in_graph_method(
+                    self.record.steps_per_execution,
+                    "no epoch ran to its end, so the pipeline was not read again",
+                )
+                return
+            probe = pipeline_seconds(dataset, self.record.steps_per_epoch)
+            self.record.pipeline = probe
+            if "reason" in probe:
+                self.record.method = _in_graph_method(
+                    self.record.steps_per_execution,
+                    f"timing the pipeline alone did not work: {probe['reason']}",
+                )
 
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             # Epochs are numbered across fit() calls, so steps of two calls never
