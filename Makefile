@@ -13,7 +13,7 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench newer-stack-env newer-stack-test
+.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench bench-smoke newer-stack-env newer-stack-test
 
 # The demo installs only what is missing or out of date (the package when a source is newer
 # than the installed copy, the Python environment when it cannot import Keras), then runs.
@@ -27,7 +27,7 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2); newer-stack-env comes first so that rcheck can
 # also check what reticulate 1.28 says about an environment with NumPy 2.
-test: dev-env lint pytest newer-stack-env rcheck newer-stack-test
+test: dev-env lint pytest bench-smoke newer-stack-env rcheck newer-stack-test
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -83,6 +83,11 @@ rcheck:
 
 bench:
 	$(RSCRIPT) bench/check_time.R
+
+# Every benchmark (bench/*.R, bench/*.py) in its smoke mode: tiny sizes, one round,
+# results in a temporary folder (bench/lib/smoke.sh). A change that breaks one fails here.
+bench-smoke: dev-env
+	PYTHON="$(ENV_PYTHON)" bash bench/lib/smoke.sh
 
 # The newer stack R users have: reticulate >= 1.41 (py_require(), NumPy 2 support) with NumPy 2.
 # Debian trixie's reticulate is built from its source package against this R into a library

@@ -13,16 +13,16 @@
 #   * memory: the parent's resident memory (VmRSS) before and after each of ten
 #     background fits in a loop (and NVML memory used where there is a GPU).
 #
-# Usage (from the repository root): Rscript bench/background.R [--quick]
-# Writes bench/results/background[-quick].json. The child loads gpukeras the
+# Usage (from the repository root): Rscript bench/background.R [--quick | --smoke]
+# Writes bench/results/background[-quick].json (a smoke run: see bench/lib/common.R). The child loads gpukeras the
 # way this session did (the source tree here).
-args <- commandArgs(trailingOnly = TRUE)
-quick <- "--quick" %in% args
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
-source("bench/load.R")
-source("bench/common.R")
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+mode <- bench_mode()
+quick <- mode$quick
 
 keras <- gpu_keras()
 rss_mib <- function() {
@@ -36,7 +36,7 @@ nvml_used_mib <- function() {
 }
 
 set.seed(1)
-rows <- 20000L
+rows <- if (mode$smoke) 512L else 20000L
 x <- matrix(stats::rnorm(rows * 64), ncol = 64)
 y <- sample.int(10, rows, replace = TRUE) - 1L
 keras$utils$set_random_seed(0L)
@@ -48,8 +48,8 @@ model <- keras$Sequential(list(
 ))
 model$compile(optimizer = "adam", loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE))
 data <- list(x = x, y = y)
-epochs <- if (quick) 4L else 20L
-rounds <- if (quick) 3L else 5L
+epochs <- if (mode$smoke) 1L else if (quick) 4L else 20L
+rounds <- if (mode$smoke) 1L else if (quick) 3L else 5L
 
 in_session <- function() {
   started <- Sys.time()
@@ -90,7 +90,7 @@ ratios <- background_seconds / session_seconds
 fixed_seconds <- stats::median(background_seconds - session_seconds)
 
 # Ten background fits in a loop: the parent's memory after each.
-loop_fits <- 10L
+loop_fits <- if (mode$smoke) 0L else 10L
 rss <- rss_mib()
 nvml <- list(nvml_used_mib())
 for (i in seq_len(loop_fits)) {
@@ -101,7 +101,7 @@ for (i in seq_len(loop_fits)) {
 
 result <- list(
   benchmark = "background",
-  command = paste("Rscript bench/background.R", if (quick) "--quick" else ""),
+  command = bench_command("bench/background.R", mode),
   date = format(Sys.Date()),
   quick = quick,
   code = code_state(),
@@ -138,7 +138,7 @@ result <- list(
   ),
   wall_seconds = round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 )
-out <- write_result(result, "background", quick)
+out <- write_result(result, "background", mode)
 cat(sprintf(
   "background fit: %.2fx the in-session wall time [%.2f-%.2f], fixed cost %.1f s (%.0f %% of a 1-minute fit), first batch after %.1f s; parent RSS %+.1f MiB over %d fits -> %s\n",
   result$ratio_median, result$ratio_interval[1], result$ratio_interval[2], fixed_seconds,

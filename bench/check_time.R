@@ -1,9 +1,12 @@
 # Cold wall time of `Rscript -e 'gpukeras::gpu_check()'`: a new R process each
 # time, so Python, TensorFlow and Keras start from nothing, as for a user.
-# Usage: Rscript bench/check_time.R [runs]   (target: < 15 s on a 2-core machine)
-# Writes bench/results/check_time.json.
+# Usage: Rscript bench/check_time.R [runs | --smoke]   (target: < 15 s on a 2-core machine)
+# Writes bench/results/check_time.json (a smoke run, one run: see bench/lib/common.R).
+source("bench/lib/common.R")
+mode <- bench_mode()
 args <- commandArgs(trailingOnly = TRUE)
-runs <- if (length(args)) as.integer(args[[1]]) else 3L
+counts <- suppressWarnings(as.integer(args))
+runs <- if (mode$smoke) 1L else if (any(!is.na(counts))) counts[!is.na(counts)][[1]] else 3L
 rscript <- file.path(R.home("bin"), "Rscript")
 command <- "gpukeras::gpu_check()"
 
@@ -24,7 +27,7 @@ result <- list(
     gpu = "none"
   ),
   runs = runs,
-  seconds = round(seconds, 2),
+  seconds = I(round(seconds, 2)),
   median_seconds = round(stats::median(seconds), 2),
   target_seconds = 15
 )
@@ -32,14 +35,5 @@ cat(sprintf(
   "cold gpu_check(): median %.1f s over %d runs (%s s); target < 15 s\n",
   result$median_seconds, runs, paste(result$seconds, collapse = ", ")
 ))
-dir.create("bench/results", showWarnings = FALSE, recursive = TRUE)
-json <- sprintf(
-  paste0(
-    '{\n  "benchmark": "check_time",\n  "command": "%s",\n  "date": "%s",\n',
-    '  "machine": {"cores": %d, "cpu": "%s", "gpu": "%s"},\n',
-    '  "runs": %d,\n  "seconds": [%s],\n  "median_seconds": %.2f,\n  "target_seconds": 15\n}\n'
-  ),
-  result$command, result$date, result$machine$cores, result$machine$cpu, result$machine$gpu,
-  runs, paste(result$seconds, collapse = ", "), result$median_seconds
-)
-writeLines(json, "bench/results/check_time.json", sep = "")
+out <- write_result(result, "check_time", mode)
+cat("wrote", out, "\n")

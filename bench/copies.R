@@ -7,21 +7,22 @@
 # together with what NumPy says about the array:
 #   1. reticulate::r_to_py(x)         does NumPy wrap R's memory, or copy it?
 #   2. gpu_as_numpy(x)                float32, C order: one copy of half the size?
-#   3. gpu_dataset(x, y)              its R side (NA check, conversion to NumPy), then
-#                                     the core (TensorFlow tensors, the tf.data pipeline):
-#                                     a copy?
+#   3. gpu_dataset(x, y)              its R side (checks, no copy), then the core (the
+#                                     one copy, in float32, the tensors sharing it, the
+#                                     tf.data pipeline): one copy of half the size?
 #   4. iterating it                   the iterator (tf.data's graph rewrites serialize the
 #                                     pipeline, its tensors included), the first batches
 #   5. gpu_dataset(x, y, validation_split = 0.2)
 # Two NumPy views of one small matrix show directly whether the memory is shared.
 # Both R and Python collect garbage before each reading.
 #
-# Usage (from the repository root): Rscript bench/copies.R
-# Writes bench/results/copies.json.
-source("bench/load.R")
-source("bench/common.R")
+# Usage (from the repository root): Rscript bench/copies.R [--smoke]
+# Writes bench/results/copies.json (a smoke run: see bench/lib/common.R).
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+mode <- bench_mode()
 
-rows <- 2621440L
+rows <- if (mode$smoke) 10240L else 2621440L
 
 columns <- 10L
 mib <- 2^20
@@ -119,19 +120,21 @@ stages[["gpu_as_numpy(x) (float32, C order)"]]$shares_memory_with_r_view <-
 rm(x_view, x_numpy)
 collect()
 
-# gpu_dataset(x, y) in its two halves: the R side (checks for NA, converts to NumPy),
-# then the core (pipeline.from_arrays: tensors, shuffle, batch, prefetch).
+# gpu_dataset(x, y) in its two halves: the R side (checks, NA handling), then the core
+# (pipeline.from_arrays: the one copy, tensors, shuffle, batch, prefetch).
 as_pipeline_data <- utils::getFromNamespace("as_pipeline_data", "gpukeras")
-core_call <- utils::getFromNamespace("core_call", "gpukeras")
-data <- stage("gpu_dataset(), R side: NA check, NumPy", as_pipeline_data(x, y, "error"))
-stages[["gpu_dataset(), R side: NA check, NumPy"]]$numpy <- numpy_facts(data$x)
+handover_call <- utils::getFromNamespace("handover_call", "gpukeras")
+kept_arrays <- utils::getFromNamespace("kept_arrays", "gpukeras")
+data <- stage("gpu_dataset(), R side: checks", as_pipeline_data(x, y, "error"))
 pipeline <- stage(
-  "gpu_dataset(), core: tensors, tf.data pipeline",
-  core_call("pipeline.from_arrays", x = data$x, y = data$y, batch_size = 256L, seed = 1L, copy = FALSE)
+  "gpu_dataset(), core: the copy, tensors, tf.data pipeline",
+  handover_call("pipeline.from_arrays", data, list(copy = FALSE, x_dtype = "float32", batch_size = 256L, seed = 1L))
 )
-# If tf.data copied the arrays, dropping R's references frees the NumPy copies.
-invisible(stage("R drops its references to the NumPy arrays", {
+stages[["gpu_dataset(), core: the copy, tensors, tf.data pipeline"]]$numpy <- numpy_facts(kept_arrays(pipeline$arrays)$x)
+# The tensors share the pipeline's own arrays: dropping R's references frees nothing.
+invisible(stage("R drops its references to the data and the pipeline's arrays", {
   rm(data, envir = globalenv())
+  pipeline$arrays <- NULL
   NULL
 }))
 iterator <- stage(
@@ -153,7 +156,7 @@ invisible(stage("split pipelines dropped", NULL))
 
 result <- list(
   benchmark = "copies",
-  command = "Rscript bench/copies.R",
+  command = bench_command("bench/copies.R", mode),
   date = format(Sys.time(), "%Y-%m-%d"),
   machine = list(
     cores = parallel::detectCores(),
@@ -178,7 +181,7 @@ result <- list(
   gpu_as_numpy_shares_r_memory = gpu_as_numpy_shares,
   stages = stages
 )
-out <- write_result(result, "copies")
+out <- write_result(result, "copies", mode)
 cat(sprintf(
   "r_to_py() shares R's memory: %s; gpu_as_numpy() shares it: %s\nwrote %s\n",
   shares_r_memory, gpu_as_numpy_shares, out

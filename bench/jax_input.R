@@ -14,23 +14,24 @@
 # a bootstrap 95% interval: keras_fit / gpukeras_fit, goal >= 1.0 (gpu_fit() at least as
 # fast as Keras' fit() on arrays). Wall-clock time; the process's CPU time is kept too.
 #
-# Usage (from the repository root): Rscript bench/jax_input.R [--quick]
-# Writes bench/results/jax_input.json (jax_input-quick.json with --quick).
-args <- commandArgs(trailingOnly = TRUE)
-quick <- "--quick" %in% args
+# Usage (from the repository root): Rscript bench/jax_input.R [--quick | --smoke]
+# Writes bench/results/jax_input.json (jax_input-quick.json with --quick; a smoke run: see
+# bench/lib/common.R).
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 Sys.setenv(KERAS_BACKEND = "jax") # before gpukeras starts Python
 
-source("bench/load.R")
-source("bench/common.R")
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+mode <- bench_mode()
+quick <- mode$quick
 
 code <- code_state()
-rows <- 60000L
+rows <- if (mode$smoke) 2048L else 60000L
 columns <- 64L
 batch_size <- 256L
 epochs <- 2L
-rounds <- if (quick) 3L else 7L
+rounds <- if (mode$smoke) 1L else if (quick) 3L else 7L
 goal <- list(keras_fit_vs_gpukeras_fit = 1.0)
 
 keras <- gpu_keras()
@@ -80,9 +81,10 @@ dataset <- ratio_summary(seconds$keras_fit / seconds$gpukeras_fit_dataset)
 
 result <- list(
   benchmark = "jax_input",
-  command = trimws(paste("Rscript bench/jax_input.R", if (quick) "--quick" else "")),
+  command = bench_command("bench/jax_input.R", mode),
   date = format(Sys.time(), "%Y-%m-%d"),
   quick = quick,
+  smoke = mode$smoke,
   machine = machine_facts(load_before),
   code = code,
   backend = keras$backend$backend(),
@@ -108,7 +110,7 @@ result <- list(
   wall_seconds = NA_real_
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
-out <- write_result(result, "jax_input", quick)
+out <- write_result(result, "jax_input", mode)
 
 cat(sprintf("\nmedians of %d rounds (%s), wall-clock:\n", rounds, result$machine$cpu))
 cat(sprintf("  %-22s %7.3f s\n", names(result$seconds), unlist(result$seconds)), sep = "")

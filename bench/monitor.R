@@ -13,13 +13,15 @@
 # overhead = median over rounds of (time with the monitor / without) - 1, for
 # each. The bar (issue #5): epoch overhead < 1 % of throughput.
 #
-# Usage (from the repository root): Rscript bench/monitor.R [--quick]
-# Writes bench/results/monitor-r-<backend>-<device>[-quick].json.
-args <- commandArgs(trailingOnly = TRUE)
-quick <- "--quick" %in% args
+# Usage (from the repository root): Rscript bench/monitor.R [--quick | --smoke]
+# Writes bench/results/monitor-r-<backend>-<device>[-quick].json (a smoke run: see
+# bench/lib/common.R).
 wall_started <- Sys.time()
 
-source("bench/load.R")
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+mode <- bench_mode()
+quick <- mode$quick
 
 keras <- gpu_keras()
 reticulate::py_run_string("
@@ -48,9 +50,15 @@ device <- if (on_gpu) gpu_rows$name[[1]] else "CPU"
 short <- if (on_gpu) tolower(strsplit(trimws(sub("NVIDIA", "", device)), " ")[[1]][1]) else "cpu"
 
 # An MLP whose steps take milliseconds: short enough that a per-step cost would show.
-sizes <- if (on_gpu) list(width = 4096L, rows = 65536L, batch = 1024L) else list(width = 512L, rows = 10240L, batch = 256L)
-rounds <- if (quick) 4L else 8L
-epochs <- if (quick) 3L else 4L
+sizes <- if (mode$smoke) {
+  list(width = 64L, rows = 1024L, batch = 256L)
+} else if (on_gpu) {
+  list(width = 4096L, rows = 65536L, batch = 1024L)
+} else {
+  list(width = 512L, rows = 10240L, batch = 256L)
+}
+rounds <- if (mode$smoke) 1L else if (quick) 4L else 8L
+epochs <- if (mode$smoke) 2L else if (quick) 3L else 4L
 
 set.seed(1)
 x <- matrix(stats::rnorm(sizes$rows * 256), ncol = 256)
@@ -96,9 +104,10 @@ bar <- list(overhead = 0.01)
 
 result <- list(
   benchmark = "monitor-r",
-  command = paste("Rscript bench/monitor.R", if (quick) "--quick" else ""),
+  command = bench_command("bench/monitor.R", mode),
   date = format(Sys.Date()),
   quick = quick,
+  smoke = mode$smoke,
   machine = list(cores = parallel::detectCores(), device = device),
   backend = keras$backend$backend(),
   versions = list(
@@ -132,8 +141,7 @@ result <- list(
   ),
   wall_seconds = round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 )
-out <- file.path("bench", "results", sprintf("monitor-r-%s-%s%s.json", result$backend, short, if (quick) "-quick" else ""))
-writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
+out <- write_result(result, sprintf("monitor-r-%s-%s", result$backend, short), mode)
 cat(sprintf(
   "%s, %s: step %.2f ms, monitor overhead %+.2f %% per epoch (bar < 1 %%), %+.2f %% per gpu_fit() call -> %s\n",
   device, result$backend, report$step_time_mean_ms, 100 * overhead, 100 * result$call_overhead, out

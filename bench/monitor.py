@@ -11,9 +11,10 @@ at each epoch's start and end. ``overhead`` is the median over rounds of
 (epoch time with the monitor / without) - 1; the bar is 1 %. The samplers'
 own CPU time is reported as ``monitor_cpu_share`` (of one core).
 
-Usage: python bench/monitor.py [--quick] [--out FILE] (KERAS_BACKEND picks the
-backend; on the GPU machines, KERAS_BACKEND=jax). Run from the repository
-root. Writes bench/results/monitor-python-<backend>-<device>[-quick].json.
+Usage: python bench/monitor.py [--quick | --smoke] [--out FILE] (KERAS_BACKEND
+picks the backend; on the GPU machines, KERAS_BACKEND=jax). Run from the
+repository root. Writes bench/results/monitor-python-<backend>-<device>[-quick].json
+(a smoke run: see bench/lib/bench_modes.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "inst" / "python"))
+sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
+
+import bench_modes  # noqa: E402
 
 from gpukeras import fit  # noqa: E402
 from gpukeras.devices import cpu_name, list_devices  # noqa: E402
@@ -40,9 +43,13 @@ from gpukeras.runtime import config  # noqa: E402
 BAR = {"overhead": 0.01}
 
 
-def workload(keras: object, gpu: bool) -> tuple[object, tuple[np.ndarray, np.ndarray], int]:
+def workload(
+    keras: object, gpu: bool, smoke: bool
+) -> tuple[object, tuple[np.ndarray, np.ndarray], int]:
     """An MLP whose steps take milliseconds: short enough that per-step costs would show."""
-    width, rows, batch = (4096, 64 * 1024, 1024) if gpu else (512, 256 * 40, 256)
+    width, rows, batch = (
+        (64, 1024, 256) if smoke else (4096, 64 * 1024, 1024) if gpu else (512, 256 * 40, 256)
+    )
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, 256), dtype=np.float32)
     y = rng.integers(0, 10, rows)
@@ -64,16 +71,15 @@ def workload(keras: object, gpu: bool) -> tuple[object, tuple[np.ndarray, np.nda
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--out", help="output JSON file")
+    bench_modes.add_arguments(parser)
     args = parser.parse_args()
     keras = config.keras()
     started = time.perf_counter()
     gpus = [row for row in list_devices() if row["type"] == "GPU"]
     device = str(gpus[0]["name"]) if gpus else f"CPU ({cpu_name()})"
     short = device.replace("NVIDIA", "").split()[0].lower() if gpus else "cpu"
-    model, data, batch = workload(keras, bool(gpus))
-    rounds, epochs = (4, 3) if args.quick else (8, 4)
+    model, data, batch = workload(keras, bool(gpus), args.smoke)
+    rounds, epochs = (1, 2) if args.smoke else (4, 3) if args.quick else (8, 4)
 
     class EpochClock(keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -111,9 +117,10 @@ def main() -> None:
     last = reports[-1]
     result = {
         "benchmark": "monitor-python",
-        "command": "python bench/monitor.py" + (" --quick" if args.quick else ""),
+        "command": bench_modes.command("bench/monitor.py", args),
         "date": datetime.date.today().isoformat(),
         "quick": args.quick,
+        "smoke": args.smoke,
         "machine": {"cores": os.cpu_count(), "cpu": cpu_name(), "device": device},
         "backend": keras.backend.backend(),
         "versions": {
@@ -149,10 +156,9 @@ def main() -> None:
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     quick = "-quick" if args.quick else ""
-    out = Path(
-        args.out
-        or ROOT / "bench" / "results" / f"monitor-python-{result['backend']}-{short}{quick}.json"
-    )
+    name = f"monitor-python-{result['backend']}-{short}{quick}.json"
+    out = bench_modes.result_path(args, ROOT / "bench" / "results" / name)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"{device}, {result['backend']}: step {last['step_time_mean_ms']:.2f} ms, "

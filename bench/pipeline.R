@@ -25,22 +25,23 @@
 #
 # The input wait share comes from a profiler trace of 200 steps of each way, as Keras
 # runs them: the time TensorFlow's IteratorGetNext ops took within the traced steps
-# (gpukeras.profile.read_trace()$input_share, the time TensorFlow's own profiler counts
+# (gpukeras.profile_logs.read_trace()$input_share, the time TensorFlow's own profiler counts
 # as input). The step timer's eager measure (measure_input = TRUE: it times a Python
 # next(iterator) before Keras' step, less what taking an always-ready batch from Python
 # took, its fetch floor) is kept as input_wait_share_eager for comparison.
 #
-# Usage (from the repository root): Rscript bench/pipeline.R [--quick]
-# Writes bench/results/pipeline.json (pipeline-quick.json with --quick).
+# Usage (from the repository root): Rscript bench/pipeline.R [--quick | --smoke]
+# Writes bench/results/pipeline.json (pipeline-quick.json with --quick; a smoke run: see
+# bench/lib/common.R).
 # The bar (issue #4): ratio_vs_ceiling (b/c) >= 0.97, ratio_vs_array_fit (b/a) >= 1.0,
 # input_wait_share of (b) < 0.05.
-args <- commandArgs(trailingOnly = TRUE)
-quick <- "--quick" %in% args
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
-source("bench/load.R")
-source("bench/common.R")
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+mode <- bench_mode()
+quick <- mode$quick
 core_call <- utils::getFromNamespace("core_call", "gpukeras")
 
 
@@ -48,12 +49,14 @@ core_call <- utils::getFromNamespace("core_call", "gpukeras")
 # time alone on a busy 2-core machine.
 # Other work on this 2-core machine changes the speed by 10-30 % from one fit to the
 # next, so many short rounds: the interval of the median narrows with their number.
-sizes <- if (quick) {
+sizes <- if (mode$smoke) {
+  list(mlp_rows = 2048L, mlp_epochs = 1L, digits_copies = 1L, cnn_epochs = 1L, mlp_rounds = 1L, cnn_rounds = 1L)
+} else if (quick) {
   list(mlp_rows = 20480L, mlp_epochs = 3L, digits_copies = 8L, cnn_epochs = 1L, mlp_rounds = 9L, cnn_rounds = 7L)
 } else {
   list(mlp_rows = 102400L, mlp_epochs = 2L, digits_copies = 16L, cnn_epochs = 1L, mlp_rounds = 41L, cnn_rounds = 31L)
 }
-traced_steps <- 200L
+traced_steps <- if (mode$smoke) 4L else 200L
 mlp_batch <- 256L
 cnn_batch <- 128L
 augment <- list(flip_horizontal = list(), rotation = list(factor = 0.05))
@@ -63,6 +66,7 @@ tf <- reticulate::import("tensorflow")
 np <- reticulate::import("numpy", convert = FALSE)
 timing <- reticulate::import("gpukeras.timing")
 profiling <- reticulate::import("gpukeras.profile")
+profile_logs <- reticulate::import("gpukeras.profile_logs")
 pathlib <- reticulate::import("pathlib")
 gpus <- tf$config$list_logical_devices("GPU")
 
@@ -204,7 +208,7 @@ make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
 # The input share of `traced_steps` steps of one way from a profiler trace (after the
 # first 20, which the warm-up has compiled already; training stops after the last).
 traced_input <- function(run, steps_in_fit) {
-  first <- 21L
+  first <- min(21L, steps_in_fit)
   last <- min(steps_in_fit, first + traced_steps - 1L)
   profiler <- profiling$Profiler("tensorflow")
   profiler$warm_up()
@@ -213,7 +217,7 @@ traced_input <- function(run, steps_in_fit) {
   tracer <- profiling$range_callback(profiler, run_dir, first, last)
   run(list(tracer))
   files <- list.files(reticulate::py_str(tracer$trace_dir), full.names = TRUE)
-  trace <- profiling$read_trace(lapply(files, pathlib$Path), "tensorflow")
+  trace <- profile_logs$read_trace(lapply(files, pathlib$Path), "tensorflow")
   list(steps = length(trace$steps), input_share = trace$input_share, input_ms_per_step = trace$input_ms / length(trace$steps), step_time_mean_ms = trace$step_time_mean_ms)
 }
 
@@ -281,7 +285,7 @@ measure <- function(name, ways, rounds) {
     input_wait_ms_per_step_by_way = lapply(traces, `[[`, "input_ms_per_step"),
     traced_steps = traces$gpu_dataset$steps,
     traced_step_time_mean_ms_by_way = lapply(traces, `[[`, "step_time_mean_ms"),
-    input_wait_method = "time in TensorFlow's IteratorGetNext ops within the traced steps, from a profiler trace (gpukeras.profile.read_trace)",
+    input_wait_method = "time in TensorFlow's IteratorGetNext ops within the traced steps, from a profiler trace (gpukeras.profile_logs.read_trace)",
     input_wait_share_eager = waits$gpu_dataset$input_wait_share,
     input_wait_share_eager_by_way = lapply(waits, `[[`, "input_wait_share"),
     input_wait_mean_ms_eager_by_way = lapply(waits, `[[`, "input_wait_mean_ms"),
@@ -312,7 +316,7 @@ cnn$description <- sprintf(
 
 # ---- machine and report -----------------------------------------------------
 python <- reticulate::import("sys")
-command <- paste("Rscript bench/pipeline.R", if (quick) "--quick" else "")
+command <- bench_command("bench/pipeline.R", mode)
 bar <- list(ratio_vs_ceiling = 0.97, ratio_vs_array_fit = 1.0, input_wait_share = 0.05)
 meets <- function(workload) {
   list(
@@ -325,9 +329,10 @@ mlp$meets_bar <- meets(mlp)
 cnn$meets_bar <- meets(cnn)
 result <- list(
   benchmark = "pipeline",
-  command = trimws(command),
+  command = command,
   date = format(Sys.time(), "%Y-%m-%d"),
   quick = quick,
+  smoke = mode$smoke,
   machine = machine_facts(load_before),
   code = code_state(),
   backend = keras$backend$backend(),
@@ -346,7 +351,7 @@ result <- list(
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 
-out <- write_result(result, "pipeline", quick)
+out <- write_result(result, "pipeline", mode)
 
 row <- function(name, w) {
   sps <- w$samples_per_second

@@ -22,9 +22,10 @@ turn (rotating the order); samples/s are medians over rounds, ratios the median
 of per-round ratios; the input wait share comes from one more epoch timed with
 ``measure_input=True``.
 
-Usage: KERAS_BACKEND=jax python bench/pipeline.py [--quick] [--out FILE]
+Usage: KERAS_BACKEND=jax python bench/pipeline.py [--quick | --smoke] [--out FILE]
 Run from the repository root. Writes
-bench/results/pipeline-python-<device>[-quick].json.
+bench/results/pipeline-python-<device>[-quick].json (a smoke run: see
+bench/lib/bench_modes.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "inst" / "python"))
+sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
+
+import bench_modes  # noqa: E402
 
 from gpukeras import timing  # noqa: E402
 from gpukeras.devices import cpu_name  # noqa: E402
@@ -285,13 +288,14 @@ def code_state() -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CPU, CI)")
-    parser.add_argument("--out", type=Path, default=None)
+    bench_modes.add_arguments(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     load_before = Path("/proc/loadavg").read_text().strip()
     sizes = {"mlp_rows": 102400, "mlp_epochs": 2, "digits_copies": 32, "cnn_epochs": 1, "rounds": 5}
-    if args.quick:
+    if args.smoke:
+        sizes.update(mlp_rows=2048, mlp_epochs=1, digits_copies=1, rounds=1)
+    elif args.quick:
         sizes.update(mlp_rows=20480, mlp_epochs=3, digits_copies=8)
     keras = config.keras()
     device, short = device_facts()
@@ -320,9 +324,10 @@ def main() -> None:
             backend_version[name] = getattr(module, "__version__", None)
     result = {
         "benchmark": "pipeline-python",
-        "command": "python bench/pipeline.py" + (" --quick" if args.quick else ""),
+        "command": bench_modes.command("bench/pipeline.py", args),
         "date": datetime.date.today().isoformat(),
         "quick": args.quick,
+        "smoke": args.smoke,
         "machine": {
             "cores": os.cpu_count(),
             "cpu": cpu_name(),
@@ -357,7 +362,8 @@ def main() -> None:
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     suffix = "-quick" if args.quick else ""
-    out = args.out or ROOT / "bench" / "results" / f"pipeline-python-{short}{suffix}.json"
+    measured = ROOT / "bench" / "results" / f"pipeline-python-{short}{suffix}.json"
+    out = bench_modes.result_path(args, measured)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nsamples/s ({device}; backend {result['backend']}; median of {sizes['rounds']})")

@@ -9,8 +9,9 @@ does from R). Reports:
 - on a GPU, NVML memory used after a small model trained with memory growth
   on (JAX: preallocation off) and off.
 
-Usage: python bench/precision.py [--quick] [--out bench/results/precision-<device>.json]
+Usage: python bench/precision.py [--quick | --smoke] [--out FILE]
 Run from the repository root; KERAS_BACKEND picks the backend (jax on the GPU machines).
+Writes bench/results/precision-<device>.json (a smoke run: see bench/lib/bench_modes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "inst" / "python"
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+
+import bench_modes  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -94,17 +98,18 @@ def run(config: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CPU, CI)")
-    parser.add_argument("--out", type=Path, default=None)
+    bench_modes.add_arguments(parser)
     args = parser.parse_args()
     sizes = (
-        {"width": 1024, "depth": 2, "batch": 512, "steps": 40}
+        {"width": 64, "depth": 1, "batch": 64, "steps": 4}
+        if args.smoke
+        else {"width": 1024, "depth": 2, "batch": 512, "steps": 40}
         if args.quick
         else {"width": 8192, "depth": 4, "batch": 8192, "steps": 100}
     )
-    precision = [
-        run({**sizes, "precision": p, "growth": True}) for p in ("float32", "bfloat16", "float16")
-    ]
+    # A smoke run tries one mixed policy: each one is a fresh process, TensorFlow's start.
+    policies = ("float32", "float16") if args.smoke else ("float32", "bfloat16", "float16")
+    precision = [run({**sizes, "precision": p, "growth": True}) for p in policies]
     base = precision[0]["samples_per_second"]
     for result in precision:
         result["ratio_vs_float32"] = result["samples_per_second"] / base
@@ -120,7 +125,7 @@ def main() -> None:
         memory = [run({**small, "growth": growth}) for growth in (True, False)]
     result = {
         "benchmark": "precision",
-        "command": "python bench/precision.py" + (" --quick" if args.quick else ""),
+        "command": bench_modes.command("bench/precision.py", args),
         "date": datetime.date.today().isoformat(),
         "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
         "device": precision[0]["device"],
@@ -129,7 +134,7 @@ def main() -> None:
         "memory_growth": memory,
     }
     device = "cpu" if result["device"] == "CPU" else result["device"].split()[1].lower()
-    out = args.out or ROOT / "bench" / "results" / f"precision-{device}.json"
+    out = bench_modes.result_path(args, ROOT / "bench" / "results" / f"precision-{device}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for row in precision:

@@ -11,14 +11,34 @@ code_state <- function() {
 # rounds give the same interval).
 median_interval <- function(ratios, draws = 4000L) {
   withr::with_seed(1, {
-    medians <- replicate(draws, stats::median(sample(ratios, replace = TRUE)))
+    medians <- replicate(draws, stats::median(ratios[sample.int(length(ratios), replace = TRUE)]))
   })
   unname(stats::quantile(medians, c(0.025, 0.975)))
 }
 
-# `result` as JSON in bench/results/<name>.json (<name>-quick.json for a quick run).
-write_result <- function(result, name, quick = FALSE) {
-  out <- sprintf("bench/results/%s%s.json", name, if (quick) "-quick" else "")
+# How a benchmark runs, from its command-line arguments and the environment:
+# `smoke` (--smoke, or GPUKERAS_BENCH_SMOKE=1: tiny sizes and one round, only to
+# show that the script still runs; `make bench-smoke` runs every benchmark so),
+# else `quick` (--quick: fewer rounds), else the full run.
+bench_mode <- function(args = commandArgs(trailingOnly = TRUE)) {
+  smoke <- "--smoke" %in% args || identical(Sys.getenv("GPUKERAS_BENCH_SMOKE"), "1")
+  list(smoke = smoke, quick = !smoke && "--quick" %in% args)
+}
+
+# The command that ran a benchmark in `mode`, for its result.
+bench_command <- function(script, mode) {
+  trimws(paste("Rscript", script, if (mode$smoke) "--smoke" else if (mode$quick) "--quick" else ""))
+}
+
+# `result` as JSON in bench/results/<name>.json (<name>-quick.json for a quick
+# run); a smoke run's in GPUKERAS_BENCH_OUT (else the session's temporary
+# folder), never over a measured result.
+write_result <- function(result, name, mode) {
+  out <- if (mode$smoke) {
+    file.path(Sys.getenv("GPUKERAS_BENCH_OUT", tempdir()), paste0(name, "-smoke.json"))
+  } else {
+    sprintf("bench/results/%s%s.json", name, if (mode$quick) "-quick" else "")
+  }
   dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
   writeLines(jsonlite::toJSON(result, auto_unbox = TRUE, pretty = TRUE, digits = NA, null = "null"), out)
   invisible(out)
@@ -62,27 +82,34 @@ timed <- function(expr) {
   c(wall = took[["elapsed"]], cpu = took[["user.self"]] + took[["sys.self"]])
 }
 
-# Runs each of `ways` (functions returning timed()) once to warm up, then `rounds`
-# times in an order that rotates each round, so no way always runs first or last.
-# Returns list(seconds =, cpu_seconds =): per way, one number per round.
-run_rounds <- function(ways, rounds) {
-  cat("warming up ...\n")
-  for (way in names(ways)) ways[[way]]()
-  seconds <- setNames(vector("list", length(ways)), names(ways))
-  cpu_seconds <- seconds
+# Runs each of `ways` (functions returning timed(), with more named numbers if
+# they like) once to warm up (not in a smoke run, whose one round is not a
+# measure), then `rounds` times in an order that rotates each round, so no way
+# always runs first or last. Returns, for each number the ways return (`seconds`
+# for timed()'s wall, `cpu_seconds` for its cpu, else by its name), per way one
+# number per round.
+run_rounds <- function(ways, rounds, mode = bench_mode()) {
+  if (!mode$smoke) {
+    cat("warming up ...\n")
+    for (way in names(ways)) ways[[way]]()
+  }
+  measured <- list()
   for (round in seq_len(rounds)) {
     order <- names(ways)[(seq_along(ways) + round - 2L) %% length(ways) + 1L]
     for (way in order) {
       took <- ways[[way]]()
-      seconds[[way]] <- c(seconds[[way]], took[["wall"]])
-      cpu_seconds[[way]] <- c(cpu_seconds[[way]], took[["cpu"]])
+      for (what in names(took)) {
+        if (is.null(measured[[what]])) measured[[what]] <- list()
+        measured[[what]][[way]] <- c(measured[[what]][[way]], took[[what]])
+      }
     }
     cat(sprintf(
       "round %d: %s s\n", round,
-      paste(sprintf("%s %.3f", names(seconds), vapply(seconds, utils::tail, numeric(1), 1)), collapse = ", ")
+      paste(sprintf("%s %.3f", names(measured$wall), vapply(measured$wall, utils::tail, numeric(1), 1)), collapse = ", ")
     ))
   }
-  list(seconds = seconds, cpu_seconds = cpu_seconds)
+  names(measured)[match(c("wall", "cpu"), names(measured))] <- c("seconds", "cpu_seconds")
+  measured
 }
 
 # The median of per-round ratios, its bootstrap 95% interval, and the ratios.

@@ -1,0 +1,47 @@
+"""What the Python benchmarks share: how one runs (smoke, quick or full), and where its result goes.
+
+A smoke run (``--smoke``, or ``GPUKERAS_BENCH_SMOKE=1``) uses tiny sizes and one
+round, only to show that the script still runs: ``make bench-smoke`` runs every
+benchmark so (``bench/lib/smoke.sh``). Its result goes to ``GPUKERAS_BENCH_OUT``
+(else a new temporary folder), never over a measured result in bench/results/.
+The R benchmarks do the same through ``bench/lib/common.R``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+SMOKE_VARIABLE = "GPUKERAS_BENCH_SMOKE"
+OUT_VARIABLE = "GPUKERAS_BENCH_OUT"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--quick, --smoke and --out, the arguments every Python benchmark takes."""
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller sizes")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        default=os.environ.get(SMOKE_VARIABLE) == "1",
+        help=f"tiny sizes, one round, the result in a temporary folder ({SMOKE_VARIABLE}=1 too)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="the result's JSON file")
+
+
+def result_path(args: argparse.Namespace, measured: Path) -> Path:
+    """Where the result goes: ``--out``; for a smoke run, a file named after
+    ``measured`` in the smoke folder; else ``measured`` (under bench/results/)."""
+    if args.out is not None:
+        return Path(args.out)
+    if args.smoke:
+        folder = os.environ.get(OUT_VARIABLE) or tempfile.mkdtemp(prefix="gpukeras-bench-")
+        return Path(folder) / f"{measured.stem}-smoke.json"
+    return measured
+
+
+def command(script: str, args: argparse.Namespace) -> str:
+    """The command that ran ``script`` in this mode, for its result."""
+    flag = " --smoke" if args.smoke else " --quick" if args.quick else ""
+    return f"python {script}{flag}"

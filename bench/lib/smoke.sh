@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Every benchmark in its smoke mode (make bench-smoke), so that a change that
+# breaks one fails here and not on the day it is next run for its numbers.
+#
+# A benchmark is any bench/*.R or bench/*.py script; each takes --smoke (tiny
+# sizes, one round; GPUKERAS_BENCH_SMOKE=1 says the same) and writes its result
+# to GPUKERAS_BENCH_OUT, a temporary folder, never over bench/results/. What the
+# benchmarks share lives in bench/lib/. bench/gpu_verify.sh runs only on a GPU
+# machine: its syntax alone is checked here.
+#
+# Run from the repository root. PYTHON: the Python for the .py scripts (default
+# python3; the R scripts find gpukeras' own). BENCH_SMOKE_JOBS: scripts run at
+# once (default 2: most of a script's time is starting R, Python and TensorFlow
+# and compiling small models, on one core). BENCH_SMOKE_LIMIT: seconds one script
+# may take (default 300). Exits non-zero when any benchmark failed.
+set -u
+python=${PYTHON:-python3}
+jobs=${BENCH_SMOKE_JOBS:-2}
+limit=${BENCH_SMOKE_LIMIT:-300}
+out=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-bench-smoke.XXXXXX")
+export GPUKERAS_BENCH_SMOKE=1 GPUKERAS_BENCH_OUT=$out
+started=$SECONDS
+
+# One benchmark: its output in $out/<script>.log, a line saying how it went in
+# $out/<script>.status, and its exit status.
+smoke() {
+  local script=$1 name began status
+  name=$(basename "$script")
+  case $script in
+    *.R) set -- Rscript --no-save --no-restore "$script" --smoke ;;
+    *) set -- "$python" "$script" --smoke ;;
+  esac
+  began=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  status=$?
+  if [ "$status" -eq 0 ]; then
+    echo "ok   $script ($((SECONDS - began)) s)" > "$out/$name.status"
+  else
+    echo "FAIL $script (exit status $status after $((SECONDS - began)) s)" > "$out/$name.status"
+  fi
+  cat "$out/$name.status"
+  return "$status"
+}
+
+failed=0
+if bash -n bench/gpu_verify.sh; then
+  echo "ok   bench/gpu_verify.sh (syntax only: it needs a GPU machine)"
+else
+  echo "FAIL bench/gpu_verify.sh (syntax)"
+  failed=1
+fi
+running=0
+for script in bench/*.R bench/*.py; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  smoke "$script" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for status in "$out"/*.status; do
+  if grep -q "^FAIL" "$status"; then
+    log=${status%.status}.log
+    echo "---- $(cat "$status"); the end of its output:"
+    tail -n 40 "$log" | sed 's/^/     /'
+  fi
+done
+echo "bench smoke run: $((SECONDS - started)) s; logs and results in $out"
+exit "$failed"
