@@ -8,6 +8,7 @@
 #   bash bench/gpu_verify.sh gpu    # -m gpu tests, gpu_check(), the monitor benchmark
 #   bash bench/gpu_verify.sh bench  # the memory test alone, the precision and pipeline benchmarks
 #   bash bench/gpu_verify.sh suite  # the whole core suite on JAX
+#   bash bench/gpu_verify.sh resident  # device-resident training against Keras' fit()
 #
 # Every figure goes to $OUT (or bench/results/gpu when OUT is unset), named after
 # the GPU and the date; each step has its own time limit so one slow step
@@ -45,6 +46,10 @@ case $part in
     step setup-memory 60 bash -c 'cd python && python3 -m pytest tests/test_setup.py -m gpu -ra -q -p no:cacheprovider'
     step precision 110 python3 bench/precision.py --out "$out/precision-$tag.json"
     step pipeline 280 python3 bench/pipeline.py --out "$out/pipeline-python-$tag.json"
+    ;;
+  resident)
+    step resident-tests 200 bash -c 'cd python && python3 -m pytest tests/test_resident.py -ra -q -p no:cacheprovider'
+    step resident 280 python3 bench/resident.py --out "$out/resident-python-$tag.json"
     ;;
   suite)
     # eight test processes share the GPU: none may take JAX's default 75 % of it
