@@ -605,3 +605,15 @@ test_that("R data reaches the batches as it did through np_array(): the same val
   expect_identical(dataset_batches(split$train), dataset_batches(old$dataset))
   expect_identical(dataset_batches(split$validation), dataset_batches(old$validation))
 })
+
+test_that("the recipe a background fit carries holds the pipeline's own float32 copy, not R's doubles", {
+  skip_if_no_python()
+  x <- matrix(as.double(1:40), 20)
+  for (split in c(0, 0.25)) {
+    made <- gpu_dataset(x, 1:20, batch_size = 4, seed = 1, validation_split = split)
+    arrays <- attr(if (split) made$train else made, "gpukeras_recipe")$arrays
+    expect_identical(reticulate::py_to_r(arrays$x$dtype$name), "float32")
+    expect_identical(reticulate::py_to_r(arrays$y$dtype$name), "int32")
+    expect_identical(reticulate::py_to_r(arrays$x$astype("float64")), x) # every row, split or not
+  }
+})
