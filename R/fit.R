@@ -26,6 +26,25 @@
 #' `validation_data` takes the same forms; R validation data is not shuffled
 #' and is batched by `batch_size` (32 when `data` is a dataset).
 #'
+#' @section Stopping at a scheduler's signal:
+#' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
+#' preemption, Kubernetes when it evicts a pod), often after a warning signal
+#' (`sbatch --signal=USR1@120`). R dies at SIGTERM at once, losing the work
+#' since the last backup. During `gpu_fit()`, each signal named in `signals`
+#' only takes note instead: at the next step boundary training backs up the
+#' exact step to `backup_dir` (in the middle of an epoch too) and stops with a
+#' `gpukeras_error_preempted` error that says where the backup is. The same
+#' call run again (`sbatch --requeue`) resumes there and ends with the weights
+#' of an unbroken run. Without `backup_dir` it stops the same way, the model
+#' holding the weights trained so far, and says that nothing was kept. With
+#' several workers ([gpu_strategy()]), all stop at the same step, agreeing
+#' about once a second (about 1 % of the training time), and the chief writes
+#' the backup. A signal that arrives after the last step stops nothing:
+#' training completed, and a `gpukeras_warning_signal` warning says so. R's
+#' own handlers (R saves and quits at SIGUSR1, and quits at SIGUSR2) are set
+#' back when `gpu_fit()` returns, and rule outside it. `vignette("distributed",
+#' package = "gpukeras")` has a SLURM recipe.
+#'
 #' @section Progress:
 #' `verbose = "auto"` shows a progress bar in an interactive session (`1`) and
 #' one line per epoch otherwise (`2`), so logs of scripts and batch jobs get no
@@ -121,6 +140,11 @@
 #'   R data), `steps_per_execution` and `jit_compile` are used (give `settings`
 #'   or those arguments). Its precision cannot be applied to a built model: a
 #'   model built under another dtype policy is refused, with how to rebuild it.
+#' @param signals Names of the signals that stop training cleanly (see
+#'   Stopping at a scheduler's signal): `"SIGTERM"` (the default) and any of
+#'   `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`, `"SIGUSR2"`, `"SIGXCPU"` (with or
+#'   without `"SIG"`); `NULL` leaves every signal to R. With `background =
+#'   TRUE` the child handles SIGTERM.
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
 #'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
@@ -182,7 +206,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
-                    strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL) {
+                    strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL,
+                    signals = "SIGTERM") {
   # Every check that needs no Python comes first, so a mistake fails at once.
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
@@ -212,6 +237,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   verbose <- resolve_verbose(verbose)
   check_flag(background)
   max_restarts <- check_max_restarts(max_restarts)
+  signals <- check_signals(signals)
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
   if (!is.null(data$validation)) {
@@ -285,9 +311,19 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     strategy = strategy,
     callbacks = callbacks,
     seed = seed,
-    verbose = verbose
+    verbose = verbose,
+    signals = as.list(signals)
   )
   settings <- result$settings
+  if (!is.null(settings$signal_after_training)) {
+    gpukeras_warn(
+      sprintf(
+        "%s arrived after the last training step: training completed (and its backup was removed). Save what you need now: the scheduler may end this process soon.",
+        settings$signal_after_training
+      ),
+      "gpukeras_warning_signal"
+    )
+  }
   settings$verbose <- verbose
   settings$data_kind <- settings$data
   settings$data <- describe_fit_data(data, train, settings$batch_size %||% batch)
@@ -295,4 +331,33 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     settings$validation_data <- describe_fit_data(validation, validation_input, NULL)
   }
   new_gpukeras_fit(result$history, result$monitor, result$timeline, settings)
+}
+
+# The signals gpu_fit() can handle (the core's gpukeras.preempt.CATCHABLE).
+handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
+
+# `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.
+check_signals <- function(signals) {
+  if (is.null(signals)) {
+    return(character())
+  }
+  if (!is.character(signals) || anyNA(signals)) {
+    gpukeras_abort(
+      sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  full <- toupper(signals)
+  full <- ifelse(startsWith(full, "SIG"), full, paste0("SIG", full))
+  unknown <- signals[!full %in% handled_signals]
+  if (length(unknown)) {
+    gpukeras_abort(
+      c(
+        sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
+        sprintf("Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).", paste(handled_signals, collapse = ", "))
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  unique(full)
 }

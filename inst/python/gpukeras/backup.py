@@ -552,6 +552,7 @@ def backup_callback(
     save_freq: str | int,
     run: dict[str, object],
     state: BackupState | None,
+    keras_fit: bool = True,
 ) -> object:
     """The backup callback for one gpu_fit() (see the module's notes).
 
@@ -561,10 +562,15 @@ def backup_callback(
             every epoch's end too).
         run: this run's fingerprint, stored with each backup.
         state: the backup to resume from (``resume_state``), or None.
+        keras_fit: whether Keras' ``fit()`` trains. Otherwise (the multi-worker
+            loop) the loop lets a resumed epoch's first batches go by itself,
+            and the metrics' running values are neither kept nor restored
+            (reading them there is an exchange every worker must make).
 
     Returns:
-        A ``keras.callbacks.BackupAndRestore`` subclass instance. Its wrapper
-        of ``train_function`` takes its place among others by
+        A ``keras.callbacks.BackupAndRestore`` subclass instance, with
+        ``save_now()`` (see ``gpukeras.preempt``). Its wrapper of
+        ``train_function`` takes its place among others by
         ``compat.TRAIN_FUNCTION_LAYERS``, wherever the callback is in ``fit()``'s list.
     """
     keras = config.keras()
@@ -591,6 +597,8 @@ def backup_callback(
             self.owned: list[str] = (
                 list(state.owned) if state and self.save_dir == backup_dir else []
             )
+            # Where the last committed backup is (epoch, batches done): nothing to save there.
+            self.committed_at = (state.epoch, state.batches_done) if state else None
 
         # Loading -----------------------------------------------------------
         def on_train_begin(self, logs: dict | None = None) -> None:
@@ -616,9 +624,10 @@ def backup_callback(
                     )
             compat.set_initial_epoch(model, self.resumed.epoch)
             self.epoch = self.resumed.epoch
-            self.skip_batches = self.resumed.batches_done
+            # The model holds that many batches of the epoch while they go by again.
+            self.batches_done = self.skip_batches = self.resumed.batches_done
             self.restored = True
-            if self.skip_batches:
+            if self.skip_batches and keras_fit:
                 self._wrap_train_function()
 
         def _wrap_train_function(self) -> None:
@@ -646,7 +655,7 @@ def backup_callback(
             self._current_epoch = epoch
             if epoch != getattr(self.resumed, "epoch", None):
                 self.skip_batches = 0
-            elif self.skip_batches and self.resumed.metrics:  # type: ignore[union-attr]
+            elif self.skip_batches and keras_fit and self.resumed.metrics:  # type: ignore[union-attr]
                 # Keras has just reset the metrics; the skipped batches' share comes back.
                 for variable, value in zip(self.model.metrics_variables, self.resumed.metrics):  # type: ignore[union-attr]
                     variable.assign(keras.ops.convert_to_tensor(value, dtype=variable.dtype))
@@ -654,6 +663,7 @@ def backup_callback(
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             if batch < self.skip_batches:  # a batch the resumed epoch let go by
                 self._last_batch_seen = batch
+                self.batches_done = self.skip_batches
                 return
             self.batches_done = batch + 1
             if self._should_save_on_batch(batch):
@@ -666,6 +676,11 @@ def backup_callback(
             self._last_batch_seen = -1
             self._batches_seen_since_last_saving = 0
             self._save_model()
+
+        def save_now(self) -> None:
+            """Back up where training is now, unless the last committed backup holds it."""
+            if self.committed_at != (self.epoch, self.batches_done):
+                self._save_model()
 
         def _save_model(self) -> None:
             """Write, sync and commit one backup; then remove what the kept one replaces."""
@@ -681,6 +696,7 @@ def backup_callback(
                 raise _write_failure(code, self.save_dir, self.kept) from error
             keep = {committed.weights, *([self.kept.weights] if self.kept else [])}
             self.kept = committed
+            self.committed_at = (committed.epoch, committed.batches_done)
             for name in [n for n in self.owned if n not in keep]:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.save_dir, name))
@@ -716,7 +732,7 @@ def backup_callback(
                         keras.ops.convert_to_numpy(v.value).tolist()
                         for v in model.metrics_variables  # type: ignore[attr-defined]
                     ]
-                    if self.batches_done
+                    if self.batches_done and keras_fit
                     else [],
                     size=size,
                     sha256=digest,

@@ -128,6 +128,13 @@ class CallbackError(GpukerasError):
     r_class = "gpukeras_error_callback"
 
 
+class PreemptedError(GpukerasError):
+    """Training stopped at a signal gpu_fit() was told to handle (a scheduler's SIGTERM), after
+    backing up the exact step where backup_dir is given."""
+
+    r_class = "gpukeras_error_preempted"
+
+
 class OutOfMemoryError(GpukerasError):
     """Even the smallest batch asked for does not fit in the device's memory (or the budget)."""
 

@@ -42,6 +42,7 @@ from gpukeras import (
     fit_request,
     live,
     multiworker,
+    preempt,
     training_run,
 )
 from gpukeras.errors import (
@@ -188,6 +189,7 @@ def fit(
     verbose: int | str = "auto",
     backup_freq: int | str = "epoch",
     strategy: object = None,
+    signals: object = ("SIGTERM",),
 ) -> dict[str, object]:
     """Train a compiled Keras 3 model; return its history, the monitor report and the settings.
 
@@ -220,6 +222,9 @@ def fit(
             the model is trained in its scope (a copy is made and the trained
             weights copied back when it was built outside, see
             ``gpukeras.distribute``); ``batch_size`` is then the global batch.
+        signals: names of the signals that stop training at the next step, after
+            a backup of it (``gpukeras.preempt``): a scheduler's SIGTERM, and a
+            warning signal such as SIGUSR1; None for none.
 
     Returns:
         ``history`` (columns: ``epoch``, 1-based, and every logged metric),
@@ -231,7 +236,9 @@ def fit(
     Raises:
         BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
         BackupMismatchError: see ``gpukeras.errors``; BadDataError also when
-        TensorFlow fails on the data during training.
+        TensorFlow fails on the data during training; BackupWriteError,
+        CallbackError and PreemptedError when training stops for a backup that
+        cannot be written, the user's callback, or a signal.
     """
     keras = config.keras()
     request = fit_request.check_request(
@@ -250,6 +257,7 @@ def fit(
         callbacks=callbacks,
         seed=seed,
         verbose=verbose,
+        signals=signals,
     )
     if strategy is not None and distribute.kind_of(strategy) == "multi_worker":
         # Its own distributed step runs one batch per call, without XLA, and backs
@@ -284,6 +292,7 @@ def fit(
             verbose=request.verbose,
             monitor=request.monitor,
             callbacks=request.callbacks,
+            signals=request.signals,
         )
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
@@ -351,7 +360,13 @@ def _train(
 
     started = time.perf_counter()
     history = None
-    with watcher if watcher is not None else contextlib.nullcontext():
+    with (
+        watcher if watcher is not None else contextlib.nullcontext(),
+        preempt.handling(request.signals) as stop,
+    ):
+        if request.signals:  # every process makes the same call
+            stop.exchange = preempt.jax_exchange()
+        own.append(preempt.callback(keras, stop, saver, request.backup_dir))
         try:
             history = model.fit(  # type: ignore[attr-defined]
                 **source.fit_args,
@@ -399,6 +414,9 @@ def _train(
         "backup_dir": request.backup_dir,
         "backup_freq": request.backup_freq if request.backup_dir is not None else None,
         "resumed_from": _resumed_from(state),
+        "signals": request.signals,
+        # one that came once the last step had begun: training completed all the same
+        "signal_after_training": stop.received,
         "seed": request.seed,
         "backend": backend,
         "device": training_run.device_setting(gpu_rows),

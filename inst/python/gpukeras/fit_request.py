@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpukeras import arguments, backup, compat, schedules
+from gpukeras import arguments, backup, compat, preempt, schedules
 from gpukeras.errors import BadArgumentError
 from gpukeras.runtime import config
 
@@ -48,6 +48,7 @@ class FitRequest:
     callbacks: list[object]
     seed: int | None
     verbose: int | str
+    signals: list[str]
 
 
 def check_request(keras: object, model: object, **given: object) -> FitRequest:
@@ -96,6 +97,7 @@ def check_request(keras: object, model: object, **given: object) -> FitRequest:
         callbacks=arguments.check_callbacks(keras, a["callbacks"]),
         seed=arguments.seed(a["seed"]),
         verbose=verbose,
+        signals=preempt.check_signals(a["signals"]),
     )
 
 

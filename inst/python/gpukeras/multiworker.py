@@ -52,14 +52,20 @@ worker was lost and how; its notes say what happens when one is lost.
 
 Backups. With ``backup_dir``, the chief writes the weights, the
 optimizer's state, the epoch and the history at every epoch's end with
-``gpukeras.backup`` (atomic: written, then committed by a rename); the
-others never write there. At start every worker restores from it, and all
-must see the same backup: for several machines backup_dir must be storage
-they all share (NFS, a mounted bucket). Training continues at the next
-epoch with the data order it would have had (the dataset is iterated once
-per finished epoch), so a killed run started again with the same call ends
-with the weights of an unbroken run (bit for bit here, tested). When
-training completes, the chief removes the backup.
+``gpukeras.backup`` (atomic: written, then committed by a rename), and at
+the step where a signal stopped every worker (``gpukeras.preempt``: the
+workers agree on a stop about once a second); the others never
+write there. At start every worker restores from it, and all must see the
+same backup: for several machines backup_dir must be storage they all share
+(NFS, a mounted bucket). Training continues where the backup was taken with
+the data order it would have had (the dataset is iterated once per finished
+epoch, and the interrupted epoch's first batches are drawn and let go by),
+so a killed or stopped run started again with the same call ends with the
+weights of an unbroken run (bit for bit here, tested). The loss and metrics
+logged for an epoch resumed in its middle are those of the batches after
+the resume (reading their running values for a backup would be an exchange
+the chief makes alone). When training completes, the chief removes the
+backup.
 
 Callbacks. Keras callbacks get Keras' events (epoch and batch begin and
 end, ``on_test_begin``/``end`` around validation) on every worker, with the
@@ -89,6 +95,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,6 +109,7 @@ from gpukeras import (
     failures,
     fit_request,
     pipeline,
+    preempt,
     timing,
     training_run,
 )
@@ -111,6 +119,7 @@ from gpukeras.errors import (
     BadArgumentError,
     BadDataError,
     GpukerasError,
+    PreemptedError,
     StrategyError,
     WorkerLostError,
 )
@@ -198,6 +207,8 @@ def _failure(run: _Run, error: BaseException) -> BaseException:
     tf, position, request = run.tf, run.position, run.request
     where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
     own = int(run.info["index"])  # type: ignore[call-overload]
+    if isinstance(error, PreemptedError):  # every worker stops at the same step: none failed
+        return error
     if cluster.lost_peer(tf, error):
         return WorkerLostError(
             f"Training stopped at {where} on worker {own}: {cluster.peer_message(error, own)}. "
@@ -233,6 +244,7 @@ def fit(
     callbacks: object = None,
     seed: int | None = None,
     verbose: int | str = "auto",
+    signals: object = ("SIGTERM",),
 ) -> dict[str, object]:
     """Train under a multi-worker strategy; every worker runs this same call.
 
@@ -252,6 +264,8 @@ def fit(
         callbacks: Keras callbacks (see the module's notes).
         seed: the data order and Keras' seeds; None: one the chief draws.
         verbose: "auto", 0, 1 or 2, as Keras' (a progress bar per worker).
+        signals: the signals that stop every worker at the same step, the chief
+            backing it up (``gpukeras.preempt``).
 
     Returns:
         As ``fit.fit``: ``history`` (the cluster's epoch logs; the same on
@@ -263,7 +277,8 @@ def fit(
         BadArgumentError, BadModelError, ModelNotCompiledError, BadDataError,
         BackupMismatchError; StrategyError when the workers' calls differ or
         one does not call in time; WorkerLostError when another worker dies
-        or fails during training.
+        or fails during training; PreemptedError on every worker when a signal
+        stopped them.
     """
     keras = config.keras()
     if distribute.kind_of(strategy) != "multi_worker":
@@ -286,19 +301,13 @@ def fit(
         callbacks=callbacks,
         seed=seed,
         verbose=verbose,
+        signals=signals,
     )
     info = cluster.describe(strategy)
     own_callbacks = _check_callbacks(keras, request.callbacks, bool(info["is_chief"]))
     tf = config.backend_module()
     start_timeout, heartbeat = cluster.timeouts(strategy)
     state = backup.resume_state(request.backup_dir) if request.backup_dir else None
-    if state is not None and state.batches_done:
-        raise BackupMismatchError(
-            f"The backup in {request.backup_dir} was written in the middle of an epoch (by "
-            "gpu_fit() without multi-worker training, backup_freq = n); multi-worker "
-            "training resumes at epoch ends only. Finish that run as it was started, or "
-            "delete the folder to start over."
-        )
     collectives = cluster.Collectives.of(tf, strategy)
     # The first exchange: every worker has called (within start_timeout), sees the same
     # backup, and takes the chief's seed. Until it, an error is this worker's alone; after
@@ -342,6 +351,8 @@ def fit(
                 "batches per epoch": source.steps_per_epoch or math.nan,
                 "validation": run.validation is not None,
                 "monitor": request.monitor,
+                # every worker takes part in the agreements on a stop, or none does
+                "signals": float(sum(1 << int(getattr(signal, n)) for n in request.signals)),
             },
             None,
             StrategyError,
@@ -378,7 +389,7 @@ def _train(run: _Run) -> dict[str, object]:
     if request.backup_dir is not None:
         if state is not None:
             backup.check_matches(state, facts, request.backup_dir)
-        saver = backup.backup_callback(request.backup_dir, "epoch", facts, state)
+        saver = backup.backup_callback(request.backup_dir, "epoch", facts, state, keras_fit=False)
         saver.set_model(model)  # type: ignore[attr-defined]
     gpu_rows = training_run.gpus_in_use(keras, model)
     watcher = None
@@ -424,11 +435,17 @@ def _train(run: _Run) -> dict[str, object]:
 
     history = list(state.history) if state is not None else []
     first_epoch = state.epoch if state is not None else 0
+    skip = state.batches_done if state is not None else 0  # of the resumed epoch
     started = time.perf_counter()
     logs: dict[str, float] = {}
     # Not in the strategy's scope: there, a variable a callback makes on the chief alone
     # (Keras' saving makes one) would be a collective the other workers never join.
-    with watcher if watcher is not None else contextlib.nullcontext():
+    with (
+        watcher if watcher is not None else contextlib.nullcontext(),
+        preempt.handling(request.signals) as stop,
+    ):
+        if request.signals:  # the same on every worker (agreed)
+            stop.exchange = collectives.gather
         try:
             model.stop_training = False  # type: ignore[attr-defined]
             if saver is not None and not info["is_chief"]:
@@ -445,7 +462,15 @@ def _train(run: _Run) -> dict[str, object]:
                 for step, (begin, fetched, batch) in enumerate(
                     _batches(distributed, source.steps_per_epoch)
                 ):
+                    if skip:  # a batch the backup holds: drawn, so the rest come in order
+                        skip -= 1
+                        continue
                     run.position["batch"] = step
+                    received = stop.check()
+                    if received is not None:
+                        if saver is not None and info["is_chief"]:
+                            saver.save_now()  # type: ignore[attr-defined]
+                        raise preempt.stopped(received, epoch, step, request.backup_dir)
                     events.on_train_batch_begin(step)
                     outputs = train_step(batch)
                     if watcher is not None:
@@ -493,7 +518,11 @@ def _train(run: _Run) -> dict[str, object]:
         **applied,
         "backup_dir": request.backup_dir,
         "backup_freq": "epoch" if request.backup_dir is not None else None,
-        "resumed_from": None if state is None else {"epoch": state.epoch + 1, "batches_done": 0},
+        "resumed_from": None
+        if state is None
+        else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
+        "signals": request.signals,
+        "signal_after_training": stop.received,
         "seed": run.seed,
         "backend": "tensorflow",
         "device": training_run.device_setting(gpu_rows),
