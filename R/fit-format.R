@@ -11,8 +11,9 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
   data <- c(
     settings$data,
     if (!is.null(settings$validation_data)) paste("validation:", settings$validation_data),
-    # Which way the data went (on the device, or streamed from host memory), and why.
-    settings$data_path$why
+    # Which way the data went on JAX (on the device, or streamed from host memory), and why;
+    # on TensorFlow it always streams.
+    if (identical(settings$backend, "jax")) settings$data_path$why
   )
   c(
     paste0(

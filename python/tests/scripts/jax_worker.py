@@ -84,8 +84,11 @@ def main() -> None:
     data: object = (x, y)
     batch_size = spec.get("batch_size", 64)
     if spec.get("as_dataset"):
-        # The pipeline gpu_fit() makes of the arrays where several processes train.
-        from gpukeras import pipeline
+        # The pipeline gpu_fit() makes of the arrays where several processes train, read in
+        # its own order: not on the device, as gpu_fit() in one process would put it.
+        from gpukeras import pipeline, resident
+
+        resident.MEMORY_SHARE = 0.0
 
         keras.utils.set_random_seed(spec["seed"])  # as gpu_fit() does before it makes one
         data = pipeline.from_arrays(x, y, batch_size=batch_size, shuffle=True, seed=spec["seed"])
