@@ -36,6 +36,23 @@ TensorFlow overlaps it, see tensorflow#30929), and whether the host keeps up
 with a fast device. Run it on a GPU machine with TensorFlow to measure that:
 ``python bench/tf_resident.py`` picks ``GPU:0`` when TensorFlow sees one.
 
+Measured (bench/results/tf_resident-cpu.json; 2 cores, load 4-8 from other work,
+two runs of 5 rounds): no difference the noise lets through. resident / tf_data
+was 0.82 [0.69, 0.99], 1.17 [0.71, 1.68] and 1.21 [0.49, 1.58] for the MLP at
+steps_per_execution 1, 8 and 32, and 0.95, 1.09 and 1.03 (every interval
+across 1) for the CNN; the earlier run's medians were 1.12, 1.20, 0.75 and
+0.86, 0.67, 0.96. The tf.data pipeline alone takes 0.1-0.4 ms a batch: 2-13 %
+of the MLP's step, 0.2 % of the CNN's, the most the device could save here,
+and within the machine's round-to-round spread. prefetch_to_device (to the
+CPU) was no faster either (0.66-0.99). Decision: TensorFlow keeps tf.data; no
+second way of feeding data on TensorFlow without a measurement that pays for
+it. On a GPU the resident way should remove, from each step, the batch's
+host-to-device copy (tens of KB here) and tf.data's host work (0.1-0.4 ms a
+batch), which matters where a step on the device is as short (small models,
+as the H100 run of the JAX side found: Keras' fit() on arrays at 0.55 of a
+batch on the device); the verification GPU machines have no TensorFlow, so
+that is for a GPU machine that has it.
+
 Usage: python bench/tf_resident.py [--smoke] [--rounds N] [--out FILE]
 (run from the repository root; TensorFlow backend). Writes
 bench/results/tf_resident-<device>.json; ``--smoke`` runs tiny sizes once and
