@@ -20,7 +20,14 @@ def test_each_epoch_line_shows_host_cpu_and_the_input_wait_and_the_history_stays
     y = x.sum(axis=1, keepdims=True)
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    result = fit.fit(model, (x, y), epochs=2, batch_size=32, verbose=2)
+
+    class Slow(keras.callbacks.Callback):
+        # Host CPU is sampled every 0.1 s; an epoch of data on the device can end
+        # before the first sample, and then nothing is shown rather than a guess.
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            time.sleep(0.3)
+
+    result = fit.fit(model, (x, y), epochs=2, batch_size=32, verbose=2, callbacks=[Slow()])
     lines = [line for line in capsys.readouterr().out.splitlines() if "/32 - " in line]
     assert len(lines) == 2  # one line per epoch, as in a non-interactive run
     for line in lines:
