@@ -152,9 +152,15 @@
 #'   * `monitor`: `NULL` with `monitor = FALSE`, else a list with
 #'     `samples_per_second` (over the timed steps' own time, the first steps
 #'     left out), `wall_samples_per_second` (over the epochs' wall-clock
-#'     time, compiling and stalls included), `step_time_mean_ms`, `step_time_sd_ms`,
-#'     `input_wait_share` (time waiting for the next batch beyond what taking
-#'     an always-ready one costs, `fetch_floor_ms`), `input_verdict`,
+#'     time, compiling and stalls included), `step_time_mean_ms`, `step_time_sd_ms`
+#'     (a step: one call of Keras' train function, `steps_per_execution`
+#'     batches), `batch_time_mean_ms` and `batches_timed` (per training step
+#'     of one batch), `input_wait_share` (time waiting for the next batch
+#'     beyond what taking an always-ready one costs, `fetch_floor_ms`; `0`
+#'     with `input_on_device = TRUE`, batches gathered on the device; where
+#'     the wait cannot be timed inside Keras' loop, the pipeline is read alone
+#'     after training: `pipeline_batch_ms`, and `input_share_alone`, its share
+#'     of a training step, an estimate), `input_verdict`,
 #'     `gpu_utilization_mean`,
 #'     `gpu_utilization_p95`, `gpu_memory_used_max_mib`,
 #'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu` and
