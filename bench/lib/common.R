@@ -55,7 +55,8 @@ machine_facts <- function(load_before) {
     memory_gib = round(memory_kib / 2^20, 1),
     loadavg_before = load_before,
     loadavg_after = readLines("/proc/loadavg"),
-    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none"
+    gpu = if (length(gpus)) vapply(gpus, function(d) d$name, character(1)) else "none",
+    tensorflow_build = if (tf$test$is_built_with_cuda()) "CUDA" else "CPU"
   )
 }
 
