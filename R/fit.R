@@ -290,7 +290,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
       epochs = epochs, batch_size = batch_size, steps_per_execution = steps_per_execution,
       jit_compile = jit_compile, learning_rate = learning_rate, clipnorm = clipnorm,
       clipvalue = clipvalue, monitor = monitor, backup_dir = backup_dir, backup_freq = backup_freq,
-      callbacks = callbacks, seed = seed, verbose = verbose, strategy = strategy
+      callbacks = callbacks, seed = seed, verbose = verbose, strategy = strategy,
+      signals = if (length(signals)) signals
     )
     return(fit_in_background(model, data, validation, args, max_restarts))
   }

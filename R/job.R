@@ -76,7 +76,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   spec <- list(
     fit = args[c(
       "epochs", "batch_size", "steps_per_execution", "jit_compile", "learning_rate", "clipnorm",
-      "clipvalue", "monitor", "backup_dir", "backup_freq", "seed"
+      "clipvalue", "monitor", "backup_dir", "backup_freq", "seed", "signals"
     )],
     schedule = schedule,
     callbacks = length(args$callbacks) > 0L,

@@ -11,11 +11,11 @@ job_model <- function() tiny_model(seed = 5L)
 
 # The callback module (tests/testthat/crash_once.py) must be importable in the
 # child as in the parent: its folder goes on sys.path, which the job carries.
-crash_at <- function(marker, epoch, batch, times = 1L) {
+crash_at <- function(marker, epoch, batch, times = 1L, signal = "SIGSEGV") {
   sys <- reticulate::import("sys", convert = FALSE)
   here <- normalizePath(testthat::test_path("."))
   if (!here %in% reticulate::py_to_r(sys$path)) sys$path$append(here)
-  reticulate::import("crash_once")$CrashAt(marker, as.integer(epoch), as.integer(batch), as.integer(times))
+  reticulate::import("crash_once")$CrashAt(marker, as.integer(epoch), as.integer(batch), as.integer(times), signal)
 }
 
 job_folders <- function() list.files(tempdir(), pattern = "^gpukeras-job-")
@@ -82,6 +82,30 @@ test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and en
   expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 5L))
   expect_identical(fit$history$epoch, 1:3)
   expect_equal(fit$history$loss, unbroken$fit$history$loss, tolerance = 1e-6)
+  expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
+})
+
+test_that("the signals gpu_fit() handles reach the child: a warning signal there saves mid-epoch, and the rerun ends as an unbroken run", {
+  skip_if_no_python()
+  skip_on_os("windows")
+  unbroken <- unbroken_run()
+  marker <- withr::local_tempfile()
+  backups <- withr::local_tempdir()
+  # SIGUSR1 at the 8th batch of epoch 2 (backups every 5 batches): saved after 8, not 5.
+  job <- gpu_fit(job_model(), job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
+                 backup_dir = backups, signals = c("SIGTERM", "SIGUSR1"),
+                 callbacks = crash_at(marker, epoch = 1, batch = 7, signal = "SIGUSR1"),
+                 background = TRUE, max_restarts = 0, verbose = 0)
+  error <- tryCatch(gpu_job_wait(job, timeout = 240), error = identity)
+  # The child stopped for the signal, as gpu_fit() in the session does: the same class.
+  expect_s3_class(error, "gpukeras_error_preempted")
+  expect_match(conditionMessage(error), "SIGUSR1")
+  state <- jsonlite::fromJSON(file.path(backups, "gpukeras-backup.json"))
+  expect_identical(c(state$epoch, state$batches_done), c(1L, 8L))
+  model <- job_model()
+  fit <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
+                 backup_dir = backups, verbose = 0)
+  expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 8L))
   expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
 })
 

@@ -430,7 +430,9 @@ def trained_rows(keras: ModuleType, model: object) -> int | None:
             continue
         for variable in metric.variables:
             if str(variable.name).rsplit("/", 1)[-1] == "count":
-                rows = float(keras.ops.convert_to_numpy(variable.value))
+                # numpy(): under a tf.distribute strategy the variable syncs on read (the
+                # replicas' sum); its value alone does not convert
+                rows = float(variable.numpy())
                 return round(rows) if rows > 0 else None
     return None
 
