@@ -248,10 +248,12 @@ def _without_autotune_thread(tf: ModuleType) -> object:
     wake-up on cancellation races with the flag it then reads (TensorFlow sets
     ``is_cancelled`` only after running the cancellation callbacks), and when it
     loses, the drop waits out the rest of the period: measured with TF 2.21, fit()
-    returned 2-5 s after training ended in some rounds, in none with this option
-    (``bench/handover.R``). Without the thread, AUTOTUNE parallelism is one call per
-    core and an AUTOTUNE prefetch buffer grows while its consumer waits, which
-    suits these pipelines: no slower in the benchmarks.
+    returned 1.6-8.7 s after training ended in 3 of 10 rounds with the thread, within
+    0.02 s in all 10 without it (``bench/stall.py``). Without the thread, AUTOTUNE
+    parallelism is one call per core and an AUTOTUNE prefetch buffer grows while its
+    consumer waits: training was no slower (``bench/stall.py``, ``bench/pipeline.R``);
+    the pipeline alone gave 0.91 of its batches/s in the median (rounds 0.48-1.17),
+    still far more than a training step takes.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
