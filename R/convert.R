@@ -65,7 +65,9 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # The core makes the one copy (float32 features, `y_dtype` labels): to_numpy(),
 # or the pipeline's own copy (arrays_pipeline()). With na = "error", the core
 # checks double parts for NA in that copy (`check_missing`, see handover_call()):
-# anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784).
+# anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784). Not
+# before Python runs, though: bad data must not start it (gpu_setup() would
+# then come too late), so R checks those parts itself until then.
 as_pipeline_data <- function(x, y, na) {
   vocabulary <- list()
   encode <- function(part, name) {
@@ -103,7 +105,8 @@ as_pipeline_data <- function(x, y, na) {
   if (rows[[1]] == 0) {
     gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data")
   }
-  core_checks <- na == "error" & vapply(parts, is.double, logical(1))
+  core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
+    vapply(parts, is.double, logical(1))
   dropped <- 0L
   if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
     missing <- missing_rows(parts)
@@ -161,6 +164,7 @@ abort_missing <- function(parts, missing = missing_rows(parts)) {
 # When the core finds NA in a copy it checks, the error names the rows and
 # columns as R's own check does.
 handover_call <- function(target, data, args = list()) {
+  force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
     do.call(core_call, c(list(
       target,

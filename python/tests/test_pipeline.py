@@ -113,10 +113,23 @@ def test_a_checked_copy_with_nan_names_its_first_rows(monkeypatch: pytest.Monkey
         array_source.host_array(source, "float32", np.array([0, 17]), check_missing=True)
     assert np.isnan(array_source.host_array(source, "float32")).sum() == 2
     array_source.host_array(np.arange(6, dtype=np.int32), check_missing=True)
-    with pytest.raises(errors.BadDataError):
-        pipeline.from_arrays(source, check_missing=True, x_dtype="float32")
-    with pytest.raises(errors.BadDataError):  # a split checks the rows of each part
-        pipeline.from_arrays(source, check_missing=True, validation_split=0.5, seed=1)
+
+
+def test_data_with_nan_is_refused_before_tensorflow_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """from_arrays(check_missing=True) checks the data, copied or used as it is (a split
+    copies its parts later), before it imports TensorFlow: bad data must leave the
+    runtime unstarted, so that gpu_setup() can still apply."""
+    source = np.asfortranarray(np.ones((20, 2)))
+    source[7, 0] = np.nan
+
+    def no_tensorflow() -> None:
+        raise AssertionError("TensorFlow imported before the data was checked")
+
+    monkeypatch.setattr(pipeline, "tensorflow", no_tensorflow)
+    for options in ({"x_dtype": "float32"}, {"validation_split": 0.5, "seed": 1}):
+        with pytest.raises(errors.BadDataError, match=r"1 row\(s\) .*: 8\)"):
+            pipeline.from_arrays(source, np.arange(20), check_missing=True, **options)
+    array_source.check_no_missing(np.arange(4.0))  # nothing missing: no error
 
 
 def test_handover_gives_r_float32_features_and_labels_as_python_objects() -> None:

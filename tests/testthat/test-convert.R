@@ -140,6 +140,7 @@ test_that("the hand-over is one aligned, C-contiguous copy the core makes: float
 
 test_that("NA in double data is found in the core's copy, and named as R's own check names it", {
   skip_if_no_python()
+  core() # once Python runs: before, R checks for NA itself (test-bad-input-data.R)
   x <- matrix(seq_len(40) / 4, 10, dimnames = list(NULL, c("a", "b", "c", "d")))
   x[c(4, 7), "c"] <- NA
   data <- as_pipeline_data(x, seq(0.5, 5, by = 0.5), "error")

@@ -87,6 +87,14 @@ def host_array(
     return copy
 
 
+def check_no_missing(array: np.ndarray) -> None:
+    """BadDataError naming the first rows when a floating-point ``array`` holds a NaN
+    (R's NA among them): what ``host_array(check_missing=True)`` checks, for an array
+    used as it is."""
+    if array.dtype.kind == "f" and array.size and np.isnan(array.min()):
+        raise BadDataError(_missing_message(array))
+
+
 def _missing_message(copy: np.ndarray) -> str:
     """Where the NaN values of ``copy`` are, and what to do about them."""
     missing = np.isnan(copy.reshape(len(copy), -1)).any(axis=1)
@@ -137,22 +145,20 @@ def shareable(array: np.ndarray) -> bool:
     )
 
 
-def tensor_of(
-    tf: ModuleType, array: object, rows: np.ndarray | None = None, check_missing: bool = False
-) -> object:
+def tensor_of(tf: ModuleType, array: object, rows: np.ndarray | None = None) -> object:
     """A tensor of ``array`` (of its ``rows`` when given) that shares memory where it can.
 
     ``tf.constant`` always copies a NumPy array (0.12 s for 60,000 x 784 floats
     here); a DLPack hand-over makes a tensor that shares it instead. So the tensor
     shares ``array`` itself when it can (see ``shareable``), which must then never
     change; chosen rows, and an array it cannot share, are copied once first
-    (``host_array``, which checks that copy with ``check_missing``).
+    (``host_array``).
     """
     source = np.asarray(array)
     if source.dtype.kind not in "biufc":  # strings: DLPack carries numbers only
         return tf.convert_to_tensor(source if rows is None else source[rows])
     if rows is not None or not shareable(source):
-        source = host_array(source, rows=rows, check_missing=check_missing)
+        source = host_array(source, rows=rows)
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
 
 

@@ -18,7 +18,14 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras import arguments, sources
-from gpukeras.array_source import HostArrays, gathered_batches, host_array, shareable, tensor_of
+from gpukeras.array_source import (
+    HostArrays,
+    check_no_missing,
+    gathered_batches,
+    host_array,
+    shareable,
+    tensor_of,
+)
 from gpukeras.augment import apply_to_features, augment_error, augmenter, check_presets
 from gpukeras.devices import host_memory_mib
 from gpukeras.errors import BadArgumentError, BadDataError, MapFunctionError
@@ -288,7 +295,8 @@ def from_arrays(
     reticulate's views of R's memory, cast and reordered in the one copy). With
     ``copy=False`` they share an array already in its dtype instead where they can
     (one ``array_source.host_array`` made), which must then never change. With
-    ``check_missing``, a floating-point copy holding NaN (R's NA) is BadDataError.
+    ``check_missing``, floating-point data holding NaN (R's NA) is BadDataError,
+    raised before TensorFlow is imported: bad data leaves the runtime unstarted.
 
     Returns:
         ``dataset`` (train), ``validation`` (None without a split), ``info`` and
@@ -296,10 +304,8 @@ def from_arrays(
         as text), and ``arrays``: the whole data in the pipeline's dtypes
         (``array_source.HostArrays``; the arrays a background fit carries).
     """
-    tf = tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
     _check(opts)
-    opts.to_device = _to_device_choice(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
     features = x if isinstance(x, dict) else {"": x}
@@ -329,17 +335,21 @@ def from_arrays(
             source.dtype == np.dtype(dtype or source.dtype)
             and (split or (not copy and shareable(source)))
         ):
+            if check_missing:
+                check_no_missing(source)
             return source
-        return host_array(source, dtype, check_missing=check_missing and not split)
+        return host_array(source, dtype, check_missing=check_missing)
 
     data_x = {name: whole(array, x_dtype) for name, array in features.items()}
     data_y = whole(y, y_dtype) if y is not None else None
+    tf = tensorflow()
+    opts.to_device = _to_device_choice(opts)
 
     def subset(index: np.ndarray | None) -> object:
         picked = None if index is None else np.sort(index)
 
         def part(array: np.ndarray) -> object:
-            return tensor_of(tf, array, picked, check_missing and split)
+            return tensor_of(tf, array, picked)
 
         tensors = {name: part(array) for name, array in data_x.items()}
         part_x = tensors.get("", tensors)
