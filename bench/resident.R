@@ -32,7 +32,7 @@ rows <- if (mode$smoke) 2048L else 102400L
 columns <- 20L
 batch_size <- 256L
 epochs <- 2L
-rounds <- if (mode$smoke) 1L else if (mode$quick) 3L else 5L
+rounds <- if (mode$smoke) 1L else if (mode$quick) 3L else 9L
 spes <- c(1L, 8L, 32L, 128L)
 goal <- list(vs_keras_default = 1.5, vs_keras_best = 1.2)
 

@@ -64,7 +64,7 @@ from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
 
-from gpukeras import compat, jax_cluster, pipeline, resident
+from gpukeras import compat, failures, jax_cluster, pipeline, resident
 from gpukeras.backend import configured_backend
 from gpukeras.errors import BadArgumentError, BadDataError
 from gpukeras.handles import Dataset, Model, Strategy
@@ -271,9 +271,15 @@ class ResidentAdapter(DataAdapter):
         decision: resident.Decision,
     ) -> None:
         size = rows.batch_size
-        # Keras would build the model from a batch of the tokens it gets: built from the data.
+        # Keras would build the model from a batch of the tokens it gets: built from the data,
+        # which is where data that does not fit the model meets it first.
         first = (rows.x, rows.y) if rows.y is not None else (rows.x,)
-        compat.symbolic_build(model, tuple(_head(part, size) for part in first))
+        try:
+            compat.symbolic_build(model, tuple(_head(part, size) for part in first))
+        except (ValueError, TypeError) as error:
+            refused = failures.refused_data(error)
+            assert refused is not None  # a ValueError or TypeError always is refused data
+            raise refused from error
         self.training = resident.ResidentTraining(
             rows.x,
             rows.y,
