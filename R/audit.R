@@ -63,7 +63,7 @@ gpu_audit <- function(model, batch_size = NULL) {
   if (!is.null(batch_size)) check_count(batch_size)
   check_python_object(model, "model", "a Keras 3 model")
   result <- core_call(
-    "audit.audit",
+    "audit",
     model = model,
     batch_size = if (!is.null(batch_size)) as.integer(batch_size)
   )

@@ -122,7 +122,7 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(
-    "batch_size.search",
+    "batch_size",
     model = model,
     data = fit_input(data),
     max_batch = as.integer(max_batch),

@@ -68,7 +68,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3) {
     )
   }
   result <- core_call(
-    "check.run_check",
+    "check",
     probe_training = probe,
     probe_seconds = probe_seconds,
     matmul_size = 1024L

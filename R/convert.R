@@ -182,7 +182,7 @@ handover_call <- function(target, data, args = list()) {
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
 # list(x, y), made by the core in one copy each (array_source.handover).
 to_numpy <- function(data) {
-  kept_arrays(handover_call("array_source.handover", data))
+  kept_arrays(handover_call("handover", data))
 }
 
 # The NumPy arrays in the core's HostArrays (array_source.py) as R keeps them:

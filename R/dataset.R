@@ -91,7 +91,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     source <- file_source(x, label, columns, image_size, color_mode)
-    do.call(core_call, c(list("pipeline.from_source", kind = source$kind, source = source$args), options))
+    do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
   } else {
     if (!is.null(label) || !is.null(columns)) {
       gpukeras_abort(
@@ -119,7 +119,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
 # carried (shared as they are); and what converting the R data found.
 arrays_pipeline <- function(recipe) {
   result <- handover_call(
-    "pipeline.from_arrays", recipe$arrays,
+    "dataset_from_arrays", recipe$arrays,
     c(list(copy = FALSE, x_dtype = "float32"), recipe$options)
   )
   result$info$vocabulary <- recipe$vocabulary
@@ -324,7 +324,7 @@ print.gpukeras_dataset <- function(x, ...) {
 gpu_dataset_benchmark <- function(dataset, steps = 100) {
   check_python_object(dataset, "dataset", "a gpu_dataset() or tf.data.Dataset")
   check_count(steps)
-  result <- core_call("pipeline.benchmark", dataset = dataset, steps = as.integer(steps))
+  result <- core_call("dataset_benchmark", dataset = dataset, steps = as.integer(steps))
   structure(result, class = "gpukeras_dataset_benchmark")
 }
 

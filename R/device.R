@@ -45,7 +45,7 @@ enter_device_scope <- function(device) {
     )
   }
   name <- device_names(device, "device")
-  context <- core_call("scope.device_scope", device = name)
+  context <- core_call("device_scope", device = name)
   context$`__enter__`()
   list(name = name, context = context)
 }

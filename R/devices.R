@@ -29,5 +29,5 @@ device_columns <- c(
 #'   gpu_devices()
 #' }
 gpu_devices <- function() {
-  rows_to_df(core_call("devices.list_devices"), device_columns)
+  rows_to_df(core_call("devices"), device_columns)
 }

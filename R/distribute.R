@@ -137,7 +137,7 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     }
   }
   made <- core_call(
-    "distribute.make",
+    "strategy",
     type = type,
     devices = if (!is.null(devices)) as.list(devices),
     workers = if (!is.null(workers)) as.list(workers),
@@ -174,7 +174,7 @@ new_gpukeras_strategy <- function(strategy, description) {
 #' }
 with_gpu_strategy <- function(strategy, code) {
   strategy <- strategy_object(strategy)
-  context <- core_call("distribute.strategy_scope", strategy = strategy)
+  context <- core_call("strategy_scope", strategy = strategy)
   context$`__enter__`()
   on.exit(context$`__exit__`(NULL, NULL, NULL), add = TRUE)
   force(code)

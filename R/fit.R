@@ -301,7 +301,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   validation_input <- if (!is.null(validation)) fit_input(validation)
 
   result <- core_call(
-    "fit.fit",
+    "fit",
     model = model,
     data = train,
     epochs = as.integer(epochs),
@@ -340,7 +340,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   new_gpukeras_fit(result$history, result$monitor, result$timeline, settings)
 }
 
-# The signals gpu_fit() can handle (the core's gpukeras.preempt.CATCHABLE).
+# The signals gpu_fit() can handle (the core's gpukeras.train.preempt.CATCHABLE).
 handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 
 # `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.

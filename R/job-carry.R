@@ -6,7 +6,7 @@
 # by gpu_strategy() in the child (after its gpu_setup(), so logical CPU
 # devices exist there too).
 carry_strategy <- function(strategy) {
-  made <- core_call("distribute.describe", strategy = strategy)
+  made <- core_call("describe_strategy", strategy = strategy)
   if (!made$type %in% c("one_device", "mirrored")) {
     not_carriable(
       sprintf("A %s strategy", made$type),

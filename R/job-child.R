@@ -135,11 +135,11 @@ job_child <- function(dir) {
       setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
       write_rds_atomic(setup, job_file(dir, "setup.rds"))
       carried <- core_call(
-        "job.load_carried",
+        "job_load_carried",
         job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule
       )
       progress <- core_call(
-        "job.progress_callback",
+        "job_progress_callback",
         job_dir = dir, attempt = attempt,
         batch_size = if (spec$data$kind == "arrays") as.integer(spec$fit$batch_size %||% 32L)
       )
@@ -155,7 +155,7 @@ job_child <- function(dir) {
         fit_args[setdiff(names(fit_args), "learning_rate")],
         list(learning_rate = carried$schedule %||% fit_args$learning_rate)
       ))
-      core_call("job.save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
+      core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
       write_rds_atomic(fit, job_file(dir, "result.rds"))
       NULL
     },

@@ -63,13 +63,13 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   on.exit(if (!started) {
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
-  carried <- core_call("job.carry_model", model = model, job_dir = dir)
+  carried <- core_call("job_carry_model", model = model, job_dir = dir)
   if (length(args$callbacks)) {
-    core_call("job.carry_callbacks", callbacks = args$callbacks, job_dir = dir)
+    core_call("job_carry_callbacks", callbacks = args$callbacks, job_dir = dir)
   }
   schedule <- NULL
   if (inherits(args$learning_rate, "python.builtin.object")) {
-    schedule <- core_call("job.carry_schedule", schedule = args$learning_rate)
+    schedule <- core_call("job_carry_schedule", schedule = args$learning_rate)
     args$learning_rate <- NULL
   }
   batch <- if (data$kind == "r") as.integer(args$batch_size %||% 32L)
@@ -405,7 +405,7 @@ job_outcome <- function(job, status) {
     job_failure(job, status)
   }
   fit <- readRDS(job_file(job, "result.rds"))
-  core_call("job.load_trained", model = job$model, path = job_file(job, "trained.weights.h5"))
+  core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"))
   fit$settings$verbose <- job$verbose
   fit$settings[names(job$descriptions)] <- job$descriptions
   fit$settings$restarts <- status$restarts

@@ -82,7 +82,7 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
-    "lr_find.find",
+    "lr_find",
     model = model, data = fit_input(data), min_lr = as.numeric(min_lr), max_lr = as.numeric(max_lr),
     steps = as.integer(steps), batch_size = if (!is.null(batch_size)) as.integer(batch_size),
     stop_factor = as.numeric(stop_factor), smoothing = as.numeric(smoothing), seed = seed

@@ -20,7 +20,7 @@
 #' }
 gpu_precision_check <- function(model) {
   check_python_object(model, "model", "a Keras 3 model")
-  finding <- core_call("precision.output_precision_warning", model = model)
+  finding <- core_call("output_precision_warning", model = model)
   if (!is.null(finding) && !warned_before(model)) {
     gpukeras_warn(finding, "gpukeras_warning_output_precision")
   }

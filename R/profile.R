@@ -101,7 +101,7 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(
-    "profile.profile",
+    "profile",
     model = model,
     data = fit_input(data),
     steps = steps,

@@ -198,7 +198,7 @@ core <- function() {
   the$bridge <- reticulate::import("gpukeras.bridge")
   # R ends without finalizing Python, whose exit handlers would delete the
   # files TensorFlow's autograph writes to the temp folder.
-  reg.finalizer(the, function(e) try(core_call("runtime.remove_autograph_files"), silent = TRUE),
+  reg.finalizer(the, function(e) try(core_call("remove_autograph_files"), silent = TRUE),
                 onexit = TRUE)
   the$bridge
 }
@@ -239,6 +239,6 @@ core_call <- function(target, ...) {
 #'   keras$`__version__`
 #' }
 gpu_keras <- function() {
-  core_call("runtime.start")
+  core_call("start")
   reticulate::import("keras")
 }

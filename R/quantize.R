@@ -83,7 +83,7 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL) {
   }
   check_python_object(model, "model", "a Keras 3 model")
   result <- core_call(
-    "quantize.quantize",
+    "quantize",
     model = model,
     mode = mode,
     data = if (!is.null(data)) fit_input(data),

@@ -111,7 +111,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   # Python starts.
   devices <- if (!is.null(devices)) device_names(devices)
   settings <- with_load_hooks_held(core_call(
-    "setup.apply_setup",
+    "setup",
     memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
     devices = if (!is.null(devices)) as.list(devices),

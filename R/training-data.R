@@ -106,7 +106,7 @@ describe_fit_data <- function(data, input, batch_size) {
     rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
-  dataset <- core_call("data_adapters.describe_dataset", data = input)
+  dataset <- core_call("describe_dataset", data = input)
   if (is.null(dataset)) {
     return(class(input)[1])
   }

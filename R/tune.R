@@ -132,7 +132,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
-    "tune.tune",
+    "tune",
     model = model, data = fit_input(data), time_budget = as.numeric(time_budget),
     precisions = if (!is.null(precisions)) as.list(precisions),
     batch_sizes = if (!is.null(batch_sizes)) as.list(as.integer(batch_sizes)),

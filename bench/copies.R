@@ -128,7 +128,7 @@ kept_arrays <- utils::getFromNamespace("kept_arrays", "gpukeras")
 data <- stage("gpu_dataset(), R side: checks", as_pipeline_data(x, y, "error"))
 pipeline <- stage(
   "gpu_dataset(), core: the copy, tensors, tf.data pipeline",
-  handover_call("pipeline.from_arrays", data, list(copy = FALSE, x_dtype = "float32", batch_size = 256L, seed = 1L))
+  handover_call("dataset_from_arrays", data, list(copy = FALSE, x_dtype = "float32", batch_size = 256L, seed = 1L))
 )
 stages[["gpu_dataset(), core: the copy, tensors, tf.data pipeline"]]$numpy <- numpy_facts(kept_arrays(pipeline$arrays)$x)
 # The tensors share the pipeline's own arrays: dropping R's references frees nothing.

@@ -39,7 +39,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its log
 case $part in
   gpu)
     step gpu-tests 170 bash -c 'cd python && python3 -m pytest tests -m gpu -ra -q -p no:cacheprovider'
-    step check 80 python3 -c "import json, gpukeras.bridge as b; print(json.dumps(b.call('check.run_check'), indent=1, default=str))"
+    step check 80 python3 -c "import json, gpukeras.bridge as b; print(json.dumps(b.call('check'), indent=1, default=str))"
     step monitor 90 python3 bench/monitor.py --out "$out/monitor-python-jax-$tag.json"
     ;;
   bench)

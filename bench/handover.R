@@ -114,7 +114,7 @@ ways <- list(
   gpu_dataset_core = function() {
     data <- as_pipeline_data(x, y, "error")
     timed(handover_call(
-      "pipeline.from_arrays", data,
+      "dataset_from_arrays", data,
       list(copy = FALSE, x_dtype = "float32", batch_size = batch_size, seed = 1L)
     ))
   },

@@ -4,7 +4,7 @@ gpu_fit() measures while it trains: a step timer (one Python call and two
 ``perf_counter`` calls per step, and on TensorFlow and JAX the batch fetched
 by the timer inside ``train_function``), and two sampler threads at 10 Hz
 (NVML where there is a GPU, /proc/stat for the host). This script trains one
-model with ``gpukeras.fit.fit`` in alternating rounds, monitor on and off, and
+model with ``gpukeras.train.fit.fit`` in alternating rounds, monitor on and off, and
 compares the time of the steady-state epochs (the first epoch of each fit,
 with its tracing, is left out), timed by a callback that only reads the clock
 at each epoch's start and end. ``overhead`` is the median over rounds of
@@ -36,9 +36,9 @@ sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
 
 import bench_modes  # noqa: E402
 
-from gpukeras import fit  # noqa: E402
-from gpukeras.devices import cpu_name, list_devices  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.gpu.devices import cpu_name, list_devices  # noqa: E402
+from gpukeras.train import fit  # noqa: E402
 
 BAR = {"overhead": 0.01}
 
@@ -151,7 +151,8 @@ def main() -> None:
             "monitor_cpu_share: CPU time of the sampler threads / fit wall time (one core = 1).",
             "On TensorFlow the step timer hands Keras the batch it fetched, so Keras runs its "
             "per-batch step function rather than the one that reads the iterator in the graph "
-            "(gpukeras.timing): monitored epochs can come out a little faster as well as slower.",
+            "(gpukeras.train.timing): monitored epochs can come out a little faster as well as "
+            "slower.",
         ],
         "wall_seconds": round(time.perf_counter() - started, 1),
     }

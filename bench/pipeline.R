@@ -20,12 +20,12 @@
 # Each way gets a fresh model (same architecture, same batch size) and untimed warm-up
 # epochs; then `rounds` rounds time one fit of each way in turn (in a rotating order)
 # and the median counts, with a bootstrap 95% interval for the median of the per-round
-# ratios. Samples/s come from fits timed with gpukeras.timing.step_timer(measure_input =
+# ratios. Samples/s come from fits timed with gpukeras.train.timing.step_timer(measure_input =
 # FALSE) (step timestamps only).
 #
 # The input wait share comes from a profiler trace of 200 steps of each way, as Keras
 # runs them: the time TensorFlow's IteratorGetNext ops took within the traced steps
-# (gpukeras.profile_logs.read_trace()$input_share, the time TensorFlow's own profiler counts
+# (gpukeras.tools.profile_logs.read_trace()$input_share, the time TensorFlow's own profiler counts
 # as input). The step timer's eager measure (measure_input = TRUE: it times a Python
 # next(iterator) before Keras' step, less what taking an always-ready batch from Python
 # took, its fetch floor) is kept as input_wait_share_eager for comparison.
@@ -64,9 +64,9 @@ augment <- list(flip_horizontal = list(), rotation = list(factor = 0.05))
 keras <- gpu_keras()
 tf <- reticulate::import("tensorflow")
 np <- reticulate::import("numpy", convert = FALSE)
-timing <- reticulate::import("gpukeras.timing")
-profiling <- reticulate::import("gpukeras.profile")
-profile_logs <- reticulate::import("gpukeras.profile_logs")
+timing <- reticulate::import("gpukeras.train.timing")
+profiling <- reticulate::import("gpukeras.tools.profile")
+profile_logs <- reticulate::import("gpukeras.tools.profile_logs")
 pathlib <- reticulate::import("pathlib")
 gpus <- tf$config$list_logical_devices("GPU")
 
@@ -285,7 +285,7 @@ measure <- function(name, ways, rounds) {
     input_wait_ms_per_step_by_way = lapply(traces, `[[`, "input_ms_per_step"),
     traced_steps = traces$gpu_dataset$steps,
     traced_step_time_mean_ms_by_way = lapply(traces, `[[`, "step_time_mean_ms"),
-    input_wait_method = "time in TensorFlow's IteratorGetNext ops within the traced steps, from a profiler trace (gpukeras.profile_logs.read_trace)",
+    input_wait_method = "time in TensorFlow's IteratorGetNext ops within the traced steps, from a profiler trace (gpukeras.tools.profile_logs.read_trace)",
     input_wait_share_eager = waits$gpu_dataset$input_wait_share,
     input_wait_share_eager_by_way = lapply(waits, `[[`, "input_wait_share"),
     input_wait_mean_ms_eager_by_way = lapply(waits, `[[`, "input_wait_mean_ms"),
@@ -341,9 +341,9 @@ result <- list(
   bar = bar,
   workloads = list(mlp = mlp, cnn = cnn),
   notes = c(
-    "samples_per_second: median over rounds of timed fits (step timestamps only, gpukeras.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order); *_ci95: a bootstrap 95% interval of that median.",
+    "samples_per_second: median over rounds of timed fits (step timestamps only, gpukeras.train.timing.step_timer(measure_input = FALSE)); ratio_vs_ceiling (b / c) and ratio_vs_array_fit (b / a): the median of the ratios within each round (the three ways run back to back, in a rotating order); *_ci95: a bootstrap 95% interval of that median.",
     "input_wait_share: share of (b)'s traced steps spent in TensorFlow's IteratorGetNext op (taking a batch from the pipeline, waiting for it included) while Keras runs its compiled step, from a profiler trace; the ceiling's (input_wait_share_by_way$ceiling) is what taking an always-ready batch costs.",
-    "input_wait_share_eager: the step timer's measure (gpukeras.timing.step_timer(measure_input = TRUE)): a Python next(iterator) timed before each step, less the time taking an always-ready batch from Python took (its fetch floor, measured once per fit; before 5342619 it was not subtracted); the fetch itself varies by about as much as that floor, so this measure cannot resolve a few percent of a 1 ms step; kept to compare with earlier results.",
+    "input_wait_share_eager: the step timer's measure (gpukeras.train.timing.step_timer(measure_input = TRUE)): a Python next(iterator) timed before each step, less the time taking an always-ready batch from Python took (its fetch floor, measured once per fit; before 5342619 it was not subtracted); the fetch itself varies by about as much as that floor, so this measure cannot resolve a few percent of a 1 ms step; kept to compare with earlier results.",
     "Without a GPU, tf.data's threads and the model's compute share the same CPU cores; the ceiling does no input work at all.",
     "Other processes on the machine change the speed from round to round (see loadavg_before/after and the *_rounds vectors)."
   ),

@@ -16,7 +16,7 @@ The ceiling: on JAX, the batch is ``jax.device_put`` once and a Python generator
 yields that same device array every step (Keras passes jax.Arrays through); on
 TensorFlow, ``tf.data.Dataset.from_tensors(batch).repeat()``.
 
-Timing: gpukeras.timing.step_timer (see inst/python/gpukeras/timing.py). Each
+Timing: gpukeras.train.timing.step_timer (see inst/python/gpukeras/timing.py). Each
 way gets a fresh model and untimed warm-up epochs; then rounds time each way in
 turn (rotating the order); samples/s are medians over rounds, ratios the median
 of per-round ratios; the input wait share comes from one more epoch timed with
@@ -50,10 +50,10 @@ sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
 
 import bench_modes  # noqa: E402
 
-from gpukeras import timing  # noqa: E402
-from gpukeras.devices import cpu_name  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
-from gpukeras.sources import tensorflow  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.data.sources import tensorflow  # noqa: E402
+from gpukeras.gpu.devices import cpu_name  # noqa: E402
+from gpukeras.train import timing  # noqa: E402
 
 BAR = {"ratio_vs_ceiling": 0.97, "ratio_vs_array_fit": 1.0, "input_wait_share": 0.05}
 
@@ -356,7 +356,7 @@ def main() -> None:
             "ratios. In bench/pipeline.R the CNN's ceiling has no augmentation layers "
             "(gpu_dataset() augments in tf.data); here ceiling_without_augmentation is that.",
             "input_wait_share_by_way: share of step time in next(iterator) inside Keras' "
-            "train_function (gpukeras.timing); with JAX's asynchronous dispatch, an upper "
+            "train_function (gpukeras.train.timing); with JAX's asynchronous dispatch, an upper "
             "bound of the device's idle time due to input.",
         ],
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -33,10 +33,10 @@ import bench_modes  # noqa: E402
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from gpukeras import devices, nvml, setup
+from gpukeras.gpu import devices, nvml, setup
 args = json.loads(sys.argv[1])
 settings = setup.apply_setup(mixed_precision=args["precision"], memory_growth=args["growth"])
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
 keras = config.keras()
 rows = devices.list_devices()
 gpu = next((r for r in rows if r["type"] == "GPU"), None)

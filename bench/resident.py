@@ -9,7 +9,7 @@ is the same question from R). Two workloads:
 
 Ways, each with a fresh model (same seed), one untimed warm-up epoch, then the timed
 epochs, in an order that rotates from round to round: Keras' fit() on the NumPy arrays
-at steps_per_execution 1, 8, 32 and 128, and ``gpukeras.fit.fit`` on the same arrays
+at steps_per_execution 1, 8, 32 and 128, and ``gpukeras.train.fit.fit`` on the same arrays
 (on the device, k = "auto"). Ratios are taken within each round, then their median with
 a bootstrap 95% interval: Keras' default over gpu_fit() (goal on a GPU: >= 10 for the
 MLP) and Keras' best steps_per_execution of the round over gpu_fit().
@@ -39,8 +39,8 @@ import bench_modes  # noqa: E402
 from monitor import workload as wide_workload  # noqa: E402
 from pipeline import code_state, device_facts, mlp_data, mlp_model  # noqa: E402
 
-from gpukeras import fit  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.train import fit  # noqa: E402
 
 KERAS_STEPS = (1, 8, 32, 128)
 GOAL = {"mlp_vs_keras_default_on_a_gpu": 10.0, "wide_gpu_utilization_percent": 90.0}

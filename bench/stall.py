@@ -54,10 +54,10 @@ sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
 
 import bench_modes  # noqa: E402
 
-from gpukeras import pipeline  # noqa: E402
-from gpukeras.devices import cpu_name  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
-from gpukeras.sources import tensorflow  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.data import pipeline  # noqa: E402
+from gpukeras.data.sources import tensorflow  # noqa: E402
+from gpukeras.gpu.devices import cpu_name  # noqa: E402
 
 BATCH = 128
 # A tail longer than this is a stall (a fit's own end takes milliseconds).
@@ -194,7 +194,7 @@ def main() -> None:
             "train_seconds: fit() called to Keras' on_train_end; tail_seconds: on_train_end "
             "to fit() returning (Keras drops its iterators there); a stall is a tail over "
             "stall_seconds. Rounds rotate the order of the ways.",
-            "input_batches_per_second: gpukeras.pipeline.benchmark() of the pipeline alone "
+            "input_batches_per_second: gpukeras.data.pipeline.benchmark() of the pipeline alone "
             "(no model), without tf.data's autotuning thread (pipeline) and with it; "
             "input_without_vs_with_autotune: the median of the per-round ratios.",
             "Without a GPU, tf.data's threads and the model's compute share the same CPU "

@@ -21,7 +21,7 @@ batches gathered by a shuffled index, in parallel, prefetched), with or without
 
 Timing: each way gets its model warmed up (one untimed fit: tracing, XLA), then
 rounds run each way in turn, the order rotating; a timed fit is ``epochs`` epochs
-timed by ``gpukeras.timing.step_timer`` (dispatch timestamps; Keras' own count of
+timed by ``gpukeras.train.timing.step_timer`` (dispatch timestamps; Keras' own count of
 rows; the first call left out), so samples/s are steady-state and each epoch's
 restart of the pipeline is in them. Ratios are taken within a round, then the
 median over rounds with a bootstrap 95 % interval.
@@ -82,9 +82,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "inst" / "python"))
 
-from gpukeras import pipeline, timing  # noqa: E402
-from gpukeras.devices import cpu_name  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.data import pipeline  # noqa: E402
+from gpukeras.gpu.devices import cpu_name  # noqa: E402
+from gpukeras.train import timing  # noqa: E402
 
 WAYS = ("tf_data", "tf_data_to_device", "resident")
 SEED = 1
@@ -369,13 +370,14 @@ def main() -> None:
         },
         "results": workloads,
         "notes": [
-            "samples_per_second: median over rounds of timed fits (gpukeras.timing.step_timer: "
+            "samples_per_second: median over rounds of timed fits "
+            "(gpukeras.train.timing.step_timer: "
             "dispatch timestamps, Keras' count of rows, the first call of each fit left out); "
             "ratios: the median of per-round ratios (ways run back to back, rotating order), "
             "with a bootstrap 95% interval.",
             "jit_compile = TRUE for every way; whole batches only.",
             "pipeline_alone_ms: tf_data's pipeline read alone from Python, one epoch per "
-            "round (gpukeras.timing.pipeline_seconds: its start spread over the epoch, the "
+            "round (gpukeras.train.timing.pipeline_seconds: its start spread over the epoch, the "
             "cost of a Python next() taken off); pipeline_alone_share_of_step: that over "
             "tf_data's time per training step, per round: on a CPU-only machine the most "
             "that gathering on the device could save.",

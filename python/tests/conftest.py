@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import backend, bridge, devices, nvml
+from gpukeras import bridge
+from gpukeras.core import backend
+from gpukeras.gpu import devices, nvml
 from scripts.core_child import MARKER
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
@@ -72,10 +74,11 @@ def run_core(
     after: str = "",
     timeout: float = 120,
 ) -> CoreRun:
-    """Run ``gpukeras.bridge.call(target, kwargs)`` in a fresh Python (``scripts/core_child.py``).
+    """Run ``target`` with ``kwargs`` through the bridge in a fresh Python
+    (``scripts/core_child.py``).
 
     Args:
-        target: 'module.function' inside gpukeras.
+        target: a verb (``bridge.VERBS``), or 'module:function' inside gpukeras.
         kwargs: keyword arguments (JSON-serialisable).
         env: variables to set in the child; None removes one.
         setup: Python code run before gpukeras is imported (e.g. blocking a module).
@@ -121,7 +124,7 @@ def run_on_jax(after: str, *, tensorflow: bool = False) -> CoreRun:
     default, as on the GPU machines. Skips when JAX is not installed."""
     pytest.importorskip("jax")
     return run_core(
-        "backend.configured_backend",
+        "core.backend:configured_backend",
         env={"KERAS_BACKEND": "jax"},
         setup="" if tensorflow else "sys.modules['tensorflow'] = None",
         after=after,
@@ -133,10 +136,11 @@ def run_setup(
     kwargs: dict[str, object] | None = None,
     after: str = "",
     *,
-    target: str = "setup.apply_setup",
+    target: str = "setup",
     env: dict[str, str | None] | None = None,
 ) -> CoreRun:
-    """``setup.apply_setup(**kwargs)`` (or ``target``) in a fresh Python on ``backend``.
+    """gpu_setup()'s core (the verb ``setup``, or ``target``) with ``kwargs`` in a fresh Python
+    on ``backend``.
 
     ``after`` runs next with the functions of ``scripts/readback.py`` defined; skips
     when the backend is not installed.
@@ -174,7 +178,7 @@ def gpu_status() -> tuple[bool, str]:
         return False, f"no GPU: {report.reason}"
     if not any(devices.cuda_view(report).devices):
         return False, "no GPU: NVML reads none of the GPUs CUDA lets this process see"
-    gpus = run_core("devices.framework_gpus").value
+    gpus = run_core("gpu.devices:framework_gpus").value
     name = backend.configured_backend()
     if not gpus:
         return False, f"no GPU: the {name} backend finds none that NVML sees"
@@ -224,7 +228,7 @@ def no_driver() -> nvml.NvmlReport:
 @pytest.fixture(scope="session")
 def check_result() -> dict:
     """One gpu_check() in this process, through the bridge as R calls it."""
-    answer = bridge.call("check.run_check", {"probe_seconds": 1, "matmul_size": 256})
+    answer = bridge.call("check", {"probe_seconds": 1, "matmul_size": 256})
     assert answer["ok"], answer
     return answer["value"]
 
@@ -237,7 +241,7 @@ def tensorflow_check(request: pytest.FixtureRequest) -> dict:
         return request.getfixturevalue("check_result")
     requires("tensorflow")
     return run_core(
-        "check.run_check",
+        "check",
         {"probe_seconds": 1, "matmul_size": 256},
         env={"KERAS_BACKEND": "tensorflow"},
     ).value
@@ -248,7 +252,7 @@ def jax_run() -> CoreRun:
     """gpu_check() on the JAX backend, always in a fresh process (to see what it imports)."""
     requires("jax")
     return run_core(
-        "check.run_check",
+        "check",
         {"probe_seconds": 1, "matmul_size": 256},
         env={"KERAS_BACKEND": "jax"},
     )

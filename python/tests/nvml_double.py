@@ -7,7 +7,7 @@ MIG instances, other processes on the GPU) is exercised through this double.
 Its errors are nvidia-ml-py's own classes (``pynvml.NVMLError(code)`` makes
 the subclass NVML would raise), so the code under test catches exactly what it
 would catch on a GPU machine. ``FakeLibcuda`` answers the CUDA driver calls
-of ``gpukeras.cuda_driver`` through the same ctypes arguments libcuda gets.
+of ``gpukeras.gpu.cuda_driver`` through the same ctypes arguments libcuda gets.
 """
 
 from __future__ import annotations

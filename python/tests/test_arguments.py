@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpukeras import arguments
-from gpukeras.errors import BadArgumentError
+from gpukeras.core import arguments
+from gpukeras.core.errors import BadArgumentError
 
 
 @pytest.mark.parametrize("value", [1, 3.0, 1_000_000, 1e6])

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import requires, run_core
 from gpukeras import bridge
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
 
 
 def keras() -> object:
@@ -20,7 +20,7 @@ def sequential(*layers: object, shape: tuple = (64,), dtype: str = "float32") ->
 
 def findings(model: object, **kwargs: object) -> list[dict]:
     """The findings as R gets them, through the bridge."""
-    answer = bridge.call("audit.audit", {"model": model, **kwargs})
+    answer = bridge.call("audit", {"model": model, **kwargs})
     assert answer["ok"], answer
     return answer["value"]["findings"]
 
@@ -190,7 +190,7 @@ def test_mask_before_an_lstm_is_flagged_on_jax_only() -> None:
     requires("jax")
     after = """
 import keras
-from gpukeras import audit
+from gpukeras.tools import audit
 def build(mask_zero):
     return keras.Sequential([
         keras.Input((5,), dtype="int32"),
@@ -201,7 +201,7 @@ def build(mask_zero):
 readback["masked"] = [(f.layer, f.check) for f in audit.audit(build(True))["findings"]]
 readback["plain"] = [(f.layer, f.check) for f in audit.audit(build(False))["findings"]]
 """
-    run = run_core("runtime.start", env={"KERAS_BACKEND": "jax"}, after=after)
+    run = run_core("start", env={"KERAS_BACKEND": "jax"}, after=after)
     assert run.readback == {"masked": [["recur", "rnn_mask_on_jax"]], "plain": []}
 
 
@@ -227,7 +227,7 @@ def test_nested_models_are_walked_with_paths_and_outputs_known() -> None:
 def test_a_clean_model_has_no_findings_and_the_summary_is_plain_data() -> None:
     layers = keras().layers
     model = sequential(layers.Dense(32, activation="relu"), layers.Dense(2))
-    answer = bridge.call("audit.audit", {"model": model, "batch_size": 30})
+    answer = bridge.call("audit", {"model": model, "batch_size": 30})
     assert answer["ok"], answer
     value = answer["value"]
     assert value["findings"] == []
@@ -248,9 +248,9 @@ def test_bad_input_gives_classed_errors() -> None:
         (k.layers.Dense(2), "gpukeras_error_bad_model", "not keras.src.layers.core.dense.Dense"),
         (k.Sequential([k.layers.Dense(2)]), "gpukeras_error_bad_model", "The model is not built"),
     ]:
-        answer = bridge.call("audit.audit", {"model": model})
+        answer = bridge.call("audit", {"model": model})
         assert (answer["ok"], answer["r_class"]) == (False, r_class)
         assert text in answer["message"]
         assert answer["traceback"] is None
-    answer = bridge.call("audit.audit", {"model": sequential(k.layers.Dense(2)), "batch_size": 0})
+    answer = bridge.call("audit", {"model": sequential(k.layers.Dense(2)), "batch_size": 0})
     assert answer["r_class"] == "gpukeras_error_bad_argument"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras import backend
+from gpukeras.core import backend
 
 
 @pytest.fixture

@@ -28,8 +28,10 @@ import numpy as np
 import pytest
 
 from conftest import run_core
-from gpukeras import backup, bridge, errors, fit
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core import errors
+from gpukeras.core.runtime import config
+from gpukeras.train import backup, fit
 
 BATCH = 16
 ROWS = 8 * BATCH
@@ -97,7 +99,7 @@ def train(trained: object, backup_dir: Path | None, **more: object) -> dict:
 def answer_of(backup_dir: Path, **more: object) -> dict:
     """fit.fit through the bridge, as R calls it: the answer, error or not."""
     return bridge.call(
-        "fit.fit",
+        "fit",
         {"model": model(), "data": data(), "backup_dir": str(backup_dir), **COMMON, **more},
     )
 
@@ -466,16 +468,16 @@ def test_a_file_size_limit_is_a_classed_error_before_any_backup(tmp_path: Path) 
     )
     after = f"""
 import numpy as np
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
 keras = config.keras()
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(64), keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse")
 x = np.ones((64, 8), "float32")
-readback["answer"] = bridge.call("fit.fit", {{
+readback["answer"] = bridge.call("fit", {{
     "model": model, "data": (x, x[:, :1]), "epochs": 2, "batch_size": 16, "verbose": 0,
     "monitor": False, "backup_dir": {str(folder)!r}}})
 """
-    run = run_core("runtime.configured_backend", setup=setup, after=after)
+    run = run_core("core.runtime:configured_backend", setup=setup, after=after)
     answer = run.readback["answer"]
     assert answer["r_class"] == "gpukeras_error_backup_write", answer
     assert "(File too large, EFBIG)" in answer["message"]

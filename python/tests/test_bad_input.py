@@ -15,7 +15,7 @@ import pytest
 
 from conftest import requires, run_on_jax
 from gpukeras import bridge
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
 
 ROWS = 32
 
@@ -34,8 +34,12 @@ def arrays(width: int = 4) -> tuple[np.ndarray, np.ndarray]:
 
 
 def error_of(target: str, **kwargs: object) -> dict:
-    """The bridge's answer to a call that must fail with a user's error."""
-    answer = bridge.call(target, kwargs)
+    """The bridge's answer to a call that must fail with a user's error: ``target`` a verb,
+    or a core function as "module:function"."""
+    if ":" in target:
+        answer = bridge.answer(bridge.function_at(target), kwargs)
+    else:
+        answer = bridge.call(target, kwargs)
     assert answer["ok"] is False, answer
     assert answer["traceback"] is None, answer["traceback"]
     return answer
@@ -49,47 +53,47 @@ def test_fit_on_data_of_the_wrong_width_is_bad_data_and_leaves_the_model_as_it_w
     fresh = model()
     for _ in range(2):
         weights = fresh.get_weights()
-        answer = error_of("fit.fit", model=fresh, data=list(arrays(3)), verbose=0)
+        answer = error_of("fit", model=fresh, data=list(arrays(3)), verbose=0)
         assert answer["r_class"] == "gpukeras_error_bad_data"
         assert answer["message"].startswith("The model cannot train on this data: ")
         assert "Give x and y that match the model's inputs and outputs" in answer["message"]
         assert "\x1b[" not in answer["message"]  # Keras' bold, removed
         for before, after in zip(weights, fresh.get_weights()):
             np.testing.assert_array_equal(before, after)
-        trained = bridge.call("fit.fit", {"model": fresh, "data": list(arrays()), "verbose": 0})
+        trained = bridge.call("fit", {"model": fresh, "data": list(arrays()), "verbose": 0})
         assert trained["ok"], trained
 
 
 def test_fit_with_validation_data_of_the_wrong_width_is_bad_data() -> None:
     answer = error_of(
-        "fit.fit", model=model(), data=list(arrays()), validation_data=list(arrays(2)), verbose=0
+        "fit", model=model(), data=list(arrays()), validation_data=list(arrays(2)), verbose=0
     )
     assert answer["r_class"] == "gpukeras_error_bad_data"
     assert "expected axis -1 of input shape to have value 4" in answer["message"]
 
 
 def test_fit_on_a_model_instead_of_data_is_bad_data() -> None:
-    answer = error_of("fit.fit", model=model(), data=model(), verbose=0)
+    answer = error_of("fit", model=model(), data=model(), verbose=0)
     assert answer["r_class"] == "gpukeras_error_bad_data"
     assert "Unrecognized data type" in answer["message"]
 
 
 def test_quantize_with_data_of_the_wrong_width_is_bad_data() -> None:
-    answer = error_of("quantize.quantize", model=model(), data=list(arrays(3)))
+    answer = error_of("quantize", model=model(), data=list(arrays(3)))
     assert answer["r_class"] == "gpukeras_error_bad_data"
     assert answer["message"].startswith("The model cannot run on this data: ")
 
 
 def test_strategy_scope_of_what_is_no_strategy_is_a_bad_argument() -> None:
     for not_a_strategy in (np.zeros(2), model()):
-        answer = error_of("distribute.strategy_scope", strategy=not_a_strategy)
+        answer = error_of("strategy_scope", strategy=not_a_strategy)
         assert answer["r_class"] == "gpukeras_error_bad_argument"
         assert answer["message"].startswith("strategy must come from gpu_strategy()")
 
 
 def test_pipeline_benchmark_of_what_is_no_dataset_is_a_bad_argument() -> None:
     requires("tensorflow")
-    answer = error_of("pipeline.benchmark", dataset=np.zeros((2, 2)), steps=2)
+    answer = error_of("dataset_benchmark", dataset=np.zeros((2, 2)), steps=2)
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert answer["message"] == (
         "dataset must be a gpu_dataset() or a tf.data.Dataset, not a ndarray."
@@ -99,7 +103,7 @@ def test_pipeline_benchmark_of_what_is_no_dataset_is_a_bad_argument() -> None:
 def test_pipeline_to_a_device_that_does_not_exist_is_an_unknown_device() -> None:
     requires("tensorflow")
     x, y = arrays()
-    answer = error_of("pipeline.from_arrays", x=x, y=y, to_device="GPU:99")
+    answer = error_of("dataset_from_arrays", x=x, y=y, to_device="GPU:99")
     assert answer["r_class"] == "gpukeras_error_unknown_device"
     assert answer["message"].startswith("No such device: 'GPU:99'. Devices here: ")
 
@@ -144,6 +148,6 @@ def test_multi_worker_strategy_in_a_bad_slurm_environment_names_the_variable(
         monkeypatch.delenv(name, raising=False)
     for name, setting in {**slurm, variable: value}.items():
         monkeypatch.setenv(name, setting)
-    answer = error_of("distribute.make", type="multi_worker")
+    answer = error_of("strategy", type="multi_worker")
     assert answer["r_class"] == "gpukeras_error_bad_argument", answer
     assert re.search(message, answer["message"]), answer["message"]

@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax, run_setup
-from gpukeras import batch_size, bridge, data_adapters, peak_memory
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters
+from gpukeras.gpu import peak_memory
+from gpukeras.tools import batch_size
 
 ROWS = 100  # fewer than most sizes tried: the batch is tiled
 
@@ -37,13 +40,13 @@ def arrays(rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
 
 def call(**kwargs: object) -> dict:
     """batch_size.search through the bridge, as R calls it; fails the test on an error."""
-    answer = bridge.call("batch_size.search", {"data": arrays(), **kwargs})
+    answer = bridge.call("batch_size", {"data": arrays(), **kwargs})
     assert answer["ok"], answer
     return answer["value"]
 
 
 def error_of(**kwargs: object) -> dict:
-    answer = bridge.call("batch_size.search", {"data": arrays(), **kwargs})
+    answer = bridge.call("batch_size", {"data": arrays(), **kwargs})
     assert not answer["ok"], answer
     assert answer["traceback"] is None, answer["traceback"]
     return answer
@@ -146,7 +149,7 @@ def test_a_budget_cuts_the_search_and_the_bisection_closes_in_below_it() -> None
 
 
 def test_the_default_cpu_budget_is_half_the_available_memory(no_gpu: None) -> None:
-    from gpukeras import devices
+    from gpukeras.gpu import devices
 
     _, available = devices.host_memory_mib()
     result = call(model=mlp(), min_batch=4, max_batch=4, steps=1)
@@ -186,9 +189,9 @@ def test_dict_inputs_of_a_functional_model_and_few_rows_are_tiled() -> None:
 
 
 def test_a_tf_dataset_gives_its_first_batch() -> None:
-    if not data_adapters.tensorflow_available():
+    if not adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
-    from gpukeras import sources
+    from gpukeras.data import sources
 
     tf = sources.tensorflow()
     dataset = tf.data.Dataset.from_tensor_slices(arrays(40)).batch(16)
@@ -390,7 +393,7 @@ def test_on_a_gpu_a_real_out_of_memory_is_caught_and_bisected() -> None:
     y = np.zeros((256, 512, 1), np.float32)
     weights = model.get_weights()
     answer = bridge.call(
-        "batch_size.search",
+        "batch_size",
         {"model": model, "data": (x, y), "min_batch": 64, "max_batch": 2**17, "steps": 2},
     )
     assert answer["ok"], answer

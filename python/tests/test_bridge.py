@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 
-from gpukeras import bridge, errors, runtime
-from gpukeras.nvml import NvmlDevice, NvmlReport
+from gpukeras import bridge
+from gpukeras.core import errors, runtime, stack
+from gpukeras.gpu.nvml import NvmlDevice, NvmlReport
 
 
 def test_plain_turns_dataclasses_into_nested_dicts() -> None:
@@ -67,8 +71,8 @@ def test_plain_leaves_dataclass_types_and_plain_values_alone() -> None:
     assert bridge.plain(None) is None
 
 
-def test_call_returns_plain_value() -> None:
-    assert bridge.call("stack.parse_version", {"text": "2.16.0rc1"}) == {
+def test_answer_returns_plain_value() -> None:
+    assert bridge.answer(stack.parse_version, {"text": "2.16.0rc1"}) == {
         "ok": True,
         "value": [2, 16, 0],
     }
@@ -77,13 +81,14 @@ def test_call_returns_plain_value() -> None:
 def test_empty_r_list_as_kwargs() -> None:
     # reticulate sends an empty unnamed R list() as an empty Python list.
     expected = {"ok": True, "value": runtime.configured_backend()}
-    assert bridge.call("runtime.configured_backend", []) == expected
-    assert bridge.call("runtime.configured_backend", None) == expected
-    assert bridge.call("runtime.configured_backend") == expected
+    assert bridge.answer(runtime.configured_backend, []) == expected
+    assert bridge.answer(runtime.configured_backend, None) == expected
+    assert bridge.answer(runtime.configured_backend) == expected
 
 
 def test_gpukeras_error_keeps_its_class_and_no_traceback() -> None:
-    answer = bridge.call("stack.check_versions", {"backend": "torch", "found": {"keras": "3.15.1"}})
+    given = {"backend": "torch", "found": {"keras": "3.15.1"}}
+    answer = bridge.answer(stack.check_versions, given)
     assert answer == {
         "ok": False,
         "r_class": errors.BackendUnsupportedError.r_class,
@@ -94,7 +99,7 @@ def test_gpukeras_error_keeps_its_class_and_no_traceback() -> None:
 
 
 def test_unexpected_exception_is_reported_with_its_traceback() -> None:
-    answer = bridge.call("stack.parse_version", {"text": 5})
+    answer = bridge.answer(stack.parse_version, {"text": 5})
     assert answer["ok"] is False
     assert answer["r_class"] == "gpukeras_error_python"
     assert answer["message"].startswith("AttributeError: ")
@@ -103,14 +108,41 @@ def test_unexpected_exception_is_reported_with_its_traceback() -> None:
 
 
 def test_wrong_arguments_are_reported_not_raised() -> None:
-    answer = bridge.call("stack.parse_version", {"txt": "1.0"})
+    answer = bridge.answer(stack.parse_version, {"txt": "1.0"})
     assert answer["r_class"] == "gpukeras_error_python"
     assert answer["message"].startswith("TypeError: ")
 
 
-def test_unknown_target_is_reported_not_raised() -> None:
-    for target in ("no_such_module.run", "stack.no_such_function", "nodot"):
-        answer = bridge.call(target)
-        assert answer["ok"] is False, target
+def test_a_verb_calls_its_function_by_name() -> None:
+    assert bridge.call("check_count", {"name": "epochs", "value": 3.0}) == {"ok": True, "value": 3}
+    refused = bridge.call("check_count", {"name": "epochs", "value": 0})
+    assert refused["r_class"] == "gpukeras_error_bad_argument"
+    assert refused["traceback"] is None
+
+
+def test_an_unknown_verb_is_reported_not_raised() -> None:
+    for verb in ("no_such_verb", "fit.fit", "core.stack:parse_version"):
+        answer = bridge.call(verb)
+        assert answer["ok"] is False, verb
         assert answer["r_class"] == "gpukeras_error_python"
-        assert answer["traceback"]
+        assert f"no verb {verb!r}" in answer["message"]
+
+
+def test_every_verb_names_a_function_that_exists() -> None:
+    """A verb whose module moved would fail only when R first calls it: caught here."""
+    for verb, path in bridge.VERBS.items():
+        assert callable(bridge.function_at(path)), verb
+
+
+def test_r_names_verbs_alone() -> None:
+    """R calls the core by verb (moving a module changes no R code), and never imports it."""
+    root = Path(__file__).resolve().parents[2]
+    called, modules = set(), []
+    for path in [*root.glob("R/*.R"), *root.glob("tests/testthat/*.R")]:
+        text = path.read_text()
+        called |= set(re.findall(r'core_call\(\s*"([^"]+)"', text))
+        called |= set(re.findall(r'handover_call\(\s*"([^"]+)"', text))
+        called |= set(re.findall(r'list\("([a-z_]+)", kind =', text))
+        modules += re.findall(r'import\("(gpukeras\.[a-z_.]+)"\)', text)
+    assert called and called <= set(bridge.VERBS), called - set(bridge.VERBS)
+    assert set(modules) <= {"gpukeras.bridge"}, modules

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CoreRun, run_core
-from gpukeras import bridge, nvml
+from gpukeras import bridge
+from gpukeras.gpu import nvml
 
 
 def test_result_has_every_part(check_result: dict) -> None:
@@ -98,7 +99,7 @@ def test_cpu_only_jax_is_named(jax_run: CoreRun) -> None:
 
 def test_cuda_visible_devices_hiding_every_gpu() -> None:
     run = run_core(
-        "check.run_check",
+        "check",
         {"probe_training": False, "matmul_size": 64},
         env={"CUDA_VISIBLE_DEVICES": "-1"},
     )
@@ -117,7 +118,7 @@ def test_cuda_visible_devices_hiding_every_gpu() -> None:
     [{"probe_seconds": 0}, {"probe_seconds": -1}, {"probe_seconds": math.nan}, {"matmul_size": 0}],
 )
 def test_bad_arguments_are_a_classed_error(kwargs: dict) -> None:
-    answer = bridge.call("check.run_check", kwargs)
+    answer = bridge.call("check", kwargs)
     assert answer["ok"] is False
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert "must be positive" in answer["message"]
@@ -162,7 +163,7 @@ def test_a_gpu_in_mig_mode_next_to_a_cpu_only_backend() -> None:
     """The driver shows an H100 split in MIG instances: CUDA would see the instances, named
     as such, and the backend (CPU-only here) uses none (issue #14, item 2)."""
     run = run_core(
-        "check.run_check",
+        "check",
         {"probe_training": True, "probe_seconds": 0.2, "matmul_size": 64},
         # CPU-only also on a GPU machine: JAX kept off the GPU, the real driver hidden
         env={"CUDA_VISIBLE_DEVICES": None, "JAX_PLATFORMS": "cpu"},
@@ -170,7 +171,7 @@ def test_a_gpu_in_mig_mode_next_to_a_cpu_only_backend() -> None:
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from nvml_double import FakeGpu, fake_mig, fake_pynvml
-from gpukeras import cuda_driver
+from gpukeras.gpu import cuda_driver
 def no_driver():
     raise cuda_driver.CudaDriverUnavailable("libcuda.so.1 hidden by the test")
 cuda_driver.load = no_driver

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gpukeras import cluster_env
-from gpukeras.errors import BadArgumentError
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.distribute import cluster_env
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_gpu_strategy_without_workers_joins_the_cluster_a_slurm_step_describes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What make_strategy() joins when `srun` started the workers (joining needs them all)."""
-    from gpukeras import cluster
+    from gpukeras.distribute import cluster
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in SLURM.items():
@@ -104,8 +104,8 @@ def test_gpu_strategy_without_workers_joins_the_cluster_a_slurm_step_describes(
 def test_gpu_strategy_without_workers_or_a_cluster_says_how_to_give_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gpukeras import cluster
-    from gpukeras.errors import StrategyError
+    from gpukeras.core.errors import StrategyError
+    from gpukeras.distribute import cluster
 
     for name in ("TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
         monkeypatch.delenv(name, raising=False)
@@ -290,7 +290,7 @@ def test_both_multi_worker_engines_pass_a_bad_variable_on_as_it_is(
     caller: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """TensorFlow's and JAX's joining read the environment through ``find``: the same error."""
-    from gpukeras import cluster, jax_cluster
+    from gpukeras.distribute import cluster, jax_cluster
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in {**SLURM, "SLURM_PROCID": "abc"}.items():

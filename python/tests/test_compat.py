@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpukeras import compat
-from gpukeras.runtime import config
+from gpukeras.core import compat
+from gpukeras.core.runtime import config
 
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
 PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src")
@@ -57,12 +57,12 @@ def private_uses(source: str) -> set[str]:
 
 def test_private_framework_attributes_are_used_in_compat_alone() -> None:
     found = {
-        (path.name, use)
-        for path in CORE.glob("*.py")
-        if path.name != "compat.py"
+        (str(path.relative_to(CORE)), use)
+        for path in CORE.rglob("*.py")
+        if path != CORE / "core" / "compat.py"
         for use in private_uses(path.read_text(encoding="utf-8"))
     }
-    assert found == set(), "use these through gpukeras.compat"
+    assert found == set(), "use these through gpukeras.core.compat"
 
 
 def test_private_uses_are_found_in_every_form() -> None:
@@ -95,7 +95,7 @@ def tiny_model() -> object:
 def has(owner: object, name: str, library: str, version: str) -> None:
     """Fail naming the installed ``library`` ``version`` when ``owner`` lacks ``name``."""
     assert hasattr(owner, name), (
-        f"{library} {version} has no {type(owner).__name__}.{name}, which gpukeras.compat "
+        f"{library} {version} has no {type(owner).__name__}.{name}, which gpukeras.core.compat "
         f"uses (written for {library} {compat.WRITTEN_FOR[library.lower()]}): update compat.py."
     )
 

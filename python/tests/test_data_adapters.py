@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import requires
-from gpukeras import data_adapters
+from gpukeras.data import adapters
 
 
 def arrays(rows: int = 100) -> tuple[np.ndarray, np.ndarray]:
@@ -19,10 +19,10 @@ def test_arrays_on_jax_go_to_keras_as_numpy_even_with_tensorflow_installed(
 ) -> None:
     """On JAX, Keras' own NumPy batches beat a tf.data pipeline for data in memory."""
     requires("tensorflow")
-    assert data_adapters.tensorflow_available()
+    assert adapters.tensorflow_available()
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    adapter = data_adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
-    assert isinstance(adapter, data_adapters.ArrayAdapter)
+    adapter = adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
+    assert isinstance(adapter, adapters.ArrayAdapter)
     assert adapter.kind == "keras arrays"
     assert adapter.fit_args["batch_size"] == 32 and adapter.fit_args["shuffle"] is True
     assert adapter.steps_per_epoch == 4 and adapter.rows == 100
@@ -36,7 +36,7 @@ def test_arrays_on_tensorflow_become_a_seeded_tf_data_pipeline(
 ) -> None:
     requires("tensorflow")
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    adapter = data_adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
-    assert isinstance(adapter, data_adapters.ArrayDatasetAdapter)
+    adapter = adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
+    assert isinstance(adapter, adapters.ArrayDatasetAdapter)
     assert adapter.kind == "arrays" and adapter.steps_per_epoch == 4
     assert adapter.gpu_dataset() == {"source": "arrays", "cache": False, "user_map": False}

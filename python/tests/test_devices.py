@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gpukeras import cuda_driver, devices, nvml
+from gpukeras.gpu import cuda_driver, devices, nvml
 from nvml_double import FakeGpu, FakeLibcuda, fake_mig, fake_pynvml
 
 

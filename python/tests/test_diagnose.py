@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from gpukeras.diagnose import GPU_AVAILABLE_NOT_USED, GPU_USED, NO_GPU, Evidence, diagnose
+from gpukeras.tools.diagnose import GPU_AVAILABLE_NOT_USED, GPU_USED, NO_GPU, Evidence, diagnose
 
 # Each advice line must name something the user can do or type.
 ACTIONS = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import CoreRun, requires, run_setup
-from gpukeras import distribute
-from gpukeras.errors import BadArgumentError
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.distribute import strategies
 
 # scripts/train_both_ways.py runs after gpu_setup(cpu_devices = 2) in the child.
 # One model's initial weights trained twice, on one device and replicated on
@@ -91,15 +91,15 @@ def test_jax_needs_batches_that_split_evenly(two_cpus: CoreRun) -> None:
 
 def test_an_object_that_is_no_strategy_is_refused() -> None:
     with pytest.raises(BadArgumentError, match="strategy must come from gpu_strategy"):
-        distribute.kind_of(object())
+        strategies.kind_of(object())
 
 
 def test_check_batch_rules() -> None:
-    jax_two = distribute.Description("mirrored", "jax", "DataParallel", 2)
-    distribute.check_batch(jax_two, 32, 256)
+    jax_two = strategies.Description("mirrored", "jax", "DataParallel", 2)
+    strategies.check_batch(jax_two, 32, 256)
     with pytest.raises(BadArgumentError, match="batch_size 33 gives batches of 33 and a last"):
-        distribute.check_batch(jax_two, 33, 256)
+        strategies.check_batch(jax_two, 33, 256)
     with pytest.raises(BadArgumentError, match="a last one of 25 rows"):
-        distribute.check_batch(jax_two, 32, 249)
-    tf_two = distribute.Description("mirrored", "tensorflow", "MirroredStrategy", 2)
-    distribute.check_batch(tf_two, 33, 249)  # tf.distribute splits uneven batches
+        strategies.check_batch(jax_two, 32, 249)
+    tf_two = strategies.Description("mirrored", "tensorflow", "MirroredStrategy", 2)
+    strategies.check_batch(tf_two, 33, 249)  # tf.distribute splits uneven batches

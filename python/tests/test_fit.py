@@ -20,20 +20,13 @@ import numpy as np
 import pytest
 
 from conftest import CORE, run_core, run_on_jax, run_setup
-from gpukeras import (
-    backup,
-    bridge,
-    compat,
-    data_adapters,
-    errors,
-    fit,
-    monitor,
-    pipeline,
-    sources,
-    training_run,
-)
-from gpukeras.advice import TrainingContext
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core import compat, errors
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters, pipeline, sources
+from gpukeras.gpu import samplers
+from gpukeras.train import backup, fit, monitor, training_run
+from gpukeras.train.advice import TrainingContext
 
 BATCH = 16
 ROWS = 8 * BATCH
@@ -57,13 +50,13 @@ def tiny_data(rows: int = ROWS, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def call(**kwargs: object) -> dict:
     """fit.fit through the bridge, as R calls it; fails the test on an error."""
-    answer = bridge.call("fit.fit", {"verbose": 0, **kwargs})
+    answer = bridge.call("fit", {"verbose": 0, **kwargs})
     assert answer["ok"], answer
     return answer["value"]
 
 
 def error_of(**kwargs: object) -> dict:
-    answer = bridge.call("fit.fit", {"verbose": 0, **kwargs})
+    answer = bridge.call("fit", {"verbose": 0, **kwargs})
     assert not answer["ok"], answer
     assert answer["traceback"] is None, answer["traceback"]
     return answer
@@ -81,7 +74,7 @@ def assert_same_weights(got: list[np.ndarray], want: list[np.ndarray], device: o
 
 def tensorflow() -> object:
     """TensorFlow for tests that build tf.data pipelines; skips where it is not installed."""
-    if not data_adapters.tensorflow_available():
+    if not adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
     return sources.tensorflow()
 
@@ -248,7 +241,7 @@ def test_report_on_the_cpu_has_no_nvml_parts(no_gpu: None) -> None:
     assert any("No GPU was used" in item for item in report["advice"])
     timeline = result["timeline"]
     assert all(values == [] for values in timeline["gpu"].values())
-    if Path(monitor.PROC_STAT).exists():
+    if Path(samplers.PROC_STAT).exists():
         host = timeline["host"]
         assert len(host["time_s"]) == len(host["cpu_percent"]) >= 1
         assert all(0 <= value <= 100 for value in host["cpu_percent"])
@@ -320,10 +313,10 @@ def gpu_context(**changes: object) -> TrainingContext:
     return TrainingContext(**{**values, **changes})  # type: ignore[arg-type]
 
 
-def synthetic_samples(utilization: list[float], memory: float = 2000.0) -> list[monitor.Sample]:
+def synthetic_samples(utilization: list[float], memory: float = 2000.0) -> list[samplers.Sample]:
     """One GPU sampled at 10 Hz from t = 10 s."""
     return [
-        monitor.Sample(
+        samplers.Sample(
             time=10 + i / 10, nvml_index=0, utilization_gpu=u, memory_used_mib=memory, power_w=300
         )
         for i, u in enumerate(utilization)
@@ -432,7 +425,7 @@ def test_input_bound_gpu_gets_pipeline_advice_not_overhead_advice() -> None:
     report = monitor.training_report(
         {**STEPS, "input_wait_share": 0.4},
         synthetic_samples([30.0] * 20),
-        [monitor.HostSample(time=10.5, cpu_percent=95.0)],
+        [samplers.HostSample(time=10.5, cpu_percent=95.0)],
         None,
         gpu_context(),
     )
@@ -566,7 +559,7 @@ def image_folder_with_a_corrupt_png(root: Path) -> Path:
 
 
 def test_corrupt_image_mid_epoch_is_bad_data_and_progress_is_kept(tmp_path: Path) -> None:
-    from gpukeras import pipeline
+    from gpukeras.data import pipeline
 
     root = image_folder_with_a_corrupt_png(tmp_path / "images")
     keras = config.keras()
@@ -599,7 +592,7 @@ def test_corrupt_image_mid_epoch_is_bad_data_and_progress_is_kept(tmp_path: Path
 
 
 def test_corrupt_image_in_the_pipeline_benchmark_is_bad_data(tmp_path: Path) -> None:
-    from gpukeras import pipeline
+    from gpukeras.data import pipeline
 
     root = image_folder_with_a_corrupt_png(tmp_path / "images")
     built = pipeline.from_source(
@@ -620,17 +613,17 @@ def test_corrupt_image_on_the_jax_backend_is_bad_data_too(tmp_path: Path) -> Non
     root = image_folder_with_a_corrupt_png(tmp_path / "images")
     after = f"""
 import keras
-from gpukeras import pipeline
+from gpukeras.data import pipeline
 built = pipeline.from_source(
     "image_folder", {{"path": {str(root)!r}, "image_size": [8, 8]}}, batch_size=2, shuffle=False
 )
 model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
 model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 readback["answer"] = bridge.call(
-    "fit.fit", {{"model": model, "data": built["dataset"], "epochs": 2, "verbose": 0}}
+    "fit", {{"model": model, "data": built["dataset"], "epochs": 2, "verbose": 0}}
 )
 """
-    run = run_core("runtime.configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
+    run = run_core("core.runtime:configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
     answer = run.readback["answer"]
     assert answer["ok"] is False, answer
     assert answer["r_class"] == "gpukeras_error_bad_data"
@@ -895,17 +888,17 @@ def test_on_a_gpu_the_report_has_utilization_and_nvml_samples_at_5_hz() -> None:
 def test_gpu_fit_knows_a_gpu_dataset_from_a_dataset_made_elsewhere() -> None:
     tf = pytest.importorskip("tensorflow")
     x, y = tiny_data()
-    made = data_adapters.get_data_adapter(
+    made = adapters.get_data_adapter(
         pipeline.from_arrays(x, y, batch_size=BATCH, cache=False)["dataset"], None, None
     )
     assert made.gpu_dataset() == {"source": "arrays", "cache": False, "user_map": False}
-    elsewhere = data_adapters.get_data_adapter(
+    elsewhere = adapters.get_data_adapter(
         tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH), None, None
     )
     assert elsewhere.gpu_dataset() is None
     assert elsewhere.pipeline_steps() == ["Batch", "TensorSlice"]
     # R data given to gpu_fit() becomes a gpu_dataset() pipeline too
-    assert data_adapters.get_data_adapter((x, y), BATCH, 1).gpu_dataset()["source"] == "arrays"
+    assert adapters.get_data_adapter((x, y), BATCH, 1).gpu_dataset()["source"] == "arrays"
 
 
 # The devices a run uses ------------------------------------------------------------
@@ -925,7 +918,8 @@ def test_the_devices_in_use_are_the_strategys_own(backend: str) -> None:
 def test_on_a_gpu_the_report_names_the_gpu_in_use_with_its_own_figures() -> None:
     """The GPU Keras trains on (the first), watched through its own NVML index; its peak
     alone divides the achieved TFLOP/s."""
-    from gpukeras import devices, flops
+    from gpukeras.gpu import devices
+    from gpukeras.train import flops
 
     keras = config.keras()
     rng = np.random.default_rng(0)
@@ -949,11 +943,12 @@ def test_on_a_gpu_the_report_names_the_gpu_in_use_with_its_own_figures() -> None
 
 @pytest.mark.gpu
 def test_on_a_gpu_a_strategy_over_the_gpus_is_watched_on_exactly_those() -> None:
-    from gpukeras import distribute, training_run
+    from gpukeras.distribute import strategies
+    from gpukeras.train import training_run
 
     keras = config.keras()
-    made = distribute.make("mirrored")  # every GPU
-    with distribute.strategy_scope(made["strategy"]):
+    made = strategies.make("mirrored")  # every GPU
+    with strategies.strategy_scope(made["strategy"]):
         model = tiny_model()
         rows = training_run.gpus_in_use(keras, model)
     assert [row["device"] for row in rows] == made["description"].devices

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpukeras import flops
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.train import flops
 
 
 def test_dense_and_conv_layers_are_counted() -> None:

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from gpukeras import nvml
-from gpukeras.gpu_processes import ProcessSampler
+from gpukeras.gpu import nvml
+from gpukeras.gpu.gpu_processes import ProcessSampler
 from nvml_double import FakeGpu, FakeProcess, fake_mig, fake_pynvml
 
 ME, OTHER = 1001, 4242
@@ -91,8 +91,8 @@ def test_a_sample_is_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.gpu
 def test_this_process_is_seen_using_the_gpu() -> None:
     """On a real GPU: this process's memory and SM use show under its own pid."""
-    from gpukeras import devices
-    from gpukeras.runtime import config
+    from gpukeras.core.runtime import config
+    from gpukeras.gpu import devices
 
     keras = config.keras()
     (row,) = [r for r in devices.list_devices() if r["device"] == "GPU:0"]

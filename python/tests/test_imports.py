@@ -1,8 +1,10 @@
-"""The core's modules import each other without a cycle.
+"""The core's layers: each subpackage imports only from those below it, and nothing in a cycle.
 
-A cycle makes what a module can use at import time depend on which module
-was imported first, and keeps modules from being understood one at a time.
-Imports inside functions count: they only postpone the cycle. Imports under
+The layers, bottom up: ``core`` < ``gpu`` < ``data`` < ``distribute`` < ``train`` <
+``tools``; the ``bridge`` on top is the one door R comes through. A module may import
+from its own layer and the ones below. A cycle makes what a module can use at import time
+depend on which module was imported first, and keeps modules from being understood one at
+a time. Imports inside functions count: they only postpone the problem. Imports under
 ``if TYPE_CHECKING:`` do not run, so they are not part of the graph.
 """
 
@@ -12,6 +14,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
+LAYERS = ("core", "gpu", "data", "distribute", "train", "tools")
+TOP_LEVEL_AT_MOST = 8
 
 
 def _type_checking(test: ast.expr) -> bool:
@@ -34,35 +38,78 @@ def _import_nodes(node: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def imported_modules(source: str, modules: set[str]) -> set[str]:
-    """The package's modules that ``source`` imports (``from gpukeras import x``,
-    ``from gpukeras.x import y``, ``import gpukeras.x``, and their relative forms)."""
+def module_names(package: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted module name (without "gpukeras.") -> its file; a package is its __init__."""
+    names = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            names[".".join(parts)] = path
+    return names
+
+
+def _resolve(parts: list[str], modules: set[str]) -> str | None:
+    """The longest prefix of ``parts`` that is one of ``modules``."""
+    for length in range(len(parts), 0, -1):
+        name = ".".join(parts[:length])
+        if name in modules:
+            return name
+    return None
+
+
+def imported_modules(source: str, modules: set[str], here: str = "") -> set[str]:
+    """The package's modules that ``source`` (the module ``here``) imports: ``from gpukeras
+    import x``, ``from gpukeras.x.y import z``, ``import gpukeras.x``, and relative forms."""
     found: set[str] = set()
+    package = here.split(".")[:-1]
     for node in _import_nodes(ast.parse(source)):
+        targets: list[list[str]] = []
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[0] == "gpukeras" and len(parts) > 1:
-                    found.add(parts[1])
-            continue
-        parts = (node.module or "").split(".") if node.module else []
-        if node.level == 0 and (not parts or parts[0] != "gpukeras"):
-            continue
-        inner = parts[1:] if node.level == 0 else parts
-        if inner:
-            found.add(inner[0])
-        else:  # from gpukeras import x, y: the names that are modules
-            found.update(alias.name for alias in node.names)
-    return found & modules
+                if parts[0] == "gpukeras":
+                    targets.append(parts[1:])
+        else:
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                module = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "gpukeras":
+                module = node.module.split(".")[1:]
+            else:
+                continue
+            targets += [[*module, alias.name] for alias in node.names]
+        for target in targets:
+            name = _resolve(target, modules)
+            if name is not None:
+                found.add(name)
+    return found
 
 
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Module name -> the package's modules it imports."""
-    files = {path.stem: path for path in package.glob("*.py") if path.stem != "__init__"}
+    files = module_names(package)
     return {
-        name: imported_modules(path.read_text(encoding="utf-8"), set(files)) - {name}
+        name: imported_modules(path.read_text(encoding="utf-8"), set(files), name) - {name}
         for name, path in files.items()
     }
+
+
+def layer_of(module: str) -> int:
+    """A module's layer: its index in LAYERS; the top-level modules above them all."""
+    first = module.split(".")[0]
+    return LAYERS.index(first) if first in LAYERS else len(LAYERS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a module from a layer above its own, as "importer -> imported"."""
+    return sorted(
+        f"{name} -> {imported}"
+        for name, imported_set in graph.items()
+        for imported in imported_set
+        if layer_of(imported) > layer_of(name)
+    )
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -93,14 +140,30 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_core_has_no_import_cycle() -> None:
     graph = import_graph()
-    assert len(graph) > 20  # the package was found
+    assert len(graph) > 50  # the package was found
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_no_layer_imports_from_a_layer_above_it() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_every_module_is_in_a_layer_and_few_stay_on_top() -> None:
+    files = module_names()
+    top = sorted(name for name in files if "." not in name and name not in LAYERS)
+    assert len(top) + 1 <= TOP_LEVEL_AT_MOST, top  # and __init__
+    assert set(LAYERS) <= set(files)
+
+
 def test_the_backend_name_imports_nothing_from_the_package() -> None:
     # Every module may ask which backend runs, so asking must not import back.
-    assert import_graph()["backend"] == set()
+    assert import_graph()["core.backend"] == set()
+
+
+def test_an_upward_import_is_named() -> None:
+    graph = {"core.stack": {"gpu.nvml"}, "train.fit": {"data.pipeline", "core.errors"}}
+    assert upward_imports(graph) == ["core.stack -> gpu.nvml"]
 
 
 def test_the_graph_reads_every_form_of_import() -> None:
@@ -109,6 +172,7 @@ from typing import TYPE_CHECKING
 import gpukeras.a
 from gpukeras import b, c as d
 from gpukeras.e import thing
+from gpukeras.p.q import r
 from . import f
 from .g import other
 import numpy
@@ -120,8 +184,13 @@ else:
 def later():
     from gpukeras import j
 """
-    names = set("abcdefghijk")
-    assert imported_modules(source, names) == set("abcefgij")
+    names = {*"abcdefghijk", "p", "p.q", "p.f", "p.g"}
+    assert imported_modules(source, names, here="p.mine") == {
+        *"abceij",
+        "p.q",
+        "p.f",
+        "p.g",
+    }
 
 
 def test_a_cycle_is_named() -> None:

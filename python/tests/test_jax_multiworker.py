@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 from conftest import CORE, requires, run_on_jax
-from gpukeras import bridge, distribute, jax_cluster, network
-from gpukeras.errors import StrategyError
+from gpukeras import bridge
+from gpukeras.core.errors import StrategyError
+from gpukeras.distribute import jax_cluster, network, strategies
 from test_multiworker import free_ports, weights
 
 WORKER = Path(__file__).with_name("scripts") / "jax_worker.py"
@@ -177,7 +178,7 @@ def test_join_checks_workers_and_index_before_starting_jax() -> None:
         ({"workers": ["127.0.0.1"], "index": 0}, "gpukeras_error_bad_argument", "host:port"),
         ({"workers": ["a:1", "b:2"], "index": 2}, "gpukeras_error_bad_argument", "0 to 1"),
     ):
-        answer = bridge.call("jax_cluster.join", kwargs)
+        answer = bridge.answer(bridge.function_at("distribute.jax_cluster:join"), kwargs)
         assert answer["r_class"] == r_class, answer
         assert says in answer["message"]
     assert not jax_cluster.multi_process()
@@ -196,7 +197,7 @@ def test_join_after_jax_started_says_to_call_gpu_strategy_first() -> None:
     run = run_on_jax(
         "import jax\n"
         "jax.devices()\n"
-        "answer = bridge.call('distribute.make', {'type': 'multi_worker', "
+        "answer = bridge.call('strategy', {'type': 'multi_worker', "
         "'workers': ['127.0.0.1:1', '127.0.0.1:2'], 'index': 0})\n"
         "readback['answer'] = {k: answer.get(k) for k in ('ok', 'r_class', 'message')}\n"
     )
@@ -206,10 +207,10 @@ def test_join_after_jax_started_says_to_call_gpu_strategy_first() -> None:
 
 
 def test_every_batch_must_be_the_whole_global_batch_across_workers() -> None:
-    placement = distribute.Description(type="multi_worker", backend="jax", engine="DataParallel",
+    placement = strategies.Description(type="multi_worker", backend="jax", engine="DataParallel",
                                        replicas=2)  # fmt: skip
-    distribute.check_batch(placement, 64, 1792)  # 28 whole batches
+    strategies.check_batch(placement, 64, 1792)  # 28 whole batches
     with pytest.raises(Exception, match="a last one of 32"):
-        distribute.check_batch(placement, 64, 1760)
+        strategies.check_batch(placement, 64, 1760)
     with pytest.raises(Exception, match="multiple of 2"):
-        distribute.check_batch(placement, 63, 63 * 4)
+        strategies.check_batch(placement, 63, 63 * 4)

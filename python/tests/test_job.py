@@ -1,4 +1,4 @@
-"""gpukeras.job: carrying a model, callbacks and a schedule to a child process, and progress.
+"""gpukeras.train.job: carrying a model, callbacks and a schedule to a child process, and progress.
 
 The processes themselves (supervisor, child, restarts after a crash) are
 tested from R (tests/testthat/test-job.R); here the Python pieces each do
@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from gpukeras import job
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.train import job
 from nvml_double import FakeGpu, fake_pynvml
 
 

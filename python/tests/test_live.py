@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from gpukeras import fit, live, monitor
+from gpukeras.gpu import samplers
+from gpukeras.train import fit, live, monitor
 
 
 def test_each_epoch_line_shows_host_cpu_and_the_input_wait_and_the_history_stays_clean(
@@ -45,11 +46,11 @@ def test_figures_are_the_latest_fresh_readings_of_every_gpu_in_use() -> None:
     now = time.perf_counter()
     watcher = monitor.TrainingMonitor([0, 1], batch_size=32, skip=0, measure_input=True)
     watcher.gpu.samples = [
-        monitor.Sample(now - 10, 0, 5.0, 100.0, None),  # stale: an older reading of GPU 0
-        monitor.Sample(now - 0.5, 0, 90.0, 2048.0, None),
-        monitor.Sample(now - 0.4, 1, 70.0, 1024.0, None),
+        samplers.Sample(now - 10, 0, 5.0, 100.0, None),  # stale: an older reading of GPU 0
+        samplers.Sample(now - 0.5, 0, 90.0, 2048.0, None),
+        samplers.Sample(now - 0.4, 1, 70.0, 1024.0, None),
     ]
-    watcher.host.samples = [monitor.HostSample(now - 0.2, 42.0)]
+    watcher.host.samples = [samplers.HostSample(now - 0.2, 42.0)]
     shown = live.figures(watcher, now)
     assert shown == {"gpu_%": 80.0, "gpu_mem_GiB": 3.0, "cpu_%": 42.0}
     # Readings older than FRESH_SECONDS are not shown as if current.

@@ -10,7 +10,8 @@ import keras
 import numpy as np
 import pytest
 
-from gpukeras import bridge, lr_find
+from gpukeras import bridge
+from gpukeras.tools import lr_find
 
 DIGITS = Path(__file__).parents[2] / "inst" / "extdata" / "digits.csv.gz"
 
@@ -106,7 +107,7 @@ def test_valley_and_steepest_on_a_known_curve() -> None:
 def test_bad_input_is_refused_before_training(kwargs: dict, says: str) -> None:
     x, y = digits()
     args = {"model": digits_cnn(), "data": (x[:64], y[:64]), **kwargs}
-    answer = bridge.call("lr_find.find", args)
+    answer = bridge.call("lr_find", args)
     assert not answer["ok"]
     assert answer["r_class"] in ("gpukeras_error_bad_argument", "gpukeras_error_bad_data")
     assert says in answer["message"]

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import first_gpu
-from gpukeras import advice, monitor, nvml, training_run
-from gpukeras.monitor import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.gpu import nvml, samplers
+from gpukeras.gpu.samplers import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
+from gpukeras.train import advice, monitor, training_run
 from nvml_double import FakeGpu, fake_mig, fake_pynvml
 
 
@@ -338,7 +339,7 @@ def test_a_mig_instance_in_use_is_watched_for_its_memory_and_utilization_is_name
     report = watcher.report(context([row]), None, [row])
     assert report["gpu_memory_used_max_mib"] == 12000.0
     assert report["gpu_utilization_mean"] is None
-    assert report["gpu_not_measured"] == monitor.MIG_UTILIZATION
+    assert report["gpu_not_measured"] == samplers.MIG_UTILIZATION
     assert report["gpu_not_measured"].startswith("utilization not available on MIG")
     (gpu,) = report["gpus"]
     assert (gpu["utilization_mean"], gpu["memory_used_max_mib"]) == (None, 12000.0)

@@ -3,7 +3,7 @@
 Each cluster test starts ``scripts/multiworker_worker.py`` processes (TensorFlow backend,
 free ports, every process killed and the test failed past its time limit) in a
 private network of their own, as gpu_launch() does (TensorFlow's servers listen on
-every interface: see gpukeras.network), and reads back what each wrote: the
+every interface: see gpukeras.distribute.network), and reads back what each wrote: the
 bridge's answer, its final weights, when it failed, and the sockets it listened
 on, none of which another host may reach. The workers use TensorFlow whatever
 this process runs on, so they skip only where TensorFlow is not installed;
@@ -26,8 +26,9 @@ import numpy as np
 import pytest
 
 from conftest import CORE, in_process_backend, requires, run_core
-from gpukeras import bridge, cluster
-from gpukeras.errors import StrategyError
+from gpukeras import bridge
+from gpukeras.core.errors import StrategyError
+from gpukeras.distribute import cluster
 from private_network import private_network
 from scripts.sockets import reachable_from_other_hosts
 
@@ -155,7 +156,9 @@ def test_tf_config_names_every_worker_and_this_one() -> None:
     ],
 )
 def test_tf_config_refuses_bad_workers_and_index(workers: object, index: object, says: str) -> None:
-    answer = bridge.call("cluster.tf_config", {"workers": workers, "index": index})
+    answer = bridge.answer(
+        bridge.function_at("distribute.cluster:tf_config"), {"workers": workers, "index": index}
+    )
     assert not answer["ok"]
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert says in answer["message"]
@@ -210,7 +213,7 @@ def test_an_existing_tf_config_with_a_chief_is_used(monkeypatch: pytest.MonkeyPa
 )
 def test_make_strategy_checks_its_arguments_first(kwargs: dict, says: str) -> None:
     in_process_backend("tensorflow")  # elsewhere the backend is refused first
-    answer = bridge.call("cluster.make_strategy", kwargs)
+    answer = bridge.answer(bridge.function_at("distribute.cluster:make_strategy"), kwargs)
     assert answer["r_class"] == "gpukeras_error_bad_argument", answer
     assert says in answer["message"]
 
@@ -218,7 +221,7 @@ def test_make_strategy_checks_its_arguments_first(kwargs: dict, says: str) -> No
 def test_multi_worker_needs_tensorflow() -> None:
     requires("jax")
     run = run_core(
-        "cluster.make_strategy",
+        "distribute.cluster:make_strategy",
         {"workers": ["127.0.0.1:1", "127.0.0.1:2"], "index": 0},
         env={"KERAS_BACKEND": "jax"},
     )
@@ -230,7 +233,7 @@ def test_multi_worker_needs_tensorflow() -> None:
 def test_made_after_tensorflow_started_says_restart() -> None:
     needs_tensorflow()
     run = run_core(
-        "cluster.make_strategy",
+        "distribute.cluster:make_strategy",
         {"workers": [f"127.0.0.1:{port}" for port in free_ports(2)], "index": 0},
         env={"KERAS_BACKEND": "tensorflow"},
         setup="import tensorflow as tf; tf.constant(1.0) + 1",
@@ -304,7 +307,7 @@ def test_two_workers_match_one_process(trained: tuple[Path, list[dict]]) -> None
     """The global batch is averaged once: gpu_fit() without a strategy on the same batches
     (same seed, so the same order) ends with the same weights."""
     in_process_backend("tensorflow")
-    from gpukeras.runtime import config
+    from gpukeras.core.runtime import config
     from scripts.multiworker_worker import digits, digits_model
 
     out, results = trained
@@ -313,7 +316,7 @@ def test_two_workers_match_one_process(trained: tuple[Path, list[dict]]) -> None
     keras.utils.set_random_seed(1)
     model = digits_model(keras)
     answer = bridge.call(
-        "fit.fit",
+        "fit",
         {"model": model, "data": (x, y), "epochs": EPOCHS, "batch_size": 64, "seed": 1,
          "verbose": 0, "monitor": False},
     )  # fmt: skip
@@ -411,7 +414,7 @@ def test_workers_in_a_private_network_listen_where_only_they_reach(
 
 
 def exposed_here() -> None:
-    from gpukeras import network
+    from gpukeras.distribute import network
 
     if network.private():
         pytest.skip("this machine's network has loopback alone")

@@ -11,7 +11,8 @@ import socket
 
 import pytest
 
-from gpukeras import bridge, network
+from gpukeras import bridge
+from gpukeras.distribute import network
 
 
 @pytest.mark.parametrize(
@@ -57,8 +58,8 @@ def test_tensorflow_workers_on_loopback_are_refused_where_other_hosts_reach_this
 ) -> None:
     exposed_here()
     monkeypatch.delenv(network.TRUST_VARIABLE, raising=False)
-    answer = bridge.call(
-        "network.check_tensorflow",
+    answer = bridge.answer(
+        bridge.function_at("distribute.network:check_tensorflow"),
         {"workers": ["127.0.0.1:2222", "127.0.0.1:2223"], "trusted_network": False},
     )
     assert answer["r_class"] == "gpukeras_error_network_exposed"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import run_core
-from gpukeras import devices, nvml
+from gpukeras.gpu import devices, nvml
 from nvml_double import FakeGpu, fake_mig, fake_pynvml
 
 
@@ -25,7 +25,7 @@ def test_session_without_a_driver_raises_nvml_unavailable(no_driver: nvml.NvmlRe
 
 
 def test_query_without_nvidia_ml_py_says_what_to_install() -> None:
-    run = run_core("nvml.query", setup="sys.modules['pynvml'] = None")
+    run = run_core("gpu.nvml:query", setup="sys.modules['pynvml'] = None")
     assert run.value["available"] is False
     assert "nvidia-ml-py" in run.value["reason"]
     assert "pip install nvidia-ml-py" in run.value["reason"]

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpukeras import array_source, bridge, errors, pipeline
+from gpukeras import bridge
+from gpukeras.core import errors
+from gpukeras.data import array_source, pipeline
 
 tf = pytest.importorskip("tensorflow")
 
@@ -139,7 +141,7 @@ def test_handover_gives_r_float32_features_and_labels_as_python_objects() -> Non
     held = array_source.handover({"a": x, "b": x[:, :1]}, np.arange(6, dtype=np.int32), "int32")
     assert held.inputs == ["a", "b"] and held.y.dtype == np.int32
     assert all(part.dtype == np.float32 and part.flags.c_contiguous for part in held.x.values())
-    answer = bridge.call("array_source.handover", {"x": x})
+    answer = bridge.call("handover", {"x": x})
     assert answer["ok"] and answer["value"].inputs is None and answer["value"].y is None
     np.testing.assert_array_equal(answer["value"].x, x)
 
@@ -344,7 +346,7 @@ def test_named_inputs_become_a_dict_element() -> None:
 
 
 def test_prefetch_to_a_device_and_training(ids: tuple) -> None:
-    from gpukeras.runtime import config
+    from gpukeras.core.runtime import config
 
     keras = config.keras()
     built = pipeline.from_arrays(*ids, batch_size=10, prefetch=2, to_device="CPU:0")
@@ -415,7 +417,7 @@ def test_an_image_folder_split_knows_both_lengths_and_validates_without_running_
     import keras
     import tensorflow as tf
 
-    from gpukeras import fit
+    from gpukeras.train import fit
 
     for i in range(30):
         image = np.full((4, 4, 1), i, dtype=np.uint8)
@@ -450,7 +452,7 @@ def test_an_image_folder_split_knows_both_lengths_and_validates_without_running_
     # A model for colour images on these grayscale ones: the error says how to read them.
     colour = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Conv2D(2, 3)])
     colour.compile(optimizer="sgd", loss="mse")
-    answer = bridge.call("fit.fit", {"model": colour, "data": built["dataset"], "verbose": 0})
+    answer = bridge.call("fit", {"model": colour, "data": built["dataset"], "verbose": 0})
     assert answer["r_class"] == "gpukeras_error_bad_data"
     assert 'gpu_dataset(color_mode = "rgb") reads 3 channel(s)' in answer["message"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import requires, run_core
-from gpukeras import placement
+from gpukeras.gpu import placement
 
 
 def _assert_cpu_only(result: dict) -> None:
@@ -28,7 +28,7 @@ def test_cpu_only_placement_in_this_process() -> None:
 def test_cpu_only_placement_on_jax() -> None:
     requires("jax")
     run = run_core(
-        "placement.measure_placement", {"gpus": [], "size": 128}, env={"KERAS_BACKEND": "jax"}
+        "gpu.placement:measure_placement", {"gpus": [], "size": 128}, env={"KERAS_BACKEND": "jax"}
     )
     _assert_cpu_only(run.value)
     assert "tensorflow" not in run.loaded
@@ -37,7 +37,7 @@ def test_cpu_only_placement_on_jax() -> None:
 def test_cpu_only_placement_on_tensorflow() -> None:
     requires("tensorflow")
     run = run_core(
-        "placement.measure_placement",
+        "gpu.placement:measure_placement",
         {"gpus": [], "size": 128},
         env={"KERAS_BACKEND": "tensorflow"},
     )

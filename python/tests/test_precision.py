@@ -6,9 +6,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gpukeras import bridge, precision
-from gpukeras.errors import BadArgumentError
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.runtime import config
+from gpukeras.gpu import precision
 
 
 @pytest.mark.parametrize(
@@ -198,7 +199,7 @@ def test_not_a_model_with_layers_is_a_bad_argument(make: Callable[[object], obje
 
 
 def test_bad_model_through_the_bridge_is_classed() -> None:
-    answer = bridge.call("precision.output_precision_warning", {"model": [1, 2]})
+    answer = bridge.call("output_precision_warning", {"model": [1, 2]})
     assert answer["ok"] is False
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert answer["message"].endswith("not a list.")

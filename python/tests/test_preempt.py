@@ -23,8 +23,10 @@ import numpy as np
 import pytest
 
 from conftest import CORE, requires
-from gpukeras import backup, bridge, errors, preempt
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core import errors
+from gpukeras.core.runtime import config
+from gpukeras.train import backup, preempt
 from private_network import private_network
 from test_multiworker import free_ports
 
@@ -262,7 +264,7 @@ def test_a_signal_in_the_middle_of_fit_stops_at_the_next_batch_in_this_process(
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     answer = bridge.call(
-        "fit.fit",
+        "fit",
         {"model": model, "data": (x, x[:, :1]), "epochs": 2, "batch_size": 16, "verbose": 0,
          "monitor": False, "backup_dir": str(tmp_path / "b"), "callbacks": [Raise()]},
     )  # fmt: skip
@@ -277,7 +279,7 @@ def test_the_request_checks_signals_before_anything_changes() -> None:
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     answer = bridge.call(
-        "fit.fit", {"model": model, "data": (np.ones((8, 8)), np.ones((8, 1))), "signals": "HUNGRY"}
+        "fit", {"model": model, "data": (np.ones((8, 8)), np.ones((8, 1))), "signals": "HUNGRY"}
     )
     assert answer["r_class"] == "gpukeras_error_bad_argument"
     assert "'HUNGRY' is not a signal gpu_fit() can handle" in answer["message"]

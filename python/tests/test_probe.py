@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import first_gpu
-from gpukeras import probe
+from gpukeras.tools import probe
 
 
 def test_training_probe_on_the_cpu() -> None:

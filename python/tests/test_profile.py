@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras import bridge, data_adapters, profile, profile_logs, sources
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters, sources
+from gpukeras.tools import profile, profile_logs
 
 BATCH = 16
 ROWS = 4 * BATCH
@@ -50,13 +52,13 @@ def logdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def call(**kwargs: object) -> dict:
     """profile.profile through the bridge, as R calls it; fails the test on an error."""
-    answer = bridge.call("profile.profile", {"batch_size": BATCH, **kwargs})
+    answer = bridge.call("profile", {"batch_size": BATCH, **kwargs})
     assert answer["ok"], answer
     return answer["value"]
 
 
 def error_of(**kwargs: object) -> dict:
-    answer = bridge.call("profile.profile", kwargs)
+    answer = bridge.call("profile", kwargs)
     assert not answer["ok"], answer
     assert answer["traceback"] is None, answer["traceback"]
     return answer
@@ -109,7 +111,7 @@ def test_a_trace_of_the_range_event_files_and_the_numbers_are_written_and_read_b
     assert value["settings"]["device"] in ("CPU:0", "GPU:0")
     # The model trained: its weights moved.
     assert not all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
-    if data_adapters.tensorflow_available():
+    if adapters.tensorflow_available():
         assert value["scalars_source"] == "event files"
         assert [Path(row["path"]).parent for row in value["event_files"]] == [
             tmp_path / "logs" / "train"
@@ -147,7 +149,7 @@ def test_twice_in_one_process_in_one_logdir_and_again_after_a_failure_inside_the
     tmp_path: Path,
 ) -> None:
     """A run that fails with its trace running stops the profiler, so the next one starts."""
-    if not data_adapters.tensorflow_available():
+    if not adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed: no tf.data here")
     tf = sources.tensorflow()
     x, y = tiny_data()
@@ -268,7 +270,7 @@ def test_device_busy_time_is_the_union_of_its_events_within_the_marked_steps() -
     assert profile_logs.summarize_trace(planes[1:])["input_share"] is None
 
 
-@pytest.mark.skipif(not data_adapters.tensorflow_available(), reason="tf.data needs TensorFlow")
+@pytest.mark.skipif(not adapters.tensorflow_available(), reason="tf.data needs TensorFlow")
 def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_up(
     tmp_path: Path,
 ) -> None:
@@ -295,7 +297,7 @@ def test_the_trace_tells_a_pipeline_that_starves_the_model_from_one_that_keeps_u
     input_ms_per_step = {}
     for name, data in {"fast": fast, "slow": slow}.items():
         answer = bridge.call(
-            "profile.profile",
+            "profile",
             {"model": tiny_model(), "data": data, "steps": [3, 6], "logdir": str(tmp_path / name)},
         )
         assert answer["ok"], answer
@@ -322,7 +324,7 @@ def test_a_trace_that_cannot_be_read_leaves_a_note_and_does_not_crash(tmp_path: 
 def test_jax_backend_in_a_fresh_process(tensorflow: bool) -> None:
     """The GPU machines' setting (no TensorFlow: scalars from memory), and JAX beside
     TensorFlow, whose ops a JAX trace would break without profile's mending."""
-    if tensorflow and not data_adapters.tensorflow_available():
+    if tensorflow and not adapters.tensorflow_available():
         pytest.skip("TensorFlow is not installed")
     run = run_on_jax("import jax_profile", tensorflow=tensorflow)
     for answer in run.readback["answers"]:

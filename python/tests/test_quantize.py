@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpukeras import bridge, data_adapters
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def trained() -> tuple[object, np.ndarray, np.ndarray]:
 
 
 def quantize(**kwargs: object) -> dict:
-    answer = bridge.call("quantize.quantize", kwargs)
+    answer = bridge.call("quantize", kwargs)
     assert answer["ok"], answer
     return answer["value"]
 
@@ -106,7 +107,7 @@ def test_an_uncompiled_model_is_compared_by_its_outputs() -> None:
 
 
 def test_a_tf_dataset_is_evaluated_as_it_is(trained: tuple) -> None:
-    if not data_adapters.tensorflow_available():
+    if not adapters.tensorflow_available():
         pytest.skip("tf.data needs TensorFlow")
     import tensorflow as tf
 
@@ -130,7 +131,7 @@ def test_a_tf_dataset_is_evaluated_as_it_is(trained: tuple) -> None:
 def test_modes_that_make_no_smaller_inference_model_are_refused(
     trained: tuple, mode: str, text: str
 ) -> None:
-    answer = bridge.call("quantize.quantize", {"model": trained[0], "mode": mode})
+    answer = bridge.call("quantize", {"model": trained[0], "mode": mode})
     assert (answer["ok"], answer["r_class"]) == (False, "gpukeras_error_bad_argument")
     assert answer["message"].startswith("mode must be 'int8' or 'int4' (for inference).")
     assert text in answer["message"]
@@ -163,7 +164,7 @@ def test_models_that_cannot_be_quantized_give_classed_errors() -> None:
         (subclassed, "works on a copy made with clone_model(), which failed"),
     ]
     for model, text in cases:
-        answer = bridge.call("quantize.quantize", {"model": model})
+        answer = bridge.call("quantize", {"model": model})
         assert (answer["ok"], answer["r_class"]) == (False, "gpukeras_error_bad_model"), answer
         assert text in answer["message"]
     half = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, dtype="mixed_float16")])

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import CORE, requires
-from gpukeras import backup
+from gpukeras.train import backup
 
 SCRIPT = Path(__file__).with_name("scripts") / "resident_fit.py"
 LIMIT = 180  # seconds a run may take

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import requires, run_core
-from gpukeras import runtime
+from gpukeras.core import runtime
 
 
 def test_config_reads_the_configured_backend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,7 +21,7 @@ def test_config_reads_the_configured_backend(monkeypatch: pytest.MonkeyPatch) ->
 def test_keras_agrees_with_configured_backend(tmp_path: Path) -> None:
     requires("jax")
     (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
-    run = run_core("runtime.start", env={"KERAS_HOME": str(tmp_path), "KERAS_BACKEND": None})
+    run = run_core("start", env={"KERAS_HOME": str(tmp_path), "KERAS_BACKEND": None})
     assert run.value["backend"] == "jax"
     assert "jax" in run.loaded
 
@@ -42,9 +42,7 @@ def test_started_is_false_for_a_backend_not_running(monkeypatch: pytest.MonkeyPa
 
 def test_tensorflow_starts_quietly() -> None:
     requires("tensorflow")
-    run = run_core(
-        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": None}
-    )
+    run = run_core("start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": None})
     assert run.value["backend"] == "tensorflow"
     assert "tensorflow" in run.loaded
     assert "oneDNN" not in run.stderr
@@ -54,9 +52,7 @@ def test_tensorflow_starts_quietly() -> None:
 
 def test_users_tensorflow_log_level_is_respected() -> None:
     requires("tensorflow")
-    run = run_core(
-        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "0"}
-    )
+    run = run_core("start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert run.value["backend"] == "tensorflow"
     assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
     if sys.platform == "linux" and platform.machine() == "x86_64":
@@ -68,9 +64,7 @@ def test_users_tensorflow_log_level_is_respected() -> None:
 def test_tensorflow_starts_quietly_under_keras3s_log_level() -> None:
     """keras3 sets TF_CPP_MIN_LOG_LEVEL=2 when it loads: a level, not a wish for logs."""
     requires("tensorflow")
-    run = run_core(
-        "runtime.start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    )
+    run = run_core("start", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert run.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
     assert "absl::InitializeLog" not in run.stderr
     assert "cpu_feature_guard" not in run.stderr
@@ -91,7 +85,7 @@ def test_native_start_up_lines_are_silenced_unless_the_level_is_0(
 
 def test_jax_starts_without_tensorflow() -> None:
     requires("jax")
-    run = run_core("runtime.start", env={"KERAS_BACKEND": "jax"})
+    run = run_core("start", env={"KERAS_BACKEND": "jax"})
     assert run.value["backend"] == "jax"
     assert "jax" in run.loaded
     assert "tensorflow" not in run.loaded

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from gpukeras import schedules
-from gpukeras.errors import BadArgumentError
-from gpukeras.runtime import config
+from gpukeras.core import schedules
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.runtime import config
 
 
 def test_warmup_cosine_values() -> None:

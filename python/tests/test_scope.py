@@ -7,9 +7,10 @@ import re
 import pytest
 
 from conftest import CoreRun, run_setup
-from gpukeras import bridge, devices, scope, tensors
-from gpukeras.errors import UnknownDeviceError
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.errors import UnknownDeviceError
+from gpukeras.core.runtime import config
+from gpukeras.gpu import devices, scope, tensors
 
 
 def _weights_device(device: str) -> str:
@@ -47,7 +48,7 @@ def test_unknown_device_is_a_classed_error_listing_devices(name: str) -> None:
 
 
 def test_unknown_device_through_the_bridge() -> None:
-    answer = bridge.call("scope.device_scope", {"device": "GPU:9"})
+    answer = bridge.call("device_scope", {"device": "GPU:9"})
     assert answer["ok"] is False
     assert answer["r_class"] == "gpukeras_error_unknown_device"
     assert answer["traceback"] is None
@@ -66,9 +67,9 @@ def three_cpus(request: pytest.FixtureRequest) -> CoreRun:
         request.param,
         {"cpu_devices": 3},
         """
-readback["devices"] = bridge.call("scope.logical_devices")["value"]
+readback["devices"] = bridge.answer(bridge.function_at("gpu.scope:logical_devices"))["value"]
 readback["weights"] = [weights_device(f"CPU:{i}") for i in range(3)]
-readback["cpu3"] = bridge.call("scope.device_scope", {"device": "CPU:3"})
+readback["cpu3"] = bridge.call("device_scope", {"device": "CPU:3"})
 """,
     )
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CoreRun, first_gpu, requires, run_core, run_setup
-from gpukeras import compat, setup
+from gpukeras.core import compat
+from gpukeras.gpu import setup
 from nvml_double import fake_mig
 
 BACKENDS = ["tensorflow", "jax"]
@@ -64,8 +65,8 @@ def configured(request: pytest.FixtureRequest) -> CoreRun:
 readback["backend"] = backend_report()
 readback["model"] = model_facts()
 readback["weights"] = {{name: weights_device(name) for name in ("CPU:0", "CPU:1", "cpu:1")}}
-readback["again"] = bridge.call("setup.apply_setup", {CONFIGURED!r})
-check = bridge.call("check.run_check", {{"probe_training": False, "matmul_size": 32}})
+readback["again"] = bridge.call("setup", {CONFIGURED!r})
+check = bridge.call("check", {{"probe_training": False, "matmul_size": 32}})
 readback["check_setup"] = check["value"]["setup"]
 """,
     )
@@ -181,19 +182,19 @@ def outside_policy(request: pytest.FixtureRequest) -> CoreRun:
     """
     return run_setup(
         request.param,
-        target="runtime.start",
+        target="start",
         env={"CUDA_VISIBLE_DEVICES": ""},
         after="""
 keras.config.set_dtype_policy("mixed_bfloat16")
-readback["default"] = bridge.call("setup.apply_setup", {})
+readback["default"] = bridge.call("setup", {})
 readback["model"] = model_facts()
-readback["asked"] = bridge.call("setup.apply_setup", {"mixed_precision": "float32"})
-readback["again"] = bridge.call("setup.apply_setup", {})
+readback["asked"] = bridge.call("setup", {"mixed_precision": "float32"})
+readback["again"] = bridge.call("setup", {})
 keras.config.set_dtype_policy("mixed_bfloat16")
 readback["refused"] = bridge.call(
-    "setup.apply_setup", {"devices": ["CPU:7"], "mixed_precision": "float16", "jit_compile": True}
+    "setup", {"devices": ["CPU:7"], "mixed_precision": "float16", "jit_compile": True}
 )
-readback["after_refused"] = bridge.call("setup.current_settings")["value"]
+readback["after_refused"] = bridge.answer(bridge.function_at("gpu.setup:current_settings"))["value"]
 """,
     )
 
@@ -254,11 +255,11 @@ def too_late(request: pytest.FixtureRequest) -> CoreRun:
         first,
         f"""
 readback["first_model"] = model_facts()
-readback["late"] = bridge.call("setup.apply_setup", {late!r})
+readback["late"] = bridge.call("setup", {late!r})
 readback["late_policy"] = keras.config.dtype_policy().name
 readback["late_model"] = model_facts()
-readback["late_settings"] = bridge.call("setup.current_settings")["value"]
-readback["same"] = bridge.call("setup.apply_setup", {same!r})
+readback["late_settings"] = bridge.answer(bridge.function_at("gpu.setup:current_settings"))["value"]
+readback["same"] = bridge.call("setup", {same!r})
 readback["same_model"] = model_facts()
 readback["backend"] = backend_report()
 """,
@@ -309,13 +310,13 @@ def test_setup_after_the_runtime_started_without_gpu(backend: str, no_gpu: None)
     """gpu_check() first, gpu_setup() after: without a GPU, no GPU setting can conflict."""
     run = run_setup(
         backend,
-        target="runtime.start",
+        target="start",
         after="""
 keras.ops.convert_to_numpy(keras.ops.ones(2))
-readback["defaults"] = bridge.call("setup.apply_setup", {})
-readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
-readback["cpu0"] = bridge.call("setup.apply_setup", {"devices": ["CPU:0"]})
-readback["cpus"] = bridge.call("setup.apply_setup", {"cpu_devices": 2})
+readback["defaults"] = bridge.call("setup", {})
+readback["no_growth"] = bridge.call("setup", {"memory_growth": False})
+readback["cpu0"] = bridge.call("setup", {"devices": ["CPU:0"]})
+readback["cpus"] = bridge.call("setup", {"cpu_devices": 2})
 """,
         env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
     )
@@ -336,14 +337,14 @@ def refused(request: pytest.FixtureRequest) -> CoreRun:
         request.param,
         {"devices": ["GPU:0"]},
         """
-readback["cpu5"] = bridge.call("setup.apply_setup", {"cpu_devices": 2, "devices": ["CPU:5"]})
+readback["cpu5"] = bridge.call("setup", {"cpu_devices": 2, "devices": ["CPU:5"]})
 readback["growth_and_limit"] = bridge.call(
-    "setup.apply_setup", {"memory_growth": True, "memory_limit_mib": [1024]}
+    "setup", {"memory_growth": True, "memory_limit_mib": [1024]}
 )
 readback["limit"] = bridge.call(
-    "setup.apply_setup", {"memory_growth": False, "memory_limit_mib": [1024]}
+    "setup", {"memory_growth": False, "memory_limit_mib": [1024]}
 )
-readback["precision"] = bridge.call("setup.apply_setup", {"mixed_precision": "float8"})
+readback["precision"] = bridge.call("setup", {"mixed_precision": "float8"})
 readback["backend"] = backend_report()
 """,
     )
@@ -470,9 +471,9 @@ def test_jax_gpu_devices_are_chosen_and_checked() -> None:
         "jax",
         {"devices": ["GPU:0"]},
         """
-readback["gpu7"] = bridge.call("setup.apply_setup", {"devices": ["GPU:7"]})
+readback["gpu7"] = bridge.call("setup", {"devices": ["GPU:7"]})
 readback["weights"] = weights_device("GPU:0")
-readback["again"] = bridge.call("setup.apply_setup", {"devices": ["GPU:0"]})
+readback["again"] = bridge.call("setup", {"devices": ["GPU:0"]})
 readback["backend"] = backend_report()
 """,
     )
@@ -491,11 +492,11 @@ def test_jax_memory_growth_after_start_compares_with_what_jax_did() -> None:
     """Unset XLA_PYTHON_CLIENT_PREALLOCATE means JAX preallocated: memory_growth = FALSE holds."""
     run = run_setup(
         "jax",
-        target="runtime.start",
+        target="start",
         after="""
 keras.ops.convert_to_numpy(keras.ops.ones(2))
-readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
-readback["growth"] = bridge.call("setup.apply_setup", {"memory_growth": True})
+readback["no_growth"] = bridge.call("setup", {"memory_growth": False})
+readback["growth"] = bridge.call("setup", {"memory_growth": True})
 """,
         env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
     )
@@ -545,7 +546,7 @@ def test_the_memory_fraction_in_force_is_read_under_either_name(
 def test_tensorflow_growth_off_after_start_holds_as_tensorflows_default() -> None:
     """TensorFlow reads memory growth as None until it is set: that is no growth."""
     requires("tensorflow")
-    run = run_setup("tensorflow", target="runtime.start", after="import tf_growth_after_start")
+    run = run_setup("tensorflow", target="start", after="import tf_growth_after_start")
     no_growth = run.readback["no_growth"]
     assert no_growth["ok"], no_growth
     assert no_growth["value"]["memory_growth"] is False
@@ -558,8 +559,8 @@ def test_tensorflow_growth_on_a_capped_gpu_is_a_classed_error() -> None:
         "tensorflow",
         {"memory_growth": False, "memory_limit_mib": [1024]},
         """
-readback["growth"] = bridge.call("setup.apply_setup", {"memory_growth": True})
-readback["kept"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+readback["growth"] = bridge.call("setup", {"memory_growth": True})
+readback["kept"] = bridge.call("setup", {"memory_growth": False})
 """,
     )
     growth = run.readback["growth"]
@@ -575,7 +576,7 @@ def _on_a_four_gpu_node(
     """apply_setup on JAX, before JAX starts, on a node NVML shows with 4 GPUs (a double)."""
     requires("jax")
     return run_core(
-        "setup.apply_setup",
+        "setup",
         kwargs,
         env={"KERAS_BACKEND": "jax", **env},
         setup=f"import four_gpus\nfour_gpus.install({first!r}, {cc!r})",
@@ -620,7 +621,7 @@ def test_a_mig_instance_is_a_gpu_of_its_own_size_on_jax() -> None:
     requires("jax")
     tests = str(Path(__file__).parent)
     run = run_core(
-        "setup.apply_setup",
+        "setup",
         {"devices": ["GPU:0"], "memory_growth": False, "memory_limit_mib": [4096]},
         env={"KERAS_BACKEND": "jax"},
         setup=f"""
@@ -653,13 +654,13 @@ readback["fraction"] = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.g
 def _after_cuda_started(devices: list[str]) -> CoreRun:
     requires("jax")
     return run_core(
-        "setup.apply_setup",
+        "setup",
         {"devices": devices},
         env={"KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": None},
         setup="import cuda_started, four_gpus\nfour_gpus.install()\ncuda_started.install()",
         after="""
 import os
-from gpukeras import compat
+from gpukeras.core import compat
 readback["visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 readback["jax_started"] = compat.jax_backends_started()
 """,

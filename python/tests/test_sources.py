@@ -17,7 +17,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from conftest import requires, run_core  # noqa: E402
-from gpukeras import errors, sources  # noqa: E402
+from gpukeras.core import errors  # noqa: E402
+from gpukeras.data import sources  # noqa: E402
 
 
 def elements(source: sources.Source) -> list[object]:
@@ -456,7 +457,7 @@ def test_tfrecord_errors(tmp_path: Path) -> None:
 
 
 def test_importing_sources_does_not_start_tensorflow() -> None:
-    run = run_core("runtime.configured_backend", after="import gpukeras.sources")
+    run = run_core("core.runtime:configured_backend", after="import gpukeras.data.sources")
     assert run.result["ok"] is True
     assert "tensorflow" not in run.loaded and "keras" not in run.loaded
 
@@ -464,7 +465,7 @@ def test_importing_sources_does_not_start_tensorflow() -> None:
 def test_missing_tensorflow_is_a_classed_error_with_the_install_hint(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "x.csv", ["a"], [[1]])
     run = run_core(
-        "sources.csv_source",
+        "data.sources:csv_source",
         {"pattern": str(path)},
         env={"KERAS_BACKEND": "jax"},
         setup="sys.modules['tensorflow'] = None",
@@ -481,14 +482,14 @@ def test_csv_source_on_the_jax_backend(tmp_path: Path) -> None:
     """tf.data reads the files while JAX trains: TensorFlow starts with its GPUs hidden."""
     path = write_csv(tmp_path / "x.csv", ["a", "b", "y"], [[1.5, 2, 7], [3, 4.5, 8]])
     after = f"""
-from gpukeras import sources
+from gpukeras.data import sources
 source = sources.csv_source({str(path)!r}, label="y")
 import tensorflow as tf
 readback["rows"] = [[x.tolist(), int(y)] for x, y in source.dataset.as_numpy_iterator()]
 readback["tensorflow_gpus"] = len(tf.config.get_visible_devices("GPU"))
 """
     requires("jax")
-    run = run_core("runtime.start", env={"KERAS_BACKEND": "jax"}, after=after)
+    run = run_core("start", env={"KERAS_BACKEND": "jax"}, after=after)
     assert run.value["backend"] == "jax"
     assert "oneDNN" not in run.stderr and "absl" not in run.stderr  # started quietly
     assert run.readback["rows"] == [[[1.5, 2.0], 7], [[3.0, 4.5], 8]]
@@ -504,13 +505,14 @@ def test_on_jax_gpu_setup_after_a_file_source_is_refused(tmp_path: Path) -> None
         pytest.skip("a CPU-only TensorFlow does not start CUDA")
     path = write_csv(tmp_path / "x.csv", ["a", "y"], [[1.5, 7]])
     after = f"""
-from gpukeras import cuda_driver, sources
+from gpukeras.data import sources
+from gpukeras.gpu import cuda_driver
 readback["before"] = cuda_driver.started()
 sources.csv_source({str(path)!r}, label="y")
 readback["after"] = cuda_driver.started()
-readback["setup"] = bridge.call("setup.apply_setup", {{"devices": ["CPU:0"]}})
+readback["setup"] = bridge.call("setup", {{"devices": ["CPU:0"]}})
 """
-    run = run_core("runtime.configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
+    run = run_core("core.runtime:configured_backend", env={"KERAS_BACKEND": "jax"}, after=after)
     assert (run.readback["before"], run.readback["after"]) == (False, True)
     refused = run.readback["setup"]
     assert refused["r_class"] == "gpukeras_error_runtime_started"

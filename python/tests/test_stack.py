@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import in_process_backend, requires, run_core
-from gpukeras import backend, errors, runtime, stack
+from gpukeras.core import backend, errors, runtime, stack
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,7 @@ def test_collect_stack_reports_cuda_visible_devices(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_unsupported_backend_is_a_classed_error_before_keras_starts(backend: str) -> None:
-    run = run_core("runtime.start", env={"KERAS_BACKEND": backend})
+    run = run_core("start", env={"KERAS_BACKEND": backend})
     assert run.result["ok"] is False
     assert run.result["r_class"] == "gpukeras_error_backend_unsupported"
     assert f"KERAS_BACKEND is '{backend}'" in run.result["message"]
@@ -192,7 +192,7 @@ def test_unsupported_backend_is_a_classed_error_before_keras_starts(backend: str
 )
 def test_missing_module_is_a_classed_error(backend: str, setup: str, r_class: str) -> None:
     requires("keras")
-    run = run_core("runtime.start", env={"KERAS_BACKEND": backend}, setup=setup)
+    run = run_core("start", env={"KERAS_BACKEND": backend}, setup=setup)
     assert run.result["ok"] is False
     assert run.result["r_class"] == r_class
     assert "install" in run.result["message"].lower()

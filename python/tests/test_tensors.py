@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import in_process_backend
-from gpukeras import tensors
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.gpu import tensors
 
 
 @pytest.mark.parametrize(

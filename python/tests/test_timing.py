@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from gpukeras import timing
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.train import timing
 
 BATCH = 16
 ROWS = 8 * BATCH  # 8 full batches per epoch

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras import model_copies, tune
-from gpukeras.errors import BadArgumentError
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.tools import model_copies, tune
 
 
 def data(rows: int = 512, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

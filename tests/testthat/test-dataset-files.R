@@ -1,14 +1,6 @@
 # gpu_dataset() streaming files: CSV files, an image folder and TFRecord files,
 # written here into temporary folders and read back through the pipeline.
 
-skip_if_no_sources <- function() {
-  skip_if_no_python()
-  skip_if_not(
-    file.exists(system.file("python/gpukeras/sources.py", package = "gpukeras")),
-    "the file sources of the Python core (sources.py) are not there yet"
-  )
-}
-
 # simplify = FALSE: reticulate 1.41 otherwise simplifies batches that are single arrays.
 dataset_batches <- function(ds) reticulate::iterate(ds$as_numpy_iterator(), simplify = FALSE)
 
@@ -66,7 +58,7 @@ write_tfrecord <- function(path, examples) {
 # CSV -------------------------------------------------------------------------
 
 test_that("a CSV file streams its rows in order, the label column as int32 labels", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   df <- data.frame(a = c(1.5, 2.5, 3.5, 4.5, 5.5), b = c(-10, 20, -30, 40, 0.25), label = c(0L, 1L, 1L, 0L, 2L))
   utils::write.csv(df, file.path(dir, "train.csv"), row.names = FALSE)
@@ -99,7 +91,7 @@ test_that("a CSV file streams its rows in order, the label column as int32 label
 })
 
 test_that("a glob over two CSV files reads every row of both, once an epoch", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   first <- data.frame(id = 1:6, x = (1:6) / 2, label = rep(0:1, 3))
   second <- data.frame(id = 7:10, x = (7:10) / 2, label = c(1L, 1L, 0L, 0L))
@@ -128,7 +120,7 @@ test_that("a glob over two CSV files reads every row of both, once an epoch", {
 })
 
 test_that("a Keras model trains on a streamed CSV source", {
-  skip_if_no_sources()
+  skip_if_no_python()
   keras <- gpu_keras()
   dir <- withr::local_tempdir()
   withr::local_seed(2)
@@ -153,7 +145,7 @@ test_that("a Keras model trains on a streamed CSV source", {
 })
 
 test_that("bad CSV sources are classed errors that name the column or the pattern", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   utils::write.csv(
     data.frame(a = 1:3, colour = c("red", "green", "blue"), label = 0:2),
@@ -215,7 +207,7 @@ image_folder <- function(dir) {
 }
 
 test_that("an image folder gives each image with its class (sub-folders in sorted order)", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
   ds <- gpu_dataset(dir, image_size = c(4, 5), batch_size = 4, shuffle = FALSE)
   expect_identical(ds$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 5L, 3L))
@@ -250,7 +242,7 @@ test_that("an image folder gives each image with its class (sub-folders in sorte
 })
 
 test_that("image_size resizes and color_mode = \"grayscale\" gives one channel", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
   small <- gpu_dataset(dir, image_size = c(2, 3), shuffle = FALSE)
   expect_identical(small$element_spec[[1]]$shape$as_list(), list(NULL, 2L, 3L, 3L))
@@ -277,7 +269,7 @@ test_that("image_size resizes and color_mode = \"grayscale\" gives one channel",
 })
 
 test_that("an image folder splits into disjoint train and validation images", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
   split <- gpu_dataset(dir, image_size = c(4, 5), validation_split = 0.4, seed = 7)
   number_of <- function(batches) {
@@ -300,7 +292,7 @@ test_that("an image folder splits into disjoint train and validation images", {
 })
 
 test_that("augmentation runs on image folder batches", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
   ds <- gpu_dataset(dir, image_size = c(4, 5), augment = list(crop = list(height = 2, width = 2)), seed = 1)
   expect_identical(ds$element_spec[[1]]$shape$as_list(), list(NULL, 2L, 2L, 3L))
@@ -308,7 +300,7 @@ test_that("augmentation runs on image folder batches", {
 })
 
 test_that("a file that is not an image is gpukeras_error_bad_image naming the file", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
   withr::with_seed(1, writeBin(c(as.raw(0), as.raw(sample(0:255, 200, replace = TRUE))), file.path(dir, "dogs", "bad.png")))
   expect_error(
@@ -319,7 +311,7 @@ test_that("a file that is not an image is gpukeras_error_bad_image naming the fi
 })
 
 test_that("a PNG that cannot be decoded fails with a classed error, and R carries on", {
-  skip_if_no_sources()
+  skip_if_no_python()
   # The first bytes say PNG, so gpu_dataset() accepts it; decoding fails when a
   # batch is made, which gpu_dataset_benchmark() (and gpu_fit()) report as bad data.
   dir <- image_folder(withr::local_tempdir())
@@ -336,7 +328,7 @@ test_that("a PNG that cannot be decoded fails with a classed error, and R carrie
 })
 
 test_that("missing or empty image folders and bad image options are classed errors", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   expect_error(
     gpu_dataset(file.path(dir, "photos")),
@@ -354,7 +346,7 @@ test_that("missing or empty image folders and bad image options are classed erro
 # TFRecord --------------------------------------------------------------------
 
 test_that("TFRecord files of tf.train.Example records round-trip their values", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   examples <- lapply(1:5, function(i) {
     tf_example(x = c(i, i / 2, -i), label = as.integer(i %% 2), name = charToRaw(sprintf("row %d", i)))
@@ -393,7 +385,7 @@ test_that("TFRecord files of tf.train.Example records round-trip their values", 
 })
 
 test_that("bad TFRecord sources are classed errors", {
-  skip_if_no_sources()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   write_tfrecord(file.path(dir, "data.tfrecord"), list(tf_example(x = c(1, 2), label = 1L)))
   expect_error(

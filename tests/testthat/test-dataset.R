@@ -594,7 +594,7 @@ test_that("R data reaches the batches as it did through np_array(): the same val
   y <- sample(0:4, 100, replace = TRUE)
   before <- function(...) {
     core_call(
-      "pipeline.from_arrays",
+      "dataset_from_arrays",
       x = reticulate::np_array(x, dtype = "float32", order = "C"),
       y = reticulate::np_array(y, dtype = "int32", order = "C"), batch_size = 16L, seed = 7L, ...
     )

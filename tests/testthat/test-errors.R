@@ -58,14 +58,14 @@ test_that("the core's count and seed checks take what R's take: R is the ruleboo
   takes <- function(code) !inherits(tryCatch(code, error = identity), "error")
   for (value in list(1, 3L, 1e6, 1e6 + 1, 1e12, 0, -1, 2.5, NA_real_)) {
     expect_identical(
-      takes(core_call("arguments.count", name = "n", value = value)),
+      takes(core_call("check_count", name = "n", value = value)),
       takes(check_count(value, "n")),
       info = format(value)
     )
   }
   for (value in list(0, 7L, .Machine$integer.max, .Machine$integer.max + 1, -1, 0.5)) {
     expect_identical(
-      takes(core_call("arguments.seed", value = value)),
+      takes(core_call("check_seed", value = value)),
       takes(check_seed(value)),
       info = format(value)
     )
@@ -74,7 +74,7 @@ test_that("the core's count and seed checks take what R's take: R is the ruleboo
 
 test_that("an error raised in the Python core keeps its class and has no traceback", {
   skip_if_no_python()
-  error <- tryCatch(core_call("check.run_check", matmul_size = 0L), error = identity)
+  error <- tryCatch(core_call("check", matmul_size = 0L), error = identity)
   expect_identical(class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"))
   expect_match(conditionMessage(error), "must be positive numbers", fixed = TRUE)
   expect_false(grepl("Traceback", conditionMessage(error), fixed = TRUE))
@@ -83,10 +83,10 @@ test_that("an error raised in the Python core keeps its class and has no traceba
 
 test_that("a failure inside the Python core is reported as gpukeras_error_python", {
   skip_if_no_python()
-  error <- tryCatch(core_call("check.run_check", no_such_argument = 1), error = identity)
+  error <- tryCatch(core_call("check", no_such_argument = 1), error = identity)
   expect_s3_class(error, "gpukeras_error_python")
   expect_s3_class(error, "gpukeras_error")
-  expect_match(conditionMessage(error), "^The Python core failed in check[.]run_check: TypeError: ")
+  expect_match(conditionMessage(error), "^The Python core failed in check: TypeError: ")
   expect_match(conditionMessage(error), "no_such_argument", fixed = TRUE)
   expect_match(conditionMessage(error), "please report it", fixed = TRUE)
   # The traceback is kept on the condition, never in the message.

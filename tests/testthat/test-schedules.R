@@ -78,10 +78,7 @@ test_that("bad schedule values are classed errors that name the argument", {
 # The learning rates the core's schedule gives at some steps, by R's spec.
 core_rates <- function(schedule, steps) {
   skip_if_no_python()
-  if (!file.exists(system.file("python", "gpukeras", "schedules.py", package = "gpukeras"))) {
-    testthat::skip("the Python core has no schedules.py yet (issue #5)")
-  }
-  unlist(core_call("schedules.values", spec = unclass(schedule), steps = as.list(as.integer(steps))))
+  unlist(core_call("schedule_values", spec = unclass(schedule), steps = as.list(as.integer(steps))))
 }
 
 test_that("the core builds each spec into the schedule its help page describes", {

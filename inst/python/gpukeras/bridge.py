@@ -1,4 +1,9 @@
-"""The one door R comes through: call a core function, get plain data or a classed error.
+"""The one door R comes through: a verb by name, plain data back, or a classed error as data.
+
+R names what it wants done by a verb (``call("fit", ...)``); ``VERBS`` says which
+core function does it. So R never names a module, and moving a module changes
+no R code. The function's module is imported when the verb is first called: R
+asking for gpu_check() imports nothing of training.
 
 Returning errors as data (rather than raising through reticulate) keeps the R
 side independent of how each reticulate version wraps Python exceptions, and
@@ -10,8 +15,51 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import traceback
+from collections.abc import Callable
 
-from gpukeras.errors import GpukerasError
+from gpukeras.core.errors import GpukerasError
+
+# Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
+VERBS: dict[str, str] = {
+    # the runtime, argument rules, schedules
+    "start": "core.runtime:start",
+    "remove_autograph_files": "core.runtime:remove_autograph_files",
+    "check_count": "core.arguments:count",
+    "check_seed": "core.arguments:seed",
+    "schedule_values": "core.schedules:values",
+    # devices and the GPU
+    "devices": "gpu.devices:list_devices",
+    "setup": "gpu.setup:apply_setup",
+    "device_scope": "gpu.scope:device_scope",
+    "output_precision_warning": "gpu.precision:output_precision_warning",
+    # data
+    "handover": "data.array_source:handover",
+    "dataset_from_arrays": "data.pipeline:from_arrays",
+    "dataset_from_source": "data.pipeline:from_source",
+    "dataset_benchmark": "data.pipeline:benchmark",
+    "describe_dataset": "data.adapters:describe_dataset",
+    # several devices and machines
+    "strategy": "distribute.strategies:make",
+    "describe_strategy": "distribute.strategies:describe",
+    "strategy_scope": "distribute.strategies:strategy_scope",
+    # training, and training in a child process
+    "fit": "train.fit:fit",
+    "job_carry_model": "train.job:carry_model",
+    "job_carry_callbacks": "train.job:carry_callbacks",
+    "job_carry_schedule": "train.job:carry_schedule",
+    "job_load_carried": "train.job:load_carried",
+    "job_progress_callback": "train.job:progress_callback",
+    "job_save_trained": "train.job:save_trained",
+    "job_load_trained": "train.job:load_trained",
+    # tools
+    "check": "tools.check:run_check",
+    "batch_size": "tools.batch_size:search",
+    "tune": "tools.tune:tune",
+    "lr_find": "tools.lr_find:find",
+    "profile": "tools.profile:profile",
+    "quantize": "tools.quantize:quantize",
+    "audit": "tools.audit:audit",
+}
 
 
 def plain(value: object) -> object:
@@ -27,8 +75,17 @@ def plain(value: object) -> object:
     return value
 
 
-def call(target: str, kwargs: dict[str, object] | None = None) -> dict[str, object]:
-    """Call ``gpukeras.<module>.<function>`` with ``kwargs``.
+def function_at(path: str) -> Callable[..., object]:
+    """The function a path names: "module:function", the module under ``gpukeras``."""
+    module_name, function_name = path.split(":")
+    function: Callable[..., object] = getattr(
+        importlib.import_module(f"gpukeras.{module_name}"), function_name
+    )
+    return function
+
+
+def answer(function: Callable[..., object], kwargs: dict[str, object] | None = None) -> dict:
+    """Call ``function`` with ``kwargs`` and return its value as plain data, or its error as data.
 
     Returns:
         ``{"ok": True, "value": ...}`` on success; otherwise ``{"ok": False,
@@ -36,8 +93,6 @@ def call(target: str, kwargs: dict[str, object] | None = None) -> dict[str, obje
         are not the user's (a bug, or a failure inside the stack).
     """
     try:
-        module_name, function_name = target.rsplit(".", 1)
-        function = getattr(importlib.import_module(f"gpukeras.{module_name}"), function_name)
         return {"ok": True, "value": plain(function(**(kwargs or {})))}
     except GpukerasError as error:
         return {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
@@ -48,3 +103,25 @@ def call(target: str, kwargs: dict[str, object] | None = None) -> dict[str, obje
             "message": f"{type(error).__name__}: {error}",
             "traceback": traceback.format_exc(),
         }
+
+
+def call(verb: str, kwargs: dict[str, object] | None = None) -> dict:
+    """Do ``verb`` (one of ``VERBS``) with ``kwargs``: ``answer`` of its function."""
+    path = VERBS.get(verb)
+    if path is None:
+        return {
+            "ok": False,
+            "r_class": "gpukeras_error_python",
+            "message": f"gpukeras' core has no verb {verb!r}.",
+            "traceback": None,
+        }
+    try:
+        function = function_at(path)
+    except Exception:  # a verb whose module cannot be imported is a bug, reported as one
+        return {
+            "ok": False,
+            "r_class": "gpukeras_error_python",
+            "message": f"the core cannot load {verb!r} ({path})",
+            "traceback": traceback.format_exc(),
+        }
+    return answer(function, kwargs)

@@ -1,7 +1,9 @@
-"""The fresh Python that ``conftest.run_core`` starts: one ``bridge.call``, reported as JSON.
+"""The fresh Python that ``conftest.run_core`` starts: one call through the bridge, as JSON.
 
 Usage: ``core_child.py TARGET KWARGS_JSON SETUP AFTER``, with the core on
-PYTHONPATH. SETUP is Python code run before gpukeras is imported (e.g.
+PYTHONPATH. TARGET is a verb (``bridge.VERBS``), as R calls it, or any core
+function as "module:function" (``bridge.function_at``).
+SETUP is Python code run before gpukeras is imported (e.g.
 blocking a module); AFTER runs after the call, with ``result`` (the bridge's
 answer), ``bridge`` and the dict ``readback`` in scope, and stores
 JSON-serialisable facts in ``readback``. Both run in this module's namespace,
@@ -28,7 +30,11 @@ if __name__ == "__main__":
     exec(sys.argv[3])
     from gpukeras import bridge
 
-    result = bridge.call(sys.argv[1], json.loads(sys.argv[2]))
+    target, kwargs = sys.argv[1], json.loads(sys.argv[2])
+    if ":" in target:
+        result = bridge.answer(bridge.function_at(target), kwargs)
+    else:
+        result = bridge.call(target, kwargs)
     readback: dict[str, object] = {}
     exec(sys.argv[4])
     report = {

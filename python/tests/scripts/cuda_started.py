@@ -9,7 +9,7 @@ from nvml_double import FakeLibcuda
 
 def install() -> None:
     """Make gpukeras' CUDA driver calls answer as that started driver does."""
-    from gpukeras import cuda_driver
+    from gpukeras.gpu import cuda_driver
 
     cuda_driver.load = lambda: FakeLibcuda(
         [

@@ -4,7 +4,8 @@
 import keras
 
 from __main__ import readback
-from gpukeras import distribute, training_run
+from gpukeras.distribute import strategies
+from gpukeras.train import training_run
 
 
 def built():
@@ -18,6 +19,6 @@ for name, kind, devices in (
     ("one", "one_device", ["CPU:1"]),
     ("two", "mirrored", ["CPU:1", "CPU:2"]),
 ):
-    strategy = distribute.make(kind, devices=devices)["strategy"]
-    with distribute.strategy_scope(strategy):
+    strategy = strategies.make(kind, devices=devices)["strategy"]
+    with strategies.strategy_scope(strategy):
         readback[name] = training_run.devices_in_use(keras, built())

@@ -5,7 +5,7 @@ import keras
 from readback import backend_report
 
 from __main__ import readback
-from gpukeras import devices, nvml
+from gpukeras.gpu import devices, nvml
 
 
 def first_gpu():  # CUDA's GPU:0: by the driver's UUID once JAX has started CUDA

@@ -13,13 +13,13 @@ model = keras.Sequential(
 )
 model.compile(optimizer="adam", loss="mse")
 probe = bridge.call(
-    "batch_size.search",
+    "batch_size",
     {"model": model, "data": (x, x[:, :1]), "min_batch": 8, "max_batch": 8, "steps": 1},
 )
 estimate = probe["value"]["estimate"]
 budget = estimate["fixed_mib"] + 40.5 * estimate["per_sample_mib"]
 readback["answer"] = bridge.call(
-    "batch_size.search",
+    "batch_size",
     {
         "model": model,
         "data": (x, x[:, :1]),

@@ -28,7 +28,7 @@ class BatchEndThreads(keras.callbacks.Callback):
 
 
 answer = bridge.call(
-    "fit.fit",
+    "fit",
     {
         "model": model,
         "data": (x, y),

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import keras
 
 from __main__ import readback
-from gpukeras import peak_memory, training_run
+from gpukeras.gpu import peak_memory
+from gpukeras.train import training_run
 
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")

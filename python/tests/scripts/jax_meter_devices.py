@@ -4,7 +4,7 @@
 import jax
 
 from __main__ import readback
-from gpukeras import peak_memory
+from gpukeras.gpu import peak_memory
 
 readback["named"] = [str(peak_memory.jax_device(f"CPU:{i}")) for i in range(3)]
 readback["listed"] = [str(device) for device in jax.devices("cpu")]

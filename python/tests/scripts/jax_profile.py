@@ -17,8 +17,9 @@ model = keras.Sequential(
 model.compile(optimizer="adam", loss="mse", metrics=["mae"])
 args = {"model": model, "data": (x, y), "steps": [2, 4], "batch_size": 16}
 if sys.modules.get("tensorflow", False) is not None:  # TensorFlow not blocked: train on tf.data
-    from gpukeras import pipeline
+    from gpukeras.data import pipeline
 
-    data = pipeline.from_arrays(x, y, batch_size=16)["dataset"]
+    # A map keeps it a tf.data pipeline (rows batched as they are would train on the device).
+    data = pipeline.from_arrays(x, y, batch_size=16, map=lambda x, y: (x, y))["dataset"]
     args = {**args, "data": data, "batch_size": None}
-readback["answers"] = [bridge.call("profile.profile", args) for _ in range(2)]
+readback["answers"] = [bridge.call("profile", args) for _ in range(2)]

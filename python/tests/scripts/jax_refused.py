@@ -9,5 +9,5 @@ from __main__ import bridge, readback
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse")
 narrow = [np.zeros((32, 3), "float32"), np.zeros(32, "float32")]
-readback["fit"] = bridge.call("fit.fit", {"model": model, "data": narrow, "verbose": 0})
-readback["quantize"] = bridge.call("quantize.quantize", {"model": model, "data": narrow})
+readback["fit"] = bridge.call("fit", {"model": model, "data": narrow, "verbose": 0})
+readback["quantize"] = bridge.call("quantize", {"model": model, "data": narrow})

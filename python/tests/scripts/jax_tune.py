@@ -15,7 +15,7 @@ model = keras.Sequential(
 )
 model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 answer = bridge.call(
-    "tune.tune",
+    "tune",
     {
         "model": model,
         "data": (x, y),

@@ -58,13 +58,13 @@ def main() -> None:
     out = Path(spec["out"])
     index = spec.get("index", 0)
     from gpukeras import bridge
-    from gpukeras.runtime import config
+    from gpukeras.core.runtime import config
 
     result: dict[str, object] = {}
     strategy = None
     if spec.get("workers"):
-        joined = bridge.call(
-            "jax_cluster.join",
+        joined = bridge.answer(
+            bridge.function_at("distribute.jax_cluster:join"),
             {"workers": spec["workers"], "index": index, "start_timeout_seconds": 60,
              "heartbeat_timeout_seconds": spec.get("heartbeat", 10)},
         )  # fmt: skip
@@ -73,9 +73,9 @@ def main() -> None:
         if strategy is None:
             (out / f"result-{index}.json").write_text(json.dumps(result, default=str))
             return
-        result["describe"] = bridge.call("distribute.describe", {"strategy": strategy})["value"]
+        result["describe"] = bridge.call("describe_strategy", {"strategy": strategy})["value"]
     elif spec.get("strategy"):
-        strategy = bridge.call("distribute.make", {"type": spec["strategy"]})["value"]["strategy"]
+        strategy = bridge.call("strategy", {"type": spec["strategy"]})["value"]["strategy"]
     keras = config.keras()
     x, y = digits()
     if spec.get("outside_seed") is not None:
@@ -86,7 +86,8 @@ def main() -> None:
     if spec.get("as_dataset"):
         # The pipeline gpu_fit() makes of the arrays where several processes train, read in
         # its own order: not on the device, as gpu_fit() in one process would put it.
-        from gpukeras import pipeline, resident
+        from gpukeras.data import pipeline
+        from gpukeras.data.adapters import resident
 
         resident.MEMORY_SHARE = 0.0
 
@@ -94,7 +95,7 @@ def main() -> None:
         data = pipeline.from_arrays(x, y, batch_size=batch_size, shuffle=True, seed=spec["seed"])
         data, batch_size = data["dataset"], None  # type: ignore[index]
     answer = bridge.call(
-        "fit.fit",
+        "fit",
         {
             "model": model,
             "data": data,

@@ -85,8 +85,9 @@ def sabotage(keras: object, spec: dict, out: Path) -> list[object]:
 
 def checks(strategy: object, model: object, x: np.ndarray, y: np.ndarray, out: Path) -> dict:
     """Calls that must fail with a classed error, each the bridge's answer (see the spec)."""
-    from gpukeras import backup, bridge
-    from gpukeras.runtime import config
+    from gpukeras import bridge
+    from gpukeras.core.runtime import config
+    from gpukeras.train import backup
 
     keras = config.keras()
     train = {"strategy": strategy, "model": model, "data": (x, y), "verbose": 0, "batch_size": 256}
@@ -98,22 +99,26 @@ def checks(strategy: object, model: object, x: np.ndarray, y: np.ndarray, out: P
                     "generation": 1})
     )  # fmt: skip
     calls = {
-        "trains": ("multiworker.fit", train),
-        "same cluster": ("cluster.make_strategy", {"workers": strategy_workers(strategy),
+        "trains": ("train.multiworker:fit", train),
+        "same cluster": ("distribute.cluster:make_strategy", {"workers": strategy_workers(strategy),
                                                        "index": 0}),
-        "other cluster": ("cluster.make_strategy", {"workers": ["127.0.0.1:1"], "index": 0}),
-        "not multi-worker": ("multiworker.fit", {**train, "strategy": object()}),
+        "other cluster": ("distribute.cluster:make_strategy", {"workers": ["127.0.0.1:1"],
+                                                               "index": 0}),
+        "not multi-worker": ("train.multiworker:fit", {**train, "strategy": object()}),
         "backup callback": (
-            "multiworker.fit",
+            "train.multiworker:fit",
             {**train, "callbacks": [keras.callbacks.BackupAndRestore(str(out / "keras"))]},
         ),
-        "mid-epoch backup": ("multiworker.fit", {**train, "backup_dir": str(midway)}),
+        "mid-epoch backup": ("train.multiworker:fit", {**train, "backup_dir": str(midway)}),
         # a dataset of unknown length: the workers agree batch by batch when it ends
-        "unknown length": ("multiworker.fit", {**train, "data": unknown_length(x, y),
+        "unknown length": ("train.multiworker:fit", {**train, "data": unknown_length(x, y),
                                                "batch_size": None}),
-        "text data": ("multiworker.fit", {**train, "data": "digits.csv", "batch_size": None}),
+        "text data": ("train.multiworker:fit", {**train, "data": "digits.csv", "batch_size": None}),
     }  # fmt: skip
-    answers = {name: bridge.call(target, kwargs) for name, (target, kwargs) in calls.items()}
+    answers = {
+        name: bridge.answer(bridge.function_at(target), kwargs)
+        for name, (target, kwargs) in calls.items()
+    }
     answers["same cluster"]["value"] = answers["same cluster"].get("value") is strategy
     for name in ("trains", "unknown length"):
         answers[name]["value"] = answers[name].get("value", {}).get("history")
@@ -128,7 +133,7 @@ def unknown_length(x: np.ndarray, y: np.ndarray) -> object:
 
 
 def strategy_workers(strategy: object) -> list[str]:
-    from gpukeras import cluster
+    from gpukeras.distribute import cluster
 
     return cluster.describe(strategy)["workers"]  # type: ignore[return-value]
 
@@ -139,11 +144,12 @@ def main() -> None:
     index = spec["index"]
     from sockets import listening  # beside this script, which tests also import as a module
 
-    from gpukeras import bridge, cluster
-    from gpukeras.runtime import config
+    from gpukeras import bridge
+    from gpukeras.core.runtime import config
+    from gpukeras.distribute import cluster
 
-    joined = bridge.call(
-        "cluster.make_strategy",
+    joined = bridge.answer(
+        bridge.function_at("distribute.cluster:make_strategy"),
         {
             "workers": spec["workers"],
             "index": index,
@@ -172,8 +178,8 @@ def main() -> None:
             result["checks"] = checks(strategy, model, x, y, out)
             (out / f"result-{index}.json").write_text(json.dumps(result, default=str))
             return
-        answer = bridge.call(
-            "multiworker.fit",
+        answer = bridge.answer(
+            bridge.function_at("train.multiworker:fit"),
             {
                 "strategy": strategy,
                 "model": model,

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gpukeras import bridge, preempt
-from gpukeras.runtime import config
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.train import preempt
 
 spec = json.loads(sys.argv[1])
 out = Path(spec["out"])
@@ -64,7 +65,7 @@ class Progress(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
 
 
 answer = bridge.call(
-    "fit.fit",
+    "fit",
     {
         "model": model,
         "data": (x, y),

@@ -25,14 +25,15 @@ import numpy as np
 from multiworker_worker import digits, digits_model
 
 from gpukeras import bridge
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
 
 spec = json.loads(sys.argv[1])
 out = Path(spec["out"])
 index = spec["index"]
 tensorflow = spec["backend"] == "tensorflow"
-joined = bridge.call(
-    "cluster.make_strategy" if tensorflow else "jax_cluster.join",
+join = "distribute.cluster:make_strategy" if tensorflow else "distribute.jax_cluster:join"
+joined = bridge.answer(
+    bridge.function_at(join),
     {"workers": spec["workers"], "index": index, "start_timeout_seconds": 60},
 )
 assert joined["ok"], joined
@@ -58,8 +59,8 @@ class Progress(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
 
 
 started = time.perf_counter()
-answer = bridge.call(
-    "multiworker.fit" if tensorflow else "fit.fit",
+answer = bridge.answer(
+    bridge.function_at("train.multiworker:fit" if tensorflow else "train.fit:fit"),
     {
         "strategy": strategy,
         "model": model,

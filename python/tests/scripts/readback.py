@@ -11,8 +11,8 @@ import os
 
 import keras
 
-from gpukeras import scope, tensors
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.gpu import scope, tensors
 
 
 def model_facts():

@@ -27,8 +27,9 @@ if spec.get("cpu_devices"):
 
 import numpy as np  # noqa: E402
 
-from gpukeras import bridge, resident  # noqa: E402
-from gpukeras.runtime import config  # noqa: E402
+from gpukeras import bridge  # noqa: E402
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.data.adapters import resident  # noqa: E402
 
 keras = config.keras()
 rng = np.random.default_rng(0)
@@ -58,7 +59,7 @@ class Pause(keras.callbacks.Callback):
 report: dict[str, object] = {}
 if spec.get("reference"):
     # Keras' fit() on the batches the device-resident run draws: its order, unshuffled.
-    training = resident.ResidentTraining(
+    training = resident.DeviceRows(
         x, y, spec["batch_size"], spec["seed"], shuffle=spec.get("shuffle", True)
     )
     history: dict[str, list] = {}
@@ -74,13 +75,13 @@ if spec.get("reference"):
 else:
     strategy = None
     if spec.get("cpu_devices"):
-        made = bridge.call("distribute.make", {"type": "mirrored"})
+        made = bridge.call("strategy", {"type": "mirrored"})
         assert made["ok"], made
         strategy = made["value"]["strategy"]
     data: object = (x, y)
     batch_size = spec["batch_size"]
     if spec.get("gpu_dataset") is not None:
-        from gpukeras import pipeline
+        from gpukeras.data import pipeline
 
         options = {"batch_size": batch_size, **spec["gpu_dataset"]}
         if options.get("map") == "identity":
@@ -92,7 +93,7 @@ else:
             ]
         batch_size = None
     answer = bridge.call(
-        "fit.fit",
+        "fit",
         {
             "model": model,
             "data": data,

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from gpukeras import fit
-from gpukeras.runtime import config
+from gpukeras.core.runtime import config
+from gpukeras.train import fit
 
 keras = config.keras()
 out, backup_dir, pause = sys.argv[1], sys.argv[2] or None, float(sys.argv[3])

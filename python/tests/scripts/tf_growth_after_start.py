@@ -6,4 +6,4 @@ import keras
 from __main__ import bridge, readback
 
 keras.ops.convert_to_numpy(keras.ops.ones(2))
-readback["no_growth"] = bridge.call("setup.apply_setup", {"memory_growth": False})
+readback["no_growth"] = bridge.call("setup", {"memory_growth": False})

@@ -5,7 +5,9 @@ import keras
 import numpy as np
 
 from __main__ import bridge, readback
-from gpukeras import distribute, fit, pipeline
+from gpukeras.data import pipeline
+from gpukeras.distribute import strategies
+from gpukeras.train import fit
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((256, 4)).astype("float32")
@@ -28,7 +30,7 @@ def batches():
 common = dict(epochs=3, seed=4, verbose=0)
 single = new_model()
 one = fit.fit(single, batches(), **common)
-made = distribute.make("mirrored")
+made = strategies.make("mirrored")
 replicated = new_model()
 before = [w.copy() for w in replicated.get_weights()]
 two = fit.fit(replicated, batches(), strategy=made["strategy"], **common)
@@ -50,18 +52,18 @@ readback["moved"] = max(
     float(np.abs(a - b).max()) for a, b in zip(before, replicated.get_weights())
 )
 readback["iterations"] = int(keras.ops.convert_to_numpy(replicated.optimizer.iterations))
-readback["one_device"] = bridge.plain(distribute.make("one_device")["description"])
-readback["auto"] = bridge.plain(distribute.make()["description"])
-readback["named"] = bridge.plain(distribute.make(devices=["cpu:1", "CPU:0"])["description"])
-readback["unknown"] = bridge.call("distribute.make", {"devices": ["CPU:7"]})
+readback["one_device"] = bridge.plain(strategies.make("one_device")["description"])
+readback["auto"] = bridge.plain(strategies.make()["description"])
+readback["named"] = bridge.plain(strategies.make(devices=["cpu:1", "CPU:0"])["description"])
+readback["unknown"] = bridge.call("strategy", {"devices": ["CPU:7"]})
 readback["two_for_one"] = bridge.call(
-    "distribute.make", {"type": "one_device", "devices": ["CPU:0", "CPU:1"]}
+    "strategy", {"type": "one_device", "devices": ["CPU:0", "CPU:1"]}
 )
 readback["workers_for_mirrored"] = bridge.call(
-    "distribute.make", {"type": "mirrored", "workers": ["127.0.0.1:1"]}
+    "strategy", {"type": "mirrored", "workers": ["127.0.0.1:1"]}
 )
 readback["uneven"] = bridge.call(
-    "fit.fit",
+    "fit",
     {
         "model": new_model(),
         "data": (x[:249], y[:249]),
@@ -71,9 +73,9 @@ readback["uneven"] = bridge.call(
     },
 )
 # A model built inside the scope trains as it is (no copy).
-with distribute.strategy_scope(made["strategy"]):
+with strategies.strategy_scope(made["strategy"]):
     inside = new_model()
-readback["inside_in_scope"] = distribute.in_scope(inside, made["strategy"])
+readback["inside_in_scope"] = strategies.in_scope(inside, made["strategy"])
 fit.fit(inside, batches(), strategy=made["strategy"], **common)
 readback["inside_diff"] = max(
     float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), inside.get_weights())

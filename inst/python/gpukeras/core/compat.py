@@ -1,0 +1,350 @@
+"""Every use of a private Keras, TensorFlow or JAX attribute in gpukeras, in one place.
+
+Public APIs do not answer these questions; when a release moves one of these
+attributes, this module is the one to change. It was written for (and read
+from the sources of) the versions in ``WRITTEN_FOR``;
+python/tests/test_compat.py fails, naming the installed version, when one of
+the attributes it uses is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpukeras.core.handles import Layer, Model
+from gpukeras.core.runtime import config
+
+WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
+
+# gpukeras' wrappers of ``model.train_function``, innermost first: the resumed
+# epoch's skipping of batches (``backup``) right on Keras' function, the step
+# timer (``timing``) around it, so the timer takes every batch Keras asks for,
+# those a resumed epoch lets go by too (the monitor leaves their steps out).
+TRAIN_FUNCTION_LAYERS = ("resume", "step_timer")
+# On a wrapper: its layer, the function it wraps, and how it was made from that function.
+_LAYER = "_gpukeras_layer"
+
+Wrapper = tuple[str, Callable[[Callable], Callable], Callable]
+
+
+# Training: the train function and the model's state --------------------------
+def _wrappers(model: object) -> tuple[object, list[Wrapper]]:
+    """Keras' own train function under gpukeras' wrappers, and the wrappers, innermost first."""
+    function = getattr(model, "train_function", None)
+    found: list[Wrapper] = []
+    while hasattr(function, _LAYER):
+        layer, inner, wrapper_of = getattr(function, _LAYER)
+        found.append((layer, wrapper_of, function))  # type: ignore[arg-type]
+        function = inner
+    return function, found[::-1]
+
+
+def _stack(model: object, base: object, wrappers: list[Wrapper]) -> None:
+    """Put ``wrappers`` on ``base`` in ``TRAIN_FUNCTION_LAYERS`` order, as the model's function.
+
+    A wrapper already made over the function it now wraps is kept; one whose
+    inner function changed is made again over the new one.
+    """
+    function = base
+    for layer, wrapper_of, made in sorted(
+        wrappers, key=lambda wrapper: TRAIN_FUNCTION_LAYERS.index(wrapper[0])
+    ):
+        if made is None or getattr(made, _LAYER)[1] is not function:
+            made = wrapper_of(function)  # type: ignore[arg-type]
+            setattr(made, _LAYER, (layer, function, wrapper_of))
+        function = made
+    model.train_function = function  # type: ignore[attr-defined]
+
+
+def wrap_train_function(
+    model: object, layer: str, wrapper_of: Callable[[Callable], Callable]
+) -> None:
+    """Wrap the model's train function in ``wrapper_of(inner)``, as ``layer``.
+
+    Keras 3.15 builds ``model.train_function`` once (``make_train_function``)
+    and calls it for every step with the data iterator last (on JAX, with the
+    training state first). Wrappers stack in ``TRAIN_FUNCTION_LAYERS`` order
+    whatever order they are put on in; one already in place as ``layer`` is
+    replaced.
+    """
+    if layer not in TRAIN_FUNCTION_LAYERS:
+        raise ValueError(f"train function layer {layer!r} is not one of {TRAIN_FUNCTION_LAYERS}")
+    base, wrappers = _wrappers(model)
+    kept = [wrapper for wrapper in wrappers if wrapper[0] != layer]
+    _stack(model, base, [*kept, (layer, wrapper_of, None)])  # type: ignore[list-item]
+
+
+def unwrap_train_function(model: object, layer: str | None = None) -> None:
+    """Take gpukeras' wrapper ``layer`` (by default every one) off the model's train function."""
+    base, wrappers = _wrappers(model)
+    kept = [wrapper for wrapper in wrappers if layer is not None and wrapper[0] != layer]
+    if len(kept) != len(wrappers):
+        _stack(model, base, kept)
+
+
+def forget_step_functions(model: object, all_of_them: bool) -> None:
+    """Make Keras build the train function (and with ``all_of_them`` the test and predict
+    functions) again at its next call, after settings they were traced with changed.
+
+    Keras 3.15 builds each once and keeps it; it builds one again only when it is None.
+    """
+    model.train_function = None  # type: ignore[attr-defined]
+    if all_of_them:
+        model.test_function = None  # type: ignore[attr-defined]
+        model.predict_function = None  # type: ignore[attr-defined]
+
+
+def record_compile_settings(model: object, jit_compile: object, steps_per_execution: int) -> None:
+    """Keep ``jit_compile`` and ``steps_per_execution`` in the compile config Keras saves
+    with the model (private ``_compile_config``), so a reloaded model has them."""
+    compile_config = getattr(model, "_compile_config", None)
+    if compile_config is not None and isinstance(getattr(compile_config, "config", None), dict):
+        compile_config.config.update(
+            jit_compile=jit_compile, steps_per_execution=steps_per_execution
+        )
+
+
+def auto_jit_compile(model: object) -> bool:
+    """Keras' own answer to ``jit_compile="auto"`` for this model (its private resolver)."""
+    resolve = getattr(model, "_resolve_auto_jit_compile", None)
+    return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
+
+
+def set_initial_epoch(model: object, epoch: int | None) -> None:
+    """The epoch the next ``fit()`` starts at, whatever its ``initial_epoch`` (None: its own).
+
+    Keras' ``BackupAndRestore`` resumes this way (``model._initial_epoch``); the
+    value sticks to the model until it is set to None again.
+    """
+    model._initial_epoch = epoch  # type: ignore[attr-defined]
+
+
+def flatten_layers(layer: Layer, include_self: bool = False, recursive: bool = True) -> list[Layer]:
+    """The layers inside ``layer`` (a model too), nested ones included, in a fixed order.
+
+    ``model.layers`` goes one level deep; Keras' private ``_flatten_layers``
+    also walks the layers inside layers (a custom block, a model in a model).
+    """
+    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
+
+
+def symbolic_build(model: Model, data_batch: object) -> None:
+    """Build the model, its compiled loss and metrics and its optimizer for batches like
+    ``data_batch`` (a batch, or its spec), as ``fit()`` does on the first batch it takes
+    (Keras' private ``_symbolic_build``)."""
+    model._symbolic_build(data_batch=data_batch)
+
+
+def inbound_nodes(layer: Layer) -> list[Any]:
+    """The nodes that call ``layer`` in a functional graph (Keras' private ``_inbound_nodes``)."""
+    return list(getattr(layer, "_inbound_nodes", []))
+
+
+def distribute_strategy_of(model: Model) -> object:
+    """The tf.distribute strategy the model's variables were made under, or None
+    (TensorFlow's Keras records it as the private ``_distribute_strategy``)."""
+    return getattr(model, "_distribute_strategy", None)
+
+
+def seed_generators(model: object) -> list[object]:
+    """The model's seed generators (Dropout and other random layers), in a fixed order.
+
+    ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``.
+    """
+    generators: list[object] = []
+    for layer in flatten_layers(model, include_self=True):
+        generators.extend(getattr(layer, "_seed_generators", []))
+    return generators
+
+
+def attached_value(variable: object) -> object:
+    """A variable's value as it holds it now; None while Keras' JAX trainer has detached it."""
+    return variable._value  # type: ignore[attr-defined]
+
+
+def reattach_value(variable: object, value: object) -> None:
+    """Give a variable ``value`` back if Keras' JAX trainer left it without one."""
+    if variable._value is None:  # type: ignore[attr-defined]
+        variable._value = value  # type: ignore[attr-defined]
+
+
+def learning_rate_of(optimizer: object) -> object:
+    """What the optimizer holds as its learning rate: a variable or a schedule."""
+    return optimizer._learning_rate  # type: ignore[attr-defined]
+
+
+def replace_learning_rate(optimizer: object, variable: object) -> None:
+    """Make ``variable`` the optimizer's learning rate where it held a schedule.
+
+    Keras' setter refuses a number once the optimizer has a schedule; this
+    tracks the variable as the optimizer's constructor would have.
+    """
+    tracker = optimizer._tracker  # type: ignore[attr-defined]
+    locked = tracker.locked
+    tracker.unlock()
+    optimizer._track_variable(variable)  # type: ignore[attr-defined]
+    if locked:
+        tracker.lock()
+    optimizer._learning_rate = variable  # type: ignore[attr-defined]
+
+
+# TensorFlow's eager context (multi-worker training) ----------------------------
+def _tf_context() -> object:
+    from tensorflow.python.eager import context
+
+    return context.context()
+
+
+def tensorflow_context_started() -> bool:
+    """Whether TensorFlow's eager context has been initialised (its devices and collectives set)."""
+    return _tf_context()._context_handle is not None  # type: ignore[attr-defined]
+
+
+def configure_coordination_service(**settings: object) -> None:
+    """Configure TensorFlow's coordination service (before the context starts)."""
+    _tf_context().configure_coordination_service(**settings)  # type: ignore[attr-defined]
+
+
+def report_error_to_cluster(code: int, message: str) -> None:
+    """Make every worker of the cluster fail with ``message`` (the coordination service)."""
+    _tf_context().report_error_to_cluster(code, message)  # type: ignore[attr-defined]
+
+
+# Setup, data pipelines and other backends ---------------------------------------
+def mend_tensorflow_trace() -> None:
+    """Undo what a JAX trace's start and stop do to TensorFlow, where it is installed.
+
+    XLA's Python hooks (python_hooks.cc, EnableTraceMe) import
+    ``tensorflow.python.profiler.trace`` and set its ``enabled`` to a bool, as
+    older TensorFlow had it; TensorFlow 2.21 calls ``enabled()``, so measured
+    here every later TensorFlow op (tf.data included) fails with "'bool'
+    object is not callable". Put TensorFlow's function back.
+    """
+    trace = sys.modules.get("tensorflow.python.profiler.trace")
+    if trace is not None and not callable(trace.enabled):
+        trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
+
+
+def global_dtype_policy_set() -> bool:
+    """Whether Keras' global dtype policy has been set (or read) in this process.
+
+    ``keras.config.dtype_policy()`` returns the float32 default both when no
+    policy was set and when float32 was set on purpose; only Keras' global
+    state tells them apart. Reading the policy (as building a layer does) also
+    sets it, to the default (keras/src/dtype_policies/dtype_policy.py, 3.15).
+    """
+    config.keras()
+    from keras.src.backend.common import global_state
+
+    return global_state.get_global_attribute("dtype_policy") is not None
+
+
+def xspace_message() -> Any:
+    """TensorFlow's message class for a profiler trace (``.xplane.pb``): ``XSpace``, from the
+    protobuf module TensorFlow 2.21 keeps under ``tensorflow.tsl``."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    return xplane_pb2.XSpace
+
+
+def jax_backends_started() -> bool:
+    """Whether JAX has initialised its backends (after which XLA variables no longer act)."""
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def dataset_chain(dataset: object, limit: int = 50) -> list[object]:
+    """A tf.data dataset and the datasets it was made from, outermost first.
+
+    tf.data keeps each transformation's input in the private ``_input_dataset``
+    (TensorFlow 2.21); a source or a merge of several datasets ends the chain.
+    """
+    chain: list[object] = []
+    current = dataset
+    while current is not None and len(chain) < limit:
+        chain.append(current)
+        current = getattr(current, "_input_dataset", None)
+    return chain
+
+
+def dataset_steps(dataset: object) -> list[str]:
+    """The transformations of ``dataset``, outermost first: 'Prefetch', 'ParallelMap', ...
+
+    Named by tf.data's private classes (``_PrefetchDataset``, ``CacheDataset``).
+    """
+    return [
+        type(step).__name__.lstrip("_").removesuffix("Dataset") for step in dataset_chain(dataset)
+    ]
+
+
+def static_batch_size(dataset: object) -> int | None:
+    """The batch size a batch step in the chain was given (private ``_batch_size``), if any."""
+    for step in dataset_chain(dataset):
+        size = getattr(step, "_batch_size", None)
+        if size is not None:
+            with contextlib.suppress(Exception):
+                return int(size)
+    return None
+
+
+def jax_memory_fraction_variable() -> str:
+    """The variable the installed jaxlib reads for the share of GPU memory it takes.
+
+    jaxlib 0.7 reads XLA_CLIENT_MEM_FRACTION, still takes the older
+    XLA_PYTHON_CLIENT_MEM_FRACTION alone (deprecated), and refuses to start
+    with both set; older jaxlib reads only the older one. Which it reads is
+    seen in its xla_client module, not in any API.
+    """
+    spec = importlib.util.find_spec("jaxlib.xla_client")
+    with contextlib.suppress(OSError, TypeError):
+        if "XLA_CLIENT_MEM_FRACTION" in Path(spec.origin).read_text():  # type: ignore[union-attr,arg-type]
+            return "XLA_CLIENT_MEM_FRACTION"
+    return "XLA_PYTHON_CLIENT_MEM_FRACTION"
+
+
+def bind_gloo(hostname: str) -> None:
+    """Make JAX's CPU collectives (Gloo) listen on ``hostname``'s address.
+
+    JAX 0.7 makes them with ``make_gloo_tcp_collectives(distributed_client)``
+    alone, so Gloo listens on whatever the machine's host name resolves to,
+    and no setting changes that. The CPU backend's registration is replaced by
+    one whose factory gets collectives made for ``hostname``. Call it after
+    ``jax.distributed.initialize`` and before JAX's backends start.
+    """
+    import dataclasses
+    import functools
+
+    from jax._src import distributed, xla_bridge
+
+    try:  # jaxlib >= 0.7 has it in _jax; older releases in xla_client._xla
+        from jaxlib._jax import make_gloo_tcp_collectives
+    except ImportError:
+        from jax._src.lib import xla_client
+
+        make_gloo_tcp_collectives = xla_client._xla.make_gloo_tcp_collectives
+    collectives = make_gloo_tcp_collectives(
+        distributed_client=distributed.global_state.client, hostname=hostname
+    )
+    registration = xla_bridge._backend_factories["cpu"]
+    factory: Any = registration.factory  # make_cpu_client, which takes collectives=
+    xla_bridge._backend_factories["cpu"] = dataclasses.replace(
+        registration, factory=functools.partial(factory, collectives=collectives)
+    )
+
+
+def jax_state_shardings(model: Model) -> object:
+    """How Keras lays out a JAX model's training state under a distribution (its private
+    ``_get_state_sharding_spec``), for a compiled function that returns that state."""
+    return model._get_state_sharding_spec()
+
+
+def compile_identity(model: Model) -> int:
+    """Changes with every ``compile()`` of the model: the identity of the compile config
+    Keras makes anew each time (private ``_compile_config``)."""
+    return id(getattr(model, "_compile_config", None))

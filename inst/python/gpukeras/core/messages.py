@@ -1,0 +1,47 @@
+"""Error messages made readable: the informative line of a TensorFlow or Keras error.
+
+TensorFlow reports a failed op with its whole graph trace, Keras data checks with
+a bold header and the call's arguments; users need the one line that says what
+went wrong. Every layer that translates an error into a classed one takes that
+line from here. TensorFlow is never imported: its errors can only come from a
+process that has imported it.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
+
+
+def cause(error: Exception) -> str:
+    """The informative line of a TensorFlow error message (its op and cause)."""
+    text = getattr(error, "message", None) or str(error)
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    useful = [
+        line
+        for line in lines
+        if not line.startswith(("Graph execution error", "Detected at node", "File ", "[["))
+        and "defined at (most recent call last)" not in line
+    ]
+    chosen = useful[-1] if useful else (lines[-1] if lines else type(error).__name__)
+    chosen = re.sub(r"\{\{function_node[^}]*\}\}\s*", "", chosen)
+    chosen = re.sub(r"^.*with iterator: Iterator::\S+\s+", "", chosen)
+    return chosen.split("\t")[0].split(" [[")[0].strip()
+
+
+def last_line(error: Exception) -> str:
+    """The last line of an error message: TensorFlow puts the cause there, after its trace."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def error_message(error: BaseException) -> str:
+    """The informative line of an error: TensorFlow's op error cause, or the first line
+    of a Keras error (without its "Exception encountered" header and argument list)."""
+    if type(error).__name__.endswith("Error") and hasattr(error, "op"):  # a TensorFlow OpError
+        return cause(error)  # type: ignore[arg-type]
+    text = ANSI.sub("", str(error)).split("Arguments received by")[0]
+    lines = [line.strip() for line in text.splitlines()]
+    useful = [line for line in lines if line and not line.startswith("Exception encountered")]
+    return useful[0] if useful else type(error).__name__

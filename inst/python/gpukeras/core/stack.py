@@ -1,0 +1,154 @@
+"""The software stack: versions found, and whether gpukeras can run on them.
+
+Version checks read package metadata only, so an unsupported stack is reported
+with a clear error before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import sys
+
+from gpukeras.core import errors
+from gpukeras.core.backend import SUPPORTED_BACKENDS, configured_backend
+from gpukeras.core.handles import Record
+
+MIN_TENSORFLOW = (2, 16)
+INSTALL_HINT = "Run install_gpukeras() in R, then restart R"
+
+
+def parse_version(text: str | None) -> tuple[int, ...]:
+    """Leading numeric parts of a version string: '2.16.0rc1' -> (2, 16, 0)."""
+    if not text:
+        return ()
+    parts = []
+    for piece in text.split("."):
+        match = re.match(r"\d+", piece)
+        if match is None:
+            break
+        parts.append(int(match.group()))
+    return tuple(parts)
+
+
+def module_distribution(module: str) -> tuple[str | None, str | None]:
+    """The installed distribution providing an importable module, and its version.
+
+    TensorFlow's module comes from several distributions (tensorflow,
+    tensorflow-cpu, tensorflow-macos, tf-nightly), so look it up by module.
+    """
+    if importlib.util.find_spec(module) is None:
+        return None, None
+    for dist in importlib.metadata.packages_distributions().get(module, []):
+        try:
+            meta = importlib.metadata.metadata(dist)
+            return re.sub(r"[-_.]+", "-", meta["Name"]).lower(), meta["Version"]
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return module, None
+
+
+def check_versions(backend: str, found: dict[str, str | None]) -> None:
+    """Raise the matching classed error when the stack cannot run gpukeras.
+
+    Args:
+        backend: the Keras backend that would be used.
+        found: version by module name ("keras", "tensorflow", "jax"); None when
+            the module is not importable.
+    """
+    python = sys.executable
+    keras_version = found.get("keras")
+    if keras_version is None:
+        raise errors.KerasMissingError(
+            f"Keras is not installed in the Python at {python}. {INSTALL_HINT}, "
+            "or `pip install 'keras>=3'` in that environment."
+        )
+    if parse_version(keras_version)[:1] < (3,):
+        raise errors.Keras2Error(
+            f"Keras {keras_version} (Keras 2) found in the Python at {python}; gpukeras "
+            f"needs Keras 3. {INSTALL_HINT}, or `pip install -U 'keras>=3'` there."
+        )
+    if backend not in SUPPORTED_BACKENDS:
+        raise errors.BackendUnsupportedError(
+            f"KERAS_BACKEND is '{backend}'; gpukeras supports "
+            f"{' and '.join(SUPPORTED_BACKENDS)}. Set Sys.setenv(KERAS_BACKEND = "
+            "'tensorflow') before gpukeras starts Python."
+        )
+    if backend == "tensorflow":
+        tf_version = found.get("tensorflow")
+        if tf_version is None:
+            raise errors.TensorflowMissingError(
+                f"TensorFlow is not installed in the Python at {python}, and the Keras "
+                f"backend is tensorflow. {INSTALL_HINT}."
+            )
+        if parse_version(tf_version)[:2] < MIN_TENSORFLOW:
+            raise errors.TensorflowTooOldError(
+                f"TensorFlow {tf_version} is too old: Keras 3 needs TensorFlow >= "
+                f"{'.'.join(map(str, MIN_TENSORFLOW))}. {INSTALL_HINT} to get a supported one."
+            )
+    elif found.get(backend) is None:
+        raise errors.BackendMissingError(
+            f"KERAS_BACKEND is '{backend}' but {backend} is not installed in the Python "
+            f"at {python}. Install it there (`pip install {backend}`), or unset KERAS_BACKEND."
+        )
+
+
+def found_versions() -> dict[str, str | None]:
+    """Versions of the modules gpukeras depends on, from installed metadata."""
+    return {module: module_distribution(module)[1] for module in ("keras", "tensorflow", "jax")}
+
+
+def require_supported(backend: str) -> None:
+    """Check the installed stack for ``backend`` without importing it."""
+    check_versions(backend, found_versions())
+
+
+def _tensorflow_build() -> Record:
+    """TensorFlow's build info; empty unless TensorFlow is already running."""
+    if "tensorflow" not in sys.modules:
+        return {}
+    import tensorflow as tf
+
+    info = tf.sysconfig.get_build_info()
+    return {
+        "is_cuda_build": bool(info.get("is_cuda_build", False)),
+        "cuda_version": info.get("cuda_version"),
+        "cudnn_version": info.get("cudnn_version"),
+    }
+
+
+def _jax_cuda_plugin() -> str | None:
+    """The installed jax CUDA plugin distribution and version, e.g. 'jax-cuda12-plugin 0.7.1'."""
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if re.fullmatch(r"jax[-_]cuda\d+[-_]plugin", name, flags=re.IGNORECASE):
+            return f"{name} {dist.version}"
+    return None
+
+
+def collect_stack() -> Record:
+    """Versions and build facts of the running stack, as plain data."""
+    tf_dist, tf_version = module_distribution("tensorflow")
+    build = _tensorflow_build()
+    return {
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "os": platform.system(),
+        "os_release": platform.release(),
+        "machine": platform.machine(),
+        "keras": module_distribution("keras")[1],
+        "keras_backend": configured_backend(),
+        "tensorflow": tf_version,
+        "tensorflow_distribution": tf_dist,
+        "is_cuda_build": build.get("is_cuda_build"),
+        "cuda_version": build.get("cuda_version"),
+        "cudnn_version": build.get("cudnn_version"),
+        "jax": module_distribution("jax")[1],
+        "jax_cuda_plugin": _jax_cuda_plugin(),
+        "numpy": module_distribution("numpy")[1],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "jax_platforms": os.environ.get("JAX_PLATFORMS"),
+    }

@@ -1,0 +1,276 @@
+"""Rows in memory put on the device, for training there (JAX): whether they go, and how.
+
+Keras 3.15's JAX trainer copies each batch to the device before its step. For
+rows in memory (R data, NumPy arrays, or a gpu_dataset() of them that batches
+them as they are) that fit in ``MEMORY_SHARE`` of the device's free memory,
+``DeviceRows`` instead puts them on the device once (replicated on every
+device of a one-process ``DataParallel``, each batch then laid out as the
+distribution says) and draws each epoch's order there, ``jax.random``'s
+permutation of the rows keyed by (seed, epoch), so a run and its resumption
+see the same order. The loop that trains on them is ``train.resident``; Keras'
+fit() gets one token row per step (``fit_args``), which nothing reads.
+
+Where it does not apply (another backend, a model run without XLA, several
+processes, or more than ``MEMORY_SHARE`` of the device's free memory),
+``decide`` says why, and the data streams as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core import compat
+from gpukeras.core.handles import Model, Strategy
+from gpukeras.data.adapters.base import DataAdapter, Decision, row_count
+from gpukeras.data.failures import refused_data
+
+# The share of the device's free memory the data (with validation) may take on it.
+MEMORY_SHARE = 0.5
+
+
+def _leaves(tree: object) -> list[np.ndarray]:
+    if tree is None:
+        return []
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _leaves(value)]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for value in tree for leaf in _leaves(value)]
+    return [np.asarray(tree)]
+
+
+def data_bytes(*trees: object) -> int:
+    """The bytes of every array in ``trees`` (arrays, dicts or tuples of them, or None)."""
+    return int(sum(leaf.nbytes for tree in trees for leaf in _leaves(tree)))
+
+
+def free_bytes(device: Any) -> int | None:
+    """Free memory of a JAX device: the allocator's limit less what it holds on a GPU, the
+    host's available memory for the CPU; None when not known."""
+    stats = None
+    try:
+        stats = device.memory_stats()
+    except Exception:
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def decide(
+    backend: str,
+    model: Model,
+    x: object,
+    y: object,
+    validation: tuple | None,
+    devices: list[object],
+    several_processes: bool,
+) -> Decision:
+    """Whether arrays ``x``/``y`` (and validation arrays) train on the device (see the notes).
+
+    Args:
+        backend: the Keras backend.
+        model: the compiled model (its ``jit_compile`` resolved).
+        x, y: the training arrays (``x`` may be a dict of arrays; ``y`` None).
+        validation: validation arrays ``(x, y)`` or None.
+        devices: the JAX devices the data would be put on (one copy each).
+        several_processes: whether this process trains with others.
+    """
+    if backend != "jax":
+        return Decision(False, f"data streams from host memory on {backend}")
+    if several_processes:
+        return Decision(False, "with several processes Keras reads a sharded tf.data pipeline")
+    if not model.jit_compile:
+        return Decision(False, "the model runs without XLA, so steps cannot be compiled together")
+    size = data_bytes(x, y, validation)
+    free = [free_bytes(device) for device in devices]
+    known = [f for f in free if f is not None]
+    least = min(known) if known else None
+    if least is not None and size > MEMORY_SHARE * least:
+        return Decision(
+            False,
+            f"the data ({size / 2**20:.0f} MiB) is more than {MEMORY_SHARE:.0%} of the device's "
+            f"free memory ({least / 2**20:.0f} MiB): it streams from host memory",
+            size,
+            least,
+        )
+    return Decision(
+        True,
+        f"the data ({size / 2**20:.1f} MiB) is on the device: each epoch's order is drawn "
+        "there, and several steps run per dispatch",
+        size,
+        least,
+    )
+
+
+class DeviceRows:
+    """Rows (and validation rows) on the device, and each epoch's order of them.
+
+    Attributes:
+        batch_size, rows, full (whole batches), partial (rows of the last,
+        partial batch; 0 with ``drop_remainder``), steps (batches an epoch),
+        data and validation (the arrays on the device; validation None),
+        val_full, val_partial, val_steps, distribution.
+    """
+
+    def __init__(
+        self,
+        x: object,
+        y: object,
+        batch_size: int,
+        seed: int | None,
+        validation: tuple | None = None,
+        distribution: Strategy | None = None,
+        shuffle: bool = True,
+        drop_remainder: bool = False,
+    ) -> None:
+        import jax
+
+        self.jax = jax
+        self.batch_size = int(batch_size)
+        self.rows = len(_leaves(x)[0])
+        self.shuffle = shuffle
+        self.full, self.partial = divmod(self.rows, self.batch_size)
+        if drop_remainder:
+            self.partial = 0
+        self.steps = self.full + (1 if self.partial else 0)
+        self.distribution = distribution
+        self.data = self._place((x,) if y is None else (x, y))
+        self.validation = None
+        self.val_full = self.val_partial = self.val_steps = 0
+        if validation is not None:
+            parts = tuple(part for part in validation if part is not None)
+            self.validation = self._place(parts)
+            val_rows = len(_leaves(parts[0])[0])
+            self.val_full, self.val_partial = divmod(val_rows, self.batch_size)
+            self.val_steps = self.val_full + (1 if self.val_partial else 0)
+        self.key = jax.random.key(
+            int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
+        )
+
+    def _place(self, data: object) -> object:
+        jax = self.jax
+        if self.distribution is None:
+            return jax.device_put(data)
+        mesh = self.distribution.device_mesh.backend_mesh
+        return jax.device_put(data, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+
+    def laid_out(self, batch: object) -> object:
+        """A gathered batch laid out as the distribution lays out its data (batch split)."""
+        distribution = self.distribution
+        if distribution is None:
+            return batch
+        jax = self.jax
+
+        def constrain(leaf: Any) -> Any:
+            layout = distribution.get_data_layout(leaf.shape)
+            return jax.lax.with_sharding_constraint(leaf, layout.backend_layout)
+
+        return jax.tree.map(constrain, batch)
+
+    def order(self, epoch: int) -> Any:
+        """Epoch ``epoch``'s order of the rows, on the device (their own order unshuffled)."""
+        jax = self.jax
+        if not self.shuffle:
+            return jax.numpy.arange(self.rows)
+        return jax.random.permutation(jax.random.fold_in(self.key, epoch), self.rows)
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The order of the rows in epoch ``epoch``, in host memory (for tests and reports)."""
+        return np.asarray(self.order(epoch))
+
+    def fit_args(self) -> dict[str, object]:
+        """``model.fit()``'s x, batch_size and shuffle: one token row per step, never read."""
+        return {"x": np.zeros((self.steps, 1), np.int8), "batch_size": 1, "shuffle": False}
+
+    def validation_args(self) -> dict[str, object]:
+        """``model.fit()``'s validation arguments: one token row per validation step."""
+        if self.validation is None:
+            return {}
+        return {
+            "validation_data": (np.zeros((self.val_steps, 1), np.int8),),
+            "validation_batch_size": 1,
+        }
+
+
+@dataclasses.dataclass
+class InMemoryRows:
+    """Rows in memory that may train on the device: R or NumPy arrays, or a gpu_dataset() of
+    them that batches them as they are (``pipeline.in_memory``)."""
+
+    x: object
+    y: object | None
+    batch_size: int
+    seed: int | None
+    shuffle: bool = True
+    drop_remainder: bool = False
+
+
+class ResidentAdapter(DataAdapter):
+    """Rows put on the device once and trained there (``device_rows``, a ``DeviceRows``).
+
+    ``model.fit()`` gets one token row per step, which it never copies to the
+    device; the device-resident loop (``train.resident``) trains on the rows.
+    """
+
+    kind = "device arrays"
+
+    def __init__(
+        self,
+        rows: InMemoryRows,
+        model: Model,
+        validation: tuple | None,
+        distribution: Strategy | None,
+        decision: Decision,
+    ) -> None:
+        size = rows.batch_size
+        # Keras would build the model from a batch of the tokens it gets: built from the data,
+        # which is where data that does not fit the model meets it first.
+        first = (rows.x, rows.y) if rows.y is not None else (rows.x,)
+        try:
+            compat.symbolic_build(model, tuple(_head(part, size) for part in first))
+        except (ValueError, TypeError) as error:
+            refused = refused_data(error)
+            assert refused is not None  # a ValueError or TypeError always is refused data
+            raise refused from error
+        self.device_rows = DeviceRows(
+            rows.x,
+            rows.y,
+            size,
+            rows.seed,
+            validation,
+            distribution,
+            shuffle=rows.shuffle,
+            drop_remainder=rows.drop_remainder,
+        )
+        super().__init__(
+            self.device_rows.fit_args(),
+            batch_size=size,
+            steps_per_epoch=self.device_rows.steps,
+            rows=row_count(rows.x),
+        )
+        self.decision = decision
+
+    def validation_args(self) -> dict[str, object]:
+        """``model.fit()``'s validation arguments, the validation arrays being on the device."""
+        return self.device_rows.validation_args()
+
+    def gpu_dataset(self) -> dict[str, object] | None:
+        """In-memory rows on the device: nothing to cache, map or wait for."""
+        return {"source": "arrays", "cache": False, "user_map": False, "on_device": True}
+
+
+def _head(part: object, rows: int) -> object:
+    """The first ``rows`` rows of an array, or of each array of a dict."""
+    if isinstance(part, dict):
+        return {name: value[:rows] for name, value in part.items()}
+    return part[:rows]  # type: ignore[index]

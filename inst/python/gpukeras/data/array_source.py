@@ -1,0 +1,276 @@
+"""In-memory arrays as the start of a pipeline: one copy into tensors, batches gathered by index.
+
+R data reaches the core as reticulate's views of R's memory (column-major,
+no copy); ``host_array`` makes the one copy it goes through, and the tensors
+share that copy. Batches are gathered from those tensors by a shuffled index,
+several at a time, as Keras does with arrays, instead of row by row.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+
+import numpy as np
+
+from gpukeras.core.errors import BadDataError
+from gpukeras.core.handles import Dataset, Tensor
+from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.data.pipeline_options import PipelineOptions, Started
+
+# In-memory arrays are gathered several batches at a time (see gathered_batches),
+# at most this many and about this many bytes per gather.
+GATHER_CHUNK_BATCHES = 32
+GATHER_CHUNK_BYTES = 16 * 2**20
+# TensorFlow's CPU kernels assume tensor memory aligned to Eigen's widest vector
+# (64 bytes with AVX-512): a tensor sharing unaligned NumPy memory aborts the
+# process in its first strided slice. NumPy's own large arrays are 16-aligned.
+TENSOR_ALIGNMENT = 64
+# host_array() copies blocks of about this many bytes: a block's rows span few
+# pages (a copy that turns column-major into row-major touches every page of
+# its span per column), its NaN check reads it while it is in cache, and the
+# temporary NumPy makes when it takes chosen rows stays small.
+COPY_BLOCK_BYTES = 4 * 2**20
+# Arrays from this size on are copied by several threads (NumPy releases the
+# GIL while it copies); below it, starting them costs more than they save.
+PARALLEL_COPY_BYTES = 16 * 2**20
+COPY_THREADS = min(4, os.cpu_count() or 1)
+
+
+def host_array(
+    array: object,
+    dtype: str | None = None,
+    rows: np.ndarray | None = None,
+    check_missing: bool = False,
+) -> np.ndarray:
+    """One copy of ``array`` (of its ``rows`` when given) as a C-contiguous array of
+    ``dtype`` (default: its own), aligned so that a tensor can share it (see ``tensor_of``).
+
+    From R, ``array`` is reticulate's view of an R array (column-major, no copy), so
+    this is the one copy R data goes through on its way into a pipeline: the cast to
+    float32 and the change to row-major order happen in it together, block by block,
+    on several threads for large arrays. With ``check_missing``, a floating-point copy
+    holding a NaN (R's NA among them) raises BadDataError naming the first rows.
+    """
+    source = np.asarray(array)
+    target = source.dtype if dtype is None else np.dtype(dtype)
+    count = len(source) if rows is None else len(rows)
+    shape = (count, *source.shape[1:])
+    size = math.prod(shape) * target.itemsize
+    buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
+    start = -buffer.ctypes.data % TENSOR_ALIGNMENT
+    copy = buffer[start : start + size].view(target).reshape(shape)
+    check = check_missing and target.kind == "f"
+    row_bytes = max(1, size // max(1, count))
+    block_rows = max(1, COPY_BLOCK_BYTES // row_bytes)
+
+    def copy_block(begin: int) -> bool:
+        """Copy rows begin.. of the block; whether they hold a NaN (when checked)."""
+        block = slice(begin, begin + block_rows)
+        # R's NA is a signalling NaN: its cast to float32 sets NumPy's "invalid" flag,
+        # a warning about data that check_missing reports (or the caller keeps).
+        with np.errstate(invalid="ignore"):
+            copy[block] = source[block] if rows is None else source[rows[block]]
+            # min() carries a NaN through and allocates nothing, unlike isnan().any().
+            return check and copy[block].size > 0 and bool(np.isnan(copy[block].min()))
+
+    starts = range(0, count, block_rows)
+    if size < PARALLEL_COPY_BYTES or COPY_THREADS < 2:
+        found = [copy_block(begin) for begin in starts]
+    else:
+        with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="gpukeras-copy") as pool:
+            found = list(pool.map(copy_block, starts))
+    if any(found):
+        raise BadDataError(_missing_message(copy))
+    return copy
+
+
+def check_no_missing(array: np.ndarray) -> None:
+    """BadDataError naming the first rows when a floating-point ``array`` holds a NaN
+    (R's NA among them): what ``host_array(check_missing=True)`` checks, for an array
+    used as it is."""
+    if array.dtype.kind == "f" and array.size and np.isnan(array.min()):
+        raise BadDataError(_missing_message(array))
+
+
+def _missing_message(copy: np.ndarray) -> str:
+    """Where the NaN values of ``copy`` are, and what to do about them."""
+    missing = np.isnan(copy.reshape(len(copy), -1)).any(axis=1)
+    first = ", ".join(str(row + 1) for row in np.flatnonzero(missing)[:5])
+    return (
+        f"The data has NA/NaN in {int(missing.sum())} row(s) (first, counting from 1: {first}). "
+        "Impute or remove them first."
+    )
+
+
+class HostArrays:
+    """Arrays the core made, for R to keep as they are: ``x`` (an array, or a dict of them
+    for several inputs, named in ``inputs``) and ``y`` (an array or None).
+
+    The bridge turns a NumPy array it returns into an R array (a copy back into R), but
+    gives R any object it does not know as a Python object; R reads the arrays out of
+    this one with ``reticulate::py_get_attr()``, which does not convert them.
+    """
+
+    def __init__(self, x: object, y: object | None) -> None:
+        self.x = x
+        self.y = y
+        self.inputs = list(x) if isinstance(x, dict) else None
+
+
+def handover(
+    x: object, y: object | None = None, y_dtype: str | None = None, check_missing: bool = False
+) -> HostArrays:
+    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) as
+    float32, labels as ``y_dtype``, each one ``host_array`` copy (see there for
+    ``check_missing``). The arrays are the caller's alone, so a pipeline may share them."""
+    features = (
+        {name: host_array(part, "float32", check_missing=check_missing) for name, part in x.items()}
+        if isinstance(x, dict)
+        else host_array(x, "float32", check_missing=check_missing)
+    )
+    labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
+    return HostArrays(features, labels)
+
+
+def shareable(array: np.ndarray) -> bool:
+    """Whether a tensor may share ``array``'s memory: C order, aligned, and writable
+    (NumPy exports no read-only array through DLPack)."""
+    return (
+        array.flags.c_contiguous
+        and array.flags.writeable
+        and array.ctypes.data % TENSOR_ALIGNMENT == 0
+    )
+
+
+def tensor_of(tf: ModuleType, array: object, rows: np.ndarray | None = None) -> object:
+    """A tensor of ``array`` (of its ``rows`` when given) that shares memory where it can.
+
+    ``tf.constant`` always copies a NumPy array (0.12 s for 60,000 x 784 floats
+    here); a DLPack hand-over makes a tensor that shares it instead. So the tensor
+    shares ``array`` itself when it can (see ``shareable``), which must then never
+    change; chosen rows, and an array it cannot share, are copied once first
+    (``host_array``).
+    """
+    source = np.asarray(array)
+    if source.dtype.kind not in "biufc":  # strings: DLPack carries numbers only
+        return tf.convert_to_tensor(source if rows is None else source[rows])
+    if rows is not None or not shareable(source):
+        source = host_array(source, rows=rows)
+    return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
+
+
+def gather_chunk(tensors: Tensor, rows: int, batch_size: int) -> int:
+    """Batches per gather: up to GATHER_CHUNK_BATCHES, within GATHER_CHUNK_BYTES."""
+    row_bytes = sum(t.dtype.size * int(np.prod(t.shape[1:])) for t in tensors)
+    batch_bytes = max(1, row_bytes * min(batch_size, rows))
+    return max(1, min(GATHER_CHUNK_BATCHES, GATHER_CHUNK_BYTES // batch_bytes))
+
+
+def gathered_batches(
+    tf: ModuleType, tensors: Tensor, rows: int, options: PipelineOptions
+) -> Started:
+    """Batches of in-memory tensors, gathered by a shuffled index per epoch.
+
+    Shuffling row indices and gathering whole batches is several times faster
+    than shuffling and batching rows one by one (measured here: 7,100 vs 1,700
+    batches/s of 256 x 20 floats on 2 cores), and it is what Keras does with
+    arrays. The permutation is new every epoch and reproducible with a seed.
+
+    The batches are gathered a chunk of several at a time (one gather of up
+    to 32 batches, at most 16 MiB) and then unbatched: tf.data's cost per
+    element of a parallel map is paid once per chunk instead of once per
+    batch. Measured here (``bench/pipeline.R``'s MLP, 256 x 20 floats per
+    batch): 102 -> 59 CPU microseconds per batch, CPU time that on a
+    CPU-only machine the model's own step would otherwise have had.
+
+    Augment presets drawn image by image (all but crop) run on the whole
+    chunk, inside the same parallel call, for the same reason: measured on
+    the digits CNN's batches (128 x 8 x 8 x 1, flip and rotation), 331 -> 230
+    CPU microseconds per batch. Returns the dataset, the steps done, and the
+    presets run.
+
+    tf.data's default graph rewrites are turned off: to rewrite, it serializes the
+    pipeline, the tensors its functions capture included, each time an iterator
+    is made (measured here for 60,000 x 784 floats: 0.24 s and a transient copy
+    of all 179 MiB, at every epoch of Keras' own fit()). They find nothing to do
+    in this pipeline, parallel and prefetched already: the same time per batch
+    with and without them.
+    """
+    # These functions have no Python control flow on tensors, so tf.data traces them
+    # as they are: AutoGraph's conversion was a third of building the pipeline.
+    plain = tf.autograph.experimental.do_not_convert
+    order = tf.range(rows, dtype=tf.int64)
+    if not options.shuffle:
+        permutations = tf.data.Dataset.from_tensors(order)
+    elif options.seed is None:
+        permutations = tf.data.Dataset.range(1).map(plain(lambda _: tf.random.shuffle(order)))
+    else:
+        seed = tf.constant(options.seed, tf.int64)
+        permutations = (
+            tf.data.Dataset.random(seed=options.seed, rerandomize_each_iteration=True)
+            .take(1)
+            .map(
+                plain(
+                    lambda draw: tf.random.experimental.stateless_shuffle(
+                        order, tf.stack([draw, seed])
+                    )
+                )
+            )
+        )
+    size = options.batch_size
+    full = rows // size * size
+    remainder = rows - full if not options.drop_remainder else 0
+    chunk = gather_chunk(tf.nest.flatten(tensors), rows, size)
+
+    def chunks_of(permutation: Tensor) -> Dataset:
+        # A reshape cuts all full batches at once, faster than batching index by index.
+        batched = tf.data.Dataset.from_tensor_slices(tf.reshape(permutation[:full], [-1, size]))
+        chunks = batched.batch(chunk)
+        if remainder:
+            chunks = chunks.concatenate(tf.data.Dataset.from_tensors(permutation[None, full:]))
+        return chunks
+
+    presets = chunk_presets(options)
+    augment = augmenter(options, presets) if presets else None
+    on_features = apply_to_features(augment) if augment is not None else None
+
+    def gather(indices: object) -> object:
+        if on_features is None:
+            return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+        # The chunk's rows as one batch of images for the presets, then cut back into batches.
+        gathered = tf.nest.map_structure(
+            lambda tensor: tf.gather(tensor, tf.reshape(indices, [-1])), tensors
+        )
+        gathered = on_features(*gathered) if isinstance(gathered, tuple) else on_features(gathered)
+        batch_rows = tf.shape(indices)[1]
+        return tf.nest.map_structure(
+            lambda tensor: tf.reshape(tensor, [-1, batch_rows, *tensor.shape[1:]]), gathered
+        )
+
+    try:
+        chunks = permutations.flat_map(plain(chunks_of)).map(
+            plain(gather), num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic
+        )
+    except Exception as error:  # a preset on data that is not N x H x W x C
+        if augment is None:
+            raise
+        spec = tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), tensors
+        )
+        raise augment_error(options, spec, error) from error
+    dataset = chunks.unbatch().apply(
+        tf.data.experimental.assert_cardinality(full // size + (1 if remainder else 0))
+    )
+    no_rewrites = tf.data.Options()
+    no_rewrites.experimental_optimization.apply_default_optimizations = False
+    dataset = dataset.with_options(no_rewrites)
+    steps = [
+        "shuffle rows each epoch" if options.shuffle else "rows in order",
+        f"gather batches ({size}, parallel)",
+    ]
+    if presets:
+        steps.append(f"augment ({', '.join(presets)}, parallel)")
+    return dataset, steps, presets

@@ -1,0 +1,196 @@
+"""An image folder as a gpu_dataset() source: one sub-folder per class, images decoded as read.
+
+Every file is checked to be an image tf.io.decode_image reads (by its first
+bytes) when the source is made, so a stray file is a classed error before
+training rather than a failed batch in the middle of an epoch.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.errors import BadArgumentError, BadImageError, MissingFilesError
+from gpukeras.core.handles import Tensor
+from gpukeras.data.source_files import Source, expand, quoted, tensorflow
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+# The formats tf.io.decode_image reads, by the bytes their files start with.
+IMAGE_MAGIC = {
+    "PNG": (b"\x89PNG\r\n\x1a\n",),
+    "JPEG": (b"\xff\xd8\xff",),
+    "GIF": (b"GIF87a", b"GIF89a"),
+    "BMP": (b"BM",),
+}
+COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}
+IMAGE_LAYOUT = "folder/class_a/image1.png, folder/class_b/image2.jpg, ..."
+
+
+def _image_format(path: str) -> str | None:
+    """'PNG', 'JPEG', 'GIF' or 'BMP' from a file's first bytes; None for anything else."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return None  # unreadable: reported with the files that are not images
+    for name, starts in IMAGE_MAGIC.items():
+        if head.startswith(starts):
+            return name
+    return None
+
+
+def _check_image_size(image_size: Any) -> tuple[int, int]:
+    try:
+        height, width = (int(side) for side in image_size)
+        whole = all(float(side) == int(side) for side in image_size)
+    except (TypeError, ValueError):
+        height, width, whole = 0, 0, False
+    if not whole or height < 1 or width < 1:
+        raise BadArgumentError(
+            f"image_size must be two whole numbers >= 1, c(height, width), not {image_size!r}."
+        )
+    return height, width
+
+
+def _to_channels(tf: ModuleType, image: Tensor, channels: int) -> Tensor:
+    """A float image of 1 (gray), 2 (gray, alpha), 3 (RGB) or 4 (RGBA) channels as ``channels``.
+
+    Gray becomes RGB by repeating it, RGB becomes gray by luma weights
+    (tf.image.rgb_to_grayscale), a missing alpha channel is opaque (255).
+    """
+    count = tf.shape(image)[-1]
+    has_color = count >= 3
+    if channels == 1:
+        return tf.cond(
+            has_color, lambda: tf.image.rgb_to_grayscale(image[..., :3]), lambda: image[..., :1]
+        )
+    rgb = tf.cond(
+        has_color, lambda: image[..., :3], lambda: tf.image.grayscale_to_rgb(image[..., :1])
+    )
+    if channels == 3:
+        return rgb
+    alpha = tf.cond(
+        tf.equal(count % 2, 0),
+        lambda: image[..., -1:],
+        lambda: tf.fill(tf.shape(image[..., :1]), 255.0),
+    )
+    return tf.concat([rgb, alpha], axis=-1)
+
+
+def image_folder_source(
+    path: str, image_size: tuple[int, int] = (64, 64), color_mode: str = "rgb"
+) -> Source:
+    """Stream labelled images from a folder with one sub-folder per class.
+
+    Class names are the sub-folders sorted by name, and a label is its class's
+    index (int32). Images are found by extension (png, jpg, jpeg, bmp, gif, any
+    case, also in nested folders), other files are skipped, and the file list
+    is sorted: shuffling is the pipeline's job. Each file's first bytes are
+    checked here, so a file that is not an image fails now, not mid-epoch.
+
+    Each image is decoded, resized (bilinear) to ``image_size`` and returned as
+    float32 in [0, 255], shape (height, width, channels): scaling to [0, 1] is
+    left to a map or a Rescaling layer, so it happens once, where the user sees it.
+    Animated GIFs give their first frame.
+
+    Args:
+        path: the folder.
+        image_size: (height, width) every image is resized to.
+        color_mode: "rgb" (3 channels), "grayscale" (1) or "rgba" (4).
+
+    Returns:
+        A Source whose info holds path, files, rows, class_names, class_counts,
+        image_size, color_mode, channels and skipped_files (not images by name).
+    """
+    size = _check_image_size(image_size)
+    if color_mode not in COLOR_MODES:
+        raise BadArgumentError(
+            f'color_mode must be "rgb", "grayscale" or "rgba", not "{color_mode}".'
+        )
+    root = expand(path)
+    if not os.path.exists(root):
+        raise MissingFilesError(
+            f"The image folder '{path}' does not exist (a relative path starts at the "
+            f"working directory, {os.getcwd()}). Expected one sub-folder per class: "
+            f"{IMAGE_LAYOUT}"
+        )
+    if not os.path.isdir(root):
+        raise MissingFilesError(
+            f"'{path}' is a file, not a folder. Give the folder that holds one sub-folder "
+            f"per class: {IMAGE_LAYOUT}"
+        )
+    class_names = sorted(
+        entry.name
+        for entry in os.scandir(root)
+        if entry.is_dir() and not entry.name.startswith(".")
+    )
+    if not class_names:
+        raise MissingFilesError(
+            f"The image folder '{path}' has no sub-folders; each class needs its own: "
+            f"{IMAGE_LAYOUT}"
+        )
+    paths: list[str] = []
+    labels: list[int] = []
+    counts: list[int] = []
+    skipped = 0
+    for class_index, name in enumerate(class_names):
+        found = []
+        for folder, subfolders, names in os.walk(os.path.join(root, name), followlinks=True):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+            for file_name in sorted(names):
+                if file_name.startswith("."):
+                    continue
+                if file_name.lower().endswith(IMAGE_EXTENSIONS):
+                    found.append(os.path.join(folder, file_name))
+                else:
+                    skipped += 1
+        paths.extend(found)
+        labels.extend([class_index] * len(found))
+        counts.append(len(found))
+    if not paths:
+        raise MissingFilesError(
+            f"No images ({', '.join(IMAGE_EXTENSIONS)}) in the class folders of '{path}' "
+            f"({quoted(class_names)}). Expected: {IMAGE_LAYOUT}"
+        )
+    bad = [file for file in paths if _image_format(file) is None]
+    if bad:
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise BadImageError(
+            f"{len(bad)} file(s) in '{path}' are not PNG, JPEG, GIF or BMP images (or cannot be "
+            f"read), whatever their names say: {', '.join(map(repr, bad[:5]))}{more}. "
+            "Remove them from the folder, or convert them to PNG or JPEG."
+        )
+
+    tf = tensorflow()
+    channels = COLOR_MODES[color_mode]
+
+    def load(file: Tensor, label: Tensor) -> tuple[Tensor, Tensor]:
+        # Decoded with the file's own channels (1 to 4), then converted here:
+        # decode_image cannot convert every format (a BMP to 1 channel, a JPEG to 4).
+        image = tf.io.decode_image(tf.io.read_file(file), expand_animations=False)
+        image = tf.image.resize(_to_channels(tf, tf.cast(image, tf.float32), channels), size)
+        image.set_shape((*size, channels))
+        return image, label
+
+    dataset = tf.data.Dataset.from_tensor_slices((paths, np.asarray(labels, dtype=np.int32))).map(
+        load, num_parallel_calls=tf.data.AUTOTUNE
+    )
+    return Source(
+        dataset,
+        "image_folder",
+        {
+            "path": path,
+            "files": len(paths),
+            "rows": len(paths),
+            "label": "class",
+            "class_names": class_names,
+            "class_counts": counts,
+            "image_size": list(size),
+            "color_mode": color_mode,
+            "channels": channels,
+            "skipped_files": skipped,
+        },
+    )

@@ -1,0 +1,120 @@
+"""Mixed precision: which dtype policy suits a device, and models it would hurt.
+
+Measured rules (see DESIGN.md): float16 and bfloat16 pay on GPUs with Tensor
+Cores, compute capability >= 7.0 for float16 and >= 8.0 for bfloat16;
+bfloat16 keeps float32's range, so it needs no loss scaling; the last
+softmax/sigmoid should stay float32, where float16 rounding distorts
+probabilities and losses.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.handles import Model
+from gpukeras.core.runtime import PrecisionChoice
+from gpukeras.core.stack import parse_version
+
+POLICIES = {
+    "float32": "float32",
+    "float16": "mixed_float16",
+    "mixed_float16": "mixed_float16",
+    "bfloat16": "mixed_bfloat16",
+    "mixed_bfloat16": "mixed_bfloat16",
+}
+LOW_PRECISION = ("float16", "bfloat16")
+PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+
+
+def check_choice(requested: str) -> None:
+    """Raise BadArgumentError unless ``requested`` is 'auto' or a known precision."""
+    if requested != "auto" and requested not in POLICIES:
+        raise BadArgumentError(
+            "mixed_precision must be 'auto', 'float16', 'bfloat16' or 'float32', "
+            f"not '{requested}'."
+        )
+
+
+def choose_policy(requested: str, compute_capability: str | None) -> PrecisionChoice:
+    """The Keras dtype policy for ``requested`` on a GPU of ``compute_capability``.
+
+    Args:
+        requested: 'auto', 'float16', 'bfloat16' or 'float32' (or a Keras
+            policy name such as 'mixed_float16').
+        compute_capability: of the GPU that will train, e.g. '9.0'; None for the CPU.
+    """
+    capability = parse_version(compute_capability)[:2]
+    where = f"compute capability {compute_capability}" if compute_capability else "the CPU"
+    if requested == "auto":
+        if not capability:
+            return PrecisionChoice(
+                "float32", "no GPU: mixed precision does not speed up the CPU", False, True
+            )
+        if capability >= (8, 0):
+            return PrecisionChoice(
+                "mixed_bfloat16",
+                f"{where} >= 8.0: bfloat16 Tensor Cores, float32's range, no loss scaling",
+                False,
+                True,
+            )
+        if capability >= (7, 0):
+            return PrecisionChoice(
+                "mixed_float16",
+                f"{where} is 7.x: float16 Tensor Cores, with loss scaling",
+                True,
+                True,
+            )
+        reason = f"{where} < 7.0: no Tensor Cores, so mixed precision gains nothing"
+        return PrecisionChoice("float32", reason, False, True)
+    check_choice(requested)
+    policy = POLICIES[requested]
+    needs = {"mixed_float16": (7, 0), "mixed_bfloat16": (8, 0)}.get(policy)
+    suits = needs is None or (bool(capability) and capability >= needs)
+    reason = f"asked for {policy}"
+    if needs is not None and not suits:
+        reason += (
+            f"; on {where} it gives no speed-up (needs compute capability >= "
+            f"{needs[0]}.{needs[1]}) and costs precision"
+        )
+    return PrecisionChoice(policy, reason, policy == "mixed_float16", suits)
+
+
+def output_precision_issue(model: Model) -> dict[str, object] | None:
+    """The model's output layer when it computes a softmax/sigmoid in float16/bfloat16.
+
+    Returns:
+        None when the output is fine; else ``layer`` (the Keras layer),
+        ``finding`` (what is wrong) and ``advice`` (the fix), as sentences.
+    """
+    # A Keras model exists only once Keras is imported, so there is nothing to start.
+    keras = sys.modules.get("keras")
+    if keras is None or not isinstance(model, keras.Model) or not model.layers:
+        raise BadArgumentError(
+            f"model must be a Keras 3 model with layers, not a {type(model).__name__}."
+        )
+    layer = model.layers[-1]
+    activation = getattr(getattr(layer, "activation", None), "__name__", None)
+    if isinstance(layer, keras.layers.Softmax):
+        activation = "softmax"
+    dtype = getattr(layer, "compute_dtype", None)
+    if activation not in PROBABILITY_ACTIVATIONS or dtype not in LOW_PRECISION:
+        return None
+    return {
+        "layer": layer,
+        "finding": (
+            f"The output layer '{layer.name}' computes its {activation} in {dtype}, which "
+            "distorts probabilities and the loss."
+        ),
+        "advice": (
+            f'Give that layer dtype = "float32" (e.g. layer_dense(..., activation = '
+            f'"{activation}", dtype = "float32")), or end the model with a separate float32 '
+            f'Activation("{activation}") layer.'
+        ),
+    }
+
+
+def output_precision_warning(model: Model) -> str | None:
+    """A warning when the model's output activation runs in float16/bfloat16, else None."""
+    issue = output_precision_issue(model)
+    return None if issue is None else f"{issue['finding']} {issue['advice']}"

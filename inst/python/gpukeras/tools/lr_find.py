@@ -1,0 +1,226 @@
+"""gpu_lr_find(): the learning-rate range test, on a copy of the model.
+
+Smith's range test (2017, "Cyclical Learning Rates for Training Neural
+Networks"), as fastai's ``lr_find`` and luz's ``lr_finder`` run it: train a
+copy of the model for a few hundred batches while the learning rate grows
+exponentially from ``min_lr`` to ``max_lr``, record the loss of each batch,
+and stop once it diverges. The loss against the learning rate falls where the
+rate starts to teach, flattens, then blows up; good rates lie on the descent.
+
+The rate is the copy's optimizer's own schedule (Keras' ExponentialDecay with
+a rate above 1), so it changes inside the compiled step on every backend. Each
+batch is trained with ``train_on_batch``, whose loss is that batch's own
+(Keras resets its metrics on each call), not an epoch's running mean.
+
+Suggestions, all on the smoothed loss (an exponential moving average with
+bias correction, as fastai's):
+
+- ``valley``: fastai's default since 2.5: along the longest stretch where the
+  loss keeps falling, the rate two thirds of the way down.
+- ``steepest``: where the loss falls fastest per decade of rate, before its minimum.
+- ``minimum``: a tenth of the rate at the lowest loss (the older rule of thumb).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core import arguments
+from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
+from gpukeras.core.handles import Model, Record
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters
+from gpukeras.tools import model_copies
+
+# Steps at the start whose smoothed loss is not yet compared for divergence.
+WARMUP_STEPS = 5
+
+
+def _rate(name: str, value: object) -> float:
+    rate = arguments.positive(name, value)
+    if rate is None:
+        raise BadArgumentError(f"{name} must be a positive number, not None.")
+    return rate
+
+
+def _batches(data: object, batch_size: int | None, seed: int | None) -> Iterator[Any]:
+    """Endless training batches: a dataset's own, repeated; arrays shuffled by ``seed``."""
+    if adapters.is_tf_dataset(data):
+        if batch_size is not None:
+            raise BadArgumentError(
+                "batch_size is for arrays: this dataset is already batched. Leave batch_size NULL."
+            )
+        yield from data.repeat().as_numpy_iterator()
+        return
+    if not isinstance(data, (tuple, list)) or len(data) not in (1, 2):
+        raise BadDataError(
+            f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
+            "or arrays as (x, y)."
+        )
+    parts = tuple(adapters.as_arrays(part) for part in data if part is not None)
+    rows = adapters.row_count(parts[0])
+    if rows == 0:
+        raise BadDataError("The data has no rows to train on.")
+    size = min(batch_size or adapters.DEFAULT_BATCH_SIZE, rows)
+    keras = config.keras()
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(rows)
+        for start in range(0, rows - size + 1, size):
+            index = order[start : start + size]
+            yield keras.tree.map_structure(lambda array, i=index: array[i], parts)
+
+
+def _with_ramp(keras: Any, copy: Model, min_lr: float, max_lr: float, steps: int) -> None:
+    """Compile ``copy`` again, its optimizer's learning rate an exponential ramp over ``steps``."""
+    ramp = keras.optimizers.schedules.ExponentialDecay(
+        initial_learning_rate=min_lr, decay_steps=max(1, steps - 1), decay_rate=max_lr / min_lr
+    )
+    given = copy.optimizer
+    try:
+        optimizer = type(given).from_config({**given.get_config(), "learning_rate": ramp})
+    except Exception as error:
+        raise BadModelError(
+            f"gpu_lr_find() sets the learning rate of a copy of the optimizer "
+            f"({type(given).__name__}), which could not be copied ({type(error).__name__}: "
+            f"{error}). Compile the model with one of Keras' optimizers."
+        ) from error
+    copy.compile(optimizer=optimizer, loss=copy.loss, jit_compile=copy.jit_compile)
+
+
+def smooth(losses: list[float], beta: float) -> list[float]:
+    """The exponential moving average of ``losses``, bias-corrected (as fastai smooths)."""
+    smoothed, average = [], 0.0
+    for step, loss in enumerate(losses, start=1):
+        average = beta * average + (1 - beta) * loss
+        smoothed.append(average / (1 - beta**step))
+    return smoothed
+
+
+def valley(lrs: list[float], losses: list[float]) -> float | None:
+    """fastai's valley: two thirds of the way down the longest run of falling loss."""
+    n = len(losses)
+    if n < 3:
+        return None
+    longest = [1] * n  # longest decreasing sequence ending at each step
+    end = 0
+    for i in range(1, n):
+        for j in range(i):
+            if losses[i] < losses[j] and longest[i] < longest[j] + 1:
+                longest[i] = longest[j] + 1
+        if longest[i] > longest[end]:
+            end = i
+    start = end - longest[end]
+    if end <= 0 or start < 0:
+        return None
+    third = (end - start) / 3
+    return lrs[start + int(third) + int(third / 2)]
+
+
+def steepest(lrs: list[float], losses: list[float]) -> float | None:
+    """The rate where the loss falls fastest per decade of rate, before its minimum."""
+    lowest = int(np.argmin(losses))
+    if lowest < 2:
+        return None
+    slopes = np.gradient(np.asarray(losses[: lowest + 1]), np.log10(lrs[: lowest + 1]))
+    return lrs[int(np.argmin(slopes))]
+
+
+def find(
+    model: Model,
+    data: object,
+    min_lr: object = 1e-7,
+    max_lr: object = 10.0,
+    steps: object = 100,
+    batch_size: object = None,
+    stop_factor: object = 4.0,
+    smoothing: object = 0.98,
+    seed: object = None,
+) -> Record:
+    """Run the range test on a copy of ``model`` (see the module's notes).
+
+    Args:
+        model: a compiled Keras model; it is not changed.
+        data: a batched tf.data dataset, or arrays as ``(x, y)``.
+        min_lr, max_lr: the first and last learning rate of the ramp.
+        steps: batches over which the rate goes from ``min_lr`` to ``max_lr``.
+        batch_size: rows per batch for arrays (None: 32).
+        stop_factor: stop once the smoothed loss exceeds this many times its lowest.
+        smoothing: the moving average's weight of the past (0: no smoothing).
+        seed: seeds Keras and the arrays' order.
+
+    Returns:
+        ``lr``, ``loss`` and ``smoothed`` per step trained; ``suggested``
+        (``valley``, ``steepest``, ``minimum``: rates, None where the curve
+        gives none); ``stopped`` (why it stopped), and the settings.
+    """
+    low, high = _rate("min_lr", min_lr), _rate("max_lr", max_lr)
+    if high <= low:
+        raise BadArgumentError(f"max_lr ({high:g}) must be greater than min_lr ({low:g}).")
+    count = arguments.count("steps", steps, minimum=10)
+    size = None if batch_size is None else arguments.count("batch_size", batch_size)
+    factor = _rate("stop_factor", stop_factor)
+    if factor <= 1:
+        raise BadArgumentError(f"stop_factor must be greater than 1, not {factor:g}.")
+    beta = arguments.positive("smoothing", smoothing) if smoothing != 0 else 0.0
+    if beta is None or not beta < 1:
+        raise BadArgumentError(f"smoothing must be in [0, 1), not {smoothing!r}.")
+    seeded = arguments.seed(seed)
+
+    keras = config.keras()
+    arguments.check_compiled_model(keras, model)
+    if seeded is not None:
+        keras.utils.set_random_seed(seeded)
+    batches = _batches(data, size, seeded)
+    copy = model_copies.clone(keras, model, "gpu_lr_find()", weights=True)
+    _with_ramp(keras, copy, low, high, count)
+
+    lrs: list[float] = []
+    losses: list[float] = []
+    stopped = f"ran all {count} steps"
+    average, best = 0.0, math.inf
+    for step, batch in zip(range(count), batches):
+        parts = batch if isinstance(batch, (tuple, list)) else (batch,)
+        logs = copy.train_on_batch(*parts, return_dict=True)
+        loss = float(logs["loss"])
+        lrs.append(low * (high / low) ** (step / max(1, count - 1)))
+        losses.append(loss)
+        if not math.isfinite(loss):
+            stopped = f"the loss became {loss} at step {step + 1}"
+            break
+        average = beta * average + (1 - beta) * loss  # as smooth() does, one step at a time
+        smoothed_now = average / (1 - beta ** (step + 1))
+        best = min(best, smoothed_now)
+        if step >= WARMUP_STEPS and smoothed_now > factor * best:
+            stopped = f"the loss diverged at step {step + 1} ({factor:g} x its lowest)"
+            break
+    finite = [i for i, loss in enumerate(losses) if math.isfinite(loss)]
+    kept_lrs = [lrs[i] for i in finite]
+    smoothed = smooth([losses[i] for i in finite], beta)
+    lowest = kept_lrs[int(np.argmin(smoothed))] / 10 if smoothed else None
+    return {
+        "lr": lrs,
+        "loss": losses,
+        "smoothed": smoothed + [math.nan] * (len(losses) - len(smoothed)),
+        "suggested": {
+            "valley": valley(kept_lrs, smoothed),
+            "steepest": steepest(kept_lrs, smoothed),
+            "minimum": lowest,
+        },
+        "stopped": stopped,
+        "settings": {
+            "min_lr": low,
+            "max_lr": high,
+            "steps": count,
+            "batch_size": size,
+            "stop_factor": factor,
+            "smoothing": beta,
+            "seed": seeded,
+            "optimizer": type(copy.optimizer).__name__,
+            "backend": config.backend,
+        },
+    }

@@ -1,0 +1,303 @@
+"""Advice for gpu_fit()'s report: each item chosen by a number in the monitor's report.
+
+``advice`` reads the report ``monitor.training_report`` builds and the facts
+of the run (``TrainingContext``): an input-bound verdict gives pipeline advice
+(for a gpu_dataset(), on its own options; for data in memory, what is left;
+for other datasets, the steps they lack), worded as timed or as estimated
+from the pipeline alone, as it was measured; a GPU that idles while the input keeps up
+gives step-overhead advice (more batches per call only while
+``steps_per_execution`` is below ``MANY_STEPS_PER_EXECUTION``); GPUs of one
+run that are unevenly busy are named with their figures; a busy GPU in
+float32 with Tensor Cores gives mixed-precision advice; no GPU says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpukeras.core.handles import Record
+
+# Mean utilizations this many percentage points apart make GPUs "unevenly busy".
+UNEVEN_POINTS = 20.0
+# Batches per call from which raising steps_per_execution is no longer advised.
+MANY_STEPS_PER_EXECUTION = 8
+# The kinds of gpu_fit() data (DataAdapter.kind) that are arrays in memory, not a dataset.
+IN_MEMORY_DATA = ("arrays", "keras arrays")
+
+
+@dataclass
+class TrainingContext:
+    """Facts about the run that advice depends on (all plain values).
+
+    Attributes:
+        backend: Keras backend.
+        gpus: names of the GPUs in use (empty on the CPU).
+        compute_capability: of the first GPU in use, e.g. "9.0".
+        memory_total_mib: of the first GPU in use.
+        dtype_policy: Keras' dtype policy name of the model.
+        jit_compile: XLA compilation in force.
+        layers_without_jit: the model's layers Keras cannot compile with XLA,
+            as 'name (Class)'; any one of them turns XLA off for the whole model.
+        steps_per_execution: in force.
+        batch_size: rows per batch, where known.
+        nvml_reason: why GPUs were not sampled (None when they were).
+        pipeline_steps: the tf.data transformations of the training dataset,
+            outermost first ('Prefetch', 'ParallelMap', 'Cache', ...); None
+            when not known (data that is not a tf.data dataset).
+        gpu_dataset: for a dataset gpu_dataset() made, its source ('arrays' or
+            a kind of files), whether it caches and whether it runs a user map;
+            None for other data.
+        data: the kind of data gpu_fit() was given (``DataAdapter.kind``:
+            'arrays' and 'keras arrays' for data in memory, 'dataset', 'other');
+            None when not known.
+    """
+
+    backend: str
+    gpus: list[str] = field(default_factory=list)
+    compute_capability: str | None = None
+    memory_total_mib: float | None = None
+    dtype_policy: str = "float32"
+    jit_compile: bool = False
+    layers_without_jit: list[str] = field(default_factory=list)
+    steps_per_execution: int = 1
+    batch_size: int | None = None
+    nvml_reason: str | None = None
+    pipeline_steps: list[str] | None = None
+    gpu_dataset: Record | None = None
+    data: str | None = None
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f} %"
+
+
+def _gpu_dataset_advice(made: Record, in_memory: bool = False) -> list[str]:
+    """What to change in a gpu_dataset() pipeline that keeps training waiting.
+
+    It already gathers batches in parallel and prefetches, so what is left is
+    the source's own work: decoding files not cached, or the user's map. Data
+    given to gpu_fit() in memory (``in_memory``) went through the same
+    pipeline without the user making one: that is said as such.
+    """
+    items = []
+    if made.get("source") != "arrays" and made.get("cache") is False:
+        items.append(
+            "Cache the decoded files: gpu_dataset(cache = TRUE), or a cache file for data "
+            "larger than memory, so later epochs skip reading and decoding them."
+        )
+    if made.get("user_map"):
+        items.append(
+            "Make the map function cheaper: it runs for every batch of every epoch; move "
+            "augmentation into the model (it then runs on the GPU) or precompute what does "
+            "not change between epochs."
+        )
+    if not items and in_memory:
+        items.append(
+            "The data is in memory and its batches are gathered in parallel and prefetched "
+            "already: the host is too slow or too busy to feed the model. Give it more "
+            "cores, or fewer other jobs."
+        )
+    elif not items:
+        items.append(
+            "gpu_dataset() already gathers batches in parallel and prefetches: the host is "
+            "too slow or too busy to feed the model. Give it more cores, or fewer other jobs."
+        )
+    return items
+
+
+def _pipeline_advice(context: TrainingContext) -> list[str]:
+    """What to change in an input pipeline that keeps training waiting.
+
+    For a gpu_dataset(), its own options (``_gpu_dataset_advice``); for other
+    datasets, only the steps they lack (all of them when their steps are not
+    known), each in gpu_dataset()'s and tfdatasets' words.
+    """
+    if context.gpu_dataset is not None:
+        return _gpu_dataset_advice(context.gpu_dataset, context.data in IN_MEMORY_DATA)
+    steps = context.pipeline_steps
+    has = set(steps or [])
+    items = []
+    if steps is None or "Cache" not in has:
+        items.append(
+            "Cache the data after decoding and any expensive map (gpu_dataset(cache = TRUE); "
+            "dataset_cache() with tfdatasets; a cache file for data larger than memory), "
+            "so later epochs skip that work."
+        )
+    if steps is None or "Map" in has:
+        items.append(
+            "Run per-element maps in parallel (num_parallel_calls = AUTOTUNE, as gpu_dataset() "
+            "does; dataset_map(num_parallel_calls = tf$data$AUTOTUNE) with tfdatasets) and "
+            "batch before light per-batch maps."
+        )
+    if steps is None or "Prefetch" not in has:
+        items.append(
+            "Prefetch batches (gpu_dataset(prefetch = 'auto'); dataset_prefetch() with "
+            "tfdatasets) so the next batch is ready while the current step computes."
+        )
+    if not items:
+        items.append(
+            "The pipeline already caches, maps in parallel and prefetches, so the work per "
+            "batch is the limit: do less of it on the host (decode smaller images, move "
+            "augmentation into the model, where it runs on the GPU) or give it more cores."
+        )
+    return items
+
+
+def advice(report: Record, context: TrainingContext) -> list[str]:
+    """Concrete advice, each item chosen by a number in the report (see the rules below).
+
+    Rules: an input-bound verdict gives pipeline advice (cache, parallel map,
+    prefetch, and more CPU when the host is saturated); a GPU that idles while
+    the input keeps up gives step-overhead advice (steps_per_execution, batch
+    size); a busy GPU in float32 with Tensor Cores gives mixed-precision
+    advice; no GPU says so.
+    """
+    items: list[str] = []
+    verdict = report.get("input_verdict")
+    step_ms = report.get("batch_time_mean_ms") or report.get("step_time_mean_ms")
+    host_cpu = report.get("host_cpu_percent_mean")
+    utilization = report.get("gpu_utilization_mean")
+    if verdict == "highly input-bound":
+        items.append(
+            _input_finding(report, "highly") + ": speed up the input pipeline before anything else."
+        )
+        items += _pipeline_advice(context)
+    elif verdict == "moderately input-bound":
+        items.append(
+            _input_finding(report, "moderately") + ": " + " ".join(_pipeline_advice(context))
+        )
+    input_bound = verdict in ("highly input-bound", "moderately input-bound")
+    # Without a GPU the model computes on the host too: a busy host says nothing of the input.
+    if input_bound and context.gpus and (host_cpu or 0) >= 85:
+        items.append(_busy_host_advice(host_cpu, context))  # type: ignore[arg-type]
+    input_ok = verdict in (None, "not input-bound")
+    if context.layers_without_jit and not context.jit_compile:
+        items.append(_layers_without_jit_advice(context))
+    if not context.gpus:
+        items.append(
+            "No GPU was used: training ran on the CPU. gpu_check() tells why no GPU is visible."
+        )
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        if input_ok and step_ms is not None and step_ms < 5 and few_per_call:
+            items.append(
+                f"Steps are short ({step_ms:.1f} ms): steps_per_execution = 8 or more runs "
+                "several batches per call and cuts Keras' per-step overhead."
+            )
+        return items
+    if utilization is None:
+        return items
+    if input_ok and utilization < 60:
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        if step_ms is not None and step_ms < 10 and few_per_call:
+            items.append(
+                f"The GPU is busy only {utilization:.0f} % of the time with short steps "
+                f"({step_ms:.1f} ms): raise steps_per_execution (e.g. 8-32) to run several "
+                "batches per call, or raise the batch size."
+            )
+        else:
+            items.append(
+                f"The GPU is busy only {utilization:.0f} % of the time although the input "
+                "keeps up: raise the batch size so each step gives the GPU more work."
+            )
+    items += _imbalance_advice(report)
+    memory = report.get("gpu_memory_used_max_mib")
+    if (
+        input_ok
+        and utilization < 90
+        and memory is not None
+        and context.memory_total_mib
+        and memory < 0.5 * context.memory_total_mib
+    ):
+        items.append(
+            f"Only {memory:.0f} of {context.memory_total_mib:.0f} MiB of GPU memory is used: "
+            "there is room for a larger batch size (scale the learning rate with it)."
+        )
+    capability = _capability(context.compute_capability)
+    if context.dtype_policy == "float32" and capability is not None and capability >= 7.0:
+        items.append(
+            f"The model computes in float32 on a GPU with Tensor Cores (compute capability "
+            f"{context.compute_capability}): mixed precision "
+            f"(gpu_setup(mixed_precision = '{'bfloat16' if capability >= 8.0 else 'float16'}')) "
+            "usually trains faster and halves activation memory."
+        )
+    if not context.jit_compile and not context.layers_without_jit and input_ok:
+        items.append(
+            "XLA compilation is off: jit_compile = TRUE fuses small ops into fewer GPU kernels."
+        )
+    if not items and input_ok and utilization >= 90:
+        items.append(
+            f"The GPU is busy {utilization:.0f} % of the time and the input keeps up: "
+            "further speed has to come from the model itself."
+        )
+    return items
+
+
+def _busy_host_advice(host_cpu: float, context: TrainingContext) -> str:
+    """A saturated host while a GPU waits for input: what to change, by what the data is."""
+    made = context.gpu_dataset or {}
+    if made.get("source") == "arrays" and not made.get("user_map"):
+        return (
+            f"The host CPU is {host_cpu:.0f} % busy: it cannot prepare batches of data in "
+            "memory fast enough; move augmentation into the model (it then runs on the "
+            "GPU), run fewer other jobs, or use more cores."
+        )
+    return (
+        f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
+        "cache after decoding, shrink the data earlier (smaller images), or use more cores."
+    )
+
+
+def _input_finding(report: Record, degree: str) -> str:
+    """The input finding an input-bound verdict rests on, as it was measured: the wait
+    timed, or the share of a step the pipeline needs when timed alone."""
+    share = report.get("input_wait_share")
+    if share is not None:
+        return f"Training waits for input {_percent(share)} of the step time ({degree} input-bound)"
+    alone = report.get("input_share_alone") or 0.0
+    return (
+        f"The input pipeline alone needs {_percent(alone)} of a training step's time per "
+        f"batch ({degree} input-bound, estimated: prefetching hides it only where the host "
+        "has cores to spare)"
+    )
+
+
+def _layers_without_jit_advice(context: TrainingContext) -> str:
+    # Keras turns XLA off for the whole model and refuses jit_compile = TRUE; on JAX the
+    # train step then runs op by op (measured: 4.5x slower per epoch on a CPU).
+    cost = (
+        ": on JAX every op of the train step then runs on its own, several times slower"
+        if context.backend == "jax"
+        else ""
+    )
+    return (
+        f"XLA compilation is off because Keras cannot compile "
+        f"{', '.join(context.layers_without_jit)}{cost}. For augmentation, leave the layer "
+        "out of the model and augment in the input pipeline instead, e.g. "
+        "gpu_dataset(augment = list(rotation = list(factor = 0.1)))."
+    )
+
+
+def _imbalance_advice(report: Record) -> list[str]:
+    """Advice when the GPUs of one run are unevenly busy (``UNEVEN_POINTS`` or more apart).
+
+    Replicas synchronise at every step, so the others wait for the busiest:
+    another process on it, or a replica given more rows, slows all of them.
+    """
+    spread = report.get("gpu_utilization_imbalance")
+    if spread is None or spread < UNEVEN_POINTS:
+        return []
+    rows = [row for row in report.get("gpus") or [] if row["utilization_mean"] is not None]
+    each = ", ".join(f"{row['device']} {row['utilization_mean']:.0f} %" for row in rows)
+    return [
+        f"The GPUs are unevenly busy ({each}; {spread:.0f} points apart): every step waits "
+        "for the slowest replica. Check that no other process uses the busier GPU "
+        "(gpu_check(), nvidia-smi), and give every replica the same rows (a global batch "
+        "size that is a multiple of the number of GPUs)."
+    ]
+
+
+def _capability(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None

@@ -1,0 +1,762 @@
+"""Back up training and resume it exactly: Keras' BackupAndRestore, made exact mid-epoch and safe.
+
+Keras 3.15's ``BackupAndRestore`` writes the weights (with the optimizer's
+state) every epoch or every ``save_freq`` batches, but on restart it only
+sets the epoch: a run killed in the middle of epoch e trains all of epoch e
+again, so it ends with other weights than an uninterrupted run. Read from
+keras/src/callbacks/backup_and_restore.py, it also (a) keeps counting the
+epoch from 0 after a restart until the first epoch ends, so a mid-epoch
+backup taken then names epoch 0; (b) writes the weights and the metadata as
+two files, so a kill between the two pairs new weights with old metadata;
+(c) leaves Dropout's random state out (``save_weights`` skips seed
+generators); (d) deletes the whole backup folder, whatever else is in it.
+
+``backup_callback`` subclasses it (keeping its save-frequency logic) and:
+
+- writes each backup's weights into a new file of a name no other file has
+  (``gpukeras-weights-<generation>-<random>.weights.h5``, created
+  exclusively), syncs it to disk, and then commits it by atomically
+  replacing ``gpukeras-backup.json`` (epoch, batches done in it,
+  seed-generator states, the history so far, the run's fingerprint, and the
+  weights file's size and SHA-256), written to a temporary file of its own
+  and synced, the folder synced before and after the rename. So a kill or a
+  power cut at any moment leaves the last committed backup intact;
+- keeps the generation before the last one (the JSON names it, in full, as
+  ``previous``) until the next is committed; on resume, a newest backup
+  whose weights are missing, of the wrong size or checksum (a file emptied
+  or cut short by a crash, or by a disk that lost it) is passed over for
+  the previous one; when neither can be used, BackupMismatchError names the
+  files to remove;
+- removes exactly the files it wrote, and those named by the backup it
+  resumed from (which the resumed run now owns), never any other file in
+  the folder: when training completes, and each generation older than the
+  kept one as soon as a newer one is committed;
+- syncs JAX's training state into the model before saving (on JAX it lives
+  outside the model during an epoch; ``jax_state_sync`` is Keras' own way);
+- on restart, loads the committed backup, and then, in the interrupted
+  epoch, lets the first ``batches_done`` batches go by without training
+  (they are drawn from the data, so the rest of the epoch sees the same
+  batches in the same order as an uninterrupted run), with the running loss
+  and metrics of those batches restored, so the epoch's logged loss is the
+  mean over all its batches, as in an uninterrupted run;
+- backs up at the end of every epoch as well;
+- on JAX with several processes (``gpukeras.distribute.jax_cluster``), writes them into
+  the shared folder on the chief alone; the other workers make the same
+  backups (reading the state takes every worker) into a private temporary
+  folder, and every worker restores from the shared one.
+
+The folder. ``check_dir`` refuses (BackupDirUnsafeError) a folder that is not
+this user's, or that other users may write to (a group other than the
+user's own private one, or everyone, as /tmp): there, another user could
+plant a link where a backup is written, or a backup of their own that the
+next run would load. Files are created exclusively, and the JSON and weights
+are never opened through a link. It also checks that the folder can be
+written to before training starts; a write that fails later (a full disk, a
+quota, a file-size limit) is BackupWriteError, which says what to free and
+where the last good backup is. Before Keras writes a weights file, the space
+for it is reserved (``reserve``): HDF5 can crash the process when a write
+fails in the middle of a file.
+
+Not protected: a crash while a backup is being written can leave that
+backup's uncommitted weights file in the folder (no committed backup names
+it, so no run removes it); a disk that acknowledges a sync it did not make
+(some network file systems, disks with volatile caches) can still lose both
+generations; another process filling the disk between the reservation and
+Keras' write can still meet HDF5's crash.
+
+Exact resumption also needs the data order to depend only on the seed and
+the epoch; ``gpukeras.data.adapters`` arranges that (see its notes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpukeras.core import compat
+
+try:
+    import resource
+except ImportError:  # Windows has no file-size limit to check
+    resource = None  # type: ignore[assignment]
+from gpukeras.core.errors import (
+    BackupDirUnsafeError,
+    BackupMismatchError,
+    BackupWriteError,
+    BadArgumentError,
+)
+from gpukeras.core.runtime import config
+
+STATE_FILE = "gpukeras-backup.json"
+WEIGHTS_PREFIX = "gpukeras-weights-"
+WEIGHTS_SUFFIX = ".weights.h5"
+# The weights' names in format 1 (read still; multi-worker tests write such a backup).
+WEIGHTS_PATTERN = "weights-{:06d}.weights.h5"
+FORMAT = 2
+# The fingerprint keys a resumed run must share with the run that wrote the backup.
+MUST_MATCH = ("steps_per_epoch", "steps_per_execution", "seed", "batch_size", "weights")
+# Open files without following a link planted at their name (0 where the OS has no such flag).
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass
+class BackupState:
+    """A committed backup, as plain data.
+
+    Attributes:
+        epoch: the epoch (0-based) to continue in.
+        batches_done: batches of that epoch already trained (0 at an epoch's start).
+        weights: file name of the weights (in the backup folder).
+        generation: counts backups.
+        run: the fingerprint of the run that wrote it (``MUST_MATCH`` keys).
+        seed_generators: states of the model's random seed generators, in order.
+        history: epoch logs of the epochs finished so far.
+        metrics: values of the model's metric variables (the running loss
+            and metrics of the interrupted epoch), for a mid-epoch backup.
+        size: the weights file's size in bytes (None in format 1).
+        sha256: the weights file's SHA-256, hex (None in format 1).
+        previous: the generation committed before this one, kept as a fallback.
+        owned: (set by ``resume_state``) every weights file the committed
+            backup names, which the run resuming from it removes in time.
+        fallback: (set by ``resume_state``) why the newest backup was passed
+            over for this one; None when this is the newest.
+    """
+
+    epoch: int
+    batches_done: int
+    weights: str
+    generation: int
+    run: dict[str, object] = field(default_factory=dict)
+    seed_generators: list[list[int]] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+    metrics: list[object] = field(default_factory=list)
+    size: int | None = None
+    sha256: str | None = None
+    previous: BackupState | None = None
+    owned: list[str] = field(default_factory=list)
+    fallback: str | None = None
+
+    def record(self) -> dict[str, object]:
+        """The generation as the JSON holds it (without ``previous`` and what resuming sets)."""
+        return {
+            "format": FORMAT,
+            **{
+                f.name: getattr(self, f.name)
+                for f in dataclasses.fields(self)
+                if f.name not in ("previous", "owned", "fallback")
+            },
+        }
+
+
+def _state_of(data: dict) -> BackupState:
+    previous = data.get("previous")
+    return BackupState(
+        epoch=int(data["epoch"]),
+        batches_done=int(data["batches_done"]),
+        weights=str(data["weights"]),
+        generation=int(data["generation"]),
+        run=dict(data.get("run", {})),
+        seed_generators=[list(s) for s in data.get("seed_generators", [])],
+        history=list(data.get("history", [])),
+        metrics=list(data.get("metrics", [])),
+        size=None if data.get("size") is None else int(data["size"]),
+        sha256=None if data.get("sha256") is None else str(data["sha256"]),
+        previous=None if previous is None else _state_of(previous),
+    )
+
+
+def read_state(backup_dir: str) -> BackupState | None:
+    """The committed backup in ``backup_dir`` (with its ``previous``); None when there is none.
+
+    The JSON is opened without following a link. Its weights files are not
+    checked here (``resume_state`` does).
+    """
+    path = Path(backup_dir) / STATE_FILE
+    try:
+        descriptor = os.open(path, os.O_RDONLY | NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise BackupMismatchError(
+            f"The backup in {backup_dir} cannot be read ({_why(error)}). Delete {path} (or "
+            "the folder) to start training from the beginning."
+        ) from error
+    try:
+        with os.fdopen(descriptor) as file:
+            return _state_of(json.load(file))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BackupMismatchError(
+            f"The backup in {backup_dir} cannot be read ({error}). Delete {path} (or the "
+            "folder) to start training from the beginning."
+        ) from error
+
+
+def resume_state(backup_dir: str) -> BackupState | None:
+    """The backup to resume from: the newest committed one whose weights file is whole, else
+    the one before it; None when there is none (a fresh start).
+
+    Raises:
+        BackupMismatchError: a backup is committed but neither generation can be
+            used; it names the files to remove.
+    """
+    committed = read_state(backup_dir)
+    if committed is None:
+        return None
+    owned = [s.weights for s in (committed, committed.previous) if s is not None]
+    problems = []
+    for candidate in (committed, committed.previous):
+        if candidate is None:
+            continue
+        problem = weights_problem(backup_dir, candidate)
+        if problem is None:
+            return dataclasses.replace(
+                candidate,
+                # numbering goes on after the newest, usable or not
+                generation=committed.generation,
+                previous=None,
+                owned=owned,
+                fallback=None
+                if candidate is committed
+                else f"the newest backup's weights {problems[0]}; resumed from the one before it",
+            )
+        problems.append(problem)
+    names = ", ".join(owned)
+    raise BackupMismatchError(
+        f"The backup in {backup_dir} cannot be resumed: its weights {' and '.join(problems)} "
+        "(a crash or a full disk while it was written?). Delete "
+        f"{Path(backup_dir) / STATE_FILE} and {names} in that folder (or the folder, if it "
+        "holds nothing else) to start training from the beginning."
+    )
+
+
+def weights_problem(backup_dir: str, state: BackupState) -> str | None:
+    """What makes a generation's weights file unusable, in words; None when it is whole."""
+    name = state.weights
+    if not name or os.path.basename(name) != name or name in (".", ".."):
+        return f"name {name!r}, which is not a file in the folder"
+    path = os.path.join(backup_dir, name)
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return f"({name}) are missing"
+    except OSError as error:
+        return f"({name}) cannot be read ({_why(error)})"
+    if not stat.S_ISREG(status.st_mode):
+        return f"({name}) are not a plain file (a link?)"
+    if status.st_size == 0:
+        return f"({name}) are empty"
+    if state.size is not None and status.st_size != state.size:
+        return f"({name}) are {status.st_size} bytes, not the {state.size} written"
+    if state.sha256 is not None:
+        try:
+            digest = _sync_and_hash(path, sync=False)[1]
+        except OSError as error:
+            return f"({name}) cannot be read ({_why(error)})"
+        if digest != state.sha256:
+            return f"({name}) are not what was written (their SHA-256 differs)"
+    return None
+
+
+def check_matches(state: BackupState, run: dict[str, object], backup_dir: str) -> None:
+    """Refuse a backup written by a different run (other batches, seed, or model)."""
+    differ = [
+        f"{key}: backup {state.run.get(key)!r}, now {run.get(key)!r}"
+        for key in MUST_MATCH
+        if key in state.run and key in run and state.run[key] != run[key]
+    ]
+    if differ:
+        raise BackupMismatchError(
+            f"backup_dir {backup_dir} holds the backup of a different training run "
+            f"({'; '.join(differ)}). Resuming needs the same call; use another backup_dir, "
+            "or delete this one to start over."
+        )
+
+
+# The folder ---------------------------------------------------------------------
+def check_dir(backup_dir: object) -> str:
+    """``backup_dir`` as an absolute path, created (for this user alone when made here), safe
+    and writable.
+
+    Raises:
+        BadArgumentError: not a folder path, a file, cannot be created, or not writable.
+        BackupDirUnsafeError: another user's folder, or one other users may write to.
+    """
+    if not isinstance(backup_dir, (str, os.PathLike)) or not str(backup_dir):
+        raise BadArgumentError(f"backup_dir must be a folder path, not {backup_dir!r}.")
+    path = Path(backup_dir).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise BadArgumentError(f"backup_dir {path} is a file; give a folder.")
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadArgumentError(f"backup_dir {path} cannot be created: {_why(error)}.") from error
+    _check_safe(path)
+    _check_writable(path)
+    return str(path)
+
+
+def _check_safe(path: Path) -> None:
+    """Refuse a folder that is not this user's, or that others may write to."""
+    if not hasattr(os, "geteuid"):  # no POSIX owners and modes to check
+        return
+    status = path.stat()
+    me = os.geteuid()
+    if status.st_uid != me:
+        raise BackupDirUnsafeError(
+            f"backup_dir {path} belongs to {_user(status.st_uid)}, not to you "
+            f"({_user(me)}): its owner could replace or plant files in it, and gpukeras would "
+            "resume from them. Give a folder of your own (under your home directory, or one "
+            "you make with mkdir)."
+        )
+    if status.st_mode & stat.S_IWOTH:
+        raise BackupDirUnsafeError(
+            f"backup_dir {path} can be written by every user (mode "
+            f"{stat.S_IMODE(status.st_mode):o}, as /tmp is): another user could plant a link "
+            "where a backup is written, or a backup of their own. Make it yours alone "
+            f"(chmod go-w {path}), or give a folder of your own."
+        )
+    if status.st_mode & stat.S_IWGRP and not _own_group(status.st_gid):
+        raise BackupDirUnsafeError(
+            f"backup_dir {path} can be written by the group {_group(status.st_gid)} (mode "
+            f"{stat.S_IMODE(status.st_mode):o}): its other members could plant a link where a "
+            f"backup is written, or a backup of their own. Make it yours alone (chmod g-w "
+            f"{path}), or give a folder of your own."
+        )
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's private group (its name, no other member), as Debian
+    and others make for every user."""
+    import grp
+    import pwd
+
+    try:
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    try:
+        import grp
+
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except (ImportError, KeyError):
+        return f"gid {gid}"
+
+
+def _check_writable(path: Path) -> None:
+    """Create, write and remove a probe file, so an unwritable folder fails before training."""
+    try:
+        descriptor, probe = tempfile.mkstemp(dir=path, prefix=".gpukeras-probe-")
+        try:
+            os.write(descriptor, b"0")
+        finally:
+            os.close(descriptor)
+            os.unlink(probe)
+    except OSError as error:
+        raise BadArgumentError(
+            f"backup_dir {path} cannot be written to ({_why(error)}): give a folder you can "
+            f"write to{', on a disk with free space' if _full(error) else ''}."
+        ) from error
+
+
+def _why(error: OSError) -> str:
+    """An OSError in words: its text and the errno's name."""
+    if error.errno is None:
+        return str(error)
+    return f"{error.strerror or os.strerror(error.errno)}, {errno.errorcode.get(error.errno, '')}"
+
+
+def _full(error: OSError) -> bool:
+    return error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+# Writing ------------------------------------------------------------------------
+def _sync_and_hash(path: str, sync: bool = True) -> tuple[int, str]:
+    """The size and SHA-256 of a file, opened without following a link; synced to disk first."""
+    digest = hashlib.sha256()
+    size = 0
+    descriptor = os.open(path, os.O_RDONLY | NOFOLLOW)
+    try:
+        if sync:
+            os.fsync(descriptor)
+        while chunk := os.read(descriptor, 1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    finally:
+        os.close(descriptor)
+    return size, digest.hexdigest()
+
+
+def _sync_dir(folder: str) -> None:
+    """Make the folder's entries (files made, renamed) durable; a no-op where folders cannot be
+    opened or synced (Windows, some network file systems)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(descriptor)
+
+
+def _commit_json(folder: str, record: dict[str, object]) -> None:
+    """Atomically make ``record`` the folder's committed backup: a temporary file of its own,
+    synced, renamed over ``STATE_FILE``, with the folder synced before and after."""
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".gpukeras-backup-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w") as out:
+            json.dump(record, out)
+            out.flush()
+            os.fsync(out.fileno())
+        _sync_dir(folder)  # the weights file's entry and this one's, before the commit
+        os.replace(temporary, os.path.join(folder, STATE_FILE))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_dir(folder)
+
+
+def weights_estimate(model: object, written: int | None) -> int:
+    """Bytes to reserve for a backup's weights file: a little more than the last one written,
+    or, before the first, the variables' bytes and HDF5's metadata for each."""
+    if written:
+        return int(written * 1.1) + 65536
+    optimizer = getattr(model, "optimizer", None)
+    variables = [*model.weights, *(optimizer.variables if optimizer is not None else [])]  # type: ignore[attr-defined]
+    data = sum(math.prod(v.shape) * _itemsize(str(v.dtype)) for v in variables)
+    return int(data) + 4096 * len(variables) + 65536
+
+
+def _itemsize(dtype: str) -> int:
+    with contextlib.suppress(TypeError):
+        return int(np.dtype(dtype).itemsize)
+    bits = re.search(r"\d+", dtype)  # bfloat16, float8_e4m3fn: NumPy does not know them
+    return max(1, int(bits.group()) // 8) if bits else 4
+
+
+def reserve(folder: str, size: int) -> None:
+    """Make sure ``size`` bytes can be written in ``folder`` before HDF5 writes there, or raise
+    the OSError (ENOSPC, EDQUOT, EFBIG) a write would meet.
+
+    HDF5 (h5py 3, as Keras 3.15 uses it) can crash the process with a segmentation fault
+    when a write fails in the middle of a file (seen here on a full tmpfs), and a write past
+    the file-size limit (``ulimit -f``) sends SIGXFSZ, which ends an R process. So the space
+    is taken first in a file of its own (``posix_fallocate``; a check of the free space
+    where there is none), which is then given back for the weights.
+    """
+    if resource is not None:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and size > limit:
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+    if not hasattr(os, "posix_fallocate"):
+        free = shutil.disk_usage(folder).free
+        if size > free:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return
+    descriptor, path = tempfile.mkstemp(dir=folder, prefix=".gpukeras-reserve-")
+    try:
+        os.posix_fallocate(descriptor, 0, size)
+    finally:
+        os.close(descriptor)
+        os.unlink(path)
+
+
+# HDF5 (Keras' weights files) reports a failed write as a RuntimeError naming the errno.
+_HDF5_ERRNO = r"errno = (\d+)"
+
+
+def write_errno(error: BaseException) -> int | None:
+    """The errno of a failed write: an OSError's, or the one HDF5 names; None for other errors."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno
+    found = re.search(_HDF5_ERRNO, str(error)) if isinstance(error, RuntimeError) else None
+    return int(found.group(1)) if found else None
+
+
+def _write_failure(code: int, folder: str, kept: BackupState | None) -> BackupWriteError:
+    """BackupWriteError: what failed, what to free or change, and where the last good backup is."""
+    what = f"{os.strerror(code)}, {errno.errorcode.get(code, code)}"
+    fixes = {
+        errno.ENOSPC: "Free space on that disk, or give a backup_dir on another one",
+        errno.EDQUOT: "Free space within your disk quota there, or give a backup_dir elsewhere",
+        errno.EFBIG: "A limit on file sizes (ulimit -f) stops the write: raise it, or give a "
+        "backup_dir on a file system that takes larger files",
+        errno.EROFS: "That file system is read-only: give a backup_dir on a writable disk",
+        errno.EACCES: f"Make {folder} writable for you (chmod u+w), or give another backup_dir",
+        errno.EPERM: f"Make {folder} writable for you (chmod u+w), or give another backup_dir",
+    }
+    fix = fixes.get(code, "Check that disk, or give a backup_dir on another one")
+    if kept is None:
+        last = "No backup had been committed yet: training starts over next time."
+    else:
+        last = (
+            f"The last good backup is in {folder} (epoch {kept.epoch + 1}, {kept.batches_done} "
+            "batches done): run the same call again to continue from it."
+        )
+    return BackupWriteError(
+        f"Training stopped: a backup could not be written to {folder} ({what}). {fix} "
+        f"(a backup takes about twice the size of the weights and optimizer state). {last}"
+    )
+
+
+def _save_dir(backup_dir: str) -> str:
+    """Where this process writes backups: ``backup_dir``, or on a JAX worker other than the
+    chief a temporary folder of its own (see the module's notes)."""
+    jax = sys.modules.get("jax")
+    if jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0:
+        return backup_dir
+    return tempfile.mkdtemp(prefix="gpukeras-worker-backup-")
+
+
+def _plain_logs(logs: dict | None) -> dict[str, float]:
+    out = {}
+    for name, value in (logs or {}).items():
+        with contextlib.suppress(TypeError, ValueError):
+            out[str(name)] = float(value)
+    return out
+
+
+def backup_callback(
+    backup_dir: str,
+    save_freq: str | int,
+    run: dict[str, object],
+    state: BackupState | None,
+    keras_fit: bool = True,
+) -> object:
+    """The backup callback for one gpu_fit() (see the module's notes).
+
+    Args:
+        backup_dir: the folder (see ``check_dir``).
+        save_freq: "epoch", or a number of batches between backups (and one at
+            every epoch's end too).
+        run: this run's fingerprint, stored with each backup.
+        state: the backup to resume from (``resume_state``), or None.
+        keras_fit: whether Keras' ``fit()`` trains. Otherwise (the multi-worker
+            loop) the loop lets a resumed epoch's first batches go by itself,
+            and the metrics' running values are neither kept nor restored
+            (reading them there is an exchange every worker must make).
+
+    Returns:
+        A ``keras.callbacks.BackupAndRestore`` subclass instance, with
+        ``save_now()`` (see ``gpukeras.train.preempt``). Its wrapper of
+        ``train_function`` takes its place among others by
+        ``compat.TRAIN_FUNCTION_LAYERS``, wherever the callback is in ``fit()``'s list.
+    """
+    keras = config.keras()
+    spe = int(run.get("steps_per_execution") or 1)  # type: ignore[call-overload]
+
+    class ExactBackupAndRestore(keras.callbacks.BackupAndRestore):
+        """BackupAndRestore with durable, atomic backups and an exact mid-epoch resume."""
+
+        def __init__(self) -> None:
+            super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=True)
+            self.run = run
+            self.resumed = state
+            self.generation = state.generation if state else 0
+            self.history: list[dict[str, float]] = list(state.history) if state else []
+            self.epoch = 0
+            self.batches_done = 0
+            self.skip_batches = 0
+            self.restored = False
+            self.save_dir = _save_dir(backup_dir)
+            # The last committed generation (kept until the next is), and every weights file
+            # this run is to remove in time: those it wrote, and those the backup it resumed
+            # from names (in the shared folder the chief alone owns them).
+            self.kept = state
+            self.owned: list[str] = (
+                list(state.owned) if state and self.save_dir == backup_dir else []
+            )
+            # Where the last committed backup is (epoch, batches done): nothing to save there.
+            self.committed_at = (state.epoch, state.batches_done) if state else None
+
+        # Loading -----------------------------------------------------------
+        def on_train_begin(self, logs: dict | None = None) -> None:
+            model = self.model
+            if self.resumed is None:
+                return
+            if model.optimizer is not None and not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+            weights = os.path.join(backup_dir, self.resumed.weights)
+            try:
+                model.load_weights(weights)
+            except (ValueError, KeyError) as error:
+                raise BackupMismatchError(
+                    f"The backup in {backup_dir} does not fit this model ({error}). Resuming "
+                    "needs the same model; use another backup_dir, or delete this one to "
+                    "start over."
+                ) from error
+            generators = compat.seed_generators(model)
+            if len(generators) == len(self.resumed.seed_generators):
+                for generator, saved in zip(generators, self.resumed.seed_generators):
+                    generator.state.assign(
+                        keras.ops.convert_to_tensor(saved, dtype=generator.state.dtype)
+                    )
+            compat.set_initial_epoch(model, self.resumed.epoch)
+            self.epoch = self.resumed.epoch
+            # The model holds that many batches of the epoch while they go by again.
+            self.batches_done = self.skip_batches = self.resumed.batches_done
+            self.restored = True
+            if self.skip_batches and keras_fit:
+                self._wrap_train_function()
+
+        def _wrap_train_function(self) -> None:
+            """Let the first ``skip_batches`` batches of the resumed epoch go by untrained."""
+            jax = keras.backend.backend() == "jax"
+            left = [self.skip_batches // spe]
+
+            def resuming_over(original: Callable) -> Callable:
+                def resuming(*args: object) -> object:
+                    if left[0] > 0:
+                        *leading, iterator = args
+                        for _ in range(spe):
+                            next(iterator)  # type: ignore[call-overload]
+                        left[0] -= 1
+                        return ({}, leading[0]) if jax else {}
+                    return original(*args)
+
+                return resuming
+
+            compat.wrap_train_function(self.model, "resume", resuming_over)
+
+        # Saving ------------------------------------------------------------
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            self.epoch = epoch
+            self._current_epoch = epoch
+            if epoch != getattr(self.resumed, "epoch", None):
+                self.skip_batches = 0
+            elif self.skip_batches and keras_fit and self.resumed.metrics:  # type: ignore[union-attr]
+                # Keras has just reset the metrics; the skipped batches' share comes back.
+                for variable, value in zip(self.model.metrics_variables, self.resumed.metrics):  # type: ignore[union-attr]
+                    variable.assign(keras.ops.convert_to_tensor(value, dtype=variable.dtype))
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if batch < self.skip_batches:  # a batch the resumed epoch let go by
+                self._last_batch_seen = batch
+                self.batches_done = self.skip_batches
+                return
+            self.batches_done = batch + 1
+            if self._should_save_on_batch(batch):
+                self._save_model()
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            self.skip_batches = 0
+            self.history.append({"epoch": epoch + 1, **_plain_logs(logs)})
+            self.epoch, self.batches_done = epoch + 1, 0
+            self._last_batch_seen = -1
+            self._batches_seen_since_last_saving = 0
+            self._save_model()
+
+        def save_now(self) -> None:
+            """Back up where training is now, unless the last committed backup holds it."""
+            if self.committed_at != (self.epoch, self.batches_done):
+                self._save_model()
+
+        def _save_model(self) -> None:
+            """Write, sync and commit one backup; then remove what the kept one replaces."""
+            model = self.model
+            if hasattr(model, "jax_state_sync"):
+                model.jax_state_sync()  # JAX keeps the trained state outside the model
+            try:
+                committed = self._write(model)
+            except Exception as error:
+                code = write_errno(error)
+                if code is None:
+                    raise
+                raise _write_failure(code, self.save_dir, self.kept) from error
+            keep = {committed.weights, *([self.kept.weights] if self.kept else [])}
+            self.kept = committed
+            self.committed_at = (committed.epoch, committed.batches_done)
+            for name in [n for n in self.owned if n not in keep]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.save_dir, name))
+                self.owned.remove(name)
+
+        def _write(self, model: object) -> BackupState:
+            self.generation += 1
+            descriptor, path = tempfile.mkstemp(
+                dir=self.save_dir,
+                prefix=f"{WEIGHTS_PREFIX}{self.generation:06d}-",
+                suffix=WEIGHTS_SUFFIX,
+            )
+            os.close(descriptor)
+            name = os.path.basename(path)
+            self.owned.append(name)
+            try:
+                reserve(self.save_dir, weights_estimate(model, self.kept and self.kept.size))
+                # Keras writes by path: the file made just now, in a folder only this user writes.
+                model.save_weights(path, overwrite=True)  # type: ignore[attr-defined]
+                size, digest = _sync_and_hash(path)
+                committed = BackupState(
+                    epoch=self.epoch,
+                    batches_done=self.batches_done,
+                    weights=name,
+                    generation=self.generation,
+                    run=self.run,
+                    seed_generators=[
+                        [int(v) for v in keras.ops.convert_to_numpy(g.state.value).tolist()]
+                        for g in compat.seed_generators(model)
+                    ],
+                    history=list(self.history),
+                    metrics=[
+                        keras.ops.convert_to_numpy(v.value).tolist()
+                        for v in model.metrics_variables  # type: ignore[attr-defined]
+                    ]
+                    if self.batches_done and keras_fit
+                    else [],
+                    size=size,
+                    sha256=digest,
+                )
+                record = committed.record()
+                record["previous"] = None if self.kept is None else self.kept.record()
+                _commit_json(self.save_dir, record)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                self.owned.remove(name)
+                raise
+            return committed
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            # Training completed (on an error Keras never gets here, and the backup stays):
+            # remove the commit first (so no backup names a removed file), then exactly the
+            # weights files this run owns, and the folder if nothing else is in it.
+            compat.unwrap_train_function(self.model, "resume")
+            Path(self.save_dir, STATE_FILE).unlink(missing_ok=True)
+            for name in self.owned:
+                Path(self.save_dir, name).unlink(missing_ok=True)
+            self.owned = []
+            with contextlib.suppress(OSError):
+                Path(self.save_dir).rmdir()
+
+    return ExactBackupAndRestore()

@@ -1,0 +1,444 @@
+"""gpu_fit(): train a compiled Keras 3 model with its speed options applied, measured, resumable.
+
+``fit`` runs Keras' own ``model.fit()`` and adds around it:
+
+- the speed options, learning rate and clipping, set on the already compiled
+  model (``gpukeras.train.fit_request``);
+- the monitor: NVML and host CPU samplers (``gpukeras.train.monitor``) and the step
+  timer (``gpukeras.train.timing``), summarised by ``monitor.training_report``;
+- backups that resume exactly (``gpukeras.train.backup``);
+- TensorFlow's errors about the data (a corrupt image mid-epoch) as a classed
+  error that says training stopped and where progress is kept.
+
+Data order. gpu_fit()'s data reaches ``model.fit()`` through an adapter
+(``gpukeras.data.adapters``, whose notes say how), which also gives a
+resumed epoch the order of batches the killed run had: ``fit`` builds the
+model from a dataset's element spec first, so Keras need not peek at a
+batch, and the adapter skips the epochs a backup holds.
+
+What holds: a run killed at any moment (SIGKILL included) and started again
+with the same call in a fresh process ends with the same weights as an
+uninterrupted run (bit for bit on the CPU, as the tests check; on a GPU only
+as far as its kernels are deterministic), with the full history. The
+interrupted epoch's loss and metrics come out as in an uninterrupted run
+(the backup keeps their running sums). Data augmentation inside tf.data (random layers in a map)
+is not replayed exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+
+import numpy as np
+
+from gpukeras.core import compat
+from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters
+from gpukeras.data import failures as data_failures
+from gpukeras.distribute import jax_cluster, strategies
+from gpukeras.train import (
+    backup,
+    failures,
+    fit_request,
+    live,
+    multiworker,
+    preempt,
+    training_run,
+)
+from gpukeras.train.resident import ResidentLoop
+
+
+# Callbacks made here ------------------------------------------------------------
+def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
+    """A callback tracking the epoch and batch (for error messages), and reseeding
+    NumPy per epoch where Keras shuffles arrays with it.
+
+    It has no batch-end hook: Keras runs batch ends synchronously when any
+    callback without ``async_safe`` has one, and turning each step's logs into
+    numbers makes the host wait for the step, so on a GPU it could not queue
+    the next one. Steps run one after another, so a step that begins means
+    the one before it returned: ``batches_done`` counts those.
+    """
+    position: dict[str, int] = {"epoch": 0, "batch": -1, "batches_done": 0, "begun": 0}
+
+    class Position(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            position.update(epoch=epoch, batch=-1)
+            if reseed_numpy:
+                np.random.seed(np.random.SeedSequence([seed or 0, epoch]).generate_state(1)[0])
+
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            position.update(batch=batch, batches_done=position["begun"])
+            position["begun"] += 1
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            position["batches_done"] = position["begun"]
+
+    return Position(), position
+
+
+def _jax_value_keeper(keras: object, model: object) -> object:
+    """A callback keeping the values of the model's variables until a train step has run.
+
+    Keras' JAX trainer detaches the variables' values while it trains and puts
+    the trained ones back at the end, but when the first step fails (data that
+    does not fit the model) it has none to put back: the model lost its weights
+    and its next fit() failed. ``reattach()`` gives back the values kept.
+    """
+
+    class Keeper(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            optimizer = getattr(model, "optimizer", None)
+            variables = [
+                *model.variables,  # type: ignore[attr-defined]
+                *(optimizer.variables if optimizer is not None else []),
+                *model.metrics_variables,  # type: ignore[attr-defined]
+            ]
+            self.kept = [(variable, compat.attached_value(variable)) for variable in variables]
+            self.begun = 0
+
+        # A step ran once the next begins or the epoch ends: Keras then has trained
+        # values to put back. (No batch-end hook, for the reason Position has none.)
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.begun += 1
+            if self.begun > 1:
+                self.kept = []
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            self.kept = []
+
+        def reattach(self) -> None:
+            for variable, value in self.kept:
+                compat.reattach_value(variable, value)
+
+    return Keeper()
+
+
+# The run ------------------------------------------------------------------------
+def _backup(
+    request: fit_request.FitRequest, model: object, source: adapters.DataAdapter, spe: int
+) -> tuple[object | None, backup.BackupState | None]:
+    """The backup callback and the backup to resume from (checked against this run).
+
+    When resuming, the data skips the epochs already trained, so the resumed
+    epoch gets the order it had (see ``gpukeras.data.adapters``).
+    """
+    if request.backup_dir is None:
+        return None, None
+    run = {
+        "epochs": request.epochs,
+        "steps_per_epoch": source.steps_per_epoch,
+        "steps_per_execution": spe,
+        "seed": request.seed,
+        "batch_size": source.batch_size,
+        "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,  # type: ignore[attr-defined]
+    }
+    state = backup.resume_state(request.backup_dir)
+    if state is not None:
+        backup.check_matches(state, run, request.backup_dir)
+        source.skip_epochs(state.epoch)
+    return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
+
+
+def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: object) -> int:
+    """Steps per dispatch on the device: the one asked for; for "auto", the one the backup
+    to resume was made with (its batch positions count in those), else the rule's
+    (``ResidentLoop.choose_steps``)."""
+    if request.steps_per_execution != "auto":
+        return int(request.steps_per_execution)
+    if request.backup_dir is not None:
+        state = backup.resume_state(request.backup_dir)
+        if state is not None and state.run.get("steps_per_execution"):
+            return int(state.run["steps_per_execution"])  # type: ignore[call-overload]
+    return loop.choose_steps(model)
+
+
+def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
+    """Where a resumed run started (1-based epoch, batches done in it), and why it used the
+    backup before the newest, when it did."""
+    if state is None:
+        return None
+    start: dict[str, object] = {"epoch": state.epoch + 1, "batches_done": state.batches_done}
+    if state.fallback is not None:
+        start["fallback"] = state.fallback
+    return start
+
+
+def fit(
+    model: object,
+    data: object,
+    epochs: int = 1,
+    validation_data: object = None,
+    batch_size: int | None = None,
+    steps_per_execution: int | str = "auto",
+    jit_compile: bool | str = "auto",
+    learning_rate: object = None,
+    clipnorm: float | None = None,
+    clipvalue: float | None = None,
+    monitor: bool = True,
+    backup_dir: str | None = None,
+    callbacks: object = None,
+    seed: int | None = None,
+    verbose: int | str = "auto",
+    backup_freq: int | str = "epoch",
+    strategy: object = None,
+    signals: object = ("SIGTERM",),
+) -> dict[str, object]:
+    """Train a compiled Keras 3 model; return its history, the monitor report and the settings.
+
+    Args:
+        model: a compiled Keras 3 model.
+        data: a tf.data dataset (gpu_dataset()), arrays as ``(x, y)`` (or
+            ``(x,)``; ``x`` may be a dict of arrays), or anything else Keras'
+            ``fit()`` takes.
+        epochs: epochs to train (in all, counting those a backup already holds).
+        validation_data: a dataset or ``(x, y)`` arrays, evaluated every epoch.
+        batch_size: rows per batch for arrays (default 32); must be None for
+            a dataset, which is batched already.
+        steps_per_execution: batches per call of the compiled step; "auto"
+            keeps the model's (see ``gpukeras.train.fit_request``).
+        jit_compile: XLA: True, False or "auto".
+        learning_rate: None (the optimizer's own), a positive number, a
+            schedule spec (``gpukeras.core.schedules``) or a Keras schedule.
+        clipnorm: clip each gradient to this L2 norm.
+        clipvalue: clip each gradient element to [-clipvalue, clipvalue].
+        monitor: measure steps, input wait, GPUs and host CPU.
+        backup_dir: folder for backups that let the same call resume after an
+            interruption (see ``gpukeras.train.backup``).
+        callbacks: Keras callbacks, run after gpukeras' own.
+        seed: seeds Keras (``keras.utils.set_random_seed``) and the data order.
+        verbose: Keras' verbose: "auto", 0, 1 or 2.
+        backup_freq: "epoch", or a number of batches between backups (and
+            one at every epoch's end).
+        strategy: None (one device), or a strategy from ``strategies.make``
+            (or a tf.distribute strategy / keras.distribution Distribution):
+            the model is trained in its scope (a copy is made and the trained
+            weights copied back when it was built outside, see
+            ``gpukeras.distribute``); ``batch_size`` is then the global batch.
+        signals: names of the signals that stop training at the next step, after
+            a backup of it (``gpukeras.train.preempt``): a scheduler's SIGTERM, and a
+            warning signal such as SIGUSR1; None for none.
+
+    Returns:
+        ``history`` (columns: ``epoch``, 1-based, and every logged metric),
+        ``monitor`` (``monitor.training_report``; None with monitor False),
+        ``timeline`` (``gpu`` and ``host`` sample columns, time_s since the
+        start of training; empty lists without the monitor or a GPU) and
+        ``settings`` (what was in force).
+
+    Raises:
+        BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
+        BackupMismatchError: see ``gpukeras.core.errors``; BadDataError also when
+        TensorFlow fails on the data during training; BackupWriteError,
+        CallbackError and PreemptedError when training stops for a backup that
+        cannot be written, the user's callback, or a signal.
+    """
+    keras = config.keras()
+    request = fit_request.check_request(
+        keras,
+        model,
+        epochs=epochs,
+        batch_size=batch_size,
+        steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
+        learning_rate=learning_rate,
+        clipnorm=clipnorm,
+        clipvalue=clipvalue,
+        monitor=monitor,
+        backup_dir=backup_dir,
+        backup_freq=backup_freq,
+        callbacks=callbacks,
+        seed=seed,
+        verbose=verbose,
+        signals=signals,
+    )
+    if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
+        # Its own distributed step runs one batch per call, without XLA, and backs
+        # up at epoch ends: asking for more must not be silently ignored.
+        unsupported = [
+            f"{name} = {value!r}"
+            for name, value, default in (
+                ("steps_per_execution", request.steps_per_execution, "auto"),
+                ("jit_compile", request.jit_compile, "auto"),
+                ("backup_freq", request.backup_freq, "epoch"),
+            )
+            if value != default
+        ]
+        if unsupported:
+            raise BadArgumentError(
+                f"Multi-worker training does not take {', '.join(unsupported)}: it runs its "
+                "own distributed step, one batch per call, and backs up at every epoch's end. "
+                "Leave them at their defaults."
+            )
+        return multiworker.fit(
+            strategy,
+            model,
+            data,
+            epochs=request.epochs,
+            batch_size=request.batch_size,
+            validation_data=validation_data,
+            learning_rate=request.learning_rate,
+            clipnorm=request.clipnorm,
+            clipvalue=request.clipvalue,
+            backup_dir=request.backup_dir,
+            seed=request.seed,
+            verbose=request.verbose,
+            monitor=request.monitor,
+            callbacks=request.callbacks,
+            signals=request.signals,
+        )
+    if request.seed is not None:
+        keras.utils.set_random_seed(request.seed)
+    several = jax_cluster.multi_process()
+    source = adapters.get_data_adapter(data, request.batch_size, request.seed, several)
+    if adapters.is_tf_dataset(source.fit_args["x"]):
+        adapters.build_from_spec(model, source.fit_args["x"])
+    if adapters.is_tf_dataset(validation_data):
+        adapters.check_batched(model, validation_data, "validation_data")
+    validation = adapters.validation_args(validation_data, request.batch_size)
+    if strategy is None:
+        return _train(keras, model, request, source, validation, None, validation_data)
+    placement = strategies.describe(strategy)
+    strategies.check_batch(placement, source.batch_size, source.rows)
+    if placement.backend == "tensorflow":
+        for fit_args in (source.fit_args, validation):
+            for key, value in fit_args.items():
+                if adapters.is_tf_dataset(value):
+                    fit_args[key] = strategies.shard_by_data(value)
+    with strategies.training_model(model, strategy) as trained:
+        return _train(keras, trained, request, source, validation, placement, validation_data)
+
+
+def _train(
+    keras: object,
+    model: object,
+    request: fit_request.FitRequest,
+    source: adapters.DataAdapter,
+    validation: dict[str, object],
+    placement: strategies.Description | None,
+    validation_data: object = None,
+) -> dict[str, object]:
+    """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
+    applied = fit_request.apply_settings(keras, model, request)
+    backend = keras.backend.backend()
+    distribution = keras.distribution.distribution() if backend == "jax" else None  # type: ignore[attr-defined]
+    source = adapters.on_device(
+        source, model, validation_data, distribution, backend, jax_cluster.multi_process()
+    )
+    resident = None
+    if isinstance(source, adapters.ResidentAdapter):
+        resident = ResidentLoop(source.device_rows)
+        validation = source.validation_args() or validation
+        applied["steps_per_execution"] = _resident_steps(request, resident, model)
+    spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
+    gpu_rows = training_run.gpus_in_use(keras, model)
+
+    position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
+    saver, state = _backup(request, model, source, spe)
+    watcher = None
+    if request.monitor:
+        watcher = training_run.make_monitor(
+            gpu_rows,
+            batch_size=source.batch_size,
+            resumed_steps=state.batches_done // spe if state is not None else 0,
+            # The wait is timed where that leaves Keras' loop as it is, else this
+            # dataset alone after training; resident data waits for nothing
+            # (see gpukeras.train.timing).
+            dataset=source.tf_dataset,
+            input_on_device=resident is not None,
+            steps_per_execution=spe,
+        )
+    keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
+    own = [c for c in (saver, position_callback, keeper) if c is not None]
+    own += watcher.callbacks if watcher is not None else []
+    if resident is not None:
+        own.append(resident.callback(keras))
+        resident.install(model, spe)
+
+    started = time.perf_counter()
+    history = None
+    with (
+        watcher if watcher is not None else contextlib.nullcontext(),
+        preempt.handling(request.signals) as stop,
+    ):
+        if request.signals:  # every process makes the same call
+            stop.exchange = preempt.jax_exchange()
+        own.append(preempt.callback(keras, stop, saver, request.backup_dir))
+        try:
+            history = model.fit(  # type: ignore[attr-defined]
+                **source.fit_args,
+                epochs=request.epochs,
+                callbacks=own
+                + request.callbacks
+                + live.display_callbacks(keras, watcher, request.verbose),
+                verbose=request.verbose,
+                **validation,
+            )
+        except GpukerasError:
+            raise
+        except Exception as error:
+            # The user's callback failing is the user's; data that does not fit the model
+            # fails at the first step (Keras' checks when it traces it, or the model's ops)
+            # or, for validation data, in Keras' input check; a batch that cannot be read
+            # fails in IteratorGetNext.
+            refused = "incompatible with the layer" in str(error) or (
+                position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
+            )
+            translated = (
+                failures.callback_error(
+                    error, request.callbacks, position["epoch"], request.backup_dir
+                )
+                or (data_failures.refused_data(error) if refused else None)
+                or failures.data_error(error, position, request.backup_dir, source.given_dataset)
+            )
+            if translated is None:
+                raise
+            raise translated from error
+        finally:
+            compat.unwrap_train_function(model)
+            compat.set_initial_epoch(model, None)  # a backup sets it; it would stick
+            if resident is not None:
+                resident.uninstall(model)
+            if keeper is not None:
+                keeper.reattach()
+    seconds = time.perf_counter() - started
+
+    settings = {
+        "epochs": request.epochs,
+        "batch_size": source.batch_size,
+        "steps_per_epoch": source.steps_per_epoch,
+        **applied,
+        "backup_dir": request.backup_dir,
+        "backup_freq": request.backup_freq if request.backup_dir is not None else None,
+        "resumed_from": _resumed_from(state),
+        "signals": request.signals,
+        # one that came once the last step had begun: training completed all the same
+        "signal_after_training": stop.received,
+        "seed": request.seed,
+        "backend": backend,
+        "device": training_run.device_setting(gpu_rows),
+        "strategy": None
+        if placement is None
+        else strategies.strategy_settings(placement, source.batch_size),
+        "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
+        "data": source.kind,
+        "data_path": dataclasses.asdict(source.decision) if source.decision is not None else None,
+        "monitor": request.monitor,
+        "seconds": seconds,
+    }
+    report = None
+    if watcher is not None:
+        if settings["batch_size"] is None:
+            settings["batch_size"] = watcher.observed_batch_size()
+        report = training_run.monitor_report(
+            watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
+        )
+    history_columns = training_run.history_columns(
+        history,
+        saver.history if saver is not None else None,  # type: ignore[attr-defined]
+    )
+    return training_run.result(history_columns, report, watcher, started, settings)

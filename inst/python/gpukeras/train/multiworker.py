@@ -1,0 +1,610 @@
+"""Multi-worker training: several machines (processes) train one model in step, on TensorFlow.
+
+gpu_strategy(workers = , index = ) and gpu_fit(strategy = ) with it. Each
+worker is its own process (an R session per machine) that runs the same
+calls: ``cluster.make_strategy`` joins the cluster, this module's ``fit``
+trains.
+
+The engine. ``tf.distribute.MultiWorkerMirroredStrategy`` (MWMS) keeps a
+replica of the model on every device of every worker and all-reduces the
+gradients every step. Keras 3's ``model.fit()`` fails under it
+(keras-team/keras#20585: "Attempt to convert a value (PerReplica...)"), so
+``fit`` has a loop of its own around Keras' own ``model.train_step``, run on
+every replica (``strategy.run`` in a ``tf.function``) over
+``strategy.experimental_distribute_dataset``. Keras' step does the scaling
+MWMS needs, read from Keras 3.15: the compiled loss is the mean over the
+replica's rows times 1/replicas (``scale_loss_for_distribution``), mixed
+precision's loss scale applies, and the optimizer sums the gradients over
+all replicas (``_all_reduce_sum_gradients``) before one update. So a step
+applies the gradient of the mean loss over the global batch, once: 2
+workers end with the weights of one process training with gpu_fit() on the
+same batches (to 3e-7, tested). A global batch that does not split evenly
+(the last of an epoch) weights each replica's rows by its share, as Keras'
+``fit()`` under MirroredStrategy does. The step is not XLA-compiled, and
+runs one batch per call.
+
+Data. ``batch_size`` (and the batches of a dataset) is the global batch,
+the rows of one step over all replicas; each replica gets batch_size /
+replicas. The auto-shard policy is DATA (``strategies.shard_by_data``):
+every worker reads the same stream of global batches and keeps its share of
+each, so a step trains on exactly the batch one process would. (AUTO tries
+FILE sharding first, which needs at least as many files as workers and
+changes which rows meet in a batch; in-memory arrays have no files, so AUTO
+falls back to DATA with a warning.) DATA needs every worker to draw the same
+order: arrays go through the seeded pipeline of ``data_adapters``, and
+without a seed all workers take one the chief draws. A dataset given by the
+user must be the same on every worker, its shuffle seeded (gpu_dataset(seed
+= )). Where the number of batches is known, each worker takes exactly that
+many per epoch, and tf.distribute's per-batch check that every worker has
+one left (an all-reduce in each ``next()``) is turned off: measured here (2
+CPU workers, the tests' digits model) it made steps 54 ms instead of 15, and
+counted the wait for the slowest worker as input wait (25 % instead of 10 %).
+
+The model. One built outside the strategy's scope is copied into it
+(``strategies.training_model``), and the trained weights copied back. Every
+worker then starts from the chief's weights and optimizer state (broadcast
+at the start): a model copied in, or weights set, on each worker alone would
+otherwise train different replicas that never agree (measured).
+
+The cluster. ``gpukeras.distribute.cluster`` joins it (gpu_strategy(), before
+TensorFlow starts), exchanges numbers between the workers, and says which
+worker was lost and how; its notes say what happens when one is lost.
+
+Backups. With ``backup_dir``, the chief writes the weights, the
+optimizer's state, the epoch and the history at every epoch's end with
+``gpukeras.train.backup`` (atomic: written, then committed by a rename), and at
+the step where a signal stopped every worker (``gpukeras.train.preempt``: the
+workers agree on a stop about once a second); the others never
+write there. At start every worker restores from it, and all must see the
+same backup: for several machines backup_dir must be storage they all share
+(NFS, a mounted bucket). Training continues where the backup was taken with
+the data order it would have had (the dataset is iterated once per finished
+epoch, and the interrupted epoch's first batches are drawn and let go by),
+so a killed or stopped run started again with the same call ends with the
+weights of an unbroken run (bit for bit here, tested). The loss and metrics
+logged for an epoch resumed in its middle are those of the batches after
+the resume (reading their running values for a backup would be an exchange
+the chief makes alone). When training completes, the chief removes the
+backup.
+
+Callbacks. Keras callbacks get Keras' events (epoch and batch begin and
+end, ``on_test_begin``/``end`` around validation) on every worker, with the
+whole cluster's epoch logs, so callbacks that decide (EarlyStopping,
+ReduceLROnPlateau) decide alike; a request to stop takes effect at the
+epoch's end, on all workers together. Batch logs are this worker's running
+values. Callbacks that write files (ModelCheckpoint, TensorBoard,
+CSVLogger) run on the chief only; BackupAndRestore is refused (backup_dir
+does that). The loop runs outside the strategy's scope: inside it, Keras'
+saving on the chief alone makes a variable, which under MWMS is a
+collective the other workers never join (measured: the next exchange fails).
+
+Monitor. gpu_fit()'s (``monitor.TrainingMonitor``: host CPU and NVML
+samplers, ``timing.summarize``, ``monitor.training_report``), for this
+worker: its step time, the throughput of its replicas, its GPUs, and its
+input wait. ``workers`` adds every worker's step time, input wait and
+throughput (gathered at the end), the cluster's throughput, and the
+step-time skew (slowest / fastest mean - 1). Steps are synchronous, so a
+slow worker slows every worker's steps and the skew stays small (0.9 %
+here); the worker whose input wait is far below the others' is the one they
+wait for. Advice about steps_per_execution and XLA, which this loop does not
+have, is left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from gpukeras.core import compat
+from gpukeras.core.errors import (
+    BackupMismatchError,
+    BadArgumentError,
+    BadDataError,
+    GpukerasError,
+    PreemptedError,
+    StrategyError,
+    WorkerLostError,
+)
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters, pipeline
+from gpukeras.distribute import cluster, strategies
+from gpukeras.train import backup, failures, fit_request, monitor, preempt, timing, training_run
+
+
+# Arguments --------------------------------------------------------------------------
+def _check_callbacks(keras: object, callbacks: list[object], is_chief: bool) -> list[object]:
+    """The callbacks this worker runs: file writers on the chief only; BackupAndRestore refused."""
+    cb = keras.callbacks  # type: ignore[attr-defined]
+    if any(isinstance(c, cb.BackupAndRestore) for c in callbacks):
+        raise BadArgumentError(
+            "BackupAndRestore cannot run under multi-worker training (every worker would "
+            "write): give gpu_fit() backup_dir instead, which the chief writes."
+        )
+    writers = (cb.ModelCheckpoint, cb.TensorBoard, cb.CSVLogger)
+    return [c for c in callbacks if is_chief or not isinstance(c, writers)]
+
+
+def _tf_dataset(data: object, what: str) -> object:
+    if not adapters.is_tf_dataset(data):
+        raise BadDataError(
+            f"Multi-worker training takes {what} as arrays (x, y) or a tf.data dataset "
+            f"(gpu_dataset()), not {type(data).__name__}."
+        )
+    return data
+
+
+def _validation_dataset(validation_data: object, batch_size: int | None) -> object | None:
+    """Validation data as a tf.data dataset of global batches, in order."""
+    given = adapters.validation_args(validation_data, batch_size)
+    if not given:
+        return None
+    data = given["validation_data"]
+    if isinstance(data, tuple):
+        x, y = (*data, None)[:2]
+        data = pipeline.from_arrays(x, y, batch_size=given["validation_batch_size"], shuffle=False)[
+            "dataset"
+        ]
+    return _tf_dataset(data, "validation_data")
+
+
+# One worker's run ---------------------------------------------------------------------
+@dataclass
+class _Run:
+    """What one worker's training needs, gathered as ``fit`` learns it: the checked request
+    first, then the seed the workers agreed on and the backup they resume from, then the data
+    and the model to train. ``_failure`` reads it too, however far ``fit`` got."""
+
+    keras: object
+    tf: object
+    strategy: object
+    request: fit_request.FitRequest
+    callbacks: list[object]  # the ones this worker runs (``_check_callbacks``)
+    info: dict[str, object]  # this worker's view of the cluster (``cluster.describe``)
+    collectives: cluster.Collectives
+    heartbeat: float  # seconds of silence after which a worker counts as lost
+    seed: int = 0
+    state: backup.BackupState | None = None
+    # where training is, for messages: 0-based epoch and batch (-1: before the first)
+    position: dict[str, int] = field(default_factory=lambda: {"epoch": 0, "batch": -1})
+    source: adapters.DataAdapter | None = None
+    dataset: object = None  # the tf.data dataset of global batches
+    validation: object | None = None  # the same for validation, or None
+    model: object = None  # the model trained (in the strategy's scope)
+
+
+# Failures ---------------------------------------------------------------------------
+def _kept(backup_dir: str | None) -> str:
+    if backup_dir is None:
+        return "Nothing was kept: with backup_dir, a restart continues from the last epoch."
+    with contextlib.suppress(GpukerasError):
+        state = backup.read_state(backup_dir)
+        if state is not None:
+            return (
+                f"The chief's backup in {backup_dir} holds {state.epoch} finished "
+                f"epoch(s): run the same call again with it to continue from epoch "
+                f"{state.epoch + 1}."
+            )
+    return f"No backup had been written to {backup_dir} yet: training starts over."
+
+
+def _failure(run: _Run, error: BaseException) -> BaseException:
+    """The error to raise for ``error``; reports this worker's own failures to the others."""
+    tf, position, request = run.tf, run.position, run.request
+    where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
+    own = int(run.info["index"])  # type: ignore[call-overload]
+    if isinstance(error, PreemptedError):  # every worker stops at the same step: none failed
+        return error
+    if cluster.lost_peer(tf, error):
+        return WorkerLostError(
+            f"Training stopped at {where} on worker {own}: {cluster.peer_message(error, own)}. "
+            "A worker that exits or fails stops the others at once; one that freezes or is "
+            f"cut off, within the heartbeat timeout ({run.heartbeat:g} s) of its last heartbeat. "
+            f"{_kept(request.backup_dir)} {cluster.RESTART}"
+            + (", with the same backup_dir." if request.backup_dir else ".")
+        )
+    cluster.report_failure(tf, own, where, error)
+    if isinstance(error, Exception) and not isinstance(error, GpukerasError):
+        given_dataset = run.source is not None and run.source.given_dataset
+        translated = failures.callback_error(
+            error, run.callbacks, position["epoch"], request.backup_dir
+        ) or failures.data_error(error, position, request.backup_dir, given_dataset)
+        if translated is not None:
+            return translated
+    return error
+
+
+# Training ---------------------------------------------------------------------------
+def fit(
+    strategy: object,
+    model: object,
+    data: object,
+    epochs: int = 1,
+    validation_data: object = None,
+    batch_size: int | None = None,
+    learning_rate: object = None,
+    clipnorm: float | None = None,
+    clipvalue: float | None = None,
+    monitor: bool = True,
+    backup_dir: str | None = None,
+    callbacks: object = None,
+    seed: int | None = None,
+    verbose: int | str = "auto",
+    signals: object = ("SIGTERM",),
+) -> dict[str, object]:
+    """Train under a multi-worker strategy; every worker runs this same call.
+
+    Args:
+        strategy: from ``cluster.make_strategy``.
+        model: a compiled Keras 3 model; one built outside the strategy's
+            scope is copied into it and the trained weights copied back
+            (``strategies.training_model``). Every worker starts from the
+            chief's weights.
+        data: arrays ``(x, y)`` or a tf.data dataset of global batches.
+        epochs: epochs in all, counting those a backup already holds.
+        validation_data: arrays ``(x, y)`` or a dataset, evaluated every epoch.
+        batch_size: global rows per step, for arrays (default 32).
+        learning_rate, clipnorm, clipvalue: as ``fit.fit``.
+        monitor: measure steps, input wait, GPUs and host CPU.
+        backup_dir: folder for the chief's backups, shared by all workers.
+        callbacks: Keras callbacks (see the module's notes).
+        seed: the data order and Keras' seeds; None: one the chief draws.
+        verbose: "auto", 0, 1 or 2, as Keras' (a progress bar per worker).
+        signals: the signals that stop every worker at the same step, the chief
+            backing it up (``gpukeras.train.preempt``).
+
+    Returns:
+        As ``fit.fit``: ``history`` (the cluster's epoch logs; the same on
+        every worker), ``monitor`` (this worker's report plus ``workers``),
+        ``timeline`` and ``settings`` (with ``strategy``: the cluster, and the
+        global and per-replica batch size).
+
+    Raises:
+        BadArgumentError, BadModelError, ModelNotCompiledError, BadDataError,
+        BackupMismatchError; StrategyError when the workers' calls differ or
+        one does not call in time; WorkerLostError when another worker dies
+        or fails during training; PreemptedError on every worker when a signal
+        stopped them.
+    """
+    keras = config.keras()
+    if strategies.kind_of(strategy) != "multi_worker":
+        raise BadArgumentError(
+            "strategy must be a multi-worker strategy (gpu_strategy(workers = , index = ))."
+        )
+    request = fit_request.check_request(
+        keras,
+        model,
+        epochs=epochs,
+        batch_size=batch_size,
+        steps_per_execution="auto",
+        jit_compile=False,
+        learning_rate=learning_rate,
+        clipnorm=clipnorm,
+        clipvalue=clipvalue,
+        monitor=monitor,
+        backup_dir=backup_dir,
+        backup_freq="epoch",
+        callbacks=callbacks,
+        seed=seed,
+        verbose=verbose,
+        signals=signals,
+    )
+    info = cluster.describe(strategy)
+    own_callbacks = _check_callbacks(keras, request.callbacks, bool(info["is_chief"]))
+    tf = config.backend_module()
+    start_timeout, heartbeat = cluster.timeouts(strategy)
+    state = backup.resume_state(request.backup_dir) if request.backup_dir else None
+    collectives = cluster.Collectives.of(tf, strategy)
+    # The first exchange: every worker has called (within start_timeout), sees the same
+    # backup, and takes the chief's seed. Until it, an error is this worker's alone; after
+    # it, the others wait for this one, so its errors are reported to them (_failure).
+    candidate = request.seed
+    if candidate is None and state is not None:
+        candidate = state.run.get("seed")  # type: ignore[assignment]
+    if candidate is None:
+        candidate = secrets.randbelow(2**31)
+    try:
+        rows = collectives.agree(
+            {
+                "seed": math.nan if request.seed is None else request.seed,
+                "backup epoch": state.epoch if state else math.nan,
+                "backup generation": state.generation if state else math.nan,
+            },
+            start_timeout,
+            BackupMismatchError,
+            extra=[float(candidate)],
+        )
+    except tf.errors.OpError as error:  # type: ignore[attr-defined]
+        raise StrategyError(
+            f"Not every worker called gpu_fit() within {start_timeout:g} s of the others "
+            f"(this is worker {info['index']}). Run the same gpu_fit() call on every worker. "
+            f"{cluster.RESTART}."
+        ) from error
+    run = _Run(keras, tf, strategy, request, own_callbacks, info, collectives, heartbeat)
+    run.seed = int(rows[0, -1])
+    run.state = state
+    try:
+        keras.utils.set_random_seed(run.seed)
+        source = run.source = adapters.get_data_adapter(data, request.batch_size, run.seed)
+        run.dataset = _tf_dataset(
+            source.fit_args["x"] if source.tf_dataset is None else source.tf_dataset, "data"
+        )
+        run.validation = _validation_dataset(validation_data, request.batch_size)
+        collectives.agree(
+            {
+                "epochs": request.epochs,
+                "batch_size": source.batch_size or math.nan,
+                "batches per epoch": source.steps_per_epoch or math.nan,
+                "validation": run.validation is not None,
+                "monitor": request.monitor,
+                # every worker takes part in the agreements on a stop, or none does
+                "signals": float(sum(1 << int(getattr(signal, n)) for n in request.signals)),
+            },
+            None,
+            StrategyError,
+        )
+        with strategies.training_model(model, strategy) as trained:
+            run.model = trained
+            return _train(run)
+    except BaseException as error:
+        failure = _failure(run, error)
+        if failure is error:
+            raise
+        raise failure from error
+
+
+def _train(run: _Run) -> dict[str, object]:
+    """``fit`` once every worker agreed and the model is the one to train."""
+    keras, tf, strategy, model, request = run.keras, run.tf, run.strategy, run.model, run.request
+    source, state, info, collectives = run.source, run.state, run.info, run.collectives
+    validation = run.validation
+    with strategy.scope():  # type: ignore[attr-defined]
+        adapters.build_from_spec(model, run.dataset)
+        applied = fit_request.apply_settings(keras, model, request)
+    applied["steps_per_execution"] = 1  # one batch per step here, whatever the model has
+    facts = {  # what a backup must match
+        "epochs": request.epochs,
+        "steps_per_epoch": source.steps_per_epoch,
+        "steps_per_execution": 1,
+        "seed": run.seed,
+        "batch_size": source.batch_size,
+        "weights": [list(map(int, w.shape)) for w in model.weights],  # type: ignore[attr-defined]
+        "workers": len(info["workers"]),  # type: ignore[arg-type]
+    }
+    saver = None
+    if request.backup_dir is not None:
+        if state is not None:
+            backup.check_matches(state, facts, request.backup_dir)
+        saver = backup.backup_callback(request.backup_dir, "epoch", facts, state, keras_fit=False)
+        saver.set_model(model)  # type: ignore[attr-defined]
+    gpu_rows = training_run.gpus_in_use(keras, model)
+    watcher = None
+    if request.monitor:
+        watcher = training_run.make_monitor(gpu_rows, batch_size=None, measure_input=True)
+        record = watcher.timer.record  # type: ignore[attr-defined]
+        record.backend = "tensorflow"
+        record.method = "next(iterator) timed before each distributed step" + (
+            ""
+            if source.steps_per_epoch
+            else " (with the workers' agreement that each has a batch left)"
+        )
+    # The chief writes backups; the others only restore from them.
+    hooks = ([saver] if saver is not None and info["is_chief"] else []) + run.callbacks
+    events = keras.callbacks.CallbackList(  # type: ignore[attr-defined]
+        hooks,
+        add_progbar=request.verbose != 0,
+        model=model,
+        verbose=request.verbose,
+        epochs=request.epochs,
+        steps=source.steps_per_epoch,
+    )
+    distributed = _distribute(strategy, run.dataset, source.steps_per_epoch)
+    checked = None
+    if validation is not None:
+        checked = _distribute(strategy, validation, _length(validation))
+
+    @tf.function(reduce_retracing=True)  # type: ignore[attr-defined]
+    def train_step(batch: object) -> object:
+        return strategy.run(model.train_step, args=(batch,))  # type: ignore[attr-defined]
+
+    @tf.function(reduce_retracing=True)  # type: ignore[attr-defined]
+    def test_step(batch: object) -> None:
+        strategy.run(model.test_step, args=(batch,))  # type: ignore[attr-defined]
+
+    @tf.function  # type: ignore[attr-defined]
+    def results() -> dict[str, object]:
+        # Metric variables sync on read: read here, they are summed over every replica.
+        return model.get_metrics_result()  # type: ignore[attr-defined]
+
+    def read() -> dict[str, float]:
+        return {str(name): float(value) for name, value in results().items()}
+
+    history = list(state.history) if state is not None else []
+    first_epoch = state.epoch if state is not None else 0
+    skip = state.batches_done if state is not None else 0  # of the resumed epoch
+    started = time.perf_counter()
+    logs: dict[str, float] = {}
+    # Not in the strategy's scope: there, a variable a callback makes on the chief alone
+    # (Keras' saving makes one) would be a collective the other workers never join.
+    with (
+        watcher if watcher is not None else contextlib.nullcontext(),
+        preempt.handling(request.signals) as stop,
+    ):
+        if request.signals:  # the same on every worker (agreed)
+            stop.exchange = collectives.gather
+        try:
+            model.stop_training = False  # type: ignore[attr-defined]
+            if saver is not None and not info["is_chief"]:
+                saver.on_train_begin()  # type: ignore[attr-defined]  # restore only
+            events.on_train_begin()  # the chief's saver restores here
+            collectives.from_chief([*model.weights, *model.optimizer.variables])  # type: ignore[attr-defined]
+            read()  # traced here, not in the first epoch's timed steps
+            for _ in range(first_epoch):  # the resumed epoch gets the order it had
+                iter(distributed)
+            for epoch in range(first_epoch, request.epochs):
+                run.position.update(epoch=epoch, batch=-1)
+                model.reset_metrics()  # type: ignore[attr-defined]
+                events.on_epoch_begin(epoch)
+                for step, (begin, fetched, batch) in enumerate(
+                    _batches(distributed, source.steps_per_epoch)
+                ):
+                    if skip:  # a batch the backup holds: drawn, so the rest come in order
+                        skip -= 1
+                        continue
+                    run.position["batch"] = step
+                    received = stop.check()
+                    if received is not None:
+                        if saver is not None and info["is_chief"]:
+                            saver.save_now()  # type: ignore[attr-defined]
+                        raise preempt.stopped(received, epoch, step, request.backup_dir)
+                    events.on_train_batch_begin(step)
+                    outputs = train_step(batch)
+                    if watcher is not None:
+                        parts = strategy.experimental_local_results(batch)  # type: ignore[attr-defined]
+                        rows = [timing.batch_rows(part, keras.tree.flatten) for part in parts]
+                        record.steps.append(
+                            timing.Step(
+                                epoch=epoch,
+                                begin=begin,
+                                fetch_seconds=fetched - begin,
+                                returned=time.perf_counter(),
+                                samples=None if None in rows else sum(rows),  # type: ignore[arg-type]
+                            )
+                        )
+                    events.on_train_batch_end(
+                        step,
+                        strategy.experimental_local_results(outputs)[0],  # type: ignore[attr-defined]
+                    )
+                logs = read()
+                if watcher is not None:
+                    record.epoch_ends[epoch] = time.perf_counter()
+                if checked is not None:
+                    events.on_test_begin()
+                    model.reset_metrics()  # type: ignore[attr-defined]
+                    for _, _, batch in _batches(checked, _length(validation)):
+                        test_step(batch)
+                    scores = read()
+                    events.on_test_end(scores)
+                    logs.update({f"val_{name}": value for name, value in scores.items()})
+                events.on_epoch_end(epoch, logs)
+                history.append({"epoch": epoch + 1, **logs})
+                # A callback may ask to stop on one worker: all stop, or none.
+                if collectives.gather([float(bool(model.stop_training))]).max() > 0:  # type: ignore[attr-defined]
+                    break
+            model.optimizer.finalize_variable_values(model.trainable_weights)  # type: ignore[attr-defined]
+            events.on_train_end(logs)
+        finally:
+            compat.set_initial_epoch(model, None)  # the saver sets it
+    seconds = time.perf_counter() - started
+
+    settings = {
+        "epochs": request.epochs,
+        "batch_size": source.batch_size,
+        "steps_per_epoch": source.steps_per_epoch,
+        **applied,
+        "backup_dir": request.backup_dir,
+        "backup_freq": "epoch" if request.backup_dir is not None else None,
+        "resumed_from": None
+        if state is None
+        else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
+        "signals": request.signals,
+        "signal_after_training": stop.received,
+        "seed": run.seed,
+        "backend": "tensorflow",
+        "device": training_run.device_setting(gpu_rows),
+        "strategy": strategies.strategy_settings(strategies.describe(strategy), source.batch_size),
+        "auto_shard_policy": "DATA",
+        "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
+        "data": source.kind,
+        "monitor": request.monitor,
+        "seconds": seconds,
+    }
+    # every worker has the monitor or none (agreed), so all make _report's exchange
+    report = _report(watcher, model, gpu_rows, settings, collectives) if watcher else None
+    return training_run.result(
+        training_run.history_columns(None, history), report, watcher, started, settings
+    )
+
+
+def _length(dataset: object) -> int | None:
+    """Batches in one pass over a dataset; None where tf.data does not know."""
+    batches = int(dataset.cardinality())  # type: ignore[attr-defined]
+    return batches if batches >= 0 else None
+
+
+def _distribute(strategy: object, dataset: object, batches: int | None) -> object:
+    """The dataset sharded by DATA over the workers (see the module's notes).
+
+    Where the number of batches is known, every worker takes exactly that many
+    (``_batches``), so tf.distribute's per-batch agreement that each worker has
+    one left (an all-reduce in every ``next()``, on by default for multi-worker)
+    is turned off for this dataset: it would cost a collective per step and
+    count the wait for the slowest worker as input wait.
+    """
+    extended = strategy.extended  # type: ignore[attr-defined]
+    default = extended.experimental_enable_get_next_as_optional
+    extended.experimental_enable_get_next_as_optional = batches is None
+    try:
+        return strategy.experimental_distribute_dataset(strategies.shard_by_data(dataset))  # type: ignore[attr-defined]
+    finally:
+        extended.experimental_enable_get_next_as_optional = default
+
+
+def _batches(distributed: object, batches: int | None) -> Iterator[tuple[float, float, object]]:
+    """``(began, fetched, batch)`` for one pass: ``batches`` of them where known, else until
+    every worker's data has ended (times from ``perf_counter``, around ``next()``)."""
+    iterator = iter(distributed)  # type: ignore[call-overload]
+    taken = 0
+    while batches is None or taken < batches:
+        began = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            if batches is None:
+                return
+            raise BadDataError(
+                f"This worker's data ended after {taken} of {batches} batches: every worker "
+                "must read the same data (the same arrays, or the same dataset)."
+            ) from None
+        yield began, time.perf_counter(), batch
+        taken += 1
+
+
+def _report(
+    watcher: monitor.TrainingMonitor,
+    model: object,
+    gpu_rows: list[dict[str, object]],
+    settings: dict[str, object],
+    collectives: cluster.Collectives,
+) -> dict[str, object]:
+    """This worker's monitor report, with every worker's step numbers under ``workers``."""
+    report = training_run.monitor_report(watcher, model, gpu_rows, settings)
+    report["advice"] = _advice(report["advice"])  # type: ignore[arg-type]
+    names = ("step_time_mean_ms", "input_wait_share", "samples_per_second", "steps_timed")
+    mine = [math.nan if report.get(n) is None else float(report[n]) for n in names]  # type: ignore[arg-type]
+    rows = collectives.gather(mine)
+    workers: dict[str, object] = {"index": list(range(len(rows)))}
+    for column, name in enumerate(names):
+        workers[name] = [None if math.isnan(v) else float(v) for v in rows[:, column]]
+    means = [v for v in rows[:, 0] if not math.isnan(v) and v > 0]
+    rates = [v for v in rows[:, 2] if not math.isnan(v)]
+    workers["samples_per_second_total"] = sum(rates) if len(rates) == len(rows) else None
+    workers["step_time_skew"] = max(means) / min(means) - 1 if len(means) == len(rows) else None
+    report["workers"] = workers
+    return report
+
+
+def _advice(items: list[str]) -> list[str]:
+    """gpu_fit()'s advice without what this loop has no option for (steps_per_execution, XLA),
+    and the multi-worker form of "steps are short"."""
+    kept = [i for i in items if "steps_per_execution" not in i and "jit_compile" not in i]
+    if len(kept) < len(items) and any("steps_per_execution" in i for i in items):
+        kept.append(
+            "Steps are short: every step waits for an all-reduce across the workers, so a "
+            "larger global batch (batch_size) gives each synchronisation more work."
+        )
+    return kept

@@ -1,0 +1,271 @@
+"""The device-resident training loop on JAX: k of Keras' own train steps per dispatch.
+
+Keras 3.15's JAX trainer runs one compiled step per call from the host; its
+``steps_per_execution`` is a Python loop around that same step
+(keras/src/backend/jax/trainer.py, ``_make_function``). On a GPU a small
+model's step is then mostly host time (measured on an H100: Keras' fit() on
+NumPy arrays at 0.55 of a batch already on the device). For rows on the device
+(``data.adapters.resident.DeviceRows``), ``ResidentLoop`` gives ``model.fit()``
+a train function that runs k of Keras' own ``train_step``s per call in one
+compiled loop (``lax.fori_loop`` with the count a traced value: one
+compilation serves every k, the epoch's shorter last dispatch included), each
+on a batch gathered on the device by index from the epoch's order, and the
+epoch's last, partial batch as a step of its own, last, as Keras trains it;
+validation the same way, in order, with Keras' ``test_step``.
+
+Keras' fit() stays in charge of the rest: it counts steps, calls the callbacks
+at dispatch boundaries (as for any ``steps_per_execution``), shows progress,
+runs validation, keeps the history. A callback tells the functions the epoch
+and the step each dispatch begins at (Keras' own step count), which is also
+how a resumed epoch starts where its backup left off.
+
+k ("auto") is the number of steps that take ``DISPATCH_SECONDS`` on the
+device, timed on a copy of the training state before training (the time of a
+dispatch is then mostly device work, whatever the host's per-dispatch cost),
+at least 1 and at most an epoch's steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpukeras.core import compat
+from gpukeras.core.handles import Model, Strategy
+from gpukeras.data.adapters.resident import DeviceRows
+
+# The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
+# (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
+DISPATCH_SECONDS = 0.02
+# Steps timed on a copy of the state to choose k.
+PROBE_STEPS = 4
+
+
+@dataclass
+class Programs:
+    """The compiled loops for one model, batch size and distribution (see ``programs``).
+
+    ``train_steps(state, data, order, begin, count)`` runs ``count`` steps from
+    step ``begin`` of the epoch's ``order``; ``train_last(state, data, order,
+    full)`` the partial batch after ``full`` whole ones; ``test_steps`` and
+    ``test_last`` the same for validation, in order. ``step_seconds``: a
+    step's time, once measured (``ResidentLoop.choose_steps``).
+    """
+
+    key: tuple
+    train_steps: Callable
+    train_last: Callable
+    test_steps: Callable
+    test_last: Callable
+    step_seconds: float | None = None
+
+
+# Compiled programs by model, kept as Keras keeps its train function between fit() calls.
+_PROGRAMS: weakref.WeakKeyDictionary[Any, Programs] = weakref.WeakKeyDictionary()
+
+
+def _settings_key(model: Model) -> tuple:
+    """What a traced train step bakes in: the compiled loss and metrics (a new compile), the
+    optimizer, its learning rate (a schedule is traced in) and clipping, the dtype policy."""
+    optimizer = model.optimizer
+    return (
+        compat.compile_identity(model),
+        id(optimizer),
+        id(compat.learning_rate_of(optimizer)),
+        optimizer.clipnorm,
+        optimizer.clipvalue,
+        optimizer.global_clipnorm,
+        model.dtype_policy.name,
+    )
+
+
+def programs(
+    model: Model, size: int, distribution: Strategy | None, laid_out: Callable[[Any], Any]
+) -> Programs:
+    """The compiled loops for ``model`` at batch ``size`` under ``distribution``: the ones
+    made before when nothing they were traced with has changed, else new ones."""
+    key = (size, id(distribution), _settings_key(model))
+    made = _PROGRAMS.get(model)
+    if made is not None and made.key == key:
+        return made
+    import jax
+
+    out_shardings = compat.jax_state_shardings(model) if distribution is not None else None
+
+    def gather(data: Any, rows: Any) -> Any:
+        return laid_out(jax.tree.map(lambda a: jax.numpy.take(a, rows, axis=0), data))
+
+    def logs_like(step: Callable, state: Any, data: Any) -> Any:
+        batch = jax.tree.map(lambda a: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype), data)
+        shapes = jax.eval_shape(step, state, batch)[0]
+        return jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
+
+    def loop(step: Callable, state: Any, data: Any, rows_of: Callable, count: Any) -> Any:
+        def body(i: Any, carry: Any) -> Any:
+            logs, state = step(carry[0], gather(data, rows_of(i)))
+            return state, logs
+
+        state, logs = jax.lax.fori_loop(0, count, body, (state, logs_like(step, state, data)))
+        return logs, state
+
+    def train_steps(state: Any, data: Any, order: Any, begin: Any, count: Any) -> Any:
+        def rows_of(i: Any) -> Any:
+            return jax.lax.dynamic_slice_in_dim(order, (begin + i) * size, size)
+
+        return loop(model.train_step, state, data, rows_of, count)
+
+    def train_last(state: Any, data: Any, order: Any, full: int) -> Any:
+        return model.train_step(state, gather(data, order[full * size :]))
+
+    def test_steps(state: Any, data: Any, begin: Any, count: Any) -> Any:
+        def rows_of(i: Any) -> Any:
+            return (begin + i) * size + jax.numpy.arange(size)
+
+        return loop(model.test_step, state, data, rows_of, count)
+
+    def test_last(state: Any, data: Any, full: int, partial: int) -> Any:
+        rows = full * size + jax.numpy.arange(partial)
+        return model.test_step(state, gather(data, rows))
+
+    # Under a distribution the state keeps its layout, as in Keras' own train function.
+    shardings: Any = (None, out_shardings) if out_shardings is not None else None
+    made = Programs(
+        key,
+        jax.jit(train_steps, donate_argnums=0, out_shardings=shardings),
+        jax.jit(train_last, donate_argnums=0, static_argnums=3, out_shardings=shardings),
+        jax.jit(test_steps),
+        jax.jit(test_last, static_argnums=(2, 3)),
+    )
+    _PROGRAMS[model] = made
+    return made
+
+
+def training_state(model: Model) -> tuple[list, ...]:
+    """The values Keras' JAX ``train_step`` takes as its state, in its order."""
+    optimizer = model.optimizer
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
+
+
+class ResidentLoop:
+    """The train and test functions ``model.fit()`` calls for rows on the device.
+
+    Use: ``rows.fit_args()`` and ``rows.validation_args()`` for ``model.fit()``,
+    the callback from ``callback()`` among its callbacks, ``install(model, k)``
+    before it and ``uninstall(model)`` after it (Keras then makes its own
+    functions again).
+    """
+
+    def __init__(self, rows: DeviceRows) -> None:
+        self.rows = rows
+        self.position = {"epoch": 0, "begin": 0, "test_begin": 0}
+        self.order: Any = None
+        self._model_steps = 1
+
+    def callback(self, keras: Any) -> object:
+        """The callback that tells the functions the epoch and each dispatch's first step."""
+        loop = self
+
+        class Position(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+                loop.start_epoch(epoch)
+
+            def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+                loop.position["begin"] = batch
+
+            def on_test_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+                loop.position["test_begin"] = batch
+
+        return Position()
+
+    def start_epoch(self, epoch: int) -> None:
+        """Draw epoch ``epoch``'s order of the rows, on the device."""
+        self.position["epoch"] = epoch
+        self.order = self.rows.order(epoch)
+
+    def _compiled(self, model: Model) -> Programs:
+        rows = self.rows
+        return programs(model, rows.batch_size, rows.distribution, rows.laid_out)
+
+    def train_function(self, model: Model, k: int) -> Callable:
+        """Keras' ``train_function(state, iterator)``: the dispatch's steps, up to ``k``."""
+        compiled, rows = self._compiled(model), self.rows
+
+        def train(state: Any, iterator: object) -> Any:
+            begin = self.position["begin"]
+            end = min(begin + k, rows.steps)
+            logs = None
+            if begin < min(end, rows.full):
+                logs, state = compiled.train_steps(
+                    state, rows.data, self.order, begin, min(end, rows.full) - begin
+                )
+            if end > rows.full:  # the epoch's last, partial batch
+                logs, state = compiled.train_last(state, rows.data, self.order, rows.full)
+            return logs, state
+
+        return train
+
+    def test_function(self, model: Model, k: int) -> Callable:
+        """Keras' ``test_function(state, iterator)``: the dispatch's validation steps."""
+        compiled, rows = self._compiled(model), self.rows
+
+        def test(state: Any, iterator: object) -> Any:
+            begin = self.position["test_begin"]
+            end = min(begin + k, rows.val_steps)
+            logs = None
+            if begin < min(end, rows.val_full):
+                logs, state = compiled.test_steps(
+                    state, rows.validation, begin, min(end, rows.val_full) - begin
+                )
+            if end > rows.val_full:
+                logs, state = compiled.test_last(
+                    state, rows.validation, rows.val_full, rows.val_partial
+                )
+            return logs, state
+
+        return test
+
+    def choose_steps(self, model: Model) -> int:
+        """k for "auto": the steps that take ``DISPATCH_SECONDS`` on the device (see the notes),
+        1 to an epoch's steps. A step is timed once per compiled program, on a copy of the
+        training state."""
+        rows = self.rows
+        if rows.full == 0:
+            return 1
+        compiled = self._compiled(model)
+        if compiled.step_seconds is None:
+            jax = rows.jax
+            state = training_state(model)
+            probe = min(PROBE_STEPS, rows.full)
+            order = rows.order(0)
+            seconds = []
+            for _ in range(2):  # the first call compiles
+                copied = jax.tree.map(lambda a: a.copy(), state)
+                started = time.perf_counter()
+                jax.block_until_ready(compiled.train_steps(copied, rows.data, order, 0, probe))
+                seconds.append(time.perf_counter() - started)
+            compiled.step_seconds = seconds[-1] / probe
+        wanted = math.ceil(DISPATCH_SECONDS / max(compiled.step_seconds, 1e-9))
+        return max(1, min(rows.steps, wanted))
+
+    def install(self, model: Model, k: int) -> None:
+        """Make ``model.fit()`` train on these rows on the device, ``k`` steps per dispatch."""
+        self._model_steps = model.steps_per_execution
+        model.steps_per_execution = k
+        model.train_function = self.train_function(model, k)
+        if self.rows.validation is not None:
+            model.test_function = self.test_function(model, k)
+
+    def uninstall(self, model: Model) -> None:
+        """Give the model back its own steps per execution and Keras' own step functions
+        (made again at their next use)."""
+        model.steps_per_execution = self._model_steps
+        compat.forget_step_functions(model, all_of_them=True)

@@ -1,0 +1,697 @@
+"""Per-step timing of Keras training, and the share of it spent waiting for input.
+
+``step_timer()`` makes a Keras callback. Give it to ``fit()``; afterwards
+``timer.report()`` returns plain data: the number of timed steps, the mean and
+spread of the step time, the time per training step (one batch), samples per
+second, and ``input_wait_share``, the share of the training time spent getting
+the next batch.
+
+What is measured on which path (``measure_input="auto"``, gpu_fit()'s way):
+
+- Throughput and time per training step, always: from the timestamps Keras'
+  callbacks give at every dispatch (``on_train_batch_begin``, with the index
+  of the dispatch's first batch) and at every epoch's end. The batches of a
+  dispatch are the difference of two such indices (the last one's, the rest
+  of the epoch, at most ``steps_per_execution``); the rows are counted where
+  batches are seen, else taken from Keras' own count of the rows it trained
+  on (see ``trained_rows``), else batches x ``batch_size``.
+- Input wait, timed (TensorFlow with ``steps_per_execution`` 1, JAX with
+  any): ``next(iterator)`` timed inside a wrapper of ``train_function``, as
+  below.
+- Input wait on TensorFlow with ``steps_per_execution`` > 1: Keras takes the
+  batches inside one graph (a ``tf.while_loop`` over the iterator), where no
+  callback or wrapper can time them without turning the graph loop into a
+  Python one. So the wait is not timed; instead, after training, the
+  tf.data pipeline is timed alone (``pipeline_seconds``: a fresh iterator,
+  for at most ``PROBE_SECONDS``) and ``input_share_alone`` is the share of a
+  training step's time it needs per batch. That is what the wait would be if
+  the pipeline did not run beside the step at all: an upper bound of it
+  where the pipeline runs as fast during training as alone (on a host with
+  cores to spare, as a GPU machine's; on a CPU-only machine training takes
+  the same cores, and it can be slower). ``gpu_profile()`` measures the wait
+  inside the graph. Data that is not a tf.data dataset (a generator) is not
+  read again: its wait is then not known.
+- Input on the device (``input_on_device=True``, set by a loop whose batches
+  are gathered from arrays already in device memory): nothing to wait for by
+  construction; the share is 0 and the method says so.
+
+Where the wait is, in Keras 3 (read from keras/src/backend/*/trainer.py and
+measured): on the TensorFlow and JAX backends the next batch is taken from the
+iterator *inside* ``model.train_function``, between ``on_train_batch_begin``
+and ``on_train_batch_end``. The gap between one batch's end and the next
+batch's begin therefore holds only Keras' loop and the other callbacks, not the
+input: a pipeline sleeping 20 ms per batch makes the steps 20 ms longer and
+leaves the gap as it was. So the timer wraps ``model.train_function`` for the
+length of ``fit()`` and times the ``next(iterator)`` itself (the same call
+Keras makes, done just before it, handing Keras the batch it got), then
+restores the original function in ``on_train_end``.
+
+What the numbers mean, and their limits:
+
+- A step is the time from one ``on_train_batch_begin`` to the next (to the
+  end of the epoch for the last step of an epoch): input wait, the train step,
+  the other callbacks and Keras' loop. With ``steps_per_execution > 1`` a step
+  is one execution of several batches; ``batch_time_mean_ms`` is the time per
+  training step (one batch) all the same.
+- ``input_wait_share`` = time in ``next(iterator)`` / total step time. On the
+  TensorFlow backend that call returns once a batch is ready (tf.data prepares
+  batches on its own threads, so with prefetching the wait is ~0 unless the
+  pipeline is slower than the model). Taken from Python, even a ready batch
+  costs ~0.2 ms (eager op dispatch; Keras' own step takes it inside its graph
+  for ~0.03 ms): 20 % of a 1 ms step. So on TensorFlow the timer measures
+  once per ``fit()`` what ``next()`` takes on an iterator whose batch is
+  always ready (its first batch, repeated, after training:
+  ``fetch_floor_seconds``) and counts as waiting only the time beyond it.
+  On JAX the call also runs the host-side batch preparation of Keras' data
+  adapters (slicing NumPy arrays, ``device_put``), work the step needs,
+  counted whole.
+- Where the device computes asynchronously (JAX; TensorFlow on a GPU), the
+  host may fetch the next batch while the device still runs the previous
+  step: the share is then an upper bound of the device's idle time due to
+  input. Per-step times are then host (dispatch) times and their spread is not
+  the device's; the total, which ends at the epoch's end (where Keras waits
+  for the results), and so ``samples_per_second``, stay exact.
+- ``between_steps_share`` is the brief gap the other way round: from
+  ``train_function`` returning to the next step's begin (callbacks, turning
+  logs into numbers, Keras' loop).
+- The first ``skip`` steps of the fit are left out (tracing and compiling).
+  So is the first step with each batch size not seen before, when batches
+  are seen (``measure_input=True``): a last, smaller batch makes JAX compile
+  the step again, and TensorFlow trace it again when the timer hands Keras
+  the batch (~0.15 s on a small model: a whole short fit's worth of steps).
+- The timer's own cost is two ``perf_counter`` calls and one Python call per
+  step (tens of microseconds). With TensorFlow, handing Keras a fetched batch
+  runs the step through its per-batch ``tf.function`` rather than the one that
+  also reads the iterator; with ``steps_per_execution > 1`` that is a Python
+  loop over batches instead of a graph loop.
+- Only the TensorFlow and JAX backends are instrumented; on others (and with
+  ``measure_input=False``) step times and throughput are reported and
+  ``input_wait_share`` is ``None``. The callback never overrides
+  ``on_train_batch_end``, so Keras keeps dispatching other callbacks
+  asynchronously where it would.
+- Keras' count of rows (``trained_rows``) is read once per epoch, when the
+  epoch's training ends (Keras has just read its metrics there, so the
+  device is not waited for again). A train step of the user's own that does
+  not update Keras' loss tracker leaves it at 0: then rows are batches x
+  ``batch_size`` where the batch size is known, else not known.
+- The probe of a pipeline reads it once more after training: a seeded
+  shuffle then draws one more order, as any further iteration of the same
+  dataset does (the order a resumed run needs comes from a fresh dataset in
+  a fresh process; see ``gpukeras.data.adapters``). It runs only when an
+  epoch ran to its end (``ran_an_epoch``), so a cache the training left
+  unfinished is not started again.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from gpukeras.core import compat
+from gpukeras.core.runtime import config
+
+INSTRUMENTED_BACKENDS = ("tensorflow", "jax")
+# Calls timed to find what taking an always-ready batch costs (see ready_fetch_seconds).
+READY_FETCHES = 25
+# The pipeline probe (pipeline_seconds): at most this long and this many batches after the
+# first; 64 batches are two of array_source's gathers (32 batches each), so a gather counts.
+PROBE_SECONDS = 0.5
+PROBE_BATCHES = 64
+ON_DEVICE_METHOD = "input on the device (no wait by construction)"
+
+
+@dataclass
+class Step:
+    """One train step (one execution) as the timer saw it.
+
+    Attributes:
+        epoch: the epoch it ran in.
+        begin: ``perf_counter()`` at ``on_train_batch_begin``.
+        fetch_seconds: seconds in ``next(iterator)``; None when not measured.
+        returned: ``perf_counter()`` when ``train_function`` returned; None when
+            not measured.
+        samples: rows in the batch(es) it trained on, where they were seen.
+        first_batch: Keras' index of its first batch in the epoch (None when
+            not given: the step is then ``steps_per_execution`` batches).
+    """
+
+    epoch: int
+    begin: float
+    fetch_seconds: float | None = None
+    returned: float | None = None
+    samples: int | None = None
+    first_batch: int | None = None
+
+
+@dataclass
+class StepRecord:
+    """Everything a timer recorded in one or more ``fit()`` calls.
+
+    Attributes (beyond the obvious): ``steps_per_epoch``: batches per epoch
+    where Keras knows them; ``epoch_rows``: rows Keras counted per epoch
+    (``trained_rows``); ``input_on_device``: the batches were in device
+    memory already; ``pipeline``: ``pipeline_seconds``' result, where run.
+    """
+
+    steps: list[Step] = field(default_factory=list)
+    epoch_begins: dict[int, float] = field(default_factory=dict)
+    epoch_ends: dict[int, float] = field(default_factory=dict)
+    steps_per_execution: int = 1
+    backend: str | None = None
+    method: str = "not run"
+    fetch_floor_seconds: float | None = None
+    steps_per_epoch: int | None = None
+    epoch_rows: dict[int, int] = field(default_factory=dict)
+    input_on_device: bool = False
+    pipeline: dict[str, Any] | None = None
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def step_batches(record: StepRecord) -> list[int]:
+    """Batches each recorded step trained on, in ``record.steps``' order.
+
+    From the first-batch indices Keras gives: the next step's index less this
+    one's within an epoch; for an epoch's last step, the batches left in the
+    epoch, at most ``steps_per_execution`` (all of it where the epoch's length
+    is not known, or the step has no index).
+    """
+    per_step = record.steps_per_execution
+    batches = []
+    for position, step in enumerate(record.steps):
+        following = record.steps[position + 1] if position + 1 < len(record.steps) else None
+        if step.first_batch is None:
+            batches.append(per_step)
+        elif following is not None and following.epoch == step.epoch:
+            if following.first_batch is None:
+                batches.append(per_step)
+            else:
+                batches.append(max(1, following.first_batch - step.first_batch))
+        elif record.steps_per_epoch is not None:
+            batches.append(max(1, min(per_step, record.steps_per_epoch - step.first_batch)))
+        else:
+            batches.append(per_step)
+    return batches
+
+
+def step_rows(
+    record: StepRecord, batches: Sequence[int], batch_size: int | None
+) -> list[float | None]:
+    """Rows each recorded step trained on: seen; else its share of its epoch's
+    rows as Keras counted them (``epoch_rows``, by batches); else its batches x
+    ``batch_size``; else None."""
+    epoch_batches: dict[int, int] = {}
+    for step, count in zip(record.steps, batches):
+        epoch_batches[step.epoch] = epoch_batches.get(step.epoch, 0) + count
+    rows: list[float | None] = []
+    for step, count in zip(record.steps, batches):
+        counted = record.epoch_rows.get(step.epoch)
+        if step.samples is not None:
+            rows.append(float(step.samples))
+        elif counted:
+            rows.append(counted * count / epoch_batches[step.epoch])
+        elif batch_size is not None:
+            rows.append(float(batch_size * count))
+        else:
+            rows.append(None)
+    return rows
+
+
+def ran_an_epoch(record: StepRecord) -> bool:
+    """Whether some epoch ran all its batches (where their number is known; else ended).
+
+    Only then may the pipeline be read again (``pipeline_seconds``): a cache
+    that training left half-written would be started a second time.
+    """
+    if record.steps_per_epoch is None:
+        return bool(record.epoch_ends)
+    trained: dict[int, int] = {}
+    for step, count in zip(record.steps, step_batches(record)):
+        trained[step.epoch] = trained.get(step.epoch, 0) + count
+    return any(trained.get(epoch, 0) >= record.steps_per_epoch for epoch in record.epoch_ends)
+
+
+def _total(values: Sequence[float | None]) -> int | None:
+    """The sum of ``values`` as a whole number of rows; None when any is not known."""
+    if any(value is None for value in values):
+        return None
+    return round(sum(values))  # type: ignore[arg-type]
+
+
+def _epochs_wall(
+    record: StepRecord, rows: Sequence[float | None]
+) -> tuple[float | None, float | None]:
+    """Seconds the finished epochs took on the wall clock, and samples/s over them.
+
+    Every step counts here, compiling and stalls included (TensorFlow 2.21
+    sometimes stalls seconds at the end of training): the rate a user sees
+    from the clock, beside the steady step-time rate.
+    """
+    finished = [epoch for epoch in record.epoch_begins if epoch in record.epoch_ends]
+    seconds = sum(record.epoch_ends[epoch] - record.epoch_begins[epoch] for epoch in finished)
+    if not finished or seconds <= 0:
+        return None, None
+    samples = _total([row for step, row in zip(record.steps, rows) if step.epoch in finished])
+    return seconds, samples / seconds if samples is not None else None
+
+
+def summarize(
+    record: StepRecord, skip: int = 2, batch_size: int | None = None
+) -> dict[str, object]:
+    """Turn recorded timestamps into plain numbers (see the module's notes).
+
+    Args:
+        record: what the timer recorded.
+        skip: steps left out at the start (tracing and compiling).
+        batch_size: rows per batch, used for ``samples_per_second`` when the
+            batches were not seen and Keras counted no rows.
+
+    Returns:
+        ``steps`` (timed executions), ``skipped``, ``new_batch_size_steps``
+        (left out, see the module's notes), ``seconds`` (their total),
+        ``step_time_mean_ms``, ``step_time_sd_ms`` (per execution),
+        ``batches`` (training steps in the timed executions),
+        ``batch_time_mean_ms`` (time per training step), ``input_wait_share``,
+        ``input_wait_mean_ms`` (both beyond ``fetch_floor_ms``, the time
+        taking a ready batch took), ``between_steps_share``,
+        ``input_on_device``, ``pipeline_batch_ms`` and ``pipeline_batches``
+        (the probe's, see ``pipeline_seconds``), ``input_share_alone``
+        (``pipeline_batch_ms`` / ``batch_time_mean_ms``), ``samples``,
+        ``samples_per_second``, ``epochs_wall_seconds`` and
+        ``wall_samples_per_second`` (over the finished epochs' wall time,
+        every step included), ``steps_per_execution``, ``backend`` and
+        ``method``; numbers that cannot be known are None.
+    """
+    batches = step_batches(record)
+    rows = step_rows(record, batches, batch_size)
+    wall_seconds, wall_rate = _epochs_wall(record, rows)
+    probe = record.pipeline or {}
+    result: dict[str, object] = {
+        "steps": 0,
+        "skipped": min(skip, len(record.steps)),
+        "new_batch_size_steps": 0,
+        "seconds": None,
+        "step_time_mean_ms": None,
+        "step_time_sd_ms": None,
+        "batches": 0,
+        "batch_time_mean_ms": None,
+        "input_wait_share": None,
+        "input_wait_mean_ms": None,
+        "fetch_floor_ms": None,
+        "between_steps_share": None,
+        "input_on_device": record.input_on_device,
+        "pipeline_batch_ms": None,
+        "pipeline_batches": probe.get("batches"),
+        "input_share_alone": None,
+        "samples": None,
+        "samples_per_second": None,
+        "epochs_wall_seconds": wall_seconds,
+        "wall_samples_per_second": wall_rate,
+        "steps_per_execution": record.steps_per_execution,
+        "backend": record.backend,
+        "method": record.method,
+    }
+    if probe.get("batch_seconds") is not None:
+        result["pipeline_batch_ms"] = probe["batch_seconds"] * 1e3
+    timed = list(zip(record.steps, batches, rows))[skip:]
+    kept: list[tuple[Step, int, float | None, float]] = []
+    for position, (step, count, row) in enumerate(timed):
+        following = timed[position + 1][0] if position + 1 < len(timed) else None
+        if following is not None and following.epoch == step.epoch:
+            kept.append((step, count, row, following.begin - step.begin))
+        elif step.epoch in record.epoch_ends:
+            kept.append((step, count, row, record.epoch_ends[step.epoch] - step.begin))
+        else:  # fit() stopped inside the epoch: no end to measure this step to
+            break
+    # The first step handed a batch of a size not seen before (a last, smaller
+    # batch) compiled the step again for that shape: compile time, left out.
+    # (The very first step is ``skip``'s to leave out or not.)
+    seen = {step.samples for step in record.steps[: max(skip, 1)]}
+    measured = []
+    for entry in kept:
+        step = entry[0]
+        if step.samples is not None and step.samples not in seen:
+            seen.add(step.samples)
+            continue
+        measured.append(entry)
+    result["new_batch_size_steps"] = len(kept) - len(measured)
+    result["steps"] = len(measured)
+    if not measured:
+        return result
+    durations = [duration for *_, duration in measured]
+    total = sum(durations)
+    mean, sd = _mean_sd(durations)
+    trained = sum(count for _, count, _, _ in measured)
+    result.update(
+        seconds=total,
+        step_time_mean_ms=mean * 1e3,
+        step_time_sd_ms=sd * 1e3,
+        batches=trained,
+        batch_time_mean_ms=total / trained * 1e3,
+    )
+    if record.input_on_device:
+        result.update(input_wait_share=0.0, input_wait_mean_ms=0.0)
+    fetches = [step.fetch_seconds for step, *_ in measured]
+    if total > 0 and all(fetch is not None for fetch in fetches):
+        floor = (record.fetch_floor_seconds or 0.0) * record.steps_per_execution
+        waited = sum((max(0.0, fetch - floor) for fetch in fetches if fetch is not None), 0.0)
+        if record.fetch_floor_seconds is not None:
+            result["fetch_floor_ms"] = record.fetch_floor_seconds * 1e3
+        result["input_wait_share"] = min(1.0, waited / total)
+        result["input_wait_mean_ms"] = waited / len(fetches) * 1e3
+        between = [
+            duration - (step.returned - step.begin)  # type: ignore[operator]
+            for step, _, _, duration in measured
+        ]
+        result["between_steps_share"] = min(1.0, max(0.0, sum(between) / total))
+    if result["pipeline_batch_ms"] is not None and total > 0:
+        result["input_share_alone"] = result["pipeline_batch_ms"] / result["batch_time_mean_ms"]  # type: ignore[operator]
+    samples = _total([row for _, _, row, _ in measured])
+    if samples is not None:
+        result["samples"] = samples
+        result["samples_per_second"] = samples / total if total > 0 else None
+    return result
+
+
+def batch_rows(batch: object, flatten: Callable[[object], list]) -> int | None:
+    """Rows in a batch: the first dimension of its first array."""
+    for part in flatten(batch):
+        shape = getattr(part, "shape", None)
+        if shape is not None and len(shape) > 0 and shape[0] is not None:
+            return int(shape[0])
+    return None
+
+
+def ready_fetch_seconds(batch: object, fetches: int = READY_FETCHES) -> float | None:
+    """Seconds ``next()`` takes from Python on a tf.data iterator whose batch is always ready.
+
+    The median of ``fetches`` calls on ``Dataset.from_tensors(batch).repeat()``
+    (after one untimed call, which starts the iterator): the fixed cost of
+    taking a batch from Python, which is not waiting for the pipeline. None
+    when ``batch`` cannot make a dataset (e.g. a distributed batch).
+    """
+    import tensorflow as tf
+
+    try:
+        iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    except (TypeError, ValueError):
+        return None
+    next(iterator)
+    times = []
+    for _ in range(fetches):
+        started = time.perf_counter()
+        next(iterator)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def trained_rows(keras: ModuleType, model: object) -> int | None:
+    """Rows the model has trained on since Keras last reset its metrics; None where not counted.
+
+    Keras 3's train step (every backend's) updates its loss tracker, the
+    ``Mean`` metric named "loss" first in ``model.metrics``, with each batch's
+    rows as the weight: its ``count`` variable is the rows of the epoch so far
+    (across replicas under a strategy), reset when the epoch begins. Read
+    through public attributes only (``model.metrics``, ``Metric.variables``).
+    A train step of the user's own that does not update it leaves 0: None.
+    """
+    for metric in getattr(model, "metrics", None) or []:
+        if getattr(metric, "name", None) != "loss":
+            continue
+        for variable in metric.variables:
+            if str(variable.name).rsplit("/", 1)[-1] == "count":
+                # numpy(): under a tf.distribute strategy the variable syncs on read (the
+                # replicas' sum); its value alone does not convert
+                rows = float(variable.numpy())
+                return round(rows) if rows > 0 else None
+    return None
+
+
+def pipeline_seconds(
+    dataset: object,
+    batches_per_epoch: int | None,
+    seconds: float = PROBE_SECONDS,
+    batches: int = PROBE_BATCHES,
+) -> dict[str, Any]:
+    """What a tf.data pipeline alone takes per batch, read from Python on a fresh iterator.
+
+    The first batch (the pipeline's start: threads, a shuffle, a first gather)
+    and then up to ``batches`` more, for at most about ``seconds``, are timed;
+    what ``next()`` takes from Python on a batch that is always ready
+    (``ready_fetch_seconds``) is taken off each. ``batch_seconds`` is the
+    time per batch over an epoch: the start spread over the epoch's batches
+    where their number is known (each epoch starts the pipeline again inside
+    Keras' loop), else the rate after the start. The host-to-device copy
+    Keras makes inside its step is not in it.
+
+    Returns:
+        ``batch_seconds``, ``batches`` (timed, the first included),
+        ``start_seconds``, ``floor_seconds``; or only ``reason`` where the
+        pipeline could not be read (it failed, or gave nothing).
+    """
+    try:
+        iterator = iter(dataset)  # type: ignore[call-overload]
+        started = time.perf_counter()
+        first = next(iterator)
+        start = time.perf_counter() - started
+        count, begun = 0, time.perf_counter()
+        while count < batches and time.perf_counter() - begun < seconds:
+            try:
+                next(iterator)
+            except StopIteration:
+                break
+            count += 1
+        rest = time.perf_counter() - begun
+    except StopIteration:
+        return {"reason": "the pipeline gave no batch"}
+    except Exception as error:  # the probe must never fail a fit that has finished
+        return {"reason": f"the pipeline failed when read again: {type(error).__name__}"}
+    floor = ready_fetch_seconds(first) or 0.0
+    start = max(0.0, start - floor)
+    steady = max(0.0, rest / count - floor) if count else start
+    if batches_per_epoch:
+        per_batch = (start + steady * max(0, batches_per_epoch - 1)) / batches_per_epoch
+    else:
+        per_batch = steady
+    return {
+        "batch_seconds": per_batch,
+        "batches": count + 1,
+        "start_seconds": start,
+        "floor_seconds": floor,
+    }
+
+
+def _in_graph_method(steps_per_execution: int, then: str) -> str:
+    """The method of a TensorFlow run whose batches Keras takes inside its graph loop."""
+    return (
+        f"input wait not timed: with steps_per_execution {steps_per_execution}, TensorFlow "
+        f"takes batches inside Keras' graph loop; {then}"
+    )
+
+
+def _timed_train_function(
+    original: Callable,
+    record: StepRecord,
+    flatten: Callable[[object], list],
+    keep_first_batch: Callable[[object], None] | None = None,
+) -> Callable:
+    """``train_function`` that takes the batch(es) from the iterator itself, timed.
+
+    The iterator is the last positional argument (TensorFlow: ``(iterator)``;
+    JAX: ``(state, iterator)``). Keras then gets an iterator over the batches
+    already taken, and raises StopIteration as before when none is left.
+    ``keep_first_batch`` is given the first batch taken.
+    """
+
+    def timed(*args: object) -> object:
+        nonlocal keep_first_batch
+        *leading, iterator = args
+        step = record.steps[-1] if record.steps else None
+        batches: list[object] = []
+        started = time.perf_counter()
+        try:
+            for _ in range(record.steps_per_execution):
+                batches.append(next(iterator))  # type: ignore[call-overload]
+        except StopIteration:
+            if not batches:
+                # A source of unknown length ran out: Keras began a step that
+                # never runs. Drop it; the time spent finding out is input wait
+                # of the step before.
+                if step is not None and record.steps and record.steps[-1] is step:
+                    record.steps.pop()
+                    before = record.steps[-1] if record.steps else None
+                    if before is not None and before.epoch == step.epoch:
+                        before.fetch_seconds = (before.fetch_seconds or 0.0) + (
+                            time.perf_counter() - started
+                        )
+                raise
+        finished = time.perf_counter()
+        if keep_first_batch is not None:
+            keep_first_batch(batches[0])
+            keep_first_batch = None
+        out = original(*leading, iter(batches))
+        if step is not None:
+            step.fetch_seconds = finished - started
+            step.returned = time.perf_counter()
+            rows = [batch_rows(batch, flatten) for batch in batches]
+            step.samples = None if None in rows else sum(rows)  # type: ignore[arg-type]
+        return out
+
+    return timed
+
+
+def step_timer(
+    batch_size: int | None = None,
+    skip: int = 2,
+    measure_input: bool | str = True,
+    dataset: object = None,
+    input_on_device: bool = False,
+) -> object:
+    """A Keras callback timing every train step and the wait for input.
+
+    Args:
+        batch_size: rows per batch, for ``samples_per_second`` when batches are
+            not seen and Keras counts no rows (see ``step_rows``).
+        skip: steps left out at the start of the first ``fit()`` it is given to
+            (tracing and compiling).
+        measure_input: True: time ``next(iterator)`` by wrapping
+            ``train_function`` for the length of ``fit()`` (TensorFlow and JAX
+            backends); False: do not; "auto": where that leaves Keras' loop as
+            it is (not on TensorFlow with ``steps_per_execution`` > 1), and
+            elsewhere time ``dataset`` alone after training.
+        dataset: the tf.data dataset training reads, for "auto" (None: no
+            other data can be read again).
+        input_on_device: the batches come from arrays already in device
+            memory: nothing is timed, the wait is 0 by construction.
+
+    Returns:
+        A ``keras.callbacks.Callback`` with ``report()`` (the ``summarize``
+        dict), ``record`` (the raw timestamps) and ``reset()``. One timer may
+        be given to several ``fit()`` calls; its report covers them all.
+    """
+    keras = config.keras()
+
+    callback_base: Any = keras.callbacks.Callback
+
+    class StepTimer(callback_base):
+        """Timestamps train steps; see ``gpukeras.train.timing``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.batch_size = batch_size
+            self.skip = skip
+            self.measure_input = measure_input
+            self.record = StepRecord(input_on_device=input_on_device)
+            self._epoch = -1
+            self._epochs_seen = 0
+            self._first_batch: object = None
+            self._probe = False
+
+        def reset(self) -> None:
+            """Forget every recorded step."""
+            self.record = StepRecord(input_on_device=input_on_device)
+            self._epochs_seen = 0
+
+        def on_train_begin(self, logs: dict | None = None) -> None:
+            model = self.model
+            compat.unwrap_train_function(model, "step_timer")  # left by a fit() that failed
+            backend = keras.backend.backend()
+            record = self.record
+            record.backend = backend
+            record.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+            record.steps_per_epoch = (self.params or {}).get("steps")
+            function = getattr(model, "train_function", None)
+            in_graph = backend == "tensorflow" and record.steps_per_execution > 1
+            self._probe = False
+            if input_on_device:
+                record.method = ON_DEVICE_METHOD
+            elif not self.measure_input:
+                record.method = "input wait not measured (measure_input=False)"
+            elif backend not in INSTRUMENTED_BACKENDS or not callable(function):
+                record.method = f"input wait not measured on {backend}"
+            elif self.measure_input == "auto" and in_graph:
+                self._probe = dataset is not None
+                record.method = _in_graph_method(
+                    record.steps_per_execution,
+                    "the tf.data pipeline is timed alone after training"
+                    if self._probe
+                    else "this data cannot be read again to time it alone",
+                )
+            else:
+                keep = self._keep_batch if backend == "tensorflow" else None
+                compat.wrap_train_function(
+                    model,
+                    "step_timer",
+                    lambda inner: _timed_train_function(inner, record, keras.tree.flatten, keep),
+                )
+                record.method = f"next(iterator) timed inside train_function ({backend} backend)"
+
+        def _keep_batch(self, batch: object) -> None:
+            self._first_batch = batch
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            compat.unwrap_train_function(self.model, "step_timer")
+            # Measured after training, so no timed step includes them.
+            if self._first_batch is not None:
+                self.record.fetch_floor_seconds = ready_fetch_seconds(self._first_batch)
+                self._first_batch = None
+            if not self._probe:
+                return
+            if not ran_an_epoch(self.record):
+                self.record.method = _in_graph_method(
+                    self.record.steps_per_execution,
+                    "no epoch ran to its end, so the pipeline was not read again",
+                )
+                return
+            probe = pipeline_seconds(dataset, self.record.steps_per_epoch)
+            self.record.pipeline = probe
+            if "reason" in probe:
+                self.record.method = _in_graph_method(
+                    self.record.steps_per_execution,
+                    f"timing the pipeline alone did not work: {probe['reason']}",
+                )
+
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            # Epochs are numbered across fit() calls, so steps of two calls never
+            # measure from one call's last step to the next call's first.
+            self._epoch = self._epochs_seen
+            self._epochs_seen += 1
+            self.record.epoch_begins[self._epoch] = time.perf_counter()
+
+        def _close_epoch(self) -> None:
+            if self._epoch in self.record.epoch_ends:
+                return
+            self.record.epoch_ends[self._epoch] = time.perf_counter()
+            rows = trained_rows(keras, self.model)
+            if rows is not None:
+                self.record.epoch_rows[self._epoch] = rows
+
+        def on_test_begin(self, logs: dict | None = None) -> None:
+            # Validation inside fit() runs before on_epoch_end: the epoch's
+            # training ends here, after Keras has waited for its results.
+            if self._epoch >= 0:
+                self._close_epoch()
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            self._close_epoch()
+
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.record.steps.append(
+                Step(epoch=self._epoch, begin=time.perf_counter(), first_batch=batch)
+            )
+
+        def report(self) -> dict[str, object]:
+            """Plain numbers for the steps recorded so far (see ``summarize``)."""
+            return summarize(self.record, self.skip, self.batch_size)
+
+    return StepTimer()
