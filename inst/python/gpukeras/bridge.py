@@ -59,6 +59,10 @@ VERBS: dict[str, str] = {
     "profile": "tools.profile:profile",
     "quantize": "tools.quantize:quantize",
     "audit": "tools.audit:audit",
+    "predict": "tools.scoring:predict",
+    "evaluate": "tools.scoring:evaluate",
+    "save_model": "tools.scoring:save_model",
+    "load_model": "tools.scoring:load_model",
 }
 
 

@@ -1,0 +1,209 @@
+"""Scoring new data: batched predict and evaluate, and a model saved with its encoding.
+
+R encodes new data exactly as the training data was (the encoding R recorded:
+factor levels matched by name, column order, NA rule) and hands the arrays
+over as gpu_dataset() does; here they become one float32 copy each
+(``array_source.handover``) and Keras runs the model on them in batches, on
+the device the model lives on. The encoding itself is R's: the core only
+writes it as JSON beside the ``.keras`` file and reads it back, so that a
+later R session scores the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core import arguments
+from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
+from gpukeras.core.handles import Model, Record
+from gpukeras.core.runtime import config
+from gpukeras.data import adapters, failures
+from gpukeras.data.array_source import handover
+
+# What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
+ENCODING_FORMAT = "gpukeras-encoding"
+ENCODING_VERSION = 1
+
+
+def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: bool) -> Any:
+    """R arrays as Keras reads them (one float32 copy each); a dataset as it is."""
+    if adapters.is_tf_dataset(x):
+        return x, None
+    held = handover(x, y, y_dtype, check_missing)
+    return held.x, held.y
+
+
+def _refused(error: Exception, what: str) -> Exception:
+    refused = failures.refused_data(error, what)
+    return error if refused is None else refused
+
+
+def predict(
+    model: Model,
+    x: object,
+    y: object | None = None,
+    y_dtype: str | None = None,
+    check_missing: bool = False,
+    batch_size: object = 32,
+    verbose: int = 0,
+) -> object:
+    """The model's outputs for ``x``, computed in batches of ``batch_size``.
+
+    Args:
+        model: a built Keras 3 model.
+        x: R data as ``handover`` takes it (an array or a dict of them), or a
+            tf.data dataset (its batches as they are; labels in it are ignored).
+        y, y_dtype: not used (R hands data over the same way for every verb).
+        check_missing: raise BadDataError naming the rows when a copy holds NA.
+        batch_size: rows per batch for arrays.
+        verbose: Keras' progress display (0 silent).
+
+    Returns:
+        A float array with a row per row of ``x``, or a list of them for a
+        model with several outputs.
+    """
+    keras = config.keras()
+    arguments.check_keras_model(keras, model)
+    batch = arguments.count("batch_size", batch_size)
+    features, _ = _inputs(x, None, None, check_missing)
+    kwargs: Record = {} if adapters.is_tf_dataset(features) else {"batch_size": batch}
+    try:
+        predicted = model.predict(features, verbose=int(verbose), **kwargs)
+    except Exception as error:
+        raise _refused(error, "predict from this data") from error
+    if isinstance(predicted, dict):
+        return [np.asarray(part) for part in predicted.values()]
+    if isinstance(predicted, (list, tuple)):
+        return [np.asarray(part) for part in predicted]
+    return np.asarray(predicted)
+
+
+def evaluate(
+    model: Model,
+    x: object,
+    y: object | None = None,
+    y_dtype: str | None = None,
+    check_missing: bool = False,
+    batch_size: object = 32,
+    verbose: int = 0,
+) -> Record:
+    """The compiled loss and metrics of ``model`` on ``x`` and ``y``, in batches.
+
+    Returns:
+        ``{name: value}`` as Keras' ``evaluate(return_dict=True)`` gives them.
+    """
+    keras = config.keras()
+    arguments.check_keras_model(keras, model)
+    if not getattr(model, "compiled", False):
+        raise BadModelError(
+            "The model is not compiled, so it has no loss or metrics to evaluate: compile it "
+            'first, e.g. model$compile(loss = "sparse_categorical_crossentropy", metrics = '
+            'list("accuracy")).'
+        )
+    batch = arguments.count("batch_size", batch_size)
+    features, labels = _inputs(x, y, y_dtype, check_missing)
+    dataset = adapters.is_tf_dataset(features)
+    if labels is None and not dataset:
+        raise BadDataError("evaluate() needs labels: give `y` with the new data.")
+    kwargs: Record = {} if dataset else {"batch_size": batch}
+    try:
+        scores = model.evaluate(features, labels, verbose=int(verbose), return_dict=True, **kwargs)
+    except Exception as error:
+        raise _refused(error, "be evaluated on this data") from error
+    return {str(name): float(value) for name, value in scores.items()}
+
+
+def encoding_path(path: str) -> Path:
+    """Where the encoding of a model saved at ``name.keras`` goes: ``name.gpukeras.json``."""
+    model = Path(path)
+    return model.with_name(model.name[: -len(".keras")] + ".gpukeras.json")
+
+
+def _check_path(path: object) -> Path:
+    if not isinstance(path, str) or not path.endswith(".keras"):
+        raise BadArgumentError(
+            f"`path` must be a file name ending in .keras, not {path!r} "
+            "(Keras 3 saves whole models in its .keras format)."
+        )
+    return Path(path)
+
+
+def save_model(model: Model, path: object, encoding: object, overwrite: bool = False) -> Record:
+    """Save ``model`` to ``path`` (.keras) and ``encoding`` as JSON beside it.
+
+    Nothing is written unless both files may be: an existing one is refused
+    unless ``overwrite``. Each file is written under a temporary name in the
+    same folder and then renamed, so a failed save leaves no half-written file.
+
+    Returns:
+        ``model`` and ``encoding``: the two paths written.
+    """
+    keras = config.keras()
+    arguments.check_keras_model(keras, model)
+    target = _check_path(path)
+    beside = encoding_path(str(target))
+    if not target.parent.is_dir():
+        raise BadArgumentError(f"`path`: the folder {str(target.parent)!r} does not exist.")
+    existing = [str(file) for file in (target, beside) if file.exists()]
+    if existing and not overwrite:
+        raise BadArgumentError(
+            f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: "
+            "give overwrite = TRUE to replace, or another path."
+        )
+    document = {"format": ENCODING_FORMAT, "version": ENCODING_VERSION, "model": target.name}
+    document["encoding"] = encoding
+    folder = str(target.parent)
+    handle, model_temp = tempfile.mkstemp(suffix=".keras", prefix=".saving-", dir=folder)
+    os.close(handle)
+    handle, json_temp = tempfile.mkstemp(suffix=".json", prefix=".saving-", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=1)
+        model.save(model_temp)
+        os.replace(model_temp, target)
+        os.replace(json_temp, beside)
+    finally:
+        for temp in (model_temp, json_temp):
+            if os.path.exists(temp):
+                os.remove(temp)
+    return {"model": str(target), "encoding": str(beside)}
+
+
+def load_model(path: object) -> Record:
+    """The model saved at ``path`` and the encoding beside it (None when there is none).
+
+    Returns:
+        ``model`` (compiled as it was saved), ``encoding`` (what R saved) and
+        ``encoding_file`` (its path, or None).
+    """
+    target = _check_path(path)
+    if not target.is_file():
+        raise BadArgumentError(f"`path`: there is no file {str(target)!r}.")
+    keras = config.keras()
+    try:
+        model = keras.saving.load_model(str(target))
+    except Exception as error:
+        raise BadModelError(
+            f"{str(target)!r} could not be loaded as a Keras model: {error}"
+        ) from error
+    beside = encoding_path(str(target))
+    if not beside.is_file():
+        return {"model": model, "encoding": None, "encoding_file": None}
+    try:
+        document = json.loads(beside.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise BadDataError(f"{str(beside)!r} is not valid JSON: {error}") from error
+    if not isinstance(document, dict) or document.get("format") != ENCODING_FORMAT:
+        raise BadDataError(f"{str(beside)!r} is not a gpukeras encoding file.")
+    if document.get("version", 0) > ENCODING_VERSION:
+        raise BadDataError(
+            f"{str(beside)!r} was written by a newer gpukeras (encoding version "
+            f"{document.get('version')}): update gpukeras to read it."
+        )
+    return {"model": model, "encoding": document.get("encoding"), "encoding_file": str(beside)}

@@ -1,0 +1,116 @@
+"""scoring: predict and evaluate in batches, and a model saved with its encoding beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[object, np.ndarray, np.ndarray]:
+    """A small compiled classifier trained a little, and its data."""
+    keras = config.keras()
+    keras.utils.set_random_seed(5)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(200, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0)
+    return model, x, y
+
+
+def call(verb: str, **kwargs: object) -> dict:
+    return bridge.call(verb, kwargs)
+
+
+def value(verb: str, **kwargs: object) -> object:
+    answer = call(verb, **kwargs)
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+def test_predict_gives_keras_outputs_in_any_batch_size(trained: tuple) -> None:
+    model, x, _ = trained
+    expected = model.predict(x, verbose=0)
+    # R hands over column-major views: the core copies them to C order itself.
+    fortran = np.asfortranarray(x.astype("float64"))
+    for batch_size in (7, 200, 1000):
+        got = value("predict", model=model, x=fortran, batch_size=batch_size)
+        assert isinstance(got, np.ndarray) and got.shape == (200, 2)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_evaluate_matches_keras_and_needs_labels(trained: tuple) -> None:
+    model, x, y = trained
+    expected = model.evaluate(x, y, verbose=0, return_dict=True)
+    got = value("evaluate", model=model, x=x, y=y, y_dtype="int32", batch_size=50)
+    assert set(got) == set(expected)
+    for name in expected:
+        assert got[name] == pytest.approx(float(expected[name]), rel=1e-5)
+    missing = call("evaluate", model=model, x=x)
+    assert missing["r_class"] == "gpukeras_error_bad_data"
+    assert "needs labels" in missing["message"]
+
+
+def test_data_the_model_refuses_and_na_are_classed_errors(trained: tuple) -> None:
+    model, x, _ = trained
+    refused = call("predict", model=model, x=x[:, :3])
+    assert refused["r_class"] == "gpukeras_error_bad_data"
+    assert "cannot predict from this data" in refused["message"]
+    holed = x.astype("float64")
+    holed[3, 1] = np.nan
+    missing = call("predict", model=model, x=holed, check_missing=True)
+    assert missing["r_class"] == "gpukeras_error_bad_data"
+    assert "first, counting from 1: 4" in missing["message"]
+
+
+def test_save_writes_two_files_refuses_to_overwrite_and_loads_the_same_model(
+    trained: tuple, tmp_path: Path
+) -> None:
+    model, x, _ = trained
+    path = tmp_path / "model.keras"
+    encoding = {"inputs": {"x": {"type": "array", "shape": [4]}}, "na": "error"}
+    written = value("save_model", model=model, path=str(path), encoding=encoding)
+    beside = tmp_path / "model.gpukeras.json"
+    assert written == {"model": str(path), "encoding": str(beside)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gpukeras.json", "model.keras"]
+    assert json.loads(beside.read_text())["encoding"] == encoding
+
+    again = call("save_model", model=model, path=str(path), encoding=encoding)
+    assert again["r_class"] == "gpukeras_error_bad_argument"
+    assert "overwrite = TRUE" in again["message"]
+    value("save_model", model=model, path=str(path), encoding=None, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gpukeras.json", "model.keras"]
+
+    loaded = value("load_model", path=str(path))
+    assert loaded["encoding"] is None and loaded["encoding_file"] == str(beside)
+    np.testing.assert_allclose(
+        loaded["model"].predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6
+    )
+
+
+def test_paths_that_are_not_keras_files_are_refused(trained: tuple, tmp_path: Path) -> None:
+    model, _, _ = trained
+    wrong = call("save_model", model=model, path=str(tmp_path / "model.h5"), encoding=None)
+    assert wrong["r_class"] == "gpukeras_error_bad_argument"
+    absent = call("load_model", path=str(tmp_path / "none.keras"))
+    assert absent["r_class"] == "gpukeras_error_bad_argument"
+    stray = tmp_path / "stray.keras"
+    value("save_model", model=model, path=str(stray), encoding=None)
+    (tmp_path / "stray.gpukeras.json").write_text('{"something": "else"}')
+    foreign = call("load_model", path=str(stray))
+    assert foreign["r_class"] == "gpukeras_error_bad_data"
+    assert list(tmp_path.glob(".saving-*")) == []
