@@ -9,9 +9,14 @@ compat.py was written for.
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import importlib.util
+import inspect
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 import pytest
@@ -19,22 +24,129 @@ import pytest
 from gpukeras.core import compat
 from gpukeras.core.runtime import config
 
-CORE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "inst" / "python" / "gpukeras"
+# Where gpukeras' own code is: the package, the benchmarks, the scripts tests run.
+CHECKED = (CORE, ROOT / "bench", ROOT / "python" / "tests" / "scripts")
 PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src")
+# A base class's dotted name starts with one of these (its module, or the usual alias).
+FRAMEWORKS = {"keras": "keras", "tf": "tensorflow", "tensorflow": "tensorflow", "jax": "jax"}
 
 
-def private_uses(source: str) -> set[str]:
-    """Private attributes ``source`` reads or sets on objects other than its own (``self``),
-    by name or through getattr/hasattr/setattr, and private modules it imports. gpukeras'
-    own marks on framework objects (``_gpukeras_*``) are not private to the framework."""
+def private(name: str) -> bool:
+    """A private name; gpukeras' own marks on framework objects (``_gpukeras_*``) are not
+    private to the framework."""
+    return name.startswith("_") and not name.startswith(("__", "_gpukeras_"))
 
-    def private(name: str) -> bool:
-        return name.startswith("_") and not name.startswith(("__", "_gpukeras_"))
 
-    found = set()
-    for node in ast.walk(ast.parse(source)):
+def on_self(node: ast.AST) -> TypeGuard[ast.Attribute]:
+    return isinstance(node, ast.Attribute) and getattr(node.value, "id", None) in ("self", "cls")
+
+
+def class_names(cls: ast.ClassDef) -> set[str]:
+    """The private names a class's code sets or defines on itself: ``self._x = ...``, its
+    methods, its class attributes."""
+    names = {
+        node.attr for node in ast.walk(cls) if on_self(node) and isinstance(node.ctx, ast.Store)
+    }
+    for item in cls.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(item.name)
+        elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+            targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {name for name in names if private(name)}
+
+
+def dotted(node: ast.AST, assigned: dict[str, ast.AST]) -> str | None:
+    """``node`` as a dotted name (``keras.callbacks.Callback``); a name the module assigns
+    one (``callback_base = keras.callbacks.Callback``) stands for what it was given."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    value = assigned.get(node.id)
+    root = dotted(value, {k: v for k, v in assigned.items() if k != node.id}) if value else None
+    return ".".join([root or node.id, *reversed(parts)])
+
+
+@functools.cache
+def framework_names(base: str) -> frozenset[str]:
+    """The private names the framework class ``base`` (a dotted name) and the classes it
+    extends define: methods, class attributes, and what their code sets on ``self``."""
+    root, *path = base.split(".")
+    owner = config.keras() if root == "keras" else importlib.import_module(FRAMEWORKS[root])
+    for part in path:
+        owner = getattr(owner, part)
+    names: set[str] = set()
+    for cls in inspect.getmro(owner)[:-1]:  # object is not the framework's
+        names.update(name for name in vars(cls) if private(name))
+        with contextlib.suppress(OSError, TypeError):
+            source = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+            names.update(
+                n for c in source.body if isinstance(c, ast.ClassDef) for n in class_names(c)
+            )
+    return frozenset(names)
+
+
+def framework_bases(cls: ast.ClassDef, assigned: dict[str, ast.AST]) -> list[str]:
+    bases = (dotted(base, assigned) for base in cls.bases)
+    return [base for base in bases if base and base.split(".")[0] in FRAMEWORKS]
+
+
+def module_assignments(tree: ast.Module) -> dict[str, ast.AST]:
+    return {
+        target.id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+
+
+def own_names(source: str) -> set[str]:
+    """The private names ``source`` itself defines: module-level ones, functions, classes,
+    and what it sets on ``self``, less those a framework base class defines."""
+    tree = ast.parse(source)
+    assigned = module_assignments(tree)
+    names = {name for name in assigned if private(name)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif on_self(node) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+    return {name for name in names if private(name)} - framework_uses(tree, assigned)
+
+
+def framework_uses(tree: ast.Module, assigned: dict[str, ast.AST]) -> set[str]:
+    """The private names classes in ``tree`` set or define that a framework base class of
+    theirs defines too."""
+    return {
+        name
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef)
+        for base in framework_bases(cls, assigned)
+        for name in class_names(cls) & framework_names(base)
+    }
+
+
+def private_uses(source: str, own: set[str] | None = None) -> set[str]:
+    """Private framework names ``source`` uses: attributes it reads or sets on objects,
+    by name or through getattr/hasattr/setattr, and private modules it imports.
+
+    On ``self`` (or ``cls``) a private name is the framework's where a framework base
+    class of the class defines it (an override included), or where gpukeras' own code
+    (``own``: by default ``own_names(source)``) defines it nowhere.
+    """
+    tree = ast.parse(source)
+    own = own_names(source) if own is None else own
+    assigned = module_assignments(tree)
+    found = framework_uses(tree, assigned)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and private(node.attr):
-            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if not on_self(node) or node.attr not in own:
                 found.add(node.attr)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
             "getattr",
@@ -56,11 +168,17 @@ def private_uses(source: str) -> set[str]:
 
 
 def test_private_framework_attributes_are_used_in_compat_alone() -> None:
-    found = {
-        (str(path.relative_to(CORE)), use)
-        for path in CORE.rglob("*.py")
+    sources = {
+        path: path.read_text(encoding="utf-8")
+        for folder in CHECKED
+        for path in folder.rglob("*.py")
         if path != CORE / "core" / "compat.py"
-        for use in private_uses(path.read_text(encoding="utf-8"))
+    }
+    own = set().union(*map(own_names, sources.values()))
+    found = {
+        (str(path.relative_to(ROOT)), use)
+        for path, source in sources.items()
+        for use in private_uses(source, own)
     }
     assert found == set(), "use these through gpukeras.core.compat"
 
@@ -81,6 +199,23 @@ x.__class__
         "_flatten_layers",
         "_inbound_nodes",
     }
+
+
+def test_private_names_of_a_framework_base_class_are_found_on_self() -> None:
+    source = """
+base = keras.callbacks.BackupAndRestore
+class Saver(base):
+    def __init__(self):
+        self._mine = 0  # not the base's
+    def on_epoch_end(self, epoch, logs=None):
+        self._last_batch_seen = self._mine  # the base's
+    def _save_model(self):  # overrides the base's
+        pass
+class Own:
+    def size(self):
+        return self._inherited  # set nowhere in gpukeras
+"""
+    assert private_uses(source) == {"_last_batch_seen", "_save_model", "_inherited"}
 
 
 def tiny_model() -> object:
@@ -118,6 +253,9 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     for name in ("_learning_rate", "_tracker", "_track_variable"):
         has(model.optimizer, name, "Keras", version)
     has(model.variables[0], "_value", "Keras", version)
+    backup = keras.callbacks.BackupAndRestore("unused", save_freq=2)
+    for name in ("_should_save_on_batch", "_last_batch_seen", "_batches_seen_since_last_saving"):
+        has(backup, name, "Keras", version)
     try:
         from keras.src.backend.common import global_state
     except ImportError as error:  # the message names the version, as for the attributes
@@ -171,6 +309,15 @@ def test_what_compat_reads_and_sets_on_a_model() -> None:
     assert compat.learning_rate_of(optimizer) is rate
     assert float(optimizer.learning_rate) == pytest.approx(0.25)
     assert any(variable is rate for variable in optimizer.variables)  # tracked, so saved
+
+
+def test_backup_batches_count_toward_the_next_save_as_keras_counts() -> None:
+    backup = config.keras().callbacks.BackupAndRestore("unused", save_freq=2)
+    assert [compat.backup_due(backup, batch) for batch in range(4)] == [False, True, False, True]
+    compat.backup_count_restart(backup)  # a new epoch
+    compat.backup_batch_passed(backup, 2)  # batches 0 to 2 went by
+    assert [compat.backup_due(backup, batch) for batch in (3, 4)] == [False, True]
+    assert compat.backup_due(backup, 8)  # steps_per_execution's leap counts its batches
 
 
 # The train function's wrappers ------------------------------------------------------

@@ -151,12 +151,12 @@ def distribute_strategy_of(model: Model) -> object:
     return getattr(model, "_distribute_strategy", None)
 
 
-def seed_generators(model: object) -> list[object]:
+def seed_generators(model: Model) -> list[Any]:
     """The model's seed generators (Dropout and other random layers), in a fixed order.
 
     ``save_weights`` leaves them out; they hang on each layer as ``_seed_generators``.
     """
-    generators: list[object] = []
+    generators: list[Any] = []
     for layer in flatten_layers(model, include_self=True):
         generators.extend(getattr(layer, "_seed_generators", []))
     return generators
@@ -191,6 +191,29 @@ def replace_learning_rate(optimizer: object, variable: object) -> None:
     if locked:
         tracker.lock()
     optimizer._learning_rate = variable  # type: ignore[attr-defined]
+
+
+# Keras' BackupAndRestore: counting batches toward the next save ------------------
+def backup_due(callback: object, batch: int) -> bool:
+    """Whether a ``BackupAndRestore`` (or subclass) saving every ``save_freq`` batches is due
+    to save after ``batch``, counted as Keras counts: the batches since its last save,
+    steps_per_execution's leaps included (private ``_should_save_on_batch``,
+    keras/src/callbacks/backup_and_restore.py, 3.15)."""
+    return bool(callback._should_save_on_batch(batch))  # type: ignore[attr-defined]
+
+
+def backup_batch_passed(callback: object, batch: int) -> None:
+    """Count the batches up to ``batch`` as gone by, not toward the next save (a resumed
+    epoch's batches that are let go by; private ``_last_batch_seen``, Keras 3.15)."""
+    callback._last_batch_seen = batch  # type: ignore[attr-defined]
+
+
+def backup_count_restart(callback: object) -> None:
+    """Count toward the next save from the next epoch's first batch (after the save at an
+    epoch's end; private ``_last_batch_seen`` and ``_batches_seen_since_last_saving``,
+    Keras 3.15)."""
+    callback._last_batch_seen = -1  # type: ignore[attr-defined]
+    callback._batches_seen_since_last_saving = 0  # type: ignore[attr-defined]
 
 
 # TensorFlow's eager context (multi-worker training) ----------------------------

@@ -11,7 +11,8 @@ two files, so a kill between the two pairs new weights with old metadata;
 (c) leaves Dropout's random state out (``save_weights`` skips seed
 generators); (d) deletes the whole backup folder, whatever else is in it.
 
-``backup_callback`` subclasses it (keeping its save-frequency logic) and:
+``backup_callback`` subclasses it (keeping its save-frequency logic, through
+``compat``; it replaces every hook that saves, so Keras' own saving never runs) and:
 
 - writes each backup's weights into a new file of a name no other file has
   (``gpukeras-weights-<generation>-<random>.weights.h5``, created
@@ -85,10 +86,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gpukeras.core import compat
+from gpukeras.core.handles import Model
 
 try:
     import resource
@@ -218,7 +221,7 @@ def resume_state(backup_dir: str) -> BackupState | None:
     if committed is None:
         return None
     owned = [s.weights for s in (committed, committed.previous) if s is not None]
-    problems = []
+    problems: list[str] = []
     for candidate in (committed, committed.previous):
         if candidate is None:
             continue
@@ -447,13 +450,13 @@ def _commit_json(folder: str, record: dict[str, object]) -> None:
     _sync_dir(folder)
 
 
-def weights_estimate(model: object, written: int | None) -> int:
+def weights_estimate(model: Model, written: int | None) -> int:
     """Bytes to reserve for a backup's weights file: a little more than the last one written,
     or, before the first, the variables' bytes and HDF5's metadata for each."""
     if written:
         return int(written * 1.1) + 65536
     optimizer = getattr(model, "optimizer", None)
-    variables = [*model.weights, *(optimizer.variables if optimizer is not None else [])]  # type: ignore[attr-defined]
+    variables = [*model.weights, *(optimizer.variables if optimizer is not None else [])]
     data = sum(math.prod(v.shape) * _itemsize(str(v.dtype)) for v in variables)
     return int(data) + 4096 * len(variables) + 65536
 
@@ -576,7 +579,9 @@ def backup_callback(
     keras = config.keras()
     spe = int(run.get("steps_per_execution") or 1)  # type: ignore[call-overload]
 
-    class ExactBackupAndRestore(keras.callbacks.BackupAndRestore):
+    callback_base: Any = keras.callbacks.BackupAndRestore  # Keras has no types
+
+    class ExactBackupAndRestore(callback_base):
         """BackupAndRestore with durable, atomic backups and an exact mid-epoch resume."""
 
         def __init__(self) -> None:
@@ -652,7 +657,6 @@ def backup_callback(
         # Saving ------------------------------------------------------------
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             self.epoch = epoch
-            self._current_epoch = epoch
             if epoch != getattr(self.resumed, "epoch", None):
                 self.skip_batches = 0
             elif self.skip_batches and keras_fit and self.resumed.metrics:  # type: ignore[union-attr]
@@ -662,27 +666,26 @@ def backup_callback(
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             if batch < self.skip_batches:  # a batch the resumed epoch let go by
-                self._last_batch_seen = batch
+                compat.backup_batch_passed(self, batch)
                 self.batches_done = self.skip_batches
                 return
             self.batches_done = batch + 1
-            if self._should_save_on_batch(batch):
-                self._save_model()
+            if compat.backup_due(self, batch):
+                self._commit_backup()
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             self.skip_batches = 0
             self.history.append({"epoch": epoch + 1, **_plain_logs(logs)})
             self.epoch, self.batches_done = epoch + 1, 0
-            self._last_batch_seen = -1
-            self._batches_seen_since_last_saving = 0
-            self._save_model()
+            compat.backup_count_restart(self)
+            self._commit_backup()
 
         def save_now(self) -> None:
             """Back up where training is now, unless the last committed backup holds it."""
             if self.committed_at != (self.epoch, self.batches_done):
-                self._save_model()
+                self._commit_backup()
 
-        def _save_model(self) -> None:
+        def _commit_backup(self) -> None:
             """Write, sync and commit one backup; then remove what the kept one replaces."""
             model = self.model
             if hasattr(model, "jax_state_sync"):
@@ -702,7 +705,7 @@ def backup_callback(
                     os.unlink(os.path.join(self.save_dir, name))
                 self.owned.remove(name)
 
-        def _write(self, model: object) -> BackupState:
+        def _write(self, model: Model) -> BackupState:
             self.generation += 1
             descriptor, path = tempfile.mkstemp(
                 dir=self.save_dir,
@@ -713,9 +716,11 @@ def backup_callback(
             name = os.path.basename(path)
             self.owned.append(name)
             try:
-                reserve(self.save_dir, weights_estimate(model, self.kept and self.kept.size))
+                reserve(
+                    self.save_dir, weights_estimate(model, self.kept.size if self.kept else None)
+                )
                 # Keras writes by path: the file made just now, in a folder only this user writes.
-                model.save_weights(path, overwrite=True)  # type: ignore[attr-defined]
+                model.save_weights(path, overwrite=True)
                 size, digest = _sync_and_hash(path)
                 committed = BackupState(
                     epoch=self.epoch,
@@ -730,7 +735,7 @@ def backup_callback(
                     history=list(self.history),
                     metrics=[
                         keras.ops.convert_to_numpy(v.value).tolist()
-                        for v in model.metrics_variables  # type: ignore[attr-defined]
+                        for v in model.metrics_variables
                     ]
                     if self.batches_done and keras_fit
                     else [],
