@@ -45,6 +45,7 @@ gpu_as_numpy <- function(x, dtype = NULL) {
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
   check_string(dtype)
   core()
+  call <- current_env()
   tryCatch(
     reticulate::np_array(x, dtype = dtype, order = "C"),
     error = function(e) {
@@ -53,7 +54,8 @@ gpu_as_numpy <- function(x, dtype = NULL) {
           sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
           "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
         ),
-        "gpukeras_error_bad_argument"
+        "gpukeras_error_bad_argument",
+        call = call
       )
     }
   )
@@ -68,28 +70,29 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784). Not
 # before Python runs, though: bad data must not start it (gpu_setup() would
 # then come too late), so R checks those parts itself until then.
-as_pipeline_data <- function(x, y, na) {
+as_pipeline_data <- function(x, y, na, call = caller_env()) {
   vocabulary <- list()
   encode <- function(part, name) {
     if (is.data.frame(part)) {
-      encoded <- encode_data_frame(part, name)
+      encoded <- encode_data_frame(part, name, call = call)
       vocabulary <<- c(vocabulary, encoded$vocabulary)
       return(encoded$x)
     }
-    check_feature_array(part, name)
+    check_feature_array(part, name, call = call)
   }
   features <- if (is.list(x) && !is.data.frame(x)) {
     if (length(x) == 0L || is.null(names(x)) || any(!nzchar(names(x)))) {
       gpukeras_abort(
         "A list `x` (several model inputs) must be a named list of matrices, arrays or data.frames.",
-        "gpukeras_error_bad_data"
+        "gpukeras_error_bad_data",
+        call = call
       )
     }
     Map(encode, x, names(x))
   } else {
     list(x = encode(x, "x"))
   }
-  labels <- if (!is.null(y)) encode_labels(y) else NULL
+  labels <- if (!is.null(y)) encode_labels(y, call = call) else NULL
   if (!is.null(labels$vocabulary)) vocabulary$y <- labels$vocabulary
   parts <- c(features, if (!is.null(labels)) list(y = labels$y))
   rows <- vapply(parts, count_rows, numeric(1))
@@ -99,21 +102,22 @@ as_pipeline_data <- function(x, y, na) {
         sprintf("x and y must have the same number of rows, not %s.", paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")),
         "Give one label per row of x."
       ),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   if (rows[[1]] == 0) {
-    gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data")
+    gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data", call = call)
   }
   core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
     vapply(parts, is.double, logical(1))
   dropped <- 0L
   if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
     missing <- missing_rows(parts)
-    if (na == "error") abort_missing(parts, missing)
+    if (na == "error") abort_missing(parts, missing, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
-      gpukeras_abort("Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data")
+      gpukeras_abort("Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call)
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
@@ -141,7 +145,7 @@ missing_rows <- function(parts) {
 
 # The error for NA in `parts` (rows from missing_rows()), naming the first rows
 # and the columns; nothing when there is none.
-abort_missing <- function(parts, missing = missing_rows(parts)) {
+abort_missing <- function(parts, missing = missing_rows(parts), call = caller_env()) {
   if (!any(missing)) {
     return(invisible())
   }
@@ -155,7 +159,8 @@ abort_missing <- function(parts, missing = missing_rows(parts)) {
       ),
       "Impute or remove them, or pass na = \"drop\" to drop those rows."
     ),
-    "gpukeras_error_bad_data"
+    "gpukeras_error_bad_data",
+    call = call
   )
 }
 
@@ -163,17 +168,17 @@ abort_missing <- function(parts, missing = missing_rows(parts)) {
 # arrays) as x, y, y_dtype and check_missing, and the arguments in `args`.
 # When the core finds NA in a copy it checks, the error names the rows and
 # columns as R's own check does.
-handover_call <- function(target, data, args = list()) {
+handover_call <- function(target, data, args = list(), call = caller_env()) {
   force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
     do.call(core_call, c(list(
       target,
       x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
-    ), args)),
+    ), args, list(error_call = call))),
     gpukeras_error_bad_data = function(e) {
       if (isTRUE(data$check_missing)) {
         parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
-        abort_missing(parts)
+        abort_missing(parts, call = call)
       }
     }
   )
@@ -181,8 +186,8 @@ handover_call <- function(target, data, args = list()) {
 
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
 # list(x, y), made by the core in one copy each (array_source.handover).
-to_numpy <- function(data) {
-  kept_arrays(handover_call("handover", data))
+to_numpy <- function(data, call = caller_env()) {
+  kept_arrays(handover_call("handover", data, call = call))
 }
 
 # The NumPy arrays in the core's HostArrays (array_source.py) as R keeps them:
@@ -202,28 +207,30 @@ kept_arrays <- function(held) {
   list(x = x, y = if (!inherits(y, "python.builtin.NoneType")) y)
 }
 
-check_feature_array <- function(x, name) {
+check_feature_array <- function(x, name, call = caller_env()) {
   if (is.character(x)) {
     gpukeras_abort(
       c(
         sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
         "Pass a data.frame (character columns become integer codes) or convert with as.numeric()."
       ),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.matrix(x) && !is.array(x)) {
     gpukeras_abort(
       sprintf("`%s` must be a numeric matrix, array, vector or data.frame, not %s.", name, describe(x)),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   if (is.null(dim(x))) matrix(x, ncol = 1L) else x
 }
 
-encode_data_frame <- function(df, name) {
+encode_data_frame <- function(df, name, call = caller_env()) {
   if (ncol(df) == 0L) {
-    gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data")
+    gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data", call = call)
   }
   ok <- vapply(df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column), logical(1))
   if (!all(ok)) {
@@ -234,7 +241,8 @@ encode_data_frame <- function(df, name) {
         sprintf("Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")),
         "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
       ),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   vocabulary <- list()
@@ -250,7 +258,7 @@ encode_data_frame <- function(df, name) {
   list(x = as.matrix(df), vocabulary = vocabulary)
 }
 
-encode_labels <- function(y) {
+encode_labels <- function(y, call = caller_env()) {
   if (is.data.frame(y)) y <- as.matrix(y)
   vocabulary <- NULL
   if (is.character(y) && is.null(dim(y))) y <- factor(y)
@@ -261,7 +269,8 @@ encode_labels <- function(y) {
   if (!(is.numeric(y) || is.logical(y))) {
     gpukeras_abort(
       sprintf("`y` must be a numeric, logical, factor or character vector (or a numeric matrix), not %s.", describe(y)),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   if (is.logical(y)) storage.mode(y) <- "double"

@@ -117,10 +117,11 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
 # from as_pipeline_data() (copied once, to float32 features and `y_dtype`
 # labels, checked for NA where it asks), or the NumPy arrays a background fit
 # carried (shared as they are); and what converting the R data found.
-arrays_pipeline <- function(recipe) {
+arrays_pipeline <- function(recipe, call = caller_env()) {
   result <- handover_call(
     "dataset_from_arrays", recipe$arrays,
-    c(list(copy = FALSE, x_dtype = "float32"), recipe$options)
+    c(list(copy = FALSE, x_dtype = "float32"), recipe$options),
+    call = call
   )
   result$info$vocabulary <- recipe$vocabulary
   result$info$dropped_rows <- recipe$dropped
@@ -144,14 +145,15 @@ datasets_from_result <- function(result, recipe) {
 }
 
 pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, validation_split,
-                             drop_remainder, deterministic, prefetch, to_device) {
-  check_count(batch_size)
-  check_flag(shuffle)
-  seed <- check_seed(seed)
+                             drop_remainder, deterministic, prefetch, to_device, call = caller_env()) {
+  check_count(batch_size, call = call)
+  check_flag(shuffle, call = call)
+  seed <- check_seed(seed, call = call)
   if (!(isTRUE(cache) || isFALSE(cache) || (is.character(cache) && length(cache) == 1L && !is.na(cache)))) {
     gpukeras_abort(
       sprintf("`cache` must be TRUE, FALSE or a file path, not %s.", describe(cache)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   # tf.data would fail only when the first batch is read, inside training.
@@ -161,13 +163,15 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
         sprintf("`cache` is '%s', in a folder that does not exist.", cache),
         "Create the folder first, or give cache = TRUE to cache in memory."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   if (!is.null(map) && !is.function(map) && !inherits(map, "python.builtin.object")) {
     gpukeras_abort(
       sprintf("`map` must be a function (R or Python), not %s.", describe(map)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   if (!is.null(augment) && (!is.list(augment) || is.null(names(augment)) || any(!nzchar(names(augment))))) {
@@ -176,18 +180,20 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
         sprintf("`augment` must be a named list of presets, not %s.", describe(augment)),
         "For example: list(flip_horizontal = list(), rotation = list(factor = 0.05))."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   if (!is.numeric(validation_split) || length(validation_split) != 1L || is.na(validation_split) ||
     validation_split < 0 || validation_split >= 1) {
     gpukeras_abort(
       sprintf("`validation_split` must be one number in [0, 1), not %s.", describe(validation_split)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
-  check_flag(drop_remainder)
-  if (!is.null(deterministic)) check_flag(deterministic)
+  check_flag(drop_remainder, call = call)
+  if (!is.null(deterministic)) check_flag(deterministic, call = call)
   if (!(identical(prefetch, "auto") || (is.numeric(prefetch) && length(prefetch) == 1L && !is.na(prefetch) &&
     prefetch >= 0 && prefetch == round(prefetch) && prefetch <= 1e6))) {
     gpukeras_abort(
@@ -195,11 +201,12 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
         sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
         "Give a whole number up to 1e6 (a few batches keep the GPU fed), or \"auto\" to let tf.data choose."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   if (!identical(to_device, "auto") && !identical(to_device, "none")) {
-    to_device <- device_names(to_device, "to_device")
+    to_device <- device_names(to_device, "to_device", call = call)
   }
   list(
     batch_size = as.integer(batch_size),
@@ -231,10 +238,10 @@ augment_parameters <- function(parameters) {
 }
 
 # Which kind of file source a path names, and the arguments for it.
-file_source <- function(path, label, columns, image_size, color_mode) {
-  if (!is.null(label)) check_string(label)
+file_source <- function(path, label, columns, image_size, color_mode, call = caller_env()) {
+  if (!is.null(label)) check_string(label, call = call)
   if (!is.null(columns) && (!is.character(columns) || anyNA(columns))) {
-    gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument")
+    gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument", call = call)
   }
   expanded <- path.expand(path)
   has_files <- function(pattern) {
@@ -256,13 +263,14 @@ file_source <- function(path, label, columns, image_size, color_mode) {
         sprintf("'%s' is not a folder, a CSV file/glob or TFRecord files.", path),
         "Give a folder of images with one sub-folder per class, \"data/*.csv\", or \"data/*.tfrecord\"."
       ),
-      "gpukeras_error_missing_files"
+      "gpukeras_error_missing_files",
+      call = call
     )
   }
   if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
-    gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument")
+    gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument", call = call)
   }
-  color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"))
+  color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"), call = call)
   list(kind = "image_folder", args = list(path = expanded, image_size = as.list(as.integer(image_size)), color_mode = color_mode))
 }
 

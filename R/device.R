@@ -37,15 +37,16 @@ local_gpu_device <- function(device, .local_envir = parent.frame()) {
   invisible(scope$name)
 }
 
-enter_device_scope <- function(device) {
+enter_device_scope <- function(device, call = caller_env()) {
   if (length(device) != 1L) {
     gpukeras_abort(
       sprintf("`device` must be one device, not %s.", describe(device)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
-  name <- device_names(device, "device")
-  context <- core_call("device_scope", device = name)
+  name <- device_names(device, "device", call = call)
+  context <- core_call("device_scope", device = name, error_call = call)
   context$`__enter__`()
   list(name = name, context = context)
 }

@@ -182,7 +182,7 @@ with_gpu_strategy <- function(strategy, code) {
 
 # The Python strategy of a gpukeras_strategy, or a strategy the user made in
 # Python (tf$distribute$MirroredStrategy(), keras$distribution$DataParallel()).
-strategy_object <- function(strategy) {
+strategy_object <- function(strategy, call = caller_env()) {
   if (inherits(strategy, "gpukeras_strategy")) {
     return(strategy$strategy)
   }
@@ -191,7 +191,8 @@ strategy_object <- function(strategy) {
   }
   gpukeras_abort(
     sprintf("`strategy` must be a gpu_strategy() (or a tf.distribute strategy), not %s.", describe(strategy)),
-    "gpukeras_error_bad_argument"
+    "gpukeras_error_bad_argument",
+    call = call
   )
 }
 

@@ -344,14 +344,15 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 
 # `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.
-check_signals <- function(signals) {
+check_signals <- function(signals, call = caller_env()) {
   if (is.null(signals)) {
     return(character())
   }
   if (!is.character(signals) || anyNA(signals)) {
     gpukeras_abort(
       sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   full <- toupper(signals)
@@ -363,7 +364,8 @@ check_signals <- function(signals) {
         sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
         sprintf("Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).", paste(handled_signals, collapse = ", "))
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   unique(full)

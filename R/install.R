@@ -70,14 +70,15 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
 }
 
 # `x` is one version: a package_version or a string such as "1.41.0".
-check_version <- function(x, arg = deparse(substitute(x))) {
+check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
   parsed <- if (length(x) == 1L && (is.character(x) || inherits(x, "package_version"))) {
     package_version(x, strict = FALSE)
   }
   if (is.null(parsed) || is.na(parsed)) {
     gpukeras_abort(
       sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
@@ -116,7 +117,7 @@ has_nvidia_gpu <- function() {
 }
 
 # A Python >= 3.9 to create the virtualenv with.
-find_python_starter <- function() {
+find_python_starter <- function(call = caller_env()) {
   candidates <- unique(Sys.which(c("python3", "python")))
   for (python in candidates[nzchar(candidates)]) {
     ok <- suppressWarnings(tryCatch(
@@ -134,7 +135,8 @@ find_python_starter <- function() {
       "No Python >= 3.9 with the venv module was found on the PATH.",
       "Install one (on Debian/Ubuntu: apt-get install python3 python3-venv) or pass `python =`."
     ),
-    "gpukeras_error_no_python"
+    "gpukeras_error_no_python",
+    call = call
   )
 }
 
@@ -215,7 +217,7 @@ virtualenv_dir <- function(envname) {
 # Run Python outside R's library path: R's LD_LIBRARY_PATH can make a Python
 # built with its own libpython and OpenSSL load the system's copies instead
 # (seen here: pip then fails with "SSL module is not available").
-run_python <- function(python, args, envname, quiet = FALSE) {
+run_python <- function(python, args, envname, quiet = FALSE, call = caller_env()) {
   output <- if (quiet) FALSE else ""
   status <- system2(python, args, stdout = output, stderr = output, env = "LD_LIBRARY_PATH=")
   if (!quiet && !identical(status, 0L)) {
@@ -225,7 +227,8 @@ run_python <- function(python, args, envname, quiet = FALSE) {
                 envname, python, paste(args, collapse = " "), status),
         "Check the network access to PyPI and the pip output above, then run install_gpukeras() again."
       ),
-      "gpukeras_error_install"
+      "gpukeras_error_install",
+      call = call
     )
   }
   invisible(status)

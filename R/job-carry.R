@@ -5,12 +5,13 @@
 # A one-device or mirrored strategy goes as its type and devices, made again
 # by gpu_strategy() in the child (after its gpu_setup(), so logical CPU
 # devices exist there too).
-carry_strategy <- function(strategy) {
-  made <- core_call("describe_strategy", strategy = strategy)
+carry_strategy <- function(strategy, call = caller_env()) {
+  made <- core_call("describe_strategy", strategy = strategy, error_call = call)
   if (!made$type %in% c("one_device", "mirrored")) {
     not_carriable(
       sprintf("A %s strategy", made$type),
-      "Train on several machines with gpu_launch(), or in the session (background = FALSE)."
+      "Train on several machines with gpu_launch(), or in the session (background = FALSE).",
+      call = call
     )
   }
   list(type = made$type, devices = as.character(unlist(made$devices)))
@@ -19,31 +20,33 @@ carry_strategy <- function(strategy) {
 # How the child gets `data` (as fit_data() read it): R data as .npy files;
 # a gpu_dataset() as the call that made it (files) or as its arrays, as .npy
 # files, and its options (R data).
-carry_data <- function(data, dir, name) {
+carry_data <- function(data, dir, name, call = caller_env()) {
   if (data$kind == "python") {
     recipe <- attr(data$dataset, "gpukeras_recipe")
     info <- attr(data$dataset, "gpukeras")
     if (is.null(recipe)) {
       not_carriable(
         sprintf("`%s` (a dataset not made by gpu_dataset())", name),
-        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or make it with gpu_dataset()."
+        "Give gpu_fit() the R data itself, list(x = , y = ) (the child memory-maps it), or make it with gpu_dataset().",
+        call = call
       )
     }
     if (!is.null(recipe$map %||% recipe$options$map)) {
-      not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.")
+      not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.", call = call)
     }
     if (!is.null(recipe$arrays)) {
       if (recipe$options$validation_split > 0 && is.null(recipe$options$seed)) {
         not_carriable(
           sprintf("`%s` (a gpu_dataset() split into train and validation rows at random)", name),
-          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did."
+          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did.",
+          call = call
         )
       }
       recipe$arrays <- save_arrays(recipe$arrays, dir, name)
     }
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
-  arrays <- fit_input(data)
+  arrays <- fit_input(data, call = call)
   files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]]), dir, name))
   rm(arrays)
   files

@@ -29,29 +29,31 @@ read_rds_or_null <- function(path) {
   tryCatch(readRDS(path), error = function(e) NULL)
 }
 
-check_max_restarts <- function(max_restarts) {
+check_max_restarts <- function(max_restarts, call = caller_env()) {
   ok <- is.numeric(max_restarts) && length(max_restarts) == 1L && !is.na(max_restarts) &&
     max_restarts >= 0 && max_restarts == round(max_restarts) && max_restarts <= 1000
   if (!ok) {
     gpukeras_abort(
       sprintf("`max_restarts` must be one whole number from 0 to 1000, not %s.", describe(max_restarts)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   as.integer(max_restarts)
 }
 
-not_carriable <- function(what, fix) {
+not_carriable <- function(what, fix, call = caller_env()) {
   gpukeras_abort(
     c(sprintf("%s cannot be carried to a background process.", what), fix),
-    "gpukeras_error_not_carriable"
+    "gpukeras_error_not_carriable",
+    call = call
   )
 }
 
 # Start the job: carry everything (any failure here comes before a child
 # starts), then the supervisor. `args` are gpu_fit()'s checked arguments.
-fit_in_background <- function(model, data, validation, args, max_restarts) {
-  strategy <- if (!is.null(args$strategy)) carry_strategy(args$strategy)
+fit_in_background <- function(model, data, validation, args, max_restarts, call = caller_env()) {
+  strategy <- if (!is.null(args$strategy)) carry_strategy(args$strategy, call = call)
   env <- job_env()
   standby <- standby_take(env)
   dir <- standby$dir
@@ -63,13 +65,13 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   on.exit(if (!started) {
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
-  carried <- core_call("job_carry_model", model = model, job_dir = dir)
+  carried <- core_call("job_carry_model", model = model, job_dir = dir, error_call = call)
   if (length(args$callbacks)) {
-    core_call("job_carry_callbacks", callbacks = args$callbacks, job_dir = dir)
+    core_call("job_carry_callbacks", callbacks = args$callbacks, job_dir = dir, error_call = call)
   }
   schedule <- NULL
   if (inherits(args$learning_rate, "python.builtin.object")) {
-    schedule <- core_call("job_carry_schedule", schedule = args$learning_rate)
+    schedule <- core_call("job_carry_schedule", schedule = args$learning_rate, error_call = call)
     args$learning_rate <- NULL
   }
   batch <- if (data$kind == "r") as.integer(args$batch_size %||% 32L)
@@ -80,8 +82,8 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
     )],
     schedule = schedule,
     callbacks = length(args$callbacks) > 0L,
-    data = carry_data(data, dir, "data"),
-    validation = if (!is.null(validation)) carry_data(validation, dir, "validation"),
+    data = carry_data(data, dir, "data", call = call),
+    validation = if (!is.null(validation)) carry_data(validation, dir, "validation", call = call),
     strategy = strategy,
     setup = the$setup_args,
     sys_path = carried$sys_path
@@ -91,9 +93,9 @@ fit_in_background <- function(model, data, validation, args, max_restarts) {
   spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
   spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
   descriptions <- list(
-    data = describe_fit_data(data, if (data$kind == "python") data$dataset, batch),
+    data = describe_fit_data(data, if (data$kind == "python") data$dataset, batch, call = call),
     validation_data = if (!is.null(validation)) {
-      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL)
+      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, call = call)
     }
   )
   write_rds_atomic(spec, job_file(dir, "spec.rds"))
@@ -122,11 +124,12 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
   structure(job, class = "gpukeras_job")
 }
 
-check_job <- function(job) {
+check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
     gpukeras_abort(
       sprintf("`job` must be a gpukeras_job (from gpu_fit(background = TRUE)), not %s.", describe(job)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(job)
@@ -385,7 +388,7 @@ resume_call <- function(job) {
 }
 
 # The end of a job: the fit (weights loaded into the user's model), or a classed error.
-job_outcome <- function(job, status) {
+job_outcome <- function(job, status, call = caller_env()) {
   if (!is.null(job$result)) {
     return(job$result)
   }
@@ -395,17 +398,18 @@ job_outcome <- function(job, status) {
         "The job was cancelled (gpu_job_cancel()): it has no result.",
         if (!is.null(status$resume)) sprintf("%s resumes from its backup.", status$resume)
       ),
-      "gpukeras_error_job_cancelled"
+      "gpukeras_error_job_cancelled",
+      call = call
     )
   }
   if (status$state == "failed") {
     job$final <- status
     # The carried data is not needed any more; the backup (and the logs) stay.
     unlink(list.files(job$dir, pattern = "[.]npy$", full.names = TRUE))
-    job_failure(job, status)
+    job_failure(job, status, call = call)
   }
   fit <- readRDS(job_file(job, "result.rds"))
-  core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"))
+  core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"), error_call = call)
   fit$settings$verbose <- job$verbose
   fit$settings[names(job$descriptions)] <- job$descriptions
   fit$settings$restarts <- status$restarts
@@ -418,12 +422,13 @@ job_outcome <- function(job, status) {
   fit
 }
 
-job_failure <- function(job, status) {
+job_failure <- function(job, status, call = caller_env()) {
   if (!is.null(status$error)) {
     # An error in the training itself, raised again with its own class: it would only repeat.
     gpukeras_abort(
-      c("Training in the background failed:", status$error$message),
-      setdiff(status$error$class, c("gpukeras_error", "error", "condition"))
+      c("Training in the background failed:", " " = status$error$message),
+      setdiff(status$error$class, c("gpukeras_error", "rlang_error", "error", "condition")),
+      call = call
     )
   }
   attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
@@ -436,7 +441,7 @@ job_failure <- function(job, status) {
   gpukeras_abort(
     c(
       sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause),
-      if (length(stderr)) c("The last lines of its stderr:", paste0("  ", stderr)),
+      if (length(stderr)) c("The last lines of its stderr:", rlang::set_names(stderr, " ")),
       if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
       if (!is.null(status$resume)) {
         sprintf("The backup is in %s: %s resumes from it.", backup, status$resume)
@@ -445,6 +450,7 @@ job_failure <- function(job, status) {
       }
     ),
     "gpukeras_error_job_failed",
-    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup
+    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup,
+    call = call
   )
 }

@@ -128,10 +128,10 @@ start_script <- function(script, env, private) {
 # when its stdin closes, with this session), and R and Rscript that start inside it: the
 # workers reach one another on 127.0.0.1 and nothing else reaches them. Root makes it
 # directly; anyone else inside a user namespace of their own, where the kernel allows it.
-private_network <- function(scratch) {
+private_network <- function(scratch, call = caller_env()) {
   missing_tools <- Filter(function(tool) !nzchar(Sys.which(tool)), c("unshare", "nsenter", "ip"))
   if (length(missing_tools)) {
-    no_private_network(sprintf("%s not found (util-linux, iproute2)", paste0("`", missing_tools, "`", collapse = ", ")))
+    no_private_network(sprintf("%s not found (util-linux, iproute2)", paste0("`", missing_tools, "`", collapse = ", ")), call = call)
   }
   root <- identical(unname(Sys.info()[["effective_user"]]), "root")
   holder <- processx::process$new(
@@ -146,7 +146,7 @@ private_network <- function(scratch) {
   }
   if (!ready) {
     holder$kill()
-    no_private_network(paste(trimws(holder$read_all_error_lines()), collapse = " "))
+    no_private_network(paste(trimws(holder$read_all_error_lines()), collapse = " "), call = call)
   }
   enter <- c("nsenter", "--target", holder$get_pid(), if (!root) c("--user", "--preserve-credentials"), "--net", "--")
   bin <- file.path(scratch, "bin")
@@ -159,7 +159,7 @@ private_network <- function(scratch) {
   list(holder = holder, bin = bin)
 }
 
-no_private_network <- function(why) {
+no_private_network <- function(why, call = caller_env()) {
   gpukeras_abort(
     c(
       sprintf("gpu_launch() cannot give the workers a private network here: %s.", why),
@@ -169,7 +169,8 @@ no_private_network <- function(why) {
         "(iptables -A INPUT -p tcp --dport 20000:60000 ! -i lo -j DROP), use network = \"trusted\"."
       )
     ),
-    "gpukeras_error_launch"
+    "gpukeras_error_launch",
+    call = call
   )
 }
 
@@ -183,7 +184,7 @@ worker_environment <- function(addresses, index) {
 }
 
 # Ports nothing listens on now, one per worker (each worker's server binds its own).
-free_ports <- function(count) {
+free_ports <- function(count, call = caller_env()) {
   found <- integer()
   for (port in sample(20000:60000, 200L)) {
     socket <- tryCatch(serverSocket(port), error = function(e) NULL)
@@ -192,12 +193,12 @@ free_ports <- function(count) {
     found <- c(found, port)
     if (length(found) == count) return(found)
   }
-  gpukeras_abort("No free TCP ports found on 127.0.0.1 for the workers.", "gpukeras_error_launch")
+  gpukeras_abort("No free TCP ports found on 127.0.0.1 for the workers.", "gpukeras_error_launch", call = call)
 }
 
 # Show (or keep) each worker's lines as they come until all have ended; stop
 # them all at the first that fails, or at the timeout.
-supervise_workers <- function(processes, timeout, quiet) {
+supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
   output <- rep(list(character()), length(processes))
   take <- function(index) {
     lines <- processes[[index]]$read_output_lines()
@@ -220,10 +221,11 @@ supervise_workers <- function(processes, timeout, quiet) {
         gpukeras_abort(
           c(
             sprintf("Worker %d of %d stopped: %s; the other workers were stopped too.", index - 1L, length(processes), failure),
-            if (length(output[[index]])) c("Its last lines:", utils::tail(output[[index]], 20L))
+            if (length(output[[index]])) c(i = "Its last lines:", rlang::set_names(utils::tail(output[[index]], 20L), " "))
           ),
           "gpukeras_error_worker_lost",
-          worker = index - 1L, output = output[[index]]
+          worker = index - 1L, output = output[[index]],
+          call = call
         )
       }
     }
@@ -232,7 +234,8 @@ supervise_workers <- function(processes, timeout, quiet) {
       for (p in processes) p$kill()
       gpukeras_abort(
         sprintf("The workers did not finish within %s s; they were stopped.", format(timeout)),
-        "gpukeras_error_timeout"
+        "gpukeras_error_timeout",
+        call = call
       )
     }
   }

@@ -42,11 +42,12 @@ warned_before <- function(model) {
   FALSE
 }
 
-check_python_object <- function(x, arg, what) {
+check_python_object <- function(x, arg, what, call = caller_env()) {
   if (!inherits(x, "python.builtin.object")) {
     gpukeras_abort(
       sprintf("`%s` must be %s, not %s.", arg, what, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)

@@ -112,7 +112,7 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   new_gpukeras_profile(result)
 }
 
-check_step_range <- function(steps) {
+check_step_range <- function(steps, call = caller_env()) {
   if (!is.numeric(steps) || length(steps) != 2L || anyNA(steps) || any(steps != round(steps)) ||
     steps[1] < 1 || steps[1] > steps[2] || steps[2] > 1e6) {
     gpukeras_abort(
@@ -120,7 +120,8 @@ check_step_range <- function(steps) {
         sprintf("`steps` must be two whole numbers c(start, stop) with 1 <= start <= stop, not %s.", describe(steps)),
         "They are the first and last step to trace, e.g. steps = c(10, 20)."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   as.integer(steps)

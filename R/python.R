@@ -37,7 +37,7 @@ gpukeras_python <- function() {
 
 # The Python named for gpukeras, and why: list(python =, chosen_by =), or NULL
 # when none is named.
-explicit_python <- function() {
+explicit_python <- function(call = caller_env()) {
   for (variable in c("GPUKERAS_PYTHON", "RETICULATE_PYTHON")) {
     value <- Sys.getenv(variable)
     # reticulate >= 1.41 reads RETICULATE_PYTHON=managed as "the environment I manage".
@@ -51,7 +51,8 @@ explicit_python <- function() {
             sprintf("%s is set to '%s', which does not exist.", variable, value),
             "Unset it, or point it to a Python with TensorFlow and Keras 3 (install_gpukeras() makes one)."
           ),
-          "gpukeras_error_no_python_env"
+          "gpukeras_error_no_python_env",
+          call = call
         )
       }
       return(list(python = value, chosen_by = variable))
@@ -105,8 +106,8 @@ reticulate_choice <- function() {
 }
 
 # Start Python for gpukeras; returns why this Python was chosen.
-start_python <- function() {
-  explicit <- explicit_python()
+start_python <- function(call = caller_env()) {
+  explicit <- explicit_python(call)
   if (is.null(explicit) && !reticulate_may_choose()) {
     gpukeras_abort(
       c(
@@ -118,7 +119,8 @@ start_python <- function() {
         "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
         if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
       ),
-      "gpukeras_error_no_python_env"
+      "gpukeras_error_no_python_env",
+      call = call
     )
   }
   started <- tryCatch(
@@ -147,7 +149,8 @@ start_python <- function() {
         },
         "Run install_gpukeras() to (re)build the environment, then restart R."
       ),
-      "gpukeras_error_python_start"
+      "gpukeras_error_python_start",
+      call = call
     )
   }
   if (is.null(explicit)) reticulate_choice() else explicit$chosen_by
@@ -156,7 +159,7 @@ start_python <- function() {
 # reticulate < 1.38 cannot convert NumPy 2 arrays (they fail later, blaming
 # the dtype or as a raw exception): say so before the core starts. NumPy's
 # version is read from its metadata, without importing it.
-check_numpy_supported <- function() {
+check_numpy_supported <- function(call = caller_env()) {
   reticulate <- utils::packageVersion("reticulate")
   if (reticulate_supports_numpy2(reticulate)) {
     return(invisible())
@@ -178,22 +181,23 @@ check_numpy_supported <- function() {
       ),
       sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)
     ),
-    "gpukeras_error_numpy_version"
+    "gpukeras_error_numpy_version",
+    call = call
   )
 }
 
 # The bridge module of the Python core, importing it (and starting Python) on
 # first use.
-core <- function() {
+core <- function(call = caller_env()) {
   if (!is.null(the$bridge)) {
     return(the$bridge)
   }
   if (!reticulate::py_available(initialize = FALSE)) {
-    the$python_chosen_by <- start_python()
+    the$python_chosen_by <- start_python(call)
   } else if (is.null(the$python_chosen_by)) {
     the$python_chosen_by <- sprintf("already started in this R session: %s", reticulate_choice())
   }
-  check_numpy_supported()
+  check_numpy_supported(call)
   reticulate::import_from_path("gpukeras", system.file("python", package = "gpukeras"))
   the$bridge <- reticulate::import("gpukeras.bridge")
   # R ends without finalizing Python, whose exit handlers would delete the
@@ -203,11 +207,11 @@ core <- function() {
   the$bridge
 }
 
-# Call `gpukeras.<target>` in the core with named arguments. A Python error
-# becomes a classed R condition; its traceback is kept on the condition
-# (`python_traceback`) but never printed.
-core_call <- function(target, ...) {
-  result <- core()$call(target, list(...))
+# Call the core's verb `target` with named arguments. A Python error becomes a
+# classed R condition raised in the name of `error_call` (the user's call);
+# its traceback is kept on the condition (`python_traceback`) but never printed.
+core_call <- function(target, ..., error_call = caller_env()) {
+  result <- core(error_call)$call(target, list(...))
   if (isTRUE(result$ok)) {
     return(result$value)
   }
@@ -221,7 +225,8 @@ core_call <- function(target, ...) {
   gpukeras_abort(
     message,
     result$r_class,
-    python_traceback = result$traceback
+    python_traceback = result$traceback,
+    call = error_call
   )
 }
 

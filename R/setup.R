@@ -138,7 +138,7 @@ new_gpukeras_setup <- function(settings) {
 }
 
 # "GPU:1" stays; 1 becomes "GPU:1".
-device_names <- function(devices, arg = "devices") {
+device_names <- function(devices, arg = "devices", call = caller_env()) {
   if (is.numeric(devices) && !anyNA(devices) && all(devices >= 0) && all(devices == round(devices))) {
     return(sprintf("GPU:%d", as.integer(devices)))
   }
@@ -150,11 +150,12 @@ device_names <- function(devices, arg = "devices") {
       sprintf("`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)),
       "gpu_devices() lists the devices there are."
     ),
-    "gpukeras_error_bad_argument"
+    "gpukeras_error_bad_argument",
+    call = call
   )
 }
 
-check_threads <- function(threads, max_threads = 4096L) {
+check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
   if (is.null(threads)) {
     return(list())
   }
@@ -168,13 +169,14 @@ check_threads <- function(threads, max_threads = 4096L) {
         "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
         max_threads, describe(threads)
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   values <- as.integer(rep_len(threads, 2))
   names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
   if (!setequal(names(values), c("intra", "inter"))) {
-    gpukeras_abort("`threads` names must be `intra` and `inter`.", "gpukeras_error_bad_argument")
+    gpukeras_abort("`threads` names must be `intra` and `inter`.", "gpukeras_error_bad_argument", call = call)
   }
   as.list(values)
 }

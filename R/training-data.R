@@ -4,20 +4,21 @@
 
 # `data` as the verbs that train read it (fit_data()); a clear error when it
 # was not given at all.
-read_training_data <- function(data, data_missing) {
+read_training_data <- function(data, data_missing, call = caller_env()) {
   if (data_missing) {
     gpukeras_abort(
       "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
-  fit_data(data, "data")
+  fit_data(data, "data", call = call)
 }
 
 # What kind of training data `data` is: a Python dataset (kind "python"), R
 # data (kind "r", with x and y), or a train/validation split of datasets.
 # Checked without Python; converted later by fit_input().
-fit_data <- function(data, arg) {
+fit_data <- function(data, arg, call = caller_env()) {
   if (inherits(data, "python.builtin.object")) {
     return(list(kind = "python", dataset = data))
   }
@@ -39,24 +40,27 @@ fit_data <- function(data, arg) {
       if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
         gpukeras_abort(
           c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
-          "gpukeras_error_bad_data"
+          "gpukeras_error_bad_data",
+          call = call
         )
       }
       return(list(kind = "r", x = data$x, y = data$y))
     }
     gpukeras_abort(
       c(sprintf("`%s` is a list with names %s, which gpu_fit() cannot read.", arg, describe_names(names)), usage),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
   if (is.matrix(data) || is.array(data) || is.data.frame(data) || is.numeric(data)) {
     gpukeras_abort(
       c(sprintf("`%s` is R data without labels.", arg), usage,
         "A model trained without labels takes list(x = features)."),
-      "gpukeras_error_bad_data"
+      "gpukeras_error_bad_data",
+      call = call
     )
   }
-  gpukeras_abort(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), "gpukeras_error_bad_data")
+  gpukeras_abort(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), "gpukeras_error_bad_data", call = call)
 }
 
 describe_names <- function(names) {
@@ -69,7 +73,7 @@ describe_names <- function(names) {
 # pipeline itself. The core seeds Keras and TensorFlow first, so the shuffle
 # order depends on `seed` alone, and a run resumed from a backup sees the
 # batches in the same order as the run that was interrupted.
-fit_input <- function(data) {
+fit_input <- function(data, call = caller_env()) {
   if (data$kind == "python") {
     return(data$dataset)
   }
@@ -77,12 +81,12 @@ fit_input <- function(data) {
     return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
   }
   converted <- withCallingHandlers(
-    to_numpy(as_pipeline_data(data$x, data$y, "error")),
+    to_numpy(as_pipeline_data(data$x, data$y, "error", call = call), call = call),
     gpukeras_error_bad_data = function(e) {
       if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
-        e$message <- paste(
-          conditionMessage(e),
-          "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
+        e$message <- c(
+          e$message,
+          i = "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
         )
         stop(e)
       }
@@ -91,7 +95,9 @@ fit_input <- function(data) {
   list(converted$x, converted$y)
 }
 
-describe_fit_data <- function(data, input, batch_size) {
+# `described`: what the core said of a dataset it trained on (its fit result's data_info),
+# or NULL to ask it.
+describe_fit_data <- function(data, input, batch_size, described = NULL, call = caller_env()) {
   if (data$kind == "r") {
     first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
     numpy <- inherits(first, "python.builtin.object")
@@ -106,7 +112,11 @@ describe_fit_data <- function(data, input, batch_size) {
     rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
-  dataset <- core_call("describe_dataset", data = input)
+  dataset <- if (is.null(described)) {
+    core_call("describe_dataset", data = input, error_call = call)
+  } else {
+    described$dataset
+  }
   if (is.null(dataset)) {
     return(class(input)[1])
   }

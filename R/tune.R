@@ -142,9 +142,9 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   new_gpukeras_tune(result, data$kind)
 }
 
-check_counts <- function(x, arg = deparse(substitute(x))) {
+check_counts <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || !length(x) || anyNA(x) || any(x < 1) || any(x != round(x))) {
-    gpukeras_abort(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument")
+    gpukeras_abort(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument", call = call)
   }
   invisible(x)
 }
@@ -284,13 +284,13 @@ plot.gpukeras_tune <- function(x, ...) {
 # gpu_tune() recommends, in place of arguments left at their defaults. The
 # precision cannot be applied to a built model, so a model of another policy
 # is refused rather than trained in a precision that was not chosen.
-tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_execution, jit_compile) {
+tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
   if (!inherits(settings, "gpukeras_tune")) {
-    gpukeras_abort(sprintf("`settings` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument")
+    gpukeras_abort(sprintf("`settings` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument", call = call)
   }
   best <- settings$recommended
   if (is.null(best)) {
-    gpukeras_abort("`settings` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument")
+    gpukeras_abort("`settings` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument", call = call)
   }
   given <- c(
     batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
@@ -299,7 +299,8 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
   if (any(given)) {
     gpukeras_abort(
       sprintf("Give `settings` or %s, not both: `settings` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   policy <- tryCatch(model$dtype_policy$name, error = function(e) NULL)
@@ -312,7 +313,8 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
           sub("^mixed_", "", best$precision), best$precision
         )
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   list(

@@ -1,31 +1,34 @@
 # Argument checks shared by the exported functions. Each stops with a
 # gpukeras_error_bad_argument (or a more specific class) naming the argument.
 
-check_flag <- function(x, arg = deparse(substitute(x))) {
+check_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.logical(x) || length(x) != 1L || is.na(x)) {
     gpukeras_abort(
       sprintf("`%s` must be TRUE or FALSE, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
 }
 
-check_positive_number <- function(x, arg = deparse(substitute(x))) {
+check_positive_number <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x <= 0) {
     gpukeras_abort(
       sprintf("`%s` must be one positive number, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
 }
 
-check_string <- function(x, arg = deparse(substitute(x))) {
+check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
     gpukeras_abort(
       sprintf("`%s` must be one non-empty string, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
@@ -37,22 +40,24 @@ describe <- function(x) {
   sprintf("a %s of length %d", class(x)[1], length(x))
 }
 
-check_positive_numbers <- function(x, arg = deparse(substitute(x))) {
+check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || length(x) == 0L || anyNA(x) || !all(is.finite(x)) || any(x <= 0)) {
     gpukeras_abort(
       sprintf("`%s` must be positive numbers, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
 }
 
 # Counts stop at 1e6, as arguments.MAX_COUNT in the core does.
-check_count <- function(x, arg = deparse(substitute(x))) {
+check_count <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
     gpukeras_abort(
       sprintf("`%s` must be one whole number >= 1, not %s%s.", arg, describe(x), over_count(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   invisible(x)
@@ -62,44 +67,47 @@ over_count <- function(x) {
   if (is.numeric(x) && length(x) == 1L && isTRUE(x > 1e6)) " (at most 1e6)" else ""
 }
 
-check_choice <- function(x, choices, arg = deparse(substitute(x))) {
+check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {
     gpukeras_abort(
       sprintf(
         "`%s` must be one of %s, not %s.", arg,
         paste0("\"", choices, "\"", collapse = ", "), describe(x)
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   x
 }
 
 # A whole number >= 1, or the word `auto` that stands for the default.
-check_auto_count <- function(x, arg = deparse(substitute(x)), auto = "auto") {
+check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = caller_env()) {
   if (identical(x, auto)) {
     return(x)
   }
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
     gpukeras_abort(
       sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s%s.", arg, auto, describe(x), over_count(x)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   as.integer(x)
 }
 
-check_auto_flag <- function(x, arg = deparse(substitute(x))) {
+check_auto_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (identical(x, "auto") || (is.logical(x) && length(x) == 1L && !is.na(x))) {
     return(x)
   }
   gpukeras_abort(
     sprintf("`%s` must be TRUE, FALSE or \"auto\", not %s.", arg, describe(x)),
-    "gpukeras_error_bad_argument"
+    "gpukeras_error_bad_argument",
+      call = call
   )
 }
 
-check_learning_rate <- function(learning_rate) {
+check_learning_rate <- function(learning_rate, call = caller_env()) {
   if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) {
     return(learning_rate)
   }
@@ -113,13 +121,14 @@ check_learning_rate <- function(learning_rate) {
         sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
         "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   as.double(learning_rate)
 }
 
-check_callbacks <- function(callbacks) {
+check_callbacks <- function(callbacks, call = caller_env()) {
   if (is.null(callbacks)) {
     return(NULL)
   }
@@ -133,33 +142,35 @@ check_callbacks <- function(callbacks) {
         sprintf("`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)),
         "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
       ),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   unname(callbacks)
 }
 
-check_seed <- function(seed) {
+check_seed <- function(seed, call = caller_env()) {
   if (is.null(seed)) {
     return(NULL)
   }
   if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed < 0 || seed != round(seed) ||
     seed > .Machine$integer.max) {
-    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument")
+    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument", call = call)
   }
   as.integer(seed)
 }
 
 # "auto" is a progress bar where someone watches (an interactive session) and
 # one line per epoch in logs.
-resolve_verbose <- function(verbose) {
+resolve_verbose <- function(verbose, call = caller_env()) {
   if (identical(verbose, "auto")) {
     return(if (interactive()) 1L else 2L)
   }
   if (!is.numeric(verbose) || length(verbose) != 1L || is.na(verbose) || !verbose %in% 0:2) {
     gpukeras_abort(
       sprintf("`verbose` must be \"auto\", 0, 1 or 2, not %s.", describe(verbose)),
-      "gpukeras_error_bad_argument"
+      "gpukeras_error_bad_argument",
+      call = call
     )
   }
   as.integer(verbose)

@@ -15,7 +15,7 @@ checked <- check_before_python(
     "gpu_as_numpy: dtype NA",                     gpu_as_numpy(1:3, dtype = NA),                           "bad_argument",  "^`dtype` must be one non-empty string, not `NA`",
     "gpu_as_numpy: dtype a number",               gpu_as_numpy(1:3, dtype = 32),                           "bad_argument",  "^`dtype` must be one non-empty string",
     "gpu_dataset: batch_size zero",               gpu_dataset(x, y, batch_size = 0),                       "bad_argument",  "^`batch_size` must be one whole number >= 1, not `0`",
-    "gpu_dataset: label with R data",             gpu_dataset(iris, label = "Species"),                    "bad_argument",  "^`label` is for CSV and TFRecord files, not for R data.\nFor R data, give the features as `x` and the labels as `y`",
+    "gpu_dataset: label with R data",             gpu_dataset(iris, label = "Species"),                    "bad_argument",  "^`label` is for CSV and TFRecord files, not for R data.\n[^ ]+ For R data, give the features as `x` and the labels as `y`",
     "gpu_dataset: columns with R data",           gpu_dataset(x, y, columns = "a"),                        "bad_argument",  "^`columns` is for CSV and TFRecord files",
     "gpu_dataset: batch_size negative",           gpu_dataset(x, y, batch_size = -1),                      "bad_argument",  "^`batch_size` must be one whole number >= 1",
     "gpu_dataset: batch_size NA",                 gpu_dataset(x, y, batch_size = NA),                      "bad_argument",  "^`batch_size` must be one whole number >= 1, not `NA`",

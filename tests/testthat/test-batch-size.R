@@ -134,7 +134,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
   })
   expect_false(child$started)
   expect_bad <- function(error, pattern, class = "gpukeras_error_bad_argument") {
-    expect_identical(error$class, c(class, "gpukeras_error", "error", "condition"))
+    expect_identical(error$class, c(class, "gpukeras_error", "rlang_error", "error", "condition"))
     expect_match(error$message, pattern)
   }
   expect_bad(child$max_batch, "^`max_batch` must be one whole number >= 1, not `0`")

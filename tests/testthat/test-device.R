@@ -29,7 +29,7 @@ test_that("with_gpu_device() and local_gpu_device() reject a malformed device be
   expect_false(child$started)
   expect_false(child$ran)
   for (error in child[c("two", "none", "name", "local")]) {
-    expect_identical(error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"))
+    expect_identical(error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"))
   }
   expect_match(child$two$message, "`device` must be one device, not a character of length 2.", fixed = TRUE)
   expect_match(child$none$message, "`device` must be one device", fixed = TRUE)
@@ -42,7 +42,7 @@ test_that("with_gpu_device() on a device that does not exist is a classed error 
   ran <- FALSE
   error <- tryCatch(with_gpu_device("GPU:3", ran <- TRUE), error = identity)
   expect_false(ran)
-  expect_identical(class(error), c("gpukeras_error_unknown_device", "gpukeras_error", "error", "condition"))
+  expect_identical(class(error), c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(conditionMessage(error), "No such device: 'GPU:3'. Devices here: ", fixed = TRUE)
   expect_match(conditionMessage(error), "CPU:0", fixed = TRUE)
   expect_match(conditionMessage(error), "gpu_devices() lists them", fixed = TRUE)

@@ -1,16 +1,25 @@
-test_that("gpukeras_abort() raises a condition with the specific class first", {
+test_that("gpukeras_abort() raises an rlang error with the specific class first", {
   error <- tryCatch(
-    gpukeras_abort(c("First line.", "Second line."), "gpukeras_error_bad_data", extra = 42),
+    gpukeras_abort(c("First line.", "Second line."), "gpukeras_error_bad_data", extra = 42, call = NULL),
     error = identity
   )
-  expect_identical(class(error), c("gpukeras_error_bad_data", "gpukeras_error", "error", "condition"))
-  expect_identical(conditionMessage(error), "First line.\nSecond line.")
+  expect_identical(class(error), c("gpukeras_error_bad_data", "gpukeras_error", "rlang_error", "error", "condition"))
+  # The lines after the first are "i" bullets, unless named otherwise.
+  expect_identical(conditionMessage(error), paste0("First line.\n", rlang::format_error_bullets(c(i = "Second line."))))
   expect_null(conditionCall(error))
   expect_identical(error$extra, 42)
+  named <- tryCatch(gpukeras_abort(c("Wrong.", x = "Why.", "Fix."), call = NULL), error = identity)
+  expect_identical(conditionMessage(named), paste0("Wrong.\n", rlang::format_error_bullets(c(x = "Why.", i = "Fix."))))
 
   base <- tryCatch(gpukeras_abort("Plain."), error = identity)
-  expect_identical(class(base), c("gpukeras_error", "error", "condition"))
+  expect_identical(class(base), c("gpukeras_error", "rlang_error", "error", "condition"))
   expect_error(gpukeras_abort("x", "gpukeras_error_bad_argument"), class = "gpukeras_error")
+})
+
+test_that("gpukeras_warn() raises an rlang warning of its class", {
+  expect_warning(gpukeras_warn(c("Careful.", "Do this."), "gpukeras_warning_not_applied"), class = "gpukeras_warning_not_applied")
+  warning <- tryCatch(gpukeras_warn("Careful.", "gpukeras_warning_not_applied"), warning = identity)
+  expect_identical(class(warning), c("gpukeras_warning_not_applied", "gpukeras_warning", "rlang_warning", "warning", "condition"))
 })
 
 test_that("an error names the exported function the user called, however deep it is raised", {
@@ -24,11 +33,14 @@ test_that("an error names the exported function the user called, however deep it
   expect_identical(conditionCall(error), quote(gpu_dataset(bad, batch_size = size)))
   error <- tryCatch(gpukeras::gpu_dataset(bad, batch_size = 0), error = identity)
   expect_identical(conditionCall(error), quote(gpukeras::gpu_dataset(bad, batch_size = 0)))
-  # do.call() puts the values in the call: only the name is kept.
-  error <- tryCatch(do.call(gpu_dataset, list(matrix(runif(400), 100), batch_size = 0)), error = identity)
-  expect_identical(conditionCall(error), quote(gpu_dataset()))
+  # do.call() puts the values in the call: the header shows the name alone.
   error <- tryCatch(do.call("gpu_dataset", list(matrix(runif(400), 100), batch_size = 0)), error = identity)
-  expect_identical(conditionCall(error), quote(gpu_dataset()))
+  expect_identical(rlang::call_name(conditionCall(error)), "gpu_dataset")
+  expect_match(format(error, backtrace = FALSE), "\nError in `gpu_dataset()`:\n", fixed = TRUE)
+  # Raised three helpers down (as_pipeline_data() -> encode_labels()).
+  error <- tryCatch(gpu_dataset(bad, y = list(1, 2)), error = identity)
+  expect_s3_class(error, "gpukeras_error_bad_data")
+  expect_identical(rlang::call_name(conditionCall(error)), "gpu_dataset")
 })
 
 test_that("an error from the Python core names the exported function the user called", {
@@ -75,7 +87,7 @@ test_that("the core's count and seed checks take what R's take: R is the ruleboo
 test_that("an error raised in the Python core keeps its class and has no traceback", {
   skip_if_no_python()
   error <- tryCatch(core_call("check", matmul_size = 0L), error = identity)
-  expect_identical(class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"))
+  expect_identical(class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(conditionMessage(error), "must be positive numbers", fixed = TRUE)
   expect_false(grepl("Traceback", conditionMessage(error), fixed = TRUE))
   expect_null(error$python_traceback)
@@ -115,7 +127,7 @@ test_that("without a Python environment, gpu_check() says to run install_gpukera
   expect_null(child$python)
   # Arguments are checked before Python is looked for.
   expect_identical(child$bad_argument$class[1], "gpukeras_error_bad_argument")
-  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "error", "condition"))
+  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(child$check$message, "No Python environment for gpukeras was found", fixed = TRUE)
   expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
   expect_match(child$check$message, "'no-such-env-xyz'", fixed = TRUE)
@@ -134,7 +146,7 @@ test_that("GPUKERAS_PYTHON naming a missing file is an error that names it", {
     ),
     env = c(GPUKERAS_PYTHON = "/nonexistent/python")
   )
-  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "error", "condition"))
+  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(child$check$message, "GPUKERAS_PYTHON is set to '/nonexistent/python', which does not exist.", fixed = TRUE)
   expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
   expect_identical(child$python, child$check)
@@ -149,7 +161,7 @@ test_that("a GPUKERAS_PYTHON that is not Python gives gpukeras_error_python_star
     catch_error(gpu_check(probe_seconds = 0.5)),
     env = c(GPUKERAS_PYTHON = unname(not_python))
   )
-  expect_identical(child$class, c("gpukeras_error_python_start", "gpukeras_error", "error", "condition"))
+  expect_identical(child$class, c("gpukeras_error_python_start", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(child$message, sprintf("Python at '%s' could not be started", not_python), fixed = TRUE)
   expect_match(child$message, "install_gpukeras()", fixed = TRUE)
 })
@@ -164,7 +176,7 @@ test_that("KERAS_BACKEND=torch is refused with a classed error and no traceback"
     ),
     env = c(KERAS_BACKEND = "torch")
   )
-  expect_identical(child$check$class, c("gpukeras_error_backend_unsupported", "gpukeras_error", "error", "condition"))
+  expect_identical(child$check$class, c("gpukeras_error_backend_unsupported", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(child$check$message, "KERAS_BACKEND is 'torch'", fixed = TRUE)
   expect_match(child$check$message, "tensorflow and jax", fixed = TRUE)
   expect_match(child$check$message, "Sys.setenv(KERAS_BACKEND = 'tensorflow')", fixed = TRUE)

@@ -215,7 +215,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
   })
   expect_false(child$started)
   expect_bad <- function(error, pattern, class = "gpukeras_error_bad_argument") {
-    expect_identical(error$class, c(class, "gpukeras_error", "error", "condition"))
+    expect_identical(error$class, c(class, "gpukeras_error", "rlang_error", "error", "condition"))
     expect_match(error$message, pattern)
   }
   expect_bad(child$epochs, "^`epochs` must be one whole number >= 1, not `0`")
@@ -233,7 +233,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$seed, "^`seed` must be one whole number >= 0, not `-1`")
   expect_bad(child$verbose, "^`verbose` must be \"auto\", 0, 1 or 2, not `3`")
   expect_bad(child$no_data, "^`data` is missing")
-  expect_bad(child$matrix, "^`data` is R data without labels[.]\nGive `data` as a gpu_dataset\\(\\), or R data as list\\(x = features, y = labels\\)", "gpukeras_error_bad_data")
+  expect_bad(child$matrix, "^`data` is R data without labels[.]\n[^ ]+ Give `data` as a gpu_dataset\\(\\), or R data as list\\(x = features, y = labels\\)", "gpukeras_error_bad_data")
   expect_bad(child$names, "^`data` is a list with names `features`, `labels`, which gpu_fit\\(\\) cannot read", "gpukeras_error_bad_data")
   expect_bad(child$path, "^`data\\$x` must be R data", "gpukeras_error_bad_data")
   expect_bad(child$validation, "^`validation_data` is R data without labels", "gpukeras_error_bad_data")

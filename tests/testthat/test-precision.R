@@ -63,7 +63,7 @@ test_that("gpu_setup(mixed_precision = \"float16\"): float16 compute, float32 we
   expect_length(first$warnings, 1)
   expect_identical(
     first$warnings[[1]]$class,
-    c("gpukeras_warning_output_precision", "gpukeras_warning", "warning", "condition")
+    c("gpukeras_warning_output_precision", "gpukeras_warning", "rlang_warning", "warning", "condition")
   )
   expect_match(first$warnings[[1]]$message, "The output layer 'probabilities' computes its softmax in float16", fixed = TRUE)
   expect_match(first$warnings[[1]]$message, "dtype = \"float32\"", fixed = TRUE)

@@ -110,7 +110,7 @@ test_that("SIGTERM mid-epoch stops gpu_fit() with a classed condition, and the r
   wait_for_batch(stopped, scratch, "stopped", 1, 5) # the 6th batch of 20 in epoch 2
   tools::pskill(stopped$get_pid(), tools::SIGTERM)
   outcome <- finish(stopped)
-  expect_identical(outcome$class, c("gpukeras_error_preempted", "gpukeras_error", "error", "condition"))
+  expect_identical(outcome$class, c("gpukeras_error_preempted", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(outcome$message, "^Training stopped at SIGTERM in epoch 2, after [0-9]+ of its batches; the backup in ")
   expect_match(outcome$message, "Run the same gpu_fit() call again, with the same backup_dir", fixed = TRUE)
   done <- as.integer(sub(".*after ([0-9]+) of its batches.*", "\\1", outcome$message))

@@ -75,7 +75,7 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
   for (name in names(errors)) {
     expect_identical(
       errors[[name]]$class,
-      c("gpukeras_error_bad_argument", "gpukeras_error", "error", "condition"),
+      c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"),
       label = name
     )
   }
@@ -190,7 +190,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
 
   # A GPU that does not exist: a classed error listing the devices there are.
   for (error in list(child$device_index, child$device_name)) {
-    expect_identical(error$class, c("gpukeras_error_unknown_device", "gpukeras_error", "error", "condition"))
+    expect_identical(error$class, c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition"))
     expect_match(error$message, "No such device: GPU:0. Devices here: CPU:0.", fixed = TRUE)
     expect_match(error$message, "gpu_devices() lists them", fixed = TRUE)
   }
@@ -200,7 +200,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_length(child$limit_warnings, 1)
   expect_identical(
     child$limit_warnings[[1]]$class,
-    c("gpukeras_warning_not_applied", "gpukeras_warning", "warning", "condition")
+    c("gpukeras_warning_not_applied", "gpukeras_warning", "rlang_warning", "warning", "condition")
   )
   expect_match(child$limit_warnings[[1]]$message, "memory_limit: no GPU in use, so there is nothing to cap", fixed = TRUE)
   expect_identical(child$limit_setup$notes, "memory_limit: no GPU in use, so there is nothing to cap")
@@ -255,7 +255,7 @@ test_that("gpu_setup() after the runtime started: is silent when nothing changes
   expect_identical(child$first, list(intra_op_threads = 2L, inter_op_threads = 2L))
 
   late <- child$late
-  expect_identical(late$class, c("gpukeras_error_runtime_started", "gpukeras_error", "error", "condition"))
+  expect_identical(late$class, c("gpukeras_error_runtime_started", "gpukeras_error", "rlang_error", "error", "condition"))
   expect_match(late$message, "TensorFlow has already started in this session", fixed = TRUE)
   expect_match(late$message, "threads (intra-op): asked 3, in force 2", fixed = TRUE)
   expect_match(late$message, "threads (inter-op): asked 3, in force 2", fixed = TRUE)

@@ -1,0 +1,145 @@
+#' Errors and warnings gpukeras raises
+#'
+#' Every error a user can cause is an [rlang][rlang::abort] error of class
+#' `c("gpukeras_error_<what>", "gpukeras_error", "rlang_error", "error",
+#' "condition")`, raised in the name of the exported function the user called
+#' (`conditionCall()` is that call, however deep the check that failed), with
+#' a message whose first line says what is wrong and whose bullets say why and
+#' what to do. Catch them by class with [tryCatch()] or
+#' [rlang::try_fetch()]; test them with
+#' `testthat::expect_error(class = )`. Errors raised by the Python core cross
+#' the bridge with the same classes (the core's `GpukerasError` subclasses
+#' each name theirs); a Python traceback is never printed.
+#'
+#' @section Arguments and data:
+#' \describe{
+#'   \item{`gpukeras_error_bad_argument`}{An argument has the wrong type or
+#'     value, or arguments that exclude each other were given together. Raised
+#'     by every exported function, mostly before Python starts.}
+#'   \item{`gpukeras_error_bad_data`}{Training data cannot be used as it is:
+#'     NA values, text features, rows of x and y that do not match, data the
+#'     model does not accept, CSV files whose headers differ, or data that does
+#'     not fit a background fit. [gpu_as_numpy()], [gpu_dataset()], and the
+#'     verbs that train ([gpu_fit()], [gpu_batch_size()], [gpu_tune()],
+#'     [gpu_lr_find()], [gpu_profile()], [gpu_quantize()]).}
+#'   \item{`gpukeras_error_missing_files`}{A path given to [gpu_dataset()]
+#'     names no folder, CSV or TFRecord files, or a folder with nothing to read.}
+#'   \item{`gpukeras_error_bad_image`}{A file in an image folder is not an
+#'     image TensorFlow can decode ([gpu_dataset()]).}
+#'   \item{`gpukeras_error_bad_map`}{A `map` function given to [gpu_dataset()]
+#'     failed when tf.data traced it.}
+#'   \item{`gpukeras_error_bad_model`}{The model is not a Keras 3 model, or
+#'     cannot be used as it is (copied, quantized, distributed).}
+#'   \item{`gpukeras_error_model_not_compiled`}{A model given to a verb that
+#'     trains has no optimizer and loss yet: compile it first.}
+#' }
+#'
+#' @section The Python environment and the stack:
+#' \describe{
+#'   \item{`gpukeras_error_no_python_env`}{No Python environment for gpukeras
+#'     was found, or `GPUKERAS_PYTHON` / `RETICULATE_PYTHON` names a file that
+#'     does not exist. Raised by the first call that needs Python.}
+#'   \item{`gpukeras_error_python_start`}{The Python that was found could not
+#'     be started.}
+#'   \item{`gpukeras_error_numpy_version`}{NumPy 2 is installed but this
+#'     reticulate (before 1.38) cannot convert its arrays.}
+#'   \item{`gpukeras_error_keras_missing`, `gpukeras_error_keras2`}{Keras is
+#'     not installed, or it is Keras 2 where gpukeras needs Keras 3.}
+#'   \item{`gpukeras_error_tensorflow_missing`,
+#'     `gpukeras_error_tensorflow_too_old`}{The backend is TensorFlow but it is
+#'     not installed, or older than 2.16.}
+#'   \item{`gpukeras_error_backend_missing`,
+#'     `gpukeras_error_backend_unsupported`}{`KERAS_BACKEND` names a backend
+#'     that is not installed, or one gpukeras does not support (torch).}
+#'   \item{`gpukeras_error_no_python`, `gpukeras_error_install`}{
+#'     [install_gpukeras()] found no Python to make the environment with, or
+#'     a step of making it (venv, pip) failed.}
+#'   \item{`gpukeras_error_python`}{The Python core failed in a way that is not
+#'     the user's doing: a bug to report. The traceback is kept on the
+#'     condition as `python_traceback`.}
+#' }
+#'
+#' @section Devices and settings:
+#' \describe{
+#'   \item{`gpukeras_error_runtime_started`}{A setting that only works before
+#'     the backend starts ([gpu_setup()]'s memory, devices, threads; joining a
+#'     cluster) was asked for after it started.}
+#'   \item{`gpukeras_error_unknown_device`}{A device that does not exist was
+#'     named ([gpu_setup()], [with_gpu_device()], [gpu_strategy()]).}
+#'   \item{`gpukeras_error_out_of_memory`}{Even the smallest batch asked for
+#'     does not fit in the device's memory, or in `memory_budget_mib`
+#'     ([gpu_batch_size()]).}
+#'   \item{`gpukeras_error_profiler`}{The profiler cannot trace: one is
+#'     already running, or the backend has none ([gpu_profile()]).}
+#' }
+#'
+#' @section Training:
+#' \describe{
+#'   \item{`gpukeras_error_backup_mismatch`}{`backup_dir` holds a backup this
+#'     [gpu_fit()] call cannot resume (another run's, or an unreadable one).}
+#'   \item{`gpukeras_error_backup_dir_unsafe`}{`backup_dir` is another user's
+#'     folder, or one other users may write to.}
+#'   \item{`gpukeras_error_backup_write`}{A backup could not be written during
+#'     training (a full disk, a quota, no permission).}
+#'   \item{`gpukeras_error_callback`}{A Keras callback the user gave failed
+#'     during training.}
+#'   \item{`gpukeras_error_preempted`}{Training stopped at a signal
+#'     [gpu_fit()] was told to handle (`signals`), after backing up that step.}
+#' }
+#'
+#' @section Background jobs:
+#' \describe{
+#'   \item{`gpukeras_error_not_carriable`}{Something given to
+#'     `gpu_fit(background = TRUE)` cannot be carried to the child process (a
+#'     multi-worker strategy, a dataset not made by [gpu_dataset()], a `map`
+#'     function).}
+#'   \item{`gpukeras_error_job_failed`}{The training child failed more often
+#'     than `max_restarts` allows ([gpu_job_wait()]); an error in the training
+#'     itself is raised again with its own class instead.}
+#'   \item{`gpukeras_error_job_timeout`}{[gpu_job_wait()] reached its
+#'     `timeout`; the job keeps running.}
+#'   \item{`gpukeras_error_job_cancelled`}{[gpu_job_wait()] on a job that
+#'     [gpu_job_cancel()] stopped.}
+#' }
+#'
+#' @section Several workers:
+#' \describe{
+#'   \item{`gpukeras_error_strategy`}{A multi-worker cluster cannot be set up
+#'     as asked: workers that do not join, a port in use, a `TF_CONFIG`
+#'     gpukeras cannot train with ([gpu_strategy()], [gpu_fit()]).}
+#'   \item{`gpukeras_error_worker_lost`}{Multi-worker training, or a
+#'     [gpu_launch()] worker, stopped because a worker died, hung up or failed.}
+#'   \item{`gpukeras_error_network_exposed`}{Training ports would be open to
+#'     other hosts: TensorFlow's servers listen on every interface, without
+#'     authentication (see `trusted_network` in [gpu_strategy()]).}
+#'   \item{`gpukeras_error_launch`}{[gpu_launch()] cannot start its workers:
+#'     no private network can be made, or no free ports.}
+#'   \item{`gpukeras_error_timeout`}{[gpu_launch()]'s workers did not finish
+#'     within `timeout`.}
+#' }
+#'
+#' @section Warnings:
+#' Warnings are [rlang][rlang::warn] warnings of class
+#' `c("gpukeras_warning_<what>", "gpukeras_warning", "rlang_warning",
+#' "warning", "condition")`.
+#' \describe{
+#'   \item{`gpukeras_warning_output_precision`}{A mixed-precision model's
+#'     output layer computes in float16 or bfloat16 ([gpu_precision_check()]
+#'     and [gpu_fit()]); once per model.}
+#'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
+#'     cannot apply (threads on JAX).}
+#'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
+#'     training completed: the result is complete, and the signal is reported.}
+#' }
+#'
+#' @name gpukeras-conditions
+#' @aliases gpukeras_error gpukeras_warning
+#' @examples
+#' error <- tryCatch(gpu_dataset(matrix(1:4, 2), batch_size = 0), error = identity)
+#' class(error)
+#' conditionCall(error)
+#' tryCatch(
+#'   lr_exponential(0.01, decay_steps = 0, decay_rate = 0.9),
+#'   gpukeras_error_bad_argument = function(e) conditionMessage(e)
+#' )
+NULL
