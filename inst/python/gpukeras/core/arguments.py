@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TypeGuard
 
 from gpukeras.core import schedules
 from gpukeras.core.errors import BadArgumentError, BadModelError, ModelNotCompiledError
+from gpukeras.core.handles import Callback, Keras
 
 # The largest count and seed R's checks take (check_count and check_seed in
 # R/utils-check.R): R's checks are the rules users see, and Python callers get
@@ -25,26 +27,27 @@ MAX_COUNT = 1_000_000
 MAX_SEED = 2**31 - 1  # R's .Machine$integer.max
 
 
-def whole(value: object) -> bool:
+def whole(value: object) -> TypeGuard[numbers.Real]:
     """Whether ``value`` is a finite whole number (3 or 3.0; not True, not 3.5)."""
     return (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
-        and math.isfinite(value)  # type: ignore[arg-type]
-        and float(value) == int(value)  # type: ignore[arg-type]
+        and math.isfinite(value)
+        and float(value) == math.trunc(value)
     )
 
 
 def count(name: str, value: object, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
     """``value`` as an int; BadArgumentError unless it is a whole number from ``minimum``
     to ``maximum``."""
-    if not whole(value) or not minimum <= int(value) <= maximum:  # type: ignore[call-overload]
-        over = whole(value) and int(value) > maximum  # type: ignore[call-overload]
+    number = int(float(value)) if whole(value) else None  # float(value) is exact there
+    if number is None or not minimum <= number <= maximum:
+        over = number is not None and number > maximum
         raise BadArgumentError(
             f"`{name}` must be one whole number >= {minimum}, not {value!r}"
             + (f" (at most {maximum})." if over else ".")
         )
-    return int(value)  # type: ignore[call-overload]
+    return number
 
 
 def seed(value: object) -> int | None:
@@ -59,16 +62,16 @@ def positive(name: str, value: object) -> float | None:
     if (
         not isinstance(value, numbers.Real)
         or isinstance(value, bool)
-        or not math.isfinite(value)  # type: ignore[arg-type]
-        or value <= 0  # type: ignore[operator]
+        or not math.isfinite(value)
+        or value <= 0
     ):
         raise BadArgumentError(f"`{name}` must be one positive number, not {value!r}.")
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
-def check_keras_model(keras: object, model: object) -> None:
+def check_keras_model(keras: Keras, model: object) -> None:
     """Raise BadModelError unless ``model`` is a Keras 3 model (saying so for a Keras 2 one)."""
-    if not isinstance(model, keras.Model):  # type: ignore[attr-defined]
+    if not isinstance(model, keras.Model):
         kind = f"{type(model).__module__}.{type(model).__name__}"
         hint = (
             " It looks like a Keras 2 (tf.keras) model: build it with Keras 3 "
@@ -79,7 +82,7 @@ def check_keras_model(keras: object, model: object) -> None:
         raise BadModelError(f"model must be a Keras 3 model (keras.Model), not {kind}.{hint}")
 
 
-def check_compiled_model(keras: object, model: object) -> None:
+def check_compiled_model(keras: Keras, model: object) -> None:
     """Raise BadModelError unless ``model`` is a Keras 3 model, ModelNotCompiledError unless
     it is compiled (training needs its loss and optimizer)."""
     check_keras_model(keras, model)
@@ -92,13 +95,13 @@ def check_compiled_model(keras: object, model: object) -> None:
         )
 
 
-def check_callbacks(keras: object, callbacks: object) -> list[object]:
+def check_callbacks(keras: Keras, callbacks: object) -> list[Callback]:
     """Keras callbacks as a list (one callback or None allowed); BadArgumentError for others."""
     if callbacks is None:
         return []
     if not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
-    wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]  # type: ignore[attr-defined]
+    wrong = [c for c in callbacks if not isinstance(c, keras.callbacks.Callback)]
     if wrong:
         raise BadArgumentError(
             "`callbacks` must be a Keras callback or a list of them (keras.callbacks.Callback), "
@@ -107,11 +110,11 @@ def check_callbacks(keras: object, callbacks: object) -> list[object]:
     return list(callbacks)
 
 
-def check_learning_rate(keras: object, learning_rate: object) -> object:
+def check_learning_rate(keras: Keras, learning_rate: object) -> object:
     """A number, a checked schedule spec, or a Keras schedule object, as given."""
     if learning_rate is None:
         return None
-    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[attr-defined]
+    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
         return learning_rate
     if isinstance(learning_rate, dict):
         return schedules.check_spec(learning_rate)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+Keras = Any  # the keras module, as an argument
 Model = Any  # a keras.Model
 Layer = Any  # a keras.Layer
 Tensor = Any  # a backend tensor, a KerasTensor or a Keras variable

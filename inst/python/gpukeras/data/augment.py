@@ -8,7 +8,7 @@ change the shape, in a deterministic form, so it fits the same model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.messages import last_line
@@ -35,7 +35,7 @@ PER_IMAGE_PRESETS = frozenset(
 )
 
 
-def check_presets(augment: dict[str, object] | None) -> None:
+def check_presets(augment: Mapping[str, object] | None) -> None:
     """Raise BadArgumentError for preset names that are not in ``AUGMENT_PRESETS``."""
     unknown = sorted(set(augment or {}) - set(AUGMENT_PRESETS))
     if unknown:

@@ -19,7 +19,7 @@ import numpy as np
 
 from gpukeras.core import arguments
 from gpukeras.core.errors import BadArgumentError, BadDataError, MapFunctionError
-from gpukeras.core.handles import Dataset
+from gpukeras.core.handles import Dataset, Record
 from gpukeras.core.messages import last_line
 from gpukeras.data import sources
 from gpukeras.data.array_source import (
@@ -92,7 +92,7 @@ _MADE: weakref.WeakKeyDictionary[object, Made] = weakref.WeakKeyDictionary()
 _IN_MEMORY: weakref.WeakKeyDictionary[object, InMemory] = weakref.WeakKeyDictionary()
 
 
-def made_here(dataset: object) -> Made | None:
+def made_here(dataset: Dataset) -> Made | None:
     """How gpu_dataset() made ``dataset``; None for a dataset made elsewhere (tfdatasets)."""
     try:
         return _MADE.get(dataset)
@@ -100,7 +100,7 @@ def made_here(dataset: object) -> Made | None:
         return None
 
 
-def in_memory(dataset: object) -> InMemory | None:
+def in_memory(dataset: Dataset) -> InMemory | None:
     """The rows a gpu_dataset() of arrays batches as they are; None for any other dataset."""
     try:
         return _IN_MEMORY.get(dataset)
@@ -160,22 +160,22 @@ def _split_counted(
     return part(False, counts[0]), part(True, counts[1]), counts
 
 
-def _shuffle_buffer(tf: ModuleType, dataset: object, rows: int | None) -> int:
+def _shuffle_buffer(tf: ModuleType, dataset: Dataset, rows: int | None) -> int:
     """All rows when they are known and few; else as many as fit in SHUFFLE_BUFFER_BYTES."""
-    element = _element_bytes(tf, dataset.element_spec)  # type: ignore[attr-defined]
+    element = _element_bytes(tf, dataset.element_spec)
     by_memory = SHUFFLE_BUFFER_BYTES // element if element else 10_000
     return max(1, min(rows or SHUFFLE_BUFFER_LIMIT, SHUFFLE_BUFFER_LIMIT, by_memory))
 
 
 def _element_steps(
-    tf: ModuleType, dataset: object, options: PipelineOptions, rows: int | None
-) -> tuple[object, list[str]]:
+    tf: ModuleType, dataset: Dataset, options: PipelineOptions, rows: int | None
+) -> tuple[Dataset, list[str]]:
     """Map (in parallel), cache, shuffle and batch an unbatched dataset, in that order."""
     autotune = tf.data.AUTOTUNE
     steps: list[str] = []
     if options.map is not None:
         try:
-            dataset = dataset.map(  # type: ignore[attr-defined]
+            dataset = dataset.map(
                 _traced_map(options.map),
                 num_parallel_calls=autotune,
                 deterministic=options.deterministic,
@@ -189,13 +189,13 @@ def _element_steps(
             ) from error
         steps.append("map (parallel)")
     if options.cache:
-        dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))  # type: ignore[attr-defined]
+        dataset = dataset.cache() if options.cache is True else dataset.cache(str(options.cache))
         steps.append("cache" if options.cache is True else f"cache ({options.cache})")
     if options.shuffle:
         buffer = _shuffle_buffer(tf, dataset, rows)
-        dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)  # type: ignore[attr-defined]
+        dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
         steps.append(f"shuffle (buffer {buffer})")
-    dataset = dataset.batch(  # type: ignore[attr-defined]
+    dataset = dataset.batch(
         options.batch_size,
         drop_remainder=options.drop_remainder,
         num_parallel_calls=autotune,
@@ -207,12 +207,12 @@ def _element_steps(
 
 def build(
     tf: ModuleType,
-    dataset: object,
+    dataset: Dataset,
     options: PipelineOptions,
     rows: int | None,
     steps: list[str] | None = None,
     augmented: list[str] | None = None,
-) -> tuple[object, dict[str, object]]:
+) -> tuple[Dataset, dict[str, object]]:
     """Apply map, cache, shuffle, batch, augment and prefetch to a dataset.
 
     ``steps`` names the steps already done when ``dataset`` comes batched
@@ -357,9 +357,10 @@ def from_arrays(
         part_x = tensors.get("", tensors)
         return part_x if data_y is None else (part_x, part(data_y))
 
-    def start(data: object, options: PipelineOptions, rows: int) -> Started:
+    def start(data: object, options: PipelineOptions, rows: int | None) -> Started:
         # Without a per-row map, gather whole batches by index; with one, go row by row.
         if options.map is None:
+            assert rows is not None  # arrays know their rows
             return gathered_batches(tf, data, rows, options)
         return tf.data.Dataset.from_tensor_slices(data), None, []
 
@@ -394,7 +395,7 @@ def _pipelines(
     train: object,
     validation: object | None,
     opts: PipelineOptions,
-    info: dict[str, object],
+    info: Record,
     start: Callable[[object, PipelineOptions, int | None], Started],
 ) -> dict[str, object]:
     """Build the train pipeline, and the validation one without shuffling or random augmentation.
@@ -402,9 +403,9 @@ def _pipelines(
     ``start`` turns ``train`` / ``validation`` into a dataset (see ``Started``).
     """
 
-    def pipeline(part: object, options: PipelineOptions, rows: object) -> tuple[object, dict]:
-        dataset, done, augmented = start(part, options, rows)  # type: ignore[arg-type]
-        return build(tf, dataset, options, rows, done, augmented)  # type: ignore[arg-type]
+    def pipeline(part: object, options: PipelineOptions, rows: int | None) -> tuple[object, dict]:
+        dataset, done, augmented = start(part, options, rows)
+        return build(tf, dataset, options, rows, done, augmented)
 
     dataset, steps = pipeline(train, opts, info.get("rows"))
     if validation is not None:
@@ -447,7 +448,7 @@ def _element_bytes(tf: ModuleType, spec: object) -> int | None:
 
 
 def _cache_for_source(
-    tf: ModuleType, dataset: object, rows: int | None, opts: PipelineOptions
+    tf: ModuleType, dataset: Dataset, rows: int | None, opts: PipelineOptions
 ) -> bool | str:
     """cache = TRUE on a file source caches in memory only when it surely fits.
 
@@ -457,7 +458,7 @@ def _cache_for_source(
     """
     if opts.cache is not True:
         return opts.cache
-    element = _element_bytes(tf, dataset.element_spec)  # type: ignore[attr-defined]
+    element = _element_bytes(tf, dataset.element_spec)
     available = host_memory_mib()[1]
     if rows is None or element is None or available is None:
         return False
@@ -478,7 +479,7 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
     _check(opts)
     opts.to_device = _to_device_choice(opts)
-    makers = {
+    makers: dict[str, Callable[..., sources.Source]] = {
         "csv": sources.csv_source,
         "image_folder": sources.image_folder_source,
         "tfrecord": sources.tfrecord_source,
@@ -487,7 +488,7 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
         raise BadArgumentError(f"Unknown file source '{kind}'. Sources: {', '.join(makers)}.")
     found = makers[kind](**source)
     rows = found.info.get("rows")
-    opts.cache = _cache_for_source(tf, found.dataset, rows, opts)  # type: ignore[arg-type]
+    opts.cache = _cache_for_source(tf, found.dataset, rows, opts)
     info = {"source": kind, **found.info}
     train, validation = found.dataset, None
     if opts.validation_split:
@@ -504,7 +505,7 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
                 indexed,
                 int(rows),
                 opts.validation_split,
-                seed,  # type: ignore[call-overload]
+                seed,
             )
             info.update(rows=counts[0], validation_rows=counts[1])
         train, validation = train.map(drop_index), validation.map(drop_index)
@@ -513,14 +514,14 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     )
 
 
-def describe(dataset: object, info: dict[str, object] | None = None) -> dict[str, object]:
+def describe(dataset: Dataset, info: dict[str, object] | None = None) -> dict[str, object]:
     """Plain facts about a dataset for printing: element spec, cardinality, and ``info``."""
     tf = tensorflow()
-    cardinality = int(dataset.cardinality())  # type: ignore[attr-defined]
+    cardinality = int(dataset.cardinality())
     known = cardinality >= 0
     return {
         **(info or {}),
-        "element_spec": str(dataset.element_spec),  # type: ignore[attr-defined]
+        "element_spec": str(dataset.element_spec),
         "batches": cardinality if known else None,
         "cardinality": "infinite"
         if cardinality == tf.data.INFINITE_CARDINALITY
@@ -528,7 +529,7 @@ def describe(dataset: object, info: dict[str, object] | None = None) -> dict[str
     }
 
 
-def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, object]:
+def benchmark(dataset: Dataset, steps: int = 100, warmup: int = 5) -> dict[str, object]:
     """Batches/s and elements/s of the pipeline alone, no model.
 
     The first ``warmup`` batches (filling caches and buffers) are not timed.
@@ -540,7 +541,7 @@ def benchmark(dataset: object, steps: int = 100, warmup: int = 5) -> dict[str, o
         )
     if steps < 1:
         raise BadArgumentError(f"steps must be >= 1, not {steps}.")
-    iterator = iter(dataset.repeat())  # type: ignore[attr-defined]
+    iterator = iter(dataset.repeat())
     taken = 0
     try:
         for _ in range(warmup):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from gpukeras.core.errors import MissingFilesError, TensorflowMissingError
-from gpukeras.core.handles import Dataset
+from gpukeras.core.handles import Dataset, Record
 from gpukeras.core.runtime import _native_stderr_silenced, config
 from gpukeras.core.stack import INSTALL_HINT
 
@@ -37,7 +37,7 @@ class Source:
 
     dataset: Dataset
     kind: str
-    info: dict[str, object]
+    info: Record
 
 
 def tensorflow() -> ModuleType:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from gpukeras.core.handles import Record
 from gpukeras.gpu.samplers import (
     MIG_UTILIZATION,
     HostCpuSampler,
@@ -49,16 +50,16 @@ def input_verdict(
     return "not input-bound"
 
 
-def timed_input_verdict(steps: dict[str, object]) -> str | None:
+def timed_input_verdict(steps: Record) -> str | None:
     """``input_verdict`` for a step timer's report (``gpukeras.train.timing.summarize``): of the
     wait where it was timed, else of the share of a step the pipeline needs alone
     (``input_share_alone``, what the wait would be without overlap)."""
     if steps.get("input_wait_share") is None:
-        return input_verdict(steps.get("input_share_alone"))  # type: ignore[arg-type]
+        return input_verdict(steps.get("input_share_alone"))
     return input_verdict(
-        steps.get("input_wait_share"),  # type: ignore[arg-type]
-        steps.get("input_wait_mean_ms"),  # type: ignore[arg-type]
-        steps.get("fetch_floor_ms"),  # type: ignore[arg-type]
+        steps.get("input_wait_share"),
+        steps.get("input_wait_mean_ms"),
+        steps.get("fetch_floor_ms"),
     )
 
 
@@ -80,8 +81,8 @@ def _within(samples: list, window: tuple[float, float] | None) -> list:
 
 
 def each_gpu(
-    gpus: list[dict[str, object]], samples: list[Sample], window: tuple[float, float] | None
-) -> list[dict[str, object]]:
+    gpus: list[Record], samples: list[Sample], window: tuple[float, float] | None
+) -> list[Record]:
     """One row per GPU in use: its device, name, NVML index and its own figures in the
     timed window (None where NVML has no samples of it; a MIG instance's, matched by
     UUID, have memory but no utilization)."""
@@ -107,16 +108,16 @@ def each_gpu(
 
 
 def training_report(
-    steps: dict[str, object],
+    steps: Record,
     gpu_samples: list[Sample],
     host_samples: list[HostSample],
     window: tuple[float, float] | None,
     context: TrainingContext,
-    flops: dict[str, object] | None = None,
+    flops: Record | None = None,
     monitor_cpu_seconds: float = 0.0,
     wall_seconds: float | None = None,
-    gpus: list[dict[str, object]] | None = None,
-) -> dict[str, object]:
+    gpus: list[Record] | None = None,
+) -> Record:
     """gpu_fit()'s monitor report from the step timer's summary and the samples.
 
     Args:
@@ -156,11 +157,11 @@ def training_report(
     # whole executions of steps_per_execution batches.
     executions, execution_ms = steps.get("steps"), steps.get("step_time_mean_ms")
     per_call = context.steps_per_execution
-    batches = steps.get("batches") or (executions * per_call if executions else None)  # type: ignore[operator]
+    batches = steps.get("batches") or (executions * per_call if executions else None)
     batch_ms = steps.get("batch_time_mean_ms") or (
-        execution_ms / per_call if execution_ms is not None else None  # type: ignore[operator]
+        execution_ms / per_call if execution_ms is not None else None
     )
-    report: dict[str, object] = {
+    report: Record = {
         "samples_per_second": steps.get("samples_per_second"),
         "wall_samples_per_second": steps.get("wall_samples_per_second"),
         "step_time_mean_ms": steps.get("step_time_mean_ms"),
@@ -197,7 +198,7 @@ def training_report(
         "gpu_utilization_imbalance": None,
         "gpu_memory_imbalance_mib": None,
     }
-    measured = [row for row in report["gpus"] if row["utilization_mean"] is not None]  # type: ignore[union-attr]
+    measured = [row for row in report["gpus"] if row["utilization_mean"] is not None]
     if len(measured) > 1:
         means = [float(row["utilization_mean"]) for row in measured]
         memory = [float(row["memory_used_max_mib"]) for row in measured]
@@ -226,20 +227,20 @@ def training_report(
     if host:
         report["host_cpu_percent_mean"] = statistics.fmean(s.cpu_percent for s in host)
     if flops and flops.get("per_sample") is not None:
-        train_per_sample = float(flops["per_sample"]) * 3  # type: ignore[arg-type]
+        train_per_sample = float(flops["per_sample"]) * 3
         report["flops_method"] = flops.get("method")
         samples, batches = steps.get("samples"), report["batches_timed"]
         if samples and batches:
-            report["flops_per_step"] = train_per_sample * samples / batches  # type: ignore[operator]
+            report["flops_per_step"] = train_per_sample * samples / batches
         rate = steps.get("samples_per_second")
         if rate:
-            achieved = train_per_sample * rate / 1e12  # type: ignore[operator]
+            achieved = train_per_sample * rate / 1e12
             report["achieved_tflops"] = achieved
             peak = flops.get("peak")
             if peak:
-                report["peak_tflops"] = peak["tflops"]  # type: ignore[index]
-                report["peak_source"] = peak["source"]  # type: ignore[index]
-                report["mfu"] = achieved / peak["tflops"]  # type: ignore[index,operator]
+                report["peak_tflops"] = peak["tflops"]
+                report["peak_source"] = peak["source"]
+                report["mfu"] = achieved / peak["tflops"]
     report["advice"] = advice(report, context)
     return report
 
@@ -325,27 +326,27 @@ class TrainingMonitor:
 
     def window(self) -> tuple[float, float] | None:
         """``perf_counter`` span from the first timed step to the last epoch's end."""
-        record = self.timer.record  # type: ignore[attr-defined]
-        timed = record.steps[self.timer.skip :]  # type: ignore[attr-defined]
+        record = self.timer.record
+        timed = record.steps[self.timer.skip :]
         if not timed or not record.epoch_ends:
             return None
         return timed[0].begin, max(record.epoch_ends.values())
 
     def observed_batch_size(self) -> int | None:
         """The largest batch the timer saw (rows per batch of a dataset); None if unseen."""
-        record = self.timer.record  # type: ignore[attr-defined]
+        record = self.timer.record
         rows = [step.samples for step in record.steps if step.samples is not None]
         return max(rows) // max(1, record.steps_per_execution) if rows else None
 
     def report(
         self,
         context: TrainingContext,
-        flops: dict[str, object] | None,
-        gpus: list[dict[str, object]] | None = None,
-    ) -> dict[str, object]:
+        flops: Record | None,
+        gpus: list[Record] | None = None,
+    ) -> Record:
         """``training_report`` for what was measured on ``gpus`` (device rows)."""
         return training_report(
-            self.timer.report(),  # type: ignore[attr-defined]
+            self.timer.report(),
             self.gpu.samples,
             self.host.samples,
             self.window(),

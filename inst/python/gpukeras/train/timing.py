@@ -113,6 +113,7 @@ from types import ModuleType
 from typing import Any
 
 from gpukeras.core import compat
+from gpukeras.core.handles import Callback
 from gpukeras.core.runtime import config
 
 INSTRUMENTED_BACKENDS = ("tensorflow", "jax")
@@ -556,7 +557,7 @@ def step_timer(
     measure_input: bool | str = True,
     dataset: object = None,
     input_on_device: bool = False,
-) -> object:
+) -> Callback:
     """A Keras callback timing every train step and the wait for input.
 
     Args:
