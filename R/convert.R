@@ -69,31 +69,16 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # checks double parts for NA in that copy (`check_missing`, see handover_call()):
 # anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784). Not
 # before Python runs, though: bad data must not start it (gpu_setup() would
-# then come too late), so R checks those parts itself until then.
-as_pipeline_data <- function(x, y, na, call = caller_env()) {
-  vocabulary <- list()
-  encode <- function(part, name) {
-    if (is.data.frame(part)) {
-      encoded <- encode_data_frame(part, name, call = call)
-      vocabulary <<- c(vocabulary, encoded$vocabulary)
-      return(encoded$x)
-    }
-    check_feature_array(part, name, call = call)
-  }
-  features <- if (is.list(x) && !is.data.frame(x)) {
-    if (length(x) == 0L || is.null(names(x)) || any(!nzchar(names(x)))) {
-      gpukeras_abort(
-        "A list `x` (several model inputs) must be a named list of matrices, arrays or data.frames.",
-        "gpukeras_error_bad_data",
-        call = call
-      )
-    }
-    Map(encode, x, names(x))
-  } else {
-    list(x = encode(x, "x"))
-  }
-  labels <- if (!is.null(y)) encode_labels(y, call = call) else NULL
-  if (!is.null(labels$vocabulary)) vocabulary$y <- labels$vocabulary
+# then come too late), so R checks those parts itself until then. Factor and
+# character columns become codes as `encoding` says (the training data's, for
+# new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
+# themselves: the value's `encoding` (see encoding.R).
+as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error") {
+  inputs <- encoded_inputs(x, encoding, call)
+  encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call), inputs, names(inputs))
+  features <- lapply(encoded, `[[`, "x")
+  labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
+  encoding <- new_encoding(lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na)
   parts <- c(features, if (!is.null(labels)) list(y = labels$y))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
@@ -130,8 +115,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env()) {
     y = parts$y,
     y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32",
     check_missing = any(core_checks),
-    vocabulary = vocabulary,
-    dropped = dropped
+    vocabulary = encoding_vocabulary(encoding),
+    encoding = encoding,
+    dropped = dropped,
+    kept = if (dropped > 0) which(!missing)
   )
 }
 
@@ -226,55 +213,6 @@ check_feature_array <- function(x, name, call = caller_env()) {
     )
   }
   if (is.null(dim(x))) matrix(x, ncol = 1L) else x
-}
-
-encode_data_frame <- function(df, name, call = caller_env()) {
-  if (ncol(df) == 0L) {
-    gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data", call = call)
-  }
-  ok <- vapply(df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column), logical(1))
-  if (!all(ok)) {
-    bad <- names(df)[!ok]
-    types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    gpukeras_abort(
-      c(
-        sprintf("Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")),
-        "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
-      ),
-      "gpukeras_error_bad_data",
-      call = call
-    )
-  }
-  vocabulary <- list()
-  for (column in names(df)) {
-    values <- df[[column]]
-    if (is.character(values)) values <- factor(values)
-    if (is.factor(values)) {
-      vocabulary[[column]] <- levels(values)
-      values <- as.integer(values) - 1L
-    }
-    df[[column]] <- as.double(values)
-  }
-  list(x = as.matrix(df), vocabulary = vocabulary)
-}
-
-encode_labels <- function(y, call = caller_env()) {
-  if (is.data.frame(y)) y <- as.matrix(y)
-  vocabulary <- NULL
-  if (is.character(y) && is.null(dim(y))) y <- factor(y)
-  if (is.factor(y)) {
-    vocabulary <- levels(y)
-    y <- as.integer(y) - 1L
-  }
-  if (!(is.numeric(y) || is.logical(y))) {
-    gpukeras_abort(
-      sprintf("`y` must be a numeric, logical, factor or character vector (or a numeric matrix), not %s.", describe(y)),
-      "gpukeras_error_bad_data",
-      call = call
-    )
-  }
-  if (is.logical(y)) storage.mode(y) <- "double"
-  list(y = y, vocabulary = vocabulary)
 }
 
 count_rows <- function(x) if (is.null(dim(x))) length(x) else dim(x)[1]

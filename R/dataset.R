@@ -13,12 +13,22 @@
 #'   the first dimension.
 #' * A data.frame: numeric and logical columns as they are; factor and
 #'   character columns become integer codes (0-based), their levels kept in
-#'   `attr(, "gpukeras")$vocabulary`.
+#'   `attr(, "gpukeras")$vocabulary`. How the data was encoded is kept in
+#'   `attr(, "gpukeras")$encoding`; new data given `like = ` this dataset is
+#'   encoded the same way (see "Scoring new data").
 #' * A named list of these, for multi-input models (a dict of inputs).
 #' * A path (one string): a folder with one sub-folder of images per class;
 #'   CSV files (a glob such as `"data/*.csv"`, a file, or a folder of them;
 #'   name the label column with `label`); TFRecord files (`*.tfrecord`,
 #'   `*.tfrecords`, `*.tfrec`).
+#'
+#' @section Scoring new data:
+#' Factor codes depend on the levels a factor has: `gpu_dataset(newdata)`
+#' alone would code new data by its own levels, so that a level could get
+#' another code than in training. Give `like = ` the training dataset (or the
+#' fit) instead, or score with [predict.gpukeras_fit()] and
+#' [evaluate.gpukeras_fit()], which do this for you; [gpu_save()] keeps the
+#' encoding beside the model for a later session.
 #'
 #' @param x Features: an R matrix, array, data.frame, named list of them, or a
 #'   path to files (see Sources).
@@ -60,6 +70,17 @@
 #'   but `label`).
 #' @param image_size For image folders: `c(height, width)` images are resized to.
 #' @param color_mode For image folders: `"rgb"`, `"grayscale"` or `"rgba"`.
+#' @param like For new R data (to score, or to train further): the training
+#'   data's `gpu_dataset()`, a [gpu_fit()] result or a [gpu_load()] model,
+#'   whose encoding is applied to `x` and `y`: the same columns (matched by
+#'   name; order and other columns do not matter), factor and character
+#'   values coded by the training levels (matched by name), the same dtype.
+#'   `NULL` (the default) records a new encoding from `x` and `y`.
+#' @param unknown With `like`: what a factor level the training data did not
+#'   have becomes. `"error"` (the default) stops with a
+#'   `gpukeras_error_new_levels` error naming the column and the levels;
+#'   `"code"` gives them the reserved code `length(levels)`, one past the
+#'   training codes (an embedding then needs `input_dim = length(levels) + 1`).
 #' @return A `tf.data.Dataset` (a Python object) of class `gpukeras_dataset`,
 #'   usable by Keras' `fit()`, with an R print method; its facts are in
 #'   `attr(, "gpukeras")`. With `validation_split > 0`, a list of two:
@@ -76,7 +97,8 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         cache = TRUE, map = NULL, augment = NULL, validation_split = 0,
                         drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
                         to_device = "auto", na = c("error", "drop"), label = NULL,
-                        columns = NULL, image_size = c(64, 64), color_mode = "rgb") {
+                        columns = NULL, image_size = c(64, 64), color_mode = "rgb",
+                        like = NULL, unknown = c("error", "code")) {
   recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
@@ -90,6 +112,9 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
+    if (!is.null(like)) {
+      gpukeras_abort("`like` is for R data: files are read as they are.", "gpukeras_error_bad_argument")
+    }
     source <- file_source(x, label, columns, image_size, color_mode)
     do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
   } else {
@@ -102,8 +127,13 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
-    data <- as_pipeline_data(x, y, na)
-    recipe <- list(arrays = data, options = options, vocabulary = data$vocabulary, dropped = data$dropped)
+    unknown <- check_choice(unknown[[1]], c("error", "code"), "unknown")
+    encoding <- if (!is.null(like)) encoding_of(like)
+    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown)
+    recipe <- list(
+      arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
+      dropped = data$dropped
+    )
     built <- arrays_pipeline(recipe)
     # The pipeline's own copy of the data (its tensors share it when there is no
     # split): what a background fit carries, where the R data would be twice the size.
@@ -124,6 +154,7 @@ arrays_pipeline <- function(recipe, call = caller_env()) {
     call = call
   )
   result$info$vocabulary <- recipe$vocabulary
+  result$info$encoding <- recipe$encoding
   result$info$dropped_rows <- recipe$dropped
   result
 }
@@ -138,7 +169,8 @@ datasets_from_result <- function(result, recipe) {
     return(train)
   }
   validation_info <- result$validation_info
-  validation_info[c("vocabulary", "dropped_rows")] <- result$info[c("vocabulary", "dropped_rows")]
+  shared <- intersect(c("vocabulary", "encoding", "dropped_rows"), names(result$info))
+  validation_info[shared] <- result$info[shared]
   validation <- new_gpukeras_dataset(result$validation, validation_info, "validation")
   attr(validation, "gpukeras_recipe") <- recipe
   list(train = train, validation = validation)

@@ -1,12 +1,16 @@
 # The gpukeras_fit object, built from the core's plain data.
 
-new_gpukeras_fit <- function(history, monitor, timeline, settings) {
+# `model` (the trained model) and `encoding` (how R data became numbers, see
+# encoding.R) are what predict() and evaluate() need to score new data.
+new_gpukeras_fit <- function(history, monitor, timeline, settings, model = NULL, encoding = NULL) {
   structure(
     list(
       history = history_df(history),
       monitor = fit_monitor(monitor),
       timeline = fit_timeline(timeline),
-      settings = settings
+      settings = settings,
+      model = model,
+      encoding = encoding
     ),
     class = "gpukeras_fit"
   )

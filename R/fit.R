@@ -337,7 +337,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   if (!is.null(validation)) {
     settings$validation_data <- describe_fit_data(validation, validation_input, NULL)
   }
-  new_gpukeras_fit(result$history, result$monitor, result$timeline, settings)
+  new_gpukeras_fit(result$history, result$monitor, result$timeline, settings, model, fit_encoding(data))
 }
 
 # The signals gpu_fit() can handle (the core's gpukeras.train.preempt.CATCHABLE).

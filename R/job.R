@@ -105,6 +105,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts, call 
     standby_go(standby, max_restarts)
   }
   job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, args$verbose)
+  job$encoding <- fit_encoding(data)
   started <- TRUE
   job
 }
@@ -410,6 +411,9 @@ job_outcome <- function(job, status, call = caller_env()) {
   }
   fit <- readRDS(job_file(job, "result.rds"))
   core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"), error_call = call)
+  # The child's model and encoding stayed there: this session's are the ones to score with.
+  fit$model <- job$model
+  fit$encoding <- job$encoding
   fit$settings$verbose <- job$verbose
   fit$settings[names(job$descriptions)] <- job$descriptions
   fit$settings$restarts <- status$restarts

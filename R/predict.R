@@ -1,0 +1,249 @@
+#' Predictions and scores for new data, encoded as the training data was
+#'
+#' `predict()` runs the trained model on new data; `evaluate()` computes its
+#' compiled loss and metrics there. Both encode the new data exactly as
+#' [gpu_fit()] encoded the training data (its recorded encoding, see
+#' [gpu_dataset()]'s "Scoring new data"): the same columns, matched by name
+#' (their order and any other columns do not matter), factor and character
+#' values coded by the training levels matched by name (a level that is code
+#' 2 in training is code 2 here, whatever levels the new data has), float32
+#' features, and the training data's NA rule. The model then runs batch by
+#' batch on the device it lives on (the GPU when there is one), as Keras'
+#' `predict()` and `evaluate()` do.
+#'
+#' A model trained on NumPy arrays, or on a dataset not made by
+#' [gpu_dataset()] from R data, has no recorded encoding: new data is then
+#' converted as it is (numbers only).
+#'
+#' @param object A [gpu_fit()] result (its model is the trained one), or a
+#'   model from [gpu_load()].
+#' @param newdata New data in the training data's form: a data.frame, matrix
+#'   or array (rows first), or a named list of them for several inputs; or a
+#'   [gpu_dataset()] made `like = ` the training data (its batches as they are;
+#'   labels in it are used by `evaluate()`), or NumPy arrays.
+#' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
+#'   the training labels' levels by name); `NULL` when `newdata` is a dataset
+#'   that holds them.
+#' @param batch_size Rows per batch.
+#' @param type For `predict()`: `"raw"`, the model's outputs (a matrix with a
+#'   row per row of `newdata`, columns named by the training labels' levels
+#'   when there is one per level), or `"class"`, the most likely class per row
+#'   (the largest output, or output > 0.5 for a single sigmoid output): a
+#'   factor with the training labels' levels, or 0-based integer codes when
+#'   the labels were numbers.
+#' @param unknown What a factor level the training data did not have
+#'   becomes: `"error"` stops with a `gpukeras_error_new_levels` error naming
+#'   the column and the levels (its fields `column` and `levels` too);
+#'   `"code"` gives it the reserved code `length(levels)` (one past the
+#'   training codes; a model then needs room for it, e.g. an embedding with
+#'   `input_dim = length(levels) + 1`).
+#' @param na Rows with NA: `"error"` names them; `"drop"` leaves them out
+#'   (`predict()` gives them `NA`, so its rows still match `newdata`'s).
+#'   `NULL` (the default) follows the training data's rule.
+#' @param verbose Keras' progress display: `0` silent, `1` a progress bar.
+#' @param ... Not used.
+#' @return `predict()`: a numeric matrix (or array; a list of them for a
+#'   model with several outputs), or with `type = "class"` a factor or integer
+#'   vector. `evaluate()`: a named numeric vector, the loss and each metric.
+#' @seealso [gpu_save()] and [gpu_load()] to score in a later R session.
+#' @name predict.gpukeras_fit
+#' @importFrom stats predict
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   cars <- data.frame(
+#'     speed = c(4, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+#'     colour = c("red", "blue", "green", "red", "blue", "green", "red", "blue", "green", "red")
+#'   )
+#'   fast <- factor(cars$speed > 10)
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(2L)),
+#'     keras$layers$Dense(2L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+#'   fit <- gpu_fit(model, list(x = cars, y = fast), epochs = 2, verbose = 0, monitor = FALSE)
+#'   # "red" is coded as in training although the new data lacks "blue" and "green"
+#'   new_cars <- data.frame(colour = c("red", "red"), speed = c(5, 20))
+#'   predict(fit, new_cars)
+#'   predict(fit, new_cars, type = "class")
+#'   evaluate(fit, new_cars, factor(c(FALSE, TRUE)))
+#' }
+predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
+                                 unknown = c("error", "code"), na = NULL, verbose = 0, ...) {
+  call <- current_env()
+  if (missing(newdata)) abort_no_newdata(call)
+  type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
+  scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
+  predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
+  outputs <- if (is.list(predicted)) lapply(predicted, as_output, scoring) else as_output(predicted, scoring)
+  if (type == "raw") {
+    return(outputs)
+  }
+  if (is.list(outputs)) {
+    gpukeras_abort(
+      "type = \"class\" is for a model with one output; this one has several.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  output_classes(outputs, object$encoding$y$levels)
+}
+
+#' @rdname predict.gpukeras_fit
+#' @export
+predict.gpukeras_model <- predict.gpukeras_fit
+
+#' @rdname predict.gpukeras_fit
+#' @details `evaluate` is gpukeras' own generic, as keras3 has one: when keras3
+#'   is attached after gpukeras, its `evaluate()` masks this one, so gpukeras
+#'   registers its methods with keras3's generic too (whenever keras3 is
+#'   loaded), and this generic passes other objects (Keras models) on to
+#'   keras3's. `evaluate(fit, ...)` therefore works whichever package was
+#'   attached last.
+#' @export
+evaluate <- function(object, ...) {
+  UseMethod("evaluate")
+}
+
+#' @rdname predict.gpukeras_fit
+#' @export
+evaluate.default <- function(object, ...) {
+  if (requireNamespace("keras3", quietly = TRUE)) {
+    return(getExportedValue("keras3", "evaluate")(object, ...))
+  }
+  gpukeras_abort(
+    c(
+      sprintf("evaluate() scores a gpu_fit() result or a gpu_load() model, not %s.", describe(object)),
+      "For a Keras model, call model$evaluate(x, y) (or install keras3)."
+    ),
+    "gpukeras_error_bad_argument"
+  )
+}
+
+#' @rdname predict.gpukeras_fit
+#' @export
+evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
+                                  unknown = c("error", "code"), na = NULL, verbose = 0, ...) {
+  call <- current_env()
+  if (missing(newdata)) abort_no_newdata(call)
+  if (is.null(y) && !inherits(newdata, "python.builtin.object")) {
+    gpukeras_abort(
+      "`y` is missing: evaluate() needs the labels of `newdata`.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  scoring <- scoring_data(object, newdata, y, batch_size, unknown, na, verbose, call)
+  scores <- handover_call("evaluate", scoring$data, scoring$args, call = call)
+  unlist(scores)
+}
+
+#' @rdname predict.gpukeras_fit
+#' @export
+evaluate.gpukeras_model <- evaluate.gpukeras_fit
+
+# What the core's "predict" and "evaluate" take: the new data encoded (as
+# handover_call() hands it over) and their other arguments; with `rows`, the
+# rows the result must have, and `kept`, the rows scored (na = "drop").
+scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, call) {
+  model <- scoring_model(object, call)
+  check_count(batch_size, call = call)
+  unknown <- check_choice(unknown[[1]], c("error", "code"), "unknown", call = call)
+  encoding <- object$encoding
+  na <- if (is.null(na)) encoding$na %||% "error" else check_choice(na[[1]], c("error", "drop"), "na", call = call)
+  if (!is.numeric(verbose) || length(verbose) != 1L || !verbose %in% 0:2) {
+    gpukeras_abort(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call)
+  }
+  args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
+  if (inherits(newdata, "python.builtin.object")) {
+    check_dataset_encoding(newdata, encoding, call)
+    if (!is.null(y) && inherits(newdata, "gpukeras_dataset")) {
+      gpukeras_abort("`y` is for R data: a dataset holds its own labels.", "gpukeras_error_bad_argument", call = call)
+    }
+    data <- list(x = newdata, y = y, y_dtype = NULL, check_missing = FALSE)
+    return(list(data = data, args = args, levels = encoding$y$levels))
+  }
+  data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
+  list(
+    data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
+    rows = count_rows(if (is.list(newdata) && !is.data.frame(newdata)) newdata[[1]] else newdata),
+    row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
+  )
+}
+
+abort_no_newdata <- function(call) {
+  gpukeras_abort("`newdata` is missing: give the new data to score.", "gpukeras_error_bad_argument", call = call)
+}
+
+scoring_model <- function(object, call) {
+  model <- object$model
+  if (!inherits(model, "python.builtin.object")) {
+    gpukeras_abort(
+      "This result holds no model to score with.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (reticulate::py_is_null_xptr(model)) {
+    gpukeras_abort(
+      c(
+        "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
+        "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  model
+}
+
+# A gpu_dataset() of new data made without `like = ` codes factors by its own
+# levels: refuse it when they are not the training data's.
+check_dataset_encoding <- function(dataset, encoding, call) {
+  given <- attr(dataset, "gpukeras")$encoding
+  if (is.null(given) || is.null(encoding)) {
+    return(invisible())
+  }
+  same_levels <- identical(encoding_vocabulary(given), encoding_vocabulary(encoding)[names(encoding_vocabulary(given))])
+  if (!identical(given$inputs, encoding$inputs) || !same_levels) {
+    gpukeras_abort(
+      c(
+        "`newdata` is a gpu_dataset() encoded otherwise than the training data (other columns or factor levels).",
+        "Make it with gpu_dataset(newdata, like = fit), or give the R data itself."
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
+}
+
+# One output of the model as R returns it: rows for every row of the new data
+# (NA for rows left out with na = "drop"), named by the row names and, for a
+# classifier's one column per level, by the levels.
+as_output <- function(output, scoring) {
+  output <- as.array(output)
+  if (length(dim(output)) == 1L) output <- matrix(output, ncol = 1L)
+  if (!is.null(scoring$kept)) {
+    full <- array(NA_real_, c(scoring$rows, dim(output)[-1]))
+    blanks <- rep(list(quote(expr = )), length(dim(output)) - 1L)
+    output <- do.call(`[<-`, c(list(full, scoring$kept), blanks, list(value = output)))
+  }
+  if (length(dim(output)) == 2L) {
+    levels <- scoring$levels
+    names <- list(scoring$row_names, if (length(levels) == ncol(output)) levels)
+    if (!all(vapply(names, is.null, logical(1)))) dimnames(output) <- names
+  }
+  output
+}
+
+output_classes <- function(output, levels) {
+  if (length(dim(output)) != 2L) {
+    gpukeras_abort("type = \"class\" needs outputs with one row per example and one column per class.", "gpukeras_error_bad_argument")
+  }
+  codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
+  if (is.null(levels)) {
+    return(stats::setNames(codes, rownames(output)))
+  }
+  stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
+}

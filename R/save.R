@@ -1,0 +1,104 @@
+#' Save a trained model with its encoding; load both in a later session
+#'
+#' `gpu_save()` writes the model in Keras' `.keras` format (architecture,
+#' weights, compile settings) and, beside it, how the training data was
+#' encoded (see [gpu_dataset()]'s "Scoring new data": columns, factor levels,
+#' dtype, NA rule) as JSON: for `path = "churn.keras"`, the file
+#' `"churn.gpukeras.json"`. `gpu_load()` reads both back, so that [predict()]
+#' and [evaluate()] in a later R session encode new data exactly as the
+#' training session did.
+#'
+#' `gpu_save()` writes those two files and nothing else: it refuses to
+#' replace either unless `overwrite = TRUE`, and writes each under a
+#' temporary name first, so that a failed save leaves no half-written file.
+#'
+#' @param object A [gpu_fit()] result, a model from `gpu_load()`, or a Keras
+#'   model (saved without an encoding: new data is then taken as numbers).
+#' @param path The model's file, ending in `.keras`.
+#' @param overwrite Replace existing files.
+#' @return `gpu_save()`: the paths written (`model`, `encoding`), invisibly.
+#'   `gpu_load()`: a `gpukeras_model`, a list with `model` (the Keras model),
+#'   `encoding` (`NULL` when there was no JSON file beside it) and `path`,
+#'   which [predict()], [evaluate()], `gpu_dataset(like = )` and `gpu_save()` take.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), verbose = 0, monitor = FALSE)
+#'   path <- file.path(tempdir(), "iris.keras")
+#'   gpu_save(fit, path, overwrite = TRUE)
+#'   saved <- gpu_load(path)
+#'   saved
+#'   predict(saved, iris[c(1, 51, 101), ], type = "class")
+#' }
+gpu_save <- function(object, path, overwrite = FALSE) {
+  call <- current_env()
+  check_string(path, call = call)
+  check_flag(overwrite, call = call)
+  if (!grepl("[.]keras$", path)) {
+    gpukeras_abort(
+      c(
+        sprintf("`path` must end in .keras, not '%s'.", path),
+        "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (inherits(object, c("gpukeras_fit", "gpukeras_model"))) {
+    model <- scoring_model(object, call)
+    encoding <- object$encoding
+  } else if (inherits(object, "python.builtin.object")) {
+    model <- object
+    encoding <- NULL
+  } else {
+    gpukeras_abort(
+      sprintf("`object` must be a gpu_fit() result, a gpu_load() model or a Keras model, not %s.", describe(object)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  written <- core_call(
+    "save_model",
+    model = model, path = normalizePath(path.expand(path), mustWork = FALSE),
+    encoding = if (!is.null(encoding)) encoding_to_plain(encoding), overwrite = overwrite,
+    error_call = call
+  )
+  invisible(written)
+}
+
+#' @rdname gpu_save
+#' @export
+gpu_load <- function(path) {
+  call <- current_env()
+  check_string(path, call = call)
+  path <- normalizePath(path.expand(path), mustWork = FALSE)
+  loaded <- core_call("load_model", path = path, error_call = call)
+  structure(
+    list(
+      model = loaded$model,
+      encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding),
+      path = path
+    ),
+    class = "gpukeras_model"
+  )
+}
+
+#' @export
+format.gpukeras_model <- function(x, ...) {
+  c(
+    sprintf("<gpukeras_model> %s", x$path),
+    if (is.null(x$encoding)) "  no encoding saved beside it: new data is taken as numbers" else format(x$encoding)[-1]
+  )
+}
+
+#' @export
+print.gpukeras_model <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}

@@ -1,0 +1,277 @@
+# Scoring new data (issue #28, item 1): predict() and evaluate() of a
+# gpukeras_fit encode new data as the training data was (levels matched by
+# name, columns by name, the NA rule), gpu_dataset(like = ) does the same for
+# pipelines, and gpu_save()/gpu_load() carry the encoding to a later session.
+# The core's verbs are tested in python/tests/test_predict.py.
+
+# Training data with a factor and a character column, and a label factor.
+scoring_data <- function(n = 240) {
+  withr::with_seed(3, {
+    x <- data.frame(
+      size = stats::rnorm(n),
+      colour = factor(sample(c("blue", "green", "red"), n, TRUE)),
+      shape = sample(c("round", "square"), n, TRUE),
+      stringsAsFactors = FALSE
+    )
+    y <- factor(ifelse(x$size + 2 * (x$colour == "red") - (x$shape == "round") > 0, "big", "small"))
+  })
+  list(x = x, y = y)
+}
+
+scoring_fit <- local({
+  fit <- NULL
+  function() {
+    if (is.null(fit)) {
+      keras <- gpu_keras()
+      keras$utils$set_random_seed(7L)
+      model <- keras$Sequential(list(
+        keras$Input(shape = list(3L)),
+        keras$layers$Dense(16L, activation = "relu"),
+        keras$layers$Dense(2L, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      fit <<- gpu_fit(model, scoring_data(), epochs = 3, verbose = 0, monitor = FALSE, seed = 1)
+    }
+    fit
+  }
+})
+
+test_that("scoring checks its arguments before Python", {
+  empty <- structure(list(model = NULL), class = "gpukeras_fit")
+  expect_error(predict(empty), "`newdata` is missing", class = "gpukeras_error_bad_argument")
+  expect_error(predict(empty, data.frame(a = 1)), "holds no model", class = "gpukeras_error_bad_argument")
+  expect_error(evaluate(empty, data.frame(a = 1)), "`y` is missing", class = "gpukeras_error_bad_argument")
+  expect_error(predict(empty, data.frame(a = 1), type = "prob"), "`type` must be one of", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_save(empty, "model.h5"), "`path` must end in .keras", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_save(1, "model.keras"), "`object` must be a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(gpu_dataset(matrix(1, 2, 2), like = 1), "`like` must be a gpu_dataset()", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(gpu_dataset("data/*.csv", like = empty), "`like` is for R data", class = "gpukeras_error_bad_argument")
+  if (!requireNamespace("keras3", quietly = TRUE)) {
+    expect_error(evaluate(1), "evaluate() scores a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  }
+})
+
+test_that("the encoding is recorded from the training data and kept on the dataset and the fit", {
+  data <- scoring_data(20)
+  encoding <- data_encoding(data$x, data$y)
+  expect_s3_class(encoding, "gpukeras_encoding")
+  expect_identical(names(encoding$inputs$x$columns), c("size", "colour", "shape"))
+  expect_identical(encoding$inputs$x$columns$colour, list(type = "factor", levels = c("blue", "green", "red")))
+  expect_identical(encoding$inputs$x$columns$shape$levels, c("round", "square"))
+  expect_identical(encoding$y$levels, c("big", "small"))
+  expect_identical(encoding_vocabulary(encoding), list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small")))
+  expect_match(format(encoding), "colour <factor(3)>", fixed = TRUE, all = FALSE)
+  # JSON-ready and back, one level included.
+  single <- data_encoding(data.frame(a = factor(rep("only", 3)), b = 1:3), 1:3, "drop")
+  plain <- encoding_to_plain(single)
+  back <- encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(plain)))
+  expect_identical(back, single)
+  matrix_encoding <- data_encoding(list(a = matrix(1, 2, 3, dimnames = list(NULL, c("p", "q", "r"))), b = array(1, c(2, 4, 4, 1))))
+  expect_identical(encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(encoding_to_plain(matrix_encoding)))), matrix_encoding)
+
+  skip_if_no_python()
+  ds <- gpu_dataset(data$x, data$y, shuffle = FALSE)
+  expect_identical(attr(ds, "gpukeras")$encoding, encoding)
+  expect_identical(scoring_fit()$encoding, data_encoding(scoring_data()$x, scoring_data()$y))
+})
+
+test_that("the same rows scored among other levels, in another order, get the same predictions", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  data <- scoring_data()
+  rows <- c(5, 17, 60, 101, 200)
+  reference <- predict(fit, data$x[rows, ])
+  expect_identical(dim(reference), c(5L, 2L))
+  expect_identical(colnames(reference), c("big", "small"))
+
+  # The same rows among others whose levels differ: factor levels in another
+  # order with an unused one, character columns as factors, columns reordered,
+  # an extra column, rows shuffled.
+  others <- data.frame(size = c(0.3, -1), colour = c("green", "green"), shape = c("square", "square"))
+  mixed <- rbind(others, data$x[rows, ])
+  mixed$colour <- factor(mixed$colour, levels = c("red", "yellow", "green", "blue"))
+  mixed$shape <- factor(mixed$shape, levels = c("square", "round"))
+  mixed$id <- seq_len(nrow(mixed))
+  order <- c(7, 1, 4, 2, 6, 3, 5)
+  mixed <- mixed[order, c("id", "shape", "colour", "size")]
+  scored <- predict(fit, mixed)
+  at <- match(3:7, mixed$id)
+  expect_equal(unname(scored[at, ]), unname(reference), tolerance = 1e-6)
+
+  # The encoded numbers themselves are the training codes.
+  encoded <- as_pipeline_data(mixed, NULL, "error", encoding = fit$encoding)
+  expect_identical(colnames(encoded$x), c("size", "colour", "shape"))
+  expect_identical(unname(encoded$x[, "colour"]), match(as.character(mixed$colour), c("blue", "green", "red")) - 1)
+
+  # And a later R session, from the saved files, scores them the same way.
+  dir <- withr::local_tempdir()
+  path <- file.path(dir, "scoring.keras")
+  gpu_save(fit, path)
+  later <- do.call(run_in_fresh_r, list(expr = bquote({
+    saved <- gpu_load(.(path))
+    list(
+      raw = predict(saved, .(mixed)),
+      class = as.character(predict(saved, .(mixed), type = "class")),
+      scores = evaluate(saved, .(mixed[at, ]), .(data$y[rows]))
+    )
+  }), timeout = 300))
+  expect_equal(later$raw, scored, tolerance = 1e-6)
+  expect_identical(later$class, as.character(predict(fit, mixed, type = "class")))
+  expect_equal(later$scores, evaluate(fit, mixed[at, ], data$y[rows]), tolerance = 1e-6)
+})
+
+test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of its own levels is refused", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  data <- scoring_data()
+  new <- data.frame(size = c(1, 2), colour = c("red", "red"), shape = c("round", "square"))
+  own <- gpu_dataset(new, shuffle = FALSE)
+  # The silent bug of issue #28: on its own, "red" is code 0 here, code 2 in training.
+  expect_identical(attr(own, "gpukeras")$vocabulary$colour, "red")
+  expect_error(predict(fit, own), "gpu_dataset(newdata, like = fit)", fixed = TRUE, class = "gpukeras_error_bad_data")
+
+  like <- gpu_dataset(new, shuffle = FALSE, like = fit)
+  expect_identical(attr(like, "gpukeras")$encoding$inputs, fit$encoding$inputs)
+  expect_identical(attr(like, "gpukeras")$vocabulary$colour, c("blue", "green", "red"))
+  arrays <- attr(like, "gpukeras_recipe")$arrays
+  expect_equal(reticulate::py_to_r(arrays$x)[, 2], c(2, 2))
+  expect_equal(predict(fit, like), predict(fit, new), tolerance = 1e-6)
+  # like = a training dataset works as like = the fit.
+  train <- gpu_dataset(data$x, data$y, shuffle = FALSE)
+  expect_equal(reticulate::py_to_r(attr(gpu_dataset(new, shuffle = FALSE, like = train), "gpukeras_recipe")$arrays$x), reticulate::py_to_r(arrays$x))
+  # Labels too: by name, with the fit's levels.
+  labelled <- gpu_dataset(new, factor(c("small", "big"), levels = c("small", "big")), shuffle = FALSE, like = fit)
+  expect_equal(as.vector(reticulate::py_to_r(attr(labelled, "gpukeras_recipe")$arrays$y)), c(1, 0))
+  expect_equal(evaluate(fit, labelled), evaluate(fit, new, c("small", "big")), tolerance = 1e-6)
+})
+
+test_that("new levels are an error naming them, or the reserved code when asked", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  new <- data.frame(size = c(1, 2, 3), colour = c("red", "purple", "mauve"), shape = "round")
+  error <- tryCatch(predict(fit, new), error = identity)
+  expect_s3_class(error, "gpukeras_error_new_levels")
+  expect_identical(error$column, "x$colour")
+  expect_identical(error$levels, c("purple", "mauve"))
+  expect_match(conditionMessage(error), "`x$colour` has level(s) not seen in training: \"purple\", \"mauve\"", fixed = TRUE)
+  expect_match(conditionMessage(error), "unknown = \"code\"", fixed = TRUE)
+  expect_error(gpu_dataset(new, like = fit), class = "gpukeras_error_new_levels")
+  expect_error(evaluate(fit, new[1, ], "huge"), "`y` has level(s) not seen in training: \"huge\"", fixed = TRUE, class = "gpukeras_error_new_levels")
+
+  coded <- gpu_dataset(new, like = fit, unknown = "code", shuffle = FALSE)
+  expect_equal(reticulate::py_to_r(attr(coded, "gpukeras_recipe")$arrays$x)[, 2], c(2, 3, 3))
+  expect_identical(dim(predict(fit, new, unknown = "code")), c(3L, 2L))
+})
+
+test_that("columns, types and shapes that do not match training are classed errors", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  expect_error(predict(fit, data.frame(size = 1, colour = "red")), "lacks column(s) the model was trained on: shape", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(predict(fit, data.frame(size = "1", colour = "red", shape = "round")), "`x$size` is not numeric (character); in training it was numeric.", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(predict(fit, data.frame(size = 1, colour = 2, shape = "round")), "`x$colour` is numeric (numeric); in training it was a factor.", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(predict(fit, matrix(1, 2, 3)), "`x` must be a data.frame, as in training", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(predict(fit, list(a = data.frame(size = 1))), "the model was trained on one input", fixed = TRUE, class = "gpukeras_error_bad_data")
+})
+
+test_that("matrices are matched by column name and shape; NA follows the rule asked for", {
+  skip_if_no_python()
+  data <- regression_data(64)
+  colnames(data$x) <- c("a", "b", "c", "d")
+  fit <- gpu_fit(tiny_model(), data, epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
+  expect_identical(fit$encoding$inputs$x$names, c("a", "b", "c", "d"))
+  reference <- predict(fit, data$x[1:4, ], batch_size = 3)
+  expect_equal(predict(fit, data$x[1:4, c("d", "b", "a", "c")]), reference, tolerance = 1e-6)
+  expect_equal(predict(fit, as.data.frame(data$x[1:4, 4:1])), reference, tolerance = 1e-6)
+  expect_equal(predict(fit, unname(data$x[1:4, ])), unname(reference), tolerance = 1e-6)
+  expect_error(predict(fit, matrix(1, 2, 3)), "has shape (3); the model was trained on rows of shape (4)", fixed = TRUE, class = "gpukeras_error_bad_data")
+  # Keras' own answer, in any batch size.
+  model_output <- fit$model$predict(reticulate::np_array(data$x, dtype = "float32"), verbose = 0L)
+  expect_equal(unname(predict(fit, data$x, batch_size = 5)), model_output, tolerance = 1e-6)
+  scores <- evaluate(fit, data$x, data$y)
+  expect_named(scores, c("loss", "mae"), ignore.order = TRUE)
+  keras_scores <- fit$model$evaluate(reticulate::np_array(data$x, dtype = "float32"), reticulate::np_array(data$y, dtype = "float32"), verbose = 0L, return_dict = TRUE)
+  expect_equal(scores[["loss"]], keras_scores$loss, tolerance = 1e-5)
+
+  holed <- data$x[1:4, ]
+  holed[2, "c"] <- NA
+  expect_error(predict(fit, holed), "NA/NaN in 1 row(s) (first: 2), in x$c", fixed = TRUE, class = "gpukeras_error_bad_data")
+  padded <- predict(fit, holed, na = "drop")
+  expect_identical(dim(padded), c(4L, 1L))
+  expect_true(is.na(padded[2, 1]))
+  expect_equal(padded[-2, , drop = FALSE], reference[-2, , drop = FALSE], tolerance = 1e-6)
+  expect_equal(evaluate(fit, holed, data$y[1:4], na = "drop"), evaluate(fit, data$x[-2, ][1:3, ], data$y[c(1, 3, 4)]), tolerance = 1e-6)
+})
+
+test_that("type = \"class\" gives the training labels' levels", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  data <- scoring_data()
+  classes <- predict(fit, data$x, type = "class")
+  expect_s3_class(classes, "factor")
+  expect_identical(levels(classes), c("big", "small"))
+  raw <- predict(fit, data$x)
+  expect_identical(as.character(classes), colnames(raw)[max.col(raw, "first")])
+  accuracy <- mean(classes == data$y)
+  expect_equal(evaluate(fit, data$x, data$y)[["accuracy"]], accuracy, tolerance = 1e-6)
+})
+
+test_that("gpu_save() writes the two files alone and refuses to overwrite; gpu_load() reads them back", {
+  skip_if_no_python()
+  fit <- scoring_fit()
+  dir <- withr::local_tempdir()
+  writeLines("keep me", file.path(dir, "notes.txt"))
+  path <- file.path(dir, "model.keras")
+  written <- gpu_save(fit, path)
+  expect_identical(sort(list.files(dir, all.files = TRUE, no.. = TRUE)), c("model.gpukeras.json", "model.keras", "notes.txt"))
+  expect_identical(unlist(written), c(model = normalizePath(path), encoding = normalizePath(file.path(dir, "model.gpukeras.json"))))
+  expect_error(gpu_save(fit, path), "overwrite = TRUE", class = "gpukeras_error_bad_argument")
+  writeLines("{}", file.path(dir, "other.gpukeras.json"))
+  expect_error(gpu_save(fit, file.path(dir, "other.keras")), "other.gpukeras.json already exists", class = "gpukeras_error_bad_argument")
+  expect_false(file.exists(file.path(dir, "other.keras")))
+  gpu_save(fit, path, overwrite = TRUE)
+  expect_identical(readLines(file.path(dir, "notes.txt")), "keep me")
+
+  saved <- gpu_load(path)
+  expect_s3_class(saved, "gpukeras_model")
+  expect_identical(saved$encoding, fit$encoding)
+  expect_match(format(saved), "colour <factor(3)>", fixed = TRUE, all = FALSE)
+  data <- scoring_data()
+  expect_equal(predict(saved, data$x), predict(fit, data$x), tolerance = 1e-6)
+  expect_identical(attr(gpu_dataset(data$x[1:3, ], like = saved), "gpukeras")$encoding$inputs, fit$encoding$inputs)
+  # A Keras model saves without an encoding; loaded, it takes numbers.
+  gpu_save(fit$model, file.path(dir, "bare.keras"))
+  bare <- gpu_load(file.path(dir, "bare.keras"))
+  expect_null(bare$encoding)
+  expect_match(format(bare), "no encoding saved", all = FALSE)
+  expect_error(gpu_load(file.path(dir, "none.keras")), "there is no file", class = "gpukeras_error_bad_argument")
+
+  # A fit read back with readRDS() has lost its Python model.
+  rds <- file.path(dir, "fit.rds")
+  saveRDS(fit, rds)
+  expect_error(
+    predict(readRDS(rds), data$x),
+    if (reticulate::py_is_null_xptr(readRDS(rds)$model)) "gpu_save" else NA,
+    class = if (reticulate::py_is_null_xptr(readRDS(rds)$model)) "gpukeras_error_bad_argument"
+  )
+})
+
+test_that("evaluate() methods reach keras3's generic when keras3 masks gpukeras'", {
+  # A stand-in for keras3: a namespace with its own evaluate() generic, loaded
+  # after the hook is set, as library(keras3) after library(gpukeras) would.
+  lib <- withr::local_tempdir()
+  source <- file.path(withr::local_tempdir(), "gpukerasmask")
+  dir.create(file.path(source, "R"), recursive = TRUE)
+  writeLines(c("Package: gpukerasmask", "Version: 0.0.1", "Title: Mask", "Description: Mask.", "License: MIT", "Authors@R: person('a', role = c('aut', 'cre'), email = 'a@b.c')"), file.path(source, "DESCRIPTION"))
+  writeLines(c("export(evaluate)"), file.path(source, "NAMESPACE"))
+  writeLines("evaluate <- function(object, ...) UseMethod(\"evaluate\")", file.path(source, "R", "evaluate.R"))
+  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", "-l", shQuote(lib), shQuote(source)), stdout = TRUE, stderr = TRUE)
+  withr::local_libpaths(lib, action = "prefix")
+  register_on_load("gpukerasmask", "evaluate", "gpukeras_fit", evaluate.gpukeras_fit)
+  on.exit({
+    setHook(packageEvent("gpukerasmask", "onLoad"), NULL, "replace")
+    if (isNamespaceLoaded("gpukerasmask")) unloadNamespace("gpukerasmask")
+  }, add = TRUE)
+  masked <- getExportedValue("gpukerasmask", "evaluate")
+  empty <- structure(list(model = NULL), class = "gpukeras_fit")
+  expect_error(masked(empty, data.frame(a = 1), 1), "holds no model", class = "gpukeras_error_bad_argument")
+})
