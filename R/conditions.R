@@ -21,7 +21,13 @@
 #'     model does not accept, CSV files whose headers differ, or data that does
 #'     not fit a background fit. [gpu_as_numpy()], [gpu_dataset()], and the
 #'     verbs that train ([gpu_fit()], [gpu_batch_size()], [gpu_tune()],
-#'     [gpu_lr_find()], [gpu_profile()], [gpu_quantize()]).}
+#'     [gpu_lr_find()], [gpu_profile()], [gpu_quantize()]), and new data for
+#'     [predict.gpukeras_fit()] and [evaluate.gpukeras_fit()] whose columns or
+#'     types are not the training data's.}
+#'   \item{`gpukeras_error_new_levels`}{New data has a factor level (or
+#'     image class) the training data did not have: [predict.gpukeras_fit()],
+#'     [evaluate.gpukeras_fit()], `gpu_dataset(like = )`. The condition's
+#'     `column` and `levels` name them; `unknown = "code"` scores them instead.}
 #'   \item{`gpukeras_error_missing_files`}{A path given to [gpu_dataset()]
 #'     names no folder, CSV or TFRecord files, or a folder with nothing to read.}
 #'   \item{`gpukeras_error_bad_image`}{A file in an image folder is not an
@@ -130,6 +136,9 @@
 #'     cannot apply (threads on JAX).}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
 #'     training completed: the result is complete, and the signal is reported.}
+#'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load
+#'     hook, held back while [gpu_setup()] applied its settings, failed when
+#'     it ran afterwards.}
 #' }
 #'
 #' @name gpukeras-conditions

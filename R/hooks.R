@@ -90,7 +90,10 @@ release_load_hooks <- function(held) {
     setHook(name, NULL, action = "replace")
     for (hook in hooks) {
       tryCatch(hook(), error = function(e) {
-        warning(sprintf("A load hook for Python module '%s' failed: %s", module, conditionMessage(e)), call. = FALSE)
+        gpukeras_warn(
+          sprintf("A load hook for Python module '%s' failed: %s", module, conditionMessage(e)),
+          "gpukeras_warning_load_hook"
+        )
       })
     }
   }

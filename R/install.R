@@ -198,10 +198,8 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   other <- if (startsWith(packages[[1]], "tensorflow-cpu")) "tensorflow" else "tensorflow-cpu"
   run_python(env_python, c("-m", "pip", "uninstall", "-y", "-q", other), envname, quiet = TRUE)
   run_python(env_python, c("-m", "pip", "install", "--upgrade", shQuote(packages)), envname)
-  message(sprintf(
-    "gpukeras: Python environment '%s' is ready (%s).\nRestart R if Python was already started in this session.",
-    envname, paste(packages, collapse = ", ")
-  ))
+  cli::cli_alert_success("gpukeras: Python environment {.val {envname}} is ready ({.pkg {packages}}).")
+  cli::cli_alert_info("Restart R if Python was already started in this session.")
   invisible(list(envname = envname, python = env_python, packages = packages))
 }
 

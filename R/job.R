@@ -322,7 +322,7 @@ gpu_job_wait <- function(job, timeout = Inf) {
     interrupt = function(condition) TRUE
   )
   if (interrupted) {
-    message("The job is still running: gpu_job_wait(job) waits again, gpu_job_cancel(job) stops it.")
+    cli::cli_alert_info("The job is still running: gpu_job_wait(job) waits again, gpu_job_cancel(job) stops it.")
     return(invisible(job))
   }
   job_outcome(job, status)

@@ -9,8 +9,9 @@ rows_to_df <- function(rows, columns = NULL) {
   as.data.frame(values, stringsAsFactors = FALSE)
 }
 
-bullet <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2022" else "*"
-arrow <- function() if (isTRUE(l10n_info()$`UTF-8`)) "\u2192" else "->"
+# cli's symbols: "\u2022" and "\u2192" where the output takes UTF-8, "*" and "->" elsewhere.
+bullet <- function() cli::symbol$bullet
+arrow <- function() cli::symbol$arrow_right
 
 or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x
 

@@ -5,7 +5,8 @@
 # Run with `make demo`, or source(system.file("scripts", "demo.R", package = "gpukeras")).
 library(gpukeras)
 
-section <- function(title) cat(sprintf("\n== %s %s\n", title, strrep("=", max(0, 70 - nchar(title)))))
+# Headings and the closing lines go to stdout, with the printed results, in order.
+section <- function(title) cat("\n", cli::rule(left = title, line = 2), "\n", sep = "")
 
 # gpu_setup() first: memory growth, devices and precision must be set before
 # anything starts TensorFlow's runtime (gpu_check()'s probe does).
@@ -72,7 +73,11 @@ plot(fit)
 invisible(grDevices::dev.off())
 
 accuracy <- fit$history$val_accuracy
-cat(sprintf(
-  "\nDigits CNN (%d training, %d validation images, %s): final validation accuracy %.3f\nplot(fit) written to %s\n",
-  length(train$y), length(validation$y), check$verdict, accuracy[length(accuracy)], png_path
-))
+cat(
+  "\n", cli::symbol$tick, " ", sprintf(
+    "Digits CNN (%d training, %d validation images, %s): final validation accuracy %.3f",
+    length(train$y), length(validation$y), check$verdict, accuracy[length(accuracy)]
+  ),
+  "\n", cli::symbol$info, " plot(fit) written to ", png_path, "\n",
+  sep = ""
+)

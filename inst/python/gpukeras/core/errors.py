@@ -1,8 +1,9 @@
 """Errors a user can cause, each mapped to an R condition class.
 
-The R layer turns a raised ``GpukerasError`` into an R condition whose class
-vector is ``c(r_class, "gpukeras_error", "error", "condition")``, so every
-error carries a class R code can catch and a message that says what to do.
+The R layer turns a raised ``GpukerasError`` into an R condition (an rlang error)
+whose class vector is ``c(r_class, "gpukeras_error", "rlang_error", "error",
+"condition")``, so every error carries a class R code can catch and a message that
+says what to do. ``?gpukeras-conditions`` in R lists them all.
 """
 
 from __future__ import annotations
