@@ -22,6 +22,18 @@
 #'   name the label column with `label`); TFRecord files (`*.tfrecord`,
 #'   `*.tfrecords`, `*.tfrec`).
 #'
+#' @section Images:
+#' An image folder's images are decoded, resized to `image_size` and given
+#' to the model as float32 pixels in \[0, 255\] (as Keras'
+#' `image_dataset_from_directory()` does); `rescale = 1/255` reads them in
+#' \[0, 1\] instead (or put a Rescaling layer at the model's start). The labels
+#' are the class folders' positions in name order: the class names are in
+#' `attr(, "gpukeras")$class_names` and `$vocabulary$y`, and printed. A folder
+#' of new images read `like = ` the training dataset or fit gets the training
+#' folder's image size, color mode, rescale and labels (a class folder the
+#' training data did not have is a `gpukeras_error_new_levels` error), and
+#' `predict(fit, type = "class")` names the classes.
+#'
 #' @section Scoring new data:
 #' Factor codes depend on the levels a factor has: `gpu_dataset(newdata)`
 #' alone would code new data by its own levels, so that a level could get
@@ -70,8 +82,11 @@
 #'   but `label`).
 #' @param image_size For image folders: `c(height, width)` images are resized to.
 #' @param color_mode For image folders: `"rgb"`, `"grayscale"` or `"rgba"`.
-#' @param like For new R data (to score, or to train further): the training
-#'   data's `gpu_dataset()`, a [gpu_fit()] result or a [gpu_load()] model,
+#' @param rescale For image folders: a factor the pixels (0-255) are
+#'   multiplied by, e.g. `1/255`; `NULL` keeps them in \[0, 255\].
+#' @param like For new R data or a new image folder (to score, or to train
+#'   further): the training data's `gpu_dataset()`, a [gpu_fit()] result or a
+#'   [gpu_load()] model,
 #'   whose encoding is applied to `x` and `y`: the same columns (matched by
 #'   name; order and other columns do not matter), factor and character
 #'   values coded by the training levels (matched by name), the same dtype.
@@ -98,7 +113,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
                         to_device = "auto", na = c("error", "drop"), label = NULL,
                         columns = NULL, image_size = c(64, 64), color_mode = "rgb",
-                        like = NULL, unknown = c("error", "code")) {
+                        rescale = NULL, like = NULL, unknown = c("error", "code")) {
   recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
@@ -112,11 +127,30 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
-    if (!is.null(like)) {
-      gpukeras_abort("`like` is for R data: files are read as they are.", "gpukeras_error_bad_argument")
+    encoding <- if (!is.null(like)) encoding_of(like)
+    if (!is.null(encoding) && is.null(encoding$images)) {
+      gpukeras_abort(
+        c("`like` was trained on R data, not an image folder.", "Give the new data as R data too: gpu_dataset(newdata, like = )."),
+        "gpukeras_error_bad_argument"
+      )
     }
-    source <- file_source(x, label, columns, image_size, color_mode)
-    do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
+    images <- like_images(encoding)
+    if (!is.null(images)) {
+      image_size <- images$image_size
+      color_mode <- images$color_mode
+      rescale <- images$rescale
+    }
+    source <- file_source(x, label, columns, image_size, color_mode, rescale)
+    if (!is.null(images)) {
+      if (source$kind != "image_folder") {
+        gpukeras_abort("`like` is for R data and image folders: CSV and TFRecord files are read as they are.", "gpukeras_error_bad_argument")
+      }
+      source$args$class_names <- as.list(images$class_names)
+      check_image_classes(source$args$path, images$class_names)
+    }
+    made <- do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
+    if (source$kind == "image_folder") made$info <- image_info(made$info)
+    made
   } else {
     if (!is.null(label) || !is.null(columns)) {
       gpukeras_abort(
@@ -127,8 +161,20 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
+    if (!is.null(rescale)) {
+      gpukeras_abort(
+        c("`rescale` is for image folders.", "Scale R arrays before, e.g. gpu_dataset(images / 255, labels)."),
+        "gpukeras_error_bad_argument"
+      )
+    }
     unknown <- check_choice(unknown[[1]], c("error", "code"), "unknown")
     encoding <- if (!is.null(like)) encoding_of(like)
+    if (!is.null(encoding$images)) {
+      gpukeras_abort(
+        c("`like` was trained on an image folder: give new images as a folder too.", "Or give R arrays of images to predict(fit, images) directly."),
+        "gpukeras_error_bad_argument"
+      )
+    }
     data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown)
     recipe <- list(
       arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
@@ -270,7 +316,7 @@ augment_parameters <- function(parameters) {
 }
 
 # Which kind of file source a path names, and the arguments for it.
-file_source <- function(path, label, columns, image_size, color_mode, call = caller_env()) {
+file_source <- function(path, label, columns, image_size, color_mode, rescale = NULL, call = caller_env()) {
   if (!is.null(label)) check_string(label, call = call)
   if (!is.null(columns) && (!is.character(columns) || anyNA(columns))) {
     gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument", call = call)
@@ -283,6 +329,9 @@ file_source <- function(path, label, columns, image_size, color_mode, call = cal
   is_tfrecord <- grepl("\\.(tfrecords?|tfrec)$", expanded, ignore.case = TRUE) ||
     has_files("\\.(tfrecords?|tfrec)$")
   is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) || has_files("\\.csv$")
+  if (!is.null(rescale) && (is_tfrecord || is_csv)) {
+    gpukeras_abort("`rescale` is for image folders, not CSV or TFRecord files.", "gpukeras_error_bad_argument", call = call)
+  }
   if (is_tfrecord) {
     return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
   }
@@ -303,7 +352,11 @@ file_source <- function(path, label, columns, image_size, color_mode, call = cal
     gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument", call = call)
   }
   color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"), call = call)
-  list(kind = "image_folder", args = list(path = expanded, image_size = as.list(as.integer(image_size)), color_mode = color_mode))
+  if (!is.null(rescale)) check_positive_number(rescale, call = call)
+  list(kind = "image_folder", args = list(
+    path = expanded, image_size = as.list(as.integer(image_size)), color_mode = color_mode,
+    rescale = if (!is.null(rescale)) as.double(rescale)
+  ))
 }
 
 new_gpukeras_dataset <- function(dataset, info, role = "train") {
@@ -330,8 +383,19 @@ format.gpukeras_dataset <- function(x, ...) {
     sprintf("<gpukeras_dataset> %s pipeline from %s: %s, %s", info$role, info$source, rows, batches),
     sprintf("  element: %s", info$element_spec),
     sprintf("  steps:   %s", paste(unlist(info$steps), collapse = " -> ")),
-    if (length(info$vocabulary)) {
+    if (length(info$class_names)) {
+      shown <- utils::head(info$class_names, 10)
+      more <- length(info$class_names) - length(shown)
+      sprintf("  classes: %s%s", paste(shown, collapse = ", "), if (more > 0) sprintf(", and %d more", more) else "")
+    } else if (length(info$vocabulary)) {
       sprintf("  vocabulary: %s", paste(sprintf("%s (%d levels)", names(info$vocabulary), lengths(info$vocabulary)), collapse = ", "))
+    },
+    if (length(info$pixel_range)) {
+      range <- vapply(unlist(info$pixel_range), format, character(1), digits = 4)
+      sprintf(
+        "  pixels:  float32 in [%s, %s]%s", range[1], range[2],
+        if (is.null(info$rescale)) " (rescale = 1/255 reads them in [0, 1])" else sprintf(" (rescale = %s)", format(info$rescale, digits = 4))
+      )
     },
     if (isTRUE(info$dropped_rows > 0)) sprintf("  dropped %d row(s) with NA", as.integer(info$dropped_rows))
   )

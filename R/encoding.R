@@ -11,6 +11,7 @@
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
 #   na      the NA rule training used ("error" or "drop")
 #   x_dtype the features' dtype in the core ("float32")
+#   images  for an image folder: image_size, color_mode, rescale (see image_info())
 #
 # Factor levels are matched by name, never by code: a level's code is its
 # position among the training levels. Character columns are factors whose
@@ -331,6 +332,7 @@ encoding_to_plain <- function(encoding) {
   plain$inputs <- lapply(plain$inputs, plain_part)
   plain$input_order <- as.list(names(plain$inputs))
   if (!is.null(plain$y$levels)) plain$y$levels <- as.list(plain$y$levels)
+  if (!is.null(plain$images)) plain$images$image_size <- as.list(plain$images$image_size)
   plain
 }
 
@@ -350,7 +352,15 @@ encoding_from_plain <- function(plain) {
   inputs <- lapply(plain$inputs, part_from_plain)[strings(plain$input_order)]
   y <- plain$y
   if (!is.null(y$levels)) y$levels <- strings(y$levels)
-  new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
+  encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
+  if (!is.null(plain$images)) {
+    encoding$images <- list(
+      image_size = as.integer(unlist(plain$images$image_size)),
+      color_mode = plain$images$color_mode,
+      rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
+    )
+  }
+  encoding
 }
 
 #' @export
@@ -369,6 +379,12 @@ format.gpukeras_encoding <- function(x, ...) {
     unlist(Map(part_line, x$inputs, names(x$inputs))),
     if (identical(x$y$type, "factor")) sprintf("  y: factor, levels %s", paste(x$y$levels, collapse = ", ")),
     if (identical(x$y$type, "numeric")) "  y: numeric",
+    if (!is.null(x$images)) {
+      sprintf(
+        "  images: %d x %d, %s, pixels in [0, %s]", x$images$image_size[1], x$images$image_size[2],
+        x$images$color_mode, format(255 * (x$images$rescale %||% 1), digits = 4)
+      )
+    },
     sprintf("  NA rule in training: %s", x$na)
   )
 }
@@ -390,4 +406,47 @@ fit_encoding <- function(data) {
     return(NULL)
   }
   data_encoding(data$x, data$y, "error")
+}
+
+# An image folder's encoding: the images' shape, the class names as the label
+# levels, and how the pixels were read (image_size, color_mode, rescale), so
+# that a folder of new images is read and labelled the same way.
+image_info <- function(info) {
+  classes <- as.character(unlist(info$class_names))
+  info$class_names <- classes
+  info$vocabulary <- list(y = classes)
+  size <- as.integer(unlist(info$image_size))
+  encoding <- new_encoding(
+    list(x = list(type = "array", shape = c(size, as.integer(info$channels)), names = NULL)),
+    FALSE, list(type = "factor", levels = classes), "error"
+  )
+  encoding$images <- list(image_size = size, color_mode = info$color_mode, rescale = info$rescale)
+  info$encoding <- encoding
+  info
+}
+
+# The image settings and classes of an encoding, or NULL for R data.
+like_images <- function(encoding) {
+  if (is.null(encoding$images)) {
+    return(NULL)
+  }
+  c(encoding$images, list(class_names = encoding$y$levels))
+}
+
+# A folder of new images may hold only classes the training folder had.
+check_image_classes <- function(path, classes, call = caller_env()) {
+  folders <- basename(list.dirs(path, recursive = FALSE))
+  new <- setdiff(folders[!startsWith(folders, ".")], classes)
+  if (length(new)) {
+    gpukeras_abort(
+      c(
+        sprintf("The image folder '%s' has class folders the training data did not have: %s.", path, paste0("\"", new, "\"", collapse = ", ")),
+        sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
+      ),
+      "gpukeras_error_new_levels",
+      column = "class",
+      levels = new,
+      call = call
+    )
+  }
 }

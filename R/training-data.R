@@ -109,7 +109,8 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, call = 
   }
   info <- attr(input, "gpukeras")
   if (!is.null(info)) {
-    rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
+    noun <- if (length(info$class_names)) "images" else "rows"
+    rows <- if (is.null(info$rows)) paste(noun, "not known") else sprintf("%s %s", format(info$rows, big.mark = ","), noun)
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
   dataset <- if (is.null(described)) {

@@ -245,6 +245,8 @@ def test_image_folder_labels_follow_sorted_class_folders(image_folder: tuple) ->
         "image_size": [8, 6],
         "color_mode": "rgb",
         "channels": 3,
+        "rescale": None,
+        "pixel_range": [0.0, 255.0],
         "skipped_files": 1,
     }
     spec = source.dataset.element_spec
@@ -272,6 +274,26 @@ def test_image_folder_resizes_and_converts_to_grayscale(image_folder: tuple) -> 
     images = np.stack([image for image, _ in elements(small)])
     assert images.shape == (5, 4, 5, 1) and images.dtype == np.float32
     assert images.min() >= 0 and images.max() <= 255 and images.max() > 1
+
+
+def test_image_folder_rescales_and_labels_by_the_training_classes(image_folder: tuple) -> None:
+    root, pixels = image_folder
+    scaled = sources.image_folder_source(str(root), image_size=(8, 6), rescale=1 / 255)
+    assert scaled.info["rescale"] == pytest.approx(1 / 255)
+    assert scaled.info["pixel_range"] == pytest.approx([0.0, 1.0])
+    first = elements(scaled)[0][0]
+    np.testing.assert_allclose(first, pixels["cats/a.png"].astype(np.float32) / 255, rtol=1e-6)
+    # New data labelled as the training folder was: its classes in the training order.
+    trained = sources.image_folder_source(
+        str(root), image_size=(8, 6), class_names=["birds", "dogs", "cats"]
+    )
+    assert trained.info["class_names"] == ["birds", "dogs", "cats"]
+    assert trained.info["class_counts"] == [0, 2, 3]
+    assert [int(label) for _, label in elements(trained)] == [1, 1, 2, 2, 2]
+    with pytest.raises(errors.BadArgumentError, match='did not have: "cats"'):
+        sources.image_folder_source(str(root), image_size=(8, 6), class_names=["dogs"])
+    with pytest.raises(errors.BadArgumentError, match="rescale must be one positive number"):
+        sources.image_folder_source(str(root), image_size=(8, 6), rescale=-1)
 
 
 def test_image_channels_are_converted_whatever_the_file_holds(tmp_path: Path) -> None:

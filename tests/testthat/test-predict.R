@@ -45,7 +45,9 @@ test_that("scoring checks its arguments before Python", {
   expect_error(gpu_save(empty, "model.h5"), "`path` must end in .keras", class = "gpukeras_error_bad_argument")
   expect_error(gpu_save(1, "model.keras"), "`object` must be a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
   expect_error(gpu_dataset(matrix(1, 2, 2), like = 1), "`like` must be a gpu_dataset()", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset("data/*.csv", like = empty), "`like` is for R data", class = "gpukeras_error_bad_argument")
+  tabular <- structure(list(encoding = data_encoding(data.frame(a = 1))), class = "gpukeras_fit")
+  expect_error(gpu_dataset("data/*.csv", like = tabular), "`like` was trained on R data, not an image folder", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_dataset("data/*.csv", like = empty), "`like` has no record of how its data was encoded", class = "gpukeras_error_bad_argument")
   if (!requireNamespace("keras3", quietly = TRUE)) {
     expect_error(evaluate(1), "evaluate() scores a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
   }
@@ -274,4 +276,77 @@ test_that("evaluate() methods reach keras3's generic when keras3 masks gpukeras'
   masked <- getExportedValue("gpukerasmask", "evaluate")
   empty <- structure(list(model = NULL), class = "gpukeras_fit")
   expect_error(masked(empty, data.frame(a = 1), 1), "holds no model", class = "gpukeras_error_bad_argument")
+})
+
+# A PNG file from an R array height x width x channels of 0..255.
+write_test_png <- function(path, pixels) {
+  tf <- reticulate::import("tensorflow")
+  tf$io$write_file(path, tf$io$encode_png(tf$constant(reticulate::np_array(pixels, dtype = "uint8"))))
+}
+
+# An image folder: `counts` images per class, each image's pixels its own.
+write_image_folder <- function(dir, counts) {
+  number <- 0
+  for (class in names(counts)) {
+    dir.create(file.path(dir, class), recursive = TRUE)
+    for (i in seq_len(counts[[class]])) {
+      number <- number + 1
+      pixels <- array((seq_len(4 * 5 * 3) * 3 + number * 17) %% 256, c(4, 5, 3))
+      write_test_png(file.path(dir, class, sprintf("%s%d.png", class, i)), pixels)
+    }
+  }
+  dir
+}
+
+test_that("images: the pixel range is printed and rescale changes it; classes are the vocabulary and label new folders", {
+  skip_if_no_python()
+  expect_error(gpu_dataset(matrix(1, 2, 2), rescale = 1 / 255), "`rescale` is for image folders", class = "gpukeras_error_bad_argument")
+  dir <- write_image_folder(withr::local_tempdir(), c(cats = 3, dogs = 2, owls = 1))
+  ds <- gpu_dataset(dir, image_size = c(4, 5), shuffle = FALSE)
+  info <- attr(ds, "gpukeras")
+  expect_identical(info$vocabulary, list(y = c("cats", "dogs", "owls")))
+  expect_identical(info$encoding$y$levels, c("cats", "dogs", "owls"))
+  expect_identical(info$encoding$inputs$x$shape, c(4L, 5L, 3L))
+  expect_output(print(ds), "classes: cats, dogs, owls", fixed = TRUE)
+  expect_output(print(ds), "pixels:  float32 in [0, 255] (rescale = 1/255 reads them in [0, 1])", fixed = TRUE)
+  pixels <- reticulate::iterate(ds$as_numpy_iterator(), simplify = FALSE)[[1]][[1]]
+  scaled <- gpu_dataset(dir, image_size = c(4, 5), shuffle = FALSE, rescale = 1 / 255)
+  expect_output(print(scaled), "pixels:  float32 in [0, 1] (rescale = 0.003922)", fixed = TRUE)
+  expect_equal(reticulate::iterate(scaled$as_numpy_iterator(), simplify = FALSE)[[1]][[1]], pixels / 255, tolerance = 1e-6)
+
+  keras <- gpu_keras()
+  keras$utils$set_random_seed(2L)
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(4L, 5L, 3L)),
+    keras$layers$Flatten(),
+    keras$layers$Dense(3L, activation = "softmax")
+  ))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+  fit <- gpu_fit(model, scaled, epochs = 1, verbose = 0, monitor = FALSE)
+  expect_match(fit$settings$data, "6 images", fixed = TRUE)
+  expect_false(grepl("rows", fit$settings$data))
+  expect_identical(fit$encoding$images, list(image_size = c(4L, 5L), color_mode = "rgb", rescale = 1 / 255))
+
+  # A folder of new images lacking a class: read as in training (size, rescale), labelled by the training classes.
+  new <- write_image_folder(withr::local_tempdir(), c(owls = 1, dogs = 1))
+  scoring <- gpu_dataset(new, shuffle = FALSE, like = fit)
+  expect_identical(attr(scoring, "gpukeras")$class_names, c("cats", "dogs", "owls"))
+  labels <- unlist(lapply(reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE), `[[`, 2))
+  expect_identical(labels, c(1L, 2L))
+  expect_equal(evaluate(fit, scoring)[["loss"]], evaluate(fit, gpu_dataset(new, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE, like = fit))[["loss"]])
+  classes <- predict(fit, scoring, type = "class")
+  expect_identical(levels(classes), c("cats", "dogs", "owls"))
+  # The same images as an R array score the same.
+  array_images <- reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE)[[1]][[1]]
+  expect_equal(predict(fit, array_images), predict(fit, scoring), tolerance = 1e-6)
+  # A class the training folder did not have.
+  odd <- write_image_folder(withr::local_tempdir(), c(cats = 1, bats = 1))
+  error <- tryCatch(gpu_dataset(odd, like = fit), error = identity)
+  expect_s3_class(error, "gpukeras_error_new_levels")
+  expect_identical(error$levels, "bats")
+  # The image settings survive gpu_save()/gpu_load().
+  path <- file.path(withr::local_tempdir(), "images.keras")
+  gpu_save(fit, path)
+  expect_identical(gpu_load(path)$encoding, fit$encoding)
+  expect_match(format(gpu_load(path)), "images: 4 x 5, rgb, pixels in [0, 1]", fixed = TRUE, all = FALSE)
 })

@@ -80,8 +80,46 @@ def _to_channels(tf: ModuleType, image: Tensor, channels: int) -> Tensor:
     return tf.concat([rgb, alpha], axis=-1)
 
 
+def _check_rescale(rescale: object) -> float | None:
+    if rescale is None:
+        return None
+    if (
+        not isinstance(rescale, (int, float))
+        or isinstance(rescale, bool)
+        or not 0 < rescale < float("inf")
+    ):
+        raise BadArgumentError(
+            f"rescale must be one positive number (1/255 gives pixels in [0, 1]), not {rescale!r}."
+        )
+    return float(rescale)
+
+
+def _class_folders(root: str, path: str, class_names: list[str] | None) -> list[str]:
+    """The classes, in label order: the sub-folders sorted by name, or ``class_names``
+    (the training data's, which must hold every sub-folder)."""
+    found = sorted(
+        entry.name
+        for entry in os.scandir(root)
+        if entry.is_dir() and not entry.name.startswith(".")
+    )
+    if class_names is None:
+        return found
+    names = [str(name) for name in class_names]
+    new = [name for name in found if name not in names]
+    if new:
+        raise BadArgumentError(
+            f"The image folder '{path}' has class folders the training data did not have: "
+            f"{quoted(new)} (it had {quoted(names)})."
+        )
+    return names
+
+
 def image_folder_source(
-    path: str, image_size: tuple[int, int] = (64, 64), color_mode: str = "rgb"
+    path: str,
+    image_size: tuple[int, int] = (64, 64),
+    color_mode: str = "rgb",
+    rescale: object = None,
+    class_names: list[str] | None = None,
 ) -> Source:
     """Stream labelled images from a folder with one sub-folder per class.
 
@@ -92,20 +130,24 @@ def image_folder_source(
     checked here, so a file that is not an image fails now, not mid-epoch.
 
     Each image is decoded, resized (bilinear) to ``image_size`` and returned as
-    float32 in [0, 255], shape (height, width, channels): scaling to [0, 1] is
-    left to a map or a Rescaling layer, so it happens once, where the user sees it.
-    Animated GIFs give their first frame.
+    float32 in [0, 255], shape (height, width, channels), times ``rescale`` when
+    given (1/255 for [0, 1]). Animated GIFs give their first frame.
 
     Args:
         path: the folder.
         image_size: (height, width) every image is resized to.
         color_mode: "rgb" (3 channels), "grayscale" (1) or "rgba" (4).
+        rescale: a factor the pixels are multiplied by, or None.
+        class_names: the classes in label order (new data scored as the training
+            folder was labelled); None for the sub-folders sorted by name.
 
     Returns:
         A Source whose info holds path, files, rows, class_names, class_counts,
-        image_size, color_mode, channels and skipped_files (not images by name).
+        image_size, color_mode, channels, rescale, pixel_range and skipped_files
+        (not images by name).
     """
     size = _check_image_size(image_size)
+    scale = _check_rescale(rescale)
     if color_mode not in COLOR_MODES:
         raise BadArgumentError(
             f'color_mode must be "rgb", "grayscale" or "rgba", not "{color_mode}".'
@@ -122,11 +164,7 @@ def image_folder_source(
             f"'{path}' is a file, not a folder. Give the folder that holds one sub-folder "
             f"per class: {IMAGE_LAYOUT}"
         )
-    class_names = sorted(
-        entry.name
-        for entry in os.scandir(root)
-        if entry.is_dir() and not entry.name.startswith(".")
-    )
+    class_names = _class_folders(root, path, class_names)
     if not class_names:
         raise MissingFilesError(
             f"The image folder '{path}' has no sub-folders; each class needs its own: "
@@ -172,6 +210,8 @@ def image_folder_source(
         # decode_image cannot convert every format (a BMP to 1 channel, a JPEG to 4).
         image = tf.io.decode_image(tf.io.read_file(file), expand_animations=False)
         image = tf.image.resize(_to_channels(tf, tf.cast(image, tf.float32), channels), size)
+        if scale is not None:
+            image = image * scale
         image.set_shape((*size, channels))
         return image, label
 
@@ -191,6 +231,8 @@ def image_folder_source(
             "image_size": list(size),
             "color_mode": color_mode,
             "channels": channels,
+            "rescale": scale,
+            "pixel_range": [0.0, 255.0 * (scale or 1.0)],
             "skipped_files": skipped,
         },
     )
