@@ -130,19 +130,17 @@ newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
 	  { echo "install_gpukeras() under reticulate >= 1.41 did not install NumPy 2"; exit 1; }
 	"$(NP2_PYTHON)" -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 
-# The testthat suite on the newer stack: the files NEWER_TESTS names (a regular expression
-# testthat::test_dir() matches file names against, e.g. 'convert|dataset'), else all but those
-# NEWER_SKIP matches: the process-heavy ones (background jobs, several workers, tuning), whose
-# R/NumPy boundary the others cross too; rcheck runs them on the base stack. This keeps CI
-# under its 30 minutes.
+# The testthat suite on the newer stack, less the slow test files (mark_slow() in
+# tests/testthat/helper-gpukeras.R: background jobs, several workers, tuning), whose R/NumPy
+# boundary the others cross too; rcheck runs them on the base stack. This keeps CI under its
+# 30 minutes. NEWER_TESTS, a regular expression testthat::test_dir() matches file names
+# against (e.g. 'convert|dataset'), runs those files alone, slow or not.
 NEWER_TESTS :=
-NEWER_SKIP := job|launch|multiworker|tune|lr-find
 
 newer-stack-test: newer-stack-env
-	cd tests/testthat && NOT_CRAN=true R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	cd tests/testthat && NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
-	  -e 'only <- "$(NEWER_TESTS)"; skip <- "$(NEWER_SKIP)"' \
-	  -e 'filter <- if (nzchar(only)) only else if (nzchar(skip)) skip' \
-	  -e 'testthat::test_dir(".", filter = filter, invert = !nzchar(only) && nzchar(skip), package = "gpukeras", load_package = "installed", reporter = "check")' \
+	  -e 'only <- "$(NEWER_TESTS)"' \
+	  -e 'testthat::test_dir(".", filter = if (nzchar(only)) only, package = "gpukeras", load_package = "installed", reporter = "check")' \
 	  2>&1 | tee $(NEWER)/testthat.log
 	@grep -E "^\[ FAIL 0 " $(NEWER)/testthat.log

@@ -27,6 +27,8 @@ from gpukeras.core.errors import StrategyError
 from gpukeras.distribute import jax_cluster, network, strategies
 from test_multiworker import free_ports, weights
 
+pytestmark = pytest.mark.slow  # several worker processes
+
 WORKER = Path(__file__).with_name("scripts") / "jax_worker.py"
 LIMIT = 120  # seconds a cluster may take before its processes are killed
 HEARTBEAT = 5  # the heartbeat timeout of the killed-worker test

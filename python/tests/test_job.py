@@ -17,6 +17,8 @@ from gpukeras.core.runtime import config
 from gpukeras.train import job
 from nvml_double import FakeGpu, fake_pynvml
 
+pytestmark = pytest.mark.slow  # background jobs: child processes
+
 
 def compiled_model() -> object:
     keras = config.keras()

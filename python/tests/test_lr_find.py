@@ -13,6 +13,8 @@ import pytest
 from gpukeras import bridge
 from gpukeras.tools import lr_find
 
+pytestmark = pytest.mark.slow  # whole range tests
+
 DIGITS = Path(__file__).parents[2] / "inst" / "extdata" / "digits.csv.gz"
 
 

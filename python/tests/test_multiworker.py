@@ -32,6 +32,8 @@ from gpukeras.distribute import cluster
 from private_network import private_network
 from scripts.sockets import reachable_from_other_hosts
 
+pytestmark = pytest.mark.slow  # several worker processes
+
 WORKER = Path(__file__).with_name("scripts") / "multiworker_worker.py"
 LIMIT = 150  # seconds a cluster may take before its processes are killed
 HEARTBEAT = 4.0  # the heartbeat timeout of the freeze test

@@ -20,6 +20,8 @@ import pytest
 from conftest import CORE, requires
 from gpukeras.train import backup
 
+pytestmark = pytest.mark.slow  # fits in fresh JAX processes, some killed and resumed
+
 SCRIPT = Path(__file__).with_name("scripts") / "resident_fit.py"
 LIMIT = 180  # seconds a run may take
 

@@ -10,6 +10,8 @@ from conftest import run_on_jax
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.tools import model_copies, tune
 
+pytestmark = pytest.mark.slow  # many short trainings
+
 
 def data(rows: int = 512, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)

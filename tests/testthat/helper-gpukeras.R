@@ -14,6 +14,13 @@ skip_if_no_python <- function() {
   invisible(TRUE)
 }
 
+# The slow marker: a file of slow tests (background jobs, several workers, tuning:
+# child processes, whole fits) starts with mark_slow(), which skips it where
+# GPUKERAS_SKIP_SLOW=true (the Makefile's newer-stack-test; R CMD check runs them all).
+mark_slow <- function() {
+  testthat::skip_if(identical(Sys.getenv("GPUKERAS_SKIP_SLOW"), "true"), "slow (GPUKERAS_SKIP_SLOW=true)")
+}
+
 # Skip assertions that only hold on a machine without an NVIDIA GPU.
 skip_if_nvidia_gpu <- function() {
   if (has_nvidia_gpu()) {

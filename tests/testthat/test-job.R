@@ -1,6 +1,8 @@
 # gpu_fit(background = TRUE): training in a supervised child R process, with
 # real processes (a child costs seconds to start: R, Python, TensorFlow).
 
+mark_slow()
+
 # 400 rows in batches of 10: 40 batches an epoch.
 job_data <- function() {
   x <- matrix(sin(seq_len(1600)), ncol = 4)

@@ -1,5 +1,7 @@
 # gpu_launch(): real R worker processes on 127.0.0.1.
 
+mark_slow()
+
 # The network interfaces a process sees (from /proc), and whether it may listen beyond loopback.
 interfaces_seen <- function() trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)]))
 

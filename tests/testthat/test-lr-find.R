@@ -1,5 +1,7 @@
 # gpu_lr_find(): the learning-rate range test on a copy of the model.
 
+mark_slow()
+
 digits_data <- function() {
   digits <- utils::read.csv(system.file("extdata", "digits.csv.gz", package = "gpukeras"), header = FALSE)
   list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]])

@@ -3,6 +3,8 @@
 # same gpu_fit(). A killed worker and the match with one process are tested with Python
 # workers in python/tests/test_jax_multiworker.py.
 
+mark_slow()
+
 test_that("two R workers on JAX started by gpu_launch() train in step to identical weights", {
   skip_if_no_python()
   skip_on_os("windows")

@@ -4,6 +4,8 @@
 # resuming from backups) are tested with Python workers in
 # python/tests/test_multiworker.py.
 
+mark_slow()
+
 test_that("two R workers started by gpu_launch() train the digits model in step to identical weights", {
   skip_if_no_python()
   skip_on_os("windows")

@@ -1,5 +1,7 @@
 # gpu_tune(): settings measured on copies of the model; gpu_fit(settings = ) applies them.
 
+mark_slow()
+
 tune_data <- function() {
   set.seed(1)
   x <- matrix(stats::rnorm(512 * 8), ncol = 8)
