@@ -84,10 +84,10 @@ fit_input <- function(data, call = caller_env()) {
     to_numpy(as_pipeline_data(data$x, data$y, "error", call = call), call = call),
     gpukeras_error_bad_data = function(e) {
       if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
-        e$message <- c(
-          e$message,
+        # rlang has formatted the message's bullets already: this one too.
+        e$message <- paste0(e$message, "\n", rlang::format_error_bullets(c(
           i = "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
-        )
+        )))
         stop(e)
       }
     }
@@ -109,8 +109,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, call = 
   }
   info <- attr(input, "gpukeras")
   if (!is.null(info)) {
-    noun <- if (length(info$class_names)) "images" else "rows"
-    rows <- if (is.null(info$rows)) paste(noun, "not known") else sprintf("%s %s", format(info$rows, big.mark = ","), noun)
+    rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
   dataset <- if (is.null(described)) {
