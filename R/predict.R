@@ -164,12 +164,32 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     data <- list(x = newdata, y = y, y_dtype = NULL, check_missing = FALSE)
     return(list(data = data, args = args, levels = encoding$y$levels))
   }
+  if (is.null(encoding)) check_no_levels(newdata, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
     rows = count_rows(if (is.list(newdata) && !is.data.frame(newdata)) newdata[[1]] else newdata),
     row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
   )
+}
+
+# Without the training encoding, codes of factor or character columns would be
+# the new data's own: refused rather than silently wrong.
+check_no_levels <- function(newdata, call) {
+  parts <- if (is.list(newdata) && !is.data.frame(newdata)) newdata else list(newdata)
+  coded <- unlist(lapply(Filter(is.data.frame, parts), function(df) {
+    names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
+  }))
+  if (length(coded)) {
+    gpukeras_abort(
+      c(
+        sprintf("`newdata` has factor or character columns (%s), but the model's training encoding is not known.", paste(coded, collapse = ", ")),
+        "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as the numbers it was trained on."
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
 }
 
 abort_no_newdata <- function(call) {
