@@ -5,15 +5,16 @@
 # `call` (`error_call` where `...` is forwarded), as rlang's `call =` reads it.
 # The message's first line says what is wrong; the lines after it (unnamed
 # ones become "i" bullets) say why and what to do.
-gpukeras_abort <- function(message, class = NULL, ..., call = rlang::caller_env()) {
-  rlang::abort(bullets(message), class = c(class, "gpukeras_error"), ..., call = call)
+gpukeras_abort <- function(message, class = NULL, ..., call = caller_env()) {
+  rlang::abort(as_bullets(message), class = c(class, "gpukeras_error"), ..., call = call)
 }
 
 gpukeras_warn <- function(message, class = NULL, ...) {
-  rlang::warn(bullets(message), class = c(class, "gpukeras_warning"), ...)
+  rlang::warn(as_bullets(message), class = c(class, "gpukeras_warning"), ...)
 }
 
-bullets <- function(message) {
+# `message` with its unnamed lines after the first named "i".
+as_bullets <- function(message) {
   if (length(message) > 1L) {
     named <- rlang::names2(message)
     named[-1][named[-1] == ""] <- "i"
