@@ -99,8 +99,8 @@ predict.gpukeras_model <- predict.gpukeras_fit
 #'   is attached after gpukeras, its `evaluate()` masks this one, so gpukeras
 #'   registers its methods with keras3's generic too (whenever keras3 is
 #'   loaded), and this generic passes other objects (Keras models) on to
-#'   keras3's. `evaluate(fit, ...)` therefore works whichever package was
-#'   attached last.
+#'   keras3's when keras3 is loaded. `evaluate(fit, ...)` therefore works
+#'   whichever package was attached last.
 #' @export
 evaluate <- function(object, ...) {
   UseMethod("evaluate")
@@ -109,13 +109,13 @@ evaluate <- function(object, ...) {
 #' @rdname predict.gpukeras_fit
 #' @export
 evaluate.default <- function(object, ...) {
-  if (requireNamespace("keras3", quietly = TRUE)) {
+  if (isNamespaceLoaded("keras3")) {
     return(getExportedValue("keras3", "evaluate")(object, ...))
   }
   gpukeras_abort(
     c(
       sprintf("evaluate() scores a gpu_fit() result or a gpu_load() model, not %s.", describe(object)),
-      "For a Keras model, call model$evaluate(x, y) (or install keras3)."
+      "For a Keras model, call model$evaluate(x, y), or keras3's evaluate() with keras3 loaded."
     ),
     "gpukeras_error_bad_argument"
   )

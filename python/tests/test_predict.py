@@ -70,6 +70,13 @@ def test_data_the_model_refuses_and_na_are_classed_errors(trained: tuple) -> Non
     refused = call("predict", model=model, x=x[:, :3])
     assert refused["r_class"] == "gpukeras_error_bad_data"
     assert "cannot predict from this data" in refused["message"]
+    assert call("evaluate", model=model, x=x[:, :3], y=np.zeros(200))["r_class"] == (
+        "gpukeras_error_bad_data"
+    )
+    # Refused before Keras' loop: on JAX a loop failing in its first step loses the weights.
+    np.testing.assert_allclose(
+        value("predict", model=model, x=x), model.predict(x, verbose=0), rtol=1e-5
+    )
     holed = x.astype("float64")
     holed[3, 1] = np.nan
     missing = call("predict", model=model, x=holed, check_missing=True)

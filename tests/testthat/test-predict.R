@@ -48,7 +48,7 @@ test_that("scoring checks its arguments before Python", {
   tabular <- structure(list(encoding = data_encoding(data.frame(a = 1))), class = "gpukeras_fit")
   expect_error(gpu_dataset("data/*.csv", like = tabular), "`like` was trained on R data, not an image folder", class = "gpukeras_error_bad_argument")
   expect_error(gpu_dataset("data/*.csv", like = empty), "`like` has no record of how its data was encoded", class = "gpukeras_error_bad_argument")
-  if (!requireNamespace("keras3", quietly = TRUE)) {
+  if (!isNamespaceLoaded("keras3")) {
     expect_error(evaluate(1), "evaluate() scores a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
   }
 })

@@ -44,6 +44,23 @@ def _refused(error: Exception, what: str) -> Exception:
     return error if refused is None else refused
 
 
+def _check_inputs(model: Model, features: object, what: str) -> None:
+    """Run the model on the first row of arrays first, so that data it refuses is
+    refused before Keras' loop: on JAX, Keras' predict() and evaluate() take the
+    weights out of the model's variables for the loop and put them back at its end,
+    and a loop that fails in its first step never puts them back (the model is then
+    unusable)."""
+    first = (
+        {name: part[:1] for name, part in features.items()}
+        if isinstance(features, dict)
+        else features[:1]  # type: ignore[index]
+    )
+    try:
+        model(first, training=False)
+    except Exception as error:
+        raise _refused(error, what) from error
+
+
 def predict(
     model: Model,
     x: object,
@@ -72,7 +89,10 @@ def predict(
     arguments.check_keras_model(keras, model)
     batch = arguments.count("batch_size", batch_size)
     features, _ = _inputs(x, None, None, check_missing)
-    kwargs: Record = {} if adapters.is_tf_dataset(features) else {"batch_size": batch}
+    kwargs: Record = {}
+    if not adapters.is_tf_dataset(features):
+        _check_inputs(model, features, "predict from this data")
+        kwargs["batch_size"] = batch
     try:
         predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:
@@ -111,7 +131,10 @@ def evaluate(
     dataset = adapters.is_tf_dataset(features)
     if labels is None and not dataset:
         raise BadDataError("evaluate() needs labels: give `y` with the new data.")
-    kwargs: Record = {} if dataset else {"batch_size": batch}
+    kwargs: Record = {}
+    if not dataset:
+        _check_inputs(model, features, "be evaluated on this data")
+        kwargs["batch_size"] = batch
     try:
         scores = model.evaluate(features, labels, verbose=int(verbose), return_dict=True, **kwargs)
     except Exception as error:
