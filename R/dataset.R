@@ -107,6 +107,8 @@
 #'   ds
 #'   split <- gpu_dataset(iris[, 1:4], iris$Species, validation_split = 0.2, seed = 1)
 #'   split$validation
+#'   # new rows encoded as the training rows were (columns by name, factor levels)
+#'   gpu_dataset(iris[c(5, 1), 4:1], like = split$train, shuffle = FALSE)
 #' }
 gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NULL,
                         cache = TRUE, map = NULL, augment = NULL, validation_split = 0,

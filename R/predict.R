@@ -65,9 +65,9 @@
 #'   fit <- gpu_fit(model, list(x = cars, y = fast), epochs = 2, verbose = 0, monitor = FALSE)
 #'   # "red" is coded as in training although the new data lacks "blue" and "green"
 #'   new_cars <- data.frame(colour = c("red", "red"), speed = c(5, 20))
-#'   predict(fit, new_cars)
-#'   predict(fit, new_cars, type = "class")
-#'   evaluate(fit, new_cars, factor(c(FALSE, TRUE)))
+#'   print(predict(fit, new_cars))
+#'   print(predict(fit, new_cars, type = "class"))
+#'   print(evaluate(fit, new_cars, factor(c(FALSE, TRUE))))
 #' }
 predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
                                  unknown = c("error", "code"), na = NULL, verbose = 0, ...) {

@@ -33,8 +33,8 @@
 #'   path <- file.path(tempdir(), "iris.keras")
 #'   gpu_save(fit, path, overwrite = TRUE)
 #'   saved <- gpu_load(path)
-#'   saved
-#'   predict(saved, iris[c(1, 51, 101), ], type = "class")
+#'   print(saved)
+#'   print(predict(saved, iris[c(1, 51, 101), ], type = "class"))
 #' }
 gpu_save <- function(object, path, overwrite = FALSE) {
   call <- current_env()
