@@ -450,3 +450,25 @@ check_image_classes <- function(path, classes, call = caller_env()) {
     )
   }
 }
+
+# The fit report's line on the encoding new data will get: the factors' levels
+# and the classes, or nothing when none was recorded.
+format_fit_encoding <- function(encoding) {
+  if (is.null(encoding)) {
+    return(NULL)
+  }
+  vocabulary <- encoding_vocabulary(encoding)
+  classes <- vocabulary$y
+  vocabulary$y <- NULL
+  shown <- utils::head(classes, 10)
+  parts <- c(
+    if (length(vocabulary)) sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
+    if (length(classes)) {
+      sprintf("classes %s%s", paste(shown, collapse = ", "), if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else "")
+    }
+  )
+  sprintf(
+    "Encoding:       %s; predict(fit, newdata) and gpu_save() encode new data the same way",
+    if (length(parts)) paste(parts, collapse = "; ") else "numbers, by column"
+  )
+}

@@ -23,6 +23,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
       if (!is.null(settings$seconds)) sprintf(" in %s", format_seconds(settings$seconds))
     ),
     if (length(data)) paste("Data:          ", paste(data, collapse = "; ")),
+    format_fit_encoding(x$encoding),
     if (epochs > n) sprintf("History (last %d of %d epochs):", n, epochs) else "History:",
     paste0("  ", table),
     format_fit_monitor(x$monitor),

@@ -213,6 +213,7 @@ test_that("type = \"class\" gives the training labels' levels", {
   expect_identical(levels(classes), c("big", "small"))
   raw <- predict(fit, data$x)
   expect_identical(as.character(classes), colnames(raw)[max.col(raw, "first")])
+  expect_true("Encoding:       levels of colour (3), shape (2); classes big, small; predict(fit, newdata) and gpu_save() encode new data the same way" %in% format(fit))
   accuracy <- mean(classes == data$y)
   expect_equal(evaluate(fit, data$x, data$y)[["accuracy"]], accuracy, tolerance = 1e-6)
 })
@@ -325,6 +326,7 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   fit <- gpu_fit(model, scaled, epochs = 1, verbose = 0, monitor = FALSE)
   expect_match(fit$settings$data, "6 images", fixed = TRUE)
   expect_false(grepl("rows", fit$settings$data))
+  expect_true(any(startsWith(format(fit), "Encoding:       classes cats, dogs, owls;")))
   expect_identical(fit$encoding$images, list(image_size = c(4L, 5L), color_mode = "rgb", rescale = 1 / 255))
 
   # A folder of new images lacking a class: read as in training (size, rescale), labelled by the training classes.
