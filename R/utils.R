@@ -9,9 +9,10 @@ rows_to_df <- function(rows, columns = NULL) {
   as.data.frame(values, stringsAsFactors = FALSE)
 }
 
-# cli's symbols: "\u2022" and "\u2192" where the output takes UTF-8, "*" and "->" elsewhere.
+# cli's symbols, which follow the output's UTF-8 support (and options(cli.unicode)):
+# "\u2022" or "*"; "\u2192" or "->" (cli's ASCII ">" reads as a prompt).
 bullet <- function() cli::symbol$bullet
-arrow <- function() cli::symbol$arrow_right
+arrow <- function() if (cli::is_utf8_output()) cli::symbol$arrow_right else "->"
 
 or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x
 
