@@ -23,7 +23,7 @@ from conftest import CORE, run_core, run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import compat, errors
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, pipeline, sources
+from gpukeras.data import adapters, sources
 from gpukeras.gpu import samplers
 from gpukeras.train import backup, fit, monitor, training_run
 from gpukeras.train.advice import TrainingContext
@@ -883,22 +883,6 @@ def test_on_a_gpu_the_report_has_utilization_and_nvml_samples_at_5_hz() -> None:
     for index in set(gpu["nvml_index"]):
         times = [t for t, i in zip(gpu["time_s"], gpu["nvml_index"]) if i == index]
         assert (len(times) - 1) / (times[-1] - times[0]) >= 5
-
-
-def test_gpu_fit_knows_a_gpu_dataset_from_a_dataset_made_elsewhere() -> None:
-    tf = pytest.importorskip("tensorflow")
-    x, y = tiny_data()
-    made = adapters.get_data_adapter(
-        pipeline.from_arrays(x, y, batch_size=BATCH, cache=False)["dataset"], None, None
-    )
-    assert made.gpu_dataset() == {"source": "arrays", "cache": False, "user_map": False}
-    elsewhere = adapters.get_data_adapter(
-        tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH), None, None
-    )
-    assert elsewhere.gpu_dataset() is None
-    assert elsewhere.pipeline_steps() == ["Batch", "TensorSlice"]
-    # R data given to gpu_fit() becomes a gpu_dataset() pipeline too
-    assert adapters.get_data_adapter((x, y), BATCH, 1).gpu_dataset()["source"] == "arrays"
 
 
 # The devices a run uses ------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""``ResidentAdapter`` and ``DeviceRows`` (JAX): rows put on the device once, each epoch's
+order drawn there from (seed, epoch), and ``decide``, whether rows go there at all.
+
+The device-resident loop that trains on them (``gpukeras.train.resident``), a
+``DataParallel`` over several devices, and killed runs that resume are tested in
+fresh JAX processes by test_resident.py; here the adapter alone, with JAX beside
+whichever backend this process runs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gpukeras.core.errors import BadDataError
+from gpukeras.core.runtime import config
+from gpukeras.data.adapters import Decision, InMemoryRows, ResidentAdapter, resident
+from scripts.trained_batches import numbered_rows
+
+# 10 rows in batches of 4: two whole batches and a last one of 2.
+ROWS, BATCH = 10, 4
+
+
+@pytest.fixture(autouse=True)
+def jax() -> object:
+    return pytest.importorskip("jax")
+
+
+def device_rows(**options: object) -> resident.DeviceRows:
+    x, y = numbered_rows(ROWS)
+    return resident.DeviceRows(x, y, BATCH, **{"seed": 7, **options})  # type: ignore[arg-type]
+
+
+def test_each_epoch_is_every_row_once_in_an_order_drawn_from_the_seed_and_epoch() -> None:
+    rows = device_rows()
+    orders = [rows.epoch_order(epoch) for epoch in range(3)]
+    for order in orders:
+        assert sorted(order.tolist()) == list(range(ROWS))
+    assert not np.array_equal(orders[0], orders[1])
+    again = device_rows()  # a fresh process, as a resumed run is
+    assert all(np.array_equal(again.epoch_order(e), orders[e]) for e in range(3))
+    assert not np.array_equal(device_rows(seed=8).epoch_order(0), orders[0])
+
+
+def test_the_last_batch_is_partial_unless_dropped_and_unshuffled_rows_keep_their_order() -> None:
+    rows = device_rows()
+    assert (rows.full, rows.partial, rows.steps) == (2, 2, 3)
+    dropped = device_rows(drop_remainder=True)
+    assert (dropped.full, dropped.partial, dropped.steps) == (2, 0, 2)
+    assert device_rows(shuffle=False).epoch_order(1).tolist() == list(range(ROWS))
+
+
+def test_a_resumed_epoch_trains_on_the_batches_of_the_unbroken_run() -> None:
+    """Resumed after k batches of epoch 1, the loop starts at batch k of the same order."""
+    k = 2
+    unbroken, resumed = device_rows().epoch_order(1), device_rows().epoch_order(1)
+    np.testing.assert_array_equal(resumed[k * BATCH :], unbroken[k * BATCH :])
+
+
+def model() -> object:
+    keras = config.keras()
+    built = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    built.compile(optimizer="sgd", loss="mse")
+    return built
+
+
+def adapter(validation: tuple | None = None) -> ResidentAdapter:
+    x, y = numbered_rows(ROWS)
+    decision = Decision(True, "on the device")
+    return ResidentAdapter(InMemoryRows(x, y, BATCH, 7), model(), validation, None, decision)
+
+
+def test_keras_gets_a_token_row_per_step_and_the_rows_are_on_the_device() -> None:
+    made = adapter()
+    assert made.kind == "device arrays" and made.decision.resident
+    assert (made.batch_size, made.steps_per_epoch, made.rows) == (BATCH, 3, ROWS)
+    assert made.fit_args.keys() == {"x", "batch_size", "shuffle"}
+    assert made.fit_args["x"].shape == (3, 1) and made.fit_args["batch_size"] == 1
+    assert made.fit_args["shuffle"] is False
+    x, _ = made.device_rows.data
+    np.testing.assert_array_equal(np.asarray(x), numbered_rows(ROWS)[0])
+    assert made.gpu_dataset() == {
+        "source": "arrays",
+        "cache": False,
+        "user_map": False,
+        "on_device": True,
+    }
+
+
+def test_validation_rows_go_on_the_device_and_keras_gets_a_token_per_step() -> None:
+    assert adapter().validation_args() == {}
+    made = adapter(validation=numbered_rows(6))
+    rows = made.device_rows
+    assert (rows.val_full, rows.val_partial, rows.val_steps) == (1, 2, 2)
+    args = made.validation_args()
+    assert args["validation_batch_size"] == 1
+    assert [part.shape for part in args["validation_data"]] == [(2, 1)]
+
+
+def test_rows_the_model_refuses_are_bad_data() -> None:
+    rows = InMemoryRows(np.zeros((ROWS, 3), "float32"), np.zeros(ROWS), BATCH, 7)
+    with pytest.raises(BadDataError, match="The model cannot train on this data"):
+        ResidentAdapter(rows, model(), None, None, Decision(True, "on the device"))
+
+
+class Device:
+    """A JAX device with this much free memory."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+
+    def memory_stats(self) -> dict[str, int]:
+        return {"bytes_limit": self.free, "bytes_in_use": 0}
+
+
+@pytest.mark.parametrize(
+    ("backend", "jit_compile", "several", "free", "resident_", "why"),
+    [
+        ("tensorflow", True, False, 2**30, False, "data streams from host memory on tensorflow"),
+        ("jax", True, True, 2**30, False, "with several processes"),
+        ("jax", False, False, 2**30, False, "runs without XLA"),
+        ("jax", True, False, 100, False, "more than 50% of the device's free memory"),
+        ("jax", True, False, 2**30, True, "is on the device"),
+    ],
+)
+def test_rows_go_on_the_device_only_on_jax_compiled_alone_and_where_they_fit(
+    backend: str, jit_compile: bool, several: bool, free: int, resident_: bool, why: str
+) -> None:
+    x, y = numbered_rows(ROWS)
+    decision = resident.decide(
+        backend, SimpleNamespace(jit_compile=jit_compile), x, y, None, [Device(free)], several
+    )
+    assert decision.resident is resident_
+    assert why in decision.why
+    if backend == "jax" and jit_compile and not several:
+        assert decision.data_bytes == x.nbytes + y.nbytes and decision.free_bytes == free
