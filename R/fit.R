@@ -182,9 +182,15 @@
 #'     `learning_rate`, `clipnorm`, `clipvalue`, `backup_dir`, `seed`,
 #'     `backend`, `device`, `dtype_policy`, `seconds`, ...), with `verbose`,
 #'     `data` (and `validation_data`), a description of the data, and
-#'     `data_kind`, how the core fed it to Keras.
+#'     `data_kind`, how the core fed it to Keras;
+#'   * `model`: the trained model (the one given, which Keras trained in place);
+#'   * `encoding`: how R data became numbers (columns, factor levels, NA rule;
+#'     `NULL` for NumPy arrays and datasets not made by [gpu_dataset()]), which
+#'     [predict.gpukeras_fit()], [evaluate.gpukeras_fit()], `gpu_dataset(like
+#'     = )` and [gpu_save()] apply to new data.
 #'
-#'   It has `print()`, `plot()` and `as.data.frame()` (the history) methods.
+#'   It has `print()`, `plot()`, `predict()`, `evaluate()` and
+#'   `as.data.frame()` (the history) methods.
 #' @seealso [gpu_dataset()] for input pipelines, [lr_warmup_cosine()] for
 #'   schedules, [gpu_check()] to see whether the GPU is used at all.
 #' @export

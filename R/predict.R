@@ -226,10 +226,10 @@ check_dataset_encoding <- function(dataset, encoding, call) {
     return(invisible())
   }
   same_levels <- identical(encoding_vocabulary(given), encoding_vocabulary(encoding)[names(encoding_vocabulary(given))])
-  if (!identical(given$inputs, encoding$inputs) || !same_levels) {
+  if (!identical(given$inputs, encoding$inputs) || !same_levels || !identical(given$images, encoding$images)) {
     gpukeras_abort(
       c(
-        "`newdata` is a gpu_dataset() encoded otherwise than the training data (other columns or factor levels).",
+        "`newdata` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image settings).",
         "Make it with gpu_dataset(newdata, like = fit), or give the R data itself."
       ),
       "gpukeras_error_bad_data",

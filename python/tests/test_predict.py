@@ -73,6 +73,9 @@ def test_data_the_model_refuses_and_na_are_classed_errors(trained: tuple) -> Non
     assert call("evaluate", model=model, x=x[:, :3], y=np.zeros(200))["r_class"] == (
         "gpukeras_error_bad_data"
     )
+    tf = pytest.importorskip("tensorflow")
+    batches = tf.data.Dataset.from_tensor_slices(x[:, :3]).batch(16)
+    assert call("predict", model=model, x=batches)["r_class"] == "gpukeras_error_bad_data"
     # Refused before Keras' loop: on JAX a loop failing in its first step loses the weights.
     np.testing.assert_allclose(
         value("predict", model=model, x=x), model.predict(x, verbose=0), rtol=1e-5

@@ -53,7 +53,7 @@ expect_png <- function(code) {
 test_that("the core's plain data becomes a history data.frame, a monitor list and timeline data.frames", {
   fit <- from_core(core_result())
   expect_s3_class(fit, "gpukeras_fit")
-  expect_identical(names(fit), c("history", "monitor", "timeline", "settings"))
+  expect_identical(names(fit), c("history", "monitor", "timeline", "settings", "model", "encoding"))
   expect_identical(
     fit$history,
     data.frame(epoch = 1:3, loss = c(2.5, 1.25, 0.75), val_loss = c(3, NA, 1), mae = c(1.2, 0.9, 0.6))

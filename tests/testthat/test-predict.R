@@ -336,6 +336,7 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   labels <- unlist(lapply(reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE), `[[`, 2))
   expect_identical(labels, c(1L, 2L))
   expect_equal(evaluate(fit, scoring)[["loss"]], evaluate(fit, gpu_dataset(new, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE, like = fit))[["loss"]])
+  expect_error(predict(fit, ds), "image settings", class = "gpukeras_error_bad_data") # the same classes, not rescaled
   classes <- predict(fit, scoring, type = "class")
   expect_identical(levels(classes), c("cats", "dogs", "owls"))
   # The same images as an R array score the same.

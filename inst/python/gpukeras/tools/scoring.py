@@ -45,11 +45,23 @@ def _refused(error: Exception, what: str) -> Exception:
 
 
 def _check_inputs(model: Model, features: object, what: str) -> None:
-    """Run the model on the first row of arrays first, so that data it refuses is
-    refused before Keras' loop: on JAX, Keras' predict() and evaluate() take the
-    weights out of the model's variables for the loop and put them back at its end,
-    and a loop that fails in its first step never puts them back (the model is then
-    unusable)."""
+    """Run the model on the first row of arrays (of a dataset's first batch, on JAX)
+    first, so that data it refuses is refused before Keras' loop: on JAX, Keras'
+    predict() and evaluate() take the weights out of the model's variables for the
+    loop and put them back at its end, and a loop that fails in its first step never
+    puts them back (the model is then unusable)."""
+    if adapters.is_tf_dataset(features):
+        if config.backend != "jax":
+            return  # TensorFlow's loop keeps the weights: no batch read twice
+        element = next(iter(features.take(1)), None)
+        if element is None:
+            return
+        batch = element[0] if isinstance(element, tuple) else element
+        features = (
+            {name: np.asarray(part) for name, part in batch.items()}
+            if isinstance(batch, dict)
+            else np.asarray(batch)
+        )
     first = (
         {name: part[:1] for name, part in features.items()}
         if isinstance(features, dict)
@@ -90,8 +102,8 @@ def predict(
     batch = arguments.count("batch_size", batch_size)
     features, _ = _inputs(x, None, None, check_missing)
     kwargs: Record = {}
+    _check_inputs(model, features, "predict from this data")
     if not adapters.is_tf_dataset(features):
-        _check_inputs(model, features, "predict from this data")
         kwargs["batch_size"] = batch
     try:
         predicted = model.predict(features, verbose=int(verbose), **kwargs)
@@ -132,8 +144,8 @@ def evaluate(
     if labels is None and not dataset:
         raise BadDataError("evaluate() needs labels: give `y` with the new data.")
     kwargs: Record = {}
+    _check_inputs(model, features, "be evaluated on this data")
     if not dataset:
-        _check_inputs(model, features, "be evaluated on this data")
         kwargs["batch_size"] = batch
     try:
         scores = model.evaluate(features, labels, verbose=int(verbose), return_dict=True, **kwargs)
