@@ -397,7 +397,7 @@ print.gpukeras_encoding <- function(x, ...) {
 
 # The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
 # recorded from it; a gpu_dataset()'s own; NULL for NumPy arrays and other datasets.
-fit_encoding <- function(data) {
+fit_encoding <- function(data, call = caller_env()) {
   if (data$kind == "python") {
     return(attr(data$dataset, "gpukeras")$encoding)
   }
@@ -405,7 +405,7 @@ fit_encoding <- function(data) {
   if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) {
     return(NULL)
   }
-  data_encoding(data$x, data$y, "error")
+  data_encoding(data$x, data$y, "error", call)
 }
 
 # An image folder's encoding: the images' shape, the class names as the label
@@ -471,4 +471,57 @@ format_fit_encoding <- function(encoding) {
     "Encoding:       %s; predict(fit, newdata) and gpu_save() encode new data the same way",
     if (length(parts)) paste(parts, collapse = "; ") else "numbers, by column"
   )
+}
+
+# A gpu_dataset() of other data made without `like = ` codes factors by its own
+# levels: refused when its encoding is not the training data's.
+check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
+  given <- attr(dataset, "gpukeras")$encoding
+  if (is.null(given) || is.null(encoding)) {
+    return(invisible())
+  }
+  vocabulary <- encoding_vocabulary(given)
+  same <- length(given$inputs) == length(encoding$inputs) &&
+    all(names(given$inputs) == names(encoding$inputs)) &&
+    all(mapply(same_part, given$inputs, encoding$inputs)) &&
+    identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
+    identical(given$images, encoding$images)
+  if (!same) {
+    gpukeras_abort(
+      c(
+        sprintf("`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image settings).", arg),
+        "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
+}
+
+# Whether two inputs' specs encode alike: column names count only where both have them.
+same_part <- function(a, b) {
+  if (!identical(a$type, b$type)) {
+    return(FALSE)
+  }
+  if (identical(a$type, "data.frame")) {
+    return(identical(a$columns, b$columns))
+  }
+  identical(as.integer(a$shape), as.integer(b$shape)) &&
+    (is.null(a$names) || is.null(b$names) || identical(a$names, b$names))
+}
+
+# gpu_fit()'s validation data (as fit_data() read it) encoded as its training
+# data (`data`) is: R data gets the training encoding, a gpu_dataset() of other
+# levels is refused.
+with_training_encoding <- function(validation, data, call = caller_env()) {
+  if (is.null(validation)) {
+    return(NULL)
+  }
+  encoding <- fit_encoding(data, call)
+  if (validation$kind == "python") {
+    check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
+  } else {
+    validation$encoding <- encoding
+  }
+  validation
 }

@@ -265,6 +265,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     validation_data <- data$validation
   }
   validation <- if (!is.null(validation_data)) fit_data(validation_data, "validation_data")
+  validation <- with_training_encoding(validation, data)
   if (!is.null(validation$validation)) {
     gpukeras_abort(
       "`validation_data` must be one dataset or list(x = , y = ), not a train/validation split.",

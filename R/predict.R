@@ -157,7 +157,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
   if (inherits(newdata, "python.builtin.object")) {
-    check_dataset_encoding(newdata, encoding, call)
+    check_dataset_encoding(newdata, encoding, "newdata", call)
     if (!is.null(y) && inherits(newdata, "gpukeras_dataset")) {
       gpukeras_abort("`y` is for R data: a dataset holds its own labels.", "gpukeras_error_bad_argument", call = call)
     }
@@ -216,26 +216,6 @@ scoring_model <- function(object, call) {
     )
   }
   model
-}
-
-# A gpu_dataset() of new data made without `like = ` codes factors by its own
-# levels: refuse it when they are not the training data's.
-check_dataset_encoding <- function(dataset, encoding, call) {
-  given <- attr(dataset, "gpukeras")$encoding
-  if (is.null(given) || is.null(encoding)) {
-    return(invisible())
-  }
-  same_levels <- identical(encoding_vocabulary(given), encoding_vocabulary(encoding)[names(encoding_vocabulary(given))])
-  if (!identical(given$inputs, encoding$inputs) || !same_levels || !identical(given$images, encoding$images)) {
-    gpukeras_abort(
-      c(
-        "`newdata` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image settings).",
-        "Make it with gpu_dataset(newdata, like = fit), or give the R data itself."
-      ),
-      "gpukeras_error_bad_data",
-      call = call
-    )
-  }
 }
 
 # One output of the model as R returns it: rows for every row of the new data

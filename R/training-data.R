@@ -81,7 +81,7 @@ fit_input <- function(data, call = caller_env()) {
     return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
   }
   converted <- withCallingHandlers(
-    to_numpy(as_pipeline_data(data$x, data$y, "error", call = call), call = call),
+    to_numpy(as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding), call = call),
     gpukeras_error_bad_data = function(e) {
       if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
         # rlang has formatted the message's bullets already: this one too.

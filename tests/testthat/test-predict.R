@@ -130,7 +130,7 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   own <- gpu_dataset(new, shuffle = FALSE)
   # The silent bug of issue #28: on its own, "red" is code 0 here, code 2 in training.
   expect_identical(attr(own, "gpukeras")$vocabulary$colour, "red")
-  expect_error(predict(fit, own), "gpu_dataset(newdata, like = fit)", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(predict(fit, own), "gpu_dataset(..., like = <the training dataset or fit>)", fixed = TRUE, class = "gpukeras_error_bad_data")
 
   like <- gpu_dataset(new, shuffle = FALSE, like = fit)
   expect_identical(attr(like, "gpukeras")$encoding$inputs, fit$encoding$inputs)
@@ -396,4 +396,31 @@ test_that("a background fit scores new data as the session's own fit does", {
   new <- data.frame(shape = c("square", "round"), colour = c("red", "blue"), size = c(1, -1))
   codes <- reticulate::np_array(cbind(new$size, c(2, 0), c(1, 0)), dtype = "float32")
   expect_equal(unname(predict(fit, new)), model$predict(codes, verbose = 0L), tolerance = 1e-6)
+})
+
+test_that("gpu_fit()'s validation data is encoded as its training data", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  keras$utils$set_random_seed(6L)
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(3L)),
+    keras$layers$Dense(2L, activation = "softmax")
+  ))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+  data <- scoring_data(120)
+  # Validation rows with red alone: on its own, red would be code 0 there.
+  red <- data$x$colour == "red"
+  validation <- list(x = data$x[red, ], y = data$y[red])
+  validation$x$colour <- droplevels(validation$x$colour)
+  fit <- gpu_fit(model, data, validation_data = validation, epochs = 2, verbose = 0, monitor = FALSE, seed = 1)
+  scores <- evaluate(fit, validation$x, validation$y)
+  expect_equal(fit$history$val_loss[2], scores[["loss"]], tolerance = 1e-5)
+  expect_error(
+    gpu_fit(model, data, validation_data = gpu_dataset(validation$x, validation$y), verbose = 0),
+    "`validation_data` is a gpu_dataset() encoded otherwise than the training data", fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
+  like <- gpu_dataset(validation$x, validation$y, like = fit, shuffle = FALSE)
+  again <- gpu_fit(model, data, validation_data = like, epochs = 1, verbose = 0, monitor = FALSE)
+  expect_equal(again$history$val_loss[1], evaluate(again, validation$x, validation$y)[["loss"]], tolerance = 1e-5)
 })
