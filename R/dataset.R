@@ -137,6 +137,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     images <- like_images(encoding)
+    recipe$like <- encoding # what a background fit's child needs of it (not a fit's model)
     if (!is.null(images)) {
       image_size <- images$image_size
       color_mode <- images$color_mode
