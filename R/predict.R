@@ -19,8 +19,11 @@
 #'   model from [gpu_load()].
 #' @param newdata New data in the training data's form: a data.frame, matrix
 #'   or array (rows first), or a named list of them for several inputs; or a
-#'   [gpu_dataset()] made `like = ` the training data (its batches as they are;
-#'   labels in it are used by `evaluate()`), or NumPy arrays.
+#'   [gpu_dataset()] made `like = ` the training data (its batches as they are,
+#'   made with `shuffle = FALSE` for `predict()`; labels in it are used by
+#'   `evaluate()`), or NumPy arrays. For a model trained on an image folder,
+#'   also a folder of new images, read with `gpu_dataset(newdata, like =
+#'   object, shuffle = FALSE)`.
 #' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
 #'   the training labels' levels by name); `NULL` when `newdata` is a dataset
 #'   that holds them.
@@ -75,6 +78,16 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   if (missing(newdata)) abort_no_newdata(call)
   type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
+  if (isTRUE(scoring$shuffled)) {
+    gpukeras_abort(
+      c(
+        "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
+        "Make it with shuffle = FALSE, or give the R data itself."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
   outputs <- if (is.list(predicted)) lapply(predicted, as_output, scoring) else as_output(predicted, scoring)
   if (type == "raw") {
@@ -156,13 +169,23 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     gpukeras_abort(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call)
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
+  if (is.character(newdata) && length(newdata) == 1L) {
+    if (is.null(encoding$images)) {
+      gpukeras_abort(
+        c("`newdata` is a path, but the model was not trained on an image folder.", "Give the new data as the training data was given (R data, or a gpu_dataset())."),
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+    newdata <- gpu_dataset(newdata, batch_size = batch_size, shuffle = FALSE, like = encoding)
+  }
   if (inherits(newdata, "python.builtin.object")) {
     check_dataset_encoding(newdata, encoding, "newdata", call)
     if (!is.null(y) && inherits(newdata, "gpukeras_dataset")) {
       gpukeras_abort("`y` is for R data: a dataset holds its own labels.", "gpukeras_error_bad_argument", call = call)
     }
     data <- list(x = newdata, y = y, y_dtype = NULL, check_missing = FALSE)
-    return(list(data = data, args = args, levels = encoding$y$levels))
+    return(list(data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata)))
   }
   if (is.null(encoding)) check_no_levels(newdata, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
@@ -190,6 +213,14 @@ check_no_levels <- function(newdata, call) {
       call = call
     )
   }
+}
+
+# Whether a gpu_dataset() shuffles (its recipe says: the call for files, the
+# options for R data); FALSE for other datasets, which cannot tell.
+is_shuffled <- function(dataset) {
+  recipe <- attr(dataset, "gpukeras_recipe")
+  role <- attr(dataset, "gpukeras")$role
+  !identical(role, "validation") && isTRUE(recipe$options$shuffle %||% recipe$shuffle)
 }
 
 abort_no_newdata <- function(call) {

@@ -138,6 +138,8 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   arrays <- attr(like, "gpukeras_recipe")$arrays
   expect_equal(reticulate::py_to_r(arrays$x)[, 2], c(2, 2))
   expect_equal(predict(fit, like), predict(fit, new), tolerance = 1e-6)
+  expect_error(predict(fit, gpu_dataset(new, like = fit)), "shuffle = FALSE", class = "gpukeras_error_bad_argument")
+  expect_error(predict(fit, "new/"), "the model was not trained on an image folder", class = "gpukeras_error_bad_argument")
   # like = a training dataset works as like = the fit.
   train <- gpu_dataset(data$x, data$y, shuffle = FALSE)
   expect_equal(reticulate::py_to_r(attr(gpu_dataset(new, shuffle = FALSE, like = train), "gpukeras_recipe")$arrays$x), reticulate::py_to_r(arrays$x))
@@ -337,6 +339,7 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   expect_identical(labels, c(1L, 2L))
   expect_equal(evaluate(fit, scoring)[["loss"]], evaluate(fit, gpu_dataset(new, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE, like = fit))[["loss"]])
   expect_error(predict(fit, ds), "image settings", class = "gpukeras_error_bad_data") # the same classes, not rescaled
+  expect_equal(predict(fit, new), predict(fit, scoring), tolerance = 1e-6) # the folder itself
   classes <- predict(fit, scoring, type = "class")
   expect_identical(levels(classes), c("cats", "dogs", "owls"))
   # The same images as an R array score the same.
