@@ -39,7 +39,8 @@
 #'   the column and the levels (its fields `column` and `levels` too);
 #'   `"code"` gives it the reserved code `length(levels)` (one past the
 #'   training codes; a model then needs room for it, e.g. an embedding with
-#'   `input_dim = length(levels) + 1`).
+#'   `input_dim = length(levels) + 1`). A label level training did not have
+#'   is always an error: the model has no class for it.
 #' @param na Rows with NA: `"error"` names them; `"drop"` leaves them out
 #'   (`predict()` gives them `NA`, so its rows still match `newdata`'s).
 #'   `NULL` (the default) follows the training data's rule.
