@@ -171,6 +171,40 @@ handover_call <- function(target, data, args = list(), call = caller_env()) {
   )
 }
 
+# `data` from as_pipeline_data() as an argument of any core verb: the core makes its one
+# copy in that same call (array_source.received), so a verb that trains calls the core
+# once. core_call() names the rows of NA the core finds in it, adding `hint`.
+handover_arg <- function(data, hint = NULL) {
+  structure(
+    list(gpukeras_handover = list(
+      x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
+    )),
+    class = "gpukeras_handover", hint = hint
+  )
+}
+
+# The error for NA the core found in a handover_arg(), as R's own check words it; nothing
+# when the core checked none.
+abort_handover_missing <- function(arg, call = caller_env()) {
+  data <- arg$gpukeras_handover
+  if (!data$check_missing) {
+    return(invisible())
+  }
+  parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
+  with_hint(abort_missing(parts, call = call), attr(arg, "hint"))
+}
+
+# `expr`, with `hint` added to an error about NA that it raises.
+with_hint <- function(expr, hint) {
+  withCallingHandlers(expr, gpukeras_error_bad_data = function(e) {
+    if (!is.null(hint) && grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
+      # rlang has formatted the message's bullets already: this one too.
+      e$message <- paste0(e$message, "\n", rlang::format_error_bullets(c(i = hint)))
+      stop(e)
+    }
+  })
+}
+
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
 # list(x, y), made by the core in one copy each (array_source.handover).
 to_numpy <- function(data, call = caller_env()) {

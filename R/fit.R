@@ -282,52 +282,25 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     steps_per_execution <- tuned$steps_per_execution
     jit_compile <- tuned$jit_compile
   }
-  if (!is.null(batch_size) && data$kind != "r") {
-    gpukeras_abort(
-      c(
-        "`batch_size` is for R data: a dataset makes its own batches.",
-        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave `batch_size` NULL."
-      ),
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_batch_size_for(batch_size, data)
 
+  # The request, one object: every formal but the model, the data, the strategy and how the
+  # call runs, as checked above (the core declares the same fields: train/fit_request.py).
+  request <- fit_request(environment())
   if (background) {
-    args <- list(
-      epochs = epochs, batch_size = batch_size, steps_per_execution = steps_per_execution,
-      jit_compile = jit_compile, learning_rate = learning_rate, clipnorm = clipnorm,
-      clipvalue = clipvalue, monitor = monitor, backup_dir = backup_dir, backup_freq = backup_freq,
-      callbacks = callbacks, seed = seed, verbose = verbose, strategy = strategy,
-      signals = if (length(signals)) signals
-    )
-    return(fit_in_background(model, data, validation, args, max_restarts))
+    return(fit_in_background(model, data, validation, request, strategy, max_restarts))
   }
-  gpu_precision_check(model)
-  batch <- if (data$kind == "r") as.integer(batch_size %||% 32L)
   train <- fit_input(data)
   validation_input <- if (!is.null(validation)) fit_input(validation)
 
   result <- core_call(
     "fit",
-    model = model,
-    data = train,
-    epochs = as.integer(epochs),
-    validation_data = validation_input,
-    batch_size = batch,
-    steps_per_execution = steps_per_execution,
-    jit_compile = jit_compile,
-    learning_rate = learning_rate,
-    clipnorm = if (!is.null(clipnorm)) as.double(clipnorm),
-    clipvalue = if (!is.null(clipvalue)) as.double(clipvalue),
-    monitor = monitor,
-    backup_dir = backup_dir,
-    backup_freq = backup_freq,
-    strategy = strategy,
-    callbacks = callbacks,
-    seed = seed,
-    verbose = verbose,
-    signals = as.list(signals)
+    model = model, data = train, validation_data = validation_input, strategy = strategy,
+    request = request
   )
+  for (finding in result$warnings) {
+    if (!warned_before(model)) gpukeras_warn(finding, "gpukeras_warning_output_precision")
+  }
   settings <- result$settings
   if (!is.null(settings$signal_after_training)) {
     gpukeras_warn(
@@ -340,11 +313,21 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   settings$verbose <- verbose
   settings$data_kind <- settings$data
-  settings$data <- describe_fit_data(data, train, settings$batch_size %||% batch)
+  settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))
   if (!is.null(validation)) {
-    settings$validation_data <- describe_fit_data(validation, validation_input, NULL)
+    settings$validation_data <- describe_fit_data(
+      validation, validation_input, NULL, list(dataset = settings$validation_data_info)
+    )
   }
+  settings$data_info <- settings$validation_data_info <- NULL
   new_gpukeras_fit(result$history, result$monitor, result$timeline, settings, model, fit_encoding(data))
+}
+
+# gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):
+# every formal of gpu_fit() but these, with its checked value from gpu_fit()'s frame `env`.
+not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "settings")
+fit_request <- function(env) {
+  mget(setdiff(names(formals(gpu_fit)), not_requested), envir = env)
 }
 
 # The signals gpu_fit() can handle (the core's gpukeras.train.preempt.CATCHABLE).

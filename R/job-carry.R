@@ -46,7 +46,7 @@ carry_data <- function(data, dir, name, call = caller_env()) {
     }
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
-  arrays <- fit_input(data, call = call)
+  arrays <- fit_arrays(data, call = call)
   files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]]), dir, name))
   rm(arrays)
   files

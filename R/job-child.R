@@ -141,7 +141,7 @@ job_child <- function(dir) {
       progress <- core_call(
         "job_progress_callback",
         job_dir = dir, attempt = attempt,
-        batch_size = if (spec$data$kind == "arrays") as.integer(spec$fit$batch_size %||% 32L)
+        batch_size = spec$fit$batch_size, arrays = spec$data$kind == "arrays"
       )
       fit_args <- spec$fit
       if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"

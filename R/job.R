@@ -51,9 +51,10 @@ not_carriable <- function(what, fix, call = caller_env()) {
 }
 
 # Start the job: carry everything (any failure here comes before a child
-# starts), then the supervisor. `args` are gpu_fit()'s checked arguments.
-fit_in_background <- function(model, data, validation, args, max_restarts, call = caller_env()) {
-  strategy <- if (!is.null(args$strategy)) carry_strategy(args$strategy, call = call)
+# starts), then the supervisor. `request` is gpu_fit()'s checked request (fit_request()).
+fit_in_background <- function(model, data, validation, request, strategy, max_restarts,
+                              call = caller_env()) {
+  strategy <- if (!is.null(strategy)) carry_strategy(strategy, call = call)
   env <- job_env()
   standby <- standby_take(env)
   dir <- standby$dir
@@ -66,22 +67,19 @@ fit_in_background <- function(model, data, validation, args, max_restarts, call 
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
   carried <- core_call("job_carry_model", model = model, job_dir = dir, error_call = call)
-  if (length(args$callbacks)) {
-    core_call("job_carry_callbacks", callbacks = args$callbacks, job_dir = dir, error_call = call)
+  if (length(request$callbacks)) {
+    core_call("job_carry_callbacks", callbacks = request$callbacks, job_dir = dir, error_call = call)
   }
   schedule <- NULL
-  if (inherits(args$learning_rate, "python.builtin.object")) {
-    schedule <- core_call("job_carry_schedule", schedule = args$learning_rate, error_call = call)
-    args$learning_rate <- NULL
+  if (inherits(request$learning_rate, "python.builtin.object")) {
+    schedule <- core_call("job_carry_schedule", schedule = request$learning_rate, error_call = call)
+    request["learning_rate"] <- list(NULL)
   }
-  batch <- if (data$kind == "r") as.integer(args$batch_size %||% 32L)
   spec <- list(
-    fit = args[c(
-      "epochs", "batch_size", "steps_per_execution", "jit_compile", "learning_rate", "clipnorm",
-      "clipvalue", "monitor", "backup_dir", "backup_freq", "seed", "signals"
-    )],
+    # the child's own callbacks and verbose replace these two
+    fit = request[setdiff(names(request), c("callbacks", "verbose"))],
     schedule = schedule,
-    callbacks = length(args$callbacks) > 0L,
+    callbacks = length(request$callbacks) > 0L,
     data = carry_data(data, dir, "data", call = call),
     validation = if (!is.null(validation)) carry_data(validation, dir, "validation", call = call),
     strategy = strategy,
@@ -93,7 +91,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts, call 
   spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
   spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
   descriptions <- list(
-    data = describe_fit_data(data, if (data$kind == "python") data$dataset, batch, call = call),
+    data = describe_fit_data(data, if (data$kind == "python") data$dataset, request$batch_size, call = call),
     validation_data = if (!is.null(validation)) {
       describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, call = call)
     }
@@ -104,7 +102,7 @@ fit_in_background <- function(model, data, validation, args, max_restarts, call 
   } else {
     standby_go(standby, max_restarts)
   }
-  job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, args$verbose)
+  job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, request$verbose)
   job$encoding <- fit_encoding(data)
   started <- TRUE
   job

@@ -211,9 +211,16 @@ core <- function(call = caller_env()) {
 # classed R condition raised in the name of `error_call` (the user's call);
 # its traceback is kept on the condition (`python_traceback`) but never printed.
 core_call <- function(target, ..., error_call = caller_env()) {
-  result <- core(error_call)$call(target, list(...))
+  args <- list(...)
+  handed_over <- vapply(args, inherits, logical(1), "gpukeras_handover")
+  result <- core(error_call)$call(target, lapply(args, function(arg) {
+    if (inherits(arg, "gpukeras_handover")) unclass(arg) else arg
+  }))
   if (isTRUE(result$ok)) {
     return(result$value)
+  }
+  if (identical(result$r_class, "gpukeras_error_bad_data")) {
+    for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
   }
   message <- result$message
   if (identical(result$r_class, "gpukeras_error_python")) {

@@ -67,10 +67,26 @@ describe_names <- function(names) {
   if (!length(names) || all(names == "")) "none" else paste0("`", names, "`", collapse = ", ")
 }
 
+# A batch size is for R data alone (`data` as read_training_data() read it): a dataset
+# makes its own batches. The core takes this rule as checked.
+check_batch_size_for <- function(batch_size, data, call = caller_env()) {
+  if (!is.null(batch_size) && data$kind != "r") {
+    gpukeras_abort(
+      c(
+        "`batch_size` is for R data: a dataset makes its own batches.",
+        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave `batch_size` NULL."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  invisible(batch_size)
+}
+
 # What the core gets for `data` as fit_data() read it: a Python dataset as it
-# is; R data checked and copied once to NumPy by the core (as gpu_dataset() does)
-# and handed over as list(x, y), from which the core builds the seeded gpu_dataset()
-# pipeline itself. The core seeds Keras and TensorFlow first, so the shuffle
+# is; R data checked, to be copied once to NumPy by the core in the verb's own
+# call (handover_arg(); as gpu_dataset() does), from which the core builds the
+# seeded pipeline itself. The core seeds Keras and TensorFlow first, so the shuffle
 # order depends on `seed` alone, and a run resumed from a backup sees the
 # batches in the same order as the run that was interrupted.
 fit_input <- function(data, call = caller_env()) {
@@ -80,18 +96,21 @@ fit_input <- function(data, call = caller_env()) {
   if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
     return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
   }
-  converted <- withCallingHandlers(
-    to_numpy(as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding), call = call),
-    gpukeras_error_bad_data = function(e) {
-      if (grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
-        # rlang has formatted the message's bullets already: this one too.
-        e$message <- paste0(e$message, "\n", rlang::format_error_bullets(c(
-          i = "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
-        )))
-        stop(e)
-      }
-    }
+  with_hint(
+    handover_arg(as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding), hint = fit_na_hint),
+    fit_na_hint
   )
+}
+
+fit_na_hint <- "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
+
+# fit_input() as NumPy arrays, list(x, y): for what keeps them (a background job's files).
+fit_arrays <- function(data, call = caller_env()) {
+  input <- fit_input(data, call = call)
+  if (!inherits(input, "gpukeras_handover")) {
+    return(input)
+  }
+  converted <- with_hint(to_numpy(input$gpukeras_handover, call = call), fit_na_hint)
   list(converted$x, converted$y)
 }
 
@@ -109,7 +128,8 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, call = 
   }
   info <- attr(input, "gpukeras")
   if (!is.null(info)) {
-    rows <- if (is.null(info$rows)) "rows not known" else sprintf("%s rows", format(info$rows, big.mark = ","))
+    noun <- if (length(info$class_names)) "images" else "rows"
+    rows <- if (is.null(info$rows)) paste(noun, "not known") else sprintf("%s %s", format(info$rows, big.mark = ","), noun)
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
   }
   dataset <- if (is.null(described)) {

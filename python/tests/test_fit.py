@@ -500,37 +500,21 @@ def test_model_not_compiled() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"epochs": 0}, "`epochs` must be one whole number >= 1"),
-        ({"epochs": 1.5}, "`epochs` must be one whole number >= 1"),
-        ({"steps_per_execution": 0}, 'steps_per_execution must be "auto" or a whole number'),
-        ({"steps_per_execution": "fast"}, 'steps_per_execution must be "auto"'),
-        ({"jit_compile": "yes"}, "jit_compile must be TRUE, FALSE"),
         ({"learning_rate": -0.1}, "`learning_rate` must be one positive number"),
         ({"learning_rate": "fast"}, "`learning_rate` must be one positive number or a schedule"),
         ({"learning_rate": {"schedule": "linear"}}, "Unknown learning-rate schedule"),
         ({"learning_rate": {"schedule": "cyclical", "low": 1}}, "lr_cyclical() needs `high`"),
-        ({"clipnorm": 0}, "`clipnorm` must be one positive number"),
-        ({"clipnorm": 1.0, "clipvalue": 1.0}, "not both"),
-        ({"batch_size": 0}, "`batch_size` must be one whole number >= 1"),
         ({"callbacks": ["print"]}, "`callbacks` must be a Keras callback or a list of them"),
-        ({"verbose": 3}, 'verbose must be "auto", 0, 1 or 2'),
-        ({"backup_freq": 0}, "`backup_freq` must be one whole number >= 1"),
         ({"data": "train.csv"}, "data cannot be str"),
     ],
 )
 def test_bad_arguments_are_classed_errors(arguments: dict, message: str) -> None:
+    """The arguments the core checks (gpu_fit() checks the others in R:
+    tests/testthat/test-bad-input-training.R)."""
     answer = error_of(**{"model": tiny_model(), "data": tiny_data(), **arguments})
     expected = "gpukeras_error_bad_data" if "data" in arguments else "gpukeras_error_bad_argument"
     assert answer["r_class"] == expected
     assert message in answer["message"]
-
-
-def test_batch_size_with_a_dataset_says_it_is_batched_already() -> None:
-    tf = tensorflow()
-    dataset = tf.data.Dataset.from_tensor_slices(tiny_data()).batch(BATCH)
-    answer = error_of(model=tiny_model(), data=dataset, batch_size=BATCH)
-    assert answer["r_class"] == "gpukeras_error_bad_argument"
-    assert "already batched" in answer["message"]
 
 
 def test_an_endless_dataset_is_refused() -> None:

@@ -24,7 +24,6 @@ import pytest
 
 from conftest import CORE, requires
 from gpukeras import bridge
-from gpukeras.core import errors
 from gpukeras.core.runtime import config
 from gpukeras.train import backup, preempt
 from private_network import private_network
@@ -227,25 +226,6 @@ def test_two_workers_stop_at_the_same_step_the_chief_backs_it_up_and_both_resume
 
 
 # In this process ------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("given", "says"),
-    [
-        ("SIGKILL", "'SIGKILL' is not a signal gpu_fit() can handle"),
-        ("SIGINT", "SIGINT stays R's Ctrl-C"),
-        ("SIGNOPE", "'SIGNOPE' is not a signal"),
-        (["SIGTERM", 15], "signals must be signal names"),
-    ],
-)
-def test_unknown_or_unhandleable_signals_are_classed_errors(given: object, says: str) -> None:
-    with pytest.raises(errors.BadArgumentError, match=says.replace("(", r"\(").replace(")", r"\)")):
-        preempt.check_signals(given)
-
-
-def test_signal_names_are_taken_with_or_without_sig() -> None:
-    assert preempt.check_signals(["term", "SIGUSR1", "USR1"]) == ["SIGTERM", "SIGUSR1"]
-    assert preempt.check_signals(None) == []
-
-
 def test_a_signal_in_the_middle_of_fit_stops_at_the_next_batch_in_this_process(
     tmp_path: Path,
 ) -> None:
@@ -272,14 +252,3 @@ def test_a_signal_in_the_middle_of_fit_stops_at_the_next_batch_in_this_process(
     assert "in epoch 1, after 5 of its batches" in answer["message"]
     assert backup.read_state(str(tmp_path / "b")).batches_done == 5  # type: ignore[union-attr]
     assert preempt.handler_of(preempt.get_action(int(signal.SIGTERM))) == preempt.handler_of(before)
-
-
-def test_the_request_checks_signals_before_anything_changes() -> None:
-    keras = config.keras()
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    answer = bridge.call(
-        "fit", {"model": model, "data": (np.ones((8, 8)), np.ones((8, 1))), "signals": "HUNGRY"}
-    )
-    assert answer["r_class"] == "gpukeras_error_bad_argument"
-    assert "'HUNGRY' is not a signal gpu_fit() can handle" in answer["message"]

@@ -262,8 +262,9 @@ def test_slow_tf_data_pipeline_is_input_bound() -> None:
     tf = pytest.importorskip("tensorflow")
     x, y = tiny_data()
 
+    # A wait far longer than a step of this model, even on a busy machine.
     def sleep(features: object, labels: object) -> tuple[object, object]:
-        time.sleep(0.02)
+        time.sleep(0.15)
         return features, labels
 
     def slow_map(features: object, labels: object) -> tuple[object, object]:

@@ -120,8 +120,8 @@ a_file <- withr::local_tempfile(lines = "not a folder")
 cases <- bad_inputs(
   ~name,                                           ~code,                                                              ~class,                ~message,
   "gpu_fit: an uncompiled model",                  gpu_fit(uncompiled, data, verbose = 0),                             "model_not_compiled",  "^The model is not compiled: compile it first, e.g. model\\$compile\\(",
-  "gpu_fit: a NumPy array as model",               gpu_fit(not_a_model, data, verbose = 0),                            "bad_argument",        "^model must be a Keras 3 model with layers, not a ndarray",
-  "gpu_fit: a layer as model",                     gpu_fit(keras$layers$Dense(2L), data, verbose = 0),                 "bad_argument",        "^model must be a Keras 3 model with layers, not a Dense",
+  "gpu_fit: a NumPy array as model",               gpu_fit(not_a_model, data, verbose = 0),                            "bad_model",           "^model must be a Keras 3 model \\(keras.Model\\), not numpy.ndarray",
+  "gpu_fit: a layer as model",                     gpu_fit(keras$layers$Dense(2L), data, verbose = 0),                 "bad_model",           "^model must be a Keras 3 model \\(keras.Model\\), not keras.src.layers.core.dense.Dense",
   "gpu_fit: R data of the wrong width",            gpu_fit(model, narrow, verbose = 0),                                "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
   "gpu_fit: a dataset of the wrong width",         gpu_fit(model, narrow_dataset, verbose = 0),                        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
   "gpu_fit: validation data of the wrong width",   gpu_fit(model, data, validation_data = narrow, verbose = 0),        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
@@ -147,7 +147,7 @@ cases <- bad_inputs(
   "gpu_profile: a NumPy array as model",           gpu_profile(not_a_model, data, steps = c(1, 2)),                    "bad_model",           "^model must be a Keras 3 model \\(keras.Model\\)",
   "gpu_profile: R data of the wrong width",        gpu_profile(model, narrow, steps = c(1, 2)),                        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
   "gpu_profile: logdir is a file",                 gpu_profile(model, data, steps = c(1, 2), logdir = a_file),         "bad_argument",        "^logdir .* cannot be written to .*give a folder you can write to",
-  "gpu_profile: batch_size with a dataset",        gpu_profile(model, dataset, steps = c(1, 2), batch_size = 8),       "bad_argument",        "^batch_size is for arrays: this dataset is already batched"
+  "gpu_profile: batch_size with a dataset",        gpu_profile(model, dataset, steps = c(1, 2), batch_size = 8),       "bad_argument",        "^`batch_size` is for R data: a dataset makes its own batches"
 )
 
 for (case in cases) {

@@ -598,3 +598,24 @@ test_that("a tf.data dataset made elsewhere (as tfdatasets makes it) is describe
     "`validation_data` gives single examples", fixed = TRUE, class = "gpukeras_error_bad_data"
   )
 })
+
+test_that("gpu_fit() calls the core once: R data is handed over, and the data described, in that call", {
+  skip_if_no_python()
+  model <- tiny_model()
+  data <- regression_data(64)
+  gpu_keras()
+  seen <- new.env()
+  seen$verbs <- character()
+  suppressMessages(trace(
+    "core_call", where = asNamespace("gpukeras"), print = FALSE,
+    tracer = bquote(assign("verbs", c(get("verbs", envir = .(seen)), target), envir = .(seen)))
+  ))
+  on.exit(suppressMessages(untrace("core_call", where = asNamespace("gpukeras"))), add = TRUE)
+  fit <- gpu_fit(model, data, epochs = 1, batch_size = 16, verbose = 0, monitor = FALSE)
+  expect_identical(seen$verbs, "fit")
+  expect_identical(fit$settings$data, "64 rows of R data in batches of 16")
+  dataset <- gpu_dataset(data$x, data$y, batch_size = 16)
+  seen$verbs <- character()
+  fit <- gpu_fit(model, dataset, epochs = 1, verbose = 0, monitor = FALSE)
+  expect_identical(seen$verbs, "fit")
+})

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 
 from gpukeras.core.errors import GpukerasError
+from gpukeras.data import array_source
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
 VERBS: dict[str, str] = {
@@ -91,13 +92,17 @@ def function_at(path: str) -> Callable[..., object]:
 def answer(function: Callable[..., object], kwargs: dict[str, object] | None = None) -> dict:
     """Call ``function`` with ``kwargs`` and return its value as plain data, or its error as data.
 
+    R data sent to be handed over (``array_source.received``) becomes arrays first, in
+    this same call.
+
     Returns:
         ``{"ok": True, "value": ...}`` on success; otherwise ``{"ok": False,
         "r_class", "message", "traceback"}``, the traceback only for errors that
         are not the user's (a bug, or a failure inside the stack).
     """
     try:
-        return {"ok": True, "value": plain(function(**(kwargs or {})))}
+        given = {name: array_source.received(value) for name, value in (kwargs or {}).items()}
+        return {"ok": True, "value": plain(function(**given))}
     except GpukerasError as error:
         return {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
     except Exception as error:  # anything else is reported, never allowed to crash R

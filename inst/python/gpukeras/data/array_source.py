@@ -135,6 +135,20 @@ def handover(
     return HostArrays(features, labels)
 
 
+# R data sent with a verb's other arguments, for the core to copy in that same call.
+HANDOVER = "gpukeras_handover"
+
+
+def received(value: object) -> object:
+    """An argument of a verb as the verb takes it: R data sent to be handed over
+    (``{HANDOVER: {"x", "y", "y_dtype", "check_missing"}}``, R's ``handover_arg()``) as the
+    ``(x, y)`` arrays ``handover`` makes of it; anything else as it is."""
+    if isinstance(value, dict) and list(value) == [HANDOVER]:
+        arrays = handover(**value[HANDOVER])
+        return (arrays.x, arrays.y)
+    return value
+
+
 def shareable(array: np.ndarray) -> bool:
     """Whether a tensor may share ``array``'s memory: C order, aligned, and writable
     (NumPy exports no read-only array through DLPack)."""

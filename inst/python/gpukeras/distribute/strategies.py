@@ -94,6 +94,15 @@ class Description:
     found_by: str | None = None
     network: Record | None = None
 
+    def check_batch(self, batch_size: int | None, rows: int | None) -> None:
+        """See ``check_batch``: the data adapters ask the plan they are given."""
+        check_batch(self, batch_size, rows)
+
+    def shard(self, dataset: Dataset) -> object:
+        """A tf.data dataset as this plan shards it: by data on TensorFlow
+        (``shard_by_data``); JAX's distribution shards the batches itself."""
+        return shard_by_data(dataset) if self.backend == "tensorflow" else dataset
+
 
 def _gpu_names() -> list[str]:
     return [name for name in scope.logical_devices() if name.startswith("GPU:")]

@@ -30,15 +30,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
 from gpukeras.core import compat
-from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.core.errors import GpukerasError
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
 from gpukeras.data import failures as data_failures
 from gpukeras.distribute import jax_cluster, strategies
+from gpukeras.gpu import precision
 from gpukeras.train import (
     backup,
     failures,
@@ -171,22 +173,10 @@ def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
 def fit(
     model: object,
     data: object,
-    epochs: int = 1,
     validation_data: object = None,
-    batch_size: int | None = None,
-    steps_per_execution: int | str = "auto",
-    jit_compile: bool | str = "auto",
-    learning_rate: object = None,
-    clipnorm: float | None = None,
-    clipvalue: float | None = None,
-    monitor: bool = True,
-    backup_dir: str | None = None,
-    callbacks: object = None,
-    seed: int | None = None,
-    verbose: int | str = "auto",
-    backup_freq: int | str = "epoch",
     strategy: object = None,
-    signals: object = ("SIGTERM",),
+    request: Mapping[str, object] | fit_request.FitRequest | None = None,
+    **fields: object,
 ) -> dict[str, object]:
     """Train a compiled Keras 3 model; return its history, the monitor report and the settings.
 
@@ -195,40 +185,30 @@ def fit(
         data: a tf.data dataset (gpu_dataset()), arrays as ``(x, y)`` (or
             ``(x,)``; ``x`` may be a dict of arrays), or anything else Keras'
             ``fit()`` takes.
-        epochs: epochs to train (in all, counting those a backup already holds).
         validation_data: a dataset or ``(x, y)`` arrays, evaluated every epoch.
-        batch_size: rows per batch for arrays (default 32); must be None for
-            a dataset, which is batched already.
-        steps_per_execution: batches per call of the compiled step; "auto"
-            keeps the model's (see ``gpukeras.train.fit_request``).
-        jit_compile: XLA: True, False or "auto".
-        learning_rate: None (the optimizer's own), a positive number, a
-            schedule spec (``gpukeras.core.schedules``) or a Keras schedule.
-        clipnorm: clip each gradient to this L2 norm.
-        clipvalue: clip each gradient element to [-clipvalue, clipvalue].
-        monitor: measure steps, input wait, GPUs and host CPU.
-        backup_dir: folder for backups that let the same call resume after an
-            interruption (see ``gpukeras.train.backup``).
-        callbacks: Keras callbacks, run after gpukeras' own.
-        seed: seeds Keras (``keras.utils.set_random_seed``) and the data order.
-        verbose: Keras' verbose: "auto", 0, 1 or 2.
-        backup_freq: "epoch", or a number of batches between backups (and
-            one at every epoch's end).
         strategy: None (one device), or a strategy from ``strategies.make``
             (or a tf.distribute strategy / keras.distribution Distribution):
             the model is trained in its scope (a copy is made and the trained
             weights copied back when it was built outside, see
             ``gpukeras.distribute``); ``batch_size`` is then the global batch.
-        signals: names of the signals that stop training at the next step, after
-            a backup of it (``gpukeras.train.preempt``): a scheduler's SIGTERM, and a
-            warning signal such as SIGUSR1; None for none.
+            Its plan (``strategies.describe``) chooses the loop: a multi-worker
+            strategy ``multiworker.fit``'s, resident data the device-resident
+            one, else Keras' own fit loop.
+        request: gpu_fit()'s other arguments as one mapping (as R sends
+            them), declared in ``fit_request.FitRequest`` (epochs, batch_size,
+            steps_per_execution, jit_compile, learning_rate, clipnorm,
+            clipvalue, monitor, backup_dir, backup_freq, callbacks, seed,
+            verbose, signals: what each means is on gpu_fit()'s help page).
+        **fields: the same fields by name, as Python callers write them.
 
     Returns:
         ``history`` (columns: ``epoch``, 1-based, and every logged metric),
         ``monitor`` (``monitor.training_report``; None with monitor False),
         ``timeline`` (``gpu`` and ``host`` sample columns, time_s since the
-        start of training; empty lists without the monitor or a GPU) and
-        ``settings`` (what was in force).
+        start of training; empty lists without the monitor or a GPU),
+        ``settings`` (what was in force, with ``data_info``: the training
+        data as the adapter saw it) and ``warnings`` (about the model, for R
+        to raise).
 
     Raises:
         BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
@@ -238,77 +218,41 @@ def fit(
         cannot be written, the user's callback, or a signal.
     """
     keras = config.keras()
-    request = fit_request.check_request(
-        keras,
-        model,
-        epochs=epochs,
-        batch_size=batch_size,
-        steps_per_execution=steps_per_execution,
-        jit_compile=jit_compile,
-        learning_rate=learning_rate,
-        clipnorm=clipnorm,
-        clipvalue=clipvalue,
-        monitor=monitor,
-        backup_dir=backup_dir,
-        backup_freq=backup_freq,
-        callbacks=callbacks,
-        seed=seed,
-        verbose=verbose,
-        signals=signals,
-    )
+    checked = fit_request.check_request(keras, model, fields if request is None else request)
+    warnings = [w for w in (precision.output_precision_warning(model),) if w is not None]  # type: ignore[arg-type]
     if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
-        # Its own distributed step runs one batch per call, without XLA, and backs
-        # up at epoch ends: asking for more must not be silently ignored.
-        unsupported = [
-            f"{name} = {value!r}"
-            for name, value, default in (
-                ("steps_per_execution", request.steps_per_execution, "auto"),
-                ("jit_compile", request.jit_compile, "auto"),
-                ("backup_freq", request.backup_freq, "epoch"),
-            )
-            if value != default
-        ]
-        if unsupported:
-            raise BadArgumentError(
-                f"Multi-worker training does not take {', '.join(unsupported)}: it runs its "
-                "own distributed step, one batch per call, and backs up at every epoch's end. "
-                "Leave them at their defaults."
-            )
-        return multiworker.fit(
-            strategy,
-            model,
-            data,
-            epochs=request.epochs,
-            batch_size=request.batch_size,
-            validation_data=validation_data,
-            learning_rate=request.learning_rate,
-            clipnorm=request.clipnorm,
-            clipvalue=request.clipvalue,
-            backup_dir=request.backup_dir,
-            seed=request.seed,
-            verbose=request.verbose,
-            monitor=request.monitor,
-            callbacks=request.callbacks,
-            signals=request.signals,
-        )
+        result = multiworker.fit(strategy, model, data, validation_data, request=checked)
+    else:
+        result = _fit_here(keras, model, data, validation_data, strategy, checked)
+    # the data as the loop saw it, for the report (R describes it without asking again)
+    result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
+    result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]
+    result["warnings"] = warnings
+    return result
+
+
+def _fit_here(
+    keras: object,
+    model: object,
+    data: object,
+    validation_data: object,
+    strategy: object,
+    request: fit_request.FitRequest,
+) -> dict[str, object]:
+    """``fit`` in this process, on one device or under a strategy's plan."""
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
-    several = jax_cluster.multi_process()
-    source = adapters.get_data_adapter(data, request.batch_size, request.seed, several)
+    placement = None if strategy is None else strategies.describe(strategy)
+    source = adapters.get_data_adapter(
+        data, request.batch_size, request.seed, jax_cluster.multi_process(), placement
+    )
     if adapters.is_tf_dataset(source.fit_args["x"]):
         adapters.build_from_spec(model, source.fit_args["x"])
     if adapters.is_tf_dataset(validation_data):
         adapters.check_batched(model, validation_data, "validation_data")
-    validation = adapters.validation_args(validation_data, request.batch_size)
-    if strategy is None:
+    validation = adapters.validation_args(validation_data, request.batch_size, placement)
+    if placement is None:
         return _train(keras, model, request, source, validation, None, validation_data)
-    placement = strategies.describe(strategy)
-    strategies.check_batch(placement, source.batch_size, source.rows)
-    if placement.backend == "tensorflow":
-        for fit_args in (source.fit_args, validation):
-            for key, value in fit_args.items():
-                if adapters.is_tf_dataset(value):
-                    fit_args[key] = strategies.shard_by_data(value)
     with strategies.training_model(model, strategy) as trained:
         return _train(keras, trained, request, source, validation, placement, validation_data)
 

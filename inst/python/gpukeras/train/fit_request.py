@@ -1,9 +1,25 @@
-"""The checked fit request: gpu_fit()'s arguments checked at once, then applied to the model.
+"""gpu_fit()'s request: declared once here, checked on one side, crossing the bridge as one object.
 
-Every argument is checked before anything is changed (``check_request``),
-so a wrong one leaves the model as it was; both training loops (``fit.fit``
-and ``multiworker.fit``) take the same ``FitRequest``. ``apply_settings``
-then puts on the already compiled model, keeping its loss and metrics:
+``FitRequest`` is the declaration: one field per argument of gpu_fit() that
+reaches the training loop, with its default and, in the field's metadata,
+which side checks it:
+
+- ``"R"``: gpu_fit() checks it before Python starts (a mistake fails at once,
+  without starting TensorFlow); the core takes the checked value as it is,
+  only giving it its Python type (``_TAKE``);
+- ``"core"``: only the core can check it (it needs the model, Keras' classes or
+  the file system); ``check_request`` does, every one of them before anything
+  is changed, so a wrong one leaves the model as it was.
+
+R builds the request from gpu_fit()'s own formals (every formal but the
+model, the data, the strategy and how the call runs), so gpu_fit()'s formals
+and these fields are the same list, as python/tests/test_fit_request.py
+checks. Adding an argument therefore touches: its formal and ``@param`` in
+R/fit.R, its check there if R checks it, its field here, and the code that
+uses it. Background jobs and every training loop carry the request whole.
+
+``apply_settings`` then puts on the already compiled model, keeping its loss
+and metrics:
 
 - the speed options: ``model.jit_compile`` (Keras' setter, which falls back
   to False for models XLA cannot compile) and ``model.steps_per_execution``,
@@ -22,84 +38,104 @@ then puts on the already compiled model, keeping its loss and metrics:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpukeras.core import arguments, compat, schedules
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
-from gpukeras.train import backup, preempt
+from gpukeras.train import backup
 
-VERBOSE_VALUES = ("auto", 0, 1, 2)
+
+def _by(side: str) -> dict[str, str]:
+    return {"checked_by": side}
 
 
 @dataclass
 class FitRequest:
-    """gpu_fit()'s arguments, checked and normalised (see ``fit``)."""
+    """gpu_fit()'s arguments for the training loops, checked (see the module's notes)."""
 
-    epochs: int
-    batch_size: int | None
-    steps_per_execution: int | str
-    jit_compile: bool | str
-    learning_rate: object
-    clipnorm: float | None
-    clipvalue: float | None
-    monitor: bool
-    backup_dir: str | None
-    backup_freq: int | str
-    callbacks: list[object]
-    seed: int | None
-    verbose: int | str
-    signals: list[str]
+    epochs: int = dataclasses.field(default=1, metadata=_by("R"))
+    # None: the dataset's own batches, or the arrays adapter's default for arrays
+    batch_size: int | None = dataclasses.field(default=None, metadata=_by("R"))
+    steps_per_execution: int | str = dataclasses.field(default="auto", metadata=_by("R"))
+    jit_compile: bool | str = dataclasses.field(default="auto", metadata=_by("R"))
+    # numbers and schedule specs R checked; a Keras schedule object the core does
+    learning_rate: object = dataclasses.field(default=None, metadata=_by("core"))
+    clipnorm: float | None = dataclasses.field(default=None, metadata=_by("R"))
+    clipvalue: float | None = dataclasses.field(default=None, metadata=_by("R"))
+    monitor: bool = dataclasses.field(default=True, metadata=_by("R"))
+    backup_dir: str | None = dataclasses.field(default=None, metadata=_by("core"))
+    callbacks: list[object] = dataclasses.field(default_factory=list, metadata=_by("core"))
+    seed: int | None = dataclasses.field(default=None, metadata=_by("R"))
+    verbose: int | str = dataclasses.field(default="auto", metadata=_by("R"))
+    backup_freq: int | str = dataclasses.field(default="epoch", metadata=_by("R"))
+    signals: list[str] = dataclasses.field(default_factory=lambda: ["SIGTERM"], metadata=_by("R"))
 
 
-def check_request(keras: object, model: object, **given: object) -> FitRequest:
-    """Check every argument before anything is changed; raise the classed error for the first
-    one that is wrong.
+def _count_or(word: str) -> Callable[[object], object]:
+    return lambda value: value if value == word else int(value)  # type: ignore[call-overload]
 
-    Args:
-        keras: the Keras module.
-        model: the model to train (a compiled Keras 3 model).
-        **given: gpu_fit()'s other arguments by name, every one of the
-            fields of ``FitRequest``.
+
+def _optional(convert: Callable[[object], object]) -> Callable[[object], object]:
+    return lambda value: None if value is None else convert(value)
+
+
+# The Python type of each field R checked (R's numbers may arrive as floats, one name
+# as a string).
+_TAKE: dict[str, Callable[[object], object]] = {
+    "epochs": int,  # type: ignore[dict-item]
+    "batch_size": _optional(int),  # type: ignore[arg-type]
+    "steps_per_execution": _count_or("auto"),
+    "jit_compile": lambda value: value,
+    "clipnorm": _optional(float),  # type: ignore[arg-type]
+    "clipvalue": _optional(float),  # type: ignore[arg-type]
+    "monitor": bool,
+    "seed": _optional(int),  # type: ignore[arg-type]
+    "verbose": lambda value: value if value == "auto" else int(value),  # type: ignore[call-overload]
+    "backup_freq": _count_or("epoch"),
+    "signals": lambda value: [value] if isinstance(value, str) else list(value or []),  # type: ignore[call-overload]
+}
+
+# The core's checks, each needing Python: the value, checked and normalised.
+_CHECK: dict[str, Callable[[object, object], object]] = {
+    "learning_rate": arguments.check_learning_rate,
+    "backup_dir": lambda keras, value: None if value is None else backup.check_dir(value),
+    "callbacks": arguments.check_callbacks,
+}
+
+# Which side checks each field, by name: "R" or "core".
+CHECKED_BY: dict[str, str] = {
+    field.name: field.metadata["checked_by"] for field in dataclasses.fields(FitRequest)
+}
+
+
+def check_request(
+    keras: object, model: object, given: Mapping[str, object] | FitRequest
+) -> FitRequest:
+    """The request from ``given`` (gpu_fit()'s fields by name, a missing one at its default),
+    with the core's checks made; a ``FitRequest`` comes back as it is.
+
+    Every check runs before anything is changed; the first wrong argument raises its
+    classed error.
     """
+    if isinstance(given, FitRequest):
+        return given
+    unknown = sorted(set(given) - set(CHECKED_BY))
+    if unknown:
+        raise BadArgumentError(f"gpu_fit() has no argument {', '.join(unknown)}.")
     arguments.check_compiled_model(keras, model)
-    a = given
-    spe = a["steps_per_execution"]
-    if spe != "auto" and not (arguments.whole(spe) and 1 <= int(spe) <= arguments.MAX_COUNT):  # type: ignore[call-overload]
-        raise BadArgumentError(
-            f'steps_per_execution must be "auto" or a whole number >= 1, not {spe!r}.'
-        )
-    jit = a["jit_compile"]
-    if jit != "auto" and not isinstance(jit, bool):
-        raise BadArgumentError(f'jit_compile must be TRUE, FALSE or "auto", not {jit!r}.')
-    clipnorm = arguments.positive("clipnorm", a["clipnorm"])
-    clipvalue = arguments.positive("clipvalue", a["clipvalue"])
-    if clipnorm is not None and clipvalue is not None:
-        raise BadArgumentError("Give clipnorm or clipvalue, not both.")
-    verbose = a["verbose"]
-    if verbose not in VERBOSE_VALUES or isinstance(verbose, bool):
-        raise BadArgumentError(f'verbose must be "auto", 0, 1 or 2, not {verbose!r}.')
-    if not isinstance(a["monitor"], bool):
-        raise BadArgumentError(f"monitor must be TRUE or FALSE, not {a['monitor']!r}.")
-    freq = a["backup_freq"]
-    return FitRequest(
-        epochs=arguments.count("epochs", a["epochs"]),
-        batch_size=None
-        if a["batch_size"] is None
-        else arguments.count("batch_size", a["batch_size"]),
-        steps_per_execution="auto" if spe == "auto" else int(spe),  # type: ignore[call-overload]
-        jit_compile=jit,
-        learning_rate=arguments.check_learning_rate(keras, a["learning_rate"]),
-        clipnorm=clipnorm,
-        clipvalue=clipvalue,
-        monitor=a["monitor"],
-        backup_dir=None if a["backup_dir"] is None else backup.check_dir(a["backup_dir"]),
-        backup_freq="epoch" if freq == "epoch" else arguments.count("backup_freq", freq),
-        callbacks=arguments.check_callbacks(keras, a["callbacks"]),
-        seed=arguments.seed(a["seed"]),
-        verbose=verbose,
-        signals=preempt.check_signals(a["signals"]),
-    )
+    values: dict[str, object] = {}
+    for field in dataclasses.fields(FitRequest):
+        if field.name not in given:
+            continue
+        value = given[field.name]
+        if field.metadata["checked_by"] == "core":
+            values[field.name] = _CHECK[field.name](keras, value)
+        else:
+            values[field.name] = _TAKE[field.name](value)
+    return FitRequest(**values)  # type: ignore[arg-type]
 
 
 # Settings on the model ----------------------------------------------------------

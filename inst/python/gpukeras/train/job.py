@@ -233,6 +233,7 @@ def progress_callback(
     attempt: int,
     batch_size: int | None = None,
     nvml_indices: list[int] | None = None,
+    arrays: bool = False,
 ) -> object:
     """A Keras callback writing where training is to ``progress.dcf`` in ``job_dir``.
 
@@ -242,12 +243,16 @@ def progress_callback(
     ``log_<metric>`` and, on a GPU, ``gpu_utilization`` (%) and
     ``gpu_memory_used_mib`` from the monitor's NVML sampler (at 2 Hz, on the
     GPUs the model trains on, or ``nvml_indices``). Each finished epoch also
-    adds a line to ``epochs.tsv``.
+    adds a line to ``epochs.tsv``. ``batch_size`` None with ``arrays``: the
+    batches the arrays adapter makes by default.
     """
+    from gpukeras.data.adapters import DEFAULT_BATCH_SIZE
     from gpukeras.gpu.samplers import UtilizationSampler
     from gpukeras.train.training_run import gpus_in_use
 
     keras = config.keras()
+    if batch_size is None and arrays:
+        batch_size = DEFAULT_BATCH_SIZE
     progress = Path(job_dir, PROGRESS_FILE)
     epochs_file = Path(job_dir, EPOCHS_FILE)
 

@@ -93,11 +93,12 @@ have, is left out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import secrets
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gpukeras.core import compat
@@ -223,18 +224,9 @@ def fit(
     strategy: object,
     model: object,
     data: object,
-    epochs: int = 1,
     validation_data: object = None,
-    batch_size: int | None = None,
-    learning_rate: object = None,
-    clipnorm: float | None = None,
-    clipvalue: float | None = None,
-    monitor: bool = True,
-    backup_dir: str | None = None,
-    callbacks: object = None,
-    seed: int | None = None,
-    verbose: int | str = "auto",
-    signals: object = ("SIGTERM",),
+    request: Mapping[str, object] | fit_request.FitRequest | None = None,
+    **fields: object,
 ) -> dict[str, object]:
     """Train under a multi-worker strategy; every worker runs this same call.
 
@@ -245,17 +237,14 @@ def fit(
             (``strategies.training_model``). Every worker starts from the
             chief's weights.
         data: arrays ``(x, y)`` or a tf.data dataset of global batches.
-        epochs: epochs in all, counting those a backup already holds.
         validation_data: arrays ``(x, y)`` or a dataset, evaluated every epoch.
-        batch_size: global rows per step, for arrays (default 32).
-        learning_rate, clipnorm, clipvalue: as ``fit.fit``.
-        monitor: measure steps, input wait, GPUs and host CPU.
-        backup_dir: folder for the chief's backups, shared by all workers.
-        callbacks: Keras callbacks (see the module's notes).
-        seed: the data order and Keras' seeds; None: one the chief draws.
-        verbose: "auto", 0, 1 or 2, as Keras' (a progress bar per worker).
-        signals: the signals that stop every worker at the same step, the chief
-            backing it up (``gpukeras.train.preempt``).
+        request: gpu_fit()'s request (``fit_request.FitRequest``, or a mapping of its
+            fields), as ``fit.fit`` takes it; ``batch_size`` is the global rows per
+            step, ``backup_dir`` the chief's, shared by all workers; ``seed`` None:
+            one the chief draws. This loop runs one batch per call, without XLA, and
+            backs up at epoch ends: other steps_per_execution, jit_compile or
+            backup_freq are refused.
+        **fields: the request's fields by name, as Python callers write them.
 
     Returns:
         As ``fit.fit``: ``history`` (the cluster's epoch logs; the same on
@@ -275,24 +264,25 @@ def fit(
         raise BadArgumentError(
             "strategy must be a multi-worker strategy (gpu_strategy(workers = , index = ))."
         )
-    request = fit_request.check_request(
-        keras,
-        model,
-        epochs=epochs,
-        batch_size=batch_size,
-        steps_per_execution="auto",
-        jit_compile=False,
-        learning_rate=learning_rate,
-        clipnorm=clipnorm,
-        clipvalue=clipvalue,
-        monitor=monitor,
-        backup_dir=backup_dir,
-        backup_freq="epoch",
-        callbacks=callbacks,
-        seed=seed,
-        verbose=verbose,
-        signals=signals,
-    )
+    request = fit_request.check_request(keras, model, fields if request is None else request)
+    # Its own distributed step runs one batch per call, without XLA, and backs up at
+    # epoch ends: asking for more must not be silently ignored.
+    unsupported = [
+        f"{name} = {value!r}"
+        for name, value, default in (
+            ("steps_per_execution", request.steps_per_execution, "auto"),
+            ("jit_compile", request.jit_compile, "auto"),
+            ("backup_freq", request.backup_freq, "epoch"),
+        )
+        if value != default
+    ]
+    if unsupported:
+        raise BadArgumentError(
+            f"Multi-worker training does not take {', '.join(unsupported)}: it runs its "
+            "own distributed step, one batch per call, and backs up at every epoch's end. "
+            "Leave them at their defaults."
+        )
+    request = dataclasses.replace(request, jit_compile=False)
     info = cluster.describe(strategy)
     own_callbacks = _check_callbacks(keras, request.callbacks, bool(info["is_chief"]))
     tf = config.backend_module()

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core.errors import BadArgumentError, PreemptedError
+from gpukeras.core.errors import PreemptedError
 
 # The signals gpu_fit() can handle: those schedulers send to stop or warn a job.
 CATCHABLE = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
@@ -67,30 +67,6 @@ CHECK_SECONDS = 1.0
 CHECK_STEPS_MAX = 1000
 # Larger than ``struct sigaction`` on every libc (152 bytes on glibc x86-64, 16 on macOS).
 SIGACTION_BYTES = 1024
-
-
-def check_signals(signals: object) -> list[str]:
-    """The signal names to handle, checked: a name or a list of them from ``CATCHABLE``
-    ("SIGTERM", or "TERM"); None or an empty list for none."""
-    if signals is None:
-        return []
-    names = [signals] if isinstance(signals, str) else signals
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise BadArgumentError(
-            f'signals must be signal names, as c("SIGTERM", "SIGUSR1"), not {signals!r}.'
-        )
-    checked = []
-    for name in names:
-        full = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
-        if full not in CATCHABLE or not hasattr(signal, full):
-            raise BadArgumentError(
-                f"signals: {name!r} is not a signal gpu_fit() can handle; give any of "
-                f"{', '.join(n for n in CATCHABLE if hasattr(signal, n))} (SIGINT stays R's "
-                "Ctrl-C; SIGKILL cannot be handled by any process)."
-            )
-        if full not in checked:
-            checked.append(full)
-    return checked
 
 
 # The C level: sigaction, as R's own handlers need ------------------------------------
@@ -168,9 +144,10 @@ class Stop:
 
 @contextlib.contextmanager
 def handling(names: list[str]) -> Iterator[Stop]:
-    """Handle ``names`` (checked by ``check_signals``) while the block runs: each only sets
-    the flag of the Stop yielded; every signal's C-level disposition is set back exactly
-    afterwards. Nothing is handled off the main thread (Python allows handlers only there)."""
+    """Handle ``names`` (full names from ``CATCHABLE``, as gpu_fit() checks them in R) while
+    the block runs: each only sets the flag of the Stop yielded; every signal's C-level
+    disposition is set back exactly afterwards. Nothing is handled off the main thread
+    (Python allows handlers only there)."""
     stop = Stop(names)
     if not names or threading.current_thread() is not threading.main_thread():
         stop.names = []

@@ -57,7 +57,7 @@ that has imported it, and arrays need it only where it is installed.
 from __future__ import annotations
 
 from gpukeras.core.backend import configured_backend
-from gpukeras.core.errors import BadArgumentError, BadDataError
+from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data import pipeline
 from gpukeras.data.adapters.arrays import ArrayAdapter
@@ -65,6 +65,7 @@ from gpukeras.data.adapters.base import (
     DEFAULT_BATCH_SIZE,
     DataAdapter,
     Decision,
+    Plan,
     as_arrays,
     is_tf_dataset,
     row_count,
@@ -88,6 +89,7 @@ __all__ = [
     "DataAdapter",
     "Decision",
     "KerasDataAdapter",
+    "Plan",
     "ResidentAdapter",
     "TFDatasetAdapter",
     "as_arrays",
@@ -104,30 +106,38 @@ __all__ = [
 
 
 def get_data_adapter(
-    data: object, batch_size: int | None, seed: int | None, several_processes: bool = False
+    data: object,
+    batch_size: int | None,
+    seed: int | None,
+    several_processes: bool = False,
+    plan: Plan | None = None,
 ) -> DataAdapter:
     """The adapter for gpu_fit()'s ``data`` (see the module's notes).
 
     Args:
         data: a tf.data dataset, arrays as ``(x, y)`` or ``(x,)`` (``x`` may
             be a dict of arrays), or anything else Keras' ``fit()`` takes.
-        batch_size: rows per batch for arrays (None: 32); must be None for
-            other data, which makes its own batches.
+        batch_size: rows per batch for arrays (None: ``DEFAULT_BATCH_SIZE``); other
+            data makes its own batches (gpu_fit() refuses a batch size for it).
         seed: the seed of the arrays' shuffling.
         several_processes: this process trains with others (JAX's multi-process
             distribution, which shards only a tf.data dataset).
+        plan: the strategy's plan, or None for one device: the adapter lays its data
+            out as the plan says (``DataAdapter.follow``).
 
     Raises:
-        BadArgumentError: a batch size for data that is batched already.
         BadDataError: data without rows or batches, or of a type nothing reads.
     """
+    adapter = _adapter_for(data, batch_size, seed, several_processes)
+    if plan is not None:
+        adapter.follow(plan)
+    return adapter
+
+
+def _adapter_for(
+    data: object, batch_size: int | None, seed: int | None, several_processes: bool
+) -> DataAdapter:
     if is_tf_dataset(data):
-        if batch_size is not None:
-            raise BadArgumentError(
-                "batch_size is for arrays: this dataset is already batched. Set the batch "
-                "size where the dataset is made (gpu_dataset(batch_size = )) and leave "
-                "batch_size NULL here."
-            )
         return TFDatasetAdapter(data, static_batch_size(data))
     if isinstance(data, (tuple, list)) and len(data) in (1, 2):
         x = as_arrays(data[0])
@@ -146,11 +156,6 @@ def get_data_adapter(
         on_tf_data = tensorflow_available() and (configured_backend() == "tensorflow" or several)
         adapter = ArrayDatasetAdapter if on_tf_data else ArrayAdapter
         return adapter(x, y, size, seed)
-    if batch_size is not None:
-        raise BadArgumentError(
-            f"batch_size is for arrays, not for {type(data).__name__} data, which makes its "
-            "own batches."
-        )
     if isinstance(data, (str, bytes, dict, int, float)) or data is None:
         raise BadDataError(
             f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
@@ -246,12 +251,15 @@ def _devices(distribution: Strategy | None) -> list[object]:
     return [jax.devices()[0]]
 
 
-def validation_args(validation_data: object, batch_size: int | None) -> dict[str, object]:
-    """``model.fit()`` arguments for the validation data (not shuffled)."""
+def validation_args(
+    validation_data: object, batch_size: int | None, plan: Plan | None = None
+) -> dict[str, object]:
+    """``model.fit()`` arguments for the validation data (not shuffled), a dataset sharded as
+    the strategy's ``plan`` says."""
     if validation_data is None:
         return {}
     if is_tf_dataset(validation_data):
-        return {"validation_data": validation_data}
+        return {"validation_data": validation_data if plan is None else plan.shard(validation_data)}
     if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
         parts = tuple(as_arrays(part) for part in validation_data if part is not None)
         return {

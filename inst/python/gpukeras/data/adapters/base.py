@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeGuard
+from typing import Any, ClassVar, Protocol, TypeGuard
 
 import numpy as np
 
@@ -68,6 +68,15 @@ class Decision:
     free_bytes: int | None = None
 
 
+class Plan(Protocol):
+    """A strategy's plan as the data reads it (``gpukeras.distribute.strategies.Description``,
+    passed down): whether a batch splits over its replicas, and how a dataset is sharded."""
+
+    def check_batch(self, batch_size: int | None, rows: int | None) -> None: ...
+
+    def shard(self, dataset: Dataset) -> object: ...
+
+
 # The adapters ---------------------------------------------------------------------
 class DataAdapter:
     """What ``model.fit()`` gets from gpu_fit()'s data, and what resuming needs to know about it.
@@ -111,6 +120,14 @@ class DataAdapter:
         self.batch_size = batch_size
         self.steps_per_epoch = steps_per_epoch
         self.rows = rows
+
+    def follow(self, plan: Plan) -> None:
+        """Lay the data out as the strategy's ``plan`` says: a global batch it can split, and
+        a tf.data dataset sharded its way."""
+        plan.check_batch(self.batch_size, self.rows)
+        for key, value in self.fit_args.items():
+            if is_tf_dataset(value):
+                self.fit_args[key] = plan.shard(value)
 
     def skip_epochs(self, epochs: int) -> None:
         """Make the next epoch draw the order epoch ``epochs`` had (see the module's notes)."""

@@ -1,0 +1,115 @@
+"""gpu_fit()'s request, declared once (``train.fit_request.FitRequest``): R's formals are the
+same fields with the same defaults, each rule is checked on one side, and it crosses the
+bridge as one object."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.train import fit_request
+
+FIT_R = Path(__file__).resolve().parents[2] / "R" / "fit.R"
+
+
+def r_formals() -> dict[str, str]:
+    """gpu_fit()'s formals in R/fit.R, with their default's R text."""
+    text = FIT_R.read_text()
+    start = text.index("gpu_fit <- function(") + len("gpu_fit <- function(")
+    depth, end = 1, start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    formals: dict[str, str] = {}
+    for part in re.split(r",\s*(?![^()]*\))", text[start : end - 1]):
+        name, _, default = part.strip().partition("=")
+        formals[name.strip()] = default.strip()
+    return formals
+
+
+def not_requested() -> list[str]:
+    found = re.search(r"not_requested <- c\((.*?)\)", FIT_R.read_text())
+    assert found is not None
+    return [ast.literal_eval(name.strip()) for name in found.group(1).split(",")]
+
+
+R_CONSTANTS = {"NULL": None, "TRUE": True, "FALSE": False}
+
+
+def r_value(text: str) -> object:
+    """An R default's text as a Python value."""
+    return R_CONSTANTS[text] if text in R_CONSTANTS else ast.literal_eval(text)
+
+
+def test_the_request_fields_are_gpu_fits_formals_with_the_same_defaults() -> None:
+    formals = r_formals()
+    requested = {name: default for name, default in formals.items() if name not in not_requested()}
+    declared = {field.name: field for field in dataclasses.fields(fit_request.FitRequest)}
+    assert list(requested) == list(declared)
+    for name, default in requested.items():
+        field = declared[name]
+        value = field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+        if isinstance(value, list):  # R's NULL stands for none, one name for a list of one
+            value = value[0] if value else None
+        assert r_value(default) == value, name
+
+
+def test_every_field_says_which_side_checks_it() -> None:
+    assert set(fit_request.CHECKED_BY.values()) <= {"R", "core"}
+    assert fit_request.CHECKED_BY["backup_dir"] == "core"  # it needs the file system
+    assert fit_request.CHECKED_BY["epochs"] == "R"
+
+
+def compiled() -> object:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_fields_r_checked_are_taken_with_their_python_type() -> None:
+    keras = config.keras()
+    request = fit_request.check_request(
+        keras,
+        compiled(),
+        {"epochs": 3.0, "batch_size": 8.0, "clipnorm": 1, "signals": "SIGUSR1", "verbose": 0.0},
+    )
+    assert (request.epochs, request.batch_size, request.clipnorm) == (3, 8, 1.0)
+    assert isinstance(request.epochs, int) and isinstance(request.clipnorm, float)
+    assert request.signals == ["SIGUSR1"] and request.verbose == 0
+    assert request.steps_per_execution == "auto" and request.callbacks == []
+
+
+def test_the_core_checks_its_own_fields_and_refuses_unknown_ones(tmp_path: Path) -> None:
+    keras = config.keras()
+    with pytest.raises(Exception, match="`callbacks` must be a Keras callback"):
+        fit_request.check_request(keras, compiled(), {"callbacks": ["print"]})
+    with pytest.raises(Exception, match="gpu_fit\\(\\) has no argument speed"):
+        fit_request.check_request(keras, compiled(), {"speed": 2})
+    made = fit_request.check_request(keras, compiled(), {"backup_dir": str(tmp_path / "b")})
+    assert made.backup_dir == str(tmp_path / "b")
+
+
+def test_the_request_crosses_the_bridge_as_one_object() -> None:
+    x = np.linspace(0, 1, 64, dtype="float32").reshape(16, 4)
+    answer = bridge.call(
+        "fit",
+        {
+            "model": compiled(),
+            "data": (x, x[:, :1]),
+            "request": {"epochs": 2, "batch_size": 8, "verbose": 0, "monitor": False},
+        },
+    )
+    assert answer["ok"], answer
+    result = answer["value"]
+    assert result["settings"]["epochs"] == 2 and result["settings"]["batch_size"] == 8
+    assert result["settings"]["steps_per_epoch"] == 2
+    assert result["settings"]["data_info"] is None  # arrays, not a dataset
+    assert result["warnings"] == []
