@@ -19,6 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,3 +257,20 @@ def jax_run() -> CoreRun:
         {"probe_seconds": 1, "matmul_size": 256},
         env={"KERAS_BACKEND": "jax"},
     )
+
+
+class NotingPlan:
+    """A strategy's plan (``adapters.Plan``) that notes what a data adapter asks of it, and
+    shards a dataset as ``workers`` workers would, keeping worker ``index``'s batches."""
+
+    def __init__(self, workers: int = 1, index: int = 0) -> None:
+        self.workers, self.index = workers, index
+        self.checked: list[tuple[int | None, int | None]] = []
+        self.sharded: list[object] = []
+
+    def check_batch(self, batch_size: int | None, rows: int | None) -> None:
+        self.checked.append((batch_size, rows))
+
+    def shard(self, dataset: Any) -> object:
+        self.sharded.append(dataset)
+        return dataset.shard(self.workers, self.index) if self.workers > 1 else dataset

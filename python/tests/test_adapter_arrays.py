@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from conftest import CORE, requires
+from conftest import CORE, NotingPlan, requires
 from gpukeras.data import adapters
 from scripts import trained_batches
 from scripts.trained_batches import numbered_rows
@@ -86,6 +86,15 @@ def test_a_resumed_epoch_trains_on_the_batches_of_the_unbroken_run() -> None:
     k = 2
     assert resumed[1][k:] == unbroken[1][k:]
     assert resumed[2] == unbroken[2]
+
+
+def test_a_plan_checks_the_batches_and_leaves_arrays_to_keras() -> None:
+    """Keras shards no arrays: a plan of several workers is asked about the batches alone."""
+    plan = NotingPlan(workers=2)
+    made = adapter()
+    made.follow(plan)
+    assert plan.checked == [(BATCH, ROWS)] and plan.sharded == []
+    np.testing.assert_array_equal(made.fit_args["x"], numbered_rows(ROWS)[0])
 
 
 def test_validation_arrays_are_batched_at_the_training_batch_size() -> None:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import requires
+from conftest import NotingPlan, requires
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, pipeline
@@ -90,6 +90,13 @@ def test_a_dataset_gets_the_dataset_adapter_and_other_data_keras_own() -> None:
 def test_data_nothing_reads_is_bad_data(data: object, message: str) -> None:
     with pytest.raises(BadDataError, match=message):
         adapters.get_data_adapter(data, None, None)
+
+
+def test_the_adapter_follows_the_plan_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapters, "tensorflow_available", lambda: False)
+    plan = NotingPlan()
+    adapters.get_data_adapter(arrays(), 32, None, plan=plan)
+    assert plan.checked == [(32, 100)]
 
 
 def test_training_reads_rows_on_the_device_only_where_they_go_there(

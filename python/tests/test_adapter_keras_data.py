@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from conftest import NotingPlan
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
 from scripts.trained_batches import numbered_rows, trained_batches
@@ -56,6 +57,15 @@ def test_a_resumed_run_starts_at_its_epoch_with_the_same_batches() -> None:
     resumed = trained_batches(made.fit_args, epochs=2, initial_epoch=1)
     assert list(resumed) == [1]
     assert sorted(resumed[1]) == sorted(unbroken[1])
+
+
+def test_a_plan_is_asked_about_batches_it_cannot_know_and_shards_nothing() -> None:
+    plan = NotingPlan(workers=2)
+    data = batches_of_rows()
+    made = adapters.KerasDataAdapter(data)
+    made.follow(plan)
+    assert plan.checked == [(None, None)] and plan.sharded == []
+    assert made.fit_args == {"x": data}
 
 
 def test_validation_data_keras_reads_goes_to_it_as_it_is() -> None:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import NotingPlan
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.runtime import config
 from gpukeras.data.adapters import Decision, InMemoryRows, ResidentAdapter, resident
@@ -97,6 +98,13 @@ def test_validation_rows_go_on_the_device_and_keras_gets_a_token_per_step() -> N
     args = made.validation_args()
     assert args["validation_batch_size"] == 1
     assert [part.shape for part in args["validation_data"]] == [(2, 1)]
+
+
+def test_a_plan_checks_the_batches_and_the_rows_stay_as_they_are() -> None:
+    plan = NotingPlan(workers=2)
+    made = adapter()
+    made.follow(plan)
+    assert plan.checked == [(BATCH, ROWS)] and plan.sharded == []
 
 
 def test_rows_the_model_refuses_are_bad_data() -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import NotingPlan
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, pipeline
-from scripts.trained_batches import numbered_rows, trained_batches
+from scripts.trained_batches import numbered_rows, numbers, trained_batches
 
 # 10 rows in batches of 4: two whole batches and a last one of 2.
 ROWS, BATCH = 10, 4
@@ -94,9 +95,40 @@ def test_an_endless_or_empty_dataset_is_refused(tensorflow: object) -> None:
         adapters.TFDatasetAdapter(plain(tensorflow).take(0))
 
 
-def test_a_validation_dataset_goes_to_keras_as_it_is(tensorflow: object) -> None:
+def test_a_plan_of_two_workers_shards_the_stream_and_checks_the_batches(
+    tensorflow: object,
+) -> None:
+    """Each worker reads the same stream and keeps its share of the batches; together they
+    read every batch once."""
+    shares = []
+    for index in (0, 1):
+        plan = NotingPlan(workers=2, index=index)
+        made = from_arrays()
+        stream = made.fit_args["x"]
+        made.follow(plan)
+        assert plan.checked == [(BATCH, ROWS)] and plan.sharded == [stream]
+        shares.append([numbers(batch) for batch in made.fit_args["x"].take(3)])
+    unsharded = [numbers(batch) for batch in from_arrays().fit_args["x"].take(6)]
+    assert shares == [unsharded[0::2], unsharded[1::2]]
+
+
+def test_the_strategys_plan_shards_by_data(tensorflow: object) -> None:
+    from gpukeras.distribute.strategies import Description
+
+    made = from_arrays()
+    plan = Description("multi_worker", "tensorflow", "MultiWorkerMirroredStrategy", 2)
+    made.follow(plan)
+    policy = made.fit_args["x"].options().experimental_distribute.auto_shard_policy
+    assert policy == tensorflow.data.experimental.AutoShardPolicy.DATA
+
+
+def test_validation_datasets_are_sharded_as_the_plan_says(tensorflow: object) -> None:
     dataset = plain(tensorflow, 6)
     assert adapters.validation_args(dataset, None) == {"validation_data": dataset}
+    plan = NotingPlan(workers=2)
+    validation = adapters.validation_args(dataset, None, plan)["validation_data"]
+    assert plan.sharded == [dataset]
+    assert [numbers(batch) for batch in validation] == [[0, 1, 2, 3]]
 
 
 def test_a_gpu_dataset_is_known_from_a_dataset_made_elsewhere(tensorflow: object) -> None:
