@@ -73,7 +73,7 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # character columns become codes as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
 # themselves: the value's `encoding` (see encoding.R).
-as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error") {
+as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL) {
   inputs <- encoded_inputs(x, encoding, call)
   encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call), inputs, names(inputs))
   features <- lapply(encoded, `[[`, "x")
@@ -99,7 +99,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   dropped <- 0L
   if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
     missing <- missing_rows(parts)
-    if (na == "error") abort_missing(parts, missing, call = call)
+    if (na == "error") abort_missing(parts, missing, fix = na_fix, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
       gpukeras_abort("Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call)
@@ -131,8 +131,9 @@ missing_rows <- function(parts) {
 }
 
 # The error for NA in `parts` (rows from missing_rows()), naming the first rows
-# and the columns; nothing when there is none.
-abort_missing <- function(parts, missing = missing_rows(parts), call = caller_env()) {
+# and the columns; nothing when there is none. `fix` says what to do, for a
+# function without an `na` argument (gpu_fit()).
+abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
   if (!any(missing)) {
     return(invisible())
   }
@@ -144,7 +145,7 @@ abort_missing <- function(parts, missing = missing_rows(parts), call = caller_en
         sum(missing), paste(utils::head(which(missing), 5), collapse = ", "),
         paste(utils::head(where, 10), collapse = ", ")
       ),
-      "Impute or remove them, or pass na = \"drop\" to drop those rows."
+      fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows."
     ),
     "gpukeras_error_bad_data",
     call = call
@@ -154,8 +155,8 @@ abort_missing <- function(parts, missing = missing_rows(parts), call = caller_en
 # Call `target` in the core with `data` (from as_pipeline_data(), or NumPy
 # arrays) as x, y, y_dtype and check_missing, and the arguments in `args`.
 # When the core finds NA in a copy it checks, the error names the rows and
-# columns as R's own check does.
-handover_call <- function(target, data, args = list(), call = caller_env()) {
+# columns as R's own check does (`na_fix`: see abort_missing()).
+handover_call <- function(target, data, args = list(), na_fix = NULL, call = caller_env()) {
   force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
     do.call(core_call, c(list(
@@ -165,7 +166,7 @@ handover_call <- function(target, data, args = list(), call = caller_env()) {
     gpukeras_error_bad_data = function(e) {
       if (isTRUE(data$check_missing)) {
         parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
-        abort_missing(parts, call = call)
+        abort_missing(parts, fix = na_fix, call = call)
       }
     }
   )
@@ -173,13 +174,13 @@ handover_call <- function(target, data, args = list(), call = caller_env()) {
 
 # `data` from as_pipeline_data() as an argument of any core verb: the core makes its one
 # copy in that same call (array_source.received), so a verb that trains calls the core
-# once. core_call() names the rows of NA the core finds in it, adding `hint`.
-handover_arg <- function(data, hint = NULL) {
+# once. core_call() names the rows of NA the core finds in it (`na_fix`: see abort_missing()).
+handover_arg <- function(data, na_fix = NULL) {
   structure(
     list(gpukeras_handover = list(
       x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
     )),
-    class = "gpukeras_handover", hint = hint
+    class = "gpukeras_handover", na_fix = na_fix
   )
 }
 
@@ -191,24 +192,13 @@ abort_handover_missing <- function(arg, call = caller_env()) {
     return(invisible())
   }
   parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
-  with_hint(abort_missing(parts, call = call), attr(arg, "hint"))
-}
-
-# `expr`, with `hint` added to an error about NA that it raises.
-with_hint <- function(expr, hint) {
-  withCallingHandlers(expr, gpukeras_error_bad_data = function(e) {
-    if (!is.null(hint) && grepl("na = \"drop\"", conditionMessage(e), fixed = TRUE)) {
-      # rlang has formatted the message's bullets already: this one too.
-      e$message <- paste0(e$message, "\n", rlang::format_error_bullets(c(i = hint)))
-      stop(e)
-    }
-  })
+  abort_missing(parts, fix = attr(arg, "na_fix"), call = call)
 }
 
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
 # list(x, y), made by the core in one copy each (array_source.handover).
-to_numpy <- function(data, call = caller_env()) {
-  kept_arrays(handover_call("handover", data, call = call))
+to_numpy <- function(data, na_fix = NULL, call = caller_env()) {
+  kept_arrays(handover_call("handover", data, na_fix = na_fix, call = call))
 }
 
 # The NumPy arrays in the core's HostArrays (array_source.py) as R keeps them:

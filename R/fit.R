@@ -145,6 +145,8 @@
 #'   `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`, `"SIGUSR2"`, `"SIGXCPU"` (with or
 #'   without `"SIG"`); `NULL` leaves every signal to R. With `background =
 #'   TRUE` the child handles SIGTERM.
+#' @param ... Not used: an argument gpu_fit() does not have is an error that
+#'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s).
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
 #'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
@@ -219,8 +221,9 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
                     strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL,
-                    signals = "SIGTERM") {
+                    signals = "SIGTERM", ...) {
   # Every check that needs no Python comes first, so a mistake fails at once.
+  if (...length() > 0L) abort_unused_fit_args(rlang::names2(match.call(expand.dots = FALSE)$...))
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
     gpukeras_abort(
@@ -325,9 +328,33 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 
 # gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):
 # every formal of gpu_fit() but these, with its checked value from gpu_fit()'s frame `env`.
-not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "settings")
+not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "settings", "...")
 fit_request <- function(env) {
   mget(setdiff(names(formals(gpu_fit)), not_requested), envir = env)
+}
+
+# gpu_fit() has `...` only to answer arguments it does not have (Keras' fit() habits, by
+# `names`, "" for one given by position) with what to use instead.
+abort_unused_fit_args <- function(names, call = caller_env()) {
+  instead <- c(
+    validation_split = "Split the rows with gpu_dataset(): gpu_fit(model, gpu_dataset(x, y, validation_split = 0.2)) validates on the held-out share every epoch.",
+    x = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y)).",
+    y = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y))."
+  )
+  named <- names[names != ""]
+  gpukeras_abort(
+    c(
+      if (length(named)) {
+        sprintf("gpu_fit() has no argument%s %s.", if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", "))
+      } else {
+        sprintf("gpu_fit() takes %d more argument(s) by position than it has.", length(names))
+      },
+      unname(unique(instead[intersect(named, names(instead))])),
+      "?gpu_fit lists its arguments."
+    ),
+    "gpukeras_error_bad_argument",
+    call = call
+  )
 }
 
 # The signals gpu_fit() can handle (the core's gpukeras.train.preempt.CATCHABLE).

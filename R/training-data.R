@@ -96,13 +96,14 @@ fit_input <- function(data, call = caller_env()) {
   if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
     return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
   }
-  with_hint(
-    handover_arg(as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding), hint = fit_na_hint),
-    fit_na_hint
+  handover_arg(
+    as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding, na_fix = fit_na_fix),
+    na_fix = fit_na_fix
   )
 }
 
-fit_na_hint <- "In gpu_fit(), drop those rows first, or pass data = gpu_dataset(x, y, na = \"drop\")."
+# gpu_fit() has no `na` argument: gpu_dataset() has.
+fit_na_fix <- "Impute or remove those rows before gpu_fit(), or let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))."
 
 # fit_input() as NumPy arrays, list(x, y): for what keeps them (a background job's files).
 fit_arrays <- function(data, call = caller_env()) {
@@ -110,7 +111,7 @@ fit_arrays <- function(data, call = caller_env()) {
   if (!inherits(input, "gpukeras_handover")) {
     return(input)
   }
-  converted <- with_hint(to_numpy(input$gpukeras_handover, call = call), fit_na_hint)
+  converted <- to_numpy(input$gpukeras_handover, na_fix = fit_na_fix, call = call)
   list(converted$x, converted$y)
 }
 

@@ -526,7 +526,7 @@ test_that("NA in R data is a classed error that says how to drop the rows, befor
   error <- tryCatch(gpu_fit(tiny_model(), data, verbose = 0), error = identity)
   expect_s3_class(error, "gpukeras_error_bad_data")
   expect_match(conditionMessage(error), "NA/NaN in 1 row(s) (first: 3)", fixed = TRUE)
-  expect_match(conditionMessage(error), "or pass data = gpu_dataset(x, y, na = \"drop\")", fixed = TRUE)
+  expect_match(conditionMessage(error), "let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))", fixed = TRUE)
 })
 
 test_that("under mixed precision gpu_fit() warns once about a float16 softmax output, and trains", {
