@@ -132,6 +132,9 @@
 #'   \item{`gpukeras_warning_output_precision`}{A mixed-precision model's
 #'     output layer computes in float16 or bfloat16 ([gpu_precision_check()]
 #'     and [gpu_fit()]); once per model.}
+#'   \item{`gpukeras_warning_labels`}{[gpu_fit()] trains with
+#'     `binary_crossentropy` on labels outside 0 and 1, to a loss that means
+#'     nothing (Keras does not check).}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after

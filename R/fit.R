@@ -302,7 +302,10 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     request = request
   )
   for (finding in result$warnings) {
-    if (!warned_before(model)) gpukeras_warn(finding, "gpukeras_warning_output_precision")
+    # the model's output precision once per model; its labels every time
+    if (finding$class != "output_precision" || !warned_before(model)) {
+      gpukeras_warn(finding$message, paste0("gpukeras_warning_", finding$class))
+    }
   }
   settings <- result$settings
   if (!is.null(settings$signal_after_training)) {

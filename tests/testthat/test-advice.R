@@ -18,3 +18,30 @@ test_that("gpu_fit()'s NA error names gpu_dataset(na = \"drop\"), not an `na` gp
   # gpu_dataset() has `na`: its message says to pass it.
   expect_snapshot(gpu_dataset(data$x, data$y), error = TRUE)
 })
+
+test_that("class numbers under categorical_crossentropy name sparse_categorical_crossentropy; binary_crossentropy warns on labels outside 0/1", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  classifier <- function(loss, units = 3L, activation = "softmax") {
+    keras$utils$set_random_seed(1L)
+    model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(units, activation = activation)))
+    model$compile(optimizer = "adam", loss = loss)
+    model
+  }
+  data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+  expect_snapshot(gpu_fit(classifier("categorical_crossentropy"), data, verbose = 0), error = TRUE)
+  expect_error(
+    gpu_fit(classifier("categorical_crossentropy"), gpu_dataset(data$x, data$y), verbose = 0),
+    "sparse_categorical_crossentropy", class = "gpukeras_error_bad_data"
+  )
+  binary <- classifier("binary_crossentropy", 1L, "sigmoid")
+  expect_snapshot(fit <- gpu_fit(binary, list(x = data$x, y = as.integer(iris$Species)), verbose = 0, monitor = FALSE))
+  expect_warning(
+    fit <- gpu_fit(binary, list(x = data$x, y = as.integer(iris$Species)), verbose = 0, monitor = FALSE),
+    class = "gpukeras_warning_labels"
+  )
+  expect_identical(fit$history$epoch, 1L)
+  # two levels are coded 0 and 1: no warning
+  two <- droplevels(iris$Species[1:100])
+  expect_no_warning(gpu_fit(binary, list(x = data$x[1:100, ], y = two), verbose = 0, monitor = FALSE))
+})

@@ -37,7 +37,7 @@ import numpy as np
 from gpukeras.core import compat
 from gpukeras.core.errors import GpukerasError
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters
+from gpukeras.data import adapters, labels
 from gpukeras.data import failures as data_failures
 from gpukeras.distribute import jax_cluster, strategies
 from gpukeras.gpu import precision
@@ -207,19 +207,25 @@ def fit(
         ``timeline`` (``gpu`` and ``host`` sample columns, time_s since the
         start of training; empty lists without the monitor or a GPU),
         ``settings`` (what was in force, with ``data_info``: the training
-        data as the adapter saw it) and ``warnings`` (about the model, for R
-        to raise).
+        data as the adapter saw it) and ``warnings`` (``class``, R's
+        ``gpukeras_warning_<class>``, and ``message``: about the model or its
+        labels, for R to raise).
 
     Raises:
         BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
-        BackupMismatchError: see ``gpukeras.core.errors``; BadDataError also when
-        TensorFlow fails on the data during training; BackupWriteError,
+        BackupMismatchError: see ``gpukeras.core.errors``; BadDataError also for labels
+        the loss cannot take (``labels.check``) and when TensorFlow fails on the data
+        during training; BackupWriteError,
         CallbackError and PreemptedError when training stops for a backup that
         cannot be written, the user's callback, or a signal.
     """
     keras = config.keras()
     checked = fit_request.check_request(keras, model, fields if request is None else request)
-    warnings = [w for w in (precision.output_precision_warning(model),) if w is not None]  # type: ignore[arg-type]
+    found = {
+        "output_precision": precision.output_precision_warning(model),  # type: ignore[arg-type]
+        "labels": labels.check(model, data),
+    }
+    warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
     if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
         result = multiworker.fit(strategy, model, data, validation_data, request=checked)
     else:
