@@ -55,6 +55,7 @@ VERBS: dict[str, str] = {
     # tools
     "check": "tools.check:run_check",
     "batch_size": "tools.batch_size:search",
+    "memory_plan": "tools.memory_plan:memory_plan",
     "tune": "tools.tune:tune",
     "lr_find": "tools.lr_find:find",
     "profile": "tools.profile:profile",

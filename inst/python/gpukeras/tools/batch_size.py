@@ -34,8 +34,8 @@ through them. It is an order-of-magnitude figure, not a measurement: XLA
 fuses away some intermediates, while framework workspaces (cuDNN), temporary
 copies and the runtime itself add memory it does not count. That is why the
 default host budget is only half of the available memory. Layers whose
-output shape Keras does not know (a layer shared by several calls) are
-listed as not counted.
+output shape Keras does not know (a subclassed model's) are listed as not
+counted; a layer called several times counts each call's output.
 
 The copy, and what it costs. The user's model is never trained or changed:
 ``keras.models.clone_model`` builds new layers from the model's config and
@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -72,17 +71,16 @@ import numpy as np
 
 from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadArgumentError, BadDataError, OutOfMemoryError
-from gpukeras.core.handles import Layer, Model, Record, Tensor
+from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.gpu import devices, peak_memory
 from gpukeras.gpu.nvml import MIB
-from gpukeras.tools import model_copies
+from gpukeras.tools import memory_plan, model_copies
 from gpukeras.train import fit_request, flops, training_run
 
 DEFAULT_HOST_SHARE = 0.5  # of MemAvailable: the estimate leaves out real overheads
 BACKWARD_FACTOR = 2  # activations kept for the backward pass + their gradients
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message: XLA's
 # ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), the CUDA driver's
 # (CUDA_ERROR_OUT_OF_MEMORY), cuBLAS's and cuDNN's (CUBLAS_STATUS_ALLOC_FAILED,
@@ -141,27 +139,6 @@ def search_sizes(
 
 
 # Memory -------------------------------------------------------------------------
-def _itemsize(dtype: object) -> int:
-    name = str(getattr(dtype, "name", dtype))
-    return DTYPE_BYTES.get(name) or np.dtype(name).itemsize
-
-
-def _bytes(variables: list[Tensor]) -> int:
-    return sum(math.prod(v.shape) * _itemsize(v.dtype) for v in variables)
-
-
-def _output_elements(keras: ModuleType, layer: Layer) -> int | None:
-    """Values per sample in a layer's outputs; None where Keras does not know them."""
-    try:
-        outputs = keras.tree.flatten(layer.output)
-        shapes = [tuple(tensor.shape)[1:] for tensor in outputs]
-    except (AttributeError, ValueError, TypeError):  # unbuilt, or called more than once
-        return None
-    if any(dim is None for shape in shapes for dim in shape):
-        return None
-    return sum(math.prod(shape) for shape in shapes)
-
-
 @dataclass
 class MemoryEstimate:
     """Bytes a training step needs: ``fixed_bytes + n * per_sample_bytes`` (see the module)."""
@@ -208,16 +185,16 @@ def estimate_memory(model: Model, parts: tuple[object, ...]) -> MemoryEstimate:
     for layer in flops.leaves(model):
         if isinstance(layer, keras.layers.InputLayer):  # its output is the batch, counted below
             continue
-        elements = _output_elements(keras, layer)
+        elements = memory_plan.output_elements(keras, layer)
         if elements is None:
             uncounted.append(type(layer).__name__)
         else:
-            activations += elements * _itemsize(layer.compute_dtype)
+            activations += elements * memory_plan.itemsize(layer.compute_dtype)
     arrays = keras.tree.flatten(parts)
     return MemoryEstimate(
-        weights_bytes=_bytes(model.weights),
-        gradient_bytes=_bytes(model.trainable_weights),
-        optimizer_bytes=_bytes(model.optimizer.variables),
+        weights_bytes=memory_plan.variable_bytes(model.weights),
+        gradient_bytes=memory_plan.variable_bytes(model.trainable_weights),
+        optimizer_bytes=memory_plan.variable_bytes(model.optimizer.variables),
         activation_bytes_per_sample=activations,
         batch_bytes_per_sample=sum(a.nbytes / len(a) for a in arrays),
         uncounted_layers=sorted(set(uncounted)),

@@ -1,0 +1,205 @@
+#' Plan the memory of a training step, part by part
+#'
+#' Says what a training step of `model` at `batch_size` is expected to hold
+#' in memory at its peak, and the largest batch that fits in the free memory
+#' of the GPU. Nothing runs: the plan is computed from the model's weights,
+#' its optimizer and its layers' output shapes.
+#'
+#' @section The parts:
+#' * `parameters`: every weight of the model, in its variable dtype (under a
+#'   mixed precision policy the master weights stay float32).
+#' * `gradients`: one per trainable weight, in the same dtype.
+#' * `optimizer slots`: the optimizer's per-weight state. Once the optimizer
+#'   is built (the model has trained) its own variables are counted; before,
+#'   by its type, in copies of the trainable weights: 2 for Adam, AdamW,
+#'   Nadam, Adamax, Lamb, Adadelta and Ftrl (3 with `amsgrad`), 1 for
+#'   Adagrad, Lion and Adafactor, 1 for SGD with momentum and 0 without, 1
+#'   for RMSprop (+1 `centered`, +1 with momentum); +1 with
+#'   `gradient_accumulation_steps`, +1 with `use_ema`. A custom optimizer is
+#'   counted only once built.
+#' * `input batch`: `batch_size` x the model's inputs (labels are not counted).
+#' * `activations: <layer>`: `batch_size` x the layer's output (each call of a
+#'   shared layer), in the layer's compute dtype: half of float32's under
+#'   `mixed_float16` or `mixed_bfloat16`.
+#'
+#' @section An approximation:
+#' The activations Keras and XLA keep for the backward pass are approximated
+#' by every layer's output, kept once. XLA fuses some intermediates away and
+#' recomputes others; some layers keep more (a dropout mask, a
+#' normalization's statistics); cuDNN workspaces, the runtime's own memory
+#' and fragmentation are not counted. Layers whose output shape Keras does
+#' not know (those of a subclassed model) are listed as not counted.
+#'
+#' @section The largest batch:
+#' (free memory - parameters - gradients - optimizer slots) / (the
+#' per-sample parts), rounded down. The free memory is that of `device`, or
+#' the GPU the model trains on: JAX's allocator's (its limit less what is in
+#' use) where it reports one, else the driver's (NVML). Memory this R session
+#' already holds counts as used, the model's own weights included, so the
+#' figure errs on the small side; TensorFlow without memory growth reserves
+#' most of the GPU up front, and the driver then reports little free. On the
+#' CPU, or where the free memory is not known, it is `NA` and
+#' `largest_batch_reason` says why (on the CPU, [gpu_batch_size()] judges
+#' sizes against the host's memory).
+#'
+#' @param model A built, compiled Keras 3 model (from keras3, [gpu_keras()]
+#'   or reticulate). It is not changed.
+#' @param batch_size The batch size to plan for.
+#' @param device The GPU whose free memory the largest batch is judged
+#'   against, e.g. `"GPU:1"`. `NULL`: the GPU the model trains on.
+#' @return An object of class `gpukeras_memory_plan`, a list with
+#'   * `parts`: a data.frame with columns `part` and `mib`, largest first;
+#'   * `total_mib`: their sum; `batch_size`;
+#'   * `fixed_mib` and `per_sample_mib`: the plan is `fixed_mib + n x
+#'     per_sample_mib` for a batch of n;
+#'   * `largest_batch`: the largest batch that fits (`NA` where not known)
+#'     and `largest_batch_reason` (why it is `NA` or 0);
+#'   * `device`, `device_name`, `free_mib` (`NA` where not known),
+#'     `free_source` (where it was read), `backend`, `dtype_policy`;
+#'   * `optimizer`: `name` and `counted` (how its slots were counted);
+#'   * `uncounted`: parts whose shapes are not known (layers by name, or
+#'     `"input batch"`).
+#'
+#'   It has `format()`, `print()` and `plot()` methods.
+#' @seealso [gpu_batch_size()] to find the largest batch by running it.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(784L)),
+#'     keras$layers$Dense(512L, activation = "relu"),
+#'     keras$layers$Dense(10L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   plan <- gpu_memory_plan(model, batch_size = 256)
+#'   print(plan)
+#'   plot(plan)
+#' }
+gpu_memory_plan <- function(model, batch_size, device = NULL) {
+  check_python_object(model, "model", "a compiled Keras 3 model")
+  check_count(batch_size)
+  if (!is.null(device)) check_string(device)
+  result <- core_call(
+    "memory_plan",
+    model = model, batch_size = as.integer(batch_size), device = device
+  )
+  new_gpukeras_memory_plan(result)
+}
+
+# The gpukeras_memory_plan object from the core's plain data (None as NA).
+new_gpukeras_memory_plan <- function(result) {
+  parts <- rows_to_df(result$parts, c("part", "mib"))
+  parts$part <- as.character(parts$part)
+  parts$mib <- as.numeric(parts$mib)
+  structure(
+    list(
+      parts = parts,
+      total_mib = as.numeric(result$total_mib),
+      batch_size = as.integer(result$batch_size),
+      fixed_mib = as.numeric(result$fixed_mib),
+      per_sample_mib = as.numeric(result$per_sample_mib),
+      largest_batch = as.integer(result$largest_batch %||% NA_integer_),
+      largest_batch_reason = result$largest_batch_reason %||% NA_character_,
+      device = result$device,
+      device_name = result$device_name,
+      free_mib = as.numeric(result$free_mib %||% NA_real_),
+      free_source = result$free_source %||% NA_character_,
+      backend = result$backend,
+      dtype_policy = result$dtype_policy,
+      optimizer = result$optimizer,
+      uncounted = as.character(unlist(result$uncounted))
+    ),
+    class = "gpukeras_memory_plan"
+  )
+}
+
+# Three significant digits in KiB, MiB or GiB: parts differ by orders of magnitude.
+format_plan_mib <- function(mib) {
+  unit <- ifelse(mib < 1, "KiB", ifelse(mib < 1024, "MiB", "GiB"))
+  value <- signif(mib * ifelse(mib < 1, 1024, ifelse(mib < 1024, 1, 1 / 1024)), 3)
+  paste(vapply(value, format, character(1), big.mark = ","), unit)
+}
+
+#' @export
+format.gpukeras_memory_plan <- function(x, ...) {
+  parts <- x$parts
+  shown <- data.frame(
+    part = c(parts$part, "total"),
+    memory = format_plan_mib(c(parts$mib, x$total_mib)),
+    share = c(format_percent(parts$mib / x$total_mib, 1), ""),
+    check.names = FALSE
+  )
+  # Left-aligned part names read as a list.
+  width <- max(nchar(shown$part))
+  names(shown)[1] <- formatC("part", width = -width)
+  shown[[1]] <- formatC(shown[[1]], width = -width)
+  largest <- if (is.na(x$largest_batch) || x$largest_batch == 0L) {
+    sprintf("%s (%s)", if (is.na(x$largest_batch)) "not known" else "0", x$largest_batch_reason)
+  } else {
+    sprintf(
+      "%s, in %s free on %s as %s reports it",
+      format(x$largest_batch, big.mark = ","), format_plan_mib(x$free_mib), x$device, x$free_source
+    )
+  }
+  c(
+    sprintf(
+      "<gpukeras memory plan> batch %d on %s (%s, %s, policy %s): %s",
+      x$batch_size, x$device, x$device_name, x$backend, x$dtype_policy, format_plan_mib(x$total_mib)
+    ),
+    paste0("  ", utils::capture.output(print(shown, row.names = FALSE))),
+    sprintf(
+      "Plan:          %s + %s per sample",
+      format_plan_mib(x$fixed_mib), format_plan_mib(x$per_sample_mib)
+    ),
+    sprintf("Optimizer:     %s, slots counted %s", x$optimizer$name, x$optimizer$counted),
+    paste("Largest batch:", largest),
+    if (length(x$uncounted)) {
+      sprintf("Not counted:   %s (shapes not known)", paste(x$uncounted, collapse = ", "))
+    },
+    "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan)."
+  )
+}
+
+#' @export
+print.gpukeras_memory_plan <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' Plot a memory plan
+#'
+#' Draws, with base graphics, one horizontal bar per part of a
+#' [gpu_memory_plan()] in MiB, the largest on top: the fixed parts
+#' (parameters, gradients, optimizer slots) dark, the per-sample ones
+#' (input batch, activations) light.
+#'
+#' @param x A `gpukeras_memory_plan` from [gpu_memory_plan()].
+#' @param ... Passed to [graphics::barplot()].
+#' @return `x`, invisibly.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(keras$Input(shape = list(32L)), keras$layers$Dense(8L)))
+#'   model$compile(optimizer = "sgd", loss = "mse")
+#'   plot(gpu_memory_plan(model, batch_size = 64))
+#' }
+plot.gpukeras_memory_plan <- function(x, ...) {
+  parts <- x$parts[rev(seq_len(nrow(x$parts))), , drop = FALSE]
+  fixed <- parts$part %in% c("parameters", "gradients", "optimizer slots")
+  old <- graphics::par(mar = c(4.5, min(20, 1 + 0.55 * max(nchar(parts$part))), 3, 1))
+  on.exit(graphics::par(old))
+  graphics::barplot(
+    parts$mib,
+    names.arg = parts$part, horiz = TRUE, las = 1, cex.names = 0.8,
+    col = ifelse(fixed, "steelblue4", "lightskyblue"), xlab = "MiB",
+    main = sprintf("Memory plan: batch %d on %s, %s in all", x$batch_size, x$device, format_plan_mib(x$total_mib)),
+    ...
+  )
+  graphics::legend(
+    "bottomright", c("fixed", "per sample x batch"),
+    fill = c("steelblue4", "lightskyblue"), bty = "n", cex = 0.8
+  )
+  invisible(x)
+}

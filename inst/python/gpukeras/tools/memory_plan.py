@@ -1,0 +1,295 @@
+"""gpu_memory_plan(): the expected peak memory of a training step, by part, and the
+largest batch that fits in a GPU's free memory.
+
+A step of batch size n holds, at its peak (the start of the backward pass):
+
+- parameters: every weight of the model, in its variable dtype (float32 master
+  weights under a mixed policy);
+- gradients: one per trainable weight, in the same dtype;
+- optimizer slots: the optimizer's per-weight state. Where the optimizer is
+  built (it has trained), its own variables are counted (scalars such as the
+  step count and the learning rate left out). Before that, by its type, as a
+  multiple of the trainable weights (``slot_factor``): 2 for Adam, AdamW,
+  Nadam, Adamax, Lamb, Adadelta and Ftrl (3 with amsgrad), 1 for Adagrad,
+  Lion and Adafactor (whose factored parts are left out), 1 for SGD with
+  momentum and 0 without, 1 for RMSprop (+1 centered, +1 with momentum); +1
+  with gradient accumulation, +1 with an exponential moving average; a
+  LossScaleOptimizer as the one it wraps;
+- the input batch: n x the model's inputs (labels are not counted);
+- activations, per layer: n x the layer's output in its compute dtype (half
+  of float32 under mixed_float16 or mixed_bfloat16).
+
+The activations are an approximation: what Keras and XLA really keep for the
+backward pass is taken to be every layer's output, once. XLA fuses some
+intermediates away and rematerializes others; some layers keep more (a
+dropout mask, a normalization's statistics), and cuDNN workspaces, the
+runtime's own memory and fragmentation are not counted. Layers whose output
+shape Keras does not know (a subclassed model's layers, and its inputs) are
+listed as not counted; a layer called more than once counts each call's output.
+
+The largest batch: (free memory - parameters - gradients - slots) / (the
+per-sample parts), on the GPU the model trains on or the one named. Free
+memory is JAX's allocator's (its limit less what is in use) where it reports
+one, else the driver's (NVML). Memory this process already holds counts as
+used, the model's own weights included, so the figure errs on the small side;
+a TensorFlow process that reserved the GPU's memory up front (no memory
+growth) shows little free to the driver.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+from gpukeras.core import arguments, compat
+from gpukeras.core.errors import BadModelError
+from gpukeras.core.handles import Layer, Model, Record, Tensor
+from gpukeras.core.runtime import config
+from gpukeras.gpu import devices, peak_memory, scope
+from gpukeras.gpu.nvml import MIB
+from gpukeras.train import flops, training_run
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
+# Per-weight state by optimizer type, in copies of the trainable weights (see the module).
+SLOT_FACTORS = {
+    "Adam": 2,
+    "AdamW": 2,
+    "Nadam": 2,
+    "Adamax": 2,
+    "Lamb": 2,
+    "Adadelta": 2,
+    "Ftrl": 2,
+    "Adagrad": 1,
+    "Lion": 1,
+    "Adafactor": 1,
+}
+
+
+# Sizes ----------------------------------------------------------------------------
+def itemsize(dtype: object) -> int:
+    """Bytes per value of a dtype (a Keras/NumPy dtype or its name)."""
+    name = str(getattr(dtype, "name", dtype))
+    return DTYPE_BYTES.get(name) or np.dtype(name).itemsize
+
+
+def variable_bytes(variables: list[Tensor]) -> int:
+    return sum(math.prod(v.shape) * itemsize(v.dtype) for v in variables)
+
+
+def output_elements(keras: ModuleType, layer: Layer) -> int | None:
+    """Values per sample in a layer's outputs, every call of it in the model's graph
+    counted; None where Keras does not know them (a subclassed model's layers)."""
+    outputs = [
+        t for node in compat.inbound_nodes(layer) for t in keras.tree.flatten(node.output_tensors)
+    ]
+    shapes = [tuple(tensor.shape)[1:] for tensor in outputs]
+    if not shapes or any(dim is None for shape in shapes for dim in shape):
+        return None
+    return sum(math.prod(shape) for shape in shapes)
+
+
+# The optimizer ----------------------------------------------------------------------
+def slot_factor(optimizer: object) -> int | None:
+    """Copies of the trainable weights an unbuilt optimizer will keep; None for a type
+    not known here."""
+    inner = getattr(optimizer, "inner_optimizer", None)  # LossScaleOptimizer
+    if inner is not None:
+        return slot_factor(inner)
+    kind = type(optimizer).__name__
+    if kind == "SGD":
+        factor: int | None = int(bool(getattr(optimizer, "momentum", 0)))
+    elif kind == "RMSprop":
+        factor = 1 + bool(getattr(optimizer, "centered", False))
+        factor += bool(getattr(optimizer, "momentum", 0))
+    else:
+        factor = SLOT_FACTORS.get(kind)
+        if factor is not None and getattr(optimizer, "amsgrad", False):
+            factor += 1
+    if factor is None:
+        return None
+    factor += bool((getattr(optimizer, "gradient_accumulation_steps", None) or 1) > 1)
+    return factor + bool(getattr(optimizer, "use_ema", False))
+
+
+def optimizer_slots(model: Model) -> tuple[int, Record]:
+    """Bytes of the optimizer's per-weight state, and how they were counted."""
+    optimizer = model.optimizer
+    name = type(optimizer).__name__
+    if getattr(optimizer, "built", False):
+        slots = [v for v in optimizer.variables if len(v.shape) > 0]
+        return variable_bytes(slots), {"name": name, "counted": "its variables"}
+    factor = slot_factor(optimizer)
+    if factor is None:
+        return 0, {
+            "name": name,
+            "counted": "not known before it is built: train one step to count its variables",
+        }
+    per_copy = variable_bytes(model.trainable_weights)
+    return factor * per_copy, {
+        "name": name,
+        "counted": f"by type: {factor} x the trainable weights",
+    }
+
+
+# The plan ---------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """Bytes of a step: ``fixed`` ones and ``per_sample`` ones (by part name)."""
+
+    fixed: dict[str, int]
+    per_sample: dict[str, int]
+    uncounted: list[str] = field(default_factory=list)
+
+    def fixed_bytes(self) -> int:
+        return sum(self.fixed.values())
+
+    def per_sample_bytes(self) -> int:
+        return sum(self.per_sample.values())
+
+    def parts(self, batch_size: int) -> list[Record]:
+        """Every part in MiB at ``batch_size``, largest first."""
+        sized = [*self.fixed.items()] + [(k, v * batch_size) for k, v in self.per_sample.items()]
+        rows = [{"part": part, "mib": size / MIB} for part, size in sized]
+        return sorted(rows, key=lambda row: -row["mib"])
+
+    def largest_batch(self, free_mib: float) -> int:
+        """The largest n whose plan is within ``free_mib`` (0 when even 1 is not)."""
+        room = free_mib * MIB - self.fixed_bytes()
+        return max(0, math.floor(room / self.per_sample_bytes()))
+
+
+def plan_of(keras: ModuleType, model: Model) -> tuple[Plan, Record]:
+    """The plan of a built, compiled model, and how its optimizer was counted."""
+    slots, optimizer = optimizer_slots(model)
+    fixed = {
+        "parameters": variable_bytes(model.weights),
+        "gradients": variable_bytes(model.trainable_weights),
+        "optimizer slots": slots,
+    }
+    inputs = _inputs(model)
+    per_sample, uncounted = {}, []
+    if inputs:
+        per_sample["input batch"] = sum(
+            math.prod(tuple(t.shape)[1:]) * itemsize(t.dtype) for t in inputs
+        )
+    else:
+        uncounted.append("input batch")
+    for layer in flops.leaves(model):
+        if isinstance(layer, keras.layers.InputLayer):  # the input batch, above
+            continue
+        elements = output_elements(keras, layer)
+        if elements is None:
+            uncounted.append(layer.name)
+        else:
+            per_sample[f"activations: {layer.name}"] = elements * itemsize(layer.compute_dtype)
+    return Plan(fixed, per_sample, uncounted), optimizer
+
+
+def _inputs(model: Model) -> list[Tensor]:
+    """The model's symbolic inputs; none for a subclassed model."""
+    try:
+        return list(config.keras().tree.flatten(model.inputs))
+    except (AttributeError, ValueError):
+        return []
+
+
+# Free memory ------------------------------------------------------------------------
+def free_memory(keras: ModuleType, model: Model, device: str | None) -> Record:
+    """The GPU the plan is for (``device``, or the one the model trains on) and its free
+    memory: ``device``, ``device_name``, ``free_mib`` and ``source`` (or ``reason``)."""
+    rows = devices.list_devices()
+    if device is not None:
+        device = scope.check_device(device)
+        chosen = [row for row in rows if row["device"] == device]
+    else:
+        chosen = training_run.gpus_in_use(keras, model, rows)
+    if not chosen or chosen[0]["type"] != "GPU":
+        return {
+            "device": device or "CPU:0",
+            "device_name": devices.cpu_name(),
+            "free_mib": None,
+            "source": None,
+            "reason": "no GPU: the plan is for a GPU's memory; on the CPU, gpu_batch_size() "
+            "judges sizes against the host's memory",
+        }
+    row = chosen[0]
+    found = {"device": row["device"], "device_name": row["name"]}
+    if keras.backend.backend() == "jax":
+        stats = peak_memory.jax_device(row["device"]).memory_stats() or {}
+        if "bytes_limit" in stats:
+            free = (stats["bytes_limit"] - stats.get("bytes_in_use", 0)) / MIB
+            return {**found, "free_mib": free, "source": "JAX's allocator", "reason": None}
+    if row["memory_free_mib"] is None:
+        why = row.get("nvml_reason") or "NVML does not report it"
+        return {**found, "free_mib": None, "source": None, "reason": f"free memory unknown: {why}"}
+    return {
+        **found,
+        "free_mib": row["memory_free_mib"],
+        "source": "the driver (NVML)",
+        "reason": None,
+    }
+
+
+# The call from R --------------------------------------------------------------------
+def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Record:
+    """The expected peak memory of a training step of ``model`` at ``batch_size``.
+
+    Args:
+        model: a built, compiled Keras 3 model; it is not changed.
+        batch_size: the batch size planned for.
+        device: the GPU whose free memory the largest batch is judged against
+            ('GPU:1'); None for the one the model trains on.
+
+    Returns:
+        ``parts`` (``part``, ``mib``; largest first), ``total_mib``, ``batch_size``,
+        ``fixed_mib`` and ``per_sample_mib`` (the plan is ``fixed + n x per_sample``),
+        ``largest_batch`` (None where not known, ``largest_batch_reason`` says why),
+        ``device``, ``device_name``, ``free_mib``, ``free_source``, ``backend``,
+        ``dtype_policy``, ``optimizer`` (``name``, ``counted``) and ``uncounted`` (the
+        parts whose shapes are not known: layers by name, or the input batch).
+
+    Raises:
+        BadArgumentError, BadModelError, ModelNotCompiledError, UnknownDeviceError.
+    """
+    keras = config.keras()
+    batch_size = arguments.count("batch_size", batch_size)
+    arguments.check_compiled_model(keras, model)
+    if not model.built:
+        raise BadModelError(
+            "The model is not built, so its shapes are not known: give it an input "
+            "(keras$Input(shape = ...) first in a Sequential model) or build it."
+        )
+    plan, optimizer = plan_of(keras, model)
+    memory = free_memory(keras, model, device)
+    largest, reason = None, memory["reason"]
+    if memory["free_mib"] is not None:
+        if plan.per_sample_bytes() == 0:
+            reason = "no per-sample part is counted, so no batch size is limited by it"
+        else:
+            largest = plan.largest_batch(memory["free_mib"])
+            if largest == 0:
+                reason = (
+                    f"even a batch of 1 does not fit: the fixed parts alone take "
+                    f"{plan.fixed_bytes() / MIB:.0f} MiB of {memory['free_mib']:.0f} MiB free"
+                )
+    parts = plan.parts(batch_size)
+    return {
+        "parts": parts,
+        "total_mib": sum(row["mib"] for row in parts),
+        "batch_size": batch_size,
+        "fixed_mib": plan.fixed_bytes() / MIB,
+        "per_sample_mib": plan.per_sample_bytes() / MIB,
+        "largest_batch": largest,
+        "largest_batch_reason": reason,
+        "device": memory["device"],
+        "device_name": memory["device_name"],
+        "free_mib": memory["free_mib"],
+        "free_source": memory["source"],
+        "backend": keras.backend.backend(),
+        "dtype_policy": model.dtype_policy.name,
+        "optimizer": optimizer,
+        "uncounted": plan.uncounted,
+    }

@@ -1,0 +1,222 @@
+"""gpu_memory_plan()'s core: closed-form plans on both engines, the optimizer slots by type
+against the variables Keras really makes, the largest batch, and bad input.
+
+The closed-form cases (``scripts/memory_plan_cases.py``) run here on the configured
+backend and in a fresh process on JAX without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import run_on_jax
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.gpu.nvml import MIB
+from gpukeras.tools import memory_plan
+from scripts.memory_plan_cases import BATCH, facts, mlp, plan
+
+
+def mib(result: dict, part: str) -> float:
+    return next(row["mib"] for row in result["parts"] if row["part"] == part)
+
+
+def activations(result: dict) -> dict[str, float]:
+    return {r["part"]: r["mib"] for r in result["parts"] if r["part"].startswith("activations: ")}
+
+
+def assert_closed_form(found: dict) -> None:
+    """float32 parameters at 4 bytes, gradients as many, Adam's two slots, activations
+    proportional to the batch and halved by mixed_float16."""
+    result, parameters_mib = found["plan"], found["parameters"] * 4 / MIB
+    assert mib(result, "parameters") == pytest.approx(parameters_mib)
+    assert mib(result, "gradients") == pytest.approx(parameters_mib)
+    assert mib(result, "optimizer slots") == pytest.approx(2 * parameters_mib)
+    assert result["optimizer"] == {"name": "Adam", "counted": "by type: 2 x the trainable weights"}
+    # Dense 256 then Dense 10, float32, per sample; the input batch is 100 floats.
+    assert activations(result) == pytest.approx(
+        {"activations: dense": 256 * 4 * BATCH / MIB, "activations: dense_1": 10 * 4 * BATCH / MIB}
+    )
+    assert mib(result, "input batch") == pytest.approx(100 * 4 * BATCH / MIB)
+    assert result["total_mib"] == pytest.approx(sum(row["mib"] for row in result["parts"]))
+    sizes = [row["mib"] for row in result["parts"]]
+    assert sizes == sorted(sizes, reverse=True)
+
+    double = found["plan_double"]
+    assert sum(activations(double).values()) == pytest.approx(2 * sum(activations(result).values()))
+    assert mib(double, "parameters") == mib(result, "parameters")
+    assert double["total_mib"] - result["total_mib"] == pytest.approx(
+        BATCH * result["per_sample_mib"]
+    )
+
+    mixed = found["mixed"]
+    assert mixed["dtype_policy"] == "float32"  # the model's; its layers are mixed
+    assert sum(activations(mixed).values()) == pytest.approx(
+        0.5 * sum(activations(result).values())
+    )
+    for part in ("parameters", "gradients", "optimizer slots", "input batch"):  # float32 masters
+        assert mib(mixed, part) == pytest.approx(mib(result, part))
+
+    trained = found["trained"]  # Adam built: its own variables, less its two scalars
+    assert trained["optimizer"]["counted"] == "its variables"
+    assert mib(trained, "optimizer slots") == pytest.approx(2 * parameters_mib)
+
+
+def test_closed_form_cases_on_the_configured_backend() -> None:
+    assert_closed_form(facts())
+
+
+def test_closed_form_cases_on_jax_without_tensorflow_in_a_fresh_process() -> None:
+    run = run_on_jax("import jax_memory_plan")
+    found = run.readback["facts"]
+    assert found["backend"] == "jax"
+    assert_closed_form(found)
+    assert "tensorflow" not in run.loaded
+
+
+# The optimizer ------------------------------------------------------------------------
+def optimizers() -> list[tuple[str, object]]:
+    opt = config.keras().optimizers
+    return [
+        ("sgd", opt.SGD()),
+        ("sgd momentum", opt.SGD(momentum=0.9)),
+        ("rmsprop", opt.RMSprop()),
+        ("rmsprop centered momentum", opt.RMSprop(centered=True, momentum=0.5)),
+        ("adagrad", opt.Adagrad()),
+        ("adamw", opt.AdamW()),
+        ("adam amsgrad", opt.Adam(amsgrad=True)),
+        ("adam accumulating", opt.Adam(gradient_accumulation_steps=2)),
+        ("adam ema", opt.Adam(use_ema=True)),
+        ("nadam", opt.Nadam()),
+        ("adamax", opt.Adamax()),
+        ("adadelta", opt.Adadelta()),
+        ("ftrl", opt.Ftrl()),
+        ("lion", opt.Lion()),
+        ("lamb", opt.Lamb()),
+        ("loss scale", opt.LossScaleOptimizer(opt.Adam())),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(optimizers())), ids=[n for n, _ in optimizers()])
+def test_slots_by_type_are_those_the_built_optimizer_makes(index: int) -> None:
+    _, optimizer = optimizers()[index]
+    model = mlp(optimizer=optimizer)
+    before = plan(model)
+    assert before["optimizer"]["counted"].startswith("by type")
+    optimizer.build(model.trainable_variables)
+    after = plan(model)
+    assert after["optimizer"]["counted"] == "its variables"
+    assert mib(before, "optimizer slots") == pytest.approx(mib(after, "optimizer slots"))
+
+
+def test_slot_factors_closed_form() -> None:
+    opt = config.keras().optimizers
+    assert memory_plan.slot_factor(opt.SGD()) == 0
+    assert memory_plan.slot_factor(opt.SGD(momentum=0.9)) == 1
+    assert memory_plan.slot_factor(opt.RMSprop()) == 1
+    assert memory_plan.slot_factor(opt.RMSprop(centered=True)) == 2
+    assert memory_plan.slot_factor(opt.Adam()) == 2
+    assert memory_plan.slot_factor(opt.AdamW(amsgrad=True)) == 3
+
+
+def test_an_optimizer_of_unknown_type_is_said_not_to_be_counted() -> None:
+    keras = config.keras()
+
+    class Plain(keras.optimizers.SGD):
+        pass
+
+    result = plan(mlp(optimizer=Plain()))
+    assert mib(result, "optimizer slots") == 0
+    assert result["optimizer"]["counted"].startswith("not known before it is built")
+
+
+# Layers, and the largest batch -----------------------------------------------------------
+def test_a_shared_layer_counts_each_call() -> None:
+    keras = config.keras()
+    shared = keras.layers.Dense(8, name="shared")
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, shared(shared(inputs)))
+    model.compile(optimizer="sgd", loss="mse")
+    result = plan(model, batch_size=64)
+    assert activations(result) == {"activations: shared": pytest.approx(2 * 8 * 4 * 64 / MIB)}
+    assert mib(result, "optimizer slots") == 0
+    assert result["uncounted"] == []
+
+
+def test_a_subclassed_models_layers_and_inputs_are_listed_as_not_counted() -> None:
+    keras = config.keras()
+
+    class Two(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = keras.layers.Dense(4, name="first")
+            self.second = keras.layers.Dense(1, name="second")
+
+        def call(self, x: object) -> object:
+            return self.second(self.first(x))
+
+    model = Two()
+    model.compile(optimizer="adam", loss="mse")
+    model.train_on_batch(np.zeros((2, 3), "float32"), np.zeros((2, 1), "float32"))
+    result = plan(model)
+    assert result["uncounted"] == ["input batch", "first", "second"]
+    assert [row["part"] for row in result["parts"]] == [
+        "optimizer slots",
+        "parameters",
+        "gradients",
+    ]
+
+
+def test_the_largest_batch_is_what_the_free_memory_leaves_for_the_per_sample_parts() -> None:
+    found = memory_plan.Plan({"parameters": MIB}, {"input batch": MIB // 8})
+    assert found.largest_batch(free_mib=3) == 16
+    assert found.largest_batch(free_mib=0.5) == 0
+
+
+def test_on_the_cpu_there_is_no_largest_batch_and_the_plan_says_why() -> None:
+    result = bridge.call("memory_plan", {"model": mlp(), "batch_size": 8, "device": "CPU:0"})
+    value = result["value"]
+    assert value["device"] == "CPU:0"
+    assert value["largest_batch"] is None and value["free_mib"] is None
+    assert value["largest_batch_reason"].startswith("no GPU")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_largest_batch_fits_the_free_memory() -> None:
+    result = plan(mlp())
+    assert result["device"].startswith("GPU") and result["free_mib"] > 0
+    largest = result["largest_batch"]
+    free = result["free_mib"]
+    assert result["fixed_mib"] + largest * result["per_sample_mib"] <= free
+    assert result["fixed_mib"] + (largest + 1) * result["per_sample_mib"] > free
+
+
+# Bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "r_class", "words"),
+    [
+        ({"batch_size": 0}, "gpukeras_error_bad_argument", "batch_size"),
+        ({"batch_size": 2.5}, "gpukeras_error_bad_argument", "batch_size"),
+        ({"model": np.zeros(3)}, "gpukeras_error_bad_model", "Keras"),
+        ({"device": "GPU:99"}, "gpukeras_error_unknown_device", "No such device"),
+    ],
+    ids=["batch zero", "batch fraction", "not a model", "no such device"],
+)
+def test_bad_input_is_a_classed_error(kwargs: dict, r_class: str, words: str) -> None:
+    answer = bridge.call("memory_plan", {"model": mlp(), "batch_size": 8, **kwargs})
+    assert not answer["ok"] and answer["traceback"] is None, answer
+    assert answer["r_class"] == r_class
+    assert words in answer["message"]
+
+
+def test_an_uncompiled_or_unbuilt_model_is_refused() -> None:
+    keras = config.keras()
+    uncompiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    unbuilt = keras.Sequential([keras.layers.Dense(1)])
+    unbuilt.compile(optimizer="adam", loss="mse")
+    classes = [
+        bridge.call("memory_plan", {"model": model, "batch_size": 8})["r_class"]
+        for model in (uncompiled, unbuilt)
+    ]
+    assert classes == ["gpukeras_error_model_not_compiled", "gpukeras_error_bad_model"]
