@@ -322,7 +322,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))
   if (!is.null(validation)) {
     settings$validation_data <- describe_fit_data(
-      validation, validation_input, NULL, list(dataset = settings$validation_data_info)
+      validation, validation_input, NULL, list(dataset = settings$validation_data_info), role = "validation"
     )
   }
   settings$data_info <- settings$validation_data_info <- NULL

@@ -93,7 +93,7 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   descriptions <- list(
     data = describe_fit_data(data, if (data$kind == "python") data$dataset, request$batch_size, call = call),
     validation_data = if (!is.null(validation)) {
-      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, call = call)
+      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, role = "validation", call = call)
     }
   )
   write_rds_atomic(spec, job_file(dir, "spec.rds"))

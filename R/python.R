@@ -243,12 +243,26 @@ core_call <- function(target, ..., error_call = caller_env()) {
 #' TensorFlow >= 2.16 or JAX) and returns the `keras` Python module, for
 #' building models when the keras3 R package is not installed.
 #'
+#' It is Keras' own Python API, reached through reticulate, which gives an R
+#' number such as `64` to Python as the float `64.0`. Keras wants integers for
+#' units, filters, kernel sizes and shapes, and refuses floats
+#' (`keras$Input(shape = 64)`: "Cannot convert '64.0' to a shape";
+#' `keras$layers$Dense(64)`: "expected a positive integer"): write them with
+#' `L`, and a shape as a list, `keras$Input(shape = list(64L))`. (The keras3
+#' package's R functions convert them for you; gpukeras trains models made
+#' either way.)
+#'
 #' @return The `keras` Python module (a reticulate module object).
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
 #'   keras <- gpu_keras()
 #'   keras$`__version__`
+#'   # integers: 64L, and a shape as a list
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(64L)),
+#'     keras$layers$Dense(10L, activation = "softmax")
+#'   ))
 #' }
 gpu_keras <- function() {
   core_call("start")

@@ -116,8 +116,9 @@ fit_arrays <- function(data, call = caller_env()) {
 }
 
 # `described`: what the core said of a dataset it trained on (its fit result's data_info),
-# or NULL to ask it.
-describe_fit_data <- function(data, input, batch_size, described = NULL, call = caller_env()) {
+# or NULL to ask it. `role`: what gpu_fit() uses a gpu_dataset() for ("validation" for one
+# given as validation_data, whatever split it was made as).
+describe_fit_data <- function(data, input, batch_size, described = NULL, role = "train", call = caller_env()) {
   if (data$kind == "r") {
     first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
     numpy <- inherits(first, "python.builtin.object")
@@ -131,7 +132,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, call = 
   if (!is.null(info)) {
     noun <- if (length(info$class_names)) "images" else "rows"
     rows <- if (is.null(info$rows)) paste(noun, "not known") else sprintf("%s %s", format(info$rows, big.mark = ","), noun)
-    return(sprintf("gpu_dataset() %s pipeline from %s: %s", info$role, info$source, rows))
+    return(sprintf("gpu_dataset() %s pipeline from %s: %s", role, info$source, rows))
   }
   dataset <- if (is.null(described)) {
     core_call("describe_dataset", data = input, error_call = call)

@@ -45,3 +45,28 @@ test_that("class numbers under categorical_crossentropy name sparse_categorical_
   two <- droplevels(iris$Species[1:100])
   expect_no_warning(gpu_fit(binary, list(x = data$x[1:100, ], y = two), verbose = 0, monitor = FALSE))
 })
+
+test_that("?gpu_keras and the README say why shapes are list(64L): an R number reaches Keras as a float", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  # What the help page says, as Keras does it: R's 64 is refused, 64L taken.
+  expect_error(keras$Input(shape = 64), "Cannot convert '64.0' to a shape", fixed = TRUE)
+  expect_error(keras$layers$Dense(64), "expected a positive integer", fixed = TRUE)
+  model <- keras$Sequential(list(keras$Input(shape = list(64L)), keras$layers$Dense(10L)))
+  expect_identical(model$output_shape, list(NULL, 10L))
+  help <- paste(as.character(tools::Rd_db("gpukeras")[["gpu_keras.Rd"]]), collapse = "")
+  expect_match(help, "Cannot convert '64.0' to a shape", fixed = TRUE)
+  expect_match(help, "keras$Input(shape = list(64L))", fixed = TRUE)
+})
+
+test_that("a separate gpu_dataset() given as validation_data is described as validation", {
+  skip_if_no_python()
+  data <- regression_data(64)
+  fit <- gpu_fit(
+    tiny_model(), gpu_dataset(data$x, data$y, batch_size = 16, seed = 1),
+    validation_data = gpu_dataset(data$x[1:32, ], data$y[1:32], batch_size = 16),
+    verbose = 0, monitor = FALSE
+  )
+  expect_match(fit$settings$data, "^gpu_dataset\\(\\) train pipeline from arrays: 64 rows")
+  expect_match(fit$settings$validation_data, "^gpu_dataset\\(\\) validation pipeline from arrays: 32 rows")
+})
