@@ -35,9 +35,11 @@
 #'   \item{`gpukeras_error_bad_map`}{A `map` function given to [gpu_dataset()]
 #'     failed when tf.data traced it.}
 #'   \item{`gpukeras_error_bad_model`}{The model is not a Keras 3 model, or
-#'     cannot be used as it is (copied, quantized, distributed).}
+#'     cannot be used as it is (copied, quantized, distributed; not built, for
+#'     [gpu_memory_plan()]).}
 #'   \item{`gpukeras_error_model_not_compiled`}{A model given to a verb that
-#'     trains has no optimizer and loss yet: compile it first.}
+#'     trains, or to [gpu_memory_plan()], has no optimizer and loss yet: compile
+#'     it first.}
 #' }
 #'
 #' @section The Python environment and the stack:
@@ -71,7 +73,8 @@
 #'     the backend starts ([gpu_setup()]'s memory, devices, threads; joining a
 #'     cluster) was asked for after it started.}
 #'   \item{`gpukeras_error_unknown_device`}{A device that does not exist was
-#'     named ([gpu_setup()], [with_gpu_device()], [gpu_strategy()]).}
+#'     named ([gpu_setup()], [with_gpu_device()], [gpu_strategy()],
+#'     [gpu_memory_plan()]).}
 #'   \item{`gpukeras_error_out_of_memory`}{Even the smallest batch asked for
 #'     does not fit in the device's memory, or in `memory_budget_mib`
 #'     ([gpu_batch_size()]).}
