@@ -124,8 +124,23 @@ test_that("closed form on JAX, in a fresh R process", {
   expect_closed_form(facts, "jax")
 })
 
-test_that("a Python object that is not a Keras model is a classed error from the core", {
+test_that("a Python object that is not a built, compiled Keras model is a classed error from the core", {
   skip_if_no_python()
   not_a_model <- reticulate::r_to_py(list(1, 2))
-  expect_error(gpu_memory_plan(not_a_model, 32), class = "gpukeras_error_bad_model")
+  expect_error(gpu_memory_plan(not_a_model, 32), class = "gpukeras_error_bad_model", regexp = "model must be a Keras 3 model")
+  keras <- gpu_keras()
+  unbuilt <- keras$Sequential(list(keras$layers$Dense(1L)))
+  expect_error(gpu_memory_plan(unbuilt, 32), class = "gpukeras_error_model_not_compiled")
+  unbuilt$compile(optimizer = "adam", loss = "mse")
+  expect_error(gpu_memory_plan(unbuilt, 32), class = "gpukeras_error_bad_model", regexp = "not built")
+  expect_error(gpu_memory_plan(unbuilt, 32, device = "GPU:99"), class = "gpukeras_error_bad_model")
+})
+
+test_that("a device that does not exist is a classed error naming the devices there are", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(1L)))
+  model$compile(optimizer = "sgd", loss = "mse")
+  expect_error(gpu_memory_plan(model, 8, device = "GPU:99"), class = "gpukeras_error_unknown_device", regexp = "No such device")
+  expect_identical(gpu_memory_plan(model, 8, device = "cpu:0")$device, "CPU:0")
 })
