@@ -124,7 +124,7 @@ cases <- bad_inputs(
   "gpu_fit: a layer as model",                     gpu_fit(keras$layers$Dense(2L), data, verbose = 0),                 "bad_model",           "^model must be a Keras 3 model \\(keras.Model\\), not keras.src.layers.core.dense.Dense",
   "gpu_fit: R data of the wrong width",            gpu_fit(model, narrow, verbose = 0),                                "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
   "gpu_fit: a dataset of the wrong width",         gpu_fit(model, narrow_dataset, verbose = 0),                        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
-  "gpu_fit: validation data of the wrong width",   gpu_fit(model, data, validation_data = narrow, verbose = 0),        "bad_data",            "^The model cannot train on this data: .*Give x and y that match the model's inputs",
+  "gpu_fit: validation data of the wrong width",   gpu_fit(model, data, validation_data = narrow, verbose = 0),        "bad_data",            "^Each row of `x` has shape \\(3\\); the model was trained on rows of shape \\(4\\)",
   "gpu_fit: a NumPy array as data",                gpu_fit(model, not_a_model, verbose = 0),                           "bad_data",            "^The model cannot train on this data",
   "gpu_fit: a model as data",                      gpu_fit(model, model, verbose = 0),                                 "bad_data",            "^The model cannot train on this data: Unrecognized data type",
   "gpu_fit: labels for fewer rows",                gpu_fit(model, list(x = data$x, y = data$y[1:3]), verbose = 0),     "bad_data",            "^x and y must have the same number of rows, not x: 64, y: 3",

@@ -140,7 +140,7 @@ test_that("a logdir that cannot be written and an uncompiled model are classed e
   dataset <- gpu_dataset(regression_data(64)$x, regression_data(64)$y, batch_size = 16)
   expect_error(
     gpu_profile(tiny_model(), dataset, steps = c(1, 2), batch_size = 16),
-    "already batched", class = "gpukeras_error_bad_argument"
+    "a dataset makes its own batches", class = "gpukeras_error_bad_argument"
   )
 })
 
