@@ -15,8 +15,8 @@
 #'   Nadam, Adamax, Lamb, Adadelta and Ftrl (3 with `amsgrad`), 1 for
 #'   Adagrad, Lion and Adafactor, 1 for SGD with momentum and 0 without, 1
 #'   for RMSprop (+1 `centered`, +1 with momentum); +1 with
-#'   `gradient_accumulation_steps`, +1 with `use_ema`. A custom optimizer is
-#'   counted only once built.
+#'   `gradient_accumulation_steps`, +1 with `use_ema`. Another optimizer
+#'   (Muon, a subclass, your own) is counted only once built.
 #' * `input batch`: `batch_size` x the model's inputs (labels are not counted).
 #' * `activations: <layer>`: `batch_size` x the layer's output (each call of a
 #'   shared layer), in the layer's compute dtype: half of float32's under

@@ -14,7 +14,8 @@ A step of batch size n holds, at its peak (the start of the backward pass):
   Lion and Adafactor (whose factored parts are left out), 1 for SGD with
   momentum and 0 without, 1 for RMSprop (+1 centered, +1 with momentum); +1
   with gradient accumulation, +1 with an exponential moving average; a
-  LossScaleOptimizer as the one it wraps;
+  LossScaleOptimizer as the one it wraps. Another type (Muon, a subclass) is
+  counted only once built;
 - the input batch: n x the model's inputs (labels are not counted);
 - activations, per layer: n x the layer's output in its compute dtype (half
   of float32 under mixed_float16 or mixed_bfloat16).
