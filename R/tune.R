@@ -193,7 +193,6 @@ format.gpukeras_tune <- function(x, ...) {
     `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
     loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
     numerics = ifelse(t$sound, "sound", "UNSOUND"),
-    note = ifelse(t$stopped_early, "stopped early", ""),
     check.names = FALSE
   )
   best <- x$recommended
@@ -208,9 +207,13 @@ format.gpukeras_tune <- function(x, ...) {
       "<gpukeras tune> %d runs in %.0f s on %s (%s, %s backend); batch sizes: %s",
       nrow(t), x$seconds, x$device, x$device_name, x$backend, x$batch_sizes_from
     ),
-    utils::capture.output(print(shown, row.names = FALSE)),
+    # Notes below the table, not in it: a column of them would make print() wrap it at 80 columns.
+    table_lines(shown),
     vapply(which(!t$sound), function(i) {
       sprintf("UNSOUND: %s: %s", describe_combination(t[i, ]), sub("^unsound: ", "", t$note[i]))
+    }, character(1)),
+    vapply(which(t$stopped_early), function(i) {
+      sprintf("Stopped early: %s: %s", describe_combination(t[i, ]), sub("^stopped early: ", "", t$note[i]))
     }, character(1)),
     if (nrow(x$skipped)) sprintf("Skipped (time_budget spent): %d runs", nrow(x$skipped)),
     if (!is.na(x$loss_samples %||% NA)) sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),

@@ -27,3 +27,11 @@ format_flops <- function(tflops) {
   unit <- units[tflops >= units | units == min(units)][1]
   sprintf("%.3g %s", tflops / unit, names(unit))
 }
+
+# A data.frame's lines as print() shows them without row names, one line a row however wide
+# (print() would wrap the columns past the console's width into blocks of their own).
+table_lines <- function(df) {
+  old <- options(width = 10000L)
+  on.exit(options(old))
+  utils::capture.output(print(df, row.names = FALSE))
+}

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_on_jax
 from gpukeras.core.errors import BadArgumentError
+from gpukeras.data import pipeline
 from gpukeras.tools import model_copies, tune
 
 pytestmark = pytest.mark.slow  # many short trainings
@@ -146,3 +147,27 @@ def test_a_copy_under_another_policy_keeps_the_float32_output_and_the_weights() 
 def test_bad_arguments_are_refused_before_training(arguments: dict, says: str) -> None:
     with pytest.raises(BadArgumentError, match=says):
         tune.tune(small_model(), data(), **arguments)
+
+
+def test_steps_per_execution_stays_within_an_epoch() -> None:
+    # 92 rows in batches of 4: 23 steps an epoch, so 32 becomes 23 (one execution an epoch).
+    assert tune.steps_per_epoch(data(92), 4) == 23
+    assert tune.within_epoch([1, 8, 32], 23) == [1, 8, 23]
+    assert tune.within_epoch([32, 64], 23) == [23]
+    assert tune.within_epoch([1, 8, 32], None) == [1, 8, 32]
+    result = tune.tune(
+        small_model(),
+        data(92),
+        time_budget=15,
+        precisions=["float32"],
+        batch_sizes=[4],
+        jit_compile=[False],
+        seed=1,
+    )
+    assert sorted(column(result, "steps_per_execution")) == [1, 8, 23]
+    assert result["recommended"]["steps_per_execution"] <= 23
+
+
+def test_a_datasets_own_batches_bound_steps_per_execution() -> None:
+    dataset = pipeline.from_arrays(*data(40), batch_size=8, seed=1)["dataset"]
+    assert tune.steps_per_epoch(dataset, 8) == 5

@@ -70,3 +70,29 @@ test_that("a separate gpu_dataset() given as validation_data is described as val
   expect_match(fit$settings$data, "^gpu_dataset\\(\\) train pipeline from arrays: 64 rows")
   expect_match(fit$settings$validation_data, "^gpu_dataset\\(\\) validation pipeline from arrays: 32 rows")
 })
+
+test_that("print(tune) keeps one line a run at 80 columns, and says below the table which runs stopped early", {
+  run <- function(axis, precision = "float32", batch_size = 64L, spe = 1L, rate = 12345, stopped = FALSE, note = NULL) {
+    list(
+      axis = axis, precision = precision, batch_size = batch_size, steps_per_execution = spe, jit_compile = FALSE,
+      samples_per_second = rate, samples = 1000L, loss = if (!stopped) 0.5, finite = TRUE, sound = TRUE,
+      stopped_early = stopped, seconds = 2, note = note, data = "host"
+    )
+  }
+  result <- list(
+    trials = list(
+      run("baseline"),
+      run("precision", "mixed_bfloat16", rate = 5000, stopped = TRUE, note = "stopped early: under 50% of the best rate so far"),
+      run("batch_size", batch_size = 1024L, rate = 1234567),
+      run("steps_per_execution", batch_size = 1024L, spe = 23L, rate = 2345678)
+    ),
+    recommended = list(precision = "float32", batch_size = 1024L, steps_per_execution = 23L, jit_compile = FALSE),
+    baseline = NULL, loss_samples = 1000L, skipped = list(), device = "CPU:0", device_name = "CPU",
+    backend = "tensorflow", batch_sizes_from = "given", seconds = 30, settings = list()
+  )
+  tune <- gpukeras:::new_gpukeras_tune(result, "r")
+  expect_snapshot(print(tune))
+  lines <- withr::with_options(list(width = 80), format(tune))
+  expect_false(any(trimws(lines) == ""))
+  expect_length(grep("^ +(baseline|precision|batch|spe) ", lines), 4)
+})

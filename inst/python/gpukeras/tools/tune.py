@@ -160,6 +160,25 @@ def loss_over(losses: Sequence[tuple[int, float]], samples: int) -> float | None
     return weighted / total if total and total >= samples else None
 
 
+def steps_per_epoch(data: object, size: int) -> int | None:
+    """Batches in one pass over the data gpu_fit() would train on: arrays in batches of
+    ``size``, or a dataset's own batches; None when not known."""
+    if adapters.is_tf_dataset(data):
+        batches = int(data.cardinality())
+        return batches if batches > 0 else None
+    if isinstance(data, (tuple, list)) and data:
+        return math.ceil(adapters.row_count(adapters.as_arrays(data[0])) / size)
+    return None
+
+
+def within_epoch(values: Sequence[int], steps: int | None) -> list[int]:
+    """Steps per execution worth trying with ``steps`` batches an epoch: an execution never
+    runs past its epoch, so a larger value is the epoch's ``steps`` (one per epoch)."""
+    if steps is None:
+        return list(values)
+    return sorted({min(value, steps) for value in values})
+
+
 # A trial ----------------------------------------------------------------------
 def _watch(keras: Any, rows_per_execution: int, trial: Trial, limits: Record) -> Callback:
     """A callback that keeps each execution's loss and stops the fit (see the module)."""
@@ -405,10 +424,11 @@ def tune(
     sizes, sizes_from = _batch_candidates(model, data, parts, sizes_given, largest)
 
     baseline_jit = fit_request.resolve_jit(model, "auto")
+    baseline_size = sizes[len(sizes) // 2]
     baseline = Combination(
         "float32" if "float32" in policies else policies[0],
-        sizes[len(sizes) // 2],
-        spes[0],
+        baseline_size,
+        within_epoch(spes, steps_per_epoch(data, baseline_size))[0],
         baseline_jit if baseline_jit in jits else jits[0],
     )
     axes = {
@@ -442,6 +462,8 @@ def tune(
     attempt(baseline, "baseline")
     current = baseline
     for axis in AXES:
+        if axis == "steps_per_execution":  # for the batch size chosen by now
+            axes[axis] = within_epoch(spes, steps_per_epoch(data, current.batch_size))
         for value in axes[axis]:
             if value != getattr(current, axis):
                 attempt(replace(current, **{axis: value}), axis)
