@@ -20,9 +20,15 @@ format_job_sample <- function(status) {
         format(round(sample$gpu_memory_used_mib), big.mark = ",")
       )
     },
-    if (length(sample$logs)) paste(sprintf("%s %.4g", names(sample$logs), unlist(sample$logs)), collapse = ", ")
+    if (length(sample$logs)) paste(names(sample$logs), as_keras_shows(unlist(sample$logs)), collapse = ", ")
   )
   paste(parts, collapse = "; ")
+}
+
+# Logged values as Keras' progress display shows them (a fit in the R session): 4 decimals,
+# or 4 in scientific notation near zero (the core's train/live.py as_keras_shows()).
+as_keras_shows <- function(x) {
+  ifelse(abs(x) > 1e-3, sprintf("%.4f", x), sprintf("%.4e", x))
 }
 
 #' @export

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.runtime import config
-from gpukeras.train import job
+from gpukeras.train import job, live
 from nvml_double import FakeGpu, fake_pynvml
 
 pytestmark = pytest.mark.slow  # background jobs: child processes
@@ -131,3 +131,17 @@ def test_progress_is_written_with_the_latest_gpu_reading(
     lines = (tmp_path / job.EPOCHS_FILE).read_text().splitlines()
     assert [line.split("\t")[0] for line in lines] == ["1", "2"]
     assert lines[1].split("\t")[1].startswith("loss=")
+
+
+def test_epoch_lines_show_values_as_keras_progress_display_does(tmp_path: object) -> None:
+    model = compiled_model()
+    x, y = data()
+    progress = job.progress_callback(str(tmp_path), attempt=1, batch_size=10, nvml_indices=[])
+    history = model.fit(x, y, batch_size=10, epochs=1, verbose=0, callbacks=[progress])
+    [line] = (tmp_path / job.EPOCHS_FILE).read_text().splitlines()
+    loss = history.history["loss"][0]
+    shown = f"{loss:.4f}" if abs(loss) > 1e-3 else f"{loss:.4e}"  # Keras' ProgbarLogger's rule
+    assert line == f"1\tloss={shown}"
+    assert live.as_keras_shows(0.716968) == "0.7170"
+    assert live.as_keras_shows(0.00001234) == "1.2340e-05"
+    assert live.as_keras_shows(live.percent(12.34)) == "12"

@@ -96,3 +96,23 @@ test_that("print(tune) keeps one line a run at 80 columns, and says below the ta
   expect_false(any(trimws(lines) == ""))
   expect_length(grep("^ +(baseline|precision|batch|spe) ", lines), 4)
 })
+
+test_that("a background job's progress shows logged values as a fit in the R session does (Keras' 4 decimals)", {
+  status <- list(epoch = 1, epochs = 2, batch = 5, steps = 23, sample = list(logs = list(accuracy = 0.716968, loss = 0.00001234)))
+  expect_identical(gpukeras:::format_job_sample(status), "epoch 1/2, batch 5/23; accuracy 0.7170, loss 1.2340e-05")
+  skip_if_no_python()
+  # The epoch lines come from the core's progress callback (train/job.py) as it writes them.
+  dir <- withr::local_tempdir()
+  model <- tiny_model() # starts the core, whose module makes the callback
+  progress <- reticulate::import("gpukeras.train.job")$progress_callback(dir, attempt = 1L, batch_size = 10L, nvml_indices = list())
+  data <- regression_data(40)
+  history <- model$fit(gpu_as_numpy(data$x), gpu_as_numpy(data$y), batch_size = 10L, epochs = 1L, verbose = 0L, callbacks = list(progress))
+  job <- new.env()
+  job$dir <- dir
+  job$verbose <- 2
+  job$epochs_shown <- 0
+  job$spec <- list(fit = list(epochs = 1))
+  printed <- utils::capture.output(gpukeras:::show_job_progress(job, list()))
+  logged <- history$history
+  expect_identical(printed, sprintf("Epoch 1/1: loss %.4f, mae %.4f", logged$loss[[1]], logged$mae[[1]]))
+})

@@ -248,6 +248,7 @@ def progress_callback(
     """
     from gpukeras.data.adapters import DEFAULT_BATCH_SIZE
     from gpukeras.gpu.samplers import UtilizationSampler
+    from gpukeras.train.live import as_keras_shows
     from gpukeras.train.training_run import gpus_in_use
 
     keras = config.keras()
@@ -312,7 +313,9 @@ def progress_callback(
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             self._write(int(self.params.get("steps") or 0), logs)
-            values = "\t".join(f"{name}={float(value):.6g}" for name, value in (logs or {}).items())
+            values = "\t".join(
+                f"{name}={as_keras_shows(value)}" for name, value in (logs or {}).items()
+            )
             with open(epochs_file, "a") as out:
                 out.write(f"{epoch + 1}\t{values}\n")
 

@@ -64,6 +64,16 @@ class Figure(float):
         return Figure(float(self) / float(other), self.digits)  # type: ignore[arg-type]
 
 
+def as_keras_shows(value: Any) -> str:
+    """A logged value as Keras' progress display shows it: 4 decimals, or 4 in scientific
+    notation near zero; a ``Figure`` with its own digits. A background job's epoch lines
+    show it so, as a fit in the R session does."""
+    if isinstance(value, Figure):
+        return str(value)
+    number = float(value)
+    return f"{number:.4f}" if abs(number) > 1e-3 else f"{number:.4e}"
+
+
 def percent(value: float) -> Figure:
     """A percentage as people read one: whole from 10 %, with one decimal below."""
     return Figure(value, 0 if abs(value) >= 10 else 1)
