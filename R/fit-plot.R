@@ -1,16 +1,17 @@
-# Plotting a gpukeras_fit: the metrics per epoch and the GPU timeline.
+# Plotting a gpukeras_fit: the metrics per epoch and the GPU and host CPU timelines.
 
 #' Plot a gpu_fit() run
 #'
 #' Draws, with base graphics, the loss and each metric per epoch (with its
 #' validation counterpart, dashed), and, when a GPU was monitored, a panel of
 #' GPU utilization (%, left axis) and memory used (MiB, right axis) over the
-#' training time.
+#' training time, and one of the host's CPU load (% of all cores busy) when it
+#' was sampled (on a GPU as on a CPU: a busy host starves the device).
 #'
 #' @param x A `gpukeras_fit` from [gpu_fit()].
 #' @param metrics The metrics to draw (names of history columns without
 #'   `val_`); `NULL` for all.
-#' @param timeline Draw the GPU timeline panel when there are GPU samples.
+#' @param timeline Draw the timeline panels (GPU, host CPU) that have samples.
 #' @param ... Passed to the per-epoch [graphics::plot()] calls.
 #' @return `x`, invisibly.
 #' @export
@@ -43,8 +44,10 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
     base <- metrics
   }
   gpu <- x$timeline$gpu
+  host <- x$timeline$host
   draw_gpu <- timeline && !is.null(gpu) && nrow(gpu) > 0
-  panels <- length(base) + draw_gpu
+  draw_host <- timeline && !is.null(host) && nrow(host) > 0
+  panels <- length(base) + draw_gpu + draw_host
   if (panels == 0L) {
     gpukeras_abort("There is nothing to plot: the history has no epochs or metrics.", "gpukeras_error_bad_argument")
   }
@@ -56,6 +59,9 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   }
   if (draw_gpu) {
     plot_gpu_timeline(gpu)
+  }
+  if (draw_host) {
+    plot_host_timeline(host)
   }
   invisible(x)
 }
@@ -119,5 +125,13 @@ plot_gpu_timeline <- function(gpu) {
   graphics::legend(
     "bottomright", c(sprintf("GPU %d utilization", indices), sprintf("GPU %d memory", indices)),
     col = rep(colours, 2), lty = rep(1:2, each = length(indices)), bty = "n", cex = 0.8
+  )
+}
+
+plot_host_timeline <- function(host) {
+  graphics::plot(
+    host$time_s, host$cpu_percent,
+    type = "l", ylim = range(0, 100, host$cpu_percent, na.rm = TRUE), xlab = "seconds", ylab = "host CPU (% of all cores)",
+    main = "Host CPU load"
   )
 }

@@ -116,3 +116,20 @@ test_that("a background job's progress shows logged values as a fit in the R ses
   logged <- history$history
   expect_identical(printed, sprintf("Epoch 1/1: loss %.4f, mae %.4f", logged$loss[[1]], logged$mae[[1]]))
 })
+
+test_that("plot(fit) draws the host CPU load the timeline sampled, on a CPU too", {
+  skip_if_no_python()
+  fit <- gpu_fit(tiny_model(), regression_data(256), epochs = 2, batch_size = 16, verbose = 0)
+  expect_gt(nrow(fit$timeline$host), 0)
+  titles <- function(...) {
+    path <- withr::local_tempfile(fileext = ".png")
+    grDevices::png(path)
+    on.exit(grDevices::dev.off())
+    grDevices::dev.control("enable")
+    plot(fit, ...)
+    # the strings drawn (titles, labels) in the device's display list
+    unlist(lapply(grDevices::recordPlot()[[1]], function(call) Filter(is.character, call[[2]])))
+  }
+  expect_true("Host CPU load" %in% titles())
+  expect_false("Host CPU load" %in% titles(timeline = FALSE))
+})
