@@ -152,7 +152,7 @@ def test_speed_options_are_in_force_on_the_model_and_its_loss_and_metrics_kept(
 def test_jit_auto_without_a_setup_default_is_keras_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config.setup, "jit_compile", "auto")
     model = tiny_model()
-    expected = bool(model._resolve_auto_jit_compile())
+    expected = compat.auto_jit_compile(model)
     result = call(model=model, data=tiny_data(), epochs=1, monitor=False)
     assert result["settings"]["jit_compile"] is expected
     assert model.jit_compile is expected
@@ -165,7 +165,9 @@ def test_learning_rate_number_and_schedule_are_set_on_the_optimizer() -> None:
     spec = {"schedule": "exponential", "initial": 0.1, "decay_steps": 4, "decay_rate": 0.5}
     result = call(model=model, data=(x, y), epochs=1, batch_size=BATCH, learning_rate=spec)
     assert result["settings"]["learning_rate"] == {**spec, "staircase": False}
-    assert isinstance(model.optimizer._learning_rate, keras.optimizers.schedules.ExponentialDecay)
+    assert isinstance(
+        compat.learning_rate_of(model.optimizer), keras.optimizers.schedules.ExponentialDecay
+    )
     # 8 optimizer steps: the rate in force is the schedule's at step 8.
     assert int(model.optimizer.iterations) == 8
     assert float(model.optimizer.learning_rate) == pytest.approx(0.1 * 0.5**2)

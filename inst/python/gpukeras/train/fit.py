@@ -36,6 +36,7 @@ import numpy as np
 
 from gpukeras.core import compat
 from gpukeras.core.errors import GpukerasError
+from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, labels
 from gpukeras.data import failures as data_failures
@@ -54,7 +55,7 @@ from gpukeras.train.resident import ResidentLoop
 
 
 # Callbacks made here ------------------------------------------------------------
-def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
+def _helper_callbacks(keras: Keras, seed: int | None, reseed_numpy: bool) -> tuple[object, dict]:
     """A callback tracking the epoch and batch (for error messages), and reseeding
     NumPy per epoch where Keras shuffles arrays with it.
 
@@ -66,7 +67,7 @@ def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tu
     """
     position: dict[str, int] = {"epoch": 0, "batch": -1, "batches_done": 0, "begun": 0}
 
-    class Position(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+    class Position(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             position.update(epoch=epoch, batch=-1)
             if reseed_numpy:
@@ -82,7 +83,7 @@ def _helper_callbacks(keras: object, seed: int | None, reseed_numpy: bool) -> tu
     return Position(), position
 
 
-def _jax_value_keeper(keras: object, model: object) -> object:
+def _jax_value_keeper(keras: Keras, model: Model) -> Callback:
     """A callback keeping the values of the model's variables until a train step has run.
 
     Keras' JAX trainer detaches the variables' values while it trains and puts
@@ -91,14 +92,14 @@ def _jax_value_keeper(keras: object, model: object) -> object:
     and its next fit() failed. ``reattach()`` gives back the values kept.
     """
 
-    class Keeper(keras.callbacks.Callback):  # type: ignore[attr-defined,name-defined]
+    class Keeper(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
             optimizer = getattr(model, "optimizer", None)
             variables = [
-                *model.variables,  # type: ignore[attr-defined]
+                *model.variables,
                 *(optimizer.variables if optimizer is not None else []),
-                *model.metrics_variables,  # type: ignore[attr-defined]
+                *model.metrics_variables,
             ]
             self.kept = [(variable, compat.attached_value(variable)) for variable in variables]
             self.begun = 0
@@ -122,7 +123,7 @@ def _jax_value_keeper(keras: object, model: object) -> object:
 
 # The run ------------------------------------------------------------------------
 def _backup(
-    request: fit_request.FitRequest, model: object, source: adapters.DataAdapter, spe: int
+    request: fit_request.FitRequest, model: Model, source: adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
     """The backup callback and the backup to resume from (checked against this run).
 
@@ -131,13 +132,13 @@ def _backup(
     """
     if request.backup_dir is None:
         return None, None
-    run = {
+    run: dict[str, object] = {
         "epochs": request.epochs,
         "steps_per_epoch": source.steps_per_epoch,
         "steps_per_execution": spe,
         "seed": request.seed,
         "batch_size": source.batch_size,
-        "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,  # type: ignore[attr-defined]
+        "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
     }
     state = backup.resume_state(request.backup_dir)
     if state is not None:
@@ -146,7 +147,7 @@ def _backup(
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
 
 
-def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: object) -> int:
+def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: Model) -> int:
     """Steps per dispatch on the device: the one asked for; for "auto", the one the backup
     to resume was made with (its batch positions count in those), else the rule's
     (``ResidentLoop.choose_steps``)."""
@@ -171,7 +172,7 @@ def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
 
 
 def fit(
-    model: object,
+    model: Model,
     data: object,
     validation_data: object = None,
     strategy: object = None,
@@ -222,7 +223,7 @@ def fit(
     keras = config.keras()
     checked = fit_request.check_request(keras, model, fields if request is None else request)
     found = {
-        "output_precision": precision.output_precision_warning(model),  # type: ignore[arg-type]
+        "output_precision": precision.output_precision_warning(model),
         "labels": labels.check(model, data),
     }
     warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
@@ -238,8 +239,8 @@ def fit(
 
 
 def _fit_here(
-    keras: object,
-    model: object,
+    keras: Keras,
+    model: Model,
     data: object,
     validation_data: object,
     strategy: object,
@@ -264,8 +265,8 @@ def _fit_here(
 
 
 def _train(
-    keras: object,
-    model: object,
+    keras: Keras,
+    model: Model,
     request: fit_request.FitRequest,
     source: adapters.DataAdapter,
     validation: dict[str, object],
@@ -275,7 +276,7 @@ def _train(
     """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
     applied = fit_request.apply_settings(keras, model, request)
     backend = keras.backend.backend()
-    distribution = keras.distribution.distribution() if backend == "jax" else None  # type: ignore[attr-defined]
+    distribution = keras.distribution.distribution() if backend == "jax" else None
     source = adapters.on_device(
         source, model, validation_data, distribution, backend, jax_cluster.multi_process()
     )
@@ -319,7 +320,7 @@ def _train(
             stop.exchange = preempt.jax_exchange()
         own.append(preempt.callback(keras, stop, saver, request.backup_dir))
         try:
-            history = model.fit(  # type: ignore[attr-defined]
+            history = model.fit(
                 **source.fit_args,
                 epochs=request.epochs,
                 callbacks=own
@@ -374,7 +375,7 @@ def _train(
         "strategy": None
         if placement is None
         else strategies.strategy_settings(placement, source.batch_size),
-        "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
+        "dtype_policy": model.dtype_policy.name,
         "data": source.kind,
         "data_path": dataclasses.asdict(source.decision) if source.decision is not None else None,
         "monitor": request.monitor,

@@ -100,6 +100,7 @@ import signal
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.errors import (
@@ -111,6 +112,7 @@ from gpukeras.core.errors import (
     StrategyError,
     WorkerLostError,
 )
+from gpukeras.core.handles import Dataset, Keras, Model, Strategy
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, pipeline
 from gpukeras.distribute import cluster, strategies
@@ -160,9 +162,9 @@ class _Run:
     first, then the seed the workers agreed on and the backup they resume from, then the data
     and the model to train. ``_failure`` reads it too, however far ``fit`` got."""
 
-    keras: object
-    tf: object
-    strategy: object
+    keras: Keras
+    tf: Any  # the tensorflow module
+    strategy: Strategy
     request: fit_request.FitRequest
     callbacks: list[object]  # the ones this worker runs (``_check_callbacks``)
     info: dict[str, object]  # this worker's view of the cluster (``cluster.describe``)
@@ -173,9 +175,9 @@ class _Run:
     # where training is, for messages: 0-based epoch and batch (-1: before the first)
     position: dict[str, int] = field(default_factory=lambda: {"epoch": 0, "batch": -1})
     source: adapters.DataAdapter | None = None
-    dataset: object = None  # the tf.data dataset of global batches
-    validation: object | None = None  # the same for validation, or None
-    model: object = None  # the model trained (in the strategy's scope)
+    dataset: Dataset = None  # the tf.data dataset of global batches
+    validation: Dataset | None = None  # the same for validation, or None
+    model: Model = None  # the model trained (in the strategy's scope)
 
 
 # Failures ---------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def _failure(run: _Run, error: BaseException) -> BaseException:
     own = int(run.info["index"])  # type: ignore[call-overload]
     if isinstance(error, PreemptedError):  # every worker stops at the same step: none failed
         return error
-    if cluster.lost_peer(tf, error):
+    if isinstance(error, Exception) and cluster.lost_peer(tf, error):
         return WorkerLostError(
             f"Training stopped at {where} on worker {own}: {cluster.peer_message(error, own)}. "
             "A worker that exits or fails stops the others at once; one that freezes or is "
@@ -308,7 +310,7 @@ def fit(
             BackupMismatchError,
             extra=[float(candidate)],
         )
-    except tf.errors.OpError as error:  # type: ignore[attr-defined]
+    except tf.errors.OpError as error:
         raise StrategyError(
             f"Not every worker called gpu_fit() within {start_timeout:g} s of the others "
             f"(this is worker {info['index']}). Run the same gpu_fit() call on every worker. "
@@ -351,18 +353,19 @@ def _train(run: _Run) -> dict[str, object]:
     """``fit`` once every worker agreed and the model is the one to train."""
     keras, tf, strategy, model, request = run.keras, run.tf, run.strategy, run.model, run.request
     source, state, info, collectives = run.source, run.state, run.info, run.collectives
+    assert source is not None  # fit made it before the model
     validation = run.validation
-    with strategy.scope():  # type: ignore[attr-defined]
+    with strategy.scope():
         adapters.build_from_spec(model, run.dataset)
         applied = fit_request.apply_settings(keras, model, request)
     applied["steps_per_execution"] = 1  # one batch per step here, whatever the model has
-    facts = {  # what a backup must match
+    facts: dict[str, object] = {  # what a backup must match
         "epochs": request.epochs,
         "steps_per_epoch": source.steps_per_epoch,
         "steps_per_execution": 1,
         "seed": run.seed,
         "batch_size": source.batch_size,
-        "weights": [list(map(int, w.shape)) for w in model.weights],  # type: ignore[attr-defined]
+        "weights": [list(map(int, w.shape)) for w in model.weights],
         "workers": len(info["workers"]),  # type: ignore[arg-type]
     }
     saver = None
@@ -375,7 +378,7 @@ def _train(run: _Run) -> dict[str, object]:
     watcher = None
     if request.monitor:
         watcher = training_run.make_monitor(gpu_rows, batch_size=None, measure_input=True)
-        record = watcher.timer.record  # type: ignore[attr-defined]
+        record = watcher.timer.record
         record.backend = "tensorflow"
         record.method = "next(iterator) timed before each distributed step" + (
             ""
@@ -384,7 +387,7 @@ def _train(run: _Run) -> dict[str, object]:
         )
     # The chief writes backups; the others only restore from them.
     hooks = ([saver] if saver is not None and info["is_chief"] else []) + run.callbacks
-    events = keras.callbacks.CallbackList(  # type: ignore[attr-defined]
+    events = keras.callbacks.CallbackList(
         hooks,
         add_progbar=request.verbose != 0,
         model=model,
@@ -397,18 +400,18 @@ def _train(run: _Run) -> dict[str, object]:
     if validation is not None:
         checked = _distribute(strategy, validation, _length(validation))
 
-    @tf.function(reduce_retracing=True)  # type: ignore[attr-defined]
+    @tf.function(reduce_retracing=True)
     def train_step(batch: object) -> object:
-        return strategy.run(model.train_step, args=(batch,))  # type: ignore[attr-defined]
+        return strategy.run(model.train_step, args=(batch,))
 
-    @tf.function(reduce_retracing=True)  # type: ignore[attr-defined]
+    @tf.function(reduce_retracing=True)
     def test_step(batch: object) -> None:
-        strategy.run(model.test_step, args=(batch,))  # type: ignore[attr-defined]
+        strategy.run(model.test_step, args=(batch,))
 
-    @tf.function  # type: ignore[attr-defined]
+    @tf.function
     def results() -> dict[str, object]:
         # Metric variables sync on read: read here, they are summed over every replica.
-        return model.get_metrics_result()  # type: ignore[attr-defined]
+        return model.get_metrics_result()
 
     def read() -> dict[str, float]:
         return {str(name): float(value) for name, value in results().items()}
@@ -427,17 +430,17 @@ def _train(run: _Run) -> dict[str, object]:
         if request.signals:  # the same on every worker (agreed)
             stop.exchange = collectives.gather
         try:
-            model.stop_training = False  # type: ignore[attr-defined]
+            model.stop_training = False
             if saver is not None and not info["is_chief"]:
                 saver.on_train_begin()  # type: ignore[attr-defined]  # restore only
             events.on_train_begin()  # the chief's saver restores here
-            collectives.from_chief([*model.weights, *model.optimizer.variables])  # type: ignore[attr-defined]
+            collectives.from_chief([*model.weights, *model.optimizer.variables])
             read()  # traced here, not in the first epoch's timed steps
             for _ in range(first_epoch):  # the resumed epoch gets the order it had
                 iter(distributed)
             for epoch in range(first_epoch, request.epochs):
                 run.position.update(epoch=epoch, batch=-1)
-                model.reset_metrics()  # type: ignore[attr-defined]
+                model.reset_metrics()
                 events.on_epoch_begin(epoch)
                 for step, (begin, fetched, batch) in enumerate(
                     _batches(distributed, source.steps_per_epoch)
@@ -454,7 +457,7 @@ def _train(run: _Run) -> dict[str, object]:
                     events.on_train_batch_begin(step)
                     outputs = train_step(batch)
                     if watcher is not None:
-                        parts = strategy.experimental_local_results(batch)  # type: ignore[attr-defined]
+                        parts = strategy.experimental_local_results(batch)
                         rows = [timing.batch_rows(part, keras.tree.flatten) for part in parts]
                         record.steps.append(
                             timing.Step(
@@ -467,14 +470,14 @@ def _train(run: _Run) -> dict[str, object]:
                         )
                     events.on_train_batch_end(
                         step,
-                        strategy.experimental_local_results(outputs)[0],  # type: ignore[attr-defined]
+                        strategy.experimental_local_results(outputs)[0],
                     )
                 logs = read()
                 if watcher is not None:
                     record.epoch_ends[epoch] = time.perf_counter()
                 if checked is not None:
                     events.on_test_begin()
-                    model.reset_metrics()  # type: ignore[attr-defined]
+                    model.reset_metrics()
                     for _, _, batch in _batches(checked, _length(validation)):
                         test_step(batch)
                     scores = read()
@@ -483,9 +486,9 @@ def _train(run: _Run) -> dict[str, object]:
                 events.on_epoch_end(epoch, logs)
                 history.append({"epoch": epoch + 1, **logs})
                 # A callback may ask to stop on one worker: all stop, or none.
-                if collectives.gather([float(bool(model.stop_training))]).max() > 0:  # type: ignore[attr-defined]
+                if collectives.gather([float(bool(model.stop_training))]).max() > 0:
                     break
-            model.optimizer.finalize_variable_values(model.trainable_weights)  # type: ignore[attr-defined]
+            model.optimizer.finalize_variable_values(model.trainable_weights)
             events.on_train_end(logs)
         finally:
             compat.set_initial_epoch(model, None)  # the saver sets it
@@ -508,7 +511,7 @@ def _train(run: _Run) -> dict[str, object]:
         "device": training_run.device_setting(gpu_rows),
         "strategy": strategies.strategy_settings(strategies.describe(strategy), source.batch_size),
         "auto_shard_policy": "DATA",
-        "dtype_policy": model.dtype_policy.name,  # type: ignore[attr-defined]
+        "dtype_policy": model.dtype_policy.name,
         "data": source.kind,
         "monitor": request.monitor,
         "seconds": seconds,
@@ -526,7 +529,7 @@ def _length(dataset: object) -> int | None:
     return batches if batches >= 0 else None
 
 
-def _distribute(strategy: object, dataset: object, batches: int | None) -> object:
+def _distribute(strategy: Strategy, dataset: Dataset, batches: int | None) -> Any:
     """The dataset sharded by DATA over the workers (see the module's notes).
 
     Where the number of batches is known, every worker takes exactly that many
@@ -535,11 +538,11 @@ def _distribute(strategy: object, dataset: object, batches: int | None) -> objec
     is turned off for this dataset: it would cost a collective per step and
     count the wait for the slowest worker as input wait.
     """
-    extended = strategy.extended  # type: ignore[attr-defined]
+    extended = strategy.extended
     default = extended.experimental_enable_get_next_as_optional
     extended.experimental_enable_get_next_as_optional = batches is None
     try:
-        return strategy.experimental_distribute_dataset(strategies.shard_by_data(dataset))  # type: ignore[attr-defined]
+        return strategy.experimental_distribute_dataset(strategies.shard_by_data(dataset))
     finally:
         extended.experimental_enable_get_next_as_optional = default
 
@@ -573,9 +576,9 @@ def _report(
 ) -> dict[str, object]:
     """This worker's monitor report, with every worker's step numbers under ``workers``."""
     report = training_run.monitor_report(watcher, model, gpu_rows, settings)
-    report["advice"] = _advice(report["advice"])  # type: ignore[arg-type]
+    report["advice"] = _advice(report["advice"])
     names = ("step_time_mean_ms", "input_wait_share", "samples_per_second", "steps_timed")
-    mine = [math.nan if report.get(n) is None else float(report[n]) for n in names]  # type: ignore[arg-type]
+    mine = [math.nan if report.get(n) is None else float(report[n]) for n in names]
     rows = collectives.gather(mine)
     workers: dict[str, object] = {"index": list(range(len(rows)))}
     for column, name in enumerate(names):
