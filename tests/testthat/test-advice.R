@@ -104,7 +104,7 @@ test_that("a background job's progress shows logged values as a fit in the R ses
   # The epoch lines come from the core's progress callback (train/job.py) as it writes them.
   dir <- withr::local_tempdir()
   model <- tiny_model() # starts the core, whose module makes the callback
-  progress <- reticulate::import("gpukeras.train.job")$progress_callback(dir, attempt = 1L, batch_size = 10L, nvml_indices = list())
+  progress <- gpukeras:::core_call("job_progress_callback", job_dir = dir, attempt = 1L, batch_size = 10L, nvml_indices = list())
   data <- regression_data(40)
   history <- model$fit(gpu_as_numpy(data$x), gpu_as_numpy(data$y), batch_size = 10L, epochs = 1L, verbose = 0L, callbacks = list(progress))
   job <- new.env()

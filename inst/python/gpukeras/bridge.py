@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 
 from gpukeras.core.errors import GpukerasError
-from gpukeras.data import array_source
+from gpukeras.core.handles import HANDOVER
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
 VERBS: dict[str, str] = {
@@ -90,6 +90,16 @@ def function_at(path: str) -> Callable[..., object]:
     return function
 
 
+def _received(kwargs: dict[str, object]) -> dict[str, object]:
+    """``kwargs`` with R data sent to be handed over as arrays (``array_source.received``);
+    that module, and NumPy, are imported only then: the bridge itself starts without them,
+    so a missing stack is a classed error."""
+    if not any(isinstance(value, dict) and HANDOVER in value for value in kwargs.values()):
+        return kwargs
+    received = function_at("data.array_source:received")
+    return {name: received(value) for name, value in kwargs.items()}
+
+
 def answer(function: Callable[..., object], kwargs: dict[str, object] | None = None) -> dict:
     """Call ``function`` with ``kwargs`` and return its value as plain data, or its error as data.
 
@@ -102,8 +112,7 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
         are not the user's (a bug, or a failure inside the stack).
     """
     try:
-        given = {name: array_source.received(value) for name, value in (kwargs or {}).items()}
-        return {"ok": True, "value": plain(function(**given))}
+        return {"ok": True, "value": plain(function(**_received(kwargs or {})))}
     except GpukerasError as error:
         return {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
     except Exception as error:  # anything else is reported, never allowed to crash R

@@ -17,8 +17,9 @@ def mlp(dtype: str | None = None, optimizer: object = "adam") -> object:
     model = keras.Sequential(
         [
             keras.Input((100,)),
-            keras.layers.Dense(256, activation="relu", dtype=dtype),
-            keras.layers.Dense(10, dtype=dtype),
+            # named: Keras numbers unnamed layers by how many this process made
+            keras.layers.Dense(256, activation="relu", dtype=dtype, name="dense"),
+            keras.layers.Dense(10, dtype=dtype, name="dense_1"),
         ]
     )
     model.compile(optimizer=optimizer, loss="mse")

@@ -24,3 +24,7 @@ Device = Any  # a JAX device
 # Plain data on its way to R (numbers, strings, lists, nested records), built
 # and read by key: the values' types are the documented fields', not checked.
 Record = dict[str, Any]
+
+# The key R data sent with a verb, for the core to copy in that same call, comes under
+# (``gpukeras.data.array_source.received``).
+HANDOVER = "gpukeras_handover"

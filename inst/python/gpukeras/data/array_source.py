@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras.core.errors import BadDataError
-from gpukeras.core.handles import Dataset, Tensor
+from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 
@@ -133,10 +133,6 @@ def handover(
     )
     labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
     return HostArrays(features, labels)
-
-
-# R data sent with a verb's other arguments, for the core to copy in that same call.
-HANDOVER = "gpukeras_handover"
 
 
 def received(value: object) -> object:
