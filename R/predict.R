@@ -65,7 +65,10 @@
 #'     keras$Input(shape = list(2L)),
 #'     keras$layers$Dense(2L, activation = "softmax")
 #'   ))
-#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+#'   model$compile(
+#'     optimizer = "adam", loss = "sparse_categorical_crossentropy",
+#'     metrics = list("accuracy")
+#'   )
 #'   fit <- gpu_fit(model, list(x = cars, y = fast), epochs = 2, verbose = 0, monitor = FALSE)
 #'   # "red" is coded as in training although the new data lacks "blue" and "green"
 #'   new_cars <- data.frame(colour = c("red", "red"), speed = c(5, 20))
