@@ -97,7 +97,7 @@ test_that("the workers get a private network: loopback alone, where they reach o
     if (index == 0L) {
       server <- serverSocket(port)
       on.exit(close(server))
-      peer <- socketAccept(server, timeout = 30)
+      peer <- socketAccept(server, blocking = TRUE, timeout = 30) # else readLines may find no line yet
       said <- readLines(peer, n = 1L)
       close(peer)
     } else {
