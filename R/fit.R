@@ -360,7 +360,8 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
   )
 }
 
-# The signals gpu_fit() can handle (the core's gpukeras.train.preempt.CATCHABLE).
+# The signals gpu_fit() can handle: those schedulers send to stop or warn a job. R alone
+# checks them; the core handles the names it is given (train/preempt.py).
 handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 
 # `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.

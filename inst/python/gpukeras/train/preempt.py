@@ -59,8 +59,6 @@ import numpy as np
 
 from gpukeras.core.errors import PreemptedError
 
-# The signals gpu_fit() can handle: those schedulers send to stop or warn a job.
-CATCHABLE = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 # Seconds between the workers' agreements on a stop, about (see the module's notes).
 CHECK_SECONDS = 1.0
 # At most this many steps between them, whatever the step time.
@@ -144,10 +142,10 @@ class Stop:
 
 @contextlib.contextmanager
 def handling(names: list[str]) -> Iterator[Stop]:
-    """Handle ``names`` (full names from ``CATCHABLE``, as gpu_fit() checks them in R) while
-    the block runs: each only sets the flag of the Stop yielded; every signal's C-level
-    disposition is set back exactly afterwards. Nothing is handled off the main thread
-    (Python allows handlers only there)."""
+    """Handle ``names`` (full names, as gpu_fit() checks them in R: ``handled_signals`` in
+    R/fit.R) while the block runs: each only sets the flag of the Stop yielded; every
+    signal's C-level disposition is set back exactly afterwards. Nothing is handled off the
+    main thread (Python allows handlers only there)."""
     stop = Stop(names)
     if not names or threading.current_thread() is not threading.main_thread():
         stop.names = []
