@@ -72,20 +72,26 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # then come too late), so R checks those parts itself until then. Factor and
 # character columns become codes as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
-# themselves: the value's `encoding` (see encoding.R).
-as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL) {
+# themselves: the value's `encoding` (see encoding.R). `sample_weight`, one
+# number per row, goes with the rows (an NA in it is an NA row).
+as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
+                             sample_weight = NULL) {
   inputs <- encoded_inputs(x, encoding, call)
   encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call), inputs, names(inputs))
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
   encoding <- new_encoding(lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na)
-  parts <- c(features, if (!is.null(labels)) list(y = labels$y))
+  weights <- check_sample_weight(sample_weight, labels, call = call)
+  parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
     gpukeras_abort(
       c(
-        sprintf("x and y must have the same number of rows, not %s.", paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")),
-        "Give one label per row of x."
+        sprintf(
+          "%s must have the same number of rows, not %s.", if (is.null(weights)) "x and y" else "x, y and sample_weight",
+          paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
+        ),
+        if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
       ),
       "gpukeras_error_bad_data",
       call = call
@@ -113,6 +119,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   list(
     x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x,
     y = parts$y,
+    sample_weight = parts$sample_weight,
     y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32",
     check_missing = any(core_checks),
     vocabulary = encoding_vocabulary(encoding),
@@ -153,22 +160,34 @@ abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call
 }
 
 # Call `target` in the core with `data` (from as_pipeline_data(), or NumPy
-# arrays) as x, y, y_dtype and check_missing, and the arguments in `args`.
-# When the core finds NA in a copy it checks, the error names the rows and
-# columns as R's own check does (`na_fix`: see abort_missing()).
+# arrays) as x, y, y_dtype and check_missing (and sample_weight, where there are
+# weights), and the arguments in `args`. When the core finds NA in a copy it
+# checks, the error names the rows and columns as R's own check does (`na_fix`:
+# see abort_missing()).
 handover_call <- function(target, data, args = list(), na_fix = NULL, call = caller_env()) {
   force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
-    do.call(core_call, c(list(
-      target,
-      x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
-    ), args, list(error_call = call))),
+    do.call(core_call, c(list(target), handover_fields(data), args, list(error_call = call))),
     gpukeras_error_bad_data = function(e) {
-      if (isTRUE(data$check_missing)) {
-        parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
-        abort_missing(parts, fix = na_fix, call = call)
-      }
+      if (isTRUE(data$check_missing)) abort_missing(data_parts(data), fix = na_fix, call = call)
     }
+  )
+}
+
+# What the core's handover takes of `data` (array_source.handover()).
+handover_fields <- function(data) {
+  c(
+    list(x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)),
+    if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
+  )
+}
+
+# The parts of handed-over `data` by name, as abort_missing() names them.
+data_parts <- function(data) {
+  c(
+    if (is.list(data$x)) data$x else list(x = data$x),
+    if (!is.null(data$y)) list(y = data$y),
+    if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
 }
 
@@ -176,12 +195,7 @@ handover_call <- function(target, data, args = list(), na_fix = NULL, call = cal
 # copy in that same call (array_source.received), so a verb that trains calls the core
 # once. core_call() names the rows of NA the core finds in it (`na_fix`: see abort_missing()).
 handover_arg <- function(data, na_fix = NULL) {
-  structure(
-    list(gpukeras_handover = list(
-      x = data$x, y = data$y, y_dtype = data$y_dtype, check_missing = isTRUE(data$check_missing)
-    )),
-    class = "gpukeras_handover", na_fix = na_fix
-  )
+  structure(list(gpukeras_handover = handover_fields(data)), class = "gpukeras_handover", na_fix = na_fix)
 }
 
 # The error for NA the core found in a handover_arg(), as R's own check words it; nothing
@@ -191,12 +205,11 @@ abort_handover_missing <- function(arg, call = caller_env()) {
   if (!data$check_missing) {
     return(invisible())
   }
-  parts <- c(if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y))
-  abort_missing(parts, fix = attr(arg, "na_fix"), call = call)
+  abort_missing(data_parts(data), fix = attr(arg, "na_fix"), call = call)
 }
 
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
-# list(x, y), made by the core in one copy each (array_source.handover).
+# list(x, y, sample_weight), made by the core in one copy each (array_source.handover).
 to_numpy <- function(data, na_fix = NULL, call = caller_env()) {
   kept_arrays(handover_call("handover", data, na_fix = na_fix, call = call))
 }
@@ -214,8 +227,11 @@ kept_arrays <- function(held) {
   x <- get(held, "x")
   inputs <- reticulate::py_to_r(get(held, "inputs"))
   if (length(inputs)) x <- stats::setNames(lapply(inputs, function(name) get(x, name, item = TRUE)), inputs)
-  y <- get(held, "y")
-  list(x = x, y = if (!inherits(y, "python.builtin.NoneType")) y)
+  given <- function(name) {
+    value <- get(held, name)
+    if (!inherits(value, "python.builtin.NoneType")) value
+  }
+  list(x = x, y = given("y"), sample_weight = given("sample_weight"))
 }
 
 check_feature_array <- function(x, name, call = caller_env()) {

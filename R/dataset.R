@@ -55,8 +55,8 @@
 #' @param cache Cache elements after `map`: `TRUE` in memory (for files only
 #'   when they surely fit: under a quarter of free memory), `FALSE`, or a file
 #'   path. Arrays without a `map` need no cache and get none.
-#' @param map A function applied to each element (`x` or `x, y`), returning
-#'   the new element (a list for `x, y`): an R function using TensorFlow ops,
+#' @param map A function applied to each element (`x`, `x, y` or, with
+#'   `sample_weight`, `x, y, w`), returning the new element (a list for several): an R function using TensorFlow ops,
 #'   traced once into the graph when the pipeline is built, or a Python
 #'   callable.
 #' @param augment Random augmentation of image batches, a named list of presets
@@ -84,6 +84,10 @@
 #' @param color_mode For image folders: `"rgb"`, `"grayscale"` or `"rgba"`.
 #' @param rescale For image folders: a factor the pixels (0-255) are
 #'   multiplied by, e.g. `1/255`; `NULL` keeps them in \[0, 255\].
+#' @param sample_weight For R data: one weight >= 0 per row, which Keras'
+#'   `fit()` multiplies into each row's loss (see [gpu_fit()]'s Weights);
+#'   elements are then `x, y, sample_weight`. With `na = "drop"`, a row
+#'   whose weight is NA is dropped.
 #' @param like For new R data or a new image folder (to score, or to train
 #'   further): the training data's `gpu_dataset()`, a [gpu_fit()] result or a
 #'   [gpu_load()] model,
@@ -115,7 +119,8 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
                         to_device = "auto", na = c("error", "drop"), label = NULL,
                         columns = NULL, image_size = c(64, 64), color_mode = "rgb",
-                        rescale = NULL, like = NULL, unknown = c("error", "code")) {
+                        rescale = NULL, like = NULL, unknown = c("error", "code"),
+                        sample_weight = NULL) {
   recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
@@ -123,9 +128,9 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   )
   na <- check_choice(na[[1]], c("error", "drop"), "na")
   result <- if (is.character(x) && length(x) == 1L) {
-    if (!is.null(y)) {
+    if (!is.null(y) || !is.null(sample_weight)) {
       gpukeras_abort(
-        "`y` is for R data; with files, name the label column or feature with `label`.",
+        if (is.null(y)) "`sample_weight` is for R data; weigh classes of files with gpu_fit(class_weight = )." else "`y` is for R data; with files, name the label column or feature with `label`.",
         "gpukeras_error_bad_argument"
       )
     }
@@ -178,7 +183,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
-    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown)
+    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight)
     recipe <- list(
       arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
       dropped = data$dropped

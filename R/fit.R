@@ -26,6 +26,20 @@
 #' `validation_data` takes the same forms; R validation data is not shuffled
 #' and is batched by `batch_size` (32 when `data` is a dataset).
 #'
+#' @section Weights:
+#' As in Keras' `fit()`, each row's loss can be weighed: by sample weights
+#' given with the data, `list(x = , y = , sample_weight = )` or
+#' `gpu_dataset(x, y, sample_weight = )` (one number >= 0 per row), or by
+#' `class_weight`, which gives each row the weight of its class. Keras takes
+#' one of the two, not both, and class weights only for a model with one
+#' output; a class not named weighs 1. Keras' losses divide the weighted sum
+#' by the number of rows, not by the sum of the weights, so weights scale the
+#' loss (and the learning rate's effect) as in Keras. The weights are made
+#' with Keras' own functions on every path: R data, a [gpu_dataset()], data
+#' on the device, several devices or workers, and `background = TRUE`.
+#' Validation data is not weighed by `class_weight` (Keras does not either);
+#' its own sample weights, `list(x = , y = , sample_weight = )`, are used.
+#'
 #' @section Stopping at a scheduler's signal:
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
 #' preemption, Kubernetes when it evicts a pod), often after a warning signal
@@ -145,6 +159,10 @@
 #'   `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`, `"SIGUSR2"`, `"SIGXCPU"` (with or
 #'   without `"SIG"`); `NULL` leaves every signal to R. With `background =
 #'   TRUE` the child handles SIGTERM.
+#' @param class_weight `NULL`, or a weight per class for imbalanced
+#'   classification (see Weights): a named numeric vector or list, by the
+#'   labels' levels (`c(no = 1, yes = 10)` for a factor, an image folder's
+#'   class names) or by class number (`c("0" = 1, "1" = 10)`).
 #' @param ... Not used: an argument gpu_fit() does not have is an error that
 #'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s).
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
@@ -221,7 +239,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
                     strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL,
-                    signals = "SIGTERM", ...) {
+                    signals = "SIGTERM", class_weight = NULL, ...) {
   # Every check that needs no Python comes first, so a mistake fails at once.
   if (...length() > 0L) abort_unused_fit_args(rlang::names2(match.call(expand.dots = FALSE)$...))
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
@@ -255,6 +273,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   signals <- check_signals(signals)
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
+  class_weight <- check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data))
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {
       gpukeras_abort(

@@ -47,12 +47,12 @@ carry_data <- function(data, dir, name, call = caller_env()) {
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
   arrays <- fit_arrays(data, call = call)
-  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]]), dir, name))
+  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]], sample_weight = arrays[[3]]), dir, name))
   rm(arrays)
   files
 }
 
-# `arrays$x` (an array, or a named list of them) and `arrays$y` as .npy files.
+# `arrays$x` (an array, or a named list of them), `arrays$y` and `arrays$sample_weight` as .npy files.
 save_arrays <- function(arrays, dir, name) {
   numpy <- reticulate::import("numpy", convert = FALSE)
   save <- function(array, part) {
@@ -63,6 +63,7 @@ save_arrays <- function(arrays, dir, name) {
   x <- arrays$x
   list(
     x = if (is.list(x)) Map(save, x, paste0("x-", names(x))) else save(x, "x"),
-    y = if (!is.null(arrays$y)) save(arrays$y, "y")
+    y = if (!is.null(arrays$y)) save(arrays$y, "y"),
+    sample_weight = if (!is.null(arrays$sample_weight)) save(arrays$sample_weight, "sample_weight")
   )
 }

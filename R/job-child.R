@@ -25,7 +25,10 @@ load_arrays <- function(files) {
   numpy <- reticulate::import("numpy", convert = FALSE)
   load <- function(path) numpy$load(path, mmap_mode = "c")
   x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, load), convert = FALSE)) else load(files$x)
-  list(x = x, y = if (!is.null(files$y)) load(files$y))
+  list(
+    x = x, y = if (!is.null(files$y)) load(files$y),
+    sample_weight = if (!is.null(files$sample_weight)) load(files$sample_weight)
+  )
 }
 
 # The function a job's processes run: load gpukeras as this session has it

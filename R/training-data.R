@@ -32,11 +32,11 @@ fit_data <- function(data, arg, call = caller_env()) {
       all(vapply(data, inherits, logical(1), "python.builtin.object"))) {
       return(list(kind = "python", dataset = data$train, validation = data$validation))
     }
-    if (all(names == "") && length(data) %in% 1:2) {
-      names(data) <- c("x", "y")[seq_along(data)]
+    if (all(names == "") && length(data) %in% 1:3) {
+      names(data) <- c("x", "y", "sample_weight")[seq_along(data)]
       names <- names(data)
     }
-    if (length(data) %in% 1:2 && "x" %in% names && all(names %in% c("x", "y")) && !anyDuplicated(names)) {
+    if (length(data) %in% 1:3 && "x" %in% names && all(names %in% c("x", "y", "sample_weight")) && !anyDuplicated(names)) {
       if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
         gpukeras_abort(
           c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
@@ -44,7 +44,7 @@ fit_data <- function(data, arg, call = caller_env()) {
           call = call
         )
       }
-      return(list(kind = "r", x = data$x, y = data$y))
+      return(list(kind = "r", x = data$x, y = data$y, sample_weight = data$sample_weight))
     }
     gpukeras_abort(
       c(sprintf("`%s` is a list with names %s, which gpu_fit() cannot read.", arg, describe_names(names)), usage),
@@ -94,10 +94,14 @@ fit_input <- function(data, call = caller_env()) {
     return(data$dataset)
   }
   if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
-    return(list(data$x, data$y)) # NumPy arrays already (gpu_as_numpy())
+    # NumPy arrays already (gpu_as_numpy())
+    return(c(list(data$x, data$y), if (!is.null(data$sample_weight)) list(data$sample_weight)))
   }
   handover_arg(
-    as_pipeline_data(data$x, data$y, "error", call = call, encoding = data$encoding, na_fix = fit_na_fix),
+    as_pipeline_data(
+      data$x, data$y, "error",
+      call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
+    ),
     na_fix = fit_na_fix
   )
 }
@@ -105,14 +109,14 @@ fit_input <- function(data, call = caller_env()) {
 # gpu_fit() has no `na` argument: gpu_dataset() has.
 fit_na_fix <- "Impute or remove those rows before gpu_fit(), or let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))."
 
-# fit_input() as NumPy arrays, list(x, y): for what keeps them (a background job's files).
+# fit_input() as NumPy arrays, list(x, y, sample_weight): for what keeps them (a background job's files).
 fit_arrays <- function(data, call = caller_env()) {
   input <- fit_input(data, call = call)
   if (!inherits(input, "gpukeras_handover")) {
-    return(input)
+    return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
   }
   converted <- to_numpy(input$gpukeras_handover, na_fix = fit_na_fix, call = call)
-  list(converted$x, converted$y)
+  list(converted$x, converted$y, converted$sample_weight)
 }
 
 # `described`: what the core said of a dataset it trained on (its fit result's data_info),

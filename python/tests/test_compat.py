@@ -280,6 +280,10 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     except ImportError as error:  # the message names the version, as for the attributes
         pytest.fail(f"Keras {version} has no keras.src.backend.common.global_state: {error}")
     has(global_state, "get_global_attribute", "Keras", version)
+    from keras.src.trainers.data_adapters import data_adapter_utils, tf_dataset_adapter
+
+    has(data_adapter_utils, "class_weight_to_sample_weights", "Keras", version)
+    has(tf_dataset_adapter, "make_class_weight_map_fn", "Keras", version)
 
 
 def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:

@@ -253,6 +253,27 @@ def mend_tensorflow_trace() -> None:
         trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
 
 
+# Class weights, as Keras' fit() applies them ------------------------------------------
+def class_weight_to_sample_weights(y: object, class_weight: dict[int, float]) -> Any:
+    """Each row's weight for ``class_weight`` ({class number: weight}; a class not in it
+    weighs 1) and labels ``y`` (class numbers, or one-hot rows: their argmax), as Keras'
+    fit() makes them from arrays (keras/src/trainers/data_adapters/data_adapter_utils.py,
+    3.15)."""
+    config.keras()
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    return data_adapter_utils.class_weight_to_sample_weights(y, class_weight)
+
+
+def class_weight_map(class_weight: dict[int, float]) -> Callable:
+    """The function Keras' fit() maps over a tf.data dataset to add ``class_weight`` as each
+    batch's sample weights (keras/src/trainers/data_adapters/tf_dataset_adapter.py, 3.15)."""
+    config.keras()
+    from keras.src.trainers.data_adapters import tf_dataset_adapter
+
+    return tf_dataset_adapter.make_class_weight_map_fn(class_weight)
+
+
 def global_dtype_policy_set() -> bool:
     """Whether Keras' global dtype policy has been set (or read) in this process.
 

@@ -107,41 +107,55 @@ def _missing_message(copy: np.ndarray) -> str:
 
 class HostArrays:
     """Arrays the core made, for R to keep as they are: ``x`` (an array, or a dict of them
-    for several inputs, named in ``inputs``) and ``y`` (an array or None).
+    for several inputs, named in ``inputs``), ``y`` and ``sample_weight`` (arrays or None).
 
     The bridge turns a NumPy array it returns into an R array (a copy back into R), but
     gives R any object it does not know as a Python object; R reads the arrays out of
     this one with ``reticulate::py_get_attr()``, which does not convert them.
     """
 
-    def __init__(self, x: object, y: object | None) -> None:
+    def __init__(self, x: object, y: object | None, sample_weight: object | None = None) -> None:
         self.x = x
         self.y = y
+        self.sample_weight = sample_weight
         self.inputs = list(x) if isinstance(x, dict) else None
 
 
 def handover(
-    x: object, y: object | None = None, y_dtype: str | None = None, check_missing: bool = False
+    x: object,
+    y: object | None = None,
+    y_dtype: str | None = None,
+    check_missing: bool = False,
+    sample_weight: object | None = None,
 ) -> HostArrays:
-    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) as
-    float32, labels as ``y_dtype``, each one ``host_array`` copy (see there for
-    ``check_missing``). The arrays are the caller's alone, so a pipeline may share them."""
+    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) and
+    sample weights as float32, labels as ``y_dtype``, each one ``host_array`` copy (see
+    there for ``check_missing``). The arrays are the caller's alone, so a pipeline may
+    share them."""
     features = (
         {name: host_array(part, "float32", check_missing=check_missing) for name, part in x.items()}
         if isinstance(x, dict)
         else host_array(x, "float32", check_missing=check_missing)
     )
     labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
-    return HostArrays(features, labels)
+    weights = (
+        host_array(sample_weight, "float32", check_missing=check_missing)
+        if sample_weight is not None
+        else None
+    )
+    return HostArrays(features, labels, weights)
 
 
 def received(value: object) -> object:
     """An argument of a verb as the verb takes it: R data sent to be handed over
-    (``{HANDOVER: {"x", "y", "y_dtype", "check_missing"}}``, R's ``handover_arg()``) as the
-    ``(x, y)`` arrays ``handover`` makes of it; anything else as it is."""
+    (``{HANDOVER: {"x", "y", "y_dtype", "check_missing"[, "sample_weight"]}}``, R's
+    ``handover_arg()``) as the ``(x, y)`` or ``(x, y, sample_weight)`` arrays ``handover``
+    makes of it; anything else as it is."""
     if isinstance(value, dict) and list(value) == [HANDOVER]:
         arrays = handover(**value[HANDOVER])
-        return (arrays.x, arrays.y)
+        if arrays.sample_weight is None:
+            return (arrays.x, arrays.y)
+        return (arrays.x, arrays.y, arrays.sample_weight)
     return value
 
 

@@ -36,7 +36,7 @@ def _key(name: str) -> str:
 def _label_spec(data: object) -> tuple[tuple, np.ndarray | None] | None:
     """The labels' shape (a batch's, for a dataset) and, where they are in memory, their
     values; None for data whose labels cannot be seen without reading it, or several outputs'."""
-    if isinstance(data, (tuple, list)) and len(data) == 2 and data[1] is not None:
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3) and data[1] is not None:
         if isinstance(data[1], dict):
             return None
         y = np.asarray(data[1])

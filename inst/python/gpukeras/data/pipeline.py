@@ -66,6 +66,7 @@ class InMemory:
         y: the labels, or None.
         picked: the rows of this dataset (train or validation), None for all.
         batch_size, shuffle, seed, drop_remainder: as gpu_dataset() was given them.
+        sample_weight: the rows' weights, or None.
     """
 
     x: object
@@ -75,15 +76,19 @@ class InMemory:
     shuffle: bool
     seed: int | None
     drop_remainder: bool
+    sample_weight: object | None = None
 
-    def arrays(self) -> tuple[object, object | None]:
-        """This dataset's rows, as NumPy arrays (a copy when it holds some of them)."""
+    def arrays(self) -> tuple[object, object | None, object | None]:
+        """This dataset's rows, as NumPy arrays (a copy when it holds some of them): x, y and
+        the sample weights (None where there are none)."""
 
         def part(array: object) -> object:
+            if array is None:
+                return None
             return array if self.picked is None else np.asarray(array)[self.picked]
 
         x = {k: part(v) for k, v in self.x.items()} if isinstance(self.x, dict) else part(self.x)
-        return x, None if self.y is None else part(self.y)
+        return x, part(self.y), part(self.sample_weight)
 
 
 # The datasets gpu_dataset() made, while they live (a dataset tf.data gives R
@@ -285,9 +290,14 @@ def from_arrays(
     x_dtype: str | None = None,
     y_dtype: str | None = None,
     check_missing: bool = False,
+    sample_weight: object | None = None,
     **options: object,
 ) -> dict[str, object]:
     """A pipeline over in-memory arrays (NumPy, or a dict of them for multi-input models).
+
+    With ``sample_weight`` (one number per row; it needs labels), each element is
+    ``(x, y, sample_weight)``, as Keras' fit() reads weighted data, and a ``map``
+    function gets all three.
 
     Rows are split into train and validation by a seeded permutation, so the two
     never overlap; validation data is neither shuffled nor augmented.
@@ -314,6 +324,10 @@ def from_arrays(
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
     if y is not None:
         rows["y"] = len(y)  # type: ignore[arg-type]
+    if sample_weight is not None:
+        if y is None:
+            raise BadArgumentError("Sample weights weigh each row's loss: give labels too.")
+        rows["sample_weight"] = len(sample_weight)  # type: ignore[arg-type]
     if len(set(rows.values())) != 1:
         counts = ", ".join(f"{name or 'x'} has {count}" for name, count in rows.items())
         raise BadArgumentError(f"x and y must have the same number of rows: {counts}.")
@@ -344,6 +358,7 @@ def from_arrays(
 
     data_x = {name: whole(array, x_dtype) for name, array in features.items()}
     data_y = whole(y, y_dtype) if y is not None else None
+    data_w = whole(sample_weight, "float32") if sample_weight is not None else None
     tf = tensorflow()
     opts.to_device = _to_device_choice(opts)
 
@@ -355,7 +370,9 @@ def from_arrays(
 
         tensors = {name: part(array) for name, array in data_x.items()}
         part_x = tensors.get("", tensors)
-        return part_x if data_y is None else (part_x, part(data_y))
+        if data_y is None:
+            return part_x
+        return (part_x, part(data_y), *((part(data_w),) if data_w is not None else ()))
 
     def start(data: object, options: PipelineOptions, rows: int | None) -> Started:
         # Without a per-row map, gather whole batches by index; with one, go row by row.
@@ -386,8 +403,9 @@ def from_arrays(
                     shuffled,
                     opts.seed,
                     opts.drop_remainder,
+                    data_w,
                 )
-    return {**built, "arrays": HostArrays(data_x.get("", data_x), data_y)}
+    return {**built, "arrays": HostArrays(data_x.get("", data_x), data_y, data_w)}
 
 
 def _pipelines(

@@ -184,8 +184,8 @@ def fit(
     Args:
         model: a compiled Keras 3 model.
         data: a tf.data dataset (gpu_dataset()), arrays as ``(x, y)`` (or
-            ``(x,)``; ``x`` may be a dict of arrays), or anything else Keras'
-            ``fit()`` takes.
+            ``(x,)``, or ``(x, y, sample_weight)``; ``x`` may be a dict of arrays),
+            or anything else Keras' ``fit()`` takes.
         validation_data: a dataset or ``(x, y)`` arrays, evaluated every epoch.
         strategy: None (one device), or a strategy from ``strategies.make``
             (or a tf.distribute strategy / keras.distribution Distribution):
@@ -199,7 +199,8 @@ def fit(
             them), declared in ``fit_request.FitRequest`` (epochs, batch_size,
             steps_per_execution, jit_compile, learning_rate, clipnorm,
             clipvalue, monitor, backup_dir, backup_freq, callbacks, seed,
-            verbose, signals: what each means is on gpu_fit()'s help page).
+            verbose, signals, class_weight: what each means is on gpu_fit()'s help
+            page; weights as ``gpukeras.data.weights`` says).
         **fields: the same fields by name, as Python callers write them.
 
     Returns:
@@ -251,7 +252,12 @@ def _fit_here(
         keras.utils.set_random_seed(request.seed)
     placement = None if strategy is None else strategies.describe(strategy)
     source = adapters.get_data_adapter(
-        data, request.batch_size, request.seed, jax_cluster.multi_process(), placement
+        data,
+        request.batch_size,
+        request.seed,
+        jax_cluster.multi_process(),
+        placement,
+        request.class_weight,
     )
     if adapters.is_tf_dataset(source.fit_args["x"]):
         adapters.build_from_spec(model, source.fit_args["x"])

@@ -148,10 +148,14 @@ def _validation_dataset(validation_data: object, batch_size: int | None) -> obje
         return None
     data = given["validation_data"]
     if isinstance(data, tuple):
-        x, y = (*data, None)[:2]
-        data = pipeline.from_arrays(x, y, batch_size=given["validation_batch_size"], shuffle=False)[
-            "dataset"
-        ]
+        x, y, weights = (*data, None, None)[:3]
+        data = pipeline.from_arrays(
+            x,
+            y,
+            sample_weight=weights,
+            batch_size=given["validation_batch_size"],
+            shuffle=False,
+        )["dataset"]
     return _tf_dataset(data, "validation_data")
 
 
@@ -321,7 +325,9 @@ def fit(
     run.state = state
     try:
         keras.utils.set_random_seed(run.seed)
-        source = run.source = adapters.get_data_adapter(data, request.batch_size, run.seed)
+        source = run.source = adapters.get_data_adapter(
+            data, request.batch_size, run.seed, class_weight=request.class_weight
+        )
         run.dataset = _tf_dataset(
             source.fit_args["x"] if source.tf_dataset is None else source.tf_dataset, "data"
         )

@@ -59,7 +59,7 @@ from __future__ import annotations
 from gpukeras.core.backend import configured_backend
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Model, Strategy
-from gpukeras.data import pipeline
+from gpukeras.data import pipeline, weights
 from gpukeras.data.adapters.arrays import ArrayAdapter
 from gpukeras.data.adapters.base import (
     DEFAULT_BATCH_SIZE,
@@ -111,12 +111,14 @@ def get_data_adapter(
     seed: int | None,
     several_processes: bool = False,
     plan: Plan | None = None,
+    class_weight: dict[int, float] | None = None,
 ) -> DataAdapter:
     """The adapter for gpu_fit()'s ``data`` (see the module's notes).
 
     Args:
-        data: a tf.data dataset, arrays as ``(x, y)`` or ``(x,)`` (``x`` may
-            be a dict of arrays), or anything else Keras' ``fit()`` takes.
+        data: a tf.data dataset, arrays as ``(x, y)``, ``(x, y, sample_weight)`` or
+            ``(x,)`` (``x`` may be a dict of arrays), or anything else Keras' ``fit()``
+            takes.
         batch_size: rows per batch for arrays (None: ``DEFAULT_BATCH_SIZE``); other
             data makes its own batches (gpu_fit() refuses a batch size for it).
         seed: the seed of the arrays' shuffling.
@@ -124,26 +126,37 @@ def get_data_adapter(
             distribution, which shards only a tf.data dataset).
         plan: the strategy's plan, or None for one device: the adapter lays its data
             out as the plan says (``DataAdapter.follow``).
+        class_weight: {class number: weight} for the training rows, as Keras' fit()
+            takes it (``gpukeras.data.weights``), or None.
 
     Raises:
         BadDataError: data without rows or batches, or of a type nothing reads.
+        BadArgumentError: weights the data cannot take (``weights``).
     """
-    adapter = _adapter_for(data, batch_size, seed, several_processes)
+    adapter = _adapter_for(data, batch_size, seed, several_processes, class_weight)
     if plan is not None:
         adapter.follow(plan)
     return adapter
 
 
 def _adapter_for(
-    data: object, batch_size: int | None, seed: int | None, several_processes: bool
+    data: object,
+    batch_size: int | None,
+    seed: int | None,
+    several_processes: bool,
+    class_weight: dict[int, float] | None,
 ) -> DataAdapter:
     if is_tf_dataset(data):
-        return TFDatasetAdapter(data, static_batch_size(data))
-    if isinstance(data, (tuple, list)) and len(data) in (1, 2):
+        return TFDatasetAdapter(data, static_batch_size(data), class_weight=class_weight)
+    if isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
         x = as_arrays(data[0])
-        y = as_arrays(data[1]) if len(data) == 2 and data[1] is not None else None
-        if row_count(x) == 0:
+        y = as_arrays(data[1]) if len(data) >= 2 and data[1] is not None else None
+        rows = row_count(x)
+        if rows == 0:
             raise BadDataError("The training data has no rows.")
+        sample_weight = weights.row_weights(
+            y, data[2] if len(data) == 3 else None, class_weight, rows
+        )
         size = batch_size or DEFAULT_BATCH_SIZE
         # tf.data feeds TensorFlow's own graphs; on JAX, Keras' NumPy batches are faster,
         # but with several processes Keras shards only a tf.data dataset.
@@ -155,13 +168,13 @@ def _adapter_for(
             )
         on_tf_data = tensorflow_available() and (configured_backend() == "tensorflow" or several)
         adapter = ArrayDatasetAdapter if on_tf_data else ArrayAdapter
-        return adapter(x, y, size, seed)
+        return adapter(x, y, size, seed, sample_weight)
     if isinstance(data, (str, bytes, dict, int, float)) or data is None:
         raise BadDataError(
             f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
             "or arrays as (x, y)."
         )
-    return KerasDataAdapter(data)
+    return KerasDataAdapter(data, class_weight)
 
 
 def on_device(
@@ -208,12 +221,19 @@ def _in_memory_rows(source: DataAdapter) -> InMemoryRows | None:
     """The rows in memory an adapter reads, where they can go on the device; else None."""
     if isinstance(source, ArrayAdapter):
         size = source.batch_size or DEFAULT_BATCH_SIZE
-        return InMemoryRows(source.fit_args["x"], source.fit_args["y"], size, source.seed)
+        args = source.fit_args
+        return InMemoryRows(
+            args["x"], args["y"], size, source.seed, sample_weight=args.get("sample_weight")
+        )
     made = pipeline.in_memory(source.dataset) if source.dataset is not None else None
     if made is None:
         return None
-    x, y = made.arrays()
-    return InMemoryRows(x, y, made.batch_size, made.seed, made.shuffle, made.drop_remainder)
+    x, y, sample_weight = made.arrays()
+    if source.class_weight is not None:  # the streamed dataset has them by Keras' map
+        sample_weight = weights.row_weights(y, sample_weight, source.class_weight, row_count(x))
+    return InMemoryRows(
+        x, y, made.batch_size, made.seed, made.shuffle, made.drop_remainder, sample_weight
+    )
 
 
 def _streams_because(source: DataAdapter, backend: str) -> str:
@@ -233,13 +253,12 @@ def _streams_because(source: DataAdapter, backend: str) -> str:
 
 def _validation_rows(validation_data: object, batch_size: int) -> tuple | None:
     """Validation rows in memory, for the device; None where validation streams."""
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2, 3):
         return tuple(as_arrays(part) for part in validation_data if part is not None)
     made = pipeline.in_memory(validation_data) if is_tf_dataset(validation_data) else None
     if made is None or made.batch_size != batch_size:
         return None
-    x, y = made.arrays()
-    return (x,) if y is None else (x, y)
+    return tuple(part for part in made.arrays() if part is not None)
 
 
 def _devices(distribution: Strategy | None) -> list[object]:
@@ -260,7 +279,7 @@ def validation_args(
         return {}
     if is_tf_dataset(validation_data):
         return {"validation_data": validation_data if plan is None else plan.shard(validation_data)}
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2):
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2, 3):
         parts = tuple(as_arrays(part) for part in validation_data if part is not None)
         return {
             "validation_data": parts,

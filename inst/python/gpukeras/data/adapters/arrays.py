@@ -17,10 +17,18 @@ class ArrayAdapter(DataAdapter):
 
     kind = "keras arrays"
 
-    def __init__(self, x: object, y: object, batch_size: int, seed: int | None) -> None:
+    def __init__(
+        self,
+        x: object,
+        y: object,
+        batch_size: int,
+        seed: int | None,
+        sample_weight: object = None,
+    ) -> None:
         rows = row_count(x)
+        weighted = {} if sample_weight is None else {"sample_weight": sample_weight}
         super().__init__(
-            {"x": x, "y": y, "batch_size": batch_size, "shuffle": True},
+            {"x": x, "y": y, "batch_size": batch_size, "shuffle": True, **weighted},
             batch_size=batch_size,
             steps_per_epoch=math.ceil(rows / batch_size),
             rows=rows,

@@ -103,6 +103,9 @@ class DataAdapter:
     # Whether the data trains on the device, and why (``resident.decide``); None where
     # the question does not arise (data that is not arrays).
     decision: Decision | None = None
+    # {class number: weight} where Keras' map adds them to a dataset's batches (rows in
+    # memory have theirs as sample weights instead).
+    class_weight: dict[int, float] | None = None
 
     def __init__(
         self,

@@ -10,5 +10,7 @@ class KerasDataAdapter(DataAdapter):
 
     kind = "other"
 
-    def __init__(self, data: object) -> None:
-        super().__init__({"x": data})
+    def __init__(self, data: object, class_weight: dict[int, float] | None = None) -> None:
+        # Keras applies class weights to what it can (a PyDataset), and refuses the rest.
+        weighted = {} if class_weight is None else {"class_weight": class_weight}
+        super().__init__({"x": data, **weighted})

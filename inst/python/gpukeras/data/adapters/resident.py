@@ -81,7 +81,7 @@ def decide(
         backend: the Keras backend.
         model: the compiled model (its ``jit_compile`` resolved).
         x, y: the training arrays (``x`` may be a dict of arrays; ``y`` None).
-        validation: validation arrays ``(x, y)`` or None.
+        validation: validation arrays ``(x, y)`` (and their sample weights) or None.
         devices: the JAX devices the data would be put on (one copy each).
         several_processes: whether this process trains with others.
     """
@@ -132,6 +132,7 @@ class DeviceRows:
         distribution: Strategy | None = None,
         shuffle: bool = True,
         drop_remainder: bool = False,
+        sample_weight: object = None,
     ) -> None:
         import jax
 
@@ -144,7 +145,8 @@ class DeviceRows:
             self.partial = 0
         self.steps = self.full + (1 if self.partial else 0)
         self.distribution = distribution
-        self.data = self._place((x,) if y is None else (x, y))
+        # Keras' train_step reads (x, y, sample_weight) batches as fit() gives them
+        self.data = self._place(tuple(part for part in (x, y, sample_weight) if part is not None))
         self.validation = None
         self.val_full = self.val_partial = self.val_steps = 0
         if validation is not None:
@@ -213,6 +215,7 @@ class InMemoryRows:
     seed: int | None
     shuffle: bool = True
     drop_remainder: bool = False
+    sample_weight: object | None = None
 
 
 class ResidentAdapter(DataAdapter):
@@ -251,6 +254,7 @@ class ResidentAdapter(DataAdapter):
             distribution,
             shuffle=rows.shuffle,
             drop_remainder=rows.drop_remainder,
+            sample_weight=rows.sample_weight,
         )
         super().__init__(
             self.device_rows.fit_args(),

@@ -13,7 +13,7 @@ import sys
 from gpukeras.core import compat
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Dataset, Model
-from gpukeras.data import pipeline
+from gpukeras.data import pipeline, weights
 from gpukeras.data.adapters.base import DataAdapter, is_tf_dataset, row_count
 
 
@@ -32,9 +32,19 @@ class TFDatasetAdapter(DataAdapter):
     given_dataset = True
 
     def __init__(
-        self, dataset: Dataset, batch_size: int | None = None, rows: int | None = None
+        self,
+        dataset: Dataset,
+        batch_size: int | None = None,
+        rows: int | None = None,
+        class_weight: dict[int, float] | None = None,
     ) -> None:
         tf = sys.modules["tensorflow"]
+        # Keras' own map adds the class weights to each batch; ``dataset`` itself still
+        # counts the epochs (its iterators are the map's).
+        trained = dataset
+        if class_weight is not None:
+            trained = weights.weighted_dataset(dataset, class_weight)
+        self.class_weight = class_weight
         batches = int(dataset.cardinality())
         if batches == tf.data.INFINITE_CARDINALITY:
             raise BadDataError(
@@ -45,17 +55,17 @@ class TFDatasetAdapter(DataAdapter):
             raise BadDataError("The dataset is empty: it gives no batches to train on.")
         if batches < 0:  # not known (a filter, a file source split by a hash)
             super().__init__(
-                {"x": dataset, "shuffle": False},
-                tf_dataset=dataset,
+                {"x": trained, "shuffle": False},
+                tf_dataset=trained,
                 batch_size=batch_size,
                 rows=rows,
             )
             return
         super().__init__(
             # shuffling is the dataset's own; Keras would only warn about it
-            {"x": dataset.repeat(), "steps_per_epoch": batches, "shuffle": False},
+            {"x": trained.repeat(), "steps_per_epoch": batches, "shuffle": False},
             dataset=dataset,
-            tf_dataset=dataset,
+            tf_dataset=trained,
             batch_size=batch_size,
             steps_per_epoch=batches,
             rows=rows,
@@ -68,8 +78,17 @@ class ArrayDatasetAdapter(TFDatasetAdapter):
     kind = "arrays"
     given_dataset = False
 
-    def __init__(self, x: object, y: object, batch_size: int, seed: int | None) -> None:
-        built = pipeline.from_arrays(x, y, batch_size=batch_size, shuffle=True, seed=seed)
+    def __init__(
+        self,
+        x: object,
+        y: object,
+        batch_size: int,
+        seed: int | None,
+        sample_weight: object = None,
+    ) -> None:
+        built = pipeline.from_arrays(
+            x, y, sample_weight=sample_weight, batch_size=batch_size, shuffle=True, seed=seed
+        )
         super().__init__(built["dataset"], batch_size, rows=row_count(x))
 
 

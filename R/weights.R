@@ -1,0 +1,81 @@
+# Weights on training rows, as Keras' fit() takes them: sample weights with R
+# data (list(x = , y = , sample_weight = ), gpu_dataset(sample_weight = )) and
+# gpu_fit(class_weight = ). The core makes class weights into each row's weight
+# with Keras' own functions, on every training path (data/weights.py).
+
+# `class_weight` as the core takes it: a named list from class number ("0",
+# "1", ...) to weight. Names are the labels' levels (factor labels, an image
+# folder's classes: `levels`) or class numbers.
+check_class_weight <- function(class_weight, levels = NULL, call = caller_env()) {
+  if (is.null(class_weight)) {
+    return(NULL)
+  }
+  usage <- "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = 1, \"1\" = 10) for class numbers."
+  values <- if (is.list(class_weight) && all(lengths(class_weight) == 1L)) unlist(class_weight) else class_weight
+  names <- names(class_weight)
+  if (!is.numeric(values) || !length(values) || is.null(names) || any(names == "") || anyNA(names) ||
+    anyDuplicated(names) || any(!is.finite(values)) || any(values < 0)) {
+    gpukeras_abort(
+      c(sprintf("`class_weight` must be named numbers >= 0, one per class, not %s.", describe(class_weight)), usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  codes <- match(names, levels) - 1L
+  numbered <- is.na(codes) & grepl("^[0-9]+$", names)
+  codes[numbered] <- as.integer(names[numbered])
+  if (anyNA(codes)) {
+    classes <- if (length(levels)) {
+      sprintf("The classes are %s (or their numbers 0 to %d).", paste0("\"", levels, "\"", collapse = ", "), length(levels) - 1L)
+    } else {
+      "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
+    }
+    gpukeras_abort(
+      c(sprintf("`class_weight` names %s, which %s no class of the labels.", paste0("\"", names[is.na(codes)], "\"", collapse = ", "), if (sum(is.na(codes)) > 1L) "are" else "is"), classes),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (length(levels) && any(codes >= length(levels))) {
+    gpukeras_abort(
+      c(sprintf("`class_weight` names class %d, but the labels have %d classes (0 to %d).", max(codes), length(levels), length(levels) - 1L), usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  stats::setNames(as.list(as.double(values)), codes)
+}
+
+# The label levels of gpu_fit()'s training data (as fit_data() read it): a
+# factor's levels, a gpu_dataset()'s recorded ones, an image folder's classes;
+# NULL for numeric labels and datasets made elsewhere.
+label_levels <- function(data) {
+  if (data$kind == "python") {
+    return(attr(data$dataset, "gpukeras")$encoding$y$levels)
+  }
+  if (is.factor(data$y) || is.character(data$y) && is.null(dim(data$y))) levels(factor(data$y))
+}
+
+# `sample_weight` for rows with `labels` (from encode_labels()): one number >= 0
+# per row (an NA is an NA row), as a double vector.
+check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
+  if (is.null(sample_weight)) {
+    return(NULL)
+  }
+  if (is.null(labels)) {
+    gpukeras_abort(
+      c("`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).", "Without labels there is no loss to weigh."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (!is.numeric(sample_weight) || length(dim(sample_weight)) > 1L || any(sample_weight < 0, na.rm = TRUE) ||
+    any(is.infinite(sample_weight))) {
+    gpukeras_abort(
+      c(sprintf("`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.", describe(sample_weight)), "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  as.double(sample_weight)
+}

@@ -1,0 +1,83 @@
+"""Weights on training rows, as Keras' fit() takes them: sample weights given with the data,
+or ``class_weight`` made into them.
+
+Keras' fit() weighs each row's loss by its sample weight, and makes the weights of
+``class_weight`` ({class number: weight}, a class not in it weighing 1) from the labels:
+class numbers, or one-hot rows by their argmax. Like Keras, gpukeras takes one of the two,
+not both, and ``class_weight`` only for a model with one output. So that every training
+path (Keras' arrays, tf.data, the device-resident loop, several devices or workers) weighs
+rows alike, the weights are made here, once, with Keras' own functions (``compat``): rows
+in memory get them as a third array, a dataset gets Keras' own map adding them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpukeras.core import compat
+from gpukeras.core.errors import BadArgumentError, BadDataError
+from gpukeras.core.handles import Dataset
+
+_BOTH = (
+    "Give `class_weight` or sample weights, not both (Keras takes one of them): multiply "
+    "the class weights into the sample weights instead."
+)
+
+
+def _check_labels(y: object) -> None:
+    if y is None:
+        raise BadArgumentError("`class_weight` weighs rows by their labels: the data has none.")
+    if isinstance(y, dict):
+        raise BadArgumentError(
+            "`class_weight` is for a model with one output; this data has labels for several: "
+            "give sample weights instead."
+        )
+
+
+def row_weights(
+    y: object, sample_weight: object, class_weight: dict[int, float] | None, rows: int
+) -> np.ndarray | None:
+    """The weight of each of ``rows`` rows in memory (float32), or None for unweighted.
+
+    Args:
+        y: the labels (an array, a dict of them for several outputs, or None).
+        sample_weight: the rows' weights as given, or None.
+        class_weight: {class number: weight}, or None.
+        rows: the rows of the data.
+
+    Raises:
+        BadArgumentError: both kinds of weights; ``class_weight`` without labels, or for
+            several outputs.
+        BadDataError: sample weights that are not one number per row.
+    """
+    if sample_weight is not None:
+        if class_weight is not None:
+            raise BadArgumentError(_BOTH)
+        if y is None:
+            raise BadDataError("Sample weights weigh each row's loss: the data has no labels.")
+        weights = np.asarray(sample_weight, dtype="float32")
+        if weights.shape != (rows,):
+            raise BadDataError(
+                f"Sample weights must be one number per row ({rows} rows), not an array of "
+                f"shape {weights.shape}."
+            )
+        return weights
+    if class_weight is None:
+        return None
+    _check_labels(y)
+    return np.asarray(compat.class_weight_to_sample_weights(y, class_weight), dtype="float32")
+
+
+def weighted_dataset(dataset: Dataset, class_weight: dict[int, float]) -> Dataset:
+    """``dataset`` with ``class_weight`` as its batches' sample weights (Keras' own map).
+
+    Raises:
+        BadArgumentError: elements that carry sample weights already, no labels, or
+            labels for several outputs.
+    """
+    spec = dataset.element_spec
+    parts = spec if isinstance(spec, tuple) else (spec,)
+    if len(parts) == 3:
+        raise BadArgumentError(_BOTH)
+    _check_labels(parts[1] if len(parts) == 2 else None)
+    return dataset.map(compat.class_weight_map(class_weight))
