@@ -23,7 +23,9 @@
 #'   made with `shuffle = FALSE` for `predict()`; labels in it are used by
 #'   `evaluate()`), or NumPy arrays. For a model trained on an image folder,
 #'   also a folder of new images, read with `gpu_dataset(newdata, like =
-#'   object, shuffle = FALSE)`.
+#'   object, shuffle = FALSE)`, or an R array of images, scored as it is: its
+#'   pixels must be in the training range, 0-255 times the folder's `rescale`
+#'   (a `gpukeras_warning_pixel_range` warning says when they plainly are not).
 #' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
 #'   the training labels' levels by name); `NULL` when `newdata` is a dataset
 #'   that holds them.
@@ -192,6 +194,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     return(list(data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata)))
   }
   if (is.null(encoding)) check_no_levels(newdata, call)
+  if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images$rescale, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
@@ -217,6 +220,29 @@ check_no_levels <- function(newdata, call) {
       call = call
     )
   }
+}
+
+# R arrays of images are scored as they are: a warning when their pixels are
+# plainly not in the range the image folder was trained in (0-255, times its
+# `rescale`), as images read by another package often are (0-1, or 0-255).
+check_pixel_range <- function(newdata, rescale, call) {
+  if (!is.numeric(newdata) || !length(newdata)) {
+    return(invisible())
+  }
+  top <- 255 * (rescale %||% 1)
+  highest <- max(newdata, na.rm = TRUE)
+  factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
+  if (!is.null(factor) && factor != 1) {
+    gpukeras_warn(
+      c(
+        sprintf("`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean little.", format(highest, digits = 4), format(top, digits = 4)),
+        sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
+      ),
+      "gpukeras_warning_pixel_range",
+      call = call
+    )
+  }
+  invisible()
 }
 
 # Whether a gpu_dataset() shuffles (its recipe says: the call for files, the

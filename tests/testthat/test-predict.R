@@ -345,6 +345,8 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   # The same images as an R array score the same.
   array_images <- reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE)[[1]][[1]]
   expect_equal(predict(fit, array_images), predict(fit, scoring), tolerance = 1e-6)
+  # Pixels in 0-255 given to a model trained on rescaled ones: scored as they are, with a warning that says how to scale.
+  expect_warning(predict(fit, array_images * 255), "predict(fit, newdata * 0.003922)", fixed = TRUE, class = "gpukeras_warning_pixel_range")
   # A class the training folder did not have.
   odd <- write_image_folder(withr::local_tempdir(), c(cats = 1, bats = 1))
   error <- tryCatch(gpu_dataset(odd, like = fit), error = identity)
