@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-knitr \
-	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli pandoc qpdf python3 python3-venv \
+	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark pandoc qpdf python3 python3-venv \
 	iproute2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENVNAME ?= r-gpukeras

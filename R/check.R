@@ -129,16 +129,22 @@ verdict_text <- c(
   no_gpu = "no GPU is used"
 )
 
+# The TensorFlow build of a check's `stack`, in words.
+tensorflow_build <- function(s) {
+  if (is.null(s$tensorflow)) {
+    return("not installed")
+  }
+  if (isTRUE(s$is_cuda_build)) {
+    return(sprintf("%s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution, or_na(s$cuda_version), or_na(s$cudnn_version)))
+  }
+  sprintf("%s (%s, CPU-only build)", s$tensorflow, or_na(s$tensorflow_distribution))
+}
+
 format_stack <- function(s) {
   backend_build <- if (identical(s$keras_backend, "jax")) {
     sprintf("JAX %s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
-  } else if (isTRUE(s$is_cuda_build)) {
-    sprintf(
-      "TensorFlow %s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution,
-      or_na(s$cuda_version), or_na(s$cudnn_version)
-    )
   } else {
-    sprintf("TensorFlow %s (%s, CPU-only build)", or_na(s$tensorflow), or_na(s$tensorflow_distribution))
+    paste("TensorFlow", tensorflow_build(s))
   }
   c(
     sprintf(

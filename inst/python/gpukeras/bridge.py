@@ -54,6 +54,7 @@ VERBS: dict[str, str] = {
     "job_load_trained": "train.job:load_trained",
     # tools
     "check": "tools.check:run_check",
+    "report_facts": "tools.report:report_facts",
     "batch_size": "tools.batch_size:search",
     "memory_plan": "tools.memory_plan:memory_plan",
     "tune": "tools.tune:tune",

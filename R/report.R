@@ -1,0 +1,220 @@
+#' Write an issue-ready report of the GPU stack
+#'
+#' Writes what a bug report about the GPU needs, as Markdown that renders on
+#' GitHub: [gpu_check()]'s verdict, reasons and advice; the versions of R,
+#' reticulate, Python, Keras and its framework; which Python R uses and why;
+#' what R's Python sees beside what a `python -c` of the same Python, with
+#' this session's environment variables, sees (the commonest report, "the GPU
+#' is visible in Python but not in R", is a difference between the two); the
+#' CUDA libraries this process has loaded (from `/proc/self/maps`: libcudart,
+#' libcudnn, libcublas, libnccl, ..., with versions); the NVIDIA driver and
+#' the GPUs NVML sees; and the environment variables that decide where Keras
+#' runs (`CUDA_VISIBLE_DEVICES`, `KERAS_BACKEND`, `LD_LIBRARY_PATH`, and those
+#' starting with `XLA_`, `TF_`, `JAX_`, `CUDA_`, `NVIDIA_`, `RETICULATE_`,
+#' `GPUKERAS_`).
+#'
+#' The home folder becomes `~` and the user name `<user>` everywhere in the
+#' report, so that it can be pasted into a public issue as it is. Read it
+#' before you post it: other values (a host name in a variable, a project
+#' path outside the home folder) are left as they are.
+#'
+#' @param file Where to write the report (a new file unless `overwrite =
+#'   TRUE`), or `NULL` to only return it.
+#' @param check A [gpu_check()] result to report; `NULL` runs one.
+#' @param probe For the check run here: also run its training probe (a few
+#'   seconds), see [gpu_check()].
+#' @param overwrite Replace `file` if it exists.
+#' @return The report, an object of class `gpukeras_report` (the Markdown
+#'   lines), invisibly when written to `file`. `print()` shows it.
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   report <- gpu_report(file = NULL, probe = FALSE)
+#'   report
+#' }
+gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, overwrite = FALSE) {
+  call <- current_env()
+  if (!is.null(file)) check_string(file, call = call)
+  check_flag(probe, call = call)
+  check_flag(overwrite, call = call)
+  if (!is.null(check) && !inherits(check, "gpukeras_check")) {
+    gpukeras_abort(
+      sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (!is.null(file) && file.exists(file) && !overwrite) {
+    gpukeras_abort(
+      c(sprintf("`file` '%s' exists already.", file), "Give another file, or overwrite = TRUE to replace it."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  check <- check %||% gpu_check(probe = probe)
+  facts <- core_call("report_facts", error_call = call)
+  report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
+  if (is.null(file)) {
+    return(report)
+  }
+  # A new file beside the target, renamed over it: an existing link is replaced, not followed.
+  written <- tempfile(".gpukeras-report-", tmpdir = dirname(path.expand(file)), fileext = ".md")
+  writeLines(report, written)
+  if (!file.rename(written, path.expand(file))) {
+    unlink(written)
+    gpukeras_abort(sprintf("Cannot write `file` '%s'.", file), "gpukeras_error_bad_argument", call = call)
+  }
+  cli::cli_inform(c(v = "Wrote the report to {.file {file}}: read it, then paste it into the issue."))
+  invisible(report)
+}
+
+#' @export
+format.gpukeras_report <- function(x, ...) unclass(x)
+
+#' @export
+print.gpukeras_report <- function(x, ...) {
+  writeLines(format(x))
+  invisible(x)
+}
+
+# The report as Markdown lines (see gpu_report()).
+report_lines <- function(check, facts) {
+  s <- check$stack
+  fence <- function(lines) c("```text", lines, "```")
+  c(
+    "## gpukeras report",
+    "",
+    sprintf("gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.", utils::packageVersion("gpukeras"), format(Sys.time(), "%Y-%m-%d %H:%M %Z")),
+    "",
+    sprintf("### Verdict: `%s` (%s)", check$verdict, verdict_text[[check$verdict]]),
+    "",
+    markdown_items(check$reasons),
+    if (length(check$advice)) c("", "**Advice**", "", markdown_items(check$advice)),
+    "",
+    "### Versions",
+    "",
+    markdown_table(
+      c("Software", "Version"),
+      rbind(
+        c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
+        c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
+        c("TensorFlow", tensorflow_build(s)),
+        c("JAX", if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))),
+        c("OS", paste(s$os, s$os_release, s$machine))
+      )
+    ),
+    "",
+    "### Which Python R uses",
+    "",
+    sprintf("`%s`, chosen by %s (see `?gpukeras_python`).", s$python_executable, or_na(s$python_chosen_by, "an unknown rule")),
+    "",
+    "### What R sees, and what `python -c` sees",
+    "",
+    "The same Python executable and this R session's environment variables; R's side lists only the frameworks its Python has imported.",
+    "",
+    python_sees_table(facts$python),
+    "",
+    "### CUDA libraries loaded by this process",
+    "",
+    cuda_libraries_lines(facts$cuda_libraries),
+    "",
+    "### NVIDIA driver and GPUs (NVML)",
+    "",
+    nvml_lines(check$nvml, s),
+    "",
+    "### Environment variables",
+    "",
+    if (length(facts$environment)) fence(sprintf("%s=%s", names(facts$environment), unlist(facts$environment))) else "None of them is set.",
+    "",
+    "<details><summary>gpu_check() in full</summary>",
+    "",
+    fence(format(check)),
+    "",
+    "</details>"
+  )
+}
+
+python_sees_table <- function(sees) {
+  here <- sees$here
+  fresh <- sees$fresh
+  if (!is.null(fresh$error)) {
+    return(c(sprintf("`python -c` failed: %s", markdown_cell(fresh$error)), "", markdown_table(c("", "R"), cbind(names(here), vapply(here, seen_value, character(1))))))
+  }
+  fields <- c(
+    executable = "Python executable", python = "Python version", keras = "Keras", keras_backend = "Keras backend",
+    keras_backend_variable = "KERAS_BACKEND", cuda_visible_devices = "CUDA_VISIBLE_DEVICES",
+    tensorflow = "TensorFlow", tensorflow_cuda_build = "TensorFlow built with CUDA", tensorflow_gpus = "GPUs TensorFlow sees",
+    tensorflow_error = "TensorFlow error", jax = "JAX", jax_devices = "JAX devices", jax_error = "JAX error", keras_error = "Keras error"
+  )
+  shown <- names(fields)[names(fields) %in% c(names(here), names(fresh))]
+  rows <- cbind(
+    fields[shown],
+    vapply(shown, function(name) seen_value(here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name)), character(1)),
+    vapply(shown, function(name) seen_value(fresh[[name]]), character(1))
+  )
+  differs <- rows[, 2] != rows[, 3] & !startsWith(rows[, 2], "not imported")
+  rows[differs, 1] <- paste0("**", rows[differs, 1], "** (differs)")
+  markdown_table(c("", "R (this session)", "`python -c`"), rows)
+}
+
+seen_value <- function(value, imported = TRUE) {
+  if (!imported) {
+    return("not imported")
+  }
+  if (is.null(value)) {
+    return("unset")
+  }
+  if (is.logical(value)) {
+    return(if (isTRUE(value)) "yes" else "no")
+  }
+  value <- unlist(value)
+  if (!length(value)) "none" else paste(value, collapse = ", ")
+}
+
+cuda_libraries_lines <- function(libraries) {
+  if (!length(libraries)) {
+    return("None: no CUDA library is mapped into this process (a CPU-only build, or the GPU not used yet).")
+  }
+  markdown_table(
+    c("Library", "Version", "File"),
+    t(vapply(libraries, function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)), character(3)))
+  )
+}
+
+nvml_lines <- function(nvml, stack) {
+  driver <- if (is.null(stack$nvidia_driver)) "No NVIDIA driver found." else sprintf("Driver %s (CUDA %s).", stack$nvidia_driver, or_na(stack$cuda_driver_version))
+  devices <- nvml$devices
+  if (!isTRUE(nvml$available) || !nrow(devices)) {
+    return(c(driver, "", sprintf("NVML: %s", or_na(nvml$reason, "no GPU"))))
+  }
+  c(driver, "", markdown_table(
+    c("NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"),
+    cbind(devices$index, devices$name, format_mib(devices$memory_total_mib), ifelse(devices$visible, "yes", "no"), ifelse(devices$in_use %in% TRUE, "yes", "no"))
+  ))
+}
+
+markdown_items <- function(items) if (length(items)) paste("-", markdown_cell(items)) else "- (none)"
+
+# A GitHub table: a header row, a separator, and `rows` (a character matrix).
+markdown_table <- function(header, rows) {
+  rows <- matrix(markdown_cell(rows), ncol = length(header))
+  line <- function(cells) paste0("| ", paste(cells, collapse = " | "), " |")
+  c(line(header), line(rep("---", length(header))), apply(rows, 1, line))
+}
+
+# Text that stays one cell or one list item: no line breaks, no column bars.
+markdown_cell <- function(text) gsub("|", "\\|", gsub("[\r\n]+", " ", as.character(text)), fixed = TRUE)
+
+# The home folder as `~` and the user name as `<user>`, wherever they appear.
+mask_private <- function(lines) {
+  home <- normalizePath(path.expand("~"), mustWork = FALSE)
+  for (path in unique(c(home, path.expand("~"), Sys.getenv("HOME")))) {
+    if (nzchar(path) && path != "/") lines <- gsub(path, "~", lines, fixed = TRUE)
+  }
+  users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
+  for (user in users[nzchar(users)]) {
+    # As a whole word, so that a short name does not take letters out of other words.
+    lines <- gsub(sprintf("(?<![A-Za-z0-9_.-])%s(?![A-Za-z0-9_-])", gsub("([.\\\\+*?^$(){}|\\[\\]])", "\\\\\\1", user)), "<user>", lines, perl = TRUE)
+  }
+  lines
+}

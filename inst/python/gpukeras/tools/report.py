@@ -1,0 +1,149 @@
+"""Facts for gpu_report() beyond gpu_check(): what R's Python sees beside what a ``python -c``
+of the same Python sees, the CUDA libraries this process loaded, the environment variables
+that decide where Keras runs.
+
+The commonest GPU bug report from R is "the GPU is visible in Python but not in R": the two
+differ in their environment (a variable set in a shell but not in RStudio, a library path),
+or in the Python they run. So ``python_sees`` runs one snippet (``SEES``) both here, reading
+only the frameworks this process already imported (importing another would start it, and
+take GPU memory, in the user's session), and in a fresh ``python -c`` of the same executable
+with this process's environment, importing what is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from gpukeras.core.handles import Record
+
+# The libraries whose loading decides whether a framework can use the GPU.
+CUDA_LIBRARIES = (
+    "cudart",
+    "cudnn",
+    "cublas",
+    "cublasLt",
+    "nccl",
+    "cufft",
+    "cusparse",
+    "cusolver",
+    "nvrtc",
+    "nvJitLink",
+    "cuda",
+)
+_LIBRARY = re.compile(r"^lib(" + "|".join(CUDA_LIBRARIES) + r")\.so(?:\.([0-9][0-9.]*))?$")
+
+# The variables that decide which devices a framework uses, and where it finds CUDA.
+ENVIRONMENT_NAMES = ("CUDA_VISIBLE_DEVICES", "KERAS_BACKEND", "LD_LIBRARY_PATH", "CUDA_HOME")
+ENVIRONMENT_PREFIXES = ("XLA_", "TF_", "JAX_", "CUDA_", "NVIDIA_", "RETICULATE_", "GPUKERAS_")
+
+# What a Python sees, as JSON on its last line; ``fresh`` imports what is installed, else
+# only what is imported already. Self-contained: it runs in ``python -c`` too.
+SEES = r"""
+import importlib.util, json, os, sys
+def sees(fresh):
+    seen = {"executable": sys.executable, "python": sys.version.split()[0], "prefix": sys.prefix,
+            "keras_backend_variable": os.environ.get("KERAS_BACKEND"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    def use(name):
+        if name in sys.modules:
+            return sys.modules[name]
+        if fresh and importlib.util.find_spec(name) is not None:
+            return __import__(name)
+        return None
+    for name, read in (
+        ("keras", lambda m: {"keras": m.__version__, "keras_backend": m.backend.backend()}),
+        ("tensorflow", lambda m: {
+            "tensorflow": m.__version__,
+            "tensorflow_cuda_build": m.test.is_built_with_cuda(),
+            "tensorflow_gpus": [d.name for d in m.config.list_physical_devices("GPU")]}),
+        ("jax", lambda m: {"jax": m.__version__, "jax_devices": [str(d) for d in m.devices()]}),
+    ):
+        try:
+            module = use(name)
+            if module is not None:
+                seen.update(read(module))
+        except Exception as error:
+            seen[name + "_error"] = (type(error).__name__ + ": " + str(error))[:400]
+    return seen
+"""
+
+
+def loaded_cuda_libraries(maps: str | None = None) -> list[Record]:
+    """The CUDA libraries mapped into this process (``/proc/self/maps``, or ``maps`` given
+    as its text): one row per file, ``library`` (e.g. "cudnn"), ``version`` (from the file
+    name or the file it links to; None when neither has one) and ``path``."""
+    if maps is None:
+        try:
+            with open("/proc/self/maps") as file:
+                maps = file.read()
+        except OSError:
+            return []
+    found: dict[str, Record] = {}
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[5].startswith("/"):
+            continue
+        path = fields[5].strip()
+        match = _LIBRARY.match(os.path.basename(path))
+        if match is None or path in found:
+            continue
+        version = match.group(2)
+        if version is None or "." not in version:
+            target = _LIBRARY.match(os.path.basename(os.path.realpath(path)))
+            version = (target.group(2) if target else None) or version
+        found[path] = {"library": match.group(1), "version": version, "path": path}
+    return sorted(found.values(), key=lambda row: (str(row["library"]), str(row["path"])))
+
+
+def environment() -> dict[str, str]:
+    """The variables of this process that decide devices and CUDA (``ENVIRONMENT_NAMES``,
+    and any starting with ``ENVIRONMENT_PREFIXES``), by name."""
+    return {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name in ENVIRONMENT_NAMES or name.startswith(ENVIRONMENT_PREFIXES)
+    }
+
+
+def python_sees(timeout: float = 120.0) -> Record:
+    """What this process's Python sees (``here``: only frameworks already imported) and what
+    ``python -c`` of the same executable with the same environment sees (``fresh``; its
+    ``error`` when it failed or took more than ``timeout`` seconds)."""
+    namespace: dict[str, object] = {}
+    exec(SEES, namespace)
+    here = namespace["sees"](False)  # type: ignore[operator]
+    # The same environment, but no preallocation: a fresh JAX would take 75 % of a GPU the
+    # session may be using.
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    code = SEES + "\nprint(json.dumps(sees(True)))"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        lines = done.stdout.strip().splitlines()
+        fresh: Record = (
+            json.loads(lines[-1])
+            if done.returncode == 0 and lines
+            else {"error": f"exit status {done.returncode}: {done.stderr.strip()[-400:]}"}
+        )
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as error:
+        fresh = {"error": f"{type(error).__name__}: {error}"[:400]}
+    return {"here": here, "fresh": fresh}
+
+
+def report_facts(timeout: float = 120.0) -> Record:
+    """gpu_report()'s facts: ``python`` (``python_sees``), ``cuda_libraries``
+    (``loaded_cuda_libraries``) and ``environment``."""
+    return {
+        "python": python_sees(timeout),
+        "cuda_libraries": loaded_cuda_libraries(),
+        "environment": environment(),
+    }

@@ -1,0 +1,60 @@
+# gpu_report() (issue #27, item 1): Markdown a user pastes into a GitHub issue, with the
+# verdict, versions, what R and `python -c` see, CUDA libraries, NVML, the variables that
+# matter; the home folder and the user name masked.
+
+test_that("the report renders as GitHub Markdown with every section, and masks the home folder", {
+  skip_if_no_python()
+  path <- file.path(withr::local_tempdir(), "report.md")
+  expect_message(report <- gpu_report(path, check = shared_check()), "Wrote the report")
+  expect_s3_class(report, "gpukeras_report")
+  text <- readLines(path)
+  expect_identical(text, unclass(report))
+  html <- commonmark::markdown_html(paste(text, collapse = "\n"), extensions = TRUE)
+  headings <- gsub("<[^>]+>", "", regmatches(html, gregexpr("<h3>.*?</h3>", html, perl = TRUE))[[1]])
+  expect_identical(
+    headings[-1],
+    c("Versions", "Which Python R uses", "What R sees, and what python -c sees", "CUDA libraries loaded by this process",
+      "NVIDIA driver and GPUs (NVML)", "Environment variables")
+  )
+  expect_identical(headings[1], sprintf("Verdict: %s (%s)", shared_check()$verdict, verdict_text[[shared_check()$verdict]]))
+  # Tables, not text with bars: the versions, and R beside python -c.
+  expect_gte(lengths(regmatches(html, gregexpr("<table>", html))), 2L)
+  expect_match(html, "<td>Python executable</td>", fixed = TRUE)
+  expect_match(html, "<details><summary>gpu_check() in full</summary>", fixed = TRUE)
+  python <- shared_check()$stack$python_executable
+  home <- normalizePath("~")
+  expect_false(any(grepl(home, text, fixed = TRUE)))
+  if (startsWith(python, home)) expect_true(any(grepl(sub(home, "~", python, fixed = TRUE), text, fixed = TRUE)))
+})
+
+test_that("python -c sees the same Python, and a difference in the environment shows", {
+  skip_if_no_python()
+  report <- gpu_report(NULL, check = shared_check())
+  executable <- grep("^\\| Python executable", report, value = TRUE)
+  cells <- trimws(strsplit(executable, "|", fixed = TRUE)[[1]])
+  expect_identical(cells[3], cells[4])
+  expect_match(paste(report, collapse = "\n"), "| Keras | ", fixed = TRUE)
+})
+
+test_that("the user name is masked as a word, the home folder as ~", {
+  withr::local_envvar(HOME = "/home/alice", USER = "alice", LOGNAME = "alice")
+  masked <- mask_private(c("/home/alice/.virtualenvs/r-gpukeras/bin/python", "run by alice; malice is not alice.x", "/opt/alice/lib"))
+  expect_identical(masked, c("~/.virtualenvs/r-gpukeras/bin/python", "run by <user>; malice is not <user>.x", "/opt/<user>/lib"))
+})
+
+test_that("a table cell keeps bars and line breaks out of the table", {
+  expect_identical(markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |"))
+})
+
+test_that("the report refuses a file it would overwrite, and a check that is not one", {
+  skip_if_no_python()
+  path <- withr::local_tempfile(fileext = ".md")
+  writeLines("mine", path)
+  expect_snapshot(error = TRUE, transform = function(x) gsub("'[^']*[.]md'", "'<file>'", x), {
+    gpu_report(path, check = shared_check())
+    gpu_report(path, check = list(verdict = "gpu_used"))
+  })
+  expect_identical(readLines(path), "mine")
+  expect_message(gpu_report(path, check = shared_check(), overwrite = TRUE), "Wrote the report")
+  expect_match(readLines(path)[1], "## gpukeras report", fixed = TRUE)
+})
