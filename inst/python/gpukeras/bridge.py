@@ -55,6 +55,7 @@ VERBS: dict[str, str] = {
     # tools
     "check": "tools.check:run_check",
     "report_facts": "tools.report:report_facts",
+    "scaling": "tools.scaling:scaling",
     "batch_size": "tools.batch_size:search",
     "memory_plan": "tools.memory_plan:memory_plan",
     "tune": "tools.tune:tune",
