@@ -218,8 +218,8 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
 def advice(report: Record, context: TrainingContext) -> list[str]:
     """Concrete advice, each item chosen by a number in the report (see the rules below).
 
-    Rules: an input-bound verdict gives pipeline advice (cache, parallel map,
-    prefetch, and more CPU when the host is saturated); a GPU that idles while
+    Rules: an input-bound verdict gives advice on the input that fits what the
+    data is (``_pipeline_advice``; and more CPU when the host is saturated); a GPU that idles while
     the input keeps up gives step-overhead advice (steps_per_execution, batch
     size); a busy GPU in float32 with Tensor Cores gives mixed-precision
     advice; no GPU says so.
