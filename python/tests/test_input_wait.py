@@ -63,16 +63,22 @@ def record_of(waits: list[float], step: float = 1.0, epochs: int = 1) -> StepRec
     return StepRecord(steps=steps, epoch_ends=ends)
 
 
+def entries_of(record: StepRecord) -> list[step_ledger.Timed]:
+    ledger = step_ledger.Ledger(0)
+    ledger.update(record)
+    return ledger.entries
+
+
 def test_the_margin_comes_from_how_much_windows_of_steps_differ() -> None:
-    steady = step_ledger.Ledger(0).update(record_of([0.1] * 40))
+    steady = entries_of(record_of([0.1] * 40))
     assert step_ledger.share(steady) == pytest.approx(0.1)
     assert step_ledger.share_margin(steady) == step_ledger.MARGIN_FLOOR
     rng = np.random.default_rng(0)
-    noisy = step_ledger.Ledger(0).update(record_of(list(rng.uniform(0.0, 0.2, 40))))
+    noisy = entries_of(record_of(list(rng.uniform(0.0, 0.2, 40))))
     margin = step_ledger.share_margin(noisy)
     assert margin is not None and step_ledger.MARGIN_FLOOR < margin < 0.1
     # Too few steps for three windows: no margin is claimed.
-    assert step_ledger.share_margin(step_ledger.Ledger(0).update(record_of([0.1] * 14))) is None
+    assert step_ledger.share_margin(entries_of(record_of([0.1] * 14))) is None
 
 
 def test_the_report_states_its_margin_and_the_line_it_is_near() -> None:

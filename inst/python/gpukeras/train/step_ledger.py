@@ -150,7 +150,8 @@ class Ledger:
     """The timed steps of one ``StepRecord`` (see the module's notes), accounted as they close.
 
     ``update(record)`` accounts the steps whose length has become final since
-    the last call and returns every entry so far. The live line calls it on
+    the last call (work in proportion to those steps alone), adding them to
+    ``entries``. The live line calls it on
     Keras' batch ends (a worker thread where Keras dispatches them
     asynchronously), the report once after training: a lock keeps the two from
     accounting a step twice.
@@ -164,8 +165,8 @@ class Ledger:
         self._seen: set[int | None] | None = None
         self._lock = threading.Lock()
 
-    def update(self, record: StepRecord) -> list[Timed]:
-        """Account the steps of ``record`` whose length is final; all entries so far."""
+    def update(self, record: StepRecord) -> None:
+        """Account the steps of ``record`` whose length has become final."""
         with self._lock:
             steps = record.steps
             while self._next < len(steps):
@@ -185,7 +186,6 @@ class Ledger:
                 self.entries.append(
                     Timed(position, step.epoch, seconds, _waited(record, step.fetch_seconds))
                 )
-            return list(self.entries)
 
     def recent(self, steps: int) -> list[Timed]:
         """The last ``steps`` entries accounted."""

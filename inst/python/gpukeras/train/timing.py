@@ -286,7 +286,8 @@ def summarize(
     if probe.get("batch_seconds") is not None:
         result["pipeline_batch_ms"] = probe["batch_seconds"] * 1e3
     ledger = ledger or Ledger(skip)
-    entries = ledger.update(record)
+    ledger.update(record)
+    entries = list(ledger.entries)
     measured = [
         (record.steps[entry.index], batches[entry.index], rows[entry.index], entry.seconds)
         for entry in entries
