@@ -99,20 +99,24 @@ format_throughput <- function(m) {
   if (is.null(rate)) "not measured" else paste(c(rate, step), collapse = "; ")
 }
 
-# The input verdict and what it rests on: the wait timed, none by construction (batches on the
-# device), or the pipeline timed alone where Keras takes batches inside its graph loop. One
-# line, or two where the second says why the wait was not timed.
+# The input verdict and what it rests on: the wait timed (with its margin, and the line of
+# the verdict it is near), none by construction (batches on the device), or the pipeline
+# timed alone where Keras takes batches inside its graph loop. One line, or two where the
+# second says why the wait was not timed.
 format_input <- function(m) {
   if (isTRUE(m$input_on_device)) {
     return("on the device (no wait by construction)")
   }
   if (!is.null(m$input_wait_share)) {
-    # Say why a share over 5 % can still be "not input-bound" (see input_verdict()).
+    # Say why a share over 5 % can still be "not input-bound" (the core's input_verdict()).
     within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
       m$input_wait_mean_ms < m$fetch_floor_ms
+    margin <- m$input_wait_margin
     return(sprintf(
-      "%s (waiting for input %s of step time%s)", m$input_verdict %||% "?",
+      "%s (waiting for input %s%s of step time%s%s)", m$input_verdict %||% "?",
       format_percent(m$input_wait_share, 1),
+      if (!is.null(margin) && margin > 0) sprintf(" +/- %.1f points", 100 * margin) else "",
+      if (!is.null(m$input_near_line)) sprintf(", near the %s line", format_percent(m$input_near_line)) else "",
       if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
     ))
   }

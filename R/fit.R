@@ -62,7 +62,33 @@
 #' @section Progress:
 #' `verbose = "auto"` shows a progress bar in an interactive session (`1`) and
 #' one line per epoch otherwise (`2`), so logs of scripts and batch jobs get no
-#' flood of progress lines. `0` is silent.
+#' flood of progress lines. `0` is silent. Beside the loss, the live columns
+#' show GPU use, host CPU and `input_wait_%`: the share of the recent steps'
+#' time spent waiting for input, and on each epoch's line that epoch's share.
+#'
+#' @section The input verdict:
+#' The live `input_wait_%` column and the report's `input_wait_share` are one
+#' measurement: the same timed steps, each with its time and its wait, so the
+#' report's share is the total over the run of what the epoch lines showed
+#' (each epoch weighted by its steps' time). The verdict uses the TensorFlow
+#' profiler's lines (5 % and 20 % of step time) with a stated margin:
+#' `input_wait_margin` is the 95 % margin of the share, from how much
+#' consecutive windows of steps differ (up to 10 windows of 5 steps or more;
+#' at least 1 point; `NULL` with fewer than 15 timed steps, when the share
+#' alone is judged). The run is "highly input-bound" only when its share less
+#' the margin is at least 20 %, "moderately input-bound" when it is at least
+#' 5 %, else "not input-bound"; so noise within the margin does not raise the
+#' verdict, and a share within its margin of a line says so
+#' (`input_near_line`, and "near the 5% line" in the print). A wait shorter
+#' than taking a ready batch takes (`fetch_floor_ms`) is not input-bound
+#' whatever its share. Where the wait cannot be timed in Keras' loop
+#' (TensorFlow with several batches per call), the verdict rests on the
+#' pipeline timed alone after training, marked as an estimate
+#' (`input_wait_estimated`), and the live column shows no figure. The advice
+#' fits the data: for R data in memory a larger `batch_size`,
+#' `steps_per_execution` and, on JAX, training on the device; for a
+#' [gpu_dataset()] its own options (caching, the `map`, and `image_size` for
+#' an image folder); for another dataset the steps it lacks.
 #'
 #' @param model A compiled Keras 3 model (from keras3, [gpu_keras()] or
 #'   reticulate).
@@ -180,7 +206,9 @@
 #'     with `input_on_device = TRUE`, batches gathered on the device; where
 #'     the wait cannot be timed inside Keras' loop, the pipeline is read alone
 #'     after training: `pipeline_batch_ms`, and `input_share_alone`, its share
-#'     of a training step, an estimate), `input_verdict`,
+#'     of a training step, an estimate, and `input_wait_estimated` is `TRUE`;
+#'     the live `input_wait_%` column then shows nothing), `input_wait_margin`
+#'     and `input_verdict` (see The input verdict), `input_near_line`,
 #'     `gpu_utilization_mean`,
 #'     `gpu_utilization_p95`, `gpu_memory_used_max_mib`,
 #'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu` and

@@ -230,7 +230,10 @@ def test_report_on_the_cpu_has_no_nvml_parts(no_gpu: None) -> None:
     assert report["step_time_mean_ms"] > 0 and report["step_time_sd_ms"] >= 0
     assert 0 <= report["input_wait_share"] <= 1
     assert report["input_verdict"] == monitor.input_verdict(
-        report["input_wait_share"], report["input_wait_mean_ms"], report["fetch_floor_ms"]
+        report["input_wait_share"],
+        report["input_wait_mean_ms"],
+        report["fetch_floor_ms"],
+        report["input_wait_margin"],
     )
     for key in ("gpu_utilization_mean", "gpu_utilization_p95", "gpu_memory_used_max_mib", "mfu"):
         assert report[key] is None

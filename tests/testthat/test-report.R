@@ -103,3 +103,39 @@ test_that("R data at steps_per_execution 8: the rows are counted, and the advice
   expect_false(is.null(m$input_share_alone))
   expect_false(any(grepl("gpu_dataset() already", m$advice, fixed = TRUE)))
 })
+
+test_that("the input verdict states its margin, and a share within it of a line says so (issue #28)", {
+  text <- monitor_lines(report_of(
+    input_wait_share = 0.141, input_wait_margin = 0.023, input_verdict = "moderately input-bound"
+  ))
+  expect_true("Input pipeline: moderately input-bound (waiting for input 14.1% +/- 2.3 points of step time)" %in% text)
+  near <- monitor_lines(report_of(
+    input_wait_share = 0.062, input_wait_margin = 0.03, input_near_line = 0.05, input_verdict = "not input-bound"
+  ))
+  expect_true(paste(
+    "Input pipeline: not input-bound (waiting for input 6.2% +/- 3.0 points of step time,",
+    "near the 5% line)"
+  ) %in% near)
+})
+
+test_that("a table trained from R: the verdict follows its margin rule and the advice fits a table (issue #28)", {
+  skip_if_no_python()
+  data <- regression_data(640)
+  table <- list(x = as.data.frame(data$x), y = data$y)
+  fit <- gpu_fit(tiny_model(), table, batch_size = 16, epochs = 2, verbose = 0)
+  m <- fit$monitor
+  skip_if(isTRUE(m$input_on_device), "the rows trained on the device (JAX): no wait by construction")
+  expect_true(fit$settings$data_kind %in% c("arrays", "keras arrays"))
+  # 80 steps less the first two: windows enough for a margin, of a point at least
+  expect_gte(m$input_wait_margin, 0.01)
+  expect_false(isTRUE(m$input_wait_estimated))
+  low <- m$input_wait_share - m$input_wait_margin
+  below_floor <- !is.null(m$fetch_floor_ms) && m$input_wait_mean_ms < m$fetch_floor_ms
+  expected <- if (below_floor || low < 0.05) "not input-bound" else if (low < 0.2) "moderately input-bound" else "highly input-bound"
+  expect_identical(m$input_verdict, expected)
+  line <- grep("^Input pipeline: ", format(fit), value = TRUE)
+  expect_match(line, sprintf("%s (waiting for input %s +/- ", m$input_verdict, format_percent(m$input_wait_share, 1)), fixed = TRUE)
+  advice <- paste(m$advice, collapse = " ")
+  expect_false(grepl("image", advice, fixed = TRUE))
+  expect_false(grepl("gpu_dataset() already", advice, fixed = TRUE))
+})

@@ -2,8 +2,10 @@
 
 ``advice`` reads the report ``monitor.training_report`` builds and the facts
 of the run (``TrainingContext``): an input-bound verdict gives pipeline advice
-(for a gpu_dataset(), on its own options; for data in memory, what is left;
-for other datasets, the steps they lack), worded as timed or as estimated
+that fits what the data is (``data_form``: for arrays in memory, batch size,
+batches per call and, on JAX, the device; for a gpu_dataset(), its own options,
+images only for an image folder; for other datasets, the steps they lack; none
+for data on the device), worded as timed or as estimated
 from the pipeline alone, as it was measured; a GPU that idles while the input keeps up
 gives step-overhead advice (more batches per call only while
 ``steps_per_execution`` is below ``MANY_STEPS_PER_EXECUTION``); GPUs of one
@@ -23,6 +25,14 @@ UNEVEN_POINTS = 20.0
 MANY_STEPS_PER_EXECUTION = 8
 # The kinds of gpu_fit() data (DataAdapter.kind) that are arrays in memory, not a dataset.
 IN_MEMORY_DATA = ("arrays", "keras arrays")
+# What the training data is, as the advice tells kinds apart (``data_form``).
+ON_DEVICE = "on the device"
+IN_MEMORY = "arrays in memory"
+DATASET_ROWS = "gpu_dataset() of rows in memory"
+IMAGE_FOLDER = "gpu_dataset() of an image folder"
+FILES = "gpu_dataset() of files"
+USER_DATASET = "tf.data dataset"
+OTHER = "other data"
 
 
 @dataclass
@@ -48,8 +58,10 @@ class TrainingContext:
             a kind of files), whether it caches and whether it runs a user map;
             None for other data.
         data: the kind of data gpu_fit() was given (``DataAdapter.kind``:
-            'arrays' and 'keras arrays' for data in memory, 'dataset', 'other');
-            None when not known.
+            'arrays' and 'keras arrays' for data in memory, 'device arrays',
+            'dataset', 'other'); None when not known.
+        images: the model takes images (an input of rank 4 or more, batch
+            included), so advice on decoding them applies.
     """
 
     backend: str
@@ -65,22 +77,65 @@ class TrainingContext:
     pipeline_steps: list[str] | None = None
     gpu_dataset: Record | None = None
     data: str | None = None
+    images: bool = False
 
 
 def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
-def _gpu_dataset_advice(made: Record, in_memory: bool = False) -> list[str]:
+def data_form(context: TrainingContext) -> str:
+    """What the training data is, as the advice tells kinds apart: ``ON_DEVICE``,
+    ``IN_MEMORY`` (arrays handed to gpu_fit(): R data or NumPy), ``DATASET_ROWS`` (a
+    gpu_dataset() of rows in memory), ``IMAGE_FOLDER``, ``FILES`` (a gpu_dataset() of
+    other files), ``USER_DATASET`` (a tf.data dataset gpu_dataset() did not make) or
+    ``OTHER`` (a generator, a PyDataset)."""
+    made = context.gpu_dataset or {}
+    if context.data == "device arrays" or made.get("on_device"):
+        return ON_DEVICE
+    if context.data in IN_MEMORY_DATA:
+        return IN_MEMORY
+    if made:
+        source = made.get("source")
+        return (
+            DATASET_ROWS
+            if source == "arrays"
+            else IMAGE_FOLDER
+            if source == "image_folder"
+            else FILES
+        )
+    return USER_DATASET if context.data in (None, "dataset") else OTHER
+
+
+def _in_memory_advice(context: TrainingContext) -> list[str]:
+    """What shortens the wait for rows already in memory: nothing is read or decoded, so
+    what is left is the host's work per batch, which fewer, larger batches (and
+    fewer calls) cut, and on JAX the path that puts the rows on the device."""
+    items = [
+        "The data is in memory, so nothing is read or decoded: the wait is the host's work "
+        "per batch (taking its rows and copying them). Raise batch_size: fewer, larger "
+        "batches cost less per row."
+    ]
+    if context.steps_per_execution < MANY_STEPS_PER_EXECUTION:
+        items.append("Raise steps_per_execution (e.g. 8-32) to run several batches per call.")
+    if context.backend == "jax":
+        items.append(
+            "On JAX, rows that fit in half the device's free memory train on the device and "
+            "wait for nothing: the Data line says why these streamed from host memory."
+        )
+    return items
+
+
+def _gpu_dataset_advice(made: Record, form: str, context: TrainingContext) -> list[str]:
     """What to change in a gpu_dataset() pipeline that keeps training waiting.
 
     It already gathers batches in parallel and prefetches, so what is left is
-    the source's own work: decoding files not cached, or the user's map. Data
-    given to gpu_fit() in memory (``in_memory``) went through the same
-    pipeline without the user making one: that is said as such.
+    the source's own work: decoding files not cached (smaller images, for an
+    image folder), or the user's map; for rows in memory without a map, what
+    ``_in_memory_advice`` says.
     """
     items = []
-    if made.get("source") != "arrays" and made.get("cache") is False:
+    if form != DATASET_ROWS and made.get("cache") is False:
         items.append(
             "Cache the decoded files: gpu_dataset(cache = TRUE), or a cache file for data "
             "larger than memory, so later epochs skip reading and decoding them."
@@ -91,29 +146,42 @@ def _gpu_dataset_advice(made: Record, in_memory: bool = False) -> list[str]:
             "augmentation into the model (it then runs on the GPU) or precompute what does "
             "not change between epochs."
         )
-    if not items and in_memory:
+    if form == IMAGE_FOLDER:
         items.append(
-            "The data is in memory and its batches are gathered in parallel and prefetched "
-            "already: the host is too slow or too busy to feed the model. Give it more "
-            "cores, or fewer other jobs."
+            "Decode smaller images where the model allows: gpu_dataset(image_size = ) resizes "
+            "them as they are read."
         )
-    elif not items:
-        items.append(
-            "gpu_dataset() already gathers batches in parallel and prefetches: the host is "
-            "too slow or too busy to feed the model. Give it more cores, or fewer other jobs."
-        )
-    return items
+    if items:
+        return items
+    if form == DATASET_ROWS:
+        return [
+            "gpu_dataset() already gathers batches in parallel and prefetches them.",
+            *_in_memory_advice(context),
+        ]
+    return [
+        "gpu_dataset() already reads the files in parallel and prefetches: the host is too "
+        "slow or too busy to feed the model. Give it more cores, or fewer other jobs."
+    ]
 
 
 def _pipeline_advice(context: TrainingContext) -> list[str]:
-    """What to change in an input pipeline that keeps training waiting.
-
-    For a gpu_dataset(), its own options (``_gpu_dataset_advice``); for other
-    datasets, only the steps they lack (all of them when their steps are not
-    known), each in gpu_dataset()'s and tfdatasets' words.
-    """
+    """What to change in an input that keeps training waiting, by what the data is
+    (``data_form``): rows in memory (``_in_memory_advice``), a gpu_dataset() on its own
+    options (``_gpu_dataset_advice``), another tf.data dataset on the steps it lacks (all
+    of them when its steps are not known, each in gpu_dataset()'s and tfdatasets'
+    words), a generator on being one."""
+    form = data_form(context)
+    if form == ON_DEVICE:
+        return []
+    if form == IN_MEMORY:
+        return _in_memory_advice(context)
     if context.gpu_dataset is not None:
-        return _gpu_dataset_advice(context.gpu_dataset, context.data in IN_MEMORY_DATA)
+        return _gpu_dataset_advice(context.gpu_dataset, form, context)
+    if form == OTHER:
+        return [
+            "Keras reads this data one batch at a time from Python: make it a gpu_dataset() "
+            "(from arrays or files), whose batches are prepared in parallel and prefetched."
+        ]
     steps = context.pipeline_steps
     has = set(steps or [])
     items = []
@@ -135,10 +203,14 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
             "tfdatasets) so the next batch is ready while the current step computes."
         )
     if not items:
+        less = (
+            "decode smaller images, move augmentation into the model, where it runs on the GPU"
+            if context.images
+            else "precompute what does not change between epochs"
+        )
         items.append(
             "The pipeline already caches, maps in parallel and prefetches, so the work per "
-            "batch is the limit: do less of it on the host (decode smaller images, move "
-            "augmentation into the model, where it runs on the GPU) or give it more cores."
+            f"batch is the limit: do less of it on the host ({less}) or give it more cores."
         )
     return items
 
@@ -146,8 +218,8 @@ def _pipeline_advice(context: TrainingContext) -> list[str]:
 def advice(report: Record, context: TrainingContext) -> list[str]:
     """Concrete advice, each item chosen by a number in the report (see the rules below).
 
-    Rules: an input-bound verdict gives pipeline advice (cache, parallel map,
-    prefetch, and more CPU when the host is saturated); a GPU that idles while
+    Rules: an input-bound verdict gives advice on the input that fits what the
+    data is (``_pipeline_advice``; and more CPU when the host is saturated); a GPU that idles while
     the input keeps up gives step-overhead advice (steps_per_execution, batch
     size); a busy GPU in float32 with Tensor Cores gives mixed-precision
     advice; no GPU says so.
@@ -234,16 +306,22 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
 
 def _busy_host_advice(host_cpu: float, context: TrainingContext) -> str:
     """A saturated host while a GPU waits for input: what to change, by what the data is."""
-    made = context.gpu_dataset or {}
-    if made.get("source") == "arrays" and not made.get("user_map"):
+    busy = f"The host CPU is {host_cpu:.0f} % busy"
+    form = data_form(context)
+    if (context.gpu_dataset or {}).get("user_map"):
         return (
-            f"The host CPU is {host_cpu:.0f} % busy: it cannot prepare batches of data in "
-            "memory fast enough; move augmentation into the model (it then runs on the "
-            "GPU), run fewer other jobs, or use more cores."
+            f"{busy}: the map function takes it; make it cheaper (augmentation in the "
+            "model runs on the GPU), run fewer other jobs, or use more cores."
         )
+    if form in (IN_MEMORY, DATASET_ROWS):
+        return (
+            f"{busy}: it cannot prepare batches of data in memory fast enough; run fewer "
+            "other jobs, use more cores, or raise batch_size."
+        )
+    smaller = ", decode smaller images" if form == IMAGE_FOLDER or context.images else ""
     return (
-        f"The host CPU is {host_cpu:.0f} % busy: the input pipeline is CPU-bound; "
-        "cache after decoding, shrink the data earlier (smaller images), or use more cores."
+        f"{busy}: the input pipeline is CPU-bound; cache after decoding{smaller}, or use "
+        "more cores."
     )
 
 
@@ -252,7 +330,12 @@ def _input_finding(report: Record, degree: str) -> str:
     timed, or the share of a step the pipeline needs when timed alone."""
     share = report.get("input_wait_share")
     if share is not None:
-        return f"Training waits for input {_percent(share)} of the step time ({degree} input-bound)"
+        margin = report.get("input_wait_margin")
+        within = f" (+/- {100 * margin:.0f} points)" if margin else ""
+        return (
+            f"Training waits for input {_percent(share)}{within} of the step time "
+            f"({degree} input-bound)"
+        )
     alone = report.get("input_share_alone") or 0.0
     return (
         f"The input pipeline alone needs {_percent(alone)} of a training step's time per "

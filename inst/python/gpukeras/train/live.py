@@ -7,15 +7,20 @@ the logs that display prints:
 - ``gpu_%``: utilization of the GPUs in use (their mean), where NVML measures it;
 - ``gpu_mem_GiB``: memory they use (their sum);
 - ``cpu_%``: the host's CPU load (all cores);
-- ``input_wait_%``: the share of the recent steps spent waiting for a batch (beyond
-  the time taking a ready one takes, as the monitor's report counts it); 0 for
-  batches already on the device, which wait for nothing by construction; not
-  shown where the wait is not timed (TensorFlow with several batches per call).
+- ``input_wait_%``: the share of the recent steps' time spent waiting for a batch
+  (beyond the time taking a ready one takes); on each epoch's line, the share
+  over that epoch's timed steps. 0 for batches already on the device, which wait for
+  nothing by construction; not shown where the wait is not timed (TensorFlow with
+  several batches per call, where the report's figure is an estimate made after
+  training, which the live line cannot show).
 
 It reads what the monitor's samplers and step timer hold already, so it adds
-no measurement of its own. The figures are for the display only: gpu_fit()
-puts the History callback before this one, so the history keeps the loss and
-metrics alone.
+no measurement of its own. The input wait comes from the step timer's ledger
+(``gpukeras.train.step_ledger``), the same entries the report's
+``input_wait_share`` sums: the report's share is the total over the run of the
+epochs' figures (each weighted by its steps' time), never a second measure.
+The figures are for the display only: gpu_fit() puts the History callback
+before this one, so the history keeps the loss and metrics alone.
 
 Keras' progress display prints every number in its logs with four decimals
 (``cpu_%: 52.6000``). Each figure is therefore a ``Figure``: a float that
@@ -29,6 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpukeras.core.handles import Callback
+from gpukeras.train import step_ledger
 
 if TYPE_CHECKING:
     from gpukeras.train.monitor import TrainingMonitor
@@ -79,9 +85,10 @@ def percent(value: float) -> Figure:
     return Figure(value, 0 if abs(value) >= 10 else 1)
 
 
-def figures(watcher: TrainingMonitor, now: float) -> dict[str, float]:
+def figures(watcher: TrainingMonitor, now: float, epoch: int | None = None) -> dict[str, float]:
     """The latest figures the monitor holds at ``now`` (``perf_counter`` seconds), as
-    ``Figure``s."""
+    ``Figure``s; the input wait over the ``RECENT_STEPS`` last timed steps, or over
+    ``epoch``'s (numbered as the step timer numbers them) at its end."""
     shown: dict[str, float] = {}
     latest: dict[object, Any] = {}
     for sample in reversed(watcher.gpu.samples[-64:]):
@@ -100,14 +107,13 @@ def figures(watcher: TrainingMonitor, now: float) -> dict[str, float]:
     record = timer.record
     if record.input_on_device:
         shown["input_wait_%"] = percent(0.0)
-    steps = [s for s in record.steps[-RECENT_STEPS:] if s.fetch_seconds is not None]
-    if len(steps) >= 2 and steps[-1].returned is not None:
-        span = steps[-1].returned - steps[0].begin
-        # Beyond the time taking a ready batch takes, as the report counts it.
-        floor = (record.fetch_floor_seconds or 0.0) * record.steps_per_execution
-        if span > 0:
-            waited = sum(max(0.0, s.fetch_seconds - floor) for s in steps)
-            shown["input_wait_%"] = percent(min(100.0, 100.0 * waited / span))
+    timer.ledger.update(record)
+    window = (
+        timer.ledger.of_epoch(epoch) if epoch is not None else timer.ledger.recent(RECENT_STEPS)
+    )
+    waited = step_ledger.share(window)
+    if waited is not None:
+        shown["input_wait_%"] = percent(100.0 * waited)
     return shown
 
 
@@ -118,7 +124,8 @@ def callback(keras: ModuleType, watcher: TrainingMonitor) -> Callback:
     callback_base: Any = keras.callbacks.Callback  # Keras has no types
 
     class LiveFigures(callback_base):
-        # Only reads lists other threads append to: safe on Keras' worker thread.
+        # Reads lists other threads append to, and updates the timer's ledger under its
+        # lock: safe on Keras' worker thread.
         async_safe = True
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
@@ -127,7 +134,9 @@ def callback(keras: ModuleType, watcher: TrainingMonitor) -> Callback:
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             if logs is not None:
-                logs.update(figures(watcher, time.perf_counter()))
+                # the timer's number for the epoch just ended (it counts across fit() calls)
+                ended = max(watcher.timer.record.epoch_begins, default=None)
+                logs.update(figures(watcher, time.perf_counter(), ended))
 
     return LiveFigures()
 

@@ -4,7 +4,8 @@
 ``training_report`` turns the step timer's numbers (``gpukeras.train.timing``) and
 the samples into gpu_fit()'s monitor report: throughput, step time, the input
 verdict with the TF profiler's thresholds (< 5 % of step time waiting for
-input: not input-bound; 5-20 %: moderately; >= 20 %: highly), GPU utilization
+input: not input-bound; 5-20 %: moderately; >= 20 %: highly) applied to the
+share less its margin (``input_verdict``), GPU utilization
 and memory, host CPU, achieved TFLOP/s and MFU where the FLOPs are known, and
 advice chosen from that evidence (``gpukeras.train.advice``).
 """
@@ -30,9 +31,22 @@ HIGHLY_INPUT_BOUND = 0.20
 
 
 def input_verdict(
-    share: float | None, wait_ms: float | None = None, resolution_ms: float | None = None
+    share: float | None,
+    wait_ms: float | None = None,
+    resolution_ms: float | None = None,
+    margin: float | None = None,
 ) -> str | None:
-    """The TF profiler's verdict for a share of step time spent waiting for input.
+    """The TF profiler's verdict for a share of step time spent waiting for input, with a
+    stated margin.
+
+    The rule: a share is "highly input-bound" when its lower bound (``share -
+    margin``) is at least ``HIGHLY_INPUT_BOUND`` (20 %), "moderately input-bound"
+    when it is at least ``MODERATELY_INPUT_BOUND`` (5 %), else "not input-bound".
+    So a share within its margin above a line is given the band below it: noise
+    the margin covers cannot raise the verdict, and ``near_line`` says which
+    line it is near. ``margin`` is the 95 % margin of the run's share from how
+    much its windows of steps differ (``gpukeras.train.step_ledger.share_margin``);
+    None (too few steps to tell, or an estimate) judges the share alone.
 
     A wait of less than ``resolution_ms`` per step is within what the measure
     can tell apart from nothing (the step timer's: what taking an always-ready
@@ -43,23 +57,35 @@ def input_verdict(
         return None
     if wait_ms is not None and resolution_ms is not None and wait_ms < resolution_ms:
         return "not input-bound"
-    if share >= HIGHLY_INPUT_BOUND:
+    low = share - (margin or 0.0)
+    if low >= HIGHLY_INPUT_BOUND:
         return "highly input-bound"
-    if share >= MODERATELY_INPUT_BOUND:
+    if low >= MODERATELY_INPUT_BOUND:
         return "moderately input-bound"
     return "not input-bound"
 
 
+def near_line(share: float | None, margin: float | None) -> float | None:
+    """The verdict's line (5 % or 20 %) that ``share`` is within ``margin`` of, the nearer
+    one where both are; None when it is clear of both, or no margin is known."""
+    if share is None or not margin:
+        return None
+    lines = (MODERATELY_INPUT_BOUND, HIGHLY_INPUT_BOUND)
+    close = [line for line in lines if abs(share - line) <= margin]
+    return min(close, key=lambda line: abs(share - line)) if close else None
+
+
 def timed_input_verdict(steps: Record) -> str | None:
     """``input_verdict`` for a step timer's report (``gpukeras.train.timing.summarize``): of the
-    wait where it was timed, else of the share of a step the pipeline needs alone
-    (``input_share_alone``, what the wait would be without overlap)."""
+    wait where it was timed, with its margin, else of the share of a step the pipeline needs
+    alone (``input_share_alone``, what the wait would be without overlap: an estimate)."""
     if steps.get("input_wait_share") is None:
         return input_verdict(steps.get("input_share_alone"))
     return input_verdict(
         steps.get("input_wait_share"),
         steps.get("input_wait_mean_ms"),
         steps.get("fetch_floor_ms"),
+        steps.get("input_wait_margin"),
     )
 
 
@@ -140,7 +166,12 @@ def training_report(
         ``steps_timed`` (executions), ``batches_timed`` and
         ``batch_time_mean_ms`` (time per training step, one batch),
         ``steps_per_execution``, ``input_on_device`` (the wait is 0 by
-        construction), ``pipeline_batch_ms`` and ``input_share_alone`` (where
+        construction), ``input_wait_margin`` (the share's 95 % margin; None
+        where too few steps were timed to tell), ``input_near_line`` (the
+        verdict's line, 0.05 or 0.2, the share is within its margin of; else
+        None), ``input_wait_estimated`` (the verdict rests on the pipeline
+        timed alone, not on a wait timed in Keras' loop), ``pipeline_batch_ms``
+        and ``input_share_alone`` (where
         the wait could not be timed: the pipeline timed alone, see
         ``gpukeras.train.timing``), ``input_wait_method``, ``input_wait_mean_ms``,
         ``fetch_floor_ms`` (what taking a ready batch took, not counted as
@@ -167,6 +198,9 @@ def training_report(
         "step_time_mean_ms": steps.get("step_time_mean_ms"),
         "step_time_sd_ms": steps.get("step_time_sd_ms"),
         "input_wait_share": share,
+        "input_wait_margin": steps.get("input_wait_margin"),
+        "input_near_line": near_line(share, steps.get("input_wait_margin")),
+        "input_wait_estimated": share is None and steps.get("input_share_alone") is not None,
         "input_verdict": timed_input_verdict(steps),
         "gpu_utilization_mean": None,
         "gpu_utilization_p95": None,

@@ -59,9 +59,12 @@ What the numbers mean, and their limits:
   pipeline is slower than the model). Taken from Python, even a ready batch
   costs ~0.2 ms (eager op dispatch; Keras' own step takes it inside its graph
   for ~0.03 ms): 20 % of a 1 ms step. So on TensorFlow the timer measures
-  once per ``fit()`` what ``next()`` takes on an iterator whose batch is
-  always ready (its first batch, repeated, after training:
-  ``fetch_floor_seconds``) and counts as waiting only the time beyond it.
+  once what ``next()`` takes on an iterator whose batch is always ready (the
+  first batch, repeated, in the first step, which compiles and is not timed:
+  ``fetch_floor_seconds``) and counts as waiting only the time beyond it, in
+  the live line and the report alike (``gpukeras.train.step_ledger``: both
+  read one ledger of timed steps, so the report's share is the total of the
+  live windows).
   On JAX the call also runs the host-side batch preparation of Keras' data
   adapters (slicing NumPy arrays, ``device_put``), work the step needs,
   counted whole.
@@ -108,13 +111,13 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Callback
 from gpukeras.core.runtime import config
+from gpukeras.train.step_ledger import Ledger, Step, StepRecord, share, share_margin, totals
 
 INSTRUMENTED_BACKENDS = ("tensorflow", "jax")
 # Calls timed to find what taking an always-ready batch costs (see ready_fetch_seconds).
@@ -124,52 +127,6 @@ READY_FETCHES = 25
 PROBE_SECONDS = 0.5
 PROBE_BATCHES = 64
 ON_DEVICE_METHOD = "input on the device (no wait by construction)"
-
-
-@dataclass
-class Step:
-    """One train step (one execution) as the timer saw it.
-
-    Attributes:
-        epoch: the epoch it ran in.
-        begin: ``perf_counter()`` at ``on_train_batch_begin``.
-        fetch_seconds: seconds in ``next(iterator)``; None when not measured.
-        returned: ``perf_counter()`` when ``train_function`` returned; None when
-            not measured.
-        samples: rows in the batch(es) it trained on, where they were seen.
-        first_batch: Keras' index of its first batch in the epoch (None when
-            not given: the step is then ``steps_per_execution`` batches).
-    """
-
-    epoch: int
-    begin: float
-    fetch_seconds: float | None = None
-    returned: float | None = None
-    samples: int | None = None
-    first_batch: int | None = None
-
-
-@dataclass
-class StepRecord:
-    """Everything a timer recorded in one or more ``fit()`` calls.
-
-    Attributes (beyond the obvious): ``steps_per_epoch``: batches per epoch
-    where Keras knows them; ``epoch_rows``: rows Keras counted per epoch
-    (``trained_rows``); ``input_on_device``: the batches were in device
-    memory already; ``pipeline``: ``pipeline_seconds``' result, where run.
-    """
-
-    steps: list[Step] = field(default_factory=list)
-    epoch_begins: dict[int, float] = field(default_factory=dict)
-    epoch_ends: dict[int, float] = field(default_factory=dict)
-    steps_per_execution: int = 1
-    backend: str | None = None
-    method: str = "not run"
-    fetch_floor_seconds: float | None = None
-    steps_per_epoch: int | None = None
-    epoch_rows: dict[int, int] = field(default_factory=dict)
-    input_on_device: bool = False
-    pipeline: dict[str, Any] | None = None
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -267,7 +224,7 @@ def _epochs_wall(
 
 
 def summarize(
-    record: StepRecord, skip: int = 2, batch_size: int | None = None
+    record: StepRecord, skip: int = 2, batch_size: int | None = None, ledger: Ledger | None = None
 ) -> dict[str, object]:
     """Turn recorded timestamps into plain numbers (see the module's notes).
 
@@ -276,6 +233,9 @@ def summarize(
         skip: steps left out at the start (tracing and compiling).
         batch_size: rows per batch, used for ``samples_per_second`` when the
             batches were not seen and Keras counted no rows.
+        ledger: the ledger of ``record``'s timed steps the live line read
+            (``gpukeras.train.step_ledger``); None for a new one. Its entries
+            are the timed steps, so the share is the live windows' total.
 
     Returns:
         ``steps`` (timed executions), ``skipped``, ``new_batch_size_steps``
@@ -308,6 +268,7 @@ def summarize(
         "batch_time_mean_ms": None,
         "input_wait_share": None,
         "input_wait_mean_ms": None,
+        "input_wait_margin": None,
         "fetch_floor_ms": None,
         "between_steps_share": None,
         "input_on_device": record.input_on_device,
@@ -324,28 +285,14 @@ def summarize(
     }
     if probe.get("batch_seconds") is not None:
         result["pipeline_batch_ms"] = probe["batch_seconds"] * 1e3
-    timed = list(zip(record.steps, batches, rows))[skip:]
-    kept: list[tuple[Step, int, float | None, float]] = []
-    for position, (step, count, row) in enumerate(timed):
-        following = timed[position + 1][0] if position + 1 < len(timed) else None
-        if following is not None and following.epoch == step.epoch:
-            kept.append((step, count, row, following.begin - step.begin))
-        elif step.epoch in record.epoch_ends:
-            kept.append((step, count, row, record.epoch_ends[step.epoch] - step.begin))
-        else:  # fit() stopped inside the epoch: no end to measure this step to
-            break
-    # The first step handed a batch of a size not seen before (a last, smaller
-    # batch) compiled the step again for that shape: compile time, left out.
-    # (The very first step is ``skip``'s to leave out or not.)
-    seen = {step.samples for step in record.steps[: max(skip, 1)]}
-    measured = []
-    for entry in kept:
-        step = entry[0]
-        if step.samples is not None and step.samples not in seen:
-            seen.add(step.samples)
-            continue
-        measured.append(entry)
-    result["new_batch_size_steps"] = len(kept) - len(measured)
+    ledger = ledger or Ledger(skip)
+    ledger.update(record)
+    entries = list(ledger.entries)
+    measured = [
+        (record.steps[entry.index], batches[entry.index], rows[entry.index], entry.seconds)
+        for entry in entries
+    ]
+    result["new_batch_size_steps"] = ledger.new_batch_size_steps
     result["steps"] = len(measured)
     if not measured:
         return result
@@ -361,15 +308,14 @@ def summarize(
         batch_time_mean_ms=total / trained * 1e3,
     )
     if record.input_on_device:
-        result.update(input_wait_share=0.0, input_wait_mean_ms=0.0)
-    fetches = [step.fetch_seconds for step, *_ in measured]
-    if total > 0 and all(fetch is not None for fetch in fetches):
-        floor = (record.fetch_floor_seconds or 0.0) * record.steps_per_execution
-        waited = sum((max(0.0, fetch - floor) for fetch in fetches if fetch is not None), 0.0)
+        result.update(input_wait_share=0.0, input_wait_mean_ms=0.0, input_wait_margin=0.0)
+    summed = totals(entries)
+    if summed is not None and total > 0:
         if record.fetch_floor_seconds is not None:
             result["fetch_floor_ms"] = record.fetch_floor_seconds * 1e3
-        result["input_wait_share"] = min(1.0, waited / total)
-        result["input_wait_mean_ms"] = waited / len(fetches) * 1e3
+        result["input_wait_share"] = share(entries)
+        result["input_wait_margin"] = share_margin(entries)
+        result["input_wait_mean_ms"] = summed[0] / len(entries) * 1e3
         between = [
             duration - (step.returned - step.begin)  # type: ignore[operator]
             for step, _, _, duration in measured
@@ -537,7 +483,7 @@ def _timed_train_function(
                         )
                 raise
         finished = time.perf_counter()
-        if keep_first_batch is not None:
+        if keep_first_batch is not None:  # after the fetch: its cost is no wait
             keep_first_batch(batches[0])
             keep_first_batch = None
         out = original(*leading, iter(batches))
@@ -593,14 +539,15 @@ def step_timer(
             self.skip = skip
             self.measure_input = measure_input
             self.record = StepRecord(input_on_device=input_on_device)
+            self.ledger = Ledger(skip)
             self._epoch = -1
             self._epochs_seen = 0
-            self._first_batch: object = None
             self._probe = False
 
         def reset(self) -> None:
             """Forget every recorded step."""
             self.record = StepRecord(input_on_device=input_on_device)
+            self.ledger = Ledger(self.skip)
             self._epochs_seen = 0
 
         def on_train_begin(self, logs: dict | None = None) -> None:
@@ -629,7 +576,13 @@ def step_timer(
                     else "this data cannot be read again to time it alone",
                 )
             else:
-                keep = self._keep_batch if backend == "tensorflow" else None
+                # The floor is measured once, on the first batch, so the live line and the
+                # report subtract the same one from every step.
+                keep = (
+                    self._measure_floor
+                    if backend == "tensorflow" and record.fetch_floor_seconds is None
+                    else None
+                )
                 compat.wrap_train_function(
                     model,
                     "step_timer",
@@ -637,15 +590,11 @@ def step_timer(
                 )
                 record.method = f"next(iterator) timed inside train_function ({backend} backend)"
 
-        def _keep_batch(self, batch: object) -> None:
-            self._first_batch = batch
+        def _measure_floor(self, batch: object) -> None:
+            self.record.fetch_floor_seconds = ready_fetch_seconds(batch)
 
         def on_train_end(self, logs: dict | None = None) -> None:
             compat.unwrap_train_function(self.model, "step_timer")
-            # Measured after training, so no timed step includes them.
-            if self._first_batch is not None:
-                self.record.fetch_floor_seconds = ready_fetch_seconds(self._first_batch)
-                self._first_batch = None
             if not self._probe:
                 return
             if not ran_an_epoch(self.record):
@@ -693,6 +642,6 @@ def step_timer(
 
         def report(self) -> dict[str, object]:
             """Plain numbers for the steps recorded so far (see ``summarize``)."""
-            return summarize(self.record, self.skip, self.batch_size)
+            return summarize(self.record, self.skip, self.batch_size, self.ledger)
 
     return StepTimer()

@@ -140,6 +140,16 @@ def layers_without_jit(model: Model) -> list[str]:
     ]
 
 
+def takes_images(model: Model) -> bool:
+    """Whether the model takes images: an input of rank 4 or more, the batch included (False
+    where its inputs are not known, as for a subclassed model not yet built)."""
+    try:
+        inputs = list(model.inputs)
+    except (AttributeError, ValueError, TypeError):
+        return False
+    return any(len(getattr(tensor, "shape", ())) >= 4 for tensor in inputs)
+
+
 def monitor_report(
     watcher: monitor.TrainingMonitor,
     model: Model,
@@ -164,6 +174,7 @@ def monitor_report(
         pipeline_steps=pipeline_steps,
         gpu_dataset=gpu_dataset,
         data=settings.get("data"),
+        images=takes_images(model),
     )
     return watcher.report(context, counted_flops(model, gpu_rows), gpu_rows)
 
