@@ -330,6 +330,36 @@ def test_two_workers_match_one_process(trained: tuple[Path, list[dict]]) -> None
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_two_workers_weigh_classes_as_one_process(tmp_path: Path) -> None:
+    """class_weight under multi-worker training: Keras' map on the sharded pipeline gives the
+    weights one process gives (which test_weights.py compares with Keras' own fit())."""
+    in_process_backend("tensorflow")
+    from gpukeras.core.runtime import config
+    from scripts.multiworker_worker import digits, digits_model
+
+    class_weight = {"0": 5.0, "3": 0.2}
+    spec = {"epochs": 2, "seed": 1, "class_weight": class_weight}
+    results = run_cluster(tmp_path, free_ports(2), [spec, spec])
+    assert results[0]["fit"]["ok"], results[0]["fit"]
+    keras = config.keras()
+    x, y = digits()
+    trained = {}
+    for name, weights_given in (("weighted", class_weight), ("plain", None)):
+        keras.utils.set_random_seed(1)
+        model = digits_model(keras)
+        answer = bridge.call(
+            "fit",
+            {"model": model, "data": (x, y), "epochs": 2, "batch_size": 64, "seed": 1,
+             "verbose": 0, "monitor": False, "class_weight": weights_given},
+        )  # fmt: skip
+        assert answer["ok"], answer
+        trained[name] = [w.numpy() for w in model.weights]
+    for got, want in zip(weights(tmp_path, 0), trained["weighted"]):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    apart = max(float(np.abs(a - b).max()) for a, b in zip(trained["weighted"], trained["plain"]))
+    assert apart > 1e-3
+
+
 def test_a_killed_worker_stops_the_other_and_both_resume(
     trained: tuple[Path, list[dict]], tmp_path: Path
 ) -> None:

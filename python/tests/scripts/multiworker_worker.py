@@ -7,7 +7,7 @@ the core on PYTHONPATH. The spec's keys:
   ``start_timeout``: its ``start_timeout_seconds``.
 - ``out``: folder for ``result-<index>.json`` (the bridge's answer, plain data,
   with ``failed_at``: the time the call returned) and ``weights-<index>.npz``.
-- ``epochs``, ``batch_size``, ``seed``, ``backup_dir``, ``validation``: the
+- ``epochs``, ``batch_size``, ``seed``, ``backup_dir``, ``validation``, ``class_weight``: the
   ``multiworker.fit`` call (through ``bridge.call``, as R makes it).
 - ``die_at`` [epoch, batch]: send this process ``signal`` (SIGKILL by
   default; SIGSTOP freezes it, as a machine that drops off the network)
@@ -190,6 +190,7 @@ def main() -> None:
                 "seed": spec.get("seed"),
                 "backup_dir": spec.get("backup_dir"),
                 "callbacks": sabotage(keras, spec, out),
+                "class_weight": spec.get("class_weight"),
                 "verbose": 0,
             },
         )
