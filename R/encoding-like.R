@@ -1,0 +1,247 @@
+# The training encoding where new data meets it: `like = `, saved files, a fit's
+# own, image folders, and validation data given to gpu_fit().
+
+# The encoding of `like`: a gpu_dataset(), a gpukeras_fit, a model from
+# gpu_load(), or an encoding.
+encoding_of <- function(like, arg = "like", call = caller_env()) {
+  encoding <- if (inherits(like, "gpukeras_encoding")) {
+    like
+  } else if (inherits(like, "gpukeras_dataset")) {
+    attr(like, "gpukeras")$encoding
+  } else if (inherits(like, c("gpukeras_fit", "gpukeras_model"))) {
+    like$encoding
+  } else if (is.list(like) && identical(names(like), c("train", "validation")) && inherits(like$train, "gpukeras_dataset")) {
+    attr(like$train, "gpukeras")$encoding
+  } else {
+    gpukeras_abort(
+      sprintf("`%s` must be a gpu_dataset(), a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(like)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (is.null(encoding)) {
+    gpukeras_abort(
+      c(
+        sprintf("`%s` has no record of how its data was encoded.", arg),
+        "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and NumPy arrays are not."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  encoding
+}
+
+# The encoding as JSON-ready lists: vectors that must stay arrays (levels,
+# shapes, names) as lists, so that one level is not written as a string.
+encoding_to_plain <- function(encoding) {
+  plain_part <- function(part) {
+    if (identical(part$type, "data.frame")) {
+      part$columns <- lapply(part$columns, function(column) {
+        if (!is.null(column$levels)) column$levels <- as.list(column$levels)
+        column
+      })
+      part$column_order <- as.list(names(part$columns))
+    } else {
+      part$shape <- as.list(part$shape)
+      if (!is.null(part$names)) part$names <- as.list(part$names)
+    }
+    part
+  }
+  plain <- unclass(encoding)
+  plain$inputs <- lapply(plain$inputs, plain_part)
+  plain$input_order <- as.list(names(plain$inputs))
+  if (!is.null(plain$y$levels)) plain$y$levels <- as.list(plain$y$levels)
+  if (!is.null(plain$images)) plain$images$image_size <- as.list(plain$images$image_size)
+  plain
+}
+
+# encoding_to_plain()'s lists as reticulate reads them back from JSON.
+encoding_from_plain <- function(plain) {
+  strings <- function(x) as.character(unlist(x))
+  part_from_plain <- function(part) {
+    if (identical(part$type, "data.frame")) {
+      columns <- lapply(part$columns, function(column) {
+        if (!is.null(column$levels)) column$levels <- strings(column$levels)
+        column
+      })
+      return(list(type = "data.frame", columns = columns[strings(part$column_order)]))
+    }
+    list(type = "array", shape = as.integer(unlist(part$shape)), names = if (length(part$names)) strings(part$names))
+  }
+  inputs <- lapply(plain$inputs, part_from_plain)[strings(plain$input_order)]
+  y <- plain$y
+  if (!is.null(y$levels)) y$levels <- strings(y$levels)
+  encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
+  if (!is.null(plain$images)) {
+    encoding$images <- list(
+      image_size = as.integer(unlist(plain$images$image_size)),
+      color_mode = plain$images$color_mode,
+      rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
+    )
+  }
+  encoding
+}
+
+#' @export
+format.gpukeras_encoding <- function(x, ...) {
+  part_line <- function(part, name) {
+    if (identical(part$type, "data.frame")) {
+      types <- vapply(part$columns, function(column) {
+        if (identical(column$type, "factor")) sprintf("factor(%d)", length(column$levels)) else column$type
+      }, character(1))
+      return(sprintf("  %s: data.frame, %s", name, paste(sprintf("%s <%s>", names(types), types), collapse = ", ")))
+    }
+    sprintf("  %s: array, rows of shape (%s)", name, paste(part$shape, collapse = ", "))
+  }
+  c(
+    "<gpukeras_encoding>",
+    unlist(Map(part_line, x$inputs, names(x$inputs))),
+    if (identical(x$y$type, "factor")) sprintf("  y: factor, levels %s", paste(x$y$levels, collapse = ", ")),
+    if (identical(x$y$type, "numeric")) "  y: numeric",
+    if (!is.null(x$images)) {
+      sprintf(
+        "  images: %d x %d, %s, pixels in [0, %s]", x$images$image_size[1], x$images$image_size[2],
+        x$images$color_mode, format(255 * (x$images$rescale %||% 1), digits = 4)
+      )
+    },
+    sprintf("  NA rule in training: %s", x$na)
+  )
+}
+
+#' @export
+print.gpukeras_encoding <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+# The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
+# recorded from it; a gpu_dataset()'s own; NULL for NumPy arrays and other datasets.
+fit_encoding <- function(data, call = caller_env()) {
+  if (data$kind == "python") {
+    return(attr(data$dataset, "gpukeras")$encoding)
+  }
+  parts <- if (is.list(data$x) && !is.data.frame(data$x)) data$x else list(data$x)
+  if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) {
+    return(NULL)
+  }
+  data_encoding(data$x, data$y, "error", call)
+}
+
+# An image folder's encoding: the images' shape, the class names as the label
+# levels, and how the pixels were read (image_size, color_mode, rescale), so
+# that a folder of new images is read and labelled the same way.
+image_info <- function(info) {
+  classes <- as.character(unlist(info$class_names))
+  info$class_names <- classes
+  info$vocabulary <- list(y = classes)
+  size <- as.integer(unlist(info$image_size))
+  encoding <- new_encoding(
+    list(x = list(type = "array", shape = c(size, as.integer(info$channels)), names = NULL)),
+    FALSE, list(type = "factor", levels = classes), "error"
+  )
+  encoding$images <- list(image_size = size, color_mode = info$color_mode, rescale = info$rescale)
+  info$encoding <- encoding
+  info
+}
+
+# The image settings and classes of an encoding, or NULL for R data.
+like_images <- function(encoding) {
+  if (is.null(encoding$images)) {
+    return(NULL)
+  }
+  c(encoding$images, list(class_names = encoding$y$levels))
+}
+
+# A folder of new images may hold only classes the training folder had.
+check_image_classes <- function(path, classes, call = caller_env()) {
+  folders <- basename(list.dirs(path, recursive = FALSE))
+  new <- setdiff(folders[!startsWith(folders, ".")], classes)
+  if (length(new)) {
+    gpukeras_abort(
+      c(
+        sprintf("The image folder '%s' has class folders the training data did not have: %s.", path, paste0("\"", new, "\"", collapse = ", ")),
+        sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
+      ),
+      "gpukeras_error_new_levels",
+      column = "class",
+      levels = new,
+      call = call
+    )
+  }
+}
+
+# The fit report's line on the encoding new data will get: the factors' levels
+# and the classes, or nothing when none was recorded.
+format_fit_encoding <- function(encoding) {
+  if (is.null(encoding)) {
+    return(NULL)
+  }
+  vocabulary <- encoding_vocabulary(encoding)
+  classes <- vocabulary$y
+  vocabulary$y <- NULL
+  shown <- utils::head(classes, 10)
+  parts <- c(
+    if (length(vocabulary)) sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
+    if (length(classes)) {
+      sprintf("classes %s%s", paste(shown, collapse = ", "), if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else "")
+    }
+  )
+  sprintf(
+    "Encoding:       %s; predict(fit, newdata) and gpu_save() encode new data the same way",
+    if (length(parts)) paste(parts, collapse = "; ") else "numbers, by column"
+  )
+}
+
+# A gpu_dataset() of other data made without `like = ` codes factors by its own
+# levels: refused when its encoding is not the training data's.
+check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
+  given <- attr(dataset, "gpukeras")$encoding
+  if (is.null(given) || is.null(encoding)) {
+    return(invisible())
+  }
+  vocabulary <- encoding_vocabulary(given)
+  same <- length(given$inputs) == length(encoding$inputs) &&
+    all(names(given$inputs) == names(encoding$inputs)) &&
+    all(mapply(same_part, given$inputs, encoding$inputs)) &&
+    identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
+    identical(given$images, encoding$images)
+  if (!same) {
+    gpukeras_abort(
+      c(
+        sprintf("`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image settings).", arg),
+        "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
+}
+
+# Whether two inputs' specs encode alike: column names count only where both have them.
+same_part <- function(a, b) {
+  if (!identical(a$type, b$type)) {
+    return(FALSE)
+  }
+  if (identical(a$type, "data.frame")) {
+    return(identical(a$columns, b$columns))
+  }
+  identical(as.integer(a$shape), as.integer(b$shape)) &&
+    (is.null(a$names) || is.null(b$names) || identical(a$names, b$names))
+}
+
+# gpu_fit()'s validation data (as fit_data() read it) encoded as its training
+# data (`data`) is: R data gets the training encoding, a gpu_dataset() of other
+# levels is refused.
+with_training_encoding <- function(validation, data, call = caller_env()) {
+  if (is.null(validation)) {
+    return(NULL)
+  }
+  encoding <- fit_encoding(data, call)
+  if (validation$kind == "python") {
+    check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
+  } else {
+    validation$encoding <- encoding
+  }
+  validation
+}

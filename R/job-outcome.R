@@ -1,0 +1,106 @@
+# How a background job ends: what is kept of a stopped one, the fit it returns,
+# or the error that says why it failed.
+
+# The work of a stopped job: its backup, when it has one to resume from. The
+# job's folder keeps only its own backup folder (the carried data, logs and
+# the child's temp folder go), or goes entirely; a backup_dir the user gave is
+# theirs and is left as it is. The kept folder, or NULL when none is left.
+keep_backup <- function(job) {
+  backup <- job$spec$fit$backup_dir
+  own <- identical(backup, job_file(job, "backup"))
+  if (own && has_backup(backup)) {
+    others <- list.files(job$dir, all.files = TRUE, no.. = TRUE, full.names = TRUE)
+    unlink(others[basename(others) != "backup"], recursive = TRUE)
+  } else {
+    unlink(job$dir, recursive = TRUE)
+  }
+  if (dir.exists(backup)) backup
+}
+
+has_backup <- function(dir) file.exists(file.path(dir, "gpukeras-backup.json"))
+
+# The call that resumes the job from its backup (its seed too when gpukeras
+# chose it: a resumed run must see the batches in the same order), or NULL
+# when no backup was committed.
+resume_call <- function(job) {
+  backup <- job$spec$fit$backup_dir
+  if (!has_backup(backup)) {
+    return(NULL)
+  }
+  sprintf(
+    "gpu_fit(<same arguments>%s, backup_dir = %s)",
+    if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
+    encodeString(backup, quote = "\"")
+  )
+}
+
+# The end of a job: the fit (weights loaded into the user's model), or a classed error.
+job_outcome <- function(job, status, call = caller_env()) {
+  if (!is.null(job$result)) {
+    return(job$result)
+  }
+  if (status$state == "cancelled") {
+    gpukeras_abort(
+      c(
+        "The job was cancelled (gpu_job_cancel()): it has no result.",
+        if (!is.null(status$resume)) sprintf("%s resumes from its backup.", status$resume)
+      ),
+      "gpukeras_error_job_cancelled",
+      call = call
+    )
+  }
+  if (status$state == "failed") {
+    job$final <- status
+    # The carried data is not needed any more; the backup (and the logs) stay.
+    unlink(list.files(job$dir, pattern = "[.]npy$", full.names = TRUE))
+    job_failure(job, status, call = call)
+  }
+  fit <- readRDS(job_file(job, "result.rds"))
+  core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"), error_call = call)
+  # The child's model and encoding stayed there: this session's are the ones to score with.
+  fit$model <- job$model
+  fit$encoding <- job$encoding
+  fit$settings$verbose <- job$verbose
+  fit$settings[names(job$descriptions)] <- job$descriptions
+  fit$settings$restarts <- status$restarts
+  if (identical(fit$settings$backup_dir, job_file(job, "backup"))) {
+    fit$settings$backup_dir <- "the job's own temporary folder (removed when it ended)"
+  }
+  job$result <- fit
+  job$final <- status
+  unlink(job$dir, recursive = TRUE)
+  fit
+}
+
+job_failure <- function(job, status, call = caller_env()) {
+  if (!is.null(status$error)) {
+    # An error in the training itself, raised again with its own class: it would only repeat.
+    gpukeras_abort(
+      c("Training in the background failed:", " " = status$error$message),
+      setdiff(status$error$class, c("gpukeras_error", "rlang_error", "error", "condition")),
+      call = call
+    )
+  }
+  attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
+  # The last attempt's stderr, or the supervisor's output when no child started.
+  last <- c("supervisor.log", attempts[order(as.integer(gsub("\\D", "", attempts)))])[length(attempts) + 1L]
+  path <- file.path(job$dir, last)
+  stderr <- if (file.exists(path)) utils::tail(readLines(path, warn = FALSE), 20) else character()
+  backup <- job$spec$fit$backup_dir
+  cause <- status$causes[length(status$causes)] %||% "unknown"
+  gpukeras_abort(
+    c(
+      sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause),
+      if (length(stderr)) c("The last lines of its stderr:", rlang::set_names(stderr, " ")),
+      if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
+      if (!is.null(status$resume)) {
+        sprintf("The backup is in %s: %s resumes from it.", backup, status$resume)
+      } else {
+        "No backup was written."
+      }
+    ),
+    "gpukeras_error_job_failed",
+    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup,
+    call = call
+  )
+}
