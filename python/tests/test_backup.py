@@ -31,7 +31,7 @@ from conftest import run_core
 from gpukeras import bridge
 from gpukeras.core import errors
 from gpukeras.core.runtime import config
-from gpukeras.train import backup, fit
+from gpukeras.train import backup, backup_files, fit
 
 BATCH = 16
 ROWS = 8 * BATCH
@@ -221,7 +221,7 @@ def test_a_folder_others_may_write_to_is_refused_and_a_planted_link_is_not_follo
 def test_folders_of_ones_own_pass_as_the_background_jobs_do(tmp_path: Path) -> None:
     """A folder check_dir makes (a background job's default) is this user's alone; one
     writable by the user's own private group (umask 002) passes too."""
-    made = Path(backup.check_dir(tmp_path / "job" / "backup"))
+    made = Path(backup_files.check_dir(tmp_path / "job" / "backup"))
     assert stat.S_IMODE(made.stat().st_mode) & 0o077 == 0
     me = pwd.getpwuid(os.geteuid())
     with contextlib.suppress(KeyError):
@@ -231,7 +231,7 @@ def test_folders_of_ones_own_pass_as_the_background_jobs_do(tmp_path: Path) -> N
             shared.mkdir()
             os.chown(shared, -1, own.gr_gid)
             os.chmod(shared, 0o775)
-            assert backup.check_dir(shared) == str(shared)
+            assert backup_files.check_dir(shared) == str(shared)
     assert listing(made) == set()  # the writability probe is gone
 
 

@@ -46,7 +46,7 @@ generators); (d) deletes the whole backup folder, whatever else is in it.
   backups (reading the state takes every worker) into a private temporary
   folder, and every worker restores from the shared one.
 
-The folder. ``check_dir`` refuses (BackupDirUnsafeError) a folder that is not
+The folder. ``backup_files.check_dir`` refuses (BackupDirUnsafeError) a folder that is not
 this user's, or that other users may write to (a group other than the
 user's own private one, or everyone, as /tmp): there, another user could
 plant a link where a backup is written, or a backup of their own that the
@@ -74,12 +74,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import hashlib
 import json
-import math
 import os
-import re
-import shutil
 import stat
 import sys
 import tempfile
@@ -88,22 +84,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from gpukeras.core import compat
+from gpukeras.core.errors import BackupMismatchError, BackupWriteError
 from gpukeras.core.handles import Model
-
-try:
-    import resource
-except ImportError:  # Windows has no file-size limit to check
-    resource = None  # type: ignore[assignment]
-from gpukeras.core.errors import (
-    BackupDirUnsafeError,
-    BackupMismatchError,
-    BackupWriteError,
-    BadArgumentError,
-)
 from gpukeras.core.runtime import config
+from gpukeras.train import backup_files as files
 
 STATE_FILE = "gpukeras-backup.json"
 WEIGHTS_PREFIX = "gpukeras-weights-"
@@ -113,8 +98,6 @@ WEIGHTS_PATTERN = "weights-{:06d}.weights.h5"
 FORMAT = 2
 # The fingerprint keys a resumed run must share with the run that wrote the backup.
 MUST_MATCH = ("steps_per_epoch", "steps_per_execution", "seed", "batch_size", "weights")
-# Open files without following a link planted at their name (0 where the OS has no such flag).
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass
@@ -191,12 +174,12 @@ def read_state(backup_dir: str) -> BackupState | None:
     """
     path = Path(backup_dir) / STATE_FILE
     try:
-        descriptor = os.open(path, os.O_RDONLY | NOFOLLOW)
+        descriptor = os.open(path, os.O_RDONLY | files.NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as error:
         raise BackupMismatchError(
-            f"The backup in {backup_dir} cannot be read ({_why(error)}). Delete {path} (or "
+            f"The backup in {backup_dir} cannot be read ({files.why(error)}). Delete {path} (or "
             "the folder) to start training from the beginning."
         ) from error
     try:
@@ -258,7 +241,7 @@ def weights_problem(backup_dir: str, state: BackupState) -> str | None:
     except FileNotFoundError:
         return f"({name}) are missing"
     except OSError as error:
-        return f"({name}) cannot be read ({_why(error)})"
+        return f"({name}) cannot be read ({files.why(error)})"
     if not stat.S_ISREG(status.st_mode):
         return f"({name}) are not a plain file (a link?)"
     if status.st_size == 0:
@@ -267,9 +250,9 @@ def weights_problem(backup_dir: str, state: BackupState) -> str | None:
         return f"({name}) are {status.st_size} bytes, not the {state.size} written"
     if state.sha256 is not None:
         try:
-            digest = _sync_and_hash(path, sync=False)[1]
+            digest = files.sync_and_hash(path, sync=False)[1]
         except OSError as error:
-            return f"({name}) cannot be read ({_why(error)})"
+            return f"({name}) cannot be read ({files.why(error)})"
         if digest != state.sha256:
             return f"({name}) are not what was written (their SHA-256 differs)"
     return None
@@ -288,223 +271,6 @@ def check_matches(state: BackupState, run: dict[str, object], backup_dir: str) -
             f"({'; '.join(differ)}). Resuming needs the same call; use another backup_dir, "
             "or delete this one to start over."
         )
-
-
-# The folder ---------------------------------------------------------------------
-def check_dir(backup_dir: object) -> str:
-    """``backup_dir`` as an absolute path, created (for this user alone when made here), safe
-    and writable.
-
-    Raises:
-        BadArgumentError: not a folder path, a file, cannot be created, or not writable.
-        BackupDirUnsafeError: another user's folder, or one other users may write to.
-    """
-    if not isinstance(backup_dir, (str, os.PathLike)) or not str(backup_dir):
-        raise BadArgumentError(f"backup_dir must be a folder path, not {backup_dir!r}.")
-    path = Path(backup_dir).expanduser().resolve()
-    if path.exists() and not path.is_dir():
-        raise BadArgumentError(f"backup_dir {path} is a file; give a folder.")
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as error:
-        raise BadArgumentError(f"backup_dir {path} cannot be created: {_why(error)}.") from error
-    _check_safe(path)
-    _check_writable(path)
-    return str(path)
-
-
-def _check_safe(path: Path) -> None:
-    """Refuse a folder that is not this user's, or that others may write to."""
-    if not hasattr(os, "geteuid"):  # no POSIX owners and modes to check
-        return
-    status = path.stat()
-    me = os.geteuid()
-    if status.st_uid != me:
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} belongs to {_user(status.st_uid)}, not to you "
-            f"({_user(me)}): its owner could replace or plant files in it, and gpukeras would "
-            "resume from them. Give a folder of your own (under your home directory, or one "
-            "you make with mkdir)."
-        )
-    if status.st_mode & stat.S_IWOTH:
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} can be written by every user (mode "
-            f"{stat.S_IMODE(status.st_mode):o}, as /tmp is): another user could plant a link "
-            "where a backup is written, or a backup of their own. Make it yours alone "
-            f"(chmod go-w {path}), or give a folder of your own."
-        )
-    if status.st_mode & stat.S_IWGRP and not _own_group(status.st_gid):
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} can be written by the group {_group(status.st_gid)} (mode "
-            f"{stat.S_IMODE(status.st_mode):o}): its other members could plant a link where a "
-            f"backup is written, or a backup of their own. Make it yours alone (chmod g-w "
-            f"{path}), or give a folder of your own."
-        )
-
-
-def _own_group(gid: int) -> bool:
-    """Whether ``gid`` is this user's private group (its name, no other member), as Debian
-    and others make for every user."""
-    import grp
-    import pwd
-
-    try:
-        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
-    except KeyError:
-        return False
-    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
-
-
-def _user(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _group(gid: int) -> str:
-    try:
-        import grp
-
-        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
-    except (ImportError, KeyError):
-        return f"gid {gid}"
-
-
-def _check_writable(path: Path) -> None:
-    """Create, write and remove a probe file, so an unwritable folder fails before training."""
-    try:
-        descriptor, probe = tempfile.mkstemp(dir=path, prefix=".gpukeras-probe-")
-        try:
-            os.write(descriptor, b"0")
-        finally:
-            os.close(descriptor)
-            os.unlink(probe)
-    except OSError as error:
-        raise BadArgumentError(
-            f"backup_dir {path} cannot be written to ({_why(error)}): give a folder you can "
-            f"write to{', on a disk with free space' if _full(error) else ''}."
-        ) from error
-
-
-def _why(error: OSError) -> str:
-    """An OSError in words: its text and the errno's name."""
-    if error.errno is None:
-        return str(error)
-    return f"{error.strerror or os.strerror(error.errno)}, {errno.errorcode.get(error.errno, '')}"
-
-
-def _full(error: OSError) -> bool:
-    return error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-# Writing ------------------------------------------------------------------------
-def _sync_and_hash(path: str, sync: bool = True) -> tuple[int, str]:
-    """The size and SHA-256 of a file, opened without following a link; synced to disk first."""
-    digest = hashlib.sha256()
-    size = 0
-    descriptor = os.open(path, os.O_RDONLY | NOFOLLOW)
-    try:
-        if sync:
-            os.fsync(descriptor)
-        while chunk := os.read(descriptor, 1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    finally:
-        os.close(descriptor)
-    return size, digest.hexdigest()
-
-
-def _sync_dir(folder: str) -> None:
-    """Make the folder's entries (files made, renamed) durable; a no-op where folders cannot be
-    opened or synced (Windows, some network file systems)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(descriptor)
-
-
-def _commit_json(folder: str, record: dict[str, object]) -> None:
-    """Atomically make ``record`` the folder's committed backup: a temporary file of its own,
-    synced, renamed over ``STATE_FILE``, with the folder synced before and after."""
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".gpukeras-backup-", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w") as out:
-            json.dump(record, out)
-            out.flush()
-            os.fsync(out.fileno())
-        _sync_dir(folder)  # the weights file's entry and this one's, before the commit
-        os.replace(temporary, os.path.join(folder, STATE_FILE))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _sync_dir(folder)
-
-
-def weights_estimate(model: Model, written: int | None) -> int:
-    """Bytes to reserve for a backup's weights file: a little more than the last one written,
-    or, before the first, the variables' bytes and HDF5's metadata for each."""
-    if written:
-        return int(written * 1.1) + 65536
-    optimizer = getattr(model, "optimizer", None)
-    variables = [*model.weights, *(optimizer.variables if optimizer is not None else [])]
-    data = sum(math.prod(v.shape) * _itemsize(str(v.dtype)) for v in variables)
-    return int(data) + 4096 * len(variables) + 65536
-
-
-def _itemsize(dtype: str) -> int:
-    with contextlib.suppress(TypeError):
-        return int(np.dtype(dtype).itemsize)
-    bits = re.search(r"\d+", dtype)  # bfloat16, float8_e4m3fn: NumPy does not know them
-    return max(1, int(bits.group()) // 8) if bits else 4
-
-
-def reserve(folder: str, size: int) -> None:
-    """Make sure ``size`` bytes can be written in ``folder`` before HDF5 writes there, or raise
-    the OSError (ENOSPC, EDQUOT, EFBIG) a write would meet.
-
-    HDF5 (h5py 3, as Keras 3.15 uses it) can crash the process with a segmentation fault
-    when a write fails in the middle of a file (seen here on a full tmpfs), and a write past
-    the file-size limit (``ulimit -f``) sends SIGXFSZ, which ends an R process. So the space
-    is taken first in a file of its own (``posix_fallocate``; a check of the free space
-    where there is none), which is then given back for the weights.
-    """
-    if resource is not None:
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and size > limit:
-            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
-    if not hasattr(os, "posix_fallocate"):
-        free = shutil.disk_usage(folder).free
-        if size > free:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return
-    descriptor, path = tempfile.mkstemp(dir=folder, prefix=".gpukeras-reserve-")
-    try:
-        os.posix_fallocate(descriptor, 0, size)
-    finally:
-        os.close(descriptor)
-        os.unlink(path)
-
-
-# HDF5 (Keras' weights files) reports a failed write as a RuntimeError naming the errno.
-_HDF5_ERRNO = r"errno = (\d+)"
-
-
-def write_errno(error: BaseException) -> int | None:
-    """The errno of a failed write: an OSError's, or the one HDF5 names; None for other errors."""
-    if isinstance(error, OSError) and error.errno is not None:
-        return error.errno
-    found = re.search(_HDF5_ERRNO, str(error)) if isinstance(error, RuntimeError) else None
-    return int(found.group(1)) if found else None
 
 
 def _write_failure(code: int, folder: str, kept: BackupState | None) -> BackupWriteError:
@@ -560,7 +326,7 @@ def backup_callback(
     """The backup callback for one gpu_fit() (see the module's notes).
 
     Args:
-        backup_dir: the folder (see ``check_dir``).
+        backup_dir: the folder (see ``backup_files.check_dir``).
         save_freq: "epoch", or a number of batches between backups (and one at
             every epoch's end too).
         run: this run's fingerprint, stored with each backup.
@@ -693,7 +459,7 @@ def backup_callback(
             try:
                 committed = self._write(model)
             except Exception as error:
-                code = write_errno(error)
+                code = files.write_errno(error)
                 if code is None:
                     raise
                 raise _write_failure(code, self.save_dir, self.kept) from error
@@ -716,12 +482,13 @@ def backup_callback(
             name = os.path.basename(path)
             self.owned.append(name)
             try:
-                reserve(
-                    self.save_dir, weights_estimate(model, self.kept.size if self.kept else None)
+                files.reserve(
+                    self.save_dir,
+                    files.weights_estimate(model, self.kept.size if self.kept else None),
                 )
                 # Keras writes by path: the file made just now, in a folder only this user writes.
                 model.save_weights(path, overwrite=True)
-                size, digest = _sync_and_hash(path)
+                size, digest = files.sync_and_hash(path)
                 committed = BackupState(
                     epoch=self.epoch,
                     batches_done=self.batches_done,
@@ -744,7 +511,7 @@ def backup_callback(
                 )
                 record = committed.record()
                 record["previous"] = None if self.kept is None else self.kept.record()
-                _commit_json(self.save_dir, record)
+                files.commit_json(self.save_dir, STATE_FILE, record)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(path)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from gpukeras.core import arguments, compat, schedules
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
-from gpukeras.train import backup
+from gpukeras.train import backup_files
 
 
 def _by(side: str) -> dict[str, str]:
@@ -106,7 +106,7 @@ _TAKE: dict[str, Callable[[object], object]] = {
 # The core's checks, each needing Python: the value, checked and normalised.
 _CHECK: dict[str, Callable[[object, object], object]] = {
     "learning_rate": arguments.check_learning_rate,
-    "backup_dir": lambda keras, value: None if value is None else backup.check_dir(value),
+    "backup_dir": lambda keras, value: None if value is None else backup_files.check_dir(value),
     "callbacks": arguments.check_callbacks,
 }
 
