@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import run_on_jax
-from gpukeras.train import advice, live, monitor, step_ledger, timing
+from gpukeras.train import advice, live, monitor, step_ledger, step_summary
 from gpukeras.train.step_ledger import Step, StepRecord
 from scripts import live_and_report
 
@@ -83,7 +83,7 @@ def test_the_margin_comes_from_how_much_windows_of_steps_differ() -> None:
 
 def test_the_report_states_its_margin_and_the_line_it_is_near() -> None:
     waits = [0.06, 0.10] * 20  # 8 % of each step on average, varying
-    steps = timing.summarize(record_of(waits), skip=0, batch_size=8)
+    steps = step_summary.summarize(record_of(waits), skip=0, batch_size=8)
     assert steps["input_wait_share"] == pytest.approx(0.08)
     context = advice.TrainingContext(backend="tensorflow", data="arrays")
     report = monitor.training_report(steps, [], [], None, context)
@@ -103,7 +103,7 @@ def test_the_summary_is_the_total_of_the_live_windows_from_the_same_steps() -> N
     record = record_of([0.1, 0.3] * 15, epochs=3)
     record.fetch_floor_seconds = 0.05
     ledger = step_ledger.Ledger(2)
-    summary = timing.summarize(record, skip=2, ledger=ledger)
+    summary = step_summary.summarize(record, skip=2, ledger=ledger)
     epochs = [step_ledger.totals(ledger.of_epoch(epoch)) for epoch in range(3)]
     waited = sum(window[0] for window in epochs if window)
     seconds = sum(window[1] for window in epochs if window)

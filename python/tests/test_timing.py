@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.runtime import config
-from gpukeras.train import timing
+from gpukeras.train import step_summary, timing
 
 BATCH = 16
 ROWS = 8 * BATCH  # 8 full batches per epoch
@@ -54,7 +54,7 @@ def test_summarize_arithmetic() -> None:
         (1, 10.0, 0.0, 10.5, 4),
     )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 3.0, 1: 11.0})
-    report = timing.summarize(record, skip=1)
+    report = step_summary.summarize(record, skip=1)
     assert report["steps"] == 3
     assert report["skipped"] == 1
     assert report["seconds"] == pytest.approx(3.0)  # 1 + 1 + 1: the gap between epochs is out
@@ -75,7 +75,7 @@ def test_summarize_leaves_out_the_first_step_of_each_new_batch_size() -> None:
         (1, 11.0, 0.1, 11.5, 2),
     )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 7.0, 1: 12.0})
-    report = timing.summarize(record, skip=1)
+    report = step_summary.summarize(record, skip=1)
     assert report["new_batch_size_steps"] == 1
     assert report["steps"] == 3
     assert report["seconds"] == pytest.approx(3.0)
@@ -83,7 +83,7 @@ def test_summarize_leaves_out_the_first_step_of_each_new_batch_size() -> None:
     # Batches not seen (measure_input=False): nothing to tell them apart by.
     for step in steps:
         step.samples = None
-    unseen = timing.summarize(record, skip=1, batch_size=4)
+    unseen = step_summary.summarize(record, skip=1, batch_size=4)
     assert unseen["new_batch_size_steps"] == 0 and unseen["seconds"] == pytest.approx(8.0)
 
 
@@ -93,23 +93,23 @@ def test_summarize_counts_only_the_wait_beyond_the_fetch_floor() -> None:
         (0, 1.0, 0.05, 1.8, 4),
     )
     record = timing.StepRecord(steps=steps, epoch_ends={0: 2.0}, fetch_floor_seconds=0.1)
-    report = timing.summarize(record, skip=0)
+    report = step_summary.summarize(record, skip=0)
     assert report["fetch_floor_ms"] == pytest.approx(100.0)
     # 0.3 - 0.1 counts; 0.05, under the floor, counts as no wait (not as negative).
     assert report["input_wait_share"] == pytest.approx(0.2 / 2)
     assert report["input_wait_mean_ms"] == pytest.approx(100.0)
     record.steps_per_execution = 2  # each step took two batches: twice the floor
-    assert timing.summarize(record, skip=0)["input_wait_share"] == pytest.approx(0.1 / 2)
+    assert step_summary.summarize(record, skip=0)["input_wait_share"] == pytest.approx(0.1 / 2)
 
 
 def test_summarize_without_fetch_times_uses_batch_size() -> None:
     steps = [timing.Step(epoch=0, begin=float(i)) for i in range(5)]
     record = timing.StepRecord(steps=steps, epoch_ends={0: 5.0}, steps_per_execution=2)
-    report = timing.summarize(record, skip=0, batch_size=8)
+    report = step_summary.summarize(record, skip=0, batch_size=8)
     assert report["steps"] == 5
     assert report["input_wait_share"] is None
     assert report["samples_per_second"] == pytest.approx(5 * 2 * 8 / 5.0)
-    assert timing.summarize(record, skip=0)["samples_per_second"] is None
+    assert step_summary.summarize(record, skip=0)["samples_per_second"] is None
 
 
 def test_summarize_wall_rate_counts_every_step_of_finished_epochs() -> None:
@@ -125,21 +125,21 @@ def test_summarize_wall_rate_counts_every_step_of_finished_epochs() -> None:
     record = timing.StepRecord(
         steps=steps, epoch_begins={0: 0.0, 1: 10.0, 2: 20.0}, epoch_ends={0: 3.0, 1: 16.0}
     )
-    report = timing.summarize(record, skip=1)
+    report = step_summary.summarize(record, skip=1)
     assert report["epochs_wall_seconds"] == pytest.approx(3.0 + 6.0)
     assert report["wall_samples_per_second"] == pytest.approx(16 / 9.0)
     # the step-time rate leaves out the skipped step and the gap between epochs
     assert report["samples_per_second"] == pytest.approx(12 / (1.0 + 1.0 + 6.0))
     for step in steps:
         step.samples = None
-    assert timing.summarize(record, skip=1)["wall_samples_per_second"] is None
+    assert step_summary.summarize(record, skip=1)["wall_samples_per_second"] is None
     record.steps_per_execution = 2
-    unseen = timing.summarize(record, skip=1, batch_size=4)
+    unseen = step_summary.summarize(record, skip=1, batch_size=4)
     assert unseen["wall_samples_per_second"] == pytest.approx(4 * 2 * 4 / 9.0)
 
 
 def test_summarize_nothing_recorded() -> None:
-    report = timing.summarize(timing.StepRecord(), skip=2)
+    report = step_summary.summarize(timing.StepRecord(), skip=2)
     assert report["steps"] == 0
     assert report["seconds"] is None
     assert report["wall_samples_per_second"] is None
@@ -303,7 +303,7 @@ def test_tensorflow_fetch_floor_is_measured_and_not_counted_as_wait() -> None:
     assert report["fetch_floor_ms"] == pytest.approx(floor * 1e3)
     sane(report)
     timer.record.fetch_floor_seconds = None  # what Python's next() took, floor and all
-    gross = timing.summarize(timer.record, skip=2)
+    gross = step_summary.summarize(timer.record, skip=2)
     assert gross["fetch_floor_ms"] is None
     assert report["input_wait_share"] < gross["input_wait_share"]
 
@@ -338,12 +338,12 @@ def test_batches_of_each_call_come_from_keras_batch_indices() -> None:
         (1, 3.0, None, None, None, 8),
     )
     record = timing.StepRecord(steps=steps, steps_per_execution=8, steps_per_epoch=12)
-    assert timing.step_batches(record) == [8, 4, 8, 4]
+    assert step_summary.step_batches(record) == [8, 4, 8, 4]
     record.steps_per_epoch = None
-    assert timing.step_batches(record) == [8, 8, 8, 8]
+    assert step_summary.step_batches(record) == [8, 8, 8, 8]
     # steps without indices (a loop of its own) are whole calls
     own_loop = timing.StepRecord(steps=steps_of((0, 0.0)), steps_per_execution=3)
-    assert timing.step_batches(own_loop) == [3]
+    assert step_summary.step_batches(own_loop) == [3]
 
 
 def test_rows_not_seen_are_keras_count_shared_by_batches_else_the_batch_size() -> None:
@@ -361,18 +361,18 @@ def test_rows_not_seen_are_keras_count_shared_by_batches_else_the_batch_size() -
         steps_per_epoch=12,
         epoch_rows={0: 1438},  # 11 batches of 128 and one of 30
     )
-    batches = timing.step_batches(record)
-    rows = timing.step_rows(record, batches, batch_size=128)
+    batches = step_summary.step_batches(record)
+    rows = step_summary.step_rows(record, batches, batch_size=128)
     assert rows[:2] == pytest.approx([1438 * 8 / 12, 1438 * 4 / 12])
     assert rows[2:] == [128 * 8, 128 * 4]  # epoch 1: Keras counted nothing
-    report = timing.summarize(record, skip=0, batch_size=128)
+    report = step_summary.summarize(record, skip=0, batch_size=128)
     assert report["steps"] == 4 and report["batches"] == 24
     assert report["batch_time_mean_ms"] == pytest.approx(4.0 / 24 * 1e3)
     assert report["step_time_mean_ms"] == pytest.approx(1e3)
     assert report["samples"] == 1438 + 12 * 128
     assert report["wall_samples_per_second"] == pytest.approx((1438 + 12 * 128) / 4.0)
     assert report["input_wait_share"] is None and report["input_share_alone"] is None
-    assert timing.summarize(record, skip=0)["samples"] is None  # epoch 1 has no count
+    assert step_summary.summarize(record, skip=0)["samples"] is None  # epoch 1 has no count
 
 
 def test_input_on_the_device_waits_for_nothing_by_construction() -> None:
@@ -384,7 +384,7 @@ def test_input_on_the_device_waits_for_nothing_by_construction() -> None:
         input_on_device=True,
         method=timing.ON_DEVICE_METHOD,
     )
-    report = timing.summarize(record, skip=0, batch_size=32)
+    report = step_summary.summarize(record, skip=0, batch_size=32)
     assert report["input_on_device"] is True
     assert report["input_wait_share"] == 0.0 and report["input_wait_mean_ms"] == 0.0
     assert report["samples_per_second"] == pytest.approx(8 * 32 / 2.0)
@@ -399,7 +399,7 @@ def test_the_pipeline_timed_alone_is_a_share_of_the_time_per_training_step() -> 
         steps_per_epoch=16,
         pipeline={"batch_seconds": 0.025, "batches": 16, "start_seconds": 0.1, "floor_seconds": 0},
     )
-    report = timing.summarize(record, skip=0, batch_size=8)
+    report = step_summary.summarize(record, skip=0, batch_size=8)
     assert report["batch_time_mean_ms"] == pytest.approx(2.0 / 16 * 1e3)
     assert report["pipeline_batch_ms"] == pytest.approx(25.0)
     assert report["pipeline_batches"] == 16
@@ -485,12 +485,12 @@ def test_the_pipeline_is_read_again_only_after_an_epoch_that_ran_to_its_end() ->
     record = timing.StepRecord(
         steps=steps, epoch_ends={0: 2.0}, steps_per_execution=4, steps_per_epoch=9
     )
-    assert not timing.ran_an_epoch(record)  # 8 of 9 batches: stopped early
+    assert not step_summary.ran_an_epoch(record)  # 8 of 9 batches: stopped early
     record.steps_per_epoch = 8
-    assert timing.ran_an_epoch(record)
+    assert step_summary.ran_an_epoch(record)
     record.steps_per_epoch = None  # not known: an epoch that ended counts
-    assert timing.ran_an_epoch(record)
-    assert not timing.ran_an_epoch(timing.StepRecord(steps=steps))
+    assert step_summary.ran_an_epoch(record)
+    assert not step_summary.ran_an_epoch(timing.StepRecord(steps=steps))
 
 
 def test_a_fit_stopped_in_its_first_epoch_leaves_the_pipeline_alone() -> None:

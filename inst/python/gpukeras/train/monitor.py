@@ -76,9 +76,9 @@ def near_line(share: float | None, margin: float | None) -> float | None:
 
 
 def timed_input_verdict(steps: Record) -> str | None:
-    """``input_verdict`` for a step timer's report (``gpukeras.train.timing.summarize``): of the
-    wait where it was timed, with its margin, else of the share of a step the pipeline needs
-    alone (``input_share_alone``, what the wait would be without overlap: an estimate)."""
+    """``input_verdict`` for a step timer's report (``step_summary.summarize``): of the wait
+    where it was timed, with its margin, else of the share of a step the pipeline needs alone
+    (``input_share_alone``, what the wait would be without overlap: an estimate)."""
     if steps.get("input_wait_share") is None:
         return input_verdict(steps.get("input_share_alone"))
     return input_verdict(
@@ -147,7 +147,7 @@ def training_report(
     """gpu_fit()'s monitor report from the step timer's summary and the samples.
 
     Args:
-        steps: ``gpukeras.train.timing.summarize`` output.
+        steps: ``gpukeras.train.step_summary.summarize`` output.
         gpu_samples: NVML samples of the GPUs in use.
         host_samples: host CPU samples.
         window: ``perf_counter`` span of the timed steps (compilation left

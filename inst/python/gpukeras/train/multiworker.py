@@ -79,7 +79,7 @@ saving on the chief alone makes a variable, which under MWMS is a
 collective the other workers never join (measured: the next exchange fails).
 
 Monitor. gpu_fit()'s (``monitor.TrainingMonitor``: host CPU and NVML
-samplers, ``timing.summarize``, ``monitor.training_report``), for this
+samplers, ``step_summary.summarize``, ``monitor.training_report``), for this
 worker: its step time, the throughput of its replicas, its GPUs, and its
 input wait. ``workers`` adds every worker's step time, input wait and
 throughput (gathered at the end), the cluster's throughput, and the
