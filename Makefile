@@ -44,8 +44,16 @@ endef
 deps:
 	@$(call apt_install,$(APT_PACKAGES))
 
+# R CMD build knits the vignettes (their code runs, with the Python environment when there is
+# one), so that the installed package lists them: vignette(package = "gpukeras"). make test
+# knits and checks them in rcheck, so its own install skips them (a target-specific value is
+# in force for the target's prerequisites too). The tarball is built outside the tree.
+BUILD_FLAGS :=
+test: BUILD_FLAGS := --no-build-vignettes
 install: deps
-	R CMD INSTALL --no-multiarch . > install.log 2>&1 || { cat install.log; exit 1; }
+	build=$$(mktemp -d); trap 'rm -rf "$$build"' EXIT; \
+	  (cd "$$build" && R CMD build $(BUILD_FLAGS) "$(CURDIR)") > install.log 2>&1 && \
+	  R CMD INSTALL --no-multiarch "$$build"/gpukeras_$(VERSION).tar.gz >> install.log 2>&1 || { cat install.log; exit 1; }
 	@echo "gpukeras $(VERSION) installed"
 
 python-env: install
