@@ -1,6 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   install what is missing, then show the product on a digits CNN (setup, check, tune, fit)
 #   make test   install what is missing, then pytest, testthat and R CMD check
+#   make site   the pkgdown site in docs/, checked in headless Chromium
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -13,7 +14,8 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench bench-smoke newer-stack-env newer-stack-test
+.PHONY: demo test deps install python-env dev-env pytest rcheck lint bench bench-smoke newer-stack-env newer-stack-test \
+	site site-config
 
 # The demo installs only what is missing or out of date (the package when a source is newer
 # than the installed copy, the Python environment when it cannot import Keras), then runs.
@@ -27,7 +29,7 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2); newer-stack-env comes first so that rcheck can
 # also check what reticulate 1.28 says about an environment with NumPy 2.
-test: dev-env lint pytest bench-smoke newer-stack-env rcheck newer-stack-test
+test: dev-env lint site-config pytest bench-smoke newer-stack-env rcheck newer-stack-test
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -42,8 +44,16 @@ endef
 deps:
 	@$(call apt_install,$(APT_PACKAGES))
 
+# R CMD build knits the vignettes (their code runs, with the Python environment when there is
+# one), so that the installed package lists them: vignette(package = "gpukeras"). make test
+# knits and checks them in rcheck, so its own install skips them (a target-specific value is
+# in force for the target's prerequisites too). The tarball is built outside the tree.
+BUILD_FLAGS :=
+test: BUILD_FLAGS := --no-build-vignettes
 install: deps
-	R CMD INSTALL --no-multiarch . > install.log 2>&1 || { cat install.log; exit 1; }
+	build=$$(mktemp -d); trap 'rm -rf "$$build"' EXIT; \
+	  (cd "$$build" && R CMD build $(BUILD_FLAGS) "$(CURDIR)") > install.log 2>&1 && \
+	  R CMD INSTALL --no-multiarch "$$build"/gpukeras_$(VERSION).tar.gz >> install.log 2>&1 || { cat install.log; exit 1; }
 	@echo "gpukeras $(VERSION) installed"
 
 python-env: install
@@ -144,3 +154,30 @@ newer-stack-test: newer-stack-env
 	  -e 'testthat::test_dir(".", filter = if (nzchar(only)) only, package = "gpukeras", load_package = "installed", reporter = "check")' \
 	  2>&1 | tee $(NEWER)/testthat.log
 	@grep -E "^\[ FAIL 0 " $(NEWER)/testthat.log
+
+# The pkgdown site: reference grouped by task and the vignettes as articles (_pkgdown.yml),
+# built into docs/ and then checked: no broken internal link on any page, and the home page
+# and gpu_fit()'s reference rendered by headless Chromium, screenshots and DOM read back
+# (python/check_site.py). pkgdown installs the package into a temporary library itself, so
+# the site documents these sources, not whatever copy is installed.
+SITE_APT_PACKAGES := r-cran-pkgdown chromium
+
+site-config:
+	@$(call apt_install,r-cran-pkgdown)
+	@# Every exported topic in a reference group and every vignette an article, or pkgdown stops.
+	$(RSCRIPT) -e 'pkgdown::check_pkgdown()'
+
+# The site builds with no network. pkgdown.internet = FALSE: pkgdown would ask CRAN,
+# Bioconductor and crandb about the package for the home page's links and the news. downlit,
+# which links code to the help of the packages it names, asks CRAN's package list about
+# packages not installed here (library(keras3) in the README) and stops when CRAN cannot be
+# reached: given an empty list, it leaves them unlinked. new_process = FALSE keeps that
+# in force in the process that builds the pages.
+site: deps site-config
+	@$(call apt_install,$(SITE_APT_PACKAGES))
+	@"$(ENV_PYTHON)" -c "import keras" 2>/dev/null || $(MAKE) --no-print-directory python-env
+	rm -rf docs site-check
+	$(RSCRIPT) -e 'options(pkgdown.internet = FALSE)' \
+	  -e 'utils::assignInNamespace("CRAN_urls", function() data.frame(Package = character(), URL = character()), "downlit")' \
+	  -e 'pkgdown::build_site(install = TRUE, new_process = FALSE, preview = FALSE)'
+	python3 python/check_site.py docs --screenshots site-check
