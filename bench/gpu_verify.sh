@@ -9,6 +9,7 @@
 #   bash bench/gpu_verify.sh bench  # the memory test alone, the precision and pipeline benchmarks
 #   bash bench/gpu_verify.sh suite  # the whole core suite on JAX
 #   bash bench/gpu_verify.sh resident  # device-resident training against Keras' fit()
+#   bash bench/gpu_verify.sh memory    # gpu_memory_plan() against the measured peak
 #
 # Every figure goes to $OUT (or bench/results/gpu when OUT is unset), named after
 # the GPU and the date; each step has its own time limit so one slow step
@@ -50,6 +51,9 @@ case $part in
   resident)
     step resident-tests 200 bash -c 'cd python && python3 -m pytest tests/test_resident.py -ra -q -p no:cacheprovider'
     step resident 280 python3 bench/resident.py --out "$out/resident-python-$tag.json"
+    ;;
+  memory)
+    step memory-plan 240 python3 bench/memory_plan.py --out "$out/memory_plan-$tag.json"
     ;;
   suite)
     # eight test processes share the GPU: none may take JAX's default 75 % of it

@@ -1,0 +1,151 @@
+"""gpu_memory_plan() against the measured peak of a training step (issue #26's goal: within
+25 % for an MLP, a CNN and a small transformer block, on a GPU).
+
+Each model runs in a fresh Python process, so that the peak is its own: the plan
+(``tools.memory_plan.memory_plan`` at the batch size), then two training steps on one
+batch, then the device's peak memory: JAX's ``memory_stats()["peak_bytes_in_use"]``,
+TensorFlow's ``get_memory_info(...)["peak"]``. On a CPU there is no such peak: the plan is
+reported and the ratio is not measured (``null``), never guessed.
+
+Usage: python bench/memory_plan.py [--quick | --smoke] [--out FILE]
+Run from the repository root; KERAS_BACKEND picks the backend (jax on the GPU machines).
+Writes bench/results/memory_plan-<device>.json (a smoke run: see bench/lib/bench_modes.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "inst" / "python"
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+
+import bench_modes  # noqa: E402
+
+# The goal: the plan within this share of the measured peak.
+GOAL = 0.25
+
+CHILD = r"""
+import json, sys
+import numpy as np
+from gpukeras.core.runtime import config
+from gpukeras.tools import memory_plan
+args = json.loads(sys.argv[1])
+keras = config.keras()
+backend = keras.backend.backend()
+layers, size = keras.layers, args["size"]
+if args["model"] == "mlp":
+    inputs = keras.Input((784,))
+    h = inputs
+    for _ in range(3):
+        h = layers.Dense(2048 // size, activation="relu")(h)
+    outputs = layers.Dense(10)(h)
+    shape = (784,)
+elif args["model"] == "cnn":
+    side = 64 // size
+    inputs = keras.Input((side, side, 3))
+    h = layers.Conv2D(64 // size, 3, padding="same", activation="relu")(inputs)
+    h = layers.Conv2D(64 // size, 3, padding="same", activation="relu")(h)
+    h = layers.MaxPooling2D()(h)
+    h = layers.Conv2D(128 // size, 3, padding="same", activation="relu")(h)
+    h = layers.GlobalAveragePooling2D()(h)
+    outputs = layers.Dense(10)(h)
+    shape = (side, side, 3)
+else:  # a transformer block: attention and a feed-forward layer, each with a residual
+    tokens, width = 128 // size, 256 // size
+    inputs = keras.Input((tokens, width))
+    attended = layers.MultiHeadAttention(num_heads=8, key_dim=width // 8)(inputs, inputs)
+    h = layers.LayerNormalization()(inputs + attended)
+    fed = layers.Dense(width)(layers.Dense(4 * width, activation="relu")(h))
+    h = layers.LayerNormalization()(h + fed)
+    outputs = layers.Dense(10)(layers.GlobalAveragePooling1D()(h))
+    shape = (tokens, width)
+model = keras.Model(inputs, outputs)
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+batch = args["batch"]
+plan = memory_plan.memory_plan(model, batch)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((batch, *shape)).astype("float32")
+y = rng.integers(0, 10, batch).astype("int32")
+for _ in range(2):
+    model.train_on_batch(x, y)
+peak = None
+if backend == "jax":
+    import jax
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform == "gpu" else None
+    peak = stats.get("peak_bytes_in_use") if stats else None
+else:
+    import tensorflow as tf
+    if tf.config.list_logical_devices("GPU"):
+        peak = tf.config.experimental.get_memory_info("GPU:0")["peak"]
+print(json.dumps({
+    "plan_mib": plan["total_mib"],
+    "peak_mib": None if peak is None else peak / 2**20,
+    "parts": plan["parts"][:4],
+    "device": plan["device_name"] or plan["device"],
+    "backend": backend,
+}))
+"""
+
+MODELS = {"mlp": 512, "cnn": 128, "transformer": 64}
+
+
+def run(model: str, batch: int, size: int) -> dict:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
+        # the peak must be the step's own, not a preallocated pool's
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+    arguments = json.dumps({"model": model, "batch": batch, "size": size})
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, arguments], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{model} failed:\n{done.stderr[-3000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    peak = found["peak_mib"]
+    found["ratio"] = None if peak is None else found["plan_mib"] / peak
+    found["within_goal"] = None if peak is None else abs(found["ratio"] - 1) <= GOAL
+    found["batch_size"] = batch
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench_modes.add_arguments(parser)
+    args = parser.parse_args()
+    # smoke: narrow models, small batches (the shapes shrink by `size`)
+    size, scale = (8, 16) if args.smoke else (1, 1)
+    results = {name: run(name, max(2, batch // scale), size) for name, batch in MODELS.items()}
+    device = next(iter(results.values()))["device"]
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "command": bench_modes.command("bench/memory_plan.py", args),
+        "goal": f"plan within {GOAL:.0%} of the measured peak",
+        "device": device,
+        "models": results,
+    }
+    name = "gpu" if any(r["peak_mib"] is not None for r in results.values()) else "cpu"
+    out = bench_modes.result_path(args, ROOT / "bench" / "results" / f"memory_plan-{name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    for model, found in results.items():
+        ratio = "not measured (no device peak)"
+        if found["ratio"] is not None:
+            ratio = f"{found['ratio']:.2f}"
+        print(f"{model:12s} batch {found['batch_size']:4d}: plan {found['plan_mib']:.1f} MiB, "
+              f"peak {found['peak_mib']}, plan/peak {ratio}")  # fmt: skip
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
