@@ -10,6 +10,7 @@
 #   bash bench/gpu_verify.sh suite  # the whole core suite on JAX
 #   bash bench/gpu_verify.sh resident  # device-resident training against Keras' fit()
 #   bash bench/gpu_verify.sh memory    # gpu_memory_plan() against the measured peak
+#   bash bench/gpu_verify.sh augment   # augmentation presets on the device: what they cost
 #
 # Every figure goes to $OUT (or bench/results/gpu when OUT is unset), named after
 # the GPU and the date; each step has its own time limit so one slow step
@@ -51,6 +52,9 @@ case $part in
   resident)
     step resident-tests 200 bash -c 'cd python && python3 -m pytest tests/test_resident.py -ra -q -p no:cacheprovider'
     step resident 280 python3 bench/resident.py --out "$out/resident-python-$tag.json"
+    ;;
+  augment)
+    step augment 280 python3 bench/augment.py --quick --out "$out/augment-$tag.json"
     ;;
   memory)
     step memory-plan 240 python3 bench/memory_plan.py --out "$out/memory_plan-$tag.json"
