@@ -30,12 +30,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from gpukeras.core import compat
-from gpukeras.core.errors import GpukerasError
+from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, labels
@@ -160,6 +160,24 @@ def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: 
     return loop.choose_steps(model)
 
 
+@contextlib.contextmanager
+def _accumulating(model: Model, steps: int) -> Iterator[None]:
+    """Gradient accumulation over ``steps`` micro-batches for the training inside, the
+    optimizer's own setting again after it (``compat.accumulating``); nothing for 1.
+
+    The step functions Keras traced are dropped on both sides: the setting is traced in.
+    """
+    if steps == 1:
+        yield
+        return
+    compat.forget_step_functions(model, all_of_them=False)
+    try:
+        with compat.accumulating(fit_request.inner_optimizer(model), steps):
+            yield
+    finally:
+        compat.forget_step_functions(model, all_of_them=False)
+
+
 def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
     """Where a resumed run started (1-based epoch, batches done in it), and why it used the
     backup before the newest, when it did."""
@@ -228,14 +246,35 @@ def fit(
     }
     warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
     if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
+        if checked.accumulate > 1:
+            raise BadArgumentError(
+                "`accumulate` is not available with several workers on TensorFlow: give "
+                "each worker a larger share of the batch, or train on JAX."
+            )
         result = multiworker.fit(strategy, model, data, validation_data, request=checked)
     else:
         result = _fit_here(keras, model, data, validation_data, strategy, checked)
     # the data as the loop saw it, for the report (R describes it without asking again)
     result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
     result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]
+    left_over = _incomplete_accumulation(result["settings"])  # type: ignore[arg-type]
+    if left_over:
+        warnings.append({"class": "accumulation", "message": left_over})
     result["warnings"] = warnings
     return result
+
+
+def _incomplete_accumulation(settings: Mapping[str, object]) -> str | None:
+    """What to say when an epoch's micro-batches are not whole updates, else None."""
+    steps, every = settings.get("steps_per_epoch"), int(settings.get("accumulate", 1))  # type: ignore[call-overload]
+    if every == 1 or not isinstance(steps, int) or steps % every == 0:
+        return None
+    return (
+        f"An epoch has {steps} micro-batches, not a multiple of accumulate = {every}: the "
+        f"last {steps % every} of each epoch join the next epoch's first update (Keras counts "
+        "micro-batches across epochs), and the last epoch's are not applied. Choose "
+        "batch_size so that it divides the rows, or rows that fill whole updates."
+    )
 
 
 def _fit_here(
@@ -250,17 +289,22 @@ def _fit_here(
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
     placement = None if strategy is None else strategies.describe(strategy)
+    micro = fit_request.micro_batch_size(request)
     source = adapters.get_data_adapter(
-        data, request.batch_size, request.seed, jax_cluster.multi_process(), placement
+        data, micro, request.seed, jax_cluster.multi_process(), placement
     )
     if adapters.is_tf_dataset(source.fit_args["x"]):
         adapters.build_from_spec(model, source.fit_args["x"])
     if adapters.is_tf_dataset(validation_data):
         adapters.check_batched(model, validation_data, "validation_data")
-    validation = adapters.validation_args(validation_data, request.batch_size, placement)
+    validation = adapters.validation_args(validation_data, micro, placement)
     if placement is None:
-        return _train(keras, model, request, source, validation, None, validation_data)
-    with strategies.training_model(model, strategy) as trained:
+        with _accumulating(model, request.accumulate):
+            return _train(keras, model, request, source, validation, None, validation_data)
+    with (
+        strategies.training_model(model, strategy) as trained,
+        _accumulating(trained, request.accumulate),
+    ):
         return _train(keras, trained, request, source, validation, placement, validation_data)
 
 
@@ -388,6 +432,11 @@ def _train(
         report = training_run.monitor_report(
             watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
         )
+    if request.accumulate > 1:
+        # the monitor's figures are per micro-batch, a training step; the batch is the update's
+        settings["micro_batch_size"] = settings["batch_size"]
+        settings["batch_size"] = (settings["batch_size"] or 0) * request.accumulate or None
+    settings["accumulate"] = request.accumulate
     history_columns = training_run.history_columns(
         history,
         saver.history if saver is not None else None,  # type: ignore[attr-defined]

@@ -1,0 +1,43 @@
+"""gpu_fit(accumulate = ): micro-batches whose gradients make one update, on both engines.
+
+Each backend runs ``scripts/accumulated_fit.py`` in a fresh process: batch 512 against
+micro-batches of 128 x 4 in the same order, with SGD and Adam, twice (the second time on
+optimizers already built).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import requires, run_core
+
+# float32 sums in another order: the measured differences are about 3e-7
+TOLERANCE = 1e-5
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_accumulating_four_micro_batches_gives_the_large_batch_weights(backend: str) -> None:
+    requires(backend)
+    run = run_core(
+        "core.backend:configured_backend",
+        env={"KERAS_BACKEND": backend},
+        after="import accumulated_fit",
+        timeout=240,
+    )
+    found = run.readback
+    for name in ("sgd", "adam"):
+        assert found[name] < TOLERANCE, (name, found[name])
+        assert found[f"{name}_again"] < TOLERANCE, (name, found[f"{name}_again"])
+        settings = found[f"{name}_settings"]
+        assert settings["batch_size"] == 512 and settings["micro_batch_size"] == 128
+        assert settings["accumulate"] == 4 and settings["steps_per_epoch"] == 16
+        # the optimizer is the user's again: its setting, its variables, updates counted
+        for plain, accumulated in (found[f"{name}_optimizers"], found[f"{name}_optimizers_again"]):
+            assert accumulated == plain
+            assert accumulated["gradient_accumulation_steps"] is None
+    if backend == "jax":
+        assert found["sgd_settings"]["data"] == "device arrays"  # Keras' step in lax loops
+    # BatchNormalization normalizes each micro-batch by its own statistics
+    assert found["batch_normalization"] > 1e-3
+    assert found["warnings_2000"] == []
+    assert found["warnings_1800"] == ["accumulation"]
