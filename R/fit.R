@@ -46,7 +46,8 @@
 #' whose micro-batch fits the GPU's free memory by [gpu_memory_plan()] (1 on
 #' the CPU; `settings$accumulate_reason` says why); where none fits,
 #' `gpukeras_error_out_of_memory` names mixed precision and rematerialization
-#' (`keras$RematScope()`). Not with several workers on TensorFlow.
+#' (`keras$RematScope()`). A strategy on JAX accumulates; under a TensorFlow
+#' strategy Keras cannot (its update's cond holds the replicas' all-reduce).
 #'
 #' @section Stopping at a scheduler's signal:
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on

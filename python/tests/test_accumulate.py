@@ -7,9 +7,12 @@ optimizers already built).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from conftest import requires, run_core
+from conftest import in_process_backend, requires, run_core
+from gpukeras import bridge
+from gpukeras.core.runtime import config
 
 # float32 sums in another order: the measured differences are about 3e-7
 TOLERANCE = 1e-5
@@ -41,3 +44,39 @@ def test_accumulating_four_micro_batches_gives_the_large_batch_weights(backend: 
     assert found["batch_normalization"] > 1e-3
     assert found["warnings_2000"] == []
     assert found["warnings_1800"] == ["accumulation"]
+
+
+def test_a_jax_strategy_accumulates_over_its_replicas() -> None:
+    requires("jax")
+    run = run_core(
+        "core.backend:configured_backend",
+        env={"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        after="import accumulated_replicas",
+        timeout=240,
+    )
+    assert run.readback["replicas"] == 2
+    assert max(run.readback["difference"]) < TOLERANCE
+
+
+def test_a_tensorflow_strategy_refuses_accumulation_before_training() -> None:
+    """Keras' accumulation holds the replicas' all-reduce in a cond, which tf.distribute
+    refuses (measured: "merge_call called while defining a new graph")."""
+    in_process_backend("tensorflow")
+    import tensorflow as tf
+
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.zeros((8, 2), dtype="float32")
+    answer = bridge.call(
+        "fit",
+        {
+            "model": model,
+            "data": (x, x[:, :1]),
+            "strategy": tf.distribute.OneDeviceStrategy("/cpu:0"),
+            "request": {"batch_size": 8, "accumulate": 2, "verbose": 0},
+        },
+    )
+    assert not answer["ok"] and answer["r_class"] == "gpukeras_error_bad_argument"
+    assert "train on JAX" in answer["message"]
+    assert model.optimizer.gradient_accumulation_steps is None

@@ -194,7 +194,9 @@ def replace_learning_rate(optimizer: object, variable: object) -> None:
 
 
 @contextlib.contextmanager
-def accumulating(optimizer: object, steps: int) -> Iterator[None]:
+def accumulating(
+    optimizer: object, steps: int, scope: contextlib.AbstractContextManager | None = None
+) -> Iterator[None]:
     """Make ``optimizer`` apply one update per ``steps`` micro-batches while the block runs,
     with the mean of their gradients (Keras' ``gradient_accumulation_steps``), then give it
     back as it was.
@@ -208,7 +210,8 @@ def accumulating(optimizer: object, steps: int) -> Iterator[None]:
     built optimizer gets its accumulators; on exit the counter is the updates
     again, an incomplete accumulation's gradients are dropped with the
     accumulators (so the optimizer's variables are the ones it had), and the
-    setting is the user's again.
+    setting is the user's again. ``scope`` is the strategy's, where the
+    accumulators of a built optimizer are made (TensorFlow's need it).
     """
     kept = optimizer.gradient_accumulation_steps  # type: ignore[attr-defined]
     counter = optimizer._iterations  # type: ignore[attr-defined]
@@ -217,7 +220,10 @@ def accumulating(optimizer: object, steps: int) -> Iterator[None]:
         tracker = optimizer._tracker  # type: ignore[attr-defined]
         locked = tracker.locked
         tracker.unlock()
-        with config.keras().name_scope(optimizer.name, caller=optimizer):  # type: ignore[attr-defined]
+        with (
+            scope or contextlib.nullcontext(),
+            config.keras().name_scope(optimizer.name, caller=optimizer),  # type: ignore[attr-defined]
+        ):
             optimizer._accumulated_gradients = [  # type: ignore[attr-defined]
                 optimizer.add_variable_from_reference(variable, name="gradient_accumulator")  # type: ignore[attr-defined]
                 for variable in optimizer._trainable_variables  # type: ignore[attr-defined]

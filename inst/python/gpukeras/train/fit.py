@@ -161,9 +161,10 @@ def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: 
 
 
 @contextlib.contextmanager
-def _accumulating(model: Model, steps: int) -> Iterator[None]:
+def _accumulating(model: Model, steps: int, strategy: object = None) -> Iterator[None]:
     """Gradient accumulation over ``steps`` micro-batches for the training inside, the
-    optimizer's own setting again after it (``compat.accumulating``); nothing for 1.
+    optimizer's own setting again after it (``compat.accumulating``, its accumulators made in
+    the ``strategy``'s scope); nothing for 1.
 
     The step functions Keras traced are dropped on both sides: the setting is traced in.
     """
@@ -172,7 +173,8 @@ def _accumulating(model: Model, steps: int) -> Iterator[None]:
         return
     compat.forget_step_functions(model, all_of_them=False)
     try:
-        with compat.accumulating(fit_request.inner_optimizer(model), steps):
+        scope = strategies.strategy_scope(strategy) if strategy is not None else None
+        with compat.accumulating(fit_request.inner_optimizer(model), steps, scope):
             yield
     finally:
         compat.forget_step_functions(model, all_of_them=False)
@@ -245,12 +247,14 @@ def fit(
         "labels": labels.check(model, data),
     }
     warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
+    if checked.accumulate > 1 and strategy is not None and strategies.kind_of(strategy) != "jax":
+        # Keras' accumulation puts the update in a cond, where tf.distribute cannot sync
+        raise BadArgumentError(
+            "`accumulate` works with no strategy, or a strategy on JAX: under a TensorFlow "
+            "strategy Keras cannot accumulate gradients (its cond holds the replicas' "
+            "all-reduce). Give each replica a larger share of the batch, or train on JAX."
+        )
     if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
-        if checked.accumulate > 1:
-            raise BadArgumentError(
-                "`accumulate` is not available with several workers on TensorFlow: give "
-                "each worker a larger share of the batch, or train on JAX."
-            )
         result = multiworker.fit(strategy, model, data, validation_data, request=checked)
     else:
         result = _fit_here(keras, model, data, validation_data, strategy, checked)
@@ -303,7 +307,7 @@ def _fit_here(
             return _train(keras, model, request, source, validation, None, validation_data)
     with (
         strategies.training_model(model, strategy) as trained,
-        _accumulating(trained, request.accumulate),
+        _accumulating(trained, request.accumulate, strategy),
     ):
         return _train(keras, trained, request, source, validation, placement, validation_data)
 
