@@ -2,7 +2,7 @@
 
 Each backend runs ``scripts/accumulated_fit.py`` in a fresh process: batch 512 against
 micro-batches of 128 x 4 in the same order, with SGD and Adam, twice (the second time on
-optimizers already built).
+optimizers already built), and resumes a run stopped in the middle of an update.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ def test_accumulating_four_micro_batches_gives_the_large_batch_weights(backend: 
     assert found["batch_normalization"] > 1e-3
     assert found["warnings_2000"] == []
     assert found["warnings_1800"] == ["accumulation"]
+    # a backup's positions count micro-batches: resumed mid-update, exactly
+    assert found["stopped"] == "gpukeras_error_callback"
+    assert found["resumed_from"] == {"epoch": 2, "batches_done": 6}
+    assert found["resumed"] == 0.0
 
 
 def test_a_jax_strategy_accumulates_over_its_replicas() -> None:

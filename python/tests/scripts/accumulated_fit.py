@@ -1,11 +1,15 @@
 """Batch 512 against 128 x accumulate 4 on this process's backend, with SGD and Adam, through
 gpukeras' fit; ``readback`` has the largest relative weight difference of each pair, and what
-the optimizer holds afterwards (run by test_accumulate.py as ``after`` code)."""
+the optimizer holds afterwards, and a run stopped mid-update and resumed from its backup (run
+by test_accumulate.py as ``after`` code)."""
+
+import tempfile
 
 import keras
 import numpy as np
 
 from __main__ import readback
+from gpukeras.core.errors import GpukerasError
 from gpukeras.train import fit
 
 rng = np.random.default_rng(0)
@@ -70,3 +74,28 @@ readback["batch_normalization"] = relative_difference(plain, accumulated)
 for rows in (2000, 1800):
     run = fit.fit(new_model(make()), (x[:rows], y[:rows]), batch_size=512, accumulate=4, **common)
     readback[f"warnings_{rows}"] = [w["class"] for w in run["warnings"]]
+
+
+# Stopped in the middle of an update (6 micro-batches into epoch 2, backups every 3), then
+# resumed from its backup: the weights of the unbroken run.
+class Stop(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.epoch == 1 and batch == 6:
+            raise RuntimeError("stopped here")
+
+
+backups = tempfile.mkdtemp()
+resumable = dict(common, batch_size=512, accumulate=4, backup_dir=backups, backup_freq=3)
+resumable["steps_per_execution"] = 1  # so the callback sees batch 6 begin on JAX too
+whole = new_model(make())
+fit.fit(whole, (x, y), **dict(common, batch_size=512, accumulate=4))
+try:
+    fit.fit(new_model(make()), (x, y), callbacks=[Stop()], **resumable)
+except GpukerasError as error:
+    readback["stopped"] = error.r_class
+resumed = new_model(make())
+readback["resumed_from"] = fit.fit(resumed, (x, y), **resumable)["settings"]["resumed_from"]
+readback["resumed"] = relative_difference(whole, resumed)
