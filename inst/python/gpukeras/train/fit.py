@@ -380,7 +380,8 @@ def _train(
         except GpukerasError:
             raise
         except Exception as error:
-            # The user's callback failing is the user's; data that does not fit the model
+            # Memory the device could not give comes first (wherever it was raised); the
+            # user's callback failing is the user's; data that does not fit the model
             # fails at the first step (Keras' checks when it traces it, or the model's ops)
             # or, for validation data, in Keras' input check; a batch that cannot be read
             # fails in IteratorGetNext.
@@ -388,7 +389,10 @@ def _train(
                 position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
             )
             translated = (
-                failures.callback_error(
+                failures.out_of_memory(
+                    error, model, source.batch_size, position, request.backup_dir
+                )
+                or failures.callback_error(
                     error, request.callbacks, position["epoch"], request.backup_dir
                 )
                 or (data_failures.refused_data(error) if refused else None)
