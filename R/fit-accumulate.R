@@ -65,6 +65,11 @@ accumulate_by_plan <- function(batch_size, model, call = caller_env()) {
     return(list(accumulate = 1L, reason = "auto: 1, the model is not built, so no memory plan"))
   }
   plan <- core_call("memory_plan", model = model, batch_size = as.integer(batch_size))
+  accumulate_from_plan(plan, batch_size, call)
+}
+
+# The choice "auto" makes from the core's memory plan of `batch_size` (see accumulate_by_plan()).
+accumulate_from_plan <- function(plan, batch_size, call = caller_env()) {
   if (is.null(plan$free_mib) || is.null(plan$largest_batch)) {
     return(list(accumulate = 1L, reason = paste0("auto: 1, no memory plan to split by (", plan$largest_batch_reason %||% "free memory unknown", ")")))
   }
@@ -80,11 +85,24 @@ accumulate_by_plan <- function(batch_size, model, call = caller_env()) {
       ))
     }
   }
+  fixed_alone <- plan$fixed_mib >= plan$free_mib
   gpukeras_abort(
     c(
-      sprintf("No micro-batch of `batch_size` %d fits the GPU's free memory by the memory plan (%.0f MiB free; the fixed parts take %.0f MiB).", as.integer(batch_size), plan$free_mib, plan$fixed_mib),
-      "Lower the per-sample memory: mixed precision (gpu_setup(mixed_precision = \"bfloat16\") or \"float16\" before building the model) or rematerialization (build the model inside keras$RematScope(mode = \"full\"), Keras >= 3.9: activations are recomputed in the backward pass instead of kept).",
-      "See gpu_memory_plan(model, batch_size) for what takes the memory."
+      sprintf(
+        "No micro-batch of `batch_size` %d fits the GPU's free memory by the memory plan: %s.",
+        as.integer(batch_size),
+        if (fixed_alone) {
+          sprintf("the parameters, gradients and optimizer slots alone take %.0f of %.0f MiB free", plan$fixed_mib, plan$free_mib)
+        } else {
+          sprintf("even a micro-batch of 1 needs %.1f MiB, and %.1f MiB are free", plan$fixed_mib + gradients + plan$per_sample_mib, plan$free_mib)
+        }
+      ),
+      if (fixed_alone) {
+        "Free GPU memory (other processes, other models in this session) or train a smaller model."
+      } else {
+        "Lower the per-sample memory: mixed precision (gpu_setup(mixed_precision = \"bfloat16\") or \"float16\" before building the model) or rematerialization (build the model inside keras$RematScope(mode = \"full\"), Keras >= 3.9: activations are recomputed in the backward pass instead of kept)."
+      },
+      "gpu_memory_plan(model, batch_size) shows what takes the memory."
     ),
     "gpukeras_error_out_of_memory",
     call = call
