@@ -440,11 +440,11 @@ def _train(
         report = training_run.monitor_report(
             watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
         )
+    settings["accumulate"] = request.accumulate
     if request.accumulate > 1:
         # the monitor's figures are per micro-batch, a training step; the batch is the update's
-        settings["micro_batch_size"] = settings["batch_size"]
-        settings["batch_size"] = (settings["batch_size"] or 0) * request.accumulate or None
-    settings["accumulate"] = request.accumulate
+        micro = settings["micro_batch_size"] = settings["batch_size"]
+        settings["batch_size"] = None if micro is None else micro * request.accumulate
     history_columns = training_run.history_columns(
         history,
         saver.history if saver is not None else None,  # type: ignore[attr-defined]
