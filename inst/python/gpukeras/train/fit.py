@@ -217,7 +217,7 @@ def fit(
             one, else Keras' own fit loop.
         request: gpu_fit()'s other arguments as one mapping (as R sends
             them), declared in ``fit_request.FitRequest`` (epochs, batch_size,
-            steps_per_execution, jit_compile, learning_rate, clipnorm,
+            accumulate, steps_per_execution, jit_compile, learning_rate, clipnorm,
             clipvalue, monitor, backup_dir, backup_freq, callbacks, seed,
             verbose, signals: what each means is on gpu_fit()'s help page).
         **fields: the same fields by name, as Python callers write them.
@@ -230,15 +230,17 @@ def fit(
         ``settings`` (what was in force, with ``data_info``: the training
         data as the adapter saw it) and ``warnings`` (``class``, R's
         ``gpukeras_warning_<class>``, and ``message``: about the model or its
-        labels, for R to raise).
+        labels, or an epoch that is not whole accumulated updates, for R to raise).
 
     Raises:
-        BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
+        BadModelError, ModelNotCompiledError, BadArgumentError (also for accumulate
+        under a TensorFlow strategy), BadDataError,
         BackupMismatchError: see ``gpukeras.core.errors``; BadDataError also for labels
         the loss cannot take (``labels.check``) and when TensorFlow fails on the data
         during training; BackupWriteError,
-        CallbackError and PreemptedError when training stops for a backup that
-        cannot be written, the user's callback, or a signal.
+        CallbackError, PreemptedError and OutOfMemoryError when training stops for
+        a backup that cannot be written, the user's callback, a signal, or memory the
+        device could not allocate.
     """
     keras = config.keras()
     checked = fit_request.check_request(keras, model, fields if request is None else request)
