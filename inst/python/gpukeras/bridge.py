@@ -135,7 +135,7 @@ def _memory_plan_of(error: GpukerasError) -> dict[str, object]:
         return {}
     try:
         explained: Any = function_at("tools.memory_plan:explain_out_of_memory")(model, size)
-    except GpukerasError:  # a model whose plan cannot be made (not built): the error alone
+    except Exception:  # no plan (a model not built, a layer it cannot size): the error alone
         return {}
     return {"details": explained[0], "plan": plain(explained[1])}
 
