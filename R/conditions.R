@@ -75,9 +75,16 @@
 #'   \item{`gpukeras_error_unknown_device`}{A device that does not exist was
 #'     named ([gpu_setup()], [with_gpu_device()], [gpu_strategy()],
 #'     [gpu_memory_plan()]).}
-#'   \item{`gpukeras_error_out_of_memory`}{Even the smallest batch asked for
-#'     does not fit in the device's memory, or in `memory_budget_mib`
-#'     ([gpu_batch_size()]).}
+#'   \item{`gpukeras_error_out_of_memory`}{The device could not allocate the
+#'     memory a training step needed ([gpu_fit()], on TensorFlow or JAX), or
+#'     even the smallest batch asked for does not fit in the device's memory
+#'     or in `memory_budget_mib` ([gpu_batch_size()], [gpu_tune()]), or no
+#'     micro-batch fits by the memory plan ([gpu_fit()] with `accumulate =
+#'     "auto"`). After an allocation failure the message says what took the
+#'     memory and which changes would lower the peak, with their expected
+#'     peaks (a smaller batch, mixed precision, accumulation,
+#'     rematerialization), and the condition's `plan` field holds the
+#'     [gpu_memory_plan()] data; the session and the model stay usable.}
 #'   \item{`gpukeras_error_profiler`}{The profiler cannot trace: one is
 #'     already running, or the backend has none ([gpu_profile()]).}
 #' }
@@ -140,6 +147,9 @@
 #'     nothing (Keras does not check).}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
+#'   \item{`gpukeras_warning_accumulation`}{[gpu_fit()] with `accumulate`:
+#'     an epoch's micro-batches are not a whole number of updates, so the last
+#'     ones join the next epoch's first update.}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
 #'     training completed: the result is complete, and the signal is reported.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load

@@ -159,6 +159,9 @@ format_fit_settings <- function(settings) {
   clipping <- c("clipnorm", "clipvalue", "global_clipnorm")
   clipping <- clipping[!vapply(settings[clipping], is.null, logical(1))]
   run <- c(
+    if (isTRUE(settings$accumulate > 1)) {
+      sprintf("accumulate %d (micro-batch %s)", as.integer(settings$accumulate), format(settings$micro_batch_size %||% "?"))
+    },
     if (!is.null(settings$steps_per_epoch)) sprintf("%s steps per epoch", format(settings$steps_per_epoch, big.mark = ",")),
     if (!is.null(settings$steps_per_execution)) sprintf("steps_per_execution %d", as.integer(settings$steps_per_execution)),
     if (!is.null(settings$jit_compile)) sprintf("jit_compile %s", settings$jit_compile),
@@ -195,6 +198,7 @@ format_fit_settings <- function(settings) {
     if (!is.null(strategy$network)) paste("Network:       ", strategy$network$reach),
     if (length(run)) paste("Settings:      ", paste(run, collapse = ", ")),
     if (!is.null(settings$learning_rate)) paste("Learning rate: ", format_learning_rate(settings$learning_rate)),
+    if (!is.null(settings$accumulate_reason)) paste("Accumulate:    ", settings$accumulate_reason),
     if (!is.null(backups)) paste("Backups:       ", backups)
   )
 }

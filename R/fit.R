@@ -40,6 +40,29 @@
 #' Validation data is not weighed by `class_weight` (Keras does not either);
 #' its own sample weights, `list(x = , y = , sample_weight = )`, are used.
 #'
+#' @section Accumulation:
+#' `gpu_fit(batch_size = 512, accumulate = 4)` trains micro-batches of 128 rows
+#' and the optimizer (Keras' `gradient_accumulation_steps`) applies the mean of
+#' each 4 micro-batches' gradients as one update: for a model without
+#' batch-dependent layers the weights are those of `batch_size = 512` (the same
+#' seed shuffles the rows the same way), within float rounding.
+#' BatchNormalization normalizes each micro-batch by its own statistics and
+#' updates its moving mean and variance once per micro-batch, so it trains as
+#' with batches of 128. A dataset's batches are the micro-batches. Steps count
+#' micro-batches (`steps_per_epoch`, `steps_per_execution`, `backup_freq`,
+#' the monitor); the optimizer's `iterations` counts updates, but a learning-
+#' rate schedule counts micro-batches (Keras' rule). Rows not a multiple of
+#' `batch_size` make a smaller last micro-batch, weighted like the others in
+#' its update; an epoch whose micro-batches are not a multiple of `accumulate`
+#' (`gpukeras_warning_accumulation`) carries its last ones into the next
+#' epoch's first update, and the last epoch's are dropped. The optimizer is
+#' given back as it was. `"auto"` takes the smallest factor of `batch_size`
+#' whose micro-batch fits the GPU's free memory by [gpu_memory_plan()] (1 on
+#' the CPU; `settings$accumulate_reason` says why); where none fits,
+#' `gpukeras_error_out_of_memory` names mixed precision and rematerialization
+#' (`keras$RematScope()`). A strategy on JAX accumulates; under a TensorFlow
+#' strategy Keras cannot (its update's cond holds the replicas' all-reduce).
+#'
 #' @section Stopping at a scheduler's signal:
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
 #' preemption, Kubernetes when it evicts a pod), often after a warning signal
@@ -100,6 +123,12 @@
 #'   forms as `data`; `NULL` for none.
 #' @param batch_size Rows per batch when `data` is R data (default 32). Must
 #'   be `NULL` for a dataset, which is batched already.
+#' @param accumulate Micro-batches per update (gradient accumulation): a whole
+#'   number that divides `batch_size` (then the batch of each update), or
+#'   `"auto"`. Each update has the
+#'   mean gradient of `accumulate` micro-batches of `batch_size / accumulate`
+#'   rows, which is the gradient of the whole batch, in the memory of one
+#'   micro-batch (plus one copy of the gradients). See Accumulation.
 #' @param steps_per_execution Batches run per call into the compiled train
 #'   step: `"auto"` keeps what the model was compiled with (Keras' default is
 #'   1; the monitor's advice says when raising it would pay), or a number
@@ -226,7 +255,7 @@
 #'     `utilization`, `memory_used_mib`, `power_w`; no rows without a GPU) and
 #'     `host` (`time_s`, `cpu_percent`);
 #'   * `settings`: the settings in force, read back by the core (`epochs`,
-#'     `batch_size`, `steps_per_epoch`, `jit_compile`, `steps_per_execution`,
+#'     `batch_size`, `accumulate`, `micro_batch_size`, `steps_per_epoch`, `jit_compile`, `steps_per_execution`,
 #'     `learning_rate`, `clipnorm`, `clipvalue`, `backup_dir`, `seed`,
 #'     `backend`, `device`, `dtype_policy`, `seconds`, ...), with `verbose`,
 #'     `data` (and `validation_data`), a description of the data, and
@@ -262,7 +291,7 @@
 #'   print(fit)
 #'   plot(fit)
 #' }
-gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size = NULL,
+gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size = NULL, accumulate = 1,
                     steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
@@ -282,6 +311,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
+  accumulate <- check_auto_count(accumulate)
   steps_per_execution <- check_auto_count(steps_per_execution)
   jit_compile <- check_auto_flag(jit_compile)
   learning_rate <- check_learning_rate(learning_rate)
@@ -333,6 +363,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     jit_compile <- tuned$jit_compile
   }
   check_batch_size_for(batch_size, data)
+  accumulated <- resolve_accumulate(accumulate, batch_size, data, model)
+  accumulate <- accumulated$accumulate
 
   # The request, one object: every formal but the model, the data, the strategy and how the
   # call runs, as checked above (the core declares the same fields: train/fit_request.py).
@@ -365,6 +397,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     )
   }
   settings$verbose <- verbose
+  settings$accumulate_reason <- accumulated$reason
   settings$data_kind <- settings$data
   settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))
   if (!is.null(validation)) {
@@ -381,60 +414,4 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "settings", "...")
 fit_request <- function(env) {
   mget(setdiff(names(formals(gpu_fit)), not_requested), envir = env)
-}
-
-# gpu_fit() has `...` only to answer arguments it does not have (Keras' fit() habits, by
-# `names`, "" for one given by position) with what to use instead.
-abort_unused_fit_args <- function(names, call = caller_env()) {
-  instead <- c(
-    validation_split = "Split the rows with gpu_dataset(): gpu_fit(model, gpu_dataset(x, y, validation_split = 0.2)) validates on the held-out share every epoch.",
-    x = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y)).",
-    y = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y))."
-  )
-  named <- names[names != ""]
-  gpukeras_abort(
-    c(
-      if (length(named)) {
-        sprintf("gpu_fit() has no argument%s %s.", if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", "))
-      } else {
-        sprintf("gpu_fit() takes %d more argument(s) by position than it has.", length(names))
-      },
-      unname(unique(instead[intersect(named, names(instead))])),
-      "?gpu_fit lists its arguments."
-    ),
-    "gpukeras_error_bad_argument",
-    call = call
-  )
-}
-
-# The signals gpu_fit() can handle: those schedulers send to stop or warn a job. R alone
-# checks them; the core handles the names it is given (train/preempt.py).
-handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
-
-# `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.
-check_signals <- function(signals, call = caller_env()) {
-  if (is.null(signals)) {
-    return(character())
-  }
-  if (!is.character(signals) || anyNA(signals)) {
-    gpukeras_abort(
-      sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  full <- toupper(signals)
-  full <- ifelse(startsWith(full, "SIG"), full, paste0("SIG", full))
-  unknown <- signals[!full %in% handled_signals]
-  if (length(unknown)) {
-    gpukeras_abort(
-      c(
-        sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
-        sprintf("Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).", paste(handled_signals, collapse = ", "))
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  unique(full)
 }

@@ -59,6 +59,18 @@
 #'   * `optimizer`: `name` and `counted` (how its slots were counted);
 #'   * `uncounted`: parts whose shapes are not known (layers by name, or
 #'     `"input batch"`).
+#'   * `changes`: a data.frame of the changes that lower the peak at
+#'     `batch_size`, with `change`, `setting`, `peak_mib` (the peak expected
+#'     by the plan's rules) and `fits` (`NA` where the free memory is not
+#'     known): a smaller batch (the largest that fits), mixed precision
+#'     (activations in 16 bits), accumulation (`gpu_fit(accumulate = )`, the
+#'     smallest factor whose micro-batch fits, paying one more copy of the
+#'     gradients) and rematerialization (layers built in
+#'     `keras$RematScope(mode = "full")` recompute their outputs in the
+#'     backward pass: about the largest layer output is held per sample, an
+#'     estimate). An out-of-memory error from [gpu_fit()], [gpu_batch_size()]
+#'     or [gpu_tune()] carries the plan as its `plan` field and says these
+#'     in its message.
 #'
 #'   It has `format()`, `print()` and `plot()` methods.
 #' @seealso [gpu_batch_size()] to find the largest batch by running it.
@@ -108,9 +120,21 @@ new_gpukeras_memory_plan <- function(result) {
       backend = result$backend,
       dtype_policy = result$dtype_policy,
       optimizer = result$optimizer,
-      uncounted = as.character(unlist(result$uncounted))
+      uncounted = as.character(unlist(result$uncounted)),
+      changes = plan_changes(result$changes)
     ),
     class = "gpukeras_memory_plan"
+  )
+}
+
+# The plan's changes as a data.frame (`fits` NA where free memory is not known).
+plan_changes <- function(rows) {
+  data.frame(
+    change = vapply(rows, function(r) r$change, character(1)),
+    setting = vapply(rows, function(r) r$setting, character(1)),
+    peak_mib = vapply(rows, function(r) as.numeric(r$peak_mib), numeric(1)),
+    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)),
+    stringsAsFactors = FALSE
   )
 }
 
@@ -154,6 +178,12 @@ format.gpukeras_memory_plan <- function(x, ...) {
     ),
     sprintf("Optimizer:     %s, slots counted %s", x$optimizer$name, x$optimizer$counted),
     paste("Largest batch:", largest),
+    if (NROW(x$changes)) {
+      c("Lower peaks:", sprintf(
+        "  %s (%s): %s%s", x$changes$change, x$changes$setting, format_plan_mib(x$changes$peak_mib),
+        ifelse(is.na(x$changes$fits), "", ifelse(x$changes$fits, ", fits", ", does not fit"))
+      ))
+    },
     if (length(x$uncounted)) {
       sprintf("Not counted:   %s (shapes not known)", paste(x$uncounted, collapse = ", "))
     },

@@ -222,7 +222,8 @@ core_call <- function(target, ..., error_call = caller_env()) {
   if (identical(result$r_class, "gpukeras_error_bad_data")) {
     for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
   }
-  message <- result$message
+  # an out-of-memory error comes with its memory plan: what took the memory, what would fit
+  message <- c(result$message, unlist(result$details))
   if (identical(result$r_class, "gpukeras_error_python")) {
     message <- c(
       sprintf("The Python core failed in %s: %s", target, message),
@@ -233,6 +234,7 @@ core_call <- function(target, ..., error_call = caller_env()) {
     message,
     result$r_class,
     python_traceback = result$traceback,
+    plan = result$plan,
     call = error_call
   )
 }

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import run_on_jax, run_setup
 from gpukeras import bridge
+from gpukeras.core import messages
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
 from gpukeras.gpu import peak_memory
@@ -257,9 +258,9 @@ def test_a_model_that_cannot_be_copied() -> None:
 
 
 def test_out_of_memory_errors_are_told_from_others() -> None:
-    assert batch_size.is_out_of_memory(MemoryError())
-    assert batch_size.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while"))
-    assert not batch_size.is_out_of_memory(ValueError("incompatible shapes"))
+    assert messages.is_out_of_memory(MemoryError())
+    assert messages.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while"))
+    assert not messages.is_out_of_memory(ValueError("incompatible shapes"))
 
 
 @pytest.mark.parametrize(
@@ -276,10 +277,10 @@ def test_out_of_memory_errors_are_told_from_others() -> None:
 def test_allocation_failures_not_worded_as_out_of_memory_count_as_not_fitting(
     message: str,
 ) -> None:
-    assert batch_size.is_out_of_memory(RuntimeError(message))
+    assert messages.is_out_of_memory(RuntimeError(message))
     if config.backend == "tensorflow":  # as TensorFlow raises them
         tf = config.backend_module()
-        assert batch_size.is_out_of_memory(tf.errors.InternalError(None, None, message))
+        assert messages.is_out_of_memory(tf.errors.InternalError(None, None, message))
 
 
 @pytest.mark.parametrize(
@@ -287,7 +288,7 @@ def test_allocation_failures_not_worded_as_out_of_memory_count_as_not_fitting(
     ["INTERNAL: Failed to launch CUDA kernel", "CUDNN_STATUS_NOT_SUPPORTED", "bad shape"],
 )
 def test_other_library_errors_are_not_taken_for_out_of_memory(message: str) -> None:
-    assert not batch_size.is_out_of_memory(RuntimeError(message))
+    assert not messages.is_out_of_memory(RuntimeError(message))
 
 
 ALLOC_FAILED = "failed to create cublas handle: CUBLAS_STATUS_ALLOC_FAILED"
@@ -338,6 +339,19 @@ def test_a_cublas_allocation_failure_ends_the_doubling_and_bisection_finds_the_l
     assert all("CUBLAS_STATUS_ALLOC_FAILED" in t["reason"] for t in failed)
 
 
+def test_an_allocation_failure_at_the_smallest_batch_carries_the_memory_plan() -> None:
+    """gpu_batch_size() (and gpu_tune(), which searches with it): the error R gets says what
+    took the memory at the smallest batch and what would lower the peak."""
+    answer = error_of(model=cublas_limited_mlp(2), min_batch=4, max_batch=64, steps=1)
+    assert answer["r_class"] == "gpukeras_error_out_of_memory"
+    assert "CUBLAS_STATUS_ALLOC_FAILED" in answer["message"]
+    assert answer["plan"]["batch_size"] == 4
+    assert answer["details"][0].startswith("By the memory plan, a step of batch 4 needs about ")
+    assert [row["change"] for row in answer["plan"]["changes"]][2] == "accumulation"
+    # over a budget is no allocation failure: no plan
+    assert "plan" not in error_of(model=mlp(), min_batch=4, memory_budget_mib=1e-6)
+
+
 def test_the_peak_meter_reads_nothing_on_the_cpu() -> None:
     assert peak_memory.meter(config.backend, "CPU:0")()() is None
     assert peak_memory.meter(config.backend, None)()() is None
@@ -354,7 +368,7 @@ def test_tensorflows_resource_exhausted_is_out_of_memory() -> None:
         pytest.skip(f"this process runs the {config.backend} backend")
     tf = config.backend_module()
     error = tf.errors.ResourceExhaustedError(None, None, "failed to allocate a tensor")
-    assert batch_size.is_out_of_memory(error)
+    assert messages.is_out_of_memory(error)
 
 
 # Other backends, and GPUs ------------------------------------------------------------

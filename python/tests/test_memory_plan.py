@@ -174,6 +174,38 @@ def test_the_largest_batch_is_what_the_free_memory_leaves_for_the_per_sample_par
     assert found.largest_batch(free_mib=0.5) == 0
 
 
+def test_the_changes_that_lower_the_peak_closed_form() -> None:
+    """Fixed 10 MiB (2 of gradients); per sample 1 MiB of input, 2 + 5 MiB of activations.
+    Batch 8 peaks at 74 MiB; with 40 MiB free: batch 3 (34 MiB), mixed precision 10 + 8 x
+    4.5 = 46 (does not fit), accumulate 4 (accumulate 2 needs 10 + 2 + 4 x 8 = 44; 4 needs
+    12 + 2 x 8 = 28), rematerialization 10 + 8 x (1 + 5) = 58 (does not fit). Without free
+    memory: half the batch, the smallest factor."""
+    found = memory_plan.Plan(
+        {"parameters": 8 * MIB, "gradients": 2 * MIB},
+        {"input batch": MIB, "activations: a": 2 * MIB, "activations: b": 5 * MIB},
+    )
+    rows = {row["change"]: row for row in memory_plan.changes(found, 8, 40.0, mixed=False)}
+    assert rows["a smaller batch"] == {
+        "change": "a smaller batch",
+        "setting": "batch_size = 3",
+        "peak_mib": 34.0,
+        "fits": True,
+    }
+    assert (rows["mixed precision"]["peak_mib"], rows["mixed precision"]["fits"]) == (46.0, False)
+    assert rows["accumulation"]["setting"] == "gpu_fit(batch_size = 8, accumulate = 4)"
+    assert (rows["accumulation"]["peak_mib"], rows["accumulation"]["fits"]) == (28.0, True)
+    assert rows["rematerialization"]["peak_mib"] == 58.0
+    unknown = memory_plan.changes(found, 8, None, mixed=True)
+    assert [row["change"] for row in unknown] == [
+        "a smaller batch",
+        "accumulation",
+        "rematerialization",
+    ]
+    assert all(row["fits"] is None for row in unknown)
+    assert unknown[0]["setting"] == "batch_size = 4"
+    assert unknown[1]["setting"] == "gpu_fit(batch_size = 8, accumulate = 2)"
+
+
 def test_on_the_cpu_there_is_no_largest_batch_and_the_plan_says_why() -> None:
     result = bridge.call("memory_plan", {"model": mlp(), "batch_size": 8, "device": "CPU:0"})
     value = result["value"]

@@ -16,8 +16,9 @@ import dataclasses
 import importlib
 import traceback
 from collections.abc import Callable
+from typing import Any
 
-from gpukeras.core.errors import GpukerasError
+from gpukeras.core.errors import GpukerasError, OutOfMemoryError
 from gpukeras.core.handles import HANDOVER
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
@@ -116,7 +117,8 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
     try:
         return {"ok": True, "value": plain(function(**_received(kwargs or {})))}
     except GpukerasError as error:
-        return {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
+        answer = {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
+        return {**answer, **_memory_plan_of(error)}
     except Exception as error:  # anything else is reported, never allowed to crash R
         return {
             "ok": False,
@@ -124,6 +126,20 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
             "message": f"{type(error).__name__}: {error}",
             "traceback": traceback.format_exc(),
         }
+
+
+def _memory_plan_of(error: GpukerasError) -> dict[str, object]:
+    """For an out-of-memory error with a model: ``details`` (what took the memory, the changes
+    that would fit) and the ``plan`` itself (``memory_plan.explain_out_of_memory``), which R
+    attaches to the condition; nothing where there is no plan to make."""
+    model, size = getattr(error, "model", None), getattr(error, "batch_size", None)
+    if not isinstance(error, OutOfMemoryError) or model is None or not size:
+        return {}
+    try:
+        explained: Any = function_at("tools.memory_plan:explain_out_of_memory")(model, size)
+    except Exception:  # no plan (a model not built, a layer it cannot size): the error alone
+        return {}
+    return {"details": explained[0], "plan": plain(explained[1])}
 
 
 def call(verb: str, kwargs: dict[str, object] | None = None) -> dict:

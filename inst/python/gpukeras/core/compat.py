@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,54 @@ def replace_learning_rate(optimizer: object, variable: object) -> None:
     if locked:
         tracker.lock()
     optimizer._learning_rate = variable  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def accumulating(
+    optimizer: object, steps: int, scope: contextlib.AbstractContextManager | None = None
+) -> Iterator[None]:
+    """Make ``optimizer`` apply one update per ``steps`` micro-batches while the block runs,
+    with the mean of their gradients (Keras' ``gradient_accumulation_steps``), then give it
+    back as it was.
+
+    Keras counts micro-batches in the private ``_iterations`` (its public
+    ``iterations`` is then ``_iterations // steps``, the updates, which Adam's
+    bias correction reads; a learning-rate schedule reads ``_iterations``) and
+    keeps one accumulator per trainable variable, made by ``build`` only when
+    the setting is there from the start. So on entry the counter becomes the
+    updates done times ``steps`` (each fit begins a fresh accumulation) and a
+    built optimizer gets its accumulators; on exit the counter is the updates
+    again, an incomplete accumulation's gradients are dropped with the
+    accumulators (so the optimizer's variables are the ones it had), and the
+    setting is the user's again. ``scope`` is the strategy's, where the
+    accumulators of a built optimizer are made (TensorFlow's need it).
+    """
+    kept = optimizer.gradient_accumulation_steps  # type: ignore[attr-defined]
+    counter = optimizer._iterations  # type: ignore[attr-defined]
+    optimizer.gradient_accumulation_steps = steps  # type: ignore[attr-defined]
+    if optimizer.built:  # type: ignore[attr-defined]
+        tracker = optimizer._tracker  # type: ignore[attr-defined]
+        locked = tracker.locked
+        tracker.unlock()
+        with (
+            scope or contextlib.nullcontext(),
+            config.keras().name_scope(optimizer.name, caller=optimizer),  # type: ignore[attr-defined]
+        ):
+            optimizer._accumulated_gradients = [  # type: ignore[attr-defined]
+                optimizer.add_variable_from_reference(variable, name="gradient_accumulator")  # type: ignore[attr-defined]
+                for variable in optimizer._trainable_variables  # type: ignore[attr-defined]
+            ]
+        if locked:
+            tracker.lock()
+    counter.assign(counter * steps)
+    try:
+        yield
+    finally:
+        counter.assign(counter // steps)
+        for accumulator in getattr(optimizer, "_accumulated_gradients", []):
+            optimizer._untrack_variable(accumulator)  # type: ignore[attr-defined]
+        optimizer._accumulated_gradients = []  # type: ignore[attr-defined]
+        optimizer.gradient_accumulation_steps = kept  # type: ignore[attr-defined]
 
 
 # Keras' BackupAndRestore: counting batches toward the next save ------------------

@@ -137,9 +137,19 @@ class PreemptedError(GpukerasError):
 
 
 class OutOfMemoryError(GpukerasError):
-    """Even the smallest batch asked for does not fit in the device's memory (or the budget)."""
+    """The device could not get the memory training needed: an allocation failed while
+    training, or even the smallest batch asked for does not fit (or the budget).
+
+    ``model`` and ``batch_size``, where given, are what the memory plan is made for
+    when the error goes to R (``gpukeras.bridge``).
+    """
 
     r_class = "gpukeras_error_out_of_memory"
+
+    def __init__(self, message: str, model: object = None, batch_size: int | None = None):
+        super().__init__(message)
+        self.model = model
+        self.batch_size = batch_size
 
 
 class ProfilerError(GpukerasError):

@@ -3,7 +3,8 @@
 TensorFlow reports a failed op with its whole graph trace, Keras data checks with
 a bold header and the call's arguments; users need the one line that says what
 went wrong. Every layer that translates an error into a classed one takes that
-line from here. TensorFlow is never imported: its errors can only come from a
+line from here, and asks ``is_out_of_memory`` whether an engine's error is an
+allocation failure. TensorFlow is never imported: its errors can only come from a
 process that has imported it.
 """
 
@@ -12,6 +13,16 @@ from __future__ import annotations
 import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras makes parts of its messages bold
+# An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message: XLA's
+# ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), the CUDA driver's
+# (CUDA_ERROR_OUT_OF_MEMORY), cuBLAS's and cuDNN's (CUBLAS_STATUS_ALLOC_FAILED,
+# CUDNN_STATUS_ALLOC_FAILED), TensorFlow's when cuDNN cannot get workspace memory.
+OOM_TYPES = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
+OOM_TEXT = re.compile(
+    r"RESOURCE_EXHAUSTED|out[ _]of[ _]memory|OOM when allocating|STATUS_ALLOC_FAILED"
+    r"|Failed to get convolution algorithm|failed to allocate|cudaErrorMemoryAllocation",
+    re.IGNORECASE,
+)
 
 
 def cause(error: Exception) -> str:
@@ -45,3 +56,9 @@ def error_message(error: BaseException) -> str:
     lines = [line.strip() for line in text.splitlines()]
     useful = [line for line in lines if line and not line.startswith("Exception encountered")]
     return useful[0] if useful else type(error).__name__
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether a backend error says the device (or a library on it) could not get memory."""
+    names = {kind.__name__ for kind in type(error).__mro__}
+    return bool(names.intersection(OOM_TYPES)) or bool(OOM_TEXT.search(str(error)))

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,16 +80,6 @@ from gpukeras.train import fit_request, flops, training_run
 
 DEFAULT_HOST_SHARE = 0.5  # of MemAvailable: the estimate leaves out real overheads
 BACKWARD_FACTOR = 2  # activations kept for the backward pass + their gradients
-# An out-of-memory error, by class name (TensorFlow, PyTorch, Python) or message: XLA's
-# ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), the CUDA driver's
-# (CUDA_ERROR_OUT_OF_MEMORY), cuBLAS's and cuDNN's (CUBLAS_STATUS_ALLOC_FAILED,
-# CUDNN_STATUS_ALLOC_FAILED), TensorFlow's when cuDNN cannot get workspace memory.
-OOM_TYPES = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
-OOM_TEXT = re.compile(
-    r"RESOURCE_EXHAUSTED|out[ _]of[ _]memory|OOM when allocating|STATUS_ALLOC_FAILED"
-    r"|Failed to get convolution algorithm|failed to allocate|cudaErrorMemoryAllocation",
-    re.IGNORECASE,
-)
 
 
 # The search ---------------------------------------------------------------------
@@ -201,12 +190,6 @@ def estimate_memory(model: Model, parts: tuple[object, ...]) -> MemoryEstimate:
     )
 
 
-def is_out_of_memory(error: BaseException) -> bool:
-    """Whether a backend error says the device (or a library on it) could not get memory."""
-    names = {kind.__name__ for kind in type(error).__mro__}
-    return bool(names.intersection(OOM_TYPES)) or bool(OOM_TEXT.search(str(error)))
-
-
 # The data -----------------------------------------------------------------------
 def sample_batch(data: object) -> tuple[object, ...]:
     """Rows of the data as a tuple (x, y[, sample_weight]) of NumPy arrays (or dicts of them).
@@ -268,7 +251,7 @@ def refused_as_bad_data(batch_size: int | None = None, active: bool = True) -> I
     except Exception as error:
         at = f" (at batch size {batch_size})" if batch_size else ""
         refused = failures.refused_data(error, f"train on this data{at}")
-        if not active or refused is None or is_out_of_memory(error):
+        if not active or refused is None or messages.is_out_of_memory(error):
             raise
         raise refused from error
 
@@ -404,7 +387,7 @@ class TrialRunner:
                 seconds = time_steps(self.copy, rows_of(self.parts, size), self.warmup, self.steps)
                 trial.peak_mib = read_peak()
         except Exception as error:
-            if not is_out_of_memory(error):
+            if not messages.is_out_of_memory(error):
                 raise
             trial.reason = f"out of memory: {messages.error_message(error)[:300]}"
         if trial.reason is not None:
@@ -497,7 +480,9 @@ def search(
                 if reason.startswith("out of memory")
                 else "Give a larger memory_budget_mib if the machine has the memory, use a "
                 "smaller model, or train on a GPU."
-            )
+            ),
+            model=model if reason.startswith("out of memory") else None,
+            batch_size=low,
         )
     fitting_trials = [t for t in trials if t.fits]
     fastest = max(fitting_trials, key=lambda t: t.samples_per_second or 0.0)

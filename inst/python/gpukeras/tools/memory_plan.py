@@ -197,6 +197,62 @@ def _inputs(model: Model) -> list[Tensor]:
         return []
 
 
+# Changes that lower the peak ------------------------------------------------------------
+def changes(plan: Plan, batch_size: int, free_mib: float | None, mixed: bool) -> list[Record]:
+    """The changes that lower the peak at ``batch_size``, each with its expected peak (by this
+    plan's rules) and whether that fits in ``free_mib`` (None where free memory is not known).
+
+    - a smaller batch: the largest that fits (half of ``batch_size`` where not known);
+    - mixed precision (unless ``mixed``, the policy is mixed already): activations in 16
+      bits, half their bytes;
+    - accumulation: ``gpu_fit(accumulate = f)``, the smallest factor of ``batch_size``
+      whose micro-batch fits (2 where not known), paying one more copy of the gradients;
+    - rematerialization: layers built in ``keras.RematScope(mode="full")`` recompute their
+      outputs in the backward pass, so about the largest layer output is held per sample
+      (an estimate: what XLA keeps is its own choice).
+    """
+    fixed, gradients = plan.fixed_bytes() / MIB, plan.fixed.get("gradients", 0) / MIB
+    per_sample = plan.per_sample_bytes() / MIB
+    activations = [size / MIB for part, size in plan.per_sample.items() if part != "input batch"]
+    inputs = plan.per_sample.get("input batch", 0) / MIB
+
+    def fits(peak: float) -> bool | None:
+        return None if free_mib is None else peak <= free_mib
+
+    smaller = plan.largest_batch(free_mib) if free_mib is not None and per_sample else 0
+    smaller = min(smaller, batch_size - 1) or max(1, batch_size // 2)
+    factors = [f for f in range(2, batch_size + 1) if batch_size % f == 0] or [1]
+    micro = [(f, fixed + gradients + batch_size // f * per_sample) for f in factors]
+    factor, micro_peak = next(((f, p) for f, p in micro if fits(p)), micro[0])
+    rows: list[Record] = [
+        {
+            "change": "a smaller batch",
+            "setting": f"batch_size = {smaller}",
+            "peak_mib": fixed + smaller * per_sample,
+        },
+        {
+            "change": "mixed precision",
+            "setting": 'gpu_setup(mixed_precision = "bfloat16"), then build the model',
+            "peak_mib": fixed + batch_size * (inputs + sum(activations) / 2),
+        },
+        {
+            "change": "accumulation",
+            "setting": f"gpu_fit(batch_size = {batch_size}, accumulate = {factor})",
+            "peak_mib": micro_peak,
+        },
+        {
+            "change": "rematerialization",
+            "setting": 'build the model in keras$RematScope(mode = "full") (Keras 3.9 or later)',
+            "peak_mib": fixed + batch_size * (inputs + max(activations, default=0.0)),
+        },
+    ]
+    return [
+        {**row, "fits": fits(row["peak_mib"])}
+        for row in rows
+        if not (mixed and row["change"] == "mixed precision")
+    ]
+
+
 # Free memory ------------------------------------------------------------------------
 def free_memory(keras: ModuleType, model: Model, device: str | None) -> Record:
     """The GPU the plan is for (``device``, or the one the model trains on) and its free
@@ -250,7 +306,8 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         ``largest_batch`` (None where not known, ``largest_batch_reason`` says why),
         ``device``, ``device_name``, ``free_mib``, ``free_source``, ``backend``,
         ``dtype_policy``, ``optimizer`` (``name``, ``counted``) and ``uncounted`` (the
-        parts whose shapes are not known: layers by name, or the input batch).
+        parts whose shapes are not known: layers by name, or the input batch), ``changes``
+        (``change``, ``setting``, ``peak_mib``, ``fits``: see ``changes``).
 
     Raises:
         BadArgumentError, BadModelError, ModelNotCompiledError, UnknownDeviceError.
@@ -277,6 +334,7 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
                     f"{plan.fixed_bytes() / MIB:.0f} MiB of {memory['free_mib']:.0f} MiB free"
                 )
     parts = plan.parts(batch_size)
+    mixed = model.dtype_policy.name.startswith("mixed")
     return {
         "parts": parts,
         "total_mib": sum(row["mib"] for row in parts),
@@ -293,4 +351,28 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         "dtype_policy": model.dtype_policy.name,
         "optimizer": optimizer,
         "uncounted": plan.uncounted,
+        "changes": changes(plan, batch_size, memory["free_mib"], mixed),
     }
+
+
+def explain_out_of_memory(model: Model, batch_size: int) -> tuple[list[str], Record]:
+    """What an out-of-memory error adds for R: lines saying what took the memory at
+    ``batch_size`` (the plan's largest parts) and the changes that lower the peak with their
+    expected peaks (``changes``), and the plan (``memory_plan``) itself."""
+    plan = memory_plan(model, batch_size)
+    free = plan["free_mib"]
+    largest = ", ".join(f"{row['part']} {row['mib']:.3g} MiB" for row in plan["parts"][:4])
+    room = f" of {free:.0f} MiB free on {plan['device']}" if free is not None else ""
+    lines = [
+        f"By the memory plan, a step of batch {batch_size} needs about "
+        f"{plan['total_mib']:.3g} MiB{room}; the largest parts: {largest}.",
+        "What lowers the peak, and the peak expected"
+        + (" (free memory not known here):" if free is None else ":"),
+    ]
+    verdict = {True: ", which fits", False: ", which does not fit", None: ""}
+    for row in plan["changes"]:
+        lines.append(
+            f"{row['change'].capitalize()}: {row['setting']}, about {row['peak_mib']:.3g} MiB"
+            f"{verdict[row['fits']]}."
+        )
+    return lines, plan

@@ -1,7 +1,7 @@
 """Failures during training as classed errors that say where training stopped and what
-progress was kept: TensorFlow failing on the data mid-training (``data_error``), and an
-error raised in a callback the user gave, which is the user's (``callback_error``), not a
-failure of gpukeras.
+progress was kept: the device running out of memory (``out_of_memory``), TensorFlow
+failing on the data mid-training (``data_error``), and an error raised in a callback the
+user gave, which is the user's (``callback_error``), not a failure of gpukeras.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import traceback
 
-from gpukeras.core.errors import BadDataError, CallbackError, GpukerasError
-from gpukeras.core.messages import error_message
+from gpukeras.core.errors import BadDataError, CallbackError, GpukerasError, OutOfMemoryError
+from gpukeras.core.messages import error_message, is_out_of_memory
 from gpukeras.data.failures import unreadable_batch
 from gpukeras.train import backup
 
@@ -47,6 +47,31 @@ def data_error(
         else ""
     )
     return BadDataError(f"Training stopped at {where}: {unreadable}{kept}{again}")
+
+
+def out_of_memory(
+    error: BaseException,
+    model: object,
+    batch_size: int | None,
+    position: dict[str, int],
+    backup_dir: str | None,
+) -> OutOfMemoryError | None:
+    """The engine failing to allocate memory during training (TensorFlow's
+    ResourceExhaustedError, XLA's RESOURCE_EXHAUSTED, ``messages.is_out_of_memory``) as a
+    classed error naming its line, where training stopped and what progress was kept; it
+    carries ``model`` and ``batch_size`` (rows per step) for the memory plan R is given.
+    None for other errors.
+    """
+    if not is_out_of_memory(error):
+        return None
+    where = f"epoch {position['epoch'] + 1}, batch {position['batch'] + 1}"
+    rows = f" (batches of {batch_size} rows)" if batch_size else ""
+    kept = progress_kept(backup_dir, "make the step smaller (below)")
+    return OutOfMemoryError(
+        f"The device ran out of memory at {where}{rows}: {error_message(error).rstrip('.')}.{kept}",
+        model=model,
+        batch_size=batch_size,
+    )
 
 
 def progress_kept(backup_dir: str | None, fix: str) -> str:

@@ -30,12 +30,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from gpukeras.core import compat
-from gpukeras.core.errors import GpukerasError
+from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, labels
@@ -160,6 +160,26 @@ def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: 
     return loop.choose_steps(model)
 
 
+@contextlib.contextmanager
+def _accumulating(model: Model, steps: int, strategy: object = None) -> Iterator[None]:
+    """Gradient accumulation over ``steps`` micro-batches for the training inside, the
+    optimizer's own setting again after it (``compat.accumulating``, its accumulators made in
+    the ``strategy``'s scope); nothing for 1.
+
+    The step functions Keras traced are dropped on both sides: the setting is traced in.
+    """
+    if steps == 1:
+        yield
+        return
+    compat.forget_step_functions(model, all_of_them=False)
+    try:
+        scope = strategies.strategy_scope(strategy) if strategy is not None else None
+        with compat.accumulating(fit_request.inner_optimizer(model), steps, scope):
+            yield
+    finally:
+        compat.forget_step_functions(model, all_of_them=False)
+
+
 def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
     """Where a resumed run started (1-based epoch, batches done in it), and why it used the
     backup before the newest, when it did."""
@@ -197,7 +217,7 @@ def fit(
             one, else Keras' own fit loop.
         request: gpu_fit()'s other arguments as one mapping (as R sends
             them), declared in ``fit_request.FitRequest`` (epochs, batch_size,
-            steps_per_execution, jit_compile, learning_rate, clipnorm,
+            accumulate, steps_per_execution, jit_compile, learning_rate, clipnorm,
             clipvalue, monitor, backup_dir, backup_freq, callbacks, seed,
             verbose, signals, class_weight: what each means is on gpu_fit()'s help
             page; weights as ``gpukeras.data.weights`` says).
@@ -211,15 +231,17 @@ def fit(
         ``settings`` (what was in force, with ``data_info``: the training
         data as the adapter saw it) and ``warnings`` (``class``, R's
         ``gpukeras_warning_<class>``, and ``message``: about the model or its
-        labels, for R to raise).
+        labels, or an epoch that is not whole accumulated updates, for R to raise).
 
     Raises:
-        BadModelError, ModelNotCompiledError, BadArgumentError, BadDataError,
+        BadModelError, ModelNotCompiledError, BadArgumentError (also for accumulate
+        under a TensorFlow strategy), BadDataError,
         BackupMismatchError: see ``gpukeras.core.errors``; BadDataError also for labels
         the loss cannot take (``labels.check``) and when TensorFlow fails on the data
         during training; BackupWriteError,
-        CallbackError and PreemptedError when training stops for a backup that
-        cannot be written, the user's callback, or a signal.
+        CallbackError, PreemptedError and OutOfMemoryError when training stops for
+        a backup that cannot be written, the user's callback, a signal, or memory the
+        device could not allocate.
     """
     keras = config.keras()
     checked = fit_request.check_request(keras, model, fields if request is None else request)
@@ -228,6 +250,13 @@ def fit(
         "labels": labels.check(model, data),
     }
     warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
+    if checked.accumulate > 1 and strategy is not None and strategies.kind_of(strategy) != "jax":
+        # Keras' accumulation puts the update in a cond, where tf.distribute cannot sync
+        raise BadArgumentError(
+            "`accumulate` works with no strategy, or a strategy on JAX: under a TensorFlow "
+            "strategy Keras cannot accumulate gradients (its cond holds the replicas' "
+            "all-reduce). Give each replica a larger share of the batch, or train on JAX."
+        )
     if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
         result = multiworker.fit(strategy, model, data, validation_data, request=checked)
     else:
@@ -235,8 +264,24 @@ def fit(
     # the data as the loop saw it, for the report (R describes it without asking again)
     result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
     result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]
+    left_over = _incomplete_accumulation(result["settings"])  # type: ignore[arg-type]
+    if left_over:
+        warnings.append({"class": "accumulation", "message": left_over})
     result["warnings"] = warnings
     return result
+
+
+def _incomplete_accumulation(settings: Mapping[str, object]) -> str | None:
+    """What to say when an epoch's micro-batches are not whole updates, else None."""
+    steps, every = settings.get("steps_per_epoch"), int(settings.get("accumulate", 1))  # type: ignore[call-overload]
+    if every == 1 or not isinstance(steps, int) or steps % every == 0:
+        return None
+    return (
+        f"An epoch has {steps} micro-batches, not a multiple of accumulate = {every}: the "
+        f"last {steps % every} of each epoch join the next epoch's first update (Keras counts "
+        "micro-batches across epochs), and the last epoch's are not applied. Choose "
+        "batch_size so that it divides the rows, or rows that fill whole updates."
+    )
 
 
 def _fit_here(
@@ -251,9 +296,10 @@ def _fit_here(
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
     placement = None if strategy is None else strategies.describe(strategy)
+    micro = fit_request.micro_batch_size(request)
     source = adapters.get_data_adapter(
         data,
-        request.batch_size,
+        micro,
         request.seed,
         jax_cluster.multi_process(),
         placement,
@@ -263,10 +309,14 @@ def _fit_here(
         adapters.build_from_spec(model, source.fit_args["x"])
     if adapters.is_tf_dataset(validation_data):
         adapters.check_batched(model, validation_data, "validation_data")
-    validation = adapters.validation_args(validation_data, request.batch_size, placement)
+    validation = adapters.validation_args(validation_data, micro, placement)
     if placement is None:
-        return _train(keras, model, request, source, validation, None, validation_data)
-    with strategies.training_model(model, strategy) as trained:
+        with _accumulating(model, request.accumulate):
+            return _train(keras, model, request, source, validation, None, validation_data)
+    with (
+        strategies.training_model(model, strategy) as trained,
+        _accumulating(trained, request.accumulate, strategy),
+    ):
         return _train(keras, trained, request, source, validation, placement, validation_data)
 
 
@@ -338,7 +388,8 @@ def _train(
         except GpukerasError:
             raise
         except Exception as error:
-            # The user's callback failing is the user's; data that does not fit the model
+            # Memory the device could not give comes first (wherever it was raised); the
+            # user's callback failing is the user's; data that does not fit the model
             # fails at the first step (Keras' checks when it traces it, or the model's ops)
             # or, for validation data, in Keras' input check; a batch that cannot be read
             # fails in IteratorGetNext.
@@ -346,7 +397,10 @@ def _train(
                 position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
             )
             translated = (
-                failures.callback_error(
+                failures.out_of_memory(
+                    error, model, source.batch_size, position, request.backup_dir
+                )
+                or failures.callback_error(
                     error, request.callbacks, position["epoch"], request.backup_dir
                 )
                 or (data_failures.refused_data(error) if refused else None)
@@ -394,6 +448,11 @@ def _train(
         report = training_run.monitor_report(
             watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
         )
+    settings["accumulate"] = request.accumulate
+    if request.accumulate > 1:
+        # the monitor's figures are per micro-batch, a training step; the batch is the update's
+        micro = settings["micro_batch_size"] = settings["batch_size"]
+        settings["batch_size"] = None if micro is None else micro * request.accumulate
     history_columns = training_run.history_columns(
         history,
         saver.history if saver is not None else None,  # type: ignore[attr-defined]

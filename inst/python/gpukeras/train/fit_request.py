@@ -59,6 +59,8 @@ class FitRequest:
     epochs: int = dataclasses.field(default=1, metadata=_by("R"))
     # None: the dataset's own batches, or the arrays adapter's default for arrays
     batch_size: int | None = dataclasses.field(default=None, metadata=_by("R"))
+    # micro-batches per update (R resolved "auto"); batch_size is then their sum
+    accumulate: int = dataclasses.field(default=1, metadata=_by("R"))
     steps_per_execution: int | str = dataclasses.field(default="auto", metadata=_by("R"))
     jit_compile: bool | str = dataclasses.field(default="auto", metadata=_by("R"))
     # numbers and schedule specs R checked; a Keras schedule object the core does
@@ -89,6 +91,7 @@ def _optional(convert: Callable[[object], object]) -> Callable[[object], object]
 _TAKE: dict[str, Callable[[object], object]] = {
     "epochs": int,  # type: ignore[dict-item]
     "batch_size": _optional(int),  # type: ignore[arg-type]
+    "accumulate": int,  # type: ignore[dict-item]
     "steps_per_execution": _count_or("auto"),
     "jit_compile": lambda value: value,
     "clipnorm": _optional(float),  # type: ignore[arg-type]
@@ -141,6 +144,12 @@ def check_request(
         else:
             values[field.name] = _TAKE[field.name](value)
     return FitRequest(**values)  # type: ignore[arg-type]
+
+
+def micro_batch_size(request: FitRequest) -> int | None:
+    """Rows per training step: ``batch_size`` split into ``accumulate`` micro-batches (None
+    where the data makes its own batches, which are then the micro-batches)."""
+    return None if request.batch_size is None else request.batch_size // request.accumulate
 
 
 # Settings on the model ----------------------------------------------------------

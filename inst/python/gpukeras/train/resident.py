@@ -70,7 +70,8 @@ _PROGRAMS: weakref.WeakKeyDictionary[Any, Programs] = weakref.WeakKeyDictionary(
 
 def _settings_key(model: Model) -> tuple:
     """What a traced train step bakes in: the compiled loss and metrics (a new compile), the
-    optimizer, its learning rate (a schedule is traced in) and clipping, the dtype policy."""
+    optimizer, its learning rate (a schedule is traced in), clipping and gradient accumulation,
+    the dtype policy."""
     optimizer = model.optimizer
     return (
         compat.compile_identity(model),
@@ -79,6 +80,9 @@ def _settings_key(model: Model) -> tuple:
         optimizer.clipnorm,
         optimizer.clipvalue,
         optimizer.global_clipnorm,
+        # gradient accumulation (on the inner optimizer under loss scaling) adds variables
+        len(optimizer.variables),
+        getattr(optimizer, "inner_optimizer", optimizer).gradient_accumulation_steps,
         model.dtype_policy.name,
     )
 
