@@ -140,6 +140,10 @@
 #'     nothing (Keras does not check).}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
+#'   \item{`gpukeras_warning_backend_ignored`}{[gpu_setup()] found
+#'     `KERAS_BACKEND` naming another backend than the one in use: it was set
+#'     after Python started, and Keras reads it only when it starts.
+#'     [gpu_check()] lists the same among its reasons.}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
 #'     training completed: the result is complete, and the signal is reported.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load
