@@ -42,17 +42,30 @@ test_that("interactive: a declined repair changes nothing", {
   expect_identical(status, "declined")
   expect_identical(asked, "Set XLA_PYTHON_CLIENT_PREALLOCATE=false in ~/.Renviron?")
   expect_false(file.exists(renviron))
-  expect_message(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = function(q) TRUE), "Restart R")
+  said <- capture_messages(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = function(q) TRUE))
+  expect_match(said, "Added `XLA_PYTHON_CLIENT_PREALLOCATE=false`", all = FALSE)
+  expect_match(said, "Restart R", all = FALSE)
   expect_identical(status, "done")
   expect_identical(readLines(renviron), "XLA_PYTHON_CLIENT_PREALLOCATE=false")
 })
 
-test_that("the nvidia-ml-py repair installs it into the environment it is given", {
-  skip_on_cran()
-  venv <- file.path(withr::local_tempdir(), "throwaway")
+# A new virtualenv in a temporary folder, deleted when `env` ends, with
+# `packages` installed; returns its Python.
+local_throwaway_venv <- function(packages = character(), env = parent.frame()) {
+  testthat::skip_on_cran()
+  venv <- file.path(withr::local_tempdir(.local_envir = env), "throwaway")
   status <- system2(find_python_starter(), c("-m", "venv", shQuote(venv)), env = python_run_env)
-  skip_if_not(identical(status, 0L), "python -m venv failed")
+  testthat::skip_if_not(identical(status, 0L), "python -m venv failed")
   python <- file.path(venv, "bin", "python")
+  if (length(packages)) {
+    status <- system2(python, c("-m", "pip", "install", "-q", shQuote(packages)), env = python_run_env)
+    testthat::skip_if_not(identical(status, 0L), "pip could not install the packages")
+  }
+  python
+}
+
+test_that("the nvidia-ml-py repair installs it into the environment it is given", {
+  python <- local_throwaway_venv()
   imports_pynvml <- function() {
     suppressWarnings(system2(python, c("-c", shQuote("import pynvml")), stdout = FALSE, stderr = FALSE, env = python_run_env))
   }
@@ -65,6 +78,27 @@ test_that("the nvidia-ml-py repair installs it into the environment it is given"
   expect_message(status <- make_repair(repair, python), "Successfully installed nvidia-ml-py")
   expect_identical(status, "done")
   expect_identical(imports_pynvml(), 0L)
+})
+
+test_that("fix = TRUE where reticulate < 1.38 meets NumPy 2 installs NumPy's pin, then says restart", {
+  skip_if(reticulate_supports_numpy2(utils::packageVersion("reticulate")), "this reticulate supports NumPy 2")
+  python <- local_throwaway_venv("numpy==2.2.6")
+  numpy_version <- function() {
+    system2(python, c("-c", shQuote("import numpy; print(numpy.__version__)")), stdout = TRUE, env = python_run_env)
+  }
+  expect_identical(numpy_version(), "2.2.6")
+  child <- run_in_fresh_r(
+    {
+      output <- utils::capture.output(error <- catch_error(gpu_check(probe = FALSE, fix = TRUE)), type = "message")
+      list(error = error, output = output)
+    },
+    env = c(GPUKERAS_PYTHON = python)
+  )
+  expect_identical(child$error$class[1], "gpukeras_error_numpy_version")
+  expect_match(child$error$message, "numpy==1.26.4 is now installed: restart R, then run gpu_check() again.", fixed = TRUE)
+  expect_true(any(grepl("Not an interactive session", child$output)))
+  expect_true(any(grepl("Successfully installed numpy-1.26.4", child$output)))
+  expect_identical(numpy_version(), "1.26.4")
 })
 
 test_that("a failing pip command is reported, not raised", {
