@@ -141,3 +141,16 @@ def test_a_check_without_nvidia_ml_py_beside_a_driver_plans_it() -> None:
     assert result["nvml"]["available"] is False
     assert [repair["id"] for repair in result["repairs"]] == ["nvidia_ml_py"]
     assert result["repairs"][0]["action"] == {"pip_install": ["nvidia-ml-py==13.615.71"]}
+
+
+def test_gpu_setup_records_the_memory_growth_asked_and_not_after_a_bad_argument() -> None:
+    requires("tensorflow")
+    read = (
+        "from gpukeras.core.runtime import config\n"
+        "readback['asked'] = config.setup.memory_growth_asked\n"
+    )
+    env: dict[str, str | None] = {"KERAS_BACKEND": "tensorflow"}
+    run = run_core("setup", {"memory_growth": False}, env=env, after=read)
+    assert run.result["ok"] and run.readback["asked"] is False
+    bad = run_core("setup", {"memory_growth": True, "devices": ["GPU:99"]}, env=env, after=read)
+    assert not bad.result["ok"] and bad.readback["asked"] is None
