@@ -26,7 +26,7 @@ repairs_df <- function(repairs) {
 repair_how <- function(repair) {
   action <- repair$action
   if (!is.null(action$set_env)) {
-    return(sprintf("%s in %s", env_lines(action$set_env), renviron_path()))
+    return(sprintf("%s in %s", paste(env_lines(action$set_env), collapse = ", "), renviron_path()))
   }
   paste(c(
     if (length(action$pip_uninstall)) paste("pip uninstall -y", paste(unlist(action$pip_uninstall), collapse = " ")),
@@ -64,7 +64,7 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
     cli::cli_alert_info("Not an interactive session: making the {length(repairs)} repair{?s} gpu_check(fix = TRUE) found without asking.")
   }
   status <- vapply(repairs, function(repair) {
-    if (!is.null(ask) && !isTRUE(ask(paste0(repair$what, "?")))) {
+    if (!is.null(ask) && !isTRUE(ask(sprintf("%s (%s)?", repair$what, repair_how(repair))))) {
       cli::cli_alert_info("Not changed: {repair$what}.")
       return("declined")
     }

@@ -4,7 +4,7 @@
 
 # The core's plan for the JAX memory-growth repair (tools/repair.py).
 jax_growth_repair <- list(
-  id = "jax_memory_growth", what = "Set XLA_PYTHON_CLIENT_PREALLOCATE=false in ~/.Renviron",
+  id = "jax_memory_growth", what = "Set XLA_PYTHON_CLIENT_PREALLOCATE=false in the .Renviron",
   action = list(set_env = list(XLA_PYTHON_CLIENT_PREALLOCATE = "false")),
   when = "before Python starts: in ~/.Renviron", needs_restart = TRUE
 )
@@ -40,7 +40,7 @@ test_that("interactive: a declined repair changes nothing", {
   }
   expect_message(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = no), "Not changed")
   expect_identical(status, "declined")
-  expect_identical(asked, "Set XLA_PYTHON_CLIENT_PREALLOCATE=false in ~/.Renviron?")
+  expect_identical(asked, sprintf("Set XLA_PYTHON_CLIENT_PREALLOCATE=false in the .Renviron (XLA_PYTHON_CLIENT_PREALLOCATE=false in %s)?", renviron))
   expect_false(file.exists(renviron))
   said <- capture_messages(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = function(q) TRUE))
   expect_match(said, "Added `XLA_PYTHON_CLIENT_PREALLOCATE=false`", all = FALSE)

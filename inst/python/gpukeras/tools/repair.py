@@ -93,9 +93,9 @@ def _jax_memory_growth(ev: Evidence) -> Repair | None:
     return Repair(
         id="jax_memory_growth",
         what=(
-            f"Set {JAX_PREALLOCATE}=false in ~/.Renviron, so that JAX grows GPU memory "
-            "on demand from the next R session on (gpu_setup(memory_growth = TRUE) came "
-            "after JAX had started and preallocated)"
+            f"Set {JAX_PREALLOCATE}=false in the .Renviron R reads at start-up, so that JAX "
+            "grows GPU memory on demand from the next R session on (gpu_setup(memory_growth = "
+            "TRUE) came after JAX had started and preallocated)"
         ),
         action={"set_env": {JAX_PREALLOCATE: "false"}},
         when=RENVIRON,
