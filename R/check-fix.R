@@ -87,14 +87,15 @@ make_repair <- function(repair, python) {
   if (!is.null(action$set_env)) {
     return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
   }
-  steps <- list(
-    if (length(action$pip_uninstall)) c("uninstall", "-y", unlist(action$pip_uninstall)),
-    if (length(action$pip_install)) c("install", unlist(action$pip_install))
-  )
-  for (args in Filter(length, steps)) {
-    if (!pip(python, args)) {
-      return("failed")
+  if (length(action$pip_uninstall) && !pip(python, c("uninstall", "-y", unlist(action$pip_uninstall)))) {
+    return("failed")
+  }
+  if (length(action$pip_install) && !pip(python, c("install", unlist(action$pip_install)))) {
+    # What was uninstalled goes back, so a failed repair leaves a working environment.
+    if (length(action$pip_restore) && pip(python, c("install", unlist(action$pip_restore)))) {
+      cli::cli_alert_info("Put back {.val {unlist(action$pip_restore)}}: the environment is as it was.")
     }
+    return("failed")
   }
   "done"
 }

@@ -43,6 +43,8 @@ def test_a_cpu_build_beside_a_driver_gets_the_gpu_build_of_its_version() -> None
     assert repair.action == {
         "pip_uninstall": ["tensorflow-cpu"],
         "pip_install": ["tensorflow[and-cuda]==2.20.0"],
+        # put back if the install fails
+        "pip_restore": ["tensorflow-cpu==2.20.0"],
     }
     assert repair.needs_restart
     assert "tensorflow-cpu 2.20.0" in repair.what

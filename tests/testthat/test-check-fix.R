@@ -101,12 +101,32 @@ test_that("fix = TRUE where reticulate < 1.38 meets NumPy 2 installs NumPy's pin
   expect_identical(numpy_version(), "1.26.4")
 })
 
-test_that("a failing pip command is reported, not raised", {
-  python <- Sys.which("false")
-  skip_if(!nzchar(python))
-  repair <- list(id = "x", what = "x", action = list(pip_install = list("nothing")))
-  expect_message(status <- make_repair(repair, unname(python)), "failed")
+test_that("a failed GPU-build install is reported, not raised, and puts the CPU build back", {
+  skip_on_os("windows")
+  # A stand-in for the environment's Python: records each pip command; the GPU build fails.
+  folder <- withr::local_tempdir()
+  log <- file.path(folder, "pip.log")
+  python <- file.path(folder, "python")
+  writeLines(c(
+    "#!/bin/sh",
+    sprintf("echo \"$*\" >> '%s'", log),
+    "case \"$*\" in *and-cuda*) echo 'ERROR: No matching distribution'; exit 1;; esac",
+    "echo 'Successfully done'"
+  ), python)
+  Sys.chmod(python, "755")
+  repair <- list(id = "gpu_build", what = "Replace tensorflow-cpu", needs_restart = TRUE, action = list(
+    pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0"),
+    pip_restore = list("tensorflow-cpu==2.21.0")
+  ))
+  said <- capture_messages(status <- make_repair(repair, python))
   expect_identical(status, "failed")
+  expect_identical(readLines(log), c(
+    "-m pip uninstall -y tensorflow-cpu",
+    "-m pip install tensorflow[and-cuda]==2.21.0",
+    "-m pip install tensorflow-cpu==2.21.0"
+  ))
+  expect_match(said, "failed (status 1): ERROR: No matching distribution", fixed = TRUE, all = FALSE)
+  expect_match(said, "Put back", all = FALSE)
 })
 
 test_that("fix = TRUE where nothing needs repair says so and changes nothing", {

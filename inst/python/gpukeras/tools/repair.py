@@ -26,8 +26,10 @@ class Repair:
     Attributes:
         id: a stable name ("gpu_build", "jax_memory_growth", "nvidia_ml_py").
         what: what it changes, in one sentence.
-        action: ``{"pip_uninstall": [...], "pip_install": [...]}`` (run with the
-            Python in use, uninstalls first) or ``{"set_env": {name: value}}``.
+        action: ``{"pip_uninstall": [...], "pip_install": [...], "pip_restore": [...]}``
+            (run with the Python in use: uninstall, install, and when the install
+            fails, the restore puts back what was uninstalled) or
+            ``{"set_env": {name: value}}``.
         when: when a ``set_env`` must happen to act; None for pip.
         needs_restart: R must restart before the change takes effect.
     """
@@ -67,8 +69,13 @@ def _gpu_build(ev: Evidence, requirements: Sequence[str]) -> Repair | None:
     wanted = f"{re.split(r'[<>=!~; ]', pinned, maxsplit=1)[0]}=={ev.tensorflow}"
     action: dict[str, object] = {"pip_install": [wanted]}
     # tensorflow-cpu installs the same module: remove it first, as install_gpukeras() does.
-    if ev.tensorflow_distribution and _project(ev.tensorflow_distribution) != "tensorflow":
-        action = {"pip_uninstall": [ev.tensorflow_distribution], **action}
+    cpu_build = ev.tensorflow_distribution
+    if cpu_build and _project(cpu_build) != "tensorflow":
+        action = {
+            "pip_uninstall": [cpu_build],
+            **action,
+            "pip_restore": [f"{cpu_build}=={ev.tensorflow}"],
+        }
     return Repair(
         id="gpu_build",
         what=(
