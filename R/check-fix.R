@@ -30,8 +30,14 @@ repair_how <- function(repair) {
   }
   paste(c(
     if (length(action$pip_uninstall)) paste("pip uninstall -y", paste(unlist(action$pip_uninstall), collapse = " ")),
-    if (length(action$pip_install)) paste("pip install", paste(shQuote(unlist(action$pip_install)), collapse = " "))
+    if (length(action$pip_install)) paste("pip install", paste(shell_words(unlist(action$pip_install)), collapse = " "))
   ), collapse = "; ")
+}
+
+# Words as a shell command shows them: quoted only where the shell would
+# read them otherwise ('tensorflow[and-cuda]==2.21.0').
+shell_words <- function(words) {
+  ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
 }
 
 env_lines <- function(variables) {
@@ -103,9 +109,9 @@ make_repair <- function(repair, python) {
 # Run `python -m pip <args>`, saying the command and pip's last word on it;
 # TRUE when it succeeded.
 pip <- function(python, args) {
-  command <- paste(python, "-m pip", paste(shQuote(args), collapse = " "))
+  command <- paste(shell_words(python), "-m pip", paste(shell_words(args), collapse = " "))
   output <- suppressWarnings(system2(
-    python, c("-m", "pip", shQuote(args)),
+    python, c("-m", "pip", shell_words(args)),
     stdout = TRUE, stderr = TRUE, env = python_run_env
   ))
   status <- attr(output, "status") %||% 0L

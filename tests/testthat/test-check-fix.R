@@ -148,10 +148,10 @@ test_that("the repairs print as what gpu_check(fix = TRUE) can make, then what i
   )))
   expect_identical(format_repairs(repairs), c(
     "Repairs gpu_check(fix = TRUE) can make:",
-    sprintf("  %s Install nvidia-ml-py==13.615.71 (pip install 'nvidia-ml-py==13.615.71')", arrow())
+    sprintf("  %s Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)", arrow())
   ))
   repairs$status <- "done"
-  expect_identical(format_repairs(repairs)[2], "  [done] Install nvidia-ml-py==13.615.71 (pip install 'nvidia-ml-py==13.615.71')")
+  expect_identical(format_repairs(repairs)[2], "  [done] Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)")
 })
 
 test_that("KERAS_BACKEND set after Python started: gpu_setup() warns, gpu_check() says so", {
