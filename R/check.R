@@ -22,6 +22,11 @@
 #'   `CUDA_VISIBLE_DEVICES`).
 #'
 #' @param probe Also run the training probe (a few seconds).
+#' @param fix Make the repairs the check finds (see "Repairs"). In an
+#'   interactive session each one is asked for first ([utils::askYesNo()]);
+#'   in a non-interactive one (a script, `Rscript`), `fix = TRUE` is the
+#'   consent and they are made without asking. `FALSE` (default) changes
+#'   nothing and lists them in `repairs`.
 #' @param probe_seconds Length of the probe's steady-state training, in
 #'   seconds (at most 600: a few seconds tell all there is to tell).
 #' @return An object of class `gpukeras_check`: a list with `verdict`,
@@ -40,7 +45,33 @@
 #'   (its share of SM time, the most NVML sampled), the `others` using the
 #'   GPU, a data.frame of `pid`, `memory_mib`, `sm_max`, and `notes` on what
 #'   NVML could not tell; `NULL` without a probe) and `timings` (seconds per
-#'   phase).
+#'   phase), `repairs` (a data.frame: `id`, `what` it changes, `how`: the pip
+#'   command or the line and file, `needs_restart`, and `status`: `"done"`,
+#'   `"declined"`, `"failed"`, `NA` without `fix`).
+#'
+#' @section Repairs:
+#' `gpu_check(fix = TRUE)` acts on what it found, and says what it changed
+#' (the pip command it ran and pip's answer, the line it added to a file):
+#' * a CPU-only TensorFlow beside a driver that shows a GPU (Linux): pip
+#'   replaces it with the GPU build (`tensorflow[and-cuda]`) at the version
+#'   installed, in the Python environment in use (`stack$python_executable`);
+#' * nvidia-ml-py missing where the driver or the backend shows a GPU: pip
+#'   installs it (the pin of [gpukeras_requirements()]) there;
+#' * JAX preallocating GPU memory where [gpu_setup()] asked for memory growth
+#'   after JAX had started: `XLA_PYTHON_CLIENT_PREALLOCATE=false` goes into
+#'   the `.Renviron` R reads at start-up (`R_ENVIRON_USER`, else `.Renviron`
+#'   in the working directory, else `~/.Renviron`), once; nothing else in the
+#'   file changes;
+#' * NumPy 2 with a reticulate before 1.38, which stops the check before it
+#'   starts: pip installs the NumPy [gpukeras_requirements()] pins for this
+#'   reticulate, and the check's error then says to restart.
+#'
+#' Python and its packages are loaded once per R session, so most repairs take
+#' effect after R restarts (`needs_restart`); gpukeras says so.
+#'
+#' A `KERAS_BACKEND` set after Python started is ignored (Keras reads it once,
+#' when it starts): the check lists it among the reasons, and [gpu_setup()]
+#' warns (`gpukeras_warning_backend_ignored`).
 #'
 #' @section Whose use is measured:
 #' NVML's utilization and memory are the whole GPU's, so on a shared GPU
@@ -58,22 +89,28 @@
 #'   check
 #'   check$verdict
 #' }
-gpu_check <- function(probe = TRUE, probe_seconds = 3) {
+gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE) {
   check_flag(probe)
   check_positive_number(probe_seconds)
+  check_flag(fix)
   if (probe_seconds > 600) {
     gpukeras_abort(
       sprintf("`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)),
       "gpukeras_error_bad_argument"
     )
   }
-  result <- core_call(
+  result <- with_numpy_repair(core_call(
     "check",
     probe_training = probe,
     probe_seconds = probe_seconds,
-    matmul_size = 1024L
-  )
-  new_gpukeras_check(result)
+    matmul_size = 1024L,
+    requirements = as.list(repair_requirements())
+  ), fix)
+  check <- new_gpukeras_check(result)
+  if (fix) {
+    check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
+  }
+  check
 }
 
 new_gpukeras_check <- function(result) {
@@ -99,18 +136,20 @@ new_gpukeras_check <- function(result) {
       utilization$processes$notes <- as.character(unlist(utilization$processes$notes))
     }
   }
+  ignored <- backend_ignored(result$stack$keras_backend)
   structure(
     list(
       verdict = result$verdict,
-      reasons = as.character(unlist(result$reasons)),
-      advice = as.character(unlist(result$advice)),
+      reasons = c(as.character(unlist(result$reasons)), ignored$reason),
+      advice = c(as.character(unlist(result$advice)), ignored$advice),
       stack = stack,
       nvml = new_nvml_report(result$nvml),
       devices = rows_to_df(result$devices, device_columns),
       setup = new_gpukeras_setup(result$setup),
       placement = placement,
       utilization = utilization,
-      timings = unlist(result$timings)
+      timings = unlist(result$timings),
+      repairs = repairs_df(result$repairs)
     ),
     class = "gpukeras_check"
   )
@@ -257,8 +296,23 @@ format.gpukeras_check <- function(x, ...) {
       "Placement (float32 matmul of n x n matrices, n grown per device until one takes 5 ms; median of 5 runs):",
       format_placement(x$placement)
     ),
-    section("Training probe:", format_utilization(x$utilization, x$nvml))
+    section("Training probe:", format_utilization(x$utilization, x$nvml)),
+    format_repairs(x$repairs)
   )
+}
+
+format_repairs <- function(repairs) {
+  if (is.null(repairs) || !nrow(repairs)) {
+    return(character())
+  }
+  restart <- ifelse(repairs$needs_restart, "; then restart R", "")
+  if (all(is.na(repairs$status))) {
+    return(c(
+      "Repairs gpu_check(fix = TRUE) can make:",
+      sprintf("  %s %s (%s%s)", arrow(), repairs$what, repairs$how, restart)
+    ))
+  }
+  c("Repairs (gpu_check(fix = TRUE)):", sprintf("  [%s] %s (%s)", repairs$status, repairs$what, repairs$how))
 }
 
 #' @export

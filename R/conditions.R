@@ -150,6 +150,10 @@
 #'   \item{`gpukeras_warning_accumulation`}{[gpu_fit()] with `accumulate`:
 #'     an epoch's micro-batches are not a whole number of updates, so the last
 #'     ones join the next epoch's first update.}
+#'   \item{`gpukeras_warning_backend_ignored`}{[gpu_setup()] found
+#'     `KERAS_BACKEND` naming another backend than the one in use: it was set
+#'     after Python started, and Keras reads it only when it starts.
+#'     [gpu_check()] lists the same among its reasons.}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
 #'     training completed: the result is complete, and the signal is reported.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load

@@ -122,7 +122,7 @@ find_python_starter <- function(call = caller_env()) {
   for (python in candidates[nzchar(candidates)]) {
     ok <- suppressWarnings(tryCatch(
       system2(python, c("-c", shQuote("import sys, venv; print(sys.version_info >= (3, 9))")),
-        stdout = TRUE, stderr = FALSE, env = "LD_LIBRARY_PATH="
+        stdout = TRUE, stderr = FALSE, env = python_run_env
       ),
       error = function(e) ""
     ))
@@ -212,12 +212,15 @@ virtualenv_dir <- function(envname) {
   path.expand(file.path(root, envname))
 }
 
-# Run Python outside R's library path: R's LD_LIBRARY_PATH can make a Python
-# built with its own libpython and OpenSSL load the system's copies instead
-# (seen here: pip then fails with "SSL module is not available").
+# Python runs outside R's library path (`system2(env = python_run_env)`): R's
+# LD_LIBRARY_PATH can make a Python built with its own libpython and OpenSSL
+# load the system's copies instead (seen here: pip then fails with "SSL module
+# is not available").
+python_run_env <- "LD_LIBRARY_PATH="
+
 run_python <- function(python, args, envname, quiet = FALSE, call = caller_env()) {
   output <- if (quiet) FALSE else ""
-  status <- system2(python, args, stdout = output, stderr = output, env = "LD_LIBRARY_PATH=")
+  status <- system2(python, args, stdout = output, stderr = output, env = python_run_env)
   if (!quiet && !identical(status, 0L)) {
     gpukeras_abort(
       c(

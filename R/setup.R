@@ -25,6 +25,11 @@
 #' TensorFlow), so a corrected `gpu_setup()` still applies; they run when it
 #' succeeds, or when the next top-level call without `gpu_setup()` completes.
 #'
+#' @section KERAS_BACKEND:
+#' A `KERAS_BACKEND` set after Python started is ignored (Keras reads it once,
+#' when it starts): `gpu_setup()` then warns
+#' (`gpukeras_warning_backend_ignored`) and names the backend in use.
+#'
 #' @param memory_growth Grow GPU memory on demand (TensorFlow's
 #'   `set_memory_growth` on every GPU in use; on JAX,
 #'   `XLA_PYTHON_CLIENT_PREALLOCATE=false`) instead of taking (nearly) all of
@@ -124,6 +129,10 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   the$setup_args <- given
   for (note in unlist(settings$notes)) {
     gpukeras_warn(note, "gpukeras_warning_not_applied")
+  }
+  ignored <- backend_ignored(settings$backend)
+  if (!is.null(ignored)) {
+    gpukeras_warn(c(paste0(ignored$reason, "."), ignored$advice), "gpukeras_warning_backend_ignored")
   }
   new_gpukeras_setup(settings)
 }

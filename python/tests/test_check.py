@@ -25,6 +25,7 @@ def test_result_has_every_part(check_result: dict) -> None:
         "verdict",
         "reasons",
         "advice",
+        "repairs",
         "timings",
     }
     assert set(check_result["timings"]) == {"start_runtime", "inspect", "placement", "probe"}

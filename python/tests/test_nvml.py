@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +217,19 @@ def test_cuda_device_order_decides_what_an_index_means(monkeypatch: pytest.Monke
     monkeypatch.delenv("CUDA_DEVICE_ORDER")  # CUDA's default is FASTEST_FIRST
     assert nvml.visible_indices(report.devices, "1") == [0]
     assert nvml.visible_indices(report.devices, "0", device_order="PCI_BUS_ID") == [0]
+
+
+def test_the_kernel_driver_and_the_binding_are_known_without_nvml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What gpu_check(fix = TRUE) needs when nvidia-ml-py is missing (tools/repair.py)."""
+    folder = tmp_path / "gpus"
+    folder.mkdir()
+    for bus in ("0000:17:00.0", "0000:65:00.0"):
+        (folder / bus).mkdir()
+    assert nvml.kernel_driver_gpus(str(folder)) == 2
+    assert nvml.kernel_driver_gpus(str(folder / "absent")) == 0
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([FakeGpu()]))
+    assert nvml.binding_installed()
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert not nvml.binding_installed()

@@ -12,6 +12,8 @@ checked <- check_before_python(bad_inputs(
   "gpu_check: probe_seconds a string",     gpu_check(probe_seconds = "3"),                                 "bad_argument", "^`probe_seconds` must be one positive number",
   "gpu_check: probe_seconds Inf",          gpu_check(probe_seconds = Inf),                                 "bad_argument", "^`probe_seconds` must be one positive number, not `Inf`",
   "gpu_check: probe_seconds huge",         gpu_check(probe_seconds = 1e12),                                "bad_argument", "^`probe_seconds` must be at most 600",
+  "gpu_check: fix NA",                     gpu_check(fix = NA),                                            "bad_argument", "^`fix` must be TRUE or FALSE, not `NA`",
+  "gpu_check: fix a string",               gpu_check(fix = "yes"),                                         "bad_argument", "^`fix` must be TRUE or FALSE, not `yes`",
   "gpu_setup: memory_growth NA",           gpu_setup(memory_growth = NA),                                  "bad_argument", "^`memory_growth` must be TRUE or FALSE, not `NA`",
   "gpu_setup: memory_growth NULL",         gpu_setup(memory_growth = NULL),                                "bad_argument", "^`memory_growth` must be TRUE or FALSE, not NULL",
   "gpu_setup: memory_limit zero",          gpu_setup(memory_limit = 0),                                    "bad_argument", "^`memory_limit` must be positive numbers, not `0`",

@@ -18,7 +18,7 @@ test_that("gpu_check() returns a gpukeras_check with a verdict, reasons and advi
   expect_s3_class(check, "gpukeras_check")
   expect_named(
     check,
-    c("verdict", "reasons", "advice", "stack", "nvml", "devices", "setup", "placement", "utilization", "timings")
+    c("verdict", "reasons", "advice", "stack", "nvml", "devices", "setup", "placement", "utilization", "timings", "repairs")
   )
   expect_true(check$verdict %in% c("gpu_used", "gpu_available_not_used", "no_gpu"))
   expect_type(check$reasons, "character")
@@ -240,7 +240,13 @@ test_that("format() lists the GPUs the driver sees that the backend does not use
     verdict = "gpu_available_not_used",
     reasons = list("the driver sees NVIDIA H100 80GB HBM3 (driver 580.95.05), but TensorFlow is the CPU-only build (tensorflow-cpu 2.21.0 was built without CUDA)"),
     advice = list("Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R."),
-    timings = list(start_runtime = 1)
+    timings = list(start_runtime = 1),
+    repairs = list(list(
+      id = "gpu_build",
+      what = "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0) in the Python environment in use",
+      action = list(pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0")),
+      when = NULL, needs_restart = TRUE
+    ))
   )
   check <- new_gpukeras_check(result)
   expect_identical(check$nvml$devices$name, c("NVIDIA H100 80GB HBM3", "GPU 1 (not readable)"))
@@ -249,6 +255,15 @@ test_that("format() lists the GPUs the driver sees that the backend does not use
   expect_match(lines[1], "Verdict: gpu_available_not_used (a GPU is available but NOT used)", fixed = TRUE)
   expect_true("  NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total; the driver sees it, tensorflow does not use it" %in% lines)
   expect_true("  NVML 1 GPU 1 (not readable): not readable: NVML has no permission to read this GPU" %in% lines)
+  # what gpu_check(fix = TRUE) would do, without doing it
+  expect_identical(check$repairs$status, NA_character_)
+  expect_identical(utils::tail(lines, 2), c(
+    "Repairs gpu_check(fix = TRUE) can make:",
+    paste(
+      " ", arrow(), "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0)",
+      "in the Python environment in use (pip uninstall -y tensorflow-cpu; pip install 'tensorflow[and-cuda]==2.21.0'; then restart R)"
+    )
+  ))
 })
 
 test_that("gpu_check() names CUDA_VISIBLE_DEVICES when it hides every GPU", {

@@ -58,12 +58,15 @@ class SetupState:
         jit_compile: the default XLA choice of later gpukeras training calls.
         devices: the devices gpu_setup() chose; None when it chose none.
         notes: settings that were asked for but do not apply on this backend.
+        memory_growth_asked: what the last gpu_setup() asked for memory growth, also
+            when it could not be applied (the runtime had started); None before any.
     """
 
     precision: PrecisionChoice | None = None
     jit_compile: bool | str = "auto"
     devices: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    memory_growth_asked: bool | None = None
 
 
 def _native_log_quiet() -> bool:

@@ -228,6 +228,23 @@ def device_handle(pynvml: ModuleType, device: NvmlDevice) -> object:
     return handle
 
 
+def binding_installed() -> bool:
+    """Whether nvidia-ml-py (the ``pynvml`` module) can be imported in this Python."""
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def kernel_driver_gpus(folder: str = "/proc/driver/nvidia/gpus") -> int:
+    """The GPUs the NVIDIA kernel driver lists (Linux), known without nvidia-ml-py; 0 without it."""
+    try:
+        return len(os.listdir(folder))
+    except OSError:
+        return 0
+
+
 def query() -> NvmlReport:
     """Driver version and every GPU the driver sees (not only the visible ones).
 

@@ -489,6 +489,9 @@ def apply_setup(
     backend = _backend_setup()
     notes: list[str] = []
     failures = backend.apply(request, notes)
+    # Kept also when it could not apply (after bad arguments, which raise, it is not):
+    # gpu_check(fix = TRUE) repairs that.
+    config.setup.memory_growth_asked = request.memory_growth
     if failures:
         raise RuntimeStartedError(
             f"{BACKEND_NAMES[config.backend]} has already started in this session, so these "

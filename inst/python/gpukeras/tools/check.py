@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gpukeras.core import stack
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
 from gpukeras.gpu import devices, gpu_processes, nvml, placement, setup
-from gpukeras.tools import diagnose, probe
+from gpukeras.tools import diagnose, probe, repair
 
 NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
 
@@ -22,7 +23,10 @@ def _stopwatch() -> Callable[[], float]:
 
 
 def run_check(
-    probe_training: bool = True, probe_seconds: float = 3.0, matmul_size: int = 1024
+    probe_training: bool = True,
+    probe_seconds: float = 3.0,
+    matmul_size: int = 1024,
+    requirements: Sequence[str] = (),
 ) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
@@ -32,11 +36,14 @@ def run_check(
         probe_seconds: steady-state length of the training probe.
         matmul_size: side the placement matmul starts from; each device's doubles
             until one multiply takes 5 ms (see ``gpukeras.gpu.placement``).
+        requirements: install_gpukeras()'s pins for a GPU machine, for the repairs
+            (``repair.plan``).
 
     Returns:
         A dict with stack, nvml, devices, setup (the settings in force, see
         ``setup.current_settings``), placement, utilization (None without a
-        probe), verdict, reasons, advice and timings (seconds per phase).
+        probe), verdict, reasons, advice, repairs (``repair.plan``: what
+        gpu_check(fix = TRUE) can change) and timings (seconds per phase).
     """
     if not probe_seconds > 0 or not matmul_size >= 1:
         raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
@@ -110,6 +117,10 @@ def run_check(
         own_utilization_max=own.get("own_sm_max"),
         own_memory_mib=own.get("own_memory_mib"),
         other_processes=list(own.get("others", [])),
+        pynvml_installed=nvml.binding_installed(),
+        driver_gpus=nvml.kernel_driver_gpus(),
+        memory_growth_asked=config.setup.memory_growth_asked,
+        jax_preallocate=os.environ.get(setup.JAX_PREALLOCATE),
     )
     verdict = diagnose.diagnose(evidence)
     software["nvidia_driver"] = report.driver_version
@@ -140,5 +151,6 @@ def run_check(
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),
+        "repairs": [dataclasses.asdict(r) for r in repair.plan(evidence, list(requirements))],
         "timings": timings,
     }

@@ -27,7 +27,13 @@ NO_GPU = "no_gpu"
 
 @dataclass
 class Evidence:
-    """What the check observed. Fields left None were not observed."""
+    """What the check observed. Fields left None were not observed.
+
+    ``driver_gpus`` counts the GPUs the kernel driver lists (``nvml.kernel_driver_gpus``),
+    known without nvidia-ml-py; ``memory_growth_asked`` is gpu_setup()'s last request in
+    this process (None: not called); ``jax_preallocate`` is XLA_PYTHON_CLIENT_PREALLOCATE
+    as set.
+    """
 
     os: str
     keras_backend: str
@@ -58,6 +64,11 @@ class Evidence:
     own_utilization_max: float | None = None
     own_memory_mib: float | None = None
     other_processes: list[dict[str, object]] = field(default_factory=list)
+    # for gpu_check(fix = TRUE)'s repairs (``repair.plan``)
+    pynvml_installed: bool = True
+    driver_gpus: int = 0
+    memory_growth_asked: bool | None = None
+    jax_preallocate: str | None = None
 
 
 @dataclass

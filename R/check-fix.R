@@ -1,0 +1,205 @@
+# gpu_check(fix = TRUE): the repairs the core planned (tools/repair.py) and
+# the NumPy one R finds before the core can start, asked for and made here:
+# pip runs with the Python in use, a variable goes into the .Renviron R reads.
+
+# install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the
+# package it needs (the GPU build of TensorFlow only exists on Linux).
+repair_requirements <- function() {
+  gpukeras_requirements(gpu = TRUE, os = "Linux")
+}
+
+# The repairs as a data.frame: `id`, `what` (one sentence), `how` (the pip
+# commands or the line and file), `needs_restart`, and `status` ("done",
+# "declined", "failed"; NA when gpu_check() was not asked to fix).
+repairs_df <- function(repairs) {
+  data.frame(
+    id = vapply(repairs, `[[`, character(1), "id"),
+    what = vapply(repairs, `[[`, character(1), "what"),
+    how = vapply(repairs, repair_how, character(1)),
+    needs_restart = vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1)),
+    status = rep(NA_character_, length(repairs)),
+    stringsAsFactors = FALSE
+  )
+}
+
+# What a repair runs or writes, in words.
+repair_how <- function(repair) {
+  action <- repair$action
+  if (!is.null(action$set_env)) {
+    return(sprintf("%s in %s", paste(env_lines(action$set_env), collapse = ", "), renviron_path()))
+  }
+  paste(c(
+    if (length(action$pip_uninstall)) paste("pip uninstall -y", paste(unlist(action$pip_uninstall), collapse = " ")),
+    if (length(action$pip_install)) paste("pip install", paste(shell_words(unlist(action$pip_install)), collapse = " "))
+  ), collapse = "; ")
+}
+
+# Words as a shell command shows them: quoted only where the shell would
+# read them otherwise ('tensorflow[and-cuda]==2.21.0').
+shell_words <- function(words) {
+  ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
+}
+
+env_lines <- function(variables) {
+  paste0(names(variables), "=", unlist(variables))
+}
+
+# The file R reads the user's variables from at start-up (see ?Startup):
+# R_ENVIRON_USER, else .Renviron in the working directory, else ~/.Renviron.
+renviron_path <- function() {
+  user <- Sys.getenv("R_ENVIRON_USER")
+  if (nzchar(user)) {
+    return(path.expand(user))
+  }
+  if (file.exists(".Renviron")) {
+    return(normalizePath(".Renviron"))
+  }
+  path.expand("~/.Renviron")
+}
+
+# Make each of `repairs` (the core's list) with `python`, first asking `ask`
+# (a function of the question that returns TRUE to go ahead; by default the
+# user, in an interactive session; NULL: without asking); returns the
+# statuses. Says what it changed.
+make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) utils::askYesNo) {
+  if (!length(repairs)) {
+    cli::cli_alert_success("gpu_check(fix = TRUE): nothing to repair.")
+    return(character())
+  }
+  if (is.null(ask)) {
+    cli::cli_alert_info("Not an interactive session: making the {length(repairs)} repair{?s} gpu_check(fix = TRUE) found without asking.")
+  }
+  status <- vapply(repairs, function(repair) {
+    if (!is.null(ask) && !isTRUE(ask(sprintf("%s (%s)?", repair$what, repair_how(repair))))) {
+      cli::cli_alert_info("Not changed: {repair$what}.")
+      return("declined")
+    }
+    make_repair(repair, python)
+  }, character(1))
+  restart <- vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1))
+  if (any(status == "done" & restart)) {
+    cli::cli_alert_warning("Restart R for the changes to take effect, then run gpu_check() again.")
+  } else if (any(status == "done")) {
+    cli::cli_alert_info("Run gpu_check() again to see the change.")
+  }
+  status
+}
+
+# Make one repair (a list as the core plans it: `id`, `what`, `action`,
+# `needs_restart`) in the environment of `python`, or in the .Renviron R reads;
+# returns "done" or "failed", having said what it changed.
+make_repair <- function(repair, python) {
+  action <- repair$action
+  if (!is.null(action$set_env)) {
+    return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
+  }
+  if (length(action$pip_uninstall) && !pip(python, c("uninstall", "-y", unlist(action$pip_uninstall)))) {
+    return("failed")
+  }
+  if (length(action$pip_install) && !pip(python, c("install", unlist(action$pip_install)))) {
+    # What was uninstalled goes back, so a failed repair leaves a working environment.
+    if (length(action$pip_restore) && pip(python, c("install", unlist(action$pip_restore)))) {
+      cli::cli_alert_info("Put back {.val {unlist(action$pip_restore)}}: the environment is as it was.")
+    }
+    return("failed")
+  }
+  "done"
+}
+
+# Run `python -m pip <args>`, saying the command and pip's last word on it;
+# TRUE when it succeeded.
+pip <- function(python, args) {
+  command <- paste(shell_words(python), "-m pip", paste(shell_words(args), collapse = " "))
+  output <- suppressWarnings(system2(
+    python, c("-m", "pip", shell_words(args)),
+    stdout = TRUE, stderr = TRUE, env = python_run_env
+  ))
+  status <- attr(output, "status") %||% 0L
+  said <- grep("^(Successfully|Found existing|Requirement already|ERROR)", output, value = TRUE)
+  said <- paste(if (length(said)) said else utils::tail(output, 1), collapse = "; ")
+  if (status == 0L) {
+    cli::cli_alert_success("Ran {.code {command}}: {said}")
+    return(TRUE)
+  }
+  cli::cli_alert_danger("{.code {command}} failed (status {status}): {paste(utils::tail(output, 3), collapse = '; ')}")
+  FALSE
+}
+
+# Append `lines` ("NAME=value") to the .Renviron at `path`, each once: a line
+# already there is left as it is, and nothing else in the file changes.
+add_renviron_lines <- function(path, lines) {
+  existing <- if (file.exists(path)) trimws(readLines(path, warn = FALSE)) else character()
+  new <- setdiff(lines, existing)
+  if (!length(new)) {
+    cli::cli_alert_info("{.file {path}} already has {.code {lines}}: not changed.")
+    return("done")
+  }
+  # A last line without its newline would join the first one added.
+  size <- file.size(path)
+  ends_open <- isTRUE(size > 0) && !identical(readBin(path, "raw", n = size)[size], as.raw(10L))
+  written <- tryCatch(
+    {
+      cat(if (ends_open) "\n", paste0(new, "\n"), file = path, append = TRUE, sep = "")
+      TRUE
+    },
+    error = function(e) conditionMessage(e),
+    warning = function(w) conditionMessage(w)
+  )
+  if (!isTRUE(written)) {
+    cli::cli_alert_danger("Could not write to {.file {path}}: {written}")
+    return("failed")
+  }
+  cli::cli_alert_success("Added {.code {new}} to {.file {path}} (R reads it when it starts).")
+  "done"
+}
+
+# gpu_check(fix = TRUE) where reticulate < 1.38 meets NumPy 2: the core cannot
+# start, so R repairs it (the pin install_gpukeras() uses for this reticulate)
+# and says to restart; otherwise, or when the user declines, the error stands.
+with_numpy_repair <- function(code, fix, call = caller_env()) {
+  if (!fix) {
+    return(code)
+  }
+  tryCatch(code, gpukeras_error_numpy_version = function(error) {
+    numpy <- grep("^numpy==", gpukeras_requirements(), value = TRUE)
+    repair <- list(
+      id = "numpy", needs_restart = TRUE,
+      what = sprintf(
+        "Install %s in the Python environment in use, which reticulate %s can convert",
+        numpy, utils::packageVersion("reticulate")
+      ),
+      action = list(pip_install = list(numpy))
+    )
+    if (!identical(make_repairs(list(repair), reticulate::py_config()$python), "done")) {
+      stop(error)
+    }
+    gpukeras_abort(
+      c(
+        "gpu_check() could not run in this session: this reticulate cannot convert NumPy 2 arrays.",
+        sprintf("%s is now installed: restart R, then run gpu_check() again.", numpy)
+      ),
+      "gpukeras_error_numpy_version",
+      call = call
+    )
+  })
+}
+
+# KERAS_BACKEND names a backend other than the one in use: it was set (or
+# changed) after Python started, and Keras reads it once, when it starts.
+# list(reason =, advice =), or NULL when it is unset or in force.
+backend_ignored <- function(in_use) {
+  asked <- Sys.getenv("KERAS_BACKEND")
+  if (!nzchar(asked) || identical(asked, in_use)) {
+    return(NULL)
+  }
+  list(
+    reason = sprintf(
+      "KERAS_BACKEND = %s was set after Python started, so it is ignored: this session runs %s",
+      asked, in_use
+    ),
+    advice = sprintf(
+      "Set KERAS_BACKEND=%s before the first gpukeras call (e.g. in %s), then restart R.",
+      asked, renviron_path()
+    )
+  )
+}
