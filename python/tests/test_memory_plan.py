@@ -7,10 +7,16 @@ backend and in a fresh process on JAX without TensorFlow.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from conftest import run_on_jax
+from conftest import requires, run_on_jax
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 from gpukeras.gpu.nvml import MIB
@@ -222,6 +228,30 @@ def test_on_a_gpu_the_largest_batch_fits_the_free_memory() -> None:
     free = result["free_mib"]
     assert result["fixed_mib"] + largest * result["per_sample_mib"] <= free
     assert result["fixed_mib"] + (largest + 1) * result["per_sample_mib"] > free
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_on_a_gpu_the_plan_is_within_a_quarter_of_the_measured_peak(
+    tmp_path: Path, backend: str
+) -> None:
+    """Issue #26's goal, for an MLP, a CNN and a transformer block: bench/memory_plan.py
+    measures each one's peak in a fresh process (TensorFlow's get_memory_info, JAX's
+    memory_stats)."""
+    requires(backend)
+    out = tmp_path / "plan.json"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "memory_plan.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--quick", "--out", str(out)],
+        env={**os.environ, "KERAS_BACKEND": backend},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, found in json.loads(out.read_text())["models"].items():
+        assert found["peak_mib"] is not None, name
+        assert abs(found["ratio"] - 1) <= 0.25, (name, found)
 
 
 # Bad input ------------------------------------------------------------------------------
