@@ -18,6 +18,15 @@
 #' time for are listed in `skipped`. The budget is kept to within about one
 #' run's compile time.
 #'
+#' @section Memory:
+#' On a GPU the search asks [gpu_memory_plan()] first: the batch sizes it
+#' measures stop at the largest power of two the plan fits in the free memory
+#' (`batch_sizes_from` says so), and a combination the plan says cannot fit
+#' (mixed precision counted with half the activations) is not run; nor is
+#' one that runs out of memory when it trains. Both are in `skipped`, with a
+#' `reason` that starts "memory:" and gives the plan's figures or the
+#' engine's error; `print()` lists them.
+#'
 #' @section A run:
 #' The copy (with the model's weights, rebuilt under the run's dtype policy;
 #' a softmax or sigmoid output layer stays float32) trains with Keras' own
@@ -68,7 +77,7 @@
 #'   * `recommended`: the fastest sound run's `precision`, `batch_size`,
 #'     `steps_per_execution` and `jit_compile` (`NULL` when none is sound);
 #'   * `baseline`, `loss_samples`, `skipped` (a data.frame of combinations
-#'     the budget left out), `device`, `device_name`, `backend`,
+#'     not run, with the `reason`: "memory: ..." or "time: ..."), `device`, `device_name`, `backend`,
 #'     `batch_sizes_from`, `seconds`, `data_kind` and `settings`.
 #'
 #'   It has `print()`, `plot()` and `as.data.frame()` (the trials) methods.
@@ -163,7 +172,7 @@ new_gpukeras_tune <- function(result, data_kind) {
       recommended = result$recommended,
       baseline = result$baseline,
       loss_samples = result$loss_samples,
-      skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5])),
+      skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")),
       device = result$device,
       device_name = result$device_name,
       backend = result$backend,
@@ -179,7 +188,7 @@ new_gpukeras_tune <- function(result, data_kind) {
 describe_combination <- function(x) {
   sprintf(
     "%s, batch %d, steps_per_execution %d, jit_compile %s",
-    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution), if (isTRUE(x$jit_compile)) "on" else "off"
+    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution), ifelse(x$jit_compile %in% TRUE, "on", "off")
   )
 }
 
@@ -215,7 +224,7 @@ format.gpukeras_tune <- function(x, ...) {
     vapply(which(t$stopped_early), function(i) {
       sprintf("Stopped early: %s: %s", describe_combination(t[i, ]), sub("^stopped early: ", "", t$note[i]))
     }, character(1)),
-    if (nrow(x$skipped)) sprintf("Skipped (time_budget spent): %d runs", nrow(x$skipped)),
+    skipped_lines(x$skipped),
     if (!is.na(x$loss_samples %||% NA)) sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
     if (is.null(best)) {
       "Recommended: none: no run was numerically sound."
@@ -324,5 +333,17 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
     batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
     steps_per_execution = as.integer(best$steps_per_execution),
     jit_compile = isTRUE(best$jit_compile)
+  )
+}
+
+# The runs not made, each with why: memory ones one by one, the budget's counted.
+skipped_lines <- function(skipped) {
+  if (!nrow(skipped)) {
+    return(character())
+  }
+  memory <- startsWith(skipped$reason, "memory:")
+  c(
+    sprintf("Skipped: %s: %s", describe_combination(skipped[memory, , drop = FALSE]), sub("^memory: ", "memory, ", skipped$reason[memory])),
+    if (any(!memory)) sprintf("Skipped (time_budget spent): %d runs", sum(!memory))
   )
 }

@@ -171,3 +171,58 @@ def test_steps_per_execution_stays_within_an_epoch() -> None:
 def test_a_datasets_own_batches_bound_steps_per_execution() -> None:
     dataset = pipeline.from_arrays(*data(40), batch_size=8, seed=1)["dataset"]
     assert tune.steps_per_epoch(dataset, 8) == 5
+
+
+# Memory (issue #26, item 4) -----------------------------------------------------------------
+def gpu_with(monkeypatch: pytest.MonkeyPatch, free_mib: float) -> None:
+    """The free memory gpu_memory_plan() reads, as a GPU with ``free_mib`` free would give it
+    (this machine has no GPU; the plan and the training are real)."""
+    monkeypatch.setattr(
+        tune.memory_plan,
+        "free_memory",
+        lambda keras, model, device: {"device": "GPU:0", "free_mib": free_mib},
+    )
+
+
+def test_a_combination_the_plan_cannot_fit_is_skipped_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = small_model()
+    plan, _ = tune.memory_plan.plan_of(keras, model)
+    gpu_with(monkeypatch, plan.peak_mib(64))
+    result = tune.tune(
+        model,
+        data(),
+        time_budget=20,
+        precisions=["float32"],
+        batch_sizes=[16, 32, 256],
+        steps_per_execution=[1],
+        jit_compile=[False],
+        seed=1,
+    )
+    assert sorted(column(result, "batch_size")) == [16, 32]
+    [skipped] = result["skipped"]
+    assert skipped["batch_size"] == 256
+    assert skipped["reason"].startswith("memory: needs")
+    assert "gpu_memory_plan()" in skipped["reason"]
+
+
+def test_mixed_precision_halves_the_activations_the_plan_counts() -> None:
+    model = small_model()
+    plan, _ = tune.memory_plan.plan_of(keras, model)
+    memory = tune.Memory(plan, plan.peak_mib(256, half_activations=True) + 1e-9)
+    float32 = tune.Combination("float32", 256, 1, False)
+    assert memory.too_big(float32) is not None
+    assert memory.too_big(tune.Combination("mixed_bfloat16", 256, 1, False)) is None
+    assert tune.Memory(plan, None).too_big(float32) is None  # free memory not known: run it
+
+
+def test_the_plan_bounds_the_batch_sizes_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = small_model()
+    plan, _ = tune.memory_plan.plan_of(keras, model)
+    gpu_with(monkeypatch, plan.peak_mib(100))
+    result = tune.tune(
+        model, data(), time_budget=20, precisions=["float32"], steps_per_execution=[1], seed=1
+    )
+    assert max(column(result, "batch_size")) <= 64
+    assert "by gpu_memory_plan()" in result["batch_sizes_from"]

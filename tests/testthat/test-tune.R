@@ -125,3 +125,18 @@ test_that("print and plot mark an unsound run, and recommend only a sound one", 
   grDevices::dev.off()
   expect_gt(file.size(path), 1000)
 })
+
+test_that("runs skipped for memory say why, one by one; those the budget left out are counted", {
+  skipped <- data.frame(
+    axis = c("batch_size", "precision", "steps_per_execution"),
+    precision = c("float32", "mixed_bfloat16", "float32"), batch_size = c(1024, 512, 64),
+    steps_per_execution = c(1, 1, 8), jit_compile = c(TRUE, TRUE, TRUE),
+    reason = c("memory: needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free", "memory: out of memory when it ran (RESOURCE_EXHAUSTED)", "time: the budget was spent")
+  )
+  expect_identical(skipped_lines(skipped), c(
+    "Skipped: float32, batch 1024, steps_per_execution 1, jit_compile on: memory, needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free",
+    "Skipped: mixed_bfloat16, batch 512, steps_per_execution 1, jit_compile on: memory, out of memory when it ran (RESOURCE_EXHAUSTED)",
+    "Skipped (time_budget spent): 1 runs"
+  ))
+  expect_identical(skipped_lines(skipped[0, ]), character())
+})

@@ -156,6 +156,14 @@ class Plan:
         rows = [{"part": part, "mib": size / MIB} for part, size in sized]
         return sorted(rows, key=lambda row: -row["mib"])
 
+    def peak_mib(self, batch_size: int, half_activations: bool = False) -> float:
+        """The expected peak at ``batch_size``; with ``half_activations``, as under a mixed
+        policy for a float32 plan (activations in 16 bits, the input batch as it is)."""
+        inputs = self.per_sample.get("input batch", 0)
+        activations = self.per_sample_bytes() - inputs
+        per_sample = inputs + (activations / 2 if half_activations else activations)
+        return (self.fixed_bytes() + batch_size * per_sample) / MIB
+
     def largest_batch(self, free_mib: float) -> int:
         """The largest n whose plan is within ``free_mib`` (0 when even 1 is not)."""
         room = free_mib * MIB - self.fixed_bytes()
@@ -233,7 +241,7 @@ def changes(plan: Plan, batch_size: int, free_mib: float | None, mixed: bool) ->
         {
             "change": "mixed precision",
             "setting": 'gpu_setup(mixed_precision = "bfloat16"), then build the model',
-            "peak_mib": fixed + batch_size * (inputs + sum(activations) / 2),
+            "peak_mib": plan.peak_mib(batch_size, half_activations=True),
         },
         {
             "change": "accumulation",

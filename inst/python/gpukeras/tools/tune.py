@@ -30,6 +30,11 @@ skipped at most ``MAX_SKIPPED_SHARE`` of its steps. Keras' dynamic loss scale
 halves on every overflow and grows only every 2,000 good steps, so over a
 shorter trial the number of overflows is log2(initial scale / final scale).
 
+Memory. The search asks gpu_memory_plan() first: on a GPU, the batch sizes it measures
+stop at the largest power of two the plan fits in the free memory, and a combination the
+plan says cannot fit (mixed precision halving the activations) is not run; nor is one
+that runs out of memory when it trains. Both are in ``skipped`` with their ``reason``.
+
 Loss. Each trial records the mean loss of each execution (recovered from
 Keras' running mean, which restarts each epoch). The table's ``loss`` is
 the mean training loss over the same first ``loss_samples`` samples for
@@ -47,8 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core import arguments, compat
-from gpukeras.core.errors import BadArgumentError
+from gpukeras.core import arguments, compat, messages
+from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Callback, Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
@@ -56,7 +61,7 @@ from gpukeras.data.adapters import resident
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
 from gpukeras.gpu.precision import POLICIES
-from gpukeras.tools import batch_size, model_copies
+from gpukeras.tools import batch_size, memory_plan, model_copies
 from gpukeras.train import fit_request, timing, training_run
 from gpukeras.train import resident as resident_loop
 
@@ -340,8 +345,49 @@ def _values(name: str, values: object) -> list:
     return given
 
 
+@dataclass
+class Memory:
+    """What gpu_memory_plan() says of the model where it trains: its plan, the device's free
+    memory (None on a CPU, or where not known), and whether its policy is mixed already."""
+
+    plan: memory_plan.Plan | None = None
+    free_mib: float | None = None
+    mixed: bool = False
+
+    def needs(self, combination: Combination) -> float | None:
+        """The plan's peak for ``combination``; None where the plan is not known."""
+        if self.plan is None:
+            return None
+        half = combination.precision != "float32" and not self.mixed
+        return self.plan.peak_mib(combination.batch_size, half_activations=half)
+
+    def too_big(self, combination: Combination) -> str | None:
+        """Why ``combination`` cannot fit by the plan, or None (it fits, or nobody knows)."""
+        needed = self.needs(combination)
+        if needed is None or self.free_mib is None or needed <= self.free_mib:
+            return None
+        return (
+            f"memory: needs {needed:,.0f} MiB by gpu_memory_plan(), {self.free_mib:,.0f} MiB free"
+        )
+
+
+def _memory(keras: Any, model: Model) -> Memory:
+    """The model's memory plan and the free memory of its GPU (see ``Memory``)."""
+    if not model.built:
+        return Memory()
+    plan, _ = memory_plan.plan_of(keras, model)
+    free = memory_plan.free_memory(keras, model, None).get("free_mib")
+    mixed = model.dtype_policy.compute_dtype != model.dtype_policy.variable_dtype
+    return Memory(plan, None if free is None else float(free), mixed)
+
+
 def _batch_candidates(
-    model: Model, data: object, parts: tuple[object, ...], given: list | None, max_batch: int
+    model: Model,
+    data: object,
+    parts: tuple[object, ...],
+    given: list | None,
+    max_batch: int,
+    memory: Memory,
 ) -> tuple[list[int], str]:
     if adapters.is_tf_dataset(data):
         if given is not None:
@@ -353,10 +399,26 @@ def _batch_candidates(
         return [rows], "the dataset's own batches"
     if given is not None:
         return sorted({arguments.count("batch_sizes", size) for size in given}), "given"
+    # The plan bounds the search: no size it tries can then run out of memory.
+    fits = None
+    if memory.plan is not None and memory.free_mib is not None:
+        fits = memory.plan.largest_batch(memory.free_mib)
+        if fits < 1:
+            raise OutOfMemoryError(
+                f"gpu_tune() has no batch size to try: by gpu_memory_plan() not even one row "
+                f"fits ({memory.plan.peak_mib(1):,.0f} MiB needed, {memory.free_mib:,.0f} MiB "
+                "free).",
+                model=model,
+                batch_size=1,
+            )
+        max_batch = min(max_batch, 2 ** int(math.log2(fits)))
     searched = batch_size.search(model, data, max_batch=max_batch, steps=2, warmup=1)
     fitting = [t for t in searched["trials"] if t.fits and t.samples_per_second]
     fastest = sorted(fitting, key=lambda t: -t.samples_per_second)[:SEARCHED_SIZES]
-    return sorted({t.batch_size for t in fastest}), "gpu_batch_size()'s fastest sizes"
+    source = "gpu_batch_size()'s fastest sizes"
+    if fits is not None:
+        source += f" up to {max_batch}, by gpu_memory_plan() (it fits {fits:,} rows)"
+    return sorted({t.batch_size for t in fastest}), source
 
 
 def tune(
@@ -386,7 +448,9 @@ def tune(
     Returns:
         ``trials`` (``Trial`` rows in the order run), ``recommended`` (the
         fastest sound one's settings, None if none is sound), ``baseline``,
-        ``loss_samples``, ``skipped`` (combinations the budget left out),
+        ``loss_samples``, ``skipped`` (combinations not run, each with its ``reason``:
+        ``memory: ...`` where the plan says it cannot fit or it ran out of memory,
+        ``time: ...`` where the budget was spent),
         ``device``, ``device_name``, ``backend``, ``batch_sizes_from`` and
         ``settings``.
     """
@@ -421,7 +485,8 @@ def tune(
     gpus = training_run.gpus_in_use(keras, model)
     capability = str(gpus[0].get("compute_capability")) if gpus else None
     policies = [POLICIES[p] for p in (policies or precisions_for(capability))]
-    sizes, sizes_from = _batch_candidates(model, data, parts, sizes_given, largest)
+    memory = _memory(keras, model)
+    sizes, sizes_from = _batch_candidates(model, data, parts, sizes_given, largest, memory)
 
     baseline_jit = fit_request.resolve_jit(model, "auto")
     baseline_size = sizes[len(sizes) // 2]
@@ -448,13 +513,23 @@ def tune(
         # What a run costs besides its timed steps (copying, compiling, warm-up), as seen so far.
         overheads = limits["overheads"]
         overhead = sum(overheads) / len(overheads) if overheads else 0.0
-        if left <= overhead:
-            skipped.append({**asdict(combination), "axis": axis})
+        too_big = memory.too_big(combination)
+        if too_big is not None or left <= overhead:
+            reason = too_big or "time: the budget was spent"
+            skipped.append({**asdict(combination), "axis": axis, "reason": reason})
             return
         limits["deadline"] = time.perf_counter() + max(0.0, left / max(1, remaining) - overhead)
         if seeded is not None:
             keras.utils.set_random_seed(seeded)
-        trial = run_trial(model, parts, combination, axis, limits)
+        try:
+            trial = run_trial(model, parts, combination, axis, limits)
+        except Exception as error:
+            # The plan is an estimate: a trial the device could not hold is skipped, said so.
+            if not messages.is_out_of_memory(error):
+                raise
+            reason = f"memory: out of memory when it ran ({messages.last_line(error)})"
+            skipped.append({**asdict(combination), "axis": axis, "reason": reason})
+            return
         trials.append(trial)
         if trial.sound and trial.samples_per_second:
             limits["best_rate"] = max(limits["best_rate"] or 0.0, trial.samples_per_second)
