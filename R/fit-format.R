@@ -159,6 +159,7 @@ format_fit_settings <- function(settings) {
   clipping <- c("clipnorm", "clipvalue", "global_clipnorm")
   clipping <- clipping[!vapply(settings[clipping], is.null, logical(1))]
   run <- c(
+    if (!is.null(settings$remat)) sprintf("rematerialized (%s)", settings$remat),
     if (isTRUE(settings$accumulate > 1)) {
       sprintf("accumulate %d (micro-batch %s)", as.integer(settings$accumulate), format(settings$micro_batch_size %||% "?"))
     },

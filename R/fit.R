@@ -218,6 +218,14 @@
 #'   classification (see Weights): a named numeric vector or list, by the
 #'   labels' levels (`c(no = 1, yes = 10)` for a factor, an image folder's
 #'   class names) or by class number (`c("0" = 1, "1" = 10)`).
+#' @param remat Rematerialization (gradient checkpointing): `TRUE` makes every
+#'   layer recompute its outputs in the backward pass instead of keeping them,
+#'   for the length of the fit, trading compute for memory where even
+#'   accumulation cannot reach the batch (see [gpu_memory_plan()]'s changes).
+#'   The updates are the same. On JAX every layer is recomputed (Keras'
+#'   `RematScope(mode = "full")`); on TensorFlow only the activation functions
+#'   (`mode = "activations"`: Keras' full mode fails in TensorFlow graphs).
+#'   `settings$remat` says which.
 #' @param ... Not used: an argument gpu_fit() does not have is an error that
 #'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s).
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
@@ -296,7 +304,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
                     clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
                     callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
                     strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL,
-                    signals = "SIGTERM", class_weight = NULL, ...) {
+                    signals = "SIGTERM", class_weight = NULL, remat = FALSE, ...) {
   # Every check that needs no Python comes first, so a mistake fails at once.
   if (...length() > 0L) abort_unused_fit_args(rlang::names2(match.call(expand.dots = FALSE)$...))
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
@@ -318,6 +326,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   if (!is.null(clipnorm)) check_positive_number(clipnorm)
   if (!is.null(clipvalue)) check_positive_number(clipvalue)
   check_flag(monitor)
+  check_flag(remat)
   if (!is.null(backup_dir)) {
     check_string(backup_dir)
     backup_dir <- normalizePath(path.expand(backup_dir), mustWork = FALSE)

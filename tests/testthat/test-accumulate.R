@@ -67,3 +67,15 @@ test_that("accumulate = \"auto\" takes the smallest factor whose micro-batch fit
   plan$free_mib <- 10
   expect_snapshot(error = TRUE, accumulate_from_plan(plan, 512))
 })
+
+test_that("remat = TRUE recomputes while training: the same weights, and print() says which mode", {
+  skip_if_no_python()
+  data <- regression_data(128)
+  plain <- tiny_model()
+  gpu_fit(plain, data, epochs = 2, batch_size = 32, seed = 2, verbose = 0, monitor = FALSE)
+  recomputed <- tiny_model()
+  fit <- gpu_fit(recomputed, data, epochs = 2, batch_size = 32, seed = 2, verbose = 0, monitor = FALSE, remat = TRUE)
+  expect_equal(lapply(recomputed$get_weights(), as.vector), lapply(plain$get_weights(), as.vector), tolerance = 1e-6)
+  expect_true(fit$settings$remat %in% c("full", "activations"))
+  expect_output(print(fit), sprintf("rematerialized (%s)", fit$settings$remat), fixed = TRUE)
+})

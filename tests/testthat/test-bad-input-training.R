@@ -36,6 +36,7 @@ checked <- check_before_python(
     "gpu_fit: seed huge",                         gpu_fit(model, data, seed = 1e12),                       "bad_argument", "^`seed` must be one whole number >= 0",
     "gpu_fit: verbose 3",                         gpu_fit(model, data, verbose = 3),                       "bad_argument", "^`verbose` must be \"auto\", 0, 1 or 2, not `3`",
     "gpu_fit: verbose a word",                    gpu_fit(model, data, verbose = "loud"),                  "bad_argument", "^`verbose` must be \"auto\", 0, 1 or 2",
+    "gpu_fit: remat NA",                          gpu_fit(model, data, remat = NA),                        "bad_argument", "^`remat` must be TRUE or FALSE",
     "gpu_fit: class_weight unnamed",              gpu_fit(model, data, class_weight = c(1, 2)),            "bad_argument", "^`class_weight` must be named numbers >= 0, one per class",
     "gpu_fit: class_weight a string",             gpu_fit(model, data, class_weight = c(a = "1")),         "bad_argument", "^`class_weight` must be named numbers >= 0",
     "gpu_fit: class_weight NA",                   gpu_fit(model, data, class_weight = c("0" = NA)),        "bad_argument", "^`class_weight` must be named numbers >= 0",

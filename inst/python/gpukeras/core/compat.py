@@ -301,6 +301,45 @@ def mend_tensorflow_trace() -> None:
         trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
 
 
+# Rematerialization --------------------------------------------------------------------
+# The mode gpu_fit(remat = TRUE) asks of each backend: TensorFlow's tf.recompute_grad takes
+# no keyword arguments in a graph, so Keras 3.15's "full" fails there on every layer called
+# with ``training=``; its "activations" mode recomputes the activation functions alone.
+REMAT_MODES = {"jax": "full", "tensorflow": "activations"}
+
+
+def remat_mode(model: Model) -> str | None:
+    """The rematerialization mode the model's layers run with (Keras' private
+    ``_remat_mode``, set from the RematScope a layer is built in); None for none."""
+    for layer in flatten_layers(model, include_self=False):
+        scope = getattr(layer, "_remat_mode", None)
+        if scope is not None:
+            return str(scope.mode)
+    return None
+
+
+@contextlib.contextmanager
+def rematerialized(model: Model, mode: str) -> Any:
+    """For the block: every layer of ``model`` recomputes in the backward pass by ``mode``
+    (as if built inside ``keras.RematScope(mode=mode)``: Keras reads the scope when a layer
+    is made, into ``_remat_mode``), and so does every layer made meanwhile (a strategy's copy
+    of the model); then each as it was. The step functions are traced again either side."""
+    keras = config.keras()
+    scope = keras.RematScope(mode=mode)
+    layers = flatten_layers(model, include_self=False)
+    before = [(layer, getattr(layer, "_remat_mode", None)) for layer in layers]
+    for layer in layers:
+        layer._remat_mode = scope
+    forget_step_functions(model, all_of_them=True)
+    try:
+        with keras.RematScope(mode=mode):
+            yield
+    finally:
+        for layer, kept in before:
+            layer._remat_mode = kept
+        forget_step_functions(model, all_of_them=True)
+
+
 # Class weights, as Keras' fit() applies them ------------------------------------------
 def class_weight_to_sample_weights(y: object, class_weight: dict[int, float]) -> Any:
     """Each row's weight for ``class_weight`` ({class number: weight}; a class not in it

@@ -257,10 +257,13 @@ def fit(
             "strategy Keras cannot accumulate gradients (its cond holds the replicas' "
             "all-reduce). Give each replica a larger share of the batch, or train on JAX."
         )
-    if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
-        result = multiworker.fit(strategy, model, data, validation_data, request=checked)
-    else:
-        result = _fit_here(keras, model, data, validation_data, strategy, checked)
+    remat = compat.REMAT_MODES.get(keras.backend.backend()) if checked.remat else None
+    with compat.rematerialized(model, remat) if remat else contextlib.nullcontext():
+        if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
+            result = multiworker.fit(strategy, model, data, validation_data, request=checked)
+        else:
+            result = _fit_here(keras, model, data, validation_data, strategy, checked)
+    result["settings"]["remat"] = remat  # type: ignore[index]
     # the data as the loop saw it, for the report (R describes it without asking again)
     result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
     result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]

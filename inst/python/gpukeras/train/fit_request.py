@@ -76,6 +76,7 @@ class FitRequest:
     signals: list[str] = dataclasses.field(default_factory=lambda: ["SIGTERM"], metadata=_by("R"))
     # {class number: weight}; R turned a factor's level names into its codes
     class_weight: dict[int, float] | None = dataclasses.field(default=None, metadata=_by("R"))
+    remat: bool = dataclasses.field(default=False, metadata=_by("R"))
 
 
 def _count_or(word: str) -> Callable[[object], object]:
@@ -101,6 +102,7 @@ _TAKE: dict[str, Callable[[object], object]] = {
     "verbose": lambda value: value if value == "auto" else int(value),  # type: ignore[call-overload]
     "backup_freq": _count_or("epoch"),
     "signals": lambda value: [value] if isinstance(value, str) else list(value or []),  # type: ignore[call-overload]
+    "remat": bool,
     "class_weight": _optional(
         lambda value: {int(k): float(v) for k, v in value.items()}  # type: ignore[attr-defined]
     ),

@@ -71,7 +71,7 @@ _PROGRAMS: weakref.WeakKeyDictionary[Any, Programs] = weakref.WeakKeyDictionary(
 def _settings_key(model: Model) -> tuple:
     """What a traced train step bakes in: the compiled loss and metrics (a new compile), the
     optimizer, its learning rate (a schedule is traced in), clipping and gradient accumulation,
-    the dtype policy."""
+    the dtype policy, rematerialization."""
     optimizer = model.optimizer
     return (
         compat.compile_identity(model),
@@ -84,6 +84,7 @@ def _settings_key(model: Model) -> tuple:
         len(optimizer.variables),
         getattr(optimizer, "inner_optimizer", optimizer).gradient_accumulation_steps,
         model.dtype_policy.name,
+        compat.remat_mode(model),
     )
 
 
