@@ -242,8 +242,11 @@ test_that("bad arguments are classed errors raised before Python starts", {
 
 test_that("fit_data() reads datasets, splits and R data in their accepted forms", {
   r <- fit_data(list(matrix(1, 2, 2), 1:2), "data")
-  expect_identical(r, list(kind = "r", x = matrix(1, 2, 2), y = 1:2))
-  expect_identical(fit_data(list(x = matrix(1, 2, 2)), "data"), list(kind = "r", x = matrix(1, 2, 2), y = NULL))
+  expect_identical(r, list(kind = "r", x = matrix(1, 2, 2), y = 1:2, sample_weight = NULL))
+  expect_identical(fit_data(list(x = matrix(1, 2, 2)), "data"), list(kind = "r", x = matrix(1, 2, 2), y = NULL, sample_weight = NULL))
+  weighted <- list(kind = "r", x = matrix(1, 2, 2), y = 1:2, sample_weight = c(1, 3))
+  expect_identical(fit_data(list(matrix(1, 2, 2), 1:2, c(1, 3)), "data"), weighted)
+  expect_identical(fit_data(list(sample_weight = c(1, 3), y = 1:2, x = matrix(1, 2, 2)), "data"), weighted)
   inputs <- list(x = list(a = matrix(1, 2, 2), b = data.frame(v = 1:2)), y = 1:2)
   expect_identical(fit_data(inputs, "data")$x, inputs$x)
   expect_error(fit_data(list(x = 1, y = 2, z = 3), "data"), "names `x`, `y`, `z`", class = "gpukeras_error_bad_data")

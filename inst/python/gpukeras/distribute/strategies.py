@@ -51,11 +51,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpukeras.core import compat
-from gpukeras.core.errors import BadArgumentError, BadModelError, UnknownDeviceError
+from gpukeras.core.errors import (
+    BadArgumentError,
+    BadDataError,
+    BadModelError,
+    UnknownDeviceError,
+)
 from gpukeras.core.handles import Dataset, Model, Optimizer, Record, Strategy
 from gpukeras.core.runtime import config
 from gpukeras.distribute import cluster, jax_cluster
@@ -406,6 +413,53 @@ def shard_by_data(dataset: Dataset) -> object:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
+
+
+# Multi-worker data ---------------------------------------------------------------
+def batches_in(dataset: object) -> int | None:
+    """Batches in one pass over a dataset; None where tf.data does not know."""
+    batches = int(dataset.cardinality())  # type: ignore[attr-defined]
+    return batches if batches >= 0 else None
+
+
+def distribute_dataset(strategy: Strategy, dataset: Dataset, batches: int | None) -> Any:
+    """The dataset sharded by DATA over the workers of a multi-worker strategy.
+
+    Where the number of batches is known, every worker takes exactly that many
+    (``timed_batches``), so tf.distribute's per-batch agreement that each worker has
+    one left (an all-reduce in every ``next()``, on by default for multi-worker)
+    is turned off for this dataset: it would cost a collective per step and
+    count the wait for the slowest worker as input wait.
+    """
+    extended = strategy.extended
+    default = extended.experimental_enable_get_next_as_optional
+    extended.experimental_enable_get_next_as_optional = batches is None
+    try:
+        return strategy.experimental_distribute_dataset(shard_by_data(dataset))
+    finally:
+        extended.experimental_enable_get_next_as_optional = default
+
+
+def timed_batches(
+    distributed: object, batches: int | None
+) -> Iterator[tuple[float, float, object]]:
+    """``(began, fetched, batch)`` for one pass: ``batches`` of them where known, else until
+    every worker's data has ended (times from ``perf_counter``, around ``next()``)."""
+    iterator = iter(distributed)  # type: ignore[call-overload]
+    taken = 0
+    while batches is None or taken < batches:
+        began = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            if batches is None:
+                return
+            raise BadDataError(
+                f"This worker's data ended after {taken} of {batches} batches: every worker "
+                "must read the same data (the same arrays, or the same dataset)."
+            ) from None
+        yield began, time.perf_counter(), batch
+        taken += 1
 
 
 def strategy_settings(description: Description, batch_size: int | None) -> dict[str, object]:

@@ -180,17 +180,6 @@ def _accumulating(model: Model, steps: int, strategy: object = None) -> Iterator
         compat.forget_step_functions(model, all_of_them=False)
 
 
-def _resumed_from(state: backup.BackupState | None) -> dict[str, object] | None:
-    """Where a resumed run started (1-based epoch, batches done in it), and why it used the
-    backup before the newest, when it did."""
-    if state is None:
-        return None
-    start: dict[str, object] = {"epoch": state.epoch + 1, "batches_done": state.batches_done}
-    if state.fallback is not None:
-        start["fallback"] = state.fallback
-    return start
-
-
 def fit(
     model: Model,
     data: object,
@@ -421,29 +410,23 @@ def _train(
                 keeper.reattach()
     seconds = time.perf_counter() - started
 
-    settings = {
-        "epochs": request.epochs,
-        "batch_size": source.batch_size,
-        "steps_per_epoch": source.steps_per_epoch,
-        **applied,
-        "backup_dir": request.backup_dir,
-        "backup_freq": request.backup_freq if request.backup_dir is not None else None,
-        "resumed_from": _resumed_from(state),
-        "signals": request.signals,
-        # one that came once the last step had begun: training completed all the same
-        "signal_after_training": stop.received,
-        "seed": request.seed,
-        "backend": backend,
-        "device": training_run.device_setting(gpu_rows),
-        "strategy": None
+    settings = training_run.settings(
+        request,
+        source,
+        applied,
+        model,
+        seed=request.seed,
+        backend=backend,
+        gpu_rows=gpu_rows,
+        strategy=None
         if placement is None
         else strategies.strategy_settings(placement, source.batch_size),
-        "dtype_policy": model.dtype_policy.name,
-        "data": source.kind,
-        "data_path": dataclasses.asdict(source.decision) if source.decision is not None else None,
-        "monitor": request.monitor,
-        "seconds": seconds,
-    }
+        state=state,
+        signal_after_training=stop.received,
+        backup_freq=request.backup_freq,
+        seconds=seconds,
+        data_path=dataclasses.asdict(source.decision) if source.decision is not None else None,
+    )
     report = None
     if watcher is not None:
         if settings["batch_size"] is None:

@@ -98,7 +98,7 @@ import math
 import secrets
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -401,10 +401,12 @@ def _train(run: _Run) -> dict[str, object]:
         epochs=request.epochs,
         steps=source.steps_per_epoch,
     )
-    distributed = _distribute(strategy, run.dataset, source.steps_per_epoch)
+    distributed = strategies.distribute_dataset(strategy, run.dataset, source.steps_per_epoch)
     checked = None
     if validation is not None:
-        checked = _distribute(strategy, validation, _length(validation))
+        checked = strategies.distribute_dataset(
+            strategy, validation, strategies.batches_in(validation)
+        )
 
     @tf.function(reduce_retracing=True)
     def train_step(batch: object) -> object:
@@ -449,7 +451,7 @@ def _train(run: _Run) -> dict[str, object]:
                 model.reset_metrics()
                 events.on_epoch_begin(epoch)
                 for step, (begin, fetched, batch) in enumerate(
-                    _batches(distributed, source.steps_per_epoch)
+                    strategies.timed_batches(distributed, source.steps_per_epoch)
                 ):
                     if skip:  # a batch the backup holds: drawn, so the rest come in order
                         skip -= 1
@@ -484,7 +486,9 @@ def _train(run: _Run) -> dict[str, object]:
                 if checked is not None:
                     events.on_test_begin()
                     model.reset_metrics()
-                    for _, _, batch in _batches(checked, _length(validation)):
+                    for _, _, batch in strategies.timed_batches(
+                        checked, strategies.batches_in(validation)
+                    ):
                         test_step(batch)
                     scores = read()
                     events.on_test_end(scores)
@@ -500,77 +504,26 @@ def _train(run: _Run) -> dict[str, object]:
             compat.set_initial_epoch(model, None)  # the saver sets it
     seconds = time.perf_counter() - started
 
-    settings = {
-        "epochs": request.epochs,
-        "batch_size": source.batch_size,
-        "steps_per_epoch": source.steps_per_epoch,
-        **applied,
-        "backup_dir": request.backup_dir,
-        "backup_freq": "epoch" if request.backup_dir is not None else None,
-        "resumed_from": None
-        if state is None
-        else {"epoch": state.epoch + 1, "batches_done": state.batches_done},
-        "signals": request.signals,
-        "signal_after_training": stop.received,
-        "seed": run.seed,
-        "backend": "tensorflow",
-        "device": training_run.device_setting(gpu_rows),
-        "strategy": strategies.strategy_settings(strategies.describe(strategy), source.batch_size),
-        "auto_shard_policy": "DATA",
-        "dtype_policy": model.dtype_policy.name,
-        "data": source.kind,
-        "monitor": request.monitor,
-        "seconds": seconds,
-    }
+    settings = training_run.settings(
+        request,
+        source,
+        applied,
+        model,
+        seed=run.seed,
+        backend="tensorflow",
+        gpu_rows=gpu_rows,
+        strategy=strategies.strategy_settings(strategies.describe(strategy), source.batch_size),
+        state=state,
+        signal_after_training=stop.received,
+        backup_freq="epoch",
+        seconds=seconds,
+        auto_shard_policy="DATA",
+    )
     # every worker has the monitor or none (agreed), so all make _report's exchange
     report = _report(watcher, model, gpu_rows, settings, collectives) if watcher else None
     return training_run.result(
         training_run.history_columns(None, history), report, watcher, started, settings
     )
-
-
-def _length(dataset: object) -> int | None:
-    """Batches in one pass over a dataset; None where tf.data does not know."""
-    batches = int(dataset.cardinality())  # type: ignore[attr-defined]
-    return batches if batches >= 0 else None
-
-
-def _distribute(strategy: Strategy, dataset: Dataset, batches: int | None) -> Any:
-    """The dataset sharded by DATA over the workers (see the module's notes).
-
-    Where the number of batches is known, every worker takes exactly that many
-    (``_batches``), so tf.distribute's per-batch agreement that each worker has
-    one left (an all-reduce in every ``next()``, on by default for multi-worker)
-    is turned off for this dataset: it would cost a collective per step and
-    count the wait for the slowest worker as input wait.
-    """
-    extended = strategy.extended
-    default = extended.experimental_enable_get_next_as_optional
-    extended.experimental_enable_get_next_as_optional = batches is None
-    try:
-        return strategy.experimental_distribute_dataset(strategies.shard_by_data(dataset))
-    finally:
-        extended.experimental_enable_get_next_as_optional = default
-
-
-def _batches(distributed: object, batches: int | None) -> Iterator[tuple[float, float, object]]:
-    """``(began, fetched, batch)`` for one pass: ``batches`` of them where known, else until
-    every worker's data has ended (times from ``perf_counter``, around ``next()``)."""
-    iterator = iter(distributed)  # type: ignore[call-overload]
-    taken = 0
-    while batches is None or taken < batches:
-        began = time.perf_counter()
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            if batches is None:
-                return
-            raise BadDataError(
-                f"This worker's data ended after {taken} of {batches} batches: every worker "
-                "must read the same data (the same arrays, or the same dataset)."
-            ) from None
-        yield began, time.perf_counter(), batch
-        taken += 1
 
 
 def _report(

@@ -217,3 +217,57 @@ def result(
         else monitor.timeline(started, [], []),
         "settings": settings,
     }
+
+
+# The settings ---------------------------------------------------------------------
+def resumed_from(state: Any) -> dict[str, object] | None:
+    """Where a resumed run started (1-based epoch, batches done in it), and why it used the
+    backup before the newest, when it did (``state``: a ``backup.BackupState``, or None)."""
+    if state is None:
+        return None
+    start: dict[str, object] = {"epoch": state.epoch + 1, "batches_done": state.batches_done}
+    if state.fallback is not None:
+        start["fallback"] = state.fallback
+    return start
+
+
+def settings(
+    request: Any,
+    source: Any,
+    applied: Record,
+    model: Model,
+    *,
+    seed: int | None,
+    backend: str,
+    gpu_rows: list[Record],
+    strategy: Record | None,
+    state: Any,
+    signal_after_training: str | None,
+    backup_freq: object,
+    seconds: float,
+    **loop_own: object,
+) -> Record:
+    """gpu_fit()'s ``settings``, what was in force, as both loops report it: the request
+    (``fit_request.FitRequest``), the data's adapter, what ``fit_request.apply_settings``
+    applied, the backup resumed from (``state``), a signal that came once the last step had
+    begun (training completed all the same), and each loop's own (``loop_own``)."""
+    return {
+        "epochs": request.epochs,
+        "batch_size": source.batch_size,
+        "steps_per_epoch": source.steps_per_epoch,
+        **applied,
+        "backup_dir": request.backup_dir,
+        "backup_freq": backup_freq if request.backup_dir is not None else None,
+        "resumed_from": resumed_from(state),
+        "signals": request.signals,
+        "signal_after_training": signal_after_training,
+        "seed": seed,
+        "backend": backend,
+        "device": device_setting(gpu_rows),
+        "strategy": strategy,
+        "dtype_policy": model.dtype_policy.name,
+        "data": source.kind,
+        **loop_own,
+        "monitor": request.monitor,
+        "seconds": seconds,
+    }
