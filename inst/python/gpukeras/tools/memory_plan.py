@@ -220,23 +220,23 @@ def changes(plan: Plan, batch_size: int, free_mib: float | None, mixed: bool) ->
       (an estimate: what XLA keeps is its own choice).
     """
     fixed, gradients = plan.fixed_bytes() / MIB, plan.fixed.get("gradients", 0) / MIB
-    per_sample = plan.per_sample_bytes() / MIB
     activations = [size / MIB for part, size in plan.per_sample.items() if part != "input batch"]
     inputs = plan.per_sample.get("input batch", 0) / MIB
 
     def fits(peak: float) -> bool | None:
         return None if free_mib is None else peak <= free_mib
 
-    smaller = plan.largest_batch(free_mib) if free_mib is not None and per_sample else 0
+    growing = plan.per_sample_bytes() > 0
+    smaller = plan.largest_batch(free_mib) if free_mib is not None and growing else 0
     smaller = min(smaller, batch_size - 1) or max(1, batch_size // 2)
     factors = [f for f in range(2, batch_size + 1) if batch_size % f == 0] or [1]
-    micro = [(f, fixed + gradients + batch_size // f * per_sample) for f in factors]
+    micro = [(f, plan.peak_mib(batch_size // f) + gradients) for f in factors]
     factor, micro_peak = next(((f, p) for f, p in micro if fits(p)), micro[0])
     rows: list[Record] = [
         {
             "change": "a smaller batch",
             "setting": f"batch_size = {smaller}",
-            "peak_mib": fixed + smaller * per_sample,
+            "peak_mib": plan.peak_mib(smaller),
         },
         {
             "change": "mixed precision",
