@@ -53,7 +53,7 @@ label_levels <- function(data) {
   if (data$kind == "python") {
     return(attr(data$dataset, "gpukeras")$encoding$y$levels)
   }
-  if (is.factor(data$y) || is.character(data$y) && is.null(dim(data$y))) levels(factor(data$y))
+  if (!is.null(data$y)) label_spec(data$y)$levels
 }
 
 # `sample_weight` for rows with `labels` (from encode_labels()): one number >= 0
