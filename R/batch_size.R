@@ -4,7 +4,21 @@
 #' batch sizes doubling from `min_batch` up to `max_batch`. At the first size
 #' that does not fit it bisects between the last size that fit and that one
 #' (until the gap is within `tolerance` of the size that fits). Every size
-#' that fits is timed, and the fastest in samples per second is recommended.
+#' that fits is timed, and the fastest in samples per second that makes at
+#' least 8 steps per epoch is recommended (see Steps per epoch).
+#'
+#' @section Steps per epoch:
+#' The size recommended never makes fewer than 8 steps (batches) per epoch
+#' over the training rows: `ceiling(rows / batch_size) >= 8`. An epoch of one
+#' to a few batches is one to a few updates per pass over the data, and leaves
+#' the monitor and the epoch's validation little to measure. Larger sizes are
+#' still tried, so `largest` says what fits, and the table's `steps/epoch` column
+#' shows each size's steps per epoch. The rows are those of R data, or of a
+#' [gpu_dataset()]'s training part (after its validation split) where known
+#' (arrays, image folders); for another dataset, or one read as it streams
+#' (CSV, TFRecord), they are not known and the rule is not applied (the print
+#' says so). With fewer rows than that (fewer than 8), the smallest size that
+#' fits is recommended.
 #'
 #' @section What "fits" means:
 #' * On a GPU, each size really runs: an out-of-memory error from TensorFlow or
@@ -62,9 +76,13 @@
 #'   * `trials`: a data.frame with a row per size tried, in the order tried:
 #'     `batch_size`, `phase` (`"double"` or `"bisect"`), `fits`,
 #'     `samples_per_second` and `step_ms` (where it fits), `estimated_mib`,
-#'     `peak_mib` (the GPU's measured peak, `NA` where not known) and
-#'     `reason` (why a size does not fit);
-#'   * `recommended`: the fastest size that fits;
+#'     `peak_mib` (the GPU's measured peak, `NA` where not known),
+#'     `reason` (why a size does not fit) and `steps_per_epoch` (`NA` where
+#'     the rows are not known);
+#'   * `recommended`: the fastest size that fits and makes at least 8 steps
+#'     per epoch; `fastest`: the fastest size that fits;
+#'   * `steps_rule`: `min_steps` (8), `rows` (the training rows, `NULL` where
+#'     not known) and `largest_batch` (the largest size with 8 steps or more);
 #'   * `largest`: the largest size that fits; `smallest_failing`: the
 #'     smallest that does not (`NULL` when `max_batch` fits);
 #'   * `device`, `device_name`, `backend`;
@@ -136,7 +154,8 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
 }
 
 batch_size_columns <- c(
-  "batch_size", "phase", "fits", "samples_per_second", "step_ms", "estimated_mib", "peak_mib", "reason"
+  "batch_size", "phase", "fits", "samples_per_second", "step_ms", "estimated_mib", "peak_mib", "reason",
+  "steps_per_epoch"
 )
 
 # The gpukeras_batch_size object from the core's plain data. A column that
@@ -150,12 +169,15 @@ new_gpukeras_batch_size <- function(result) {
     trials[[column]] <- as.numeric(trials[[column]])
   }
   trials$reason <- as.character(trials$reason)
+  trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
   estimate <- result$estimate
   estimate$uncounted_layers <- as.character(unlist(estimate$uncounted_layers))
   structure(
     list(
       trials = trials,
       recommended = as.integer(result$recommended),
+      fastest = as.integer(result$fastest),
+      steps_rule = result$steps_rule,
       largest = as.integer(result$largest),
       smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
       device = result$device,
@@ -181,11 +203,14 @@ format_memory <- function(mib) {
 
 format_batch_trials <- function(x) {
   trials <- x$trials
-  # Short, so the table fits 80 columns; the whole reason is in x$trials.
+  # Short, so the table stays narrow; the whole reason is in x$trials.
   note <- ifelse(
     trials$fits, "",
     ifelse(startsWith(trials$reason, "over the"), "over budget", sub(":.*$", "", trials$reason))
   )
+  rule <- x$steps_rule
+  few <- trials$fits & !is.na(trials$steps_per_epoch) & trials$steps_per_epoch < rule$min_steps
+  note[few] <- sprintf("< %d steps", as.integer(rule$min_steps))
   note[trials$batch_size == x$recommended & trials$fits] <- "recommended"
   shown <- data.frame(
     batch_size = trials$batch_size,
@@ -199,16 +224,17 @@ format_batch_trials <- function(x) {
   if (any(!is.na(trials$peak_mib))) {
     shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
   }
+  shown$`steps/epoch` <- ifelse(is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE))
   # Padded to one width, the notes (and their header) read left-aligned.
   width <- max(nchar(c(note, "note")))
   shown[[formatC("note", width = -width)]] <- formatC(note, width = -width)
-  utils::capture.output(print(shown, row.names = FALSE))
+  # one line per size, never wrapped (a GPU's peak column and a long note pass 80 columns)
+  table_lines(shown)
 }
 
 #' @export
 format.gpukeras_batch_size <- function(x, ...) {
   trials <- x$trials
-  fastest <- trials[trials$fits & trials$batch_size == x$recommended, ][1, ]
   estimate <- x$estimate
   judged <- if (is.null(x$budget$mib)) {
     "by running each size (out-of-memory errors decide)"
@@ -241,12 +267,53 @@ format.gpukeras_batch_size <- function(x, ...) {
         ""
       }
     ),
+    steps_rule_line(x$steps_rule),
     paste0("  ", format_batch_trials(x)),
-    sprintf(
-      "Recommended:   batch_size = %d, the fastest (%s samples/s, %.2f ms a step).",
-      x$recommended, format(round(fastest$samples_per_second), big.mark = ","), fastest$step_ms
-    ),
+    recommended_lines(x),
     paste("Largest fits: ", limit)
+  )
+}
+
+# The rule of at least 8 steps per epoch, as it applied to these rows.
+steps_rule_line <- function(rule) {
+  if (is.null(rule$rows)) {
+    return(sprintf(
+      "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not applied.",
+      as.integer(rule$min_steps)
+    ))
+  }
+  sprintf(
+    "Steps/epoch:   %d or more recommended: %s training rows allow batch_size %s at most.",
+    as.integer(rule$min_steps), format(rule$rows, big.mark = ","), format(rule$largest_batch, big.mark = ",")
+  )
+}
+
+# The size recommended and why; a faster size the steps rule passed over, with its speed.
+recommended_lines <- function(x) {
+  trials <- x$trials[x$trials$fits, , drop = FALSE]
+  chosen <- trials[trials$batch_size == x$recommended, ][1, ]
+  fastest <- trials[trials$batch_size == x$fastest, ][1, ]
+  rule <- x$steps_rule
+  steps <- if (!is.na(chosen$steps_per_epoch)) sprintf(", %s steps per epoch", format(chosen$steps_per_epoch, big.mark = ","))
+  why <- if (is.null(rule$rows) || x$fastest == x$recommended) {
+    "the fastest"
+  } else if (chosen$steps_per_epoch < rule$min_steps) {
+    sprintf("the smallest that fits: no size makes %d steps per epoch of %s rows", as.integer(rule$min_steps), format(rule$rows, big.mark = ","))
+  } else {
+    sprintf("the fastest with %d or more steps per epoch", as.integer(rule$min_steps))
+  }
+  c(
+    sprintf(
+      "Recommended:   batch_size = %d, %s (%s samples/s, %.2f ms a step%s).",
+      x$recommended, why, format(round(chosen$samples_per_second), big.mark = ","), chosen$step_ms, steps %||% ""
+    ),
+    if (x$fastest != x$recommended) {
+      sprintf(
+        "               batch_size = %d ran faster (%s samples/s) but makes %s step%s per epoch.",
+        x$fastest, format(round(fastest$samples_per_second), big.mark = ","),
+        format(fastest$steps_per_epoch, big.mark = ","), if (identical(fastest$steps_per_epoch, 1L)) "" else "s"
+      )
+    }
   )
 }
 

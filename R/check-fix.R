@@ -44,15 +44,14 @@ env_lines <- function(variables) {
   paste0(names(variables), "=", unlist(variables))
 }
 
-# The file R reads the user's variables from at start-up (see ?Startup):
-# R_ENVIRON_USER, else .Renviron in the working directory, else ~/.Renviron.
+# The file R read the user's variables from at start-up (see ?Startup):
+# R_ENVIRON_USER, else ~/.Renviron. Not a .Renviron in the working folder: after a
+# setwd() that is not the folder R started in (add_renviron_lines() says when one
+# there would be read instead).
 renviron_path <- function() {
   user <- Sys.getenv("R_ENVIRON_USER")
   if (nzchar(user)) {
     return(path.expand(user))
-  }
-  if (file.exists(".Renviron")) {
-    return(normalizePath(".Renviron"))
   }
   path.expand("~/.Renviron")
 }
@@ -61,7 +60,8 @@ renviron_path <- function() {
 # (a function of the question that returns TRUE to go ahead; by default the
 # user, in an interactive session; NULL: without asking); returns the
 # statuses. Says what it changed.
-make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) utils::askYesNo) {
+make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) utils::askYesNo,
+                         call = caller_env()) {
   if (!length(repairs)) {
     cli::cli_alert_success("gpu_check(fix = TRUE): nothing to repair.")
     return(character())
@@ -74,7 +74,7 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
       cli::cli_alert_info("Not changed: {repair$what}.")
       return("declined")
     }
-    make_repair(repair, python)
+    make_repair(repair, python, call = call)
   }, character(1))
   restart <- vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1))
   if (any(status == "done" & restart)) {
@@ -87,23 +87,59 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
 
 # Make one repair (a list as the core plans it: `id`, `what`, `action`,
 # `needs_restart`) in the environment of `python`, or in the .Renviron R reads;
-# returns "done" or "failed", having said what it changed.
-make_repair <- function(repair, python) {
+# returns "done" or "failed", having said what it changed. Every wheel is
+# downloaded before anything is uninstalled (offline, nothing changes), and what
+# is uninstalled can be put back from its own wheel; an environment left without
+# it is a gpukeras_error_repair that gives the one command that restores it.
+make_repair <- function(repair, python, call = caller_env()) {
   action <- repair$action
   if (!is.null(action$set_env)) {
     return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
   }
-  if (length(action$pip_uninstall) && !pip(python, c("uninstall", "-y", unlist(action$pip_uninstall)))) {
+  remove <- unlist(action$pip_uninstall)
+  install <- unlist(action$pip_install)
+  restore <- unlist(action$pip_restore)
+  wheels <- withr::local_tempdir("gpukeras-repair-")
+  fetched <- (!length(restore) || pip(python, c("download", "--no-deps", "--dest", wheels, restore))) &&
+    (!length(install) || pip(python, c("download", "--dest", wheels, install)))
+  if (!fetched) {
+    cli::cli_alert_info("Nothing was changed: the wheels could not be downloaded (offline?).")
     return("failed")
   }
-  if (length(action$pip_install) && !pip(python, c("install", unlist(action$pip_install)))) {
-    # What was uninstalled goes back, so a failed repair leaves a working environment.
-    if (length(action$pip_restore) && pip(python, c("install", unlist(action$pip_restore)))) {
-      cli::cli_alert_info("Put back {.val {unlist(action$pip_restore)}}: the environment is as it was.")
-    }
+  if (length(remove) && !pip(python, c("uninstall", "-y", remove))) {
     return("failed")
+  }
+  from_wheels <- c("install", "--no-index", "--find-links", wheels)
+  if (length(install) && !pip(python, c(from_wheels, install))) {
+    if (!length(remove)) {
+      return("failed")
+    }
+    # What was uninstalled goes back, so a failed repair leaves a working environment.
+    if (length(restore) && pip(python, c(from_wheels, "--no-deps", restore))) {
+      cli::cli_alert_info("Put back {.val {restore}}: the environment is as it was.")
+      return("failed")
+    }
+    repair_broke_environment(python, remove, install, restore, call = call)
   }
   "done"
+}
+
+repair_broke_environment <- function(python, remove, install, restore, call = caller_env()) {
+  back <- if (length(restore)) restore else remove
+  gpukeras_abort(
+    c(
+      sprintf(
+        "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install %s nor put it back.",
+        python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
+      ),
+      sprintf(
+        "Restore it (with a network) with: %s -m pip install %s",
+        shell_words(python), paste(shell_words(back), collapse = " ")
+      )
+    ),
+    "gpukeras_error_repair",
+    call = call
+  )
 }
 
 # Run `python -m pip <args>`, saying the command and pip's last word on it;
@@ -126,31 +162,77 @@ pip <- function(python, args) {
 }
 
 # Append `lines` ("NAME=value") to the .Renviron at `path`, each once: a line
-# already there is left as it is, and nothing else in the file changes.
+# already there is left as it is, and nothing else in the file changes. The new
+# file is written beside it, read back, and renamed over it (a full disk leaves
+# the old one whole); a link is followed, so the file it names is the one changed.
 add_renviron_lines <- function(path, lines) {
-  existing <- if (file.exists(path)) trimws(readLines(path, warn = FALSE)) else character()
+  if (file.exists(path)) {
+    path <- normalizePath(path)
+  }
+  old <- if (file.exists(path)) readBin(path, "raw", n = file.size(path)) else raw()
+  existing <- trimws(strsplit(rawToChar(old), "\n")[[1]])
   new <- setdiff(lines, existing)
   if (!length(new)) {
     cli::cli_alert_info("{.file {path}} already has {.code {lines}}: not changed.")
     return("done")
   }
   # A last line without its newline would join the first one added.
-  size <- file.size(path)
-  ends_open <- isTRUE(size > 0) && !identical(readBin(path, "raw", n = size)[size], as.raw(10L))
-  written <- tryCatch(
+  ends_open <- length(old) > 0 && !identical(old[length(old)], as.raw(10L))
+  wanted <- c(old, charToRaw(paste0(if (ends_open) "\n", paste0(new, "\n", collapse = ""))))
+  written <- replace_file(path, wanted)
+  if (!isTRUE(written)) {
+    cli::cli_alert_danger("Could not write {.file {path}} ({written}): it is as it was.")
+    return("failed")
+  }
+  cli::cli_alert_success("Added {.code {new}} to {.file {path}} (R reads it when it starts).")
+  here <- file.path(getwd(), ".Renviron")
+  if (!nzchar(Sys.getenv("R_ENVIRON_USER")) && file.exists(here) && !identical(normalizePath(here), path)) {
+    cli::cli_alert_info("R started in {.path {getwd()}} reads {.file {here}} instead: add the line there for R started in that folder.")
+  }
+  "done"
+}
+
+# Make `bytes` the content of `path` through a file beside it, read back before
+# it is renamed into place (keeping the old file's permissions): TRUE, or why not.
+replace_file <- function(path, bytes) {
+  temporary <- tempfile(".Renviron-", tmpdir = dirname(path))
+  on.exit(unlink(temporary))
+  tryCatch(
     {
-      cat(if (ends_open) "\n", paste0(new, "\n"), file = path, append = TRUE, sep = "")
+      write_bytes(temporary, bytes)
+      if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
+        return("it was not written whole: is the disk full?")
+      }
+      if (file.exists(path)) {
+        Sys.chmod(temporary, file.mode(path))
+      }
+      if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
+        return("it could not be renamed into place")
+      }
       TRUE
     },
     error = function(e) conditionMessage(e),
     warning = function(w) conditionMessage(w)
   )
-  if (!isTRUE(written)) {
-    cli::cli_alert_danger("Could not write to {.file {path}}: {written}")
-    return("failed")
+}
+
+# Write `bytes` to `path`; an error when any step warned (a full disk shows only as a
+# warning when the connection closes, which must still complete).
+write_bytes <- function(path, bytes) {
+  problem <- NULL
+  withCallingHandlers(
+    {
+      connection <- file(path, "wb")
+      tryCatch(writeBin(bytes, connection), finally = close(connection))
+    },
+    warning = function(w) {
+      problem <<- conditionMessage(w)
+      invokeRestart("muffleWarning")
+    }
+  )
+  if (!is.null(problem)) {
+    stop(problem, call. = FALSE)
   }
-  cli::cli_alert_success("Added {.code {new}} to {.file {path}} (R reads it when it starts).")
-  "done"
 }
 
 # gpu_check(fix = TRUE) where reticulate < 1.38 meets NumPy 2: the core cannot
@@ -170,7 +252,7 @@ with_numpy_repair <- function(code, fix, call = caller_env()) {
       ),
       action = list(pip_install = list(numpy))
     )
-    if (!identical(make_repairs(list(repair), reticulate::py_config()$python), "done")) {
+    if (!identical(make_repairs(list(repair), reticulate::py_config()$python, call = call), "done")) {
       stop(error)
     }
     gpukeras_abort(

@@ -54,14 +54,20 @@
 #' (the pip command it ran and pip's answer, the line it added to a file):
 #' * a CPU-only TensorFlow beside a driver that shows a GPU (Linux): pip
 #'   replaces it with the GPU build (`tensorflow[and-cuda]`) at the version
-#'   installed, in the Python environment in use (`stack$python_executable`);
+#'   installed, in the Python environment in use (`stack$python_executable`).
+#'   Every wheel is downloaded first (offline, nothing changes), then the CPU
+#'   build is uninstalled and the GPU build installed from those wheels; if
+#'   that fails, the CPU build goes back from its own wheel, and an environment
+#'   still left without TensorFlow is a `gpukeras_error_repair` giving the
+#'   command that restores it;
 #' * nvidia-ml-py missing where the driver or the backend shows a GPU: pip
 #'   installs it (the pin of [gpukeras_requirements()]) there;
 #' * JAX preallocating GPU memory where [gpu_setup()] asked for memory growth
 #'   after JAX had started: `XLA_PYTHON_CLIENT_PREALLOCATE=false` goes into
-#'   the `.Renviron` R reads at start-up (`R_ENVIRON_USER`, else `.Renviron`
-#'   in the working directory, else `~/.Renviron`), once; nothing else in the
-#'   file changes;
+#'   the `.Renviron` R reads at start-up (`R_ENVIRON_USER`, else
+#'   `~/.Renviron`; never one in a folder [setwd()] went to), once: the file
+#'   is written beside it, read back and renamed into place, so a full disk
+#'   leaves it as it was and says so; nothing else in the file changes;
 #' * NumPy 2 with a reticulate before 1.38, which stops the check before it
 #'   starts: pip installs the NumPy [gpukeras_requirements()] pins for this
 #'   reticulate, and the check's error then says to restart.

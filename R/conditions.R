@@ -27,7 +27,8 @@
 #'   \item{`gpukeras_error_new_levels`}{New data has a factor level (or
 #'     image class) the training data did not have: [predict.gpukeras_fit()],
 #'     [evaluate.gpukeras_fit()], `gpu_dataset(like = )`. The condition's
-#'     `column` and `levels` name them; `unknown = "code"` scores them instead.}
+#'     `column` and `levels` name them; `unknown = "zero"` (one-hot columns) or
+#'     `unknown = "code"` (integer codes) scores them instead.}
 #'   \item{`gpukeras_error_missing_files`}{A path given to [gpu_dataset()]
 #'     names no folder, CSV or TFRecord files, or a folder with nothing to read.}
 #'   \item{`gpukeras_error_bad_image`}{A file in an image folder is not an
@@ -62,6 +63,9 @@
 #'   \item{`gpukeras_error_no_python`, `gpukeras_error_install`}{
 #'     [install_gpukeras()] found no Python to make the environment with, or
 #'     a step of making it (venv, pip) failed.}
+#'   \item{`gpukeras_error_repair`}{`gpu_check(fix = TRUE)` uninstalled a
+#'     package and could neither install its replacement nor put it back: the
+#'     message gives the command that restores it.}
 #'   \item{`gpukeras_error_python`}{The Python core failed in a way that is not
 #'     the user's doing: a bug to report. The traceback is kept on the
 #'     condition as `python_traceback`.}
@@ -93,6 +97,10 @@
 #' \describe{
 #'   \item{`gpukeras_error_backup_mismatch`}{`backup_dir` holds a backup this
 #'     [gpu_fit()] call cannot resume (another run's, or an unreadable one).}
+#'   \item{`gpukeras_error_backup_in_use`}{Another fit (a background job, another R
+#'     session) holds `backup_dir`: each fit locks its backup folder for its life, since
+#'     two would resume from and delete each other's backups. The message names the
+#'     process.}
 #'   \item{`gpukeras_error_backup_dir_unsafe`}{`backup_dir` is another user's
 #'     folder, or one other users may write to.}
 #'   \item{`gpukeras_error_backup_write`}{A backup could not be written during
@@ -112,6 +120,13 @@
 #'   \item{`gpukeras_error_job_failed`}{The training child failed more often
 #'     than `max_restarts` allows ([gpu_job_wait()]); an error in the training
 #'     itself is raised again with its own class instead.}
+#'   \item{`gpukeras_error_job_write`}{A background job's folder (in
+#'     [tempdir()]) could not be written: its disk is full (or a quota is
+#'     reached). Raised by `gpu_fit(background = TRUE)` while it carries the
+#'     model and data, and by [gpu_job_wait()] (also a
+#'     `gpukeras_error_job_failed` then) when the disk fills up under a running
+#'     job, which is not restarted. The message names the file and the folder,
+#'     the condition's `folder` holds it.}
 #'   \item{`gpukeras_error_job_timeout`}{[gpu_job_wait()] reached its
 #'     `timeout`; the job keeps running.}
 #'   \item{`gpukeras_error_job_cancelled`}{[gpu_job_wait()] on a job that
@@ -147,6 +162,16 @@
 #'     nothing (Keras does not check).}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
+#'   \item{`gpukeras_warning_input_exhausted`, `gpukeras_warning_python`}{A
+#'     warning Python's frameworks (Keras, TensorFlow, JAX) gave during a
+#'     gpukeras call, raised in R instead of printed on stderr with a path into
+#'     site-packages: one gpukeras understands in its words (Keras' "Your input
+#'     ran out of data": training stopped early), any other as
+#'     "<category> from <package>: <message>".}
+#'   \item{`gpukeras_warning_batch_size`}{`batch_size` is larger than the
+#'     training rows ([gpu_fit()] with R data, [gpu_dataset()] where the rows
+#'     are known, after its validation split): the batch is the rows, one
+#'     batch per epoch.}
 #'   \item{`gpukeras_warning_accumulation`}{[gpu_fit()] with `accumulate`:
 #'     an epoch's micro-batches are not a whole number of updates, so the last
 #'     ones join the next epoch's first update.}

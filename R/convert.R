@@ -72,12 +72,14 @@ gpu_as_numpy <- function(x, dtype = NULL) {
 # then come too late), so R checks those parts itself until then. Factor and
 # character columns become codes as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
-# themselves: the value's `encoding` (see encoding.R). `sample_weight`, one
-# number per row, goes with the rows (an NA in it is an NA row).
+# themselves (factors by `factors`, see gpu_dataset()): the value's `encoding`
+# (see encoding.R). `sample_weight`, one number per row, goes with the rows (an NA
+# in it is an NA row).
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
-                             sample_weight = NULL) {
+                             sample_weight = NULL, factors = "one_hot") {
   inputs <- encoded_inputs(x, encoding, call)
-  encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call), inputs, names(inputs))
+  if (is.null(encoding)) check_factors_for(factors, inputs, call)
+  encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call, factors), inputs, names(inputs))
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
   encoding <- new_encoding(lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na)
@@ -102,6 +104,9 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   }
   core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
     vapply(parts, is.double, logical(1))
+  # Infinite values cannot be dropped as NA are: refused whatever `na` says. The core checks
+  # them in its copy; before Python runs, R does (see above).
+  if (!reticulate::py_available(initialize = FALSE)) abort_not_finite(parts, call = call)
   dropped <- 0L
   if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
     missing <- missing_rows(parts)
@@ -170,6 +175,7 @@ handover_call <- function(target, data, args = list(), na_fix = NULL, call = cal
     do.call(core_call, c(list(target), handover_fields(data), args, list(error_call = call))),
     gpukeras_error_bad_data = function(e) {
       if (isTRUE(data$check_missing)) abort_missing(data_parts(data), fix = na_fix, call = call)
+      abort_not_finite(data_parts(data), call = call)
     }
   )
 }
@@ -202,10 +208,38 @@ handover_arg <- function(data, na_fix = NULL) {
 # when the core checked none.
 abort_handover_missing <- function(arg, call = caller_env()) {
   data <- arg$gpukeras_handover
-  if (!data$check_missing) {
+  if (data$check_missing) abort_missing(data_parts(data), fix = attr(arg, "na_fix"), call = call)
+  abort_not_finite(data_parts(data), call = call)
+}
+
+# The largest float32: a double beyond it becomes infinite in the float32 copy Keras reads.
+float32_max <- 3.4028234663852886e38
+
+# The error for Inf, -Inf or doubles beyond float32's range in `parts`, naming the first
+# rows and the columns, as abort_missing() does for NA; nothing when there is none.
+# range() finds out without allocating; only data that has some is searched cell by cell.
+abort_not_finite <- function(parts, call = caller_env()) {
+  doubles <- Filter(function(part) {
+    is.double(part) && length(part) && any(abs(suppressWarnings(range(part, na.rm = TRUE))) > float32_max) &&
+      !all(is.na(part)) # range() of NA alone is c(Inf, -Inf)
+  }, parts)
+  if (!length(doubles)) {
     return(invisible())
   }
-  abort_missing(data_parts(data), fix = attr(arg, "na_fix"), call = call)
+  bad <- lapply(doubles, function(part) !is.na(part) & abs(part) > float32_max)
+  rows <- Reduce(`|`, Map(function(cells, part) row_has(cells, part), bad, doubles))
+  where <- unlist(Map(flagged_columns, bad, doubles, names(doubles)))
+  gpukeras_abort(
+    c(
+      sprintf(
+        "The data has Inf, -Inf or values beyond float32's range (about 3.4e+38) in %d row(s) (first: %s), in %s.",
+        sum(rows), paste(utils::head(which(rows), 5), collapse = ", "), paste(utils::head(where, 10), collapse = ", ")
+      ),
+      "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns."
+    ),
+    "gpukeras_error_bad_data",
+    call = call
+  )
 }
 
 # `data` from as_pipeline_data() as the NumPy arrays the verbs that train take:
@@ -257,17 +291,23 @@ check_feature_array <- function(x, name, call = caller_env()) {
 
 count_rows <- function(x) if (is.null(dim(x))) length(x) else dim(x)[1]
 
-row_has_na <- function(x) {
-  if (length(dim(x)) < 2L) as.vector(is.na(x)) else rowSums(is.na(x), dims = 1L) > 0
+row_has_na <- function(x) row_has(is.na(x), x)
+
+na_columns <- function(x, name) flagged_columns(is.na(x), x, name)
+
+# Which rows of `x` have a cell flagged in `cells` (a logical array of x's shape).
+row_has <- function(cells, x) {
+  if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
 }
 
-na_columns <- function(x, name) {
+# The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column.
+flagged_columns <- function(cells, x, name) {
   if (is.null(dim(x)) || length(dim(x)) != 2L) {
-    return(if (anyNA(x)) name else character())
+    return(if (any(cells)) name else character())
   }
   columns <- colnames(x) %||% paste0("column ", seq_len(ncol(x)))
-  has_na <- colSums(is.na(x)) > 0
-  if (!any(has_na)) character() else sprintf("%s$%s", name, columns[has_na])
+  flagged <- colSums(cells) > 0
+  if (!any(flagged)) character() else sprintf("%s$%s", name, columns[flagged])
 }
 
 take_rows <- function(x, rows) {

@@ -11,11 +11,18 @@
 #' @section Sources:
 #' * A numeric matrix or array of any rank (images as N x H x W x C); rows are
 #'   the first dimension.
-#' * A data.frame: numeric and logical columns as they are; factor and
-#'   character columns become integer codes (0-based), their levels kept in
-#'   `attr(, "gpukeras")$vocabulary`. How the data was encoded is kept in
-#'   `attr(, "gpukeras")$encoding`; new data given `like = ` this dataset is
-#'   encoded the same way (see "Scoring new data").
+#' * A data.frame: numeric and logical columns as they are; a factor or
+#'   character column becomes one indicator (0/1) column per level, as R's
+#'   `model.matrix(~ 0 + f)` makes them (`factors = "one_hot"`, the default: a
+#'   Dense layer would otherwise read a level's code as an amount), or one
+#'   integer code, 0-based (`factors = "codes"`, for an Embedding layer; per
+#'   column: `factors = c(region = "codes")`). Ordered factors follow the same
+#'   rule. The print says how many columns the model receives and why (`5
+#'   columns: income, region (4 levels, one-hot)`), and so does [gpu_fit()]'s;
+#'   a model whose input has another width is a `gpukeras_error_bad_data`
+#'   saying both. The levels are kept in `attr(, "gpukeras")$vocabulary`, how
+#'   the data was encoded in `attr(, "gpukeras")$encoding`; new data given
+#'   `like = ` this dataset is encoded the same way (see "Scoring new data").
 #' * A named list of these, for multi-input models (a dict of inputs).
 #' * A path (one string): a folder with one sub-folder of images per class;
 #'   CSV files (a glob such as `"data/*.csv"`, a file, or a folder of them;
@@ -46,7 +53,11 @@
 #'   path to files (see Sources).
 #' @param y Labels for R data: a numeric, integer, logical or factor vector (or
 #'   a matrix); `NULL` for none, or for files (use `label`).
-#' @param batch_size Elements per batch.
+#' @param batch_size Elements per batch. One larger than the training rows
+#'   (after `validation_split`), where they are known (R data, an image
+#'   folder), is the rows: one batch per epoch, as Keras makes it, with a
+#'   `gpukeras_warning_batch_size` warning (not for new data read `like = `
+#'   training data, nor for the default 32).
 #' @param shuffle Shuffle the training elements every epoch.
 #' @param seed Seed for shuffling, augmentation and the validation split.
 #'   Shuffling and the split are then the same in every run; augmentation
@@ -98,8 +109,15 @@
 #' @param unknown With `like`: what a factor level the training data did not
 #'   have becomes. `"error"` (the default) stops with a
 #'   `gpukeras_error_new_levels` error naming the column and the levels;
-#'   `"code"` gives them the reserved code `length(levels)`, one past the
-#'   training codes (an embedding then needs `input_dim = length(levels) + 1`).
+#'   `"zero"`, for a one-hot factor, gives those rows 0 in every indicator
+#'   column of that factor; `"code"`, for a factor of integer codes, gives
+#'   them the reserved code `length(levels)`, one past the training codes (an
+#'   embedding then needs `input_dim = length(levels) + 1`).
+#' @param factors For R data without `like`: how factor and character columns
+#'   of a data.frame reach the model: `"one_hot"` (the default, one indicator
+#'   column per level) or `"codes"` (one integer code), for all of them, or a
+#'   vector of these named by columns (the others one-hot). With `like`, the
+#'   training data's rule applies.
 #' @return A `tf.data.Dataset` (a Python object) of class `gpukeras_dataset`,
 #'   usable by Keras' `fit()`, with an R print method; its facts are in
 #'   `attr(, "gpukeras")`. With `validation_split > 0`, a list of two:
@@ -119,8 +137,8 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         drop_remainder = FALSE, deterministic = NULL, prefetch = "auto",
                         to_device = "auto", na = c("error", "drop"), label = NULL,
                         columns = NULL, image_size = c(64, 64), color_mode = "rgb",
-                        rescale = NULL, like = NULL, unknown = c("error", "code"),
-                        sample_weight = NULL) {
+                        rescale = NULL, like = NULL, unknown = c("error", "zero", "code"),
+                        sample_weight = NULL, factors = "one_hot") {
   recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
@@ -175,7 +193,14 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
-    unknown <- check_choice(unknown[[1]], c("error", "code"), "unknown")
+    unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown")
+    check_factors(factors)
+    if (!is.null(like) && !missing(factors)) {
+      gpukeras_abort(
+        c("`factors` is for new training data: with `like`, the training data's encoding decides.", "Leave `factors` out."),
+        "gpukeras_error_bad_argument"
+      )
+    }
     encoding <- if (!is.null(like)) encoding_of(like)
     if (!is.null(encoding$images)) {
       gpukeras_abort(
@@ -183,7 +208,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         "gpukeras_error_bad_argument"
       )
     }
-    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight)
+    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors)
     recipe <- list(
       arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
       dropped = data$dropped
@@ -193,6 +218,13 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     # split): what a background fit carries, where the R data would be twice the size.
     recipe$arrays <- kept_arrays(built$arrays)
     built
+  }
+  # The core made a batch larger than the training rows the rows; said where the size was
+  # asked for training data (a default on a few rows, or new data to score, is no mistake).
+  if (!missing(batch_size) && is.null(like)) {
+    for (finding in result$warnings) {
+      gpukeras_warn(as.character(unlist(finding$message)), paste0("gpukeras_warning_", finding$class))
+    }
   }
   datasets_from_result(result, recipe)
 }
@@ -391,6 +423,7 @@ format.gpukeras_dataset <- function(x, ...) {
     sprintf("<gpukeras_dataset> %s pipeline from %s: %s, %s", info$role, info$source, rows, batches),
     sprintf("  element: %s", info$element_spec),
     sprintf("  steps:   %s", paste(unlist(info$steps), collapse = " -> ")),
+    if (length(info$cache_declined)) sprintf("  cache:   %s", info$cache_declined),
     if (length(info$class_names)) {
       shown <- utils::head(info$class_names, 10)
       more <- length(info$class_names) - length(shown)
@@ -398,6 +431,7 @@ format.gpukeras_dataset <- function(x, ...) {
     } else if (length(info$vocabulary)) {
       sprintf("  vocabulary: %s", paste(sprintf("%s (%d levels)", names(info$vocabulary), lengths(info$vocabulary)), collapse = ", "))
     },
+    encoding_columns_lines(info$encoding, "  input:   "),
     if (length(info$pixel_range)) {
       range <- vapply(unlist(info$pixel_range), format, character(1), digits = 4)
       sprintf(

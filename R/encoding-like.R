@@ -63,6 +63,7 @@ encoding_from_plain <- function(plain) {
     if (identical(part$type, "data.frame")) {
       columns <- lapply(part$columns, function(column) {
         if (!is.null(column$levels)) column$levels <- strings(column$levels)
+        if (identical(column$type, "factor")) column$encoding <- column$encoding %||% "codes" # before one-hot: codes
         column
       })
       return(list(type = "data.frame", columns = columns[strings(part$column_order)]))
@@ -88,7 +89,11 @@ format.gpukeras_encoding <- function(x, ...) {
   part_line <- function(part, name) {
     if (identical(part$type, "data.frame")) {
       types <- vapply(part$columns, function(column) {
-        if (identical(column$type, "factor")) sprintf("factor(%d)", length(column$levels)) else column$type
+        if (identical(column$type, "factor")) {
+          sprintf("factor(%d), %s", length(column$levels), if (factor_encoding(column) == "one_hot") "one-hot" else "codes")
+        } else {
+          column$type
+        }
       }, character(1))
       return(sprintf("  %s: data.frame, %s", name, paste(sprintf("%s <%s>", names(types), types), collapse = ", ")))
     }
@@ -181,8 +186,9 @@ format_fit_encoding <- function(encoding) {
   classes <- vocabulary$y
   vocabulary$y <- NULL
   shown <- utils::head(classes, 10)
+  tables <- encoding_columns_lines(encoding)
   parts <- c(
-    if (length(vocabulary)) sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
+    if (length(tables)) paste(tables, collapse = "; ") else if (length(vocabulary)) sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
     if (length(classes)) {
       sprintf("classes %s%s", paste(shown, collapse = ", "), if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else "")
     }
@@ -190,6 +196,70 @@ format_fit_encoding <- function(encoding) {
   sprintf(
     "Encoding:       %s; predict(fit, newdata) and gpu_save() encode new data the same way",
     if (length(parts)) paste(parts, collapse = "; ") else "numbers, by column"
+  )
+}
+
+# What each data.frame input becomes, "5 columns: income, region (4 levels,
+# one-hot)" (its name first when there are several), each after `prefix`; none
+# without a data.frame input.
+encoding_columns_lines <- function(encoding, prefix = "") {
+  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
+  if (!length(frames)) {
+    return(NULL)
+  }
+  named <- if (isTRUE(encoding$several)) paste0(names(frames), ": ") else ""
+  paste0(prefix, named, vapply(frames, describe_columns, character(1)))
+}
+
+# A model whose input takes another number of columns than a data.frame gives it: an
+# error saying both, and where the data's come from (the factors' indicator columns).
+# Only where both are known: an input of rank 2 with a known width, matched by name
+# when there are several.
+check_input_width <- function(model, encoding, call = caller_env()) {
+  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
+  widths <- if (length(frames)) model_input_widths(model)
+  if (!length(widths)) {
+    return(invisible())
+  }
+  if (!isTRUE(encoding$several)) {
+    if (length(widths) != 1L) {
+      return(invisible())
+    }
+    names(widths) <- "x"
+  }
+  for (name in intersect(names(frames), names(widths))) {
+    given <- part_width(frames[[name]])
+    wanted <- widths[[name]]
+    if (!is.na(wanted) && given != wanted) {
+      one_hot <- any(vapply(frames[[name]]$columns, function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)))
+      gpukeras_abort(
+        c(
+          sprintf("The model's input%s takes rows of %d column(s), but `%s` gives %s.", if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "", wanted, name, describe_columns(frames[[name]])),
+          sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
+          if (one_hot) "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
+        ),
+        "gpukeras_error_bad_data",
+        call = call
+      )
+    }
+  }
+  invisible()
+}
+
+# The widths of a model's inputs of rank 2 (NA where not known), named by input; none
+# where the model has no symbolic inputs (a subclassed model not built).
+model_input_widths <- function(model) {
+  tryCatch(
+    {
+      as_r <- function(value) if (inherits(value, "python.builtin.object")) reticulate::py_to_r(value) else value
+      inputs <- as_r(model$inputs)
+      shapes <- lapply(inputs, function(tensor) as_r(tensor$shape))
+      keep <- lengths(shapes) == 2L
+      widths <- vapply(shapes[keep], function(shape) if (is.null(shape[[2]])) NA_real_ else as.numeric(shape[[2]]), numeric(1))
+      names(widths) <- vapply(inputs[keep], function(tensor) as.character(as_r(tensor$name)), character(1))
+      widths
+    },
+    error = function(e) NULL
   )
 }
 

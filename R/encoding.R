@@ -5,7 +5,8 @@
 #
 #   inputs  a named list, one entry per model input ("x" for a single one):
 #           list(type = "data.frame", columns = list(<name> = list(type =
-#           "numeric" | "logical" | "factor", levels = <for factors>))), or
+#           "numeric" | "logical" | "factor", levels = <for factors>, encoding =
+#           "one_hot" | "codes" <for factors>))), or
 #           list(type = "array", shape = <dims after the rows>, names = <colnames>)
 #   several whether x was a named list of inputs
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
@@ -15,7 +16,11 @@
 #
 # Factor levels are matched by name, never by code: a level's code is its
 # position among the training levels. Character columns are factors whose
-# levels are their sorted values in training.
+# levels are their sorted values in training. A factor column becomes one
+# indicator column per level ("one_hot", the default, as model.matrix(~ 0 + f)
+# makes them: a Dense layer would otherwise read a level's code as an amount)
+# or one integer code ("codes", for an Embedding layer; gpu_dataset(factors =
+# )). An encoding recorded before one-hot existed has no `encoding`: "codes".
 
 new_encoding <- function(inputs, several, y, na) {
   structure(
@@ -24,24 +29,29 @@ new_encoding <- function(inputs, several, y, na) {
   )
 }
 
-# The encoding of training data `x` (a part, or a named list of them) and `y`.
-data_encoding <- function(x, y = NULL, na = "error", call = caller_env()) {
+# The encoding of training data `x` (a part, or a named list of them) and `y`;
+# `factors` as gpu_dataset() takes it.
+data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factors = "one_hot") {
   several <- is.list(x) && !is.data.frame(x)
   parts <- if (several) x else list(x = x)
-  inputs <- Map(function(part, name) part_spec(part, name, call), parts, names(parts))
+  check_factors_for(factors, parts, call)
+  inputs <- Map(function(part, name) part_spec(part, name, call, factors), parts, names(parts))
   new_encoding(inputs, several, if (!is.null(y)) label_spec(y), na)
 }
 
-part_spec <- function(part, name, call = caller_env()) {
+part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
   if (is.data.frame(part)) {
     check_columns(part, name, call)
-    return(list(type = "data.frame", columns = lapply(part, function(values) {
+    return(list(type = "data.frame", columns = Map(function(values, column) {
       if (is.character(values)) values <- factor(values)
-      if (is.factor(values)) list(type = "factor", levels = levels(values)) else
-        list(type = if (is.logical(values)) "logical" else "numeric")
-    })))
+      if (is.factor(values)) {
+        return(list(type = "factor", levels = levels(values), encoding = factor_rule(factors, column)))
+      }
+      list(type = if (is.logical(values)) "logical" else "numeric")
+    }, part, names(part))))
   }
   dims <- dim(part)
+  if (length(dims) == 2L) check_column_names(colnames(part), name, call)
   list(
     type = "array",
     shape = if (is.null(dims)) 1L else as.integer(dims[-1]),
@@ -74,6 +84,18 @@ check_columns <- function(df, name, call = caller_env()) {
   if (ncol(df) == 0L) {
     gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data", call = call)
   }
+  check_column_names(names(df), name, call)
+  nested <- names(df)[vapply(df, function(column) !is.null(dim(column)), logical(1))]
+  if (length(nested)) {
+    gpukeras_abort(
+      c(
+        sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
+        sprintf("Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a named list of inputs.", name, nested[1])
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
   ok <- vapply(df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column), logical(1))
   if (!all(ok)) {
     bad <- names(df)[!ok]
@@ -87,6 +109,110 @@ check_columns <- function(df, name, call = caller_env()) {
       call = call
     )
   }
+}
+
+# How factor column `column` is encoded by gpu_dataset()'s `factors`: one rule for
+# every factor ("one_hot" or "codes"), or a named vector of rules for some (the
+# others one-hot).
+factor_rule <- function(factors, column) {
+  if (is.null(names(factors))) {
+    return(factors[[1]])
+  }
+  rule <- unname(factors[column])
+  if (is.na(rule)) "one_hot" else rule
+}
+
+# The rule of a recorded factor column (see the notes at the top).
+factor_encoding <- function(column) column$encoding %||% "codes"
+
+# `factors` checked: "one_hot" or "codes", or a vector of them named by factor or
+# character columns of the data.frames in `parts`.
+check_factors <- function(factors, call = caller_env()) {
+  rules <- c("one_hot", "codes")
+  if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
+      (is.null(names(factors)) && length(factors) != 1L) || (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
+    gpukeras_abort(
+      c(
+        sprintf("`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)),
+        "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  invisible(factors)
+}
+
+check_factors_for <- function(factors, parts, call = caller_env()) {
+  check_factors(factors, call)
+  if (is.null(names(factors))) {
+    return(invisible())
+  }
+  frames <- Filter(is.data.frame, parts)
+  categorical <- unlist(lapply(frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]))
+  unknown <- setdiff(names(factors), categorical)
+  if (length(unknown)) {
+    gpukeras_abort(
+      c(
+        sprintf("`factors` names column(s) that are not factor or character columns of `x`: %s.", paste(unknown, collapse = ", ")),
+        if (length(categorical)) sprintf("Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")) else "`x` has no factor or character column."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+# The columns a data.frame part becomes (one per level of a one-hot factor),
+# and the words that say so: "5 columns: income, region (4 levels, one-hot)".
+part_width <- function(part) {
+  if (!identical(part$type, "data.frame")) {
+    return(prod(part$shape))
+  }
+  sum(vapply(part$columns, function(column) {
+    if (identical(column$type, "factor") && factor_encoding(column) == "one_hot") length(column$levels) else 1L
+  }, numeric(1)))
+}
+
+describe_columns <- function(part) {
+  words <- vapply(names(part$columns), function(name) {
+    column <- part$columns[[name]]
+    if (!identical(column$type, "factor")) {
+      return(name)
+    }
+    sprintf("%s (%d levels, %s)", name, length(column$levels),
+            if (factor_encoding(column) == "one_hot") "one-hot" else "integer codes")
+  }, character(1))
+  width <- part_width(part)
+  sprintf("%d column%s: %s", width, if (width == 1) "" else "s", paste(words, collapse = ", "))
+}
+
+# Columns are matched by name when new data comes (predict(), evaluate()): a name that
+# two columns share, or an empty one, would train by position and predict by name.
+check_column_names <- function(names, name, call = caller_env()) {
+  if (is.null(names)) {
+    return(invisible())
+  }
+  empty <- which(is.na(names) | !nzchar(names))
+  shared <- unique(names[duplicated(names) & !is.na(names) & nzchar(names)])
+  if (!length(empty) && !length(shared)) {
+    return(invisible())
+  }
+  problems <- c(
+    if (length(shared)) {
+      sprintf("the name(s) %s are given to several columns (%s)", paste0("`", shared, "`", collapse = ", "),
+              paste(vapply(shared, function(n) paste(which(names == n), collapse = " and "), ""), collapse = "; "))
+    },
+    if (length(empty)) sprintf("column(s) %s have no name", paste(empty, collapse = ", "))
+  )
+  gpukeras_abort(
+    c(
+      sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
+      "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of two tables keeps both names)."
+    ),
+    "gpukeras_error_bad_data",
+    call = call
+  )
 }
 
 # The inputs of `x` as a named list, checked against what the encoding
@@ -124,8 +250,8 @@ describe_inputs <- function(parts, several) {
 
 # One input as numbers (a matrix or array, rows first) and its spec: derived
 # from the part when `spec` is NULL (training data), else applied to it.
-encode_part <- function(part, name, spec = NULL, unknown = "error", call = caller_env()) {
-  spec <- spec %||% part_spec(part, name, call)
+encode_part <- function(part, name, spec = NULL, unknown = "error", call = caller_env(), factors = "one_hot") {
+  spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
       gpukeras_abort(
@@ -143,6 +269,7 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
     part <- as.matrix(select_columns(part, spec$names, name, call)) # a matrix with column names in training
   }
   array <- check_feature_array(part, name, call = call)
+  if (length(dim(array)) == 2L) check_column_names(colnames(array), name, call)
   shape <- if (is.null(dim(array))) 1L else dim(array)[-1]
   if (length(spec$names) && length(colnames(array)) && !identical(colnames(array), spec$names)) {
     array <- array[, select_names(colnames(array), spec$names, name, call), drop = FALSE]
@@ -179,14 +306,31 @@ select_names <- function(have, wanted, name, call) {
 }
 
 # A data.frame as a double matrix: the columns `spec` names, in its order,
-# factor and character columns as the codes of its levels.
+# factor and character columns as indicator columns of its levels (named
+# column=level), or as their codes.
 encode_data_frame <- function(df, name, spec, unknown = "error", call = caller_env()) {
   check_columns(df, name, call)
   df <- select_columns(df, names(spec$columns), name, call)
-  for (column in names(spec$columns)) {
-    df[[column]] <- encode_column(df[[column]], spec$columns[[column]], sprintf("%s$%s", name, column), unknown, call)
+  blocks <- lapply(names(spec$columns), function(column) {
+    encode_column(df[[column]], spec$columns[[column]], sprintf("%s$%s", name, column), unknown, call)
+  })
+  names(blocks) <- names(spec$columns)
+  for (column in names(blocks)) {
+    if (is.null(dim(blocks[[column]]))) blocks[[column]] <- matrix(blocks[[column]], ncol = 1L, dimnames = list(NULL, column))
   }
-  as.matrix(df)
+  matrix(unlist(blocks, use.names = FALSE), nrow = nrow(df), ncol = sum(vapply(blocks, ncol, integer(1))),
+         dimnames = list(NULL, unlist(lapply(blocks, colnames), use.names = FALSE)))
+}
+
+# One factor's indicator columns, as model.matrix(~ 0 + f) makes them: 1 for the
+# row's level; NA across the row for NA; 0 across it for a level training did not
+# have (unknown = "zero").
+one_hot <- function(codes, values, levels, column) {
+  indicators <- matrix(0, length(codes), length(levels), dimnames = list(NULL, paste0(column, "=", levels)))
+  known <- which(!is.na(codes))
+  indicators[cbind(known, codes[known] + 1L)] <- 1
+  indicators[is.na(values), ] <- NA
+  indicators
 }
 
 encode_column <- function(values, spec, where, unknown, call) {
@@ -213,7 +357,12 @@ encode_column <- function(values, spec, where, unknown, call) {
       call = call
     )
   }
-  as.double(level_codes(values, spec$levels, where, unknown, call))
+  rule <- factor_encoding(spec)
+  codes <- level_codes(values, spec$levels, where, unknown, call, rule)
+  if (rule == "codes") {
+    return(as.double(codes))
+  }
+  one_hot(codes, values, spec$levels, sub("^[^$]*[$]", "", where))
 }
 
 describe_type <- function(values) {
@@ -221,9 +370,10 @@ describe_type <- function(values) {
 }
 
 # The 0-based codes of `values` among `levels`, matched by name; NA stays NA.
-# A value not among them is an error naming it, or (unknown = "code") the
-# reserved code length(levels).
-level_codes <- function(values, levels, where, unknown = "error", call = caller_env()) {
+# A value not among them is an error naming it, or for a column of integer codes
+# (unknown = "code") the reserved code length(levels), or for a one-hot column
+# (unknown = "zero") NA, which one_hot() makes a row of zeros.
+level_codes <- function(values, levels, where, unknown = "error", call = caller_env(), rule = "codes") {
   if (is.factor(values) && identical(levels(values), levels)) {
     return(as.integer(values) - 1L)
   }
@@ -236,12 +386,17 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
     new <- unique(values[is.na(codes) & !is.na(values)])
   }
   if (length(new)) {
-    if (unknown != "code") {
+    fits <- if (rule == "one_hot") "zero" else "code"
+    if (unknown != fits) {
       gpukeras_abort(
         c(
           sprintf("`%s` has level(s) not seen in training: %s.", where, paste0("\"", utils::head(new, 10), "\"", collapse = ", ")),
           sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
-          "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
+          if (rule == "one_hot") {
+            "Remove those rows, or give unknown = \"zero\" to score them with every indicator column of that factor 0."
+          } else {
+            "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
+          }
         ),
         "gpukeras_error_new_levels",
         column = where,
@@ -249,7 +404,7 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
         call = call
       )
     }
-    codes[!is.na(values) & is.na(codes)] <- length(levels)
+    if (rule == "codes") codes[!is.na(values) & is.na(codes)] <- length(levels)
   }
   codes
 }

@@ -10,6 +10,10 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
     y = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y))."
   )
   named <- names[names != ""]
+  meant <- lapply(setdiff(named, names(instead)), function(name) {
+    closest <- closest_argument(name, setdiff(names(formals(gpu_fit)), "..."))
+    if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
+  })
   gpukeras_abort(
     c(
       if (length(named)) {
@@ -17,12 +21,26 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
       } else {
         sprintf("gpu_fit() takes %d more argument(s) by position than it has.", length(names))
       },
+      unlist(meant),
       unname(unique(instead[intersect(named, names(instead))])),
       "?gpu_fit lists its arguments."
     ),
     "gpukeras_error_bad_argument",
     call = call
   )
+}
+
+# The argument among `choices` that `name` most likely misspells: the same in
+# lower case without dots and underscores (batchSize, batch.size), or one or two
+# edits away (class_weights, epoch); character() when none is close.
+closest_argument <- function(name, choices) {
+  squash <- function(x) gsub("[._]", "", tolower(x))
+  same <- choices[squash(choices) == squash(name)]
+  if (length(same)) {
+    return(same[1])
+  }
+  distance <- drop(utils::adist(name, choices))
+  if (min(distance) <= min(2L, nchar(name) %/% 3L)) choices[which.min(distance)] else character()
 }
 
 # The signals gpu_fit() can handle: those schedulers send to stop or warn a job. R alone

@@ -23,6 +23,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
       if (!is.null(settings$seconds)) sprintf(" in %s", format_seconds(settings$seconds))
     ),
     if (length(data)) paste("Data:          ", paste(data, collapse = "; ")),
+    format_fit_weights(settings$weights, x$encoding),
     format_fit_encoding(x$encoding),
     if (epochs > n) sprintf("History (last %d of %d epochs):", n, epochs) else "History:",
     paste0("  ", table),
@@ -35,6 +36,24 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
 print.gpukeras_fit <- function(x, ...) {
   writeLines(format(x, ...))
   invisible(x)
+}
+
+# How the losses were weighted (the core's data/weights.py describe()): class weights by the
+# labels' names where the encoding has them, and the note on which losses the weights reach.
+format_fit_weights <- function(weights, encoding) {
+  if (is.null(weights)) {
+    return(NULL)
+  }
+  given <- if (identical(weights$training, "class_weight")) {
+    codes <- names(weights$class_weight)
+    levels <- if (identical(encoding$y$type, "factor")) encoding$y$levels
+    named <- if (length(levels)) levels[as.integer(codes) + 1L] else codes
+    named[is.na(named)] <- codes[is.na(named)]
+    sprintf("class_weight %s", paste(named, vapply(weights$class_weight, format, character(1)), sep = " = ", collapse = ", "))
+  } else {
+    "sample weights given with the data"
+  }
+  c(paste("Weights:       ", given), paste("               ", weights$note))
 }
 
 format_fit_monitor <- function(m) {
@@ -72,7 +91,9 @@ format_fit_monitor <- function(m) {
     each_gpu,
     if (!is.null(m$host_cpu_percent_mean)) sprintf("Host CPU:       mean %.0f%%", m$host_cpu_percent_mean),
     if (!is.null(compute)) sprintf("Compute:        %s", compute),
-    if (length(m$advice)) c("Advice:", paste(" ", arrow(), m$advice))
+    if (length(m$advice)) c("Advice:", paste(" ", arrow(), m$advice)),
+    # findings to know, not to act on (a short or CPU run's input verdict): no arrow
+    if (length(m$notes)) c("Notes:", paste("  -", m$notes))
   )
 }
 

@@ -34,6 +34,7 @@ fit_monitor <- function(monitor) {
     return(NULL)
   }
   monitor$advice <- as.character(unlist(monitor$advice))
+  monitor$notes <- as.character(unlist(monitor$notes))
   monitor
 }
 

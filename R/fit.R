@@ -38,7 +38,14 @@
 #' with Keras' own functions on every path: R data, a [gpu_dataset()], data
 #' on the device, several devices or workers, and `background = TRUE`.
 #' Validation data is not weighed by `class_weight` (Keras does not either);
-#' its own sample weights, `list(x = , y = , sample_weight = )`, are used.
+#' its own sample weights, `list(x = , y = , sample_weight = )`, are used, and
+#' `gpu_dataset(sample_weight = , validation_split = )` splits the weights
+#' with the rows (as Keras' `validation_split` does). Metrics from
+#' `compile(metrics = )` are not weighted, those from
+#' `compile(weighted_metrics = )` are. The print and `settings$weights` say
+#' which weights were used and whether the validation loss is weighted too:
+#' a weighted training loss and an unweighted validation loss are not on one
+#' scale.
 #'
 #' @section Accumulation:
 #' `gpu_fit(batch_size = 512, accumulate = 4)` trains micro-batches of 128 rows
@@ -111,7 +118,11 @@
 #' fits the data: for R data in memory a larger `batch_size`,
 #' `steps_per_execution` and, on JAX, training on the device; for a
 #' [gpu_dataset()] its own options (caching, the `map`, and `image_size` for
-#' an image folder); for another dataset the steps it lacks.
+#' an image folder); for another dataset the steps it lacks. A fit that
+#' trained for less than 5 seconds, or on the CPU, gets its input-bound
+#' verdict as a note (`monitor$notes`), not as advice: in a few seconds
+#' compiling and the first batches weigh too much, and on the CPU the host
+#' both prepares the batches and runs the model.
 #'
 #' @param model A compiled Keras 3 model (from keras3, [gpu_keras()] or
 #'   reticulate).
@@ -122,7 +133,9 @@
 #' @param validation_data Data evaluated at the end of every epoch, in the same
 #'   forms as `data`; `NULL` for none.
 #' @param batch_size Rows per batch when `data` is R data (default 32). Must
-#'   be `NULL` for a dataset, which is batched already.
+#'   be `NULL` for a dataset, which is batched already. One larger than the
+#'   rows is the rows (one batch per epoch, as Keras makes it), with a
+#'   `gpukeras_warning_batch_size` warning.
 #' @param accumulate Micro-batches per update (gradient accumulation): a whole
 #'   number that divides `batch_size` (then the batch of each update), or
 #'   `"auto"`. Each update has the
@@ -169,6 +182,15 @@
 #'   Not protected: a crash while a backup is written can leave that one
 #'   weights file (`gpukeras-weights-*.weights.h5`) behind; a disk that loses
 #'   data it said was synced can lose both backups.
+#'
+#'   One folder, one fit: a fit locks the folder for its life
+#'   (`gpukeras-backup.lock`, which the kernel frees if the process dies), and
+#'   another fit given it meanwhile stops with `gpukeras_error_backup_in_use`
+#'   naming the process. A backup is resumed only by the same request: the same
+#'   model (its layers and input shapes), loss, optimizer, batches, seed,
+#'   learning rate, clipping, accumulation and class weights; another one is
+#'   `gpukeras_error_backup_mismatch`, saying what differs (multi-worker fits
+#'   check their own list, and take no lock).
 #' @param backup_freq When to back up to `backup_dir`: `"epoch"` (at the end
 #'   of every epoch) or a whole number of batches (every that many batches,
 #'   and at every epoch's end), so a long epoch killed in the middle loses at
@@ -209,6 +231,10 @@
 #'   R data), `steps_per_execution` and `jit_compile` are used (give `settings`
 #'   or those arguments). Its precision cannot be applied to a built model: a
 #'   model built under another dtype policy is refused, with how to rebuild it.
+#'   The fit's advice then does not advise changing what the tune chose
+#'   (batch size, `steps_per_execution`, `jit_compile`, precision); where it
+#'   held such advice back, `monitor$notes` says so. `settings$tuned` of the
+#'   result holds the tune's choice.
 #' @param signals Names of the signals that stop training cleanly (see
 #'   Stopping at a scheduler's signal): `"SIGTERM"` (the default) and any of
 #'   `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`, `"SIGUSR2"`, `"SIGXCPU"` (with or
@@ -248,8 +274,9 @@
 #'     and `input_verdict` (see The input verdict), `input_near_line`,
 #'     `gpu_utilization_mean`,
 #'     `gpu_utilization_p95`, `gpu_memory_used_max_mib`,
-#'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu` and
-#'     `advice` (`NULL` where not known, e.g. GPU numbers without a GPU, and
+#'     `host_cpu_percent_mean`, `flops_per_step`, `achieved_tflops`, `mfu`,
+#'     `advice` and `notes` (findings not to act on: the input verdict of a
+#'     fit shorter than 5 seconds or on the CPU) (`NULL` where not known, e.g. GPU numbers without a GPU, and
 #'     then `gpu_not_measured` says why), `gpus` (a list with one entry per
 #'     GPU in use, the ones the strategy or device scope trains on: `device`,
 #'     `name`, `nvml_index`, `utilization_mean`, `utilization_p95`,
@@ -265,7 +292,9 @@
 #'   * `settings`: the settings in force, read back by the core (`epochs`,
 #'     `batch_size`, `accumulate`, `micro_batch_size`, `steps_per_epoch`, `jit_compile`, `steps_per_execution`,
 #'     `learning_rate`, `clipnorm`, `clipvalue`, `backup_dir`, `seed`,
-#'     `backend`, `device`, `dtype_policy`, `seconds`, ...), with `verbose`,
+#'     `backend`, `device`, `dtype_policy`, `seconds`, `weights`: `NULL`
+#'     unweighted, else `training`, `class_weight`, `validation` and `note`,
+#'     ...), with `verbose`,
 #'     `data` (and `validation_data`), a description of the data, and
 #'     `data_kind`, how the core fed it to Keras;
 #'   * `model`: the trained model (the one given, which Keras trained in place);
@@ -365,13 +394,17 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     gpukeras_abort("Give `clipnorm` or `clipvalue`, not both.", "gpukeras_error_bad_argument")
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
+  check_input_width(model, fit_encoding(data))
   if (!is.null(settings)) {
     tuned <- tune_fit_settings(settings, model, data$kind, batch_size, steps_per_execution, jit_compile)
     batch_size <- tuned$batch_size
     steps_per_execution <- tuned$steps_per_execution
     jit_compile <- tuned$jit_compile
+    # the request carries the choice, so the core's advice leaves it alone
+    settings <- tuned$record
   }
   check_batch_size_for(batch_size, data)
+  batch_size <- batch_within_rows(batch_size, data, accumulate)
   accumulated <- resolve_accumulate(accumulate, batch_size, data, model)
   accumulate <- accumulated$accumulate
 
@@ -420,7 +453,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 
 # gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):
 # every formal of gpu_fit() but these, with its checked value from gpu_fit()'s frame `env`.
-not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "settings", "...")
+not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "...")
 fit_request <- function(env) {
   mget(setdiff(names(formals(gpu_fit)), not_requested), envir = env)
 }

@@ -42,22 +42,25 @@ carry_data <- function(data, dir, name, call = caller_env()) {
           call = call
         )
       }
-      recipe$arrays <- save_arrays(recipe$arrays, dir, name)
+      recipe$arrays <- save_arrays(recipe$arrays, dir, name, call = call)
     }
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
   arrays <- fit_arrays(data, call = call)
-  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]], sample_weight = arrays[[3]]), dir, name))
+  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]], sample_weight = arrays[[3]]), dir, name, call = call))
   rm(arrays)
   files
 }
 
 # `arrays$x` (an array, or a named list of them), `arrays$y` and `arrays$sample_weight` as .npy files.
-save_arrays <- function(arrays, dir, name) {
+# A full disk is a gpukeras_error_job_write naming the file (numpy's own error is
+# a bare OSError, "N requested and M written").
+save_arrays <- function(arrays, dir, name, call = caller_env()) {
   numpy <- reticulate::import("numpy", convert = FALSE)
   save <- function(array, part) {
-    path <- job_file(dir, sprintf("%s-%s.npy", name, part))
-    numpy$save(path, array)
+    file <- sprintf("%s-%s.npy", name, part)
+    path <- job_file(dir, file)
+    carry_writes(dir, sprintf("The %s data (%s)", if (name == "data") "training" else name, file), numpy$save(path, array), call = call)
     path
   }
   x <- arrays$x

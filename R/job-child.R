@@ -73,11 +73,24 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
   scratch <- job_file(dir, "tmp")
   dir.create(scratch, showWarnings = FALSE)
   causes <- character()
+  child <- NULL
+  # A state it cannot write (a full disk) ends the job: the session could not
+  # follow it. The child goes too, and the exit status tells the session why.
   state <- function(value, ...) {
-    write_rds_atomic(
-      list(state = value, pid = pid, attempt = attempt, restarts = restarts, causes = causes, ...),
-      job_file(dir, "state.rds")
+    written <- tryCatch(
+      {
+        write_rds_atomic(
+          list(state = value, pid = pid, attempt = attempt, restarts = restarts, causes = causes, ...),
+          job_file(dir, "state.rds")
+        )
+        TRUE
+      },
+      gpukeras_error_job_write = function(e) FALSE
     )
+    if (!written) {
+      if (!is.null(child)) child$kill_tree()
+      quit(save = "no", status = job_write_status)
+    }
   }
   repeat {
     attempt <- attempt + 1L
@@ -103,6 +116,12 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
     error <- read_rds_or_null(job_file(dir, "error.rds"))
     if (!is.null(error)) {
       return(state("failed", error = error))
+    }
+    # A child that could not write into the job's folder, or a crash on a full
+    # disk (R cannot even make its temp folder there), would only meet it again.
+    if (isTRUE(status == job_write_status) || isTRUE(disk_full(dir))) {
+      causes <- c(causes, sprintf("the training process could not write to the job's folder %s: %s", dir, write_cause(dir)))
+      return(state("failed", no_space = TRUE))
     }
     causes <- c(causes, exit_cause(status))
     if (standby) {
@@ -165,8 +184,15 @@ job_child <- function(dir) {
     error = function(e) e
   )
   if (!is.null(failed)) {
-    write_rds_atomic(list(class = class(failed), message = conditionMessage(failed)), job_file(dir, "error.rds"))
-    quit(save = "no", status = 3)
+    # Where even the error cannot be written, the exit status says why.
+    reported <- tryCatch(
+      {
+        write_rds_atomic(list(class = class(failed), message = conditionMessage(failed)), job_file(dir, "error.rds"))
+        TRUE
+      },
+      gpukeras_error_job_write = function(e) FALSE
+    )
+    quit(save = "no", status = if (reported) 3 else job_write_status)
   }
   invisible()
 }

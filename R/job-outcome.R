@@ -88,9 +88,20 @@ job_failure <- function(job, status, call = caller_env()) {
   stderr <- if (file.exists(path)) utils::tail(readLines(path, warn = FALSE), 20) else character()
   backup <- job$spec$fit$backup_dir
   cause <- status$causes[length(status$causes)] %||% "unknown"
+  # A full disk under the job's folder: no restart would get further, so the
+  # message counts the attempts made and says what to free.
+  no_space <- isTRUE(job$no_space)
   gpukeras_abort(
     c(
-      sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause),
+      if (no_space) {
+        attempts <- status$restarts + 1L
+        c(
+          sprintf("Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s", cause),
+          job_space_fix
+        )
+      } else {
+        sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause)
+      },
       if (length(stderr)) c("The last lines of its stderr:", rlang::set_names(stderr, " ")),
       if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
       if (!is.null(status$resume)) {
@@ -99,7 +110,8 @@ job_failure <- function(job, status, call = caller_env()) {
         "No backup was written."
       }
     ),
-    "gpukeras_error_job_failed",
+    c(if (no_space) "gpukeras_error_job_write", "gpukeras_error_job_failed"),
+    folder = if (no_space) job$dir,
     cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup,
     call = call
   )

@@ -15,11 +15,78 @@
 
 job_file <- function(job, name) file.path(if (is.environment(job)) job$dir else job, name)
 
-# Write an R object so a reader never sees half of it.
-write_rds_atomic <- function(object, path) {
+# Write an R object so a reader never sees half of it. saveRDS() leaves a
+# cut-off file in silence on a full disk (its gzip stream hides the failed
+# write), so the bytes are written plainly and counted: a short file is a
+# gpukeras_error_job_write naming `what` and the folder, and the old file stays.
+write_rds_atomic <- function(object, path, what = basename(path), call = caller_env()) {
   temporary <- paste0(path, ".tmp")
-  saveRDS(object, temporary)
+  bytes <- serialize(object, NULL)
+  failed <- function(condition) FALSE
+  connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
+  written <- !is.null(connection) &&
+    # `&`, not `&&`: the connection is closed whether or not the write failed.
+    tryCatch({ writeBin(bytes, connection); TRUE }, error = failed, warning = failed) &
+    tryCatch({ close(connection); TRUE }, error = failed, warning = failed) &&
+    isTRUE(file.size(temporary) == length(bytes))
+  if (!written) {
+    unlink(temporary)
+    job_write_failed(dirname(path), what, call = call)
+  }
   file.rename(temporary, path)
+}
+
+# A write into the job's folder that failed: what, where, why and what to free.
+job_write_failed <- function(dir, what, call = caller_env()) {
+  gpukeras_abort(
+    c(sprintf("%s could not be written to the job's folder %s: %s.", what, dir, write_cause(dir)), job_space_fix),
+    "gpukeras_error_job_write",
+    folder = dir,
+    call = call
+  )
+}
+
+job_space_fix <- paste(
+  "Background jobs write in R's temporary folder (tempdir()): free space on its disk,",
+  "or start R with TMPDIR set to a folder on a disk with room."
+)
+
+# Why a write into `dir` failed. R gives no errno; a write cut short on a disk
+# with (almost) nothing left is the common case, told by the free space left.
+write_cause <- function(dir) {
+  if (isTRUE(disk_full(dir))) "no space left on device" else "the write was cut short (a full disk or a quota?)"
+}
+
+# Whether the disk holding `dir` has less than 1 MiB left for a normal user
+# (`df` says; NA where it cannot tell). The supervisor never starts Python,
+# so this is asked of `df` rather than of shutil.disk_usage().
+disk_full <- function(dir) {
+  while (!dir.exists(dir) && dirname(dir) != dir) dir <- dirname(dir)
+  lines <- tryCatch(
+    suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
+    error = function(e) character()
+  )
+  if (length(lines) < 2L) {
+    return(NA)
+  }
+  available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
+  if (is.na(available)) NA else available < 1024
+}
+
+# Exit status of a job's process that could not write into the job's folder
+# (ENOSPC's number): the supervisor reads it from a child, the session from the supervisor.
+job_write_status <- 28L
+
+# Run `code`, which writes `what` into the job's folder `dir`; its failure on a
+# full disk (numpy's bare OSError, Keras' save, a classed one from the core) is
+# a gpukeras_error_job_write. Other errors pass unchanged.
+carry_writes <- function(dir, what, code, call = caller_env()) {
+  tryCatch(code, error = function(e) {
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) {
+      job_write_failed(dir, what, call = call)
+    }
+    stop(e)
+  })
 }
 
 read_rds_or_null <- function(path) {
@@ -66,9 +133,13 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   on.exit(if (!started) {
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
-  carried <- core_call("job_carry_model", model = model, job_dir = dir, error_call = call)
+  carried <- carry_writes(dir, "The model (model.keras)", core_call("job_carry_model", model = model, job_dir = dir, error_call = call), call = call)
   if (length(request$callbacks)) {
-    core_call("job_carry_callbacks", callbacks = request$callbacks, job_dir = dir, error_call = call)
+    carry_writes(
+      dir, "The callbacks (callbacks.pkl)",
+      core_call("job_carry_callbacks", callbacks = request$callbacks, job_dir = dir, error_call = call),
+      call = call
+    )
   }
   schedule <- NULL
   if (inherits(request$learning_rate, "python.builtin.object")) {
@@ -96,11 +167,12 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
       describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, role = "validation", call = call)
     }
   )
-  write_rds_atomic(spec, job_file(dir, "spec.rds"))
+  write_rds_atomic(spec, job_file(dir, "spec.rds"), "What the training process runs (spec.rds)", call = call)
   process <- if (is.null(standby)) {
-    start_supervisor(dir, env, max_restarts)
+    # callr writes the files that start the supervisor in tempdir(), where the job's folder is.
+    carry_writes(dir, "The files that start the job's processes", start_supervisor(dir, env, max_restarts), call = call)
   } else {
-    standby_go(standby, max_restarts)
+    standby_go(standby, max_restarts, call = call)
   }
   job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, request$verbose)
   job$encoding <- fit_encoding(data)
@@ -160,6 +232,27 @@ progress_sample <- function(progress) {
   )
 }
 
+# The state of a job whose supervisor ended without writing a final one. Its
+# last state.rds may be behind (a state it could not write): each attempt
+# leaves its stdout-<n>.log, so those count the attempts made.
+supervisor_ended <- function(job, state) {
+  logs <- list.files(job$dir, pattern = "^stdout-[0-9]+[.]log$")
+  attempts <- max(c(state$attempt, as.integer(gsub("\\D", "", logs)), 1L))
+  state$state <- "failed"
+  state$attempt <- attempts
+  state$restarts <- attempts - 1L
+  if (isTRUE(job$process$get_exit_status() == job_write_status)) {
+    state$no_space <- TRUE
+    state$causes <- c(
+      state$causes,
+      sprintf("the supervising process could not write the job's state to its folder %s: %s", job$dir, write_cause(job$dir))
+    )
+  } else {
+    state$causes <- c(state$causes, "the supervising process ended")
+  }
+  state
+}
+
 #' Background training jobs: status, wait, cancel
 #'
 #' `gpu_fit(background = TRUE)` trains in a supervised child R process and
@@ -179,7 +272,9 @@ progress_sample <- function(progress) {
 #'   cause (signal or exit status), the last 20 lines of the child's stderr,
 #'   the last progress sample and where the backup is; an error in the
 #'   training itself (bad data, say) is raised with its own class, without
-#'   restarts.
+#'   restarts. A disk that fills up under the job's folder (in [tempdir()])
+#'   stops it without restarts, as a `gpukeras_error_job_write` error (also a
+#'   `gpukeras_error_job_failed`) naming the folder and the attempts made.
 #' * `gpu_job_cancel()` ends the job's processes and keeps its work: the
 #'   backup (the last one committed, at the end of an epoch or every
 #'   `backup_freq` batches) stays, and the status and print say where it is
@@ -255,10 +350,11 @@ gpu_job_status <- function(job) {
     # Read again: the supervisor may have written its last word just now.
     state <- read_rds_or_null(job_file(job, "state.rds"))
     if (!isTRUE(state$state %in% final_states)) {
-      state$state <- "failed"
-      state$causes <- c(state$causes, "the supervising process ended")
+      state <- supervisor_ended(job, state)
     }
   }
+  # A job the full disk of its folder stopped is told apart (job_failure()).
+  job$no_space <- isTRUE(state$no_space)
   progress <- read_progress(job)
   value <- state$state %||% "starting"
   if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(state$attempt))) {

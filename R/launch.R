@@ -145,8 +145,7 @@ private_network <- function(scratch, call = caller_env()) {
     ready <- "ready" %in% holder$read_output_lines()
   }
   if (!ready) {
-    holder$kill()
-    no_private_network(paste(trimws(holder$read_all_error_lines()), collapse = " "), call = call)
+    no_private_network(holder_failure(holder), call = call)
   }
   enter <- c("nsenter", "--target", holder$get_pid(), if (!root) c("--user", "--preserve-credentials"), "--net", "--")
   bin <- file.path(scratch, "bin")
@@ -157,6 +156,22 @@ private_network <- function(scratch, call = caller_env()) {
     Sys.chmod(path, "0700")
   }
   list(holder = holder, bin = bin)
+}
+
+# Why the namespace's holder did not get ready, in unshare's own words where it said
+# any: read before the holder is killed, which closes its pipes (processx then gives
+# only "Invalid connection object").
+holder_failure <- function(holder) {
+  if (holder$is_alive()) {
+    holder$kill()
+    return("unshare did not start a network namespace within 10 seconds")
+  }
+  said <- tryCatch(holder$read_all_error_lines(), error = function(e) character())
+  said <- trimws(said[nzchar(trimws(said))])
+  if (length(said)) {
+    return(paste(said, collapse = " "))
+  }
+  sprintf("unshare ended with status %s, saying nothing", holder$get_exit_status())
 }
 
 no_private_network <- function(why, call = caller_env()) {

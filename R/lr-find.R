@@ -18,6 +18,14 @@
 #' Use one as the optimizer's learning rate, or as the peak of a schedule
 #' ([lr_warmup_cosine()], [lr_cyclical()]'s `high`) given to [gpu_fit()].
 #'
+#' A loss that never diverges but rises after its lowest (by a quarter of
+#' what it fell, before the last tenth of the steps) still gives suggestions:
+#' the curve has its descent and its turn. When the loss neither diverges nor
+#' turns up, nothing is suggested (all `NA`): every rule reads the curve
+#' against the point where it turns up, and without it the lowest loss is
+#' only the last rates tried. The result says so and advises a higher
+#' `max_lr` (ten times) or more `steps` (twice as many).
+#'
 #' @inheritParams gpu_fit
 #' @param model A compiled Keras 3 model (it is not changed).
 #' @param min_lr,max_lr The first and the last learning rate of the ramp.
@@ -30,9 +38,16 @@
 #'   * `history`: a data.frame with a row per batch trained: `lr`, `loss`,
 #'     `smoothed`;
 #'   * `suggested`: a named numeric vector, `valley`, `steepest` and
-#'     `minimum` (`NA` where the curve gives none);
-#'   * `lr`: the recommended rate (`valley`, else `steepest`, else `minimum`);
-#'   * `stopped`: why the test stopped;
+#'     `minimum` (`NA` where the curve gives none, all `NA` when the loss
+#'     neither diverged nor turned up);
+#'   * `lr`: the recommended rate (`valley`, else `steepest`, else `minimum`),
+#'     `NA` when none is suggested;
+#'   * `stopped`: why the test stopped, and how the curve ended when it ran
+#'     all steps;
+#'   * `diverged`: `TRUE` when the loss blew up (or became `NaN`/`Inf`)
+#'     before the last step;
+#'   * `advice`: what to change when nothing is suggested for want of a turn
+#'     (a higher `max_lr` or more steps), else `NULL`;
 #'   * `settings`: the settings used, the optimizer and the backend.
 #'
 #'   It has `print()` and `plot()` methods.
@@ -104,6 +119,8 @@ new_gpukeras_lr_find <- function(result) {
       suggested = suggested,
       lr = if (length(chosen)) unname(chosen[1]) else NA_real_,
       stopped = result$stopped,
+      diverged = isTRUE(result$diverged),
+      advice = result$advice,
       settings = result$settings
     ),
     class = "gpukeras_lr_find"
@@ -120,10 +137,16 @@ format.gpukeras_lr_find <- function(x, ...) {
       nrow(x$history), as.integer(s$steps), rate(s$min_lr), rate(s$max_lr), s$optimizer, s$backend
     ),
     sprintf("Stopped:   %s", x$stopped),
-    sprintf(
-      "Suggested: %s (valley); steepest %s; minimum/10 %s",
-      rate(x$suggested[["valley"]]), rate(x$suggested[["steepest"]]), rate(x$suggested[["minimum"]])
-    ),
+    # A ramp that neither diverged nor turned up suggests nothing (see Suggestions): say why
+    # and what to change.
+    if (!is.null(x$advice)) {
+      c("Suggested: none", paste("Advice:   ", x$advice))
+    } else {
+      sprintf(
+        "Suggested: %s (valley); steepest %s; minimum/10 %s",
+        rate(x$suggested[["valley"]]), rate(x$suggested[["steepest"]]), rate(x$suggested[["minimum"]])
+      )
+    },
     if (!is.na(x$lr)) sprintf("Use it:    %s as the optimizer's learning rate, or the peak of lr_warmup_cosine()", rate(x$lr))
   )
 }

@@ -22,8 +22,12 @@
 #'   [gpu_dataset()] made `like = ` the training data (its batches as they are,
 #'   made with `shuffle = FALSE` for `predict()`; labels in it are used by
 #'   `evaluate()`), or NumPy arrays. For a model trained on an image folder,
-#'   also a folder of new images, read with `gpu_dataset(newdata, like =
-#'   object, shuffle = FALSE)`, or an R array of images, scored as it is: its
+#'   also: a folder of class sub-folders, read with `gpu_dataset(newdata, like
+#'   = object, shuffle = FALSE)` (labelled, for `evaluate()`); a folder of
+#'   images without labels, or a character vector of image paths, each read at
+#'   the training image size, color mode and rescale, one row per file, named
+#'   by its path (sorted by name for a folder, in the order given for paths);
+#'   or an R array of images, scored as it is: its
 #'   pixels must be in the training range, 0-255 times the folder's `rescale`
 #'   (a `gpukeras_warning_pixel_range` warning says when they plainly are not).
 #' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
@@ -39,10 +43,13 @@
 #' @param unknown What a factor level the training data did not have
 #'   becomes: `"error"` stops with a `gpukeras_error_new_levels` error naming
 #'   the column and the levels (its fields `column` and `levels` too);
-#'   `"code"` gives it the reserved code `length(levels)` (one past the
-#'   training codes; a model then needs room for it, e.g. an embedding with
-#'   `input_dim = length(levels) + 1`). A label level training did not have
-#'   is always an error: the model has no class for it.
+#'   `"zero"`, for a one-hot factor (the default encoding), gives the row 0 in
+#'   every indicator column of that factor; `"code"`, for a factor of integer
+#'   codes (`gpu_dataset(factors = "codes")`), gives it the reserved code
+#'   `length(levels)` (one past the training codes; a model then needs room
+#'   for it, e.g. an embedding with `input_dim = length(levels) + 1`). A label
+#'   level training did not have is always an error: the model has no class
+#'   for it.
 #' @param na Rows with NA: `"error"` names them; `"drop"` leaves them out
 #'   (`predict()` gives them `NA`, so its rows still match `newdata`'s).
 #'   `NULL` (the default) follows the training data's rule.
@@ -64,7 +71,7 @@
 #'   )
 #'   fast <- factor(cars$speed > 10)
 #'   model <- keras$Sequential(list(
-#'     keras$Input(shape = list(2L)),
+#'     keras$Input(shape = list(4L)), # speed, and colour's 3 indicator columns
 #'     keras$layers$Dense(2L, activation = "softmax")
 #'   ))
 #'   model$compile(
@@ -72,14 +79,14 @@
 #'     metrics = list("accuracy")
 #'   )
 #'   fit <- gpu_fit(model, list(x = cars, y = fast), epochs = 2, verbose = 0, monitor = FALSE)
-#'   # "red" is coded as in training although the new data lacks "blue" and "green"
+#'   # "red" is encoded as in training although the new data lacks "blue" and "green"
 #'   new_cars <- data.frame(colour = c("red", "red"), speed = c(5, 20))
 #'   print(predict(fit, new_cars))
 #'   print(predict(fit, new_cars, type = "class"))
 #'   print(evaluate(fit, new_cars, factor(c(FALSE, TRUE))))
 #' }
 predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
-                                 unknown = c("error", "code"), na = NULL, verbose = 0, ...) {
+                                 unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
   call <- current_env()
   if (missing(newdata)) abort_no_newdata(call)
   type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
@@ -143,7 +150,7 @@ evaluate.default <- function(object, ...) {
 #' @rdname predict.gpukeras_fit
 #' @export
 evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
-                                  unknown = c("error", "code"), na = NULL, verbose = 0, ...) {
+                                  unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
   call <- current_env()
   if (missing(newdata)) abort_no_newdata(call)
   if (is.null(y) && !inherits(newdata, "python.builtin.object")) {
@@ -168,14 +175,15 @@ evaluate.gpukeras_model <- evaluate.gpukeras_fit
 scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, call) {
   model <- scoring_model(object, call)
   check_count(batch_size, call = call)
-  unknown <- check_choice(unknown[[1]], c("error", "code"), "unknown", call = call)
+  unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
   encoding <- object$encoding
   na <- if (is.null(na)) encoding$na %||% "error" else check_choice(na[[1]], c("error", "drop"), "na", call = call)
   if (!is.numeric(verbose) || length(verbose) != 1L || !verbose %in% 0:2) {
     gpukeras_abort(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call)
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
-  if (is.character(newdata) && length(newdata) == 1L) {
+  files <- NULL
+  if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {
       gpukeras_abort(
         c("`newdata` is a path, but the model was not trained on an image folder.", "Give the new data as the training data was given (R data, or a gpu_dataset())."),
@@ -183,24 +191,60 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
         call = call
       )
     }
-    newdata <- gpu_dataset(newdata, batch_size = batch_size, shuffle = FALSE, like = encoding)
+    files <- unlabelled_images(newdata, call)
+    newdata <- if (is.null(files)) {
+      gpu_dataset(newdata, batch_size = batch_size, shuffle = FALSE, like = encoding)
+    } else {
+      image_files_dataset(files, encoding$images, batch_size, call)
+    }
   }
   if (inherits(newdata, "python.builtin.object")) {
     check_dataset_encoding(newdata, encoding, "newdata", call)
-    if (!is.null(y) && inherits(newdata, "gpukeras_dataset")) {
-      gpukeras_abort("`y` is for R data: a dataset holds its own labels.", "gpukeras_error_bad_argument", call = call)
+    if (!is.null(y) && (inherits(newdata, "gpukeras_dataset") || !is.null(files))) {
+      gpukeras_abort("`y` is for R data: a dataset holds its own labels, and image files to score have none.", "gpukeras_error_bad_argument", call = call)
     }
     data <- list(x = newdata, y = y, y_dtype = NULL, check_missing = FALSE)
-    return(list(data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata)))
+    return(list(data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata), row_names = files))
   }
   if (is.null(encoding)) check_no_levels(newdata, call)
   if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images$rescale, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
+  check_input_width(model, data$encoding, call)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
     rows = count_rows(if (is.list(newdata) && !is.data.frame(newdata)) newdata[[1]] else newdata),
     row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
   )
+}
+
+# The image files `newdata` names to score without labels: the images directly in one
+# folder (sorted by name), or the paths given; NULL for one folder of class sub-folders,
+# read as the training folder was (labelled, for evaluate()).
+unlabelled_images <- function(newdata, call = caller_env()) {
+  if (length(newdata) == 1L && dir.exists(newdata)) {
+    images <- list.files(newdata, pattern = "[.](png|jpe?g|bmp|gif)$", ignore.case = TRUE, full.names = TRUE)
+    images <- images[!dir.exists(images) & !startsWith(basename(images), ".")]
+    if (length(images)) {
+      return(sort(images))
+    }
+    return(NULL)
+  }
+  if (anyNA(newdata) || !length(newdata)) {
+    gpukeras_abort("`newdata` must be image file paths or a folder, without NA.", "gpukeras_error_bad_argument", call = call)
+  }
+  newdata
+}
+
+# A pipeline of unlabelled images read as the training folder's were (`images`: its
+# image_size, color_mode and rescale), in the order given, for predict().
+image_files_dataset <- function(files, images, batch_size, call = caller_env()) {
+  options <- pipeline_options(batch_size, FALSE, NULL, FALSE, NULL, NULL, 0, FALSE, NULL, "auto", "auto", call = call)
+  source <- list(
+    files = as.list(files), image_size = as.list(as.integer(images$image_size)),
+    color_mode = images$color_mode, rescale = images$rescale
+  )
+  made <- do.call(core_call, c(list("dataset_from_source", kind = "image_files", source = source), options, list(error_call = call)))
+  made$dataset
 }
 
 # Without the training encoding, codes of factor or character columns would be

@@ -210,12 +210,21 @@ core <- function(call = caller_env()) {
 # Call the core's verb `target` with named arguments. A Python error becomes a
 # classed R condition raised in the name of `error_call` (the user's call);
 # its traceback is kept on the condition (`python_traceback`) but never printed.
+# Python's warnings during a core call (the bridge's `warnings`: class and message
+# each), as classed R warnings rather than lines on stderr; each once.
+raise_core_warnings <- function(warnings) {
+  for (said in unique(warnings)) {
+    gpukeras_warn(said$message, paste0("gpukeras_warning_", said$class))
+  }
+}
+
 core_call <- function(target, ..., error_call = caller_env()) {
   args <- list(...)
   handed_over <- vapply(args, inherits, logical(1), "gpukeras_handover")
   result <- core(error_call)$call(target, lapply(args, function(arg) {
     if (inherits(arg, "gpukeras_handover")) unclass(arg) else arg
   }))
+  raise_core_warnings(result$warnings)
   if (isTRUE(result$ok)) {
     return(result$value)
   }
@@ -246,27 +255,33 @@ core_call <- function(target, ..., error_call = caller_env()) {
 #' building models when the keras3 R package is not installed.
 #'
 #' It is Keras' own Python API, reached through reticulate, which gives an R
-#' number such as `64` to Python as the float `64.0`. Keras wants integers for
-#' units, filters, kernel sizes and shapes, and refuses floats
-#' (`keras$Input(shape = 64)`: "Cannot convert '64.0' to a shape";
-#' `keras$layers$Dense(64)`: "expected a positive integer"): write them with
-#' `L`, and a shape as a list, `keras$Input(shape = list(64L))`. (The keras3
-#' package's R functions convert them for you; gpukeras trains models made
-#' either way.)
+#' number such as `64` to Python as the float `64.0`, where Keras wants
+#' integers for units, filters, kernel sizes and shapes. So, as the keras3
+#' package's R functions do, a call through `gpu_keras()` converts a
+#' whole-number double to an integer for an argument Keras declares with an
+#' integer default (`strides = 1`, `patience = 0`, `axis = -1`) or that is a
+#' count, size or seed (`units`, `filters`, `kernel_size`, `seed`, ...), and a
+#' shape (`shape = 8`, `shape = c(28, 28)`) to a tuple of integers:
+#' `keras$layers$Dense(64)` and `keras$Input(shape = 8)` work. Numbers with a
+#' fraction, and arguments Keras declares with a float default
+#' (`learning_rate`, `rate`), are passed as they are. Classes that take no
+#' such argument (`keras$layers$Layer`, `keras$Model`) are Keras' own, to
+#' subclass. Methods of the objects made (`model$fit()`) are Keras' own: train
+#' with [gpu_fit()].
 #'
-#' @return The `keras` Python module (a reticulate module object).
+#' @return The `keras` Python module, as a reticulate object whose modules,
+#'   classes and functions are Keras' own (with the conversion above).
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
 #'   keras <- gpu_keras()
 #'   keras$`__version__`
-#'   # integers: 64L, and a shape as a list
 #'   model <- keras$Sequential(list(
-#'     keras$Input(shape = list(64L)),
-#'     keras$layers$Dense(10L, activation = "softmax")
+#'     keras$Input(shape = 64),
+#'     keras$layers$Dense(10, activation = "softmax")
 #'   ))
 #' }
 gpu_keras <- function() {
   core_call("start")
-  reticulate::import("keras")
+  core_call("keras_api")
 }

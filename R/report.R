@@ -8,18 +8,26 @@
 #' is visible in Python but not in R", is a difference between the two); the
 #' CUDA libraries this process has loaded (from `/proc/self/maps`: libcudart,
 #' libcudnn, libcublas, libnccl, ..., with versions); the NVIDIA driver and
-#' the GPUs NVML sees; and the environment variables that decide where Keras
-#' runs (`CUDA_VISIBLE_DEVICES`, `KERAS_BACKEND`, `LD_LIBRARY_PATH`, and those
-#' starting with `XLA_`, `TF_`, `JAX_`, `CUDA_`, `NVIDIA_`, `RETICULATE_`,
-#' `GPUKERAS_`).
+#' the GPUs NVML sees; and the environment variables that change what the
+#' frameworks do: a fixed list of names (`CUDA_VISIBLE_DEVICES`,
+#' `KERAS_BACKEND`, `LD_LIBRARY_PATH`, `PYTHONPATH`, `XLA_FLAGS`,
+#' `TF_FORCE_GPU_ALLOW_GROWTH`, `JAX_PLATFORMS`, `RETICULATE_PYTHON`, ...) and
+#' those starting with `XLA_PYTHON_CLIENT_` or `GPUKERAS_`. Nothing else: the
+#' prefixes `TF_` and `NVIDIA_` also hold other programs' secrets
+#' (Terraform's `TF_TOKEN_*` and `TF_VAR_*`, `NVIDIA_API_KEY`), and a listed
+#' variable whose name says it is a token, key, secret or password shows
+#' `<masked>`. A difference between R's Python and `python -c` comes with what
+#' commonly causes it; `python -c` runs from an empty folder, so that a
+#' `keras.py` in the working folder is not imported instead of Keras.
 #'
-#' The home folder becomes `~` and the user name `<user>` everywhere in the
-#' report, so that it can be pasted into a public issue as it is. Read it
-#' before you post it: other values (a host name in a variable, a project
-#' path outside the home folder) are left as they are.
+#' The home folder becomes `~` (where a path component ends: `/home/al` leaves
+#' `/home/alice` alone) and the user name `<user>` everywhere in the report,
+#' so that it can be pasted into a public issue as it is. Read it before you
+#' post it: other values (a host name in a variable, a project path outside
+#' the home folder) are left as they are.
 #'
-#' @param file Where to write the report (a new file unless `overwrite =
-#'   TRUE`), or `NULL` to only return it.
+#' @param file Where to write the report (a new file, in a folder that
+#'   exists, unless `overwrite = TRUE`), or `NULL` to only return it.
 #' @param check A [gpu_check()] result to report; `NULL` runs one.
 #' @param probe For the check run here: also run its training probe (a few
 #'   seconds), see [gpu_check()].
@@ -40,6 +48,14 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
     gpukeras_abort(
       sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
+    gpukeras_abort(
+      c(sprintf("`file` '%s' is in a folder that does not exist: '%s'.", file, dirname(file)),
+        "Create the folder first, or give a file in an existing one."),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -154,7 +170,45 @@ python_sees_table <- function(sees) {
   )
   differs <- rows[, 2] != rows[, 3] & !startsWith(rows[, 2], "not imported")
   rows[differs, 1] <- paste0("**", rows[differs, 1], "** (differs)")
-  markdown_table(c("", "R (this session)", "`python -c`"), rows)
+  c(markdown_table(c("", "R (this session)", "`python -c`"), rows), difference_notes(shown[differs]))
+}
+
+# What commonly causes each difference the table marks, as a list under it.
+difference_causes <- c(
+  python = paste(
+    "The same executable reports another Python version: it loads another libpython.",
+    "LD_LIBRARY_PATH decides where the dynamic loader looks first (in R too: RStudio and",
+    "Rscript may start with different values), and PYTHONHOME where Python looks for its library."
+  ),
+  keras = "Another Keras: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
+  keras_backend = paste(
+    "Keras chose its backend when this session imported it (KERAS_BACKEND, else ~/.keras/keras.json);",
+    "`python -c` reads them now. Set KERAS_BACKEND before the first call that starts Python, then restart R."
+  ),
+  keras_backend_variable = "KERAS_BACKEND changed in this session after Python started (Sys.setenv()): Keras read it once, at import.",
+  cuda_visible_devices = paste(
+    "CUDA_VISIBLE_DEVICES changed in this session after Python started (Sys.setenv()): the frameworks",
+    "read it once, when they start. Set it before the first call, or use gpu_setup(devices = ) before it."
+  ),
+  tensorflow = "Another TensorFlow: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
+  tensorflow_cuda_build = "Another TensorFlow build: a CPU-only and a CUDA build installed side by side, found in another order.",
+  tensorflow_gpus = paste(
+    "TensorFlow fixed its GPUs when it started in this session: CUDA_VISIBLE_DEVICES, gpu_setup(devices = ),",
+    "or the CUDA libraries it found then (LD_LIBRARY_PATH) differ from what a new process finds now."
+  ),
+  jax = "Another JAX: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
+  jax_devices = paste(
+    "JAX fixed its devices when it started in this session: CUDA_VISIBLE_DEVICES, JAX_PLATFORMS,",
+    "gpu_setup(devices = ) or the CUDA libraries it found then (LD_LIBRARY_PATH) differ from a new process's."
+  )
+)
+
+difference_notes <- function(fields) {
+  known <- intersect(fields, names(difference_causes))
+  if (!length(known)) {
+    return(character())
+  }
+  c("", "What commonly causes the differences marked:", "", markdown_items(unname(difference_causes[known])))
 }
 
 seen_value <- function(value, imported = TRUE) {
@@ -205,16 +259,23 @@ markdown_table <- function(header, rows) {
 # Text that stays one cell or one list item: no line breaks, no column bars.
 markdown_cell <- function(text) gsub("|", "\\|", gsub("[\r\n]+", " ", as.character(text)), fixed = TRUE)
 
-# The home folder as `~` and the user name as `<user>`, wherever they appear.
+# The home folder as `~` and the user name as `<user>`, wherever they appear: the folder
+# only where a path component ends (so that /home/al leaves /home/alice alone).
 mask_private <- function(lines) {
   home <- normalizePath(path.expand("~"), mustWork = FALSE)
   for (path in unique(c(home, path.expand("~"), Sys.getenv("HOME")))) {
-    if (nzchar(path) && path != "/") lines <- gsub(path, "~", lines, fixed = TRUE)
+    path <- sub("/+$", "", path)
+    if (nzchar(path)) {
+      lines <- gsub(sprintf("(?<![A-Za-z0-9_.~-])%s(?![^/\\s\"'`:;,)\\]|])", regex_escape(path)), "~", lines, perl = TRUE)
+    }
   }
   users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
   for (user in users[nzchar(users)]) {
     # As a whole word, so that a short name does not take letters out of other words.
-    lines <- gsub(sprintf("(?<![A-Za-z0-9_.-])%s(?![A-Za-z0-9_-])", gsub("([.\\\\+*?^$(){}|\\[\\]])", "\\\\\\1", user)), "<user>", lines, perl = TRUE)
+    lines <- gsub(sprintf("(?<![A-Za-z0-9_.-])%s(?![A-Za-z0-9_-])", regex_escape(user)), "<user>", lines, perl = TRUE)
   }
   lines
 }
+
+# `text` as a literal inside a Perl regular expression.
+regex_escape <- function(text) gsub("([.\\\\+*?^$(){}|\\[\\]])", "\\\\\\1", text)

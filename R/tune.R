@@ -18,6 +18,15 @@
 #' time for are listed in `skipped`. The budget is kept to within about one
 #' run's compile time.
 #'
+#' @section Steps per epoch:
+#' For R data, no batch size tried, and so none recommended, makes fewer than
+#' 8 steps per epoch over the data's rows (`ceiling(rows / batch_size) >= 8`;
+#' with fewer than 8 rows, batches of 1), the rule of [gpu_batch_size()]: its
+#' search stops at the largest such size, and sizes in `batch_sizes` that make
+#' fewer are left out (the header says so; if none is left, the error says
+#' which sizes would do). A dataset keeps its own batches. The table's `steps`
+#' column is each run's steps per epoch.
+#'
 #' @section Memory:
 #' On a GPU the search asks [gpu_memory_plan()] first: the batch sizes it
 #' measures stop at the largest power of two the plan fits in the free memory
@@ -59,8 +68,9 @@
 #' @param precisions Dtype policies to try (`"float32"`, `"mixed_bfloat16"`,
 #'   `"mixed_float16"`); `NULL`: what the device supports (see Precision).
 #' @param batch_sizes Batch sizes to try for R data; `NULL`: the three
-#'   fastest sizes [gpu_batch_size()]'s search finds (up to `max_batch`). A
-#'   dataset keeps its own batches (`batch_sizes` must be `NULL`).
+#'   fastest sizes [gpu_batch_size()]'s search finds (up to `max_batch`). Sizes
+#'   that make fewer than 8 steps per epoch are left out (see Steps per
+#'   epoch). A dataset keeps its own batches (`batch_sizes` must be `NULL`).
 #' @param steps_per_execution Values of `steps_per_execution` to try.
 #' @param jit_compile Values of `jit_compile` to try (`FALSE`, `TRUE`).
 #' @param max_batch The largest size [gpu_batch_size()]'s search tries.
@@ -73,7 +83,8 @@
 #'     without loss scaling), `sound`, `stopped_early`, `seconds`, `note`
 #'     and `data` (`"device"` where the rows trained on the device, as
 #'     [gpu_fit()] trains arrays on JAX, `steps_per_execution` then being its
-#'     steps per dispatch; else `"host"`);
+#'     steps per dispatch; else `"host"`) and `steps_per_epoch` (batches of
+#'     that size in one pass over the data, `NA` where not known);
 #'   * `recommended`: the fastest sound run's `precision`, `batch_size`,
 #'     `steps_per_execution` and `jit_compile` (`NULL` when none is sound);
 #'   * `baseline`, `loss_samples`, `skipped` (a data.frame of combinations
@@ -160,12 +171,14 @@ check_counts <- function(x, arg = caller_arg(x), call = caller_env()) {
 
 tune_columns <- c(
   "axis", "precision", "batch_size", "steps_per_execution", "jit_compile", "samples_per_second",
-  "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note", "data"
+  "samples", "loss", "finite", "overflows", "sound", "stopped_early", "seconds", "note", "data",
+  "steps_per_epoch"
 )
 
 new_gpukeras_tune <- function(result, data_kind) {
   trials <- rows_to_df(result$trials, tune_columns)
   for (column in c("samples_per_second", "loss", "seconds")) trials[[column]] <- as.numeric(trials[[column]])
+  trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
   structure(
     list(
       trials = trials,
@@ -199,6 +212,7 @@ format.gpukeras_tune <- function(x, ...) {
   shown <- data.frame(
     run = short_axis[t$axis], precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
     jit = ifelse(t$jit_compile, "on", "off"), data = t$data,
+    steps = ifelse(is.na(t$steps_per_epoch), "-", format(t$steps_per_epoch, big.mark = ",")),
     `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
     loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
     numerics = ifelse(t$sound, "sound", "UNSOUND"),
@@ -280,16 +294,30 @@ plot.gpukeras_tune <- function(x, ...) {
     rep(FALSE, nrow(t))
   }
   colours <- ifelse(!t$sound, "firebrick", ifelse(chosen, "navy", ifelse(t$stopped_early, "grey70", "steelblue")))
-  old <- graphics::par(mar = c(8, 4, 3, 1))
+  ylim <- c(0, max(rates, 1) * 1.15)
+  at <- pretty(ylim)
+  ticks <- format(at, big.mark = ",", scientific = FALSE, trim = TRUE)
+  margins <- tune_plot_margins(labels, ticks)
+  old <- graphics::par(mar = margins)
   on.exit(graphics::par(old))
   centres <- graphics::barplot(rates,
-    names.arg = labels, las = 2, col = colours, ylab = "samples / s",
-    main = "gpu_tune(): throughput per combination", ylim = c(0, max(rates, 1) * 1.15), ...
+    names.arg = labels, las = 2, col = colours, axes = FALSE,
+    main = "gpu_tune(): throughput per combination", ylim = ylim, ...
   )
+  graphics::axis(2, at = at, labels = ticks, las = 2)
+  graphics::title(ylab = "samples / s", line = margins[2] - 1.5)
   if (any(!t$sound)) {
     graphics::text(centres[!t$sound], rates[!t$sound], "unsound", pos = 3, col = "firebrick", cex = 0.8)
   }
   invisible(x)
+}
+
+# The margins (lines: bottom, left, top, right) that hold the bar labels, written
+# upwards, and the rate axis' labels with the axis title beside them, on the open
+# device: a fixed margin clipped long labels ("float32 b16384 s128 xla", "2,500,000").
+tune_plot_margins <- function(labels, ticks) {
+  lines <- function(text) max(graphics::strwidth(text, units = "inches")) / graphics::par("csi")
+  c(lines(labels) + 1.5, lines(ticks) + 3, 3, 1)
 }
 
 # gpu_fit(settings = ): the batch size, steps_per_execution and jit_compile a
@@ -297,6 +325,10 @@ plot.gpukeras_tune <- function(x, ...) {
 # precision cannot be applied to a built model, so a model of another policy
 # is refused rather than trained in a precision that was not chosen.
 tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
+  if (is_tuned_record(settings)) {
+    # a background fit's child: the parent applied the choice to these arguments already
+    return(list(batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings))
+  }
   if (!inherits(settings, "gpukeras_tune")) {
     gpukeras_abort(sprintf("`settings` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument", call = call)
   }
@@ -329,11 +361,23 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
       call = call
     )
   }
-  list(
+  applied <- list(
     batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
     steps_per_execution = as.integer(best$steps_per_execution),
     jit_compile = isTRUE(best$jit_compile)
   )
+  # What the fit's request carries (the core's advice leaves these alone); the batch size
+  # only where it was applied: a dataset's own batches were not the tune's choice.
+  applied$record <- c(list(precision = best$precision), applied)
+  applied
+}
+
+tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile")
+
+# The choice a gpu_fit() request carries (tune_fit_settings()'s record), which a background
+# fit's child gets back as `settings`.
+is_tuned_record <- function(x) {
+  is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
 }
 
 # The runs not made, each with why: memory ones one by one, the budget's counted.

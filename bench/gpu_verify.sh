@@ -1,67 +1,132 @@
 #!/usr/bin/env bash
-# One lease on a lent GPU machine: the checks that need a GPU, on the JAX backend.
+# One lease on a lent GPU machine: every check that needs a GPU, on the JAX backend, R's too.
 #
-# The GPU machines have Python 3.12 with JAX but no TensorFlow, keras or R, and
-# reach no package registry (DESIGN.md, "Verifying on a real GPU"), so keras,
-# namex and optree travel as wheels in .whl/. Run from the repository root:
+# The GPU machines have Python 3.12 with JAX but no TensorFlow and no R, and reach no
+# package registry (DESIGN.md, "Verifying on a real GPU"). What they lack travels in the
+# bundle bench/gpu_r_bundle.sh gathers (.gpu-r: R, reticulate, gpukeras, and the keras,
+# namex and optree wheels); carry it. Run from the repository root:
 #
-#   bash bench/gpu_verify.sh gpu    # -m gpu tests, gpu_check(), the monitor benchmark
-#   bash bench/gpu_verify.sh bench  # the memory test alone, the precision and pipeline benchmarks
-#   bash bench/gpu_verify.sh suite  # the whole core suite on JAX
-#   bash bench/gpu_verify.sh resident  # device-resident training against Keras' fit()
-#   bash bench/gpu_verify.sh memory    # gpu_memory_plan() against the measured peak
-#   bash bench/gpu_verify.sh augment   # augmentation presets on the device: what they cost
+#   bash bench/gpu_verify.sh PART...
 #
-# Every figure goes to $OUT (or bench/results/gpu when OUT is unset), named after
-# the GPU and the date; each step has its own time limit so one slow step
-# cannot take the others' output with it.
+#   gpu       the -m gpu tests, gpu_check(), the monitor benchmark
+#   bench     the memory-growth tests, the precision and pipeline benchmarks
+#   resident  device-resident training against Keras' fit(), NVML utilization (and why)
+#   augment   augmentation presets on the device: what they cost
+#   memory    gpu_memory_plan() against the measured peak
+#   r         R on the GPU through the bundle: bench/r_on_gpu.R
+#   suite     the whole core suite on JAX
+#   all       every part above, in that order
+#
+# Each part ends within 10 minutes (one device command), all of them within 40 (the sum
+# of the step limits below is 39 min 40 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# when OUT is unset), named after the GPU and the date; each step has its own time limit
+# so that one slow step cannot take the others' output with it.
+#
+# --smoke (first argument; make test runs `bash bench/gpu_verify.sh --smoke all` through
+# bench/lib/smoke.sh): the same steps on this machine's CPU with JAX, the benchmarks in
+# their smoke mode, the tests collected but not run (make pytest runs them), and the R part
+# as bench/gpu_r_bundle.sh --prove (the bundle built, then run with the system's R hidden),
+# results in a temporary folder; exits non-zero when a step failed.
 set -u
-part=${1:-gpu}
-out=${OUT:-bench/results/gpu}
-mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/inst/python KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
-tag="$gpu-$(date +%F)"
-echo "== $tag"
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
-python3 -c 'import jax, keras, numpy; print("jax", jax.__version__, jax.devices(), "keras", keras.__version__, "numpy", numpy.__version__)'
+smoke=false
+if [ "${1:-}" = "--smoke" ]; then
+  smoke=true
+  shift
+fi
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(gpu)
+if [ "${parts[0]}" = all ]; then
+  parts=(gpu bench resident augment memory r suite)
+fi
+python=${PYTHON:-python3}
+bundle=${GPU_R_BUNDLE:-.gpu-r}
+failed=0
 
-step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its log
-  local name=$1 limit=$2
+if $smoke; then
+  out=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-gpu-verify.XXXXXX")
+  bundle=${GPU_R_BUNDLE:-$out/r-bundle} # built and proven here, not the one carried
+  quick=--smoke
+  tests=(--collect-only -q)
+  probe=0.5
+  suite=()
+  tag="cpu-smoke-$(date +%F)"
+else
+  out=${OUT:-bench/results/gpu}
+  quick=
+  tests=(-ra -q)
+  probe=3
+  suite=(-n 8 --timeout 300)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '-')
+  tag="$gpu-$(date +%F)"
+fi
+mkdir -p "$out"
+export PYTHONPATH=$PWD/inst/python${PYTHONPATH:+:$PYTHONPATH} KERAS_BACKEND=jax PYTHONUNBUFFERED=1
+# Keras from the bundle's wheels (or .whl/) where the machine's Python has none
+if ! "$python" -c 'import keras, namex, optree' 2> /dev/null; then
+  wheels=$(ls "$bundle"/wheels/*.whl .whl/*.whl 2> /dev/null)
+  # shellcheck disable=SC2086
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site $wheels || exit 1
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+echo "== $tag"
+$smoke || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+"$python" -c 'import jax, keras, numpy; print("jax", jax.__version__, jax.devices(), "keras", keras.__version__, "numpy", numpy.__version__)'
+
+step() { # step NAME SECONDS COMMAND...: run with a limit, keep its log
+  local name=$1 limit=$2 status
   shift 2
   echo "== $name (limit ${limit}s)"
   local start=$SECONDS
   timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "rc=$? after $((SECONDS - start))s"
+  status=$?
+  echo "rc=$status after $((SECONDS - start))s"
+  [ "$status" -eq 0 ] || failed=1
   tail -n 25 "$out/$name.log"
 }
+# the core's tests, from python/ (followed by what to run)
+pytest="cd python && '$python' -m pytest -p no:cacheprovider ${tests[*]}"
 
-case $part in
-  gpu)
-    step gpu-tests 170 bash -c 'cd python && python3 -m pytest tests -m gpu -ra -q -p no:cacheprovider'
-    step check 80 python3 -c "import json, gpukeras.bridge as b; print(json.dumps(b.call('check'), indent=1, default=str))"
-    step monitor 90 python3 bench/monitor.py --out "$out/monitor-python-jax-$tag.json"
-    ;;
-  bench)
-    step setup-memory 60 bash -c 'cd python && python3 -m pytest tests/test_setup.py -m gpu -ra -q -p no:cacheprovider'
-    step precision 110 python3 bench/precision.py --out "$out/precision-$tag.json"
-    step pipeline 280 python3 bench/pipeline.py --out "$out/pipeline-python-$tag.json"
-    ;;
-  resident)
-    step resident-tests 200 bash -c 'cd python && python3 -m pytest tests/test_resident.py -ra -q -p no:cacheprovider'
-    step resident 280 python3 bench/resident.py --out "$out/resident-python-$tag.json"
-    ;;
-  augment)
-    step augment 280 python3 bench/augment.py --quick --out "$out/augment-$tag.json"
-    ;;
-  memory)
-    step memory-plan 240 python3 bench/memory_plan.py --out "$out/memory_plan-$tag.json"
-    ;;
-  suite)
-    # eight test processes share the GPU: none may take JAX's default 75 % of it
-    step suite 390 env XLA_PYTHON_CLIENT_PREALLOCATE=false bash -c 'cd python && python3 -m pytest tests -ra -q -p no:cacheprovider -n 8 --timeout 300'
-    ;;
-esac
+for part in "${parts[@]}"; do
+  case $part in
+    gpu)
+      step gpu-tests 150 bash -c "$pytest tests -m gpu"
+      step check 60 "$python" -c "import json, gpukeras.bridge as b; print(json.dumps(b.call('check', {'probe_seconds': $probe}), indent=1, default=str))"
+      step monitor 80 "$python" bench/monitor.py $quick --out "$out/monitor-python-jax-$tag.json"
+      ;;
+    bench)
+      step setup-memory 60 bash -c "$pytest tests/test_setup.py -m gpu"
+      step precision 160 "$python" bench/precision.py $quick --out "$out/precision-$tag.json"
+      step pipeline 240 "$python" bench/pipeline.py $quick --out "$out/pipeline-python-$tag.json"
+      ;;
+    resident)
+      step resident-tests 180 bash -c "$pytest tests/test_resident.py"
+      step resident 280 "$python" bench/resident.py $quick --out "$out/resident-python-$tag.json"
+      step utilization 100 "$python" bench/utilization.py ${quick:---quick} --out "$out/utilization-$tag.json"
+      ;;
+    augment)
+      step augment 240 "$python" bench/augment.py ${quick:---quick} --out "$out/augment-$tag.json"
+      ;;
+    memory)
+      step memory-plan 200 "$python" bench/memory_plan.py $quick --out "$out/memory_plan-$tag.json"
+      ;;
+    r)
+      if $smoke; then
+        step r-bundle 270 bash bench/gpu_r_bundle.sh --prove "$bundle"
+      else
+        step r-on-gpu 270 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+          "$bundle/Rscript" bench/r_on_gpu.R --out "$out/r-on-gpu-$tag.md"
+      fi
+      ;;
+    suite)
+      # eight test processes share the GPU: none may take JAX's default 75 % of it
+      step suite 360 env XLA_PYTHON_CLIENT_PREALLOCATE=false bash -c "$pytest tests ${suite[*]}"
+      ;;
+    *)
+      echo "unknown part: $part (gpu, bench, resident, augment, memory, r, suite or all)" >&2
+      exit 2
+      ;;
+  esac
+done
 ls -la "$out"
+exit "$failed"

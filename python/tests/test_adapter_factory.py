@@ -40,7 +40,12 @@ def test_arrays_on_tensorflow_become_a_seeded_tf_data_pipeline(
     adapter = adapters.get_data_adapter(arrays(), batch_size=32, seed=1)
     assert isinstance(adapter, adapters.ArrayDatasetAdapter)
     assert adapter.kind == "arrays" and adapter.steps_per_epoch == 4
-    assert adapter.gpu_dataset() == {"source": "arrays", "cache": False, "user_map": False}
+    assert adapter.gpu_dataset() == {
+        "source": "arrays",
+        "cache": False,
+        "user_map": False,
+        "cache_declined": None,
+    }
 
 
 def test_arrays_without_tensorflow_go_to_keras_on_any_backend(

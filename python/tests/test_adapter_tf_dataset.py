@@ -136,7 +136,12 @@ def test_a_gpu_dataset_is_known_from_a_dataset_made_elsewhere(tensorflow: object
     made = adapters.get_data_adapter(
         pipeline.from_arrays(x, y, batch_size=BATCH, cache=False)["dataset"], None, None
     )
-    assert made.gpu_dataset() == {"source": "arrays", "cache": False, "user_map": False}
+    assert made.gpu_dataset() == {
+        "source": "arrays",
+        "cache": False,
+        "user_map": False,
+        "cache_declined": None,
+    }
     elsewhere = adapters.get_data_adapter(plain(tensorflow), None, None)
     assert elsewhere.gpu_dataset() is None
     assert elsewhere.pipeline_steps() == ["Batch", "TensorSlice"]

@@ -21,13 +21,14 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run_core
+from conftest import CORE, run_core
 from gpukeras import bridge
 from gpukeras.core import errors
 from gpukeras.core.runtime import config
@@ -140,6 +141,24 @@ def test_training_removes_only_the_files_it_wrote(tmp_path: Path) -> None:
     put_user_files(folder)
     crashed(folder, epoch=1, batch=5)
     assert_user_files_intact(folder)
+    resumed = train(model(2), folder, backup_freq=3)
+    assert resumed["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 3}
+    assert listing(folder) == set(USER_FILES)
+    assert_user_files_intact(folder)
+
+
+def test_what_a_killed_write_left_goes_when_the_resumed_fit_completes(tmp_path: Path) -> None:
+    """A fit killed while writing leaves a half-written weights file and temporaries no backup
+    names; the fit that resumes and completes removes them, and the user's files stay."""
+    folder = tmp_path / "backups"
+    put_user_files(folder)
+    crashed(folder, epoch=1, batch=5)
+    leftovers = [
+        f"{backup.WEIGHTS_PREFIX}000009-abc{backup.WEIGHTS_SUFFIX}",
+        *(f"{prefix}x1y2" for prefix in backup_files.TEMPORARY_PREFIXES),
+    ]
+    for name in leftovers:
+        (folder / name).write_bytes(b"cut short")
     resumed = train(model(2), folder, backup_freq=3)
     assert resumed["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 3}
     assert listing(folder) == set(USER_FILES)
@@ -458,6 +477,27 @@ def test_a_disk_that_fills_up_is_a_classed_error_that_says_what_to_free(tmp_path
     assert left == {backup.STATE_FILE, state.weights, "filler"}
 
 
+def test_a_write_failure_never_names_a_backup_that_is_gone(tmp_path: Path) -> None:
+    """The folder emptied by someone else during training, then the disk full: the error
+    says no backup is left, not where "the last good backup" was."""
+    keras = config.keras()
+    folder = tmp_path / "small"
+
+    class EmptyAndFill(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            if epoch == 1:
+                for path in folder.glob("gpukeras-*"):
+                    if path.name != backup_files.LOCK_FILE:
+                        path.unlink()
+                (folder / "filler").write_bytes(b"x" * (shutil.disk_usage(folder).free - 8192))
+
+    with mounted(folder, "size=1m,mode=0700"):
+        answer = answer_of(folder, callbacks=[EmptyAndFill()])
+    assert answer["r_class"] == "gpukeras_error_backup_write", answer
+    assert f"No backup is left in {folder} (removed during training)" in answer["message"]
+    assert "The last good backup" not in answer["message"]
+
+
 def test_a_file_size_limit_is_a_classed_error_before_any_backup(tmp_path: Path) -> None:
     """RLIMIT_FSIZE below the weights' size (no root needed): EFBIG at the first backup."""
     folder = tmp_path / "limited"
@@ -520,3 +560,95 @@ def test_an_unreadable_state_says_to_delete_it(tmp_path: Path) -> None:
     (tmp_path / backup.STATE_FILE).write_text("{not json")
     with pytest.raises(errors.BackupMismatchError, match="cannot be read"):
         backup.read_state(str(tmp_path))
+
+
+# One backup folder, one fit (issue #32, item 5) ---------------------------------------
+HOLD = """
+import sys, time
+from gpukeras.train import backup_files
+with backup_files.folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@contextlib.contextmanager
+def held_by_another_process(folder: Path) -> Iterator[subprocess.Popen]:
+    """A real second process holding ``folder``'s lock until the block ends (then killed)."""
+    path = os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_folder_another_fit_holds_is_refused_naming_it_and_freed_when_it_dies(
+    tmp_path: Path,
+) -> None:
+    put_user_files(tmp_path)
+    with held_by_another_process(tmp_path) as holder:
+        answer = answer_of(tmp_path)
+        assert not answer["ok"] and answer["r_class"] == "gpukeras_error_backup_in_use", answer
+        assert f"process {holder.pid}" in answer["message"]
+        assert "another backup_dir" in answer["message"]
+        assert backup.STATE_FILE not in listing(tmp_path)  # nothing read, nothing written
+    # SIGKILL: the kernel dropped the lock; its file, left behind, is taken over
+    assert backup_files.LOCK_FILE in listing(tmp_path)
+    assert answer_of(tmp_path)["ok"]
+    assert listing(tmp_path) == set(USER_FILES)  # the lock file too is gone after the fit
+    assert_user_files_intact(tmp_path)
+
+
+def test_the_lock_is_held_for_the_fit_and_released_when_it_fails(tmp_path: Path) -> None:
+    seen = []
+    keras = config.keras()
+
+    class Probe(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            refused = pytest.raises(errors.BackupInUseError, match=f"process {os.getpid()}")
+            with refused, backup_files.folder_lock(str(tmp_path)):
+                pass
+            seen.append(epoch)
+
+    train(model(), tmp_path, callbacks=[Probe()])
+    assert seen == [0, 1, 2]
+    crashed(tmp_path, 1, 2)  # the fit failed: the lock went with it
+    with backup_files.folder_lock(str(tmp_path)):
+        assert json.loads((tmp_path / backup_files.LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"learning_rate": 0.5}, "learning_rate"),
+        ({"clipnorm": 1.0}, "clipnorm"),
+        ({"accumulate": 2}, "accumulate"),
+    ],
+    ids=["learning rate", "clipnorm", "accumulate"],
+)
+def test_a_backup_of_another_request_is_never_resumed(
+    tmp_path: Path, change: dict, named: str
+) -> None:
+    crashed(tmp_path, 1, 2)
+    with pytest.raises(errors.BackupMismatchError, match=rf"different training run \(.*{named}:"):
+        train(model(), tmp_path, backup_freq=3, **change)
+    assert backup.read_state(str(tmp_path)) is not None  # left as it was, for the right call
+
+
+def test_a_backup_of_another_model_is_never_resumed(tmp_path: Path) -> None:
+    crashed(tmp_path, 1, 2)
+    keras = config.keras()
+    other = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(16), keras.layers.Dense(1)]
+    )
+    other.compile(optimizer="sgd", loss="mae")
+    with pytest.raises(errors.BackupMismatchError, match=r"different training run") as refused:
+        train(other, tmp_path, backup_freq=3)
+    for differs in ("layers:", "loss:", "optimizer:"):
+        assert differs in str(refused.value)

@@ -16,7 +16,7 @@ from conftest import run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import messages
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters
+from gpukeras.data import adapters, pipeline
 from gpukeras.gpu import peak_memory
 from gpukeras.tools import batch_size
 
@@ -105,13 +105,14 @@ def test_midpoint_prefers_multiples_of_8(fits: int, fails: int, expected: int) -
 
 # Real searches on the CPU (or the GPU where there is one) -----------------------------
 def test_sizes_double_to_max_batch_and_the_fastest_is_recommended() -> None:
-    result = call(model=mlp(), min_batch=8, max_batch=256, steps=3)
+    result = call(model=mlp(), data=arrays(4096), min_batch=8, max_batch=256, steps=3)
     assert sizes(result) == [8, 16, 32, 64, 128, 256]
     trials = result["trials"]
     assert all(t["fits"] and t["reason"] is None for t in trials)
     assert all(t["samples_per_second"] > 0 and t["step_ms"] > 0 for t in trials)
     fastest = max(trials, key=lambda t: t["samples_per_second"])
-    assert result["recommended"] == fastest["batch_size"]
+    # 4,096 rows make 8 steps per epoch up to batch_size 584: every size may be recommended
+    assert result["recommended"] == result["fastest"] == fastest["batch_size"]
     assert (result["largest"], result["smallest_failing"]) == (256, None)
     # The estimate grows by the same amount per sample, from the fixed part.
     estimate = result["estimate"]
@@ -435,3 +436,84 @@ def test_on_a_gpu_the_peak_meter_reads_the_device_the_model_trains_on() -> None:
     assert run.readback["device"] == "GPU:0"
     assert run.readback["on"] == run.readback["expected"]
     assert run.readback["peak_mib"] >= 1024
+
+
+# Steps per epoch (issue #32, item 8) --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("rows", "largest"),
+    [(150, 21), (120, 17), (100, 14), (56, 7), (57, 8), (64, 9), (8, 1), (7, 1), (1, 1)],
+)
+def test_the_largest_batch_that_makes_8_steps_per_epoch(rows: int, largest: int) -> None:
+    assert pipeline.largest_batch_for_steps(rows) == largest
+
+
+def test_the_rule_is_exact_for_every_row_count() -> None:
+    for rows in range(8, 2000):
+        largest = pipeline.largest_batch_for_steps(rows)
+        assert pipeline.steps_per_epoch(rows, largest) >= pipeline.MIN_STEPS_PER_EPOCH, rows
+        assert pipeline.steps_per_epoch(rows, largest + 1) < pipeline.MIN_STEPS_PER_EPOCH, rows
+
+
+def test_steps_rule_allows_sizes_up_to_the_largest_or_else_the_smallest() -> None:
+    rule = batch_size.steps_rule(150, [8, 16, 32, 64])
+    assert rule == {"min_steps": 8, "rows": 150, "largest_batch": 21, "allowed": [8, 16]}
+    # fewer rows than any size allows: the size with the most steps
+    assert batch_size.steps_rule(100, [16, 32])["allowed"] == [16]
+    # rows not known: the rule cannot apply
+    unknown = batch_size.steps_rule(None, [16, 32])
+    assert unknown["allowed"] == [16, 32] and unknown["largest_batch"] is None
+
+
+def test_the_recommended_size_makes_at_least_8_steps_per_epoch() -> None:
+    # 100 rows: 8 steps per epoch up to batch_size 14, so of 8..256 only 8 may be recommended,
+    # however fast the larger sizes run
+    result = call(model=mlp(), min_batch=8, max_batch=256, steps=1)
+    trials = result["trials"]
+    assert [t["steps_per_epoch"] for t in trials] == [-(-ROWS // t["batch_size"]) for t in trials]
+    assert result["steps_rule"] == {"min_steps": 8, "rows": ROWS, "largest_batch": 14}
+    assert result["recommended"] == 8
+    assert result["fastest"] == max(trials, key=lambda t: t["samples_per_second"])["batch_size"]
+    assert result["largest"] == 256  # what fits is still said
+
+
+def test_a_gpu_datasets_training_rows_count_and_other_datasets_rows_are_not_known() -> None:
+    x, y = arrays(200)
+    split = pipeline.from_arrays(x, y, batch_size=10, validation_split=0.2, seed=1)
+    assert pipeline.rows_in(split["dataset"]) == 160
+    assert pipeline.rows_in(split["validation"]) == 40
+    result = batch_size.search(mlp(), split["dataset"], min_batch=8, max_batch=32, steps=1)
+    assert result["steps_rule"]["rows"] == 160
+    assert [t.steps_per_epoch for t in result["trials"]] == [20, 10, 5]
+    assert result["recommended"] in (8, 16)
+    tf = pytest.importorskip("tensorflow")
+    other = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
+    assert pipeline.rows_in(other) is None
+    result = batch_size.search(mlp(), other, min_batch=8, max_batch=32, steps=1)
+    assert result["steps_rule"]["rows"] is None
+    assert all(t.steps_per_epoch is None for t in result["trials"])
+    assert result["recommended"] == result["fastest"]
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+def test_a_gpu_dataset_batch_larger_than_its_training_rows_is_the_rows(
+    drop_remainder: bool,
+) -> None:
+    x, y = arrays(150)
+    made = pipeline.from_arrays(
+        x, y, batch_size=256, validation_split=0.2, seed=1, drop_remainder=drop_remainder
+    )
+    [warning] = made["warnings"]
+    assert warning["class"] == "batch_size"
+    assert warning["message"][0] == (
+        "`batch_size` (256) is larger than the 120 training rows (150 less 30 for "
+        "validation): each epoch is one batch of all 120 rows (batch_size = 120)."
+    )
+    assert "batch_size = 17 or less gives 8 or more steps per epoch" in warning["message"][1]
+    # one batch of all training rows, even with drop_remainder (else an epoch of none)
+    batches = list(made["dataset"])
+    assert [len(batch[0]) for batch in batches] == [120]
+    assert made["info"]["batches"] == 1
+    # a batch within the rows: nothing to say
+    assert (
+        pipeline.from_arrays(x, y, batch_size=120, validation_split=0.2, seed=1)["warnings"] == []
+    )

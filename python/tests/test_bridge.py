@@ -146,3 +146,45 @@ def test_r_names_verbs_alone() -> None:
         modules += re.findall(r'import\("(gpukeras\.[a-z_.]+)"\)', text)
     assert called and called <= set(bridge.VERBS), called - set(bridge.VERBS)
     assert set(modules) <= {"gpukeras.bridge"}, modules
+
+
+def test_python_warnings_during_a_verb_come_back_as_data_for_r() -> None:
+    """Keras' warnings print on stderr with a path into site-packages; the bridge returns
+    them for R to raise as classed warnings, a known one in gpukeras' words."""
+    import warnings
+
+    def warns() -> int:
+        warnings.warn(
+            "Your input ran out of data; interrupting training.", UserWarning, stacklevel=1
+        )
+        warnings.warn("\x1b[1msomething\x1b[0m else", DeprecationWarning, stacklevel=1)
+        return 1
+
+    answer = bridge.answer(warns)
+    assert answer["ok"] and answer["value"] == 1
+    known, other = answer["warnings"]
+    assert known["class"] == "input_exhausted" and "stopped early" in known["message"]
+    assert other == {"class": "python", "message": "DeprecationWarning: something else"}
+    assert "warnings" not in bridge.answer(lambda: 2)
+
+    def warns_then_fails() -> None:
+        warnings.warn("about to fail", RuntimeWarning, stacklevel=1)
+        raise ValueError("failed")
+
+    failed = bridge.answer(warns_then_fails)
+    assert not failed["ok"] and failed["warnings"][0]["message"] == "RuntimeWarning: about to fail"
+    with warnings.catch_warnings():  # the user's filters decide what is recorded
+        warnings.simplefilter("ignore")
+        assert "warnings" not in bridge.answer(warns)
+
+
+def test_a_framework_warning_names_its_package_not_its_file() -> None:
+    from gpukeras.core.messages import framework_warning
+
+    said = framework_warning(
+        "UserWarning", "`shuffle=True` was passed", "/x/lib/site-packages/keras/src/e.py"
+    )
+    assert said == {
+        "class": "python",
+        "message": "UserWarning from keras: `shuffle=True` was passed",
+    }

@@ -261,6 +261,7 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     for name in (
         "_flatten_layers",
         "_initial_epoch",
+        "_jit_compile",
         "_resolve_auto_jit_compile",
         "_symbolic_build",
     ):

@@ -68,16 +68,23 @@ def test_the_suggestion_lies_in_the_range_and_the_digits_cnn_converges_at_it() -
     assert history["accuracy"][-1] > 0.9
 
 
-def test_a_ramp_into_divergence_stops_early_and_says_why() -> None:
+def linear_regression() -> tuple:
+    """A one-Dense model under SGD and 256 rows of a linear target."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((256, 4)).astype("float32")
     y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32"))[:, None]
     keras.utils.set_random_seed(1)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
+    return model, x, y
+
+
+def test_a_ramp_into_divergence_stops_early_and_says_why() -> None:
+    model, x, y = linear_regression()
     found = lr_find.find(model, (x, y), min_lr=1e-4, max_lr=1e4, steps=200, batch_size=32)
     assert len(found["loss"]) < 200
     assert found["stopped"].startswith(("the loss diverged", "the loss became"))
+    assert found["diverged"] is True and found["advice"] is None
     assert found["lr"][-1] < 1e4
 
 
@@ -93,6 +100,20 @@ def test_valley_and_steepest_on_a_known_curve() -> None:
     steep = lr_find.steepest(lrs, losses)
     assert steep is not None and 1e-4 <= steep <= 1e-2
     assert lr_find.smooth([1.0, 1.0, 1.0], 0.9) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_a_curve_turned_up_when_it_rose_after_its_lowest() -> None:
+    # Fell from 2 to 1 by the middle, then rose back to 1.5: a turn to read rates against
+    # (the digits CNN's ramp to 10 ends so, short of 4 x its lowest).
+    assert lr_find.turned_up([2.0 - i / 10 for i in range(10)] + [1.0 + i / 20 for i in range(11)])
+    still_falling = [2.0 - i / 20 for i in range(20)]
+    assert not lr_find.turned_up(still_falling)
+    # lowest in the last tenth: the ramp ended on its way down
+    assert not lr_find.turned_up([*still_falling, still_falling[-1] + 0.01])
+    # a flat end that rose by less than a quarter of the fall is no turn
+    assert not lr_find.turned_up(still_falling[:10] + [1.5] * 5 + [1.55] * 5)
+    # nor is noise on a flat curve (rates too small to teach)
+    assert not lr_find.turned_up([2.0, 1.99, 1.995, 2.0, 2.01, 2.005, 2.0, 2.02, 2.03, 2.03, 2.04])
 
 
 @pytest.mark.parametrize(
@@ -113,3 +134,18 @@ def test_bad_input_is_refused_before_training(kwargs: dict, says: str) -> None:
     assert not answer["ok"]
     assert answer["r_class"] in ("gpukeras_error_bad_argument", "gpukeras_error_bad_data")
     assert says in answer["message"]
+
+
+def test_a_ramp_that_never_diverges_suggests_nothing_and_says_what_to_change() -> None:
+    # issue #32, item 8: rates read off a curve that never turned up are withheld.
+    model, x, y = linear_regression()
+    # every step trains on all 256 rows: the loss moves only by what rates this small teach
+    found = lr_find.find(model, (x, y), min_lr=1e-7, max_lr=1e-4, steps=12, batch_size=256, seed=1)
+    assert len(found["loss"]) == 12
+    assert found["diverged"] is False
+    assert found["stopped"] == (
+        "ran all 12 steps; the loss never diverged, nor rose after its lowest"
+    )
+    assert found["suggested"] == {"valley": None, "steepest": None, "minimum": None}
+    assert "higher max_lr (e.g. max_lr = 0.001)" in found["advice"]
+    assert "more steps (e.g. steps = 24)" in found["advice"]

@@ -81,6 +81,38 @@ def test_closed_form_cases_on_jax_without_tensorflow_in_a_fresh_process() -> Non
     assert "tensorflow" not in run.loaded
 
 
+def test_on_jax_the_plan_is_xlas_measure_of_the_compiled_step_and_leaves_nothing_behind() -> None:
+    """The step compiled at the batch size and at twice it (nothing run): its peak is the
+    total, the parts still show the layers and reconcile with it, the model's copy is gone
+    (on an H100 it held 128 MiB until Python's collector ran) and the model is unchanged."""
+    run = run_on_jax("import jax_memory_plan_xla")
+    small, large = run.readback["plans"]["16"], run.readback["plans"]["32"]
+    for found in (small, large):
+        assert found["method"] == "XLA's compiled step"
+        assert found["total_mib"] == pytest.approx(sum(row["mib"] for row in found["parts"]))
+        assert memory_plan.XLA_PART in [row["part"] for row in found["parts"]]
+        assert "activations: dense" in [row["part"] for row in found["parts"]]
+        assert found["total_mib"] == pytest.approx(
+            found["fixed_mib"] + found["batch_size"] * found["per_sample_mib"]
+        )
+    # parameters and Adam's slots at least: 64x512 + 512 + 512x10 + 10 floats, three times
+    assert small["fixed_mib"] >= 3 * (64 * 512 + 512 + 512 * 10 + 10) * 4 / MIB
+    assert large["total_mib"] > small["total_mib"]
+    assert large["total_mib"] - small["total_mib"] == pytest.approx(16 * small["per_sample_mib"])
+    before, after = run.readback["live_bytes"]
+    assert after - before < 1024  # a scalar or two; the copy's state is 460 KB
+    assert run.readback["built"] is False
+
+
+def test_on_tensorflow_the_plan_is_the_layer_estimate() -> None:
+    requires("tensorflow")
+    if config.backend != "tensorflow":
+        pytest.skip("this process runs JAX")
+    found = plan(mlp())
+    assert found["method"] == "layer outputs (an estimate)"
+    assert memory_plan.XLA_PART not in [row["part"] for row in found["parts"]]
+
+
 # The optimizer ------------------------------------------------------------------------
 def optimizers() -> list[tuple[str, object]]:
     opt = config.keras().optimizers

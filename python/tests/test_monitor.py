@@ -137,6 +137,16 @@ def test_host_sampler_without_proc_stat_says_why(tmp_path: Path) -> None:
             "gpu_dataset(cache = TRUE)",
             "map",
         ),
+        (  # cache = TRUE asked and not applied: never advised again
+            {
+                "source": "tfrecord",
+                "cache": False,
+                "user_map": False,
+                "cache_declined": "cache = TRUE not applied: the decoded size is not known",
+            },
+            "in a file on a local disk (cache = TRUE not applied",
+            "gpu_dataset(cache = TRUE)",
+        ),
         (
             {"source": "arrays", "cache": True, "user_map": True},
             "Make the map function cheaper",
@@ -151,13 +161,14 @@ def test_a_gpu_dataset_is_advised_on_its_own_options(
     what it was made from, never the steps a tfdatasets pipeline may lack."""
     context = advice.TrainingContext(
         backend="tensorflow",
+        gpus=["a GPU"],  # on the CPU the input verdict is a note (advice.notes)
         pipeline_steps=["Prefetch", "FlatMap", "ParallelMap", "Map", "Random"],
         gpu_dataset=made,
     )
     items = advice.advice({"input_wait_share": 0.3, "input_verdict": "highly input-bound"}, context)
     text = " ".join(items)
     assert advised in text
-    assert not_advised not in text.split("waits for input", 1)[1].split("No GPU")[0]
+    assert not_advised not in text.split("waits for input", 1)[1].split("XLA")[0]
     assert "dataset_prefetch()" not in text
 
 
@@ -426,9 +437,9 @@ def test_more_batches_per_call_are_advised_only_while_there_are_few(
 def test_data_given_in_memory_is_not_called_a_gpu_dataset() -> None:
     made = {"source": "arrays", "cache": False, "user_map": False}
     bound = {"input_wait_share": 0.3, "input_verdict": "highly input-bound"}
-    own = advice.advice(bound, advice.TrainingContext(backend="tensorflow", gpu_dataset=made))
+    own = advice.advice(bound, gpu_in_use(gpu_dataset=made))
     assert any("gpu_dataset() already gathers" in item for item in own)
-    given = advice.TrainingContext(backend="tensorflow", gpu_dataset=made, data="arrays")
+    given = gpu_in_use(gpu_dataset=made, data="arrays")
     text = " ".join(advice.advice(bound, given))
     assert "gpu_dataset()" not in text and "The data is in memory" in text
 
@@ -455,3 +466,35 @@ def test_the_monitor_leaves_out_the_first_calls_and_takes_the_on_device_flag() -
     watcher = training_run.make_monitor([], batch_size=8, input_on_device=True)
     record = watcher.timer.record  # type: ignore[attr-defined]
     assert record.input_on_device is True
+
+
+def test_a_short_or_cpu_run_gets_its_input_verdict_as_a_note_not_advice() -> None:
+    # issue #32, item 8: a few seconds, or the CPU, are no ground to change the batch
+    steps = {**TIMED, "input_wait_share": 0.3}
+    rows = {"gpu_dataset": {"source": "arrays", "cache": False, "user_map": False}}
+    long_run = monitor.training_report(steps, [], [], None, gpu_in_use(seconds=60.0, **rows))
+    assert long_run["input_verdict"] == "highly input-bound" and long_run["notes"] == []
+    assert any("Raise batch_size" in item for item in long_run["advice"])
+
+    short = monitor.training_report(steps, [], [], None, gpu_in_use(seconds=2.0, **rows))
+    assert short["input_verdict"] == "highly input-bound"
+    assert not any("batch_size" in item or "waits for input" in item for item in short["advice"])
+    assert short["notes"] == [
+        "Training waits for input 30 % of the step time (highly input-bound), but training "
+        "took only 2.0 s, in which compiling, the first batches and Keras' teardown weigh "
+        "heavily. Not advice to change the batch size or the pipeline; judge the input on a "
+        "longer fit (more epochs)."
+    ]
+
+    cpu = advice.TrainingContext(backend="tensorflow", data="arrays", seconds=60.0)
+    on_cpu = monitor.training_report(steps, [], [], None, cpu)
+    assert on_cpu["advice"] == [
+        "No GPU was used: training ran on the CPU. gpu_check() tells why no GPU is visible."
+    ]
+    assert len(on_cpu["notes"]) == 1
+    assert on_cpu["notes"][0].startswith(
+        "Training waits for input 30 % of the step time (highly input-bound) on the CPU: "
+    )
+    # a verdict that is not input-bound is neither advice nor a note
+    fine = monitor.training_report({**TIMED, "input_wait_share": 0.01}, [], [], None, cpu)
+    assert fine["notes"] == []

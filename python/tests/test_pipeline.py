@@ -131,7 +131,42 @@ def test_data_with_nan_is_refused_before_tensorflow_starts(monkeypatch: pytest.M
     for options in ({"x_dtype": "float32"}, {"validation_split": 0.5, "seed": 1}):
         with pytest.raises(errors.BadDataError, match=r"1 row\(s\) .*: 8\)"):
             pipeline.from_arrays(source, np.arange(20), check_missing=True, **options)
-    array_source.check_no_missing(np.arange(4.0))  # nothing missing: no error
+    array_source.check_values(np.arange(4.0), check_missing=True)  # nothing missing: no error
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [(np.inf, "float32"), (-np.inf, "float32"), (1e300, "float32"), (-1e39, "float32"),
+     (np.inf, "float64")],
+    ids=["Inf", "-Inf", "1e300", "-1e39", "Inf float64"],
+)  # fmt: skip
+def test_infinite_values_are_refused_in_a_copy_and_as_they_are(value: float, dtype: str) -> None:
+    """Inf, -Inf and doubles beyond float32's range (infinite once cast) train to a NaN loss:
+    refused whatever ``check_missing`` says, in a copy (R's column-major data, large ones on
+    several threads) and in an array used as it is; the rows are named from 1."""
+    for rows in (20, 300_000):
+        source = np.asfortranarray(np.ones((rows, 8)))
+        source[[3, rows - 1], 5] = value
+        for check_missing in (True, False):
+            with pytest.raises(errors.BadDataError, match=rf"2 row\(s\) .*: 4, {rows}\)"):
+                array_source.host_array(source, dtype, check_missing=check_missing)
+    same = np.ones((10, 2), dtype=dtype)
+    with np.errstate(over="ignore"):  # 1e300 as float32: infinite, as the copy makes it
+        same[2, 1] = value
+    with pytest.raises(errors.BadDataError, match=r"Inf, -Inf or values beyond"):
+        pipeline.from_arrays(same, np.arange(10), x_dtype=dtype, copy=False)
+    with pytest.raises(errors.BadDataError, match=r"Inf, -Inf"):
+        array_source.handover(np.ones((4, 2)), np.array([0.0, np.inf, 1.0, 2.0]), "float32")
+    weights = np.ones(4)
+    weights[0] = -np.inf
+    with pytest.raises(errors.BadDataError, match=r"\(first, counting from 1: 1\)"):
+        array_source.handover(np.ones((4, 2)), np.arange(4), "int32", sample_weight=weights)
+
+
+def test_the_largest_float32_is_kept_and_nan_left_to_the_caller_without_check_missing() -> None:
+    edge = np.array([[np.finfo(np.float32).max, -np.finfo(np.float32).max], [1.0, np.nan]])
+    copy = array_source.host_array(edge, "float32", check_missing=False)
+    assert np.isfinite(copy[0]).all() and np.isnan(copy[1, 1])
 
 
 def test_handover_gives_r_float32_features_and_labels_as_python_objects() -> None:
@@ -475,3 +510,30 @@ def test_the_datasets_gpu_dataset_made_are_known_by_what_they_were_made_from() -
     assert pipeline.made_here(tf.data.Dataset.range(3).batch(2)) is None  # made elsewhere
     assert pipeline.made_here(built["dataset"].repeat()) is None
     assert pipeline.made_here("not a dataset") is None
+
+
+def test_cache_true_on_files_is_applied_where_it_fits_and_says_why_not_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """CSV rows are counted on the first pass, so a small CSV is cached; TFRecord rows are
+    not, so cache = TRUE is not applied there, and the dataset says why (not silently)."""
+    with (tmp_path / "data.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([["a", "label"], *[[i / 10, i % 2] for i in range(40)]])
+    built = pipeline.from_source(
+        "csv", {"pattern": str(tmp_path / "data.csv"), "label": "label"}, batch_size=8
+    )
+    made = pipeline.made_here(built["dataset"])
+    assert made is not None and made.cache is True and made.cache_declined is None
+    assert "cache" in built["info"]["steps"] and "cache_declined" not in built["info"]
+    with tf.io.TFRecordWriter(str(tmp_path / "part.tfrecord")) as writer:
+        for i in range(10):
+            feature = {"a": tf.train.Feature(float_list=tf.train.FloatList(value=[i / 10]))}
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
+    streamed = pipeline.from_source("tfrecord", {"pattern": str(tmp_path)}, batch_size=8)
+    made = pipeline.made_here(streamed["dataset"])
+    assert made is not None and made.cache is False
+    assert "not known before reading" in streamed["info"]["cache_declined"]
+    assert made.cache_declined == streamed["info"]["cache_declined"]
+    assert "cache" not in streamed["info"]["steps"]

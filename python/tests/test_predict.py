@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -122,5 +123,93 @@ def test_paths_that_are_not_keras_files_are_refused(trained: tuple, tmp_path: Pa
     value("save_model", model=model, path=str(stray), encoding=None)
     (tmp_path / "stray.gpukeras.json").write_text('{"something": "else"}')
     foreign = call("load_model", path=str(stray))
-    assert foreign["r_class"] == "gpukeras_error_bad_data"
+    assert foreign["r_class"] == "gpukeras_error_bad_model"
     assert list(tmp_path.glob(".saving-*")) == []
+
+
+def test_saved_files_get_the_permissions_keras_own_save_gives(
+    trained: tuple, tmp_path: Path
+) -> None:
+    model, _, _ = trained
+    (tmp_path / "keras").mkdir()
+    (tmp_path / "ours").mkdir()
+    model.save(tmp_path / "keras" / "model.keras")
+    value("save_model", model=model, path=str(tmp_path / "ours" / "model.keras"), encoding={})
+    wanted = stat.S_IMODE((tmp_path / "keras" / "model.keras").stat().st_mode)
+    for name in ("model.keras", "model.gpukeras.json"):
+        assert stat.S_IMODE((tmp_path / "ours" / name).stat().st_mode) == wanted, name
+
+
+GOOD = {
+    "inputs": {
+        "x": {
+            "type": "data.frame",
+            "columns": {
+                "size": {"type": "numeric"},
+                "colour": {"type": "factor", "levels": ["a", "b", "c"], "encoding": "one_hot"},
+            },
+            "column_order": ["size", "colour"],
+        }
+    },
+    "input_order": ["x"],
+    "y": {"type": "factor", "levels": ["no", "yes"]},
+    "na": "error",
+}
+
+
+COLOUR = ["inputs", "x", "columns", "colour"]
+
+
+def spoiled(path: list, value: object) -> dict:
+    """GOOD with the entry at ``path`` replaced by ``value`` (removed when it is ...)."""
+    document = json.loads(json.dumps(GOOD))
+    *parents, last = path
+    target = document
+    for key in parents:
+        target = target[key]
+    if value is ...:
+        del target[last]
+    else:
+        target[last] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("document", "version", "words"),
+    [
+        (GOOD, 99, "written by a newer gpukeras"),
+        (GOOD, "1", "no valid version"),
+        (spoiled([*COLOUR, "levels"], ["a", "a", "c"]), 2, "levels that are not distinct"),
+        (spoiled([*COLOUR, "levels"], "a"), 2, "levels that are not distinct"),
+        (spoiled([*COLOUR, "encoding"], "dummy"), 2, "one_hot or codes"),
+        (spoiled(["inputs", "x", "column_order"], ["size"]), 2, "does not name its columns"),
+        (spoiled(["inputs", "x", "type"], "table"), 2, "neither data.frame nor array"),
+        (spoiled(["input_order"], "x"), 2, "inputs or their order are missing"),
+        (spoiled(["y", "levels"], None), 2, "label levels"),
+        (spoiled(["na"], "keep"), 2, "NA rule"),
+        (spoiled(["inputs", "x", "columns", "size"], ...), 2, "does not name its columns"),
+        (spoiled([*COLOUR, "levels"], ["a", "b"]), 2, "gives 3 columns, the model takes 4"),
+        ("not a record", 2, "encoding is not a record"),
+    ],
+    ids=["newer version", "version a string", "levels repeated", "levels a string",
+         "unknown factor rule", "order without a column", "unknown input type",
+         "order a string", "label levels missing", "unknown NA rule", "a column missing",
+         "another width than the model's", "not a record"],
+)  # fmt: skip
+def test_a_malformed_encoding_file_is_a_bad_model_that_says_what_is_wrong(
+    tmp_path: Path, document: object, version: object, words: str
+) -> None:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    path = tmp_path / "model.keras"
+    value("save_model", model=model, path=str(path), encoding=GOOD)
+    assert value("load_model", path=str(path))["encoding"] == GOOD
+    sidecar = tmp_path / "model.gpukeras.json"
+    saved = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**saved, "version": version, "encoding": document}))
+    answer = call("load_model", path=str(path))
+    assert answer["r_class"] == "gpukeras_error_bad_model", answer
+    assert words in answer["message"]
+    sidecar.write_text("{not json")
+    assert call("load_model", path=str(path))["r_class"] == "gpukeras_error_bad_model"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -53,11 +54,46 @@ def test_this_process_maps_are_read() -> None:
 def test_the_variables_that_decide_devices_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     monkeypatch.setenv("UNRELATED_SECRET", "x")
     found = report.environment()
     assert found["CUDA_VISIBLE_DEVICES"] == "1"
     assert found["XLA_FLAGS"].startswith("--xla")
+    assert found["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert "UNRELATED_SECRET" not in found
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "TF_TOKEN_app_terraform_io",  # Terraform's API token
+        "TF_VAR_db_password",  # a Terraform input variable
+        "TF_CLI_CONFIG_FILE",
+        "NVIDIA_API_KEY",  # NVIDIA's API key
+        "NVIDIA_NGC_API_KEY",
+        "CUDA_SOMETHING_NEW",
+        "JAX_COORDINATOR_TOKEN",
+    ],
+)
+def test_variables_outside_the_allow_list_never_reach_the_report(name: str) -> None:
+    """Prefixes hold other programs' secrets: only the allow-list is reported."""
+    assert report.environment({name: "s3cr3t", "KERAS_BACKEND": "jax"}) == {"KERAS_BACKEND": "jax"}
+
+
+def test_an_allowed_variable_whose_name_says_secret_is_masked() -> None:
+    found = report.environment({"GPUKERAS_API_TOKEN": "s3cr3t", "GPUKERAS_PYTHON": "/x/python"})
+    assert found == {"GPUKERAS_API_TOKEN": report.MASKED, "GPUKERAS_PYTHON": "/x/python"}
+
+
+def test_python_c_does_not_import_from_the_working_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A keras.py in the folder R runs in would shadow the real Keras in ``python -c``."""
+    (tmp_path / "keras.py").write_text("raise ImportError('the working folder was on sys.path')\n")
+    monkeypatch.chdir(tmp_path)
+    fresh = report.python_sees()["fresh"]
+    assert "error" not in fresh and "keras_error" not in fresh, fresh
+    assert fresh["keras"]
 
 
 def test_python_c_sees_the_same_python_and_what_is_installed(

@@ -82,3 +82,81 @@ def test_the_adapter_gives_keras_the_weights_with_the_arrays() -> None:
     assert adapter.rows == 4
     with pytest.raises(BadArgumentError, match="not both"):
         adapters.get_data_adapter((x, Y, np.ones(4)), 2, 1, class_weight={0: 0.5})
+
+
+# Which losses the weights reach, as gpu_fit()'s settings say (issue #32, item 8) --------
+def test_the_settings_say_which_losses_are_weighted() -> None:
+    x, w = np.zeros((4, 2), "float32"), np.ones(4, "float32")
+    assert weights.describe((x, Y), (x, Y), None) is None
+    by_class = weights.describe((x, Y), (x, Y), {1: 3.0})
+    assert by_class is not None
+    assert by_class["training"] == "class_weight" and by_class["validation"] == "none"
+    assert by_class["class_weight"] == {"1": 3.0}
+    assert "Keras applies class_weight to training only" in by_class["note"]  # type: ignore[operator]
+    both = weights.describe((x, Y, w), (x, Y, w), None)
+    assert both is not None and both["validation"] == "sample_weight"
+    assert "validation rows' own sample weights" in both["note"]  # type: ignore[operator]
+    alone = weights.describe((x, Y, w), (x, Y), None)
+    assert alone is not None and "the validation data has none" in alone["note"]  # type: ignore[operator]
+    unvalidated = weights.describe((x, Y, w), None, None)
+    assert unvalidated is not None and unvalidated["validation"] is None
+    for described in (by_class, both, alone, unvalidated):
+        assert "compile(metrics = ) are not weighted" in described["note"]  # type: ignore[operator]
+
+
+def test_a_split_gpu_dataset_keeps_the_weights_on_both_sides() -> None:
+    # gpu_dataset(sample_weight = , validation_split = ) splits the weights with the rows,
+    # as Keras' own validation_split does: the validation loss is weighted too.
+    pytest.importorskip("tensorflow")
+    from gpukeras.data import pipeline
+
+    x = np.arange(20, dtype="float32").reshape(10, 2)
+    y = np.arange(10, dtype="float32")
+    made = pipeline.from_arrays(
+        x, y, sample_weight=np.linspace(0, 1, 10), batch_size=2, validation_split=0.2, seed=1
+    )
+    described = weights.describe(made["dataset"], made["validation"], None)
+    assert described is not None
+    assert (described["training"], described["validation"]) == ("sample_weight", "sample_weight")
+
+
+def test_keras_weighs_the_validation_loss_exactly_when_the_note_says() -> None:
+    # The note's claim, checked on Keras itself: validation (x, y, w) gives the weighted
+    # loss evaluate() gives with those weights; class_weight leaves validation unweighted.
+    from gpukeras.core.runtime import config
+    from gpukeras.train import fit
+
+    keras = config.keras()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    w = np.where(y == 1, 5.0, 0.5).astype("float32")
+
+    def model() -> object:
+        keras.utils.set_random_seed(1)
+        made = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+        made.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+        return made
+
+    weighted = model()
+    found = fit.fit(
+        weighted, (x, y, w), (x, y, w), epochs=1, batch_size=16, verbose=0, monitor=False
+    )
+    val_loss = found["history"]["val_loss"][-1]  # type: ignore[index]
+    assert val_loss == pytest.approx(weighted.evaluate(x, y, sample_weight=w, verbose=0), rel=1e-5)
+    assert found["settings"]["weights"]["validation"] == "sample_weight"  # type: ignore[index]
+
+    by_class = model()
+    found = fit.fit(
+        by_class,
+        (x, y),
+        (x, y),
+        epochs=1,
+        batch_size=16,
+        verbose=0,
+        monitor=False,
+        class_weight={1: 5.0, 0: 0.5},
+    )
+    val_loss = found["history"]["val_loss"][-1]  # type: ignore[index]
+    assert val_loss == pytest.approx(by_class.evaluate(x, y, verbose=0), rel=1e-5)
+    assert found["settings"]["weights"]["validation"] == "none"  # type: ignore[index]

@@ -177,3 +177,20 @@ regression_data <- function(n = 256, seed = 1) {
   })
   list(x = x, y = y)
 }
+
+# A small tmpfs (root only: skips elsewhere), unmounted when `env` ends: for what
+# a full disk does. fill_up() then leaves it without a free byte.
+local_full_tmpfs <- function(size = "256k", env = parent.frame()) {
+  testthat::skip_on_cran()
+  folder <- withr::local_tempdir(.local_envir = env)
+  said <- suppressWarnings(system2("mount", c("-t", "tmpfs", "-o", paste0("size=", size), "tmpfs", folder), stdout = TRUE, stderr = TRUE))
+  testthat::skip_if_not(is.null(attr(said, "status")), paste("cannot mount a tmpfs here:", paste(said, collapse = " ")))
+  withr::defer(system2("umount", c("-l", folder)), envir = env)
+  folder
+}
+
+fill_up <- function(folder) {
+  filler <- file.path(folder, "filler")
+  suppressWarnings(system2("dd", c("if=/dev/zero", paste0("of=", filler), "bs=4k"), stdout = FALSE, stderr = FALSE))
+  invisible(filler)
+}

@@ -8,6 +8,15 @@ test_that("gpu_fit(validation_split = ) says to split in gpu_dataset(); other un
   expect_true("..." %in% not_requested) # `...` is no field of the fit request
 })
 
+test_that("a misspelt gpu_fit() argument gets \"did you mean\"", {
+  expect_snapshot(gpu_fit(NULL, list(x = 1, y = 1), class_weights = list(`0` = 1), batchSize = 8), error = TRUE)
+  error <- tryCatch(gpu_fit(NULL, list(x = 1, y = 1), learnig_rate = 0.1), error = identity)
+  expect_s3_class(error, "gpukeras_error_bad_argument")
+  expect_match(conditionMessage(error), "Did you mean `learning_rate` for `learnig_rate`?", fixed = TRUE)
+  expect_identical(closest_argument("learningrate", names(formals(gpu_fit))), "learning_rate")
+  expect_identical(closest_argument("shufle", names(formals(gpu_fit))), character())
+})
+
 test_that("gpu_fit()'s NA error names gpu_dataset(na = \"drop\"), not an `na` gpu_fit() does not have", {
   skip_if_no_python()
   data <- regression_data(20)
@@ -46,17 +55,19 @@ test_that("class numbers under categorical_crossentropy name sparse_categorical_
   expect_no_warning(gpu_fit(binary, list(x = data$x[1:100, ], y = two), verbose = 0, monitor = FALSE))
 })
 
-test_that("?gpu_keras and the README say why shapes are list(64L): an R number reaches Keras as a float", {
+test_that("?gpu_keras and the README build models with R's whole numbers, as keras3 does", {
   skip_if_no_python()
   keras <- gpu_keras()
-  # What the help page says, as Keras does it: R's 64 is refused, 64L taken.
-  expect_error(keras$Input(shape = 64), "Cannot convert '64.0' to a shape", fixed = TRUE)
-  expect_error(keras$layers$Dense(64), "expected a positive integer", fixed = TRUE)
+  # R's 64 reaches Python as 64.0; through gpu_keras() Keras gets 64, and 64L still works
+  model <- keras$Sequential(list(keras$Input(shape = 64), keras$layers$Dense(10)))
+  expect_identical(model$output_shape, list(NULL, 10L))
   model <- keras$Sequential(list(keras$Input(shape = list(64L)), keras$layers$Dense(10L)))
   expect_identical(model$output_shape, list(NULL, 10L))
   help <- paste(as.character(tools::Rd_db("gpukeras")[["gpu_keras.Rd"]]), collapse = "")
-  expect_match(help, "Cannot convert '64.0' to a shape", fixed = TRUE)
-  expect_match(help, "keras$Input(shape = list(64L))", fixed = TRUE)
+  expect_match(help, "keras$layers$Dense(64)", fixed = TRUE)
+  readme <- test_path("..", "..", "README.md")
+  skip_if_not(file.exists(readme), "the README is not in the installed package")
+  expect_match(paste(readLines(readme), collapse = "\n"), "keras$layers$Dense(100, activation", fixed = TRUE)
 })
 
 test_that("a separate gpu_dataset() given as validation_data is described as validation", {
@@ -91,6 +102,15 @@ test_that("print(tune) keeps one line a run at 80 columns, and says below the ta
     backend = "tensorflow", batch_sizes_from = "given", seconds = 30, settings = list()
   )
   tune <- gpukeras:::new_gpukeras_tune(result, "r")
+  # plot(tune): the margins hold the longest bar label and rate ("2,500,000")
+  path <- withr::local_tempfile(fileext = ".pdf")
+  grDevices::pdf(path)
+  expect_identical(plot(tune), tune)
+  in_lines <- function(text) max(graphics::strwidth(text, units = "inches")) / graphics::par("csi")
+  margins <- tune_plot_margins(c("bfloat16 b1024 s23 xla", "float32 b16384 s128 xla"), "2,500,000")
+  expect_gt(margins[1], in_lines("float32 b16384 s128 xla"))
+  expect_gt(margins[2], in_lines("2,500,000") + 1)
+  grDevices::dev.off()
   expect_snapshot(print(tune))
   lines <- withr::with_options(list(width = 80), format(tune))
   expect_false(any(trimws(lines) == ""))

@@ -27,7 +27,7 @@ batch_core_result <- function(gpu = FALSE) {
     list(
       batch_size = batch_size, phase = phase, fits = fits, samples_per_second = speed,
       step_ms = if (!is.null(speed)) 1000 * batch_size / speed, estimated_mib = 100 + batch_size,
-      peak_mib = peak, reason = reason
+      peak_mib = peak, reason = reason, steps_per_epoch = as.integer(ceiling(4096 / batch_size))
     )
   }
   failure <- if (gpu) "out of memory: OOM when allocating tensor" else "over the host memory budget: 356 MiB estimated > 300 MiB"
@@ -40,7 +40,8 @@ batch_core_result <- function(gpu = FALSE) {
       trial(224L, "bisect", FALSE, reason = failure),
       trial(208L, "bisect", TRUE, 61000)
     ),
-    recommended = 128L, largest = 208L, smallest_failing = 224L,
+    recommended = 128L, fastest = 128L, largest = 208L, smallest_failing = 224L,
+    steps_rule = list(min_steps = 8L, rows = 4096L, largest_batch = 584L),
     device = if (gpu) "GPU:0" else "CPU:0", device_name = if (gpu) "NVIDIA H100 80GB HBM3" else "AMD EPYC",
     backend = "tensorflow",
     budget = if (gpu) list(mib = NULL, source = "none: out-of-memory errors on the GPU decide") else list(mib = 300, source = "memory_budget_mib"),
@@ -85,11 +86,12 @@ test_that("print shows the judge, the estimate, a row per size and the recommend
     "Fits:          by the memory estimate against a budget of 300 MiB (memory_budget_mib)",
     "Estimate:      100 MiB + 1 MiB per sample"
   ))
-  expect_match(text[4], "^ +batch_size +phase +fits +samples/s +step_ms +estimate +note")
-  expect_true(any(grepl("^ +128 +double +yes +64,000 +2.00 +228 MiB +recommended *$", text)))
-  expect_true(any(grepl("^ +256 +double +no +- +- +356 MiB +over budget *$", text)))
+  expect_identical(text[4], "Steps/epoch:   8 or more recommended: 4,096 training rows allow batch_size 584 at most.")
+  expect_match(text[5], "^ +batch_size +phase +fits +samples/s +step_ms +estimate +steps/epoch +note")
+  expect_true(any(grepl("^ +128 +double +yes +64,000 +2.00 +228 MiB +32 +recommended *$", text)))
+  expect_true(any(grepl("^ +256 +double +no +- +- +356 MiB +16 +over budget *$", text)))
   expect_identical(utils::tail(text, 2), c(
-    "Recommended:   batch_size = 128, the fastest (64,000 samples/s, 2.00 ms a step).",
+    "Recommended:   batch_size = 128, the fastest (64,000 samples/s, 2.00 ms a step, 32 steps per epoch).",
     "Largest fits:  208 (224 does not: over the host memory budget: 356 MiB estimated > 300 MiB)."
   ))
   expect_output(expect_invisible(print(new_gpukeras_batch_size(batch_core_result()))), "batch_size = 128")
@@ -97,7 +99,7 @@ test_that("print shows the judge, the estimate, a row per size and the recommend
   gpu <- format(new_gpukeras_batch_size(batch_core_result(gpu = TRUE)))
   expect_identical(gpu[2], "Fits:          by running each size (out-of-memory errors decide)")
   expect_identical(gpu[3], "Estimate:      100 MiB + 1 MiB per sample (not counted: MyLayer layers)")
-  expect_match(gpu[4], "estimate +peak +note")
+  expect_match(gpu[5], "estimate +peak +steps/epoch +note")
   expect_true(any(grepl("^ +192 +bisect +yes +60,000 +3.20 +292 MiB +2.5 GiB", gpu)))
   expect_true(any(grepl("^ +224 +bisect +no .* out of memory *$", gpu)))
 
@@ -149,7 +151,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$model, "^`model` must be a compiled Keras 3 model, not `my_model`")
 })
 
-test_that("a search on R data doubles to max_batch, recommends the fastest and leaves the model as it was", {
+test_that("a search on R data doubles to max_batch, recommends the fastest with 8 steps per epoch and leaves the model as it was", {
   skip_if_no_python()
   model <- batch_model()
   weights <- model$get_weights()
@@ -158,7 +160,11 @@ test_that("a search on R data doubles to max_batch, recommends the fastest and l
   expect_identical(trials$batch_size, c(4L, 8L, 16L, 32L, 64L, 128L))
   expect_true(all(trials$fits))
   expect_true(all(trials$samples_per_second > 0))
-  expect_identical(sizes$recommended, trials$batch_size[which.max(trials$samples_per_second)])
+  # 60 rows: 8 steps per epoch up to batch_size 8 (tests/testthat/test-steps-rule.R)
+  expect_identical(trials$steps_per_epoch, as.integer(ceiling(60 / trials$batch_size)))
+  eight <- trials[trials$steps_per_epoch >= 8L, ]
+  expect_identical(sizes$recommended, eight$batch_size[which.max(eight$samples_per_second)])
+  expect_identical(sizes$fastest, trials$batch_size[which.max(trials$samples_per_second)])
   expect_identical(sizes$largest, 128L)
   expect_null(sizes$smallest_failing)
   expect_identical(model$get_weights(), weights)

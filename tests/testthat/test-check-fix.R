@@ -28,6 +28,50 @@ test_that("the .Renviron repair adds its line once and changes nothing else", {
   expect_identical(list.files(home, all.files = TRUE, no.. = TRUE), "Renviron")
 })
 
+test_that("the .Renviron repair writes the file R read at start-up, not one setwd() went to", {
+  home <- withr::local_tempdir()
+  withr::local_envvar(HOME = home, R_ENVIRON_USER = NA)
+  project <- withr::local_tempdir()
+  writeLines("FOO=bar", file.path(project, ".Renviron"))
+  withr::local_dir(project)
+  expect_identical(renviron_path(), file.path(home, ".Renviron"))
+  said <- capture_messages(status <- make_repair(jax_growth_repair, python = NULL))
+  expect_identical(status, "done")
+  expect_identical(readLines(file.path(home, ".Renviron")), "XLA_PYTHON_CLIENT_PREALLOCATE=false")
+  expect_identical(readLines(file.path(project, ".Renviron")), "FOO=bar")
+  expect_match(said, "reads .*\\.Renviron.* instead", all = FALSE)
+})
+
+test_that("the .Renviron repair follows a link and keeps the file's permissions", {
+  skip_on_os("windows")
+  home <- withr::local_tempdir()
+  dotfiles <- withr::local_tempdir()
+  writeLines("FOO=bar", file.path(dotfiles, "Renviron"))
+  Sys.chmod(file.path(dotfiles, "Renviron"), "0640")
+  file.symlink(file.path(dotfiles, "Renviron"), file.path(home, ".Renviron"))
+  withr::local_envvar(HOME = home, R_ENVIRON_USER = NA)
+  expect_message(make_repair(jax_growth_repair, python = NULL), "Added")
+  expect_identical(Sys.readlink(file.path(home, ".Renviron")), file.path(dotfiles, "Renviron"))
+  expect_identical(readLines(file.path(dotfiles, "Renviron")), c("FOO=bar", "XLA_PYTHON_CLIENT_PREALLOCATE=false"))
+  expect_identical(format(file.mode(file.path(dotfiles, "Renviron"))), "640")
+  expect_identical(list.files(dotfiles, all.files = TRUE, no.. = TRUE), "Renviron")
+})
+
+test_that("on a full disk the .Renviron repair says it failed and leaves the file whole", {
+  skip_on_os(c("windows", "mac"))
+  home <- local_full_tmpfs()
+  renviron <- file.path(home, ".Renviron")
+  withr::local_envvar(HOME = home, R_ENVIRON_USER = renviron)
+  writeLines("FOO=bar", renviron)
+  fill_up(home)
+  said <- capture_messages(status <- make_repair(jax_growth_repair, python = NULL))
+  expect_identical(status, "failed")
+  expect_match(said, "Could not write", all = FALSE)
+  expect_false(any(grepl("Added", said)))
+  expect_identical(readLines(renviron), "FOO=bar")
+  expect_false(any(startsWith(list.files(home, all.files = TRUE), ".Renviron-")))
+})
+
 test_that("interactive: a declined repair changes nothing", {
   home <- withr::local_tempdir()
   renviron <- file.path(home, ".Renviron")
@@ -74,7 +118,9 @@ test_that("the nvidia-ml-py repair installs it into the environment it is given"
     id = "nvidia_ml_py", what = paste("Install", pin), needs_restart = FALSE,
     action = list(pip_install = list(pin))
   )
-  expect_message(status <- make_repair(repair, python), "Successfully installed nvidia-ml-py")
+  said <- capture_messages(status <- make_repair(repair, python))
+  expect_match(said, "pip download .*Successfully downloaded nvidia-ml-py", all = FALSE)
+  expect_match(said, "pip install --no-index .*Successfully installed nvidia-ml-py", all = FALSE)
   expect_identical(status, "done")
   expect_identical(imports_pynvml(), 0L)
 })
@@ -100,32 +146,66 @@ test_that("fix = TRUE where reticulate < 1.38 meets NumPy 2 installs NumPy's pin
   expect_identical(numpy_version(), "1.26.4")
 })
 
-test_that("a failed GPU-build install is reported, not raised, and puts the CPU build back", {
-  skip_on_os("windows")
-  # A stand-in for the environment's Python: records each pip command; the GPU build fails.
-  folder <- withr::local_tempdir()
+# A stand-in for the environment's Python, as pip offline or with a broken index
+# would answer: it records each pip command (the download folder as WHEELS) and
+# fails those that match `fails` (a shell case pattern).
+local_pip_stand_in <- function(fails, env = parent.frame()) {
+  folder <- withr::local_tempdir(.local_envir = env)
   log <- file.path(folder, "pip.log")
   python <- file.path(folder, "python")
   writeLines(c(
     "#!/bin/sh",
-    sprintf("echo \"$*\" >> '%s'", log),
-    "case \"$*\" in *and-cuda*) echo 'ERROR: No matching distribution'; exit 1;; esac",
+    sprintf("echo \"$*\" | sed 's|[^ ]*gpukeras-repair-[^ ]*|WHEELS|g' >> '%s'", log),
+    sprintf("case \"$*\" in %s) echo 'ERROR: No matching distribution'; exit 1;; esac", fails),
     "echo 'Successfully done'"
   ), python)
   Sys.chmod(python, "755")
-  repair <- list(id = "gpu_build", what = "Replace tensorflow-cpu", needs_restart = TRUE, action = list(
-    pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0"),
-    pip_restore = list("tensorflow-cpu==2.21.0")
-  ))
-  said <- capture_messages(status <- make_repair(repair, python))
+  list(python = python, log = log)
+}
+
+gpu_build_repair <- list(id = "gpu_build", what = "Replace tensorflow-cpu", needs_restart = TRUE, action = list(
+  pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0"),
+  pip_restore = list("tensorflow-cpu==2.21.0")
+))
+
+test_that("offline, the GPU-build repair downloads first and changes nothing", {
+  skip_on_os("windows")
+  pip <- local_pip_stand_in("*download*")
+  said <- capture_messages(status <- make_repair(gpu_build_repair, pip$python))
   expect_identical(status, "failed")
-  expect_identical(readLines(log), c(
+  expect_identical(readLines(pip$log), "-m pip download --no-deps --dest WHEELS tensorflow-cpu==2.21.0")
+  expect_match(said, "Nothing was changed", all = FALSE)
+})
+
+test_that("a failed GPU-build install is reported, not raised, and puts the CPU build back from its wheel", {
+  skip_on_os("windows")
+  pip <- local_pip_stand_in("*\"pip install\"*and-cuda*")
+  said <- capture_messages(status <- make_repair(gpu_build_repair, pip$python))
+  expect_identical(status, "failed")
+  expect_identical(readLines(pip$log), c(
+    "-m pip download --no-deps --dest WHEELS tensorflow-cpu==2.21.0",
+    "-m pip download --dest WHEELS tensorflow[and-cuda]==2.21.0",
     "-m pip uninstall -y tensorflow-cpu",
-    "-m pip install tensorflow[and-cuda]==2.21.0",
-    "-m pip install tensorflow-cpu==2.21.0"
+    "-m pip install --no-index --find-links WHEELS tensorflow[and-cuda]==2.21.0",
+    "-m pip install --no-index --find-links WHEELS --no-deps tensorflow-cpu==2.21.0"
   ))
   expect_match(said, "failed (status 1): ERROR: No matching distribution", fixed = TRUE, all = FALSE)
   expect_match(said, "Put back", all = FALSE)
+})
+
+test_that("a repair that leaves the environment without TensorFlow is a classed error with the command that restores it", {
+  skip_on_os("windows")
+  pip <- local_pip_stand_in("*\"pip install\"*")
+  error <- expect_error(
+    suppressMessages(make_repairs(list(gpu_build_repair), pip$python, ask = NULL)),
+    class = "gpukeras_error_repair"
+  )
+  expect_match(conditionMessage(error), sprintf("%s -m pip install tensorflow-cpu==2.21.0", pip$python), fixed = TRUE)
+  expect_snapshot(
+    suppressMessages(make_repairs(list(gpu_build_repair), pip$python, ask = NULL)),
+    error = TRUE,
+    transform = function(lines) gsub(dirname(pip$python), "<folder>", lines, fixed = TRUE)
+  )
 })
 
 test_that("fix = TRUE where nothing needs repair says so and changes nothing", {

@@ -155,6 +155,40 @@ test_that("NA in double data is found in the core's copy, and named as R's own c
   expect_false(as_pipeline_data(matrix(1:4, 2), 1:2, "error")$check_missing) # integers: anyNA() in R
 })
 
+test_that("Inf, -Inf and doubles beyond float32's range are found in the core's copy and named, whatever na says", {
+  skip_if_no_python()
+  core() # once Python runs the core finds them; before, R does (test-bad-input-data.R)
+  x <- matrix(seq_len(40) / 4, 10, dimnames = list(NULL, c("a", "b", "c", "d")))
+  x[4, "b"] <- Inf
+  x[7, "d"] <- 1e300
+  for (na in c("error", "drop")) {
+    expect_error(
+      to_numpy(as_pipeline_data(x, seq(0.5, 5, by = 0.5), na)),
+      "Inf, -Inf or values beyond float32's range \\(about 3.4e\\+38\\) in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$b, x\\$d\\.",
+      class = "gpukeras_error_bad_data"
+    )
+  }
+  expect_error(gpu_dataset(x[, c("a", "c")], c(1:9, -Inf)), "\\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_dataset(x[, c("a", "c")], 1:10, validation_split = 0.3, seed = 1, sample_weight = c(1, 3e38 * 10, rep(1, 8))),
+    "\\(first: 2\\), in sample_weight\\.", class = "gpukeras_error_bad_data"
+  )
+  edge <- x[, c("a", "c")]
+  edge[1, 1] <- -3.4e38 # within float32's range: kept
+  expect_s3_class(gpu_dataset(edge, 1:10), "gpukeras_dataset")
+})
+
+test_that("a fit and a prediction refuse infinite values before training, naming rows and columns", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(1L)))
+  model$compile(optimizer = "sgd", loss = "mse")
+  x <- cbind(income = c(1, 2, Inf, 4), age = 1:4)
+  expect_snapshot(error = TRUE, gpu_fit(model, list(x = x, y = c(1, 2, 3, 4)), epochs = 1, verbose = 0))
+  fit <- gpu_fit(model, list(x = x[-3, ], y = c(1, 2, 4)), epochs = 1, verbose = 0)
+  expect_error(predict(fit, rbind(x[-3, ], c(income = -1e39, age = 1))), "\\(first: 4\\), in x\\$income\\.", class = "gpukeras_error_bad_data")
+})
+
 test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
   skip_if_no_python()
   scans <- new.env()

@@ -78,7 +78,7 @@ test_that("a CSV file streams its rows in order, the label column as int32 label
   expect_identical(info$files, 1L)
   expect_identical(info$columns, c("a", "b"))
   expect_identical(info$label, "label")
-  expect_match(format(ds)[1], "^<gpukeras_dataset> train pipeline from csv: rows not known until read, unknown batches$")
+  expect_match(format(ds)[1], "^<gpukeras_dataset> train pipeline from csv: 5 rows, 3 batches$")
 
   # columns = picks (and orders) the features; a decimal label is float32.
   df$score <- df$a / 4
@@ -239,6 +239,39 @@ test_that("an image folder gives each image with its class (sub-folders in sorte
     expect_length(number, 1)
     expect_identical(as.vector(batch[[2]])[r], if (number <= 3) 0L else 1L)
   }
+})
+
+test_that("images without labels are scored as the training folder's were: a flat folder, or paths (issue #32, item 2)", {
+  skip_if_no_python()
+  dir <- file.path(withr::local_tempdir(), "train")
+  dir.create(dir)
+  image_folder(dir)
+  keras <- gpu_keras()
+  keras$utils$set_random_seed(2L)
+  model <- keras$Sequential(list(keras$Input(shape = list(2L, 3L, 3L)), keras$layers$Flatten(), keras$layers$Dense(2L, activation = "softmax")))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  fit <- gpu_fit(model, gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, batch_size = 2), epochs = 1, verbose = 0, monitor = FALSE)
+  new <- file.path(dirname(dir), "new")
+  dir.create(new)
+  for (i in c(5, 2)) file.copy(file.path(dir, c("cats/cat2.png", "dogs/dog5.png")[(i == 5) + 1]), file.path(new, sprintf("img%d.png", i)))
+  writeLines("not an image", file.path(new, "notes.txt"))
+  # The training pipeline's own images for those two files (same size, rescale), in name order.
+  reference <- gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, shuffle = FALSE, batch_size = 8)
+  pixels <- dataset_batches(reference)[[1]][[1]]
+  expected <- model$predict(reticulate::np_array(pixels[c(2, 5), , , , drop = FALSE], dtype = "float32"), verbose = 0L)
+  flat <- predict(fit, new)
+  expect_identical(rownames(flat), file.path(new, c("img2.png", "img5.png")))
+  expect_identical(colnames(flat), c("cats", "dogs"))
+  expect_equal(unname(flat), expected, tolerance = 1e-6)
+  paths <- file.path(new, c("img5.png", "img2.png"))
+  given <- predict(fit, paths, type = "class")
+  expect_identical(names(given), paths)
+  expect_identical(as.character(given), as.character(predict(fit, new, type = "class"))[2:1])
+  expect_error(predict(fit, file.path(new, "gone.png")), "1 image file(s) do not exist", fixed = TRUE, class = "gpukeras_error_missing_files")
+  expect_error(predict(fit, file.path(new, "notes.txt")), "not PNG, JPEG, GIF or BMP", class = "gpukeras_error_bad_image")
+  expect_error(evaluate(fit, new, c("cats", "dogs")), "image files to score have none", class = "gpukeras_error_bad_argument")
+  # A folder of class sub-folders is still read labelled, as training read it.
+  expect_identical(dim(predict(fit, dir)), c(5L, 2L))
 })
 
 test_that("image_size resizes and color_mode = \"grayscale\" gives one channel", {

@@ -112,7 +112,7 @@ test_that("labels get the right dtype: factors and integers int32 (0-based codes
   expect_identical(gpu_dataset(matrix(1:8, ncol = 2))$element_spec$dtype$name, "float32")
 })
 
-test_that("a data.frame: numeric and logical columns as they are, factor and character columns as codes", {
+test_that("a data.frame: numeric and logical columns as they are, factor and character columns as indicator columns, or codes", {
   skip_if_no_python()
   df <- data.frame(
     size = c(1.5, 2.5, 3.5, 4.5),
@@ -123,11 +123,17 @@ test_that("a data.frame: numeric and logical columns as they are, factor and cha
     stringsAsFactors = FALSE
   )
   ds <- gpu_dataset(df, shuffle = FALSE)
-  expect_identical(ds$element_spec$shape$as_list(), list(NULL, 5L))
+  expect_identical(ds$element_spec$shape$as_list(), list(NULL, 9L))
   expect_identical(ds$element_spec$dtype$name, "float32")
   rows <- stacked(dataset_batches(ds))
   expect_identical(
     unname(rows),
+    cbind(c(1.5, 2.5, 3.5, 4.5), unname(stats::model.matrix(~ 0 + colour, df)), unname(stats::model.matrix(~ 0 + grade, df)), c(1, 0, 1, 1), c(4, 3, 2, 1))
+  )
+  coded <- gpu_dataset(df, shuffle = FALSE, factors = "codes")
+  expect_identical(coded$element_spec$shape$as_list(), list(NULL, 5L))
+  expect_identical(
+    unname(stacked(dataset_batches(coded))),
     cbind(c(1.5, 2.5, 3.5, 4.5), c(2, 0, 2, 1), c(0, 2, 1, 0), c(1, 0, 1, 1), c(4, 3, 2, 1))
   )
   vocabulary <- attr(ds, "gpukeras")$vocabulary
@@ -142,12 +148,12 @@ test_that("a named list of inputs gives a dict element with every input", {
   spec <- ds$element_spec
   expect_identical(sort(names(spec[[1]])), c("image", "table"))
   expect_identical(spec[[1]]$image$shape$as_list(), list(NULL, 2L, 2L, 1L))
-  expect_identical(spec[[1]]$table$shape$as_list(), list(NULL, 2L))
+  expect_identical(spec[[1]]$table$shape$as_list(), list(NULL, 4L)) # kind's 3 indicator columns, value
   expect_identical(spec[[1]]$image$dtype$name, "float32")
   expect_identical(spec[[2]]$dtype$name, "int32")
   batch <- dataset_batches(ds)[[1]]
   expect_identical(batch[[1]]$image, image + 0)
-  expect_equal(unname(batch[[1]]$table), cbind(c(0, 1, 0, 2, 1), table$value), tolerance = 1e-7)
+  expect_equal(unname(batch[[1]]$table), cbind(c(1, 0, 1, 0, 0), c(0, 1, 0, 0, 1), c(0, 0, 0, 1, 0), table$value), tolerance = 1e-7)
   expect_identical(as.vector(batch[[2]]), c(0L, 1L, 0L, 0L, 1L))
   expect_identical(attr(ds, "gpukeras")$vocabulary, list(kind = c("x", "y", "z"), y = c("p", "q")))
   expect_match(paste(format(ds), collapse = "\n"), "'image': TensorSpec(shape=(None, 2, 2, 1)", fixed = TRUE)
@@ -529,15 +535,16 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   df <- data.frame(a = c(1, 2, NA, 4, 5, 6, 7, 8, 9, 10, 11), g = rep_len(c("u", "v"), 11))
   ds <- gpu_dataset(df, factor(rep(c("no", "yes", "maybe"), length.out = 11)), batch_size = 4, seed = 1, na = "drop")
   lines <- format(ds)
-  expect_length(lines, 5)
+  expect_length(lines, 6)
   expect_identical(lines[1], "<gpukeras_dataset> train pipeline from arrays: 10 rows, 3 batches")
   expect_identical(
     lines[2],
-    "  element: (TensorSpec(shape=(None, 2), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.int32, name=None))"
+    "  element: (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.int32, name=None))"
   )
   expect_identical(lines[3], "  steps:   shuffle rows each epoch -> gather batches (4, parallel) -> prefetch (autotune)")
   expect_identical(lines[4], "  vocabulary: g (2 levels), y (3 levels)")
-  expect_identical(lines[5], "  dropped 1 row(s) with NA")
+  expect_identical(lines[5], "  input:   3 columns: a, g (2 levels, one-hot)")
+  expect_identical(lines[6], "  dropped 1 row(s) with NA")
   expect_output(print(ds), "<gpukeras_dataset> train pipeline from arrays: 10 rows, 3 batches", fixed = TRUE)
   expect_output(print(ds), "vocabulary: g (2 levels), y (3 levels)", fixed = TRUE)
   capture.output(shown <- withVisible(print(ds)))

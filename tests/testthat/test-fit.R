@@ -501,7 +501,7 @@ test_that("R data for a two-input model: a named list of a matrix and a data.fra
   keras <- gpu_keras()
   keras$utils$set_random_seed(3L)
   numbers <- keras$Input(shape = list(3L), name = "numbers")
-  table <- keras$Input(shape = list(2L), name = "table")
+  table <- keras$Input(shape = list(4L), name = "table") # kind's 3 indicator columns, size
   joined <- keras$layers$Concatenate()(list(numbers, table))
   output <- keras$layers$Dense(1L)(keras$layers$Dense(8L, activation = "relu")(joined))
   model <- keras$Model(inputs = list(numbers = numbers, table = table), outputs = output)

@@ -42,6 +42,31 @@ test_that("the user name is masked as a word, the home folder as ~", {
   expect_identical(masked, c("~/.virtualenvs/r-gpukeras/bin/python", "run by <user>; malice is not <user>.x", "/opt/<user>/lib"))
 })
 
+test_that("the home folder is masked on path boundaries only (issue #32)", {
+  withr::local_envvar(HOME = "/home/al", USER = "al", LOGNAME = "al")
+  masked <- mask_private(c("/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`", "/opt/home/al/x"))
+  expect_identical(masked, c("/home/alice/x", "~/x", "~", "PATH=~/bin:/usr/bin", "`~`", "/opt/home/<user>/x"))
+  withr::local_envvar(HOME = "/")
+  expect_identical(mask_private("/usr/bin"), "/usr/bin")
+})
+
+test_that("a difference the table marks comes with what commonly causes it", {
+  sees <- list(
+    here = list(executable = "/x/python", python = "3.12.3", keras_backend = "tensorflow", cuda_visible_devices = "0"),
+    fresh = list(executable = "/x/python", python = "3.12.1", keras_backend = "tensorflow", cuda_visible_devices = "")
+  )
+  lines <- python_sees_table(sees)
+  expect_true(any(grepl("**Python version** (differs)", lines, fixed = TRUE)))
+  expect_true(any(grepl("**CUDA_VISIBLE_DEVICES** (differs)", lines, fixed = TRUE)))
+  expect_false(any(grepl("**Keras backend**", lines, fixed = TRUE)))
+  notes <- lines[startsWith(lines, "- ")]
+  expect_length(notes, 2L)
+  expect_match(notes[1], "LD_LIBRARY_PATH", fixed = TRUE)
+  expect_match(notes[2], "CUDA_VISIBLE_DEVICES changed in this session", fixed = TRUE)
+  same <- python_sees_table(list(here = sees$here, fresh = sees$here))
+  expect_false(any(grepl("commonly causes", same, fixed = TRUE)))
+})
+
 test_that("a table cell keeps bars and line breaks out of the table", {
   expect_identical(markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |"))
 })
@@ -54,6 +79,8 @@ test_that("the report refuses a file it would overwrite, and a check that is not
     gpu_report(path, check = shared_check())
     gpu_report(path, check = list(verdict = "gpu_used"))
   })
+  expect_snapshot(error = TRUE, gpu_report("no-such-folder/report.md", check = shared_check()))
+  expect_false(dir.exists("no-such-folder"))
   expect_identical(readLines(path), "mine")
   expect_message(gpu_report(path, check = shared_check(), overwrite = TRUE), "Wrote the report")
   expect_match(readLines(path)[1], "## gpukeras report", fixed = TRUE)

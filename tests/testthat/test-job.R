@@ -152,6 +152,13 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
   expect_true(is.numeric(status$sample$logs$loss))
   expect_true(process_running(status$pid))
   expect_match(format(status)[2], sprintf("^  Process:  %d$", status$pid))
+  # One backup folder, one fit: this session cannot train into the job's folder meanwhile.
+  busy <- expect_error(
+    gpu_fit(job_model(), job_data(), epochs = 1, batch_size = 10, seed = 1, monitor = FALSE,
+            backup_dir = file.path(job$dir, "backup"), verbose = 0),
+    class = "gpukeras_error_backup_in_use"
+  )
+  expect_match(conditionMessage(busy), sprintf("is in use by another fit (process %d", status$pid), fixed = TRUE)
   # Ctrl-C in gpu_job_wait() leaves the job running and says how to stop it.
   skip_on_os("windows")
   system(sprintf("(sleep 1; kill -INT %d) > /dev/null 2>&1 &", Sys.getpid()))

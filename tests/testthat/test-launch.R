@@ -147,3 +147,16 @@ test_that("where no private network can be made, gpu_launch() refuses and names 
   expect_error(gpu_launch(function() 1, workers = 1), class = "gpukeras_error_launch")
   expect_snapshot(gpu_launch(function() 1, workers = 1), error = TRUE)
 })
+
+test_that("where unshare is refused (as in most containers), the error gives its own words", {
+  skip_on_os(c("windows", "mac"))
+  # unshare as a container's seccomp policy leaves it: it says why, and exits 1.
+  bin <- withr::local_tempdir()
+  for (tool in c("sh", "nsenter", "ip")) file.symlink(Sys.which(tool), file.path(bin, tool))
+  writeLines(c("#!/bin/sh", "echo 'unshare: unshare failed: Operation not permitted' >&2", "exit 1"), file.path(bin, "unshare"))
+  Sys.chmod(file.path(bin, "unshare"), "0755")
+  withr::local_envvar(PATH = bin)
+  error <- expect_error(gpu_launch(function() 1, workers = 1), class = "gpukeras_error_launch")
+  expect_match(conditionMessage(error), "unshare failed: Operation not permitted", fixed = TRUE)
+  expect_snapshot(gpu_launch(function() 1, workers = 1), error = TRUE)
+})

@@ -16,7 +16,8 @@ plan_core_result <- function(gpu = FALSE) {
     free_mib = if (gpu) 10240, free_source = if (gpu) "the driver (NVML)",
     backend = "tensorflow", dtype_policy = "float32",
     optimizer = list(name = "Adam", counted = "by type: 2 x the trainable weights"),
-    uncounted = if (gpu) list("input batch", "block") else list()
+    uncounted = if (gpu) list("input batch", "block") else list(),
+    method = "layer outputs (an estimate)"
   )
 }
 
@@ -34,10 +35,24 @@ test_that("the core's result becomes a gpukeras_memory_plan, printed as a table"
   expect_true(any(grepl("^ +activations: dense +1.5 MiB +25.0%$", text)))
   expect_true(any(grepl("^ +input batch +512 KiB +8.3%$", text)))
   expect_true(any(grepl("^ +total +6 MiB", text)))
-  expect_true(any(grepl("Plan:          4 MiB + 64 KiB per sample", text, fixed = TRUE)))
+  expect_true(any(grepl("Plan:          4 MiB + 64 KiB per sample (layer outputs (an estimate))", text, fixed = TRUE)))
+  expect_match(text[length(text)], "Activations are approximated by every layer's output", fixed = TRUE)
   expect_true(any(grepl("Largest batch: not known (no GPU: the plan is for a GPU's memory)", text, fixed = TRUE)))
   expect_false(any(grepl("Not counted", text)))
   expect_output(expect_identical(print(plan), plan), "activations: dense")
+})
+
+test_that("XLA's measure of the step is the total, and a negative reconciling part prints as such", {
+  result <- plan_core_result()
+  result$method <- "XLA's compiled step"
+  result$parts <- c(result$parts, list(list(part = "step buffers beyond these parts (XLA)", mib = -0.5)))
+  result$total_mib <- 5.5
+  plan <- new_gpukeras_memory_plan(result)
+  expect_identical(plan$method, "XLA's compiled step")
+  text <- format(plan)
+  expect_true(any(grepl("^ +step buffers beyond these parts \\(XLA\\) +-512 KiB +-9.1%$", text)))
+  expect_true(any(grepl("per sample (XLA's compiled step)", text, fixed = TRUE)))
+  expect_match(text[length(text)], "The total is XLA's peak for the compiled step", fixed = TRUE)
 })
 
 test_that("on a GPU the print gives the largest batch, the free memory and what is not counted", {
@@ -96,6 +111,7 @@ expect_closed_form <- function(facts, backend) {
   activations <- function(plan) sum(plan$parts$mib[startsWith(plan$parts$part, "activations: ")])
   plan <- facts$plan
   expect_identical(plan$backend, backend)
+  expect_identical(plan$method, if (backend == "jax") "XLA's compiled step" else "layer outputs (an estimate)")
   expect_equal(part(plan, "parameters"), facts$parameters * 4 / 2^20)
   expect_equal(part(plan, "gradients"), facts$parameters * 4 / 2^20)
   expect_equal(part(plan, "optimizer slots"), 2 * part(plan, "parameters"))

@@ -25,7 +25,7 @@ scoring_fit <- local({
       keras <- gpu_keras()
       keras$utils$set_random_seed(7L)
       model <- keras$Sequential(list(
-        keras$Input(shape = list(3L)),
+        keras$Input(shape = list(6L)), # size, colour's 3 indicator columns, shape's 2
         keras$layers$Dense(16L, activation = "relu"),
         keras$layers$Dense(2L, activation = "softmax")
       ))
@@ -58,11 +58,11 @@ test_that("the encoding is recorded from the training data and kept on the datas
   encoding <- data_encoding(data$x, data$y)
   expect_s3_class(encoding, "gpukeras_encoding")
   expect_identical(names(encoding$inputs$x$columns), c("size", "colour", "shape"))
-  expect_identical(encoding$inputs$x$columns$colour, list(type = "factor", levels = c("blue", "green", "red")))
+  expect_identical(encoding$inputs$x$columns$colour, list(type = "factor", levels = c("blue", "green", "red"), encoding = "one_hot"))
   expect_identical(encoding$inputs$x$columns$shape$levels, c("round", "square"))
   expect_identical(encoding$y$levels, c("big", "small"))
   expect_identical(encoding_vocabulary(encoding), list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small")))
-  expect_match(format(encoding), "colour <factor(3)>", fixed = TRUE, all = FALSE)
+  expect_match(format(encoding), "colour <factor(3), one-hot>", fixed = TRUE, all = FALSE)
   # JSON-ready and back, one level included.
   single <- data_encoding(data.frame(a = factor(rep("only", 3)), b = 1:3), 1:3, "drop")
   plain <- encoding_to_plain(single)
@@ -100,10 +100,10 @@ test_that("the same rows scored among other levels, in another order, get the sa
   at <- match(3:7, mixed$id)
   expect_equal(unname(scored[at, ]), unname(reference), tolerance = 1e-6)
 
-  # The encoded numbers themselves are the training codes.
+  # The encoded numbers themselves are the training levels' indicator columns.
   encoded <- as_pipeline_data(mixed, NULL, "error", encoding = fit$encoding)
-  expect_identical(colnames(encoded$x), c("size", "colour", "shape"))
-  expect_identical(unname(encoded$x[, "colour"]), match(as.character(mixed$colour), c("blue", "green", "red")) - 1)
+  expect_identical(colnames(encoded$x), c("size", "colour=blue", "colour=green", "colour=red", "shape=round", "shape=square"))
+  expect_identical(unname(encoded$x[, 2:4]), unname(model.matrix(~ 0 + colour, transform(mixed, colour = factor(as.character(colour), levels = c("blue", "green", "red")))))[, , drop = FALSE] + 0)
 
   # And a later R session, from the saved files, scores them the same way.
   dir <- withr::local_tempdir()
@@ -136,7 +136,7 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   expect_identical(attr(like, "gpukeras")$encoding$inputs, fit$encoding$inputs)
   expect_identical(attr(like, "gpukeras")$vocabulary$colour, c("blue", "green", "red"))
   arrays <- attr(like, "gpukeras_recipe")$arrays
-  expect_equal(reticulate::py_to_r(arrays$x)[, 2], c(2, 2))
+  expect_equal(reticulate::py_to_r(arrays$x)[, 2:4], rbind(c(0, 0, 1), c(0, 0, 1)))
   expect_equal(predict(fit, like), predict(fit, new), tolerance = 1e-6)
   expect_error(predict(fit, gpu_dataset(new, like = fit)), "shuffle = FALSE", class = "gpukeras_error_bad_argument")
   expect_error(predict(fit, "new/"), "the model was not trained on an image folder", class = "gpukeras_error_bad_argument")
@@ -149,7 +149,7 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   expect_equal(evaluate(fit, labelled), evaluate(fit, new, c("small", "big")), tolerance = 1e-6)
 })
 
-test_that("new levels are an error naming them, or the reserved code when asked", {
+test_that("new levels are an error naming them, or all-zero indicator columns when asked", {
   skip_if_no_python()
   fit <- scoring_fit()
   new <- data.frame(size = c(1, 2, 3), colour = c("red", "purple", "mauve"), shape = "round")
@@ -158,13 +158,32 @@ test_that("new levels are an error naming them, or the reserved code when asked"
   expect_identical(error$column, "x$colour")
   expect_identical(error$levels, c("purple", "mauve"))
   expect_match(conditionMessage(error), "`x$colour` has level(s) not seen in training: \"purple\", \"mauve\"", fixed = TRUE)
-  expect_match(conditionMessage(error), "unknown = \"code\"", fixed = TRUE)
+  expect_match(conditionMessage(error), "give unknown = \"zero\" to score them with every indicator column of that factor 0", fixed = TRUE)
   expect_error(gpu_dataset(new, like = fit), class = "gpukeras_error_new_levels")
   expect_error(evaluate(fit, new[1, ], "huge"), "`y` has level(s) not seen in training: \"huge\"", fixed = TRUE, class = "gpukeras_error_new_levels")
+  # "code" would feed a Dense model the number of an invented level: refused for one-hot
+  expect_error(predict(fit, new, unknown = "code"), "unknown = \"zero\"", fixed = TRUE, class = "gpukeras_error_new_levels")
 
+  zeroed <- gpu_dataset(new, like = fit, unknown = "zero", shuffle = FALSE)
+  expect_equal(reticulate::py_to_r(attr(zeroed, "gpukeras_recipe")$arrays$x)[, 2:4], rbind(c(0, 0, 1), 0, 0))
+  expect_identical(dim(predict(fit, new, unknown = "zero")), c(3L, 2L))
+})
+
+test_that("a factor of integer codes (factors = \"codes\") gets the reserved code when asked", {
+  skip_if_no_python()
+  data <- scoring_data()
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(2L, activation = "softmax")))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  fit <- gpu_fit(model, gpu_dataset(data$x, data$y, factors = "codes"), epochs = 1, verbose = 0, monitor = FALSE)
+  expect_identical(fit$encoding$inputs$x$columns$colour$encoding, "codes")
+  new <- data.frame(size = c(1, 2, 3), colour = c("red", "purple", "mauve"), shape = "round")
+  error <- expect_error(predict(fit, new), class = "gpukeras_error_new_levels")
+  expect_match(conditionMessage(error), "give unknown = \"code\" to score them with the reserved code length(levels)", fixed = TRUE)
   coded <- gpu_dataset(new, like = fit, unknown = "code", shuffle = FALSE)
   expect_equal(reticulate::py_to_r(attr(coded, "gpukeras_recipe")$arrays$x)[, 2], c(2, 3, 3))
   expect_identical(dim(predict(fit, new, unknown = "code")), c(3L, 2L))
+  expect_error(predict(fit, new, unknown = "zero"), "unknown = \"code\"", fixed = TRUE, class = "gpukeras_error_new_levels")
 })
 
 test_that("columns, types and shapes that do not match training are classed errors", {
@@ -215,7 +234,7 @@ test_that("type = \"class\" gives the training labels' levels", {
   expect_identical(levels(classes), c("big", "small"))
   raw <- predict(fit, data$x)
   expect_identical(as.character(classes), colnames(raw)[max.col(raw, "first")])
-  expect_true("Encoding:       levels of colour (3), shape (2); classes big, small; predict(fit, newdata) and gpu_save() encode new data the same way" %in% format(fit))
+  expect_true("Encoding:       6 columns: size, colour (3 levels, one-hot), shape (2 levels, one-hot); classes big, small; predict(fit, newdata) and gpu_save() encode new data the same way" %in% format(fit))
   accuracy <- mean(classes == data$y)
   expect_equal(evaluate(fit, data$x, data$y)[["accuracy"]], accuracy, tolerance = 1e-6)
 })
@@ -239,7 +258,7 @@ test_that("gpu_save() writes the two files alone and refuses to overwrite; gpu_l
   saved <- gpu_load(path)
   expect_s3_class(saved, "gpukeras_model")
   expect_identical(saved$encoding, fit$encoding)
-  expect_match(format(saved), "colour <factor(3)>", fixed = TRUE, all = FALSE)
+  expect_match(format(saved), "colour <factor(3), one-hot>", fixed = TRUE, all = FALSE)
   data <- scoring_data()
   expect_equal(predict(saved, data$x), predict(fit, data$x), tolerance = 1e-6)
   expect_identical(attr(gpu_dataset(data$x[1:3, ], like = saved), "gpukeras")$encoding$inputs, fit$encoding$inputs)
@@ -363,7 +382,7 @@ test_that("several inputs are matched by name; without a recorded encoding, fact
   skip_if_no_python()
   keras <- gpu_keras()
   keras$utils$set_random_seed(4L)
-  shop <- keras$Input(shape = list(2L), name = "shop")
+  shop <- keras$Input(shape = list(4L), name = "shop") # size, colour's 3 indicator columns
   weather <- keras$Input(shape = list(3L), name = "weather")
   joined <- keras$layers$Concatenate()(list(shop, weather))
   model <- keras$Model(inputs = list(shop = shop, weather = weather), outputs = keras$layers$Dense(1L)(joined))
@@ -390,7 +409,7 @@ test_that("a background fit scores new data as the session's own fit does", {
   keras <- gpu_keras()
   keras$utils$set_random_seed(9L)
   model <- keras$Sequential(list(
-    keras$Input(shape = list(3L)),
+    keras$Input(shape = list(6L)),
     keras$layers$Dense(2L, activation = "softmax")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
@@ -399,8 +418,9 @@ test_that("a background fit scores new data as the session's own fit does", {
   fit <- gpu_job_wait(job, timeout = 240)
   expect_identical(fit$encoding, data_encoding(data$x, data$y))
   new <- data.frame(shape = c("square", "round"), colour = c("red", "blue"), size = c(1, -1))
-  codes <- reticulate::np_array(cbind(new$size, c(2, 0), c(1, 0)), dtype = "float32")
-  expect_equal(unname(predict(fit, new)), model$predict(codes, verbose = 0L), tolerance = 1e-6)
+  # size; colour blue, green, red; shape round, square
+  indicators <- reticulate::np_array(cbind(new$size, c(0, 1), 0, c(1, 0), c(0, 1), c(1, 0)), dtype = "float32")
+  expect_equal(unname(predict(fit, new)), model$predict(indicators, verbose = 0L), tolerance = 1e-6)
 })
 
 test_that("gpu_fit()'s validation data is encoded as its training data", {
@@ -408,7 +428,7 @@ test_that("gpu_fit()'s validation data is encoded as its training data", {
   keras <- gpu_keras()
   keras$utils$set_random_seed(6L)
   model <- keras$Sequential(list(
-    keras$Input(shape = list(3L)),
+    keras$Input(shape = list(6L)),
     keras$layers$Dense(2L, activation = "softmax")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
@@ -428,4 +448,19 @@ test_that("gpu_fit()'s validation data is encoded as its training data", {
   like <- gpu_dataset(validation$x, validation$y, like = fit, shuffle = FALSE)
   again <- gpu_fit(model, data, validation_data = like, epochs = 1, verbose = 0, monitor = FALSE)
   expect_equal(again$history$val_loss[1], evaluate(again, validation$x, validation$y)[["loss"]], tolerance = 1e-5)
+})
+
+test_that("a malformed encoding file beside a model is a bad model that says what is wrong (issue #32, item 7)", {
+  skip_if_no_python()
+  dir <- withr::local_tempdir()
+  path <- file.path(dir, "shops.keras")
+  gpu_save(scoring_fit(), path)
+  sidecar <- file.path(dir, "shops.gpukeras.json")
+  json <- reticulate::import("json", convert = FALSE)
+  document <- json$loads(paste(readLines(sidecar), collapse = "\n"))
+  document$`__getitem__`("encoding")$`__getitem__`("inputs")$`__getitem__`("x")$`__getitem__`("columns")$`__getitem__`("colour")$`__setitem__`("levels", list("blue", "blue", "red"))
+  writeLines(reticulate::py_to_r(json$dumps(document)), sidecar)
+  expect_snapshot(error = TRUE, gpu_load(path), transform = function(x) gsub("'[^']*shops.gpukeras.json'", "'<file>'", x))
+  writeLines("{not json", sidecar)
+  expect_error(gpu_load(path), "is not valid JSON", class = "gpukeras_error_bad_model")
 })

@@ -75,11 +75,36 @@ test_that("Python starts on first use, without importing TensorFlow", {
 test_that("gpu_keras() returns the Keras 3 module on the configured backend", {
   skip_if_no_python()
   keras <- gpu_keras()
-  expect_s3_class(keras, "python.builtin.module")
   expect_match(keras$`__version__`, "^3[.]")
+  expect_identical(keras$layers$Dense$`__name__`, "Dense")
   expect_identical(keras$`__version__`, shared_check()$stack$keras)
   expect_identical(keras$backend$backend(), shared_check()$stack$keras_backend)
   expect_identical(gpu_keras()$`__version__`, keras$`__version__`)
+})
+
+test_that("gpu_keras() takes R's whole-number doubles where Keras wants integers, as keras3 does", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(
+    keras$Input(shape = 4),
+    keras$layers$Dense(64, activation = "relu"),
+    keras$layers$Dropout(0.25),
+    keras$layers$Dense(1)
+  ))
+  expect_identical(model$input_shape, list(NULL, 4L))
+  expect_identical(model$layers[[1]]$units, 64L)
+  expect_identical(model$layers[[2]]$rate, 0.25)
+  conv <- keras$layers$Conv2D(16, kernel_size = c(3, 3), strides = 2)
+  expect_identical(conv$kernel_size, list(3L, 3L))
+  expect_identical(conv$strides, list(2L, 2L))
+  expect_identical(keras$callbacks$EarlyStopping(patience = 3)$patience, 3L)
+  # a float where Keras declares one stays a float; a fraction is never rounded
+  expect_identical(keras$optimizers$SGD(momentum = 1)$momentum, 1)
+  expect_error(keras$layers$Dense(2.5), "positive integer")
+  # a base class is Keras' own, to subclass
+  expect_true(reticulate::import_builtins()$isinstance(keras$layers$Layer, reticulate::import_builtins()$type))
+  model$compile(optimizer = "adam", loss = "mse")
+  expect_s3_class(gpu_fit(model, regression_data(64), verbose = 0), "gpukeras_fit")
 })
 
 # Where the Python gpukeras uses comes from, and why (gpu_check()'s Stack).
@@ -240,4 +265,21 @@ test_that("NumPy 2 under reticulate < 1.38 is a classed error at first use; newe
       expect_null(error$python_traceback)
     }
   }
+})
+
+test_that("Python's warnings during a core call are classed R warnings, each once", {
+  said <- list(
+    list(class = "input_exhausted", message = "Training ran out of data before the epoch's steps were done."),
+    list(class = "python", message = "UserWarning from keras: something"),
+    list(class = "python", message = "UserWarning from keras: something")
+  )
+  caught <- list()
+  withCallingHandlers(raise_core_warnings(said), warning = function(w) {
+    caught[[length(caught) + 1L]] <<- w
+    invokeRestart("muffleWarning")
+  })
+  expect_length(caught, 2)
+  expect_s3_class(caught[[1]], "gpukeras_warning_input_exhausted")
+  expect_s3_class(caught[[2]], "gpukeras_warning_python")
+  expect_snapshot(raise_core_warnings(said[1:2]))
 })

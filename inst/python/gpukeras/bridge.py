@@ -15,16 +15,19 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from gpukeras.core.errors import GpukerasError, OutOfMemoryError
 from gpukeras.core.handles import HANDOVER
+from gpukeras.core.messages import framework_warning
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
 VERBS: dict[str, str] = {
     # the runtime, argument rules, schedules
     "start": "core.runtime:start",
+    "keras_api": "core.keras_api:keras_api",
     "remove_autograph_files": "core.runtime:remove_autograph_files",
     "check_count": "core.arguments:count",
     "check_seed": "core.arguments:seed",
@@ -112,8 +115,20 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
     Returns:
         ``{"ok": True, "value": ...}`` on success; otherwise ``{"ok": False,
         "r_class", "message", "traceback"}``, the traceback only for errors that
-        are not the user's (a bug, or a failure inside the stack).
+        are not the user's (a bug, or a failure inside the stack). Either way
+        ``"warnings"``, when Python warned during the call: each
+        ``{"class", "message"}`` (``messages.framework_warning``), for R to raise.
     """
+    with warnings.catch_warnings(record=True) as caught:
+        answer = _answer(function, kwargs)
+    if caught:  # the user's filters decided which were recorded
+        answer["warnings"] = [
+            framework_warning(w.category.__name__, str(w.message), w.filename) for w in caught
+        ]
+    return answer
+
+
+def _answer(function: Callable[..., object], kwargs: dict[str, object] | None) -> dict:
     try:
         return {"ok": True, "value": plain(function(**_received(kwargs or {})))}
     except GpukerasError as error:

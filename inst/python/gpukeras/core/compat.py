@@ -109,10 +109,52 @@ def record_compile_settings(model: object, jit_compile: object, steps_per_execut
         )
 
 
+# Keras marks its geometric image layers ``supports_jit = False`` for every backend, for
+# TensorFlow's sake, and one such layer turns XLA off for the whole model. On JAX they
+# trace under ``jax.jit`` and train the same (measured: identical losses, 3x faster on a
+# 2-core CPU; op by op, an augmented CNN ran 250x slower than without them on an H100).
+# RandomCrop stays out: on JAX its window is a slice with traced bounds, which jit refuses.
+JAX_TRACEABLE_LAYERS = (
+    "RandomRotation",
+    "RandomZoom",
+    "RandomTranslation",
+    "RandomShear",
+    "RandomPerspective",
+)
+
+
+def blocks_xla(layer: Layer) -> bool:
+    """Whether ``layer`` keeps its model from XLA compilation on the configured backend."""
+    if getattr(layer, "supports_jit", True) is not False:
+        return False
+    if config.backend != "jax":
+        return True
+    keras = config.keras()
+    traceable = tuple(getattr(keras.layers, name) for name in JAX_TRACEABLE_LAYERS)
+    return not isinstance(layer, traceable)
+
+
 def auto_jit_compile(model: object) -> bool:
-    """Keras' own answer to ``jit_compile="auto"`` for this model (its private resolver)."""
+    """Keras' own answer to ``jit_compile="auto"`` for this model (its private resolver),
+    except that on JAX the layers in ``JAX_TRACEABLE_LAYERS`` do not turn XLA off."""
+    if config.backend == "jax":
+        # Keras' resolver on JAX is "every layer supports jit" (trainers/trainer.py)
+        return not any(blocks_xla(layer) for layer in flatten_layers(model, include_self=True))
     resolve = getattr(model, "_resolve_auto_jit_compile", None)
     return bool(resolve()) if resolve is not None else bool(model.jit_compile)  # type: ignore[attr-defined]
+
+
+def set_jit_compile(model: object, value: bool) -> bool:
+    """Ask for XLA compilation of the model's steps; return what is in force.
+
+    Keras' setter refuses True (with a warning) where a layer says it does not
+    support jit; on JAX the layers of ``JAX_TRACEABLE_LAYERS`` are let through
+    (private ``_jit_compile``, which the setter writes)."""
+    if value and config.backend == "jax" and auto_jit_compile(model):
+        model._jit_compile = True  # type: ignore[attr-defined]
+    else:
+        model.jit_compile = value  # type: ignore[attr-defined]
+    return bool(model.jit_compile)  # type: ignore[attr-defined]
 
 
 def set_initial_epoch(model: object, epoch: int | None) -> None:

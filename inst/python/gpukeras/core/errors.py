@@ -111,6 +111,12 @@ class BackupMismatchError(GpukerasError):
     r_class = "gpukeras_error_backup_mismatch"
 
 
+class BackupInUseError(GpukerasError):
+    """Another fit holds backup_dir: two fits would resume from and delete each other's backups."""
+
+    r_class = "gpukeras_error_backup_in_use"
+
+
 class BackupDirUnsafeError(GpukerasError):
     """backup_dir is another user's folder, or one other users may write to."""
 

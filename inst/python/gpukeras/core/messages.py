@@ -62,3 +62,32 @@ def is_out_of_memory(error: BaseException) -> bool:
     """Whether a backend error says the device (or a library on it) could not get memory."""
     names = {kind.__name__ for kind in type(error).__mro__}
     return bool(names.intersection(OOM_TYPES)) or bool(OOM_TEXT.search(str(error)))
+
+
+# Warnings the frameworks give during a verb that gpukeras can say in R's words: a pattern
+# of the message, the R warning class's suffix, and what it means for the user.
+KNOWN_WARNINGS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"Your input ran out of data"),
+        "input_exhausted",
+        "Training ran out of data before the epoch's steps were done: the data gives fewer "
+        "batches than steps_per_epoch x epochs, so the fit stopped early. Give a dataset that "
+        "knows its length (gpu_dataset() of R data or counted files) and no steps_per_epoch.",
+    ),
+)
+
+
+def framework_warning(category: str, message: str, filename: str) -> dict[str, str]:
+    """One Python warning as R shows it: ``{"class": ..., "message": ...}``.
+
+    The frameworks' warnings name a file deep in site-packages and print on stderr, beside
+    R's own; R raises these instead, as classed R warnings: a known one in gpukeras' words
+    (``KNOWN_WARNINGS``), any other as "<category> from <package>: <message>".
+    """
+    text = ANSI.sub("", message).strip()
+    for pattern, suffix, said in KNOWN_WARNINGS:
+        if pattern.search(text):
+            return {"class": suffix, "message": said}
+    package = re.search(r"site-packages[/\\]([A-Za-z_][\w]*)", filename)
+    origin = f" from {package.group(1)}" if package else ""
+    return {"class": "python", "message": f"{category}{origin}: {text}"}

@@ -51,8 +51,11 @@ def host_array(
     From R, ``array`` is reticulate's view of an R array (column-major, no copy), so
     this is the one copy R data goes through on its way into a pipeline: the cast to
     float32 and the change to row-major order happen in it together, block by block,
-    on several threads for large arrays. With ``check_missing``, a floating-point copy
-    holding a NaN (R's NA among them) raises BadDataError naming the first rows.
+    on several threads for large arrays. A floating-point copy holding an infinity raises
+    BadDataError naming the first rows (``Inf``, ``-Inf``, and finite values beyond the
+    dtype's range, which the cast makes infinite: float32's ends near 3.4e38): training
+    on them gives a NaN loss every epoch. With ``check_missing``, so does one holding a
+    NaN (R's NA among them).
     """
     source = np.asarray(array)
     target = source.dtype if dtype is None else np.dtype(dtype)
@@ -62,19 +65,19 @@ def host_array(
     buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
     start = -buffer.ctypes.data % TENSOR_ALIGNMENT
     copy = buffer[start : start + size].view(target).reshape(shape)
-    check = check_missing and target.kind == "f"
+    floating = target.kind == "f"
     row_bytes = max(1, size // max(1, count))
     block_rows = max(1, COPY_BLOCK_BYTES // row_bytes)
 
-    def copy_block(begin: int) -> bool:
-        """Copy rows begin.. of the block; whether they hold a NaN (when checked)."""
+    def copy_block(begin: int) -> tuple[bool, bool]:
+        """Copy rows begin.. of the block; whether they hold a NaN and an infinity."""
         block = slice(begin, begin + block_rows)
-        # R's NA is a signalling NaN: its cast to float32 sets NumPy's "invalid" flag,
-        # a warning about data that check_missing reports (or the caller keeps).
-        with np.errstate(invalid="ignore"):
+        # R's NA is a signalling NaN: its cast to float32 sets NumPy's "invalid" flag, and
+        # a value beyond float32's range its "overflow" flag: warnings about data that is
+        # reported below (or that the caller keeps).
+        with np.errstate(invalid="ignore", over="ignore"):
             copy[block] = source[block] if rows is None else source[rows[block]]
-            # min() carries a NaN through and allocates nothing, unlike isnan().any().
-            return check and copy[block].size > 0 and bool(np.isnan(copy[block].min()))
+        return _bad_values(copy[block]) if floating else (False, False)
 
     starts = range(0, count, block_rows)
     if size < PARALLEL_COPY_BYTES or COPY_THREADS < 2:
@@ -82,26 +85,56 @@ def host_array(
     else:
         with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="gpukeras-copy") as pool:
             found = list(pool.map(copy_block, starts))
-    if any(found):
+    if check_missing and any(nan for nan, _ in found):
         raise BadDataError(_missing_message(copy))
+    if any(inf for _, inf in found):
+        raise BadDataError(_infinite_message(copy))
     return copy
 
 
-def check_no_missing(array: np.ndarray) -> None:
-    """BadDataError naming the first rows when a floating-point ``array`` holds a NaN
-    (R's NA among them): what ``host_array(check_missing=True)`` checks, for an array
-    used as it is."""
-    if array.dtype.kind == "f" and array.size and np.isnan(array.min()):
+def _bad_values(block: np.ndarray) -> tuple[bool, bool]:
+    """Whether ``block`` holds a NaN, and an infinity. One pass, allocating nothing where
+    all is finite: a float64 sum is finite exactly then (float32 values cannot overflow
+    it), and only a block whose sum is not is searched."""
+    if not block.size or np.isfinite(block.sum(dtype=np.float64)):
+        return False, False
+    return bool(np.isnan(block).any()), bool(np.isinf(block).any())
+
+
+def check_values(array: np.ndarray, check_missing: bool) -> None:
+    """What ``host_array`` checks in its copy, for a floating-point ``array`` used as it is:
+    BadDataError naming the first rows for an infinity, and with ``check_missing`` for a
+    NaN (R's NA among them)."""
+    if array.dtype.kind != "f":
+        return
+    nan, inf = _bad_values(array)
+    if check_missing and nan:
         raise BadDataError(_missing_message(array))
+    if inf:
+        raise BadDataError(_infinite_message(array))
+
+
+def _first_rows(rows: np.ndarray) -> str:
+    return ", ".join(str(row + 1) for row in np.flatnonzero(rows)[:5])
 
 
 def _missing_message(copy: np.ndarray) -> str:
     """Where the NaN values of ``copy`` are, and what to do about them."""
     missing = np.isnan(copy.reshape(len(copy), -1)).any(axis=1)
-    first = ", ".join(str(row + 1) for row in np.flatnonzero(missing)[:5])
     return (
-        f"The data has NA/NaN in {int(missing.sum())} row(s) (first, counting from 1: {first}). "
-        "Impute or remove them first."
+        f"The data has NA/NaN in {int(missing.sum())} row(s) (first, counting from 1: "
+        f"{_first_rows(missing)}). Impute or remove them first."
+    )
+
+
+def _infinite_message(copy: np.ndarray) -> str:
+    """Where the infinite values of ``copy`` are, and what to do about them."""
+    infinite = np.isinf(copy.reshape(len(copy), -1)).any(axis=1)
+    return (
+        f"The data has Inf, -Inf or values beyond {copy.dtype.name}'s range (about "
+        f"{float(np.finfo(copy.dtype).max):.1e}) in {int(infinite.sum())} row(s) (first, counting "
+        f"from 1: {_first_rows(infinite)}): training on them gives a NaN loss. Replace or "
+        "remove them, or rescale the columns."
     )
 
 

@@ -2,7 +2,9 @@
 
 The header and the first ``CSV_SAMPLE_ROWS`` rows of the first file are
 read with Python's csv module, to tell numeric from text columns and check
-the label; TensorFlow then decodes the lines in batches
+the label, and every row of every file once, to check its fields and count
+the rows (measured: 4 s for 1,000,000 rows of 10 fields, 95 MB, on a busy
+2-core machine); TensorFlow then decodes the lines in batches
 (``tf.io.decode_csv``), so the files are streamed, never loaded whole.
 """
 
@@ -29,6 +31,7 @@ INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 def _read_csv_head(path: str, rows: int) -> tuple[list[str], list[list[str]]]:
     """The header and up to ``rows`` non-blank data rows of a CSV file, read with Python's csv."""
+    reader = None
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
@@ -40,15 +43,77 @@ def _read_csv_head(path: str, rows: int) -> tuple[list[str], list[list[str]]]:
                 if row:
                     sample.append(row)
     except UnicodeDecodeError as error:
-        raise BadDataError(
-            f"'{path}' is not UTF-8 text ({error.reason} at byte {error.start}). Save it as "
-            "UTF-8 CSV, e.g. write.csv(df, file, row.names = FALSE, fileEncoding = 'UTF-8')."
-        ) from error
+        raise _not_utf8(path, error) from error
+    except csv.Error as error:
+        raise _unreadable(path, reader.line_num if reader else 1, error) from error
     if not header:
         raise BadDataError(
             f"'{path}' is empty: gpu_dataset() needs a header line naming the columns."
         )
     return header, sample
+
+
+def _not_utf8(path: str, error: UnicodeDecodeError) -> BadDataError:
+    return BadDataError(
+        f"'{path}' is not UTF-8 text ({error.reason} at byte {error.start}). Save it as "
+        "UTF-8 CSV, e.g. write.csv(df, file, row.names = FALSE, fileEncoding = 'UTF-8')."
+    )
+
+
+def _unreadable(path: str, line: int, error: csv.Error) -> BadDataError:
+    """A line Python's csv reader refuses, said in words with what to do."""
+    reason = str(error)
+    if "field larger than field limit" in reason:
+        fix = (
+            f"a field is longer than {csv.field_size_limit():,} characters (a quote left "
+            "open swallows the lines after it): close the quote, or shorten the field"
+        )
+    else:
+        fix = f"{reason}: fix that line"
+    return BadDataError(f"Line {line} of '{path}' cannot be read as CSV: {fix}.")
+
+
+def scan_csv(path: str, width: int) -> int:
+    """The data rows of the CSV file ``path`` (blank lines not counted), each one checked.
+
+    TensorFlow reads one row per line, the fields it is asked for: a row with more
+    fields than the header was read from its first ones, without a word. So every
+    row is read once here, with Python's csv, before anything trains.
+
+    Raises:
+        BadDataError: naming the file and the line, for a row whose fields are not
+            ``width`` (the header's), a quoted field over several lines, a NUL byte,
+            a field beyond the csv module's limit, or text that is not UTF-8.
+    """
+    reader = None
+    rows = 0
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            next(reader, None)  # the header, checked by _csv_layout
+            last = reader.line_num
+            for row in reader:
+                if reader.line_num - last > 1 and row:
+                    raise BadDataError(
+                        f"Line {last + 1} of '{path}' starts a quoted field that goes on to "
+                        f"line {reader.line_num}: gpu_dataset() reads one row per line. "
+                        "Remove the line breaks inside quoted fields."
+                    )
+                last = reader.line_num
+                if not row:
+                    continue
+                if len(row) != width:
+                    raise BadDataError(
+                        f"Line {reader.line_num} of '{path}' has {len(row)} fields, but the "
+                        f"header has {width}. Every row needs one field per column (quote "
+                        "fields that hold commas)."
+                    )
+                rows += 1
+    except UnicodeDecodeError as error:
+        raise _not_utf8(path, error) from error
+    except csv.Error as error:
+        raise _unreadable(path, reader.line_num if reader else 1, error) from error
+    return rows
 
 
 def _is_number(value: str) -> bool:
@@ -68,8 +133,11 @@ def _as_names(names: str | list[str] | tuple[str, ...] | None) -> list[str] | No
     return [names] if isinstance(names, str) else [str(name) for name in names]
 
 
-def _csv_layout(files: list[str]) -> tuple[list[str], list[list[str]]]:
-    """The header all ``files`` share, and the first file's sample rows, checked."""
+def _csv_layout(files: list[str]) -> tuple[list[str], list[list[str]], int]:
+    """The header all ``files`` share, the first file's sample rows, and the rows of every
+    file, all checked (``scan_csv``)."""
+    for path in files:
+        _check_no_nul(path)
     header, sample = _read_csv_head(files[0], CSV_SAMPLE_ROWS)
     for path in files[1:]:
         other, _ = _read_csv_head(path, 0)
@@ -85,14 +153,25 @@ def _csv_layout(files: list[str]) -> tuple[list[str], list[list[str]]]:
             f"The header of '{files[0]}' repeats the column name(s) {quoted(duplicated)}. "
             "Give every column its own name."
         )
-    for number, row in enumerate(sample, start=1):
-        if len(row) != len(header):
-            raise BadDataError(
-                f"Row {number} after the header of '{files[0]}' has {len(row)} fields, but "
-                f"the header has {len(header)}. Every row needs one field per column (quote "
-                "text that holds commas)."
-            )
-    return header, sample
+    return header, sample, sum(scan_csv(path, len(header)) for path in files)
+
+
+def _check_no_nul(path: str) -> None:
+    """BadDataError naming the line of the first NUL byte in ``path``, if any: Python's csv
+    reads it as a character (since 3.11), TensorFlow cuts the line there. Read in blocks,
+    searched by bytes' own find (memchr)."""
+    offset = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            found = block.find(b"\x00")
+            if found >= 0:
+                handle.seek(0)
+                line = handle.read(offset + found).count(b"\n") + 1
+                raise BadDataError(
+                    f"Line {line} of '{path}' cannot be read as CSV: it holds a NUL byte (a "
+                    "binary file, or text saved as UTF-16?): save it as UTF-8 text."
+                )
+            offset += len(block)
 
 
 def _csv_features(
@@ -181,12 +260,16 @@ def csv_source(
         columns: the feature columns; None for all but the label. Text columns
             cannot be streamed: leave them out here.
 
+    Every row of every file is read once first (``scan_csv``): a row that does not
+    have one field per column is refused before training, and the rows are counted,
+    so that the cache and a validation split know them.
+
     Returns:
         A Source whose info holds pattern, files, columns, label, label_dtype,
-        rows (None: counting them would read every file) and sampled_rows.
+        rows and sampled_rows.
     """
     files = match_files(pattern, ("*.csv", "*.CSV"), "CSV")
-    header, sample = _csv_layout(files)
+    header, sample, rows = _csv_layout(files)
     features = _csv_features(header, label, _as_names(columns), files[0])
     label_dtype = _csv_label_dtype(header, sample, features, label, files[0])
 
@@ -219,6 +302,8 @@ def csv_source(
         .batch(CSV_DECODE_BATCH)
         .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
         .unbatch()
+        # counted above: Keras then knows an epoch's steps (and the print its batches)
+        .apply(tf.data.experimental.assert_cardinality(rows))
     )
     return Source(
         dataset,
@@ -229,7 +314,7 @@ def csv_source(
             "columns": features,
             "label": label,
             "label_dtype": label_dtype,
-            "rows": None,
+            "rows": rows,
             "sampled_rows": len(sample),
         },
     )

@@ -24,13 +24,18 @@ from gpukeras.core.messages import last_line
 from gpukeras.data import sources
 from gpukeras.data.array_source import (
     HostArrays,
-    check_no_missing,
+    check_values,
     gathered_batches,
     host_array,
     shareable,
     tensor_of,
 )
-from gpukeras.data.augment import apply_to_features, augment_error, augmenter, check_presets
+from gpukeras.data.augment import (
+    apply_to_features,
+    augment_error,
+    augmenter,
+    check_presets,
+)
 from gpukeras.data.failures import unreadable_batch
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.data.sources import tensorflow
@@ -39,6 +44,41 @@ from gpukeras.gpu.scope import check_device
 
 SHUFFLE_BUFFER_LIMIT = 100_000
 SHUFFLE_BUFFER_BYTES = 256 * 2**20
+# The fewest steps (batches) an epoch has at the batch sizes gpu_batch_size() and gpu_tune()
+# recommend: fewer gives few updates per pass over the data, and leaves the monitor (which
+# skips the first steps of a run) and the epoch's validation little to measure.
+MIN_STEPS_PER_EPOCH = 8
+
+
+def steps_per_epoch(rows: int, batch_size: int) -> int:
+    """Batches in one pass over ``rows`` rows, the last one partial."""
+    return -(-int(rows) // int(batch_size))
+
+
+def largest_batch_for_steps(rows: int) -> int:
+    """The largest batch size that still makes ``MIN_STEPS_PER_EPOCH`` steps of ``rows``
+    rows: ceil(rows / b) >= 8 exactly when b < rows / 7. With fewer rows than that, 1 (the
+    most steps they can make)."""
+    return max(1, -(-int(rows) // (MIN_STEPS_PER_EPOCH - 1)) - 1)
+
+
+def batch_over_rows(
+    batch_size: int, rows: int, validation_rows: int | None, noun: str
+) -> list[str]:
+    """What to say when a batch is larger than the training rows (it becomes the rows): the
+    finding, then what gives several steps per epoch."""
+    held_out = (
+        f" ({rows + validation_rows:,} less {validation_rows:,} for validation)"
+        if validation_rows
+        else ""
+    )
+    return [
+        f"`batch_size` ({batch_size:,}) is larger than the {rows:,} training {noun}{held_out}: "
+        f"each epoch is one batch of all {rows:,} {noun} (batch_size = {rows:,}).",
+        f"One step per epoch is one update per pass over the data: batch_size = "
+        f"{largest_batch_for_steps(rows):,} or less gives {MIN_STEPS_PER_EPOCH} or more steps "
+        "per epoch.",
+    ]
 
 
 @dataclass(frozen=True)
@@ -47,13 +87,16 @@ class Made:
 
     Attributes:
         source: 'arrays' (in memory) or the kind of files ('csv', 'images', 'tfrecord').
-        cache: the dataset's ``cache`` option (True, False or a file).
+        cache: the dataset's ``cache`` option (True, False or a file) as applied.
         user_map: whether the user gave a ``map`` function.
+        cache_declined: why ``cache = TRUE`` was not applied (``_cache_for_source``);
+            None when it was, or was not asked.
     """
 
     source: str
     cache: bool | str
     user_map: bool
+    cache_declined: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +138,8 @@ class InMemory:
 # is the same Python object when it comes back to gpu_fit()).
 _MADE: weakref.WeakKeyDictionary[object, Made] = weakref.WeakKeyDictionary()
 _IN_MEMORY: weakref.WeakKeyDictionary[object, InMemory] = weakref.WeakKeyDictionary()
+# Their rows (train or validation part), where known before reading: arrays, image folders.
+_ROWS: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 
 
 def made_here(dataset: Dataset) -> Made | None:
@@ -109,6 +154,14 @@ def in_memory(dataset: Dataset) -> InMemory | None:
     """The rows a gpu_dataset() of arrays batches as they are; None for any other dataset."""
     try:
         return _IN_MEMORY.get(dataset)
+    except TypeError:
+        return None
+
+
+def rows_in(dataset: Dataset) -> int | None:
+    """The rows (elements before batching) a gpu_dataset() holds, where known; else None."""
+    try:
+        return _ROWS.get(dataset)
     except TypeError:
         return None
 
@@ -307,7 +360,8 @@ def from_arrays(
     reticulate's views of R's memory, cast and reordered in the one copy). With
     ``copy=False`` they share an array already in its dtype instead where they can
     (one ``array_source.host_array`` made), which must then never change. With
-    ``check_missing``, floating-point data holding NaN (R's NA) is BadDataError,
+    ``check_missing``, floating-point data holding NaN (R's NA) is BadDataError, as is any
+    holding an infinity (see ``array_source.host_array``),
     raised before TensorFlow is imported: bad data leaves the runtime unstarted.
 
     Returns:
@@ -351,8 +405,7 @@ def from_arrays(
             source.dtype == np.dtype(dtype or source.dtype)
             and (split or (not copy and shareable(source)))
         ):
-            if check_missing:
-                check_no_missing(source)
+            check_values(source, check_missing)
             return source
         return host_array(source, dtype, check_missing=check_missing)
 
@@ -386,7 +439,11 @@ def from_arrays(
         subset(order[n_validation:] if split else None),
         subset(order[:n_validation]) if split else None,
         opts,
-        {"source": "arrays", "rows": count - n_validation, "validation_rows": n_validation},
+        {
+            "source": "arrays",
+            "rows": count - n_validation,
+            "validation_rows": n_validation,
+        },
         start,
     )
     if opts.map is None and not opts.augment:
@@ -408,6 +465,11 @@ def from_arrays(
     return {**built, "arrays": HostArrays(data_x.get("", data_x), data_y, data_w)}
 
 
+def _count(value: object) -> int | None:
+    """A row count from a source's info (None where it is not known)."""
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
 def _pipelines(
     tf: ModuleType,
     train: object,
@@ -425,6 +487,18 @@ def _pipelines(
         dataset, done, augmented = start(part, options, rows)
         return build(tf, dataset, options, rows, done, augmented)
 
+    # A batch larger than the training rows is the rows (tf.data and Keras' fit() on arrays
+    # make one partial batch of them): said so. Only drop_remainder needs the size changed,
+    # else it would drop that batch and leave epochs empty; elsewhere the pipeline (and its
+    # batch shape, unknown as for any partial batch) stays as it was.
+    warnings: list[Record] = []
+    rows = _count(info.get("rows"))
+    if rows is not None and opts.batch_size > rows:
+        noun = "images" if info.get("source") == "image_folder" else "rows"
+        message = batch_over_rows(opts.batch_size, rows, _count(info.get("validation_rows")), noun)
+        warnings.append({"class": "batch_size", "message": message})
+        if opts.drop_remainder:
+            opts.batch_size = rows
     dataset, steps = pipeline(train, opts, info.get("rows"))
     if validation is not None:
         plain = PipelineOptions(
@@ -438,20 +512,33 @@ def _pipelines(
             training=False,
         )
         validation, validation_steps = pipeline(validation, plain, info.get("validation_rows"))
-    made = Made(str(info.get("source")), opts.cache, opts.map is not None)
-    for built in (dataset, validation):
+    declined = info.get("cache_declined")
+    made = Made(
+        str(info.get("source")),
+        opts.cache,
+        opts.map is not None,
+        str(declined) if declined else None,
+    )
+    for built, counted in (
+        (dataset, rows),
+        (validation, _count(info.get("validation_rows"))),
+    ):
         if built is not None:
             _MADE[built] = made
+            if counted is not None:
+                _ROWS[built] = counted
     info = {**info, "to_device": opts.to_device}
     return {
         "dataset": dataset,
         "validation": validation,
         "info": describe(dataset, {**info, **steps}),
         "validation_info": describe(
-            validation, {**info, **validation_steps, "rows": info.get("validation_rows")}
+            validation,
+            {**info, **validation_steps, "rows": info.get("validation_rows")},
         )
         if validation is not None
         else None,
+        "warnings": warnings,
     }
 
 
@@ -467,24 +554,35 @@ def _element_bytes(tf: ModuleType, spec: object) -> int | None:
 
 def _cache_for_source(
     tf: ModuleType, dataset: Dataset, rows: int | None, opts: PipelineOptions
-) -> bool | str:
-    """cache = TRUE on a file source caches in memory only when it surely fits.
+) -> tuple[bool | str, str | None]:
+    """cache = TRUE on a file source caches in memory only when it surely fits: the cache
+    option to apply, and why ``cache = TRUE`` was not applied (None when it was).
 
     Files are streamed because they may be larger than memory: an in-memory cache
     is used when the decoded data is known to take under a quarter of the free
     host memory; a cache file (a path) is always honoured.
     """
     if opts.cache is not True:
-        return opts.cache
+        return opts.cache, None
     element = _element_bytes(tf, dataset.element_spec)
     available = host_memory_mib()[1]
-    if rows is None or element is None or available is None:
-        return False
-    return rows * element / 2**20 < available / 4
+    if rows is None or element is None:
+        why = "the decoded size is not known before reading (TFRecord rows are not counted)"
+        return False, why
+    if available is None:
+        return False, "the free host memory is not known here"
+    needed = rows * element / 2**20
+    if needed < available / 4:
+        return True, None
+    return False, (
+        f"the decoded data (about {needed:,.0f} MiB) would take more than a quarter of the "
+        f"free host memory ({available:,.0f} MiB)"
+    )
 
 
 def from_source(kind: str, source: dict[str, object], **options: object) -> dict[str, object]:
-    """A pipeline streaming files: kind 'csv', 'image_folder' or 'tfrecord'.
+    """A pipeline streaming files: kind 'csv', 'image_folder', 'image_files' (unlabelled) or
+    'tfrecord'.
 
     ``source`` holds the arguments of the matching ``sources`` function. With
     ``validation_split``, files counted up front (an image folder) are split by
@@ -500,14 +598,20 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     makers: dict[str, Callable[..., sources.Source]] = {
         "csv": sources.csv_source,
         "image_folder": sources.image_folder_source,
+        "image_files": sources.image_files_source,
         "tfrecord": sources.tfrecord_source,
     }
     if kind not in makers:
         raise BadArgumentError(f"Unknown file source '{kind}'. Sources: {', '.join(makers)}.")
     found = makers[kind](**source)
     rows = found.info.get("rows")
-    opts.cache = _cache_for_source(tf, found.dataset, rows, opts)
+    opts.cache, declined = _cache_for_source(tf, found.dataset, rows, opts)
     info = {"source": kind, **found.info}
+    if declined:
+        info["cache_declined"] = (
+            f"cache = TRUE not applied: {declined}; a cache file keeps them "
+            '(gpu_dataset(cache = "a/path/on/a/local/disk"))'
+        )
     train, validation = found.dataset, None
     if opts.validation_split:
         seed = opts.seed or 0

@@ -61,6 +61,11 @@ def tensorflow() -> ModuleType:
     try:
         with _native_stderr_silenced() if quiet else contextlib.nullcontext():
             import tensorflow as tf
+
+            # Hiding the GPUs starts CUDA in TensorFlow, whose absl lines go to stderr too;
+            # once TensorFlow has started, its devices can no longer change (RuntimeError).
+            with contextlib.suppress(RuntimeError):
+                tf.config.set_visible_devices([], "GPU")
     except ImportError as error:
         raise TensorflowMissingError(
             "gpu_dataset() builds tf.data pipelines, which need TensorFlow (also when "
@@ -68,9 +73,6 @@ def tensorflow() -> ModuleType:
             f"Python at {sys.executable}. {INSTALL_HINT}, or `pip install tensorflow-cpu` "
             "in that environment."
         ) from error
-    # Once TensorFlow has started its devices can no longer change: RuntimeError.
-    with contextlib.suppress(RuntimeError):
-        tf.config.set_visible_devices([], "GPU")
     return tf
 
 

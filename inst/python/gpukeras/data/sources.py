@@ -19,8 +19,15 @@ names them all, as ``pipeline.from_source`` and R reach them.
 from __future__ import annotations
 
 from gpukeras.data.csv_source import csv_source
-from gpukeras.data.image_source import image_folder_source
+from gpukeras.data.image_source import image_files_source, image_folder_source
 from gpukeras.data.source_files import Source, tensorflow
 from gpukeras.data.tfrecord_source import tfrecord_source
 
-__all__ = ["Source", "csv_source", "image_folder_source", "tensorflow", "tfrecord_source"]
+__all__ = [
+    "Source",
+    "csv_source",
+    "image_files_source",
+    "image_folder_source",
+    "tensorflow",
+    "tfrecord_source",
+]

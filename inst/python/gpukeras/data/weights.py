@@ -81,3 +81,64 @@ def weighted_dataset(dataset: Dataset, class_weight: dict[int, float]) -> Datase
         raise BadArgumentError(_BOTH)
     _check_labels(parts[1] if len(parts) == 2 else None)
     return dataset.map(compat.class_weight_map(class_weight))
+
+
+def _carries_weights(data: object) -> bool:
+    """Whether gpu_fit() data brings its own sample weights: arrays as ``(x, y, w)``, or a
+    dataset whose elements are ``(x, y, sample_weight)`` (gpu_dataset(sample_weight = ))."""
+    if isinstance(data, (tuple, list)):
+        return len(data) == 3 and data[2] is not None
+    spec = getattr(data, "element_spec", None)
+    return isinstance(spec, tuple) and len(spec) == 3
+
+
+def describe(
+    data: object, validation_data: object, class_weight: dict[int, float] | None
+) -> dict[str, object] | None:
+    """How the run's losses are weighted, for gpu_fit()'s settings; None when unweighted.
+
+    What Keras 3 does (``trainers/trainer.py``, ``backend/*/trainer.py``): ``class_weight``
+    weighs the training rows only; validation data is weighted by its own sample weights
+    when it carries them (``validation_data = (x, y, w)``, and ``validation_split`` splits
+    the weights with the rows, as gpu_dataset(validation_split = ) does), else not at all;
+    metrics given to ``compile(metrics = )`` are never weighted, those given to
+    ``compile(weighted_metrics = )`` are.
+
+    Returns:
+        ``training`` ("class_weight" or "sample_weight"), ``class_weight`` ({class
+        number as text: weight}, or None), ``validation`` ("sample_weight", "none", or
+        None without validation data) and ``note``: the sentence saying which losses are
+        weighted, for the print.
+    """
+    if class_weight is not None:
+        training = "class_weight"
+    elif _carries_weights(data):
+        training = "sample_weight"
+    else:
+        return None
+    by = "class_weight" if training == "class_weight" else "the sample weights"
+    if validation_data is None:
+        validation, said = None, "there is no validation loss."
+    elif _carries_weights(validation_data):
+        validation = "sample_weight"
+        said = "the validation loss is weighted by the validation rows' own sample weights."
+    else:
+        validation = "none"
+        unweighted = (
+            "Keras applies class_weight to training only"
+            if training == "class_weight"
+            else "the validation data has none"
+        )
+        said = f"the validation loss is not ({unweighted}), so the two losses are not on one scale."
+    note = (
+        f"The training loss is weighted by {by}; {said} Metrics from compile(metrics = ) "
+        "are not weighted (compile(weighted_metrics = ) are)."
+    )
+    return {
+        "training": training,
+        "class_weight": None
+        if class_weight is None
+        else {str(k): float(v) for k, v in class_weight.items()},
+        "validation": validation,
+        "note": note,
+    }

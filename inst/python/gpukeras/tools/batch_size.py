@@ -48,6 +48,13 @@ subclassed model needs ``get_config()``. The user's model stays in memory
 while the copy trains, so on a GPU the largest size found leaves room for one
 more copy of the weights (and its optimizer state, if it has trained).
 
+Steps per epoch. The size recommended is the fastest that still makes at least
+``pipeline.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the training rows
+(``ceil(rows / batch_size) >= 8``): larger sizes are measured, for what fits,
+but not recommended. Where the rows are not known (a dataset gpu_dataset() did
+not make, or one read as it streams) the rule cannot be applied, and the result
+says so. With fewer rows than that, the smallest size that fits is recommended.
+
 Timing. ``train_on_batch`` returns the step's loss as numbers, so every step
 waits for its result: the time per step includes one host-device round trip,
 as training with per-batch logs does. The batch is made once per size (the
@@ -72,7 +79,7 @@ from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadArgumentError, BadDataError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, failures
+from gpukeras.data import adapters, failures, pipeline
 from gpukeras.gpu import devices, peak_memory
 from gpukeras.gpu.nvml import MIB
 from gpukeras.tools import memory_plan, model_copies
@@ -216,6 +223,35 @@ def sample_batch(data: object) -> tuple[object, ...]:
     return parts
 
 
+def training_rows(data: object, parts: tuple[object, ...]) -> int | None:
+    """The rows one epoch trains on: all the arrays' rows, or a gpu_dataset()'s (its
+    training part) where known; None for other datasets."""
+    if adapters.is_tf_dataset(data):
+        return pipeline.rows_in(data)
+    return adapters.row_count(parts[0])
+
+
+def steps_rule(rows: int | None, fitting: list[int]) -> Record:
+    """The sizes the rule of ``MIN_STEPS_PER_EPOCH`` steps per epoch lets be recommended,
+    among ``fitting`` (see the module): ``min_steps``, ``rows``, ``largest_batch`` (None
+    where the rows are not known) and ``allowed``."""
+    if rows is None:
+        return {
+            "min_steps": pipeline.MIN_STEPS_PER_EPOCH,
+            "rows": None,
+            "largest_batch": None,
+            "allowed": fitting,
+        }
+    largest = pipeline.largest_batch_for_steps(rows)
+    allowed = [size for size in fitting if size <= largest] or [min(fitting)]
+    return {
+        "min_steps": pipeline.MIN_STEPS_PER_EPOCH,
+        "rows": rows,
+        "largest_batch": largest,
+        "allowed": allowed,
+    }
+
+
 def rows_of(parts: tuple[object, ...], n: int) -> tuple[object, ...]:
     """The first ``n`` rows of every array in ``parts``, repeated when there are fewer."""
     keras = config.keras()
@@ -233,7 +269,7 @@ def training_copy(keras: ModuleType, model: Model, parts: tuple[object, ...]) ->
     """A compiled copy of ``model`` with new weights, built for rows like ``parts``."""
     copy = model_copies.clone(keras, model, "gpu_batch_size()", weights=False)
     # The XLA choice gpu_fit() would make (gpu_setup()'s default, else Keras').
-    copy.jit_compile = fit_request.resolve_jit(copy, "auto")
+    compat.set_jit_compile(copy, fit_request.resolve_jit(copy, "auto"))
     with refused_as_bad_data():
         compat.symbolic_build(copy, rows_of(parts, 1))
     return copy
@@ -328,6 +364,8 @@ class Trial:
         estimated_mib: the memory estimate for this size.
         peak_mib: the GPU's measured peak where known (see ``gpukeras.gpu.peak_memory``).
         reason: why it does not fit.
+        steps_per_epoch: batches of this size in one pass over the training rows (None
+            where the rows are not known).
     """
 
     batch_size: int
@@ -338,6 +376,7 @@ class Trial:
     estimated_mib: float | None = None
     peak_mib: float | None = None
     reason: str | None = None
+    steps_per_epoch: int | None = None
 
 
 class TrialRunner:
@@ -366,6 +405,7 @@ class TrialRunner:
         self.steps = steps
         self.budget_mib = budget_mib
         self.budget_name = budget_name
+        self.rows: int | None = None  # the training rows, for each size's steps per epoch
         self.estimate = estimate_memory(copy, parts)
         self.trials: list[Trial] = []
         self.runs = 0
@@ -373,6 +413,8 @@ class TrialRunner:
     def __call__(self, size: int, phase: str) -> bool:
         estimated = self.estimate.mib(size)
         trial = Trial(size, phase, estimated_mib=estimated)
+        if self.rows is not None:
+            trial.steps_per_epoch = pipeline.steps_per_epoch(self.rows, size)
         self.trials.append(trial)
         if self.budget_mib is not None and estimated > self.budget_mib:
             trial.reason = (
@@ -429,7 +471,9 @@ def search(
 
     Returns:
         ``trials`` (``Trial`` rows in the order tried), ``recommended`` (the
-        fastest size that fits), ``largest`` (the largest that fits),
+        fastest size that fits and makes 8 or more steps per epoch, see the module),
+        ``fastest`` (the fastest that fits), ``steps_rule`` (``steps_rule``'s
+        ``min_steps``, ``rows``, ``largest_batch``), ``largest`` (the largest that fits),
         ``smallest_failing`` (None when ``max_batch`` fits), ``device``,
         ``device_name``, ``backend``, ``budget`` (``mib``, ``source``),
         ``estimate`` (``MemoryEstimate.describe``) and ``settings``.
@@ -463,6 +507,7 @@ def search(
         budget_mib=budget["mib"],
         budget_name="GPU memory budget" if on_gpu else "host memory budget",
     )
+    runner.rows = training_rows(data, parts)
     jit_compile = bool(copy.jit_compile)
     estimate = runner.estimate
     try:
@@ -485,10 +530,19 @@ def search(
             batch_size=low,
         )
     fitting_trials = [t for t in trials if t.fits]
-    fastest = max(fitting_trials, key=lambda t: t.samples_per_second or 0.0)
+    rule = steps_rule(runner.rows, sorted({t.batch_size for t in fitting_trials}))
+    allowed = rule.pop("allowed")
+
+    def speed(t: Trial) -> float:
+        return t.samples_per_second or 0.0
+
+    fastest = max(fitting_trials, key=speed)
+    recommended = max((t for t in fitting_trials if t.batch_size in allowed), key=speed)
     return {
         "trials": trials,
-        "recommended": fastest.batch_size,
+        "recommended": recommended.batch_size,
+        "fastest": fastest.batch_size,
+        "steps_rule": rule,
         "largest": largest,
         "smallest_failing": smallest_failing,
         "device": device,

@@ -19,6 +19,16 @@ bias correction, as fastai's):
   loss keeps falling, the rate two thirds of the way down.
 - ``steepest``: where the loss falls fastest per decade of rate, before its minimum.
 - ``minimum``: a tenth of the rate at the lowest loss (the older rule of thumb).
+
+A ramp whose loss never diverged (``stop_factor``) but rose after its lowest
+(``turned_up``) gives its suggestions as usual: the curve has its descent and its
+turn. One whose loss neither diverged nor turned up suggests nothing (all three are
+None): every rule reads the curve against the point where it turns up, and without
+it the lowest loss is only the last rates tried (``minimum`` would be about
+``max_lr / 10``) and the descent may go on past ``max_lr``. The result says so
+(``stopped``, ``advice``): run it again with a higher ``max_lr`` or more steps. fastai's
+``lr_find`` reads its rules off whatever curve it got; here a rate read off half a
+curve is withheld, since it would print as confidently as one read off a whole curve.
 """
 
 from __future__ import annotations
@@ -38,6 +48,17 @@ from gpukeras.tools import model_copies
 
 # Steps at the start whose smoothed loss is not yet compared for divergence.
 WARMUP_STEPS = 5
+# A smoothed loss "turned up" when it fell by at least FALL_SHARE of its first value (a
+# flat curve's noise is no descent), its lowest came before the last TAIL_SHARE of the
+# steps, and it then rose by at least RISE_SHARE of what it fell.
+FALL_SHARE = 0.05
+TAIL_SHARE = 0.1
+RISE_SHARE = 0.25
+# A ramp that never turned up is advised one decade more of rates (this many times its
+# max_lr), or this many times its steps (each rate trained longer, so a slow loss has
+# the time to turn up).
+HIGHER_MAX_LR = 10.0
+MORE_STEPS = 2
 
 
 def _rate(name: str, value: object) -> float:
@@ -130,6 +151,32 @@ def steepest(lrs: list[float], losses: list[float]) -> float | None:
     return lrs[int(np.argmin(slopes))]
 
 
+def turned_up(smoothed: list[float]) -> bool:
+    """Whether the smoothed loss fell, then rose after its lowest (see ``FALL_SHARE``,
+    ``TAIL_SHARE``, ``RISE_SHARE``): a curve with a turn to read rates against, though it
+    never diverged."""
+    n = len(smoothed)
+    if n < 3:
+        return False
+    lowest = int(np.argmin(smoothed))
+    fell = smoothed[0] - smoothed[lowest]
+    rose = smoothed[-1] - smoothed[lowest]
+    descended = fell > 0 and fell >= FALL_SHARE * abs(smoothed[0])
+    early = lowest < n - max(1, int(n * TAIL_SHARE))
+    return descended and early and rose >= RISE_SHARE * fell
+
+
+def no_divergence_advice(max_lr: float, steps: int) -> str:
+    """What to do when the loss neither diverged nor turned up over a ramp to ``max_lr``."""
+    return (
+        f"The loss never diverged up to max_lr = {max_lr:g} and did not rise after its "
+        "lowest, so the curve has no point where it turns up to read a rate against: no "
+        "rate is suggested. Run it again "
+        f"with a higher max_lr (e.g. max_lr = {max_lr * HIGHER_MAX_LR:g}) or more steps "
+        f"(e.g. steps = {steps * MORE_STEPS})."
+    )
+
+
 def find(
     model: Model,
     data: object,
@@ -156,7 +203,11 @@ def find(
     Returns:
         ``lr``, ``loss`` and ``smoothed`` per step trained; ``suggested``
         (``valley``, ``steepest``, ``minimum``: rates, None where the curve
-        gives none); ``stopped`` (why it stopped), and the settings.
+        gives none, and all None when the loss neither diverged nor turned up);
+        ``stopped`` (why it stopped, and how the curve ended when it ran all steps);
+        ``diverged`` (the loss blew up or became NaN/Inf before the last step);
+        ``advice`` (what to change when no rate is suggested for want of a turn, else
+        None), and the settings.
     """
     low, high = _rate("min_lr", min_lr), _rate("max_lr", max_lr)
     if high <= low:
@@ -182,6 +233,7 @@ def find(
     lrs: list[float] = []
     losses: list[float] = []
     stopped = f"ran all {count} steps"
+    diverged = False
     average, best = 0.0, math.inf
     for step, batch in zip(range(count), batches):
         parts = batch if isinstance(batch, (tuple, list)) else (batch,)
@@ -191,27 +243,39 @@ def find(
         losses.append(loss)
         if not math.isfinite(loss):
             stopped = f"the loss became {loss} at step {step + 1}"
+            diverged = True
             break
         average = beta * average + (1 - beta) * loss  # as smooth() does, one step at a time
         smoothed_now = average / (1 - beta ** (step + 1))
         best = min(best, smoothed_now)
         if step >= WARMUP_STEPS and smoothed_now > factor * best:
             stopped = f"the loss diverged at step {step + 1} ({factor:g} x its lowest)"
+            diverged = True
             break
     finite = [i for i, loss in enumerate(losses) if math.isfinite(loss)]
     kept_lrs = [lrs[i] for i in finite]
     smoothed = smooth([losses[i] for i in finite], beta)
     lowest = kept_lrs[int(np.argmin(smoothed))] / 10 if smoothed else None
+    suggested: dict[str, float | None] = {
+        "valley": valley(kept_lrs, smoothed),
+        "steepest": steepest(kept_lrs, smoothed),
+        "minimum": lowest,
+    }
+    advice = None
+    if not diverged and turned_up(smoothed):
+        stopped += f"; the loss rose after its lowest, short of diverging ({factor:g} x it)"
+    elif not diverged:
+        stopped += "; the loss never diverged, nor rose after its lowest"
+        suggested = {name: None for name in suggested}
+        advice = no_divergence_advice(high, count)
     return {
         "lr": lrs,
         "loss": losses,
         "smoothed": smoothed + [math.nan] * (len(losses) - len(smoothed)),
-        "suggested": {
-            "valley": valley(kept_lrs, smoothed),
-            "steepest": steepest(kept_lrs, smoothed),
-            "minimum": lowest,
-        },
+        "suggested": suggested,
         "stopped": stopped,
+        "diverged": diverged,
+        "advice": advice,
         "settings": {
             "min_lr": low,
             "max_lr": high,

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from gpukeras.core.handles import Record
 
@@ -36,9 +37,32 @@ CUDA_LIBRARIES = (
 )
 _LIBRARY = re.compile(r"^lib(" + "|".join(CUDA_LIBRARIES) + r")\.so(?:\.([0-9][0-9.]*))?$")
 
-# The variables that decide which devices a framework uses, and where it finds CUDA.
-ENVIRONMENT_NAMES = ("CUDA_VISIBLE_DEVICES", "KERAS_BACKEND", "LD_LIBRARY_PATH", "CUDA_HOME")
-ENVIRONMENT_PREFIXES = ("XLA_", "TF_", "JAX_", "CUDA_", "NVIDIA_", "RETICULATE_", "GPUKERAS_")
+# The variables that change what the frameworks do: which devices they use, where they find
+# CUDA and Python, how they take memory. An allow-list: prefixes such as TF_ or NVIDIA_ also
+# hold other programs' secrets (Terraform's TF_TOKEN_* and TF_VAR_*, NVIDIA_API_KEY).
+ENVIRONMENT_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH",
+        "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING", "CUDA_CACHE_PATH",
+        "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_TF32_OVERRIDE",
+        "KERAS_BACKEND", "KERAS_HOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH",
+        "PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+        "XLA_FLAGS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL",
+        "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_GPU_THREAD_MODE",
+        "TF_GPU_THREAD_COUNT", "TF_ENABLE_ONEDNN_OPTS", "TF_ENABLE_XLA",
+        "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "TF_NUM_INTEROP_THREADS",
+        "TF_NUM_INTRAOP_THREADS", "TF_CONFIG", "OMP_NUM_THREADS",
+        "JAX_PLATFORMS", "JAX_PLATFORM_NAME", "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION",
+        "JAX_COMPILATION_CACHE_DIR", "JAX_TRACEBACK_FILTERING", "JAX_DISABLE_JIT",
+        "RETICULATE_PYTHON", "RETICULATE_PYTHON_ENV", "RETICULATE_PYTHON_FALLBACK",
+        "RETICULATE_USE_MANAGED_VENV", "RETICULATE_UV",
+    }
+)  # fmt: skip
+# Prefixes owned by one framework's memory settings, or by gpukeras itself.
+ENVIRONMENT_PREFIXES = ("XLA_PYTHON_CLIENT_", "GPUKERAS_")
+# Even an allowed variable's value is masked when its name says it is a secret.
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+MASKED = "<masked>"
 
 # What a Python sees, as JSON on its last line; ``fresh`` imports what is installed, else
 # only what is imported already. Self-contained: it runs in ``python -c`` too.
@@ -99,12 +123,14 @@ def loaded_cuda_libraries(maps: str | None = None) -> list[Record]:
     return sorted(found.values(), key=lambda row: (str(row["library"]), str(row["path"])))
 
 
-def environment() -> dict[str, str]:
-    """The variables of this process that decide devices and CUDA (``ENVIRONMENT_NAMES``,
-    and any starting with ``ENVIRONMENT_PREFIXES``), by name."""
+def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables of this process (or ``environ``) that change what the frameworks do
+    (``ENVIRONMENT_NAMES``, and any starting with ``ENVIRONMENT_PREFIXES``), by name; the
+    value of any whose name says it is a token, key, secret or password is ``MASKED``."""
+    found = os.environ if environ is None else environ
     return {
-        name: value
-        for name, value in sorted(os.environ.items())
+        name: MASKED if _SECRET.search(name) else value
+        for name, value in sorted(found.items())
         if name in ENVIRONMENT_NAMES or name.startswith(ENVIRONMENT_PREFIXES)
     }
 
@@ -121,13 +147,17 @@ def python_sees(timeout: float = 120.0) -> Record:
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_CPP_MIN_LOG_LEVEL": "2"}
     code = SEES + "\nprint(json.dumps(sees(True)))"
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        # From an empty folder: ``python -c`` puts its working folder first on sys.path, where
+        # a keras.py or a tensorflow/ folder of the user's would be imported instead.
+        with tempfile.TemporaryDirectory(prefix="gpukeras-report-") as empty:
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                env=env,
+                cwd=empty,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         lines = done.stdout.strip().splitlines()
         fresh: Record = (
             json.loads(lines[-1])

@@ -25,10 +25,11 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
+from gpukeras.tools import encoding_file
 
 # What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
 ENCODING_FORMAT = "gpukeras-encoding"
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2  # 2: factor columns one-hot or codes (1: codes, always)
 
 
 def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: bool) -> Any:
@@ -201,6 +202,9 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump(document, file, indent=1)
         model.save(model_temp)
+        # mkstemp made them private (0600); Keras' own save gives what the umask allows
+        for temp in (model_temp, json_temp):
+            os.chmod(temp, 0o666 & ~_umask())
         os.replace(model_temp, target)
         os.replace(json_temp, beside)
     finally:
@@ -208,6 +212,13 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
             if os.path.exists(temp):
                 os.remove(temp)
     return {"model": str(target), "encoding": str(beside)}
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it, then setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_model(path: object) -> Record:
@@ -232,13 +243,26 @@ def load_model(path: object) -> Record:
         return {"model": model, "encoding": None, "encoding_file": None}
     try:
         document = json.loads(beside.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise BadDataError(f"{str(beside)!r} is not valid JSON: {error}") from error
+    except ValueError as error:  # UnicodeDecodeError too
+        raise BadModelError(
+            f"The encoding file {str(beside)!r} is not valid JSON ({error}): save the model "
+            "again with gpu_save(), or remove that file to load the model without an encoding."
+        ) from error
     if not isinstance(document, dict) or document.get("format") != ENCODING_FORMAT:
-        raise BadDataError(f"{str(beside)!r} is not a gpukeras encoding file.")
-    if document.get("version", 0) > ENCODING_VERSION:
-        raise BadDataError(
-            f"{str(beside)!r} was written by a newer gpukeras (encoding version "
-            f"{document.get('version')}): update gpukeras to read it."
+        raise BadModelError(
+            f"{str(beside)!r} is not a gpukeras encoding file: remove or rename it to load "
+            "the model without an encoding."
         )
-    return {"model": model, "encoding": document.get("encoding"), "encoding_file": str(beside)}
+    version = document.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BadModelError(f"The encoding file {str(beside)!r} has no valid version.")
+    if version > ENCODING_VERSION:
+        raise BadModelError(
+            f"{str(beside)!r} was written by a newer gpukeras (encoding version "
+            f"{version}): update gpukeras to read it."
+        )
+    encoding = document.get("encoding")
+    if encoding is not None:
+        encoding_file.check(encoding, str(beside))
+        encoding_file.check_fits(encoding, model, str(beside))
+    return {"model": model, "encoding": encoding, "encoding_file": str(beside)}

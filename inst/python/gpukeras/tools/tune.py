@@ -30,6 +30,13 @@ skipped at most ``MAX_SKIPPED_SHARE`` of its steps. Keras' dynamic loss scale
 halves on every overflow and grows only every 2,000 good steps, so over a
 shorter trial the number of overflows is log2(initial scale / final scale).
 
+Steps per epoch. For arrays, the batch sizes tried make at least
+``pipeline.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the data's rows, as
+gpu_batch_size() recommends them: gpu_batch_size()'s search stops at the
+largest such size, and sizes given that make fewer are left out (said in
+``batch_sizes_from``). A dataset keeps its own batches. Each trial has its
+``steps_per_epoch``.
+
 Memory. The search asks gpu_memory_plan() first: on a GPU, the batch sizes it measures
 stop at the largest power of two the plan fits in the free memory, and a combination the
 plan says cannot fit (mixed precision halving the activations) is not run; nor is one
@@ -56,7 +63,7 @@ from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Callback, Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters
+from gpukeras.data import adapters, pipeline
 from gpukeras.data.adapters import resident
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
@@ -102,6 +109,8 @@ class Trial:
         stopped_early: stopped as clearly slower than the best so far.
         note: what was unsound, or why it stopped.
         data: where the rows were: "device" (``gpukeras.train.resident``) or "host".
+        steps_per_epoch: batches of this size in one pass over the data (None where not
+            known).
     """
 
     precision: str
@@ -119,6 +128,7 @@ class Trial:
     seconds: float = 0.0
     note: str | None = None
     data: str = "host"
+    steps_per_epoch: int | None = None
     losses: list[tuple[int, float]] = field(default_factory=list, repr=False)
 
     def combination(self) -> Combination:
@@ -282,8 +292,8 @@ def run_trial(
         keras, model, "gpu_tune()", weights=True, policy=combination.precision
     )
     copy.steps_per_execution = combination.steps_per_execution
-    copy.jit_compile = combination.jit_compile
-    trial.jit_compile = bool(copy.jit_compile)  # Keras turns it off where XLA cannot run
+    # Keras turns it off where XLA cannot run
+    trial.jit_compile = compat.set_jit_compile(copy, combination.jit_compile)
     per_execution = combination.batch_size * combination.steps_per_execution
     row_bytes = sum(np.asarray(a).nbytes / len(a) for a in keras.tree.flatten(parts))
     executions = max(1, min(8, int(MAX_TRIAL_BYTES // max(1.0, row_bytes * per_execution))))
@@ -397,8 +407,26 @@ def _batch_candidates(
             )
         rows = adapters.row_count(parts[0])
         return [rows], "the dataset's own batches"
+    rows = adapters.row_count(parts[0])
+    # The rule of gpu_batch_size(): no size that makes fewer than 8 steps per epoch.
+    most = pipeline.largest_batch_for_steps(rows)
+    rule = f"{pipeline.MIN_STEPS_PER_EPOCH} or more steps per epoch over {rows:,} rows"
     if given is not None:
-        return sorted({arguments.count("batch_sizes", size) for size in given}), "given"
+        sizes = sorted({arguments.count("batch_sizes", size) for size in given})
+        kept = [size for size in sizes if size <= most]
+        if not kept:
+            raise BadArgumentError(
+                f"batch_sizes: every size makes fewer than {pipeline.MIN_STEPS_PER_EPOCH} "
+                f"steps per epoch over the data's {rows:,} rows. Give sizes of at most "
+                f"{most:,}, or leave batch_sizes NULL."
+            )
+        left_out = [size for size in sizes if size > most]
+        note = (
+            f" ({', '.join(map(str, left_out))} left out: {rule} need batch_size {most:,} or less)"
+            if left_out
+            else ""
+        )
+        return kept, "given" + note
     # The plan bounds the search: no size it tries can then run out of memory.
     fits = None
     if memory.plan is not None and memory.free_mib is not None:
@@ -412,13 +440,15 @@ def _batch_candidates(
                 batch_size=1,
             )
         max_batch = min(max_batch, 2 ** int(math.log2(fits)))
+    by_plan = max_batch
+    max_batch = min(max_batch, most)
     searched = batch_size.search(model, data, max_batch=max_batch, steps=2, warmup=1)
     fitting = [t for t in searched["trials"] if t.fits and t.samples_per_second]
     fastest = sorted(fitting, key=lambda t: -t.samples_per_second)[:SEARCHED_SIZES]
-    source = "gpu_batch_size()'s fastest sizes"
+    source = f"gpu_batch_size()'s fastest sizes up to {max_batch:,} (for {rule}"
     if fits is not None:
-        source += f" up to {max_batch}, by gpu_memory_plan() (it fits {fits:,} rows)"
-    return sorted({t.batch_size for t in fastest}), source
+        source += f"; {by_plan:,} by gpu_memory_plan(), which fits {fits:,} rows"
+    return sorted({t.batch_size for t in fastest}), source + ")"
 
 
 def tune(
@@ -440,7 +470,8 @@ def tune(
         time_budget: seconds for the whole search (the batch-size search included).
         precisions: dtype policies to try; None: what the device computes natively.
         batch_sizes: sizes to try; None: gpu_batch_size()'s fastest few (a
-            dataset: its own batch size).
+            dataset: its own batch size). Sizes making fewer than 8 steps per epoch
+            are left out (see the module).
         steps_per_execution, jit_compile: the values to try.
         max_batch: the largest size gpu_batch_size()'s search tries.
         seed: seeds Keras before each trial, so all start alike.
@@ -530,6 +561,7 @@ def tune(
             reason = f"memory: out of memory when it ran ({messages.last_line(error)})"
             skipped.append({**asdict(combination), "axis": axis, "reason": reason})
             return
+        trial.steps_per_epoch = steps_per_epoch(data, combination.batch_size)
         trials.append(trial)
         if trial.sound and trial.samples_per_second:
             limits["best_rate"] = max(limits["best_rate"] or 0.0, trial.samples_per_second)

@@ -11,11 +11,17 @@ gives step-overhead advice (more batches per call only while
 ``steps_per_execution`` is below ``MANY_STEPS_PER_EXECUTION``); GPUs of one
 run that are unevenly busy are named with their figures; a busy GPU in
 float32 with Tensor Cores gives mixed-precision advice; no GPU says so.
+
+An input-bound verdict on a fit shorter than ``SHORT_FIT_SECONDS``, or on the CPU,
+is a note (``notes``), not advice: in a few seconds of training, compiling, the
+first batches and Keras' teardown weigh heavily, too much to change the batch or
+the pipeline for; on the CPU the host both prepares the batches and runs the model, so
+the wait is not a GPU left idle, and a GPU run will wait differently.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpukeras.core.handles import Record
 
@@ -33,6 +39,8 @@ IMAGE_FOLDER = "gpu_dataset() of an image folder"
 FILES = "gpu_dataset() of files"
 USER_DATASET = "tf.data dataset"
 OTHER = "other data"
+# A fit that trained for less than this many seconds gets its input verdict as a note.
+SHORT_FIT_SECONDS = 5.0
 
 
 @dataclass
@@ -62,6 +70,12 @@ class TrainingContext:
             'dataset', 'other'); None when not known.
         images: the model takes images (an input of rank 4 or more, batch
             included), so advice on decoding them applies.
+        seconds: how long the fit trained (wall clock, compiling included); None
+            when not known.
+        tuned: what gpu_tune() chose for this fit (gpu_fit(settings = )): precision,
+            batch_size (None where the data makes its own batches), steps_per_execution,
+            jit_compile; None for a fit without. Advice leaves those settings alone
+            (``tuned_notes`` says so).
     """
 
     backend: str
@@ -78,10 +92,18 @@ class TrainingContext:
     gpu_dataset: Record | None = None
     data: str | None = None
     images: bool = False
+    seconds: float | None = None
+    tuned: Record | None = None
 
 
 def _percent(share: float) -> str:
     return f"{100 * share:.0f} %"
+
+
+def _tuned(context: TrainingContext, setting: str) -> bool:
+    """Whether gpu_tune() chose ``setting`` for this fit: it measured its value the fastest
+    sound one, so advice to change it would contradict the tune."""
+    return context.tuned is not None and context.tuned.get(setting) is not None
 
 
 def data_form(context: TrainingContext) -> str:
@@ -111,12 +133,16 @@ def _in_memory_advice(context: TrainingContext) -> list[str]:
     """What shortens the wait for rows already in memory: nothing is read or decoded, so
     what is left is the host's work per batch, which fewer, larger batches (and
     fewer calls) cut, and on JAX the path that puts the rows on the device."""
-    items = [
+    wait = (
         "The data is in memory, so nothing is read or decoded: the wait is the host's work "
-        "per batch (taking its rows and copying them). Raise batch_size: fewer, larger "
-        "batches cost less per row."
-    ]
-    if context.steps_per_execution < MANY_STEPS_PER_EXECUTION:
+        "per batch (taking its rows and copying them)."
+    )
+    if not _tuned(context, "batch_size"):
+        wait += " Raise batch_size: fewer, larger batches cost less per row."
+    items = [wait]
+    if context.steps_per_execution < MANY_STEPS_PER_EXECUTION and not _tuned(
+        context, "steps_per_execution"
+    ):
         items.append("Raise steps_per_execution (e.g. 8-32) to run several batches per call.")
     if context.backend == "jax":
         items.append(
@@ -136,9 +162,14 @@ def _gpu_dataset_advice(made: Record, form: str, context: TrainingContext) -> li
     """
     items = []
     if form != DATASET_ROWS and made.get("cache") is False:
+        # cache = TRUE asked and not applied: advise what would work, never what it has
+        declined = made.get("cache_declined")
         items.append(
-            "Cache the decoded files: gpu_dataset(cache = TRUE), or a cache file for data "
-            "larger than memory, so later epochs skip reading and decoding them."
+            f"Cache the decoded files in a file on a local disk ({declined}), so later "
+            "epochs skip reading and decoding them."
+            if declined
+            else "Cache the decoded files: gpu_dataset(cache = TRUE), or a cache file for "
+            "data larger than memory, so later epochs skip reading and decoding them."
         )
     if made.get("user_map"):
         items.append(
@@ -219,28 +250,32 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
     """Concrete advice, each item chosen by a number in the report (see the rules below).
 
     Rules: an input-bound verdict gives advice on the input that fits what the
-    data is (``_pipeline_advice``; and more CPU when the host is saturated); a GPU that idles while
+    data is (``_pipeline_advice``; and more CPU when the host is saturated), except on
+    a short or CPU run, where it is a note (``notes``); a GPU that idles while
     the input keeps up gives step-overhead advice (steps_per_execution, batch
     size); a busy GPU in float32 with Tensor Cores gives mixed-precision
     advice; no GPU says so.
     """
     items: list[str] = []
     verdict = report.get("input_verdict")
+    # A short or CPU run's input verdict is a note (``notes``), not advice to act on.
+    noted = input_as_note(context)
     step_ms = report.get("batch_time_mean_ms") or report.get("step_time_mean_ms")
     host_cpu = report.get("host_cpu_percent_mean")
     utilization = report.get("gpu_utilization_mean")
-    if verdict == "highly input-bound":
+    if verdict == "highly input-bound" and not noted:
         items.append(
             _input_finding(report, "highly") + ": speed up the input pipeline before anything else."
         )
         items += _pipeline_advice(context)
-    elif verdict == "moderately input-bound":
+    elif verdict == "moderately input-bound" and not noted:
         items.append(
             _input_finding(report, "moderately") + ": " + " ".join(_pipeline_advice(context))
         )
     input_bound = verdict in ("highly input-bound", "moderately input-bound")
-    # Without a GPU the model computes on the host too: a busy host says nothing of the input.
-    if input_bound and context.gpus and (host_cpu or 0) >= 85:
+    # Without a GPU (noted) the model computes on the host too: a busy host says nothing of
+    # the input.
+    if input_bound and not noted and (host_cpu or 0) >= 85:
         items.append(_busy_host_advice(host_cpu, context))  # type: ignore[arg-type]
     input_ok = verdict in (None, "not input-bound")
     if context.layers_without_jit and not context.jit_compile:
@@ -249,7 +284,9 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
         items.append(
             "No GPU was used: training ran on the CPU. gpu_check() tells why no GPU is visible."
         )
-        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION and not _tuned(
+            context, "steps_per_execution"
+        )
         if input_ok and step_ms is not None and step_ms < 5 and few_per_call:
             items.append(
                 f"Steps are short ({step_ms:.1f} ms): steps_per_execution = 8 or more runs "
@@ -259,14 +296,17 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
     if utilization is None:
         return items
     if input_ok and utilization < 60:
-        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION
+        few_per_call = context.steps_per_execution < MANY_STEPS_PER_EXECUTION and not _tuned(
+            context, "steps_per_execution"
+        )
+        larger = "" if _tuned(context, "batch_size") else ", or raise the batch size"
         if step_ms is not None and step_ms < 10 and few_per_call:
             items.append(
                 f"The GPU is busy only {utilization:.0f} % of the time with short steps "
                 f"({step_ms:.1f} ms): raise steps_per_execution (e.g. 8-32) to run several "
-                "batches per call, or raise the batch size."
+                f"batches per call{larger}."
             )
-        else:
+        elif not _tuned(context, "batch_size"):
             items.append(
                 f"The GPU is busy only {utilization:.0f} % of the time although the input "
                 "keeps up: raise the batch size so each step gives the GPU more work."
@@ -275,6 +315,7 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
     memory = report.get("gpu_memory_used_max_mib")
     if (
         input_ok
+        and not _tuned(context, "batch_size")
         and utilization < 90
         and memory is not None
         and context.memory_total_mib
@@ -285,14 +326,24 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
             "there is room for a larger batch size (scale the learning rate with it)."
         )
     capability = _capability(context.compute_capability)
-    if context.dtype_policy == "float32" and capability is not None and capability >= 7.0:
+    if (
+        context.dtype_policy == "float32"
+        and capability is not None
+        and capability >= 7.0
+        and not _tuned(context, "precision")
+    ):
         items.append(
             f"The model computes in float32 on a GPU with Tensor Cores (compute capability "
             f"{context.compute_capability}): mixed precision "
             f"(gpu_setup(mixed_precision = '{'bfloat16' if capability >= 8.0 else 'float16'}')) "
             "usually trains faster and halves activation memory."
         )
-    if not context.jit_compile and not context.layers_without_jit and input_ok:
+    if (
+        not context.jit_compile
+        and not context.layers_without_jit
+        and input_ok
+        and not _tuned(context, "jit_compile")
+    ):
         items.append(
             "XLA compilation is off: jit_compile = TRUE fuses small ops into fewer GPU kernels."
         )
@@ -302,6 +353,64 @@ def advice(report: Record, context: TrainingContext) -> list[str]:
             "further speed has to come from the model itself."
         )
     return items
+
+
+def input_as_note(context: TrainingContext) -> bool:
+    """Whether the run's input verdict is a note rather than advice: no GPU was used, or
+    the fit trained for less than ``SHORT_FIT_SECONDS``."""
+    short = context.seconds is not None and context.seconds < SHORT_FIT_SECONDS
+    return short or not context.gpus
+
+
+def notes(report: Record, context: TrainingContext) -> list[str]:
+    """Findings to know but not to act on: an input-bound verdict that ``input_as_note``
+    keeps out of the advice, with the reason, and what to do to get one that counts."""
+    verdict = report.get("input_verdict")
+    if verdict not in ("highly input-bound", "moderately input-bound"):
+        return []
+    if not input_as_note(context):
+        return []
+    degree = verdict.split()[0]
+    finding = _input_finding(report, degree)
+    if not context.gpus:
+        return [
+            f"{finding} on the CPU: the host both prepares the batches and runs the model, "
+            "so this wait is CPU time shared between them, not a GPU left idle. Not advice "
+            "to change the batch size or the pipeline; judge the input on a GPU run."
+        ]
+    return [
+        f"{finding}, but training took only {context.seconds:.1f} s, in which compiling, "
+        "the first batches and Keras' teardown weigh heavily. Not advice to change the "
+        "batch size or the pipeline; judge the input on a longer fit (more epochs)."
+    ]
+
+
+def tuned_notes(report: Record, context: TrainingContext) -> list[str]:
+    """What ``advice`` held back because gpu_tune() chose the settings it is about (a fit
+    with ``settings = ``): said once, with the settings, where it held anything back."""
+    if not context.tuned:
+        return []
+    given = advice(report, context)
+    held = [item for item in advice(report, replace(context, tuned=None)) if item not in given]
+    if not held:
+        return []
+    chosen = ", ".join(
+        f"{name} = {_r_value(context.tuned[name])}"
+        for name in ("batch_size", "steps_per_execution", "jit_compile", "precision")
+        if context.tuned.get(name) is not None
+    )
+    return [
+        f"No advice to change {chosen}: gpu_tune() chose them, the fastest numerically sound "
+        "settings it measured. To look further, give gpu_tune() other candidates "
+        "(batch_sizes, steps_per_execution, max_batch)."
+    ]
+
+
+def _r_value(value: object) -> str:
+    """A setting as R writes it (TRUE, 16, "float32")."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def _busy_host_advice(host_cpu: float, context: TrainingContext) -> str:
@@ -316,7 +425,12 @@ def _busy_host_advice(host_cpu: float, context: TrainingContext) -> str:
     if form in (IN_MEMORY, DATASET_ROWS):
         return (
             f"{busy}: it cannot prepare batches of data in memory fast enough; run fewer "
-            "other jobs, use more cores, or raise batch_size."
+            "other jobs, "
+            + (
+                "or use more cores."
+                if _tuned(context, "batch_size")
+                else "use more cores, or raise batch_size."
+            )
         )
     smaller = ", decode smaller images" if form == IMAGE_FOLDER or context.images else ""
     return (

@@ -96,8 +96,24 @@ WEIGHTS_SUFFIX = ".weights.h5"
 # The weights' names in format 1 (read still; multi-worker tests write such a backup).
 WEIGHTS_PATTERN = "weights-{:06d}.weights.h5"
 FORMAT = 2
-# The fingerprint keys a resumed run must share with the run that wrote the backup.
-MUST_MATCH = ("steps_per_epoch", "steps_per_execution", "seed", "batch_size", "weights")
+# The fingerprint keys a resumed run must share with the run that wrote the backup (a key
+# an older backup lacks is not compared).
+MUST_MATCH = (
+    "steps_per_epoch",
+    "steps_per_execution",
+    "seed",
+    "batch_size",
+    "weights",
+    "layers",
+    "inputs",
+    "loss",
+    "optimizer",
+    "learning_rate",
+    "accumulate",
+    "clipnorm",
+    "clipvalue",
+    "class_weight",
+)
 
 
 @dataclass
@@ -258,6 +274,26 @@ def weights_problem(backup_dir: str, state: BackupState) -> str | None:
     return None
 
 
+def training_fingerprint(model: Model, request: object) -> dict[str, object]:
+    """What else a backup must share with the run that resumes it: the model's layers (by
+    type, in order) and input shapes, its loss and optimizer, and the arguments that change
+    the updates (see ``MUST_MATCH``). Plain JSON values, none of them a name Keras numbers
+    per session (``dense_3``), so the same call in a fresh process gives the same ones."""
+    optimizer = getattr(model, "optimizer", None)
+    inputs = getattr(model, "inputs", None) if model.built else None
+    loss = getattr(model, "loss", None)
+    return {
+        "layers": [type(layer).__name__ for layer in compat.flatten_layers(model)],
+        "inputs": [list(getattr(t, "shape", ()))[1:] for t in inputs] if inputs else None,
+        "loss": loss if isinstance(loss, str) else type(loss).__name__,
+        "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+        **{
+            name: json.loads(json.dumps(getattr(request, name), default=str))
+            for name in ("learning_rate", "accumulate", "clipnorm", "clipvalue", "class_weight")
+        },
+    }
+
+
 def check_matches(state: BackupState, run: dict[str, object], backup_dir: str) -> None:
     """Refuse a backup written by a different run (other batches, seed, or model)."""
     differ = [
@@ -286,7 +322,12 @@ def _write_failure(code: int, folder: str, kept: BackupState | None) -> BackupWr
         errno.EPERM: f"Make {folder} writable for you (chmod u+w), or give another backup_dir",
     }
     fix = fixes.get(code, "Check that disk, or give a backup_dir on another one")
-    if kept is None:
+    if kept is not None and not os.path.exists(os.path.join(folder, STATE_FILE)):
+        last = (
+            f"No backup is left in {folder} (removed during training): training starts over "
+            "next time."
+        )
+    elif kept is None:
         last = "No backup had been committed yet: training starts over next time."
     else:
         last = (
@@ -299,11 +340,17 @@ def _write_failure(code: int, folder: str, kept: BackupState | None) -> BackupWr
     )
 
 
+def writes_here() -> bool:
+    """Whether this process writes into ``backup_dir``: not a JAX worker other than the chief
+    (see the module's notes)."""
+    jax = sys.modules.get("jax")
+    return jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0
+
+
 def _save_dir(backup_dir: str) -> str:
     """Where this process writes backups: ``backup_dir``, or on a JAX worker other than the
     chief a temporary folder of its own (see the module's notes)."""
-    jax = sys.modules.get("jax")
-    if jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0:
+    if writes_here():
         return backup_dir
     return tempfile.mkdtemp(prefix="gpukeras-worker-backup-")
 
@@ -521,13 +568,14 @@ def backup_callback(
 
         def on_train_end(self, logs: dict | None = None) -> None:
             # Training completed (on an error Keras never gets here, and the backup stays):
-            # remove the commit first (so no backup names a removed file), then exactly the
-            # weights files this run owns, and the folder if nothing else is in it.
+            # remove the commit first (so no backup names a removed file), then the weights
+            # files this run owns, what a killed run's write left, and the folder if empty.
             compat.unwrap_train_function(self.model, "resume")
             Path(self.save_dir, STATE_FILE).unlink(missing_ok=True)
             for name in self.owned:
                 Path(self.save_dir, name).unlink(missing_ok=True)
             self.owned = []
+            files.remove_leftovers(self.save_dir, (WEIGHTS_PREFIX, WEIGHTS_SUFFIX))
             with contextlib.suppress(OSError):
                 Path(self.save_dir).rmdir()
 

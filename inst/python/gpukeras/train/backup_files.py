@@ -13,14 +13,22 @@ import math
 import os
 import re
 import shutil
+import socket
 import stat
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from gpukeras.core.errors import BackupDirUnsafeError, BadArgumentError
+from gpukeras.core.errors import BackupDirUnsafeError, BackupInUseError, BadArgumentError
 from gpukeras.core.handles import Model
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the folder is not locked there
+    fcntl = None  # type: ignore[assignment]
 
 try:
     import resource
@@ -29,6 +37,75 @@ except ImportError:  # Windows has no file-size limit to check
 
 # Open files without following a link planted at their name (0 where the OS has no such flag).
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# The file a fit locks for its life, and that names the process holding it.
+LOCK_FILE = "gpukeras-backup.lock"
+# The temporary files this module makes in a backup folder (a probe, a commit, a reserve).
+TEMPORARY_PREFIXES = (".gpukeras-probe-", ".gpukeras-backup-", ".gpukeras-reserve-")
+
+
+# The lock ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def folder_lock(backup_dir: str) -> Iterator[None]:
+    """Hold ``backup_dir`` for one fit: an exclusive lock (``flock``) on its ``LOCK_FILE``,
+    which names this process, removed again when the fit ends (and the folder with it when
+    the fit completed and left nothing else there, as the backup callback does).
+
+    Two fits with one backup folder destroy each other: the second resumes from the
+    first one's backup, then removes files the first still writes. The kernel drops the
+    lock of a process that dies, so a killed fit never leaves the folder locked; a lock
+    file left behind by one is taken over.
+
+    Raises:
+        BackupInUseError: another process holds the folder; it is named.
+    """
+    if fcntl is None:
+        yield
+        return
+    path = os.path.join(backup_dir, LOCK_FILE)
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(descriptor)
+            os.close(descriptor)
+            raise BackupInUseError(
+                f"backup_dir {backup_dir} is in use by another fit ({holder}): two fits with "
+                "one backup folder resume from and delete each other's backups. Give this "
+                "fit another backup_dir, or wait for that one to end (gpu_job_wait() for a "
+                "background job)."
+            ) from None
+        # The holder before may have removed the file between this open and this lock:
+        # locked then is a file no one else will find, so open the one at the path again.
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(descriptor), os.lstat(path)):
+                break
+        os.close(descriptor)
+    completed = False
+    try:
+        os.ftruncate(descriptor, 0)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        os.write(descriptor, json.dumps(record).encode())
+        yield
+        completed = True
+    finally:
+        with contextlib.suppress(OSError):  # removed while held: the next fit makes its own
+            os.unlink(path)
+        os.close(descriptor)
+        if completed:  # as the backup callback's rule: the folder goes when nothing is left
+            with contextlib.suppress(OSError):
+                os.rmdir(backup_dir)
+
+
+def _lock_holder(descriptor: int) -> str:
+    """The process a lock file names, in words."""
+    try:
+        found = json.loads(os.pread(descriptor, 4096, 0) or b"{}")
+        pid, host, since = found["pid"], found.get("host"), float(found["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not written its name yet"
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
+    return f"process {pid}{f' on {host}' if host else ''}, since {started}"
 
 
 # The folder ---------------------------------------------------------------------
@@ -117,7 +194,7 @@ def _group(gid: int) -> str:
 def _check_writable(path: Path) -> None:
     """Create, write and remove a probe file, so an unwritable folder fails before training."""
     try:
-        descriptor, probe = tempfile.mkstemp(dir=path, prefix=".gpukeras-probe-")
+        descriptor, probe = tempfile.mkstemp(dir=path, prefix=TEMPORARY_PREFIXES[0])
         try:
             os.write(descriptor, b"0")
         finally:
@@ -173,11 +250,32 @@ def sync_dir(folder: str) -> None:
         os.close(descriptor)
 
 
+def remove_leftovers(folder: str, weights: tuple[str, str]) -> None:
+    """Remove what a fit killed in the middle of a write left in ``folder``: this module's
+    temporary files and weights files (named ``weights``' prefix and suffix) that no
+    backup names. Called by a fit that completed while holding the folder's lock, so no
+    other fit writes there; without it the folder (and a killed run's half-written
+    weights) would stay after a resumed fit completed.
+    """
+    prefix, suffix = weights
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            ours = name.startswith(TEMPORARY_PREFIXES) or (
+                name.startswith(prefix) and name.endswith(suffix)
+            )
+            if ours and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
 def commit_json(folder: str, name: str, record: dict[str, object]) -> None:
     """Atomically make ``record`` the folder's file ``name`` (the committed backup): a
     temporary file of its own, synced, renamed over it, with the folder synced before and
     after."""
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".gpukeras-backup-", suffix=".tmp")
+    descriptor, temporary = tempfile.mkstemp(
+        dir=folder, prefix=TEMPORARY_PREFIXES[1], suffix=".tmp"
+    )
     try:
         with os.fdopen(descriptor, "w") as out:
             json.dump(record, out)
@@ -229,7 +327,7 @@ def reserve(folder: str, size: int) -> None:
         if size > free:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return
-    descriptor, path = tempfile.mkstemp(dir=folder, prefix=".gpukeras-reserve-")
+    descriptor, path = tempfile.mkstemp(dir=folder, prefix=TEMPORARY_PREFIXES[2])
     try:
         os.posix_fallocate(descriptor, 0, size)
     finally:

@@ -38,12 +38,13 @@ from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, labels
+from gpukeras.data import adapters, labels, weights
 from gpukeras.data import failures as data_failures
 from gpukeras.distribute import jax_cluster, strategies
 from gpukeras.gpu import precision
 from gpukeras.train import (
     backup,
+    backup_files,
     failures,
     fit_request,
     live,
@@ -122,6 +123,14 @@ def _jax_value_keeper(keras: Keras, model: Model) -> Callback:
 
 
 # The run ------------------------------------------------------------------------
+def _backup_lock(backup_dir: str | None) -> contextlib.AbstractContextManager[None]:
+    """The backup folder held for the fit (``backup_files.folder_lock``), by the process that
+    writes there: on JAX with several processes, the chief alone (the others read it)."""
+    if backup_dir is None or not backup.writes_here():
+        return contextlib.nullcontext()
+    return backup_files.folder_lock(backup_dir)
+
+
 def _backup(
     request: fit_request.FitRequest, model: Model, source: adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
@@ -139,6 +148,7 @@ def _backup(
         "seed": request.seed,
         "batch_size": source.batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
+        **backup.training_fingerprint(model, request),
     }
     state = backup.resume_state(request.backup_dir)
     if state is not None:
@@ -218,7 +228,8 @@ def fit(
         ``timeline`` (``gpu`` and ``host`` sample columns, time_s since the
         start of training; empty lists without the monitor or a GPU),
         ``settings`` (what was in force, with ``data_info``: the training
-        data as the adapter saw it) and ``warnings`` (``class``, R's
+        data as the adapter saw it, and ``weights``: which losses are weighted,
+        ``weights.describe``) and ``warnings`` (``class``, R's
         ``gpukeras_warning_<class>``, and ``message``: about the model or its
         labels, or an epoch that is not whole accumulated updates, for R to raise).
 
@@ -251,11 +262,15 @@ def fit(
         if strategy is not None and strategies.kind_of(strategy) == "multi_worker":
             result = multiworker.fit(strategy, model, data, validation_data, request=checked)
         else:
-            result = _fit_here(keras, model, data, validation_data, strategy, checked)
+            with _backup_lock(checked.backup_dir):
+                result = _fit_here(keras, model, data, validation_data, strategy, checked)
     result["settings"]["remat"] = remat  # type: ignore[index]
     # the data as the loop saw it, for the report (R describes it without asking again)
     result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
     result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]
+    # which losses are weighted: the print says that validation may not be (data/weights.py)
+    weighting = weights.describe(data, validation_data, checked.class_weight)
+    result["settings"]["weights"] = weighting  # type: ignore[index]
     left_over = _incomplete_accumulation(result["settings"])  # type: ignore[arg-type]
     if left_over:
         warnings.append({"class": "accumulation", "message": left_over})

@@ -73,6 +73,9 @@ class FitRequest:
     seed: int | None = dataclasses.field(default=None, metadata=_by("R"))
     verbose: int | str = dataclasses.field(default="auto", metadata=_by("R"))
     backup_freq: int | str = dataclasses.field(default="epoch", metadata=_by("R"))
+    # what gpu_tune() chose, applied by R to batch_size & co.: precision, batch_size (None
+    # where not applied), steps_per_execution, jit_compile; the advice leaves them alone
+    settings: dict[str, object] | None = dataclasses.field(default=None, metadata=_by("R"))
     signals: list[str] = dataclasses.field(default_factory=lambda: ["SIGTERM"], metadata=_by("R"))
     # {class number: weight}; R turned a factor's level names into its codes
     class_weight: dict[int, float] | None = dataclasses.field(default=None, metadata=_by("R"))
@@ -101,6 +104,7 @@ _TAKE: dict[str, Callable[[object], object]] = {
     "seed": _optional(int),  # type: ignore[arg-type]
     "verbose": lambda value: value if value == "auto" else int(value),  # type: ignore[call-overload]
     "backup_freq": _count_or("epoch"),
+    "settings": _optional(dict),  # type: ignore[arg-type]
     "signals": lambda value: [value] if isinstance(value, str) else list(value or []),  # type: ignore[call-overload]
     "remat": bool,
     "class_weight": _optional(
@@ -212,7 +216,7 @@ def apply_settings(keras: object, model: object, request: FitRequest) -> dict[st
     before = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
     if request.steps_per_execution != "auto":
         model.steps_per_execution = int(request.steps_per_execution)  # type: ignore[attr-defined]
-    model.jit_compile = resolve_jit(model, request.jit_compile)  # type: ignore[attr-defined]
+    compat.set_jit_compile(model, resolve_jit(model, request.jit_compile))
     in_force = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
     optimizer = inner_optimizer(model)
     if learning_rate is not None:

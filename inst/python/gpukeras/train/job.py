@@ -34,6 +34,7 @@ from typing import Any
 from gpukeras.core.errors import GpukerasError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
+from gpukeras.train.backup_files import full, why
 
 MODEL_FILE = "model.keras"
 CALLBACKS_FILE = "callbacks.pkl"
@@ -47,6 +48,21 @@ class NotCarriableError(GpukerasError):
     """Something given to gpu_fit(background = TRUE) cannot reach the child process."""
 
     r_class = "gpukeras_error_not_carriable"
+
+
+class JobWriteError(GpukerasError):
+    """A file of a background job could not be written to its folder (a full disk, a quota)."""
+
+    r_class = "gpukeras_error_job_write"
+
+
+def _write_failed(what: str, folder: str, error: OSError) -> JobWriteError:
+    """JobWriteError: what, where, why, and what to free (the R side's job_write_failed())."""
+    return JobWriteError(
+        f"{what} could not be written to the job's folder {folder} ({why(error)}). Background "
+        "jobs write in R's temporary folder (tempdir()): free space on its disk, or start R "
+        "with TMPDIR set to a folder on a disk with room."
+    )
 
 
 def _classes(config_tree: object) -> list[tuple[str | None, str]]:
@@ -110,6 +126,10 @@ def carry_model(model: object, job_dir: str) -> dict[str, object]:
     path = os.path.join(job_dir, MODEL_FILE)
     try:
         model.save(path)
+    except OSError as error:
+        if not full(error):
+            raise
+        raise _write_failed("The model (model.keras)", job_dir, error) from error
     except Exception as error:  # Keras says which layer lacks get_config()
         raise NotCarriableError(
             f"The model cannot be saved, so it cannot be carried to a background process "
@@ -150,8 +170,13 @@ def carry_callbacks(callbacks: list[object], job_dir: str) -> str:
                 "(not a lambda or a LambdaCallback), or train with background = FALSE."
             ) from error
     path = os.path.join(job_dir, CALLBACKS_FILE)
-    with open(path, "wb") as out:
-        pickle.dump(list(callbacks), out)
+    try:
+        with open(path, "wb") as out:
+            pickle.dump(list(callbacks), out)
+    except OSError as error:
+        if not full(error):
+            raise
+        raise _write_failed("The callbacks (callbacks.pkl)", job_dir, error) from error
     return path
 
 
@@ -300,7 +325,12 @@ def progress_callback(
                     fields[f"log_{name}"] = float(value)
                 except (TypeError, ValueError):
                     continue
-            _replace(progress, _dcf(fields))
+            try:
+                _replace(progress, _dcf(fields))
+            except OSError as error:  # not the user's callback failing: the job's disk
+                if not full(error):
+                    raise
+                raise _write_failed("Progress (progress.dcf)", job_dir, error) from error
 
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             self.epoch = epoch
@@ -316,7 +346,12 @@ def progress_callback(
             values = "\t".join(
                 f"{name}={as_keras_shows(value)}" for name, value in (logs or {}).items()
             )
-            with open(epochs_file, "a") as out:
-                out.write(f"{epoch + 1}\t{values}\n")
+            try:
+                with open(epochs_file, "a") as out:
+                    out.write(f"{epoch + 1}\t{values}\n")
+            except OSError as error:
+                if not full(error):
+                    raise
+                raise _write_failed("Progress (epochs.tsv)", job_dir, error) from error
 
     return Progress()

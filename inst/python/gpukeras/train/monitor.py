@@ -7,7 +7,8 @@ verdict with the TF profiler's thresholds (< 5 % of step time waiting for
 input: not input-bound; 5-20 %: moderately; >= 20 %: highly) applied to the
 share less its margin (``input_verdict``), GPU utilization
 and memory, host CPU, achieved TFLOP/s and MFU where the FLOPs are known, and
-advice chosen from that evidence (``gpukeras.train.advice``).
+advice chosen from that evidence, and notes: findings not to act on
+(``gpukeras.train.advice``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gpukeras.gpu.samplers import (
     Sample,
     UtilizationSampler,
 )
-from gpukeras.train.advice import TrainingContext, advice
+from gpukeras.train.advice import TrainingContext, advice, notes, tuned_notes
 
 # The TF profiler's input-pipeline thresholds (share of step time waiting for input).
 MODERATELY_INPUT_BOUND = 0.05
@@ -162,8 +163,8 @@ def training_report(
             the per-GPU figures; None to leave them out.
 
     Returns:
-        Plain data: the keys listed in gpu_fit()'s documentation, plus
-        ``steps_timed`` (executions), ``batches_timed`` and
+        Plain data: the keys listed in gpu_fit()'s documentation (``notes``: what
+        ``advice.notes`` says), plus ``steps_timed`` (executions), ``batches_timed`` and
         ``batch_time_mean_ms`` (time per training step, one batch),
         ``steps_per_execution``, ``input_on_device`` (the wait is 0 by
         construction), ``input_wait_margin`` (the share's 95 % margin; None
@@ -276,6 +277,7 @@ def training_report(
                 report["peak_source"] = peak["source"]
                 report["mfu"] = achieved / peak["tflops"]
     report["advice"] = advice(report, context)
+    report["notes"] = notes(report, context) + tuned_notes(report, context)
     return report
 
 

@@ -132,11 +132,11 @@ def counted_flops(model: Model, gpu_rows: list[Record]) -> Record:
 
 
 def layers_without_jit(model: Model) -> list[str]:
-    """The layers, nested ones included, that Keras cannot compile with XLA."""
+    """The layers, nested ones included, that Keras cannot compile with XLA on this backend."""
     return [
         f"{layer.name} ({type(layer).__name__})"
         for layer in compat.flatten_layers(model)
-        if getattr(layer, "supports_jit", True) is False
+        if compat.blocks_xla(layer)
     ]
 
 
@@ -175,6 +175,8 @@ def monitor_report(
         gpu_dataset=gpu_dataset,
         data=settings.get("data"),
         images=takes_images(model),
+        seconds=settings.get("seconds"),
+        tuned=settings.get("tuned"),
     )
     return watcher.report(context, counted_flops(model, gpu_rows), gpu_rows)
 
@@ -269,5 +271,6 @@ def settings(
         "data": source.kind,
         **loop_own,
         "monitor": request.monitor,
+        "tuned": request.settings,
         "seconds": seconds,
     }

@@ -1,0 +1,160 @@
+# Factor predictors as an R modeler expects them (issue #32, item 1): indicator columns,
+# as model.matrix(~ 0 + f) makes them, by default; integer codes on request, per column;
+# the width visible and checked against the model; the encoding reused by predict(),
+# gpu_dataset(like = ) and gpu_save()/gpu_load(), on both engines.
+
+factor_data <- function(n = 60) {
+  withr::with_seed(11, {
+    x <- data.frame(
+      income = stats::rnorm(n),
+      region = factor(sample(c("north", "south", "east", "west"), n, TRUE)),
+      size = factor(sample(c("S", "M", "L"), n, TRUE), levels = c("S", "M", "L"), ordered = TRUE),
+      plan = sample(c("basic", "plus"), n, TRUE),
+      stringsAsFactors = FALSE
+    )
+    y <- factor(ifelse(x$income + (x$region == "west") - (x$plan == "basic") > 0, "yes", "no"))
+  })
+  list(x = x, y = y)
+}
+
+# What model.matrix() makes of the same data: each factor's indicator columns, all levels.
+indicators <- function(x) {
+  one <- function(column) unname(stats::model.matrix(~ 0 + v, data.frame(v = factor(x[[column]]))))
+  cbind(x$income, one("region"), one("size"), one("plan"))
+}
+
+factor_model <- function(width, seed = 3L) {
+  keras <- gpu_keras()
+  keras$utils$set_random_seed(seed)
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(as.integer(width))),
+    keras$layers$Dense(8L, activation = "relu"),
+    keras$layers$Dense(2L, activation = "softmax")
+  ))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  model
+}
+
+test_that("a factor, an ordered factor and a character column become model.matrix()'s indicator columns", {
+  data <- factor_data()
+  encoded <- as_pipeline_data(data$x, data$y, "error")
+  expect_identical(dim(encoded$x), c(60L, 10L))
+  expect_identical(unname(encoded$x), indicators(data$x))
+  expect_identical(colnames(encoded$x)[1:5], c("income", "region=east", "region=north", "region=south", "region=west"))
+  expect_identical(colnames(encoded$x)[6:10], c("size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
+  expect_identical(encoded$encoding$inputs$x$columns$size$encoding, "one_hot")
+  expect_identical(describe_columns(encoded$encoding$inputs$x), "10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)")
+})
+
+test_that("factors = \"codes\" keeps integer codes, for all factors or named ones", {
+  data <- factor_data()
+  codes <- as_pipeline_data(data$x, data$y, "error", factors = "codes")
+  expect_identical(dim(codes$x), c(60L, 4L))
+  expect_identical(unname(codes$x[, 2]), as.integer(data$x$region) - 1)
+  some <- as_pipeline_data(data$x, data$y, "error", factors = c(region = "codes"))
+  expect_identical(colnames(some$x), c("income", "region", "size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
+  expect_identical(describe_columns(some$encoding$inputs$x), "7 columns: income, region (4 levels, integer codes), size (3 levels, one-hot), plan (2 levels, one-hot)")
+})
+
+test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros", {
+  data <- factor_data(8)
+  data$x$region[3] <- NA
+  expect_error(as_pipeline_data(data$x, data$y, "error"), "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region=", class = "gpukeras_error_bad_data")
+  dropped <- as_pipeline_data(data$x, data$y, "drop")
+  expect_identical(dropped$dropped, 1L)
+  expect_identical(unname(dropped$x), indicators(data$x)[-3, ])
+})
+
+test_that("`factors` is checked before Python: its values, its column names, and with `like`", {
+  data <- factor_data(8)
+  expect_snapshot(error = TRUE, {
+    gpu_dataset(data$x, data$y, factors = "onehot")
+    gpu_dataset(data$x, data$y, factors = c(regio = "codes"))
+    gpu_dataset(data$x, data$y, factors = c("codes", "one_hot"))
+  })
+  expect_error(gpu_dataset(data$x, like = structure(list(encoding = data_encoding(data$x)), class = "gpukeras_fit"), factors = "codes"), "with `like`, the training data's encoding decides", class = "gpukeras_error_bad_argument")
+})
+
+test_that("an encoding recorded before one-hot existed is read as integer codes", {
+  data <- factor_data(8)
+  old <- encoding_to_plain(data_encoding(data$x, data$y))
+  old$inputs$x$columns <- lapply(old$inputs$x$columns, function(column) {
+    column$encoding <- NULL
+    column
+  })
+  back <- encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(old)))
+  expect_identical(back$inputs$x$columns$region$encoding, "codes")
+  expect_identical(part_width(back$inputs$x), 4)
+  expect_identical(dim(as_pipeline_data(data$x, NULL, "error", encoding = back)$x), c(8L, 4L))
+})
+
+test_that("the width shows in the dataset's and the fit's print, and a model of another width is told both", {
+  skip_if_no_python()
+  data <- factor_data()
+  ds <- gpu_dataset(data$x, data$y, batch_size = 16, seed = 1)
+  expect_true("  input:   10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)" %in% format(ds))
+  expect_snapshot(error = TRUE, gpu_fit(factor_model(4), data, epochs = 1, verbose = 0))
+  expect_error(gpu_fit(factor_model(4), ds, epochs = 1, verbose = 0), "takes rows of 4 column(s), but `x` gives 10 columns", fixed = TRUE, class = "gpukeras_error_bad_data")
+  fit <- gpu_fit(factor_model(10), data, epochs = 2, verbose = 0, monitor = FALSE, seed = 1)
+  expect_match(format(fit), "^Encoding:       10 columns: income, region \\(4 levels, one-hot\\)", all = FALSE)
+  expect_error(predict(structure(list(model = factor_model(4), encoding = fit$encoding), class = "gpukeras_fit"), data$x), "takes rows of 4 column(s)", fixed = TRUE, class = "gpukeras_error_bad_data")
+})
+
+# Trained on each engine: predictions equal the model's own on model.matrix()'s columns, a
+# new level scores as a row of zeros when asked, and a later R session reloads it all.
+engine_check <- quote({
+  data <- factor_data()
+  fit <- gpu_fit(factor_model(10), data, epochs = 2, verbose = 0, monitor = FALSE, seed = 1)
+  direct <- fit$model$predict(reticulate::np_array(indicators(data$x[1:5, ]), dtype = "float32"), verbose = 0L)
+  new <- data$x[1:2, ]
+  new$region <- c("central", "north")
+  path <- file.path(tempfile("factors-"), "model.keras")
+  dir.create(dirname(path))
+  gpu_save(fit, path)
+  list(
+    backend = fit$settings$backend,
+    scored = unname(predict(fit, data$x[1:5, ])),
+    direct = direct,
+    zero = predict(fit, new, unknown = "zero"),
+    zero_direct = fit$model$predict(reticulate::np_array(cbind(new$income, 0, c(0, 1), 0, 0, indicators(data$x[1:2, ])[, 6:10]), dtype = "float32"), verbose = 0L),
+    path = path
+  )
+})
+
+expect_engine <- function(found, backend) {
+  expect_identical(found$backend, backend)
+  expect_equal(found$scored, found$direct, tolerance = 1e-6)
+  expect_equal(unname(found$zero), found$zero_direct, tolerance = 1e-6)
+  later <- do.call(run_in_fresh_r, list(expr = bquote({
+    saved <- gpukeras::gpu_load(.(found$path))
+    list(
+      region = saved$encoding$inputs$x$columns$region$encoding,
+      zero = unname(predict(saved, .(factor_data()$x[1:2, ] |> transform(region = c("central", "north"))), unknown = "zero"))
+    )
+  }), env = c(KERAS_BACKEND = backend), timeout = 300))
+  expect_identical(later$region, "one_hot")
+  expect_equal(later$zero, unname(found$zero), tolerance = 1e-6)
+}
+
+test_that("on TensorFlow: the same predictions as on model.matrix()'s columns, through a save and a load in a fresh R process", {
+  skip_if_no_python()
+  env <- environment()
+  helpers <- list(factor_data = factor_data, indicators = indicators, factor_model = factor_model)
+  found <- eval(engine_check, c(helpers, as.list(env)))
+  expect_engine(found, "tensorflow")
+})
+
+test_that("on JAX, in a fresh R process: the same", {
+  skip_if_no_python()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  found <- do.call(run_in_fresh_r, list(expr = bquote({
+    factor_data <- .(factor_data)
+    indicators <- .(indicators)
+    factor_model <- .(factor_model)
+    gpu_keras <- gpukeras::gpu_keras
+    gpu_fit <- gpukeras::gpu_fit
+    gpu_save <- gpukeras::gpu_save
+    .(engine_check)
+  }), env = c(KERAS_BACKEND = "jax"), timeout = 300))
+  expect_engine(found, "jax")
+})
