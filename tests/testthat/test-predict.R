@@ -457,7 +457,7 @@ test_that("a malformed encoding file beside a model is a bad model that says wha
   gpu_save(scoring_fit(), path)
   sidecar <- file.path(dir, "shops.gpukeras.json")
   json <- reticulate::import("json", convert = FALSE)
-  document <- json$loads(paste(readLines(sidecar), collapse = "\n"))
+  document <- json$loads(paste(readLines(sidecar, warn = FALSE), collapse = "\n"))
   document$`__getitem__`("encoding")$`__getitem__`("inputs")$`__getitem__`("x")$`__getitem__`("columns")$`__getitem__`("colour")$`__setitem__`("levels", list("blue", "blue", "red"))
   writeLines(reticulate::py_to_r(json$dumps(document)), sidecar)
   expect_snapshot(error = TRUE, gpu_load(path), transform = function(x) gsub("'[^']*shops.gpukeras.json'", "'<file>'", x))
