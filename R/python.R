@@ -200,10 +200,13 @@ core <- function(call = caller_env()) {
   check_numpy_supported(call)
   reticulate::import_from_path("gpukeras", system.file("python", package = "gpukeras"))
   the$bridge <- reticulate::import("gpukeras.bridge")
-  # R ends without finalizing Python, whose exit handlers would delete the
-  # files TensorFlow's autograph writes to the temp folder.
-  reg.finalizer(the, function(e) try(core_call("remove_autograph_files"), silent = TRUE),
-                onexit = TRUE)
+  # R ends without finalizing Python, whose exit handlers would leave a JAX
+  # cluster with the other workers (a chief gone first ends them) and delete
+  # the files TensorFlow's autograph writes to the temp folder.
+  reg.finalizer(the, function(e) {
+    try(core_call("leave_cluster"), silent = TRUE)
+    try(core_call("remove_autograph_files"), silent = TRUE)
+  }, onexit = TRUE)
   the$bridge
 }
 

@@ -174,6 +174,25 @@ def test_a_killed_jax_worker_stops_the_other_and_a_restart_resumes_exactly(
 
 
 # Checks before any cluster is joined ------------------------------------------------------
+def test_workers_leave_together_so_a_chief_that_ends_first_ends_no_one(tmp_path: Path) -> None:
+    # The chief leaves at once and ends with no Python exit handler run (as R ends); the
+    # other worker is still busy for 3 s. The chief's leave waits for it at JAX's shutdown
+    # barrier, so the coordination service outlives it and JAX ends no one (without it,
+    # JAX ended the other worker with SIGABRT before it could leave).
+    specs = cluster_specs(2, epochs=1, seed=5, batch_size=64, leave_after=3)
+    _, codes = run_workers(tmp_path, specs)
+    stderr = [(tmp_path / f"stderr-{i}.txt").read_text()[-2000:] for i in range(2)]
+    assert codes == [-signal.SIGKILL] * 2, stderr
+    left = [json.loads((tmp_path / f"left-{i}").read_text()) for i in range(2)]
+    assert [entry["answer"]["value"] for entry in left] == [True, True]
+    assert left[0]["at"] >= float((tmp_path / "leaving-1").read_text())
+
+
+def test_leaving_without_a_cluster_does_nothing() -> None:
+    assert not jax_cluster._joined
+    assert jax_cluster.leave() is False
+
+
 def test_join_checks_workers_and_index_before_starting_jax() -> None:
     for kwargs, r_class, says in (
         ({"workers": ["127.0.0.1:1"]}, "gpukeras_error_bad_argument", "together"),

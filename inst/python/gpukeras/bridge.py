@@ -47,6 +47,7 @@ VERBS: dict[str, str] = {
     "strategy": "distribute.strategies:make",
     "describe_strategy": "distribute.strategies:describe",
     "strategy_scope": "distribute.strategies:strategy_scope",
+    "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process
     "fit": "train.fit:fit",
     "job_carry_model": "train.job:carry_model",

@@ -19,6 +19,12 @@ backend with the core on PYTHONPATH. The spec's keys:
 - ``die_at`` [epoch, batch]: SIGKILL this process after that batch, writing
   ``died-<index>`` (the time) first.
 
+- ``leave_after``: once the result is written, wait that many seconds (the
+  chief: none), write ``leaving-<index>`` (the time), leave the cluster as R
+  does when it ends (the bridge's ``leave_cluster``), write ``left-<index>``
+  (the time and the bridge's answer) and end with SIGKILL, so that no Python
+  exit handler runs (R ends without finalizing Python).
+
 Its result also holds ``sockets``: the TCP sockets it listens on after the fit
 (``sockets.listening``), the coordinator's and Gloo's among them.
 """
@@ -116,6 +122,12 @@ def main() -> None:
     result["sockets"] = listening()
     (out / f"result-{index}.json").write_text(json.dumps(result, default=str))
     np.savez(out / f"weights-{index}.npz", *model.get_weights())
+    if "leave_after" in spec:
+        time.sleep(spec["leave_after"] if index else 0)
+        (out / f"leaving-{index}").write_text(str(time.time()))
+        left = bridge.call("leave_cluster", {})
+        (out / f"left-{index}").write_text(json.dumps({"at": time.time(), "answer": left}))
+        os.kill(os.getpid(), signal.SIGKILL)  # no Python exit handler runs, as when R ends
 
 
 if __name__ == "__main__":

@@ -198,6 +198,28 @@ def join(
     return distribution
 
 
+def leave() -> bool:
+    """Leave the cluster this process joined, waiting for every worker to leave it too.
+
+    Called as R ends (R exits without finalizing Python, so JAX's own exit
+    handler never runs). ``jax.distributed.shutdown()`` meets the others at the
+    coordination service's shutdown barrier before the chief stops the
+    service. Without it, a chief whose R ended first took the service with
+    it, and JAX ended a worker still finishing (SIGABRT, "the leader task was
+    preempted/died") after its work was done: gpu_launch() then reported it
+    lost (seen with 2 R workers on a busy 2-core machine).
+
+    Returns:
+        Whether there was a cluster to leave.
+    """
+    if not _joined:
+        return False
+    import jax
+
+    jax.distributed.shutdown()
+    return True
+
+
 def joined(strategy: Strategy) -> Joined | None:
     """The cluster ``strategy`` was made for by ``join``; None for another distribution."""
     return next((j for j in _joined if j.distribution is strategy), None)
