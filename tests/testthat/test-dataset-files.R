@@ -256,7 +256,7 @@ test_that("images without labels are scored as the training folder's were: a fla
   for (i in c(5, 2)) file.copy(file.path(dir, c("cats/cat2.png", "dogs/dog5.png")[(i == 5) + 1]), file.path(new, sprintf("img%d.png", i)))
   writeLines("not an image", file.path(new, "notes.txt"))
   # The training pipeline's own images for those two files (same size, rescale), in name order.
-  reference <- gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, shuffle = FALSE, batch_size = 8)
+  reference <- gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, shuffle = FALSE, batch_size = 5)
   pixels <- dataset_batches(reference)[[1]][[1]]
   expected <- model$predict(reticulate::np_array(pixels[c(2, 5), , , , drop = FALSE], dtype = "float32"), verbose = 0L)
   flat <- predict(fit, new)
@@ -350,7 +350,7 @@ test_that("a PNG that cannot be decoded fails with a classed error, and R carrie
   dir <- image_folder(withr::local_tempdir())
   png_signature <- as.raw(c(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a))
   writeBin(c(png_signature, as.raw(1:64)), file.path(dir, "dogs", "truncated.png"))
-  ds <- gpu_dataset(dir, image_size = c(4, 5), batch_size = 64, shuffle = FALSE)
+  ds <- gpu_dataset(dir, image_size = c(4, 5), batch_size = 6, shuffle = FALSE)
   expect_error(
     gpu_dataset_benchmark(ds, steps = 2),
     "The benchmark stopped at batch 1: a batch could not be made from the data.*PNG.*corrupt or truncated image",

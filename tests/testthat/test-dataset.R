@@ -222,7 +222,7 @@ test_that("batch_size and drop_remainder set the batch shapes and counts", {
   expect_identical(stacked(batches), x[1:8, ])
   expect_identical(dropped$element_spec$shape$as_list(), c(4L, 2L))
   expect_identical(attr(dropped, "gpukeras")$batches, 2L)
-  whole <- gpu_dataset(x, batch_size = 1000, shuffle = FALSE)
+  expect_warning(whole <- gpu_dataset(x, batch_size = 1000, shuffle = FALSE), class = "gpukeras_warning_batch_size")
   expect_identical(batch_rows(dataset_batches(whole)), 10L)
 })
 

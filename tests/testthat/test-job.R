@@ -102,7 +102,7 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
   # The child stopped for the signal, as gpu_fit() in the session does: the same class.
   expect_s3_class(error, "gpukeras_error_preempted")
   expect_match(conditionMessage(error), "SIGUSR1")
-  state <- reticulate::import("json")$loads(paste(readLines(file.path(backups, "gpukeras-backup.json")), collapse = "\n"))
+  state <- reticulate::import("json")$loads(paste(readLines(file.path(backups, "gpukeras-backup.json"), warn = FALSE), collapse = "\n"))
   expect_identical(c(state$epoch, state$batches_done), c(1L, 8L))
   model <- job_model()
   fit <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
