@@ -68,9 +68,10 @@ lint:
 	cd python && "$(ENV_PYTHON)" -m mypy
 
 # Two test processes (pytest-xdist): most tests wait on child processes, so the two cores of
-# CI stay busy (measured: 8.9 min against 11.5 in one process).
+# CI stay busy (measured: 8.9 min against 11.5 in one process). --durations=30: every run
+# lists its 30 slowest tests, where the suite's time goes.
 pytest:
-	cd python && "$(ENV_PYTHON)" -m pytest -n 2 -p pytest_cov --cov=gpukeras --cov-report=term
+	cd python && "$(ENV_PYTHON)" -m pytest -n 2 --durations=30 -p pytest_cov --cov=gpukeras --cov-report=term
 
 # Whether CRAN answers: the CRAN-incoming checks that need the Internet (URLs in the docs,
 # CRAN's index) run only then, since offline they fail for want of a network, not of the package.
@@ -83,10 +84,14 @@ CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://c
 # (their code ran, with Python) and check still runs their code once more; a third run, to
 # rebuild outputs just built, would only add minutes. _R_CHECK_SYSTEM_CLOCK_=false: the clock check asks a web time
 # service (worldtimeapi.org, often down) about this machine's clock, not about the package.
+# TESTTHAT_PARALLEL=true: the test files in two R processes, the slow ones first
+# (Config/testthat/start-first); measured: 4.8-5.2 min against 7.5 in one. Only here, on
+# the check's copy of tests/: testthat 3.1.6 (bookworm's) deletes the snapshot files
+# after a parallel run, which in a working tree would take them from the developer.
 rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
-	NOT_CRAN=true _R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	NOT_CRAN=true TESTTHAT_PARALLEL=true _R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  R CMD check --as-cran --no-manual --no-build-vignettes gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
 	@grep -E "^\[ FAIL" gpukeras.Rcheck/tests/testthat.Rout
 	@! grep -q "^Status:.*WARNING" gpukeras.Rcheck/00check.log || { echo "R CMD check gave a WARNING"; exit 1; }
@@ -140,18 +145,21 @@ newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
 	  { echo "install_gpukeras() under reticulate >= 1.41 did not install NumPy 2"; exit 1; }
 	"$(NP2_PYTHON)" -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 
-# The testthat suite on the newer stack, less the slow test files (mark_slow() in
-# tests/testthat/helper-gpukeras.R: background jobs, several workers, tuning), whose R/NumPy
-# boundary the others cross too; rcheck runs them on the base stack. This keeps CI under its
-# 30 minutes. NEWER_TESTS, a regular expression testthat::test_dir() matches file names
-# against (e.g. 'convert|dataset'), runs those files alone, slow or not.
+# The testthat files about what the newer stack changes, on it: R data into NumPy 2 and
+# back (convert, dataset, predict, fit's results), which Python reticulate >= 1.41
+# chooses and installs (python, install, check), keras3/tfdatasets objects (guests).
+# rcheck runs every file on the base stack; the others cross the same boundary through
+# these functions, so running them here too ran the suite twice for nothing. NEWER_TESTS,
+# a regular expression testthat::test_dir() matches file names against (e.g.
+# 'convert|dataset'), runs other files instead, slow ones too (mark_slow()).
+NEWER_BOUNDARY := ^(convert|dataset|dataset-files|factors|predict|fit|python|install|bad-input-install|bad-input-data|check|check-fix|errors|guests)$$
 NEWER_TESTS :=
 
 newer-stack-test: newer-stack-env
 	cd tests/testthat && NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
-	  -e 'only <- "$(NEWER_TESTS)"' \
-	  -e 'testthat::test_dir(".", filter = if (nzchar(only)) only, package = "gpukeras", load_package = "installed", reporter = "check")' \
+	  -e 'only <- "$(or $(NEWER_TESTS),$(NEWER_BOUNDARY))"' \
+	  -e 'testthat::test_dir(".", filter = only, package = "gpukeras", load_package = "installed", reporter = "check")' \
 	  2>&1 | tee $(NEWER)/testthat.log
 	@grep -E "^\[ FAIL 0 " $(NEWER)/testthat.log
 

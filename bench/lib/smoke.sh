@@ -6,15 +6,16 @@
 # sizes, one round; GPUKERAS_BENCH_SMOKE=1 says the same) and writes its result
 # to GPUKERAS_BENCH_OUT, a temporary folder, never over bench/results/. What the
 # benchmarks share lives in bench/lib/. bench/gpu_verify.sh, whose numbers come
-# from a GPU machine, runs here in its own smoke mode (--smoke all: every step on
-# this CPU with JAX, and R's through the bundle of bench/gpu_r_bundle.sh with the
-# system's R hidden), beside the others.
+# from a GPU machine, runs here in its own smoke mode (every step on this CPU with
+# JAX, and R's through the bundle of bench/gpu_r_bundle.sh with the system's R
+# hidden), one job per part so that the two slots share its parts. The .py
+# benchmarks it runs (on JAX, as on the GPU) do not run a second time beside it.
 #
 # Run from the repository root. PYTHON: the Python for the .py scripts (default
 # python3; the R scripts find gpukeras' own). BENCH_SMOKE_JOBS: scripts run at
 # once (default 2: most of a script's time is starting R, Python and TensorFlow
 # and compiling small models, on one core). BENCH_SMOKE_LIMIT: seconds one script
-# may take (default 300; gpu_verify.sh: GPU_VERIFY_SMOKE_LIMIT, default 900). Exits
+# may take (default 300; a part of gpu_verify.sh: GPU_VERIFY_SMOKE_LIMIT, default 600). Exits
 # non-zero when any benchmark failed.
 set -u
 python=${PYTHON:-python3}
@@ -26,17 +27,18 @@ started=$SECONDS
 
 # One benchmark: its output in $out/<script>.log, a line saying how it went in
 # $out/<script>.status, and its exit status.
+# gpu_verify.sh:PART is one part of it.
 smoke() {
   local script=$1 name began status
   name=$(basename "$script")
   case $script in
     *.R) set -- Rscript --no-save --no-restore "$script" --smoke ;;
-    *.sh) set -- env PYTHON="$python" bash "$script" --smoke all ;;
+    *.sh:*) set -- env PYTHON="$python" bash "${script%:*}" --smoke "${script##*:}" ;;
     *) set -- "$python" "$script" --smoke ;;
   esac
   began=$SECONDS
-  # gpu_verify.sh runs every step of a GPU visit, the R bundle's build among them
-  timeout "$([ "$name" = gpu_verify.sh ] && echo "${GPU_VERIFY_SMOKE_LIMIT:-900}" || echo "$limit")" \
+  # a part of gpu_verify.sh runs several steps of a GPU visit (r: the R bundle's build)
+  timeout "$(case $name in gpu_verify.sh:*) echo "${GPU_VERIFY_SMOKE_LIMIT:-600}" ;; *) echo "$limit" ;; esac)" \
     "$@" > "$out/$name.log" 2>&1
   status=$?
   if [ "$status" -eq 0 ]; then
@@ -50,7 +52,18 @@ smoke() {
 
 failed=0
 running=0
-for script in bench/gpu_verify.sh bench/*.R bench/*.py; do
+# gpu_verify.sh's parts (its `all`), the longest first (measured: r, then augment), so that
+# no slot is left with a long one at the end.
+verify_parts=(r augment)
+for part in $(sed -n 's/^  parts=(\(.*\))$/\1/p' bench/gpu_verify.sh); do
+  [[ " ${verify_parts[*]} " == *" $part "* ]] || verify_parts+=("$part")
+done
+on_jax=$(grep -o 'bench/[a-z_]*\.py' bench/gpu_verify.sh | sort -u)
+scripts=("${verify_parts[@]/#/bench/gpu_verify.sh:}" bench/*.R)
+for script in bench/*.py; do
+  grep -qx "$script" <<< "$on_jax" || scripts+=("$script")
+done
+for script in "${scripts[@]}"; do
   if [ "$running" -ge "$jobs" ]; then
     wait -n || failed=1
     running=$((running - 1))
