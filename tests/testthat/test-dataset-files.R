@@ -144,6 +144,24 @@ test_that("a Keras model trains on a streamed CSV source", {
   expect_lt(loss[3], loss[1])
 })
 
+test_that("gpu_fit() on CSV files, whose rows are unknown until read, never runs out of data (issue #32, item 8)", {
+  skip_if_no_python()
+  keras <- gpu_keras()
+  dir <- withr::local_tempdir()
+  withr::local_seed(2)
+  x <- matrix(runif(200 * 2, -1, 1), ncol = 2)
+  utils::write.csv(data.frame(p = x[, 1], q = x[, 2], label = as.integer(x[, 1] > x[, 2])), file.path(dir, "d.csv"), row.names = FALSE)
+  for (validation_split in c(0, 0.25)) {
+    ds <- gpu_dataset(file.path(dir, "d.csv"), label = "label", batch_size = 16, seed = 1, validation_split = validation_split)
+    model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(2L)))
+    model$compile(optimizer = "adam", loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE))
+    # Keras' "Your input ran out of data" (or gpukeras' warning made of it) would fail here.
+    expect_no_warning(fit <- gpu_fit(model, ds, epochs = 3, verbose = 0, monitor = FALSE))
+    expect_identical(fit$history$epoch, 1:3)
+    expect_length(fit$history$val_loss, if (validation_split > 0) 3L else 0L)
+  }
+})
+
 test_that("bad CSV sources are classed errors that name the column or the pattern", {
   skip_if_no_python()
   dir <- withr::local_tempdir()
