@@ -102,7 +102,7 @@ class Made:
 @dataclass(frozen=True)
 class InMemory:
     """The rows in memory a gpu_dataset() batches as they are (no map, no augmentation):
-    what training them on the device needs (``gpukeras.resident``).
+    what training them on the device needs (``data.adapters.resident``).
 
     Attributes:
         x: the arrays (an array, or a dict of them by input name), all rows.

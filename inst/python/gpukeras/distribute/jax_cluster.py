@@ -15,7 +15,7 @@ a process joins one cluster. Every worker waits up to
 ``start_timeout_seconds`` for all of them to connect to the coordinator.
 
 Data. Under a multi-process distribution Keras reads a tf.data dataset (it
-refuses NumPy arrays), which ``data_adapters`` gives it (``multi_process``).
+refuses NumPy arrays), which ``data.adapters`` gives it (``multi_process``).
 Keras then shards it itself: each global batch is re-batched into one piece
 per process and process i keeps piece i. Every worker builds the same
 seeded pipeline, so one step trains on exactly the global batch one process

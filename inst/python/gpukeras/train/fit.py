@@ -215,11 +215,9 @@ def fit(
             strategy ``multiworker.fit``'s, resident data the device-resident
             one, else Keras' own fit loop.
         request: gpu_fit()'s other arguments as one mapping (as R sends
-            them), declared in ``fit_request.FitRequest`` (epochs, batch_size,
-            accumulate, steps_per_execution, jit_compile, learning_rate, clipnorm,
-            clipvalue, monitor, backup_dir, backup_freq, callbacks, seed,
-            verbose, signals, class_weight: what each means is on gpu_fit()'s help
-            page; weights as ``gpukeras.data.weights`` says).
+            them), every field declared in ``fit_request.FitRequest`` (what each
+            means is on gpu_fit()'s help page; weights as ``gpukeras.data.weights``
+            says).
         **fields: the same fields by name, as Python callers write them.
 
     Returns:

@@ -31,7 +31,7 @@ each, so a step trains on exactly the batch one process would. (AUTO tries
 FILE sharding first, which needs at least as many files as workers and
 changes which rows meet in a batch; in-memory arrays have no files, so AUTO
 falls back to DATA with a warning.) DATA needs every worker to draw the same
-order: arrays go through the seeded pipeline of ``data_adapters``, and
+order: arrays go through the seeded pipeline of ``data.adapters``, and
 without a seed all workers take one the chief draws. A dataset given by the
 user must be the same on every worker, its shuffle seeded (gpu_dataset(seed
 = )). Where the number of batches is known, each worker takes exactly that

@@ -33,7 +33,7 @@ order in a fresh process as in the run that was killed:
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
 - On JAX, arrays that fit on the device train there (``ResidentAdapter``,
-  ``gpukeras.resident``): each epoch's order is a permutation drawn on the
+  ``adapters/resident.py``): each epoch's order is a permutation drawn on the
   device from (seed, epoch), so a resumed epoch has the order the killed run
   had. Otherwise (with or without TensorFlow installed) arrays go to Keras as
   they are (``ArrayAdapter``) unless this process is one of several
