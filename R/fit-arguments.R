@@ -9,21 +9,28 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
     x = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y)).",
     y = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y))."
   )
+  abort_unused_args(names, gpu_fit, "gpu_fit", instead = instead, call = call)
+}
+
+# The error for arguments `fn` does not have, which its `...` caught (`names`, "" for one
+# given by position): each misspelt one with the argument it most likely means, and the
+# advice in `instead` for those named there. `topic`: fn's help page.
+abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), instead = character(), call = caller_env()) {
   named <- names[names != ""]
   meant <- lapply(setdiff(named, names(instead)), function(name) {
-    closest <- closest_argument(name, setdiff(names(formals(gpu_fit)), "..."))
+    closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
     if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
   })
   gpukeras_abort(
     c(
       if (length(named)) {
-        sprintf("gpu_fit() has no argument%s %s.", if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", "))
+        sprintf("%s has no argument%s %s.", label, if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", "))
       } else {
-        sprintf("gpu_fit() takes %d more argument(s) by position than it has.", length(names))
+        sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))
       },
       unlist(meant),
       unname(unique(instead[intersect(named, names(instead))])),
-      "?gpu_fit lists its arguments."
+      sprintf("?%s lists its arguments.", topic)
     ),
     "gpukeras_error_bad_argument",
     call = call
@@ -31,16 +38,32 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
 }
 
 # The argument among `choices` that `name` most likely misspells: the same in
-# lower case without dots and underscores (batchSize, batch.size), or one or two
-# edits away (class_weights, epoch); character() when none is close.
+# lower case without dots and underscores (batchSize, batch.size), two letters
+# swapped (tpye), or one or two edits away (class_weights, epoch); character()
+# when none is close.
 closest_argument <- function(name, choices) {
   squash <- function(x) gsub("[._]", "", tolower(x))
   same <- choices[squash(choices) == squash(name)]
   if (length(same)) {
     return(same[1])
   }
+  swapped <- choices[vapply(choices, swaps_two_letters, logical(1), name)]
+  if (length(swapped)) {
+    return(swapped[1])
+  }
   distance <- drop(utils::adist(name, choices))
   if (min(distance) <= min(2L, nchar(name) %/% 3L)) choices[which.min(distance)] else character()
+}
+
+# Whether `a` is `b` with two neighbouring letters swapped.
+swaps_two_letters <- function(a, b) {
+  x <- strsplit(a, "")[[1]]
+  y <- strsplit(b, "")[[1]]
+  if (length(x) != length(y)) {
+    return(FALSE)
+  }
+  differ <- which(x != y)
+  length(differ) == 2L && differ[2] == differ[1] + 1L && all(x[differ] == rev(y[differ]))
 }
 
 # The signals gpu_fit() can handle: those schedulers send to stop or warn a job. R alone

@@ -54,7 +54,8 @@
 #'   (`predict()` gives them `NA`, so its rows still match `newdata`'s).
 #'   `NULL` (the default) follows the training data's rule.
 #' @param verbose Keras' progress display: `0` silent, `1` a progress bar.
-#' @param ... Not used.
+#' @param ... Not used: an argument these methods do not have (a misspelt
+#'   `batchsize`) is an error that says which one was meant, never ignored.
 #' @return `predict()`: a numeric matrix (or array; a list of them for a
 #'   model with several outputs), or with `type = "class"` a factor or integer
 #'   vector. `evaluate()`: a named numeric vector, the loss and each metric.
@@ -88,6 +89,9 @@
 predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
                                  unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
   call <- current_env()
+  if (...length() > 0L) {
+    abort_unused_args(rlang::names2(match.call(expand.dots = FALSE)$...), predict.gpukeras_fit, "predict.gpukeras_fit", "predict()", call = call)
+  }
   if (missing(newdata)) abort_no_newdata(call)
   type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
@@ -152,6 +156,9 @@ evaluate.default <- function(object, ...) {
 evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
                                   unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
   call <- current_env()
+  if (...length() > 0L) {
+    abort_unused_args(rlang::names2(match.call(expand.dots = FALSE)$...), evaluate.gpukeras_fit, "predict.gpukeras_fit", "evaluate()", call = call)
+  }
   if (missing(newdata)) abort_no_newdata(call)
   if (is.null(y) && !inherits(newdata, "python.builtin.object")) {
     gpukeras_abort(

@@ -464,3 +464,13 @@ test_that("a malformed encoding file beside a model is a bad model that says wha
   writeLines("{not json", sidecar)
   expect_error(gpu_load(path), "is not valid JSON", class = "gpukeras_error_bad_model")
 })
+
+test_that("an argument predict() and evaluate() do not have is an error that says which was meant, never ignored", {
+  fit <- structure(list(), class = "gpukeras_fit")
+  expect_snapshot(error = TRUE, {
+    predict(fit, matrix(1, 2, 2), batchsize = 64)
+    predict(fit, matrix(1, 2, 2), tpye = "class", colour = "red")
+    evaluate(fit, matrix(1, 2, 2), y = 1:2, batch_sise = 8)
+  })
+  expect_error(predict(fit, matrix(1, 2, 2), batchsize = 64), "Did you mean `batch_size`", class = "gpukeras_error_bad_argument")
+})
