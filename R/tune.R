@@ -107,7 +107,7 @@
 #'   # The model is built under float32: tune the other axes for it (another
 #'   # precision needs the model built again under that policy).
 #'   tune <- gpu_tune(model, iris_data,
-#'     time_budget = 4, precisions = "float32", batch_sizes = c(8, 16),
+#'     time_budget = 2, precisions = "float32", batch_sizes = c(8, 16),
 #'     steps_per_execution = c(1, 8)
 #'   )
 #'   tune
