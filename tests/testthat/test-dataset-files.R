@@ -119,14 +119,20 @@ test_that("a glob over two CSV files reads every row of both, once an epoch", {
   expect_false(any(grepl("shuffle", attr(split$validation, "gpukeras")$steps)))
 })
 
+# `rows` rows of two features in [-1, 1] and a label a model can learn (p > q), as d.csv in
+# `dir`, the same each time (seed 2); the file's path.
+separable_csv <- function(dir, rows) {
+  x <- withr::with_seed(2, matrix(runif(rows * 2, -1, 1), ncol = 2))
+  path <- file.path(dir, "d.csv")
+  utils::write.csv(data.frame(p = x[, 1], q = x[, 2], label = as.integer(x[, 1] > x[, 2])), path, row.names = FALSE)
+  path
+}
+
 test_that("a Keras model trains on a streamed CSV source", {
   skip_if_no_python()
   keras <- gpu_keras()
-  dir <- withr::local_tempdir()
-  withr::local_seed(2)
-  x <- matrix(runif(256 * 2, -1, 1), ncol = 2)
-  utils::write.csv(data.frame(p = x[, 1], q = x[, 2], label = as.integer(x[, 1] > x[, 2])), file.path(dir, "d.csv"), row.names = FALSE)
-  ds <- gpu_dataset(file.path(dir, "d.csv"), label = "label", batch_size = 32, seed = 1)
+  path <- separable_csv(withr::local_tempdir(), 256)
+  ds <- gpu_dataset(path, label = "label", batch_size = 32, seed = 1)
   model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(2L)))
   model$compile(
     optimizer = keras$optimizers$Adam(learning_rate = 0.05),
@@ -147,12 +153,9 @@ test_that("a Keras model trains on a streamed CSV source", {
 test_that("gpu_fit() on CSV files, whose rows are unknown until read, never runs out of data (issue #32, item 8)", {
   skip_if_no_python()
   keras <- gpu_keras()
-  dir <- withr::local_tempdir()
-  withr::local_seed(2)
-  x <- matrix(runif(200 * 2, -1, 1), ncol = 2)
-  utils::write.csv(data.frame(p = x[, 1], q = x[, 2], label = as.integer(x[, 1] > x[, 2])), file.path(dir, "d.csv"), row.names = FALSE)
+  path <- separable_csv(withr::local_tempdir(), 200)
   for (validation_split in c(0, 0.25)) {
-    ds <- gpu_dataset(file.path(dir, "d.csv"), label = "label", batch_size = 16, seed = 1, validation_split = validation_split)
+    ds <- gpu_dataset(path, label = "label", batch_size = 16, seed = 1, validation_split = validation_split)
     model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(2L)))
     model$compile(optimizer = "adam", loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE))
     # Keras' "Your input ran out of data" (or gpukeras' warning made of it) would fail here.
