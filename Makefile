@@ -6,8 +6,11 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-knitr \
-	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark pandoc qpdf python3 python3-venv \
-	iproute2
+	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark r-cran-codetools \
+	pandoc qpdf python3 python3-venv iproute2
+# What only the tests need: rsample's resamplings for gpu_cv(), and a PostgreSQL server that
+# test-search-postgres.R starts on 127.0.0.1 (as the postgres user) and stops after.
+TEST_APT_PACKAGES := r-cran-rsample postgresql
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENVNAME ?= r-gpukeras
 RSCRIPT := Rscript --no-save --no-restore
@@ -60,6 +63,7 @@ python-env: install
 	$(RSCRIPT) -e 'gpukeras::install_gpukeras("$(ENVNAME)")'
 
 dev-env: python-env
+	@$(call apt_install,$(TEST_APT_PACKAGES))
 	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
 
 lint:

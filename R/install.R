@@ -7,6 +7,10 @@ pinned <- list(
   # 2.2.6: the newest NumPy with wheels for every Python TensorFlow 2.21
   # supports (3.10 to 3.13; NumPy 2.3 and later need 3.11).
   numpy = "2.2.6",
+  # gpu_search()'s engine (its RDB storage brings SQLAlchemy and Alembic).
+  optuna = "5.0.0",
+  # PostgreSQL storage for gpu_search(), only with extras = "postgresql".
+  psycopg2_binary = "2.9.13",
   # For reticulate < 1.38, which predates NumPy 2 (Debian bookworm's is 1.28).
   numpy_before_2 = "1.26.4"
 )
@@ -30,23 +34,42 @@ reticulate_supports_numpy2 <- function(reticulate) {
 #' @param os The operating system, as `Sys.info()[["sysname"]]` names it.
 #' @param reticulate The reticulate version the environment is for; default:
 #'   the installed one.
-#' @return A character vector of pip requirement strings with pinned versions.
+#' @param extras Optional parts: `"postgresql"` adds the PostgreSQL driver
+#'   (psycopg2-binary) that [gpu_search()] needs for a study stored in a
+#'   PostgreSQL database.
+#' @return A character vector of pip requirement strings with pinned versions:
+#'   TensorFlow, Keras, nvidia-ml-py, NumPy and Optuna ([gpu_search()]'s
+#'   engine), then the extras.
 #' @export
 #' @examples
 #' gpukeras_requirements(gpu = FALSE)
 #' gpukeras_requirements(gpu = FALSE, reticulate = "1.28")
 gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
-                                  reticulate = utils::packageVersion("reticulate")) {
+                                  reticulate = utils::packageVersion("reticulate"), extras = character()) {
   check_flag(gpu)
   check_string(os)
   check_version(reticulate)
+  extras <- check_extras(extras)
   numpy <- if (reticulate_supports_numpy2(reticulate)) pinned$numpy else pinned$numpy_before_2
   c(
     paste0(tensorflow_distribution(gpu, os), "==", pinned$tensorflow),
     paste0("keras==", pinned$keras),
     paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
-    paste0("numpy==", numpy)
+    paste0("numpy==", numpy),
+    paste0("optuna==", pinned$optuna),
+    if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary)
   )
+}
+
+check_extras <- function(extras, call = caller_env()) {
+  if (!is.character(extras) || anyNA(extras) || !all(extras %in% "postgresql")) {
+    gpukeras_abort(
+      sprintf("`extras` must be character() or \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), not %s.", describe(extras)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  unique(extras)
 }
 
 # What gpukeras declares with reticulate::py_require() (reticulate >= 1.41)
@@ -60,6 +83,7 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
   c(
     "keras>=3",
     "nvidia-ml-py",
+    "optuna>=4",
     switch(backend,
       # >= 2.16: the first TensorFlow that runs Keras 3 (stack.py's MIN_TENSORFLOW).
       tensorflow = paste0(tensorflow_distribution(gpu, os), ">=2.16"),
@@ -143,8 +167,8 @@ find_python_starter <- function(call = caller_env()) {
 #' Install the Python environment gpukeras uses
 #'
 #' Creates (or updates: running it again is safe and quick) a Python
-#' virtualenv with pinned versions of TensorFlow, Keras 3, nvidia-ml-py and
-#' NumPy ([gpukeras_requirements()]): `tensorflow[and-cuda]` on Linux when an
+#' virtualenv with pinned versions of TensorFlow, Keras 3, nvidia-ml-py,
+#' NumPy and Optuna ([gpukeras_requirements()]): `tensorflow[and-cuda]` on Linux when an
 #' NVIDIA GPU is present, `tensorflow-cpu` otherwise; NumPy 2 where the
 #' installed reticulate is 1.38 or later, NumPy 1.26 below. gpukeras finds
 #' this environment on first use; `GPUKERAS_PYTHON` (or `RETICULATE_PYTHON`)
@@ -157,6 +181,8 @@ find_python_starter <- function(call = caller_env()) {
 #'   build, `NA` (default) to detect an NVIDIA GPU.
 #' @param python Python used to create the virtualenv; default: the first
 #'   Python >= 3.9 on the PATH.
+#' @param extras Optional parts, as [gpukeras_requirements()] takes them:
+#'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database.
 #' @return Invisibly, a list with `envname`, `python` (the env's executable)
 #'   and `packages` (the pinned requirements installed).
 #' @export
@@ -165,8 +191,9 @@ find_python_starter <- function(call = caller_env()) {
 #' install_gpukeras()            # detect the GPU
 #' install_gpukeras(gpu = FALSE) # CPU-only TensorFlow
 #' }
-install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NULL) {
+install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NULL, extras = character()) {
   check_string(envname)
+  extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
     gpukeras_abort(
       sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)),
@@ -188,7 +215,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   if (is.na(gpu)) {
     gpu <- has_nvidia_gpu()
   }
-  packages <- gpukeras_requirements(gpu)
+  packages <- gpukeras_requirements(gpu, extras = extras)
   path <- virtualenv_dir(envname)
   if (!reticulate::virtualenv_exists(envname)) {
     run_python(python %||% find_python_starter(), c("-m", "venv", shQuote(path)), envname)

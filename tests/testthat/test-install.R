@@ -1,8 +1,12 @@
 test_that("gpukeras_requirements() pins the CPU build of TensorFlow without a GPU", {
   reqs <- gpukeras_requirements(gpu = FALSE, os = "Linux")
   expect_type(reqs, "character")
-  expect_length(reqs, 4)
+  expect_length(reqs, 5)
   expect_match(reqs[1], "^tensorflow-cpu==[0-9]+[.][0-9]+[.][0-9]+$")
+  # gpu_search()'s engine; the PostgreSQL driver only when asked
+  expect_true(any(grepl("^optuna==[0-9.]+$", reqs)))
+  expect_false(any(grepl("psycopg2", reqs)))
+  expect_identical(gpukeras_requirements(gpu = FALSE, os = "Linux", extras = "postgresql"), c(reqs, "psycopg2-binary==2.9.13"))
   expect_true(any(grepl("^keras==3[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^numpy==[0-9]+[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^nvidia-ml-py==[0-9.]+$", reqs)))
@@ -30,18 +34,18 @@ test_that("gpukeras_requirements() picks NumPy by the reticulate version", {
 
 test_that("managed_requirements() declares ranges for the Keras backend in use", {
   cpu <- managed_requirements("tensorflow", gpu = FALSE, os = "Linux")
-  expect_identical(cpu, c("keras>=3", "nvidia-ml-py", "tensorflow-cpu>=2.16"))
+  expect_identical(cpu, c("keras>=3", "nvidia-ml-py", "optuna>=4", "tensorflow-cpu>=2.16"))
   # The same TensorFlow distribution install_gpukeras() pins, as a range.
   expect_identical(
-    managed_requirements("tensorflow", gpu = TRUE, os = "Linux")[3],
+    managed_requirements("tensorflow", gpu = TRUE, os = "Linux")[4],
     sub("==.*", ">=2.16", gpukeras_requirements(gpu = TRUE, os = "Linux")[1])
   )
-  expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[3], "tensorflow>=2.16")
+  expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[4], "tensorflow>=2.16")
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
-  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "jax[cuda12]"))
-  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[3], "jax")
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "optuna>=4", "jax[cuda12]"))
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).
-  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c("keras>=3", "nvidia-ml-py"))
+  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "optuna>=4"))
 })
 
 test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {

@@ -72,6 +72,19 @@ VERBS: dict[str, str] = {
     "evaluate": "tools.scoring:evaluate",
     "save_model": "tools.scoring:save_model",
     "load_model": "tools.scoring:load_model",
+    # many fits: the workers' devices, the search's study
+    "keras_backend": "core.backend:configured_backend",
+    "workers_plan": "tools.workers:plan",
+    "workers_fitting": "tools.workers:fitting",
+    "search_open": "tools.search:open_study",
+    "search_ask": "tools.search:ask",
+    "search_tell": "tools.search:tell",
+    "search_seen": "tools.search:seen",
+    "search_interrupt": "tools.search:interrupt",
+    "search_trials": "tools.search:trials",
+    "search_seed": "tools.search:trial_seed",
+    "search_pruning_callback": "tools.search:pruning_callback",
+    "search_pruning_outcome": "tools.search:pruning_outcome",
 }
 
 

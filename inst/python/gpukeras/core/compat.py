@@ -521,3 +521,11 @@ def compile_identity(model: Model) -> int:
     """Changes with every ``compile()`` of the model: the identity of the compile config
     Keras makes anew each time (private ``_compile_config``)."""
     return id(getattr(model, "_compile_config", None))
+
+
+# Optuna -----------------------------------------------------------------------------
+def optuna_trial_id(trial: Any) -> int:
+    """The storage's id of an Optuna trial (a ``Trial`` or ``FrozenTrial``; private
+    ``_trial_id``): ``optuna.trial.Trial(study, id)``, the public way to report to and
+    annotate a running trial from another process, takes it, and only the number is public."""
+    return int(trial._trial_id)

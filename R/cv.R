@@ -1,0 +1,369 @@
+#' Cross-validate a Keras model, each fold in a fresh process on its own device
+#'
+#' Trains one model per fold, each from fresh weights in a fresh worker
+#' process, evaluates it on the fold's held-out rows and gathers the
+#' out-of-fold predictions. Nothing carries from one fold to the next (weights,
+#' compiled functions, optimizer state, memory), and each fold's device memory
+#' goes back when its process ends: this R session starts no Keras runtime
+#' and holds no device memory.
+#'
+#' @section Folds:
+#' * A number `k`: `k` folds of about equal size. When the labels are classes
+#'   (a factor, character, logical or integer vector) every fold has each class
+#'   in about the same share as the whole data (stratified).
+#' * With `group`: rows of one group (a patient, a site) are held out together,
+#'   never split between training and held-out rows; groups are dealt to the
+#'   folds largest first, so the folds' sizes stay close.
+#' * An rsample resampling object (`rsample::vfold_cv(df, v = 5)`, made on a
+#'   data.frame with the same rows as `data`): its analysis rows train and
+#'   its assessment rows are held out.
+#'
+#' The folds are drawn with `seed`, without touching R's random numbers.
+#'
+#' @section Same as separate fits:
+#' Fold `i` is `keras$utils$set_random_seed(seeds[i])`, `model <- model_fn()`,
+#' then `gpu_fit(model, <the fold's training rows>, seed = seeds[i], ...)`, in a
+#' process of its own: the same as that fit run by hand on the same rows
+#' (`cv$folds[[i]]` are the held-out rows), with the same weights and metrics
+#' within float rounding (exactly on a CPU).
+#'
+#' @section Workers:
+#' `devices = "all"` runs one worker process per GPU, each seeing its GPU alone
+#' (`CUDA_VISIBLE_DEVICES`), with memory that grows as its fit needs it; on a
+#' machine without a GPU, one worker on the CPU, or `workers` of them.
+#' `workers_per_device = "auto"` starts one per GPU and, once a fit's memory
+#' plan ([gpu_memory_plan()]) shows that more fit in the GPU's memory, more
+#' (at most 4); a number sets it. Each worker readies the next fit's process
+#' while its fit trains, so a fold waits for no start-up of R, Python and
+#' Keras. A model function defined at the top level carries the global
+#' variables and functions it uses, and the packages attached in this session
+#' are attached in the workers.
+#'
+#' @param model_fn A function of no arguments that returns a compiled Keras
+#'   model (built with [gpu_keras()] or keras3). It is called in each worker.
+#' @param data R data as [gpu_fit()] takes it: `list(x = , y = )`, with
+#'   `sample_weight` optionally. Factors and data.frames are encoded as
+#'   `gpu_fit()` encodes them, with the levels of the whole data.
+#' @param folds The number of folds (2 or more, at most the rows), or an rsample
+#'   resampling object (an `rset`, e.g. from `rsample::vfold_cv()`).
+#' @param group `NULL`, a vector with a group for each row, or the name of a
+#'   column of `data$x` (a data.frame), which then is not a predictor: rows of
+#'   one group are held out together.
+#' @param seed A whole number for the folds and each fold's fit (see Same as
+#'   separate fits); `NULL` chooses one, recorded in the result.
+#' @param devices `"all"`, or the indices of the GPUs to use.
+#' @param workers The number of worker processes; `NULL` for one per device
+#'   (see Workers).
+#' @param workers_per_device Workers sharing one GPU: `"auto"` or a number.
+#' @param ... [gpu_fit()]'s arguments for every fold: `epochs`, `batch_size`,
+#'   `class_weight`, `learning_rate`, ... (not `validation_data`: each fold's
+#'   held-out rows are its validation).
+#' @return An object of class `gpukeras_cv`, a list with
+#'   * `metrics`: a data.frame with a row per fold, `fold` and a column per
+#'     compiled metric named as Keras names it (`loss`, `accuracy`, ...),
+#'     evaluated on the fold's held-out rows;
+#'   * `predictions`: the out-of-fold predictions, one row per row of `data` in
+#'     its order, columns as `predict(fit)` gives them (class probabilities
+#'     named by level); a list of them for several outputs. With a resampling
+#'     that holds a row out more than once, its mean; rows never held out are `NA`;
+#'   * `folds`: each fold's held-out rows; `seeds`: each fold's seed; `seed`;
+#'   * `history`: each fold's training history; `devices`: where each fold ran;
+#'     `seconds`: each fold's time in its worker;
+#'   * `split`: how the folds were made; `workers`: the plan of the workers.
+#'
+#'   It has `print()` (mean and standard deviation of each metric) and
+#'   `plot()` methods.
+#' @seealso [gpu_search()] to search hyperparameters, [gpu_fit()].
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python())) {
+#'   model_fn <- function() {
+#'     keras <- gpu_keras()
+#'     model <- keras$Sequential(list(
+#'       keras$Input(shape = 4),
+#'       keras$layers$Dense(3, activation = "softmax")
+#'     ))
+#'     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy",
+#'                   metrics = list("accuracy"))
+#'     model
+#'   }
+#'   cv <- gpu_cv(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+#'                folds = 2, epochs = 1, seed = 1)
+#'   cv
+#'   head(cv$predictions)
+#' }
+gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices = "all",
+                   workers = NULL, workers_per_device = "auto", ...) {
+  call <- current_env()
+  model_fn <- check_model_fn(model_fn, 0L, call = call)
+  fit_args <- check_fit_args(list(...), "gpu_cv", call = call)
+  if ("validation_data" %in% names(fit_args)) {
+    gpukeras_abort(
+      "`validation_data` cannot be given to gpu_cv(): each fold is evaluated on its own held-out rows.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  seed <- chosen_seed(check_seed(seed, call = call))
+  check_devices(devices, call = call)
+  if (!is.null(workers)) check_count(workers, call = call)
+  workers_per_device <- check_workers_per_device(workers_per_device, call = call)
+  data <- read_training_data(data, missing(data), call = call)
+  grouped <- cv_group(group, data, call)
+  data <- grouped$data
+  split <- cv_split(folds, grouped$group, data, seed, call)
+  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+
+  dir <- tempfile("gpukeras-cv-")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  carried <- many_data(data, dir, "gpu_cv", call = call)
+  seeds <- vapply(seq_along(split$held_out), function(i) derived_seed(seed, i), integer(1))
+  plan <- worker_plan(devices, workers, workers_per_device, call = call)
+  pool <- new_worker_pool(plan, dir)
+  on.exit(worker_close(pool), add = TRUE, after = FALSE)
+  tasks <- lapply(seq_along(split$held_out), function(i) {
+    list(
+      number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
+      train_rows = split$train[[i]], test_rows = split$held_out[[i]],
+      fit = fit_args, batch_size = fit_args$batch_size,
+      plan_memory = identical(workers_per_device, "auto") && !is.null(plan$slots[[1]]$visible)
+    )
+  })
+  outcomes <- vector("list", length(tasks))
+  worker_run(pool, tasks, on_end = function(ended) {
+    result <- ended$result
+    if (!is.null(result$error)) {
+      gpukeras_abort(
+        c(sprintf("Fold %d of %d failed in its worker: %s", ended$task$number, length(tasks), result$error$message)),
+        unique(c(setdiff(result$error$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_cv_fold")),
+        call = call
+      )
+    }
+    result$device <- pool$slots[[ended$slot]]$device
+    outcomes[[ended$task$number]] <<- result
+    many_grow(pool, ended, result)
+    list()
+  })
+  new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan)
+}
+
+# With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
+# says that more fits fit there.
+many_grow <- function(pool, ended, result) {
+  slot <- pool$slots[[ended$slot]]
+  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]])) {
+    return(invisible())
+  }
+  fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
+  pool$grown[[slot$device]] <- TRUE
+  worker_grow(pool, slot$device, fitting$workers)
+  pool$plan$reason <- c(pool$plan$reason, fitting$reason)
+  invisible()
+}
+
+# `group` as row groups (NULL for none): a vector with one per row, or a column of a
+# data.frame `x`, which leaves the predictors (returned in `data`).
+cv_group <- function(group, data, call) {
+  if (is.null(group)) {
+    return(list(data = data, group = NULL))
+  }
+  rows <- training_rows(data)
+  if (is.character(group) && length(group) == 1L && rows != 1L) {
+    if (!is.data.frame(data$x) || !group %in% names(data$x)) {
+      gpukeras_abort(
+        c(sprintf("`group` names the column \"%s\", but `data$x` %s.", group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"),
+          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."),
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+    values <- data$x[[group]]
+    data$x[[group]] <- NULL
+    return(list(data = data, group = values, column = group))
+  }
+  if (!is.atomic(group) || length(group) != rows || anyNA(group)) {
+    gpukeras_abort(
+      sprintf("`group` must have one group per row of `data` (%d), without NA, not %s.", rows, describe(group)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  list(data = data, group = group)
+}
+
+# The folds: `train` and `held_out` rows of each, and `kind`, how they were made.
+cv_split <- function(folds, group, data, seed, call) {
+  rows <- training_rows(data)
+  if (inherits(folds, "rset")) {
+    return(rsample_split(folds, rows, call))
+  }
+  if (!is.numeric(folds) || length(folds) != 1L || is.na(folds) || folds != round(folds) || folds < 2 || folds > rows) {
+    gpukeras_abort(
+      c(sprintf("`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows, describe(folds)),
+        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  k <- as.integer(folds)
+  fold <- withr::with_seed(seed, {
+    if (!is.null(group)) {
+      group_folds(group, k, call)
+    } else if (is_class_labels(data$y)) {
+      stratified_folds(class_of_rows(data$y), k)
+    } else {
+      sample(rep_len(seq_len(k), rows))
+    }
+  })
+  held_out <- lapply(seq_len(k), function(i) which(fold == i))
+  list(
+    held_out = held_out,
+    train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
+    kind = if (!is.null(group)) "grouped" else if (is_class_labels(data$y)) "stratified by the labels" else "random"
+  )
+}
+
+# Labels that are classes: stratified folds keep their shares.
+is_class_labels <- function(y) {
+  if (is.matrix(y) && ncol(y) == 1L) y <- y[, 1]
+  !is.null(y) && is.null(dim(y)) && (is.factor(y) || is.character(y) || is.logical(y) || is.integer(y))
+}
+
+class_of_rows <- function(y) {
+  if (is.matrix(y)) y <- y[, 1]
+  as.character(y)
+}
+
+# Each class's rows shuffled and dealt to the folds in turn, the deal going on from
+# class to class, so every fold gets each class's share (within one row).
+stratified_folds <- function(classes, k) {
+  fold <- integer(length(classes))
+  dealt <- 0L
+  for (class in unique(classes)) {
+    rows <- which(classes == class)
+    rows <- rows[sample.int(length(rows))]
+    fold[rows] <- ((dealt + seq_along(rows) - 1L) %% k) + 1L
+    dealt <- dealt + length(rows)
+  }
+  fold
+}
+
+# Groups in a random order, then by size, largest first, each to the fold with the
+# fewest rows so far.
+group_folds <- function(group, k, call) {
+  groups <- unique(group)
+  if (length(groups) < k) {
+    gpukeras_abort(
+      sprintf("`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  groups <- groups[sample.int(length(groups))]
+  sizes <- as.vector(table(factor(group, levels = groups)))
+  order <- order(sizes, decreasing = TRUE)
+  load <- integer(k)
+  fold_of <- integer(length(groups))
+  for (g in order) {
+    f <- which.min(load)
+    fold_of[g] <- f
+    load[f] <- load[f] + sizes[g]
+  }
+  fold_of[match(group, groups)]
+}
+
+# An rsample rset: each split's analysis rows train, its assessment rows are held out.
+rsample_split <- function(folds, rows, call) {
+  splits <- folds$splits
+  if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
+    gpukeras_abort(
+      sprintf("`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.", if (length(splits)) nrow(splits[[1]]$data) else 0L, rows),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  held_out <- lapply(splits, function(split) {
+    if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)
+  })
+  list(held_out = held_out, train = lapply(splits, function(split) split$in_id), kind = sprintf("rsample (%s)", class(folds)[1]))
+}
+
+new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan) {
+  metric_rows <- lapply(seq_along(outcomes), function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE))
+  structure(
+    list(
+      metrics = do.call(rbind, metric_rows),
+      predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels),
+      folds = split$held_out,
+      seeds = seeds,
+      seed = seed,
+      history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
+      devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
+      seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)),
+      split = split$kind,
+      workers = plan
+    ),
+    class = "gpukeras_cv"
+  )
+}
+
+# The folds' predictions in the data's row order (the mean where a row was held out more
+# than once, NA where never), each output named as predict(fit) names it.
+out_of_fold <- function(outcomes, held_out, rows, levels) {
+  first <- outcomes[[1]]$predictions
+  several <- is.list(first) && !is.array(first)
+  outputs <- if (several) seq_along(first) else 1L
+  gathered <- lapply(outputs, function(o) {
+    total <- NULL
+    count <- numeric(rows)
+    for (i in seq_along(outcomes)) {
+      part <- as.array(if (several) outcomes[[i]]$predictions[[o]] else outcomes[[i]]$predictions)
+      if (length(dim(part)) == 1L) part <- matrix(part, ncol = 1L)
+      if (is.null(total)) total <- array(0, c(rows, dim(part)[-1]))
+      index <- held_out[[i]]
+      total[index, ] <- total[index, ] + part
+      count[index] <- count[index] + 1
+    }
+    total <- total / count
+    as_output(total, list(levels = levels))
+  })
+  if (several) gathered else gathered[[1]]
+}
+
+#' @export
+format.gpukeras_cv <- function(x, ...) {
+  metrics <- x$metrics[setdiff(names(x$metrics), "fold")]
+  summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
+  c(
+    sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
+    sprintf("Fits:     each in a fresh worker process: %s", paste(format_devices(x$devices), collapse = ", ")),
+    "Held-out metrics, mean (sd) over the folds:",
+    sprintf("  %-12s %s", names(summary), summary)
+  )
+}
+
+format_devices <- function(devices) {
+  counts <- table(devices)
+  sprintf("%d on %s", as.integer(counts), names(counts))
+}
+
+#' @export
+print.gpukeras_cv <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}
+
+#' @export
+plot.gpukeras_cv <- function(x, ...) {
+  metrics <- x$metrics[setdiff(names(x$metrics), "fold")]
+  old <- graphics::par(mfrow = c(1, length(metrics)), mar = c(4, 4, 2, 1))
+  on.exit(graphics::par(old))
+  for (name in names(metrics)) {
+    values <- metrics[[name]]
+    graphics::plot(x$metrics$fold, values, pch = 19, xlab = "fold", ylab = name, main = name, xaxt = "n", ...)
+    graphics::axis(1, at = x$metrics$fold)
+    graphics::abline(h = mean(values), lty = 2)
+  }
+  invisible(x)
+}

@@ -1,0 +1,169 @@
+# What gpu_cv() and gpu_search() share before any worker starts: the model function
+# (checked, and made to carry what it uses), gpu_fit()'s arguments in their `...`, the
+# data (R data, carried once as .npy files), and the seeds.
+
+# `model_fn` checked: a function taking `arity` arguments (0 for gpu_cv(), the params
+# for gpu_search()), made ready for a worker process (carry_function()).
+check_model_fn <- function(model_fn, arity, call = caller_env()) {
+  usage <- if (arity == 0L) {
+    "e.g. model_fn = function() { model <- keras$Sequential(...); model$compile(...); model }"
+  } else {
+    "e.g. model_fn = function(params) { ... keras$layers$Dense(params$units) ... ; model$compile(...); model }"
+  }
+  if (!is.function(model_fn)) {
+    gpukeras_abort(
+      c(sprintf("`model_fn` must be an R function that returns a compiled Keras model, not %s.", describe(model_fn)),
+        "Each fit calls it in a fresh process, so every fit starts from fresh weights.", usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  params <- formals(model_fn)
+  required <- sum(vapply(params, function(p) identical(p, quote(expr = )), logical(1)) & names(params) != "...")
+  takes <- length(params) - ("..." %in% names(params))
+  if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
+    gpukeras_abort(
+      c(sprintf("`model_fn` must take %s, but it takes %s.", if (arity == 0L) "no arguments" else "one argument (the trial's parameters)", describe_formals(params)), usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  carry_function(model_fn)
+}
+
+describe_formals <- function(params) {
+  if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
+}
+
+# `fn` as a worker process can run it: a function defined at the top level finds its
+# variables in the global environment, which does not travel with it (saveRDS() writes
+# a closure's environment, but not the global one). So the global variables it uses, and
+# those of the global functions it calls, go with it in an environment of their own, as
+# the future package carries globals. The packages attached here are attached there.
+carry_function <- function(fn) {
+  globals <- new.env(parent = globalenv())
+  collect <- function(f) {
+    if (!identical(environment(f), globalenv())) {
+      return()
+    }
+    found <- codetools::findGlobals(f)
+    for (name in setdiff(found, ls(globals, all.names = TRUE))) {
+      if (!exists(name, envir = globalenv(), inherits = FALSE)) next
+      value <- get(name, envir = globalenv())
+      assign(name, value, envir = globals)
+      if (is.function(value)) collect(value)
+    }
+  }
+  collect(fn)
+  if (identical(environment(fn), globalenv())) {
+    for (name in ls(globals, all.names = TRUE)) {
+      value <- get(name, envir = globals)
+      if (is.function(value) && identical(environment(value), globalenv())) {
+        environment(value) <- globals
+        assign(name, value, envir = globals)
+      }
+    }
+    environment(fn) <- globals
+  }
+  attr(fn, "gpukeras_packages") <- setdiff(.packages(), c(base_packages, "gpukeras"))
+  fn
+}
+
+base_packages <- c("base", "stats", "graphics", "grDevices", "utils", "datasets", "methods")
+
+# In a worker: the packages attached where the function was made, then the function.
+worker_function <- function(fn) {
+  for (package in rev(attr(fn, "gpukeras_packages"))) {
+    try(suppressPackageStartupMessages(library(package, character.only = TRUE)), silent = TRUE)
+  }
+  fn
+}
+
+# gpu_fit()'s arguments given in `...` of `verb`: named, gpu_fit()'s own, and ones a
+# worker can take. The worker sets the data, seed, verbose and callbacks itself.
+check_fit_args <- function(args, verb, call = caller_env()) {
+  names <- rlang::names2(args)
+  if (any(names == "")) {
+    gpukeras_abort(
+      c(sprintf("%s() takes gpu_fit()'s arguments in `...` by name.", verb), "e.g. epochs = 10, batch_size = 64."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  own <- setdiff(names(formals(gpu_fit)), "...")
+  unknown <- setdiff(names, own)
+  if (length(unknown)) {
+    meant <- lapply(unknown, function(name) {
+      closest <- closest_argument(name, c(own, names(formals(sys.function(sys.parent())))))
+      if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
+    })
+    gpukeras_abort(
+      c(
+        sprintf("%s() has no argument%s %s, nor has gpu_fit().", verb, if (length(unknown) > 1L) "s" else "", paste0("`", unknown, "`", collapse = ", ")),
+        unlist(meant),
+        sprintf("?%s and ?gpu_fit list the arguments.", verb)
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  set_by_worker <- c(
+    model = "model_fn makes the model in each worker", data = "`data` is the verb's own argument",
+    seed = sprintf("%s(seed = ) seeds each fit", verb), verbose = "workers train silently",
+    background = if (verb == "gpu_search") "use gpu_search(background = TRUE)" else "each fit is already in a process of its own",
+    max_restarts = "a fit's worker is not restarted", strategy = "each worker has its own device",
+    backup_dir = "each fit is short-lived in its worker", signals = "workers are ended by the session",
+    callbacks = "Python callbacks cannot be carried to the workers"
+  )
+  refused <- intersect(names, names(set_by_worker))
+  if (length(refused)) {
+    gpukeras_abort(
+      c(sprintf("`%s` cannot be given to %s(): %s.", refused[1], verb, set_by_worker[[refused[1]]])),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  python <- names[vapply(args, inherits, logical(1), "python.builtin.object")]
+  if (length(python)) {
+    not_carriable(
+      sprintf("`%s` (a Python object)", python[1]),
+      "Give it as R values (a schedule from lr_exponential() and friends), or make it inside model_fn.",
+      call = call
+    )
+  }
+  args
+}
+
+# R data (as read_training_data() read it) for workers: the encoding, the rows, the
+# labels to stratify by, and the .npy files carry_data() writes in `dir`.
+many_data <- function(data, dir, verb, call = caller_env()) {
+  if (data$kind != "r") {
+    gpukeras_abort(
+      c(
+        sprintf("%s() needs the rows in memory, to split them: give R data, list(x = , y = ), not a dataset.", verb),
+        "A gpu_dataset() of files cannot be split by rows; read the data into R first."
+      ),
+      "gpukeras_error_bad_data",
+      call = call
+    )
+  }
+  list(
+    encoding = fit_encoding(data, call = call),
+    rows = training_rows(data),
+    y = data$y,
+    levels = label_levels(data),
+    files = carry_data(data, dir, "data", call = call)
+  )
+}
+
+# The seed of a fold or a trial, from the run's seed and its number (the core's rule,
+# the same on every machine).
+derived_seed <- function(seed, number) {
+  as.integer(core_call("search_seed", seed = as.integer(seed), number = as.integer(number)))
+}
+
+# A seed for a run given none: chosen here (from the clock, leaving R's random numbers as
+# they are) and recorded, so any fit can be repeated.
+chosen_seed <- function(seed) {
+  seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
+}

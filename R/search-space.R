@@ -1,0 +1,172 @@
+#' A search space for gpu_search()
+#'
+#' Each function describes the values one hyperparameter may take; a named
+#' list of them is [gpu_search()]'s `space`. Optuna's sampler draws each
+#' trial's values from them.
+#'
+#' * `search_int(lower, upper)`: a whole number from `lower` to `upper`
+#'   (both included); `log = TRUE` draws on a log scale (for sizes such as
+#'   units, from 16 to 256, where 16 to 32 matters as much as 128 to 256).
+#' * `search_float(lower, upper)`: a number in that range; `log = TRUE` for
+#'   rates (a learning rate from 1e-4 to 1e-1).
+#' * `search_choice(...)`: one of the values given (strings, numbers or
+#'   `TRUE`/`FALSE`), e.g. `search_choice("adam", "sgd")`.
+#'
+#' A space that cannot be searched (a lower bound above the upper, a log scale
+#' with a bound at or below 0, a choice of nothing, a value that is not one
+#' number) is a `gpukeras_error_bad_argument` error at once, before any
+#' process starts.
+#'
+#' @param lower,upper The range's bounds (included).
+#' @param log Draw on a log scale: the bounds must then be above 0.
+#' @param ... The values to choose from: each one string, number or logical.
+#' @return An object of class `gpukeras_search_param`.
+#' @seealso [gpu_search()]
+#' @export
+#' @examples
+#' space <- list(
+#'   units = search_int(16, 256, log = TRUE),
+#'   dropout = search_float(0, 0.5),
+#'   optimizer = search_choice("adam", "sgd")
+#' )
+#' space
+search_int <- function(lower, upper, log = FALSE) {
+  call <- current_env()
+  check_bound(lower, "lower", whole = TRUE, call = call)
+  check_bound(upper, "upper", whole = TRUE, call = call)
+  check_flag(log, call = call)
+  check_range(lower, upper, log, call)
+  new_search_param(list(type = "int", lower = as.integer(lower), upper = as.integer(upper), log = log))
+}
+
+#' @rdname search_int
+#' @export
+search_float <- function(lower, upper, log = FALSE) {
+  call <- current_env()
+  check_bound(lower, "lower", call = call)
+  check_bound(upper, "upper", call = call)
+  check_flag(log, call = call)
+  check_range(lower, upper, log, call)
+  new_search_param(list(type = "float", lower = as.numeric(lower), upper = as.numeric(upper), log = log))
+}
+
+#' @rdname search_int
+#' @export
+search_choice <- function(...) {
+  call <- current_env()
+  choices <- list(...)
+  if (!length(choices)) {
+    gpukeras_abort(
+      c("search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  for (i in seq_along(choices)) {
+    value <- choices[[i]]
+    if (!(is.character(value) || is.numeric(value) || is.logical(value)) || length(value) != 1L || is.na(value)) {
+      gpukeras_abort(
+        c(
+          sprintf("Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.", i, describe(value)),
+          "For a vector of values, spread it: do.call(search_choice, as.list(values))."
+        ),
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+  }
+  if (anyDuplicated(choices)) {
+    gpukeras_abort(
+      sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]])),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  new_search_param(list(type = "choice", choices = choices, log = FALSE))
+}
+
+new_search_param <- function(spec) structure(spec, class = "gpukeras_search_param")
+
+check_bound <- function(x, arg, whole = FALSE, call = caller_env()) {
+  ok <- is.numeric(x) && length(x) == 1L && is.finite(x) && (!whole || x == round(x)) &&
+    (!whole || abs(x) <= .Machine$integer.max)
+  if (!ok) {
+    gpukeras_abort(
+      sprintf("`%s` must be one finite %s, not %s.", arg, if (whole) "whole number" else "number", describe(x)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  invisible(x)
+}
+
+check_range <- function(lower, upper, log, call) {
+  if (lower > upper) {
+    gpukeras_abort(
+      sprintf("`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.", format(lower), format(upper)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (log && lower <= 0) {
+    gpukeras_abort(
+      c(
+        sprintf("A log scale needs bounds above 0, and `lower` is %s.", format(lower)),
+        "Raise `lower` (e.g. 1e-5 for a rate), or use log = FALSE."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+#' @export
+format.gpukeras_search_param <- function(x, ...) {
+  if (x$type == "choice") {
+    return(sprintf("one of %s", paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")))
+  }
+  sprintf("%s from %s to %s%s", if (x$type == "int") "a whole number" else "a number", format(x$lower), format(x$upper), if (x$log) " (log scale)" else "")
+}
+
+#' @export
+print.gpukeras_search_param <- function(x, ...) {
+  cat("<gpukeras_search_param>", format(x), "\n")
+  invisible(x)
+}
+
+# `space` checked: a named list of search_*() values, names unique and not empty.
+check_space <- function(space, call = caller_env()) {
+  usage <- "Give `space` as a named list: list(units = search_int(16, 256), dropout = search_float(0, 0.5))."
+  if (!is.list(space) || inherits(space, "gpukeras_search_param")) {
+    gpukeras_abort(c(sprintf("`space` must be a named list of search_int(), search_float() or search_choice() values, not %s.", describe(space)), usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  names <- rlang::names2(space)
+  if (any(names == "") || anyDuplicated(names)) {
+    gpukeras_abort(c("Every element of `space` needs a name of its own: the parameter model_fn(params) reads.", usage),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  bad <- !vapply(space, inherits, logical(1), "gpukeras_search_param")
+  if (any(bad)) {
+    gpukeras_abort(
+      c(sprintf("`space$%s` is %s, not a search_int(), search_float() or search_choice() value.", names[bad][1], describe(space[bad][[1]])),
+        "A fixed value belongs in model_fn itself, or as a choice of one: search_choice(value)."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  space
+}
+
+# The space as the core takes it (a dict of plain specs).
+space_to_plain <- function(space) {
+  lapply(space, function(param) {
+    spec <- unclass(param)
+    if (spec$type == "choice") spec$choices <- unname(spec$choices)
+    spec
+  })
+}

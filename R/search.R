@@ -1,0 +1,384 @@
+#' Search a model's hyperparameters on Optuna, each trial in a fresh process
+#'
+#' Runs `trials` fits of `model_fn(params)`, each `params` drawn from `space`
+#' by Optuna's sampler, each fit in a fresh worker process on its own device
+#' (as in [gpu_cv()]), and keeps the best. Poor trials are stopped early by
+#' Optuna's pruner from their epoch-by-epoch objective. The study is stored,
+#' so a search that was stopped resumes with the same call, and several
+#' machines can share one.
+#'
+#' @section The objective:
+#' `objective` names a value of the fit's history, as Keras logs it:
+#' `"val_loss"` (the default), `"val_accuracy"`, `"loss"`, ... A trial's value
+#' is the objective at its last epoch; it is reported after every epoch, and
+#' the pruner compares those reports with the other trials' at the same epoch.
+#' `direction = "auto"` maximizes accuracy, AUC, precision, recall, F1, R2 and
+#' IoU and minimizes anything else (losses, errors). A `val_` objective needs
+#' validation data: `validation_data = list(x = , y = )` in `...`, or else 20 %
+#' of the rows are held out (stratified by class for class labels, drawn with
+#' `seed`) and every trial validates on them (`$validation` says which).
+#' A trial whose objective is not finite (a NaN loss) fails: it is never best.
+#'
+#' @section Sampling and pruning:
+#' Optuna does both; gpukeras adds neither. `sampler`: `"tpe"` (Optuna's
+#' Tree-structured Parzen Estimator, the default), `"random"` or `"grid"`
+#' (every combination of [search_choice()] values and whole numbers of
+#' [search_int()] ranges). `pruner`: `"median"` (stop a trial whose
+#' objective at an epoch is worse than the median of earlier trials at that
+#' epoch, once 5 trials have run and after its first epoch), `"hyperband"`,
+#' `"asha"` (successive halving) or `"none"`.
+#'
+#' @section Storage and resuming:
+#' The study lives in an SQLite file (`search.db`) in the folder `storage`
+#' (created when missing; a folder in [tempdir()] when `NULL`), with the best
+#' trial's model (`models/`), or in the database an SQLAlchemy URL names:
+#' `"sqlite:////path/file.db"`, or `"postgresql://user:password@host:port/db"`
+#' (with `install_gpukeras(extras = "postgresql")`), which several machines
+#' can share: each runs the same `gpu_search()` call and they split the
+#' `trials` between them, no trial run twice. The same call on the same
+#' storage resumes: trials that ended are not run again, and trials a stopped
+#' search left running (its R session was killed, its machine restarted) are
+#' run again with their parameters (`$interrupted` lists them). Another
+#' `space`, `model_fn`, objective, data or `...` on the same storage and
+#' `study` is a `gpukeras_error_search_mismatch` error.
+#'
+#' @section Failures:
+#' A trial that fails (out of memory, a NaN loss, its worker process killed)
+#' is recorded as `"failed"` with its reason, and the search goes on. An error
+#' in the first trial to end, before any trial completed, that is not one of
+#' those (a bug in `model_fn`, an objective the logs lack) stops the search
+#' with that error: every trial would meet it.
+#'
+#' @section Repeating a trial:
+#' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-
+#' model_fn(params)` and `gpu_fit(model, <training rows>, validation_data =
+#' <validation rows>, seed = seed, ...)` with its `params` and `seed` from
+#' `$trials`: run by hand the same way it gives the same objective (exactly on
+#' a CPU, and on a GPU with `gpu_setup(deterministic = TRUE)`).
+#'
+#' @inheritSection gpu_cv Workers
+#' @param model_fn A function of one argument, `params` (a named list with a
+#'   value for each element of `space`), that returns a compiled Keras model.
+#' @param data R data as [gpu_fit()] takes it, `list(x = , y = )`.
+#' @param space A named list of [search_int()], [search_float()] and
+#'   [search_choice()] values. Arguments of `...` given as such values are
+#'   searched too (`batch_size = search_choice(32, 64, 128)`) and passed to
+#'   `gpu_fit()`, not to `model_fn`.
+#' @param trials How many trials the study runs in all, counting those that
+#'   ended before a resume and those other machines run.
+#' @param objective The logged value to optimize (see The objective).
+#' @param direction `"auto"`, `"minimize"` or `"maximize"`.
+#' @param sampler,pruner Optuna's sampler and pruner (see Sampling and pruning).
+#' @param storage `NULL`, a folder, or a database URL (see Storage and resuming).
+#' @param study The study's name in the storage.
+#' @param seed A whole number: the sampler's seed, the held-out rows, and each
+#'   trial's seed (derived from it and the trial's number); `NULL` chooses one.
+#' @param devices,workers,workers_per_device Where the trials run (see Workers).
+#' @param background Run the search in a background R process and return a
+#'   job at once: [gpu_job_status()] shows the trials done and the best so
+#'   far, [gpu_job_wait()] returns the search, and [gpu_job_cancel()] stops it
+#'   and keeps the study (the same call resumes it).
+#' @param ... [gpu_fit()]'s arguments for every trial (`epochs`, `batch_size`,
+#'   `validation_data`, `class_weight`, ...), fixed or searched.
+#' @return An object of class `gpukeras_search` (with `background = TRUE`, a
+#'   `gpukeras_search_job`), a list with
+#'   * `trials`: a data.frame with a row per trial: `number`, a column per
+#'     parameter, `value` (the objective), `state` (`"complete"`, `"pruned"` or
+#'     `"failed"`; `"running"` for another machine's), `reason` (why it failed),
+#'     `seconds`, `device`, `seed` and `epochs` (epochs trained);
+#'   * `best`: `params`, `value`, `number` and `path`, the best trial's trained
+#'     model saved as [gpu_save()] saves it (`gpu_load(search$best$path)`
+#'     scores new data, encoding it as the training data was); `NULL` before
+#'     any trial completed;
+#'   * `objective`, `direction`, `storage`, `study`, `seed`, `validation` (how
+#'     the trials were validated), `interrupted` and `workers`.
+#'
+#'   It has `print()` and `plot()` (the objective over the trials and the
+#'   best so far) methods.
+#' @seealso [gpu_cv()], [search_int()]
+#' @export
+#' @examples
+#' if (!is.null(gpukeras_python()) && reticulate::py_module_available("optuna")) {
+#'   model_fn <- function(params) {
+#'     keras <- gpu_keras()
+#'     model <- keras$Sequential(list(
+#'       keras$Input(shape = 4),
+#'       keras$layers$Dense(params$units, activation = "relu"),
+#'       keras$layers$Dense(3, activation = "softmax")
+#'     ))
+#'     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'     model
+#'   }
+#'   search <- gpu_search(
+#'     model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+#'     space = list(units = search_int(4, 32, log = TRUE)),
+#'     trials = 2, epochs = 1, seed = 1
+#'   )
+#'   search
+#' }
+gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss", direction = "auto",
+                       sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",
+                       seed = NULL, devices = "all", workers = NULL, workers_per_device = "auto",
+                       background = FALSE, ...) {
+  call <- current_env()
+  model_digest <- if (is.function(model_fn)) paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
+  model_fn <- check_model_fn(model_fn, 1L, call = call)
+  if (missing(space)) {
+    gpukeras_abort("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).", "gpukeras_error_bad_argument", call = call)
+  }
+  space <- check_space(space, call = call)
+  fit_args <- check_fit_args(list(...), "gpu_search", call = call)
+  searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
+  both <- intersect(names(space), names(fit_args)[searched])
+  if (length(both)) {
+    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
+  }
+  full_space <- c(space, fit_args[searched])
+  if (!length(full_space)) {
+    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
+  }
+  check_count(trials, call = call)
+  check_string(objective, call = call)
+  direction <- check_choice(direction, c("auto", "minimize", "maximize"), call = call)
+  sampler <- check_choice(sampler, c("tpe", "random", "grid"), call = call)
+  pruner <- check_choice(pruner, c("median", "hyperband", "asha", "none"), call = call)
+  check_string(study, call = call)
+  seed <- chosen_seed(check_seed(seed, call = call))
+  check_devices(devices, call = call)
+  if (!is.null(workers)) check_count(workers, call = call)
+  workers_per_device <- check_workers_per_device(workers_per_device, call = call)
+  check_flag(background, call = call)
+  storage <- search_storage(storage, call)
+  data <- read_training_data(data, missing(data), call = call)
+  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  if (background) {
+    return(search_in_background(environment()))
+  }
+
+  dir <- tempfile("gpukeras-search-")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  carried <- many_data(data, dir, "gpu_search", call = call)
+  validation <- search_validation(fit_args$validation_data, objective, data, seed, dir, call)
+  fit_args$validation_data <- NULL
+  request <- list(
+    space = space_to_plain(full_space), model_fn = model_digest, objective = objective,
+    data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
+    fit = lapply(fit_args[!searched], function(value) paste(deparse(value), collapse = ""))
+  )
+  opened <- core_call(
+    "search_open",
+    storage = storage$url, study = study, space = space_to_plain(full_space), request = request,
+    trials = as.integer(trials), objective = objective, direction = direction, sampler = sampler,
+    pruner = pruner, seed = seed, error_call = call
+  )
+  plan <- worker_plan(devices, workers, workers_per_device, call = call)
+  pool <- new_worker_pool(plan, dir)
+  running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
+  on.exit(
+    {
+      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()), why = "its search stopped")
+      worker_close(pool)
+    },
+    add = TRUE, after = FALSE
+  )
+  state <- new.env(parent = emptyenv())
+  state$completed <- 0L
+  state$seen <- Sys.time()
+  dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
+  next_task <- function() {
+    asked <- core_call("search_ask", search = opened, error_call = call)
+    if (is.null(asked)) {
+      return(NULL)
+    }
+    params <- asked$params
+    list(
+      model_fn = model_fn, params = params[names(space)], seed = asked$seed, data = carried$files,
+      train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
+      validation = validation$files,
+      fit = c(fit_args[!searched], params[names(fit_args)[searched]]),
+      trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
+      save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
+      plan_memory = identical(workers_per_device, "auto") && !is.null(plan$slots[[1]]$visible)
+    )
+  }
+  on_end <- function(ended) {
+    told <- search_tell(opened, ended, pool$slots[[ended$slot]]$device, objective)
+    if (told$state == "complete") state$completed <- state$completed + 1L
+    if (!is.null(told$abort) && state$completed == 0L) {
+      gpukeras_abort(
+        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$abort$message),
+          "The search stopped: every trial would meet this. The study keeps the trial as failed."),
+        unique(c(setdiff(told$abort$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
+        call = call
+      )
+    }
+    many_grow(pool, ended, ended$result)
+    list()
+  }
+  on_wait <- function() {
+    if (as.numeric(difftime(Sys.time(), state$seen, units = "secs")) >= 20 && length(running())) {
+      core_call("search_seen", search = opened, numbers = as.list(running()))
+      state$seen <- Sys.time()
+    }
+  }
+  worker_run(pool, on_end = on_end, next_task = next_task, on_wait = on_wait)
+  new_gpukeras_search(core_call("search_trials", search = opened), names(full_space), storage, study, seed, objective, validation, pool$plan)
+}
+
+# `storage` as the study's database URL and the folder for the best model.
+search_storage <- function(storage, call) {
+  if (is.null(storage)) {
+    storage <- tempfile("gpukeras-search-study-")
+  }
+  check_string(storage, call = call)
+  if (grepl("^[a-z][a-z0-9+]*://", storage)) {
+    return(list(url = storage, folder = NULL, models = file.path(tempdir(), "gpukeras-search-models")))
+  }
+  folder <- normalizePath(path.expand(storage), mustWork = FALSE)
+  if (!dir.exists(folder) && !dir.create(folder, recursive = TRUE, showWarnings = FALSE)) {
+    gpukeras_abort(
+      sprintf("The folder `storage` (%s) could not be created: give a folder you can write to, or a database URL.", folder),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  list(url = paste0("sqlite:///", file.path(folder, "search.db")), folder = folder, models = file.path(folder, "models"))
+}
+
+# How trials validate: the validation data given (carried as .npy files), or, for a val_
+# objective without it, 20 % of the rows held out (stratified for class labels).
+search_validation <- function(validation_data, objective, data, seed, dir, call) {
+  if (!is.null(validation_data)) {
+    validation <- with_training_encoding(fit_data(validation_data, "validation_data", call = call), data)
+    return(list(files = carry_data(validation, dir, "validation", call = call), description = "the validation_data given"))
+  }
+  if (!startsWith(objective, "val_")) {
+    return(list(description = "none"))
+  }
+  rows <- training_rows(data)
+  held <- withr::with_seed(seed, {
+    fold <- if (is_class_labels(data$y)) stratified_folds(class_of_rows(data$y), 5L) else sample(rep_len(1:5, rows))
+    which(fold == 1L)
+  })
+  list(
+    rows = held, train_rows = setdiff(seq_len(rows), held),
+    description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, if (is_class_labels(data$y)) ", stratified" else "", seed)
+  )
+}
+
+# Tell the study how trial `ended` ended; `abort` is the error to stop the search with
+# when it is not a trial's own failure (a crash, out of memory, a NaN loss).
+search_tell <- function(search, ended, device, objective) {
+  result <- ended$result
+  number <- ended$task$trial$number
+  tell <- function(state, value = NULL, reason = NULL) {
+    core_call("search_tell", search = search, number = number, state = state, value = value, reason = reason, seconds = ended$seconds, device = device)
+  }
+  if (!is.null(result$error)) {
+    tell("failed", reason = first_line(result$error$message))
+    own_failure <- isTRUE(result$error$crashed) || "gpukeras_error_out_of_memory" %in% result$error$class
+    return(list(state = "failed", abort = if (!own_failure) result$error))
+  }
+  pruning <- result$pruning
+  if (!is.null(pruning$missing)) {
+    message <- sprintf("the objective \"%s\" is not among the logged values (%s).", objective, paste(unlist(pruning$missing), collapse = ", "))
+    tell("failed", reason = message)
+    return(list(state = "failed", abort = list(class = "gpukeras_error_bad_argument", message = paste(message, "Give `objective` one of them."))))
+  }
+  if (isTRUE(pruning$pruned)) {
+    return(list(state = tell("pruned")))
+  }
+  values <- unlist(pruning$values)
+  list(state = tell("complete", value = if (length(values)) values[length(values)] else NA_real_))
+}
+
+first_line <- function(message) strsplit(message, "\n", fixed = TRUE)[[1]][1]
+
+new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan) {
+  table <- data.frame(number = as.integer(unlist(trials$number)))
+  for (name in names) table[[name]] <- simplify_column(trials$params[[name]])
+  for (column in c("value", "state", "reason", "seconds", "device", "seed", "epochs")) {
+    table[[column]] <- simplify_column(trials[[column]])
+  }
+  best <- NULL
+  if (!is.null(trials$best)) {
+    row <- which(table$number == trials$best)
+    path <- file.path(storage$models, sprintf("trial-%d.keras", trials$best))
+    best <- list(
+      number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
+      path = if (file.exists(path)) path else NA_character_
+    )
+    keep_best_model(storage$models, path)
+  }
+  structure(
+    list(
+      trials = table, best = best, objective = objective, direction = trials$direction,
+      storage = storage$folder %||% storage$url, study = study, seed = seed,
+      validation = validation$description, interrupted = as.integer(unlist(trials$interrupted)), workers = plan
+    ),
+    class = "gpukeras_search"
+  )
+}
+
+# A list column from the core (NULL for missing) as an R vector with NA.
+simplify_column <- function(values) {
+  values <- lapply(values, function(value) if (is.null(value)) NA else value)
+  unlist(values)
+}
+
+# Only the best trial's model stays in the study's folder: the others' go.
+keep_best_model <- function(folder, best) {
+  saved <- list.files(folder, pattern = "^trial-[0-9]+[.](keras|gpukeras[.]json)$", full.names = TRUE)
+  keep <- c(best, sub("[.]keras$", ".gpukeras.json", best))
+  unlink(setdiff(saved, keep))
+}
+
+#' @export
+format.gpukeras_search <- function(x, ...) {
+  states <- table(factor(x$trials$state, levels = c("complete", "pruned", "failed", "running", "waiting")))
+  states <- states[states > 0]
+  best <- if (is.null(x$best)) {
+    "Best:       none yet (no trial completed)"
+  } else {
+    c(
+      sprintf("Best:       trial %d, %s = %.5g", x$best$number, x$objective, x$best$value),
+      sprintf("            %s", paste(sprintf("%s = %s", names(x$best$params), vapply(x$best$params, function(v) format(v, digits = 4), "")), collapse = ", ")),
+      if (!is.na(x$best$path)) sprintf("            model: %s (gpu_load() it)", x$best$path)
+    )
+  }
+  c(
+    sprintf("<gpukeras_search> %d trials (%s), %s %s", nrow(x$trials), paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "), x$direction, x$objective),
+    best,
+    sprintf("Validation: %s", x$validation),
+    sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
+    if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
+  )
+}
+
+#' @export
+print.gpukeras_search <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}
+
+#' @export
+plot.gpukeras_search <- function(x, ...) {
+  trials <- x$trials[order(x$trials$number), ]
+  done <- trials$state %in% c("complete", "pruned") & is.finite(trials$value)
+  if (!any(done)) {
+    graphics::plot.new()
+    graphics::title(main = "No trial has a value yet")
+    return(invisible(x))
+  }
+  values <- ifelse(trials$state == "complete", trials$value, NA)
+  best <- if (x$direction == "maximize") cummax(ifelse(is.na(values), -Inf, values)) else cummin(ifelse(is.na(values), Inf, values))
+  best[!is.finite(best)] <- NA
+  graphics::plot(
+    trials$number[done], trials$value[done], pch = ifelse(trials$state[done] == "pruned", 1, 19),
+    xlab = "trial", ylab = x$objective, main = sprintf("%s over the trials", x$objective), ...
+  )
+  graphics::lines(trials$number, best, type = "s", lty = 1)
+  graphics::legend("topright", c("complete", "pruned (last epoch reported)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n")
+  invisible(x)
+}

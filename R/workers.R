@@ -1,0 +1,286 @@
+# Worker processes for gpu_cv() and gpu_search(): every fit in a fresh R process that
+# sees its own device alone, so nothing carries from one fit to the next (weights,
+# compiled functions, memory), a crash takes one fit, and a fit's device memory goes
+# back when its process ends. The session itself starts no runtime: it holds no device
+# memory.
+#
+# A pool has slots (tools/workers.py decides them: a device each, or several on one
+# GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile (R,
+# gpukeras, Python and Keras started, no runtime), so a fit waits for no start-up. Each
+# process has a folder in the pool's: it waits there for task.rds, writes result.rds,
+# and ends. The pool's folder holds the data once, as .npy files the workers memory-map.
+
+# The slots for `devices`, `workers` and `workers_per_device`, as the core plans them.
+worker_plan <- function(devices, workers, workers_per_device, call = caller_env()) {
+  core_call(
+    "workers_plan",
+    devices = if (identical(devices, "all")) devices else as.list(as.integer(devices)),
+    workers = workers, per_device = workers_per_device, error_call = call
+  )
+}
+
+check_devices <- function(devices, call = caller_env()) {
+  ok <- identical(devices, "all") ||
+    (is.numeric(devices) && length(devices) >= 1L && !anyNA(devices) && all(devices >= 0) &&
+      all(devices == round(devices)) && !anyDuplicated(devices))
+  if (!ok) {
+    gpukeras_abort(
+      c(
+        sprintf("`devices` must be \"all\" or GPU indices (whole numbers >= 0, each once), not %s.", describe(devices)),
+        "gpu_devices() lists the GPUs; devices = \"all\" uses every one (or the CPU where there is none)."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  devices
+}
+
+check_workers_per_device <- function(x, call = caller_env()) {
+  check_auto_count(x, "workers_per_device", call = call)
+}
+
+# The environment of a worker on `slot`: the session's Python and Keras backend, its GPU
+# alone, and memory that grows as the fit needs it (JAX would take 75 % of the GPU at
+# start, TensorFlow all of it, leaving nothing to a second worker).
+worker_env <- function(slot) {
+  c(
+    callr::rcmd_safe_env(),
+    GPUKERAS_PYTHON = reticulate::py_config()$python,
+    KERAS_BACKEND = core_call("keras_backend"),
+    if (!is.null(slot$visible)) {
+      c(CUDA_VISIBLE_DEVICES = slot$visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")
+    }
+  )
+}
+
+new_worker_pool <- function(plan, dir) {
+  pool <- new.env(parent = emptyenv())
+  pool$plan <- plan
+  pool$slots <- plan$slots
+  pool$dir <- dir
+  pool$next_id <- 0L
+  pool$ready <- vector("list", length(plan$slots))
+  pool$busy <- vector("list", length(plan$slots))
+  pool$setup <- the$setup_args
+  pool
+}
+
+# A fresh process for slot `i`, waiting in a folder of its own for its task.
+worker_start <- function(pool, i) {
+  pool$next_id <- pool$next_id + 1L
+  dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
+  dir.create(dir)
+  process <- job_process(
+    "worker_wait", list(dir, Sys.getpid()),
+    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
+    env = worker_env(pool$slots[[i]])
+  )
+  list(dir = dir, process = process, slot = i)
+}
+
+# Give `task` to slot `i` (free): its ready process takes it, and the slot readies the next.
+worker_submit <- function(pool, i, task, call = caller_env()) {
+  worker <- pool$ready[[i]] %||% worker_start(pool, i)
+  pool$ready[i] <- list(NULL)
+  task$setup <- pool$setup
+  task$device <- pool$slots[[i]]$device
+  write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
+  worker$task <- task
+  worker$started <- Sys.time()
+  pool$busy[[i]] <- worker
+  pool$ready[[i]] <- worker_start(pool, i)
+  invisible(worker)
+}
+
+# The slots with no fit running.
+worker_free <- function(pool) {
+  which(vapply(pool$busy, is.null, logical(1)))
+}
+
+# The fits that ended since the last call: each a list with `task`, `slot`, `seconds` and
+# the worker's `result` (its own, or, for a process that died, an `error` with the cause
+# and its stderr's last lines). Their slots are free again.
+worker_collect <- function(pool) {
+  ended <- list()
+  for (i in seq_along(pool$busy)) {
+    worker <- pool$busy[[i]]
+    if (is.null(worker)) next
+    result_file <- file.path(worker$dir, "result.rds")
+    alive <- worker$process$is_alive()
+    if (alive && !file.exists(result_file)) next
+    if (alive) worker$process$wait(5000L)
+    result <- read_rds_or_null(result_file) %||% worker_crash(worker)
+    ended[[length(ended) + 1L]] <- list(
+      task = worker$task, slot = i, result = result,
+      seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
+    )
+    pool$busy[i] <- list(NULL)
+    unlink(worker$dir, recursive = TRUE)
+  }
+  ended
+}
+
+# What a worker that ended without a result died of.
+worker_crash <- function(worker) {
+  status <- worker$process$get_exit_status()
+  stderr <- tryCatch(utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character())
+  list(error = list(
+    class = "gpukeras_error_worker_lost",
+    message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
+    crashed = TRUE
+  ))
+}
+
+# Raise the slots on GPU `device` to `count` workers (per_device = "auto", once a fit's
+# memory plan says so).
+worker_grow <- function(pool, device, count) {
+  on_device <- which(vapply(pool$slots, function(slot) identical(slot$device, device), logical(1)))
+  extra <- count - length(on_device)
+  if (extra <= 0L || !length(on_device)) {
+    return(invisible(0L))
+  }
+  template <- pool$slots[[on_device[1]]]
+  pool$slots <- c(pool$slots, rep(list(template), extra))
+  pool$busy <- c(pool$busy, vector("list", extra))
+  pool$ready <- c(pool$ready, vector("list", extra))
+  invisible(extra)
+}
+
+# End every process of the pool and remove its folder (the data's .npy files too).
+worker_close <- function(pool) {
+  for (worker in c(pool$busy, pool$ready)) {
+    if (!is.null(worker)) worker$process$kill_tree()
+  }
+  unlink(pool$dir, recursive = TRUE)
+  invisible()
+}
+
+# Run `tasks` (a list) on the pool; `on_end(ended)` is called for each fit as it ends and
+# may return tasks to add. `next_task()` (optional) gives further tasks while slots are
+# free (NULL when there is none now). Returns when nothing is left to run.
+worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL, on_wait = function() NULL) {
+  repeat {
+    for (i in worker_free(pool)) {
+      task <- if (length(tasks)) {
+        first <- tasks[[1]]
+        tasks <- tasks[-1]
+        first
+      } else {
+        next_task()
+      }
+      if (is.null(task)) break
+      worker_submit(pool, i, task)
+    }
+    if (length(worker_free(pool)) == length(pool$busy)) break
+    on_wait()
+    Sys.sleep(0.05)
+    for (ended in worker_collect(pool)) {
+      tasks <- c(tasks, on_end(ended))
+    }
+  }
+  invisible()
+}
+
+# --- In the worker process -------------------------------------------------------------
+
+# Start Python and import Keras (no runtime: no devices, no memory), then wait for the
+# task; a session that ends first takes the waiting process with it.
+worker_wait <- function(dir, parent) {
+  core()
+  reticulate::import("keras")
+  task_file <- file.path(dir, "task.rds")
+  while (!file.exists(task_file)) {
+    if (!process_alive(parent)) quit(save = "no", status = 0)
+    Sys.sleep(0.02)
+  }
+  worker_task(dir, readRDS(task_file))
+}
+
+# One fit: the session's gpu_setup(), the seed, model_fn's model, gpu_fit() on the task's
+# rows, then what the task asks of the trained model. Any error is the result's `error`.
+worker_task <- function(dir, task) {
+  result <- tryCatch(
+    {
+      if (!is.null(task$setup)) do.call(gpu_setup, task$setup[setdiff(names(task$setup), "devices")])
+      core_call("start")
+      reticulate::import("keras")$utils$set_random_seed(task$seed)
+      model <- worker_model(task)
+      take <- function(rows) worker_rows(task$data, rows)
+      validation <- if (!is.null(task$validation_rows)) take(task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
+      pruning <- if (!is.null(task$trial)) {
+        core_call(
+          "search_pruning_callback",
+          storage = task$trial$storage, study = task$trial$study, trial_id = task$trial$trial_id,
+          objective = task$trial$objective, pruner = task$trial$pruner
+        )
+      }
+      plan <- worker_memory_plan(task, model)
+      fit <- do.call(gpu_fit, c(
+        list(
+          model = model, data = take(task$train_rows), validation_data = validation, seed = task$seed,
+          verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(pruning)) list(pruning))
+        ),
+        task$fit[setdiff(names(task$fit), "callbacks")]
+      ))
+      result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
+      if (!is.null(task$test_rows)) result <- c(result, worker_score(model, take(task$test_rows), task$batch_size))
+      if (!is.null(pruning)) {
+        result$pruning <- core_call("search_pruning_outcome", callback = pruning)
+        complete <- !result$pruning$pruned && is.null(result$pruning$missing)
+        if (complete && !is.null(task$save_path)) {
+          fit$encoding <- task$encoding
+          gpu_save(fit, task$save_path, overwrite = TRUE)
+          result$path <- task$save_path
+        }
+      }
+      result
+    },
+    error = function(e) list(error = list(class = class(e), message = conditionMessage(e)))
+  )
+  write_rds_atomic(result, file.path(dir, "result.rds"), "The fit's result (result.rds)")
+  invisible()
+}
+
+# model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.
+worker_model <- function(task) {
+  model_fn <- worker_function(task$model_fn)
+  model <- if (is.null(task$params)) model_fn() else model_fn(task$params)
+  if (!inherits(model, "python.builtin.object") || !reticulate::py_has_attr(model, "fit")) {
+    gpukeras_abort(
+      sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
+      "gpukeras_error_bad_model"
+    )
+  }
+  model
+}
+
+# The rows `rows` (R's row numbers) of the data in `files` (carry_data()'s .npy files,
+# memory-mapped), each one NumPy copy in C order: gpu_fit() takes NumPy data as it is.
+worker_rows <- function(files, rows) {
+  numpy <- reticulate::import("numpy", convert = FALSE)
+  index <- numpy$asarray(as.list(as.integer(rows) - 1L), dtype = "int64")
+  take <- function(path) numpy$ascontiguousarray(numpy$take(numpy$load(path, mmap_mode = "r"), index, axis = 0L))
+  x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, take), convert = FALSE)) else take(files$x)
+  c(list(x = x, y = if (!is.null(files$y)) take(files$y)), if (!is.null(files$sample_weight)) list(sample_weight = take(files$sample_weight)))
+}
+
+# With workers_per_device = "auto" on a GPU: the fit's planned peak memory (MiB), by
+# which the session decides whether more workers fit that GPU; NULL otherwise.
+worker_memory_plan <- function(task, model) {
+  if (!isTRUE(task$plan_memory)) {
+    return(NULL)
+  }
+  tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
+}
+
+# The held-out rows' metrics (as Keras names them) and predictions (each output an array).
+worker_score <- function(model, held_out, batch_size) {
+  batch_size <- as.integer(batch_size %||% 32L)
+  metrics <- model$evaluate(
+    held_out$x, held_out$y, sample_weight = held_out$sample_weight,
+    batch_size = batch_size, verbose = 0L, return_dict = TRUE
+  )
+  predicted <- model$predict(held_out$x, batch_size = batch_size, verbose = 0L)
+  list(metrics = lapply(metrics, as.numeric), predictions = predicted)
+}

@@ -1,0 +1,492 @@
+"""gpu_search()'s study: Optuna's sampler, pruner and storage, asked and told from R.
+
+Optuna does the searching: its samplers (TPE by default, random, grid) choose each
+trial's parameters, its pruners (median by default, Hyperband, successive halving)
+judge a trial's epoch-by-epoch objective, and its RDB storage (an SQLite file, or a
+PostgreSQL server that several machines share) keeps the study. gpukeras writes no
+sampler or pruner. What it adds:
+
+- the request declared once: the study's ``gpukeras_request`` attribute holds the
+  space, the model function's digest, the objective and its direction, so the same
+  call on the same storage resumes, and a different one is refused (``open_study``);
+- a budget shared by every process on the storage: ``trials`` counts the study's
+  trials in the order the storage numbered them, so two machines asking at once
+  never run more than the budget between them (``ask``);
+- trials a dead search left running are marked failed ("interrupted") and their
+  parameters asked again, so a resumed search retries them and runs no finished
+  one twice. A search owns its running trials by host and process id, and touches
+  them every ``SEEN_SECONDS``; a trial of this host whose process is gone, or of
+  another host unseen for ``STALE_SECONDS``, is interrupted;
+- pruning in the process that trains: ``pruning_callback`` reports the objective
+  after each epoch through the storage and stops training when the pruner says so.
+
+Optuna's own INFO lines ("Trial 3 finished ...") are silenced during these calls
+only; the user's Optuna logging settings are given back after each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from gpukeras.core.compat import optuna_trial_id
+from gpukeras.core.errors import BadArgumentError, GpukerasError
+
+# A running trial is touched this often by the search that runs it, and is taken
+# for interrupted when a search on another host finds it untouched for STALE_SECONDS.
+SEEN_SECONDS = 20.0
+STALE_SECONDS = 120.0
+# SQLite waits this long for another process's write lock instead of failing
+# ("database is locked") when workers report epochs while the search asks and tells.
+SQLITE_TIMEOUT_SECONDS = 60
+# Objectives that are better when higher (``direction = "auto"``); others are minimized.
+MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
+
+REQUEST_ATTR = "gpukeras_request"
+OWNER_ATTR = "gpukeras_owner"
+SEEN_ATTR = "gpukeras_seen"
+UNCOUNTED_ATTR = "gpukeras_uncounted"
+REASON_ATTR = "gpukeras_reason"
+RETRY_OF_ATTR = "gpukeras_retry_of"
+SEED_ATTR = "gpukeras_seed"
+
+
+class SearchMismatchError(GpukerasError):
+    """The storage holds a study made by another search (space, model function or objective)."""
+
+    r_class = "gpukeras_error_search_mismatch"
+
+
+class SearchStorageError(GpukerasError):
+    """The study's storage cannot be opened (a bad URL, a missing driver, a server down)."""
+
+    r_class = "gpukeras_error_search_storage"
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[Any]:
+    """Optuna, with its INFO lines off for the length of the block and its level given back."""
+    import optuna
+
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield optuna
+    finally:
+        optuna.logging.set_verbosity(level)
+
+
+def _storage(url: str) -> Any:
+    """Optuna's RDB storage at ``url``; SQLite waits for locks rather than failing."""
+    with _quiet() as optuna:
+        kwargs: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except ModuleNotFoundError as error:
+            raise SearchStorageError(
+                f"The study's storage {_safe_url(url)} needs the Python module '{error.name}', "
+                "which is not installed. For PostgreSQL run "
+                'install_gpukeras(extras = "postgresql") (it installs psycopg2-binary).'
+            ) from error
+        except Exception as error:
+            raise SearchStorageError(
+                f"The study's storage {_safe_url(url)} could not be opened: "
+                f"{str(error).splitlines()[0]}"
+            ) from error
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}" if ":" in credentials else url
+
+
+def direction_for(objective: str, direction: str = "auto") -> str:
+    """``"minimize"`` or ``"maximize"``: as given, or for ``"auto"`` by the metric's name
+    (accuracy, AUC, precision, recall, F1, R2 and IoU are maximized, the rest minimized)."""
+    if direction != "auto":
+        return direction
+    name = objective.lower().removeprefix("val_")
+    return "maximize" if any(part in name for part in MAXIMIZED) else "minimize"
+
+
+def _distribution(optuna: Any, spec: dict[str, Any]) -> Any:
+    kind = spec["type"]
+    if kind == "int":
+        return optuna.distributions.IntDistribution(
+            int(spec["lower"]), int(spec["upper"]), log=bool(spec["log"])
+        )
+    if kind == "float":
+        return optuna.distributions.FloatDistribution(
+            float(spec["lower"]), float(spec["upper"]), log=bool(spec["log"])
+        )
+    return optuna.distributions.CategoricalDistribution(list(spec["choices"]))
+
+
+def _grid(space: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
+    """The grid sampler's values: every choice, every whole number of an int range."""
+    grid: dict[str, list[Any]] = {}
+    for name, spec in space.items():
+        if spec["type"] == "choice":
+            grid[name] = list(spec["choices"])
+        elif spec["type"] == "int" and not spec["log"] and spec["upper"] - spec["lower"] < 1000:
+            grid[name] = list(range(int(spec["lower"]), int(spec["upper"]) + 1))
+        else:
+            raise BadArgumentError(
+                f'sampler = "grid" needs a finite set of values, and `{name}` is a '
+                f"{'log-scaled ' if spec['log'] else ''}{spec['type']} range. "
+                f'Give it as search_choice(...), or use sampler = "tpe" or "random".'
+            )
+    return grid
+
+
+def _sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler(_grid(space), seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def _pruner(optuna: Any, name: str) -> Any:
+    """Optuna's pruner by name. Median waits for 5 trials and 1 epoch (Optuna's defaults
+    would judge from the first epoch of the second trial)."""
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner()
+    if name == "asha":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
+
+
+class Search:
+    """An open study as this process searches it: what R holds and passes back to each
+    verb (an object, not a dataclass, so the bridge hands it over as it is)."""
+
+    def __init__(
+        self,
+        study: Any,
+        url: str,
+        name: str,
+        space: dict[str, dict[str, Any]],
+        budget: int,
+        pruner: str,
+        objective: str,
+        seed: int,
+    ) -> None:
+        self.study = study
+        self.url = url
+        self.name = name
+        self.space = space
+        self.budget = budget
+        self.pruner = pruner
+        self.objective = objective
+        self.seed = seed
+
+    def owner(self) -> dict[str, Any]:
+        return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _request_digest(request: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _differences(stored: dict[str, Any], request: dict[str, Any]) -> list[str]:
+    names = {
+        "space": "the search space",
+        "model_fn": "the model function",
+        "objective": "the objective",
+        "direction": "the direction",
+        "data": "the data",
+        "fit": "gpu_fit()'s arguments",
+    }
+    return [names.get(key, key) for key in request if stored.get(key) != request.get(key)]
+
+
+def open_study(
+    storage: str,
+    study: str,
+    space: dict[str, dict[str, Any]],
+    request: dict[str, Any],
+    trials: int,
+    objective: str,
+    direction: str = "auto",
+    sampler: str = "tpe",
+    pruner: str = "median",
+    seed: int = 1,
+) -> Search:
+    """Create the study ``study`` at ``storage`` (an SQLAlchemy URL), or open it to resume.
+
+    ``request`` (plain data: the space, a digest of the model function, the objective,
+    the data's shape and gpu_fit()'s arguments) is recorded at creation; opening a study
+    whose request differs raises ``SearchMismatchError`` naming what differs. Trials
+    that a search no longer running left running are marked failed and asked again.
+    """
+    request = {**request, "direction": direction_for(objective, direction)}
+    with _quiet() as optuna:
+        rdb = _storage(storage)
+        made = optuna.create_study(
+            storage=rdb,
+            study_name=study,
+            direction=request["direction"],
+            sampler=_sampler(optuna, sampler, space, seed),
+            pruner=_pruner(optuna, pruner),
+            load_if_exists=True,
+        )
+        stored = made.user_attrs.get(REQUEST_ATTR)
+        if stored is None:
+            made.set_user_attr(REQUEST_ATTR, request)
+        elif _request_digest(stored) != _request_digest(request):
+            raise SearchMismatchError(
+                f"The storage {_safe_url(storage)} holds the study '{study}' of another "
+                f"search: {', '.join(_differences(stored, request)) or 'its request'} "
+                "differs. Resume it with the call that made it, or give a new `storage` "
+                "(or `study` name) for this search."
+            )
+        search = Search(made, storage, study, space, trials, pruner, objective, seed)
+        _retry_interrupted(search)
+        return search
+
+
+def _interrupted(trial: Any, now: float) -> str | None:
+    """Why a running trial is taken for interrupted, or None while its search may live."""
+    owner = trial.user_attrs.get(OWNER_ATTR)
+    if not owner:
+        return None
+    if owner.get("host") == socket.gethostname():
+        try:
+            os.kill(int(owner["pid"]), 0)
+        except ProcessLookupError:
+            return "its search's R session ended"
+        except PermissionError:
+            pass
+        return None
+    seen = float(trial.user_attrs.get(SEEN_ATTR, 0))
+    if now - seen > STALE_SECONDS:
+        return f"its search on {owner.get('host')} was not heard from for {now - seen:.0f} s"
+    return None
+
+
+def _retry_interrupted(search: Search) -> None:
+    """Mark each interrupted running trial failed (uncounted) and ask its parameters again."""
+    import optuna
+
+    now = time.time()
+    for trial in search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        why = _interrupted(trial, now)
+        if why is not None:
+            _interrupt(search, trial, why)
+
+
+def _interrupt(search: Search, trial: Any, why: str) -> None:
+    import optuna
+
+    try:
+        running = optuna.trial.Trial(search.study, optuna_trial_id(trial))
+        running.set_user_attr(REASON_ATTR, f"interrupted: {why}; asked again")
+        running.set_user_attr(UNCOUNTED_ATTR, True)
+        search.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    except (RuntimeError, ValueError):
+        return  # another search got to it first
+    search.study.enqueue_trial(
+        trial.params, user_attrs={RETRY_OF_ATTR: trial.number}, skip_if_exists=False
+    )
+
+
+def interrupt(search: Search, numbers: list[int], why: str) -> None:
+    """The running trials ``numbers`` of this search end unfinished (the search stopped):
+    failed, uncounted, and asked again by the next search on the storage."""
+    with _quiet():
+        for trial in search.study.get_trials(deepcopy=False):
+            if trial.number in numbers and trial.state.name == "RUNNING":
+                _interrupt(search, trial, why)
+
+
+def ask(search: Search) -> dict[str, Any] | None:
+    """The next trial to run: its ``number``, ``trial_id``, ``params`` and ``seed``; None
+    when the study holds ``trials`` counted trials already (by any process)."""
+    with _quiet() as optuna:
+        if _counted(search) >= search.budget:
+            return None
+        distributions = {name: _distribution(optuna, spec) for name, spec in search.space.items()}
+        trial = search.study.ask(distributions)
+        rank = sum(
+            1
+            for other in search.study.get_trials(deepcopy=False)
+            if other.number <= trial.number and not other.user_attrs.get(UNCOUNTED_ATTR)
+        )
+        if rank > search.budget:
+            # Another process asked for the last one meanwhile.
+            trial.set_user_attr(UNCOUNTED_ATTR, True)
+            trial.set_user_attr(REASON_ATTR, "over the budget of trials")
+            search.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
+        seed = trial_seed(search.seed, trial.number)
+        trial.set_user_attr(OWNER_ATTR, search.owner())
+        trial.set_user_attr(SEEN_ATTR, time.time())
+        trial.set_user_attr(SEED_ATTR, seed)
+        return {
+            "number": trial.number,
+            "trial_id": optuna_trial_id(trial),  # the worker reports through it
+            "params": trial.params,
+            "seed": seed,
+        }
+
+
+def _counted(search: Search) -> int:
+    return sum(
+        1
+        for trial in search.study.get_trials(deepcopy=False)
+        if not trial.user_attrs.get(UNCOUNTED_ATTR) and trial.state.name not in ("WAITING",)
+    )
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """A trial's (or a fold's) seed, from the search's seed and its number: distinct for
+    each number, the same on every machine, within R's integers."""
+    digest = hashlib.sha256(f"{int(seed)}:{int(number)}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2_147_483_647
+
+
+def seen(search: Search, numbers: list[int]) -> None:
+    """Touch the running trials ``numbers``: their search is alive."""
+    import optuna
+
+    now = time.time()
+    for trial in search.study.get_trials(deepcopy=False):
+        if trial.number in numbers and trial.state.name == "RUNNING":
+            optuna.trial.Trial(search.study, optuna_trial_id(trial)).set_user_attr(SEEN_ATTR, now)
+
+
+def tell(
+    search: Search,
+    number: int,
+    state: str,
+    value: float | None = None,
+    reason: str | None = None,
+    seconds: float | None = None,
+    device: str | None = None,
+) -> str:
+    """Record how trial ``number`` ended: ``state`` "complete" (with ``value``), "pruned" or
+    "failed" (with ``reason``). A value that is not finite fails the trial: NaN is never
+    best. Returns the state recorded."""
+    with _quiet() as optuna:
+        states = optuna.trial.TrialState
+        if state == "complete" and (value is None or not math.isfinite(value)):
+            state, reason = "failed", f"the objective {search.objective} was {value}"
+        running = optuna.trial.Trial(search.study, _trial_id(search, number))
+        for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
+            if attr is not None:
+                running.set_user_attr(f"gpukeras_{key}", attr)
+        if state == "complete":
+            search.study.tell(number, value)
+        elif state == "pruned":
+            search.study.tell(number, state=states.PRUNED)
+        else:
+            search.study.tell(number, state=states.FAIL)
+        return state
+
+
+def _trial_id(search: Search, number: int) -> int:
+    trial = next(t for t in search.study.get_trials(deepcopy=False) if t.number == number)
+    return optuna_trial_id(trial)
+
+
+def trials(search: Search) -> dict[str, Any]:
+    """The study's counted trials as columns: ``number``, ``params`` (one list per
+    parameter), ``value``, ``state`` (complete, pruned, failed, running, waiting),
+    ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
+    ``retry_of`` (the interrupted trial it runs again); then the best complete trial
+    (``best``: its number, or None), the ``interrupted`` trials' numbers (not counted:
+    each was asked again) and the direction."""
+    states = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}
+    everything = search.study.get_trials(deepcopy=False)
+    rows = [trial for trial in everything if not trial.user_attrs.get(UNCOUNTED_ATTR)]
+    interrupted = [
+        trial.number
+        for trial in everything
+        if trial.user_attrs.get(REASON_ATTR, "").startswith("interrupted")
+    ]
+    complete = [
+        t
+        for t in rows
+        if t.state.name == "COMPLETE" and t.value is not None and math.isfinite(t.value)
+    ]
+    best = None
+    if complete:
+        pick = max if search.study.direction.name == "MAXIMIZE" else min
+        best = pick(complete, key=lambda t: t.value).number
+    return {
+        "number": [t.number for t in rows],
+        "params": {name: [t.params.get(name) for t in rows] for name in search.space},
+        "value": [t.value for t in rows],
+        "state": [states.get(t.state.name, t.state.name.lower()) for t in rows],
+        "reason": [t.user_attrs.get(REASON_ATTR) for t in rows],
+        "seconds": [t.user_attrs.get("gpukeras_seconds") for t in rows],
+        "device": [t.user_attrs.get("gpukeras_device") for t in rows],
+        "seed": [t.user_attrs.get(SEED_ATTR) for t in rows],
+        "epochs": [len(t.intermediate_values) for t in rows],
+        "retry_of": [t.user_attrs.get(RETRY_OF_ATTR) for t in rows],
+        "best": best,
+        "interrupted": interrupted,
+        "direction": search.study.direction.name.lower(),
+    }
+
+
+def pruning_callback(
+    storage: str, study: str, trial_id: int, objective: str, pruner: str = "median"
+) -> Any:
+    """A Keras callback for the process that trains trial ``trial_id``: after each epoch it
+    reports the objective (``logs[objective]``) to the study and stops training when
+    ``pruner`` says the trial is poor. Afterwards ``values`` holds the values reported,
+    ``pruned`` whether it stopped the trial, ``missing`` the log names when the objective
+    was not among them."""
+    import keras
+
+    with _quiet() as optuna:
+        loaded = optuna.load_study(
+            study_name=study, storage=_storage(storage), pruner=_pruner(optuna, pruner)
+        )
+    trial = optuna.trial.Trial(loaded, trial_id)
+
+    class Pruning(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: list[float] = []
+            self.pruned = False
+            self.missing: list[str] | None = None
+
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            logs = logs or {}
+            if objective not in logs:
+                self.missing = sorted(logs)
+                self.model.stop_training = True
+                return
+            value = float(logs[objective])
+            self.values.append(value)
+            with _quiet():
+                trial.report(value, epoch)
+                if math.isfinite(value) and trial.should_prune():
+                    self.pruned = True
+                    self.model.stop_training = True
+
+    return Pruning()
+
+
+def pruning_outcome(callback: Any) -> dict[str, Any]:
+    """What ``pruning_callback``'s callback saw: ``values``, ``pruned``, ``missing``."""
+    return {"values": callback.values, "pruned": callback.pruned, "missing": callback.missing}

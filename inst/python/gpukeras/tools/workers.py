@@ -1,0 +1,100 @@
+"""Where gpu_cv() and gpu_search() run their fits: one worker process per device, or more.
+
+Each fit runs in a fresh worker process that sees one device alone (its own
+``CUDA_VISIBLE_DEVICES``), so the session that searches holds no device memory and
+a fit's memory goes back when its process ends. This module decides the slots (the
+"auto" rules live here, R only checks the arguments): which devices, how many
+workers on each, and, with ``per_device = "auto"``, whether more fit one GPU once a
+fit's memory plan is known. It asks NVML (no framework starts).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.gpu import nvml
+
+# Workers sharing one GPU take turns on its compute: past a few, more only queue.
+MOST_PER_DEVICE = 4
+# What a worker's fits may use of a GPU's memory, the rest left to the CUDA contexts
+# (a few hundred MiB each) and the memory plan's error (within 25 % on an H100).
+MEMORY_SHARE = 0.8
+
+
+def plan(
+    devices: str | list[int] = "all",
+    workers: int | None = None,
+    per_device: str | int = "auto",
+) -> dict[str, Any]:
+    """The worker slots: ``slots`` (each a ``device`` name such as "GPU 0" or "CPU",
+    ``visible``, the CUDA_VISIBLE_DEVICES value that shows that GPU alone, or None on
+    the CPU, and ``memory_total_mib``), ``gpus`` (how many GPUs are used) and ``reason``.
+
+    ``devices``: "all" (every GPU this process may see), or CUDA indices among them.
+    ``workers``: the total number of workers (spread over the devices in turn); None for
+    ``per_device`` on each GPU, or one worker where there is no GPU. ``per_device``:
+    workers per GPU, or "auto" (one, until ``fitting`` says more fit).
+    """
+    visible = _visible_gpus()
+    if devices != "all":
+        wanted = [int(index) for index in devices]
+        missing = [index for index in wanted if index >= len(visible)]
+        if missing:
+            raise BadArgumentError(
+                f"`devices` names GPU {', '.join(map(str, missing))}, but this process sees "
+                f"{len(visible)} GPU{'s' if len(visible) != 1 else ''} "
+                f'(CUDA indices 0 to {len(visible) - 1}). Give devices = "all" or indices '
+                "from gpu_devices()."
+                if visible
+                else f"`devices` names GPU {', '.join(map(str, missing))}, but no GPU is "
+                'visible here: leave devices = "all" to run on the CPU.'
+            )
+        visible = [visible[index] for index in wanted]
+    if not visible:
+        count = workers or 1
+        return {
+            "slots": [{"device": "CPU", "visible": None, "memory_total_mib": None}] * count,
+            "gpus": 0,
+            "reason": f"no GPU is visible: {count} worker{'s' if count > 1 else ''} on the CPU",
+        }
+    each = 1 if per_device == "auto" else int(per_device)
+    count = workers or each * len(visible)
+    slots = [
+        {
+            "device": f"GPU {index}",
+            "visible": gpu.uuid,
+            "memory_total_mib": gpu.memory_total_mib,
+        }
+        for index, gpu in (
+            (slot % len(visible), visible[slot % len(visible)]) for slot in range(count)
+        )
+    ]
+    return {
+        "slots": slots,
+        "gpus": len(visible),
+        "reason": f"{count} worker{'s' if count > 1 else ''} on {len(visible)} GPU"
+        f"{'s' if len(visible) > 1 else ''}, each seeing its GPU alone",
+    }
+
+
+def _visible_gpus() -> list[nvml.NvmlDevice]:
+    report = nvml.query()
+    if not report.available:
+        return []
+    return nvml.cuda_devices(report.devices)
+
+
+def fitting(memory_total_mib: float | None, peak_mib: float | None) -> dict[str, Any]:
+    """How many workers' fits fit one GPU together, by one fit's planned peak memory:
+    ``workers`` (1 to ``MOST_PER_DEVICE``) and ``reason``."""
+    if not memory_total_mib or not peak_mib or peak_mib <= 0:
+        return {"workers": 1, "reason": "one worker per GPU: no memory plan to share it by"}
+    fit = max(1, min(MOST_PER_DEVICE, math.floor(MEMORY_SHARE * memory_total_mib / peak_mib)))
+    return {
+        "workers": fit,
+        "reason": f"{fit} worker{'s' if fit > 1 else ''} per GPU: a fit's plan peaks at "
+        f"{peak_mib:,.0f} MiB of {memory_total_mib:,.0f} MiB "
+        f"(at most {MOST_PER_DEVICE}, within {MEMORY_SHARE:.0%} of the memory)",
+    }
