@@ -198,7 +198,7 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
     gpukeras_abort(
-      sprintf("`job` must be a gpukeras_job (from gpu_fit(background = TRUE)), not %s.", describe(job)),
+      sprintf("`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.", describe(job)),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -301,6 +301,12 @@ supervisor_ended <- function(job, state) {
 #'
 #' Keep the job object: when it is garbage collected, its processes end.
 #'
+#' A search's job (`gpu_search(background = TRUE)`, a `gpukeras_search_job`)
+#' takes the same three functions: its status says how many trials are done
+#' and the best so far (read from the study's storage), `gpu_job_wait()`
+#' returns the `gpukeras_search`, and `gpu_job_cancel()` ends the search and
+#' its workers and keeps the study, which the same `gpu_search()` call resumes.
+#'
 #' Starting a job's processes (R, Python, Keras and its backend) takes
 #' seconds. So once a job trains, gpukeras readies a standby for the next
 #' one: processes that have started all that but no runtime (no devices,
@@ -345,6 +351,9 @@ supervisor_ended <- function(job, state) {
 #' }
 gpu_job_status <- function(job) {
   check_job(job)
+  if (inherits(job, "gpukeras_search_job")) {
+    return(search_job_status(job))
+  }
   if (!is.null(job$final)) {
     return(job$final)
   }
@@ -395,6 +404,9 @@ gpu_job_wait <- function(job, timeout = Inf) {
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
     gpukeras_abort(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)), "gpukeras_error_bad_argument")
   }
+  if (inherits(job, "gpukeras_search_job")) {
+    return(search_job_wait(job, timeout))
+  }
   deadline <- Sys.time() + min(timeout, 1e9)
   status <- NULL
   interrupted <- tryCatch(
@@ -429,6 +441,9 @@ gpu_job_wait <- function(job, timeout = Inf) {
 #' @export
 gpu_job_cancel <- function(job) {
   check_job(job)
+  if (inherits(job, "gpukeras_search_job")) {
+    return(search_job_cancel(job))
+  }
   status <- gpu_job_status(job)
   if (status$state %in% final_states) {
     return(invisible(job))

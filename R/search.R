@@ -149,10 +149,16 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   workers_per_device <- check_workers_per_device(workers_per_device, call = call)
   check_flag(background, call = call)
   storage <- search_storage(storage, call)
+  given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
   if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
   if (background) {
-    return(search_in_background(environment()))
+    args <- list(
+      model_fn = model_fn, data = given, space = space, trials = trials, objective = objective, direction = direction,
+      sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
+      devices = devices, workers = workers, workers_per_device = workers_per_device
+    )
+    return(search_in_background(c(args, fit_args), call = call))
   }
 
   dir <- tempfile("gpukeras-search-")

@@ -200,11 +200,13 @@ worker_wait <- function(dir, parent) {
 # One fit: the session's gpu_setup(), the seed, model_fn's model, gpu_fit() on the task's
 # rows, then what the task asks of the trained model. Any error is the result's `error`.
 worker_task <- function(dir, task) {
+  task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
   result <- tryCatch(
     {
       if (!is.null(task$setup)) do.call(gpu_setup, task$setup[setdiff(names(task$setup), "devices")])
       core_call("start")
       reticulate::import("keras")$utils$set_random_seed(task$seed)
+      setup_done <- as.numeric(Sys.time())
       model <- worker_model(task)
       take <- function(rows) worker_rows(task$data, rows)
       validation <- if (!is.null(task$validation_rows)) take(task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
@@ -224,6 +226,7 @@ worker_task <- function(dir, task) {
         task$fit[setdiff(names(task$fit), "callbacks")]
       ))
       result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
+      result$timings <- list(task_read = task_read, setup_done = setup_done)
       if (!is.null(task$test_rows)) result <- c(result, worker_score(model, take(task$test_rows), task$batch_size))
       if (!is.null(pruning)) {
         result$pruning <- core_call("search_pruning_outcome", callback = pruning)
@@ -282,5 +285,9 @@ worker_score <- function(model, held_out, batch_size) {
     batch_size = batch_size, verbose = 0L, return_dict = TRUE
   )
   predicted <- model$predict(held_out$x, batch_size = batch_size, verbose = 0L)
+  if (inherits(predicted, "python.builtin.object")) predicted <- reticulate::py_to_r(predicted)
+  if (inherits(metrics, "python.builtin.object")) metrics <- reticulate::py_to_r(metrics)
+  # the loss first, as Keras' history has it
+  metrics <- metrics[c(intersect("loss", names(metrics)), setdiff(names(metrics), "loss"))]
   list(metrics = lapply(metrics, as.numeric), predictions = predicted)
 }

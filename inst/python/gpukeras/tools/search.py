@@ -90,10 +90,13 @@ def _storage(url: str) -> Any:
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
         try:
-            return optuna.storages.RDBStorage(url, **kwargs)
-        except ModuleNotFoundError as error:
+            return optuna.storages.RDBStorage(_with_driver(url), **kwargs)
+        except ImportError as error:
+            # Optuna raises its own ImportError from the driver's ModuleNotFoundError.
+            missing = error if isinstance(error, ModuleNotFoundError) else error.__cause__
+            name = getattr(missing, "name", None) or "its database driver"
             raise SearchStorageError(
-                f"The study's storage {_safe_url(url)} needs the Python module '{error.name}', "
+                f"The study's storage {_safe_url(url)} needs the Python module '{name}', "
                 "which is not installed. For PostgreSQL run "
                 'install_gpukeras(extras = "postgresql") (it installs psycopg2-binary).'
             ) from error
@@ -102,6 +105,20 @@ def _storage(url: str) -> Any:
                 f"The study's storage {_safe_url(url)} could not be opened: "
                 f"{str(error).splitlines()[0]}"
             ) from error
+
+
+def _with_driver(url: str) -> str:
+    """``url`` with the PostgreSQL driver that is installed, when it names none: SQLAlchemy
+    2.1 takes a bare ``postgresql://`` for psycopg (3), 2.0 for psycopg2, and
+    install_gpukeras(extras = "postgresql") installs psycopg2."""
+    import importlib.util
+
+    scheme, sep, rest = url.partition("://")
+    if scheme != "postgresql" or not sep:
+        return url
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
+        return f"postgresql+psycopg2://{rest}"
+    return url
 
 
 def _safe_url(url: str) -> str:
@@ -421,15 +438,8 @@ def trials(search: Search) -> dict[str, Any]:
         for trial in everything
         if trial.user_attrs.get(REASON_ATTR, "").startswith("interrupted")
     ]
-    complete = [
-        t
-        for t in rows
-        if t.state.name == "COMPLETE" and t.value is not None and math.isfinite(t.value)
-    ]
-    best = None
-    if complete:
-        pick = max if search.study.direction.name == "MAXIMIZE" else min
-        best = pick(complete, key=lambda t: t.value).number
+    top = _best(search.study, rows)
+    best = top.number if top is not None else None
     return {
         "number": [t.number for t in rows],
         "params": {name: [t.params.get(name) for t in rows] for name in search.space},
@@ -445,6 +455,19 @@ def trials(search: Search) -> dict[str, Any]:
         "interrupted": interrupted,
         "direction": search.study.direction.name.lower(),
     }
+
+
+def _best(study: Any, counted: list[Any]) -> Any:
+    """The best complete trial with a finite value among ``counted``, or None."""
+    complete = [
+        t
+        for t in counted
+        if t.state.name == "COMPLETE" and t.value is not None and math.isfinite(t.value)
+    ]
+    if not complete:
+        return None
+    pick = max if study.direction.name == "MAXIMIZE" else min
+    return pick(complete, key=lambda t: t.value)
 
 
 def pruning_callback(
@@ -490,3 +513,28 @@ def pruning_callback(
 def pruning_outcome(callback: Any) -> dict[str, Any]:
     """What ``pruning_callback``'s callback saw: ``values``, ``pruned``, ``missing``."""
     return {"values": callback.values, "pruned": callback.pruned, "missing": callback.missing}
+
+
+def progress(storage: str, study: str) -> dict[str, Any]:
+    """Where the study ``study`` at ``storage`` is, read without changing it: ``done``
+    (counted trials that ended), ``running``, and ``best`` (``number``, ``value``,
+    ``params``; None before a trial completed). A study not made yet has done nothing."""
+    with _quiet() as optuna:
+        try:
+            loaded = optuna.load_study(study_name=study, storage=_storage(storage))
+        except KeyError:
+            return {"done": 0, "running": 0, "best": None}
+        counted = [
+            t for t in loaded.get_trials(deepcopy=False) if not t.user_attrs.get(UNCOUNTED_ATTR)
+        ]
+        top = _best(loaded, counted)
+        best = (
+            None
+            if top is None
+            else {"number": top.number, "value": top.value, "params": top.params}
+        )
+        return {
+            "done": sum(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in counted),
+            "running": sum(t.state.name == "RUNNING" for t in counted),
+            "best": best,
+        }

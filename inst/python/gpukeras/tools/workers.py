@@ -37,6 +37,8 @@ def plan(
     ``per_device`` on each GPU, or one worker where there is no GPU. ``per_device``:
     workers per GPU, or "auto" (one, until ``fitting`` says more fit).
     """
+    if workers is not None:
+        workers = int(workers)  # R gives whole numbers as doubles
     visible = _visible_gpus()
     if devices != "all":
         wanted = [int(index) for index in devices]

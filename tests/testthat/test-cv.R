@@ -1,0 +1,127 @@
+# gpu_cv(): folds made as R users expect, each fold trained in a fresh worker process,
+# the same as separate gpu_fit() calls on the same rows with the same seeds.
+
+test_that("stratified folds keep each class's share, grouped folds keep groups whole", {
+  classes <- rep(c("a", "b", "c"), c(60, 30, 9))
+  fold <- withr::with_seed(1, stratified_folds(classes, 3L))
+  shares <- table(fold, classes)
+  # every fold has a third of each class, within one row
+  expect_true(all(abs(shares - rep(c(20, 10, 3), each = 3)) <= 1))
+  expect_setequal(unique(fold), 1:3)
+
+  group <- rep(sprintf("patient%02d", 1:20), times = c(rep(5, 10), rep(1, 10)))
+  fold <- withr::with_seed(2, group_folds(group, 4L, current_env()))
+  # every group in one fold
+  expect_true(all(tapply(fold, group, function(f) length(unique(f))) == 1))
+  sizes <- as.vector(table(fold))
+  expect_lte(max(sizes) - min(sizes), 5)
+
+  data <- list(kind = "r", x = as.matrix(iris[, 1:4]), y = iris$Species)
+  split <- cv_split(5, NULL, data, 7L, current_env())
+  expect_identical(split$kind, "stratified by the labels")
+  expect_setequal(unlist(split$held_out), 1:150)
+  expect_identical(anyDuplicated(unlist(split$held_out)), 0L)
+  for (i in 1:5) expect_setequal(c(split$train[[i]], split$held_out[[i]]), 1:150)
+  # the same seed, the same folds, and R's own random numbers untouched
+  set.seed(99)
+  before <- .Random.seed
+  expect_identical(cv_split(5, NULL, data, 7L, current_env())$held_out, split$held_out)
+  expect_identical(.Random.seed, before)
+  # numbers are not classes: random folds
+  expect_identical(cv_split(3, NULL, list(kind = "r", x = matrix(1:20, 10), y = seq(0.5, 5, by = 0.5)), 1L, current_env())$kind, "random")
+})
+
+test_that("an rsample resampling gives its analysis rows to train and its assessment rows to hold out", {
+  skip_if_not_installed("rsample")
+  df <- iris
+  folds <- withr::with_seed(3, rsample::vfold_cv(df, v = 4))
+  split <- cv_split(folds, NULL, list(kind = "r", x = as.matrix(df[, 1:4]), y = df$Species), 1L, current_env())
+  expect_identical(split$held_out[[2]], rsample::complement(folds$splits[[2]]))
+  expect_identical(split$train[[2]], folds$splits[[2]]$in_id)
+  expect_error(
+    cv_split(folds, NULL, list(kind = "r", x = matrix(1:20, 10), y = 1:10), 1L, current_env()),
+    class = "gpukeras_error_bad_argument"
+  )
+})
+
+test_that("a model function carries the global variables and functions it uses", {
+  env <- globalenv()
+  assign("gpukeras_test_units", 7L, envir = env)
+  assign("gpukeras_test_layer", eval(quote(function() gpukeras_test_units * 2L), env), envir = env)
+  withr::defer(rm(list = c("gpukeras_test_units", "gpukeras_test_layer"), envir = env))
+  fn <- eval(quote(function() gpukeras_test_layer() + 1L), env)
+  carried <- check_model_fn(fn, 0L)
+  # in a fresh process, where the global environment has neither
+  expect_identical(callr::r(function(f) f(), list(carried)), 15L)
+})
+
+mark_slow()
+skip_if_no_python()
+
+iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+
+test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_fit() calls", {
+  result <- run_in_fresh_r({
+    model_fn <- function() {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"), keras$layers$Dense(3, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model
+    }
+    data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+    cv <- gpu_cv(model_fn, data, folds = 3, epochs = 2, batch_size = 16, seed = 11)
+    frameworks <- reticulate::py_eval("sorted(set(__import__('sys').modules) & {'tensorflow', 'jax'})")
+    # fold 2 by hand, in this process: the seed, a fresh model, gpu_fit() on the fold's rows
+    train <- cv$folds
+    rows <- setdiff(1:150, cv$folds[[2]])
+    gpu_keras()$utils$set_random_seed(cv$seeds[2])
+    model <- model_fn()
+    fit <- gpu_fit(model, list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16, seed = cv$seeds[2], verbose = 0)
+    by_hand <- evaluate(fit, data$x[cv$folds[[2]], ], data$y[cv$folds[[2]]])
+    list(cv = unclass(cv), frameworks = frameworks, by_hand = by_hand, text = format(cv),
+         predicted = predict(fit, data$x[cv$folds[[2]], ]))
+  }, timeout = 240)
+  cv <- result$cv
+  # the session that ran gpu_cv() started no framework: it held no device memory
+  expect_identical(as.character(result$frameworks), character())
+  expect_identical(names(cv$metrics), c("fold", "loss", "accuracy"))
+  expect_identical(cv$metrics$fold, 1:3)
+  expect_setequal(unlist(cv$folds), 1:150)
+  expect_identical(dim(cv$predictions), c(150L, 3L))
+  expect_identical(colnames(cv$predictions), levels(iris$Species))
+  expect_equal(unname(rowSums(cv$predictions)), rep(1, 150), tolerance = 1e-5)
+  expect_identical(cv$devices, rep("CPU", 3))
+  expect_identical(length(unique(cv$seeds)), 3L)
+  # fold 2 is the same fit as gpu_fit() by hand: the same metrics and predictions
+  expect_equal(cv$metrics$loss[2], unname(result$by_hand[["loss"]]), tolerance = 1e-6)
+  expect_equal(cv$metrics$accuracy[2], unname(result$by_hand[["accuracy"]]), tolerance = 1e-6)
+  expect_equal(unname(cv$predictions[cv$folds[[2]], ]), unname(result$predicted), tolerance = 1e-6)
+  expect_match(result$text[1], "^<gpukeras_cv> 3 folds \\(stratified by the labels\\), seed 11")
+  expect_true(any(grepl("^  loss +[0-9.]+ \\(sd [0-9.e-]+\\)", result$text)))
+})
+
+test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups", {
+  result <- run_in_fresh_r({
+    model_fn <- function() {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 5), keras$layers$Dense(1, activation = "sigmoid")))
+      model$compile(optimizer = "adam", loss = "binary_crossentropy")
+      model
+    }
+    df <- data.frame(income = seq(0, 1, length.out = 40), region = factor(rep(c("n", "s", "e", "w"), 10)),
+                     site = rep(1:8, each = 5))
+    cv <- gpu_cv(model_fn, list(x = df, y = as.numeric(df$income > 0.5)), folds = 4, group = "site", epochs = 1, seed = 3)
+    list(cv = unclass(cv), backend = Sys.getenv("KERAS_BACKEND"))
+  }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
+  cv <- result$cv
+  expect_identical(nrow(cv$metrics), 4L)
+  expect_identical(names(cv$metrics), c("fold", "loss"))
+  expect_identical(cv$split, "grouped")
+  site <- rep(1:8, each = 5)
+  # a site's rows are held out together
+  for (held in cv$folds) expect_true(all(table(site[held]) == 5))
+  expect_identical(dim(cv$predictions), c(40L, 1L))
+  expect_false(anyNA(cv$predictions))
+})
