@@ -46,6 +46,10 @@ STALE_SECONDS = 120.0
 # SQLite waits this long for another process's write lock instead of failing
 # ("database is locked") when workers report epochs while the search asks and tells.
 SQLITE_TIMEOUT_SECONDS = 60
+# Processes that open a new database at once each create Optuna's tables; those that lose
+# the race fail (PostgreSQL: a duplicate key in pg_type) and find the tables made when
+# they try again, this many times in all.
+STORAGE_ATTEMPTS = 5
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
 
@@ -84,13 +88,14 @@ def _quiet() -> Iterator[Any]:
 
 
 def _storage(url: str) -> Any:
-    """Optuna's RDB storage at ``url``; SQLite waits for locks rather than failing."""
+    """Optuna's RDB storage at ``url``; SQLite waits for locks rather than failing, and
+    a process that loses the race to create the tables of a new database tries again."""
     with _quiet() as optuna:
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
         try:
-            return optuna.storages.RDBStorage(_with_driver(url), **kwargs)
+            return _rdb_storage(optuna, _with_driver(url), kwargs)
         except ImportError as error:
             # Optuna raises its own ImportError from the driver's ModuleNotFoundError.
             missing = error if isinstance(error, ModuleNotFoundError) else error.__cause__
@@ -105,6 +110,18 @@ def _storage(url: str) -> Any:
                 f"The study's storage {_safe_url(url)} could not be opened: "
                 f"{str(error).splitlines()[0]}"
             ) from error
+
+
+def _rdb_storage(optuna: Any, url: str, kwargs: dict[str, Any]) -> Any:
+    from sqlalchemy import exc
+
+    for attempt in range(1, STORAGE_ATTEMPTS + 1):
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except (exc.IntegrityError, exc.ProgrammingError):
+            if attempt == STORAGE_ATTEMPTS:
+                raise
+            time.sleep(0.2 * attempt)
 
 
 def _with_driver(url: str) -> str:
@@ -171,6 +188,49 @@ def _grid(space: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
 
 
 def _sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
+    """Optuna's sampler ``name``. TPE and random are seeded afresh for each trial from
+    ``seed`` and the trial's number (``_per_trial_seed``); the grid sampler keeps ``seed``,
+    which orders the grid for every process alike, and gives trial ``n`` grid point ``n``."""
+    if name == "grid":
+        return _seeded_sampler(optuna, name, space, seed)
+    return _per_trial_seed(optuna, lambda each: _seeded_sampler(optuna, name, space, each), seed)
+
+
+def _per_trial_seed(optuna: Any, make: Any, seed: int) -> Any:
+    """A sampler that draws trial ``n`` with ``make(trial_seed(seed, n))``'s sampler. One
+    sampler seeded once would draw the same parameters in every process that runs the same
+    gpu_search() call on a shared study (its n-th trial on each machine alike); seeded by
+    the trial's number, a trial's parameters depend on the seed, its number and the
+    study's trials so far, not on which process asks. The samplers keep no state of their
+    own between trials (the study holds it), so a fresh one per trial loses nothing."""
+
+    class PerTrialSeed(optuna.samplers.BaseSampler):
+        def __init__(self) -> None:
+            self.sampler = make(seed)
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+            return self.sampler.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+            return self.sampler.sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
+            return self.sampler.sample_independent(study, trial, name, distribution)
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self.sampler = make(trial_seed(seed, trial.number))
+            self.sampler.before_trial(study, trial)
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            self.sampler.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:
+            self.sampler.reseed_rng()
+
+    return PerTrialSeed()
+
+
+def _seeded_sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
@@ -267,13 +327,18 @@ def open_study(
         stored = made.user_attrs.get(REQUEST_ATTR)
         if stored is None:
             made.set_user_attr(REQUEST_ATTR, request)
-        elif _request_digest(stored) != _request_digest(request):
+            # another process creating the study at once may have set its own first
+            stored = made.user_attrs.get(REQUEST_ATTR)
+        if _request_digest(stored) != _request_digest(request):
             raise SearchMismatchError(
                 f"The storage {_safe_url(storage)} holds the study '{study}' of another "
                 f"search: {', '.join(_differences(stored, request)) or 'its request'} "
                 "differs. Resume it with the call that made it, or give a new `storage` "
                 "(or `study` name) for this search."
             )
+        if sampler == "grid":
+            # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
+            trials = min(trials, math.prod(len(values) for values in _grid(space).values()))
         search = Search(made, storage, study, space, trials, pruner, objective, seed)
         _retry_interrupted(search)
         return search
@@ -409,12 +474,18 @@ def tell(
         for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
             if attr is not None:
                 running.set_user_attr(f"gpukeras_{key}", attr)
-        if state == "complete":
-            search.study.tell(number, value)
-        elif state == "pruned":
-            search.study.tell(number, state=states.PRUNED)
-        else:
-            search.study.tell(number, state=states.FAIL)
+        try:
+            if state == "complete":
+                search.study.tell(number, value)
+            elif state == "pruned":
+                search.study.tell(number, state=states.PRUNED)
+            else:
+                search.study.tell(number, state=states.FAIL)
+        except RuntimeError as error:
+            # The grid sampler asks the study to stop once its last point ran, which
+            # Optuna allows only inside optimize(); the trial's end is stored all the same.
+            if "Study.stop" not in str(error):
+                raise
         return state
 
 

@@ -1,0 +1,268 @@
+"""gpu_search()'s study (tools/search.py) on a real Optuna RDB storage in an SQLite file,
+and where the workers run (tools/workers.py), on the CPU and on GPUs as NVML shows them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.tools import search, workers
+from nvml_double import FakeGpu, fake_pynvml
+
+SPACE = {
+    "units": {"type": "int", "lower": 4, "upper": 64, "log": True},
+    "dropout": {"type": "float", "lower": 0.0, "upper": 0.5, "log": False},
+    "optimizer": {"type": "choice", "choices": ["adam", "sgd"], "log": False},
+}
+REQUEST = {"space": SPACE, "model_fn": "function(params) ...", "objective": "val_loss"}
+CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
+
+
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'search.db'}"
+
+
+def opened(tmp_path: Path, trials: int = 5, **kwargs: object) -> search.Search:
+    return search.open_study(
+        url(tmp_path), "s", SPACE, REQUEST, trials, "val_loss", seed=3, **kwargs
+    )
+
+
+def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> None:
+    study = opened(tmp_path, trials=4)
+    asked = [search.ask(study) for _ in range(4)]
+    assert search.ask(study) is None  # the budget counts asked trials too
+    for trial in asked:
+        assert trial is not None
+        assert 4 <= trial["params"]["units"] <= 64
+        assert 0 <= trial["params"]["dropout"] <= 0.5
+        assert trial["params"]["optimizer"] in ("adam", "sgd")
+    assert len({t["seed"] for t in asked if t}) == 4
+    assert [t["seed"] for t in asked if t] == [search.trial_seed(3, n) for n in range(4)]
+    states = [
+        search.tell(study, 0, "complete", value=0.5),
+        search.tell(study, 1, "complete", value=float("nan")),
+        search.tell(study, 2, "pruned"),
+        search.tell(study, 3, "failed", reason="out of memory"),
+    ]
+    assert states == ["complete", "failed", "pruned", "failed"]
+    table = search.trials(study)
+    assert table["state"] == ["complete", "failed", "pruned", "failed"]
+    assert table["reason"][1] == "the objective val_loss was nan"  # NaN is never best
+    assert table["reason"][3] == "out of memory"
+    assert table["best"] == 0
+    assert table["direction"] == "minimize"
+    assert search.progress(url(tmp_path), "s") == {
+        "done": 4,
+        "running": 0,
+        "best": {"number": 0, "value": 0.5, "params": asked[0]["params"]},  # type: ignore[index]
+    }
+
+
+def test_the_same_request_resumes_and_another_is_refused(tmp_path: Path) -> None:
+    study = opened(tmp_path, trials=2)
+    first = search.ask(study)
+    assert first is not None
+    search.tell(study, first["number"], "complete", value=1.0)
+    again = opened(tmp_path, trials=3)
+    assert search.trials(again)["number"] == [0]
+    assert search.ask(again)["number"] == 1  # type: ignore[index]
+    changed = {**REQUEST, "model_fn": "function(params) other"}
+    with pytest.raises(search.SearchMismatchError, match="the model function differs"):
+        search.open_study(url(tmp_path), "s", SPACE, changed, 3, "val_loss")
+    assert search.open_study(url(tmp_path), "other", SPACE, changed, 3, "val_loss")
+
+
+def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: Path) -> None:
+    """A search process asks a trial and is killed (os._exit, as SIGKILL leaves it)."""
+    script = textwrap.dedent(
+        f"""
+        import json, os, sys
+        sys.path.insert(0, {str(CORE)!r})
+        from gpukeras.tools import search
+        study = search.open_study(
+            {url(tmp_path)!r}, "s", {SPACE!r}, {REQUEST!r}, 3, "val_loss", seed=3
+        )
+        trial = search.ask(study)
+        print(json.dumps(trial["params"]), flush=True)
+        os._exit(9)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 9, done.stderr
+    params = json.loads(done.stdout)
+    resumed = opened(tmp_path, trials=3)
+    table = search.trials(resumed)
+    assert table["number"] == [1]  # the retry waits to be asked; the interrupted one is not counted
+    assert table["state"] == ["waiting"]
+    assert table["interrupted"] == [0]
+    retry = search.ask(resumed)
+    assert retry is not None
+    assert retry["params"] == params
+    assert search.trials(resumed)["retry_of"] == [0]
+    assert search.ask(resumed) is not None
+    assert search.ask(resumed) is not None
+    assert search.ask(resumed) is None  # 3 counted: the retry and two more
+
+
+def test_two_processes_share_the_budget(tmp_path: Path) -> None:
+    """Two searches ask at once until the study is full: 6 trials between them, none twice."""
+    search.open_study(url(tmp_path), "s", SPACE, REQUEST, 6, "val_loss", sampler="random")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(CORE)!r})
+        from gpukeras.tools import search
+        study = search.open_study({url(tmp_path)!r}, "s", {SPACE!r}, {REQUEST!r}, 6, "val_loss",
+                                  sampler="random")
+        while (trial := search.ask(study)) is not None:
+            time.sleep(0.05)
+            search.tell(study, trial["number"], "complete", value=float(trial["number"]))
+            print(trial["number"], flush=True)
+        """
+    )
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    numbers = [int(line) for run in runs for line in run.communicate(timeout=120)[0].split()]
+    assert sorted(numbers) == list(range(6))
+    table = search.trials(opened(tmp_path, trials=6))
+    assert table["number"] == list(range(6))
+    assert set(table["state"]) == {"complete"}
+
+
+def test_direction_follows_the_metric() -> None:
+    assert search.direction_for("val_loss") == "minimize"
+    assert search.direction_for("val_accuracy") == "maximize"
+    assert search.direction_for("auc") == "maximize"
+    assert search.direction_for("val_mean_absolute_error") == "minimize"
+    assert search.direction_for("val_accuracy", "minimize") == "minimize"
+
+
+def test_grid_needs_finite_values(tmp_path: Path) -> None:
+    with pytest.raises(BadArgumentError, match=r"`units` is a log-scaled int range"):
+        search.open_study(url(tmp_path), "g", SPACE, REQUEST, 4, "val_loss", sampler="grid")
+    grid = {
+        "units": {"type": "int", "lower": 4, "upper": 8, "log": False},
+        "optimizer": SPACE["optimizer"],
+    }
+    request = {**REQUEST, "space": grid}
+    study = search.open_study(url(tmp_path), "g2", grid, request, 200, "loss", sampler="grid")
+    seen = []
+    while (trial := search.ask(study)) is not None:
+        seen.append((trial["params"]["units"], trial["params"]["optimizer"]))
+        assert search.tell(study, trial["number"], "complete", value=1.0) == "complete"
+    # every whole number from 4 to 8 with each optimizer, once: the grid is the budget
+    assert sorted(seen) == sorted((u, o) for u in range(4, 9) for o in ("adam", "sgd"))
+
+
+def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
+    """Five finished trials reached 0.01 at every epoch; a trial whose loss is far above is
+    stopped by the median pruner after its second epoch (the first is its warm-up)."""
+    import keras
+
+    study = opened(tmp_path, trials=10)
+    for _ in range(5):
+        trial = search.ask(study)
+        assert trial is not None
+        reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+        for epoch in range(6):
+            reporter.on_epoch_end(epoch, {"loss": 0.01})
+        search.tell(study, trial["number"], "complete", value=0.01)
+    poor = search.ask(study)
+    assert poor is not None
+    callback = search.pruning_callback(url(tmp_path), "s", poor["trial_id"], "loss")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((8, 3), "float32")
+    history = model.fit(x, x[:, :1] * 100, epochs=6, verbose=0, callbacks=[callback])
+    assert search.pruning_outcome(callback)["pruned"] is True
+    assert len(history.history["loss"]) == 2
+    assert search.tell(study, poor["number"], "pruned") == "pruned"
+    table = search.trials(study)
+    assert table["state"][-1] == "pruned"
+    assert table["epochs"][-1] == 2
+    assert math.isclose(table["value"][-1], history.history["loss"][-1], rel_tol=1e-6)
+    missing = search.pruning_callback(url(tmp_path), "s", poor["trial_id"], "val_auc")
+    model.fit(x, x[:, :1], epochs=3, verbose=0, callbacks=[missing])
+    assert search.pruning_outcome(missing)["missing"] == ["loss"]
+
+
+def test_optuna_logging_is_given_back() -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.DEBUG)
+    try:
+        with search._quiet():
+            assert optuna.logging.get_verbosity() == optuna.logging.WARNING
+        assert optuna.logging.get_verbosity() == optuna.logging.DEBUG
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.INFO)
+
+
+def test_a_storage_that_cannot_be_opened_is_a_classed_error_without_the_password(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(search.SearchStorageError) as raised:
+        search.open_study(
+            "postgresql://al:secret@127.0.0.1:1/db", "s", SPACE, REQUEST, 2, "val_loss"
+        )
+    assert "secret" not in str(raised.value)
+    assert "al:***@127.0.0.1:1/db" in str(raised.value)
+
+
+# Where the workers run --------------------------------------------------------------------
+def test_without_a_gpu_the_workers_run_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "_visible_gpus", list)
+    assert workers.plan()["slots"] == [{"device": "CPU", "visible": None, "memory_total_mib": None}]
+    assert len(workers.plan(workers=3)["slots"]) == 3
+    with pytest.raises(BadArgumentError, match="no GPU is visible here"):
+        workers.plan(devices=[0])
+
+
+def test_each_worker_sees_one_gpu_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [
+        FakeGpu(uuid="GPU-aaaa", pci_bus_id="0:1:0.0"),
+        FakeGpu(uuid="GPU-bbbb", pci_bus_id="0:2:0.0"),
+    ]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    plan = workers.plan()
+    assert [slot["visible"] for slot in plan["slots"]] == ["GPU-aaaa", "GPU-bbbb"]
+    assert [slot["device"] for slot in plan["slots"]] == ["GPU 0", "GPU 1"]
+    assert [s["visible"] for s in workers.plan(devices=[1], per_device=2)["slots"]] == [
+        "GPU-bbbb"
+    ] * 2
+    assert [s["device"] for s in workers.plan(workers=3)["slots"]] == ["GPU 0", "GPU 1", "GPU 0"]
+    # what this process may see is what the workers share out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert [slot["visible"] for slot in workers.plan()["slots"]] == ["GPU-bbbb"]
+    with pytest.raises(BadArgumentError, match="this process sees 1 GPU"):
+        workers.plan(devices=[1])
+
+
+def test_workers_share_a_gpu_as_far_as_the_memory_plan_allows() -> None:
+    assert workers.fitting(81559, 30000)["workers"] == 2
+    assert workers.fitting(81559, 1000)["workers"] == workers.MOST_PER_DEVICE
+    assert workers.fitting(81559, 90000)["workers"] == 1
+    assert workers.fitting(None, 1000)["workers"] == 1
+    assert "30,000 MiB of 81,559 MiB" in workers.fitting(81559, 30000)["reason"]
+
+
+def test_worker_environment_keeps_cuda_visible_devices_of_this_process() -> None:
+    # The plan reads CUDA_VISIBLE_DEVICES from the environment, and changes nothing in it.
+    before = dict(os.environ)
+    workers.plan()
+    assert dict(os.environ) == before
