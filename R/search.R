@@ -53,7 +53,7 @@
 #' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-
 #' model_fn(params)` and `gpu_fit(model, <training rows>, validation_data =
 #' <validation rows>, seed = seed, ...)` with its `params` and `seed` from
-#' `$trials`: run by hand the same way it gives the same objective (exactly on
+#' `$trials` (the rows held out are `$validation_rows`): run by hand the same way it gives the same objective (exactly on
 #' a CPU, and on a GPU with `gpu_setup(deterministic = TRUE)`).
 #'
 #' @inheritSection gpu_cv Workers
@@ -91,7 +91,8 @@
 #'     scores new data, encoding it as the training data was); `NULL` before
 #'     any trial completed;
 #'   * `objective`, `direction`, `storage`, `study`, `seed`, `validation` (how
-#'     the trials were validated), `interrupted` and `workers`.
+#'     the trials were validated), `validation_rows` (the rows held out, when
+#'     the search held them out; the others trained), `interrupted` and `workers`.
 #'
 #'   It has `print()` and `plot()` (the objective over the trials and the
 #'   best so far) methods.
@@ -321,7 +322,7 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
     list(
       trials = table, best = best, objective = objective, direction = trials$direction,
       storage = storage$folder %||% storage$url, study = study, seed = seed,
-      validation = validation$description, interrupted = as.integer(unlist(trials$interrupted)), workers = plan
+      validation = validation$description, validation_rows = validation$rows, interrupted = as.integer(unlist(trials$interrupted)), workers = plan
     ),
     class = "gpukeras_search"
   )

@@ -1,0 +1,140 @@
+# gpu_search(): trials in fresh worker processes on Optuna, a study that outlives the
+# session, trials that fail without stopping the search, and results that can be repeated.
+
+test_that("the space's values print what they draw", {
+  expect_identical(format(search_int(16, 256, log = TRUE)), "a whole number from 16 to 256 (log scale)")
+  expect_identical(format(search_float(0, 0.5)), "a number from 0 to 0.5")
+  expect_identical(format(search_choice("adam", "sgd", 3)), "one of \"adam\", \"sgd\", 3")
+  expect_identical(
+    space_to_plain(list(units = search_int(4, 8), optimizer = search_choice("adam", "sgd"))),
+    list(
+      units = list(type = "int", lower = 4L, upper = 8L, log = FALSE),
+      optimizer = list(type = "choice", choices = list("adam", "sgd"), log = FALSE)
+    )
+  )
+})
+
+mark_slow()
+skip_if_no_python()
+skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
+
+test_that("a failed trial (killed worker, NaN loss) is recorded and the search goes on; the best is saved and repeatable", {
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      # a worker killed in the middle of its trial, and a rate that makes the loss NaN
+      if (params$mode == "crash") tools::pskill(Sys.getpid(), tools::SIGKILL)
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"), keras$layers$Dense(3, activation = "softmax")
+      ))
+      rate <- if (params$mode == "nan") 1e30 else 0.01
+      model$compile(optimizer = keras$optimizers$SGD(rate), loss = "sparse_categorical_crossentropy")
+      model
+    }
+    data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+    search <- gpu_search(
+      model_fn, data, space = list(mode = search_choice("ok", "crash", "nan")),
+      trials = 3, sampler = "grid", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = dir
+    )
+    frameworks <- reticulate::py_eval("sorted(set(__import__('sys').modules) & {'tensorflow', 'jax'})")
+    # the best trial repeated by hand, as ?gpu_search says
+    best <- search$trials[search$trials$number == search$best$number, ]
+    rows <- setdiff(1:150, search$validation_rows)
+    gpu_keras()$utils$set_random_seed(best$seed)
+    fit <- gpu_fit(
+      model_fn(list(mode = "ok")), list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16,
+      validation_data = list(x = data$x[search$validation_rows, ], y = data$y[search$validation_rows]),
+      seed = best$seed, verbose = 0
+    )
+    loaded <- gpu_load(search$best$path)
+    list(
+      search = unclass(search), frameworks = frameworks, repeated = utils::tail(fit$history$val_loss, 1),
+      predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"),
+      text = format(search), files = list.files(dir, recursive = TRUE)
+    )
+  }, env = c(GPUKERAS_TEST_DIR = dir), timeout = 300)
+  search <- result$search
+  trials <- search$trials
+  expect_identical(names(trials), c("number", "mode", "value", "state", "reason", "seconds", "device", "seed", "epochs"))
+  expect_setequal(trials$mode, c("ok", "crash", "nan"))
+  expect_identical(trials$state[trials$mode == "ok"], "complete")
+  expect_identical(trials$state[trials$mode == "crash"], "failed")
+  expect_match(trials$reason[trials$mode == "crash"], "killed by signal 9")
+  expect_identical(trials$state[trials$mode == "nan"], "failed")
+  expect_match(trials$reason[trials$mode == "nan"], "^the objective val_loss was (nan|inf)")
+  expect_identical(search$best$number, trials$number[trials$mode == "ok"])
+  expect_identical(search$best$params, list(mode = "ok"))
+  # the session that searched started no framework: it held no device memory
+  expect_identical(as.character(result$frameworks), character())
+  # the best trial's objective, repeated by hand with its seed (exactly, on a CPU)
+  expect_identical(result$repeated, search$best$value)
+  expect_identical(length(result$predicted), 3L)
+  expect_s3_class(result$predicted, "factor")
+  # the study and the best model stay in the folder; the failed trials left no model
+  expect_setequal(result$files, c("search.db", sprintf("models/trial-%d.%s", search$best$number, c("keras", "gpukeras.json"))))
+  expect_match(search$validation, "^30 of 150 rows held out \\(20 %, stratified, seed 5\\)")
+  expect_match(result$text[1], "^<gpukeras_search> 3 trials \\(1 complete, 2 failed\\), minimize val_loss")
+})
+
+test_that("a cancelled background search keeps its study, and the same call resumes it", {
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model
+    }
+    search <- function(background) {
+      gpu_search(
+        model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 64)),
+        trials = 3, objective = "val_accuracy", pruner = "none", epochs = 40, batch_size = 150, seed = 2,
+        storage = dir, background = background
+      )
+    }
+    job <- search(TRUE)
+    repeat {
+      status <- gpu_job_status(job)
+      if (status$done >= 1 || status$state != "running") break
+      Sys.sleep(0.2)
+    }
+    running <- status
+    gpu_job_cancel(job)
+    cancelled <- gpu_job_status(job)
+    # the study as the cancel left it, read with Optuna itself
+    optuna <- reticulate::import("optuna")
+    study <- optuna$load_study(study_name = "gpukeras", storage = paste0("sqlite:///", file.path(dir, "search.db")))
+    done <- Filter(function(t) t$state$name == "COMPLETE", study$trials)
+    before <- data.frame(
+      number = vapply(done, function(t) as.integer(t$number), 1L),
+      value = vapply(done, function(t) t$value, 1),
+      seconds = vapply(done, function(t) t$user_attrs$gpukeras_seconds, 1)
+    )
+    resumed <- search(FALSE)
+    mismatch <- tryCatch(
+      gpu_search(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 32)),
+                 trials = 3, objective = "val_accuracy", pruner = "none", epochs = 40, batch_size = 150, seed = 2, storage = dir),
+      error = function(e) class(e)
+    )
+    list(running = unclass(running), cancelled = unclass(cancelled), text = format(cancelled), before = before,
+         resumed = unclass(resumed), mismatch = mismatch)
+  }, env = c(GPUKERAS_TEST_DIR = dir), timeout = 300)
+  expect_identical(result$running$state, "running")
+  expect_gte(result$running$done, 1L)
+  expect_identical(result$cancelled$state, "cancelled")
+  expect_match(result$text, "the same gpu_search\\(\\) call resumes it", all = FALSE)
+  resumed <- result$resumed
+  # three trials in all: the ones done before the cancel kept as they were, none run twice
+  expect_identical(nrow(resumed$trials), 3L)
+  expect_identical(resumed$trials$state, rep("complete", 3))
+  before <- result$before
+  kept <- resumed$trials[match(before$number, resumed$trials$number), ]
+  expect_identical(kept$value, before$value)
+  expect_identical(kept$seconds, before$seconds)
+  expect_identical(resumed$direction, "maximize")
+  expect_true(all(resumed$interrupted < max(resumed$trials$number)))
+  expect_true("gpukeras_error_search_mismatch" %in% result$mismatch)
+})
