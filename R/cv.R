@@ -87,10 +87,14 @@
 #'                   metrics = list("accuracy"))
 #'     model
 #'   }
-#'   cv <- gpu_cv(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
-#'                folds = 2, epochs = 1, seed = 1)
-#'   cv
-#'   head(cv$predictions)
+#'   # Each fold starts a worker process (R, Python and Keras): seconds on a CPU.
+#'   if (interactive()) {
+#'     cv <- gpu_cv(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+#'                  folds = 3, epochs = 5, seed = 1)
+#'     print(cv)
+#'     head(cv$predictions)
+#'     plot(cv)
+#'   }
 #' }
 gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices = "all",
                    workers = NULL, workers_per_device = "auto", ...) {

@@ -110,12 +110,16 @@
 #'     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'     model
 #'   }
-#'   search <- gpu_search(
+#'   # In the background: the session goes on while trials run in workers.
+#'   job <- gpu_search(
 #'     model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
 #'     space = list(units = search_int(4, 32, log = TRUE)),
-#'     trials = 2, epochs = 1, seed = 1
+#'     trials = 4, epochs = 5, seed = 1, background = TRUE
 #'   )
-#'   search
+#'   gpu_job_status(job)
+#'   # search <- gpu_job_wait(job) would return the search when its trials are done;
+#'   # plot(search) shows the objective over the trials.
+#'   gpu_job_cancel(job) # the study is kept: the same call resumes it
 #' }
 gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss", direction = "auto",
                        sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",

@@ -138,3 +138,27 @@ test_that("a cancelled background search keeps its study, and the same call resu
   expect_true(all(resumed$interrupted < max(resumed$trials$number)))
   expect_true("gpukeras_error_search_mismatch" %in% result$mismatch)
 })
+
+test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument", {
+  result <- run_in_fresh_r({
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(3, activation = "softmax")))
+      model$compile(optimizer = keras$optimizers$Adam(params$rate), loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model
+    }
+    search <- gpu_search(
+      model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(rate = search_float(1e-3, 1e-1, log = TRUE)),
+      trials = 2, objective = "val_accuracy", epochs = 3, batch_size = search_choice(16, 32), seed = 9
+    )
+    list(search = unclass(search), backend = gpu_keras()$backend$backend())
+  }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
+  trials <- result$search$trials
+  expect_identical(result$backend, "jax")
+  expect_identical(trials$state, rep("complete", 2))
+  expect_true(all(trials$batch_size %in% c(16, 32)))
+  expect_true(all(trials$rate >= 1e-3 & trials$rate <= 1e-1))
+  expect_identical(trials$epochs, c(3L, 3L))
+  expect_identical(result$search$direction, "maximize")
+  expect_identical(result$search$best$value, max(trials$value))
+})
