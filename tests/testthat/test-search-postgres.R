@@ -1,0 +1,199 @@
+# gpu_search() on a study in PostgreSQL that two R sessions share, as two machines
+# would: both run the same call on the same database URL at the same time, and between
+# them they run the `trials` asked for, each trial once. The server is a real one,
+# started for the test on 127.0.0.1 and stopped after it.
+
+mark_slow()
+
+# The folder of PostgreSQL's server programs (initdb, pg_ctl), or NULL: on the PATH,
+# else Debian's and Ubuntu's /usr/lib/postgresql/<version>/bin (the newest).
+postgres_bin <- function() {
+  on_path <- Sys.which(c("initdb", "pg_ctl"))
+  if (all(nzchar(on_path))) {
+    return(dirname(normalizePath(on_path[["pg_ctl"]])))
+  }
+  found <- Sys.glob("/usr/lib/postgresql/*/bin")
+  found <- found[file.exists(file.path(found, "initdb")) & file.exists(file.path(found, "pg_ctl"))]
+  if (!length(found)) {
+    return(NULL)
+  }
+  versions <- numeric_version(basename(dirname(found)), strict = FALSE)
+  found[order(versions, decreasing = TRUE)][1]
+}
+
+# A throwaway PostgreSQL server on 127.0.0.1, on a free port, in a folder of its own,
+# with the user `postgres` trusted without a password: returns its URL
+# (postgresql://postgres@127.0.0.1:PORT/postgres). The server is stopped and its folder
+# removed when `env` ends. PostgreSQL refuses to run as root, so as root the server
+# runs as the system user `postgres` (made by Debian's postgresql package). Skips when
+# there is no server to run.
+local_postgres <- function(env = parent.frame()) {
+  testthat::skip_on_os("windows")
+  bin <- postgres_bin()
+  testthat::skip_if(
+    is.null(bin),
+    "no PostgreSQL server programs (initdb, pg_ctl) found: install PostgreSQL (Debian: the postgresql package)"
+  )
+  root <- identical(unname(Sys.info()[["effective_user"]]), "root")
+  if (root) {
+    testthat::skip_if(!nzchar(Sys.which("runuser")), "running as root, and no runuser to run PostgreSQL as another user")
+    testthat::skip_if(
+      system2("id", c("-u", "postgres"), stdout = FALSE, stderr = FALSE) != 0L,
+      "running as root, and there is no user `postgres` to run PostgreSQL as"
+    )
+  }
+  run <- function(program, args) {
+    command <- file.path(bin, program)
+    said <- if (root) {
+      suppressWarnings(system2("runuser", c("-u", "postgres", "--", command, args), stdout = TRUE, stderr = TRUE))
+    } else {
+      suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE))
+    }
+    list(ok = is.null(attr(said, "status")), said = paste(said, collapse = "\n"))
+  }
+  # In /tmp rather than R's session folder, which only its owner can enter; short, for
+  # the server's Unix socket (at most 107 characters).
+  dir <- tempfile("gpukeras-postgres-", tmpdir = if (dir.exists("/tmp")) "/tmp" else tempdir())
+  dir.create(dir, mode = "0700")
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  if (root) system2("chown", c("postgres", shQuote(dir)))
+  data <- file.path(dir, "data")
+  made <- run("initdb", c("-D", shQuote(data), "-A", "trust", "-U", "postgres", "--no-sync"))
+  if (!made$ok) stop("initdb failed: ", made$said)
+  port <- free_ports(1L)
+  # -l: the server writes to its log, not to the pipe system2() reads until it closes.
+  options <- sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir)
+  log <- file.path(dir, "server.log")
+  started <- run("pg_ctl", c("-D", shQuote(data), "-o", shQuote(options), "-l", shQuote(log), "-w", "-t", "60", "start"))
+  if (!started$ok) {
+    said <- tryCatch(paste(readLines(log), collapse = "\n"), error = function(e) "")
+    stop("PostgreSQL did not start: ", started$said, "\n", said)
+  }
+  withr::defer(run("pg_ctl", c("-D", shQuote(data), "-m", "fast", "-w", "stop")), envir = env, priority = "first")
+  sprintf("postgresql://postgres@127.0.0.1:%d/postgres", port)
+}
+
+# The Python driver gpu_search() reaches PostgreSQL through, or a skip.
+skip_if_no_postgres_driver <- function() {
+  skip_if_no_python()
+  testthat::skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
+  testthat::skip_if_not(
+    reticulate::py_module_available("psycopg2") || reticulate::py_module_available("psycopg"),
+    "no PostgreSQL driver in gpukeras' Python: run install_gpukeras(extras = \"postgresql\")"
+  )
+}
+
+# One query's rows through the server's own client (psql beside pg_ctl), each row a
+# string with its columns separated by "|": the storage as it is, not as Optuna reads it.
+postgres_query <- function(url, sql) {
+  port <- sub(".*:([0-9]+)/.*", "\\1", url)
+  psql <- file.path(postgres_bin(), "psql")
+  if (!file.exists(psql)) psql <- Sys.which("psql")
+  args <- c("-h", "127.0.0.1", "-p", port, "-U", "postgres", "-d", "postgres", "-A", "-t", "-c", shQuote(sql))
+  said <- suppressWarnings(system2(psql, args, stdout = TRUE, stderr = TRUE))
+  if (!is.null(attr(said, "status"))) stop("psql failed: ", paste(said, collapse = "\n"))
+  said
+}
+
+# The search both sessions run, word for word (the study records a digest of model_fn's
+# code: the same code, the same study). A learning rate on a continuous scale: two
+# trials that share one were drawn alike.
+search_model_fn <- quote(function(params) {
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(4L)),
+    keras$layers$Dense(8L, activation = "relu"),
+    keras$layers$Dense(3L, activation = "softmax")
+  ))
+  model$compile(optimizer = keras$optimizers$Adam(params$learning_rate), loss = "sparse_categorical_crossentropy")
+  model
+})
+
+search_space <- quote(list(learning_rate = search_float(1e-3, 1e-1, log = TRUE)))
+search_call <- quote(gpu_search(
+  model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+  space = space, trials = 6, storage = url, seed = 1, workers = 1, pruner = "none",
+  epochs = 1, batch_size = 32
+))
+
+test_that("two sessions running the same gpu_search() on one PostgreSQL study run its trials between them, each once", {
+  skip_if_no_postgres_driver()
+  url <- local_postgres()
+  # a new database: no study, no table
+  expect_identical(postgres_query(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), "0")
+
+  session <- bquote({
+    model_fn <- .(search_model_fn)
+    url <- .(url)
+    space <- .(search_space)
+    search <- .(search_call)
+    list(pid = Sys.getpid(), trials = as.list(search$trials), best = search$best$number)
+  })
+  call <- fresh_r_call(session, character(), character(), list())
+  sessions <- lapply(1:2, function(i) callr::r_bg(call$func, args = call$args, supervise = TRUE))
+  withr::defer(for (s in sessions) s$kill_tree())
+  deadline <- Sys.time() + 240
+  while (any(vapply(sessions, function(s) s$is_alive(), logical(1))) && Sys.time() < deadline) {
+    Sys.sleep(0.2)
+  }
+  alive <- vapply(sessions, function(s) s$is_alive(), logical(1))
+  if (any(alive)) {
+    for (s in sessions) s$kill_tree()
+    trials <- postgres_query(url, "SELECT number, state FROM trials ORDER BY number")
+    fail(sprintf("the two searches had not ended after 240 s (trials: %s)", paste(trials, collapse = ", ")))
+    return()
+  }
+  results <- lapply(sessions, function(s) s$get_result())
+  pids <- vapply(results, function(r) r$pid, integer(1))
+
+  # Each session's result lists the study's six trials, its own and the other's: the
+  # other's last may still have been running when this one ended.
+  for (result in results) {
+    expect_setequal(result$trials$number, 0:5)
+    expect_true(all(result$trials$state %in% c("complete", "running")))
+  }
+
+  # The storage as it is: six trials trained, each by one of the two sessions (the
+  # owner of a trial is the session that asked for it), numbered once; none left
+  # running. A trial asked past the budget (both asking at the end) is recorded failed
+  # and uncounted, and was never run.
+  owners <- postgres_query(url, paste(
+    "SELECT t.number, t.state, a.value_json FROM trials t",
+    "JOIN trial_user_attributes a ON a.trial_id = t.trial_id AND a.key = 'gpukeras_owner'",
+    "ORDER BY t.number"
+  ))
+  owners <- do.call(rbind, lapply(strsplit(owners, "|", fixed = TRUE), function(row) {
+    pid <- as.integer(sub('.*"pid": *([0-9]+).*', "\\1", row[3]))
+    data.frame(number = as.integer(row[1]), state = row[2], pid = pid)
+  }))
+  expect_identical(owners$number, 0:5)
+  expect_identical(unique(owners$state), "COMPLETE")
+  expect_setequal(owners$pid, pids)
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'RUNNING'"), "0")
+  expect_identical(postgres_query(url, "SELECT count(*) = count(DISTINCT number) FROM trials"), "t")
+
+  # The same call once more: the study holds its six trials, so nothing runs, and it
+  # reads them all complete.
+  asked <- postgres_query(url, "SELECT count(*) FROM trials")
+  model_fn <- eval(search_model_fn)
+  space <- eval(search_space)
+  again <- eval(search_call)
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trials"), asked)
+  expect_identical(sort(again$trials$number), 0:5)
+  expect_identical(unique(again$trials$state), "complete")
+  # Both sessions drew with the same seed, yet no two trials have the same learning
+  # rate: a trial's draw is seeded by its number, not by how many the session drew.
+  expect_identical(anyDuplicated(again$trials$learning_rate), 0L)
+  # each session's best is the best of the trials complete when it ended, so no better
+  for (result in results) {
+    expect_gte(again$trials$value[again$trials$number == result$best], again$best$value)
+  }
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"), "6")
+
+  # Another search on the same study is refused, and leaves it as it was.
+  expect_error(
+    eval(search_call, list(space = list(learning_rate = search_float(1e-4, 1e-1, log = TRUE)))),
+    class = "gpukeras_error_search_mismatch"
+  )
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"), "6")
+})
