@@ -149,6 +149,26 @@
 #'     within `timeout`.}
 #' }
 #'
+#' @section Many models:
+#' \describe{
+#'   \item{`gpukeras_error_cv_fold`}{A fold of [gpu_cv()] failed in its worker
+#'     process; the message says which and why, and the class of the worker's
+#'     own error comes first (`gpukeras_error_worker_lost` when the worker
+#'     process died, `gpukeras_error_out_of_memory`, ...).}
+#'   \item{`gpukeras_error_search_trial`}{The first trial of [gpu_search()] to
+#'     end failed with an error every trial would meet (a bug in `model_fn`, an
+#'     `objective` the logs lack), before any trial completed: the search
+#'     stops. A trial's own failure (its worker killed, out of memory, a NaN
+#'     loss) does not stop it.}
+#'   \item{`gpukeras_error_search_mismatch`}{The storage given to
+#'     [gpu_search()] holds a study of another search (another space, model
+#'     function, objective, data or `...`): resume it with its own call, or
+#'     give another `storage` or `study`.}
+#'   \item{`gpukeras_error_search_storage`}{The study's storage cannot be
+#'     opened: a database that does not answer, or a driver that is not
+#'     installed (`install_gpukeras(extras = "postgresql")`).}
+#' }
+#'
 #' @section Warnings:
 #' Warnings are [rlang][rlang::warn] warnings of class
 #' `c("gpukeras_warning_<what>", "gpukeras_warning", "rlang_warning",
