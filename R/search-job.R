@@ -47,7 +47,7 @@ search_job_status <- function(job) {
   alive <- job$process$is_alive()
   state <- if (alive) "running" else if (file.exists(file.path(job$dir, "result.rds"))) "done" else "failed"
   progress <- tryCatch(
-    core_call("search_progress", storage = search_storage(job$args$storage, caller_env())$url, study = job$args$study),
+    core_call("search_progress", storage = search_storage(job$args$storage, job$args$study, caller_env())$url, study = job$args$study),
     error = function(e) NULL
   )
   error <- if (state == "failed") read_rds_or_null(file.path(job$dir, "error.rds"))

@@ -153,7 +153,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   if (!is.null(workers)) check_count(workers, call = call)
   workers_per_device <- check_workers_per_device(workers_per_device, call = call)
   check_flag(background, call = call)
-  storage <- search_storage(storage, call)
+  storage <- search_storage(storage, study, call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
   if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
@@ -238,13 +238,19 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
 }
 
 # `storage` as the study's database URL and the folder for the best model.
-search_storage <- function(storage, call) {
+search_storage <- function(storage, study, call) {
   if (is.null(storage)) {
     storage <- tempfile("gpukeras-search-study-")
   }
   check_string(storage, call = call)
   if (grepl("^[a-z][a-z0-9+]*://", storage)) {
-    return(list(url = storage, folder = NULL, models = file.path(tempdir(), "gpukeras-search-models")))
+    # A study in a database keeps its best model in this session's temporary folder, one
+    # folder per database and study (named by a digest: the URL may hold a password).
+    key <- tempfile()
+    writeLines(c(storage, study), key)
+    digest <- unname(tools::md5sum(key))
+    unlink(key)
+    return(list(url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))))
   }
   folder <- normalizePath(path.expand(storage), mustWork = FALSE)
   if (!dir.exists(folder) && !dir.create(folder, recursive = TRUE, showWarnings = FALSE)) {
