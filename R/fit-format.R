@@ -188,7 +188,9 @@ format_fit_settings <- function(settings) {
     if (!is.null(settings$steps_per_execution)) sprintf("steps_per_execution %d", as.integer(settings$steps_per_execution)),
     if (!is.null(settings$jit_compile)) sprintf("jit_compile %s", settings$jit_compile),
     vapply(clipping, function(name) sprintf("%s %s", name, format(settings[[name]])), character(1)),
-    if (!is.null(settings$seed)) sprintf("seed %d", as.integer(settings$seed))
+    if (!is.null(settings$seed)) sprintf("seed %d", as.integer(settings$seed)),
+    # Said only when on: off is every framework's default, and most runs'.
+    if (isTRUE(settings$deterministic)) "deterministic ops"
   )
   backups <- if (!is.null(settings$backup_dir)) {
     resumed <- settings$resumed_from

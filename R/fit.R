@@ -209,7 +209,8 @@
 #' @param seed A whole number: seeds Keras and TensorFlow before training
 #'   (weights initialised from here on, dropout) and the shuffling of R data,
 #'   for repeatable runs. A dataset's own order is fixed where it was made
-#'   (`gpu_dataset(seed = )`).
+#'   (`gpu_dataset(seed = )`). `NULL` takes [gpu_setup()]'s `seed` when it was
+#'   given one (so `gpu_setup(deterministic = TRUE, seed = )` needs none here).
 #' @param verbose `"auto"`, `0` (silent), `1` (progress bar) or `2` (one line
 #'   per epoch); see Progress.
 #' @param background Train in a supervised child R process and return a
@@ -292,7 +293,8 @@
 #'   * `settings`: the settings in force, read back by the core (`epochs`,
 #'     `batch_size`, `accumulate`, `micro_batch_size`, `steps_per_epoch`, `jit_compile`, `steps_per_execution`,
 #'     `learning_rate`, `clipnorm`, `clipvalue`, `backup_dir`, `seed`,
-#'     `backend`, `device`, `dtype_policy`, `seconds`, `weights`: `NULL`
+#'     `deterministic` (whether the backend's ops were deterministic, see
+#'     [gpu_setup()]), `backend`, `device`, `dtype_policy`, `seconds`, `weights`: `NULL`
 #'     unweighted, else `training`, `class_weight`, `validation` and `note`,
 #'     ...), with `verbose`,
 #'     `data` (and `validation_data`), a description of the data, and

@@ -1,4 +1,4 @@
-#' Set up the GPU session: memory, devices, precision, threads, XLA
+#' Set up the GPU session: memory, devices, precision, threads, XLA, determinism
 #'
 #' Applies the settings R users are told to make before training ("enable
 #' memory growth", "use mixed precision", ...) in the order they need, and
@@ -73,11 +73,42 @@
 #'   calls: `TRUE`, `FALSE` or `"auto"`; `NULL` leaves it as it is.
 #' @param cpu_devices Split the CPU into this many logical devices, to test
 #'   multi-device code without GPUs; `NULL` leaves it as it is.
+#' @param deterministic `TRUE` makes the backend's ops deterministic, so that the
+#'   same run (same data, model, starting weights and `seed`, on the same
+#'   hardware and versions) ends with the same weights, bit for bit:
+#'   TensorFlow's op determinism (`tf.config.experimental.enable_op_determinism()`,
+#'   which also makes tf.data keep its order and run stateful maps serially);
+#'   on JAX, XLA's deterministic GPU ops (`--xla_gpu_deterministic_ops=true`,
+#'   added to `XLA_FLAGS` after the flags you already have, before JAX starts).
+#'   It needs a `seed`: TensorFlow refuses random ops without one once its ops
+#'   are deterministic. It costs speed (`bench/deterministic.py` measures it).
+#'   `FALSE` (the default) asks for nothing, and never turns off determinism
+#'   that is already on (restart R for that). See "Repeatable runs".
+#' @param seed A whole number: seeds Python, NumPy, the backend and Keras now
+#'   (Keras' `set_random_seed()`), so models built afterwards start from the
+#'   same weights in every session, and becomes [gpu_fit()]'s `seed` where
+#'   that is given none. Required with `deterministic = TRUE`; `NULL` seeds
+#'   nothing.
+#'
+#' @section Repeatable runs:
+#' `gpu_setup(deterministic = TRUE, seed = 1)` first, then build the model and
+#' call [gpu_fit()]: the weights it starts from, its data order and its
+#' dropout all follow from the seed, and the ops from determinism, so running
+#' the same script again gives the same weights. `gpu_fit(seed = )` seeds a fit
+#' on its own (from its start); without one it uses this `seed`. The setup
+#' object and a fit's `settings$deterministic` say whether the backend's ops
+#' were deterministic, as the backend reports it (also when you turned it on
+#' yourself: `TF_DETERMINISTIC_OPS=1`, or the XLA flag in `XLA_FLAGS`). On the
+#' CPU most ops are deterministic anyway; the GPU is where determinism changes
+#' results (atomic adds in reductions, autotuned kernels), and where it costs
+#' most.
 #' @return An object of class `gpukeras_setup`: a list with `backend`, `gpus`
 #'   (GPUs in use), `memory_growth`, `memory_limit_mib`, `devices`,
 #'   `cpu_devices`, `intra_op_threads`, `inter_op_threads`, `dtype_policy`,
 #'   `precision_reason`, `loss_scaling`, `precision_suits_device`,
-#'   `jit_compile` and `notes`.
+#'   `jit_compile`, `deterministic` (whether the backend's ops are
+#'   deterministic, read back from it), `seed` (the session's seed, `NULL` when
+#'   none was given) and `notes`.
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -87,7 +118,7 @@
 #' }
 gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
                       mixed_precision = "auto", threads = NULL, jit_compile = NULL,
-                      cpu_devices = NULL) {
+                      cpu_devices = NULL, deterministic = FALSE, seed = NULL) {
   # As given, for gpu_fit(background = TRUE) to apply in its child process.
   given <- mget(as.character(names(match.call())[-1L]))
   if (missing(memory_growth) && !is.null(memory_limit)) {
@@ -112,6 +143,17 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   if (!is.null(cpu_devices)) {
     check_count(cpu_devices)
   }
+  check_flag(deterministic)
+  seed <- check_seed(seed)
+  if (deterministic && is.null(seed)) {
+    gpukeras_abort(
+      c(
+        "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1).",
+        "Deterministic ops repeat a run only from the same seeds, and TensorFlow refuses random ops without one once its ops are deterministic."
+      ),
+      "gpukeras_error_bad_argument"
+    )
+  }
   # Checked here, not lazily inside core_call(): a bad name must fail before
   # Python starts.
   devices <- if (!is.null(devices)) device_names(devices)
@@ -124,7 +166,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     intra_op_threads = threads[["intra"]],
     inter_op_threads = threads[["inter"]],
     jit_compile = jit_compile,
-    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices)
+    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices),
+    deterministic = deterministic,
+    seed = seed
   ))
   the$setup_args <- given
   for (note in unlist(settings$notes)) {
@@ -194,6 +238,14 @@ format_setting <- function(x, none = "not set") {
   if (is.null(x) || length(x) == 0 || all(is.na(x))) none else paste(format(x), collapse = ", ")
 }
 
+# "yes, seed 1": whether the ops are deterministic, and the session's seed.
+format_deterministic <- function(deterministic, seed) {
+  paste0(
+    if (isTRUE(deterministic)) "yes" else "no",
+    if (!is.null(seed)) sprintf(", seed %d", as.integer(seed)) else ""
+  )
+}
+
 #' @export
 format.gpukeras_setup <- function(x, ...) {
   threads <- if (is.null(x$intra_op_threads)) {
@@ -212,6 +264,7 @@ format.gpukeras_setup <- function(x, ...) {
     sprintf("  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "", x$precision_reason, suits),
     sprintf("  threads:         %s", threads),
     sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),
+    sprintf("  deterministic:   %s", format_deterministic(x$deterministic, x$seed)),
     if (length(x$notes)) paste("  note:", x$notes)
   )
 }

@@ -293,10 +293,12 @@ def test_the_private_tensorflow_attributes_compat_uses_are_there() -> None:
     has(dataset, "_input_dataset", "TensorFlow", tf.__version__)
     has(dataset._input_dataset, "_batch_size", "TensorFlow", tf.__version__)
     from tensorflow.python.eager import context
+    from tensorflow.python.framework import config as tf_config
     from tensorflow.python.profiler import trace
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     has(xplane_pb2, "XSpace", "TensorFlow", tf.__version__)
+    has(tf_config, "is_op_determinism_enabled", "TensorFlow", tf.__version__)
     has(trace, "_pywrap_traceme", "TensorFlow", tf.__version__)
     has(trace._pywrap_traceme, "traceme_enabled", "TensorFlow", tf.__version__)
 

@@ -95,6 +95,7 @@ def test_history_has_every_metric_and_the_loss_decreases() -> None:
     assert settings["batch_size"] == 32
     assert settings["steps_per_epoch"] == ROWS // 32
     assert settings["seed"] == 1
+    assert settings["deterministic"] is False  # gpu_setup(deterministic = TRUE): test_deterministic
     assert settings["backend"] == config.keras().backend.backend()
     assert settings["device"] in ("CPU:0", "GPU:0")
     assert settings["dtype_policy"] == "float32"

@@ -35,12 +35,17 @@ def _tensorflow_only(run: CoreRun) -> None:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def defaults(request: pytest.FixtureRequest) -> CoreRun:
-    """gpu_setup() with its defaults, XLA_PYTHON_CLIENT_PREALLOCATE unset beforehand."""
+    """gpu_setup() with its defaults, XLA_PYTHON_CLIENT_PREALLOCATE unset beforehand (and
+    the variables that turn determinism on)."""
     return run_setup(
         request.param,
         {},
         "readback['backend'] = backend_report()\nreadback['model'] = model_facts()",
-        env={"XLA_PYTHON_CLIENT_PREALLOCATE": None},
+        env={
+            "XLA_PYTHON_CLIENT_PREALLOCATE": None,
+            "XLA_FLAGS": None,
+            "TF_DETERMINISTIC_OPS": None,
+        },
     )
 
 
@@ -80,6 +85,8 @@ def test_defaults_match_what_the_backend_reports(defaults: CoreRun) -> None:
     assert settings["jit_compile"] == "auto"
     assert settings["memory_limit_mib"] == []
     assert settings["memory_growth"] is (True if settings["gpus"] else None)
+    assert settings["deterministic"] is False  # asked for nothing: the frameworks' default
+    assert settings["seed"] is None
     if settings["backend"] == "jax":
         # memory growth on JAX is preallocation off, set before JAX started
         assert backend["environ"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"

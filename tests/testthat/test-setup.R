@@ -33,6 +33,8 @@ test_that("format.gpukeras_setup() shows limits, loss scaling, a device that gai
     loss_scaling = TRUE,
     precision_suits_device = FALSE,
     jit_compile = TRUE,
+    deterministic = TRUE,
+    seed = 7L,
     notes = list("threads: JAX has no per-process op-thread settings; not applied")
   ))
   expect_s3_class(setup, "gpukeras_setup")
@@ -49,6 +51,7 @@ test_that("format.gpukeras_setup() shows limits, loss scaling, a device that gai
     "  precision:       mixed_float16, loss scaling (asked for mixed_float16) [no speed-up on this device]",
     "  threads:         not settable on JAX",
     "  jit_compile:     TRUE",
+    "  deterministic:   yes, seed 7",
     "  note: threads: JAX has no per-process op-thread settings; not applied"
   ))
   expect_output(expect_invisible(print(setup)), "memory limit:    512 MiB, 2.0 GiB", fixed = TRUE)
@@ -66,7 +69,11 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
       devices_tpu = catch_error(gpu_setup(devices = "TPU:0")),
       devices_na = catch_error(gpu_setup(devices = NA)),
       devices_negative = catch_error(gpu_setup(devices = -1)),
-      memory_growth = catch_error(gpu_setup(memory_growth = NA))
+      memory_growth = catch_error(gpu_setup(memory_growth = NA)),
+      deterministic_word = catch_error(gpu_setup(deterministic = "yes", seed = 1)),
+      deterministic_na = catch_error(gpu_setup(deterministic = NA, seed = 1)),
+      deterministic_no_seed = catch_error(gpu_setup(deterministic = TRUE)),
+      seed = catch_error(gpu_setup(seed = 1.5))
     )
     list(errors = errors, started = reticulate::py_available(initialize = FALSE))
   })
@@ -91,6 +98,10 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
   expect_match(errors$devices_na$message, "not `NA`", fixed = TRUE)
   expect_match(errors$devices_negative$message, "not `-1`", fixed = TRUE)
   expect_match(errors$memory_growth$message, "`memory_growth` must be TRUE or FALSE, not `NA`.", fixed = TRUE)
+  expect_match(errors$deterministic_word$message, "`deterministic` must be TRUE or FALSE, not `yes`.", fixed = TRUE)
+  expect_match(errors$deterministic_na$message, "`deterministic` must be TRUE or FALSE, not `NA`.", fixed = TRUE)
+  expect_match(errors$deterministic_no_seed$message, "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1).", fixed = TRUE)
+  expect_match(errors$seed$message, "`seed` must be one whole number >= 0, not `1.5`.", fixed = TRUE)
 })
 
 test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what TensorFlow reports", {
@@ -143,7 +154,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_named(child$fields, c(
     "backend", "gpus", "memory_growth", "memory_limit_mib", "cpu_devices", "intra_op_threads",
     "inter_op_threads", "devices", "dtype_policy", "precision_reason", "loss_scaling",
-    "precision_suits_device", "jit_compile", "notes"
+    "precision_suits_device", "jit_compile", "deterministic", "seed", "notes"
   ), ignore.order = TRUE)
   fields <- child$fields
   expect_identical(fields$backend, "tensorflow")
@@ -159,14 +170,17 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_identical(fields$dtype_policy, child$in_force$policy)
   expect_identical(fields$jit_compile, "auto")
   expect_identical(fields$notes, character())
+  expect_false(fields$deterministic)
+  expect_null(fields$seed)
   expect_false(fields$loss_scaling)
   expect_true(fields$precision_suits_device)
 
-  expect_length(child$format, 9)
+  expect_length(child$format, 10)
   expect_identical(child$format[1], "<gpukeras setup> tensorflow backend")
-  expect_match(child$format[2:9], "^  [a-zA-Z_ ]+: +\\S")
+  expect_match(child$format[2:10], "^  [a-zA-Z_ ]+: +\\S")
   expect_identical(child$format[8], "  threads:         intra-op 0, inter-op 0 (0 = TensorFlow chooses)")
   expect_identical(child$format[9], "  jit_compile:     auto")
+  expect_identical(child$format[10], "  deterministic:   no")
   expect_identical(child$printed, child$format)
   expect_false(child$visible)
 
@@ -205,6 +219,53 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_match(child$limit_warnings[[1]]$message, "memory_limit: no GPU in use, so there is nothing to cap", fixed = TRUE)
   expect_identical(child$limit_setup$notes, "memory_limit: no GPU in use, so there is nothing to cap")
   expect_identical(child$limit_setup$memory_limit_mib, numeric())
+})
+
+test_that("gpu_setup(deterministic = TRUE, seed = ): two gpu_fit()s of the same model give the same weights, and say so", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    {
+      setup <- gpu_setup(deterministic = TRUE, seed = 1)
+      keras <- gpu_keras()
+      tf <- reticulate::import("tensorflow")
+      x <- matrix(stats::rnorm(256 * 4), ncol = 4)
+      data <- list(x = x, y = as.vector(x %*% c(1, -2, 0.5, 3)))
+      # The same model each time: built from the same seed (its weights and Dropout's generator).
+      trained <- function(...) {
+        keras$utils$set_random_seed(0L)
+        model <- keras$Sequential(list(
+          keras$Input(shape = list(4L)),
+          keras$layers$Dense(16L, activation = "relu"),
+          keras$layers$Dropout(0.2),
+          keras$layers$Dense(1L)
+        ))
+        model$compile(optimizer = "adam", loss = "mse")
+        fit <- gpu_fit(model, data, epochs = 2, batch_size = 32, verbose = 0, monitor = FALSE, ...)
+        list(weights = model$get_weights(), settings = fit$settings[c("deterministic", "seed")], format = format(fit))
+      }
+      list(
+        setup = unclass(setup),
+        format = format(setup),
+        first = trained(seed = 2),
+        second = trained(seed = 2),
+        unseeded = trained(),
+        # TensorFlow's own reading (not exported: read as gpukeras' core does)
+        op_determinism = reticulate::import("tensorflow.python.framework.config")$is_op_determinism_enabled()
+      )
+    },
+    env = c(KERAS_BACKEND = "tensorflow")
+  )
+  expect_true(child$setup$deterministic)
+  expect_identical(child$setup$seed, 1L)
+  expect_true("  deterministic:   yes, seed 1" %in% child$format)
+  expect_true(child$op_determinism)
+
+  expect_identical(child$first$weights, child$second$weights)
+  expect_identical(child$first$settings, list(deterministic = TRUE, seed = 2L))
+  expect_true(any(grepl("seed 2, deterministic ops", child$first$format, fixed = TRUE)))
+  # Without a seed of its own, gpu_fit() takes the setup's.
+  expect_identical(child$unseeded$settings, list(deterministic = TRUE, seed = 1L))
+  expect_false(identical(child$unseeded$weights, child$first$weights))
 })
 
 test_that("gpu_setup() after the runtime started: is silent when nothing changes, else changes nothing and says what to do", {

@@ -329,6 +329,15 @@ def report_error_to_cluster(code: int, message: str) -> None:
 
 
 # Setup, data pipelines and other backends ---------------------------------------
+def tf_op_determinism_enabled() -> bool:
+    """Whether TensorFlow's op determinism is on (``enable_op_determinism()``, or
+    TF_DETERMINISTIC_OPS): TensorFlow 2.21 exports the switch but not its reading,
+    ``is_op_determinism_enabled`` in ``tensorflow.python.framework.config``."""
+    from tensorflow.python.framework import config as tf_config
+
+    return bool(tf_config.is_op_determinism_enabled())
+
+
 def mend_tensorflow_trace() -> None:
     """Undo what a JAX trace's start and stop do to TensorFlow, where it is installed.
 

@@ -60,6 +60,8 @@ class SetupState:
         notes: settings that were asked for but do not apply on this backend.
         memory_growth_asked: what the last gpu_setup() asked for memory growth, also
             when it could not be applied (the runtime had started); None before any.
+        seed: the seed gpu_setup() last seeded the session with, gpu_fit()'s when it is
+            given none; None before any.
     """
 
     precision: PrecisionChoice | None = None
@@ -67,6 +69,7 @@ class SetupState:
     devices: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     memory_growth_asked: bool | None = None
+    seed: int | None = None
 
 
 def _native_log_quiet() -> bool:

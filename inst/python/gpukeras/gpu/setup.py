@@ -1,4 +1,5 @@
-"""gpu_setup(): memory, visible devices, precision, threads and XLA, before the runtime starts.
+"""gpu_setup(): memory, visible devices, precision, threads, XLA and determinism, before the
+runtime starts.
 
 Most of these settings only take effect before TensorFlow (or JAX) has
 initialised its devices. ``apply_setup`` checks every argument before it
@@ -8,6 +9,14 @@ be applied (never TensorFlow's bare "Physical devices cannot be modified after
 being initialized"), leaving the dtype policy and jit_compile as they were.
 A dtype policy set outside gpukeras (e.g. by keras3) is kept unless a
 precision is asked for.
+
+Determinism: TensorFlow's op determinism is a switch that can be thrown at
+any time (ops made afterwards follow it); JAX's is XLA's
+``--xla_gpu_deterministic_ops``, read from XLA_FLAGS once, when its backends
+start, so it is added there before, after the user's own flags. Deterministic
+ops repeat a run only from the same seeds, so gpu_setup() asks for a seed with
+them and seeds Python, NumPy, the backend and Keras with it
+(``keras.utils.set_random_seed``); gpu_fit() takes it when given none.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras.core import compat
+from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.gpu import cuda_driver, devices, nvml, precision
@@ -36,6 +45,15 @@ SETTING_OF_VARIABLE = {
     **{name: "memory_limit" for name in JAX_MEM_FRACTIONS},
     "CUDA_VISIBLE_DEVICES": "devices",
 }
+XLA_FLAGS = "XLA_FLAGS"
+# XLA's run-to-run determinism on GPUs (atomics-free reductions and scatters, no
+# autotuning by timing); XLA:CPU is deterministic without it.
+DETERMINISTIC_FLAG = "xla_gpu_deterministic_ops"
+DETERMINISTIC_NEEDS_SEED = (
+    "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1): deterministic "
+    "ops repeat a run only from the same seeds, and TensorFlow refuses random ops without "
+    "one once its ops are deterministic."
+)
 POLICY_SET_OUTSIDE = (
     "set outside gpukeras (e.g. keras3's config_set_dtype_policy()); gpu_setup() keeps it "
     "unless given mixed_precision"
@@ -54,6 +72,8 @@ class SetupRequest:
     inter_op_threads: int | None = None
     jit_compile: bool | str | None = None
     cpu_devices: int | None = None
+    deterministic: bool = False
+    seed: int | None = None
 
 
 @dataclass
@@ -87,6 +107,37 @@ def _variable_in_force(name: str) -> str | None:
     if name == JAX_PREALLOCATE:
         return "false" if value in ("false", "False", "0") else "true"
     return value
+
+
+def xla_flag(name: str, flags: str | None = None) -> str | None:
+    """The value XLA takes for its flag ``name`` from ``flags`` (default: XLA_FLAGS now).
+
+    XLA reads the flags in order, so the last ``--name`` counts; a bare ``--name``
+    sets a boolean flag to true. None when the flag is not there.
+    """
+    flags = os.environ.get(XLA_FLAGS, "") if flags is None else flags
+    found = None
+    for word in flags.split():
+        given, equals, value = word.removeprefix("--").partition("=")
+        if word.startswith("--") and given == name:
+            found = value if equals else "true"
+    return found
+
+
+def with_xla_flag(flags: str, name: str, value: str) -> str:
+    """``flags`` (XLA_FLAGS) with ``--name=value``: the user's other flags kept as they are
+    and in their order, an earlier ``--name`` dropped (so the value reads the same to
+    anyone who parses only the first)."""
+    kept = [
+        word
+        for word in flags.split()
+        if not (word.startswith("--") and word[2:].partition("=")[0] == name)
+    ]
+    return " ".join([*kept, f"--{name}={value}"])
+
+
+def _flag_true(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1")
 
 
 def _device_index(name: str, kind: str) -> int | None:
@@ -227,6 +278,11 @@ class TensorflowSetup:
                 lambda: threading.set_inter_op_parallelism_threads(request.inter_op_threads),
                 threading.get_inter_op_parallelism_threads,
             )
+        if request.deterministic and not attempts.failures:
+            # A switch TensorFlow reads as it makes each op, at any time: thrown only once
+            # the settings that need a fresh runtime have applied, so that a refused call
+            # changes nothing.
+            tf.config.experimental.enable_op_determinism()
         return attempts.failures
 
     def _growth(self, gpu: object) -> bool:
@@ -257,6 +313,7 @@ class TensorflowSetup:
             "cpu_devices": self._cpu_count(),
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "deterministic": deterministic_in_force(),
         }
 
 
@@ -319,6 +376,12 @@ class JaxSetup:
             # UUIDs ('MIG-...' for a MIG instance) name a device whatever the order.
             uuids = [self._uuid(i) for i in chosen]
             wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
+        # The user's own XLA_FLAGS stay; the flag goes after them, so it is the one XLA reads.
+        flags = (
+            with_xla_flag(os.environ.get(XLA_FLAGS, ""), DETERMINISTIC_FLAG, "true")
+            if request.deterministic
+            else None
+        )
         if self.started():
             # The variables only act on GPUs: with none in use, any value holds.
             in_use = bool(jax_gpus())
@@ -332,6 +395,16 @@ class JaxSetup:
                 failures.append(
                     f"cpu_devices: asked {request.cpu_devices}, in force {self._cpu_count()}"
                 )
+            if flags is not None and not deterministic_in_force():
+                if in_use:
+                    failures.append(
+                        f"deterministic ({XLA_FLAGS} --{DETERMINISTIC_FLAG}): asked 'true', "
+                        f"in force {xla_flag(DETERMINISTIC_FLAG)!r}"
+                    )
+                elif not failures:
+                    # XLA:CPU is deterministic as it is: written for the read-back, and
+                    # for processes started from this one.
+                    os.environ[XLA_FLAGS] = flags
             return failures
         if request.devices is not None and self.cuda_started:
             _refuse_devices_cuda_fixed(request.devices, chosen, len(self.cuda))
@@ -339,6 +412,8 @@ class JaxSetup:
             for name in JAX_MEM_FRACTIONS:  # jaxlib refuses both names at once
                 os.environ.pop(name, None)
         os.environ.update({name: value for name, value in wanted.items() if value is not None})
+        if flags is not None:
+            os.environ[XLA_FLAGS] = flags
         if request.devices is not None:
             self.cuda = list(nvml.cuda_devices(self.report.devices))
         if request.cpu_devices is not None:
@@ -375,6 +450,7 @@ class JaxSetup:
             "cpu_devices": self._cpu_count(),
             "intra_op_threads": None,
             "inter_op_threads": None,
+            "deterministic": deterministic_in_force(),
         }
 
 
@@ -395,6 +471,19 @@ def _refuse_devices_cuda_fixed(asked: list[str], chosen: list[int], cuda_count: 
         "backend gpu_dataset() starts CUDA (through TensorFlow, which builds its tf.data "
         "pipelines): restart R and call gpu_setup() before gpu_dataset()."
     )
+
+
+def deterministic_in_force() -> bool:
+    """Whether the backend's ops are deterministic now, as the backend reads it.
+
+    TensorFlow: its op determinism, however it was turned on (gpu_setup(),
+    ``enable_op_determinism()`` or TF_DETERMINISTIC_OPS). JAX: XLA's
+    ``--xla_gpu_deterministic_ops`` in XLA_FLAGS, gpu_setup()'s or the user's.
+    """
+    if config.backend == "jax":
+        return _flag_true(xla_flag(DETERMINISTIC_FLAG))
+    config.keras()
+    return compat.tf_op_determinism_enabled()
 
 
 def _backend_setup() -> TensorflowSetup | JaxSetup:
@@ -442,6 +531,7 @@ def current_settings() -> dict[str, object]:
         "loss_scaling": policy == "mixed_float16",
         "precision_suits_device": suits,
         "jit_compile": config.setup.jit_compile,
+        "seed": config.setup.seed,
         "notes": list(config.setup.notes),
     }
 
@@ -455,6 +545,8 @@ def apply_setup(
     inter_op_threads: int | None = None,
     jit_compile: bool | str | None = None,
     cpu_devices: int | None = None,
+    deterministic: bool = False,
+    seed: int | None = None,
 ) -> dict[str, object]:
     """Apply gpu_setup()'s settings and return those in force (see ``current_settings``).
 
@@ -468,6 +560,11 @@ def apply_setup(
         inter_op_threads: ops run in parallel (TensorFlow; 0 lets it choose).
         jit_compile: default for XLA compilation in later gpukeras training calls.
         cpu_devices: split the CPU into this many logical devices (multi-device tests).
+        deterministic: make the backend's ops deterministic (TensorFlow's op
+            determinism; on JAX, XLA's deterministic GPU ops); needs ``seed``.
+            False asks for nothing: determinism already on stays on.
+        seed: seed Python, NumPy, the backend and Keras now
+            (``keras.utils.set_random_seed``); gpu_fit() takes it when given none.
 
     Raises:
         BadArgumentError, UnknownDeviceError: before anything is changed.
@@ -476,6 +573,11 @@ def apply_setup(
     """
     if mixed_precision is not None:
         precision.check_choice(mixed_precision)
+    seed = arguments.seed(seed)
+    if not isinstance(deterministic, bool):
+        raise BadArgumentError(f"`deterministic` must be TRUE or FALSE, not {deterministic!r}.")
+    if deterministic and seed is None:
+        raise BadArgumentError(DETERMINISTIC_NEEDS_SEED)
     request = SetupRequest(
         memory_growth=bool(memory_growth),
         memory_limit_mib=[float(v) for v in memory_limit_mib] if memory_limit_mib else None,
@@ -485,6 +587,8 @@ def apply_setup(
         inter_op_threads=inter_op_threads,
         jit_compile=jit_compile,
         cpu_devices=cpu_devices,
+        deterministic=deterministic,
+        seed=seed,
     )
     backend = _backend_setup()
     notes: list[str] = []
@@ -507,6 +611,11 @@ def apply_setup(
         config.setup.jit_compile = request.jit_compile
     if request.devices is not None:
         config.setup.devices = request.devices
+    if request.seed is not None:
+        # After the settings: on JAX, seeding must not start the backends before XLA_FLAGS
+        # and the memory variables are written (it starts none, but order costs nothing).
+        config.keras().utils.set_random_seed(request.seed)
+        config.setup.seed = request.seed
     if request.memory_limit_mib and not backend.current()["gpus"]:
         notes.append("memory_limit: no GPU in use, so there is nothing to cap")
     config.setup.notes = notes

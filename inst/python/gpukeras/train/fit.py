@@ -217,7 +217,7 @@ def fit(
         request: gpu_fit()'s other arguments as one mapping (as R sends
             them), every field declared in ``fit_request.FitRequest`` (what each
             means is on gpu_fit()'s help page; weights as ``gpukeras.data.weights``
-            says).
+            says). Without a ``seed`` it takes gpu_setup()'s, when that was given one.
         **fields: the same fields by name, as Python callers write them.
 
     Returns:
@@ -243,6 +243,10 @@ def fit(
     """
     keras = config.keras()
     checked = fit_request.check_request(keras, model, fields if request is None else request)
+    if checked.seed is None and config.setup.seed is not None:
+        # gpu_setup(seed = ) seeded the session for a repeatable run: without a seed of its
+        # own, training would draw its data order from generators that have moved on.
+        checked = dataclasses.replace(checked, seed=config.setup.seed)
     found = {
         "output_precision": precision.output_precision_warning(model),
         "labels": labels.check(model, data),

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Record
-from gpukeras.gpu import devices, tensors
+from gpukeras.gpu import devices, setup, tensors
 from gpukeras.train import flops, monitor
 from gpukeras.train.advice import TrainingContext
 
@@ -252,7 +252,9 @@ def settings(
     """gpu_fit()'s ``settings``, what was in force, as both loops report it: the request
     (``fit_request.FitRequest``), the data's adapter, what ``fit_request.apply_settings``
     applied, the backup resumed from (``state``), a signal that came once the last step had
-    begun (training completed all the same), and each loop's own (``loop_own``)."""
+    begun (training completed all the same), whether the backend's ops were deterministic
+    (``setup.deterministic_in_force``, read when training ended), and each loop's own
+    (``loop_own``)."""
     return {
         "epochs": request.epochs,
         "batch_size": source.batch_size,
@@ -264,6 +266,7 @@ def settings(
         "signals": request.signals,
         "signal_after_training": signal_after_training,
         "seed": seed,
+        "deterministic": setup.deterministic_in_force(),
         "backend": backend,
         "device": device_setting(gpu_rows),
         "strategy": strategy,
