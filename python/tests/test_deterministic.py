@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CoreRun, run_setup
+from conftest import CoreRun, run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.gpu import setup
 
@@ -72,6 +72,33 @@ def test_jax_xla_flags_keep_the_users_and_end_with_determinism(deterministic: Co
     assert deterministic.readback["xla_flags"] == (
         "--xla_force_host_platform_device_count=1 --xla_gpu_deterministic_ops=true"
     )
+
+
+def test_asked_after_jax_started_it_holds_without_a_gpu_and_is_refused_with_one() -> None:
+    """XLA reads XLA_FLAGS when JAX starts: later, a GPU in use keeps what it read (a
+    runtime_started error that names the flag, nothing changed); XLA:CPU is
+    deterministic as it is, so without a GPU the request holds and is reported."""
+    run = run_on_jax(
+        "import jax\n"
+        "readback['before'] = os.environ.get('XLA_FLAGS')\n"
+        "readback['gpus'] = sum(d.platform == 'gpu' for d in jax.devices())\n"
+        "readback['setup'] = bridge.call('setup', {'deterministic': True, 'seed': 1})\n"
+        "readback['xla_flags'] = os.environ.get('XLA_FLAGS')"
+    )
+    answer, before = run.readback["setup"], run.readback["before"]
+    if run.readback["gpus"]:
+        assert answer["r_class"] == "gpukeras_error_runtime_started"
+        assert (
+            "deterministic (XLA_FLAGS --xla_gpu_deterministic_ops): asked 'true'"
+            in answer["message"]
+        )
+        assert run.readback["xla_flags"] == before  # nothing changed
+    else:
+        assert answer["ok"], answer
+        assert answer["value"]["deterministic"] is True
+        assert run.readback["xla_flags"] == setup.with_xla_flag(
+            before or "", "xla_gpu_deterministic_ops", "true"
+        )
 
 
 @pytest.mark.parametrize(
