@@ -81,7 +81,14 @@
 #'   on JAX, XLA's deterministic GPU ops (`--xla_gpu_deterministic_ops=true`,
 #'   added to `XLA_FLAGS` after the flags you already have, before JAX starts).
 #'   It needs a `seed`: TensorFlow refuses random ops without one once its ops
-#'   are deterministic. It costs speed (`bench/deterministic.py` measures it).
+#'   are deterministic. What it costs is a CPU figure here (no GPU was
+#'   available to measure): on 2 CPU cores, TensorFlow trained a small MLP
+#'   (20-256-256-2, batch 128) with deterministic ops at 1.00 times its speed
+#'   without them (median of 12 alternating rounds in fresh processes, 95 %
+#'   interval 0.97-1.30, other work loading the machine): no cost above the
+#'   noise (`bench/deterministic.py`, `bench/results/deterministic-cpu.json`).
+#'   On a GPU expect a cost: deterministic kernels give up atomic adds and
+#'   XLA's timed autotuning.
 #'   `FALSE` (the default) asks for nothing, and never turns off determinism
 #'   that is already on (restart R for that). See "Repeatable runs".
 #' @param seed A whole number: seeds Python, NumPy, the backend and Keras now
