@@ -71,8 +71,10 @@ carry_function <- function(fn) {
 
 base_packages <- c("base", "stats", "graphics", "grDevices", "utils", "datasets", "methods")
 
-# In a worker: the packages attached where the function was made, then the function.
+# In a worker: gpukeras and the packages attached where the function was made, attached
+# (a worker loads gpukeras' namespace alone: model_fn may call gpu_keras() unqualified).
 worker_function <- function(fn) {
+  if (!"package:gpukeras" %in% search()) attachNamespace("gpukeras")
   for (package in rev(attr(fn, "gpukeras_packages"))) {
     try(suppressPackageStartupMessages(library(package, character.only = TRUE)), silent = TRUE)
   }

@@ -16,7 +16,8 @@
 #' IoU and minimizes anything else (losses, errors). A `val_` objective needs
 #' validation data: `validation_data = list(x = , y = )` in `...`, or else 20 %
 #' of the rows are held out (stratified by class for class labels, drawn with
-#' `seed`) and every trial validates on them (`$validation` says which).
+#' `seed`) and every trial validates on them (`$validation` says so, and
+#' `$validation_rows` are the rows).
 #' A trial whose objective is not finite (a NaN loss) fails: it is never best.
 #'
 #' @section Sampling and pruning:
@@ -133,6 +134,8 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   }
   space <- check_space(space, call = call)
   fit_args <- check_fit_args(list(...), "gpu_search", call = call)
+  validation_data <- fit_args$validation_data
+  fit_args$validation_data <- NULL
   searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
   both <- intersect(names(space), names(fit_args)[searched])
   if (length(both)) {
@@ -163,15 +166,14 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
       sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
       devices = devices, workers = workers, workers_per_device = workers_per_device
     )
-    return(search_in_background(c(args, fit_args), call = call))
+    return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), call = call))
   }
 
   dir <- tempfile("gpukeras-search-")
   dir.create(dir)
   on.exit(unlink(dir, recursive = TRUE), add = TRUE)
   carried <- many_data(data, dir, "gpu_search", call = call)
-  validation <- search_validation(fit_args$validation_data, objective, data, seed, dir, call)
-  fit_args$validation_data <- NULL
+  validation <- search_validation(validation_data, objective, data, seed, dir, call)
   request <- list(
     space = space_to_plain(full_space), model_fn = model_digest, objective = objective,
     data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
@@ -391,11 +393,15 @@ plot.gpukeras_search <- function(x, ...) {
   values <- ifelse(trials$state == "complete", trials$value, NA)
   best <- if (x$direction == "maximize") cummax(ifelse(is.na(values), -Inf, values)) else cummin(ifelse(is.na(values), Inf, values))
   best[!is.finite(best)] <- NA
+  values <- trials$value[done]
+  # room above the points for the legend
+  ylim <- range(values) + c(0, 0.3 * max(diff(range(values)), abs(max(values)) * 0.1, 1e-8))
   graphics::plot(
-    trials$number[done], trials$value[done], pch = ifelse(trials$state[done] == "pruned", 1, 19),
+    trials$number[done], values, pch = ifelse(trials$state[done] == "pruned", 1, 19), ylim = ylim, xaxt = "n",
     xlab = "trial", ylab = x$objective, main = sprintf("%s over the trials", x$objective), ...
   )
+  graphics::axis(1, at = unique(round(pretty(trials$number))))
   graphics::lines(trials$number, best, type = "s", lty = 1)
-  graphics::legend("topright", c("complete", "pruned (last epoch reported)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n")
+  graphics::legend("top", c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n", horiz = TRUE, cex = 0.8)
   invisible(x)
 }

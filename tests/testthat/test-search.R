@@ -139,7 +139,7 @@ test_that("a cancelled background search keeps its study, and the same call resu
   expect_true("gpukeras_error_search_mismatch" %in% result$mismatch)
 })
 
-test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument", {
+test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument and validation data given", {
   result <- run_in_fresh_r({
     model_fn <- function(params) {
       keras <- gpu_keras()
@@ -147,9 +147,11 @@ test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument", {
       model$compile(optimizer = keras$optimizers$Adam(params$rate), loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
       model
     }
+    held <- seq(1, 150, by = 5)
     search <- gpu_search(
-      model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(rate = search_float(1e-3, 1e-1, log = TRUE)),
-      trials = 2, objective = "val_accuracy", epochs = 3, batch_size = search_choice(16, 32), seed = 9
+      model_fn, list(x = as.matrix(iris[-held, 1:4]), y = iris$Species[-held]), space = list(rate = search_float(1e-3, 1e-1, log = TRUE)),
+      trials = 2, objective = "val_accuracy", epochs = 3, batch_size = search_choice(16, 32), seed = 9,
+      validation_data = list(x = as.matrix(iris[held, 1:4]), y = iris$Species[held])
     )
     list(search = unclass(search), backend = gpu_keras()$backend$backend())
   }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
@@ -161,4 +163,6 @@ test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument", {
   expect_identical(trials$epochs, c(3L, 3L))
   expect_identical(result$search$direction, "maximize")
   expect_identical(result$search$best$value, max(trials$value))
+  expect_identical(result$search$validation, "the validation_data given")
+  expect_null(result$search$validation_rows)
 })

@@ -330,11 +330,13 @@ def open_study(
             # another process creating the study at once may have set its own first
             stored = made.user_attrs.get(REQUEST_ATTR)
         if _request_digest(stored) != _request_digest(request):
+            differ = _differences(stored, request) or ["its request"]
+            named = ", ".join(differ[:-1]) + " and " + differ[-1] if len(differ) > 1 else differ[0]
             raise SearchMismatchError(
                 f"The storage {_safe_url(storage)} holds the study '{study}' of another "
-                f"search: {', '.join(_differences(stored, request)) or 'its request'} "
-                "differs. Resume it with the call that made it, or give a new `storage` "
-                "(or `study` name) for this search."
+                f"search: {named} {'differ' if len(differ) > 1 else 'differs'}. Resume it "
+                "with the call that made it, or give a new `storage` (or `study` name) for "
+                "this search."
             )
         if sampler == "grid":
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
