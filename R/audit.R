@@ -37,6 +37,8 @@
 #'   reticulate): one that starts with an Input.
 #' @param batch_size The batch size it will train with, to check it too;
 #'   `NULL` to leave it out.
+#' @param ... Not used: an argument gpu_audit() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A `gpukeras_audit`: a data.frame with a row per finding, warnings
 #'   first and then by share of FLOPs, and columns `layer`, `layer_class`,
 #'   `check`, `severity` (`"warning"`: it costs speed as it is; `"info"`: worth
@@ -59,7 +61,8 @@
 #'   print(audit)
 #'   audit[audit$severity == "warning", c("layer", "check", "flops_share")]
 #' }
-gpu_audit <- function(model, batch_size = NULL) {
+gpu_audit <- function(model, batch_size = NULL, ...) {
+  check_unknown_args("gpu_audit")
   if (!is.null(batch_size)) check_count(batch_size)
   check_python_object(model, "model", "a Keras 3 model")
   result <- core_call(

@@ -72,6 +72,8 @@
 #' @param tolerance How close the bisection gets to the limit: it stops when
 #'   the gap between the largest size that fits and the smallest that does
 #'   not is at most this share of the former. A number between 0 and 1.
+#' @param ... Not used: an argument gpu_batch_size() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_batch_size`, a list with
 #'   * `trials`: a data.frame with a row per size tried, in the order tried:
 #'     `batch_size`, `phase` (`"double"` or `"bisect"`), `fits`,
@@ -114,7 +116,8 @@
 #'   plot(sizes)
 #' }
 gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps = 5, warmup = 1,
-                           memory_budget_mib = NULL, tolerance = 0.1) {
+                           memory_budget_mib = NULL, tolerance = 0.1, ...) {
+  check_unknown_args("gpu_batch_size")
   check_count(max_batch)
   check_count(min_batch)
   if (max_batch < min_batch) {

@@ -29,6 +29,8 @@
 #'   nothing and lists them in `repairs`.
 #' @param probe_seconds Length of the probe's steady-state training, in
 #'   seconds (at most 600: a few seconds tell all there is to tell).
+#' @param ... Not used: an argument gpu_check() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_check`: a list with `verdict`,
 #'   `reasons`, `advice` (character vectors), `stack` (a named list of
 #'   versions), `nvml` (whether NVIDIA's management library is available, and
@@ -95,7 +97,8 @@
 #'   check
 #'   check$verdict
 #' }
-gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE) {
+gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
+  check_unknown_args("gpu_check")
   check_flag(probe)
   check_positive_number(probe_seconds)
   check_flag(fix)

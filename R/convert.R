@@ -10,13 +10,16 @@
 #'   integer codes minus one, so classes start at 0 as Keras expects).
 #' @param dtype `"float32"` (default for numeric data), `"int32"` (default for
 #'   factors and integers), or another NumPy dtype name.
+#' @param ... Not used: an argument gpu_as_numpy() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A NumPy array (a reticulate Python object).
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
 #'   gpu_as_numpy(matrix(1:6, nrow = 2))
 #' }
-gpu_as_numpy <- function(x, dtype = NULL) {
+gpu_as_numpy <- function(x, dtype = NULL, ...) {
+  check_unknown_args("gpu_as_numpy")
   if (is.factor(x)) {
     x <- as.integer(x) - 1L
   }

@@ -8,6 +8,8 @@
 #'
 #' @param dataset A [gpu_dataset()] (or any `tf.data.Dataset`).
 #' @param steps Batches to time.
+#' @param ... Not used: an argument gpu_dataset_benchmark() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_dataset_benchmark`: a list with
 #'   `steps`, `seconds`, `batches_per_second` and `elements_per_second`.
 #'   A batch that cannot be made from the data (a corrupt image file, a
@@ -18,7 +20,8 @@
 #' if (!is.null(gpukeras_python())) {
 #'   gpu_dataset_benchmark(gpu_dataset(matrix(runif(4000), ncol = 4)), steps = 20)
 #' }
-gpu_dataset_benchmark <- function(dataset, steps = 100) {
+gpu_dataset_benchmark <- function(dataset, steps = 100, ...) {
+  check_unknown_args("gpu_dataset_benchmark")
   check_python_object(dataset, "dataset", "a gpu_dataset() or tf.data.Dataset")
   check_count(steps)
   result <- core_call("dataset_benchmark", dataset = dataset, steps = as.integer(steps))

@@ -118,6 +118,8 @@
 #'   column per level) or `"codes"` (one integer code), for all of them, or a
 #'   vector of these named by columns (the others one-hot). With `like`, the
 #'   training data's rule applies.
+#' @param ... Not used: an argument gpu_dataset() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A `tf.data.Dataset` (a Python object) of class `gpukeras_dataset`,
 #'   usable by Keras' `fit()`, with an R print method; its facts are in
 #'   `attr(, "gpukeras")`. With `validation_split > 0`, a list of two:
@@ -138,8 +140,9 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
                         to_device = "auto", na = c("error", "drop"), label = NULL,
                         columns = NULL, image_size = c(64, 64), color_mode = "rgb",
                         rescale = NULL, like = NULL, unknown = c("error", "zero", "code"),
-                        sample_weight = NULL, factors = "one_hot") {
-  recipe <- if (is.character(x) && length(x) == 1L) mget(names(formals()))
+                        sample_weight = NULL, factors = "one_hot", ...) {
+  check_unknown_args("gpu_dataset")
+  recipe <- if (is.character(x) && length(x) == 1L) mget(setdiff(names(formals()), "..."))
   options <- pipeline_options(
     batch_size, shuffle, seed, cache, map, augment, validation_split,
     drop_remainder, deterministic, prefetch, to_device

@@ -10,6 +10,8 @@
 #'   CPU device made by `gpu_setup(cpu_devices = )`) or a GPU index (`0`).
 #' @param code Code to run on `device`.
 #' @param .local_envir The environment whose exit ends the scope.
+#' @param ... Not used: an argument these functions do not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return `with_gpu_device()`: the value of `code`. `local_gpu_device()`:
 #'   the device name, invisibly.
 #' @export
@@ -23,7 +25,8 @@
 #'   })
 #'   layer$kernel$value$device
 #' }
-with_gpu_device <- function(device, code) {
+with_gpu_device <- function(device, code, ...) {
+  check_unknown_args("with_gpu_device")
   scope <- enter_device_scope(device)
   on.exit(exit_device_scope(scope), add = TRUE)
   force(code)
@@ -31,7 +34,8 @@ with_gpu_device <- function(device, code) {
 
 #' @rdname with_gpu_device
 #' @export
-local_gpu_device <- function(device, .local_envir = parent.frame()) {
+local_gpu_device <- function(device, .local_envir = parent.frame(), ...) {
+  check_unknown_args("local_gpu_device", "with_gpu_device")
   scope <- enter_device_scope(device)
   withr::defer(exit_device_scope(scope), envir = .local_envir)
   invisible(scope$name)

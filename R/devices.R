@@ -16,6 +16,8 @@ device_columns <- c(
 #' reports it, never by position. A MIG instance is listed as itself: its
 #' own `MIG-` UUID and memory.
 #'
+#' @param ... Not used: an argument gpu_devices() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A data.frame with one row per device: `device` (`"CPU:0"`,
 #'   `"GPU:0"`, ...), `type`, `name`, `compute_capability` (e.g. `"9.0"`;
 #'   `NA` for the CPU), `memory_total_mib`, `memory_free_mib` (`NA` when
@@ -28,6 +30,7 @@ device_columns <- c(
 #' if (!is.null(gpukeras_python())) {
 #'   gpu_devices()
 #' }
-gpu_devices <- function() {
+gpu_devices <- function(...) {
+  check_unknown_args("gpu_devices")
   rows_to_df(core_call("devices"), device_columns)
 }

@@ -87,6 +87,8 @@
 #'   that can reach this machine may reach the workers' ports (see "Who can
 #'   reach the workers"); needed on TensorFlow for workers on loopback outside
 #'   [gpu_launch()]'s private network.
+#' @param ... Not used: an argument gpu_strategy() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_strategy`: a list with `strategy` (the
 #'   Python object, for [gpu_fit()]), `type`, `backend`, `engine` (the class
 #'   doing the work), `replicas`, `devices`, `workers`, `index`,
@@ -102,7 +104,8 @@
 #' }
 gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worker"),
                          devices = NULL, workers = NULL, index = NULL,
-                         trusted_network = FALSE) {
+                         trusted_network = FALSE, ...) {
+  check_unknown_args("gpu_strategy")
   if (missing(type)) type <- "auto"
   check_flag(trusted_network)
   check_choice(type, c("auto", "one_device", "mirrored", "multi_worker"))
@@ -160,6 +163,8 @@ new_gpukeras_strategy <- function(strategy, description) {
 #'
 #' @param strategy A [gpu_strategy()].
 #' @param code Code that builds and compiles the model.
+#' @param ... Not used: an argument with_gpu_strategy() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return The value of `code`.
 #' @export
 #' @examples
@@ -172,7 +177,8 @@ new_gpukeras_strategy <- function(strategy, description) {
 #'     model
 #'   })
 #' }
-with_gpu_strategy <- function(strategy, code) {
+with_gpu_strategy <- function(strategy, code, ...) {
+  check_unknown_args("with_gpu_strategy")
   strategy <- strategy_object(strategy)
   context <- core_call("strategy_scope", strategy = strategy)
   context$`__enter__`()

@@ -37,6 +37,8 @@ reticulate_supports_numpy2 <- function(reticulate) {
 #' @param extras Optional parts: `"postgresql"` adds the PostgreSQL driver
 #'   (psycopg2-binary) that [gpu_search()] needs for a study stored in a
 #'   PostgreSQL database.
+#' @param ... Not used: an argument gpukeras_requirements() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
 #'   TensorFlow, Keras, nvidia-ml-py, NumPy and Optuna ([gpu_search()]'s
 #'   engine), then the extras.
@@ -45,7 +47,8 @@ reticulate_supports_numpy2 <- function(reticulate) {
 #' gpukeras_requirements(gpu = FALSE)
 #' gpukeras_requirements(gpu = FALSE, reticulate = "1.28")
 gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
-                                  reticulate = utils::packageVersion("reticulate"), extras = character()) {
+                                  reticulate = utils::packageVersion("reticulate"), extras = character(), ...) {
+  check_unknown_args("gpukeras_requirements")
   check_flag(gpu)
   check_string(os)
   check_version(reticulate)
@@ -183,6 +186,8 @@ find_python_starter <- function(call = caller_env()) {
 #'   Python >= 3.9 on the PATH.
 #' @param extras Optional parts, as [gpukeras_requirements()] takes them:
 #'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database.
+#' @param ... Not used: an argument install_gpukeras() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return Invisibly, a list with `envname`, `python` (the env's executable)
 #'   and `packages` (the pinned requirements installed).
 #' @export
@@ -191,7 +196,8 @@ find_python_starter <- function(call = caller_env()) {
 #' install_gpukeras()            # detect the GPU
 #' install_gpukeras(gpu = FALSE) # CPU-only TensorFlow
 #' }
-install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NULL, extras = character()) {
+install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NULL, extras = character(), ...) {
+  check_unknown_args("install_gpukeras")
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {

@@ -316,6 +316,8 @@ supervisor_ended <- function(job, state) {
 #' `options(gpukeras.job_standby = FALSE)` turns it off.
 #'
 #' @param job A `gpukeras_job` from `gpu_fit(background = TRUE)`.
+#' @param ... Not used: an argument these functions do not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return `gpu_job_status()`: an object of class `gpukeras_job_status`, a
 #'   list with `state` (`"starting"`, `"running"`, `"restarting"`, `"done"`,
 #'   `"failed"` or `"cancelled"`), `epoch`, `epochs`, `batch` (batches done in
@@ -349,7 +351,8 @@ supervisor_ended <- function(job, state) {
 #'   gpu_job_cancel(job)
 #'   gpu_job_status(job)$state
 #' }
-gpu_job_status <- function(job) {
+gpu_job_status <- function(job, ...) {
+  check_unknown_args("gpu_job_status")
   check_job(job)
   if (inherits(job, "gpukeras_search_job")) {
     return(search_job_status(job))
@@ -399,7 +402,8 @@ gpu_job_status <- function(job) {
 #' @param timeout Seconds to wait at most; past it, a
 #'   `gpukeras_error_job_timeout` error (the job keeps running).
 #' @export
-gpu_job_wait <- function(job, timeout = Inf) {
+gpu_job_wait <- function(job, timeout = Inf, ...) {
+  check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
     gpukeras_abort(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)), "gpukeras_error_bad_argument")
@@ -439,7 +443,8 @@ gpu_job_wait <- function(job, timeout = Inf) {
 
 #' @rdname gpu_job_status
 #' @export
-gpu_job_cancel <- function(job) {
+gpu_job_cancel <- function(job, ...) {
+  check_unknown_args("gpu_job_cancel", "gpu_job_status")
   check_job(job)
   if (inherits(job, "gpukeras_search_job")) {
     return(search_job_cancel(job))

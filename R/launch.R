@@ -39,6 +39,8 @@
 #' @param network `"private"` (a network of the workers' own, which no other
 #'   host or process can reach) or `"trusted"` (this machine's network); see
 #'   "A network of their own".
+#' @param ... Not used: an argument gpu_launch() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A list with one element per worker, in index order: the value the
 #'   function returned (`NULL` for a script). Its attribute `"output"` holds
 #'   each worker's lines of output, in the same order.
@@ -57,7 +59,8 @@
 #' }, workers = 2)
 #' }
 gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet = FALSE,
-                       network = c("private", "trusted")) {
+                       network = c("private", "trusted"), ...) {
+  check_unknown_args("gpu_launch", other = "gpu_launch() passes the worker its arguments in `args`, e.g. args = list(epochs = 3).")
   script <- is.character(worker) && length(worker) == 1L && !is.na(worker)
   if (!is.function(worker) && !script) {
     gpukeras_abort(

@@ -34,6 +34,8 @@
 #' @param stop_factor Stop once the smoothed loss exceeds this many times its
 #'   lowest value (> 1).
 #' @param smoothing The moving average's weight of the past, in `[0, 1)`.
+#' @param ... Not used: an argument gpu_lr_find() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A `gpukeras_lr_find`, a list with
 #'   * `history`: a data.frame with a row per batch trained: `lr`, `loss`,
 #'     `smoothed`;
@@ -69,7 +71,8 @@
 #'   plot(found)
 #' }
 gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, batch_size = NULL,
-                        stop_factor = 4, smoothing = 0.98, seed = NULL) {
+                        stop_factor = 4, smoothing = 0.98, seed = NULL, ...) {
+  check_unknown_args("gpu_lr_find")
   check_positive_number(min_lr)
   check_positive_number(max_lr)
   if (max_lr <= min_lr) {

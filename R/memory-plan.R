@@ -63,6 +63,8 @@
 #' @param batch_size The batch size to plan for.
 #' @param device The GPU whose free memory the largest batch is judged
 #'   against, e.g. `"GPU:1"`. `NULL`: the GPU the model trains on.
+#' @param ... Not used: an argument gpu_memory_plan() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_memory_plan`, a list with
 #'   * `parts`: a data.frame with columns `part` and `mib`, largest first;
 #'   * `total_mib`: their sum; `batch_size`;
@@ -105,7 +107,8 @@
 #'   print(plan)
 #'   plot(plan)
 #' }
-gpu_memory_plan <- function(model, batch_size, device = NULL) {
+gpu_memory_plan <- function(model, batch_size, device = NULL, ...) {
+  check_unknown_args("gpu_memory_plan")
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_count(batch_size)
   if (!is.null(device)) check_string(device)

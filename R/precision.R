@@ -7,6 +7,8 @@
 #' the finding.
 #'
 #' @param model A Keras 3 model (from keras3, [gpu_keras()] or reticulate).
+#' @param ... Not used: an argument gpu_precision_check() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return The finding as a string, or `NULL` when the output is fine, invisibly.
 #' @export
 #' @examples
@@ -18,7 +20,8 @@
 #'   ))
 #'   gpu_precision_check(model)
 #' }
-gpu_precision_check <- function(model) {
+gpu_precision_check <- function(model, ...) {
+  check_unknown_args("gpu_precision_check")
   check_python_object(model, "model", "a Keras 3 model")
   finding <- core_call("output_precision_warning", model = model)
   if (!is.null(finding) && !warned_before(model)) {

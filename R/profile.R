@@ -47,6 +47,8 @@
 #'   one run: give each profile its own folder (the default does).
 #' @param verbose `0` (silent, the default), `1` (progress bar), `2` (one line
 #'   per epoch) or `"auto"`, as in [gpu_fit()].
+#' @param ... Not used: an argument gpu_profile() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_profile`, a list with
 #'   * `logdir`, `trace_dir` (the trace's folder) and `tensorboard` (the
 #'     `command` to open the logs, and a `note`);
@@ -90,7 +92,8 @@
 #'   profile$scalars
 #' }
 gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpukeras-profile-"),
-                        batch_size = NULL, verbose = 0) {
+                        batch_size = NULL, verbose = 0, ...) {
+  check_unknown_args("gpu_profile")
   # Every check that needs no Python comes first, so a mistake fails at once.
   steps <- check_step_range(steps)
   check_string(logdir)

@@ -26,12 +26,15 @@ default_envname <- function() {
 #' [gpu_check()] says which environment is in use and why
 #' (`stack$python_chosen_by`).
 #'
+#' @param ... Not used: an argument gpukeras_python() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return The path of the Python executable gpukeras will use, or `NULL` when
 #'   none of the above is set or found.
 #' @export
 #' @examples
 #' gpukeras_python()
-gpukeras_python <- function() {
+gpukeras_python <- function(...) {
+  check_unknown_args("gpukeras_python")
   explicit_python()$python
 }
 
@@ -272,6 +275,8 @@ core_call <- function(target, ..., error_call = caller_env()) {
 #' subclass. Methods of the objects made (`model$fit()`) are Keras' own: train
 #' with [gpu_fit()].
 #'
+#' @param ... Not used: an argument gpu_keras() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return The `keras` Python module, as a reticulate object whose modules,
 #'   classes and functions are Keras' own (with the conversion above).
 #' @export
@@ -284,7 +289,8 @@ core_call <- function(target, ..., error_call = caller_env()) {
 #'     keras$layers$Dense(10, activation = "softmax")
 #'   ))
 #' }
-gpu_keras <- function() {
+gpu_keras <- function(...) {
+  check_unknown_args("gpu_keras")
   core_call("start")
   core_call("keras_api")
 }

@@ -29,6 +29,8 @@
 #'   outputs are compared.
 #' @param batch_size Rows per batch for R data (default 32); `NULL` for a
 #'   dataset, which is batched already.
+#' @param ... Not used: an argument gpu_quantize() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A `gpukeras_quantized`, a list with
 #'   * `model`: the quantized copy, for `predict()` and `evaluate()`;
 #'   * `mode`, `backend`;
@@ -65,7 +67,8 @@
 #'   print(small)
 #'   small$model$predict(gpu_as_numpy(as.matrix(iris[1:2, 1:4])), verbose = 0L)
 #' }
-gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL) {
+gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, ...) {
+  check_unknown_args("gpu_quantize")
   check_string(mode)
   if (!is.null(batch_size)) check_count(batch_size)
   data <- if (!is.null(data)) fit_data(data, "data")

@@ -32,6 +32,8 @@
 #' @param probe For the check run here: also run its training probe (a few
 #'   seconds), see [gpu_check()].
 #' @param overwrite Replace `file` if it exists.
+#' @param ... Not used: an argument gpu_report() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return The report, an object of class `gpukeras_report` (the Markdown
 #'   lines), invisibly when written to `file`. `print()` shows it.
 #' @export
@@ -40,7 +42,8 @@
 #'   report <- gpu_report(file = NULL, probe = FALSE)
 #'   report
 #' }
-gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, overwrite = FALSE) {
+gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, overwrite = FALSE, ...) {
+  check_unknown_args("gpu_report")
   call <- current_env()
   if (!is.null(file)) check_string(file, call = call)
   check_flag(probe, call = call)

@@ -16,6 +16,8 @@
 #'   model (saved without an encoding: new data is then taken as numbers).
 #' @param path The model's file, ending in `.keras`.
 #' @param overwrite Replace existing files.
+#' @param ... Not used: an argument these functions do not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return `gpu_save()`: the paths written (`model`, `encoding`), invisibly.
 #'   `gpu_load()`: a `gpukeras_model`, a list with `model` (the Keras model),
 #'   `encoding` (`NULL` when there was no JSON file beside it) and `path`,
@@ -36,7 +38,8 @@
 #'   print(saved)
 #'   print(predict(saved, iris[c(1, 51, 101), ], type = "class"))
 #' }
-gpu_save <- function(object, path, overwrite = FALSE) {
+gpu_save <- function(object, path, overwrite = FALSE, ...) {
+  check_unknown_args("gpu_save")
   call <- current_env()
   check_string(path, call = call)
   check_flag(overwrite, call = call)
@@ -74,7 +77,8 @@ gpu_save <- function(object, path, overwrite = FALSE) {
 
 #' @rdname gpu_save
 #' @export
-gpu_load <- function(path) {
+gpu_load <- function(path, ...) {
+  check_unknown_args("gpu_load", "gpu_save")
   call <- current_env()
   check_string(path, call = call)
   path <- normalizePath(path.expand(path), mustWork = FALSE)

@@ -53,7 +53,8 @@
 #'     scaling
 #'   }
 #' }
-gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs = 3, rounds = 2, seed = 1) {
+gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs = 3, rounds = 2, seed = 1, ...) {
+  check_unknown_args("gpu_scaling")
   call <- current_env()
   if (!is.null(devices) && (!is.character(devices) || anyNA(devices) || length(devices) < 2L)) {
     gpukeras_abort(
@@ -114,7 +115,9 @@ print.gpukeras_scaling <- function(x, ...) {
 
 #' @rdname gpu_scaling
 #' @param x A `gpu_scaling()` result.
-#' @param ... Passed to [graphics::barplot()].
+#' @param ... `gpu_scaling()`: not used, an argument it does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
+#'   `plot()`: passed to [graphics::barplot()].
 #' @export
 plot.gpukeras_scaling <- function(x, ...) {
   best <- vapply(c(1, x$replicas), function(n) max(x$runs$samples_per_second[x$runs$devices == n]), numeric(1))

@@ -21,6 +21,8 @@
 #' @param decay_steps Steps of the decay after the warmup (cosine), or steps
 #'   per factor of `decay_rate` (exponential).
 #' @param alpha The floor of the cosine decay as a share of `peak`, in `[0, 1]`.
+#' @param ... Not used: an argument these functions do not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_lr_schedule`: a list with `schedule`
 #'   (`"warmup_cosine"`, `"exponential"` or `"cyclical"`) and the parameters,
 #'   step counts as integers.
@@ -30,7 +32,8 @@
 #' lr_warmup_cosine(peak = 1e-3, warmup_steps = 100, decay_steps = 1000)
 #' lr_exponential(initial = 0.01, decay_steps = 500, decay_rate = 0.9, staircase = TRUE)
 #' lr_cyclical(low = 1e-4, high = 1e-2, step_size = 200, mode = "triangular2")
-lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0) {
+lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0, ...) {
+  check_unknown_args("lr_warmup_cosine")
   check_positive_number(peak)
   check_steps(warmup_steps, minimum = 0)
   check_steps(decay_steps)
@@ -52,7 +55,8 @@ lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0) {
 #' @param decay_rate The factor applied every `decay_steps` steps, in `(0, 1]`.
 #' @param staircase Decay in whole steps of `decay_rate` rather than smoothly.
 #' @export
-lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE) {
+lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE, ...) {
+  check_unknown_args("lr_exponential", "lr_warmup_cosine")
   check_positive_number(initial)
   check_steps(decay_steps)
   if (!is.numeric(decay_rate) || length(decay_rate) != 1L || is.na(decay_rate) || decay_rate <= 0 || decay_rate > 1) {
@@ -79,7 +83,8 @@ lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE) 
 #' @param mode `"triangular"` (every cycle the same) or `"triangular2"` (each
 #'   cycle half as high as the one before).
 #' @export
-lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular2")) {
+lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular2"), ...) {
+  check_unknown_args("lr_cyclical", "lr_warmup_cosine")
   check_positive_number(low)
   check_positive_number(high)
   if (high <= low) {

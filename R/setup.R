@@ -96,6 +96,8 @@
 #'   same weights in every session, and becomes [gpu_fit()]'s `seed` where
 #'   that is given none. Required with `deterministic = TRUE`; `NULL` seeds
 #'   nothing.
+#' @param ... Not used: an argument gpu_setup() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #'
 #' @section Repeatable runs:
 #' `gpu_setup(deterministic = TRUE, seed = 1)` first, then build the model and
@@ -125,7 +127,8 @@
 #' }
 gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
                       mixed_precision = "auto", threads = NULL, jit_compile = NULL,
-                      cpu_devices = NULL, deterministic = FALSE, seed = NULL) {
+                      cpu_devices = NULL, deterministic = FALSE, seed = NULL, ...) {
+  check_unknown_args("gpu_setup")
   # As given, for gpu_fit(background = TRUE) to apply in its child process.
   given <- mget(as.character(names(match.call())[-1L]))
   if (missing(memory_growth) && !is.null(memory_limit)) {

@@ -75,6 +75,8 @@
 #' @param jit_compile Values of `jit_compile` to try (`FALSE`, `TRUE`).
 #' @param max_batch The largest size [gpu_batch_size()]'s search tries.
 #' @param seed Seeds Keras before every run, so all start alike.
+#' @param ... Not used: an argument gpu_tune() does not have is an
+#'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A `gpukeras_tune`, a list with
 #'   * `trials`: a data.frame with a row per run, in the order run: `axis`
 #'     (the axis it varied, `"baseline"` first), `precision`, `batch_size`,
@@ -116,7 +118,8 @@
 #' }
 gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_sizes = NULL,
                      steps_per_execution = c(1, 8, 32), jit_compile = c(FALSE, TRUE),
-                     max_batch = 1024, seed = NULL) {
+                     max_batch = 1024, seed = NULL, ...) {
+  check_unknown_args("gpu_tune")
   check_positive_number(time_budget)
   if (!is.null(precisions)) {
     known <- c("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")

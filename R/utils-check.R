@@ -175,3 +175,25 @@ resolve_verbose <- function(verbose, call = caller_env()) {
   }
   as.integer(verbose)
 }
+
+# The first line of each exported function whose `...` is there only to catch
+# the arguments it does not have (a misspelt one, one past its last given by
+# position): abort_unused_args()'s error, with the argument most likely meant,
+# before anything can start Python. `fn`: the function's name; `topic`: its
+# help page; `other`: advice for a named argument close to none of its own
+# (a function with none says so). Reads the names of the dots in `call`, the
+# function's frame, without evaluating them.
+check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()) {
+  dots <- as.list(substitute(list(...), call))[-1L]
+  if (!length(dots)) {
+    return(invisible())
+  }
+  names <- rlang::names2(dots)
+  fun <- get(fn, envir = topenv(), mode = "function")
+  own <- setdiff(names(formals(fun)), "...")
+  if (!length(own)) other <- sprintf("%s() takes no arguments.", fn)
+  named <- unique(names[names != ""])
+  far <- if (length(own)) named[!vapply(named, function(name) length(closest_argument(name, own)) > 0L, logical(1))] else named
+  instead <- if (length(other) && length(far)) rlang::set_names(rep(other, length(far)), far) else character()
+  abort_unused_args(names, fun, topic, label = paste0(fn, "()"), instead = instead, call = call)
+}
