@@ -341,13 +341,13 @@ format.gpukeras_cv <- function(x, ...) {
   summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
   c(
     sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
-    sprintf("Fits:     each in a fresh worker process: %s", paste(format_devices(x$devices), collapse = ", ")),
+    sprintf("Fits:     each in a fresh worker process: %s", paste(format_fold_devices(x$devices), collapse = ", ")),
     "Held-out metrics, mean (sd) over the folds:",
     sprintf("  %-12s %s", names(summary), summary)
   )
 }
 
-format_devices <- function(devices) {
+format_fold_devices <- function(devices) {
   counts <- table(devices)
   sprintf("%d on %s", as.integer(counts), names(counts))
 }
