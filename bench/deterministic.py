@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -122,18 +121,7 @@ def run(backend: str, config: dict) -> dict:
     }
     # Determinism is this benchmark's variable alone: none turned on from outside.
     env.pop("TF_DETERMINISTIC_OPS", None)
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(config)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("@@")]
-    if not lines:
-        raise RuntimeError(f"benchmark child failed ({backend}):\n{done.stderr[-3000:]}")
-    report: dict = json.loads(lines[-1][2:])
+    report = bench_modes.run_child(CHILD, config, env, f" ({backend})")
     if report["deterministic"] is not config["deterministic"]:
         raise RuntimeError(f"asked deterministic={config['deterministic']}, got {report}")
     return report

@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -90,18 +89,7 @@ def run(config: dict) -> dict:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(CORE), os.environ.get("PYTHONPATH")])),
     }
     env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)  # gpu_setup(memory_growth=) decides
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(config)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("@@")]
-    if not lines:
-        raise RuntimeError(f"benchmark child failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1][2:])
+    return bench_modes.run_child(CHILD, config, env)
 
 
 def main() -> None:

@@ -10,7 +10,10 @@ The R benchmarks do the same through ``bench/lib/common.R``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -45,3 +48,22 @@ def command(script: str, args: argparse.Namespace) -> str:
     """The command that ran ``script`` in this mode, for its result."""
     flag = " --smoke" if args.smoke else " --quick" if args.quick else ""
     return f"python {script}{flag}"
+
+
+def run_child(code: str, config: dict, env: dict[str, str], what: str = "") -> dict:
+    """Run ``code`` in a fresh Python with ``config`` (JSON) as its argument and ``env`` as
+    its environment, and return the report it printed last on a line starting with ``@@``
+    (a fresh process per measurement: a backend starts once per process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("@@")]
+    if not lines:
+        raise RuntimeError(f"benchmark child failed{what}:\n{done.stderr[-3000:]}")
+    report: dict = json.loads(lines[-1][2:])
+    return report
