@@ -83,6 +83,25 @@ def test_native_start_up_lines_are_silenced_unless_the_level_is_0(
     assert runtime._native_log_quiet() is quiet
 
 
+def test_tensorflow_started_for_a_pipeline_under_jax_is_quiet_too() -> None:
+    """Under the JAX backend TensorFlow starts only for tf.data (gpu_dataset()): its native
+    start-up lines (absl, oneDNN, CPU features) stay off stderr there as well."""
+    requires("jax")
+    requires("tensorflow")
+    run = run_core(
+        "start",
+        env={"KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": None},
+        after="import numpy, sys\n"
+        "answer = bridge.call('dataset_from_arrays', "
+        "{'x': numpy.ones((8, 3), 'float32'), 'y': None, 'batch_size': 4})\n"
+        "readback['ok'] = answer['ok']\n"
+        "readback['tensorflow'] = 'tensorflow' in sys.modules",
+    )
+    assert run.readback == {"ok": True, "tensorflow": True}
+    for line in ("absl::InitializeLog", "oneDNN", "cpu_feature_guard", "E0000", "W0000", "I0000"):
+        assert line not in run.stderr
+
+
 def test_jax_starts_without_tensorflow() -> None:
     requires("jax")
     run = run_core("start", env={"KERAS_BACKEND": "jax"})
