@@ -186,7 +186,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     pruner = pruner, seed = seed, error_call = call
   )
   plan <- worker_plan(devices, workers, workers_per_device, call = call)
-  pool <- new_worker_pool(plan, dir)
+  pool <- new_worker_pool(plan, dir, preload = "optuna")
   running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
   on.exit(
     {
@@ -212,6 +212,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
       fit = c(fit_args[!searched], params[names(fit_args)[searched]]),
       trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
       save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
+      more = asked$left > 0L,
       plan_memory = identical(workers_per_device, "auto") && !is.null(plan$slots[[1]]$visible)
     )
   }

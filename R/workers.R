@@ -54,7 +54,9 @@ worker_env <- function(slot) {
   )
 }
 
-new_worker_pool <- function(plan, dir) {
+# `preload`: Python modules the waiting processes import ahead (gpu_search()'s workers
+# report to Optuna: importing it and SQLAlchemy takes about half a second).
+new_worker_pool <- function(plan, dir, preload = character()) {
   pool <- new.env(parent = emptyenv())
   pool$plan <- plan
   pool$slots <- plan$slots
@@ -63,6 +65,7 @@ new_worker_pool <- function(plan, dir) {
   pool$ready <- vector("list", length(plan$slots))
   pool$busy <- vector("list", length(plan$slots))
   pool$setup <- the$setup_args
+  pool$preload <- preload
   pool
 }
 
@@ -72,15 +75,16 @@ worker_start <- function(pool, i) {
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
   process <- job_process(
-    "worker_wait", list(dir, Sys.getpid()),
+    "worker_wait", list(dir, Sys.getpid(), pool$preload),
     stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
     env = worker_env(pool$slots[[i]])
   )
   list(dir = dir, process = process, slot = i)
 }
 
-# Give `task` to slot `i` (free): its ready process takes it, and the slot readies the next.
-worker_submit <- function(pool, i, task, call = caller_env()) {
+# Give `task` to slot `i` (free): its ready process takes it, and with `ready_next` (more
+# fits to come) the slot readies the next process meanwhile.
+worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env()) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
   task$setup <- pool$setup
@@ -89,7 +93,7 @@ worker_submit <- function(pool, i, task, call = caller_env()) {
   worker$task <- task
   worker$started <- Sys.time()
   pool$busy[[i]] <- worker
-  pool$ready[[i]] <- worker_start(pool, i)
+  if (ready_next) pool$ready[[i]] <- worker_start(pool, i)
   invisible(worker)
 }
 
@@ -109,7 +113,9 @@ worker_collect <- function(pool) {
     result_file <- file.path(worker$dir, "result.rds")
     alive <- worker$process$is_alive()
     if (alive && !file.exists(result_file)) next
-    if (alive) worker$process$wait(5000L)
+    # On a GPU the next fit starts once this one's process has ended and given its memory
+    # back; on the CPU nothing waits for that (a framework takes a second to tear down).
+    if (alive && !is.null(pool$slots[[i]]$visible)) worker$process$wait(5000L)
     result <- read_rds_or_null(result_file) %||% worker_crash(worker)
     ended[[length(ended) + 1L]] <- list(
       task = worker$task, slot = i, result = result,
@@ -158,7 +164,8 @@ worker_close <- function(pool) {
 
 # Run `tasks` (a list) on the pool; `on_end(ended)` is called for each fit as it ends and
 # may return tasks to add. `next_task()` (optional) gives further tasks while slots are
-# free (NULL when there is none now). Returns when nothing is left to run.
+# free (NULL when there is none now; a task's `more` says whether others may follow).
+# Returns when nothing is left to run.
 worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL, on_wait = function() NULL) {
   repeat {
     for (i in worker_free(pool)) {
@@ -170,7 +177,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
         next_task()
       }
       if (is.null(task)) break
-      worker_submit(pool, i, task)
+      worker_submit(pool, i, task, ready_next = length(tasks) > 0L || !isFALSE(task$more))
     }
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
@@ -186,9 +193,10 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # Start Python and import Keras (no runtime: no devices, no memory), then wait for the
 # task; a session that ends first takes the waiting process with it.
-worker_wait <- function(dir, parent) {
+worker_wait <- function(dir, parent, preload = character()) {
   core()
   reticulate::import("keras")
+  for (module in preload) reticulate::import(module)
   task_file <- file.path(dir, "task.rds")
   while (!file.exists(task_file)) {
     if (!process_alive(parent)) quit(save = "no", status = 0)

@@ -99,7 +99,10 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
     model <- model_fn()
     fit <- gpu_fit(model, list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16, seed = cv$seeds[2], verbose = 0)
     by_hand <- evaluate(fit, data$x[cv$folds[[2]], ], data$y[cv$folds[[2]]])
-    list(cv = unclass(cv), frameworks = frameworks, by_hand = by_hand, text = format(cv),
+    grDevices::pdf(NULL)
+    plotted <- plot(cv)
+    grDevices::dev.off()
+    list(cv = unclass(cv), frameworks = frameworks, by_hand = by_hand, text = format(cv), plotted = inherits(plotted, "gpukeras_cv"),
          predicted = predict(fit, data$x[cv$folds[[2]], ]))
   }, timeout = 240)
   cv <- result$cv
@@ -117,6 +120,7 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
   expect_equal(cv$metrics$loss[2], unname(result$by_hand[["loss"]]), tolerance = 1e-6)
   expect_equal(cv$metrics$accuracy[2], unname(result$by_hand[["accuracy"]]), tolerance = 1e-6)
   expect_equal(unname(cv$predictions[cv$folds[[2]], ]), unname(result$predicted), tolerance = 1e-6)
+  expect_true(result$plotted)
   expect_match(result$text[1], "^<gpukeras_cv> 3 folds \\(stratified by the labels\\), seed 11")
   expect_true(any(grepl("^  loss +[0-9.]+ \\(sd [0-9.e-]+\\)", result$text)))
 })

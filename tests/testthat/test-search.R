@@ -49,7 +49,10 @@ test_that("a failed trial (killed worker, NaN loss) is recorded and the search g
       seed = best$seed, verbose = 0
     )
     loaded <- gpu_load(search$best$path)
-    list(
+    grDevices::pdf(NULL)
+    plotted <- plot(search)
+    grDevices::dev.off()
+    list(plotted = inherits(plotted, "gpukeras_search"),
       search = unclass(search), frameworks = frameworks, repeated = utils::tail(fit$history$val_loss, 1),
       predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"),
       text = format(search), files = list.files(dir, recursive = TRUE)
@@ -57,6 +60,7 @@ test_that("a failed trial (killed worker, NaN loss) is recorded and the search g
   }, env = c(GPUKERAS_TEST_DIR = dir), timeout = 300)
   search <- result$search
   trials <- search$trials
+  expect_true(result$plotted)
   expect_identical(names(trials), c("number", "mode", "value", "state", "reason", "seconds", "device", "seed", "epochs"))
   expect_setequal(trials$mode, c("ok", "crash", "nan"))
   expect_identical(trials$state[trials$mode == "ok"], "complete")

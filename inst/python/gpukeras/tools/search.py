@@ -401,8 +401,9 @@ def interrupt(search: Search, numbers: list[int], why: str) -> None:
 
 
 def ask(search: Search) -> dict[str, Any] | None:
-    """The next trial to run: its ``number``, ``trial_id``, ``params`` and ``seed``; None
-    when the study holds ``trials`` counted trials already (by any process)."""
+    """The next trial to run: its ``number``, ``trial_id``, ``params``, ``seed`` and ``left``
+    (trials the budget holds after it, as far as this process knows); None when the study
+    holds ``trials`` counted trials already (by any process)."""
     with _quiet() as optuna:
         if _counted(search) >= search.budget:
             return None
@@ -428,6 +429,7 @@ def ask(search: Search) -> dict[str, Any] | None:
             "trial_id": optuna_trial_id(trial),  # the worker reports through it
             "params": trial.params,
             "seed": seed,
+            "left": search.budget - rank,
         }
 
 
