@@ -1,0 +1,274 @@
+# What bench/cv.R and bench/search.R share: the data, the model, and the probe that
+# times each fit's start in its worker process (R/workers.R), from the task's
+# submission to its first training step.
+#
+# The probe changes nothing in the package. In this session it traces two internal
+# functions of gpukeras: write_rds_atomic(), to read the clock when a task.rds has
+# been written into a worker's folder (the submission), and worker_collect(), to keep
+# each ended fit's result (with its worker's `timings`, when R/workers.R records them).
+# In the worker, the model function calls worker_probe_begin() (only in a worker: a
+# process other than this session), which reads the clock, traces gpu_fit() (its entry
+# and exit) and worker_rows() (the data copy) there, and makes Keras' CallbackList read
+# the clock at its first on_train_batch_begin, the start of the first training step
+# (the step that then traces and compiles). gpu_fit()'s exit writes what the worker
+# read to a file in `probe_dir`, one per fit. The probe's own setup in the worker (about
+# 0.2 s, mostly trace()) is timed and left out of the overhead.
+
+# The data: `rows` x `features` standard normal, two classes from a linear score
+# plus noise (about 88 % separable), integer labels 0/1.
+bench_data <- function(rows, features = 20L, noise = 1.5, seed = 1L) {
+  withr::with_seed(seed, {
+    x <- matrix(stats::rnorm(rows * features), ncol = features)
+    w <- stats::rnorm(features)
+    y <- as.integer(x %*% w + stats::rnorm(rows, sd = noise) > 0)
+  })
+  list(x = x, y = y)
+}
+
+# The worker's side of the probe: call first thing in the model function. Does nothing
+# in the session (`session_pid`, this session's process id).
+worker_probe_begin <- function(probe_dir, session_pid) {
+  if (Sys.getpid() == session_pid) {
+    return(invisible(NULL))
+  }
+  state <- new.env(parent = emptyenv())
+  state$model_fn_start <- as.numeric(Sys.time())
+  state$rows_seconds <- 0
+  task <- dynGet("task", ifnotfound = NULL) # worker_model(task)'s argument
+  state$number <- if (!is.null(task$trial)) task$trial$number else task$number
+  state$pid <- Sys.getpid()
+  assign(".bench_probe", state, envir = globalenv())
+  # trace() runs these closures, which hold `state` (an environment can be called
+  # into, not assigned through, inside a traced function's frame)
+  rows_began <- function() state$rows_began <- as.numeric(Sys.time())
+  rows_ended <- function() state$rows_seconds <- state$rows_seconds + as.numeric(Sys.time()) - state$rows_began
+  fit_entered <- function() state$fit_entry <- as.numeric(Sys.time())
+  fit_exited <- function() {
+    state$fit_exit <- as.numeric(Sys.time())
+    state$first_step <- reticulate::py_eval("bench_first_step")
+    saveRDS(as.list(state), file.path(probe_dir, sprintf("fit-%d-%d.rds", state$number, state$pid)))
+  }
+  namespace <- asNamespace("gpukeras")
+  suppressMessages({
+    trace("worker_rows", tracer = bquote(.(rows_began)()), exit = bquote(.(rows_ended)()), where = namespace, print = FALSE)
+    trace("gpu_fit", tracer = bquote(.(fit_entered)()), exit = bquote(.(fit_exited)()), where = namespace, print = FALSE)
+  })
+  reticulate::py_run_string("
+import time
+import keras
+
+bench_first_step = None
+
+def _bench_first_step():
+    hooks = keras.callbacks.CallbackList
+    original = hooks.on_train_batch_begin
+
+    def first(self, batch, logs=None):
+        global bench_first_step
+        hooks.on_train_batch_begin = original
+        bench_first_step = time.time()
+        return original(self, batch, logs)
+
+    hooks.on_train_batch_begin = first
+
+_bench_first_step()
+")
+  # the probe's own time, left out of the overhead (mostly trace())
+  state$probe_ready <- as.numeric(Sys.time())
+  invisible(state)
+}
+
+# Call last in the model function, with the model.
+worker_probe_end <- function(model) {
+  state <- get0(".bench_probe", envir = globalenv())
+  if (!is.null(state)) state$model_fn_end <- as.numeric(Sys.time())
+  model
+}
+
+# The session's side: trace the submission and the collection of every fit. Returns an
+# environment whose `submitted` (task number -> time) and `ended` (the ended fits:
+# number, collected, result timings, seconds) fill as fits run; untrace with
+# probe_session_stop().
+probe_session_start <- function() {
+  recorder <- new.env(parent = emptyenv())
+  recorder$submitted <- list()
+  recorder$ended <- list()
+  submitted <- function(object, path) {
+    if (basename(path) == "task.rds") {
+      number <- if (!is.null(object$trial)) object$trial$number else object$number
+      recorder$submitted[[as.character(number)]] <- as.numeric(Sys.time())
+    }
+  }
+  collected <- function(ended) {
+    now <- as.numeric(Sys.time())
+    for (one in ended) {
+      recorder$ended[[length(recorder$ended) + 1L]] <- list(
+        number = if (!is.null(one$task$trial)) one$task$trial$number else one$task$number,
+        collected = now, seconds = one$seconds, timings = one$result$timings, error = one$result$error$message
+      )
+    }
+  }
+  namespace <- asNamespace("gpukeras")
+  suppressMessages({
+    trace("write_rds_atomic", exit = bquote(.(submitted)(object, path)), where = namespace, print = FALSE)
+    trace("worker_collect", exit = bquote(.(collected)(returnValue())), where = namespace, print = FALSE)
+  })
+  recorder
+}
+
+probe_session_stop <- function() {
+  namespace <- asNamespace("gpukeras")
+  suppressMessages({
+    untrace("write_rds_atomic", where = namespace)
+    untrace("worker_collect", where = namespace)
+  })
+  invisible()
+}
+
+# One row per fit of a run: when it was submitted, each step of its start in the
+# worker, its first training step, its end and collection (seconds since the run
+# began, and the parts of the overhead in seconds), from the session's `recorder` and
+# the worker's files in `probe_dir`. `began`: the run's start (Sys.time() as a number).
+probe_fits <- function(recorder, probe_dir, began) {
+  files <- list.files(probe_dir, pattern = "^fit-.*[.]rds$", full.names = TRUE)
+  worker <- lapply(files, readRDS)
+  by_number <- stats::setNames(worker, vapply(worker, function(w) as.character(w$number), ""))
+  ended <- stats::setNames(recorder$ended, vapply(recorder$ended, function(e) as.character(e$number), ""))
+  numbers <- names(recorder$submitted)
+  numbers <- numbers[order(unlist(recorder$submitted[numbers]))]
+  rows <- lapply(numbers, function(number) {
+    w <- by_number[[number]]
+    e <- ended[[number]]
+    submitted <- recorder$submitted[[number]]
+    timings <- e$timings
+    get <- function(x) if (is.null(x)) NA_real_ else as.numeric(x)
+    data.frame(
+      number = as.integer(number),
+      submitted = submitted - began,
+      task_read = get(timings$task_read) - began,
+      setup_done = get(timings$setup_done) - began,
+      model_fn_start = get(w$model_fn_start) - began,
+      probe_ready = get(w$probe_ready) - began,
+      model_fn_end = get(w$model_fn_end) - began,
+      fit_entry = get(w$fit_entry) - began,
+      first_step = get(w$first_step) - began,
+      fit_exit = get(w$fit_exit) - began,
+      collected = get(e$collected) - began,
+      rows_seconds = get(w$rows_seconds),
+      error = if (is.null(e$error)) NA_character_ else e$error
+    )
+  })
+  fits <- do.call(rbind, rows)
+  fits$probe <- fits$probe_ready - fits$model_fn_start
+  fits$overhead <- fits$first_step - fits$submitted - fits$probe
+  fits$before_model_fn <- fits$model_fn_start - fits$submitted
+  fits$pickup <- fits$task_read - fits$submitted
+  fits$setup <- fits$setup_done - fits$task_read
+  fits$attach <- fits$model_fn_start - fits$setup_done
+  fits$model_fn <- fits$model_fn_end - fits$probe_ready
+  fits$data_copy <- fits$rows_seconds
+  fits$other <- fits$fit_entry - fits$model_fn_end - fits$rows_seconds
+  fits$fit_start <- fits$first_step - fits$fit_entry
+  fits
+}
+
+# The median and the max of `x`, NA where it has no number.
+median_max <- function(x) {
+  x <- x[is.finite(x)]
+  if (!length(x)) {
+    return(c(median = NA_real_, max = NA_real_))
+  }
+  c(median = stats::median(x), max = max(x))
+}
+
+# The overhead of every fit after the first of each run in `fits` (a probe_fits() table
+# with a `run` column; each such fit's process was started while the previous fit
+# trained): median and max, and the median and max of each part.
+overhead_summary <- function(fits) {
+  first <- !duplicated(fits$run)
+  later <- fits[!first, , drop = FALSE]
+  # a process that was waiting picks its task up within its poll (20 ms) and the read
+  ready <- later[!is.na(later$pickup) & later$pickup <= 0.1, , drop = FALSE]
+  parts <- c("before_model_fn", "pickup", "setup", "attach", "model_fn", "data_copy", "other", "fit_start")
+  stat <- function(x) as.list(median_max(x))
+  gaps <- unlist(lapply(split(fits, fits$run), function(run) run$submitted[-1] - utils::head(run$fit_exit, -1)))
+  list(
+    fits = nrow(later),
+    # the goal's measure: fits whose process was already waiting when the task came
+    ready_fits = nrow(ready),
+    median = median_max(ready$overhead)[["median"]],
+    max = median_max(ready$overhead)[["max"]],
+    parts = lapply(stats::setNames(parts, parts), function(p) stat(ready[[p]])),
+    # every fit after the first, those whose process was still starting too
+    all_fits = list(median = median_max(later$overhead)[["median"]], max = median_max(later$overhead)[["max"]]),
+    not_ready = list(
+      fits = nrow(later) - nrow(ready),
+      wait = stat(later$pickup[!is.na(later$pickup) & later$pickup > 0.1]),
+      wait_total = sum(later$pickup[!is.na(later$pickup) & later$pickup > 0.1])
+    ),
+    probe = stat(later$probe),
+    # each run's first fit waits for its process to start (R, gpukeras, Python, Keras)
+    first_fit = stat(fits$overhead[first]),
+    # from one fit's end in its worker (gpu_fit() returning) to the next fit's
+    # submission: the worker's scoring and result, the session's poll, the study's
+    # tell and ask
+    between_fits = stat(gaps)
+  )
+}
+
+# Where a run's `seconds` (its wall time) went, from its probe_fits() table: training
+# (each fit's first step to gpu_fit() returning), starts (submission to first step,
+# less the probe's own time: the first fit's process start, then each overhead and
+# wait), between (a fit's end to the next submission: scoring, result, poll, tell and
+# ask), the probe's time, and the rest (before the first submission and after the
+# last fit: the data carried to .npy files, the study opened, the result built, the
+# pool closed).
+time_split <- function(fits, seconds) {
+  training <- sum(fits$fit_exit - fits$first_step)
+  starts <- sum(fits$overhead)
+  between <- sum(fits$submitted[-1] - utils::head(fits$fit_exit, -1))
+  probe <- sum(fits$probe)
+  list(
+    seconds = seconds, training = training, first_start = fits$overhead[1], later_starts = starts - fits$overhead[1],
+    between = between, probe = probe, rest = seconds - training - starts - between - probe
+  )
+}
+
+# CPU seconds the whole machine has spent busy, and those of this session's process
+# tree (itself, its children reaped, and its descendants alive: the workers), from
+# /proc. Between two snapshots, busy - mine is what other processes took: load that
+# is not the benchmark's.
+cpu_snapshot <- function() {
+  hz <- as.numeric(system2("getconf", "CLK_TCK", stdout = TRUE))
+  total <- as.numeric(strsplit(readLines("/proc/stat", n = 1L), " +")[[1]][-1])
+  busy <- sum(total[c(1:3, 6:8)]) # user nice system irq softirq steal
+  fields <- function(pid) {
+    line <- tryCatch(readLines(sprintf("/proc/%s/stat", pid), warn = FALSE), error = function(e) character())
+    if (!length(line)) {
+      return(NULL)
+    }
+    as.numeric(strsplit(sub("^.*\\) ", "", line), " ")[[1]][c(2, 12:15)]) # ppid utime stime cutime cstime
+  }
+  pids <- list.files("/proc", pattern = "^[0-9]+$")
+  table <- do.call(rbind, lapply(pids, function(pid) {
+    f <- fields(pid)
+    if (!is.null(f)) c(pid = as.numeric(pid), f)
+  }))
+  self <- Sys.getpid()
+  tree <- self
+  repeat {
+    more <- setdiff(table[table[, 2] %in% tree, 1], tree)
+    if (!length(more)) break
+    tree <- c(tree, more)
+  }
+  own <- table[table[, 1] == self, ]
+  mine <- sum(own[3:6]) + sum(table[table[, 1] %in% setdiff(tree, self), 3:4])
+  c(busy = busy / hz, mine = mine / hz)
+}
+
+# Other processes' CPU seconds between `before` and `after` (cpu_snapshot()), and their
+# share of the machine's cores over `wall` seconds.
+foreign_cpu <- function(before, after, wall) {
+  seconds <- max(0, (after[["busy"]] - before[["busy"]]) - (after[["mine"]] - before[["mine"]]))
+  c(foreign_cpu_seconds = seconds, foreign_share = seconds / (parallel::detectCores() * wall))
+}

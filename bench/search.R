@@ -1,0 +1,224 @@
+# gpu_search() with pruning against the same search without it, and the start of each
+# trial's fresh worker process.
+#
+# gpu_search() asks Optuna for each trial's parameters and runs every trial in a fresh
+# worker R process (R/workers.R: on a machine without a GPU one slot, which readies the
+# next process while its trial trains); the pruner stops a trial whose objective at an
+# epoch is worse than the median of the earlier trials' at that epoch (pruner =
+# "median": after 5 trials, from the second epoch). This script runs the same 20-trial
+# search (same data, space, seed: the sampler proposes the same first trials, each
+# trial gets the same seed) with pruner = "median" and with pruner = "none", in rounds
+# whose order alternates, and measures
+#   * time: wall time of each gpu_search() call; ratio = median over rounds of
+#     pruned / unpruned. Goal: <= 0.6;
+#   * quality: each search's best val_loss, and (pruned - unpruned) / unpruned.
+#     Goal: the pruned search's best within 2 % of the unpruned one's;
+#   * how many trials were pruned, and the epochs trained in all;
+#   * overhead of a fresh worker per trial: for each trial after a search's first, from
+#     its task's submission (task.rds written into a process that was readied while
+#     the previous trial trained) to the start of its first training step, and its parts
+#     (see bench/lib/workers.R). Goal: <= 1 s.
+#
+# Data: 20,000 rows x 20 standard-normal features, two classes from a linear score plus
+# noise (bench_data()); 20 % held out for validation by gpu_search() (stratified, by the
+# seed). Model: MLP 20-(units x layers)-2, dropout, adam(learning_rate); space: units
+# 8-256 (log), layers 1-3, dropout 0-0.5, learning_rate 1e-5-1e-1 (log). 10 epochs of batch
+# 32 (gpu_fit()'s default) per trial; objective val_loss.
+#
+# Usage (from the repository root): Rscript bench/search.R [--quick | --smoke]
+# Writes bench/results/search-<device>[-quick].json (a smoke run: see bench/lib/common.R).
+wall_started <- Sys.time()
+load_before <- readLines("/proc/loadavg")
+
+source("bench/lib/load.R")
+source("bench/lib/common.R")
+source("bench/lib/workers.R")
+mode <- bench_mode()
+code <- code_state() # before the run: the code measured, not what changed while it ran
+
+rows <- if (mode$smoke) 1000L else 20000L
+trials <- if (mode$smoke) 1L else 20L
+epochs <- if (mode$smoke) 1L else 10L
+batch_size <- 32L
+rounds <- if (mode$smoke) 1L else if (mode$quick) 1L else 2L
+seed <- 1L
+goal <- list(pruned_vs_unpruned_seconds = 0.6, best_relative_difference = 0.02, overhead_seconds = 1)
+
+data <- bench_data(rows)
+keras <- gpu_keras()
+session_pid <- Sys.getpid()
+probe_dir <- tempfile("bench-search-probe-")
+
+model_fn <- function(params) {
+  worker_probe_begin(probe_dir, session_pid)
+  keras <- gpu_keras()
+  layers <- list(keras$Input(shape = list(20L)))
+  for (i in seq_len(params$layers)) {
+    layers <- c(layers, keras$layers$Dense(as.integer(params$units), activation = "relu"), keras$layers$Dropout(params$dropout))
+  }
+  model <- keras$Sequential(c(layers, keras$layers$Dense(2L, activation = "softmax")))
+  model$compile(
+    optimizer = keras$optimizers$Adam(learning_rate = params$learning_rate),
+    loss = "sparse_categorical_crossentropy", metrics = list("accuracy")
+  )
+  worker_probe_end(model)
+}
+space <- list(
+  units = search_int(8, 256, log = TRUE),
+  layers = search_int(1, 3),
+  dropout = search_float(0, 0.5),
+  learning_rate = search_float(1e-5, 1e-1, log = TRUE)
+)
+
+runs <- list()
+best_value <- function(best) if (is.null(best$value)) NA_real_ else best$value
+search <- function(pruner, trials_here = trials, epochs_here = epochs, record = TRUE) {
+  probe_dir <<- tempfile("bench-search-probe-")
+  dir.create(probe_dir)
+  on.exit(unlink(probe_dir, recursive = TRUE), add = TRUE)
+  recorder <- probe_session_start()
+  on.exit(probe_session_stop(), add = TRUE)
+  began <- as.numeric(Sys.time())
+  cpu_before <- cpu_snapshot()
+  took <- timed(found <- gpu_search(
+    model_fn, data, space,
+    trials = trials_here, pruner = pruner, seed = seed, epochs = epochs_here, batch_size = batch_size
+  ))
+  foreign <- foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]])
+  if (record) {
+    fits <- probe_fits(recorder, probe_dir, began)
+    fits$run <- length(runs) + 1L
+    fits$pruner <- pruner
+    runs[[length(runs) + 1L]] <<- list(
+      pruner = pruner, seconds = took[["wall"]], cpu_seconds = took[["cpu"]], fits = fits,
+      time_split = time_split(fits, took[["wall"]]),
+      trials = found$trials, best = found$best[c("number", "params", "value")], workers = found$workers,
+      loadavg_after = readLines("/proc/loadavg"), foreign_cpu_seconds = foreign[["foreign_cpu_seconds"]], foreign_share = foreign[["foreign_share"]]
+    )
+  }
+  took
+}
+
+# Warm-up (this session's Python, Optuna, SQLite): one short trial, not measured.
+if (!mode$smoke) invisible(search("none", trials_here = 1L, epochs_here = 1L, record = FALSE))
+for (round in seq_len(rounds)) {
+  order <- if (round %% 2 == 1) c("median", "none") else c("none", "median")
+  for (pruner in order) {
+    search(pruner)
+    run <- runs[[length(runs)]]
+    cat(sprintf(
+      "round %d, pruner %-6s: %6.1f s, best %.5f, %d pruned; other processes %.0f %% of the cores\n", round, pruner, run$seconds,
+      best_value(run$best), sum(run$trials$state == "pruned"), 100 * run$foreign_share
+    ))
+  }
+}
+
+by_pruner <- function(pruner, what) lapply(Filter(function(r) r$pruner == pruner, runs), `[[`, what)
+seconds <- list(median = unlist(by_pruner("median", "seconds")), none = unlist(by_pruner("none", "seconds")))
+best <- list(
+  median = vapply(by_pruner("median", "best"), best_value, numeric(1)),
+  none = vapply(by_pruner("none", "best"), best_value, numeric(1))
+)
+ratio <- ratio_summary(seconds$median / seconds$none)
+# val_loss is minimized: a positive difference is a worse best with pruning
+relative <- (best$median - best$none) / abs(best$none)
+pruned <- vapply(by_pruner("median", "trials"), function(t) sum(t$state == "pruned"), integer(1))
+epochs_trained <- lapply(list(median = "median", none = "none"), function(p) vapply(by_pruner(p, "trials"), function(t) sum(t$epochs, na.rm = TRUE), numeric(1)))
+fits <- do.call(rbind, lapply(runs, `[[`, "fits"))
+# The ratio if trials cost only their training: pruning's own saving.
+training <- lapply(list(median = "median", none = "none"), function(p) vapply(by_pruner(p, "time_split"), `[[`, 0, "training"))
+training_ratio <- ratio_summary(training$median / training$none)
+overhead <- overhead_summary(fits)
+overhead_by_pruner <- lapply(list(median = "median", none = "none"), function(p) overhead_summary(fits[fits$pruner == p, , drop = FALSE]))
+
+machine <- machine_facts(load_before)
+device <- if (identical(machine$gpu, "none")) paste("CPU:", machine$cpu) else machine$gpu[[1]]
+short <- if (identical(machine$gpu, "none")) "cpu" else "gpu"
+result <- list(
+  benchmark = "search",
+  command = bench_command("bench/search.R", mode),
+  date = format(Sys.time(), "%Y-%m-%d"),
+  quick = mode$quick,
+  smoke = mode$smoke,
+  device = device,
+  machine = machine,
+  code = code,
+  backend = keras$backend$backend(),
+  versions = c(version_facts(), optuna = reticulate::import("optuna")$`__version__`),
+  workload = list(
+    rows = rows, features = 20L, classes = 2L, trials = trials,
+    validation = "20 % of the rows held out by gpu_search() (stratified by class, by the seed)",
+    epochs = epochs, batch_size = batch_size, seed = seed, sampler = "tpe", objective = "val_loss",
+    model = "MLP 20-(units x layers, relu, dropout)-2 (softmax), adam(learning_rate), sparse categorical cross-entropy",
+    space = "units search_int(8, 256, log = TRUE), layers search_int(1, 3), dropout search_float(0, 0.5), learning_rate search_float(1e-5, 1e-1, log = TRUE)"
+  ),
+  workers = runs[[length(runs)]]$workers,
+  rounds = rounds,
+  goal = goal,
+  seconds = lapply(seconds, stats::median),
+  seconds_rounds = seconds,
+  pruned_vs_unpruned_seconds = ratio,
+  time_split = lapply(runs, function(r) c(list(pruner = r$pruner), r$time_split)),
+  pruned_vs_unpruned_training_seconds = training_ratio,
+  best_value = lapply(best, stats::median),
+  best_value_rounds = best,
+  best_relative_difference_rounds = relative,
+  best_relative_difference = stats::median(relative),
+  best_params = lapply(runs, function(r) c(list(pruner = r$pruner), r$best)),
+  pruned_trials_rounds = pruned,
+  epochs_trained_rounds = epochs_trained,
+  overhead_seconds = overhead,
+  overhead_seconds_by_pruner = overhead_by_pruner,
+  trials = lapply(runs, function(r) c(list(pruner = r$pruner), lapply(r$trials, function(v) if (is.numeric(v)) round(v, 5) else v))),
+  fits = lapply(runs, function(r) c(list(pruner = r$pruner), lapply(r$fits[setdiff(names(r$fits), c("run", "pruner"))], function(v) if (is.numeric(v)) round(v, 3) else v))),
+  loadavg_after_each_search = vapply(runs, `[[`, "", "loadavg_after"),
+  foreign_cpu_seconds_each_search = vapply(runs, `[[`, 0, "foreign_cpu_seconds"),
+  foreign_share_each_search = vapply(runs, `[[`, 0, "foreign_share"),
+  meets_goal = list(
+    pruned_vs_unpruned_seconds = ratio$median <= goal$pruned_vs_unpruned_seconds,
+    best_relative_difference = isTRUE(stats::median(relative) <= goal$best_relative_difference),
+    overhead_seconds = isTRUE(overhead$max <= goal$overhead_seconds),
+    overhead_seconds_all_fits = isTRUE(overhead$all_fits$max <= goal$overhead_seconds)
+  ),
+  notes = c(
+    "seconds: wall-clock of each gpu_search() call (study opened in a fresh SQLite folder, trials run, result built), after one unmeasured 1-trial search that starts this session's Python, Optuna and SQLite. Rounds alternate the order (median, none, then none, median); the ratio is per round, its median with a bootstrap 95% interval.",
+    "time_split: where each search's seconds went (bench/lib/workers.R time_split()); pruned_vs_unpruned_training_seconds: the ratio of the training alone (each trial's first step to its gpu_fit() returning), what pruning saves when trials cost nothing else.",
+    "foreign_cpu_seconds_each_search: CPU seconds other processes (not this session, not its workers) took during each search (bench/lib/workers.R cpu_snapshot()); foreign_share: of the machine's cores over its wall time. The load averages include this benchmark's own processes.",
+    "best_relative_difference: (best val_loss with pruning - without) / without; negative: pruning found a better one.",
+    "overhead_seconds: for each trial after a search's first, first_step - submitted - probe (see bench/cv.R's notes for its parts, the probe, and the fits whose process was waiting or not); `other` here is mostly the trial's pruning callback (Optuna's storage opened in the worker). between_fits: a trial's gpu_fit() returning in its worker -> the next trial's submission (the result written, the session's poll every 50 ms, the study's tell and ask).",
+    "trials: each search's trials as gpu_search() returns them (seconds: from its submission to its collection); fits: the probe's times in seconds from the gpu_search() call."
+  ),
+  wall_seconds = NA_real_
+)
+result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
+out <- write_result(result, paste0("search-", short), mode)
+
+interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
+cat(sprintf(
+  "\n%d-trial search, pruned / unpruned time: %s (goal <= %.1f); medians %.1f s vs %.1f s; %s trials pruned\n",
+  trials, interval(ratio), goal$pruned_vs_unpruned_seconds, result$seconds$median, result$seconds$none, paste(pruned, collapse = ", ")
+))
+cat(sprintf("  training alone (first step -> fit end, summed over the trials): pruned / unpruned %s\n", interval(training_ratio)))
+for (r in runs) {
+  t <- r$time_split
+  cat(sprintf(
+    "  %-6s %6.1f s: training %5.1f, first start %4.1f, later starts %4.1f, between %4.1f, probe %4.1f, rest %4.1f\n",
+    r$pruner, t$seconds, t$training, t$first_start, t$later_starts, t$between, t$probe, t$rest
+  ))
+}
+cat(sprintf(
+  "best val_loss: pruned %s, unpruned %s; relative difference %s (goal <= %.0f %%)\n",
+  paste(sprintf("%.5f", best$median), collapse = ", "), paste(sprintf("%.5f", best$none), collapse = ", "),
+  paste(sprintf("%+.2f %%", 100 * relative), collapse = ", "), 100 * goal$best_relative_difference
+))
+cat(sprintf(
+  "overhead submission -> first step, trials after the first whose process was waiting (%d of %d): median %.2f s, max %.2f s (goal <= %.0f s); first trial %.2f s\n",
+  overhead$ready_fits, overhead$fits, overhead$median, overhead$max, goal$overhead_seconds, overhead$first_fit$median
+))
+cat(sprintf(
+  "  all %d after the first: median %.2f s, max %.2f s; %d waited for their process to be ready (%.1f s in all, at most %.2f s); the probe's own time %.2f s (left out)\n",
+  overhead$fits, overhead$all_fits$median, overhead$all_fits$max, overhead$not_ready$fits, overhead$not_ready$wait_total,
+  overhead$not_ready$wait$max, overhead$probe$median
+))
+cat(sprintf("  %-16s median %.3f s, max %.3f s\n", names(overhead$parts), vapply(overhead$parts, `[[`, 0, "median"), vapply(overhead$parts, `[[`, 0, "max")), sep = "")
+cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))
