@@ -1,0 +1,84 @@
+# The files of a background job's folder (see job.R): written whole or not at all, read
+# back or taken as absent, and a full disk told apart from other failures. The job's
+# processes and gpu_search()'s workers share them.
+
+# Write an R object so a reader never sees half of it. saveRDS() leaves a
+# cut-off file in silence on a full disk (its gzip stream hides the failed
+# write), so the bytes are written plainly and counted: a short file is a
+# gpukeras_error_job_write naming `what` and the folder, and the old file stays.
+write_rds_atomic <- function(object, path, what = basename(path), call = caller_env()) {
+  temporary <- paste0(path, ".tmp")
+  bytes <- serialize(object, NULL)
+  failed <- function(condition) FALSE
+  connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
+  written <- !is.null(connection) &&
+    # `&`, not `&&`: the connection is closed whether or not the write failed.
+    tryCatch({ writeBin(bytes, connection); TRUE }, error = failed, warning = failed) &
+    tryCatch({ close(connection); TRUE }, error = failed, warning = failed) &&
+    isTRUE(file.size(temporary) == length(bytes))
+  if (!written) {
+    unlink(temporary)
+    job_write_failed(dirname(path), what, call = call)
+  }
+  file.rename(temporary, path)
+}
+
+# A write into the job's folder that failed: what, where, why and what to free.
+job_write_failed <- function(dir, what, call = caller_env()) {
+  gpukeras_abort(
+    c(sprintf("%s could not be written to the job's folder %s: %s.", what, dir, write_cause(dir)), job_space_fix),
+    "gpukeras_error_job_write",
+    folder = dir,
+    call = call
+  )
+}
+
+job_space_fix <- paste(
+  "Background jobs write in R's temporary folder (tempdir()): free space on its disk,",
+  "or start R with TMPDIR set to a folder on a disk with room."
+)
+
+# Why a write into `dir` failed. R gives no errno; a write cut short on a disk
+# with (almost) nothing left is the common case, told by the free space left.
+write_cause <- function(dir) {
+  if (isTRUE(disk_full(dir))) "no space left on device" else "the write was cut short (a full disk or a quota?)"
+}
+
+# Whether the disk holding `dir` has less than 1 MiB left for a normal user
+# (`df` says; NA where it cannot tell). The supervisor never starts Python,
+# so this is asked of `df` rather than of shutil.disk_usage().
+disk_full <- function(dir) {
+  while (!dir.exists(dir) && dirname(dir) != dir) dir <- dirname(dir)
+  lines <- tryCatch(
+    suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
+    error = function(e) character()
+  )
+  if (length(lines) < 2L) {
+    return(NA)
+  }
+  available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
+  if (is.na(available)) NA else available < 1024
+}
+
+# Exit status of a job's process that could not write into the job's folder
+# (ENOSPC's number): the supervisor reads it from a child, the session from the supervisor.
+job_write_status <- 28L
+
+# Run `code`, which writes `what` into the job's folder `dir`; its failure on a
+# full disk (numpy's bare OSError, Keras' save, a classed one from the core) is
+# a gpukeras_error_job_write. Other errors pass unchanged.
+carry_writes <- function(dir, what, code, call = caller_env()) {
+  tryCatch(code, error = function(e) {
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) {
+      job_write_failed(dir, what, call = call)
+    }
+    stop(e)
+  })
+}
+
+read_rds_or_null <- function(path) {
+  if (!file.exists(path)) {
+    return(NULL)
+  }
+  tryCatch(readRDS(path), error = function(e) NULL)
+}
