@@ -118,6 +118,9 @@ measured_runs <- cv_runs[seq(warmup + 1L, length(cv_runs))]
 fits <- do.call(rbind, lapply(measured_runs, `[[`, "fits"))
 overhead <- overhead_summary(fits)
 ratio <- ratio_summary(seconds$cv / seconds$in_session)
+# the probe's own time in the workers (bench/lib/workers.R) is the benchmark's, not gpu_cv()'s
+probe_seconds <- vapply(measured_runs, function(r) r$time_split$probe, numeric(1))
+ratio_without_probe <- ratio_summary((seconds$cv - probe_seconds) / seconds$in_session)
 
 # The last cv run's held-out metrics against the last in-session round's.
 last_cv <- cv_runs[[length(cv_runs)]]$metrics
@@ -159,6 +162,7 @@ result <- list(
   cpu_seconds = lapply(cpu_seconds, stats::median),
   cpu_seconds_rounds = cpu_seconds,
   cv_vs_in_session = ratio,
+  cv_vs_in_session_without_probe = ratio_without_probe,
   cv_fixed_cost_seconds = stats::median(seconds$cv - seconds$in_session),
   overhead_seconds = overhead,
   time_split = lapply(measured_runs, `[[`, "time_split"),
@@ -175,6 +179,7 @@ result <- list(
     "overhead_seconds: for each fold after the first of each measured cv run, first_step - submitted - probe: from task.rds written into the worker's folder (the session's clock, write_rds_atomic() traced) to Keras' first on_train_batch_begin in the worker (time.time()). Its parts: pickup (submitted -> worker_task() entered: the worker's poll of 20 ms, or the wait for a process that was not ready yet), setup (gpu_setup() if the session set one, the runtime's start, set_random_seed()), attach (the packages attached for model_fn), model_fn (building and compiling the model), data_copy (worker_rows(): the rows out of the memory-mapped .npy files), other (a search's pruning callback; the memory plan on a GPU), fit_start (gpu_fit() entered -> its first training step: R's checks and conversion, the core's request, the data adapter, the monitor, Keras' fit() before its first step). before_model_fn = pickup + setup + attach. probe: the probe's own setup in the worker (trace(), a Python patch), timed and subtracted. median, max and parts: the fits whose process was waiting when the task was written (pickup <= 0.1 s), the goal's measure; all_fits: every fit after the first; not_ready: those whose process was still starting (their pickup is the wait for it).",
     "first_fit: a run's first fold waits for its process's start (no process is readied before gpu_cv() is called). between_fits: from a fold's gpu_fit() returning in its worker to the next fold's submission (the held-out rows' evaluate() and predict(), the result written, the session's poll every 50 ms).",
     "foreign_cpu_seconds_rounds: CPU seconds other processes (not this session, not its workers) took while each way ran, from /proc/stat and /proc/<pid>/stat (bench/lib/workers.R cpu_snapshot()); foreign_share: of the machine's cores over the way's wall time. The load averages include this benchmark's own processes (about 1-2 while it trains, 2-3 while a worker is readied).",
+    "cv_vs_in_session_without_probe: the same with each cv run's seconds less its probe's own time in the workers (time_split$probe: about 0.2 s per fold, the benchmark's instrument, not gpu_cv()'s cost).",
     "time_split: where each measured cv run's seconds went (bench/lib/workers.R time_split()): training (first step -> gpu_fit() returning, summed over the folds), the first fold's start, the later folds' starts, between folds, the probe, the rest (the data carried, the pool closed, the result built).",
     "fits: each measured cv run's folds, times in seconds from the gpu_cv() call.",
     "agreement: the last cv run's held-out metrics per fold against the last in-session round's (the docs say the same within float rounding, exactly on a CPU)."
@@ -189,6 +194,7 @@ cat(sprintf(
   "\n%d-fold gpu_cv() / %d in-session fits (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s\n",
   folds, folds, epochs, interval(ratio), goal$cv_vs_in_session, result$seconds$cv, result$seconds$in_session
 ))
+cat(sprintf("  less the probe's own time in the workers: %s\n", interval(ratio_without_probe)))
 cat(sprintf(
   "overhead submission -> first step, folds after the first whose process was waiting (%d of %d): median %.2f s, max %.2f s (goal <= %.0f s); first fold %.2f s\n",
   overhead$ready_fits, overhead$fits, overhead$median, overhead$max, goal$overhead_seconds, overhead$first_fit$median

@@ -120,6 +120,9 @@ best <- list(
   none = vapply(by_pruner("none", "best"), best_value, numeric(1))
 )
 ratio <- ratio_summary(seconds$median / seconds$none)
+# less the probe's own time in the workers (bench/lib/workers.R): the benchmark's, not gpu_search()'s
+probe <- lapply(list(median = "median", none = "none"), function(p) vapply(by_pruner(p, "time_split"), `[[`, 0, "probe"))
+ratio_without_probe <- ratio_summary((seconds$median - probe$median) / (seconds$none - probe$none))
 # val_loss is minimized: a positive difference is a worse best with pruning
 relative <- (best$median - best$none) / abs(best$none)
 pruned <- vapply(by_pruner("median", "trials"), function(t) sum(t$state == "pruned"), integer(1))
@@ -158,6 +161,7 @@ result <- list(
   seconds = lapply(seconds, stats::median),
   seconds_rounds = seconds,
   pruned_vs_unpruned_seconds = ratio,
+  pruned_vs_unpruned_seconds_without_probe = ratio_without_probe,
   time_split = lapply(runs, function(r) c(list(pruner = r$pruner), r$time_split)),
   pruned_vs_unpruned_training_seconds = training_ratio,
   best_value = lapply(best, stats::median),
@@ -198,6 +202,7 @@ cat(sprintf(
   "\n%d-trial search, pruned / unpruned time: %s (goal <= %.1f); medians %.1f s vs %.1f s; %s trials pruned\n",
   trials, interval(ratio), goal$pruned_vs_unpruned_seconds, result$seconds$median, result$seconds$none, paste(pruned, collapse = ", ")
 ))
+cat(sprintf("  less the probe's own time in the workers: %s\n", interval(ratio_without_probe)))
 cat(sprintf("  training alone (first step -> fit end, summed over the trials): pruned / unpruned %s\n", interval(training_ratio)))
 for (r in runs) {
   t <- r$time_split

@@ -243,7 +243,8 @@ cpu_snapshot <- function() {
   total <- as.numeric(strsplit(readLines("/proc/stat", n = 1L), " +")[[1]][-1])
   busy <- sum(total[c(1:3, 6:8)]) # user nice system irq softirq steal
   fields <- function(pid) {
-    line <- tryCatch(readLines(sprintf("/proc/%s/stat", pid), warn = FALSE), error = function(e) character())
+    # a process may end between the listing and the read
+    line <- tryCatch(suppressWarnings(readLines(sprintf("/proc/%s/stat", pid), warn = FALSE)), error = function(e) character())
     if (!length(line)) {
       return(NULL)
     }
