@@ -189,7 +189,6 @@ result <- list(
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 out <- write_result(result, paste0("cv-", short), mode)
 
-interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
 cat(sprintf(
   "\n%d-fold gpu_cv() / %d in-session fits (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s\n",
   folds, folds, epochs, interval(ratio), goal$cv_vs_in_session, result$seconds$cv, result$seconds$in_session

@@ -193,7 +193,6 @@ out <- write_result(result, "handover", mode)
 
 cat(sprintf("\nmedians of %d rounds (%s), wall-clock and CPU:\n", rounds, result$machine$cpu))
 cat(sprintf("  %-20s %7.3f s %7.3f s\n", names(result$seconds), unlist(result$seconds), unlist(result$cpu_seconds)), sep = "")
-interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
 cat(sprintf(
   "gpu_dataset / one-pass copy:         %s (goal <= %.1f); / keras3's copy %s\nkeras fit / gpu_fit, %d epochs:       %s (goal >= %.1f); CPU time %s\nlongest tail (on_train_end -> return): keras fit %.2f s, gpu_fit %.2f s (goal <= %.0f s)\n",
   interval(dataset_vs_copy), goal$dataset_vs_one_pass_copy, interval(result$dataset_vs_keras3_copy),

@@ -114,7 +114,6 @@ out <- write_result(result, "jax_input", mode)
 
 cat(sprintf("\nmedians of %d rounds (%s), wall-clock:\n", rounds, result$machine$cpu))
 cat(sprintf("  %-22s %7.3f s\n", names(result$seconds), unlist(result$seconds)), sep = "")
-interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
 cat(sprintf("keras_fit / gpukeras_fit:         %s (goal >= %.1f)\n", interval(arrays), goal$keras_fit_vs_gpukeras_fit))
 cat(sprintf("keras_fit / gpukeras_fit_dataset: %s\n", interval(dataset)))
 cat("written to", out, "\n")

@@ -143,7 +143,6 @@ out <- write_result(result, "resident", mode)
 
 cat(sprintf("\nmedians of %d rounds (%s), wall-clock:\n", rounds, result$machine$cpu))
 cat(sprintf("  %-22s %7.3f s\n", names(result$seconds), unlist(result$seconds)), sep = "")
-interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
 for (name in names(ratios)) {
   wanted <- if (grepl("default", name)) goal$vs_keras_default else goal$vs_keras_best
   cat(sprintf("%-26s %s (goal >= %.1f)\n", name, interval(ratios[[name]]), wanted))

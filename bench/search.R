@@ -197,7 +197,6 @@ result <- list(
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 out <- write_result(result, paste0("search-", short), mode)
 
-interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
 cat(sprintf(
   "\n%d-trial search, pruned / unpruned time: %s (goal <= %.1f); medians %.1f s vs %.1f s; %s trials pruned\n",
   trials, interval(ratio), goal$pruned_vs_unpruned_seconds, result$seconds$median, result$seconds$none, paste(pruned, collapse = ", ")

@@ -117,3 +117,6 @@ run_rounds <- function(ways, rounds, mode = bench_mode()) {
 ratio_summary <- function(ratios) {
   list(median = stats::median(ratios), ci95 = median_interval(ratios), rounds = ratios)
 }
+
+# A ratio_summary() as printed: "1.31 [1.11-1.57]".
+interval <- function(r) sprintf("%.2f [%.2f-%.2f]", r$median, r$ci95[1], r$ci95[2])
