@@ -186,7 +186,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     pruner = pruner, seed = seed, error_call = call
   )
   plan <- worker_plan(devices, workers, workers_per_device, call = call)
-  pool <- new_worker_pool(plan, dir, preload = "optuna")
+  pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
   running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
   on.exit(
     {

@@ -54,9 +54,10 @@ worker_env <- function(slot) {
   )
 }
 
-# `preload`: Python modules the waiting processes import ahead (gpu_search()'s workers
-# report to Optuna: importing it and SQLAlchemy takes about half a second).
-new_worker_pool <- function(plan, dir, preload = character()) {
+# `warm`: a core verb and its arguments that the waiting processes call ahead, list(verb,
+# args) (gpu_search()'s workers report to Optuna: opening its storage took 0.5 s of each
+# trial's start, measured by bench/search.R).
+new_worker_pool <- function(plan, dir, warm = NULL) {
   pool <- new.env(parent = emptyenv())
   pool$plan <- plan
   pool$slots <- plan$slots
@@ -65,7 +66,7 @@ new_worker_pool <- function(plan, dir, preload = character()) {
   pool$ready <- vector("list", length(plan$slots))
   pool$busy <- vector("list", length(plan$slots))
   pool$setup <- the$setup_args
-  pool$preload <- preload
+  pool$warm <- warm
   pool
 }
 
@@ -75,7 +76,7 @@ worker_start <- function(pool, i) {
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
   process <- job_process(
-    "worker_wait", list(dir, Sys.getpid(), pool$preload),
+    "worker_wait", list(dir, Sys.getpid(), pool$warm),
     stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
     env = worker_env(pool$slots[[i]])
   )
@@ -193,10 +194,10 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # Start Python and import Keras (no runtime: no devices, no memory), then wait for the
 # task; a session that ends first takes the waiting process with it.
-worker_wait <- function(dir, parent, preload = character()) {
+worker_wait <- function(dir, parent, warm = NULL) {
   core()
   reticulate::import("keras")
-  for (module in preload) reticulate::import(module)
+  if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
   task_file <- file.path(dir, "task.rds")
   while (!file.exists(task_file)) {
     if (!process_alive(parent)) quit(save = "no", status = 0)

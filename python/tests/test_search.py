@@ -200,6 +200,27 @@ def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
     assert search.pruning_outcome(missing)["missing"] == ["loss"]
 
 
+def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: Path) -> None:
+    """A waiting worker opens the storage ahead (search_warm); its trial's callback reports
+    through that storage, and a storage that cannot be opened waits for the callback's
+    error."""
+    study = opened(tmp_path, trials=2)
+    trial = search.ask(study)
+    assert trial is not None
+    search.warm(url(tmp_path))
+    assert url(tmp_path) in search._WARMED
+    reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+    assert search._WARMED == {}
+    reporter.on_epoch_end(0, {"loss": 0.5})
+    search.tell(study, trial["number"], "complete", value=0.5)
+    assert search.trials(study)["epochs"][-1] == 1
+    unreachable = "postgresql://al:secret@127.0.0.1:1/db"
+    search.warm(unreachable)
+    assert search._WARMED == {}
+    with pytest.raises(search.SearchStorageError):
+        search.pruning_callback(unreachable, "s", trial["trial_id"], "loss")
+
+
 def test_optuna_logging_is_given_back() -> None:
     import optuna
 

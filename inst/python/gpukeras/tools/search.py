@@ -545,6 +545,21 @@ def _best(study: Any, counted: list[Any]) -> Any:
     return pick(complete, key=lambda t: t.value)
 
 
+# Storages a waiting worker opened ahead (``warm``), each taken once by the callback.
+_WARMED: dict[str, Any] = {}
+
+
+def warm(storage: str) -> None:
+    """Open the study's storage ahead, in a worker waiting for its trial, for the pruning
+    callback to take: loading SQLAlchemy, alembic and Optuna's RDB modules and connecting
+    took 0.5 s of each trial's start (bench/search.R). A storage that cannot be opened now
+    is left for the callback, which then says why."""
+    try:
+        _WARMED[storage] = _storage(storage)
+    except SearchStorageError:
+        pass
+
+
 def pruning_callback(
     storage: str, study: str, trial_id: int, objective: str, pruner: str = "median"
 ) -> Any:
@@ -556,9 +571,8 @@ def pruning_callback(
     import keras
 
     with _quiet() as optuna:
-        loaded = optuna.load_study(
-            study_name=study, storage=_storage(storage), pruner=_pruner(optuna, pruner)
-        )
+        opened = _WARMED.pop(storage, None) or _storage(storage)
+        loaded = optuna.load_study(study_name=study, storage=opened, pruner=_pruner(optuna, pruner))
     trial = optuna.trial.Trial(loaded, trial_id)
 
     class Pruning(keras.callbacks.Callback):
