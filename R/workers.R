@@ -6,7 +6,8 @@
 #
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
 # GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile (R,
-# gpukeras, Python and Keras started, no runtime), so a fit waits for no start-up. Each
+# gpukeras, Python and Keras started, no runtime), so a fit waits for no start-up: forked
+# from the pool's template (worker-template.R), so that readying one costs no CPU. Each
 # process has a folder in the pool's: it waits there for task.rds, writes result.rds,
 # and ends. The pool's folder holds the data once, as .npy files the workers memory-map.
 
@@ -70,16 +71,22 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
   pool
 }
 
-# A fresh process for slot `i`, waiting in a folder of its own for its task.
+# A fresh process for slot `i`, waiting in a folder of its own for its task: forked by
+# the pool's template (worker-template.R), or started from scratch where none can run.
 worker_start <- function(pool, i) {
   pool$next_id <- pool$next_id + 1L
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
-  process <- job_process(
-    "worker_wait", list(dir, Sys.getpid(), pool$warm),
-    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
-    env = worker_env(pool$slots[[i]])
-  )
+  env <- worker_env(pool$slots[[i]])
+  template <- template_start(pool)
+  process <- if (!is.null(template)) {
+    template_fork(template, dir, env[setdiff(names(env), names(worker_env(list())))])
+  } else {
+    job_process(
+      "worker_wait", list(dir, Sys.getpid(), pool$warm),
+      stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env
+    )
+  }
   list(dir = dir, process = process, slot = i)
 }
 
@@ -159,6 +166,7 @@ worker_close <- function(pool) {
   for (worker in c(pool$busy, pool$ready)) {
     if (!is.null(worker)) worker$process$kill_tree()
   }
+  template_close(pool)
   unlink(pool$dir, recursive = TRUE)
   invisible()
 }
@@ -198,9 +206,16 @@ worker_wait <- function(dir, parent, warm = NULL) {
   core()
   reticulate::import("keras")
   if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
+  worker_await(dir, parent)
+}
+
+# Wait in `dir` for the task and run it; return at once if the session has gone.
+worker_await <- function(dir, parent) {
   task_file <- file.path(dir, "task.rds")
   while (!file.exists(task_file)) {
-    if (!process_alive(parent)) quit(save = "no", status = 0)
+    if (!process_alive(parent)) {
+      return(invisible())
+    }
     Sys.sleep(0.02)
   }
   worker_task(dir, readRDS(task_file))

@@ -74,6 +74,33 @@ test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's
   expect_length(pool$slots, 3L)
 })
 
+test_that("workers are forked from the pool's template, each its own process, reaped with its exit status", {
+  skip_if_no_python()
+  skip_on_os("windows")
+  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  withr::defer(worker_close(pool))
+  workers <- list(worker_start(pool, 1L), worker_start(pool, 1L))
+  pid_of <- function(worker) read_rds_or_null(file.path(worker$dir, "pid.rds"))
+  deadline <- Sys.time() + 120
+  while (any(vapply(workers, function(w) is.null(pid_of(w)), logical(1))) && Sys.time() < deadline) Sys.sleep(0.1)
+  pids <- vapply(workers, pid_of, integer(1))
+  template <- pool$template$process$get_pid()
+  parent_of <- function(pid) as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])
+  expect_identical(vapply(pids, parent_of, integer(1)), c(template, template))
+  expect_false(anyDuplicated(c(pids, template, Sys.getpid())) > 0)
+  expect_true(all(vapply(workers, function(w) w$process$is_alive(), logical(1))))
+  workers[[1]]$process$kill_tree()
+  expect_identical(workers[[1]]$process$get_exit_status(), -9L)
+  expect_false(workers[[1]]$process$is_alive())
+  expect_true(workers[[2]]$process$is_alive())
+  worker_close(pool)
+  expect_false(pool$template$process$is_alive())
+  deadline <- Sys.time() + 10
+  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
+  expect_false(process_alive(pids[2]))
+  expect_false(dir.exists(pool$dir))
+})
+
 mark_slow()
 skip_if_no_python()
 
