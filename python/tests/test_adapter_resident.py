@@ -36,13 +36,13 @@ def device_rows(**options: object) -> resident.DeviceRows:
 
 def test_each_epoch_is_every_row_once_in_an_order_drawn_from_the_seed_and_epoch() -> None:
     rows = device_rows()
-    orders = [rows.epoch_order(epoch) for epoch in range(3)]
+    orders = [np.asarray(rows.order(epoch)) for epoch in range(3)]
     for order in orders:
         assert sorted(order.tolist()) == list(range(ROWS))
     assert not np.array_equal(orders[0], orders[1])
     again = device_rows()  # a fresh process, as a resumed run is
-    assert all(np.array_equal(again.epoch_order(e), orders[e]) for e in range(3))
-    assert not np.array_equal(device_rows(seed=8).epoch_order(0), orders[0])
+    assert all(np.array_equal(np.asarray(again.order(e)), orders[e]) for e in range(3))
+    assert not np.array_equal(np.asarray(device_rows(seed=8).order(0)), orders[0])
 
 
 def test_the_last_batch_is_partial_unless_dropped_and_unshuffled_rows_keep_their_order() -> None:
@@ -50,13 +50,13 @@ def test_the_last_batch_is_partial_unless_dropped_and_unshuffled_rows_keep_their
     assert (rows.full, rows.partial, rows.steps) == (2, 2, 3)
     dropped = device_rows(drop_remainder=True)
     assert (dropped.full, dropped.partial, dropped.steps) == (2, 0, 2)
-    assert device_rows(shuffle=False).epoch_order(1).tolist() == list(range(ROWS))
+    assert np.asarray(device_rows(shuffle=False).order(1)).tolist() == list(range(ROWS))
 
 
 def test_a_resumed_epoch_trains_on_the_batches_of_the_unbroken_run() -> None:
     """Resumed after k batches of epoch 1, the loop starts at batch k of the same order."""
     k = 2
-    unbroken, resumed = device_rows().epoch_order(1), device_rows().epoch_order(1)
+    unbroken, resumed = np.asarray(device_rows().order(1)), np.asarray(device_rows().order(1))
     np.testing.assert_array_equal(resumed[k * BATCH :], unbroken[k * BATCH :])
 
 

@@ -56,6 +56,11 @@ def test_query_on_a_gpu_machine() -> None:
 UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000"]
 
 
+def indices(gpus: list, value: str | None = None, order: str | None = None) -> list[int]:
+    """NVML's indices of the GPUs ``cuda_devices`` gives, in its order (no MIG here)."""
+    return [gpu.index for gpu in nvml.cuda_devices(gpus, value, order)]
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -75,21 +80,21 @@ UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000"]
         ("0,,1", [0]),
     ],
 )
-def test_visible_indices(value: str, expected: list[int]) -> None:
-    assert nvml.visible_indices(UUIDS, value) == expected
+def test_cuda_visible_devices_parsed_as_cuda_does(value: str, expected: list[int]) -> None:
+    assert indices(UUIDS, value) == expected
 
 
-def test_visible_indices_unset_means_all(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_visible_devices_unset_means_all(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert nvml.visible_indices(UUIDS) == [0, 1]
-    assert nvml.visible_indices([]) == []
+    assert indices(UUIDS) == [0, 1]
+    assert indices([]) == []
 
 
-def test_visible_indices_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_visible_devices_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert nvml.visible_indices(UUIDS) == [1]
+    assert indices(UUIDS) == [1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert nvml.visible_indices(UUIDS) == []
+    assert indices(UUIDS) == []
 
 
 @pytest.mark.parametrize(
@@ -103,9 +108,9 @@ def test_cuda_counts_only_the_gpus_nvml_can_read(value: str | None, expected: li
     if value is None:
         with pytest.MonkeyPatch.context() as patch:
             patch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-            assert nvml.visible_indices(uuids) == expected
+            assert indices(uuids) == expected
     else:
-        assert nvml.visible_indices(uuids, value) == expected
+        assert indices(uuids, value) == expected
 
 
 # A machine as NVML shows it, through a test double (see nvml_double) --------------
@@ -139,7 +144,7 @@ def test_a_gpu_nvml_cannot_read_is_reported_and_the_others_are_read(
     assert denied.error.startswith("NVML has no permission to read this GPU")
     assert blocked.error.startswith("the operating system blocked access to this GPU")
     # the devices that could be read are matched as before
-    assert nvml.visible_indices([device.uuid for device in report.devices], "0") == [0]
+    assert indices([device.uuid for device in report.devices], "0") == [0]
 
 
 def test_nvml_failing_after_it_started_is_a_report_not_an_exception(
@@ -198,7 +203,7 @@ def test_a_gpu_in_mig_mode_lists_its_instances(monkeypatch: pytest.MonkeyPatch) 
         assert [d.uuid for d in nvml.cuda_devices(report.devices)] == [m.uuid for m in migs]
     named = nvml.cuda_devices(report.devices, migs[1].uuid)
     assert [d.uuid for d in named] == [migs[1].uuid]
-    assert nvml.visible_indices(report.devices, migs[1].uuid[:12]) == [0]
+    assert [d.uuid for d in nvml.cuda_devices(report.devices, migs[1].uuid[:12])] == [migs[1].uuid]
 
 
 def test_cuda_device_order_decides_what_an_index_means(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,13 +215,13 @@ def test_cuda_device_order_decides_what_an_index_means(monkeypatch: pytest.Monke
     report = _query(monkeypatch, gpus)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    assert nvml.visible_indices(report.devices) == [0, 1]
+    assert indices(report.devices) == [0, 1]
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
-    assert nvml.visible_indices(report.devices) == [1, 0]
-    assert nvml.visible_indices(report.devices, "0") == [1]
+    assert indices(report.devices) == [1, 0]
+    assert indices(report.devices, "0") == [1]
     monkeypatch.delenv("CUDA_DEVICE_ORDER")  # CUDA's default is FASTEST_FIRST
-    assert nvml.visible_indices(report.devices, "1") == [0]
-    assert nvml.visible_indices(report.devices, "0", device_order="PCI_BUS_ID") == [0]
+    assert indices(report.devices, "1") == [0]
+    assert indices(report.devices, "0", "PCI_BUS_ID") == [0]
 
 
 def test_the_kernel_driver_and_the_binding_are_known_without_nvml(

@@ -8,9 +8,10 @@ signal name: a handler installed from C first, as R installs its own, with
 ``faulthandler.register``, which writes to ``<name>-c-handler.txt``).
 
 It writes ``<name>-progress.txt`` ("epoch batch", 0-based, after each batch),
-``<name>.json`` (the bridge's answer without the value, the settings of a
-fit that completed, and ``c_handler_kept``: whether the C handler was the
-signal's handler again after the fit) and ``<name>.npz`` (the final weights).
+``<name>.json`` (the bridge's answer without the value, and the settings of a
+fit that completed) and ``<name>.npz`` (the final weights). With ``send_after``
+it then raises the ``c_handler`` signal: the C handler, if it is back in place,
+answers it in ``<name>-c-handler.txt``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import numpy as np
 
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.train import preempt
 
 spec = json.loads(sys.argv[1])
 out = Path(spec["out"])
@@ -37,7 +37,6 @@ c_handler = spec.get("c_handler")
 if c_handler:
     number = int(getattr(signal, c_handler))
     faulthandler.register(number, file=(out / f"{name}-c-handler.txt").open("w"), chain=False)
-    before = preempt.get_action(number)
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((256, 8)).astype("float32")
@@ -84,10 +83,6 @@ if answer["ok"]:
     settings = answer["value"]["settings"]
     report["settings"] = {k: settings[k] for k in ("resumed_from", "signal_after_training")}
     report["history"] = answer["value"]["history"]
-if c_handler:
-    report["c_handler_kept"] = preempt.handler_of(preempt.get_action(number)) == (
-        preempt.handler_of(before)
-    )
 (out / f"{name}.json").write_text(json.dumps(report))
 np.savez(out / f"{name}.npz", *model.get_weights())
 if c_handler and spec.get("send_after"):

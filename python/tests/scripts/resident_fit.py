@@ -64,7 +64,7 @@ if spec.get("reference"):
     )
     history: dict[str, list] = {}
     for epoch in range(spec["epochs"]):
-        order = training.epoch_order(epoch)
+        order = np.asarray(training.order(epoch))
         logs = model.fit(
             x[order], y[order], batch_size=spec["batch_size"], shuffle=False, epochs=1,
             verbose=0, validation_data=validation,

@@ -349,16 +349,3 @@ def cuda_devices(
 
 def _stand_in(index: int, uuid: str) -> NvmlDevice:
     return NvmlDevice(index, "", uuid, None, None, None, None, None)
-
-
-def visible_indices(
-    gpus: Sequence[NvmlDevice | str],
-    cuda_visible_devices: str | None = None,
-    device_order: str | None = None,
-) -> list[int]:
-    """NVML indices of the GPUs CUDA lets a process see, in CUDA's order (see
-    ``cuda_devices``); a MIG instance counts as its GPU."""
-    return [
-        gpu.mig_parent if gpu.mig_parent is not None else gpu.index
-        for gpu in cuda_devices(gpus, cuda_visible_devices, device_order)
-    ]

@@ -83,13 +83,6 @@ def get_action(number: int) -> bytes:
     return saved.raw
 
 
-def handler_of(action: bytes) -> int:
-    """The address of the handler in a disposition from ``get_action`` (``sa_handler`` comes
-    first in ``struct sigaction``; its mask may hold bytes beyond the kernel's that libc
-    leaves undefined, so two dispositions are compared by their handlers)."""
-    return int.from_bytes(action[: ctypes.sizeof(ctypes.c_void_p)], sys.byteorder)
-
-
 def set_action(number: int, saved: bytes) -> None:
     """Set a disposition ``get_action`` returned back, exactly."""
     action = ctypes.create_string_buffer(saved, SIGACTION_BYTES)

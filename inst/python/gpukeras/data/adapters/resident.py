@@ -192,10 +192,6 @@ class DeviceRows:
             return jax.numpy.arange(self.rows)
         return self._draw(self.key, epoch)
 
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The order of the rows in epoch ``epoch``, in host memory (for tests and reports)."""
-        return np.asarray(self.order(epoch))
-
     def fit_args(self) -> dict[str, object]:
         """``model.fit()``'s x, batch_size and shuffle: one token row per step, never read."""
         return {"x": np.zeros((self.steps, 1), np.int8), "batch_size": 1, "shuffle": False}
