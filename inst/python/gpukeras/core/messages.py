@@ -4,8 +4,11 @@ TensorFlow reports a failed op with its whole graph trace, Keras data checks wit
 a bold header and the call's arguments; users need the one line that says what
 went wrong. Every layer that translates an error into a classed one takes that
 line from here, and asks ``is_out_of_memory`` whether an engine's error is an
-allocation failure. TensorFlow is never imported: its errors can only come from a
-process that has imported it.
+allocation failure, ``refused_by_model`` whether training failed on data the
+model refuses. The wordings ``refused_by_model`` matches are constants here,
+checked on errors the installed Keras and TensorFlow make by
+``python/tests/test_messages.py``. TensorFlow is never imported: its errors can
+only come from a process that has imported it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,22 @@ def error_message(error: BaseException) -> str:
     lines = [line.strip() for line in text.splitlines()]
     useful = [line for line in lines if line and not line.startswith("Exception encountered")]
     return useful[0] if useful else type(error).__name__
+
+
+# Keras' words when data does not fit a layer's input spec, at whichever step it meets the
+# model (validation data meets it after training steps); the TensorFlow op that takes the
+# next batch from a tf.data iterator, named in the error of a batch that could not be read.
+INCOMPATIBLE_INPUT = "incompatible with the layer"
+READING_A_BATCH = "IteratorGetNext"
+
+
+def refused_by_model(error: BaseException, first_step: bool) -> bool:
+    """Whether an error raised during training says the model refused its data: Keras' input
+    check at any step, or any failure of the first step (Keras' checks when it traces the
+    step, or the model's ops) but reading its batch (a batch that cannot be read is the
+    data's fault, not the model's)."""
+    text = str(error)
+    return INCOMPATIBLE_INPUT in text or (first_step and READING_A_BATCH not in text)
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from gpukeras.core import compat
+from gpukeras.core import compat, messages
 from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
@@ -401,10 +401,8 @@ def _train(
             # user's callback failing is the user's; data that does not fit the model
             # fails at the first step (Keras' checks when it traces it, or the model's ops)
             # or, for validation data, in Keras' input check; a batch that cannot be read
-            # fails in IteratorGetNext.
-            refused = "incompatible with the layer" in str(error) or (
-                position["batches_done"] == 0 and "IteratorGetNext" not in str(error)
-            )
+            # is the data's (``messages.refused_by_model`` tells them apart).
+            refused = messages.refused_by_model(error, first_step=position["batches_done"] == 0)
             translated = (
                 failures.out_of_memory(
                     error, model, source.batch_size, position, request.backup_dir
