@@ -16,13 +16,13 @@ whole-GPU figures are left.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 
 from gpukeras.core.handles import Record
 from gpukeras.gpu import nvml
+from gpukeras.gpu.samplers import SamplerThread
 
 
 @dataclass
@@ -35,7 +35,7 @@ class ProcessUse:
 
 
 @dataclass
-class ProcessSampler:
+class ProcessSampler(SamplerThread):
     """Samples per-process memory and SM use of one GPU or MIG instance until stopped.
 
     Use as a context manager; it reads once on entry and once on exit, so a
@@ -57,23 +57,13 @@ class ProcessSampler:
     notes: list[str] = field(default_factory=list)
     utilization_sampled: bool = True
     samples_seen: bool = False
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _ready: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
     def __enter__(self) -> ProcessSampler:
         if self.device is None:
             self.notes.append("no GPU to watch")
             return self
-        self._thread = threading.Thread(target=self._run, name="gpukeras-processes", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout=10)
+        self._start(self._run, "gpukeras-processes")
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         if self.device is None:  # __enter__ starts no thread then

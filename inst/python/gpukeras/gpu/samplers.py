@@ -7,6 +7,8 @@ Host CPU load comes from /proc/stat deltas (no psutil). The threads only call
 NVML or read /proc; they never run R or framework code, and each records its
 own CPU time (``cpu_seconds``) so their cost can be reported. gpu_fit()'s
 monitor (``train.monitor``) and gpu_check()'s probe (``tools.probe``) use them.
+Every sampler here and ``gpu_processes.ProcessSampler`` runs its thread the
+same way: ``SamplerThread``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,39 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
 from gpukeras.gpu import nvml
 
 MIG_UTILIZATION = "utilization not available on MIG: NVML measures none for a MIG instance"
+
+
+@dataclass
+class SamplerThread:
+    """A sampler's daemon thread, as every sampler runs it: ``_start`` runs ``run`` on it
+    (waiting, with ``ready``, until the thread sets ``_ready``, at most 10 s); leaving the
+    ``with`` block sets ``_stop``, which the thread's loop waits on, and joins it (at most
+    10 s). A subclass's ``__enter__`` starts it, or leaves it unstarted with nothing to read.
+    """
+
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    def _start(
+        self, run: Callable[..., None], name: str, *args: object, ready: bool = True
+    ) -> None:
+        self._thread = threading.Thread(target=run, args=args, name=name, daemon=True)
+        self._thread.start()
+        if ready:
+            self._ready.wait(timeout=10)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
 
 
 @dataclass
@@ -40,7 +69,7 @@ class Sample:
 
 
 @dataclass
-class UtilizationSampler:
+class UtilizationSampler(SamplerThread):
     """Samples NVML utilization, memory and power of some GPUs until stopped.
 
     Use as a context manager. When NVML is unavailable it records nothing and
@@ -59,23 +88,13 @@ class UtilizationSampler:
     samples: list[Sample] = field(default_factory=list)
     reason: str | None = None
     cpu_seconds: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _ready: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> UtilizationSampler:
         if not self.nvml_indices and not self.mig_uuids:
             self.reason = "no GPU to watch"
             return self
-        self._thread = threading.Thread(target=self._run, name="gpukeras-nvml", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout=10)
+        self._start(self._run, "gpukeras-nvml")
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         try:
@@ -182,7 +201,7 @@ class HostSample:
 
 
 @dataclass
-class HostCpuSampler:
+class HostCpuSampler(SamplerThread):
     """Samples the host's CPU load (% of all cores busy) from /proc/stat until stopped.
 
     Use as a context manager. Each sample is the load since the one before, so
@@ -195,24 +214,14 @@ class HostCpuSampler:
     samples: list[HostSample] = field(default_factory=list)
     reason: str | None = None
     cpu_seconds: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
     def __enter__(self) -> HostCpuSampler:
         first = read_cpu_times(self.path)
         if first is None:
             self.reason = f"{self.path} cannot be read here"
             return self
-        self._thread = threading.Thread(
-            target=self._run, args=(first,), name="gpukeras-host-cpu", daemon=True
-        )
-        self._thread.start()
+        self._start(self._run, "gpukeras-host-cpu", first, ready=False)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
     def _run(self, before: tuple[int, int]) -> None:
         period = 1.0 / self.hz
