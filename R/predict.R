@@ -54,11 +54,38 @@
 #'   (`predict()` gives them `NA`, so its rows still match `newdata`'s).
 #'   `NULL` (the default) follows the training data's rule.
 #' @param verbose Keras' progress display: `0` silent, `1` a progress bar.
+#' @param file For `predict()`: `NULL` (the default) returns the predictions;
+#'   a path writes them to that CSV file instead, batch by batch, so that
+#'   they need never fit in memory (Keras' own `predict()` keeps them all).
+#'   With a [gpu_dataset()] of CSV files or images as `newdata`, neither the
+#'   data nor the predictions are ever held whole: such a dataset made with
+#'   `cache = TRUE` (its default, in memory) is read without its cache, which
+#'   one pass does not need and which would hold every row (see
+#'   `bench/predict_file.R` for the peak memory of 1e5 and 1e6 rows). The file has a header and one line per row of
+#'   `newdata`, in its order: a first column `row` with its row names (a
+#'   data.frame's own) or `path` (image files scored without labels) where
+#'   `predict()` would name the rows; then one column per output column,
+#'   named by the training labels' levels for a classifier with one per level,
+#'   else `prediction` (`prediction_1`, `prediction_2`, ... for several), each
+#'   prefixed by the output's name for a model with several outputs; with
+#'   `type = "class"` also a last column `class`. Numbers are written with 9
+#'   significant digits (read back as the same float32); rows left out with
+#'   `na = "drop"` are `NA`. The file is written under a temporary name in the
+#'   same folder (`.<name>.tmp-<pid>-...`) and renamed to `file` only once
+#'   every row is written: an error part way (a value that cannot be read in
+#'   a later row, a batch the model refuses, an interrupt) removes it and
+#'   leaves nothing under `file`.
+#' @param overwrite With `file`: whether an existing file may be replaced. It
+#'   is refused by default; with `TRUE` it is replaced in one rename at the
+#'   end, so that a failed `predict()` leaves it as it was.
 #' @param ... Not used: an argument these methods do not have (a misspelt
 #'   `batchsize`) is an error that says which one was meant, never ignored.
 #' @return `predict()`: a numeric matrix (or array; a list of them for a
 #'   model with several outputs), or with `type = "class"` a factor or integer
-#'   vector. `evaluate()`: a named numeric vector, the loss and each metric.
+#'   vector. With `file`: invisibly, a `gpukeras_predictions_file`, a list of
+#'   `path` (the file's absolute path), `rows`, `columns` and `seconds` (spent
+#'   in the model, writing and reading the data), which prints as a summary;
+#'   `read.csv(result$path)` reads the predictions back. `evaluate()`: a named numeric vector, the loss and each metric.
 #' @seealso [gpu_save()] and [gpu_load()] to score in a later R session.
 #' @name predict.gpukeras_fit
 #' @importFrom stats predict
@@ -85,15 +112,21 @@
 #'   print(predict(fit, new_cars))
 #'   print(predict(fit, new_cars, type = "class"))
 #'   print(evaluate(fit, new_cars, factor(c(FALSE, TRUE))))
+#'   # Written to a file batch by batch, for data larger than memory
+#'   written <- predict(fit, new_cars, type = "class", file = tempfile(fileext = ".csv"))
+#'   print(written)
+#'   print(read.csv(written$path))
 #' }
 predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
-                                 unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
+                                 unknown = c("error", "zero", "code"), na = NULL, verbose = 0,
+                                 file = NULL, overwrite = FALSE, ...) {
   call <- current_env()
   if (...length() > 0L) {
     abort_unused_args(rlang::names2(match.call(expand.dots = FALSE)$...), predict.gpukeras_fit, "predict.gpukeras_fit", "predict()", call = call)
   }
   if (missing(newdata)) abort_no_newdata(call)
   type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
+  path <- check_predictions_file(file, overwrite, call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
   if (isTRUE(scoring$shuffled)) {
     gpukeras_abort(
@@ -104,6 +137,9 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
       "gpukeras_error_bad_argument",
       call = call
     )
+  }
+  if (!is.null(path)) {
+    return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
   }
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
   outputs <- if (is.list(predicted)) lapply(predicted, as_output, scoring) else as_output(predicted, scoring)

@@ -1,0 +1,102 @@
+# predict(fit, newdata, file = ): predictions written to a CSV file batch by batch
+# (the core's "predict_file", tools/predict_file.py), never held whole in memory.
+
+# `file` and `overwrite` checked before Python starts: one path, not a folder, in a
+# folder that exists, not an existing file unless `overwrite`. Returns the absolute path.
+check_predictions_file <- function(file, overwrite, call = caller_env()) {
+  check_flag(overwrite, call = call)
+  if (is.null(file)) {
+    if (overwrite) {
+      gpukeras_abort(
+        "`overwrite` is for `file`: give the CSV file to write the predictions to, or leave `overwrite` out.",
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+    return(NULL)
+  }
+  if (!is.character(file) || length(file) != 1L || is.na(file) || !nzchar(file)) {
+    gpukeras_abort(
+      sprintf("`file` must be one file path (a string), such as \"predictions.csv\", not %s.", describe(file)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  path <- path.expand(file)
+  if (dir.exists(path)) {
+    gpukeras_abort(
+      sprintf("`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").", file, file),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (!dir.exists(dirname(path))) {
+    gpukeras_abort(
+      sprintf("`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.", dirname(file)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (file.exists(path) && !overwrite) {
+    gpukeras_abort(
+      sprintf("`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is written), or another name.", file),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  normalizePath(path, mustWork = FALSE)
+}
+
+# The core writes the predictions of `scoring` (scoring_data()) to `path`; R describes
+# what it wrote. Rows left out with na = "drop" are NA rows, so the file's rows match
+# newdata's; row names (a data.frame's own, image file paths) are its first column.
+predict_to_file <- function(scoring, path, overwrite, type, call = caller_env()) {
+  images <- !is.null(scoring$row_names) && is.null(scoring$rows) # files named for scoring
+  scoring$data$x <- without_memory_cache(scoring$data$x)
+  args <- c(scoring$args, list(
+    file = path, overwrite = overwrite, levels = scoring$levels, classes = identical(type, "class"),
+    kept = if (!is.null(scoring$kept)) array(as.integer(scoring$kept)),
+    rows = scoring$rows, row_names = scoring$row_names,
+    row_name_column = if (images) "path" else "row"
+  ))
+  written <- handover_call("predict_file", scoring$data, args, call = call)
+  structure(
+    list(
+      path = written$path, rows = as.integer(written$rows), columns = as.integer(written$columns),
+      seconds = c(reading = written$reading_seconds, model = written$model_seconds, writing = written$writing_seconds)
+    ),
+    class = "gpukeras_predictions_file"
+  )
+}
+
+# A gpu_dataset() of files that caches in memory (cache = TRUE, its default) made again
+# from its recipe without the cache: predict() reads each row once, and the cache would
+# come to hold every row. Other data is returned as it is.
+without_memory_cache <- function(data) {
+  recipe <- attr(data, "gpukeras_recipe")
+  if (!inherits(data, "gpukeras_dataset") || is.null(recipe) || !is.null(recipe$arrays) || !isTRUE(recipe$cache)) {
+    return(data)
+  }
+  recipe$cache <- FALSE
+  made <- suppressWarnings(do.call(gpu_dataset, recipe)) # its warnings were given when it was made
+  if (inherits(made, "gpukeras_dataset")) made else made[[attr(data, "gpukeras")$role]]
+}
+
+#' @export
+format.gpukeras_predictions_file <- function(x, ...) {
+  c(
+    sprintf("<gpukeras_predictions_file> %s", x$path),
+    sprintf(
+      "  %s rows x %d columns, written batch by batch (model %s, writing %s, reading the data %s)",
+      format(x$rows, big.mark = ","), x$columns,
+      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["writing"]]), format_seconds(x$seconds[["reading"]])
+    ),
+    sprintf("  read it with read.csv(\"%s\")", x$path)
+  )
+}
+
+#' @export
+print.gpukeras_predictions_file <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
