@@ -41,6 +41,10 @@
 #'   \item{`gpukeras_error_model_not_compiled`}{A model given to a verb that
 #'     trains, or to [gpu_memory_plan()], has no optimizer and loss yet: compile
 #'     it first.}
+#'   \item{`gpukeras_error_export`}{[gpu_export()] cannot export the model as
+#'     asked: layers the format has no operation for (named), a package the
+#'     format needs that is not installed (`install_gpukeras(extras = "onnx")`),
+#'     or an engine it cannot export from (ONNX from JAX without jax2onnx).}
 #' }
 #'
 #' @section The Python environment and the stack:

@@ -11,6 +11,13 @@ pinned <- list(
   optuna = "5.0.0",
   # PostgreSQL storage for gpu_search(), only with extras = "postgresql".
   psycopg2_binary = "2.9.13",
+  # gpu_export(format = "onnx"), only with extras = "onnx": Keras' ONNX export (tf2onnx
+  # on TensorFlow), the onnx library it writes with, and onnxruntime to run and check
+  # the result. Installed beside TensorFlow 2.21 they change no package it needs
+  # (protobuf stays; measured with pip on Python 3.11). onnxruntime 1.32 needs Python >= 3.11.
+  onnx = "1.23.2",
+  onnxruntime = "1.32.0",
+  tf2onnx = "1.17.0",
   # For reticulate < 1.38, which predates NumPy 2 (Debian bookworm's is 1.28).
   numpy_before_2 = "1.26.4"
 )
@@ -36,7 +43,8 @@ reticulate_supports_numpy2 <- function(reticulate) {
 #'   the installed one.
 #' @param extras Optional parts: `"postgresql"` adds the PostgreSQL driver
 #'   (psycopg2-binary) that [gpu_search()] needs for a study stored in a
-#'   PostgreSQL database.
+#'   PostgreSQL database; `"onnx"` adds onnx, onnxruntime and tf2onnx, for
+#'   `gpu_export(format = "onnx")`.
 #' @param ... Not used: an argument gpukeras_requirements() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
@@ -60,14 +68,17 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
     paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
     paste0("numpy==", numpy),
     paste0("optuna==", pinned$optuna),
-    if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary)
+    if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary),
+    if ("onnx" %in% extras) {
+      c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
+    }
   )
 }
 
 check_extras <- function(extras, call = caller_env()) {
-  if (!is.character(extras) || anyNA(extras) || !all(extras %in% "postgresql")) {
+  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx"))) {
     gpukeras_abort(
-      sprintf("`extras` must be character() or \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), not %s.", describe(extras)),
+      sprintf("`extras` must be character(), or \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage) and/or \"onnx\" (gpu_export(format = \"onnx\")), not %s.", describe(extras)),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -185,7 +196,8 @@ find_python_starter <- function(call = caller_env()) {
 #' @param python Python used to create the virtualenv; default: the first
 #'   Python >= 3.9 on the PATH.
 #' @param extras Optional parts, as [gpukeras_requirements()] takes them:
-#'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database.
+#'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database,
+#'   `"onnx"` for `gpu_export(format = "onnx")`.
 #' @param ... Not used: an argument install_gpukeras() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return Invisibly, a list with `envname`, `python` (the env's executable)

@@ -73,6 +73,7 @@ VERBS: dict[str, str] = {
     "evaluate": "tools.scoring:evaluate",
     "save_model": "tools.scoring:save_model",
     "load_model": "tools.scoring:load_model",
+    "export": "tools.export:export",
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",

@@ -99,6 +99,13 @@ class BadModelError(GpukerasError):
     r_class = "gpukeras_error_bad_model"
 
 
+class ExportError(GpukerasError):
+    """gpu_export() cannot export the model as asked: layers the format has no operation
+    for, a package the format needs that is not installed, or an engine it cannot use."""
+
+    r_class = "gpukeras_error_export"
+
+
 class ModelNotCompiledError(GpukerasError):
     """A model given for training has not been compiled (no optimizer and loss yet)."""
 

@@ -1,0 +1,227 @@
+"""The function a SavedModel serves: raw columns in, the training encoding, named outputs out.
+
+gpu_export(format = "savedmodel") puts the training encoding (R/encoding.R: columns,
+factor levels, one-hot or codes) into the served function itself, as TensorFlow ops
+around the model's own function, so that a server that only loads the SavedModel
+(TensorFlow Serving, ``tf.saved_model.load``) takes each raw column by name and
+encodes it exactly as predict() does in R:
+
+- numeric column: ``tf.float64`` (R's numbers), cast to float32 as predict() does;
+- logical column: ``tf.bool``, 1 for true;
+- factor or character column: ``tf.string``, matched to the training levels by
+  name, then one indicator per level (one-hot) or its 0-based code (codes);
+- array input (a matrix, images): the model's own float32 tensor, rows first.
+
+Outputs are a dict: ``output`` (the model's output, as predict() gives it); for a
+classifier (factor labels) with one output, one output per level named by the
+level (its column of ``output``) when there is one column per level, and
+``class``, the level predict(type = "class") gives. A model with several outputs
+gives each under its name. Names a signature cannot take (TensorFlow allows
+letters, digits and ``_`` in input names) are sanitised; ``serving_names`` says
+which column each name is.
+
+The encoding ops live in the outer ``tf.function``, around the function Keras made
+for the model (on JAX a jax2tf conversion), so they work on both engines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpukeras.core.handles import Record
+
+UNKNOWN_RULES = ("error", "zero", "code")
+# Output names the served function gives itself: a level of the same name is renamed.
+RESERVED_OUTPUTS = ("output", "class")
+
+
+@dataclass
+class ServedInput:
+    """One input of the served signature.
+
+    Attributes:
+        name: the signature's input name (sanitised).
+        input: the model input it feeds ("x" for a model with one).
+        column: the data.frame column it is (None for an array input).
+        type: "numeric", "logical", "factor" or "array".
+        dtype: the TensorFlow dtype the signature takes.
+        shape: the shape after the rows (an array input's; [] for a column).
+        levels: a factor's training levels, in their order.
+        rule: a factor's encoding, "one_hot" or "codes".
+        unknown: what an unseen level becomes: "error", "zero" (one-hot) or "code".
+    """
+
+    name: str
+    input: str
+    column: str | None
+    type: str
+    dtype: str
+    shape: list[int | None] = field(default_factory=list)
+    levels: list[str] | None = None
+    rule: str | None = None
+    unknown: str | None = None
+
+
+def sanitise(name: str) -> str:
+    """``name`` as a signature input name: letters, digits and ``_``, starting with a letter."""
+    cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    if not cleaned or not cleaned[0].isalpha():
+        cleaned = "c_" + cleaned
+    return cleaned
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}_{number}"
+    taken.add(candidate)
+    return candidate
+
+
+def _column_rule(column: Mapping, unknown: str) -> str:
+    """What an unseen level of a factor column becomes: the rule asked for where it fits
+    the column's encoding (zero for one-hot, code for codes), as predict() has it, else error."""
+    rule = column.get("encoding", "codes")
+    fits = "zero" if rule == "one_hot" else "code"
+    return unknown if unknown == fits else "error"
+
+
+def served_inputs(encoding: Mapping, unknown: str) -> list[ServedInput]:
+    """The served signature's inputs for ``encoding`` (R's, as encoding_to_plain() sends it):
+    one per column of each data.frame input, one per array input. Several inputs name a
+    column by its own name unless two inputs share it (then ``<input>_<column>``)."""
+    parts = encoding["inputs"]
+    order = encoding.get("input_order") or list(parts)
+    names = [c for part in parts.values() if part["type"] == "data.frame" for c in part["columns"]]
+    shared = {c for c in names if names.count(c) > 1}
+    taken: set[str] = set()
+    served: list[ServedInput] = []
+    for input_name in order:
+        part = parts[input_name]
+        if part["type"] != "data.frame":
+            shape = [None if d is None else int(d) for d in part["shape"]]
+            name = _unique(sanitise(input_name), taken)
+            served.append(ServedInput(name, input_name, None, "array", "float32", shape))
+            continue
+        columns = part["columns"]
+        for column in part.get("column_order") or list(columns):
+            spec = columns[column]
+            wanted = f"{input_name}_{column}" if column in shared else column
+            name = _unique(sanitise(wanted), taken)
+            kind = spec["type"]
+            if kind == "factor":
+                served.append(
+                    ServedInput(
+                        name, input_name, column, kind, "string",
+                        levels=[str(level) for level in spec["levels"]],
+                        rule=spec.get("encoding", "codes"),
+                        unknown=_column_rule(spec, unknown),
+                    )
+                )  # fmt: skip
+            else:
+                dtype = "bool" if kind == "logical" else "float64"
+                served.append(ServedInput(name, input_name, column, kind, dtype))
+    return served
+
+
+def plain_inputs(served: list[ServedInput]) -> list[Record]:
+    """The inputs as plain records (for R and for the JSON beside the model)."""
+    return [asdict(item) for item in served]
+
+
+def _encode_factor(tf: Any, values: Any, item: ServedInput) -> Any:
+    levels = tf.constant(item.levels)
+    matches = tf.equal(tf.reshape(values, [-1, 1]), tf.reshape(levels, [1, -1]))
+    known = tf.reduce_any(matches, axis=1)
+    checks = []
+    if item.unknown == "error":
+        shown = ", ".join(f'"{level}"' for level in (item.levels or [])[:10])
+        hint = "zero" if item.rule == "one_hot" else "code"
+        message = (
+            f"Column `{item.column}` has level(s) not seen in training (the model knows "
+            f'{shown}); export with unknown = "{hint}" to score them. Unseen:'
+        )
+        unseen = tf.boolean_mask(values, tf.logical_not(known))
+        checks.append(tf.debugging.Assert(tf.reduce_all(known), [message, unseen], summarize=10))
+    with tf.control_dependencies(checks):
+        if item.rule == "one_hot":
+            return tf.cast(matches, tf.float32)  # an unseen level: a row of zeros
+        codes = tf.argmax(tf.cast(matches, tf.int32), axis=1, output_type=tf.int32)
+        codes = tf.where(known, codes, len(item.levels or []))  # the reserved code
+        return tf.reshape(tf.cast(codes, tf.float32), [-1, 1])
+
+
+def _encode_column(tf: Any, values: Any, item: ServedInput) -> Any:
+    if item.type == "array":
+        return tf.cast(values, tf.float32)
+    if item.type == "factor":
+        return _encode_factor(tf, values, item)
+    return tf.reshape(tf.cast(values, tf.float32), [-1, 1])
+
+
+def signature_specs(tf: Any, served: list[ServedInput]) -> dict[str, Any]:
+    """The served function's input signature: a TensorSpec per input, named by it."""
+    return {
+        item.name: tf.TensorSpec([None, *item.shape], getattr(tf, item.dtype), name=item.name)
+        for item in served
+    }
+
+
+def encode(tf: Any, features: Mapping[str, Any], served: list[ServedInput]) -> dict[str, Any]:
+    """The model's inputs from the raw ``features``: per model input, its columns encoded
+    and joined in the training order (an array input as it is)."""
+    blocks: dict[str, list[Any]] = {}
+    for item in served:
+        blocks.setdefault(item.input, []).append(_encode_column(tf, features[item.name], item))
+    return {
+        name: parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+        for name, parts in blocks.items()
+    }
+
+
+@dataclass
+class OutputPlan:
+    """What the served function returns besides ``output``: the labels' levels (for a
+    classifier), the names of the model's outputs (several), and the names given."""
+
+    levels: list[str] | None
+    output_names: list[str] | None
+    names: list[Record] = field(default_factory=list)
+
+
+def name_outputs(tf: Any, predicted: Any, plan: OutputPlan) -> dict[str, Any]:
+    """The served outputs of the model's ``predicted`` (see the module's notes); records
+    each name given in ``plan.names`` (name, what, level)."""
+    plan.names.clear()
+    taken: set[str] = set()
+    if isinstance(predicted, Mapping):
+        predicted = list(predicted.values())
+    if isinstance(predicted, (list, tuple)):
+        named = {}
+        for position, tensor in enumerate(predicted):
+            wanted = (plan.output_names or [])[position] if plan.output_names else ""
+            name = _unique(str(wanted) or f"output_{position + 1}", taken)
+            named[name] = tensor
+            plan.names.append({"name": name, "what": "output", "position": position + 1})
+        return named
+    outputs = {"output": predicted}
+    taken.update(RESERVED_OUTPUTS)
+    plan.names.append({"name": "output", "what": "output", "position": 1})
+    levels = plan.levels
+    width = predicted.shape[-1] if len(predicted.shape) == 2 else None
+    if levels and width == len(levels):
+        for position, level in enumerate(levels):
+            name = _unique(level or f"level_{position + 1}", taken)
+            outputs[name] = predicted[:, position]
+            plan.names.append({"name": name, "what": "level", "level": level})
+        best = tf.argmax(predicted, axis=1)
+        outputs["class"] = tf.gather(tf.constant(levels), best)
+    elif levels and len(levels) == 2 and width == 1:
+        outputs["class"] = tf.where(predicted[:, 0] > 0.5, levels[1], levels[0])
+    if "class" in outputs:
+        plan.names.append({"name": "class", "what": "class"})
+    return outputs
