@@ -68,7 +68,7 @@ def main():
             for label, spec in request.get("savedmodels", {}).items()
         }
     }
-    if "onnx" in request:
+    if request.get("onnx"):
         answer["onnx"] = onnx_answer(request["onnx"])
     answer["gpukeras_imported"] = any(name.startswith("gpukeras") for name in sys.modules)
     with open(sys.argv[2], "w", encoding="utf-8") as file:
