@@ -63,7 +63,10 @@ predict_to_file <- function(scoring, path, overwrite, type, call = caller_env())
   structure(
     list(
       path = written$path, rows = as.integer(written$rows), columns = as.integer(written$columns),
-      seconds = c(reading = written$reading_seconds, model = written$model_seconds, writing = written$writing_seconds)
+      seconds = c(
+        reading = written$reading_seconds, model = written$model_seconds, writing = written$writing_seconds,
+        waiting_for_writer = written$waiting_for_writer_seconds
+      )
     ),
     class = "gpukeras_predictions_file"
   )
@@ -87,9 +90,9 @@ format.gpukeras_predictions_file <- function(x, ...) {
   c(
     sprintf("<gpukeras_predictions_file> %s", x$path),
     sprintf(
-      "  %s rows x %d columns, written batch by batch (model %s, writing %s, reading the data %s)",
+      "  %s rows x %d columns, written batch by batch (model %s, reading the data %s; writing %s, beside them)",
       format(x$rows, big.mark = ","), x$columns,
-      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["writing"]]), format_seconds(x$seconds[["reading"]])
+      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["reading"]]), format_seconds(x$seconds[["writing"]])
     ),
     sprintf("  read it with read.csv(\"%s\")", x$path)
   )

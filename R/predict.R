@@ -59,9 +59,11 @@
 #'   they need never fit in memory (Keras' own `predict()` keeps them all).
 #'   With a [gpu_dataset()] of CSV files or images as `newdata`, neither the
 #'   data nor the predictions are ever held whole: such a dataset made with
-#'   `cache = TRUE` (its default, in memory) is read without its cache, which
-#'   one pass does not need and which would hold every row (see
-#'   `bench/predict_file.R` for the peak memory of 1e5 and 1e6 rows). The file has a header and one line per row of
+#'   `cache = TRUE` (its default, in memory) is made again without its cache,
+#'   which one pass does not need and which would hold every row (its files
+#'   are then scanned once more: make it with `cache = FALSE` to skip that).
+#'   Measured with the README's model on a CSV file of 1e5 and of 1e6 rows:
+#'   the same peak memory (`bench/predict_file.R`). The file has a header and one line per row of
 #'   `newdata`, in its order: a first column `row` with its row names (a
 #'   data.frame's own) or `path` (image files scored without labels) where
 #'   `predict()` would name the rows; then one column per output column,
@@ -84,7 +86,8 @@
 #'   model with several outputs), or with `type = "class"` a factor or integer
 #'   vector. With `file`: invisibly, a `gpukeras_predictions_file`, a list of
 #'   `path` (the file's absolute path), `rows`, `columns` and `seconds` (spent
-#'   in the model, writing and reading the data), which prints as a summary;
+#'   reading the data, in the model, writing, which runs beside them, and
+#'   waiting for the writer), which prints as a summary;
 #'   `read.csv(result$path)` reads the predictions back. `evaluate()`: a named numeric vector, the loss and each metric.
 #' @seealso [gpu_save()] and [gpu_load()] to score in a later R session.
 #' @name predict.gpukeras_fit

@@ -115,7 +115,7 @@ ratios <- list(
   memory = peak("memory", sizes[2]) / peak("memory", sizes[1])
 )
 largest_file <- Filter(function(r) r$way == "file" && r$size == sizes[2], runs)
-split <- vapply(c("model", "writing", "reading"), function(part) stats::median(vapply(largest_file, function(r) r$core_seconds[[part]], numeric(1))), numeric(1))
+split <- vapply(c("model", "writing", "reading", "waiting_for_writer"), function(part) stats::median(vapply(largest_file, function(r) r$core_seconds[[part]], numeric(1))), numeric(1))
 
 result <- list(
   benchmark = "predict_file",
@@ -143,8 +143,8 @@ result <- list(
   runs = runs,
   notes = c(
     "peak_rss_mib: the median over rounds of each fresh R process's VmHWM (/proc/self/status) at its end; peak_ratio: of the larger size over the smaller.",
-    "file: predict(model, ds, file = ) writes each batch's rows as it goes (model$predict_on_batch per batch); memory: predict(model, ds) as before, Keras' predict() keeping every batch's outputs and R getting them all.",
-    "largest_file_core_seconds: the core's seconds for the larger size with `file`: in the model, in formatting and writing the CSV lines, and waiting for the next batch of the dataset (reading and decoding the input CSV in tf.data).",
+    "file: predict(model, ds, file = ) writes each batch's rows as it goes (model$predict_on_batch per batch); it first makes the dataset again without its in-memory cache (gpu_dataset()'s default cache = TRUE), which scans the CSV file once more. memory: predict(model, ds) as before, Keras' predict() keeping every batch's outputs and R getting them all, the dataset's cache filling as it reads.",
+    "largest_file_core_seconds: the core's seconds for the larger size with `file`: waiting for the next batch of the dataset (tf.data reading and decoding the input CSV), in the model, formatting and writing the CSV lines (in a thread of its own, beside the other two) and waiting for that writer; predict_seconds less reading, model and waiting_for_writer is mostly making the dataset again without its cache.",
     "2 CPU cores shared with other work: seconds vary from run to run; memory much less."
   ),
   wall_seconds = NA_real_
@@ -159,5 +159,8 @@ cat(sprintf(
   peak("file", sizes[1]), peak("file", sizes[2]), ratios$file, goal$peak_ratio,
   peak("memory", sizes[1]), peak("memory", sizes[2]), ratios$memory
 ))
-cat(sprintf("core seconds for %s rows with file: model %.1f, writing %.1f, reading %.1f\n", format(sizes[2], big.mark = ",", scientific = FALSE), split[["model"]], split[["writing"]], split[["reading"]]))
+cat(sprintf(
+  "core seconds for %s rows with file: reading %.1f, model %.1f, writing %.1f (beside them), waiting for the writer %.1f\n",
+  format(sizes[2], big.mark = ",", scientific = FALSE), split[["reading"]], split[["model"]], split[["writing"]], split[["waiting_for_writer"]]
+))
 cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))

@@ -3,9 +3,10 @@
 Keras' ``model.predict()`` keeps every batch's outputs until the end and then
 joins them (keras-team/keras#21642): on data larger than memory it runs out of
 it. Here each batch goes through ``model.predict_on_batch`` and its rows are
-written at once, so what is held is one batch of inputs and one of outputs
-(a gpu_dataset() of CSV files or images is streamed as it is; R data was
-already in memory). The rows keep the input's order.
+handed to a writer thread (at most two batches behind) that formats and writes
+them while the model runs the next, so what is held is a few batches of inputs
+and outputs (a gpu_dataset() of CSV files or images is streamed as it is; R data
+was already in memory). The rows keep the input's order.
 
 The file is written under a temporary name in its own folder
 (``.<name>.tmp-<pid>-<random>``) and renamed to its name only when every row is
