@@ -8,9 +8,11 @@ SHELL := /bin/bash
 APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-knitr \
 	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark r-cran-codetools \
 	pandoc qpdf python3 python3-venv iproute2
-# What only the tests need: rsample's resamplings for gpu_cv(), and a PostgreSQL server that
-# test-search-postgres.R starts on 127.0.0.1 (as the postgres user) and stops after.
-TEST_APT_PACKAGES := r-cran-rsample postgresql
+# What only the tests need: rsample's resamplings for gpu_cv(), a PostgreSQL server that
+# test-search-postgres.R starts on 127.0.0.1 (as the postgres user) and stops after, and
+# plumber, which gpu_serve() serves with (a Suggests: the demo needs none of it), with curl
+# for test-serve.R's and bench/serve.R's clients.
+TEST_APT_PACKAGES := r-cran-rsample postgresql r-cran-plumber r-cran-curl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENVNAME ?= r-gpukeras
 RSCRIPT := Rscript --no-save --no-restore

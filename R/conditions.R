@@ -173,6 +173,18 @@
 #'     installed (`install_gpukeras(extras = "postgresql")`).}
 #' }
 #'
+#' @section Serving:
+#' \describe{
+#'   \item{`gpukeras_error_package_missing`}{A function needs an R package the
+#'     package only suggests, and it is not installed (plumber for
+#'     [gpu_serve()] and [gpu_api()]); the condition's `package` names it.}
+#'   \item{`gpukeras_error_port_in_use`}{[gpu_serve()] cannot listen on its
+#'     `host` and `port`: something else listens there, the address is not
+#'     this machine's, or the port needs privileges. Raised before serving.}
+#' }
+#' A request a running service refuses is not an R condition: the client gets
+#' a 4xx status with a JSON message (see [gpu_serve()]'s "Bad requests").
+#'
 #' @section Warnings:
 #' Warnings are [rlang][rlang::warn] warnings of class
 #' `c("gpukeras_warning_<what>", "gpukeras_warning", "rlang_warning",
@@ -205,6 +217,9 @@
 #'     [gpu_check()] lists the same among its reasons.}
 #'   \item{`gpukeras_warning_signal`}{[gpu_fit()] handled a signal after
 #'     training completed: the result is complete, and the signal is reported.}
+#'   \item{`gpukeras_warning_serve_open`}{[gpu_serve()] listens on another
+#'     address than loopback without a `token`: anyone who can reach the port
+#'     can use the service.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load
 #'     hook, held back while [gpu_setup()] applied its settings, failed when
 #'     it ran afterwards.}

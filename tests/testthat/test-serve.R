@@ -1,0 +1,241 @@
+# gpu_serve() and gpu_api() answered over real HTTP: one R process serves a model
+# saved by this session and loaded there with gpu_load() (gpu_serve() with a token on
+# one port, and gpu_api() mounted in a plumber app of the user's on another), started
+# for this file on 127.0.0.1 and killed after it; this session sends requests with curl,
+# eight at a time, and compares the answers with predict() here.
+
+skip_if_no_python()
+skip_if_not_installed("plumber")
+skip_if_not_installed("curl")
+skip_if_not_installed("jsonlite")
+
+serve_data <- function(n, seed) {
+  withr::with_seed(seed, data.frame(
+    income = round(stats::rnorm(n, 5, 1), 3),
+    region = sample(c("east", "north", "west"), n, replace = TRUE),
+    member = sample(c(TRUE, FALSE), n, replace = TRUE)
+  ))
+}
+
+# The fit served: a classifier of a data.frame with a numeric, a factor and a logical
+# column, saved with gpu_save() for the serving process to load.
+serve_fit <- local({
+  keras <- gpu_keras()
+  train <- serve_data(200, 1)
+  y <- factor(ifelse(train$income + (train$region == "west") > 5.3, "high", "low"))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(5L)),
+    keras$layers$Dense(8L, activation = "relu"),
+    keras$layers$Dense(2L, activation = "softmax")
+  ))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  gpu_fit(model, list(x = train, y = y), epochs = 2, verbose = 0, monitor = FALSE, seed = 1)
+})
+model_dir <- withr::local_tempdir(.local_envir = teardown_env())
+model_path <- file.path(model_dir, "served.keras")
+gpu_save(serve_fit, model_path)
+
+# A model of a matrix with column names, served beside it.
+matrix_fit <- local({
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species), epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
+})
+matrix_path <- file.path(model_dir, "matrix.keras")
+gpu_save(matrix_fit, matrix_path)
+
+token <- "s3cret-token-for-the-test"
+ports <- free_ports(3L)
+server <- start_in_fresh_r(
+  {
+    model <- gpu_load(Sys.getenv("SERVE_MODEL"))
+    # gpu_api() in an app of the user's own, on the second port, beside gpu_serve()
+    app <- plumber::pr_mount(plumber::pr(), "/model", gpu_api(model, max_rows = 50))
+    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_API")), app)
+    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX"))))
+    gpu_serve(model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE)
+  },
+  env = c(
+    SERVE_MODEL = model_path, SERVE_PORT = ports[1], SERVE_PORT_API = ports[2], SERVE_TOKEN = token,
+    SERVE_MODEL_MATRIX = matrix_path, SERVE_PORT_MATRIX = ports[3]
+  )
+)
+withr::defer(server$kill(), teardown_env())
+
+served <- sprintf("http://127.0.0.1:%d", ports[1])
+mounted <- sprintf("http://127.0.0.1:%d/model", ports[2])
+on_matrix <- sprintf("http://127.0.0.1:%d", ports[3])
+
+# A curl handle for one request: `body` a JSON string (POST), `bearer` the token to send.
+request_handle <- function(body = NULL, bearer = NULL) {
+  handle <- curl::new_handle(timeout = 60)
+  if (!is.null(body)) curl::handle_setopt(handle, postfields = body)
+  headers <- list(`Content-Type` = "application/json")
+  if (!is.null(bearer)) headers$Authorization <- paste("Bearer", bearer)
+  do.call(curl::handle_setheaders, c(list(handle), headers))
+  handle
+}
+
+# A response as list(status, json): its status code and its body read by jsonlite.
+read_response <- function(response) {
+  text <- rawToChar(response$content)
+  list(status = response$status_code, json = jsonlite::fromJSON(text, simplifyVector = TRUE), text = text)
+}
+
+http <- function(url, body = NULL, bearer = token) {
+  read_response(curl::curl_fetch_memory(url, handle = request_handle(body, bearer)))
+}
+
+# Several requests at once (list(url, body, bearer) each), at most 8 connections: their
+# responses in the order given.
+http_concurrently <- function(requests) {
+  pool <- curl::new_pool(total_con = 8, host_con = 8)
+  responses <- vector("list", length(requests))
+  for (i in seq_along(requests)) {
+    local({
+      index <- i
+      request <- requests[[index]]
+      curl::curl_fetch_multi(
+        request$url,
+        done = function(response) responses[[index]] <<- read_response(response),
+        fail = function(message) responses[[index]] <<- list(status = NA, message = message),
+        pool = pool, handle = request_handle(request$body, request$bearer %||% token)
+      )
+    })
+  }
+  curl::multi_run(pool = pool, timeout = 120)
+  responses
+}
+
+records <- function(df) as.character(jsonlite::toJSON(df, dataframe = "rows", digits = NA))
+
+# Wait for the service: /health answers once the model is loaded and the port open.
+local({
+  deadline <- Sys.time() + 120
+  repeat {
+    up <- tryCatch(curl::curl_fetch_memory(paste0(served, "/health"))$status_code == 200L, error = function(e) FALSE)
+    if (up) break
+    if (!server$is_alive()) stop("the serving process ended: ", paste(server$read_all_error_lines(), collapse = "\n"))
+    if (Sys.time() > deadline) stop("the service did not answer /health within 120 s")
+    Sys.sleep(0.25)
+  }
+})
+
+test_that("eight concurrent clients get predict()'s answers, as records, columns and classes", {
+  batches <- lapply(1:16, function(i) serve_data(if (i %% 4 == 0) 50 else i, 100 + i))
+  requests <- lapply(seq_along(batches), function(i) {
+    body <- if (i %% 3 == 0) as.character(jsonlite::toJSON(as.list(batches[[i]]), digits = NA)) else records(batches[[i]])
+    list(url = paste0(served, if (i %% 5 == 0) "/predict?type=class" else "/predict"), body = body)
+  })
+  responses <- http_concurrently(requests)
+  for (i in seq_along(batches)) {
+    response <- responses[[i]]
+    expect_identical(response$status, 200L, label = paste("request", i))
+    if (i %% 5 == 0) {
+      expect_identical(response$json$predictions, as.character(predict(serve_fit, batches[[i]], type = "class")))
+    } else {
+      expected <- predict(serve_fit, batches[[i]])
+      got <- as.matrix(response$json$predictions[colnames(expected)])
+      expect_identical(dim(got), dim(expected))
+      expect_equal(unname(got), unname(expected), tolerance = 1e-6)
+    }
+  }
+})
+
+test_that("one record as an object is one row; gpu_api() mounted in one's own app answers the same", {
+  one <- serve_data(1, 7)
+  expected <- predict(serve_fit, one)
+  body <- as.character(jsonlite::toJSON(as.list(one), auto_unbox = TRUE, digits = NA))
+  for (answer in list(http(paste0(served, "/predict"), body), http(paste0(mounted, "/predict"), body, bearer = NULL))) {
+    expect_identical(answer$status, 200L)
+    expect_equal(unlist(answer$json$predictions[1, colnames(expected)]), expected[1, ], tolerance = 1e-6)
+  }
+})
+
+test_that("bad requests get a 4xx naming what is wrong, concurrently, and the service goes on", {
+  good <- serve_data(3, 11)
+  bad <- list(
+    list(body = "[{\"income\": 5", status = 400L, error = "malformed_json", message = "not valid JSON"),
+    list(body = records(good[c("income", "member")]), status = 400L, error = "missing_column", message = "lacks column\\(s\\) .*: region", columns = "region"),
+    list(body = "[{\"income\": \"high\", \"region\": \"west\", \"member\": true}]", status = 400L, error = "wrong_type", message = "Column `income` must hold numbers, not strings", column = "income"),
+    list(body = "[{\"income\": 5, \"region\": \"south\", \"member\": true}]", status = 400L, error = "unseen_level", message = "Column `region` has level\\(s\\) .*\"south\"", column = "region", levels = "south"),
+    list(body = "[{\"income\": null, \"region\": \"west\", \"member\": true}]", status = 400L, error = "missing_value", message = "Column `income` is null", column = "income"),
+    list(body = records(serve_data(51, 12)), status = 413L, error = "too_many_rows", message = "51 rows; .* at most 50 per request \\(max_rows\\)"),
+    list(body = "[]", status = 400L, error = "no_rows", message = "no rows"),
+    list(body = "[[5, 1, 0, 0, 1]]", status = 400L, error = "bad_body", message = "takes named columns: send records"),
+    list(body = "{\"income\": [1, 2], \"region\": [\"west\"], \"member\": [true, true]}", status = 400L, error = "bad_body", message = "different lengths"),
+    list(body = records(good), bearer = "wrong", status = 401L, error = "unauthorized", message = "token is wrong"),
+    list(body = records(good), bearer = "", status = 401L, error = "unauthorized", message = "token is wrong"),
+    list(body = records(good), url = "/predict?type=probability", status = 400L, error = "bad_type", message = "type must be \"raw\" or \"class\""),
+    list(body = records(good), url = "/score", status = 404L, error = "not_found", message = "No route POST /score")
+  )
+  requests <- lapply(bad, function(case) list(url = paste0(served, case$url %||% "/predict"), body = case$body, bearer = case$bearer))
+  responses <- http_concurrently(requests)
+  for (i in seq_along(bad)) {
+    case <- bad[[i]]
+    response <- responses[[i]]
+    expect_identical(response$status, case$status, label = case$error)
+    expect_identical(response$json$error, case$error)
+    expect_match(response$json$message, case$message)
+    for (field in intersect(c("column", "columns", "levels"), names(case))) {
+      expect_identical(response$json[[field]], case[[field]], label = paste(case$error, field))
+    }
+  }
+  # no header at all: a 401 that says how to send the token
+  answer <- read_response(curl::curl_fetch_memory(paste0(served, "/predict"), handle = curl::handle_setopt(curl::new_handle(), postfields = records(good))))
+  expect_identical(answer$status, 401L)
+  expect_match(answer$json$message, "Authorization: Bearer <token>", fixed = TRUE)
+  # and the service still answers, correctly
+  expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
+  after <- http(paste0(served, "/predict"), records(good))
+  expect_equal(unname(as.matrix(after$json$predictions[c("high", "low")])), unname(predict(serve_fit, good)), tolerance = 1e-6)
+})
+
+test_that("a model of a matrix takes its columns by name, or rows of numbers", {
+  rows <- as.matrix(iris[c(1, 51, 101, 150), 1:4])
+  expected <- predict(matrix_fit, rows)
+  by_name <- http(paste0(on_matrix, "/predict"), records(as.data.frame(rows[, 4:1])), bearer = NULL)
+  expect_identical(by_name$status, 200L)
+  expect_equal(unname(as.matrix(by_name$json$predictions[levels(iris$Species)])), unname(expected), tolerance = 1e-6)
+  as_rows <- http(paste0(on_matrix, "/predict?type=class"), as.character(jsonlite::toJSON(unname(rows), digits = NA)), bearer = NULL)
+  expect_identical(as_rows$json$predictions, as.character(predict(matrix_fit, rows, type = "class")))
+  lacking <- http(paste0(on_matrix, "/predict"), records(as.data.frame(rows[, 1:3])), bearer = NULL)
+  expect_identical(lacking$status, 400L)
+  expect_identical(lacking$json$columns, "Petal.Width")
+  text <- http(paste0(on_matrix, "/predict"), "[{\"Sepal.Length\": \"long\", \"Sepal.Width\": 3, \"Petal.Length\": 1, \"Petal.Width\": 0.2}]", bearer = NULL)
+  expect_identical(text$status, 400L)
+  expect_identical(text$json$error, "wrong_type")
+  expect_identical(text$json$column, "Sepal.Length")
+  meta <- http(paste0(on_matrix, "/metadata"), bearer = NULL)$json
+  expect_identical(meta$input$form, "records or rows")
+  expect_identical(meta$input$columns$name, colnames(rows))
+})
+
+test_that("/metadata lists the inputs with their types and levels, the outputs and the versions, behind the token", {
+  expect_identical(http(paste0(served, "/metadata"), bearer = NULL)$status, 401L)
+  meta <- http(paste0(served, "/metadata"))
+  expect_identical(meta$status, 200L)
+  columns <- meta$json$input$columns
+  expect_identical(columns$name, c("income", "region", "member"))
+  expect_identical(columns$type, c("numeric", "factor", "logical"))
+  expect_identical(columns$levels[[2]], c("east", "north", "west"))
+  expect_identical(meta$json$classes, c("high", "low"))
+  expect_identical(meta$json$max_rows, 50L)
+  expect_true(meta$json$token_required)
+  expect_identical(meta$json$outputs$shape[[1]], c(NA, 2L))
+  expect_identical(meta$json$versions$gpukeras, as.character(utils::packageVersion("gpukeras")))
+  expect_identical(meta$json$versions$plumber, as.character(utils::packageVersion("plumber")))
+  expect_false(http(paste0(mounted, "/metadata"), bearer = NULL)$json$token_required)
+})
+
+test_that("a port in use is a classed error before serving; another host without a token is warned about", {
+  expect_error(gpu_serve(serve_fit, port = ports[1], quiet = TRUE), class = "gpukeras_error_port_in_use")
+  busy_port <- free_ports(1L)
+  busy <- serverSocket(busy_port) # every interface
+  withr::defer(close(busy))
+  expect_warning(
+    expect_error(gpu_serve(serve_fit, port = busy_port, host = "0.0.0.0", quiet = TRUE), class = "gpukeras_error_port_in_use"),
+    class = "gpukeras_warning_serve_open"
+  )
+})
