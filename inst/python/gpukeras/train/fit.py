@@ -426,22 +426,9 @@ def _train(
     seconds = time.perf_counter() - started
 
     settings = training_run.settings(
-        request,
-        source,
-        applied,
-        model,
-        seed=request.seed,
-        backend=backend,
-        gpu_rows=gpu_rows,
-        strategy=None
-        if placement is None
-        else strategies.strategy_settings(placement, source.batch_size),
-        state=state,
-        signal_after_training=stop.received,
-        backup_freq=request.backup_freq,
-        seconds=seconds,
+        request, source, applied, model, gpu_rows, placement, state, stop, seconds,
         data_path=dataclasses.asdict(source.decision) if source.decision is not None else None,
-    )
+    )  # fmt: skip
     report = None
     if watcher is not None:
         if settings["batch_size"] is None:

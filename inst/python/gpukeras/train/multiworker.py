@@ -504,21 +504,13 @@ def _train(run: _Run) -> dict[str, object]:
             compat.set_initial_epoch(model, None)  # the saver sets it
     seconds = time.perf_counter() - started
 
+    # the seed the workers agreed on; backup_freq is "epoch", the one this loop takes
+    trained = dataclasses.replace(request, seed=run.seed)
+    placement = strategies.describe(strategy)
     settings = training_run.settings(
-        request,
-        source,
-        applied,
-        model,
-        seed=run.seed,
-        backend="tensorflow",
-        gpu_rows=gpu_rows,
-        strategy=strategies.strategy_settings(strategies.describe(strategy), source.batch_size),
-        state=state,
-        signal_after_training=stop.received,
-        backup_freq="epoch",
-        seconds=seconds,
+        trained, source, applied, model, gpu_rows, placement, state, stop, seconds,
         auto_shard_policy="DATA",
-    )
+    )  # fmt: skip
     # every worker has the monitor or none (agreed), so all make _report's exchange
     report = _report(watcher, model, gpu_rows, settings, collectives) if watcher else None
     return training_run.result(

@@ -15,6 +15,8 @@ from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Record
+from gpukeras.core.runtime import config
+from gpukeras.distribute import strategies
 from gpukeras.gpu import devices, setup, tensors
 from gpukeras.train import flops, monitor
 from gpukeras.train.advice import TrainingContext
@@ -238,38 +240,37 @@ def settings(
     source: Any,
     applied: Record,
     model: Model,
-    *,
-    seed: int | None,
-    backend: str,
     gpu_rows: list[Record],
-    strategy: Record | None,
+    placement: strategies.Description | None,
     state: Any,
-    signal_after_training: str | None,
-    backup_freq: object,
+    stop: Any,
     seconds: float,
     **loop_own: object,
 ) -> Record:
     """gpu_fit()'s ``settings``, what was in force, as both loops report it: the request
-    (``fit_request.FitRequest``), the data's adapter, what ``fit_request.apply_settings``
-    applied, the backup resumed from (``state``), a signal that came once the last step had
-    begun (training completed all the same), whether the backend's ops were deterministic
-    (``setup.deterministic_in_force``, read when training ended), and each loop's own
-    (``loop_own``)."""
+    (``fit_request.FitRequest``, its seed the one trained with), the data's adapter, what
+    ``fit_request.apply_settings`` applied, the strategy's plan (None: no strategy), the
+    backup resumed from (``state``), a signal that came once the last step had begun
+    (``stop``, a ``preempt.Stop``: training completed all the same), whether the backend's
+    ops were deterministic (``setup.deterministic_in_force``, read when training ended),
+    and each loop's own (``loop_own``)."""
     return {
         "epochs": request.epochs,
         "batch_size": source.batch_size,
         "steps_per_epoch": source.steps_per_epoch,
         **applied,
         "backup_dir": request.backup_dir,
-        "backup_freq": backup_freq if request.backup_dir is not None else None,
+        "backup_freq": request.backup_freq if request.backup_dir is not None else None,
         "resumed_from": resumed_from(state),
         "signals": request.signals,
-        "signal_after_training": signal_after_training,
-        "seed": seed,
+        "signal_after_training": stop.received,
+        "seed": request.seed,
         "deterministic": setup.deterministic_in_force(),
-        "backend": backend,
+        "backend": config.keras().backend.backend(),
         "device": device_setting(gpu_rows),
-        "strategy": strategy,
+        "strategy": None
+        if placement is None
+        else strategies.strategy_settings(placement, source.batch_size),
         "dtype_policy": model.dtype_policy.name,
         "data": source.kind,
         **loop_own,
