@@ -51,9 +51,13 @@ check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) 
   invisible(x)
 }
 
-# Counts stop at 1e6, as arguments.MAX_COUNT in the core does.
+# Counts stop at MAX_COUNT, as arguments.MAX_COUNT in the core does (test-errors.R keeps
+# the two the same).
+MAX_COUNT_TEXT <- "1e6"
+MAX_COUNT <- as.numeric(MAX_COUNT_TEXT)
+
 check_count <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > MAX_COUNT) {
     gpukeras_abort(
       sprintf("`%s` must be one whole number >= 1, not %s%s.", arg, describe(x), over_count(x)),
       "gpukeras_error_bad_argument",
@@ -64,7 +68,7 @@ check_count <- function(x, arg = caller_arg(x), call = caller_env()) {
 }
 
 over_count <- function(x) {
-  if (is.numeric(x) && length(x) == 1L && isTRUE(x > 1e6)) " (at most 1e6)" else ""
+  if (is.numeric(x) && length(x) == 1L && isTRUE(x > MAX_COUNT)) sprintf(" (at most %s)", MAX_COUNT_TEXT) else ""
 }
 
 check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
@@ -86,7 +90,7 @@ check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = calle
   if (identical(x, auto)) {
     return(x)
   }
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > 1e6) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > MAX_COUNT) {
     gpukeras_abort(
       sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s%s.", arg, auto, describe(x), over_count(x)),
       "gpukeras_error_bad_argument",

@@ -68,7 +68,8 @@ test_that("the core's count and seed checks take what R's take: R is the ruleboo
   expect_error(check_auto_count(2e6, "n"), "(at most 1e6)", fixed = TRUE, class = "gpukeras_error_bad_argument")
   skip_if_no_python()
   takes <- function(code) !inherits(tryCatch(code, error = identity), "error")
-  for (value in list(1, 3L, 1e6, 1e6 + 1, 1e12, 0, -1, 2.5, NA_real_)) {
+  # the largest count on both sides, and one more (MAX_COUNT in R/utils-check.R)
+  for (value in list(1, 3L, MAX_COUNT, MAX_COUNT + 1, 1e12, 0, -1, 2.5, NA_real_)) {
     expect_identical(
       takes(core_call("check_count", name = "n", value = value)),
       takes(check_count(value, "n")),

@@ -20,9 +20,9 @@ from gpukeras.core import schedules
 from gpukeras.core.errors import BadArgumentError, BadModelError, ModelNotCompiledError
 from gpukeras.core.handles import Callback, Keras
 
-# The largest count and seed R's checks take (check_count and check_seed in
-# R/utils-check.R): R's checks are the rules users see, and Python callers get
-# the same ones.
+# The largest count and seed R's checks take (MAX_COUNT and check_seed in
+# R/utils-check.R; tests/testthat/test-errors.R keeps each side's the same):
+# R's checks are the rules users see, and Python callers get the same ones.
 MAX_COUNT = 1_000_000
 MAX_SEED = 2**31 - 1  # R's .Machine$integer.max
 
