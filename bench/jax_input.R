@@ -103,7 +103,7 @@ result <- list(
   meets_goal = list(keras_fit_vs_gpukeras_fit = arrays$median >= goal$keras_fit_vs_gpukeras_fit),
   notes = c(
     "seconds: median over rounds of wall-clock time; ratios: the median of the ratios within each round (the ways run back to back, in a rotating order), ci95 a bootstrap 95% interval of that median.",
-    "gpukeras_fit gives R data to gpu_fit(): on JAX it goes to Keras as NumPy arrays (data_adapters.ArrayAdapter), shuffled by Keras with a per-epoch seed.",
+    "gpukeras_fit gives R data to gpu_fit(): on JAX, rows that fit in half the device's free memory go there once (gpukeras.data.adapters' ResidentAdapter, each epoch's order drawn there), others to Keras as NumPy arrays (ArrayAdapter), shuffled by Keras with a per-epoch seed.",
     "gpukeras_fit_dataset trains on a gpu_dataset(), a tf.data pipeline, which JAX reads through TensorFlow.",
     "No GPU: JAX's CPU backend, with the model's compute and the input on the same cores."
   ),

@@ -133,7 +133,7 @@ result <- list(
   notes = c(
     "seconds: median over rounds of the wall-clock time of 2 epochs after an untimed warm-up epoch on the same model; ratios: the median of the ratios within each round (the ways run back to back, in a rotating order), ci95 a bootstrap 95% interval of that median.",
     "keras best: in each round, the fastest of Keras' fit() at steps_per_execution 1, 8, 32 and 128.",
-    "gpukeras: the rows on the device (gpukeras.resident), each epoch's order drawn there, k steps per dispatch in one compiled loop; k chosen by gpu_fit() (steps_per_execution 'auto').",
+    "gpukeras: the rows on the device (gpukeras.data.adapters' ResidentAdapter, trained by gpukeras.train.resident), each epoch's order drawn there, k steps per dispatch in one compiled loop; k chosen by gpu_fit() (steps_per_execution 'auto').",
     "No GPU: JAX's CPU backend, with the model's compute and Keras' host loop on the same 2 cores."
   ),
   wall_seconds = NA_real_

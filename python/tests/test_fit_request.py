@@ -74,6 +74,17 @@ def compiled() -> object:
     return model
 
 
+def test_fits_notes_say_what_becomes_of_every_field() -> None:
+    """train/fit.py's module notes list every field as ``name``: a field added to the request
+    and not to them fails here."""
+    from gpukeras.train import fit
+
+    notes = fit.__doc__ or ""
+    missing = [f.name for f in dataclasses.fields(fit_request.FitRequest)
+               if f"``{f.name}``" not in notes]  # fmt: skip
+    assert missing == []
+
+
 def test_fields_r_checked_are_taken_with_their_python_type() -> None:
     keras = config.keras()
     request = fit_request.check_request(

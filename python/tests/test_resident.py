@@ -1,5 +1,6 @@
-"""Device-resident training on JAX (gpukeras.resident): the same training as Keras' fit(), on
-the device, k steps per dispatch, resumable; and the data that streams instead, with why.
+"""Device-resident training on JAX (gpukeras.train.resident): the same training as Keras'
+fit(), on the device, k steps per dispatch, resumable; and the data that streams instead,
+with why.
 
 Each run is ``scripts/resident_fit.py`` in a fresh Python on the JAX backend (the CPU here).
 """

@@ -1,12 +1,30 @@
 """gpu_fit(): train a compiled Keras 3 model with its speed options applied, measured, resumable.
 
-``fit`` runs Keras' own ``model.fit()`` and adds around it:
+``fit`` runs Keras' own ``model.fit()`` (for a multi-worker strategy,
+``gpukeras.train.multiworker``'s loop instead) with the request's fields
+(``fit_request.FitRequest``, every one of them here) and adds around it:
 
-- the speed options, learning rate and clipping, set on the already compiled
-  model (``gpukeras.train.fit_request``);
-- the monitor: NVML and host CPU samplers (``gpukeras.train.monitor``) and the step
+- ``epochs``, ``batch_size``, ``callbacks`` and ``verbose``: Keras' own, with
+  ``batch_size`` the global batch under a strategy (the data's adapter,
+  ``gpukeras.data.adapters``, batches with it);
+- the speed options ``steps_per_execution`` and ``jit_compile``, and
+  ``learning_rate``, ``clipnorm`` and ``clipvalue``, set on the already compiled
+  model (``fit_request.apply_settings``); ``settings``, what gpu_tune() chose,
+  reported as the result's ``settings$tuned``;
+- ``accumulate``: each update's gradients summed over that many micro-batches
+  (``compat.accumulating``);
+- ``remat``: layers recompute their activations in the backward pass instead
+  of keeping them (``compat.rematerialized``, in each backend's mode);
+- ``class_weight``: each row's weight, with the data's own sample weights
+  (``gpukeras.data.weights``);
+- ``seed``: Keras' random ops and the data's order seeded (gpu_setup()'s seed
+  when the request has none);
+- ``monitor``: NVML and host CPU samplers (``gpukeras.train.monitor``) and the step
   timer (``gpukeras.train.timing``), summarised by ``monitor.training_report``;
-- backups that resume exactly (``gpukeras.train.backup``);
+- ``backup_dir`` and ``backup_freq``: backups that resume exactly
+  (``gpukeras.train.backup``);
+- ``signals``: a scheduler's signal stops training at a step boundary, after a
+  backup of that step (``gpukeras.train.preempt``);
 - TensorFlow's errors about the data (a corrupt image mid-epoch) as a classed
   error that says training stopped and where progress is kept.
 
@@ -211,9 +229,12 @@ def fit(
             the model is trained in its scope (a copy is made and the trained
             weights copied back when it was built outside, see
             ``gpukeras.distribute``); ``batch_size`` is then the global batch.
-            Its plan (``strategies.describe``) chooses the loop: a multi-worker
-            strategy ``multiworker.fit``'s, resident data the device-resident
-            one, else Keras' own fit loop.
+            Its kind (``strategies.kind_of``) chooses the loop: a multi-worker
+            strategy's is ``multiworker.fit``; any other trains in Keras' own
+            ``model.fit()``, its data laid out as the strategy's plan
+            (``strategies.describe``) says. Rows that go on the device
+            (``adapters.on_device``) train there, in ``train.resident``'s
+            steps installed in that same ``model.fit()``.
         request: gpu_fit()'s other arguments as one mapping (as R sends
             them), every field declared in ``fit_request.FitRequest`` (what each
             means is on gpu_fit()'s help page; weights as ``gpukeras.data.weights``

@@ -2,8 +2,9 @@
 
 gpu_fit() takes a tf.data dataset, arrays as ``(x, y)``, or anything else
 Keras' ``fit()`` reads (a PyDataset, a generator). ``get_data_adapter``
-chooses the adapter for the data, as Keras' own ``data_adapters`` do, and the
-adapter knows what ``model.fit()`` gets (``fit_args``) and what resuming
+chooses the adapter for the data, as Keras' own data adapters do (its
+``keras.src.trainers.data_adapters``), and the adapter knows what
+``model.fit()`` gets (``fit_args``) and what resuming
 needs to know: the dataset whose iterators count epochs, the batch size, the
 batches per epoch. The training loops (``gpukeras.train.fit``, and
 ``gpukeras.train.multiworker``'s own) ask the adapter, never the kind of data.
