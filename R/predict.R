@@ -118,7 +118,7 @@
 #'   # Written to a file batch by batch, for data larger than memory
 #'   written <- predict(fit, new_cars, type = "class", file = tempfile(fileext = ".csv"))
 #'   print(written)
-#'   print(read.csv(written$path))
+#'   print(read.csv(written$path, check.names = FALSE))
 #' }
 predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw", "class"),
                                  unknown = c("error", "zero", "code"), na = NULL, verbose = 0,
