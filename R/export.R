@@ -97,16 +97,7 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
                        overwrite = FALSE, ...) {
   check_unknown_args("gpu_export")
   call <- current_env()
-  if (!inherits(object, c("gpukeras_fit", "gpukeras_model"))) {
-    gpukeras_abort(
-      c(
-        sprintf("`object` must be a gpu_fit() result or a gpu_load() model, not %s.", describe(object)),
-        "Its recorded encoding is what lets the export take raw columns; for a Keras model alone, use model$export(path)."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  check_trained_model(object, "Its recorded encoding is what lets the export take raw columns; for a Keras model alone, use model$export(path).", call = call)
   if (missing(path)) {
     gpukeras_abort(
       "`path` is missing: give the SavedModel's folder, or a file ending in .onnx with format = \"onnx\".",

@@ -143,16 +143,7 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
 # The plumber router of gpu_api(), after the checks both verbs share: the
 # arguments first (no Python needed), then plumber, then the model.
 serve_router <- function(fit, token, max_rows, batch_size, unknown, call) {
-  if (!inherits(fit, c("gpukeras_fit", "gpukeras_model"))) {
-    gpukeras_abort(
-      c(
-        sprintf("`fit` must be a gpu_fit() result or a gpu_load() model, not %s.", describe(fit)),
-        "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load()."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  check_trained_model(fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().", call = call)
   check_token(token, call)
   check_count(max_rows, call = call)
   check_count(batch_size, call = call)

@@ -201,3 +201,16 @@ check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()
   instead <- if (length(other) && length(far)) rlang::set_names(rep(other, length(far)), far) else character()
   abort_unused_args(names, fun, topic, label = paste0(fn, "()"), instead = instead, call = call)
 }
+
+# `x` as a trained model with its encoding: a gpu_fit() result or a gpu_load() model
+# (gpu_export(), gpu_serve()); `hint` says what to do with anything else.
+check_trained_model <- function(x, hint, arg = caller_arg(x), call = caller_env()) {
+  if (!inherits(x, c("gpukeras_fit", "gpukeras_model"))) {
+    gpukeras_abort(
+      c(sprintf("`%s` must be a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(x)), hint),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  invisible(x)
+}
