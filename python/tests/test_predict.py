@@ -213,3 +213,22 @@ def test_a_malformed_encoding_file_is_a_bad_model_that_says_what_is_wrong(
     assert words in answer["message"]
     sidecar.write_text("{not json")
     assert call("load_model", path=str(path))["r_class"] == "gpukeras_error_bad_model"
+
+
+def test_one_batch_or_several_gives_keras_predictions() -> None:
+    """Rows that fit one batch go through one step (predict_on_batch), more through
+    Keras' predict(): the same numbers either way, for one input or several."""
+    keras = config.keras()
+    from gpukeras.tools import scoring
+
+    one = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    two = keras.Model([a, b], keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])))
+    rng = np.random.default_rng(1)
+    for rows in (1, 8, 9, 20):
+        x = rng.random((rows, 3), dtype=np.float32)
+        expected = one.predict(x, batch_size=8, verbose=0)
+        np.testing.assert_allclose(scoring.predict(one, x, batch_size=8), expected, atol=1e-6)
+        inputs = {"a": x, "b": rng.random((rows, 2), dtype=np.float32)}
+        expected = two.predict(inputs, batch_size=8, verbose=0)
+        np.testing.assert_allclose(scoring.predict(two, inputs, batch_size=8), expected, atol=1e-6)
