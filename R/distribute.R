@@ -147,11 +147,11 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     index = index,
     trusted_network = trusted_network
   )
-  new_gpukeras_strategy(made$strategy, made$description)
+  new_gpukeras_strategy(made$strategy, made$plan)
 }
 
-new_gpukeras_strategy <- function(strategy, description) {
-  structure(c(list(strategy = strategy), description), class = "gpukeras_strategy")
+new_gpukeras_strategy <- function(strategy, plan) {
+  structure(c(list(strategy = strategy), plan), class = "gpukeras_strategy")
 }
 
 #' Build a model inside a strategy's scope

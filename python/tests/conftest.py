@@ -260,7 +260,7 @@ def jax_run() -> CoreRun:
 
 
 class NotingPlan:
-    """A strategy's plan (``adapters.Plan``) that notes what a data adapter asks of it, and
+    """A strategy's plan (``adapters.StrategyPlan``) that notes what a data adapter asks of it, and
     shards a dataset as ``workers`` workers would, keeping worker ``index``'s batches."""
 
     def __init__(self, workers: int = 1, index: int = 0) -> None:

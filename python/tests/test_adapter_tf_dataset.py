@@ -113,10 +113,10 @@ def test_a_plan_of_two_workers_shards_the_stream_and_checks_the_batches(
 
 
 def test_the_strategys_plan_shards_by_data(tensorflow: object) -> None:
-    from gpukeras.distribute.strategies import Description
+    from gpukeras.distribute.strategies import StrategyPlan
 
     made = from_arrays()
-    plan = Description("multi_worker", "tensorflow", "MultiWorkerMirroredStrategy", 2)
+    plan = StrategyPlan("multi_worker", "tensorflow", "MultiWorkerMirroredStrategy", 2)
     made.follow(plan)
     policy = made.fit_args["x"].options().experimental_distribute.auto_shard_policy
     assert policy == tensorflow.data.experimental.AutoShardPolicy.DATA

@@ -24,17 +24,17 @@ def two_cpus(request: pytest.FixtureRequest) -> CoreRun:
 
 
 def _backend(run: CoreRun) -> str:
-    return run.readback["description"]["backend"]
+    return run.readback["plan"]["backend"]
 
 
 def test_mirrored_over_two_logical_cpus_describes_itself(two_cpus: CoreRun) -> None:
-    description = two_cpus.readback["description"]
+    plan = two_cpus.readback["plan"]
     engine = "MirroredStrategy" if _backend(two_cpus) == "tensorflow" else "DataParallel"
-    assert description["engine"] == engine
-    assert description["type"] == "mirrored"
-    assert description["replicas"] == 2
-    assert description["devices"] == ["CPU:0", "CPU:1"]
-    assert description["is_chief"] is True
+    assert plan["engine"] == engine
+    assert plan["type"] == "mirrored"
+    assert plan["replicas"] == 2
+    assert plan["devices"] == ["CPU:0", "CPU:1"]
+    assert plan["is_chief"] is True
 
 
 def test_settings_say_which_batch_is_global_and_which_per_replica(two_cpus: CoreRun) -> None:
@@ -95,11 +95,11 @@ def test_an_object_that_is_no_strategy_is_refused() -> None:
 
 
 def test_check_batch_rules() -> None:
-    jax_two = strategies.Description("mirrored", "jax", "DataParallel", 2)
+    jax_two = strategies.StrategyPlan("mirrored", "jax", "DataParallel", 2)
     strategies.check_batch(jax_two, 32, 256)
     with pytest.raises(BadArgumentError, match="batch_size 33 gives batches of 33 and a last"):
         strategies.check_batch(jax_two, 33, 256)
     with pytest.raises(BadArgumentError, match="a last one of 25 rows"):
         strategies.check_batch(jax_two, 32, 249)
-    tf_two = strategies.Description("mirrored", "tensorflow", "MirroredStrategy", 2)
+    tf_two = strategies.StrategyPlan("mirrored", "tensorflow", "MirroredStrategy", 2)
     strategies.check_batch(tf_two, 33, 249)  # tf.distribute splits uneven batches

@@ -956,5 +956,5 @@ def test_on_a_gpu_a_strategy_over_the_gpus_is_watched_on_exactly_those() -> None
     with strategies.strategy_scope(made["strategy"]):
         model = tiny_model()
         rows = training_run.gpus_in_use(keras, model)
-    assert [row["device"] for row in rows] == made["description"].devices
+    assert [row["device"] for row in rows] == made["plan"].devices
     assert all(row["nvml_index"] is not None for row in rows)

@@ -228,10 +228,10 @@ def test_join_after_jax_started_says_to_call_gpu_strategy_first() -> None:
 
 
 def test_every_batch_must_be_the_whole_global_batch_across_workers() -> None:
-    placement = strategies.Description(type="multi_worker", backend="jax", engine="DataParallel",
+    plan = strategies.StrategyPlan(type="multi_worker", backend="jax", engine="DataParallel",
                                        replicas=2)  # fmt: skip
-    strategies.check_batch(placement, 64, 1792)  # 28 whole batches
+    strategies.check_batch(plan, 64, 1792)  # 28 whole batches
     with pytest.raises(Exception, match="a last one of 32"):
-        strategies.check_batch(placement, 64, 1760)
+        strategies.check_batch(plan, 64, 1760)
     with pytest.raises(Exception, match="multiple of 2"):
-        strategies.check_batch(placement, 63, 63 * 4)
+        strategies.check_batch(plan, 63, 63 * 4)

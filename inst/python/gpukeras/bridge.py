@@ -45,7 +45,7 @@ VERBS: dict[str, str] = {
     "describe_dataset": "data.adapters:describe_dataset",
     # several devices and machines
     "strategy": "distribute.strategies:make",
-    "describe_strategy": "distribute.strategies:describe",
+    "describe_strategy": "distribute.strategies:plan_of",
     "strategy_scope": "distribute.strategies:strategy_scope",
     "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process

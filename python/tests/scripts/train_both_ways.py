@@ -40,7 +40,7 @@ shuffled = [
     for _ in range(2)
 ]
 readback["shuffled_repeat"] = [run["history"]["loss"] for run in shuffled]
-readback["description"] = bridge.plain(made["description"])
+readback["plan"] = bridge.plain(made["plan"])
 readback["settings"] = two["settings"]["strategy"]
 readback["device"] = two["settings"]["device"]
 readback["loss_one"] = one["history"]["loss"]
@@ -52,9 +52,9 @@ readback["moved"] = max(
     float(np.abs(a - b).max()) for a, b in zip(before, replicated.get_weights())
 )
 readback["iterations"] = int(keras.ops.convert_to_numpy(replicated.optimizer.iterations))
-readback["one_device"] = bridge.plain(strategies.make("one_device")["description"])
-readback["auto"] = bridge.plain(strategies.make()["description"])
-readback["named"] = bridge.plain(strategies.make(devices=["cpu:1", "CPU:0"])["description"])
+readback["one_device"] = bridge.plain(strategies.make("one_device")["plan"])
+readback["auto"] = bridge.plain(strategies.make()["plan"])
+readback["named"] = bridge.plain(strategies.make(devices=["cpu:1", "CPU:0"])["plan"])
 readback["unknown"] = bridge.call("strategy", {"devices": ["CPU:7"]})
 readback["two_for_one"] = bridge.call(
     "strategy", {"type": "one_device", "devices": ["CPU:0", "CPU:1"]}

@@ -72,8 +72,9 @@ TYPES = ("auto", "one_device", "mirrored", "multi_worker")
 
 
 @dataclass
-class Description:
-    """What a strategy is, as plain data.
+class StrategyPlan:
+    """A strategy's plan, as plain data: what it is, and how the data is laid out for it
+    (``check_batch``, ``shard``: what the data adapters ask of it, as ``adapters.StrategyPlan``).
 
     Attributes:
         type: "one_device", "mirrored" or "multi_worker".
@@ -161,7 +162,7 @@ def make(
     index: int | None = None,
     trusted_network: bool = False,
 ) -> dict[str, object]:
-    """A strategy for gpu_fit(strategy = ), and its description.
+    """A strategy for gpu_fit(strategy = ), and its plan.
 
     Args:
         type: "auto" (mirrored over the GPUs when more than one is visible,
@@ -179,7 +180,7 @@ def make(
             ``gpukeras.distribute.network``).
 
     Returns:
-        ``{"strategy": <the backend's object>, "description": Description}``.
+        ``{"strategy": <the backend's object>, "plan": StrategyPlan}``.
     """
     backend = config.backend
     kind = _resolve_type(type, _check_devices(devices), workers)
@@ -203,7 +204,7 @@ def make(
             raise BadArgumentError(
                 f"Multi-worker training needs the TensorFlow or JAX backend; this is {backend}."
             )
-        return {"strategy": strategy, "description": describe(strategy)}
+        return {"strategy": strategy, "plan": plan_of(strategy)}
     names = _check_devices(devices) or _default_devices(kind)
     if kind == "one_device" and len(names) != 1:
         raise BadArgumentError(
@@ -227,7 +228,7 @@ def make(
             strategy = tf.distribute.MirroredStrategy(paths)
     else:
         raise BadArgumentError(f"gpu_strategy() supports TensorFlow and JAX, not {backend}.")
-    return {"strategy": strategy, "description": describe(strategy)}
+    return {"strategy": strategy, "plan": plan_of(strategy)}
 
 
 def kind_of(strategy: Strategy) -> str:
@@ -246,30 +247,30 @@ def kind_of(strategy: Strategy) -> str:
     )
 
 
-def describe(strategy: Strategy) -> Description:
+def plan_of(strategy: Strategy) -> StrategyPlan:
     """A strategy's type, devices and replicas (works on strategies the user made too)."""
     kind = kind_of(strategy)
     name = type(strategy).__name__
     if kind == "multi_worker":
         # TensorFlow's class is CollectiveAllReduceStrategy; users know it by its public name.
-        return Description(
+        return StrategyPlan(
             type="multi_worker", backend="tensorflow", engine="MultiWorkerMirroredStrategy",
             **cluster.describe(strategy),
         )  # fmt: skip
     if kind == "jax" and (joined := jax_cluster.joined(strategy)) is not None:
-        return Description(
+        return StrategyPlan(
             type="multi_worker", backend="jax", engine=name,
             **jax_cluster.describe(strategy, joined),
         )  # fmt: skip
     if kind == "jax":
         names = [tensors.normalize_device(str(d)) for d in strategy.device_mesh.devices.flat]
-        return Description(
+        return StrategyPlan(
             type="one_device" if len(names) == 1 else "mirrored",
             backend="jax", engine=name, replicas=len(names), devices=names,
         )  # fmt: skip
     extended = strategy.extended
     names = [tensors.normalize_device(d) for d in getattr(extended, "worker_devices", ())]
-    return Description(
+    return StrategyPlan(
         type="one_device" if strategy.num_replicas_in_sync == 1 else "mirrored",
         backend="tensorflow", engine=name,
         replicas=int(strategy.num_replicas_in_sync), devices=names,
@@ -366,18 +367,18 @@ def training_model(model: Model, strategy: Strategy) -> Iterator[object]:
             copy_back(copy, model)
 
 
-def check_batch(description: Description, batch_size: int | None, rows: int | None) -> None:
+def check_batch(plan: StrategyPlan, batch_size: int | None, rows: int | None) -> None:
     """A global batch that splits evenly over the replicas where the backend needs it.
 
     JAX's DataParallel shards each batch along its first axis, so every batch,
     the last one of an epoch included, must be a multiple of the replicas.
     tf.distribute splits uneven batches itself.
     """
-    replicas = description.replicas
-    if description.backend != "jax" or replicas == 1 or batch_size is None:
+    replicas = plan.replicas
+    if plan.backend != "jax" or replicas == 1 or batch_size is None:
         return
     last = rows % batch_size if rows else 0
-    if description.type == "multi_worker" and (batch_size % replicas or last):
+    if plan.type == "multi_worker" and (batch_size % replicas or last):
         # Keras splits each global batch into one piece per process: an uneven one
         # would give the processes pieces of different sizes.
         raise BadArgumentError(
@@ -462,14 +463,14 @@ def timed_batches(
         taken += 1
 
 
-def strategy_settings(description: Description, batch_size: int | None) -> dict[str, object]:
+def strategy_settings(plan: StrategyPlan, batch_size: int | None) -> dict[str, object]:
     """The strategy part of gpu_fit()'s settings: what it is and which batch is which."""
     per_replica = None
     if batch_size is not None:
-        per_replica = batch_size / description.replicas
+        per_replica = batch_size / plan.replicas
         per_replica = int(per_replica) if per_replica.is_integer() else per_replica
     return {
-        **dataclasses.asdict(description),
+        **dataclasses.asdict(plan),
         "global_batch_size": batch_size,
         "per_replica_batch_size": per_replica,
     }

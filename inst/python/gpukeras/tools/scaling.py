@@ -162,7 +162,7 @@ def scaling(
             "gpu_scaling() times the epochs after the first, which compiles: give epochs >= 2."
         )
     several = strategies.make("mirrored", devices)
-    plan = cast(strategies.Description, several["description"])
+    plan = cast(strategies.StrategyPlan, several["plan"])
     if plan.replicas < 2:
         raise BadArgumentError(
             f"gpu_scaling() compares one device with several, but found "

@@ -150,7 +150,7 @@ def _backup_lock(backup_dir: str | None) -> contextlib.AbstractContextManager[No
 
 
 def _backup(
-    request: fit_request.FitRequest, model: Model, source: adapters.DataAdapter, spe: int
+    request: fit_request.FitRequest, model: Model, adapter: adapters.DataAdapter, spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
     """The backup callback and the backup to resume from (checked against this run).
 
@@ -161,17 +161,17 @@ def _backup(
         return None, None
     run: dict[str, object] = {
         "epochs": request.epochs,
-        "steps_per_epoch": source.steps_per_epoch,
+        "steps_per_epoch": adapter.steps_per_epoch,
         "steps_per_execution": spe,
         "seed": request.seed,
-        "batch_size": source.batch_size,
+        "batch_size": adapter.batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
         **backup.training_fingerprint(model, request),
     }
     state = backup.resume_state(request.backup_dir)
     if state is not None:
         backup.check_matches(state, run, request.backup_dir)
-        source.skip_epochs(state.epoch)
+        adapter.skip_epochs(state.epoch)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
 
 
@@ -232,7 +232,7 @@ def fit(
             Its kind (``strategies.kind_of``) chooses the loop: a multi-worker
             strategy's is ``multiworker.fit``; any other trains in Keras' own
             ``model.fit()``, its data laid out as the strategy's plan
-            (``strategies.describe``) says. Rows that go on the device
+            (``strategies.plan_of``) says. Rows that go on the device
             (``adapters.on_device``) train there, in ``train.resident``'s
             steps installed in that same ``model.fit()``.
         request: gpu_fit()'s other arguments as one mapping (as R sends
@@ -325,67 +325,67 @@ def _fit_here(
     """``fit`` in this process, on one device or under a strategy's plan."""
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
-    placement = None if strategy is None else strategies.describe(strategy)
+    plan = None if strategy is None else strategies.plan_of(strategy)
     micro = fit_request.micro_batch_size(request)
-    source = adapters.get_data_adapter(
+    adapter = adapters.get_data_adapter(
         data,
         micro,
         request.seed,
         jax_cluster.multi_process(),
-        placement,
+        plan,
         request.class_weight,
     )
-    if adapters.is_tf_dataset(source.fit_args["x"]):
-        adapters.build_from_spec(model, source.fit_args["x"])
+    if adapters.is_tf_dataset(adapter.fit_args["x"]):
+        adapters.build_from_spec(model, adapter.fit_args["x"])
     if adapters.is_tf_dataset(validation_data):
         adapters.check_batched(model, validation_data, "validation_data")
-    validation = adapters.validation_args(validation_data, micro, placement)
-    if placement is None:
+    validation = adapters.validation_args(validation_data, micro, plan)
+    if plan is None:
         with _accumulating(model, request.accumulate):
-            return _train(keras, model, request, source, validation, None, validation_data)
+            return _train(keras, model, request, adapter, validation, None, validation_data)
     with (
         strategies.training_model(model, strategy) as trained,
         _accumulating(trained, request.accumulate, strategy),
     ):
-        return _train(keras, trained, request, source, validation, placement, validation_data)
+        return _train(keras, trained, request, adapter, validation, plan, validation_data)
 
 
 def _train(
     keras: Keras,
     model: Model,
     request: fit_request.FitRequest,
-    source: adapters.DataAdapter,
+    adapter: adapters.DataAdapter,
     validation: dict[str, object],
-    placement: strategies.Description | None,
+    plan: strategies.StrategyPlan | None,
     validation_data: object = None,
 ) -> dict[str, object]:
     """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
     applied = fit_request.apply_settings(keras, model, request)
     backend = keras.backend.backend()
     distribution = keras.distribution.distribution() if backend == "jax" else None
-    source = adapters.on_device(
-        source, model, validation_data, distribution, backend, jax_cluster.multi_process()
+    adapter = adapters.on_device(
+        adapter, model, validation_data, distribution, backend, jax_cluster.multi_process()
     )
     resident = None
-    if isinstance(source, adapters.ResidentAdapter):
-        resident = ResidentLoop(source.device_rows)
-        validation = source.validation_args() or validation
+    if isinstance(adapter, adapters.ResidentAdapter):
+        resident = ResidentLoop(adapter.device_rows)
+        validation = adapter.validation_args() or validation
         applied["steps_per_execution"] = _resident_steps(request, resident, model)
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)
 
-    position_callback, position = _helper_callbacks(keras, request.seed, source.reseed_numpy)
-    saver, state = _backup(request, model, source, spe)
+    position_callback, position = _helper_callbacks(keras, request.seed, adapter.reseed_numpy)
+    saver, state = _backup(request, model, adapter, spe)
     watcher = None
     if request.monitor:
         watcher = training_run.make_monitor(
             gpu_rows,
-            batch_size=source.batch_size,
+            batch_size=adapter.batch_size,
             resumed_steps=state.batches_done // spe if state is not None else 0,
             # The wait is timed where that leaves Keras' loop as it is, else this
             # dataset alone after training; resident data waits for nothing
             # (see gpukeras.train.timing).
-            dataset=source.tf_dataset,
+            dataset=adapter.tf_dataset,
             input_on_device=resident is not None,
             steps_per_execution=spe,
         )
@@ -407,7 +407,7 @@ def _train(
         own.append(preempt.callback(keras, stop, saver, request.backup_dir))
         try:
             history = model.fit(
-                **source.fit_args,
+                **adapter.fit_args,
                 epochs=request.epochs,
                 callbacks=own
                 + request.callbacks
@@ -426,13 +426,13 @@ def _train(
             refused = messages.refused_by_model(error, first_step=position["batches_done"] == 0)
             translated = (
                 failures.out_of_memory(
-                    error, model, source.batch_size, position, request.backup_dir
+                    error, model, adapter.batch_size, position, request.backup_dir
                 )
                 or failures.callback_error(
                     error, request.callbacks, position["epoch"], request.backup_dir
                 )
                 or (data_failures.refused_data(error) if refused else None)
-                or failures.data_error(error, position, request.backup_dir, source.given_dataset)
+                or failures.data_error(error, position, request.backup_dir, adapter.given_dataset)
             )
             if translated is None:
                 raise
@@ -447,15 +447,15 @@ def _train(
     seconds = time.perf_counter() - started
 
     settings = training_run.settings(
-        request, source, applied, model, gpu_rows, placement, state, stop, seconds,
-        data_path=dataclasses.asdict(source.decision) if source.decision is not None else None,
+        request, adapter, applied, model, gpu_rows, plan, state, stop, seconds,
+        data_path=dataclasses.asdict(adapter.decision) if adapter.decision is not None else None,
     )  # fmt: skip
     report = None
     if watcher is not None:
         if settings["batch_size"] is None:
             settings["batch_size"] = watcher.observed_batch_size()
         report = training_run.monitor_report(
-            watcher, model, gpu_rows, settings, source.pipeline_steps(), source.gpu_dataset()
+            watcher, model, gpu_rows, settings, adapter.pipeline_steps(), adapter.gpu_dataset()
         )
     settings["accumulate"] = request.accumulate
     if request.accumulate > 1:

@@ -178,7 +178,7 @@ class _Run:
     state: backup.BackupState | None = None
     # where training is, for messages: 0-based epoch and batch (-1: before the first)
     position: dict[str, int] = field(default_factory=lambda: {"epoch": 0, "batch": -1})
-    source: adapters.DataAdapter | None = None
+    adapter: adapters.DataAdapter | None = None
     dataset: Dataset = None  # the tf.data dataset of global batches
     validation: Dataset | None = None  # the same for validation, or None
     model: Model = None  # the model trained (in the strategy's scope)
@@ -216,7 +216,7 @@ def _failure(run: _Run, error: BaseException) -> BaseException:
         )
     cluster.report_failure(tf, own, where, error)
     if isinstance(error, Exception) and not isinstance(error, GpukerasError):
-        given_dataset = run.source is not None and run.source.given_dataset
+        given_dataset = run.adapter is not None and run.adapter.given_dataset
         translated = failures.callback_error(
             error, run.callbacks, position["epoch"], request.backup_dir
         ) or failures.data_error(error, position, request.backup_dir, given_dataset)
@@ -325,18 +325,18 @@ def fit(
     run.state = state
     try:
         keras.utils.set_random_seed(run.seed)
-        source = run.source = adapters.get_data_adapter(
+        adapter = run.adapter = adapters.get_data_adapter(
             data, request.batch_size, run.seed, class_weight=request.class_weight
         )
         run.dataset = _tf_dataset(
-            source.fit_args["x"] if source.tf_dataset is None else source.tf_dataset, "data"
+            adapter.fit_args["x"] if adapter.tf_dataset is None else adapter.tf_dataset, "data"
         )
         run.validation = _validation_dataset(validation_data, request.batch_size)
         collectives.agree(
             {
                 "epochs": request.epochs,
-                "batch_size": source.batch_size or math.nan,
-                "batches per epoch": source.steps_per_epoch or math.nan,
+                "batch_size": adapter.batch_size or math.nan,
+                "batches per epoch": adapter.steps_per_epoch or math.nan,
                 "validation": run.validation is not None,
                 "monitor": request.monitor,
                 # every worker takes part in the agreements on a stop, or none does
@@ -358,8 +358,8 @@ def fit(
 def _train(run: _Run) -> dict[str, object]:
     """``fit`` once every worker agreed and the model is the one to train."""
     keras, tf, strategy, model, request = run.keras, run.tf, run.strategy, run.model, run.request
-    source, state, info, collectives = run.source, run.state, run.info, run.collectives
-    assert source is not None  # fit made it before the model
+    adapter, state, info, collectives = run.adapter, run.state, run.info, run.collectives
+    assert adapter is not None  # fit made it before the model
     validation = run.validation
     with strategy.scope():
         adapters.build_from_spec(model, run.dataset)
@@ -367,10 +367,10 @@ def _train(run: _Run) -> dict[str, object]:
     applied["steps_per_execution"] = 1  # one batch per step here, whatever the model has
     facts: dict[str, object] = {  # what a backup must match
         "epochs": request.epochs,
-        "steps_per_epoch": source.steps_per_epoch,
+        "steps_per_epoch": adapter.steps_per_epoch,
         "steps_per_execution": 1,
         "seed": run.seed,
-        "batch_size": source.batch_size,
+        "batch_size": adapter.batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights],
         "workers": len(info["workers"]),  # type: ignore[arg-type]
     }
@@ -388,7 +388,7 @@ def _train(run: _Run) -> dict[str, object]:
         record.backend = "tensorflow"
         record.method = "next(iterator) timed before each distributed step" + (
             ""
-            if source.steps_per_epoch
+            if adapter.steps_per_epoch
             else " (with the workers' agreement that each has a batch left)"
         )
     # The chief writes backups; the others only restore from them.
@@ -399,9 +399,9 @@ def _train(run: _Run) -> dict[str, object]:
         model=model,
         verbose=request.verbose,
         epochs=request.epochs,
-        steps=source.steps_per_epoch,
+        steps=adapter.steps_per_epoch,
     )
-    distributed = strategies.distribute_dataset(strategy, run.dataset, source.steps_per_epoch)
+    distributed = strategies.distribute_dataset(strategy, run.dataset, adapter.steps_per_epoch)
     checked = None
     if validation is not None:
         checked = strategies.distribute_dataset(
@@ -451,7 +451,7 @@ def _train(run: _Run) -> dict[str, object]:
                 model.reset_metrics()
                 events.on_epoch_begin(epoch)
                 for step, (begin, fetched, batch) in enumerate(
-                    strategies.timed_batches(distributed, source.steps_per_epoch)
+                    strategies.timed_batches(distributed, adapter.steps_per_epoch)
                 ):
                     if skip:  # a batch the backup holds: drawn, so the rest come in order
                         skip -= 1
@@ -506,9 +506,9 @@ def _train(run: _Run) -> dict[str, object]:
 
     # the seed the workers agreed on; backup_freq is "epoch", the one this loop takes
     trained = dataclasses.replace(request, seed=run.seed)
-    placement = strategies.describe(strategy)
+    plan = strategies.plan_of(strategy)
     settings = training_run.settings(
-        trained, source, applied, model, gpu_rows, placement, state, stop, seconds,
+        trained, adapter, applied, model, gpu_rows, plan, state, stop, seconds,
         auto_shard_policy="DATA",
     )  # fmt: skip
     # every worker has the monitor or none (agreed), so all make _report's exchange

@@ -237,11 +237,11 @@ def resumed_from(state: Any) -> dict[str, object] | None:
 
 def settings(
     request: Any,
-    source: Any,
+    adapter: Any,
     applied: Record,
     model: Model,
     gpu_rows: list[Record],
-    placement: strategies.Description | None,
+    plan: strategies.StrategyPlan | None,
     state: Any,
     stop: Any,
     seconds: float,
@@ -256,8 +256,8 @@ def settings(
     and each loop's own (``loop_own``)."""
     return {
         "epochs": request.epochs,
-        "batch_size": source.batch_size,
-        "steps_per_epoch": source.steps_per_epoch,
+        "batch_size": adapter.batch_size,
+        "steps_per_epoch": adapter.steps_per_epoch,
         **applied,
         "backup_dir": request.backup_dir,
         "backup_freq": request.backup_freq if request.backup_dir is not None else None,
@@ -269,10 +269,10 @@ def settings(
         "backend": config.keras().backend.backend(),
         "device": device_setting(gpu_rows),
         "strategy": None
-        if placement is None
-        else strategies.strategy_settings(placement, source.batch_size),
+        if plan is None
+        else strategies.strategy_settings(plan, adapter.batch_size),
         "dtype_policy": model.dtype_policy.name,
-        "data": source.kind,
+        "data": adapter.kind,
         **loop_own,
         "monitor": request.monitor,
         "tuned": request.settings,

@@ -66,7 +66,7 @@ from gpukeras.data.adapters.base import (
     DEFAULT_BATCH_SIZE,
     DataAdapter,
     Decision,
-    Plan,
+    StrategyPlan,
     as_arrays,
     is_tf_dataset,
     row_count,
@@ -90,8 +90,8 @@ __all__ = [
     "DataAdapter",
     "Decision",
     "KerasDataAdapter",
-    "Plan",
     "ResidentAdapter",
+    "StrategyPlan",
     "TFDatasetAdapter",
     "as_arrays",
     "build_from_spec",
@@ -111,7 +111,7 @@ def get_data_adapter(
     batch_size: int | None,
     seed: int | None,
     several_processes: bool = False,
-    plan: Plan | None = None,
+    plan: StrategyPlan | None = None,
     class_weight: dict[int, float] | None = None,
 ) -> DataAdapter:
     """The adapter for gpu_fit()'s ``data`` (see the module's notes).
@@ -179,7 +179,7 @@ def _adapter_for(
 
 
 def on_device(
-    source: DataAdapter,
+    adapter: DataAdapter,
     model: Model,
     validation_data: object,
     distribution: Strategy | None,
@@ -191,7 +191,7 @@ def on_device(
     as it is; ``decision`` says which and why.
 
     Args:
-        source: what ``get_data_adapter`` chose.
+        adapter: what ``get_data_adapter`` chose.
         model: the compiled model, as it will train.
         validation_data: gpu_fit()'s validation data (rows in memory go on the device too,
             a gpu_dataset() of them where its batches are the training's size).
@@ -199,12 +199,12 @@ def on_device(
         backend: the Keras backend.
         several_processes: this process trains with others.
     """
-    rows = _in_memory_rows(source)
+    rows = _in_memory_rows(adapter)
     if rows is None:
-        source.decision = Decision(False, _streams_because(source, backend))
-        return source
+        adapter.decision = Decision(False, _streams_because(adapter, backend))
+        return adapter
     validation = _validation_rows(validation_data, rows.batch_size)
-    source.decision = decide(
+    adapter.decision = decide(
         backend,
         model,
         rows.x,
@@ -213,41 +213,41 @@ def on_device(
         _devices(distribution) if backend == "jax" else [],
         several_processes=several_processes,
     )
-    if not source.decision.resident:
-        return source
-    return ResidentAdapter(rows, model, validation, distribution, source.decision)
+    if not adapter.decision.resident:
+        return adapter
+    return ResidentAdapter(rows, model, validation, distribution, adapter.decision)
 
 
-def _in_memory_rows(source: DataAdapter) -> InMemoryRows | None:
+def _in_memory_rows(adapter: DataAdapter) -> InMemoryRows | None:
     """The rows in memory an adapter reads, where they can go on the device; else None."""
-    if isinstance(source, ArrayAdapter):
-        size = source.batch_size or DEFAULT_BATCH_SIZE
-        args = source.fit_args
+    if isinstance(adapter, ArrayAdapter):
+        size = adapter.batch_size or DEFAULT_BATCH_SIZE
+        args = adapter.fit_args
         return InMemoryRows(
-            args["x"], args["y"], size, source.seed, sample_weight=args.get("sample_weight")
+            args["x"], args["y"], size, adapter.seed, sample_weight=args.get("sample_weight")
         )
-    made = pipeline.in_memory(source.dataset) if source.dataset is not None else None
+    made = pipeline.in_memory(adapter.dataset) if adapter.dataset is not None else None
     if made is None:
         return None
     x, y, sample_weight = made.arrays()
-    if source.class_weight is not None:  # the streamed dataset has them by Keras' map
-        sample_weight = weights.row_weights(y, sample_weight, source.class_weight, row_count(x))
+    if adapter.class_weight is not None:  # the streamed dataset has them by Keras' map
+        sample_weight = weights.row_weights(y, sample_weight, adapter.class_weight, row_count(x))
     return InMemoryRows(
         x, y, made.batch_size, made.seed, made.shuffle, made.drop_remainder, sample_weight
     )
 
 
-def _streams_because(source: DataAdapter, backend: str) -> str:
+def _streams_because(adapter: DataAdapter, backend: str) -> str:
     """Why data that is not rows in memory streams from host memory."""
     if backend != "jax":
         return f"data streams from host memory on {backend}"
-    made = pipeline.made_here(source.dataset) if source.dataset is not None else None
+    made = pipeline.made_here(adapter.dataset) if adapter.dataset is not None else None
     if made is not None and made.source == "arrays":
         return (
             "this gpu_dataset() maps or augments its rows in tf.data on the host, so its "
             "batches stream from host memory"
         )
-    if source.tf_dataset is not None:
+    if adapter.tf_dataset is not None:
         return "a tf.data dataset streams its batches from host memory"
     return "this data makes its batches on the host, so they stream from host memory"
 
@@ -272,7 +272,7 @@ def _devices(distribution: Strategy | None) -> list[object]:
 
 
 def validation_args(
-    validation_data: object, batch_size: int | None, plan: Plan | None = None
+    validation_data: object, batch_size: int | None, plan: StrategyPlan | None = None
 ) -> dict[str, object]:
     """``model.fit()`` arguments for the validation data (not shuffled), a dataset sharded as
     the strategy's ``plan`` says."""

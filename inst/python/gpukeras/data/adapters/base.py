@@ -68,8 +68,8 @@ class Decision:
     free_bytes: int | None = None
 
 
-class Plan(Protocol):
-    """A strategy's plan as the data reads it (``gpukeras.distribute.strategies.Description``,
+class StrategyPlan(Protocol):
+    """A strategy's plan as the data reads it (``gpukeras.distribute.strategies.StrategyPlan``,
     passed down): whether a batch splits over its replicas, and how a dataset is sharded."""
 
     def check_batch(self, batch_size: int | None, rows: int | None) -> None: ...
@@ -80,6 +80,10 @@ class Plan(Protocol):
 # The adapters ---------------------------------------------------------------------
 class DataAdapter:
     """What ``model.fit()`` gets from gpu_fit()'s data, and what resuming needs to know about it.
+
+    Not Keras' own ``DataAdapter``, which yields batches: this one gives ``model.fit()`` its
+    arguments (``fit_args``), of which Keras then makes its own. The training loops call it
+    ``adapter``.
 
     Attributes:
         kind: the name gpu_fit()'s settings give the data (``settings$data``).
@@ -124,7 +128,7 @@ class DataAdapter:
         self.steps_per_epoch = steps_per_epoch
         self.rows = rows
 
-    def follow(self, plan: Plan) -> None:
+    def follow(self, plan: StrategyPlan) -> None:
         """Lay the data out as the strategy's ``plan`` says: a global batch it can split, and
         a tf.data dataset sharded its way."""
         plan.check_batch(self.batch_size, self.rows)
