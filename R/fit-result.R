@@ -57,3 +57,35 @@ fit_timeline <- function(timeline) {
 as.data.frame.gpukeras_fit <- function(x, row.names = NULL, optional = FALSE, ...) {
   x$history
 }
+
+# The gpukeras_fit of the core's `result`: its warnings raised (the model's output precision
+# once per model), and its settings with what R knows of the data described.
+fit_result <- function(result, model, data, train, validation, validation_input, verbose, accumulate_reason) {
+  for (finding in result$warnings) {
+    # the model's output precision once per model; its labels every time
+    if (finding$class != "output_precision" || !warned_before(model)) {
+      gpukeras_warn(finding$message, paste0("gpukeras_warning_", finding$class))
+    }
+  }
+  settings <- result$settings
+  if (!is.null(settings$signal_after_training)) {
+    gpukeras_warn(
+      sprintf(
+        "%s arrived after the last training step: training completed (and its backup was removed). Save what you need now: the scheduler may end this process soon.",
+        settings$signal_after_training
+      ),
+      "gpukeras_warning_signal"
+    )
+  }
+  settings$verbose <- verbose
+  settings$accumulate_reason <- accumulate_reason
+  settings$data_kind <- settings$data
+  settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))
+  if (!is.null(validation)) {
+    settings$validation_data <- describe_fit_data(
+      validation, validation_input, NULL, list(dataset = settings$validation_data_info), role = "validation"
+    )
+  }
+  settings$data_info <- settings$validation_data_info <- NULL
+  new_gpukeras_fit(result$history, result$monitor, result$timeline, settings, model, fit_encoding(data))
+}
