@@ -104,7 +104,8 @@ worker_template <- function(dir, parent, warm = NULL) {
     for (ended in core_call("workers_reap")) {
       worker_dir <- forked[[as.character(ended$pid)]]
       forked[[as.character(ended$pid)]] <- NULL
-      if (!is.null(worker_dir) && dir.exists(worker_dir)) write_rds_atomic(ended$status, file.path(worker_dir, "status.rds"))
+      # The session removes a worker's folder once it has its result: then nobody asks.
+      if (!is.null(worker_dir)) try(write_rds_atomic(ended$status, file.path(worker_dir, "status.rds")), silent = TRUE)
     }
     Sys.sleep(0.02)
   }

@@ -186,7 +186,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
         next_task()
       }
       if (is.null(task)) break
-      worker_submit(pool, i, task, ready_next = length(tasks) > 0L || !isFALSE(task$more))
+      worker_submit(pool, i, task, ready_next = length(tasks) > 0L || isTRUE(task$more))
     }
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
@@ -213,7 +213,7 @@ worker_wait <- function(dir, parent, warm = NULL) {
 worker_await <- function(dir, parent) {
   task_file <- file.path(dir, "task.rds")
   while (!file.exists(task_file)) {
-    if (!process_alive(parent)) {
+    if (!process_alive(parent) || !dir.exists(dir)) {
       return(invisible())
     }
     Sys.sleep(0.02)

@@ -93,6 +93,18 @@ test_that("workers are forked from the pool's template, each its own process, re
   expect_identical(workers[[1]]$process$get_exit_status(), -9L)
   expect_false(workers[[1]]$process$is_alive())
   expect_true(workers[[2]]$process$is_alive())
+  # A worker whose folder the session removed (it had its result) ends; the template,
+  # which then cannot write its status there, goes on forking.
+  unlink(workers[[2]]$dir, recursive = TRUE)
+  deadline <- Sys.time() + 10
+  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
+  expect_false(process_alive(pids[2]))
+  third <- worker_start(pool, 1L)
+  deadline <- Sys.time() + 10
+  while (is.null(pid_of(third)) && Sys.time() < deadline) Sys.sleep(0.05)
+  expect_true(pool$template$process$is_alive())
+  expect_true(third$process$is_alive())
+  pids[2] <- pid_of(third)
   worker_close(pool)
   expect_false(pool$template$process$is_alive())
   deadline <- Sys.time() + 10
