@@ -1,44 +1,53 @@
-# The worker template: one R process per pool with R, gpukeras, Python and Keras loaded
-# (no runtime: no devices, no memory) that forks each worker the pool asks for. A fork is
-# a fresh process (its own pid, memory, runtime, device and crash) that starts in
+# The worker template: one R process per session with R, gpukeras, Python and Keras
+# loaded (no runtime: no devices, no memory) that forks each worker a pool asks for. A
+# fork is a fresh process (its own pid, memory, runtime, device and crash) that starts in
 # milliseconds: a worker started from scratch took 5.3 s of a CPU core (bench/cv.R), which
-# on a small machine the fit training beside it paid for. Python forks (tools/workers.py
-# fork()), so that its own at-fork rules run (an open database connection is not shared).
+# on a small machine the fit training beside it paid for. The template outlives the call
+# that started it, so that the next gpu_cv() or gpu_search() of the session starts no
+# process either; it ends with the session. Python forks (tools/workers.py fork()), so
+# that its own at-fork rules run (an open database connection is not shared).
 #
-# The pool asks by writing fork-<n>.rds (the worker's folder and its slot's environment)
-# into the template's folder; the template writes pid.rds into the worker's folder, and
-# status.rds (exit code, negative for a signal) once the worker has ended. Where a template
-# cannot run (not Unix) or has died, the pool starts workers from scratch.
+# A pool asks by writing fork-<n>.rds (the worker's folder, its slot's environment, and
+# what to open ahead: `warm`, which the template does once and the forks inherit) into the
+# template's folder; the template writes pid.rds into the worker's folder, and status.rds
+# (exit code, negative for a signal) once the worker has ended. Where a template cannot
+# run (not Unix) or has died, the pool starts workers from scratch.
 
-# The template for `pool`, started once: its process, or NULL where workers cannot fork.
-template_start <- function(pool) {
+# The session's template, started on first use (again if it has died, or if the backend
+# or Python it was started with is not the session's now); NULL where workers cannot fork.
+template_start <- function() {
   if (.Platform$OS.type != "unix") {
     return(NULL)
   }
-  if (!is.null(pool$template)) {
-    return(if (pool$template$process$is_alive()) pool$template)
+  env <- worker_env(list())
+  template <- the$template
+  if (!is.null(template) && template$process$is_alive() && identical(template$env, env)) {
+    return(template)
   }
-  dir <- file.path(pool$dir, "template")
+  if (!is.null(template)) template$process$kill_tree()
+  dir <- tempfile("gpukeras-template-")
   dir.create(file.path(dir, "tmp"), recursive = TRUE)
-  # Its temp folder (and so every fork's) goes with the pool's folder.
-  env <- c(worker_env(list()), TMPDIR = file.path(dir, "tmp"))
-  process <- job_process(
-    "worker_template", list(dir, Sys.getpid(), pool$warm),
-    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env
+  template <- new.env(parent = emptyenv())
+  template$dir <- dir
+  template$env <- env
+  template$requests <- 0L
+  # Its temp folder (and so every fork's) is in the session's.
+  template$process <- job_process(
+    "worker_template", list(dir, Sys.getpid()),
+    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
+    env = c(env, TMPDIR = file.path(dir, "tmp"))
   )
-  pool$template <- new.env(parent = emptyenv())
-  pool$template$dir <- dir
-  pool$template$process <- process
-  pool$template$requests <- 0L
-  pool$template
+  the$template <- template
+  template
 }
 
 # A worker forked by `template` into folder `dir` with the environment `env` (its slot's
-# devices): a handle with the methods worker_collect() and worker_close() use.
-template_fork <- function(template, dir, env) {
+# devices), the template having done `warm` first: a handle with the methods
+# worker_collect() and worker_close() use.
+template_fork <- function(template, dir, env, warm = NULL) {
   template$requests <- template$requests + 1L
   write_rds_atomic(
-    list(dir = dir, env = as.list(env)),
+    list(dir = dir, env = as.list(env), warm = warm),
     file.path(template$dir, sprintf("fork-%05d.rds", template$requests))
   )
   pid <- function() read_rds_or_null(file.path(dir, "pid.rds")) %||% NA_integer_
@@ -61,53 +70,53 @@ template_fork <- function(template, dir, env) {
       wait_until(function() !is.null(status()), 1000)
       status() %||% NA_integer_
     },
+    # A worker not forked yet ends by itself: its folder is gone by then.
     kill_tree = function() if (!is.na(pid())) tools::pskill(pid(), tools::SIGKILL)
   )
 }
 
-# End the template: it is told to go (so that R removes its temp folder), and killed if
-# it has not gone within a second.
-template_close <- function(pool) {
-  template <- pool$template
-  if (is.null(template)) {
-    return(invisible())
-  }
-  if (dir.exists(template$dir)) file.create(file.path(template$dir, "stop"))
-  template$process$wait(1000L)
-  template$process$kill_tree()
-  invisible()
-}
-
 # --- In the template process -----------------------------------------------------------
 
-# Load what every worker needs, then fork a worker for each request until told to stop
-# or the session is gone; reap the ended ones and write each one's exit status.
-worker_template <- function(dir, parent, warm = NULL) {
+# Load what every worker needs, then fork a worker for each request until the session
+# is gone; reap the ended ones and write each one's exit status.
+worker_template <- function(dir, parent) {
   core()
   reticulate::import("keras")
-  if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
+  warmed <- list()
   forked <- list()
+  last_request <- Sys.time()
   repeat {
-    if (file.exists(file.path(dir, "stop")) || !process_alive(parent)) quit(save = "no", status = 0)
+    if (!process_alive(parent)) quit(save = "no", status = 0)
     for (request in sort(list.files(dir, "^fork-.*[.]rds$", full.names = TRUE))) {
       spec <- readRDS(request)
       unlink(request)
+      last_request <- Sys.time()
+      # A request its pool no longer waits for (the folder went with the pool).
+      if (!dir.exists(spec$dir)) next
+      warm <- spec$warm
+      if (!is.null(warm) && !any(vapply(warmed, identical, logical(1), warm))) {
+        do.call(core_call, c(list(warm$verb), warm$args))
+        warmed <- c(warmed, list(warm))
+      }
       pid <- core_call(
         "workers_fork",
         stdout = file.path(spec$dir, "stdout.log"), stderr = file.path(spec$dir, "stderr.log"),
         env = spec$env
       )
       if (pid == 0L) worker_forked(spec$dir, parent)
-      write_rds_atomic(pid, file.path(spec$dir, "pid.rds"))
+      # The session removes a worker's folder once it has its result: then nobody asks.
+      try(write_rds_atomic(pid, file.path(spec$dir, "pid.rds")), silent = TRUE)
       forked[[as.character(pid)]] <- spec$dir
     }
     for (ended in core_call("workers_reap")) {
       worker_dir <- forked[[as.character(ended$pid)]]
       forked[[as.character(ended$pid)]] <- NULL
-      # The session removes a worker's folder once it has its result: then nobody asks.
       if (!is.null(worker_dir)) try(write_rds_atomic(ended$status, file.path(worker_dir, "status.rds")), silent = TRUE)
     }
-    Sys.sleep(0.02)
+    # Between a session's searches it looks four times a second (0.5 % of a core; every
+    # 20 ms took 5 %): the first worker of the next pool waits that long at most.
+    idle <- !length(forked) && difftime(Sys.time(), last_request, units = "secs") > 2
+    Sys.sleep(if (idle) 0.25 else 0.02)
   }
 }
 

@@ -7,7 +7,7 @@
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
 # GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile (R,
 # gpukeras, Python and Keras started, no runtime), so a fit waits for no start-up: forked
-# from the pool's template (worker-template.R), so that readying one costs no CPU. Each
+# from the session's template (worker-template.R), so that readying one costs no CPU. Each
 # process has a folder in the pool's: it waits there for task.rds, writes result.rds,
 # and ends. The pool's folder holds the data once, as .npy files the workers memory-map.
 
@@ -72,15 +72,15 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
 }
 
 # A fresh process for slot `i`, waiting in a folder of its own for its task: forked by
-# the pool's template (worker-template.R), or started from scratch where none can run.
+# the session's template (worker-template.R), or started from scratch where none can run.
 worker_start <- function(pool, i) {
   pool$next_id <- pool$next_id + 1L
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
   env <- worker_env(pool$slots[[i]])
-  template <- template_start(pool)
+  template <- template_start()
   process <- if (!is.null(template)) {
-    template_fork(template, dir, env[setdiff(names(env), names(worker_env(list())))])
+    template_fork(template, dir, env[setdiff(names(env), names(template$env))], pool$warm)
   } else {
     job_process(
       "worker_wait", list(dir, Sys.getpid(), pool$warm),
@@ -166,7 +166,6 @@ worker_close <- function(pool) {
   for (worker in c(pool$busy, pool$ready)) {
     if (!is.null(worker)) worker$process$kill_tree()
   }
-  template_close(pool)
   unlink(pool$dir, recursive = TRUE)
   invisible()
 }

@@ -74,7 +74,7 @@ test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's
   expect_length(pool$slots, 3L)
 })
 
-test_that("workers are forked from the pool's template, each its own process, reaped with its exit status", {
+test_that("workers are forked from the session's template, each its own process, reaped with its exit status", {
   skip_if_no_python()
   skip_on_os("windows")
   pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
@@ -84,7 +84,7 @@ test_that("workers are forked from the pool's template, each its own process, re
   deadline <- Sys.time() + 120
   while (any(vapply(workers, function(w) is.null(pid_of(w)), logical(1))) && Sys.time() < deadline) Sys.sleep(0.1)
   pids <- vapply(workers, pid_of, integer(1))
-  template <- pool$template$process$get_pid()
+  template <- the$template$process$get_pid()
   parent_of <- function(pid) as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])
   expect_identical(vapply(pids, parent_of, integer(1)), c(template, template))
   expect_false(anyDuplicated(c(pids, template, Sys.getpid())) > 0)
@@ -102,15 +102,22 @@ test_that("workers are forked from the pool's template, each its own process, re
   third <- worker_start(pool, 1L)
   deadline <- Sys.time() + 10
   while (is.null(pid_of(third)) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_true(pool$template$process$is_alive())
+  expect_true(the$template$process$is_alive())
   expect_true(third$process$is_alive())
   pids[2] <- pid_of(third)
   worker_close(pool)
-  expect_false(pool$template$process$is_alive())
   deadline <- Sys.time() + 10
   while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
   expect_false(process_alive(pids[2]))
   expect_false(dir.exists(pool$dir))
+  # The template stays for the session's next pool, which it serves at once.
+  expect_identical(the$template$process$get_pid(), template)
+  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  withr::defer(worker_close(pool))
+  fourth <- worker_start(pool, 1L)
+  deadline <- Sys.time() + 10
+  while (is.null(pid_of(fourth)) && Sys.time() < deadline) Sys.sleep(0.05)
+  expect_identical(parent_of(pid_of(fourth)), template)
 })
 
 mark_slow()

@@ -120,11 +120,15 @@ def fork(stdout: str, stderr: str, env: dict[str, str]) -> int:
         pid = os.fork()
     if pid:
         return pid
-    for fd, path in ((1, stdout), (2, stderr)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(target, fd)
-        os.close(target)
-    os.environ.update(env)
+    try:
+        for fd, path in ((1, stdout), (2, stderr)):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        os.environ.update(env)
+    except BaseException:
+        # The worker must never go back to the template's loop as a second template.
+        os._exit(1)
     return 0
 
 
