@@ -263,7 +263,8 @@ cpu_snapshot <- function() {
     tree <- c(tree, more)
   }
   own <- table[table[, 1] == self, ]
-  mine <- sum(own[3:6]) + sum(table[table[, 1] %in% setdiff(tree, self), 3:4])
+  # a descendant's reaped children too: forked workers are the template's, not this session's
+  mine <- sum(own[3:6]) + sum(table[table[, 1] %in% setdiff(tree, self), 3:6])
   c(busy = busy / hz, mine = mine / hz)
 }
 
