@@ -89,7 +89,8 @@
 #'     keras$layers$Dense(3L, activation = "softmax")
 #'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
-#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 1, verbose = 0, monitor = FALSE)
+#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 1,
+#'                  verbose = 0, monitor = FALSE)
 #'   exported <- gpu_export(fit, file.path(tempdir(), "iris-model"), overwrite = TRUE)
 #'   print(exported)
 #' }

@@ -97,7 +97,8 @@
 #'     keras$layers$Dense(3L, activation = "softmax")
 #'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
-#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 1, verbose = 0, monitor = FALSE)
+#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 1,
+#'                  verbose = 0, monitor = FALSE)
 #'   api <- gpu_api(fit, max_rows = 1000)
 #'   print(api) # POST /predict, GET /metadata, GET /health
 #'   # In a process of its own: gpu_serve(fit, port = 8000), then e.g.
