@@ -15,7 +15,8 @@
 #   library/  gpukeras built from this tree, and reticulate >= 1.38 (Debian trixie's 1.41,
 #             built from its source package by `make` into .newer-stack/library): the GPU
 #             machines' NumPy is 2.x, which bookworm's reticulate 1.28 predates
-#   wheels/   keras, namex and optree for Python 3.12 (the GPU machines lack or may lack them)
+#   wheels/   keras, namex and optree for Python 3.12 (the GPU machines lack or may lack them),
+#             and optuna with its requirements but NumPy, for gpu_search()
 #   Rscript   the runner (bench/lib/bundle_rscript.sh): unpacks r.tar.xz once, then runs
 #             the bundle's Rscript with R_HOME, PATH, LD_LIBRARY_PATH and R_LIBS set to the
 #             bundle and RETICULATE_PYTHON to the machine's Python
@@ -180,11 +181,15 @@ echo "# gpukeras' R bundle: R_LIBS, R_LIBS_SITE and R_LIBS_USER come from its ru
 XZ_OPT=${XZ_OPT:--T0} tar -C "$work/tree" -cJf "$bundle/r.tar.xz" .
 ls "$work/debs" > "$bundle/debs.txt"
 
-echo "== keras, namex and optree wheels for Python 3.12"
+echo "== keras, namex, optree and optuna (gpu_search()) wheels for Python 3.12"
+pinned() { sed -n "s/.*$1 = \"\(.*\)\".*/\1/p" R/install.R | head -n 1; }
+# optuna's own requirements but NumPy (the machines have it): named, so that --no-deps
+# takes no NumPy (16 MiB) along
 python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
   --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$bundle/wheels" "keras==$(sed -n 's/.*keras = "\(.*\)".*/\1/p' R/install.R | head -n 1)" namex optree \
+  -d "$bundle/wheels" "keras==$(pinned keras)" namex optree "optuna==$(pinned optuna)" \
+  alembic sqlalchemy mako markupsafe colorlog tqdm pyyaml typing_extensions packaging \
   2> >(grep -v "is ignored: it is neither" >&2)
 
 cp bench/lib/bundle_rscript.sh "$bundle/Rscript"

@@ -13,7 +13,8 @@
 #   resident  device-resident training against Keras' fit(), NVML utilization (and why)
 #   augment   augmentation presets on the device: what they cost
 #   memory    gpu_memory_plan() against the measured peak
-#   r         R on the GPU through the bundle: bench/r_on_gpu.R
+#   r         R on the GPU through the bundle: bench/r_on_gpu.R (gpu_search() with one worker
+#             on the GPU and with two sharing it first: issue #33's GPU goal)
 #   suite     the whole core suite on JAX
 #   all       every part above, in that order
 #
@@ -61,8 +62,9 @@ else
 fi
 mkdir -p "$out"
 export PYTHONPATH=$PWD/inst/python${PYTHONPATH:+:$PYTHONPATH} KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-# Keras from the bundle's wheels (or .whl/) where the machine's Python has none
-if ! "$python" -c 'import keras, namex, optree' 2> /dev/null; then
+# Keras (and optuna, for gpu_search()) from the bundle's wheels (or .whl/) where the
+# machine's Python has none
+if ! "$python" -c 'import keras, namex, optree, optuna' 2> /dev/null; then
   wheels=$(ls "$bundle"/wheels/*.whl .whl/*.whl 2> /dev/null)
   # shellcheck disable=SC2086
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

@@ -1,10 +1,16 @@
 # The whole promise from R (issue #35, part 2): what an R user runs, on the GPU machine.
 #
-#   1. gpu_check(): the verdict and its evidence;
-#   2. gpu_fit() of the README's digits model (R matrix and factor), and its report;
-#   3. gpu_fit() of the MLP 20-128-128-2 on 102,400 rows, batch 256 (device-resident on
+#   1. many models on one GPU (issue #33's GPU goal): the same 8-trial gpu_search()
+#      (random sampler, no pruning, so both draw the same trials) with one worker on the
+#      GPU and with two sharing it (workers_per_device = 1, then 2; on a CPU, workers = 1
+#      and 2): seconds, trials per hour, their ratio (goal >= 1.6), each trial's device,
+#      and the GPU memory NVML shows this session holding meanwhile (it must hold none).
+#      It runs first, while the session has not yet started the GPU runtime;
+#   2. gpu_check(): the verdict and its evidence;
+#   3. gpu_fit() of the README's digits model (R matrix and factor), and its report;
+#   4. gpu_fit() of the MLP 20-128-128-2 on 102,400 rows, batch 256 (device-resident on
 #      JAX: the data on the device, several steps per dispatch), and its report;
-#   4. a background job (gpu_fit(background = TRUE)), then the standby process gpukeras
+#   5. a background job (gpu_fit(background = TRUE)), then the standby process gpukeras
 #      keeps waiting for the next one: NVML's memory used before, during and after, and
 #      the GPU memory each of this session's child processes holds (it must hold none).
 #
@@ -58,9 +64,67 @@ say("# gpukeras from R on ", Sys.getenv("GPUKERAS_DEVICE_NAME", "this machine"),
 say("\nCommand: `", bench_command("bench/r_on_gpu.R", mode), "` (KERAS_BACKEND=",
     Sys.getenv("KERAS_BACKEND", "unset"), "). Code: ", code_state()$commit, ".")
 
-# 1. Is the GPU used? -------------------------------------------------------------
+# 1. Many models on one GPU: one worker, then two sharing it ---------------------------
+# NVML's list, not gpu_devices(): that would start the GPU runtime in this session
+on_gpu <- nzchar(Sys.which("nvidia-smi")) &&
+  length(suppressWarnings(system2("nvidia-smi", "-L", stdout = TRUE, stderr = FALSE))) > 0L
+search_rows <- if (mode$smoke) 512L else 20000L
+search_x <- matrix(stats::rnorm(search_rows * 20), ncol = 20)
+search_y <- factor(as.integer(search_x[, 1] - search_x[, 3] + stats::rnorm(search_rows) > 0))
+search_model <- function(params) {
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(20L)),
+    keras$layers$Dense(as.integer(params$units), activation = "relu"),
+    keras$layers$Dense(as.integer(params$units), activation = "relu"),
+    keras$layers$Dense(2L, activation = "softmax")
+  ))
+  model$compile(optimizer = keras$optimizers$Adam(params$learning_rate),
+                loss = "sparse_categorical_crossentropy")
+  model
+}
+search_space <- list(units = search_int(16, 128, log = TRUE), learning_rate = search_float(1e-4, 1e-2, log = TRUE))
+search_trials <- if (mode$smoke) 2L else 8L
+run_search <- function(workers_here, trials = search_trials) {
+  folder <- tempfile("r-on-gpu-search-")
+  on.exit(unlink(folder, recursive = TRUE))
+  sharing <- if (on_gpu) list(workers_per_device = workers_here) else list(workers = workers_here)
+  session_mib <- NA_real_
+  started_search <- Sys.time()
+  result <- do.call(gpu_search, c(list(
+    search_model, list(x = search_x, y = search_y), search_space, trials = trials,
+    sampler = "random", pruner = "none", storage = folder, seed = 1,
+    epochs = if (mode$smoke) 1 else 5, batch_size = 256
+  ), sharing))
+  seconds <- as.numeric(difftime(Sys.time(), started_search, units = "secs"))
+  holding <- gpu_processes()
+  list(result = result, seconds = seconds,
+       session_mib = sum(holding$used_mib[holding$pid == Sys.getpid()]))
+}
+if (!mode$smoke) invisible(run_search(1L, trials = 1L)) # the worker template and Optuna start here, untimed
+shared <- lapply(c(one = 1L, two = 2L), run_search)
+speedup <- shared$one$seconds / shared$two$seconds
+say("\n## 1. Many models on one ", if (on_gpu) "GPU" else "CPU (smoke)", ": one worker, then two sharing it\n")
+say("```r\n", paste(
+  "search <- gpu_search(model_fn, list(x = x, y = y), space, trials = 8, sampler = \"random\",",
+  "                     pruner = \"none\", seed = 1, epochs = 5, batch_size = 256,",
+  if (on_gpu) "                     workers_per_device = 1)  # then 2" else "                     workers = 1)  # then 2",
+  sep = "\n"), "\n```\n")
+for (name in names(shared)) {
+  trials <- shared[[name]]$result$trials
+  say("```\n", paste(utils::capture.output(print(trials[, c("number", "units", "learning_rate", "value", "state", "seconds", "device")], row.names = FALSE)), collapse = "\n"), "\n```")
+  say("\n", if (name == "one") "One worker" else "Two workers", ": ", search_trials, " trials in ",
+      sprintf("%.1f s (%.0f trials per hour); devices: %s; GPU memory NVML shows this session holding after it: %s MiB\n",
+              shared[[name]]$seconds, 3600 * search_trials / shared[[name]]$seconds,
+              paste(unique(trials$device), collapse = ", "), shared[[name]]$session_mib))
+}
+same_trials <- isTRUE(all.equal(shared$one$result$trials$units, shared$two$result$trials$units))
+say("Trials per hour, two workers against one: **", sprintf("%.2fx", speedup), "** (goal >= 1.6 on a GPU)",
+    if (same_trials) "; both searches drew the same trials" else "; the searches drew different trials")
+
+# 2. Is the GPU used? -------------------------------------------------------------
 check <- gpu_check(probe_seconds = if (mode$smoke) 0.5 else 3)
-block("1. gpu_check()", "check <- gpu_check(probe_seconds = 3)\ncheck", check)
+block("2. gpu_check()", "check <- gpu_check(probe_seconds = 3)\ncheck", check)
 device <- if (identical(check$verdict, "gpu_used")) {
   rows <- gpu_devices()
   rows$name[rows$type == "GPU"][1]
@@ -77,7 +141,7 @@ say("Verdict: **", check$verdict, "**")
 
 keras <- gpu_keras()
 
-# 2. The README's digits model, from an R matrix and a factor ------------------------
+# 3. The README's digits model, from an R matrix and a factor ------------------------
 digits <- utils::read.csv(system.file("extdata", "digits.csv.gz", package = "gpukeras"), header = FALSE)
 x <- as.matrix(digits[, 1:64]) / 16
 y <- factor(digits$V65)
@@ -92,12 +156,12 @@ model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metr
 digits_fit <- gpu_fit(model, list(x = x[-held_out, ], y = y[-held_out]),
                       validation_data = list(x = x[held_out, ], y = y[held_out]),
                       epochs = if (mode$smoke) 1 else 5, batch_size = 64, seed = 1, verbose = 0)
-block("2. gpu_fit(): the README's digits model", paste(
+block("3. gpu_fit(): the README's digits model", paste(
   "fit <- gpu_fit(model, list(x = x[-held_out, ], y = y[-held_out]),",
   "               validation_data = list(x = x[held_out, ], y = y[held_out]),",
   "               epochs = 5, batch_size = 64, seed = 1, verbose = 0)\nfit", sep = "\n"), digits_fit)
 
-# 3. The MLP, device-resident on JAX -------------------------------------------------
+# 4. The MLP, device-resident on JAX -------------------------------------------------
 rows <- if (mode$smoke) 2048L else 102400L
 features <- matrix(stats::rnorm(rows * 20), ncol = 20)
 labels <- as.integer(features[, 1] + 0.5 * features[, 2] > 0)
@@ -112,19 +176,19 @@ mlp$compile(optimizer = "adam", loss = keras$losses$SparseCategoricalCrossentrop
             metrics = list("accuracy"))
 mlp_fit <- gpu_fit(mlp, list(x = features, y = labels), epochs = if (mode$smoke) 1 else 10,
                    batch_size = 256, seed = 1, verbose = 0)
-block("3. gpu_fit(): the MLP 20-128-128-2, batch 256", paste(
+block("4. gpu_fit(): the MLP 20-128-128-2, batch 256", paste(
   "mlp_fit <- gpu_fit(mlp, list(x = features, y = labels), epochs = 10, batch_size = 256,",
   "                   seed = 1, verbose = 0)\nmlp_fit", sep = "\n"), mlp_fit)
 say("\nData path: ", mlp_fit$settings$data, "; steps per dispatch: ", mlp_fit$settings$steps_per_execution)
 
-# 4. A background job, and the standby that waits for the next one --------------------
+# 5. A background job, and the standby that waits for the next one --------------------
 memory <- c(before_job = nvml_memory())
 job <- gpu_fit(mlp, list(x = features, y = labels), epochs = if (mode$smoke) 1 else 5,
                batch_size = 256, seed = 1, verbose = 0, background = TRUE)
 while (!gpu_job_status(job)$state %in% c("training", "done", "failed", "cancelled")) Sys.sleep(0.2)
 memory["while_training"] <- nvml_memory()
 job_fit <- gpu_job_wait(job, timeout = 600)
-block("4. gpu_fit(background = TRUE)", paste(
+block("5. gpu_fit(background = TRUE)", paste(
   "job <- gpu_fit(mlp, list(x = features, y = labels), epochs = 5, batch_size = 256,",
   "               seed = 1, verbose = 0, background = TRUE)\njob_fit <- gpu_job_wait(job)\njob_fit", sep = "\n"),
   job_fit)
