@@ -74,6 +74,39 @@ def _check_inputs(model: Model, features: object, what: str) -> None:
         raise _refused(error, what) from error
 
 
+def _scoring_inputs(
+    model: Model,
+    x: object,
+    y: object | None,
+    y_dtype: str | None,
+    check_missing: bool,
+    batch_size: object,
+    what: str,
+    evaluating: bool = False,
+) -> tuple[Any, Any, Record]:
+    """predict's and evaluate's checks and hand-over, in their one order: the model (for
+    ``evaluating``, compiled), the batch size, the data copied once (for ``evaluating``,
+    with labels) and checked against the model's inputs (the error says the model cannot
+    ``what``). Returns the features, the labels and Keras' keyword arguments (``batch_size``
+    for arrays; a dataset has its own batches)."""
+    keras = config.keras()
+    arguments.check_keras_model(keras, model)
+    if evaluating and not getattr(model, "compiled", False):
+        raise BadModelError(
+            "The model is not compiled, so it has no loss or metrics to evaluate: compile it "
+            'first, e.g. model$compile(loss = "sparse_categorical_crossentropy", metrics = '
+            'list("accuracy")).'
+        )
+    batch = arguments.count("batch_size", batch_size)
+    features, labels = _inputs(x, y, y_dtype, check_missing)
+    dataset = adapters.is_tf_dataset(features)
+    if evaluating and labels is None and not dataset:
+        raise BadDataError("evaluate() needs labels: give `y` with the new data.")
+    _check_inputs(model, features, what)
+    kwargs: Record = {} if dataset else {"batch_size": batch}
+    return features, labels, kwargs
+
+
 def predict(
     model: Model,
     x: object,
@@ -98,16 +131,11 @@ def predict(
         A float array with a row per row of ``x``, or a list of them for a
         model with several outputs.
     """
-    keras = config.keras()
-    arguments.check_keras_model(keras, model)
-    batch = arguments.count("batch_size", batch_size)
-    features, _ = _inputs(x, None, None, check_missing)
-    kwargs: Record = {}
-    _check_inputs(model, features, "predict from this data")
-    if not adapters.is_tf_dataset(features):
-        kwargs["batch_size"] = batch
+    features, _, kwargs = _scoring_inputs(
+        model, x, None, None, check_missing, batch_size, "predict from this data"
+    )
     try:
-        if "batch_size" in kwargs and not verbose and _rows(features) <= batch:
+        if "batch_size" in kwargs and not verbose and _rows(features) <= kwargs["batch_size"]:
             # One batch: Keras' predict() spends 25-60 ms setting up its epoch iterator
             # and callbacks around the one step that predict_on_batch() runs in ~1 ms
             # (a 1-row request to gpu_serve(), measured on 2 CPU cores).
@@ -146,23 +174,9 @@ def evaluate(
     Returns:
         ``{name: value}`` as Keras' ``evaluate(return_dict=True)`` gives them.
     """
-    keras = config.keras()
-    arguments.check_keras_model(keras, model)
-    if not getattr(model, "compiled", False):
-        raise BadModelError(
-            "The model is not compiled, so it has no loss or metrics to evaluate: compile it "
-            'first, e.g. model$compile(loss = "sparse_categorical_crossentropy", metrics = '
-            'list("accuracy")).'
-        )
-    batch = arguments.count("batch_size", batch_size)
-    features, labels = _inputs(x, y, y_dtype, check_missing)
-    dataset = adapters.is_tf_dataset(features)
-    if labels is None and not dataset:
-        raise BadDataError("evaluate() needs labels: give `y` with the new data.")
-    kwargs: Record = {}
-    _check_inputs(model, features, "be evaluated on this data")
-    if not dataset:
-        kwargs["batch_size"] = batch
+    features, labels, kwargs = _scoring_inputs(
+        model, x, y, y_dtype, check_missing, batch_size, "be evaluated on this data", True
+    )
     try:
         scores = model.evaluate(features, labels, verbose=int(verbose), return_dict=True, **kwargs)
     except Exception as error:
