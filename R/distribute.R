@@ -62,7 +62,7 @@
 #' TensorFlow; every batch must be whole (rows a multiple of `batch_size`, or
 #' `gpu_dataset(drop_remainder = TRUE)`), and arrays need TensorFlow
 #' installed for the pipeline. Training starts from the chief's weights;
-#' with `gpu_fit(backup_dir = )` on storage all workers see, the chief alone
+#' with `gpu_fit(backup = gpu_backup(dir))` on storage all workers see, the chief alone
 #' writes the backups, and all workers started again resume from them. When
 #' a worker dies, the others stop with an error of class
 #' `gpukeras_error_worker_lost` (measured: 0.2 s later on one machine), and

@@ -100,7 +100,7 @@ accumulate_from_plan <- function(plan, batch_size, call = caller_env()) {
       if (fixed_alone) {
         "Free GPU memory (other processes, other models in this session) or train a smaller model."
       } else {
-        "Lower the per-sample memory: mixed precision (gpu_setup(mixed_precision = \"bfloat16\") or \"float16\" before building the model) or rematerialization (gpu_fit(remat = TRUE): activations are recomputed in the backward pass instead of kept)."
+        "Lower the per-sample memory: mixed precision (gpu_setup(mixed_precision = \"bfloat16\") or \"float16\" before building the model) or rematerialization (gpu_fit(step = gpu_step(remat = TRUE)): activations are recomputed in the backward pass instead of kept)."
       },
       "gpu_memory_plan(model, batch_size) shows what takes the memory."
     ),

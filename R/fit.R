@@ -56,7 +56,7 @@
 #' BatchNormalization normalizes each micro-batch by its own statistics and
 #' updates its moving mean and variance once per micro-batch, so it trains as
 #' with batches of 128. A dataset's batches are the micro-batches. Steps count
-#' micro-batches (`steps_per_epoch`, `steps_per_execution`, `backup_freq`,
+#' micro-batches (`steps_per_epoch`, `steps_per_execution`, `gpu_backup(every = )`,
 #' the monitor); the optimizer's `iterations` counts updates, but a learning-
 #' rate schedule counts micro-batches (Keras' rule). Rows not a multiple of
 #' `batch_size` make a smaller last micro-batch, weighted like the others in
@@ -74,12 +74,12 @@
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
 #' preemption, Kubernetes when it evicts a pod), often after a warning signal
 #' (`sbatch --signal=USR1@120`). R dies at SIGTERM at once, losing the work
-#' since the last backup. During `gpu_fit()`, each signal named in `signals`
+#' since the last backup. During `gpu_fit()`, each signal named in `gpu_backup(signals = )`
 #' only takes note instead: at the next step boundary training backs up the
-#' exact step to `backup_dir` (in the middle of an epoch too) and stops with a
+#' exact step to the backup folder (in the middle of an epoch too) and stops with a
 #' `gpukeras_error_preempted` error that says where the backup is. The same
 #' call run again (`sbatch --requeue`) resumes there and ends with the weights
-#' of an unbroken run. Without `backup_dir` it stops the same way, the model
+#' of an unbroken run. Without a backup folder it stops the same way, the model
 #' holding the weights trained so far, and says that nothing was kept. With
 #' several workers ([gpu_strategy()]), all stop at the same step, agreeing
 #' about once a second (about 1 % of the training time), and the chief writes
@@ -142,15 +142,11 @@
 #'   mean gradient of `accumulate` micro-batches of `batch_size / accumulate`
 #'   rows, which is the gradient of the whole batch, in the memory of one
 #'   micro-batch (plus one copy of the gradients). See Accumulation.
-#' @param steps_per_execution Batches run per call into the compiled train
-#'   step: `"auto"` keeps what the model was compiled with (Keras' default is
-#'   1; the monitor's advice says when raising it would pay), or a number
-#'   (larger values cut the per-step overhead of small models). Set on the
-#'   compiled model, keeping its loss and metrics.
-#' @param jit_compile Compile the train step with XLA: `TRUE`, `FALSE` or
-#'   `"auto"` (the default set by [gpu_setup()], else Keras' own choice: XLA
-#'   on a GPU and on JAX, not for TensorFlow on the CPU). A model XLA cannot
-#'   compile falls back to `FALSE`.
+#' @param step How the training step is compiled and run: a [gpu_step()]
+#'   (`steps_per_execution`, `jit_compile`, `remat`); the default keeps what
+#'   the model was compiled with and Keras' own XLA choice. These three were
+#'   gpu_fit()'s own arguments, still taken with a
+#'   `gpukeras_warning_deprecated` warning.
 #' @param learning_rate `NULL` keeps the optimizer's, a positive number sets a
 #'   constant rate, or a schedule: [lr_warmup_cosine()], [lr_exponential()],
 #'   [lr_cyclical()] (or a Keras `LearningRateSchedule` object).
@@ -160,42 +156,13 @@
 #' @param monitor Measure throughput, input wait, GPU utilization and memory,
 #'   and host CPU while training. `FALSE` trains without measuring (`monitor`
 #'   of the result is then `NULL`).
-#' @param backup_dir A folder where training state is backed up (see
-#'   `backup_freq`): an interrupted `gpu_fit()` called again (in a fresh R
-#'   session) with the same arguments and folder resumes where it stopped,
-#'   with the full history, and ends with the weights an uninterrupted run
-#'   would have. Give a `seed` too, so the resumed run sees the batches in the
-#'   same order. `NULL` for none.
-#'
-#'   The folder must be your own and writable by you alone (or your private
-#'   group): another user's folder, or one others may write to (such as `/tmp`
-#'   itself), is refused (`gpukeras_error_backup_dir_unsafe`), since they could
-#'   plant links or backups there; one you cannot write to fails before
-#'   training (`gpukeras_error_bad_argument`). Each backup is synced to disk
-#'   before it is committed, and the one before it kept until the next is: a
-#'   backup whose weights a crash or a power cut emptied or cut short is
-#'   passed over for the one before (`settings$resumed_from$fallback` says
-#'   so). A disk that fills up during training stops it with
-#'   `gpukeras_error_backup_write`, saying what to free and where the last good
-#'   backup is. Training that completes removes exactly the files its backups
-#'   wrote (and the folder, if that leaves it empty), never your other files.
-#'   Not protected: a crash while a backup is written can leave that one
-#'   weights file (`gpukeras-weights-*.weights.h5`) behind; a disk that loses
-#'   data it said was synced can lose both backups.
-#'
-#'   One folder, one fit: a fit locks the folder for its life
-#'   (`gpukeras-backup.lock`, which the kernel frees if the process dies), and
-#'   another fit given it meanwhile stops with `gpukeras_error_backup_in_use`
-#'   naming the process. A backup is resumed only by the same request: the same
-#'   model (its layers and input shapes), loss, optimizer, batches, seed,
-#'   learning rate, clipping, accumulation and class weights; another one is
-#'   `gpukeras_error_backup_mismatch`, saying what differs (multi-worker fits
-#'   check their own list, and take no lock).
-#' @param backup_freq When to back up to `backup_dir`: `"epoch"` (at the end
-#'   of every epoch) or a whole number of batches (every that many batches,
-#'   and at every epoch's end), so a long epoch killed in the middle loses at
-#'   most that many batches. A backup writes the weights and optimizer state,
-#'   so very frequent backups of a large model slow training.
+#' @param backup `NULL` (no backup; SIGTERM still stops training cleanly), or
+#'   a [gpu_backup()]: the folder training state is backed up to, how often,
+#'   and the signals that stop training with a backup there. An interrupted
+#'   `gpu_fit()` called again with the same arguments and folder resumes
+#'   where it stopped and ends with the weights of an unbroken run (give a
+#'   `seed` too). `backup_dir`, `backup_freq` and `signals`, gpu_fit()'s
+#'   arguments before, are an error that shows this form.
 #' @param strategy `NULL` to train on one device, or a [gpu_strategy()] (or a
 #'   `tf.distribute` strategy / Keras `Distribution` made in Python) to train
 #'   on several devices or machines. `batch_size` is then the global batch,
@@ -213,48 +180,36 @@
 #'   given one (so `gpu_setup(deterministic = TRUE, seed = )` needs none here).
 #' @param verbose `"auto"`, `0` (silent), `1` (progress bar) or `2` (one line
 #'   per epoch); see Progress.
-#' @param background Train in a supervised child R process and return a
-#'   `gpukeras_job` at once (see [gpu_job_status()]): a crash there (a
-#'   segfault, an abort, an out-of-memory kill) cannot take this session
-#'   down, the child starts again from its backup, and all the memory it held
-#'   is given back when it ends. The model (saved as `.keras`), R data (as
-#'   `.npy` files the child memory-maps), a [gpu_dataset()] (of files, or of
-#'   R data as `.npy` files),
-#'   callbacks (pickled) and this session's [gpu_setup()] settings are carried
-#'   to the child; what cannot be is a `gpukeras_error_not_carriable` error
-#'   before any child starts. [gpu_job_cancel()] keeps the job's backup and
-#'   says where; unless `backup_dir` is given, it is in the session's
-#'   temporary folder, removed when R ends.
-#' @param max_restarts With `background = TRUE`: how often a crashed child is
-#'   started again (from the backup: the run ends with the weights of an
-#'   unbroken one) before the job fails with `gpukeras_error_job_failed`.
-#' @param settings A [gpu_tune()] result: its recommended `batch_size` (for
-#'   R data), `steps_per_execution` and `jit_compile` are used (give `settings`
-#'   or those arguments). Its precision cannot be applied to a built model: a
-#'   model built under another dtype policy is refused, with how to rebuild it.
-#'   The fit's advice then does not advise changing what the tune chose
-#'   (batch size, `steps_per_execution`, `jit_compile`, precision); where it
-#'   held such advice back, `monitor$notes` says so. `settings$tuned` of the
-#'   result holds the tune's choice.
-#' @param signals Names of the signals that stop training cleanly (see
-#'   Stopping at a scheduler's signal): `"SIGTERM"` (the default) and any of
-#'   `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`, `"SIGUSR2"`, `"SIGXCPU"` (with or
-#'   without `"SIG"`); `NULL` leaves every signal to R. With `background =
-#'   TRUE` the child handles SIGTERM.
+#' @param background `FALSE` to train in this session, or `TRUE` (or a
+#'   [gpu_background()], which says how often a crashed child is restarted)
+#'   to train in a supervised child R process and return a `gpukeras_job` at
+#'   once (see [gpu_job_status()]): a crash there (a segfault, an abort, an
+#'   out-of-memory kill) cannot take this session down, the child starts
+#'   again from its backup, and all the memory it held is given back when it
+#'   ends. The model (saved as `.keras`), R data (as `.npy` files the child
+#'   memory-maps), a [gpu_dataset()] (of files, or of R data as `.npy`
+#'   files), callbacks (pickled) and this session's [gpu_setup()] settings
+#'   are carried to the child; what cannot be is a
+#'   `gpukeras_error_not_carriable` error before any child starts.
+#'   [gpu_job_cancel()] keeps the job's backup and says where; without
+#'   `backup`, it is in the session's temporary folder, removed when R ends.
+#' @param tuned A [gpu_tune()] result: its recommended `batch_size` (for R
+#'   data), `steps_per_execution` and `jit_compile` are used (give `tuned` or
+#'   those). Its precision cannot be applied to a built model: a model built
+#'   under another dtype policy is refused, with how to rebuild it. The fit's
+#'   advice then does not advise changing what the tune chose (batch size,
+#'   `steps_per_execution`, `jit_compile`, precision); where it held such
+#'   advice back, `monitor$notes` says so. `settings$tuned` of the result
+#'   holds the tune's choice. (It was `settings`, still taken with a
+#'   `gpukeras_warning_deprecated` warning.)
 #' @param class_weight `NULL`, or a weight per class for imbalanced
 #'   classification (see Weights): a named numeric vector or list, by the
 #'   labels' levels (`c(no = 1, yes = 10)` for a factor, an image folder's
 #'   class names) or by class number (`c("0" = 1, "1" = 10)`).
-#' @param remat Rematerialization (gradient checkpointing): `TRUE` makes every
-#'   layer recompute its outputs in the backward pass instead of keeping them,
-#'   for the length of the fit, trading compute for memory where even
-#'   accumulation cannot reach the batch (see [gpu_memory_plan()]'s changes).
-#'   The updates are the same. On JAX every layer is recomputed (Keras'
-#'   `RematScope(mode = "full")`); on TensorFlow only the activation functions
-#'   (`mode = "activations"`: Keras' full mode fails in TensorFlow graphs).
-#'   `settings$remat` says which.
 #' @param ... Not used: an argument gpu_fit() does not have is an error that
-#'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s).
+#'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s;
+#'   `backup_dir` is `backup = gpu_backup()`'s). Its deprecated arguments
+#'   (`steps_per_execution`, `jit_compile`, `remat`, `settings`) arrive here.
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
 #'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and
@@ -331,13 +286,12 @@
 #'   plot(fit)
 #' }
 gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size = NULL, accumulate = 1,
-                    steps_per_execution = "auto", jit_compile = "auto", learning_rate = NULL,
-                    clipnorm = NULL, clipvalue = NULL, monitor = TRUE, backup_dir = NULL,
-                    callbacks = NULL, seed = NULL, verbose = "auto", backup_freq = "epoch",
-                    strategy = NULL, background = FALSE, max_restarts = 2, settings = NULL,
-                    signals = "SIGTERM", class_weight = NULL, remat = FALSE, ...) {
+                    step = gpu_step(), learning_rate = NULL, clipnorm = NULL, clipvalue = NULL,
+                    monitor = TRUE, backup = NULL, callbacks = NULL, seed = NULL, verbose = "auto",
+                    strategy = NULL, background = FALSE, tuned = NULL, class_weight = NULL, ...) {
   # Every check that needs no Python comes first, so a mistake fails at once.
-  if (...length() > 0L) abort_unused_fit_args(rlang::names2(match.call(expand.dots = FALSE)$...))
+  old <- if (...length() > 0L) fit_dots(list(...)) else list()
+  step_given <- !missing(step)
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
     gpukeras_abort(
@@ -351,24 +305,33 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
   accumulate <- check_auto_count(accumulate)
-  steps_per_execution <- check_auto_count(steps_per_execution)
-  jit_compile <- check_auto_flag(jit_compile)
+  step <- check_fit_option(step, "step", gpu_step)
+  given_step <- intersect(names(old), names(step))
+  if (length(given_step)) {
+    if (step_given) {
+      gpukeras_abort(sprintf("Give `step` or `%s`, not both.", given_step[1]), "gpukeras_error_bad_argument")
+    }
+    step <- do.call(gpu_step, old[given_step])
+  }
+  steps_per_execution <- step$steps_per_execution
+  jit_compile <- step$jit_compile
+  remat <- step$remat
   learning_rate <- check_learning_rate(learning_rate)
   if (!is.null(clipnorm)) check_positive_number(clipnorm)
   if (!is.null(clipvalue)) check_positive_number(clipvalue)
   check_flag(monitor)
-  check_flag(remat)
-  if (!is.null(backup_dir)) {
-    check_string(backup_dir)
-    backup_dir <- normalizePath(path.expand(backup_dir), mustWork = FALSE)
-  }
-  backup_freq <- check_auto_count(backup_freq, auto = "epoch")
+  backup <- if (is.null(backup)) gpu_backup(NULL) else check_fit_option(backup, "backup", gpu_backup)
+  backup_dir <- backup$dir
+  backup_freq <- backup$every
+  signals <- backup$signals
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
-  check_flag(background)
-  max_restarts <- check_max_restarts(max_restarts)
-  signals <- check_signals(signals)
+  background <- if (is.null(background)) NULL else check_fit_option(background, "background", gpu_background, flag = TRUE)
+  if (!is.null(old$settings)) {
+    if (!is.null(tuned)) gpukeras_abort("Give `tuned` or `settings`, not both.", "gpukeras_error_bad_argument")
+    tuned <- old$settings
+  }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
   class_weight <- check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data))
@@ -397,13 +360,13 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_input_width(model, fit_encoding(data))
-  if (!is.null(settings)) {
-    tuned <- tune_fit_settings(settings, model, data$kind, batch_size, steps_per_execution, jit_compile)
-    batch_size <- tuned$batch_size
-    steps_per_execution <- tuned$steps_per_execution
-    jit_compile <- tuned$jit_compile
+  if (!is.null(tuned)) {
+    chosen <- tune_fit_settings(tuned, model, data$kind, batch_size, steps_per_execution, jit_compile)
+    batch_size <- chosen$batch_size
+    steps_per_execution <- chosen$steps_per_execution
+    jit_compile <- chosen$jit_compile
     # the request carries the choice, so the core's advice leaves it alone
-    settings <- tuned$record
+    tuned <- chosen$record
   }
   check_batch_size_for(batch_size, data)
   batch_size <- batch_within_rows(batch_size, data, accumulate)
@@ -413,8 +376,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   # The request, one object: every formal but the model, the data, the strategy and how the
   # call runs, as checked above (the core declares the same fields: train/fit_request.py).
   request <- fit_request(environment())
-  if (background) {
-    return(fit_in_background(model, data, validation, request, strategy, max_restarts))
+  if (!is.null(background)) {
+    return(fit_in_background(model, data, validation, request, strategy, background$max_restarts))
   }
   train <- fit_input(data)
   validation_input <- if (!is.null(validation)) fit_input(validation)
@@ -428,8 +391,27 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 }
 
 # gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):
-# every formal of gpu_fit() but these, with its checked value from gpu_fit()'s frame `env`.
-not_requested <- c("model", "data", "validation_data", "strategy", "background", "max_restarts", "...")
+# every formal of gpu_fit() but these, an option object as its fields (option_fields: the
+# constructor's argument = the request's field), each with its checked value from gpu_fit()'s
+# frame `env`.
+not_requested <- c("model", "data", "validation_data", "strategy", "background", "...")
+option_fields <- list(
+  step = c(steps_per_execution = "steps_per_execution", jit_compile = "jit_compile", remat = "remat"),
+  backup = c(dir = "backup_dir", every = "backup_freq", signals = "signals")
+)
 fit_request <- function(env) {
-  mget(setdiff(names(formals(gpu_fit)), not_requested), envir = env)
+  formal <- setdiff(names(formals(gpu_fit)), not_requested)
+  mget(unname(unlist(lapply(formal, function(name) option_fields[[name]] %||% name))), envir = env)
+}
+
+# A request as gpu_fit()'s arguments again, its option objects rebuilt (a background job's
+# child calls gpu_fit() with them).
+fit_args_of <- function(request) {
+  for (formal in names(option_fields)) {
+    fields <- option_fields[[formal]]
+    values <- stats::setNames(request[unname(fields)], names(fields))
+    request <- request[setdiff(names(request), fields)]
+    request[[formal]] <- do.call(match.fun(paste0("gpu_", formal)), values)
+  }
+  request
 }

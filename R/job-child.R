@@ -165,7 +165,7 @@ job_child <- function(dir) {
         job_dir = dir, attempt = attempt,
         batch_size = spec$fit$batch_size, arrays = spec$data$kind == "arrays"
       )
-      fit_args <- spec$fit
+      fit_args <- fit_args_of(spec$fit)
       if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"
       fit <- do.call(gpu_fit, c(
         list(

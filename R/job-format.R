@@ -61,7 +61,7 @@ format_job_backup <- function(status) {
     sprintf("%s; its backup is in %s:", stopped, status$backup_dir),
     sprintf("  %s resumes from it.", status$resume),
     if (in_session_temp(status$backup_dir)) {
-      "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup_dir = to keep one."
+      "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() a folder of your own."
     }
   )
 }

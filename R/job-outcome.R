@@ -28,7 +28,7 @@ resume_call <- function(job) {
     return(NULL)
   }
   sprintf(
-    "gpu_fit(<same arguments>%s, backup_dir = %s)",
+    "gpu_fit(<same arguments>%s, backup = gpu_backup(%s))",
     if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
     encodeString(backup, quote = "\"")
   )

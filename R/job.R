@@ -202,7 +202,7 @@ supervisor_ended <- function(job, state) {
 #'   session or in the background. The rest of the job's files (the carried
 #'   data, logs) go; a job cancelled before its first backup leaves nothing.
 #'
-#' Unless `gpu_fit(backup_dir = )` names a folder, a job backs up into its own
+#' Unless `gpu_fit(backup = gpu_backup(dir))` names a folder, a job backs up into its own
 #' folder in the session's temporary folder ([tempdir()]), which R removes
 #' when the session ends: copy a backup from there to keep it, or give
 #' `backup_dir` a folder of your own, which gpukeras never removes.

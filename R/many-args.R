@@ -92,7 +92,7 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       call = call
     )
   }
-  own <- setdiff(names(formals(gpu_fit)), "...")
+  own <- c(setdiff(names(formals(gpu_fit)), "..."), names(deprecated_fit_args))
   unknown <- setdiff(names, own)
   if (length(unknown)) {
     meant <- lapply(unknown, function(name) {
@@ -113,8 +113,8 @@ check_fit_args <- function(args, verb, call = caller_env()) {
     model = "model_fn makes the model in each worker", data = "`data` is the verb's own argument",
     seed = sprintf("%s(seed = ) seeds each fit", verb), verbose = "workers train silently",
     background = if (verb == "gpu_search") "use gpu_search(background = TRUE)" else "each fit is already in a process of its own",
-    max_restarts = "a fit's worker is not restarted", strategy = "each worker has its own device",
-    backup_dir = "each fit is short-lived in its worker", signals = "workers are ended by the session",
+    strategy = "each worker has its own device",
+    backup = "each fit is short-lived in its worker, and workers are ended by the session",
     callbacks = "Python callbacks cannot be carried to the workers"
   )
   refused <- intersect(names, names(set_by_worker))

@@ -4,7 +4,7 @@
 #' the dtype policy (`precisions`), the batch size, `steps_per_execution` and
 #' `jit_compile`. Each combination trains a fresh copy for a short timed run;
 #' the recommended combination is the fastest among the numerically sound
-#' ones. Give it to [gpu_fit()] as `settings`. The model itself is never
+#' ones. Give it to [gpu_fit()] as `tuned`. The model itself is never
 #' trained or changed.
 #'
 #' @section The search:
@@ -57,7 +57,7 @@
 #' 7.0 and mixed_bfloat16 from 8.0. [gpu_fit()] cannot change the dtype
 #' policy of a model that is built: to train in the recommended precision,
 #' build the model after `gpu_setup(mixed_precision = )` (or keras3's
-#' `config_set_dtype_policy()`); `gpu_fit(settings = )` refuses a model built
+#' `config_set_dtype_policy()`); `gpu_fit(tuned = )` refuses a model built
 #' under another policy.
 #'
 #' @param model A compiled Keras 3 model (it is not changed).
@@ -94,7 +94,7 @@
 #'     `batch_sizes_from`, `seconds`, `data_kind` and `settings`.
 #'
 #'   It has `print()`, `plot()` and `as.data.frame()` (the trials) methods.
-#' @seealso [gpu_fit()] (`settings = `), [gpu_batch_size()], [gpu_setup()].
+#' @seealso [gpu_fit()] (`tuned = `), [gpu_batch_size()], [gpu_setup()].
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -114,7 +114,7 @@
 #'   )
 #'   tune
 #'   plot(tune)
-#'   fit <- gpu_fit(model, iris_data, epochs = 2, settings = tune, verbose = 0)
+#'   fit <- gpu_fit(model, iris_data, epochs = 2, tuned = tune, verbose = 0)
 #' }
 gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_sizes = NULL,
                      steps_per_execution = c(1, 8, 32), jit_compile = c(FALSE, TRUE),
@@ -251,7 +251,7 @@ format.gpukeras_tune <- function(x, ...) {
           "Recommended: %s (%s samples/s, %.2fx the baseline)",
           describe_combination(best), format(round(chosen), big.mark = ","), chosen / base
         ),
-        "Use it:      gpu_fit(model, data, settings = tune) applies the batch size, steps_per_execution and jit_compile.",
+        "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, steps_per_execution and jit_compile.",
         if (best$precision != "float32") {
           sprintf(
             "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after gpu_setup(mixed_precision = \"%s\").",
@@ -323,7 +323,7 @@ tune_plot_margins <- function(labels, ticks) {
   c(lines(labels) + 1.5, lines(ticks) + 3, 3, 1)
 }
 
-# gpu_fit(settings = ): the batch size, steps_per_execution and jit_compile a
+# gpu_fit(tuned = ): the batch size, steps_per_execution and jit_compile a
 # gpu_tune() recommends, in place of arguments left at their defaults. The
 # precision cannot be applied to a built model, so a model of another policy
 # is refused rather than trained in a precision that was not chosen.
@@ -333,11 +333,11 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
     return(list(batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings))
   }
   if (!inherits(settings, "gpukeras_tune")) {
-    gpukeras_abort(sprintf("`settings` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument", call = call)
   }
   best <- settings$recommended
   if (is.null(best)) {
-    gpukeras_abort("`settings` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort("`tuned` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument", call = call)
   }
   given <- c(
     batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
@@ -345,7 +345,7 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
   )
   if (any(given)) {
     gpukeras_abort(
-      sprintf("Give `settings` or %s, not both: `settings` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
+      sprintf("Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -354,7 +354,7 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
   if (!is.null(policy) && !identical(policy, best$precision)) {
     gpukeras_abort(
       c(
-        sprintf("The model was built under the %s dtype policy; `settings` recommends %s.", policy, best$precision),
+        sprintf("The model was built under the %s dtype policy; `tuned` recommends %s.", policy, best$precision),
         sprintf(
           "gpu_fit() cannot change a built model's policy: build it again after gpu_setup(mixed_precision = \"%s\") (or keras3's config_set_dtype_policy(\"%s\")).",
           sub("^mixed_", "", best$precision), best$precision
@@ -378,7 +378,7 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
 tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile")
 
 # The choice a gpu_fit() request carries (tune_fit_settings()'s record), which a background
-# fit's child gets back as `settings`.
+# fit's child gets back as `tuned`.
 is_tuned_record <- function(x) {
   is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
 }

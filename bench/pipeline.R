@@ -183,7 +183,7 @@ make_ways <- function(x, y, batch_size, epochs, build, augment_presets) {
     # step, no XLA), and no monitor.
     gpu_dataset = function(callbacks) {
       gpu_fit(models$gpu_dataset, dataset,
-        epochs = epochs, steps_per_execution = 1, jit_compile = FALSE,
+        epochs = epochs, step = gpu_step(steps_per_execution = 1, jit_compile = FALSE),
         monitor = FALSE, callbacks = if (length(callbacks)) callbacks, verbose = 0
       )
     },

@@ -64,7 +64,7 @@ pipeline <- gpu_dataset(train$x, train$y,
 print(pipeline)
 
 section("gpu_fit(): training, measured")
-fit <- gpu_fit(model, pipeline, epochs = 12, validation_data = validation, settings = tune, seed = 1)
+fit <- gpu_fit(model, pipeline, epochs = 12, validation_data = validation, tuned = tune, seed = 1)
 print(fit)
 
 png_path <- file.path(dirname(tempdir()), "gpukeras-demo-fit.png")

@@ -17,12 +17,14 @@ from gpukeras.core.runtime import config
 from gpukeras.train import fit_request
 
 FIT_R = Path(__file__).resolve().parents[2] / "R" / "fit.R"
+OPTIONS_R = FIT_R.with_name("fit-options.R")
 
 
-def r_formals() -> dict[str, str]:
-    """gpu_fit()'s formals in R/fit.R, with their default's R text."""
-    text = FIT_R.read_text()
-    start = text.index("gpu_fit <- function(") + len("gpu_fit <- function(")
+def r_formals(function: str = "gpu_fit", path: Path = FIT_R) -> dict[str, str]:
+    """An R function's formals (gpu_fit()'s in R/fit.R), with their default's R text ("" for
+    none)."""
+    text = path.read_text()
+    start = text.index(f"{function} <- function(") + len(f"{function} <- function(")
     depth, end = 1, start
     while depth:
         depth += {"(": 1, ")": -1}.get(text[end], 0)
@@ -32,6 +34,35 @@ def r_formals() -> dict[str, str]:
         name, _, default = part.strip().partition("=")
         formals[name.strip()] = default.strip()
     return formals
+
+
+def option_fields() -> dict[str, dict[str, str]]:
+    """R/fit.R's option_fields: for each option-object formal, its constructor's arguments
+    and the request field each one fills."""
+    found = re.search(r"option_fields <- list\((.*?)\n\)", FIT_R.read_text(), re.S)
+    assert found is not None
+    return {
+        formal: dict(re.findall(r'(\w+) = "(\w+)"', pairs))
+        for formal, pairs in re.findall(r"(\w+) = c\(([^)]*)\)", found.group(1))
+    }
+
+
+def requested_defaults() -> dict[str, str]:
+    """The request's fields as R fills them, in order, with their default's R text: a formal
+    as it is, an option object's fields from its constructor's defaults (gpu_step() for
+    step = gpu_step(), gpu_backup(NULL) for backup = NULL)."""
+    options = option_fields()
+    requested: dict[str, str] = {}
+    for name, default in r_formals().items():
+        if name in not_requested():
+            continue
+        if name not in options:
+            requested[name] = default
+            continue
+        constructor = r_formals(f"gpu_{name}", OPTIONS_R)
+        for argument, field in options[name].items():
+            requested[field] = constructor[argument] or "NULL"
+    return requested
 
 
 def not_requested() -> list[str]:
@@ -49,8 +80,7 @@ def r_value(text: str) -> object:
 
 
 def test_the_request_fields_are_gpu_fits_formals_with_the_same_defaults() -> None:
-    formals = r_formals()
-    requested = {name: default for name, default in formals.items() if name not in not_requested()}
+    requested = requested_defaults()
     declared = {field.name: field for field in dataclasses.fields(fit_request.FitRequest)}
     assert list(requested) == list(declared)
     for name, default in requested.items():
@@ -124,3 +154,27 @@ def test_the_request_crosses_the_bridge_as_one_object() -> None:
     assert result["settings"]["steps_per_epoch"] == 2
     assert result["settings"]["data_info"] is None  # arrays, not a dataset
     assert result["warnings"] == []
+
+
+def test_every_field_says_whether_it_changes_the_step_and_which_loops_honour_it() -> None:
+    """A field declared without ``changes_step`` fails at import (``_by`` takes it by keyword
+    alone); these are the ones traced into the step, and the multi-worker loop refuses the
+    ones its own step cannot honour."""
+    for field in dataclasses.fields(fit_request.FitRequest):
+        assert isinstance(field.metadata["changes_step"], bool), field.name
+        assert set(field.metadata["loops"]) <= set(fit_request.LOOPS), field.name
+    assert set(fit_request.CHANGES_STEP) == {
+        "accumulate", "steps_per_execution", "jit_compile", "remat", "learning_rate", "clipnorm",
+        "clipvalue",
+    }  # fmt: skip
+    request = fit_request.FitRequest(steps_per_execution=4, backup_freq=10, remat=True)
+    assert fit_request.refused_by("multi_worker", request) == [
+        "steps_per_execution = 4",
+        "backup_freq = 10",
+    ]
+    assert fit_request.refused_by("keras", request) == []
+    assert fit_request.refused_by("multi_worker", fit_request.FitRequest()) == []
+    # the compiled-step cache key follows those fields, and only those
+    key = fit_request.step_key(request)
+    assert fit_request.step_key(dataclasses.replace(request, remat=False)) != key
+    assert fit_request.step_key(dataclasses.replace(request, epochs=9, seed=3)) == key

@@ -1,4 +1,4 @@
-# gpu_fit(backup_dir = ): what the folder may be, what is kept in it, and
+# gpu_fit(backup = gpu_backup(dir)): what the folder may be, what is kept in it, and
 # the classed errors of backups and of the user's own callbacks. Crashes and
 # resuming are in test-fit.R; the core's tests (python/tests/test_backup.py)
 # damage backups, fill disks and plant links.
@@ -9,7 +9,7 @@ test_that("the user's own files in backup_dir are kept, whatever their names", {
   mine <- c("weights-best.weights.h5", "weights-000001.weights.h5", "notes.txt")
   for (name in mine) writeLines(name, file.path(folder, name))
   fit <- gpu_fit(tiny_model(), regression_data(64), epochs = 2, batch_size = 16, seed = 1,
-                 backup_dir = folder, backup_freq = 2, verbose = 0, monitor = FALSE)
+                 backup = gpu_backup(folder, every = 2), verbose = 0, monitor = FALSE)
   expect_identical(fit$history$epoch, 1:2)
   expect_setequal(list.files(folder, all.files = TRUE, no.. = TRUE), mine)
   for (name in mine) expect_identical(readLines(file.path(folder, name)), name)
@@ -20,7 +20,7 @@ test_that("a backup_dir other users may write to is refused, saying why and what
   shared <- withr::local_tempdir()
   Sys.chmod(shared, "1777", use_umask = FALSE)
   error <- expect_error(
-    gpu_fit(tiny_model(), regression_data(64), backup_dir = shared, verbose = 0),
+    gpu_fit(tiny_model(), regression_data(64), backup = gpu_backup(shared), verbose = 0),
     class = "gpukeras_error_backup_dir_unsafe"
   )
   expect_match(conditionMessage(error), "can be written by every user (mode 1777", fixed = TRUE)
@@ -35,7 +35,7 @@ test_that("a backup_dir of another user is refused (root gives a folder to nobod
   shared <- withr::local_tempdir()
   stopifnot(system2("chown", c("nobody", shared)) == 0)
   expect_error(
-    gpu_fit(tiny_model(), regression_data(64), backup_dir = shared, verbose = 0),
+    gpu_fit(tiny_model(), regression_data(64), backup = gpu_backup(shared), verbose = 0),
     "belongs to nobody",
     class = "gpukeras_error_backup_dir_unsafe"
   )

@@ -9,7 +9,7 @@ test_that("gpu_fit()'s errors name gpu_fit() and say what to do", {
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows$x, rows$y))
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows$x))
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows, clipnorm = 1, clipvalue = 1))
-  expect_snapshot(error = TRUE, gpu_fit(NULL, rows, signals = "SIGFOO"))
+  expect_snapshot(error = TRUE, gpu_fit(NULL, rows, backup = gpu_backup(NULL, signals = "SIGFOO")))
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows, callbacks = function(epoch) NULL))
 })
 

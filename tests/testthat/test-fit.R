@@ -192,15 +192,18 @@ test_that("bad arguments are classed errors raised before Python starts", {
     list(
       epochs = catch_error(gpu_fit(NULL, data, epochs = 0)),
       batch_size = catch_error(gpu_fit(NULL, data, batch_size = 2.5)),
-      steps = catch_error(gpu_fit(NULL, data, steps_per_execution = "many")),
-      jit = catch_error(gpu_fit(NULL, data, jit_compile = NA)),
+      steps = catch_error(gpu_fit(NULL, data, step = gpu_step(steps_per_execution = "many"))),
+      jit = catch_error(gpu_fit(NULL, data, step = gpu_step(jit_compile = NA))),
+      old_steps = catch_error(suppressWarnings(gpu_fit(NULL, data, steps_per_execution = "many"))),
+      moved = catch_error(gpu_fit(NULL, data, backup_dir = "b")),
+      step = catch_error(gpu_fit(NULL, data, step = 4)),
       learning_rate = catch_error(gpu_fit(NULL, data, learning_rate = -1)),
       schedule = catch_error(gpu_fit(NULL, data, learning_rate = lr_cyclical(0.1, 0.01, 5))),
       clipnorm = catch_error(gpu_fit(NULL, data, clipnorm = 0)),
       clipvalue = catch_error(gpu_fit(NULL, data, clipvalue = "1")),
       monitor = catch_error(gpu_fit(NULL, data, monitor = "yes")),
-      backup_dir = catch_error(gpu_fit(NULL, data, backup_dir = c("a", "b"))),
-      backup_freq = catch_error(gpu_fit(NULL, data, backup_freq = 0)),
+      backup_dir = catch_error(gpu_fit(NULL, data, backup = gpu_backup(c("a", "b")))),
+      backup_freq = catch_error(gpu_fit(NULL, data, backup = gpu_backup("b", every = 0))),
       callbacks = catch_error(gpu_fit(NULL, data, callbacks = function(epoch) NULL)),
       seed = catch_error(gpu_fit(NULL, data, seed = -1)),
       verbose = catch_error(gpu_fit(NULL, data, verbose = 3)),
@@ -227,8 +230,11 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$clipnorm, "^`clipnorm` must be one positive number")
   expect_bad(child$clipvalue, "^`clipvalue` must be one positive number")
   expect_bad(child$monitor, "^`monitor` must be TRUE or FALSE")
-  expect_bad(child$backup_dir, "^`backup_dir` must be one non-empty string")
-  expect_bad(child$backup_freq, "^`backup_freq` must be \"epoch\" or one whole number >= 1, not `0`")
+  expect_bad(child$old_steps, "^`steps_per_execution` must be \"auto\" or one whole number >= 1, not `many`")
+  expect_bad(child$moved, "^gpu_fit\\(\\) has no argument `backup_dir` any more: give backup = gpu_backup\\(dir = \\)")
+  expect_bad(child$step, "^`step` must be gpu_step\\(...\\) or NULL, not `4`")
+  expect_bad(child$backup_dir, "^`dir` must be one non-empty string")
+  expect_bad(child$backup_freq, "^`every` must be \"epoch\" or one whole number >= 1, not `0`")
   expect_bad(child$callbacks, "R functions cannot be callbacks")
   expect_bad(child$seed, "^`seed` must be one whole number >= 0, not `-1`")
   expect_bad(child$verbose, "^`verbose` must be \"auto\", 0, 1 or 2, not `3`")
@@ -457,7 +463,7 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
         }
         fit <- gpu_fit(
           model, data, epochs = 4, batch_size = 10, seed = 9,
-          backup_dir = Sys.getenv("GPUKERAS_TEST_BACKUP_DIR"), backup_freq = 5,
+          backup = gpu_backup(Sys.getenv("GPUKERAS_TEST_BACKUP_DIR"), every = 5),
           callbacks = callbacks, verbose = 0, monitor = FALSE
         )
         list(

@@ -112,7 +112,7 @@ test_that("a disk that fills up under a running job stops it with the cause and 
     crash <- reticulate::import("crash_once")$CrashAt(marker, 0L, 2L, 1L, "SIGSEGV")
     x <- matrix(sin(seq_len(1600)), ncol = 4)
     job <- gpu_fit(tiny_model_for_disk(), list(x = x, y = x[, 1]), epochs = 1000, batch_size = 10, seed = 7,
-                   callbacks = list(crash), background = TRUE, max_restarts = 3, verbose = 0)
+                   callbacks = list(crash), background = gpu_background(max_restarts = 3), verbose = 0)
     deadline <- Sys.time() + 180
     repeat {
       status <- gpu_job_status(job)

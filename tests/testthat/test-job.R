@@ -34,8 +34,8 @@ unbroken_run <- local({
   function() {
     if (is.null(run)) {
       model <- job_model()
-      job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
-                     background = TRUE, verbose = 0)
+      job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7,
+                     backup = gpu_backup(NULL, every = 5), background = TRUE, verbose = 0)
       started <- gpu_job_status(job)
       fit <- gpu_job_wait(job, timeout = 240)
       run <<- list(job = job, started = started, fit = fit, model = model)
@@ -73,9 +73,9 @@ test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and en
   marker <- withr::local_tempfile()
   model <- job_model()
   # Killed at the 8th batch of epoch 2 (backups every 5 batches): resumed after 5.
-  job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
-                 callbacks = crash_at(marker, epoch = 1, batch = 7), background = TRUE,
-                 max_restarts = 2, verbose = 0)
+  job <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7,
+                 backup = gpu_backup(NULL, every = 5), callbacks = crash_at(marker, epoch = 1, batch = 7),
+                 background = gpu_background(max_restarts = 2), verbose = 0)
   fit <- gpu_job_wait(job, timeout = 240)
   status <- gpu_job_status(job)
   expect_identical(readLines(marker, warn = FALSE), "1")
@@ -94,10 +94,10 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
   marker <- withr::local_tempfile()
   backups <- withr::local_tempdir()
   # SIGUSR1 at the 8th batch of epoch 2 (backups every 5 batches): saved after 8, not 5.
-  job <- gpu_fit(job_model(), job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
-                 backup_dir = backups, signals = c("SIGTERM", "SIGUSR1"),
+  job <- gpu_fit(job_model(), job_data(), epochs = 3, batch_size = 10, seed = 7,
+                 backup = gpu_backup(backups, every = 5, signals = c("SIGTERM", "SIGUSR1")),
                  callbacks = crash_at(marker, epoch = 1, batch = 7, signal = "SIGUSR1"),
-                 background = TRUE, max_restarts = 0, verbose = 0)
+                 background = gpu_background(max_restarts = 0), verbose = 0)
   error <- tryCatch(gpu_job_wait(job, timeout = 240), error = identity)
   # The child stopped for the signal, as gpu_fit() in the session does: the same class.
   expect_s3_class(error, "gpukeras_error_preempted")
@@ -105,8 +105,8 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
   state <- reticulate::import("json")$loads(paste(readLines(file.path(backups, "gpukeras-backup.json"), warn = FALSE), collapse = "\n"))
   expect_identical(c(state$epoch, state$batches_done), c(1L, 8L))
   model <- job_model()
-  fit <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7, backup_freq = 5,
-                 backup_dir = backups, verbose = 0)
+  fit <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7,
+                 backup = gpu_backup(backups, every = 5), verbose = 0)
   expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 8L))
   expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
 })
@@ -114,9 +114,9 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
 test_that("a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup", {
   skip_if_no_python()
   marker <- withr::local_tempfile()
-  job <- gpu_fit(job_model(), job_data(), epochs = 2, batch_size = 10, seed = 7, backup_freq = 1,
-                 callbacks = crash_at(marker, epoch = 0, batch = 2, times = 99), background = TRUE,
-                 max_restarts = 1, verbose = 0)
+  job <- gpu_fit(job_model(), job_data(), epochs = 2, batch_size = 10, seed = 7,
+                 backup = gpu_backup(NULL, every = 1), callbacks = crash_at(marker, epoch = 0, batch = 2, times = 99),
+                 background = gpu_background(max_restarts = 1), verbose = 0)
   error <- tryCatch(gpu_job_wait(job, timeout = 240), error = identity)
   expect_s3_class(error, "gpukeras_error_job_failed")
   expect_s3_class(error, "gpukeras_error")
@@ -155,7 +155,7 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
   # One backup folder, one fit: this session cannot train into the job's folder meanwhile.
   busy <- expect_error(
     gpu_fit(job_model(), job_data(), epochs = 1, batch_size = 10, seed = 1, monitor = FALSE,
-            backup_dir = file.path(job$dir, "backup"), verbose = 0),
+            backup = gpu_backup(file.path(job$dir, "backup")), verbose = 0),
     class = "gpukeras_error_backup_in_use"
   )
   expect_match(conditionMessage(busy), sprintf("is in use by another fit (process %d", status$pid), fixed = TRUE)
@@ -181,23 +181,23 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
   expect_identical(cancelled$backup_dir, backup)
   expect_identical(list.files(job$dir, all.files = TRUE, no.. = TRUE), "backup")
   expect_true(file.exists(file.path(backup, "gpukeras-backup.json")))
-  expect_identical(cancelled$resume, sprintf("gpu_fit(<same arguments>, backup_dir = \"%s\")", backup))
+  expect_identical(cancelled$resume, sprintf("gpu_fit(<same arguments>, backup = gpu_backup(\"%s\"))", backup))
   expect_true(cancelled$epoch >= 2)
   printed <- format(job)
   expect_match(printed[1], "^<gpukeras job> cancelled after [0-9.]+ s$")
   expect_identical(utils::tail(printed, 3), c(
     sprintf("  Cancelled in epoch %d; its backup is in %s:", as.integer(cancelled$epoch), backup),
-    sprintf("  gpu_fit(<same arguments>, backup_dir = \"%s\") resumes from it.", backup),
-    "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup_dir = to keep one."
+    sprintf("  gpu_fit(<same arguments>, backup = gpu_backup(\"%s\")) resumes from it.", backup),
+    "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() a folder of your own."
   ))
   error <- expect_error(gpu_job_wait(job), class = "gpukeras_error_job_cancelled")
   expect_match(conditionMessage(error), sprintf("%s resumes from its backup.", cancelled$resume), fixed = TRUE)
 
-  # The same call with that backup_dir goes on from there, in this session.
+  # The same call with that backup folder goes on from there, in this session.
   model <- job_model()
   epochs <- as.integer(cancelled$epoch) + 1L
   fit <- gpu_fit(model, job_data(), epochs = epochs, batch_size = 10, seed = 1, monitor = FALSE,
-                 backup_dir = backup, verbose = 0)
+                 backup = gpu_backup(backup), verbose = 0)
   expect_true(fit$settings$resumed_from$epoch >= 1L)
   expect_identical(fit$history$epoch, seq_len(epochs))
   expect_identical(as.integer(model$optimizer$iterations$numpy()), 40L * epochs)
@@ -219,7 +219,7 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
   mine <- withr::local_tempdir()
   writeLines("mine", file.path(mine, "notes.txt"))
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
-                 monitor = FALSE, backup_dir = mine, background = TRUE, verbose = 0)
+                 monitor = FALSE, backup = gpu_backup(mine), background = TRUE, verbose = 0)
   gpu_job_cancel(job)
   expect_false(dir.exists(job$dir))
   expect_identical(gpu_job_status(job)$backup_dir, normalizePath(mine))
@@ -237,9 +237,9 @@ test_that("the call that resumes a stopped job names the seed the job chose: a r
   expect_null(resume_call(job)) # no backup committed
   dir.create(backup)
   writeLines("{}", file.path(backup, "gpukeras-backup.json"))
-  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, seed = 12345, backup_dir = \"%s\")", backup))
+  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, seed = 12345, backup = gpu_backup(\"%s\"))", backup))
   job$spec$seed_chosen <- FALSE # the user gave it: it is among the same arguments
-  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, backup_dir = \"%s\")", backup))
+  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, backup = gpu_backup(\"%s\"))", backup))
 })
 
 test_that("what cannot be carried to the child is a classed error before any child starts", {
@@ -275,7 +275,9 @@ test_that("what cannot be carried to the child is a classed error before any chi
   error <- expect_error(gpu_fit(job_model(), mapped, background = TRUE), class = "gpukeras_error_not_carriable")
   expect_match(conditionMessage(error), "a gpu_dataset() with a `map` function", fixed = TRUE)
   expect_error(gpu_fit(job_model(), job_data(), background = "yes"), class = "gpukeras_error_bad_argument")
-  expect_error(gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = -1), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(job_model(), job_data(), background = gpu_background(max_restarts = -1)), class = "gpukeras_error_bad_argument")
+  # the argument that moved into gpu_background() shows the new form
+  expect_error(gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = 3), "background = gpu_background(max_restarts = )", fixed = TRUE, class = "gpukeras_error_bad_argument")
   expect_error(gpu_job_status("job"), class = "gpukeras_error_bad_argument")
   expect_identical(job_folders(), before)
 })

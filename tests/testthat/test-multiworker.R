@@ -35,7 +35,7 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
         strategy = fit$settings$strategy,
         printed = format(fit),
         wrong_option = catch_error(gpu_fit(model, list(x = as.matrix(digits[, 1:64]) / 16, y = digits[[65]]),
-          steps_per_execution = 4, strategy = strategy, verbose = 0
+          step = gpu_step(steps_per_execution = 4), strategy = strategy, verbose = 0
         ))
       )
     }),

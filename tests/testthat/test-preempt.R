@@ -1,15 +1,15 @@
-# gpu_fit(signals = ): a scheduler's SIGTERM, or a warning signal the user
+# gpu_fit(backup = gpu_backup(dir, signals = )): a scheduler's SIGTERM, or a warning signal the user
 # names, stops training at the next step after a backup of it; the same call
 # then resumes there. Real R processes and real signals; every wait is bounded.
 
 test_that("signals are checked before Python starts", {
   data <- list(x = matrix(1, 4, 4), y = 1:4)
   expect_error(
-    gpu_fit(NULL, data, signals = c("SIGTERM", "SIGKILL")),
+    gpu_fit(NULL, data, backup = gpu_backup(NULL, signals = c("SIGTERM", "SIGKILL"))),
     "`signals`: \"SIGKILL\" is not a signal gpu_fit() can handle.",
     fixed = TRUE, class = "gpukeras_error_bad_argument"
   )
-  expect_error(gpu_fit(NULL, data, signals = 15), "`signals` must be signal names", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(NULL, data, backup = gpu_backup(NULL, signals = 15)), "`signals` must be signal names", class = "gpukeras_error_bad_argument")
   expect_identical(check_signals(c("term", "SIGUSR1", "USR1")), c("SIGTERM", "SIGUSR1"))
   expect_identical(check_signals(NULL), character())
 })
@@ -53,9 +53,8 @@ start_fit <- function(backup_dir, scratch, name, pause = 0, signals = "SIGTERM",
         {
           fit <- gpu_fit(
             model, data, epochs = 3, batch_size = 10, seed = 9,
-            backup_dir = if (nzchar(backup_dir)) backup_dir, callbacks = progress,
-            verbose = 0, monitor = FALSE,
-            signals = strsplit(Sys.getenv("GPUKERAS_TEST_SIGNALS"), ",")[[1]]
+            backup = gpu_backup(if (nzchar(backup_dir)) backup_dir, signals = strsplit(Sys.getenv("GPUKERAS_TEST_SIGNALS"), ",")[[1]]), callbacks = progress,
+            verbose = 0, monitor = FALSE
           )
           list(class = "done", resumed_from = fit$settings$resumed_from)
         },

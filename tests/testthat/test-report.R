@@ -76,7 +76,7 @@ test_that("gpu_fit() of a gpu_dataset() at steps_per_execution 8 measures throug
   skip_if_no_python()
   data <- regression_data(250) # 12 full batches of 20 and one of 10: calls of 8 and 5 batches
   pipeline <- gpu_dataset(data$x, data$y, batch_size = 20, seed = 1)
-  fit <- gpu_fit(tiny_model(), pipeline, epochs = 3, steps_per_execution = 8, verbose = 0)
+  fit <- gpu_fit(tiny_model(), pipeline, epochs = 3, step = gpu_step(steps_per_execution = 8), verbose = 0)
   m <- fit$monitor
   expect_identical(as.integer(m$steps_per_execution), 8L)
   expect_gt(m$samples_per_second, 0)
@@ -97,7 +97,7 @@ test_that("gpu_fit() of a gpu_dataset() at steps_per_execution 8 measures throug
 test_that("R data at steps_per_execution 8: the rows are counted, and the advice does not name gpu_dataset()", {
   skip_if_no_python()
   data <- regression_data(250)
-  fit <- gpu_fit(tiny_model(), data, batch_size = 20, epochs = 2, steps_per_execution = 8, verbose = 0)
+  fit <- gpu_fit(tiny_model(), data, batch_size = 20, epochs = 2, step = gpu_step(steps_per_execution = 8), verbose = 0)
   m <- fit$monitor
   expect_gt(m$samples_per_second, 0)
   expect_false(is.null(m$input_share_alone))

@@ -1,6 +1,6 @@
 # Issue #32, item 8: a batch larger than the training rows is the rows, said with a
 # warning; gpu_batch_size() and gpu_tune() never recommend fewer than 8 steps per epoch;
-# a fit with `settings = tune` gets advice that leaves the tuned settings alone.
+# a fit with `tuned = tune` gets advice that leaves the tuned settings alone.
 
 steps_model <- function() {
   keras <- gpu_keras()
@@ -130,7 +130,7 @@ test_that("gpu_tune()'s table shows steps per epoch; sizes under 8 steps are lef
   )
 })
 
-test_that("gpu_fit(settings = tune) carries the tune's choice, and its advice does not undo it", {
+test_that("gpu_fit(tuned = tune) carries the tune's choice, and its advice does not undo it", {
   skip_if_no_python()
   mark_slow()
   data <- iris_data()
@@ -145,7 +145,7 @@ test_that("gpu_fit(settings = tune) carries the tune's choice, and its advice do
   expect_true(all(tune$trials$steps_per_epoch == ceiling(150 / tune$trials$batch_size)))
   skip_if(is.null(tune$recommended), "no run was timed within the budget")
   chosen <- tune$recommended[c("precision", "batch_size", "steps_per_execution", "jit_compile")]
-  fit <- gpu_fit(model, data, epochs = 2, settings = tune, verbose = 0)
+  fit <- gpu_fit(model, data, epochs = 2, tuned = tune, verbose = 0)
   expect_identical(fit$settings$tuned, list(
     precision = chosen$precision, batch_size = as.integer(chosen$batch_size),
     steps_per_execution = as.integer(chosen$steps_per_execution), jit_compile = isTRUE(chosen$jit_compile)
@@ -153,7 +153,7 @@ test_that("gpu_fit(settings = tune) carries the tune's choice, and its advice do
   # the advice of this run names none of the settings the tune chose
   expect_false(any(grepl("batch_size|batch size|steps_per_execution|jit_compile|mixed precision", fit$monitor$advice)))
   # a background fit's child gets the same choice back
-  job <- gpu_fit(model, data, epochs = 1, settings = tune, verbose = 0, background = TRUE)
+  job <- gpu_fit(model, data, epochs = 1, tuned = tune, verbose = 0, background = TRUE)
   child <- gpu_job_wait(job)
   expect_identical(child$settings$tuned, fit$settings$tuned)
   expect_identical(child$settings$batch_size, fit$settings$batch_size)

@@ -1,4 +1,4 @@
-# gpu_tune(): settings measured on copies of the model; gpu_fit(settings = ) applies them.
+# gpu_tune(): settings measured on copies of the model; gpu_fit(tuned = ) applies them.
 
 mark_slow()
 
@@ -20,7 +20,7 @@ tune_model <- function() {
   model
 }
 
-test_that("gpu_tune() tries two values per axis, recommends the fastest sound run, and gpu_fit(settings = ) applies it", {
+test_that("gpu_tune() tries two values per axis, recommends the fastest sound run, and gpu_fit(tuned = ) applies it", {
   skip_if_no_python()
   data <- tune_data()
   model <- tune_model()
@@ -53,7 +53,7 @@ test_that("gpu_tune() tries two values per axis, recommends the fastest sound ru
   expect_gt(file.size(path), 1000)
 
   if (tune$recommended$precision == "float32") {
-    fit <- gpu_fit(model, data, epochs = 1, settings = tune, verbose = 0, monitor = FALSE)
+    fit <- gpu_fit(model, data, epochs = 1, tuned = tune, verbose = 0, monitor = FALSE)
     expect_identical(fit$settings$batch_size, tune$recommended$batch_size)
     expect_identical(fit$settings$steps_per_execution, tune$recommended$steps_per_execution)
     expect_identical(fit$settings$jit_compile, tune$recommended$jit_compile)
@@ -62,13 +62,13 @@ test_that("gpu_tune() tries two values per axis, recommends the fastest sound ru
   other <- tune
   other$recommended$precision <- "mixed_bfloat16"
   expect_error(
-    gpu_fit(model, data, settings = other, verbose = 0),
+    gpu_fit(model, data, tuned = other, verbose = 0),
     "cannot change a built model's policy.*mixed_precision = \"bfloat16\"",
     class = "gpukeras_error_bad_argument"
   )
 })
 
-test_that("bad input to gpu_tune() and gpu_fit(settings = ) gets a classed error", {
+test_that("bad input to gpu_tune() and gpu_fit(tuned = ) gets a classed error", {
   data <- list(x = matrix(1:4, 2), y = 1:2)
   cases <- list(
     list(args = list(time_budget = 0), message = "`time_budget` must be one positive number"),
@@ -88,14 +88,14 @@ test_that("bad input to gpu_tune() and gpu_fit(settings = ) gets a classed error
   }
   skip_if_no_python()
   model <- tune_model()
-  expect_error(gpu_fit(model, data, settings = list()), "`settings` must be a gpu_tune\\(\\) result", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(model, data, tuned = list()), "`tuned` must be a gpu_tune\\(\\) result", class = "gpukeras_error_bad_argument")
   none <- structure(list(recommended = NULL), class = "gpukeras_tune")
-  expect_error(gpu_fit(model, data, settings = none), "recommends nothing", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(model, data, tuned = none), "recommends nothing", class = "gpukeras_error_bad_argument")
   some <- structure(
     list(recommended = list(precision = "float32", batch_size = 8L, steps_per_execution = 1L, jit_compile = FALSE), data_kind = "r"),
     class = "gpukeras_tune"
   )
-  expect_error(gpu_fit(model, data, batch_size = 4, settings = some), "Give `settings` or `batch_size`, not both", class = "gpukeras_error_bad_argument")
+  expect_error(gpu_fit(model, data, batch_size = 4, tuned = some), "Give `tuned` or `batch_size`, not both", class = "gpukeras_error_bad_argument")
 })
 
 test_that("print and plot mark an unsound run, and recommend only a sound one", {

@@ -353,9 +353,10 @@ def mend_tensorflow_trace() -> None:
 
 
 # Rematerialization --------------------------------------------------------------------
-# The mode gpu_fit(remat = TRUE) asks of each backend: TensorFlow's tf.recompute_grad takes
-# no keyword arguments in a graph, so Keras 3.15's "full" fails there on every layer called
-# with ``training=``; its "activations" mode recomputes the activation functions alone.
+# The mode gpu_fit(step = gpu_step(remat = TRUE)) asks of each backend: TensorFlow's
+# tf.recompute_grad takes no keyword arguments in a graph, so Keras 3.15's "full" fails there
+# on every layer called with ``training=``; its "activations" mode recomputes the activation
+# functions alone.
 REMAT_MODES = {"jax": "full", "tensorflow": "activations"}
 
 

@@ -37,7 +37,7 @@ covered: a worker whose own call fails while its process lives on (an
 error in a callback, then R carries on) leaves the others waiting in their
 next exchange until it exits; gpu_launch() stops all workers when one fails.
 
-Backups. With gpu_fit(backup_dir = ) on storage every worker sees, the chief
+Backups. With gpu_fit(backup = gpu_backup(dir)) on storage every worker sees, the chief
 alone writes them there (``gpukeras.train.backup``) and every worker restores from
 them: started again with the same call, all workers resume to the weights
 of an uninterrupted run, bit for bit on the CPU (as the tests check).
@@ -274,5 +274,5 @@ def lost_worker(error: BaseException) -> WorkerLostError | None:
         f"Another worker was lost: the cluster's exchange failed ({line[:300]}). It died, or "
         f"its machine cannot be reached; JAX ends every worker within {heartbeat} s of the "
         f"lost one's last heartbeat. This worker's model keeps the weights it had before "
-        f"gpu_fit(); gpu_fit(backup_dir = ) keeps the progress. {RESTART}."
+        f"gpu_fit(); gpu_fit(backup = gpu_backup(dir)) keeps the progress. {RESTART}."
     )

@@ -328,7 +328,7 @@ def changes(plan: Plan, batch_size: int, free_mib: float | None, mixed: bool) ->
       bits, half their bytes;
     - accumulation: ``gpu_fit(accumulate = f)``, the smallest factor of ``batch_size``
       whose micro-batch fits (2 where not known), paying one more copy of the gradients;
-    - rematerialization: ``gpu_fit(remat = TRUE)``, whose layers recompute their
+    - rematerialization: ``gpu_fit(step = gpu_step(remat = TRUE))``, whose layers recompute their
       outputs in the backward pass, so about the largest layer output is held per sample
       (an estimate: what XLA keeps is its own choice).
     """
@@ -363,7 +363,7 @@ def changes(plan: Plan, batch_size: int, free_mib: float | None, mixed: bool) ->
         },
         {
             "change": "rematerialization",
-            "setting": "gpu_fit(remat = TRUE)",
+            "setting": "gpu_fit(step = gpu_step(remat = TRUE))",
             "peak_mib": fixed + batch_size * (inputs + max(activations, default=0.0)),
         },
     ]

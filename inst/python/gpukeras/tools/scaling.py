@@ -62,8 +62,8 @@ def advice(
         )
     if backend == "tensorflow" and steps_per_execution == 1:
         found.append(
-            "Run more steps per call (gpu_fit(steps_per_execution = 8)): each call pays the "
-            "host's dispatch to every device."
+            "Run more steps per call (gpu_fit(step = gpu_step(steps_per_execution = 8))): "
+            "each call pays the host's dispatch to every device."
         )
     if input_wait_share is not None and input_wait_share > INPUT_BOUND:
         found.append(

@@ -72,7 +72,7 @@ class TrainingContext:
             included), so advice on decoding them applies.
         seconds: how long the fit trained (wall clock, compiling included); None
             when not known.
-        tuned: what gpu_tune() chose for this fit (gpu_fit(settings = )): precision,
+        tuned: what gpu_tune() chose for this fit (gpu_fit(tuned = )): precision,
             batch_size (None where the data makes its own batches), steps_per_execution,
             jit_compile; None for a fit without. Advice leaves those settings alone
             (``tuned_notes`` says so).

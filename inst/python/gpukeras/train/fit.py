@@ -9,7 +9,7 @@
   ``gpukeras.data.adapters``, batches with it);
 - the speed options ``steps_per_execution`` and ``jit_compile``, and
   ``learning_rate``, ``clipnorm`` and ``clipvalue``, set on the already compiled
-  model (``fit_request.apply_settings``); ``settings``, what gpu_tune() chose,
+  model (``fit_request.apply_settings``); ``tuned``, what gpu_tune() chose,
   reported as the result's ``settings$tuned``;
 - ``accumulate``: each update's gradients summed over that many micro-batches
   (``compat.accumulating``);
@@ -368,7 +368,7 @@ def _train(
     )
     resident = None
     if isinstance(adapter, adapters.ResidentAdapter):
-        resident = ResidentLoop(adapter.device_rows)
+        resident = ResidentLoop(adapter.device_rows, fit_request.step_key(request))
         validation = adapter.validation_args() or validation
         applied["steps_per_execution"] = _resident_steps(request, resident, model)
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]

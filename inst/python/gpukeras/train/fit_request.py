@@ -12,11 +12,14 @@ which side checks it:
   is changed, so a wrong one leaves the model as it was.
 
 R builds the request from gpu_fit()'s own formals (every formal but the
-model, the data, the strategy and how the call runs), so gpu_fit()'s formals
-and these fields are the same list, as python/tests/test_fit_request.py
-checks. Adding an argument therefore touches: its formal and ``@param`` in
-R/fit.R, its check there if R checks it, its field here, and the code that
-uses it. Background jobs and every training loop carry the request whole.
+model, the data, the strategy and how the call runs; an option object,
+``step = gpu_step()`` or ``backup = gpu_backup()``, as its fields, by
+``option_fields`` in R/fit.R), so gpu_fit()'s formals and these fields are
+the same list, as python/tests/test_fit_request.py checks. Adding an argument
+therefore touches: its formal and ``@param`` in R/fit.R (or its option
+object's constructor in R/fit-options.R), its check there if R checks it,
+its field here, and the code that uses it. Background jobs and every training
+loop carry the request whole.
 
 ``apply_settings`` then puts on the already compiled model, keeping its loss
 and metrics:
@@ -41,45 +44,71 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpukeras.core import arguments, compat, schedules
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
 from gpukeras.train import backup_files
 
+# The training loops a field can be honoured by: Keras' own model.fit() (one device, one
+# machine's strategy, a Keras distribution on JAX) and multiworker.fit's own loop.
+LOOPS = ("keras", "multi_worker")
 
-def _by(side: str) -> dict[str, str]:
-    return {"checked_by": side}
+
+def _by(side: str, *, changes_step: bool, loops: tuple[str, ...] = LOOPS) -> dict[str, object]:
+    """A field's metadata: which side checks it, whether it changes the traced training step
+    (Keras builds the step again for another value; every field must say), and the loops that
+    honour a value other than its default (any other loop refuses it: ``refused_by``)."""
+    return {"checked_by": side, "changes_step": changes_step, "loops": loops}
 
 
 @dataclass
 class FitRequest:
     """gpu_fit()'s arguments for the training loops, checked (see the module's notes)."""
 
-    epochs: int = dataclasses.field(default=1, metadata=_by("R"))
+    epochs: int = dataclasses.field(default=1, metadata=_by("R", changes_step=False))
     # None: the dataset's own batches, or the arrays adapter's default for arrays
-    batch_size: int | None = dataclasses.field(default=None, metadata=_by("R"))
+    batch_size: int | None = dataclasses.field(default=None, metadata=_by("R", changes_step=False))
     # micro-batches per update (R resolved "auto"); batch_size is then their sum
-    accumulate: int = dataclasses.field(default=1, metadata=_by("R"))
-    steps_per_execution: int | str = dataclasses.field(default="auto", metadata=_by("R"))
-    jit_compile: bool | str = dataclasses.field(default="auto", metadata=_by("R"))
+    accumulate: int = dataclasses.field(default=1, metadata=_by("R", changes_step=True))
+    # gpu_step(): how the training step is compiled and run
+    steps_per_execution: int | str = dataclasses.field(
+        default="auto", metadata=_by("R", changes_step=True, loops=("keras",))
+    )
+    jit_compile: bool | str = dataclasses.field(
+        default="auto", metadata=_by("R", changes_step=True, loops=("keras",))
+    )
+    remat: bool = dataclasses.field(default=False, metadata=_by("R", changes_step=True))
     # numbers and schedule specs R checked; a Keras schedule object the core does
-    learning_rate: object = dataclasses.field(default=None, metadata=_by("core"))
-    clipnorm: float | None = dataclasses.field(default=None, metadata=_by("R"))
-    clipvalue: float | None = dataclasses.field(default=None, metadata=_by("R"))
-    monitor: bool = dataclasses.field(default=True, metadata=_by("R"))
-    backup_dir: str | None = dataclasses.field(default=None, metadata=_by("core"))
-    callbacks: list[object] = dataclasses.field(default_factory=list, metadata=_by("core"))
-    seed: int | None = dataclasses.field(default=None, metadata=_by("R"))
-    verbose: int | str = dataclasses.field(default="auto", metadata=_by("R"))
-    backup_freq: int | str = dataclasses.field(default="epoch", metadata=_by("R"))
+    learning_rate: object = dataclasses.field(default=None, metadata=_by("core", changes_step=True))
+    clipnorm: float | None = dataclasses.field(default=None, metadata=_by("R", changes_step=True))
+    clipvalue: float | None = dataclasses.field(default=None, metadata=_by("R", changes_step=True))
+    monitor: bool = dataclasses.field(default=True, metadata=_by("R", changes_step=False))
+    # gpu_backup(dir, every, signals)
+    backup_dir: str | None = dataclasses.field(
+        default=None, metadata=_by("core", changes_step=False)
+    )
+    backup_freq: int | str = dataclasses.field(
+        default="epoch", metadata=_by("R", changes_step=False, loops=("keras",))
+    )
+    signals: list[str] = dataclasses.field(
+        default_factory=lambda: ["SIGTERM"], metadata=_by("R", changes_step=False)
+    )
+    callbacks: list[object] = dataclasses.field(
+        default_factory=list, metadata=_by("core", changes_step=False)
+    )
+    seed: int | None = dataclasses.field(default=None, metadata=_by("R", changes_step=False))
+    verbose: int | str = dataclasses.field(default="auto", metadata=_by("R", changes_step=False))
     # what gpu_tune() chose, applied by R to batch_size & co.: precision, batch_size (None
     # where not applied), steps_per_execution, jit_compile; the advice leaves them alone
-    settings: dict[str, object] | None = dataclasses.field(default=None, metadata=_by("R"))
-    signals: list[str] = dataclasses.field(default_factory=lambda: ["SIGTERM"], metadata=_by("R"))
+    tuned: dict[str, object] | None = dataclasses.field(
+        default=None, metadata=_by("R", changes_step=False)
+    )
     # {class number: weight}; R turned a factor's level names into its codes
-    class_weight: dict[int, float] | None = dataclasses.field(default=None, metadata=_by("R"))
-    remat: bool = dataclasses.field(default=False, metadata=_by("R"))
+    class_weight: dict[int, float] | None = dataclasses.field(
+        default=None, metadata=_by("R", changes_step=False)
+    )
 
 
 def _count_or(word: str) -> Callable[[object], object]:
@@ -104,7 +133,7 @@ _TAKE: dict[str, Callable[[object], object]] = {
     "seed": _optional(int),  # type: ignore[arg-type]
     "verbose": lambda value: value if value == "auto" else int(value),  # type: ignore[call-overload]
     "backup_freq": _count_or("epoch"),
-    "settings": _optional(dict),  # type: ignore[arg-type]
+    "tuned": _optional(dict),  # type: ignore[arg-type]
     "signals": lambda value: [value] if isinstance(value, str) else list(value or []),  # type: ignore[call-overload]
     "remat": bool,
     "class_weight": _optional(
@@ -123,6 +152,31 @@ _CHECK: dict[str, Callable[[object, object], object]] = {
 CHECKED_BY: dict[str, str] = {
     field.name: field.metadata["checked_by"] for field in dataclasses.fields(FitRequest)
 }
+
+# The fields whose value is traced into the training step (their metadata says so).
+CHANGES_STEP: tuple[str, ...] = tuple(
+    field.name for field in dataclasses.fields(FitRequest) if field.metadata["changes_step"]
+)
+
+
+def refused_by(loop: str, request: FitRequest) -> list[str]:
+    """The request's fields, as ``name = value``, that ``loop`` (one of ``LOOPS``) does not
+    honour and that are not at their default: the loop raises rather than ignore them."""
+    refused = []
+    for field in dataclasses.fields(FitRequest):
+        value = getattr(request, field.name)
+        default = field.default
+        if default is dataclasses.MISSING:
+            default = field.default_factory()  # type: ignore[operator]
+        if loop not in field.metadata["loops"] and value != default:
+            refused.append(f"{field.name} = {value!r}")
+    return refused
+
+
+def step_key(request: FitRequest) -> tuple[object, ...]:
+    """The request's values traced into the training step (``CHANGES_STEP``), for a cache of
+    compiled steps: another value of any of them needs another step."""
+    return tuple(repr(getattr(request, name)) for name in CHANGES_STEP)
 
 
 def check_request(
@@ -212,19 +266,23 @@ def apply_settings(keras: object, model: object, request: FitRequest) -> dict[st
     functions when anything they were traced with changed, so Keras rebuilds
     them. Returns what is in force, read back from the model and optimizer.
     """
-    learning_rate, clipnorm, clipvalue = request.learning_rate, request.clipnorm, request.clipvalue
+    learning_rate, clipnorm, clipvalue = (
+        request.learning_rate,
+        request.clipnorm,
+        request.clipvalue,
+    )
     before = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
     if request.steps_per_execution != "auto":
         model.steps_per_execution = int(request.steps_per_execution)  # type: ignore[attr-defined]
     compat.set_jit_compile(model, resolve_jit(model, request.jit_compile))
     in_force = (model.jit_compile, model.steps_per_execution)  # type: ignore[attr-defined]
-    optimizer = inner_optimizer(model)
+    optimizer: Any = inner_optimizer(model)
     if learning_rate is not None:
         set_learning_rate(keras, optimizer, learning_rate)
     if clipnorm is not None:
-        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = clipnorm, None, None  # type: ignore[attr-defined]
+        optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm = clipnorm, None, None
     if clipvalue is not None:
-        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None  # type: ignore[attr-defined]
+        optimizer.clipvalue, optimizer.clipnorm, optimizer.global_clipnorm = clipvalue, None, None
     changed = in_force != before
     if changed or learning_rate is not None or clipnorm is not None or clipvalue is not None:
         compat.forget_step_functions(model, all_of_them=changed)
@@ -236,7 +294,7 @@ def apply_settings(keras: object, model: object, request: FitRequest) -> dict[st
         "learning_rate": learning_rate
         if isinstance(learning_rate, (dict, float))
         else schedules.describe(compat.learning_rate_of(optimizer)),
-        "clipnorm": optimizer.clipnorm,  # type: ignore[attr-defined]
-        "clipvalue": optimizer.clipvalue,  # type: ignore[attr-defined]
-        "global_clipnorm": optimizer.global_clipnorm,  # type: ignore[attr-defined]
+        "clipnorm": optimizer.clipnorm,
+        "clipvalue": optimizer.clipvalue,
+        "global_clipnorm": optimizer.global_clipnorm,
     }

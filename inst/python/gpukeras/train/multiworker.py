@@ -273,15 +273,7 @@ def fit(
     request = fit_request.check_request(keras, model, fields if request is None else request)
     # Its own distributed step runs one batch per call, without XLA, and backs up at
     # epoch ends: asking for more must not be silently ignored.
-    unsupported = [
-        f"{name} = {value!r}"
-        for name, value, default in (
-            ("steps_per_execution", request.steps_per_execution, "auto"),
-            ("jit_compile", request.jit_compile, "auto"),
-            ("backup_freq", request.backup_freq, "epoch"),
-        )
-        if value != default
-    ]
+    unsupported = fit_request.refused_by("multi_worker", request)
     if unsupported:
         raise BadArgumentError(
             f"Multi-worker training does not take {', '.join(unsupported)}: it runs its "

@@ -89,11 +89,16 @@ def _settings_key(model: Model) -> tuple:
 
 
 def programs(
-    model: Model, size: int, distribution: Strategy | None, laid_out: Callable[[Any], Any]
+    model: Model,
+    size: int,
+    distribution: Strategy | None,
+    laid_out: Callable[[Any], Any],
+    step_key: tuple[object, ...] = (),
 ) -> Programs:
     """The compiled loops for ``model`` at batch ``size`` under ``distribution``: the ones
-    made before when nothing they were traced with has changed, else new ones."""
-    key = (size, id(distribution), _settings_key(model))
+    made before when nothing they were traced with has changed (the model's settings, and
+    ``step_key``: the request's values traced into the step), else new ones."""
+    key = (size, id(distribution), _settings_key(model), step_key)
     made = _PROGRAMS.get(model)
     if made is not None and made.key == key:
         return made
@@ -169,8 +174,11 @@ class ResidentLoop:
     functions again).
     """
 
-    def __init__(self, rows: DeviceRows) -> None:
+    def __init__(self, rows: DeviceRows, step_key: tuple[object, ...] = ()) -> None:
         self.rows = rows
+        # the request's values traced into the step (fit_request.step_key): part of the
+        # compiled programs' key, beside what the model itself says
+        self.step_key = step_key
         self.position = {"epoch": 0, "begin": 0, "test_begin": 0}
         self.order: Any = None
         self._model_steps = 1
@@ -198,7 +206,7 @@ class ResidentLoop:
 
     def _compiled(self, model: Model) -> Programs:
         rows = self.rows
-        return programs(model, rows.batch_size, rows.distribution, rows.laid_out)
+        return programs(model, rows.batch_size, rows.distribution, rows.laid_out, self.step_key)
 
     def train_function(self, model: Model, k: int) -> Callable:
         """Keras' ``train_function(state, iterator)``: the dispatch's steps, up to ``k``."""

@@ -275,6 +275,6 @@ def settings(
         "data": adapter.kind,
         **loop_own,
         "monitor": request.monitor,
-        "tuned": request.settings,
+        "tuned": request.tuned,
         "seconds": seconds,
     }

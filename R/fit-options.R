@@ -1,0 +1,198 @@
+#' Groups of gpu_fit() options: the training step, backups, a background process
+#'
+#' Options that belong together travel as one object, as httr2's retry
+#' policies do: `gpu_fit(step = gpu_step(...), backup = gpu_backup(...),
+#' background = gpu_background(...))`. Each constructor checks its arguments
+#' at once, so a mistake fails before any data is converted or Python starts.
+#'
+#' * `gpu_step()`: how Keras compiles and runs the training step. These are the
+#'   options that change the traced step: Keras builds it again when one
+#'   changes.
+#' * `gpu_backup()`: where and how often training state is backed up, and the
+#'   signals that stop training cleanly with a backup (see [gpu_fit()]'s
+#'   sections on backups and on stopping at a scheduler's signal).
+#' * `gpu_background()`: train in a supervised child R process and return a
+#'   `gpukeras_job` at once (see [gpu_job_status()]); `background = TRUE` is
+#'   `gpu_background()` with its defaults.
+#'
+#' @param steps_per_execution Batches run per call into the compiled train
+#'   step: `"auto"` keeps what the model was compiled with (Keras' default is
+#'   1; the monitor's advice says when raising it would pay), or a number
+#'   (larger values cut the per-step overhead of small models). Set on the
+#'   compiled model, keeping its loss and metrics.
+#' @param jit_compile Compile the train step with XLA: `TRUE`, `FALSE` or
+#'   `"auto"` (the default set by [gpu_setup()], else Keras' own choice: XLA
+#'   on a GPU and on JAX, not for TensorFlow on the CPU). A model XLA cannot
+#'   compile falls back to `FALSE`.
+#' @param remat Rematerialization (gradient checkpointing): `TRUE` makes every
+#'   layer recompute its outputs in the backward pass instead of keeping them,
+#'   for the length of the fit, trading compute for memory where even
+#'   accumulation cannot reach the batch (see [gpu_memory_plan()]'s changes).
+#'   The updates are the same. On JAX every layer is recomputed (Keras'
+#'   `RematScope(mode = "full")`); on TensorFlow only the activation functions
+#'   (`mode = "activations"`: Keras' full mode fails in TensorFlow graphs).
+#'   `settings$remat` of the fit says which.
+#' @param dir A folder where training state is backed up: an interrupted
+#'   `gpu_fit()` called again (in a fresh R session) with the same arguments
+#'   and folder resumes where it stopped, with the full history, and ends with
+#'   the weights an uninterrupted run would have. Give gpu_fit() a `seed` too,
+#'   so the resumed run sees the batches in the same order. `NULL` keeps no
+#'   backup (the signals still stop training cleanly).
+#'
+#'   The folder must be your own and writable by you alone (or your private
+#'   group): another user's folder, or one others may write to (such as `/tmp`
+#'   itself), is refused (`gpukeras_error_backup_dir_unsafe`), since they could
+#'   plant links or backups there; one you cannot write to fails before
+#'   training (`gpukeras_error_bad_argument`). Each backup is synced to disk
+#'   before it is committed, and the one before it kept until the next is: a
+#'   backup whose weights a crash or a power cut emptied or cut short is
+#'   passed over for the one before (`settings$resumed_from$fallback` says
+#'   so). A disk that fills up during training stops it with
+#'   `gpukeras_error_backup_write`, saying what to free and where the last good
+#'   backup is. Training that completes removes exactly the files its backups
+#'   wrote (and the folder, if that leaves it empty), never your other files.
+#'   Not protected: a crash while a backup is written can leave that one
+#'   weights file (`gpukeras-weights-*.weights.h5`) behind; a disk that loses
+#'   data it said was synced can lose both backups.
+#'
+#'   One folder, one fit: a fit locks the folder for its life
+#'   (`gpukeras-backup.lock`, which the kernel frees if the process dies), and
+#'   another fit given it meanwhile stops with `gpukeras_error_backup_in_use`
+#'   naming the process. A backup is resumed only by the same request: the same
+#'   model (its layers and input shapes), loss, optimizer, batches, seed,
+#'   learning rate, clipping, accumulation and class weights; another one is
+#'   `gpukeras_error_backup_mismatch`, saying what differs (multi-worker fits
+#'   check their own list, and take no lock).
+#' @param every When to back up: `"epoch"` (at the end of every epoch) or a
+#'   whole number of batches (every that many batches, and at every epoch's
+#'   end), so a long epoch killed in the middle loses at most that many
+#'   batches. A backup writes the weights and optimizer state, so very
+#'   frequent backups of a large model slow training.
+#' @param signals Names of the signals that stop training cleanly: `"SIGTERM"`
+#'   (the default) and any of `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`,
+#'   `"SIGUSR2"`, `"SIGXCPU"` (with or without `"SIG"`); `NULL` leaves every
+#'   signal to R. In a background job the child handles SIGTERM.
+#' @param max_restarts How often a crashed child is started again (from its
+#'   backup: the run ends with the weights of an unbroken one) before the job
+#'   fails with `gpukeras_error_job_failed`.
+#' @return An option object: `gpukeras_step`, `gpukeras_backup` or
+#'   `gpukeras_background`, a list of the checked values with `format()` and
+#'   `print()` methods.
+#' @seealso [gpu_fit()], which takes them.
+#' @export
+#' @examples
+#' gpu_step(steps_per_execution = 8, jit_compile = TRUE)
+#' gpu_backup(file.path(tempdir(), "run-1"), every = 500, signals = c("SIGTERM", "SIGUSR1"))
+#' gpu_background(max_restarts = 5)
+#' if (!is.null(gpukeras_python())) {
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   fit <- gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species), epochs = 2,
+#'                  step = gpu_step(steps_per_execution = 4), verbose = 0, monitor = FALSE)
+#'   fit$settings$steps_per_execution
+#' }
+gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE) {
+  call <- current_env()
+  steps_per_execution <- check_auto_count(steps_per_execution, call = call)
+  jit_compile <- check_auto_flag(jit_compile, call = call)
+  check_flag(remat, call = call)
+  fit_option(list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat), "step")
+}
+
+#' @rdname gpu_step
+#' @export
+gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM") {
+  call <- current_env()
+  if (missing(dir)) {
+    gpukeras_abort(
+      c("`dir` is missing: the folder to back up to.", "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  if (!is.null(dir)) {
+    check_string(dir, call = call)
+    dir <- normalizePath(path.expand(dir), mustWork = FALSE)
+  }
+  every <- check_auto_count(every, auto = "epoch", call = call)
+  signals <- check_signals(signals, call = call)
+  fit_option(list(dir = dir, every = every, signals = signals), "backup")
+}
+
+#' @rdname gpu_step
+#' @export
+gpu_background <- function(max_restarts = 2) {
+  fit_option(list(max_restarts = check_max_restarts(max_restarts, call = current_env())), "background")
+}
+
+fit_option <- function(values, kind) {
+  structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))
+}
+
+#' @export
+format.gpukeras_fit_option <- function(x, ...) {
+  kind <- sub("^gpukeras_", "", class(x)[1])
+  shown <- vapply(unclass(x), function(value) {
+    if (is.null(value) || length(value) == 0L) "NULL" else paste(if (is.character(value)) dQuote(value, FALSE) else format(value), collapse = ", ")
+  }, character(1))
+  c(sprintf("<gpukeras %s option>", kind), sprintf("  %s: %s", format(names(shown)), shown))
+}
+
+#' @export
+print.gpukeras_fit_option <- function(x, ...) {
+  cat(format(x, ...), sep = "\n")
+  invisible(x)
+}
+
+# `x`, given to gpu_fit(arg = ), as the option object `kind` makes: `default` (the
+# constructor called with no arguments) for NULL, and TRUE/FALSE where `flag` (background
+# = TRUE is gpu_background(), FALSE none).
+check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
+  if (inherits(x, paste0("gpukeras_", kind))) {
+    return(x)
+  }
+  if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) {
+    return(if (x) constructor() else NULL)
+  }
+  gpukeras_abort(
+    sprintf("`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL", describe(x)),
+    "gpukeras_error_bad_argument",
+    call = call
+  )
+}
+
+# gpu_fit()'s arguments that became option objects: where each one now goes.
+moved_fit_args <- c(
+  backup_dir = "backup = gpu_backup(dir = )", backup_freq = "backup = gpu_backup(dir, every = )",
+  signals = "backup = gpu_backup(dir, signals = ) (gpu_backup(NULL, signals = ) without a backup)",
+  max_restarts = "background = gpu_background(max_restarts = )"
+)
+# Still taken, with a gpukeras_warning_deprecated: the option object's field each one sets.
+deprecated_fit_args <- c(
+  steps_per_execution = "step = gpu_step(steps_per_execution = )", jit_compile = "step = gpu_step(jit_compile = )",
+  remat = "step = gpu_step(remat = )", settings = "tuned = "
+)
+
+# gpu_fit()'s `...`: an argument that moved into an option object is an error showing the
+# new form; a deprecated one is returned (by name) with a warning; any other is an error.
+fit_dots <- function(dots, call = caller_env()) {
+  given <- rlang::names2(dots)
+  moved <- intersect(given, names(moved_fit_args))
+  if (length(moved)) {
+    gpukeras_abort(
+      c(
+        sprintf("gpu_fit() has no argument `%s` any more: give %s.", moved[1], moved_fit_args[[moved[1]]]),
+        "gpu_backup() and gpu_background() hold the options that belong together (?gpu_step)."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  unknown <- setdiff(given, names(deprecated_fit_args))
+  if (length(unknown) || any(given == "")) abort_unused_fit_args(given[!given %in% names(deprecated_fit_args)], call = call)
+  for (name in given) {
+    gpukeras_warn(sprintf("gpu_fit(%s = ) is deprecated: give %s.", name, deprecated_fit_args[[name]]), "gpukeras_warning_deprecated")
+  }
+  dots
+}
