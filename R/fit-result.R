@@ -60,7 +60,7 @@ as.data.frame.gpukeras_fit <- function(x, row.names = NULL, optional = FALSE, ..
 
 # The gpukeras_fit of the core's `result`: its warnings raised (the model's output precision
 # once per model), and its settings with what R knows of the data described.
-fit_result <- function(result, model, data, train, validation, validation_input, verbose, accumulate_reason) {
+fit_result <- function(result, model, data, train, validation, validation_input, verbose) {
   for (finding in result$warnings) {
     # the model's output precision once per model; its labels every time
     if (finding$class != "output_precision" || !warned_before(model)) {
@@ -78,7 +78,6 @@ fit_result <- function(result, model, data, train, validation, validation_input,
     )
   }
   settings$verbose <- verbose
-  settings$accumulate_reason <- accumulate_reason
   settings$data_kind <- settings$data
   settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))
   if (!is.null(validation)) {

@@ -370,8 +370,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   check_batch_size_for(batch_size, data)
   batch_size <- batch_within_rows(batch_size, data, accumulate)
-  accumulated <- resolve_accumulate(accumulate, batch_size, data, model)
-  accumulate <- accumulated$accumulate
+  accumulate <- check_accumulate_for(accumulate, batch_size, data)
 
   # The request, one object: every formal but the model, the data, the strategy and how the
   # call runs, as checked above (the core declares the same fields: train/fit_request.py).
@@ -387,7 +386,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     model = model, data = train, validation_data = validation_input, strategy = strategy,
     request = request
   )
-  fit_result(result, model, data, train, validation, validation_input, verbose, accumulated$reason)
+  fit_result(result, model, data, train, validation, validation_input, verbose)
 }
 
 # gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):

@@ -49,25 +49,6 @@ test_that("accumulate = \"auto\" on the CPU is 1, and the settings say why", {
   expect_match(format(fit), "Accumulate: +auto: 1", all = FALSE)
 })
 
-test_that("accumulate = \"auto\" takes the smallest factor whose micro-batch fits the plan", {
-  # The core's plan as on a GPU with 100 MiB free: fixed 20 MiB (5 of them gradients,
-  # which accumulating holds once more), 1 MiB per sample. Batch 512: 1 needs 532 MiB,
-  # 2 281, 4 153, 8 89.
-  plan <- list(
-    free_mib = 100, largest_batch = 80L, fixed_mib = 20, per_sample_mib = 1,
-    parts = list(list(part = "gradients", mib = 5))
-  )
-  chosen <- accumulate_from_plan(plan, 512)
-  expect_equal(chosen$accumulate, 8L)
-  expect_equal(chosen$reason, "auto: micro-batch 64 fits by the memory plan (89 of 100 MiB free)")
-  # a micro-batch of 1 needs 26 MiB
-  plan$free_mib <- 25.5
-  expect_error(accumulate_from_plan(plan, 512), class = "gpukeras_error_out_of_memory")
-  expect_snapshot(error = TRUE, accumulate_from_plan(plan, 512))
-  plan$free_mib <- 10
-  expect_snapshot(error = TRUE, accumulate_from_plan(plan, 512))
-})
-
 test_that("remat = TRUE recomputes while training: the same weights, and print() says which mode", {
   skip_if_no_python()
   data <- regression_data(128)

@@ -49,7 +49,7 @@ VERBS: dict[str, str] = {
     "strategy_scope": "distribute.strategies:strategy_scope",
     "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process
-    "fit": "train.fit:fit",
+    "fit": "tools.training:fit",
     "job_carry_model": "train.job:carry_model",
     "job_carry_callbacks": "train.job:carry_callbacks",
     "job_carry_schedule": "train.job:carry_schedule",

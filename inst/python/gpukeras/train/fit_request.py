@@ -70,7 +70,8 @@ class FitRequest:
     epochs: int = dataclasses.field(default=1, metadata=_by("R", changes_step=False))
     # None: the dataset's own batches, or the arrays adapter's default for arrays
     batch_size: int | None = dataclasses.field(default=None, metadata=_by("R", changes_step=False))
-    # micro-batches per update (R resolved "auto"); batch_size is then their sum
+    # micro-batches per update (the fit verb, tools/training.py, decided "auto"); batch_size
+    # is then their sum
     accumulate: int = dataclasses.field(default=1, metadata=_by("R", changes_step=True))
     # gpu_step(): how the training step is compiled and run
     steps_per_execution: int | str = dataclasses.field(
