@@ -23,7 +23,7 @@ copy, ``epochs`` epochs of 60,000 x 784 floats (MLP 784-512-512-10, batch 128):
 
 For each fit: ``train_seconds`` (fit() called to Keras' ``on_train_end``) and
 ``tail_seconds`` (``on_train_end`` to fit() returning, the wait). And the
-pipeline alone (``pipeline.benchmark``, batches/s), with and without the thread,
+pipeline alone (``pipeline_facts.benchmark``, batches/s), with and without the thread,
 in the same rounds: what switching it off costs the input.
 
 Usage: python bench/stall.py [--quick | --smoke] [--out FILE] (from the
@@ -55,7 +55,7 @@ sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
 import bench_modes  # noqa: E402
 
 from gpukeras.core.runtime import config  # noqa: E402
-from gpukeras.data import pipeline  # noqa: E402
+from gpukeras.data import pipeline, pipeline_facts  # noqa: E402
 from gpukeras.data.sources import tensorflow  # noqa: E402
 from gpukeras.gpu.devices import cpu_name  # noqa: E402
 
@@ -126,7 +126,7 @@ def main() -> None:
 
     def input_way(autotune: bool) -> float:
         steps = 20 if args.smoke else 400
-        return float(pipeline.benchmark(dataset(autotune), steps=steps)["batches_per_second"])
+        return float(pipeline_facts.benchmark(dataset(autotune), steps=steps)["batches_per_second"])
 
     ways = ["keras_arrays", "pipeline", "pipeline_autotune"]
     fits: dict[str, dict[str, list[float]]] = {
@@ -194,8 +194,8 @@ def main() -> None:
             "train_seconds: fit() called to Keras' on_train_end; tail_seconds: on_train_end "
             "to fit() returning (Keras drops its iterators there); a stall is a tail over "
             "stall_seconds. Rounds rotate the order of the ways.",
-            "input_batches_per_second: gpukeras.data.pipeline.benchmark() of the pipeline alone "
-            "(no model), without tf.data's autotuning thread (pipeline) and with it; "
+            "input_batches_per_second: gpukeras.data.pipeline_facts.benchmark() of the pipeline "
+            "alone (no model), without tf.data's autotuning thread (pipeline) and with it; "
             "input_without_vs_with_autotune: the median of the per-round ratios.",
             "Without a GPU, tf.data's threads and the model's compute share the same CPU "
             "cores; other processes on the machine change the speed from round to round.",

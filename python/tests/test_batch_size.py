@@ -16,7 +16,7 @@ from conftest import run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import messages
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, pipeline
+from gpukeras.data import adapters, batch_rules, pipeline
 from gpukeras.gpu import peak_memory
 from gpukeras.tools import batch_size
 
@@ -444,14 +444,16 @@ def test_on_a_gpu_the_peak_meter_reads_the_device_the_model_trains_on() -> None:
     [(150, 21), (120, 17), (100, 14), (56, 7), (57, 8), (64, 9), (8, 1), (7, 1), (1, 1)],
 )
 def test_the_largest_batch_that_makes_8_steps_per_epoch(rows: int, largest: int) -> None:
-    assert pipeline.largest_batch_for_steps(rows) == largest
+    assert batch_rules.largest_batch_for_steps(rows) == largest
 
 
 def test_the_rule_is_exact_for_every_row_count() -> None:
     for rows in range(8, 2000):
-        largest = pipeline.largest_batch_for_steps(rows)
-        assert pipeline.steps_per_epoch(rows, largest) >= pipeline.MIN_STEPS_PER_EPOCH, rows
-        assert pipeline.steps_per_epoch(rows, largest + 1) < pipeline.MIN_STEPS_PER_EPOCH, rows
+        largest = batch_rules.largest_batch_for_steps(rows)
+        assert batch_rules.steps_per_epoch(rows, largest) >= batch_rules.MIN_STEPS_PER_EPOCH, rows
+        assert batch_rules.steps_per_epoch(rows, largest + 1) < batch_rules.MIN_STEPS_PER_EPOCH, (
+            rows
+        )
 
 
 def test_steps_rule_allows_sizes_up_to_the_largest_or_else_the_smallest() -> None:

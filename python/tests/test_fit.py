@@ -588,14 +588,14 @@ def test_corrupt_image_mid_epoch_is_bad_data_and_progress_is_kept(tmp_path: Path
 
 
 def test_corrupt_image_in_the_pipeline_benchmark_is_bad_data(tmp_path: Path) -> None:
-    from gpukeras.data import pipeline
+    from gpukeras.data import pipeline, pipeline_facts
 
     root = image_folder_with_a_corrupt_png(tmp_path / "images")
     built = pipeline.from_source(
         "image_folder", {"path": str(root), "image_size": [8, 8]}, batch_size=2, shuffle=False
     )
     with pytest.raises(errors.BadDataError) as raised:
-        pipeline.benchmark(built["dataset"], steps=3, warmup=0)
+        pipeline_facts.benchmark(built["dataset"], steps=3, warmup=0)
     message = str(raised.value)
     assert message.startswith("The benchmark stopped at batch 2: a batch could not be made")
     assert "Invalid PNG" in message and "corrupt or truncated image" in message

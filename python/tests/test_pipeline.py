@@ -10,7 +10,7 @@ import pytest
 
 from gpukeras import bridge
 from gpukeras.core import errors
-from gpukeras.data import array_source, pipeline
+from gpukeras.data import array_source, pipeline, pipeline_facts
 
 tf = pytest.importorskip("tensorflow")
 
@@ -396,12 +396,12 @@ def test_prefetch_to_a_device_and_training(ids: tuple) -> None:
 
 def test_describe_and_benchmark(ids: tuple) -> None:
     built = pipeline.from_arrays(*ids, batch_size=25, shuffle=False)
-    facts = pipeline.describe(built["dataset"])
+    facts = pipeline_facts.describe(built["dataset"])
     assert facts["cardinality"] == "4" and "float32" in facts["element_spec"]
-    speed = pipeline.benchmark(built["dataset"], steps=8)
+    speed = pipeline_facts.benchmark(built["dataset"], steps=8)
     assert speed["steps"] == 8 and speed["elements_per_second"] > speed["batches_per_second"] > 0
     with pytest.raises(errors.BadArgumentError, match="steps must be"):
-        pipeline.benchmark(built["dataset"], steps=0)
+        pipeline_facts.benchmark(built["dataset"], steps=0)
 
 
 def test_a_streamed_csv_split_by_position_is_disjoint_and_complete(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ VERBS: dict[str, str] = {
     "handover": "data.array_source:handover",
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
-    "dataset_benchmark": "data.pipeline:benchmark",
+    "dataset_benchmark": "data.pipeline_facts:benchmark",
     "describe_dataset": "data.adapters:describe_dataset",
     # several devices and machines
     "strategy": "distribute.strategies:make",

@@ -9,7 +9,6 @@ the graph, on the calling thread, when the pipeline is built.
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras.core import arguments
-from gpukeras.core.errors import BadArgumentError, BadDataError, MapFunctionError
+from gpukeras.core.errors import BadArgumentError, MapFunctionError
 from gpukeras.core.handles import Dataset, Record
 from gpukeras.core.messages import last_line
 from gpukeras.data import sources
@@ -36,7 +35,8 @@ from gpukeras.data.augment import (
     augmenter,
     check_presets,
 )
-from gpukeras.data.failures import unreadable_batch
+from gpukeras.data.batch_rules import batch_over_rows
+from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.data.sources import tensorflow
 from gpukeras.gpu.devices import host_memory_mib
@@ -44,41 +44,6 @@ from gpukeras.gpu.scope import check_device
 
 SHUFFLE_BUFFER_LIMIT = 100_000
 SHUFFLE_BUFFER_BYTES = 256 * 2**20
-# The fewest steps (batches) an epoch has at the batch sizes gpu_batch_size() and gpu_tune()
-# recommend: fewer gives few updates per pass over the data, and leaves the monitor (which
-# skips the first steps of a run) and the epoch's validation little to measure.
-MIN_STEPS_PER_EPOCH = 8
-
-
-def steps_per_epoch(rows: int, batch_size: int) -> int:
-    """Batches in one pass over ``rows`` rows, the last one partial."""
-    return -(-int(rows) // int(batch_size))
-
-
-def largest_batch_for_steps(rows: int) -> int:
-    """The largest batch size that still makes ``MIN_STEPS_PER_EPOCH`` steps of ``rows``
-    rows: ceil(rows / b) >= 8 exactly when b < rows / 7. With fewer rows than that, 1 (the
-    most steps they can make)."""
-    return max(1, -(-int(rows) // (MIN_STEPS_PER_EPOCH - 1)) - 1)
-
-
-def batch_over_rows(
-    batch_size: int, rows: int, validation_rows: int | None, noun: str
-) -> list[str]:
-    """What to say when a batch is larger than the training rows (it becomes the rows): the
-    finding, then what gives several steps per epoch."""
-    held_out = (
-        f" ({rows + validation_rows:,} less {validation_rows:,} for validation)"
-        if validation_rows
-        else ""
-    )
-    return [
-        f"`batch_size` ({batch_size:,}) is larger than the {rows:,} training {noun}{held_out}: "
-        f"each epoch is one batch of all {rows:,} {noun} (batch_size = {rows:,}).",
-        f"One step per epoch is one update per pass over the data: batch_size = "
-        f"{largest_batch_for_steps(rows):,} or less gives {MIN_STEPS_PER_EPOCH} or more steps "
-        "per epoch.",
-    ]
 
 
 @dataclass(frozen=True)
@@ -634,57 +599,3 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     return _pipelines(
         tf, train, validation, opts, info, lambda dataset, _o, _r: (dataset, None, [])
     )
-
-
-def describe(dataset: Dataset, info: dict[str, object] | None = None) -> dict[str, object]:
-    """Plain facts about a dataset for printing: element spec, cardinality, and ``info``."""
-    tf = tensorflow()
-    cardinality = int(dataset.cardinality())
-    known = cardinality >= 0
-    return {
-        **(info or {}),
-        "element_spec": str(dataset.element_spec),
-        "batches": cardinality if known else None,
-        "cardinality": "infinite"
-        if cardinality == tf.data.INFINITE_CARDINALITY
-        else ("unknown" if not known else str(cardinality)),
-    }
-
-
-def benchmark(dataset: Dataset, steps: int = 100, warmup: int = 5) -> dict[str, object]:
-    """Batches/s and elements/s of the pipeline alone, no model.
-
-    The first ``warmup`` batches (filling caches and buffers) are not timed.
-    """
-    tf = tensorflow()
-    if not isinstance(dataset, tf.data.Dataset):
-        raise BadArgumentError(
-            f"dataset must be a gpu_dataset() or a tf.data.Dataset, not a {type(dataset).__name__}."
-        )
-    if steps < 1:
-        raise BadArgumentError(f"steps must be >= 1, not {steps}.")
-    iterator = iter(dataset.repeat())
-    taken = 0
-    try:
-        for _ in range(warmup):
-            next(iterator)
-            taken += 1
-        elements = 0
-        started = time.perf_counter()
-        for _ in range(steps):
-            batch = next(iterator)
-            taken += 1
-            first = tf.nest.flatten(batch)[0]
-            elements += int(first.shape[0]) if first.shape.rank else 1
-        seconds = time.perf_counter() - started
-    except tf.errors.OpError as error:
-        unreadable = unreadable_batch(error)
-        if unreadable is None:
-            raise
-        raise BadDataError(f"The benchmark stopped at batch {taken + 1}: {unreadable}") from error
-    return {
-        "steps": steps,
-        "seconds": seconds,
-        "batches_per_second": steps / seconds,
-        "elements_per_second": elements / seconds,
-    }

@@ -49,7 +49,7 @@ while the copy trains, so on a GPU the largest size found leaves room for one
 more copy of the weights (and its optimizer state, if it has trained).
 
 Steps per epoch. The size recommended is the fastest that still makes at least
-``pipeline.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the training rows
+``batch_rules.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the training rows
 (``ceil(rows / batch_size) >= 8``): larger sizes are measured, for what fits,
 but not recommended. Where the rows are not known (a dataset gpu_dataset() did
 not make, or one read as it streams) the rule cannot be applied, and the result
@@ -79,7 +79,7 @@ from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadArgumentError, BadDataError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, failures, pipeline
+from gpukeras.data import adapters, batch_rules, failures, pipeline
 from gpukeras.gpu import devices, peak_memory
 from gpukeras.gpu.nvml import MIB
 from gpukeras.tools import memory_plan, model_copies
@@ -237,15 +237,15 @@ def steps_rule(rows: int | None, fitting: list[int]) -> Record:
     where the rows are not known) and ``allowed``."""
     if rows is None:
         return {
-            "min_steps": pipeline.MIN_STEPS_PER_EPOCH,
+            "min_steps": batch_rules.MIN_STEPS_PER_EPOCH,
             "rows": None,
             "largest_batch": None,
             "allowed": fitting,
         }
-    largest = pipeline.largest_batch_for_steps(rows)
+    largest = batch_rules.largest_batch_for_steps(rows)
     allowed = [size for size in fitting if size <= largest] or [min(fitting)]
     return {
-        "min_steps": pipeline.MIN_STEPS_PER_EPOCH,
+        "min_steps": batch_rules.MIN_STEPS_PER_EPOCH,
         "rows": rows,
         "largest_batch": largest,
         "allowed": allowed,
@@ -414,7 +414,7 @@ class TrialRunner:
         estimated = self.estimate.mib(size)
         trial = Trial(size, phase, estimated_mib=estimated)
         if self.rows is not None:
-            trial.steps_per_epoch = pipeline.steps_per_epoch(self.rows, size)
+            trial.steps_per_epoch = batch_rules.steps_per_epoch(self.rows, size)
         self.trials.append(trial)
         if self.budget_mib is not None and estimated > self.budget_mib:
             trial.reason = (

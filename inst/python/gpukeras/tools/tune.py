@@ -31,7 +31,7 @@ halves on every overflow and grows only every 2,000 good steps, so over a
 shorter trial the number of overflows is log2(initial scale / final scale).
 
 Steps per epoch. For arrays, the batch sizes tried make at least
-``pipeline.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the data's rows, as
+``batch_rules.MIN_STEPS_PER_EPOCH`` (8) steps per epoch over the data's rows, as
 gpu_batch_size() recommends them: gpu_batch_size()'s search stops at the
 largest such size, and sizes given that make fewer are left out (said in
 ``batch_sizes_from``). A dataset keeps its own batches. Each trial has its
@@ -63,7 +63,7 @@ from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Callback, Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, pipeline
+from gpukeras.data import adapters, batch_rules
 from gpukeras.data.adapters import resident
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
@@ -409,14 +409,14 @@ def _batch_candidates(
         return [rows], "the dataset's own batches"
     rows = adapters.row_count(parts[0])
     # The rule of gpu_batch_size(): no size that makes fewer than 8 steps per epoch.
-    most = pipeline.largest_batch_for_steps(rows)
-    rule = f"{pipeline.MIN_STEPS_PER_EPOCH} or more steps per epoch over {rows:,} rows"
+    most = batch_rules.largest_batch_for_steps(rows)
+    rule = f"{batch_rules.MIN_STEPS_PER_EPOCH} or more steps per epoch over {rows:,} rows"
     if given is not None:
         sizes = sorted({arguments.count("batch_sizes", size) for size in given})
         kept = [size for size in sizes if size <= most]
         if not kept:
             raise BadArgumentError(
-                f"batch_sizes: every size makes fewer than {pipeline.MIN_STEPS_PER_EPOCH} "
+                f"batch_sizes: every size makes fewer than {batch_rules.MIN_STEPS_PER_EPOCH} "
                 f"steps per epoch over the data's {rows:,} rows. Give sizes of at most "
                 f"{most:,}, or leave batch_sizes NULL."
             )

@@ -1,0 +1,41 @@
+"""The batch-size rules gpu_dataset(), gpu_batch_size() and gpu_tune() share: steps per
+epoch, the largest batch that still makes enough of them, and what to say of a batch larger
+than the rows."""
+
+from __future__ import annotations
+
+# The fewest steps (batches) an epoch has at the batch sizes gpu_batch_size() and gpu_tune()
+# recommend: fewer gives few updates per pass over the data, and leaves the monitor (which
+# skips the first steps of a run) and the epoch's validation little to measure.
+MIN_STEPS_PER_EPOCH = 8
+
+
+def steps_per_epoch(rows: int, batch_size: int) -> int:
+    """Batches in one pass over ``rows`` rows, the last one partial."""
+    return -(-int(rows) // int(batch_size))
+
+
+def largest_batch_for_steps(rows: int) -> int:
+    """The largest batch size that still makes ``MIN_STEPS_PER_EPOCH`` steps of ``rows``
+    rows: ceil(rows / b) >= 8 exactly when b < rows / 7. With fewer rows than that, 1 (the
+    most steps they can make)."""
+    return max(1, -(-int(rows) // (MIN_STEPS_PER_EPOCH - 1)) - 1)
+
+
+def batch_over_rows(
+    batch_size: int, rows: int, validation_rows: int | None, noun: str
+) -> list[str]:
+    """What to say when a batch is larger than the training rows (it becomes the rows): the
+    finding, then what gives several steps per epoch."""
+    held_out = (
+        f" ({rows + validation_rows:,} less {validation_rows:,} for validation)"
+        if validation_rows
+        else ""
+    )
+    return [
+        f"`batch_size` ({batch_size:,}) is larger than the {rows:,} training {noun}{held_out}: "
+        f"each epoch is one batch of all {rows:,} {noun} (batch_size = {rows:,}).",
+        f"One step per epoch is one update per pass over the data: batch_size = "
+        f"{largest_batch_for_steps(rows):,} or less gives {MIN_STEPS_PER_EPOCH} or more steps "
+        "per epoch.",
+    ]
