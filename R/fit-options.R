@@ -145,9 +145,8 @@ print.gpukeras_fit_option <- function(x, ...) {
   invisible(x)
 }
 
-# `x`, given to gpu_fit(arg = ), as the option object `kind` makes: `default` (the
-# constructor called with no arguments) for NULL, and TRUE/FALSE where `flag` (background
-# = TRUE is gpu_background(), FALSE none).
+# `x`, given to gpu_fit(arg = ) (not NULL: gpu_fit() says what NULL is), as the option object
+# `kind` makes; TRUE/FALSE too where `flag` (background = TRUE is `constructor()`, FALSE none).
 check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
   if (inherits(x, paste0("gpukeras_", kind))) {
     return(x)

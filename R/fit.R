@@ -305,7 +305,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   check_count(epochs)
   if (!is.null(batch_size)) check_count(batch_size)
   accumulate <- check_auto_count(accumulate)
-  step <- check_fit_option(step, "step", gpu_step)
+  step <- if (is.null(step)) gpu_step() else check_fit_option(step, "step", gpu_step)
   given_step <- intersect(names(old), names(step))
   if (length(given_step)) {
     if (step_given) {

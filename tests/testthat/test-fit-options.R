@@ -17,6 +17,8 @@ test_that("option objects check and convert their arguments, and print what they
   expect_identical(backup$every, 100L)
   expect_identical(backup$signals, c("SIGTERM", "SIGUSR1"))
   expect_null(gpu_backup(NULL)$dir)
+  expect_identical(check_fit_option(TRUE, "background", gpu_background, flag = TRUE), gpu_background())
+  expect_null(check_fit_option(FALSE, "background", gpu_background, flag = TRUE))
   expect_identical(gpu_background()$max_restarts, 2L)
   expect_identical(format(step), c(
     "<gpukeras step option>", "  steps_per_execution: 8", "  jit_compile        : TRUE", "  remat              : FALSE"
@@ -65,4 +67,7 @@ test_that("the step options given the old way still train, with a deprecation wa
   expect_identical(old$settings$steps_per_execution, 5L)
   expect_identical(new$settings$steps_per_execution, 5L)
   expect_identical(old$history$loss, new$history$loss)
+  # NULL is gpu_step()'s defaults, as the other options' NULL is none
+  plain <- gpu_fit(model(), data, epochs = 1, batch_size = 30, seed = 1, verbose = 0, monitor = FALSE, step = NULL)
+  expect_identical(plain$settings$steps_per_execution, 1L)
 })
