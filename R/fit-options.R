@@ -75,6 +75,8 @@
 #' @param max_restarts How often a crashed child is started again (from its
 #'   backup: the run ends with the weights of an unbroken one) before the job
 #'   fails with `gpukeras_error_job_failed`.
+#' @param ... Nothing: an argument these functions do not have is an error
+#'   naming it, with the one most likely meant.
 #' @return An option object: `gpukeras_step`, `gpukeras_backup` or
 #'   `gpukeras_background`, a list of the checked values with `format()` and
 #'   `print()` methods.
@@ -92,7 +94,8 @@
 #'                  step = gpu_step(steps_per_execution = 4), verbose = 0, monitor = FALSE)
 #'   fit$settings$steps_per_execution
 #' }
-gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE) {
+gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ...) {
+  check_unknown_args("gpu_step")
   call <- current_env()
   steps_per_execution <- check_auto_count(steps_per_execution, call = call)
   jit_compile <- check_auto_flag(jit_compile, call = call)
@@ -102,7 +105,8 @@ gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat =
 
 #' @rdname gpu_step
 #' @export
-gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM") {
+gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", ...) {
+  check_unknown_args("gpu_backup", "gpu_step")
   call <- current_env()
   if (missing(dir)) {
     gpukeras_abort(
@@ -122,7 +126,8 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM") {
 
 #' @rdname gpu_step
 #' @export
-gpu_background <- function(max_restarts = 2) {
+gpu_background <- function(max_restarts = 2, ...) {
+  check_unknown_args("gpu_background", "gpu_step")
   fit_option(list(max_restarts = check_max_restarts(max_restarts, call = current_env())), "background")
 }
 

@@ -46,7 +46,10 @@ checked <- check_before_python(bad_inputs(
   "gpukeras_python: it has none",         gpukeras_python(envname = "r-other"),                      "bad_argument", "^gpukeras_python\\(\\) has no argument `envname`.*takes no arguments",
   "lr_warmup_cosine",                     lr_warmup_cosine(1e-3, 10, 100, alpah = 0.1),              "bad_argument", "^lr_warmup_cosine\\(\\) has no argument `alpah`.*Did you mean `alpha`.*\\?lr_warmup_cosine lists",
   "lr_exponential",                       lr_exponential(0.01, 500, 0.9, stair_case = TRUE),         "bad_argument", "^lr_exponential\\(\\) has no argument `stair_case`.*Did you mean `staircase`.*\\?lr_warmup_cosine lists",
-  "lr_cyclical",                          lr_cyclical(1e-4, 1e-2, stepsize = 200),                   "bad_argument", "^lr_cyclical\\(\\) has no argument `stepsize`.*Did you mean `step_size`"
+  "lr_cyclical",                          lr_cyclical(1e-4, 1e-2, stepsize = 200),                   "bad_argument", "^lr_cyclical\\(\\) has no argument `stepsize`.*Did you mean `step_size`",
+  "gpu_step",                             gpu_step(step_per_execution = 8),                          "bad_argument", "^gpu_step\\(\\) has no argument `step_per_execution`.*Did you mean `steps_per_execution`.*\\?gpu_step lists",
+  "gpu_backup",                           gpu_backup("run-1", evry = 100),                           "bad_argument", "^gpu_backup\\(\\) has no argument `evry`.*Did you mean `every`.*\\?gpu_step lists",
+  "gpu_background",                       gpu_background(maxrestarts = 5),                           "bad_argument", "^gpu_background\\(\\) has no argument `maxrestarts`.*Did you mean `max_restarts`.*\\?gpu_step lists"
 ))
 
 for (result in checked) {
