@@ -29,7 +29,7 @@ ROWS, BATCH = 10, 4
 
 
 def adapter(seed: int | None = 7) -> adapters.ArrayAdapter:
-    return adapters.ArrayAdapter(*numbered_rows(ROWS), BATCH, seed)
+    return adapters.ArrayAdapter(adapters.Rows(*numbered_rows(ROWS), ROWS, BATCH, seed))
 
 
 @functools.cache
@@ -99,11 +99,11 @@ def test_a_plan_checks_the_batches_and_leaves_arrays_to_keras() -> None:
 
 def test_validation_arrays_are_batched_at_the_training_batch_size() -> None:
     x, y = numbered_rows(6)
-    args = adapters.validation_args((x, y), BATCH)
+    args = adapters.validation_args(adapters.given((x, y)), BATCH)
     assert args.keys() == {"validation_data", "validation_batch_size"}
     assert args["validation_batch_size"] == BATCH
     np.testing.assert_array_equal(args["validation_data"][0], x)
-    only_x = adapters.validation_args([x, None], None)
+    only_x = adapters.validation_args(adapters.given([x, None]), None)
     assert len(only_x["validation_data"]) == 1
     assert only_x["validation_batch_size"] == adapters.DEFAULT_BATCH_SIZE
-    assert adapters.validation_args(None, BATCH) == {}
+    assert adapters.validation_args(adapters.given(None, training=False), BATCH) == {}

@@ -70,4 +70,6 @@ def test_a_plan_is_asked_about_batches_it_cannot_know_and_shards_nothing() -> No
 
 def test_validation_data_keras_reads_goes_to_it_as_it_is() -> None:
     data = batches_of_rows()
-    assert adapters.validation_args(data, BATCH) == {"validation_data": data}
+    assert adapters.validation_args(adapters.given(data, training=False), BATCH) == {
+        "validation_data": data
+    }

@@ -9,15 +9,13 @@ whichever backend this process runs.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from conftest import NotingPlan
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.runtime import config
-from gpukeras.data.adapters import Decision, InMemoryRows, ResidentAdapter, resident
+from gpukeras.data.adapters import Decision, ResidentAdapter, Rows, resident
 from scripts.trained_batches import numbered_rows
 
 # 10 rows in batches of 4: two whole batches and a last one of 2.
@@ -31,7 +29,7 @@ def jax() -> object:
 
 def device_rows(**options: object) -> resident.DeviceRows:
     x, y = numbered_rows(ROWS)
-    return resident.DeviceRows(x, y, BATCH, **{"seed": 7, **options})  # type: ignore[arg-type]
+    return resident.DeviceRows(Rows(x, y, ROWS, BATCH, **{"seed": 7, **options}))  # type: ignore[arg-type]
 
 
 def test_each_epoch_is_every_row_once_in_an_order_drawn_from_the_seed_and_epoch() -> None:
@@ -70,7 +68,7 @@ def model() -> object:
 def adapter(validation: tuple | None = None) -> ResidentAdapter:
     x, y = numbered_rows(ROWS)
     decision = Decision(True, "on the device")
-    return ResidentAdapter(InMemoryRows(x, y, BATCH, 7), model(), validation, None, decision)
+    return ResidentAdapter(Rows(x, y, ROWS, BATCH, 7), validation, None, decision)
 
 
 def test_keras_gets_a_token_row_per_step_and_the_rows_are_on_the_device() -> None:
@@ -91,11 +89,11 @@ def test_keras_gets_a_token_row_per_step_and_the_rows_are_on_the_device() -> Non
 
 
 def test_validation_rows_go_on_the_device_and_keras_gets_a_token_per_step() -> None:
-    assert adapter().validation_args() == {}
+    assert adapter().validation == {}
     made = adapter(validation=numbered_rows(6))
     rows = made.device_rows
     assert (rows.val_full, rows.val_partial, rows.val_steps) == (1, 2, 2)
-    args = made.validation_args()
+    args = made.validation
     assert args["validation_batch_size"] == 1
     assert [part.shape for part in args["validation_data"]] == [(2, 1)]
 
@@ -107,10 +105,14 @@ def test_a_plan_checks_the_batches_and_the_rows_stay_as_they_are() -> None:
     assert plan.checked == [(BATCH, ROWS)] and plan.sharded == []
 
 
-def test_rows_the_model_refuses_are_bad_data() -> None:
-    rows = InMemoryRows(np.zeros((ROWS, 3), "float32"), np.zeros(ROWS), BATCH, 7)
+def test_the_model_is_built_from_the_rows_and_rows_it_refuses_are_bad_data() -> None:
+    built = model()
+    adapter().build(built)
+    assert built.built and built.optimizer.built
+    rows = Rows(np.zeros((ROWS, 3), "float32"), np.zeros(ROWS), ROWS, BATCH, 7)
+    refused = ResidentAdapter(rows, None, None, Decision(True, "on the device"))
     with pytest.raises(BadDataError, match="The model cannot train on this data"):
-        ResidentAdapter(rows, model(), None, None, Decision(True, "on the device"))
+        refused.build(model())
 
 
 class Device:
@@ -138,7 +140,7 @@ def test_rows_go_on_the_device_only_on_jax_compiled_alone_and_where_they_fit(
 ) -> None:
     x, y = numbered_rows(ROWS)
     decision = resident.decide(
-        backend, SimpleNamespace(jit_compile=jit_compile), x, y, None, [Device(free)], several
+        backend, jit_compile, Rows(x, y, ROWS, BATCH, 7), None, [Device(free)], several
     )
     assert decision.resident is resident_
     assert why in decision.why

@@ -27,7 +27,9 @@ def tensorflow() -> object:
 
 
 def from_arrays(seed: int = 7) -> adapters.ArrayDatasetAdapter:
-    return adapters.ArrayDatasetAdapter(*numbered_rows(ROWS), BATCH, seed)
+    rows = adapters.Rows(*numbered_rows(ROWS), ROWS, BATCH, seed)
+    made = pipeline.from_arrays(rows.x, rows.y, batch_size=BATCH, shuffle=True, seed=seed)
+    return adapters.ArrayDatasetAdapter(made["dataset"], rows)
 
 
 def plain(tf: object, rows: int = ROWS) -> object:
@@ -124,17 +126,17 @@ def test_the_strategys_plan_shards_by_data(tensorflow: object) -> None:
 
 def test_validation_datasets_are_sharded_as_the_plan_says(tensorflow: object) -> None:
     dataset = plain(tensorflow, 6)
-    assert adapters.validation_args(dataset, None) == {"validation_data": dataset}
+    assert adapters.validation_args(adapters.given(dataset), None) == {"validation_data": dataset}
     plan = NotingPlan(workers=2)
-    validation = adapters.validation_args(dataset, None, plan)["validation_data"]
+    validation = adapters.validation_args(adapters.given(dataset), None, plan)["validation_data"]
     assert plan.sharded == [dataset]
     assert [numbers(batch) for batch in validation] == [[0, 1, 2, 3]]
 
 
 def test_a_gpu_dataset_is_known_from_a_dataset_made_elsewhere(tensorflow: object) -> None:
     x, y = numbered_rows(ROWS)
-    made = adapters.get_data_adapter(
-        pipeline.from_arrays(x, y, batch_size=BATCH, cache=False)["dataset"], None, None
+    made = adapters.TFDatasetAdapter(
+        pipeline.from_arrays(x, y, batch_size=BATCH, cache=False)["dataset"]
     )
     assert made.gpu_dataset() == {
         "source": "arrays",
@@ -142,7 +144,7 @@ def test_a_gpu_dataset_is_known_from_a_dataset_made_elsewhere(tensorflow: object
         "user_map": False,
         "cache_declined": None,
     }
-    elsewhere = adapters.get_data_adapter(plain(tensorflow), None, None)
+    elsewhere = adapters.TFDatasetAdapter(plain(tensorflow))
     assert elsewhere.gpu_dataset() is None
     assert elsewhere.pipeline_steps() == ["Batch", "TensorSlice"]
     # R data given to gpu_fit() becomes a gpu_dataset() pipeline too

@@ -9,6 +9,7 @@ import pytest
 from gpukeras import bridge
 from gpukeras.core.errors import BadDataError
 from gpukeras.data import labels, pipeline
+from gpukeras.data.adapters import given
 from gpukeras.train import fit
 
 
@@ -66,11 +67,11 @@ def test_binary_crossentropy_on_labels_outside_0_1_trains_with_a_warning() -> No
     assert "sparse_categorical_crossentropy" in warning["message"]
     # 0/1 labels, or labels in [0, 1], are what it takes
     zero_one = (CLASS_NUMBERS == 1).astype("float32")
-    assert labels.check(model, (rows(), zero_one)) is None
-    assert labels.check(model, (rows(), zero_one * 0.5)) is None
+    assert labels.check(model, given((rows(), zero_one))) is None
+    assert labels.check(model, given((rows(), zero_one * 0.5))) is None
     # a gpu_dataset() of rows in memory is read the same way
     built = pipeline.from_arrays(rows(), CLASS_NUMBERS + 1, batch_size=16, seed=1)
-    assert "range from 1 to 3" in str(labels.check(model, built["dataset"]))
+    assert "range from 1 to 3" in str(labels.check(model, given(built["dataset"])))
 
 
 def test_the_bridge_returns_the_refusal_as_bad_data() -> None:

@@ -11,6 +11,7 @@ import pytest
 from conftest import CoreRun, run_setup
 from gpukeras.core.errors import BadArgumentError, BadDataError
 from gpukeras.data import adapters, weights
+from gpukeras.data.adapters import given
 
 pytestmark = pytest.mark.slow  # a fresh process per backend, two logical CPU devices
 
@@ -78,27 +79,33 @@ def test_weights_the_data_cannot_take_are_refused(y, given, class_weight, error,
 
 def test_the_adapter_gives_keras_the_weights_with_the_arrays() -> None:
     x = np.zeros((4, 2), "float32")
-    adapter = adapters.get_data_adapter((x, Y), 2, 1, class_weight={0: 0.5})
+    context = adapters.FeedContext("tensorflow", batch_size=2, seed=1, class_weight={0: 0.5})
+    adapter = adapters.get_data_adapter(
+        adapters.given((x, Y)), adapters.given(None, False), context
+    )
     assert adapter.rows == 4
     with pytest.raises(BadArgumentError, match="not both"):
-        adapters.get_data_adapter((x, Y, np.ones(4)), 2, 1, class_weight={0: 0.5})
+        adapters.get_data_adapter(
+            adapters.given((x, Y, np.ones(4))), adapters.given(None, False), context
+        )
 
 
 # Which losses the weights reach, as gpu_fit()'s settings say (issue #32, item 8) --------
 def test_the_settings_say_which_losses_are_weighted() -> None:
     x, w = np.zeros((4, 2), "float32"), np.ones(4, "float32")
-    assert weights.describe((x, Y), (x, Y), None) is None
-    by_class = weights.describe((x, Y), (x, Y), {1: 3.0})
+    assert given((x, Y, w)).weighted and not given((x, Y)).weighted
+    assert weights.describe(False, False, None) is None
+    by_class = weights.describe(False, False, {1: 3.0})
     assert by_class is not None
     assert by_class["training"] == "class_weight" and by_class["validation"] == "none"
     assert by_class["class_weight"] == {"1": 3.0}
     assert "Keras applies class_weight to training only" in by_class["note"]  # type: ignore[operator]
-    both = weights.describe((x, Y, w), (x, Y, w), None)
+    both = weights.describe(True, True, None)
     assert both is not None and both["validation"] == "sample_weight"
     assert "validation rows' own sample weights" in both["note"]  # type: ignore[operator]
-    alone = weights.describe((x, Y, w), (x, Y), None)
+    alone = weights.describe(True, False, None)
     assert alone is not None and "the validation data has none" in alone["note"]  # type: ignore[operator]
-    unvalidated = weights.describe((x, Y, w), None, None)
+    unvalidated = weights.describe(True, None, None)
     assert unvalidated is not None and unvalidated["validation"] is None
     for described in (by_class, both, alone, unvalidated):
         assert "compile(metrics = ) are not weighted" in described["note"]  # type: ignore[operator]
@@ -115,7 +122,9 @@ def test_a_split_gpu_dataset_keeps_the_weights_on_both_sides() -> None:
     made = pipeline.from_arrays(
         x, y, sample_weight=np.linspace(0, 1, 10), batch_size=2, validation_split=0.2, seed=1
     )
-    described = weights.describe(made["dataset"], made["validation"], None)
+    described = weights.describe(
+        given(made["dataset"]).weighted, given(made["validation"]).weighted, None
+    )
     assert described is not None
     assert (described["training"], described["validation"]) == ("sample_weight", "sample_weight")
 

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from gpukeras import bridge  # noqa: E402
 from gpukeras.core.runtime import config  # noqa: E402
-from gpukeras.data.adapters import resident  # noqa: E402
+from gpukeras.data.adapters import Rows, resident  # noqa: E402
 
 keras = config.keras()
 rng = np.random.default_rng(0)
@@ -60,7 +60,7 @@ report: dict[str, object] = {}
 if spec.get("reference"):
     # Keras' fit() on the batches the device-resident run draws: its order, unshuffled.
     training = resident.DeviceRows(
-        x, y, spec["batch_size"], spec["seed"], shuffle=spec.get("shuffle", True)
+        Rows(x, y, len(x), spec["batch_size"], spec["seed"], shuffle=spec.get("shuffle", True))
     )
     history: dict[str, list] = {}
     for epoch in range(spec["epochs"]):

@@ -83,13 +83,13 @@ def reseeding() -> object:
 
 
 if __name__ == "__main__":
-    from gpukeras.data.adapters import ArrayAdapter
+    from gpukeras.data.adapters import ArrayAdapter, Rows
 
     spec = json.loads(sys.argv[1])
     x, y = numbered_rows(spec["rows"])
     runs = [
         trained_batches(
-            ArrayAdapter(x, y, spec["batch_size"], spec["seed"]).fit_args,
+            ArrayAdapter(Rows(x, y, len(x), spec["batch_size"], spec["seed"])).fit_args,
             run["epochs"],
             run.get("initial_epoch", 0),
             [reseeding()],

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpukeras.core.errors import BadDataError
 from gpukeras.data import pipeline
-from gpukeras.data.adapters import is_tf_dataset
+from gpukeras.data.adapters import Given
 
 ONE_HOT_LOSSES = {"categoricalcrossentropy", "categoricalfocalcrossentropy"}
 BINARY_LOSSES = {"binarycrossentropy", "binaryfocalcrossentropy"}
@@ -33,26 +33,31 @@ def _key(name: str) -> str:
     return re.sub(r"[_\s]", "", name).lower()
 
 
-def _label_spec(data: object) -> tuple[tuple, np.ndarray | None] | None:
+def _label_spec(data: Given) -> tuple[tuple, np.ndarray | None] | None:
     """The labels' shape (a batch's, for a dataset) and, where they are in memory, their
     values; None for data whose labels cannot be seen without reading it, or several outputs'."""
-    if isinstance(data, (tuple, list)) and len(data) in (2, 3) and data[1] is not None:
-        if isinstance(data[1], dict):
+    if data.arrays is not None:
+        y = data.arrays[1]
+        if y is None or isinstance(y, dict):
             return None
-        y = np.asarray(data[1])
-        return y.shape, y
-    if is_tf_dataset(data):
-        spec = data.element_spec
+        labels = np.asarray(y)
+        return labels.shape, labels
+    if data.dataset:
+        spec = data.data.element_spec  # type: ignore[attr-defined]
         if not isinstance(spec, tuple) or len(spec) < 2 or isinstance(spec[1], dict):
             return None
-        made = pipeline.in_memory(data)
+        made = pipeline.in_memory(data.data)
         values = None if made is None or isinstance(made.y, dict) else np.asarray(made.y)
         return tuple(spec[1].shape), values
     return None
 
 
-def check(model: object, data: object) -> str | None:
+def check(model: object, data: Given) -> str | None:
     """Refuse labels the loss cannot take; a warning for labels it takes to no sense, else None.
+
+    Args:
+        model: the compiled model.
+        data: the training data as given (``adapters.given``).
 
     Raises:
         BadDataError: class numbers (one per row) for a one-hot loss

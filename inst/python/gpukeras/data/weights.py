@@ -83,19 +83,14 @@ def weighted_dataset(dataset: Dataset, class_weight: dict[int, float]) -> Datase
     return dataset.map(compat.class_weight_map(class_weight))
 
 
-def _carries_weights(data: object) -> bool:
-    """Whether gpu_fit() data brings its own sample weights: arrays as ``(x, y, w)``, or a
-    dataset whose elements are ``(x, y, sample_weight)`` (gpu_dataset(sample_weight = ))."""
-    if isinstance(data, (tuple, list)):
-        return len(data) == 3 and data[2] is not None
-    spec = getattr(data, "element_spec", None)
-    return isinstance(spec, tuple) and len(spec) == 3
-
-
 def describe(
-    data: object, validation_data: object, class_weight: dict[int, float] | None
+    weighted: bool, validation_weighted: bool | None, class_weight: dict[int, float] | None
 ) -> dict[str, object] | None:
     """How the run's losses are weighted, for gpu_fit()'s settings; None when unweighted.
+
+    ``weighted`` and ``validation_weighted``: whether the training and the validation data
+    bring their own sample weights (arrays as ``(x, y, w)``, a dataset of ``(x, y,
+    sample_weight)`` elements: ``adapters.Given.weighted``); None without validation data.
 
     What Keras 3 does (``trainers/trainer.py``, ``backend/*/trainer.py``): ``class_weight``
     weighs the training rows only; validation data is weighted by its own sample weights
@@ -112,14 +107,14 @@ def describe(
     """
     if class_weight is not None:
         training = "class_weight"
-    elif _carries_weights(data):
+    elif weighted:
         training = "sample_weight"
     else:
         return None
     by = "class_weight" if training == "class_weight" else "the sample weights"
-    if validation_data is None:
+    if validation_weighted is None:
         validation, said = None, "there is no validation loss."
-    elif _carries_weights(validation_data):
+    elif validation_weighted:
         validation = "sample_weight"
         said = "the validation loss is weighted by the validation rows' own sample weights."
     else:

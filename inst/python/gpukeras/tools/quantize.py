@@ -132,11 +132,12 @@ def _layer_rows(before: Model, after: Model) -> list[dict[str, Any]]:
 
 def _split(data: object, batch_size: int | None) -> tuple[Any, Any, dict[str, Any]]:
     """Evaluation data as (x, y, keyword arguments), read as gpu_fit() reads validation data."""
-    given = adapters.validation_args(data, batch_size)["validation_data"]
-    if isinstance(given, tuple):
+    read = adapters.validation_args(adapters.given(data, training=False), batch_size)
+    parts = read["validation_data"]
+    if isinstance(parts, tuple):
         rows = {"batch_size": batch_size or adapters.DEFAULT_BATCH_SIZE}
-        return given[0], given[1] if len(given) > 1 else None, rows
-    return given, None, {}
+        return parts[0], parts[1] if len(parts) > 1 else None, rows
+    return parts, None, {}
 
 
 def _outputs(keras: ModuleType, model: Model, x: object, kwargs: Record) -> np.ndarray:

@@ -64,7 +64,7 @@ from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Callback, Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, batch_rules
-from gpukeras.data.adapters import resident
+from gpukeras.data.feed import feed
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
 from gpukeras.gpu.precision import POLICIES
@@ -246,24 +246,6 @@ def _watch(keras: Any, rows_per_execution: int, trial: Trial, limits: Record) ->
     return Watch()
 
 
-def _on_device(
-    keras: Any, copy: Model, rows: tuple[object, ...], size: int
-) -> resident_loop.ResidentLoop | None:
-    """The trial's rows on the device, where gpu_fit() would put them; else None."""
-    if adapters.is_tf_dataset(rows[0]) or keras.backend.backend() != "jax":
-        return None
-    import jax
-
-    y = rows[1] if len(rows) > 1 else None
-    decision = resident.decide(
-        "jax", copy, rows[0], y, None, [jax.devices()[0]], jax_cluster.multi_process()
-    )
-    if not decision.resident:
-        return None
-    compat.symbolic_build(copy, (rows[0], y) if y is not None else (rows[0],))
-    return resident_loop.ResidentLoop(resident.DeviceRows(rows[0], y, size, seed=0))
-
-
 def _overflows(copy: Model, batches: int) -> int | None:
     """Loss-scale overflows in a trial of ``batches`` steps; None without loss scaling."""
     optimizer = copy.optimizer
@@ -298,7 +280,23 @@ def run_trial(
     row_bytes = sum(np.asarray(a).nbytes / len(a) for a in keras.tree.flatten(parts))
     executions = max(1, min(8, int(MAX_TRIAL_BYTES // max(1.0, row_bytes * per_execution))))
     rows = batch_size.rows_of(parts, per_execution * executions)
-    on_device = _on_device(keras, copy, rows, combination.batch_size)
+    # the trial's rows as gpu_fit() would feed them (on the device where they would go there),
+    # in their own order
+    context = adapters.FeedContext(
+        keras.backend.backend(),
+        batch_size=combination.batch_size,
+        seed=0,
+        shuffle=False,
+        jit_compile=trial.jit_compile,
+        several_processes=jax_cluster.multi_process(),
+    )
+    with batch_size.refused_as_bad_data(combination.batch_size):
+        adapter = feed(copy, rows, None, context)
+    on_device = None
+    if isinstance(adapter, adapters.ResidentAdapter):
+        trial.data = "device"
+        on_device = resident_loop.ResidentLoop(adapter.device_rows)
+        on_device.install(copy, combination.steps_per_execution)
     timer: Callback = timing.step_timer(
         # on the device, batches are not seen: the rows come from the batch size
         batch_size=combination.batch_size,
@@ -306,16 +304,10 @@ def run_trial(
         input_on_device=on_device is not None,
     )
     watch = _watch(keras, per_execution, trial, limits)
-    fit_args: Record = {"x": rows[0], "y": rows[1] if len(rows) > 1 else None}
-    callbacks = [timer, watch]
-    if on_device is not None:
-        trial.data = "device"
-        fit_args = on_device.rows.fit_args()
-        callbacks.append(on_device.callback(keras))
-        on_device.install(copy, combination.steps_per_execution)
+    callbacks = [timer, watch] + ([on_device.callback(keras)] if on_device is not None else [])
     with batch_size.refused_as_bad_data(combination.batch_size, active=limits["first"]):
         copy.fit(
-            **{"batch_size": combination.batch_size, "shuffle": False, **fit_args},
+            **adapter.fit_args,
             epochs=10**9,
             verbose=0,
             callbacks=callbacks,

@@ -56,8 +56,9 @@ from gpukeras.core import compat, messages
 from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Callback, Keras, Model
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, labels, weights
+from gpukeras.data import adapters
 from gpukeras.data import failures as data_failures
+from gpukeras.data.feed import feed
 from gpukeras.distribute import jax_cluster, strategies
 from gpukeras.gpu import precision
 from gpukeras.train import (
@@ -150,34 +151,30 @@ def _backup_lock(backup_dir: str | None) -> contextlib.AbstractContextManager[No
 
 
 def _backup(
-    request: fit_request.FitRequest, model: Model, adapter: adapters.DataAdapter, spe: int
+    request: fit_request.FitRequest, model: Model, adapter_facts: Mapping[str, object], spe: int
 ) -> tuple[object | None, backup.BackupState | None]:
-    """The backup callback and the backup to resume from (checked against this run).
-
-    When resuming, the data skips the epochs already trained, so the resumed
-    epoch gets the order it had (see ``gpukeras.data.adapters``).
-    """
+    """The backup callback and the backup to resume from (checked against this run, whose
+    data has ``adapter_facts``: its ``steps_per_epoch`` and ``batch_size``)."""
     if request.backup_dir is None:
         return None, None
     run: dict[str, object] = {
         "epochs": request.epochs,
-        "steps_per_epoch": adapter.steps_per_epoch,
+        "steps_per_epoch": adapter_facts["steps_per_epoch"],
         "steps_per_execution": spe,
         "seed": request.seed,
-        "batch_size": adapter.batch_size,
+        "batch_size": adapter_facts["batch_size"],
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
         **backup.training_fingerprint(model, request),
     }
     state = backup.resume_state(request.backup_dir)
     if state is not None:
         backup.check_matches(state, run, request.backup_dir)
-        adapter.skip_epochs(state.epoch)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
 
 
-def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: Model) -> int:
+def _resumed_steps(request: fit_request.FitRequest) -> int | None:
     """Steps per dispatch on the device: the one asked for; for "auto", the one the backup
-    to resume was made with (its batch positions count in those), else the rule's
+    to resume was made with (its batch positions count in those); None for the rule's
     (``ResidentLoop.choose_steps``)."""
     if request.steps_per_execution != "auto":
         return int(request.steps_per_execution)
@@ -185,7 +182,7 @@ def _resident_steps(request: fit_request.FitRequest, loop: ResidentLoop, model: 
         state = backup.resume_state(request.backup_dir)
         if state is not None and state.run.get("steps_per_execution"):
             return int(state.run["steps_per_execution"])  # type: ignore[call-overload]
-    return loop.choose_steps(model)
+    return None
 
 
 @contextlib.contextmanager
@@ -268,11 +265,8 @@ def fit(
         # gpu_setup(seed = ) seeded the session for a repeatable run: without a seed of its
         # own, training would draw its data order from generators that have moved on.
         checked = dataclasses.replace(checked, seed=config.setup.seed)
-    found = {
-        "output_precision": precision.output_precision_warning(model),
-        "labels": labels.check(model, data),
-    }
-    warnings = [{"class": kind, "message": text} for kind, text in found.items() if text]
+    said = precision.output_precision_warning(model)
+    warnings = [{"class": "output_precision", "message": said}] if said else []
     if checked.accumulate > 1 and strategy is not None and strategies.kind_of(strategy) != "jax":
         # Keras' accumulation puts the update in a cond, where tf.distribute cannot sync
         raise BadArgumentError(
@@ -288,16 +282,10 @@ def fit(
             with _backup_lock(checked.backup_dir):
                 result = _fit_here(keras, model, data, validation_data, strategy, checked)
     result["settings"]["remat"] = remat  # type: ignore[index]
-    # the data as the loop saw it, for the report (R describes it without asking again)
-    result["settings"]["data_info"] = adapters.describe_dataset(data)  # type: ignore[index]
-    result["settings"]["validation_data_info"] = adapters.describe_dataset(validation_data)  # type: ignore[index]
-    # which losses are weighted: the print says that validation may not be (data/weights.py)
-    weighting = weights.describe(data, validation_data, checked.class_weight)
-    result["settings"]["weights"] = weighting  # type: ignore[index]
     left_over = _incomplete_accumulation(result["settings"])  # type: ignore[arg-type]
     if left_over:
         warnings.append({"class": "accumulation", "message": left_over})
-    result["warnings"] = warnings
+    result["warnings"] = warnings + result["warnings"]  # type: ignore[operator]
     return result
 
 
@@ -314,6 +302,32 @@ def _incomplete_accumulation(settings: Mapping[str, object]) -> str | None:
     )
 
 
+def _feed_context(
+    keras: Keras,
+    model: Model,
+    strategy: object,
+    plan: strategies.StrategyPlan | None,
+    request: fit_request.FitRequest,
+) -> adapters.FeedContext:
+    """What the data depends on, decided before it is built: the micro-batch, the seed, the
+    strategy's plan and (JAX) distribution, whether the step will be XLA-compiled."""
+    backend = keras.backend.backend()
+    distribution = None
+    if backend == "jax":
+        jax_kind = strategy is not None and strategies.kind_of(strategy) == "jax"
+        distribution = strategy if jax_kind else keras.distribution.distribution()
+    return adapters.FeedContext(
+        backend,
+        batch_size=fit_request.micro_batch_size(request),
+        seed=request.seed,
+        class_weight=request.class_weight,
+        plan=plan,
+        distribution=distribution,
+        jit_compile=fit_request.jit_in_force(model, request.jit_compile),
+        several_processes=jax_cluster.multi_process(),
+    )
+
+
 def _fit_here(
     keras: Keras,
     model: Model,
@@ -322,32 +336,29 @@ def _fit_here(
     strategy: object,
     request: fit_request.FitRequest,
 ) -> dict[str, object]:
-    """``fit`` in this process, on one device or under a strategy's plan."""
+    """``fit`` in this process, on one device or under a strategy's plan: everything the data
+    depends on decided first, then the data built once (``feed``) and the model trained built
+    from it."""
     if request.seed is not None:
         keras.utils.set_random_seed(request.seed)
     plan = None if strategy is None else strategies.plan_of(strategy)
-    micro = fit_request.micro_batch_size(request)
-    adapter = adapters.get_data_adapter(
-        data,
-        micro,
-        request.seed,
-        jax_cluster.multi_process(),
-        plan,
-        request.class_weight,
-    )
-    if adapters.is_tf_dataset(adapter.fit_args["x"]):
-        adapters.build_from_spec(model, adapter.fit_args["x"])
-    if adapters.is_tf_dataset(validation_data):
-        adapters.check_batched(model, validation_data, "validation_data")
-    validation = adapters.validation_args(validation_data, micro, plan)
+    context = _feed_context(keras, model, strategy, plan, request)
+    # Under a strategy the copy is built below; the user's model too where it is not built,
+    # since the trained weights are copied back into it.
+    adapter = feed(model, data, validation_data, context, build=plan is None or not model.built)
     if plan is None:
         with _accumulating(model, request.accumulate):
-            return _train(keras, model, request, adapter, validation, None, validation_data)
+            return _train(keras, model, request, adapter, None)
     with (
         strategies.training_model(model, strategy) as trained,
         _accumulating(trained, request.accumulate, strategy),
     ):
-        return _train(keras, trained, request, adapter, validation, plan, validation_data)
+        if trained is not model:
+            # the copy's compiled loss and metrics are its own: built here, in its scope, so
+            # Keras need not peek at a batch (which rows on the device cannot give)
+            with strategies.strategy_scope(strategy):
+                adapter.build(trained)
+        return _train(keras, trained, request, adapter, plan)
 
 
 def _train(
@@ -355,27 +366,26 @@ def _train(
     model: Model,
     request: fit_request.FitRequest,
     adapter: adapters.DataAdapter,
-    validation: dict[str, object],
     plan: strategies.StrategyPlan | None,
-    validation_data: object = None,
 ) -> dict[str, object]:
-    """``fit`` once the data is ready and the model is the one to train (see ``fit``)."""
+    """``fit`` once the data is built and the model is the one to train (see ``fit``).
+
+    Nothing here hands the data to a helper of this module: the data's way runs from the
+    feed to Keras' loop (bench/data_walk.py measures it)."""
     applied = fit_request.apply_settings(keras, model, request)
-    backend = keras.backend.backend()
-    distribution = keras.distribution.distribution() if backend == "jax" else None
-    adapter = adapters.on_device(
-        adapter, model, validation_data, distribution, backend, jax_cluster.multi_process()
-    )
     resident = None
     if isinstance(adapter, adapters.ResidentAdapter):
         resident = ResidentLoop(adapter.device_rows, fit_request.step_key(request))
-        validation = adapter.validation_args() or validation
-        applied["steps_per_execution"] = _resident_steps(request, resident, model)
+        applied["steps_per_execution"] = _resumed_steps(request) or resident.choose_steps(model)
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)
 
     position_callback, position = _helper_callbacks(keras, request.seed, adapter.reseed_numpy)
-    saver, state = _backup(request, model, adapter, spe)
+    facts = {"steps_per_epoch": adapter.steps_per_epoch, "batch_size": adapter.batch_size}
+    saver, state = _backup(request, model, facts, spe)
+    if state is not None:
+        # the resumed epoch gets the order it had (see gpukeras.data.adapters)
+        adapter.skip_epochs(state.epoch)
     watcher = None
     if request.monitor:
         watcher = training_run.make_monitor(
@@ -389,7 +399,7 @@ def _train(
             input_on_device=resident is not None,
             steps_per_execution=spe,
         )
-    keeper = _jax_value_keeper(keras, model) if backend == "jax" else None
+    keeper = _jax_value_keeper(keras, model) if keras.backend.backend() == "jax" else None
     own = [c for c in (saver, position_callback, keeper) if c is not None]
     own += watcher.callbacks if watcher is not None else []
     if resident is not None:
@@ -408,12 +418,12 @@ def _train(
         try:
             history = model.fit(
                 **adapter.fit_args,
+                **adapter.validation,
                 epochs=request.epochs,
                 callbacks=own
                 + request.callbacks
                 + live.display_callbacks(keras, watcher, request.verbose),
                 verbose=request.verbose,
-                **validation,
             )
         except GpukerasError:
             raise
@@ -447,9 +457,8 @@ def _train(
     seconds = time.perf_counter() - started
 
     settings = training_run.settings(
-        request, adapter, applied, model, gpu_rows, plan, state, stop, seconds,
-        data_path=dataclasses.asdict(adapter.decision) if adapter.decision is not None else None,
-    )  # fmt: skip
+        request, adapter, applied, model, gpu_rows, plan, state, stop, seconds
+    )
     report = None
     if watcher is not None:
         if settings["batch_size"] is None:
@@ -466,4 +475,6 @@ def _train(
         history,
         saver.history if saver is not None else None,  # type: ignore[attr-defined]
     )
-    return training_run.result(history_columns, report, watcher, started, settings)
+    result = training_run.result(history_columns, report, watcher, started, settings)
+    result["warnings"] = adapter.warnings
+    return result

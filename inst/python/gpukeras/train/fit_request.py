@@ -260,6 +260,16 @@ def resolve_jit(model: object, asked: object) -> bool:
     return bool(choice)
 
 
+def jit_in_force(model: object, asked: object) -> bool:
+    """Whether the model's step will be XLA-compiled once ``apply_settings`` asks for
+    ``asked`` (``resolve_jit``): on JAX, Keras' setter turns it off where a layer cannot run
+    under XLA (``compat.set_jit_compile``), which the data's placement needs to know first."""
+    wanted = resolve_jit(model, asked)
+    if config.backend == "jax":
+        return wanted and compat.auto_jit_compile(model)
+    return wanted
+
+
 def apply_settings(keras: object, model: object, request: FitRequest) -> dict[str, object]:
     """Apply the speed options, learning rate and clipping to a compiled model.
 

@@ -106,7 +106,6 @@ from gpukeras.core import compat
 from gpukeras.core.errors import (
     BackupMismatchError,
     BadArgumentError,
-    BadDataError,
     GpukerasError,
     PreemptedError,
     StrategyError,
@@ -114,7 +113,8 @@ from gpukeras.core.errors import (
 )
 from gpukeras.core.handles import Dataset, Keras, Model, Strategy
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, pipeline
+from gpukeras.data import adapters
+from gpukeras.data.feed import feed
 from gpukeras.distribute import cluster, strategies
 from gpukeras.train import backup, failures, fit_request, monitor, preempt, timing, training_run
 
@@ -130,33 +130,6 @@ def _check_callbacks(keras: object, callbacks: list[object], is_chief: bool) -> 
         )
     writers = (cb.ModelCheckpoint, cb.TensorBoard, cb.CSVLogger)
     return [c for c in callbacks if is_chief or not isinstance(c, writers)]
-
-
-def _tf_dataset(data: object, what: str) -> object:
-    if not adapters.is_tf_dataset(data):
-        raise BadDataError(
-            f"Multi-worker training takes {what} as arrays (x, y) or a tf.data dataset "
-            f"(gpu_dataset()), not {type(data).__name__}."
-        )
-    return data
-
-
-def _validation_dataset(validation_data: object, batch_size: int | None) -> object | None:
-    """Validation data as a tf.data dataset of global batches, in order."""
-    given = adapters.validation_args(validation_data, batch_size)
-    if not given:
-        return None
-    data = given["validation_data"]
-    if isinstance(data, tuple):
-        x, y, weights = (*data, None, None)[:3]
-        data = pipeline.from_arrays(
-            x,
-            y,
-            sample_weight=weights,
-            batch_size=given["validation_batch_size"],
-            shuffle=False,
-        )["dataset"]
-    return _tf_dataset(data, "validation_data")
 
 
 # One worker's run ---------------------------------------------------------------------
@@ -317,13 +290,17 @@ def fit(
     run.state = state
     try:
         keras.utils.set_random_seed(run.seed)
-        adapter = run.adapter = adapters.get_data_adapter(
-            data, request.batch_size, run.seed, class_weight=request.class_weight
+        # the model is built in the strategy's scope once every worker has agreed (_train)
+        context = adapters.FeedContext(
+            keras.backend.backend(),
+            batch_size=request.batch_size,
+            seed=run.seed,
+            class_weight=request.class_weight,
+            tf_data_only=True,
         )
-        run.dataset = _tf_dataset(
-            adapter.fit_args["x"] if adapter.tf_dataset is None else adapter.tf_dataset, "data"
-        )
-        run.validation = _validation_dataset(validation_data, request.batch_size)
+        adapter = run.adapter = feed(model, data, validation_data, context, build=False)
+        run.dataset = adapter.tf_dataset
+        run.validation = adapter.validation.get("validation_data")
         collectives.agree(
             {
                 "epochs": request.epochs,
@@ -354,7 +331,7 @@ def _train(run: _Run) -> dict[str, object]:
     assert adapter is not None  # fit made it before the model
     validation = run.validation
     with strategy.scope():
-        adapters.build_from_spec(model, run.dataset)
+        adapter.build(model)
         applied = fit_request.apply_settings(keras, model, request)
     applied["steps_per_execution"] = 1  # one batch per step here, whatever the model has
     facts: dict[str, object] = {  # what a backup must match
@@ -505,9 +482,11 @@ def _train(run: _Run) -> dict[str, object]:
     )  # fmt: skip
     # every worker has the monitor or none (agreed), so all make _report's exchange
     report = _report(watcher, model, gpu_rows, settings, collectives) if watcher else None
-    return training_run.result(
+    result = training_run.result(
         training_run.history_columns(None, history), report, watcher, started, settings
     )
+    result["warnings"] = adapter.warnings
+    return result
 
 
 def _report(

@@ -251,7 +251,8 @@ def settings(
     (``fit_request.FitRequest``, its seed the one trained with), the data's adapter, what
     ``fit_request.apply_settings`` applied, the strategy's plan (None: no strategy), the
     backup resumed from (``state``), a signal that came once the last step had begun
-    (``stop``, a ``preempt.Stop``: training completed all the same), whether the backend's
+    (``stop``, a ``preempt.Stop``: training completed all the same), the data's description
+    (``DataAdapter.description``), whether the backend's
     ops were deterministic (``setup.deterministic_in_force``, read when training ended),
     and each loop's own (``loop_own``)."""
     return {
@@ -273,6 +274,8 @@ def settings(
         else strategies.strategy_settings(plan, adapter.batch_size),
         "dtype_policy": model.dtype_policy.name,
         "data": adapter.kind,
+        # data_info, validation_data_info, weights, data_path (``gpukeras.data.feed``)
+        **adapter.description,
         **loop_own,
         "monitor": request.monitor,
         "tuned": request.tuned,

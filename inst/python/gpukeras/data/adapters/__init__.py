@@ -2,12 +2,14 @@
 
 gpu_fit() takes a tf.data dataset, arrays as ``(x, y)``, or anything else
 Keras' ``fit()`` reads (a PyDataset, a generator). ``get_data_adapter``
-chooses the adapter for the data, as Keras' own data adapters do (its
-``keras.src.trainers.data_adapters``), and the adapter knows what
-``model.fit()`` gets (``fit_args``) and what resuming
-needs to know: the dataset whose iterators count epochs, the batch size, the
-batches per epoch. The training loops (``gpukeras.train.fit``, and
-``gpukeras.train.multiworker``'s own) ask the adapter, never the kind of data.
+chooses the adapter for the data in its final form (on the device, Keras'
+arrays, or tf.data), once what it depends on is decided (a ``FeedContext``),
+as Keras' own data adapters do (its ``keras.src.trainers.data_adapters``); the
+adapter knows what ``model.fit()`` gets (``fit_args`` and ``validation``) and
+what resuming needs to know: the dataset whose iterators count epochs, the
+batch size, the batches per epoch. ``gpukeras.data.feed`` calls it, and the
+training loops (``gpukeras.train.fit``, ``gpukeras.train.multiworker``'s own,
+gpu_tune()'s trials) ask the adapter, never the kind of data.
 
 Data order, and why a resumed run ends with the same weights. A resumed run
 redoes nothing and skips nothing only if epoch e's batches come in the same
@@ -57,29 +59,33 @@ that has imported it, and arrays need it only where it is installed.
 
 from __future__ import annotations
 
-from gpukeras.core.backend import configured_backend
+from dataclasses import dataclass
+
 from gpukeras.core.errors import BadDataError
-from gpukeras.core.handles import Model, Strategy
+from gpukeras.core.handles import Strategy
 from gpukeras.data import pipeline, weights
 from gpukeras.data.adapters.arrays import ArrayAdapter
 from gpukeras.data.adapters.base import (
     DEFAULT_BATCH_SIZE,
     DataAdapter,
     Decision,
+    Given,
+    Rows,
     StrategyPlan,
     as_arrays,
+    check_batched,
+    describe_dataset,
+    given,
     is_tf_dataset,
     row_count,
     tensorflow_available,
 )
 from gpukeras.data.adapters.keras_data import KerasDataAdapter
-from gpukeras.data.adapters.resident import InMemoryRows, ResidentAdapter, decide
+from gpukeras.data.adapters.resident import ResidentAdapter, decide
 from gpukeras.data.adapters.tf_dataset import (
     ArrayDatasetAdapter,
     TFDatasetAdapter,
     build_from_spec,
-    check_batched,
-    describe_dataset,
     static_batch_size,
 )
 
@@ -89,8 +95,11 @@ __all__ = [
     "ArrayDatasetAdapter",
     "DataAdapter",
     "Decision",
+    "FeedContext",
+    "Given",
     "KerasDataAdapter",
     "ResidentAdapter",
+    "Rows",
     "StrategyPlan",
     "TFDatasetAdapter",
     "as_arrays",
@@ -98,192 +107,224 @@ __all__ = [
     "check_batched",
     "describe_dataset",
     "get_data_adapter",
+    "given",
     "is_tf_dataset",
-    "on_device",
     "row_count",
+    "static_batch_size",
     "tensorflow_available",
     "validation_args",
 ]
 
 
-def get_data_adapter(
-    data: object,
-    batch_size: int | None,
-    seed: int | None,
-    several_processes: bool = False,
-    plan: StrategyPlan | None = None,
-    class_weight: dict[int, float] | None = None,
-) -> DataAdapter:
-    """The adapter for gpu_fit()'s ``data`` (see the module's notes).
+@dataclass(frozen=True)
+class FeedContext:
+    """What is decided before the data is built, passed down to it.
 
-    Args:
-        data: a tf.data dataset, arrays as ``(x, y)``, ``(x, y, sample_weight)`` or
-            ``(x,)`` (``x`` may be a dict of arrays), or anything else Keras' ``fit()``
-            takes.
-        batch_size: rows per batch for arrays (None: ``DEFAULT_BATCH_SIZE``); other
-            data makes its own batches (gpu_fit() refuses a batch size for it).
-        seed: the seed of the arrays' shuffling.
-        several_processes: this process trains with others (JAX's multi-process
-            distribution, which shards only a tf.data dataset).
-        plan: the strategy's plan, or None for one device: the adapter lays its data
-            out as the plan says (``DataAdapter.follow``).
+    Attributes:
+        backend: the Keras backend.
+        batch_size: rows per batch for rows in memory (the micro-batch with gradient
+            accumulation; None: ``DEFAULT_BATCH_SIZE``); other data makes its own.
+        seed: the seed of the rows' shuffling.
         class_weight: {class number: weight} for the training rows, as Keras' fit()
             takes it (``gpukeras.data.weights``), or None.
+        shuffle: whether rows in memory are shuffled every epoch.
+        plan: the strategy's plan, or None for one device: the data is laid out as it
+            says (``DataAdapter.follow``).
+        distribution: the JAX distribution the model trains under, or None.
+        jit_compile: whether the model's step is XLA-compiled as it trains (rows go on
+            the device only then).
+        several_processes: this process trains with others (JAX's multi-process
+            distribution, which shards only a tf.data dataset).
+        tf_data_only: the loop reads tf.data alone (the multi-worker loop): arrays
+            become a pipeline, validation arrays too, and nothing goes on the device.
+    """
+
+    backend: str
+    batch_size: int | None = None
+    seed: int | None = None
+    class_weight: dict[int, float] | None = None
+    shuffle: bool = True
+    plan: StrategyPlan | None = None
+    distribution: Strategy | None = None
+    jit_compile: bool = False
+    several_processes: bool = False
+    tf_data_only: bool = False
+
+
+def get_data_adapter(given: Given, validation: Given, context: FeedContext) -> DataAdapter:
+    """The adapter for gpu_fit()'s data in its final form, with its validation data (see the
+    module's notes): rows in memory that fit on the device as a ``ResidentAdapter``
+    (``decision`` says which and why), anything else as it streams.
+
+    Args:
+        given: the training data as given (``given``): a tf.data dataset, arrays as
+            ``(x, y)``, ``(x, y, sample_weight)`` or ``(x,)`` (``x`` may be a dict of
+            arrays), or anything else Keras' ``fit()`` takes.
+        validation: the validation data as given (``given(data, training = False)``).
+        context: what was decided before (``FeedContext``).
 
     Raises:
-        BadDataError: data without rows or batches, or of a type nothing reads.
-        BadArgumentError: weights the data cannot take (``weights``).
+        BadDataError: a dataset without batches; (``tf_data_only``) data that is neither
+            arrays nor a dataset.
+        BadArgumentError: weights the data cannot take (``weights``), a batch the plan
+            cannot split.
     """
-    adapter = _adapter_for(data, batch_size, seed, several_processes, class_weight)
-    if plan is not None:
-        adapter.follow(plan)
+    devices = _devices(context)
+    rows, validation_rows = _rows(given, validation, context, bool(devices))
+    adapter: DataAdapter
+    if rows is not None and devices:
+        decision = decide(
+            context.backend, context.jit_compile, rows, validation_rows, devices,
+            context.several_processes,
+        )  # fmt: skip
+    else:
+        recorded = pipeline.made_here(given.data) if given.dataset else None
+        from_arrays = recorded is not None and recorded.source == "arrays"
+        decision = Decision(False, _streams_because(given.dataset, from_arrays, context))
+    if decision.resident:
+        assert rows is not None  # decided from them
+        adapter = ResidentAdapter(rows, validation_rows, context.distribution, decision)
+    elif given.dataset:
+        size = static_batch_size(given.data)
+        adapter = TFDatasetAdapter(given.data, size, class_weight=context.class_weight)
+    elif rows is not None and _on_tf_data(context):
+        # R data goes through the same seeded pipeline as gpu_dataset()'s
+        built = pipeline.from_arrays(
+            rows.x, rows.y, sample_weight=rows.sample_weight, batch_size=rows.batch_size,
+            shuffle=rows.shuffle, seed=rows.seed,
+        )  # fmt: skip
+        adapter = ArrayDatasetAdapter(built["dataset"], rows)
+    elif rows is not None:
+        adapter = ArrayAdapter(rows)
+    elif context.tf_data_only:
+        raise BadDataError(
+            "Multi-worker training takes data as arrays (x, y) or a tf.data dataset "
+            f"(gpu_dataset()), not {type(given.data).__name__}."
+        )
+    else:
+        adapter = KerasDataAdapter(given.data, context.class_weight)
+    adapter.decision = decision
+    if context.plan is not None:
+        adapter.follow(context.plan)
+    # validation that is not rows on the device streams, in Keras' own test steps
+    adapter.validation = adapter.validation or validation_args(
+        validation, adapter.batch_size, context.plan, context.tf_data_only
+    )
     return adapter
 
 
-def _adapter_for(
-    data: object,
-    batch_size: int | None,
-    seed: int | None,
-    several_processes: bool,
-    class_weight: dict[int, float] | None,
-) -> DataAdapter:
-    if is_tf_dataset(data):
-        return TFDatasetAdapter(data, static_batch_size(data), class_weight=class_weight)
-    if isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
-        x = as_arrays(data[0])
-        y = as_arrays(data[1]) if len(data) >= 2 and data[1] is not None else None
-        rows = row_count(x)
-        if rows == 0:
-            raise BadDataError("The training data has no rows.")
-        sample_weight = weights.row_weights(
-            y, data[2] if len(data) == 3 else None, class_weight, rows
-        )
-        size = batch_size or DEFAULT_BATCH_SIZE
-        # tf.data feeds TensorFlow's own graphs; on JAX, Keras' NumPy batches are faster,
-        # but with several processes Keras shards only a tf.data dataset.
-        several = several_processes
-        if several and not tensorflow_available():
-            raise BadDataError(
-                "Multi-worker training on JAX reads arrays through a tf.data pipeline, which "
-                "needs TensorFlow: install it (the CPU build is enough) in gpukeras' Python."
-            )
-        on_tf_data = tensorflow_available() and (configured_backend() == "tensorflow" or several)
-        adapter = ArrayDatasetAdapter if on_tf_data else ArrayAdapter
-        return adapter(x, y, size, seed, sample_weight)
-    if isinstance(data, (str, bytes, dict, int, float)) or data is None:
-        raise BadDataError(
-            f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
-            "or arrays as (x, y)."
-        )
-    return KerasDataAdapter(data, class_weight)
+def _rows(
+    given: Given, validation: Given, context: FeedContext, may_go_on_device: bool
+) -> tuple[Rows | None, tuple | None]:
+    """The training rows in memory (arrays, or where they may go on the device a gpu_dataset()
+    that batches rows as they are), and the validation rows that could go with them on the
+    device; None for data that streams as it is.
+
+    A dataset's class weights are Keras' map's where it streams; rows in memory have them
+    in their sample weights (``weights.row_weights``)."""
+    made = pipeline.in_memory(given.data) if given.dataset and may_go_on_device else None
+    if given.arrays is not None:
+        x, y, sample_weight = given.arrays
+        count, size, seed = given.count or 0, context.batch_size or DEFAULT_BATCH_SIZE, context.seed
+        shuffle, drop_remainder = context.shuffle, False
+    elif made is not None:
+        x, y, sample_weight = made.arrays()
+        count, size, seed = row_count(x), made.batch_size, made.seed
+        shuffle, drop_remainder = made.shuffle, made.drop_remainder
+    else:
+        return None, None
+    on_device = None
+    if not may_go_on_device:
+        pass
+    elif validation.arrays is not None:
+        on_device = tuple(part for part in validation.arrays if part is not None)
+    elif validation.dataset:
+        held = pipeline.in_memory(validation.data)
+        if held is not None and held.batch_size == size:
+            on_device = tuple(part for part in held.arrays() if part is not None)
+    weights_of_rows = weights.row_weights(y, sample_weight, context.class_weight, count)
+    rows = Rows(x, y, count, size, seed, shuffle, drop_remainder, weights_of_rows)
+    return rows, on_device
 
 
-def on_device(
-    adapter: DataAdapter,
-    model: Model,
-    validation_data: object,
-    distribution: Strategy | None,
-    backend: str,
-    several_processes: bool = False,
-) -> DataAdapter:
-    """The adapter training reads: rows in memory (arrays, or a gpu_dataset() of them that
-    batches them as they are) that fit on the device as a ``ResidentAdapter``, anything else
-    as it is; ``decision`` says which and why.
+def _on_tf_data(context: FeedContext) -> bool:
+    """Whether rows that stream go through tf.data: it feeds TensorFlow's own graphs; on JAX,
+    Keras' NumPy batches are faster, but with several processes Keras shards only a tf.data
+    dataset.
 
-    Args:
-        adapter: what ``get_data_adapter`` chose.
-        model: the compiled model, as it will train.
-        validation_data: gpu_fit()'s validation data (rows in memory go on the device too,
-            a gpu_dataset() of them where its batches are the training's size).
-        distribution: the JAX distribution the model trains under, or None.
-        backend: the Keras backend.
-        several_processes: this process trains with others.
+    Raises:
+        BadDataError: several processes on JAX without TensorFlow.
     """
-    rows = _in_memory_rows(adapter)
-    if rows is None:
-        adapter.decision = Decision(False, _streams_because(adapter, backend))
-        return adapter
-    validation = _validation_rows(validation_data, rows.batch_size)
-    adapter.decision = decide(
-        backend,
-        model,
-        rows.x,
-        rows.y,
-        validation,
-        _devices(distribution) if backend == "jax" else [],
-        several_processes=several_processes,
-    )
-    if not adapter.decision.resident:
-        return adapter
-    return ResidentAdapter(rows, model, validation, distribution, adapter.decision)
-
-
-def _in_memory_rows(adapter: DataAdapter) -> InMemoryRows | None:
-    """The rows in memory an adapter reads, where they can go on the device; else None."""
-    if isinstance(adapter, ArrayAdapter):
-        size = adapter.batch_size or DEFAULT_BATCH_SIZE
-        args = adapter.fit_args
-        return InMemoryRows(
-            args["x"], args["y"], size, adapter.seed, sample_weight=args.get("sample_weight")
+    several = context.several_processes or context.tf_data_only
+    if several and not tensorflow_available():
+        raise BadDataError(
+            "Multi-worker training on JAX reads arrays through a tf.data pipeline, which "
+            "needs TensorFlow: install it (the CPU build is enough) in gpukeras' Python."
         )
-    made = pipeline.in_memory(adapter.dataset) if adapter.dataset is not None else None
-    if made is None:
-        return None
-    x, y, sample_weight = made.arrays()
-    if adapter.class_weight is not None:  # the streamed dataset has them by Keras' map
-        sample_weight = weights.row_weights(y, sample_weight, adapter.class_weight, row_count(x))
-    return InMemoryRows(
-        x, y, made.batch_size, made.seed, made.shuffle, made.drop_remainder, sample_weight
-    )
+    return tensorflow_available() and (context.backend == "tensorflow" or several)
 
 
-def _streams_because(adapter: DataAdapter, backend: str) -> str:
-    """Why data that is not rows in memory streams from host memory."""
-    if backend != "jax":
-        return f"data streams from host memory on {backend}"
-    made = pipeline.made_here(adapter.dataset) if adapter.dataset is not None else None
-    if made is not None and made.source == "arrays":
+def _devices(context: FeedContext) -> list[object]:
+    """The JAX devices rows in memory would be put on: the distribution's, or the default
+    device; none where rows cannot go on the device (another backend, tf.data alone)."""
+    if context.backend != "jax" or context.tf_data_only:
+        return []
+    import jax
+
+    if context.distribution is not None:
+        return list(context.distribution.device_mesh.devices.flat)
+    return [jax.devices()[0]]
+
+
+def _streams_because(dataset: bool, from_arrays: bool, context: FeedContext) -> str:
+    """Why data that is not rows on the device streams from host memory: a ``dataset``
+    (``from_arrays``: a gpu_dataset() of rows in memory that maps or augments them), or
+    other data."""
+    if context.backend != "jax":
+        return f"data streams from host memory on {context.backend}"
+    if context.tf_data_only:
+        return "with several processes Keras reads a sharded tf.data pipeline"
+    if dataset and from_arrays:
         return (
             "this gpu_dataset() maps or augments its rows in tf.data on the host, so its "
             "batches stream from host memory"
         )
-    if adapter.tf_dataset is not None:
+    if dataset:
         return "a tf.data dataset streams its batches from host memory"
     return "this data makes its batches on the host, so they stream from host memory"
 
 
-def _validation_rows(validation_data: object, batch_size: int) -> tuple | None:
-    """Validation rows in memory, for the device; None where validation streams."""
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2, 3):
-        return tuple(as_arrays(part) for part in validation_data if part is not None)
-    made = pipeline.in_memory(validation_data) if is_tf_dataset(validation_data) else None
-    if made is None or made.batch_size != batch_size:
-        return None
-    return tuple(part for part in made.arrays() if part is not None)
-
-
-def _devices(distribution: Strategy | None) -> list[object]:
-    """The JAX devices data is put on: the distribution's, or the default device."""
-    import jax
-
-    if distribution is not None:
-        return list(distribution.device_mesh.devices.flat)
-    return [jax.devices()[0]]
-
-
 def validation_args(
-    validation_data: object, batch_size: int | None, plan: StrategyPlan | None = None
+    validation: Given,
+    batch_size: int | None,
+    plan: StrategyPlan | None = None,
+    tf_data_only: bool = False,
 ) -> dict[str, object]:
-    """``model.fit()`` arguments for the validation data (not shuffled), a dataset sharded as
-    the strategy's ``plan`` says."""
-    if validation_data is None:
+    """``model.fit()`` arguments for the validation data as given (``given``; not shuffled): a
+    dataset sharded as the strategy's ``plan`` says; arrays as they are, or (``tf_data_only``)
+    as a gpu_dataset() pipeline of them in order.
+
+    Raises:
+        BadDataError: ``tf_data_only`` and validation data that is neither.
+    """
+    data = validation.data
+    if data is None:
         return {}
-    if is_tf_dataset(validation_data):
-        return {"validation_data": validation_data if plan is None else plan.shard(validation_data)}
-    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (1, 2, 3):
-        parts = tuple(as_arrays(part) for part in validation_data if part is not None)
-        return {
-            "validation_data": parts,
-            "validation_batch_size": batch_size or DEFAULT_BATCH_SIZE,
-        }
-    return {"validation_data": validation_data}
+    if validation.dataset:
+        return {"validation_data": data if plan is None else plan.shard(data)}
+    size = batch_size or DEFAULT_BATCH_SIZE
+    if validation.arrays is not None:
+        parts = tuple(part for part in validation.arrays if part is not None)
+        if not tf_data_only:
+            return {"validation_data": parts, "validation_batch_size": size}
+        x, y, sample_weight = validation.arrays
+        made = pipeline.from_arrays(
+            x, y, sample_weight=sample_weight, batch_size=size, shuffle=False
+        )
+        return {"validation_data": made["dataset"]}
+    if tf_data_only:
+        raise BadDataError(
+            "Multi-worker training takes validation_data as arrays (x, y) or a tf.data "
+            f"dataset (gpu_dataset()), not {type(data).__name__}."
+        )
+    return {"validation_data": data}

@@ -4,37 +4,35 @@ from __future__ import annotations
 
 import math
 
-from gpukeras.data.adapters.base import DataAdapter, row_count
+from gpukeras.data.adapters.base import DataAdapter, Rows
 
 
 class ArrayAdapter(DataAdapter):
     """Arrays Keras batches and shuffles itself: on JAX, or where TensorFlow is not installed.
 
-    On JAX this is the fastest way for data already in memory: Keras slices
-    NumPy batches and places each on the device, where a tf.data pipeline adds
+    On JAX this is the fastest way for data already in memory that stays on the host: Keras
+    slices NumPy batches and places each on the device, where a tf.data pipeline adds
     TensorFlow's per-batch work and a copy out of its tensors (issue #17, item 5).
     """
 
     kind = "keras arrays"
 
-    def __init__(
-        self,
-        x: object,
-        y: object,
-        batch_size: int,
-        seed: int | None,
-        sample_weight: object = None,
-    ) -> None:
-        rows = row_count(x)
-        weighted = {} if sample_weight is None else {"sample_weight": sample_weight}
+    def __init__(self, rows: Rows) -> None:
+        weighted = {} if rows.sample_weight is None else {"sample_weight": rows.sample_weight}
         super().__init__(
-            {"x": x, "y": y, "batch_size": batch_size, "shuffle": True, **weighted},
-            batch_size=batch_size,
-            steps_per_epoch=math.ceil(rows / batch_size),
-            rows=rows,
+            {
+                "x": rows.x,
+                "y": rows.y,
+                "batch_size": rows.batch_size,
+                "shuffle": rows.shuffle,
+                **weighted,
+            },
+            batch_size=rows.batch_size,
+            steps_per_epoch=math.ceil(rows.count / rows.batch_size),
+            rows=rows.count,
         )
-        self.reseed_numpy = seed is not None
-        self.seed = seed
+        self.reseed_numpy = rows.seed is not None and rows.shuffle
+        self.seed = rows.seed
 
     def gpu_dataset(self) -> dict[str, object] | None:
         """In-memory rows, as gpu_dataset() from arrays has them: nothing to cache or map."""

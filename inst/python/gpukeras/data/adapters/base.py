@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeGuard
 
 import numpy as np
 
 from gpukeras.core import compat
-from gpukeras.core.handles import Dataset
+from gpukeras.core.errors import BadDataError
+from gpukeras.core.handles import Dataset, Model
 from gpukeras.data import pipeline
 
 DEFAULT_BATCH_SIZE = 32
@@ -51,6 +52,95 @@ def row_count(x: object) -> int:
 
 
 @dataclass
+class Given:
+    """gpu_fit()'s data (or validation data) as it was given, looked at once (``given``), so that
+    what follows reads what it is instead of asking again.
+
+    Attributes:
+        data: the object given.
+        dataset: whether it is a tf.data dataset.
+        arrays: arrays in memory given as ``(x, y, sample_weight)``: NumPy arrays (``x``
+            and ``y`` may be dicts of them by name; ``y`` and ``sample_weight`` None where
+            not given); None for other data.
+        count: the rows of ``arrays`` (None for other data).
+        info: a dataset described (``describe_dataset``); None for other data.
+        weighted: whether it brings its own sample weights (arrays as ``(x, y, w)``, or a
+            dataset of ``(x, y, sample_weight)`` elements, as gpu_dataset(sample_weight = )
+            makes).
+    """
+
+    data: object
+    dataset: bool = False
+    arrays: tuple[object, object, object] | None = None
+    count: int | None = None
+    info: dict[str, object] | None = None
+    weighted: bool = False
+
+
+def given(data: object, training: bool = True) -> Given:
+    """``data`` as given (see ``Given``); ``training``: it is the training data, which must
+    have rows, where validation data may be None.
+
+    Raises:
+        BadDataError: training data without rows, or of a type nothing reads.
+    """
+    if is_tf_dataset(data):
+        spec = data.element_spec
+        weighted = isinstance(spec, tuple) and len(spec) == 3
+        return Given(data, dataset=True, info=describe_dataset(data), weighted=weighted)
+    if isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
+        parts = (*data, None, None)[:3]
+        x = as_arrays(parts[0])
+        y = as_arrays(parts[1]) if parts[1] is not None else None
+        count = row_count(x)
+        if training and count == 0:
+            raise BadDataError("The training data has no rows.")
+        arrays = (x, y, np.asarray(parts[2]) if parts[2] is not None else None)
+        return Given(data, arrays=arrays, count=count, weighted=parts[2] is not None)
+    if training and (isinstance(data, (str, bytes, dict, int, float)) or data is None):
+        raise BadDataError(
+            f"data cannot be {type(data).__name__}: give a tf.data dataset (gpu_dataset()) "
+            "or arrays as (x, y)."
+        )
+    return Given(data)
+
+
+def describe_dataset(data: object) -> dict[str, object] | None:
+    """A tf.data dataset given to gpu_fit() (e.g. from tfdatasets) in plain data.
+
+    Returns:
+        None for data that is not a tf.data dataset; else ``batches`` per pass
+        (None when not known) and ``element``, its parts' shapes and dtypes.
+    """
+    if not is_tf_dataset(data):
+        return None
+    tf = sys.modules["tensorflow"]
+    cardinality = int(data.cardinality())
+    leaves = tf.nest.flatten(data.element_spec)
+    return {
+        "batches": cardinality if cardinality >= 0 else None,
+        "element": ", ".join(f"{tuple(leaf.shape)} {leaf.dtype.name}" for leaf in leaves),
+    }
+
+
+@dataclass
+class Rows:
+    """Rows in memory, as every in-memory form of training data holds them: R or NumPy arrays
+    (``x`` may be a dict of arrays by input name), or a gpu_dataset() of them that batches them
+    as they are (``pipeline.in_memory``): ``count`` of them. ``sample_weight`` has the class
+    weights in it (one weight per row, ``gpukeras.data.weights``)."""
+
+    x: object
+    y: object | None
+    count: int
+    batch_size: int
+    seed: int | None
+    shuffle: bool = True
+    drop_remainder: bool = False
+    sample_weight: object | None = None
+
+
+@dataclass
 class Decision:
     """Whether the data trains on the device, and why (for the fit report).
 
@@ -77,7 +167,37 @@ class StrategyPlan(Protocol):
     def shard(self, dataset: Dataset) -> object: ...
 
 
+def check_batched(model: Model, dataset: Dataset, arg: str = "data") -> None:
+    """Raise BadDataError when a dataset gives single examples to a model that takes batches.
+
+    Keras' own error for it ("Expected shape (None, 20), but input has an
+    incompatible shape (20,)") does not say what to do. Only a model whose
+    inputs are known can be compared with; others are left to Keras.
+    """
+    try:
+        inputs = list(model.inputs)
+    except (AttributeError, ValueError, TypeError):  # a subclassed or unbuilt model
+        return
+    tf = sys.modules["tensorflow"]
+    spec = dataset.element_spec
+    features = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
+    if not inputs or len(features) != len(inputs):
+        return
+    unbatched = all(
+        feature.shape.rank is not None and feature.shape.rank == len(given.shape) - 1
+        for feature, given in zip(features, inputs)
+    )
+    if unbatched:
+        raise BadDataError(
+            f"`{arg}` gives single examples (shape {tuple(features[0].shape)}), but the model "
+            f"takes batches (shape {tuple(inputs[0].shape)}): batch the dataset first, e.g. "
+            "dataset_batch(dataset, 32) with tfdatasets, dataset.batch(32) in Python, or make "
+            "it with gpu_dataset(batch_size = )."
+        )
+
+
 # The adapters ---------------------------------------------------------------------
+@dataclass
 class DataAdapter:
     """What ``model.fit()`` gets from gpu_fit()'s data, and what resuming needs to know about it.
 
@@ -99,34 +219,31 @@ class DataAdapter:
         batch_size: rows per batch, where known.
         steps_per_epoch: batches per epoch, where known.
         rows: rows in all, where known.
+        decision: whether the data trains on the device, and why (``resident.decide``).
+        class_weight: {class number: weight} where Keras' map adds them to a dataset's
+            batches (rows in memory have theirs as sample weights instead).
+        validation: ``model.fit()``'s validation arguments (``validation_data`` and
+            its batch size; empty without validation data).
+        description: the data for gpu_fit()'s report (``data_info``,
+            ``validation_data_info``, ``weights``, ``data_path``), set by ``feed``.
+        warnings: what to say about the labels (``class``, ``message``), set by ``feed``.
     """
 
     kind: ClassVar[str] = "other"
     given_dataset: ClassVar[bool] = False
-    reseed_numpy = False
-    # Whether the data trains on the device, and why (``resident.decide``); None where
-    # the question does not arise (data that is not arrays).
-    decision: Decision | None = None
-    # {class number: weight} where Keras' map adds them to a dataset's batches (rows in
-    # memory have theirs as sample weights instead).
-    class_weight: dict[int, float] | None = None
 
-    def __init__(
-        self,
-        fit_args: dict[str, object],
-        *,
-        dataset: Dataset | None = None,
-        tf_dataset: Dataset | None = None,
-        batch_size: int | None = None,
-        steps_per_epoch: int | None = None,
-        rows: int | None = None,
-    ) -> None:
-        self.fit_args = fit_args
-        self.dataset = dataset
-        self.tf_dataset = tf_dataset
-        self.batch_size = batch_size
-        self.steps_per_epoch = steps_per_epoch
-        self.rows = rows
+    fit_args: dict[str, object]
+    dataset: Dataset | None = None
+    tf_dataset: Dataset | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    rows: int | None = None
+    reseed_numpy: bool = False
+    decision: Decision | None = None
+    class_weight: dict[int, float] | None = None
+    validation: dict[str, object] = field(default_factory=dict)
+    description: dict[str, object] = field(default_factory=dict)
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
     def follow(self, plan: StrategyPlan) -> None:
         """Lay the data out as the strategy's ``plan`` says: a global batch it can split, and
@@ -135,6 +252,11 @@ class DataAdapter:
         for key, value in self.fit_args.items():
             if is_tf_dataset(value):
                 self.fit_args[key] = plan.shard(value)
+
+    def build(self, model: Model) -> None:
+        """Build ``model`` (its layers, compiled loss and metrics, optimizer) from the data,
+        before Keras' loop meets it, where the adapter can without reading a batch (see the
+        notes on data order in ``gpukeras.data.adapters``); Keras builds the rest on a batch."""
 
     def skip_epochs(self, epochs: int) -> None:
         """Make the next epoch draw the order epoch ``epochs`` had (see the module's notes)."""

@@ -17,14 +17,13 @@ processes, or more than ``MEMORY_SHARE`` of the device's free memory),
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
-from gpukeras.data.adapters.base import DataAdapter, Decision, row_count
+from gpukeras.data.adapters.base import DataAdapter, Decision, Rows
 from gpukeras.data.failures import refused_data
 
 # The share of the device's free memory the data (with validation) may take on it.
@@ -68,19 +67,18 @@ def free_bytes(device: Any) -> int | None:
 
 def decide(
     backend: str,
-    model: Model,
-    x: object,
-    y: object,
+    jit_compile: bool,
+    rows: Rows,
     validation: tuple | None,
     devices: list[object],
     several_processes: bool,
 ) -> Decision:
-    """Whether arrays ``x``/``y`` (and validation arrays) train on the device (see the notes).
+    """Whether ``rows`` (and validation arrays) train on the device (see the notes).
 
     Args:
         backend: the Keras backend.
-        model: the compiled model (its ``jit_compile`` resolved).
-        x, y: the training arrays (``x`` may be a dict of arrays; ``y`` None).
+        jit_compile: whether the model's step is XLA-compiled, as it will train.
+        rows: the training rows.
         validation: validation arrays ``(x, y)`` (and their sample weights) or None.
         devices: the JAX devices the data would be put on (one copy each).
         several_processes: whether this process trains with others.
@@ -89,9 +87,9 @@ def decide(
         return Decision(False, f"data streams from host memory on {backend}")
     if several_processes:
         return Decision(False, "with several processes Keras reads a sharded tf.data pipeline")
-    if not model.jit_compile:
+    if not jit_compile:
         return Decision(False, "the model runs without XLA, so steps cannot be compiled together")
-    size = data_bytes(x, y, validation)
+    size = data_bytes(rows.x, rows.y, rows.sample_weight, validation)
     free = [free_bytes(device) for device in devices]
     known = [f for f in free if f is not None]
     least = min(known) if known else None
@@ -123,30 +121,22 @@ class DeviceRows:
     """
 
     def __init__(
-        self,
-        x: object,
-        y: object,
-        batch_size: int,
-        seed: int | None,
-        validation: tuple | None = None,
-        distribution: Strategy | None = None,
-        shuffle: bool = True,
-        drop_remainder: bool = False,
-        sample_weight: object = None,
+        self, rows: Rows, validation: tuple | None = None, distribution: Strategy | None = None
     ) -> None:
         import jax
 
         self.jax = jax
-        self.batch_size = int(batch_size)
-        self.rows = len(_leaves(x)[0])
-        self.shuffle = shuffle
+        self.batch_size = int(rows.batch_size)
+        self.rows = rows.count
+        self.shuffle = rows.shuffle
         self.full, self.partial = divmod(self.rows, self.batch_size)
-        if drop_remainder:
+        if rows.drop_remainder:
             self.partial = 0
         self.steps = self.full + (1 if self.partial else 0)
         self.distribution = distribution
         # Keras' train_step reads (x, y, sample_weight) batches as fit() gives them
-        self.data = self._place(tuple(part for part in (x, y, sample_weight) if part is not None))
+        parts = (rows.x, rows.y, rows.sample_weight)
+        self.data = self._place(tuple(part for part in parts if part is not None))
         self.validation = None
         self.val_full = self.val_partial = self.val_steps = 0
         if validation is not None:
@@ -155,14 +145,15 @@ class DeviceRows:
             val_rows = len(_leaves(parts[0])[0])
             self.val_full, self.val_partial = divmod(val_rows, self.batch_size)
             self.val_steps = self.val_full + (1 if self.val_partial else 0)
+        seed = rows.seed
         self.key = jax.random.key(
             int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
         )
         # One compiled dispatch per epoch: drawn op by op, the order took 1.4 ms of the
         # host's ~5 ms between epochs (2-core CPU), time the device waits at every epoch's end.
-        rows = self.rows
+        count = self.rows
         self._draw = jax.jit(lambda key, epoch: jax.random.permutation(
-            jax.random.fold_in(key, epoch), rows
+            jax.random.fold_in(key, epoch), count
         ))  # fmt: skip
 
     def _place(self, data: object) -> object:
@@ -206,20 +197,6 @@ class DeviceRows:
         }
 
 
-@dataclasses.dataclass
-class InMemoryRows:
-    """Rows in memory that may train on the device: R or NumPy arrays, or a gpu_dataset() of
-    them that batches them as they are (``pipeline.in_memory``)."""
-
-    x: object
-    y: object | None
-    batch_size: int
-    seed: int | None
-    shuffle: bool = True
-    drop_remainder: bool = False
-    sample_weight: object | None = None
-
-
 class ResidentAdapter(DataAdapter):
     """Rows put on the device once and trained there (``device_rows``, a ``DeviceRows``).
 
@@ -231,44 +208,36 @@ class ResidentAdapter(DataAdapter):
 
     def __init__(
         self,
-        rows: InMemoryRows,
-        model: Model,
+        rows: Rows,
         validation: tuple | None,
         distribution: Strategy | None,
         decision: Decision,
     ) -> None:
-        size = rows.batch_size
-        # Keras would build the model from a batch of the tokens it gets: built from the data,
-        # which is where data that does not fit the model meets it first.
-        first = (rows.x, rows.y) if rows.y is not None else (rows.x,)
+        self.device_rows = DeviceRows(rows, validation, distribution)
+        super().__init__(
+            self.device_rows.fit_args(),
+            batch_size=rows.batch_size,
+            steps_per_epoch=self.device_rows.steps,
+            rows=rows.count,
+        )
+        self.first = (rows.x, rows.y) if rows.y is not None else (rows.x,)
+        self.decision = decision
+        self.validation = self.device_rows.validation_args()
+
+    def build(self, model: Model) -> None:
+        """Build ``model`` from a batch of the rows: Keras would build it from the tokens it
+        gets. Data that does not fit the model meets it here first.
+
+        Raises:
+            BadDataError: rows the model refuses (``failures.refused_data``).
+        """
+        size = self.batch_size or 1
         try:
-            compat.symbolic_build(model, tuple(_head(part, size) for part in first))
+            compat.symbolic_build(model, tuple(_head(part, size) for part in self.first))
         except (ValueError, TypeError) as error:
             refused = refused_data(error)
             assert refused is not None  # a ValueError or TypeError always is refused data
             raise refused from error
-        self.device_rows = DeviceRows(
-            rows.x,
-            rows.y,
-            size,
-            rows.seed,
-            validation,
-            distribution,
-            shuffle=rows.shuffle,
-            drop_remainder=rows.drop_remainder,
-            sample_weight=rows.sample_weight,
-        )
-        super().__init__(
-            self.device_rows.fit_args(),
-            batch_size=size,
-            steps_per_epoch=self.device_rows.steps,
-            rows=row_count(rows.x),
-        )
-        self.decision = decision
-
-    def validation_args(self) -> dict[str, object]:
-        """``model.fit()``'s validation arguments, the validation arrays being on the device."""
-        return self.device_rows.validation_args()
 
     def gpu_dataset(self) -> dict[str, object] | None:
         """In-memory rows on the device: nothing to cache, map or wait for."""

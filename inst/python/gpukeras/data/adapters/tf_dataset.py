@@ -13,8 +13,8 @@ import sys
 from gpukeras.core import compat
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Dataset, Model
-from gpukeras.data import pipeline, weights
-from gpukeras.data.adapters.base import DataAdapter, is_tf_dataset, row_count
+from gpukeras.data import weights
+from gpukeras.data.adapters.base import DataAdapter, Rows
 
 
 class TFDatasetAdapter(DataAdapter):
@@ -44,7 +44,6 @@ class TFDatasetAdapter(DataAdapter):
         trained = dataset
         if class_weight is not None:
             trained = weights.weighted_dataset(dataset, class_weight)
-        self.class_weight = class_weight
         batches = int(dataset.cardinality())
         if batches == tf.data.INFINITE_CARDINALITY:
             raise BadDataError(
@@ -59,6 +58,7 @@ class TFDatasetAdapter(DataAdapter):
                 tf_dataset=trained,
                 batch_size=batch_size,
                 rows=rows,
+                class_weight=class_weight,
             )
             return
         super().__init__(
@@ -69,27 +69,23 @@ class TFDatasetAdapter(DataAdapter):
             batch_size=batch_size,
             steps_per_epoch=batches,
             rows=rows,
+            class_weight=class_weight,
         )
+
+    def build(self, model: Model) -> None:
+        """Build ``model`` from the element spec of the dataset Keras gets (``build_from_spec``)."""
+        build_from_spec(model, self.fit_args["x"])
 
 
 class ArrayDatasetAdapter(TFDatasetAdapter):
-    """Arrays made into a seeded gpu_dataset() pipeline (``pipeline.from_arrays``)."""
+    """Rows in memory made into a seeded gpu_dataset() pipeline (``pipeline.from_arrays``, which
+    the factory calls: ``dataset``)."""
 
     kind = "arrays"
     given_dataset = False
 
-    def __init__(
-        self,
-        x: object,
-        y: object,
-        batch_size: int,
-        seed: int | None,
-        sample_weight: object = None,
-    ) -> None:
-        built = pipeline.from_arrays(
-            x, y, sample_weight=sample_weight, batch_size=batch_size, shuffle=True, seed=seed
-        )
-        super().__init__(built["dataset"], batch_size, rows=row_count(x))
+    def __init__(self, dataset: Dataset, rows: Rows) -> None:
+        super().__init__(dataset, rows.batch_size, rows=rows.count)
 
 
 def static_batch_size(dataset: Dataset) -> int | None:
@@ -103,62 +99,11 @@ def static_batch_size(dataset: Dataset) -> int | None:
 
 
 # Datasets meeting the model ---------------------------------------------------------
-def describe_dataset(data: object) -> dict[str, object] | None:
-    """A tf.data dataset given to gpu_fit() (e.g. from tfdatasets) in plain data.
-
-    Returns:
-        None for data that is not a tf.data dataset; else ``batches`` per pass
-        (None when not known) and ``element``, its parts' shapes and dtypes.
-    """
-    if not is_tf_dataset(data):
-        return None
-    tf = sys.modules["tensorflow"]
-    cardinality = int(data.cardinality())
-    leaves = tf.nest.flatten(data.element_spec)
-    return {
-        "batches": cardinality if cardinality >= 0 else None,
-        "element": ", ".join(f"{tuple(leaf.shape)} {leaf.dtype.name}" for leaf in leaves),
-    }
-
-
-def check_batched(model: Model, dataset: Dataset, arg: str = "data") -> None:
-    """Raise BadDataError when a dataset gives single examples to a model that takes batches.
-
-    Keras' own error for it ("Expected shape (None, 20), but input has an
-    incompatible shape (20,)") does not say what to do. Only a model whose
-    inputs are known can be compared with; others are left to Keras.
-    """
-    try:
-        inputs = list(model.inputs)
-    except (AttributeError, ValueError, TypeError):  # a subclassed or unbuilt model
-        return
-    tf = sys.modules["tensorflow"]
-    spec = dataset.element_spec
-    features = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
-    if not inputs or len(features) != len(inputs):
-        return
-    unbatched = all(
-        feature.shape.rank is not None and feature.shape.rank == len(given.shape) - 1
-        for feature, given in zip(features, inputs)
-    )
-    if unbatched:
-        raise BadDataError(
-            f"`{arg}` gives single examples (shape {tuple(features[0].shape)}), but the model "
-            f"takes batches (shape {tuple(inputs[0].shape)}): batch the dataset first, e.g. "
-            "dataset_batch(dataset, 32) with tfdatasets, dataset.batch(32) in Python, or make "
-            "it with gpu_dataset(batch_size = )."
-        )
-
-
 def build_from_spec(model: Model, dataset: Dataset) -> bool:
-    """Build the model, its compiled loss and metrics and its optimizer from a dataset's
-    element spec, so Keras need not peek at a batch through an iterator of its own
-    (see the module's notes). Returns whether it did; where it cannot, Keras peeks.
-
-    Raises:
-        BadDataError: the dataset is not batched (``check_batched``).
-    """
-    check_batched(model, dataset)
+    """Build the model, its compiled loss and metrics and its optimizer from a (batched, see
+    ``check_batched``) dataset's element spec, so Keras need not peek at a batch through an
+    iterator of its own (see the module's notes). Returns whether it did; where it cannot,
+    Keras peeks."""
     try:
         compat.symbolic_build(model, dataset.element_spec)
     except Exception:  # a model Keras cannot build symbolically: it builds on a batch
