@@ -58,14 +58,11 @@ as.data.frame.gpukeras_fit <- function(x, row.names = NULL, optional = FALSE, ..
   x$history
 }
 
-# The gpukeras_fit of the core's `result`: its warnings raised (the model's output precision
-# once per model), and its settings with what R knows of the data described.
+# The gpukeras_fit of the core's `result`: its warnings raised (the core says the model's
+# output precision once per model), and its settings with what R knows of the data described.
 fit_result <- function(result, model, data, train, validation, validation_input, verbose) {
   for (finding in result$warnings) {
-    # the model's output precision once per model; its labels every time
-    if (finding$class != "output_precision" || !warned_before(model)) {
-      gpukeras_warn(finding$message, paste0("gpukeras_warning_", finding$class))
-    }
+    gpukeras_warn(finding$message, paste0("gpukeras_warning_", finding$class))
   }
   settings <- result$settings
   if (!is.null(settings$signal_after_training)) {

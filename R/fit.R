@@ -302,8 +302,10 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
       "gpukeras_error_bad_argument"
     )
   }
-  check_count(epochs)
-  if (!is.null(batch_size)) check_count(batch_size)
+  # Each check returns the value as the core takes it (an integer, a double), so the request
+  # reaches Python in its types (train/fit_request.py converts nothing).
+  epochs <- check_count(epochs)
+  batch_size <- check_count(batch_size, allow_null = TRUE)
   accumulate <- check_auto_count(accumulate)
   step <- if (is.null(step)) gpu_step() else check_fit_option(step, "step", gpu_step)
   given_step <- intersect(names(old), names(step))
@@ -317,13 +319,13 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   jit_compile <- step$jit_compile
   remat <- step$remat
   learning_rate <- check_learning_rate(learning_rate)
-  if (!is.null(clipnorm)) check_positive_number(clipnorm)
-  if (!is.null(clipvalue)) check_positive_number(clipvalue)
+  clipnorm <- check_positive_number(clipnorm, allow_null = TRUE)
+  clipvalue <- check_positive_number(clipvalue, allow_null = TRUE)
   check_flag(monitor)
   backup <- if (is.null(backup)) gpu_backup(NULL) else check_fit_option(backup, "backup", gpu_backup)
   backup_dir <- backup$dir
   backup_freq <- backup$every
-  signals <- backup$signals
+  signals <- as_python(backup$signals)
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
@@ -334,7 +336,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
-  class_weight <- check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data))
+  class_weight <- as_python(check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE)
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {
       gpukeras_abort(
@@ -361,7 +363,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_input_width(model, fit_encoding(data))
   if (!is.null(tuned)) {
-    chosen <- tune_fit_settings(tuned, model, data$kind, batch_size, steps_per_execution, jit_compile)
+    chosen <- tune_fit_settings(tuned, data$kind, batch_size, steps_per_execution, jit_compile)
     batch_size <- chosen$batch_size
     steps_per_execution <- chosen$steps_per_execution
     jit_compile <- chosen$jit_compile

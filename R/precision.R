@@ -23,26 +23,12 @@
 gpu_precision_check <- function(model, ...) {
   check_unknown_args("gpu_precision_check")
   check_python_object(model, "model", "a Keras 3 model")
-  finding <- core_call("output_precision_warning", model = model)
-  if (!is.null(finding) && !warned_before(model)) {
-    gpukeras_warn(finding, "gpukeras_warning_output_precision")
+  # the core says whether to warn: once per model, gpu_fit() included
+  checked <- core_call("precision_check", model = model)
+  if (isTRUE(checked$warn)) {
+    gpukeras_warn(checked$finding, "gpukeras_warning_output_precision")
   }
-  invisible(finding)
-}
-
-# Whether `model` was warned about already; if not, remember it. A Python
-# WeakSet holds the models: it matches by identity, forgets a model when it is
-# freed, and so never mistakes a new model that reuses a freed one's id() for
-# it.
-warned_before <- function(model) {
-  if (is.null(the$warned_models)) {
-    the$warned_models <- reticulate::import("weakref")$WeakSet()
-  }
-  if (reticulate::import("operator")$contains(the$warned_models, model)) {
-    return(TRUE)
-  }
-  the$warned_models$add(model)
-  FALSE
+  invisible(checked$finding)
 }
 
 check_python_object <- function(x, arg, what, call = caller_env()) {

@@ -224,6 +224,28 @@ raise_core_warnings <- function(warnings) {
   }
 }
 
+# A value R checked, in the Python type the core takes: `x` (an R vector) reaches Python as a
+# list whatever its length (reticulate makes one string of a single one), or with
+# `int_keys` as a dict keyed by its names as whole numbers (R's names are text). The
+# value stays an R vector until it is sent.
+as_python <- function(x, int_keys = FALSE) {
+  if (is.null(x)) {
+    return(NULL)
+  }
+  structure(x, class = if (int_keys) "gpukeras_py_int_dict" else "gpukeras_py_list")
+}
+
+#' @exportS3Method reticulate::r_to_py
+r_to_py.gpukeras_py_list <- function(x, convert = FALSE) {
+  reticulate::r_to_py(as.list(unclass(x)), convert = convert)
+}
+
+#' @exportS3Method reticulate::r_to_py
+r_to_py.gpukeras_py_int_dict <- function(x, convert = FALSE) {
+  values <- unclass(x)
+  reticulate::py_dict(as.list(as.integer(names(values))), unname(as.list(values)), convert = convert)
+}
+
 core_call <- function(target, ..., error_call = caller_env()) {
   args <- list(...)
   handed_over <- vapply(args, inherits, logical(1), "gpukeras_handover")

@@ -325,9 +325,9 @@ tune_plot_margins <- function(labels, ticks) {
 
 # gpu_fit(tuned = ): the batch size, steps_per_execution and jit_compile a
 # gpu_tune() recommends, in place of arguments left at their defaults. The
-# precision cannot be applied to a built model, so a model of another policy
-# is refused rather than trained in a precision that was not chosen.
-tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
+# precision cannot be applied to a built model, so the core refuses a model of another
+# policy (train/fit_request.py) rather than train in a precision that was not chosen.
+tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
   if (is_tuned_record(settings)) {
     # a background fit's child: the parent applied the choice to these arguments already
     return(list(batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings))
@@ -346,20 +346,6 @@ tune_fit_settings <- function(settings, model, data_kind, batch_size, steps_per_
   if (any(given)) {
     gpukeras_abort(
       sprintf("Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  policy <- tryCatch(model$dtype_policy$name, error = function(e) NULL)
-  if (!is.null(policy) && !identical(policy, best$precision)) {
-    gpukeras_abort(
-      c(
-        sprintf("The model was built under the %s dtype policy; `tuned` recommends %s.", policy, best$precision),
-        sprintf(
-          "gpu_fit() cannot change a built model's policy: build it again after gpu_setup(mixed_precision = \"%s\") (or keras3's config_set_dtype_policy(\"%s\")).",
-          sub("^mixed_", "", best$precision), best$precision
-        )
-      ),
       "gpukeras_error_bad_argument",
       call = call
     )

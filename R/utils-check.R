@@ -1,37 +1,16 @@
 # Argument checks shared by the exported functions. Each stops with a
 # gpukeras_error_bad_argument (or a more specific class) naming the argument.
 
-check_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
-    gpukeras_abort(
-      sprintf("`%s` must be TRUE or FALSE, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
-}
-
-check_positive_number <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x <= 0) {
-    gpukeras_abort(
-      sprintf("`%s` must be one positive number, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
-}
-
-check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
-    gpukeras_abort(
-      sprintf("`%s` must be one non-empty string, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
+# The type checks, in the manner of rlang's standalone type checks (as httr2 uses them):
+# one predicate each, one error (`stop_input_type()`), the checked value returned in the
+# type the core takes (an integer, a double), and `allow_null` where NULL means "none".
+# Messages: "`arg` must be <what>, not <what it is>."
+stop_input_type <- function(x, what, arg, call, note = "") {
+  gpukeras_abort(
+    sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note),
+    "gpukeras_error_bad_argument",
+    call = call
+  )
 }
 
 describe <- function(x) {
@@ -40,75 +19,67 @@ describe <- function(x) {
   sprintf("a %s of length %d", class(x)[1], length(x))
 }
 
-check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.numeric(x) || length(x) == 0L || anyNA(x) || !all(is.finite(x)) || any(x <= 0)) {
-    gpukeras_abort(
-      sprintf("`%s` must be positive numbers, not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
-}
+is_number <- function(x) is.numeric(x) && length(x) == 1L && !is.na(x)
 
 # Counts stop at MAX_COUNT, as arguments.MAX_COUNT in the core does (test-errors.R keeps
 # the two the same).
 MAX_COUNT_TEXT <- "1e6"
 MAX_COUNT <- as.numeric(MAX_COUNT_TEXT)
 
-check_count <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > MAX_COUNT) {
-    gpukeras_abort(
-      sprintf("`%s` must be one whole number >= 1, not %s%s.", arg, describe(x), over_count(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
-}
+is_whole_number <- function(x, min = 1, max = MAX_COUNT) is_number(x) && x >= min && x == round(x) && x <= max
 
 over_count <- function(x) {
   if (is.numeric(x) && length(x) == 1L && isTRUE(x > MAX_COUNT)) sprintf(" (at most %s)", MAX_COUNT_TEXT) else ""
 }
 
+check_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
+  if (!is.logical(x) || length(x) != 1L || is.na(x)) stop_input_type(x, "TRUE or FALSE", arg, call)
+  invisible(x)
+}
+
+check_positive_number <- function(x, arg = caller_arg(x), allow_null = FALSE, call = caller_env()) {
+  if (allow_null && is.null(x)) return(invisible(NULL))
+  if (!is_number(x) || !is.finite(x) || x <= 0) stop_input_type(x, "one positive number", arg, call)
+  invisible(as.double(x))
+}
+
+check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) {
+  if (!is.numeric(x) || length(x) == 0L || anyNA(x) || !all(is.finite(x)) || any(x <= 0)) {
+    stop_input_type(x, "positive numbers", arg, call)
+  }
+  invisible(x)
+}
+
+check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
+    stop_input_type(x, "one non-empty string", arg, call)
+  }
+  invisible(x)
+}
+
+check_count <- function(x, arg = caller_arg(x), allow_null = FALSE, call = caller_env()) {
+  if (allow_null && is.null(x)) return(invisible(NULL))
+  if (!is_whole_number(x)) stop_input_type(x, "one whole number >= 1", arg, call, over_count(x))
+  invisible(as.integer(x))
+}
+
 check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {
-    gpukeras_abort(
-      sprintf(
-        "`%s` must be one of %s, not %s.", arg,
-        paste0("\"", choices, "\"", collapse = ", "), describe(x)
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    stop_input_type(x, sprintf("one of %s", paste0("\"", choices, "\"", collapse = ", ")), arg, call)
   }
   x
 }
 
 # A whole number >= 1, or the word `auto` that stands for the default.
 check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = caller_env()) {
-  if (identical(x, auto)) {
-    return(x)
-  }
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x < 1 || x != round(x) || x > MAX_COUNT) {
-    gpukeras_abort(
-      sprintf("`%s` must be \"%s\" or one whole number >= 1, not %s%s.", arg, auto, describe(x), over_count(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  if (identical(x, auto)) return(x)
+  if (!is_whole_number(x)) stop_input_type(x, sprintf("\"%s\" or one whole number >= 1", auto), arg, call, over_count(x))
   as.integer(x)
 }
 
 check_auto_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
-  if (identical(x, "auto") || (is.logical(x) && length(x) == 1L && !is.na(x))) {
-    return(x)
-  }
-  gpukeras_abort(
-    sprintf("`%s` must be TRUE, FALSE or \"auto\", not %s.", arg, describe(x)),
-    "gpukeras_error_bad_argument",
-      call = call
-  )
+  if (identical(x, "auto") || (is.logical(x) && length(x) == 1L && !is.na(x))) return(x)
+  stop_input_type(x, "TRUE, FALSE or \"auto\"", arg, call)
 }
 
 check_learning_rate <- function(learning_rate, call = caller_env()) {
@@ -118,8 +89,7 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
   if (inherits(learning_rate, "gpukeras_lr_schedule")) {
     return(unclass(learning_rate))
   }
-  if (!is.numeric(learning_rate) || length(learning_rate) != 1L || is.na(learning_rate) ||
-    !is.finite(learning_rate) || learning_rate <= 0) {
+  if (!is_number(learning_rate) || !is.finite(learning_rate) || learning_rate <= 0) {
     gpukeras_abort(
       c(
         sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
@@ -154,13 +124,8 @@ check_callbacks <- function(callbacks, call = caller_env()) {
 }
 
 check_seed <- function(seed, call = caller_env()) {
-  if (is.null(seed)) {
-    return(NULL)
-  }
-  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed < 0 || seed != round(seed) ||
-    seed > .Machine$integer.max) {
-    gpukeras_abort(sprintf("`seed` must be one whole number >= 0, not %s.", describe(seed)), "gpukeras_error_bad_argument", call = call)
-  }
+  if (is.null(seed)) return(NULL)
+  if (!is_whole_number(seed, min = 0, max = .Machine$integer.max)) stop_input_type(seed, "one whole number >= 0", "seed", call)
   as.integer(seed)
 }
 
@@ -170,13 +135,7 @@ resolve_verbose <- function(verbose, call = caller_env()) {
   if (identical(verbose, "auto")) {
     return(if (interactive()) 1L else 2L)
   }
-  if (!is.numeric(verbose) || length(verbose) != 1L || is.na(verbose) || !verbose %in% 0:2) {
-    gpukeras_abort(
-      sprintf("`verbose` must be \"auto\", 0, 1 or 2, not %s.", describe(verbose)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  if (!is_number(verbose) || !verbose %in% 0:2) stop_input_type(verbose, "\"auto\", 0, 1 or 2", "verbose", call)
   as.integer(verbose)
 }
 

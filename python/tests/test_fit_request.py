@@ -115,17 +115,29 @@ def test_fits_notes_say_what_becomes_of_every_field() -> None:
     assert missing == []
 
 
-def test_fields_r_checked_are_taken_with_their_python_type() -> None:
+def test_fields_r_checked_are_taken_as_they_are() -> None:
+    """R's checks return each value in its field's type (a list, and whole-number keys, by
+    R/python.R's as_python()), so the core converts nothing (tests/testthat/test-fit-options.R
+    checks the R side)."""
     keras = config.keras()
+    signals, class_weight = ["SIGUSR1"], {0: 2.0, 1: 1.0}
+    given = {"epochs": 3, "batch_size": 8, "clipnorm": 1.0, "verbose": 0}
     request = fit_request.check_request(
-        keras,
-        compiled(),
-        {"epochs": 3.0, "batch_size": 8.0, "clipnorm": 1, "signals": "SIGUSR1", "verbose": 0.0},
+        keras, compiled(), {**given, "signals": signals, "class_weight": class_weight}
     )
-    assert (request.epochs, request.batch_size, request.clipnorm) == (3, 8, 1.0)
-    assert isinstance(request.epochs, int) and isinstance(request.clipnorm, float)
-    assert request.signals == ["SIGUSR1"] and request.verbose == 0
+    assert request.signals is signals and request.class_weight is class_weight
+    assert (request.epochs, request.batch_size, request.clipnorm, request.verbose) == (3, 8, 1.0, 0)
     assert request.steps_per_execution == "auto" and request.callbacks == []
+
+
+def test_a_model_of_another_policy_than_the_tuned_one_is_refused() -> None:
+    """gpu_fit(tuned = ) cannot change a built model's dtype policy: the core compares it with
+    the precision gpu_tune() recommended, R reads no model attribute."""
+    keras = config.keras()
+    with pytest.raises(Exception, match=r"built under the float32 dtype policy.*mixed_precision"):
+        fit_request.check_request(keras, compiled(), {"tuned": {"precision": "mixed_bfloat16"}})
+    same = fit_request.check_request(keras, compiled(), {"tuned": {"precision": "float32"}})
+    assert same.tuned == {"precision": "float32"}
 
 
 def test_the_core_checks_its_own_fields_and_refuses_unknown_ones(tmp_path: Path) -> None:

@@ -337,7 +337,7 @@ def test_two_workers_weigh_classes_as_one_process(tmp_path: Path) -> None:
     from gpukeras.core.runtime import config
     from scripts.multiworker_worker import digits, digits_model
 
-    class_weight = {"0": 5.0, "3": 0.2}
+    class_weight = {0: 5.0, 3: 0.2}
     spec = {"epochs": 2, "seed": 1, "class_weight": class_weight}
     results = run_cluster(tmp_path, free_ports(2), [spec, spec])
     assert results[0]["fit"]["ok"], results[0]["fit"]

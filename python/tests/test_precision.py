@@ -182,6 +182,21 @@ def test_other_outputs_do_not_warn(
     assert precision.output_precision_warning(model) is None
 
 
+def test_the_check_says_to_warn_once_per_model(global_policy: Callable[[str], None]) -> None:
+    """gpu_precision_check() and gpu_fit() share the core's memory of the models warned about:
+    the finding comes back every time, the warning only the first time for a model."""
+    keras = config.keras()
+    global_policy("float32")
+    model = _model(keras.layers.Dense(3, activation="softmax", dtype="mixed_float16"))
+    first, second = precision.precision_check(model), precision.precision_check(model)
+    assert first["warn"] is True and second["warn"] is False
+    assert first["finding"] == second["finding"] and "softmax in float16" in first["finding"]
+    other = _model(keras.layers.Dense(3, activation="softmax", dtype="mixed_float16"))
+    assert precision.warn_once(other) is True
+    safe = _model(keras.layers.Dense(3, activation="softmax"))
+    assert precision.precision_check(safe) == {"finding": None, "warn": False}
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -71,3 +71,18 @@ test_that("the step options given the old way still train, with a deprecation wa
   plain <- gpu_fit(model(), data, epochs = 1, batch_size = 30, seed = 1, verbose = 0, monitor = FALSE, step = NULL)
   expect_identical(plain$settings$steps_per_execution, 1L)
 })
+
+test_that("the request reaches Python in its fields' types: R's checks convert, the core converts nothing", {
+  expect_identical(check_count(3), 3L)
+  expect_identical(check_positive_number(1L), 1)
+  expect_identical(gpu_backup(NULL, every = 50)$every, 50L)
+  skip_if_no_python()
+  core()
+  sent <- reticulate::r_to_py(list(
+    signals = as_python("SIGTERM"),
+    class_weight = as_python(list(`0` = 1, `2` = 3), int_keys = TRUE),
+    none = as_python(NULL)
+  ))
+  shown <- reticulate::py_to_r(reticulate::import_builtins(convert = FALSE)$repr(sent))
+  expect_identical(shown, "{'signals': ['SIGTERM'], 'class_weight': {0: 1.0, 2: 3.0}, 'none': None}")
+})

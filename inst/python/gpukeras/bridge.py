@@ -37,6 +37,7 @@ VERBS: dict[str, str] = {
     "setup": "gpu.setup:apply_setup",
     "device_scope": "gpu.scope:device_scope",
     "output_precision_warning": "gpu.precision:output_precision_warning",
+    "precision_check": "gpu.precision:precision_check",
     # data
     "handover": "data.array_source:handover",
     "dataset_from_arrays": "data.pipeline:from_arrays",

@@ -190,7 +190,9 @@ def main() -> None:
                 "seed": spec.get("seed"),
                 "backup_dir": spec.get("backup_dir"),
                 "callbacks": sabotage(keras, spec, out),
-                "class_weight": spec.get("class_weight"),
+                # JSON's keys are text; the request's class numbers are whole numbers
+                "class_weight": {int(k): v for k, v in (spec.get("class_weight") or {}).items()}
+                or None,
                 "verbose": 0,
             },
         )

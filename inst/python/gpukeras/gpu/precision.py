@@ -10,6 +10,7 @@ probabilities and losses.
 from __future__ import annotations
 
 import sys
+import weakref
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model
@@ -118,3 +119,23 @@ def output_precision_warning(model: Model) -> str | None:
     """A warning when the model's output activation runs in float16/bfloat16, else None."""
     issue = output_precision_issue(model)
     return None if issue is None else f"{issue['finding']} {issue['advice']}"
+
+
+# The models warned about in this session: a WeakSet matches by identity and forgets a model
+# when it is freed, so a new model that reuses a freed one's id() is not mistaken for it.
+_WARNED: weakref.WeakSet = weakref.WeakSet()
+
+
+def warn_once(model: Model) -> bool:
+    """Whether ``model`` is to be warned about now: True the first time it is asked about."""
+    if model in _WARNED:
+        return False
+    _WARNED.add(model)
+    return True
+
+
+def precision_check(model: Model) -> dict[str, object]:
+    """gpu_precision_check(): ``finding``, the output-precision warning (None), and ``warn``,
+    whether to raise it (once per model: ``warn_once``, which gpu_fit() shares)."""
+    finding = output_precision_warning(model)
+    return {"finding": finding, "warn": finding is not None and warn_once(model)}

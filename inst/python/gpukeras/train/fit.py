@@ -265,8 +265,10 @@ def fit(
         # gpu_setup(seed = ) seeded the session for a repeatable run: without a seed of its
         # own, training would draw its data order from generators that have moved on.
         checked = dataclasses.replace(checked, seed=config.setup.seed)
+    # the model's output precision is said once per model (``precision.warn_once``)
     said = precision.output_precision_warning(model)
-    warnings = [{"class": "output_precision", "message": said}] if said else []
+    warned = said is not None and precision.warn_once(model)
+    warnings = [{"class": "output_precision", "message": said}] if warned else []
     if checked.accumulate > 1 and strategy is not None and strategies.kind_of(strategy) != "jax":
         # Keras' accumulation puts the update in a cond, where tf.distribute cannot sync
         raise BadArgumentError(

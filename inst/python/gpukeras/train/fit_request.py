@@ -5,8 +5,9 @@ reaches the training loop, with its default and, in the field's metadata,
 which side checks it:
 
 - ``"R"``: gpu_fit() checks it before Python starts (a mistake fails at once,
-  without starting TensorFlow); the core takes the checked value as it is,
-  only giving it its Python type (``_TAKE``);
+  without starting TensorFlow); R's check returns the value in the type the
+  field declares (an integer, a double; a list or a dict with whole-number keys
+  by ``as_python()`` in R/python.R), and the core takes it as it is;
 - ``"core"``: only the core can check it (it needs the model, Keras' classes or
   the file system); ``check_request`` does, every one of them before anything
   is changed, so a wrong one leaves the model as it was.
@@ -112,36 +113,6 @@ class FitRequest:
     )
 
 
-def _count_or(word: str) -> Callable[[object], object]:
-    return lambda value: value if value == word else int(value)  # type: ignore[call-overload]
-
-
-def _optional(convert: Callable[[object], object]) -> Callable[[object], object]:
-    return lambda value: None if value is None else convert(value)
-
-
-# The Python type of each field R checked (R's numbers may arrive as floats, one name
-# as a string).
-_TAKE: dict[str, Callable[[object], object]] = {
-    "epochs": int,  # type: ignore[dict-item]
-    "batch_size": _optional(int),  # type: ignore[arg-type]
-    "accumulate": int,  # type: ignore[dict-item]
-    "steps_per_execution": _count_or("auto"),
-    "jit_compile": lambda value: value,
-    "clipnorm": _optional(float),  # type: ignore[arg-type]
-    "clipvalue": _optional(float),  # type: ignore[arg-type]
-    "monitor": bool,
-    "seed": _optional(int),  # type: ignore[arg-type]
-    "verbose": lambda value: value if value == "auto" else int(value),  # type: ignore[call-overload]
-    "backup_freq": _count_or("epoch"),
-    "tuned": _optional(dict),  # type: ignore[arg-type]
-    "signals": lambda value: [value] if isinstance(value, str) else list(value or []),  # type: ignore[call-overload]
-    "remat": bool,
-    "class_weight": _optional(
-        lambda value: {int(k): float(v) for k, v in value.items()}  # type: ignore[attr-defined]
-    ),
-}
-
 # The core's checks, each needing Python: the value, checked and normalised.
 _CHECK: dict[str, Callable[[object, object], object]] = {
     "learning_rate": arguments.check_learning_rate,
@@ -201,10 +172,26 @@ def check_request(
             continue
         value = given[field.name]
         if field.metadata["checked_by"] == "core":
-            values[field.name] = _CHECK[field.name](keras, value)
-        else:
-            values[field.name] = _TAKE[field.name](value)
+            value = _CHECK[field.name](keras, value)
+        values[field.name] = value
+    _check_tuned_precision(model, values.get("tuned"))
     return FitRequest(**values)  # type: ignore[arg-type]
+
+
+def _check_tuned_precision(model: object, tuned: object) -> None:
+    """Refuse a model built under another dtype policy than the one gpu_tune() recommended
+    (``tuned``'s ``precision``): a built model's policy cannot be changed, and training it
+    in a precision that was not chosen would not be what was tuned."""
+    wanted = tuned.get("precision") if isinstance(tuned, dict) else None
+    policy = getattr(getattr(model, "dtype_policy", None), "name", None)
+    if wanted is None or policy is None or policy == wanted:
+        return
+    raise BadArgumentError(
+        f"The model was built under the {policy} dtype policy; `tuned` recommends {wanted}. "
+        "gpu_fit() cannot change a built model's policy: build it again after "
+        f'gpu_setup(mixed_precision = "{str(wanted).removeprefix("mixed_")}") (or keras3\'s '
+        f'config_set_dtype_policy("{wanted}")).'
+    )
 
 
 def micro_batch_size(request: FitRequest) -> int | None:
