@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import search, workers
+from gpukeras.tools import search, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
 
 SPACE = {
@@ -208,17 +208,17 @@ def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: 
     study = opened(tmp_path, trials=2)
     trial = search.ask(study)
     assert trial is not None
-    search.warm(url(tmp_path))
-    assert url(tmp_path) in search._WARMED
+    study_storage.warm(url(tmp_path))
+    assert url(tmp_path) in study_storage._WARMED
     reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
-    assert search._WARMED == {}
+    assert study_storage._WARMED == {}
     reporter.on_epoch_end(0, {"loss": 0.5})
     search.tell(study, trial["number"], "complete", value=0.5)
     assert search.trials(study)["epochs"][-1] == 1
     unreachable = "postgresql://al:secret@127.0.0.1:1/db"
-    search.warm(unreachable)
-    assert search._WARMED == {}
-    with pytest.raises(search.SearchStorageError):
+    study_storage.warm(unreachable)
+    assert study_storage._WARMED == {}
+    with pytest.raises(study_storage.SearchStorageError):
         search.pruning_callback(unreachable, "s", trial["trial_id"], "loss")
 
 
@@ -227,7 +227,7 @@ def test_optuna_logging_is_given_back() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.DEBUG)
     try:
-        with search._quiet():
+        with study_storage.quiet():
             assert optuna.logging.get_verbosity() == optuna.logging.WARNING
         assert optuna.logging.get_verbosity() == optuna.logging.DEBUG
     finally:
@@ -237,7 +237,7 @@ def test_optuna_logging_is_given_back() -> None:
 def test_a_storage_that_cannot_be_opened_is_a_classed_error_without_the_password(
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(search.SearchStorageError) as raised:
+    with pytest.raises(study_storage.SearchStorageError) as raised:
         search.open_study(
             "postgresql://al:secret@127.0.0.1:1/db", "s", SPACE, REQUEST, 2, "val_loss"
         )

@@ -90,7 +90,7 @@ VERBS: dict[str, str] = {
     "search_trials": "tools.search:trials",
     "search_progress": "tools.search:progress",
     "search_seed": "tools.search:trial_seed",
-    "search_warm": "tools.search:warm",
+    "search_warm": "tools.study_storage:warm",
     "search_pruning_callback": "tools.search:pruning_callback",
     "search_pruning_outcome": "tools.search:pruning_outcome",
 }

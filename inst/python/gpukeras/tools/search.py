@@ -26,30 +26,22 @@ only; the user's Optuna logging settings are given back after each.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
 from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.tools import study_storage
 
 # A running trial is touched this often by the search that runs it, and is taken
 # for interrupted when a search on another host finds it untouched for STALE_SECONDS.
 SEEN_SECONDS = 20.0
 STALE_SECONDS = 120.0
-# SQLite waits this long for another process's write lock instead of failing
-# ("database is locked") when workers report epochs while the search asks and tells.
-SQLITE_TIMEOUT_SECONDS = 60
-# Processes that open a new database at once each create Optuna's tables; those that lose
-# the race fail (PostgreSQL: a duplicate key in pg_type) and find the tables made when
-# they try again, this many times in all.
-STORAGE_ATTEMPTS = 5
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
 
@@ -66,86 +58,6 @@ class SearchMismatchError(GpukerasError):
     """The storage holds a study made by another search (space, model function or objective)."""
 
     r_class = "gpukeras_error_search_mismatch"
-
-
-class SearchStorageError(GpukerasError):
-    """The study's storage cannot be opened (a bad URL, a missing driver, a server down)."""
-
-    r_class = "gpukeras_error_search_storage"
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[Any]:
-    """Optuna, with its INFO lines off for the length of the block and its level given back."""
-    import optuna
-
-    level = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        yield optuna
-    finally:
-        optuna.logging.set_verbosity(level)
-
-
-def _storage(url: str) -> Any:
-    """Optuna's RDB storage at ``url``; SQLite waits for locks rather than failing, and
-    a process that loses the race to create the tables of a new database tries again."""
-    with _quiet() as optuna:
-        kwargs: dict[str, Any] = {}
-        if url.startswith("sqlite"):
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
-        try:
-            return _rdb_storage(optuna, _with_driver(url), kwargs)
-        except ImportError as error:
-            # Optuna raises its own ImportError from the driver's ModuleNotFoundError.
-            missing = error if isinstance(error, ModuleNotFoundError) else error.__cause__
-            name = getattr(missing, "name", None) or "its database driver"
-            raise SearchStorageError(
-                f"The study's storage {_safe_url(url)} needs the Python module '{name}', "
-                "which is not installed. For PostgreSQL run "
-                'install_gpukeras(extras = "postgresql") (it installs psycopg2-binary).'
-            ) from error
-        except Exception as error:
-            raise SearchStorageError(
-                f"The study's storage {_safe_url(url)} could not be opened: "
-                f"{str(error).splitlines()[0]}"
-            ) from error
-
-
-def _rdb_storage(optuna: Any, url: str, kwargs: dict[str, Any]) -> Any:
-    from sqlalchemy import exc
-
-    for attempt in range(1, STORAGE_ATTEMPTS + 1):
-        try:
-            return optuna.storages.RDBStorage(url, **kwargs)
-        except (exc.IntegrityError, exc.ProgrammingError):
-            if attempt == STORAGE_ATTEMPTS:
-                raise
-            time.sleep(0.2 * attempt)
-
-
-def _with_driver(url: str) -> str:
-    """``url`` with the PostgreSQL driver that is installed, when it names none: SQLAlchemy
-    2.1 takes a bare ``postgresql://`` for psycopg (3), 2.0 for psycopg2, and
-    install_gpukeras(extras = "postgresql") installs psycopg2."""
-    import importlib.util
-
-    scheme, sep, rest = url.partition("://")
-    if scheme != "postgresql" or not sep:
-        return url
-    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
-        return f"postgresql+psycopg2://{rest}"
-    return url
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}" if ":" in credentials else url
 
 
 def direction_for(objective: str, direction: str = "auto") -> str:
@@ -316,8 +228,8 @@ def open_study(
     that a search no longer running left running are marked failed and asked again.
     """
     request = {**request, "direction": direction_for(objective, direction)}
-    with _quiet() as optuna:
-        rdb = _storage(storage)
+    with study_storage.quiet() as optuna:
+        rdb = study_storage.open_storage(storage)
         made = optuna.create_study(
             storage=rdb,
             study_name=study,
@@ -334,9 +246,10 @@ def open_study(
         if _request_digest(stored) != _request_digest(request):
             differ = _differences(stored, request) or ["its request"]
             named = ", ".join(differ[:-1]) + " and " + differ[-1] if len(differ) > 1 else differ[0]
+            where = study_storage.safe_url(storage)
             raise SearchMismatchError(
-                f"The storage {_safe_url(storage)} holds the study '{study}' of another "
-                f"search: {named} {'differ' if len(differ) > 1 else 'differs'}. Resume it "
+                f"The storage {where} holds the study '{study}' of another search: {named} "
+                f"{'differ' if len(differ) > 1 else 'differs'}. Resume it "
                 "with the call that made it, or give a new `storage` (or `study` name) for "
                 "this search."
             )
@@ -396,7 +309,7 @@ def _interrupt(search: Search, trial: Any, why: str) -> None:
 def interrupt(search: Search, numbers: list[int], why: str) -> None:
     """The running trials ``numbers`` of this search end unfinished (the search stopped):
     failed, uncounted, and asked again by the next search on the storage."""
-    with _quiet():
+    with study_storage.quiet():
         for trial in search.study.get_trials(deepcopy=False):
             if trial.number in numbers and trial.state.name == "RUNNING":
                 _interrupt(search, trial, why)
@@ -406,7 +319,7 @@ def ask(search: Search) -> dict[str, Any] | None:
     """The next trial to run: its ``number``, ``trial_id``, ``params``, ``seed`` and ``left``
     (trials the budget holds after it, as far as this process knows); None when the study
     holds ``trials`` counted trials already (by any process)."""
-    with _quiet() as optuna:
+    with study_storage.quiet() as optuna:
         if _counted(search) >= search.budget:
             return None
         distributions = {name: _distribution(optuna, spec) for name, spec in search.space.items()}
@@ -472,7 +385,7 @@ def tell(
     """Record how trial ``number`` ended: ``state`` "complete" (with ``value``), "pruned" or
     "failed" (with ``reason``). A value that is not finite fails the trial: NaN is never
     best. Returns the state recorded."""
-    with _quiet() as optuna:
+    with study_storage.quiet() as optuna:
         states = optuna.trial.TrialState
         if state == "complete" and (value is None or not math.isfinite(value)):
             state, reason = "failed", f"the objective {search.objective} was {value}"
@@ -547,29 +460,6 @@ def _best(study: Any, counted: list[Any]) -> Any:
     return pick(complete, key=lambda t: t.value)
 
 
-# Storages a waiting worker opened ahead (``warm``), each taken once by the callback.
-_WARMED: dict[str, Any] = {}
-
-
-def _after_fork_in_child() -> None:
-    # A worker forked from the template that opened these must not use or close the
-    # template's connections (PostgreSQL would end the template's): its own open on use.
-    for opened in _WARMED.values():
-        opened.engine.dispose(close=False)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def warm(storage: str) -> None:
-    """Open the study's storage ahead, in a worker waiting for its trial (or the template
-    it is forked from), for the pruning callback to take: loading SQLAlchemy, alembic and
-    Optuna's RDB modules and connecting took 0.5 s of each trial's start (bench/search.R).
-    A storage that cannot be opened now is left for the callback, which then says why."""
-    with contextlib.suppress(SearchStorageError):
-        _WARMED[storage] = _storage(storage)
-
-
 def pruning_callback(
     storage: str, study: str, trial_id: int, objective: str, pruner: str = "median"
 ) -> Any:
@@ -580,8 +470,8 @@ def pruning_callback(
     was not among them."""
     import keras
 
-    with _quiet() as optuna:
-        opened = _WARMED.pop(storage, None) or _storage(storage)
+    with study_storage.quiet() as optuna:
+        opened = study_storage.take_warmed(storage) or study_storage.open_storage(storage)
         loaded = optuna.load_study(study_name=study, storage=opened, pruner=_pruner(optuna, pruner))
     trial = optuna.trial.Trial(loaded, trial_id)
 
@@ -600,7 +490,7 @@ def pruning_callback(
                 return
             value = float(logs[objective])
             self.values.append(value)
-            with _quiet():
+            with study_storage.quiet():
                 trial.report(value, epoch)
                 if math.isfinite(value) and trial.should_prune():
                     self.pruned = True
@@ -618,9 +508,11 @@ def progress(storage: str, study: str) -> dict[str, Any]:
     """Where the study ``study`` at ``storage`` is, read without changing it: ``done``
     (counted trials that ended), ``running``, and ``best`` (``number``, ``value``,
     ``params``; None before a trial completed). A study not made yet has done nothing."""
-    with _quiet() as optuna:
+    with study_storage.quiet() as optuna:
         try:
-            loaded = optuna.load_study(study_name=study, storage=_storage(storage))
+            loaded = optuna.load_study(
+                study_name=study, storage=study_storage.open_storage(storage)
+            )
         except KeyError:
             return {"done": 0, "running": 0, "best": None}
         counted = [
