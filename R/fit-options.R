@@ -88,7 +88,10 @@
 #' gpu_background(max_restarts = 5)
 #' if (!is.null(gpukeras_python())) {
 #'   keras <- gpu_keras()
-#'   model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'   fit <- gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species), epochs = 2,
 #'                  step = gpu_step(steps_per_execution = 4), verbose = 0, monitor = FALSE)
