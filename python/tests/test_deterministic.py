@@ -15,7 +15,7 @@ import pytest
 
 from conftest import CoreRun, run_on_jax, run_setup
 from gpukeras import bridge
-from gpukeras.gpu import setup
+from gpukeras.gpu import xla_env
 
 BACKENDS = ["tensorflow", "jax"]
 # A flag of the user's that XLA knows on every platform, and determinism asked off.
@@ -96,7 +96,7 @@ def test_asked_after_jax_started_it_holds_without_a_gpu_and_is_refused_with_one(
     else:
         assert answer["ok"], answer
         assert answer["value"]["deterministic"] is True
-        assert run.readback["xla_flags"] == setup.with_xla_flag(
+        assert run.readback["xla_flags"] == xla_env.with_xla_flag(
             before or "", "xla_gpu_deterministic_ops", "true"
         )
 
@@ -113,15 +113,15 @@ def test_asked_after_jax_started_it_holds_without_a_gpu_and_is_refused_with_one(
 )
 def test_xla_flag_reads_the_value_xla_takes(flags: str, value: str | None) -> None:
     """The last one counts, a bare flag is on, a longer name is another flag."""
-    assert setup.xla_flag("xla_gpu_deterministic_ops", flags) == value
+    assert xla_env.xla_flag("xla_gpu_deterministic_ops", flags) == value
 
 
 def test_with_xla_flag_keeps_the_other_flags_in_order() -> None:
     flags = "--a=1 --xla_gpu_deterministic_ops=false --b --xla_gpu_deterministic_ops_x=1"
-    assert setup.with_xla_flag(flags, "xla_gpu_deterministic_ops", "true") == (
+    assert xla_env.with_xla_flag(flags, "xla_gpu_deterministic_ops", "true") == (
         "--a=1 --b --xla_gpu_deterministic_ops_x=1 --xla_gpu_deterministic_ops=true"
     )
-    assert setup.with_xla_flag("", "xla_gpu_deterministic_ops", "true") == (
+    assert xla_env.with_xla_flag("", "xla_gpu_deterministic_ops", "true") == (
         "--xla_gpu_deterministic_ops=true"
     )
 

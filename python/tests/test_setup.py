@@ -15,7 +15,7 @@ import pytest
 
 from conftest import CoreRun, first_gpu, requires, run_core, run_setup
 from gpukeras.core import compat
-from gpukeras.gpu import setup
+from gpukeras.gpu import xla_env
 from nvml_double import fake_mig
 
 BACKENDS = ["tensorflow", "jax"]
@@ -448,7 +448,7 @@ def test_jax_memory_limit_sets_the_memory_fraction() -> None:
     written = compat.jax_memory_fraction_variable()
     assert environ[written] == f"{4096 / total:.4f}"
     # jaxlib refuses to start with both names set
-    other = [name for name in setup.JAX_MEM_FRACTIONS if name != written]
+    other = [name for name in xla_env.JAX_MEM_FRACTIONS if name != written]
     assert all(environ[name] is None for name in other)
     assert run.value["memory_limit_mib"][0] == pytest.approx(4096, abs=total * 1e-4)
     # JAX preallocates that fraction, plus its CUDA context
@@ -524,7 +524,7 @@ def test_jax_memory_fraction_is_written_under_the_name_jaxlib_reads() -> None:
     import jaxlib
 
     name = compat.jax_memory_fraction_variable()
-    assert name in setup.JAX_MEM_FRACTIONS
+    assert name in xla_env.JAX_MEM_FRACTIONS
     version = tuple(int(part) for part in jaxlib.__version__.split(".")[:2])
     if version >= (0, 7):  # jaxlib 0.7 reads the new name and refuses both at once
         assert name == "XLA_CLIENT_MEM_FRACTION"
@@ -541,12 +541,12 @@ def test_jax_memory_fraction_is_written_under_the_name_jaxlib_reads() -> None:
 def test_the_memory_fraction_in_force_is_read_under_either_name(
     monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], in_force: str | None
 ) -> None:
-    for name in setup.JAX_MEM_FRACTIONS:
+    for name in xla_env.JAX_MEM_FRACTIONS:
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    for name in setup.JAX_MEM_FRACTIONS:
-        assert setup._variable_in_force(name) == in_force
+    for name in xla_env.JAX_MEM_FRACTIONS:
+        assert xla_env.variable_in_force(name) == in_force
 
 
 @pytest.mark.gpu

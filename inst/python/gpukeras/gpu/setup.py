@@ -31,24 +31,16 @@ from types import ModuleType
 from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
 from gpukeras.core.runtime import PrecisionChoice, config
-from gpukeras.gpu import cuda_driver, devices, nvml, precision
+from gpukeras.gpu import cuda_driver, devices, nvml, precision, xla_env
 from gpukeras.gpu.devices import jax_gpus
 from gpukeras.gpu.tensors import normalize_device
 
 BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
-JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
-# The name jaxlib 0.7 reads, and the older one it still takes alone (see
-# compat.jax_memory_fraction_variable()).
-JAX_MEM_FRACTIONS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 SETTING_OF_VARIABLE = {
-    JAX_PREALLOCATE: "memory_growth",
-    **{name: "memory_limit" for name in JAX_MEM_FRACTIONS},
+    xla_env.JAX_PREALLOCATE: "memory_growth",
+    **{name: "memory_limit" for name in xla_env.JAX_MEM_FRACTIONS},
     "CUDA_VISIBLE_DEVICES": "devices",
 }
-XLA_FLAGS = "XLA_FLAGS"
-# XLA's run-to-run determinism on GPUs (atomics-free reductions and scatters, no
-# autotuning by timing); XLA:CPU is deterministic without it.
-DETERMINISTIC_FLAG = "xla_gpu_deterministic_ops"
 DETERMINISTIC_NEEDS_SEED = (
     "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1): deterministic "
     "ops repeat a run only from the same seeds, and TensorFlow refuses random ops without "
@@ -93,51 +85,6 @@ class Attempts:
         in_force = read()
         if in_force != asked:
             self.failures.append(f"{name}: asked {asked!r}, in force {in_force!r}")
-
-
-def _variable_in_force(name: str) -> str | None:
-    """An XLA variable's value as JAX acts on it.
-
-    Unset or empty, XLA_PYTHON_CLIENT_PREALLOCATE preallocates, as 'true' does;
-    the memory fraction is read under either of its names.
-    """
-    if name in JAX_MEM_FRACTIONS:
-        return next((os.environ[n] for n in JAX_MEM_FRACTIONS if os.environ.get(n)), None)
-    value = os.environ.get(name)
-    if name == JAX_PREALLOCATE:
-        return "false" if value in ("false", "False", "0") else "true"
-    return value
-
-
-def xla_flag(name: str, flags: str | None = None) -> str | None:
-    """The value XLA takes for its flag ``name`` from ``flags`` (default: XLA_FLAGS now).
-
-    XLA reads the flags in order, so the last ``--name`` counts; a bare ``--name``
-    sets a boolean flag to true. None when the flag is not there.
-    """
-    flags = os.environ.get(XLA_FLAGS, "") if flags is None else flags
-    found = None
-    for word in flags.split():
-        given, equals, value = word.removeprefix("--").partition("=")
-        if word.startswith("--") and given == name:
-            found = value if equals else "true"
-    return found
-
-
-def with_xla_flag(flags: str, name: str, value: str) -> str:
-    """``flags`` (XLA_FLAGS) with ``--name=value``: the user's other flags kept as they are
-    and in their order, an earlier ``--name`` dropped (so the value reads the same to
-    anyone who parses only the first)."""
-    kept = [
-        word
-        for word in flags.split()
-        if not (word.startswith("--") and word[2:].partition("=")[0] == name)
-    ]
-    return " ".join([*kept, f"--{name}={value}"])
-
-
-def _flag_true(value: str | None) -> bool:
-    return value is not None and value.lower() in ("true", "1")
 
 
 def _device_index(name: str, kind: str) -> int | None:
@@ -367,7 +314,7 @@ class JaxSetup:
             request, self._gpu_count(), cpu_count, lambda: _numbering(self.report)
         )
         wanted: dict[str, str | None] = {
-            JAX_PREALLOCATE: "false" if request.memory_growth else "true",
+            xla_env.JAX_PREALLOCATE: "false" if request.memory_growth else "true",
         }
         fraction = self._memory_fraction(_limits_for(request, max(1, len(chosen or self.cuda))))
         if fraction is not None:
@@ -378,7 +325,9 @@ class JaxSetup:
             wanted["CUDA_VISIBLE_DEVICES"] = ",".join(uuids) if uuids else "-1"
         # The user's own XLA_FLAGS stay; the flag goes after them, so it is the one XLA reads.
         flags = (
-            with_xla_flag(os.environ.get(XLA_FLAGS, ""), DETERMINISTIC_FLAG, "true")
+            xla_env.with_xla_flag(
+                os.environ.get(xla_env.XLA_FLAGS, ""), xla_env.DETERMINISTIC_FLAG, "true"
+            )
             if request.deterministic
             else None
         )
@@ -387,7 +336,7 @@ class JaxSetup:
             in_use = bool(jax_gpus())
             failures = [
                 f"{SETTING_OF_VARIABLE[name]} ({name}): asked {value!r}, "
-                f"in force {_variable_in_force(name)!r}"
+                f"in force {xla_env.variable_in_force(name)!r}"
                 for name, value in wanted.items()
                 if in_use and not self._holds(name, value)
             ]
@@ -398,22 +347,22 @@ class JaxSetup:
             if flags is not None and not deterministic_in_force():
                 if in_use:
                     failures.append(
-                        f"deterministic ({XLA_FLAGS} --{DETERMINISTIC_FLAG}): asked 'true', "
-                        f"in force {xla_flag(DETERMINISTIC_FLAG)!r}"
+                        f"deterministic (XLA_FLAGS --{xla_env.DETERMINISTIC_FLAG}): asked "
+                        f"'true', in force {xla_env.xla_flag(xla_env.DETERMINISTIC_FLAG)!r}"
                     )
                 elif not failures:
                     # XLA:CPU is deterministic as it is: written for the read-back, and
                     # for processes started from this one.
-                    os.environ[XLA_FLAGS] = flags
+                    os.environ[xla_env.XLA_FLAGS] = flags
             return failures
         if request.devices is not None and self.cuda_started:
             _refuse_devices_cuda_fixed(request.devices, chosen, len(self.cuda))
-        if any(name in JAX_MEM_FRACTIONS for name in wanted):
-            for name in JAX_MEM_FRACTIONS:  # jaxlib refuses both names at once
+        if any(name in xla_env.JAX_MEM_FRACTIONS for name in wanted):
+            for name in xla_env.JAX_MEM_FRACTIONS:  # jaxlib refuses both names at once
                 os.environ.pop(name, None)
         os.environ.update({name: value for name, value in wanted.items() if value is not None})
         if flags is not None:
-            os.environ[XLA_FLAGS] = flags
+            os.environ[xla_env.XLA_FLAGS] = flags
         if request.devices is not None:
             self.cuda = list(nvml.cuda_devices(self.report.devices))
         if request.cpu_devices is not None:
@@ -431,7 +380,7 @@ class JaxSetup:
             gpus = self.report.devices
             in_force = [d.uuid for d in nvml.cuda_devices(gpus)]
             return in_force == [d.uuid for d in nvml.cuda_devices(gpus, value)]
-        return _variable_in_force(name) == value
+        return xla_env.variable_in_force(name) == value
 
     def capability(self) -> str | None:
         if self.started():
@@ -441,11 +390,13 @@ class JaxSetup:
         return first.compute_capability if first else None
 
     def current(self) -> dict[str, object]:
-        fraction = _variable_in_force(JAX_MEM_FRACTIONS[0])
+        fraction = xla_env.variable_in_force(xla_env.JAX_MEM_FRACTIONS[0])
         totals = [d.memory_total_mib for d in self.cuda if d and d.memory_total_mib is not None]
         return {
             "gpus": [f"GPU:{i}" for i in range(self._gpu_count())],
-            "memory_growth": _variable_in_force(JAX_PREALLOCATE) == "false" if totals else None,
+            "memory_growth": xla_env.variable_in_force(xla_env.JAX_PREALLOCATE) == "false"
+            if totals
+            else None,
             "memory_limit_mib": [float(fraction) * total for total in totals] if fraction else [],
             "cpu_devices": self._cpu_count(),
             "intra_op_threads": None,
@@ -481,7 +432,7 @@ def deterministic_in_force() -> bool:
     ``--xla_gpu_deterministic_ops`` in XLA_FLAGS, gpu_setup()'s or the user's.
     """
     if config.backend == "jax":
-        return _flag_true(xla_flag(DETERMINISTIC_FLAG))
+        return xla_env.flag_true(xla_env.xla_flag(xla_env.DETERMINISTIC_FLAG))
     config.keras()
     return compat.tf_op_determinism_enabled()
 

@@ -11,7 +11,7 @@ from gpukeras.core import stack
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
-from gpukeras.gpu import devices, gpu_processes, nvml, placement, setup
+from gpukeras.gpu import devices, gpu_processes, nvml, placement, setup, xla_env
 from gpukeras.tools import diagnose, probe, repair
 
 NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
@@ -120,7 +120,7 @@ def run_check(
         pynvml_installed=nvml.binding_installed(),
         driver_gpus=nvml.kernel_driver_gpus(),
         memory_growth_asked=config.setup.memory_growth_asked,
-        jax_preallocate=os.environ.get(setup.JAX_PREALLOCATE),
+        jax_preallocate=os.environ.get(xla_env.JAX_PREALLOCATE),
     )
     verdict = diagnose.diagnose(evidence)
     software["nvidia_driver"] = report.driver_version

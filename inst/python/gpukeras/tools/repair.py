@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpukeras.gpu.setup import JAX_PREALLOCATE
+from gpukeras.gpu.xla_env import JAX_PREALLOCATE
 from gpukeras.tools.diagnose import Evidence
 
 RENVIRON = "before Python starts: in ~/.Renviron"
