@@ -178,12 +178,10 @@ def loss_over(losses: Sequence[tuple[int, float]], samples: int) -> float | None
 def steps_per_epoch(data: object, size: int) -> int | None:
     """Batches in one pass over the data gpu_fit() would train on: arrays in batches of
     ``size``, or a dataset's own batches; None when not known."""
-    if adapters.is_tf_dataset(data):
-        batches = int(data.cardinality())
-        return batches if batches > 0 else None
-    if isinstance(data, (tuple, list)) and data:
-        return math.ceil(adapters.row_count(adapters.as_arrays(data[0])) / size)
-    return None
+    given = adapters.given(data, training=False)
+    if given.count is not None:
+        return batch_rules.steps_per_epoch(given.count, size)
+    return (given.info or {}).get("batches") or None  # type: ignore[return-value]
 
 
 def within_epoch(values: Sequence[int], steps: int | None) -> list[int]:
@@ -280,8 +278,7 @@ def run_trial(
     row_bytes = sum(np.asarray(a).nbytes / len(a) for a in keras.tree.flatten(parts))
     executions = max(1, min(8, int(MAX_TRIAL_BYTES // max(1.0, row_bytes * per_execution))))
     rows = batch_size.rows_of(parts, per_execution * executions)
-    # the trial's rows as gpu_fit() would feed them (on the device where they would go there),
-    # in their own order
+    # the trial's rows, in order, as gpu_fit() feeds them (on the device where they go there)
     context = adapters.FeedContext(
         keras.backend.backend(),
         batch_size=combination.batch_size,
@@ -391,15 +388,14 @@ def _batch_candidates(
     max_batch: int,
     memory: Memory,
 ) -> tuple[list[int], str]:
+    rows = adapters.row_count(parts[0])
     if adapters.is_tf_dataset(data):
         if given is not None:
             raise BadArgumentError(
                 "batch_sizes is for arrays: this dataset is already batched (gpu_fit() cannot "
                 "change its batches). Leave batch_sizes NULL, or give R data."
             )
-        rows = adapters.row_count(parts[0])
         return [rows], "the dataset's own batches"
-    rows = adapters.row_count(parts[0])
     # The rule of gpu_batch_size(): no size that makes fewer than 8 steps per epoch.
     most = batch_rules.largest_batch_for_steps(rows)
     rule = f"{batch_rules.MIN_STEPS_PER_EPOCH} or more steps per epoch over {rows:,} rows"
