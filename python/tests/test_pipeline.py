@@ -10,7 +10,7 @@ import pytest
 
 from gpukeras import bridge
 from gpukeras.core import errors
-from gpukeras.data import array_source, pipeline, pipeline_facts
+from gpukeras.data import array_source, pipeline, pipeline_facts, sources
 
 tf = pytest.importorskip("tensorflow")
 
@@ -127,7 +127,7 @@ def test_data_with_nan_is_refused_before_tensorflow_starts(monkeypatch: pytest.M
     def no_tensorflow() -> None:
         raise AssertionError("TensorFlow imported before the data was checked")
 
-    monkeypatch.setattr(pipeline, "tensorflow", no_tensorflow)
+    monkeypatch.setattr(sources, "tensorflow", no_tensorflow)
     for options in ({"x_dtype": "float32"}, {"validation_split": 0.5, "seed": 1}):
         with pytest.raises(errors.BadDataError, match=r"1 row\(s\) .*: 8\)"):
             pipeline.from_arrays(source, np.arange(20), check_missing=True, **options)
@@ -498,7 +498,7 @@ def test_unknown_source_kind() -> None:
 
 
 def test_the_datasets_gpu_dataset_made_are_known_by_what_they_were_made_from() -> None:
-    tf = pipeline.tensorflow()
+    tf = sources.tensorflow()
     x = np.arange(40, dtype=np.float32).reshape(20, 2)
     built = pipeline.from_arrays(
         x, np.arange(20), batch_size=4, validation_split=0.25, seed=1, cache=False

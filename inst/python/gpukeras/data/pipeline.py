@@ -38,7 +38,6 @@ from gpukeras.data.augment import (
 from gpukeras.data.batch_rules import batch_over_rows
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
-from gpukeras.data.sources import tensorflow
 from gpukeras.gpu.devices import host_memory_mib
 from gpukeras.gpu.scope import check_device
 
@@ -377,7 +376,7 @@ def from_arrays(
     data_x = {name: whole(array, x_dtype) for name, array in features.items()}
     data_y = whole(y, y_dtype) if y is not None else None
     data_w = whole(sample_weight, "float32") if sample_weight is not None else None
-    tf = tensorflow()
+    tf = sources.tensorflow()
     opts.to_device = _to_device_choice(opts)
 
     def subset(index: np.ndarray | None) -> object:
@@ -556,7 +555,7 @@ def from_source(kind: str, source: dict[str, object], **options: object) -> dict
     train or validation by a seeded hash of their position. Either way the
     parts are disjoint and the same every epoch, and no buffer is needed.
     """
-    tf = tensorflow()
+    tf = sources.tensorflow()
     opts = PipelineOptions(**options)  # type: ignore[arg-type]
     _check(opts)
     opts.to_device = _to_device_choice(opts)
