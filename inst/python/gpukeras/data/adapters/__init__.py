@@ -223,6 +223,7 @@ def _rows(
     A dataset's class weights are Keras' map's where it streams; rows in memory have them
     in their sample weights (``weights.row_weights``)."""
     made = pipeline.in_memory(given.data) if given.dataset and may_go_on_device else None
+    held = pipeline.in_memory(validation.data) if validation.dataset and may_go_on_device else None
     if given.arrays is not None:
         x, y, sample_weight = given.arrays
         count, size, seed = given.count or 0, context.batch_size or DEFAULT_BATCH_SIZE, context.seed
@@ -234,14 +235,10 @@ def _rows(
     else:
         return None, None
     on_device = None
-    if not may_go_on_device:
-        pass
-    elif validation.arrays is not None:
+    if may_go_on_device and validation.arrays is not None:
         on_device = tuple(part for part in validation.arrays if part is not None)
-    elif validation.dataset:
-        held = pipeline.in_memory(validation.data)
-        if held is not None and held.batch_size == size:
-            on_device = tuple(part for part in held.arrays() if part is not None)
+    elif held is not None and held.batch_size == size:
+        on_device = tuple(part for part in held.arrays() if part is not None)
     weights_of_rows = weights.row_weights(y, sample_weight, context.class_weight, count)
     rows = Rows(x, y, count, size, seed, shuffle, drop_remainder, weights_of_rows)
     return rows, on_device
