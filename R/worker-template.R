@@ -1,11 +1,12 @@
-# The worker template: one R process per session with R, gpukeras, Python and Keras
-# loaded (no runtime: no devices, no memory) that forks each worker a pool asks for. A
-# fork is a fresh process (its own pid, memory, runtime, device and crash) that starts in
-# milliseconds: a worker started from scratch took 5.3 s of a CPU core (bench/cv.R), which
-# on a small machine the fit training beside it paid for. The template outlives the call
-# that started it, so that the next gpu_cv() or gpu_search() of the session starts no
-# process either; it ends with the session. Python forks (tools/workers.py fork()), so
-# that its own at-fork rules run (an open database connection is not shared).
+# The worker template: one R process per session with R, gpukeras, Python, Keras and the
+# core's modules a worker calls loaded (worker_load(); no runtime: no devices, no memory)
+# that forks each worker a pool asks for. A fork is a fresh process (its own pid, memory,
+# runtime, device and crash) that starts in milliseconds: a worker started from scratch
+# took 5.3 s of a CPU core (bench/cv.R), which on a small machine the fit training beside
+# it paid for. The template outlives the call that started it, so that the next gpu_cv()
+# or gpu_search() of the session starts no process either; it ends with the session.
+# Python forks (tools/workers.py fork()), so that its own at-fork rules run (an open
+# database connection is not shared).
 #
 # A pool asks by writing fork-<n>.rds (the worker's folder, its slot's environment, and
 # what to open ahead: `warm`, which the template does once and the forks inherit) into the
@@ -80,8 +81,7 @@ template_fork <- function(template, dir, env, warm = NULL) {
 # Load what every worker needs, then fork a worker for each request until the session
 # is gone; reap the ended ones and write each one's exit status.
 worker_template <- function(dir, parent) {
-  core()
-  reticulate::import("keras")
+  worker_load()
   warmed <- list()
   forked <- list()
   last_request <- Sys.time()

@@ -199,11 +199,19 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # --- In the worker process -------------------------------------------------------------
 
-# Start Python and import Keras (no runtime: no devices, no memory), then wait for the
-# task; a session that ends first takes the waiting process with it.
-worker_wait <- function(dir, parent, warm = NULL) {
+# What a worker loads before its task: Python, Keras and the core's modules its task
+# calls (worker_task(): gpu_setup(), gpu_fit(), the pruning callback, gpu_save()), with
+# no runtime (no devices, no memory), so that the task starts at once.
+worker_load <- function() {
   core()
   reticulate::import("keras")
+  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model"))
+}
+
+# Load (worker_load()), then wait for the task; a session that ends first takes the
+# waiting process with it.
+worker_wait <- function(dir, parent, warm = NULL) {
+  worker_load()
   if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
   worker_await(dir, parent)
 }

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conftest import run_core
 from gpukeras import bridge
 from gpukeras.core import errors, runtime, stack
 from gpukeras.gpu.nvml import NvmlDevice, NvmlReport
@@ -188,3 +189,17 @@ def test_a_framework_warning_names_its_package_not_its_file() -> None:
         "class": "python",
         "message": "UserWarning from keras: `shuffle=True` was passed",
     }
+
+
+def test_preload_imports_the_verbs_modules_and_starts_no_framework() -> None:
+    """R's worker template preloads what a worker calls before it forks: imports alone,
+    no Keras, no TensorFlow or JAX (a runtime started before fork() would not survive it)."""
+    run = run_core(
+        "preload",
+        {"verbs": ["fit", "search_pruning_callback", "save_model", "no_such_verb"]},
+        after="readback['modules'] = [m for m in sys.modules if m.startswith('gpukeras.')]",
+    )
+    assert run.value is None
+    wanted = {"gpukeras.tools.training", "gpukeras.tools.search", "gpukeras.tools.scoring"}
+    assert wanted <= set(run.readback["modules"])
+    assert not {"keras", "tensorflow", "jax"} & run.loaded

@@ -12,6 +12,7 @@ lets R raise a condition with the right class and no Python traceback.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import traceback
@@ -93,7 +94,20 @@ VERBS: dict[str, str] = {
     "search_warm": "tools.study_storage:warm",
     "search_pruning_callback": "tools.search:pruning_callback",
     "search_pruning_outcome": "tools.search:pruning_outcome",
+    "preload": "bridge:preload",
 }
+
+
+def preload(verbs: list[str]) -> None:
+    """Import the modules of ``verbs`` (names in ``VERBS``) without calling them.
+
+    A process that forks workers (R's worker template) does it once, so that no fork
+    imports them again: gpu_fit()'s modules took 0.43 s of every trial's start. Nothing
+    runs but imports: no runtime, thread or device. A module that cannot be imported is
+    left to the verb's own call, which reports why."""
+    for verb in verbs:
+        with contextlib.suppress(Exception):
+            function_at(VERBS[verb])
 
 
 def plain(value: object) -> object:
