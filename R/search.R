@@ -26,7 +26,7 @@
 #' (every combination of [search_choice()] values and whole numbers of
 #' [search_int()] ranges). `pruner`: `"median"` (stop a trial whose
 #' objective at an epoch is worse than the median of earlier trials at that
-#' epoch, once 5 trials have run and after its first epoch), `"hyperband"`,
+#' epoch, once 5 trials have run, from its first epoch on), `"hyperband"`,
 #' `"asha"` (successive halving) or `"none"`.
 #'
 #' @section Storage and resuming:

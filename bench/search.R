@@ -5,7 +5,7 @@
 # worker R process (R/workers.R: on a machine without a GPU one slot, which readies the
 # next process while its trial trains); the pruner stops a trial whose objective at an
 # epoch is worse than the median of the earlier trials' at that epoch (pruner =
-# "median": after 5 trials, from the second epoch). This script runs the same 20-trial
+# "median": after 5 trials, from the first epoch). This script runs the same 20-trial
 # search (same data, space, seed: the sampler proposes the same first trials, each
 # trial gets the same seed) with pruner = "median" and with pruner = "none", in rounds
 # whose order alternates, and measures
