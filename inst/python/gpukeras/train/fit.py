@@ -151,37 +151,38 @@ def _backup_lock(backup_dir: str | None) -> contextlib.AbstractContextManager[No
 
 
 def _backup(
-    request: fit_request.FitRequest, model: Model, adapter_facts: Mapping[str, object], spe: int
-) -> tuple[object | None, backup.BackupState | None]:
-    """The backup callback and the backup to resume from (checked against this run, whose
-    data has ``adapter_facts``: its ``steps_per_epoch`` and ``batch_size``)."""
+    request: fit_request.FitRequest,
+    model: Model,
+    adapter: adapters.DataAdapter,
+    spe: int,
+    state: backup.BackupState | None,
+) -> object | None:
+    """The backup callback; ``state``, the backup to resume from, is checked against this run
+    (its data's ``steps_per_epoch`` and ``batch_size`` from ``adapter``)."""
     if request.backup_dir is None:
-        return None, None
+        return None
     run: dict[str, object] = {
         "epochs": request.epochs,
-        "steps_per_epoch": adapter_facts["steps_per_epoch"],
+        "steps_per_epoch": adapter.steps_per_epoch,
         "steps_per_execution": spe,
         "seed": request.seed,
-        "batch_size": adapter_facts["batch_size"],
+        "batch_size": adapter.batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
         **backup.training_fingerprint(model, request),
     }
-    state = backup.resume_state(request.backup_dir)
     if state is not None:
         backup.check_matches(state, run, request.backup_dir)
-    return backup.backup_callback(request.backup_dir, request.backup_freq, run, state), state
+    return backup.backup_callback(request.backup_dir, request.backup_freq, run, state)
 
 
-def _resumed_steps(request: fit_request.FitRequest) -> int | None:
+def _resumed_steps(request: fit_request.FitRequest, state: backup.BackupState | None) -> int | None:
     """Steps per dispatch on the device: the one asked for; for "auto", the one the backup
-    to resume was made with (its batch positions count in those); None for the rule's
-    (``ResidentLoop.choose_steps``)."""
+    to resume (``state``) was made with (its batch positions count in those); None for the
+    rule's (``ResidentLoop.choose_steps``)."""
     if request.steps_per_execution != "auto":
         return int(request.steps_per_execution)
-    if request.backup_dir is not None:
-        state = backup.resume_state(request.backup_dir)
-        if state is not None and state.run.get("steps_per_execution"):
-            return int(state.run["steps_per_execution"])  # type: ignore[call-overload]
+    if state is not None and state.run.get("steps_per_execution"):
+        return int(state.run["steps_per_execution"])  # type: ignore[call-overload]
     return None
 
 
@@ -375,16 +376,18 @@ def _train(
     Nothing here hands the data to a helper of this module: the data's way runs from the
     feed to Keras' loop (bench/data_walk.py measures it)."""
     applied = fit_request.apply_settings(keras, model, request)
+    state = backup.resume_state(request.backup_dir) if request.backup_dir else None
     resident = None
     if isinstance(adapter, adapters.ResidentAdapter):
         resident = ResidentLoop(adapter.device_rows, fit_request.step_key(request))
-        applied["steps_per_execution"] = _resumed_steps(request) or resident.choose_steps(model)
+        applied["steps_per_execution"] = _resumed_steps(request, state) or resident.choose_steps(
+            model
+        )
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)
 
     position_callback, position = _helper_callbacks(keras, request.seed, adapter.reseed_numpy)
-    facts = {"steps_per_epoch": adapter.steps_per_epoch, "batch_size": adapter.batch_size}
-    saver, state = _backup(request, model, facts, spe)
+    saver = _backup(request, model, adapter, spe, state)
     if state is not None:
         # the resumed epoch gets the order it had (see gpukeras.data.adapters)
         adapter.skip_epochs(state.epoch)
