@@ -8,8 +8,9 @@
 # benchmarks share lives in bench/lib/. bench/gpu_verify.sh, whose numbers come
 # from a GPU machine, runs here in its own smoke mode (every step on this CPU with
 # JAX, and R's through the bundle of bench/gpu_r_bundle.sh with the system's R
-# hidden), one job per part so that the two slots share its parts. The .py
-# benchmarks it runs (on JAX, as on the GPU) do not run a second time beside it.
+# hidden), one job per part so that the two slots share its parts. The benchmarks
+# it runs (the .py ones on JAX, as on the GPU; bench/r_on_gpu.R through the bundle)
+# do not run a second time beside it.
 #
 # Run from the repository root. PYTHON: the Python for the .py scripts (default
 # python3; the R scripts find gpukeras' own). BENCH_SMOKE_JOBS: scripts run at
@@ -58,10 +59,10 @@ verify_parts=(r augment)
 for part in $(sed -n 's/^  parts=(\(.*\))$/\1/p' bench/gpu_verify.sh); do
   [[ " ${verify_parts[*]} " == *" $part "* ]] || verify_parts+=("$part")
 done
-on_jax=$(grep -o 'bench/[a-z_]*\.py' bench/gpu_verify.sh | sort -u)
-scripts=("${verify_parts[@]/#/bench/gpu_verify.sh:}" bench/*.R)
-for script in bench/*.py; do
-  grep -qx "$script" <<< "$on_jax" || scripts+=("$script")
+in_verify=$(grep -o 'bench/[a-z_]*\.\(py\|R\)' bench/gpu_verify.sh | sort -u)
+scripts=("${verify_parts[@]/#/bench/gpu_verify.sh:}")
+for script in bench/*.R bench/*.py; do
+  grep -qx "$script" <<< "$in_verify" || scripts+=("$script")
 done
 for script in "${scripts[@]}"; do
   if [ "$running" -ge "$jobs" ]; then
