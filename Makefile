@@ -19,7 +19,7 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env pytest coverage rcheck lint bench bench-smoke newer-stack-env newer-stack-test newer-stack-testthat \
+.PHONY: demo test deps install python-env dev-env pytest coverage rcheck lint bench bench-smoke newer-stack-env newer-stack-test \
 	site site-config
 
 # The demo installs only what is missing or out of date (the package when a source is newer
@@ -33,12 +33,8 @@ demo: deps
 
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2); newer-stack-env comes first so that rcheck can
-# also check what reticulate 1.28 says about an environment with NumPy 2. rcheck and the newer
-# stack's tests run at once (-j2): R CMD build, which knits the vignettes, and the check's steps
-# before its tests keep one core busy for about 3 minutes, and the newer stack's tests, one R
-# process for 3.5 minutes, take the other. --output-sync: each one's output in one piece.
-test: dev-env lint site-config pytest bench-smoke newer-stack-env
-	$(MAKE) --no-print-directory -j2 --output-sync=target rcheck newer-stack-testthat
+# also check what reticulate 1.28 says about an environment with NumPy 2.
+test: dev-env lint site-config pytest bench-smoke newer-stack-env rcheck newer-stack-test
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -173,12 +169,7 @@ NEWER_BOUNDARY := ^(convert|dataset|dataset-files|factors|predict|fit|python|ins
 NEWER_TESTS :=
 
 newer-stack-test: newer-stack-env
-	$(MAKE) --no-print-directory newer-stack-testthat
-
-# In a copy of tests/testthat: nothing is written in the tree while rcheck's R CMD build copies it.
-newer-stack-testthat:
-	tests=$$(mktemp -d); trap 'rm -rf "$$tests"' EXIT; cp -r tests/testthat "$$tests"; \
-	cd "$$tests/testthat" && NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	cd tests/testthat && NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
 	  -e 'only <- "$(or $(NEWER_TESTS),$(NEWER_BOUNDARY))"' \
 	  -e 'testthat::test_dir(".", filter = only, package = "gpukeras", load_package = "installed", reporter = "check")' \
