@@ -89,7 +89,7 @@ def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
     result = tune.tune(
         model,
         data(scale=100.0),
-        time_budget=20,
+        time_budget=12,
         precisions=["mixed_float16", "float32"],
         batch_sizes=[32],
         steps_per_execution=[1],
@@ -194,7 +194,7 @@ def test_a_combination_the_plan_cannot_fit_is_skipped_and_says_so(
     result = tune.tune(
         model,
         data(2048),  # 8 steps per epoch up to batch_size 292: 256 is left to the plan
-        time_budget=20,
+        time_budget=8,
         precisions=["float32"],
         batch_sizes=[16, 32, 256],
         steps_per_execution=[1],
@@ -226,7 +226,7 @@ def test_the_plan_bounds_the_batch_sizes_searched(monkeypatch: pytest.MonkeyPatc
     plan, _ = tune.memory_plan.plan_of(keras, model)
     gpu_with(monkeypatch, plan.peak_mib(100))
     result = tune.tune(
-        model, data(), time_budget=20, precisions=["float32"], steps_per_execution=[1], seed=1
+        model, data(), time_budget=8, precisions=["float32"], steps_per_execution=[1], seed=1
     )
     # what was tried and what the time budget left out alike (on a busy machine the budget
     # can be spent before a trial runs): none above the plan's bound
@@ -241,7 +241,7 @@ def test_given_sizes_that_make_fewer_than_8_steps_per_epoch_are_left_out() -> No
     result = tune.tune(
         small_model(),
         data(100),
-        time_budget=10,
+        time_budget=4,
         precisions=["float32"],
         batch_sizes=[8, 64],
         steps_per_execution=[1],
@@ -262,7 +262,7 @@ def test_searched_sizes_stop_at_the_largest_with_8_steps_per_epoch() -> None:
     result = tune.tune(
         small_model(),
         data(100),
-        time_budget=10,
+        time_budget=5,
         precisions=["float32"],
         steps_per_execution=[1],
         jit_compile=[False],

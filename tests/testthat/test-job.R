@@ -303,44 +303,6 @@ test_that("a gpu_dataset() of R data, split with a seed, trains in the backgroun
   expect_equal(lapply(there$get_weights(), as.vector), lapply(here$get_weights(), as.vector), tolerance = 1e-5)
 })
 
-test_that("in a fresh session: gpu_setup() settings reach the child, where a gpu_dataset() of CSV files trains under a mirrored strategy", {
-  skip_if_no_python()
-  folder <- withr::local_tempdir()
-  x <- job_data()$x
-  utils::write.csv(data.frame(a = x[, 1], b = x[, 2], c = x[, 3], d = x[, 4], label = job_data()$y),
-                   file.path(folder, "train.csv"), row.names = FALSE)
-  result <- run_in_fresh_r(
-    {
-      gpu_setup(cpu_devices = 2, threads = c(intra = 1, inter = 2))
-      data <- gpu_dataset(file.path(Sys.getenv("GPUKERAS_TEST_FOLDER"), "train.csv"), label = "label",
-                          batch_size = 20, seed = 1, validation_split = 0.25)
-      keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
-      model$compile(optimizer = keras$optimizers$Adam(learning_rate = 0.05), loss = "mse")
-      # Two logical CPU devices exist in the child only if gpu_setup() ran there first.
-      job <- gpu_fit(model, data, epochs = 2, strategy = gpu_strategy("mirrored"), background = TRUE, verbose = 2)
-      printed <- utils::capture.output(fit <- gpu_job_wait(job, timeout = 240))
-      setup <- gpu_job_status(job)$setup
-      list(
-        setup = unclass(setup)[c("cpu_devices", "intra_op_threads", "inter_op_threads")],
-        history = fit$history, data = fit$settings$data, printed = printed,
-        strategy = fit$settings$strategy[c("type", "replicas")],
-        iterations = as.integer(model$optimizer$iterations$numpy())
-      )
-    },
-    env = c(GPUKERAS_TEST_FOLDER = folder),
-    timeout = 300
-  )
-  expect_identical(result$setup, list(cpu_devices = 2L, intra_op_threads = 1L, inter_op_threads = 2L))
-  expect_identical(result$history$epoch, 1:2)
-  expect_identical(result$strategy, list(type = "mirrored", replicas = 2L))
-  expect_true(all(c("loss", "val_loss") %in% names(result$history)))
-  expect_match(result$data, "^gpu_dataset\\(\\) train pipeline from csv")
-  expect_true(result$iterations > 0)
-  expect_match(result$printed, "^Epoch [12]/2: loss [0-9.e-]+, val_loss [0-9.e-]+$")
-  expect_length(result$printed, 2L)
-})
-
 test_that("background fits in a loop leave the parent's resident memory where it was", {
   skip_if_no_python()
   skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc")
@@ -371,73 +333,125 @@ test_that("background fits in a loop leave the parent's resident memory where it
   expect_length(job_folders(), length(folders))
 })
 
+# One fresh R session, shared by the three tests after it (each costs seconds to
+# start: R, Python, TensorFlow). There, in order: gpu_setup() with two logical CPU
+# devices; a gpu_dataset() of CSV files trained in the background under a mirrored
+# strategy (the first job: no standby yet); the same small model trained twice, with
+# the standby that job readied and with the standby turned off; what it saw is saved
+# to RESULT_FILE. Then a job that trains until the test kills the session, whose two
+# pids go to PIDS_FILE.
+fresh_session <- local({
+  session <- NULL
+  files <- NULL
+  function() {
+    if (is.null(session)) {
+      folder <- tempfile("gpukeras-test-job-")
+      dir.create(folder)
+      files <<- c(result = file.path(folder, "result.rds"), pids = file.path(folder, "pids.txt"))
+      x <- job_data()$x
+      utils::write.csv(data.frame(a = x[, 1], b = x[, 2], c = x[, 3], d = x[, 4], label = job_data()$y),
+                       file.path(folder, "train.csv"), row.names = FALSE)
+      session <<- start_in_fresh_r(
+        {
+          gpu_setup(cpu_devices = 2, threads = c(intra = 1, inter = 2))
+          keras <- gpu_keras()
+          data <- gpu_dataset(file.path(Sys.getenv("GPUKERAS_TEST_FOLDER"), "train.csv"), label = "label",
+                              batch_size = 20, seed = 1, validation_split = 0.25)
+          model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+          model$compile(optimizer = keras$optimizers$Adam(learning_rate = 0.05), loss = "mse")
+          # Two logical CPU devices exist in the child only if gpu_setup() ran there first.
+          job <- gpu_fit(model, data, epochs = 2, strategy = gpu_strategy("mirrored"), background = TRUE, verbose = 2)
+          printed <- utils::capture.output(fit <- gpu_job_wait(job, timeout = 240))
+          csv <- list(
+            dir = job$dir,
+            setup = unclass(gpu_job_status(job)$setup)[c("cpu_devices", "intra_op_threads", "inter_op_threads")],
+            history = fit$history, data = fit$settings$data, printed = printed,
+            strategy = fit$settings$strategy[c("type", "replicas")],
+            iterations = as.integer(model$optimizer$iterations$numpy())
+          )
+          x <- matrix(sin(seq_len(1600)), ncol = 4)
+          arrays <- list(x = x, y = as.vector(x %*% c(1, -2, 0.5, 3)))
+          train <- function() {
+            keras$utils$set_random_seed(3L)
+            model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
+            model$compile(optimizer = "adam", loss = "mse")
+            job <- gpu_fit(model, arrays, epochs = 2, batch_size = 20, seed = 1, monitor = FALSE,
+                           strategy = gpu_strategy("mirrored"), background = TRUE, verbose = 0)
+            fit <- gpu_job_wait(job, timeout = 240)
+            list(dir = job$dir, replicas = fit$settings$strategy$replicas,
+                 weights = lapply(model$get_weights(), as.vector))
+          }
+          standby <- gpukeras:::the$standby
+          warm <- train()
+          options(gpukeras.job_standby = FALSE)
+          off <- train()
+          saveRDS(list(csv = csv, warm = warm, off = off, standby_dir = standby$dir,
+                       standby_after_off = gpukeras:::the$standby), Sys.getenv("RESULT_FILE"))
+          model$compile(optimizer = "sgd", loss = "mse")
+          job <- gpu_fit(model, list(x = x, y = x %*% 1:4), epochs = 10000, batch_size = 10, seed = 1,
+                         monitor = FALSE, background = TRUE, verbose = 0)
+          repeat {
+            status <- gpu_job_status(job)
+            if (identical(status$state, "running")) break
+            Sys.sleep(0.2)
+          }
+          writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
+          Sys.sleep(600)
+        },
+        env = c(GPUKERAS_TEST_FOLDER = folder, RESULT_FILE = files[["result"]], PIDS_FILE = files[["pids"]])
+      )
+      withr::defer(session$kill(), envir = testthat::teardown_env())
+    }
+    list(session = session, files = files)
+  }
+})
+
+# Waits (up to 400 s) for the fresh session to write `file`; an error there is this test's.
+fresh_session_wrote <- function(file) {
+  shared <- fresh_session()
+  deadline <- Sys.time() + 400
+  while (!file.exists(shared$files[[file]]) && Sys.time() < deadline) {
+    if (!shared$session$is_alive()) shared$session$get_result()
+    Sys.sleep(0.2)
+  }
+  Sys.sleep(0.2) # written whole
+  shared$files[[file]]
+}
+
+test_that("in a fresh session: gpu_setup() settings reach the child, where a gpu_dataset() of CSV files trains under a mirrored strategy", {
+  skip_if_no_python()
+  result <- readRDS(fresh_session_wrote("result"))$csv
+  expect_identical(result$setup, list(cpu_devices = 2L, intra_op_threads = 1L, inter_op_threads = 2L))
+  expect_identical(result$history$epoch, 1:2)
+  expect_identical(result$strategy, list(type = "mirrored", replicas = 2L))
+  expect_true(all(c("loss", "val_loss") %in% names(result$history)))
+  expect_match(result$data, "^gpu_dataset\\(\\) train pipeline from csv")
+  expect_true(result$iterations > 0)
+  expect_match(result$printed, "^Epoch [12]/2: loss [0-9.e-]+, val_loss [0-9.e-]+$")
+  expect_length(result$printed, 2L)
+})
+
 test_that("the next background fit takes the standby the last one readied: gpu_setup() reaches it, it trains the same, and it can be turned off", {
   skip_if_no_python()
-  result <- run_in_fresh_r(
-    {
-      gpu_setup(cpu_devices = 2)
-      keras <- gpu_keras()
-      x <- matrix(sin(seq_len(1600)), ncol = 4)
-      data <- list(x = x, y = as.vector(x %*% c(1, -2, 0.5, 3)))
-      train <- function() {
-        keras$utils$set_random_seed(3L)
-        model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
-        model$compile(optimizer = "adam", loss = "mse")
-        # Two logical CPU devices exist in the child only if gpu_setup() ran there first.
-        job <- gpu_fit(model, data, epochs = 2, batch_size = 20, seed = 1, monitor = FALSE,
-                       strategy = gpu_strategy("mirrored"), background = TRUE, verbose = 0)
-        fit <- gpu_job_wait(job, timeout = 240)
-        list(dir = job$dir, replicas = fit$settings$strategy$replicas,
-             weights = lapply(model$get_weights(), as.vector))
-      }
-      cold <- train()
-      standby <- gpukeras:::the$standby
-      warm <- train()
-      options(gpukeras.job_standby = FALSE)
-      off <- train()
-      list(cold = cold, warm = warm, off = off, standby_dir = standby$dir,
-           standby_after_off = gpukeras:::the$standby)
-    },
-    timeout = 400
-  )
-  expect_false(identical(result$cold$dir, result$standby_dir))
+  result <- readRDS(fresh_session_wrote("result"))
+  # The first job found no standby: it readied the one the next job took.
+  expect_false(identical(result$csv$dir, result$standby_dir))
   expect_identical(result$warm$dir, result$standby_dir)
-  expect_identical(c(result$cold$replicas, result$warm$replicas), c(2L, 2L))
-  expect_equal(result$warm$weights, result$cold$weights, tolerance = 1e-6)
-  expect_equal(result$off$weights, result$cold$weights, tolerance = 1e-6)
+  # Two logical CPU devices exist in the standby only if gpu_setup() reached it.
+  expect_identical(c(result$warm$replicas, result$off$replicas), c(2L, 2L))
+  # Turned off, the job starts its own process, and trains the same.
+  expect_false(identical(result$off$dir, result$standby_dir))
+  expect_equal(result$off$weights, result$warm$weights, tolerance = 1e-6)
   expect_null(result$standby_after_off)
 })
 
 test_that("when the session that started a job ends, the job's processes end too", {
   skip_if_no_python()
   skip_on_os("windows")
-  pids_file <- withr::local_tempfile()
-  session <- start_in_fresh_r(
-    {
-      keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(1L)))
-      model$compile(optimizer = "sgd", loss = "mse")
-      x <- matrix(sin(seq_len(1600)), ncol = 4)
-      job <- gpu_fit(model, list(x = x, y = x %*% 1:4), epochs = 10000, batch_size = 10, seed = 1,
-                     monitor = FALSE, background = TRUE, verbose = 0)
-      repeat {
-        status <- gpu_job_status(job)
-        if (identical(status$state, "running")) break
-        Sys.sleep(0.2)
-      }
-      writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
-      Sys.sleep(600)
-    },
-    env = c(PIDS_FILE = pids_file)
-  )
-  on.exit(session$kill(), add = TRUE)
-  deadline <- Sys.time() + 180
-  while (!file.exists(pids_file) && Sys.time() < deadline) Sys.sleep(0.2)
-  Sys.sleep(0.2)
-  pids <- as.integer(readLines(pids_file))
+  pids <- as.integer(readLines(fresh_session_wrote("pids")))
   expect_length(pids, 2L)
   expect_true(all(vapply(pids, process_running, logical(1))))
-  session$kill() # the session dies as a crash would end it: no chance to clean up
+  fresh_session()$session$kill() # the session dies as a crash would end it: no chance to clean up
   deadline <- Sys.time() + 15
   while (any(vapply(pids, process_running, logical(1))) && Sys.time() < deadline) Sys.sleep(0.2)
   # The supervisor saw its session gone (within a second), stopped the child and itself.
