@@ -24,8 +24,8 @@
 # noise (bench_data()); model: MLP 20-64-64-2 (relu, softmax), adam, sparse categorical
 # cross-entropy, accuracy; 10 epochs of batch 32 (gpu_fit()'s default) per fold.
 #
-# Usage (from the repository root): Rscript bench/cv.R [--quick | --smoke]
-# Writes bench/results/cv-<device>[-quick].json (a smoke run: see bench/lib/common.R).
+# Usage (from the repository root): [KERAS_BACKEND=jax] Rscript bench/cv.R [--quick | --smoke]
+# Writes bench/results/cv-<device>[-jax][-quick].json (a smoke run: see bench/lib/common.R).
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
@@ -187,7 +187,8 @@ result <- list(
   wall_seconds = NA_real_
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
-out <- write_result(result, paste0("cv-", short), mode)
+# a run on JAX beside the TensorFlow one, not over it
+out <- write_result(result, paste0("cv-", short, if (result$backend != "tensorflow") paste0("-", result$backend)), mode)
 
 cat(sprintf(
   "\n%d-fold gpu_cv() / %d in-session fits (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s\n",

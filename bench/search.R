@@ -25,8 +25,8 @@
 # 8-256 (log), layers 1-3, dropout 0-0.5, learning_rate 1e-5-1e-1 (log). 10 epochs of batch
 # 32 (gpu_fit()'s default) per trial; objective val_loss.
 #
-# Usage (from the repository root): Rscript bench/search.R [--quick | --smoke]
-# Writes bench/results/search-<device>[-quick].json (a smoke run: see bench/lib/common.R).
+# Usage (from the repository root): [KERAS_BACKEND=jax] Rscript bench/search.R [--quick | --smoke]
+# Writes bench/results/search-<device>[-jax][-quick].json (a smoke run: see bench/lib/common.R).
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
@@ -195,7 +195,8 @@ result <- list(
   wall_seconds = NA_real_
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
-out <- write_result(result, paste0("search-", short), mode)
+# a run on JAX beside the TensorFlow one, not over it
+out <- write_result(result, paste0("search-", short, if (result$backend != "tensorflow") paste0("-", result$backend)), mode)
 
 cat(sprintf(
   "\n%d-trial search, pruned / unpruned time: %s (goal <= %.1f); medians %.1f s vs %.1f s; %s trials pruned\n",

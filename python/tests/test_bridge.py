@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import run_core
+from conftest import requires, run_core
 from gpukeras import bridge
 from gpukeras.core import errors, runtime, stack
 from gpukeras.gpu.nvml import NvmlDevice, NvmlReport
@@ -203,3 +203,46 @@ def test_preload_imports_the_verbs_modules_and_starts_no_framework() -> None:
     wanted = {"gpukeras.tools.training", "gpukeras.tools.search", "gpukeras.tools.scoring"}
     assert wanted <= set(run.readback["modules"])
     assert not {"keras", "tensorflow", "jax"} & run.loaded
+
+
+def test_preload_keras_imports_what_the_first_seed_imports_and_a_fork_trains() -> None:
+    """R's worker template calls it before it forks: on JAX, Keras and TensorFlow (which
+    Keras' seed imports wherever it is installed) are imported, no runtime is started, and
+    a fork seeds, builds and trains a model with nothing left to import for the seed."""
+    requires("jax")
+    requires("tensorflow")
+    run = run_core(
+        "preload_keras",
+        env={"KERAS_BACKEND": "jax"},
+        after="""
+import os
+import time
+
+def child():
+    import keras
+    import numpy as np
+    modules = set(sys.modules)
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((8, 2), "float32")
+    model.fit(x, x[:, :1], epochs=1, verbose=0)
+    return not any(m.split(".")[0] == "tensorflow" for m in set(sys.modules) - modules)
+
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if child() else 3)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    done, status = os.waitpid(pid, 0)
+readback["fork"] = os.waitstatus_to_exitcode(status)
+""",
+    )
+    assert run.value == ["tensorflow", "jax"]
+    assert run.readback["fork"] == 0

@@ -95,6 +95,7 @@ VERBS: dict[str, str] = {
     "search_pruning_callback": "tools.search:pruning_callback",
     "search_pruning_outcome": "tools.search:pruning_outcome",
     "preload": "bridge:preload",
+    "preload_keras": "core.runtime:preload_keras",
 }
 
 

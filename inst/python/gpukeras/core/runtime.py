@@ -134,6 +134,23 @@ def start() -> dict[str, str]:
     return {"keras": keras.__version__, "backend": keras.backend.backend()}
 
 
+def preload_keras() -> list[str]:
+    """Import Keras, and what Keras imports at a process's first seed, and start nothing:
+    for a process that forks workers (R's worker template), so that no fork imports them.
+
+    Returns the runtime modules imported (``tensorflow``, ``jax``). No device, memory or
+    thread is taken, so the forks start their own runtime. ``keras.utils.set_random_seed()``
+    seeds TensorFlow's generator wherever TensorFlow can be imported, whatever the backend:
+    on JAX, with TensorFlow installed, that import took 2.5 to 4.3 s of every trial's start
+    (bench/search.R with KERAS_BACKEND=jax), so it is imported here too. A TensorFlow that
+    cannot be imported is left to the seed, as Keras leaves it.
+    """
+    config.keras()
+    with contextlib.suppress(Exception):
+        importlib.import_module("tensorflow")
+    return [module for module in ("tensorflow", "jax") if module in sys.modules]
+
+
 def remove_autograph_files() -> int:
     """Delete the source files TensorFlow's autograph wrote in this process; the count.
 
