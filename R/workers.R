@@ -97,6 +97,8 @@ worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env())
   pool$ready[i] <- list(NULL)
   task$setup <- pool$setup
   task$device <- pool$slots[[i]]$device
+  # what the pool's fits compile, shared (on JAX; it goes with the pool's folder)
+  task$compiled <- file.path(pool$dir, "compiled")
   write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
   worker$task <- task
   worker$started <- Sys.time()
@@ -236,6 +238,7 @@ worker_task <- function(dir, task) {
     {
       if (!is.null(task$setup)) do.call(gpu_setup, task$setup[setdiff(names(task$setup), "devices")])
       core_call("start")
+      if (!is.null(task$compiled)) core_call("workers_share_compiled", folder = task$compiled)
       reticulate::import("keras")$utils$set_random_seed(task$seed)
       setup_done <- as.numeric(Sys.time())
       model <- worker_model(task)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import requires, run_core
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.tools import search, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
@@ -322,3 +323,60 @@ def test_a_forked_worker_has_its_own_output_and_environment_and_is_reaped(
     assert out.read_text().split() == ["GPU-aaaa", "GPU-aaaa"]
     assert "GPUKERAS_TEST_SLOT" not in os.environ
     assert workers.reap() == []
+
+
+def test_a_workers_fits_on_jax_reuse_what_an_earlier_worker_compiled(tmp_path: Path) -> None:
+    """share_compiled() in two fresh JAX processes (two workers of one pool), each building
+    and training the same model: the first writes its compiled programs to the pool's
+    folder, the second reads them all from there and compiles none."""
+    requires("jax")
+    folder = tmp_path / "compiled"
+    train = """
+import jax.monitoring
+import keras
+import numpy as np
+events = []
+jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+x = np.ones((32, 4), "float32")
+model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
+readback["hits"] = events.count("/jax/compilation_cache/cache_hits")
+readback["misses"] = events.count("/jax/compilation_cache/cache_misses")
+"""
+    runs = [
+        run_core(
+            "workers_share_compiled",
+            {"folder": str(folder)},
+            env={"KERAS_BACKEND": "jax"},
+            after=train,
+        )
+        for _ in range(2)
+    ]
+    assert [run.value for run in runs] == [str(folder), str(folder)]
+    first, second = (run.readback for run in runs)
+    assert first["misses"] > 0 and first["hits"] == 0
+    assert second == {"hits": first["misses"], "misses": 0}
+    assert len(list(folder.iterdir())) >= first["misses"]
+
+
+def test_compiled_programs_are_shared_only_on_jax_and_a_users_own_cache_is_kept(
+    tmp_path: Path,
+) -> None:
+    shared = {"folder": str(tmp_path / "compiled")}
+    requires("tensorflow")
+    assert (
+        run_core("workers_share_compiled", shared, env={"KERAS_BACKEND": "tensorflow"}).value
+        is None
+    )
+    requires("jax")
+    own = str(tmp_path / "mine")
+    run = run_core(
+        "workers_share_compiled",
+        shared,
+        env={"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": own},
+        after="import jax\nreadback['dir'] = jax.config.jax_compilation_cache_dir",
+    )
+    assert run.value == own and run.readback["dir"] == own
+    assert not (tmp_path / "compiled").exists()
