@@ -165,7 +165,11 @@ def test_steps_per_execution_stays_within_an_epoch() -> None:
         jit_compile=[False],
         seed=1,
     )
-    assert sorted(column(result, "steps_per_execution")) == [1, 8, 23]
+    # tried, or (on a busy machine: CI once ran 23 out of the budget) left out by the time
+    # budget: never beyond the epoch
+    others = [row["steps_per_execution"] for row in result["skipped"]]
+    assert all(row["reason"].startswith("time") for row in result["skipped"])
+    assert sorted(column(result, "steps_per_execution") + others) == [1, 8, 23]
     assert result["recommended"]["steps_per_execution"] <= 23
 
 
