@@ -346,7 +346,9 @@ fresh_session <- local({
   function() {
     if (is.null(session)) {
       folder <- tempfile("gpukeras-test-job-")
-      dir.create(folder)
+      # the session's temporary files (TensorFlow's autograph files, the jobs' folders)
+      # go with this folder: the test kills the session, which leaves them behind
+      dir.create(file.path(folder, "tmp"), recursive = TRUE)
       files <<- c(result = file.path(folder, "result.rds"), pids = file.path(folder, "pids.txt"))
       x <- job_data()$x
       utils::write.csv(data.frame(a = x[, 1], b = x[, 2], c = x[, 3], d = x[, 4], label = job_data()$y),
@@ -398,9 +400,13 @@ fresh_session <- local({
           writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
           Sys.sleep(600)
         },
-        env = c(GPUKERAS_TEST_FOLDER = folder, RESULT_FILE = files[["result"]], PIDS_FILE = files[["pids"]])
+        env = c(GPUKERAS_TEST_FOLDER = folder, RESULT_FILE = files[["result"]], PIDS_FILE = files[["pids"]],
+                TMPDIR = file.path(folder, "tmp"))
       )
-      withr::defer(session$kill(), envir = testthat::teardown_env())
+      withr::defer({
+        session$kill()
+        unlink(folder, recursive = TRUE)
+      }, envir = testthat::teardown_env())
     }
     list(session = session, files = files)
   }
