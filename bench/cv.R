@@ -187,8 +187,7 @@ result <- list(
   wall_seconds = NA_real_
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
-# a run on JAX beside the TensorFlow one, not over it
-out <- write_result(result, paste0("cv-", short, if (result$backend != "tensorflow") paste0("-", result$backend)), mode)
+out <- write_result(result, on_backend(paste0("cv-", short), result$backend), mode)
 
 cat(sprintf(
   "\n%d-fold gpu_cv() / %d in-session fits (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s\n",

@@ -25,9 +25,20 @@ bench_mode <- function(args = commandArgs(trailingOnly = TRUE)) {
   list(smoke = smoke, quick = !smoke && "--quick" %in% args)
 }
 
-# The command that ran a benchmark in `mode`, for its result.
+# The command that ran a benchmark in `mode`, for its result (with the KERAS_BACKEND it ran
+# under, where one was set).
 bench_command <- function(script, mode) {
-  trimws(paste("Rscript", script, if (mode$smoke) "--smoke" else if (mode$quick) "--quick" else ""))
+  backend <- Sys.getenv("KERAS_BACKEND")
+  trimws(paste(
+    if (nzchar(backend)) paste0("KERAS_BACKEND=", backend), "Rscript", script,
+    if (mode$smoke) "--smoke" else if (mode$quick) "--quick" else ""
+  ))
+}
+
+# A result's name for a run on `backend`: "-<backend>" added to `name` for any but
+# TensorFlow, so that a run on JAX is kept beside the TensorFlow one, not written over it.
+on_backend <- function(name, backend) {
+  if (identical(backend, "tensorflow")) name else paste0(name, "-", backend)
 }
 
 # `result` as JSON in bench/results/<name>.json (<name>-quick.json for a quick
