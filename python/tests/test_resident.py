@@ -74,6 +74,9 @@ def test_on_the_device_it_trains_as_keras_fit_on_the_same_batches(tmp_path: Path
     assert "on the device" in settings["data_path"]["why"]
     assert settings["steps_per_execution"] == 5
     assert settings["steps_per_epoch"] == 17
+    # each step traced once per compiled program (whole batches, the last partial one) for
+    # all three epochs: the loop's body and its logs' shapes share one trace
+    assert mine["traces"] == {"train": 2, "test": 2}
     for name in ("loss", "accuracy", "val_loss", "val_accuracy"):
         np.testing.assert_allclose(mine["history"][name], theirs["history"][name], rtol=1e-6)
     for got, want in zip(weights(tmp_path / "a.npz"), weights(tmp_path / "b.npz")):

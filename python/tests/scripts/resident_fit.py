@@ -12,6 +12,8 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   stream); ``cpu_devices``: a DataParallel over that many logical CPU devices.
 - ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
   permutation taken from ``resident``), unshuffled, one epoch per call.
+  Otherwise the report's ``traces`` counts the times Keras' train and test steps were
+  traced.
 - ``gpu_dataset``: give the arrays as a gpu_dataset() (``pipeline.from_arrays``) with
   these options (``batch_size`` then None in the call); the validation rows too.
 """
@@ -92,6 +94,17 @@ else:
                 "dataset"
             ]
         batch_size = None
+    traces = {"train": 0, "test": 0}
+
+    def counted(kind, step):
+        def traced(*args):
+            traces[kind] += 1
+            return step(*args)
+
+        return traced
+
+    model.train_step = counted("train", model.train_step)
+    model.test_step = counted("test", model.test_step)
     answer = bridge.call(
         "fit",
         {
@@ -116,6 +129,7 @@ else:
         "settings": value["settings"],
         "monitor": value["monitor"],
         "model_steps_per_execution": model.steps_per_execution,
+        "traces": traces,
     }
 np.savez(spec["out"], *model.get_weights())
 print(json.dumps(report, default=str))
