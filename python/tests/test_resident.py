@@ -77,6 +77,15 @@ def test_on_the_device_it_trains_as_keras_fit_on_the_same_batches(tmp_path: Path
     # each step traced once per compiled program (whole batches, the last partial one) for
     # all three epochs: the loop's body and its logs' shapes share one trace
     assert mine["traces"] == {"train": 2, "test": 2}
+    # each program compiled once: the whole batches' before training, those the first
+    # epoch's end needs on a thread of their own, while the whole batches trained
+    ahead = "on gpukeras-compile-ahead"
+    assert sorted(mine["compiled"]) == [
+        f"test_last {ahead}",
+        f"test_steps {ahead}",
+        f"train_last {ahead}",
+        "train_steps on MainThread",
+    ]
     for name in ("loss", "accuracy", "val_loss", "val_accuracy"):
         np.testing.assert_allclose(mine["history"][name], theirs["history"][name], rtol=1e-6)
     for got, want in zip(weights(tmp_path / "a.npz"), weights(tmp_path / "b.npz")):

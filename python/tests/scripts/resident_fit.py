@@ -13,14 +13,17 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
 - ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
   permutation taken from ``resident``), unshuffled, one epoch per call.
   Otherwise the report's ``traces`` counts the times Keras' train and test steps were
-  traced.
+  traced, and ``compiled`` lists each compilation of the resident loop's programs, from
+  JAX's compile log: ``<name> on <thread name>``.
 - ``gpu_dataset``: give the arrays as a gpu_dataset() (``pipeline.from_arrays``) with
   these options (``batch_size`` then None in the call); the validation rows too.
 """
 
 import json
+import logging
 import os
 import sys
+import threading
 import time
 
 spec = json.loads(sys.argv[1])
@@ -53,9 +56,21 @@ if "memory_share" in spec:
     resident.MEMORY_SHARE = spec["memory_share"]
 
 
+compiled: list[str] = []
+PROGRAMS = ("train_steps", "train_last", "test_steps", "test_last")
+
+
 class Pause(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         time.sleep(spec.get("pause", 0.0))
+
+
+class Compiles(logging.Handler):
+    def emit(self, record):
+        message = record.getMessage()
+        for name in PROGRAMS:
+            if message.startswith(f"Finished XLA compilation of jit({name})"):
+                compiled.append(f"{name} on {threading.current_thread().name}")
 
 
 report: dict[str, object] = {}
@@ -103,6 +118,11 @@ else:
 
         return traced
 
+    import jax
+
+    jax.config.update("jax_log_compiles", True)
+    logging.getLogger("jax").addHandler(Compiles())
+    logging.getLogger("jax").propagate = False  # the log is counted, not printed
     model.train_step = counted("train", model.train_step)
     model.test_step = counted("test", model.test_step)
     answer = bridge.call(
@@ -117,7 +137,7 @@ else:
             "steps_per_execution": spec.get("steps_per_execution", "auto"),
             "backup_dir": spec.get("backup_dir"),
             "backup_freq": spec.get("backup_freq", "epoch"),
-            "callbacks": [Pause()] if spec.get("pause") else None,
+            "callbacks": [Pause()],
             "strategy": strategy,
             "verbose": 0,
         },
@@ -130,6 +150,7 @@ else:
         "monitor": value["monitor"],
         "model_steps_per_execution": model.steps_per_execution,
         "traces": traces,
+        "compiled": compiled,
     }
 np.savez(spec["out"], *model.get_weights())
 print(json.dumps(report, default=str))

@@ -17,6 +17,7 @@ processes, or more than ``MEMORY_SHARE`` of the device's free memory),
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,20 @@ def decide(
     )
 
 
+@functools.cache
+def _order_program(jax: Any) -> Any:
+    """The program that draws an epoch's order: one compiled dispatch per epoch (drawn op by
+    op, the order took 1.4 ms of the host's ~5 ms between epochs on a 2-core CPU, time the
+    device waits at every epoch's end). One for the process, so a session's later fits find
+    it compiled (made per fit, each compiled it anew: 0.24-0.6 s of a fit's start on a 2-core
+    CPU)."""
+
+    def draw(key: Any, epoch: Any, count: int) -> Any:
+        return jax.random.permutation(jax.random.fold_in(key, epoch), count)
+
+    return jax.jit(draw, static_argnums=2)
+
+
 class DeviceRows:
     """Rows (and validation rows) on the device, and each epoch's order of them.
 
@@ -149,12 +164,7 @@ class DeviceRows:
         self.key = jax.random.key(
             int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
         )
-        # One compiled dispatch per epoch: drawn op by op, the order took 1.4 ms of the
-        # host's ~5 ms between epochs (2-core CPU), time the device waits at every epoch's end.
-        count = self.rows
-        self._draw = jax.jit(lambda key, epoch: jax.random.permutation(
-            jax.random.fold_in(key, epoch), count
-        ))  # fmt: skip
+        self._draw = _order_program(jax)
 
     def _place(self, data: object) -> object:
         jax = self.jax
@@ -181,7 +191,7 @@ class DeviceRows:
         jax = self.jax
         if not self.shuffle:
             return jax.numpy.arange(self.rows)
-        return self._draw(self.key, epoch)
+        return self._draw(self.key, epoch, self.rows)
 
     def fit_args(self) -> dict[str, object]:
         """``model.fit()``'s x, batch_size and shuffle: one token row per step, never read."""
