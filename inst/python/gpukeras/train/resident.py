@@ -13,8 +13,8 @@ on a batch gathered on the device by index from the epoch's order, and the
 epoch's last, partial batch as a step of its own, last, as Keras trains it;
 validation the same way, in order, with Keras' ``test_step``. The programs the first
 epoch's end needs (its last, partial batch; validation) are compiled on a thread while its
-whole batches train (``ResidentLoop.compile_ahead``), so that the epoch's end does not wait
-for them: on a 2-core CPU 0.15-0.4 s of each new model's first epoch.
+whole batches train (``ResidentLoop.compile_ahead``, on the CPU), so that the epoch's end
+does not wait for them: on a 2-core CPU 0.15-0.4 s of each new model's first epoch.
 
 Keras' fit() stays in charge of the rest: it counts steps, calls the callbacks
 at dispatch boundaries (as for any ``steps_per_execution``), shows progress,
@@ -274,13 +274,17 @@ class ResidentLoop:
         epoch's whole batches train; once per ``compiled``. JAX then finds them compiled
         (tracing and compilation are cached by function and argument types). Under a
         distribution the state's layout is part of the arguments' types: not done there.
+        Nor on a GPU until measured there: XLA's compiler autotunes a GPU program's kernels
+        on the device, which would run, and take memory, beside the training.
 
         ``state``: the training state a dispatch returned (its shapes and dtypes are read).
         """
         rows = self.rows
+        jax = rows.jax
         if compiled.ahead is not None or rows.distribution is not None:
             return
-        jax = rows.jax
+        if jax.default_backend() != "cpu":
+            return
         # Keras passes uncommitted arrays on one device, and Python ints as begin and count
         spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
         test_state = (spec[0], spec[1], spec[3])  # Keras' test state has no optimizer
