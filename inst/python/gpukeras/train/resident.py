@@ -199,6 +199,8 @@ class ResidentLoop:
         self.order: Any = None
         self._model_steps = 1
         self._programs: Programs | None = None  # the ones installed
+        # whether compile_ahead applies: decided once, not at every dispatch
+        self._ahead = rows.distribution is None and rows.jax.default_backend() == "cpu"
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
@@ -280,11 +282,9 @@ class ResidentLoop:
         ``state``: the training state a dispatch returned (its shapes and dtypes are read).
         """
         rows = self.rows
+        if not self._ahead or compiled.ahead is not None:
+            return
         jax = rows.jax
-        if compiled.ahead is not None or rows.distribution is not None:
-            return
-        if jax.default_backend() != "cpu":
-            return
         # Keras passes uncommitted arrays on one device, and Python ints as begin and count
         spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
         test_state = (spec[0], spec[1], spec[3])  # Keras' test state has no optimizer
