@@ -198,7 +198,6 @@ class ResidentLoop:
         self.position = {"epoch": 0, "begin": 0, "test_begin": 0}
         self.order: Any = None
         self._model_steps = 1
-        self._programs: Programs | None = None  # the ones installed
         # whether compile_ahead applies: decided once, not at every dispatch
         self._ahead = rows.distribution is None and rows.jax.default_backend() == "cpu"
 
@@ -225,9 +224,7 @@ class ResidentLoop:
 
     def _compiled(self, model: Model) -> Programs:
         rows = self.rows
-        made = programs(model, rows.batch_size, rows.distribution, rows.laid_out, self.step_key)
-        self._programs = made
-        return made
+        return programs(model, rows.batch_size, rows.distribution, rows.laid_out, self.step_key)
 
     def train_function(self, model: Model, k: int) -> Callable:
         """Keras' ``train_function(state, iterator)``: the dispatch's steps, up to ``k``."""
@@ -352,6 +349,7 @@ class ResidentLoop:
         """Give the model back its own steps per execution and Keras' own step functions
         (made again at their next use)."""
         model.steps_per_execution = self._model_steps
-        if self._programs is not None:
-            self._programs.settle()
+        installed = _PROGRAMS.get(model)
+        if installed is not None:
+            installed.settle()
         compat.forget_step_functions(model, all_of_them=True)
