@@ -9,7 +9,8 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   ``dropout``: the gpu_fit() call and the model (an MLP 20-64-64-2).
 - ``pause``: seconds to sleep at every dispatch's end (time for a test to kill it).
 - ``memory_share``: ``resident.MEMORY_SHARE`` for this run (a tiny one makes the data
-  stream); ``cpu_devices``: a DataParallel over that many logical CPU devices.
+  stream); ``cpu_devices``: a DataParallel over that many logical CPU devices; ``cpu``
+  (implied by ``cpu_devices``): on the CPU even where JAX sees a GPU.
 - ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
   permutation taken from ``resident``), unshuffled, one epoch per call.
   Otherwise the report's ``traces`` counts the times Keras' train and test steps were
@@ -29,6 +30,8 @@ import time
 spec = json.loads(sys.argv[1])
 if spec.get("cpu_devices"):
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={spec['cpu_devices']}"
+if spec.get("cpu") or spec.get("cpu_devices"):
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 import numpy as np  # noqa: E402
 
