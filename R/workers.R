@@ -97,14 +97,22 @@ worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env())
   pool$ready[i] <- list(NULL)
   task$setup <- pool$setup
   task$device <- pool$slots[[i]]$device
-  # what the pool's fits compile, shared (on JAX; it goes with the pool's folder)
-  task$compiled <- file.path(pool$dir, "compiled")
+  task$compiled <- session_compiled_dir()
   write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
   worker$task <- task
   worker$started <- Sys.time()
   pool$busy[[i]] <- worker
   if (ready_next) pool$ready[[i]] <- worker_start(pool, i)
   invisible(worker)
+}
+
+# Where this session's workers keep what their fits compile (on JAX), for every later
+# worker of the session: a fold or trial of a model compiled before, in this pool or an
+# earlier gpu_cv() or gpu_search(), loads its programs instead of compiling them again,
+# as a session's second gpu_fit() of a model finds them in memory. It goes with the
+# session's temporary folder.
+session_compiled_dir <- function() {
+  file.path(tempdir(), "gpukeras-compiled")
 }
 
 # The slots with no fit running.

@@ -171,7 +171,7 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
   expect_true(any(grepl("^  loss +[0-9.]+ \\(sd [0-9.e-]+\\)", result$text)))
 })
 
-test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups", {
+test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups; a second one loads what the first compiled", {
   result <- run_in_fresh_r({
     model_fn <- function() {
       keras <- gpu_keras()
@@ -181,9 +181,18 @@ test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups", {
     }
     df <- data.frame(income = seq(0, 1, length.out = 40), region = factor(rep(c("n", "s", "e", "w"), 10)),
                      site = rep(1:8, each = 5))
-    cv <- gpu_cv(model_fn, list(x = df, y = as.numeric(df$income > 0.5)), folds = 4, group = "site", epochs = 1, seed = 3)
-    list(cv = unclass(cv), backend = Sys.getenv("KERAS_BACKEND"))
+    data <- list(x = df, y = as.numeric(df$income > 0.5))
+    cv <- gpu_cv(model_fn, data, folds = 4, group = "site", epochs = 1, seed = 3)
+    compiled <- file.path(tempdir(), "gpukeras-compiled")
+    after_first <- list.files(compiled)
+    again <- gpu_cv(model_fn, data, folds = 4, group = "site", epochs = 1, seed = 3)
+    list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled))
   }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
+  # the session's workers share one compilation cache: the second gpu_cv()'s folds, the
+  # same model on the same shapes, compile nothing new
+  expect_gt(length(result$after_first), 0)
+  expect_setequal(result$after_second, result$after_first)
+  expect_identical(result$again$metrics, result$cv$metrics)
   cv <- result$cv
   expect_identical(nrow(cv$metrics), 4L)
   expect_identical(names(cv$metrics), c("fold", "loss"))

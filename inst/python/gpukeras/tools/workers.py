@@ -134,17 +134,20 @@ def fork(stdout: str, stderr: str, env: dict[str, str]) -> int:
 
 
 def share_compiled(folder: str) -> str | None:
-    """Let this worker's fits reuse what the pool's earlier fits compiled: on JAX, its
-    persistent compilation cache in ``folder`` (the pool's; it goes with the pool), for
-    every compilation, however short. The folder JAX caches in, or None (TensorFlow keeps
-    no compiled program between processes).
+    """Let this worker's fits reuse what the session's earlier workers compiled: on JAX,
+    its persistent compilation cache in ``folder`` (the R session's, in its temporary
+    folder), for every compilation, however short. The folder JAX caches in, or None
+    (TensorFlow keeps no compiled program between processes).
 
     Call it in a worker before anything compiles. A fresh process compiles every program
     again, where a session fitting the same model again finds them in memory. On JAX
     (bench/cv.R --quick, 2 CPU cores) a 5-fold gpu_cv() took 1.76x five fits in one
     session, and a fold 2.8 s from its task to its first step (building the model 0.86 s,
     gpu_fit() to the first step 1.93 s), nearly all compiling; with the cache, 1.23x and
-    1.28 s: the folds, one model, compile once. A cache the user set
+    1.28 s: the folds, one model, compile once. The session's, not one per gpu_cv(): a
+    later gpu_cv() of the model then compiled nothing, 1.30x -> 1.01x five fits in the
+    session, which find it in memory (2026-11-25, gpu_cv() without the bench's probe). A
+    cache the user set
     (``JAX_COMPILATION_CACHE_DIR``) is theirs and kept.
     """
     if config.backend != "jax":
