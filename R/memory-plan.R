@@ -44,7 +44,9 @@
 #' (`bench/memory_plan.py`): the layer estimate alone came to 0.43 of a CNN's
 #' peak and 0.28 of a transformer block's, XLA's measure to 1.00 and 0.80.
 #' On TensorFlow, and for a model of several inputs or outputs, `method` is
-#' `"layer outputs (an estimate)"`.
+#' `"layer outputs (an estimate)"`; so it is for a model `clone_model()`
+#' cannot copy (custom classes not registered with
+#' `keras$saving$register_keras_serializable()`), and `method_note` says so.
 #'
 #' @section The largest batch:
 #' (free memory - parameters - gradients - optimizer slots) / (the
@@ -68,7 +70,9 @@
 #' @return An object of class `gpukeras_memory_plan`, a list with
 #'   * `parts`: a data.frame with columns `part` and `mib`, largest first;
 #'   * `total_mib`: their sum; `batch_size`;
-#'   * `method`: `"XLA's compiled step"` or `"layer outputs (an estimate)"`;
+#'   * `method`: `"XLA's compiled step"` or `"layer outputs (an estimate)"`,
+#'     and `method_note`: on JAX, why XLA did not measure the step (`NA` where
+#'     it did, or where it cannot: TensorFlow, several inputs or outputs);
 #'   * `fixed_mib` and `per_sample_mib`: the plan is `fixed_mib + n x
 #'     per_sample_mib` for a batch of n;
 #'   * `largest_batch`: the largest batch that fits (`NA` where not known)
@@ -142,6 +146,7 @@ new_gpukeras_memory_plan <- function(result) {
       optimizer = result$optimizer,
       uncounted = as.character(unlist(result$uncounted)),
       method = result$method,
+      method_note = result$method_note %||% NA_character_,
       changes = plan_changes(result$changes)
     ),
     class = "gpukeras_memory_plan"
@@ -212,7 +217,10 @@ format.gpukeras_memory_plan <- function(x, ...) {
     if (identical(x$method, "XLA's compiled step")) {
       "The total is XLA's peak for the compiled step; the parts, an estimate by layer (see ?gpu_memory_plan)."
     } else {
-      "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan)."
+      c(
+        if (!is.na(x$method_note %||% NA)) paste0("Not XLA's measure: ", x$method_note, "."),
+        "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan)."
+      )
     }
   )
 }

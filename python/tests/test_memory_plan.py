@@ -85,7 +85,9 @@ def test_closed_form_cases_on_jax_without_tensorflow_in_a_fresh_process() -> Non
 def test_on_jax_the_plan_is_xlas_measure_of_the_compiled_step_and_leaves_nothing_behind() -> None:
     """The step compiled at the batch size and at twice it (nothing run): its peak is the
     total, the parts still show the layers and reconcile with it, the model's copy is gone
-    (on an H100 it held 128 MiB until Python's collector ran) and the model is unchanged."""
+    (on an H100 it held 128 MiB until Python's collector ran) and the model is unchanged;
+    a model that cannot be copied, or whose step does not compile, gets the layer estimate,
+    saying why."""
     run = run_on_jax("import jax_memory_plan_xla")
     small, large = run.readback["plans"]["16"], run.readback["plans"]["32"]
     for found in (small, large):
@@ -103,6 +105,20 @@ def test_on_jax_the_plan_is_xlas_measure_of_the_compiled_step_and_leaves_nothing
     before, after = run.readback["live_bytes"]
     assert after - before < 1024  # a scalar or two; the copy's state is 460 KB
     assert run.readback["built"] is False
+    # a model clone_model() cannot copy (an unregistered optimizer class) gets the layer
+    # estimate, with why, not an error (it was one on JAX, first seen on an H100)
+    unclonable = run.readback["unclonable"]
+    assert unclonable["method"] == "layer outputs (an estimate)"
+    assert "clone_model() could not make" in unclonable["method_note"]
+    assert "Plain" in unclonable["method_note"]
+    assert unclonable["total_mib"] > 0
+    # and so does a model whose step does not compile at twice the batch
+    uncompilable = run.readback["uncompilable"]
+    assert uncompilable["method"] == "layer outputs (an estimate)"
+    assert uncompilable["method_note"] == (
+        "XLA could not compile the step at batch 16 and 32 "
+        "(RuntimeError: no workspace for this batch)"
+    )
 
 
 def test_on_tensorflow_the_plan_is_the_layer_estimate() -> None:

@@ -55,6 +55,20 @@ test_that("XLA's measure of the step is the total, and a negative reconciling pa
   expect_match(text[length(text)], "The total is XLA's peak for the compiled step", fixed = TRUE)
 })
 
+test_that("a plan XLA could not measure says why before its estimate", {
+  plan <- new_gpukeras_memory_plan(plan_core_result())
+  expect_identical(plan$method_note, NA_character_)
+  expect_false(any(grepl("Not XLA's measure", format(plan))))
+  result <- plan_core_result()
+  result$method_note <- "XLA measures the step on a copy of the model, which clone_model() could not make (TypeError: Could not locate class 'Plain')"
+  text <- format(new_gpukeras_memory_plan(result))
+  expect_identical(
+    text[length(text) - 1L],
+    "Not XLA's measure: XLA measures the step on a copy of the model, which clone_model() could not make (TypeError: Could not locate class 'Plain')."
+  )
+  expect_match(text[length(text)], "Activations are approximated by every layer's output", fixed = TRUE)
+})
+
 test_that("on a GPU the print gives the largest batch, the free memory and what is not counted", {
   text <- format(new_gpukeras_memory_plan(plan_core_result(gpu = TRUE)))
   expect_true(any(grepl(

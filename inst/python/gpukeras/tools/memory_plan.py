@@ -56,7 +56,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras.core import arguments, compat
+from gpukeras.core import arguments, compat, messages
 from gpukeras.core.errors import BadModelError, OutOfMemoryError
 from gpukeras.core.handles import Layer, Model, Record, Tensor
 from gpukeras.core.runtime import config
@@ -160,6 +160,7 @@ class Plan:
     per_sample: dict[str, int]
     uncounted: list[str] = field(default_factory=list)
     xla: tuple[float, float] | None = None
+    xla_missing: str | None = None  # why XLA did not measure a step it could have
 
     def fixed_bytes(self) -> float:
         return self.xla[0] if self.xla else sum(self.fixed.values())
@@ -218,8 +219,8 @@ def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> t
             uncounted.append(layer.name)
         else:
             per_sample[f"activations: {layer.name}"] = elements * itemsize(layer.compute_dtype)
-    measured = xla_bytes(keras, model, batch_size) if batch_size else None
-    return Plan(fixed, per_sample, uncounted, measured), optimizer
+    measured, missing = xla_bytes(keras, model, batch_size) if batch_size else (None, None)
+    return Plan(fixed, per_sample, uncounted, measured, missing), optimizer
 
 
 def _step_specs(keras: ModuleType, model: Model) -> list[tuple[tuple, str]] | None:
@@ -239,33 +240,54 @@ def _step_specs(keras: ModuleType, model: Model) -> list[tuple[tuple, str]] | No
     return [(tuple(inputs[0].shape)[1:], str(inputs[0].dtype)), label]
 
 
-def xla_bytes(keras: ModuleType, model: Model, batch_size: int) -> tuple[float, float] | None:
+def xla_bytes(
+    keras: ModuleType, model: Model, batch_size: int
+) -> tuple[tuple[float, float] | None, str | None]:
     """On JAX, the fixed and per-sample bytes of Keras' train step for ``model`` as XLA
-    compiles it for the device it trains on: its peak at ``batch_size`` and at twice it.
+    compiles it for the device it trains on: its peak at ``batch_size`` and at twice it;
+    and, where it could not be measured for the model itself, why (else None).
 
     Nothing runs: the step is compiled for shapes, on a copy of the model (new weights,
     its optimizer built), whose variables are released after: Keras' models hold
     reference cycles, so without a collection the copy's weights and optimizer state
     stayed on the device (measured on an H100: 128 MiB more in use for an MLP whose
-    training state is 120 MiB). None on TensorFlow, where the labels' form is not known
-    (see ``_step_specs``), or where XLA does not say.
+    training state is 120 MiB). No bytes on TensorFlow, where the labels' form is not
+    known (see ``_step_specs``), where XLA does not say, for a model clone_model() cannot
+    copy (unregistered custom classes), or whose step does not compile at those sizes:
+    the plan is then the layer estimate, which needs neither, rather than an error.
     """
     if keras.backend.backend() != "jax":
-        return None
+        return None, None
     specs = _step_specs(keras, model)
     if specs is None:
-        return None
+        return None, None
     jax = config.backend_module()
-    copy = model_copies.clone(keras, model, "gpu_memory_plan()", weights=False)
+    try:
+        copy = model_copies.clone(keras, model, "gpu_memory_plan()", weights=False)
+    except BadModelError as error:
+        cause = error.__cause__ or error
+        return None, (
+            "XLA measures the step on a copy of the model, which clone_model() could not "
+            f"make ({type(cause).__name__}: {messages.error_message(cause).split('. ')[0]}); "
+            "registering the model's custom classes with "
+            "keras.saving.register_keras_serializable() lets it"
+        )
     try:
         peaks = _compiled_peaks(jax, copy, specs, (batch_size, 2 * batch_size))
+    except Exception as error:
+        # e.g. a layer that refuses the larger batch as it is traced: the plan is still
+        # wanted, most of all in an out-of-memory error's message
+        return None, (
+            f"XLA could not compile the step at batch {batch_size} and {2 * batch_size} "
+            f"({type(error).__name__}: {messages.error_message(error).split('. ')[0]})"
+        )
     finally:
         del copy
         gc.collect()
     if peaks is None:
-        return None
+        return None, None
     per_sample = max(0.0, (peaks[1] - peaks[0]) / batch_size)
-    return peaks[0] - per_sample * batch_size, per_sample
+    return (peaks[0] - per_sample * batch_size, per_sample), None
 
 
 def _compiled_peaks(
@@ -473,6 +495,7 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         "optimizer": optimizer,
         "uncounted": plan.uncounted,
         "method": "XLA's compiled step" if plan.xla else "layer outputs (an estimate)",
+        "method_note": plan.xla_missing,
         "changes": changes(plan, batch_size, memory["free_mib"], mixed),
     }
 
