@@ -84,7 +84,16 @@ def data() -> tuple[np.ndarray, np.ndarray]:
     return x, (x @ rng.standard_normal((8, 1))).astype(np.float32)
 
 
-COMMON = {"epochs": 3, "batch_size": BATCH, "seed": 5, "monitor": False, "verbose": 0}
+# A batch at a time: crash_at() stops at a batch's beginning, and on JAX the device-resident
+# loop would choose several batches per dispatch, announced to callbacks once per dispatch.
+COMMON = {
+    "epochs": 3,
+    "batch_size": BATCH,
+    "seed": 5,
+    "monitor": False,
+    "verbose": 0,
+    "steps_per_execution": 1,
+}
 
 
 def train(trained: object, backup_dir: Path | None, **more: object) -> dict:

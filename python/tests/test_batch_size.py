@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_on_jax, run_setup
+from conftest import requires, run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import messages
 from gpukeras.core.runtime import config
@@ -500,6 +500,7 @@ def test_a_gpu_datasets_training_rows_count_and_other_datasets_rows_are_not_know
 def test_a_gpu_dataset_batch_larger_than_its_training_rows_is_the_rows(
     drop_remainder: bool,
 ) -> None:
+    requires("tensorflow")  # a gpu_dataset() is tf.data
     x, y = arrays(150)
     made = pipeline.from_arrays(
         x, y, batch_size=256, validation_split=0.2, seed=1, drop_remainder=drop_remainder

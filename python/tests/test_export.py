@@ -96,6 +96,7 @@ def export(**kwargs: object) -> dict:
 
 
 def test_two_inputs_served_by_column_with_named_outputs(tmp_path: Path) -> None:
+    requires("tensorflow")  # a SavedModel is written by TensorFlow
     model = two_input_model()
     path = str(tmp_path / "served")
     answer = export(model=model, path=path, format="savedmodel", encoding=ENCODING)
@@ -140,6 +141,7 @@ def test_two_inputs_served_by_column_with_named_outputs(tmp_path: Path) -> None:
 
 def test_without_an_encoding_the_inputs_are_the_models(tmp_path: Path) -> None:
     """A model trained on NumPy arrays (no encoding recorded): each input a float32 tensor."""
+    requires("tensorflow")  # a SavedModel is written by TensorFlow
     answer = export(model=two_input_model(), path=str(tmp_path / "plain"), encoding=None)
     assert answer["ok"], answer
     inputs = [(i["name"], i["type"], i["dtype"], i["shape"]) for i in answer["value"]["inputs"]]
@@ -193,6 +195,7 @@ def test_onnx_with_the_encoding_beside_it(tmp_path: Path) -> None:
 
 def test_jax_savedmodel_and_what_it_needs(tmp_path: Path) -> None:
     requires("jax")
+    requires("tensorflow")  # a SavedModel is written by TensorFlow
     after = textwrap.dedent(
         """
         import keras, numpy as np

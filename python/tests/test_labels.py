@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 
+from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.errors import BadDataError
 from gpukeras.data import labels, pipeline
@@ -42,6 +43,7 @@ def test_class_numbers_under_categorical_crossentropy_name_the_sparse_loss(loss:
 
 
 def test_a_gpu_dataset_of_class_numbers_is_refused_the_same_way() -> None:
+    requires("tensorflow")  # a gpu_dataset() is tf.data
     built = pipeline.from_arrays(rows(), CLASS_NUMBERS, batch_size=16, seed=1)
     with pytest.raises(BadDataError, match="sparse_categorical_crossentropy"):
         fit.fit(classifier("categorical_crossentropy"), built["dataset"], verbose=0, monitor=False)
@@ -70,6 +72,7 @@ def test_binary_crossentropy_on_labels_outside_0_1_trains_with_a_warning() -> No
     assert labels.check(model, given((rows(), zero_one))) is None
     assert labels.check(model, given((rows(), zero_one * 0.5))) is None
     # a gpu_dataset() of rows in memory is read the same way
+    requires("tensorflow")  # a gpu_dataset() is tf.data
     built = pipeline.from_arrays(rows(), CLASS_NUMBERS + 1, batch_size=16, seed=1)
     assert "range from 1 to 3" in str(labels.check(model, given(built["dataset"])))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 from gpukeras.data.csv_source import csv_source
@@ -93,6 +94,7 @@ def test_a_dataset_streams_its_batches_labels_ignored(model, tmp_path: Path) -> 
 
 
 def test_a_csv_source_is_scored_row_by_row_in_file_order(model, tmp_path: Path) -> None:
+    requires("tensorflow")  # a CSV source is read by tf.data
     x = features(70, seed=4)
     source = tmp_path / "in.csv"
     np.savetxt(source, x, fmt="%.9g", delimiter=",", header="a,b,c,d", comments="")

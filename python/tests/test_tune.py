@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import run_on_jax
+from conftest import requires, run_on_jax
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.data import pipeline
 from gpukeras.tools import model_copies, tune
@@ -174,6 +174,7 @@ def test_steps_per_execution_stays_within_an_epoch() -> None:
 
 
 def test_a_datasets_own_batches_bound_steps_per_execution() -> None:
+    requires("tensorflow")  # a gpu_dataset() is tf.data
     dataset = pipeline.from_arrays(*data(40), batch_size=8, seed=1)["dataset"]
     assert tune.steps_per_epoch(dataset, 8) == 5
 

@@ -76,6 +76,9 @@ answer = bridge.call(
         "verbose": 0,
         "monitor": False,
         "signals": spec.get("signals", ["SIGTERM"]),
+        # a batch at a time, on JAX too (whose device-resident loop would choose several
+        # per dispatch, and Keras' batch callbacks come once per dispatch)
+        "steps_per_execution": 1,
     },
 )
 report: dict[str, object] = {k: v for k, v in answer.items() if k != "value"}
