@@ -526,7 +526,10 @@ readback["answer"] = bridge.call("fit", {{
     "model": model, "data": (x, x[:, :1]), "epochs": 2, "batch_size": 16, "verbose": 0,
     "monitor": False, "backup_dir": {str(folder)!r}}})
 """
-    run = run_core("core.runtime:configured_backend", setup=setup, after=after)
+    # On the CPU: on an H100 the CUDA runtime's own start, under that limit, crashed the
+    # process (SIGSEGV) before any training
+    cpu = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    run = run_core("core.runtime:configured_backend", env=cpu, setup=setup, after=after)
     answer = run.readback["answer"]
     assert answer["r_class"] == "gpukeras_error_backup_write", answer
     assert "(File too large, EFBIG)" in answer["message"]
