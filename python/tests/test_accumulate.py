@@ -54,7 +54,12 @@ def test_a_jax_strategy_accumulates_over_its_replicas() -> None:
     requires("jax")
     run = run_core(
         "core.backend:configured_backend",
-        env={"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        # two logical CPU devices, also where JAX sees a GPU
+        env={
+            "KERAS_BACKEND": "jax",
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+            "JAX_PLATFORMS": "cpu",
+        },
         after="import accumulated_replicas",
         timeout=240,
     )
