@@ -93,14 +93,20 @@ def test_on_the_device_it_trains_as_keras_fit_on_the_same_batches(tmp_path: Path
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
-def test_auto_chooses_the_steps_per_dispatch_and_leaves_the_models_own_setting(
+def test_auto_chooses_the_steps_per_dispatch_unless_the_model_was_compiled_with_its_own(
     tmp_path: Path,
 ) -> None:
-    report = run({**TRAIN, "epochs": 1, "out": str(tmp_path / "w")})
+    chosen = start({**TRAIN, "epochs": 1, "out": str(tmp_path / "w")})
+    # a model compiled with its own steps per execution (not Keras' default of 1) keeps them
+    own = start({**TRAIN, "epochs": 1, "model_steps": 3, "out": str(tmp_path / "own")})
+    report, kept = finish(chosen), finish(own)
     settings = report["settings"]
     assert settings["data"] == "device arrays"
     assert 1 <= settings["steps_per_execution"] <= 17
     assert report["model_steps_per_execution"] == 1  # the model's compiled setting, kept
+    assert kept["settings"]["data"] == "device arrays"
+    assert kept["settings"]["steps_per_execution"] == 3
+    assert kept["model_steps_per_execution"] == 3
 
 
 def test_data_beyond_the_devices_memory_share_streams_and_the_report_says_why(

@@ -4,6 +4,7 @@ Run by test_resident.py as ``python resident_fit.py '<json spec>'`` (JAX backend
 core on PYTHONPATH); prints one JSON line. The spec's keys:
 
 - ``out``: where the final weights go (.npz).
+- ``model_steps``: the model's own steps_per_execution (compiled with it; default 1).
 - ``rows``, ``batch_size``, ``epochs``, ``seed``, ``steps_per_execution``,
   ``backup_dir``, ``backup_freq``, ``validation`` (the first 300 rows),
   ``dropout``: the gpu_fit() call and the model (an MLP 20-64-64-2).
@@ -54,6 +55,7 @@ model.compile(
     optimizer=keras.optimizers.Adam(0.003),
     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     metrics=["accuracy"],
+    steps_per_execution=spec.get("model_steps", 1),
 )
 if "memory_share" in spec:
     resident.MEMORY_SHARE = spec["memory_share"]

@@ -186,6 +186,14 @@ def _resumed_steps(request: fit_request.FitRequest, state: backup.BackupState | 
     return None
 
 
+def _compiled_steps(model: Model) -> int | None:
+    """For "auto" on the device: the steps per execution the model was compiled with where
+    it is not Keras' default of 1, the user's own choice, kept as it is off the device;
+    None for the rule's (``ResidentLoop.choose_steps``)."""
+    steps = int(getattr(model, "steps_per_execution", 1) or 1)
+    return steps if steps > 1 else None
+
+
 @contextlib.contextmanager
 def _accumulating(model: Model, steps: int, strategy: object = None) -> Iterator[None]:
     """Gradient accumulation over ``steps`` micro-batches for the training inside, the
@@ -380,8 +388,8 @@ def _train(
     resident = None
     if isinstance(adapter, adapters.ResidentAdapter):
         resident = ResidentLoop(adapter.device_rows, fit_request.step_key(request))
-        applied["steps_per_execution"] = _resumed_steps(request, state) or resident.choose_steps(
-            model
+        applied["steps_per_execution"] = (
+            _resumed_steps(request, state) or _compiled_steps(model) or resident.choose_steps(model)
         )
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)
