@@ -14,7 +14,8 @@ y = (x @ rng.standard_normal((8, 1))).astype("float32")
 model = keras.Sequential(
     [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
 )
-model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+# two batches a step, so that a step's rows are known (32: the arrays' rows train on the device)
+model.compile(optimizer="adam", loss="mse", metrics=["mae"], steps_per_execution=2)
 args = {"model": model, "data": (x, y), "steps": [2, 4], "batch_size": 16}
 if sys.modules.get("tensorflow", False) is not None:  # TensorFlow not blocked: train on tf.data
     from gpukeras.data import pipeline

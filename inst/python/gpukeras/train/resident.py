@@ -41,6 +41,7 @@ from typing import Any
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data.adapters.resident import DeviceRows
+from gpukeras.train import timing
 
 # The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
 # (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
@@ -244,7 +245,7 @@ class ResidentLoop:
                 logs, state = compiled.train_last(state, rows.data, self.order, rows.full)
             return logs, state
 
-        return train
+        return timing.mark_input_on_device(train)
 
     def test_function(self, model: Model, k: int) -> Callable:
         """Keras' ``test_function(state, iterator)``: the dispatch's validation steps."""

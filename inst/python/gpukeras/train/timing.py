@@ -32,8 +32,11 @@ What is measured on which path (``measure_input="auto"``, gpu_fit()'s way):
   inside the graph. Data that is not a tf.data dataset (a generator) is not
   read again: its wait is then not known.
 - Input on the device (``input_on_device=True``, set by a loop whose batches
-  are gathered from arrays already in device memory): nothing to wait for by
-  construction; the share is 0 and the method says so.
+  are gathered from arrays already in device memory, or a train function such a
+  loop marked with ``mark_input_on_device``, as ``train.resident``'s): nothing to
+  wait for by construction; the share is 0 and the method says so. (Timing the
+  iterator of such a function would count the token rows Keras is given, one a
+  step: gpu_profile()'s samples per second on JAX were a batch size too low.)
 
 Where the wait is, in Keras 3 (read from keras/src/backend/*/trainer.py and
 measured): on the TensorFlow and JAX backends the next batch is taken from the
@@ -296,6 +299,13 @@ def _timed_train_function(
     return timed
 
 
+def mark_input_on_device(function: Callable) -> Callable:
+    """Mark ``function``, a model's train function, as one whose batches are on the device
+    (see the notes): a step timer given to a fit that trains with it times no input."""
+    function.gpukeras_input_on_device = True  # type: ignore[attr-defined]
+    return function
+
+
 def step_timer(
     batch_size: int | None = None,
     skip: int = 2,
@@ -360,7 +370,9 @@ def step_timer(
             function = getattr(model, "train_function", None)
             in_graph = backend == "tensorflow" and record.steps_per_execution > 1
             self._probe = False
-            if input_on_device:
+            if getattr(function, "gpukeras_input_on_device", False):
+                record.input_on_device = True
+            if record.input_on_device:
                 record.method = ON_DEVICE_METHOD
             elif not self.measure_input:
                 record.method = "input wait not measured (measure_input=False)"
