@@ -145,10 +145,9 @@ def share_compiled(folder: str) -> str | None:
     session, and a fold 2.8 s from its task to its first step (building the model 0.86 s,
     gpu_fit() to the first step 1.93 s), nearly all compiling; with the cache, 1.23x and
     1.28 s: the folds, one model, compile once. The session's, not one per gpu_cv(): a
-    later gpu_cv() of the model then compiled nothing, 1.30x -> 1.01x five fits in the
-    session, which find it in memory (2026-11-25, gpu_cv() without the bench's probe). A
-    cache the user set
-    (``JAX_COMPILATION_CACHE_DIR``) is theirs and kept.
+    later gpu_cv() of the model then compiled nothing, 1.30x -> 1.03x five fits in the
+    session, which find it in memory (2026-11-25, gpu_cv() without the bench's probe).
+    A cache the user set (``JAX_COMPILATION_CACHE_DIR``) is theirs and kept.
     """
     if config.backend != "jax":
         return None
