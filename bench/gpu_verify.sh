@@ -103,7 +103,7 @@ for part in "${parts[@]}"; do
       ;;
     resident)
       step resident-tests 180 bash -c "$pytest tests/test_resident.py"
-      step resident 280 "$python" bench/resident.py $quick --out "$out/resident-python-$tag.json"
+      step resident 240 "$python" bench/resident.py $quick --out "$out/resident-python-$tag.json"
       step utilization 100 "$python" bench/utilization.py ${quick:---quick} --out "$out/utilization-$tag.json"
       ;;
     augment)
@@ -118,13 +118,13 @@ for part in "${parts[@]}"; do
         # hour, over 270 s on a slow one (every smoke part took 1.7-1.9x as long)
         step r-bundle 420 bash bench/gpu_r_bundle.sh --prove "$bundle"
       else
-        step r-on-gpu 270 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+        step r-on-gpu 420 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
           "$bundle/Rscript" bench/r_on_gpu.R --out "$out/r-on-gpu-$tag.md"
       fi
       ;;
     suite)
       # eight test processes share the GPU: none may take JAX's default 75 % of it
-      step suite 360 env XLA_PYTHON_CLIENT_PREALLOCATE=false bash -c "$pytest tests ${suite[*]}"
+      step suite 250 env XLA_PYTHON_CLIENT_PREALLOCATE=false bash -c "$pytest tests ${suite[*]}"
       ;;
     *)
       echo "unknown part: $part (gpu, bench, resident, augment, memory, r, suite or all)" >&2

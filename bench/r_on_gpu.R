@@ -1,6 +1,6 @@
 # The whole promise from R (issue #35, part 2): what an R user runs, on the GPU machine.
 #
-#   1. many models on one GPU (issue #33's GPU goal): the same 8-trial gpu_search()
+#   1. many models on one GPU (issue #33's GPU goal): the same 16-trial gpu_search()
 #      (random sampler, no pruning, so both draw the same trials) with one worker on the
 #      GPU and with two sharing it (workers_per_device = 1, then 2; on a CPU, workers = 1
 #      and 2): seconds, trials per hour, their ratio (goal >= 1.6), each trial's device,
@@ -21,6 +21,7 @@
 # The installed gpukeras is used (the bundle's), as an R user has it.
 suppressPackageStartupMessages(library(gpukeras))
 source("bench/lib/common.R")
+source("bench/lib/workers.R")
 mode <- bench_mode()
 args <- commandArgs(trailingOnly = TRUE)
 out_arg <- match("--out", args)
@@ -71,7 +72,10 @@ on_gpu <- nzchar(Sys.which("nvidia-smi")) &&
 search_rows <- if (mode$smoke) 512L else 20000L
 search_x <- matrix(stats::rnorm(search_rows * 20), ncol = 20)
 search_y <- factor(as.integer(search_x[, 1] - search_x[, 3] + stats::rnorm(search_rows) > 0))
+session_pid <- Sys.getpid()
+probe_dir <- tempfile("r-on-gpu-probe-")
 search_model <- function(params) {
+  worker_probe_begin(probe_dir, session_pid) # where each trial's time goes (bench/lib/workers.R)
   keras <- gpu_keras()
   model <- keras$Sequential(list(
     keras$Input(shape = list(20L)),
@@ -81,15 +85,21 @@ search_model <- function(params) {
   ))
   model$compile(optimizer = keras$optimizers$Adam(params$learning_rate),
                 loss = "sparse_categorical_crossentropy")
-  model
+  worker_probe_end(model)
 }
 search_space <- list(units = search_int(16, 128, log = TRUE), learning_rate = search_float(1e-4, 1e-2, log = TRUE))
-search_trials <- if (mode$smoke) 2L else 8L
+search_trials <- if (mode$smoke) 2L else 16L
 run_search <- function(workers_here, trials = search_trials) {
   folder <- tempfile("r-on-gpu-search-")
-  on.exit(unlink(folder, recursive = TRUE))
+  probe_dir <<- tempfile("r-on-gpu-probe-")
+  dir.create(probe_dir)
+  on.exit(unlink(c(folder, probe_dir), recursive = TRUE))
+  recorder <- probe_session_start()
+  on.exit(probe_session_stop(), add = TRUE)
+  # each search compiles its trials' shapes itself: the second would load the first's
+  unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
   sharing <- if (on_gpu) list(workers_per_device = workers_here) else list(workers = workers_here)
-  session_mib <- NA_real_
+  began <- as.numeric(Sys.time())
   started_search <- Sys.time()
   result <- do.call(gpu_search, c(list(
     search_model, list(x = search_x, y = search_y), search_space, trials = trials,
@@ -98,21 +108,35 @@ run_search <- function(workers_here, trials = search_trials) {
   ), sharing))
   seconds <- as.numeric(difftime(Sys.time(), started_search, units = "secs"))
   holding <- gpu_processes()
-  list(result = result, seconds = seconds,
+  list(result = result, seconds = seconds, fits = probe_fits(recorder, probe_dir, began),
        session_mib = sum(holding$used_mib[holding$pid == Sys.getpid()]))
+}
+# Where a trial's seconds go, in its worker: the runtime's start (setup: CUDA's too),
+# model_fn, gpu_fit() to its first step, the fit (XLA's compiling of the new shapes,
+# autotuning included, and the training), and the rest (gpu_fit() returning -> the
+# session collecting it: the best model saved, the result written, the process's end)
+trial_split <- function(fits) {
+  data.frame(
+    number = fits$number, start = round(fits$submitted, 1), setup = round(fits$setup, 2),
+    model_fn = round(fits$model_fn, 2), fit_start = round(fits$fit_start, 2),
+    fit = round(fits$fit_exit - fits$first_step, 2), compile = round(fits$compile_seconds, 2),
+    trace = round(fits$trace_seconds, 2), after = round(fits$collected - fits$fit_exit, 2)
+  )
 }
 if (!mode$smoke) invisible(run_search(1L, trials = 1L)) # the worker template and Optuna start here, untimed
 shared <- lapply(c(one = 1L, two = 2L), run_search)
 speedup <- shared$one$seconds / shared$two$seconds
 say("\n## 1. Many models on one ", if (on_gpu) "GPU" else "CPU (smoke)", ": one worker, then two sharing it\n")
 say("```r\n", paste(
-  "search <- gpu_search(model_fn, list(x = x, y = y), space, trials = 8, sampler = \"random\",",
+  "search <- gpu_search(model_fn, list(x = x, y = y), space, trials = 16, sampler = \"random\",",
   "                     pruner = \"none\", seed = 1, epochs = 5, batch_size = 256,",
   if (on_gpu) "                     workers_per_device = 1)  # then 2" else "                     workers = 1)  # then 2",
   sep = "\n"), "\n```\n")
 for (name in names(shared)) {
   trials <- shared[[name]]$result$trials
   say("```\n", paste(utils::capture.output(print(trials[, c("number", "units", "learning_rate", "value", "state", "seconds", "device")], row.names = FALSE)), collapse = "\n"), "\n```")
+  say("\nWhere each trial's seconds went (seconds; start: its submission, from the search's):\n")
+  say("```\n", paste(utils::capture.output(print(trial_split(shared[[name]]$fits), row.names = FALSE)), collapse = "\n"), "\n```")
   say("\n", if (name == "one") "One worker" else "Two workers", ": ", search_trials, " trials in ",
       sprintf("%.1f s (%.0f trials per hour); devices: %s; GPU memory NVML shows this session holding after it: %s MiB\n",
               shared[[name]]$seconds, 3600 * search_trials / shared[[name]]$seconds,

@@ -46,6 +46,7 @@ worker_probe_begin <- function(probe_dir, session_pid) {
   fit_exited <- function() {
     state$fit_exit <- as.numeric(Sys.time())
     state$first_step <- reticulate::py_eval("bench_first_step")
+    state$compile <- reticulate::py_eval("bench_compile")
     saveRDS(as.list(state), file.path(probe_dir, sprintf("fit-%d-%d.rds", state$number, state$pid)))
   }
   namespace <- asNamespace("gpukeras")
@@ -58,6 +59,9 @@ import time
 import keras
 
 bench_first_step = None
+# JAX's own timings of what this fit traced, lowered and compiled (seconds by event:
+# /jax/core/compile/backend_compile_duration is XLA's compiler, autotuning included)
+bench_compile = {}
 
 def _bench_first_step():
     hooks = keras.callbacks.CallbackList
@@ -72,6 +76,16 @@ def _bench_first_step():
     hooks.on_train_batch_begin = first
 
 _bench_first_step()
+
+def _bench_compile(event, duration, *args, **kwargs):
+    if event.startswith('/jax/core/compile/') or event.startswith('/jax/compilation_cache/'):
+        name = event.rsplit('/', 1)[-1]
+        bench_compile[name] = bench_compile.get(name, 0.0) + duration
+
+if keras.backend.backend() == 'jax':
+    import jax.monitoring
+
+    jax.monitoring.register_event_duration_secs_listener(_bench_compile)
 ")
   # the probe's own time, left out of the overhead (mostly trace())
   state$probe_ready <- as.numeric(Sys.time())
@@ -155,6 +169,10 @@ probe_fits <- function(recorder, probe_dir, began) {
       fit_exit = get(w$fit_exit) - began,
       collected = get(e$collected) - began,
       rows_seconds = get(w$rows_seconds),
+      # XLA's compiling (autotuning included) and JAX's tracing in the fit's worker, from
+      # model_fn on (JAX only)
+      compile_seconds = get(w$compile$backend_compile_duration),
+      trace_seconds = get(w$compile$jaxpr_trace_duration),
       error = if (is.null(e$error)) NA_character_ else e$error
     )
   })
