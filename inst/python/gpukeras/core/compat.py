@@ -413,33 +413,6 @@ def class_weight_map(class_weight: dict[int, float]) -> Callable:
     return tf_dataset_adapter.make_class_weight_map_fn(class_weight)
 
 
-def keras_thread_state() -> Callable[[], None]:
-    """A function that gives the thread calling it a copy of this thread's Keras global state.
-
-    Keras keeps its scopes and settings per thread (keras/src/backend/common/global_state.py,
-    3.15: the distribution, the dtype policy, rematerialization scopes, flash attention): a
-    step traced on another thread would otherwise be traced without them, and JAX would then
-    serve that trace to this thread's calls of the same function. Lists (scope stacks) are
-    copied, so neither thread pushes onto the other's."""
-    config.keras()
-    from keras.src.backend.common import global_state
-
-    def copied(tracker: object) -> dict[str, object]:
-        return {
-            name: list(value) if isinstance(value, list) else value
-            for name, value in vars(tracker).items()
-        }
-
-    state = copied(global_state.GLOBAL_STATE_TRACKER)
-    settings = copied(global_state.GLOBAL_SETTINGS_TRACKER)
-
-    def apply() -> None:
-        vars(global_state.GLOBAL_STATE_TRACKER).update(state)
-        vars(global_state.GLOBAL_SETTINGS_TRACKER).update(settings)
-
-    return apply
-
-
 def global_dtype_policy_set() -> bool:
     """Whether Keras' global dtype policy has been set (or read) in this process.
 

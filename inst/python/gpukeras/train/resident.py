@@ -12,9 +12,9 @@ compilation serves every k, the epoch's shorter last dispatch included), each
 on a batch gathered on the device by index from the epoch's order, and the
 epoch's last, partial batch as a step of its own, last, as Keras trains it;
 validation the same way, in order, with Keras' ``test_step``. The programs the first
-epoch's end needs (its last, partial batch; validation) are compiled on a thread while its
-whole batches train (``ResidentLoop.compile_ahead``, on the CPU), so that the epoch's end
-does not wait for them: on a 2-core CPU 0.15-0.4 s of each new model's first epoch.
+epoch's end needs (its last, partial batch; validation) are compiled on threads while the
+whole batches' loop compiles and trains (``ResidentLoop.compile_ahead``), so that neither
+the first dispatch nor the epoch's end waits for them one after another.
 
 Keras' fit() stays in charge of the rest: it counts steps, calls the callbacks
 at dispatch boundaries (as for any ``steps_per_execution``), shows progress,
@@ -58,8 +58,9 @@ class Programs:
     step ``begin`` of the epoch's ``order``; ``train_last(state, data, order,
     full)`` the partial batch after ``full`` whole ones; ``test_steps`` and
     ``test_last`` the same for validation, in order. ``step_seconds``: a
-    step's time, once measured (``ResidentLoop.choose_steps``). ``ahead``: the thread
-    compiling the ones the first epoch's end needs (``ResidentLoop.compile_ahead``).
+    step's time, once measured (``ResidentLoop.choose_steps``). ``ahead``: the threads
+    compiling the ones the first epoch's end needs (``ResidentLoop.compile_ahead``), None
+    before they start.
     """
 
     key: tuple
@@ -68,13 +69,12 @@ class Programs:
     test_steps: Callable
     test_last: Callable
     step_seconds: float | None = None
-    ahead: threading.Thread | None = None
+    ahead: list[threading.Thread] | None = None
 
     def settle(self) -> None:
-        """Wait for the programs being compiled ahead: Keras' steps are then traced on one
-        thread at a time (tracing reads and sets the model's Python state)."""
-        if self.ahead is not None:
-            self.ahead.join()
+        """Wait for the programs being compiled ahead, before calling one of them."""
+        for thread in self.ahead or ():
+            thread.join()
 
 
 # Compiled programs by model, kept as Keras keeps its train function between fit() calls.
@@ -171,6 +171,14 @@ def programs(
     return made
 
 
+def _compile(lowered: Any) -> None:
+    """XLA's compiling of a lowered program, whose first call then finds it compiled."""
+    try:
+        lowered.compile()
+    except Exception:
+        return  # the call itself compiles it then, and raises what went wrong there
+
+
 def training_state(model: Model) -> tuple[list, ...]:
     """The values Keras' JAX ``train_step`` takes as its state, in its order."""
     optimizer = model.optimizer
@@ -200,7 +208,7 @@ class ResidentLoop:
         self.order: Any = None
         self._model_steps = 1
         # whether compile_ahead applies: decided once, not at every dispatch
-        self._ahead = rows.distribution is None and rows.jax.default_backend() == "cpu"
+        self._ahead = rows.distribution is None
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
@@ -235,11 +243,11 @@ class ResidentLoop:
             begin = self.position["begin"]
             end = min(begin + k, rows.steps)
             logs = None
+            self.compile_ahead(compiled, state)
             if begin < min(end, rows.full):
                 logs, state = compiled.train_steps(
                     state, rows.data, self.order, begin, min(end, rows.full) - begin
                 )
-                self.compile_ahead(compiled, state)
             if end > rows.full:  # the epoch's last, partial batch
                 compiled.settle()
                 logs, state = compiled.train_last(state, rows.data, self.order, rows.full)
@@ -269,25 +277,36 @@ class ResidentLoop:
         return test
 
     def compile_ahead(self, compiled: Programs, state: Any) -> None:
-        """Start compiling, on a thread, the programs the first epoch's end calls (the last,
-        partial batch; validation's), for the abstract arguments of those calls, while the
-        epoch's whole batches train; once per ``compiled``. JAX then finds them compiled
-        (tracing and compilation are cached by function and argument types). Under a
-        distribution the state's layout is part of the arguments' types: not done there.
-        Nor on a GPU until measured there: XLA's compiler autotunes a GPU program's kernels
-        on the device, which would run, and take memory, beside the training.
+        """Start compiling the programs the first epoch's end calls (the last, partial
+        batch; validation's), once per ``compiled``, before the whole batches' loop
+        compiles: each traced and lowered here, one after another (tracing reads and sets
+        the model's Python state), then compiled by XLA on a thread of its own, beside the
+        loop's own compiling and training on this thread (XLA's compiler releases the
+        GIL). JAX then finds them compiled (tracing and compilation are cached by function
+        and argument types); ``Programs.settle`` waits for them before one is called. Under
+        a distribution the state's layout is part of the arguments' types: not done there.
 
-        ``state``: the training state a dispatch returned (its shapes and dtypes are read).
+        Why: compiling, not training, is most of a small model's fit in a fresh process.
+        A gpu_search() trial of an MLP 20-u-u-2 on an H100 compiled for 5-8 s of its
+        7-10 s, these programs one after another, 0.9-2.3 s each. Compiled at once each
+        took about twice as long, and a trial's fit was still 2 s shorter (6.9-8.5 s
+        against 8.7-10.7); two workers sharing the GPU ran 812-869 trials an hour, not
+        708-726 (with one thread for all three, 738). (Seen there, cause
+        not found: in a few trials of a search compiling at once took 9-13 s, not 4-5.)
+        bench/results/gpu-visit-NVIDIA-H100-80GB-HBM3-2026-11-25-compiling.md.
+
+        ``state``: the training state (its shapes and dtypes are read).
         """
         rows = self.rows
         if not self._ahead or compiled.ahead is not None:
             return
+        compiled.ahead = []
         jax = rows.jax
         # Keras passes uncommitted arrays on one device, and Python ints as begin and count
         spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
         test_state = (spec[0], spec[1], spec[3])  # Keras' test state has no optimizer
         whole = jax.ShapeDtypeStruct((), "int32", weak_type=True)
-        order = jax.ShapeDtypeStruct(self.order.shape, self.order.dtype)
+        order = jax.eval_shape(lambda: jax.numpy.arange(rows.rows))  # an epoch's order's type
         # (program, its arguments): each a jitted function, whose ``lower`` takes types
         jobs: list[tuple[Any, tuple]] = []
         if rows.partial:
@@ -297,21 +316,17 @@ class ResidentLoop:
         if rows.validation is not None and rows.val_partial:
             arguments = (test_state, rows.validation, rows.val_full, rows.val_partial)
             jobs.append((compiled.test_last, arguments))
-        if not jobs:
-            return
-        keras_state = compat.keras_thread_state()
-
-        def compile_all() -> None:
-            keras_state()
-            for program, arguments in jobs:
-                try:
-                    program.lower(*arguments).compile()
-                except Exception:
-                    # the call itself compiles it then, and raises what went wrong there
-                    return
-
-        compiled.ahead = threading.Thread(target=compile_all, name="gpukeras-compile-ahead")
-        compiled.ahead.start()
+        for program, arguments in jobs:
+            try:
+                lowered = program.lower(*arguments)
+            except Exception:
+                # the call itself traces it then, and raises what went wrong there
+                continue
+            thread = threading.Thread(
+                target=_compile, args=(lowered,), name="gpukeras-compile-ahead"
+            )
+            thread.start()
+            compiled.ahead.append(thread)
 
     def choose_steps(self, model: Model) -> int:
         """k for "auto": the steps that take ``DISPATCH_SECONDS`` on the device (see the notes),
@@ -327,6 +342,7 @@ class ResidentLoop:
             probe = min(PROBE_STEPS, rows.full)
             order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
             # one program copies the whole state: a leaf at a time took one per shape
+            self.compile_ahead(compiled, state)
             copy = jax.jit(lambda tree: jax.tree.map(jax.numpy.copy, tree))
             seconds = []
             for _ in range(2):  # the first call compiles
