@@ -13,8 +13,7 @@ on a batch gathered on the device by index from the epoch's order, and the
 epoch's last, partial batch as a step of its own, last, as Keras trains it;
 validation the same way, in order, with Keras' ``test_step``. The programs the first
 epoch's end needs (its last, partial batch; validation) are compiled on threads while the
-whole batches' loop compiles and trains (``ResidentLoop.compile_ahead``), so that neither
-the first dispatch nor the epoch's end waits for them one after another.
+whole batches' loop compiles (a GPU) or trains (the CPU): ``ResidentLoop.compile_ahead``.
 
 Keras' fit() stays in charge of the rest: it counts steps, calls the callbacks
 at dispatch boundaries (as for any ``steps_per_execution``), shows progress,
@@ -207,8 +206,10 @@ class ResidentLoop:
         self.position = {"epoch": 0, "begin": 0, "test_begin": 0}
         self.order: Any = None
         self._model_steps = 1
-        # whether compile_ahead applies: decided once, not at every dispatch
+        # whether compile_ahead applies, and whether before the whole batches' loop
+        # compiles (see there): decided once, not at every dispatch
         self._ahead = rows.distribution is None
+        self._ahead_first = rows.jax.default_backend() != "cpu"
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
@@ -243,11 +244,13 @@ class ResidentLoop:
             begin = self.position["begin"]
             end = min(begin + k, rows.steps)
             logs = None
-            self.compile_ahead(compiled, state)
+            if self._ahead_first:
+                self.compile_ahead(compiled, state)
             if begin < min(end, rows.full):
                 logs, state = compiled.train_steps(
                     state, rows.data, self.order, begin, min(end, rows.full) - begin
                 )
+                self.compile_ahead(compiled, state)
             if end > rows.full:  # the epoch's last, partial batch
                 compiled.settle()
                 logs, state = compiled.train_last(state, rows.data, self.order, rows.full)
@@ -278,22 +281,28 @@ class ResidentLoop:
 
     def compile_ahead(self, compiled: Programs, state: Any) -> None:
         """Start compiling the programs the first epoch's end calls (the last, partial
-        batch; validation's), once per ``compiled``, before the whole batches' loop
-        compiles: each traced and lowered here, one after another (tracing reads and sets
-        the model's Python state), then compiled by XLA on a thread of its own, beside the
-        loop's own compiling and training on this thread (XLA's compiler releases the
-        GIL). JAX then finds them compiled (tracing and compilation are cached by function
-        and argument types); ``Programs.settle`` waits for them before one is called. Under
-        a distribution the state's layout is part of the arguments' types: not done there.
+        batch; validation's), once per ``compiled``: each traced and lowered here, one
+        after another (tracing reads and sets the model's Python state), then compiled by
+        XLA on a thread of its own, beside this thread's compiling and training (XLA's
+        compiler releases the GIL). JAX then finds them compiled (tracing and compilation
+        are cached by function and argument types); ``Programs.settle`` waits for them
+        before one is called. Under a distribution the state's layout is part of the
+        arguments' types: not done there.
 
-        Why: compiling, not training, is most of a small model's fit in a fresh process.
-        A gpu_search() trial of an MLP 20-u-u-2 on an H100 compiled for 5-8 s of its
-        7-10 s, these programs one after another, 0.9-2.3 s each. Compiled at once each
-        took about twice as long, and a trial's fit was still 2 s shorter (6.9-8.5 s
-        against 8.7-10.7); two workers sharing the GPU ran 812-869 trials an hour, not
-        708-726 (with one thread for all three, 738). (Seen there, cause
-        not found: in a few trials of a search compiling at once took 9-13 s, not 4-5.)
-        bench/results/gpu-visit-NVIDIA-H100-80GB-HBM3-2026-11-25-compiling.md.
+        When: on a GPU before the whole batches' loop compiles; on the CPU after its
+        first dispatch, beside the training.
+        - On a GPU compiling, not training, is most of a small model's fit in a fresh
+          process: a gpu_search() trial of an MLP 20-u-u-2 on an H100 compiled for 5-8 s
+          of its 7-10 s, these programs and the loop one after another, 0.9-2.3 s each.
+          Compiled at once each took about twice as long, and a trial's fit was still 2 s
+          shorter (6.9-8.5 s against 8.7-10.7); two workers sharing the GPU ran 812-869
+          trials an hour, not 708-726 (with one thread for all three, 738). Seen there,
+          cause not found: in a few trials of a search compiling at once took 9-13 s, not
+          4-5 (bench/results/gpu-visit-NVIDIA-H100-80GB-HBM3-2026-11-25-compiling.md).
+        - On a 2-core CPU the compilers and the training share the cores, and starting
+          them first shortened nothing measurable (a fresh process's fit of that MLP: 2.5-
+          3.5 s either way); after the first dispatch they save the first epoch's end
+          0.15-0.4 s there.
 
         ``state``: the training state (its shapes and dtypes are read).
         """
@@ -342,7 +351,8 @@ class ResidentLoop:
             probe = min(PROBE_STEPS, rows.full)
             order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
             # one program copies the whole state: a leaf at a time took one per shape
-            self.compile_ahead(compiled, state)
+            if self._ahead_first:
+                self.compile_ahead(compiled, state)
             copy = jax.jit(lambda tree: jax.tree.map(jax.numpy.copy, tree))
             seconds = []
             for _ in range(2):  # the first call compiles
