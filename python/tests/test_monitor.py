@@ -456,16 +456,13 @@ def test_a_busy_host_is_input_advice_only_beside_a_gpu_and_fits_the_data() -> No
     assert "cache after decoding" in " ".join(advice.advice(busy, gpu_in_use(gpu_dataset=files)))
 
 
-def test_the_monitor_leaves_out_the_first_calls_and_takes_the_on_device_flag() -> None:
+def test_the_monitor_leaves_out_the_first_calls() -> None:
     def skip(**kwargs: object) -> int:
         return training_run.make_monitor([], batch_size=8, **kwargs).timer.skip  # type: ignore[arg-type,attr-defined]
 
     assert skip() == training_run.TIMER_SKIP == 2  # two calls of one batch
     assert skip(steps_per_execution=8) == 1  # the first call, compiling, holds 8
     assert skip(steps_per_execution=8, resumed_steps=3) == 4
-    watcher = training_run.make_monitor([], batch_size=8, input_on_device=True)
-    record = watcher.timer.record  # type: ignore[attr-defined]
-    assert record.input_on_device is True
 
 
 def test_a_short_or_cpu_run_gets_its_input_verdict_as_a_note_not_advice() -> None:

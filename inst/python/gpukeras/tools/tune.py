@@ -298,7 +298,6 @@ def run_trial(
         # on the device, batches are not seen: the rows come from the batch size
         batch_size=combination.batch_size,
         skip=WARMUP_EXECUTIONS,
-        input_on_device=on_device is not None,
     )
     watch = _watch(keras, per_execution, trial, limits)
     callbacks = [timer, watch] + ([on_device.callback(keras)] if on_device is not None else [])

@@ -406,10 +406,9 @@ def _train(
             batch_size=adapter.batch_size,
             resumed_steps=state.batches_done // spe if state is not None else 0,
             # The wait is timed where that leaves Keras' loop as it is, else this
-            # dataset alone after training; resident data waits for nothing
-            # (see gpukeras.train.timing).
+            # dataset alone after training; resident data waits for nothing (its
+            # train function says so: see gpukeras.train.timing).
             dataset=adapter.tf_dataset,
-            input_on_device=resident is not None,
             steps_per_execution=spe,
         )
     keeper = _jax_value_keeper(keras, model) if keras.backend.backend() == "jax" else None

@@ -316,8 +316,6 @@ class TrainingMonitor:
             ``UtilizationSampler``).
         dataset: the tf.data dataset training reads, timed alone where the
             wait cannot be timed ("auto").
-        input_on_device: the batches come from arrays in device memory: no
-            wait by construction (see ``gpukeras.train.timing``).
     """
 
     def __init__(
@@ -329,7 +327,6 @@ class TrainingMonitor:
         hz: float = 10.0,
         mig_uuids: list[str] | None = None,
         dataset: object = None,
-        input_on_device: bool = False,
     ) -> None:
         from gpukeras.train import timing
 
@@ -338,7 +335,6 @@ class TrainingMonitor:
             skip=skip,
             measure_input=measure_input,
             dataset=dataset,
-            input_on_device=input_on_device,
         )
         self.gpu = UtilizationSampler(nvml_indices, hz=hz, mig_uuids=mig_uuids or [])
         self.host = HostCpuSampler(hz=hz)

@@ -31,12 +31,12 @@ What is measured on which path (``measure_input="auto"``, gpu_fit()'s way):
   the same cores, and it can be slower). ``gpu_profile()`` measures the wait
   inside the graph. Data that is not a tf.data dataset (a generator) is not
   read again: its wait is then not known.
-- Input on the device (``input_on_device=True``, set by a loop whose batches
-  are gathered from arrays already in device memory, or a train function such a
-  loop marked with ``mark_input_on_device``, as ``train.resident``'s): nothing to
-  wait for by construction; the share is 0 and the method says so. (Timing the
-  iterator of such a function would count the token rows Keras is given, one a
-  step: gpu_profile()'s samples per second on JAX were a batch size too low.)
+- Input on the device (a train function marked with ``mark_input_on_device`` by
+  a loop that gathers its batches from arrays already in device memory, as
+  ``train.resident``'s): nothing to wait for by construction; the share is 0 and
+  the method says so. (Timing the iterator of such a function would count the
+  token rows Keras is given, one a step: gpu_profile()'s samples per second on
+  JAX were a batch size too low.)
 
 Where the wait is, in Keras 3 (read from keras/src/backend/*/trainer.py and
 measured): on the TensorFlow and JAX backends the next batch is taken from the
@@ -299,10 +299,18 @@ def _timed_train_function(
     return timed
 
 
+# The attribute mark_input_on_device() sets on a train function.
+_ON_DEVICE_MARK = "gpukeras_input_on_device"
+
+
 def mark_input_on_device(function: Callable) -> Callable:
     """Mark ``function``, a model's train function, as one whose batches are on the device
-    (see the notes): a step timer given to a fit that trains with it times no input."""
-    function.gpukeras_input_on_device = True  # type: ignore[attr-defined]
+    (see the notes): a step timer given to a fit that trains with it times no input, and
+    its report says the input waits for nothing by construction. The loop must call the
+    timer's callbacks as Keras' fit() does (each dispatch's ``on_train_batch_begin`` with
+    its first batch's index, ``params["steps"]`` the batches per epoch), and the timer
+    needs the real ``batch_size`` (the batches are not seen)."""
+    setattr(function, _ON_DEVICE_MARK, True)
     return function
 
 
@@ -311,7 +319,6 @@ def step_timer(
     skip: int = 2,
     measure_input: bool | str = True,
     dataset: object = None,
-    input_on_device: bool = False,
 ) -> Callback:
     """A Keras callback timing every train step and the wait for input.
 
@@ -327,8 +334,6 @@ def step_timer(
             elsewhere time ``dataset`` alone after training.
         dataset: the tf.data dataset training reads, for "auto" (None: no
             other data can be read again).
-        input_on_device: the batches come from arrays already in device
-            memory: nothing is timed, the wait is 0 by construction.
 
     Returns:
         A ``keras.callbacks.Callback`` with ``report()`` (the ``step_summary.summarize``
@@ -347,7 +352,7 @@ def step_timer(
             self.batch_size = batch_size
             self.skip = skip
             self.measure_input = measure_input
-            self.record = StepRecord(input_on_device=input_on_device)
+            self.record = StepRecord()
             self.ledger = Ledger(skip)
             self._epoch = -1
             self._epochs_seen = 0
@@ -355,7 +360,7 @@ def step_timer(
 
         def reset(self) -> None:
             """Forget every recorded step."""
-            self.record = StepRecord(input_on_device=input_on_device)
+            self.record = StepRecord()
             self.ledger = Ledger(self.skip)
             self._epochs_seen = 0
 
@@ -370,7 +375,7 @@ def step_timer(
             function = getattr(model, "train_function", None)
             in_graph = backend == "tensorflow" and record.steps_per_execution > 1
             self._probe = False
-            if getattr(function, "gpukeras_input_on_device", False):
+            if getattr(function, _ON_DEVICE_MARK, False):
                 record.input_on_device = True
             if record.input_on_device:
                 record.method = ON_DEVICE_METHOD

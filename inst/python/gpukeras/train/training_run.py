@@ -84,7 +84,6 @@ def make_monitor(
     measure_input: bool | str = "auto",
     resumed_steps: int = 0,
     dataset: object = None,
-    input_on_device: bool = False,
     steps_per_execution: int = 1,
 ) -> monitor.TrainingMonitor:
     """The monitor of a run on ``gpu_rows``'s GPUs.
@@ -97,13 +96,8 @@ def make_monitor(
             alone after training (see ``gpukeras.train.timing``).
         resumed_steps: calls a resumed epoch lets go by, which are not worth timing.
         dataset: the tf.data dataset training reads (``DataAdapter.tf_dataset``).
-        input_on_device: set by a loop that gathers its batches from arrays
-            already in device memory: the report then says the input waits for
-            nothing by construction, and nothing wraps the train function. The
-            loop must call the timer's callbacks as Keras' fit() does (each
-            dispatch's ``on_train_batch_begin`` with its first batch's index,
-            ``params["steps"]`` the batches per epoch) and give the real
-            ``batch_size``.
+            A train function marked as one whose batches are on the device
+            (``timing.mark_input_on_device``) waits for nothing by construction.
         steps_per_execution: batches per call: the calls left out at the start
             hold ``TIMER_SKIP`` batches (at least one call), so that a fit of
             few long calls still has some timed.
@@ -117,7 +111,6 @@ def make_monitor(
         # A MIG instance has no NVML index of its own: watched by UUID, memory only.
         mig_uuids=[str(r["uuid"]) for r in gpu_rows if r.get("mig_parent") is not None],
         dataset=dataset,
-        input_on_device=input_on_device,
     )
 
 
