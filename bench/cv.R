@@ -80,32 +80,36 @@ in_session_seconds <- numeric()
 session_metrics <- NULL
 loads <- character()
 
+# One timed gpu_cv() of `model_fn`, checked to fit the session's folds with its seeds:
+# its times (timed(), with other processes' CPU) and the cv object.
+cv_call <- function(model_fn) {
+  cpu_before <- cpu_snapshot()
+  took <- timed(cv <- gpu_cv(model_fn, data, folds = folds, seed = seed, epochs = epochs, batch_size = batch_size))
+  took <- c(took, foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]]))
+  stopifnot(identical(cv$folds, cv_folds$held_out), identical(cv$seeds, seeds))
+  loads <<- c(loads, readLines("/proc/loadavg"))
+  list(took = took, cv = cv)
+}
+
 ways <- list(
   cv = function() {
     probe_dir <<- tempfile("bench-cv-probe-")
     dir.create(probe_dir)
+    on.exit(unlink(probe_dir, recursive = TRUE), add = TRUE)
     recorder <- probe_session_start()
     on.exit(probe_session_stop(), add = TRUE)
     began <- as.numeric(Sys.time())
-    cpu_before <- cpu_snapshot()
-    took <- timed(cv <- gpu_cv(probed_model_fn, data, folds = folds, seed = seed, epochs = epochs, batch_size = batch_size))
-    took <- c(took, foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]]))
-    stopifnot(identical(cv$folds, cv_folds$held_out), identical(cv$seeds, seeds))
+    call <- cv_call(probed_model_fn)
+    took <- call$took
     fits <- probe_fits(recorder, probe_dir, began)
     fits$run <- length(cv_runs) + 1L
-    cv_runs[[length(cv_runs) + 1L]] <<- list(seconds = took[["wall"]], fits = fits, time_split = time_split(fits, took[["wall"]]), metrics = cv$metrics, fold_seconds = cv$seconds, workers = cv$workers)
-    loads <<- c(loads, readLines("/proc/loadavg"))
-    unlink(probe_dir, recursive = TRUE)
+    cv_runs[[length(cv_runs) + 1L]] <<- list(
+      seconds = took[["wall"]], fits = fits, time_split = time_split(fits, took[["wall"]]),
+      metrics = call$cv$metrics, fold_seconds = call$cv$seconds, workers = call$cv$workers
+    )
     took
   },
-  cv_unprobed = function() {
-    cpu_before <- cpu_snapshot()
-    took <- timed(cv <- gpu_cv(build_model, data, folds = folds, seed = seed, epochs = epochs, batch_size = batch_size))
-    took <- c(took, foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]]))
-    stopifnot(identical(cv$folds, cv_folds$held_out), identical(cv$seeds, seeds))
-    loads <<- c(loads, readLines("/proc/loadavg"))
-    took
-  },
+  cv_unprobed = function() cv_call(build_model)$took,
   in_session = function() {
     metrics <- list()
     cpu_before <- cpu_snapshot()
