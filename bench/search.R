@@ -228,5 +228,5 @@ cat(sprintf(
   overhead$fits, overhead$all_fits$median, overhead$all_fits$max, overhead$not_ready$fits, overhead$not_ready$wait_total,
   overhead$not_ready$wait$max, overhead$probe$median
 ))
-cat(sprintf("  %-16s median %.3f s, max %.3f s\n", names(overhead$parts), vapply(overhead$parts, `[[`, 0, "median"), vapply(overhead$parts, `[[`, 0, "max")), sep = "")
+print_overhead_parts(overhead)
 cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))

@@ -47,6 +47,7 @@ worker_probe_begin <- function(probe_dir, session_pid) {
     state$fit_exit <- as.numeric(Sys.time())
     state$first_step <- reticulate::py_eval("bench_first_step")
     state$compile <- reticulate::py_eval("bench_compile")
+    state$compile_first <- reticulate::py_eval("bench_compile_first")
     saveRDS(as.list(state), file.path(probe_dir, sprintf("fit-%d-%d.rds", state$number, state$pid)))
   }
   namespace <- asNamespace("gpukeras")
@@ -62,15 +63,17 @@ bench_first_step = None
 # JAX's own timings of what this fit traced, lowered and compiled (seconds by event:
 # /jax/core/compile/backend_compile_duration is XLA's compiler, autotuning included)
 bench_compile = {}
+bench_compile_first = {}  # what it was at the first training step
 
 def _bench_first_step():
     hooks = keras.callbacks.CallbackList
     original = hooks.on_train_batch_begin
 
     def first(self, batch, logs=None):
-        global bench_first_step
+        global bench_first_step, bench_compile_first
         hooks.on_train_batch_begin = original
         bench_first_step = time.time()
+        bench_compile_first = dict(bench_compile)
         return original(self, batch, logs)
 
     hooks.on_train_batch_begin = first
@@ -173,6 +176,14 @@ probe_fits <- function(recorder, probe_dir, began) {
       # model_fn on (JAX only)
       compile_seconds = get(w$compile$backend_compile_duration),
       trace_seconds = get(w$compile$jaxpr_trace_duration),
+      # before the first step: lowering and compiling, all on the training thread then
+      # (the side programs start after the first dispatch on the CPU); not tracing,
+      # whose timings nest (a jitted function's trace holds those of the ones it calls)
+      jax_before_first_step = if (length(w$compile_first)) {
+        sum(unlist(w$compile_first[intersect(names(w$compile_first), c("backend_compile_duration", "jaxpr_to_mlir_module_duration"))]))
+      } else {
+        NA_real_
+      },
       error = if (is.null(e$error)) NA_character_ else e$error
     )
   })
@@ -225,6 +236,11 @@ overhead_summary <- function(fits) {
       wait_total = sum(later$pickup[!is.na(later$pickup) & later$pickup > 0.1])
     ),
     probe = stat(later$probe),
+    # on JAX: the overhead less what JAX lowered and compiled before the first step (the
+    # model's initializers, the training loop): work a new architecture costs a fit in
+    # the session as well
+    less_jax_compiling = stat(ready$overhead - ready$jax_before_first_step),
+    jax_before_first_step = stat(ready$jax_before_first_step),
     # each run's first fit waits for its process to start (R, gpukeras, Python, Keras)
     first_fit = stat(fits$overhead[first]),
     # from one fit's end in its worker (gpu_fit() returning) to the next fit's
@@ -232,6 +248,18 @@ overhead_summary <- function(fits) {
     # tell and ask
     between_fits = stat(gaps)
   )
+}
+
+# Print an overhead_summary()'s parts, and on JAX the overhead less JAX's own work.
+print_overhead_parts <- function(overhead) {
+  parts <- overhead$parts
+  cat(sprintf("  %-16s median %.3f s, max %.3f s\n", names(parts), vapply(parts, `[[`, 0, "median"), vapply(parts, `[[`, 0, "max")), sep = "")
+  if (is.finite(overhead$less_jax_compiling$median)) {
+    cat(sprintf(
+      "  less what JAX lowered and compiled before the first step (median %.2f s): median %.2f s, max %.2f s\n",
+      overhead$jax_before_first_step$median, overhead$less_jax_compiling$median, overhead$less_jax_compiling$max
+    ))
+  }
 }
 
 # Where a run's `seconds` (its wall time) went, from its probe_fits() table: training
