@@ -173,7 +173,8 @@ probe_fits <- function(recorder, probe_dir, began) {
       collected = get(e$collected) - began,
       rows_seconds = get(w$rows_seconds),
       # XLA's compiling (autotuning included) and JAX's tracing in the fit's worker, from
-      # model_fn on (JAX only)
+      # model_fn on (JAX only); tracing's timings nest (a jitted function's trace holds
+      # those of the ones it calls), so its sum is an upper bound
       compile_seconds = get(w$compile$backend_compile_duration),
       trace_seconds = get(w$compile$jaxpr_trace_duration),
       # before the first step: lowering and compiling, all on the training thread then

@@ -14,7 +14,7 @@ from conftest import first_gpu
 from gpukeras.core.runtime import config
 from gpukeras.gpu import nvml, samplers
 from gpukeras.gpu.samplers import HostCpuSampler, Sample, UtilizationSampler, read_cpu_times
-from gpukeras.train import advice, monitor, training_run
+from gpukeras.train import advice, monitor, timing, training_run
 from nvml_double import FakeGpu, fake_mig, fake_pynvml
 
 
@@ -456,13 +456,23 @@ def test_a_busy_host_is_input_advice_only_beside_a_gpu_and_fits_the_data() -> No
     assert "cache after decoding" in " ".join(advice.advice(busy, gpu_in_use(gpu_dataset=files)))
 
 
-def test_the_monitor_leaves_out_the_first_calls() -> None:
+def test_the_monitor_leaves_out_the_first_calls_and_reads_the_on_device_mark() -> None:
     def skip(**kwargs: object) -> int:
         return training_run.make_monitor([], batch_size=8, **kwargs).timer.skip  # type: ignore[arg-type,attr-defined]
 
     assert skip() == training_run.TIMER_SKIP == 2  # two calls of one batch
     assert skip(steps_per_execution=8) == 1  # the first call, compiling, holds 8
     assert skip(steps_per_execution=8, resumed_steps=3) == 4
+    # a train function marked as one whose batches are on the device (the resident loop's)
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.train_function = timing.mark_input_on_device(lambda *args: None)
+    watcher = training_run.make_monitor([], batch_size=8)
+    timer = watcher.timer  # type: ignore[attr-defined]
+    timer.set_model(model)
+    timer.on_train_begin()
+    assert timer.record.input_on_device is True
+    assert timer.record.method == timing.ON_DEVICE_METHOD
 
 
 def test_a_short_or_cpu_run_gets_its_input_verdict_as_a_note_not_advice() -> None:

@@ -16,7 +16,7 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   permutation taken from ``resident``), unshuffled, one epoch per call.
   Otherwise the report's ``traces`` counts the times Keras' train and test steps were
   traced, ``compiled`` lists each compilation of the resident loop's programs, from
-  JAX's compile log (``<name> on <thread name>``), and ``platform`` is JAX's default one.
+  JAX's compile log (``<name> on <thread name>``).
 - ``gpu_dataset``: give the arrays as a gpu_dataset() (``pipeline.from_arrays``) with
   these options (``batch_size`` then None in the call); the validation rows too.
 """
@@ -156,7 +156,6 @@ else:
         "model_steps_per_execution": model.steps_per_execution,
         "traces": traces,
         "compiled": compiled,
-        "platform": jax.default_backend(),
     }
 np.savez(spec["out"], *model.get_weights())
 print(json.dumps(report, default=str))

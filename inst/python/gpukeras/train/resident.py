@@ -350,9 +350,9 @@ class ResidentLoop:
             state = training_state(model)
             probe = min(PROBE_STEPS, rows.full)
             order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
-            # one program copies the whole state: a leaf at a time took one per shape
             if self._ahead_first:
                 self.compile_ahead(compiled, state)
+            # one program copies the whole state: a leaf at a time took one per shape
             copy = jax.jit(lambda tree: jax.tree.map(jax.numpy.copy, tree))
             seconds = []
             for _ in range(2):  # the first call compiles
