@@ -76,7 +76,7 @@ lint:
 # Two test processes (pytest-xdist): most tests wait on child processes, so the two cores of
 # CI stay busy (measured: 8.9 min against 11.5 in one process). A third gains nothing: the
 # suite keeps both cores busy (-n 3: 503 s against 510 s, 15.3 min of user CPU; a fresh
-# child on TensorFlow spends 3.9 s of it importing keras). --durations=30: every run
+# child on TensorFlow spends 3.6 s of it importing keras). --durations=30: every run
 # lists its 30 slowest tests, where the suite's time goes. Coverage is `make coverage`:
 # measured in every child Python too, it made this run 25 % longer (563 s against 448 s
 # on 2 cores), and no test depends on it.
