@@ -56,7 +56,9 @@ else
   quick=
   tests=(-ra -q)
   probe=3
-  suite=(-n 8 --timeout 300)
+  # -vv (against -q above): each test named as it ends, so that a suite stopped by its
+  # limit still says which failed (2026-11-26: 97 % done at 215 s, its failures unnamed)
+  suite=(-n 8 --timeout 300 -vv)
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '-')
   tag="$gpu-$(date +%F)"
 fi

@@ -15,7 +15,10 @@ the process's peak (measured on an H100: a CNN's peak 3.0 GiB against a plan of 
 Training itself never holds it, and XLA skips an algorithm it has no room to try. So on
 JAX each model runs twice: first to fill a persistent compilation cache, then, in a new
 process, with the step's executable read from it (no compilation, no autotuning): that
-run's peak is the step's. Both peaks are reported, and the bytes in use after each stage.
+run's peak is the step's. Both peaks are reported, and the bytes in use after each stage,
+and XLA's own account of the step (``xla_analysis``: arguments, outputs, the outputs that
+reuse the donated state, temporaries; on an H200 a GEMM-heavy MLP's step took 66 MiB
+beyond it, see bench/results/gpu-visit-NVIDIA-H200-2026-11-26.md).
 
 Usage: python bench/memory_plan.py [--quick | --smoke] [--out FILE]
 Run from the repository root; KERAS_BACKEND picks the backend (jax on the GPU machines).
@@ -114,8 +117,19 @@ else:
     import tensorflow as tf
     if tf.config.list_logical_devices("GPU"):
         peak = tf.config.experimental.get_memory_info("GPU:0")["peak"]
+analysis = None
+if backend == "jax":  # XLA's own account of the step, beside the peak it is judged against
+    import jax
+    from gpukeras.train import resident
+    specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                         (resident.training_state(model), (x, y)))
+    found = jax.jit(model.train_step, donate_argnums=0).lower(*specs).compile().memory_analysis()
+    analysis = {name.replace("_in_bytes", "_mib"): getattr(found, name) / 2**20 for name in (
+        "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+        "temp_size_in_bytes", "peak_memory_in_bytes") if found is not None}
 print(json.dumps({
     "plan_mib": plan["total_mib"],
+    "xla_analysis": analysis,
     "peak_mib": None if peak is None else peak / 2**20,
     "parts": plan["parts"][:4],
     "method": plan["method"],
