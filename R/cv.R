@@ -37,7 +37,11 @@
 #' while its fit trains, so a fold waits for no start-up of R, Python and
 #' Keras. A model function defined at the top level carries the global
 #' variables and functions it uses, and the packages attached in this session
-#' are attached in the workers.
+#' are attached in the workers. Python objects cannot travel to another
+#' process: a `keras <- gpu_keras()` or a module from `reticulate::import()`
+#' that the function uses is made again in each worker; any other Python
+#' object made in this session (a layer, an optimizer) is an error that says
+#' to make it inside `model_fn`, where each fit gets its own, with fresh weights.
 #'
 #' @param model_fn A function of no arguments that returns a compiled Keras
 #'   model (built with [gpu_keras()] or keras3). It is called in each worker.

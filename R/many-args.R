@@ -28,7 +28,7 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
       call = call
     )
   }
-  carry_function(model_fn)
+  carry_function(model_fn, call = call)
 }
 
 describe_formals <- function(params) {
@@ -39,8 +39,9 @@ describe_formals <- function(params) {
 # variables in the global environment, which does not travel with it (saveRDS() writes
 # a closure's environment, but not the global one). So the global variables it uses, and
 # those of the global functions it calls, go with it in an environment of their own, as
-# the future package carries globals. The packages attached here are attached there.
-carry_function <- function(fn) {
+# the future package carries globals. The packages attached here are attached there, and
+# the Python objects it uses are made again there (carry_python()).
+carry_function <- function(fn, call = caller_env()) {
   globals <- new.env(parent = globalenv())
   collect <- function(f) {
     if (!identical(environment(f), globalenv())) {
@@ -65,7 +66,46 @@ carry_function <- function(fn) {
     }
     environment(fn) <- globals
   }
+  fn <- carry_python(fn, own = identical(environment(fn), globals), call = call)
   attr(fn, "gpukeras_packages") <- setdiff(.packages(), c(base_packages, "gpukeras"))
+  fn
+}
+
+# A Python object cannot travel to another process: the one a worker received would be
+# a dead pointer (`keras$Sequential` NULL there: "attempt to apply non-function"). The
+# variables `fn` uses that hold gpu_keras()'s `keras` or a Python module are made again in
+# the worker (worker_function(): gpu_keras(), reticulate::import()): in the environment of
+# globals carried with it (`own`), else in one that shadows its closure's. Any other Python
+# object (a layer, an optimizer, an array) is an error: it would also carry its state
+# from one fit to the next.
+carry_python <- function(fn, own, call) {
+  env <- environment(fn)
+  remade <- list()
+  for (name in if (own) ls(env, all.names = TRUE) else codetools::findGlobals(fn)) {
+    if (!exists(name, envir = env)) next
+    value <- get(name, envir = env)
+    if (!inherits(value, "python.builtin.object")) next
+    remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
+      list(keras = TRUE)
+    } else if (inherits(value, "python.builtin.module")) {
+      list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
+    } else {
+      gpukeras_abort(
+        c(
+          sprintf("`model_fn` uses `%s`, a Python object made in this session (%s), which a worker process cannot receive.", name, class(value)[1]),
+          "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
+          "i" = "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each worker."
+        ),
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+    if (own) rm(list = name, envir = env)
+  }
+  if (length(remade)) {
+    if (!own) environment(fn) <- new.env(parent = env)
+    attr(fn, "gpukeras_python") <- remade
+  }
   fn
 }
 
@@ -77,6 +117,11 @@ worker_function <- function(fn) {
   if (!"package:gpukeras" %in% search()) attachNamespace("gpukeras")
   for (package in rev(attr(fn, "gpukeras_packages"))) {
     try(suppressPackageStartupMessages(library(package, character.only = TRUE)), silent = TRUE)
+  }
+  remade <- attr(fn, "gpukeras_python")
+  for (name in names(remade)) {
+    value <- if (isTRUE(remade[[name]]$keras)) gpu_keras() else reticulate::import(remade[[name]]$module)
+    assign(name, value, envir = environment(fn))
   }
   fn
 }

@@ -29,6 +29,13 @@ def test_whole_number_floats_become_ints_where_keras_wants_them(keras) -> None:
     assert isinstance(keras.callbacks.EarlyStopping(patience=3.0).patience, int)
 
 
+def test_an_int_shape_is_a_shape_too(keras) -> None:
+    # R's 3L reaches Python as the int 3, which Keras refuses as a shape ("Cannot convert")
+    assert keras.Input(shape=3).shape == (None, 3)
+    assert keras.layers.Reshape(target_shape=[2, 4]).target_shape == (2, 4)
+    assert keras.Input(batch_shape=[None, 5]).shape == (None, 5)
+
+
 def test_floats_keras_declares_and_fractions_stay_as_they_are(keras) -> None:
     assert keras.layers.Dropout(0.5).rate == 0.5
     assert isinstance(keras.optimizers.SGD(momentum=1.0).momentum, float)

@@ -55,6 +55,38 @@ test_that("a model function carries the global variables and functions it uses",
   expect_identical(callr::r(function(f) f(), list(carried)), 15L)
 })
 
+test_that("gpu_keras()'s keras and Python modules a model function uses are made again in the worker; other Python objects are refused", {
+  skip_if_no_python()
+  env <- globalenv()
+  assign("gpukeras_test_keras", gpu_keras(), envir = env)
+  assign("gpukeras_test_dense", eval(quote(function(units) gpukeras_test_keras$layers$Dense(units)), env), envir = env)
+  withr::defer(rm(list = c("gpukeras_test_keras", "gpukeras_test_dense"), envir = env))
+  top <- eval(quote(function() {
+    model <- gpukeras_test_keras$Sequential(list(gpukeras_test_keras$Input(shape = 3L), gpukeras_test_dense(2L)))
+    model$compile(optimizer = "sgd", loss = "mse")
+    length(model$layers)
+  }), env)
+  json <- reticulate::import("json")
+  closure <- local(function() json$dumps(list(1L, 2L)))
+  # the session's objects are not in what travels: a fresh R process, which never saw them
+  in_a_worker <- function(fn) {
+    callr::r(function(f) {
+      library(gpukeras)
+      gpukeras:::worker_function(f)()
+    }, list(check_model_fn(fn, 0L)), env = c(callr::rcmd_safe_env(), GPUKERAS_PYTHON = reticulate::py_config()$python))
+  }
+  expect_identical(in_a_worker(top), 1L)
+  expect_identical(in_a_worker(closure), "[1, 2]")
+  # the session's own are left as they were
+  expect_s3_class(get("gpukeras_test_keras", envir = env), "gpukeras.core.keras_api.KerasNamespace")
+  expect_identical(environment(get("gpukeras_test_dense", envir = env)), env)
+
+  layer <- gpukeras_test_keras$layers$Dense(2L)
+  data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+  expect_error(gpu_cv(function() layer, data), class = "gpukeras_error_bad_argument")
+  expect_snapshot(error = TRUE, gpu_cv(function() layer, data))
+})
+
 test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's memory plan allows", {
   skip_if_no_python()
   gpu <- list(device = "GPU 0", visible = "GPU-aaaa", memory_total_mib = 81559)
