@@ -72,9 +72,10 @@ def _whole(value: object) -> object:
 def _shape(value: object) -> object:
     """A shape as Keras takes it: a number or list of whole numbers becomes a tuple of ints
     (R's ``3L`` is a Python int, which Keras' ``Input(shape=3)`` refuses as ``3.0``)."""
-    whole_float = isinstance(value, float) and value.is_integer()
-    if whole_float or (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, float) and value.is_integer():
         return (int(value),)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
     if isinstance(value, list):
         return tuple(_whole(item) for item in value)
     return _whole(value)
