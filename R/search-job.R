@@ -114,8 +114,16 @@ print.gpukeras_search_job <- function(x, ...) {
 #' @export
 format.gpukeras_search_job_status <- function(x, ...) {
   best <- if (is.null(x$best)) "none yet" else sprintf("trial %d, %s = %.5g", x$best$number, x$objective, x$best$value)
+  # the trials a stopped search was running stay "running" in the study until it resumes
+  running <- if (!x$running) {
+    ""
+  } else if (x$state == "running") {
+    sprintf(", %d running", x$running)
+  } else {
+    sprintf(", %d interrupted (run again when the search resumes)", x$running)
+  }
   c(
-    sprintf("Search %s: %d of %d trials done%s", x$state, x$done, x$trials, if (x$running) sprintf(", %d running", x$running) else ""),
+    sprintf("Search %s: %d of %d trials done%s", x$state, x$done, x$trials, running),
     sprintf("Best so far: %s", best),
     if (x$state == "cancelled") sprintf("The study is kept in %s: the same gpu_search() call resumes it.", x$storage %||% "its storage"),
     if (!is.null(x$error)) sprintf("Error: %s", x$error$message)

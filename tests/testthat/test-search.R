@@ -14,6 +14,18 @@ test_that("the space's values print what they draw", {
   )
 })
 
+test_that("a background search's status says which trials run, and which a stop interrupted", {
+  status <- function(state, running) {
+    structure(list(state = state, trials = 8L, done = 4L, running = running, best = list(number = 3L, value = 0.25),
+                   objective = "val_loss", storage = "search/"), class = "gpukeras_search_job_status")
+  }
+  expect_identical(format(status("running", 1L))[1:2], c("Search running: 4 of 8 trials done, 1 running", "Best so far: trial 3, val_loss = 0.25"))
+  expect_identical(format(status("running", 0L))[1], "Search running: 4 of 8 trials done")
+  cancelled <- format(status("cancelled", 1L))
+  expect_identical(cancelled[1], "Search cancelled: 4 of 8 trials done, 1 interrupted (run again when the search resumes)")
+  expect_identical(cancelled[3], "The study is kept in search/: the same gpu_search() call resumes it.")
+})
+
 mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
@@ -130,6 +142,7 @@ test_that("a cancelled background search keeps its study, and the same call resu
   expect_gte(result$running$done, 1L)
   expect_identical(result$cancelled$state, "cancelled")
   expect_match(result$text, "the same gpu_search\\(\\) call resumes it", all = FALSE)
+  expect_no_match(result$text, "running")
   resumed <- result$resumed
   # three trials in all: the ones done before the cancel kept as they were, none run twice
   expect_identical(nrow(resumed$trials), 3L)
