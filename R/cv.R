@@ -35,9 +35,10 @@
 #' plan ([gpu_memory_plan()]) shows that more fit in the GPU's memory, more
 #' (at most 4); a number sets it. Each worker readies the next fit's process
 #' while its fit trains, so a fold waits for no start-up of R, Python and
-#' Keras. A model function defined at the top level carries the global
-#' variables and functions it uses, and the packages attached in this session
-#' are attached in the workers. Python objects cannot travel to another
+#' Keras. A model function carries the variables it uses (global ones, and
+#' those of the function it was made in, such as a loop's) and the global
+#' functions it calls, and the packages attached in this session are attached
+#' in the workers. Python objects cannot travel to another
 #' process: a `keras <- gpu_keras()` or a module from `reticulate::import()`
 #' that the function uses is made again in each worker; any other Python
 #' object made in this session (a layer, an optimizer) is an error that says

@@ -35,28 +35,31 @@ describe_formals <- function(params) {
   if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
 }
 
-# `fn` as a worker process can run it: a function defined at the top level finds its
-# variables in the global environment, which does not travel with it (saveRDS() writes
-# a closure's environment, but not the global one). So the global variables it uses, and
-# those of the global functions it calls, go with it in an environment of their own, as
-# the future package carries globals. The packages attached here are attached there, and
-# the Python objects it uses are made again there (carry_python()).
+# `fn` as a worker process can run it: a function finds its variables in the global
+# environment, which does not travel with it (saveRDS() writes a closure's environment,
+# but not the global one). So the variables it uses (its closure's and the global ones),
+# and those of the global functions it calls, go with it in an environment of their own,
+# as the future package carries globals: also for a model function made inside another
+# function (a loop's, lapply()'s) that calls a global one. The packages attached here are
+# attached there, and the Python objects it uses are made again there (carry_python()).
+# A function of a package keeps its namespace; one carried already (a background search's
+# process gets it so) is kept as it is.
 carry_function <- function(fn, call = caller_env()) {
-  globals <- new.env(parent = globalenv())
-  collect <- function(f) {
-    if (!identical(environment(f), globalenv())) {
-      return()
-    }
-    found <- codetools::findGlobals(f)
-    for (name in setdiff(found, ls(globals, all.names = TRUE))) {
-      if (!exists(name, envir = globalenv(), inherits = FALSE)) next
-      value <- get(name, envir = globalenv())
-      assign(name, value, envir = globals)
-      if (is.function(value)) collect(value)
-    }
+  if (!is.null(attr(fn, "gpukeras_packages"))) {
+    return(fn)
   }
-  collect(fn)
-  if (identical(environment(fn), globalenv())) {
+  if (identical(topenv(environment(fn)), globalenv())) {
+    globals <- new.env(parent = globalenv())
+    collect <- function(f) {
+      for (name in setdiff(codetools::findGlobals(f), ls(globals, all.names = TRUE))) {
+        where <- user_binding(name, environment(f))
+        if (is.null(where)) next
+        value <- get(name, envir = where)
+        assign(name, value, envir = globals)
+        if (is.function(value) && identical(environment(value), globalenv())) collect(value)
+      }
+    }
+    collect(fn)
     for (name in ls(globals, all.names = TRUE)) {
       value <- get(name, envir = globals)
       if (is.function(value) && identical(environment(value), globalenv())) {
@@ -65,10 +68,26 @@ carry_function <- function(fn, call = caller_env()) {
       }
     }
     environment(fn) <- globals
+    fn <- carry_python(fn, own = TRUE, call = call)
+  } else {
+    fn <- carry_python(fn, own = FALSE, call = call)
   }
-  fn <- carry_python(fn, own = identical(environment(fn), globals), call = call)
   attr(fn, "gpukeras_packages") <- setdiff(.packages(), c(base_packages, "gpukeras"))
   fn
+}
+
+# The environment from `env` up to the global one (not the packages beyond) that binds
+# `name`, or NULL.
+user_binding <- function(name, env) {
+  repeat {
+    if (exists(name, envir = env, inherits = FALSE)) {
+      return(env)
+    }
+    if (identical(env, globalenv()) || identical(env, emptyenv())) {
+      return(NULL)
+    }
+    env <- parent.env(env)
+  }
 }
 
 # A Python object cannot travel to another process: the one a worker received would be

@@ -53,6 +53,18 @@ test_that("a model function carries the global variables and functions it uses",
   carried <- check_model_fn(fn, 0L)
   # in a fresh process, where the global environment has neither
   expect_identical(callr::r(function(f) f(), list(carried)), 15L)
+  # made inside a function (a loop's, lapply()'s) that calls a global one: its own
+  # variables and the global ones travel, not the rest of where it was made
+  made <- eval(quote(lapply(1:2, function(i) {
+    unused <- numeric(1e6)
+    function() gpukeras_test_layer() + i
+  })), env)
+  carried <- lapply(made, check_model_fn, 0L)
+  expect_identical(callr::r(function(fs) vapply(fs, function(f) f(), 1L), list(carried)), c(15L, 16L))
+  expect_setequal(ls(environment(carried[[1]])), c("gpukeras_test_layer", "gpukeras_test_units", "i"))
+  # the function as it was made in the session is left as it was
+  expect_true(exists("unused", envir = environment(made[[1]]), inherits = FALSE))
+  expect_identical(parent.env(environment(made[[1]])), env)
 })
 
 test_that("gpu_keras()'s keras and Python modules a model function uses are made again in the worker; other Python objects are refused", {
