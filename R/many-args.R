@@ -37,22 +37,22 @@ describe_formals <- function(params) {
 
 # `fn` as a worker process can run it: a function finds its variables in the global
 # environment, which does not travel with it (saveRDS() writes a closure's environment,
-# but not the global one). So the variables it uses (its closure's and the global ones),
-# and those of the global functions it calls, go with it in an environment of their own,
-# as the future package carries globals: also for a model function made inside another
-# function (a loop's, lapply()'s) that calls a global one. The packages attached here are
-# attached there, and the Python objects it uses are made again there (carry_python()).
-# A function of a package keeps its namespace; one carried already (a background search's
-# process gets it so) is kept as it is.
+# but not the global one), and the Python objects among them would arrive dead. So the
+# variables it uses (its closure's, and the global ones), and those of the global
+# functions it calls, go with it in an environment of their own, as the future package
+# carries globals; its Python objects are made again there (carry_python()). Also for a
+# function made inside another one (lapply()'s over configurations, a package's): the
+# variables it takes from there travel, not the rest of that frame; a package's own come
+# from its namespace, loaded there. The packages attached here are attached there. A
+# package's function is left as it is, and so is one carried already (a background
+# search's process gets it so).
 carry_function <- function(fn, call = caller_env()) {
-  if (!is.null(attr(fn, "gpukeras_packages"))) {
-    return(fn)
-  }
-  if (identical(topenv(environment(fn)), globalenv())) {
-    globals <- new.env(parent = globalenv())
+  top <- topenv(environment(fn))
+  if (is.null(attr(fn, "gpukeras_packages")) && (identical(top, globalenv()) || !identical(environment(fn), top))) {
+    globals <- new.env(parent = top)
     collect <- function(f) {
       for (name in setdiff(codetools::findGlobals(f), ls(globals, all.names = TRUE))) {
-        where <- user_binding(name, environment(f))
+        where <- user_binding(name, environment(f), top)
         if (is.null(where)) next
         value <- get(name, envir = where)
         assign(name, value, envir = globals)
@@ -68,22 +68,23 @@ carry_function <- function(fn, call = caller_env()) {
       }
     }
     environment(fn) <- globals
-    fn <- carry_python(fn, own = TRUE, call = call)
-  } else {
-    fn <- carry_python(fn, own = FALSE, call = call)
+    fn <- carry_python(fn, call)
   }
-  attr(fn, "gpukeras_packages") <- setdiff(.packages(), c(base_packages, "gpukeras"))
+  attr(fn, "gpukeras_packages") <- attr(fn, "gpukeras_packages") %||% setdiff(.packages(), c(base_packages, "gpukeras"))
   fn
 }
 
-# The environment from `env` up to the global one (not the packages beyond) that binds
-# `name`, or NULL.
-user_binding <- function(name, env) {
+# The environment from `env` up to `top` that binds `name`, or NULL: the global
+# environment is searched (it does not travel), a namespace is not (it loads there).
+user_binding <- function(name, env, top) {
   repeat {
+    if (identical(env, top) && !identical(top, globalenv())) {
+      return(NULL)
+    }
     if (exists(name, envir = env, inherits = FALSE)) {
       return(env)
     }
-    if (identical(env, globalenv()) || identical(env, emptyenv())) {
+    if (identical(env, top) || identical(env, emptyenv())) {
       return(NULL)
     }
     env <- parent.env(env)
@@ -92,16 +93,14 @@ user_binding <- function(name, env) {
 
 # A Python object cannot travel to another process: the one a worker received would be
 # a dead pointer (`keras$Sequential` NULL there: "attempt to apply non-function"). The
-# variables `fn` uses that hold gpu_keras()'s `keras` or a Python module are made again in
-# the worker (worker_function(): gpu_keras(), reticulate::import()): in the environment of
-# globals carried with it (`own`), else in one that shadows its closure's. Any other Python
-# object (a layer, an optimizer, an array) is an error: it would also carry its state
-# from one fit to the next.
-carry_python <- function(fn, own, call) {
+# carried variables that hold gpu_keras()'s `keras` or a Python module leave the carried
+# environment and are made again in the worker (worker_function(): gpu_keras(),
+# reticulate::import()). Any other Python object (a layer, an optimizer, an array) is an
+# error: it would also carry its state from one fit to the next.
+carry_python <- function(fn, call) {
   env <- environment(fn)
   remade <- list()
-  for (name in if (own) ls(env, all.names = TRUE) else codetools::findGlobals(fn)) {
-    if (!exists(name, envir = env)) next
+  for (name in ls(env, all.names = TRUE)) {
     value <- get(name, envir = env)
     if (!inherits(value, "python.builtin.object")) next
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
@@ -119,12 +118,9 @@ carry_python <- function(fn, own, call) {
         call = call
       )
     }
-    if (own) rm(list = name, envir = env)
+    rm(list = name, envir = env)
   }
-  if (length(remade)) {
-    if (!own) environment(fn) <- new.env(parent = env)
-    attr(fn, "gpukeras_python") <- remade
-  }
+  if (length(remade)) attr(fn, "gpukeras_python") <- remade
   fn
 }
 
