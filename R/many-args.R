@@ -102,15 +102,17 @@ carry_python <- function(fn, call) {
   remade <- list()
   for (name in ls(env, all.names = TRUE)) {
     value <- get(name, envir = env)
-    if (!inherits(value, "python.builtin.object")) next
+    inside <- if (is_python(value)) list() else python_in(value)
+    if (!is_python(value) && !length(inside)) next
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
       list(keras = TRUE)
     } else if (inherits(value, "python.builtin.module")) {
       list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
     } else {
+      what <- if (length(inside)) sprintf("a list holding a Python object made in this session (%s)", class(inside[[1]])[1]) else sprintf("a Python object made in this session (%s)", class(value)[1])
       gpukeras_abort(
         c(
-          sprintf("`model_fn` uses `%s`, a Python object made in this session (%s), which a worker process cannot receive.", name, class(value)[1]),
+          sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
           "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
           "i" = "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each worker."
         ),
@@ -122,6 +124,13 @@ carry_python <- function(fn, call) {
   }
   if (length(remade)) attr(fn, "gpukeras_python") <- remade
   fn
+}
+
+is_python <- function(x) inherits(x, "python.builtin.object")
+
+# The Python objects in a plain list, at any depth.
+python_in <- function(x) {
+  if (is_python(x)) list(x) else if (is.list(x) && !is.object(x)) unlist(lapply(x, python_in), recursive = FALSE) else list()
 }
 
 base_packages <- c("base", "stats", "graphics", "grDevices", "utils", "datasets", "methods")

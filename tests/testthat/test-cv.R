@@ -97,6 +97,9 @@ test_that("gpu_keras()'s keras and Python modules a model function uses are made
   data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
   expect_error(gpu_cv(function() layer, data), class = "gpukeras_error_bad_argument")
   expect_snapshot(error = TRUE, gpu_cv(function() layer, data))
+  # in a list too, at any depth
+  settings <- list(units = 2L, made = list(optimizer = gpukeras_test_keras$optimizers$SGD()))
+  expect_snapshot(error = TRUE, gpu_cv(function() settings$units, data))
 })
 
 test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's memory plan allows", {
