@@ -80,8 +80,10 @@
 #'   which also makes tf.data keep its order and run stateful maps serially);
 #'   on JAX, XLA's deterministic GPU ops (`--xla_gpu_deterministic_ops=true`,
 #'   added to `XLA_FLAGS` after the flags you already have, before JAX starts).
-#'   It needs a `seed`: TensorFlow refuses random ops without one once its ops
-#'   are deterministic. What it costs is a CPU figure here (no GPU was
+#'   It needs a `seed` (TensorFlow refuses random ops without one once its ops
+#'   are deterministic): given none, one is chosen (from the clock, R's random
+#'   numbers untouched) and shown in the setup's print with the call that
+#'   repeats it. What it costs is a CPU figure here (no GPU was
 #'   available to measure): on 2 CPU cores, TensorFlow trained a small MLP
 #'   (20-256-256-2, batch 128) with deterministic ops at 1.00 times its speed
 #'   without them (median of 12 alternating rounds in fresh processes, 95 %
@@ -94,8 +96,8 @@
 #' @param seed A whole number: seeds Python, NumPy, the backend and Keras now
 #'   (Keras' `set_random_seed()`), so models built afterwards start from the
 #'   same weights in every session, and becomes [gpu_fit()]'s `seed` where
-#'   that is given none. Required with `deterministic = TRUE`; `NULL` seeds
-#'   nothing.
+#'   that is given none. `NULL` seeds nothing, but with `deterministic = TRUE`
+#'   chooses one (`seed_chosen` in the result).
 #' @param ... Not used: an argument gpu_setup() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #'
@@ -117,7 +119,7 @@
 #'   `precision_reason`, `loss_scaling`, `precision_suits_device`,
 #'   `jit_compile`, `deterministic` (whether the backend's ops are
 #'   deterministic, read back from it), `seed` (the session's seed, `NULL` when
-#'   none was given) and `notes`.
+#'   none was given nor chosen), `seed_chosen` and `notes`.
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -155,14 +157,13 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   }
   check_flag(deterministic)
   seed <- check_seed(seed)
-  if (deterministic && is.null(seed)) {
-    gpukeras_abort(
-      c(
-        "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1).",
-        "Deterministic ops repeat a run only from the same seeds, and TensorFlow refuses random ops without one once its ops are deterministic."
-      ),
-      "gpukeras_error_bad_argument"
-    )
+  # Deterministic ops repeat a run only from the same seeds (and TensorFlow refuses random
+  # ops without one): given none, one is chosen and recorded, and the setup that background
+  # fits and workers apply again carries it.
+  seed_chosen <- deterministic && is.null(seed)
+  if (seed_chosen) {
+    seed <- chosen_seed(NULL)
+    given$seed <- seed
   }
   # Checked here, not lazily inside core_call(): a bad name must fail before
   # Python starts.
@@ -188,6 +189,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   if (!is.null(ignored)) {
     gpukeras_warn(c(paste0(ignored$reason, "."), ignored$advice), "gpukeras_warning_backend_ignored")
   }
+  settings$seed_chosen <- seed_chosen
   new_gpukeras_setup(settings)
 }
 
@@ -248,11 +250,13 @@ format_setting <- function(x, none = "not set") {
   if (is.null(x) || length(x) == 0 || all(is.na(x))) none else paste(format(x), collapse = ", ")
 }
 
-# "yes, seed 1": whether the ops are deterministic, and the session's seed.
-format_deterministic <- function(deterministic, seed) {
+# "yes, seed 1": whether the ops are deterministic, and the session's seed (and how to
+# give it again, where it was chosen).
+format_deterministic <- function(deterministic, seed, chosen = FALSE) {
   paste0(
     if (isTRUE(deterministic)) "yes" else "no",
-    if (!is.null(seed)) sprintf(", seed %d", as.integer(seed)) else ""
+    if (!is.null(seed)) sprintf(", seed %d", as.integer(seed)) else "",
+    if (isTRUE(chosen)) sprintf(" (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", as.integer(seed)) else ""
   )
 }
 
@@ -274,7 +278,7 @@ format.gpukeras_setup <- function(x, ...) {
     sprintf("  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "", x$precision_reason, suits),
     sprintf("  threads:         %s", threads),
     sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),
-    sprintf("  deterministic:   %s", format_deterministic(x$deterministic, x$seed)),
+    sprintf("  deterministic:   %s", format_deterministic(x$deterministic, x$seed, x$seed_chosen)),
     if (length(x$notes)) paste("  note:", x$notes)
   )
 }

@@ -44,7 +44,6 @@ checked <- check_before_python(bad_inputs(
   "gpu_setup: deterministic a word",       gpu_setup(deterministic = "yes", seed = 1),                     "bad_argument", "^`deterministic` must be TRUE or FALSE, not `yes`",
   "gpu_setup: deterministic NA",           gpu_setup(deterministic = NA, seed = 1),                        "bad_argument", "^`deterministic` must be TRUE or FALSE, not `NA`",
   "gpu_setup: deterministic two",          gpu_setup(deterministic = c(TRUE, TRUE), seed = 1),             "bad_argument", "^`deterministic` must be TRUE or FALSE, not a logical of length 2",
-  "gpu_setup: deterministic without seed", gpu_setup(deterministic = TRUE),                                "bad_argument", "^`deterministic = TRUE` needs a `seed` \\(one whole number, e.g. seed = 1\\)",
   "gpu_setup: seed negative",              gpu_setup(seed = -1),                                           "bad_argument", "^`seed` must be one whole number >= 0, not `-1`",
   "gpu_setup: seed a string",              gpu_setup(deterministic = TRUE, seed = "1"),                    "bad_argument", "^`seed` must be one whole number >= 0",
   "with_gpu_device: two devices",          with_gpu_device(c("CPU:0", "CPU:1"), 1),                        "bad_argument", "^`device` must be one device, not a character of length 2",
@@ -82,7 +81,6 @@ test_that("the messages for gpu_setup(deterministic = ) (issue #33, item 5)", {
   expect_snapshot(error = TRUE, {
     gpu_setup(deterministic = "yes", seed = 1)
     gpu_setup(deterministic = NA, seed = 1)
-    gpu_setup(deterministic = TRUE)
   })
 })
 

@@ -72,7 +72,6 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
       memory_growth = catch_error(gpu_setup(memory_growth = NA)),
       deterministic_word = catch_error(gpu_setup(deterministic = "yes", seed = 1)),
       deterministic_na = catch_error(gpu_setup(deterministic = NA, seed = 1)),
-      deterministic_no_seed = catch_error(gpu_setup(deterministic = TRUE)),
       seed = catch_error(gpu_setup(seed = 1.5))
     )
     list(errors = errors, started = reticulate::py_available(initialize = FALSE))
@@ -100,7 +99,6 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
   expect_match(errors$memory_growth$message, "`memory_growth` must be TRUE or FALSE, not `NA`.", fixed = TRUE)
   expect_match(errors$deterministic_word$message, "`deterministic` must be TRUE or FALSE, not `yes`.", fixed = TRUE)
   expect_match(errors$deterministic_na$message, "`deterministic` must be TRUE or FALSE, not `NA`.", fixed = TRUE)
-  expect_match(errors$deterministic_no_seed$message, "`deterministic = TRUE` needs a `seed` (one whole number, e.g. seed = 1).", fixed = TRUE)
   expect_match(errors$seed$message, "`seed` must be one whole number >= 0, not `1.5`.", fixed = TRUE)
 })
 
@@ -154,7 +152,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_named(child$fields, c(
     "backend", "gpus", "memory_growth", "memory_limit_mib", "cpu_devices", "intra_op_threads",
     "inter_op_threads", "devices", "dtype_policy", "precision_reason", "loss_scaling",
-    "precision_suits_device", "jit_compile", "deterministic", "seed", "notes"
+    "precision_suits_device", "jit_compile", "deterministic", "seed", "seed_chosen", "notes"
   ), ignore.order = TRUE)
   fields <- child$fields
   expect_identical(fields$backend, "tensorflow")
@@ -172,6 +170,7 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_identical(fields$notes, character())
   expect_false(fields$deterministic)
   expect_null(fields$seed)
+  expect_false(fields$seed_chosen)
   expect_false(fields$loss_scaling)
   expect_true(fields$precision_suits_device)
 
@@ -266,6 +265,36 @@ test_that("gpu_setup(deterministic = TRUE, seed = ): two gpu_fit()s of the same 
   # Without a seed of its own, gpu_fit() takes the setup's.
   expect_identical(child$unseeded$settings, list(deterministic = TRUE, seed = 1L))
   expect_false(identical(child$unseeded$weights, child$first$weights))
+})
+
+test_that("gpu_setup(deterministic = TRUE) without a seed chooses one, shows how to repeat it, and hands it on", {
+  skip_if_no_python()
+  child <- run_in_fresh_r(
+    {
+      set.seed(5)
+      before <- .Random.seed
+      setup <- gpu_setup(deterministic = TRUE)
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 2L), keras$layers$Dense(1L)))
+      model$compile(optimizer = "sgd", loss = "mse")
+      fit <- gpu_fit(model, list(x = matrix(1:8, 4), y = 1:4), epochs = 1, verbose = 0, monitor = FALSE)
+      list(
+        setup = unclass(setup), format = format(setup), r_random_kept = identical(.Random.seed, before),
+        handed_on = gpukeras:::the$setup_args, fit = fit$settings[c("deterministic", "seed")],
+        op_determinism = reticulate::import("tensorflow.python.framework.config")$is_op_determinism_enabled()
+      )
+    },
+    env = c(KERAS_BACKEND = "tensorflow")
+  )
+  seed <- child$setup$seed
+  expect_true(is.integer(seed) && length(seed) == 1L && seed >= 0L)
+  expect_true(child$setup$seed_chosen)
+  expect_true(child$op_determinism)
+  expect_true(sprintf("  deterministic:   yes, seed %d (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", seed, seed) %in% child$format)
+  expect_true(child$r_random_kept)
+  # background fits and gpu_cv()/gpu_search() workers apply the setup again: with this seed
+  expect_identical(child$handed_on$seed, seed)
+  expect_identical(child$fit, list(deterministic = TRUE, seed = seed))
 })
 
 test_that("gpu_setup() after the runtime started: is silent when nothing changes, else changes nothing and says what to do", {
