@@ -102,14 +102,14 @@ carry_python <- function(fn, call) {
   remade <- list()
   for (name in ls(env, all.names = TRUE)) {
     value <- get(name, envir = env)
-    inside <- if (is_python(value)) list() else python_in(value)
-    if (!is_python(value) && !length(inside)) next
+    found <- python_in(value)
+    if (!length(found)) next
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
       list(keras = TRUE)
     } else if (inherits(value, "python.builtin.module")) {
       list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
     } else {
-      what <- if (length(inside)) sprintf("a list holding a Python object made in this session (%s)", class(inside[[1]])[1]) else sprintf("a Python object made in this session (%s)", class(value)[1])
+      what <- sprintf("%s made in this session (%s)", if (is.list(value)) "a list holding a Python object" else "a Python object", class(found[[1]])[1])
       gpukeras_abort(
         c(
           sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
@@ -126,11 +126,15 @@ carry_python <- function(fn, call) {
   fn
 }
 
-is_python <- function(x) inherits(x, "python.builtin.object")
-
-# The Python objects in a plain list, at any depth.
+# The Python objects in `x`: itself, or those in a plain list, at any depth.
 python_in <- function(x) {
-  if (is_python(x)) list(x) else if (is.list(x) && !is.object(x)) unlist(lapply(x, python_in), recursive = FALSE) else list()
+  if (inherits(x, "python.builtin.object")) {
+    list(x)
+  } else if (is.list(x) && !is.object(x)) {
+    unlist(lapply(x, python_in), recursive = FALSE)
+  } else {
+    list()
+  }
 }
 
 base_packages <- c("base", "stats", "graphics", "grDevices", "utils", "datasets", "methods")

@@ -124,9 +124,10 @@ if backend == "jax":  # XLA's own account of the step, beside the peak it is jud
     specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
                          (resident.training_state(model), (x, y)))
     found = jax.jit(model.train_step, donate_argnums=0).lower(*specs).compile().memory_analysis()
-    analysis = {name.replace("_in_bytes", "_mib"): getattr(found, name) / 2**20 for name in (
-        "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
-        "temp_size_in_bytes", "peak_memory_in_bytes") if found is not None}
+    if found is not None:
+        analysis = {name.replace("_in_bytes", "_mib"): getattr(found, name) / 2**20 for name in (
+            "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+            "temp_size_in_bytes", "peak_memory_in_bytes")}
 print(json.dumps({
     "plan_mib": plan["total_mib"],
     "xla_analysis": analysis,
