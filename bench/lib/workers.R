@@ -55,6 +55,16 @@ worker_probe_begin <- function(probe_dir, session_pid) {
     trace("worker_rows", tracer = bquote(.(rows_began)()), exit = bquote(.(rows_ended)()), where = namespace, print = FALSE)
     trace("gpu_fit", tracer = bquote(.(fit_entered)()), exit = bquote(.(fit_exited)()), where = namespace, print = FALSE)
   })
+  probe_python()
+  # the probe's own time, left out of the overhead (mostly trace())
+  state$probe_ready <- as.numeric(Sys.time())
+  invisible(state)
+}
+
+# The probe's Python side, in this process: the clock at the next fit's first training
+# step (`bench_first_step`, armed again by each call) and, on JAX, what it compiles from
+# now on (`bench_compile`, `bench_compile_first`; its listener registered once).
+probe_python <- function() {
   reticulate::py_run_string("
 import time
 import keras
@@ -85,14 +95,13 @@ def _bench_compile(event, duration, *args, **kwargs):
         name = event.rsplit('/', 1)[-1]
         bench_compile[name] = bench_compile.get(name, 0.0) + duration
 
-if keras.backend.backend() == 'jax':
+if keras.backend.backend() == 'jax' and not globals().get('bench_listening'):
+    bench_listening = True
     import jax.monitoring
 
     jax.monitoring.register_event_duration_secs_listener(_bench_compile)
 ")
-  # the probe's own time, left out of the overhead (mostly trace())
-  state$probe_ready <- as.numeric(Sys.time())
-  invisible(state)
+  invisible()
 }
 
 # Call last in the model function, with the model.
@@ -202,6 +211,41 @@ probe_fits <- function(recorder, probe_dir, began) {
   fits
 }
 
+# The same fits' starts in this session, to set beside the workers': for each row of
+# `trials` (gpu_search()'s $trials: `number`, `seed` and the parameters' columns `names`),
+# Keras' seed, model_fn(params) and gpu_fit() on the rows the search trained and validated
+# on (`train`, `validation`: lists of x and y), from model_fn's call to the first training
+# step (one epoch: the rest is not timed). That is what the model costs before its first
+# step in a process that has fitted before: building it, and on JAX compiling its programs
+# (initializers, the training loop), work a fresh worker does as well. One unmeasured fit
+# first: a session's first fit compiles what every fit shares, which the workers load from
+# the session's compile cache. Returns a data.frame: number, session_start (seconds).
+session_starts <- function(model_fn, trials, names, train, validation, batch_size) {
+  start <- function(row) {
+    reticulate::import("keras")$utils$set_random_seed(as.integer(trials$seed[row]))
+    probe_python()
+    began <- as.numeric(Sys.time())
+    model <- model_fn(as.list(trials[row, names, drop = FALSE]))
+    gpu_fit(model, train, validation_data = validation, seed = trials$seed[row], epochs = 1L, batch_size = batch_size, verbose = 0)
+    reticulate::py_eval("bench_first_step") - began
+  }
+  start(1L)
+  data.frame(number = trials$number, session_start = vapply(seq_len(nrow(trials)), start, 0))
+}
+
+# What a fresh worker adds to a fit's start: the overhead of each of `fits`' ready_fits()
+# (overhead_summary()'s measure) less the same fit's start in this session (`starts`,
+# session_starts()), paired by number.
+fresh_overhead <- function(fits, starts) {
+  paired <- merge(ready_fits(fits), starts, by = "number")
+  extra <- paired$overhead - paired$session_start
+  list(
+    fits = nrow(paired),
+    median = median_max(extra)[["median"]], max = median_max(extra)[["max"]],
+    overhead = as.list(median_max(paired$overhead)), session_start = as.list(median_max(paired$session_start))
+  )
+}
+
 # The median and the max of `x`, NA where it has no number.
 median_max <- function(x) {
   x <- x[is.finite(x)]
@@ -211,14 +255,21 @@ median_max <- function(x) {
   c(median = stats::median(x), max = max(x))
 }
 
+# The fits of `fits` (probe_fits() with a `run` column) after each run's first whose
+# process was waiting when their task came: it picks its task up within its poll (20 ms)
+# and the read.
+ready_fits <- function(fits) {
+  later <- fits[duplicated(fits$run), , drop = FALSE]
+  later[!is.na(later$pickup) & later$pickup <= 0.1, , drop = FALSE]
+}
+
 # The overhead of every fit after the first of each run in `fits` (a probe_fits() table
 # with a `run` column; each such fit's process was started while the previous fit
 # trained): median and max, and the median and max of each part.
 overhead_summary <- function(fits) {
   first <- !duplicated(fits$run)
   later <- fits[!first, , drop = FALSE]
-  # a process that was waiting picks its task up within its poll (20 ms) and the read
-  ready <- later[!is.na(later$pickup) & later$pickup <= 0.1, , drop = FALSE]
+  ready <- ready_fits(fits)
   parts <- c("before_model_fn", "pickup", "setup", "attach", "model_fn", "data_copy", "other", "fit_start")
   stat <- function(x) as.list(median_max(x))
   gaps <- unlist(lapply(split(fits, fits$run), function(run) run$submitted[-1] - utils::head(run$fit_exit, -1)))
