@@ -36,9 +36,11 @@
 #' (at most 4); a number sets it. Each worker readies the next fit's process
 #' while its fit trains, so a fold waits for no start-up of R, Python and
 #' Keras. A model function carries the variables it uses (global ones, and
-#' those of the function it was made in, such as a loop's) and the global
-#' functions it calls, and the packages attached in this session are attached
-#' in the workers. Python objects cannot travel to another
+#' those of the function it was made in, such as a loop's) and those of the
+#' functions it calls (global ones, and helpers made beside it), and the
+#' packages attached in this session are attached in the workers. They travel
+#' in one environment: a name that two of these functions find bound to
+#' different values is an error that asks to rename one. Python objects cannot travel to another
 #' process: a `keras <- gpu_keras()` or a module from `reticulate::import()`
 #' that the function uses is made again in each worker; any other Python
 #' object made in this session (a layer, an optimizer) is an error that says

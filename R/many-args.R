@@ -38,31 +38,44 @@ describe_formals <- function(params) {
 # `fn` as a worker process can run it: a function finds its variables in the global
 # environment, which does not travel with it (saveRDS() writes a closure's environment,
 # but not the global one), and the Python objects among them would arrive dead. So the
-# variables it uses (its closure's, and the global ones), and those of the global
-# functions it calls, go with it in an environment of their own, as the future package
-# carries globals; its Python objects are made again there (carry_python()). Also for a
-# function made inside another one (lapply()'s over configurations, a package's): the
-# variables it takes from there travel, not the rest of that frame; a package's own come
-# from its namespace, loaded there. The packages attached here are attached there. A
-# package's function is left as it is, and so is one carried already (a background
-# search's process gets it so).
+# variables it uses (its closure's, and the global ones), and those of the user's
+# functions it calls (global ones, and helpers made beside it), go with it in one
+# environment of their own, as the future package carries globals; its Python objects are
+# made again there (carry_python()). Also for a function made inside another one
+# (lapply()'s over configurations, a package's): the variables it takes from there
+# travel, not the rest of that frame; a package's own come from its namespace, loaded
+# there. A name two of these functions find bound to different values cannot share that
+# environment: an error, not a silent mix-up. The packages attached here are attached
+# there. A package's function is left as it is, and so is one carried already (a
+# background search's process gets it so).
 carry_function <- function(fn, call = caller_env()) {
   top <- topenv(environment(fn))
   if (is.null(attr(fn, "gpukeras_packages")) && (identical(top, globalenv()) || !identical(environment(fn), top))) {
     globals <- new.env(parent = top)
-    collect <- function(f) {
-      for (name in setdiff(codetools::findGlobals(f), ls(globals, all.names = TRUE))) {
+    # a function's own variables first, then those of the functions it calls: a clash is
+    # then found in the function called, which it names
+    collect <- function(f, label) {
+      added <- character()
+      for (name in codetools::findGlobals(f)) {
         where <- user_binding(name, environment(f), top)
         if (is.null(where)) next
         value <- get(name, envir = where)
+        if (exists(name, envir = globals, inherits = FALSE)) {
+          if (!identical(get(name, envir = globals), value)) carry_clash(name, label, call)
+          next
+        }
         assign(name, value, envir = globals)
-        if (is.function(value) && identical(environment(value), globalenv())) collect(value)
+        added <- c(added, name)
+      }
+      for (name in added) {
+        value <- get(name, envir = globals)
+        if (users_function(value)) collect(value, name)
       }
     }
-    collect(fn)
+    collect(fn, "model_fn")
     for (name in ls(globals, all.names = TRUE)) {
       value <- get(name, envir = globals)
-      if (is.function(value) && identical(environment(value), globalenv())) {
+      if (users_function(value)) {
         environment(value) <- globals
         assign(name, value, envir = globals)
       }
@@ -72,6 +85,23 @@ carry_function <- function(fn, call = caller_env()) {
   }
   attr(fn, "gpukeras_packages") <- attr(fn, "gpukeras_packages") %||% setdiff(.packages(), c(base_packages, "gpukeras"))
   fn
+}
+
+# A function of the user's, whose variables travel with model_fn: made in the global
+# environment or in a function called from there, not a package's.
+users_function <- function(value) {
+  is.function(value) && !is.primitive(value) && identical(topenv(environment(value)), globalenv())
+}
+
+carry_clash <- function(name, label, call) {
+  gpukeras_abort(
+    c(
+      sprintf("`model_fn` and the function `%s` it calls find `%s` bound to different values, which a worker process cannot tell apart.", label, name),
+      "i" = "The variables of model_fn and of the functions it calls travel together: give one of the two another name, or pass it as an argument."
+    ),
+    "gpukeras_error_bad_argument",
+    call = call
+  )
 }
 
 # The environment from `env` up to `top` that binds `name`, or NULL: the global

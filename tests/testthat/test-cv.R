@@ -65,6 +65,23 @@ test_that("a model function carries the global variables and functions it uses",
   # the function as it was made in the session is left as it was
   expect_true(exists("unused", envir = environment(made[[1]]), inherits = FALSE))
   expect_identical(parent.env(environment(made[[1]])), env)
+  # a helper made beside it, which calls a global function: the helper's variables and
+  # that function's travel too
+  beside <- eval(quote((function(k) {
+    unused <- numeric(1e6)
+    build <- function() gpukeras_test_layer() * k
+    function() build() + 1L
+  })(3L)), env)
+  carried <- check_model_fn(beside, 0L)
+  expect_identical(callr::r(function(f) f(), list(carried)), 43L)
+  expect_setequal(ls(environment(carried)), c("build", "gpukeras_test_layer", "gpukeras_test_units", "k"))
+  # a name model_fn and a function it calls find bound to different values: an error,
+  # where one environment for both would give the global function the local value
+  clash <- eval(quote(local({
+    gpukeras_test_units <- 100L
+    function() gpukeras_test_layer() + gpukeras_test_units
+  })), env)
+  expect_snapshot(error = TRUE, check_model_fn(clash, 0L))
 })
 
 test_that("gpu_keras()'s keras and Python modules a model function uses are made again in the worker; other Python objects are refused", {
