@@ -114,7 +114,8 @@ search <- function(pruner, trials_here = trials, epochs_here = epochs, record = 
 
 # Warm-up (this session's Python, Optuna, SQLite): one short trial, not measured.
 if (!mode$smoke) invisible(search("none", trials_here = 1L, epochs_here = 1L, record = FALSE))
-pruners <- c("median", "asha", "hyperband") # each against "none"
+# each against "none"; a smoke run shows the comparison runs with the default alone
+pruners <- if (mode$smoke) "median" else c("median", "asha", "hyperband")
 for (round in seq_len(rounds)) {
   order <- if (round %% 2 == 1) c(pruners, "none") else rev(c(pruners, "none"))
   for (pruner in order) {
