@@ -131,6 +131,7 @@ for (round in seq_len(rounds)) {
 
 by_pruner <- function(pruner, what) lapply(Filter(function(r) r$pruner == pruner, runs), `[[`, what)
 split_of <- function(pruner, part) vapply(by_pruner(pruner, "time_split"), `[[`, 0, part)
+epochs_of <- function(pruner) vapply(by_pruner(pruner, "trials"), function(t) sum(t$epochs, na.rm = TRUE), numeric(1))
 # One pruner's searches against the unpruned ones of the same rounds.
 against_none <- function(pruner) {
   seconds <- list(pruned = unlist(by_pruner(pruner, "seconds")), none = unlist(by_pruner("none", "seconds")))
@@ -147,7 +148,7 @@ against_none <- function(pruner) {
     training_ratio = ratio_summary(split_of(pruner, "training") / split_of("none", "training")),
     relative_rounds = relative, relative = stats::median(relative),
     pruned = vapply(by_pruner(pruner, "trials"), function(t) sum(t$state == "pruned"), integer(1)),
-    epochs = vapply(by_pruner(pruner, "trials"), function(t) sum(t$epochs, na.rm = TRUE), numeric(1))
+    epochs = epochs_of(pruner)
   )
 }
 compared <- lapply(stats::setNames(pruners, pruners), against_none)
@@ -162,7 +163,7 @@ ratio <- median_pruner$ratio
 ratio_without_probe <- median_pruner$ratio_without_probe
 relative <- median_pruner$relative_rounds
 pruned <- median_pruner$pruned
-epochs_trained <- list(median = median_pruner$epochs, none = vapply(by_pruner("none", "trials"), function(t) sum(t$epochs, na.rm = TRUE), numeric(1)))
+epochs_trained <- list(median = median_pruner$epochs, none = epochs_of("none"))
 fits <- do.call(rbind, lapply(runs, `[[`, "fits"))
 training_ratio <- median_pruner$training_ratio
 overhead <- overhead_summary(fits)
@@ -240,7 +241,7 @@ result <- list(
     overhead_beyond_session_seconds = isTRUE(fresh$max <= goal$overhead_seconds)
   ),
   notes = c(
-    "seconds: wall-clock of each gpu_search() call (study opened in a fresh SQLite folder, trials run, result built), after one unmeasured 1-trial search that starts this session's Python, Optuna and SQLite. Rounds alternate the order (median, none, then none, median); the ratio is per round, its median with a bootstrap 95% interval.",
+    "seconds: wall-clock of each gpu_search() call (study opened in a fresh SQLite folder, trials run, result built), after one unmeasured 1-trial search that starts this session's Python, Optuna and SQLite. Rounds alternate the order (median, asha, hyperband, none, then the reverse; --smoke: median and none); the ratio is per round, its median with a bootstrap 95% interval.",
     "time_split: where each search's seconds went (bench/lib/workers.R time_split()); pruned_vs_unpruned_training_seconds: the ratio of the training alone (each trial's first step to its gpu_fit() returning), what pruning saves when trials cost nothing else.",
     "foreign_cpu_seconds_each_search: CPU seconds other processes (not this session, not its workers) took during each search (bench/lib/workers.R cpu_snapshot(); a virtual machine's stolen time counts); foreign_share: of the machine's cores over its wall time; searches_under_foreign_load: those over 10 %, whose times measure the machine more than the search. The load averages include this benchmark's own processes.",
     "best_relative_difference: (best val_loss with pruning - without) / without; negative: pruning found a better one.",
