@@ -8,8 +8,9 @@
 # Python forks (tools/workers.py fork()), so that its own at-fork rules run (an open
 # database connection is not shared).
 #
-# A pool asks by writing fork-<n>.rds (the worker's folder, its slot's environment, and
-# what to open ahead: `warm`, which the template does once and the forks inherit) into the
+# A pool asks by writing fork-<n>.rds (the worker's folder, its slot's environment, what
+# to open ahead: `warm`, which the template does once and the forks inherit, and how the
+# worker prepares its own runtime: `prepare`, worker_prepare()) into the
 # template's folder; the template writes pid.rds into the worker's folder, and status.rds
 # (exit code, negative for a signal) once the worker has ended. Where a template cannot
 # run (not Unix) or has died, the pool starts workers from scratch.
@@ -43,12 +44,12 @@ template_start <- function() {
 }
 
 # A worker forked by `template` into folder `dir` with the environment `env` (its slot's
-# devices), the template having done `warm` first: a handle with the methods
-# worker_collect() and worker_close() use.
-template_fork <- function(template, dir, env, warm = NULL) {
+# devices), the template having done `warm` first, that prepares its runtime by `prepare`
+# (worker_prepare()): a handle with the methods worker_collect() and worker_close() use.
+template_fork <- function(template, dir, env, warm = NULL, prepare = NULL) {
   template$requests <- template$requests + 1L
   write_rds_atomic(
-    list(dir = dir, env = as.list(env), warm = warm),
+    list(dir = dir, env = as.list(env), warm = warm, prepare = prepare),
     file.path(template$dir, sprintf("fork-%05d.rds", template$requests))
   )
   pid <- function() read_rds_or_null(file.path(dir, "pid.rds")) %||% NA_integer_
@@ -103,7 +104,7 @@ worker_template <- function(dir, parent) {
         stdout = file.path(spec$dir, "stdout.log"), stderr = file.path(spec$dir, "stderr.log"),
         env = spec$env
       )
-      if (pid == 0L) worker_forked(spec$dir, parent)
+      if (pid == 0L) worker_forked(spec$dir, parent, spec$prepare)
       # The session removes a worker's folder once it has its result: then nobody asks.
       try(write_rds_atomic(pid, file.path(spec$dir, "pid.rds")), silent = TRUE)
       forked[[as.character(pid)]] <- spec$dir
@@ -122,6 +123,6 @@ worker_template <- function(dir, parent) {
 
 # The forked worker: wait for its task, run it, and end at once (R's own exit would remove
 # the temp folder it shares with the template).
-worker_forked <- function(dir, parent) {
-  tryCatch(worker_await(dir, parent), finally = core_call("workers_exit", status = 0L))
+worker_forked <- function(dir, parent, prepare) {
+  tryCatch(worker_await(dir, parent, prepare), finally = core_call("workers_exit", status = 0L))
 }

@@ -5,11 +5,13 @@
 # memory.
 #
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
-# GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile (R,
-# gpukeras, Python and Keras started, no runtime), so a fit waits for no start-up: forked
-# from the session's template (worker-template.R), so that readying one costs no CPU. Each
-# process has a folder in the pool's: it waits there for task.rds, writes result.rds,
-# and ends. The pool's folder holds the data once, as .npy files the workers memory-map.
+# GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile, so a
+# fit waits for no start-up: forked from the session's template (worker-template.R: R,
+# gpukeras, Python and Keras loaded), so that readying one costs no CPU, it then starts
+# its runtime on its device with the session's gpu_setup() and compiles one small step
+# (worker_prepare()). Each process has a folder in the pool's: it waits there for
+# task.rds, writes result.rds, and ends. The pool's folder holds the data once, as .npy
+# files the workers memory-map.
 
 # The slots for `devices`, `workers` and `workers_per_device`, as the core plans them.
 worker_plan <- function(devices, workers, workers_per_device, call = caller_env()) {
@@ -78,12 +80,13 @@ worker_start <- function(pool, i) {
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
   env <- worker_env(pool$slots[[i]])
+  prepare <- list(setup = pool$setup, compiled = session_compiled_dir())
   template <- template_start()
   process <- if (!is.null(template)) {
-    template_fork(template, dir, env[setdiff(names(env), names(template$env))], pool$warm)
+    template_fork(template, dir, env[setdiff(names(env), names(template$env))], pool$warm, prepare)
   } else {
     job_process(
-      "worker_wait", list(dir, Sys.getpid(), pool$warm),
+      "worker_wait", list(dir, Sys.getpid(), pool$warm, prepare),
       stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env
     )
   }
@@ -95,9 +98,7 @@ worker_start <- function(pool, i) {
 worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env()) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
-  task$setup <- pool$setup
   task$device <- pool$slots[[i]]$device
-  task$compiled <- session_compiled_dir()
   write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
   worker$task <- task
   worker$started <- Sys.time()
@@ -220,33 +221,52 @@ worker_load <- function() {
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
 # waiting process with it.
-worker_wait <- function(dir, parent, warm = NULL) {
+worker_wait <- function(dir, parent, warm = NULL, prepare = NULL) {
   worker_load()
   if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
-  worker_await(dir, parent)
+  worker_await(dir, parent, prepare)
 }
 
-# Wait in `dir` for the task and run it; return at once if the session has gone.
-worker_await <- function(dir, parent) {
+# Prepare the runtime (worker_prepare()), wait in `dir` for the task and run it; return at
+# once if the session has gone.
+worker_await <- function(dir, parent, prepare) {
   task_file <- file.path(dir, "task.rds")
+  prepared <- worker_prepare(prepare, compile = !file.exists(task_file))
   while (!file.exists(task_file)) {
     if (!process_alive(parent) || !dir.exists(dir)) {
       return(invisible())
     }
     Sys.sleep(0.02)
   }
-  worker_task(dir, readRDS(task_file))
+  worker_task(dir, readRDS(task_file), prepared)
 }
 
-# One fit: the session's gpu_setup(), the seed, model_fn's model, gpu_fit() on the task's
-# rows, then what the task asks of the trained model. Any error is the result's `error`.
-worker_task <- function(dir, task) {
+# Before the task: the session's gpu_setup() (`prepare$setup`, the pool's), the runtime
+# and, with `compile` (no task waiting yet), one small compiled step that takes the
+# compiler's start off the fit's (core: workers_warm); then the session's compiled
+# programs (`prepare$compiled`). NULL, or the error that the task then reports.
+worker_prepare <- function(prepare, compile = TRUE) {
+  tryCatch(
+    {
+      setup <- prepare$setup
+      if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
+      core_call("start")
+      if (compile) core_call("workers_warm")
+      if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
+      NULL
+    },
+    error = identity
+  )
+}
+
+# One fit (its runtime `prepared` by worker_prepare()): the seed, model_fn's model,
+# gpu_fit() on the task's rows, then what the task asks of the trained model. Any error,
+# the preparation's too, is the result's `error`.
+worker_task <- function(dir, task, prepared = NULL) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
   result <- tryCatch(
     {
-      if (!is.null(task$setup)) do.call(gpu_setup, task$setup[setdiff(names(task$setup), "devices")])
-      core_call("start")
-      if (!is.null(task$compiled)) core_call("workers_share_compiled", folder = task$compiled)
+      if (!is.null(prepared)) stop(prepared)
       reticulate::import("keras")$utils$set_random_seed(task$seed)
       setup_done <- as.numeric(Sys.time())
       model <- worker_model(task)

@@ -362,6 +362,64 @@ readback["misses"] = events.count("/jax/compilation_cache/cache_misses")
     assert len(list(folder.iterdir())) >= first["misses"]
 
 
+def test_a_waiting_worker_compiles_its_warm_up_step_itself_and_the_fit_still_shares(
+    tmp_path: Path,
+) -> None:
+    """warm() then share_compiled(), as a waiting worker prepares on JAX: the warm-up step
+    is compiled in the process (a program loaded from a cache would warm nothing) and not
+    written to the session's folder, and the fit after it writes every program it compiles
+    there, for the next worker."""
+    requires("jax")
+    folder = tmp_path / "compiled"
+    listen = """sys.modules['tensorflow'] = None
+import jax.monitoring
+events = []
+jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
+jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **kw: events.append(name))
+"""
+    fit = f"""
+readback["warm_compiles"] = events.count("/jax/core/compile/backend_compile_duration")
+readback["warm_cached"] = sum(
+    events.count(f"/jax/compilation_cache/cache_{{e}}") for e in ("hits", "misses")
+)
+readback["shared"] = bridge.call("workers_share_compiled", {{"folder": {str(folder)!r}}})
+import keras
+import numpy as np
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+x = np.ones((32, 4), "float32")
+model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
+readback["fit_misses"] = events.count("/jax/compilation_cache/cache_misses")
+"""
+    run = run_core("workers_warm", env={"KERAS_BACKEND": "jax"}, setup=listen, after=fit)
+    assert run.value["backend"] == "jax" and run.value["compiled"] is True
+    assert run.value["seconds"] > 0
+    # It compiled, with no cache to read or write.
+    assert run.readback["warm_compiles"] >= 1 and run.readback["warm_cached"] == 0
+    assert run.readback["shared"]["value"] == str(folder)
+    assert run.readback["fit_misses"] > 0
+    assert len(list(folder.iterdir())) == run.readback["fit_misses"]
+
+
+def test_warm_up_leaves_a_users_own_jax_cache_alone_and_compiles_on_tensorflow(
+    tmp_path: Path,
+) -> None:
+    requires("jax")
+    own = tmp_path / "mine"
+    run = run_core(
+        "workers_warm",
+        env={"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": str(own)},
+        setup="sys.modules['tensorflow'] = None",
+        after="import jax\nreadback['devices'] = len(jax.devices())",
+    )
+    assert run.value["compiled"] is False and run.readback["devices"] >= 1
+    assert not own.exists() or not list(own.iterdir())
+    requires("tensorflow")
+    run = run_core("workers_warm", env={"KERAS_BACKEND": "tensorflow"})
+    assert run.value == {"backend": "tensorflow", "compiled": True, "seconds": run.value["seconds"]}
+    assert run.value["seconds"] > 0
+
+
 def test_compiled_programs_are_shared_only_on_jax_and_a_users_own_cache_is_kept(
     tmp_path: Path,
 ) -> None:

@@ -235,9 +235,15 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
   expect_true(any(grepl("^  loss +[0-9.]+ \\(sd [0-9.e-]+\\)", result$text)))
 })
 
-test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups; a second one loads what the first compiled", {
+test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups, the session's gpu_setup() in its workers; a second one loads what the first compiled", {
   result <- run_in_fresh_r({
+    # Process-local (a JAX config, no variable a child inherits): each worker applies it
+    # while it waits for its fold (worker_prepare()).
+    gpu_setup(cpu_devices = 2)
+    seen <- tempfile("setup-seen-")
+    dir.create(seen)
     model_fn <- function() {
+      writeLines(as.character(length(reticulate::import("jax")$devices())), file.path(seen, Sys.getpid()))
       keras <- gpu_keras()
       model <- keras$Sequential(list(keras$Input(shape = 5), keras$layers$Dense(1, activation = "sigmoid")))
       model$compile(optimizer = "adam", loss = "binary_crossentropy")
@@ -250,8 +256,11 @@ test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups; a 
     compiled <- file.path(tempdir(), "gpukeras-compiled")
     after_first <- list.files(compiled)
     again <- gpu_cv(model_fn, data, folds = 4, group = "site", epochs = 1, seed = 3)
-    list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled))
+    list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled),
+         devices = vapply(list.files(seen, full.names = TRUE), readLines, ""))
   }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
+  # eight workers, each a process of its own, each with the session's two CPU devices
+  expect_identical(unname(result$devices), rep("2", 8))
   # the session's workers share one compilation cache: the second gpu_cv()'s folds, the
   # same model on the same shapes, compile nothing new
   expect_gt(length(result$after_first), 0)

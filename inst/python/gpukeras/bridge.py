@@ -83,6 +83,7 @@ VERBS: dict[str, str] = {
     "workers_fork": "tools.workers:fork",
     "workers_reap": "tools.workers:reap",
     "workers_exit": "tools.workers:exit_now",
+    "workers_warm": "tools.workers:warm",
     "workers_share_compiled": "tools.workers:share_compiled",
     "search_open": "tools.search:open_study",
     "search_ask": "tools.search:ask",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 import warnings
 from typing import Any
 
@@ -23,7 +24,8 @@ from gpukeras.gpu import nvml
 # Workers sharing one GPU take turns on its compute: past a few, more only queue.
 MOST_PER_DEVICE = 4
 # What a worker's fits may use of a GPU's memory, the rest left to the CUDA contexts
-# (a few hundred MiB each) and the memory plan's error (within 25 % on an H100).
+# (a few hundred MiB each: each slot's running worker and the next one, which starts its
+# runtime while it waits) and the memory plan's error (within 25 % on an H100).
 MEMORY_SHARE = 0.8
 
 
@@ -133,20 +135,72 @@ def fork(stdout: str, stderr: str, env: dict[str, str]) -> int:
     return 0
 
 
+def warm() -> dict[str, Any]:
+    """Start this worker's backend on its device and compile one small training step (a
+    dense layer's loss, its gradient and the update) while the worker waits for its task:
+    ``backend`` and ``seconds``, or ``compiled`` False where it only started the runtime.
+
+    Call it after the session's gpu_setup() (the runtime starts here, with its settings)
+    and before ``share_compiled``: a program loaded from a cache warms nothing, so this one
+    is compiled in every worker and kept out of the session's cache. A user's own JAX cache
+    (``JAX_COMPILATION_CACHE_DIR``) gets nothing of it: there the runtime alone starts.
+
+    A process's first compiled program costs more than its later ones (the compiler's own
+    start). A trial's model_fn and first training step, in a fresh process on 2 CPU cores,
+    took 0.3-0.4 s less after it on JAX (0.8 -> 0.6-0.7 s and 1.1-1.25 -> 0.9-1.0 s) and
+    0.05-0.1 s less on TensorFlow, time the worker now spends before its task comes
+    (2026-11-26, Keras 3.15, JAX 0.7.1, TensorFlow 2.21).
+    """
+    started = time.perf_counter()
+    backend = config.backend
+    module = config.backend_module()
+    compiled = True
+    if backend == "jax":
+        numpy = module.numpy
+        if module.config.jax_compilation_cache_dir:
+            numpy.zeros(1).block_until_ready()
+            compiled = False
+        else:
+
+            def loss(weights: Any, x: Any) -> Any:
+                return numpy.mean(numpy.square(x @ weights))
+
+            def step(weights: Any, x: Any) -> Any:
+                return weights - 0.01 * module.grad(loss)(weights, x)
+
+            module.jit(step)(numpy.ones((8, 4)), numpy.ones((2, 8))).block_until_ready()
+    else:
+        weights = module.Variable(module.ones((8, 4)))
+
+        @module.function
+        def train_step(x: Any) -> Any:
+            with module.GradientTape() as tape:
+                loss = module.reduce_mean(module.square(module.matmul(x, weights)))
+            weights.assign_sub(0.01 * tape.gradient(loss, weights))
+            return loss
+
+        train_step(module.ones((2, 8))).numpy()
+    return {
+        "backend": backend,
+        "compiled": compiled,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
 def share_compiled(folder: str) -> str | None:
     """Let this worker's fits reuse what the session's earlier workers compiled: on JAX,
     its persistent compilation cache in ``folder`` (the R session's, in its temporary
     folder), for every compilation, however short. The folder JAX caches in, or None
     (TensorFlow keeps no compiled program between processes).
 
-    Call it in a worker before anything compiles. A fresh process compiles every program
-    again, where a session fitting the same model again finds them in memory. On JAX
-    (bench/cv.R --quick, 2 CPU cores) a 5-fold gpu_cv() took 1.76x five fits in one
-    session, and a fold 2.8 s from its task to its first step (building the model 0.86 s,
-    gpu_fit() to the first step 1.93 s), nearly all compiling; with the cache, 1.23x and
-    1.28 s: the folds, one model, compile once. The session's, not one per gpu_cv(): a
-    later gpu_cv() of the model then compiled nothing, 1.30x -> 1.03x five fits in the
-    session, which find it in memory (2026-11-25, gpu_cv() without the bench's probe).
+    Call it in a worker before its task compiles anything (after ``warm``). A fresh process
+    compiles every program again, where a session fitting the same model again finds them in
+    memory. On JAX (bench/cv.R --quick, 2 CPU cores) a 5-fold gpu_cv() took 1.76x five fits in
+    one session, and a fold 2.8 s from its task to its first step (building the model 0.86 s,
+    gpu_fit() to the first step 1.93 s), nearly all compiling; with the cache, 1.23x and 1.28 s:
+    the folds, one model, compile once. The session's, not one per gpu_cv(): a later gpu_cv() of
+    the model then compiled nothing, 1.30x -> 1.03x five fits in the session, which find it in
+    memory (2026-11-25, gpu_cv() without the bench's probe).
     A cache the user set (``JAX_COMPILATION_CACHE_DIR``) is theirs and kept.
     """
     if config.backend != "jax":
