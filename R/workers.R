@@ -251,7 +251,8 @@ worker_prepare <- function(prepare, compile = TRUE) {
       setup <- prepare$setup
       if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
       core_call("start")
-      if (compile) core_call("workers_warm")
+      # Only time is lost where it fails: the fit compiles as it would have.
+      if (compile) try(core_call("workers_warm"), silent = TRUE)
       if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
       NULL
     },
