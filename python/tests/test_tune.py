@@ -85,22 +85,23 @@ def test_on_jax_the_rows_train_on_the_device_and_spe_is_the_steps_per_dispatch()
 
 def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
     # Inputs of ~100 through a kernel of 1000s: hidden outputs past 65504, inf in float16.
+    # mixed_float16 alone is the baseline, which always runs: second to float32, a busy
+    # machine's time budget once left it out (CI, 2026-11-26).
     model = small_model(kernel=1000.0)
     result = tune.tune(
         model,
         data(scale=100.0),
-        time_budget=12,
-        precisions=["mixed_float16", "float32"],
+        time_budget=6,
+        precisions=["mixed_float16"],
         batch_sizes=[32],
         steps_per_execution=[1],
         jit_compile=[False],
     )
-    by_precision = {t["precision"]: t for t in result["trials"]}
-    half = by_precision["mixed_float16"]
+    [half] = result["trials"]
+    assert half["precision"] == "mixed_float16"
     assert not half["sound"] and not half["finite"]
     assert half["note"].startswith("unsound")
-    assert by_precision["float32"]["sound"]
-    assert result["recommended"]["precision"] == "float32"
+    assert result["recommended"] is None
 
 
 def test_recommend_skips_an_unsound_trial_even_when_it_is_fastest() -> None:
