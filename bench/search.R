@@ -122,8 +122,8 @@ for (round in seq_len(rounds)) {
     search(pruner)
     run <- runs[[length(runs)]]
     cat(sprintf(
-      "round %d, pruner %-9s: %6.1f s, best %.5f, %d pruned; other processes %.0f %% of the cores%s\n", round, pruner, run$seconds,
-      best_value(run$best), sum(run$trials$state == "pruned"), 100 * run$foreign_share,
+      "round %d, pruner %-9s: %6.1f s, best %.5f, %d pruned, %d failed; other processes %.0f %% of the cores%s\n", round, pruner, run$seconds,
+      best_value(run$best), sum(run$trials$state == "pruned"), sum(run$trials$state == "failed"), 100 * run$foreign_share,
       if (run$foreign_share > foreign_limit) " (over 10 %: its time is not this search's alone)" else ""
     ))
   }

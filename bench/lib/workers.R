@@ -322,10 +322,11 @@ print_overhead_parts <- function(overhead) {
 # last fit: the data carried to .npy files, the study opened, the result built, the
 # pool closed).
 time_split <- function(fits, seconds) {
-  training <- sum(fits$fit_exit - fits$first_step)
-  starts <- sum(fits$overhead)
-  between <- sum(fits$submitted[-1] - utils::head(fits$fit_exit, -1))
-  probe <- sum(fits$probe)
+  # A fit that failed before its first step (its worker lost) has none of these to count.
+  training <- sum(fits$fit_exit - fits$first_step, na.rm = TRUE)
+  starts <- sum(fits$overhead, na.rm = TRUE)
+  between <- sum(fits$submitted[-1] - utils::head(fits$fit_exit, -1), na.rm = TRUE)
+  probe <- sum(fits$probe, na.rm = TRUE)
   list(
     seconds = seconds, training = training, first_start = fits$overhead[1], later_starts = starts - fits$overhead[1],
     between = between, probe = probe, rest = seconds - training - starts - between - probe
