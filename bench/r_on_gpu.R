@@ -53,6 +53,38 @@ gpu_processes <- function() {
   rows <- strsplit(rows[nzchar(rows)], ",\\s*")
   data.frame(pid = as.integer(vapply(rows, `[`, "", 1)), used_mib = as.numeric(vapply(rows, `[`, "", 2)))
 }
+# NVML sampled every 200 ms while a search runs: the compute processes holding GPU memory
+# at once (the fits, and the workers waiting beside them with their runtime started, as
+# worker_prepare() starts it) and the GPU's memory used in all
+nvml_sampler <- function() {
+  if (!nzchar(Sys.which("nvidia-smi"))) return(NULL)
+  files <- c(apps = tempfile("nvml-apps-"), gpu = tempfile("nvml-gpu-"))
+  query <- c(apps = "--query-compute-apps=timestamp,pid,used_memory", gpu = "--query-gpu=timestamp,memory.used")
+  processes <- lapply(names(files), function(part) processx::process$new(
+    "nvidia-smi", c(query[[part]], "--format=csv,noheader,nounits", "-lms", "200"),
+    stdout = files[[part]], stderr = NULL))
+  list(processes = processes, files = files)
+}
+nvml_summary <- function(sampler) {
+  if (is.null(sampler)) return("NVML: no nvidia-smi here")
+  for (process in sampler$processes) process$kill()
+  read <- function(file, names) {
+    rows <- tryCatch(utils::read.csv(file, header = FALSE, strip.white = TRUE, col.names = names),
+                     error = function(e) NULL)
+    if (is.null(rows)) return(NULL)
+    rows$mib <- suppressWarnings(as.numeric(rows$mib))
+    rows[!is.na(rows$mib), ]
+  }
+  apps <- read(sampler$files[["apps"]], c("time", "pid", "mib"))
+  gpu <- read(sampler$files[["gpu"]], c("time", "mib"))
+  if (is.null(gpu) || !nrow(gpu)) return("NVML: its samples could not be read")
+  if (is.null(apps)) apps <- data.frame(time = character(), pid = integer(), mib = numeric())
+  per_sample <- split(apps$mib, apps$time)
+  sprintf(paste0("NVML every 200 ms while it ran (%d samples): at most %d processes held GPU memory at once,",
+                 " %.0f MiB together; one process at most %.0f MiB; the GPU's memory used at most %.0f MiB"),
+          nrow(gpu), max(0L, lengths(per_sample)), max(0, vapply(per_sample, sum, 0)),
+          max(0, apps$mib), max(gpu$mib))
+}
 # This session's child processes (all generations), by pid
 descendants <- function() {
   kids <- ps::ps_children(ps::ps_handle(), recursive = TRUE)
@@ -100,6 +132,7 @@ run_search <- function(workers_here, trials = search_trials) {
   unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
   sharing <- if (on_gpu) list(workers_per_device = workers_here) else list(workers = workers_here)
   began <- as.numeric(Sys.time())
+  sampler <- nvml_sampler()
   started_search <- Sys.time()
   result <- do.call(gpu_search, c(list(
     search_model, list(x = search_x, y = search_y), search_space, trials = trials,
@@ -107,9 +140,10 @@ run_search <- function(workers_here, trials = search_trials) {
     epochs = if (mode$smoke) 1 else 5, batch_size = 256
   ), sharing))
   seconds <- as.numeric(difftime(Sys.time(), started_search, units = "secs"))
+  nvml <- nvml_summary(sampler)
   holding <- gpu_processes()
   list(result = result, seconds = seconds, fits = probe_fits(recorder, probe_dir, began),
-       session_mib = sum(holding$used_mib[holding$pid == Sys.getpid()]))
+       session_mib = sum(holding$used_mib[holding$pid == Sys.getpid()]), nvml = nvml)
 }
 # Where a trial's seconds go, in its worker: the runtime's start (setup: CUDA's too),
 # model_fn, gpu_fit() to its first step, the fit (XLA's compiling of the new shapes,
@@ -141,6 +175,7 @@ for (name in names(shared)) {
       sprintf("%.1f s (%.0f trials per hour); devices: %s; GPU memory NVML shows this session holding after it: %s MiB\n",
               shared[[name]]$seconds, 3600 * search_trials / shared[[name]]$seconds,
               paste(unique(trials$device), collapse = ", "), shared[[name]]$session_mib))
+  say("\n", shared[[name]]$nvml, "\n")
 }
 same_trials <- isTRUE(all.equal(shared$one$result$trials$units, shared$two$result$trials$units))
 say("Trials per hour, two workers against one: **", sprintf("%.2fx", speedup), "** (goal >= 1.6 on a GPU)",
