@@ -17,8 +17,10 @@ JAX each model runs twice: first to fill a persistent compilation cache, then, i
 process, with the step's executable read from it (no compilation, no autotuning): that
 run's peak is the step's. Both peaks are reported, and the bytes in use after each stage,
 and XLA's own account of the step (``xla_analysis``: arguments, outputs, the outputs that
-reuse the donated state, temporaries; on an H200 a GEMM-heavy MLP's step took 66 MiB
-beyond it, see bench/results/gpu-visit-NVIDIA-H200-2026-11-26.md).
+reuse the donated state, temporaries). The plan counts the temporaries as JAX's growing
+allocator holds them, in a power-of-two region (``memory_plan.held_bytes``; counted as XLA
+gives them, an MLP's plan was 0.68 of its peak: bench/results/gpu-visit-NVIDIA-H100-80GB-
+HBM3-2026-11-26.md).
 
 Usage: python bench/memory_plan.py [--quick | --smoke] [--out FILE]
 Run from the repository root; KERAS_BACKEND picks the backend (jax on the GPU machines).

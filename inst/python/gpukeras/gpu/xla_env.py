@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+JAX_ALLOCATOR = "XLA_PYTHON_CLIENT_ALLOCATOR"
 # The name jaxlib 0.7 reads, and the older one it still takes alone (see
 # compat.jax_memory_fraction_variable()).
 JAX_MEM_FRACTIONS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
@@ -28,6 +29,14 @@ def variable_in_force(name: str) -> str | None:
     if name == JAX_PREALLOCATE:
         return "false" if value in ("false", "False", "0") else "true"
     return value
+
+
+def allocator_grows() -> bool:
+    """Whether JAX's GPU allocator grows as memory is asked of it (memory growth): its own
+    (BFC) allocator, the default, without preallocation."""
+    return variable_in_force(JAX_PREALLOCATE) == "false" and os.environ.get(
+        JAX_ALLOCATOR, "default"
+    ) in ("default", "bfc")
 
 
 def xla_flag(name: str, flags: str | None = None) -> str | None:

@@ -36,7 +36,10 @@ twice it, without running it; its peak is XLA's own buffer assignment
 Measured on an H100 (bench/memory_plan.py), layer outputs alone came to 0.67, 0.43
 and 0.28 of the peak of an MLP, a CNN and a transformer block. The parts then
 still show the estimate, by layer, and one more part, what XLA's step holds
-beyond them (negative where it holds less: it reuses buffers).
+beyond them (negative where it holds less: it reuses buffers). Where JAX's GPU
+allocator grows (memory growth: XLA_PYTHON_CLIENT_PREALLOCATE=false, as in gpu_search()'s
+and gpu_cv()'s workers), the step's temporaries count as the allocator holds them
+(``held_bytes``).
 
 The largest batch: (free memory - parameters - gradients - slots) / (the
 per-sample parts), on the GPU the model trains on or the one named. Free
@@ -61,7 +64,7 @@ from gpukeras.core.errors import BadModelError, OutOfMemoryError
 from gpukeras.core.handles import Layer, Model, Record, Tensor
 from gpukeras.core.runtime import config
 from gpukeras.data import labels
-from gpukeras.gpu import devices, peak_memory, scope
+from gpukeras.gpu import devices, peak_memory, scope, xla_env
 from gpukeras.gpu.nvml import MIB
 from gpukeras.tools import model_copies
 from gpukeras.train import flops, resident, training_run
@@ -69,6 +72,9 @@ from gpukeras.train import flops, resident, training_run
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # The part that reconciles the layer-by-layer estimate with XLA's measure of the step.
 XLA_PART = "step buffers beyond these parts (XLA)"
+# XLA's BFC allocator splits a free chunk for a block only when the rest is at least this
+# large or the chunk is at least twice the block (tsl's bfc_allocator.cc).
+ALLOCATOR_MOST_UNSPLIT = 128 * 2**20
 # Per-weight state by optimizer type, in copies of the trainable weights (see the module).
 SLOT_FACTORS = {
     "Adam": 2,
@@ -299,29 +305,45 @@ def _compiled_peaks(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), resident.training_state(copy)
     )
     step = jax.jit(copy.train_step, donate_argnums=0)
+    grows = jax.default_backend() == "gpu" and xla_env.allocator_grows()
     peaks = []
     for rows in sizes:
         data = tuple(jax.ShapeDtypeStruct((rows, *shape), dtype) for shape, dtype in specs)
-        peak = compiled_peak(step.lower(state, data).compile().memory_analysis())
+        peak = compiled_peak(step.lower(state, data).compile().memory_analysis(), grows)
         if peak is None:
             return None
         peaks.append(peak)
     return peaks
 
 
-def compiled_peak(analysis: object) -> int | None:
+def compiled_peak(analysis: object, grows: bool = False) -> int | None:
     """A compiled step's peak bytes from JAX's ``memory_analysis()``: its own figure where
     it gives one, else arguments and outputs (less those that share a buffer) and
-    temporaries; None where there is no analysis."""
+    temporaries, these as a growing allocator holds them where ``grows`` (``held_bytes``);
+    None where there is no analysis."""
     if analysis is None:
         return None
     peak = getattr(analysis, "peak_memory_in_bytes", None)
     if peak:
         return int(peak)
-    sizes = [
-        getattr(analysis, f"{name}_size_in_bytes", 0) for name in ("argument", "output", "temp")
-    ]
-    return int(sum(sizes) - getattr(analysis, "alias_size_in_bytes", 0))
+    temp = int(getattr(analysis, "temp_size_in_bytes", 0))
+    sizes = [getattr(analysis, f"{name}_size_in_bytes", 0) for name in ("argument", "output")]
+    temp = held_bytes(temp) if grows else temp
+    return int(sum(sizes) + temp - getattr(analysis, "alias_size_in_bytes", 0))
+
+
+def held_bytes(block: int) -> int:
+    """The device memory JAX's growing GPU allocator holds for one ``block`` (a step's
+    temporaries, one allocation): the power of two above it, unless that leaves
+    ``ALLOCATOR_MOST_UNSPLIT`` or more unused. Its regions double in size, and a chunk
+    under twice the block is handed out whole. On an H100 (2026-11-26, bench/results/gpu-
+    visit-NVIDIA-H100-80GB-HBM3-2026-11-26.md) temporaries of 72.0, 46.0 and 217.6 MiB
+    raised the peak by 128, 64 and 256 MiB, 832.2 MiB (192 left of 1024) by 832.2; counted
+    as XLA gives them, an MLP's plan was 0.68 of its peak."""
+    if block <= 0:
+        return block
+    region = 1 << (block - 1).bit_length()
+    return region if region - block < ALLOCATOR_MOST_UNSPLIT else block
 
 
 def _inputs(model: Model) -> list[Tensor]:
