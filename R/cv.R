@@ -45,6 +45,9 @@
 #' that the function uses is made again in each worker; any other Python
 #' object made in this session (a layer, an optimizer) is an error that says
 #' to make it inside `model_fn`, where each fit gets its own, with fresh weights.
+#' A worker process that ends before it has taken its fold (while it waits)
+#' ran none of it: the fold goes to a fresh process, once; a fold whose process
+#' ends after is an error of class `gpukeras_error_worker_lost`.
 #'
 #' @param model_fn A function of no arguments that returns a compiled Keras
 #'   model (built with [gpu_keras()] or keras3). It is called in each worker.

@@ -48,7 +48,9 @@
 #' is recorded as `"failed"` with its reason, and the search goes on. An error
 #' in the first trial to end, before any trial completed, that is not one of
 #' those (a bug in `model_fn`, an objective the logs lack) stops the search
-#' with that error: every trial would meet it.
+#' with that error: every trial would meet it. A worker process that ends
+#' before it has taken its trial (while it waits) ran none of it: the trial goes
+#' to a fresh process, once, as a fold of [gpu_cv()] does.
 #'
 #' @section Repeating a trial:
 #' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-

@@ -189,6 +189,48 @@ skip_if_no_python()
 
 iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
 
+test_that("a fit whose process ended before it took its task runs in a fresh one, once", {
+  skip_on_os("windows")
+  dir <- withr::local_tempdir()
+  carried <- many_data(read_training_data(iris_data, FALSE), dir, "gpu_cv")
+  model_fn <- check_model_fn(function() {
+    keras <- gpu_keras()
+    model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax")))
+    model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+    model
+  }, 0L)
+  task <- list(number = 1L, model_fn = model_fn, seed = 1L, data = carried$files, train_rows = 1:150, fit = list(epochs = 2, batch_size = 50L))
+  pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
+  withr::defer(worker_close(pool))
+  # the slot's waiting process killed (as an out-of-memory killer or a dying template would)
+  # before the task reaches it
+  run_after_a_kill <- function(task) {
+    waiting <- worker_start(pool, 1L)
+    pool$ready[[1]] <- waiting
+    deadline <- Sys.time() + 120
+    while (is.null(read_rds_or_null(file.path(waiting$dir, "pid.rds"))) && Sys.time() < deadline) Sys.sleep(0.05)
+    waiting$process$kill_tree()
+    while (waiting$process$is_alive() && Sys.time() < deadline) Sys.sleep(0.05)
+    ended <- list()
+    worker_run(pool, list(task), on_end = function(one) {
+      ended[[length(ended) + 1L]] <<- one
+      list()
+    })
+    ended
+  }
+  ended <- run_after_a_kill(task)
+  expect_length(ended, 1L)
+  expect_null(ended[[1]]$result$error)
+  expect_length(ended[[1]]$result$history$loss, 2L)
+  expect_true(ended[[1]]$task$retried)
+  # once: a fit whose second process also ended first is lost, with the cause
+  task$retried <- TRUE
+  ended <- run_after_a_kill(task)
+  expect_identical(ended[[1]]$result$error$class, "gpukeras_error_worker_lost")
+  expect_match(ended[[1]]$result$error$message, "killed by signal 9")
+  expect_false(file.exists(file.path(dir, "worker-001")))
+})
+
 test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_fit() calls", {
   result <- run_in_fresh_r({
     model_fn <- function() {
