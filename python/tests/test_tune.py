@@ -87,21 +87,29 @@ def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
     # Inputs of ~100 through a kernel of 1000s: hidden outputs past 65504, inf in float16.
     # mixed_float16 alone is the baseline, which always runs: second to float32, a busy
     # machine's time budget once left it out (CI, 2026-11-26).
+    # float32, in a call of its own, is sound on the same data and model, and recommended.
     model = small_model(kernel=1000.0)
-    result = tune.tune(
-        model,
-        data(scale=100.0),
-        time_budget=6,
-        precisions=["mixed_float16"],
-        batch_sizes=[32],
-        steps_per_execution=[1],
-        jit_compile=[False],
-    )
-    [half] = result["trials"]
+    rows = data(scale=100.0)
+    results = {
+        precision: tune.tune(
+            model,
+            rows,
+            time_budget=3,
+            precisions=[precision],
+            batch_sizes=[32],
+            steps_per_execution=[1],
+            jit_compile=[False],
+        )
+        for precision in ("mixed_float16", "float32")
+    }
+    [half] = results["mixed_float16"]["trials"]
     assert half["precision"] == "mixed_float16"
     assert not half["sound"] and not half["finite"]
     assert half["note"].startswith("unsound")
-    assert result["recommended"] is None
+    assert results["mixed_float16"]["recommended"] is None
+    [full] = results["float32"]["trials"]
+    assert full["sound"] and full["finite"]
+    assert results["float32"]["recommended"]["precision"] == "float32"
 
 
 def test_recommend_skips_an_unsound_trial_even_when_it_is_fastest() -> None:
