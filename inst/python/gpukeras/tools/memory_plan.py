@@ -328,8 +328,8 @@ def compiled_peak(analysis: object, grows: bool = False) -> int | None:
         return int(peak)
     temp = int(getattr(analysis, "temp_size_in_bytes", 0))
     sizes = [getattr(analysis, f"{name}_size_in_bytes", 0) for name in ("argument", "output")]
-    temp = held_bytes(temp) if grows else temp
-    return int(sum(sizes) + temp - getattr(analysis, "alias_size_in_bytes", 0))
+    held = held_bytes(temp) if grows else temp
+    return int(sum(sizes) + held - getattr(analysis, "alias_size_in_bytes", 0))
 
 
 def held_bytes(block: int) -> int:
