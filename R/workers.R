@@ -136,37 +136,32 @@ worker_collect <- function(pool) {
     # back; on the CPU nothing waits for that (a framework takes a second to tear down).
     if (alive && !is.null(pool$slots[[i]]$visible)) worker$process$wait(5000L)
     result <- read_rds_or_null(result_file)
-    if (is.null(result) && worker_retry(pool, i, worker)) next
-    result <- result %||% worker_crash(worker)
-    ended[[length(ended) + 1L]] <- list(
-      task = worker$task, slot = i, result = result,
-      seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
-    )
+    # A process that ended before it took its task (while it loaded, prepared or waited,
+    # or never forked: its template gone) ran none of the fit: it goes again, once.
+    retry <- is.null(result) && !file.exists(file.path(worker$dir, "taken")) && !isTRUE(worker$task$retried)
+    if (!retry) {
+      ended[[length(ended) + 1L]] <- list(
+        task = worker$task, slot = i, result = result %||% worker_crash(worker),
+        seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
+      )
+    }
     pool$busy[i] <- list(NULL)
     unlink(worker$dir, recursive = TRUE)
+    if (retry) worker_retry(pool, i, worker$task)
   }
   ended
 }
 
-# A process that ended before it took its task (while it loaded, prepared or waited, or
-# never forked: its template gone) ran none of the fit: the task goes to a fresh process
-# of slot `i`, once. TRUE where it went; FALSE where the fit is to be reported lost.
-worker_retry <- function(pool, i, worker) {
-  task <- worker$task
-  if (file.exists(file.path(worker$dir, "taken")) || isTRUE(task$retried)) {
-    return(FALSE)
-  }
+# Give `task`, whose process ended before it took it, to a fresh process of slot `i`; the
+# slot's next process, where it died too (as with its template), is started again.
+worker_retry <- function(pool, i, task) {
   task$retried <- TRUE
-  pool$busy[i] <- list(NULL)
-  unlink(worker$dir, recursive = TRUE)
-  # the slot's next process, where it died too (as with its template), is started again
   ready <- pool$ready[[i]]
   if (!is.null(ready) && !ready$process$is_alive()) {
     unlink(ready$dir, recursive = TRUE)
     pool$ready[i] <- list(NULL)
   }
   worker_submit(pool, i, task, ready_next = !is.null(ready))
-  TRUE
 }
 
 # What a worker that ended without a result died of.
@@ -261,7 +256,7 @@ worker_await <- function(dir, parent, prepare) {
     }
     Sys.sleep(0.02)
   }
-  file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_retry())
+  file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_collect())
   worker_task(dir, readRDS(task_file), prepared)
 }
 

@@ -85,9 +85,8 @@ def test_on_jax_the_rows_train_on_the_device_and_spe_is_the_steps_per_dispatch()
 
 def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
     # Inputs of ~100 through a kernel of 1000s: hidden outputs past 65504, inf in float16.
-    # mixed_float16 alone is the baseline, which always runs: second to float32, a busy
-    # machine's time budget once left it out (CI, 2026-11-26).
-    # float32, in a call of its own, is sound on the same data and model, and recommended.
+    # Each precision in a call of its own, as its baseline, which always runs: second to
+    # float32, a busy machine's time budget once left mixed_float16 out (CI, 2026-11-26).
     model = small_model(kernel=1000.0)
     rows = data(scale=100.0)
     results = {
