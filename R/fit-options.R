@@ -20,9 +20,12 @@
 #'   1; the monitor's advice says when raising it would pay), except that on
 #'   JAX with the data on the device a model compiled with Keras' default
 #'   runs as many steps per call as take about 20 ms on the device (a step
-#'   timed on a copy of the training state before the fit); or a number
-#'   (larger values cut the per-step overhead of small models). Set on the
-#'   compiled model, keeping its loss and metrics.
+#'   timed on a copy of the training state before the fit), unless one of
+#'   [gpu_fit()]'s `callbacks` acts on each batch (Keras calls batch hooks once
+#'   per call, so they would see every k-th batch): then 1. Or a number
+#'   (larger values cut the per-step overhead of small models; batch hooks
+#'   then run once per call). Set on the compiled model, keeping its loss and
+#'   metrics.
 #' @param jit_compile Compile the train step with XLA: `TRUE`, `FALSE` or
 #'   `"auto"` (the default set by [gpu_setup()], else Keras' own choice: XLA
 #'   on a GPU and on JAX, not for TensorFlow on the CPU). A model XLA cannot

@@ -401,7 +401,9 @@ def test_the_report_names_the_layers_that_turn_xla_off() -> None:
             keras.layers.RandomFlip("horizontal", name="flip"),  # Keras compiles this one
             inner,
             keras.layers.RandomCrop(6, 6, name="crop"),
-            keras.layers.Flatten(),
+            # not Flatten: Keras 3.15's RandomCrop on JAX does not crop outside training
+            # (its symbolic build then finds 8x8), which fails Keras' own fit() there
+            keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dense(2),
         ]
     )
@@ -958,3 +960,26 @@ def test_on_a_gpu_a_strategy_over_the_gpus_is_watched_on_exactly_those() -> None
         rows = training_run.gpus_in_use(keras, model)
     assert [row["device"] for row in rows] == made["plan"].devices
     assert all(row["nvml_index"] is not None for row in rows)
+
+
+def test_only_a_users_callback_with_a_batch_hook_asks_for_a_step_per_dispatch(
+    tmp_path: Path,
+) -> None:
+    """The rule behind "auto" steps per dispatch on the device (test_resident.py runs it):
+    a hook overridden in a class or given to LambdaCallback counts; epoch hooks and
+    gpukeras' own per-dispatch callbacks (a background job's progress, the step timer) do
+    not."""
+    from gpukeras.train import job, timing
+
+    keras = config.keras()
+
+    class EachBatch(keras.callbacks.Callback):
+        def on_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            pass
+
+    every = keras.callbacks.LambdaCallback(on_train_batch_begin=lambda batch, logs: None)
+    per_epoch = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: None)
+    ours = [job.progress_callback(str(tmp_path), 1), timing.step_timer()]
+    assert fit._every_batch(keras, [per_epoch, EachBatch()]) == 1
+    assert fit._every_batch(keras, [every]) == 1
+    assert fit._every_batch(keras, [per_epoch, keras.callbacks.EarlyStopping(), *ours]) is None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, requires
+from conftest import child_pythonpath, requires
 from gpukeras.train import backup
 
 pytestmark = pytest.mark.slow  # fits in fresh JAX processes, some killed and resumed
@@ -32,7 +32,7 @@ def start(spec: dict) -> subprocess.Popen:
     env = {
         **os.environ,
         "KERAS_BACKEND": "jax",
-        "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": child_pythonpath(),
     }
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), json.dumps(spec)],
@@ -105,6 +105,23 @@ def test_auto_chooses_the_steps_per_dispatch_unless_the_model_was_compiled_with_
     assert kept["settings"]["data"] == "device arrays"
     assert kept["settings"]["steps_per_execution"] == 3
     assert kept["model_steps_per_execution"] == 3
+
+
+def test_auto_runs_a_step_per_dispatch_for_a_callback_that_acts_on_each_batch(
+    tmp_path: Path,
+) -> None:
+    """Keras calls batch hooks at dispatch ends: a user's callback that has one sees every
+    batch only at one step per dispatch, so "auto" chooses 1 for it; a k the user gave
+    is theirs (Keras' way: the hook every k batches)."""
+    spec = {**TRAIN, "epochs": 2, "count_batches": True}
+    auto = start({**spec, "out": str(tmp_path / "auto")})
+    given = start({**spec, "steps_per_execution": 4, "out": str(tmp_path / "given")})
+    chosen, kept = finish(auto), finish(given)
+    assert chosen["settings"]["data"] == "device arrays"
+    assert chosen["settings"]["steps_per_execution"] == 1
+    assert chosen["batch_calls"] == 2 * 17
+    assert kept["settings"]["steps_per_execution"] == 4
+    assert kept["batch_calls"] == 2 * 5  # 16 whole batches in 4 dispatches, the 17th alone
 
 
 def test_data_beyond_the_devices_memory_share_streams_and_the_report_says_why(

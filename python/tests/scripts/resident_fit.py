@@ -9,6 +9,8 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   ``backup_dir``, ``backup_freq``, ``validation`` (the first 300 rows),
   ``dropout``: the gpu_fit() call and the model (an MLP 20-64-64-2).
 - ``pause``: seconds to sleep at every dispatch's end (time for a test to kill it).
+- ``count_batches``: a LambdaCallback counting the ``on_train_batch_end`` calls, as a
+  user's callback that acts on each batch; the report's ``batch_calls``.
 - ``memory_share``: ``resident.MEMORY_SHARE`` for this run (a tiny one makes the data
   stream); ``cpu_devices``: a DataParallel over that many logical CPU devices; ``cpu``
   (implied by ``cpu_devices``): on the CPU even where JAX sees a GPU.
@@ -115,6 +117,12 @@ else:
             ]
         batch_size = None
     traces = {"train": 0, "test": 0}
+    batch_calls: list[int] = []
+    counters = (
+        [keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batch_calls.append(b))]
+        if spec.get("count_batches")
+        else []
+    )
 
     def counted(kind, step):
         def traced(*args):
@@ -142,7 +150,7 @@ else:
             "steps_per_execution": spec.get("steps_per_execution", "auto"),
             "backup_dir": spec.get("backup_dir"),
             "backup_freq": spec.get("backup_freq", "epoch"),
-            "callbacks": [Pause()],
+            "callbacks": ([Pause()] if "pause" in spec else []) + counters,
             "strategy": strategy,
             "verbose": 0,
         },
@@ -156,6 +164,7 @@ else:
         "model_steps_per_execution": model.steps_per_execution,
         "traces": traces,
         "compiled": compiled,
+        "batch_calls": len(batch_calls),
     }
 np.savez(spec["out"], *model.get_weights())
 print(json.dumps(report, default=str))

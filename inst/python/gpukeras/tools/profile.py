@@ -202,6 +202,7 @@ def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> C
         # Only the batch-end hook may run on Keras' worker thread; it just
         # stores the logs, so Keras keeps dispatching batch ends asynchronously.
         async_safe = True
+        gpukeras_per_dispatch = True  # a profile of the fit as it runs (fit's _every_batch)
 
         def __init__(self) -> None:
             super().__init__()

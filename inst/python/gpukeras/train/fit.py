@@ -194,6 +194,30 @@ def _compiled_steps(model: Model) -> int | None:
     return steps if steps > 1 else None
 
 
+# Keras' Callback methods that run at each training batch (on_batch_* is called from the
+# on_train_batch_* of Keras' base class, so overriding either counts).
+BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
+
+
+def _every_batch(keras: Keras, callbacks: list[object]) -> int | None:
+    """For "auto" on the device: 1 where one of the user's callbacks acts on each batch
+    (overrides a method of ``BATCH_HOOKS``, as a class or as LambdaCallback does), since
+    Keras calls those at dispatch boundaries only, every k batches; None for the rule's
+    (``ResidentLoop.choose_steps``). A k of the user's own (``steps_per_execution``, or the
+    model's) is kept: then they asked for Keras' way. gpukeras' own callbacks that count
+    in dispatches (``gpukeras_per_dispatch``: a background job's progress, the step timer)
+    do not count."""
+    base = keras.callbacks.Callback
+    for callback in callbacks:
+        if getattr(callback, "gpukeras_per_dispatch", False):
+            continue
+        for name in BATCH_HOOKS:
+            method = getattr(callback, name, None)
+            if getattr(method, "__func__", method) is not getattr(base, name):
+                return 1
+    return None
+
+
 @contextlib.contextmanager
 def _accumulating(model: Model, steps: int, strategy: object = None) -> Iterator[None]:
     """Gradient accumulation over ``steps`` micro-batches for the training inside, the
@@ -389,7 +413,10 @@ def _train(
     if isinstance(adapter, adapters.ResidentAdapter):
         resident = ResidentLoop(adapter.device_rows, fit_request.step_key(request))
         applied["steps_per_execution"] = (
-            _resumed_steps(request, state) or _compiled_steps(model) or resident.choose_steps(model)
+            _resumed_steps(request, state)
+            or _compiled_steps(model)
+            or _every_batch(keras, request.callbacks)
+            or resident.choose_steps(model)
         )
     spe = int(applied["steps_per_execution"])  # type: ignore[call-overload]
     gpu_rows = training_run.gpus_in_use(keras, model)

@@ -285,6 +285,8 @@ def progress_callback(
     callback_base: Any = keras.callbacks.Callback
 
     class Progress(callback_base):
+        gpukeras_per_dispatch = True  # counts batches at dispatch ends (fit's _every_batch)
+
         def __init__(self) -> None:
             super().__init__()
             self.epoch = 0

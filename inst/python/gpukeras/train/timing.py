@@ -347,6 +347,8 @@ def step_timer(
     class StepTimer(callback_base):
         """Timestamps train steps; see ``gpukeras.train.timing``."""
 
+        gpukeras_per_dispatch = True  # times dispatches (fit's _every_batch)
+
         def __init__(self) -> None:
             super().__init__()
             self.batch_size = batch_size
