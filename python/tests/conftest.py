@@ -66,6 +66,12 @@ class CoreRun:
         return self.result["value"]
 
 
+def child_pythonpath() -> str:
+    """PYTHONPATH for a child Python: the core, then what this process was given (on the
+    GPU machines Keras itself comes from there)."""
+    return os.pathsep.join([str(CORE), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def run_core(
     target: str,
     kwargs: dict[str, object] | None = None,
@@ -91,9 +97,7 @@ def run_core(
     child_env = dict(os.environ)
     if _OWN_TF_GROWTH:
         child_env.pop("TF_FORCE_GPU_ALLOW_GROWTH", None)
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        [str(CORE), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    child_env["PYTHONPATH"] = child_pythonpath()
     for name, value in (env or {}).items():
         if value is None:
             child_env.pop(name, None)

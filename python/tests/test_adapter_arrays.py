@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from conftest import CORE, NotingPlan, requires
+from conftest import NotingPlan, child_pythonpath, requires
 from gpukeras.data import adapters
 from scripts import trained_batches
 from scripts.trained_batches import numbered_rows
@@ -42,7 +42,7 @@ def on_jax() -> list[dict[int, list[list[int]]]]:
         "seed": 7,
         "runs": [{"epochs": 3}, {"epochs": 3}, {"epochs": 3, "initial_epoch": 1}],
     }
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(CORE)}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
     done = subprocess.run(
         [sys.executable, trained_batches.__file__, json.dumps(spec)],
         env=env,

@@ -479,6 +479,7 @@ def test_the_recommended_size_makes_at_least_8_steps_per_epoch() -> None:
 
 
 def test_a_gpu_datasets_training_rows_count_and_other_datasets_rows_are_not_known() -> None:
+    requires("tensorflow")  # gpu_dataset() builds tf.data
     x, y = arrays(200)
     split = pipeline.from_arrays(x, y, batch_size=10, validation_split=0.2, seed=1)
     assert pipeline.rows_in(split["dataset"]) == 160
@@ -487,7 +488,8 @@ def test_a_gpu_datasets_training_rows_count_and_other_datasets_rows_are_not_know
     assert result["steps_rule"]["rows"] == 160
     assert [t.steps_per_epoch for t in result["trials"]] == [20, 10, 5]
     assert result["recommended"] in (8, 16)
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
     other = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
     assert pipeline.rows_in(other) is None
     result = batch_size.search(mlp(), other, min_batch=8, max_batch=32, steps=1)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, requires, run_on_jax
+from conftest import child_pythonpath, requires, run_on_jax
 from gpukeras import bridge
 from gpukeras.core.errors import StrategyError
 from gpukeras.distribute import jax_cluster, network, strategies
@@ -44,7 +44,7 @@ def run_workers(out: Path, specs: list[dict]) -> tuple[list[dict | None], list[i
     requires("jax")
     requires("tensorflow")
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(CORE), "KERAS_BACKEND": "jax"}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "KERAS_BACKEND": "jax"}
     processes = [
         subprocess.Popen(
             [sys.executable, str(WORKER), json.dumps({"out": str(out), **spec})],

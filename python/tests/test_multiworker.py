@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, in_process_backend, requires, run_core
+from conftest import child_pythonpath, in_process_backend, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import StrategyError
 from gpukeras.distribute import cluster
@@ -82,7 +82,7 @@ def _run_cluster(
 ) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     workers = [f"127.0.0.1:{port}" for port in ports]
-    env = {**os.environ, "PYTHONPATH": str(CORE), "KERAS_BACKEND": "tensorflow"}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "KERAS_BACKEND": "tensorflow"}
     processes = []
     for index, spec in enumerate(specs):
         full = {"workers": workers, "index": index, "out": str(out), **spec}

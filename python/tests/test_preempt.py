@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, requires
+from conftest import child_pythonpath, requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 from gpukeras.train import backup
@@ -35,8 +35,7 @@ LIMIT = 120  # seconds a child may take
 
 
 def start(out: Path, **spec: object) -> subprocess.Popen:
-    path = os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), json.dumps({"out": str(out), **spec})],
         env=env,
@@ -69,7 +68,9 @@ def wait_for(
             if len(text) == 2 and (int(text[0]), int(text[1])) >= (epoch, batch):
                 return
         time.sleep(0.02)
-    pytest.fail(f"{name} did not reach epoch {epoch + 1}, batch {batch + 1}")
+    stderr = out / f"{name}-stderr.txt"
+    said = stderr.read_text()[-3000:] if stderr.exists() else ""
+    pytest.fail(f"{name} did not reach epoch {epoch + 1}, batch {batch + 1}:\n{said}")
 
 
 def weights(out: Path, name: str) -> list[np.ndarray]:
@@ -153,7 +154,7 @@ def cluster(out: Path, backend: str, **spec: object) -> Iterator[list[subprocess
     requires(backend)
     requires("tensorflow")  # the seeded tf.data pipeline several processes read
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(CORE), "KERAS_BACKEND": backend}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "KERAS_BACKEND": backend}
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     network = private_network() if backend == "tensorflow" else contextlib.nullcontext([])
     with network as prefix:

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.slow  # fits in a fresh process per backend
 
 @pytest.fixture(scope="module", params=["tensorflow", "jax"])
 def measured(request: pytest.FixtureRequest) -> CoreRun:
-    run = run_setup(request.param, {"cpu_devices": 2}, "import scaling_run")
+    # the logical CPUs, also where a GPU would be the default devices
+    hidden = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "-1"}
+    run = run_setup(request.param, {"cpu_devices": 2}, "import scaling_run", env=hidden)
     assert "answer" in run.readback, run.stderr[-3000:]
     return run
 

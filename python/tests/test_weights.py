@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import CoreRun, run_setup
+from conftest import CoreRun, requires, run_setup
 from gpukeras.core.errors import BadArgumentError, BadDataError
 from gpukeras.data import adapters, weights
 from gpukeras.data.adapters import given
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow  # a fresh process per backend, two logical CPU de
 
 @pytest.fixture(scope="module", params=["tensorflow", "jax"])
 def weighted(request: pytest.FixtureRequest) -> CoreRun:
+    requires("tensorflow")  # two of the paths are gpu_dataset()s: tf.data, on JAX too
     run = run_setup(request.param, {"cpu_devices": 2}, "import weighted_fits")
     assert run.result["ok"], run.stderr[-3000:]
     assert "keras" in run.readback, run.stderr[-3000:]
