@@ -83,14 +83,15 @@
 #'   It needs a `seed` (TensorFlow refuses random ops without one once its ops
 #'   are deterministic): given none, one is chosen (from the clock, R's random
 #'   numbers untouched) and shown in the setup's print with the call that
-#'   repeats it. What it costs is a CPU figure here (no GPU was
-#'   available to measure): on 2 CPU cores, TensorFlow trained a small MLP
-#'   (20-256-256-2, batch 128) with deterministic ops at 1.00 times its speed
-#'   without them (median of 12 alternating rounds in fresh processes, 95 %
-#'   interval 0.97-1.30, other work loading the machine): no cost above the
-#'   noise (`bench/deterministic.py`, `bench/results/deterministic-cpu.json`).
-#'   On a GPU expect a cost: deterministic kernels give up atomic adds and
-#'   XLA's timed autotuning.
+#'   repeats it. What it costs (`bench/deterministic.py`: a small MLP,
+#'   20-256-256-2, batch 128, each way in fresh processes, alternating
+#'   rounds): on an NVIDIA H100 with JAX, training ran at 0.82 times its speed
+#'   without deterministic ops (median of 6 rounds, 95 % interval 0.69-0.86;
+#'   `bench/results/deterministic-NVIDIA-H100-80GB-HBM3-2026-11-26.json`),
+#'   and the same seed gave bit-for-bit the same weights there; the
+#'   deterministic kernels give up atomic adds and XLA's timed autotuning.
+#'   On 2 CPU cores TensorFlow ran at 1.00 times its speed (12 rounds,
+#'   0.97-1.30): no cost above the noise (`deterministic-cpu.json`).
 #'   `FALSE` (the default) asks for nothing, and never turns off determinism
 #'   that is already on (restart R for that). See "Repeatable runs".
 #' @param seed A whole number: seeds Python, NumPy, the backend and Keras now

@@ -27,7 +27,9 @@ Measured (bench/results/deterministic-cpu.json; 2 cores, load 3-10 from other wo
 12 rounds): TensorFlow with deterministic ops at 1.00 [0.97, 1.30] of its speed
 without, JAX (the control) at 1.09 [0.99, 1.20]: no cost the noise lets through on
 the CPU. An earlier run of 8 rounds under heavier load: 0.92 [0.51, 1.14] and
-1.12 [0.95, 1.63]. A GPU's figure is still to be measured.
+1.12 [0.95, 1.63]. On an NVIDIA H100 (JAX 0.11.2, bench/gpu_verify.sh determinism, 6
+rounds): 0.82 [0.69, 0.86], 1.58 against 1.22 million samples/s
+(deterministic-NVIDIA-H100-80GB-HBM3-2026-11-26.json).
 
 Usage: python bench/deterministic.py [--quick | --smoke] [--rounds N] [--out FILE]
 (from the repository root). Writes bench/results/deterministic-<device>.json (a smoke run: see
