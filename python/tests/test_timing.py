@@ -282,7 +282,11 @@ def test_slow_tf_data_pipeline_is_input_bound() -> None:
     sane(slow_report)
     sane(cached_report)
     assert slow_report["input_wait_share"] > 0.6
-    assert slow_report["input_wait_share"] > cached_report["input_wait_share"] + 0.3
+    # Most of the 150 ms sleep is measured as the wait, and a cached batch waits for far
+    # less: what the sleep controls, not two shares of timed runs (on JAX a cached batch's
+    # conversion is most of a tiny step: its share was 0.75 on a busy machine).
+    assert slow_report["input_wait_mean_ms"] >= 100
+    assert cached_report["input_wait_mean_ms"] < 50
     # Sleeping in the pipeline makes steps longer, not the gap between them.
     assert slow_report["between_steps_share"] < 0.3
 
