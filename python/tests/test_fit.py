@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, run_core, run_on_jax, run_setup
+from conftest import CORE, requires, run_core, run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import compat, errors
 from gpukeras.core.runtime import config
@@ -983,3 +983,40 @@ def test_only_a_users_callback_with_a_batch_hook_asks_for_a_step_per_dispatch(
     assert fit._every_batch(keras, [per_epoch, EachBatch()]) == 1
     assert fit._every_batch(keras, [every]) == 1
     assert fit._every_batch(keras, [per_epoch, keras.callbacks.EarlyStopping(), *ours]) is None
+
+
+def test_a_seeded_fit_on_jax_leaves_tensorflow_unloaded_until_tf_data_loads_it_seeded() -> None:
+    """Keras' set_random_seed() imports TensorFlow to seed it, on any backend (1.7-2 s);
+    gpu_fit(seed = ) of arrays on JAX needs none, and the same seed still gives the same
+    weights. TensorFlow loaded afterwards for a gpu_dataset() gets the seed."""
+    requires("tensorflow")
+    run = run_on_jax(
+        """
+import keras
+import numpy as np
+from gpukeras.core import compat
+x = np.random.default_rng(0).random((64, 4), dtype=np.float32)
+y = (x[:, 0] > 0.5).astype("int32")
+def trained():
+    compat.set_random_seed(keras, 11)  # as gpu_setup(seed = 11) does, before the model
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dropout(0.5), keras.layers.Dense(2)])
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    answer = bridge.call("fit", {"model": model, "data": (x, y), "epochs": 2,
+                                 "batch_size": 16, "seed": 11, "verbose": 0, "monitor": False})
+    assert answer["ok"], answer
+    return model.get_weights()
+first, again = trained(), trained()
+readback["same"] = all(np.array_equal(a, b) for a, b in zip(first, again))
+readback["tensorflow_after_fits"] = "tensorflow" in sys.modules
+from gpukeras.data import pipeline
+pipeline.from_arrays(x, y, batch_size=16, seed=1)
+import tensorflow as tf
+readback["tensorflow_seed"] = tf.compat.v1.get_seed(None)[0]
+""",
+        tensorflow=True,
+    )
+    assert run.readback["same"]
+    assert run.readback["tensorflow_after_fits"] is False
+    assert run.readback["tensorflow_seed"] == 11

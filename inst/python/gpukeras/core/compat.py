@@ -352,6 +352,37 @@ def mend_tensorflow_trace() -> None:
         trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
 
 
+def set_random_seed(keras: Any, seed: int) -> None:
+    """``keras.utils.set_random_seed(seed)`` (Python, NumPy, the backend, Keras' global
+    seed), but TensorFlow only where it is loaded already.
+
+    On another backend Keras imports TensorFlow for its seed alone, wherever it is installed:
+    1.7-2.0 s on 2 CPU cores (2026-11-26), for a fit of arrays that never runs it. It is
+    seeded when gpukeras loads it for tf.data (``seed_loaded_tensorflow``). Keras asks
+    ``module_utils.tensorflow.available`` (a lazy module) first; for the call it answers no.
+    """
+    from keras.src.utils import rng_utils
+
+    lazy = rng_utils.tf
+    if lazy._available is not None or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    lazy._available = False
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        lazy._available = None
+
+
+def seed_loaded_tensorflow(tf: Any) -> None:
+    """Give TensorFlow, just loaded, the seed Keras was last given (``set_random_seed``)."""
+    from keras.src.utils import rng_utils
+
+    seed = rng_utils.get_random_seed()
+    if seed is not None:
+        tf.random.set_seed(seed)
+
+
 # Rematerialization --------------------------------------------------------------------
 # The mode gpu_fit(step = gpu_step(remat = TRUE)) asks of each backend: TensorFlow's
 # tf.recompute_grad takes no keyword arguments in a graph, so Keras 3.15's "full" fails there

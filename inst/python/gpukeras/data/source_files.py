@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
+from gpukeras.core import compat
 from gpukeras.core.errors import MissingFilesError, TensorflowMissingError
 from gpukeras.core.handles import Dataset, Record
 from gpukeras.core.runtime import _native_stderr_silenced, config
@@ -58,9 +59,13 @@ def tensorflow() -> ModuleType:
     if config.quiet:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     quiet = config.quiet and os.environ["TF_CPP_MIN_LOG_LEVEL"] != "0"
+    loaded = "tensorflow" in sys.modules
     try:
         with _native_stderr_silenced() if quiet else contextlib.nullcontext():
             import tensorflow as tf
+
+            if not loaded:  # seeding left it out (compat.set_random_seed)
+                compat.seed_loaded_tensorflow(tf)
 
             # Hiding the GPUs starts CUDA in TensorFlow, whose absl lines go to stderr too;
             # once TensorFlow has started, its devices can no longer change (RuntimeError).

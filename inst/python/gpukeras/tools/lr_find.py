@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core import arguments
+from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
@@ -225,7 +225,7 @@ def find(
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
     if seeded is not None:
-        keras.utils.set_random_seed(seeded)
+        compat.set_random_seed(keras, seeded)
     batches = _batches(data, size, seeded)
     copy = model_copies.clone(keras, model, "gpu_lr_find()", weights=True)
     _with_ramp(keras, copy, low, high, count)

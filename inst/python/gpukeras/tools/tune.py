@@ -538,7 +538,7 @@ def tune(
             return
         limits["deadline"] = time.perf_counter() + max(0.0, left / max(1, remaining) - overhead)
         if seeded is not None:
-            keras.utils.set_random_seed(seeded)
+            compat.set_random_seed(keras, seeded)
         try:
             trial = run_trial(model, parts, combination, axis, limits)
         except Exception as error:

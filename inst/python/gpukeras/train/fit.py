@@ -375,7 +375,7 @@ def _fit_here(
     depends on decided first, then the data built once (``feed``) and the model trained built
     from it."""
     if request.seed is not None:
-        keras.utils.set_random_seed(request.seed)
+        compat.set_random_seed(keras, request.seed)
     plan = None if strategy is None else strategies.plan_of(strategy)
     context = _feed_context(keras, model, strategy, plan, request)
     # Under a strategy the copy is built below; the user's model too where it is not built,
