@@ -95,11 +95,10 @@
 #'   `FALSE` (the default) asks for nothing, and never turns off determinism
 #'   that is already on (restart R for that). See "Repeatable runs".
 #' @param seed A whole number: seeds Python, NumPy, the backend and Keras now
-#'   (as Keras' `set_random_seed()`; on JAX, TensorFlow when gpukeras loads it
-#'   for a [gpu_dataset()], not for the seed alone), so models built
-#'   afterwards start from the same weights in every session, and becomes
-#'   [gpu_fit()]'s `seed` where that is given none. `NULL` seeds nothing, but
-#'   with `deterministic = TRUE` chooses one (`seed_chosen` in the result).
+#'   (Keras' `set_random_seed()`), so models built afterwards start from the
+#'   same weights in every session, and becomes [gpu_fit()]'s `seed` where
+#'   that is given none. `NULL` seeds nothing, but with `deterministic = TRUE`
+#'   chooses one (`seed_chosen` in the result).
 #' @param ... Not used: an argument gpu_setup() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #'

@@ -998,7 +998,7 @@ from gpukeras.core import compat
 x = np.random.default_rng(0).random((64, 4), dtype=np.float32)
 y = (x[:, 0] > 0.5).astype("int32")
 def trained():
-    compat.set_random_seed(keras, 11)  # as gpu_setup(seed = 11) does, before the model
+    compat.set_random_seed(keras, 11)  # the same starting weights (Keras' own loads TF)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
                               keras.layers.Dropout(0.5), keras.layers.Dense(2)])
     model.compile(optimizer="adam",

@@ -16,8 +16,7 @@ any time (ops made afterwards follow it); JAX's is XLA's
 start, so it is added there before, after the user's own flags. Deterministic
 ops repeat a run only from the same seeds, so gpu_setup() asks for a seed with
 them and seeds Python, NumPy, the backend and Keras with it
-(``compat.set_random_seed``: Keras' own, TensorFlow seeded once loaded); gpu_fit() takes
-it when given none.
+(``keras.utils.set_random_seed``); gpu_fit() takes it when given none.
 """
 
 from __future__ import annotations
@@ -516,7 +515,7 @@ def apply_setup(
             determinism; on JAX, XLA's deterministic GPU ops); needs ``seed``.
             False asks for nothing: determinism already on stays on.
         seed: seed Python, NumPy, the backend and Keras now
-            (``compat.set_random_seed``); gpu_fit() takes it when given none.
+            (``keras.utils.set_random_seed``); gpu_fit() takes it when given none.
 
     Raises:
         BadArgumentError, UnknownDeviceError: before anything is changed.
@@ -566,7 +565,9 @@ def apply_setup(
     if request.seed is not None:
         # After the settings: on JAX, seeding must not start the backends before XLA_FLAGS
         # and the memory variables are written (it starts none, but order costs nothing).
-        compat.set_random_seed(config.keras(), request.seed)
+        # Keras' own, TensorFlow included wherever installed (not compat.set_random_seed):
+        # the session's seed reaches a tf.data pipeline the user builds next too.
+        config.keras().utils.set_random_seed(request.seed)
         config.setup.seed = request.seed
     if request.memory_limit_mib and not backend.current()["gpus"]:
         notes.append("memory_limit: no GPU in use, so there is nothing to cap")
