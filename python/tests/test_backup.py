@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, run_core
+from conftest import child_pythonpath, run_core
 from gpukeras import bridge
 from gpukeras.core import errors
 from gpukeras.core.runtime import config
@@ -587,8 +587,7 @@ with backup_files.folder_lock(sys.argv[1]):
 @contextlib.contextmanager
 def held_by_another_process(folder: Path) -> Iterator[subprocess.Popen]:
     """A real second process holding ``folder``'s lock until the block ends (then killed)."""
-    path = os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(folder)], env=env, stdout=subprocess.PIPE, text=True
     )

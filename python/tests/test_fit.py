@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORE, requires, run_core, run_on_jax, run_setup
+from conftest import child_pythonpath, requires, run_core, run_on_jax, run_setup
 from gpukeras import bridge
 from gpukeras.core import compat, errors
 from gpukeras.core.runtime import config
@@ -731,10 +731,7 @@ def test_a_backup_of_another_run_is_refused(tmp_path: Path) -> None:
 def test_a_killed_training_process_resumes_to_the_same_weights(tmp_path: Path) -> None:
     """SIGKILL mid-epoch, then the same call again: the weights equal an uninterrupted run's."""
     script = Path(__file__).with_name("scripts") / "resumable_fit.py"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     backups = tmp_path / "backup"
 
     def child(name: str, backup_dir: str, pause: float) -> subprocess.Popen:
