@@ -110,7 +110,7 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
   format <- check_choice(format[[1]], c("savedmodel", "onnx"), "format", call = call)
   unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
   check_flag(overwrite, call = call)
-  path <- normalizePath(path.expand(path), mustWork = FALSE)
+  path <- destination_path(path)
   check_export_path(path, format, overwrite, call)
   model <- scoring_model(object, call)
   written <- core_call(
@@ -145,7 +145,7 @@ check_export_path <- function(path, format, overwrite, call) {
     gpukeras_abort(sprintf("`path`: the folder '%s' does not exist.", dirname(path)), "gpukeras_error_bad_argument", call = call)
   }
   beside <- if (format == "onnx") sub("[.]onnx$", ".gpukeras.json", path)
-  existing <- Filter(file.exists, c(path, beside))
+  existing <- Filter(path_taken, c(path, beside))
   if (length(existing) && !overwrite) {
     gpukeras_abort(
       c(

@@ -2,7 +2,8 @@
 # (the core's "predict_file", tools/predict_file.py), never held whole in memory.
 
 # `file` and `overwrite` checked before Python starts: one path, not a folder, in a
-# folder that exists, not an existing file unless `overwrite`. Returns the absolute path.
+# folder that exists, not an existing file unless `overwrite`. Returns the absolute path
+# (a link at `file` is replaced by the predictions, not followed).
 check_predictions_file <- function(file, overwrite, call = caller_env()) {
   check_flag(overwrite, call = call)
   if (is.null(file)) {
@@ -23,7 +24,7 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
     )
   }
   path <- path.expand(file)
-  if (dir.exists(path)) {
+  if (dir.exists(path) && !is_link(path)) {
     gpukeras_abort(
       sprintf("`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").", file, file),
       "gpukeras_error_bad_argument",
@@ -37,14 +38,14 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
       call = call
     )
   }
-  if (file.exists(path) && !overwrite) {
+  if (path_taken(path) && !overwrite) {
     gpukeras_abort(
       sprintf("`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is written), or another name.", file),
       "gpukeras_error_bad_argument",
       call = call
     )
   }
-  normalizePath(path, mustWork = FALSE)
+  destination_path(path)
 }
 
 # The core writes the predictions of `scoring` (scoring_data()) to `path`; R describes

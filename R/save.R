@@ -68,7 +68,7 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   }
   written <- core_call(
     "save_model",
-    model = model, path = normalizePath(path.expand(path), mustWork = FALSE),
+    model = model, path = destination_path(path),
     encoding = if (!is.null(encoding)) encoding_to_plain(encoding), overwrite = overwrite,
     error_call = call
   )

@@ -43,3 +43,16 @@ as_samples_df <- function(samples, columns) {
   if ("nvml_index" %in% names(df)) df$nvml_index <- as.integer(df$nvml_index)
   df
 }
+
+# `path` made absolute to be written to: its folder resolved (links in the folder's path
+# followed), its last part kept as given, so that a link planted at the destination is
+# replaced by what is written (as the core's rename does), never followed to its target.
+destination_path <- function(path) {
+  path <- path.expand(path)
+  file.path(normalizePath(dirname(path), mustWork = FALSE), basename(path))
+}
+
+# Whether something is at `path`: a file, a folder, or a link (a dangling one included).
+path_taken <- function(path) file.exists(path) | is_link(path)
+
+is_link <- function(path) nzchar(Sys.readlink(path))

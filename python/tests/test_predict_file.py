@@ -195,3 +195,21 @@ def test_bad_targets_are_refused_before_any_batch(model, tmp_path: Path) -> None
         assert words in result["message"]
     assert (tmp_path / "exists.csv").read_text() == "keep\n"
     assert leftovers(tmp_path) == []
+
+
+def test_a_link_at_the_file_is_replaced_never_followed(model, tmp_path: Path) -> None:
+    """A link planted at ``file`` (to a victim's file or folder, or dangling) counts as an
+    existing file, and with overwrite the predictions replace the link itself."""
+    victims = tmp_path / "victim"
+    victims.mkdir()
+    (victims / "own.csv").write_text("the victim's\n")
+    for target in (victims / "own.csv", victims, tmp_path / "nowhere"):
+        link = tmp_path / "predictions.csv"
+        link.symlink_to(target)
+        result = answer(model=model, x=features(3), file=str(link))
+        assert "already exists" in result["message"]
+        value = written(model=model, x=features(3), file=str(link), overwrite=True)
+        assert not link.is_symlink() and value["rows"] == 3
+        link.unlink()
+    assert (victims / "own.csv").read_text() == "the victim's\n"
+    assert sorted(path.name for path in victims.iterdir()) == ["own.csv"]

@@ -101,7 +101,7 @@ def _check_path(path: object, format: str, overwrite: bool) -> Path:
     if not target.parent.is_dir():
         raise BadArgumentError(f"`path`: the folder {str(target.parent)!r} does not exist.")
     beside = [onnx_encoding_path(path)] if format == "onnx" else []
-    existing = [str(file) for file in [target, *beside] if file.exists()]
+    existing = [str(file) for file in [target, *beside] if os.path.lexists(file)]
     if existing and not overwrite:
         raise BadArgumentError(
             f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: "

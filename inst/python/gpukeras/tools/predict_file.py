@@ -51,13 +51,13 @@ def check_target(file: object, overwrite: bool) -> Path:
     if not isinstance(file, str) or not file:
         raise BadArgumentError(f"`file` must be one file path, not {file!r}.")
     target = Path(file)
-    if target.is_dir():
+    if target.is_dir() and not target.is_symlink():  # a link is replaced, not followed
         raise BadArgumentError(f"`file`: {file!r} is a folder; give a file name in it.")
     if not target.parent.is_dir():
         raise BadArgumentError(
             f"`file`: the folder {str(target.parent)!r} does not exist; create it first."
         )
-    if target.exists() and not overwrite:
+    if os.path.lexists(target) and not overwrite:
         raise BadArgumentError(
             f"`file`: {file!r} already exists. Give overwrite = TRUE to replace it, or "
             "another name."

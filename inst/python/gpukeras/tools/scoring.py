@@ -215,7 +215,7 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
     beside = encoding_path(str(target))
     if not target.parent.is_dir():
         raise BadArgumentError(f"`path`: the folder {str(target.parent)!r} does not exist.")
-    existing = [str(file) for file in (target, beside) if file.exists()]
+    existing = [str(file) for file in (target, beside) if os.path.lexists(file)]
     if existing and not overwrite:
         raise BadArgumentError(
             f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: "
