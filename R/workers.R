@@ -359,17 +359,12 @@ worker_memory_plan <- function(task, model) {
   tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
 }
 
-# The held-out rows' metrics (as Keras names them) and predictions (each output an array).
+# The held-out rows' metrics (as Keras names them, the loss first) and predictions (each
+# output an array, float32 or float64 whatever the model's precision): the core's scoring.
 worker_score <- function(model, held_out, batch_size) {
-  batch_size <- as.integer(batch_size %||% 32L)
-  metrics <- model$evaluate(
-    held_out$x, held_out$y, sample_weight = held_out$sample_weight,
-    batch_size = batch_size, verbose = 0L, return_dict = TRUE
+  core_call(
+    "score",
+    model = model, x = held_out$x, y = held_out$y, sample_weight = held_out$sample_weight,
+    batch_size = as.integer(batch_size %||% 32L)
   )
-  predicted <- model$predict(held_out$x, batch_size = batch_size, verbose = 0L)
-  if (inherits(predicted, "python.builtin.object")) predicted <- reticulate::py_to_r(predicted)
-  if (inherits(metrics, "python.builtin.object")) metrics <- reticulate::py_to_r(metrics)
-  # the loss first, as Keras' history has it
-  metrics <- metrics[c(intersect("loss", names(metrics)), setdiff(names(metrics), "loss"))]
-  list(metrics = lapply(metrics, as.numeric), predictions = predicted)
 }

@@ -66,6 +66,29 @@ def test_plain_turns_tuples_and_numpy_scalars_into_python() -> None:
     assert type(value["zero_d"]) is float
 
 
+def test_plain_gives_r_low_precision_arrays_as_float32_and_leaves_the_others() -> None:
+    """reticulate converts no float16, bfloat16 or other ml_dtypes array: what a model in
+    mixed precision outputs crosses as float32, at any depth of the value."""
+    import ml_dtypes
+
+    bf16 = np.array([[0.5, 1.25]], dtype=ml_dtypes.bfloat16)
+    value = bridge.plain(
+        {
+            "predictions": [bf16, np.array([1.5], np.float16)],
+            "nested": {"fp8": np.array([2.0], ml_dtypes.float8_e4m3fn)},
+            "int4": np.array([3, -2], ml_dtypes.int4),
+        }
+    )
+    first, second = value["predictions"]
+    assert first.dtype == np.float32 and second.dtype == np.float32
+    np.testing.assert_array_equal(first, [[0.5, 1.25]])
+    assert value["nested"]["fp8"].dtype == np.float32
+    assert value["int4"].dtype == np.int32 and value["int4"].tolist() == [3, -2]
+    kept = [np.zeros(2, np.float32), np.zeros(2, np.float64), np.zeros(2, np.int8), np.array(["a"])]
+    for array in kept:
+        assert bridge.plain(array) is array
+
+
 def test_plain_leaves_dataclass_types_and_plain_values_alone() -> None:
     assert bridge.plain(NvmlReport) is NvmlReport
     assert bridge.plain("text") == "text"

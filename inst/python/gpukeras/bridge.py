@@ -73,6 +73,7 @@ VERBS: dict[str, str] = {
     "predict": "tools.scoring:predict",
     "predict_file": "tools.predict_file:predict_file",
     "evaluate": "tools.scoring:evaluate",
+    "score": "tools.scoring:score",
     "save_model": "tools.scoring:save_model",
     "load_model": "tools.scoring:load_model",
     "export": "tools.export:export",
@@ -94,6 +95,8 @@ VERBS: dict[str, str] = {
     "search_progress": "tools.search:progress",
     "search_seed": "tools.search:trial_seed",
     "search_warm": "tools.study_storage:warm",
+    "search_folder": "tools.study_storage:check_folder",
+    "search_safe_url": "tools.study_storage:safe_url",
     "search_pruning_callback": "tools.search:pruning_callback",
     "search_pruning_outcome": "tools.search:pruning_outcome",
     "preload": "bridge:preload",
@@ -113,8 +116,32 @@ def preload(verbs: list[str]) -> None:
             function_at(VERBS[verb])
 
 
+# NumPy's number for its first user-defined dtype: ml_dtypes' (bfloat16, float8_*, int4)
+# are numbered from here. reticulate converts none of them, nor float16 ("Conversion from
+# numpy array type 256 is not supported"; its development branch has no bfloat16 path).
+_NPY_USERDEF = 256
+_NPY_HALF = 23
+
+
+def r_safe_array(value: Any) -> Any:
+    """A NumPy array as reticulate can hand it to R: float16, bfloat16 and every other
+    floating type NumPy does not know become float32, ml_dtypes' small integers int32;
+    anything else as it is (no copy)."""
+    dtype = getattr(value, "dtype", None)
+    number = getattr(dtype, "num", None)
+    if number is None or not hasattr(value, "astype"):
+        return value
+    if number == _NPY_HALF or (number >= _NPY_USERDEF and "float" in dtype.name):
+        return value.astype("float32")
+    if number >= _NPY_USERDEF and "int" in dtype.name:
+        return value.astype("int32")
+    return value
+
+
 def plain(value: object) -> object:
-    """Dataclasses to dicts, tuples to lists, NumPy scalars to Python numbers."""
+    """Dataclasses to dicts, tuples to lists, NumPy scalars to Python numbers, arrays R
+    cannot take in low precision to float32 (``r_safe_array``): every value R gets
+    crosses here."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return plain(dataclasses.asdict(value))
     if isinstance(value, dict):
@@ -123,7 +150,7 @@ def plain(value: object) -> object:
         return [plain(item) for item in value]
     if hasattr(value, "item") and getattr(value, "shape", None) == ():
         return value.item()
-    return value
+    return r_safe_array(value)
 
 
 def function_at(path: str) -> Callable[..., object]:

@@ -144,11 +144,36 @@ def predict(
             predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:
         raise _refused(error, "predict from this data") from error
+    return _outputs(predicted)
+
+
+def _outputs(predicted: object) -> object:
+    """Keras' predictions as arrays: one, or a list of them for a model with several outputs
+    (the bridge makes low-precision ones float32 for R)."""
     if isinstance(predicted, dict):
         return [np.asarray(part) for part in predicted.values()]
     if isinstance(predicted, (list, tuple)):
         return [np.asarray(part) for part in predicted]
     return np.asarray(predicted)
+
+
+def score(
+    model: Model, x: object, y: object, sample_weight: object = None, batch_size: object = 32
+) -> Record:
+    """A fit's held-out rows scored (gpu_cv()'s folds, gpu_search()'s trials): ``metrics``,
+    the compiled loss and metrics as Keras' ``evaluate()`` names them, the loss first, and
+    ``predictions`` as ``predict`` gives them. ``x``, ``y`` and ``sample_weight`` are arrays
+    as the fit trained on them."""
+    batch = arguments.count("batch_size", batch_size)
+    scores = model.evaluate(
+        x, y, sample_weight=sample_weight, batch_size=batch, verbose=0, return_dict=True
+    )
+    names = sorted(scores, key=lambda name: name != "loss")  # the loss first, as the history
+    predicted = model.predict(x, batch_size=batch, verbose=0)
+    return {
+        "metrics": {str(name): float(scores[name]) for name in names},
+        "predictions": _outputs(predicted),
+    }
 
 
 def _rows(features: object) -> int:
