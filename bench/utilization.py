@@ -1,11 +1,21 @@
-"""Why NVML's utilization stays under 90 % in the device-resident fit of bench/monitor.py's
-wide MLP: the same fit with longer epochs (8x the rows: fewer epoch boundaries, the same
-kernels) and with larger batches (longer kernels).
+"""Is the device busy across epochs? NVML's utilization during a device-resident gpu_fit() of
+issue #58's MLP (1024-4096-4096-4096-10, batch 1024, 65,536 rows: 64 steps an epoch), and at
+8x the rows (goals on a GPU: >= 90 % and >= 95 %), each way of running the resident loop in a
+fresh process.
 
-Each shape: one fit to compile, one epoch timed, then a fit of about ``SECONDS`` with
-gpu_fit()'s own monitor (NVML sampled at 10 Hz); its mean utilization, p95, samples/s and
-steps per dispatch are kept. If longer epochs raise the utilization and the kernels are the
-same, what the device waits for is the host's work between epochs.
+Ways (``train.resident``'s switches):
+- ``before``: the epoch's end as before issue #58 (``EPOCH_AHEAD = False``): the device waits
+  while the host reads the epoch's metrics and runs Keras' epoch-end work;
+- ``ahead``: each epoch's first dispatch queued at the end of the epoch before (the default);
+- ``ahead, count compiled in``: the same, the loop's step count compiled in
+  (``COUNT_COMPILED_IN``: XLA knows the loop's trip count);
+- ``ahead, loops in command buffers``: the same, with XLA running while loops inside CUDA
+  graphs (``--xla_gpu_enable_command_buffer``), on a GPU only.
+
+Each: one fit to compile, one epoch timed, then a fit of about ``SECONDS`` with gpu_fit()'s
+own monitor (NVML sampled at 10 Hz over the timed steps); its mean utilization and p95,
+samples/s, steps per dispatch, the epochs whose first dispatch was queued ahead, and the
+first fit's seconds (compiling) are kept.
 
 Usage: KERAS_BACKEND=jax python bench/utilization.py [--quick | --smoke] [--out FILE]
 Run from the repository root. Writes bench/results/utilization-<device>-<date>.json.
@@ -16,67 +26,107 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
+import os
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "inst" / "python"), str(ROOT / "bench" / "lib")]
 
 import bench_modes  # noqa: E402
-from monitor import workload  # noqa: E402
 from pipeline import code_state, device_facts  # noqa: E402
 
 from gpukeras.core.runtime import config  # noqa: E402
-from gpukeras.train import fit  # noqa: E402
 
-SECONDS = 12.0
-# (name, rows, batch) on a GPU; bench/monitor.py's workload is the first
+SECONDS = 10.0
+# The children train as a user's process would (JAX's own memory preallocation); this one
+# only names the device, so it must not hold the GPU's memory meanwhile.
+CHILD_ENV = dict(os.environ)
+os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+GOAL = {"issue #58's MLP": 90.0, "8x rows": 95.0}
+# (name, input width, hidden widths, rows, batch) on a GPU
 SHAPES = [
-    ("bench/monitor.py's", 65536, 1024),
-    ("8x rows", 524288, 1024),
-    ("batch 4096", 262144, 4096),
-    ("batch 8192", 524288, 8192),
+    ("issue #58's MLP", 1024, (4096,) * 3, 65536, 1024),
+    ("8x rows", 1024, (4096,) * 3, 524288, 1024),
 ]
+SMOKE_SHAPES = [("issue #58's MLP", 32, (64,), 1024, 256)]
+# name: (resident's switches, XLA flags added, on a GPU only)
+WAYS: dict[str, tuple[dict[str, bool], str, bool]] = {
+    "before": ({"EPOCH_AHEAD": False}, "", False),
+    "ahead": ({}, "", False),
+    "ahead, count compiled in": ({"COUNT_COMPILED_IN": True}, "", False),
+    "ahead, loops in command buffers": (
+        {},
+        "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,WHILE,CONDITIONAL",
+        True,
+    ),
+}
+
+CHILD = r"""
+import json, math, sys, time
+import numpy as np
+config = json.loads(sys.argv[1])
+from gpukeras.core.runtime import config as runtime
+from gpukeras.train import fit, resident
+for name, value in config["switches"].items():
+    setattr(resident, name, value)
+keras = runtime.keras()
+width, hidden, rows, batch = config["width"], config["hidden"], config["rows"], config["batch"]
+rng = np.random.default_rng(0)
+x = rng.standard_normal((rows, width), dtype=np.float32)
+y = rng.integers(0, 10, rows)
+keras.utils.set_random_seed(0)
+layers = [keras.Input((width,))] + [keras.layers.Dense(u, activation="relu") for u in hidden]
+model = keras.Sequential(layers + [keras.layers.Dense(10)])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+started = time.perf_counter()
+fit.fit(model, (x, y), batch_size=batch, epochs=1, verbose=0, monitor=False, seed=1)
+first = time.perf_counter() - started
+started = time.perf_counter()
+fit.fit(model, (x, y), batch_size=batch, epochs=2, verbose=0, monitor=False, seed=1)
+epoch_seconds = (time.perf_counter() - started) / 2
+epochs = max(3, math.ceil(config["seconds"] / epoch_seconds))
+result = fit.fit(model, (x, y), batch_size=batch, epochs=epochs, verbose=0, seed=1)
+report = result["monitor"] or {}
+settings = result["settings"]
+print("@@" + json.dumps({
+    "first_fit_seconds": first,
+    "epoch_seconds": epoch_seconds,
+    "epochs": epochs,
+    "steps_per_dispatch": settings["steps_per_execution"],
+    "data": settings["data"],
+    "epochs_queued_ahead": settings["epochs_queued_ahead"],
+    **{name: report.get(name) for name in (
+        "gpu_utilization_mean", "gpu_utilization_p95", "samples_per_second", "mfu")},
+}, default=str))
+"""
 
 
-def measure(keras: object, gpu: bool, smoke: bool, rows: int, batch: int, target: float) -> dict:
-    model, (x, y), _ = workload(keras, gpu, smoke)
-    x, y = np.resize(x, (rows, x.shape[1])), np.resize(y, rows)
-    fit.fit(model, (x, y), batch_size=batch, epochs=1, verbose=0, monitor=False)  # compile
-    started = time.perf_counter()
-    fit.fit(model, (x, y), batch_size=batch, epochs=1, verbose=0, monitor=False)
-    epoch_seconds = time.perf_counter() - started
-    epochs = max(2, math.ceil(target / epoch_seconds))
-    result = fit.fit(model, (x, y), batch_size=batch, epochs=epochs, verbose=0)
-    report = result["monitor"] or {}
-    return {
-        "rows": rows,
-        "batch_size": batch,
-        "epoch_seconds": epoch_seconds,
-        "epochs": epochs,
-        "steps_per_dispatch": result["settings"]["steps_per_execution"],
-        "data": result["settings"]["data"],
-        **{
-            name: report.get(name)
-            for name in ("gpu_utilization_mean", "gpu_utilization_p95", "samples_per_second", "mfu")
-        },
-    }
+def measure(shape: tuple, way: str, gpu: bool, seconds: float) -> dict:
+    _, width, hidden, rows, batch = shape
+    switches, flags, _ = WAYS[way]
+    paths = [str(ROOT / "inst" / "python"), CHILD_ENV.get("PYTHONPATH", "")]
+    env = {**CHILD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    if flags:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    child = {"switches": switches, "width": width, "hidden": list(hidden), "rows": rows}
+    child.update(batch=batch, seconds=seconds)
+    try:
+        return bench_modes.run_child(CHILD, child, env, f" ({way})")
+    except RuntimeError as error:  # one way failing (an XLA flag refused) leaves the others
+        return {"failed": str(error)[-1500:]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bench_modes.add_arguments(parser)
     args = parser.parse_args()
-    keras = config.keras()
     device, short = device_facts()
     gpu = not device.startswith("CPU")
-    shapes = [(name, 1024, 256) for name, _, _ in SHAPES[:2]] if args.smoke else SHAPES
-    target = 0.2 if args.smoke else SECONDS / 2 if args.quick else SECONDS
-    found = {name: measure(keras, gpu, args.smoke, r, b, target) for name, r, b in shapes}
+    shapes = SMOKE_SHAPES if args.smoke else SHAPES if gpu else SMOKE_SHAPES
+    seconds = 0.3 if args.smoke else SECONDS / 2 if args.quick else SECONDS
+    ways = [way for way, (_, _, gpu_only) in WAYS.items() if gpu or not gpu_only]
+    found: dict[str, dict[str, dict]] = {}
     result = {
         "benchmark": "utilization",
         "command": bench_modes.command("bench/utilization.py", args),
@@ -84,18 +134,28 @@ def main() -> None:
         "device": device,
         "backend": config.backend,
         "code": code_state(),
+        "goal_percent": GOAL,
         "shapes": found,
     }
     measured = ROOT / "bench" / "results" / f"utilization-{short}-{result['date']}.json"
     out = bench_modes.result_path(args, measured)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    for name, row in found.items():
-        print(
-            f"{name:>20}: utilization {row['gpu_utilization_mean']} % (p95 "
-            f"{row['gpu_utilization_p95']}), epochs of {row['epoch_seconds']:.3f} s, "
-            f"{row['steps_per_dispatch']} steps a dispatch"
-        )
+    for shape in shapes:  # written after each way: a run stopped by a limit keeps the others
+        for way in ways:
+            found.setdefault(shape[0], {})[way] = measure(shape, way, gpu, seconds)
+            out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    for name, rows in found.items():
+        for way, row in rows.items():
+            if "failed" in row:
+                print(f"{name:>16} | {way:<32}: failed")
+                continue
+            print(
+                f"{name:>16} | {way:<32}: utilization {row['gpu_utilization_mean']} % (p95 "
+                f"{row['gpu_utilization_p95']}), {row['samples_per_second']:.0f} samples/s, "
+                f"epochs of {row['epoch_seconds']:.3f} s, {row['steps_per_dispatch']} steps a "
+                f"dispatch, queued ahead {row['epochs_queued_ahead']}, first fit "
+                f"{row['first_fit_seconds']:.1f} s"
+            )
     print("written to", out)
 
 

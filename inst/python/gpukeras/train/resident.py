@@ -25,10 +25,22 @@ k ("auto") is the number of steps that take ``DISPATCH_SECONDS`` on the
 device, timed on a copy of the training state before training (the time of a
 dispatch is then mostly device work, whatever the host's per-dispatch cost),
 at least 1 and at most an epoch's steps.
+
+The epoch's end: Keras' fit() reads the epoch's metrics (waiting for the device), writes
+the state back into the variables and runs the epoch-end callbacks before the next epoch's
+first dispatch, and the device waits meanwhile (a fifth of a short epoch's time on an H100,
+bench/utilization.py). So with ``EPOCH_AHEAD`` the dispatch that ends an epoch with no
+validation after it also queues the next epoch's first dispatch, on a copy of the state it
+ends with and the metrics as Keras resets them (``Ahead``); the next epoch's first call
+takes that result when Keras gives it the very state arrays the epoch ended with, and
+otherwise (a callback changed the weights, the optimizer's variables or the learning rate)
+drops it and trains as usual, not queueing ahead again in that fit. The results are the
+same bit for bit: the same program on the same values.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -39,6 +51,7 @@ from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
+from gpukeras.core.runtime import config
 from gpukeras.data.adapters.resident import DeviceRows
 from gpukeras.train import timing
 
@@ -47,6 +60,12 @@ from gpukeras.train import timing
 DISPATCH_SECONDS = 0.02
 # Steps timed on a copy of the state to choose k.
 PROBE_STEPS = 4
+# Whether an epoch's last dispatch queues the next epoch's first (see the notes).
+EPOCH_AHEAD = True
+# Whether the whole batches' loop has its step count compiled in (a program per count; XLA
+# then knows the loop's trip count, and on a GPU need not read its condition back at each
+# step) rather than traced (one program for every count).
+COUNT_COMPILED_IN = False
 
 
 @dataclass
@@ -110,7 +129,7 @@ def programs(
     """The compiled loops for ``model`` at batch ``size`` under ``distribution``: the ones
     made before when nothing they were traced with has changed (the model's settings, and
     ``step_key``: the request's values traced into the step), else new ones."""
-    key = (size, id(distribution), _settings_key(model), step_key)
+    key = (size, id(distribution), _settings_key(model), step_key, COUNT_COMPILED_IN)
     made = _PROGRAMS.get(model)
     if made is not None and made.key == key:
         return made
@@ -161,7 +180,12 @@ def programs(
     shardings: Any = (None, out_shardings) if out_shardings is not None else None
     made = Programs(
         key,
-        jax.jit(train_steps, donate_argnums=0, out_shardings=shardings),
+        jax.jit(
+            train_steps,
+            donate_argnums=0,
+            static_argnums=4 if COUNT_COMPILED_IN else (),
+            out_shardings=shardings,
+        ),
         jax.jit(train_last, donate_argnums=0, static_argnums=3, out_shardings=shardings),
         jax.jit(test_steps),
         jax.jit(test_last, static_argnums=(2, 3)),
@@ -170,12 +194,43 @@ def programs(
     return made
 
 
+@functools.cache
+def _copy_program(jax: Any) -> Any:
+    """One program that copies a whole tree of arrays on the device (a leaf at a time took a
+    compilation per shape); one for the process."""
+    return jax.jit(lambda tree: jax.tree.map(jax.numpy.copy, tree))
+
+
 def _compile(lowered: Any) -> None:
     """XLA's compiling of a lowered program, whose first call then finds it compiled."""
     try:
         lowered.compile()
     except Exception:
         return  # the call itself compiles it then, and raises what went wrong there
+
+
+@dataclass
+class Ahead:
+    """An epoch's first dispatch, queued at the end of the epoch before.
+
+    ``given``: the state (trainable, non-trainable and optimizer values) the epoch before
+    ended with, whose copy it started from; ``result``: its ``(logs, state)``."""
+
+    epoch: int
+    given: tuple
+    result: tuple
+
+    def matches(self, epoch: int, begin: int, state: Any) -> bool:
+        """Whether this is epoch ``epoch``'s dispatch from step ``begin`` on ``state`` as
+        Keras gives it: every value of the state the very array the epoch before ended with
+        (Keras hands back what the last dispatch returned unless something assigned a
+        variable since)."""
+        if epoch != self.epoch or begin != 0:
+            return False
+        return all(
+            len(now) == len(then) and all(a is b for a, b in zip(now, then))
+            for now, then in zip(state[:3], self.given)
+        )
 
 
 def training_state(model: Model) -> tuple[list, ...]:
@@ -210,12 +265,25 @@ class ResidentLoop:
         # compiles (see there): decided once, not at every dispatch
         self._ahead = rows.distribution is None
         self._ahead_first = rows.jax.default_backend() != "cpu"
+        # the next epoch's first dispatch, queued at this epoch's end (EPOCH_AHEAD): whether
+        # it still may be (a miss stops it for the fit), the metrics' values as Keras resets
+        # them, the fit's epochs, what is queued, and the next epoch's order
+        self._epoch_ahead = EPOCH_AHEAD and rows.validation is None
+        self._reset_metrics: list | None = None
+        self._epochs = 0
+        self._queued: Ahead | None = None
+        self._next_order: tuple[int, Any] | None = None
+        # epochs whose first dispatch was queued ahead and taken, or dropped (for the result)
+        self.ahead_counts = {"taken": 0, "dropped": 0}
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
         loop = self
 
         class Position(keras.callbacks.Callback):
+            def on_train_begin(self, logs: dict | None = None) -> None:
+                loop.begin_training(self.model, int((self.params or {}).get("epochs") or 0))
+
             def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
                 loop.start_epoch(epoch)
 
@@ -227,10 +295,26 @@ class ResidentLoop:
 
         return Position()
 
+    def begin_training(self, model: Model, epochs: int) -> None:
+        """Before ``model.fit()``'s first epoch of ``epochs``: the metrics' values as Keras'
+        ``reset_metrics()`` sets them at each epoch's start (recorded in a ``StatelessScope``,
+        so the model's own are untouched), for an epoch's first dispatch queued ahead."""
+        self._epochs = epochs
+        if not self._epoch_ahead:
+            return
+        with config.keras().StatelessScope() as scope:
+            model.reset_metrics()
+        values = [scope.get_current_value(v) for v in model.metrics_variables]
+        self._reset_metrics = None if any(v is None for v in values) else values
+        self._epoch_ahead = self._reset_metrics is not None
+
     def start_epoch(self, epoch: int) -> None:
-        """Draw epoch ``epoch``'s order of the rows, on the device."""
+        """Draw epoch ``epoch``'s order of the rows, on the device (drawn already when the
+        last epoch queued this one's first dispatch)."""
         self.position["epoch"] = epoch
-        self.order = self.rows.order(epoch)
+        drawn = self._next_order
+        self._next_order = None
+        self.order = drawn[1] if drawn is not None and drawn[0] == epoch else self.rows.order(epoch)
 
     def _compiled(self, model: Model) -> Programs:
         rows = self.rows
@@ -243,20 +327,59 @@ class ResidentLoop:
         def train(state: Any, iterator: object) -> Any:
             begin = self.position["begin"]
             end = min(begin + k, rows.steps)
-            logs = None
-            if self._ahead_first:
-                self.compile_ahead(compiled, state)
-            if begin < min(end, rows.full):
-                logs, state = compiled.train_steps(
-                    state, rows.data, self.order, begin, min(end, rows.full) - begin
-                )
-                self.compile_ahead(compiled, state)
-            if end > rows.full:  # the epoch's last, partial batch
-                compiled.settle()
-                logs, state = compiled.train_last(state, rows.data, self.order, rows.full)
+            queued = self._take_queued(state, begin)
+            if queued is not None:
+                logs, state = queued
+            else:
+                logs, state = self._dispatch(compiled, state, self.order, begin, end)
+            if end == rows.steps:
+                self._queue_next_epoch(compiled, state, min(k, rows.steps))
             return logs, state
 
         return timing.mark_input_on_device(train)
+
+    def _dispatch(self, compiled: Programs, state: Any, order: Any, begin: int, end: int) -> Any:
+        """Steps ``begin`` to ``end`` of the epoch whose order is ``order``: whole batches in
+        one loop, the last, partial batch (when among them) after it."""
+        rows, logs = self.rows, None
+        if self._ahead_first:
+            self.compile_ahead(compiled, state)
+        if begin < min(end, rows.full):
+            logs, state = compiled.train_steps(
+                state, rows.data, order, begin, min(end, rows.full) - begin
+            )
+            self.compile_ahead(compiled, state)
+        if end > rows.full:  # the epoch's last, partial batch
+            compiled.settle()
+            logs, state = compiled.train_last(state, rows.data, order, rows.full)
+        return logs, state
+
+    def _queue_next_epoch(self, compiled: Programs, state: Any, end: int) -> None:
+        """At an epoch's last dispatch (its result ``state``): queue the next epoch's first
+        dispatch (``end`` steps) on a copy of ``state`` with the metrics reset (see the notes),
+        unless this was the fit's last epoch or queueing ahead stopped."""
+        epoch = self.position["epoch"] + 1
+        if not self._epoch_ahead or epoch >= self._epochs:
+            return
+        order = self.rows.order(epoch)
+        self._next_order = (epoch, order)
+        copied = _copy_program(self.rows.jax)((*state[:3], self._reset_metrics))
+        result = self._dispatch(compiled, copied, order, 0, end)
+        self._queued = Ahead(epoch, state[:3], result)
+
+    def _take_queued(self, state: Any, begin: int) -> Any:
+        """The queued dispatch's ``(logs, state)`` when it is the one asked for: this epoch's
+        first, from the very arrays the last epoch ended with (Keras' metrics reset); None
+        otherwise, and a queued one that does not match is dropped and stops queueing."""
+        queued, self._queued = self._queued, None
+        if queued is None:
+            return None
+        if queued.matches(self.position["epoch"], begin, state):
+            self.ahead_counts["taken"] += 1
+            return queued.result
+        self.ahead_counts["dropped"] += 1
+        self._epoch_ahead = False
+        return None
 
     def test_function(self, model: Model, k: int) -> Callable:
         """Keras' ``test_function(state, iterator)``: the dispatch's validation steps."""
@@ -352,8 +475,7 @@ class ResidentLoop:
             order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
             if self._ahead_first:
                 self.compile_ahead(compiled, state)
-            # one program copies the whole state: a leaf at a time took one per shape
-            copy = jax.jit(lambda tree: jax.tree.map(jax.numpy.copy, tree))
+            copy = _copy_program(jax)
             seconds = []
             for _ in range(2):  # the first call compiles
                 copied = copy(state)
@@ -376,6 +498,7 @@ class ResidentLoop:
         """Give the model back its own steps per execution and Keras' own step functions
         (made again at their next use)."""
         model.steps_per_execution = self._model_steps
+        self._queued = self._next_order = None
         installed = _PROGRAMS.get(model)
         if installed is not None:
             installed.settle()
