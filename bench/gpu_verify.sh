@@ -17,10 +17,15 @@
 #   r         R on the GPU through the bundle: bench/r_on_gpu.R (gpu_search() with one worker
 #             on the GPU and with two sharing it first: issue #33's GPU goal)
 #   suite     the whole core suite on JAX
+#   visit     what matters most first, in one device command under 8 minutes on an H100
+#             (issue #58): R's gpu_check(), a fit, predict() and a 3-fold gpu_cv() under
+#             the GPU's default precision (bench/gpu_visit.R through the bundle); NVML's
+#             utilization across epochs, each way of bench/utilization.py; the resident
+#             loop's speed against Keras' fit() (bench/resident.py --quick)
 #   all       every part above, in that order
 #
-# Each part ends within 10 minutes (one device command), all of them within 47 (the sum
-# of the step limits below is 46 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# Each part ends within 10 minutes (one device command), all of them within 56 (the sum
+# of the step limits below is 55 min 10 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
 #
@@ -38,7 +43,7 @@ fi
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(gpu)
 if [ "${parts[0]}" = all ]; then
-  parts=(gpu bench resident augment memory determinism r suite)
+  parts=(gpu bench resident augment memory determinism r suite visit)
 fi
 python=${PYTHON:-python3}
 bundle=${GPU_R_BUNDLE:-.gpu-r}
@@ -142,8 +147,19 @@ for part in "${parts[@]}"; do
       # (in the smoke run the same collection again would prove nothing more)
       $smoke || step suite-gpu 170 bash -c "$pytest tests -m gpu -vv"
       ;;
+    visit)
+      if $smoke; then
+        # the bundle is proven by the r part, the Python benchmarks by the resident part
+        step visit-r 240 Rscript --no-save --no-restore bench/gpu_visit.R --smoke --out "$out/gpu-visit-r-$tag.md"
+      else
+        step visit-r 200 env PYTHON="$(command -v "$python")" "$bundle/Rscript" bench/gpu_visit.R \
+          --out "$out/gpu-visit-r-$tag.md"
+        step utilization 200 "$python" bench/utilization.py --quick --out "$out/utilization-$tag.json"
+        step resident 120 "$python" bench/resident.py --quick --out "$out/resident-python-$tag.json"
+      fi
+      ;;
     *)
-      echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite or all)" >&2
+      echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit or all)" >&2
       exit 2
       ;;
   esac
