@@ -264,7 +264,7 @@ supervisor_ended <- function(job, state) {
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'   job <- gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
 #'                  epochs = 2, seed = 1, background = TRUE)
-#'   gpu_job_status(job)$state # "starting", then "running", then "completed"
+#'   gpu_job_status(job)$state # "starting", then "running", then "done"
 #'   # fit <- gpu_job_wait(job) would wait for the fit (a fresh R, Python and
 #'   # TensorFlow take some seconds to start) and return it as gpu_fit() does.
 #'   gpu_job_cancel(job)
