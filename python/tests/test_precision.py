@@ -120,6 +120,26 @@ def test_low_precision_probability_output_warns(
     assert f'activation = "{activation}"' in warning
 
 
+def test_the_warning_says_when_gpu_setup_chose_the_precision_for_the_gpu(
+    global_policy: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU of compute capability >= 8.0 "auto" sets mixed_bfloat16: the warning says
+    gpu_setup() chose it, and both ways out; a policy the user asked for is theirs."""
+    keras = config.keras()
+    global_policy("mixed_bfloat16")
+    model = _model(keras.layers.Dense(3, activation="softmax", name="probabilities"))
+    monkeypatch.setattr(config.setup, "precision", precision.choose_policy("auto", "9.0"))
+    warning = precision.output_precision_warning(model)
+    assert warning is not None
+    assert 'gpu_setup() chose mixed_bfloat16 for this GPU (mixed_precision = "auto"' in warning
+    assert "compute capability 9.0" in warning
+    assert 'dtype = "float32"' in warning
+    assert 'gpu_setup(mixed_precision = "float32")' in warning
+    monkeypatch.setattr(config.setup, "precision", precision.choose_policy("bfloat16", "9.0"))
+    asked = precision.output_precision_warning(model)
+    assert asked is not None and "gpu_setup() chose" not in asked
+
+
 def test_per_layer_policy_warns_without_a_global_one(global_policy: Callable[[str], None]) -> None:
     keras = config.keras()
     global_policy("float32")

@@ -47,6 +47,8 @@ class PrecisionChoice:
     reason: str
     loss_scaling: bool
     suits_device: bool
+    # gpu_setup(mixed_precision = "auto") chose it, for the device
+    automatic: bool = False
 
 
 @dataclass

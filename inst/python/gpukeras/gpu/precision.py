@@ -14,7 +14,7 @@ import weakref
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model
-from gpukeras.core.runtime import PrecisionChoice
+from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.core.stack import parse_version
 
 POLICIES = {
@@ -58,6 +58,7 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
                 f"{where} >= 8.0: bfloat16 Tensor Cores, float32's range, no loss scaling",
                 False,
                 True,
+                automatic=True,
             )
         if capability >= (7, 0):
             return PrecisionChoice(
@@ -65,6 +66,7 @@ def choose_policy(requested: str, compute_capability: str | None) -> PrecisionCh
                 f"{where} is 7.x: float16 Tensor Cores, with loss scaling",
                 True,
                 True,
+                automatic=True,
             )
         reason = f"{where} < 7.0: no Tensor Cores, so mixed precision gains nothing"
         return PrecisionChoice("float32", reason, False, True)
@@ -101,18 +103,32 @@ def output_precision_issue(model: Model) -> dict[str, object] | None:
     dtype = getattr(layer, "compute_dtype", None)
     if activation not in PROBABILITY_ACTIVATIONS or dtype not in LOW_PRECISION:
         return None
-    return {
-        "layer": layer,
-        "finding": (
-            f"The output layer '{layer.name}' computes its {activation} in {dtype}, which "
-            "distorts probabilities and the loss."
-        ),
-        "advice": (
-            f'Give that layer dtype = "float32" (e.g. layer_dense(..., activation = '
-            f'"{activation}", dtype = "float32")), or end the model with a separate float32 '
-            f'Activation("{activation}") layer.'
-        ),
-    }
+    finding = (
+        f"The output layer '{layer.name}' computes its {activation} in {dtype}, which "
+        "distorts probabilities and the loss."
+    )
+    advice = (
+        f'Give that layer dtype = "float32" (e.g. layer_dense(..., activation = '
+        f'"{activation}", dtype = "float32")), or end the model with a separate float32 '
+        f'Activation("{activation}") layer.'
+    )
+    chosen = _chosen_automatically(layer)
+    if chosen is not None:
+        finding += (
+            f' gpu_setup() chose {chosen.policy} for this GPU (mixed_precision = "auto": '
+            f"{chosen.reason})."
+        )
+        advice = advice[:-1] + ', or train in float32: gpu_setup(mixed_precision = "float32").'
+    return {"layer": layer, "finding": finding, "advice": advice}
+
+
+def _chosen_automatically(layer: object) -> PrecisionChoice | None:
+    """gpu_setup()'s precision when its "auto" chose the policy ``layer`` follows."""
+    chosen = config.setup.precision
+    policy = getattr(getattr(layer, "dtype_policy", None), "name", None)
+    if chosen is None or not chosen.automatic or chosen.policy != policy:
+        return None
+    return chosen
 
 
 def output_precision_warning(model: Model) -> str | None:
