@@ -171,6 +171,11 @@
 #'   \item{`gpukeras_error_search_storage`}{The study's storage cannot be
 #'     opened: a database that does not answer, or a driver that is not
 #'     installed (`install_gpukeras(extras = "postgresql")`).}
+#'   \item{`gpukeras_error_search_storage_unsafe`}{The folder given as
+#'     [gpu_search()]'s `storage` is another user's, or one other users may
+#'     write to, or its `search.db` or `models` is a link: its owner could swap
+#'     the study or the best model [gpu_load()] later loads. The message names
+#'     the folder and what to do.}
 #' }
 #'
 #' @section Serving:

@@ -5,7 +5,9 @@
 #   result.rds   the gpukeras_search, when the search ended
 #   error.rds    the error that ended it (class and message)
 
-search_in_background <- function(args, call = caller_env()) {
+# `storage` is search_storage()'s: the job reads the study at its URL, and shows it (in its
+# print and status) without a password.
+search_in_background <- function(args, storage, call = caller_env()) {
   dir <- tempfile("gpukeras-search-job-")
   dir.create(dir)
   args$background <- FALSE
@@ -20,6 +22,8 @@ search_in_background <- function(args, call = caller_env()) {
   job$dir <- dir
   job$process <- process
   job$args <- args
+  job$url <- storage$url
+  job$shown <- storage$folder %||% core_call("search_safe_url", url = storage$url)
   job$started <- Sys.time()
   structure(job, class = c("gpukeras_search_job", "gpukeras_job"))
 }
@@ -47,7 +51,7 @@ search_job_status <- function(job) {
   alive <- job$process$is_alive()
   state <- if (alive) "running" else if (file.exists(file.path(job$dir, "result.rds"))) "done" else "failed"
   progress <- tryCatch(
-    core_call("search_progress", storage = search_storage(job$args$storage, job$args$study, caller_env())$url, study = job$args$study),
+    core_call("search_progress", storage = job$url, study = job$args$study),
     error = function(e) NULL
   )
   error <- if (state == "failed") read_rds_or_null(file.path(job$dir, "error.rds"))
@@ -55,7 +59,7 @@ search_job_status <- function(job) {
     list(
       state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
       best = progress$best, objective = job$args$objective, elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      error = error, storage = job$args$storage
+      error = error, storage = job$shown
     ),
     class = "gpukeras_search_job_status"
   )

@@ -31,17 +31,22 @@
 #'
 #' @section Storage and resuming:
 #' The study lives in an SQLite file (`search.db`) in the folder `storage`
-#' (created when missing; a folder in [tempdir()] when `NULL`), with the best
-#' trial's model (`models/`), or in the database an SQLAlchemy URL names:
+#' (created for you alone when missing; a folder in [tempdir()] when `NULL`),
+#' with the best trial's model (`models/`). As for [gpu_backup()]'s folder,
+#' another user's folder, one others may write to, or one whose `search.db`
+#' or `models` is a link is refused (`gpukeras_error_search_storage_unsafe`):
+#' whoever could write there could swap the model `gpu_load(search$best$path)`
+#' loads. Or the study lives in the database an SQLAlchemy URL names:
 #' `"sqlite:////path/file.db"`, or `"postgresql://user:password@host:port/db"`
 #' (with `install_gpukeras(extras = "postgresql")`), which several machines
 #' can share: each runs the same `gpu_search()` call and they split the
 #' `trials` between them, no trial run twice. The same call on the same
 #' storage resumes: trials that ended are not run again, and trials a stopped
 #' search left running (its R session was killed, its machine restarted) are
-#' run again with their parameters (`$interrupted` lists them). Another
-#' `space`, `model_fn`, objective, data or `...` on the same storage and
-#' `study` is a `gpukeras_error_search_mismatch` error.
+#' run again with their parameters (`$interrupted` lists those this call ran
+#' again). Another `space`, `model_fn`, objective, data or `...` on the same
+#' storage and `study` is a `gpukeras_error_search_mismatch` error naming each
+#' difference with what the study holds and what the call gives.
 #'
 #' @section Failures:
 #' A trial that fails (out of memory, a NaN loss, its worker process killed)
@@ -93,7 +98,8 @@
 #'     model saved as [gpu_save()] saves it (`gpu_load(search$best$path)`
 #'     scores new data, encoding it as the training data was); `NULL` before
 #'     any trial completed;
-#'   * `objective`, `direction`, `storage`, `study`, `seed`, `validation` (how
+#'   * `objective`, `direction`, `storage` (a URL's password shown as
+#'     `***`), `study`, `seed`, `validation` (how
 #'     the trials were validated), `validation_rows` (the rows held out, when
 #'     the search held them out; the others trained), `interrupted` and `workers`.
 #'
@@ -158,17 +164,17 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   if (!is.null(workers)) check_count(workers, call = call)
   workers_per_device <- check_workers_per_device(workers_per_device, call = call)
   check_flag(background, call = call)
-  storage <- search_storage(storage, study, call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
   if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  storage <- search_storage(storage, study, call)
   if (background) {
     args <- list(
       model_fn = model_fn, data = given, space = space, trials = trials, objective = objective, direction = direction,
       sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
       devices = devices, workers = workers, workers_per_device = workers_per_device
     )
-    return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), call = call))
+    return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), storage, call = call))
   }
 
   dir <- tempfile("gpukeras-search-")
@@ -248,7 +254,7 @@ search_storage <- function(storage, study, call) {
     storage <- tempfile("gpukeras-search-study-")
   }
   check_string(storage, call = call)
-  if (grepl("^[a-z][a-z0-9+]*://", storage)) {
+  if (is_database_url(storage)) {
     # A study in a database keeps its best model in this session's temporary folder, one
     # folder per database and study (named by a digest: the URL may hold a password).
     key <- tempfile()
@@ -257,16 +263,15 @@ search_storage <- function(storage, study, call) {
     unlink(key)
     return(list(url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))))
   }
-  folder <- normalizePath(path.expand(storage), mustWork = FALSE)
-  if (!dir.exists(folder) && !dir.create(folder, recursive = TRUE, showWarnings = FALSE)) {
-    gpukeras_abort(
-      sprintf("The folder `storage` (%s) could not be created: give a folder you can write to, or a database URL.", folder),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  list(url = paste0("sqlite:///", file.path(folder, "search.db")), folder = folder, models = file.path(folder, "models"))
+  # made for this user alone, and refused when another user could swap what is in it
+  # (gpu_backup()'s rules), or when search.db or models is a link
+  folder <- core_call("search_folder", folder = path.expand(storage), error_call = call)
+  list(url = folder_study_url(folder), folder = folder, models = file.path(folder, "models"))
 }
+
+is_database_url <- function(storage) grepl("^[a-z][a-z0-9+]*://", storage)
+
+folder_study_url <- function(folder) paste0("sqlite:///", file.path(folder, "search.db"))
 
 # How trials validate: the validation data given (carried as .npy files), or, for a val_
 # objective without it, 20 % of the rows held out (stratified for class labels).
@@ -336,7 +341,7 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
   structure(
     list(
       trials = table, best = best, objective = objective, direction = trials$direction,
-      storage = storage$folder %||% storage$url, study = study, seed = seed,
+      storage = storage$folder %||% trials$storage, study = study, seed = seed,
       validation = validation$description, validation_rows = validation$rows, interrupted = as.integer(unlist(trials$interrupted)), workers = plan
     ),
     class = "gpukeras_search"

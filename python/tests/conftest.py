@@ -11,10 +11,13 @@ backend itself reports. Tests in this process use the configured backend
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import grp
 import importlib.util
 import json
 import os
+import pwd
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -278,3 +281,23 @@ class NotingPlan:
     def shard(self, dataset: Any) -> object:
         self.sharded.append(dataset)
         return dataset.shard(self.workers, self.index) if self.workers > 1 else dataset
+
+
+# Folders of other users (a backup folder's, a study's rules) -------------------------------
+@pytest.fixture
+def nobody() -> pwd.struct_passwd:
+    """Another user, for folders that are not this one's: needs root (to chown)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    return pwd.getpwnam("nobody")
+
+
+def other_group() -> grp.struct_group:
+    """A group that is not this user's private group."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    for name in ("nogroup", "nobody", "users"):
+        with contextlib.suppress(KeyError):
+            found = grp.getgrnam(name)
+            if found.gr_name != me:
+                return found
+    pytest.skip("no group other than this user's own to give a folder to")

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import child_pythonpath, run_core
+from conftest import child_pythonpath, other_group, run_core
 from gpukeras import bridge
 from gpukeras.core import errors
 from gpukeras.core.runtime import config
@@ -185,25 +185,6 @@ def test_a_backup_never_takes_the_name_of_a_file_already_there(tmp_path: Path) -
 
 
 # Item 3: folders other users may write to, and links --------------------------------
-@pytest.fixture
-def nobody() -> pwd.struct_passwd:
-    """Another user, for folders that are not this one's: needs root (to chown)."""
-    if os.geteuid() != 0:
-        pytest.skip("giving a folder to another user needs root")
-    return pwd.getpwnam("nobody")
-
-
-def other_group() -> grp.struct_group:
-    """A group that is not this user's private group."""
-    me = pwd.getpwuid(os.geteuid()).pw_name
-    for name in ("nogroup", "nobody", "users"):
-        with contextlib.suppress(KeyError):
-            found = grp.getgrnam(name)
-            if found.gr_name != me:
-                return found
-    pytest.skip("no group other than this user's own to give a folder to")
-
-
 @pytest.mark.parametrize(
     ("owner", "mode", "group", "said"),
     [

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import pwd
+import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -15,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import requires, run_core
+from conftest import other_group, requires, run_core
+from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.tools import search, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
@@ -82,6 +86,43 @@ def test_the_same_request_resumes_and_another_is_refused(tmp_path: Path) -> None
     with pytest.raises(search.SearchMismatchError, match="the model function differs"):
         search.open_study(url(tmp_path), "s", SPACE, changed, 3, "val_loss")
     assert search.open_study(url(tmp_path), "other", SPACE, changed, 3, "val_loss")
+
+
+def test_a_mismatch_names_each_argument_that_differs_with_both_values(tmp_path: Path) -> None:
+    """Not "gpu_fit()'s arguments differs": which argument, what the study holds, what the
+    call gives; a searched value as the R call that makes it."""
+    made = {**REQUEST, "fit": {"epochs": "3", "batch_size": "32"}}
+    search.open_study(url(tmp_path), "s", SPACE, made, 3, "val_loss")
+    space = {**SPACE, "units": {"type": "int", "lower": 4, "upper": 128, "log": True}}
+    changed = {**made, "space": space, "objective": "val_accuracy", "fit": {"epochs": "5"}}
+    with pytest.raises(search.SearchMismatchError) as raised:
+        search.open_study(url(tmp_path), "s", space, changed, 3, "val_accuracy")
+    said = str(raised.value)
+    assert (
+        "the search space's `units` is search_int(4, 64, log = TRUE) in the study, "
+        "search_int(4, 128, log = TRUE) in this call" in said
+    )
+    assert 'the objective is "val_loss" in the study, "val_accuracy" in this call' in said
+    assert "gpu_fit()'s `epochs` is 3 in the study, 5 in this call" in said
+    assert "gpu_fit()'s `batch_size` is 32 in the study, not given in this call" in said
+    assert 'the direction is "minimize" in the study, "maximize" in this call' in said
+
+
+def test_a_later_identical_search_that_runs_nothing_resumes_nothing(tmp_path: Path) -> None:
+    """Trial 0 interrupted, run again by the search after it; the one after that runs
+    nothing and lists no interrupted trial (its reason stays in the study)."""
+    study = opened(tmp_path, trials=1)
+    first = search.ask(study)
+    assert first is not None
+    search.interrupt(study, [first["number"]], "its search stopped")
+    resumed = opened(tmp_path, trials=1)
+    retry = search.ask(resumed)
+    assert retry is not None and search.trials(resumed)["retry_of"] == [0]
+    search.tell(resumed, retry["number"], "complete", value=1.0)
+    assert search.trials(resumed)["interrupted"] == [0]
+    later = opened(tmp_path, trials=1)
+    assert search.ask(later) is None
+    assert search.trials(later)["interrupted"] == []
 
 
 def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: Path) -> None:
@@ -244,6 +285,84 @@ def test_a_storage_that_cannot_be_opened_is_a_classed_error_without_the_password
         )
     assert "secret" not in str(raised.value)
     assert "al:***@127.0.0.1:1/db" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://al:S3c:r@t@h:5432/db", "postgresql://al:***@h:5432/db"),
+        (
+            "postgresql://al@h/db?sslmode=require&password=S3c",
+            "postgresql://al@h/db?sslmode=require&password=***",
+        ),
+        ("postgresql://h/db?PassWord=S3c&pwd=S3c#x", "postgresql://h/db?PassWord=***&pwd=***#x"),
+        ("sqlite:////tmp/s/search.db?password=S3c", "sqlite:////tmp/s/search.db?password=***"),
+        ("postgresql://al@h/db?mypassword=not-a-key", "postgresql://al@h/db?mypassword=not-a-key"),
+        ("/home/al/study", "/home/al/study"),
+    ],
+)
+def test_a_url_is_shown_without_its_password_in_the_credentials_or_the_query(
+    given: str, shown: str
+) -> None:
+    assert study_storage.safe_url(given) == shown
+
+
+# The study folder: gpu_backup()'s rules ----------------------------------------------------
+def unsafe(folder: Path) -> str:
+    answer = bridge.call("search_folder", {"folder": str(folder)})
+    assert not answer["ok"], f"{folder} was accepted"
+    assert answer["r_class"] == "gpukeras_error_search_storage_unsafe", answer
+    assert f"storage folder {folder}" in answer["message"] or str(folder) in answer["message"]
+    return str(answer["message"])
+
+
+def test_a_study_folder_is_made_for_this_user_alone(tmp_path: Path) -> None:
+    made = Path(study_storage.check_folder(str(tmp_path / "studies" / "churn")))
+    assert made == tmp_path / "studies" / "churn"
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert study_storage.check_folder(str(made)) == str(made)  # and taken again as it is
+    (tmp_path / "file").write_text("")
+    answer = bridge.call("search_folder", {"folder": str(tmp_path / "file")})
+    assert answer["r_class"] == "gpukeras_error_bad_argument" and "is a file" in answer["message"]
+
+
+def test_another_users_study_folder_is_refused(tmp_path: Path, nobody: pwd.struct_passwd) -> None:
+    """The issue's case: a folder made by another user (writable by all, or not)."""
+    for mode in (0o1777, 0o755):
+        shared = tmp_path / f"shared-{mode:o}"
+        shared.mkdir()
+        os.chown(shared, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(shared, mode)
+        said = unsafe(shared)
+        assert re.search(r"belongs to nobody \(uid \d+\), not to you", said)
+        assert "gpu_load(search$best$path) would load their model" in said
+        assert list(shared.iterdir()) == []  # nothing made there
+
+
+def test_a_study_folder_others_may_write_to_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    assert f"chmod go-w {shared}" in unsafe(shared)
+    if os.geteuid() == 0:
+        os.chown(shared, -1, other_group().gr_gid)
+        os.chmod(shared, 0o770)
+        assert f"chmod g-w {shared}" in unsafe(shared)
+
+
+@pytest.mark.parametrize("name", ["search.db", "models"])
+def test_a_linked_search_db_or_models_is_refused(tmp_path: Path, name: str) -> None:
+    """A link planted where the study or the best model is written is never written through."""
+    folder = tmp_path / "study"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "trial-7.keras").write_text("the victim's own model")
+    (folder / name).symlink_to(victim if name == "models" else victim / "trial-7.keras")
+    said = unsafe(folder)
+    assert f"{folder / name} in gpu_search()'s storage folder is a link" in said
+    assert f'unlink("{folder / name}")' in said
+    assert (victim / "trial-7.keras").read_text() == "the victim's own model"
 
 
 # Where the workers run --------------------------------------------------------------------

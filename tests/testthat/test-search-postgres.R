@@ -1,7 +1,8 @@
 # gpu_search() on a study in PostgreSQL that two R sessions share, as two machines
 # would: both run the same call on the same database URL at the same time, and between
 # them they run the `trials` asked for, each trial once. The server is a real one,
-# started for the test on 127.0.0.1 and stopped after it.
+# started for the test on 127.0.0.1 and stopped after it. A URL's password (PostgreSQL's,
+# or one in a query string) is never shown or saved (issue #59, item 4).
 
 mark_slow()
 
@@ -22,12 +23,12 @@ postgres_bin <- function() {
 }
 
 # A throwaway PostgreSQL server on 127.0.0.1, on a free port, in a folder of its own,
-# with the user `postgres` trusted without a password: returns its URL
-# (postgresql://postgres@127.0.0.1:PORT/postgres). The server is stopped and its folder
+# with the user `postgres` trusted without a password, or with `password` required:
+# returns its URL (postgresql://postgres[:password]@127.0.0.1:PORT/postgres). The server is stopped and its folder
 # removed when `env` ends. PostgreSQL refuses to run as root, so as root the server
 # runs as the system user `postgres` (made by Debian's postgresql package). Skips when
 # there is no server to run.
-local_postgres <- function(env = parent.frame()) {
+local_postgres <- function(env = parent.frame(), password = NULL) {
   testthat::skip_on_os("windows")
   bin <- postgres_bin()
   testthat::skip_if(
@@ -58,7 +59,13 @@ local_postgres <- function(env = parent.frame()) {
   withr::defer(unlink(dir, recursive = TRUE), envir = env)
   if (root) system2("chown", c("postgres", shQuote(dir)))
   data <- file.path(dir, "data")
-  made <- run("initdb", c("-D", shQuote(data), "-A", "trust", "-U", "postgres", "--no-sync"))
+  auth <- c("-A", "trust")
+  if (!is.null(password)) {
+    writeLines(password, file.path(dir, "password"))
+    if (root) system2("chown", c("postgres", shQuote(file.path(dir, "password"))))
+    auth <- c("-A", "scram-sha-256", paste0("--pwfile=", shQuote(file.path(dir, "password"))))
+  }
+  made <- run("initdb", c("-D", shQuote(data), auth, "-U", "postgres", "--no-sync"))
   if (!made$ok) stop("initdb failed: ", made$said)
   port <- free_ports(1L)
   # -l: the server writes to its log, not to the pipe system2() reads until it closes.
@@ -70,7 +77,7 @@ local_postgres <- function(env = parent.frame()) {
     stop("PostgreSQL did not start: ", started$said, "\n", said)
   }
   withr::defer(run("pg_ctl", c("-D", shQuote(data), "-m", "fast", "-w", "stop")), envir = env, priority = "first")
-  sprintf("postgresql://postgres@127.0.0.1:%d/postgres", port)
+  sprintf("postgresql://postgres%s@127.0.0.1:%d/postgres", if (is.null(password)) "" else paste0(":", password), port)
 }
 
 # The Python driver gpu_search() reaches PostgreSQL through, or a skip.
@@ -196,4 +203,123 @@ test_that("two sessions running the same gpu_search() on one PostgreSQL study ru
     class = "gpukeras_error_search_mismatch"
   )
   expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"), "6")
+})
+
+# Every byte of the files under `paths` (an .rds file decompressed, as R reads it):
+# where a password written there would be found.
+file_bytes <- function(path) {
+  con <- gzfile(path, "rb") # reads an uncompressed file as it is
+  on.exit(close(con))
+  chunks <- list()
+  repeat {
+    chunk <- readBin(con, "raw", 1e6)
+    if (!length(chunk)) break
+    chunks[[length(chunks) + 1L]] <- chunk
+  }
+  c(raw(), unlist(chunks))
+}
+
+# A search on a storage URL with `secret` in it: what it prints, says, raises and saves
+# (its result saved with saveRDS(), the best model's folder, a background job's files),
+# gathered as text and files. Only the job's args.rds (what its process reads, in R's
+# own session folder) and the workers' task files (read by them, removed at the end)
+# hold the URL as given.
+search_artifacts <- function(url, wrong_url) {
+  shown <- character()
+  keep <- function(...) shown <<- c(shown, ...)
+  model_fn <- eval(search_model_fn)
+  space <- eval(search_space)
+  data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+  run <- function(background = FALSE, ...) {
+    args <- utils::modifyList(list(
+      model_fn, data, space = space, trials = 2, storage = url, seed = 1, workers = 1, pruner = "none",
+      epochs = 1, batch_size = 32, background = background
+    ), list(...))
+    keep(utils::capture.output(made <- do.call(gpu_search, args), type = "output"))
+    made
+  }
+  said <- function(expr) tryCatch(expr, error = function(e) {
+    keep(conditionMessage(e), utils::capture.output(print(e)))
+    e
+  })
+  gather <- function() {
+    # in the background, cancelled once a trial is done: its print and status, then the
+    # same call here, which resumes it, and once more in the background, to its end
+    job <- run(background = TRUE)
+    repeat {
+      status <- gpu_job_status(job)
+      if (status$done >= 1 || status$state != "running") break
+      Sys.sleep(0.2)
+    }
+    keep(utils::capture.output(print(job)), format(status), unlist(unclass(status)))
+    gpu_job_cancel(job)
+    keep(utils::capture.output(print(job)), format(gpu_job_status(job)), unlist(unclass(gpu_job_status(job))))
+    search <- run()
+    keep(utils::capture.output(print(search)), format(search), unlist(search[c("storage", "study", "best")]))
+    rds <- tempfile(fileext = ".rds")
+    saveRDS(search, rds)
+    again <- run(background = TRUE)
+    waited <- gpu_job_wait(again, timeout = 120)
+    keep(utils::capture.output(print(again)), format(gpu_job_status(again)), format(waited))
+    # errors: another search on the study, a wrong password
+    mismatch <- said(run(space = list(learning_rate = search_float(1e-4, 1e-1, log = TRUE))))
+    refused <- said(run(storage = wrong_url))
+    list(
+      search = search, job = job, again = again, mismatch = mismatch, refused = refused,
+      files = c(rds, list.files(c(job$dir, again$dir), full.names = TRUE, all.files = TRUE, no.. = TRUE),
+                list.files(search_storage(url, "gpukeras", environment())$models, full.names = TRUE))
+    )
+  }
+  # messages and warnings are kept too (each warning once: SQLAlchemy warns about a
+  # query string SQLite ignores at every open)
+  gathered <- withCallingHandlers(gather(), message = function(m) keep(conditionMessage(m)), warning = function(w) {
+    keep(conditionMessage(w))
+    invokeRestart("muffleWarning")
+  })
+  c(list(shown = shown), gathered)
+}
+
+expect_never_shown <- function(artifacts, secret) {
+  shown <- artifacts$shown
+  expect_gt(length(shown), 20L)
+  said <- grep(secret, shown, fixed = TRUE, value = TRUE)
+  expect(!length(said), sprintf("shown with the password: %s", paste(said, collapse = " | ")))
+  args <- file.path(c(artifacts$job$dir, artifacts$again$dir), "args.rds")
+  saved <- setdiff(artifacts$files, args)
+  expect_true(any(grepl("result.rds", saved, fixed = TRUE)))
+  holding <- Filter(function(file) length(grepRaw(secret, file_bytes(file), fixed = TRUE)) > 0L, saved)
+  expect(!length(holding), sprintf("saved with the password: %s", paste(unlist(holding), collapse = ", ")))
+}
+
+test_that("a study in PostgreSQL with a password never shows it: prints, job status, results, errors and saved files", {
+  skip_if_no_postgres_driver()
+  secret <- "S3cretPW-59"
+  url <- local_postgres(password = secret)
+  expect_match(url, secret, fixed = TRUE)
+  wrong <- sub(secret, "Wr0ngPW-59", url, fixed = TRUE)
+  artifacts <- search_artifacts(url, wrong)
+  expect_never_shown(artifacts, secret)
+  expect_never_shown(artifacts, "Wr0ngPW-59")
+  masked <- sub(secret, "***", url, fixed = TRUE)
+  expect_identical(artifacts$search$storage, masked)
+  expect_identical(gpu_job_status(artifacts$job)$storage, masked)
+  expect_match(format(gpu_job_status(artifacts$job)), sprintf("The study is kept in %s", masked), fixed = TRUE, all = FALSE)
+  expect_match(format(artifacts$search), sprintf("Study:      'gpukeras' in %s, seed 1", masked), fixed = TRUE, all = FALSE)
+  expect_s3_class(artifacts$mismatch, "gpukeras_error_search_mismatch")
+  expect_match(conditionMessage(artifacts$mismatch), masked, fixed = TRUE)
+  expect_s3_class(artifacts$refused, "gpukeras_error_search_storage")
+  expect_match(conditionMessage(artifacts$refused), "postgres:***@127.0.0.1", fixed = TRUE)
+})
+
+test_that("a password in an SQLite URL's query string is never shown either", {
+  skip_if_no_python()
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
+  secret <- "S3cretQS-59"
+  dir <- withr::local_tempdir()
+  url <- sprintf("sqlite:///%s?password=%s", file.path(dir, "search.db"), secret)
+  wrong <- sprintf("sqlite:///%s?password=Wr0ngQS-59", file.path(dir, "other", "search.db"))
+  artifacts <- search_artifacts(url, wrong)
+  expect_never_shown(artifacts, secret)
+  expect_never_shown(artifacts, "Wr0ngQS-59")
+  expect_identical(artifacts$search$storage, sub(secret, "***", url, fixed = TRUE))
 })

@@ -26,6 +26,52 @@ test_that("a background search's status says which trials run, and which a stop 
   expect_identical(cancelled[3], "The study is kept in search/: the same gpu_search() call resumes it.")
 })
 
+test_that("a study folder is made for this user alone; another user's, one others may write to, or a linked search.db or models is refused", {
+  skip_if_no_python()
+  tmp <- withr::local_tempdir()
+  made <- search_storage(file.path(tmp, "studies", "churn"), "gpukeras", environment())
+  expect_identical(made$folder, normalizePath(file.path(tmp, "studies", "churn")))
+  expect_identical(as.character(file.mode(made$folder)), "700")
+  expect_identical(made$url, paste0("sqlite:///", file.path(made$folder, "search.db")))
+
+  # gpu_search() itself refuses them, before any data is carried or any trial runs
+  search <- function(storage) {
+    gpu_search(function(params) NULL, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+               space = list(units = search_int(2, 8)), trials = 1, storage = storage)
+  }
+  refused <- function(storage) {
+    error <- tryCatch(search(storage), error = identity)
+    expect_s3_class(error, "gpukeras_error_search_storage_unsafe")
+    expect_match(conditionMessage(error), normalizePath(storage), fixed = TRUE)
+    error
+  }
+  open <- file.path(tmp, "open")
+  dir.create(open)
+  Sys.chmod(open, "1777", use_umask = FALSE)
+  refused(open)
+  expect_snapshot(error = TRUE, search(open), transform = function(lines) gsub(normalizePath(tmp), "<tmp>", lines, fixed = TRUE))
+  victims <- file.path(tmp, "victim")
+  dir.create(victims)
+  writeLines("the victim's own model", file.path(victims, "trial-7.keras"))
+  for (name in c("search.db", "models")) {
+    study <- file.path(tmp, paste0("linked-", sub("[.]", "-", name)))
+    dir.create(study, mode = "0700")
+    file.symlink(if (name == "models") victims else file.path(victims, "trial-7.keras"), file.path(study, name))
+    expect_match(conditionMessage(refused(study)), sprintf("%s in gpu_search()'s storage folder is a link", file.path(normalizePath(study), name)), fixed = TRUE)
+  }
+  expect_identical(readLines(file.path(victims, "trial-7.keras")), "the victim's own model")
+  expect_identical(list.files(victims), "trial-7.keras")
+
+  # a real second user: root gives a folder to nobody (as test-backup.R does)
+  if (identical(unname(Sys.info()[["effective_user"]]), "root")) {
+    theirs <- file.path(tmp, "theirs")
+    dir.create(theirs, mode = "0755")
+    stopifnot(system2("chown", c("nobody", theirs)) == 0)
+    expect_match(conditionMessage(refused(theirs)), "belongs to nobody (uid ", fixed = TRUE)
+    expect_identical(list.files(theirs, all.files = TRUE, no.. = TRUE), character())
+  }
+})
+
 mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
@@ -130,13 +176,15 @@ test_that("a cancelled background search keeps its study, and the same call resu
       seconds = vapply(done, function(t) t$user_attrs$gpukeras_seconds, 1)
     )
     resumed <- search(FALSE)
+    later <- search(FALSE) # the same call once more: nothing to run, nothing resumed
     mismatch <- tryCatch(
       gpu_search(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 32)),
-                 trials = 3, objective = "val_accuracy", pruner = "none", epochs = 40, batch_size = 150, seed = 2, storage = dir),
-      error = function(e) class(e)
+                 trials = 3, objective = "val_accuracy", pruner = "none", epochs = 20, batch_size = 150, seed = 2, storage = dir),
+      error = function(e) e
     )
     list(running = unclass(running), cancelled = unclass(cancelled), text = format(cancelled), before = before,
-         resumed = unclass(resumed), mismatch = mismatch)
+         resumed = unclass(resumed), later = unclass(later), later_text = format(later),
+         mismatch = class(mismatch), mismatch_message = conditionMessage(mismatch))
   }, env = c(GPUKERAS_TEST_DIR = dir), timeout = 300)
   expect_identical(result$running$state, "running")
   expect_gte(result$running$done, 1L)
@@ -153,7 +201,13 @@ test_that("a cancelled background search keeps its study, and the same call resu
   expect_identical(kept$seconds, before$seconds)
   expect_identical(resumed$direction, "maximize")
   expect_true(all(resumed$interrupted < max(resumed$trials$number)))
+  expect_identical(result$later$trials, resumed$trials)
+  expect_identical(result$later$interrupted, integer())
+  expect_no_match(result$later_text, "Resumed", fixed = TRUE)
   expect_true("gpukeras_error_search_mismatch" %in% result$mismatch)
+  # which arguments differ, with what the study holds and what this call gave
+  expect_match(result$mismatch_message, "gpu_fit()'s `epochs` is 40 in the study, 20 in this call", fixed = TRUE)
+  expect_match(result$mismatch_message, "the search space's `units` is search_int(2, 64) in the study, search_int(2, 32) in this call", fixed = TRUE)
 })
 
 test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument and validation data given", {

@@ -187,6 +187,9 @@ class Search:
         self.pruner = pruner
         self.objective = objective
         self.seed = seed
+        # the interrupted trials this search runs again: found so when it opened the study,
+        # and those another search's stop left to be asked again, as this one asks them
+        self.resumed: set[int] = set()
 
     def owner(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -196,16 +199,63 @@ def _request_digest(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
+# What each part of a search's request is, in a mismatch's message.
+REQUEST_PARTS = {
+    "space": "the search space",
+    "model_fn": "the model function",
+    "objective": "the objective",
+    "direction": "the direction",
+    "data": "the data",
+    "fit": "gpu_fit()'s",
+}
+# The longest value a mismatch's message shows whole.
+SHOWN_CHARACTERS = 60
+
+
 def _differences(stored: dict[str, Any], request: dict[str, Any]) -> list[str]:
-    names = {
-        "space": "the search space",
-        "model_fn": "the model function",
-        "objective": "the objective",
-        "direction": "the direction",
-        "data": "the data",
-        "fit": "gpu_fit()'s arguments",
-    }
-    return [names.get(key, key) for key in request if stored.get(key) != request.get(key)]
+    """What differs between the study's request and this call's, each part or argument
+    named with both values: "gpu_fit()'s `epochs` is 3 in the study, 5 in this call"."""
+    said = []
+    for key in request:
+        before, now = stored.get(key), request.get(key)
+        if before == now:
+            continue
+        name = REQUEST_PARTS.get(key, key)
+        if key == "model_fn":
+            said.append("the model function differs (its arguments or body)")
+        elif isinstance(before, dict) and isinstance(now, dict):
+            shown = _shown_spec if key == "space" else _shown
+            of = name if key == "fit" else f"{name}'s"
+            said.extend(
+                f"{of} `{part}` is {shown(before.get(part))} in the study, "
+                f"{shown(now.get(part))} in this call"
+                for part in [*now, *(part for part in before if part not in now)]
+                if before.get(part) != now.get(part)
+            )
+        else:
+            said.append(
+                f"{name} is {_shown(before, True)} in the study, {_shown(now, True)} in this call"
+            )
+    return said
+
+
+def _shown(value: Any, quoted: bool = False) -> str:
+    """A request's value as a message shows it: "not given" for none, a string as it is
+    (gpu_fit()'s arguments come deparsed by R) or ``quoted``, a long one cut short."""
+    if value is None:
+        return "not given"
+    text = value if isinstance(value, str) and not quoted else json.dumps(value)
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
+
+
+def _shown_spec(spec: Any) -> str:
+    """A searched value's spec as the R call that makes it: search_int(4, 32)."""
+    if not isinstance(spec, dict):
+        return "not searched" if spec is None else _shown(spec)
+    log = ", log = TRUE" if spec.get("log") and spec.get("type") != "choice" else ""
+    if spec.get("type") == "choice":
+        return f"search_choice({', '.join(json.dumps(c) for c in spec.get('choices', []))})"
+    return f"search_{spec.get('type')}({spec.get('lower')}, {spec.get('upper')}{log})"
 
 
 def open_study(
@@ -244,14 +294,12 @@ def open_study(
             # another process creating the study at once may have set its own first
             stored = made.user_attrs.get(REQUEST_ATTR)
         if _request_digest(stored) != _request_digest(request):
-            differ = _differences(stored, request) or ["its request"]
-            named = ", ".join(differ[:-1]) + " and " + differ[-1] if len(differ) > 1 else differ[0]
+            differ = _differences(stored, request) or ["its request differs"]
             where = study_storage.safe_url(storage)
             raise SearchMismatchError(
-                f"The storage {where} holds the study '{study}' of another search: {named} "
-                f"{'differ' if len(differ) > 1 else 'differs'}. Resume it "
-                "with the call that made it, or give a new `storage` (or `study` name) for "
-                "this search."
+                f"The storage {where} holds the study '{study}' of another search: "
+                f"{'; '.join(differ)}. Resume it with the call that made it, or give a new "
+                "`storage` (or `study` name) for this search."
             )
         if sampler == "grid":
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
@@ -287,11 +335,13 @@ def _retry_interrupted(search: Search) -> None:
     now = time.time()
     for trial in search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         why = _interrupted(trial, now)
-        if why is not None:
-            _interrupt(search, trial, why)
+        if why is not None and _interrupt(search, trial, why):
+            search.resumed.add(trial.number)
 
 
-def _interrupt(search: Search, trial: Any, why: str) -> None:
+def _interrupt(search: Search, trial: Any, why: str) -> bool:
+    """Mark ``trial`` failed (uncounted) and ask its parameters again; False when another
+    search got to it first."""
     import optuna
 
     try:
@@ -300,10 +350,11 @@ def _interrupt(search: Search, trial: Any, why: str) -> None:
         running.set_user_attr(UNCOUNTED_ATTR, True)
         search.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
     except (RuntimeError, ValueError):
-        return  # another search got to it first
+        return False
     search.study.enqueue_trial(
         trial.params, user_attrs={RETRY_OF_ATTR: trial.number}, skip_if_exists=False
     )
+    return True
 
 
 def interrupt(search: Search, numbers: list[int], why: str) -> None:
@@ -336,6 +387,9 @@ def ask(search: Search) -> dict[str, Any] | None:
             search.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
         seed = trial_seed(search.seed, trial.number)
+        retry_of = trial.user_attrs.get(RETRY_OF_ATTR)
+        if retry_of is not None:
+            search.resumed.add(int(retry_of))
         trial.set_user_attr(OWNER_ATTR, search.owner())
         trial.set_user_attr(SEEN_ATTR, time.time())
         trial.set_user_attr(SEED_ATTR, seed)
@@ -418,15 +472,14 @@ def trials(search: Search) -> dict[str, Any]:
     parameter), ``value``, ``state`` (complete, pruned, failed, running, waiting),
     ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
     ``retry_of`` (the interrupted trial it runs again); then the best complete trial
-    (``best``: its number, or None), the ``interrupted`` trials' numbers (not counted:
-    each was asked again) and the direction."""
+    (``best``: its number, or None), the numbers of the ``interrupted`` trials this search
+    runs again (not counted; a later search that runs none lists none), the direction,
+    and the ``storage`` as it may be shown (no password)."""
     states = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}
-    everything = search.study.get_trials(deepcopy=False)
-    rows = [trial for trial in everything if not trial.user_attrs.get(UNCOUNTED_ATTR)]
-    interrupted = [
-        trial.number
-        for trial in everything
-        if trial.user_attrs.get(REASON_ATTR, "").startswith("interrupted")
+    rows = [
+        trial
+        for trial in search.study.get_trials(deepcopy=False)
+        if not trial.user_attrs.get(UNCOUNTED_ATTR)
     ]
     top = _best(search.study, rows)
     best = top.number if top is not None else None
@@ -442,8 +495,9 @@ def trials(search: Search) -> dict[str, Any]:
         "epochs": [len(t.intermediate_values) for t in rows],
         "retry_of": [t.user_attrs.get(RETRY_OF_ATTR) for t in rows],
         "best": best,
-        "interrupted": interrupted,
+        "interrupted": sorted(search.resumed),
         "direction": search.study.direction.name.lower(),
+        "storage": study_storage.safe_url(search.url),
     }
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from gpukeras.core.errors import GpukerasError
+from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.train import backup_files
 
 # SQLite waits this long for another process's write lock instead of failing
 # ("database is locked") when workers report epochs while the search asks and tells.
@@ -19,12 +22,64 @@ SQLITE_TIMEOUT_SECONDS = 60
 # the race fail (PostgreSQL: a duplicate key in pg_type) and find the tables made when
 # they try again, this many times in all.
 STORAGE_ATTEMPTS = 5
+# What a study folder holds: the SQLite study and the best trial's model.
+STUDY_FILES = ("search.db", "models")
+# A password given in a URL's query string (``?password=``; libpq also reads these keys).
+_QUERY_SECRET = re.compile(r"((?:^|&)(?:password|passwd|pwd)=)[^&#]*", re.IGNORECASE)
 
 
 class SearchStorageError(GpukerasError):
     """The study's storage cannot be opened (a bad URL, a missing driver, a server down)."""
 
     r_class = "gpukeras_error_search_storage"
+
+
+class SearchStorageUnsafeError(GpukerasError):
+    """The study folder is another user's, others may write to it, or a link is planted in it."""
+
+    r_class = "gpukeras_error_search_storage_unsafe"
+
+
+def check_folder(folder: object) -> str:
+    """``folder`` (gpu_search(storage = )) as an absolute path, made for this user alone
+    (0700) when missing, as gpu_backup()'s folder is: another user's folder, or one others
+    may write to, is refused, for its owner (or any writer) could swap the study or the
+    best model that gpu_load() later loads; so is a ``search.db`` or ``models`` that is a
+    link, which the search would write through.
+
+    Raises:
+        BadArgumentError: not a folder path, a file, or it cannot be created.
+        SearchStorageUnsafeError: as above, naming the folder and what to do.
+    """
+    if not isinstance(folder, str) or not folder:
+        raise BadArgumentError(f"`storage` must be a folder or a database URL, not {folder!r}.")
+    path = Path(folder).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise BadArgumentError(
+            f"The folder `storage` ({path}) is a file: give a folder, or a database URL."
+        )
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadArgumentError(
+            f"The folder `storage` ({path}) could not be created ({backup_files.why(error)}): "
+            "give a folder you can write to, or a database URL."
+        ) from error
+    backup_files.check_private(
+        path,
+        name="gpu_search()'s storage folder",
+        what="a trial's model",
+        then="gpu_load(search$best$path) would load their model as the best trial's",
+        error=SearchStorageUnsafeError,
+    )
+    for name in STUDY_FILES:
+        if (path / name).is_symlink():
+            raise SearchStorageUnsafeError(
+                f"{path / name} in gpu_search()'s storage folder is a link (to "
+                f"{os.readlink(path / name)}): the search would write through it. Remove the "
+                f"link (unlink(\"{path / name}\")), or give a folder of your own."
+            )
+    return str(path)
 
 
 @contextlib.contextmanager
@@ -92,13 +147,16 @@ def _with_driver(url: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
+    """``url`` without its password (after the user's name, or ``?password=`` in the query
+    string), for whatever is shown or saved: messages, prints, job status, results."""
     scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}" if ":" in credentials else url
+    where, mark, query = rest.partition("?")
+    if "@" in where:
+        credentials, _, host = where.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        where = f"{user}:***@{host}" if colon else where
+    query = _QUERY_SECRET.sub(r"\1***", query)
+    return f"{scheme}{sep}{where}{mark}{query}"
 
 
 # Storages a waiting worker opened ahead (``warm``), each taken once by the callback.

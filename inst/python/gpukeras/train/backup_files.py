@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gpukeras.core.errors import BackupDirUnsafeError, BackupInUseError, BadArgumentError
+from gpukeras.core.errors import (
+    BackupDirUnsafeError,
+    BackupInUseError,
+    BadArgumentError,
+    GpukerasError,
+)
 from gpukeras.core.handles import Model
 
 try:
@@ -126,36 +131,44 @@ def check_dir(backup_dir: object) -> str:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         raise BadArgumentError(f"backup_dir {path} cannot be created: {why(error)}.") from error
-    _check_safe(path)
+    check_private(path)
     _check_writable(path)
     return str(path)
 
 
-def _check_safe(path: Path) -> None:
-    """Refuse a folder that is not this user's, or that others may write to."""
+def check_private(
+    path: Path,
+    name: str = "backup_dir",
+    what: str = "a backup",
+    then: str = "gpukeras would resume from them",
+    error: type[GpukerasError] = BackupDirUnsafeError,
+) -> None:
+    """Refuse (``error``) a folder that is not this user's, or that others may write to: the
+    rules of a backup folder, also for other folders gpukeras writes and later reads back
+    (gpu_search()'s study). ``name`` names the folder in the message, ``what`` the files
+    written there, ``then`` what gpukeras would do with files another user planted."""
     if not hasattr(os, "geteuid"):  # no POSIX owners and modes to check
         return
     status = path.stat()
     me = os.geteuid()
     if status.st_uid != me:
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} belongs to {_user(status.st_uid)}, not to you "
-            f"({_user(me)}): its owner could replace or plant files in it, and gpukeras would "
-            "resume from them. Give a folder of your own (under your home directory, or one "
-            "you make with mkdir)."
+        raise error(
+            f"{name} {path} belongs to {_user(status.st_uid)}, not to you "
+            f"({_user(me)}): its owner could replace or plant files in it, and {then}. "
+            "Give a folder of your own (under your home directory, or one you make with mkdir)."
         )
     if status.st_mode & stat.S_IWOTH:
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} can be written by every user (mode "
+        raise error(
+            f"{name} {path} can be written by every user (mode "
             f"{stat.S_IMODE(status.st_mode):o}, as /tmp is): another user could plant a link "
-            "where a backup is written, or a backup of their own. Make it yours alone "
+            f"where {what} is written, or {what} of their own. Make it yours alone "
             f"(chmod go-w {path}), or give a folder of your own."
         )
     if status.st_mode & stat.S_IWGRP and not _own_group(status.st_gid):
-        raise BackupDirUnsafeError(
-            f"backup_dir {path} can be written by the group {_group(status.st_gid)} (mode "
-            f"{stat.S_IMODE(status.st_mode):o}): its other members could plant a link where a "
-            f"backup is written, or a backup of their own. Make it yours alone (chmod g-w "
+        raise error(
+            f"{name} {path} can be written by the group {_group(status.st_gid)} (mode "
+            f"{stat.S_IMODE(status.st_mode):o}): its other members could plant a link where "
+            f"{what} is written, or {what} of their own. Make it yours alone (chmod g-w "
             f"{path}), or give a folder of your own."
         )
 
