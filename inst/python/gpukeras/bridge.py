@@ -128,12 +128,12 @@ def r_safe_array(value: Any) -> Any:
     floating type NumPy does not know become float32, ml_dtypes' small integers int32;
     anything else as it is (no copy)."""
     dtype = getattr(value, "dtype", None)
-    number = getattr(dtype, "num", None)
+    number, name = getattr(dtype, "num", None), str(getattr(dtype, "name", ""))
     if number is None or not hasattr(value, "astype"):
         return value
-    if number == _NPY_HALF or (number >= _NPY_USERDEF and "float" in dtype.name):
+    if number == _NPY_HALF or (number >= _NPY_USERDEF and "float" in name):
         return value.astype("float32")
-    if number >= _NPY_USERDEF and "int" in dtype.name:
+    if number >= _NPY_USERDEF and "int" in name:
         return value.astype("int32")
     return value
 

@@ -6,14 +6,17 @@ Keras 3.15's JAX trainer runs one compiled step per call from the host; its
 model's step is then mostly host time (measured on an H100: Keras' fit() on
 NumPy arrays at 0.55 of a batch already on the device). For rows on the device
 (``data.adapters.resident.DeviceRows``), ``ResidentLoop`` gives ``model.fit()``
-a train function that runs k of Keras' own ``train_step``s per call in one
-compiled loop (``lax.fori_loop`` with the count a traced value: one
-compilation serves every k, the epoch's shorter last dispatch included), each
-on a batch gathered on the device by index from the epoch's order, and the
-epoch's last, partial batch as a step of its own, last, as Keras trains it;
-validation the same way, in order, with Keras' ``test_step``. The programs the first
-epoch's end needs (its last, partial batch; validation) are compiled on threads while the
-whole batches' loop compiles (a GPU) or trains (the CPU): ``ResidentLoop.compile_ahead``.
+a train function that runs k of Keras' own ``train_step``s per call, in calls of one
+compiled loop of ``BLOCK_STEPS`` steps (``lax.fori_loop`` with its count compiled in,
+the epoch's left-over steps a loop of their own count), each on a batch gathered on
+the device by index from the epoch's order, and the epoch's last, partial batch as a
+step of its own, last, as Keras trains it. With a traced count (one program for every
+count, as this loop was first) XLA reads the loop's condition back on the host at every
+step, and a GPU idles between steps (bench/utilization.py); with the count compiled in,
+XLA knows the trip count. Validation runs the same way, with Keras' ``test_step``, in
+order, its count traced. The programs the first epoch's end needs (its last, partial
+batch; its left-over steps; validation) are compiled on threads while the whole batches'
+loop compiles (a GPU) or trains (the CPU): ``ResidentLoop.compile_ahead``.
 
 Keras' fit() stays in charge of the rest: it counts steps, calls the callbacks
 at dispatch boundaries (as for any ``steps_per_execution``), shows progress,
@@ -24,18 +27,18 @@ how a resumed epoch starts where its backup left off.
 k ("auto") is the number of steps that take ``DISPATCH_SECONDS`` on the
 device, timed on a copy of the training state before training (the time of a
 dispatch is then mostly device work, whatever the host's per-dispatch cost),
-at least 1 and at most an epoch's steps.
+whole calls of the loop, at least 1 and at most an epoch's steps.
 
 The epoch's end: Keras' fit() reads the epoch's metrics (waiting for the device), writes
 the state back into the variables and runs the epoch-end callbacks before the next epoch's
-first dispatch, and the device waits meanwhile (a fifth of a short epoch's time on an H100,
-bench/utilization.py). So with ``EPOCH_AHEAD`` the dispatch that ends an epoch with no
-validation after it also queues the next epoch's first dispatch, on a copy of the state it
-ends with and the metrics as Keras resets them (``Ahead``); the next epoch's first call
-takes that result when Keras gives it the very state arrays the epoch ended with, and
-otherwise (a callback changed the weights, the optimizer's variables or the learning rate)
-drops it and trains as usual, not queueing ahead again in that fit. The results are the
-same bit for bit: the same program on the same values.
+first dispatch, and the device waits meanwhile (bench/utilization.py). So with
+``EPOCH_AHEAD`` the dispatch that ends an epoch with no validation after it also queues
+the next epoch's first dispatch, on a copy of the state it ends with and the metrics as
+Keras resets them (``Ahead``); the next epoch's first call takes that result when Keras
+gives it the very state arrays the epoch ended with, and otherwise (a callback changed the
+weights, the optimizer's variables or the learning rate) drops it and trains as usual, not
+queueing ahead again in that fit. The results are the same bit for bit: the same program
+on the same values.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpukeras.core import compat
@@ -58,14 +61,11 @@ from gpukeras.train import timing
 # The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
 # (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
 DISPATCH_SECONDS = 0.02
-# Steps timed on a copy of the state to choose k.
-PROBE_STEPS = 4
 # Whether an epoch's last dispatch queues the next epoch's first (see the notes).
 EPOCH_AHEAD = True
-# Whether the whole batches' loop has its step count compiled in (a program per count; XLA
-# then knows the loop's trip count, and on a GPU need not read its condition back at each
-# step) rather than traced (one program for every count).
-COUNT_COMPILED_IN = False
+# The whole batches' loop runs this many steps per call, its count compiled in (see the
+# notes); a dispatch of k steps is k / BLOCK_STEPS calls, queued one after another.
+BLOCK_STEPS = 8
 
 
 @dataclass
@@ -78,7 +78,7 @@ class Programs:
     ``test_last`` the same for validation, in order. ``step_seconds``: a
     step's time, once measured (``ResidentLoop.choose_steps``). ``ahead``: the threads
     compiling the ones the first epoch's end needs (``ResidentLoop.compile_ahead``), None
-    before they start.
+    before they start; ``started``: which (a name, or the whole batches' loop's count).
     """
 
     key: tuple
@@ -88,6 +88,7 @@ class Programs:
     test_last: Callable
     step_seconds: float | None = None
     ahead: list[threading.Thread] | None = None
+    started: set[object] = field(default_factory=set)
 
     def settle(self) -> None:
         """Wait for the programs being compiled ahead, before calling one of them."""
@@ -129,7 +130,7 @@ def programs(
     """The compiled loops for ``model`` at batch ``size`` under ``distribution``: the ones
     made before when nothing they were traced with has changed (the model's settings, and
     ``step_key``: the request's values traced into the step), else new ones."""
-    key = (size, id(distribution), _settings_key(model), step_key, COUNT_COMPILED_IN)
+    key = (size, id(distribution), _settings_key(model), step_key)
     made = _PROGRAMS.get(model)
     if made is not None and made.key == key:
         return made
@@ -180,12 +181,7 @@ def programs(
     shardings: Any = (None, out_shardings) if out_shardings is not None else None
     made = Programs(
         key,
-        jax.jit(
-            train_steps,
-            donate_argnums=0,
-            static_argnums=4 if COUNT_COMPILED_IN else (),
-            out_shardings=shardings,
-        ),
+        jax.jit(train_steps, donate_argnums=0, static_argnums=4, out_shardings=shardings),
         jax.jit(train_last, donate_argnums=0, static_argnums=3, out_shardings=shardings),
         jax.jit(test_steps),
         jax.jit(test_last, static_argnums=(2, 3)),
@@ -265,6 +261,10 @@ class ResidentLoop:
         # compiles (see there): decided once, not at every dispatch
         self._ahead = rows.distribution is None
         self._ahead_first = rows.jax.default_backend() != "cpu"
+        # the steps per dispatch (``train_function``), and whether every program an epoch
+        # calls has been started by compile_ahead (then it does nothing more)
+        self._k: int | None = None
+        self._all_ahead = False
         # the next epoch's first dispatch, queued at this epoch's end (EPOCH_AHEAD): whether
         # it still may be (a miss stops it for the fit), the metrics' values as Keras resets
         # them, the fit's epochs, what is queued, and the next epoch's order
@@ -323,6 +323,7 @@ class ResidentLoop:
     def train_function(self, model: Model, k: int) -> Callable:
         """Keras' ``train_function(state, iterator)``: the dispatch's steps, up to ``k``."""
         compiled, rows = self._compiled(model), self.rows
+        self._k = k
 
         def train(state: Any, iterator: object) -> Any:
             begin = self.position["begin"]
@@ -344,15 +345,24 @@ class ResidentLoop:
         rows, logs = self.rows, None
         if self._ahead_first:
             self.compile_ahead(compiled, state)
-        if begin < min(end, rows.full):
-            logs, state = compiled.train_steps(
-                state, rows.data, order, begin, min(end, rows.full) - begin
-            )
+        for first, count in self.blocks(begin, min(end, rows.full)):
+            if count in compiled.started:  # compiled ahead, maybe still compiling
+                compiled.settle()
+            logs, state = compiled.train_steps(state, rows.data, order, first, count)
             self.compile_ahead(compiled, state)
         if end > rows.full:  # the epoch's last, partial batch
             compiled.settle()
             logs, state = compiled.train_last(state, rows.data, order, rows.full)
         return logs, state
+
+    def blocks(self, begin: int, end: int) -> list[tuple[int, int]]:
+        """The calls of the whole batches' loop that run steps ``begin`` to ``end``: ``(first
+        step, steps)``, ``BLOCK_STEPS`` each (fewer for an epoch shorter than that), then
+        what is left."""
+        size = min(BLOCK_STEPS, max(1, self.rows.full))
+        whole, left = divmod(max(0, end - begin), size)
+        calls = [(begin + i * size, size) for i in range(whole)]
+        return calls + ([(begin + whole * size, left)] if left else [])
 
     def _queue_next_epoch(self, compiled: Programs, state: Any, end: int) -> None:
         """At an epoch's last dispatch (its result ``state``): queue the next epoch's first
@@ -430,25 +440,32 @@ class ResidentLoop:
         ``state``: the training state (its shapes and dtypes are read).
         """
         rows = self.rows
-        if not self._ahead or compiled.ahead is not None:
+        if not self._ahead or self._all_ahead:
             return
-        compiled.ahead = []
+        compiled.ahead = compiled.ahead or []
         jax = rows.jax
         # Keras passes uncommitted arrays on one device, and Python ints as begin and count
         spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
         test_state = (spec[0], spec[1], spec[3])  # Keras' test state has no optimizer
         whole = jax.ShapeDtypeStruct((), "int32", weak_type=True)
         order = jax.eval_shape(lambda: jax.numpy.arange(rows.rows))  # an epoch's order's type
-        # (program, its arguments): each a jitted function, whose ``lower`` takes types
-        jobs: list[tuple[Any, tuple]] = []
+        # (name, program, its arguments): each a jitted function, whose ``lower`` takes types
+        jobs: list[tuple[object, Any, tuple]] = []
         if rows.partial:
-            jobs.append((compiled.train_last, (spec, rows.data, order, rows.full)))
+            jobs.append(("train_last", compiled.train_last, (spec, rows.data, order, rows.full)))
         if rows.validation is not None and rows.val_full:
-            jobs.append((compiled.test_steps, (test_state, rows.validation, whole, whole)))
+            tested = (test_state, rows.validation, whole, whole)
+            jobs.append(("test_steps", compiled.test_steps, tested))
         if rows.validation is not None and rows.val_partial:
-            arguments = (test_state, rows.validation, rows.val_full, rows.val_partial)
-            jobs.append((compiled.test_last, arguments))
-        for program, arguments in jobs:
+            last = (test_state, rows.validation, rows.val_full, rows.val_partial)
+            jobs.append(("test_last", compiled.test_last, last))
+        for count in self._later_counts():
+            jobs.append((count, compiled.train_steps, (spec, rows.data, order, whole, count)))
+        self._all_ahead = self._k is not None
+        for name, program, arguments in jobs:
+            if name in compiled.started:
+                continue
+            compiled.started.add(name)
             try:
                 lowered = program.lower(*arguments)
             except Exception:
@@ -459,6 +476,16 @@ class ResidentLoop:
             )
             thread.start()
             compiled.ahead.append(thread)
+
+    def _later_counts(self) -> set[int]:
+        """The step counts of the whole batches' loop an epoch calls beyond its first
+        dispatch's (which compile on the training thread), once ``k`` is known."""
+        k, full = self._k, self.rows.full
+        if k is None:
+            return set()
+        first = {count for _, count in self.blocks(0, min(k, full))}
+        later = {c for b in range(0, full, k) for _, c in self.blocks(b, min(b + k, full))}
+        return later - first
 
     def choose_steps(self, model: Model) -> int:
         """k for "auto": the steps that take ``DISPATCH_SECONDS`` on the device (see the notes),
@@ -471,7 +498,7 @@ class ResidentLoop:
         if compiled.step_seconds is None:
             jax = rows.jax
             state = training_state(model)
-            probe = min(PROBE_STEPS, rows.full)
+            ((_, probe),) = self.blocks(0, min(BLOCK_STEPS, rows.full))  # a call of the loop
             order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
             if self._ahead_first:
                 self.compile_ahead(compiled, state)
@@ -484,7 +511,8 @@ class ResidentLoop:
                 seconds.append(time.perf_counter() - started)
             compiled.step_seconds = seconds[-1] / probe
         wanted = math.ceil(DISPATCH_SECONDS / max(compiled.step_seconds, 1e-9))
-        return max(1, min(rows.steps, wanted))
+        block = min(BLOCK_STEPS, rows.full)  # whole calls of the loop
+        return max(1, min(rows.steps, block * math.ceil(wanted / block)))
 
     def install(self, model: Model, k: int) -> None:
         """Make ``model.fit()`` train on these rows on the device, ``k`` steps per dispatch."""
