@@ -3,13 +3,15 @@
 # service's metadata and its refusals back into JSON.
 
 # A refusal of a request: the condition serve_predict() turns into its answer,
-# a JSON body list(error = <code>, message = , <details>) with `status`.
+# a JSON body list(error = <code>, message = , <details>) with `status`. A base
+# condition: it never reaches a user, and rlang's backtrace would cost 1.7 ms of
+# every refusal (the service answers one request at a time).
 serve_reject <- function(status, code, message, ...) {
-  rlang::abort(message, class = "gpukeras_serve_reject", status = as.integer(status), problem = serve_problem(code, message, ...))
+  stop(errorCondition(message, class = "gpukeras_serve_reject", status = as.integer(status), problem = serve_problem(code, message, ...)))
 }
 
 serve_problem <- function(code, message, ...) {
-  list(error = code, message = message, ...)
+  Filter(Negate(is.null), list(error = code, message = message, ...))
 }
 
 as_json <- function(value) {
@@ -39,113 +41,203 @@ served_input <- function(encoding, call) {
   if (is.null(encoding)) list(type = "array", shape = NULL, names = NULL) else encoding$inputs[[1]]
 }
 
-# The request's body as jsonlite reads it (records as a data.frame, columns as
-# a named list, rows as a matrix).
+# The most bytes a request's body may have by default: `max_rows` rows of the
+# input as JSON records (a number 24 characters at most, a level each character
+# escaped as \uXXXX, each name quoted), twice over for spaces and ignored
+# fields, and at least 64 KiB.
+request_byte_limit <- function(part, max_rows) {
+  named <- function(names, values) sum(nchar(names, type = "bytes") + 4) + sum(values)
+  row <- if (identical(part$type, "data.frame")) {
+    named(names(part$columns), vapply(part$columns, function(spec) {
+      if (identical(spec$type, "factor")) 6 * max(nchar(spec$levels, type = "bytes"), 1L) + 2 else 24
+    }, numeric(1)))
+  } else {
+    named(part$names %||% character(), 25 * prod(part$shape))
+  }
+  max(64 * 1024, 2 * max_rows * (row + 2))
+}
+
+# The request's body parsed as JSON with nothing simplified (arrays as unnamed
+# lists, objects as named ones; parsing makes no table, whatever the keys):
+# list(text, value).
 parse_request_body <- function(raw) {
   if (!length(raw)) {
     serve_reject(400L, "bad_body", "The request has no body: send JSON records, e.g. [{\"income\": 52000, \"region\": \"west\"}].")
   }
-  text <- rawToChar(raw)
+  malformed <- function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L)))
+  text <- tryCatch(rawToChar(raw), error = malformed)
   Encoding(text) <- "UTF-8"
-  tryCatch(
-    jsonlite::fromJSON(text, simplifyVector = TRUE),
-    error = function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", one_line(conditionMessage(e))))
-  )
+  list(text = text, value = tryCatch(jsonlite::parse_json(text, simplifyVector = FALSE), error = malformed))
 }
 
 # The request's data in the form predict() takes for the served input: a
 # data.frame with the training columns (numbers, logicals, strings for
-# factors), or a numeric matrix or array of rows.
+# factors), or a numeric matrix or array of rows. Its rows are counted before
+# anything is built, and only the model's columns are taken.
 request_data <- function(body, settings) {
   part <- settings$part
-  body <- as_rows(body)
-  rows <- if (is.data.frame(body)) nrow(body) else if (is.null(dim(body))) 0L else dim(body)[1]
+  if (is.list(body$value) && !length(body$value)) check_row_count(0L, settings$max_rows)
+  form <- body_form(body$value)
+  columns <- if (identical(part$type, "data.frame")) names(part$columns) else part$names
+  if (form %in% c("records", "columns") && !is.null(columns)) {
+    values <- named_values(body$value, form, columns, settings$max_rows)
+    if (identical(part$type, "data.frame")) {
+      return(request_columns(values, part, settings))
+    }
+    for (column in columns) {
+      if (!is.numeric(values[[column]]) && !is.logical(values[[column]])) abort_wrong_type(column, values[[column]], "numbers")
+      check_numbers(values[[column]], column)
+    }
+    return(matrix(as.double(unlist(values, use.names = FALSE)), ncol = length(columns), dimnames = list(NULL, columns)))
+  }
+  if (identical(form, "rows") && !identical(part$type, "data.frame")) {
+    return(request_rows(body, part, settings))
+  }
+  serve_reject(400L, "bad_body", switch(form,
+    rows = sprintf("This model takes named columns: send records, e.g. [{%s}].", example_record(part)),
+    records = ,
+    columns = "This model takes rows of numbers: send them as arrays, e.g. [[5.1, 3.5], [4.9, 3.0]].",
+    "The body must be JSON records [{\"column\": value, ...}, ...], columns {\"column\": [values], ...}, or rows of numbers [[...], ...]."
+  ))
+}
+
+# Which of the forms the body's JSON has: "records" (an array of objects),
+# "columns" (one object: columns of values, or one record), "rows" (an array
+# of arrays), or "other". The first item tells records from rows (a record
+# that is an array has no keys; a row that is an object, the wrong width).
+body_form <- function(value) {
+  if (!is.list(value)) {
+    return("other")
+  }
+  if (!is.null(names(value))) {
+    return("columns")
+  }
+  if (!all(vapply(value, is.list, logical(1)))) {
+    return("other")
+  }
+  if (is.null(names(value[[1]]))) "rows" else "records"
+}
+
+# The rows of the body counted: none, or more than max_rows, are refused.
+check_row_count <- function(rows, max_rows) {
   if (rows == 0L) {
     serve_reject(400L, "no_rows", "The body holds no rows.")
   }
-  if (rows > settings$max_rows) {
-    serve_reject(413L, "too_many_rows", sprintf("The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.", rows, settings$max_rows))
+  if (rows > max_rows) {
+    serve_reject(413L, "too_many_rows", sprintf("The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.", rows, max_rows))
   }
-  if (identical(part$type, "data.frame")) {
-    if (!is.data.frame(body)) {
-      serve_reject(400L, "bad_body", sprintf("This model takes named columns: send records, e.g. [{%s}].", example_record(part)))
-    }
-    return(request_columns(body, part, settings))
-  }
-  if (is.data.frame(body)) {
-    if (is.null(part$names)) {
-      serve_reject(400L, "bad_body", "This model takes rows of numbers: send them as arrays, e.g. [[5.1, 3.5], [4.9, 3.0]].")
-    }
-    check_present(body, part$names)
-    body <- body[part$names]
-    for (column in part$names) {
-      if (!is.numeric(body[[column]]) && !is.logical(body[[column]])) abort_wrong_type(column, body[[column]], "numbers")
-    }
-    body <- as.matrix(body)
-    storage.mode(body) <- "double"
-    return(body)
-  }
-  if (!is.numeric(body) && !is.logical(body)) {
-    serve_reject(400L, "wrong_type", "Rows must hold numbers only.")
-  }
-  if (!is.null(part$names) && length(dim(body)) == 2L && ncol(body) == length(part$names)) colnames(body) <- part$names
-  storage.mode(body) <- "double"
-  body
 }
 
-# Records (a data.frame), columns (a named list of equally long vectors, or of
-# single values for one record) as a data.frame; rows (a matrix or array) as
-# they are. Anything else is refused.
-as_rows <- function(body) {
-  form <- "The body must be JSON records [{\"column\": value, ...}, ...], columns {\"column\": [values], ...}, or rows of numbers [[...], ...]."
-  if (is.data.frame(body) || (!is.null(dim(body)) && is.atomic(body))) {
-    return(body)
+# The model's `columns` from records or columns, each a vector (null as NA; a
+# column absent from a record is NA in its row), as a data.frame. The rows are
+# counted first; other keys are never read.
+named_values <- function(value, form, columns, max_rows) {
+  if (identical(form, "records")) {
+    check_row_count(length(value), max_rows)
+    check_present(unique(unlist(lapply(value, names), use.names = FALSE)), columns)
+    return(as_frame(lapply(stats::setNames(columns, columns), function(column) json_vector(lapply(value, .subset2, column), column))))
   }
-  if (is.list(body) && !length(body)) {
-    return(data.frame())
-  }
-  named <- rlang::names2(body)
-  if (!is.list(body) || !all(nzchar(named))) {
-    serve_reject(400L, "bad_body", form)
-  }
-  body <- lapply(body, function(values) if (is.null(values)) NA else values)
-  flat <- vapply(body, function(values) is.atomic(values) && is.null(dim(values)), logical(1))
-  if (!all(flat)) {
-    serve_reject(400L, "wrong_type", sprintf("Column `%s` must be an array of values, not nested arrays or objects.", named[!flat][1]), column = named[!flat][1])
-  }
-  lengths <- lengths(body)
+  check_present(names(value), columns)
+  cells <- lapply(value[columns], function(cells) if (is.list(cells) && is.null(names(cells))) cells else list(cells))
+  lengths <- lengths(cells)
   if (length(unique(lengths)) != 1L) {
-    serve_reject(400L, "bad_body", sprintf("The columns have different lengths (%s): each must have one value per row.", paste(sprintf("%s %d", named, lengths), collapse = ", ")))
+    serve_reject(400L, "bad_body", sprintf("The columns have different lengths (%s): each must have one value per row.", paste(sprintf("%s %d", columns, lengths), collapse = ", ")))
   }
-  data.frame(body, check.names = FALSE, stringsAsFactors = FALSE)
+  check_row_count(lengths[[1]], max_rows)
+  as_frame(Map(json_vector, cells, columns))
+}
+
+as_frame <- function(columns) {
+  structure(columns, class = "data.frame", row.names = .set_row_names(length(columns[[1]])))
+}
+
+# JSON values (parse_json()'s: a scalar, NULL, or a list for an array or an
+# object) as one vector, null as NA; a nested value is refused.
+json_vector <- function(cells, column) {
+  if (any(vapply(cells, is.list, logical(1)))) {
+    serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold single values, not nested arrays or objects.", column), column = column)
+  }
+  cells[lengths(cells) == 0L] <- list(NA)
+  unlist(cells, use.names = FALSE)
+}
+
+# Rows of numbers as a numeric array: counted, then simplified by jsonlite (a
+# matrix, or an array for rows of more dimensions) and checked against the
+# shape the model takes.
+request_rows <- function(body, part, settings) {
+  check_row_count(length(body$value), settings$max_rows)
+  shape <- part$shape
+  if (length(shape) == 1L) {
+    widths <- lengths(body$value)
+    if (any(widths != shape)) {
+      first <- which(widths != shape)[1]
+      serve_reject(400L, "bad_data", sprintf(
+        "Each row must hold %d numbers%s; row %d holds %d.", shape,
+        if (!is.null(part$names)) sprintf(" (%s)", paste(part$names, collapse = ", ")) else "", first, widths[first]
+      ))
+    }
+  }
+  rows <- jsonlite::fromJSON(body$text, simplifyVector = TRUE, simplifyDataFrame = FALSE)
+  if (!is.numeric(rows) && !is.logical(rows)) {
+    serve_reject(400L, "wrong_type", "Rows must hold numbers only, each row of the same shape.")
+  }
+  if (!is.null(shape) && !identical(as.integer(dim(rows)[-1]), as.integer(shape))) {
+    serve_reject(400L, "bad_data", sprintf(
+      "Each row must have shape (%s); these have (%s).", paste(shape, collapse = ", "), paste(dim(rows)[-1], collapse = ", ")
+    ))
+  }
+  storage.mode(rows) <- "double"
+  check_numbers(rows, part$names)
+  if (!is.null(part$names)) colnames(rows) <- part$names
+  rows
+}
+
+# Numbers the model cannot take (Inf, NaN, or beyond float32's range: they
+# become infinite in the float32 copy it reads) are a 400 naming the column
+# (`names`: a column's name, or the columns of a matrix; NULL for none).
+check_numbers <- function(values, names) {
+  bad <- !is.na(values) & abs(values) > float32_max | is.nan(values)
+  if (!any(bad)) {
+    return(invisible())
+  }
+  rows <- if (is.null(dim(bad))) which(bad) else which(rowSums(matrix(bad, nrow = dim(bad)[1])) > 0)
+  if (length(dim(bad)) == 2L) {
+    columns <- which(colSums(bad) > 0)
+    if (!is.null(names)) names <- names[columns]
+  }
+  where <- if (length(dim(bad)) > 2L) {
+    "The rows"
+  } else if (is.null(names)) {
+    sprintf("Column %s", paste(columns, collapse = ", "))
+  } else {
+    sprintf("Column %s", paste0("`", names, "`", collapse = ", "))
+  }
+  serve_reject(
+    400L, "bad_data",
+    sprintf(
+      "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot take them; send finite numbers within it.",
+      where, length(rows), rows[1]
+    ),
+    column = if (length(dim(bad)) <= 2L) names[1], rows = I(utils::head(rows, 100))
+  )
 }
 
 # A data.frame input's columns, checked and typed as the encoding says.
 request_columns <- function(body, part, settings) {
-  columns <- names(part$columns)
-  check_present(body, columns)
-  body <- body[columns]
-  for (column in columns) {
+  for (column in names(part$columns)) {
     spec <- part$columns[[column]]
     values <- body[[column]]
-    if (is.list(values) || !is.null(dim(values))) abort_wrong_type(column, values, wanted_values(spec))
     if (all(is.na(values))) values <- as.vector(values, mode = if (identical(spec$type, "factor")) "character" else "double")
-    if (identical(spec$type, "numeric") && !is.numeric(values)) abort_wrong_type(column, values, "numbers")
+    if (identical(spec$type, "numeric")) {
+      if (!is.numeric(values)) abort_wrong_type(column, values, "numbers")
+      check_numbers(values, column)
+    }
     if (identical(spec$type, "logical") && !is.logical(values) && !is.numeric(values)) abort_wrong_type(column, values, "true or false")
     if (identical(spec$type, "factor")) {
       if (!is.character(values) && !is.numeric(values)) abort_wrong_type(column, values, "strings")
       values <- as.character(values)
       unseen <- setdiff(values[!is.na(values)], spec$levels)
-      if (length(unseen) && identical(settings$unknown, "error")) {
-        serve_reject(
-          400L, "unseen_level",
-          sprintf(
-            "Column `%s` has level(s) the model was not trained on: %s. It knows %s.", column,
-            paste0("\"", utils::head(unseen, 10), "\"", collapse = ", "), paste0("\"", utils::head(spec$levels, 20), "\"", collapse = ", ")
-          ),
-          column = column, levels = I(unseen)
-        )
-      }
+      if (length(unseen) && identical(settings$unknown, "error")) abort_unseen_levels(column, unseen, spec$levels)
     }
     body[[column]] <- values
     missing <- which(is.na(values))
@@ -160,8 +252,32 @@ request_columns <- function(body, part, settings) {
   body
 }
 
-check_present <- function(body, columns) {
-  absent <- setdiff(columns, names(body))
+# Levels of `column` training did not have: a few of them echoed, each cut short.
+abort_unseen_levels <- function(column, unseen, known = NULL) {
+  shown <- client_text(utils::head(unseen, 5))
+  serve_reject(
+    400L, "unseen_level",
+    sprintf(
+      "Column `%s` has level(s) the model was not trained on: %s%s.%s", column,
+      paste0("\"", shown, "\"", collapse = ", "), if (length(unseen) > 5L) sprintf(" and %d more", length(unseen) - 5L) else "",
+      if (!is.null(known)) sprintf(" It knows %s.", paste0("\"", utils::head(known, 20), "\"", collapse = ", ")) else ""
+    ),
+    column = column, levels = I(shown)
+  )
+}
+
+# Text a client sent, as an answer may echo it: valid UTF-8 (other bytes as
+# "?"), no control characters, at most `width` characters.
+client_text <- function(text, width = 40L) {
+  text <- iconv(as.character(text), "UTF-8", "UTF-8", sub = "?")
+  text <- gsub("[[:cntrl:]]", "?", text)
+  long <- nchar(text) > width
+  text[long] <- paste0(substr(text[long], 1L, width - 3L), "...")
+  text
+}
+
+check_present <- function(present, columns) {
+  absent <- setdiff(columns, present)
   if (length(absent)) {
     serve_reject(
       400L, "missing_column",
@@ -237,6 +353,7 @@ serve_metadata <- function(fit, model, settings) {
     na = settings$encoding$na %||% "error",
     unknown_levels = settings$unknown,
     max_rows = settings$max_rows,
+    max_bytes = settings$max_bytes,
     token_required = !is.null(settings$token),
     versions = list(
       gpukeras = as.character(utils::packageVersion("gpukeras")),
@@ -252,12 +369,24 @@ serve_metadata <- function(fit, model, settings) {
 # Each output of the model: its name and shape (null for the rows, and for any
 # size not fixed).
 model_output_shapes <- function(model) {
-  as_r <- function(value) if (inherits(value, "python.builtin.object")) reticulate::py_to_r(value) else value
   tryCatch(
-    lapply(as_r(model$outputs), function(tensor) {
-      shape <- lapply(as_r(tensor$shape), function(size) if (is.null(size)) NA_integer_ else as.integer(size))
-      list(name = as.character(as_r(tensor$name)), shape = I(unlist(shape)))
+    lapply(py_value(model$outputs), function(tensor) {
+      list(name = as.character(py_value(tensor$name)), shape = I(tensor_dims(tensor)))
     }),
     error = function(e) list()
   )
 }
+
+# The shape of the rows the model's (one) input takes, for a model served
+# without an encoding; NULL where a size is not fixed.
+model_input_shape <- function(model) {
+  dims <- tryCatch(tensor_dims(py_value(model$inputs)[[1]])[-1], error = function(e) NA)
+  if (!anyNA(dims)) as.integer(dims)
+}
+
+# A Keras tensor's shape as integers, NA for a size not fixed.
+tensor_dims <- function(tensor) {
+  unlist(lapply(py_value(tensor$shape), function(size) if (is.null(size)) NA_integer_ else as.integer(size)))
+}
+
+py_value <- function(value) if (inherits(value, "python.builtin.object")) reticulate::py_to_r(value) else value

@@ -50,11 +50,35 @@
 #' `"malformed_json"`, `"bad_body"` (JSON of another form), `"no_rows"`,
 #' `"missing_column"` (`columns` names them), `"wrong_type"` (`column`),
 #' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, `rows`,
-#' 1-based) and `"bad_data"` (any other refusal of [predict()]), or
-#' `"bad_type"` (the query's `type`); `401` `"unauthorized"` for a missing
-#' or wrong token; `404` `"not_found"`; `413` `"too_many_rows"` above
-#' `max_rows`. A failure of the model itself is a `500`
-#' `"prediction_failed"`. The service goes on serving after each.
+#' 1-based) and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
+#' beyond float32's range of about 3.4e38, or rows of the wrong width or
+#' shape, naming the column where there is one; and any other refusal of
+#' [predict()]), or `"bad_type"` (the query's `type`); `401` `"unauthorized"`
+#' for a missing or wrong token; `403` `"forbidden_host"` and
+#' `"forbidden_origin"` (see "Security"); `404` `"not_found"`; `411`
+#' `"length_required"` for a body without a `Content-Length`; `413`
+#' `"too_large"` above `max_bytes` and `"too_many_rows"` above `max_rows`;
+#' `415` `"not_json"` for a `POST` whose `Content-Type` is not
+#' `application/json`. A failure of the model itself is a `500`
+#' `"prediction_failed"`. The service goes on serving after each. Answers
+#' echo little of what the client sent: at most a few of its values, each
+#' cut to 40 characters, as valid UTF-8.
+#'
+#' @section Limits:
+#' A request cannot fill the service's memory, and holds it only as long as
+#' its bytes take to read: `gpu_serve()` decides from a request's headers
+#' alone, before it reads the body, whether the request may go on (its host,
+#' origin, token, `Content-Type` and `Content-Length`), and refuses a body
+#' larger than `max_bytes` unread. By default `max_bytes` is what `max_rows`
+#' rows of the model's columns take as JSON records, twice over (room for
+#' spaces and ignored fields), and at least 64 KiB; `/metadata` says it. A
+#' body that passes is parsed into JSON values and its rows counted before
+#' any table is made, and only the model's columns are taken from it, so a
+#' request costs time in proportion to its bytes, whatever its keys. `GET`
+#' routes read no body. A client that sends a body too large without waiting
+#' for the answer to `Expect: 100-continue` (curl's command line waits) may
+#' see the connection reset instead of the `413`: the service does not read
+#' what it refuses.
 #'
 #' @section Security:
 #' The service binds the loopback interface (`127.0.0.1`) by default: only
@@ -69,6 +93,22 @@
 #' from the environment by gpukeras. HTTP is not encrypted: across a network,
 #' put the service behind a proxy that speaks HTTPS.
 #'
+#' A web page cannot use the service from a browser: requests whose `Host`
+#' header names another host than `localhost`, a loopback address, the
+#' address the service listens on (any address of the machine for
+#' `"0.0.0.0"`) or one of `allowed_hosts` get a `403` (a page that renamed
+#' its own host to `127.0.0.1`, by DNS rebinding, sends its own name);
+#' so do requests whose `Origin` header, which browsers send, names such a
+#' host; and `POST /predict` takes only `Content-Type: application/json`,
+#' which a page cannot send to another site without the service's consent
+#' (it gives none). Behind a proxy that forwards the client's `Host`, name
+#' that host in `allowed_hosts`.
+#'
+#' `gpu_api()`'s router makes the same checks in its routes, after the server
+#' that runs it has read the body: where it runs other than by `gpu_serve()`,
+#' set `plumber::options_plumber(maxRequestSize = )` so that plumber refuses
+#' large bodies unread.
+#'
 #' @param fit A [gpu_fit()] result or a [gpu_load()] model (a model with one
 #'   input: a data.frame, matrix or array).
 #' @param port The TCP port to listen on.
@@ -81,13 +121,21 @@
 #' @param unknown A factor level training did not have, as [predict()]'s
 #'   `unknown`: `"error"` (a 400 naming the column and the levels), `"zero"`
 #'   or `"code"`.
+#' @param max_bytes `NULL` (derived from `max_rows` and the model's columns:
+#'   see "Limits"), or the most bytes one request's body may have; larger
+#'   ones get a 413 before they are read.
+#' @param allowed_hosts `NULL`, or host names (as clients' `Host` header
+#'   gives them, e.g. `"scoring.example.org"`) that the service answers
+#'   besides `localhost` and the addresses it listens on; `"*"` for any (for
+#'   a proxy that checks them itself). See "Security".
 #' @param quiet `TRUE`: no line saying where the service listens.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that names the one meant.
 #' @return `gpu_serve()` returns (invisibly) only when the service stops.
 #'   `gpu_api()`: a plumber router (a `Plumber` object) with the three routes.
 #' @seealso [gpu_save()] and [gpu_load()] to serve a model saved by another
-#'   session; `bench/serve.R` in the source for throughput and latency.
+#'   session; `bench/serve.R` in the source for throughput and latency, and
+#'   (`--hostile`) for the service under hostile requests.
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python()) && requireNamespace("plumber", quietly = TRUE)) {
@@ -102,17 +150,18 @@
 #'   api <- gpu_api(fit, max_rows = 1000)
 #'   print(api) # POST /predict, GET /metadata, GET /health
 #'   # In a process of its own: gpu_serve(fit, port = 8000), then e.g.
-#'   # curl -X POST localhost:8000/predict?type=class -d '[{"Sepal.Length": 5.1,
-#'   #   "Sepal.Width": 3.5, "Petal.Length": 1.4, "Petal.Width": 0.2}]'
+#'   # curl localhost:8000/predict?type=class -H 'Content-Type: application/json'
+#'   #   -d '[{"Sepal.Length": 5.1, "Sepal.Width": 3.5, "Petal.Length": 1.4, "Petal.Width": 0.2}]'
 #' }
 gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = 10000,
-                      batch_size = 1024, unknown = c("error", "zero", "code"), quiet = FALSE, ...) {
+                      batch_size = 1024, unknown = c("error", "zero", "code"), max_bytes = NULL,
+                      allowed_hosts = NULL, quiet = FALSE, ...) {
   check_unknown_args("gpu_serve")
   call <- current_env()
   check_port(port, call)
   check_string(host, call = call)
   check_flag(quiet, call = call)
-  api <- serve_router(fit, token, max_rows, batch_size, unknown, call)
+  service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call)
   if (is.null(token) && !is_loopback(host)) {
     gpukeras_warn(
       c(
@@ -129,36 +178,61 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }
-  plumber::pr_run(api, host = host, port = as.integer(port), docs = FALSE, quiet = TRUE)
+  httpuv::runServer(host, as.integer(port), serve_app(service))
   invisible()
 }
 
 #' @rdname gpu_serve
 #' @export
 gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
-                    unknown = c("error", "zero", "code"), ...) {
+                    unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL, ...) {
   check_unknown_args("gpu_api", "gpu_serve", "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host = ) runs it for you.")
-  serve_router(fit, token, max_rows, batch_size, unknown, current_env())
+  serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, NULL, current_env())$api
 }
 
-# The plumber router of gpu_api(), after the checks both verbs share: the
-# arguments first (no Python needed), then plumber, then the model.
-serve_router <- function(fit, token, max_rows, batch_size, unknown, call) {
+# The service both verbs build, after the checks they share: the arguments
+# first (no Python needed), then plumber, then the model. list(api = the
+# plumber router, settings = what its routes and the server check requests
+# with); `host` is the address gpu_serve() listens on (NULL: gpu_api()'s,
+# unknown).
+serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
   check_trained_model(fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().", call = call)
   check_token(token, call)
   check_count(max_rows, call = call)
   check_count(batch_size, call = call)
   unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
+  check_max_bytes(max_bytes, call)
+  check_allowed_hosts(allowed_hosts, call)
   part <- served_input(fit$encoding, call)
   check_suggested("plumber", "Serving with gpu_serve() or gpu_api()", call)
   check_suggested("jsonlite", "Serving with gpu_serve() or gpu_api()", call)
   model <- scoring_model(fit, call)
+  if (is.null(part$shape)) part$shape <- model_input_shape(model)
   settings <- list(
     part = part, encoding = fit$encoding, token = token, max_rows = as.integer(max_rows),
+    max_bytes = max_bytes %||% request_byte_limit(part, max_rows), hosts = served_hosts(host, allowed_hosts),
     batch_size = as.integer(batch_size), unknown = unknown
   )
-  metadata <- serve_metadata(fit, model, settings)
-  serve_routes(fit, settings, metadata)
+  list(api = serve_routes(fit, settings, serve_metadata(fit, model, settings)), settings = settings)
+}
+
+# What httpuv runs for gpu_serve(): the router, behind a look at each request's
+# headers that refuses, before a byte of its body is read, what serve_guard()
+# refuses (the route's own checks see the body only when these passed).
+serve_app <- function(service) {
+  api <- service$api
+  list(
+    call = function(req) api$call(req),
+    onHeaders = function(req) {
+      path <- req$PATH_INFO
+      refused <- serve_guard(
+        req, service$settings,
+        token = path %in% c("/predict", "/metadata"),
+        json = identical(path, "/predict") && identical(req$REQUEST_METHOD, "POST")
+      )
+      if (is.null(refused)) NULL else list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
+    }
+  )
 }
 
 # Every answer closes its connection: httpuv writes a response's head and body
@@ -166,39 +240,55 @@ serve_router <- function(fit, token, max_rows, batch_size, unknown, call) {
 # the client's delayed ACK, 40 ms on Linux (GET /health from R's curl: 43 ms,
 # 1.6 ms with a new connection per request, which costs under a millisecond on
 # loopback).
+serve_headers <- function(status) {
+  c(
+    list(`Content-Type` = "application/json", Connection = "close"),
+    if (status == 401L) list(`WWW-Authenticate` = "Bearer")
+  )
+}
+
+# The routes, each with no body parser (POST /predict parses its own, after
+# the checks). Each makes serve_guard()'s checks itself: gpu_api()'s router
+# may run where nothing looked at the headers before.
 serve_routes <- function(fit, settings, metadata) {
   json <- function(res, status, value) {
     res$status <- as.integer(status)
-    res$setHeader("Content-Type", "application/json")
-    res$setHeader("Connection", "close")
-    if (res$status == 401L) res$setHeader("WWW-Authenticate", "Bearer")
+    headers <- serve_headers(res$status)
+    for (header in names(headers)) res$setHeader(header, headers[[header]])
     res$body <- if (is.character(value)) value else as_json(value)
     res
   }
+  guarded <- function(token, answer) {
+    function(req, res) {
+      refused <- serve_guard(req, settings, token = token, json = FALSE)
+      if (!is.null(refused)) {
+        return(json(res, refused$status, refused$body))
+      }
+      json(res, 200L, answer)
+    }
+  }
+  no_parsers <- stats::setNames(list(), character())
   api <- plumber::pr()
   api <- plumber::pr_post(api, "/predict", function(req, res) {
     answer <- serve_predict(fit, req, settings)
     json(res, answer$status, answer$body)
-  }, parsers = stats::setNames(list(), character()))
-  api <- plumber::pr_get(api, "/metadata", function(req, res) {
-    refused <- check_bearer(req, settings$token)
-    if (!is.null(refused)) {
-      return(json(res, refused$status, refused$body))
-    }
-    json(res, 200L, metadata)
-  })
-  api <- plumber::pr_get(api, "/health", function(req, res) json(res, 200L, list(status = "ok")))
+  }, parsers = no_parsers)
+  api <- plumber::pr_get(api, "/metadata", guarded(TRUE, metadata), parsers = no_parsers)
+  api <- plumber::pr_get(api, "/health", guarded(FALSE, list(status = "ok")), parsers = no_parsers)
   api <- plumber::pr_set_404(api, function(req, res) {
-    json(res, 404L, serve_problem("not_found", sprintf("No route %s %s: this service has POST /predict, GET /metadata and GET /health.", req$REQUEST_METHOD, req$PATH_INFO)))
+    json(res, 404L, serve_problem("not_found", sprintf(
+      "No route %s %s: this service has POST /predict, GET /metadata and GET /health.",
+      req$REQUEST_METHOD, client_text(req$PATH_INFO, 100L)
+    )))
   })
   plumber::pr_set_error(api, function(req, res, err) {
-    json(res, 500L, serve_problem("server_error", one_line(conditionMessage(err))))
+    json(res, 500L, serve_problem("server_error", client_text(one_line(conditionMessage(err)), 300L)))
   })
 }
 
 # One request to POST /predict: list(status, body), the body a JSON string.
 serve_predict <- function(fit, req, settings) {
-  refused <- check_bearer(req, settings$token)
+  refused <- serve_guard(req, settings, token = TRUE, json = TRUE)
   if (!is.null(refused)) {
     return(refused)
   }
@@ -206,7 +296,7 @@ serve_predict <- function(fit, req, settings) {
     {
       type <- req$argsQuery$type %||% "raw"
       if (!identical(type, "raw") && !identical(type, "class")) {
-        serve_reject(400L, "bad_type", sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", paste(type, collapse = ",")))
+        serve_reject(400L, "bad_type", sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))))
       }
       body <- parse_request_body(req$bodyRaw)
       newdata <- request_data(body, settings)
@@ -224,11 +314,91 @@ predict_for_request <- function(fit, newdata, type, settings) {
     stats::predict(fit, newdata, batch_size = settings$batch_size, type = type, unknown = settings$unknown),
     gpukeras_error_new_levels = function(e) {
       column <- sub("^x\\$", "", e$column %||% "")
-      serve_reject(400L, "unseen_level", sprintf("Column `%s` has level(s) the model was not trained on: %s.", column, paste0("\"", e$levels, "\"", collapse = ", ")), column = column, levels = I(e$levels))
+      abort_unseen_levels(column, e$levels)
     },
-    gpukeras_error_bad_data = function(e) serve_reject(400L, "bad_data", one_line(conditionMessage(e))),
-    error = function(e) serve_reject(500L, "prediction_failed", one_line(conditionMessage(e)))
+    gpukeras_error_bad_data = function(e) serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L)),
+    error = function(e) serve_reject(500L, "prediction_failed", client_text(one_line(conditionMessage(e)), 300L))
   )
+}
+
+# What a request's headers alone decide, before its body is read: NULL when it
+# may go on to its route, else the refusal list(status, body). In this order:
+# its Host and Origin (a web page's request through DNS rebinding, or from
+# another site), its token (`token`: the route needs one), its Content-Type
+# (`json`: a POST of JSON), its size.
+serve_guard <- function(req, settings, token, json) {
+  check_host(req, settings$hosts) %||%
+    check_origin(req, settings$hosts) %||%
+    (if (token) check_bearer(req, settings$token)) %||%
+    (if (json) check_json(req)) %||%
+    check_length(req, settings$max_bytes)
+}
+
+# A header as text that string functions take: a byte that is not UTF-8 as "?".
+request_header <- function(req, field) {
+  value <- req[[field]]
+  if (!is.null(value)) iconv(value, "UTF-8", "UTF-8", sub = "?")
+}
+
+# A refusal as serve_guard() returns it.
+refusal <- function(status, code, message) {
+  list(status = as.integer(status), body = as_json(serve_problem(code, message)))
+}
+
+check_host <- function(req, hosts) {
+  given <- request_header(req, "HTTP_HOST")
+  # a browser always sends one; a client that sends none names no other host
+  if (is.null(given) || host_allowed(host_name(given), hosts)) {
+    return(NULL)
+  }
+  refusal(403L, "forbidden_host", sprintf(
+    "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS rebinding). If clients use that name, start the service with allowed_hosts = \"%s\".",
+    hosts_text(hosts), client_text(given, 60L), client_text(host_name(given), 60L)
+  ))
+}
+
+check_origin <- function(req, hosts) {
+  origin <- request_header(req, "HTTP_ORIGIN")
+  if (is.null(origin)) {
+    return(NULL)
+  }
+  site <- regmatches(origin, regexec("^[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]+)$", origin))[[1]]
+  if (length(site) == 2L && host_allowed(host_name(site[2]), hosts)) {
+    return(NULL)
+  }
+  refusal(403L, "forbidden_origin", sprintf(
+    "This service does not answer web pages of other sites (Origin: \"%s\"); it answers pages of %s.",
+    client_text(origin, 60L), hosts_text(hosts)
+  ))
+}
+
+check_json <- function(req) {
+  type <- request_header(req, "HTTP_CONTENT_TYPE") %||% ""
+  if (identical(tolower(trimws(sub(";.*", "", type))), "application/json")) {
+    return(NULL)
+  }
+  refusal(415L, "not_json", sprintf(
+    "POST /predict takes a JSON body: send the header `Content-Type: application/json`%s.",
+    if (nzchar(type)) sprintf(", not \"%s\"", client_text(type, 60L)) else ""
+  ))
+}
+
+check_length <- function(req, max_bytes) {
+  length <- req$CONTENT_LENGTH
+  if (is.null(length) || !nzchar(length)) {
+    if (is.null(req$HTTP_TRANSFER_ENCODING)) {
+      return(NULL)
+    }
+    return(refusal(411L, "length_required", "Send the body with a `Content-Length` header (this service takes no chunked bodies)."))
+  }
+  bytes <- suppressWarnings(as.numeric(length))
+  if (!isTRUE(bytes > max_bytes)) {
+    return(NULL)
+  }
+  refusal(413L, "too_large", sprintf(
+    "The body has %s; this service takes at most %s (%.0f bytes, max_bytes) per request: send the rows in parts.",
+    format_bytes(bytes), format_bytes(max_bytes), max_bytes
+  ))
 }
 
 # NULL when the request may go on (no token asked for, or the right one);
@@ -241,8 +411,7 @@ check_bearer <- function(req, token) {
   if (same_secret(given, paste("Bearer", token))) {
     return(NULL)
   }
-  message <- if (nzchar(given)) "The bearer token is wrong." else "This service needs a token: send the header `Authorization: Bearer <token>`."
-  list(status = 401L, body = as_json(serve_problem("unauthorized", message)))
+  refusal(401L, "unauthorized", if (nzchar(given)) "The bearer token is wrong." else "This service needs a token: send the header `Authorization: Bearer <token>`.")
 }
 
 # Whether two strings are equal, in a time that depends on their length only.
@@ -255,8 +424,42 @@ same_secret <- function(given, expected) {
   sum(bitwXor(a, b)) == 0L
 }
 
+# The hosts a service answers (what check_host() and check_origin() compare
+# with): `names` (localhost, `host` where it is one address, and
+# `allowed_hosts`), `any_address` (`host` is every interface: any address of
+# the machine names it), `any` (allowed_hosts = "*").
+served_hosts <- function(host, allowed_hosts) {
+  named <- if (is.null(allowed_hosts)) character() else host_name(allowed_hosts)
+  wildcard <- !is.null(host) && host %in% c("0.0.0.0", "::")
+  list(
+    names = unique(c("localhost", if (!is.null(host) && !wildcard) host_name(host), setdiff(named, "*"))),
+    any_address = wildcard,
+    any = "*" %in% named
+  )
+}
+
+# A Host header's (or an Origin's) host: without its port and the brackets of
+# an IPv6 address, in lower case, without a final dot.
+host_name <- function(value) {
+  value <- tolower(value)
+  name <- ifelse(grepl("^\\[[^]]*\\](:[0-9]*)?$", value), sub("^\\[([^]]*)\\].*$", "\\1", value), sub(":[0-9]*$", "", value))
+  sub("\\.$", "", name)
+}
+
+host_allowed <- function(name, hosts) {
+  hosts$any || name %in% hosts$names || is_loopback(name) || (hosts$any_address && is_ip_address(name))
+}
+
+hosts_text <- function(hosts) {
+  sprintf("%s and %s", paste(hosts$names, collapse = ", "), if (hosts$any_address) "this machine's addresses" else "loopback addresses")
+}
+
+is_ip_address <- function(name) {
+  grepl("^[0-9]{1,3}(\\.[0-9]{1,3}){3}$", name) || (grepl(":", name, fixed = TRUE) && grepl("^[0-9a-f:.]+$", name))
+}
+
 is_loopback <- function(host) {
-  host %in% c("localhost", "::1") || grepl("^127\\.", host)
+  host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
 }
 
 check_port <- function(port, call) {
@@ -269,15 +472,39 @@ check_port <- function(port, call) {
   }
 }
 
+# The token's value is never shown, even where it is not a string.
 check_token <- function(token, call) {
   if (is.null(token)) {
     return(invisible())
   }
   if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
+    given <- if (is.character(token) && length(token) == 1L) "a string with spaces or control characters" else sprintf("a %s of length %d", class(token)[1], length(token))
     gpukeras_abort(
       c(
-        sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", if (is.character(token) && length(token) == 1L) "a string with spaces or control characters" else describe(token)),
+        sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
         "Clients send it as the header `Authorization: Bearer <token>`."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+check_max_bytes <- function(max_bytes, call) {
+  if (!is.null(max_bytes) && !is_whole_number(max_bytes, max = Inf)) {
+    stop_input_type(max_bytes, "NULL or one whole number of bytes >= 1", "max_bytes", call)
+  }
+}
+
+check_allowed_hosts <- function(allowed_hosts, call) {
+  if (is.null(allowed_hosts)) {
+    return(invisible())
+  }
+  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) || !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
+    gpukeras_abort(
+      c(
+        sprintf("`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.", describe(allowed_hosts)),
+        "Name the hosts clients reach the service by, as their Host header gives them: e.g. allowed_hosts = \"scoring.example.org\"."
       ),
       "gpukeras_error_bad_argument",
       call = call

@@ -16,11 +16,15 @@ checked <- check_before_python(bad_inputs(
   "gpu_serve: quiet NA",                  gpu_serve(fake_fit, quiet = NA),                        "bad_argument",    "^`quiet` must be TRUE or FALSE",
   "gpu_serve: token empty",               gpu_serve(fake_fit, token = ""),                        "bad_argument",    "^`token` must be NULL or one non-empty string without spaces.*Authorization: Bearer",
   "gpu_api: token with a space",          gpu_api(fake_fit, token = "my secret"),                 "bad_argument",    "^`token` must be NULL or one non-empty string without spaces, not a string with spaces",
-  "gpu_api: token a number",              gpu_api(fake_fit, token = 1234),                        "bad_argument",    "^`token` must be NULL or one non-empty string without spaces, not `1234`",
+  "gpu_api: token a number, not shown",   gpu_api(fake_fit, token = 1234),                        "bad_argument",    "^`token` must be NULL or one non-empty string without spaces, not a numeric of length 1\\.",
   "gpu_api: two tokens",                  gpu_api(fake_fit, token = c("a", "b")),                 "bad_argument",    "^`token` must be NULL or one non-empty string without spaces, not a character of length 2",
   "gpu_api: max_rows zero",               gpu_api(fake_fit, max_rows = 0),                        "bad_argument",    "^`max_rows` must be one whole number >= 1, not `0`",
   "gpu_api: max_rows not whole",          gpu_api(fake_fit, max_rows = 2.5),                      "bad_argument",    "^`max_rows` must be one whole number >= 1",
   "gpu_serve: batch_size zero",           gpu_serve(fake_fit, batch_size = 0),                    "bad_argument",    "^`batch_size` must be one whole number >= 1",
+  "gpu_api: max_bytes zero",              gpu_api(fake_fit, max_bytes = 0),                       "bad_argument",    "^`max_bytes` must be NULL or one whole number of bytes >= 1, not `0`",
+  "gpu_serve: max_bytes a string",        gpu_serve(fake_fit, max_bytes = "1MB"),                 "bad_argument",    "^`max_bytes` must be NULL or one whole number of bytes >= 1, not `1MB`",
+  "gpu_api: allowed_hosts a URL",         gpu_api(fake_fit, allowed_hosts = "http://a.example"),  "bad_argument",    "^`allowed_hosts` must be NULL or host names \\(no scheme, path or spaces\\), not `http://a.example`.*Host header",
+  "gpu_serve: allowed_hosts NA",          gpu_serve(fake_fit, allowed_hosts = NA_character_),     "bad_argument",    "^`allowed_hosts` must be NULL or host names \\(no scheme, path or spaces\\)",
   "gpu_api: unknown not a rule",          gpu_api(fake_fit, unknown = "skip"),                    "bad_argument",    "^`unknown` must be one of \"error\", \"zero\", \"code\", not `skip`",
   "gpu_serve: misspelt port",             gpu_serve(fake_fit, prot = 8000),                       "bad_argument",    "^gpu_serve\\(\\) has no argument `prot`.*Did you mean `port` for `prot`",
   "gpu_api: a port",                      gpu_api(fake_fit, port = 8000),                         "bad_argument",    "^gpu_api\\(\\) has no argument `port`.*plumber::pr_run\\(api, host = , port = \\)",
@@ -45,6 +49,9 @@ test_that("gpu_serve()'s and gpu_api()'s messages read as they should", {
     gpu_serve("model.keras")
     gpu_serve(fake_fit, port = 70000)
     gpu_api(fake_fit, token = "my secret")
+    gpu_api(fake_fit, token = 1234)
+    gpu_api(fake_fit, max_bytes = -1)
+    gpu_serve(fake_fit, allowed_hosts = "scoring.example:8000/")
     gpu_api(fake_fit, port = 8000)
     check_suggested("notapackage", "gpu_serve()")
   })

@@ -2,7 +2,9 @@
 # saved by this session and loaded there with gpu_load() (gpu_serve() with a token on
 # one port, and gpu_api() mounted in a plumber app of the user's on another), started
 # for this file on 127.0.0.1 and killed after it; this session sends requests with curl,
-# eight at a time, and compares the answers with predict() here.
+# eight at a time, and compares the answers with predict() here. Hostile requests (a
+# body of 50 MB announced, 8,000 records each with a key of its own, a web page's Host
+# and Origin) are refused while the service goes on answering, its memory bounded.
 
 skip_if_no_python()
 skip_if_not_installed("plumber")
@@ -53,7 +55,7 @@ server <- start_in_fresh_r(
     # gpu_api() in an app of the user's own, on the second port, beside gpu_serve()
     app <- plumber::pr_mount(plumber::pr(), "/model", gpu_api(model, max_rows = 50))
     httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_API")), app)
-    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX"))))
+    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX")), allowed_hosts = "scoring.example"))
     gpu_serve(model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE)
   },
   env = c(
@@ -67,11 +69,12 @@ served <- sprintf("http://127.0.0.1:%d", ports[1])
 mounted <- sprintf("http://127.0.0.1:%d/model", ports[2])
 on_matrix <- sprintf("http://127.0.0.1:%d", ports[3])
 
-# A curl handle for one request: `body` a JSON string (POST), `bearer` the token to send.
-request_handle <- function(body = NULL, bearer = NULL) {
+# A curl handle for one request: `body` a JSON string or raw bytes (POST), `bearer` the
+# token to send, `headers` others (replacing the JSON Content-Type or curl's Host).
+request_handle <- function(body = NULL, bearer = NULL, headers = list()) {
   handle <- curl::new_handle(timeout = 60)
   if (!is.null(body)) curl::handle_setopt(handle, postfields = body)
-  headers <- list(`Content-Type` = "application/json")
+  headers <- utils::modifyList(list(`Content-Type` = "application/json"), headers)
   if (!is.null(bearer)) headers$Authorization <- paste("Bearer", bearer)
   do.call(curl::handle_setheaders, c(list(handle), headers))
   handle
@@ -83,8 +86,8 @@ read_response <- function(response) {
   list(status = response$status_code, json = jsonlite::fromJSON(text, simplifyVector = TRUE), text = text, headers = curl::parse_headers(response$headers))
 }
 
-http <- function(url, body = NULL, bearer = token) {
-  read_response(curl::curl_fetch_memory(url, handle = request_handle(body, bearer)))
+http <- function(url, body = NULL, bearer = token, headers = list()) {
+  read_response(curl::curl_fetch_memory(url, handle = request_handle(body, bearer, headers)))
 }
 
 # Several requests at once (list(url, body, bearer) each), at most 8 connections: their
@@ -100,7 +103,7 @@ http_concurrently <- function(requests) {
         request$url,
         done = function(response) responses[[index]] <<- read_response(response),
         fail = function(message) responses[[index]] <<- list(status = NA, message = message),
-        pool = pool, handle = request_handle(request$body, request$bearer %||% token)
+        pool = pool, handle = request_handle(request$body, request$bearer %||% token, request$headers %||% list())
       )
     })
   }
@@ -170,9 +173,16 @@ test_that("bad requests get a 4xx naming what is wrong, concurrently, and the se
     list(body = records(good), bearer = "wrong", status = 401L, error = "unauthorized", message = "token is wrong"),
     list(body = records(good), bearer = "", status = 401L, error = "unauthorized", message = "token is wrong"),
     list(body = records(good), url = "/predict?type=probability", status = 400L, error = "bad_type", message = "type must be \"raw\" or \"class\""),
-    list(body = records(good), url = "/score", status = 404L, error = "not_found", message = "No route POST /score")
+    list(body = records(good), url = "/score", status = 404L, error = "not_found", message = "No route POST /score"),
+    list(body = "[{\"income\": 1e400, \"region\": \"west\", \"member\": true}]", status = 400L, error = "bad_data", message = "Column `income` has Inf, NaN or numbers beyond float32's range", column = "income"),
+    list(body = "[{\"income\": 5, \"region\": \"west\", \"member\": true}, {\"income\": -1e308, \"region\": \"west\", \"member\": true}]", status = 400L, error = "bad_data", message = "Column `income` .* in 1 row\\(s\\) \\(first: 2\\)", column = "income"),
+    list(body = records(good), headers = list(`Content-Type` = "text/plain"), status = 415L, error = "not_json", message = "`Content-Type: application/json`, not \"text/plain\""),
+    list(body = records(good), headers = list(Host = "attacker.example"), status = 403L, error = "forbidden_host", message = "not for \"attacker.example\": .*DNS rebinding"),
+    list(body = records(good), headers = list(Origin = "https://attacker.example"), status = 403L, error = "forbidden_origin", message = "web pages of other sites"),
+    list(body = records(good), headers = list(Origin = "null"), status = 403L, error = "forbidden_origin", message = "Origin: \"null\""),
+    list(body = records(good), headers = list(Host = "attacker.example", `Content-Type` = "text/plain"), bearer = "wrong", status = 403L, error = "forbidden_host", message = "attacker.example")
   )
-  requests <- lapply(bad, function(case) list(url = paste0(served, case$url %||% "/predict"), body = case$body, bearer = case$bearer))
+  requests <- lapply(bad, function(case) list(url = paste0(served, case$url %||% "/predict"), body = case$body, bearer = case$bearer, headers = case$headers))
   responses <- http_concurrently(requests)
   for (i in seq_along(bad)) {
     case <- bad[[i]]
@@ -194,6 +204,112 @@ test_that("bad requests get a 4xx naming what is wrong, concurrently, and the se
   expect_equal(unname(as.matrix(after$json$predictions[c("high", "low")])), unname(predict(serve_fit, good)), tolerance = 1e-6)
 })
 
+# The serving process's resident memory, in MiB.
+served_mib <- function() {
+  status <- readLines(sprintf("/proc/%d/status", server$get_pid()))
+  as.numeric(gsub("\\D", "", grep("^VmRSS:", status, value = TRUE))) / 1024
+}
+
+# A request written by hand on a socket, `head` its request line and headers, and no
+# body sent: its status and JSON answer, read until the service closes the connection.
+raw_http <- function(port, head) {
+  con <- socketConnection("127.0.0.1", port, blocking = TRUE, open = "r+b", timeout = 30)
+  on.exit(close(con))
+  writeLines(c(head, ""), con, sep = "\r\n")
+  response <- readLines(con, warn = FALSE)
+  list(status = as.integer(strsplit(response[1], " ", fixed = TRUE)[[1]][2]), json = jsonlite::fromJSON(response[length(response)]))
+}
+
+test_that("a body over max_bytes is refused from its headers, unread, and a missing token before that; GET routes read none", {
+  before <- served_mib()
+  # 50 MB announced, with Expect: 100-continue, as curl's command line sends a large body:
+  # the answer comes before a byte of it is sent
+  announce <- function(request, ...) {
+    c(paste(request, "HTTP/1.1"), sprintf("Host: 127.0.0.1:%d", ports[1]), ..., "Content-Length: 52428800", "Expect: 100-continue")
+  }
+  large <- raw_http(ports[1], announce("POST /predict", paste("Authorization: Bearer", token), "Content-Type: application/json"))
+  expect_identical(large$status, 413L)
+  expect_identical(large$json$error, "too_large")
+  expect_match(large$json$message, "The body has 50.0 MiB; this service takes at most 64.0 KiB (65536 bytes, max_bytes)", fixed = TRUE)
+  expect_identical(raw_http(ports[1], announce("POST /predict", "Content-Type: application/json"))$json$error, "unauthorized")
+  expect_identical(raw_http(ports[1], announce("GET /health"))$status, 413L)
+  chunked <- raw_http(ports[1], c(
+    "POST /predict HTTP/1.1", sprintf("Host: 127.0.0.1:%d", ports[1]), paste("Authorization: Bearer", token),
+    "Content-Type: application/json", "Transfer-Encoding: chunked", "Expect: 100-continue"
+  ))
+  expect_identical(chunked$status, 411L)
+  expect_identical(chunked$json$error, "length_required")
+  expect_identical(http(paste0(served, "/metadata"))$json$max_bytes, 65536L)
+  # a GET's body is never parsed: this one is not JSON
+  with_body <- curl::handle_setopt(request_handle("[{\"income\": ", token), customrequest = "GET")
+  expect_identical(read_response(curl::curl_fetch_memory(paste0(served, "/metadata"), handle = with_body))$status, 200L)
+  expect_lt(served_mib() - before, 20)
+  expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
+})
+
+test_that("8,000 records each with a key of its own build no table; /health answers while such bodies are in flight", {
+  before <- served_mib()
+  # on gpu_api() with the default max_rows (10,000): these bodies (95 KB) are within its max_bytes
+  own_keys <- sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ","))
+  key_columns <- sprintf("{%s}", paste0("\"k", 1:8000, "\": [1]", collapse = ","))
+  flowers <- iris[rep(1:150, length.out = 2000), 1:4]
+  noted <- sprintf(
+    "[%s]",
+    paste(sprintf(
+      "{\"Sepal.Length\": %s, \"Sepal.Width\": %s, \"Petal.Length\": %s, \"Petal.Width\": %s, \"note\": {\"k%d\": [1, {\"k%d\": 2}]}}",
+      flowers$Sepal.Length, flowers$Sepal.Width, flowers$Petal.Length, flowers$Petal.Width, seq_len(2000), seq_len(2000)
+    ), collapse = ",")
+  )
+  hostile <- list(own_keys, key_columns, own_keys, key_columns, own_keys, own_keys)
+  requests <- c(
+    lapply(hostile, function(body) list(url = paste0(on_matrix, "/predict"), body = body)),
+    list(list(url = paste0(on_matrix, "/predict"), body = noted)),
+    rep(list(list(url = paste0(served, "/health"))), 3)
+  )
+  responses <- http_concurrently(requests[c(1, 8, 2, 3, 9, 4, 5, 10, 6, 7)])
+  statuses <- vapply(responses, `[[`, integer(1), "status")
+  expect_identical(statuses, c(400L, 200L, 400L, 400L, 200L, 400L, 400L, 200L, 400L, 200L))
+  for (response in responses[statuses == 400L]) {
+    expect_identical(response$json$error, "missing_column")
+    expect_identical(response$json$columns, colnames(iris)[1:4])
+  }
+  # the records' other keys, nested ones too, are never read
+  expected <- predict(matrix_fit, as.matrix(flowers))
+  expect_equal(unname(as.matrix(responses[[10]]$json$predictions[levels(iris$Species)])), unname(expected), tolerance = 1e-6)
+  # each such body made an 8,000 x 8,000 table before: 0.75 GB and 15 s
+  expect_lt(served_mib() - before, 150)
+})
+
+test_that("an answer echoes at most a few short values of what the client sent, as valid UTF-8", {
+  levels <- c(strrep("x", 300), sprintf("level %d", 1:20))
+  unseen <- http(paste0(served, "/predict"), records(data.frame(income = 5, region = levels, member = TRUE)))
+  expect_identical(unseen$status, 400L)
+  expect_identical(unseen$json$levels, c(paste0(strrep("x", 37), "..."), sprintf("level %d", 1:4)))
+  expect_match(unseen$json$message, "\"level 4\" and 16 more. It knows \"east\", \"north\", \"west\".", fixed = TRUE)
+  expect_lt(nchar(unseen$text), 600)
+  invalid <- c(charToRaw("[{\"income\": 5, \"region\": \"we"), as.raw(c(0xff, 0x01)), charToRaw("st\", \"member\": true}]"))
+  answer <- read_response(curl::curl_fetch_memory(paste0(served, "/predict"), handle = request_handle(invalid, token)))
+  expect_identical(answer$json$error, "malformed_json")
+  expect_true(validUTF8(answer$text))
+  expect_false(grepl("[[:cntrl:]]", answer$json$message))
+  long_type <- http(paste0(served, "/predict?type=", strrep("z", 500)), records(serve_data(1, 3)))
+  expect_match(long_type$json$message, sprintf("not \"%s...\"", strrep("z", 37)), fixed = TRUE)
+})
+
+test_that("a web page's Host or Origin is refused by gpu_api()'s routes too; allowed_hosts and local pages are answered", {
+  one <- records(iris[1, 1:4])
+  for (headers in list(list(Host = "attacker.example"), list(Origin = "http://attacker.example:8000"), list(Host = "127.attacker.example"))) {
+    expect_identical(http(paste0(mounted, "/health"), bearer = NULL, headers = headers)$status, 403L, label = names(headers))
+    expect_identical(http(paste0(on_matrix, "/predict"), one, bearer = NULL, headers = headers)$status, 403L, label = names(headers))
+  }
+  expect_identical(http(paste0(mounted, "/predict"), records(serve_data(1, 3)), bearer = NULL, headers = list(`Content-Type` = "text/plain"))$json$error, "not_json")
+  named <- http(paste0(on_matrix, "/predict"), one, bearer = NULL, headers = list(Host = sprintf("Scoring.Example:%d", ports[3]), Origin = "https://scoring.example"))
+  expect_identical(named$status, 200L)
+  for (headers in list(list(Origin = sprintf("http://localhost:%d", ports[1])), list(Host = sprintf("[::1]:%d", ports[1])), list(Host = "localhost."))) {
+    expect_identical(http(paste0(served, "/health"), bearer = NULL, headers = headers)$status, 200L, label = unlist(headers))
+  }
+})
+
 test_that("a model of a matrix takes its columns by name, or rows of numbers", {
   rows <- as.matrix(iris[c(1, 51, 101, 150), 1:4])
   expected <- predict(matrix_fit, rows)
@@ -209,6 +325,18 @@ test_that("a model of a matrix takes its columns by name, or rows of numbers", {
   expect_identical(text$status, 400L)
   expect_identical(text$json$error, "wrong_type")
   expect_identical(text$json$column, "Sepal.Length")
+  short <- http(paste0(on_matrix, "/predict"), "[[5.1, 3.5, 1.4, 0.2], [4.9, 3.0, 1.4]]", bearer = NULL)
+  expect_identical(short$status, 400L)
+  expect_identical(short$json$error, "bad_data")
+  expect_match(short$json$message, "Each row must hold 4 numbers (Sepal.Length, Sepal.Width, Petal.Length, Petal.Width); row 2 holds 3.", fixed = TRUE)
+  # jsonlite reads "NaN" in an array of numbers as NaN
+  not_a_number <- http(paste0(on_matrix, "/predict"), "[[5.1, 3.5, 1.4, 0.2], [4.9, 3.0, 1.4, \"NaN\"]]", bearer = NULL)
+  expect_identical(not_a_number$json$error, "bad_data")
+  expect_identical(not_a_number$json$column, "Petal.Width")
+  expect_identical(not_a_number$json$rows, 2L)
+  beyond <- http(paste0(on_matrix, "/predict"), "[{\"Sepal.Length\": 5.1, \"Sepal.Width\": 1e39, \"Petal.Length\": 1.4, \"Petal.Width\": 0.2}]", bearer = NULL)
+  expect_identical(beyond$json$error, "bad_data")
+  expect_identical(beyond$json$column, "Sepal.Width")
   meta <- http(paste0(on_matrix, "/metadata"), bearer = NULL)$json
   expect_identical(meta$input$form, "records or rows")
   expect_identical(meta$input$columns$name, colnames(rows))

@@ -1,0 +1,97 @@
+# The service's refusals as its clients read them, made without a server or Python:
+# serve_guard() on a request's headers (what gpu_serve() decides before reading a
+# body), request_data() on bodies. test-serve.R sends the same over real HTTP.
+
+part <- list(type = "data.frame", columns = list(
+  income = list(type = "numeric"),
+  region = list(type = "factor", levels = c("east", "west"))
+))
+settings <- list(
+  part = part, encoding = list(na = "error"), token = "s3cret", max_rows = 50L,
+  max_bytes = request_byte_limit(part, 50L), hosts = served_hosts("127.0.0.1", "scoring.example"), unknown = "error"
+)
+
+# A request's headers as httpuv gives them: a POST of JSON to /predict with the token,
+# from this machine, unless `...` says otherwise (NULL: no such header).
+request <- function(...) {
+  fields <- utils::modifyList(list(
+    REQUEST_METHOD = "POST", PATH_INFO = "/predict", HTTP_HOST = "127.0.0.1:8000",
+    HTTP_AUTHORIZATION = "Bearer s3cret", HTTP_CONTENT_TYPE = "application/json", CONTENT_LENGTH = "120"
+  ), list(...))
+  list2env(fields)
+}
+
+# What a client reads: "passes", or the status and the JSON answer.
+guarded <- function(...) {
+  answer <- serve_guard(request(...), settings, token = TRUE, json = TRUE)
+  if (is.null(answer)) "passes" else paste(answer$status, answer$body)
+}
+
+refused <- function(body) {
+  tryCatch(
+    {
+      request_data(parse_request_body(charToRaw(body)), settings)
+      "passes"
+    },
+    gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem))
+  )
+}
+
+test_that("the headers decide, in this order: Host, Origin, token, Content-Type, size", {
+  expect_identical(guarded(), "passes")
+  expect_snapshot({
+    writeLines(guarded(HTTP_HOST = "attacker.example", HTTP_AUTHORIZATION = NULL))
+    writeLines(guarded(HTTP_ORIGIN = "https://attacker.example", HTTP_CONTENT_TYPE = "text/plain"))
+    writeLines(guarded(HTTP_AUTHORIZATION = NULL, CONTENT_LENGTH = "52428800"))
+    writeLines(guarded(HTTP_CONTENT_TYPE = "text/plain;charset=UTF-8"))
+    writeLines(guarded(CONTENT_LENGTH = "52428800"))
+    writeLines(guarded(CONTENT_LENGTH = NULL, HTTP_TRANSFER_ENCODING = "chunked"))
+  })
+})
+
+test_that("localhost, loopback addresses, the address listened on and allowed_hosts are answered; other names are not", {
+  passes <- c("127.0.0.1:8000", "localhost", "LOCALHOST.:8000", "127.0.0.2", "[::1]:8000", "scoring.example:443")
+  for (host in passes) expect_identical(guarded(HTTP_HOST = host), "passes", label = host)
+  for (host in c("attacker.example", "127.0.0.1.attacker.example", "127.attacker.example", "10.0.0.5", "[::1].example", "\xff.example")) {
+    expect_match(guarded(HTTP_HOST = host), "^403 .*forbidden_host", label = host)
+  }
+  expect_match(guarded(HTTP_CONTENT_TYPE = "text/\xff"), "^415 .*not \\\\\"text/\\?\\\\\"")
+  # a client that sends no Host (HTTP/1.0) is no web page
+  expect_identical(guarded(HTTP_HOST = NULL), "passes")
+  for (origin in c("http://localhost:3000", "https://scoring.example", "http://[::1]:8000")) {
+    expect_identical(guarded(HTTP_ORIGIN = origin), "passes", label = origin)
+  }
+  for (origin in c("null", "https://attacker.example", "http://localhost.attacker.example", "http://user@localhost", "http://\xfe")) {
+    expect_match(guarded(HTTP_ORIGIN = origin), "^403 .*forbidden_origin", label = origin)
+  }
+  # listening on every interface: any address of the machine names it, no other name does
+  everywhere <- served_hosts("0.0.0.0", NULL)
+  expect_true(host_allowed(host_name("10.0.0.5:8000"), everywhere))
+  expect_false(host_allowed(host_name("attacker.example"), everywhere))
+  expect_true(host_allowed(host_name("anything.example"), served_hosts("0.0.0.0", "*")))
+})
+
+test_that("max_bytes by default fits max_rows rows of the model's columns twice over, and 64 KiB at least", {
+  expect_identical(request_byte_limit(part, 50L), 64 * 1024)
+  expect_identical(request_byte_limit(part, 10000L), 2 * 10000 * ((6 + 4 + 24) + (6 + 4 + 6 * 4 + 2) + 2))
+  rows <- list(type = "array", shape = c(28L, 28L), names = NULL)
+  expect_identical(request_byte_limit(rows, 1000L), 2 * 1000 * (25 * 784 + 2))
+  # a body of max_rows records as jsonlite writes them, pretty-printed, fits
+  records <- jsonlite::toJSON(data.frame(income = rep(-123456.789012345, 10000), region = "west"), dataframe = "rows", digits = NA, pretty = TRUE)
+  expect_lt(nchar(records, type = "bytes"), request_byte_limit(part, 10000L))
+})
+
+test_that("bodies are refused by their rows, keys and numbers before a table is made, and echo little", {
+  expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}]"), "passes")
+  expect_snapshot({
+    writeLines(refused(sprintf("[%s]", paste(rep("{\"income\": 5, \"region\": \"west\"}", 51), collapse = ","))))
+    writeLines(refused(sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ","))))
+    writeLines(refused("{\"income\": [1, 2], \"region\": [\"west\"], \"other\": [1, 2, 3]}"))
+    writeLines(refused("[{\"income\": 1e400, \"region\": \"west\"}]"))
+    writeLines(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": -1e308, \"region\": \"east\"}]"))
+    writeLines(refused("[{\"income\": {\"nested\": 1}, \"region\": \"west\"}]"))
+    writeLines(refused(sprintf("[%s]", paste0("{\"income\": 5, \"region\": \"", c(strrep("y", 300), "north", "south", "up", "down", "left"), "\"}", collapse = ","))))
+    writeLines(refused("[{\"income\": 5, \"region\": \"west\"}, 5]"))
+    writeLines(refused("[[5, 1]]"))
+  })
+})
