@@ -55,4 +55,8 @@ destination_path <- function(path) {
 # Whether something is at `path`: a file, a folder, or a link (a dangling one included).
 path_taken <- function(path) file.exists(path) | is_link(path)
 
-is_link <- function(path) nzchar(Sys.readlink(path))
+# (Sys.readlink() gives "" for a file that is no link, NA where there is nothing)
+is_link <- function(path) {
+  target <- Sys.readlink(path)
+  !is.na(target) & nzchar(target)
+}

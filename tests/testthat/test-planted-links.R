@@ -26,6 +26,14 @@ expect_replaced_link <- function(at, victim, victim_dir, leftovers = "victim.txt
   expect_setequal(list.files(victim_dir, all.files = TRUE, no.. = TRUE), leftovers)
 }
 
+test_that("a name is taken by a file, a folder or a link (a dangling one too), not by nothing", {
+  dir <- withr::local_tempdir()
+  stopifnot(file.symlink(file.path(dir, "nowhere"), file.path(dir, "dangling")))
+  writeLines("x", file.path(dir, "file"))
+  expect_identical(path_taken(file.path(dir, c("file", "dangling", ".", "nothing"))), c(TRUE, TRUE, TRUE, FALSE))
+  expect_identical(is_link(file.path(dir, c("file", "dangling", "nothing"))), c(FALSE, TRUE, FALSE))
+})
+
 test_that("predict(file = , overwrite = TRUE) replaces a link at `file`, and leaves its target alone", {
   fit <- link_fit()
   dir <- withr::local_tempdir()
