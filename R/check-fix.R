@@ -1,5 +1,5 @@
 # gpu_check(fix = TRUE): the repairs the core planned (tools/repair.py) and
-# the NumPy one R finds before the core can start, asked for and made here:
+# those of a stack the core cannot start on (NumPy, Keras), asked for and made here:
 # pip runs with the Python in use, a variable goes into the .Renviron R reads.
 
 # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the
@@ -235,35 +235,45 @@ write_bytes <- function(path, bytes) {
   }
 }
 
-# gpu_check(fix = TRUE) where reticulate < 1.38 meets NumPy 2: the core cannot
-# start, so R repairs it (the pin install_gpukeras() uses for this reticulate)
-# and says to restart; otherwise, or when the user declines, the error stands.
-with_numpy_repair <- function(code, fix, call = caller_env()) {
+# gpu_check(fix = TRUE) where the stack keeps the core from starting: reticulate < 1.38
+# meets NumPy 2, or a Keras with a published safe_mode bypass (older than gpukeras
+# needs). R repairs it (the pin install_gpukeras() uses) and says to restart; otherwise,
+# or when the user declines, the error stands.
+with_stack_repair <- function(code, fix, call = caller_env()) {
   if (!fix) {
     return(code)
   }
-  tryCatch(code, gpukeras_error_numpy_version = function(error) {
-    numpy <- grep("^numpy==", gpukeras_requirements(), value = TRUE)
-    repair <- list(
-      id = "numpy", needs_restart = TRUE,
-      what = sprintf(
-        "Install %s in the Python environment in use, which reticulate %s can convert",
-        numpy, utils::packageVersion("reticulate")
-      ),
-      action = list(pip_install = list(numpy))
-    )
-    if (!identical(make_repairs(list(repair), reticulate::py_config()$python, call = call), "done")) {
+  repair <- function(error, package, what, why) {
+    pin <- grep(sprintf("^%s==", package), gpukeras_requirements(), value = TRUE)
+    planned <- list(id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin)))
+    if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) {
       stop(error)
     }
     gpukeras_abort(
       c(
-        "gpu_check() could not run in this session: this reticulate cannot convert NumPy 2 arrays.",
-        sprintf("%s is now installed: restart R, then run gpu_check() again.", numpy)
+        sprintf("gpu_check() could not run in this session: %s.", why),
+        sprintf("%s is now installed: restart R, then run gpu_check() again.", pin)
       ),
-      "gpukeras_error_numpy_version",
+      class(error)[1],
       call = call
     )
-  })
+  }
+  tryCatch(
+    code,
+    gpukeras_error_numpy_version = function(error) {
+      repair(
+        error, "numpy",
+        sprintf("Install %%s in the Python environment in use, which reticulate %s can convert", utils::packageVersion("reticulate")),
+        "this reticulate cannot convert NumPy 2 arrays"
+      )
+    },
+    gpukeras_error_keras_too_old = function(error) {
+      repair(
+        error, "keras", "Install %s in the Python environment in use: its Keras has a published way around safe_mode",
+        "its Keras has a published way to run code from a model file, even with safe_mode"
+      )
+    }
+  )
 }
 
 # KERAS_BACKEND names a backend other than the one in use: it was set (or

@@ -72,7 +72,13 @@
 #'   leaves it as it was and says so; nothing else in the file changes;
 #' * NumPy 2 with a reticulate before 1.38, which stops the check before it
 #'   starts: pip installs the NumPy [gpukeras_requirements()] pins for this
-#'   reticulate, and the check's error then says to restart.
+#'   reticulate, and the check's error then says to restart;
+#' * a Keras with a published way around `safe_mode` (before 3.12.1, or
+#'   3.13.0-3.13.1: CVE-2025-1550, CVE-2025-9906, CVE-2025-9905,
+#'   CVE-2026-1462), which gpukeras refuses (`gpukeras_error_keras_too_old`,
+#'   also what `gpu_check()` says without `fix`), since [gpu_load()] of a file
+#'   from elsewhere is only as safe as `safe_mode`: pip installs the Keras
+#'   [gpukeras_requirements()] pins, and the check's error says to restart.
 #'
 #' Python and its packages are loaded once per R session, so most repairs take
 #' effect after R restarts (`needs_restart`); gpukeras says so.
@@ -108,7 +114,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
       "gpukeras_error_bad_argument"
     )
   }
-  result <- with_numpy_repair(core_call(
+  result <- with_stack_repair(core_call(
     "check",
     probe_training = probe,
     probe_seconds = probe_seconds,

@@ -58,6 +58,11 @@
 #'     reticulate (before 1.38) cannot convert its arrays.}
 #'   \item{`gpukeras_error_keras_missing`, `gpukeras_error_keras2`}{Keras is
 #'     not installed, or it is Keras 2 where gpukeras needs Keras 3.}
+#'   \item{`gpukeras_error_keras_too_old`}{The Keras installed has a
+#'     published way to run code from a model file even with `safe_mode`
+#'     (before 3.12.1, or 3.13.0-3.13.1), which [gpu_load()] relies on; the
+#'     message names the advisories. `gpu_check(fix = TRUE)` installs
+#'     [install_gpukeras()]'s Keras.}
 #'   \item{`gpukeras_error_tensorflow_missing`,
 #'     `gpukeras_error_tensorflow_too_old`}{The backend is TensorFlow but it is
 #'     not installed, or older than 2.16.}

@@ -22,6 +22,12 @@ pinned <- list(
   numpy_before_2 = "1.26.4"
 )
 
+# The Keras gpukeras needs: none of the releases with a published way around safe_mode,
+# which gpu_load() relies on (CVE-2025-1550 before 3.9, CVE-2025-9906 before 3.11,
+# CVE-2025-9905 before 3.11.3, CVE-2026-1462 before 3.12.1 and in 3.13.0-3.13.1). The core
+# checks the same requirement (core/stack.py's KERAS_REQUIREMENT) where Keras is found.
+keras_requirement <- "keras>=3.12.1,!=3.13.0,!=3.13.1"
+
 # The first reticulate that converts arrays to and from NumPy 2.
 reticulate_numpy2 <- "1.38"
 
@@ -95,7 +101,7 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
                                  gpu = has_nvidia_gpu(), os = Sys.info()[["sysname"]]) {
   linux_gpu <- gpu && os == "Linux"
   c(
-    "keras>=3",
+    keras_requirement,
     "nvidia-ml-py",
     "optuna>=4",
     switch(backend,

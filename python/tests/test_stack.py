@@ -39,14 +39,43 @@ KERAS3 = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
             {**KERAS3, "keras": None},
             errors.KerasMissingError,
             "gpukeras_error_keras_missing",
-            ["Keras is not installed", "install_gpukeras()", "pip install 'keras>=3'"],
+            [
+                "Keras is not installed",
+                "install_gpukeras()",
+                "pip install 'keras>=3.12.1,!=3.13.0,",
+            ],
         ),
         (
             "tensorflow",
             {**KERAS3, "keras": "2.15.0"},
             errors.Keras2Error,
             "gpukeras_error_keras2",
-            ["Keras 2.15.0", "needs Keras 3", "install_gpukeras()", "pip install -U 'keras>=3'"],
+            [
+                "Keras 2.15.0",
+                "needs Keras 3",
+                "install_gpukeras()",
+                "pip install -U 'keras>=3.12.1",
+            ],
+        ),
+        (
+            "tensorflow",
+            {**KERAS3, "keras": "3.8.0"},
+            errors.KerasTooOldError,
+            "gpukeras_error_keras_too_old",
+            [
+                "Keras 3.8.0",
+                "CVE-2025-1550, CVE-2025-9906, CVE-2025-9905, CVE-2026-1462",
+                "gpu_load()",
+                "3.12.1 or later, but not 3.13.0 or 3.13.1",
+                "gpu_check(fix = TRUE)",
+            ],
+        ),
+        (
+            "jax",
+            {**KERAS3, "keras": "3.13.1"},
+            errors.KerasTooOldError,
+            "gpukeras_error_keras_too_old",
+            ["Keras 3.13.1", "(CVE-2026-1462)", "pip install -U 'keras>=3.12.1,!=3.13.0,!=3.13.1'"],
         ),
         (
             "torch",
@@ -108,7 +137,8 @@ def test_missing_packages_name_the_python_to_fix() -> None:
 @pytest.mark.parametrize(
     ("backend", "found"),
     [
-        ("tensorflow", {"keras": "3.0.0", "tensorflow": "2.16.0rc0", "jax": None}),
+        ("tensorflow", {"keras": "3.12.1", "tensorflow": "2.16.0rc0", "jax": None}),
+        ("tensorflow", {"keras": "3.13.2", "tensorflow": "2.21.0", "jax": None}),
         ("tensorflow", {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": None}),
         ("jax", {"keras": "3.15.1", "tensorflow": None, "jax": "0.4.30"}),
     ],
@@ -117,6 +147,29 @@ def test_check_versions_accepts_supported_stacks(
     backend: str, found: dict[str, str | None]
 ) -> None:
     stack.check_versions(backend, found)
+
+
+@pytest.mark.parametrize(
+    ("version", "bypasses"),
+    [
+        ("3.0.0", ["CVE-2025-1550", "CVE-2025-9906", "CVE-2025-9905", "CVE-2026-1462"]),
+        ("3.8.0", ["CVE-2025-1550", "CVE-2025-9906", "CVE-2025-9905", "CVE-2026-1462"]),
+        ("3.9.0", ["CVE-2025-9906", "CVE-2025-9905", "CVE-2026-1462"]),
+        ("3.11.2", ["CVE-2025-9905", "CVE-2026-1462"]),
+        ("3.12.0", ["CVE-2026-1462"]),
+        ("3.12.1", []),
+        ("3.13.0", ["CVE-2026-1462"]),
+        ("3.13.1", ["CVE-2026-1462"]),
+        ("3.13.2", []),
+        ("3.15.1", []),
+    ],
+)
+def test_keras_releases_with_a_published_safe_mode_bypass(
+    version: str, bypasses: list[str]
+) -> None:
+    """CVE-2025-1550 (< 3.9), CVE-2025-9906 (< 3.11), CVE-2025-9905 (< 3.11.3) and
+    CVE-2026-1462 (< 3.12.1, and 3.13.0-3.13.1): the requirement excludes each."""
+    assert stack.keras_bypasses(version) == bypasses
 
 
 def test_require_supported_passes_on_this_environment() -> None:

@@ -146,6 +146,31 @@ test_that("fix = TRUE where reticulate < 1.38 meets NumPy 2 installs NumPy's pin
   expect_identical(numpy_version(), "1.26.4")
 })
 
+test_that("a Keras with a published safe_mode bypass: gpu_check() says so, and fix = TRUE installs Keras' pin, then says restart", {
+  python <- local_throwaway_venv(c("keras==3.8.0", "numpy==1.26.4"))
+  keras_version <- function() {
+    system2(python, c("-c", shQuote("import importlib.metadata as m; print(m.version('keras'))")), stdout = TRUE, env = python_run_env)
+  }
+  expect_identical(keras_version(), "3.8.0")
+  child <- run_in_fresh_r(
+    {
+      said <- catch_error(gpu_check(probe = FALSE))
+      output <- utils::capture.output(fixed <- catch_error(gpu_check(probe = FALSE, fix = TRUE)), type = "message")
+      list(said = said, fixed = fixed, output = output)
+    },
+    env = c(GPUKERAS_PYTHON = python)
+  )
+  expect_identical(child$said$class[1], "gpukeras_error_keras_too_old")
+  expect_match(child$said$message, "Keras 3.8.0 in the Python at", fixed = TRUE)
+  expect_match(child$said$message, "(CVE-2025-1550, CVE-2025-9906, CVE-2025-9905, CVE-2026-1462)", fixed = TRUE)
+  expect_match(child$said$message, "gpu_check(fix = TRUE)", fixed = TRUE)
+  expect_identical(child$fixed$class[1], "gpukeras_error_keras_too_old")
+  pin <- grep("^keras==", gpukeras_requirements(), value = TRUE)
+  expect_match(child$fixed$message, sprintf("%s is now installed: restart R, then run gpu_check() again.", pin), fixed = TRUE)
+  expect_true(any(grepl("Successfully installed keras-", child$output)))
+  expect_identical(keras_version(), sub("keras==", "", pin))
+})
+
 # A stand-in for the environment's Python, as pip offline or with a broken index
 # would answer: it records each pip command (the download folder as WHEELS) and
 # fails those that match `fails` (a shell case pattern).

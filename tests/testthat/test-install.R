@@ -32,9 +32,18 @@ test_that("gpukeras_requirements() picks NumPy by the reticulate version", {
   expect_identical(gpukeras_requirements(), gpukeras_requirements(reticulate = utils::packageVersion("reticulate")))
 })
 
+test_that("the Keras required is the core's, and install_gpukeras()'s pin meets it", {
+  # core/stack.py refuses a Keras with a published safe_mode bypass; R declares the same
+  stack <- readLines(system.file("python", "gpukeras", "core", "stack.py", package = "gpukeras"))
+  declared <- sub('^KERAS_REQUIREMENT = "(.*)"$', "\\1", grep("^KERAS_REQUIREMENT = ", stack, value = TRUE))
+  expect_identical(declared, keras_requirement)
+  pin <- package_version(pinned$keras)
+  expect_true(pin >= "3.12.1" && !pin %in% package_version(c("3.13.0", "3.13.1")))
+})
+
 test_that("managed_requirements() declares ranges for the Keras backend in use", {
   cpu <- managed_requirements("tensorflow", gpu = FALSE, os = "Linux")
-  expect_identical(cpu, c("keras>=3", "nvidia-ml-py", "optuna>=4", "tensorflow-cpu>=2.16"))
+  expect_identical(cpu, c("keras>=3.12.1,!=3.13.0,!=3.13.1", "nvidia-ml-py", "optuna>=4", "tensorflow-cpu>=2.16"))
   # The same TensorFlow distribution install_gpukeras() pins, as a range.
   expect_identical(
     managed_requirements("tensorflow", gpu = TRUE, os = "Linux")[4],
@@ -42,10 +51,10 @@ test_that("managed_requirements() declares ranges for the Keras backend in use",
   )
   expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[4], "tensorflow>=2.16")
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
-  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "optuna>=4", "jax[cuda12]"))
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4", "jax[cuda12]"))
   expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).
-  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c("keras>=3", "nvidia-ml-py", "optuna>=4"))
+  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4"))
 })
 
 test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {

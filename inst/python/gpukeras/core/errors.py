@@ -27,6 +27,13 @@ class Keras2Error(GpukerasError):
     r_class = "gpukeras_error_keras2"
 
 
+class KerasTooOldError(GpukerasError):
+    """The Keras installed has a published way around ``safe_mode`` (code run by loading a
+    model file), which gpu_load() of a file from elsewhere relies on."""
+
+    r_class = "gpukeras_error_keras_too_old"
+
+
 class TensorflowMissingError(GpukerasError):
     """The backend is TensorFlow but TensorFlow is not installed."""
 

@@ -20,6 +20,25 @@ from gpukeras.core.handles import Record
 MIN_TENSORFLOW = (2, 16)
 INSTALL_HINT = "Run install_gpukeras() in R, then restart R"
 
+# Keras releases with a published way around ``safe_mode``, the guard that keeps loading a
+# model file (gpu_load()) from running code in it: each advisory, the first release it
+# affects and the first that fixed it (GitHub's advisory database, checked 2026-11).
+# CVE-2025-8747 (GHSA-c9rc-mg46-23w3) is fixed with CVE-2025-9906, in 3.11.0.
+KERAS_SAFE_MODE_BYPASSES: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = (
+    ("CVE-2025-1550", (3, 0, 0), (3, 9, 0)),  # GHSA-48g7-3x6r-xfhp: config.json names any function
+    (
+        "CVE-2025-9906",
+        (3, 0, 0),
+        (3, 11, 0),
+    ),  # GHSA-36fq-jgmw-4r9c: safe_mode turned off from the file
+    ("CVE-2025-9905", (3, 0, 0), (3, 11, 3)),  # a legacy .h5 file: safe_mode ignored
+    ("CVE-2026-1462", (3, 0, 0), (3, 12, 1)),  # GHSA-4f3f-g24h-fr8m: TFSMLayer loads a SavedModel
+    ("CVE-2026-1462", (3, 13, 0), (3, 13, 2)),  # the same, in the 3.13 series
+)
+# The Keras gpukeras needs: none of the releases above (pip's requirement, and in words).
+KERAS_REQUIREMENT = "keras>=3.12.1,!=3.13.0,!=3.13.1"
+KERAS_NEEDED = "Keras 3.12.1 or later, but not 3.13.0 or 3.13.1"
+
 
 def parse_version(text: str | None) -> tuple[int, ...]:
     """Leading numeric parts of a version string: '2.16.0rc1' -> (2, 16, 0)."""
@@ -51,6 +70,18 @@ def module_distribution(module: str) -> tuple[str | None, str | None]:
     return module, None
 
 
+def keras_bypasses(version: str | None) -> list[str]:
+    """The published safe_mode bypasses (advisories) that Keras ``version`` has."""
+    release = (*parse_version(version), 0, 0, 0)[:3]
+    return list(
+        dict.fromkeys(
+            advisory
+            for advisory, first, fixed in KERAS_SAFE_MODE_BYPASSES
+            if first <= release < fixed
+        )
+    )
+
+
 def check_versions(backend: str, found: dict[str, str | None]) -> None:
     """Raise the matching classed error when the stack cannot run gpukeras.
 
@@ -64,12 +95,21 @@ def check_versions(backend: str, found: dict[str, str | None]) -> None:
     if keras_version is None:
         raise errors.KerasMissingError(
             f"Keras is not installed in the Python at {python}. {INSTALL_HINT}, "
-            "or `pip install 'keras>=3'` in that environment."
+            f"or `pip install '{KERAS_REQUIREMENT}'` in that environment."
         )
     if parse_version(keras_version)[:1] < (3,):
         raise errors.Keras2Error(
             f"Keras {keras_version} (Keras 2) found in the Python at {python}; gpukeras "
-            f"needs Keras 3. {INSTALL_HINT}, or `pip install -U 'keras>=3'` there."
+            f"needs Keras 3. {INSTALL_HINT}, or `pip install -U '{KERAS_REQUIREMENT}'` there."
+        )
+    bypasses = keras_bypasses(keras_version)
+    if bypasses:
+        raise errors.KerasTooOldError(
+            f"Keras {keras_version} in the Python at {python} has published ways to run code "
+            f"from a model file even with safe_mode ({', '.join(bypasses)}), which gpu_load() "
+            f"relies on; gpukeras needs {KERAS_NEEDED}. gpu_check(fix = TRUE) installs "
+            f"install_gpukeras()'s Keras there, or run `pip install -U '{KERAS_REQUIREMENT}'` "
+            "with that Python; then restart R."
         )
     if backend not in SUPPORTED_BACKENDS:
         raise errors.BackendUnsupportedError(
