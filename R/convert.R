@@ -276,7 +276,7 @@ check_feature_array <- function(x, name, call = caller_env()) {
     gpukeras_abort(
       c(
         sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
-        "Pass a data.frame (character columns become integer codes) or convert with as.numeric()."
+        "Pass a data.frame (as.data.frame(x)): its character columns become one-hot columns, one per value (integer codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
       ),
       "gpukeras_error_bad_data",
       call = call
@@ -303,14 +303,15 @@ row_has <- function(cells, x) {
   if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
 }
 
-# The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column.
+# The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column: a
+# data.frame's column once, though it became several (a factor's indicator columns).
 flagged_columns <- function(cells, x, name) {
   if (is.null(dim(x)) || length(dim(x)) != 2L) {
     return(if (any(cells)) name else character())
   }
-  columns <- colnames(x) %||% paste0("column ", seq_len(ncol(x)))
+  columns <- attr(x, "gpukeras_source") %||% colnames(x) %||% paste0("column ", seq_len(ncol(x)))
   flagged <- colSums(cells) > 0
-  if (!any(flagged)) character() else sprintf("%s$%s", name, columns[flagged])
+  if (!any(flagged)) character() else unique(sprintf("%s$%s", name, columns[flagged]))
 }
 
 take_rows <- function(x, rows) {

@@ -90,7 +90,8 @@ format.gpukeras_encoding <- function(x, ...) {
     if (identical(part$type, "data.frame")) {
       types <- vapply(part$columns, function(column) {
         if (identical(column$type, "factor")) {
-          sprintf("factor(%d), %s", length(column$levels), if (factor_encoding(column) == "one_hot") "one-hot" else "codes")
+          rule <- if (factor_encoding(column) == "one_hot") "one-hot" else "codes"
+          if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else sprintf("factor(%d), %s", length(column$levels), rule)
         } else {
           column$type
         }
@@ -294,7 +295,9 @@ same_part <- function(a, b) {
     return(FALSE)
   }
   if (identical(a$type, "data.frame")) {
-    return(identical(a$columns, b$columns))
+    # a character column encodes as the factor of its values does
+    as_factors <- function(columns) lapply(columns, function(column) `[[<-`(column, "character", NULL))
+    return(identical(as_factors(a$columns), as_factors(b$columns)))
   }
   identical(as.integer(a$shape), as.integer(b$shape)) &&
     (is.null(a$names) || is.null(b$names) || identical(a$names, b$names))
@@ -314,4 +317,19 @@ with_training_encoding <- function(validation, data, call = caller_env()) {
     validation$encoding <- encoding
   }
   validation
+}
+
+# One row of the input a model was trained on, as the JSON records a client sends
+# (gpu_serve()'s messages show it): each column by name with a value of its kind (a
+# factor's first level, TRUE, 0), named columns of an array as 0, else a row of zeros.
+example_request <- function(part) {
+  record <- if (identical(part$type, "data.frame")) {
+    lapply(part$columns, function(column) switch(column$type, factor = column$levels[[1]], logical = TRUE, 0))
+  } else if (length(part$names)) {
+    stats::setNames(as.list(rep(0, length(part$names))), part$names)
+  }
+  if (is.null(record)) {
+    return(as.character(jsonlite::toJSON(list(rep(0, prod(part$shape %||% 1L))))))
+  }
+  as.character(jsonlite::toJSON(list(record), auto_unbox = TRUE))
 }

@@ -6,7 +6,8 @@
 #   inputs  a named list, one entry per model input ("x" for a single one):
 #           list(type = "data.frame", columns = list(<name> = list(type =
 #           "numeric" | "logical" | "factor", levels = <for factors>, encoding =
-#           "one_hot" | "codes" <for factors>))), or
+#           "one_hot" | "codes" <for factors>, character = TRUE <for a character
+#           column, a factor of its values>))), or
 #           list(type = "array", shape = <dims after the rows>, names = <colnames>)
 #   several whether x was a named list of inputs
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
@@ -43,7 +44,10 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
   if (is.data.frame(part)) {
     check_columns(part, name, call)
     return(list(type = "data.frame", columns = Map(function(values, column) {
-      if (is.character(values)) values <- factor(values)
+      if (is.character(values)) {
+        # a factor of its values; recorded as character, for the prints that show it
+        return(list(type = "factor", levels = levels(factor(values)), encoding = factor_rule(factors, column), character = TRUE))
+      }
       if (is.factor(values)) {
         return(list(type = "factor", levels = levels(values), encoding = factor_rule(factors, column)))
       }
@@ -307,7 +311,7 @@ select_names <- function(have, wanted, name, call) {
 
 # A data.frame as a double matrix: the columns `spec` names, in its order,
 # factor and character columns as indicator columns of its levels (named
-# column=level), or as their codes.
+# column=level), or as their codes; attribute "gpukeras_source" names each one's column.
 encode_data_frame <- function(df, name, spec, unknown = "error", call = caller_env()) {
   check_columns(df, name, call)
   df <- select_columns(df, names(spec$columns), name, call)
@@ -318,8 +322,12 @@ encode_data_frame <- function(df, name, spec, unknown = "error", call = caller_e
   for (column in names(blocks)) {
     if (is.null(dim(blocks[[column]]))) blocks[[column]] <- matrix(blocks[[column]], ncol = 1L, dimnames = list(NULL, column))
   }
-  matrix(unlist(blocks, use.names = FALSE), nrow = nrow(df), ncol = sum(vapply(blocks, ncol, integer(1))),
-         dimnames = list(NULL, unlist(lapply(blocks, colnames), use.names = FALSE)))
+  encoded <- matrix(unlist(blocks, use.names = FALSE), nrow = nrow(df), ncol = sum(vapply(blocks, ncol, integer(1))),
+                    dimnames = list(NULL, unlist(lapply(blocks, colnames), use.names = FALSE)))
+  # the data.frame's column each one came from (a factor's indicator columns share it), for
+  # messages that name a column once (flagged_columns())
+  attr(encoded, "gpukeras_source") <- rep(names(blocks), vapply(blocks, ncol, integer(1)))
+  encoded
 }
 
 # One factor's indicator columns, as model.matrix(~ 0 + f) makes them: 1 for the

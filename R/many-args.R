@@ -10,9 +10,11 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   } else {
     "e.g. model_fn = function(params) { ... keras$layers$Dense(params$units) ... ; model$compile(...); model }"
   }
-  if (!is.function(model_fn)) {
+  # a Keras model is callable, so R takes it for a function: it is the model itself
+  if (!is.function(model_fn) || inherits(model_fn, "python.builtin.object")) {
+    given <- if (inherits(model_fn, "python.builtin.object")) sprintf("a model itself (%s)", class(model_fn)[1]) else describe(model_fn)
     gpukeras_abort(
-      c(sprintf("`model_fn` must be an R function that returns a compiled Keras model, not %s.", describe(model_fn)),
+      c(sprintf("`model_fn` must be an R function that builds and compiles the model, not %s.", given),
         "Each fit calls it in a fresh process, so every fit starts from fresh weights.", usage),
       "gpukeras_error_bad_argument",
       call = call

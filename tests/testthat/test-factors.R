@@ -44,7 +44,9 @@ test_that("a factor, an ordered factor and a character column become model.matri
   data <- factor_data()
   encoded <- as_pipeline_data(data$x, data$y, "error")
   expect_identical(dim(encoded$x), c(60L, 10L))
-  expect_identical(unname(encoded$x), indicators(data$x))
+  expect_identical(unname(structure(encoded$x, gpukeras_source = NULL)), indicators(data$x))
+  # each column's own, for messages that name it once (an NA in region names x$region)
+  expect_identical(attr(encoded$x, "gpukeras_source"), rep(c("income", "region", "size", "plan"), c(1, 4, 3, 2)))
   expect_identical(colnames(encoded$x)[1:5], c("income", "region=east", "region=north", "region=south", "region=west"))
   expect_identical(colnames(encoded$x)[6:10], c("size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
   expect_identical(encoded$encoding$inputs$x$columns$size$encoding, "one_hot")
@@ -66,7 +68,7 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   data$x$region[3] <- NA
   skip_if_no_python()
   # the core checks NA in its copy once Python runs, R before: gpu_dataset() is either way
-  expect_error(gpu_dataset(data$x, data$y, batch_size = 4), "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region=", class = "gpukeras_error_bad_data")
+  expect_error(gpu_dataset(data$x, data$y, batch_size = 4), "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region\\.($|\n)", class = "gpukeras_error_bad_data")
   dropped <- as_pipeline_data(data$x, data$y, "drop")
   expect_identical(dropped$dropped, 1L)
   expect_identical(unname(dropped$x), indicators(data$x)[-3, ])

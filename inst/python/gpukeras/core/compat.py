@@ -352,26 +352,36 @@ def mend_tensorflow_trace() -> None:
         trace.enabled = trace._pywrap_traceme.traceme_enabled  # type: ignore[attr-defined]
 
 
-def set_random_seed(keras: Any, seed: int) -> None:
-    """``keras.utils.set_random_seed(seed)`` (Python, NumPy, the backend, Keras' global
-    seed), but TensorFlow only where it is loaded already.
+@contextlib.contextmanager
+def tensorflow_left_unloaded() -> Iterator[None]:
+    """For the block, Keras does not import TensorFlow where it is not loaded yet.
 
-    On another backend Keras imports TensorFlow for its seed alone, wherever it is installed:
-    1.7-2.0 s on 2 CPU cores (2026-11-26), for a fit of arrays that never runs it. It is
-    seeded when gpukeras loads it for tf.data (``seed_loaded_tensorflow``). Keras asks
-    ``module_utils.tensorflow.available`` (a lazy module) first; for the call it answers no.
+    On another backend Keras imports TensorFlow, wherever it is installed, for a seed
+    (``set_random_seed``) or to ask whether an object it saves is a TensorFlow one
+    (``serialize_keras_object``: ``tf.TensorShape``, ``tf.DType``; no object can be of a
+    module not loaded): 1.7-2.0 s on 2 CPU cores (2026-11-26), and TensorFlow's absl and
+    oneDNN start-up lines on stderr, twice, in gpu_save() on JAX. Keras asks
+    ``module_utils.tensorflow.available`` (a lazy module) first; in the block it answers no.
     """
-    from keras.src.utils import rng_utils
+    from keras.src.utils import module_utils
 
-    lazy = rng_utils.tf
+    lazy = module_utils.tensorflow
     if lazy._available is not None or "tensorflow" in sys.modules:
-        keras.utils.set_random_seed(seed)
+        yield
         return
     lazy._available = False
     try:
-        keras.utils.set_random_seed(seed)
+        yield
     finally:
         lazy._available = None
+
+
+def set_random_seed(keras: Any, seed: int) -> None:
+    """``keras.utils.set_random_seed(seed)`` (Python, NumPy, the backend, Keras' global
+    seed), but TensorFlow only where it is loaded already (``tensorflow_left_unloaded``): it
+    is seeded when gpukeras loads it for tf.data (``seed_loaded_tensorflow``)."""
+    with tensorflow_left_unloaded():
+        keras.utils.set_random_seed(seed)
 
 
 def seed_loaded_tensorflow(tf: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core import arguments
+from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
@@ -255,7 +255,8 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump(document, file, indent=1)
-        model.save(model_temp)
+        with compat.tensorflow_left_unloaded():  # on JAX, no TensorFlow for the save alone
+            model.save(model_temp)
         # mkstemp made them private (0600); Keras' own save gives what the umask allows
         for temp in (model_temp, json_temp):
             os.chmod(temp, 0o666 & ~_umask())
