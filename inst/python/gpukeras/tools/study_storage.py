@@ -77,7 +77,7 @@ def check_folder(folder: object) -> str:
             raise SearchStorageUnsafeError(
                 f"{path / name} in gpu_search()'s storage folder is a link (to "
                 f"{os.readlink(path / name)}): the search would write through it. Remove the "
-                f"link (unlink(\"{path / name}\")), or give a folder of your own."
+                f'link (unlink("{path / name}")), or give a folder of your own.'
             )
     return str(path)
 
