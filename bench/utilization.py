@@ -3,18 +3,17 @@ issue #58's MLP (1024-4096-4096-4096-10, batch 1024, 65,536 rows: 64 steps an ep
 8x the rows (goals on a GPU: >= 90 % and >= 95 %), each way of running the resident loop in a
 fresh process.
 
-Ways (``train.resident``'s switches):
-- ``not queued ahead`` (``EPOCH_AHEAD = False``): the device waits while the host reads the
-  epoch's metrics and runs Keras' epoch-end work;
-- ``queued ahead``: each epoch's first dispatch queued at the end of the epoch before (the
-  default);
-- ``queued ahead, loops in command buffers``: the same, with XLA running while loops inside
-  CUDA graphs (``--xla_gpu_enable_command_buffer``), on a GPU only.
+Ways:
+- ``resident loop``: gpukeras' device-resident loop as it is;
+- ``loops in command buffers``: the same, with XLA running while loops inside CUDA graphs
+  (``--xla_gpu_enable_command_buffer``), on a GPU only.
+(2026-11-26 on an H200, bench/results/utilization-NVIDIA-H200-2026-11-26*.json: the loop
+with a traced step count, and each epoch's first dispatch queued at the end of the one
+before, which gained nothing and was taken out.)
 
 Each: one fit to compile, one epoch timed, then a fit of about ``SECONDS`` with gpu_fit()'s
 own monitor (NVML sampled at 10 Hz over the timed steps); its mean utilization and p95,
-samples/s, steps per dispatch, the epochs whose first dispatch was queued ahead, and the
-first fit's seconds (compiling) are kept.
+samples/s, steps per dispatch and the first fit's seconds (compiling) are kept.
 
 Usage: KERAS_BACKEND=jax python bench/utilization.py [--quick | --smoke] [--out FILE]
 Run from the repository root. Writes bench/results/utilization-<device>-<date>.json.
@@ -49,12 +48,10 @@ SHAPES = [
     ("8x rows", 1024, (4096,) * 3, 524288, 1024),
 ]
 SMOKE_SHAPES = [("issue #58's MLP", 32, (64,), 1024, 256)]
-# name: (resident's switches, XLA flags added, on a GPU only)
-WAYS: dict[str, tuple[dict[str, bool], str, bool]] = {
-    "not queued ahead": ({"EPOCH_AHEAD": False}, "", False),
-    "queued ahead": ({}, "", False),
-    "queued ahead, loops in command buffers": (
-        {},
+# name: (XLA flags added, on a GPU only)
+WAYS: dict[str, tuple[str, bool]] = {
+    "resident loop": ("", False),
+    "loops in command buffers": (
         "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,WHILE,CONDITIONAL",
         True,
     ),
@@ -65,9 +62,7 @@ import json, math, sys, time
 import numpy as np
 config = json.loads(sys.argv[1])
 from gpukeras.core.runtime import config as runtime
-from gpukeras.train import fit, resident
-for name, value in config["switches"].items():
-    setattr(resident, name, value)
+from gpukeras.train import fit
 keras = runtime.keras()
 width, hidden, rows, batch = config["width"], config["hidden"], config["rows"], config["batch"]
 rng = np.random.default_rng(0)
@@ -93,7 +88,6 @@ print("@@" + json.dumps({
     "epochs": epochs,
     "steps_per_dispatch": settings["steps_per_execution"],
     "data": settings["data"],
-    "epochs_queued_ahead": settings["epochs_queued_ahead"],
     **{name: report.get(name) for name in (
         "gpu_utilization_mean", "gpu_utilization_p95", "samples_per_second", "mfu")},
 }, default=str))
@@ -102,12 +96,12 @@ print("@@" + json.dumps({
 
 def measure(shape: tuple, way: str, gpu: bool, seconds: float) -> dict:
     _, width, hidden, rows, batch = shape
-    switches, flags, _ = WAYS[way]
+    flags, _ = WAYS[way]
     paths = [str(ROOT / "inst" / "python"), CHILD_ENV.get("PYTHONPATH", "")]
     env = {**CHILD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     if flags:
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
-    child = {"switches": switches, "width": width, "hidden": list(hidden), "rows": rows}
+    child = {"width": width, "hidden": list(hidden), "rows": rows}
     child.update(batch=batch, seconds=seconds)
     try:
         return bench_modes.run_child(CHILD, child, env, f" ({way})")
@@ -123,7 +117,7 @@ def main() -> None:
     gpu = not device.startswith("CPU")
     shapes = SMOKE_SHAPES if args.smoke else SHAPES if gpu else SMOKE_SHAPES
     seconds = 0.3 if args.smoke else SECONDS / 2 if args.quick else SECONDS
-    ways = [way for way, (_, _, gpu_only) in WAYS.items() if gpu or not gpu_only]
+    ways = [way for way, (_, gpu_only) in WAYS.items() if gpu or not gpu_only]
     found: dict[str, dict[str, dict]] = {}
     result = {
         "benchmark": "utilization",
@@ -151,7 +145,7 @@ def main() -> None:
                 f"{name:>16} | {way:<32}: utilization {row['gpu_utilization_mean']} % (p95 "
                 f"{row['gpu_utilization_p95']}), {row['samples_per_second']:.0f} samples/s, "
                 f"epochs of {row['epoch_seconds']:.3f} s, {row['steps_per_dispatch']} steps a "
-                f"dispatch, queued ahead {row['epochs_queued_ahead']}, first fit "
+                f"dispatch, first fit "
                 f"{row['first_fit_seconds']:.1f} s"
             )
     print("written to", out)

@@ -94,33 +94,6 @@ def test_on_the_device_it_trains_as_keras_fit_on_the_same_batches(tmp_path: Path
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
-def test_each_epochs_first_dispatch_queued_at_the_epoch_before_trains_the_same(
-    tmp_path: Path,
-) -> None:
-    """With no validation, an epoch's last dispatch queues the next epoch's first, which the
-    next epoch takes: the weights are those of a run that does not queue ahead, bit for bit.
-    A callback that sets the learning rate at each epoch's start (a new value in the
-    optimizer's variables) makes the queued dispatch wrong: it is dropped, queueing stops,
-    and the run trains as Keras' fit() with that callback."""
-    spec = {**TRAIN, "epochs": 4, "steps_per_execution": 5}
-    ahead = start({**spec, "out": str(tmp_path / "ahead")})
-    plain = start({**spec, "epoch_ahead": False, "out": str(tmp_path / "plain")})
-    scheduled = start({**spec, "lr_every_epoch": True, "out": str(tmp_path / "scheduled")})
-    reference = start(
-        {**spec, "lr_every_epoch": True, "reference": True, "out": str(tmp_path / "keras")}
-    )
-    queued, unqueued, dropped, theirs = map(finish, (ahead, plain, scheduled, reference))
-    assert queued["settings"]["epochs_queued_ahead"] == {"taken": 3, "dropped": 0}
-    assert unqueued["settings"]["epochs_queued_ahead"] == {"taken": 0, "dropped": 0}
-    assert queued["history"]["loss"] == unqueued["history"]["loss"]
-    for got, want in zip(weights(tmp_path / "ahead.npz"), weights(tmp_path / "plain.npz")):
-        np.testing.assert_array_equal(got, want)
-    assert dropped["settings"]["epochs_queued_ahead"] == {"taken": 0, "dropped": 1}
-    np.testing.assert_allclose(dropped["history"]["loss"], theirs["history"]["loss"], rtol=1e-6)
-    for got, want in zip(weights(tmp_path / "scheduled.npz"), weights(tmp_path / "keras.npz")):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
-
-
 def test_auto_chooses_the_steps_per_dispatch_unless_the_model_was_compiled_with_its_own(
     tmp_path: Path,
 ) -> None:

@@ -21,9 +21,6 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
   JAX's compile log (``<name> on <thread name>``).
 - ``gpu_dataset``: give the arrays as a gpu_dataset() (``pipeline.from_arrays``) with
   these options (``batch_size`` then None in the call); the validation rows too.
-- ``epoch_ahead``: ``resident.EPOCH_AHEAD`` for this run; ``lr_every_epoch``: a
-  LearningRateScheduler (the learning rate set at each epoch's start, halved from the
-  second on), the reference too.
 """
 
 import json
@@ -64,15 +61,6 @@ model.compile(
 )
 if "memory_share" in spec:
     resident.MEMORY_SHARE = spec["memory_share"]
-if "epoch_ahead" in spec:
-    from gpukeras.train import resident as resident_loop
-
-    resident_loop.EPOCH_AHEAD = spec["epoch_ahead"]
-schedule = (
-    [keras.callbacks.LearningRateScheduler(lambda epoch, rate: 0.003 * 0.5**epoch)]
-    if spec.get("lr_every_epoch")
-    else []
-)
 
 
 compiled: list[str] = []
@@ -102,8 +90,8 @@ if spec.get("reference"):
     for epoch in range(spec["epochs"]):
         order = np.asarray(training.order(epoch))
         logs = model.fit(
-            x[order], y[order], batch_size=spec["batch_size"], shuffle=False, epochs=epoch + 1,
-            initial_epoch=epoch, verbose=0, validation_data=validation, callbacks=schedule,
+            x[order], y[order], batch_size=spec["batch_size"], shuffle=False, epochs=1,
+            verbose=0, validation_data=validation,
         ).history  # fmt: skip
         for name, values in logs.items():
             history.setdefault(name, []).extend(values)
@@ -162,7 +150,7 @@ else:
             "steps_per_execution": spec.get("steps_per_execution", "auto"),
             "backup_dir": spec.get("backup_dir"),
             "backup_freq": spec.get("backup_freq", "epoch"),
-            "callbacks": ([Pause()] if "pause" in spec else []) + counters + schedule,
+            "callbacks": ([Pause()] if "pause" in spec else []) + counters,
             "strategy": strategy,
             "verbose": 0,
         },

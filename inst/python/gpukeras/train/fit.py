@@ -506,8 +506,6 @@ def _train(
             watcher, model, gpu_rows, settings, adapter.pipeline_steps(), adapter.gpu_dataset()
         )
     settings["accumulate"] = request.accumulate
-    # epochs whose first dispatch the device-resident loop queued at the epoch before's end
-    settings["epochs_queued_ahead"] = resident.ahead_counts if resident is not None else None
     if request.accumulate > 1:
         # the monitor's figures are per micro-batch, a training step; the batch is the update's
         micro = settings["micro_batch_size"] = settings["batch_size"]

@@ -28,17 +28,6 @@ k ("auto") is the number of steps that take ``DISPATCH_SECONDS`` on the
 device, timed on a copy of the training state before training (the time of a
 dispatch is then mostly device work, whatever the host's per-dispatch cost),
 whole calls of the loop, at least 1 and at most an epoch's steps.
-
-The epoch's end: Keras' fit() reads the epoch's metrics (waiting for the device), writes
-the state back into the variables and runs the epoch-end callbacks before the next epoch's
-first dispatch, and the device waits meanwhile (bench/utilization.py). So with
-``EPOCH_AHEAD`` the dispatch that ends an epoch with no validation after it also queues
-the next epoch's first dispatch, on a copy of the state it ends with and the metrics as
-Keras resets them (``Ahead``); the next epoch's first call takes that result when Keras
-gives it the very state arrays the epoch ended with, and otherwise (a callback changed the
-weights, the optimizer's variables or the learning rate) drops it and trains as usual, not
-queueing ahead again in that fit. The results are the same bit for bit: the same program
-on the same values.
 """
 
 from __future__ import annotations
@@ -54,15 +43,12 @@ from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
-from gpukeras.core.runtime import config
 from gpukeras.data.adapters.resident import DeviceRows
 from gpukeras.train import timing
 
 # The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
 # (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
 DISPATCH_SECONDS = 0.02
-# Whether an epoch's last dispatch queues the next epoch's first (see the notes).
-EPOCH_AHEAD = True
 # The whole batches' loop runs this many steps per call, its count compiled in (see the
 # notes); a dispatch of k steps is k / BLOCK_STEPS calls, queued one after another.
 BLOCK_STEPS = 8
@@ -205,30 +191,6 @@ def _compile(lowered: Any) -> None:
         return  # the call itself compiles it then, and raises what went wrong there
 
 
-@dataclass
-class Ahead:
-    """An epoch's first dispatch, queued at the end of the epoch before.
-
-    ``given``: the state (trainable, non-trainable and optimizer values) the epoch before
-    ended with, whose copy it started from; ``result``: its ``(logs, state)``."""
-
-    epoch: int
-    given: tuple
-    result: tuple
-
-    def matches(self, epoch: int, begin: int, state: Any) -> bool:
-        """Whether this is epoch ``epoch``'s dispatch from step ``begin`` on ``state`` as
-        Keras gives it: every value of the state the very array the epoch before ended with
-        (Keras hands back what the last dispatch returned unless something assigned a
-        variable since)."""
-        if epoch != self.epoch or begin != 0:
-            return False
-        return all(
-            len(now) == len(then) and all(a is b for a, b in zip(now, then))
-            for now, then in zip(state[:3], self.given)
-        )
-
-
 def training_state(model: Model) -> tuple[list, ...]:
     """The values Keras' JAX ``train_step`` takes as its state, in its order."""
     optimizer = model.optimizer
@@ -265,25 +227,12 @@ class ResidentLoop:
         # calls has been started by compile_ahead (then it does nothing more)
         self._k: int | None = None
         self._all_ahead = False
-        # the next epoch's first dispatch, queued at this epoch's end (EPOCH_AHEAD): whether
-        # it still may be (a miss stops it for the fit), the metrics' values as Keras resets
-        # them, the fit's epochs, what is queued, and the next epoch's order
-        self._epoch_ahead = EPOCH_AHEAD and rows.validation is None
-        self._reset_metrics: list | None = None
-        self._epochs = 0
-        self._queued: Ahead | None = None
-        self._next_order: tuple[int, Any] | None = None
-        # epochs whose first dispatch was queued ahead and taken, or dropped (for the result)
-        self.ahead_counts = {"taken": 0, "dropped": 0}
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
         loop = self
 
         class Position(keras.callbacks.Callback):
-            def on_train_begin(self, logs: dict | None = None) -> None:
-                loop.begin_training(self.model, int((self.params or {}).get("epochs") or 0))
-
             def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
                 loop.start_epoch(epoch)
 
@@ -295,26 +244,10 @@ class ResidentLoop:
 
         return Position()
 
-    def begin_training(self, model: Model, epochs: int) -> None:
-        """Before ``model.fit()``'s first epoch of ``epochs``: the metrics' values as Keras'
-        ``reset_metrics()`` sets them at each epoch's start (recorded in a ``StatelessScope``,
-        so the model's own are untouched), for an epoch's first dispatch queued ahead."""
-        self._epochs = epochs
-        if not self._epoch_ahead:
-            return
-        with config.keras().StatelessScope() as scope:
-            model.reset_metrics()
-        values = [scope.get_current_value(v) for v in model.metrics_variables]
-        self._reset_metrics = None if any(v is None for v in values) else values
-        self._epoch_ahead = self._reset_metrics is not None
-
     def start_epoch(self, epoch: int) -> None:
-        """Draw epoch ``epoch``'s order of the rows, on the device (drawn already when the
-        last epoch queued this one's first dispatch)."""
+        """Draw epoch ``epoch``'s order of the rows, on the device."""
         self.position["epoch"] = epoch
-        drawn = self._next_order
-        self._next_order = None
-        self.order = drawn[1] if drawn is not None and drawn[0] == epoch else self.rows.order(epoch)
+        self.order = self.rows.order(epoch)
 
     def _compiled(self, model: Model) -> Programs:
         rows = self.rows
@@ -327,22 +260,14 @@ class ResidentLoop:
 
         def train(state: Any, iterator: object) -> Any:
             begin = self.position["begin"]
-            end = min(begin + k, rows.steps)
-            queued = self._take_queued(state, begin)
-            if queued is not None:
-                logs, state = queued
-            else:
-                logs, state = self._dispatch(compiled, state, self.order, begin, end)
-            if end == rows.steps:
-                self._queue_next_epoch(compiled, state, min(k, rows.steps))
-            return logs, state
+            return self._dispatch(compiled, state, begin, min(begin + k, rows.steps))
 
         return timing.mark_input_on_device(train)
 
-    def _dispatch(self, compiled: Programs, state: Any, order: Any, begin: int, end: int) -> Any:
-        """Steps ``begin`` to ``end`` of the epoch whose order is ``order``: whole batches in
-        one loop, the last, partial batch (when among them) after it."""
-        rows, logs = self.rows, None
+    def _dispatch(self, compiled: Programs, state: Any, begin: int, end: int) -> Any:
+        """Steps ``begin`` to ``end`` of the epoch: whole batches in calls of the loop
+        (``blocks``), the last, partial batch (when among them) after them."""
+        rows, order, logs = self.rows, self.order, None
         if self._ahead_first:
             self.compile_ahead(compiled, state)
         for first, count in self.blocks(begin, min(end, rows.full)):
@@ -363,33 +288,6 @@ class ResidentLoop:
         whole, left = divmod(max(0, end - begin), size)
         calls = [(begin + i * size, size) for i in range(whole)]
         return calls + ([(begin + whole * size, left)] if left else [])
-
-    def _queue_next_epoch(self, compiled: Programs, state: Any, end: int) -> None:
-        """At an epoch's last dispatch (its result ``state``): queue the next epoch's first
-        dispatch (``end`` steps) on a copy of ``state`` with the metrics reset (see the notes),
-        unless this was the fit's last epoch or queueing ahead stopped."""
-        epoch = self.position["epoch"] + 1
-        if not self._epoch_ahead or epoch >= self._epochs:
-            return
-        order = self.rows.order(epoch)
-        self._next_order = (epoch, order)
-        copied = _copy_program(self.rows.jax)((*state[:3], self._reset_metrics))
-        result = self._dispatch(compiled, copied, order, 0, end)
-        self._queued = Ahead(epoch, state[:3], result)
-
-    def _take_queued(self, state: Any, begin: int) -> Any:
-        """The queued dispatch's ``(logs, state)`` when it is the one asked for: this epoch's
-        first, from the very arrays the last epoch ended with (Keras' metrics reset); None
-        otherwise, and a queued one that does not match is dropped and stops queueing."""
-        queued, self._queued = self._queued, None
-        if queued is None:
-            return None
-        if queued.matches(self.position["epoch"], begin, state):
-            self.ahead_counts["taken"] += 1
-            return queued.result
-        self.ahead_counts["dropped"] += 1
-        self._epoch_ahead = False
-        return None
 
     def test_function(self, model: Model, k: int) -> Callable:
         """Keras' ``test_function(state, iterator)``: the dispatch's validation steps."""
@@ -526,7 +424,6 @@ class ResidentLoop:
         """Give the model back its own steps per execution and Keras' own step functions
         (made again at their next use)."""
         model.steps_per_execution = self._model_steps
-        self._queued = self._next_order = None
         installed = _PROGRAMS.get(model)
         if installed is not None:
             installed.settle()
