@@ -298,7 +298,7 @@ serve_predict <- function(fit, req, settings) {
       if (!identical(type, "raw") && !identical(type, "class")) {
         serve_reject(400L, "bad_type", sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))))
       }
-      body <- parse_request_body(req$bodyRaw)
+      body <- parse_request_body(req$bodyRaw, settings$part)
       newdata <- request_data(body, settings)
       predicted <- predict_for_request(fit, newdata, type, settings)
       list(status = 200L, body = predictions_json(predicted))

@@ -30,7 +30,7 @@ guarded <- function(...) {
 refused <- function(body) {
   tryCatch(
     {
-      request_data(parse_request_body(charToRaw(body)), settings)
+      request_data(parse_request_body(charToRaw(body), part), settings)
       "passes"
     },
     gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem))
@@ -83,6 +83,9 @@ test_that("max_bytes by default fits max_rows rows of the model's columns twice 
 
 test_that("bodies are refused by their rows, keys and numbers before a table is made, and echo little", {
   expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}]"), "passes")
+  # the search of the text for the columns' names (before a parse) reads no escaped key wrong
+  expect_identical(refused("[{\"\\u0069ncome\": 5, \"region\": \"west\"}]"), "passes")
+  expect_identical(refused("{\"region\": [\"west\"], \"income\": [5]}"), "passes")
   expect_snapshot({
     writeLines(refused(sprintf("[%s]", paste(rep("{\"income\": 5, \"region\": \"west\"}", 51), collapse = ","))))
     writeLines(refused(sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ","))))
