@@ -141,7 +141,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
       train_rows = split$train[[i]], test_rows = split$held_out[[i]],
       fit = fit_args, batch_size = fit_args$batch_size,
-      plan_memory = identical(workers_per_device, "auto") && !is.null(plan$slots[[1]]$visible)
+      plan_memory = isTRUE(plan$plan_memory)
     )
   })
   outcomes <- vector("list", length(tasks))

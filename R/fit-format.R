@@ -22,6 +22,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
       if (length(where)) sprintf(" (%s)", paste(where, collapse = ", ")),
       if (!is.null(settings$seconds)) sprintf(" in %s", format_seconds(settings$seconds))
     ),
+    if (!is.null(settings$simulated_gpu)) paste("Auto choices:   for a", settings$simulated_gpu),
     if (length(data)) paste("Data:          ", paste(data, collapse = "; ")),
     format_fit_weights(settings$weights, x$encoding),
     format_fit_encoding(x$encoding),

@@ -221,7 +221,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
       trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
       save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
       more = asked$left > 0L,
-      plan_memory = identical(workers_per_device, "auto") && !is.null(plan$slots[[1]]$visible)
+      plan_memory = isTRUE(plan$plan_memory)
     )
   }
   on_end <- function(ended) {

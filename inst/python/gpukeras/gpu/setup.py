@@ -21,6 +21,7 @@ them and seeds Python, NumPy, the backend and Keras with it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -33,6 +34,7 @@ from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownD
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.gpu import cuda_driver, devices, nvml, precision, xla_env
 from gpukeras.gpu.devices import jax_gpus
+from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.gpu.tensors import normalize_device
 
 BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
@@ -451,10 +453,23 @@ def _policy_set_outside() -> bool:
 
 
 def _precision_choice(requested: str | None, capability: str | None) -> PrecisionChoice | None:
-    """The dtype policy to set; None keeps a policy set outside gpukeras when none was asked."""
+    """The dtype policy to set; None keeps a policy set outside gpukeras when none was asked.
+    Without a GPU, under ``GPUKERAS_SIMULATE_GPU`` the simulated GPU's, its reason saying so."""
     if requested is None and _policy_set_outside():
         return None
-    return precision.choose_policy(requested or "auto", capability)
+    simulated = simulated_gpu() if capability is None else None
+    if simulated is None:
+        return precision.choose_policy(requested or "auto", capability)
+    choice = precision.choose_policy(requested or "auto", simulated.compute_capability)
+    return dataclasses.replace(choice, reason=f"{choice.reason} ({simulated.label})")
+
+
+def _capability(backend: TensorflowSetup | JaxSetup) -> str | None:
+    """The compute capability the precision rules judge by: the first GPU's in use, else a
+    simulated GPU's (``GPUKERAS_SIMULATE_GPU``), else None (the CPU)."""
+    found = backend.capability()
+    simulated = simulated_gpu() if found is None else None
+    return simulated.compute_capability if simulated is not None else found
 
 
 def _precision_reason(policy: str) -> str:
@@ -471,7 +486,7 @@ def current_settings() -> dict[str, object]:
     backend = _backend_setup()
     policy = config.keras().config.dtype_policy().name
     suits = (
-        policy == "float32" or precision.choose_policy(policy, backend.capability()).suits_device
+        policy == "float32" or precision.choose_policy(policy, _capability(backend)).suits_device
     )
     return {
         "backend": config.backend,

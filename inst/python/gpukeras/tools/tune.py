@@ -68,6 +68,7 @@ from gpukeras.data.feed import feed
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
 from gpukeras.gpu.precision import POLICIES
+from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.tools import batch_size, memory_plan, model_copies
 from gpukeras.train import fit_request, timing, training_run
 from gpukeras.train import resident as resident_loop
@@ -501,7 +502,14 @@ def tune(
     started = time.perf_counter()
     parts = batch_size.sample_batch(data)
     gpus = training_run.gpus_in_use(keras, model)
-    capability = str(gpus[0].get("compute_capability")) if gpus else None
+    simulated = None if gpus else simulated_gpu()  # GPUKERAS_SIMULATE_GPU
+    capability = (
+        str(gpus[0].get("compute_capability"))
+        if gpus
+        else simulated.compute_capability
+        if simulated
+        else None
+    )
     policies = [POLICIES[p] for p in (policies or precisions_for(capability))]
     memory = _memory(keras, model)
     sizes, sizes_from = _batch_candidates(model, data, parts, sizes_given, largest, memory)

@@ -20,6 +20,7 @@ from typing import Any
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
 from gpukeras.gpu import nvml
+from gpukeras.gpu.simulated import SimulatedGpu, simulated_gpu
 
 # Workers sharing one GPU take turns on its compute: past a few, more only queue.
 MOST_PER_DEVICE = 4
@@ -60,11 +61,15 @@ def plan(
                 'visible here: leave devices = "all" to run on the CPU.'
             )
         visible = [visible[index] for index in wanted]
+    simulated = simulated_gpu() if not visible and devices in ("all", [0]) else None
+    if simulated is not None:
+        return _simulated_plan(simulated, workers, per_device)
     if not visible:
         count = workers or 1
         return {
             "slots": [{"device": "CPU", "visible": None, "memory_total_mib": None}] * count,
             "gpus": 0,
+            "plan_memory": False,
             "reason": f"no GPU is visible: {count} worker{'s' if count > 1 else ''} on the CPU",
         }
     each = 1 if per_device == "auto" else int(per_device)
@@ -82,8 +87,26 @@ def plan(
     return {
         "slots": slots,
         "gpus": len(visible),
+        # with per_device "auto", a fit's memory plan decides whether more workers fit a GPU
+        "plan_memory": per_device == "auto",
         "reason": f"{count} worker{'s' if count > 1 else ''} on {len(visible)} GPU"
         f"{'s' if len(visible) > 1 else ''}, each seeing its GPU alone",
+    }
+
+
+def _simulated_plan(
+    simulated: SimulatedGpu, workers: int | None, per_device: str | int
+) -> dict[str, Any]:
+    """``plan`` for one simulated GPU (``GPUKERAS_SIMULATE_GPU``): its slots on the CPU, no
+    device hidden from them, the memory plan deciding how many share it as on a GPU."""
+    each = 1 if per_device == "auto" else int(per_device)
+    count = workers or each
+    slot = {"device": "GPU 0", "visible": None, "memory_total_mib": simulated.memory_total_mib}
+    return {
+        "slots": [dict(slot) for _ in range(count)],
+        "gpus": 1,
+        "plan_memory": per_device == "auto",
+        "reason": f"{count} worker{'s' if count > 1 else ''} on a {simulated.label}",
     }
 
 

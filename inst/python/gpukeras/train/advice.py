@@ -76,6 +76,9 @@ class TrainingContext:
             batch_size (None where the data makes its own batches), steps_per_execution,
             jit_compile; None for a fit without. Advice leaves those settings alone
             (``tuned_notes`` says so).
+        simulated: for a run on no GPU under ``GPUKERAS_SIMULATE_GPU``, the simulated GPU's
+            label (``gpus`` and the GPU's facts are then its own): the advice decides as on
+            that GPU and a note says so; None otherwise.
     """
 
     backend: str
@@ -94,6 +97,7 @@ class TrainingContext:
     images: bool = False
     seconds: float | None = None
     tuned: Record | None = None
+    simulated: str | None = None
 
 
 def _percent(share: float) -> str:
@@ -365,23 +369,30 @@ def input_as_note(context: TrainingContext) -> bool:
 def notes(report: Record, context: TrainingContext) -> list[str]:
     """Findings to know but not to act on: an input-bound verdict that ``input_as_note``
     keeps out of the advice, with the reason, and what to do to get one that counts."""
+    simulated = (
+        [f"Advice for a {context.simulated}; the figures are the CPU's."]
+        if context.simulated
+        else []
+    )
     verdict = report.get("input_verdict")
     if verdict not in ("highly input-bound", "moderately input-bound"):
-        return []
+        return simulated
     if not input_as_note(context):
-        return []
+        return simulated
     degree = verdict.split()[0]
     finding = _input_finding(report, degree)
     if not context.gpus:
         return [
+            *simulated,
             f"{finding} on the CPU: the host both prepares the batches and runs the model, "
             "so this wait is CPU time shared between them, not a GPU left idle. Not advice "
-            "to change the batch size or the pipeline; judge the input on a GPU run."
+            "to change the batch size or the pipeline; judge the input on a GPU run.",
         ]
     return [
+        *simulated,
         f"{finding}, but training took only {context.seconds:.1f} s, in which compiling, "
         "the first batches and Keras' teardown weigh heavily. Not advice to change the "
-        "batch size or the pipeline; judge the input on a longer fit (more epochs)."
+        "batch size or the pipeline; judge the input on a longer fit (more epochs).",
     ]
 
 

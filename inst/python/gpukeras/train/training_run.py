@@ -10,6 +10,7 @@ parts of the value that do not depend on the loop.
 
 from __future__ import annotations
 
+import dataclasses
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +19,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.distribute import strategies
 from gpukeras.gpu import devices, setup, tensors
+from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.train import flops, monitor
 from gpukeras.train.advice import TrainingContext
 
@@ -155,9 +157,13 @@ def monitor_report(
 ) -> Record:
     """The monitor's report (``monitor.training_report``) on a run with these ``settings``."""
     first = gpu_rows[0] if gpu_rows else {}
+    simulated = None if gpu_rows else simulated_gpu()  # GPUKERAS_SIMULATE_GPU
+    if simulated is not None:
+        first = dataclasses.asdict(simulated)
     context = TrainingContext(
         backend=str(settings["backend"]),
-        gpus=[str(r["name"]) for r in gpu_rows],
+        gpus=[str(r["name"]) for r in gpu_rows] or ([simulated.name] if simulated else []),
+        simulated=simulated.label if simulated else None,
         compute_capability=first.get("compute_capability"),
         memory_total_mib=first.get("memory_total_mib"),
         dtype_policy=str(settings["dtype_policy"]),
@@ -228,6 +234,13 @@ def resumed_from(state: Any) -> dict[str, object] | None:
     return start
 
 
+def _simulated_label(gpu_rows: list[Record]) -> str | None:
+    """What the "auto" choices of a run on no GPU were made for under
+    ``GPUKERAS_SIMULATE_GPU``; None where a GPU is in use or nothing is simulated."""
+    simulated = None if gpu_rows else simulated_gpu()
+    return simulated.label if simulated is not None else None
+
+
 def settings(
     request: Any,
     adapter: Any,
@@ -262,6 +275,8 @@ def settings(
         "deterministic": setup.deterministic_in_force(),
         "backend": config.keras().backend.backend(),
         "device": device_setting(gpu_rows),
+        # the "auto" choices made for a simulated GPU (GPUKERAS_SIMULATE_GPU), said as such
+        "simulated_gpu": _simulated_label(gpu_rows),
         "strategy": None
         if plan is None
         else strategies.strategy_settings(plan, adapter.batch_size),
