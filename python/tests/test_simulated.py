@@ -21,7 +21,8 @@ model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 x, y = np.ones((256, 4), "float32"), np.zeros(256, "int32")
 answer = bridge.call("fit", {"model": model, "data": (x, y), "epochs": 1, "verbose": 0})
 assert answer["ok"], answer
-readback["settings"] = {k: answer["value"]["settings"][k] for k in ("simulated_gpu", "dtype_policy")}
+settings = answer["value"]["settings"]
+readback["settings"] = {k: settings[k] for k in ("simulated_gpu", "dtype_policy")}
 readback["notes"] = answer["value"]["monitor"]["notes"]
 """
 
