@@ -86,6 +86,11 @@ test_that("bodies are refused by their rows, keys and numbers before a table is 
   # the search of the text for the columns' names (before a parse) reads no escaped key wrong
   expect_identical(refused("[{\"\\u0069ncome\": 5, \"region\": \"west\"}]"), "passes")
   expect_identical(refused("{\"region\": [\"west\"], \"income\": [5]}"), "passes")
+  # records in any order of keys, or lacking one, are read as records with the same keys are
+  expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\", \"income\": 6, \"id\": [1]}]"), "passes")
+  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "^400 .*missing_value.*Column `income` is null \\(NA\\) in 1 row\\(s\\) \\(first: 2\\)")
+  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": \"east\"}]"), "^400 .*missing_value.*\\(first: 2\\)")
+  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": [], \"region\": \"east\"}]"), "^400 .*wrong_type.*Column `income` must hold single values")
   expect_snapshot({
     writeLines(refused(sprintf("[%s]", paste(rep("{\"income\": 5, \"region\": \"west\"}", 51), collapse = ","))))
     writeLines(refused(sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ","))))
