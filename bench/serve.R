@@ -16,14 +16,32 @@
 # predict(fit) here: the largest difference of the probabilities (float32 outputs; the
 # goal is <= 1e-6) and the classes (type=class) identical.
 #
-# Usage (from the repository root): Rscript bench/serve.R [--quick | --smoke]
-# Writes bench/results/serve-<device>[-quick].json (a smoke run: see bench/lib/common.R).
+# --hostile: the same service under hostile requests instead (issue 59's goals: a 50 MB
+# body refused in < 1 s adding < 50 MB of memory; while 4 clients send hostile bodies,
+# /health answers within 100 ms and good requests keep their latency within 2x). First a
+# 50 MB body, sent `refusals` times by R's curl (which sends a body at once) and as many
+# with `Expect: 100-continue` (as curl's command line sends a large one): the time to the
+# answer, what the answer was (a 413, or the connection reset: the service does not read
+# what it refuses), and the service's peak resident memory (VmHWM) before and after.
+# Then the service's CPU time per request of each body (2 clients sending it alone).
+# Then rounds of three phases of `seconds` each, on a quiet service and then while 4
+# clients in an R process of their own send hostile bodies in closed loops (2 the 50 MB
+# body, 2 a 95 KB body of 8,000 records each with a key of its own): /health polled by
+# one closed-loop client alone, and good requests of 1 and of 1,000 rows sent by one
+# closed-loop client alone. Per phase: latencies (curl's total time); per size: the
+# median of per-round ratios of the median latency, hostile over quiet. Where the
+# machine has 2 cores or more, the service runs on a core of its own (taskset).
+#
+# Usage (from the repository root): Rscript bench/serve.R [--quick | --smoke] [--hostile]
+# Writes bench/results/serve-<device>[-quick].json, or serve-hostile-<device>[-quick].json
+# (a smoke run, which runs both: see bench/lib/common.R).
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
 
 source("bench/lib/load.R")
 source("bench/lib/common.R")
 mode <- bench_mode()
+hostile <- "--hostile" %in% commandArgs(trailingOnly = TRUE)
 code <- code_state()
 
 rows_train <- if (mode$smoke) 300L else 5000L
@@ -81,6 +99,248 @@ post_handle <- function(body) {
   handle <- curl::new_handle(postfields = body, timeout = 120)
   curl::handle_setheaders(handle, `Content-Type` = "application/json")
   handle
+}
+
+# The serving process's resident memory now and at its peak, in MiB.
+served_memory <- function() {
+  status <- readLines(sprintf("/proc/%d/status", server$get_pid()))
+  mib <- function(field) as.numeric(gsub("\\D", "", grep(paste0("^", field, ":"), status, value = TRUE))) / 1024
+  list(rss_mib = mib("VmRSS"), peak_mib = mib("VmHWM"))
+}
+
+# The service's CPU time so far (all its threads), in seconds.
+served_cpu <- function() {
+  stat <- strsplit(readLines(sprintf("/proc/%d/stat", server$get_pid())), " ", fixed = TRUE)[[1]]
+  sum(as.numeric(stat[14:15])) / clock_ticks
+}
+clock_ticks <- as.numeric(system("getconf CLK_TCK", intern = TRUE))
+
+# `path` requested by `clients` closed-loop clients for `seconds` (`body`: a POST): the
+# latency of each answer with status 200, and how many had another status or failed.
+closed_loop <- function(path, body, seconds, clients = 1L) {
+  pool <- curl::new_pool(total_con = clients, host_con = clients)
+  deadline <- Sys.time() + seconds
+  latencies <- numeric()
+  failures <- 0L
+  send <- function() {
+    if (Sys.time() >= deadline) {
+      return(invisible())
+    }
+    curl::curl_fetch_multi(
+      paste0(url, path),
+      done = function(response) {
+        if (response$status_code == 200L) latencies <<- c(latencies, response$times[["total"]]) else failures <<- failures + 1L
+        send()
+      },
+      fail = function(message) {
+        failures <<- failures + 1L
+        send()
+      },
+      pool = pool, handle = if (is.null(body)) curl::new_handle(timeout = 120) else post_handle(body)
+    )
+  }
+  for (client in seq_len(clients)) send()
+  curl::multi_run(pool = pool)
+  latencies_ms <- 1000 * latencies
+  c(list(requests = length(latencies), failures = failures), if (length(latencies)) list(
+    median_ms = stats::median(latencies_ms), p90_ms = unname(stats::quantile(latencies_ms, 0.9)),
+    p99_ms = unname(stats::quantile(latencies_ms, 0.99)), max_ms = max(latencies_ms), within_100_ms = mean(latencies_ms <= 100)
+  ))
+}
+
+# Where the machine has 2 cores or more and taskset: the service's process (all its
+# threads) on core 0, the clients' (the hostile ones, and this one that measures) on the
+# others, as clients on other machines would leave the service its core. TRUE if so.
+pin_clients_apart <- function() {
+  cores <- parallel::detectCores()
+  if (cores < 2L || !nzchar(Sys.which("taskset"))) {
+    return(FALSE)
+  }
+  pin(server$get_pid(), "0")
+  pin(Sys.getpid(), clients_cores())
+  TRUE
+}
+
+clients_cores <- function() sprintf("1-%d", parallel::detectCores() - 1L)
+
+pin <- function(pid, cores) {
+  status <- system2("taskset", c("-a", "-p", "-c", cores, pid), stdout = FALSE, stderr = FALSE)
+  if (status != 0L) stop(sprintf("taskset could not pin process %d to cores %s", pid, cores))
+}
+
+# The 4 hostile clients, in an R process of their own for `seconds`: closed loops
+# sending the bodies in the files `bodies` to POST /predict. Their result: the answers
+# by body and status ("reset" for a connection the service closed before answering).
+start_hostile_clients <- function(bodies, seconds) {
+  callr::r_bg(function(url, bodies, seconds) {
+    pool <- curl::new_pool(total_con = length(bodies), host_con = length(bodies))
+    deadline <- Sys.time() + seconds
+    answers <- character()
+    client <- function(path) {
+      # one handle per client, reused: the body is copied into it once
+      handle <- curl::new_handle(postfields = readBin(path, "raw", file.size(path)), timeout = 60)
+      curl::handle_setheaders(handle, `Content-Type` = "application/json")
+      send <- function() {
+        if (Sys.time() >= deadline) {
+          return(invisible())
+        }
+        curl::curl_fetch_multi(
+          paste0(url, "/predict"),
+          done = function(response) {
+            answers <<- c(answers, paste(basename(path), response$status_code))
+            send()
+          },
+          fail = function(message) {
+            answers <<- c(answers, paste(basename(path), "reset"))
+            send()
+          },
+          pool = pool, handle = handle
+        )
+      }
+      send()
+    }
+    for (path in bodies) client(path)
+    curl::multi_run(pool = pool)
+    as.list(table(answers))
+  }, args = list(url = url, bodies = bodies, seconds = seconds))
+}
+
+# What both results begin with: the benchmark, its command, and where and on what it ran.
+result_head <- function(benchmark, command, machine) {
+  list(
+    benchmark = benchmark, command = command, date = format(Sys.time(), "%Y-%m-%d"), quick = mode$quick, smoke = mode$smoke,
+    device = if (identical(machine$gpu, "none")) paste("CPU:", machine$cpu) else machine$gpu[[1]],
+    machine = machine, code = code, backend = keras$backend$backend(),
+    versions = c(version_facts(), list(plumber = as.character(utils::packageVersion("plumber")), curl = as.character(utils::packageVersion("curl"))))
+  )
+}
+
+# The service under hostile requests (see the top of this file): its result.
+measure_hostile <- function() {
+  seconds <- if (mode$smoke) 1 else if (mode$quick) 4 else 8
+  hostile_rounds <- if (mode$smoke) 1L else if (mode$quick) 2L else 3L
+  refusals <- if (mode$smoke) 1L else 5L
+  folder <- tempfile("bench-serve-hostile-")
+  dir.create(folder)
+  large <- file.path(folder, "50MB.json")
+  writeLines(paste0("[", strrep("{\"x1\": 0.123456789},", 50 * 2^20 / 20 - 1), "{}]"), large, sep = "")
+  own_keys <- file.path(folder, "8000-keys.json")
+  writeLines(sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ",")), own_keys, sep = "")
+  large_body <- readBin(large, "raw", file.size(large))
+  pinned <- pin_clients_apart()
+
+  cat("a 50 MB body ...\n")
+  before <- served_memory()
+  refused <- lapply(rep(c(FALSE, TRUE), refusals), function(expect) {
+    handle <- post_handle(large_body)
+    if (expect) curl::handle_setheaders(handle, `Content-Type` = "application/json", Expect = "100-continue")
+    began <- Sys.time()
+    answer <- tryCatch(as.character(curl::curl_fetch_memory(paste0(url, "/predict"), handle = handle)$status_code), error = function(e) "reset")
+    list(expect_100_continue = expect, answer = answer, seconds = as.numeric(difftime(Sys.time(), began, units = "secs")))
+  })
+  after <- served_memory()
+  refusal_seconds <- vapply(refused, `[[`, numeric(1), "seconds")
+  answers <- vapply(refused, `[[`, character(1), "answer")
+  refusal <- list(
+    body_bytes = length(large_body), requests = length(refused), answers = as.list(table(answers)),
+    answers_with_expect_100_continue = as.list(table(answers[vapply(refused, `[[`, logical(1), "expect_100_continue")])),
+    median_seconds = stats::median(refusal_seconds), max_seconds = max(refusal_seconds),
+    memory_before = before, memory_after = after, peak_added_mib = after$peak_mib - before$peak_mib
+  )
+  cat(sprintf(
+    "  answered in %.3f s (median; max %.3f s): %s; the service's peak memory %.0f -> %.0f MiB\n",
+    refusal$median_seconds, refusal$max_seconds, paste(names(refusal$answers), unlist(refusal$answers), collapse = ", "),
+    before$peak_mib, after$peak_mib
+  ))
+
+  good <- list(rows_1 = records(bench_frame(1, 5)), rows_1000 = records(bench_frame(1000, 5)))
+  cat("the service's CPU time per request ...\n")
+  cpu_ms <- lapply(c(list(body_50mb = large_body, own_keys_95kb = readBin(own_keys, "raw", file.size(own_keys))), good), function(body) {
+    before <- served_cpu()
+    run <- closed_loop("/predict", body, seconds, clients = 2L)
+    1000 * (served_cpu() - before) / (run$requests + run$failures)
+  })
+  cat(sprintf("  %s\n", paste(sprintf("%s %.2f ms", names(cpu_ms), unlist(cpu_ms)), collapse = ", ")))
+  phases <- function() {
+    c(list(health = closed_loop("/health", NULL, seconds)), lapply(good, function(body) closed_loop("/predict", body, seconds)))
+  }
+  rounds_measured <- list()
+  for (round in seq_len(hostile_rounds)) {
+    quiet <- phases()
+    clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 3 * seconds + 4)
+    if (pinned) pin(clients$get_pid(), clients_cores())
+    Sys.sleep(if (mode$smoke) 1 else 2) # the clients' R starts and their loops run
+    memory_before <- served_memory()
+    under_attack <- phases()
+    memory_after <- served_memory()
+    clients$wait(timeout = 1000 * (3 * seconds + 30))
+    rounds_measured[[round]] <- list(
+      quiet = quiet, hostile = under_attack, hostile_answers = clients$get_result(),
+      memory_before = memory_before, memory_after = memory_after, loadavg_after = readLines("/proc/loadavg")
+    )
+    cat(sprintf(
+      "round %d: /health median %.1f ms, max %.1f ms (quiet: %.1f, %.1f); 1 row %.1f ms (quiet %.1f); 1,000 rows %.1f ms (quiet %.1f); hostile answers: %s\n",
+      round, under_attack$health$median_ms, under_attack$health$max_ms, quiet$health$median_ms, quiet$health$max_ms,
+      under_attack$rows_1$median_ms, quiet$rows_1$median_ms, under_attack$rows_1000$median_ms, quiet$rows_1000$median_ms,
+      paste(names(rounds_measured[[round]]$hostile_answers), unlist(rounds_measured[[round]]$hostile_answers), collapse = ", ")
+    ))
+  }
+  unlink(folder, recursive = TRUE)
+  pick <- function(phase, what, field) vapply(rounds_measured, function(r) r[[phase]][[what]][[field]], numeric(1))
+  list(
+    refusal_50mb = refusal,
+    service_cpu_ms_per_request = cpu_ms,
+    health_under_attack = list(
+      median_ms = stats::median(pick("hostile", "health", "median_ms")), max_ms = max(pick("hostile", "health", "max_ms")),
+      p99_ms = max(pick("hostile", "health", "p99_ms")), within_100_ms = min(pick("hostile", "health", "within_100_ms")),
+      quiet_median_ms = stats::median(pick("quiet", "health", "median_ms"))
+    ),
+    latency_ratio_hostile_over_quiet = lapply(stats::setNames(names(good), names(good)), function(size) {
+      ratio_summary(pick("hostile", size, "median_ms") / pick("quiet", size, "median_ms"))
+    }),
+    peak_memory_added_under_attack_mib = max(vapply(rounds_measured, function(r) r$memory_after$peak_mib - r$memory_before$peak_mib, numeric(1))),
+    seconds_per_phase = seconds, service_on_a_core_of_its_own = pinned, rounds = rounds_measured
+  )
+}
+
+# The result of --hostile (written, and printed against the goals).
+write_hostile <- function(measured) {
+  machine <- machine_facts(load_before)
+  result <- c(result_head("serve-hostile", paste(bench_command("bench/serve.R", mode), "--hostile"), machine), list(
+    workload = list(
+      model = "MLP 15-64-64-2 of a data.frame (8 numeric columns, 2 factors), served by gpu_serve(max_rows = 10000)",
+      max_bytes = jsonlite::fromJSON(rawToChar(curl::curl_fetch_memory(paste0(url, "/metadata"))$content))$max_bytes,
+      hostile_bodies = c("50 MB: JSON records, sent whole by R's curl", "95 KB: 8,000 records each with a key of its own"),
+      good_bodies = c("1 row", "1,000 rows")
+    ),
+    goals = list(
+      refusal_50mb = "refused in < 1 s, adding < 50 MB of memory",
+      under_attack = "while 4 clients send hostile bodies, /health answers within 100 ms and good requests keep their latency within 2x"
+    ),
+    results = measured,
+    notes = c(
+      sprintf("The machine has %d CPU cores, shared: the service (one R process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's process on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
+      "refusal_50mb: answers are status codes, or `reset` where the service refused from the headers and closed the connection while the client was still sending (it does not read what it refuses); peak_added_mib: the serving process's VmHWM after the refusals minus before.",
+      "health_under_attack: /health polled by one closed-loop client while the hostile clients ran; max_ms and p99_ms: the largest over rounds; within_100_ms: the smallest share over rounds.",
+      "service_cpu_ms_per_request: the serving process's CPU time (user + system, all its threads, from /proc) over the requests answered (or reset) while 2 closed-loop clients in this process sent that body alone for seconds_per_phase: what one request costs the service, whatever else runs on the machine.",
+      "latency_ratio_hostile_over_quiet: per size of good request, the median over rounds of (median latency while the hostile clients ran / median latency on the quiet service), with a bootstrap 95% interval."
+    ),
+    wall_seconds = round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
+  ))
+  out <- write_result(result, paste0("serve-hostile-", if (identical(machine$gpu, "none")) "cpu" else "gpu"), mode)
+  h <- measured$health_under_attack
+  cat(sprintf("50 MB body: answered in %.3f s (max %.3f s), peak memory +%.1f MiB\n", measured$refusal_50mb$median_seconds, measured$refusal_50mb$max_seconds, measured$refusal_50mb$peak_added_mib))
+  cat(sprintf("/health under attack: median %.1f ms, p99 %.1f ms, max %.1f ms, %.1f%% within 100 ms\n", h$median_ms, h$p99_ms, h$max_ms, 100 * h$within_100_ms))
+  for (size in names(measured$latency_ratio_hostile_over_quiet)) {
+    cat(sprintf("good requests of %s: latency x %s under attack\n", size, interval(measured$latency_ratio_hostile_over_quiet[[size]])))
+  }
+  cat(sprintf("wrote %s\n", out))
+}
+
+if (hostile) {
+  write_hostile(measure_hostile())
+  invisible(server$kill())
+  quit(save = "no")
 }
 
 # The served answers against predict(fit) in this process.
@@ -175,17 +435,7 @@ summarise <- function(runs) {
 
 machine <- machine_facts(load_before)
 short <- if (identical(machine$gpu, "none")) "cpu" else "gpu"
-result <- list(
-  benchmark = "serve",
-  command = bench_command("bench/serve.R", mode),
-  date = format(Sys.time(), "%Y-%m-%d"),
-  quick = mode$quick,
-  smoke = mode$smoke,
-  device = if (identical(machine$gpu, "none")) paste("CPU:", machine$cpu) else machine$gpu[[1]],
-  machine = machine,
-  code = code,
-  backend = keras$backend$backend(),
-  versions = c(version_facts(), list(plumber = as.character(utils::packageVersion("plumber")), curl = as.character(utils::packageVersion("curl")))),
+result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine), list(
   workload = list(
     data = "data.frame: 8 numeric columns, region (4 levels), plan (3 levels); one-hot: 15 features",
     model = "MLP 15-64-64-2 (relu, softmax), adam, sparse categorical cross-entropy",
@@ -205,7 +455,7 @@ result <- list(
     "agreement: the served probabilities against predict(fit) in this process (max absolute difference) and the served classes (type=class) against predict(fit, type = \"class\")."
   ),
   wall_seconds = NA_real_
-)
+))
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 out <- write_result(result, paste0("serve-", short), mode)
 for (key in names(result$results)) {
@@ -217,6 +467,7 @@ cat(sprintf("served vs predict(): max difference %s; classes identical: %s\n",
   paste(sprintf("%.2g", vapply(agreement, `[[`, numeric(1), "max_abs_difference")), collapse = ", "),
   paste(vapply(agreement, `[[`, logical(1), "classes_identical"), collapse = ", ")
 ))
+if (mode$smoke) write_hostile(measure_hostile())
 invisible(server$kill())
 stopifnot(all(vapply(agreement, `[[`, numeric(1), "max_abs_difference") <= 1e-6), all(vapply(agreement, `[[`, logical(1), "classes_identical")))
 cat(sprintf("wrote %s (%.0f s)\n", out, result$wall_seconds))
