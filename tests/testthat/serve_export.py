@@ -5,7 +5,7 @@ Usage: python serve_export.py REQUEST.json ANSWER.json
 REQUEST: {"savedmodels": {label: {"path": folder, "requests": {name: {column: [values]}}}},
           "onnx": {"path": file, "rows": [[...], ...]}}  (either part may be absent)
 ANSWER:  {"savedmodels": {label: {"signature": {input: dtype}, "answers": {name:
-          {"outputs": {output: values}} or {"error": message}}}},
+          {"outputs": {output: values}, "dtypes": {output: dtype}} or {"error": message}}}},
           "onnx": {"inputs": [...], "outputs": [values of the first output]},
           "gpukeras_imported": bool}
 
@@ -42,7 +42,8 @@ def saved_model_answers(spec):
             "outputs": {
                 key: [v.decode() if isinstance(v, bytes) else v for v in value.numpy().tolist()]
                 for key, value in outputs.items()
-            }
+            },
+            "dtypes": {key: value.dtype.name for key, value in outputs.items()},
         }
     return found
 

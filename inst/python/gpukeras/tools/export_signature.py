@@ -193,6 +193,13 @@ class OutputPlan:
     names: list[Record] = field(default_factory=list)
 
 
+def _float32(tf: Any, tensor: Any) -> Any:
+    """A floating output in float32 (float16, bfloat16 cast up; float64 kept)."""
+    if tensor.dtype.is_floating and tensor.dtype not in (tf.float32, tf.float64):
+        return tf.cast(tensor, tf.float32)
+    return tensor
+
+
 def name_outputs(tf: Any, predicted: Any, plan: OutputPlan) -> dict[str, Any]:
     """The served outputs of the model's ``predicted`` (see the module's notes); records
     each name given in ``plan.names`` (name, what, level)."""
@@ -200,6 +207,9 @@ def name_outputs(tf: Any, predicted: Any, plan: OutputPlan) -> dict[str, Any]:
     taken: set[str] = set()
     if isinstance(predicted, Mapping):
         predicted = list(predicted.values())
+    # a model in mixed precision (or built in bfloat16/float16) serves float32, as predict()
+    # gives R doubles: a client of the SavedModel reads its outputs' declared dtype
+    predicted = tf.nest.map_structure(lambda t: _float32(tf, t), predicted)
     if isinstance(predicted, (list, tuple)):
         named = {}
         for position, tensor in enumerate(predicted):
