@@ -34,7 +34,7 @@ from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownD
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.gpu import cuda_driver, devices, nvml, precision, xla_env
 from gpukeras.gpu.devices import jax_gpus
-from gpukeras.gpu.simulated import simulated_gpu
+from gpukeras.gpu.simulated import VARIABLE, simulated_gpu
 from gpukeras.gpu.tensors import normalize_device
 
 BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
@@ -461,7 +461,7 @@ def _precision_choice(requested: str | None, capability: str | None) -> Precisio
     if simulated is None:
         return precision.choose_policy(requested or "auto", capability)
     choice = precision.choose_policy(requested or "auto", simulated.compute_capability)
-    return dataclasses.replace(choice, reason=f"{choice.reason} ({simulated.label})")
+    return dataclasses.replace(choice, reason=f"{choice.reason}; a simulated GPU ({VARIABLE})")
 
 
 def _capability(backend: TensorflowSetup | JaxSetup) -> str | None:
