@@ -78,7 +78,10 @@
 #' routes read no body. A client that sends a body too large without waiting
 #' for the answer to `Expect: 100-continue` (curl's command line waits) may
 #' see the connection reset instead of the `413`: the service does not read
-#' what it refuses.
+#' what it refuses. But httpuv, the server under plumber, holds what such a
+#' client sends until R gets to its headers (two clients sending 50 MB each
+#' to a busy service: 108 MB held for a moment): where clients across a
+#' network can reach it, a proxy in front that limits bodies spares that.
 #'
 #' @section Security:
 #' The service binds the loopback interface (`127.0.0.1`) by default: only
