@@ -63,7 +63,7 @@ request_byte_limit <- function(part, max_rows) {
 # before they are parsed.
 parse_request_body <- function(raw, part) {
   if (!length(raw)) {
-    serve_reject(400L, "bad_body", "The request has no body: send JSON records, e.g. [{\"income\": 52000, \"region\": \"west\"}].")
+    serve_reject(400L, "bad_body", sprintf("The request has no body: send JSON records, e.g. %s.", example_request(part)))
   }
   malformed <- function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L)))
   text <- tryCatch(rawToChar(raw), error = malformed)
@@ -401,13 +401,18 @@ serve_metadata <- function(fit, model, settings) {
   )
 }
 
-# Each output of the model: its name and shape (null for the rows, and for any
+# Each output of the model: its name as Keras names the outputs (the output layer's,
+# not the symbolic tensor's "keras_tensor_2") and shape (null for the rows, and for any
 # size not fixed).
 model_output_shapes <- function(model) {
   tryCatch(
-    lapply(py_value(model$outputs), function(tensor) {
-      list(name = as.character(py_value(tensor$name)), shape = I(tensor_dims(tensor)))
-    }),
+    {
+      names <- model_output_names(model)
+      Map(function(tensor, i) {
+        name <- if (i <= length(names)) names[i] else as.character(py_value(tensor$name))
+        list(name = name, shape = I(tensor_dims(tensor)))
+      }, py_value(model$outputs), seq_along(py_value(model$outputs)))
+    },
     error = function(e) list()
   )
 }

@@ -37,6 +37,14 @@ refused <- function(body) {
   )
 }
 
+test_that("an empty body is told what to send with the served model's own columns", {
+  expect_match(refused(""), "^400 .*bad_body.*e\\.g\\. \\[\\{\\\\\"income\\\\\":0,\\\\\"region\\\\\":\\\\\"east\\\\\"\\}\\]")
+  other <- list(type = "data.frame", columns = list(age = list(type = "numeric")))
+  said <- tryCatch(parse_request_body(raw(), other), gpukeras_serve_reject = conditionMessage)
+  expect_match(said, "[{\"age\":0}]", fixed = TRUE)
+  expect_no_match(said, "income")
+})
+
 test_that("the headers decide, in this order: Host, Origin, token, Content-Type, size", {
   expect_identical(guarded(), "passes")
   expect_snapshot({

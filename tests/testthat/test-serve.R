@@ -354,6 +354,8 @@ test_that("/metadata lists the inputs with their types and levels, the outputs a
   expect_identical(meta$json$max_rows, 50L)
   expect_true(meta$json$token_required)
   expect_identical(meta$json$outputs$shape[[1]], c(NA, 2L))
+  # the output as Keras names it (the output layer), not its symbolic tensor's keras_tensor_n
+  expect_match(meta$json$outputs$name, "^dense")
   expect_identical(meta$json$versions$gpukeras, as.character(utils::packageVersion("gpukeras")))
   expect_identical(meta$json$versions$plumber, as.character(utils::packageVersion("plumber")))
   expect_false(http(paste0(mounted, "/metadata"), bearer = NULL)$json$token_required)
