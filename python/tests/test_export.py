@@ -193,6 +193,36 @@ def test_onnx_with_the_encoding_beside_it(tmp_path: Path) -> None:
     assert not again["ok"] and "already exist" in again["message"]
 
 
+def test_onnx_of_a_mixed_bfloat16_model_computes_in_float32(tmp_path: Path) -> None:
+    """gpu_setup()'s choice on a recent GPU: tf2onnx made of such a model a graph
+    onnxruntime refused (MatMul bound to float16 and bfloat16); the file is a float32 copy's,
+    its outputs float32 and the model's up to bfloat16's rounding."""
+    requires("tf2onnx")
+    requires("onnxruntime")
+    if config.backend != "tensorflow":
+        pytest.skip("ONNX export is tested on the TensorFlow engine")
+    keras = config.keras()
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = two_input_model()
+    finally:
+        keras.config.set_dtype_policy(before)
+    assert model.layers[-1].compute_dtype == "bfloat16"
+    path = tmp_path / "model.onnx"
+    answer = export(model=model, path=str(path), format="onnx", encoding=ENCODING)
+    assert answer["ok"], answer
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {"a": np.ones((2, 4), "float32"), "b": np.full((2, 2), 0.5, "float32")}
+    got = session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})[0]
+    assert got.dtype == np.float32
+    expected = np.asarray(model.predict(feeds, verbose=0), dtype="float32")
+    np.testing.assert_allclose(got, expected, atol=2e-2)
+    assert model.layers[-1].compute_dtype == "bfloat16"  # the user's model is as it was
+
+
 def test_jax_savedmodel_and_what_it_needs(tmp_path: Path) -> None:
     requires("jax")
     requires("tensorflow")  # a SavedModel is written by TensorFlow

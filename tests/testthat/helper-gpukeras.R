@@ -194,3 +194,20 @@ fill_up <- function(folder) {
   suppressWarnings(system2("dd", c("if=/dev/zero", paste0("of=", filler), "bs=4k"), stdout = FALSE, stderr = FALSE))
   invisible(filler)
 }
+
+# Whether this run simulates a GPU (GPUKERAS_SIMULATE_GPU, make test's simulated-GPU run):
+# the "auto" choices are then a GPU's (bfloat16, worker slots on "GPU 0").
+simulating_gpu <- function() {
+  !tolower(Sys.getenv("GPUKERAS_SIMULATE_GPU")) %in% c("", "0", "false", "no") && !has_nvidia_gpu()
+}
+
+# The device gpu_cv()'s and gpu_search()'s workers run on here: "GPU 0" on a (simulated) GPU.
+worker_device <- function() if (simulating_gpu() || has_nvidia_gpu()) "GPU 0" else "CPU"
+
+# Keras' own predict() of `model` as R numbers, for comparing with gpukeras' answers: under
+# mixed precision (the simulated-GPU run's bfloat16) Keras gives bfloat16 arrays, which
+# reticulate cannot convert, so they become float32 in Python first.
+keras_predict <- function(model, x, ...) {
+  code <- "import numpy\ndef predict(model, x, **kw):\n    return numpy.asarray(model.predict(x, **kw), dtype='float32')"
+  reticulate::py_run_string(code, local = TRUE)$predict(model, x, ...)
+}

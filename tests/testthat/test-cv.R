@@ -266,7 +266,7 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
   expect_identical(dim(cv$predictions), c(150L, 3L))
   expect_identical(colnames(cv$predictions), levels(iris$Species))
   expect_equal(unname(rowSums(cv$predictions)), rep(1, 150), tolerance = 1e-5)
-  expect_identical(cv$devices, rep("CPU", 3))
+  expect_identical(cv$devices, rep(worker_device(), 3))
   expect_identical(length(unique(cv$seeds)), 3L)
   # fold 2 is the same fit as gpu_fit() by hand: the same metrics and predictions
   expect_equal(cv$metrics$loss[2], unname(result$by_hand[["loss"]]), tolerance = 1e-6)

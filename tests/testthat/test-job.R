@@ -56,7 +56,7 @@ test_that("a background fit returns a job at once; wait gives the fit and the mo
   # The user's model object holds what the child trained: 120 optimizer steps.
   expect_identical(as.integer(run$model$optimizer$iterations$numpy()), 120L)
   expect_false(isTRUE(all.equal(lapply(run$model$get_weights(), as.vector), lapply(job_model()$get_weights(), as.vector))))
-  predicted <- as.vector(run$model$predict(job_data()$x[1:50, ], verbose = 0L))
+  predicted <- as.vector(keras_predict(run$model, job_data()$x[1:50, ], verbose = 0L))
   expect_lt(mean((predicted - job_data()$y[1:50])^2), run$fit$history$loss[1])
   status <- gpu_job_status(run$job)
   expect_identical(status$state, "done")

@@ -208,7 +208,7 @@ test_that("matrices are matched by column name and shape; NA follows the rule as
   expect_equal(predict(fit, unname(data$x[1:4, ])), unname(reference), tolerance = 1e-6)
   expect_error(predict(fit, matrix(1, 2, 3)), "has shape (3); the model was trained on rows of shape (4)", fixed = TRUE, class = "gpukeras_error_bad_data")
   # Keras' own answer, in any batch size.
-  model_output <- fit$model$predict(reticulate::np_array(data$x, dtype = "float32"), verbose = 0L)
+  model_output <- keras_predict(fit$model, reticulate::np_array(data$x, dtype = "float32"), verbose = 0L)
   expect_equal(unname(predict(fit, data$x, batch_size = 5)), model_output, tolerance = 1e-6)
   scores <- evaluate(fit, data$x, data$y)
   expect_named(scores, c("loss", "mae"), ignore.order = TRUE)
@@ -420,7 +420,7 @@ test_that("a background fit scores new data as the session's own fit does", {
   new <- data.frame(shape = c("square", "round"), colour = c("red", "blue"), size = c(1, -1))
   # size; colour blue, green, red; shape round, square
   indicators <- reticulate::np_array(cbind(new$size, c(0, 1), 0, c(1, 0), c(0, 1), c(1, 0)), dtype = "float32")
-  expect_equal(unname(predict(fit, new)), model$predict(indicators, verbose = 0L), tolerance = 1e-6)
+  expect_equal(unname(predict(fit, new)), keras_predict(model, indicators, verbose = 0L), tolerance = 1e-6)
 })
 
 test_that("gpu_fit()'s validation data is encoded as its training data", {

@@ -37,7 +37,8 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import source_files
 from gpukeras.data.adapters.base import tensorflow_available
-from gpukeras.tools import export_signature
+from gpukeras.gpu.precision import LOW_PRECISION
+from gpukeras.tools import export_signature, model_copies
 from gpukeras.tools.scoring import ENCODING_FORMAT, ENCODING_VERSION
 
 FORMATS = ("savedmodel", "onnx")
@@ -295,7 +296,7 @@ def _export_onnx(
         built = work / target.name
         try:
             with _quiet_tf2onnx():
-                model.export(str(built), format="onnx", verbose=False)
+                _in_float32(keras, model).export(str(built), format="onnx", verbose=False)
         except Exception as error:
             raise ExportError(f"Keras could not export this model to ONNX: {error}") from error
         graph = onnx.load(str(built)).graph
@@ -320,6 +321,23 @@ def _export_onnx(
         "encoding_file": str(beside),
         "backend": config.backend,
     }
+
+
+def _in_float32(keras: Any, model: Model) -> Model:
+    """The model ONNX is exported from: ``model``, or where a layer computes in bfloat16 or
+    float16 (mixed precision, as gpu_setup() chooses on a recent GPU) a float32 copy with
+    its weights: tf2onnx makes of it a graph onnxruntime refuses ("MatMul bound to different
+    types (tensor(float16) and tensor(bfloat16))"). The file then computes in float32, as
+    predict()'s doubles are."""
+    layers = compat.flatten_layers(model)
+    if not any(getattr(layer, "compute_dtype", None) in LOW_PRECISION for layer in layers):
+        return model
+    copy = model_copies.clone(
+        keras, model, "gpu_export()", weights=True, policy="float32", every_layer=True
+    )
+    # Keras' ONNX export wants a model that was called once (a clone never was)
+    copy(keras.tree.map_structure(lambda t: np.zeros((1, *t.shape[1:]), t.dtype), copy.input))
+    return copy
 
 
 @contextlib.contextmanager

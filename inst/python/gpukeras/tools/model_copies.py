@@ -31,8 +31,11 @@ def _global_policy(keras: ModuleType, policy: str | None) -> Iterator[None]:
         keras.config.set_dtype_policy(before)
 
 
-def _rebuild_under(keras: ModuleType, model: Model, policy: str) -> Callable[[Layer], Layer]:
-    """A ``clone_function`` giving each layer ``policy``, except layers the user set apart.
+def _rebuild_under(
+    keras: ModuleType, model: Model, policy: str, every_layer: bool = False
+) -> Callable[[Layer], Layer]:
+    """A ``clone_function`` giving each layer ``policy``, except layers the user set apart
+    (unless ``every_layer``).
 
     Layers whose policy differs from the model's own were given one on
     purpose and keep it; so does an output layer computing a softmax or
@@ -47,7 +50,8 @@ def _rebuild_under(keras: ModuleType, model: Model, policy: str) -> Callable[[La
         probability = activation in precision.PROBABILITY_ACTIVATIONS or isinstance(
             layer, keras.layers.Softmax
         )
-        if layer.dtype_policy.name == model_policy and not (layer is output and probability):
+        apart = layer.dtype_policy.name != model_policy or (layer is output and probability)
+        if every_layer or not apart:
             config["dtype"] = policy
         return type(layer).from_config(config)
 
@@ -62,6 +66,7 @@ def clone(
     weights: bool,
     hint: str = "",
     policy: str | None = None,
+    every_layer: bool = False,
 ) -> Model:
     """A compiled clone of ``model``; with the model's weights when ``weights``, else new ones.
 
@@ -70,6 +75,7 @@ def clone(
         hint: what else the user can do, added to the error when the model cannot be cloned.
         policy: a Keras dtype policy to rebuild the copy under (see the module's
             notes); None keeps the model's.
+        every_layer: give every layer ``policy``, those the user set apart too.
 
     Raises:
         BadModelError: a model Keras cannot clone (a subclassed model without
@@ -77,7 +83,7 @@ def clone(
     """
     try:
         with _global_policy(keras, policy):
-            rebuild = None if policy is None else _rebuild_under(keras, model, policy)
+            rebuild = None if policy is None else _rebuild_under(keras, model, policy, every_layer)
             copy = keras.models.clone_model(model, clone_function=rebuild)
         if weights:
             copy.set_weights(model.get_weights())
