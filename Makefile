@@ -66,7 +66,10 @@ python-env: install
 
 dev-env: python-env
 	@$(call apt_install,$(TEST_APT_PACKAGES))
-	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
+	@# The environment's NumPy stays (install_gpukeras() chose it for this reticulate): mlflow's
+	@# newest pandas would otherwise bring NumPy 2 to reticulate 1.28, which cannot convert it.
+	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt \
+	  "numpy==$$("$(ENV_PYTHON)" -c 'import numpy; print(numpy.__version__)')"
 
 lint:
 	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python ../bench && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python ../bench

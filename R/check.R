@@ -152,6 +152,7 @@ new_gpukeras_check <- function(result) {
     }
   }
   ignored <- backend_ignored(result$stack$keras_backend)
+  the$check_verdict <- result$verdict # a tracked fit's tag (gpu_track())
   structure(
     list(
       verdict = result$verdict,

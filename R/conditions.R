@@ -183,6 +183,17 @@
 #'     the folder and what to do.}
 #' }
 #'
+#' @section Tracking:
+#' \describe{
+#'   \item{`gpukeras_error_tracking`}{The tracking store cannot be read
+#'     ([gpu_runs()], [gpu_compare_runs()], `gpu_load("runs:/<id>")`: a server
+#'     that does not answer, refused credentials) or opened ([gpu_track()]: a
+#'     folder MLflow cannot make its store in, a URI it refuses). The URI is
+#'     masked; training itself never fails for tracking.}
+#'   \item{`gpukeras_error_tracking_missing`}{MLflow's client is not installed
+#'     in gpukeras' Python: `install_gpukeras(extras = "tracking")`.}
+#' }
+#'
 #' @section Serving:
 #' \describe{
 #'   \item{`gpukeras_error_package_missing`}{A function needs an R package the
@@ -230,6 +241,11 @@
 #'   \item{`gpukeras_warning_serve_open`}{[gpu_serve()] listens on another
 #'     address than loopback without a `token`: anyone who can reach the port
 #'     can use the service.}
+#'   \item{`gpukeras_warning_tracking`}{The tracking store did not take a
+#'     run's records (it did not answer, answered too slowly, or refused the
+#'     credentials; [gpu_track()] and every tracked [gpu_fit()], [gpu_cv()] and
+#'     [gpu_search()]): training went on, what was not sent is kept, and
+#'     [gpu_track_sync()] sends it. Credentials are never in the message.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load
 #'     hook, held back while [gpu_setup()] applied its settings, failed when
 #'     it ran afterwards.}

@@ -136,12 +136,15 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices
   plan <- worker_plan(devices, workers, workers_per_device, call = call)
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
+  tracked <- track_many("cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args), call)
+  on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   tasks <- lapply(seq_along(split$held_out), function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
       train_rows = split$train[[i]], test_rows = split$held_out[[i]],
       fit = fit_args, batch_size = fit_args$batch_size,
-      plan_memory = isTRUE(plan$plan_memory)
+      plan_memory = isTRUE(plan$plan_memory),
+      track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
     )
   })
   outcomes <- vector("list", length(tasks))
@@ -156,10 +159,30 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices
     }
     result$device <- pool$slots[[ended$slot]]$device
     outcomes[[ended$task$number]] <<- result
+    track_record(tracked$track, ended$task$track$context$key, metrics = held_out_metrics(result$metrics), call = call)
     many_grow(pool, ended, result)
     list()
   })
-  new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan)
+  cv <- new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan)
+  track_many_end(tracked, "FINISHED", metrics = cv_summary_metrics(cv$metrics), call = call)
+  cv
+}
+
+# A fold's held-out scores as metrics of its run, and their mean and sd on the parent's.
+held_out_metrics <- function(metrics) {
+  metrics <- unlist(metrics)
+  if (!length(metrics)) {
+    return(list())
+  }
+  as.list(stats::setNames(metrics, paste0("held_out_", names(metrics))))
+}
+
+cv_summary_metrics <- function(metrics) {
+  values <- metrics[setdiff(names(metrics), "fold")]
+  c(
+    stats::setNames(lapply(values, mean), paste0("held_out_", names(values), "_mean")),
+    stats::setNames(lapply(values, stats::sd), paste0("held_out_", names(values), "_sd"))
+  )
 }
 
 # With workers_per_device = "auto": more workers on the fit's GPU when its memory plan

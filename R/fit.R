@@ -383,12 +383,15 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   train <- fit_input(data)
   validation_input <- if (!is.null(validation)) fit_input(validation)
 
+  track <- track_request(encoding = if (!is.null(fit_encoding(data))) encoding_to_plain(fit_encoding(data)))
   result <- core_call(
     "fit",
     model = model, data = train, validation_data = validation_input, strategy = strategy,
-    request = request
+    request = request, track = track
   )
-  fit_result(result, model, data, train, validation, validation_input, verbose)
+  fit <- fit_result(result, model, data, train, validation, validation_input, verbose)
+  track_plot(fit, track)
+  fit
 }
 
 # gpu_fit()'s request as the core takes it (train/fit_request.py declares the same fields):

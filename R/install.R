@@ -18,6 +18,10 @@ pinned <- list(
   onnx = "1.23.2",
   onnxruntime = "1.32.0",
   tf2onnx = "1.17.0",
+  # MLflow's client, only with extras = "tracking" (gpu_track()): mlflow-skinny, the client
+  # without the server (mlflow 3.18 needs an mlflow-skinny 3.18.0 PyPI does not have). Its
+  # SQLite store for a folder uses the SQLAlchemy and Alembic Optuna brings.
+  mlflow_skinny = "3.17.2",
   # For reticulate < 1.38, which predates NumPy 2 (Debian bookworm's is 1.28).
   numpy_before_2 = "1.26.4"
 )
@@ -50,7 +54,8 @@ reticulate_supports_numpy2 <- function(reticulate) {
 #' @param extras Optional parts: `"postgresql"` adds the PostgreSQL driver
 #'   (psycopg2-binary) that [gpu_search()] needs for a study stored in a
 #'   PostgreSQL database; `"onnx"` adds onnx, onnxruntime and tf2onnx, for
-#'   `gpu_export(format = "onnx")`.
+#'   `gpu_export(format = "onnx")`; `"tracking"` adds MLflow's client
+#'   (mlflow-skinny), for [gpu_track()].
 #' @param ... Not used: an argument gpukeras_requirements() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
@@ -77,14 +82,15 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
     if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary),
     if ("onnx" %in% extras) {
       c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
-    }
+    },
+    if ("tracking" %in% extras) paste0("mlflow-skinny==", pinned$mlflow_skinny)
   )
 }
 
 check_extras <- function(extras, call = caller_env()) {
-  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx"))) {
+  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
     gpukeras_abort(
-      sprintf("`extras` must be character(), or \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage) and/or \"onnx\" (gpu_export(format = \"onnx\")), not %s.", describe(extras)),
+      sprintf("`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), \"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s.", describe(extras)),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -203,7 +209,7 @@ find_python_starter <- function(call = caller_env()) {
 #'   Python >= 3.9 on the PATH.
 #' @param extras Optional parts, as [gpukeras_requirements()] takes them:
 #'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database,
-#'   `"onnx"` for `gpu_export(format = "onnx")`.
+#'   `"onnx"` for `gpu_export(format = "onnx")`, `"tracking"` for [gpu_track()].
 #' @param ... Not used: an argument install_gpukeras() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return Invisibly, a list with `envname`, `python` (the env's executable)

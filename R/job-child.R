@@ -154,6 +154,7 @@ job_child <- function(dir) {
   attempt <- as.integer(Sys.getenv("GPUKERAS_JOB_ATTEMPT", "1"))
   failed <- tryCatch(
     {
+      track_restore(spec$track)
       setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
       write_rds_atomic(setup, job_file(dir, "setup.rds"))
       carried <- core_call(

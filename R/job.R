@@ -74,7 +74,9 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
     validation = if (!is.null(validation)) carry_data(validation, dir, "validation", call = call),
     strategy = strategy,
     setup = the$setup_args,
-    sys_path = carried$sys_path
+    sys_path = carried$sys_path,
+    # tracking as this session has it (the child continues the run after a restart)
+    track = track_carry()
   )
   # A run that resumes must see the batches in the same order: it needs a seed.
   spec$seed_chosen <- is.null(spec$fit$seed)

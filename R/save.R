@@ -14,7 +14,9 @@
 #'
 #' @param object A [gpu_fit()] result, a model from `gpu_load()`, or a Keras
 #'   model (saved without an encoding: new data is then taken as numbers).
-#' @param path The model's file, ending in `.keras`.
+#' @param path The model's file, ending in `.keras`. For `gpu_load()` also a
+#'   tracked run's model ([gpu_track()]): `"runs:/<run id>"`, or a row of
+#'   [gpu_runs()].
 #' @param overwrite Replace existing files.
 #' @param ... Not used: an argument these functions do not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
@@ -80,6 +82,9 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
 gpu_load <- function(path, ...) {
   check_unknown_args("gpu_load", "gpu_save")
   call <- current_env()
+  if (is.data.frame(path) || (is.character(path) && length(path) == 1L && startsWith(path, "runs:/"))) {
+    return(load_run_model(path, call))
+  }
   check_string(path, call = call)
   path <- normalizePath(path.expand(path), mustWork = FALSE)
   loaded <- core_call("load_model", path = path, error_call = call)
@@ -91,6 +96,17 @@ gpu_load <- function(path, ...) {
     ),
     class = "gpukeras_model"
   )
+}
+
+# gpu_load() of a tracked run's model (gpu_track()): downloaded into this session's
+# temporary folder, then loaded as a saved file; `path` names the run.
+load_run_model <- function(run, call) {
+  run_id <- run_id_of(run, "path", call)
+  folder <- tempfile("gpukeras-run-model-")
+  downloaded <- core_call("track_download_model", track = track_needed(call), run_id = run_id, folder = folder, error_call = call)
+  model <- gpu_load(downloaded$path)
+  model$path <- paste0("runs:/", run_id, "/model/model.keras")
+  model
 }
 
 #' @export

@@ -193,6 +193,12 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     trials = as.integer(trials), objective = objective, direction = direction, sampler = sampler,
     pruner = pruner, seed = seed, error_call = call
   )
+  tracked <- track_many("search", 0L, list(
+    study = study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = trials,
+    objective = objective, direction = direction, sampler = sampler, pruner = pruner, seed = seed,
+    space = space_to_plain(full_space)
+  ), call)
+  on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   plan <- worker_plan(devices, workers, workers_per_device, call = call)
   pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
   running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
@@ -221,11 +227,16 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
       trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
       save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
       more = asked$left > 0L,
-      plan_memory = isTRUE(plan$plan_memory)
+      plan_memory = isTRUE(plan$plan_memory),
+      track = track_child(
+        tracked, NULL, sprintf("trial %d", asked$number), "trial", list(gpukeras.trial = asked$number),
+        params = params, key = track_new_key(tracked, call)
+      )
     )
   }
   on_end <- function(ended) {
     told <- search_tell(opened, ended, pool$slots[[ended$slot]]$device, objective)
+    track_trial_end(tracked, ended, told$state, call)
     if (told$state == "complete") state$completed <- state$completed + 1L
     if (!is.null(told$abort) && state$completed == 0L) {
       gpukeras_abort(
@@ -245,7 +256,39 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     }
   }
   worker_run(pool, on_end = on_end, next_task = next_task, on_wait = on_wait)
-  new_gpukeras_search(core_call("search_trials", search = opened), names(full_space), storage, study, seed, objective, validation, pool$plan)
+  search <- new_gpukeras_search(core_call("search_trials", search = opened), names(full_space), storage, study, seed, objective, validation, pool$plan)
+  track_many_end(
+    tracked, "FINISHED",
+    metrics = list(best_value = search$best$value, trials_complete = sum(search$trials$state == "complete")),
+    tags = list(gpukeras.best_trial = search$best$number), call = call
+  )
+  search
+}
+
+# A trial's run once the search knows how it ended: its state ("complete", "pruned",
+# "failed") and why, its objective (the last epoch's), ended FINISHED, KILLED or FAILED.
+# A trial whose worker died before its fit began gets its run here, with its drawn values.
+track_trial_end <- function(tracked, ended, state, call) {
+  context <- ended$task$track$context
+  if (is.null(context)) {
+    return(invisible())
+  }
+  result <- ended$result
+  values <- unlist(result$pruning$values)
+  reason <- if (!is.null(result$error)) {
+    first_line(result$error$message)
+  } else if (!is.null(result$pruning$missing)) {
+    "the objective is not among the logged values"
+  } else if (identical(state, "pruned")) {
+    sprintf("pruned after epoch %d", length(values))
+  }
+  track_record(
+    tracked$track, context$key,
+    metrics = if (identical(state, "complete") && length(values)) list(objective = values[length(values)]),
+    params = context$params, tags = list(gpukeras.trial_state = state, gpukeras.trial_reason = reason),
+    status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
+    name = context$name, kind = "trial", call = call
+  )
 }
 
 # `storage` as the study's database URL and the folder for the best model.

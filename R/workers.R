@@ -288,6 +288,7 @@ worker_task <- function(dir, task, prepared = NULL) {
     {
       if (!is.null(prepared)) stop(prepared)
       reticulate::import("keras")$utils$set_random_seed(task$seed)
+      track_restore(task$track$carried, task$track$context)
       setup_done <- as.numeric(Sys.time())
       model <- worker_model(task)
       take <- function(rows) worker_rows(task$data, rows)

@@ -99,6 +99,17 @@ VERBS: dict[str, str] = {
     "search_safe_url": "tools.study_storage:safe_url",
     "search_pruning_callback": "tools.search:pruning_callback",
     "search_pruning_outcome": "tools.search:pruning_outcome",
+    # tracking in MLflow
+    "track_check": "tools.tracking:check",
+    "track_open_folder": "tools.tracking:open_folder",
+    "track_open_run": "tools.tracked_runs:open_run",
+    "track_record": "tools.tracked_runs:record",
+    "track_new_key": "tools.tracked_runs:new_key",
+    "track_artifact": "tools.tracked_runs:record_artifact",
+    "track_sync": "tools.tracked_runs:sync",
+    "track_runs": "tools.tracking_read:runs",
+    "track_compare": "tools.tracking_read:compare",
+    "track_download_model": "tools.tracking_read:download_model",
     "preload": "bridge:preload",
     "preload_keras": "core.runtime:preload_keras",
 }

@@ -1,0 +1,238 @@
+#' Find and compare tracked runs
+#'
+#' `gpu_runs()` lists the runs [gpu_track()] recorded, one row a run, as
+#' `tfruns::ls_runs()` did: from the store in a folder or from a server, as
+#' MLflow's own client reads it. `gpu_compare_runs()` sets two runs side by
+#' side: the params that differ, the final metrics of each, and (with
+#' `plot()`) their learning curves together. A run's model loads with
+#' `gpu_load("runs:/<run id>")` (or `gpu_load(runs[1, ])`).
+#'
+#' @param experiment The experiments to list, by name; `NULL` for the one
+#'   tracking uses now ([gpu_track()]'s, `MLFLOW_EXPERIMENT_NAME`, else
+#'   "Default").
+#' @param filter `NULL`, or MLflow's search filter, e.g.
+#'   `"metrics.val_loss < 0.5 and params.batch_size = '64'"`,
+#'   `"tags.gpukeras.kind = 'trial'"` or `"attributes.status = 'FINISHED'"`.
+#' @param max_results The most runs to list (newest first).
+#' @param a,b Two runs: run ids (`"3f2a..."` or `"runs:/3f2a..."`), or rows of
+#'   `gpu_runs()`.
+#' @param x A `gpukeras_runs` or `gpukeras_run_comparison` object.
+#' @param metrics For `plot()`: the metrics to draw (by default `loss` and,
+#'   where logged, `val_loss`).
+#' @param ... Not used: an argument these functions do not have is an error
+#'   that says what to use instead.
+#' @return `gpu_runs()`: a `gpukeras_runs` data.frame, newest first, with
+#'   `run_id`, `name`, `kind` (`fit`, `fold`, `trial`, `cv`, `search`),
+#'   `status`, `parent_run_id`, `experiment`, `start_time` and `end_time`
+#'   (POSIXct), `seconds`, the verdicts (`input_verdict`, `gpu_verdict`,
+#'   `trial_state` where recorded), then each param as `params.<name>` (a
+#'   number where every value is one) and each metric's last value as
+#'   `metrics.<name>`. `gpu_compare_runs()`: a `gpukeras_run_comparison`, a
+#'   list with `runs` (the two rows), `params` (a data.frame of the params that
+#'   differ: `param`, `a`, `b`), `metrics` (`metric`, `a`, `b`, `change`) and
+#'   `history` (a data.frame: `run` "a" or "b", `metric`, `epoch`, `value`).
+#' @seealso [gpu_track()].
+#' @export
+#' @examples
+#' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
+#' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
+#'   gpu_track(file.path(tempdir(), "compare"), experiment = "iris")
+#'   keras <- gpu_keras()
+#'   fit_with <- function(units) {
+#'     model <- keras$Sequential(list(
+#'       keras$Input(shape = list(4L)),
+#'       keras$layers$Dense(units, activation = "relu"),
+#'       keras$layers$Dense(3L, activation = "softmax")
+#'     ))
+#'     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'     gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 3, verbose = 0, seed = 1)
+#'   }
+#'   small <- fit_with(4L)
+#'   large <- fit_with(32L)
+#'   runs <- gpu_runs()
+#'   runs[, c("name", "params.parameters", "metrics.loss")]
+#'   comparison <- gpu_compare_runs(runs[1, ], runs[2, ])
+#'   print(comparison)
+#'   plot(comparison)
+#'   gpu_track(FALSE)
+#' }
+#' \dontshow{for (name in names(old)) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))}
+gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) {
+  check_unknown_args("gpu_runs")
+  call <- current_env()
+  if (!is.null(experiment) && (!is.character(experiment) || !length(experiment) || anyNA(experiment))) {
+    gpukeras_abort(sprintf("`experiment` must be experiment names or NULL, not %s.", describe(experiment)), "gpukeras_error_bad_argument", call = call)
+  }
+  if (!is.null(filter)) check_string(filter, call = call)
+  max_results <- check_count(max_results, call = call)
+  track <- track_needed(call)
+  read <- core_call("track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results, error_call = call)
+  new_gpukeras_runs(read$rows, unlist(read$experiments))
+}
+
+#' @rdname gpu_runs
+#' @export
+gpu_compare_runs <- function(a, b, ...) {
+  check_unknown_args("gpu_compare_runs", "gpu_runs")
+  call <- current_env()
+  ids <- c(run_id_of(a, "a", call), run_id_of(b, "b", call))
+  read <- core_call("track_compare", track = track_needed(call), run_ids = as_python(ids), error_call = call)
+  rows <- new_gpukeras_runs(lapply(read$runs, function(run) run$row), character())
+  params <- grep("^params[.]", names(rows), value = TRUE)
+  differ <- params[vapply(params, function(name) !identical(rows[[name]][1], rows[[name]][2]), logical(1))]
+  metrics <- grep("^metrics[.]", names(rows), value = TRUE)
+  history <- do.call(rbind, c(
+    list(data.frame(run = character(), metric = character(), epoch = numeric(), value = numeric())),
+    unlist(lapply(seq_along(read$runs), function(i) {
+      lapply(names(read$runs[[i]]$history), function(metric) {
+        points <- read$runs[[i]]$history[[metric]]
+        data.frame(run = c("a", "b")[i], metric = metric, epoch = as_numbers(points$step), value = as_numbers(points$value))
+      })
+    }), recursive = FALSE)
+  ))
+  structure(
+    list(
+      runs = rows,
+      params = data.frame(
+        param = sub("^params[.]", "", differ),
+        a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
+        b = vapply(differ, function(name) format(rows[[name]][2]), character(1)),
+        row.names = NULL
+      ),
+      metrics = data.frame(
+        metric = sub("^metrics[.]", "", metrics),
+        a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
+        b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
+        change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)),
+        row.names = NULL
+      ),
+      history = history
+    ),
+    class = "gpukeras_run_comparison"
+  )
+}
+
+# Tracking's settings for a read, or an error saying to turn it on.
+track_needed <- function(call) {
+  track <- track_request()
+  if (is.null(track)) {
+    gpukeras_abort(
+      c("Tracking is off: there is no store to read runs from.", "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  track
+}
+
+# A run id from an id, "runs:/<id>[/...]", or a one-row gpu_runs() data.frame.
+run_id_of <- function(x, arg, call) {
+  if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) {
+    return(x$run_id)
+  }
+  if (is.character(x) && length(x) == 1L && !is.na(x) && grepl("^(runs:/)?[0-9a-f]{8,64}(/.*)?$", x)) {
+    return(sub("/.*$", "", sub("^runs:/", "", x)))
+  }
+  gpukeras_abort(
+    sprintf("`%s` must be a run id, \"runs:/<run id>\" or one row of gpu_runs(), not %s.", arg, describe(x)),
+    "gpukeras_error_bad_argument",
+    call = call
+  )
+}
+
+new_gpukeras_runs <- function(rows, experiments) {
+  columns <- unique(c(
+    "run_id", "name", "kind", "status", "parent_run_id", "experiment_id", "start_time", "end_time", "seconds",
+    unlist(lapply(rows, names))
+  ))
+  df <- rows_to_df(rows, columns)
+  for (name in grep("^params[.]", names(df), value = TRUE)) {
+    df[[name]] <- utils::type.convert(df[[name]], as.is = TRUE)
+  }
+  for (name in c("start_time", "end_time")) df[[name]] <- as.POSIXct(as.numeric(df[[name]]), origin = "1970-01-01")
+  df$experiment <- unname(experiments[as.character(df$experiment_id)])
+  df <- df[c(setdiff(columns[1:5], character()), "experiment", setdiff(columns[-(1:5)], "experiment_id"))]
+  structure(df, class = c("gpukeras_runs", "data.frame"))
+}
+
+#' @rdname gpu_runs
+#' @export
+format.gpukeras_runs <- function(x, ...) {
+  if (!nrow(x)) {
+    return("<gpukeras runs> none")
+  }
+  if (!all(c("run_id", "name", "kind", "status", "start_time") %in% names(x))) {
+    # some columns picked out: as the data.frame they are
+    return(utils::capture.output(print(as.data.frame(unclass(x), check.names = FALSE, stringsAsFactors = FALSE), row.names = FALSE)))
+  }
+  metrics <- grep("^metrics[.](loss|val_loss|accuracy|val_accuracy|objective|samples_per_second)$", names(x), value = TRUE)
+  shown <- data.frame(
+    run = substr(x$run_id, 1, 8), name = x$name, kind = x$kind, status = x$status,
+    started = format(x$start_time, "%Y-%m-%d %H:%M"),
+    lapply(x[metrics], function(v) signif(v, 4)),
+    check.names = FALSE
+  )
+  names(shown) <- sub("^metrics[.]", "", names(shown))
+  params <- sum(startsWith(names(x), "params."))
+  c(
+    sprintf("<gpukeras runs> %d run%s", nrow(x), if (nrow(x) == 1L) "" else "s"),
+    utils::capture.output(print(shown, row.names = FALSE)),
+    sprintf("  (%d params and %d metrics as columns: params.<name>, metrics.<name>)", params, sum(startsWith(names(x), "metrics.")))
+  )
+}
+
+#' @rdname gpu_runs
+#' @export
+print.gpukeras_runs <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' @rdname gpu_runs
+#' @export
+format.gpukeras_run_comparison <- function(x, ...) {
+  label <- function(i) sprintf("%s (%s)", x$runs$name[i], substr(x$runs$run_id[i], 1, 8))
+  c(
+    sprintf("<gpukeras run comparison> a: %s, b: %s", label(1), label(2)),
+    if (nrow(x$params)) c("Params that differ:", utils::capture.output(print(x$params, row.names = FALSE))) else "Params: the same",
+    "Final metrics:",
+    utils::capture.output(print(
+      data.frame(metric = x$metrics$metric, a = signif(x$metrics$a, 4), b = signif(x$metrics$b, 4), change = signif(x$metrics$change, 3)),
+      row.names = FALSE
+    ))
+  )
+}
+
+#' @rdname gpu_runs
+#' @export
+print.gpukeras_run_comparison <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' @rdname gpu_runs
+#' @export
+plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
+  history <- x$history
+  available <- unique(history$metric)
+  metrics <- metrics %||% intersect(c("loss", "val_loss"), available)
+  if (!length(metrics) || !all(metrics %in% available)) {
+    gpukeras_abort(
+      sprintf("`metrics` must name metrics both runs logged per epoch (%s).", paste0("\"", available, "\"", collapse = ", ")),
+      "gpukeras_error_bad_argument"
+    )
+  }
+  old <- graphics::par(mfrow = c(length(metrics), 1), mar = c(4, 4.5, 2.5, 1))
+  on.exit(graphics::par(old), add = TRUE)
+  for (metric in metrics) {
+    rows <- history[history$metric == metric, ]
+    graphics::plot(rows$epoch, rows$value, type = "n", xlab = "epoch", ylab = metric, main = metric)
+    for (run in c("a", "b")) {
+      points <- rows[rows$run == run, ]
+      points <- points[order(points$epoch), ]
+      graphics::lines(points$epoch, points$value, type = "b", pch = 19, lty = if (run == "a") 1 else 2, col = if (run == "a") "black" else "firebrick")
+    }
+    graphics::legend("topright", legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])), lty = 1:2, col = c("black", "firebrick"), bty = "n")
+  }
+  invisible(x)
+}

@@ -1,0 +1,402 @@
+#' Track every fit, fold and trial in MLflow
+#'
+#' `gpu_track()` turns tracking on for the session: from then on every
+#' [gpu_fit()] (in the background too), every [gpu_cv()] (a parent run and a
+#' child run per fold) and every [gpu_search()] (a parent run and a child run
+#' per trial, with its state) is a run in [MLflow](https://mlflow.org), the
+#' open-source tracking server R and Python teams share. Tracking is off until
+#' asked for: gpukeras writes no tracking files you did not ask for.
+#'
+#' @section Where runs go:
+#' * A folder: `gpu_track("runs")` keeps runs in MLflow's own SQLite store
+#'   `runs/mlflow.db`, with the artifacts (models, plots) in `runs/artifacts`
+#'   (made for you alone when missing). Nothing to start; MLflow's UI opens it
+#'   (`mlflow ui --backend-store-uri sqlite:///<absolute path>/runs/mlflow.db`),
+#'   and so do [gpu_runs()] and MLflow's own clients.
+#' * A server: `gpu_track("http://mlflow.example.org:5000", experiment =
+#'   "churn")`, for a team (see `vignette("tracking", package = "gpukeras")`).
+#'   The credentials are MLflow's own variables, `MLFLOW_TRACKING_USERNAME` and
+#'   `MLFLOW_TRACKING_PASSWORD` (or `MLFLOW_TRACKING_TOKEN`), set in
+#'   `.Renviron` rather than in code; they never appear in a print, an error, a
+#'   warning, a run's params or the files gpukeras keeps, and a password in
+#'   the URI is masked.
+#' * MLflow's variables alone: where `MLFLOW_TRACKING_URI` (and
+#'   `MLFLOW_EXPERIMENT_NAME` or `MLFLOW_EXPERIMENT_ID`) is set, as for every
+#'   MLflow client, runs are tracked there without a call to `gpu_track()`;
+#'   `gpu_track(FALSE)` turns that off for the session.
+#'
+#' `gpu_track()` sets those same variables, so the processes gpukeras starts
+#' (background fits, the workers of [gpu_cv()] and [gpu_search()]) track too.
+#'
+#' @section What a run holds:
+#' A [gpu_fit()] run: the fit's arguments and the settings in force as params
+#' (epochs, batch size, accumulation, steps per execution, XLA, precision,
+#' optimizer and learning rate or schedule, clipping, seed, class weights,
+#' backend, device, gpukeras/Keras/framework versions, the data's shapes and a
+#' content hash, the model's layer and parameter counts); each epoch's loss and
+#' metrics under Keras' names with the epoch as the step, sent as each epoch
+#' ends; the report's measures as metrics (`samples_per_second`,
+#' `input_wait_share`, `gpu_utilization_mean`, `gpu_memory_used_max_mib`,
+#' `mfu`, ...), the input verdict and the session's last [gpu_check()]
+#' verdict as tags; and as artifacts the trained model as [gpu_save()] writes
+#' it (`model/model.keras` with its encoding, which `gpu_load("runs:/<run
+#' id>")` loads), a summary of the model and the fit's plot. A fit resumed
+#' from its [gpu_backup()] folder (after a kill, a scheduler's signal, or a
+#' background child's crash) continues the same run. `fit$settings$tracking`
+#' names the run.
+#'
+#' @section A server that does not answer:
+#' Tracking never fails or stalls training. Records are sent on a thread of
+#' their own (each epoch's metrics in one request), and a tracked call waits
+#' at its end at most `wait` seconds for them. What a server that is down, too
+#' slow, or refusing the credentials did not take is kept in a folder of
+#' yours (`spool`), and a `gpukeras_warning_tracking` warning says what and
+#' why; `gpu_track_sync()` sends it when the server answers again (a later
+#' tracked run tries first), each value once.
+#'
+#' @param uri A folder for a store of your own, an MLflow server's URL
+#'   (`http://`, `https://`), or any tracking URI MLflow takes
+#'   (`sqlite:///path.db`, `postgresql://...`, `databricks`). `NULL` takes
+#'   `MLFLOW_TRACKING_URI`. `FALSE` turns tracking off for the session.
+#' @param experiment The MLflow experiment's name; `NULL` takes
+#'   `MLFLOW_EXPERIMENT_NAME` (or `MLFLOW_EXPERIMENT_ID`), else MLflow's
+#'   "Default".
+#' @param wait Seconds a tracked call waits at its end for its records to be
+#'   sent, before it keeps the rest for `gpu_track_sync()`.
+#' @param spool The folder where what could not be sent is kept (made only
+#'   then, for you alone).
+#' @param ... Not used: an argument these functions do not have is an error
+#'   that says what to use instead.
+#' @return `gpu_track()`: a `gpukeras_tracking` object (where runs go, whether
+#'   it answered, the credentials in use by name, what is kept), invisibly.
+#'   `gpu_track_sync()`: a `gpukeras_track_sync` object: `sent` (batches of a
+#'   run's records), `left` and `why` (what stopped it), invisibly.
+#' @seealso [gpu_runs()] and [gpu_compare_runs()] to read runs back,
+#'   `vignette("tracking", package = "gpukeras")`.
+#' @export
+#' @examples
+#' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
+#' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
+#'   runs <- file.path(tempdir(), "runs")
+#'   gpu_track(runs, experiment = "iris")
+#'   keras <- gpu_keras()
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 2, verbose = 0)
+#'   fit$settings$tracking$run_id
+#'   gpu_runs()
+#'   gpu_track(FALSE)
+#' }
+#' \dontshow{for (name in names(old)) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))}
+gpu_track <- function(uri = NULL, experiment = NULL, wait = 10, spool = track_spool_default(), ...) {
+  check_unknown_args("gpu_track")
+  call <- current_env()
+  if (isFALSE(uri)) {
+    Sys.setenv(GPUKERAS_TRACK = "false")
+    return(invisible(new_gpukeras_tracking(NULL)))
+  }
+  if (!is.null(experiment)) check_string(experiment, call = call)
+  check_positive_number(wait, call = call)
+  check_string(spool, call = call)
+  if (is.null(uri)) {
+    uri <- Sys.getenv("MLFLOW_TRACKING_URI")
+    if (!nzchar(uri)) {
+      gpukeras_abort(
+        c(
+          "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
+          "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
+        ),
+        "gpukeras_error_bad_argument",
+        call = call
+      )
+    }
+  }
+  check_string(uri, call = call)
+  if (!grepl("^[A-Za-z][A-Za-z0-9+.-]*:", uri)) {
+    uri <- core_call("track_open_folder", folder = path.expand(uri), error_call = call)$uri
+  }
+  Sys.setenv(MLFLOW_TRACKING_URI = uri, GPUKERAS_TRACK_WAIT = format(wait), GPUKERAS_TRACK_SPOOL = path.expand(spool))
+  if (!is.null(experiment)) {
+    Sys.setenv(MLFLOW_EXPERIMENT_NAME = experiment)
+    Sys.unsetenv("MLFLOW_EXPERIMENT_ID")
+  }
+  Sys.unsetenv("GPUKERAS_TRACK")
+  checked <- core_call("track_check", track = track_request(), error_call = call)
+  tracking <- new_gpukeras_tracking(checked, track_spool())
+  if (!isTRUE(checked$reachable)) {
+    gpukeras_warn(
+      c(sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why), "Runs are kept until it does: gpu_track_sync() sends them."),
+      "gpukeras_warning_tracking"
+    )
+  }
+  invisible(tracking)
+}
+
+#' @rdname gpu_track
+#' @export
+gpu_track_sync <- function(...) {
+  check_unknown_args("gpu_track_sync", "gpu_track")
+  call <- current_env()
+  track <- track_request()
+  if (is.null(track)) {
+    gpukeras_abort(
+      "Tracking is off: turn it on with gpu_track() to send what was kept to its store.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  synced <- core_call("track_sync", track = track, error_call = call)
+  synced$other <- unlist(synced$other)
+  invisible(structure(synced, class = "gpukeras_track_sync"))
+}
+
+#' @rdname gpu_track
+#' @export
+gpu_tracking_available <- function() {
+  python <- gpukeras_python()
+  !is.null(python) && nzchar(Sys.which(python)) &&
+    identical(suppressWarnings(system2(python, c("-c", shQuote("import mlflow.tracking")), stdout = FALSE, stderr = FALSE)), 0L)
+}
+
+# Where what could not be sent is kept, by default: this user's data folder for gpukeras.
+track_spool_default <- function() {
+  Sys.getenv("GPUKERAS_TRACK_SPOOL", file.path(tools::R_user_dir("gpukeras", "data"), "tracking-kept"))
+}
+
+track_spool <- function() path.expand(Sys.getenv("GPUKERAS_TRACK_SPOOL", track_spool_default()))
+
+# MLflow's variables the core passes on to MLflow's client (R's environment, which Python's
+# own copy of it does not follow), each by name (never by prefix: see DESIGN.md).
+mlflow_variables <- c(
+  "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID",
+  "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
+  "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_TRACKING_CLIENT_CERT_PATH",
+  "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"
+)
+
+# Whether runs are tracked now: MLFLOW_TRACKING_URI set and gpu_track(FALSE) not said.
+tracking_on <- function() {
+  nzchar(Sys.getenv("MLFLOW_TRACKING_URI")) && !identical(tolower(Sys.getenv("GPUKERAS_TRACK")), "false")
+}
+
+# Where runs go, as the core takes it with every tracked call (NULL when tracking is off),
+# with `the$track_context` (a worker's parent run and its run's key) and `...` added.
+track_request <- function(...) {
+  if (!tracking_on()) {
+    return(NULL)
+  }
+  env <- Sys.getenv(mlflow_variables, unset = NA)
+  env <- as.list(env[!is.na(env) & nzchar(env)])
+  wait <- suppressWarnings(as.numeric(Sys.getenv("GPUKERAS_TRACK_WAIT", "10")))
+  c(
+    list(
+      uri = Sys.getenv("MLFLOW_TRACKING_URI"),
+      experiment = Sys.getenv("MLFLOW_EXPERIMENT_NAME", unset = NA) %|na|% NULL,
+      experiment_id = Sys.getenv("MLFLOW_EXPERIMENT_ID", unset = NA) %|na|% NULL,
+      spool = track_spool(), wait = if (is.na(wait)) 10 else wait, env = env,
+      versions = list(gpukeras = format(utils::packageVersion("gpukeras")), R = format(getRversion())),
+      gpu_verdict = the$check_verdict
+    ),
+    the$track_context,
+    list(...)
+  )
+}
+
+`%|na|%` <- function(x, y) if (is.na(x) || !nzchar(x)) y else x
+
+# The tracking settings a child process takes back (a background job, a worker): the
+# variables, as this session has them.
+track_carry <- function() {
+  if (!tracking_on()) {
+    return(NULL)
+  }
+  names <- c(mlflow_variables, "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
+  values <- Sys.getenv(names, unset = NA)
+  as.list(values[!is.na(values)])
+}
+
+# In a child: the carried settings (track_carry()) set, and the run's context (its parent's
+# key, its own key, name, tags) kept for track_request().
+track_restore <- function(carried, context = NULL) {
+  if (length(carried)) {
+    do.call(Sys.setenv, carried)
+    Sys.unsetenv("GPUKERAS_TRACK")
+  } else {
+    Sys.setenv(GPUKERAS_TRACK = "false")
+  }
+  the$track_context <- context
+  invisible()
+}
+
+# Log to the run `key` (a parent's summary, a fold's held-out scores, a trial's state) and
+# end it with `status`; the core's warnings raised. Nothing when tracking is off.
+track_record <- function(track, key, ..., call = caller_env()) {
+  if (is.null(track) || is.null(key)) {
+    return(invisible())
+  }
+  recorded <- core_call("track_record", track = track, key = key, ..., error_call = call)
+  raise_core_warnings(recorded$warnings)
+  invisible(recorded)
+}
+
+# A run R opens (a cv's or a search's parent); its key, or NULL when tracking is off.
+track_open <- function(track, kind, name, params = list(), call = caller_env()) {
+  if (is.null(track)) {
+    return(NULL)
+  }
+  core_call("track_open_run", track = track, kind = kind, name = name, params = params, error_call = call)$key
+}
+
+# The fit's plot as an artifact of its run (where R can draw a PNG).
+track_plot <- function(fit, track) {
+  key <- fit$settings$tracking$key
+  if (is.null(track) || is.null(key) || !isTRUE(capabilities("png"))) {
+    return(invisible())
+  }
+  path <- file.path(tempfile("gpukeras-plot-"), "fit.png")
+  dir.create(dirname(path))
+  drawn <- tryCatch(
+    {
+      grDevices::png(path, width = 900, height = 600)
+      on.exit(grDevices::dev.off(), add = TRUE)
+      plot(fit)
+      TRUE
+    },
+    error = function(e) FALSE
+  )
+  if (drawn && file.exists(path)) try(core_call("track_artifact", track = track, key = key, path = path), silent = TRUE)
+  unlink(dirname(path), recursive = TRUE)
+  invisible()
+}
+
+new_gpukeras_tracking <- function(checked, spool = NULL) {
+  kept <- if (!is.null(spool)) length(list.files(spool, pattern = "[.]json$")) else 0L
+  structure(
+    list(
+      on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
+      reachable = checked$reachable, why = checked$why,
+      credentials = unlist(checked$credentials), username = checked$username,
+      spool = spool, kept = kept
+    ),
+    class = "gpukeras_tracking"
+  )
+}
+
+#' @export
+format.gpukeras_tracking <- function(x, ...) {
+  if (!isTRUE(x$on)) {
+    return("<gpukeras tracking> off")
+  }
+  c(
+    sprintf("<gpukeras tracking> %s, experiment %s", x$uri, x$experiment),
+    if (isTRUE(x$reachable)) "  answering" else sprintf("  not answering now: %s", x$why),
+    if (length(x$credentials)) sprintf("  as %s (%s set)", x$username %||% "token", paste(x$credentials, collapse = ", ")),
+    if (x$kept > 0L) sprintf("  %d batch(es) of records kept in %s: gpu_track_sync() sends them", x$kept, x$spool)
+  )
+}
+
+#' @export
+print.gpukeras_tracking <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' @export
+format.gpukeras_track_sync <- function(x, ...) {
+  c(
+    sprintf("<gpukeras track sync> %d sent, %d left%s", x$sent, x$left, if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""),
+    if (length(x$other)) sprintf("  kept for another store: %s (%d)", names(x$other), x$other)
+  )
+}
+
+#' @export
+print.gpukeras_track_sync <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+# A parent run (a cv's or a search's) and the keys of `children` runs under it (their
+# workers' fits); an environment whose `key` is NULL when tracking is off.
+track_many <- function(kind, children, params, call = caller_env()) {
+  tracked <- new.env(parent = emptyenv())
+  tracked$track <- track_request()
+  tracked$ended <- TRUE
+  if (is.null(tracked$track)) {
+    return(tracked)
+  }
+  opened <- core_call(
+    "track_open_run",
+    track = tracked$track, kind = kind, name = kind, params = track_params(params),
+    children = as.integer(children), error_call = call
+  )
+  raise_core_warnings(opened$warnings)
+  tracked$key <- opened$key
+  tracked$children <- as.character(unlist(opened$children))
+  tracked$carried <- track_carry()
+  tracked$ended <- FALSE
+  tracked
+}
+
+# What a worker takes to track its fit as child `i` of `tracked` (NULL when off): the
+# session's settings and the run's context (its parent, its key, name, kind, tags, params).
+track_child <- function(tracked, i, name, kind, tags = NULL, params = NULL, key = NULL) {
+  if (is.null(tracked$key)) {
+    return(NULL)
+  }
+  key <- key %||% tracked$children[[i]]
+  list(
+    carried = tracked$carried,
+    context = list(parent = tracked$key, key = key, name = name, kind = kind, tags = tags, params = track_params(params))
+  )
+}
+
+# A fresh run key for a child not counted ahead (a search's trial).
+track_new_key <- function(tracked, call = caller_env()) {
+  if (is.null(tracked$key)) {
+    return(NULL)
+  }
+  core_call("track_new_key", error_call = call)
+}
+
+# The parent's end (once), with its summary.
+track_many_end <- function(tracked, status, metrics = NULL, tags = NULL, call = caller_env()) {
+  if (isTRUE(tracked$ended)) {
+    return(invisible())
+  }
+  tracked$ended <- TRUE
+  track_record(tracked$track, tracked$key, metrics = metrics, tags = tags, status = status, kind = "parent", call = call)
+}
+
+# Values as a run's params: one level of lists flattened into their names (a cv's `fit`
+# arguments), each a number or a string (a Python object by its class).
+track_params <- function(params) {
+  if (!length(params)) {
+    return(list())
+  }
+  flat <- list()
+  for (name in names(params)) {
+    value <- params[[name]]
+    if (is.list(value) && !inherits(value, "python.builtin.object") && !is.null(names(value))) {
+      flat[names(value)] <- lapply(value, track_param_value)
+    } else {
+      flat[[name]] <- track_param_value(value)
+    }
+  }
+  Filter(Negate(is.null), flat)
+}
+
+track_param_value <- function(value) {
+  if (is.null(value)) {
+    return(NULL)
+  }
+  if (inherits(value, "python.builtin.object")) {
+    return(class(value)[1])
+  }
+  if (is.atomic(value) && length(value) == 1L) {
+    return(if (is.factor(value)) as.character(value) else value)
+  }
+  paste(deparse(value, width.cutoff = 500L), collapse = "")
+}

@@ -1,0 +1,133 @@
+"""A real MLflow tracking server for a test: `mlflow server` on 127.0.0.1, a free port, a SQLite
+backend and a local artifact folder (artifacts proxied over HTTP, as a team's server serves
+them), with MLflow's basic authentication (a user who logs in, and wrong credentials refused).
+
+Also run as a script by R's tests (tests/testthat/helper-mlflow.R starts the same server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+USER = "admin"
+PASSWORD = "gpukeras-Test-Pass-4096"  # the admin the server makes at its first start
+START_SECONDS = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    url: str
+    folder: Path
+
+    def pause(self) -> None:
+        """Stop answering (SIGSTOP): the kernel still accepts connections, nothing replies."""
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.process.pid, signal.SIGCONT)
+
+
+def mlflow_command() -> str:
+    return str(Path(sys.executable).with_name("mlflow"))
+
+
+def start(folder: Path) -> Server:
+    folder.mkdir(parents=True, exist_ok=True)
+    ini = folder / "auth.ini"
+    ini.write_text(
+        "[mlflow]\ndefault_permission = EDIT\nauth_cache_ttl_seconds = 600\n"
+        f"database_uri = sqlite:///{folder / 'auth.db'}\nadmin_username = {USER}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "MLFLOW_AUTH_CONFIG_PATH": str(ini),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": PASSWORD,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "gpukeras-test-secret",
+    }
+    command = [
+        mlflow_command(),
+        "server",
+        "--app-name",
+        "basic-auth",
+        "--backend-store-uri",
+        f"sqlite:///{folder / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(folder / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    log = open(folder / "server.log", "wb")  # noqa: SIM115 (the server's for its life)
+    process = subprocess.Popen(
+        command, cwd=folder, env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"mlflow server exited: {(folder / 'server.log').read_text()[-2000:]}"
+            )
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{url}/health", timeout=2) as answer,
+        ):
+            if answer.status == 200:
+                return Server(process, url, folder)
+        time.sleep(0.3)
+    stop(Server(process, url, folder))
+    raise RuntimeError("mlflow server did not start within 120 s")
+
+
+def stop(server: Server) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.process.pid, signal.SIGCONT)
+        os.killpg(server.process.pid, signal.SIGTERM)
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+
+
+@contextlib.contextmanager
+def running(folder: Path) -> Iterator[Server]:
+    server = start(folder)
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+if __name__ == "__main__":
+    # R's tests: start a server in the folder given, print its URL and the process group,
+    # and keep running until stdin closes (the R test ends), then stop it.
+    server = start(Path(sys.argv[1]))
+    print(server.url, flush=True)
+    print(server.process.pid, flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        stop(server)

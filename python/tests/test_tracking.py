@@ -1,0 +1,191 @@
+"""Tracking in MLflow, against the real thing: `mlflow server` started here (SQLite backend,
+artifacts proxied, basic authentication) and an embedded store in a folder, both read back
+with MLflow's own client. A server that is down, paused (SIGSTOP: connections accepted,
+nothing answered) or refusing the credentials never fails nor holds up a fit; what it did
+not take is kept and sent once it answers, each value once."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import requires
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+from gpukeras.tools import tracking, tracking_sender
+from mlflow_server import PASSWORD, USER, free_port, running
+
+pytestmark = pytest.mark.slow  # a server process and whole fits
+
+
+def _model() -> object:
+    keras = config.keras()
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.random((96, 4), dtype=np.float32), rng.integers(0, 3, 96).astype("int32")
+
+
+def _fit(track: dict, epochs: int = 3, **request: object) -> dict:
+    x, y = _data()
+    answer = bridge.call(
+        "fit",
+        {
+            "model": _model(),
+            "data": (x, y),
+            "validation_data": (x, y),
+            "request": {"epochs": epochs, "batch_size": 32, "verbose": 0, "seed": 1, **request},
+            "track": track,
+        },
+    )
+    assert answer["ok"], answer
+    return answer["value"]
+
+
+def _client(uri: str) -> object:
+    from mlflow import MlflowClient
+
+    return MlflowClient(uri)
+
+
+def _runs(uri: str, experiment: str) -> list:
+    client = _client(uri)
+    found = client.get_experiment_by_name(experiment)
+    return [] if found is None else client.search_runs([found.experiment_id])
+
+
+def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> None:
+    requires("mlflow")
+    with running(tmp_path / "server") as server:
+        env = {"MLFLOW_TRACKING_USERNAME": USER, "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+        track = {
+            "uri": server.url,
+            "experiment": "fits",
+            "spool": str(tmp_path / "kept"),
+            "env": env,
+            "versions": {"gpukeras": "test"},
+        }
+        result = _fit(track)
+        assert result["warnings"] == []
+        run_id = result["settings"]["tracking"]["run_id"]
+        client = _client(server.url)
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED"
+        params = run.data.params
+        assert params["epochs"] == "3" and params["batch_size"] == "32" and params["seed"] == "1"
+        assert (
+            params["optimizer"] == "Adam" and params["backend"] == config.keras().backend.backend()
+        )
+        assert (
+            params["keras_version"] == config.keras().__version__
+            and params["gpukeras_version"] == "test"
+        )
+        assert len(params["data_hash"]) == 16 and params["data_shapes"] == "[[96, 4], [96]]"
+        assert run.data.tags["gpukeras.kind"] == "fit" and "gpukeras.input_verdict" in run.data.tags
+        for name in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            history = client.get_metric_history(run_id, name)
+            assert sorted(m.step for m in history) == [1, 2, 3]
+            assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
+                result["history"][name]
+            )
+        assert run.data.metrics["samples_per_second"] > 0
+        # the model as gpu_save() writes it, downloaded and loaded: the same predictions
+        folder = client.download_artifacts(run_id, "model", str(tmp_path / "down"))
+        assert sorted(os.listdir(folder)) == ["model.gpukeras.json", "model.keras"]
+        loaded = bridge.call("load_model", {"path": os.path.join(folder, "model.keras")})
+        assert loaded["ok"], loaded
+
+        # refused credentials: the fit completes, a warning says so, nothing secret shown
+        wrong = {**track, "env": {**env, "MLFLOW_TRACKING_PASSWORD": "not-the-password"}}
+        started = time.monotonic()
+        refused = _fit(wrong, epochs=2)
+        assert time.monotonic() - started < 60
+        said = " ".join(w["message"] for w in refused["warnings"])
+        assert [w["class"] for w in refused["warnings"]] == ["tracking"]
+        assert "401" in said and "gpu_track_sync()" in said and "not-the-password" not in said
+        kept = list((tmp_path / "kept").glob("*.json"))
+        assert kept and all("not-the-password" not in p.read_text() for p in kept)
+        assert oct((tmp_path / "kept").stat().st_mode & 0o777) == "0o700"
+        # sent once the credentials are right again, every value once
+        synced = bridge.call("track_sync", {"track": track})["value"]
+        assert synced["sent"] == len(kept) and synced["left"] == 0
+        late = [r for r in _runs(server.url, "fits") if r.info.run_id != run_id]
+        assert len(late) == 1 and late[0].info.status == "FINISHED"
+        assert sorted(m.step for m in client.get_metric_history(late[0].info.run_id, "loss")) == [
+            1,
+            2,
+        ]
+
+        # a server that accepts connections and answers nothing: the fit waits `wait` s at most
+        server.pause()
+        try:
+            started = time.monotonic()
+            stalled = _fit({**track, "wait": 2}, epochs=2)
+            assert time.monotonic() - started < 30
+            assert [w["class"] for w in stalled["warnings"]] == ["tracking"]
+        finally:
+            server.resume()
+        target = tracking.target_of(track)
+        tracking_sender.SENDER.drain(target, wait=60)  # the request in flight ends too
+        synced = bridge.call("track_sync", {"track": track})["value"]
+        assert synced["left"] == 0 and synced["why"] is None
+        runs = _runs(server.url, "fits")
+        assert len(runs) == 3, [r.data.tags for r in runs]
+        newest = max(runs, key=lambda r: r.info.start_time)
+        assert newest.info.status == "FINISHED"
+        for name in ("loss", "val_loss"):
+            steps = [m.step for m in client.get_metric_history(newest.info.run_id, name)]
+            assert sorted(steps) == [1, 2], steps  # once each, whatever reached it late
+
+
+def test_nothing_listening_costs_the_fit_nothing(tmp_path: Path) -> None:
+    requires("mlflow")
+    track = {"uri": f"http://127.0.0.1:{free_port()}", "spool": str(tmp_path / "kept"), "wait": 5}
+    started = time.monotonic()
+    result = _fit(track, epochs=2)
+    assert time.monotonic() - started < 60
+    assert [w["class"] for w in result["warnings"]] == ["tracking"]
+    assert "did not answer" in result["warnings"][0]["message"]
+    kept = [json.loads(p.read_text()) for p in sorted((tmp_path / "kept").glob("*.json"))]
+    ops = [op["op"] for document in kept for op in document["ops"]]
+    assert "fill" in ops and "artifacts" in ops and ops[-1] == "status"
+
+
+def test_a_folder_store_is_mlflows_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    requires("mlflow")
+    monkeypatch.chdir(tmp_path)  # nothing may land in the working folder
+    opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
+    assert opened["uri"] == f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    track = {"uri": opened["uri"], "experiment": "local", "spool": str(tmp_path / "kept")}
+    parent = bridge.call("track_open_run", {"track": track, "kind": "cv", "name": "cv"})["value"]
+    result = _fit({**track, "parent": parent["key"], "name": "fold 1"}, epochs=2)
+    bridge.call(
+        "track_record",
+        {"track": track, "key": parent["key"], "metrics": {"loss_mean": 1.0}, "status": "FINISHED"},
+    )
+    runs = {r.data.tags["mlflow.runName"]: r for r in _runs(opened["uri"], "local")}
+    assert set(runs) == {"cv", "fold 1"}
+    assert runs["fold 1"].data.tags["mlflow.parentRunId"] == runs["cv"].info.run_id
+    assert runs["cv"].data.metrics["loss_mean"] == 1.0 and runs["cv"].info.status == "FINISHED"
+    assert runs["fold 1"].info.run_id == result["settings"]["tracking"]["run_id"]
+    artifacts = runs["fold 1"].info.artifact_uri
+    assert artifacts.lstrip("/").startswith(str(tmp_path / "runs" / "artifacts" / "local-")[1:])
+    assert os.path.isfile(os.path.join(artifacts, "model", "model.keras"))
+    assert sorted(os.listdir(tmp_path)) == ["runs"]
+    assert not (tmp_path / "kept").exists()

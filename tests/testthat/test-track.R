@@ -1,0 +1,167 @@
+# Tracking in MLflow, against the real thing: a folder store and a real `mlflow server`
+# (helper-mlflow.R, one for the file, started when a test first needs it), read back through
+# MLflow's own Python client and gpu_runs().
+the_server <- local({
+  server <- NULL
+  function() {
+    if (is.null(server)) server <<- start_mlflow_server()
+    server
+  }
+})
+
+test_that("install_gpukeras(extras = \"tracking\") pins MLflow's client", {
+  reqs <- gpukeras_requirements(gpu = FALSE, os = "Linux", extras = "tracking")
+  expect_identical(reqs, c(gpukeras_requirements(gpu = FALSE, os = "Linux"), "mlflow-skinny==3.17.2"))
+})
+
+test_that("gpu_track() and the readers say what is wrong", {
+  local_tracking_off()
+  expect_snapshot(error = TRUE, {
+    gpu_track()
+    gpu_track("runs", wait = -1)
+    gpu_runs()
+    gpu_track_sync()
+    gpu_compare_runs("not a run", "3f2a")
+    gpu_load("runs:/zz")
+  })
+  expect_null(track_request())
+  Sys.setenv(MLFLOW_TRACKING_URI = "http://127.0.0.1:1")
+  expect_false(is.null(track_request()))
+  gpu_track(FALSE)
+  expect_null(track_request())
+})
+
+test_that("a folder store: a fit's run holds its settings, epochs, report and model", {
+  mark_slow()
+  skip_if_no_mlflow()
+  local_tracking_off()
+  folder <- file.path(tempfile("runs-"), "store")
+  tracking <- gpu_track(folder, experiment = "iris")
+  expect_s3_class(tracking, "gpukeras_tracking")
+  expect_true(file.exists(file.path(folder, "mlflow.db")))
+  expect_match(format(tracking)[1], "experiment iris")
+  fit <- gpu_fit(iris_model_fn(), list(x = iris[, 1:4], y = iris$Species), epochs = 3, batch_size = 32, seed = 1, verbose = 0)
+  run_id <- fit$settings$tracking$run_id
+  expect_type(run_id, "character")
+  client <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))
+  run <- client$get_run(run_id)
+  expect_equal(run$info$status, "FINISHED")
+  params <- run$data$params
+  expect_equal(params[["epochs"]], "3")
+  expect_equal(params[["batch_size"]], "32")
+  expect_equal(params[["gpukeras_version"]], format(utils::packageVersion("gpukeras")))
+  steps <- vapply(py_list(client$get_metric_history(run_id, "loss")), function(m) m$step, numeric(1))
+  expect_equal(sort(steps), 1:3)
+  artifacts <- vapply(py_list(client$list_artifacts(run_id)), function(f) f$path, character(1))
+  expect_setequal(artifacts, c("fit.png", "model", "model_summary.txt"))
+
+  runs <- gpu_runs()
+  expect_s3_class(runs, "gpukeras_runs")
+  expect_equal(runs$run_id, run_id)
+  expect_equal(runs$params.epochs, 3L)
+  expect_equal(runs$metrics.loss, fit$history$loss[3], tolerance = 1e-6)
+  shown <- format(runs)
+  expect_match(shown[1], "<gpukeras runs> 1 run")
+  expect_true(any(grepl(substr(run_id, 1, 8), shown, fixed = TRUE)))
+  loaded <- gpu_load(paste0("runs:/", run_id))
+  expect_equal(predict(loaded, iris[c(1, 51, 101), 1:4]), predict(fit, iris[c(1, 51, 101), 1:4]))
+  expect_equal(loaded$path, sprintf("runs:/%s/model/model.keras", run_id))
+})
+
+test_that("a real server: fits, a cv's folds and a search's trials as parents and children", {
+  mark_slow()
+  local_tracking_off()
+  server <- the_server()
+  Sys.setenv(MLFLOW_TRACKING_USERNAME = mlflow_user, MLFLOW_TRACKING_PASSWORD = mlflow_password)
+  tracking <- gpu_track(server$url, experiment = "team")
+  expect_true(tracking$reachable)
+  expect_false(any(grepl(mlflow_password, format(tracking), fixed = TRUE)))
+  data <- list(x = iris[, 1:4], y = iris$Species)
+  small <- gpu_fit(iris_model_fn(4), data, epochs = 2, seed = 1, verbose = 0)
+  large <- gpu_fit(iris_model_fn(16), data, epochs = 2, seed = 1, verbose = 0)
+  comparison <- gpu_compare_runs(small$settings$tracking$run_id, paste0("runs:/", large$settings$tracking$run_id))
+  expect_true("parameters" %in% comparison$params$param)
+  expect_setequal(unique(comparison$history$metric), c("loss", "accuracy"))
+  expect_equal(comparison$history$value[comparison$history$run == "b" & comparison$history$metric == "loss"], large$history$loss, tolerance = 1e-6)
+  path <- tempfile(fileext = ".png")
+  grDevices::png(path)
+  plot(comparison)
+  grDevices::dev.off()
+  expect_true(file.size(path) > 0)
+
+  model_fn <- iris_model_fn
+  cv <- gpu_cv(function() model_fn(), data, folds = 2, epochs = 2, seed = 1, workers = 1)
+  search <- gpu_search(
+    function(p) model_fn(p$units), data, space = list(units = search_int(4, 16)),
+    trials = 2, epochs = 2, seed = 1, workers = 1
+  )
+  client <- mlflow_client(server$url)
+  runs <- mlflow_runs(client, "team")
+  tag <- function(run, name) run$data$tags[[name]] %||% NA_character_
+  kinds <- vapply(runs, tag, character(1), "gpukeras.kind")
+  expect_equal(as.vector(table(kinds)[c("cv", "fit", "fold", "search", "trial")]), c(1L, 2L, 2L, 1L, 2L))
+  parent_of <- function(kind) runs[[which(kinds == kind)]]$info$run_id
+  for (run in runs[kinds == "fold"]) {
+    expect_equal(tag(run, "mlflow.parentRunId"), parent_of("cv"))
+    expect_true("held_out_loss" %in% names(run$data$metrics))
+  }
+  expect_equal(runs[[which(kinds == "cv")]]$data$metrics[["held_out_loss_mean"]], mean(cv$metrics$loss), tolerance = 1e-6)
+  for (run in runs[kinds == "trial"]) {
+    expect_equal(tag(run, "mlflow.parentRunId"), parent_of("search"))
+    expect_equal(tag(run, "gpukeras.trial_state"), "complete")
+    expect_true(as.integer(run$data$params[["units"]]) %in% search$trials$units)
+    expect_equal(run$info$status, "FINISHED")
+  }
+  expect_equal(
+    runs[[which(kinds == "search")]]$data$metrics[["best_value"]], search$best$value,
+    tolerance = 1e-6
+  )
+  listed <- gpu_runs(filter = "tags.`gpukeras.kind` = 'trial'")
+  expect_equal(nrow(listed), 2L)
+  expect_setequal(listed$trial_state, "complete")
+})
+
+test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track_sync() sends later", {
+  mark_slow()
+  local_tracking_off()
+  server <- the_server()
+  Sys.setenv(MLFLOW_TRACKING_USERNAME = mlflow_user, MLFLOW_TRACKING_PASSWORD = "wrong-Secret-123")
+  said <- NULL
+  tracking <- withCallingHandlers(
+    gpu_track(server$url, experiment = "kept", wait = 5),
+    gpukeras_warning_tracking = function(w) {
+      said <<- conditionMessage(w)
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_match(said, "refused the credentials")
+  expect_false(tracking$reachable)
+  expect_false(any(grepl("wrong-Secret-123", format(tracking), fixed = TRUE)))
+  warned <- NULL
+  fit <- withCallingHandlers(
+    gpu_fit(iris_model_fn(), list(x = iris[, 1:4], y = iris$Species), epochs = 2, seed = 1, verbose = 0),
+    gpukeras_warning_tracking = function(w) {
+      warned <<- conditionMessage(w)
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_match(warned, "401")
+  expect_false(grepl("wrong-Secret-123", warned, fixed = TRUE))
+  expect_equal(nrow(fit$history), 2L)
+  kept <- list.files(Sys.getenv("GPUKERAS_TRACK_SPOOL"), pattern = "[.]json$", full.names = TRUE)
+  expect_gt(length(kept), 0L)
+  expect_false(any(vapply(kept, function(f) any(grepl("wrong-Secret-123", readLines(f, warn = FALSE), fixed = TRUE)), logical(1))))
+  # a password in the URI is masked too
+  masked <- suppressWarnings(gpu_track(sub("//", "//someone:uri-Secret-9@", server$url), experiment = "kept", wait = 5))
+  expect_false(any(grepl("uri-Secret-9", format(masked), fixed = TRUE)))
+
+  Sys.setenv(MLFLOW_TRACKING_PASSWORD = mlflow_password)
+  gpu_track(server$url, experiment = "kept")
+  synced <- gpu_track_sync()
+  expect_equal(synced$left, 0L)
+  expect_equal(synced$sent, length(kept))
+  runs <- mlflow_runs(mlflow_client(server$url), "kept")
+  expect_length(runs, 1L)
+  steps <- vapply(py_list(mlflow_client(server$url)$get_metric_history(runs[[1]]$info$run_id, "loss")), function(m) m$step, numeric(1))
+  expect_equal(sort(steps), 1:2)
+})
