@@ -208,6 +208,6 @@ worker_device <- function() if (simulating_gpu() || has_nvidia_gpu()) "GPU 0" el
 # mixed precision (the simulated-GPU run's bfloat16) Keras gives bfloat16 arrays, which
 # reticulate cannot convert, so they become float32 in Python first.
 keras_predict <- function(model, x, ...) {
-  code <- "import numpy\ndef predict(model, x, **kw):\n    return numpy.asarray(model.predict(x, **kw), dtype='float32')"
+  code <- "def predict(model, x, **kw):\n    import numpy\n    return numpy.asarray(model.predict(x, **kw), dtype='float32')"
   reticulate::py_run_string(code, local = TRUE)$predict(model, x, ...)
 }

@@ -124,7 +124,9 @@ test_that("a SavedModel scores raw columns as predict() does, in a fresh Python,
   # ONNX: onnxruntime on the rows predict() encodes; the encoding beside it
   skip_if_not(has_onnx, "tf2onnx or onnxruntime is not installed (install_gpukeras(extras = \"onnx\"))")
   expect_true(file.exists(file.path(dir, "model.gpukeras.json")))
-  expect_equal(do.call(rbind, lapply(answer$onnx$outputs, unlist)), unname(expected), tolerance = 1e-5)
+  # a model in mixed bfloat16 (a GPU's default) exports as a float32 copy: bfloat16's rounding apart
+  rounding <- if (grepl("bfloat16", fit$settings$dtype_policy)) 1e-2 else 1e-5
+  expect_equal(do.call(rbind, lapply(answer$onnx$outputs, unlist)), unname(expected), tolerance = rounding)
 })
 
 test_that("an existing path is kept without overwrite, replaced with it; a failed export leaves nothing", {

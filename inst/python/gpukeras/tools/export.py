@@ -335,8 +335,13 @@ def _in_float32(keras: Any, model: Model) -> Model:
     copy = model_copies.clone(
         keras, model, "gpu_export()", weights=True, policy="float32", every_layer=True
     )
-    # Keras' ONNX export wants a model that was called once (a clone never was)
-    copy(keras.tree.map_structure(lambda t: np.zeros((1, *t.shape[1:]), t.dtype), copy.input))
+    # Keras' ONNX export wants a model that was called once (a clone never was); a
+    # Sequential model that was built, not called, has no ``input`` structure, only ``inputs``
+    try:
+        given = model.input
+    except (AttributeError, ValueError):
+        given = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    copy(keras.tree.map_structure(lambda t: np.zeros((1, *t.shape[1:]), "float32"), given))
     return copy
 
 
