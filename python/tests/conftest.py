@@ -20,14 +20,16 @@ import os
 import pwd
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gpukeras import bridge
-from gpukeras.core import backend
+from gpukeras.core import backend, runtime
 from gpukeras.gpu import devices, nvml
 from scripts.core_child import MARKER
 
@@ -215,11 +217,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def no_gpu() -> None:
-    """For tests of the no-GPU verdicts: skip where the backend sees a GPU."""
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of the no-GPU verdicts: skip where the backend sees a GPU; no simulated GPU
+    either (``GPUKERAS_SIMULATE_GPU``, make test's simulated-GPU run), here or in children."""
     visible, why = gpu_status()
     if visible:
         pytest.skip(f"asserts the no-GPU outcome, but {why}")
+    monkeypatch.delenv("GPUKERAS_SIMULATE_GPU", raising=False)
 
 
 @pytest.fixture
@@ -301,3 +305,35 @@ def other_group() -> grp.struct_group:
             if found.gr_name != me:
                 return found
     pytest.skip("no group other than this user's own to give a folder to")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def simulated_gpu_session() -> Iterator[None]:
+    """Under ``GPUKERAS_SIMULATE_GPU`` (make test's simulated-GPU run) the test process starts
+    as a GPU user's session does, with gpu_setup() and its "auto" choices (mixed_bfloat16);
+    the policy is put back after."""
+    from gpukeras.gpu.simulated import simulated_gpu
+
+    if simulated_gpu() is None:
+        yield
+        return
+    answer = bridge.call("setup", {})
+    assert answer["ok"], answer
+    yield
+    keras = runtime.config.keras()
+    keras.config.set_dtype_policy("float32")
+    runtime.config.setup.precision = None
+
+
+def keras_outputs(predicted: Any) -> Any:
+    """Keras' own predictions as float32 arrays (a list for several outputs), to compare
+    gpukeras' with: under mixed precision (the simulated-GPU run's bfloat16) Keras gives
+    bfloat16 arrays, which NumPy's comparisons cannot promote."""
+    if isinstance(predicted, (list, tuple)):
+        return [np.asarray(part, dtype="float32") for part in predicted]
+    return np.asarray(predicted, dtype="float32")
+
+
+def low_precision() -> bool:
+    """Whether Keras' global policy computes in float16 or bfloat16 (the simulated-GPU run)."""
+    return runtime.config.keras().config.dtype_policy().compute_dtype in ("float16", "bfloat16")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import requires
+from conftest import keras_outputs, requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 from gpukeras.data.csv_source import csv_source
@@ -64,7 +64,7 @@ def leftovers(folder: Path) -> list[str]:
 
 def test_arrays_give_keras_outputs_in_order_in_any_batch_size(model, tmp_path: Path) -> None:
     x = features(203)
-    expected = model.predict(x, verbose=0)
+    expected = keras_outputs(model.predict(x, verbose=0))
     # R hands over column-major float64 views: the core copies them to C order itself.
     fortran = np.asfortranarray(x.astype("float64"))
     for batch_size in (7, 64, 1000):
@@ -90,7 +90,9 @@ def test_a_dataset_streams_its_batches_labels_ignored(model, tmp_path: Path) -> 
     assert value["rows"] == 150
     header, rows = read(path)
     assert header == ["prediction_1", "prediction_2", "prediction_3"]
-    np.testing.assert_allclose(numbers(rows, slice(None)), model.predict(x, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        numbers(rows, slice(None)), keras_outputs(model.predict(x, verbose=0)), atol=1e-6
+    )
 
 
 def test_a_csv_source_is_scored_row_by_row_in_file_order(model, tmp_path: Path) -> None:
@@ -102,12 +104,14 @@ def test_a_csv_source_is_scored_row_by_row_in_file_order(model, tmp_path: Path) 
     out = tmp_path / "out.csv"
     written(model=model, x=dataset, file=str(out))
     _, rows = read(out)
-    np.testing.assert_allclose(numbers(rows, slice(None)), model.predict(x, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        numbers(rows, slice(None)), keras_outputs(model.predict(x, verbose=0)), atol=1e-6
+    )
 
 
 def test_classes_row_names_and_rows_left_out(model, tmp_path: Path) -> None:
     x = features(5, seed=5)
-    predicted = model.predict(x, verbose=0)
+    predicted = keras_outputs(model.predict(x, verbose=0))
     path = tmp_path / "classes.csv"
     # rows 2 and 4 of 7 were left out (na = "drop"): 1-based kept rows, as R gives them
     value = written(
@@ -139,7 +143,7 @@ def test_several_outputs_are_prefixed_by_their_names(tmp_path: Path) -> None:
     written(model=two, x=x, file=str(path), levels=["p", "q"])
     header, rows = read(path)
     assert header == ["kind_p", "kind_q", "size"]
-    kind, size = two.predict(x, verbose=0)
+    kind, size = keras_outputs(two.predict(x, verbose=0))
     np.testing.assert_allclose(numbers(rows, slice(None)), np.hstack([kind, size]), atol=1e-6)
     refused = answer(model=two, x=x, file=str(tmp_path / "c.csv"), classes=True)
     assert refused["r_class"] == "gpukeras_error_bad_argument"

@@ -368,6 +368,7 @@ def test_a_linked_search_db_or_models_is_refused(tmp_path: Path, name: str) -> N
 # Where the workers run --------------------------------------------------------------------
 def test_without_a_gpu_the_workers_run_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "_visible_gpus", list)
+    monkeypatch.delenv("GPUKERAS_SIMULATE_GPU", raising=False)  # (test_simulated's case)
     assert workers.plan()["slots"] == [{"device": "CPU", "visible": None, "memory_total_mib": None}]
     assert len(workers.plan(workers=3)["slots"]) == 3
     with pytest.raises(BadArgumentError, match="no GPU is visible here"):
