@@ -114,6 +114,23 @@
 #' CPU most ops are deterministic anyway; the GPU is where determinism changes
 #' results (atomic adds in reductions, autotuned kernels), and where it costs
 #' most.
+#'
+#' @section A GPU's choices on a CPU:
+#' On a GPU gpukeras' `"auto"` rules choose differently from a CPU: `gpu_setup()`
+#' picks mixed bfloat16 on compute capability >= 8.0, [gpu_cv()] and
+#' [gpu_search()] put their workers on the GPU and let a fit's memory plan
+#' decide how many share it, [gpu_tune()] tries the GPU's precisions, and the
+#' report advises for the GPU. To test a script, a package or a CI run along
+#' that path where no GPU is, set the environment variable
+#' `GPUKERAS_SIMULATE_GPU=true` before Python starts
+#' (`Sys.setenv(GPUKERAS_SIMULATE_GPU = "true")` first in the session, or in
+#' `.Renviron`): every `"auto"` then decides as on an NVIDIA GPU of compute
+#' capability 9.0 with 80 GB of memory, while the work runs on the CPU. What is
+#' measured stays what it is ([gpu_check()]'s verdict, the devices, the
+#' report's figures); the precision's reason, a fit's print ("Auto choices:")
+#' and its report's notes say what was simulated. Worker processes and
+#' background jobs inherit it. Where a GPU is visible it changes nothing.
+#' `make test` runs the fit, predict, cv, search, serve, export and job tests so.
 #' @return An object of class `gpukeras_setup`: a list with `backend`, `gpus`
 #'   (GPUs in use), `memory_growth`, `memory_limit_mib`, `devices`,
 #'   `cpu_devices`, `intra_op_threads`, `inter_op_threads`, `dtype_policy`,
