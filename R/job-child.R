@@ -178,6 +178,7 @@ job_child <- function(dir) {
         fit_args[setdiff(names(fit_args), "learning_rate")],
         list(learning_rate = carried$schedule %||% fit_args$learning_rate)
       ))
+      try(track_flush(ending = TRUE), silent = TRUE) # the run sent before the child ends
       core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
       write_rds_atomic(fit, job_file(dir, "result.rds"))
       NULL

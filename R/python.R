@@ -207,6 +207,7 @@ core <- function(call = caller_env()) {
   # cluster with the other workers (a chief gone first ends them) and delete
   # the files TensorFlow's autograph writes to the temp folder.
   reg.finalizer(the, function(e) {
+    try(track_flush(wait = 5, ending = TRUE), silent = TRUE) # tracked runs sent, or kept
     try(core_call("leave_cluster"), silent = TRUE)
     try(core_call("remove_autograph_files"), silent = TRUE)
   }, onexit = TRUE)

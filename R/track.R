@@ -47,8 +47,8 @@
 #'
 #' @section A server that does not answer:
 #' Tracking never fails or stalls training. Records are sent on a thread of
-#' their own (each epoch's metrics in one request), and a tracked call waits
-#' at its end at most `wait` seconds for them. What a server that is down, too
+#' their own (each epoch's metrics in one request) while training goes on, and
+#' a tracked call does not wait for them at its end (unless `wait`). What a server that is down, too
 #' slow, or refusing the credentials did not take is kept in a folder of
 #' yours (`spool`), and a `gpukeras_warning_tracking` warning says what and
 #' why; `gpu_track_sync()` sends it when the server answers again (a later
@@ -62,7 +62,10 @@
 #'   `MLFLOW_EXPERIMENT_NAME` (or `MLFLOW_EXPERIMENT_ID`), else MLflow's
 #'   "Default".
 #' @param wait Seconds a tracked call waits at its end for its records to be
-#'   sent, before it keeps the rest for `gpu_track_sync()`.
+#'   sent, before it keeps the rest for `gpu_track_sync()`. `0` (the default):
+#'   it waits only for its run to be made (a few seconds at most, for the run
+#'   id), and the records go on being sent while R carries on; [gpu_runs()],
+#'   [gpu_compare_runs()] and `gpu_load("runs:/...")` wait for them first.
 #' @param spool The folder where what could not be sent is kept (made only
 #'   then, for you alone).
 #' @param ... Not used: an argument these functions do not have is an error
@@ -91,7 +94,7 @@
 #'   gpu_track(FALSE)
 #' }
 #' \dontshow{for (name in names(old)) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))}
-gpu_track <- function(uri = NULL, experiment = NULL, wait = 10, spool = track_spool_default(), ...) {
+gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spool_default(), ...) {
   check_unknown_args("gpu_track")
   call <- current_env()
   if (isFALSE(uri)) {
@@ -99,7 +102,9 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 10, spool = track_sp
     return(invisible(new_gpukeras_tracking(NULL)))
   }
   if (!is.null(experiment)) check_string(experiment, call = call)
-  check_positive_number(wait, call = call)
+  if (!is_number(wait) || wait < 0) {
+    gpukeras_abort(sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)), "gpukeras_error_bad_argument", call = call)
+  }
   check_string(spool, call = call)
   if (is.null(uri)) {
     uri <- Sys.getenv("MLFLOW_TRACKING_URI")
@@ -148,6 +153,7 @@ gpu_track_sync <- function(...) {
       call = call
     )
   }
+  track_flush(call)
   synced <- core_call("track_sync", track = track, error_call = call)
   synced$other <- unlist(synced$other)
   invisible(structure(synced, class = "gpukeras_track_sync"))
@@ -188,6 +194,7 @@ track_request <- function(...) {
   if (!tracking_on()) {
     return(NULL)
   }
+  the$tracked <- TRUE # there may be records to send before R ends (track_flush())
   env <- Sys.getenv(mlflow_variables, unset = NA)
   env <- as.list(env[!is.na(env) & nzchar(env)])
   wait <- suppressWarnings(as.numeric(Sys.getenv("GPUKERAS_TRACK_WAIT", "10")))
@@ -229,6 +236,18 @@ track_restore <- function(carried, context = NULL) {
   }
   the$track_context <- context
   invisible()
+}
+
+# Wait (at most `wait` s) for the records this session's Python still sends, and raise the
+# warnings due: before runs are read, at a worker's end, when R ends (`ending`: what is
+# left then is kept). Nothing when tracking never started in this process.
+track_flush <- function(call = caller_env(), wait = 30, ending = FALSE) {
+  if (is.null(the$bridge) || !isTRUE(the$tracked)) {
+    return(invisible())
+  }
+  flushed <- core_call("track_flush", wait = wait, ending = ending, error_call = call)
+  raise_core_warnings(flushed$warnings)
+  invisible(flushed)
 }
 
 # Log to the run `key` (a parent's summary, a fold's held-out scores, a trial's state) and

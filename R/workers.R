@@ -324,6 +324,8 @@ worker_task <- function(dir, task, prepared = NULL) {
     },
     error = function(e) list(error = list(class = class(e), message = conditionMessage(e)))
   )
+  # the fit's run sent before this process ends (it is not waited for in the fit)
+  try(track_flush(ending = TRUE), silent = TRUE)
   write_rds_atomic(result, file.path(dir, "result.rds"), "The fit's result (result.rds)")
   invisible()
 }

@@ -80,6 +80,7 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
             "spool": str(tmp_path / "kept"),
             "env": env,
             "versions": {"gpukeras": "test"},
+            "wait": 30,  # the fit waits for its records (by default it only waits for its run)
         }
         result = _fit(track)
         assert result["warnings"] == []
@@ -112,7 +113,7 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
         assert loaded["ok"], loaded
 
         # refused credentials: the fit completes, a warning says so, nothing secret shown
-        wrong = {**track, "env": {**env, "MLFLOW_TRACKING_PASSWORD": "not-the-password"}}
+        wrong = {**track, "env": {**env, "MLFLOW_TRACKING_PASSWORD": "not-the-password"}, "wait": 0}
         started = time.monotonic()
         refused = _fit(wrong, epochs=2)
         assert time.monotonic() - started < 60
@@ -179,6 +180,7 @@ def test_a_folder_store_is_mlflows_own(tmp_path: Path, monkeypatch: pytest.Monke
         "track_record",
         {"track": track, "key": parent["key"], "metrics": {"loss_mean": 1.0}, "status": "FINISHED"},
     )
+    assert bridge.call("track_flush", {})["value"] == {"done": True, "warnings": []}
     runs = {r.data.tags["mlflow.runName"]: r for r in _runs(opened["uri"], "local")}
     assert set(runs) == {"cv", "fold 1"}
     assert runs["fold 1"].data.tags["mlflow.parentRunId"] == runs["cv"].info.run_id

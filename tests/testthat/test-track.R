@@ -43,6 +43,8 @@ test_that("a folder store: a fit's run holds its settings, epochs, report and mo
   fit <- gpu_fit(iris_model_fn(), list(x = iris[, 1:4], y = iris$Species), epochs = 3, batch_size = 32, seed = 1, verbose = 0)
   run_id <- fit$settings$tracking$run_id
   expect_type(run_id, "character")
+  # the fit did not wait for its records (gpu_track(wait = 0)); gpu_runs() does
+  runs <- gpu_runs()
   client <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))
   run <- client$get_run(run_id)
   expect_equal(run$info$status, "FINISHED")
@@ -55,7 +57,6 @@ test_that("a folder store: a fit's run holds its settings, epochs, report and mo
   artifacts <- vapply(py_list(client$list_artifacts(run_id)), function(f) f$path, character(1))
   expect_setequal(artifacts, c("fit.png", "model", "model_summary.txt"))
 
-  runs <- gpu_runs()
   expect_s3_class(runs, "gpukeras_runs")
   expect_equal(runs$run_id, run_id)
   expect_equal(runs$params.epochs, 3L)
@@ -95,6 +96,9 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
     function(p) model_fn(p$units), data, space = list(units = search_int(4, 16)),
     trials = 2, epochs = 2, seed = 1, workers = 1
   )
+  listed <- gpu_runs(filter = "tags.`gpukeras.kind` = 'trial'") # waits for what is being sent
+  expect_equal(nrow(listed), 2L)
+  expect_setequal(listed$trial_state, "complete")
   client <- mlflow_client(server$url)
   runs <- mlflow_runs(client, "team")
   tag <- function(run, name) run$data$tags[[name]] %||% NA_character_
@@ -116,9 +120,6 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
     runs[[which(kinds == "search")]]$data$metrics[["best_value"]], search$best$value,
     tolerance = 1e-6
   )
-  listed <- gpu_runs(filter = "tags.`gpukeras.kind` = 'trial'")
-  expect_equal(nrow(listed), 2L)
-  expect_setequal(listed$trial_state, "complete")
 })
 
 test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track_sync() sends later", {

@@ -107,6 +107,7 @@ VERBS: dict[str, str] = {
     "track_new_key": "tools.tracked_runs:new_key",
     "track_artifact": "tools.tracked_runs:record_artifact",
     "track_sync": "tools.tracked_runs:sync",
+    "track_flush": "tools.tracked_runs:flush",
     "track_runs": "tools.tracking_read:runs",
     "track_compare": "tools.tracking_read:compare",
     "track_download_model": "tools.tracking_read:download_model",

@@ -108,6 +108,9 @@ class FitRun:
     def __init__(
         self, model: Model, data: object, given: Mapping[str, object], track: Mapping[str, object]
     ):
+        started = time.perf_counter()
+        # seconds tracking took on the training thread (bench/tracking.py), waits apart
+        self.seconds = 0.0
         self.target = tracking.target_of(track)
         self.track = track
         backup_dir = given.get("backup_dir")
@@ -134,6 +137,7 @@ class FitRun:
                 tags=_verdict_tags(track),
             )
         )
+        self.seconds += time.perf_counter() - started
 
     def post(self, op: dict[str, Any]) -> None:
         sender.SENDER.post(self.target, self.key, self.creation, op)
@@ -147,8 +151,10 @@ class FitRun:
             """Each epoch's logs to the tracked run, the epoch (from 1) as the step."""
 
             def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+                started = time.perf_counter()
                 with contextlib.suppress(Exception):  # tracking never stops training
                     run.post(sender.log_op(metrics=_epoch_metrics(epoch + 1, logs)))
+                run.seconds += time.perf_counter() - started
 
         return EpochLogger()
 
@@ -156,6 +162,7 @@ class FitRun:
         """The run's settings, report, model and end; then wait (at most the target's
         ``wait``) for it to be sent. Adds ``settings$tracking`` and any warning to
         ``result``."""
+        started = time.perf_counter()
         settings = result.get("settings") or {}
         history = result.get("history") or {}
         epochs = len(history.get("epoch") or [])
@@ -177,7 +184,12 @@ class FitRun:
         )
         with contextlib.suppress(Exception):
             self.post(sender.artifacts_op(model_folder(model, self.track.get("encoding"))))
+        best = settings.get("best")
+        if isinstance(best, Mapping) and best.get("best"):
+            with contextlib.suppress(OSError):
+                self.post(sender.artifacts_op(_best_folder(best["best"])))
         self.post(sender.status_op("FINISHED"))
+        self.seconds += time.perf_counter() - started
         self._end(result)
         path = _key_file(self.backup_dir)
         if path is not None:
@@ -192,15 +204,22 @@ class FitRun:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         self.post(sender.log_op(tags={"gpukeras.error": tracking.masked(message, self.target)}))
         self.post(sender.status_op(status))
-        sender.SENDER.drain(self.target)
+        if self.target.wait > 0:
+            sender.SENDER.drain(self.target)
 
     def _end(self, result: dict[str, Any]) -> None:
-        sender.SENDER.drain(self.target)
+        """Wait as the target says: for everything (``wait`` s), or for the run's id alone
+        (the sending goes on while R carries on)."""
+        if self.target.wait > 0:
+            sender.SENDER.drain(self.target)
+        else:
+            sender.SENDER.wait_for_run(self.target, self.key, tracking.RUN_ID_WAIT)
         result.setdefault("settings", {})["tracking"] = {
             "key": self.key,
             "run_id": sender.SENDER.run_id(self.target, self.key),
             "uri": self.target.safe,
             "experiment": self.target.experiment_label,
+            "seconds_on_training_thread": self.seconds,
         }
         result["warnings"] = list(result.get("warnings") or []) + [
             {"class": "tracking", "message": said} for said in sender.SENDER.take_warnings()
@@ -366,6 +385,18 @@ def model_folder(model: Model, encoding: object) -> str:
     return folder
 
 
+def _best_folder(best: list[dict[str, Any]]) -> str:
+    """A temporary folder with copies of the k best models under ``best/`` (gpu_backup(
+    keep_best = )), for the run's artifacts."""
+    folder = tempfile.mkdtemp(prefix="gpukeras-run-")
+    os.mkdir(os.path.join(folder, "best"))
+    for entry in best:
+        shutil.copy2(
+            str(entry["path"]), os.path.join(folder, "best", os.path.basename(str(entry["path"])))
+        )
+    return folder
+
+
 # Runs R opens and records ------------------------------------------------------------
 def open_run(
     track: Mapping[str, object],
@@ -394,7 +425,7 @@ def open_run(
         ),
     )
     # its children's processes find it made (a worker's fit names it as its parent)
-    sender.SENDER.drain(target)
+    sender.SENDER.wait_for_run(target, key, tracking.RUN_ID_WAIT)
     return {
         "key": key,
         "children": [sender.new_key() for _ in range(int(children))],
@@ -427,7 +458,8 @@ def record(
 ) -> dict[str, object]:
     """Log to the run ``key`` (made, named ``name`` under the track's parent, where no run
     has the key: a trial whose worker died before it began), and end it with ``status``.
-    With ``wait`` (or a status), wait for it to be sent (at most the target's ``wait``).
+    With ``wait``, wait for it to be sent (at most ``tracking.FLUSH_WAIT`` s); else as the
+    target says (its ``wait`` s, 0: not).
 
     Returns:
         ``run_id`` (where known) and ``warnings`` (each ``class``, ``message``) for R.
@@ -453,8 +485,8 @@ def record(
         sender.SENDER.post(target, key, creation, {"op": "adopt"})
     if status is not None:
         sender.SENDER.post(target, key, creation, sender.status_op(status))
-    if wait or status is not None:
-        sender.SENDER.drain(target)
+    if wait or target.wait > 0:
+        sender.SENDER.drain(target, max(target.wait, tracking.FLUSH_WAIT) if wait else None)
     return {
         "run_id": sender.SENDER.run_id(target, key),
         "warnings": [
@@ -470,6 +502,18 @@ def record_artifact(track: Mapping[str, object], key: str, path: str) -> None:
     shutil.move(path, os.path.join(folder, os.path.basename(path)))
     creation = sender.Creation(parent=_parent(track))
     sender.SENDER.post(target, key, creation, sender.artifacts_op(folder))
+
+
+def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, object]:
+    """Wait (at most ``wait`` s) for what this process still sends (before runs are read, a
+    worker's end, R's end: ``ending`` keeps what is left then); the warnings due."""
+    done = sender.SENDER.flush(float(wait), keep_rest=ending)
+    return {
+        "done": done,
+        "warnings": [
+            {"class": "tracking", "message": said} for said in sender.SENDER.take_warnings()
+        ],
+    }
 
 
 def sync(track: Mapping[str, object]) -> dict[str, object]:

@@ -69,6 +69,10 @@ PATIENCE = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
 }
+# Seconds a fit waits at its end for its run to be made (its id, for the result), and
+# what reads runs (or ends the process) waits for the records still being sent.
+RUN_ID_WAIT = 5.0
+FLUSH_WAIT = 30.0
 DATABASE = "mlflow.db"
 ARTIFACTS = "artifacts"
 DEFAULT_EXPERIMENT = "Default"
@@ -106,8 +110,9 @@ class Target:
     experiment_id: str | None = None
     # where what could not be sent is kept (created only then)
     spool: str | None = None
-    # seconds a tracked verb waits at its end for what it logged to be sent
-    wait: float = 10.0
+    # seconds a tracked verb waits at its end for what it logged to be sent (0: it does not;
+    # the sending goes on, and what reads runs waits for it: ``FLUSH_WAIT``)
+    wait: float = 0.0
 
     @property
     def safe(self) -> str:
@@ -150,7 +155,7 @@ def target_of(track: Mapping[str, object]) -> Target:
         experiment=str(experiment) if experiment else None,
         experiment_id=str(experiment_id) if experiment_id else None,
         spool=str(track["spool"]) if track.get("spool") else None,
-        wait=float(track.get("wait") or 10.0),  # type: ignore[arg-type]
+        wait=float(track.get("wait") or 0.0),  # type: ignore[arg-type]
     )
 
 

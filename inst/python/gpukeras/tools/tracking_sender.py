@@ -8,7 +8,8 @@ after the fact: every operation (``post``) carries what makes its run where none
 has that key yet (``Creation``). Operations are queued and sent in order by one
 daemon thread per process (``Sender``), consecutive log operations of a run merged
 into MLflow's ``log_batch`` (up to MLflow's limits per request), so an epoch's
-metrics are one request, not one per value.
+metrics are one request, not one per value, and short epochs' are held back a moment
+(``LINGER``) to go together.
 
 When the store cannot take a request (``tracking.unavailable``: no answer, too slow,
 refused credentials, a database that stays locked), the thread sends nothing more
@@ -16,8 +17,10 @@ to it in this process: that operation and every later one for that store are kep
 in the spool folder (``Target.spool``, made for this user alone, only then), one
 JSON file per batch of a run's operations with copies of its artifacts, and a
 warning is due (``take_warnings``; R raises it as ``gpukeras_warning_tracking``). A
-tracked verb waits at its end at most ``Target.wait`` seconds for its operations to
-be sent (``drain``); what is still queued then is kept the same way. ``sync`` sends
+tracked verb does not wait for its operations to be sent, only (a few seconds at most)
+for its run to be made, for its id (``wait_for_run``); with ``Target.wait`` it waits
+that long for all of them (``drain``), and what is still queued then is kept the same
+way. What reads runs, and a process that ends, waits for them first (``flush``). ``sync`` sends
 what was kept, in the order it was kept, when the store answers again:
 gpu_track_sync(), or by itself before a later run's first operation. Sending what
 was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
@@ -52,6 +55,9 @@ PARENT_KEY_TAG = "gpukeras.parent_key"
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 MAX_PARAM_LENGTH, MAX_TAG_LENGTH = 6000, 8000
 SPOOL_FORMAT = 1
+# Seconds the thread holds a run's metrics back for more of the same run (short epochs'
+# logs then go as one request), unless something waits for them.
+LINGER = 1.0
 _NAME_OK = re.compile(r"[^\w\-. :/]")
 
 
@@ -141,6 +147,10 @@ class Sender:
         self.down: dict[str, str] = {}  # uri -> why it cannot take requests now
         self.synced: set[str] = set()
         self.warnings: list[str] = []
+        # CPU seconds the sending thread has used (bench/tracking.py: what tracking costs)
+        self.cpu_seconds = 0.0
+        # how many wait for the queue (drain, flush, wait_for_run): no lingering then
+        self.waiting = 0
 
     # The training side ---------------------------------------------------------
     def post(self, target: Target, key: str, creation: Creation, op: dict[str, Any]) -> None:
@@ -168,7 +178,7 @@ class Sender:
         sent; what is still queued then is kept, and the store counts as down. True when
         all was sent (or kept because the store was down)."""
         deadline = time.monotonic() + (target.wait if wait is None else wait)
-        with self.changed:
+        with self.changed, self._waited_for():
             while self.queue or self.busy:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -177,6 +187,36 @@ class Sender:
                         self.warnings.append(_kept_message(target, why))
                     self.down[target.uri] = why
                     self._keep_queued(target.uri, why)
+                    return False
+                self.changed.wait(left)
+        return True
+
+    def wait_for_run(self, target: Target, key: str, wait: float) -> str | None:
+        """Wait (at most ``wait`` s) until the run ``key`` is made, or the store counts as
+        down; its id, or None. Nothing is kept: the sending goes on."""
+        deadline = time.monotonic() + wait
+        with self.changed, self._waited_for():
+            while (target.uri, key) not in self.runs and target.uri not in self.down:
+                if not (self.queue or self.busy):
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(left)
+            return self.runs.get((target.uri, key))
+
+    def flush(self, wait: float, keep_rest: bool = False) -> bool:
+        """Wait (at most ``wait`` s) until everything queued, for any store, is sent; with
+        ``keep_rest``, what is left then is kept (the process is ending). True when done."""
+        deadline = time.monotonic() + wait
+        with self.changed, self._waited_for():
+            while self.queue or self.busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if keep_rest:
+                        items = list(self.queue)
+                        self.queue.clear()
+                        keep(items, "the process ended before they were sent")
                     return False
                 self.changed.wait(left)
         return True
@@ -196,14 +236,36 @@ class Sender:
             with self.changed:
                 while not self.queue:
                     self.changed.wait()
+                deadline = time.monotonic() + LINGER
+                while not self.waiting and self._only_logs_of_one_run():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.changed.wait(left)
                 batch = self._next_batch()
                 self.busy = True
+            started = time.thread_time()
             try:
                 self._send(batch)
             finally:
+                self.cpu_seconds += time.thread_time() - started
                 with self.changed:
                     self.busy = False
                     self.changed.notify_all()
+
+    def _only_logs_of_one_run(self) -> bool:
+        key = self.queue[0].key
+        return all(item.op["op"] == "log" and item.key == key for item in self.queue)
+
+    @contextlib.contextmanager
+    def _waited_for(self) -> Any:
+        """Mark a waiter (the lock held): the thread sends at once meanwhile."""
+        self.waiting += 1
+        self.changed.notify_all()
+        try:
+            yield
+        finally:
+            self.waiting -= 1
 
     def _next_batch(self) -> list[_Item]:
         """The first queued item, with the log operations of the same run right after it
@@ -514,9 +576,8 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
 
 @atexit.register
 def _keep_at_exit() -> None:
-    """What is still queued when Python ends is kept, not lost (its thread is a daemon)."""
-    sender = SENDER
-    with contextlib.suppress(Exception), sender.changed:
-        items = list(sender.queue)
-        sender.queue.clear()
-        keep(items, "the process ended before they were sent")
+    """What is still queued when Python ends is sent (for a few seconds), or kept: not lost
+    (its thread is a daemon). R ends without finalizing Python: its own finalizer flushes
+    (R/python.R, the ``track_flush`` verb)."""
+    with contextlib.suppress(Exception):
+        SENDER.flush(5.0, keep_rest=True)

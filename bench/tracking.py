@@ -1,0 +1,215 @@
+"""What tracking in MLflow costs a fit (issue #62, item 4: goal < 2 % of the fit's time).
+
+The workload is bench/resident.py's MLP 20-128-128-2 on its synthetic rows, batch 256,
+trained by gpu_fit()'s verb (``tools.training.fit``, as R calls it). Ways, each a fresh
+model (same seed) warmed by one untracked epoch, then the timed fit, in an order that
+rotates from round to round:
+
+- ``untracked``: no tracking;
+- ``tracked``: tracked into MLflow's SQLite store in a folder, as gpu_track("folder")
+  does by default: the fit does not wait for its records at its end (only for its run
+  to be made), they go on being sent meanwhile;
+- ``tracked_waited``: the same, and the fit waits until every record is sent (its
+  params, each epoch's metrics, the report, the model artifact, the run's end);
+- ``tracked_server`` (not in --smoke): as ``tracked``, to a local ``mlflow server``.
+
+Each round's ratios against ``untracked`` of the same round, then their median with a
+bootstrap 95% interval; the overhead is the ratio less one. Also timed alone: writing
+the model as gpu_save() does (``tracked_runs.model_folder``), what a tracked fit does
+at its end on the training thread (the sending thread uploads it).
+
+Usage: python bench/tracking.py [--quick | --smoke] [--out FILE] (KERAS_BACKEND=jax for
+the GPU machines' backend). Run from the repository root. Writes
+bench/results/tracking-<device>-<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [
+    str(ROOT / "inst" / "python"),
+    str(ROOT / "bench" / "lib"),
+    str(ROOT / "python" / "tests"),
+]
+
+import bench_modes  # noqa: E402
+from pipeline import code_state, device_facts, mlp_data, mlp_model  # noqa: E402
+from resident import bootstrap  # noqa: E402
+
+from gpukeras.core.runtime import config  # noqa: E402
+from gpukeras.tools import tracked_runs, tracking, training  # noqa: E402
+from gpukeras.tools import tracking_sender as sender  # noqa: E402
+
+GOAL_OVERHEAD = 0.02
+
+
+def timed_fit(keras: object, data: tuple, epochs: int, track: dict | None) -> dict[str, object]:
+    model = mlp_model(keras)
+    training.fit(model, data, request={"epochs": 1, "batch_size": 256, "verbose": 0, "seed": 1})
+    cpu_before = sender.SENDER.cpu_seconds
+    started = time.perf_counter()
+    result = training.fit(
+        model,
+        data,
+        request={"epochs": epochs, "batch_size": 256, "verbose": 0, "seed": 1},
+        track=track,
+    )
+    seconds = time.perf_counter() - started
+    done: dict[str, object] = {"seconds": seconds, "warnings": result["warnings"]}
+    if track is not None:
+        sender.SENDER.flush(120)  # between ways, nothing left in flight
+        done["training_thread"] = result["settings"]["tracking"]["seconds_on_training_thread"]
+        done["sender_cpu"] = sender.SENDER.cpu_seconds - cpu_before
+    return done
+
+
+def model_save_seconds(keras: object, repeats: int) -> float:
+    model = mlp_model(keras)
+    model.predict(np.zeros((1, 20), np.float32), verbose=0)  # type: ignore[attr-defined]
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        folder = tracked_runs.model_folder(model, None)
+        times.append(time.perf_counter() - started)
+        shutil.rmtree(folder)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench_modes.add_arguments(parser)
+    args = parser.parse_args()
+    if importlib.util.find_spec("mlflow") is None:
+        print("MLflow is not installed in this Python (extras = 'tracking'): nothing to time")
+        return
+    started = time.perf_counter()
+    load_before = Path("/proc/loadavg").read_text().strip()
+    keras = config.keras()
+    device, short = device_facts()
+    rounds = 1 if args.smoke else 3 if args.quick else 5
+    rows, epochs = (2048, 2) if args.smoke else (102400, 10)
+    data = mlp_data(rows)
+    work = Path(tempfile.mkdtemp(prefix="gpukeras-bench-tracking-"))
+    store = tracking.open_folder(str(work / "store"))["uri"]
+    folder_track = {"uri": store, "experiment": "bench", "spool": str(work / "kept")}
+    ways: dict[str, Callable[[], dict[str, object]]] = {
+        "untracked": lambda: timed_fit(keras, data, epochs, None),
+        "tracked": lambda: timed_fit(keras, data, epochs, folder_track),
+        "tracked_waited": lambda: timed_fit(keras, data, epochs, {**folder_track, "wait": 120}),
+    }
+    server = None
+    if not args.smoke:
+        import mlflow_server
+
+        server = mlflow_server.start(work / "server")
+        server_track = {
+            "uri": server.url,
+            "experiment": "bench",
+            "spool": str(work / "kept"),
+            "env": {
+                "MLFLOW_TRACKING_USERNAME": mlflow_server.USER,
+                "MLFLOW_TRACKING_PASSWORD": mlflow_server.PASSWORD,
+            },
+        }
+        ways["tracked_server"] = lambda: timed_fit(keras, data, epochs, server_track)
+    try:
+        for run in ways.values():
+            run()  # the process's first compilations, MLflow's import, the stores' first runs
+        seen: dict[str, list[float]] = {name: [] for name in ways}
+        costs: dict[str, list[dict[str, float]]] = {name: [] for name in ways}
+        warnings: list[object] = []
+        names = list(ways)
+        for index in range(rounds):
+            for name in names[index % len(names) :] + names[: index % len(names)]:
+                done = ways[name]()
+                seen[name].append(float(done["seconds"]))  # type: ignore[arg-type]
+                warnings += done["warnings"]  # type: ignore[operator]
+                if "sender_cpu" in done:
+                    costs[name].append(
+                        {k: float(done[k]) for k in ("training_thread", "sender_cpu")}  # type: ignore[arg-type]
+                    )
+    finally:
+        if server is not None:
+            mlflow_server.stop(server)
+    overhead = {}
+    accounted = {}
+    untracked = statistics.median(seen["untracked"])
+    for name in names[1:]:
+        ratios = [t / u - 1 for t, u in zip(seen[name], seen["untracked"])]
+        overhead[name] = {
+            "median": statistics.median(ratios),
+            "ci95": bootstrap(ratios),
+            "rounds": ratios,
+        }
+        # What tracking itself used, whatever the noise of the wall clock: its seconds on the
+        # training thread and its sending thread's CPU, against the untracked fit's time.
+        shares = [(c["training_thread"] + c["sender_cpu"]) / untracked for c in costs[name]]
+        accounted[name] = {
+            "median": statistics.median(shares),
+            "training_thread_seconds": statistics.median(c["training_thread"] for c in costs[name]),
+            "sender_cpu_seconds": statistics.median(c["sender_cpu"] for c in costs[name]),
+            "rounds": shares,
+        }
+    result: dict[str, object] = {
+        "benchmark": "tracking",
+        "command": bench_modes.command("bench/tracking.py", args),
+        "date": datetime.date.today().isoformat(),
+        "smoke": args.smoke,
+        "quick": args.quick,
+        "device": device,
+        "backend": config.backend,
+        "versions": {
+            "python": platform.python_version(),
+            "keras": keras.__version__,  # type: ignore[attr-defined]
+            "mlflow": sys.modules["mlflow"].__version__ if "mlflow" in sys.modules else None,
+            "numpy": np.__version__,
+        },
+        "workload": f"MLP 20-128-128-2 on {rows:,} rows x 20 features, batch 256, {epochs} epochs",
+        "rounds": rounds,
+        "seconds": {name: statistics.median(values) for name, values in seen.items()},
+        "seconds_rounds": seen,
+        "overhead": overhead,
+        "accounted": accounted,
+        "goal_overhead": GOAL_OVERHEAD,
+        "model_save_seconds": model_save_seconds(keras, 3 if args.smoke else 10),
+        "warnings": warnings,
+        "machine": {
+            "load_before": load_before,
+            "load_after": Path("/proc/loadavg").read_text().strip(),
+        },
+        "code": code_state(),
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    measured = ROOT / "bench" / "results" / f"tracking-{short}-{result['date']}.json"
+    out = bench_modes.result_path(args, measured)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    for name, values in overhead.items():
+        low, high = (100 * bound for bound in values["ci95"])
+        print(
+            f"{name}: {100 * values['median']:+.2f} % (95% CI {low:+.2f} to {high:+.2f} %); "
+            f"accounted {100 * accounted[name]['median']:.2f} %"
+        )
+    seconds = result["seconds"]["untracked"]  # type: ignore[index]
+    print(f"model save alone: {result['model_save_seconds']:.3f} s; untracked fit {seconds:.2f} s")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
