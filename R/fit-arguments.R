@@ -97,3 +97,21 @@ check_signals <- function(signals, call = caller_env()) {
   }
   unique(full)
 }
+
+# `ema`: NULL, or a momentum strictly between 0 and 1 (Keras' optimizer EMA), as a double.
+check_ema <- function(ema, call = caller_env()) {
+  if (is.null(ema)) {
+    return(NULL)
+  }
+  if (!is_number(ema) || ema <= 0 || ema >= 1) {
+    gpukeras_abort(
+      c(
+        sprintf("`ema` must be NULL or one number between 0 and 1, not %s.", describe(ema)),
+        "The momentum of the weights' moving average: 0.999 averages over about the last 1,000 updates."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  as.numeric(ema)
+}

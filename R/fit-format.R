@@ -224,7 +224,20 @@ format_fit_settings <- function(settings) {
     if (length(run)) paste("Settings:      ", paste(run, collapse = ", ")),
     if (!is.null(settings$learning_rate)) paste("Learning rate: ", format_learning_rate(settings$learning_rate)),
     if (!is.null(settings$accumulate_reason)) paste("Accumulate:    ", settings$accumulate_reason),
-    if (!is.null(backups)) paste("Backups:       ", backups)
+    if (!is.null(backups)) paste("Backups:       ", backups),
+    if (!is.null(settings$ema)) {
+      paste("Weights:       ", sprintf("moving average (ema %s): validation and the returned model use the averaged weights", format(settings$ema)))
+    },
+    if (length(settings$best$best)) {
+      best <- settings$best$best[[1]]
+      paste("Best kept:     ", sprintf(
+        "%d by %s (best: epoch %d, %s); fit$settings$best", length(settings$best$best), settings$best$monitor,
+        as.integer(best$epoch), format(signif(best$value, 4))
+      ))
+    },
+    if (!is.null(settings$tracking$key)) {
+      paste("Tracked:       ", sprintf("run %s in %s (%s)", settings$tracking$run_id %||% "(being made)", settings$tracking$experiment, settings$tracking$uri))
+    }
   )
 }
 

@@ -5,9 +5,9 @@
 #' background = gpu_background(...))`. Each constructor checks its arguments
 #' at once, so a mistake fails before any data is converted or Python starts.
 #'
-#' * `gpu_step()`: how Keras compiles and runs the training step. These are the
-#'   options that change the traced step: Keras builds it again when one
-#'   changes.
+#' * `gpu_step()`: how Keras compiles and runs the training step, and whether
+#'   it keeps a moving average of the weights (`ema`). These are the options
+#'   that change the traced step: Keras builds it again when one changes.
 #' * `gpu_backup()`: where and how often training state is backed up, and the
 #'   signals that stop training cleanly with a backup (see [gpu_fit()]'s
 #'   sections on backups and on stopping at a scheduler's signal).
@@ -38,6 +38,15 @@
 #'   `RematScope(mode = "full")`); on TensorFlow only the activation functions
 #'   (`mode = "activations"`: Keras' full mode fails in TensorFlow graphs).
 #'   `settings$remat` of the fit says which.
+#' @param ema `NULL`, or a momentum in (0, 1) such as `0.999`: train with an
+#'   exponential moving average of the weights (Keras' optimizer EMA: after each
+#'   update, average = ema x average + (1 - ema) x weights). Validation (the
+#'   `val_` history), the best models of `gpu_backup(keep_best = )` and the
+#'   model gpu_fit() returns use the averaged weights (`settings$ema` and the
+#'   print say so). The averages are optimizer state, so a backup keeps them
+#'   and a resumed fit ends with exactly those of an unbroken run. The model's
+#'   optimizer goes on averaging afterwards, as one compiled with `use_ema =
+#'   TRUE` does (`NULL` keeps what the optimizer does).
 #' @param dir A folder where training state is backed up: an interrupted
 #'   `gpu_fit()` called again (in a fresh R session) with the same arguments
 #'   and folder resumes where it stopped, with the full history, and ends with
@@ -78,6 +87,20 @@
 #'   (the default) and any of `"SIGHUP"`, `"SIGQUIT"`, `"SIGUSR1"`,
 #'   `"SIGUSR2"`, `"SIGXCPU"` (with or without `"SIG"`); `NULL` leaves every
 #'   signal to R. In a background job the child handles SIGTERM.
+#' @param keep_best `NULL`, or a whole number k: besides the backup, keep the
+#'   k best models by `monitor` in `dir`, each a `.keras` file named by its
+#'   epoch and value (`gpukeras-best-epoch-0007-val_loss-0.3412.keras`; with
+#'   `gpu_step(ema = )`, the averaged weights), and their list in
+#'   `gpukeras-best.json`; they stay when training completes, and
+#'   `fit$settings$best` lists them, best first. Better is as Keras' callbacks
+#'   infer it (`mode = "auto"`: a loss is better low, a compiled metric such as
+#'   accuracy or AUC goes its own way); a tie keeps the earlier epoch. The list
+#'   is part of each committed backup, so after a kill and resume the k best
+#'   are exactly those an unbroken run keeps: a resumed run never replaces a
+#'   better model with a worse one. With tracking on ([gpu_track()]), they are
+#'   the run's artifacts (`best/`).
+#' @param monitor The logged value `keep_best` ranks by: `"val_loss"` (needs
+#'   validation data), `"loss"`, `"val_accuracy"`, ...
 #' @param max_restarts How often a crashed child is started again (from its
 #'   backup: the run ends with the weights of an unbroken one) before the job
 #'   fails with `gpukeras_error_job_failed`.
@@ -90,7 +113,9 @@
 #' @export
 #' @examples
 #' gpu_step(steps_per_execution = 8, jit_compile = TRUE)
+#' gpu_step(ema = 0.999)
 #' gpu_backup(file.path(tempdir(), "run-1"), every = 500, signals = c("SIGTERM", "SIGUSR1"))
+#' gpu_backup(file.path(tempdir(), "run-2"), keep_best = 3, monitor = "val_accuracy")
 #' gpu_background(max_restarts = 5)
 #' if (!is.null(gpukeras_python())) {
 #'   keras <- gpu_keras()
@@ -103,18 +128,19 @@
 #'                  step = gpu_step(steps_per_execution = 4), verbose = 0, monitor = FALSE)
 #'   fit$settings$steps_per_execution
 #' }
-gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ...) {
+gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ema = NULL, ...) {
   check_unknown_args("gpu_step")
   call <- current_env()
   steps_per_execution <- check_auto_count(steps_per_execution, call = call)
   jit_compile <- check_auto_flag(jit_compile, call = call)
   check_flag(remat, call = call)
-  fit_option(list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat), "step")
+  ema <- check_ema(ema, call = call)
+  fit_option(list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat, ema = ema), "step")
 }
 
 #' @rdname gpu_step
 #' @export
-gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", ...) {
+gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NULL, monitor = "val_loss", ...) {
   check_unknown_args("gpu_backup", "gpu_step")
   call <- current_env()
   if (missing(dir)) {
@@ -130,7 +156,17 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", ...) {
   }
   every <- check_auto_count(every, auto = "epoch", call = call)
   signals <- check_signals(signals, call = call)
-  fit_option(list(dir = dir, every = every, signals = signals), "backup")
+  keep_best <- check_count(keep_best, allow_null = TRUE, call = call)
+  monitor <- monitor %||% "val_loss"
+  check_string(monitor, call = call)
+  if (!is.null(keep_best) && is.null(dir)) {
+    gpukeras_abort(
+      c("`keep_best` needs a folder to keep the best models in.", "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+  fit_option(list(dir = dir, every = every, signals = signals, keep_best = keep_best, monitor = monitor), "backup")
 }
 
 #' @rdname gpu_step

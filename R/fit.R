@@ -318,6 +318,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   steps_per_execution <- step$steps_per_execution
   jit_compile <- step$jit_compile
   remat <- step$remat
+  ema <- step$ema
   learning_rate <- check_learning_rate(learning_rate)
   clipnorm <- check_positive_number(clipnorm, allow_null = TRUE)
   clipvalue <- check_positive_number(clipvalue, allow_null = TRUE)
@@ -326,6 +327,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   backup_dir <- backup$dir
   backup_freq <- backup$every
   signals <- as_python(backup$signals)
+  keep_best <- backup$keep_best
+  keep_best_monitor <- backup$monitor
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
@@ -400,8 +403,8 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 # frame `env`.
 not_requested <- c("model", "data", "validation_data", "strategy", "background", "...")
 option_fields <- list(
-  step = c(steps_per_execution = "steps_per_execution", jit_compile = "jit_compile", remat = "remat"),
-  backup = c(dir = "backup_dir", every = "backup_freq", signals = "signals")
+  step = c(steps_per_execution = "steps_per_execution", jit_compile = "jit_compile", remat = "remat", ema = "ema"),
+  backup = c(dir = "backup_dir", every = "backup_freq", signals = "signals", keep_best = "keep_best", monitor = "keep_best_monitor")
 )
 fit_request <- function(env) {
   formal <- setdiff(names(formals(gpu_fit)), not_requested)

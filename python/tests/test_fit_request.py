@@ -177,7 +177,7 @@ def test_every_field_says_whether_it_changes_the_step_and_which_loops_honour_it(
         assert set(field.metadata["loops"]) <= set(fit_request.LOOPS), field.name
     assert set(fit_request.CHANGES_STEP) == {
         "accumulate", "steps_per_execution", "jit_compile", "remat", "learning_rate", "clipnorm",
-        "clipvalue",
+        "clipvalue", "ema",
     }  # fmt: skip
     request = fit_request.FitRequest(steps_per_execution=4, backup_freq=10, remat=True)
     assert fit_request.refused_by("multi_worker", request) == [

@@ -11,7 +11,7 @@ test_that("option objects check and convert their arguments, and print what they
   step <- gpu_step(steps_per_execution = 8, jit_compile = TRUE)
   expect_s3_class(step, c("gpukeras_step", "gpukeras_fit_option"))
   expect_identical(step$steps_per_execution, 8L)
-  expect_identical(unclass(gpu_step()), list(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE))
+  expect_identical(unclass(gpu_step()), list(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ema = NULL))
   backup <- gpu_backup("~/run-1", every = 100, signals = c("TERM", "USR1"))
   expect_identical(backup$dir, normalizePath("~/run-1", mustWork = FALSE))
   expect_identical(backup$every, 100L)
@@ -21,7 +21,8 @@ test_that("option objects check and convert their arguments, and print what they
   expect_null(check_fit_option(FALSE, "background", gpu_background, flag = TRUE))
   expect_identical(gpu_background()$max_restarts, 2L)
   expect_identical(format(step), c(
-    "<gpukeras step option>", "  steps_per_execution: 8", "  jit_compile        : TRUE", "  remat              : FALSE"
+    "<gpukeras step option>", "  steps_per_execution: 8", "  jit_compile        : TRUE", "  remat              : FALSE",
+    "  ema                : NULL"
   ))
   expect_output(print(gpu_background(5)), "max_restarts: 5")
   expect_error(gpu_step(steps_per_execution = 0), "^`steps_per_execution` must be", class = "gpukeras_error_bad_argument")

@@ -235,6 +235,32 @@ def replace_learning_rate(optimizer: object, variable: object) -> None:
     optimizer._learning_rate = variable  # type: ignore[attr-defined]
 
 
+# Keras' optimizer EMA (gpu_step(ema = )) ------------------------------------------
+def ema_averages(optimizer: object) -> list[Any]:
+    """The optimizer's moving averages of the trainable variables (Keras' private
+    ``_model_variables_moving_average``, made by ``build()`` when ``use_ema``); [] for none."""
+    return list(getattr(optimizer, "_model_variables_moving_average", None) or [])
+
+
+def start_ema(optimizer: object, variables: list[Any]) -> None:
+    """Keras' EMA on an optimizer built without it: its averages made now (as ``build()``
+    makes them), each starting from its variable's value."""
+    averages = optimizer.add_optimizer_variables(variables, "average")  # type: ignore[attr-defined]
+    for average, variable in zip(averages, variables):
+        average.assign(variable)
+    optimizer._model_variables_moving_average = averages  # type: ignore[attr-defined]
+
+
+def monitor_mode(keras: Any, model: object, monitor: str) -> str:
+    """ "min" or "max" for ``monitor``, as Keras' callbacks infer ``mode = "auto"`` (a loss
+    is minimized, a compiled metric goes its own direction; its private
+    ``_set_monitor_op``). ValueError where Keras cannot tell."""
+    probe = keras.callbacks.EarlyStopping(monitor=monitor)
+    probe.set_model(model)
+    probe._set_monitor_op()
+    return "max" if probe.monitor_op is keras.ops.greater else "min"
+
+
 @contextlib.contextmanager
 def accumulating(
     optimizer: object, steps: int, scope: contextlib.AbstractContextManager | None = None

@@ -89,6 +89,7 @@ from gpukeras.core.errors import BackupMismatchError, BackupWriteError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.train import backup_files as files
+from gpukeras.train import best_models
 
 STATE_FILE = "gpukeras-backup.json"
 WEIGHTS_PREFIX = "gpukeras-weights-"
@@ -98,6 +99,17 @@ WEIGHTS_PATTERN = "weights-{:06d}.weights.h5"
 FORMAT = 2
 # The fingerprint keys a resumed run must share with the run that wrote the backup (a key
 # an older backup lacks is not compared).
+# The request's fields a backup holds in its fingerprint (``training_fingerprint``).
+REQUEST_KEYS = (
+    "learning_rate",
+    "accumulate",
+    "clipnorm",
+    "clipvalue",
+    "class_weight",
+    "ema",
+    "keep_best",
+    "keep_best_monitor",
+)
 MUST_MATCH = (
     "steps_per_epoch",
     "steps_per_execution",
@@ -108,11 +120,7 @@ MUST_MATCH = (
     "inputs",
     "loss",
     "optimizer",
-    "learning_rate",
-    "accumulate",
-    "clipnorm",
-    "clipvalue",
-    "class_weight",
+    *REQUEST_KEYS,
 )
 
 
@@ -152,6 +160,8 @@ class BackupState:
     previous: BackupState | None = None
     owned: list[str] = field(default_factory=list)
     fallback: str | None = None
+    # the k best models so far, best first: epoch (from 1), value, file
+    best: list[dict[str, object]] = field(default_factory=list)
 
     def record(self) -> dict[str, object]:
         """The generation as the JSON holds it (without ``previous`` and what resuming sets)."""
@@ -179,6 +189,7 @@ def _state_of(data: dict) -> BackupState:
         size=None if data.get("size") is None else int(data["size"]),
         sha256=None if data.get("sha256") is None else str(data["sha256"]),
         previous=None if previous is None else _state_of(previous),
+        best=[dict(entry) for entry in data.get("best", [])],
     )
 
 
@@ -289,7 +300,7 @@ def training_fingerprint(model: Model, request: object) -> dict[str, object]:
         "optimizer": type(optimizer).__name__ if optimizer is not None else None,
         **{
             name: json.loads(json.dumps(getattr(request, name), default=str))
-            for name in ("learning_rate", "accumulate", "clipnorm", "clipvalue", "class_weight")
+            for name in REQUEST_KEYS
         },
     }
 
@@ -417,12 +428,25 @@ def backup_callback(
             )
             # Where the last committed backup is (epoch, batches done): nothing to save there.
             self.committed_at = (state.epoch, state.batches_done) if state else None
+            # The k best models, as the resumed backup had them (gpu_backup(keep_best = )).
+            self.best = (
+                best_models.BestModels(
+                    self.save_dir,
+                    int(run["keep_best"]),  # type: ignore[call-overload]
+                    str(run.get("keep_best_monitor") or "val_loss"),
+                    list(state.best) if state else [],
+                )
+                if run.get("keep_best")
+                else None
+            )
 
         # Loading -----------------------------------------------------------
         def on_train_begin(self, logs: dict | None = None) -> None:
             model = self.model
             if self.resumed is None:
                 return
+            if self.best is not None:
+                self.best.clean()
             if model.optimizer is not None and not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
             weights = os.path.join(backup_dir, self.resumed.weights)
@@ -491,7 +515,11 @@ def backup_callback(
             self.history.append({"epoch": epoch + 1, **_plain_logs(logs)})
             self.epoch, self.batches_done = epoch + 1, 0
             compat.backup_count_restart(self)
+            if self.best is not None:
+                self.best.consider(self.model, epoch + 1, logs)
             self._commit_backup()
+            if self.best is not None:
+                self.best.committed()
 
         def save_now(self) -> None:
             """Back up where training is now, unless the last committed backup holds it."""
@@ -555,6 +583,7 @@ def backup_callback(
                     else [],
                     size=size,
                     sha256=digest,
+                    best=list(self.best.entries) if self.best is not None else [],
                 )
                 record = committed.record()
                 record["previous"] = None if self.kept is None else self.kept.record()

@@ -25,6 +25,9 @@
   (``gpukeras.train.backup``);
 - ``signals``: a scheduler's signal stops training at a step boundary, after a
   backup of that step (``gpukeras.train.preempt``);
+- ``keep_best`` and ``keep_best_monitor``: the backup keeps the k best models
+  (``gpukeras.train.best_models``); ``ema``: Keras' optimizer EMA, set by gpu_fit()'s
+  verb (``gpukeras.train.ema``, from ``gpukeras.tools.training``);
 - TensorFlow's errors about the data (a corrupt image mid-epoch) as a classed
   error that says training stopped and where progress is kept.
 

@@ -82,6 +82,11 @@ class FitRequest:
         default="auto", metadata=_by("R", changes_step=True, loops=("keras",))
     )
     remat: bool = dataclasses.field(default=False, metadata=_by("R", changes_step=True))
+    # gpu_step(ema = ): the momentum of a moving average of the weights (Keras' optimizer
+    # EMA, ``gpukeras.train.ema``)
+    ema: float | None = dataclasses.field(
+        default=None, metadata=_by("R", changes_step=True, loops=("keras",))
+    )
     # numbers and schedule specs R checked; a Keras schedule object the core does
     learning_rate: object = dataclasses.field(default=None, metadata=_by("core", changes_step=True))
     clipnorm: float | None = dataclasses.field(default=None, metadata=_by("R", changes_step=True))
@@ -96,6 +101,14 @@ class FitRequest:
     )
     signals: list[str] = dataclasses.field(
         default_factory=lambda: ["SIGTERM"], metadata=_by("R", changes_step=False)
+    )
+    # gpu_backup(keep_best = , monitor = ): the k best models by the monitored value, kept
+    # in the backup folder (``gpukeras.train.backup``)
+    keep_best: int | None = dataclasses.field(
+        default=None, metadata=_by("R", changes_step=False, loops=("keras",))
+    )
+    keep_best_monitor: str = dataclasses.field(
+        default="val_loss", metadata=_by("R", changes_step=False, loops=("keras",))
     )
     callbacks: list[object] = dataclasses.field(
         default_factory=list, metadata=_by("core", changes_step=False)
