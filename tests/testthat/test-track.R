@@ -166,3 +166,28 @@ test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track
   steps <- vapply(py_list(mlflow_client(server$url)$get_metric_history(runs[[1]]$info$run_id, "loss")), function(m) m$step, numeric(1))
   expect_equal(sort(steps), 1:2)
 })
+
+test_that("a background fit whose child crashes mid-epoch goes on as the same run, each epoch once", {
+  mark_slow()
+  skip_if_no_mlflow()
+  local_tracking_off()
+  gpu_track(file.path(tempfile("runs-"), "store"), experiment = "background")
+  sys <- reticulate::import("sys", convert = FALSE)
+  here <- normalizePath(testthat::test_path("."))
+  if (!here %in% reticulate::py_to_r(sys$path)) sys$path$append(here)
+  marker <- withr::local_tempfile()
+  crash <- reticulate::import("crash_once")$CrashAt(marker, 1L, 7L, 1L, "SIGSEGV") # epoch 2, batch 8
+  x <- matrix(sin(seq_len(1600)), ncol = 4)
+  job <- gpu_fit(
+    iris_model_fn(), list(x = x, y = as.integer(x[, 1] > 0)), epochs = 3, batch_size = 10, seed = 7,
+    backup = gpu_backup(NULL, every = 5), callbacks = crash, background = TRUE, verbose = 0
+  )
+  fit <- gpu_job_wait(job, timeout = 240)
+  expect_identical(gpu_job_status(job)$restarts, 1L)
+  runs <- gpu_runs()
+  expect_equal(nrow(runs), 1L)
+  expect_equal(runs$status, "FINISHED")
+  expect_equal(runs$run_id, fit$settings$tracking$run_id)
+  history <- py_list(mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_metric_history(runs$run_id, "loss"))
+  expect_equal(sort(vapply(history, function(m) m$step, numeric(1))), 1:3)
+})
