@@ -8,7 +8,7 @@ import pytest
 
 from conftest import requires, run_on_jax
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.data import pipeline
+from gpukeras.data import adapters, pipeline
 from gpukeras.tools import model_copies, tune
 from gpukeras.train import advice
 
@@ -160,7 +160,7 @@ def test_bad_arguments_are_refused_before_training(arguments: dict, says: str) -
 
 def test_steps_per_execution_stays_within_an_epoch() -> None:
     # 92 rows in batches of 4: 23 steps an epoch, so 32 becomes 23 (one execution an epoch).
-    assert tune.steps_per_epoch(data(92), 4) == 23
+    assert tune.steps_per_epoch(adapters.given(data(92)), 4) == 23
     assert tune.within_epoch([1, 8, 32], 23) == [1, 8, 23]
     assert tune.within_epoch([32, 64], 23) == [23]
     assert tune.within_epoch([1, 8, 32], None) == [1, 8, 32]
@@ -184,7 +184,7 @@ def test_steps_per_execution_stays_within_an_epoch() -> None:
 def test_a_datasets_own_batches_bound_steps_per_execution() -> None:
     requires("tensorflow")  # a gpu_dataset() is tf.data
     dataset = pipeline.from_arrays(*data(40), batch_size=8, seed=1)["dataset"]
-    assert tune.steps_per_epoch(dataset, 8) == 5
+    assert tune.steps_per_epoch(adapters.given(dataset), 8) == 5
 
 
 # Memory (issue #26, item 4) -----------------------------------------------------------------

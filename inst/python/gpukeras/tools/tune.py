@@ -176,10 +176,10 @@ def loss_over(losses: Sequence[tuple[int, float]], samples: int) -> float | None
     return weighted / total if total and total >= samples else None
 
 
-def steps_per_epoch(data: object, size: int) -> int | None:
-    """Batches in one pass over the data gpu_fit() would train on: arrays in batches of
-    ``size``, or a dataset's own batches; None when not known."""
-    given = adapters.given(data, training=False)
+def steps_per_epoch(given: adapters.Given, size: int) -> int | None:
+    """Batches in one pass over the data gpu_fit() would train on (``given``, looked at once
+    by ``adapters.given``): arrays in batches of ``size``, or a dataset's own batches; None
+    when not known."""
     if given.count is not None:
         return batch_rules.steps_per_epoch(given.count, size)
     return (given.info or {}).get("batches") or None  # type: ignore[return-value]
@@ -382,14 +382,15 @@ def _memory(keras: Any, model: Model) -> Memory:
 
 def _batch_candidates(
     model: Model,
-    data: object,
-    parts: tuple[object, ...],
+    looked: adapters.Given,
+    rows: int,
     given: list | None,
     max_batch: int,
     memory: Memory,
 ) -> tuple[list[int], str]:
-    rows = adapters.row_count(parts[0])
-    if adapters.is_tf_dataset(data):
+    """The batch sizes to try and where they come from, for the data ``looked`` at (arrays of
+    ``rows`` rows, or a dataset whose first batch has ``rows``)."""
+    if looked.dataset:
         if given is not None:
             raise BadArgumentError(
                 "batch_sizes is for arrays: this dataset is already batched (gpu_fit() cannot "
@@ -430,7 +431,7 @@ def _batch_candidates(
         max_batch = min(max_batch, 2 ** int(math.log2(fits)))
     by_plan = max_batch
     max_batch = min(max_batch, most)
-    searched = batch_size.search(model, data, max_batch=max_batch, steps=2, warmup=1)
+    searched = batch_size.search(model, looked.data, max_batch=max_batch, steps=2, warmup=1)
     fitting = [t for t in searched["trials"] if t.fits and t.samples_per_second]
     fastest = sorted(fitting, key=lambda t: -t.samples_per_second)[:SEARCHED_SIZES]
     source = f"gpu_batch_size()'s fastest sizes up to {max_batch:,} (for {rule}"
@@ -500,7 +501,11 @@ def tune(
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
     started = time.perf_counter()
+    # The data looked at once, here, before anything else reads it (bench/data_walk.py
+    # measures its way): a sample of rows for the trials, what it is, and its rows.
     parts = batch_size.sample_batch(data)
+    looked = adapters.given(data, training=False)
+    sample_rows = adapters.row_count(parts[0])
     gpus = training_run.gpus_in_use(keras, model)
     simulated = None if gpus else simulated_gpu()  # GPUKERAS_SIMULATE_GPU
     capability = (
@@ -512,14 +517,14 @@ def tune(
     )
     policies = [POLICIES[p] for p in (policies or precisions_for(capability))]
     memory = _memory(keras, model)
-    sizes, sizes_from = _batch_candidates(model, data, parts, sizes_given, largest, memory)
+    sizes, sizes_from = _batch_candidates(model, looked, sample_rows, sizes_given, largest, memory)
 
     baseline_jit = fit_request.resolve_jit(model, "auto")
     baseline_size = sizes[len(sizes) // 2]
     baseline = Combination(
         "float32" if "float32" in policies else policies[0],
         baseline_size,
-        within_epoch(spes, steps_per_epoch(data, baseline_size))[0],
+        within_epoch(spes, steps_per_epoch(looked, baseline_size))[0],
         baseline_jit if baseline_jit in jits else jits[0],
     )
     axes = {
@@ -556,7 +561,7 @@ def tune(
             reason = f"memory: out of memory when it ran ({messages.last_line(error)})"
             skipped.append({**asdict(combination), "axis": axis, "reason": reason})
             return
-        trial.steps_per_epoch = steps_per_epoch(data, combination.batch_size)
+        trial.steps_per_epoch = steps_per_epoch(looked, combination.batch_size)
         trials.append(trial)
         if trial.sound and trial.samples_per_second:
             limits["best_rate"] = max(limits["best_rate"] or 0.0, trial.samples_per_second)
@@ -565,7 +570,7 @@ def tune(
     current = baseline
     for axis in AXES:
         if axis == "steps_per_execution":  # for the batch size chosen by now
-            axes[axis] = within_epoch(spes, steps_per_epoch(data, current.batch_size))
+            axes[axis] = within_epoch(spes, steps_per_epoch(looked, current.batch_size))
         for value in axes[axis]:
             if value != getattr(current, axis):
                 attempt(replace(current, **{axis: value}), axis)

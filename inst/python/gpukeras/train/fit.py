@@ -156,20 +156,22 @@ def _backup_lock(backup_dir: str | None) -> contextlib.AbstractContextManager[No
 def _backup(
     request: fit_request.FitRequest,
     model: Model,
-    adapter: adapters.DataAdapter,
+    steps_per_epoch: int | None,
+    batch_size: int | None,
     spe: int,
     state: backup.BackupState | None,
 ) -> object | None:
     """The backup callback; ``state``, the backup to resume from, is checked against this run
-    (its data's ``steps_per_epoch`` and ``batch_size`` from ``adapter``)."""
+    (its data's ``steps_per_epoch`` and ``batch_size``, as the adapter has them: two numbers,
+    not the data, which goes from the feed to Keras' loop alone)."""
     if request.backup_dir is None:
         return None
     run: dict[str, object] = {
         "epochs": request.epochs,
-        "steps_per_epoch": adapter.steps_per_epoch,
+        "steps_per_epoch": steps_per_epoch,
         "steps_per_execution": spe,
         "seed": request.seed,
-        "batch_size": adapter.batch_size,
+        "batch_size": batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
         **backup.training_fingerprint(model, request),
     }
@@ -425,7 +427,7 @@ def _train(
     gpu_rows = training_run.gpus_in_use(keras, model)
 
     position_callback, position = _helper_callbacks(keras, request.seed, adapter.reseed_numpy)
-    saver = _backup(request, model, adapter, spe, state)
+    saver = _backup(request, model, adapter.steps_per_epoch, adapter.batch_size, spe, state)
     if state is not None:
         # the resumed epoch gets the order it had (see gpukeras.data.adapters)
         adapter.skip_epochs(state.epoch)
