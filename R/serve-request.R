@@ -394,7 +394,7 @@ serve_metadata <- function(fit, model, settings) {
       gpukeras = as.character(utils::packageVersion("gpukeras")),
       R = paste(R.version$major, R.version$minor, sep = "."),
       plumber = as.character(utils::packageVersion("plumber")),
-      python = reticulate::py_config()$version,
+      python = as.character(reticulate::py_config()$version),
       keras = as.character(keras$version()),
       backend = as.character(keras$backend$backend())
     )

@@ -278,6 +278,7 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
 })
 
 test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups, the session's gpu_setup() in its workers; a second one loads what the first compiled", {
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
     # Process-local (a JAX config, no variable a child inherits): each worker applies it
     # while it waits for its fold (worker_prepare()).

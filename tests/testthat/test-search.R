@@ -169,7 +169,8 @@ test_that("a cancelled background search keeps its study, and the same call resu
     # the study as the cancel left it, read with Optuna itself
     optuna <- reticulate::import("optuna")
     study <- optuna$load_study(study_name = "gpukeras", storage = paste0("sqlite:///", file.path(dir, "search.db")))
-    done <- Filter(function(t) t$state$name == "COMPLETE", study$trials)
+    # (read in Python: reticulate >= 1.41 converts an Enum such as the trial's state)
+    done <- reticulate::py_eval("lambda study: [t for t in study.trials if t.state.name == 'COMPLETE']")(study)
     before <- data.frame(
       number = vapply(done, function(t) as.integer(t$number), 1L),
       value = vapply(done, function(t) t$value, 1),
@@ -211,6 +212,7 @@ test_that("a cancelled background search keeps its study, and the same call resu
 })
 
 test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument and validation data given", {
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
     model_fn <- function(params) {
       keras <- gpu_keras()
