@@ -84,8 +84,16 @@ lint:
 # measured in every child Python too, it made this run 25 % longer (563 s against 448 s
 # on 2 cores), and no test depends on it.
 PYTEST = cd python && "$(ENV_PYTHON)" -m pytest -n 2 --durations=30
+# What a GPU user runs by default (the core's fit, predict, predict-to-file, search and its
+# workers, export, background jobs) runs under a simulated GPU (GPUKERAS_SIMULATE_GPU,
+# ?gpu_setup): gpu_setup()'s "auto" then chooses mixed_bfloat16 and the workers' GPU slots,
+# as on a GPU, while the work runs on the CPU; on a CPU "auto" chooses float32, the path
+# every other module and rcheck's R tests of the same verbs take (and test_simulated both).
+SIMULATED_PYTEST := tests/test_fit.py tests/test_predict.py tests/test_predict_file.py \
+	tests/test_search.py tests/test_export.py tests/test_job.py
 pytest:
-	$(PYTEST)
+	$(PYTEST) $(addprefix --ignore=,$(SIMULATED_PYTEST))
+	cd python && GPUKERAS_SIMULATE_GPU=true "$(ENV_PYTHON)" -m pytest -n 2 --durations=10 $(SIMULATED_PYTEST)
 
 # The same run, with the core's coverage (its fresh processes included: python/pyproject.toml).
 coverage: dev-env
@@ -170,8 +178,14 @@ newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
 # these functions, so running them here too ran the suite twice for nothing. NEWER_TESTS,
 # a regular expression testthat::test_dir() matches file names against (e.g.
 # 'convert|dataset'), runs other files instead, slow ones too (mark_slow()).
-NEWER_BOUNDARY := ^(convert|dataset|dataset-files|factors|predict|fit|python|install|bad-input-install|bad-input-data|check|check-fix|errors|guests)$$
+NEWER_BOUNDARY := ^(convert|dataset|dataset-files|factors|python|install|bad-input-install|bad-input-data|check|check-fix|errors|guests)$$
 NEWER_TESTS :=
+# ... and, on the stack the GPU machines have (reticulate >= 1.41, NumPy 2), what a GPU user
+# runs by default, under a simulated GPU (GPUKERAS_SIMULATE_GPU, ?gpu_setup: the "auto"
+# choices of a GPU of compute capability 9.0 with 80 GB, mixed_bfloat16 among them, while the
+# work runs on the CPU): fit, predict, evaluate, predict-to-file, cv, search, serve, export
+# and background jobs, slow ones too. rcheck runs the same files on the CPU's own choices.
+SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|search|serve|export|job)$$
 
 # The files in two R processes (TESTTHAT_PARALLEL), as rcheck runs them: one process kept one
 # core busy (measured: 287 s wall, 296 s CPU; two: 151 s). In a copy of tests/testthat, since
@@ -182,12 +196,16 @@ newer-stack-test: newer-stack-env
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
 	  -e 'only <- "$(or $(NEWER_TESTS),$(NEWER_BOUNDARY))"' \
 	  -e 'testthat::test_dir(".", filter = only, package = "gpukeras", load_package = "installed", reporter = "check")' \
+	  $(if $(NEWER_TESTS),,-e 'Sys.setenv(GPUKERAS_SIMULATE_GPU = "true", GPUKERAS_SKIP_SLOW = "false")' \
+	  -e 'testthat::test_dir(".", filter = "$(SIMULATED_GPU_TESTS)", package = "gpukeras", load_package = "installed", reporter = "check")') \
 	  2>&1 | tee $(NEWER)/testthat.log
-	@grep -E "^\[ FAIL 0 " $(NEWER)/testthat.log
+	@! grep -E "^\[ FAIL [1-9]" $(NEWER)/testthat.log
+	@test "$$(grep -cE '^\[ FAIL 0 ' $(NEWER)/testthat.log)" -eq $(if $(NEWER_TESTS),1,2)
 
 # rcheck and newer-stack-test side by side. Every other step of make test keeps both cores
 # busy, but R CMD build's knitting and R CMD check's own checks before its tests run one R
-# process for about 3 minutes, beside which the newer stack's tests (2 minutes alone) now run.
+# process for about 3 minutes, beside which the newer stack's tests now run (its boundary
+# files 2 minutes alone; the simulated GPU's files after them).
 # Their output waits in a file and follows rcheck's, so that each reads in one piece.
 r-tests: newer-stack-env
 	$(MAKE) --no-print-directory -o newer-stack-env newer-stack-test > $(NEWER)/make.log 2>&1 & newer=$$!; \
