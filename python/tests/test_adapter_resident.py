@@ -27,20 +27,35 @@ def jax() -> object:
     return pytest.importorskip("jax")
 
 
-def device_rows(**options: object) -> resident.DeviceRows:
+def device_rows(on_host: bool | None = None, **options: object) -> resident.DeviceRows:
     x, y = numbered_rows(ROWS)
-    return resident.DeviceRows(Rows(x, y, ROWS, BATCH, **{"seed": 7, **options}))  # type: ignore[arg-type]
+    rows = Rows(x, y, ROWS, BATCH, **{"seed": 7, **options})  # type: ignore[arg-type]
+    return resident.DeviceRows(rows, on_host=on_host)
 
 
-def test_each_epoch_is_every_row_once_in_an_order_drawn_from_the_seed_and_epoch() -> None:
-    rows = device_rows()
+@pytest.mark.parametrize("on_host", [True, False], ids=["host", "device"])
+def test_each_epoch_is_every_row_once_in_an_order_drawn_from_the_seed_and_epoch(
+    on_host: bool,
+) -> None:
+    rows = device_rows(on_host)
     orders = [np.asarray(rows.order(epoch)) for epoch in range(3)]
     for order in orders:
         assert sorted(order.tolist()) == list(range(ROWS))
+        assert order.dtype == np.int32  # the type the loop's programs are compiled for
     assert not np.array_equal(orders[0], orders[1])
-    again = device_rows()  # a fresh process, as a resumed run is
+    again = device_rows(on_host)  # a fresh process, as a resumed run is
     assert all(np.array_equal(np.asarray(again.order(e)), orders[e]) for e in range(3))
-    assert not np.array_equal(np.asarray(device_rows(seed=8).order(0)), orders[0])
+    assert not np.array_equal(np.asarray(device_rows(on_host, seed=8).order(0)), orders[0])
+
+
+def test_the_order_is_drawn_on_the_host_on_the_cpu_backend_and_on_a_gpu_on_the_device(
+    jax: object,
+) -> None:
+    """On the CPU, jax.random's permutation (XLA's CPU sort) held up training at every epoch's
+    start (43-54 ms for 102,400 rows, issue #63); NumPy's draw and the copy take about 1 ms."""
+    on_cpu = jax.default_backend() == "cpu"  # type: ignore[attr-defined]
+    assert resident.draws_on_host(jax) is on_cpu
+    assert device_rows().on_host is on_cpu
 
 
 def test_the_last_batch_is_partial_unless_dropped_and_unshuffled_rows_keep_their_order() -> None:
@@ -54,16 +69,19 @@ def test_the_last_batch_is_partial_unless_dropped_and_unshuffled_rows_keep_their
 def test_a_later_fit_in_the_session_draws_its_orders_with_the_program_compiled_before(
     jax: object, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A session's next gpu_fit() makes new DeviceRows: its order program is compiled once per
-    row count in the process, not once per fit (each fit compiled it anew: 0.24-0.6 s of its
-    start on a 2-core CPU)."""
-    device_rows().order(0)  # compiled here, or by an earlier test
+    """A session's next gpu_fit() makes new DeviceRows: on the device its order program is
+    compiled once per row count in the process, not once per fit (each fit compiled it anew:
+    0.24-0.6 s of its start on a 2-core CPU); on the host nothing is compiled."""
+    device_rows(on_host=False).order(0)  # compiled here, or by an earlier test
     with caplog.at_level("WARNING"), jax.log_compiles():  # type: ignore[attr-defined]
-        later = device_rows(seed=8)
+        later = device_rows(on_host=False, seed=8)
         later.order(0), later.order(3)
+        drawn = device_rows(on_host=True, seed=9)
+        drawn.order(0), drawn.order(3)
     assert not [r.message for r in caplog.records if "Compiling" in r.message]
     with caplog.at_level("WARNING"), jax.log_compiles():  # type: ignore[attr-defined]
-        resident.DeviceRows(Rows(*numbered_rows(ROWS + 1), ROWS + 1, BATCH, seed=7)).order(0)
+        x, y = numbered_rows(ROWS + 1)
+        resident.DeviceRows(Rows(x, y, ROWS + 1, BATCH, seed=7), on_host=False).order(0)
     # another row count is another program (the test sees compiles when there are some)
     assert [r.message for r in caplog.records if "Compiling" in r.message]
 

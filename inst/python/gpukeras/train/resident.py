@@ -397,7 +397,7 @@ class ResidentLoop:
             jax = rows.jax
             state = training_state(model)
             ((_, probe),) = self.blocks(0, min(BLOCK_STEPS, rows.full))  # a call of the loop
-            order = rows.jax.numpy.arange(rows.rows)  # a step's time does not depend on it
+            order = rows.unshuffled()  # a step's time does not depend on the order
             if self._ahead_first:
                 self.compile_ahead(compiled, state)
             copy = _copy_program(jax)

@@ -36,10 +36,11 @@ order in a fresh process as in the run that was killed:
   with TF 2.21, tf.data's in-memory cache then skipped a corrupt element
   without an error.)
 - On JAX, arrays that fit on the device train there (``ResidentAdapter``,
-  ``adapters/resident.py``): each epoch's order is a permutation drawn on the
-  device from (seed, epoch), so a resumed epoch has the order the killed run
-  had. Otherwise (with or without TensorFlow installed) arrays go to Keras as
-  they are (``ArrayAdapter``) unless this process is one of several
+  ``adapters/resident.py``): each epoch's order is a permutation drawn from
+  (seed, epoch) (on a GPU by ``jax.random`` on the device, on the CPU by NumPy),
+  so a resumed epoch has the order the killed run had. Otherwise (with or
+  without TensorFlow installed) arrays go to Keras as they are
+  (``ArrayAdapter``) unless this process is one of several
   (``jax_cluster``), where Keras shards only a tf.data dataset and arrays
   become the pipeline above. Keras shuffles arrays with NumPy's global
   generator when an epoch's first batch is drawn, so with a seed the

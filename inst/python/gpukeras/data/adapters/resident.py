@@ -5,10 +5,11 @@ rows in memory (R data, NumPy arrays, or a gpu_dataset() of them that batches
 them as they are) that fit in ``MEMORY_SHARE`` of the device's free memory,
 ``DeviceRows`` instead puts them on the device once (replicated on every
 device of a one-process ``DataParallel``, each batch then laid out as the
-distribution says) and draws each epoch's order there, ``jax.random``'s
-permutation of the rows keyed by (seed, epoch), so a run and its resumption
-see the same order. The loop that trains on them is ``train.resident``; Keras'
-fit() gets one token row per step (``fit_args``), which nothing reads.
+distribution says) and gives each epoch's order of them there, drawn from (seed,
+epoch), so a run and its resumption see the same order (``DeviceRows.order``: on a
+GPU ``jax.random``'s permutation on the device, on the CPU NumPy's on the host). The
+loop that trains on them is ``train.resident``; Keras' fit() gets one token row per
+step (``fit_args``), which nothing reads.
 
 Where it does not apply (another backend, a model run without XLA, several
 processes, or more than ``MEMORY_SHARE`` of the device's free memory),
@@ -111,13 +112,27 @@ def decide(
     )
 
 
+def draws_on_host(jax: Any) -> bool:
+    """Whether an epoch's order is drawn by NumPy on the host and copied to the device, rather
+    than by ``jax.random`` on the device: on JAX's CPU backend. There the device is the host's
+    cores, and XLA's CPU sort makes ``jax.random.permutation`` slow: 43-54 ms for 102,400 rows
+    (two key-value sorts), a quarter of an epoch of issue #63's MLP (0.2 s), during which
+    training waits; NumPy's permutation and the copy take 1.3 ms (that MLP's two epochs after
+    a warm-up, idle 2-core CPU, alternating rounds: 0.44 -> 0.33 s; bench/resident.R measures
+    both ways from R). On a GPU the permutation is a kernel on the device, and an order drawn
+    on the host would have to cross to it at every epoch's start: drawn there as before (a
+    GPU's figures do not change). The two draw different orders for one seed, each the same
+    in every run (a backup resumes on the backend that made it in the order it had)."""
+    return bool(jax.default_backend() == "cpu")
+
+
 @functools.cache
 def _order_program(jax: Any) -> Any:
-    """The program that draws an epoch's order: one compiled dispatch per epoch (drawn op by
-    op, the order took 1.4 ms of the host's ~5 ms between epochs on a 2-core CPU, time the
-    device waits at every epoch's end). One for the process, so a session's later fits find
-    it compiled (made per fit, each compiled it anew: 0.24-0.6 s of a fit's start on a 2-core
-    CPU)."""
+    """The program that draws an epoch's order on the device (a GPU: ``draws_on_host``): one
+    compiled dispatch per epoch (drawn op by op, the host's part of it took 1.4 ms of its ~5 ms
+    between epochs, measured on a 2-core CPU). One for the process, so a session's later fits
+    find it compiled (made per fit, each compiled it anew: 0.24-0.6 s of a fit's start on a
+    2-core CPU)."""
 
     def draw(key: Any, epoch: Any, count: int) -> Any:
         return jax.random.permutation(jax.random.fold_in(key, epoch), count)
@@ -136,8 +151,14 @@ class DeviceRows:
     """
 
     def __init__(
-        self, rows: Rows, validation: tuple | None = None, distribution: Strategy | None = None
+        self,
+        rows: Rows,
+        validation: tuple | None = None,
+        distribution: Strategy | None = None,
+        on_host: bool | None = None,
     ) -> None:
+        """``on_host``: whether each epoch's order is drawn on the host; None: as
+        ``draws_on_host`` says for this backend (tests draw both ways on one)."""
         import jax
 
         self.jax = jax
@@ -161,10 +182,10 @@ class DeviceRows:
             self.val_full, self.val_partial = divmod(val_rows, self.batch_size)
             self.val_steps = self.val_full + (1 if self.val_partial else 0)
         seed = rows.seed
-        self.key = jax.random.key(
-            int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
-        )
-        self._draw = _order_program(jax)
+        self.seed = int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
+        # where each epoch's order is drawn (see draws_on_host), decided once
+        self.on_host = draws_on_host(jax) if on_host is None else on_host
+        self.key = None if self.on_host else jax.random.key(self.seed)
 
     def _place(self, data: object) -> object:
         jax = self.jax
@@ -187,11 +208,27 @@ class DeviceRows:
         return jax.tree.map(constrain, batch)
 
     def order(self, epoch: int) -> Any:
-        """Epoch ``epoch``'s order of the rows, on the device (their own order unshuffled)."""
+        """Epoch ``epoch``'s order of the rows, on the device (their own order unshuffled):
+        a permutation drawn from (seed, epoch), by NumPy on the host where ``on_host`` (the
+        CPU backend), else by ``jax.random`` on the device (see ``draws_on_host``). Either is
+        int32, the type the loop's programs were compiled for."""
         jax = self.jax
         if not self.shuffle:
-            return jax.numpy.arange(self.rows)
-        return self._draw(self.key, epoch, self.rows)
+            return self.unshuffled()
+        if self.on_host:
+            drawn = np.random.default_rng([self.seed, epoch]).permutation(self.rows)
+            return jax.device_put(drawn.astype(np.int32))
+        return _order_program(jax)(self.key, epoch, self.rows)
+
+    @functools.cached_property
+    def _in_order(self) -> Any:
+        return self.jax.device_put(np.arange(self.rows, dtype=np.int32))
+
+    def unshuffled(self) -> Any:
+        """The rows in their own order, on the device: copied there from the host once (JAX's
+        ``arange`` compiled a program per row count in the process, 25-60 ms each on a 2-core
+        CPU; gpu_tune()'s trials, unshuffled, have several row counts). No program donates it."""
+        return self._in_order
 
     def fit_args(self) -> dict[str, object]:
         """``model.fit()``'s x, batch_size and shuffle: one token row per step, never read."""
