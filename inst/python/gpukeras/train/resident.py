@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data.adapters.resident import DeviceRows
@@ -397,7 +399,9 @@ class ResidentLoop:
             jax = rows.jax
             state = training_state(model)
             ((_, probe),) = self.blocks(0, min(BLOCK_STEPS, rows.full))  # a call of the loop
-            order = rows.unshuffled()  # a step's time does not depend on the order
+            # a step's time does not depend on the order: the rows' own, copied (an arange
+            # on the device compiles a program per row count)
+            order = jax.device_put(np.arange(rows.rows, dtype=np.int32))
             if self._ahead_first:
                 self.compile_ahead(compiled, state)
             copy = _copy_program(jax)
