@@ -161,7 +161,8 @@ gpu_track_sync <- function(...) {
 
 #' @rdname gpu_track
 #' @export
-gpu_tracking_available <- function() {
+gpu_tracking_available <- function(...) {
+  check_unknown_args("gpu_tracking_available", "gpu_track")
   python <- gpukeras_python()
   !is.null(python) && nzchar(Sys.which(python)) &&
     identical(suppressWarnings(system2(python, c("-c", shQuote("import mlflow.tracking")), stdout = FALSE, stderr = FALSE)), 0L)
