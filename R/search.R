@@ -149,8 +149,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   if (length(both)) {
     gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
   }
-  full_space <- c(space, fit_args[searched])
-  if (!length(full_space)) {
+  if (!length(space) && !any(searched)) {
     gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
   }
   check_count(trials, call = call)
@@ -180,39 +179,59 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   dir <- tempfile("gpukeras-search-")
   dir.create(dir)
   on.exit(unlink(dir, recursive = TRUE), add = TRUE)
-  carried <- many_data(data, dir, "gpu_search", call = call)
-  validation <- search_validation(validation_data, objective, data, seed, dir, call)
-  request <- list(
-    space = space_to_plain(full_space), model_fn = model_digest, objective = objective,
-    data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
-    fit = lapply(fit_args[!searched], function(value) paste(deparse(value), collapse = ""))
+  search <- list(
+    model_fn = model_fn, space = space, fixed = fit_args[!searched], searched = fit_args[searched], trials = trials,
+    objective = objective, direction = direction, sampler = sampler, pruner = pruner, study = study, seed = seed
   )
+  request <- search_request(search, model_digest, data, validation_data, dir, call)
+  search_run(search, request, storage, worker_plan(devices, workers, workers_per_device, call = call), dir, call)
+}
+
+# What the search's trials share: the data carried to `dir` once, how they validate
+# (search_validation()), and the request the study records (the same call resumes it,
+# another is refused).
+search_request <- function(search, model_digest, data, validation_data, dir, call) {
+  carried <- many_data(data, dir, "gpu_search", call = call)
+  space <- space_to_plain(c(search$space, search$searched))
+  list(
+    carried = carried, space = space,
+    validation = search_validation(validation_data, search$objective, data, search$seed, dir, call),
+    study = list(
+      space = space, model_fn = model_digest, objective = search$objective,
+      data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
+      fit = lapply(search$fixed, function(value) paste(deparse(value), collapse = ""))
+    )
+  )
+}
+
+# Run the search on `plan`'s workers: ask the study for a trial while a worker is free,
+# tell it each trial's raw result; the core decides what the result means and whether the
+# search stops. Returns the gpukeras_search.
+search_run <- function(search, request, storage, plan, dir, call) {
   opened <- core_call(
     "search_open",
-    storage = storage$url, study = study, space = space_to_plain(full_space), request = request,
-    trials = as.integer(trials), objective = objective, direction = direction, sampler = sampler,
-    pruner = pruner, seed = seed, error_call = call
+    storage = storage$url, study = search$study, space = request$space, request = request$study,
+    trials = as.integer(search$trials), objective = search$objective, direction = search$direction,
+    sampler = search$sampler, pruner = search$pruner, seed = search$seed, error_call = call
   )
   tracked <- track_many("search", 0L, list(
-    study = study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = trials,
-    objective = objective, direction = direction, sampler = sampler, pruner = pruner, seed = seed,
-    space = space_to_plain(full_space)
+    study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = search$trials,
+    objective = search$objective, direction = search$direction, sampler = search$sampler, pruner = search$pruner,
+    seed = search$seed, space = request$space
   ), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
-  plan <- worker_plan(devices, workers, workers_per_device, call = call)
   pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
   running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
   on.exit(
     {
-      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()), why = "its search stopped")
+      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
       worker_close(pool)
     },
     add = TRUE, after = FALSE
   )
-  state <- new.env(parent = emptyenv())
-  state$completed <- 0L
-  state$seen <- Sys.time()
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
+  carried <- request$carried
+  validation <- request$validation
   next_task <- function() {
     asked <- core_call("search_ask", search = opened, error_call = call)
     if (is.null(asked)) {
@@ -220,11 +239,14 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     }
     params <- asked$params
     list(
-      model_fn = model_fn, params = params[names(space)], seed = asked$seed, data = carried$files,
+      model_fn = search$model_fn, params = params[names(search$space)], seed = asked$seed, data = carried$files,
       train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
       validation = validation$files,
-      fit = c(fit_args[!searched], params[names(fit_args)[searched]]),
-      trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
+      fit = c(search$fixed, params[names(search$searched)]),
+      trial = list(
+        number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = search$study,
+        objective = search$objective, pruner = search$pruner
+      ),
       save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
       more = asked$left > 0L,
       plan_memory = isTRUE(plan$plan_memory),
@@ -235,56 +257,49 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     )
   }
   on_end <- function(ended) {
-    told <- search_tell(opened, ended, pool$slots[[ended$slot]]$device, objective)
-    track_trial_end(tracked, ended, told$state, call)
-    if (told$state == "complete") state$completed <- state$completed + 1L
-    if (!is.null(told$abort) && state$completed == 0L) {
+    told <- core_call(
+      "search_tell",
+      search = opened, number = ended$task$trial$number, result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
+      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device
+    )
+    track_trial_end(tracked, ended, told, call)
+    if (!is.null(told$stop)) {
       gpukeras_abort(
-        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$abort$message),
+        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$stop$message),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
-        unique(c(setdiff(told$abort$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
+        unique(c(setdiff(told$stop$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
         call = call
       )
     }
     many_grow(pool, ended, ended$result)
     list()
   }
-  on_wait <- function() {
-    if (as.numeric(difftime(Sys.time(), state$seen, units = "secs")) >= 20 && length(running())) {
-      core_call("search_seen", search = opened, numbers = as.list(running()))
-      state$seen <- Sys.time()
-    }
-  }
-  worker_run(pool, on_end = on_end, next_task = next_task, on_wait = on_wait)
-  search <- new_gpukeras_search(core_call("search_trials", search = opened), names(full_space), storage, study, seed, objective, validation, pool$plan)
+  worker_run(pool, on_end = on_end, next_task = next_task)
+  result <- new_gpukeras_search(
+    core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed, search$objective,
+    validation, pool$plan
+  )
   track_many_end(
     tracked, "FINISHED",
-    metrics = list(best_value = search$best$value, trials_complete = sum(search$trials$state == "complete")),
-    tags = list(gpukeras.best_trial = search$best$number), call = call
+    metrics = list(best_value = result$best$value, trials_complete = sum(result$trials$state == "complete")),
+    tags = list(gpukeras.best_trial = result$best$number), call = call
   )
-  search
+  result
 }
 
-# A trial's run once the search knows how it ended: its state ("complete", "pruned",
-# "failed") and why, its objective (the last epoch's), ended FINISHED, KILLED or FAILED.
-# A trial whose worker died before its fit began gets its run here, with its drawn values.
-track_trial_end <- function(tracked, ended, state, call) {
+# A trial's run once the core told how it ended (`told`: its state "complete", "pruned" or
+# "failed", its value, why), ended FINISHED, KILLED or FAILED. A trial whose worker died
+# before its fit began gets its run here, with its drawn values.
+track_trial_end <- function(tracked, ended, told, call) {
   context <- ended$task$track$context
   if (is.null(context)) {
     return(invisible())
   }
-  result <- ended$result
-  values <- unlist(result$pruning$values)
-  reason <- if (!is.null(result$error)) {
-    first_line(result$error$message)
-  } else if (!is.null(result$pruning$missing)) {
-    "the objective is not among the logged values"
-  } else if (identical(state, "pruned")) {
-    sprintf("pruned after epoch %d", length(values))
-  }
+  state <- told$state
+  reason <- told$reason %||% if (identical(state, "pruned")) sprintf("pruned after epoch %d", told$epochs)
   track_record(
     tracked$track, context$key,
-    metrics = if (identical(state, "complete") && length(values)) list(objective = values[length(values)]),
+    metrics = if (identical(state, "complete")) list(objective = told$value),
     params = context$params, tags = list(gpukeras.trial_state = state, gpukeras.trial_reason = reason),
     status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
     name = context$name, kind = "trial", call = call
@@ -336,34 +351,6 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
     description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, if (is_class_labels(data$y)) ", stratified" else "", seed)
   )
 }
-
-# Tell the study how trial `ended` ended; `abort` is the error to stop the search with
-# when it is not a trial's own failure (a crash, out of memory, a NaN loss).
-search_tell <- function(search, ended, device, objective) {
-  result <- ended$result
-  number <- ended$task$trial$number
-  tell <- function(state, value = NULL, reason = NULL) {
-    core_call("search_tell", search = search, number = number, state = state, value = value, reason = reason, seconds = ended$seconds, device = device)
-  }
-  if (!is.null(result$error)) {
-    tell("failed", reason = first_line(result$error$message))
-    own_failure <- isTRUE(result$error$crashed) || "gpukeras_error_out_of_memory" %in% result$error$class
-    return(list(state = "failed", abort = if (!own_failure) result$error))
-  }
-  pruning <- result$pruning
-  if (!is.null(pruning$missing)) {
-    message <- sprintf("the objective \"%s\" is not among the logged values (%s).", objective, paste(unlist(pruning$missing), collapse = ", "))
-    tell("failed", reason = message)
-    return(list(state = "failed", abort = list(class = "gpukeras_error_bad_argument", message = paste(message, "Give `objective` one of them."))))
-  }
-  if (isTRUE(pruning$pruned)) {
-    return(list(state = tell("pruned")))
-  }
-  values <- unlist(pruning$values)
-  list(state = tell("complete", value = if (length(values)) values[length(values)] else NA_real_))
-}
-
-first_line <- function(message) strsplit(message, "\n", fixed = TRUE)[[1]][1]
 
 new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan) {
   table <- data.frame(number = as.integer(unlist(trials$number)))
