@@ -81,14 +81,17 @@
 #' @param study The study's name in the storage.
 #' @param seed A whole number: the sampler's seed, the held-out rows, and each
 #'   trial's seed (derived from it and the trial's number); `NULL` chooses one.
-#' @param devices,workers,workers_per_device Where the trials run (see Workers).
-#' @param background Run the search in a background R process and return a
-#'   job at once: [gpu_job_status()] shows the trials done and the best so
-#'   far, [gpu_job_wait()] returns the search, and [gpu_job_cancel()] stops it
-#'   and keeps the study (the same call resumes it).
+#' @param workers Where the trials run: [gpu_workers()], or a number of worker
+#'   processes (see Workers).
+#' @param background `FALSE`, or [gpu_background()] (`TRUE` is its defaults):
+#'   run the search in a background R process and return a job at once:
+#'   [gpu_job_status()] shows the trials done and the best so far,
+#'   [gpu_job_wait()] returns the search, and [gpu_job_cancel()] stops it and
+#'   keeps the study (the same call resumes it). A search's process is not
+#'   restarted (`max_restarts` is gpu_fit()'s): the same call resumes its study.
 #' @param ... [gpu_fit()]'s arguments for every trial (`epochs`, `batch_size`,
 #'   `validation_data`, `class_weight`, ...), fixed or searched.
-#' @return An object of class `gpukeras_search` (with `background = TRUE`, a
+#' @return An object of class `gpukeras_search` (in the background, a
 #'   `gpukeras_search_job`), a list with
 #'   * `trials`: a data.frame with a row per trial: `number`, a column per
 #'     parameter, `value` (the objective), `state` (`"complete"`, `"pruned"` or
@@ -123,7 +126,8 @@
 #'   job <- gpu_search(
 #'     model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
 #'     space = list(units = search_int(4, 32, log = TRUE)),
-#'     trials = 4, epochs = 5, seed = 1, background = TRUE
+#'     trials = 4, epochs = 5, seed = 1, workers = gpu_workers(workers = 1),
+#'     background = gpu_background()
 #'   )
 #'   gpu_job_status(job)
 #'   # search <- gpu_job_wait(job) would return the search when its trials are done;
@@ -132,8 +136,7 @@
 #' }
 gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss", direction = "auto",
                        sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",
-                       seed = NULL, devices = "all", workers = NULL, workers_per_device = "auto",
-                       background = FALSE, ...) {
+                       seed = NULL, workers = gpu_workers(), background = FALSE, ...) {
   call <- current_env()
   model_digest <- if (is.function(model_fn)) paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
   model_fn <- check_model_fn(model_fn, 1L, call = call)
@@ -159,19 +162,17 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   pruner <- check_choice(pruner, c("median", "hyperband", "asha", "none"), call = call)
   check_string(study, call = call)
   seed <- chosen_seed(check_seed(seed, call = call))
-  check_devices(devices, call = call)
-  if (!is.null(workers)) check_count(workers, call = call)
-  workers_per_device <- check_workers_per_device(workers_per_device, call = call)
-  check_flag(background, call = call)
+  workers <- check_workers(workers, call = call)
+  background <- check_fit_option(background, "background", gpu_background, flag = TRUE, call = call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
   if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
   storage <- search_storage(storage, study, call)
-  if (background) {
+  if (!is.null(background)) {
     args <- list(
       model_fn = model_fn, data = given, space = space, trials = trials, objective = objective, direction = direction,
       sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
-      devices = devices, workers = workers, workers_per_device = workers_per_device
+      workers = workers
     )
     return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), storage, call = call))
   }
@@ -184,7 +185,8 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     objective = objective, direction = direction, sampler = sampler, pruner = pruner, study = study, seed = seed
   )
   request <- search_request(search, model_digest, data, validation_data, dir, call)
-  search_run(search, request, storage, worker_plan(devices, workers, workers_per_device, call = call), dir, call)
+  plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
+  search_run(search, request, storage, plan, dir, call)
 }
 
 # What the search's trials share: the data carried to `dir` once, how they validate
