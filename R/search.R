@@ -143,18 +143,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   if (missing(space)) {
     gpukeras_abort("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).", "gpukeras_error_bad_argument", call = call)
   }
-  space <- check_space(space, call = call)
-  fit_args <- check_fit_args(list(...), "gpu_search", call = call)
-  validation_data <- fit_args$validation_data
-  fit_args$validation_data <- NULL
-  searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
-  both <- intersect(names(space), names(fit_args)[searched])
-  if (length(both)) {
-    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
-  }
-  if (!length(space) && !any(searched)) {
-    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
-  }
+  fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
   check_count(trials, call = call)
   check_string(objective, call = call)
   direction <- check_choice(direction, c("auto", "minimize", "maximize"), call = call)
@@ -166,38 +155,53 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   background <- check_fit_option(background, "background", gpu_background, flag = TRUE, call = call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
-  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  if (!is.null(fit$fixed$class_weight)) fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data), call = call)
   storage <- search_storage(storage, study, call)
+  search <- c(fit, list(
+    model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler, pruner = pruner,
+    study = study, seed = seed
+  ))
   if (!is.null(background)) {
-    args <- list(
-      model_fn = model_fn, data = given, space = space, trials = trials, objective = objective, direction = direction,
-      sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
-      workers = workers
+    args <- c(
+      search[c("model_fn", "space", "trials", "objective", "direction", "sampler", "pruner", "study", "seed")],
+      list(data = given, storage = storage$folder %||% storage$url, workers = workers),
+      search$fixed, search$searched, list(validation_data = search$validation_data)
     )
-    return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), storage, call = call))
+    return(search_in_background(args, storage, call = call))
   }
 
   dir <- tempfile("gpukeras-search-")
   dir.create(dir)
   on.exit(unlink(dir, recursive = TRUE), add = TRUE)
-  search <- list(
-    model_fn = model_fn, space = space, fixed = fit_args[!searched], searched = fit_args[searched], trials = trials,
-    objective = objective, direction = direction, sampler = sampler, pruner = pruner, study = study, seed = seed
-  )
-  request <- search_request(search, model_digest, data, validation_data, dir, call)
+  request <- search_request(search, model_digest, data, dir, call)
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   search_run(search, request, storage, plan, dir, call)
+}
+
+# gpu_fit()'s arguments given to gpu_search() (checked by check_fit_args()) split from
+# `space`: `fixed` ones, `searched` ones (search_*() values) and the `validation_data`.
+search_fit_args <- function(space, fit_args, call) {
+  searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
+  both <- intersect(names(space), names(fit_args)[searched])
+  if (length(both)) {
+    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
+  }
+  if (!length(space) && !any(searched)) {
+    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
+  }
+  fixed <- fit_args[!searched]
+  list(space = space, fixed = fixed[names(fixed) != "validation_data"], searched = fit_args[searched], validation_data = fit_args$validation_data)
 }
 
 # What the search's trials share: the data carried to `dir` once, how they validate
 # (search_validation()), and the request the study records (the same call resumes it,
 # another is refused).
-search_request <- function(search, model_digest, data, validation_data, dir, call) {
+search_request <- function(search, model_digest, data, dir, call) {
   carried <- many_data(data, dir, "gpu_search", call = call)
   space <- space_to_plain(c(search$space, search$searched))
   list(
     carried = carried, space = space,
-    validation = search_validation(validation_data, search$objective, data, search$seed, dir, call),
+    validation = search_validation(search$validation_data, search$objective, data, search$seed, dir, call),
     study = list(
       space = space, model_fn = model_digest, objective = search$objective,
       data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
