@@ -28,12 +28,11 @@
 #' within float rounding (exactly on a CPU).
 #'
 #' @section Workers:
-#' `devices = "all"` runs one worker process per GPU, each seeing its GPU alone
-#' (`CUDA_VISIBLE_DEVICES`), with memory that grows as its fit needs it; on a
-#' machine without a GPU, one worker on the CPU, or `workers` of them.
-#' `workers_per_device = "auto"` starts one per GPU and, once a fit's memory
-#' plan ([gpu_memory_plan()]) shows that more fit in the GPU's memory, more
-#' (at most 4); a number sets it. Each worker readies the next fit's process
+#' `workers = gpu_workers()` runs one worker process per GPU, each seeing its
+#' GPU alone (`CUDA_VISIBLE_DEVICES`), with memory that grows as its fit needs
+#' it; on a machine without a GPU, one worker on the CPU (`workers = 2`, two of
+#' them). [gpu_workers()] chooses the devices and how many workers share one
+#' GPU (by default as many as the memory plan fits). Each worker readies the next fit's process
 #' while its fit trains, so a fold waits for no start-up of R, Python and
 #' Keras. A model function carries the variables it uses (global ones, and
 #' those of the function it was made in, such as a loop's) and those of the
@@ -61,10 +60,8 @@
 #'   one group are held out together.
 #' @param seed A whole number for the folds and each fold's fit (see Same as
 #'   separate fits); `NULL` chooses one, recorded in the result.
-#' @param devices `"all"`, or the indices of the GPUs to use.
-#' @param workers The number of worker processes; `NULL` for one per device
-#'   (see Workers).
-#' @param workers_per_device Workers sharing one GPU: `"auto"` or a number.
+#' @param workers Where the fits run: [gpu_workers()], or a number of worker
+#'   processes (see Workers).
 #' @param ... [gpu_fit()]'s arguments for every fold: `epochs`, `batch_size`,
 #'   `class_weight`, `learning_rate`, ... (not `validation_data`: each fold's
 #'   held-out rows are its validation).
@@ -106,8 +103,7 @@
 #'     plot(cv)
 #'   }
 #' }
-gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices = "all",
-                   workers = NULL, workers_per_device = "auto", ...) {
+gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers = gpu_workers(), ...) {
   call <- current_env()
   model_fn <- check_model_fn(model_fn, 0L, call = call)
   fit_args <- check_fit_args(list(...), "gpu_cv", call = call)
@@ -119,9 +115,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices
     )
   }
   seed <- chosen_seed(check_seed(seed, call = call))
-  check_devices(devices, call = call)
-  if (!is.null(workers)) check_count(workers, call = call)
-  workers_per_device <- check_workers_per_device(workers_per_device, call = call)
+  workers <- check_workers(workers, call = call)
   data <- read_training_data(data, missing(data), call = call)
   grouped <- cv_group(group, data, call)
   data <- grouped$data
@@ -133,7 +127,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, devices
   on.exit(unlink(dir, recursive = TRUE), add = TRUE)
   carried <- many_data(data, dir, "gpu_cv", call = call)
   seeds <- vapply(seq_along(split$held_out), function(i) derived_seed(seed, i), integer(1))
-  plan <- worker_plan(devices, workers, workers_per_device, call = call)
+  plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
   tracked <- track_many("cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args), call)
@@ -235,7 +229,7 @@ cv_split <- function(folds, group, data, seed, call) {
   if (inherits(folds, "rset")) {
     return(rsample_split(folds, rows, call))
   }
-  if (!is.numeric(folds) || length(folds) != 1L || is.na(folds) || folds != round(folds) || folds < 2 || folds > rows) {
+  if (!is_whole_number(folds, 2, rows)) {
     gpukeras_abort(
       c(sprintf("`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows, describe(folds)),
         "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."),

@@ -315,8 +315,7 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
   }
   check_flag(drop_remainder, call = call)
   if (!is.null(deterministic)) check_flag(deterministic, call = call)
-  if (!(identical(prefetch, "auto") || (is.numeric(prefetch) && length(prefetch) == 1L && !is.na(prefetch) &&
-    prefetch >= 0 && prefetch == round(prefetch) && prefetch <= 1e6))) {
+  if (!identical(prefetch, "auto") && !is_whole_number(prefetch, 0)) {
     gpukeras_abort(
       c(
         sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),

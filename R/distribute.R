@@ -121,8 +121,7 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     }
   }
   if (!is.null(index)) {
-    ok <- is.numeric(index) && length(index) == 1 && !is.na(index) && index >= 0 && index == round(index)
-    if (!ok) {
+    if (!is_whole_number(index, 0, .Machine$integer.max)) {
       gpukeras_abort(
         sprintf("`index` must be one whole number >= 0 (this worker's place in `workers`, from 0), not %s.", describe(index)),
         "gpukeras_error_bad_argument"

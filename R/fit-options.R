@@ -173,7 +173,7 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
 #' @export
 gpu_background <- function(max_restarts = 2, ...) {
   check_unknown_args("gpu_background", "gpu_step")
-  fit_option(list(max_restarts = check_max_restarts(max_restarts, call = current_env())), "background")
+  fit_option(list(max_restarts = check_whole_number(max_restarts, 0, 1000, call = current_env())), "background")
 }
 
 fit_option <- function(values, kind) {

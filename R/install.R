@@ -109,7 +109,7 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
   c(
     keras_requirement,
     "nvidia-ml-py",
-    "optuna>=4",
+    "optuna>=4.9",
     switch(backend,
       # >= 2.16: the first TensorFlow that runs Keras 3 (stack.py's MIN_TENSORFLOW).
       tensorflow = paste0(tensorflow_distribution(gpu, os), ">=2.16"),

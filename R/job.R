@@ -15,19 +15,6 @@
 
 job_file <- function(job, name) file.path(if (is.environment(job)) job$dir else job, name)
 
-check_max_restarts <- function(max_restarts, call = caller_env()) {
-  ok <- is.numeric(max_restarts) && length(max_restarts) == 1L && !is.na(max_restarts) &&
-    max_restarts >= 0 && max_restarts == round(max_restarts) && max_restarts <= 1000
-  if (!ok) {
-    gpukeras_abort(
-      sprintf("`max_restarts` must be one whole number from 0 to 1000, not %s.", describe(max_restarts)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  as.integer(max_restarts)
-}
-
 not_carriable <- function(what, fix, call = caller_env()) {
   gpukeras_abort(
     c(sprintf("%s cannot be carried to a background process.", what), fix),

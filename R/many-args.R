@@ -186,6 +186,9 @@ worker_function <- function(fn) {
   fn
 }
 
+# gpu_cv()'s and gpu_search()'s arguments that moved into gpu_workers().
+moved_many_args <- c(devices = "workers = gpu_workers(devices = )", workers_per_device = "workers = gpu_workers(per_device = )")
+
 # gpu_fit()'s arguments given in `...` of `verb`: named, gpu_fit()'s own, and ones a
 # worker can take. The worker sets the data, seed, verbose and callbacks itself.
 check_fit_args <- function(args, verb, call = caller_env()) {
@@ -197,11 +200,21 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       call = call
     )
   }
+  moved <- intersect(names, names(moved_many_args))
+  if (length(moved)) {
+    gpukeras_abort(
+      sprintf("%s() has no argument `%s` any more: give %s.", verb, moved[1], moved_many_args[[moved[1]]]),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
   own <- c(setdiff(names(formals(gpu_fit)), "..."), names(deprecated_fit_args))
   unknown <- setdiff(names, own)
   if (length(unknown)) {
+    # the verb's own arguments too: gpu_cv(grup = 2) means `group`
+    verb_own <- setdiff(names(formals(get(verb, mode = "function"))), "...")
     meant <- lapply(unknown, function(name) {
-      closest <- closest_argument(name, c(own, names(formals(sys.function(sys.parent())))))
+      closest <- closest_argument(name, c(own, verb_own))
       if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
     })
     gpukeras_abort(

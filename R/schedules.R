@@ -108,8 +108,7 @@ new_lr_schedule <- function(schedule, ...) {
 
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x < minimum ||
-    x != round(x) || x > .Machine$integer.max) {
+  if (!is_whole_number(x, minimum, .Machine$integer.max)) {
     gpukeras_abort(
       sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
       "gpukeras_error_bad_argument",

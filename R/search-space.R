@@ -88,16 +88,8 @@ search_choice <- function(...) {
 new_search_param <- function(spec) structure(spec, class = "gpukeras_search_param")
 
 check_bound <- function(x, arg, whole = FALSE, call = caller_env()) {
-  ok <- is.numeric(x) && length(x) == 1L && is.finite(x) && (!whole || x == round(x)) &&
-    (!whole || abs(x) <= .Machine$integer.max)
-  if (!ok) {
-    gpukeras_abort(
-      sprintf("`%s` must be one finite %s, not %s.", arg, if (whole) "whole number" else "number", describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
+  widest <- .Machine$integer.max
+  if (whole) check_whole_number(x, -widest, widest, arg = arg, call = call) else check_number_decimal(x, arg = arg, call = call)
 }
 
 check_range <- function(lower, upper, log, call) {

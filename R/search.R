@@ -81,14 +81,17 @@
 #' @param study The study's name in the storage.
 #' @param seed A whole number: the sampler's seed, the held-out rows, and each
 #'   trial's seed (derived from it and the trial's number); `NULL` chooses one.
-#' @param devices,workers,workers_per_device Where the trials run (see Workers).
-#' @param background Run the search in a background R process and return a
-#'   job at once: [gpu_job_status()] shows the trials done and the best so
-#'   far, [gpu_job_wait()] returns the search, and [gpu_job_cancel()] stops it
-#'   and keeps the study (the same call resumes it).
+#' @param workers Where the trials run: [gpu_workers()], or a number of worker
+#'   processes (see Workers).
+#' @param background `FALSE`, or [gpu_background()] (`TRUE` is its defaults):
+#'   run the search in a background R process and return a job at once:
+#'   [gpu_job_status()] shows the trials done and the best so far,
+#'   [gpu_job_wait()] returns the search, and [gpu_job_cancel()] stops it and
+#'   keeps the study (the same call resumes it). A search's process is not
+#'   restarted (`max_restarts` is gpu_fit()'s): the same call resumes its study.
 #' @param ... [gpu_fit()]'s arguments for every trial (`epochs`, `batch_size`,
 #'   `validation_data`, `class_weight`, ...), fixed or searched.
-#' @return An object of class `gpukeras_search` (with `background = TRUE`, a
+#' @return An object of class `gpukeras_search` (in the background, a
 #'   `gpukeras_search_job`), a list with
 #'   * `trials`: a data.frame with a row per trial: `number`, a column per
 #'     parameter, `value` (the objective), `state` (`"complete"`, `"pruned"` or
@@ -123,7 +126,8 @@
 #'   job <- gpu_search(
 #'     model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
 #'     space = list(units = search_int(4, 32, log = TRUE)),
-#'     trials = 4, epochs = 5, seed = 1, background = TRUE
+#'     trials = 4, epochs = 5, seed = 1, workers = gpu_workers(workers = 1),
+#'     background = gpu_background()
 #'   )
 #'   gpu_job_status(job)
 #'   # search <- gpu_job_wait(job) would return the search when its trials are done;
@@ -132,27 +136,14 @@
 #' }
 gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss", direction = "auto",
                        sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",
-                       seed = NULL, devices = "all", workers = NULL, workers_per_device = "auto",
-                       background = FALSE, ...) {
+                       seed = NULL, workers = gpu_workers(), background = FALSE, ...) {
   call <- current_env()
   model_digest <- if (is.function(model_fn)) paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
   model_fn <- check_model_fn(model_fn, 1L, call = call)
   if (missing(space)) {
     gpukeras_abort("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).", "gpukeras_error_bad_argument", call = call)
   }
-  space <- check_space(space, call = call)
-  fit_args <- check_fit_args(list(...), "gpu_search", call = call)
-  validation_data <- fit_args$validation_data
-  fit_args$validation_data <- NULL
-  searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
-  both <- intersect(names(space), names(fit_args)[searched])
-  if (length(both)) {
-    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
-  }
-  full_space <- c(space, fit_args[searched])
-  if (!length(full_space)) {
-    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
-  }
+  fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
   check_count(trials, call = call)
   check_string(objective, call = call)
   direction <- check_choice(direction, c("auto", "minimize", "maximize"), call = call)
@@ -160,59 +151,93 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   pruner <- check_choice(pruner, c("median", "hyperband", "asha", "none"), call = call)
   check_string(study, call = call)
   seed <- chosen_seed(check_seed(seed, call = call))
-  check_devices(devices, call = call)
-  if (!is.null(workers)) check_count(workers, call = call)
-  workers_per_device <- check_workers_per_device(workers_per_device, call = call)
-  check_flag(background, call = call)
+  workers <- check_workers(workers, call = call)
+  background <- check_fit_option(background, "background", gpu_background, flag = TRUE, call = call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
-  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  if (!is.null(fit$fixed$class_weight)) fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data), call = call)
   storage <- search_storage(storage, study, call)
-  if (background) {
-    args <- list(
-      model_fn = model_fn, data = given, space = space, trials = trials, objective = objective, direction = direction,
-      sampler = sampler, pruner = pruner, storage = storage$folder %||% storage$url, study = study, seed = seed,
-      devices = devices, workers = workers, workers_per_device = workers_per_device
+  search <- c(fit, list(
+    model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler, pruner = pruner,
+    study = study, seed = seed
+  ))
+  if (!is.null(background)) {
+    args <- c(
+      search[c("model_fn", "space", "trials", "objective", "direction", "sampler", "pruner", "study", "seed")],
+      list(data = given, storage = storage$folder %||% storage$url, workers = workers),
+      search$fixed, search$searched, list(validation_data = search$validation_data)
     )
-    return(search_in_background(c(args, fit_args, list(validation_data = validation_data)), storage, call = call))
+    return(search_in_background(args, storage, call = call))
   }
 
   dir <- tempfile("gpukeras-search-")
   dir.create(dir)
   on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  request <- search_request(search, model_digest, data, dir, call)
+  plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
+  search_run(search, request, storage, plan, dir, call)
+}
+
+# gpu_fit()'s arguments given to gpu_search() (checked by check_fit_args()) split from
+# `space`: `fixed` ones, `searched` ones (search_*() values) and the `validation_data`.
+search_fit_args <- function(space, fit_args, call) {
+  searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
+  both <- intersect(names(space), names(fit_args)[searched])
+  if (length(both)) {
+    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
+  }
+  if (!length(space) && !any(searched)) {
+    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
+  }
+  fixed <- fit_args[!searched]
+  list(space = space, fixed = fixed[names(fixed) != "validation_data"], searched = fit_args[searched], validation_data = fit_args$validation_data)
+}
+
+# What the search's trials share: the data carried to `dir` once, how they validate
+# (search_validation()), and the request the study records (the same call resumes it,
+# another is refused).
+search_request <- function(search, model_digest, data, dir, call) {
   carried <- many_data(data, dir, "gpu_search", call = call)
-  validation <- search_validation(validation_data, objective, data, seed, dir, call)
-  request <- list(
-    space = space_to_plain(full_space), model_fn = model_digest, objective = objective,
-    data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
-    fit = lapply(fit_args[!searched], function(value) paste(deparse(value), collapse = ""))
+  space <- space_to_plain(c(search$space, search$searched))
+  list(
+    carried = carried, space = space,
+    validation = search_validation(search$validation_data, search$objective, data, search$seed, dir, call),
+    study = list(
+      space = space, model_fn = model_digest, objective = search$objective,
+      data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
+      fit = lapply(search$fixed, function(value) paste(deparse(value), collapse = ""))
+    )
   )
+}
+
+# Run the search on `plan`'s workers: ask the study for a trial while a worker is free,
+# tell it each trial's raw result; the core decides what the result means and whether the
+# search stops. Returns the gpukeras_search.
+search_run <- function(search, request, storage, plan, dir, call) {
   opened <- core_call(
     "search_open",
-    storage = storage$url, study = study, space = space_to_plain(full_space), request = request,
-    trials = as.integer(trials), objective = objective, direction = direction, sampler = sampler,
-    pruner = pruner, seed = seed, error_call = call
+    storage = storage$url, study = search$study, space = request$space, request = request$study,
+    trials = as.integer(search$trials), objective = search$objective, direction = search$direction,
+    sampler = search$sampler, pruner = search$pruner, seed = search$seed, error_call = call
   )
   tracked <- track_many("search", 0L, list(
-    study = study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = trials,
-    objective = objective, direction = direction, sampler = sampler, pruner = pruner, seed = seed,
-    space = space_to_plain(full_space)
+    study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = search$trials,
+    objective = search$objective, direction = search$direction, sampler = search$sampler, pruner = search$pruner,
+    seed = search$seed, space = request$space
   ), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
-  plan <- worker_plan(devices, workers, workers_per_device, call = call)
   pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
   running <- function() vapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1))
   on.exit(
     {
-      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()), why = "its search stopped")
+      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
       worker_close(pool)
     },
     add = TRUE, after = FALSE
   )
-  state <- new.env(parent = emptyenv())
-  state$completed <- 0L
-  state$seen <- Sys.time()
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
+  carried <- request$carried
+  validation <- request$validation
   next_task <- function() {
     asked <- core_call("search_ask", search = opened, error_call = call)
     if (is.null(asked)) {
@@ -220,11 +245,14 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     }
     params <- asked$params
     list(
-      model_fn = model_fn, params = params[names(space)], seed = asked$seed, data = carried$files,
+      model_fn = search$model_fn, params = params[names(search$space)], seed = asked$seed, data = carried$files,
       train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
       validation = validation$files,
-      fit = c(fit_args[!searched], params[names(fit_args)[searched]]),
-      trial = list(number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = study, objective = objective, pruner = pruner),
+      fit = c(search$fixed, params[names(search$searched)]),
+      trial = list(
+        number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = search$study,
+        objective = search$objective, pruner = search$pruner
+      ),
       save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
       more = asked$left > 0L,
       plan_memory = isTRUE(plan$plan_memory),
@@ -235,56 +263,49 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     )
   }
   on_end <- function(ended) {
-    told <- search_tell(opened, ended, pool$slots[[ended$slot]]$device, objective)
-    track_trial_end(tracked, ended, told$state, call)
-    if (told$state == "complete") state$completed <- state$completed + 1L
-    if (!is.null(told$abort) && state$completed == 0L) {
+    told <- core_call(
+      "search_tell",
+      search = opened, number = ended$task$trial$number, result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
+      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device
+    )
+    track_trial_end(tracked, ended, told, call)
+    if (!is.null(told$stop)) {
       gpukeras_abort(
-        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$abort$message),
+        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$stop$message),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
-        unique(c(setdiff(told$abort$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
+        unique(c(setdiff(told$stop$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
         call = call
       )
     }
     many_grow(pool, ended, ended$result)
     list()
   }
-  on_wait <- function() {
-    if (as.numeric(difftime(Sys.time(), state$seen, units = "secs")) >= 20 && length(running())) {
-      core_call("search_seen", search = opened, numbers = as.list(running()))
-      state$seen <- Sys.time()
-    }
-  }
-  worker_run(pool, on_end = on_end, next_task = next_task, on_wait = on_wait)
-  search <- new_gpukeras_search(core_call("search_trials", search = opened), names(full_space), storage, study, seed, objective, validation, pool$plan)
+  worker_run(pool, on_end = on_end, next_task = next_task)
+  result <- new_gpukeras_search(
+    core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed, search$objective,
+    validation, pool$plan
+  )
   track_many_end(
     tracked, "FINISHED",
-    metrics = list(best_value = search$best$value, trials_complete = sum(search$trials$state == "complete")),
-    tags = list(gpukeras.best_trial = search$best$number), call = call
+    metrics = list(best_value = result$best$value, trials_complete = sum(result$trials$state == "complete")),
+    tags = list(gpukeras.best_trial = result$best$number), call = call
   )
-  search
+  result
 }
 
-# A trial's run once the search knows how it ended: its state ("complete", "pruned",
-# "failed") and why, its objective (the last epoch's), ended FINISHED, KILLED or FAILED.
-# A trial whose worker died before its fit began gets its run here, with its drawn values.
-track_trial_end <- function(tracked, ended, state, call) {
+# A trial's run once the core told how it ended (`told`: its state "complete", "pruned" or
+# "failed", its value, why), ended FINISHED, KILLED or FAILED. A trial whose worker died
+# before its fit began gets its run here, with its drawn values.
+track_trial_end <- function(tracked, ended, told, call) {
   context <- ended$task$track$context
   if (is.null(context)) {
     return(invisible())
   }
-  result <- ended$result
-  values <- unlist(result$pruning$values)
-  reason <- if (!is.null(result$error)) {
-    first_line(result$error$message)
-  } else if (!is.null(result$pruning$missing)) {
-    "the objective is not among the logged values"
-  } else if (identical(state, "pruned")) {
-    sprintf("pruned after epoch %d", length(values))
-  }
+  state <- told$state
+  reason <- told$reason %||% if (identical(state, "pruned")) sprintf("pruned after epoch %d", told$epochs)
   track_record(
     tracked$track, context$key,
-    metrics = if (identical(state, "complete") && length(values)) list(objective = values[length(values)]),
+    metrics = if (identical(state, "complete")) list(objective = told$value),
     params = context$params, tags = list(gpukeras.trial_state = state, gpukeras.trial_reason = reason),
     status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
     name = context$name, kind = "trial", call = call
@@ -336,34 +357,6 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
     description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, if (is_class_labels(data$y)) ", stratified" else "", seed)
   )
 }
-
-# Tell the study how trial `ended` ended; `abort` is the error to stop the search with
-# when it is not a trial's own failure (a crash, out of memory, a NaN loss).
-search_tell <- function(search, ended, device, objective) {
-  result <- ended$result
-  number <- ended$task$trial$number
-  tell <- function(state, value = NULL, reason = NULL) {
-    core_call("search_tell", search = search, number = number, state = state, value = value, reason = reason, seconds = ended$seconds, device = device)
-  }
-  if (!is.null(result$error)) {
-    tell("failed", reason = first_line(result$error$message))
-    own_failure <- isTRUE(result$error$crashed) || "gpukeras_error_out_of_memory" %in% result$error$class
-    return(list(state = "failed", abort = if (!own_failure) result$error))
-  }
-  pruning <- result$pruning
-  if (!is.null(pruning$missing)) {
-    message <- sprintf("the objective \"%s\" is not among the logged values (%s).", objective, paste(unlist(pruning$missing), collapse = ", "))
-    tell("failed", reason = message)
-    return(list(state = "failed", abort = list(class = "gpukeras_error_bad_argument", message = paste(message, "Give `objective` one of them."))))
-  }
-  if (isTRUE(pruning$pruned)) {
-    return(list(state = tell("pruned")))
-  }
-  values <- unlist(pruning$values)
-  list(state = tell("complete", value = if (length(values)) values[length(values)] else NA_real_))
-}
-
-first_line <- function(message) strsplit(message, "\n", fixed = TRUE)[[1]][1]
 
 new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan) {
   table <- data.frame(number = as.integer(unlist(trials$number)))

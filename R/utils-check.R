@@ -50,6 +50,42 @@ check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) 
   invisible(x)
 }
 
+# One whole number from `min` to `max` (rlang's check_number_whole()), returned as an
+# integer: "`arg` must be one whole number from 0 to 1000, not `1.5`." A bound as wide as
+# R's integers, or counts' MAX_COUNT, goes unsaid ("one whole number >= 1", "one finite
+# whole number"), and a count above MAX_COUNT says so.
+check_whole_number <- function(x, min = 1, max = MAX_COUNT, allow_null = FALSE, arg = caller_arg(x), call = caller_env()) {
+  if (allow_null && is.null(x)) return(invisible(NULL))
+  if (!is_whole_number(x, min, max)) {
+    note <- if (max == MAX_COUNT) over_count(x) else ""
+    stop_input_type(x, bounds_text("whole number", min, max), arg, call, note)
+  }
+  invisible(as.integer(x))
+}
+
+# One finite number from `min` to `max` (rlang's check_number_decimal()), as a double.
+check_number_decimal <- function(x, min = -Inf, max = Inf, allow_null = FALSE, arg = caller_arg(x), call = caller_env()) {
+  if (allow_null && is.null(x)) return(invisible(NULL))
+  if (!is_number(x) || !is.finite(x) || x < min || x > max) stop_input_type(x, bounds_text("number", min, max), arg, call)
+  invisible(as.double(x))
+}
+
+# "one <kind> from <min> to <max>", leaving out a bound that is not one.
+bounds_text <- function(kind, min, max) {
+  widest <- .Machine$integer.max
+  low <- min > -widest
+  high <- max < widest && max != MAX_COUNT
+  if (low && high) {
+    sprintf("one %s from %s to %s", kind, format(min), format(max))
+  } else if (low) {
+    sprintf("one %s >= %s", kind, format(min))
+  } else if (high) {
+    sprintf("one %s <= %s", kind, format(max))
+  } else {
+    sprintf("one finite %s", kind)
+  }
+}
+
 check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
     stop_input_type(x, "one non-empty string", arg, call)
@@ -58,9 +94,7 @@ check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
 }
 
 check_count <- function(x, arg = caller_arg(x), allow_null = FALSE, call = caller_env()) {
-  if (allow_null && is.null(x)) return(invisible(NULL))
-  if (!is_whole_number(x)) stop_input_type(x, "one whole number >= 1", arg, call, over_count(x))
-  invisible(as.integer(x))
+  check_whole_number(x, allow_null = allow_null, arg = arg, call = call)
 }
 
 check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
@@ -125,8 +159,7 @@ check_callbacks <- function(callbacks, call = caller_env()) {
 
 check_seed <- function(seed, call = caller_env()) {
   if (is.null(seed)) return(NULL)
-  if (!is_whole_number(seed, min = 0, max = .Machine$integer.max)) stop_input_type(seed, "one whole number >= 0", "seed", call)
-  as.integer(seed)
+  check_whole_number(seed, min = 0, max = .Machine$integer.max, call = call)
 }
 
 # "auto" is a progress bar where someone watches (an interactive session) and

@@ -39,10 +39,6 @@ check_devices <- function(devices, call = caller_env()) {
   devices
 }
 
-check_workers_per_device <- function(x, call = caller_env()) {
-  check_auto_count(x, "workers_per_device", call = call)
-}
-
 # The environment of a worker on `slot`: the session's Python and Keras backend, its GPU
 # alone, and memory that grows as the fit needs it (JAX would take 75 % of the GPU at
 # start, TensorFlow all of it, leaving nothing to a second worker).

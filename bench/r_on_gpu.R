@@ -2,7 +2,7 @@
 #
 #   1. many models on one GPU (issue #33's GPU goal): the same 16-trial gpu_search()
 #      (random sampler, no pruning, so both draw the same trials) with one worker on the
-#      GPU and with two sharing it (workers_per_device = 1, then 2; on a CPU, workers = 1
+#      GPU and with two sharing it (gpu_workers(per_device = 1), then 2; on a CPU, workers = 1
 #      and 2): seconds, trials per hour, their ratio (goal >= 1.6), each trial's device,
 #      and the GPU memory NVML shows this session holding meanwhile (it must hold none).
 #      It runs first, while the session has not yet started the GPU runtime;
@@ -130,7 +130,7 @@ run_search <- function(workers_here, trials = search_trials) {
   on.exit(probe_session_stop(), add = TRUE)
   # each search compiles its trials' shapes itself: the second would load the first's
   unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
-  sharing <- if (on_gpu) list(workers_per_device = workers_here) else list(workers = workers_here)
+  sharing <- list(workers = if (on_gpu) gpu_workers(per_device = workers_here) else workers_here)
   began <- as.numeric(Sys.time())
   sampler <- nvml_sampler()
   started_search <- Sys.time()
@@ -164,7 +164,7 @@ say("\n## 1. Many models on one ", if (on_gpu) "GPU" else "CPU (smoke)", ": one 
 say("```r\n", paste(
   "search <- gpu_search(model_fn, list(x = x, y = y), space, trials = 16, sampler = \"random\",",
   "                     pruner = \"none\", seed = 1, epochs = 5, batch_size = 256,",
-  if (on_gpu) "                     workers_per_device = 1)  # then 2" else "                     workers = 1)  # then 2",
+  if (on_gpu) "                     workers = gpu_workers(per_device = 1))  # then 2" else "                     workers = 1)  # then 2",
   sep = "\n"), "\n```\n")
 for (name in names(shared)) {
   trials <- shared[[name]]$result$trials

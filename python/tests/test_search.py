@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,22 @@ def opened(tmp_path: Path, trials: int = 5, **kwargs: object) -> search.Search:
     )
 
 
+def trained(*values: float, pruned: bool = False) -> dict[str, object]:
+    """A worker's result (as R passes it) for a trial that reported ``values``."""
+    return {"pruning": {"values": list(values), "pruned": pruned, "missing": None}}
+
+
+def failed(
+    *classes: str, message: str = "it failed\nat line 2", **more: object
+) -> dict[str, object]:
+    """A worker's result for a trial whose fit raised (or whose process was lost)."""
+    return {"error": {"class": list(classes), "message": message, **more}}
+
+
+def told(study: search.Search, number: int, result: dict[str, object]) -> str:
+    return str(search.tell(study, number, result)["state"])
+
+
 def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> None:
     study = opened(tmp_path, trials=4)
     asked = [search.ask(study) for _ in range(4)]
@@ -55,14 +72,15 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
     assert len({t["seed"] for t in asked if t}) == 4
     assert [t["seed"] for t in asked if t] == [search.trial_seed(3, n) for n in range(4)]
     states = [
-        search.tell(study, 0, "complete", value=0.5),
-        search.tell(study, 1, "complete", value=float("nan")),
-        search.tell(study, 2, "pruned"),
-        search.tell(study, 3, "failed", reason="out of memory"),
+        told(study, 0, trained(0.7, 0.5)),
+        told(study, 1, trained(0.7, float("nan"))),
+        told(study, 2, trained(0.9, pruned=True)),
+        told(study, 3, failed("gpukeras_error_out_of_memory", message="out of memory\nmore")),
     ]
     assert states == ["complete", "failed", "pruned", "failed"]
     table = search.trials(study)
     assert table["state"] == ["complete", "failed", "pruned", "failed"]
+    assert table["value"][0] == 0.5  # the last epoch's
     assert table["reason"][1] == "the objective val_loss was nan"  # NaN is never best
     assert table["reason"][3] == "out of memory"
     assert table["best"] == 0
@@ -78,7 +96,7 @@ def test_the_same_request_resumes_and_another_is_refused(tmp_path: Path) -> None
     study = opened(tmp_path, trials=2)
     first = search.ask(study)
     assert first is not None
-    search.tell(study, first["number"], "complete", value=1.0)
+    told(study, first["number"], trained(1.0))
     again = opened(tmp_path, trials=3)
     assert search.trials(again)["number"] == [0]
     assert search.ask(again)["number"] == 1  # type: ignore[index]
@@ -110,15 +128,15 @@ def test_a_mismatch_names_each_argument_that_differs_with_both_values(tmp_path: 
 
 def test_a_later_identical_search_that_runs_nothing_resumes_nothing(tmp_path: Path) -> None:
     """Trial 0 interrupted, run again by the search after it; the one after that runs
-    nothing and lists no interrupted trial (its reason stays in the study)."""
+    nothing and lists no interrupted trial (Optuna's retry history stays in the study)."""
     study = opened(tmp_path, trials=1)
     first = search.ask(study)
     assert first is not None
-    search.interrupt(study, [first["number"]], "its search stopped")
+    search.interrupt(study, [first["number"]])
     resumed = opened(tmp_path, trials=1)
     retry = search.ask(resumed)
     assert retry is not None and search.trials(resumed)["retry_of"] == [0]
-    search.tell(resumed, retry["number"], "complete", value=1.0)
+    told(resumed, retry["number"], trained(1.0))
     assert search.trials(resumed)["interrupted"] == [0]
     later = opened(tmp_path, trials=1)
     assert search.ask(later) is None
@@ -159,6 +177,94 @@ def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: 
     assert search.ask(resumed) is None  # 3 counted: the retry and two more
 
 
+def test_the_core_says_which_failures_stop_the_search(tmp_path: Path) -> None:
+    """A lost worker, out of memory or a NaN fail the trial alone; another error (a bug in
+    model_fn, an objective the logs lack) stops a search that completed no trial."""
+    study = opened(tmp_path, trials=7)
+    for _ in range(7):
+        search.ask(study)
+    lost = search.tell(study, 0, failed("gpukeras_error_worker_lost", crashed=True))
+    assert lost == {
+        "state": "failed",
+        "value": None,
+        "reason": "it failed",
+        "epochs": 0,
+        "stop": None,
+    }
+    assert search.tell(study, 1, failed("gpukeras_error_out_of_memory"))["stop"] is None
+    bug = ["gpukeras_error_bad_model", "gpukeras_error", "rlang_error", "error", "condition"]
+    assert search.tell(study, 2, failed(*bug))["stop"] == {
+        "class": bug,
+        "message": "it failed\nat line 2",
+    }
+    lacking = {"pruning": {"values": [], "pruned": False, "missing": ["accuracy", "loss"]}}
+    said = search.tell(study, 3, lacking)
+    assert (
+        said["reason"]
+        == 'the objective "val_loss" is not among the logged values (accuracy, loss).'
+    )
+    assert said["stop"]["class"] == ["gpukeras_error_bad_argument"]
+    assert said["stop"]["message"].endswith("Give `objective` one of them.")
+    # R gives one value as a number, one class as a string
+    assert search.tell(study, 4, {"pruning": {"values": 0.25, "pruned": False}})["value"] == 0.25
+    # once a trial completed, the search goes on whatever fails
+    assert search.tell(study, 5, failed("gpukeras_error_bad_model"))["stop"] is None
+    assert search.trials(study)["state"] == ["failed"] * 4 + ["complete", "failed", "running"]
+
+
+def test_a_trial_whose_heartbeat_stopped_is_failed_and_asked_again_by_optuna(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its search lives (this process), but nothing records the trial's heartbeat: after the
+    grace period Optuna's fail_stale_trials fails it, its retry callback queues it again,
+    and the search that ran it, telling it late, leaves it so."""
+    monkeypatch.setattr(study_storage, "HEARTBEAT_SECONDS", 1)
+    monkeypatch.setattr(study_storage, "GRACE_SECONDS", 1)
+    study = opened(tmp_path, trials=2)
+    first = search.ask(study)
+    assert first is not None
+    time.sleep(2.1)  # SQLite's clock counts whole seconds
+    resumed = opened(tmp_path, trials=2)
+    table = search.trials(resumed)
+    assert table["state"] == ["waiting"] and table["interrupted"] == [0]
+    late = search.tell(study, first["number"], trained(0.5))
+    assert late["state"] == "failed" and late["stop"] is None
+    retry = search.ask(resumed)
+    assert retry is not None and retry["params"] == first["params"]
+    assert search.trials(resumed)["retry_of"] == [0]
+
+
+def test_the_process_that_trains_a_trial_records_its_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    import keras
+
+    monkeypatch.setattr(study_storage, "HEARTBEAT_SECONDS", 1)
+    study = opened(tmp_path, trials=1)
+    trial = search.ask(study)
+    assert trial is not None
+
+    def beat() -> str:
+        with sqlite3.connect(tmp_path / "search.db") as db:
+            query = "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?"
+            return str(db.execute(query, (trial["trial_id"],)).fetchone()[0])
+
+    asked = beat()  # the search records the first
+    callback = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+    slow = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: time.sleep(0.8))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((8, 3), "float32")
+    model.fit(x, x[:, :1], epochs=3, verbose=0, callbacks=[callback, slow])
+    assert beat() > asked
+    deadline = time.monotonic() + 5
+    while any(t.name == "gpukeras-heartbeat" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the heartbeat went on after training"
+        time.sleep(0.05)
+
+
 def test_two_processes_share_the_budget(tmp_path: Path) -> None:
     """Two searches ask at once until the study is full: 6 trials between them, none twice."""
     search.open_study(url(tmp_path), "s", SPACE, REQUEST, 6, "val_loss", sampler="random")
@@ -171,7 +277,8 @@ def test_two_processes_share_the_budget(tmp_path: Path) -> None:
                                   sampler="random")
         while (trial := search.ask(study)) is not None:
             time.sleep(0.05)
-            search.tell(study, trial["number"], "complete", value=float(trial["number"]))
+            result = {{"pruning": {{"values": [float(trial["number"])], "pruned": False}}}}
+            search.tell(study, trial["number"], result)
             print(trial["number"], flush=True)
         """
     )
@@ -206,7 +313,7 @@ def test_grid_needs_finite_values(tmp_path: Path) -> None:
     seen = []
     while (trial := search.ask(study)) is not None:
         seen.append((trial["params"]["units"], trial["params"]["optimizer"]))
-        assert search.tell(study, trial["number"], "complete", value=1.0) == "complete"
+        assert told(study, trial["number"], trained(1.0)) == "complete"
     # every whole number from 4 to 8 with each optimizer, once: the grid is the budget
     assert sorted(seen) == sorted((u, o) for u in range(4, 9) for o in ("adam", "sgd"))
 
@@ -223,7 +330,7 @@ def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
         reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
         for epoch in range(6):
             reporter.on_epoch_end(epoch, {"loss": 0.01})
-        search.tell(study, trial["number"], "complete", value=0.01)
+        told(study, trial["number"], trained(0.01))
     poor = search.ask(study)
     assert poor is not None
     callback = search.pruning_callback(url(tmp_path), "s", poor["trial_id"], "loss")
@@ -233,7 +340,8 @@ def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
     history = model.fit(x, x[:, :1] * 100, epochs=6, verbose=0, callbacks=[callback])
     assert search.pruning_outcome(callback)["pruned"] is True
     assert len(history.history["loss"]) == 1
-    assert search.tell(study, poor["number"], "pruned") == "pruned"
+    outcome = search.pruning_outcome(callback)
+    assert told(study, poor["number"], {"pruning": outcome}) == "pruned"
     table = search.trials(study)
     assert table["state"][-1] == "pruned"
     assert table["epochs"][-1] == 1
@@ -255,7 +363,7 @@ def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: 
     reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
     assert study_storage._WARMED == {}
     reporter.on_epoch_end(0, {"loss": 0.5})
-    search.tell(study, trial["number"], "complete", value=0.5)
+    told(study, trial["number"], trained(0.5))
     assert search.trials(study)["epochs"][-1] == 1
     unreachable = "postgresql://al:secret@127.0.0.1:1/db"
     study_storage.warm(unreachable)

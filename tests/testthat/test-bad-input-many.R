@@ -30,14 +30,18 @@ checked <- check_before_python(bad_inputs(
   "gpu_search: direction unknown",         gpu_search(search_fn, iris_data, units_space, direction = "up"),             "bad_argument", "^`direction` must be one of \"auto\", \"minimize\", \"maximize\"",
   "gpu_search: objective not a string",    gpu_search(search_fn, iris_data, units_space, objective = 1),                "bad_argument", "^`objective` must be one non-empty string",
   "gpu_search: misspelt fit argument",     gpu_search(search_fn, iris_data, units_space, epoch = 2),                    "bad_argument", "^gpu_search\\(\\) has no argument `epoch`, nor has gpu_fit\\(\\).*Did you mean `epochs` for `epoch`",
-  "gpu_search: a fit argument by position", gpu_search(search_fn, iris_data, units_space, 20, "val_loss", "auto", "tpe", "median", NULL, "gpukeras", 1, "all", NULL, "auto", FALSE, 3), "bad_argument", "^gpu_search\\(\\) takes gpu_fit\\(\\)'s arguments in `...` by name",
+  "gpu_search: misspelt own argument",     gpu_search(search_fn, iris_data, units_space, trails = 5),                   "bad_argument", "^gpu_search\\(\\) has no argument `trails`, nor has gpu_fit\\(\\).*Did you mean `trials` for `trails`",
+  "gpu_search: a fit argument by position", gpu_search(search_fn, iris_data, units_space, 20, "val_loss", "auto", "tpe", "median", NULL, "gpukeras", 1, 1, FALSE, 3), "bad_argument", "^gpu_search\\(\\) takes gpu_fit\\(\\)'s arguments in `...` by name",
   "gpu_search: verbose for the workers",   gpu_search(search_fn, iris_data, units_space, verbose = 2),                  "bad_argument", "^`verbose` cannot be given to gpu_search\\(\\): workers train silently",
   "gpu_search: seed negative",             gpu_search(search_fn, iris_data, units_space, seed = -1),                    "bad_argument", "^`seed` must be one whole number >= 0",
-  "gpu_search: devices a word",            gpu_search(search_fn, iris_data, units_space, devices = "gpu"),              "bad_argument", "^`devices` must be \"all\" or GPU indices",
+  "gpu_search: devices a word",            gpu_search(search_fn, iris_data, units_space, workers = gpu_workers("gpu")), "bad_argument", "^`devices` must be \"all\" or GPU indices",
+  "gpu_search: devices moved",             gpu_search(search_fn, iris_data, units_space, devices = 0),                  "bad_argument", "^gpu_search\\(\\) has no argument `devices` any more: give workers = gpu_workers\\(devices = \\)",
+  "gpu_search: workers a word",            gpu_search(search_fn, iris_data, units_space, workers = "all"),              "bad_argument", "^`workers` must be gpu_workers\\(...\\) or a number of workers, not `all`",
   "gpu_search: workers zero",              gpu_search(search_fn, iris_data, units_space, workers = 0),                  "bad_argument", "^`workers` must be one whole number >= 1",
-  "gpu_search: background NA",             gpu_search(search_fn, iris_data, units_space, background = NA),              "bad_argument", "^`background` must be TRUE or FALSE",
+  "gpu_search: background NA",             gpu_search(search_fn, iris_data, units_space, background = NA),              "bad_argument", "^`background` must be gpu_background\\(...\\), TRUE or FALSE, not `NA`",
   "gpu_search: data missing",              gpu_search(search_fn, space = units_space),                                  "bad_argument", "^`data` is missing",
   "gpu_cv: model_fn with an argument",     gpu_cv(function(units) NULL, iris_data),                                     "bad_argument", "^`model_fn` must take no arguments, but it takes `units`",
+  "gpu_cv: misspelt own argument",         gpu_cv(cv_fn, iris_data, grup = 2),                                          "bad_argument", "^gpu_cv\\(\\) has no argument `grup`, nor has gpu_fit\\(\\).*Did you mean `group` for `grup`",
   "gpu_cv: one fold",                      gpu_cv(cv_fn, iris_data, folds = 1),                                         "bad_argument", "^`folds` must be a whole number from 2 to the rows \\(150\\)",
   "gpu_cv: more folds than rows",          gpu_cv(cv_fn, iris_data, folds = 151),                                       "bad_argument", "^`folds` must be a whole number from 2 to the rows",
   "gpu_cv: folds a word",                  gpu_cv(cv_fn, iris_data, folds = "five"),                                    "bad_argument", "^`folds` must be a whole number .*rsample::vfold_cv",
@@ -46,7 +50,8 @@ checked <- check_before_python(bad_inputs(
   "gpu_cv: fewer groups than folds",       gpu_cv(cv_fn, iris_data, folds = 5, group = rep(1:2, 75)),                   "bad_argument", "^`group` has 2 groups, fewer than the 5 folds",
   "gpu_cv: validation_data",               gpu_cv(cv_fn, iris_data, validation_data = iris_data),                       "bad_argument", "^`validation_data` cannot be given to gpu_cv\\(\\)",
   "gpu_cv: background",                    gpu_cv(cv_fn, iris_data, background = TRUE),                                 "bad_argument", "^`background` cannot be given to gpu_cv\\(\\): each fit is already in a process of its own",
-  "gpu_cv: workers_per_device zero",       gpu_cv(cv_fn, iris_data, workers_per_device = 0),                            "bad_argument", "^`workers_per_device` must be \"auto\" or one whole number >= 1",
+  "gpu_cv: per_device zero",               gpu_cv(cv_fn, iris_data, workers = gpu_workers(per_device = 0)),             "bad_argument", "^`per_device` must be \"auto\" or one whole number >= 1",
+  "gpu_cv: workers_per_device moved",      gpu_cv(cv_fn, iris_data, workers_per_device = 2),                            "bad_argument", "^gpu_cv\\(\\) has no argument `workers_per_device` any more: give workers = gpu_workers\\(per_device = \\)",
   "gpu_cv: a dataset",                     gpu_cv(cv_fn, list(train = 1, validation = 2)),                              "bad_data",     "^`data` is a list with names `train`, `validation`"
 ), setup = quote({
   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
@@ -70,5 +75,12 @@ test_that("the space's and the many-fits functions' messages read as they should
     gpu_search(function(params) NULL, list(x = matrix(1:4, 2), y = 1:2), space = list(units = 8))
     gpu_cv(function() NULL, list(x = matrix(1:4, 2), y = 1:2), epoch = 3)
     gpu_cv(function() NULL, list(x = as.matrix(iris[, 1:4]), y = iris$Species), group = rep(1:2, 75))
+  })
+})
+
+test_that("gpu_cv() and gpu_search() suggest their own argument for a misspelt one", {
+  expect_snapshot(error = TRUE, {
+    gpu_cv(function() NULL, list(x = matrix(1:4, 2), y = 1:2), grup = 2)
+    gpu_search(function(params) NULL, list(x = matrix(1:4, 2), y = 1:2), list(units = search_int(1, 4)), trails = 5)
   })
 })

@@ -43,7 +43,7 @@ test_that("the Keras required is the core's, and install_gpukeras()'s pin meets 
 
 test_that("managed_requirements() declares ranges for the Keras backend in use", {
   cpu <- managed_requirements("tensorflow", gpu = FALSE, os = "Linux")
-  expect_identical(cpu, c("keras>=3.12.1,!=3.13.0,!=3.13.1", "nvidia-ml-py", "optuna>=4", "tensorflow-cpu>=2.16"))
+  expect_identical(cpu, c("keras>=3.12.1,!=3.13.0,!=3.13.1", "nvidia-ml-py", "optuna>=4.9", "tensorflow-cpu>=2.16"))
   # The same TensorFlow distribution install_gpukeras() pins, as a range.
   expect_identical(
     managed_requirements("tensorflow", gpu = TRUE, os = "Linux")[4],
@@ -51,10 +51,10 @@ test_that("managed_requirements() declares ranges for the Keras backend in use",
   )
   expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[4], "tensorflow>=2.16")
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
-  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4", "jax[cuda12]"))
+  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]"))
   expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).
-  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4"))
+  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4.9"))
 })
 
 test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {

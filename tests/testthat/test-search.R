@@ -157,7 +157,7 @@ test_that("a cancelled background search keeps its study, and the same call resu
         storage = dir, background = background
       )
     }
-    job <- search(TRUE)
+    job <- search(gpu_background())
     repeat {
       status <- gpu_job_status(job)
       if (status$done >= 1 || status$state != "running") break

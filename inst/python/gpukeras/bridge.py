@@ -89,7 +89,6 @@ VERBS: dict[str, str] = {
     "search_open": "tools.search:open_study",
     "search_ask": "tools.search:ask",
     "search_tell": "tools.search:tell",
-    "search_seen": "tools.search:seen",
     "search_interrupt": "tools.search:interrupt",
     "search_trials": "tools.search:trials",
     "search_progress": "tools.search:progress",

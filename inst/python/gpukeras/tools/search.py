@@ -12,11 +12,16 @@ sampler or pruner. What it adds:
 - a budget shared by every process on the storage: ``trials`` counts the study's
   trials in the order the storage numbered them, so two machines asking at once
   never run more than the budget between them (``ask``);
-- trials a dead search left running are marked failed ("interrupted") and their
-  parameters asked again, so a resumed search retries them and runs no finished
-  one twice. A search owns its running trials by host and process id, and touches
-  them every ``SEEN_SECONDS``; a trial of this host whose process is gone, or of
-  another host unseen for ``STALE_SECONDS``, is interrupted;
+- how a trial ended, from its worker's raw result (``tell``): which failures fail the
+  trial only (its process lost, out of memory, an objective that is not finite) and which
+  stop a search that has completed no trial (any other error: every trial would meet
+  it), and which value counts (the objective at the last epoch);
+- trials a dead search left running are failed and their parameters asked again, so a
+  resumed search retries them and runs no finished one twice: Optuna's own heartbeat
+  (``study_storage.open_storage`` turns it on; the process that trains a trial records
+  it, ``pruning_callback``), its ``fail_stale_trials`` and its
+  ``RetryHeartbeatStaleTrialCallback``. The one shortcut: a trial asked by a search of
+  this host whose process is gone is failed at once, not after the grace period;
 - pruning in the process that trains: ``pruning_callback`` reports the objective
   after each epoch through the storage and stops training when the pruner says so.
 
@@ -31,26 +36,24 @@ import json
 import math
 import os
 import socket
-import time
+import threading
 from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
 from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.tools import study_storage
 
-# A running trial is touched this often by the search that runs it, and is taken
-# for interrupted when a search on another host finds it untouched for STALE_SECONDS.
-SEEN_SECONDS = 20.0
-STALE_SECONDS = 120.0
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
 
+# A failure that is the trial's own (its process lost, out of memory): the search goes on
+# whatever trial meets it first. Any other error stops a search that completed no trial.
+OWN_FAILURES = ("gpukeras_error_worker_lost", "gpukeras_error_out_of_memory")
+
 REQUEST_ATTR = "gpukeras_request"
 OWNER_ATTR = "gpukeras_owner"
-SEEN_ATTR = "gpukeras_seen"
 UNCOUNTED_ATTR = "gpukeras_uncounted"
 REASON_ATTR = "gpukeras_reason"
-RETRY_OF_ATTR = "gpukeras_retry_of"
 SEED_ATTR = "gpukeras_seed"
 
 
@@ -171,6 +174,7 @@ class Search:
     def __init__(
         self,
         study: Any,
+        storage: Any,
         url: str,
         name: str,
         space: dict[str, dict[str, Any]],
@@ -180,6 +184,7 @@ class Search:
         seed: int,
     ) -> None:
         self.study = study
+        self.storage = storage
         self.url = url
         self.name = name
         self.space = space
@@ -187,9 +192,12 @@ class Search:
         self.pruner = pruner
         self.objective = objective
         self.seed = seed
-        # the interrupted trials this search runs again: found so when it opened the study,
-        # and those another search's stop left to be asked again, as this one asks them
+        # the interrupted trials this search runs again: those waiting to be asked again
+        # when it opened the study, and those it asks again after that
         self.resumed: set[int] = set()
+        # trials this search told complete: until one is, an error not the trial's own
+        # stops the search (``tell``)
+        self.completed = 0
 
     def owner(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -304,66 +312,85 @@ def open_study(
         if sampler == "grid":
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
             trials = min(trials, math.prod(len(values) for values in _grid(space).values()))
-        search = Search(made, storage, study, space, trials, pruner, objective, seed)
-        _retry_interrupted(search)
+        search = Search(made, rdb, storage, study, space, trials, pruner, objective, seed)
+        _retry_stale(search)
+        search.resumed.update(
+            retried
+            for trial in made.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+            if (retried := _retry_of(optuna, trial)) is not None
+        )
         return search
 
 
-def _interrupted(trial: Any, now: float) -> str | None:
-    """Why a running trial is taken for interrupted, or None while its search may live."""
-    owner = trial.user_attrs.get(OWNER_ATTR)
-    if not owner:
-        return None
-    if owner.get("host") == socket.gethostname():
-        try:
-            os.kill(int(owner["pid"]), 0)
-        except ProcessLookupError:
-            return "its search's R session ended"
-        except PermissionError:
-            pass
-        return None
-    seen = float(trial.user_attrs.get(SEEN_ATTR, 0))
-    if now - seen > STALE_SECONDS:
-        return f"its search on {owner.get('host')} was not heard from for {now - seen:.0f} s"
-    return None
-
-
-def _retry_interrupted(search: Search) -> None:
-    """Mark each interrupted running trial failed (uncounted) and ask its parameters again."""
+def _retry_stale(search: Search) -> None:
+    """Fail the running trials whose search is gone and ask each again with its parameters
+    (uncounted, ``_uncounted``), as Optuna's ``optimize()`` does before each trial: those
+    whose heartbeat is older than the grace period (``fail_stale_trials``), and at once
+    those a search of this host asked whose process is gone. The shortcut is for speed: a
+    search that was killed and run again on the same machine (the common resume) would wait
+    ``study_storage.GRACE_SECONDS`` for Optuna's verdict; a process id says it in
+    microseconds. A live process id proves nothing (it may be reused), so the heartbeat
+    judges every other trial."""
     import optuna
 
-    now = time.time()
+    optuna.storages.fail_stale_trials(search.study)
+    here = socket.gethostname()
+    gone = []
     for trial in search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        why = _interrupted(trial, now)
-        if why is not None and _interrupt(search, trial, why):
-            search.resumed.add(trial.number)
+        owner = trial.user_attrs.get(OWNER_ATTR) or {}
+        if owner.get("host") == here and not _alive(int(owner["pid"])):
+            gone.append(trial)
+    _fail_and_retry(search, gone)
 
 
-def _interrupt(search: Search, trial: Any, why: str) -> bool:
-    """Mark ``trial`` failed (uncounted) and ask its parameters again; False when another
-    search got to it first."""
-    import optuna
-
+def _alive(pid: int) -> bool:
     try:
-        running = optuna.trial.Trial(search.study, optuna_trial_id(trial))
-        running.set_user_attr(REASON_ATTR, f"interrupted: {why}; asked again")
-        running.set_user_attr(UNCOUNTED_ATTR, True)
-        search.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-    except (RuntimeError, ValueError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    search.study.enqueue_trial(
-        trial.params, user_attrs={RETRY_OF_ATTR: trial.number}, skip_if_exists=False
-    )
+    except PermissionError:  # another user's process
+        return True
     return True
 
 
-def interrupt(search: Search, numbers: list[int], why: str) -> None:
+def _fail_and_retry(search: Search, running: list[Any]) -> None:
+    """Fail each of the ``running`` trials and hand it to the storage's stale-trial callback
+    (Optuna's retry, which queues its parameters again), as ``fail_stale_trials`` does; a
+    trial another process finished first is left to it."""
+    import optuna
+
+    retry = search.storage.get_heartbeat_stale_trial_callback()
+    for trial in running:
+        trial_id = optuna_trial_id(trial)
+        try:
+            failed = search.storage.set_trial_state_values(
+                trial_id, state=optuna.trial.TrialState.FAIL
+            )
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
+        if failed:
+            retry(search.study, search.storage.get_trial(trial_id))
+
+
+def _retry_of(optuna: Any, trial: Any) -> int | None:
+    """The trial that ``trial`` runs again (its first, when retried more than once)."""
+    return optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(trial)
+
+
+def _uncounted(optuna: Any, trials: list[Any]) -> set[int]:
+    """The numbers of the trials the budget does not count: those asked again (Optuna's
+    retry history), and those asked past the budget."""
+    retry_history = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
+    uncounted = {n for trial in trials for n in retry_history(trial)}
+    return uncounted | {t.number for t in trials if t.user_attrs.get(UNCOUNTED_ATTR)}
+
+
+def interrupt(search: Search, numbers: list[int]) -> None:
     """The running trials ``numbers`` of this search end unfinished (the search stopped):
     failed, uncounted, and asked again by the next search on the storage."""
-    with study_storage.quiet():
-        for trial in search.study.get_trials(deepcopy=False):
-            if trial.number in numbers and trial.state.name == "RUNNING":
-                _interrupt(search, trial, why)
+    with study_storage.quiet() as optuna:
+        running = search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        _fail_and_retry(search, [trial for trial in running if trial.number in numbers])
 
 
 def ask(search: Search) -> dict[str, Any] | None:
@@ -371,15 +398,16 @@ def ask(search: Search) -> dict[str, Any] | None:
     (trials the budget holds after it, as far as this process knows); None when the study
     holds ``trials`` counted trials already (by any process)."""
     with study_storage.quiet() as optuna:
-        if _counted(search) >= search.budget:
+        _retry_stale(search)
+        if _counted(optuna, search) >= search.budget:
             return None
         distributions = {name: _distribution(optuna, spec) for name, spec in search.space.items()}
         trial = search.study.ask(distributions)
-        rank = sum(
-            1
-            for other in search.study.get_trials(deepcopy=False)
-            if other.number <= trial.number and not other.user_attrs.get(UNCOUNTED_ATTR)
-        )
+        # This search's at once (a retry came with its first owner's): its owner, and its
+        # first heartbeat (the worker that trains it records the next ones).
+        trial.set_user_attr(OWNER_ATTR, search.owner())
+        search.storage.record_heartbeat(optuna_trial_id(trial))
+        rank = sum(1 for t in _counted_trials(optuna, search.study) if t.number <= trial.number)
         if rank > search.budget:
             # Another process asked for the last one meanwhile.
             trial.set_user_attr(UNCOUNTED_ATTR, True)
@@ -387,11 +415,9 @@ def ask(search: Search) -> dict[str, Any] | None:
             search.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
         seed = trial_seed(search.seed, trial.number)
-        retry_of = trial.user_attrs.get(RETRY_OF_ATTR)
+        retry_of = _retry_of(optuna, search.storage.get_trial(optuna_trial_id(trial)))
         if retry_of is not None:
-            search.resumed.add(int(retry_of))
-        trial.set_user_attr(OWNER_ATTR, search.owner())
-        trial.set_user_attr(SEEN_ATTR, time.time())
+            search.resumed.add(retry_of)
         trial.set_user_attr(SEED_ATTR, seed)
         return {
             "number": trial.number,
@@ -402,12 +428,14 @@ def ask(search: Search) -> dict[str, Any] | None:
         }
 
 
-def _counted(search: Search) -> int:
-    return sum(
-        1
-        for trial in search.study.get_trials(deepcopy=False)
-        if not trial.user_attrs.get(UNCOUNTED_ATTR) and trial.state.name not in ("WAITING",)
-    )
+def _counted(optuna: Any, search: Search) -> int:
+    return sum(1 for t in _counted_trials(optuna, search.study) if t.state.name != "WAITING")
+
+
+def _counted_trials(optuna: Any, study: Any) -> list[Any]:
+    every = study.get_trials(deepcopy=False)
+    uncounted = _uncounted(optuna, every)
+    return [t for t in every if t.number not in uncounted]
 
 
 def trial_seed(seed: int, number: int) -> int:
@@ -417,49 +445,102 @@ def trial_seed(seed: int, number: int) -> int:
     return int.from_bytes(digest[:4], "big") % 2_147_483_647
 
 
-def seen(search: Search, numbers: list[int]) -> None:
-    """Touch the running trials ``numbers``: their search is alive."""
-    import optuna
-
-    now = time.time()
-    for trial in search.study.get_trials(deepcopy=False):
-        if trial.number in numbers and trial.state.name == "RUNNING":
-            optuna.trial.Trial(search.study, optuna_trial_id(trial)).set_user_attr(SEEN_ATTR, now)
-
-
 def tell(
     search: Search,
     number: int,
-    state: str,
-    value: float | None = None,
-    reason: str | None = None,
+    result: dict[str, Any],
     seconds: float | None = None,
     device: str | None = None,
-) -> str:
-    """Record how trial ``number`` ended: ``state`` "complete" (with ``value``), "pruned" or
-    "failed" (with ``reason``). A value that is not finite fails the trial: NaN is never
-    best. Returns the state recorded."""
+) -> dict[str, Any]:
+    """Record how trial ``number`` ended from its worker's raw ``result``: ``error``
+    (``class``, ``message``) when it failed, else ``pruning`` (``pruning_outcome``'s).
+
+    The trial is "failed" with its error's first line as the reason, or when the objective
+    was not among the logged values, or when its last value is not finite (NaN is never
+    best); "pruned" when the pruner stopped it; else "complete", its value the objective at
+    its last epoch. ``seconds`` and ``device`` are recorded with it. A trial another process
+    already failed (taken for interrupted, and asked again) is left as it is.
+
+    Returns ``state``, ``value``, ``reason``, ``epochs`` (epochs reported) and ``stop``:
+    None, or the error (``class``, ``message``) that stops the search, because it is not the
+    trial's own (``OWN_FAILURES``) and this search has completed no trial: every trial
+    would meet it.
+    """
+    state, value, reason, stop = _outcome(result, search.objective)
+    epochs = len(_reported(result))
     with study_storage.quiet() as optuna:
         states = optuna.trial.TrialState
-        if state == "complete" and (value is None or not math.isfinite(value)):
-            state, reason = "failed", f"the objective {search.objective} was {value}"
-        running = optuna.trial.Trial(search.study, _trial_id(search, number))
+        trial_id = _trial_id(search, number)
+        if search.storage.get_trial(trial_id).state.is_finished():
+            return {
+                "state": "failed",
+                "value": None,
+                "epochs": epochs,
+                "stop": None,
+                "reason": "taken for interrupted and asked again",
+            }
+        running = optuna.trial.Trial(search.study, trial_id)
         for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
             if attr is not None:
                 running.set_user_attr(f"gpukeras_{key}", attr)
         try:
             if state == "complete":
                 search.study.tell(number, value)
-            elif state == "pruned":
-                search.study.tell(number, state=states.PRUNED)
             else:
-                search.study.tell(number, state=states.FAIL)
+                search.study.tell(number, state=states.PRUNED if state == "pruned" else states.FAIL)
         except RuntimeError as error:
             # The grid sampler asks the study to stop once its last point ran, which
             # Optuna allows only inside optimize(); the trial's end is stored all the same.
             if "Study.stop" not in str(error):
                 raise
-        return state
+    search.completed += state == "complete"
+    return {
+        "state": state,
+        "value": value,
+        "reason": reason,
+        "epochs": epochs,
+        "stop": stop if search.completed == 0 else None,
+    }
+
+
+def _outcome(
+    result: dict[str, Any], objective: str
+) -> tuple[str, float | None, str | None, dict[str, Any] | None]:
+    """A worker's ``result`` as the trial's state, value, reason, and the error that would
+    stop the search (None for a failure that is the trial's own)."""
+    error = result.get("error")
+    if error:
+        classes = error.get("class") or []
+        classes = [classes] if isinstance(classes, str) else list(classes)
+        own = error.get("crashed") or any(name in OWN_FAILURES for name in classes)
+        message = str(error.get("message") or "")
+        first = (message.splitlines() or [""])[0]
+        return "failed", None, first, None if own else {"class": classes, "message": message}
+    pruning = result.get("pruning") or {}
+    missing = pruning.get("missing")
+    if missing is not None:
+        missing = [missing] if isinstance(missing, str) else missing
+        said = f'the objective "{objective}" is not among the logged values ({", ".join(missing)}).'
+        stop = {
+            "class": ["gpukeras_error_bad_argument"],
+            "message": f"{said} Give `objective` one of them.",
+        }
+        return "failed", None, said, stop
+    if pruning.get("pruned"):
+        return "pruned", None, None, None
+    values = _reported(result)
+    value = values[-1] if values else None
+    if value is None or not math.isfinite(value):
+        return "failed", None, f"the objective {objective} was {value}", None
+    return "complete", value, None, None
+
+
+def _reported(result: dict[str, Any]) -> list[float]:
+    """The objective's values the trial reported, one per epoch (R gives one as a number)."""
+    values = (result.get("pruning") or {}).get("values")
+    if values is None:
+        return []
+    return [float(value) for value in (values if isinstance(values, list) else [values])]
 
 
 def _trial_id(search: Search, number: int) -> int:
@@ -476,11 +557,9 @@ def trials(search: Search) -> dict[str, Any]:
     runs again (not counted; a later search that runs none lists none), the direction,
     and the ``storage`` as it may be shown (no password)."""
     states = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}
-    rows = [
-        trial
-        for trial in search.study.get_trials(deepcopy=False)
-        if not trial.user_attrs.get(UNCOUNTED_ATTR)
-    ]
+    with study_storage.quiet() as optuna:
+        rows = _counted_trials(optuna, search.study)
+        retry_of = [_retry_of(optuna, t) for t in rows]
     top = _best(search.study, rows)
     best = top.number if top is not None else None
     return {
@@ -493,7 +572,7 @@ def trials(search: Search) -> dict[str, Any]:
         "device": [t.user_attrs.get("gpukeras_device") for t in rows],
         "seed": [t.user_attrs.get(SEED_ATTR) for t in rows],
         "epochs": [len(t.intermediate_values) for t in rows],
-        "retry_of": [t.user_attrs.get(RETRY_OF_ATTR) for t in rows],
+        "retry_of": retry_of,
         "best": best,
         "interrupted": sorted(search.resumed),
         "direction": search.study.direction.name.lower(),
@@ -519,15 +598,22 @@ def pruning_callback(
 ) -> Any:
     """A Keras callback for the process that trains trial ``trial_id``: after each epoch it
     reports the objective (``logs[objective]``) to the study and stops training when
-    ``pruner`` says the trial is poor. Afterwards ``values`` holds the values reported,
+    ``pruner`` says the trial is poor, and from the training's start to its end it records
+    the trial's heartbeat (``Heartbeat``). Afterwards ``values`` holds the values reported,
     ``pruned`` whether it stopped the trial, ``missing`` the log names when the objective
-    was not among them."""
+    was not among them.
+
+    Not Optuna's ``KerasPruningCallback`` (optuna-integration): that one raises
+    ``TrialPruned`` out of ``fit()``, which would reach R as the trial's error with its
+    history lost, and passes over an objective the logs lack with a warning, where a search
+    must say so; this one stops training as Keras' own callbacks do."""
     import keras
 
     with study_storage.quiet() as optuna:
         opened = study_storage.take_warmed(storage) or study_storage.open_storage(storage)
         loaded = optuna.load_study(study_name=study, storage=opened, pruner=_pruner(optuna, pruner))
     trial = optuna.trial.Trial(loaded, trial_id)
+    heartbeat = Heartbeat(opened, trial_id)
 
     class Pruning(keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -535,6 +621,12 @@ def pruning_callback(
             self.values: list[float] = []
             self.pruned = False
             self.missing: list[str] | None = None
+
+        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+            heartbeat.start()
+
+        def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+            heartbeat.stop()
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             logs = logs or {}
@@ -553,6 +645,38 @@ def pruning_callback(
     return Pruning()
 
 
+class Heartbeat:
+    """Optuna's heartbeat of trial ``trial_id``, recorded in ``storage`` every
+    ``storage.get_heartbeat_interval()`` seconds from ``start()`` to ``stop()`` (Optuna's
+    ``record_heartbeat``, as its ``optimize()`` records it around a trial).
+
+    Not Optuna's ``HeartbeatThread``: its thread is not a daemon, and a fit that raises
+    never reaches ``on_train_end`` to stop it, so the worker could not exit; this one ends
+    with its process, as a trial's heartbeat should. A beat the storage refuses ends it
+    quietly: a missing beat is what the grace period judges."""
+
+    def __init__(self, storage: Any, trial_id: int) -> None:
+        self.storage = storage
+        self.trial_id = trial_id
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        self.stopped.clear()
+        threading.Thread(target=self._beat, name="gpukeras-heartbeat", daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _beat(self) -> None:
+        interval = self.storage.get_heartbeat_interval()
+        while not self.stopped.is_set():
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:
+                return
+            self.stopped.wait(interval)
+
+
 def pruning_outcome(callback: Any) -> dict[str, Any]:
     """What ``pruning_callback``'s callback saw: ``values``, ``pruned``, ``missing``."""
     return {"values": callback.values, "pruned": callback.pruned, "missing": callback.missing}
@@ -569,9 +693,7 @@ def progress(storage: str, study: str) -> dict[str, Any]:
             )
         except KeyError:
             return {"done": 0, "running": 0, "best": None}
-        counted = [
-            t for t in loaded.get_trials(deepcopy=False) if not t.user_attrs.get(UNCOUNTED_ATTR)
-        ]
+        counted = _counted_trials(optuna, loaded)
         top = _best(loaded, counted)
         best = (
             None

@@ -1,6 +1,7 @@
 """gpu_search()'s storage: Optuna's RDB storage at a URL (an SQLite file, or a PostgreSQL
-server several machines share), opened quietly, patiently and safely, and opened ahead by a
-waiting worker (``warm``). ``gpukeras.tools.search`` keeps the study in it."""
+server several machines share), opened quietly, patiently and safely, with Optuna's heartbeat
+on, and opened ahead by a waiting worker (``warm``). ``gpukeras.tools.search`` keeps the
+study in it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import os
 import re
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,11 @@ SQLITE_TIMEOUT_SECONDS = 60
 # the race fail (PostgreSQL: a duplicate key in pg_type) and find the tables made when
 # they try again, this many times in all.
 STORAGE_ATTEMPTS = 5
+# Optuna's heartbeat: the process that trains a trial records one this often, and a running
+# trial whose last is older than GRACE_SECONDS is failed and asked again (Optuna's
+# fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.tools.search).
+HEARTBEAT_SECONDS = 20
+GRACE_SECONDS = 120
 # What a study folder holds: the SQLite study and the best trial's model.
 STUDY_FILES = ("search.db", "models")
 # A password given in a URL's query string (``?password=``; libpq also reads these keys).
@@ -84,22 +91,34 @@ def check_folder(folder: object) -> str:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[Any]:
-    """Optuna, with its INFO lines off for the length of the block and its level given back."""
+    """Optuna, with its INFO lines and its warnings that a feature is experimental (the
+    heartbeat and its retry are) off for the length of the block, and its level given back.
+    Its warning that the heartbeat "is supposed to be used with Study.optimize" goes too:
+    the search asks and tells, and the process that trains records the heartbeat."""
     import optuna
 
     level = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        yield optuna
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used")
+            yield optuna
     finally:
         optuna.logging.set_verbosity(level)
 
 
 def open_storage(url: str) -> Any:
-    """Optuna's RDB storage at ``url``; SQLite waits for locks rather than failing, and
-    a process that loses the race to create the tables of a new database tries again."""
+    """Optuna's RDB storage at ``url``, with Optuna's heartbeat (``HEARTBEAT_SECONDS``,
+    ``GRACE_SECONDS``) and its retry of a stale trial; SQLite waits for locks rather than
+    failing, and a process that loses the race to create the tables of a new database
+    tries again."""
     with quiet() as optuna:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {
+            "heartbeat_interval": HEARTBEAT_SECONDS,
+            "grace_period": GRACE_SECONDS,
+            "heartbeat_stale_trial_callback": optuna.storages.RetryHeartbeatStaleTrialCallback(),
+        }
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
         try:
