@@ -223,8 +223,13 @@ deprecated_fit_args <- c(
   remat = "step = gpu_step(remat = )", settings = "tuned = "
 )
 
+# Taken by gpu_fit()'s `...` as the gpu_step() field of the same name, with no warning:
+# gpu_fit(..., ema = 0.999) reads as Keras users write it (gpu_fit() keeps to 20 formals).
+step_shorthand_args <- "ema"
+
 # gpu_fit()'s `...`: an argument that moved into an option object is an error showing the
-# new form; a deprecated one is returned (by name) with a warning; any other is an error.
+# new form; a deprecated one is returned (by name) with a warning; a step shorthand is
+# returned as it is; any other is an error.
 fit_dots <- function(dots, call = caller_env()) {
   given <- rlang::names2(dots)
   moved <- intersect(given, names(moved_fit_args))
@@ -238,9 +243,10 @@ fit_dots <- function(dots, call = caller_env()) {
       call = call
     )
   }
-  unknown <- setdiff(given, names(deprecated_fit_args))
-  if (length(unknown) || any(given == "")) abort_unused_fit_args(given[!given %in% names(deprecated_fit_args)], call = call)
-  for (name in given) {
+  taken <- c(names(deprecated_fit_args), step_shorthand_args)
+  unknown <- setdiff(given, taken)
+  if (length(unknown) || any(given == "")) abort_unused_fit_args(given[!given %in% taken], call = call)
+  for (name in intersect(given, names(deprecated_fit_args))) {
     gpukeras_warn(sprintf("gpu_fit(%s = ) is deprecated: give %s.", name, deprecated_fit_args[[name]]), "gpukeras_warning_deprecated")
   }
   dots

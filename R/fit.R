@@ -208,8 +208,10 @@
 #'   class names) or by class number (`c("0" = 1, "1" = 10)`).
 #' @param ... Not used: an argument gpu_fit() does not have is an error that
 #'   says what to use instead (Keras' `validation_split` is [gpu_dataset()]'s;
-#'   `backup_dir` is `backup = gpu_backup()`'s). Its deprecated arguments
-#'   (`steps_per_execution`, `jit_compile`, `remat`, `settings`) arrive here.
+#'   `backup_dir` is `backup = gpu_backup()`'s). `ema = 0.999` is short for
+#'   `step = gpu_step(ema = 0.999)` (a moving average of the weights, see
+#'   [gpu_step()]). Its deprecated arguments (`steps_per_execution`,
+#'   `jit_compile`, `remat`, `settings`) arrive here.
 #' @return An object of class `gpukeras_fit` (with `background = TRUE`, a
 #'   `gpukeras_job` whose [gpu_job_wait()] returns it), a list with
 #'   * `history`: a data.frame with a row per epoch: `epoch` and the loss and

@@ -36,3 +36,18 @@ test_that("a fit keeps the k best (averaged) models and says so", {
   loaded <- gpu_load(best$best[[1]]$path)
   expect_s3_class(loaded, "gpukeras_model")
 })
+
+test_that("gpu_fit(ema = ) is gpu_step(ema = ): the same averaged weights, no warning, never both", {
+  skip_if_no_python()
+  local_tracking_off()
+  data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+  fitted <- function(...) {
+    gpu_keras()$utils$set_random_seed(4L) # the same first weights for both
+    gpu_fit(iris_model_fn(), data, epochs = 2, batch_size = 32, seed = 1, verbose = 0, monitor = FALSE, ...)
+  }
+  expect_no_warning(short <- fitted(ema = 0.9))
+  long <- fitted(step = gpu_step(ema = 0.9))
+  expect_equal(short$settings$ema, 0.9)
+  expect_equal(lapply(short$model$get_weights(), as.vector), lapply(long$model$get_weights(), as.vector))
+  expect_snapshot(error = TRUE, gpu_fit(iris_model_fn(), data, step = gpu_step(), ema = 0.9))
+})
