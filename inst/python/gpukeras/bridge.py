@@ -59,6 +59,8 @@ VERBS: dict[str, str] = {
     "job_progress_callback": "train.job:progress_callback",
     "job_save_trained": "train.job:save_trained",
     "job_load_trained": "train.job:load_trained",
+    "job_save_array": "train.job:save_array",
+    "job_load_array": "train.job:load_array",
     # tools
     "check": "tools.check:run_check",
     "report_facts": "tools.report:report_facts",
@@ -85,6 +87,7 @@ VERBS: dict[str, str] = {
     "workers_reap": "tools.workers:reap",
     "workers_exit": "tools.workers:exit_now",
     "workers_warm": "tools.workers:warm",
+    "workers_seed": "tools.workers:seed",
     "workers_share_compiled": "tools.workers:share_compiled",
     "search_open": "tools.search:open_study",
     "search_ask": "tools.search:ask",
