@@ -176,7 +176,7 @@ def test_r_names_verbs_alone() -> None:
 R_PYTHON_ALLOWED = {
     # a Python module a user's model_fn uses, made again in each worker (the user's, not
     # the core's)
-    ("R/many-args.R", "reticulate::import("),
+    ("R/worker-carry.R", "reticulate::import("),
     # the names of a model's outputs and the widths of its inputs (a core verb should say)
     ("R/utils.R", "model$output_names"),
     ("R/utils.R", "model$layers"),
