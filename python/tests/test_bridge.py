@@ -177,10 +177,6 @@ R_PYTHON_ALLOWED = {
     # a Python module a user's model_fn uses, made again in each worker (the user's, not
     # the core's)
     ("R/worker-carry.R", "reticulate::import("),
-    # the names of a model's outputs and the widths of its inputs (a core verb should say)
-    ("R/utils.R", "model$output_names"),
-    ("R/utils.R", "model$layers"),
-    ("R/encoding-like.R", "model$inputs"),
     # the serving work removes these (the request's columns from the encoding)
     ("R/serve-request.R", "model$outputs"),
     ("R/serve-request.R", "model$inputs"),

@@ -76,6 +76,7 @@ VERBS: dict[str, str] = {
     "predict_file": "tools.predict_file:predict_file",
     "evaluate": "tools.scoring:evaluate",
     "score": "tools.scoring:score",
+    "model_io": "tools.scoring:model_io",
     "save_model": "tools.scoring:save_model",
     "load_model": "tools.scoring:load_model",
     "export": "tools.export:export",
