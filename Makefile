@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-knitr \
-	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark r-cran-codetools \
+	r-cran-rmarkdown r-cran-devtools r-cran-withr r-cran-callr r-cran-rlang r-cran-cli r-cran-commonmark r-cran-globals r-cran-r6 \
 	pandoc qpdf python3 python3-venv iproute2
 # What only the tests need: rsample's resamplings for gpu_cv(), a PostgreSQL server that
 # test-search-postgres.R starts on 127.0.0.1 (as the postgres user) and stops after, and

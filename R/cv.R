@@ -135,8 +135,8 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   tasks <- lapply(seq_along(split$held_out), function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
-      train_rows = split$train[[i]], test_rows = split$held_out[[i]],
-      fit = fit_args, batch_size = fit_args$batch_size,
+      train_rows = split$train[[i]], fit = fit_args,
+      then = list(run = "cv_fold_scores", args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)),
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
     )
@@ -144,10 +144,11 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   outcomes <- vector("list", length(tasks))
   worker_run(pool, tasks, on_end = function(ended) {
     result <- ended$result
-    if (!is.null(result$error)) {
-      gpukeras_abort(
-        c(sprintf("Fold %d of %d failed in its worker: %s", ended$task$number, length(tasks), result$error$message)),
-        unique(c(setdiff(result$error$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_cv_fold")),
+    if (!is.null(ended$condition)) {
+      process_abort(
+        sprintf("Fold %d of %d failed in its worker.", ended$task$number, length(tasks)),
+        "gpukeras_error_cv_fold",
+        parent = ended$condition,
         call = call
       )
     }
@@ -179,18 +180,17 @@ cv_summary_metrics <- function(metrics) {
   )
 }
 
-# With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
-# says that more fits fit there.
-many_grow <- function(pool, ended, result) {
-  slot <- pool$slots[[ended$slot]]
-  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]])) {
-    return(invisible())
-  }
-  fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
-  pool$grown[[slot$device]] <- TRUE
-  worker_grow(pool, slot$device, fitting$workers)
-  pool$plan$reason <- c(pool$plan$reason, fitting$reason)
-  invisible()
+# In a fold's worker, after its fit (worker_task()'s `then`): the held-out `rows` of the
+# data's `files` scored by the trained model, with the core's scoring: the metrics (as
+# Keras names them, the loss first) and the predictions (each output an array, float32 or
+# float64 whatever the model's precision).
+cv_fold_scores <- function(fit, callback, data, rows, batch_size) {
+  held_out <- load_arrays(data, rows)
+  core_call(
+    "score",
+    model = fit$model, x = held_out$x, y = held_out$y, sample_weight = held_out$sample_weight,
+    batch_size = as.integer(batch_size %||% 32L)
+  )
 }
 
 # `group` as row groups (NULL for none): a vector with one per row, or a column of a
@@ -221,103 +221,6 @@ cv_group <- function(group, data, call) {
     )
   }
   list(data = data, group = group)
-}
-
-# The folds: `train` and `held_out` rows of each, and `kind`, how they were made.
-cv_split <- function(folds, group, data, seed, call) {
-  rows <- training_rows(data)
-  if (inherits(folds, "rset")) {
-    return(rsample_split(folds, rows, call))
-  }
-  if (!is_whole_number(folds, 2, rows)) {
-    gpukeras_abort(
-      c(sprintf("`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows, describe(folds)),
-        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  k <- as.integer(folds)
-  fold <- withr::with_seed(seed, {
-    if (!is.null(group)) {
-      group_folds(group, k, call)
-    } else if (is_class_labels(data$y)) {
-      stratified_folds(class_of_rows(data$y), k)
-    } else {
-      sample(rep_len(seq_len(k), rows))
-    }
-  })
-  held_out <- lapply(seq_len(k), function(i) which(fold == i))
-  list(
-    held_out = held_out,
-    train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
-    kind = if (!is.null(group)) "grouped" else if (is_class_labels(data$y)) "stratified by the labels" else "random"
-  )
-}
-
-# Labels that are classes: stratified folds keep their shares.
-is_class_labels <- function(y) {
-  if (is.matrix(y) && ncol(y) == 1L) y <- y[, 1]
-  !is.null(y) && is.null(dim(y)) && (is.factor(y) || is.character(y) || is.logical(y) || is.integer(y))
-}
-
-class_of_rows <- function(y) {
-  if (is.matrix(y)) y <- y[, 1]
-  as.character(y)
-}
-
-# Each class's rows shuffled and dealt to the folds in turn, the deal going on from
-# class to class, so every fold gets each class's share (within one row).
-stratified_folds <- function(classes, k) {
-  fold <- integer(length(classes))
-  dealt <- 0L
-  for (class in unique(classes)) {
-    rows <- which(classes == class)
-    rows <- rows[sample.int(length(rows))]
-    fold[rows] <- ((dealt + seq_along(rows) - 1L) %% k) + 1L
-    dealt <- dealt + length(rows)
-  }
-  fold
-}
-
-# Groups in a random order, then by size, largest first, each to the fold with the
-# fewest rows so far.
-group_folds <- function(group, k, call) {
-  groups <- unique(group)
-  if (length(groups) < k) {
-    gpukeras_abort(
-      sprintf("`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  groups <- groups[sample.int(length(groups))]
-  sizes <- as.vector(table(factor(group, levels = groups)))
-  order <- order(sizes, decreasing = TRUE)
-  load <- integer(k)
-  fold_of <- integer(length(groups))
-  for (g in order) {
-    f <- which.min(load)
-    fold_of[g] <- f
-    load[f] <- load[f] + sizes[g]
-  }
-  fold_of[match(group, groups)]
-}
-
-# An rsample rset: each split's analysis rows train, its assessment rows are held out.
-rsample_split <- function(folds, rows, call) {
-  splits <- folds$splits
-  if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
-    gpukeras_abort(
-      sprintf("`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.", if (length(splits)) nrow(splits[[1]]$data) else 0L, rows),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  held_out <- lapply(splits, function(split) {
-    if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)
-  })
-  list(held_out = held_out, train = lapply(splits, function(split) split$in_id), kind = sprintf("rsample (%s)", class(folds)[1]))
 }
 
 new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan) {

@@ -248,20 +248,10 @@ check_input_width <- function(model, encoding, call = caller_env()) {
 }
 
 # The widths of a model's inputs of rank 2 (NA where not known), named by input; none
-# where the model has no symbolic inputs (a subclassed model not built).
+# where the model has no symbolic inputs (a subclassed model not built): the core's model_io.
 model_input_widths <- function(model) {
-  tryCatch(
-    {
-      as_r <- function(value) if (inherits(value, "python.builtin.object")) reticulate::py_to_r(value) else value
-      inputs <- as_r(model$inputs)
-      shapes <- lapply(inputs, function(tensor) as_r(tensor$shape))
-      keep <- lengths(shapes) == 2L
-      widths <- vapply(shapes[keep], function(shape) if (is.null(shape[[2]])) NA_real_ else as.numeric(shape[[2]]), numeric(1))
-      names(widths) <- vapply(inputs[keep], function(tensor) as.character(as_r(tensor$name)), character(1))
-      widths
-    },
-    error = function(e) NULL
-  )
+  widths <- core_call("model_io", model = model)$input_widths
+  unlist(lapply(widths, function(width) width %||% NA_real_))
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own

@@ -98,12 +98,3 @@ release_load_hooks <- function(held) {
     }
   }
 }
-
-# Whether Python has imported `module`; never starts Python.
-python_module_loaded <- function(module) {
-  if (!reticulate::py_available(initialize = FALSE)) {
-    return(FALSE)
-  }
-  modules <- reticulate::import("sys", convert = FALSE)$modules
-  reticulate::py_to_r(modules$`__contains__`(module))
-}

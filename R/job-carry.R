@@ -56,12 +56,14 @@ carry_data <- function(data, dir, name, call = caller_env()) {
 # A full disk is a gpukeras_error_job_write naming the file (numpy's own error is
 # a bare OSError, "N requested and M written").
 save_arrays <- function(arrays, dir, name, call = caller_env()) {
-  numpy <- reticulate::import("numpy", convert = FALSE)
   save <- function(array, part) {
     file <- sprintf("%s-%s.npy", name, part)
     path <- job_file(dir, file)
-    carry_writes(dir, sprintf("The %s data (%s)", if (name == "data") "training" else name, file), numpy$save(path, array), call = call)
-    path
+    carry_writes(
+      dir, sprintf("The %s data (%s)", if (name == "data") "training" else name, file),
+      core_call("job_save_array", array = array, path = path),
+      call = call
+    )
   }
   x <- arrays$x
   list(
@@ -69,4 +71,14 @@ save_arrays <- function(arrays, dir, name, call = caller_env()) {
     y = if (!is.null(arrays$y)) save(arrays$y, "y"),
     sample_weight = if (!is.null(arrays$sample_weight)) save(arrays$sample_weight, "sample_weight")
   )
+}
+
+# The arrays save_arrays() wrote (`files`), memory-mapped: pages are read from the files as
+# training needs them. With `rows` (R's row numbers), those rows alone, each one NumPy copy
+# in C order (gpu_fit() takes NumPy data as it is).
+load_arrays <- function(files, rows = NULL) {
+  rows <- if (!is.null(rows)) as.list(as.integer(rows) - 1L)
+  load <- function(path) core_call_python("job_load_array", path = path, rows = rows)
+  x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, load), convert = FALSE)) else load(files$x)
+  c(list(x = x, y = if (!is.null(files$y)) load(files$y)), if (!is.null(files$sample_weight)) list(sample_weight = load(files$sample_weight)))
 }

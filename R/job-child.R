@@ -19,46 +19,6 @@ child_data <- function(carried) {
   load_arrays(carried)
 }
 
-# The arrays save_arrays() wrote, as copy-on-write maps: pages are read from
-# the files as training needs them.
-load_arrays <- function(files) {
-  numpy <- reticulate::import("numpy", convert = FALSE)
-  load <- function(path) numpy$load(path, mmap_mode = "c")
-  x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, load), convert = FALSE)) else load(files$x)
-  list(
-    x = x, y = if (!is.null(files$y)) load(files$y),
-    sample_weight = if (!is.null(files$sample_weight)) load(files$sample_weight)
-  )
-}
-
-# The function a job's processes run: load gpukeras as this session has it
-# (pkgload::load_all() of a source tree, else the installed package at `path`)
-# and call its function `entry`. Its environment is the global one, so
-# serializing it for the new process does not load a namespace there first.
-job_entry <- function(path, entry, args) {
-  if (length(list.files(file.path(path, "R"), pattern = "[.][Rr]$"))) {
-    getExportedValue("pkgload", "load_all")(path, quiet = TRUE, helpers = FALSE)
-  } else {
-    loadNamespace("gpukeras", lib.loc = dirname(path))
-  }
-  do.call(get(entry, envir = asNamespace("gpukeras")), args)
-}
-environment(job_entry) <- globalenv()
-
-# Start `entry` of gpukeras in a new R process (see job_entry()).
-job_process <- function(entry, args, stdout, stderr, env) {
-  callr::r_bg(
-    job_entry,
-    args = list(path = getNamespaceInfo("gpukeras", "path"), entry = entry, args = args),
-    stdout = stdout, stderr = stderr, env = env, cleanup_tree = TRUE
-  )
-}
-
-# Whether the process `pid` still runs (signal 0 tests without signalling).
-process_alive <- function(pid) {
-  isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
-}
-
 # The supervisor: runs the training child until it finishes, restarting it
 # after a crash at most `max_restarts` times. Runs in its own R process, and
 # stops the child and itself when the session that started it (`parent`) is
@@ -94,8 +54,8 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
   }
   repeat {
     attempt <- attempt + 1L
-    child <- job_process(
-      if (standby && attempt == 1L) "job_child_standby" else "job_child", list(dir),
+    child <- process_start(
+      if (standby && attempt == 1L) "job_child_standby" else "job_child", list(dir), dir,
       stdout = job_file(dir, sprintf("stdout-%d.log", attempt)),
       stderr = job_file(dir, sprintf("stderr-%d.log", attempt)),
       env = c(env, GPUKERAS_JOB_ATTEMPT = attempt, TMPDIR = scratch)
@@ -113,9 +73,9 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
     if (file.exists(job_file(dir, "result.rds"))) {
       return(state("done"))
     }
-    error <- read_rds_or_null(job_file(dir, "error.rds"))
+    error <- child$error()
     if (!is.null(error)) {
-      return(state("failed", error = error))
+      return(state("failed", error = error_data(error)))
     }
     # A child that could not write into the job's folder, or a crash on a full
     # disk (R cannot even make its temp folder there), would only meet it again.
@@ -180,21 +140,14 @@ job_child <- function(dir) {
       ))
       try(track_flush(ending = TRUE), silent = TRUE) # the run sent before the child ends
       core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
-      write_rds_atomic(fit, job_file(dir, "result.rds"))
+      process_report(dir, fit)
       NULL
     },
     error = function(e) e
   )
   if (!is.null(failed)) {
     # Where even the error cannot be written, the exit status says why.
-    reported <- tryCatch(
-      {
-        write_rds_atomic(list(class = class(failed), message = conditionMessage(failed)), job_file(dir, "error.rds"))
-        TRUE
-      },
-      gpukeras_error_job_write = function(e) FALSE
-    )
-    quit(save = "no", status = if (reported) 3 else job_write_status)
+    quit(save = "no", status = if (process_report_error(dir, failed)) 3 else job_write_status)
   }
   invisible()
 }

@@ -74,12 +74,8 @@ job_outcome <- function(job, status, call = caller_env()) {
 
 job_failure <- function(job, status, call = caller_env()) {
   if (!is.null(status$error)) {
-    # An error in the training itself, raised again with its own class: it would only repeat.
-    gpukeras_abort(
-      c("Training in the background failed:", " " = status$error$message),
-      setdiff(status$error$class, c("gpukeras_error", "rlang_error", "error", "condition")),
-      call = call
-    )
+    # An error in the training itself, raised again as its parent: it would only repeat.
+    process_abort("Training in the background failed.", parent = job$process$error(), call = call)
   }
   attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
   # The last attempt's stderr, or the supervisor's output when no child started.

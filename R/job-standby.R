@@ -14,20 +14,11 @@ standby_enabled <- function() {
   !isFALSE(getOption("gpukeras.job_standby", TRUE))
 }
 
-# The environment of a job's processes: the session's Python and Keras backend.
-job_env <- function() {
-  c(
-    callr::rcmd_safe_env(),
-    GPUKERAS_PYTHON = reticulate::py_config()$python,
-    KERAS_BACKEND = reticulate::import("keras")$backend$backend()
-  )
-}
-
 # Start a supervisor for the job folder `dir`; with `standby`, its first
 # child prepares and waits for go.rds.
 start_supervisor <- function(dir, env, max_restarts, standby = FALSE) {
-  job_process(
-    "job_supervise", list(dir, max_restarts, env, Sys.getpid(), standby),
+  process_start(
+    "job_supervise", list(dir, max_restarts, env, Sys.getpid(), standby), dir,
     stdout = job_file(dir, "supervisor.log"), stderr = "2>&1", env = env
   )
 }
@@ -39,7 +30,7 @@ standby_start <- function() {
     return(invisible(the$standby))
   }
   if (!is.null(the$standby)) standby_discard(the$standby)
-  env <- job_env()
+  env <- process_env()
   dir <- tempfile("gpukeras-job-")
   dir.create(dir)
   the$standby <- list(dir = dir, env = env, process = start_supervisor(dir, env, 0L, standby = TRUE))
@@ -88,8 +79,7 @@ standby_go <- function(standby, max_restarts, call = caller_env()) {
 # In the standby's first child: start Python and import Keras with its
 # backend (importing starts no devices), then wait for the job.
 job_child_standby <- function(dir) {
-  core()
-  reticulate::import("keras")
+  core_call("preload_keras")
   go <- job_file(dir, "go.rds")
   while (!file.exists(go)) Sys.sleep(0.05)
   job_child(dir)

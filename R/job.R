@@ -28,7 +28,7 @@ not_carriable <- function(what, fix, call = caller_env()) {
 fit_in_background <- function(model, data, validation, request, strategy, max_restarts,
                               call = caller_env()) {
   strategy <- if (!is.null(strategy)) carry_strategy(strategy, call = call)
-  env <- job_env()
+  env <- process_env()
   standby <- standby_take(env)
   dir <- standby$dir
   if (is.null(dir)) {
@@ -179,8 +179,9 @@ supervisor_ended <- function(job, state) {
 #'   failed past `max_restarts` is a `gpukeras_error_job_failed` error with the
 #'   cause (signal or exit status), the last 20 lines of the child's stderr,
 #'   the last progress sample and where the backup is; an error in the
-#'   training itself (bad data, say) is raised with its own class, without
-#'   restarts. A disk that fills up under the job's folder (in [tempdir()])
+#'   training itself (bad data, say) is raised without restarts, of its own
+#'   class, with the child's error whole (its class and fields) as its
+#'   `parent`. A disk that fills up under the job's folder (in [tempdir()])
 #'   stops it without restarts, as a `gpukeras_error_job_write` error (also a
 #'   `gpukeras_error_job_failed`) naming the folder and the attempts made.
 #' * `gpu_job_cancel()` ends the job's processes and keeps its work: the
@@ -262,9 +263,11 @@ supervisor_ended <- function(job, state) {
 gpu_job_status <- function(job, ...) {
   check_unknown_args("gpu_job_status")
   check_job(job)
-  if (inherits(job, "gpukeras_search_job")) {
-    return(search_job_status(job))
-  }
+  UseMethod("gpu_job_status")
+}
+
+#' @export
+gpu_job_status.gpukeras_job <- function(job, ...) {
   if (!is.null(job$final)) {
     return(job$final)
   }
@@ -316,34 +319,28 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
     gpukeras_abort(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)), "gpukeras_error_bad_argument")
   }
-  if (inherits(job, "gpukeras_search_job")) {
-    return(search_job_wait(job, timeout))
+  UseMethod("gpu_job_wait")
+}
+
+#' @export
+gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
+  call <- current_env()
+  look <- function() {
+    status <- gpu_job_status(job)
+    show_job_progress(job, status)
+    status
   }
-  deadline <- Sys.time() + min(timeout, 1e9)
-  status <- NULL
-  interrupted <- tryCatch(
-    {
-      repeat {
-        status <- gpu_job_status(job)
-        show_job_progress(job, status)
-        if (status$state %in% final_states) break
-        if (Sys.time() >= deadline) {
-          gpukeras_abort(
-            c(
-              sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-              "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-            ),
-            "gpukeras_error_job_timeout"
-          )
-        }
-        Sys.sleep(0.1)
-      }
-      FALSE
-    },
-    interrupt = function(condition) TRUE
-  )
-  if (interrupted) {
-    cli::cli_alert_info("The job is still running: gpu_job_wait(job) waits again, gpu_job_cancel(job) stops it.")
+  status <- job_wait_until(job, timeout, look, timed_out = function(status) {
+    gpukeras_abort(
+      c(
+        sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+      ),
+      "gpukeras_error_job_timeout",
+      call = call
+    )
+  })
+  if (is.null(status)) {
     return(invisible(job))
   }
   job_outcome(job, status)
@@ -354,9 +351,11 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
 gpu_job_cancel <- function(job, ...) {
   check_unknown_args("gpu_job_cancel", "gpu_job_status")
   check_job(job)
-  if (inherits(job, "gpukeras_search_job")) {
-    return(search_job_cancel(job))
-  }
+  UseMethod("gpu_job_cancel")
+}
+
+#' @export
+gpu_job_cancel.gpukeras_job <- function(job, ...) {
   status <- gpu_job_status(job)
   if (status$state %in% final_states) {
     return(invisible(job))

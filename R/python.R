@@ -189,6 +189,15 @@ check_numpy_supported <- function(call = caller_env()) {
   )
 }
 
+# Whether Python has imported `module`; never starts Python.
+python_module_loaded <- function(module) {
+  if (!reticulate::py_available(initialize = FALSE)) {
+    return(FALSE)
+  }
+  modules <- reticulate::import("sys", convert = FALSE)$modules
+  reticulate::py_to_r(modules$`__contains__`(module))
+}
+
 # The bridge module of the Python core, importing it (and starting Python) on
 # first use.
 core <- function(call = caller_env()) {
@@ -248,11 +257,28 @@ r_to_py.gpukeras_py_int_dict <- function(x, convert = FALSE) {
 }
 
 core_call <- function(target, ..., error_call = caller_env()) {
-  args <- list(...)
+  core_answer(target, list(...), core(error_call), error_call)
+}
+
+# Call the core's verb `target` as core_call() does, leaving its value in Python: for a
+# value R only hands on to the core (the memory-mapped arrays of a job or a worker, which
+# converting would copy into R).
+core_call_python <- function(target, ..., error_call = caller_env()) {
+  core(error_call)
+  if (is.null(the$bridge_python)) the$bridge_python <- reticulate::import("gpukeras.bridge", convert = FALSE)
+  core_answer(target, list(...), the$bridge_python, error_call)
+}
+
+core_answer <- function(target, args, bridge, error_call) {
   handed_over <- vapply(args, inherits, logical(1), "gpukeras_handover")
-  result <- core(error_call)$call(target, lapply(args, function(arg) {
+  result <- bridge$call(target, lapply(args, function(arg) {
     if (inherits(arg, "gpukeras_handover")) unclass(arg) else arg
   }))
+  if (inherits(result, "python.builtin.object")) {
+    # the answer converted, but for its value
+    value <- result$pop("value", NULL)
+    result <- c(reticulate::py_to_r(result), list(value = value))
+  }
   raise_core_warnings(result$warnings)
   if (isTRUE(result$ok)) {
     return(result$value)

@@ -3,7 +3,7 @@
 # (the storage holds the trials done and the best so far), and through the job's folder:
 #   args.rds     the gpu_search() call, its arguments checked
 #   result.rds   the gpukeras_search, when the search ended
-#   error.rds    the error that ended it (class and message)
+#   error.rds    the error that ended it, whole (process.R)
 
 # `storage` is search_storage()'s: the job reads the study at its URL, and shows it (in its
 # print and status) without a password.
@@ -12,15 +12,12 @@ search_in_background <- function(args, storage, call = caller_env()) {
   dir.create(dir)
   args$background <- FALSE
   write_rds_atomic(args, file.path(dir, "args.rds"), "The search's arguments (args.rds)", call = call)
-  env <- c(
-    callr::rcmd_safe_env(),
-    GPUKERAS_PYTHON = reticulate::py_config()$python,
-    KERAS_BACKEND = core_call("keras_backend")
-  )
-  process <- job_process("search_job_run", list(dir), stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env)
   job <- new.env(parent = emptyenv())
   job$dir <- dir
-  job$process <- process
+  job$process <- process_start(
+    "search_job_run", list(dir), dir,
+    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = process_env()
+  )
   job$args <- args
   job$url <- storage$url
   job$shown <- storage$folder %||% core_call("search_safe_url", url = storage$url)
@@ -28,75 +25,73 @@ search_in_background <- function(args, storage, call = caller_env()) {
   structure(job, class = c("gpukeras_search_job", "gpukeras_job"))
 }
 
-# In the background process: the search, its result or its error written for the session.
+# In the background process: the search, its result or its error left for the session.
 search_job_run <- function(dir) {
   args <- readRDS(file.path(dir, "args.rds"))
-  outcome <- tryCatch(
-    list(result = do.call(gpu_search, args)),
-    error = function(e) list(error = list(class = class(e), message = conditionMessage(e)))
+  tryCatch(
+    process_report(dir, do.call(gpu_search, args)),
+    error = function(e) process_report_error(dir, e)
   )
-  if (!is.null(outcome$result)) {
-    write_rds_atomic(outcome$result, file.path(dir, "result.rds"))
-  } else {
-    write_rds_atomic(outcome$error, file.path(dir, "error.rds"))
-  }
   invisible()
 }
 
 # Where the search is: its state, and from the study the trials done and the best so far.
-search_job_status <- function(job) {
+#' @export
+gpu_job_status.gpukeras_search_job <- function(job, ...) {
   if (!is.null(job$final)) {
     return(job$final)
   }
-  alive <- job$process$is_alive()
-  state <- if (alive) "running" else if (file.exists(file.path(job$dir, "result.rds"))) "done" else "failed"
+  process <- job$process
+  state <- if (file.exists(file.path(job$dir, "result.rds"))) "done" else if (process$is_alive() && !process$reported()) "running" else "failed"
   progress <- tryCatch(
     core_call("search_progress", storage = job$url, study = job$args$study),
     error = function(e) NULL
   )
-  error <- if (state == "failed") read_rds_or_null(file.path(job$dir, "error.rds"))
   structure(
     list(
       state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
       best = progress$best, objective = job$args$objective, elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      error = error, storage = job$shown
+      error = if (state == "failed") error_data(process$error()), storage = job$shown
     ),
     class = "gpukeras_search_job_status"
   )
 }
 
-search_job_wait <- function(job, timeout) {
-  deadline <- Sys.time() + min(timeout, 1e9)
-  repeat {
-    status <- search_job_status(job)
-    if (status$state != "running") break
-    if (Sys.time() >= deadline) {
-      gpukeras_abort(
-        c(sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done, status$trials),
-          "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."),
-        "gpukeras_error_job_timeout"
-      )
-    }
-    Sys.sleep(0.2)
+#' @export
+gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
+  call <- current_env()
+  status <- job_wait_until(job, timeout, function() gpu_job_status(job), timed_out = function(status) {
+    gpukeras_abort(
+      c(sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done, status$trials),
+        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."),
+      "gpukeras_error_job_timeout",
+      call = call
+    )
+  }, every = 0.2)
+  if (is.null(status)) {
+    return(invisible(job))
   }
   if (status$state == "done") {
-    return(readRDS(file.path(job$dir, "result.rds")))
+    return(job$process$result())
   }
-  error <- status$error %||% list(class = "gpukeras_error_job_failed", message = "the search's process ended without a result")
-  gpukeras_abort(
-    sprintf("The search failed: %s", error$message),
-    unique(c(setdiff(error$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_job_failed"))
+  error <- job$process$error()
+  process_abort(
+    if (is.null(error)) "The search failed: the search's process ended without a result." else "The search failed.",
+    "gpukeras_error_job_failed",
+    parent = error,
+    call = call
   )
 }
 
 # Stop the search and its workers; the study keeps every trial, and the same gpu_search()
 # call resumes it (the trials it was running are run again).
-search_job_cancel <- function(job) {
-  status <- search_job_status(job)
+#' @export
+gpu_job_cancel.gpukeras_search_job <- function(job, ...) {
+  status <- gpu_job_status(job)
   if (status$state == "running") {
     job$process$kill_tree()
     job$process$wait(5000L)
-    status <- search_job_status(job)
+    status <- gpu_job_status(job)
     status$state <- "cancelled"
     status$error <- NULL
   }
@@ -106,7 +101,7 @@ search_job_cancel <- function(job) {
 
 #' @export
 format.gpukeras_search_job <- function(x, ...) {
-  format(search_job_status(x))
+  format(gpu_job_status(x))
 }
 
 #' @export

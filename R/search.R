@@ -249,11 +249,14 @@ search_run <- function(search, request, storage, plan, dir, call) {
       train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
       validation = validation$files,
       fit = c(search$fixed, params[names(search$searched)]),
-      trial = list(
-        number = asked$number, trial_id = asked$trial_id, storage = storage$url, study = search$study,
+      trial = list(number = asked$number),
+      callback = list(verb = "search_pruning_callback", args = list(
+        storage = storage$url, study = search$study, trial_id = asked$trial_id,
         objective = search$objective, pruner = search$pruner
-      ),
-      save_path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding,
+      )),
+      then = list(run = "search_trial_end", args = list(
+        path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding
+      )),
       more = asked$left > 0L,
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(
@@ -270,10 +273,11 @@ search_run <- function(search, request, storage, plan, dir, call) {
     )
     track_trial_end(tracked, ended, told, call)
     if (!is.null(told$stop)) {
-      gpukeras_abort(
-        c(sprintf("Trial %d failed, and no trial has completed: %s", ended$task$trial$number, told$stop$message),
+      process_abort(
+        c(sprintf("Trial %d failed, and no trial has completed.", ended$task$trial$number),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
-        unique(c(setdiff(told$stop$class, c("gpukeras_error", "rlang_error", "error", "condition")), "gpukeras_error_search_trial")),
+        "gpukeras_error_search_trial",
+        parent = ended$condition %||% rlang::error_cnd(c(told$stop$class, "gpukeras_error"), message = told$stop$message),
         call = call
       )
     }
@@ -306,7 +310,7 @@ track_trial_end <- function(tracked, ended, told, call) {
   track_record(
     tracked$track, context$key,
     metrics = if (identical(state, "complete")) list(objective = told$value),
-    params = context$params, tags = list(gpukeras.trial_state = state, gpukeras.trial_reason = reason),
+    params = context$params, tags = Filter(Negate(is.null), list(gpukeras.trial_state = state, gpukeras.trial_reason = reason)),
     status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
     name = context$name, kind = "trial", call = call
   )
@@ -349,13 +353,25 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
   }
   rows <- training_rows(data)
   held <- withr::with_seed(seed, {
-    fold <- if (is_class_labels(data$y)) stratified_folds(class_of_rows(data$y), 5L) else sample(rep_len(1:5, rows))
-    which(fold == 1L)
+    which(label_folds(data, 5L) == 1L)
   })
   list(
     rows = held, train_rows = setdiff(seq_len(rows), held),
     description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, if (is_class_labels(data$y)) ", stratified" else "", seed)
   )
+}
+
+# In a trial's worker, after its fit (worker_task()'s `then`): what its pruning `callback`
+# saw (`pruning`) and, for a trial that completed, its model saved at `path` (the best
+# trial's is kept).
+search_trial_end <- function(fit, callback, path, encoding) {
+  pruning <- core_call("search_pruning_outcome", callback = callback)
+  if (pruning$pruned || !is.null(pruning$missing)) {
+    return(list(pruning = pruning))
+  }
+  fit$encoding <- encoding
+  gpu_save(fit, path, overwrite = TRUE)
+  list(pruning = pruning, path = path)
 }
 
 new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan) {

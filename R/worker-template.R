@@ -21,7 +21,7 @@ template_start <- function() {
   if (.Platform$OS.type != "unix") {
     return(NULL)
   }
-  env <- worker_env(list())
+  env <- process_env()
   template <- the$template
   if (!is.null(template) && template$process$is_alive() && identical(template$env, env)) {
     return(template)
@@ -34,8 +34,8 @@ template_start <- function() {
   template$env <- env
   template$requests <- 0L
   # Its temp folder (and so every fork's) is in the session's.
-  template$process <- job_process(
-    "worker_template", list(dir, Sys.getpid()),
+  template$process <- process_start(
+    "worker_template", list(dir, Sys.getpid()), dir,
     stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
     env = c(env, TMPDIR = file.path(dir, "tmp"))
   )
@@ -45,37 +45,58 @@ template_start <- function() {
 
 # A worker forked by `template` into folder `dir` with the environment `env` (its slot's
 # devices), the template having done `warm` first, that prepares its runtime by `prepare`
-# (worker_prepare()): a handle with the methods worker_collect() and worker_close() use.
+# (worker_prepare()): a gpukeras_forked.
 template_fork <- function(template, dir, env, warm = NULL, prepare = NULL) {
   template$requests <- template$requests + 1L
   write_rds_atomic(
     list(dir = dir, env = as.list(env), warm = warm, prepare = prepare),
     file.path(template$dir, sprintf("fork-%05d.rds", template$requests))
   )
-  pid <- function() read_rds_or_null(file.path(dir, "pid.rds")) %||% NA_integer_
-  status <- function() read_rds_or_null(file.path(dir, "status.rds"))
-  is_alive <- function() {
-    if (!is.null(status())) {
-      return(FALSE)
-    }
-    if (is.na(pid())) template$process$is_alive() else process_alive(pid())
-  }
-  wait_until <- function(done, timeout_ms) {
-    deadline <- Sys.time() + timeout_ms / 1000
-    while (!done() && Sys.time() < deadline) Sys.sleep(0.02)
-  }
-  list(
-    is_alive = is_alive,
-    wait = function(timeout_ms) wait_until(Negate(is_alive), timeout_ms),
+  gpukeras_forked$new(dir, template)
+}
+
+# A process the template forked: the handle of process.R, whose pid (pid.rds) and exit
+# status (status.rds, negative for a signal) the template writes into its folder.
+gpukeras_forked <- R6::R6Class(
+  "gpukeras_forked",
+  inherit = gpukeras_process,
+  cloneable = FALSE,
+  public = list(
+    initialize = function(dir, template) {
+      self$dir <- dir
+      private$template <- template
+    },
+    get_pid = function() read_rds_or_null(file.path(self$dir, "pid.rds")) %||% NA_integer_,
+    # Until the template has reaped it (a zombie answers signal 0 too).
+    is_alive = function() {
+      if (!is.null(private$status())) {
+        return(FALSE)
+      }
+      pid <- self$get_pid()
+      if (is.na(pid)) private$template$process$is_alive() else process_alive(pid)
+    },
+    wait = function(timeout_ms) {
+      process_wait(list(self), timeout_ms / 1000, reported = FALSE)
+      invisible(self)
+    },
     # The template writes it within its 20 ms round once it has reaped the worker.
     get_exit_status = function() {
-      wait_until(function() !is.null(status()), 1000)
-      status() %||% NA_integer_
+      deadline <- Sys.time() + 1
+      while (is.null(private$status()) && Sys.time() < deadline) Sys.sleep(0.02)
+      private$status() %||% NA_integer_
     },
     # A worker not forked yet ends by itself: its folder is gone by then.
-    kill_tree = function() if (!is.na(pid())) tools::pskill(pid(), tools::SIGKILL)
+    kill_tree = function() {
+      pid <- self$get_pid()
+      if (!is.na(pid)) tools::pskill(pid, tools::SIGKILL)
+    },
+    pollable = function() NULL
+  ),
+  private = list(
+    template = NULL,
+    status = function() read_rds_or_null(file.path(self$dir, "status.rds"))
   )
-}
+)
 
 # --- In the template process -----------------------------------------------------------
 

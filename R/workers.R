@@ -39,20 +39,6 @@ check_devices <- function(devices, call = caller_env()) {
   devices
 }
 
-# The environment of a worker on `slot`: the session's Python and Keras backend, its GPU
-# alone, and memory that grows as the fit needs it (JAX would take 75 % of the GPU at
-# start, TensorFlow all of it, leaving nothing to a second worker).
-worker_env <- function(slot) {
-  c(
-    callr::rcmd_safe_env(),
-    GPUKERAS_PYTHON = reticulate::py_config()$python,
-    KERAS_BACKEND = core_call("keras_backend"),
-    if (!is.null(slot$visible)) {
-      c(CUDA_VISIBLE_DEVICES = slot$visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")
-    }
-  )
-}
-
 # `warm`: a core verb and its arguments that the waiting processes call ahead, list(verb,
 # args) (gpu_search()'s workers report to Optuna: opening its storage took 0.5 s of each
 # trial's start, measured by bench/search.R).
@@ -75,14 +61,14 @@ worker_start <- function(pool, i) {
   pool$next_id <- pool$next_id + 1L
   dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
   dir.create(dir)
-  env <- worker_env(pool$slots[[i]])
+  env <- process_env(pool$slots[[i]]$visible)
   prepare <- list(setup = pool$setup, compiled = session_compiled_dir())
   template <- template_start()
   process <- if (!is.null(template)) {
     template_fork(template, dir, env[setdiff(names(env), names(template$env))], pool$warm, prepare)
   } else {
-    job_process(
-      "worker_wait", list(dir, Sys.getpid(), pool$warm, prepare),
+    process_start(
+      "worker_wait", list(dir, Sys.getpid(), pool$warm, prepare), dir,
       stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env
     )
   }
@@ -117,27 +103,30 @@ worker_free <- function(pool) {
   which(vapply(pool$busy, is.null, logical(1)))
 }
 
-# The fits that ended since the last call: each a list with `task`, `slot`, `seconds` and
-# the worker's `result` (its own, or, for a process that died, an `error` with the cause
+# The fits that ended since the last call: each a list with `task`, `slot`, `seconds`, the
+# worker's `result` (its own, or, for a fit that failed, its `error` as data: error_data())
+# and the `condition` it failed with, whole (for a process that died, one with the cause
 # and its stderr's last lines). Their slots are free again.
 worker_collect <- function(pool) {
   ended <- list()
   for (i in seq_along(pool$busy)) {
     worker <- pool$busy[[i]]
     if (is.null(worker)) next
-    result_file <- file.path(worker$dir, "result.rds")
-    alive <- worker$process$is_alive()
-    if (alive && !file.exists(result_file)) next
+    process <- worker$process
+    alive <- process$is_alive()
+    if (alive && !process$reported()) next
     # On a GPU the next fit starts once this one's process has ended and given its memory
     # back; on the CPU nothing waits for that (a framework takes a second to tear down).
-    if (alive && !is.null(pool$slots[[i]]$visible)) worker$process$wait(5000L)
-    result <- read_rds_or_null(result_file)
+    if (alive && !is.null(pool$slots[[i]]$visible)) process$wait(5000L)
+    result <- process$result()
+    error <- if (is.null(result)) process$error()
     # A process that ended before it took its task (while it loaded, prepared or waited,
     # or never forked: its template gone) ran none of the fit: it goes again, once.
-    retry <- is.null(result) && !file.exists(file.path(worker$dir, "taken")) && !isTRUE(worker$task$retried)
+    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) && !isTRUE(worker$task$retried)
     if (!retry) {
+      error <- if (is.null(result)) error %||% worker_crash(worker)
       ended[[length(ended) + 1L]] <- list(
-        task = worker$task, slot = i, result = result %||% worker_crash(worker),
+        task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
         seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
       )
     }
@@ -160,15 +149,15 @@ worker_retry <- function(pool, i, task) {
   worker_submit(pool, i, task, ready_next = !is.null(ready))
 }
 
-# What a worker that ended without a result died of.
+# What a worker that ended without a result died of: a condition, `crashed`.
 worker_crash <- function(worker) {
   status <- worker$process$get_exit_status()
   stderr <- tryCatch(utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character())
-  list(error = list(
-    class = "gpukeras_error_worker_lost",
+  rlang::error_cnd(
+    c("gpukeras_error_worker_lost", "gpukeras_error"),
     message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
     crashed = TRUE
-  ))
+  )
 }
 
 # Raise the slots on GPU `device` to `count` workers (per_device = "auto", once a fit's
@@ -184,6 +173,20 @@ worker_grow <- function(pool, device, count) {
   pool$busy <- c(pool$busy, vector("list", extra))
   pool$ready <- c(pool$ready, vector("list", extra))
   invisible(extra)
+}
+
+# With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
+# says that more fits fit there.
+many_grow <- function(pool, ended, result) {
+  slot <- pool$slots[[ended$slot]]
+  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]])) {
+    return(invisible())
+  }
+  fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
+  pool$grown[[slot$device]] <- TRUE
+  worker_grow(pool, slot$device, fitting$workers)
+  pool$plan$reason <- c(pool$plan$reason, fitting$reason)
+  invisible()
 }
 
 # End every process of the pool and remove its folder (the data's .npy files too).
@@ -214,7 +217,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
     }
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
-    Sys.sleep(0.05)
+    process_wait(lapply(Filter(Negate(is.null), pool$busy), function(worker) worker$process), 1)
     for (ended in worker_collect(pool)) {
       tasks <- c(tasks, on_end(ended))
     }
@@ -226,7 +229,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # What a worker loads before its task: Python, Keras (with TensorFlow where it is
 # installed, which Keras' seed imports on either backend) and the core's modules its task
-# calls (worker_task(): gpu_setup(), gpu_fit(), the pruning callback, gpu_save()), with
+# calls (worker_task(): gpu_setup(), gpu_fit(), a search's pruning callback, gpu_save()), with
 # no runtime (no devices, no memory), so that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
@@ -275,54 +278,44 @@ worker_prepare <- function(prepare, compile = TRUE) {
   )
 }
 
-# One fit (its runtime `prepared` by worker_prepare()): the seed, model_fn's model,
-# gpu_fit() on the task's rows, then what the task asks of the trained model. Any error,
-# the preparation's too, is the result's `error`.
+# One fit (its runtime `prepared` by worker_prepare()), as the task carries it: the seed,
+# model_fn's model (of `params`, when given), gpu_fit() on the data's `train_rows` (with
+# `validation_rows` of it, or the `validation` files, as validation data) with `fit`'s
+# arguments, and the client's own steps, by name: `callback`, a core verb and its arguments
+# that make one more callback for the fit, and `then`, a function of gpukeras called with
+# the fit, that callback and its `args`, whose list joins the result. The result, or the
+# error (the preparation's too), is the process's outcome (process.R).
 worker_task <- function(dir, task, prepared = NULL) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
-  result <- tryCatch(
+  tryCatch(
     {
       if (!is.null(prepared)) stop(prepared)
-      reticulate::import("keras")$utils$set_random_seed(task$seed)
+      core_call("workers_seed", seed = task$seed)
       track_restore(task$track$carried, task$track$context)
       setup_done <- as.numeric(Sys.time())
       model <- worker_model(task)
-      take <- function(rows) worker_rows(task$data, rows)
-      validation <- if (!is.null(task$validation_rows)) take(task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
-      pruning <- if (!is.null(task$trial)) {
-        core_call(
-          "search_pruning_callback",
-          storage = task$trial$storage, study = task$trial$study, trial_id = task$trial$trial_id,
-          objective = task$trial$objective, pruner = task$trial$pruner
-        )
-      }
+      validation <- if (!is.null(task$validation_rows)) load_arrays(task$data, task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
+      callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
       plan <- worker_memory_plan(task, model)
       fit <- do.call(gpu_fit, c(
         list(
-          model = model, data = take(task$train_rows), validation_data = validation, seed = task$seed,
-          verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(pruning)) list(pruning))
+          model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
+          verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(callback)) list(callback))
         ),
         task$fit[setdiff(names(task$fit), "callbacks")]
       ))
       result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
       result$timings <- list(task_read = task_read, setup_done = setup_done)
-      if (!is.null(task$test_rows)) result <- c(result, worker_score(model, take(task$test_rows), task$batch_size))
-      if (!is.null(pruning)) {
-        result$pruning <- core_call("search_pruning_outcome", callback = pruning)
-        complete <- !result$pruning$pruned && is.null(result$pruning$missing)
-        if (complete && !is.null(task$save_path)) {
-          fit$encoding <- task$encoding
-          gpu_save(fit, task$save_path, overwrite = TRUE)
-          result$path <- task$save_path
-        }
+      if (!is.null(task$then)) {
+        then <- get(task$then$run, envir = asNamespace("gpukeras"), mode = "function")
+        result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
       }
-      result
+      process_report(dir, result, "The fit's result (result.rds)")
     },
-    error = function(e) list(error = list(class = class(e), message = conditionMessage(e)))
+    error = function(e) process_report_error(dir, e)
   )
   # the fit's run sent before this process ends (it is not waited for in the fit)
   try(track_flush(ending = TRUE), silent = TRUE)
-  write_rds_atomic(result, file.path(dir, "result.rds"), "The fit's result (result.rds)")
   invisible()
 }
 
@@ -333,20 +326,11 @@ worker_model <- function(task) {
   if (!inherits(model, "python.builtin.object") || !reticulate::py_has_attr(model, "fit")) {
     gpukeras_abort(
       sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
-      "gpukeras_error_bad_model"
+      "gpukeras_error_bad_model",
+      call = NULL
     )
   }
   model
-}
-
-# The rows `rows` (R's row numbers) of the data in `files` (carry_data()'s .npy files,
-# memory-mapped), each one NumPy copy in C order: gpu_fit() takes NumPy data as it is.
-worker_rows <- function(files, rows) {
-  numpy <- reticulate::import("numpy", convert = FALSE)
-  index <- numpy$asarray(as.list(as.integer(rows) - 1L), dtype = "int64")
-  take <- function(path) numpy$ascontiguousarray(numpy$take(numpy$load(path, mmap_mode = "r"), index, axis = 0L))
-  x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, take), convert = FALSE)) else take(files$x)
-  c(list(x = x, y = if (!is.null(files$y)) take(files$y)), if (!is.null(files$sample_weight)) list(sample_weight = take(files$sample_weight)))
 }
 
 # With workers_per_device = "auto" on a GPU: the fit's planned peak memory (MiB), by
@@ -356,14 +340,4 @@ worker_memory_plan <- function(task, model) {
     return(NULL)
   }
   tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
-}
-
-# The held-out rows' metrics (as Keras names them, the loss first) and predictions (each
-# output an array, float32 or float64 whatever the model's precision): the core's scoring.
-worker_score <- function(model, held_out, batch_size) {
-  core_call(
-    "score",
-    model = model, x = held_out$x, y = held_out$y, sample_weight = held_out$sample_weight,
-    batch_size = as.integer(batch_size %||% 32L)
-  )
 }

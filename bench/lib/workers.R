@@ -8,7 +8,7 @@
 # each ended fit's result (with its worker's `timings`, when R/workers.R records them).
 # In the worker, the model function calls worker_probe_begin() (only in a worker: a
 # process other than this session), which reads the clock, traces gpu_fit() (its entry
-# and exit) and worker_rows() (the data copy) there, and makes Keras' CallbackList read
+# and exit) and load_arrays() (the data copy) there, and makes Keras' CallbackList read
 # the clock at its first on_train_batch_begin, the start of the first training step
 # (the step that then traces and compiles). gpu_fit()'s exit writes what the worker
 # read to a file in `probe_dir`, one per fit. The probe's own setup in the worker (about
@@ -52,7 +52,7 @@ worker_probe_begin <- function(probe_dir, session_pid) {
   }
   namespace <- asNamespace("gpukeras")
   suppressMessages({
-    trace("worker_rows", tracer = bquote(.(rows_began)()), exit = bquote(.(rows_ended)()), where = namespace, print = FALSE)
+    trace("load_arrays", tracer = bquote(.(rows_began)()), exit = bquote(.(rows_ended)()), where = namespace, print = FALSE)
     trace("gpu_fit", tracer = bquote(.(fit_entered)()), exit = bquote(.(fit_exited)()), where = namespace, print = FALSE)
   })
   probe_python()

@@ -172,6 +172,40 @@ def test_r_names_verbs_alone() -> None:
     assert set(modules) <= {"gpukeras.bridge"}, modules
 
 
+# What R may still do with Python outside R/python.R, file by file, and why.
+R_PYTHON_ALLOWED = {
+    # a Python module a user's model_fn uses, made again in each worker (the user's, not
+    # the core's)
+    ("R/worker-carry.R", "reticulate::import("),
+    # the serving work removes these (the request's columns from the encoding)
+    ("R/serve-request.R", "model$outputs"),
+    ("R/serve-request.R", "model$inputs"),
+}
+
+
+def test_r_reaches_python_through_python_r_alone() -> None:
+    """R imports no module and touches no model's Python attribute outside R/python.R:
+    the rest goes through the core's verbs (``core_call``), so a module that moves or a
+    Keras that renames changes R/python.R and the core alone."""
+    root = Path(__file__).resolve().parents[2]
+    reaching = re.compile(
+        r"(?:reticulate::)?\bimport(?:_from_path|_builtins|_main)?\("
+        r"|\bmodel\$(?:evaluate|predict\w*|outputs?|inputs?|output_names|layers|fit|compile"
+        r"|save\w*|load_weights|get_weights|set_weights|summary|optimizer)\b"
+    )
+    found = set()
+    for path in sorted(root.glob("R/*.R")):
+        name = f"R/{path.name}"
+        if name == "R/python.R":
+            continue
+        for line in path.read_text().splitlines():
+            code = line.split("#", 1)[0]
+            for match in reaching.finditer(code):
+                if not code[: match.start()].count('"') % 2:  # not inside a string
+                    found.add((name, match.group(0)))
+    assert found <= R_PYTHON_ALLOWED, sorted(found - R_PYTHON_ALLOWED)
+
+
 def test_python_warnings_during_a_verb_come_back_as_data_for_r() -> None:
     """Keras' warnings print on stderr with a path into site-packages; the bridge returns
     them for R to raise as classed warnings, a known one in gpukeras' words."""

@@ -145,3 +145,18 @@ def test_epoch_lines_show_values_as_keras_progress_display_does(tmp_path: object
     assert live.as_keras_shows(0.716968) == "0.7170"
     assert live.as_keras_shows(0.00001234) == "1.2340e-05"
     assert live.as_keras_shows(live.percent(12.34)) == "12"
+
+
+def test_arrays_go_as_npy_files_memory_mapped_back_whole_or_by_rows(tmp_path: object) -> None:
+    """R data a job or a worker carries: saved once, mapped back copy-on-write (a write
+    to the map leaves the file as it was), or some rows as one C-order copy."""
+    array = np.asfortranarray(np.arange(12, dtype="float32").reshape(4, 3))
+    path = job.save_array(array, str(tmp_path / "data-x.npy"))
+    mapped = job.load_array(path)
+    assert isinstance(mapped, np.memmap)
+    np.testing.assert_array_equal(mapped, array)
+    mapped[0, 0] = 99.0
+    np.testing.assert_array_equal(np.load(path), array)
+    rows = job.load_array(path, [3, 1])
+    assert rows.flags.c_contiguous and not isinstance(rows, np.memmap)
+    np.testing.assert_array_equal(rows, array[[3, 1]])

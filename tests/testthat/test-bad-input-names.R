@@ -68,7 +68,7 @@ for (result in checked) {
 test_that("every other exported function has a row here, and `...` to catch what it does not have", {
   # evaluate() is a generic and search_choice() takes its choices as `...`;
   # gpu_fit(), gpu_cv() and gpu_search() answer their own (R/fit-arguments.R,
-  # R/many-args.R); search_int() and search_float() do not yet.
+  # R/worker-carry.R); search_int() and search_float() do not yet.
   elsewhere <- c("evaluate", "search_choice", "gpu_fit", "gpu_cv", "gpu_search", "search_int", "search_float")
   exported <- setdiff(getNamespaceExports("gpukeras"), elsewhere)
   rows <- unique(vapply(checked, function(result) as.character(result$case$code[[1]]), character(1)))

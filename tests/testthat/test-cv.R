@@ -226,7 +226,9 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   # once: a fit whose second process also ended first is lost, with the cause
   task$retried <- TRUE
   ended <- run_after_a_kill(task)
-  expect_identical(ended[[1]]$result$error$class, "gpukeras_error_worker_lost")
+  expect_identical(ended[[1]]$result$error$class[1], "gpukeras_error_worker_lost")
+  expect_true(ended[[1]]$result$error$crashed)
+  expect_s3_class(ended[[1]]$condition, "gpukeras_error_worker_lost")
   expect_match(ended[[1]]$result$error$message, "killed by signal 9")
   expect_false(file.exists(file.path(dir, "worker-001")))
 })

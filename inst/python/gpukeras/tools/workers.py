@@ -210,6 +210,13 @@ def warm() -> dict[str, Any]:
     }
 
 
+def seed(seed: int) -> None:
+    """Keras' global seed (``keras.utils.set_random_seed``: Python, NumPy, the backend and
+    TensorFlow wherever installed) as a worker's fit starts: the fold or trial is then the
+    same as a fit run by hand after ``keras$utils$set_random_seed(seed)``."""
+    config.keras().utils.set_random_seed(seed)
+
+
 def share_compiled(folder: str) -> str | None:
     """Let this worker's fits reuse what the session's earlier workers compiled: on JAX,
     its persistent compilation cache in ``folder`` (the R session's, in its temporary

@@ -13,6 +13,8 @@ the Python part of the carrying:
 - callbacks go pickled (a lambda, or a callback holding something that
   cannot be pickled, is refused, named);
 - a learning-rate schedule made in Python goes as its Keras config;
+- R data goes as ``.npy`` files (``save_array``), which the child, or a worker of
+  gpu_cv() and gpu_search(), memory-maps (``load_array``);
 - the trained weights come back with the optimizer's state, as one
   ``.weights.h5`` file loaded into the user's model object;
 - a progress callback in the child writes where training is, a few times a
@@ -30,6 +32,8 @@ import time
 import zipfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gpukeras.core.errors import GpukerasError
 from gpukeras.core.handles import Model
@@ -212,6 +216,23 @@ def load_carried(
         "callbacks": callbacks,
         "schedule": keras.saving.deserialize_keras_object(schedule) if schedule else None,
     }
+
+
+def save_array(array: np.ndarray, path: str) -> str:
+    """An array R sent, as the ``.npy`` file ``path`` (NumPy's own error on a full disk:
+    R tells that case apart by the disk's free space)."""
+    np.save(path, array)
+    return path
+
+
+def load_array(path: str, rows: list[int] | None = None) -> np.ndarray:
+    """The array ``save_array`` wrote, memory-mapped copy-on-write: pages are read as
+    training needs them, and nothing written to the array reaches the file. With ``rows``
+    (0-based), those rows alone, as one C-order copy."""
+    if rows is None:
+        return np.load(path, mmap_mode="c")
+    index = np.asarray(rows, dtype="int64")
+    return np.ascontiguousarray(np.take(np.load(path, mmap_mode="r"), index, axis=0))
 
 
 def save_trained(model: Model, path: str) -> str:

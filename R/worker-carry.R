@@ -42,7 +42,8 @@ describe_formals <- function(params) {
 # but not the global one), and the Python objects among them would arrive dead. So the
 # variables it uses (its closure's, and the global ones), and those of the user's
 # functions it calls (global ones, and helpers made beside it), go with it in one
-# environment of their own, as the future package carries globals; its Python objects are
+# environment of their own, as the future package carries globals (found by the globals
+# package, as future finds them: `x <- x` uses a global `x`); its Python objects are
 # made again there (carry_python()). Also for a function made inside another one
 # (lapply()'s over configurations, a package's): the variables it takes from there
 # travel, not the rest of that frame; a package's own come from its namespace, loaded
@@ -58,7 +59,7 @@ carry_function <- function(fn, call = caller_env()) {
     # then found in the function called, which it names
     collect <- function(f, label) {
       added <- character()
-      for (name in codetools::findGlobals(f)) {
+      for (name in globals::findGlobals(f)) {
         where <- user_binding(name, environment(f), top)
         if (is.null(where)) next
         value <- get(name, envir = where)
