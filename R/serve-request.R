@@ -60,31 +60,37 @@ request_byte_limit <- function(part, max_rows) {
 # The request's body parsed as JSON with nothing simplified (arrays as unnamed
 # lists, objects as named ones; parsing makes no table, whatever the keys):
 # list(text, value). Records that cannot hold the input's columns are refused
-# before they are parsed.
+# before they are parsed, or even made text.
 parse_request_body <- function(raw, part) {
   if (!length(raw)) {
     serve_reject(400L, "bad_body", sprintf("The request has no body: send JSON records, e.g. %s.", example_request(part)))
   }
+  check_named_in_body(raw, if (identical(part$type, "data.frame")) names(part$columns) else part$names)
   malformed <- function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L)))
   text <- tryCatch(rawToChar(raw), error = malformed)
   Encoding(text) <- "UTF-8"
-  check_named_in_text(text, if (identical(part$type, "data.frame")) names(part$columns) else part$names)
   list(text = text, value = tryCatch(jsonlite::parse_json(text, simplifyVector = FALSE), error = malformed))
 }
 
-# Records or columns (the text begins with `[{` or `{`) in which the first
+# Records or columns (the body begins with `[{` or `{`) in which the first
 # column's name is nowhere, as a JSON string, lack that column: the answer a
-# parse would give, for searches of the text (0.3 ms each in 95 KB; then every
-# column's name is searched for, to name all those absent). A body of 8,000
-# records each with a key of its own is refused so in 5 ms, in 11 ms through
-# the parse. Only valid UTF-8 text without a backslash: with no escape, a key
-# is written as it is (jsonlite refuses invalid text).
-check_named_in_text <- function(text, columns) {
-  if (is.null(columns) || !validUTF8(text) || !grepl("^\\s*(\\[\\s*)?\\{", substr(text, 1L, 64L)) || grepl("\\", text, fixed = TRUE)) {
+# parse would give, for searches of the bytes (grepRaw(): 0.09 ms each in 95 KB,
+# a third of grepl()'s time on the text; then every column's name is searched
+# for, to name all those absent). A body of 8,000 records each with a key of its
+# own is refused so in about 1 ms, in 11 ms through the parse. Only valid UTF-8
+# without a backslash: with no escape, a key is written as it is (jsonlite
+# refuses invalid text, as "malformed_json").
+check_named_in_body <- function(raw, columns) {
+  named <- function(column) length(grepRaw(charToRaw(enc2utf8(sprintf("\"%s\"", column))), raw, fixed = TRUE)) > 0L
+  # text for validUTF8() and grepl(), NULL for bytes that cannot be (a NUL)
+  as_text <- function(bytes) tryCatch(rawToChar(bytes), error = function(e) NULL)
+  if (is.null(columns) || named(columns[1]) || !isTRUE(grepl("^\\s*(\\[\\s*)?\\{", as_text(utils::head(raw, 64L)), useBytes = TRUE))) {
     return(invisible())
   }
-  named <- function(column) grepl(enc2utf8(sprintf("\"%s\"", column)), text, fixed = TRUE, useBytes = TRUE)
-  if (!named(columns[1])) check_present(columns[vapply(columns, named, logical(1))], columns)
+  if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) {
+    return(invisible())
+  }
+  check_present(columns[vapply(columns, named, logical(1))], columns)
 }
 
 # The request's data in the form predict() takes for the served input: a

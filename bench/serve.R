@@ -31,6 +31,13 @@
 # closed-loop client alone. Per phase: latencies (curl's total time); per size: the
 # median of per-round ratios of the median latency, hostile over quiet. Where the
 # machine has 2 cores or more, the service runs on a core of its own (taskset).
+# The hostile clients run at the lowest priority (renice 19), as attackers on other
+# machines would take none of the measuring client's CPU: here all clients share the
+# other core, and the first measures (2026-11-26, hostile clients at the same priority)
+# timed mostly the measuring client waiting for that core (the service was busy for
+# under a third of its core while /health took 60 ms). Also the share of its core the
+# service was busy while attacked (its CPU time over the phases' wall time), and its
+# CPU time per request of each body alone.
 #
 # Usage (from the repository root): Rscript bench/serve.R [--quick | --smoke] [--hostile]
 # Writes bench/results/serve-<device>[-quick].json, or serve-hostile-<device>[-quick].json
@@ -164,6 +171,13 @@ pin <- function(pid, cores) {
   system2("taskset", c("-a", "-p", "-c", cores, pid), stdout = FALSE, stderr = FALSE) == 0L
 }
 
+# Whether renice set every thread of process `pid` to the lowest priority (nice 19).
+lowest_priority <- function(pid) {
+  threads <- list.files(sprintf("/proc/%d/task", pid))
+  nzchar(Sys.which("renice")) && length(threads) > 0L &&
+    system2("renice", c("-n", "19", "-p", threads), stdout = FALSE, stderr = FALSE) == 0L
+}
+
 # The 4 hostile clients, in an R process of their own for `seconds`: closed loops
 # sending the bodies in the files `bodies` to POST /predict. Their result: the answers
 # by body and status ("reset" for a connection the service closed before answering).
@@ -265,13 +279,18 @@ measure_hostile <- function() {
     quiet <- phases()
     clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 3 * seconds + 4)
     pinned <- pinned && pin(clients$get_pid(), clients_cores())
+    niced <- lowest_priority(clients$get_pid())
     Sys.sleep(if (mode$smoke) 1 else 2) # the clients' R starts and their loops run
     memory_before <- served_memory()
+    cpu_before <- served_cpu()
+    began <- Sys.time()
     under_attack <- phases()
+    busy <- (served_cpu() - cpu_before) / as.numeric(difftime(Sys.time(), began, units = "secs"))
     memory_after <- served_memory()
     clients$wait(timeout = 1000 * (3 * seconds + 30))
     rounds_measured[[round]] <- list(
       quiet = quiet, hostile = under_attack, hostile_answers = clients$get_result(),
+      service_busy_share_under_attack = busy, hostile_clients_niced = niced,
       memory_before = memory_before, memory_after = memory_after, loadavg_after = readLines("/proc/loadavg")
     )
     cat(sprintf(
@@ -295,7 +314,9 @@ measure_hostile <- function() {
       ratio_summary(pick("hostile", size, "median_ms") / pick("quiet", size, "median_ms"))
     }),
     peak_memory_added_under_attack_mib = max(vapply(rounds_measured, function(r) r$memory_after$peak_mib - r$memory_before$peak_mib, numeric(1))),
-    seconds_per_phase = seconds, service_on_a_core_of_its_own = pinned, rounds = rounds_measured
+    service_busy_share_under_attack = stats::median(vapply(rounds_measured, `[[`, numeric(1), "service_busy_share_under_attack")),
+    seconds_per_phase = seconds, service_on_a_core_of_its_own = pinned,
+    hostile_clients_niced = all(vapply(rounds_measured, `[[`, logical(1), "hostile_clients_niced")), rounds = rounds_measured
   )
 }
 
@@ -318,6 +339,8 @@ write_hostile <- function(measured) {
       sprintf("The machine has %d CPU cores, shared: the service (one R process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's process on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
       "refusal_50mb: answers are status codes, or `reset` where the service refused from the headers and closed the connection while the client was still sending (it does not read what it refuses); peak_added_mib: the serving process's VmHWM after the refusals minus before.",
       "health_under_attack: /health polled by one closed-loop client while the hostile clients ran; max_ms and p99_ms: the largest over rounds; within_100_ms: the smallest share over rounds.",
+      "hostile_clients_niced: the hostile clients' process ran at nice 19 (every thread), the measuring client at 0, so that the latencies are the service's and not the measuring client's wait for the core it shares with the hostile ones (attackers on other machines take none of its CPU); the first measures (2026-11-26, at commit eda8af3) ran them at the same priority: /health median 60 ms, good requests 3.7-5.5x, while the service was busy for under a third of its core.",
+      "service_busy_share_under_attack: the serving process's CPU time (all its threads) over the wall time of the phases under attack, median over rounds: how much of its core the service used, the hostile requests' and the measured ones' together.",
       "service_cpu_ms_per_request: the serving process's CPU time (user + system, all its threads, from /proc) over the requests answered (or reset) while 2 closed-loop clients in this process sent that body alone for seconds_per_phase: what one request costs the service, whatever else runs on the machine.",
       "latency_ratio_hostile_over_quiet: per size of good request, the median over rounds of (median latency while the hostile clients ran / median latency on the quiet service), with a bootstrap 95% interval."
     ),
@@ -327,6 +350,7 @@ write_hostile <- function(measured) {
   h <- measured$health_under_attack
   cat(sprintf("50 MB body: answered in %.3f s (max %.3f s), peak memory +%.1f MiB\n", measured$refusal_50mb$median_seconds, measured$refusal_50mb$max_seconds, measured$refusal_50mb$peak_added_mib))
   cat(sprintf("/health under attack: median %.1f ms, p99 %.1f ms, max %.1f ms, %.1f%% within 100 ms\n", h$median_ms, h$p99_ms, h$max_ms, 100 * h$within_100_ms))
+  cat(sprintf("the service was busy %.0f%% of its core under attack (hostile clients niced: %s)\n", 100 * measured$service_busy_share_under_attack, measured$hostile_clients_niced))
   for (size in names(measured$latency_ratio_hostile_over_quiet)) {
     cat(sprintf("good requests of %s: latency x %s under attack\n", size, interval(measured$latency_ratio_hostile_over_quiet[[size]])))
   }
