@@ -263,7 +263,9 @@ check_numbers <- function(values, names) {
   )
 }
 
-# A data.frame input's columns, checked and typed as the encoding says.
+# A data.frame input's columns, checked and typed as the encoding says: their
+# JSON types, and the NA rule per column (for its `column` and `rows`). Levels
+# training did not have are predict()'s to refuse (predict_for_request()).
 request_columns <- function(body, part, settings) {
   for (column in names(part$columns)) {
     spec <- part$columns[[column]]
@@ -277,8 +279,6 @@ request_columns <- function(body, part, settings) {
     if (identical(spec$type, "factor")) {
       if (!is.character(values) && !is.numeric(values)) abort_wrong_type(column, values, "strings")
       values <- as.character(values)
-      unseen <- setdiff(values[!is.na(values)], spec$levels)
-      if (length(unseen) && identical(settings$unknown, "error")) abort_unseen_levels(column, unseen, spec$levels)
     }
     body[[column]] <- values
     missing <- which(is.na(values))
@@ -374,7 +374,7 @@ output_json <- function(output) {
 }
 
 # What GET /metadata answers: the input, the outputs, the rules and the versions.
-serve_metadata <- function(fit, model, settings) {
+serve_metadata <- function(fit, outputs, settings) {
   part <- settings$part
   inputs <- if (identical(part$type, "data.frame")) {
     unname(Map(function(spec, name) {
@@ -389,7 +389,7 @@ serve_metadata <- function(fit, model, settings) {
       form = if (identical(part$type, "data.frame")) "records" else if (!is.null(part$names)) "records or rows" else "rows",
       columns = inputs, shape = if (is.null(part$names) && !is.null(part$shape)) I(part$shape)
     )),
-    outputs = model_output_shapes(model),
+    outputs = lapply(outputs, function(output) list(name = output$name, shape = I(output$shape))),
     classes = if (!is.null(fit$encoding$y$levels)) I(fit$encoding$y$levels),
     na = settings$encoding$na %||% "error",
     unknown_levels = settings$unknown,
@@ -407,32 +407,24 @@ serve_metadata <- function(fit, model, settings) {
   )
 }
 
-# Each output of the model: its name as Keras names the outputs (the output layer's,
-# not the symbolic tensor's "keras_tensor_2") and shape (null for the rows, and for any
-# size not fixed).
-model_output_shapes <- function(model) {
-  tryCatch(
-    {
-      names <- model_output_names(model)
-      Map(function(tensor, i) {
-        name <- if (i <= length(names)) names[i] else as.character(py_value(tensor$name))
-        list(name = name, shape = I(tensor_dims(tensor)))
-      }, py_value(model$outputs), seq_along(py_value(model$outputs)))
-    },
-    error = function(e) list()
+# A model's inputs and outputs (the core's model_io: names and shapes), each
+# list(name, shape): the shape as integers, NA for a size not fixed (the rows).
+# None for a model the core cannot describe (a subclassed one not built).
+model_io <- function(model) {
+  described <- tryCatch(
+    core_call("model_io", model = model),
+    error = function(e) list(inputs = list(), outputs = list())
   )
+  size <- function(size) if (is.null(size)) NA_integer_ else as.integer(size)
+  as_parts <- function(parts) {
+    lapply(parts, function(part) list(name = as.character(part$name), shape = vapply(part$shape, size, integer(1))))
+  }
+  list(inputs = as_parts(described$inputs), outputs = as_parts(described$outputs))
 }
 
-# The shape of the rows the model's (one) input takes, for a model served
-# without an encoding; NULL where a size is not fixed.
-model_input_shape <- function(model) {
-  dims <- tryCatch(tensor_dims(py_value(model$inputs)[[1]])[-1], error = function(e) NA)
-  if (!anyNA(dims)) as.integer(dims)
+# The shape of the rows a model's (one) input takes, for a model served without an
+# encoding; NULL where it has several inputs or a size is not fixed.
+served_row_shape <- function(inputs) {
+  dims <- if (length(inputs) == 1L) inputs[[1]]$shape[-1] else NA
+  if (length(dims) && !anyNA(dims)) dims
 }
-
-# A Keras tensor's shape as integers, NA for a size not fixed.
-tensor_dims <- function(tensor) {
-  unlist(lapply(py_value(tensor$shape), function(size) if (is.null(size)) NA_integer_ else as.integer(size)))
-}
-
-py_value <- function(value) if (inherits(value, "python.builtin.object")) reticulate::py_to_r(value) else value

@@ -61,16 +61,3 @@ is_link <- function(path) {
   !is.na(target) & nzchar(target)
 }
 
-# The names of a Keras model's outputs as its layers name them ("dense_1", or a functional
-# model's own names), not the names of the symbolic tensors ("keras_tensor_2"). A
-# Sequential model has no `output_names`: its one output is its last layer's.
-model_output_names <- function(model) {
-  # Keras' lists (TrackedList) stay Python objects in R: iterate() reads them
-  as_r <- function(value) if (inherits(value, "python.builtin.object")) reticulate::iterate(value) else value
-  named <- tryCatch(as_r(model$output_names), error = function(e) NULL)
-  if (length(named)) {
-    return(as.character(unlist(named)))
-  }
-  layers <- as_r(model$layers)
-  if (length(layers)) as.character(layers[[length(layers)]]$name) else character()
-}

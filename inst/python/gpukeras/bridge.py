@@ -70,6 +70,7 @@ VERBS: dict[str, str] = {
     "profile": "tools.profile:profile",
     "quantize": "tools.quantize:quantize",
     "audit": "tools.audit:audit",
+    "model_io": "tools.model_io:describe",
     "predict": "tools.scoring:predict",
     "predict_file": "tools.predict_file:predict_file",
     "evaluate": "tools.scoring:evaluate",
