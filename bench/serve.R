@@ -33,9 +33,8 @@
 # machine has 2 cores or more, the service runs on a core of its own (taskset).
 # The hostile clients run at the lowest priority (renice 19), as attackers on other
 # machines would take none of the measuring client's CPU: here all clients share the
-# other core, and the first measures (2026-11-26, hostile clients at the same priority)
-# timed mostly the measuring client waiting for that core (the service was busy for
-# under a third of its core while /health took 60 ms). Also the share of its core the
+# other core, where at the same priority (the first measures, 2026-11-26) the measuring
+# client may wait for that core rather than for the service. Also the share of its core the
 # service was busy while attacked (its CPU time over the phases' wall time), and its
 # CPU time per request of each body alone. Each phase is measured twice: from this
 # process, and from an R process of its own (curl only) beside the clients, since this
