@@ -248,10 +248,11 @@ check_input_width <- function(model, encoding, call = caller_env()) {
 }
 
 # The widths of a model's inputs of rank 2 (NA where not known), named by input; none
-# where the model has no symbolic inputs (a subclassed model not built): the core's model_io.
+# where the model has no symbolic inputs (a subclassed model not built): model_io().
 model_input_widths <- function(model) {
-  widths <- core_call("model_io", model = model)$input_widths
-  unlist(lapply(widths, function(width) width %||% NA_real_))
+  inputs <- Filter(function(input) length(input$shape) == 2L, model_io(model)$inputs)
+  widths <- vapply(inputs, function(input) as.numeric(input$shape[[2]]), numeric(1))
+  if (length(widths)) stats::setNames(widths, vapply(inputs, `[[`, character(1), "name"))
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own

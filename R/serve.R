@@ -7,9 +7,13 @@
 #' process killed), so run it in a process of its own, e.g.
 #' `Rscript -e 'gpukeras::gpu_serve(gpukeras::gpu_load("model.keras"))'`.
 #' `gpu_api()` returns the same service as a [plumber][plumber::pr] router,
-#' to run with [plumber::pr_run()] or to mount in one's own plumber app
-#' ([plumber::pr_mount()]). Both need the plumber package (Debian:
-#' `r-cran-plumber`).
+#' to run with [plumber::pr_run()], or adds its routes to a router of one's
+#' own (`router`, under `prefix`), beside one's own routes; it can also be
+#' mounted ([plumber::pr_mount()]). Its checks of a request's headers (see
+#' "Security") are a plumber filter, which lets every other route's requests
+#' by; the OpenAPI description of `POST /predict` (plumber's `/openapi.json`)
+#' gives the model's columns with their types and levels. Both need the
+#' plumber package (Debian: `r-cran-plumber`).
 #'
 #' @section Routes:
 #' \describe{
@@ -107,10 +111,13 @@
 #' (it gives none). Behind a proxy that forwards the client's `Host`, name
 #' that host in `allowed_hosts`.
 #'
-#' `gpu_api()`'s router makes the same checks in its routes, after the server
+#' `gpu_api()`'s router makes the same checks in a filter, after the server
 #' that runs it has read the body: where it runs other than by `gpu_serve()`,
 #' set `plumber::options_plumber(maxRequestSize = )` so that plumber refuses
-#' large bodies unread.
+#' large bodies unread. It describes `POST /predict` with
+#' [plumber::pr_set_api_spec()], which replaces a description function given
+#' to `router` before: give one's own after `gpu_api()`, building on the
+#' `spec` it is given.
 #'
 #' @param fit A [gpu_fit()] result or a [gpu_load()] model (a model with one
 #'   input: a data.frame, matrix or array).
@@ -131,11 +138,17 @@
 #'   gives them, e.g. `"scoring.example.org"`) that the service answers
 #'   besides `localhost` and the addresses it listens on; `"*"` for any (for
 #'   a proxy that checks them itself). See "Security".
+#' @param router `NULL` (a router of its own, which also answers requests
+#'   for no route with a JSON `404`), or a plumber router of one's own
+#'   ([plumber::pr()]) to add the routes to, returned with them.
+#' @param prefix `""` (the routes at `/predict`, `/metadata` and `/health`),
+#'   or a path that they begin with, e.g. `"/model"` for `/model/predict`.
 #' @param quiet `TRUE`: no line saying where the service listens.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that names the one meant.
 #' @return `gpu_serve()` returns (invisibly) only when the service stops.
-#'   `gpu_api()`: a plumber router (a `Plumber` object) with the three routes.
+#'   `gpu_api()`: a plumber router (a `Plumber` object) with the three routes:
+#'   `router` with them added, or one of its own.
 #' @seealso [gpu_save()] and [gpu_load()] to serve a model saved by another
 #'   session; `bench/serve.R` in the source for throughput and latency, and
 #'   (`--hostile`) for the service under hostile requests.
@@ -152,9 +165,12 @@
 #'                  verbose = 0, monitor = FALSE)
 #'   api <- gpu_api(fit, max_rows = 1000)
 #'   print(api) # POST /predict, GET /metadata, GET /health
-#'   # In a process of its own: gpu_serve(fit, port = 8000), then e.g.
-#'   # curl localhost:8000/predict?type=class -H 'Content-Type: application/json'
-#'   #   -d '[{"Sepal.Length": 5.1, "Sepal.Width": 3.5, "Petal.Length": 1.4, "Petal.Width": 0.2}]'
+#'   # beside one's own routes, under a prefix
+#'   app <- plumber::pr_get(plumber::pr(), "/version", function() "1.0")
+#'   app <- gpu_api(fit, router = app, prefix = "/iris")
+#'   names(app$getApiSpec()$paths) # /version, /iris/predict, ...
+#'   # In a process of its own: gpu_serve(fit, port = 8000), then POST JSON records
+#'   # of the four columns to localhost:8000/predict?type=class (see "Routes").
 #' }
 gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = 10000,
                       batch_size = 1024, unknown = c("error", "zero", "code"), max_bytes = NULL,
@@ -181,23 +197,30 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }
-  httpuv::runServer(host, as.integer(port), serve_app(service))
+  httpuv::runServer(host, as.integer(port), serve_app(serve_routes(service, NULL, ""), service$settings))
   invisible()
 }
 
 #' @rdname gpu_serve
 #' @export
 gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
-                    unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL, ...) {
+                    unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL,
+                    router = NULL, prefix = "", ...) {
   check_unknown_args("gpu_api", "gpu_serve", "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host = ) runs it for you.")
-  serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, NULL, current_env())$api
+  call <- current_env()
+  check_prefix(prefix, call)
+  if (!is.null(router) && !inherits(router, "Plumber")) {
+    stop_input_type(router, "NULL or a plumber router (plumber::pr())", "router", call)
+  }
+  service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, NULL, call)
+  serve_routes(service, router, prefix)
 }
 
 # The service both verbs build, after the checks they share: the arguments
-# first (no Python needed), then plumber, then the model. list(api = the
-# plumber router, settings = what its routes and the server check requests
-# with); `host` is the address gpu_serve() listens on (NULL: gpu_api()'s,
-# unknown).
+# first (no Python needed), then plumber, then the model. list(fit, settings =
+# what the routes and the server check requests with, metadata = what GET
+# /metadata answers); `host` is the address gpu_serve() listens on (NULL:
+# gpu_api()'s, unknown).
 serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
   check_trained_model(fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().", call = call)
   check_token(token, call)
@@ -210,26 +233,26 @@ serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, 
   check_suggested("plumber", "Serving with gpu_serve() or gpu_api()", call)
   check_suggested("jsonlite", "Serving with gpu_serve() or gpu_api()", call)
   model <- scoring_model(fit, call)
-  if (is.null(part$shape)) part$shape <- model_input_shape(model)
+  shapes <- model_io(model)
+  if (is.null(part$shape)) part$shape <- served_row_shape(shapes$inputs)
   settings <- list(
     part = part, encoding = fit$encoding, token = token, max_rows = as.integer(max_rows),
     max_bytes = max_bytes %||% request_byte_limit(part, max_rows), hosts = served_hosts(host, allowed_hosts),
     batch_size = as.integer(batch_size), unknown = unknown
   )
-  list(api = serve_routes(fit, settings, serve_metadata(fit, model, settings)), settings = settings)
+  list(fit = fit, settings = settings, metadata = serve_metadata(fit, shapes$outputs, settings))
 }
 
 # What httpuv runs for gpu_serve(): the router, behind a look at each request's
 # headers that refuses, before a byte of its body is read, what serve_guard()
-# refuses (the route's own checks see the body only when these passed).
-serve_app <- function(service) {
-  api <- service$api
+# refuses (the router's filter makes the same checks again: they pass).
+serve_app <- function(api, settings) {
   list(
     call = function(req) api$call(req),
     onHeaders = function(req) {
       path <- req$PATH_INFO
       refused <- serve_guard(
-        req, service$settings,
+        req, settings,
         token = path %in% c("/predict", "/metadata"),
         json = identical(path, "/predict") && identical(req$REQUEST_METHOD, "POST")
       )
@@ -250,51 +273,57 @@ serve_headers <- function(status) {
   )
 }
 
-# The routes, each with no body parser (POST /predict parses its own, after
-# the checks). Each makes serve_guard()'s checks itself: gpu_api()'s router
-# may run where nothing looked at the headers before.
-serve_routes <- function(fit, settings, metadata) {
-  json <- function(res, status, value) {
-    res$status <- as.integer(status)
-    headers <- serve_headers(res$status)
-    for (header in names(headers)) res$setHeader(header, headers[[header]])
-    res$body <- if (is.character(value)) value else as_json(value)
-    res
-  }
-  guarded <- function(token, answer) {
-    function(req, res) {
-      refused <- serve_guard(req, settings, token = token, json = FALSE)
-      if (!is.null(refused)) {
-        return(json(res, refused$status, refused$body))
-      }
-      json(res, 200L, answer)
-    }
-  }
+# A plumber response with `status`, the service's headers and `value` as JSON
+# (a string is JSON already).
+serve_answer <- function(res, status, value) {
+  res$status <- as.integer(status)
+  headers <- serve_headers(res$status)
+  for (header in names(headers)) res$setHeader(header, headers[[header]])
+  res$body <- if (is.character(value)) value else as_json(value)
+  res
+}
+
+# The service's routes added to `router` (NULL: a router of its own, which also
+# gets the service's answers for no route and for an error) under `prefix`: the
+# guard as a filter (serve_filter()), the routes with no body parser (POST
+# /predict parses its own, after the guard), and /predict's OpenAPI description
+# from the encoding.
+serve_routes <- function(service, router, prefix) {
+  settings <- service$settings
+  paths <- paste0(prefix, c("/predict", "/metadata", "/health"))
   no_parsers <- stats::setNames(list(), character())
-  api <- plumber::pr()
-  api <- plumber::pr_post(api, "/predict", function(req, res) {
-    answer <- serve_predict(fit, req, settings)
-    json(res, answer$status, answer$body)
-  }, parsers = no_parsers)
-  api <- plumber::pr_get(api, "/metadata", guarded(TRUE, metadata), parsers = no_parsers)
-  api <- plumber::pr_get(api, "/health", guarded(FALSE, list(status = "ok")), parsers = no_parsers)
+  api <- router %||% plumber::pr()
+  api <- plumber::pr_filter(api, paste0("gpukeras", prefix), serve_filter(settings, paths))
+  api <- plumber::pr_post(api, paths[1], function(req, res) {
+    answer <- serve_predict(service$fit, req, settings)
+    serve_answer(res, answer$status, answer$body)
+  }, parsers = no_parsers, comments = "Predictions of the model for JSON records, columns or rows")
+  api <- plumber::pr_get(
+    api, paths[2], function(req, res) serve_answer(res, 200L, service$metadata),
+    parsers = no_parsers, comments = "The model's inputs, outputs, rules and versions"
+  )
+  api <- plumber::pr_get(
+    api, paths[3], function(req, res) serve_answer(res, 200L, list(status = "ok")),
+    parsers = no_parsers, comments = "Whether the service answers"
+  )
+  api <- plumber::pr_set_api_spec(api, function(spec) predict_api_spec(spec, paths[1], settings))
+  if (!is.null(router)) {
+    return(api)
+  }
   api <- plumber::pr_set_404(api, function(req, res) {
-    json(res, 404L, serve_problem("not_found", sprintf(
+    serve_answer(res, 404L, serve_problem("not_found", sprintf(
       "No route %s %s: this service has POST /predict, GET /metadata and GET /health.",
       req$REQUEST_METHOD, client_text(req$PATH_INFO, 100L)
     )))
   })
   plumber::pr_set_error(api, function(req, res, err) {
-    json(res, 500L, serve_problem("server_error", client_text(one_line(conditionMessage(err)), 300L)))
+    serve_answer(res, 500L, serve_problem("server_error", client_text(one_line(conditionMessage(err)), 300L)))
   })
 }
 
-# One request to POST /predict: list(status, body), the body a JSON string.
+# One request to POST /predict, whose headers passed serve_guard(): list(status,
+# body), the body a JSON string.
 serve_predict <- function(fit, req, settings) {
-  refused <- serve_guard(req, settings, token = TRUE, json = TRUE)
-  if (!is.null(refused)) {
-    return(refused)
-  }
   tryCatch(
     {
       type <- req$argsQuery$type %||% "raw"
@@ -310,159 +339,29 @@ serve_predict <- function(fit, req, settings) {
   )
 }
 
-# predict() on the request's data; its refusals of the data are 400s, any other
-# failure a 500.
+# predict() on the request's data; its refusals of the data are 400s, any
+# other failure a 500 (prediction_refused()).
 predict_for_request <- function(fit, newdata, type, settings) {
   tryCatch(
     stats::predict(fit, newdata, batch_size = settings$batch_size, type = type, unknown = settings$unknown),
-    gpukeras_error_new_levels = function(e) {
-      column <- sub("^x\\$", "", e$column %||% "")
-      abort_unseen_levels(column, e$levels)
-    },
-    gpukeras_error_bad_data = function(e) serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L)),
-    error = function(e) serve_reject(500L, "prediction_failed", client_text(one_line(conditionMessage(e)), 300L))
+    error = function(e) prediction_refused(e, settings)
   )
 }
 
-# What a request's headers alone decide, before its body is read: NULL when it
-# may go on to its route, else the refusal list(status, body). In this order:
-# its Host and Origin (a web page's request through DNS rebinding, or from
-# another site), its token (`token`: the route needs one), its Content-Type
-# (`json`: a POST of JSON), its size.
-serve_guard <- function(req, settings, token, json) {
-  check_host(req, settings$hosts) %||%
-    check_origin(req, settings$hosts) %||%
-    (if (token) check_bearer(req, settings$token)) %||%
-    (if (json) check_json(req)) %||%
-    check_length(req, settings$max_bytes)
-}
-
-# A header as text that string functions take: a byte that is not UTF-8 as "?".
-request_header <- function(req, field) {
-  value <- req[[field]]
-  if (!is.null(value)) iconv(value, "UTF-8", "UTF-8", sub = "?")
-}
-
-# A refusal as serve_guard() returns it.
-refusal <- function(status, code, message) {
-  list(status = as.integer(status), body = as_json(serve_problem(code, message)))
-}
-
-check_host <- function(req, hosts) {
-  given <- request_header(req, "HTTP_HOST")
-  # a browser always sends one; a client that sends none names no other host
-  if (is.null(given) || host_allowed(host_name(given), hosts)) {
-    return(NULL)
+# predict()'s error as the service's refusal, by its class and fields: an unseen
+# level names the column (as predict() names it among the served input's) and
+# the levels. One handler: tryCatch() nests its handlers, so a refusal raised in
+# the handler of a class would be caught by a sibling `error` handler.
+prediction_refused <- function(e, settings) {
+  if (inherits(e, "gpukeras_error_new_levels")) {
+    at <- match(e$column, paste0("x$", names(settings$part$columns)))
+    column <- if (is.na(at)) client_text(e$column) else names(settings$part$columns)[at]
+    abort_unseen_levels(column, e$levels, if (!is.na(at)) settings$part$columns[[at]]$levels)
   }
-  refusal(403L, "forbidden_host", sprintf(
-    "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS rebinding). If clients use that name, start the service with allowed_hosts = \"%s\".",
-    hosts_text(hosts), client_text(given, 60L), client_text(host_name(given), 60L)
-  ))
-}
-
-check_origin <- function(req, hosts) {
-  origin <- request_header(req, "HTTP_ORIGIN")
-  if (is.null(origin)) {
-    return(NULL)
+  if (inherits(e, "gpukeras_error_bad_data")) {
+    serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L))
   }
-  site <- regmatches(origin, regexec("^[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]+)$", origin))[[1]]
-  if (length(site) == 2L && host_allowed(host_name(site[2]), hosts)) {
-    return(NULL)
-  }
-  refusal(403L, "forbidden_origin", sprintf(
-    "This service does not answer web pages of other sites (Origin: \"%s\"); it answers pages of %s.",
-    client_text(origin, 60L), hosts_text(hosts)
-  ))
-}
-
-check_json <- function(req) {
-  type <- request_header(req, "HTTP_CONTENT_TYPE") %||% ""
-  if (identical(tolower(trimws(sub(";.*", "", type))), "application/json")) {
-    return(NULL)
-  }
-  refusal(415L, "not_json", sprintf(
-    "POST /predict takes a JSON body: send the header `Content-Type: application/json`%s.",
-    if (nzchar(type)) sprintf(", not \"%s\"", client_text(type, 60L)) else ""
-  ))
-}
-
-check_length <- function(req, max_bytes) {
-  length <- req$CONTENT_LENGTH
-  if (is.null(length) || !nzchar(length)) {
-    if (is.null(req$HTTP_TRANSFER_ENCODING)) {
-      return(NULL)
-    }
-    return(refusal(411L, "length_required", "Send the body with a `Content-Length` header (this service takes no chunked bodies)."))
-  }
-  bytes <- suppressWarnings(as.numeric(length))
-  if (!isTRUE(bytes > max_bytes)) {
-    return(NULL)
-  }
-  refusal(413L, "too_large", sprintf(
-    "The body has %s; this service takes at most %s (%.0f bytes, max_bytes) per request: send the rows in parts.",
-    format_bytes(bytes), format_bytes(max_bytes), max_bytes
-  ))
-}
-
-# NULL when the request may go on (no token asked for, or the right one);
-# else the 401 answer.
-check_bearer <- function(req, token) {
-  if (is.null(token)) {
-    return(NULL)
-  }
-  given <- req$HTTP_AUTHORIZATION %||% ""
-  if (same_secret(given, paste("Bearer", token))) {
-    return(NULL)
-  }
-  refusal(401L, "unauthorized", if (nzchar(given)) "The bearer token is wrong." else "This service needs a token: send the header `Authorization: Bearer <token>`.")
-}
-
-# Whether two strings are equal, in a time that depends on their length only.
-same_secret <- function(given, expected) {
-  a <- utf8ToInt(enc2utf8(given))
-  b <- utf8ToInt(enc2utf8(expected))
-  if (length(a) != length(b) || anyNA(a)) {
-    return(FALSE)
-  }
-  sum(bitwXor(a, b)) == 0L
-}
-
-# The hosts a service answers (what check_host() and check_origin() compare
-# with): `names` (localhost, `host` where it is one address, and
-# `allowed_hosts`), `any_address` (`host` is every interface: any address of
-# the machine names it), `any` (allowed_hosts = "*").
-served_hosts <- function(host, allowed_hosts) {
-  named <- if (is.null(allowed_hosts)) character() else host_name(allowed_hosts)
-  wildcard <- !is.null(host) && host %in% c("0.0.0.0", "::")
-  list(
-    names = unique(c("localhost", if (!is.null(host) && !wildcard) host_name(host), setdiff(named, "*"))),
-    any_address = wildcard,
-    any = "*" %in% named
-  )
-}
-
-# A Host header's (or an Origin's) host: without its port and the brackets of
-# an IPv6 address, in lower case, without a final dot.
-host_name <- function(value) {
-  value <- tolower(value)
-  name <- ifelse(grepl("^\\[[^]]*\\](:[0-9]*)?$", value), sub("^\\[([^]]*)\\].*$", "\\1", value), sub(":[0-9]*$", "", value))
-  sub("\\.$", "", name)
-}
-
-host_allowed <- function(name, hosts) {
-  hosts$any || name %in% hosts$names || is_loopback(name) || (hosts$any_address && is_ip_address(name))
-}
-
-hosts_text <- function(hosts) {
-  sprintf("%s and %s", paste(hosts$names, collapse = ", "), if (hosts$any_address) "this machine's addresses" else "loopback addresses")
-}
-
-is_ip_address <- function(name) {
-  grepl("^[0-9]{1,3}(\\.[0-9]{1,3}){3}$", name) || (grepl(":", name, fixed = TRUE) && grepl("^[0-9a-f:.]+$", name))
-}
-
-is_loopback <- function(host) {
-  host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
+  serve_reject(500L, "prediction_failed", client_text(one_line(conditionMessage(e)), 300L))
 }
 
 check_port <- function(port, call) {
@@ -553,4 +452,13 @@ check_suggested <- function(package, what, call = caller_env()) {
     package = package,
     call = call
   )
+}
+
+# gpu_api()'s `prefix`: "" (the routes at /predict, /metadata, /health) or a path
+# that begins with "/" and does not end with one.
+check_prefix <- function(prefix, call) {
+  if (!is.character(prefix) || length(prefix) != 1L || is.na(prefix) || !grepl("^(/[A-Za-z0-9._~-]+)*$", prefix)) {
+    wanted <- "\"\" or a path such as \"/model\" (segments of letters, digits, '.', '_', '~' and '-', no final '/')"
+    stop_input_type(prefix, wanted, "prefix", call)
+  }
 }

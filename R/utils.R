@@ -61,8 +61,17 @@ is_link <- function(path) {
   !is.na(target) & nzchar(target)
 }
 
-# The names of a Keras model's outputs as its layers name them ("dense_1", or a functional
-# model's own names), not the names of the symbolic tensors (the core's model_io).
-model_output_names <- function(model) {
-  as.character(unlist(core_call("model_io", model = model)$outputs))
+# A model's inputs and outputs (the core's model_io: names and shapes), each
+# list(name, shape): the shape as integers, NA for a size not fixed (the rows).
+# None for a model the core cannot describe (a subclassed one not built).
+model_io <- function(model) {
+  described <- tryCatch(
+    core_call("model_io", model = model),
+    error = function(e) list(inputs = list(), outputs = list())
+  )
+  size <- function(size) if (is.null(size)) NA_integer_ else as.integer(size)
+  as_parts <- function(parts) {
+    lapply(parts, function(part) list(name = as.character(part$name), shape = vapply(part$shape, size, integer(1))))
+  }
+  list(inputs = as_parts(described$inputs), outputs = as_parts(described$outputs))
 }

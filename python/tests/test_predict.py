@@ -235,27 +235,3 @@ def test_one_batch_or_several_gives_keras_predictions() -> None:
         inputs = {"a": x, "b": rng.random((rows, 2), dtype=np.float32)}
         expected = keras_outputs(two.predict(inputs, batch_size=8, verbose=0))
         np.testing.assert_allclose(scoring.predict(two, inputs, batch_size=8), expected, atol=1e-6)
-
-
-def test_model_io_names_outputs_by_layer_and_gives_the_inputs_widths(trained: tuple) -> None:
-    """What R's messages and serving say of a model: outputs named as their layers (a
-    Sequential's one output is its last layer's), the widths of its inputs of rank 2, and
-    no inputs for a subclassed model not built."""
-    keras = config.keras()
-    model = trained[0]
-    io = value("model_io", model=model)
-    assert io["outputs"] == [model.layers[-1].name]
-    assert list(io["input_widths"].values()) == [4]
-    first = keras.Input((3,), name="first")
-    second = keras.Input((None,), name="second")
-    joined = keras.layers.Concatenate()([first, keras.ops.sum(second, axis=1, keepdims=True)])
-    functional = keras.Model([first, second], keras.layers.Dense(1, name="score")(joined))
-    io = value("model_io", model=functional)
-    assert io["outputs"] == ["score"]
-    assert io["input_widths"] == {"first": 3, "second": None}
-
-    class Unbuilt(keras.Model):
-        def call(self, x: object) -> object:
-            return x
-
-    assert value("model_io", model=Unbuilt())["input_widths"] == {}

@@ -106,8 +106,41 @@ test_that("bodies are refused by their rows, keys and numbers before a table is 
     writeLines(refused("[{\"income\": 1e400, \"region\": \"west\"}]"))
     writeLines(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": -1e308, \"region\": \"east\"}]"))
     writeLines(refused("[{\"income\": {\"nested\": 1}, \"region\": \"west\"}]"))
-    writeLines(refused(sprintf("[%s]", paste0("{\"income\": 5, \"region\": \"", c(strrep("y", 300), "north", "south", "up", "down", "left"), "\"}", collapse = ","))))
     writeLines(refused("[{\"income\": 5, \"region\": \"west\"}, 5]"))
     writeLines(refused("[[5, 1]]"))
+  })
+})
+
+test_that("gpu_api() adds its routes beside the caller's, and describes /predict from the encoding", {
+  skip_if_not_installed("plumber")
+  mine <- plumber::pr_get(plumber::pr(), "/mine", function() "mine")
+  service <- list(fit = NULL, settings = settings, metadata = list())
+  api <- serve_routes(service, mine, "/model")
+  expect_identical(api, mine)
+  spec <- api$getApiSpec()
+  expect_identical(names(spec$paths), c("/mine", "/model/predict", "/model/metadata", "/model/health"))
+  post <- spec$paths[["/model/predict"]]$post
+  expect_snapshot(writeLines(as.character(jsonlite::toJSON(post$requestBody, auto_unbox = TRUE, pretty = TRUE))))
+  # a model of a matrix without column names takes rows of numbers
+  rows <- utils::modifyList(settings, list(part = list(type = "array", shape = 4L, names = NULL)))
+  expect_identical(request_schema(rows)$items$items, list(type = "number"))
+})
+
+test_that("predict()'s refusal of an unseen level becomes a 400 from its class and fields", {
+  registerS3method("predict", "gpukeras_test_refusing", function(object, newdata, ...) {
+    rlang::abort(
+      "`x$region` has level(s) not seen in training.",
+      class = c("gpukeras_error_new_levels", "gpukeras_error"), column = "x$region", levels = c(strrep("n", 100), "south")
+    )
+  }, envir = asNamespace("stats"))
+  fit <- structure(list(), class = "gpukeras_test_refusing")
+  answer <- tryCatch(predict_for_request(fit, data.frame(), "raw", settings), gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem)))
+  expect_snapshot(writeLines(answer))
+})
+
+test_that("gpu_api()'s router and prefix are checked before the model", {
+  expect_snapshot(error = TRUE, {
+    gpu_api(NULL, prefix = "model/")
+    gpu_api(NULL, router = list())
   })
 })

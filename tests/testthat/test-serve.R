@@ -1,6 +1,7 @@
 # gpu_serve() and gpu_api() answered over real HTTP: one R process serves a model
 # saved by this session and loaded there with gpu_load() (gpu_serve() with a token on
-# one port, and gpu_api() mounted in a plumber app of the user's on another), started
+# one port, gpu_api()'s routes added to a plumber app of the user's on another, and
+# gpu_api()'s own router mounted in an app on a third), started
 # for this file on 127.0.0.1 and killed after it; this session sends requests with curl,
 # eight at a time, and compares the answers with predict() here. Hostile requests (a
 # body of 50 MB announced, 8,000 records each with a key of its own, a web page's Host
@@ -52,10 +53,15 @@ ports <- free_ports(3L)
 server <- start_in_fresh_r(
   {
     model <- gpu_load(Sys.getenv("SERVE_MODEL"))
-    # gpu_api() in an app of the user's own, on the second port, beside gpu_serve()
-    app <- plumber::pr_mount(plumber::pr(), "/model", gpu_api(model, max_rows = 50))
+    # gpu_api()'s routes added to a router of the user's own with a route of its own,
+    # twice (with a token under /secured), on the second port, beside gpu_serve()
+    app <- plumber::pr_get(plumber::pr(), "/hello", function() list(hello = "world"))
+    app <- gpu_api(model, max_rows = 50, router = app, prefix = "/model")
+    app <- gpu_api(model, max_rows = 50, token = Sys.getenv("SERVE_TOKEN"), router = app, prefix = "/secured")
     httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_API")), app)
-    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX")), allowed_hosts = "scoring.example"))
+    # and a router of its own mounted in one
+    matrix_api <- gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX")), allowed_hosts = "scoring.example")
+    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), plumber::pr_mount(plumber::pr(), "/m", matrix_api))
     gpu_serve(model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE)
   },
   env = c(
@@ -67,7 +73,7 @@ withr::defer(server$kill(), teardown_env())
 
 served <- sprintf("http://127.0.0.1:%d", ports[1])
 mounted <- sprintf("http://127.0.0.1:%d/model", ports[2])
-on_matrix <- sprintf("http://127.0.0.1:%d", ports[3])
+on_matrix <- sprintf("http://127.0.0.1:%d/m", ports[3])
 
 # A curl handle for one request: `body` a JSON string or raw bytes (POST), `bearer` the
 # token to send, `headers` others (replacing the JSON Content-Type or curl's Host).
@@ -156,6 +162,26 @@ test_that("one record as an object is one row; gpu_api() mounted in one's own ap
     expect_true("Connection: close" %in% answer$headers)
     expect_equal(unlist(answer$json$predictions[1, colnames(expected)]), expected[1, ], tolerance = 1e-6)
   }
+})
+
+test_that("gpu_api() adds its routes to the caller's router, whose own routes its filter lets by; the token is that filter's", {
+  own <- http(sprintf("http://127.0.0.1:%d/hello", ports[2]), bearer = NULL, headers = list(Host = "attacker.example"))
+  expect_identical(own$status, 200L)
+  expect_identical(own$json$hello, "world")
+  secured <- sprintf("http://127.0.0.1:%d/secured", ports[2])
+  rows <- serve_data(2, 21)
+  expect_identical(http(paste0(secured, "/predict"), records(rows), bearer = NULL)$json$error, "unauthorized")
+  expect_identical(http(paste0(secured, "/predict"), records(rows), bearer = "wrong")$status, 401L)
+  expect_identical(http(paste0(secured, "/metadata"), bearer = NULL)$status, 401L)
+  expect_identical(http(paste0(secured, "/health"), bearer = NULL)$status, 200L)
+  # the token is checked before the Content-Type, as gpu_serve() does
+  expect_identical(http(paste0(secured, "/predict"), records(rows), bearer = NULL, headers = list(`Content-Type` = "text/plain"))$status, 401L)
+  answer <- http(paste0(secured, "/predict"), records(rows))
+  expect_identical(answer$status, 200L)
+  expect_equal(unname(as.matrix(answer$json$predictions[c("high", "low")])), unname(predict(serve_fit, rows)), tolerance = 1e-6)
+  expect_true(http(paste0(secured, "/metadata"))$json$token_required)
+  # the routes under the other prefix take no token
+  expect_identical(http(paste0(mounted, "/predict"), records(rows), bearer = NULL)$status, 200L)
 })
 
 test_that("bad requests get a 4xx naming what is wrong, concurrently, and the service goes on", {

@@ -176,28 +176,6 @@ def score(
     }
 
 
-def model_io(model: Model) -> Record:
-    """What R says of a model's inputs and outputs, for its messages and its serving:
-    ``outputs``, the names of its outputs as its layers name them (``dense_1``, or a
-    functional model's own names), not the symbolic tensors' (``keras_tensor_2``): a
-    Sequential model has no ``output_names``, its one output is its last layer's; and
-    ``input_widths``, the widths of its inputs of rank 2 by input name (None where not
-    known), empty where the model has no symbolic inputs (a subclassed model not built)."""
-    outputs = [str(name) for name in getattr(model, "output_names", None) or []]
-    if not outputs and getattr(model, "layers", None):
-        outputs = [str(model.layers[-1].name)]
-    try:
-        inputs = list(model.inputs)
-    except Exception:  # Keras raises one of several kinds for a model with no inputs yet
-        inputs = []
-    widths = {
-        str(tensor.name): (None if tensor.shape[1] is None else int(tensor.shape[1]))
-        for tensor in inputs
-        if len(tensor.shape) == 2
-    }
-    return {"outputs": outputs, "input_widths": widths}
-
-
 def _rows(features: object) -> int:
     """The rows of an array, or of the first array of a dict or list of them."""
     if isinstance(features, dict):
