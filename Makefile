@@ -184,7 +184,9 @@ NEWER_TESTS :=
 # runs by default, under a simulated GPU (GPUKERAS_SIMULATE_GPU, ?gpu_setup: the "auto"
 # choices of a GPU of compute capability 9.0 with 80 GB, mixed_bfloat16 among them, while the
 # work runs on the CPU): fit, predict, evaluate, predict-to-file, cv, search, serve, export
-# and background jobs, slow ones too. rcheck runs the same files on the CPU's own choices.
+# and background jobs, slow ones too, but for the job tests of what those choices do not
+# reach (signals, cancelling, carrying, memory: skip_when_simulating_gpu()). rcheck runs the
+# same files on the CPU's own choices.
 SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|search|serve|export|job)$$
 
 # The files in two R processes (TESTTHAT_PARALLEL), as rcheck runs them: one process kept one

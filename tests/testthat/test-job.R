@@ -88,6 +88,7 @@ test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and en
 })
 
 test_that("the signals gpu_fit() handles reach the child: a warning signal there saves mid-epoch, and the rerun ends as an unbroken run", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_on_os("windows")
   unbroken <- unbroken_run()
@@ -112,6 +113,7 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
 })
 
 test_that("a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   marker <- withr::local_tempfile()
   job <- gpu_fit(job_model(), job_data(), epochs = 2, batch_size = 10, seed = 7,
@@ -134,6 +136,7 @@ test_that("a child killed more often than max_restarts: gpukeras_error_job_faile
 })
 
 test_that("status while running, Ctrl-C in wait, then cancel: the processes end, the backup stays and gpu_fit() resumes from it", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
                  monitor = FALSE, background = TRUE, verbose = 0)
@@ -204,6 +207,7 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
 })
 
 test_that("a job cancelled before its first backup leaves no folder, and a backup_dir the user gave is never removed", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   before <- job_folders()
   fresh <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
@@ -229,6 +233,7 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
 })
 
 test_that("the call that resumes a stopped job names the seed the job chose: a resumed run needs the same", {
+  skip_when_simulating_gpu()
   dir <- withr::local_tempdir()
   backup <- file.path(dir, "backup")
   job <- new.env()
@@ -243,6 +248,7 @@ test_that("the call that resumes a stopped job names the seed the job chose: a r
 })
 
 test_that("what cannot be carried to the child is a classed error before any child starts", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   keras <- gpu_keras()
   before <- job_folders()
@@ -304,6 +310,7 @@ test_that("a gpu_dataset() of R data, split with a seed, trains in the backgroun
 })
 
 test_that("background fits in a loop leave the parent's resident memory where it was", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc")
   rss_mib <- function() {
@@ -452,6 +459,7 @@ test_that("the next background fit takes the standby the last one readied: gpu_s
 })
 
 test_that("when the session that started a job ends, the job's processes end too", {
+  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_on_os("windows")
   pids <- as.integer(readLines(fresh_session_wrote("pids")))
