@@ -191,3 +191,40 @@ test_that("a background fit whose child crashes mid-epoch goes on as the same ru
   history <- py_list(mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_metric_history(runs$run_id, "loss"))
   expect_equal(sort(vapply(history, function(m) m$step, numeric(1))), 1:3)
 })
+
+test_that("a search's failed trial is a run that says so, with the reason", {
+  mark_slow()
+  skip_if_no_mlflow()
+  local_tracking_off()
+  gpu_track(file.path(tempfile("runs-"), "store"), experiment = "states")
+  model_fn <- function(params) {
+    keras <- gpu_keras()
+    # nan: a rate that makes the loss NaN (no relu, which the first step could leave dead and finite)
+    model <- keras$Sequential(list(
+      keras$Input(shape = 4), keras$layers$Dense(8L, activation = if (params$mode == "ok") "relu" else "linear"),
+      keras$layers$Dense(3L, activation = "softmax")
+    ))
+    model$compile(optimizer = keras$optimizers$SGD(if (params$mode == "nan") 1e30 else 0.01), loss = "sparse_categorical_crossentropy")
+    model
+  }
+  search <- gpu_search(
+    model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+    space = list(mode = search_choice("ok", "nan")), trials = 2, sampler = "grid",
+    pruner = "none", epochs = 2, batch_size = 16, seed = 5, workers = 1
+  )
+  states <- stats::setNames(search$trials$state, search$trials$mode)
+  expect_identical(states[c("ok", "nan")], c(ok = "complete", nan = "failed"))
+  listed <- gpu_runs(filter = "tags.`gpukeras.kind` = 'trial'")
+  expect_setequal(listed$trial_state, c("complete", "failed"))
+  client <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))
+  for (run_id in listed$run_id) {
+    run <- client$get_run(run_id)
+    mode <- run$data$params[["mode"]]
+    tags <- run$data$tags
+    expect_identical(tags[["gpukeras.trial_state"]], states[[mode]])
+    expect_identical(run$info$status, switch(mode, ok = "FINISHED", nan = "FAILED"))
+    if (mode == "nan") expect_match(tags[["gpukeras.trial_reason"]], "^the objective val_loss was (nan|inf)")
+    # a trial that completed has no reason (not the text "None")
+    if (mode == "ok") expect_false("gpukeras.trial_reason" %in% names(tags))
+  }
+})
