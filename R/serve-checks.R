@@ -1,7 +1,7 @@
 # gpu_serve()'s and gpu_api()'s argument checks, before anything listens or Python starts.
 
 check_port <- function(port, call) {
-  if (!is.numeric(port) || length(port) != 1L || is.na(port) || port != round(port) || port < 1 || port > 65535) {
+  if (!is_whole_number(port, 1, 65535)) {
     gpukeras_abort(
       sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)),
       "gpukeras_error_bad_argument",
