@@ -90,6 +90,8 @@ VERBS: dict[str, str] = {
     "workers_warm": "tools.workers:warm",
     "workers_seed": "tools.workers:seed",
     "workers_share_compiled": "tools.workers:share_compiled",
+    "cv_population_plan": "tools.cv_population:plan",
+    "cv_population": "tools.cv_population:train",
     "search_open": "tools.search:open_study",
     "search_ask": "tools.search:ask",
     "search_tell": "tools.search:tell",

@@ -193,15 +193,20 @@ def _compile(lowered: Any) -> None:
         return  # the call itself compiles it then, and raises what went wrong there
 
 
+def state_variables(model: Model) -> tuple[list, ...]:
+    """The variables of Keras' JAX ``train_step``'s state, in its order: trainable,
+    non-trainable, the optimizer's, the metrics'."""
+    return (
+        list(model.trainable_variables),
+        list(model.non_trainable_variables),
+        list(model.optimizer.variables),
+        list(model.metrics_variables),
+    )
+
+
 def training_state(model: Model) -> tuple[list, ...]:
     """The values Keras' JAX ``train_step`` takes as its state, in its order."""
-    optimizer = model.optimizer
-    return (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in optimizer.variables],
-        [v.value for v in model.metrics_variables],
-    )
+    return tuple([v.value for v in group] for group in state_variables(model))
 
 
 class ResidentLoop:

@@ -140,6 +140,32 @@ def _order_program(jax: Any) -> Any:
     return jax.jit(draw, static_argnums=2)
 
 
+class EpochOrder:
+    """Each epoch's order of ``count`` rows, drawn from (seed, epoch): by NumPy on the host
+    where ``on_host`` (the CPU backend), else by ``jax.random`` on the device (see
+    ``draws_on_host``). The one way an epoch's order is drawn: a fit's rows on the device
+    (``DeviceRows``) and each member of a population (``train.population``), so that a
+    member trains in the order a fit of its rows with its seed would."""
+
+    def __init__(self, jax: Any, count: int, seed: int, on_host: bool | None = None) -> None:
+        """``on_host``: None for as ``draws_on_host`` says on this backend."""
+        self.jax = jax
+        self.count = int(count)
+        self.seed = int(seed)
+        self.on_host = draws_on_host(jax) if on_host is None else on_host
+        self.key = None if self.on_host else jax.random.key(self.seed)
+
+    def draw(self, epoch: int, host: bool = False) -> Any:
+        """Epoch ``epoch``'s permutation of the rows, int32 (the type the loops' programs
+        were compiled for), on the device; with ``host`` and ``on_host``, left on the host
+        (NumPy's), for a caller that gathers several orders there first."""
+        if self.on_host:
+            drawn = np.random.default_rng([self.seed, epoch]).permutation(self.count)
+            drawn = drawn.astype(np.int32)
+            return drawn if host else self.jax.device_put(drawn)
+        return _order_program(self.jax)(self.key, epoch, self.count)
+
+
 class DeviceRows:
     """Rows (and validation rows) on the device, and each epoch's order of them.
 
@@ -184,8 +210,8 @@ class DeviceRows:
         seed = rows.seed
         self.seed = int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
         # where each epoch's order is drawn (see draws_on_host), decided once
-        self.on_host = draws_on_host(jax) if on_host is None else on_host
-        self.key = None if self.on_host else jax.random.key(self.seed)
+        self.orders = EpochOrder(jax, self.rows, self.seed, on_host)
+        self.on_host, self.key = self.orders.on_host, self.orders.key
 
     def _place(self, data: object) -> object:
         jax = self.jax
@@ -210,15 +236,8 @@ class DeviceRows:
     def order(self, epoch: int) -> Any:
         """Epoch ``epoch``'s order of the rows, on the device (their own order unshuffled):
         a permutation drawn from (seed, epoch), by NumPy on the host where ``on_host`` (the
-        CPU backend), else by ``jax.random`` on the device (see ``draws_on_host``). Either is
-        int32, the type the loop's programs were compiled for."""
-        jax = self.jax
-        if not self.shuffle:
-            return self.unshuffled()
-        if self.on_host:
-            drawn = np.random.default_rng([self.seed, epoch]).permutation(self.rows)
-            return jax.device_put(drawn.astype(np.int32))
-        return _order_program(jax)(self.key, epoch, self.rows)
+        CPU backend), else by ``jax.random`` on the device (``EpochOrder``)."""
+        return self.orders.draw(epoch) if self.shuffle else self.unshuffled()
 
     @functools.cached_property
     def _in_order(self) -> Any:

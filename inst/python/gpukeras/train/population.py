@@ -1,0 +1,287 @@
+"""Populations on JAX: models of one architecture trained as one compiled program.
+
+Keras' JAX ``train_step(state, data)`` (keras/src/backend/jax/trainer.py) is a pure function
+of the model's state: its trainable, non-trainable, optimizer and metric variables. Models of
+one architecture (the same variables' shapes and types, the same layers, loss, metrics and
+optimizer) have states of one structure, so one model's step, mapped with ``jax.vmap`` over a
+leading axis of their stacked states and of their batches, trains them all: one compilation
+and one dispatch per call for every member, on data put on the device once. Each member
+gathers its own batches by index: its own rows (a fold's training rows), in its own epoch
+order (``EpochOrder``, drawn from its own seed as a fit of its rows would draw it), and
+validates on its own rows after each epoch, as Keras' fit() does with validation data.
+
+Each member trains as a fit of its rows alone would, step for step: its whole batches, then
+its last, partial batch as a step of its own. Members of different row counts are exact, not
+padded into each other (Keras' loss divides by the batch's rows, so zero-weight padding
+would change the updates): while the longest epoch's whole batches run (``lax.fori_loop``,
+one dispatch for the epoch), a member past its own whole batches keeps its state (``where``),
+and the last, partial batch of each size is a vmapped step of its own in which the members of
+other sizes keep theirs. The same mask holds a member that was stopped (``stop``): its state
+stays as it was while the others train. Optimizer variables are state too, so members may
+differ in them (the learning rate, a variable, set per member before the population starts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.handles import Model
+from gpukeras.data.adapters.resident import EpochOrder
+from gpukeras.train.resident import state_variables, training_state
+from gpukeras.train.training_run import history_columns
+
+
+@dataclass
+class Member:
+    """One member's rows: ``seed`` draws its epochs' order; ``rows`` are the data's rows it
+    trains on (indices, in the order a fit of them alone would be given them);
+    ``validation`` the rows it is validated on after each epoch, in order (None: none)."""
+
+    seed: int
+    rows: np.ndarray
+    validation: np.ndarray | None = None
+
+
+def _unnamed(config: object) -> object:
+    """A config without its names (two models made in one process name their layers apart)."""
+    if isinstance(config, dict):
+        return {k: _unnamed(v) for k, v in config.items() if k not in ("name", "learning_rate")}
+    if isinstance(config, (list, tuple)):
+        return [_unnamed(v) for v in config]
+    return config
+
+
+def _variables(model: Model) -> list[list[tuple[tuple, str]]]:
+    groups = training_state(model)
+    return [[(tuple(v.shape), str(v.dtype)) for v in group] for group in groups]
+
+
+def mismatch(models: Sequence[Model]) -> str | None:
+    """Why built, compiled ``models`` cannot train as one population, or None when they can:
+    each must have the first one's variables (shapes and types: trainable, non-trainable,
+    optimizer, metrics) and its configuration (layers, loss, metrics, optimizer; names and
+    the learning rate, a variable, aside)."""
+    first = models[0]
+    shapes, config = _variables(first), _unnamed(first.get_config())
+    compiled = _unnamed(first.get_compile_config())
+    for number, model in enumerate(models[1:], start=2):
+        if _variables(model) != shapes:
+            return f"model {number}'s variables differ in shape or type from model 1's"
+        if _unnamed(model.get_config()) != config:
+            return f"model {number}'s layers are configured otherwise than model 1's"
+        if _unnamed(model.get_compile_config()) != compiled:
+            return f"model {number} is compiled otherwise than model 1 (loss, metrics, optimizer)"
+    return None
+
+
+def _stacked(jax: Any, trees: Sequence[Any]) -> Any:
+    """Trees of one structure as one tree, each leaf stacked on a new leading axis."""
+    return jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *trees)
+
+
+def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
+    """The compiled programs of a population of ``model``'s architecture at batch ``size``:
+    ``whole(step)`` runs the whole batches (count compiled in) and ``tail(step)`` one
+    partial batch (its rows compiled in), for ``step`` "train" or "test" (see the notes)."""
+    jnp = jax.numpy
+    steps = {"train": jax.vmap(model.train_step), "test": jax.vmap(model.test_step)}
+
+    def gather(data: Any, rows: Any) -> Any:
+        return jax.tree.map(lambda a: jnp.take(a, rows, axis=0), data)
+
+    def keep(mask: Any, new: Any, old: Any) -> Any:
+        def pick(n: Any, o: Any) -> Any:
+            return jnp.where(mask.reshape(mask.shape + (1,) * (n.ndim - 1)), n, o)
+
+        return jax.tree.map(pick, new, old)
+
+    def whole(kind: str) -> Callable:
+        step = steps[kind]
+
+        def run(
+            state: Any, logs: Any, data: Any, rows: Any, limits: Any, active: Any, count: int
+        ) -> Any:
+            def body(s: Any, carry: Any) -> Any:
+                state, logs = carry
+                batch = gather(data, jax.lax.dynamic_slice_in_dim(rows, s * size, size, axis=1))
+                new_logs, new_state = step(state, batch)
+                mask = active & (s < limits)
+                return keep(mask, new_state, state), keep(mask, new_logs, logs)
+
+            return jax.lax.fori_loop(0, count, body, (state, logs))
+
+        return jax.jit(run, static_argnames="count")
+
+    def tail(kind: str) -> Callable:
+        step = steps[kind]
+
+        def run(
+            state: Any, logs: Any, data: Any, rows: Any, starts: Any, mask: Any, count: int
+        ) -> Any:
+            taken = jax.vmap(lambda r, s: jax.lax.dynamic_slice_in_dim(r, s, count))(rows, starts)
+            new_logs, new_state = step(state, gather(data, taken))
+            return keep(mask, new_state, state), keep(mask, new_logs, logs)
+
+        return jax.jit(run, static_argnames="count")
+
+    def logs_like(kind: str, state: Any, data: Any, members: int) -> Any:
+        batch = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct((members, size, *a.shape[1:]), a.dtype), data
+        )
+        shapes = jax.eval_shape(steps[kind], state, batch)[0]
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    return {
+        "train_whole": whole("train"),
+        "train_tail": tail("train"),
+        "test_whole": whole("test"),
+        "test_tail": tail("test"),
+        "logs_like": logs_like,
+    }
+
+
+class _Batches:
+    """Members' rows cut into batches of ``size``: their whole batches (``full``), the rows of
+    their last, partial one (``partial``), and the width their row lists are padded to."""
+
+    def __init__(self, counts: Sequence[int], size: int) -> None:
+        counts_array = np.asarray(counts, dtype=np.int64)
+        self.full, self.partial = (part.astype(np.int32) for part in np.divmod(counts_array, size))
+        self.width = int(max(int(counts_array.max()), size))
+
+    def padded(self, rows: Sequence[np.ndarray]) -> np.ndarray:
+        """Row lists as one int32 matrix, a member a row (the padding is never trained on)."""
+        out = np.zeros((len(rows), self.width), np.int32)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = r
+        return out
+
+
+class Population:
+    """Models of one architecture (``mismatch`` says None), each a ``Member``, trained as one.
+
+    Use: ``Population(models, members, data, batch_size)``, ``train(epochs)`` (each member's
+    history), ``stop(i)`` to hold member ``i`` as it is; ``write_back()`` puts each member's
+    state into its own model (for scoring, saving). ``data``: the arrays every member's rows
+    index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
+    built and compiled, its optimizer built (a fresh model's state is its member's start).
+    """
+
+    def __init__(
+        self,
+        models: Sequence[Model],
+        members: Sequence[Member],
+        data: tuple,
+        batch_size: int,
+        on_host: bool | None = None,
+    ) -> None:
+        """``on_host``: where the epochs' orders are drawn (``EpochOrder``); None: as this
+        backend draws them."""
+        import jax
+
+        self.jax, self.models, self.members, self.size = (
+            jax,
+            list(models),
+            list(members),
+            int(batch_size),
+        )
+        count = len(self.members)
+        self.data = jax.device_put(data)
+        self.active = np.ones(count, bool)
+        self.orders = [EpochOrder(jax, len(m.rows), m.seed, on_host) for m in self.members]
+        self.train_batches = _Batches([len(m.rows) for m in self.members], self.size)
+        self._rows = [np.asarray(m.rows, np.int32) for m in self.members]
+        self._rows_on_device = (
+            None if self.orders[0].on_host else [jax.device_put(r) for r in self._rows]
+        )
+        validated = [m.validation for m in self.members]
+        self.validated = all(v is not None and len(v) for v in validated)
+        if self.validated:
+            held = [np.asarray(v, np.int32) for v in validated]
+            self.test_batches = _Batches([len(v) for v in held], self.size)
+            self._validation = jax.device_put(self.test_batches.padded(held))
+        state = _stacked(jax, [training_state(model) for model in self.models])
+        self.state = state
+        self._fresh_metrics = state[3]  # each epoch's training and validation start from them
+        self._programs = _programs(jax, self.models[0], self.size)
+        self._logs: dict[str, Any] = {}
+
+    def stop(self, index: int) -> None:
+        """Hold member ``index`` as it is from the next epoch on (its updates masked)."""
+        self.active[index] = False
+
+    def _epoch_rows(self, epoch: int) -> Any:
+        """Each member's rows in epoch ``epoch``'s order, padded, a member a row, on the device."""
+        jax = self.jax
+        if self._rows_on_device is None:  # orders drawn by NumPy: gathered here, copied once
+            drawn = [
+                rows[order.draw(epoch, host=True)] for rows, order in zip(self._rows, self.orders)
+            ]
+            return jax.device_put(self.train_batches.padded(drawn))
+        width = self.train_batches.width
+        drawn = [
+            jax.numpy.pad(jax.numpy.take(rows, order.draw(epoch)), (0, width - len(r)))
+            for rows, order, r in zip(self._rows_on_device, self.orders, self._rows)
+        ]
+        return jax.numpy.stack(drawn)
+
+    def _run(self, kind: str, state: Any, rows: Any, batches: _Batches) -> tuple[Any, Any]:
+        """One pass of ``kind`` ("train", "test") over every member's rows: whole batches in
+        one call, then each size of last, partial batch in a call of its own."""
+        jnp, programs = self.jax.numpy, self._programs
+        logs = self._logs.get(kind)
+        if logs is None:
+            logs = self._logs[kind] = programs["logs_like"](
+                kind, state, self.data, len(self.members)
+            )
+        active = jnp.asarray(self.active)
+        longest = int(batches.full.max())
+        if longest:
+            state, logs = programs[f"{kind}_whole"](
+                state, logs, self.data, rows, jnp.asarray(batches.full), active, count=longest
+            )
+        starts = jnp.asarray(batches.full * self.size)
+        for size in sorted(set(batches.partial.tolist()) - {0}):
+            mask = jnp.asarray(self.active & (batches.partial == size))
+            state, logs = programs[f"{kind}_tail"](
+                state, logs, self.data, rows, starts, mask, count=size
+            )
+        return state, logs
+
+    def train(self, epochs: int) -> list[dict[str, list]]:
+        """Train ``epochs`` epochs; each member's history as columns (``epoch``, then Keras'
+        logs, ``val_`` ones after validation), as gpu_fit() returns a fit's."""
+        jax = self.jax
+        rows: list[list[dict]] = [[] for _ in self.members]
+        for epoch in range(epochs):
+            trainable, non_trainable, optimizer, _ = self.state
+            state = (trainable, non_trainable, optimizer, self._fresh_metrics)
+            state, logs = self._run("train", state, self._epoch_rows(epoch), self.train_batches)
+            self.state = state
+            epoch_logs = {name: np.asarray(v) for name, v in jax.device_get(logs).items()}
+            if self.validated:
+                tested = (state[0], state[1], self._fresh_metrics)
+                tested, val_logs = self._run("test", tested, self._validation, self.test_batches)
+                # validation's non-trainable variables go back, as Keras' evaluate() syncs them
+                self.state = (state[0], tested[1], state[2], state[3])
+                epoch_logs.update(
+                    {f"val_{k}": np.asarray(v) for k, v in jax.device_get(val_logs).items()}
+                )
+            for i, member_rows in enumerate(rows):
+                if self.active[i]:
+                    member_rows.append(
+                        {"epoch": epoch + 1, **{k: float(v[i]) for k, v in epoch_logs.items()}}
+                    )
+        return [history_columns(None, member_rows) for member_rows in rows]
+
+    def write_back(self) -> None:
+        """Each member's state into its own model's variables."""
+        values = self.jax.device_get(self.state)
+        for i, model in enumerate(self.models):
+            for variables, stacked in zip(state_variables(model), values):
+                for variable, value in zip(variables, stacked):
+                    variable.assign(value[i])

@@ -1,0 +1,95 @@
+"""gpu_cv()'s folds as one population against a separate gpu_fit() of each fold (JAX).
+
+Run by test_population.py as ``python population_cv.py '<json spec>'`` (JAX backend, the
+core on PYTHONPATH); prints one JSON line: ``population`` (the verb ``cv_population``'s
+answer) and ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics and
+predictions, each fit of the fold's rows alone with its seed, its held-out rows as
+validation). The spec's keys: ``rows``, ``folds``, ``batch_size``, ``epochs``,
+``dropout``, ``learning_rate``; ``other_units``: the last fold's model has other units
+(not one architecture).
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from gpukeras import bridge
+from gpukeras.core.runtime import config
+
+spec = json.loads(sys.argv[1])
+keras = config.keras()
+rng = np.random.default_rng(0)
+rows, folds = spec["rows"], spec["folds"]
+x = rng.standard_normal((rows, 20)).astype("float32")
+y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
+fold_of = rng.permutation(np.arange(rows) % folds)
+held = [np.flatnonzero(fold_of == k) for k in range(folds)]
+train = [np.flatnonzero(fold_of != k) for k in range(folds)]
+seeds = [101 + 7 * k for k in range(folds)]
+
+
+def model_fn(number: int):
+    units = 32 if spec.get("other_units") and number == folds - 1 else 64
+    layers = [keras.Input((20,)), keras.layers.Dense(units, activation="relu")]
+    if spec.get("dropout"):
+        layers.append(keras.layers.Dropout(0.3))
+    layers += [keras.layers.Dense(2, activation="softmax")]
+    model = keras.Sequential(layers)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def made(number: int):
+    """A fold's model as its worker makes it: its seed, then model_fn()."""
+    bridge.call("workers_seed", {"seed": seeds[number]})
+    return model_fn(number)
+
+
+def answer(verb: str, kwargs: dict) -> object:
+    done = bridge.call(verb, kwargs)
+    assert done["ok"], done
+    return done["value"]
+
+
+fit_args = {"epochs": spec["epochs"], "batch_size": spec["batch_size"]}
+if spec.get("learning_rate") is not None:
+    fit_args["learning_rate"] = spec["learning_rate"]
+separate = []
+if not spec.get("other_units"):
+    for k in range(folds):
+        model = made(k)
+        fit = answer(
+            "fit",
+            {
+                "model": model,
+                "data": (x[train[k]], y[train[k]]),
+                "validation_data": (x[held[k]], y[held[k]]),
+                "seed": seeds[k],
+                "verbose": 0,
+                **fit_args,
+            },
+        )
+        scored = answer(
+            "score",
+            {"model": model, "x": x[held[k]], "y": y[held[k]], "batch_size": spec["batch_size"]},
+        )
+        separate.append({"history": fit["history"], **scored, "data": fit["settings"]["data"]})
+population = answer(
+    "cv_population",
+    {
+        "models": [made(k) for k in range(folds)],
+        "x": x,
+        "y": y,
+        "members": [
+            {"seed": seeds[k], "rows": train[k].tolist(), "held_out": held[k].tolist()}
+            for k in range(folds)
+        ],
+        **fit_args,
+    },
+)
+print(
+    json.dumps(
+        {"population": population, "separate": separate}, default=lambda a: np.asarray(a).tolist()
+    )
+)

@@ -1,0 +1,86 @@
+"""gpu_cv()'s folds as one population (gpukeras.train.population, tools/cv_population.py):
+each fold the same as a separate gpu_fit() of its rows with its seed, folds of unequal size
+exact, and the cases that train a process per fold instead.
+
+The training runs are ``scripts/population_cv.py`` in a fresh Python on the JAX backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import child_pythonpath, requires
+from gpukeras.tools import cv_population
+
+SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
+
+
+def run(spec: dict) -> dict:
+    requires("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
+    # 1037 rows in 3 folds: 691, 691 and 692 training rows, so last batches of 51 and 52
+    # rows (two sizes, each its own step); dropout draws from each member's seed generator
+    spec = {"rows": 1037, "folds": 3, "batch_size": 64, "epochs": 3, "dropout": True}
+    result = run({**spec, "learning_rate": 0.01})
+    population, separate = result["population"], result["separate"]
+    assert population["trained"] == "population"
+    assert len(population["folds"]) == 3
+    for member, fit in zip(population["folds"], separate):
+        assert fit["data"] == "device arrays"  # the separate fit trained on the device too
+        assert set(member["history"]) == set(fit["history"])
+        assert {"val_loss", "val_accuracy"} <= set(member["history"])
+        for name, values in fit["history"].items():
+            np.testing.assert_allclose(member["history"][name], values, atol=1e-5, err_msg=name)
+        for name, value in fit["metrics"].items():
+            assert member["metrics"][name] == pytest.approx(value, abs=1e-5), name
+        np.testing.assert_allclose(member["predictions"], fit["predictions"], atol=1e-5)
+    # the members shared nothing: each fold's scores are its own
+    assert len({member["metrics"]["loss"] for member in population["folds"]}) == 3
+
+
+@pytest.mark.slow
+def test_models_of_another_architecture_train_a_process_each() -> None:
+    result = run({"rows": 300, "folds": 3, "batch_size": 32, "epochs": 1, "other_units": True})
+    population = result["population"]
+    assert population["trained"] == "processes"
+    assert "model 3's variables differ" in population["reason"]
+    assert "folds" not in population
+
+
+def test_the_core_decides_whether_to_try_a_population() -> None:
+    plan = cv_population.plan
+    assert plan("auto", {"epochs": 2, "batch_size": 64}, backend="jax")["population"] is True
+    assert plan("auto", {"learning_rate": 0.01}, backend="jax")["population"] is True
+    off = plan(False, {}, backend="jax")
+    assert off["population"] is False
+    assert "population = FALSE" in off["reason"]
+    assert "runs on tensorflow" in plan("auto", {}, backend="tensorflow")["reason"]
+    other = plan("auto", {"epochs": 2, "class_weight": {0: 1.0}}, backend="jax")
+    assert other["population"] is False
+    assert "class_weight" in other["reason"]
+    schedule = plan("auto", {"learning_rate": {"type": "exponential"}}, backend="jax")
+    assert "schedule" in schedule["reason"]
+    assert plan("auto", {}, tracking=True, backend="jax")["population"] is False
+    with pytest.raises(Exception, match="population must be"):
+        plan("sometimes", {}, backend="jax")
