@@ -22,10 +22,33 @@
 #'
 #' @section Same as separate fits:
 #' Fold `i` is `keras$utils$set_random_seed(seeds[i])`, `model <- model_fn()`,
-#' then `gpu_fit(model, <the fold's training rows>, seed = seeds[i], ...)`, in a
-#' process of its own: the same as that fit run by hand on the same rows
-#' (`cv$folds[[i]]` are the held-out rows), with the same weights and metrics
-#' within float rounding (exactly on a CPU).
+#' then `gpu_fit(model, <the fold's training rows>, validation_data = <its
+#' held-out rows>, seed = seeds[i], ...)`, in a process of its own (or as a
+#' member of a population, see Populations): the same as that fit run by hand
+#' on the same rows (`cv$folds[[i]]` are the held-out rows), with the same
+#' weights and metrics within float rounding (exactly on a CPU in a process).
+#'
+#' @section Populations:
+#' On the JAX backend, the folds train as one population by default: one
+#' worker process makes every fold's model (its seed, then `model_fn()`), and
+#' where they are one architecture (the same layers, variables, loss, metrics
+#' and optimizer) and fit the device's memory, Keras' own training step runs for
+#' all of them at once, mapped over their stacked weights (`jax.vmap`), on the
+#' data put on the device once: one compilation and one dispatch for all the
+#' folds, where a process per fold compiles and starts its own. Each fold
+#' still starts from its own fresh weights, trains on its own rows in the
+#' order `gpu_fit(seed = )` would draw, is validated on its held-out rows after
+#' each epoch (the history's `val_` columns) and scored on them: the same
+#' metrics as separate fits (within float rounding). Folds of unequal size are
+#' exact: a fold with fewer batches waits, it is not padded. On several GPUs
+#' the folds are shared out, a population on each.
+#'
+#' A process per fold, as on TensorFlow, where the models differ, do not fit
+#' the memory, the fits are tracked ([gpu_track()]), or `...` holds gpu_fit()
+#' arguments a population does not take (it takes `epochs`, `batch_size` and a
+#' number as `learning_rate`); `workers = gpu_workers(population = FALSE)`
+#' always trains a process per fold. `cv$trained` says which way the folds
+#' trained and `cv$trained_why` why; print() shows both.
 #'
 #' @section Workers:
 #' `workers = gpu_workers()` runs one worker process per GPU, each seeing its
@@ -74,9 +97,13 @@
 #'     named by level); a list of them for several outputs. With a resampling
 #'     that holds a row out more than once, its mean; rows never held out are `NA`;
 #'   * `folds`: each fold's held-out rows; `seeds`: each fold's seed; `seed`;
-#'   * `history`: each fold's training history; `devices`: where each fold ran;
+#'   * `history`: each fold's training history, with its held-out rows'
+#'     metrics after each epoch (`val_loss`, ...); `devices`: where each fold ran;
 #'     `seconds`: each fold's time in its worker;
-#'   * `split`: how the folds were made; `workers`: the plan of the workers.
+#'   * `split`: how the folds were made; `workers`: the plan of the workers;
+#'   * `trained`: `"population"` (the folds as one population, see
+#'     Populations; each fold's `seconds` is then the population's), `"processes"`
+#'     (a process per fold) or `"population and processes"`; `trained_why`: why.
 #'
 #'   It has `print()` (mean and standard deviation of each metric) and
 #'   `plot()` methods.
@@ -132,33 +159,48 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
   tracked <- track_many("cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
-  tasks <- lapply(seq_along(split$held_out), function(i) {
+  fold_task <- function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
-      train_rows = split$train[[i]], fit = fit_args,
+      train_rows = split$train[[i]], validation_rows = split$held_out[[i]], fit = fit_args,
       then = list(run = "cv_fold_scores", args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)),
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
     )
-  })
-  outcomes <- vector("list", length(tasks))
+  }
+  folds <- seq_along(split$held_out)
+  population <- cv_population_plan(workers, fit_args, tracked, call = call)
+  tasks <- if (isTRUE(population$population)) cv_population_tasks(folds, length(plan$slots), fold_task) else lapply(folds, fold_task)
+  outcomes <- vector("list", length(folds))
   worker_run(pool, tasks, on_end = function(ended) {
     result <- ended$result
+    numbers <- ended$task$number
     if (!is.null(ended$condition)) {
       process_abort(
-        sprintf("Fold %d of %d failed in its worker.", ended$task$number, length(tasks)),
+        sprintf("Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "", paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"),
         "gpukeras_error_cv_fold",
         parent = ended$condition,
         call = call
       )
     }
-    result$device <- pool$slots[[ended$slot]]$device
-    outcomes[[ended$task$number]] <<- result
+    device <- pool$slots[[ended$slot]]$device
+    if (isTRUE(ended$task$population)) {
+      trained <- cv_population_outcomes(result, device)
+      population$reason <<- result$reason
+      if (is.null(trained)) {
+        return(lapply(numbers, fold_task))
+      }
+      outcomes[numbers] <<- trained
+      return(list())
+    }
+    result$device <- device
+    result$trained <- "processes"
+    outcomes[[numbers]] <<- result
     track_record(tracked$track, ended$task$track$context$key, metrics = held_out_metrics(result$metrics), call = call)
     many_grow(pool, ended, result)
     list()
   })
-  cv <- new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan)
+  cv <- new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan, population$reason)
   track_many_end(tracked, "FINISHED", metrics = cv_summary_metrics(cv$metrics), call = call)
   cv
 }
@@ -223,7 +265,8 @@ cv_group <- function(group, data, call) {
   list(data = data, group = group)
 }
 
-new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan) {
+new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
+  trained <- unique(vapply(outcomes, function(outcome) outcome$trained, character(1)))
   metric_rows <- lapply(seq_along(outcomes), function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE))
   structure(
     list(
@@ -236,7 +279,9 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan) {
       devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
       seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)),
       split = split$kind,
-      workers = plan
+      workers = plan,
+      trained = if (length(trained) > 1L) "population and processes" else trained,
+      trained_why = why
     ),
     class = "gpukeras_cv"
   )
@@ -271,9 +316,18 @@ format.gpukeras_cv <- function(x, ...) {
   summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
   c(
     sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
-    sprintf("Fits:     each in a fresh worker process: %s", paste(format_fold_devices(x$devices), collapse = ", ")),
+    sprintf("Fits:     %s: %s", cv_trained_text(x$trained), paste(format_fold_devices(x$devices), collapse = ", ")),
+    sprintf("          (%s)", x$trained_why),
     "Held-out metrics, mean (sd) over the folds:",
     sprintf("  %-12s %s", names(summary), summary)
+  )
+}
+
+cv_trained_text <- function(trained) {
+  switch(trained,
+    population = "as one population in a worker process",
+    processes = "each in a fresh worker process",
+    "some as one population, others each in a fresh worker process"
   )
 }
 

@@ -233,7 +233,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # no runtime (no devices, no memory), so that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model"))
+  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"))
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
@@ -278,12 +278,9 @@ worker_prepare <- function(prepare, compile = TRUE) {
   )
 }
 
-# One fit (its runtime `prepared` by worker_prepare()), as the task carries it: the seed,
-# model_fn's model (of `params`, when given), gpu_fit() on the data's `train_rows` (with
-# `validation_rows` of it, or the `validation` files, as validation data) with `fit`'s
-# arguments, and the client's own steps, by name: `callback`, a core verb and its arguments
-# that make one more callback for the fit, and `then`, a function of gpukeras called with
-# the fit, that callback and its `args`, whose list joins the result. The result, or the
+# One task (its runtime `prepared` by worker_prepare()): the seed, then the task's `run`, a
+# function of gpukeras called with the task whose list is the result (gpu_cv()'s
+# population: cv_population_task()), or else one fit (worker_fit()). The result, or the
 # error (the preparation's too), is the process's outcome (process.R).
 worker_task <- function(dir, task, prepared = NULL) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
@@ -293,23 +290,9 @@ worker_task <- function(dir, task, prepared = NULL) {
       core_call("workers_seed", seed = task$seed)
       track_restore(task$track$carried, task$track$context)
       setup_done <- as.numeric(Sys.time())
-      model <- worker_model(task)
-      validation <- if (!is.null(task$validation_rows)) load_arrays(task$data, task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
-      callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
-      plan <- worker_memory_plan(task, model)
-      fit <- do.call(gpu_fit, c(
-        list(
-          model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
-          verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(callback)) list(callback))
-        ),
-        task$fit[setdiff(names(task$fit), "callbacks")]
-      ))
-      result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
+      run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
+      result <- run(task)
       result$timings <- list(task_read = task_read, setup_done = setup_done)
-      if (!is.null(task$then)) {
-        then <- get(task$then$run, envir = asNamespace("gpukeras"), mode = "function")
-        result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
-      }
       process_report(dir, result, "The fit's result (result.rds)")
     },
     error = function(e) process_report_error(dir, e)
@@ -317,6 +300,32 @@ worker_task <- function(dir, task, prepared = NULL) {
   # the fit's run sent before this process ends (it is not waited for in the fit)
   try(track_flush(ending = TRUE), silent = TRUE)
   invisible()
+}
+
+# One fit, as the task carries it: model_fn's model (of `params`, when given), gpu_fit() on
+# the data's `train_rows` (with `validation_rows` of it, or the `validation` files, as
+# validation data) with `fit`'s arguments, and the client's own steps, by name: `callback`,
+# a core verb and its arguments that make one more callback for the fit, and `then`, a
+# function of gpukeras called with the fit, that callback and its `args`, whose list joins
+# the result.
+worker_fit <- function(task) {
+  model <- worker_model(task)
+  validation <- if (!is.null(task$validation_rows)) load_arrays(task$data, task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
+  callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
+  plan <- worker_memory_plan(task, model)
+  fit <- do.call(gpu_fit, c(
+    list(
+      model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
+      verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(callback)) list(callback))
+    ),
+    task$fit[setdiff(names(task$fit), "callbacks")]
+  ))
+  result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
+  if (!is.null(task$then)) {
+    then <- get(task$then$run, envir = asNamespace("gpukeras"), mode = "function")
+    result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
+  }
+  result
 }
 
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.

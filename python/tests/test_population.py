@@ -70,17 +70,17 @@ def test_models_of_another_architecture_train_a_process_each() -> None:
 
 def test_the_core_decides_whether_to_try_a_population() -> None:
     plan = cv_population.plan
-    assert plan("auto", {"epochs": 2, "batch_size": 64}, backend="jax")["population"] is True
-    assert plan("auto", {"learning_rate": 0.01}, backend="jax")["population"] is True
-    off = plan(False, {}, backend="jax")
+    assert plan("auto", ["epochs", "batch_size"], backend="jax")["population"] is True
+    assert plan("auto", "learning_rate", 0.01, backend="jax")["population"] is True
+    off = plan(False, backend="jax")
     assert off["population"] is False
     assert "population = FALSE" in off["reason"]
-    assert "runs on tensorflow" in plan("auto", {}, backend="tensorflow")["reason"]
-    other = plan("auto", {"epochs": 2, "class_weight": {0: 1.0}}, backend="jax")
+    assert "runs on tensorflow" in plan("auto", backend="tensorflow")["reason"]
+    other = plan("auto", ["epochs", "class_weight"], backend="jax")
     assert other["population"] is False
     assert "class_weight" in other["reason"]
-    schedule = plan("auto", {"learning_rate": {"type": "exponential"}}, backend="jax")
+    schedule = plan("auto", ["learning_rate"], {"type": "exponential"}, backend="jax")
     assert "schedule" in schedule["reason"]
-    assert plan("auto", {}, tracking=True, backend="jax")["population"] is False
+    assert plan("auto", tracking=True, backend="jax")["population"] is False
     with pytest.raises(Exception, match="population must be"):
-        plan("sometimes", {}, backend="jax")
+        plan("sometimes", backend="jax")

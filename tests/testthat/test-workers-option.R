@@ -4,9 +4,10 @@
 test_that("gpu_workers() holds the checked devices, workers and workers per GPU, and prints them", {
   workers <- gpu_workers(devices = c(0, 2), per_device = 2)
   expect_s3_class(workers, "gpukeras_workers")
-  expect_identical(unclass(workers), list(devices = c(0, 2), workers = NULL, per_device = 2L))
-  expect_identical(format(gpu_workers(workers = 3)), c(
-    "<gpukeras workers option>", "  devices   : \"all\"", "  workers   : 3", "  per_device: \"auto\""
+  expect_identical(unclass(workers), list(devices = c(0, 2), workers = NULL, per_device = 2L, population = "auto"))
+  expect_identical(format(gpu_workers(workers = 3, population = FALSE)), c(
+    "<gpukeras workers option>", "  devices   : \"all\"", "  workers   : 3", "  per_device: \"auto\"",
+    "  population: FALSE"
   ))
   expect_identical(check_workers(2), gpu_workers(workers = 2))
   expect_identical(check_workers(workers), workers)
@@ -17,6 +18,7 @@ test_that("a bad gpu_workers() says which argument and what it takes", {
     gpu_workers(devices = "gpu")
     gpu_workers(workers = 1.5)
     gpu_workers(per_device = 0)
+    gpu_workers(population = TRUE)
     gpu_cv(function() NULL, list(x = matrix(1:4, 2), y = 1:2), workers = "all")
     gpu_cv(function() NULL, list(x = matrix(1:4, 2), y = 1:2), devices = 0)
   })

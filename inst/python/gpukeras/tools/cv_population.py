@@ -40,14 +40,16 @@ MEMORY_SHARE = 0.5
 
 def plan(
     population: str | bool = "auto",
-    fit: Mapping[str, object] | None = None,
+    fit: Sequence[str] = (),
+    learning_rate: object = None,
     tracking: bool = False,
     backend: str | None = None,
 ) -> Record:
     """Whether gpu_cv() tries its folds as one population: ``population`` (True or False)
-    and ``reason``. ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: gpu_cv()'s
-    gpu_fit() arguments; ``tracking``: whether the folds are tracked runs; ``backend``:
-    Keras' (None: as configured, read without importing Keras)."""
+    and ``reason``. ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: the names
+    of gpu_cv()'s gpu_fit() arguments, ``learning_rate`` the one given (or None);
+    ``tracking``: whether the folds are tracked runs; ``backend``: Keras' (None: as
+    configured, read without importing Keras)."""
     if population is False:
         return {
             "population": False,
@@ -58,11 +60,10 @@ def plan(
     backend = backend or configured_backend()
     if backend != "jax":
         return {"population": False, "reason": f"populations train on JAX; Keras runs on {backend}"}
-    others = sorted(set(fit or {}) - set(SUPPORTED))
+    others = sorted(set([fit] if isinstance(fit, str) else fit) - set(SUPPORTED))
     if others:
         names = ", ".join(others)
         return {"population": False, "reason": f"a population does not take gpu_fit()'s {names}"}
-    learning_rate = (fit or {}).get("learning_rate")
     if learning_rate is not None and not isinstance(learning_rate, (int, float)):
         return {
             "population": False,
