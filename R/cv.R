@@ -22,11 +22,11 @@
 #'
 #' @section Same as separate fits:
 #' Fold `i` is `keras$utils$set_random_seed(seeds[i])`, `model <- model_fn()`,
-#' then `gpu_fit(model, <the fold's training rows>, validation_data = <its
-#' held-out rows>, seed = seeds[i], ...)`, in a process of its own (or as a
-#' member of a population, see Populations): the same as that fit run by hand
-#' on the same rows (`cv$folds[[i]]` are the held-out rows), with the same
-#' weights and metrics within float rounding (exactly on a CPU in a process).
+#' then `gpu_fit(model, <the fold's training rows>, seed = seeds[i], ...)`, in a
+#' process of its own (or as a member of a population, see Populations): the
+#' same as that fit run by hand on the same rows (`cv$folds[[i]]` are the
+#' held-out rows), with the same weights and metrics within float rounding
+#' (exactly on a CPU in a process).
 #'
 #' @section Populations:
 #' On the JAX backend, the folds train as one population by default: one
@@ -38,8 +38,9 @@
 #' folds, where a process per fold compiles and starts its own. Each fold
 #' still starts from its own fresh weights, trains on its own rows in the
 #' order `gpu_fit(seed = )` would draw, is validated on its held-out rows after
-#' each epoch (the history's `val_` columns) and scored on them: the same
-#' metrics as separate fits (within float rounding). Folds of unequal size are
+#' each epoch (the history's `val_` columns, which a process per fold does not
+#' have) and scored on them: the same metrics as separate fits (within float
+#' rounding). Folds of unequal size are
 #' exact: a fold with fewer batches waits, it is not padded. On several GPUs
 #' the folds are shared out, a population on each.
 #'
@@ -97,8 +98,9 @@
 #'     named by level); a list of them for several outputs. With a resampling
 #'     that holds a row out more than once, its mean; rows never held out are `NA`;
 #'   * `folds`: each fold's held-out rows; `seeds`: each fold's seed; `seed`;
-#'   * `history`: each fold's training history, with its held-out rows'
-#'     metrics after each epoch (`val_loss`, ...); `devices`: where each fold ran;
+#'   * `history`: each fold's training history (in a population, with its
+#'     held-out rows' metrics after each epoch too: `val_loss`, ...);
+#'     `devices`: where each fold ran;
 #'     `seconds`: each fold's time in its worker;
 #'   * `split`: how the folds were made; `workers`: the plan of the workers;
 #'   * `trained`: `"population"` (the folds as one population, see
@@ -162,7 +164,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   fold_task <- function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
-      train_rows = split$train[[i]], validation_rows = split$held_out[[i]], fit = fit_args,
+      train_rows = split$train[[i]], fit = fit_args,
       then = list(run = "cv_fold_scores", args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)),
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
