@@ -3,16 +3,18 @@
 #
 # gpu_cv() runs every fold in a fresh worker R process (R/workers.R): a pool of slots
 # (on a machine without a GPU, one), each readying the next process (R, gpukeras,
-# Python, Keras) while its fit trains. This script measures
+# Python, Keras) while its fit trains; on JAX by default its folds train as one population
+# in one worker (R/cv-population.R, train/population.py). This script measures
 #   * cost: the wall time of a 5-fold gpu_cv(model_fn, data, folds = 5, seed, epochs,
 #     batch_size) against five gpu_fit() calls in this session on the same folds' rows,
 #     each after keras$utils$set_random_seed(the fold's seed) with a fresh model from
 #     the same model_fn, gpu_fit(seed = the fold's seed), then evaluate() and predict()
-#     of the held-out rows, as each fold's worker does. The session's Python and Keras
-#     are started before (a warm-up round of each), as a user's would be. Rounds
-#     rotate the order of the three ways (gpu_cv() plain, gpu_cv() probed, in-session);
-#     ratio = median over rounds of plain cv / in-session with a bootstrap 95 % interval.
-#     Goal: <= 1.3;
+#     of the held-out rows, as each fold's worker does (a population also validates each
+#     fold on its held-out rows after each epoch, which the others do not: more work). The session's Python and Keras are started before (a warm-up round of each),
+#     as a user's would be. Rounds rotate the order of the four ways (gpu_cv() a process
+#     per fold plain and probed, gpu_cv() as a population, in-session); ratio = median
+#     over rounds of cv / in-session with a bootstrap 95 % interval. Goals: a process per
+#     fold <= 1.3; the population (JAX; issue #61) <= 0.8, with equal held-out metrics;
 #   * overhead of a fresh worker per fold, in the probed gpu_cv() (its model_fn times
 #     the worker's parts; the plain one is what a user runs): for each fold after the first, from its
 #     task's submission (task.rds written into a process that was readied while the
@@ -43,7 +45,7 @@ epochs <- if (mode$smoke) 1L else 10L
 batch_size <- 32L
 rounds <- if (mode$smoke) 1L else if (mode$quick) 3L else 5L
 seed <- 1L
-goal <- list(cv_vs_in_session = 1.3, overhead_seconds = 1)
+goal <- list(cv_vs_in_session = 1.3, population_vs_in_session = 0.8, overhead_seconds = 1)
 
 data <- bench_data(rows)
 keras <- gpu_keras()
@@ -82,14 +84,17 @@ loads <- character()
 
 # One timed gpu_cv() of `model_fn`, checked to fit the session's folds with its seeds:
 # its times (timed(), with other processes' CPU) and the cv object.
-cv_call <- function(model_fn) {
+# `population`: gpu_workers()' (FALSE: a process per fold, as the probe needs).
+cv_call <- function(model_fn, population = FALSE) {
   cpu_before <- cpu_snapshot()
-  took <- timed(cv <- gpu_cv(model_fn, data, folds = folds, seed = seed, epochs = epochs, batch_size = batch_size))
+  workers <- gpu_workers(population = population)
+  took <- timed(cv <- gpu_cv(model_fn, data, folds = folds, seed = seed, epochs = epochs, batch_size = batch_size, workers = workers))
   took <- c(took, foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]]))
   stopifnot(identical(cv$folds, cv_folds$held_out), identical(cv$seeds, seeds))
   loads <<- c(loads, readLines("/proc/loadavg"))
   list(took = took, cv = cv)
 }
+population_runs <- list()
 
 ways <- list(
   cv = function() {
@@ -110,6 +115,13 @@ ways <- list(
     took
   },
   cv_unprobed = function() cv_call(build_model)$took,
+  cv_population = function() {
+    call <- cv_call(build_model, population = "auto")
+    population_runs[[length(population_runs) + 1L]] <<- list(
+      trained = call$cv$trained, why = call$cv$trained_why, metrics = call$cv$metrics, fold_seconds = call$cv$seconds
+    )
+    call$took
+  },
   in_session = function() {
     metrics <- list()
     cpu_before <- cpu_snapshot()
@@ -142,6 +154,7 @@ overhead <- overhead_summary(fits)
 # the goal's measure: gpu_cv() as a user runs it, without the benchmark's probe
 ratio <- ratio_summary(seconds$cv_unprobed / seconds$in_session)
 ratio_probed <- ratio_summary(seconds$cv / seconds$in_session)
+ratio_population <- ratio_summary(seconds$cv_population / seconds$in_session)
 
 # The last cv run's held-out metrics against the last in-session round's.
 last_cv <- cv_runs[[length(cv_runs)]]$metrics
@@ -150,6 +163,13 @@ agreement <- list(
   cv_loss = last_cv$loss, in_session_loss = session_table$loss,
   cv_accuracy = last_cv$accuracy, in_session_accuracy = session_table$accuracy,
   max_abs_loss_difference = max(abs(last_cv$loss - session_table$loss))
+)
+last_population <- population_runs[[length(population_runs)]]
+population_agreement <- list(
+  trained = last_population$trained, why = last_population$why,
+  population_loss = last_population$metrics$loss, population_accuracy = last_population$metrics$accuracy,
+  max_abs_loss_difference = max(abs(last_population$metrics$loss - session_table$loss)),
+  max_abs_accuracy_difference = max(abs(last_population$metrics$accuracy - session_table$accuracy))
 )
 
 machine <- machine_facts(load_before)
@@ -184,6 +204,8 @@ result <- list(
   cpu_seconds_rounds = cpu_seconds,
   cv_vs_in_session = ratio,
   cv_probed_vs_in_session = ratio_probed,
+  population_vs_in_session = ratio_population,
+  population = population_agreement,
   cv_fixed_cost_seconds = stats::median(seconds$cv_unprobed - seconds$in_session),
   # the warm-up: each way's first call in the session, nothing of this model compiled yet
   first_call_seconds = if (mode$smoke) NULL else list(cv_probed = cv_runs[[1]]$seconds, in_session = in_session_seconds[1]),
@@ -194,6 +216,8 @@ result <- list(
   agreement = agreement,
   meets_goal = list(
     cv_vs_in_session = ratio$median <= goal$cv_vs_in_session,
+    population_vs_in_session = ratio_population$median <= goal$population_vs_in_session &&
+      identical(last_population$trained, "population") && population_agreement$max_abs_loss_difference <= 1e-5,
     overhead_seconds = isTRUE(overhead$max <= goal$overhead_seconds),
     overhead_seconds_all_fits = isTRUE(overhead$all_fits$max <= goal$overhead_seconds)
   ),
@@ -203,10 +227,12 @@ result <- list(
     "first_fit: a run's first fold waits for its process: forked at once by the session's worker template (R/worker-template.R) once the warm-up round has started it; a session's first gpu_cv() waits for the template's own start (about 5.6 s here). between_fits: from a fold's gpu_fit() returning in its worker to the next fold's submission (the held-out rows' evaluate() and predict(), the result written, the session's poll every 50 ms).",
     "foreign_cpu_seconds_rounds: CPU seconds other processes (not this session, not its workers) took while each way ran, from /proc/stat and /proc/<pid>/stat (bench/lib/workers.R cpu_snapshot()); foreign_share: of the machine's cores over the way's wall time. The load averages include this benchmark's own processes (about 1-2 while it trains, 2-3 while a worker is readied).",
     "first_call_seconds: the warm-up's gpu_cv() (probed; it also waits for the session's worker template to start) and in-session fits, the session's first of each, when nothing of the model had been compiled in the session. The measured calls come after, as a user's repeated ones: in-session fits find the model's programs in the session's memory, gpu_cv()'s workers in the session's compilation cache (on JAX).",
-    "cv_vs_in_session: gpu_cv() as a user runs it (the way cv_unprobed: a plain model_fn) over the in-session fits; cv_probed_vs_in_session: the way cv, whose model_fn runs the probe that times each worker's parts (overhead_seconds, time_split, fits), over the same (the probe's own work, about 0.2-0.3 s a fold, is the benchmark's instrument, not gpu_cv()'s cost).",
+    "cv_vs_in_session: gpu_cv() with a process per fold (gpu_workers(population = FALSE)) and a plain model_fn (the way cv_unprobed) over the in-session fits; cv_probed_vs_in_session: the way cv, whose model_fn runs the probe that times each worker's parts (overhead_seconds, time_split, fits), over the same (the probe's own work, about 0.2-0.3 s a fold, is the benchmark's instrument, not gpu_cv()'s cost).",
     "time_split: where each measured cv run's seconds went (bench/lib/workers.R time_split()): training (first step -> gpu_fit() returning, summed over the folds), the first fold's start, the later folds' starts, between folds, the probe, the rest (the data carried, the pool closed, the result built).",
     "fits: each measured cv run's folds, times in seconds from the gpu_cv() call.",
-    "agreement: the last cv run's held-out metrics per fold against the last in-session round's (the docs say the same within float rounding, exactly on a CPU)."
+    "agreement: the last cv run's held-out metrics per fold against the last in-session round's (the docs say the same within float rounding, exactly on a CPU).",
+    "population_vs_in_session: gpu_cv() with its default workers (gpu_workers(population = \"auto\"): on JAX the five folds as one population in one worker, Keras' train step vmapped over their states; the ways cv and cv_unprobed are gpu_workers(population = FALSE)) over the in-session fits; population: how the last such run trained (trained, why) and its held-out metrics against the last in-session round's (goal: within 1e-5). The population also validates each fold on its held-out rows after each epoch (its history's val_ columns); the other ways do not: it does more work than they do.",
+    "The machine is shared with other engineers' work (2 cores): see the load averages and foreign_cpu_seconds_rounds for what else ran."
   ),
   wall_seconds = NA_real_
 )
@@ -218,6 +244,11 @@ cat(sprintf(
   folds, folds, epochs, interval(ratio), goal$cv_vs_in_session, result$seconds$cv_unprobed, result$seconds$in_session
 ))
 cat(sprintf("  gpu_cv() with the probe that times its workers: %s\n", interval(ratio_probed)))
+cat(sprintf(
+  "  gpu_cv() as %s / in-session fits: %s (goal <= %.1f); median %.1f s; held-out loss max difference %.2g\n",
+  last_population$trained, interval(ratio_population), goal$population_vs_in_session, result$seconds$cv_population,
+  population_agreement$max_abs_loss_difference
+))
 if (!mode$smoke) {
   cat(sprintf(
     "  the session's first calls (the warm-up, nothing compiled yet): gpu_cv() %.1f s (probed, with the worker template's start), in-session fits %.1f s\n",
