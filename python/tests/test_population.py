@@ -22,11 +22,11 @@ from gpukeras.tools import cv_population
 SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
 
 
-def run(spec: dict) -> dict:
+def run(spec: dict, script: Path = SCRIPT) -> dict:
     requires("jax")
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), json.dumps(spec)],
+        [sys.executable, str(script), json.dumps(spec)],
         env=env,
         capture_output=True,
         text=True,
@@ -66,6 +66,40 @@ def test_models_of_another_architecture_train_a_process_each() -> None:
     assert population["trained"] == "processes"
     assert "model 3's variables differ" in population["reason"]
     assert "folds" not in population
+
+
+@pytest.mark.slow
+def test_members_that_do_not_fit_the_memory_train_a_process_each() -> None:
+    result = run({"rows": 300, "folds": 2, "batch_size": 32, "epochs": 1, "memory_share": 1e-12})
+    population = result["population"]
+    assert population["trained"] == "processes"
+    assert "2 members need about" in population["reason"]
+    assert "of the device's free" in population["reason"]
+
+
+MEMBERS = Path(__file__).with_name("scripts") / "population_members.py"
+
+
+def largest_difference(a: list, b: list) -> float:
+    return max(float(np.max(np.abs(np.array(u) - np.array(v)))) for u, v in zip(a, b))
+
+
+@pytest.mark.slow
+def test_members_have_their_own_learning_rates_and_a_stopped_one_keeps_its_weights() -> None:
+    result = run({"rows": 203, "batch_size": 16, "epochs": 3}, MEMBERS)
+    # learning rates 0.001, 0.01, 0.05 (optimizer variables), rows of unequal counts: each
+    # member ends with the weights of gpu_fit() of its rows with its seed and rate
+    for whole, separate in zip(result["whole"], result["separate"]):
+        assert largest_difference(whole, separate) <= 1e-5
+    stopped = result["stopped"]
+    # member 1 stopped after the first epoch: its weights stay; the others train on as if
+    # nothing happened, their epochs numbered on from the first call
+    assert largest_difference(stopped["weights"][1], stopped["after_first"][1]) == 0.0
+    for i in (0, 2):
+        assert largest_difference(stopped["weights"][i], result["whole"][i]) <= 1e-6
+    assert stopped["epochs"] == [[2, 3], [], [2, 3]]
+    # orders drawn on the device (as on a GPU): each member's rows in EpochOrder's order
+    assert result["device_rows"] is True
 
 
 def test_the_core_decides_whether_to_try_a_population() -> None:

@@ -6,7 +6,8 @@ answer) and ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics 
 predictions, each fit of the fold's rows alone with its seed, its held-out rows as
 validation). The spec's keys: ``rows``, ``folds``, ``batch_size``, ``epochs``,
 ``dropout``, ``learning_rate``; ``other_units``: the last fold's model has other units
-(not one architecture).
+(not one architecture); ``memory_share``: ``cv_population.MEMORY_SHARE`` for the run (a
+tiny one: the members do not fit). With either, no separate fits.
 """
 
 import json
@@ -16,6 +17,7 @@ import numpy as np
 
 from gpukeras import bridge
 from gpukeras.core.runtime import config
+from gpukeras.tools import cv_population
 
 spec = json.loads(sys.argv[1])
 keras = config.keras()
@@ -56,7 +58,8 @@ fit_args = {"epochs": spec["epochs"], "batch_size": spec["batch_size"]}
 if spec.get("learning_rate") is not None:
     fit_args["learning_rate"] = spec["learning_rate"]
 separate = []
-if not spec.get("other_units"):
+cv_population.MEMORY_SHARE = spec.get("memory_share", cv_population.MEMORY_SHARE)
+if not spec.get("other_units") and "memory_share" not in spec:
     for k in range(folds):
         model = made(k)
         fit = answer(

@@ -168,7 +168,8 @@ class Population:
     history), ``stop(i)`` to hold member ``i`` as it is; ``write_back()`` puts each member's
     state into its own model (for scoring, saving). ``data``: the arrays every member's rows
     index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
-    built and compiled, its optimizer built (a fresh model's state is its member's start).
+    compiled and built as fit() builds it, its metrics and optimizer too
+    (``compat.symbolic_build``): its state then is its member's start.
     """
 
     def __init__(
@@ -209,6 +210,7 @@ class Population:
         self._fresh_metrics = state[3]  # each epoch's training and validation start from them
         self._programs = _programs(jax, self.models[0], self.size)
         self._logs: dict[str, Any] = {}
+        self.epochs_done = 0  # a later ``train`` goes on from there
 
     def stop(self, index: int) -> None:
         """Hold member ``index`` as it is from the next epoch on (its updates masked)."""
@@ -253,11 +255,13 @@ class Population:
         return state, logs
 
     def train(self, epochs: int) -> list[dict[str, list]]:
-        """Train ``epochs`` epochs; each member's history as columns (``epoch``, then Keras'
-        logs, ``val_`` ones after validation), as gpu_fit() returns a fit's."""
+        """Train ``epochs`` more epochs; each member's history of them as columns (``epoch``,
+        then Keras' logs, ``val_`` ones after validation), as gpu_fit() returns a fit's; a
+        stopped member's has the epochs it trained."""
         jax = self.jax
         rows: list[list[dict]] = [[] for _ in self.members]
-        for epoch in range(epochs):
+        first = self.epochs_done
+        for epoch in range(first, first + epochs):
             trainable, non_trainable, optimizer, _ = self.state
             state = (trainable, non_trainable, optimizer, self._fresh_metrics)
             state, logs = self._run("train", state, self._epoch_rows(epoch), self.train_batches)
@@ -271,6 +275,7 @@ class Population:
                 epoch_logs.update(
                     {f"val_{k}": np.asarray(v) for k, v in jax.device_get(val_logs).items()}
                 )
+            self.epochs_done = epoch + 1
             for i, member_rows in enumerate(rows):
                 if self.active[i]:
                     member_rows.append(
