@@ -318,8 +318,8 @@ format.gpukeras_cv <- function(x, ...) {
   summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
   c(
     sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
-    sprintf("Fits:     %s: %s", cv_trained_text(x$trained), paste(format_fold_devices(x$devices), collapse = ", ")),
-    sprintf("          (%s)", x$trained_why),
+    sprintf("Fits:     %s: %s", cv_trained_text(x$trained %||% "processes"), paste(format_fold_devices(x$devices), collapse = ", ")),
+    if (!is.null(x$trained_why)) sprintf("          (%s)", x$trained_why),
     "Held-out metrics, mean (sd) over the folds:",
     sprintf("  %-12s %s", names(summary), summary)
   )

@@ -3,6 +3,7 @@
 # unequal size exact, and a process per fold where the models differ or populations are off.
 
 test_that("on JAX the folds train as one population, each the same as its own gpu_fit(); turned off, a process each", {
+  mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
     model_fn <- function() {
@@ -44,7 +45,7 @@ test_that("on JAX the folds train as one population, each the same as its own gp
   }, env = c(KERAS_BACKEND = "jax"), timeout = 400)
   cv <- result$cv
   expect_identical(cv$trained, "population")
-  expect_match(result$text[2], "as one population in a worker process: 3 on CPU")
+  expect_match(result$text[2], sprintf("as one population in a worker process: 3 on %s", worker_device()), fixed = TRUE)
   expect_identical(lengths(cv$folds), c(50L, 50L, 49L))
   for (i in 1:3) {
     hand <- result$by_hand[[i]]
