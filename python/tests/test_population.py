@@ -40,9 +40,10 @@ def run(spec: dict, script: Path = SCRIPT) -> dict:
 @pytest.mark.slow
 def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
     # 1037 rows in 3 folds: 691, 691 and 692 training rows, so last batches of 51 and 52
-    # rows (two sizes, each its own step); dropout draws from each member's seed generator
+    # rows (two sizes, each its own step); dropout draws from each member's seed generator;
+    # every row has a sample weight
     spec = {"rows": 1037, "folds": 3, "batch_size": 64, "epochs": 3, "dropout": True}
-    result = run({**spec, "learning_rate": 0.01})
+    result = run({**spec, "learning_rate": 0.01, "sample_weight": True})
     population, separate = result["population"], result["separate"]
     assert population["trained"] == "population"
     assert len(population["folds"]) == 3

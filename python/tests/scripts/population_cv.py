@@ -5,9 +5,10 @@ core on PYTHONPATH); prints one JSON line: ``population`` (the verb ``cv_populat
 answer) and ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics and
 predictions, each fit of the fold's rows alone with its seed, its held-out rows as
 validation). The spec's keys: ``rows``, ``folds``, ``batch_size``, ``epochs``,
-``dropout``, ``learning_rate``; ``other_units``: the last fold's model has other units
-(not one architecture); ``memory_share``: ``cv_population.MEMORY_SHARE`` for the run (a
-tiny one: the members do not fit). With either, no separate fits.
+``dropout``, ``learning_rate``, ``sample_weight`` (each row weighted); ``other_units``:
+the last fold's model has other units (not one architecture); ``memory_share``:
+``cv_population.MEMORY_SHARE`` for the run (a tiny one: the members do not fit). With either,
+no separate fits.
 """
 
 import json
@@ -25,6 +26,14 @@ rng = np.random.default_rng(0)
 rows, folds = spec["rows"], spec["folds"]
 x = rng.standard_normal((rows, 20)).astype("float32")
 y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
+weights = rng.uniform(0.5, 2.0, rows).astype("float32") if spec.get("sample_weight") else None
+
+
+def rows_of(rows: np.ndarray) -> tuple:
+    """The data's ``rows``: (x, y) or (x, y, sample_weight)."""
+    return (x[rows], y[rows]) if weights is None else (x[rows], y[rows], weights[rows])
+
+
 fold_of = rng.permutation(np.arange(rows) % folds)
 held = [np.flatnonzero(fold_of == k) for k in range(folds)]
 train = [np.flatnonzero(fold_of != k) for k in range(folds)]
@@ -66,16 +75,23 @@ if not spec.get("other_units") and "memory_share" not in spec:
             "fit",
             {
                 "model": model,
-                "data": (x[train[k]], y[train[k]]),
-                "validation_data": (x[held[k]], y[held[k]]),
+                "data": rows_of(train[k]),
+                "validation_data": rows_of(held[k]),
                 "seed": seeds[k],
                 "verbose": 0,
                 **fit_args,
             },
         )
+        held_x, held_y, *held_w = rows_of(held[k])
         scored = answer(
             "score",
-            {"model": model, "x": x[held[k]], "y": y[held[k]], "batch_size": spec["batch_size"]},
+            {
+                "model": model,
+                "x": held_x,
+                "y": held_y,
+                "sample_weight": held_w[0] if held_w else None,
+                "batch_size": spec["batch_size"],
+            },
         )
         separate.append({"history": fit["history"], **scored, "data": fit["settings"]["data"]})
 population = answer(
@@ -84,6 +100,7 @@ population = answer(
         "models": [made(k) for k in range(folds)],
         "x": x,
         "y": y,
+        "sample_weight": weights,
         "members": [
             {"seed": seeds[k], "rows": train[k].tolist(), "held_out": held[k].tolist()}
             for k in range(folds)
