@@ -10,7 +10,7 @@
 cv_population_plan <- function(workers, fit_args, tracked, call = caller_env()) {
   core_call(
     "cv_population_plan",
-    population = workers$population, fit = as.list(names(fit_args)), learning_rate = fit_args$learning_rate,
+    population = workers$population %||% "auto", fit = as.list(names(fit_args)), learning_rate = fit_args$learning_rate,
     tracking = !is.null(tracked$track), error_call = call
   )
 }
