@@ -184,12 +184,8 @@ class Population:
         backend draws them."""
         import jax
 
-        self.jax, self.models, self.members, self.size = (
-            jax,
-            list(models),
-            list(members),
-            int(batch_size),
-        )
+        self.jax, self.size = jax, int(batch_size)
+        self.models, self.members = list(models), list(members)
         count = len(self.members)
         self.data = jax.device_put(data)
         self.active = np.ones(count, bool)
