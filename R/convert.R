@@ -147,22 +147,28 @@ missing_rows <- function(parts) {
 
 # The error for NA in `parts` (rows from missing_rows()), naming the first rows
 # and the columns; nothing when there is none. `fix` says what to do, for a
-# function without an `na` argument (gpu_fit()).
+# function without an `na` argument (gpu_fit()). Its fields: `column`, the
+# columns with NA as the message names them (x$region: a factor's indicator
+# columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
   if (!any(missing)) {
     return(invisible())
   }
-  where <- unlist(Map(na_columns, parts, names(parts)))
+  where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
+  rows <- which(missing)
   gpukeras_abort(
     c(
       sprintf(
         "The data has NA/NaN in %d row(s) (first: %s), in %s.",
-        sum(missing), paste(utils::head(which(missing), 5), collapse = ", "),
+        length(rows), paste(utils::head(rows, 5), collapse = ", "),
         paste(utils::head(where, 10), collapse = ", ")
       ),
       fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows."
     ),
-    "gpukeras_error_bad_data",
+    c("gpukeras_error_missing_values", "gpukeras_error_bad_data"),
+    column = where,
+    rows = utils::head(rows, 100),
+    n_rows = length(rows),
     call = call
   )
 }

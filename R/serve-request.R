@@ -65,7 +65,7 @@ parse_request_body <- function(raw, part) {
   if (!length(raw)) {
     serve_reject(400L, "bad_body", sprintf("The request has no body: send JSON records, e.g. %s.", example_request(part)))
   }
-  check_named_in_body(raw, if (identical(part$type, "data.frame")) names(part$columns) else part$names)
+  check_named_in_body(raw, served_columns(part))
   malformed <- function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L)))
   text <- tryCatch(rawToChar(raw), error = malformed)
   Encoding(text) <- "UTF-8"
@@ -101,7 +101,7 @@ request_data <- function(body, settings) {
   part <- settings$part
   if (is.list(body$value) && !length(body$value)) check_row_count(0L, settings$max_rows)
   form <- body_form(body$value)
-  columns <- if (identical(part$type, "data.frame")) names(part$columns) else part$names
+  columns <- served_columns(part)
   if (form %in% c("records", "columns") && !is.null(columns)) {
     values <- named_values(body$value, form, columns, settings$max_rows)
     if (identical(part$type, "data.frame")) {
@@ -264,8 +264,8 @@ check_numbers <- function(values, names) {
 }
 
 # A data.frame input's columns, checked and typed as the encoding says: their
-# JSON types, and the NA rule per column (for its `column` and `rows`). Levels
-# training did not have are predict()'s to refuse (predict_for_request()).
+# JSON types. Levels training did not have and NA where the NA rule is "error"
+# are predict()'s to refuse (predict_for_request()).
 request_columns <- function(body, part, settings) {
   for (column in names(part$columns)) {
     spec <- part$columns[[column]]
@@ -281,16 +281,35 @@ request_columns <- function(body, part, settings) {
       values <- as.character(values)
     }
     body[[column]] <- values
-    missing <- which(is.na(values))
-    if (length(missing) && identical(settings$encoding$na %||% "error", "error")) {
-      serve_reject(
-        400L, "missing_value",
-        sprintf("Column `%s` is null (NA) in %d row(s) (first: %d); the model was trained without NA.", column, length(missing), missing[1]),
-        column = column, rows = I(utils::head(missing, 100))
-      )
-    }
   }
   body
+}
+
+# The served input's column names (a data.frame's, or those of rows of numbers),
+# and where predict()'s names for them (x$column) are among them.
+served_columns <- function(part) {
+  if (identical(part$type, "data.frame")) names(part$columns) else part$names
+}
+
+served_column_at <- function(column, part) {
+  match(column, paste0("x$", served_columns(part)))
+}
+
+# NA in `columns` (none: rows of numbers without names) where the NA rule is
+# "error", from predict()'s error: the first of `rows`, `n_rows` in all.
+abort_missing_value <- function(columns, rows, n_rows) {
+  where <- if (!length(columns)) {
+    "The data is"
+  } else if (length(columns) == 1L) {
+    sprintf("Column `%s` is", columns)
+  } else {
+    sprintf("Columns %s are", paste0("`", columns, "`", collapse = ", "))
+  }
+  serve_reject(
+    400L, "missing_value",
+    sprintf("%s null (NA) in %d row(s) (first: %d); the model was trained without NA.", where, n_rows, rows[1]),
+    column = if (length(columns)) columns[1], rows = I(rows)
+  )
 }
 
 # Levels of `column` training did not have: a few of them echoed, each cut short.

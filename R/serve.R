@@ -53,8 +53,8 @@
 #' with the column and its values where there are: `400` for
 #' `"malformed_json"`, `"bad_body"` (JSON of another form), `"no_rows"`,
 #' `"missing_column"` (`columns` names them), `"wrong_type"` (`column`),
-#' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, `rows`,
-#' 1-based) and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
+#' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, the
+#' first column with NA, and `rows`, the first 100 rows with one, 1-based) and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
 #' beyond float32's range of about 3.4e38, or rows of the wrong width or
 #' shape, naming the column where there is one; and any other refusal of
 #' [predict()]), or `"bad_type"` (the query's `type`); `401` `"unauthorized"`
@@ -350,13 +350,18 @@ predict_for_request <- function(fit, newdata, type, settings) {
 
 # predict()'s error as the service's refusal, by its class and fields: an unseen
 # level names the column (as predict() names it among the served input's) and
-# the levels. One handler: tryCatch() nests its handlers, so a refusal raised in
-# the handler of a class would be caught by a sibling `error` handler.
+# the levels; NA the columns and rows. One handler: tryCatch() nests its
+# handlers, so a refusal raised in the handler of a class would be caught by a
+# sibling `error` handler.
 prediction_refused <- function(e, settings) {
   if (inherits(e, "gpukeras_error_new_levels")) {
-    at <- match(e$column, paste0("x$", names(settings$part$columns)))
+    at <- served_column_at(e$column, settings$part)
     column <- if (is.na(at)) client_text(e$column) else names(settings$part$columns)[at]
     abort_unseen_levels(column, e$levels, if (!is.na(at)) settings$part$columns[[at]]$levels)
+  }
+  if (inherits(e, "gpukeras_error_missing_values")) {
+    at <- served_column_at(e$column, settings$part)
+    abort_missing_value(served_columns(settings$part)[at[!is.na(at)]], e$rows, e$n_rows)
   }
   if (inherits(e, "gpukeras_error_bad_data")) {
     serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L))

@@ -69,6 +69,11 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   skip_if_no_python()
   # the core checks NA in its copy once Python runs, R before: gpu_dataset() is either way
   expect_error(gpu_dataset(data$x, data$y, batch_size = 4), "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region\\.($|\n)", class = "gpukeras_error_bad_data")
+  # its fields name the factor once, though it became indicator columns, and the rows
+  error <- expect_error(gpu_dataset(data$x, data$y, batch_size = 4), class = "gpukeras_error_missing_values")
+  expect_identical(error$column, "x$region")
+  expect_identical(error$rows, 3L)
+  expect_identical(error$n_rows, 1L)
   dropped <- as_pipeline_data(data$x, data$y, "drop")
   expect_identical(dropped$dropped, 1L)
   expect_identical(unname(dropped$x), indicators(data$x)[-3, ])

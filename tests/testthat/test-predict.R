@@ -218,6 +218,8 @@ test_that("matrices are matched by column name and shape; NA follows the rule as
   holed <- data$x[1:4, ]
   holed[2, "c"] <- NA
   expect_error(predict(fit, holed), "NA/NaN in 1 row(s) (first: 2), in x$c", fixed = TRUE, class = "gpukeras_error_bad_data")
+  error <- expect_error(predict(fit, holed), class = "gpukeras_error_missing_values")
+  expect_identical(list(error$column, error$rows, error$n_rows), list("x$c", 2L, 1L))
   padded <- predict(fit, holed, na = "drop")
   expect_identical(dim(padded), c(4L, 1L))
   expect_true(is.na(padded[2, 1]))

@@ -37,6 +37,22 @@ refused <- function(body) {
   )
 }
 
+# The refusal of a body whose data predict() refuses for its NA: the error
+# predict() raises, as R's check or the core's (abort_missing()), mapped by
+# prediction_refused().
+refused_na <- function(body) {
+  newdata <- request_data(parse_request_body(charToRaw(body), part), settings)
+  tryCatch(
+    {
+      abort_missing(list(x = encode_data_frame(newdata, "x", part)))
+      "passes"
+    },
+    gpukeras_error_missing_values = function(e) {
+      tryCatch(prediction_refused(e, settings), gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem)))
+    }
+  )
+}
+
 test_that("an empty body is told what to send with the served model's own columns", {
   expect_match(refused(""), "^400 .*bad_body.*e\\.g\\. \\[\\{\\\\\"income\\\\\":0,\\\\\"region\\\\\":\\\\\"east\\\\\"\\}\\]")
   other <- list(type = "data.frame", columns = list(age = list(type = "numeric")))
@@ -89,6 +105,14 @@ test_that("max_bytes by default fits max_rows rows of the model's columns twice 
   expect_lt(nchar(records, type = "bytes"), request_byte_limit(part, 10000L))
 })
 
+test_that("NA is predict()'s to refuse: its error names the columns (a factor once) and the first rows", {
+  expect_identical(refused("[{\"income\": null, \"region\": null}]"), "passes")
+  expect_snapshot({
+    writeLines(refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": null}, {\"income\": 6}]"))
+    writeLines(refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"income\": 6, \"region\": null}]"))
+  })
+})
+
 test_that("bodies are refused by their rows, keys and numbers before a table is made, and echo little", {
   expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}]"), "passes")
   # the search of the text for the columns' names (before a parse) reads no escaped key wrong
@@ -96,8 +120,10 @@ test_that("bodies are refused by their rows, keys and numbers before a table is 
   expect_identical(refused("{\"region\": [\"west\"], \"income\": [5]}"), "passes")
   # records in any order of keys, or lacking one, are read as records with the same keys are
   expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\", \"income\": 6, \"id\": [1]}]"), "passes")
-  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "^400 .*missing_value.*Column `income` is null \\(NA\\) in 1 row\\(s\\) \\(first: 2\\)")
-  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": \"east\"}]"), "^400 .*missing_value.*\\(first: 2\\)")
+  # NA passes to predict(), whose error is the refusal
+  expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "passes")
+  expect_match(refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "^400 .*missing_value.*Column `income` is null \\(NA\\) in 1 row\\(s\\) \\(first: 2\\)")
+  expect_match(refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": \"east\"}]"), "^400 .*missing_value.*\\(first: 2\\)")
   expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": [], \"region\": \"east\"}]"), "^400 .*wrong_type.*Column `income` must hold single values")
   expect_snapshot({
     writeLines(refused(sprintf("[%s]", paste(rep("{\"income\": 5, \"region\": \"west\"}", 51), collapse = ","))))
