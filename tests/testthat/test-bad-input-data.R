@@ -53,7 +53,7 @@ checked <- check_before_python(
     "gpu_dataset: y a list",                      gpu_dataset(x, list(1, 2)),                              "bad_data",      "^`y` must be a numeric, logical, factor or character vector",
     "gpu_dataset: y too short",                   gpu_dataset(x, y[1:5]),                                  "bad_data",      "^x and y must have the same number of rows, not x: 10, y: 5.*one label per row",
     "gpu_dataset: no rows",                       gpu_dataset(x[0, , drop = FALSE]),                       "bad_data",      "^The data has no rows",
-    "gpu_dataset: NA in x",                       gpu_dataset(rbind(x, NA), c(y, 1)),                      "bad_data",      "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
+    "gpu_dataset: NA in x",                       gpu_dataset(rbind(x, NA), c(y, 1)),                      "missing_values", "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
     "gpu_dataset: every row NA, dropped",         gpu_dataset(matrix(NA_real_, 2, 2), na = "drop"),        "bad_data",      "^Every row has an NA",
     "gpu_dataset: two columns of one name",       gpu_dataset(cbind(x, x[, 1, drop = FALSE]), y),          "bad_data",      "^The columns of `x` must have distinct names: the name\\(s\\) `a` are given to several columns \\(1 and 5\\).*make.unique",
     "gpu_dataset: a column without a name",       gpu_dataset(cbind(x, 1), y),                             "bad_data",      "^The columns of `x` must have distinct names: column\\(s\\) 5 have no name",
