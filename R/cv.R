@@ -120,7 +120,8 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   grouped <- cv_group(group, data, call)
   data <- grouped$data
   split <- cv_split(folds, grouped$group, data, seed, call)
-  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  if (!is.null(fit_args$class_weight))
+    fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
 
   dir <- tempfile("gpukeras-cv-")
   dir.create(dir)
@@ -130,13 +131,21 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
-  tracked <- track_many("cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args), call)
+  tracked <- track_many(
+    "cv",
+    length(split$held_out),
+    list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
+    call
+  )
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   tasks <- lapply(seq_along(split$held_out), function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
       train_rows = split$train[[i]], fit = fit_args,
-      then = list(run = "cv_fold_scores", args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)),
+      then = list(
+        run = "cv_fold_scores",
+        args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)
+      ),
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
     )
@@ -203,8 +212,13 @@ cv_group <- function(group, data, call) {
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
       gpukeras_abort(
-        c(sprintf("`group` names the column \"%s\", but `data$x` %s.", group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"),
-          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."),
+        c(
+          sprintf(
+            "`group` names the column \"%s\", but `data$x` %s.",
+            group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
+          ),
+          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+        ),
         "gpukeras_error_bad_argument",
         call = call
       )
@@ -224,7 +238,10 @@ cv_group <- function(group, data, call) {
 }
 
 new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan) {
-  metric_rows <- lapply(seq_along(outcomes), function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE))
+  metric_rows <- lapply(
+    seq_along(outcomes),
+    function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
+  )
   structure(
     list(
       metrics = do.call(rbind, metric_rows),

@@ -54,7 +54,8 @@
 #' `"malformed_json"`, `"bad_body"` (JSON of another form), `"no_rows"`,
 #' `"missing_column"` (`columns` names them), `"wrong_type"` (`column`),
 #' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, the
-#' first column with NA, and `rows`, the first 100 rows with one, 1-based) and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
+#' first column with NA, and `rows`, the first 100 rows with one, 1-based)
+#' and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
 #' beyond float32's range of about 3.4e38, or rows of the wrong width or
 #' shape, naming the column where there is one; and any other refusal of
 #' [predict()]), or `"bad_type"` (the query's `type`); `401` `"unauthorized"`
@@ -184,7 +185,11 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   if (is.null(token) && !is_loopback(host)) {
     gpukeras_warn(
       c(
-        sprintf("The service listens on %s without a token: anyone who can reach port %d there can use it.", host, as.integer(port)),
+        sprintf(
+          "The service listens on %s without a token: anyone who can reach port %d there can use it.",
+          host,
+          as.integer(port)
+        ),
         "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
       ),
       "gpukeras_warning_serve_open"
@@ -206,7 +211,14 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
 gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
                     unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL,
                     router = NULL, prefix = "", ...) {
-  check_unknown_args("gpu_api", "gpu_serve", "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host = ) runs it for you.")
+  check_unknown_args(
+    "gpu_api",
+    "gpu_serve",
+    paste0(
+      "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host ",
+      "= ) runs it for you."
+    )
+  )
   call <- current_env()
   check_prefix(prefix, call)
   if (!is.null(router) && !inherits(router, "Plumber")) {
@@ -222,7 +234,11 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
 # /metadata answers); `host` is the address gpu_serve() listens on (NULL:
 # gpu_api()'s, unknown).
 serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
-  check_trained_model(fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().", call = call)
+  check_trained_model(
+    fit,
+    "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
+    call = call
+  )
   check_token(token, call)
   check_count(max_rows, call = call)
   check_count(batch_size, call = call)
@@ -256,7 +272,8 @@ serve_app <- function(api, settings) {
         token = path %in% c("/predict", "/metadata"),
         json = identical(path, "/predict") && identical(req$REQUEST_METHOD, "POST")
       )
-      if (is.null(refused)) NULL else list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
+      if (is.null(refused)) NULL else
+        list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
     }
   )
 }
@@ -328,7 +345,13 @@ serve_predict <- function(fit, req, settings) {
     {
       type <- req$argsQuery$type %||% "raw"
       if (!identical(type, "raw") && !identical(type, "class")) {
-        serve_reject(400L, "bad_type", sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))))
+        serve_reject(
+          400L,
+          "bad_type",
+          sprintf(
+            "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
+          )
+        )
       }
       body <- parse_request_body(req$bodyRaw, settings$part)
       newdata <- request_data(body, settings)
@@ -385,7 +408,11 @@ check_token <- function(token, call) {
     return(invisible())
   }
   if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
-    given <- if (is.character(token) && length(token) == 1L) "a string with spaces or control characters" else sprintf("a %s of length %d", class(token)[1], length(token))
+    given <- if (is.character(token) && length(token) == 1L) {
+      "a string with spaces or control characters"
+    } else {
+      sprintf("a %s of length %d", class(token)[1], length(token))
+    }
     gpukeras_abort(
       c(
         sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
@@ -407,11 +434,17 @@ check_allowed_hosts <- function(allowed_hosts, call) {
   if (is.null(allowed_hosts)) {
     return(invisible())
   }
-  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) || !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
+  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
+      !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
     gpukeras_abort(
       c(
-        sprintf("`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.", describe(allowed_hosts)),
-        "Name the hosts clients reach the service by, as their Host header gives them: e.g. allowed_hosts = \"scoring.example.org\"."
+        sprintf(
+          "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.", describe(allowed_hosts)
+        ),
+        paste0(
+          "Name the hosts clients reach the service by, as their Host header gives them: e.g. allowed_hosts = ",
+          "\"scoring.example.org\"."
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -424,7 +457,9 @@ check_allowed_hosts <- function(allowed_hosts, call) {
 check_port_free <- function(host, port, call) {
   free <- tryCatch(
     {
-      server <- httpuv::startServer(host, as.integer(port), list(call = function(req) list(status = 200L, headers = list(), body = "")))
+      server <- httpuv::startServer(
+        host, as.integer(port), list(call = function(req) list(status = 200L, headers = list(), body = ""))
+      )
       httpuv::stopServer(server)
       TRUE
     },
@@ -433,7 +468,11 @@ check_port_free <- function(host, port, call) {
   if (!free) {
     gpukeras_abort(
       c(
-        sprintf("Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.", host, as.integer(port)),
+        sprintf(
+          "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
+          host,
+          as.integer(port)
+        ),
         "Choose another port (e.g. port = 8001), or stop what listens there."
       ),
       "gpukeras_error_port_in_use",
@@ -451,7 +490,9 @@ check_suggested <- function(package, what, call = caller_env()) {
   gpukeras_abort(
     c(
       sprintf("%s needs the R package %s, which is not installed.", what, package),
-      sprintf("Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).", package, tolower(package))
+      sprintf(
+        "Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).", package, tolower(package)
+      )
     ),
     "gpukeras_error_package_missing",
     package = package,
