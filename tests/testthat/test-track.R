@@ -243,3 +243,40 @@ test_that("a search's failed trial is a run that says so, with the reason", {
     if (mode == "ok") expect_false("gpukeras.trial_reason" %in% names(tags))
   }
 })
+
+test_that("a search's pruned trial is a run KILLED, tagged pruned with the epoch", {
+  mark_slow()
+  skip_if_no_mlflow()
+  local_tracking_off()
+  gpu_track(file.path(tempfile("runs-"), "store"), experiment = "pruned")
+  ranks <- tempfile("trial-ranks-")
+  dir.create(ranks)
+  session <- Sys.getpid()
+  model_fn <- function(params) {
+    # the first two trials' workers learn; the third starts from zero weights and barely moves,
+    # so successive halving (asha, which ranks trials from the first completed one on)
+    # prunes it after an epoch, behind the second (the session builds the model once itself,
+    # to check it; a worker may build it twice, warming up)
+    mine <- file.path(ranks, Sys.getpid())
+    if (Sys.getpid() != session && !file.exists(mine)) writeLines(as.character(length(list.files(ranks)) + 1L), mine)
+    bad <- file.exists(mine) && as.integer(readLines(mine)) >= 3L
+    keras <- gpu_keras()
+    model <- keras$Sequential(list(
+      keras$Input(shape = 4), keras$layers$Dense(params$units, activation = "relu"),
+      keras$layers$Dense(3L, activation = "softmax", kernel_initializer = if (bad) "zeros" else "glorot_uniform")
+    ))
+    model$compile(optimizer = keras$optimizers$SGD(if (bad) 1e-9 else 0.05), loss = "sparse_categorical_crossentropy")
+    model
+  }
+  search <- gpu_search(
+    model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+    space = list(units = search_int(4, 16)), trials = 3, sampler = "random",
+    pruner = "asha", epochs = 6, batch_size = 16, seed = 5, workers = 1
+  )
+  expect_identical(search$trials$state[order(search$trials$number)], c("complete", "complete", "pruned"))
+  listed <- gpu_runs(filter = "tags.`gpukeras.trial_state` = 'pruned'")
+  expect_equal(nrow(listed), 1L)
+  run <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_run(listed$run_id[1])
+  expect_identical(run$info$status, "KILLED")
+  expect_match(run$data$tags[["gpukeras.trial_reason"]], "^pruned after epoch [1-5]$")
+})
