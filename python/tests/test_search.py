@@ -22,7 +22,7 @@ import pytest
 from conftest import other_group, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import search, study_storage, workers
+from gpukeras.tools import search, search_trial, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
 
 SPACE = {
@@ -252,7 +252,7 @@ def test_the_process_that_trains_a_trial_records_its_heartbeat(
             return str(db.execute(query, (trial["trial_id"],)).fetchone()[0])
 
     asked = beat()  # the search records the first
-    callback = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+    callback = search_trial.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
     slow = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: time.sleep(0.8))
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
@@ -327,28 +327,28 @@ def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
     for _ in range(5):
         trial = search.ask(study)
         assert trial is not None
-        reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+        reporter = search_trial.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
         for epoch in range(6):
             reporter.on_epoch_end(epoch, {"loss": 0.01})
         told(study, trial["number"], trained(0.01))
     poor = search.ask(study)
     assert poor is not None
-    callback = search.pruning_callback(url(tmp_path), "s", poor["trial_id"], "loss")
+    callback = search_trial.pruning_callback(url(tmp_path), "s", poor["trial_id"], "loss")
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     x = np.ones((8, 3), "float32")
     history = model.fit(x, x[:, :1] * 100, epochs=6, verbose=0, callbacks=[callback])
-    assert search.pruning_outcome(callback)["pruned"] is True
+    assert search_trial.pruning_outcome(callback)["pruned"] is True
     assert len(history.history["loss"]) == 1
-    outcome = search.pruning_outcome(callback)
+    outcome = search_trial.pruning_outcome(callback)
     assert told(study, poor["number"], {"pruning": outcome}) == "pruned"
     table = search.trials(study)
     assert table["state"][-1] == "pruned"
     assert table["epochs"][-1] == 1
     assert math.isclose(table["value"][-1], history.history["loss"][-1], rel_tol=1e-6)
-    missing = search.pruning_callback(url(tmp_path), "s", poor["trial_id"], "val_auc")
+    missing = search_trial.pruning_callback(url(tmp_path), "s", poor["trial_id"], "val_auc")
     model.fit(x, x[:, :1], epochs=3, verbose=0, callbacks=[missing])
-    assert search.pruning_outcome(missing)["missing"] == ["loss"]
+    assert search_trial.pruning_outcome(missing)["missing"] == ["loss"]
 
 
 def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: Path) -> None:
@@ -360,7 +360,7 @@ def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: 
     assert trial is not None
     study_storage.warm(url(tmp_path))
     assert url(tmp_path) in study_storage._WARMED
-    reporter = search.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
+    reporter = search_trial.pruning_callback(url(tmp_path), "s", trial["trial_id"], "loss")
     assert study_storage._WARMED == {}
     reporter.on_epoch_end(0, {"loss": 0.5})
     told(study, trial["number"], trained(0.5))
@@ -369,7 +369,7 @@ def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: 
     study_storage.warm(unreachable)
     assert study_storage._WARMED == {}
     with pytest.raises(study_storage.SearchStorageError):
-        search.pruning_callback(unreachable, "s", trial["trial_id"], "loss")
+        search_trial.pruning_callback(unreachable, "s", trial["trial_id"], "loss")
 
 
 def test_optuna_logging_is_given_back() -> None:

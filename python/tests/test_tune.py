@@ -9,6 +9,7 @@ import pytest
 from conftest import requires, run_on_jax
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.data import adapters, pipeline
+from gpukeras.gpu import precision
 from gpukeras.tools import model_copies, tune
 from gpukeras.train import advice
 
@@ -128,10 +129,10 @@ def test_loss_over_weights_executions_by_rows() -> None:
 
 
 def test_precisions_follow_the_device() -> None:
-    assert tune.precisions_for(None) == ["float32", "mixed_bfloat16"]
-    assert tune.precisions_for("7.5") == ["float32", "mixed_float16"]
-    assert tune.precisions_for("9.0") == ["float32", "mixed_bfloat16", "mixed_float16"]
-    assert tune.precisions_for("6.1") == ["float32"]
+    assert precision.precisions_for(None) == ["float32", "mixed_bfloat16"]
+    assert precision.precisions_for("7.5") == ["float32", "mixed_float16"]
+    assert precision.precisions_for("9.0") == ["float32", "mixed_bfloat16", "mixed_float16"]
+    assert precision.precisions_for("6.1") == ["float32"]
 
 
 def test_a_copy_under_another_policy_keeps_the_float32_output_and_the_weights() -> None:

@@ -100,8 +100,8 @@ VERBS: dict[str, str] = {
     "search_warm": "tools.study_storage:warm",
     "search_folder": "tools.study_storage:check_folder",
     "search_safe_url": "tools.study_storage:safe_url",
-    "search_pruning_callback": "tools.search:pruning_callback",
-    "search_pruning_outcome": "tools.search:pruning_outcome",
+    "search_pruning_callback": "tools.search_trial:pruning_callback",
+    "search_pruning_outcome": "tools.search_trial:pruning_outcome",
     # tracking in MLflow
     "track_check": "tools.tracking:check",
     "track_open_folder": "tools.tracking:open_folder",

@@ -1,11 +1,7 @@
-"""Every use of a private Keras, TensorFlow or JAX attribute in gpukeras, in one place.
-
-Public APIs do not answer these questions; when a release moves one of these
-attributes, this module is the one to change. It was written for (and read
-from the sources of) the versions in ``WRITTEN_FOR``;
-python/tests/test_compat.py fails, naming the installed version, when one of
-the attributes it uses is gone.
-"""
+"""Every use of a private Keras, TensorFlow or JAX attribute in gpukeras, in one place: when a
+release moves one, this module is the one to change. Written for (and read from the sources
+of) the versions in ``WRITTEN_FOR``; python/tests/test_compat.py fails, naming the installed
+version, when an attribute it uses is gone."""
 
 from __future__ import annotations
 
@@ -21,10 +17,9 @@ from gpukeras.core.runtime import config
 
 WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
 
-# gpukeras' wrappers of ``model.train_function``, innermost first: the resumed
-# epoch's skipping of batches (``backup``) right on Keras' function, the step
-# timer (``timing``) around it, so the timer takes every batch Keras asks for,
-# those a resumed epoch lets go by too (the monitor leaves their steps out).
+# gpukeras' wrappers of ``model.train_function``, innermost first: a resumed epoch's skipping
+# of batches (``backup``) on Keras' function, the step timer (``timing``) around it, so the
+# timer takes every batch Keras asks for, those a resumed epoch lets go by too.
 TRAIN_FUNCTION_LAYERS = ("resume", "step_timer")
 # On a wrapper: its layer, the function it wraps, and how it was made from that function.
 _LAYER = "_gpukeras_layer"
@@ -544,13 +539,10 @@ def static_batch_size(dataset: object) -> int | None:
 
 
 def jax_memory_fraction_variable() -> str:
-    """The variable the installed jaxlib reads for the share of GPU memory it takes.
-
-    jaxlib 0.7 reads XLA_CLIENT_MEM_FRACTION, still takes the older
-    XLA_PYTHON_CLIENT_MEM_FRACTION alone (deprecated), and refuses to start
-    with both set; older jaxlib reads only the older one. Which it reads is
-    seen in its xla_client module, not in any API.
-    """
+    """The variable the installed jaxlib reads for the share of GPU memory it takes: jaxlib
+    0.7 reads XLA_CLIENT_MEM_FRACTION, still takes the older XLA_PYTHON_CLIENT_MEM_FRACTION
+    alone (deprecated), and refuses both; older ones read only the older. Which it reads is
+    seen in its xla_client module, not in any API."""
     spec = importlib.util.find_spec("jaxlib.xla_client")
     with contextlib.suppress(OSError, TypeError):
         if "XLA_CLIENT_MEM_FRACTION" in Path(spec.origin).read_text():  # type: ignore[union-attr,arg-type]

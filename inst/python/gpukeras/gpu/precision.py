@@ -155,3 +155,20 @@ def precision_check(model: Model) -> dict[str, object]:
     whether to raise it (once per model: ``warn_once``, which gpu_fit() shares)."""
     finding = output_precision_warning(model)
     return {"finding": finding, "warn": finding is not None and warn_once(model)}
+
+
+def precisions_for(compute_capability: str | None) -> list[str]:
+    """The policies worth trying where the model trains: those the device computes natively.
+
+    On the CPU float32 and mixed_bfloat16 (which runs there, though rarely
+    faster); on a GPU mixed_float16 from compute capability 7.0 (Tensor
+    Cores) and mixed_bfloat16 from 8.0.
+    """
+    if compute_capability is None:
+        return ["float32", "mixed_bfloat16"]
+    major = int(str(compute_capability).split(".")[0])
+    return (
+        ["float32"]
+        + (["mixed_bfloat16"] if major >= 8 else [])
+        + (["mixed_float16"] if major >= 7 else [])
+    )

@@ -16,14 +16,11 @@ sampler or pruner. What it adds:
   trial only (its process lost, out of memory, an objective that is not finite) and which
   stop a search that has completed no trial (any other error: every trial would meet
   it), and which value counts (the objective at the last epoch);
-- trials a dead search left running are failed and their parameters asked again, so a
-  resumed search retries them and runs no finished one twice: Optuna's own heartbeat
-  (``study_storage.open_storage`` turns it on; the process that trains a trial records
-  it, ``pruning_callback``), its ``fail_stale_trials`` and its
-  ``RetryHeartbeatStaleTrialCallback``. The one shortcut: a trial asked by a search of
-  this host whose process is gone is failed at once, not after the grace period;
-- pruning in the process that trains: ``pruning_callback`` reports the objective
-  after each epoch through the storage and stops training when the pruner says so.
+- trials a dead search left running are failed and asked again (a resumed search retries
+  them, and runs no finished one twice): Optuna's own heartbeat (``study_storage`` turns
+  it on, ``search_trial`` records it), ``fail_stale_trials`` and
+  ``RetryHeartbeatStaleTrialCallback``; a trial of a search of this host whose process is
+  gone is failed at once, not after the grace period. Pruning: ``search_trial``.
 
 Optuna's own INFO lines ("Trial 3 finished ...") are silenced during these calls
 only; the user's Optuna logging settings are given back after each.
@@ -36,12 +33,11 @@ import json
 import math
 import os
 import socket
-import threading
 from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
 from gpukeras.core.errors import BadArgumentError, GpukerasError
-from gpukeras.tools import study_storage
+from gpukeras.tools import search_trial, study_storage
 
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
@@ -151,20 +147,6 @@ def _seeded_sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], se
     if name == "grid":
         return optuna.samplers.GridSampler(_grid(space), seed=seed)
     return optuna.samplers.TPESampler(seed=seed)
-
-
-def _pruner(optuna: Any, name: str) -> Any:
-    """Optuna's pruner by name, each with Optuna's defaults: median waits for 5 trials and
-    judges a trial from its first epoch. Judging from its second, as gpukeras once did, kept
-    the same 10 of bench/search.R's 20 trials 8 epochs longer in all (120 of 200 epochs
-    against 112) for the same best."""
-    if name == "none":
-        return optuna.pruners.NopPruner()
-    if name == "hyperband":
-        return optuna.pruners.HyperbandPruner()
-    if name == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner()
-    return optuna.pruners.MedianPruner()
 
 
 class Search:
@@ -293,7 +275,7 @@ def open_study(
             study_name=study,
             direction=request["direction"],
             sampler=_sampler(optuna, sampler, space, seed),
-            pruner=_pruner(optuna, pruner),
+            pruner=search_trial.pruner_for(optuna, pruner),
             load_if_exists=True,
         )
         stored = made.user_attrs.get(REQUEST_ATTR)
@@ -591,95 +573,6 @@ def _best(study: Any, counted: list[Any]) -> Any:
         return None
     pick = max if study.direction.name == "MAXIMIZE" else min
     return pick(complete, key=lambda t: t.value)
-
-
-def pruning_callback(
-    storage: str, study: str, trial_id: int, objective: str, pruner: str = "median"
-) -> Any:
-    """A Keras callback for the process that trains trial ``trial_id``: after each epoch it
-    reports the objective (``logs[objective]``) to the study and stops training when
-    ``pruner`` says the trial is poor, and from the training's start to its end it records
-    the trial's heartbeat (``Heartbeat``). Afterwards ``values`` holds the values reported,
-    ``pruned`` whether it stopped the trial, ``missing`` the log names when the objective
-    was not among them.
-
-    Not Optuna's ``KerasPruningCallback`` (optuna-integration): that one raises
-    ``TrialPruned`` out of ``fit()``, which would reach R as the trial's error with its
-    history lost, and passes over an objective the logs lack with a warning, where a search
-    must say so; this one stops training as Keras' own callbacks do."""
-    import keras
-
-    with study_storage.quiet() as optuna:
-        opened = study_storage.take_warmed(storage) or study_storage.open_storage(storage)
-        loaded = optuna.load_study(study_name=study, storage=opened, pruner=_pruner(optuna, pruner))
-    trial = optuna.trial.Trial(loaded, trial_id)
-    heartbeat = Heartbeat(opened, trial_id)
-
-    class Pruning(keras.callbacks.Callback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.values: list[float] = []
-            self.pruned = False
-            self.missing: list[str] | None = None
-
-        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-            heartbeat.start()
-
-        def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-            heartbeat.stop()
-
-        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-            logs = logs or {}
-            if objective not in logs:
-                self.missing = sorted(logs)
-                self.model.stop_training = True
-                return
-            value = float(logs[objective])
-            self.values.append(value)
-            with study_storage.quiet():
-                trial.report(value, epoch)
-                if math.isfinite(value) and trial.should_prune():
-                    self.pruned = True
-                    self.model.stop_training = True
-
-    return Pruning()
-
-
-class Heartbeat:
-    """Optuna's heartbeat of trial ``trial_id``, recorded in ``storage`` every
-    ``storage.get_heartbeat_interval()`` seconds from ``start()`` to ``stop()`` (Optuna's
-    ``record_heartbeat``, as its ``optimize()`` records it around a trial).
-
-    Not Optuna's ``HeartbeatThread``: its thread is not a daemon, and a fit that raises
-    never reaches ``on_train_end`` to stop it, so the worker could not exit; this one ends
-    with its process, as a trial's heartbeat should. A beat the storage refuses ends it
-    quietly: a missing beat is what the grace period judges."""
-
-    def __init__(self, storage: Any, trial_id: int) -> None:
-        self.storage = storage
-        self.trial_id = trial_id
-        self.stopped = threading.Event()
-
-    def start(self) -> None:
-        self.stopped.clear()
-        threading.Thread(target=self._beat, name="gpukeras-heartbeat", daemon=True).start()
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def _beat(self) -> None:
-        interval = self.storage.get_heartbeat_interval()
-        while not self.stopped.is_set():
-            try:
-                self.storage.record_heartbeat(self.trial_id)
-            except Exception:
-                return
-            self.stopped.wait(interval)
-
-
-def pruning_outcome(callback: Any) -> dict[str, Any]:
-    """What ``pruning_callback``'s callback saw: ``values``, ``pruned``, ``missing``."""
-    return {"values": callback.values, "pruned": callback.pruned, "missing": callback.missing}
 
 
 def progress(storage: str, study: str) -> dict[str, Any]:

@@ -67,7 +67,7 @@ from gpukeras.data import adapters, batch_rules
 from gpukeras.data.feed import feed
 from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
-from gpukeras.gpu.precision import POLICIES
+from gpukeras.gpu.precision import POLICIES, precisions_for
 from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.tools import batch_size, memory_plan, model_copies
 from gpukeras.train import fit_request, timing, training_run
@@ -139,23 +139,6 @@ class Trial:
 
 
 # Choosing ---------------------------------------------------------------------
-def precisions_for(compute_capability: str | None) -> list[str]:
-    """The policies worth trying where the model trains: those the device computes natively.
-
-    On the CPU float32 and mixed_bfloat16 (which runs there, though rarely
-    faster); on a GPU mixed_float16 from compute capability 7.0 (Tensor
-    Cores) and mixed_bfloat16 from 8.0.
-    """
-    if compute_capability is None:
-        return ["float32", "mixed_bfloat16"]
-    major = int(str(compute_capability).split(".")[0])
-    return (
-        ["float32"]
-        + (["mixed_bfloat16"] if major >= 8 else [])
-        + (["mixed_float16"] if major >= 7 else [])
-    )
-
-
 def recommend(trials: Sequence[Trial]) -> Trial | None:
     """The fastest trial among the numerically sound ones that were timed; None if none is."""
     sound = [t for t in trials if t.sound and t.samples_per_second is not None]

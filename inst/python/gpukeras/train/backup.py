@@ -285,41 +285,6 @@ def weights_problem(backup_dir: str, state: BackupState) -> str | None:
     return None
 
 
-def training_fingerprint(model: Model, request: object) -> dict[str, object]:
-    """What else a backup must share with the run that resumes it: the model's layers (by
-    type, in order) and input shapes, its loss and optimizer, and the arguments that change
-    the updates (see ``MUST_MATCH``). Plain JSON values, none of them a name Keras numbers
-    per session (``dense_3``), so the same call in a fresh process gives the same ones."""
-    optimizer = getattr(model, "optimizer", None)
-    inputs = getattr(model, "inputs", None) if model.built else None
-    loss = getattr(model, "loss", None)
-    return {
-        "layers": [type(layer).__name__ for layer in compat.flatten_layers(model)],
-        "inputs": [list(getattr(t, "shape", ()))[1:] for t in inputs] if inputs else None,
-        "loss": loss if isinstance(loss, str) else type(loss).__name__,
-        "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-        **{
-            name: json.loads(json.dumps(getattr(request, name), default=str))
-            for name in REQUEST_KEYS
-        },
-    }
-
-
-def check_matches(state: BackupState, run: dict[str, object], backup_dir: str) -> None:
-    """Refuse a backup written by a different run (other batches, seed, or model)."""
-    differ = [
-        f"{key}: backup {state.run.get(key)!r}, now {run.get(key)!r}"
-        for key in MUST_MATCH
-        if key in state.run and key in run and state.run[key] != run[key]
-    ]
-    if differ:
-        raise BackupMismatchError(
-            f"backup_dir {backup_dir} holds the backup of a different training run "
-            f"({'; '.join(differ)}). Resuming needs the same call; use another backup_dir, "
-            "or delete this one to start over."
-        )
-
-
 def _write_failure(code: int, folder: str, kept: BackupState | None) -> BackupWriteError:
     """BackupWriteError: what failed, what to free or change, and where the last good backup is."""
     what = f"{os.strerror(code)}, {errno.errorcode.get(code, code)}"

@@ -67,6 +67,7 @@ from gpukeras.gpu import precision
 from gpukeras.train import (
     backup,
     backup_files,
+    backup_match,
     failures,
     fit_request,
     live,
@@ -173,10 +174,10 @@ def _backup(
         "seed": request.seed,
         "batch_size": batch_size,
         "weights": [list(map(int, w.shape)) for w in model.weights] if model.built else None,
-        **backup.training_fingerprint(model, request),
+        **backup_match.training_fingerprint(model, request),
     }
     if state is not None:
-        backup.check_matches(state, run, request.backup_dir)
+        backup_match.check_matches(state, run, request.backup_dir)
     return backup.backup_callback(request.backup_dir, request.backup_freq, run, state)
 
 

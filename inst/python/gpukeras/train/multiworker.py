@@ -116,7 +116,16 @@ from gpukeras.core.runtime import config
 from gpukeras.data import adapters
 from gpukeras.data.feed import feed
 from gpukeras.distribute import cluster, strategies
-from gpukeras.train import backup, failures, fit_request, monitor, preempt, timing, training_run
+from gpukeras.train import (
+    backup,
+    backup_match,
+    failures,
+    fit_request,
+    monitor,
+    preempt,
+    timing,
+    training_run,
+)
 
 
 # Arguments --------------------------------------------------------------------------
@@ -346,7 +355,7 @@ def _train(run: _Run) -> dict[str, object]:
     saver = None
     if request.backup_dir is not None:
         if state is not None:
-            backup.check_matches(state, facts, request.backup_dir)
+            backup_match.check_matches(state, facts, request.backup_dir)
         saver = backup.backup_callback(request.backup_dir, "epoch", facts, state, keras_fit=False)
         saver.set_model(model)  # type: ignore[attr-defined]
     gpu_rows = training_run.gpus_in_use(keras, model)

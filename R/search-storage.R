@@ -1,0 +1,29 @@
+# Where a gpu_search() keeps its study: a folder of this user's (its SQLite file and models)
+# or a database URL (its best model in this session's temporary folder).
+
+# `storage` as the study's database URL and the folder for the best model.
+search_storage <- function(storage, study, call) {
+  if (is.null(storage)) {
+    storage <- tempfile("gpukeras-search-study-")
+  }
+  check_string(storage, call = call)
+  if (is_database_url(storage)) {
+    # A study in a database keeps its best model in this session's temporary folder, one
+    # folder per database and study (named by a digest: the URL may hold a password).
+    key <- tempfile()
+    writeLines(c(storage, study), key)
+    digest <- unname(tools::md5sum(key))
+    unlink(key)
+    return(list(
+      url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))
+    ))
+  }
+  # made for this user alone, and refused when another user could swap what is in it
+  # (gpu_backup()'s rules), or when search.db or models is a link
+  folder <- core_call("search_folder", folder = path.expand(storage), error_call = call)
+  list(url = folder_study_url(folder), folder = folder, models = file.path(folder, "models"))
+}
+
+is_database_url <- function(storage) grepl("^[a-z][a-z0-9+]*://", storage)
+
+folder_study_url <- function(folder) paste0("sqlite:///", file.path(folder, "search.db"))

@@ -1,0 +1,118 @@
+# gpu_serve()'s and gpu_api()'s argument checks, before anything listens or Python starts.
+
+check_port <- function(port, call) {
+  if (!is_whole_number(port, 1, 65535)) {
+    gpukeras_abort(
+      sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+# The token's value is never shown, even where it is not a string.
+check_token <- function(token, call) {
+  if (is.null(token)) {
+    return(invisible())
+  }
+  if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
+    given <- if (is.character(token) && length(token) == 1L) {
+      "a string with spaces or control characters"
+    } else {
+      sprintf("a %s of length %d", class(token)[1], length(token))
+    }
+    gpukeras_abort(
+      c(
+        sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
+        "Clients send it as the header `Authorization: Bearer <token>`."
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+check_max_bytes <- function(max_bytes, call) {
+  if (!is.null(max_bytes) && !is_whole_number(max_bytes, max = Inf)) {
+    stop_input_type(max_bytes, "NULL or one whole number of bytes >= 1", "max_bytes", call)
+  }
+}
+
+check_allowed_hosts <- function(allowed_hosts, call) {
+  if (is.null(allowed_hosts)) {
+    return(invisible())
+  }
+  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
+    !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
+    gpukeras_abort(
+      c(
+        sprintf(
+          "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
+          describe(allowed_hosts)
+        ),
+        paste(
+          "Name the hosts clients reach the service by, as their Host header gives them:",
+          "e.g. allowed_hosts = \"scoring.example.org\"."
+        )
+      ),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
+# A port that cannot be bound (in use, or a privileged one) stops here, before
+# plumber, which would print its own error and leave none to catch.
+check_port_free <- function(host, port, call) {
+  free <- tryCatch(
+    {
+      app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
+      server <- httpuv::startServer(host, as.integer(port), app)
+      httpuv::stopServer(server)
+      TRUE
+    },
+    error = function(e) FALSE
+  )
+  if (!free) {
+    gpukeras_abort(
+      c(
+        sprintf(
+          "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
+          host, as.integer(port)
+        ),
+        "Choose another port (e.g. port = 8001), or stop what listens there."
+      ),
+      "gpukeras_error_port_in_use",
+      call = call
+    )
+  }
+}
+
+# A package from Suggests that a function needs: a classed error saying how to
+# install it when it is not.
+check_suggested <- function(package, what, call = caller_env()) {
+  if (requireNamespace(package, quietly = TRUE)) {
+    return(invisible(TRUE))
+  }
+  gpukeras_abort(
+    c(
+      sprintf("%s needs the R package %s, which is not installed.", what, package),
+      sprintf(
+        "Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).",
+        package, tolower(package)
+      )
+    ),
+    "gpukeras_error_package_missing",
+    package = package,
+    call = call
+  )
+}
+
+# gpu_api()'s `prefix`: "" (the routes at /predict, /metadata, /health) or a path
+# that begins with "/" and does not end with one.
+check_prefix <- function(prefix, call) {
+  if (!is.character(prefix) || length(prefix) != 1L || is.na(prefix) || !grepl("^(/[A-Za-z0-9._~-]+)*$", prefix)) {
+    wanted <- "\"\" or a path such as \"/model\" (segments of letters, digits, '.', '_', '~' and '-', no final '/')"
+    stop_input_type(prefix, wanted, "prefix", call)
+  }
+}
