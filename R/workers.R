@@ -122,7 +122,8 @@ worker_collect <- function(pool) {
     error <- if (is.null(result)) process$error()
     # A process that ended before it took its task (while it loaded, prepared or waited,
     # or never forked: its template gone) ran none of the fit: it goes again, once.
-    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) && !isTRUE(worker$task$retried)
+    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) &&
+      !isTRUE(worker$task$retried)
     if (!retry) {
       error <- if (is.null(result)) error %||% worker_crash(worker)
       ended[[length(ended) + 1L]] <- list(
@@ -152,7 +153,9 @@ worker_retry <- function(pool, i, task) {
 # What a worker that ended without a result died of: a condition, `crashed`.
 worker_crash <- function(worker) {
   status <- worker$process$get_exit_status()
-  stderr <- tryCatch(utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character())
+  stderr <- tryCatch(
+    utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character()
+  )
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
     message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
@@ -233,7 +236,9 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # no runtime (no devices, no memory), so that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"))
+  core_call("preload", verbs = list(
+    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"
+  ))
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
@@ -310,7 +315,11 @@ worker_task <- function(dir, task, prepared = NULL) {
 # the result.
 worker_fit <- function(task) {
   model <- worker_model(task)
-  validation <- if (!is.null(task$validation_rows)) load_arrays(task$data, task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
+  validation <- if (!is.null(task$validation_rows)) {
+    load_arrays(task$data, task$validation_rows)
+  } else if (!is.null(task$validation)) {
+    load_arrays(task$validation)
+  }
   callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
   plan <- worker_memory_plan(task, model)
   fit <- do.call(gpu_fit, c(
