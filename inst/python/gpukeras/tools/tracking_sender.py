@@ -8,8 +8,11 @@ after the fact: every operation (``post``) carries what makes its run where none
 has that key yet (``Creation``). Operations are queued and sent in order by one
 daemon thread per process (``Sender``), consecutive log operations of a run merged
 into MLflow's ``log_batch`` (up to MLflow's limits per request), so an epoch's
-metrics are one request, not one per value, and short epochs' are held back a moment
-(``LINGER``) to go together.
+metrics are one request, not one per value, and a made run's epochs are held back a few
+seconds (``LINGER``) to go together (a run not made yet is made at once: the fit never
+waits for it at its end). What costs time to make (a model's files, a data hash) is
+posted as a ``later_op``, made by the sending thread when its turn comes, so the
+training thread does not wait for it.
 
 When the store cannot take a request (``tracking.unavailable``: no answer, too slow,
 refused credentials, a database that stays locked), the thread sends nothing more
@@ -41,7 +44,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,9 +58,12 @@ PARENT_KEY_TAG = "gpukeras.parent_key"
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 MAX_PARAM_LENGTH, MAX_TAG_LENGTH = 6000, 8000
 SPOOL_FORMAT = 1
-# Seconds the thread holds a run's metrics back for more of the same run (short epochs'
-# logs then go as one request), unless something waits for them.
-LINGER = 1.0
+# The operations one batch of a run takes together (``Sender._next_batch``).
+MERGED = ("log", "later")
+# Seconds the thread holds a made run's metrics back for more of the same run (short
+# epochs' logs then go as one request: each request costs the store some milliseconds),
+# unless something waits for them.
+LINGER = 5.0
 _NAME_OK = re.compile(r"[^\w\-. :/]")
 
 
@@ -116,6 +122,13 @@ def artifacts_op(folder: str, path: str | None = None) -> dict[str, Any]:
 def status_op(status: str, end: bool = True) -> dict[str, Any]:
     """Set the run's status: FINISHED, FAILED, KILLED (with its end time), or RUNNING again."""
     return {"op": "status", "status": status, "end_time": now_ms() if end else None}
+
+
+def later_op(make: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """An operation made on the sending thread when its turn comes (or when it is kept):
+    ``make`` returns it (a log or artifacts operation), or None for nothing to send; where
+    it fails, nothing is sent. Not merged with the log operations around it."""
+    return {"op": "later", "make": make}
 
 
 def fill_op(rows: list[tuple[str, float, int, int]]) -> dict[str, Any]:
@@ -237,7 +250,7 @@ class Sender:
                 while not self.queue:
                     self.changed.wait()
                 deadline = time.monotonic() + LINGER
-                while not self.waiting and self._only_logs_of_one_run():
+                while not self.waiting and self._only_logs_of_one_made_run():
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
@@ -253,9 +266,11 @@ class Sender:
                     self.busy = False
                     self.changed.notify_all()
 
-    def _only_logs_of_one_run(self) -> bool:
-        key = self.queue[0].key
-        return all(item.op["op"] == "log" and item.key == key for item in self.queue)
+    def _only_logs_of_one_made_run(self) -> bool:
+        first = self.queue[0]
+        if (first.target.uri, first.key) not in self.runs:
+            return False
+        return all(item.op["op"] == "log" and item.key == first.key for item in self.queue)
 
     @contextlib.contextmanager
     def _waited_for(self) -> Any:
@@ -268,13 +283,13 @@ class Sender:
             self.waiting -= 1
 
     def _next_batch(self) -> list[_Item]:
-        """The first queued item, with the log operations of the same run right after it
-        (merged into one request)."""
+        """The first queued item, with the log (and later) operations of the same run right
+        after it (its log operations merged into one request)."""
         first = self.queue.popleft()
         batch = [first]
-        if first.op["op"] != "log":
+        if first.op["op"] not in MERGED:
             return batch
-        while self.queue and self.queue[0].key == first.key and self.queue[0].op["op"] == "log":
+        while self.queue and self.queue[0].key == first.key and self.queue[0].op["op"] in MERGED:
             batch.append(self.queue.popleft())
         return batch
 
@@ -285,6 +300,9 @@ class Sender:
         keep(kept, why)
 
     def _send(self, batch: list[_Item]) -> None:
+        batch = made(batch)
+        if not batch:
+            return
         target = batch[0].target
         if target.uri in self.down:
             keep(batch, self.down[target.uri])
@@ -467,12 +485,29 @@ def _missing(mlflow: Any, run_id: str, rows: list[list[Any]]) -> list[list[Any]]
     return missing
 
 
+def made(items: list[_Item]) -> list[_Item]:
+    """``items`` with each later operation made (``later_op``); those that made nothing, or
+    failed, left out."""
+    done = []
+    for item in items:
+        if item.op["op"] == "later":
+            try:
+                op = item.op["make"]()
+            except Exception:  # a model that cannot be copied or written: tracking goes on
+                continue
+            if op is None:
+                continue
+            item.op = op
+        done.append(item)
+    return done
+
+
 # What could not be sent -----------------------------------------------------------
 def keep(items: list[_Item], why: str) -> None:
-    """Write ``items`` into their targets' spool folders, a file per run and batch, with
-    copies of their artifacts (the temporary folders removed)."""
+    """Write ``items`` (later operations made first) into their targets' spool folders, a
+    file per run and batch, with copies of their artifacts (the temporary folders removed)."""
     by_run: dict[tuple[str, str], list[_Item]] = {}
-    for item in items:
+    for item in made(items):
         by_run.setdefault((item.target.uri, item.key), []).append(item)
     for runs in by_run.values():
         first = runs[0]
