@@ -18,7 +18,7 @@ import pytest
 from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import tracked_runs, tracking, tracking_read, tracking_sender
+from gpukeras.tools import model_copy, tracking, tracking_read, tracking_sender
 from mlflow_server import PASSWORD, USER, free_port, running
 
 pytestmark = pytest.mark.slow  # a server process and whole fits
@@ -201,13 +201,13 @@ def test_the_runs_model_is_the_fits_though_it_trains_on(
     until the model has trained further): it is the fit's, not the live model's."""
     requires("mlflow")
     trained_on = threading.Event()
-    write = tracked_runs.ModelCopy.folder
+    write = model_copy.ModelCopy.folder
 
-    def folder_once_trained_on(copy: tracked_runs.ModelCopy, encoding: object) -> str:
+    def folder_once_trained_on(copy: model_copy.ModelCopy, encoding: object) -> str:
         assert trained_on.wait(60)
         return write(copy, encoding)
 
-    monkeypatch.setattr(tracked_runs.ModelCopy, "folder", folder_once_trained_on)
+    monkeypatch.setattr(model_copy.ModelCopy, "folder", folder_once_trained_on)
     opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
     track = {"uri": opened["uri"], "experiment": "on", "spool": str(tmp_path / "kept")}
     model, (x, y) = _model(), _data()

@@ -12,7 +12,7 @@ A fit (``start_fit``, from gpu_fit()'s verb, ``tools.training``) is one MLflow r
   (``REPORT_METRICS``); tags: the input verdict, the last gpu_check() verdict;
 - artifacts: ``model/`` as gpu_save() writes it (``model.keras`` and the encoding
   beside it) and ``model_summary.txt``, written on the sending thread from a copy taken
-  as the fit ends (``ModelCopy``: the fit's own weights, however the model trains on);
+  as the fit ends (``model_copy``: the fit's own weights, however the model trains on);
   R adds the fit's plot;
 - a fit with a backup folder keeps its run's key there (``KEY_FILE``), so the same
   call resumed after a kill, a preemption or a background child's crash continues
@@ -40,7 +40,7 @@ from typing import Any
 from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.tools import scoring, tracking
+from gpukeras.tools import model_copy, tracking
 from gpukeras.tools import tracking_sender as sender
 from gpukeras.train import backup_files
 
@@ -182,7 +182,7 @@ class FitRun:
             )
         )
         with contextlib.suppress(Exception):  # the model as it is now, written later
-            copy = ModelCopy(model)
+            copy = model_copy.ModelCopy(model)
             encoding = self.track.get("encoding")
             self.post(sender.later_op(lambda: sender.artifacts_op(copy.folder(encoding))))
         best = settings.get("best")
@@ -375,72 +375,6 @@ def _arrays(data: object) -> list[Any]:
 
 
 # Artifacts -------------------------------------------------------------------------
-class ModelCopy:
-    """A model as it is now, taken cheaply on the training thread (its config and its
-    variables' and optimizer's values copied to the host), and written later on another
-    thread (``folder``) from a model rebuilt from them on the CPU: the live model is not
-    read again, so the run's model is the fit's, whatever trains it afterwards."""
-
-    def __init__(self, model: Model):
-        keras = config.keras()
-        self.config = keras.saving.serialize_keras_object(model)
-        # classes deserializing may not find by name (defined in R, or in __main__)
-        self.classes = {keras.saving.get_registered_name(type(m)): type(m) for m in _models(model)}
-        self.values = _host_copies(keras, model.variables)
-        optimizer = getattr(model, "optimizer", None)
-        self.optimizer_values = (
-            _host_copies(keras, optimizer.variables)
-            if optimizer is not None and getattr(optimizer, "built", False)
-            else None
-        )
-
-    def rebuilt(self) -> Model:
-        """The model again, on the CPU, with the values taken."""
-        keras = config.keras()
-        with keras.device("cpu:0"):
-            model = keras.saving.deserialize_keras_object(self.config, custom_objects=self.classes)
-            _assign(model.variables, self.values)
-            if self.optimizer_values is not None:
-                model.optimizer.build(model.trainable_variables)
-                _assign(model.optimizer.variables, self.optimizer_values)
-        return model
-
-    def folder(self, encoding: object) -> str:
-        """A temporary folder with the model as gpu_save() writes it (``model/model.keras``
-        and its encoding beside it) and ``model_summary.txt``; the sender removes it once
-        sent."""
-        model = self.rebuilt()
-        folder = tempfile.mkdtemp(prefix="gpukeras-run-")
-        os.mkdir(os.path.join(folder, "model"))
-        scoring.save_model(model, os.path.join(folder, "model", "model.keras"), encoding)
-        lines: list[str] = []
-        with contextlib.suppress(Exception):
-            model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line))
-        Path(folder, "model_summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return folder
-
-
-def _models(layer: Any) -> list[Any]:
-    """``layer`` and the layers it lists (``layers``), down to the last."""
-    found = [layer]
-    for inner in getattr(layer, "layers", None) or []:
-        found.extend(_models(inner))
-    return found
-
-
-def _host_copies(keras: Any, variables: list[Any]) -> list[Any]:
-    import numpy as np
-
-    return [np.array(keras.ops.convert_to_numpy(v), copy=True) for v in variables]
-
-
-def _assign(variables: list[Any], values: list[Any]) -> None:
-    if len(variables) != len(values):
-        raise ValueError(f"the rebuilt model has {len(variables)} variables, not {len(values)}")
-    for variable, value in zip(variables, values):
-        variable.assign(value)
-
-
 def _best_folder(best: list[dict[str, Any]]) -> str:
     """A temporary folder with copies of the k best models under ``best/`` (gpu_backup(
     keep_best = )), for the run's artifacts."""

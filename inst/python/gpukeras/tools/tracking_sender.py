@@ -160,8 +160,6 @@ class Sender:
         self.down: dict[str, str] = {}  # uri -> why it cannot take requests now
         self.synced: set[str] = set()
         self.warnings: list[str] = []
-        # CPU seconds the sending thread has used (bench/tracking.py: what tracking costs)
-        self.cpu_seconds = 0.0
         # how many wait for the queue (drain, flush, wait_for_run): no lingering then
         self.waiting = 0
 
@@ -257,11 +255,9 @@ class Sender:
                     self.changed.wait(left)
                 batch = self._next_batch()
                 self.busy = True
-            started = time.thread_time()
             try:
                 self._send(batch)
             finally:
-                self.cpu_seconds += time.thread_time() - started
                 with self.changed:
                     self.busy = False
                     self.changed.notify_all()
