@@ -310,13 +310,22 @@ worker_task <- function(dir, task, prepared = NULL) {
         then <- get(task$then$run, envir = asNamespace("gpukeras"), mode = "function")
         result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
       }
+      worker_track_flush()
       process_report(dir, result, "The fit's result (result.rds)")
     },
-    error = function(e) process_report_error(dir, e)
+    error = function(e) {
+      worker_track_flush()
+      process_report_error(dir, e)
+    }
   )
-  # the fit's run sent before this process ends (it is not waited for in the fit)
-  try(track_flush(ending = TRUE), silent = TRUE)
   invisible()
+}
+
+# The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
+# before the outcome is reported: what the session then records on the run (a trial's
+# state and status) comes after the fit's own end.
+worker_track_flush <- function() {
+  try(track_flush(ending = TRUE), silent = TRUE)
 }
 
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.
