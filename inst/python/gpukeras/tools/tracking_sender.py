@@ -1,34 +1,30 @@
 """Sending runs to MLflow on a thread of their own, and keeping what could not be sent.
 
-Training never waits for the tracking store. Each tracked run is known by a key of
-gpukeras' own (``new_key``, the run's tag ``gpukeras.key``), so that any process
-can log to a run another made (a search's parent marks a trial that its worker
-trained, a resumed fit continues the run of the killed one) and a run can be made
-after the fact: every operation (``post``) carries what makes its run where none
-has that key yet (``Creation``). Operations are queued and sent in order by one
-daemon thread per process (``Sender``), consecutive log operations of a run merged
-into MLflow's ``log_batch`` (up to MLflow's limits per request), so an epoch's
-metrics are one request, not one per value, and a made run's epochs are held back a few
-seconds (``LINGER``) to go together (a run not made yet is made at once: the fit never
-waits for it at its end). What costs time to make (a model's files, a data hash) is
-posted as a ``later_op``, made by the sending thread when its turn comes, so the
-training thread does not wait for it.
+Training never waits for the tracking store. Each tracked run is known by a key of gpukeras'
+own (``new_key``, the run's tag ``gpukeras.key``), so that any process can log to a run
+another made (a search's parent marks a trial that its worker trained, a resumed fit
+continues the run of the killed one) and a run can be made after the fact: every operation
+(``post``) carries what makes its run where none has that key yet (``Creation``). Operations
+are queued and sent in order by one daemon thread per process (``Sender``), consecutive log
+operations of a run merged into MLflow's ``log_batch`` (up to MLflow's limits per request),
+so an epoch's metrics are one request, not one per value, and a made run's epochs are held
+back a few seconds (``LINGER``) to go together (a run not made yet is made at once: a fit
+never waits for it at its end). What costs time to make (a model's files, a data hash) is a
+``later_op``, made by the sending thread when its turn comes, not by the training thread.
 
-When the store cannot take a request (``tracking.unavailable``: no answer, too slow,
-refused credentials, a database that stays locked), the thread sends nothing more
-to it in this process: that operation and every later one for that store are kept
-in the spool folder (``Target.spool``, made for this user alone, only then), one
-JSON file per batch of a run's operations with copies of its artifacts, and a
-warning is due (``take_warnings``; R raises it as ``gpukeras_warning_tracking``). A
-tracked verb does not wait for its operations to be sent, only (a few seconds at most)
-for its run to be made, for its id (``wait_for_run``); with ``Target.wait`` it waits
-that long for all of them (``drain``), and what is still queued then is kept the same
-way. What reads runs, and a process that ends, waits for them first (``flush``). ``sync`` sends
-what was kept, in the order it was kept, when the store answers again:
-gpu_track_sync(), or by itself before a later run's first operation. Sending what
-was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
-that step and time already is left out, and params, tags and artifacts are the same
-again.
+When the store cannot take a request (``tracking.unavailable``: no answer, too slow, refused
+credentials, a database that stays locked), the thread sends nothing more to it in this
+process: that operation and every later one for that store are kept in the spool folder
+(``Target.spool``, made for this user alone, only then), one JSON file per batch of a run's
+operations with copies of its artifacts, and a warning is due (``take_warnings``; R raises
+it as ``gpukeras_warning_tracking``). A tracked verb does not wait for its operations to be
+sent, only (a few seconds at most) for its run to be made, for its id (``wait_for_run``);
+with ``Target.wait`` it waits that long for all of them (``drain``), and what is still
+queued then is kept the same way. What reads runs, and a process that ends, waits for them
+first (``flush``). ``sync`` sends what was kept, in the order it was kept, when the store
+answers again: gpu_track_sync(), or by itself before a later run's first operation. Sending
+what was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
+that step and time already is left out, and params, tags and artifacts are the same again.
 """
 
 from __future__ import annotations
@@ -58,11 +54,8 @@ PARENT_KEY_TAG = "gpukeras.parent_key"
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 MAX_PARAM_LENGTH, MAX_TAG_LENGTH = 6000, 8000
 SPOOL_FORMAT = 1
-# The operations one batch of a run takes together (``Sender._next_batch``).
-MERGED = ("log", "later")
-# Seconds the thread holds a made run's metrics back for more of the same run (short
-# epochs' logs then go as one request: each request costs the store some milliseconds),
-# unless something waits for them.
+MERGED = ("log", "later")  # the operations one batch of a run takes together
+# Seconds a made run's metrics wait for more of its own (fewer requests), unless waited for.
 LINGER = 5.0
 _NAME_OK = re.compile(r"[^\w\-. :/]")
 
@@ -126,8 +119,7 @@ def status_op(status: str, end: bool = True) -> dict[str, Any]:
 
 def later_op(make: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
     """An operation made on the sending thread when its turn comes (or when it is kept):
-    ``make`` returns it (a log or artifacts operation), or None for nothing to send; where
-    it fails, nothing is sent. Not merged with the log operations around it."""
+    ``make`` returns it (log or artifacts), or None; where it fails, nothing is sent."""
     return {"op": "later", "make": make}
 
 
@@ -264,9 +256,8 @@ class Sender:
 
     def _only_logs_of_one_made_run(self) -> bool:
         first = self.queue[0]
-        if (first.target.uri, first.key) not in self.runs:
-            return False
-        return all(item.op["op"] == "log" and item.key == first.key for item in self.queue)
+        made = (first.target.uri, first.key) in self.runs
+        return made and all(item.op["op"] == "log" and item.key == first.key for item in self.queue)
 
     @contextlib.contextmanager
     def _waited_for(self) -> Any:
@@ -483,18 +474,12 @@ def _missing(mlflow: Any, run_id: str, rows: list[list[Any]]) -> list[list[Any]]
 
 def made(items: list[_Item]) -> list[_Item]:
     """``items`` with each later operation made (``later_op``); those that made nothing, or
-    failed, left out."""
+    failed (a model that cannot be rebuilt: tracking goes on), left out."""
     done = []
     for item in items:
-        if item.op["op"] == "later":
-            try:
-                op = item.op["make"]()
-            except Exception:  # a model that cannot be copied or written: tracking goes on
-                continue
-            if op is None:
-                continue
-            item.op = op
-        done.append(item)
+        with contextlib.suppress(Exception):
+            item.op = item.op["make"]() if item.op["op"] == "later" else item.op
+            done.extend([item] if item.op is not None else [])
     return done
 
 
