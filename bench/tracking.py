@@ -21,13 +21,14 @@ thread plus its sending thread's CPU seconds until the fit returned, against the
 untracked fit's median time, per round, with the same median and interval (``in_all``:
 with the sending thread's CPU after the fit returned too, the model's writing and the
 run's end, which a fit does not wait for; the ``tracked_waited`` way does, so its
-``accounted`` holds them). Its seconds on the training thread alone are the fixed
-cost per run (``fixed_cost_on_training_thread``: making the run's first records, the
-epochs' queueing, taking the model's copy and queueing the end; the wait for the run's
-id included): what a fit on a GPU pays, where the sending thread has a core of its own.
-Also timed alone: taking the model's copy at the fit's end (``model_copy.ModelCopy``,
-on the training thread) and writing it as gpu_save() does (its ``folder``, on the
-sending thread).
+``accounted`` holds them, and ``goal_met`` judges the other ways, a fit's default). Its
+seconds on the training thread alone are the fixed cost per run
+(``fixed_cost_on_training_thread``: making the run's first records, the epochs'
+queueing, taking the model's copy and queueing the end; the wait for the run's id
+included): what a fit on a GPU pays, where the sending thread has a core of its own.
+Also timed alone: taking the model's copy at the fit's end (``model_copy.ModelCopy``, on
+the training thread) and writing it as gpu_save() does (its ``folder``, on the sending
+thread).
 
 Usage: python bench/tracking.py [--quick | --smoke] [--out FILE] (KERAS_BACKEND=jax for
 the GPU machines' backend). Run from the repository root. Writes
@@ -105,11 +106,12 @@ def timed_fit(keras: object, data: tuple, epochs: int, track: dict | None) -> di
 
 def model_seconds(keras: object, data: tuple, repeats: int) -> dict[str, float]:
     """Median seconds to take a trained model's copy (the training thread) and to write it
-    (the sending thread)."""
-    model = mlp_model(keras)
-    training.fit(model, data, request={"epochs": 1, "batch_size": 256, "verbose": 0, "seed": 1})
+    (the sending thread), a fresh model each time (as each fit's is: its layers' names differ)."""
     copies, writes = [], []
     for _ in range(repeats):
+        model = mlp_model(keras)
+        request = {"epochs": 1, "batch_size": 256, "verbose": 0, "seed": 1}
+        training.fit(model, tuple(part[:2048] for part in data), request=request)
         started = time.perf_counter()
         copy = model_copy.ModelCopy(model)
         copies.append(time.perf_counter() - started)
@@ -231,8 +233,13 @@ def main() -> None:
         "overhead": overhead,
         "accounted": accounted,
         "goal_overhead": GOAL_OVERHEAD,
-        # met where the interval of what tracking used lies below the goal, each way
-        "goal_met": all(values["ci95"][1] < GOAL_OVERHEAD for values in accounted.values()),
+        # met where the interval of what tracking used while the fit ran lies below the goal,
+        # for the ways a fit is tracked by default (tracked_waited waits for all, asked to)
+        "goal_met": all(
+            values["ci95"][1] < GOAL_OVERHEAD
+            for name, values in accounted.items()
+            if name != "tracked_waited"
+        ),
         "fixed_cost_on_training_thread": {
             "seconds": fixed,
             "said": f"fixed cost on the training thread per run: {fixed:.4f} s",

@@ -47,7 +47,8 @@ class ModelCopy:
             model = keras.saving.deserialize_keras_object(self.config, custom_objects=self.classes)
             _assign(model.variables, self.values)
             if self.optimizer_values is not None:
-                model.optimizer.build(model.trainable_variables)
+                if not model.optimizer.built:  # compiled from the config, a built model's is
+                    model.optimizer.build(model.trainable_variables)
                 _assign(model.optimizer.variables, self.optimizer_values)
         return model
 
