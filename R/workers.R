@@ -298,12 +298,14 @@ worker_task <- function(dir, task, prepared = NULL) {
       run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
       result <- run(task)
       result$timings <- list(task_read = task_read, setup_done = setup_done)
+      worker_track_flush()
       process_report(dir, result, "The fit's result (result.rds)")
     },
-    error = function(e) process_report_error(dir, e)
+    error = function(e) {
+      worker_track_flush()
+      process_report_error(dir, e)
+    }
   )
-  # the fit's run sent before this process ends (it is not waited for in the fit)
-  try(track_flush(ending = TRUE), silent = TRUE)
   invisible()
 }
 
@@ -335,6 +337,13 @@ worker_fit <- function(task) {
     result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
   }
   result
+}
+
+# The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
+# before the outcome is reported: what the session then records on the run (a trial's
+# state and status) comes after the fit's own end.
+worker_track_flush <- function() {
+  try(track_flush(ending = TRUE), silent = TRUE)
 }
 
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.
