@@ -177,7 +177,8 @@ done
 cp "$work/tree/usr/lib/R/etc/Renviron.ucf" "$work/tree/usr/lib/R/etc/Renviron"
 echo "# gpukeras' R bundle: R_LIBS, R_LIBS_SITE and R_LIBS_USER come from its runner" \
   > "$work/tree/usr/lib/R/etc/Renviron.site"
-# xz on every core (-T0): the same format, 2x faster on two cores
+# xz on every core (-T0): the same format, 2x faster on two cores (XZ_OPT, where set,
+# instead: bench/gpu_verify.sh's smoke run sets -0, fast)
 XZ_OPT=${XZ_OPT:--T0} tar -C "$work/tree" -cJf "$bundle/r.tar.xz" .
 ls "$work/debs" > "$bundle/debs.txt"
 
