@@ -84,23 +84,37 @@ def fit_value(result: dict | None, stderr: Path) -> dict:
     return answer["value"]
 
 
-def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches(
-    tmp_path: Path,
-) -> None:
-    # Models built differently on each worker (seed 1 + index): training starts from the chief's.
-    train = {"epochs": EPOCHS, "seed": 5, "outside_seed": 1, "batch_size": 64}
-    # Beside them, one process on one device: the same seeded pipeline, the chief's start.
-    alone = tmp_path / "alone"
+# Models built differently on each worker (seed 1 + index): training starts from the chief's.
+TRAIN = {"epochs": EPOCHS, "seed": 5, "outside_seed": 1, "batch_size": 64}
+
+
+@pytest.fixture(scope="module")
+def in_step(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict | None]]:
+    """Two workers train TRAIN unbroken (their files in the folder returned, indices 0 and 1)
+    and, beside them, one process on one device (index 2, its files in ``alone/``): the
+    in-step test reads all three, the killed-worker test compares its resumed cluster with
+    the first two (a cluster of its own for that cost 2 worker processes, ~21 s of CPU)."""
+    out = tmp_path_factory.mktemp("in-step")
+    # One process on one device: the same seeded pipeline, the chief's start.
+    alone = out / "alone"
     alone.mkdir()
     reference = {
-        **train,
+        **TRAIN,
         "index": 0,
         "as_dataset": True,
         "strategy": "one_device",
         "out": str(alone),
     }
-    results, codes = run_workers(tmp_path, [*cluster_specs(2, **train), reference])
+    results, codes = run_workers(out, [*cluster_specs(2, **TRAIN), reference])
     assert codes == [0, 0, 0], codes
+    return out, results
+
+
+def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches(
+    in_step: tuple[Path, list[dict | None]],
+) -> None:
+    tmp_path, results = in_step
+    alone = tmp_path / "alone"
     chief, other, one = (
         fit_value(result, tmp_path / f"stderr-{i}.txt") for i, result in enumerate(results)
     )
@@ -137,20 +151,24 @@ def test_two_jax_workers_train_in_step_as_one_process_on_the_same_global_batches
 
 
 def test_a_killed_jax_worker_stops_the_other_and_a_restart_resumes_exactly(
-    tmp_path: Path,
+    in_step: tuple[Path, list[dict | None]], tmp_path: Path
 ) -> None:
-    train = {"epochs": EPOCHS, "seed": 5, "outside_seed": 1, "heartbeat": HEARTBEAT}
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    whole.mkdir()
-    backup = {**train, "out": str(broken), "backup_dir": str(broken / "backup")}
-    specs = [*cluster_specs(2, **train, out=str(whole)), *cluster_specs(2, **backup)]
-    specs[3]["die_at"] = [1, 5]  # worker 1 of the second cluster, in its second epoch
+    whole, unbroken = in_step  # the same call, never interrupted
+    broken = tmp_path / "broken"
+    backup = {
+        **TRAIN,
+        "heartbeat": HEARTBEAT,
+        "out": str(broken),
+        "backup_dir": str(broken / "backup"),
+    }
+    specs = cluster_specs(2, **backup)
+    specs[1]["die_at"] = [1, 5]  # worker 1, in its second epoch
     results, codes = run_workers(tmp_path, specs)
     # JAX ends the survivor as it exits (its shutdown finds the cluster broken): none hangs.
-    assert codes[:2] == [0, 0] and codes[3] == -signal.SIGKILL, codes
-    assert codes[2] in (0, -signal.SIGABRT), codes
-    survivor = results[2]
-    assert survivor is not None, (tmp_path / "stderr-2.txt").read_text()[-3000:]
+    assert codes[1] == -signal.SIGKILL, codes
+    assert codes[0] in (0, -signal.SIGABRT), codes
+    survivor = results[0]
+    assert survivor is not None, (tmp_path / "stderr-0.txt").read_text()[-3000:]
     answer = survivor["fit"]
     assert answer["r_class"] == "gpukeras_error_worker_lost", answer
     assert "Another worker was lost" in answer["message"]
@@ -163,7 +181,7 @@ def test_a_killed_jax_worker_stops_the_other_and_a_restart_resumes_exactly(
     # Every worker started again with the same call resumes from the chief's backup.
     restarted, codes = run_workers(tmp_path / "again", cluster_specs(2, **backup))
     assert codes == [0, 0], codes
-    uninterrupted = fit_value(results[0], tmp_path / "stderr-0.txt")
+    uninterrupted = fit_value(unbroken[0], whole / "stderr-0.txt")
     for index, result in enumerate(restarted):
         resumed = fit_value(result, tmp_path / "again" / f"stderr-{index}.txt")
         assert resumed["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 0}
