@@ -70,18 +70,21 @@ else
 fi
 mkdir -p "$out"
 export PYTHONPATH=$PWD/inst/python${PYTHONPATH:+:$PYTHONPATH} KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-# Keras (and optuna, for gpu_search()) from the bundle's wheels (or .whl/) where the
-# machine's Python has none
-if ! "$python" -c 'import keras, namex, optree, optuna' 2> /dev/null; then
+echo "== $tag"
+$smoke || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+# The stack, said; Keras (and optuna, for gpu_search()) from the bundle's wheels (or .whl/)
+# where the machine's Python has none. One Python for the check and the versions: each
+# start imports Keras and JAX, 2.5 s of CPU (every smoke part paid it twice).
+stack='import jax, keras, namex, optree, optuna, numpy
+print("jax", jax.__version__, jax.devices(), "keras", keras.__version__, "numpy", numpy.__version__)'
+if ! "$python" -c "$stack" 2> /dev/null; then
   wheels=$(ls "$bundle"/wheels/*.whl .whl/*.whl 2> /dev/null)
   # shellcheck disable=SC2086
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site $wheels || exit 1
   export PYTHONPATH=/tmp/site:$PYTHONPATH
+  "$python" -c "$stack"
 fi
-echo "== $tag"
-$smoke || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
-"$python" -c 'import jax, keras, numpy; print("jax", jax.__version__, jax.devices(), "keras", keras.__version__, "numpy", numpy.__version__)'
 
 step() { # step NAME SECONDS COMMAND...: run with a limit, keep its log
   local name=$1 limit=$2 status
