@@ -112,8 +112,8 @@ coverage: dev-env
 # CRAN's index) run only then, since offline they fail for want of a network, not of the package.
 CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://cloud.r-project.org", timeout = 10), silent = TRUE), "try-error"))')
 
-# R CMD check --as-cran runs the testthat suite, the examples and the vignettes against the
-# built tarball. NOT_CRAN=true: the expect_snapshot() tests of error messages run (testthat
+# R CMD check --as-cran runs the testthat suite and the examples against the built tarball
+# and checks its vignettes (whose code ran in R CMD build, see below). NOT_CRAN=true: the expect_snapshot() tests of error messages run (testthat
 # skips them on CRAN), and fail where a snapshot is missing or differs (CI sets CI=true). --no-manual: the PDF manual needs LaTeX, which is not installed here (the Rd
 # files are still checked). --no-vignettes: R CMD build has just knitted every vignette (their
 # code ran, with Python, and an error in it fails the build), so check does not run their
