@@ -7,34 +7,19 @@ The training runs are ``scripts/population_cv.py`` in a fresh Python on the JAX 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import child_pythonpath, requires
+from conftest import run_jax_script
 from gpukeras.tools import cv_population
 
 SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
 
 
 def run(spec: dict, script: Path = SCRIPT) -> dict:
-    requires("jax")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
-    done = subprocess.run(
-        [sys.executable, str(script), json.dumps(spec)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_jax_script(script, spec)
 
 
 @pytest.mark.slow

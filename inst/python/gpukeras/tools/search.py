@@ -98,13 +98,19 @@ def _grid(space: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
     return grid
 
 
-def _sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
+def _sampler(
+    optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int, batch: bool = False
+) -> Any:
     """Optuna's sampler ``name``. TPE and random are seeded afresh for each trial from
     ``seed`` and the trial's number (``_per_trial_seed``); the grid sampler keeps ``seed``,
-    which orders the grid for every process alike, and gives trial ``n`` grid point ``n``."""
+    which orders the grid for every process alike, and gives trial ``n`` grid point ``n``.
+    ``batch``: trials are asked a batch at a time (a population), so TPE takes the running
+    ones for as bad as the worst (its ``constant_liar``) and a batch's trials differ."""
     if name == "grid":
         return _seeded_sampler(optuna, name, space, seed)
-    return _per_trial_seed(optuna, lambda each: _seeded_sampler(optuna, name, space, each), seed)
+    return _per_trial_seed(
+        optuna, lambda each: _seeded_sampler(optuna, name, space, each, batch), seed
+    )
 
 
 def _per_trial_seed(optuna: Any, make: Any, seed: int) -> Any:
@@ -141,12 +147,14 @@ def _per_trial_seed(optuna: Any, make: Any, seed: int) -> Any:
     return PerTrialSeed()
 
 
-def _seeded_sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
+def _seeded_sampler(
+    optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int, batch: bool = False
+) -> Any:
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
         return optuna.samplers.GridSampler(_grid(space), seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=batch)
 
 
 class Search:
@@ -259,8 +267,10 @@ def open_study(
     sampler: str = "tpe",
     pruner: str = "median",
     seed: int = 1,
+    batch: bool = False,
 ) -> Search:
     """Create the study ``study`` at ``storage`` (an SQLAlchemy URL), or open it to resume.
+    ``batch``: this search asks its trials a batch at a time (populations, see ``_sampler``).
 
     ``request`` (plain data: the space, a digest of the model function, the objective,
     the data's shape and gpu_fit()'s arguments) is recorded at creation; opening a study
@@ -274,7 +284,7 @@ def open_study(
             storage=rdb,
             study_name=study,
             direction=request["direction"],
-            sampler=_sampler(optuna, sampler, space, seed),
+            sampler=_sampler(optuna, sampler, space, seed, batch),
             pruner=search_trial.pruner_for(optuna, pruner),
             load_if_exists=True,
         )
@@ -439,8 +449,10 @@ def tell(
 
     The trial is "failed" with its error's first line as the reason, or when the objective
     was not among the logged values, or when its last value is not finite (NaN is never
-    best); "pruned" when the pruner stopped it; else "complete", its value the objective at
-    its last epoch. ``seconds`` and ``device`` are recorded with it. A trial another process
+    best), or with the reason its training gave (``failed``: a population's member whose
+    loss turned NaN); "pruned" when the pruner stopped it; else "complete", its value the
+    objective at its last epoch. ``seconds`` and ``device`` are recorded with it. A trial
+    another process
     already failed (taken for interrupted, and asked again) is left as it is.
 
     Returns ``state``, ``value``, ``reason``, ``epochs`` (epochs reported) and ``stop``:
@@ -510,6 +522,8 @@ def _outcome(
         return "failed", None, said, stop
     if pruning.get("pruned"):
         return "pruned", None, None, None
+    if pruning.get("failed"):  # a population's member whose loss turned NaN
+        return "failed", None, str(pruning["failed"]), None
     values = _reported(result)
     value = values[-1] if values else None
     if value is None or not math.isfinite(value):

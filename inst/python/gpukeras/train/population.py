@@ -29,8 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from gpukeras.core import compat
 from gpukeras.core.handles import Model
+from gpukeras.core.runtime import config
 from gpukeras.data.adapters.resident import EpochOrder
+from gpukeras.train import fit_request
 from gpukeras.train.resident import state_variables, training_state
 from gpukeras.train.training_run import history_columns
 
@@ -46,13 +49,27 @@ class Member:
     validation: np.ndarray | None = None
 
 
-def _unnamed(config: object) -> object:
+def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None = None) -> None:
+    """``model`` as a member starts, as gpu_fit(seed = ) starts a fit of it: the seed again,
+    then the model built as fit() builds it (its metrics and optimizer too) from ``batch``
+    (``(x, y)`` of a first batch), and its optimizer's ``learning_rate`` set (None: as
+    compiled). Its state then is its member's start."""
+    keras = config.keras()
+    compat.set_random_seed(keras, int(seed))
+    compat.symbolic_build(model, batch)
+    if learning_rate is not None:
+        fit_request.set_learning_rate(
+            keras, fit_request.inner_optimizer(model), float(learning_rate)
+        )
+
+
+def _unnamed(settings: object) -> object:
     """A config without its names (two models made in one process name their layers apart)."""
-    if isinstance(config, dict):
-        return {k: _unnamed(v) for k, v in config.items() if k not in ("name", "learning_rate")}
-    if isinstance(config, (list, tuple)):
-        return [_unnamed(v) for v in config]
-    return config
+    if isinstance(settings, dict):
+        return {k: _unnamed(v) for k, v in settings.items() if k not in ("name", "learning_rate")}
+    if isinstance(settings, (list, tuple)):
+        return [_unnamed(v) for v in settings]
+    return settings
 
 
 def _variables(model: Model) -> list[list[tuple[tuple, str]]]:
@@ -66,12 +83,12 @@ def mismatch(models: Sequence[Model]) -> str | None:
     optimizer, metrics) and its configuration (layers, loss, metrics, optimizer; names and
     the learning rate, a variable, aside)."""
     first = models[0]
-    shapes, config = _variables(first), _unnamed(first.get_config())
+    shapes, layers = _variables(first), _unnamed(first.get_config())
     compiled = _unnamed(first.get_compile_config())
     for number, model in enumerate(models[1:], start=2):
         if _variables(model) != shapes:
             return f"model {number}'s variables differ in shape or type from model 1's"
-        if _unnamed(model.get_config()) != config:
+        if _unnamed(model.get_config()) != layers:
             return f"model {number}'s layers are configured otherwise than model 1's"
         if _unnamed(model.get_compile_config()) != compiled:
             return f"model {number} is compiled otherwise than model 1 (loss, metrics, optimizer)"
@@ -168,8 +185,7 @@ class Population:
     history), ``stop(i)`` to hold member ``i`` as it is; ``write_back()`` puts each member's
     state into its own model (for scoring, saving). ``data``: the arrays every member's rows
     index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
-    compiled and built as fit() builds it, its metrics and optimizer too
-    (``compat.symbolic_build``): its state then is its member's start.
+    compiled and made ready as a fit of it starts (``prepare``).
     """
 
     def __init__(

@@ -1,0 +1,57 @@
+"""gpu_search()'s trials as populations (tools/search_population.py) on a real SQLite study:
+each trial's objective the same as a gpu_fit() of its parameters alone with its seed, trials
+of two shapes in two groups, a pruned member and a member whose loss turns NaN stopped alone.
+
+The training runs once, ``scripts/population_search.py`` in a fresh Python on the JAX
+backend; each test reads its part.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_jax_script
+
+SCRIPT = Path(__file__).with_name("scripts") / "population_search.py"
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("population-search")
+    return run_jax_script(SCRIPT, {"folder": str(folder)}, timeout=400)
+
+
+@pytest.mark.slow
+def test_each_trials_objective_is_a_fit_of_its_parameters_alone(result: dict) -> None:
+    shapes = result["shapes"]
+    assert shapes["states"] == ["complete"] * 4
+    assert shapes["values"] == pytest.approx(shapes["refit"], abs=1e-5)
+    # the members shared nothing: each trial's objective is its own
+    assert len(set(shapes["values"])) == 4
+
+
+@pytest.mark.slow
+def test_trials_of_two_shapes_train_as_two_groups(result: dict) -> None:
+    # units 8, 16, 8, 16: the searched units change the variables' shapes
+    assert result["shapes"]["groups"] == [[0, 2], [1, 3]]
+
+
+@pytest.mark.slow
+def test_a_pruned_member_stops_without_stopping_the_others(result: dict) -> None:
+    stopped = result["stopped"]
+    assert stopped["groups"] == [[0, 1, 2]]  # one population
+    assert stopped["states"][:2] == ["pruned", "complete"]
+    assert stopped["epochs"][:2] == [1, 3]
+    # the member that went on trained as if alone
+    assert stopped["values"][1] == pytest.approx(stopped["refit"], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_member_whose_loss_turns_nan_fails_alone(result: dict) -> None:
+    stopped = result["stopped"]
+    assert stopped["states"][2] == "failed"
+    assert stopped["reasons"][2] == "its loss was nan at epoch 1"
+    assert stopped["epochs"][2] == 1
+    assert stopped["states"][1] == "complete"
