@@ -102,5 +102,10 @@ def test_the_core_decides_whether_to_try_a_population() -> None:
     schedule = plan("auto", ["learning_rate"], {"type": "exponential"}, backend="jax")
     assert "schedule" in schedule["reason"]
     assert plan("auto", tracking=True, backend="jax")["population"] is False
+    trials = plan("auto", ["epochs", "learning_rate"], backend="jax", kind="trials")
+    assert trials["population"] is True
+    assert "trials train in batches" in trials["reason"]
+    tracked = plan("auto", tracking=True, backend="jax", kind="trials")["reason"]
+    assert tracked == "each tracked trial is a run of its own fit"
     with pytest.raises(Exception, match="population must be"):
         plan("sometimes", backend="jax")

@@ -104,6 +104,7 @@ VERBS: dict[str, str] = {
     "search_safe_url": "tools.study_storage:safe_url",
     "search_pruning_callback": "tools.search_trial:pruning_callback",
     "search_pruning_outcome": "tools.search_trial:pruning_outcome",
+    "search_population_plan": "tools.cv_population:plan",
     "search_population_ask": "tools.search_population:ask",
     "search_population": "tools.search_population:train",
     "search_population_tell": "tools.search_population:tell",

@@ -42,11 +42,13 @@ def plan(
     learning_rate: object = None,
     tracking: bool = False,
     backend: str | None = None,
+    kind: str = "folds",
 ) -> Record:
-    """Whether gpu_cv() tries its folds as one population: ``population`` (True or False)
-    and ``reason``. ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: the names
-    of gpu_cv()'s gpu_fit() arguments, ``learning_rate`` the one given (or None);
-    ``tracking``: whether the folds are tracked runs; ``backend``: Keras' (None: as
+    """Whether gpu_cv() tries its folds as one population (or gpu_search() its trials as
+    populations, ``kind = "trials"``): ``population`` (True or False) and ``reason``.
+    ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: the names of the call's
+    gpu_fit() arguments (searched ones too), ``learning_rate`` the one given (or None);
+    ``tracking``: whether the fits are tracked runs; ``backend``: Keras' (None: as
     configured, read without importing Keras)."""
     if population is False:
         return {
@@ -68,11 +70,12 @@ def plan(
             "reason": "a population takes a learning rate as a number, not a schedule",
         }
     if tracking:
-        return {"population": False, "reason": "each tracked fold is a run of its own fit"}
-    return {
-        "population": True,
-        "reason": "the folds train as one population (one program, one process)",
+        return {"population": False, "reason": f"each tracked {kind[:-1]} is a run of its own fit"}
+    trained = {
+        "folds": "the folds train as one population (one program, one process)",
+        "trials": "the trials train in batches, as a population for each architecture",
     }
+    return {"population": True, "reason": trained[kind]}
 
 
 def taken(tree: object, rows: np.ndarray) -> object:

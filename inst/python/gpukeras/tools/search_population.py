@@ -34,8 +34,13 @@ from gpukeras.tools import search_trial
 from gpukeras.tools.cv_population import first_batch, fits_memory
 from gpukeras.train.population import Member, Population, mismatch, prepare
 
+# The trials asked at once: a batch large enough that a population pays, small enough that
+# the sampler and the pruner learn from the batches before (TPE and the median pruner judge
+# by completed trials, and a trial of a batch completes when its batch ends).
+TRIALS_PER_BATCH = 8
 
-def ask(search: searching.Search, n: int) -> list[Record]:
+
+def ask(search: searching.Search, n: int = TRIALS_PER_BATCH) -> list[Record]:
     """Up to ``n`` trials to train together, each as ``search.ask`` gives it (``number``,
     ``trial_id``, ``params``, ``seed``, ``left``); fewer, or none, when the budget ends."""
     asked = []
