@@ -233,7 +233,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # no runtime (no devices, no memory), so that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"))
+  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population", "search_population"))
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the

@@ -149,6 +149,7 @@ def train(
     epochs: int = 1,
     batch_size: int | None = None,
     learning_rate: float | None = None,
+    monitor: object = None,
 ) -> Record:
     """Train a batch of trials (``ask``'s) as populations, each member reporting to its trial.
 
@@ -162,7 +163,8 @@ def train(
             validates on after each epoch, or ``validation`` (``(x, y)`` or ``(x, y,
             sample_weight)``) the validation data given; neither: no validation.
         storage, study, objective, pruner: the study's (as ``search_trial.reporters``).
-        epochs, batch_size, learning_rate: gpu_fit()'s, for every trial.
+        epochs, batch_size, learning_rate: gpu_fit()'s, for every trial (``monitor``,
+            which changes no update, is taken and ignored).
 
     Returns:
         ``groups`` (the members' indices, 0-based, that trained together) and ``trials``:

@@ -1,0 +1,60 @@
+# gpu_search()'s trials as populations on JAX: a real SQLite study, trials of two shapes
+# (units searched) with their own learning rates, each trial's objective what a fit of its
+# parameters alone with its seed reaches, the best trial's model saved; turned off, a
+# process per trial.
+
+test_that("on JAX the trials train as populations, each trial's objective a fit of its parameters alone", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units, activation = "relu"), keras$layers$Dropout(0.2),
+        keras$layers$Dense(3, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model
+    }
+    data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+    search <- gpu_search(
+      model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
+      trials = 4, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = dir
+    )
+    rows <- setdiff(1:150, search$validation_rows)
+    refit <- lapply(seq_len(nrow(search$trials)), function(i) {
+      trial <- search$trials[i, ]
+      gpu_keras()$utils$set_random_seed(trial$seed)
+      fit <- gpu_fit(
+        model_fn(list(units = trial$units)), list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16,
+        validation_data = list(x = data$x[search$validation_rows, ], y = data$y[search$validation_rows]),
+        seed = trial$seed, learning_rate = trial$learning_rate, verbose = 0
+      )
+      utils::tail(fit$history$val_loss, 1)
+    })
+    loaded <- gpu_load(search$best$path)
+    off <- gpu_search(
+      model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
+      trials = 1, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = file.path(dir, "off"),
+      workers = gpu_workers(population = FALSE)
+    )
+    list(
+      search = unclass(search), refit = unlist(refit), text = format(search),
+      predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"), off = unclass(off)
+    )
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  search <- result$search
+  expect_identical(search$trained, "populations")
+  expect_match(search$trained_why, "trials train in batches", fixed = TRUE)
+  expect_match(result$text, "^Trained:    in batches, as populations", all = FALSE)
+  expect_identical(search$trials$state, rep("complete", 4))
+  expect_equal(search$trials$value, result$refit, tolerance = 1e-5)
+  expect_true(file.exists(search$best$path))
+  expect_length(result$predicted, 3L)
+  expect_identical(result$off$trained, "processes")
+  expect_match(result$off$trained_why, "population = FALSE", fixed = TRUE)
+  expect_identical(result$off$trials$state, "complete")
+})
