@@ -1,6 +1,7 @@
 """gpu_search()'s trials as populations (tools/search_population.py) on a real SQLite study:
 each trial's objective the same as a gpu_fit() of its parameters alone with its seed, trials
-of two shapes in two groups, a pruned member and a member whose loss turns NaN stopped alone.
+of two shapes in two groups, a pruned member and a member whose loss turns NaN stopped alone,
+a batch that does not fit the memory split.
 
 The training runs once, ``scripts/population_search.py`` in a fresh Python on the JAX
 backend; each test reads its part.
@@ -55,3 +56,10 @@ def test_a_member_whose_loss_turns_nan_fails_alone(result: dict) -> None:
     assert stopped["reasons"][2] == "its loss was nan at epoch 1"
     assert stopped["epochs"][2] == 1
     assert stopped["states"][1] == "complete"
+
+
+@pytest.mark.slow
+def test_a_batch_that_does_not_fit_the_memory_is_split_not_lost(result: dict) -> None:
+    split = result["split"]
+    assert split["groups"] == [[0], [1], [2]]
+    assert split["states"] == ["complete"] * 3

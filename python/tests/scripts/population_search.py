@@ -12,7 +12,9 @@ line:
 - ``stopped``: after five trials the median pruner judges by (val_loss 0.5 at every epoch),
   three members with learning rates 0 (pruned after its first epoch), 0.05 (completes) and
   1e30 (its loss turns NaN: it fails): ``states``, ``reasons``, ``epochs`` and ``values`` of
-  the three, and ``refit``, the completed one refitted alone.
+  the three, and ``refit``, the completed one refitted alone;
+- ``split``: three trials of one shape where no two fit the memory
+  (``cv_population.MEMORY_SHARE`` tiny): ``groups`` and ``states``.
 """
 
 import json
@@ -22,7 +24,7 @@ import numpy as np
 
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import search, search_trial
+from gpukeras.tools import cv_population, search, search_trial
 
 spec = json.loads(sys.argv[1])
 keras = config.keras()
@@ -161,4 +163,9 @@ result["stopped"] = {
     "values": [t["value"] for _, t in told],
     "refit": refit(told[1][0]),
 }
+
+cv_population.MEMORY_SHARE = 1e-12  # no two members fit: the batch is split to one each
+split = opened("split", {"learning_rate": rate}, "none")
+trained, told = population(split, "split", "none", 3)
+result["split"] = {"groups": trained["groups"], "states": [t["state"] for _, t in told]}
 print(json.dumps(result))
