@@ -58,3 +58,47 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
   expect_match(result$off$trained_why, "population = FALSE", fixed = TRUE)
   expect_identical(result$off$trials$state, "complete")
 })
+
+test_that("a background search of populations, cancelled mid-batch, keeps its study, and the same call resumes it", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+      model
+    }
+    search <- function(background) {
+      gpu_search(
+        model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 64)),
+        trials = 4, sampler = "random", pruner = "none", epochs = 300, batch_size = 150, seed = 2,
+        storage = dir, background = background
+      )
+    }
+    job <- search(gpu_background())
+    repeat {
+      status <- gpu_job_status(job)
+      if (status$running >= 1 || status$state != "running") break
+      Sys.sleep(0.2)
+    }
+    Sys.sleep(2) # the batch's worker starts, and trains
+    gpu_job_cancel(job)
+    cancelled <- gpu_job_status(job)
+    resumed <- search(FALSE)
+    list(cancelled = unclass(cancelled), resumed = unclass(resumed))
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  expect_identical(result$cancelled$state, "cancelled")
+  expect_gte(result$cancelled$running, 1L)
+  resumed <- result$resumed
+  expect_identical(resumed$trained, "populations")
+  # four trials in all, those the cancel interrupted run again (uncounted), none twice
+  expect_identical(nrow(resumed$trials), 4L)
+  expect_identical(resumed$trials$state, rep("complete", 4))
+  expect_gte(length(resumed$interrupted), 1L)
+  expect_true(all(resumed$interrupted < min(setdiff(resumed$trials$number, resumed$interrupted))))
+  expect_true(file.exists(resumed$best$path))
+})
