@@ -60,7 +60,9 @@
 #' @section Populations:
 #' On the JAX backend, the trials train in batches by default: the study is
 #' asked for 8 trials at a time (TPE with its constant-liar option, so that a
-#' batch's trials differ), one worker makes their models, and those of one
+#' batch's trials differ; with the random or grid sampler and no pruner, which
+#' learn nothing from completed trials, every trial at once), one worker makes
+#' their models, and those of one
 #' architecture train together as a population, one compiled program for all
 #' (trials whose drawn values change shapes, such as units, form groups of
 #' their own). Each member reports its epochs to its trial, and the pruner

@@ -669,3 +669,20 @@ def test_compiled_programs_are_shared_only_on_jax_and_a_users_own_cache_is_kept(
     )
     assert run.value == own and run.readback["dir"] == own
     assert not (tmp_path / "compiled").exists()
+
+
+def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_ones(
+    tmp_path: Path,
+) -> None:
+    """search_population asks 8 trials at a time for TPE or a pruner (they judge by the
+    completed trials), and the whole budget for the random or grid sampler without one."""
+    from gpukeras.tools import search_population
+
+    tpe = opened(tmp_path, trials=20)
+    assert search_population.batch_size(tpe) == search_population.TRIALS_PER_BATCH
+    plain = opened(tmp_path, trials=20, sampler="random", pruner="none")
+    assert search_population.batch_size(plain) == 20
+    assert len(search_population.ask(plain)) == 20
+    assert search_population.ask(plain) == []  # the budget is spent
+    pruned = opened(tmp_path, trials=20, sampler="random")
+    assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH

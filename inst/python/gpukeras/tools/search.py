@@ -182,6 +182,7 @@ class Search:
         self.pruner = pruner
         self.objective = objective
         self.seed = seed
+        self.sampler = "tpe"  # the sampler's name (open_study sets it)
         # the interrupted trials this search runs again: those waiting to be asked again
         # when it opened the study, and those it asks again after that
         self.resumed: set[int] = set()
@@ -305,6 +306,7 @@ def open_study(
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
             trials = min(trials, math.prod(len(values) for values in _grid(space).values()))
         search = Search(made, rdb, storage, study, space, trials, pruner, objective, seed)
+        search.sampler = sampler
         _retry_stale(search)
         search.resumed.update(
             retried

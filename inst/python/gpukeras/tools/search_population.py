@@ -34,17 +34,27 @@ from gpukeras.tools import search_trial
 from gpukeras.tools.cv_population import first_batch, fits_memory
 from gpukeras.train.population import Member, Population, mismatch, prepare
 
-# The trials asked at once: a batch large enough that a population pays, small enough that
-# the sampler and the pruner learn from the batches before (TPE and the median pruner judge
-# by completed trials, and a trial of a batch completes when its batch ends).
+# The trials asked at once where the sampler or the pruner learns from completed trials: a
+# batch large enough that a population pays, small enough that TPE and the pruners judge by
+# the batches before (a trial of a batch completes when its batch ends).
 TRIALS_PER_BATCH = 8
 
 
-def ask(search: searching.Search, n: int = TRIALS_PER_BATCH) -> list[Record]:
-    """Up to ``n`` trials to train together, each as ``search.ask`` gives it (``number``,
-    ``trial_id``, ``params``, ``seed``, ``left``); fewer, or none, when the budget ends."""
+def batch_size(search: searching.Search) -> int:
+    """How many trials ``ask`` asks at once: ``TRIALS_PER_BATCH``, or, where nothing learns
+    from completed trials (the random or grid sampler and no pruner), every trial the budget
+    holds (a batch too large for the memory is split when it trains)."""
+    if search.sampler in ("random", "grid") and search.pruner == "none":
+        return max(1, search.budget)
+    return TRIALS_PER_BATCH
+
+
+def ask(search: searching.Search, n: int | None = None) -> list[Record]:
+    """Up to ``n`` trials to train together (None: ``batch_size``'s), each as ``search.ask``
+    gives it (``number``, ``trial_id``, ``params``, ``seed``, ``left``); fewer, or none,
+    when the budget ends."""
     asked = []
-    for _ in range(int(n)):
+    for _ in range(batch_size(search) if n is None else int(n)):
         trial = searching.ask(search)
         if trial is None:
             break
