@@ -12,7 +12,7 @@ APT_PACKAGES := r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-
 # test-search-postgres.R starts on 127.0.0.1 (as the postgres user) and stops after, and
 # plumber, which gpu_serve() serves with (a Suggests: the demo needs none of it), with curl
 # for test-serve.R's and bench/serve.R's clients.
-TEST_APT_PACKAGES := r-cran-rsample postgresql r-cran-plumber r-cran-curl
+TEST_APT_PACKAGES := r-cran-rsample postgresql r-cran-plumber r-cran-curl r-cran-lintr
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENVNAME ?= r-gpukeras
 RSCRIPT := Rscript --no-save --no-restore
@@ -75,6 +75,9 @@ lint:
 	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python ../bench && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python ../bench
 	@# The core's types (configured in python/pyproject.toml).
 	cd python && "$(ENV_PYTHON)" -m mypy
+	@# The R code, as .lintr says. load_all(helpers = TRUE) and testthat attached: the
+	@# object_usage linter then knows this tree's functions, the tests' helpers and expectations.
+	$(RSCRIPT) -e 'library(testthat); pkgload::load_all(helpers = TRUE, quiet = TRUE); lints <- lintr::lint_package(); print(lints); quit(status = length(lints) > 0)'
 
 # Two test processes (pytest-xdist): most tests wait on child processes, so the two cores of
 # CI stay busy (measured: 8.9 min against 11.5 in one process). A third gains nothing: the

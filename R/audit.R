@@ -103,7 +103,8 @@ format.gpukeras_audit <- function(x, ...) {
   counts <- table(factor(x$severity, levels = c("warning", "info")))
   header <- paste0(
     "<gpukeras audit>",
-    if (!is.null(info)) sprintf(" model '%s' (%s backend), %d layers checked", info$model, info$backend, as.integer(info$layers)),
+    if (!is.null(info))
+      sprintf(" model '%s' (%s backend), %d layers checked", info$model, info$backend, as.integer(info$layers)),
     if (!is.null(info$batch_size)) sprintf(", batch size %d", as.integer(info$batch_size))
   )
   if (!nrow(x)) {
@@ -127,7 +128,9 @@ format.gpukeras_audit <- function(x, ...) {
       )
     }
   }
-  summary <- sprintf("%d warning%s, %d to look at", counts[["warning"]], if (counts[["warning"]] == 1) "" else "s", counts[["info"]])
+  summary <- sprintf(
+    "%d warning%s, %d to look at", counts[["warning"]], if (counts[["warning"]] == 1) "" else "s", counts[["info"]]
+  )
   note <- if (length(info$uncounted)) {
     sprintf("FLOP shares are of the counted FLOPs (not counted: %s).", paste(info$uncounted, collapse = ", "))
   }

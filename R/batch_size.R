@@ -219,7 +219,9 @@ format_batch_trials <- function(x) {
     batch_size = trials$batch_size,
     phase = trials$phase,
     fits = ifelse(trials$fits, "yes", "no"),
-    `samples/s` = ifelse(is.na(trials$samples_per_second), "-", format(round(trials$samples_per_second), big.mark = ",")),
+    `samples/s` = ifelse(
+      is.na(trials$samples_per_second), "-", format(round(trials$samples_per_second), big.mark = ",")
+    ),
     step_ms = ifelse(is.na(trials$step_ms), "-", sprintf("%.2f", trials$step_ms)),
     estimate = format_memory(trials$estimated_mib),
     check.names = FALSE
@@ -227,7 +229,9 @@ format_batch_trials <- function(x) {
   if (any(!is.na(trials$peak_mib))) {
     shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
   }
-  shown$`steps/epoch` <- ifelse(is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE))
+  shown$`steps/epoch` <- ifelse(
+    is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE)
+  )
   # Padded to one width, the notes (and their header) read left-aligned.
   width <- max(nchar(c(note, "note")))
   shown[[formatC("note", width = -width)]] <- formatC(note, width = -width)
@@ -281,7 +285,10 @@ format.gpukeras_batch_size <- function(x, ...) {
 steps_rule_line <- function(rule) {
   if (is.null(rule$rows)) {
     return(sprintf(
-      "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not applied.",
+      paste0(
+        "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
+        "applied."
+      ),
       as.integer(rule$min_steps)
     ))
   }
@@ -297,11 +304,16 @@ recommended_lines <- function(x) {
   chosen <- trials[trials$batch_size == x$recommended, ][1, ]
   fastest <- trials[trials$batch_size == x$fastest, ][1, ]
   rule <- x$steps_rule
-  steps <- if (!is.na(chosen$steps_per_epoch)) sprintf(", %s steps per epoch", format(chosen$steps_per_epoch, big.mark = ","))
+  steps <- if (!is.na(chosen$steps_per_epoch))
+    sprintf(", %s steps per epoch", format(chosen$steps_per_epoch, big.mark = ","))
   why <- if (is.null(rule$rows) || x$fastest == x$recommended) {
     "the fastest"
   } else if (chosen$steps_per_epoch < rule$min_steps) {
-    sprintf("the smallest that fits: no size makes %d steps per epoch of %s rows", as.integer(rule$min_steps), format(rule$rows, big.mark = ","))
+    sprintf(
+      "the smallest that fits: no size makes %d steps per epoch of %s rows",
+      as.integer(rule$min_steps),
+      format(rule$rows, big.mark = ",")
+    )
   } else {
     sprintf("the fastest with %d or more steps per epoch", as.integer(rule$min_steps))
   }

@@ -67,7 +67,9 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
     return(character())
   }
   if (is.null(ask)) {
-    cli::cli_alert_info("Not an interactive session: making the {length(repairs)} repair{?s} gpu_check(fix = TRUE) found without asking.")
+    cli::cli_alert_info(
+      "Not an interactive session: making the {length(repairs)} repair{?s} gpu_check(fix = TRUE) found without asking."
+    )
   }
   status <- vapply(repairs, function(repair) {
     if (!is.null(ask) && !isTRUE(ask(sprintf("%s (%s)?", repair$what, repair_how(repair))))) {
@@ -129,7 +131,10 @@ repair_broke_environment <- function(python, remove, install, restore, call = ca
   gpukeras_abort(
     c(
       sprintf(
-        "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install %s nor put it back.",
+        paste0(
+          "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
+          "%s nor put it back."
+        ),
         python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
       ),
       sprintf(
@@ -145,7 +150,9 @@ repair_broke_environment <- function(python, remove, install, restore, call = ca
 # Run `python -m pip <args>`, saying the command and pip's last word on it;
 # TRUE when it succeeded.
 pip <- function(python, args) {
+  # nolint start: object_usage_linter. The cli messages below read it.
   command <- paste(shell_words(python), "-m pip", paste(shell_words(args), collapse = " "))
+  # nolint end
   output <- suppressWarnings(system2(
     python, c("-m", "pip", shell_words(args)),
     stdout = TRUE, stderr = TRUE, env = python_run_env
@@ -187,7 +194,9 @@ add_renviron_lines <- function(path, lines) {
   cli::cli_alert_success("Added {.code {new}} to {.file {path}} (R reads it when it starts).")
   here <- file.path(getwd(), ".Renviron")
   if (!nzchar(Sys.getenv("R_ENVIRON_USER")) && file.exists(here) && !identical(normalizePath(here), path)) {
-    cli::cli_alert_info("R started in {.path {getwd()}} reads {.file {here}} instead: add the line there for R started in that folder.")
+    cli::cli_alert_info(
+      "R started in {.path {getwd()}} reads {.file {here}} instead: add the line there for R started in that folder."
+    )
   }
   "done"
 }
@@ -245,7 +254,9 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
   }
   repair <- function(error, package, what, why) {
     pin <- grep(sprintf("^%s==", package), gpukeras_requirements(), value = TRUE)
-    planned <- list(id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin)))
+    planned <- list(
+      id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
+    )
     if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) {
       stop(error)
     }
@@ -263,7 +274,10 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
     gpukeras_error_numpy_version = function(error) {
       repair(
         error, "numpy",
-        sprintf("Install %%s in the Python environment in use, which reticulate %s can convert", utils::packageVersion("reticulate")),
+        sprintf(
+          "Install %%s in the Python environment in use, which reticulate %s can convert",
+          utils::packageVersion("reticulate")
+        ),
         "this reticulate cannot convert NumPy 2 arrays"
       )
     },

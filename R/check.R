@@ -110,7 +110,9 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
   check_flag(fix)
   if (probe_seconds > 600) {
     gpukeras_abort(
-      sprintf("`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)),
+      sprintf(
+        "`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)
+      ),
       "gpukeras_error_bad_argument"
     )
   }
@@ -190,7 +192,13 @@ tensorflow_build <- function(s) {
     return("not installed")
   }
   if (isTRUE(s$is_cuda_build)) {
-    return(sprintf("%s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution, or_na(s$cuda_version), or_na(s$cudnn_version)))
+    return(sprintf(
+      "%s (%s, CUDA %s, cuDNN %s)",
+      s$tensorflow,
+      s$tensorflow_distribution,
+      or_na(s$cuda_version),
+      or_na(s$cudnn_version)
+    ))
   }
   sprintf("%s (%s, CPU-only build)", s$tensorflow, or_na(s$tensorflow_distribution))
 }
@@ -229,10 +237,16 @@ format_devices <- function(devices, nvml, backend) {
   # "a CPU-only build" and "hidden by CUDA_VISIBLE_DEVICES".
   others <- nvml$devices
   others <- others[!(others$in_use %in% TRUE), , drop = FALSE]
-  mig_mode <- ifelse(is.na(others$mig_instances), "", sprintf(", MIG mode with %d instance(s)", as.integer(others$mig_instances)))
+  mig_mode <- ifelse(
+    is.na(others$mig_instances), "", sprintf(", MIG mode with %d instance(s)", as.integer(others$mig_instances))
+  )
   why <- ifelse(
     !is.na(others$error), paste("not readable:", others$error),
-    ifelse(others$visible, sprintf("%s total%s; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), mig_mode, backend),
+    ifelse(
+      others$visible,
+      sprintf(
+        "%s total%s; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), mig_mode, backend
+      ),
       sprintf("%s total%s; hidden by CUDA_VISIBLE_DEVICES", format_mib(others$memory_total_mib), mig_mode)
     )
   )
@@ -263,7 +277,8 @@ format_utilization <- function(u, nvml) {
     reason <- if (isTRUE(nvml$available)) u$nvml_reason else nvml$reason
     reason <- or_na(reason, "no samples")
     # On a MIG instance NVML has no utilization to measure: not a failure to measure it.
-    if (startsWith(reason, "not available")) paste("GPU utilization:", reason) else sprintf("GPU utilization: not measured (%s)", reason)
+    if (startsWith(reason, "not available")) paste("GPU utilization:", reason) else
+      sprintf("GPU utilization: not measured (%s)", reason)
   } else {
     sprintf(
       "GPU %d (whole GPU): utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",

@@ -24,6 +24,12 @@
 #'     [gpu_lr_find()], [gpu_profile()], [gpu_quantize()]), and new data for
 #'     [predict.gpukeras_fit()] and [evaluate.gpukeras_fit()] whose columns or
 #'     types are not the training data's.}
+#'   \item{`gpukeras_error_missing_values`}{A `gpukeras_error_bad_data`: the
+#'     data has NA/NaN rows and the NA rule is `"error"` ([gpu_dataset()], the
+#'     verbs that train, [predict.gpukeras_fit()], [evaluate.gpukeras_fit()]).
+#'     The condition's `column` names the columns with NA (`x$region`: a
+#'     factor's indicator columns once), `rows` the first 100 such rows and
+#'     `n_rows` how many there are.}
 #'   \item{`gpukeras_error_new_levels`}{New data has a factor level (or
 #'     image class) the training data did not have: [predict.gpukeras_fit()],
 #'     [evaluate.gpukeras_fit()], `gpu_dataset(like = )`. The condition's

@@ -82,10 +82,14 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
                              sample_weight = NULL, factors = "one_hot") {
   inputs <- encoded_inputs(x, encoding, call)
   if (is.null(encoding)) check_factors_for(factors, inputs, call)
-  encoded <- Map(function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call, factors), inputs, names(inputs))
+  encoded <- Map(
+    function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call, factors), inputs, names(inputs)
+  )
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
-  encoding <- new_encoding(lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na)
+  encoding <- new_encoding(
+    lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na
+  )
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
@@ -93,7 +97,8 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     gpukeras_abort(
       c(
         sprintf(
-          "%s must have the same number of rows, not %s.", if (is.null(weights)) "x and y" else "x, y and sample_weight",
+          "%s must have the same number of rows, not %s.",
+          if (is.null(weights)) "x and y" else "x, y and sample_weight",
           paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
         ),
         if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
@@ -116,7 +121,9 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (na == "error") abort_missing(parts, missing, fix = na_fix, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
-      gpukeras_abort("Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call)
+      gpukeras_abort(
+        "Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call
+      )
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
@@ -147,22 +154,28 @@ missing_rows <- function(parts) {
 
 # The error for NA in `parts` (rows from missing_rows()), naming the first rows
 # and the columns; nothing when there is none. `fix` says what to do, for a
-# function without an `na` argument (gpu_fit()).
+# function without an `na` argument (gpu_fit()). Its fields: `column`, the
+# columns with NA as the message names them (x$region: a factor's indicator
+# columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
   if (!any(missing)) {
     return(invisible())
   }
-  where <- unlist(Map(na_columns, parts, names(parts)))
+  where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
+  rows <- which(missing)
   gpukeras_abort(
     c(
       sprintf(
         "The data has NA/NaN in %d row(s) (first: %s), in %s.",
-        sum(missing), paste(utils::head(which(missing), 5), collapse = ", "),
+        length(rows), paste(utils::head(rows, 5), collapse = ", "),
         paste(utils::head(where, 10), collapse = ", ")
       ),
       fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows."
     ),
-    "gpukeras_error_bad_data",
+    c("gpukeras_error_missing_values", "gpukeras_error_bad_data"),
+    column = where,
+    rows = utils::head(rows, 100),
+    n_rows = length(rows),
     call = call
   )
 }
@@ -276,7 +289,10 @@ check_feature_array <- function(x, name, call = caller_env()) {
     gpukeras_abort(
       c(
         sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
-        "Pass a data.frame (as.data.frame(x)): its character columns become one-hot columns, one per value (integer codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
+        paste0(
+          "Pass a data.frame (as.data.frame(x)): its character columns become one-hot columns, one per value (integer ",
+          "codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
+        )
       ),
       "gpukeras_error_bad_data",
       call = call
@@ -318,6 +334,6 @@ take_rows <- function(x, rows) {
   if (is.null(dim(x))) {
     return(x[rows])
   }
-  blanks <- rep(list(quote(expr = )), length(dim(x)) - 1L)
+  blanks <- rep(list(rlang::missing_arg()), length(dim(x)) - 1L)
   do.call(`[`, c(list(x, rows), blanks, list(drop = FALSE)))
 }

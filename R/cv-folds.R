@@ -10,8 +10,14 @@ cv_split <- function(folds, group, data, seed, call) {
   }
   if (!is_whole_number(folds, 2, rows)) {
     gpukeras_abort(
-      c(sprintf("`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows, describe(folds)),
-        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."),
+      c(
+        sprintf(
+          "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
+          rows,
+          describe(folds)
+        ),
+        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -29,7 +35,8 @@ cv_split <- function(folds, group, data, seed, call) {
 # Each row's fold of `k` (drawn with R's random numbers): stratified by class for labels
 # that are classes, at random otherwise.
 label_folds <- function(data, k) {
-  if (is_class_labels(data$y)) stratified_folds(class_of_rows(data$y), k) else sample(rep_len(seq_len(k), training_rows(data)))
+  if (is_class_labels(data$y)) stratified_folds(class_of_rows(data$y), k) else
+    sample(rep_len(seq_len(k), training_rows(data)))
 }
 
 # Labels that are classes: stratified folds keep their shares.
@@ -63,7 +70,9 @@ group_folds <- function(group, k, call) {
   groups <- unique(group)
   if (length(groups) < k) {
     gpukeras_abort(
-      sprintf("`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)),
+      sprintf(
+        "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -86,7 +95,11 @@ rsample_split <- function(folds, rows, call) {
   splits <- folds$splits
   if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
     gpukeras_abort(
-      sprintf("`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.", if (length(splits)) nrow(splits[[1]]$data) else 0L, rows),
+      sprintf(
+        "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
+        if (length(splits)) nrow(splits[[1]]$data) else 0L,
+        rows
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -94,5 +107,9 @@ rsample_split <- function(folds, rows, call) {
   held_out <- lapply(splits, function(split) {
     if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)
   })
-  list(held_out = held_out, train = lapply(splits, function(split) split$in_id), kind = sprintf("rsample (%s)", class(folds)[1]))
+  list(
+    held_out = held_out,
+    train = lapply(splits, function(split) split$in_id),
+    kind = sprintf("rsample (%s)", class(folds)[1])
+  )
 }

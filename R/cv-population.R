@@ -10,7 +10,7 @@
 cv_population_plan <- function(workers, fit_args, tracked, call = caller_env()) {
   core_call(
     "cv_population_plan",
-    population = workers$population, fit = as.list(names(fit_args)), learning_rate = fit_args$learning_rate,
+    population = workers$population %||% "auto", fit = as.list(names(fit_args)), learning_rate = fit_args$learning_rate,
     tracking = !is.null(tracked$track), error_call = call
   )
 }
@@ -25,7 +25,9 @@ cv_population_tasks <- function(numbers, slots, fold_task) {
     list(
       number = group, population = TRUE, run = "cv_population_task",
       model_fn = first$model_fn, seed = first$seed, data = first$data, fit = first$fit, plan_memory = FALSE,
-      members = lapply(folds, function(fold) list(seed = fold$seed, train_rows = fold$train_rows, held_out = fold$then$args$rows))
+      members = lapply(folds, function(fold) {
+        list(seed = fold$seed, train_rows = fold$train_rows, held_out = fold$then$args$rows)
+      })
     )
   })
 }
@@ -40,10 +42,16 @@ cv_population_task <- function(task) {
   })
   data <- load_arrays(task$data)
   members <- lapply(task$members, function(member) {
-    list(seed = member$seed, rows = as.list(as.integer(member$train_rows) - 1L), held_out = as.list(as.integer(member$held_out) - 1L))
+    list(
+      seed = member$seed, rows = as.list(as.integer(member$train_rows) - 1L),
+      held_out = as.list(as.integer(member$held_out) - 1L)
+    )
   })
   do.call(core_call, c(
-    list("cv_population", models = models, x = data$x, y = data$y, sample_weight = data$sample_weight, members = members),
+    list(
+      "cv_population",
+      models = models, x = data$x, y = data$y, sample_weight = data$sample_weight, members = members
+    ),
     task$fit
   ))
 }

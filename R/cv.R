@@ -149,7 +149,8 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   grouped <- cv_group(group, data, call)
   data <- grouped$data
   split <- cv_split(folds, grouped$group, data, seed, call)
-  if (!is.null(fit_args$class_weight)) fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
+  if (!is.null(fit_args$class_weight))
+    fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
 
   dir <- tempfile("gpukeras-cv-")
   dir.create(dir)
@@ -159,27 +160,42 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
-  tracked <- track_many("cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args), call)
+  tracked <- track_many(
+    "cv",
+    length(split$held_out),
+    list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
+    call
+  )
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   fold_task <- function(i) {
     list(
       number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
       train_rows = split$train[[i]], fit = fit_args,
-      then = list(run = "cv_fold_scores", args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)),
+      then = list(
+        run = "cv_fold_scores",
+        args = list(data = carried$files, rows = split$held_out[[i]], batch_size = fit_args$batch_size)
+      ),
       plan_memory = isTRUE(plan$plan_memory),
       track = track_child(tracked, i, sprintf("fold %d", i), "fold", list(gpukeras.fold = i))
     )
   }
   folds <- seq_along(split$held_out)
   population <- cv_population_plan(workers, fit_args, tracked, call = call)
-  tasks <- if (isTRUE(population$population)) cv_population_tasks(folds, length(plan$slots), fold_task) else lapply(folds, fold_task)
+  tasks <- if (isTRUE(population$population)) {
+    cv_population_tasks(folds, length(plan$slots), fold_task)
+  } else {
+    lapply(folds, fold_task)
+  }
   outcomes <- vector("list", length(folds))
   worker_run(pool, tasks, on_end = function(ended) {
     result <- ended$result
     numbers <- ended$task$number
     if (!is.null(ended$condition)) {
       process_abort(
-        sprintf("Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "", paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"),
+        sprintf(
+          "Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "",
+          paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"
+        ),
         "gpukeras_error_cv_fold",
         parent = ended$condition,
         call = call
@@ -247,8 +263,13 @@ cv_group <- function(group, data, call) {
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
       gpukeras_abort(
-        c(sprintf("`group` names the column \"%s\", but `data$x` %s.", group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"),
-          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."),
+        c(
+          sprintf(
+            "`group` names the column \"%s\", but `data$x` %s.",
+            group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
+          ),
+          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+        ),
         "gpukeras_error_bad_argument",
         call = call
       )
@@ -269,7 +290,10 @@ cv_group <- function(group, data, call) {
 
 new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
   trained <- unique(vapply(outcomes, function(outcome) outcome$trained, character(1)))
-  metric_rows <- lapply(seq_along(outcomes), function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE))
+  metric_rows <- lapply(
+    seq_along(outcomes),
+    function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
+  )
   structure(
     list(
       metrics = do.call(rbind, metric_rows),
@@ -318,7 +342,10 @@ format.gpukeras_cv <- function(x, ...) {
   summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
   c(
     sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
-    sprintf("Fits:     %s: %s", cv_trained_text(x$trained %||% "processes"), paste(format_fold_devices(x$devices), collapse = ", ")),
+    sprintf(
+      "Fits:     %s: %s", cv_trained_text(x$trained %||% "processes"),
+      paste(format_fold_devices(x$devices), collapse = ", ")
+    ),
     if (!is.null(x$trained_why)) sprintf("          (%s)", x$trained_why),
     "Held-out metrics, mean (sd) over the folds:",
     sprintf("  %-12s %s", names(summary), summary)

@@ -151,14 +151,18 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   result <- if (is.character(x) && length(x) == 1L) {
     if (!is.null(y) || !is.null(sample_weight)) {
       gpukeras_abort(
-        if (is.null(y)) "`sample_weight` is for R data; weigh classes of files with gpu_fit(class_weight = )." else "`y` is for R data; with files, name the label column or feature with `label`.",
+        if (is.null(y)) "`sample_weight` is for R data; weigh classes of files with gpu_fit(class_weight = )." else
+          "`y` is for R data; with files, name the label column or feature with `label`.",
         "gpukeras_error_bad_argument"
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
     if (!is.null(encoding) && is.null(encoding$images)) {
       gpukeras_abort(
-        c("`like` was trained on R data, not an image folder.", "Give the new data as R data too: gpu_dataset(newdata, like = )."),
+        c(
+          "`like` was trained on R data, not an image folder.",
+          "Give the new data as R data too: gpu_dataset(newdata, like = )."
+        ),
         "gpukeras_error_bad_argument"
       )
     }
@@ -172,7 +176,10 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     source <- file_source(x, label, columns, image_size, color_mode, rescale)
     if (!is.null(images)) {
       if (source$kind != "image_folder") {
-        gpukeras_abort("`like` is for R data and image folders: CSV and TFRecord files are read as they are.", "gpukeras_error_bad_argument")
+        gpukeras_abort(
+          "`like` is for R data and image folders: CSV and TFRecord files are read as they are.",
+          "gpukeras_error_bad_argument"
+        )
       }
       source$args$class_names <- as.list(images$class_names)
       check_image_classes(source$args$path, images$class_names)
@@ -185,7 +192,10 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       gpukeras_abort(
         c(
           sprintf("`%s` is for CSV and TFRecord files, not for R data.", if (!is.null(label)) "label" else "columns"),
-          "For R data, give the features as `x` and the labels as `y`, e.g. gpu_dataset(df[setdiff(names(df), \"label\")], df$label)."
+          paste0(
+            "For R data, give the features as `x` and the labels as `y`, e.g. gpu_dataset(df[setdiff(names(df), ",
+            "\"label\")], df$label)."
+          )
         ),
         "gpukeras_error_bad_argument"
       )
@@ -200,18 +210,26 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     check_factors(factors)
     if (!is.null(like) && !missing(factors)) {
       gpukeras_abort(
-        c("`factors` is for new training data: with `like`, the training data's encoding decides.", "Leave `factors` out."),
+        c(
+          "`factors` is for new training data: with `like`, the training data's encoding decides.",
+          "Leave `factors` out."
+        ),
         "gpukeras_error_bad_argument"
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
     if (!is.null(encoding$images)) {
       gpukeras_abort(
-        c("`like` was trained on an image folder: give new images as a folder too.", "Or give R arrays of images to predict(fit, images) directly."),
+        c(
+          "`like` was trained on an image folder: give new images as a folder too.",
+          "Or give R arrays of images to predict(fit, images) directly."
+        ),
         "gpukeras_error_bad_argument"
       )
     }
-    data <- as_pipeline_data(x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors)
+    data <- as_pipeline_data(
+      x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors
+    )
     recipe <- list(
       arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
       dropped = data$dropped
@@ -361,7 +379,9 @@ augment_parameters <- function(parameters) {
 file_source <- function(path, label, columns, image_size, color_mode, rescale = NULL, call = caller_env()) {
   if (!is.null(label)) check_string(label, call = call)
   if (!is.null(columns) && (!is.character(columns) || anyNA(columns))) {
-    gpukeras_abort(sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument", call = call
+    )
   }
   expanded <- path.expand(path)
   has_files <- function(pattern) {
@@ -372,13 +392,17 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
     has_files("\\.(tfrecords?|tfrec)$")
   is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) || has_files("\\.csv$")
   if (!is.null(rescale) && (is_tfrecord || is_csv)) {
-    gpukeras_abort("`rescale` is for image folders, not CSV or TFRecord files.", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      "`rescale` is for image folders, not CSV or TFRecord files.", "gpukeras_error_bad_argument", call = call
+    )
   }
   if (is_tfrecord) {
     return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
   }
   if (is_csv) {
-    return(list(kind = "csv", args = list(pattern = expanded, label = label, columns = if (!is.null(columns)) as.list(columns))))
+    return(list(
+      kind = "csv", args = list(pattern = expanded, label = label, columns = if (!is.null(columns)) as.list(columns))
+    ))
   }
   if (!dir.exists(expanded)) {
     gpukeras_abort(
@@ -391,7 +415,11 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
     )
   }
   if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
-    gpukeras_abort(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"), call = call)
   if (!is.null(rescale)) check_positive_number(rescale, call = call)

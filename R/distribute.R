@@ -123,7 +123,9 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
   if (!is.null(index)) {
     if (!is_whole_number(index, 0, .Machine$integer.max)) {
       gpukeras_abort(
-        sprintf("`index` must be one whole number >= 0 (this worker's place in `workers`, from 0), not %s.", describe(index)),
+        sprintf(
+          "`index` must be one whole number >= 0 (this worker's place in `workers`, from 0), not %s.", describe(index)
+        ),
         "gpukeras_error_bad_argument"
       )
     }
@@ -219,7 +221,10 @@ format.gpukeras_strategy <- function(x, ...) {
       if (!is.null(x$found_by)) paste("Cluster from:", x$found_by),
       if (!is.null(x$network)) paste("Who can reach its ports:", x$network$reach),
       if (length(x$network$firewall)) {
-        c("Firewall rules that let only the workers in (run as root on this machine):", paste0("  ", unlist(x$network$firewall)))
+        c(
+          "Firewall rules that let only the workers in (run as root on this machine):",
+          paste0("  ", unlist(x$network$firewall))
+        )
       }
     )
   }

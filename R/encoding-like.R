@@ -10,7 +10,8 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
     attr(like, "gpukeras")$encoding
   } else if (inherits(like, c("gpukeras_fit", "gpukeras_model"))) {
     like$encoding
-  } else if (is.list(like) && identical(names(like), c("train", "validation")) && inherits(like$train, "gpukeras_dataset")) {
+  } else if (is.list(like) && identical(names(like), c("train", "validation")) &&
+    inherits(like$train, "gpukeras_dataset")) {
     attr(like$train, "gpukeras")$encoding
   } else {
     gpukeras_abort(
@@ -23,7 +24,10 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
     gpukeras_abort(
       c(
         sprintf("`%s` has no record of how its data was encoded.", arg),
-        "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and NumPy arrays are not."
+        paste0(
+          "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and ",
+          "NumPy arrays are not."
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -91,7 +95,8 @@ format.gpukeras_encoding <- function(x, ...) {
       types <- vapply(part$columns, function(column) {
         if (identical(column$type, "factor")) {
           rule <- if (factor_encoding(column) == "one_hot") "one-hot" else "codes"
-          if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else sprintf("factor(%d), %s", length(column$levels), rule)
+          if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else
+            sprintf("factor(%d), %s", length(column$levels), rule)
         } else {
           column$type
         }
@@ -166,7 +171,11 @@ check_image_classes <- function(path, classes, call = caller_env()) {
   if (length(new)) {
     gpukeras_abort(
       c(
-        sprintf("The image folder '%s' has class folders the training data did not have: %s.", path, paste0("\"", new, "\"", collapse = ", ")),
+        sprintf(
+          "The image folder '%s' has class folders the training data did not have: %s.",
+          path,
+          paste0("\"", new, "\"", collapse = ", ")
+        ),
         sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
       ),
       "gpukeras_error_new_levels",
@@ -189,9 +198,15 @@ format_fit_encoding <- function(encoding) {
   shown <- utils::head(classes, 10)
   tables <- encoding_columns_lines(encoding)
   parts <- c(
-    if (length(tables)) paste(tables, collapse = "; ") else if (length(vocabulary)) sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
+    if (length(tables)) paste(tables, collapse = "; ") else
+      if (length(vocabulary))
+        sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
     if (length(classes)) {
-      sprintf("classes %s%s", paste(shown, collapse = ", "), if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else "")
+      sprintf(
+        "classes %s%s",
+        paste(shown, collapse = ", "),
+        if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else ""
+      )
     }
   )
   sprintf(
@@ -232,12 +247,23 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     given <- part_width(frames[[name]])
     wanted <- widths[[name]]
     if (!is.na(wanted) && given != wanted) {
-      one_hot <- any(vapply(frames[[name]]$columns, function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)))
+      one_hot <- any(vapply(
+        frames[[name]]$columns,
+        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot",
+        logical(1)
+      ))
       gpukeras_abort(
         c(
-          sprintf("The model's input%s takes rows of %d column(s), but `%s` gives %s.", if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "", wanted, name, describe_columns(frames[[name]])),
+          sprintf(
+            "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
+            if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "",
+            wanted,
+            name,
+            describe_columns(frames[[name]])
+          ),
           sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
-          if (one_hot) "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
+          if (one_hot)
+            "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
         ),
         "gpukeras_error_bad_data",
         call = call
@@ -271,7 +297,13 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
   if (!same) {
     gpukeras_abort(
       c(
-        sprintf("`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image settings).", arg),
+        sprintf(
+          paste0(
+            "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
+            "settings)."
+          ),
+          arg
+        ),
         "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
       ),
       "gpukeras_error_bad_data",

@@ -46,7 +46,9 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
     return(list(type = "data.frame", columns = Map(function(values, column) {
       if (is.character(values)) {
         # a factor of its values; recorded as character, for the prints that show it
-        return(list(type = "factor", levels = levels(factor(values)), encoding = factor_rule(factors, column), character = TRUE))
+        return(list(
+          type = "factor", levels = levels(factor(values)), encoding = factor_rule(factors, column), character = TRUE
+        ))
       }
       if (is.factor(values)) {
         return(list(type = "factor", levels = levels(values), encoding = factor_rule(factors, column)))
@@ -94,74 +96,35 @@ check_columns <- function(df, name, call = caller_env()) {
     gpukeras_abort(
       c(
         sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
-        sprintf("Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a named list of inputs.", name, nested[1])
+        sprintf(
+          paste0(
+            "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
+            "named list of inputs."
+          ),
+          name,
+          nested[1]
+        )
       ),
       "gpukeras_error_bad_data",
       call = call
     )
   }
-  ok <- vapply(df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column), logical(1))
+  ok <- vapply(
+    df,
+    function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
+    logical(1)
+  )
   if (!all(ok)) {
     bad <- names(df)[!ok]
     types <- vapply(df[!ok], function(column) class(column)[1], character(1))
     gpukeras_abort(
       c(
-        sprintf("Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")),
+        sprintf(
+          "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
+        ),
         "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
       ),
       "gpukeras_error_bad_data",
-      call = call
-    )
-  }
-}
-
-# How factor column `column` is encoded by gpu_dataset()'s `factors`: one rule for
-# every factor ("one_hot" or "codes"), or a named vector of rules for some (the
-# others one-hot).
-factor_rule <- function(factors, column) {
-  if (is.null(names(factors))) {
-    return(factors[[1]])
-  }
-  rule <- unname(factors[column])
-  if (is.na(rule)) "one_hot" else rule
-}
-
-# The rule of a recorded factor column (see the notes at the top).
-factor_encoding <- function(column) column$encoding %||% "codes"
-
-# `factors` checked: "one_hot" or "codes", or a vector of them named by factor or
-# character columns of the data.frames in `parts`.
-check_factors <- function(factors, call = caller_env()) {
-  rules <- c("one_hot", "codes")
-  if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
-      (is.null(names(factors)) && length(factors) != 1L) || (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
-    gpukeras_abort(
-      c(
-        sprintf("`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)),
-        "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  invisible(factors)
-}
-
-check_factors_for <- function(factors, parts, call = caller_env()) {
-  check_factors(factors, call)
-  if (is.null(names(factors))) {
-    return(invisible())
-  }
-  frames <- Filter(is.data.frame, parts)
-  categorical <- unlist(lapply(frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]))
-  unknown <- setdiff(names(factors), categorical)
-  if (length(unknown)) {
-    gpukeras_abort(
-      c(
-        sprintf("`factors` names column(s) that are not factor or character columns of `x`: %s.", paste(unknown, collapse = ", ")),
-        if (length(categorical)) sprintf("Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")) else "`x` has no factor or character column."
-      ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -212,7 +175,10 @@ check_column_names <- function(names, name, call = caller_env()) {
   gpukeras_abort(
     c(
       sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
-      "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of two tables keeps both names)."
+      paste0(
+        "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of ",
+        "two tables keeps both names)."
+      )
     ),
     "gpukeras_error_bad_data",
     call = call
@@ -238,7 +204,11 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
     gpukeras_abort(
       c(
-        sprintf("The new data has %s; the model was trained on %s.", describe_inputs(parts, several), describe_inputs(encoding$inputs, encoding$several)),
+        sprintf(
+          "The new data has %s; the model was trained on %s.",
+          describe_inputs(parts, several),
+          describe_inputs(encoding$inputs, encoding$several)
+        ),
         "Give the new data in the form the training data had."
       ),
       "gpukeras_error_bad_data",
@@ -280,7 +250,12 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
     gpukeras_abort(
       c(
-        sprintf("Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).", name, paste(shape, collapse = ", "), paste(spec$shape, collapse = ", ")),
+        sprintf(
+          "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).",
+          name,
+          paste(shape, collapse = ", "),
+          paste(spec$shape, collapse = ", ")
+        ),
         "Give the new data with the training data's columns (and image size)."
       ),
       "gpukeras_error_bad_data",
@@ -320,7 +295,8 @@ encode_data_frame <- function(df, name, spec, unknown = "error", call = caller_e
   })
   names(blocks) <- names(spec$columns)
   for (column in names(blocks)) {
-    if (is.null(dim(blocks[[column]]))) blocks[[column]] <- matrix(blocks[[column]], ncol = 1L, dimnames = list(NULL, column))
+    if (is.null(dim(blocks[[column]])))
+      blocks[[column]] <- matrix(blocks[[column]], ncol = 1L, dimnames = list(NULL, column))
   }
   encoded <- matrix(unlist(blocks, use.names = FALSE), nrow = nrow(df), ncol = sum(vapply(blocks, ncol, integer(1))),
                     dimnames = list(NULL, unlist(lapply(blocks, colnames), use.names = FALSE)))
@@ -374,7 +350,8 @@ encode_column <- function(values, spec, where, unknown, call) {
 }
 
 describe_type <- function(values) {
-  if (is.factor(values)) "a factor" else sprintf("%s (%s)", if (is.numeric(values)) "numeric" else "not numeric", class(values)[1])
+  if (is.factor(values)) "a factor" else
+    sprintf("%s (%s)", if (is.numeric(values)) "numeric" else "not numeric", class(values)[1])
 }
 
 # The 0-based codes of `values` among `levels`, matched by name; NA stays NA.
@@ -398,7 +375,11 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
     if (unknown != fits) {
       gpukeras_abort(
         c(
-          sprintf("`%s` has level(s) not seen in training: %s.", where, paste0("\"", utils::head(new, 10), "\"", collapse = ", ")),
+          sprintf(
+            "`%s` has level(s) not seen in training: %s.",
+            where,
+            paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
+          ),
           sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
           if (rule == "one_hot") {
             "Remove those rows, or give unknown = \"zero\" to score them with every indicator column of that factor 0."

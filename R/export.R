@@ -98,7 +98,11 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
                        overwrite = FALSE, ...) {
   check_unknown_args("gpu_export")
   call <- current_env()
-  check_trained_model(object, "Its recorded encoding is what lets the export take raw columns; for a Keras model alone, use model$export(path).", call = call)
+  check_trained_model(
+    object,
+    "Its recorded encoding is what lets the export take raw columns; for a Keras model alone, use model$export(path).",
+    call = call
+  )
   if (missing(path)) {
     gpukeras_abort(
       "`path` is missing: give the SavedModel's folder, or a file ending in .onnx with format = \"onnx\".",
@@ -142,14 +146,18 @@ check_export_path <- function(path, format, overwrite, call) {
     )
   }
   if (!dir.exists(dirname(path))) {
-    gpukeras_abort(sprintf("`path`: the folder '%s' does not exist.", dirname(path)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`path`: the folder '%s' does not exist.", dirname(path)), "gpukeras_error_bad_argument", call = call
+    )
   }
   beside <- if (format == "onnx") sub("[.]onnx$", ".gpukeras.json", path)
   existing <- Filter(path_taken, c(path, beside))
   if (length(existing) && !overwrite) {
     gpukeras_abort(
       c(
-        sprintf("%s already exist%s.", paste0("'", existing, "'", collapse = " and "), if (length(existing) == 1L) "s" else ""),
+        sprintf(
+          "%s already exist%s.", paste0("'", existing, "'", collapse = " and "), if (length(existing) == 1L) "s" else ""
+        ),
         "Give overwrite = TRUE to replace it, or another path."
       ),
       "gpukeras_error_bad_argument",
@@ -191,12 +199,18 @@ format.gpukeras_export <- function(x, ...) {
   }
   output_line <- function(i) {
     row <- x$outputs[i, ]
-    what <- switch(row$what, level = sprintf("the column of level %s", row$level), class = "the most likely level", "the model's output")
+    what <- switch(
+      row$what,
+      level = sprintf("the column of level %s", row$level),
+      class = "the most likely level",
+      "the model's output"
+    )
     sprintf("    %s: %s", row$name, what)
   }
   c(
     sprintf("<gpukeras_export> %s, %s (from %s)", x$path, if (x$format == "onnx") "ONNX" else "SavedModel", x$backend),
-    if (x$format == "onnx") "  takes the encoded rows; the encoding is beside it:" else "  signature serving_default takes:",
+    if (x$format == "onnx") "  takes the encoded rows; the encoding is beside it:" else
+      "  signature serving_default takes:",
     vapply(seq_len(nrow(x$inputs)), input_line, character(1)),
     "  and returns:",
     vapply(seq_len(nrow(x$outputs)), output_line, character(1)),

@@ -13,8 +13,14 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
   if (data$kind != "r" && identical(accumulate, "auto")) {
     gpukeras_abort(
       c(
-        "`accumulate = \"auto\"` needs R data and its `batch_size`, the batch each update is to have: a dataset makes its own batches.",
-        "Give `accumulate` as a whole number: the dataset's batches are then the micro-batches, and each update has `accumulate` of them."
+        paste0(
+          "`accumulate = \"auto\"` needs R data and its `batch_size`, the batch each update is to have: a dataset ",
+          "makes its own batches."
+        ),
+        paste0(
+          "Give `accumulate` as a whole number: the dataset's batches are then the micro-batches, and each update has ",
+          "`accumulate` of them."
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -27,7 +33,11 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
     gpukeras_abort(
       c(
         "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",
-        sprintf("For example gpu_fit(model, data, batch_size = %d, accumulate = %s).", 32L * if (is.numeric(accumulate)) accumulate else 4L, if (is.numeric(accumulate)) accumulate else "\"auto\"")
+        sprintf(
+          "For example gpu_fit(model, data, batch_size = %d, accumulate = %s).",
+          32L * if (is.numeric(accumulate)) accumulate else 4L,
+          if (is.numeric(accumulate)) accumulate else "\"auto\""
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -40,8 +50,18 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
     divisors <- factors_of(batch_size)
     gpukeras_abort(
       c(
-        sprintf("`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal size.", as.integer(batch_size), accumulate),
-        sprintf("Give one of %s, or \"auto\" (the smallest whose micro-batch fits the GPU's memory).", paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", "))
+        sprintf(
+          paste0(
+            "`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal ",
+            "size."
+          ),
+          as.integer(batch_size),
+          accumulate
+        ),
+        sprintf(
+          "Give one of %s, or \"auto\" (the smallest whose micro-batch fits the GPU's memory).",
+          paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", ")
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call

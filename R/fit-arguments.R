@@ -5,7 +5,10 @@
 # `names`, "" for one given by position) with what to use instead.
 abort_unused_fit_args <- function(names, call = caller_env()) {
   instead <- c(
-    validation_split = "Split the rows with gpu_dataset(): gpu_fit(model, gpu_dataset(x, y, validation_split = 0.2)) validates on the held-out share every epoch.",
+    validation_split = paste0(
+      "Split the rows with gpu_dataset(): gpu_fit(model, gpu_dataset(x, y, validation_split = 0.2)) validates on the ",
+      "held-out share every epoch."
+    ),
     x = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y)).",
     y = "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y))."
   )
@@ -15,7 +18,8 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
 # The error for arguments `fn` does not have, which its `...` caught (`names`, "" for one
 # given by position): each misspelt one with the argument it most likely means, and the
 # advice in `instead` for those named there. `topic`: fn's help page.
-abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), instead = character(), call = caller_env()) {
+abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), instead = character(),
+                              call = caller_env()) {
   named <- names[names != ""]
   meant <- lapply(setdiff(named, names(instead)), function(name) {
     closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
@@ -24,7 +28,12 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
   gpukeras_abort(
     c(
       if (length(named)) {
-        sprintf("%s has no argument%s %s.", label, if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", "))
+        sprintf(
+          "%s has no argument%s %s.",
+          label,
+          if (length(named) > 1L) "s" else "",
+          paste0("`", named, "`", collapse = ", ")
+        )
       } else {
         sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))
       },
@@ -89,7 +98,10 @@ check_signals <- function(signals, call = caller_env()) {
     gpukeras_abort(
       c(
         sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
-        sprintf("Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).", paste(handled_signals, collapse = ", "))
+        sprintf(
+          "Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).",
+          paste(handled_signals, collapse = ", ")
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call

@@ -50,7 +50,9 @@ format_fit_weights <- function(weights, encoding) {
     levels <- if (identical(encoding$y$type, "factor")) encoding$y$levels
     named <- if (length(levels)) levels[as.integer(codes) + 1L] else codes
     named[is.na(named)] <- codes[is.na(named)]
-    sprintf("class_weight %s", paste(named, vapply(weights$class_weight, format, character(1)), sep = " = ", collapse = ", "))
+    sprintf(
+      "class_weight %s", paste(named, vapply(weights$class_weight, format, character(1)), sep = " = ", collapse = ", ")
+    )
   } else {
     "sample weights given with the data"
   }
@@ -139,7 +141,10 @@ format_input <- function(m) {
       format_percent(m$input_wait_share, 1),
       if (!is.null(margin) && margin > 0) sprintf(" +/- %.1f points", 100 * margin) else "",
       if (!is.null(m$input_near_line)) sprintf(", near the %s line", format_percent(m$input_near_line)) else "",
-      if (within) sprintf(", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms) else ""
+      if (within)
+        sprintf(
+          ", %.2f ms a step: less than the %.2f ms taking a ready batch takes", m$input_wait_mean_ms, m$fetch_floor_ms
+        ) else ""
     ))
   }
   why <- m$input_wait_method %||% "input wait not measured"
@@ -183,10 +188,14 @@ format_fit_settings <- function(settings) {
   run <- c(
     if (!is.null(settings$remat)) sprintf("rematerialized (%s)", settings$remat),
     if (isTRUE(settings$accumulate > 1)) {
-      sprintf("accumulate %d (micro-batch %s)", as.integer(settings$accumulate), format(settings$micro_batch_size %||% "?"))
+      sprintf(
+        "accumulate %d (micro-batch %s)", as.integer(settings$accumulate), format(settings$micro_batch_size %||% "?")
+      )
     },
-    if (!is.null(settings$steps_per_epoch)) sprintf("%s steps per epoch", format(settings$steps_per_epoch, big.mark = ",")),
-    if (!is.null(settings$steps_per_execution)) sprintf("steps_per_execution %d", as.integer(settings$steps_per_execution)),
+    if (!is.null(settings$steps_per_epoch))
+      sprintf("%s steps per epoch", format(settings$steps_per_epoch, big.mark = ",")),
+    if (!is.null(settings$steps_per_execution))
+      sprintf("steps_per_execution %d", as.integer(settings$steps_per_execution)),
     if (!is.null(settings$jit_compile)) sprintf("jit_compile %s", settings$jit_compile),
     vapply(clipping, function(name) sprintf("%s %s", name, format(settings[[name]])), character(1)),
     if (!is.null(settings$seed)) sprintf("seed %d", as.integer(settings$seed)),
@@ -198,7 +207,12 @@ format_fit_settings <- function(settings) {
     paste0(
       settings$backup_dir,
       if (is.numeric(settings$backup_freq)) sprintf(", every %d batches", as.integer(settings$backup_freq)),
-      if (!is.null(resumed)) sprintf(" (resumed in epoch %d, after %s batches)", as.integer(resumed$epoch), format(resumed$batches_done, big.mark = ","))
+      if (!is.null(resumed))
+        sprintf(
+          " (resumed in epoch %d, after %s batches)",
+          as.integer(resumed$epoch),
+          format(resumed$batches_done, big.mark = ",")
+        )
     )
   }
   strategy <- settings$strategy
@@ -226,7 +240,12 @@ format_fit_settings <- function(settings) {
     if (!is.null(settings$accumulate_reason)) paste("Accumulate:    ", settings$accumulate_reason),
     if (!is.null(backups)) paste("Backups:       ", backups),
     if (!is.null(settings$ema)) {
-      paste("Weights:       ", sprintf("moving average (ema %s): validation and the returned model use the averaged weights", format(settings$ema)))
+      paste(
+        "Weights:       ",
+        sprintf(
+          "moving average (ema %s): validation and the returned model use the averaged weights", format(settings$ema)
+        )
+      )
     },
     if (length(settings$best$best)) {
       best <- settings$best$best[[1]]
@@ -236,7 +255,15 @@ format_fit_settings <- function(settings) {
       ))
     },
     if (!is.null(settings$tracking$key)) {
-      paste("Tracked:       ", sprintf("run %s in %s (%s)", settings$tracking$run_id %||% "(being made)", settings$tracking$experiment, settings$tracking$uri))
+      paste(
+        "Tracked:       ",
+        sprintf(
+          "run %s in %s (%s)",
+          settings$tracking$run_id %||% "(being made)",
+          settings$tracking$experiment,
+          settings$tracking$uri
+        )
+      )
     }
   )
 }

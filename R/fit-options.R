@@ -135,7 +135,9 @@ gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat =
   jit_compile <- check_auto_flag(jit_compile, call = call)
   check_flag(remat, call = call)
   ema <- check_ema(ema, call = call)
-  fit_option(list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat, ema = ema), "step")
+  fit_option(
+    list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat, ema = ema), "step"
+  )
 }
 
 #' @rdname gpu_step
@@ -145,7 +147,10 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   call <- current_env()
   if (missing(dir)) {
     gpukeras_abort(
-      c("`dir` is missing: the folder to back up to.", "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."),
+      c(
+        "`dir` is missing: the folder to back up to.",
+        "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -161,7 +166,10 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   check_string(monitor, call = call)
   if (!is.null(keep_best) && is.null(dir)) {
     gpukeras_abort(
-      c("`keep_best` needs a folder to keep the best models in.", "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."),
+      c(
+        "`keep_best` needs a folder to keep the best models in.",
+        "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -184,7 +192,9 @@ fit_option <- function(values, kind) {
 format.gpukeras_fit_option <- function(x, ...) {
   kind <- sub("^gpukeras_", "", class(x)[1])
   shown <- vapply(unclass(x), function(value) {
-    if (is.null(value) || length(value) == 0L) "NULL" else paste(if (is.character(value)) dQuote(value, FALSE) else format(value), collapse = ", ")
+    if (is.null(value) ||
+        length(value) == 0L) "NULL" else paste(if (is.character(value)) dQuote(value, FALSE) else
+          format(value), collapse = ", ")
   }, character(1))
   c(sprintf("<gpukeras %s option>", kind), sprintf("  %s: %s", format(names(shown)), shown))
 }
@@ -205,7 +215,13 @@ check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = F
     return(if (x) constructor() else NULL)
   }
   gpukeras_abort(
-    sprintf("`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL", describe(x)),
+    sprintf(
+      "`%s` must be %s(...)%s, not %s.",
+      arg,
+      paste0("gpu_", kind),
+      if (flag) ", TRUE or FALSE" else " or NULL",
+      describe(x)
+    ),
     "gpukeras_error_bad_argument",
     call = call
   )
@@ -247,7 +263,10 @@ fit_dots <- function(dots, call = caller_env()) {
   unknown <- setdiff(given, taken)
   if (length(unknown) || any(given == "")) abort_unused_fit_args(given[!given %in% taken], call = call)
   for (name in intersect(given, names(deprecated_fit_args))) {
-    gpukeras_warn(sprintf("gpu_fit(%s = ) is deprecated: give %s.", name, deprecated_fit_args[[name]]), "gpukeras_warning_deprecated")
+    gpukeras_warn(
+      sprintf("gpu_fit(%s = ) is deprecated: give %s.", name, deprecated_fit_args[[name]]),
+      "gpukeras_warning_deprecated"
+    )
   }
   dots
 }

@@ -131,7 +131,8 @@ plot_gpu_timeline <- function(gpu) {
 plot_host_timeline <- function(host) {
   graphics::plot(
     host$time_s, host$cpu_percent,
-    type = "l", ylim = range(0, 100, host$cpu_percent, na.rm = TRUE), xlab = "seconds", ylab = "host CPU (% of all cores)",
+    type = "l", ylim = range(0, 100, host$cpu_percent, na.rm = TRUE), xlab = "seconds",
+    ylab = "host CPU (% of all cores)",
     main = "Host CPU load"
   )
 }

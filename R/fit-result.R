@@ -23,7 +23,9 @@ history_df <- function(history) {
   }
   columns <- lapply(history, as_numbers)
   rows <- max(lengths(columns))
-  columns <- lapply(columns, function(column) if (length(column) < rows) c(column, rep(NA_real_, rows - length(column))) else column)
+  columns <- lapply(
+    columns, function(column) if (length(column) < rows) c(column, rep(NA_real_, rows - length(column))) else column
+  )
   epoch <- if (!is.null(columns$epoch)) as.integer(columns$epoch) else seq_len(rows)
   columns$epoch <- NULL
   data.frame(epoch = epoch, columns, check.names = FALSE)
@@ -68,7 +70,10 @@ fit_result <- function(result, model, data, train, validation, validation_input,
   if (!is.null(settings$signal_after_training)) {
     gpukeras_warn(
       sprintf(
-        "%s arrived after the last training step: training completed (and its backup was removed). Save what you need now: the scheduler may end this process soon.",
+        paste0(
+          "%s arrived after the last training step: training completed (and its backup was removed). Save what you ",
+          "need now: the scheduler may end this process soon."
+        ),
         settings$signal_after_training
       ),
       "gpukeras_warning_signal"

@@ -317,6 +317,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     }
     step <- do.call(gpu_step, old[given_step])
   }
+  # nolint start: object_usage_linter. fit_request(environment()) reads these by name.
   steps_per_execution <- step$steps_per_execution
   jit_compile <- step$jit_compile
   remat <- step$remat
@@ -331,22 +332,29 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   signals <- as_python(backup$signals)
   keep_best <- backup$keep_best
   keep_best_monitor <- backup$monitor
+  # nolint end
   callbacks <- check_callbacks(callbacks)
   seed <- check_seed(seed)
   verbose <- resolve_verbose(verbose)
-  background <- if (is.null(background)) NULL else check_fit_option(background, "background", gpu_background, flag = TRUE)
+  background <- if (is.null(background)) NULL else
+    check_fit_option(background, "background", gpu_background, flag = TRUE)
   if (!is.null(old$settings)) {
     if (!is.null(tuned)) gpukeras_abort("Give `tuned` or `settings`, not both.", "gpukeras_error_bad_argument")
     tuned <- old$settings
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
-  class_weight <- as_python(check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE)
+  class_weight <- as_python(
+    check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE
+  )
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {
       gpukeras_abort(
         c(
-          "`data` holds a validation pipeline (from gpu_dataset(validation_split = )) and `validation_data` is given too.",
+          paste0(
+            "`data` holds a validation pipeline (from gpu_dataset(validation_split = )) and `validation_data` is ",
+            "given too."
+          ),
           "Give one of them."
         ),
         "gpukeras_error_bad_argument"
@@ -406,7 +414,13 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
 not_requested <- c("model", "data", "validation_data", "strategy", "background", "...")
 option_fields <- list(
   step = c(steps_per_execution = "steps_per_execution", jit_compile = "jit_compile", remat = "remat", ema = "ema"),
-  backup = c(dir = "backup_dir", every = "backup_freq", signals = "signals", keep_best = "keep_best", monitor = "keep_best_monitor")
+  backup = c(
+    dir = "backup_dir",
+    every = "backup_freq",
+    signals = "signals",
+    keep_best = "keep_best",
+    monitor = "keep_best_monitor"
+  )
 )
 fit_request <- function(env) {
   formal <- setdiff(names(formals(gpu_fit)), not_requested)

@@ -90,7 +90,13 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
     gpukeras_abort(
-      sprintf("`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), \"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s.", describe(extras)),
+      sprintf(
+        paste0(
+          "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
+          "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
+        ),
+        describe(extras)
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )

@@ -32,7 +32,9 @@ carry_data <- function(data, dir, name, call = caller_env()) {
       )
     }
     if (!is.null(recipe$map %||% recipe$options$map)) {
-      not_carriable(sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.", call = call)
+      not_carriable(
+        sprintf("`%s` (a gpu_dataset() with a `map` function)", name), "Train it with background = FALSE.", call = call
+      )
     }
     if (!is.null(recipe$arrays)) {
       if (recipe$options$validation_split > 0 && is.null(recipe$options$seed)) {
@@ -47,7 +49,10 @@ carry_data <- function(data, dir, name, call = caller_env()) {
     return(list(kind = "dataset", recipe = recipe, role = info$role %||% "train"))
   }
   arrays <- fit_arrays(data, call = call)
-  files <- c(list(kind = "arrays"), save_arrays(list(x = arrays[[1]], y = arrays[[2]], sample_weight = arrays[[3]]), dir, name, call = call))
+  files <- c(
+    list(kind = "arrays"),
+    save_arrays(list(x = arrays[[1]], y = arrays[[2]], sample_weight = arrays[[3]]), dir, name, call = call)
+  )
   rm(arrays)
   files
 }
@@ -80,5 +85,8 @@ load_arrays <- function(files, rows = NULL) {
   rows <- if (!is.null(rows)) as.list(as.integer(rows) - 1L)
   load <- function(path) core_call_python("job_load_array", path = path, rows = rows)
   x <- if (is.list(files$x)) do.call(reticulate::dict, c(lapply(files$x, load), convert = FALSE)) else load(files$x)
-  c(list(x = x, y = if (!is.null(files$y)) load(files$y)), if (!is.null(files$sample_weight)) list(sample_weight = load(files$sample_weight)))
+  c(
+    list(x = x, y = if (!is.null(files$y)) load(files$y)),
+    if (!is.null(files$sample_weight)) list(sample_weight = load(files$sample_weight))
+  )
 }

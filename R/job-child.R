@@ -80,7 +80,9 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
     # A child that could not write into the job's folder, or a crash on a full
     # disk (R cannot even make its temp folder there), would only meet it again.
     if (isTRUE(status == job_write_status) || isTRUE(disk_full(dir))) {
-      causes <- c(causes, sprintf("the training process could not write to the job's folder %s: %s", dir, write_cause(dir)))
+      causes <- c(
+        causes, sprintf("the training process could not write to the job's folder %s: %s", dir, write_cause(dir))
+      )
       return(state("failed", no_space = TRUE))
     }
     causes <- c(causes, exit_cause(status))
@@ -100,9 +102,16 @@ exit_cause <- function(status) {
     return("the training process ended for an unknown reason")
   }
   if (status < 0) {
-    signals <- c(`6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault", `15` = "SIGTERM")
+    signals <- c(
+      `6` = "SIGABRT, an abort",
+      `9` = "SIGKILL, e.g. the out-of-memory killer",
+      `11` = "SIGSEGV, a segmentation fault",
+      `15` = "SIGTERM"
+    )
     name <- signals[as.character(-status)]
-    return(sprintf("the training process was killed by signal %d%s", -status, if (is.na(name)) "" else sprintf(" (%s)", name)))
+    return(sprintf(
+      "the training process was killed by signal %d%s", -status, if (is.na(name)) "" else sprintf(" (%s)", name)
+    ))
   }
   sprintf("the training process exited with status %d", status)
 }

@@ -9,12 +9,19 @@
 write_rds_atomic <- function(object, path, what = basename(path), call = caller_env()) {
   temporary <- paste0(path, ".tmp")
   bytes <- serialize(object, NULL)
-  failed <- function(condition) FALSE
+  succeeds <- function(step) {
+    tryCatch(
+      {
+        step
+        TRUE
+      },
+      error = function(e) FALSE, warning = function(w) FALSE
+    )
+  }
   connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
   written <- !is.null(connection) &&
     # `&`, not `&&`: the connection is closed whether or not the write failed.
-    tryCatch({ writeBin(bytes, connection); TRUE }, error = failed, warning = failed) &
-    tryCatch({ close(connection); TRUE }, error = failed, warning = failed) &&
+    succeeds(writeBin(bytes, connection)) & succeeds(close(connection)) &&
     isTRUE(file.size(temporary) == length(bytes))
   if (!written) {
     unlink(temporary)

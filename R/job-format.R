@@ -55,13 +55,17 @@ format_job_backup <- function(status) {
     if (!is.null(status$epoch)) sprintf("in epoch %d", as.integer(status$epoch)) else "before training started"
   )
   if (is.null(status$resume)) {
-    return(if (status$state == "cancelled") paste0(stopped, if (!is.null(status$epoch)) ", before its first backup", "."))
+    return(if (status$state == "cancelled")
+      paste0(stopped, if (!is.null(status$epoch)) ", before its first backup", "."))
   }
   c(
     sprintf("%s; its backup is in %s:", stopped, status$backup_dir),
     sprintf("  %s resumes from it.", status$resume),
     if (in_session_temp(status$backup_dir)) {
-      "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() a folder of your own."
+      paste0(
+        "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() ",
+        "a folder of your own."
+      )
     }
   )
 }
@@ -85,7 +89,9 @@ format.gpukeras_job <- function(x, ...) {
     lines,
     if (!status$state %in% final_states) {
       c(
-        sprintf("  Backups:  %s (up to %d restart(s) after a crash)", x$spec$fit$backup_dir, as.integer(x$max_restarts)),
+        sprintf(
+          "  Backups:  %s (up to %d restart(s) after a crash)", x$spec$fit$backup_dir, as.integer(x$max_restarts)
+        ),
         "  gpu_job_wait(job) waits for the fit, gpu_job_status(job) says where it is, gpu_job_cancel(job) stops it."
       )
     }
@@ -113,7 +119,9 @@ show_job_progress <- function(job, status) {
   lines <- if (file.exists(path)) readLines(path, warn = FALSE) else character()
   for (line in lines[seq_len(length(lines)) > job$epochs_shown]) {
     fields <- strsplit(line, "\t", fixed = TRUE)[[1]]
-    cat(sprintf("Epoch %s/%d: %s\n", fields[1], as.integer(job$spec$fit$epochs), paste(sub("=", " ", fields[-1]), collapse = ", ")))
+    cat(sprintf(
+      "Epoch %s/%d: %s\n", fields[1], as.integer(job$spec$fit$epochs), paste(sub("=", " ", fields[-1]), collapse = ", ")
+    ))
   }
   job$epochs_shown <- max(job$epochs_shown, length(lines))
   invisible()

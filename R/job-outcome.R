@@ -92,7 +92,12 @@ job_failure <- function(job, status, call = caller_env()) {
       if (no_space) {
         attempts <- status$restarts + 1L
         c(
-          sprintf("Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s", cause),
+          sprintf(
+            "Training in the background stopped after %d attempt%s: %s.",
+            attempts,
+            if (attempts == 1L) "" else "s",
+            cause
+          ),
           job_space_fix
         )
       } else {

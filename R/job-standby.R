@@ -72,7 +72,9 @@ standby_discard <- function(standby) {
 
 # Give the standby its job: the files are in its folder already.
 standby_go <- function(standby, max_restarts, call = caller_env()) {
-  write_rds_atomic(list(max_restarts = max_restarts), job_file(standby$dir, "go.rds"), "The go-ahead (go.rds)", call = call)
+  write_rds_atomic(
+    list(max_restarts = max_restarts), job_file(standby$dir, "go.rds"), "The go-ahead (go.rds)", call = call
+  )
   standby$process
 }
 

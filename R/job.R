@@ -39,7 +39,12 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   on.exit(if (!started) {
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
-  carried <- carry_writes(dir, "The model (model.keras)", core_call("job_carry_model", model = model, job_dir = dir, error_call = call), call = call)
+  carried <- carry_writes(
+    dir,
+    "The model (model.keras)",
+    core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
+    call = call
+  )
   if (length(request$callbacks)) {
     carry_writes(
       dir, "The callbacks (callbacks.pkl)",
@@ -72,7 +77,9 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   descriptions <- list(
     data = describe_fit_data(data, if (data$kind == "python") data$dataset, request$batch_size, call = call),
     validation_data = if (!is.null(validation)) {
-      describe_fit_data(validation, if (validation$kind == "python") validation$dataset, NULL, role = "validation", call = call)
+      describe_fit_data(
+        validation, if (validation$kind == "python") validation$dataset, NULL, role = "validation", call = call
+      )
     }
   )
   write_rds_atomic(spec, job_file(dir, "spec.rds"), "What the training process runs (spec.rds)", call = call)
@@ -106,7 +113,10 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
     gpukeras_abort(
-      sprintf("`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.", describe(job)),
+      sprintf(
+        "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
+        describe(job)
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -153,7 +163,9 @@ supervisor_ended <- function(job, state) {
     state$no_space <- TRUE
     state$causes <- c(
       state$causes,
-      sprintf("the supervising process could not write the job's state to its folder %s: %s", job$dir, write_cause(job$dir))
+      sprintf(
+        "the supervising process could not write the job's state to its folder %s: %s", job$dir, write_cause(job$dir)
+      )
     )
   } else {
     state$causes <- c(state$causes, "the supervising process ended")
@@ -317,7 +329,10 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
   check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    gpukeras_abort(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)),
+      "gpukeras_error_bad_argument"
+    )
   }
   UseMethod("gpu_job_wait")
 }

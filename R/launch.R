@@ -60,7 +60,9 @@
 #' }
 gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet = FALSE,
                        network = c("private", "trusted"), ...) {
-  check_unknown_args("gpu_launch", other = "gpu_launch() passes the worker its arguments in `args`, e.g. args = list(epochs = 3).")
+  check_unknown_args(
+    "gpu_launch", other = "gpu_launch() passes the worker its arguments in `args`, e.g. args = list(epochs = 3)."
+  )
   script <- is.character(worker) && length(worker) == 1L && !is.na(worker)
   if (!is.function(worker) && !script) {
     gpukeras_abort(
@@ -79,7 +81,10 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
     gpukeras_abort(sprintf("`args` must be a list, not %s.", describe(args)), "gpukeras_error_bad_argument")
   }
   if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    gpukeras_abort(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)),
+      "gpukeras_error_bad_argument"
+    )
   }
   check_flag(quiet)
   if (missing(network)) network <- "private"
@@ -134,11 +139,21 @@ start_script <- function(script, env, private) {
 private_network <- function(scratch, call = caller_env()) {
   missing_tools <- Filter(function(tool) !nzchar(Sys.which(tool)), c("unshare", "nsenter", "ip"))
   if (length(missing_tools)) {
-    no_private_network(sprintf("%s not found (util-linux, iproute2)", paste0("`", missing_tools, "`", collapse = ", ")), call = call)
+    no_private_network(
+      sprintf("%s not found (util-linux, iproute2)", paste0("`", missing_tools, "`", collapse = ", ")), call = call
+    )
   }
   root <- identical(unname(Sys.info()[["effective_user"]]), "root")
   holder <- processx::process$new(
-    "unshare", c(if (!root) c("--user", "--map-root-user"), "--net", "--", "sh", "-c", "ip link set lo up && echo ready && exec cat"),
+    "unshare",
+    c(
+      if (!root) c("--user", "--map-root-user"),
+      "--net",
+      "--",
+      "sh",
+      "-c",
+      "ip link set lo up && echo ready && exec cat"
+    ),
     stdin = "|", stdout = "|", stderr = "|", cleanup = TRUE
   )
   deadline <- Sys.time() + 10
@@ -155,7 +170,9 @@ private_network <- function(scratch, call = caller_env()) {
   dir.create(bin)
   for (tool in c("R", "Rscript")) {
     path <- file.path(bin, tool)
-    writeLines(c("#!/bin/sh", sprintf('exec %s "%s" "$@"', paste(enter, collapse = " "), file.path(R.home("bin"), tool))), path)
+    writeLines(
+      c("#!/bin/sh", sprintf('exec %s "%s" "$@"', paste(enter, collapse = " "), file.path(R.home("bin"), tool))), path
+    )
     Sys.chmod(path, "0700")
   }
   list(holder = holder, bin = bin)
@@ -238,8 +255,11 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
         for (p in processes) p$kill()
         gpukeras_abort(
           c(
-            sprintf("Worker %d of %d stopped: %s; the other workers were stopped too.", index - 1L, length(processes), failure),
-            if (length(output[[index]])) c(i = "Its last lines:", rlang::set_names(utils::tail(output[[index]], 20L), " "))
+            sprintf(
+              "Worker %d of %d stopped: %s; the other workers were stopped too.", index - 1L, length(processes), failure
+            ),
+            if (length(output[[index]]))
+              c(i = "Its last lines:", rlang::set_names(utils::tail(output[[index]], 20L), " "))
           ),
           "gpukeras_error_worker_lost",
           worker = index - 1L, output = output[[index]],

@@ -76,24 +76,36 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   check_positive_number(min_lr)
   check_positive_number(max_lr)
   if (max_lr <= min_lr) {
-    gpukeras_abort(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)),
+      "gpukeras_error_bad_argument"
+    )
   }
   check_count(steps)
   if (steps < 10) {
-    gpukeras_abort(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)), "gpukeras_error_bad_argument"
+    )
   }
   if (!is.null(batch_size)) check_count(batch_size)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
-    gpukeras_abort(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument"
+    )
   }
   if (!is.numeric(smoothing) || length(smoothing) != 1L || is.na(smoothing) || smoothing < 0 || smoothing >= 1) {
-    gpukeras_abort(sprintf("`smoothing` must be one number in [0, 1), not %s.", describe(smoothing)), "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      sprintf("`smoothing` must be one number in [0, 1), not %s.", describe(smoothing)), "gpukeras_error_bad_argument"
+    )
   }
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
   if (!is.null(data$validation)) {
-    gpukeras_abort("`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.", "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
+      "gpukeras_error_bad_argument"
+    )
   }
   if (!is.null(batch_size) && data$kind != "r") {
     gpukeras_abort("`batch_size` is for R data: a dataset makes its own batches.", "gpukeras_error_bad_argument")
@@ -150,7 +162,8 @@ format.gpukeras_lr_find <- function(x, ...) {
         rate(x$suggested[["valley"]]), rate(x$suggested[["steepest"]]), rate(x$suggested[["minimum"]])
       )
     },
-    if (!is.na(x$lr)) sprintf("Use it:    %s as the optimizer's learning rate, or the peak of lr_warmup_cosine()", rate(x$lr))
+    if (!is.na(x$lr))
+      sprintf("Use it:    %s as the optimizer's learning rate, or the peak of lr_warmup_cosine()", rate(x$lr))
   )
 }
 

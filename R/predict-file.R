@@ -26,21 +26,34 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
   path <- path.expand(file)
   if (dir.exists(path) && !is_link(path)) {
     gpukeras_abort(
-      sprintf("`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").", file, file),
+      sprintf(
+        "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").",
+        file,
+        file
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!dir.exists(dirname(path))) {
     gpukeras_abort(
-      sprintf("`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.", dirname(file)),
+      sprintf(
+        "`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.",
+        dirname(file)
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (path_taken(path) && !overwrite) {
     gpukeras_abort(
-      sprintf("`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is written), or another name.", file),
+      sprintf(
+        paste0(
+          "`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is ",
+          "written), or another name."
+        ),
+        file
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -93,7 +106,8 @@ format.gpukeras_predictions_file <- function(x, ...) {
     sprintf(
       "  %s rows x %d columns, written batch by batch (model %s, reading the data %s; writing %s, beside them)",
       format(x$rows, big.mark = ","), x$columns,
-      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["reading"]]), format_seconds(x$seconds[["writing"]])
+      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["reading"]]),
+      format_seconds(x$seconds[["writing"]])
     ),
     sprintf("  read it with read.csv(\"%s\")", x$path)
   )

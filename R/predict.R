@@ -125,7 +125,13 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
                                  file = NULL, overwrite = FALSE, ...) {
   call <- current_env()
   if (...length() > 0L) {
-    abort_unused_args(rlang::names2(match.call(expand.dots = FALSE)$...), predict.gpukeras_fit, "predict.gpukeras_fit", "predict()", call = call)
+    abort_unused_args(
+      rlang::names2(match.call(expand.dots = FALSE)$...),
+      predict.gpukeras_fit,
+      "predict.gpukeras_fit",
+      "predict()",
+      call = call
+    )
   }
   if (missing(newdata)) abort_no_newdata(call)
   type <- check_choice(type[[1]], c("raw", "class"), "type", call = call)
@@ -196,7 +202,13 @@ evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
                                   unknown = c("error", "zero", "code"), na = NULL, verbose = 0, ...) {
   call <- current_env()
   if (...length() > 0L) {
-    abort_unused_args(rlang::names2(match.call(expand.dots = FALSE)$...), evaluate.gpukeras_fit, "predict.gpukeras_fit", "evaluate()", call = call)
+    abort_unused_args(
+      rlang::names2(match.call(expand.dots = FALSE)$...),
+      evaluate.gpukeras_fit,
+      "predict.gpukeras_fit",
+      "evaluate()",
+      call = call
+    )
   }
   if (missing(newdata)) abort_no_newdata(call)
   if (is.null(y) && !inherits(newdata, "python.builtin.object")) {
@@ -225,14 +237,19 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   encoding <- object$encoding
   na <- if (is.null(na)) encoding$na %||% "error" else check_choice(na[[1]], c("error", "drop"), "na", call = call)
   if (!is.numeric(verbose) || length(verbose) != 1L || !verbose %in% 0:2) {
-    gpukeras_abort(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call
+    )
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {
       gpukeras_abort(
-        c("`newdata` is a path, but the model was not trained on an image folder.", "Give the new data as the training data was given (R data, or a gpu_dataset())."),
+        c(
+          "`newdata` is a path, but the model was not trained on an image folder.",
+          "Give the new data as the training data was given (R data, or a gpu_dataset())."
+        ),
         "gpukeras_error_bad_argument",
         call = call
       )
@@ -247,10 +264,16 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   if (inherits(newdata, "python.builtin.object")) {
     check_dataset_encoding(newdata, encoding, "newdata", call)
     if (!is.null(y) && (inherits(newdata, "gpukeras_dataset") || !is.null(files))) {
-      gpukeras_abort("`y` is for R data: a dataset holds its own labels, and image files to score have none.", "gpukeras_error_bad_argument", call = call)
+      gpukeras_abort(
+        "`y` is for R data: a dataset holds its own labels, and image files to score have none.",
+        "gpukeras_error_bad_argument",
+        call = call
+      )
     }
     data <- list(x = newdata, y = y, y_dtype = NULL, check_missing = FALSE)
-    return(list(data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata), row_names = files))
+    return(list(
+      data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata), row_names = files
+    ))
   }
   if (is.null(encoding)) check_no_levels(newdata, call)
   if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images$rescale, call)
@@ -276,7 +299,9 @@ unlabelled_images <- function(newdata, call = caller_env()) {
     return(NULL)
   }
   if (anyNA(newdata) || !length(newdata)) {
-    gpukeras_abort("`newdata` must be image file paths or a folder, without NA.", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      "`newdata` must be image file paths or a folder, without NA.", "gpukeras_error_bad_argument", call = call
+    )
   }
   newdata
 }
@@ -289,7 +314,9 @@ image_files_dataset <- function(files, images, batch_size, call = caller_env()) 
     files = as.list(files), image_size = as.list(as.integer(images$image_size)),
     color_mode = images$color_mode, rescale = images$rescale
   )
-  made <- do.call(core_call, c(list("dataset_from_source", kind = "image_files", source = source), options, list(error_call = call)))
+  made <- do.call(
+    core_call, c(list("dataset_from_source", kind = "image_files", source = source), options, list(error_call = call))
+  )
   made$dataset
 }
 
@@ -303,8 +330,14 @@ check_no_levels <- function(newdata, call) {
   if (length(coded)) {
     gpukeras_abort(
       c(
-        sprintf("`newdata` has factor or character columns (%s), but the model's training encoding is not known.", paste(coded, collapse = ", ")),
-        "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as the numbers it was trained on."
+        sprintf(
+          "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
+          paste(coded, collapse = ", ")
+        ),
+        paste0(
+          "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
+          "the numbers it was trained on."
+        )
       ),
       "gpukeras_error_bad_data",
       call = call
@@ -325,7 +358,14 @@ check_pixel_range <- function(newdata, rescale, call) {
   if (!is.null(factor) && factor != 1) {
     gpukeras_warn(
       c(
-        sprintf("`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean little.", format(highest, digits = 4), format(top, digits = 4)),
+        sprintf(
+          paste0(
+            "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
+            "little."
+          ),
+          format(highest, digits = 4),
+          format(top, digits = 4)
+        ),
         sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
       ),
       "gpukeras_warning_pixel_range",
@@ -377,7 +417,7 @@ as_output <- function(output, scoring) {
   if (length(dim(output)) == 1L) output <- matrix(output, ncol = 1L)
   if (!is.null(scoring$kept)) {
     full <- array(NA_real_, c(scoring$rows, dim(output)[-1]))
-    blanks <- rep(list(quote(expr = )), length(dim(output)) - 1L)
+    blanks <- rep(list(rlang::missing_arg()), length(dim(output)) - 1L)
     output <- do.call(`[<-`, c(list(full, scoring$kept), blanks, list(value = output)))
   }
   if (length(dim(output)) == 2L) {
@@ -390,7 +430,9 @@ as_output <- function(output, scoring) {
 
 output_classes <- function(output, levels) {
   if (length(dim(output)) != 2L) {
-    gpukeras_abort("type = \"class\" needs outputs with one row per example and one column per class.", "gpukeras_error_bad_argument")
+    gpukeras_abort(
+      "type = \"class\" needs outputs with one row per example and one column per class.", "gpukeras_error_bad_argument"
+    )
   }
   codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
   if (is.null(levels)) {

@@ -162,7 +162,10 @@ error_data <- function(condition) {
   if (is.null(condition)) {
     return(NULL)
   }
-  c(list(class = class(condition), message = conditionMessage(condition)), if (isTRUE(condition$crashed)) list(crashed = TRUE))
+  c(
+    list(class = class(condition), message = conditionMessage(condition)),
+    if (isTRUE(condition$crashed)) list(crashed = TRUE)
+  )
 }
 
 # Raise `message` as the session's error of `class`, caused by `parent`, the condition a

@@ -175,11 +175,17 @@ check_numpy_supported <- function(call = caller_env()) {
   gpukeras_abort(
     c(
       sprintf(
-        "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate supports NumPy 2 from %s on).",
+        paste0(
+          "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate ",
+          "supports NumPy 2 from %s on)."
+        ),
         numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2
       ),
       sprintf(
-        "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip install 'numpy<2'` there), then restart R.",
+        paste0(
+          "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip ",
+          "install 'numpy<2'` there), then restart R."
+        ),
         pinned$numpy_before_2
       ),
       sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)

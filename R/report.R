@@ -103,7 +103,11 @@ report_lines <- function(check, facts) {
   c(
     "## gpukeras report",
     "",
-    sprintf("gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.", utils::packageVersion("gpukeras"), format(Sys.time(), "%Y-%m-%d %H:%M %Z")),
+    sprintf(
+      "gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.",
+      utils::packageVersion("gpukeras"),
+      format(Sys.time(), "%Y-%m-%d %H:%M %Z")
+    ),
     "",
     sprintf("### Verdict: `%s` (%s)", check$verdict, verdict_text[[check$verdict]]),
     "",
@@ -118,18 +122,26 @@ report_lines <- function(check, facts) {
         c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
         c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
         c("TensorFlow", tensorflow_build(s)),
-        c("JAX", if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))),
+        c(
+          "JAX",
+          if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))
+        ),
         c("OS", paste(s$os, s$os_release, s$machine))
       )
     ),
     "",
     "### Which Python R uses",
     "",
-    sprintf("`%s`, chosen by %s (see `?gpukeras_python`).", s$python_executable, or_na(s$python_chosen_by, "an unknown rule")),
+    sprintf(
+      "`%s`, chosen by %s (see `?gpukeras_python`).", s$python_executable, or_na(s$python_chosen_by, "an unknown rule")
+    ),
     "",
     "### What R sees, and what `python -c` sees",
     "",
-    "The same Python executable and this R session's environment variables; R's side lists only the frameworks its Python has imported.",
+    paste0(
+      "The same Python executable and this R session's environment variables; R's side lists only the frameworks its ",
+      "Python has imported."
+    ),
     "",
     python_sees_table(facts$python),
     "",
@@ -143,7 +155,8 @@ report_lines <- function(check, facts) {
     "",
     "### Environment variables",
     "",
-    if (length(facts$environment)) fence(sprintf("%s=%s", names(facts$environment), unlist(facts$environment))) else "None of them is set.",
+    if (length(facts$environment)) fence(sprintf("%s=%s", names(facts$environment), unlist(facts$environment))) else
+      "None of them is set.",
     "",
     "<details><summary>gpu_check() in full</summary>",
     "",
@@ -157,18 +170,32 @@ python_sees_table <- function(sees) {
   here <- sees$here
   fresh <- sees$fresh
   if (!is.null(fresh$error)) {
-    return(c(sprintf("`python -c` failed: %s", markdown_cell(fresh$error)), "", markdown_table(c("", "R"), cbind(names(here), vapply(here, seen_value, character(1))))))
+    return(c(
+      sprintf("`python -c` failed: %s", markdown_cell(fresh$error)),
+      "",
+      markdown_table(c("", "R"), cbind(names(here), vapply(here, seen_value, character(1))))
+    ))
   }
   fields <- c(
     executable = "Python executable", python = "Python version", keras = "Keras", keras_backend = "Keras backend",
     keras_backend_variable = "KERAS_BACKEND", cuda_visible_devices = "CUDA_VISIBLE_DEVICES",
-    tensorflow = "TensorFlow", tensorflow_cuda_build = "TensorFlow built with CUDA", tensorflow_gpus = "GPUs TensorFlow sees",
-    tensorflow_error = "TensorFlow error", jax = "JAX", jax_devices = "JAX devices", jax_error = "JAX error", keras_error = "Keras error"
+    tensorflow = "TensorFlow", tensorflow_cuda_build = "TensorFlow built with CUDA",
+    tensorflow_gpus = "GPUs TensorFlow sees",
+    tensorflow_error = "TensorFlow error", jax = "JAX", jax_devices = "JAX devices", jax_error = "JAX error",
+    keras_error = "Keras error"
   )
   shown <- names(fields)[names(fields) %in% c(names(here), names(fresh))]
   rows <- cbind(
     fields[shown],
-    vapply(shown, function(name) seen_value(here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name)), character(1)),
+    vapply(
+      shown,
+      function(name) {
+        seen_value(
+          here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name)
+        )
+      },
+      character(1)
+    ),
     vapply(shown, function(name) seen_value(fresh[[name]]), character(1))
   )
   differs <- rows[, 2] != rows[, 3] & !startsWith(rows[, 2], "not imported")
@@ -188,13 +215,19 @@ difference_causes <- c(
     "Keras chose its backend when this session imported it (KERAS_BACKEND, else ~/.keras/keras.json);",
     "`python -c` reads them now. Set KERAS_BACKEND before the first call that starts Python, then restart R."
   ),
-  keras_backend_variable = "KERAS_BACKEND changed in this session after Python started (Sys.setenv()): Keras read it once, at import.",
+  keras_backend_variable = paste0(
+    "KERAS_BACKEND changed in this session after Python started (Sys.setenv()): Keras read it once, at import."
+  ),
   cuda_visible_devices = paste(
     "CUDA_VISIBLE_DEVICES changed in this session after Python started (Sys.setenv()): the frameworks",
     "read it once, when they start. Set it before the first call, or use gpu_setup(devices = ) before it."
   ),
-  tensorflow = "Another TensorFlow: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
-  tensorflow_cuda_build = "Another TensorFlow build: a CPU-only and a CUDA build installed side by side, found in another order.",
+  tensorflow = paste0(
+    "Another TensorFlow: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first."
+  ),
+  tensorflow_cuda_build = paste0(
+    "Another TensorFlow build: a CPU-only and a CUDA build installed side by side, found in another order."
+  ),
   tensorflow_gpus = paste(
     "TensorFlow fixed its GPUs when it started in this session: CUDA_VISIBLE_DEVICES, gpu_setup(devices = ),",
     "or the CUDA libraries it found then (LD_LIBRARY_PATH) differ from what a new process finds now."
@@ -234,19 +267,30 @@ cuda_libraries_lines <- function(libraries) {
   }
   markdown_table(
     c("Library", "Version", "File"),
-    t(vapply(libraries, function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)), character(3)))
+    t(vapply(
+      libraries,
+      function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)),
+      character(3)
+    ))
   )
 }
 
 nvml_lines <- function(nvml, stack) {
-  driver <- if (is.null(stack$nvidia_driver)) "No NVIDIA driver found." else sprintf("Driver %s (CUDA %s).", stack$nvidia_driver, or_na(stack$cuda_driver_version))
+  driver <- if (is.null(stack$nvidia_driver)) "No NVIDIA driver found." else
+    sprintf("Driver %s (CUDA %s).", stack$nvidia_driver, or_na(stack$cuda_driver_version))
   devices <- nvml$devices
   if (!isTRUE(nvml$available) || !nrow(devices)) {
     return(c(driver, "", sprintf("NVML: %s", or_na(nvml$reason, "no GPU"))))
   }
   c(driver, "", markdown_table(
     c("NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"),
-    cbind(devices$index, devices$name, format_mib(devices$memory_total_mib), ifelse(devices$visible, "yes", "no"), ifelse(devices$in_use %in% TRUE, "yes", "no"))
+    cbind(
+      devices$index,
+      devices$name,
+      format_mib(devices$memory_total_mib),
+      ifelse(devices$visible, "yes", "no"),
+      ifelse(devices$in_use %in% TRUE, "yes", "no")
+    )
   ))
 }
 
@@ -269,7 +313,9 @@ mask_private <- function(lines) {
   for (path in unique(c(home, path.expand("~"), Sys.getenv("HOME")))) {
     path <- sub("/+$", "", path)
     if (nzchar(path)) {
-      lines <- gsub(sprintf("(?<![A-Za-z0-9_.~-])%s(?![^/\\s\"'`:;,)\\]|])", regex_escape(path)), "~", lines, perl = TRUE)
+      lines <- gsub(
+        sprintf("(?<![A-Za-z0-9_.~-])%s(?![^/\\s\"'`:;,)\\]|])", regex_escape(path)), "~", lines, perl = TRUE
+      )
     }
   }
   users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))

@@ -104,7 +104,9 @@ load_run_model <- function(run, call) {
   run_id <- run_id_of(run, "path", call)
   folder <- tempfile("gpukeras-run-model-")
   track_flush(call)
-  downloaded <- core_call("track_download_model", track = track_needed(call), run_id = run_id, folder = folder, error_call = call)
+  downloaded <- core_call(
+    "track_download_model", track = track_needed(call), run_id = run_id, folder = folder, error_call = call
+  )
   model <- gpu_load(downloaded$path)
   model$path <- paste0("runs:/", run_id, "/model/model.keras")
   model

@@ -58,7 +58,12 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
   call <- current_env()
   if (!is.null(devices) && (!is.character(devices) || anyNA(devices) || length(devices) < 2L)) {
     gpukeras_abort(
-      c(sprintf("`devices` must name two devices or more, as c(\"GPU:0\", \"GPU:1\"), or be NULL, not %s.", describe(devices)), "NULL takes every GPU, else every logical CPU device."),
+      c(
+        sprintf(
+          "`devices` must name two devices or more, as c(\"GPU:0\", \"GPU:1\"), or be NULL, not %s.", describe(devices)
+        ),
+        "NULL takes every GPU, else every logical CPU device."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -66,7 +71,9 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
   if (!is.null(batch_size)) check_count(batch_size, call = call)
   check_count(epochs, call = call)
   if (epochs < 2) {
-    gpukeras_abort("`epochs` must be at least 2: the first compiles and is not timed.", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      "`epochs` must be at least 2: the first compiles and is not timed.", "gpukeras_error_bad_argument", call = call
+    )
   }
   check_count(rounds, call = call)
   seed <- check_seed(seed, call = call)
@@ -91,9 +98,17 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
 #' @export
 format.gpukeras_scaling <- function(x, ...) {
   best <- vapply(c(1, x$replicas), function(n) max(x$runs$samples_per_second[x$runs$devices == n]), numeric(1))
-  verdict <- if (x$efficiency >= 0.8) "scales well" else if (x$speedup < 1) "slower than one device" else "scales poorly"
+  verdict <- if (x$efficiency >= 0.8) "scales well" else if (x$speedup < 1) "slower than one device" else
+    "scales poorly"
   c(
-    sprintf("<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s", x$replicas, paste(x$devices, collapse = ", "), x$backend, x$efficiency, verdict),
+    sprintf(
+      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s",
+      x$replicas,
+      paste(x$devices, collapse = ", "),
+      x$backend,
+      x$efficiency,
+      verdict
+    ),
     sprintf("  one device (%s): %s samples/s", x$devices[1], format(round(best[1]), big.mark = ",")),
     sprintf(
       "  %d devices:       %s samples/s (%.2fx one device; perfect scaling would be %dx)",

@@ -42,7 +42,8 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
     return(job$final)
   }
   process <- job$process
-  state <- if (file.exists(file.path(job$dir, "result.rds"))) "done" else if (process$is_alive() && !process$reported()) "running" else "failed"
+  state <- if (file.exists(file.path(job$dir, "result.rds"))) "done" else
+    if (process$is_alive() && !process$reported()) "running" else "failed"
   progress <- tryCatch(
     core_call("search_progress", storage = job$url, study = job$args$study),
     error = function(e) NULL
@@ -50,7 +51,8 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
   structure(
     list(
       state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
-      best = progress$best, objective = job$args$objective, elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+      best = progress$best, objective = job$args$objective,
+      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
       error = if (state == "failed") error_data(process$error()), storage = job$shown
     ),
     class = "gpukeras_search_job_status"
@@ -62,8 +64,15 @@ gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
   call <- current_env()
   status <- job_wait_until(job, timeout, function() gpu_job_status(job), timed_out = function(status) {
     gpukeras_abort(
-      c(sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done, status$trials),
-        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."),
+      c(
+        sprintf(
+          "The search did not end within %s seconds; %d of %d trials are done.",
+          format(timeout),
+          status$done,
+          status$trials
+        ),
+        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
+      ),
       "gpukeras_error_job_timeout",
       call = call
     )
@@ -124,7 +133,8 @@ format.gpukeras_search_job_status <- function(x, ...) {
   c(
     sprintf("Search %s: %d of %d trials done%s", x$state, x$done, x$trials, running),
     sprintf("Best so far: %s", best),
-    if (x$state == "cancelled") sprintf("The study is kept in %s: the same gpu_search() call resumes it.", x$storage %||% "its storage"),
+    if (x$state == "cancelled")
+      sprintf("The study is kept in %s: the same gpu_search() call resumes it.", x$storage %||% "its storage"),
     if (!is.null(x$error)) sprintf("Error: %s", x$error$message)
   )
 }

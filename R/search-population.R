@@ -33,7 +33,11 @@ search_population_task <- function(opened, common, call) {
 
 # The trial numbers a task trains (a population's, or one trial's).
 search_task_numbers <- function(task) {
-  if (isTRUE(task$population)) vapply(task$trials, function(trial) as.integer(trial$number), integer(1)) else task$trial$number
+  if (isTRUE(task$population)) {
+    vapply(task$trials, function(trial) as.integer(trial$number), integer(1))
+  } else {
+    task$trial$number
+  }
 }
 
 # In the worker (worker_task()'s `run`): each trial's model made after its seed, the core's
@@ -63,7 +67,8 @@ search_population_run <- function(task) {
     pruning <- trained$trials[[i]]$pruning
     if (!isTRUE(pruning$pruned) && is.null(pruning$missing) && is.null(pruning$failed)) {
       path <- file.path(task$models, sprintf("trial-%d.keras", task$trials[[i]]$number))
-      core_call("save_model", model = models[[i]], path = path, encoding = if (!is.null(task$encoding)) encoding_to_plain(task$encoding), overwrite = TRUE)
+      encoding <- if (!is.null(task$encoding)) encoding_to_plain(task$encoding)
+      core_call("save_model", model = models[[i]], path = path, encoding = encoding, overwrite = TRUE)
     }
   }
   trained["trials"]
@@ -74,7 +79,10 @@ search_population_run <- function(task) {
 search_population_tell <- function(opened, ended, device) {
   if (!is.null(ended$result$error) || is.null(ended$result$trials)) {
     return(lapply(ended$task$trials, function(trial) {
-      core_call("search_tell", search = opened, number = trial$number, result = ended$result["error"], seconds = ended$seconds, device = device)
+      core_call(
+        "search_tell",
+        search = opened, number = trial$number, result = ended$result["error"], seconds = ended$seconds, device = device
+      )
     }))
   }
   core_call("search_population_tell", search = opened, trials = ended$result$trials, device = device)

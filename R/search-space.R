@@ -57,7 +57,9 @@ search_choice <- function(...) {
   choices <- list(...)
   if (!length(choices)) {
     gpukeras_abort(
-      c("search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."),
+      c(
+        "search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -67,7 +69,11 @@ search_choice <- function(...) {
     if (!(is.character(value) || is.numeric(value) || is.logical(value)) || length(value) != 1L || is.na(value)) {
       gpukeras_abort(
         c(
-          sprintf("Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.", i, describe(value)),
+          sprintf(
+            "Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.",
+            i,
+            describe(value)
+          ),
           "For a vector of values, spread it: do.call(search_choice, as.list(values))."
         ),
         "gpukeras_error_bad_argument",
@@ -89,13 +95,18 @@ new_search_param <- function(spec) structure(spec, class = "gpukeras_search_para
 
 check_bound <- function(x, arg, whole = FALSE, call = caller_env()) {
   widest <- .Machine$integer.max
-  if (whole) check_whole_number(x, -widest, widest, arg = arg, call = call) else check_number_decimal(x, arg = arg, call = call)
+  if (whole) check_whole_number(x, -widest, widest, arg = arg, call = call) else
+    check_number_decimal(x, arg = arg, call = call)
 }
 
 check_range <- function(lower, upper, log, call) {
   if (lower > upper) {
     gpukeras_abort(
-      sprintf("`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.", format(lower), format(upper)),
+      sprintf(
+        "`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.",
+        format(lower),
+        format(upper)
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -115,9 +126,18 @@ check_range <- function(lower, upper, log, call) {
 #' @export
 format.gpukeras_search_param <- function(x, ...) {
   if (x$type == "choice") {
-    return(sprintf("one of %s", paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")))
+    return(sprintf(
+      "one of %s",
+      paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")
+    ))
   }
-  sprintf("%s from %s to %s%s", if (x$type == "int") "a whole number" else "a number", format(x$lower), format(x$upper), if (x$log) " (log scale)" else "")
+  sprintf(
+    "%s from %s to %s%s",
+    if (x$type == "int") "a whole number" else "a number",
+    format(x$lower),
+    format(x$upper),
+    if (x$log) " (log scale)" else ""
+  )
 }
 
 #' @export
@@ -130,7 +150,14 @@ print.gpukeras_search_param <- function(x, ...) {
 check_space <- function(space, call = caller_env()) {
   usage <- "Give `space` as a named list: list(units = search_int(16, 256), dropout = search_float(0, 0.5))."
   if (!is.list(space) || inherits(space, "gpukeras_search_param")) {
-    gpukeras_abort(c(sprintf("`space` must be a named list of search_int(), search_float() or search_choice() values, not %s.", describe(space)), usage),
+    gpukeras_abort(
+      c(
+        sprintf(
+          "`space` must be a named list of search_int(), search_float() or search_choice() values, not %s.",
+          describe(space)
+        ),
+        usage
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -145,8 +172,13 @@ check_space <- function(space, call = caller_env()) {
   bad <- !vapply(space, inherits, logical(1), "gpukeras_search_param")
   if (any(bad)) {
     gpukeras_abort(
-      c(sprintf("`space$%s` is %s, not a search_int(), search_float() or search_choice() value.", names[bad][1], describe(space[bad][[1]])),
-        "A fixed value belongs in model_fn itself, or as a choice of one: search_choice(value)."),
+      c(
+        sprintf(
+          "`space$%s` is %s, not a search_int(), search_float() or search_choice() value.",
+          names[bad][1], describe(space[bad][[1]])
+        ),
+        "A fixed value belongs in model_fn itself, or as a choice of one: search_choice(value)."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )

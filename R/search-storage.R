@@ -14,7 +14,9 @@ search_storage <- function(storage, study, call) {
     writeLines(c(storage, study), key)
     digest <- unname(tools::md5sum(key))
     unlink(key)
-    return(list(url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))))
+    return(list(
+      url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))
+    ))
   }
   # made for this user alone, and refused when another user could swap what is in it
   # (gpu_backup()'s rules), or when search.db or models is a link

@@ -78,8 +78,9 @@
 #' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-
 #' model_fn(params)` and `gpu_fit(model, <training rows>, validation_data =
 #' <validation rows>, seed = seed, ...)` with its `params` and `seed` from
-#' `$trials` (the rows held out are `$validation_rows`): run by hand the same way it gives the same objective (exactly on
-#' a CPU, and on a GPU with `gpu_setup(deterministic = TRUE)`).
+#' `$trials` (the rows held out are `$validation_rows`): run by hand the same
+#' way it gives the same objective (exactly on a CPU, and on a GPU with
+#' `gpu_setup(deterministic = TRUE)`).
 #'
 #' @inheritSection gpu_cv Workers
 #' @param model_fn A function of one argument, `params` (a named list with a
@@ -157,10 +158,15 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
                        sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",
                        seed = NULL, workers = gpu_workers(), background = FALSE, ...) {
   call <- current_env()
-  model_digest <- if (is.function(model_fn)) paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
+  model_digest <- if (is.function(model_fn))
+    paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
   model_fn <- check_model_fn(model_fn, 1L, call = call)
   if (missing(space)) {
-    gpukeras_abort("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      "`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
   check_count(trials, call = call)
@@ -174,11 +180,12 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   background <- check_fit_option(background, "background", gpu_background, flag = TRUE, call = call)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data), call = call)
-  if (!is.null(fit$fixed$class_weight)) fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data), call = call)
+  if (!is.null(fit$fixed$class_weight))
+    fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data), call = call)
   storage <- search_storage(storage, study, call)
   search <- c(fit, list(
-    model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler, pruner = pruner,
-    study = study, seed = seed, population = workers$population
+    model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
+    pruner = pruner, study = study, seed = seed, population = workers$population
   ))
   if (!is.null(background)) {
     args <- c(
@@ -203,13 +210,22 @@ search_fit_args <- function(space, fit_args, call) {
   searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
   both <- intersect(names(space), names(fit_args)[searched])
   if (length(both)) {
-    gpukeras_abort(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   if (!length(space) && !any(searched)) {
     gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
   }
   fixed <- fit_args[!searched]
-  list(space = space, fixed = fixed[names(fixed) != "validation_data"], searched = fit_args[searched], validation_data = fit_args$validation_data)
+  list(
+    space = space,
+    fixed = fixed[names(fixed) != "validation_data"],
+    searched = fit_args[searched],
+    validation_data = fit_args$validation_data
+  )
 }
 
 # What the search's trials share: the data carried to `dir` once, how they validate
@@ -234,7 +250,8 @@ search_request <- function(search, model_digest, data, dir, call) {
 # search stops. Returns the gpukeras_search.
 search_run <- function(search, request, storage, plan, dir, call) {
   tracked <- track_many("search", 0L, list(
-    study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url), trials = search$trials,
+    study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url),
+    trials = search$trials,
     objective = search$objective, direction = search$direction, sampler = search$sampler, pruner = search$pruner,
     seed = search$seed, space = request$space
   ), call)
@@ -248,7 +265,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
     error_call = call
   )
   pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
-  running <- function() unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
+  running <- function() {
+    unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
+  }
   on.exit(
     {
       if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
@@ -260,9 +279,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
   carried <- request$carried
   validation <- request$validation
   common <- list(
-    model_fn = search$model_fn, space = names(search$space), searched = names(search$searched), data = carried$files,
-    train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows, validation = validation$files,
-    fit = search$fixed, storage = storage$url, study = search$study, objective = search$objective, pruner = search$pruner,
+    model_fn = search$model_fn, space = names(search$space), searched = names(search$searched),
+    data = carried$files, train_rows = validation$train_rows %||% seq_len(carried$rows),
+    validation_rows = validation$rows, validation = validation$files, fit = search$fixed, storage = storage$url,
+    study = search$study, objective = search$objective, pruner = search$pruner,
     models = storage$models, encoding = carried$encoding
   )
   next_task <- function() {
@@ -306,7 +326,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
     } else {
       told <- core_call(
         "search_tell",
-        search = opened, number = ended$task$trial$number, result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
+        search = opened, number = ended$task$trial$number,
+        result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
         seconds = ended$seconds, device = device
       )
       track_trial_end(tracked, ended, told, call)
@@ -317,7 +338,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
         c(sprintf("Trial %d failed, and no trial has completed.", number),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
         "gpukeras_error_search_trial",
-        parent = ended$condition %||% rlang::error_cnd(c(told$stop$class, "gpukeras_error"), message = told$stop$message),
+        parent = ended$condition %||% rlang::error_cnd(
+          c(told$stop$class, "gpukeras_error"), message = told$stop$message
+        ),
         call = call
       )
     }
@@ -326,8 +349,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
   }
   worker_run(pool, on_end = on_end, next_task = next_task)
   result <- new_gpukeras_search(
-    core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed, search$objective,
-    validation, pool$plan, population
+    core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed,
+    search$objective, validation, pool$plan, population
   )
   track_many_end(
     tracked, "FINISHED",
@@ -350,7 +373,8 @@ track_trial_end <- function(tracked, ended, told, call) {
   track_record(
     tracked$track, context$key,
     metrics = if (identical(state, "complete")) list(objective = told$value),
-    params = context$params, tags = Filter(Negate(is.null), list(gpukeras.trial_state = state, gpukeras.trial_reason = reason)),
+    params = context$params,
+    tags = Filter(Negate(is.null), list(gpukeras.trial_state = state, gpukeras.trial_reason = reason)),
     status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
     name = context$name, kind = "trial", call = call
   )
@@ -361,7 +385,9 @@ track_trial_end <- function(tracked, ended, told, call) {
 search_validation <- function(validation_data, objective, data, seed, dir, call) {
   if (!is.null(validation_data)) {
     validation <- with_training_encoding(fit_data(validation_data, "validation_data", call = call), data)
-    return(list(files = carry_data(validation, dir, "validation", call = call), description = "the validation_data given"))
+    return(list(
+      files = carry_data(validation, dir, "validation", call = call), description = "the validation_data given"
+    ))
   }
   if (!startsWith(objective, "val_")) {
     return(list(description = "none"))
@@ -372,7 +398,13 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
   })
   list(
     rows = held, train_rows = setdiff(seq_len(rows), held),
-    description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, if (is_class_labels(data$y)) ", stratified" else "", seed)
+    description = sprintf(
+      "%d of %d rows held out (20 %%%s, seed %d)",
+      length(held),
+      rows,
+      if (is_class_labels(data$y)) ", stratified" else "",
+      seed
+    )
   )
 }
 
@@ -387,98 +419,4 @@ search_trial_end <- function(fit, callback, path, encoding) {
   fit$encoding <- encoding
   gpu_save(fit, path, overwrite = TRUE)
   list(pruning = pruning, path = path)
-}
-
-new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan, population = NULL) {
-  table <- data.frame(number = as.integer(unlist(trials$number)))
-  for (name in names) table[[name]] <- simplify_column(trials$params[[name]])
-  for (column in c("value", "state", "reason", "seconds", "device", "seed", "epochs")) {
-    table[[column]] <- simplify_column(trials[[column]])
-  }
-  best <- NULL
-  if (!is.null(trials$best)) {
-    row <- which(table$number == trials$best)
-    path <- file.path(storage$models, sprintf("trial-%d.keras", trials$best))
-    best <- list(
-      number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
-      path = if (file.exists(path)) path else NA_character_
-    )
-    keep_best_model(storage$models, path)
-  }
-  structure(
-    list(
-      trials = table, best = best, objective = objective, direction = trials$direction,
-      storage = storage$folder %||% trials$storage, study = study, seed = seed,
-      validation = validation$description, validation_rows = validation$rows, interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
-      trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
-    ),
-    class = "gpukeras_search"
-  )
-}
-
-# A list column from the core (NULL for missing) as an R vector with NA.
-simplify_column <- function(values) {
-  values <- lapply(values, function(value) if (is.null(value)) NA else value)
-  unlist(values)
-}
-
-# Only the best trial's model stays in the study's folder: the others' go.
-keep_best_model <- function(folder, best) {
-  saved <- list.files(folder, pattern = "^trial-[0-9]+[.](keras|gpukeras[.]json)$", full.names = TRUE)
-  keep <- c(best, sub("[.]keras$", ".gpukeras.json", best))
-  unlink(setdiff(saved, keep))
-}
-
-#' @export
-format.gpukeras_search <- function(x, ...) {
-  states <- table(factor(x$trials$state, levels = c("complete", "pruned", "failed", "running", "waiting")))
-  states <- states[states > 0]
-  best <- if (is.null(x$best)) {
-    "Best:       none yet (no trial completed)"
-  } else {
-    c(
-      sprintf("Best:       trial %d, %s = %.5g", x$best$number, x$objective, x$best$value),
-      sprintf("            %s", paste(sprintf("%s = %s", names(x$best$params), vapply(x$best$params, function(v) format(v, digits = 4), "")), collapse = ", ")),
-      if (!is.na(x$best$path)) sprintf("            model: %s (gpu_load() it)", x$best$path)
-    )
-  }
-  c(
-    sprintf("<gpukeras_search> %d trials (%s), %s %s", nrow(x$trials), paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "), x$direction, x$objective),
-    best,
-    sprintf("Validation: %s", x$validation),
-    sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
-    if (identical(x$trained, "populations")) sprintf("Trained:    in batches, as populations (%s)", x$trained_why),
-    if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
-  )
-}
-
-#' @export
-print.gpukeras_search <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
-
-#' @export
-plot.gpukeras_search <- function(x, ...) {
-  trials <- x$trials[order(x$trials$number), ]
-  done <- trials$state %in% c("complete", "pruned") & is.finite(trials$value)
-  if (!any(done)) {
-    graphics::plot.new()
-    graphics::title(main = "No trial has a value yet")
-    return(invisible(x))
-  }
-  values <- ifelse(trials$state == "complete", trials$value, NA)
-  best <- if (x$direction == "maximize") cummax(ifelse(is.na(values), -Inf, values)) else cummin(ifelse(is.na(values), Inf, values))
-  best[!is.finite(best)] <- NA
-  values <- trials$value[done]
-  # room above the points for the legend
-  ylim <- range(values) + c(0, 0.3 * max(diff(range(values)), abs(max(values)) * 0.1, 1e-8))
-  graphics::plot(
-    trials$number[done], values, pch = ifelse(trials$state[done] == "pruned", 1, 19), ylim = ylim, xaxt = "n",
-    xlab = "trial", ylab = x$objective, main = sprintf("%s over the trials", x$objective), ...
-  )
-  graphics::axis(1, at = unique(round(pretty(trials$number))))
-  graphics::lines(trials$number, best, type = "s", lty = 1)
-  graphics::legend("top", c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n", horiz = TRUE, cex = 0.8)
-  invisible(x)
 }

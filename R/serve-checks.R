@@ -16,7 +16,11 @@ check_token <- function(token, call) {
     return(invisible())
   }
   if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
-    given <- if (is.character(token) && length(token) == 1L) "a string with spaces or control characters" else sprintf("a %s of length %d", class(token)[1], length(token))
+    given <- if (is.character(token) && length(token) == 1L) {
+      "a string with spaces or control characters"
+    } else {
+      sprintf("a %s of length %d", class(token)[1], length(token))
+    }
     gpukeras_abort(
       c(
         sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
@@ -38,11 +42,18 @@ check_allowed_hosts <- function(allowed_hosts, call) {
   if (is.null(allowed_hosts)) {
     return(invisible())
   }
-  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) || !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
+  if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
+    !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
     gpukeras_abort(
       c(
-        sprintf("`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.", describe(allowed_hosts)),
-        "Name the hosts clients reach the service by, as their Host header gives them: e.g. allowed_hosts = \"scoring.example.org\"."
+        sprintf(
+          "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
+          describe(allowed_hosts)
+        ),
+        paste(
+          "Name the hosts clients reach the service by, as their Host header gives them:",
+          "e.g. allowed_hosts = \"scoring.example.org\"."
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -55,7 +66,8 @@ check_allowed_hosts <- function(allowed_hosts, call) {
 check_port_free <- function(host, port, call) {
   free <- tryCatch(
     {
-      server <- httpuv::startServer(host, as.integer(port), list(call = function(req) list(status = 200L, headers = list(), body = "")))
+      app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
+      server <- httpuv::startServer(host, as.integer(port), app)
       httpuv::stopServer(server)
       TRUE
     },
@@ -64,7 +76,10 @@ check_port_free <- function(host, port, call) {
   if (!free) {
     gpukeras_abort(
       c(
-        sprintf("Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.", host, as.integer(port)),
+        sprintf(
+          "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
+          host, as.integer(port)
+        ),
         "Choose another port (e.g. port = 8001), or stop what listens there."
       ),
       "gpukeras_error_port_in_use",
@@ -82,7 +97,10 @@ check_suggested <- function(package, what, call = caller_env()) {
   gpukeras_abort(
     c(
       sprintf("%s needs the R package %s, which is not installed.", what, package),
-      sprintf("Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).", package, tolower(package))
+      sprintf(
+        "Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).",
+        package, tolower(package)
+      )
     ),
     "gpukeras_error_package_missing",
     package = package,

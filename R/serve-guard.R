@@ -35,7 +35,10 @@ check_host <- function(req, hosts) {
     return(NULL)
   }
   refusal(403L, "forbidden_host", sprintf(
-    "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS rebinding). If clients use that name, start the service with allowed_hosts = \"%s\".",
+    paste0(
+      "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS ",
+      "rebinding). If clients use that name, start the service with allowed_hosts = \"%s\"."
+    ),
     hosts_text(hosts), client_text(given, 60L), client_text(host_name(given), 60L)
   ))
 }
@@ -72,7 +75,9 @@ check_length <- function(req, max_bytes) {
     if (is.null(req$HTTP_TRANSFER_ENCODING)) {
       return(NULL)
     }
-    return(refusal(411L, "length_required", "Send the body with a `Content-Length` header (this service takes no chunked bodies)."))
+    return(refusal(
+      411L, "length_required", "Send the body with a `Content-Length` header (this service takes no chunked bodies)."
+    ))
   }
   bytes <- suppressWarnings(as.numeric(length))
   if (!isTRUE(bytes > max_bytes)) {
@@ -94,7 +99,12 @@ check_bearer <- function(req, token) {
   if (same_secret(given, paste("Bearer", token))) {
     return(NULL)
   }
-  refusal(401L, "unauthorized", if (nzchar(given)) "The bearer token is wrong." else "This service needs a token: send the header `Authorization: Bearer <token>`.")
+  refusal(
+    401L,
+    "unauthorized",
+    if (nzchar(given)) "The bearer token is wrong." else
+      "This service needs a token: send the header `Authorization: Bearer <token>`."
+  )
 }
 
 # Whether two strings are equal, in a time that depends on their length only.
@@ -125,7 +135,9 @@ served_hosts <- function(host, allowed_hosts) {
 # an IPv6 address, in lower case, without a final dot.
 host_name <- function(value) {
   value <- tolower(value)
-  name <- ifelse(grepl("^\\[[^]]*\\](:[0-9]*)?$", value), sub("^\\[([^]]*)\\].*$", "\\1", value), sub(":[0-9]*$", "", value))
+  name <- ifelse(
+    grepl("^\\[[^]]*\\](:[0-9]*)?$", value), sub("^\\[([^]]*)\\].*$", "\\1", value), sub(":[0-9]*$", "", value)
+  )
   sub("\\.$", "", name)
 }
 
@@ -134,7 +146,11 @@ host_allowed <- function(name, hosts) {
 }
 
 hosts_text <- function(hosts) {
-  sprintf("%s and %s", paste(hosts$names, collapse = ", "), if (hosts$any_address) "this machine's addresses" else "loopback addresses")
+  sprintf(
+    "%s and %s",
+    paste(hosts$names, collapse = ", "),
+    if (hosts$any_address) "this machine's addresses" else "loopback addresses"
+  )
 }
 
 is_ip_address <- function(name) {

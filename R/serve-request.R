@@ -7,7 +7,9 @@
 # condition: it never reaches a user, and rlang's backtrace would cost 1.7 ms of
 # every refusal (the service answers one request at a time).
 serve_reject <- function(status, code, message, ...) {
-  stop(errorCondition(message, class = "gpukeras_serve_reject", status = as.integer(status), problem = serve_problem(code, message, ...)))
+  stop(errorCondition(
+    message, class = "gpukeras_serve_reject", status = as.integer(status), problem = serve_problem(code, message, ...)
+  ))
 }
 
 serve_problem <- function(code, message, ...) {
@@ -31,7 +33,11 @@ served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
     gpukeras_abort(
       c(
-        sprintf("gpu_serve() serves a model with one input; this one has %d (%s).", length(encoding$inputs), paste(names(encoding$inputs), collapse = ", ")),
+        sprintf(
+          "gpu_serve() serves a model with one input; this one has %d (%s).",
+          length(encoding$inputs),
+          paste(names(encoding$inputs), collapse = ", ")
+        ),
         "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
       ),
       "gpukeras_error_bad_argument",
@@ -63,10 +69,17 @@ request_byte_limit <- function(part, max_rows) {
 # before they are parsed, or even made text.
 parse_request_body <- function(raw, part) {
   if (!length(raw)) {
-    serve_reject(400L, "bad_body", sprintf("The request has no body: send JSON records, e.g. %s.", example_request(part)))
+    serve_reject(
+      400L, "bad_body", sprintf("The request has no body: send JSON records, e.g. %s.", example_request(part))
+    )
   }
-  check_named_in_body(raw, if (identical(part$type, "data.frame")) names(part$columns) else part$names)
-  malformed <- function(e) serve_reject(400L, "malformed_json", sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L)))
+  check_named_in_body(raw, served_columns(part))
+  malformed <- function(e) {
+    serve_reject(
+      400L, "malformed_json",
+      sprintf("The body is not valid JSON: %s", client_text(one_line(conditionMessage(e)), 200L))
+    )
+  }
   text <- tryCatch(rawToChar(raw), error = malformed)
   Encoding(text) <- "UTF-8"
   list(text = text, value = tryCatch(jsonlite::parse_json(text, simplifyVector = FALSE), error = malformed))
@@ -84,7 +97,8 @@ check_named_in_body <- function(raw, columns) {
   named <- function(column) length(grepRaw(charToRaw(enc2utf8(sprintf("\"%s\"", column))), raw, fixed = TRUE)) > 0L
   # text for validUTF8() and grepl(), NULL for bytes that cannot be (a NUL)
   as_text <- function(bytes) tryCatch(rawToChar(bytes), error = function(e) NULL)
-  if (is.null(columns) || named(columns[1]) || !isTRUE(grepl("^\\s*(\\[\\s*)?\\{", as_text(utils::head(raw, 64L)), useBytes = TRUE))) {
+  if (is.null(columns) || named(columns[1]) ||
+      !isTRUE(grepl("^\\s*(\\[\\s*)?\\{", as_text(utils::head(raw, 64L)), useBytes = TRUE))) {
     return(invisible())
   }
   if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) {
@@ -101,14 +115,15 @@ request_data <- function(body, settings) {
   part <- settings$part
   if (is.list(body$value) && !length(body$value)) check_row_count(0L, settings$max_rows)
   form <- body_form(body$value)
-  columns <- if (identical(part$type, "data.frame")) names(part$columns) else part$names
+  columns <- served_columns(part)
   if (form %in% c("records", "columns") && !is.null(columns)) {
     values <- named_values(body$value, form, columns, settings$max_rows)
     if (identical(part$type, "data.frame")) {
       return(request_columns(values, part, settings))
     }
     for (column in columns) {
-      if (!is.numeric(values[[column]]) && !is.logical(values[[column]])) abort_wrong_type(column, values[[column]], "numbers")
+      if (!is.numeric(values[[column]]) &&
+          !is.logical(values[[column]])) abort_wrong_type(column, values[[column]], "numbers")
       check_numbers(values[[column]], column)
     }
     return(matrix(as.double(unlist(values, use.names = FALSE)), ncol = length(columns), dimnames = list(NULL, columns)))
@@ -120,7 +135,10 @@ request_data <- function(body, settings) {
     rows = sprintf("This model takes named columns: send records, e.g. [{%s}].", example_record(part)),
     records = ,
     columns = "This model takes rows of numbers: send them as arrays, e.g. [[5.1, 3.5], [4.9, 3.0]].",
-    "The body must be JSON records [{\"column\": value, ...}, ...], columns {\"column\": [values], ...}, or rows of numbers [[...], ...]."
+    paste0(
+      "The body must be JSON records [{\"column\": value, ...}, ...], columns {\"column\": [values], ...}, or rows of ",
+      "numbers [[...], ...]."
+    )
   ))
 }
 
@@ -147,7 +165,15 @@ check_row_count <- function(rows, max_rows) {
     serve_reject(400L, "no_rows", "The body holds no rows.")
   }
   if (rows > max_rows) {
-    serve_reject(413L, "too_many_rows", sprintf("The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.", rows, max_rows))
+    serve_reject(
+      413L,
+      "too_many_rows",
+      sprintf(
+        "The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.",
+        rows,
+        max_rows
+      )
+    )
   }
 }
 
@@ -166,7 +192,14 @@ named_values <- function(value, form, columns, max_rows) {
   cells <- lapply(value[columns], function(cells) if (is.list(cells) && is.null(names(cells))) cells else list(cells))
   lengths <- lengths(cells)
   if (length(unique(lengths)) != 1L) {
-    serve_reject(400L, "bad_body", sprintf("The columns have different lengths (%s): each must have one value per row.", paste(sprintf("%s %d", columns, lengths), collapse = ", ")))
+    serve_reject(
+      400L,
+      "bad_body",
+      sprintf(
+        "The columns have different lengths (%s): each must have one value per row.",
+        paste(sprintf("%s %d", columns, lengths), collapse = ", ")
+      )
+    )
   }
   check_row_count(lengths[[1]], max_rows)
   as_frame(Map(json_vector, cells, columns))
@@ -178,9 +211,12 @@ named_values <- function(value, form, columns, max_rows) {
 # record up).
 record_cells <- function(records, keys, all_keys, columns) {
   first <- keys[[1]]
-  if (identical(all_keys, rep(first, length(records))) && identical(lengths(keys), rep(length(first), length(records)))) {
+  if (identical(all_keys, rep(first, length(records))) &&
+      identical(lengths(keys), rep(length(first), length(records)))) {
     cells <- unlist(records, recursive = FALSE, use.names = FALSE)
-    return(lapply(match(columns, first), function(at) cells[seq.int(at, by = length(first), length.out = length(records))]))
+    return(lapply(
+      match(columns, first), function(at) cells[seq.int(at, by = length(first), length.out = length(records))]
+    ))
   }
   lapply(columns, function(column) lapply(records, .subset2, column))
 }
@@ -197,7 +233,12 @@ json_vector <- function(cells, column) {
   cells[empty] <- list(NA)
   values <- unlist(cells, recursive = FALSE, use.names = FALSE)
   if (nested || is.list(values)) {
-    serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold single values, not nested arrays or objects.", column), column = column)
+    serve_reject(
+      400L,
+      "wrong_type",
+      sprintf("Column `%s` must hold single values, not nested arrays or objects.", column),
+      column = column
+    )
   }
   values
 }
@@ -224,7 +265,8 @@ request_rows <- function(body, part, settings) {
   }
   if (!is.null(shape) && !identical(as.integer(dim(rows)[-1]), as.integer(shape))) {
     serve_reject(400L, "bad_data", sprintf(
-      "Each row must have shape (%s); these have (%s).", paste(shape, collapse = ", "), paste(dim(rows)[-1], collapse = ", ")
+      "Each row must have shape (%s); these have (%s).", paste(shape, collapse = ", "),
+      paste(dim(rows)[-1], collapse = ", ")
     ))
   }
   storage.mode(rows) <- "double"
@@ -256,7 +298,10 @@ check_numbers <- function(values, names) {
   serve_reject(
     400L, "bad_data",
     sprintf(
-      "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot take them; send finite numbers within it.",
+      paste0(
+        "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
+        "take them; send finite numbers within it."
+      ),
       where, length(rows), rows[1]
     ),
     column = if (length(dim(bad)) <= 2L) names[1], rows = I(utils::head(rows, 100))
@@ -264,33 +309,54 @@ check_numbers <- function(values, names) {
 }
 
 # A data.frame input's columns, checked and typed as the encoding says: their
-# JSON types, and the NA rule per column (for its `column` and `rows`). Levels
-# training did not have are predict()'s to refuse (predict_for_request()).
+# JSON types. Levels training did not have and NA where the NA rule is "error"
+# are predict()'s to refuse (predict_for_request()).
 request_columns <- function(body, part, settings) {
   for (column in names(part$columns)) {
     spec <- part$columns[[column]]
     values <- body[[column]]
-    if (all(is.na(values))) values <- as.vector(values, mode = if (identical(spec$type, "factor")) "character" else "double")
+    if (all(is.na(values)))
+      values <- as.vector(values, mode = if (identical(spec$type, "factor")) "character" else "double")
     if (identical(spec$type, "numeric")) {
       if (!is.numeric(values)) abort_wrong_type(column, values, "numbers")
       check_numbers(values, column)
     }
-    if (identical(spec$type, "logical") && !is.logical(values) && !is.numeric(values)) abort_wrong_type(column, values, "true or false")
+    if (identical(spec$type, "logical") && !is.logical(values) &&
+        !is.numeric(values)) abort_wrong_type(column, values, "true or false")
     if (identical(spec$type, "factor")) {
       if (!is.character(values) && !is.numeric(values)) abort_wrong_type(column, values, "strings")
       values <- as.character(values)
     }
     body[[column]] <- values
-    missing <- which(is.na(values))
-    if (length(missing) && identical(settings$encoding$na %||% "error", "error")) {
-      serve_reject(
-        400L, "missing_value",
-        sprintf("Column `%s` is null (NA) in %d row(s) (first: %d); the model was trained without NA.", column, length(missing), missing[1]),
-        column = column, rows = I(utils::head(missing, 100))
-      )
-    }
   }
   body
+}
+
+# The served input's column names (a data.frame's, or those of rows of numbers),
+# and where predict()'s names for them (x$column) are among them.
+served_columns <- function(part) {
+  if (identical(part$type, "data.frame")) names(part$columns) else part$names
+}
+
+served_column_at <- function(column, part) {
+  match(column, paste0("x$", served_columns(part)))
+}
+
+# NA in `columns` (none: rows of numbers without names) where the NA rule is
+# "error", from predict()'s error: the first of `rows`, `n_rows` in all.
+abort_missing_value <- function(columns, rows, n_rows) {
+  where <- if (!length(columns)) {
+    "The data is"
+  } else if (length(columns) == 1L) {
+    sprintf("Column `%s` is", columns)
+  } else {
+    sprintf("Columns %s are", paste0("`", columns, "`", collapse = ", "))
+  }
+  serve_reject(
+    400L, "missing_value",
+    sprintf("%s null (NA) in %d row(s) (first: %d); the model was trained without NA.", where, n_rows, rows[1]),
+    column = if (length(columns)) columns[1], rows = I(rows)
+  )
 }
 
 # Levels of `column` training did not have: a few of them echoed, each cut short.
@@ -300,7 +366,8 @@ abort_unseen_levels <- function(column, unseen, known = NULL) {
     400L, "unseen_level",
     sprintf(
       "Column `%s` has level(s) the model was not trained on: %s%s.%s", column,
-      paste0("\"", shown, "\"", collapse = ", "), if (length(unseen) > 5L) sprintf(" and %d more", length(unseen) - 5L) else "",
+      paste0("\"", shown, "\"", collapse = ", "),
+      if (length(unseen) > 5L) sprintf(" and %d more", length(unseen) - 5L) else "",
       if (!is.null(known)) sprintf(" It knows %s.", paste0("\"", utils::head(known, 20), "\"", collapse = ", ")) else ""
     ),
     column = column, levels = I(shown)
@@ -322,14 +389,19 @@ check_present <- function(present, columns) {
   if (length(absent)) {
     serve_reject(
       400L, "missing_column",
-      sprintf("The request lacks column(s) the model was trained on: %s. Every row needs %s.", paste(absent, collapse = ", "), paste(columns, collapse = ", ")),
+      sprintf(
+        "The request lacks column(s) the model was trained on: %s. Every row needs %s.",
+        paste(absent, collapse = ", "),
+        paste(columns, collapse = ", ")
+      ),
       columns = I(absent)
     )
   }
 }
 
 abort_wrong_type <- function(column, values, wanted) {
-  given <- if (is.character(values)) "strings" else if (is.logical(values)) "true/false" else if (is.numeric(values)) "numbers" else "nested values"
+  given <- if (is.character(values)) "strings" else if (is.logical(values)) "true/false" else
+    if (is.numeric(values)) "numbers" else "nested values"
   serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold %s, not %s.", column, wanted, given), column = column)
 }
 
@@ -359,7 +431,10 @@ output_json <- function(output) {
     if (is.null(names(output))) {
       return(sprintf("[%s]", paste(parts, collapse = ",")))
     }
-    return(sprintf("{%s}", paste(sprintf("%s:%s", vapply(names(output), to_json, character(1), auto_unbox = TRUE), parts), collapse = ",")))
+    return(sprintf(
+      "{%s}",
+      paste(sprintf("%s:%s", vapply(names(output), to_json, character(1), auto_unbox = TRUE), parts), collapse = ",")
+    ))
   }
   if (is.null(dim(output))) {
     return(to_json(unname(output)))
@@ -371,45 +446,4 @@ output_json <- function(output) {
     return(to_json(unname(output[, 1])))
   }
   to_json(unname(output), matrix = "rowmajor")
-}
-
-# What GET /metadata answers: the input, the outputs, the rules and the versions.
-serve_metadata <- function(fit, outputs, settings) {
-  part <- settings$part
-  inputs <- if (identical(part$type, "data.frame")) {
-    unname(Map(function(spec, name) {
-      c(list(name = name, type = spec$type), if (identical(spec$type, "factor")) list(levels = I(spec$levels)))
-    }, part$columns, names(part$columns)))
-  } else if (!is.null(part$names)) {
-    lapply(part$names, function(name) list(name = name, type = "numeric"))
-  }
-  keras <- gpu_keras()
-  list(
-    input = Filter(Negate(is.null), list(
-      form = if (identical(part$type, "data.frame")) "records" else if (!is.null(part$names)) "records or rows" else "rows",
-      columns = inputs, shape = if (is.null(part$names) && !is.null(part$shape)) I(part$shape)
-    )),
-    outputs = lapply(outputs, function(output) list(name = output$name, shape = I(output$shape))),
-    classes = if (!is.null(fit$encoding$y$levels)) I(fit$encoding$y$levels),
-    na = settings$encoding$na %||% "error",
-    unknown_levels = settings$unknown,
-    max_rows = settings$max_rows,
-    max_bytes = settings$max_bytes,
-    token_required = !is.null(settings$token),
-    versions = list(
-      gpukeras = as.character(utils::packageVersion("gpukeras")),
-      R = paste(R.version$major, R.version$minor, sep = "."),
-      plumber = as.character(utils::packageVersion("plumber")),
-      python = as.character(reticulate::py_config()$version),
-      keras = as.character(keras$version()),
-      backend = as.character(keras$backend$backend())
-    )
-  )
-}
-
-# The shape of the rows a model's (one) input takes, for a model served without an
-# encoding; NULL where it has several inputs or a size is not fixed.
-served_row_shape <- function(inputs) {
-  dims <- if (length(inputs) == 1L) inputs[[1]]$shape[-1] else NA
-  if (length(dims) && !anyNA(dims)) dims
 }

@@ -2,7 +2,7 @@
 # documentation (/openapi.json, the docs page of plumber::pr_run()) shows a
 # client. The body's schema names the model's columns with their JSON types
 # (a factor's levels as an enum), as records or as columns; or rows of numbers
-# for a model trained on a matrix or array.
+# for a model trained on a matrix or array. And what GET /metadata answers.
 
 # `spec` (plumber's, for the whole router) with /predict's request body, its
 # `type` query and its answers described at `path`.
@@ -58,4 +58,46 @@ column_schema <- function(spec, nullable) {
     list(type = "string", enum = I(spec$levels))
   )
   if (nullable) c(cell, list(nullable = TRUE)) else cell
+}
+
+# What GET /metadata answers: the input, the outputs, the rules and the versions.
+serve_metadata <- function(fit, outputs, settings) {
+  part <- settings$part
+  inputs <- if (identical(part$type, "data.frame")) {
+    unname(Map(function(spec, name) {
+      c(list(name = name, type = spec$type), if (identical(spec$type, "factor")) list(levels = I(spec$levels)))
+    }, part$columns, names(part$columns)))
+  } else if (!is.null(part$names)) {
+    lapply(part$names, function(name) list(name = name, type = "numeric"))
+  }
+  keras <- gpu_keras()
+  list(
+    input = Filter(Negate(is.null), list(
+      form = if (identical(part$type, "data.frame")) "records" else if (!is.null(part$names)) "records or rows" else
+        "rows",
+      columns = inputs, shape = if (is.null(part$names) && !is.null(part$shape)) I(part$shape)
+    )),
+    outputs = lapply(outputs, function(output) list(name = output$name, shape = I(output$shape))),
+    classes = if (!is.null(fit$encoding$y$levels)) I(fit$encoding$y$levels),
+    na = settings$encoding$na %||% "error",
+    unknown_levels = settings$unknown,
+    max_rows = settings$max_rows,
+    max_bytes = settings$max_bytes,
+    token_required = !is.null(settings$token),
+    versions = list(
+      gpukeras = as.character(utils::packageVersion("gpukeras")),
+      R = paste(R.version$major, R.version$minor, sep = "."),
+      plumber = as.character(utils::packageVersion("plumber")),
+      python = as.character(reticulate::py_config()$version),
+      keras = as.character(keras$version()),
+      backend = as.character(keras$backend$backend())
+    )
+  )
+}
+
+# The shape of the rows a model's (one) input takes, for a model served without an
+# encoding; NULL where it has several inputs or a size is not fixed.
+served_row_shape <- function(inputs) {
+  dims <- if (length(inputs) == 1L) inputs[[1]]$shape[-1] else NA
+  if (length(dims) && !anyNA(dims)) dims
 }

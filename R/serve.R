@@ -53,8 +53,9 @@
 #' with the column and its values where there are: `400` for
 #' `"malformed_json"`, `"bad_body"` (JSON of another form), `"no_rows"`,
 #' `"missing_column"` (`columns` names them), `"wrong_type"` (`column`),
-#' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, `rows`,
-#' 1-based) and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
+#' `"unseen_level"` (`column`, `levels`), `"missing_value"` (`column`, the
+#' first column with NA, and `rows`, the first 100 rows with one, 1-based)
+#' and `"bad_data"` (numbers the model cannot take: `Inf`, `NaN`,
 #' beyond float32's range of about 3.4e38, or rows of the wrong width or
 #' shape, naming the column where there is one; and any other refusal of
 #' [predict()]), or `"bad_type"` (the query's `type`); `401` `"unauthorized"`
@@ -184,7 +185,11 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   if (is.null(token) && !is_loopback(host)) {
     gpukeras_warn(
       c(
-        sprintf("The service listens on %s without a token: anyone who can reach port %d there can use it.", host, as.integer(port)),
+        sprintf(
+          "The service listens on %s without a token: anyone who can reach port %d there can use it.",
+          host,
+          as.integer(port)
+        ),
         "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
       ),
       "gpukeras_warning_serve_open"
@@ -206,7 +211,14 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
 gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
                     unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL,
                     router = NULL, prefix = "", ...) {
-  check_unknown_args("gpu_api", "gpu_serve", "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host = ) runs it for you.")
+  check_unknown_args(
+    "gpu_api",
+    "gpu_serve",
+    paste0(
+      "gpu_api() returns the router, which plumber::pr_run(api, host = , port = ) runs; gpu_serve(fit, port = , host ",
+      "= ) runs it for you."
+    )
+  )
   call <- current_env()
   check_prefix(prefix, call)
   if (!is.null(router) && !inherits(router, "Plumber")) {
@@ -222,7 +234,11 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
 # /metadata answers); `host` is the address gpu_serve() listens on (NULL:
 # gpu_api()'s, unknown).
 serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
-  check_trained_model(fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().", call = call)
+  check_trained_model(
+    fit,
+    "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
+    call = call
+  )
   check_token(token, call)
   check_count(max_rows, call = call)
   check_count(batch_size, call = call)
@@ -256,7 +272,8 @@ serve_app <- function(api, settings) {
         token = path %in% c("/predict", "/metadata"),
         json = identical(path, "/predict") && identical(req$REQUEST_METHOD, "POST")
       )
-      if (is.null(refused)) NULL else list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
+      if (is.null(refused)) NULL else
+        list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
     }
   )
 }
@@ -328,7 +345,13 @@ serve_predict <- function(fit, req, settings) {
     {
       type <- req$argsQuery$type %||% "raw"
       if (!identical(type, "raw") && !identical(type, "class")) {
-        serve_reject(400L, "bad_type", sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))))
+        serve_reject(
+          400L,
+          "bad_type",
+          sprintf(
+            "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
+          )
+        )
       }
       body <- parse_request_body(req$bodyRaw, settings$part)
       newdata <- request_data(body, settings)
@@ -350,13 +373,18 @@ predict_for_request <- function(fit, newdata, type, settings) {
 
 # predict()'s error as the service's refusal, by its class and fields: an unseen
 # level names the column (as predict() names it among the served input's) and
-# the levels. One handler: tryCatch() nests its handlers, so a refusal raised in
-# the handler of a class would be caught by a sibling `error` handler.
+# the levels; NA the columns and rows. One handler: tryCatch() nests its
+# handlers, so a refusal raised in the handler of a class would be caught by a
+# sibling `error` handler.
 prediction_refused <- function(e, settings) {
   if (inherits(e, "gpukeras_error_new_levels")) {
-    at <- match(e$column, paste0("x$", names(settings$part$columns)))
+    at <- served_column_at(e$column, settings$part)
     column <- if (is.na(at)) client_text(e$column) else names(settings$part$columns)[at]
     abort_unseen_levels(column, e$levels, if (!is.na(at)) settings$part$columns[[at]]$levels)
+  }
+  if (inherits(e, "gpukeras_error_missing_values")) {
+    at <- served_column_at(e$column, settings$part)
+    abort_missing_value(served_columns(settings$part)[at[!is.na(at)]], e$rows, e$n_rows)
   }
   if (inherits(e, "gpukeras_error_bad_data")) {
     serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L))

@@ -230,7 +230,9 @@ device_names <- function(devices, arg = "devices", call = caller_env()) {
   }
   gpukeras_abort(
     c(
-      sprintf("`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)),
+      sprintf(
+        "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
+      ),
       "gpu_devices() lists the devices there are."
     ),
     "gpukeras_error_bad_argument",
@@ -274,7 +276,8 @@ format_deterministic <- function(deterministic, seed, chosen = FALSE) {
   paste0(
     if (isTRUE(deterministic)) "yes" else "no",
     if (!is.null(seed)) sprintf(", seed %d", as.integer(seed)) else "",
-    if (isTRUE(chosen)) sprintf(" (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", as.integer(seed)) else ""
+    if (isTRUE(chosen))
+      sprintf(" (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", as.integer(seed)) else ""
   )
 }
 
@@ -290,10 +293,18 @@ format.gpukeras_setup <- function(x, ...) {
     sprintf("<gpukeras setup> %s backend", x$backend),
     sprintf("  GPUs in use:     %s", format_setting(x$gpus, "none")),
     sprintf("  memory growth:   %s", format_setting(x$memory_growth, "n/a (no GPU)")),
-    sprintf("  memory limit:    %s", format_setting(if (length(x$memory_limit_mib)) format_mib(x$memory_limit_mib), "none")),
+    sprintf(
+      "  memory limit:    %s", format_setting(if (length(x$memory_limit_mib)) format_mib(x$memory_limit_mib), "none")
+    ),
     sprintf("  devices chosen:  %s", format_setting(x$devices, "all visible")),
     sprintf("  CPU devices:     %d logical", as.integer(x$cpu_devices)),
-    sprintf("  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "", x$precision_reason, suits),
+    sprintf(
+      "  precision:       %s%s (%s)%s",
+      x$dtype_policy,
+      if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
+      x$precision_reason,
+      suits
+    ),
     sprintf("  threads:         %s", threads),
     sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),
     sprintf("  deterministic:   %s", format_deterministic(x$deterministic, x$seed, x$seed_chosen)),

@@ -56,18 +56,31 @@
 #'   plot(comparison)
 #'   gpu_track(FALSE)
 #' }
-#' \dontshow{for (name in names(old)) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))}
+#' \dontshow{for (name in names(old)) {
+#'   if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))
+#' }}
 gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) {
   check_unknown_args("gpu_runs")
   call <- current_env()
   if (!is.null(experiment) && (!is.character(experiment) || !length(experiment) || anyNA(experiment))) {
-    gpukeras_abort(sprintf("`experiment` must be experiment names or NULL, not %s.", describe(experiment)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`experiment` must be experiment names or NULL, not %s.", describe(experiment)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   if (!is.null(filter)) check_string(filter, call = call)
   max_results <- check_count(max_results, call = call)
   track <- track_needed(call)
   track_flush(call)
-  read <- core_call("track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results, error_call = call)
+  read <- core_call(
+    "track_runs",
+    track = track,
+    experiment = as_python(experiment),
+    filter = filter,
+    max_results = max_results,
+    error_call = call
+  )
   new_gpukeras_runs(read$rows, unlist(read$experiments))
 }
 
@@ -88,7 +101,9 @@ gpu_compare_runs <- function(a, b, ...) {
     unlist(lapply(seq_along(read$runs), function(i) {
       lapply(names(read$runs[[i]]$history), function(metric) {
         points <- read$runs[[i]]$history[[metric]]
-        data.frame(run = c("a", "b")[i], metric = metric, epoch = as_numbers(points$step), value = as_numbers(points$value))
+        data.frame(
+          run = c("a", "b")[i], metric = metric, epoch = as_numbers(points$step), value = as_numbers(points$value)
+        )
       })
     }), recursive = FALSE)
   ))
@@ -119,7 +134,10 @@ track_needed <- function(call) {
   track <- track_request()
   if (is.null(track)) {
     gpukeras_abort(
-      c("Tracking is off: there is no store to read runs from.", "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."),
+      c(
+        "Tracking is off: there is no store to read runs from.",
+        "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -165,9 +183,13 @@ format.gpukeras_runs <- function(x, ...) {
   }
   if (!all(c("run_id", "name", "kind", "status", "start_time") %in% names(x))) {
     # some columns picked out: as the data.frame they are
-    return(utils::capture.output(print(as.data.frame(unclass(x), check.names = FALSE, stringsAsFactors = FALSE), row.names = FALSE)))
+    return(utils::capture.output(print(
+      as.data.frame(unclass(x), check.names = FALSE, stringsAsFactors = FALSE), row.names = FALSE
+    )))
   }
-  metrics <- grep("^metrics[.](loss|val_loss|accuracy|val_accuracy|objective|samples_per_second)$", names(x), value = TRUE)
+  metrics <- grep(
+    "^metrics[.](loss|val_loss|accuracy|val_accuracy|objective|samples_per_second)$", names(x), value = TRUE
+  )
   shown <- data.frame(
     run = substr(x$run_id, 1, 8), name = x$name, kind = x$kind, status = x$status,
     started = format(x$start_time, "%Y-%m-%d %H:%M"),
@@ -179,7 +201,11 @@ format.gpukeras_runs <- function(x, ...) {
   c(
     sprintf("<gpukeras runs> %d run%s", nrow(x), if (nrow(x) == 1L) "" else "s"),
     utils::capture.output(print(shown, row.names = FALSE)),
-    sprintf("  (%d params and %d metrics as columns: params.<name>, metrics.<name>)", params, sum(startsWith(names(x), "metrics.")))
+    sprintf(
+      "  (%d params and %d metrics as columns: params.<name>, metrics.<name>)",
+      params,
+      sum(startsWith(names(x), "metrics."))
+    )
   )
 }
 
@@ -196,10 +222,16 @@ format.gpukeras_run_comparison <- function(x, ...) {
   label <- function(i) sprintf("%s (%s)", x$runs$name[i], substr(x$runs$run_id[i], 1, 8))
   c(
     sprintf("<gpukeras run comparison> a: %s, b: %s", label(1), label(2)),
-    if (nrow(x$params)) c("Params that differ:", utils::capture.output(print(x$params, row.names = FALSE))) else "Params: the same",
+    if (nrow(x$params)) c("Params that differ:", utils::capture.output(print(x$params, row.names = FALSE))) else
+      "Params: the same",
     "Final metrics:",
     utils::capture.output(print(
-      data.frame(metric = x$metrics$metric, a = signif(x$metrics$a, 4), b = signif(x$metrics$b, 4), change = signif(x$metrics$change, 3)),
+      data.frame(
+        metric = x$metrics$metric,
+        a = signif(x$metrics$a, 4),
+        b = signif(x$metrics$b, 4),
+        change = signif(x$metrics$change, 3)
+      ),
       row.names = FALSE
     ))
   )
@@ -220,7 +252,9 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
   metrics <- metrics %||% intersect(c("loss", "val_loss"), available)
   if (!length(metrics) || !all(metrics %in% available)) {
     gpukeras_abort(
-      sprintf("`metrics` must name metrics both runs logged per epoch (%s).", paste0("\"", available, "\"", collapse = ", ")),
+      sprintf(
+        "`metrics` must name metrics both runs logged per epoch (%s).", paste0("\"", available, "\"", collapse = ", ")
+      ),
       "gpukeras_error_bad_argument"
     )
   }
@@ -232,9 +266,22 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
     for (run in c("a", "b")) {
       points <- rows[rows$run == run, ]
       points <- points[order(points$epoch), ]
-      graphics::lines(points$epoch, points$value, type = "b", pch = 19, lty = if (run == "a") 1 else 2, col = if (run == "a") "black" else "firebrick")
+      graphics::lines(
+        points$epoch,
+        points$value,
+        type = "b",
+        pch = 19,
+        lty = if (run == "a") 1 else 2,
+        col = if (run == "a") "black" else "firebrick"
+      )
     }
-    graphics::legend("topright", legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])), lty = 1:2, col = c("black", "firebrick"), bty = "n")
+    graphics::legend(
+      "topright",
+      legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])),
+      lty = 1:2,
+      col = c("black", "firebrick"),
+      bty = "n"
+    )
   }
   invisible(x)
 }

@@ -93,7 +93,9 @@
 #'   gpu_runs()
 #'   gpu_track(FALSE)
 #' }
-#' \dontshow{for (name in names(old)) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))}
+#' \dontshow{for (name in names(old)) {
+#'   if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))
+#' }}
 gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spool_default(), ...) {
   check_unknown_args("gpu_track")
   call <- current_env()
@@ -103,7 +105,11 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   }
   if (!is.null(experiment)) check_string(experiment, call = call)
   if (!is_number(wait) || wait < 0) {
-    gpukeras_abort(sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   check_string(spool, call = call)
   if (is.null(uri)) {
@@ -133,7 +139,10 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   tracking <- new_gpukeras_tracking(checked, track_spool())
   if (!isTRUE(checked$reachable)) {
     gpukeras_warn(
-      c(sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why), "Runs are kept until it does: gpu_track_sync() sends them."),
+      c(
+        sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why),
+        "Runs are kept until it does: gpu_track_sync() sends them."
+      ),
       "gpukeras_warning_tracking"
     )
   }
@@ -165,7 +174,9 @@ gpu_tracking_available <- function(...) {
   check_unknown_args("gpu_tracking_available", "gpu_track")
   python <- gpukeras_python()
   !is.null(python) && nzchar(Sys.which(python)) &&
-    identical(suppressWarnings(system2(python, c("-c", shQuote("import mlflow.tracking")), stdout = FALSE, stderr = FALSE)), 0L)
+    identical(
+      suppressWarnings(system2(python, c("-c", shQuote("import mlflow.tracking")), stdout = FALSE, stderr = FALSE)), 0L
+    )
 }
 
 # Where what could not be sent is kept, by default: this user's data folder for gpukeras.
@@ -313,7 +324,8 @@ format.gpukeras_tracking <- function(x, ...) {
   c(
     sprintf("<gpukeras tracking> %s, experiment %s", x$uri, x$experiment),
     if (isTRUE(x$reachable)) "  answering" else sprintf("  not answering now: %s", x$why),
-    if (length(x$credentials)) sprintf("  as %s (%s set)", x$username %||% "token", paste(x$credentials, collapse = ", ")),
+    if (length(x$credentials))
+      sprintf("  as %s (%s set)", x$username %||% "token", paste(x$credentials, collapse = ", ")),
     if (x$kept > 0L) sprintf("  %d batch(es) of records kept in %s: gpu_track_sync() sends them", x$kept, x$spool)
   )
 }
@@ -327,7 +339,9 @@ print.gpukeras_tracking <- function(x, ...) {
 #' @export
 format.gpukeras_track_sync <- function(x, ...) {
   c(
-    sprintf("<gpukeras track sync> %d sent, %d left%s", x$sent, x$left, if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""),
+    sprintf(
+      "<gpukeras track sync> %d sent, %d left%s", x$sent, x$left, if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""
+    ),
     if (length(x$other)) sprintf("  kept for another store: %s (%d)", names(x$other), x$other)
   )
 }
@@ -369,7 +383,9 @@ track_child <- function(tracked, i, name, kind, tags = NULL, params = NULL, key 
   key <- key %||% tracked$children[[i]]
   list(
     carried = tracked$carried,
-    context = list(parent = tracked$key, key = key, name = name, kind = kind, tags = tags, params = track_params(params))
+    context = list(
+      parent = tracked$key, key = key, name = name, kind = kind, tags = tags, params = track_params(params)
+    )
   )
 }
 
@@ -387,7 +403,9 @@ track_many_end <- function(tracked, status, metrics = NULL, tags = NULL, call = 
     return(invisible())
   }
   tracked$ended <- TRUE
-  track_record(tracked$track, tracked$key, metrics = metrics, tags = tags, status = status, kind = "parent", call = call)
+  track_record(
+    tracked$track, tracked$key, metrics = metrics, tags = tags, status = status, kind = "parent", call = call
+  )
 }
 
 # Values as a run's params: one level of lists flattened into their names (a cv's `fit`

@@ -23,7 +23,10 @@ fit_data <- function(data, arg, call = caller_env()) {
     return(list(kind = "python", dataset = data))
   }
   usage <- sprintf(
-    "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = list(input_a = , input_b = )).",
+    paste0(
+      "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
+      "list(input_a = , input_b = ))."
+    ),
     arg
   )
   if (is.list(data) && !is.data.frame(data)) {
@@ -36,7 +39,8 @@ fit_data <- function(data, arg, call = caller_env()) {
       names(data) <- c("x", "y", "sample_weight")[seq_along(data)]
       names <- names(data)
     }
-    if (length(data) %in% 1:3 && "x" %in% names && all(names %in% c("x", "y", "sample_weight")) && !anyDuplicated(names)) {
+    if (length(data) %in% 1:3 && "x" %in% names && all(names %in% c("x", "y", "sample_weight")) &&
+        !anyDuplicated(names)) {
       if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
         gpukeras_abort(
           c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
@@ -74,7 +78,10 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
     gpukeras_abort(
       c(
         "`batch_size` is for R data: a dataset makes its own batches.",
-        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave `batch_size` NULL."
+        paste0(
+          "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
+          "`batch_size` NULL."
+        )
       ),
       "gpukeras_error_bad_argument",
       call = call
@@ -100,12 +107,18 @@ batch_within_rows <- function(batch_size, data, accumulate = 1L) {
   gpukeras_warn(
     c(
       sprintf(
-        "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size = %s%s).",
+        paste0(
+          "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
+          "= %s%s)."
+        ),
         format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
         format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
       ),
       sprintf(
-        "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per epoch.",
+        paste0(
+          "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
+          "epoch."
+        ),
         format(largest_batch_for_steps(rows), big.mark = ",")
       )
     ),
@@ -148,7 +161,10 @@ fit_input <- function(data, call = caller_env()) {
 }
 
 # gpu_fit() has no `na` argument: gpu_dataset() has.
-fit_na_fix <- "Impute or remove those rows before gpu_fit(), or let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))."
+fit_na_fix <- paste0(
+  "Impute or remove those rows before gpu_fit(), or let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na ",
+  "= \"drop\"))."
+)
 
 # fit_input() as NumPy arrays, list(x, y, sample_weight): for what keeps them (a background job's files).
 fit_arrays <- function(data, call = caller_env()) {
@@ -176,7 +192,8 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
   info <- attr(input, "gpukeras")
   if (!is.null(info)) {
     noun <- if (length(info$class_names)) "images" else "rows"
-    rows <- if (is.null(info$rows)) paste(noun, "not known") else sprintf("%s %s", format(info$rows, big.mark = ","), noun)
+    rows <- if (is.null(info$rows)) paste(noun, "not known") else
+      sprintf("%s %s", format(info$rows, big.mark = ","), noun)
     return(sprintf("gpu_dataset() %s pipeline from %s: %s", role, info$source, rows))
   }
   dataset <- if (is.null(described)) {

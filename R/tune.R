@@ -43,8 +43,8 @@
 #' batch: the pipeline's own speed is not part of it; see [gpu_fit()]'s
 #' monitor for that). On JAX the rows train on the device where [gpu_fit()]
 #' would put arrays there, `steps_per_execution` being the steps run per
-#' dispatch: the axis then tunes that (the `data` column says where). Samples per second are timed as gpu_fit()'s monitor
-#' times them, over the steps after the first two executions (tracing and
+#' dispatch: the axis then tunes that (the `data` column says where). Samples
+#' per second are timed as gpu_fit()'s monitor times them, over the steps after the first two executions (tracing and
 #' compiling). A run is *sound* when every loss it logged and every weight it
 #' ended with is finite and, under `mixed_float16`, loss scaling skipped at
 #' most a quarter of its steps for overflows. `loss` is the mean training loss
@@ -125,7 +125,10 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
     known <- c("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
     if (!is.character(precisions) || !length(precisions) || anyNA(precisions) || !all(precisions %in% known)) {
       gpukeras_abort(
-        sprintf("`precisions` must be among \"float32\", \"mixed_bfloat16\" and \"mixed_float16\", not %s.", describe(precisions)),
+        sprintf(
+          "`precisions` must be among \"float32\", \"mixed_bfloat16\" and \"mixed_float16\", not %s.",
+          describe(precisions)
+        ),
         "gpukeras_error_bad_argument"
       )
     }
@@ -149,7 +152,10 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   }
   if (!is.null(batch_sizes) && data$kind != "r") {
     gpukeras_abort(
-      "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot change them). Leave `batch_sizes` NULL.",
+      paste0(
+        "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot change them). Leave ",
+        "`batch_sizes` NULL."
+      ),
       "gpukeras_error_bad_argument"
     )
   }
@@ -167,7 +173,9 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
 
 check_counts <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || !length(x) || anyNA(x) || any(x < 1) || any(x != round(x))) {
-    gpukeras_abort(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument", call = call
+    )
   }
   invisible(x)
 }
@@ -204,14 +212,21 @@ new_gpukeras_tune <- function(result, data_kind) {
 describe_combination <- function(x) {
   sprintf(
     "%s, batch %d, steps_per_execution %d, jit_compile %s",
-    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution), ifelse(x$jit_compile %in% TRUE, "on", "off")
+    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution),
+    ifelse(x$jit_compile %in% TRUE, "on", "off")
   )
 }
 
 #' @export
 format.gpukeras_tune <- function(x, ...) {
   t <- x$trials
-  short_axis <- c(baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe", jit_compile = "jit")
+  short_axis <- c(
+    baseline = "baseline",
+    precision = "precision",
+    batch_size = "batch",
+    steps_per_execution = "spe",
+    jit_compile = "jit"
+  )
   shown <- data.frame(
     run = short_axis[t$axis], precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
     jit = ifelse(t$jit_compile, "on", "off"), data = t$data,
@@ -242,7 +257,8 @@ format.gpukeras_tune <- function(x, ...) {
       sprintf("Stopped early: %s: %s", describe_combination(t[i, ]), sub("^stopped early: ", "", t$note[i]))
     }, character(1)),
     skipped_lines(x$skipped),
-    if (!is.na(x$loss_samples %||% NA)) sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
+    if (!is.na(x$loss_samples %||% NA))
+      sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
     if (is.null(best)) {
       "Recommended: none: no run was numerically sound."
     } else {
@@ -254,7 +270,10 @@ format.gpukeras_tune <- function(x, ...) {
         "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, steps_per_execution and jit_compile.",
         if (best$precision != "float32") {
           sprintf(
-            "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after gpu_setup(mixed_precision = \"%s\").",
+            paste0(
+              "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
+              "gpu_setup(mixed_precision = \"%s\")."
+            ),
             sub("^mixed_", "", best$precision)
           )
         }
@@ -330,14 +349,24 @@ tune_plot_margins <- function(labels, ticks) {
 tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
   if (is_tuned_record(settings)) {
     # a background fit's child: the parent applied the choice to these arguments already
-    return(list(batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings))
+    return(list(
+      batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings
+    ))
   }
   if (!inherits(settings, "gpukeras_tune")) {
-    gpukeras_abort(sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)), "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   best <- settings$recommended
   if (is.null(best)) {
-    gpukeras_abort("`tuned` recommends nothing: no run of gpu_tune() was numerically sound.", "gpukeras_error_bad_argument", call = call)
+    gpukeras_abort(
+      "`tuned` recommends nothing: no run of gpu_tune() was numerically sound.",
+      "gpukeras_error_bad_argument",
+      call = call
+    )
   }
   given <- c(
     batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
@@ -345,7 +374,9 @@ tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_executi
   )
   if (any(given)) {
     gpukeras_abort(
-      sprintf("Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")),
+      sprintf(
+        "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -376,7 +407,11 @@ skipped_lines <- function(skipped) {
   }
   memory <- startsWith(skipped$reason, "memory:")
   c(
-    sprintf("Skipped: %s: %s", describe_combination(skipped[memory, , drop = FALSE]), sub("^memory: ", "memory, ", skipped$reason[memory])),
+    sprintf(
+      "Skipped: %s: %s",
+      describe_combination(skipped[memory, , drop = FALSE]),
+      sub("^memory: ", "memory, ", skipped$reason[memory])
+    ),
     if (any(!memory)) sprintf("Skipped (time_budget spent): %d runs", sum(!memory))
   )
 }

@@ -54,7 +54,8 @@ check_positive_numbers <- function(x, arg = caller_arg(x), call = caller_env()) 
 # integer: "`arg` must be one whole number from 0 to 1000, not `1.5`." A bound as wide as
 # R's integers, or counts' MAX_COUNT, goes unsaid ("one whole number >= 1", "one finite
 # whole number"), and a count above MAX_COUNT says so.
-check_whole_number <- function(x, min = 1, max = MAX_COUNT, allow_null = FALSE, arg = caller_arg(x), call = caller_env()) {
+check_whole_number <- function(x, min = 1, max = MAX_COUNT, allow_null = FALSE, arg = caller_arg(x),
+                               call = caller_env()) {
   if (allow_null && is.null(x)) return(invisible(NULL))
   if (!is_whole_number(x, min, max)) {
     note <- if (max == MAX_COUNT) over_count(x) else ""
@@ -64,9 +65,11 @@ check_whole_number <- function(x, min = 1, max = MAX_COUNT, allow_null = FALSE, 
 }
 
 # One finite number from `min` to `max` (rlang's check_number_decimal()), as a double.
-check_number_decimal <- function(x, min = -Inf, max = Inf, allow_null = FALSE, arg = caller_arg(x), call = caller_env()) {
+check_number_decimal <- function(x, min = -Inf, max = Inf, allow_null = FALSE, arg = caller_arg(x),
+                                 call = caller_env()) {
   if (allow_null && is.null(x)) return(invisible(NULL))
-  if (!is_number(x) || !is.finite(x) || x < min || x > max) stop_input_type(x, bounds_text("number", min, max), arg, call)
+  if (!is_number(x) || !is.finite(x) || x < min ||
+      x > max) stop_input_type(x, bounds_text("number", min, max), arg, call)
   invisible(as.double(x))
 }
 
@@ -107,7 +110,8 @@ check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
 # A whole number >= 1, or the word `auto` that stands for the default.
 check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = caller_env()) {
   if (identical(x, auto)) return(x)
-  if (!is_whole_number(x)) stop_input_type(x, sprintf("\"%s\" or one whole number >= 1", auto), arg, call, over_count(x))
+  if (!is_whole_number(x))
+    stop_input_type(x, sprintf("\"%s\" or one whole number >= 1", auto), arg, call, over_count(x))
   as.integer(x)
 }
 
@@ -147,7 +151,9 @@ check_callbacks <- function(callbacks, call = caller_env()) {
     !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
     gpukeras_abort(
       c(
-        sprintf("`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)),
+        sprintf(
+          "`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)
+        ),
         "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
       ),
       "gpukeras_error_bad_argument",
@@ -189,7 +195,8 @@ check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()
   own <- setdiff(names(formals(fun)), "...")
   if (!length(own)) other <- sprintf("%s() takes no arguments.", fn)
   named <- unique(names[names != ""])
-  far <- if (length(own)) named[!vapply(named, function(name) length(closest_argument(name, own)) > 0L, logical(1))] else named
+  far <- if (length(own))
+    named[!vapply(named, function(name) length(closest_argument(name, own)) > 0L, logical(1))] else named
   instead <- if (length(other) && length(far)) rlang::set_names(rep(other, length(far)), far) else character()
   abort_unused_args(names, fun, topic, label = paste0(fn, "()"), instead = instead, call = call)
 }

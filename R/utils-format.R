@@ -18,7 +18,8 @@ format_percent <- function(share, digits = 0) {
 }
 
 format_seconds <- function(seconds) {
-  if (seconds < 60) sprintf("%.1f s", seconds) else if (seconds < 3600) sprintf("%.1f min", seconds / 60) else sprintf("%.1f h", seconds / 3600)
+  if (seconds < 60) sprintf("%.1f s", seconds) else if (seconds < 3600) sprintf("%.1f min", seconds / 60) else
+    sprintf("%.1f h", seconds / 3600)
 }
 
 # FLOP/s in the unit that keeps the number readable.

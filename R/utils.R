@@ -38,7 +38,9 @@ as_samples_df <- function(samples, columns) {
     all <- lapply(c(columns, extra), function(column) values[[column]] %||% numeric())
     names(all) <- c(columns, extra)
     rows <- max(0L, lengths(all))
-    as.data.frame(lapply(all, function(column) if (length(column) < rows) c(column, rep(NA_real_, rows - length(column))) else column))
+    as.data.frame(lapply(
+      all, function(column) if (length(column) < rows) c(column, rep(NA_real_, rows - length(column))) else column
+    ))
   }
   if ("nvml_index" %in% names(df)) df$nvml_index <- as.integer(df$nvml_index)
   df

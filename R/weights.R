@@ -10,7 +10,10 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   if (is.null(class_weight)) {
     return(NULL)
   }
-  usage <- "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = 1, \"1\" = 10) for class numbers."
+  usage <- paste0(
+    "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = ",
+    "1, \"1\" = 10) for class numbers."
+  )
   values <- if (is.list(class_weight) && all(lengths(class_weight) == 1L)) unlist(class_weight) else class_weight
   names <- names(class_weight)
   if (!is.numeric(values) || !length(values) || is.null(names) || any(names == "") || anyNA(names) ||
@@ -26,19 +29,38 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   codes[numbered] <- as.integer(names[numbered])
   if (anyNA(codes)) {
     classes <- if (length(levels)) {
-      sprintf("The classes are %s (or their numbers 0 to %d).", paste0("\"", levels, "\"", collapse = ", "), length(levels) - 1L)
+      sprintf(
+        "The classes are %s (or their numbers 0 to %d).",
+        paste0("\"", levels, "\"", collapse = ", "),
+        length(levels) - 1L
+      )
     } else {
       "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
     }
     gpukeras_abort(
-      c(sprintf("`class_weight` names %s, which %s no class of the labels.", paste0("\"", names[is.na(codes)], "\"", collapse = ", "), if (sum(is.na(codes)) > 1L) "are" else "is"), classes),
+      c(
+        sprintf(
+          "`class_weight` names %s, which %s no class of the labels.",
+          paste0("\"", names[is.na(codes)], "\"", collapse = ", "),
+          if (sum(is.na(codes)) > 1L) "are" else "is"
+        ),
+        classes
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (length(levels) && any(codes >= length(levels))) {
     gpukeras_abort(
-      c(sprintf("`class_weight` names class %d, but the labels have %d classes (0 to %d).", max(codes), length(levels), length(levels) - 1L), usage),
+      c(
+        sprintf(
+          "`class_weight` names class %d, but the labels have %d classes (0 to %d).",
+          max(codes),
+          length(levels),
+          length(levels) - 1L
+        ),
+        usage
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -64,7 +86,10 @@ check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
   }
   if (is.null(labels)) {
     gpukeras_abort(
-      c("`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).", "Without labels there is no loss to weigh."),
+      c(
+        "`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).",
+        "Without labels there is no loss to weigh."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -72,7 +97,13 @@ check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
   if (!is.numeric(sample_weight) || length(dim(sample_weight)) > 1L || any(sample_weight < 0, na.rm = TRUE) ||
     any(is.infinite(sample_weight))) {
     gpukeras_abort(
-      c(sprintf("`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.", describe(sample_weight)), "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."),
+      c(
+        sprintf(
+          "`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.",
+          describe(sample_weight)
+        ),
+        "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )

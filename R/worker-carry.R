@@ -12,7 +12,8 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   }
   # a Keras model is callable, so R takes it for a function: it is the model itself
   if (!is.function(model_fn) || inherits(model_fn, "python.builtin.object")) {
-    given <- if (inherits(model_fn, "python.builtin.object")) sprintf("a model itself (%s)", class(model_fn)[1]) else describe(model_fn)
+    given <- if (inherits(model_fn, "python.builtin.object")) sprintf("a model itself (%s)", class(model_fn)[1]) else
+      describe(model_fn)
     gpukeras_abort(
       c(sprintf("`model_fn` must be an R function that builds and compiles the model, not %s.", given),
         "Each fit calls it in a fresh process, so every fit starts from fresh weights.", usage),
@@ -21,11 +22,18 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
     )
   }
   params <- formals(model_fn)
-  required <- sum(vapply(params, function(p) identical(p, quote(expr = )), logical(1)) & names(params) != "...")
+  required <- sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...")
   takes <- length(params) - ("..." %in% names(params))
   if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
     gpukeras_abort(
-      c(sprintf("`model_fn` must take %s, but it takes %s.", if (arity == 0L) "no arguments" else "one argument (the trial's parameters)", describe_formals(params)), usage),
+      c(
+        sprintf(
+          "`model_fn` must take %s, but it takes %s.",
+          if (arity == 0L) "no arguments" else "one argument (the trial's parameters)",
+          describe_formals(params)
+        ),
+        usage
+      ),
       "gpukeras_error_bad_argument",
       call = call
     )
@@ -99,8 +107,18 @@ users_function <- function(value) {
 carry_clash <- function(name, label, call) {
   gpukeras_abort(
     c(
-      sprintf("`model_fn` and the function `%s` it calls find `%s` bound to different values, which a worker process cannot tell apart.", label, name),
-      "i" = "The variables of model_fn and of the functions it calls travel together: give one of the two another name, or pass it as an argument."
+      sprintf(
+        paste0(
+          "`model_fn` and the function `%s` it calls find `%s` bound to different values, which a worker process ",
+          "cannot tell apart."
+        ),
+        label,
+        name
+      ),
+      "i" = paste0(
+        "The variables of model_fn and of the functions it calls travel together: give one of the two another name, ",
+        "or pass it as an argument."
+      )
     ),
     "gpukeras_error_bad_argument",
     call = call
@@ -142,12 +160,19 @@ carry_python <- function(fn, call) {
     } else if (inherits(value, "python.builtin.module")) {
       list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
     } else {
-      what <- sprintf("%s made in this session (%s)", if (is.list(value)) "a list holding a Python object" else "a Python object", class(found[[1]])[1])
+      what <- sprintf(
+        "%s made in this session (%s)",
+        if (is.list(value)) "a list holding a Python object" else "a Python object",
+        class(found[[1]])[1]
+      )
       gpukeras_abort(
         c(
           sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
           "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
-          "i" = "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each worker."
+          "i" = paste0(
+            "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each ",
+            "worker."
+          )
         ),
         "gpukeras_error_bad_argument",
         call = call
@@ -188,7 +213,9 @@ worker_function <- function(fn) {
 }
 
 # gpu_cv()'s and gpu_search()'s arguments that moved into gpu_workers().
-moved_many_args <- c(devices = "workers = gpu_workers(devices = )", workers_per_device = "workers = gpu_workers(per_device = )")
+moved_many_args <- c(
+  devices = "workers = gpu_workers(devices = )", workers_per_device = "workers = gpu_workers(per_device = )"
+)
 
 # gpu_fit()'s arguments given in `...` of `verb`: named, gpu_fit()'s own, and ones a
 # worker can take. The worker sets the data, seed, verbose and callbacks itself.
@@ -220,7 +247,12 @@ check_fit_args <- function(args, verb, call = caller_env()) {
     })
     gpukeras_abort(
       c(
-        sprintf("%s() has no argument%s %s, nor has gpu_fit().", verb, if (length(unknown) > 1L) "s" else "", paste0("`", unknown, "`", collapse = ", ")),
+        sprintf(
+          "%s() has no argument%s %s, nor has gpu_fit().",
+          verb,
+          if (length(unknown) > 1L) "s" else "",
+          paste0("`", unknown, "`", collapse = ", ")
+        ),
         unlist(meant),
         sprintf("?%s and ?gpu_fit list the arguments.", verb)
       ),
@@ -231,7 +263,8 @@ check_fit_args <- function(args, verb, call = caller_env()) {
   set_by_worker <- c(
     model = "model_fn makes the model in each worker", data = "`data` is the verb's own argument",
     seed = sprintf("%s(seed = ) seeds each fit", verb), verbose = "workers train silently",
-    background = if (verb == "gpu_search") "use gpu_search(background = TRUE)" else "each fit is already in a process of its own",
+    background = if (verb == "gpu_search") "use gpu_search(background = TRUE)" else
+      "each fit is already in a process of its own",
     strategy = "each worker has its own device",
     backup = "each fit is short-lived in its worker, and workers are ended by the session",
     callbacks = "Python callbacks cannot be carried to the workers"

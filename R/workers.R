@@ -122,7 +122,8 @@ worker_collect <- function(pool) {
     error <- if (is.null(result)) process$error()
     # A process that ended before it took its task (while it loaded, prepared or waited,
     # or never forked: its template gone) ran none of the fit: it goes again, once.
-    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) && !isTRUE(worker$task$retried)
+    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) &&
+      !isTRUE(worker$task$retried)
     if (!retry) {
       error <- if (is.null(result)) error %||% worker_crash(worker)
       ended[[length(ended) + 1L]] <- list(
@@ -152,7 +153,9 @@ worker_retry <- function(pool, i, task) {
 # What a worker that ended without a result died of: a condition, `crashed`.
 worker_crash <- function(worker) {
   status <- worker$process$get_exit_status()
-  stderr <- tryCatch(utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character())
+  stderr <- tryCatch(
+    utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character()
+  )
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
     message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
@@ -233,7 +236,10 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # no runtime (no devices, no memory), so that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list("setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population", "search_population"))
+  core_call("preload", verbs = list(
+    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population",
+    "search_population"
+  ))
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
@@ -293,12 +299,14 @@ worker_task <- function(dir, task, prepared = NULL) {
       run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
       result <- run(task)
       result$timings <- list(task_read = task_read, setup_done = setup_done)
+      worker_track_flush()
       process_report(dir, result, "The fit's result (result.rds)")
     },
-    error = function(e) process_report_error(dir, e)
+    error = function(e) {
+      worker_track_flush()
+      process_report_error(dir, e)
+    }
   )
-  # the fit's run sent before this process ends (it is not waited for in the fit)
-  try(track_flush(ending = TRUE), silent = TRUE)
   invisible()
 }
 
@@ -310,7 +318,11 @@ worker_task <- function(dir, task, prepared = NULL) {
 # the result.
 worker_fit <- function(task) {
   model <- worker_model(task)
-  validation <- if (!is.null(task$validation_rows)) load_arrays(task$data, task$validation_rows) else if (!is.null(task$validation)) load_arrays(task$validation)
+  validation <- if (!is.null(task$validation_rows)) {
+    load_arrays(task$data, task$validation_rows)
+  } else if (!is.null(task$validation)) {
+    load_arrays(task$validation)
+  }
   callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
   plan <- worker_memory_plan(task, model)
   fit <- do.call(gpu_fit, c(
@@ -326,6 +338,13 @@ worker_fit <- function(task) {
     result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
   }
   result
+}
+
+# The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
+# before the outcome is reported: what the session then records on the run (a trial's
+# state and status) comes after the fit's own end.
+worker_track_flush <- function() {
+  try(track_flush(ending = TRUE), silent = TRUE)
 }
 
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.

@@ -14,9 +14,21 @@ rotates from round to round:
 - ``tracked_server`` (not in --smoke): as ``tracked``, to a local ``mlflow server``.
 
 Each round's ratios against ``untracked`` of the same round, then their median with a
-bootstrap 95% interval; the overhead is the ratio less one. Also timed alone: writing
-the model as gpu_save() does (``tracked_runs.model_folder``), what a tracked fit does
-at its end on the training thread (the sending thread uploads it).
+bootstrap 95% interval; the overhead is the ratio less one. On a shared machine that
+interval is wide (the wall clock's noise is +-10-50 %), so the goal is judged by what
+tracking itself used while the fit ran (``accounted``): its seconds on the training
+thread plus its sending thread's CPU seconds until the fit returned, against the
+untracked fit's median time, per round, with the same median and interval (``in_all``:
+with the sending thread's CPU after the fit returned too, the model's writing and the
+run's end, which a fit does not wait for; the ``tracked_waited`` way does, so its
+``accounted`` holds them, and ``goal_met`` judges the other ways, a fit's default). Its
+seconds on the training thread alone are the fixed cost per run
+(``fixed_cost_on_training_thread``: making the run's first records, the epochs'
+queueing, taking the model's copy and queueing the end; the wait for the run's id
+included): what a fit on a GPU pays, where the sending thread has a core of its own.
+Also timed alone: taking the model's copy at the fit's end (``model_copy.ModelCopy``, on
+the training thread) and writing it as gpu_save() does (its ``folder``, on the sending
+thread).
 
 Usage: python bench/tracking.py [--quick | --smoke] [--out FILE] (KERAS_BACKEND=jax for
 the GPU machines' backend). Run from the repository root. Writes
@@ -29,6 +41,7 @@ import argparse
 import datetime
 import importlib.util
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -52,16 +65,27 @@ from pipeline import code_state, device_facts, mlp_data, mlp_model  # noqa: E402
 from resident import bootstrap  # noqa: E402
 
 from gpukeras.core.runtime import config  # noqa: E402
-from gpukeras.tools import tracked_runs, tracking, training  # noqa: E402
+from gpukeras.tools import model_copy, tracking, training  # noqa: E402
 from gpukeras.tools import tracking_sender as sender  # noqa: E402
 
 GOAL_OVERHEAD = 0.02
+# What a tracked way's fit measures of tracking: seconds on the training thread, the sending
+# thread's CPU seconds until the fit returned, and until all was sent.
+COSTS = ("training_thread", "sender_cpu", "sender_cpu_in_all")
+
+
+def sender_cpu() -> float:
+    """CPU seconds the sending thread has used (0 before it started)."""
+    thread = sender.SENDER.thread
+    if thread is None or thread.ident is None:
+        return 0.0
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
 def timed_fit(keras: object, data: tuple, epochs: int, track: dict | None) -> dict[str, object]:
     model = mlp_model(keras)
     training.fit(model, data, request={"epochs": 1, "batch_size": 256, "verbose": 0, "seed": 1})
-    cpu_before = sender.SENDER.cpu_seconds
+    cpu_before = sender_cpu()
     started = time.perf_counter()
     result = training.fit(
         model,
@@ -70,24 +94,36 @@ def timed_fit(keras: object, data: tuple, epochs: int, track: dict | None) -> di
         track=track,
     )
     seconds = time.perf_counter() - started
+    cpu_during = sender_cpu() - cpu_before
     done: dict[str, object] = {"seconds": seconds, "warnings": result["warnings"]}
     if track is not None:
         sender.SENDER.flush(120)  # between ways, nothing left in flight
         done["training_thread"] = result["settings"]["tracking"]["seconds_on_training_thread"]
-        done["sender_cpu"] = sender.SENDER.cpu_seconds - cpu_before
+        done["sender_cpu"] = cpu_during
+        done["sender_cpu_in_all"] = sender_cpu() - cpu_before
     return done
 
 
-def model_save_seconds(keras: object, repeats: int) -> float:
-    model = mlp_model(keras)
-    model.predict(np.zeros((1, 20), np.float32), verbose=0)  # type: ignore[attr-defined]
-    times = []
+def model_seconds(keras: object, data: tuple, repeats: int) -> dict[str, float]:
+    """Median seconds to take a trained model's copy (the training thread) and to write it
+    (the sending thread), a fresh model each time (as each fit's is: its layers' names differ)."""
+    copies, writes = [], []
     for _ in range(repeats):
+        model = mlp_model(keras)
+        request = {"epochs": 1, "batch_size": 256, "verbose": 0, "seed": 1}
+        training.fit(model, tuple(part[:2048] for part in data), request=request)
         started = time.perf_counter()
-        folder = tracked_runs.model_folder(model, None)
-        times.append(time.perf_counter() - started)
+        copy = model_copy.ModelCopy(model)
+        copies.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        folder = copy.folder(None)
+        writes.append(time.perf_counter() - started)
         shutil.rmtree(folder)
-    return statistics.median(times)
+    return {"copy": statistics.median(copies), "write": statistics.median(writes)}
+
+
+def load() -> str:
+    return Path("/proc/loadavg").read_text().strip()
 
 
 def main() -> None:
@@ -98,7 +134,7 @@ def main() -> None:
         print("MLflow is not installed in this Python (extras = 'tracking'): nothing to time")
         return
     started = time.perf_counter()
-    load_before = Path("/proc/loadavg").read_text().strip()
+    load_before = load()
     keras = config.keras()
     device, short = device_facts()
     rounds = 1 if args.smoke else 3 if args.quick else 5
@@ -133,15 +169,17 @@ def main() -> None:
         seen: dict[str, list[float]] = {name: [] for name in ways}
         costs: dict[str, list[dict[str, float]]] = {name: [] for name in ways}
         warnings: list[object] = []
+        loads: list[str] = []
         names = list(ways)
         for index in range(rounds):
+            loads.append(load())
             for name in names[index % len(names) :] + names[: index % len(names)]:
                 done = ways[name]()
                 seen[name].append(float(done["seconds"]))  # type: ignore[arg-type]
                 warnings += done["warnings"]  # type: ignore[operator]
                 if "sender_cpu" in done:
                     costs[name].append(
-                        {k: float(done[k]) for k in ("training_thread", "sender_cpu")}  # type: ignore[arg-type]
+                        {k: float(done[k]) for k in COSTS}  # type: ignore[arg-type]
                     )
     finally:
         if server is not None:
@@ -157,14 +195,23 @@ def main() -> None:
             "rounds": ratios,
         }
         # What tracking itself used, whatever the noise of the wall clock: its seconds on the
-        # training thread and its sending thread's CPU, against the untracked fit's time.
+        # training thread and its sending thread's CPU while the fit ran (and in all, with
+        # what it did after the fit returned: the model's writing), against the untracked
+        # fit's time.
         shares = [(c["training_thread"] + c["sender_cpu"]) / untracked for c in costs[name]]
+        in_all = [(c["training_thread"] + c["sender_cpu_in_all"]) / untracked for c in costs[name]]
         accounted[name] = {
             "median": statistics.median(shares),
-            "training_thread_seconds": statistics.median(c["training_thread"] for c in costs[name]),
-            "sender_cpu_seconds": statistics.median(c["sender_cpu"] for c in costs[name]),
+            "ci95": bootstrap(shares),
             "rounds": shares,
+            "in_all_median": statistics.median(in_all),
+            "in_all_ci95": bootstrap(in_all),
+            "in_all_rounds": in_all,
+            **{f"{k}_seconds": statistics.median(c[k] for c in costs[name]) for k in COSTS},
         }
+    # the fixed cost per run on the training thread, where runs go by default (a folder)
+    fixed = statistics.median(c["training_thread"] for c in costs["tracked"])
+    model = model_seconds(keras, data, 3 if args.smoke else 10)
     result: dict[str, object] = {
         "benchmark": "tracking",
         "command": bench_modes.command("bench/tracking.py", args),
@@ -186,11 +233,26 @@ def main() -> None:
         "overhead": overhead,
         "accounted": accounted,
         "goal_overhead": GOAL_OVERHEAD,
-        "model_save_seconds": model_save_seconds(keras, 3 if args.smoke else 10),
+        # met where the interval of what tracking used while the fit ran lies below the goal,
+        # for the ways a fit is tracked by default (tracked_waited waits for all, asked to)
+        "goal_met": all(
+            values["ci95"][1] < GOAL_OVERHEAD
+            for name, values in accounted.items()
+            if name != "tracked_waited"
+        ),
+        "fixed_cost_on_training_thread": {
+            "seconds": fixed,
+            "said": f"fixed cost on the training thread per run: {fixed:.4f} s",
+            "rounds": [c["training_thread"] for c in costs["tracked"]],
+        },
+        "model_copy_seconds": model["copy"],
+        "model_write_seconds": model["write"],
         "warnings": warnings,
         "machine": {
+            "cores": os.cpu_count(),
             "load_before": load_before,
-            "load_after": Path("/proc/loadavg").read_text().strip(),
+            "load_rounds": loads,
+            "load_after": load(),
         },
         "code": code_state(),
     }
@@ -202,12 +264,19 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     for name, values in overhead.items():
         low, high = (100 * bound for bound in values["ci95"])
+        used = accounted[name]
         print(
             f"{name}: {100 * values['median']:+.2f} % (95% CI {low:+.2f} to {high:+.2f} %); "
-            f"accounted {100 * accounted[name]['median']:.2f} %"
+            f"accounted {100 * used['median']:.2f} % "
+            f"({100 * used['ci95'][0]:.2f} to {100 * used['ci95'][1]:.2f} %), "
+            f"in all {100 * used['in_all_median']:.2f} % "
+            f"({100 * used['in_all_ci95'][0]:.2f} to {100 * used['in_all_ci95'][1]:.2f} %)"
         )
     seconds = result["seconds"]["untracked"]  # type: ignore[index]
-    print(f"model save alone: {result['model_save_seconds']:.3f} s; untracked fit {seconds:.2f} s")
+    print(
+        f"{result['fixed_cost_on_training_thread']['said']}; model copy {model['copy']:.4f} s, "  # type: ignore[index]
+        f"its writing {model['write']:.3f} s (sending thread); untracked fit {seconds:.2f} s"
+    )
     print(out)
 
 

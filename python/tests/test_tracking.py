@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import tracking, tracking_sender
+from gpukeras.tools import model_copy, tracking, tracking_read, tracking_sender
 from mlflow_server import PASSWORD, USER, free_port, running
 
 pytestmark = pytest.mark.slow  # a server process and whole fits
@@ -191,3 +192,42 @@ def test_a_folder_store_is_mlflows_own(tmp_path: Path, monkeypatch: pytest.Monke
     assert os.path.isfile(os.path.join(artifacts, "model", "model.keras"))
     assert sorted(os.listdir(tmp_path)) == ["runs"]
     assert not (tmp_path / "kept").exists()
+
+
+def test_the_runs_model_is_the_fits_though_it_trains_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's model is written on the sending thread after the fit returned (held here
+    until the model has trained further): it is the fit's, not the live model's."""
+    requires("mlflow")
+    trained_on = threading.Event()
+    write = model_copy.ModelCopy.folder
+
+    def folder_once_trained_on(copy: model_copy.ModelCopy, encoding: object) -> str:
+        assert trained_on.wait(60)
+        return write(copy, encoding)
+
+    monkeypatch.setattr(model_copy.ModelCopy, "folder", folder_once_trained_on)
+    opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
+    track = {"uri": opened["uri"], "experiment": "on", "spool": str(tmp_path / "kept")}
+    model, (x, y) = _model(), _data()
+    answer = bridge.call(
+        "fit",
+        {
+            "model": model,
+            "data": (x, y),
+            "request": {"epochs": 2, "batch_size": 32, "verbose": 0, "seed": 1},
+            "track": track,
+        },
+    )
+    assert answer["ok"], answer
+    fitted = model.predict(x, verbose=0)  # type: ignore[attr-defined]
+    model.fit(x, y, epochs=3, batch_size=32, verbose=0)  # type: ignore[attr-defined]
+    trained_on.set()
+    assert bridge.call("track_flush", {})["value"] == {"done": True, "warnings": []}
+    run_id = answer["value"]["settings"]["tracking"]["run_id"]
+    path = tracking_read.download_model(track, run_id, str(tmp_path / "down"))["path"]
+    loaded = bridge.call("load_model", {"path": path})["value"]["model"]
+    kept = loaded.predict(x, verbose=0)
+    assert kept == pytest.approx(fitted, abs=1e-6)
+    assert np.abs(model.predict(x, verbose=0) - kept).max() > 1e-3  # type: ignore[attr-defined]

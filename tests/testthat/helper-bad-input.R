@@ -91,5 +91,7 @@ check_before_python <- function(cases, setup = NULL) {
   })))
   started <- vapply(results, `[[`, logical(1), "python_started")
   first <- started & !c(FALSE, utils::head(started, -1))
-  Map(function(case, result, blame) list(case = case, error = result$error, started_python = blame), cases, results, first)
+  Map(
+    function(case, result, blame) list(case = case, error = result$error, started_python = blame), cases, results, first
+  )
 }

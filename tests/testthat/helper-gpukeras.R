@@ -183,7 +183,9 @@ regression_data <- function(n = 256, seed = 1) {
 local_full_tmpfs <- function(size = "256k", env = parent.frame()) {
   testthat::skip_on_cran()
   folder <- withr::local_tempdir(.local_envir = env)
-  said <- suppressWarnings(system2("mount", c("-t", "tmpfs", "-o", paste0("size=", size), "tmpfs", folder), stdout = TRUE, stderr = TRUE))
+  said <- suppressWarnings(system2(
+    "mount", c("-t", "tmpfs", "-o", paste0("size=", size), "tmpfs", folder), stdout = TRUE, stderr = TRUE
+  ))
   testthat::skip_if_not(is.null(attr(said, "status")), paste("cannot mount a tmpfs here:", paste(said, collapse = " ")))
   withr::defer(system2("umount", c("-l", folder)), envir = env)
   folder
@@ -214,6 +216,8 @@ worker_device <- function() if (simulating_gpu() || has_nvidia_gpu()) "GPU 0" el
 # mixed precision (the simulated-GPU run's bfloat16) Keras gives bfloat16 arrays, which
 # reticulate cannot convert, so they become float32 in Python first.
 keras_predict <- function(model, x, ...) {
-  code <- "def predict(model, x, **kw):\n    import numpy\n    return numpy.asarray(model.predict(x, **kw), dtype='float32')"
+  code <- paste0(
+    "def predict(model, x, **kw):\n    import numpy\n    return numpy.asarray(model.predict(x, **kw), dtype='float32')"
+  )
   reticulate::py_run_string(code, local = TRUE)$predict(model, x, ...)
 }

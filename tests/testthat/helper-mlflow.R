@@ -46,14 +46,17 @@ start_mlflow_server <- function(env = testthat::teardown_env()) {
   # build can shadow the one the environment's Python was built with (its _ssl fails then).
   process <- withr::with_envvar(
     c(
-      MLFLOW_AUTH_CONFIG_PATH = ini, MLFLOW_AUTH_ADMIN_PASSWORD = mlflow_password, MLFLOW_FLASK_SERVER_SECRET_KEY = "gpukeras-test",
+      MLFLOW_AUTH_CONFIG_PATH = ini, MLFLOW_AUTH_ADMIN_PASSWORD = mlflow_password,
+      MLFLOW_FLASK_SERVER_SECRET_KEY = "gpukeras-test",
       LD_LIBRARY_PATH = NA
     ),
     processx::process$new(
       mlflow,
       c(
-        "server", "--app-name", "basic-auth", "--backend-store-uri", sprintf("sqlite:///%s", file.path(folder, "mlflow.db")),
-        "--artifacts-destination", file.path(folder, "artifacts"), "--host", "127.0.0.1", "--port", port, "--workers", "1"
+        "server", "--app-name", "basic-auth", "--backend-store-uri",
+        sprintf("sqlite:///%s", file.path(folder, "mlflow.db")),
+        "--artifacts-destination", file.path(folder, "artifacts"), "--host", "127.0.0.1", "--port", port, "--workers",
+        "1"
       ),
       wd = folder, stdout = file.path(folder, "server.log"), stderr = "2>&1", cleanup_tree = TRUE
     )
@@ -62,8 +65,13 @@ start_mlflow_server <- function(env = testthat::teardown_env()) {
   url <- sprintf("http://127.0.0.1:%d", port)
   deadline <- Sys.time() + 120
   while (Sys.time() < deadline) {
-    if (!process$is_alive()) stop("mlflow server exited: ", paste(utils::tail(readLines(file.path(folder, "server.log")), 20), collapse = "\n"))
-    up <- tryCatch(identical(curlGetHeaders(paste0(url, "/health"), timeout = 2)[1] != "", TRUE), error = function(e) FALSE)
+    if (!process$is_alive())
+      stop(
+        "mlflow server exited: ", paste(utils::tail(readLines(file.path(folder, "server.log")), 20), collapse = "\n")
+      )
+    up <- tryCatch(
+      identical(curlGetHeaders(paste0(url, "/health"), timeout = 2)[1] != "", TRUE), error = function(e) FALSE
+    )
     if (up) {
       return(list(url = url, folder = folder, process = process))
     }
@@ -101,7 +109,16 @@ iris_model_fn <- function(units = 8) {
 
 # Tracking as it was before a test, back after it.
 local_tracking_off <- function(env = parent.frame()) {
-  names <- c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "GPUKERAS_TRACK", "GPUKERAS_TRACK_SPOOL", "GPUKERAS_TRACK_WAIT")
+  names <- c(
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_EXPERIMENT_NAME",
+    "MLFLOW_EXPERIMENT_ID",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "GPUKERAS_TRACK",
+    "GPUKERAS_TRACK_SPOOL",
+    "GPUKERAS_TRACK_WAIT"
+  )
   old <- Sys.getenv(names, unset = NA)
   withr::defer(
     for (name in names) if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name])),

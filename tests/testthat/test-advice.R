@@ -28,7 +28,10 @@ test_that("gpu_fit()'s NA error names gpu_dataset(na = \"drop\"), not an `na` gp
   expect_snapshot(gpu_dataset(data$x, data$y), error = TRUE)
 })
 
-test_that("class numbers under categorical_crossentropy name sparse_categorical_crossentropy; binary_crossentropy warns on labels outside 0/1", {
+test_that(paste(
+  "class numbers under categorical_crossentropy name sparse_categorical_crossentropy; binary_crossentropy warns on",
+  "labels outside 0/1"
+), {
   skip_if_no_python()
   keras <- gpu_keras()
   classifier <- function(loss, units = 3L, activation = "softmax") {
@@ -93,7 +96,13 @@ test_that("print(tune) keeps one line a run at 80 columns, and says below the ta
   result <- list(
     trials = list(
       run("baseline"),
-      run("precision", "mixed_bfloat16", rate = 5000, stopped = TRUE, note = "stopped early: under 50% of the best rate so far"),
+      run(
+        "precision",
+        "mixed_bfloat16",
+        rate = 5000,
+        stopped = TRUE,
+        note = "stopped early: under 50% of the best rate so far"
+      ),
       run("batch_size", batch_size = 1024L, rate = 1234567),
       run("steps_per_execution", batch_size = 1024L, spe = 23L, rate = 2345678)
     ),
@@ -118,15 +127,21 @@ test_that("print(tune) keeps one line a run at 80 columns, and says below the ta
 })
 
 test_that("a background job's progress shows logged values as a fit in the R session does (Keras' 4 decimals)", {
-  status <- list(epoch = 1, epochs = 2, batch = 5, steps = 23, sample = list(logs = list(accuracy = 0.716968, loss = 0.00001234)))
+  status <- list(
+    epoch = 1, epochs = 2, batch = 5, steps = 23, sample = list(logs = list(accuracy = 0.716968, loss = 0.00001234))
+  )
   expect_identical(gpukeras:::format_job_sample(status), "epoch 1/2, batch 5/23; accuracy 0.7170, loss 1.2340e-05")
   skip_if_no_python()
   # The epoch lines come from the core's progress callback (train/job.py) as it writes them.
   dir <- withr::local_tempdir()
   model <- tiny_model() # starts the core, whose module makes the callback
-  progress <- gpukeras:::core_call("job_progress_callback", job_dir = dir, attempt = 1L, batch_size = 10L, nvml_indices = list())
+  progress <- gpukeras:::core_call(
+    "job_progress_callback", job_dir = dir, attempt = 1L, batch_size = 10L, nvml_indices = list()
+  )
   data <- regression_data(40)
-  history <- model$fit(gpu_as_numpy(data$x), gpu_as_numpy(data$y), batch_size = 10L, epochs = 1L, verbose = 0L, callbacks = list(progress))
+  history <- model$fit(
+    gpu_as_numpy(data$x), gpu_as_numpy(data$y), batch_size = 10L, epochs = 1L, verbose = 0L, callbacks = list(progress)
+  )
   job <- new.env()
   job$dir <- dir
   job$verbose <- 2

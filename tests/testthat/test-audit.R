@@ -3,13 +3,25 @@
 # python/tests/test_audit.py.
 
 test_that("gpu_audit() checks its arguments before Python", {
-  expect_error(gpu_audit(1), "`model` must be a Keras 3 model, not `1`.", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_audit(1), "`model` must be a Keras 3 model, not `1`.", fixed = TRUE, class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_audit(NULL), "not NULL", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_audit(1, batch_size = 0), "`batch_size` must be one whole number >= 1, not `0`.", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_audit(1, batch_size = 0),
+    "`batch_size` must be one whole number >= 1, not `0`.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_audit(1, batch_size = "32"), class = "gpukeras_error_bad_argument")
   skip_if_no_python()
   keras <- gpu_keras()
-  expect_error(gpu_audit(keras$layers$Dense(2L)), "model must be a Keras 3 model (keras.Model)", fixed = TRUE, class = "gpukeras_error_bad_model")
+  expect_error(
+    gpu_audit(keras$layers$Dense(2L)),
+    "model must be a Keras 3 model (keras.Model)",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_model"
+  )
   expect_error(
     gpu_audit(keras$Sequential(list(keras$layers$Dense(2L)))),
     "The model is not built", fixed = TRUE, class = "gpukeras_error_bad_model"
@@ -32,7 +44,9 @@ test_that("gpu_audit() lists findings worst first, as a data.frame, and prints t
     structure(
       data.frame(
         layer = c("hidden", "probabilities", "(batch)", "hidden"),
-        check = c("dims_not_multiple_of_8", "output_in_low_precision", "batch_not_multiple_of_8", "dims_not_multiple_of_8"),
+        check = c(
+          "dims_not_multiple_of_8", "output_in_low_precision", "batch_not_multiple_of_8", "dims_not_multiple_of_8"
+        ),
         severity = c("warning", "warning", "warning", "info"),
         stringsAsFactors = FALSE
       ),
@@ -46,7 +60,13 @@ test_that("gpu_audit() lists findings worst first, as a data.frame, and prints t
   expect_match(audit$advice[3], "batch size of 56", fixed = TRUE)
 
   lines <- format(audit)
-  expect_match(lines[1], "^<gpukeras audit> model '.+' \\((tensorflow|jax) backend\\), 2 layers checked, batch size 50: 3 warnings, 1 to look at$")
+  expect_match(
+    lines[1],
+    paste0(
+      "^<gpukeras audit> model '.+' \\((tensorflow|jax) backend\\), 2 layers checked, batch size 50: 3 warnings, 1 to ",
+      "look at$"
+    )
+  )
   expect_identical(grep("^[A-Z]", lines, value = TRUE)[1:2], c("Warnings (3):", "Worth a look (1):"))
   expect_true(any(grepl("hidden (Dense, 91% of FLOPs): It computes in float16 with units 100", lines, fixed = TRUE)))
   expect_true(any(grepl("Round to a multiple of 8 (units 104)", lines, fixed = TRUE)))

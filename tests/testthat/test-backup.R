@@ -57,7 +57,10 @@ test_that("an error in the user's own callback has its own class, not 'please re
   )
   expect_match(
     conditionMessage(error),
-    "^Your callback Broken[.]on_epoch_end raised ValueError: my callback is broken \\(at <string>, line 4\\)[.] Training stopped in epoch 1[.]"
+    paste0(
+      "^Your callback Broken[.]on_epoch_end raised ValueError: my callback is broken \\(at <string>, line 4\\)[.] ",
+      "Training stopped in epoch 1[.]"
+    )
   )
   expect_false(grepl("please report", conditionMessage(error)))
 })

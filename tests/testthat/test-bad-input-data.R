@@ -4,6 +4,7 @@
 # Python starts.
 
 checked <- check_before_python(
+  # nolint start: line_length_linter. One case a row, its columns aligned.
   bad_inputs(
     ~name,                                        ~code,                                                   ~class,          ~message,
     "gpu_as_numpy: a string",                     gpu_as_numpy("a"),                                       "bad_data",      "^`x` must be a numeric vector, matrix or array, not `a`.*factor codes",
@@ -53,7 +54,7 @@ checked <- check_before_python(
     "gpu_dataset: y a list",                      gpu_dataset(x, list(1, 2)),                              "bad_data",      "^`y` must be a numeric, logical, factor or character vector",
     "gpu_dataset: y too short",                   gpu_dataset(x, y[1:5]),                                  "bad_data",      "^x and y must have the same number of rows, not x: 10, y: 5.*one label per row",
     "gpu_dataset: no rows",                       gpu_dataset(x[0, , drop = FALSE]),                       "bad_data",      "^The data has no rows",
-    "gpu_dataset: NA in x",                       gpu_dataset(rbind(x, NA), c(y, 1)),                      "bad_data",      "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
+    "gpu_dataset: NA in x",                       gpu_dataset(rbind(x, NA), c(y, 1)),                      "missing_values", "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
     "gpu_dataset: every row NA, dropped",         gpu_dataset(matrix(NA_real_, 2, 2), na = "drop"),        "bad_data",      "^Every row has an NA",
     "gpu_dataset: two columns of one name",       gpu_dataset(cbind(x, x[, 1, drop = FALSE]), y),          "bad_data",      "^The columns of `x` must have distinct names: the name\\(s\\) `a` are given to several columns \\(1 and 5\\).*make.unique",
     "gpu_dataset: a column without a name",       gpu_dataset(cbind(x, 1), y),                             "bad_data",      "^The columns of `x` must have distinct names: column\\(s\\) 5 have no name",
@@ -73,6 +74,7 @@ checked <- check_before_python(
     "gpu_dataset_benchmark: NULL",                gpu_dataset_benchmark(NULL),                             "bad_argument",  "^`dataset` must be a gpu_dataset\\(\\) or tf.data.Dataset, not NULL",
     "gpu_dataset_benchmark: R data",              gpu_dataset_benchmark(x, steps = 0),                     "bad_argument",  "^`dataset` must be a gpu_dataset\\(\\) or tf.data.Dataset"
   ),
+  # nolint end
   setup = quote({
     x <- matrix(seq_len(40) / 40, ncol = 4, dimnames = list(NULL, c("a", "b", "c", "d")))
     df <- data.frame(a = seq_len(10), b = factor(rep(c("u", "v"), 5)))
@@ -110,6 +112,7 @@ utils::write.csv(data.frame(a = 1:3, b = c("x", "y", "z"), label = 1:3), csv, ro
 ragged <- file.path(files, "ragged.csv")
 writeLines(c("a,label", "1,0", "2,1,9", "3,0"), ragged)
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                          ~code,                                                                 ~class,          ~message,
   "gpu_as_numpy: an unknown dtype",               gpu_as_numpy(1:3, dtype = "nonsense"),                                 "bad_argument",  "could not be converted to NumPy dtype 'nonsense'.*\"float32\"",
@@ -133,6 +136,7 @@ cases <- bad_inputs(
   "gpu_dataset_benchmark: a NumPy array",         gpu_dataset_benchmark(numpy$zeros(c(2L, 2L))),                         "bad_argument",  "^dataset must be a gpu_dataset\\(\\) or a tf.data.Dataset, not a ndarray",
   "gpu_dataset_benchmark: a model",               gpu_dataset_benchmark(model),                                          "bad_argument",  "^dataset must be a gpu_dataset\\(\\) or a tf.data.Dataset, not a Sequential"
 )
+# nolint end
 
 for (case in cases) {
   test_that(case$name, {

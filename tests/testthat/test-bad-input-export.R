@@ -2,6 +2,7 @@
 # error whose message says what to do (see helper-bad-input.R), before Python starts,
 # and write nothing.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                                ~code,                                                        ~class,         ~message,
   "object: a number",                   gpu_export(1, file.path(dir, "m")),                           "bad_argument", "^`object` must be a gpu_fit\\(\\) result or a gpu_load\\(\\) model, not `1`",
@@ -18,6 +19,7 @@ checked <- check_before_python(bad_inputs(
   "overwrite: NA",                      gpu_export(fit, file.path(dir, "m"), overwrite = NA),         "bad_argument", "^`overwrite` must be TRUE or FALSE",
   "a misspelt argument",                gpu_export(fit, file.path(dir, "m"), formats = "onnx"),       "bad_argument", "Did you mean `format`"
 ), setup = quote({
+# nolint end
   fit <- structure(list(model = NULL), class = "gpukeras_fit")
   dir <- tempfile("export-")
   dir.create(dir)

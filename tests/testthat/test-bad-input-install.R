@@ -6,6 +6,7 @@
 # temporary folder).
 
 checked <- check_before_python(
+  # nolint start: line_length_linter. One case a row, its columns aligned.
   bad_inputs(
     ~name,                                          ~code,                                                            ~class,           ~message,
     "gpukeras_requirements: gpu NA",                gpukeras_requirements(gpu = NA),                                  "bad_argument",   "^`gpu` must be TRUE or FALSE, not `NA`",
@@ -36,6 +37,7 @@ checked <- check_before_python(
     "gpu_check: no Python environment",             without_env(gpu_check()),                                         "no_python_env",  "^No Python environment for gpukeras was found.*GPUKERAS_PYTHON",
     "gpu_as_numpy: no Python environment",          without_env(gpu_as_numpy(1:3)),                                   "no_python_env",  "^No Python environment for gpukeras was found"
   ),
+  # nolint end
   setup = quote({
     envname <- file.path(tempfile("gpukeras-bad-input-"), "env")
     # `code` with no Python environment to be found: none named by the

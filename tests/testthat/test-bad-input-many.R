@@ -3,6 +3,7 @@
 # error whose message says what to do (see helper-bad-input.R), before Python starts and
 # before any worker does.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                                   ~code,                                                                       ~class,         ~message,
   "search_int: lower above upper",         search_int(5, 1),                                                            "bad_argument", "^`lower` \\(5\\) is above `upper` \\(1\\)",
@@ -54,6 +55,7 @@ checked <- check_before_python(bad_inputs(
   "gpu_cv: workers_per_device moved",      gpu_cv(cv_fn, iris_data, workers_per_device = 2),                            "bad_argument", "^gpu_cv\\(\\) has no argument `workers_per_device` any more: give workers = gpu_workers\\(per_device = \\)",
   "gpu_cv: a dataset",                     gpu_cv(cv_fn, list(train = 1, validation = 2)),                              "bad_data",     "^`data` is a list with names `train`, `validation`"
 ), setup = quote({
+# nolint end
   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
   search_fn <- function(params) NULL
   cv_fn <- function() NULL

@@ -4,6 +4,7 @@
 # starts, so `model` there is a string.
 
 checked <- check_before_python(
+  # nolint start: line_length_linter. One case a row, its columns aligned.
   bad_inputs(
     ~name,                                      ~code,                                          ~class,         ~message,
     "gpu_audit: model a string",                gpu_audit(model),                               "bad_argument", "^`model` must be a Keras 3 model, not `not a model`",
@@ -25,6 +26,7 @@ checked <- check_before_python(
     "gpu_precision_check: model NULL",          gpu_precision_check(NULL),                      "bad_argument", "^`model` must be a Keras 3 model, not NULL",
     "gpu_precision_check: model an R list",     gpu_precision_check(list()),                    "bad_argument", "^`model` must be a Keras 3 model, not a list"
   ),
+  # nolint end
   setup = quote({
     model <- "not a model"
     data <- list(x = matrix(seq_len(40) / 40, ncol = 4), y = seq_len(10) / 10)
@@ -49,6 +51,7 @@ not_a_model <- numpy$zeros(c(2L, 2L))
 # No Input: Keras has not built it, so it has no shapes and no weights.
 unbuilt <- keras$Sequential(list(keras$layers$Dense(2L)))
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                           ~code,                                                                ~class,         ~message,
   "gpu_audit: a NumPy array as model",             gpu_audit(not_a_model),                                               "bad_model",    "^model must be a Keras 3 model \\(keras.Model\\), not numpy.ndarray",
@@ -67,6 +70,7 @@ cases <- bad_inputs(
   "gpu_precision_check: a NumPy array as model",   gpu_precision_check(not_a_model),                                     "bad_argument", "^model must be a Keras 3 model with layers, not a ndarray",
   "gpu_precision_check: a layer as model",         gpu_precision_check(keras$layers$Dense(2L)),                          "bad_argument", "^model must be a Keras 3 model with layers, not a Dense"
 )
+# nolint end
 
 for (case in cases) {
   test_that(case$name, {

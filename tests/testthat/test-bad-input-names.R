@@ -5,6 +5,7 @@
 # predict(), evaluate(), gpu_cv() and gpu_search() have their own tests. The
 # objects named here (model, data, job, ...) are never evaluated.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                                  ~code,                                                     ~class,         ~message,
   "gpu_check",                            gpu_check(probeseconds = 1),                               "bad_argument", "^gpu_check\\(\\) has no argument `probeseconds`.*Did you mean `probe_seconds`.*\\?gpu_check lists its arguments",
@@ -57,6 +58,7 @@ checked <- check_before_python(bad_inputs(
   "gpu_runs",                             gpu_runs(experimnt = "iris"),                              "bad_argument", "^gpu_runs\\(\\) has no argument `experimnt`.*Did you mean `experiment`.*\\?gpu_runs lists",
   "gpu_compare_runs: help page gpu_runs", gpu_compare_runs(run_a, run_b, metric = "loss"),           "bad_argument", "^gpu_compare_runs\\(\\) has no argument `metric`.*\\?gpu_runs lists"
 ))
+# nolint end
 
 for (result in checked) {
   test_that(paste(result$case$name, "(an argument it does not have, before Python starts)"), {
@@ -74,7 +76,9 @@ test_that("every other exported function has a row here, and `...` to catch what
   rows <- unique(vapply(checked, function(result) as.character(result$case$code[[1]]), character(1)))
   expect_setequal(rows, exported)
   for (name in exported) {
-    expect_true("..." %in% names(formals(getExportedValue("gpukeras", name))), label = sprintf("`...` in %s()'s arguments", name))
+    expect_true(
+      "..." %in% names(formals(getExportedValue("gpukeras", name))), label = sprintf("`...` in %s()'s arguments", name)
+    )
   }
 })
 

@@ -2,6 +2,7 @@
 # Each row must fail with a classed error whose message says what to do (see
 # helper-bad-input.R), before Python starts, and write nothing.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                          ~code,                                                   ~class,         ~message,
   "file: a number",               predict(fit, new, file = 1),                             "bad_argument", "^`file` must be one file path \\(a string\\), such as \"predictions.csv\", not `1`",
@@ -15,6 +16,7 @@ checked <- check_before_python(bad_inputs(
   "overwrite: without file",      predict(fit, new, overwrite = TRUE),                     "bad_argument", "^`overwrite` is for `file`",
   "file: a model from gpu_load()", predict(model, new, file = existing),                   "bad_argument", "already exists"
 ), setup = quote({
+# nolint end
   fit <- structure(list(model = NULL), class = "gpukeras_fit")
   model <- structure(list(model = NULL), class = "gpukeras_model")
   new <- data.frame(a = 1:3)

@@ -2,6 +2,7 @@
 # message says what to do (see helper-bad-input.R), before Python starts and before
 # anything listens. Bad requests to a running service are test-serve.R's.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                                  ~code,                                                  ~class,            ~message,
   "gpu_serve: fit a path",                gpu_serve("model.keras"),                               "bad_argument",    "^`fit` must be a gpu_fit\\(\\) result or a gpu_load\\(\\) model, not `model.keras`",
@@ -32,8 +33,14 @@ checked <- check_before_python(bad_inputs(
   "gpu_api: no model in the fit",         gpu_api(fake_fit),                                      "bad_argument",    "^This result holds no model to score with",
   "a suggested package missing",          check_suggested("notapackage", "gpu_serve()"),          "package_missing", "^gpu_serve\\(\\) needs the R package notapackage.*install.packages\\(\"notapackage\"\\).*r-cran-notapackage"
 ), setup = quote({
+# nolint end
   fake_fit <- structure(list(model = NULL, encoding = NULL), class = "gpukeras_fit")
-  several_fit <- structure(list(model = NULL, encoding = list(several = TRUE, inputs = list(a = list(type = "array"), b = list(type = "array")))), class = "gpukeras_fit")
+  several_fit <- structure(
+    list(
+      model = NULL, encoding = list(several = TRUE, inputs = list(a = list(type = "array"), b = list(type = "array")))
+    ),
+    class = "gpukeras_fit"
+  )
 }))
 
 for (result in checked) {

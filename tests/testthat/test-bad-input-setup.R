@@ -3,6 +3,7 @@
 # Each row must fail with a classed error whose message says what to do (see
 # helper-bad-input.R); the first table before Python starts.
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 checked <- check_before_python(bad_inputs(
   ~name,                                   ~code,                                                          ~class,         ~message,
   "gpu_check: probe not a flag",           gpu_check(probe = "yes"),                                       "bad_argument", "^`probe` must be TRUE or FALSE, not `yes`",
@@ -68,6 +69,7 @@ checked <- check_before_python(bad_inputs(
   "with_gpu_strategy: a type name",        with_gpu_strategy("mirrored", 1),                               "bad_argument", "^`strategy` must be a gpu_strategy\\(\\) .* not `mirrored`",
   "with_gpu_strategy: a list",             with_gpu_strategy(list(), 1),                                   "bad_argument", "^`strategy` must be a gpu_strategy\\(\\)"
 ))
+# nolint end
 
 for (result in checked) {
   test_that(paste(result$case$name, "(before Python starts)"), {
@@ -96,6 +98,7 @@ scoped <- function(device) {
   "not reached"
 }
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                              ~code,                                                          ~class,             ~message,
   "gpu_setup: threads after the runtime started",     gpu_setup(threads = 13, mixed_precision = "float32"),           "runtime_started",  "already started .*threads \\(intra-op\\): asked 13.*Restart R and call gpu_setup\\(\\) first",
@@ -114,6 +117,7 @@ cases <- bad_inputs(
   "with_gpu_strategy: a NumPy array",                 with_gpu_strategy(not_a_strategy, 1),                           "bad_argument",     "strategy must come from gpu_strategy\\(\\)",
   "with_gpu_strategy: a model",                       with_gpu_strategy(model, 1),                                    "bad_argument",     "strategy must come from gpu_strategy\\(\\) .*not a keras"
 )
+# nolint end
 
 for (case in cases) {
   test_that(case$name, {
@@ -160,6 +164,7 @@ in_environment <- function(code, environment, ...) {
   invisible()
 }
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                              ~code,                                                                                      ~class,         ~message,
   "gpu_strategy: SLURM_PROCID not a number",          in_environment(gpu_strategy("multi_worker"), slurm_step, SLURM_PROCID = "abc"),             "bad_argument", "^SLURM_PROCID is 'abc'; it must be a whole number >= 0 \\(this task's rank; srun sets it\\)",
@@ -168,6 +173,7 @@ cases <- bad_inputs(
   "gpu_strategy: GPUKERAS_PORT_BASE not a number",    in_environment(gpu_strategy("multi_worker"), slurm_step, GPUKERAS_PORT_BASE = "http"),      "bad_argument", "^GPUKERAS_PORT_BASE is 'http'; it must be a whole number from 1 to 65535",
   "gpu_strategy: OMPI_COMM_WORLD_RANK not a number",  in_environment(gpu_strategy("multi_worker"), open_mpi_ranks, OMPI_COMM_WORLD_RANK = "x"),  "bad_argument", "^OMPI_COMM_WORLD_RANK is 'x'; it must be a whole number >= 0"
 )
+# nolint end
 
 for (case in cases) {
   test_that(paste(case$name, "(in a fresh R)"), {

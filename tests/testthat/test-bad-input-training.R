@@ -5,6 +5,7 @@
 # so `model` there is a string, which R checks only after every other argument.
 
 checked <- check_before_python(
+  # nolint start: line_length_linter. One case a row, its columns aligned.
   bad_inputs(
     ~name,                                        ~code,                                                   ~class,         ~message,
     "gpu_fit: epochs zero",                       gpu_fit(model, data, epochs = 0),                        "bad_argument", "^`epochs` must be one whole number >= 1, not `0`",
@@ -98,6 +99,7 @@ checked <- check_before_python(
     "gpu_profile: data missing",                  gpu_profile(model),                                      "bad_argument", "^`data` is missing",
     "gpu_profile: model a string",                gpu_profile(model, data),                                "bad_argument", "^`model` must be a compiled Keras 3 model"
   ),
+  # nolint end
   setup = quote({
     model <- "not a model"
     data <- list(x = matrix(seq_len(40) / 40, ncol = 4), y = seq_len(10) / 10)
@@ -127,6 +129,7 @@ split <- gpu_dataset(data$x, data$y, batch_size = 16, validation_split = 0.25)
 not_a_model <- numpy$zeros(c(2L, 2L))
 a_file <- withr::local_tempfile(lines = "not a folder")
 
+# nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                           ~code,                                                              ~class,                ~message,
   "gpu_fit: an uncompiled model",                  gpu_fit(uncompiled, data, verbose = 0),                             "model_not_compiled",  "^The model is not compiled: compile it first, e.g. model\\$compile\\(",
@@ -159,6 +162,7 @@ cases <- bad_inputs(
   "gpu_profile: logdir is a file",                 gpu_profile(model, data, steps = c(1, 2), logdir = a_file),         "bad_argument",        "^logdir .* cannot be written to .*give a folder you can write to",
   "gpu_profile: batch_size with a dataset",        gpu_profile(model, dataset, steps = c(1, 2), batch_size = 8),       "bad_argument",        "^`batch_size` is for R data: a dataset makes its own batches"
 )
+# nolint end
 
 for (case in cases) {
   test_that(case$name, {

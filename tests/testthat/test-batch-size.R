@@ -30,7 +30,8 @@ batch_core_result <- function(gpu = FALSE) {
       peak_mib = peak, reason = reason, steps_per_epoch = as.integer(ceiling(4096 / batch_size))
     )
   }
-  failure <- if (gpu) "out of memory: OOM when allocating tensor" else "over the host memory budget: 356 MiB estimated > 300 MiB"
+  failure <- if (gpu) "out of memory: OOM when allocating tensor" else
+    "over the host memory budget: 356 MiB estimated > 300 MiB"
   list(
     trials = list(
       trial(64L, "double", TRUE, 32000, if (gpu) 900),
@@ -44,10 +45,12 @@ batch_core_result <- function(gpu = FALSE) {
     steps_rule = list(min_steps = 8L, rows = 4096L, largest_batch = 584L),
     device = if (gpu) "GPU:0" else "CPU:0", device_name = if (gpu) "NVIDIA H100 80GB HBM3" else "AMD EPYC",
     backend = "tensorflow",
-    budget = if (gpu) list(mib = NULL, source = "none: out-of-memory errors on the GPU decide") else list(mib = 300, source = "memory_budget_mib"),
+    budget = if (gpu) list(mib = NULL, source = "none: out-of-memory errors on the GPU decide") else
+      list(mib = 300, source = "memory_budget_mib"),
     estimate = list(
       fixed_mib = 100, per_sample_mib = 1, weights_mib = 25, gradients_mib = 25, optimizer_mib = 50,
-      activations_per_sample_mib = 0.4, batch_per_sample_mib = 0.2, uncounted_layers = if (gpu) list("MyLayer") else list(),
+      activations_per_sample_mib = 0.4, batch_per_sample_mib = 0.2,
+      uncounted_layers = if (gpu) list("MyLayer") else list(),
       method = "weights + ..."
     ),
     settings = list(min_batch = 64L, max_batch = 4096L, steps = 5L, warmup = 1L, tolerance = 0.1, jit_compile = FALSE)
@@ -151,7 +154,10 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$model, "^`model` must be a compiled Keras 3 model, not `my_model`")
 })
 
-test_that("a search on R data doubles to max_batch, recommends the fastest with 8 steps per epoch and leaves the model as it was", {
+test_that(paste(
+  "a search on R data doubles to max_batch, recommends the fastest with 8 steps per epoch and leaves the model as it",
+  "was"
+), {
   skip_if_no_python()
   model <- batch_model()
   weights <- model$get_weights()

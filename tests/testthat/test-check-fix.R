@@ -83,7 +83,12 @@ test_that("interactive: a declined repair changes nothing", {
   }
   expect_message(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = no), "Not changed")
   expect_identical(status, "declined")
-  expect_identical(asked, sprintf("Set XLA_PYTHON_CLIENT_PREALLOCATE=false in the .Renviron (XLA_PYTHON_CLIENT_PREALLOCATE=false in %s)?", renviron))
+  expect_identical(
+    asked,
+    sprintf(
+      "Set XLA_PYTHON_CLIENT_PREALLOCATE=false in the .Renviron (XLA_PYTHON_CLIENT_PREALLOCATE=false in %s)?", renviron
+    )
+  )
   expect_false(file.exists(renviron))
   said <- capture_messages(status <- make_repairs(list(jax_growth_repair), python = NULL, ask = function(q) TRUE))
   expect_match(said, "Added `XLA_PYTHON_CLIENT_PREALLOCATE=false`", all = FALSE)
@@ -110,7 +115,9 @@ local_throwaway_venv <- function(packages = character(), env = parent.frame()) {
 test_that("the nvidia-ml-py repair installs it into the environment it is given", {
   python <- local_throwaway_venv()
   imports_pynvml <- function() {
-    suppressWarnings(system2(python, c("-c", shQuote("import pynvml")), stdout = FALSE, stderr = FALSE, env = python_run_env))
+    suppressWarnings(system2(
+      python, c("-c", shQuote("import pynvml")), stdout = FALSE, stderr = FALSE, env = python_run_env
+    ))
   }
   expect_false(identical(imports_pynvml(), 0L))
   pin <- grep("^nvidia-ml-py==", gpukeras_requirements(), value = TRUE)
@@ -140,16 +147,26 @@ test_that("fix = TRUE where reticulate < 1.38 meets NumPy 2 installs NumPy's pin
     env = c(GPUKERAS_PYTHON = python)
   )
   expect_identical(child$error$class[1], "gpukeras_error_numpy_version")
-  expect_match(child$error$message, "numpy==1.26.4 is now installed: restart R, then run gpu_check() again.", fixed = TRUE)
+  expect_match(
+    child$error$message, "numpy==1.26.4 is now installed: restart R, then run gpu_check() again.", fixed = TRUE
+  )
   expect_true(any(grepl("Not an interactive session", child$output)))
   expect_true(any(grepl("Successfully installed numpy-1.26.4", child$output)))
   expect_identical(numpy_version(), "1.26.4")
 })
 
-test_that("a Keras with a published safe_mode bypass: gpu_check() says so, and fix = TRUE installs Keras' pin, then says restart", {
+test_that(paste(
+  "a Keras with a published safe_mode bypass: gpu_check() says so, and fix = TRUE installs Keras' pin, then says",
+  "restart"
+), {
   python <- local_throwaway_venv(c("keras==3.8.0", "numpy==1.26.4"))
   keras_version <- function() {
-    system2(python, c("-c", shQuote("import importlib.metadata as m; print(m.version('keras'))")), stdout = TRUE, env = python_run_env)
+    system2(
+      python,
+      c("-c", shQuote("import importlib.metadata as m; print(m.version('keras'))")),
+      stdout = TRUE,
+      env = python_run_env
+    )
   }
   expect_identical(keras_version(), "3.8.0")
   child <- run_in_fresh_r(
@@ -166,7 +183,9 @@ test_that("a Keras with a published safe_mode bypass: gpu_check() says so, and f
   expect_match(child$said$message, "gpu_check(fix = TRUE)", fixed = TRUE)
   expect_identical(child$fixed$class[1], "gpukeras_error_keras_too_old")
   pin <- grep("^keras==", gpukeras_requirements(), value = TRUE)
-  expect_match(child$fixed$message, sprintf("%s is now installed: restart R, then run gpu_check() again.", pin), fixed = TRUE)
+  expect_match(
+    child$fixed$message, sprintf("%s is now installed: restart R, then run gpu_check() again.", pin), fixed = TRUE
+  )
   expect_true(any(grepl("Successfully installed keras-", child$output)))
   expect_identical(keras_version(), sub("keras==", "", pin))
 })
@@ -218,7 +237,9 @@ test_that("a failed GPU-build install is reported, not raised, and puts the CPU 
   expect_match(said, "Put back", all = FALSE)
 })
 
-test_that("a repair that leaves the environment without TensorFlow is a classed error with the command that restores it", {
+test_that(paste(
+  "a repair that leaves the environment without TensorFlow is a classed error with the command that restores it"
+), {
   skip_on_os("windows")
   pip <- local_pip_stand_in("*\"pip install\"*")
   error <- expect_error(
@@ -255,7 +276,9 @@ test_that("the repairs print as what gpu_check(fix = TRUE) can make, then what i
     sprintf("  %s Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)", arrow())
   ))
   repairs$status <- "done"
-  expect_identical(format_repairs(repairs)[2], "  [done] Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)")
+  expect_identical(
+    format_repairs(repairs)[2], "  [done] Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)"
+  )
 })
 
 test_that("KERAS_BACKEND set after Python started: gpu_setup() warns, gpu_check() says so", {
@@ -275,8 +298,18 @@ test_that("KERAS_BACKEND set after Python started: gpu_setup() warns, gpu_check(
     unset = "KERAS_BACKEND"
   )
   expect_identical(child$class[1:2], c("gpukeras_warning_backend_ignored", "gpukeras_warning"))
-  expect_match(child$message, "KERAS_BACKEND = jax was set after Python started, so it is ignored: this session runs tensorflow", fixed = TRUE)
+  expect_match(
+    child$message,
+    "KERAS_BACKEND = jax was set after Python started, so it is ignored: this session runs tensorflow",
+    fixed = TRUE
+  )
   expect_identical(child$backend, "tensorflow")
-  expect_true(sprintf("KERAS_BACKEND = jax was set after Python started, so it is ignored: this session runs tensorflow") %in% child$reasons)
-  expect_true("Set KERAS_BACKEND=jax before the first gpukeras call (e.g. in /nonexistent/.Renviron), then restart R." %in% child$advice)
+  expect_true(
+    sprintf("KERAS_BACKEND = jax was set after Python started, so it is ignored: this session runs tensorflow") %in%
+      child$reasons
+  )
+  expect_true(
+    "Set KERAS_BACKEND=jax before the first gpukeras call (e.g. in /nonexistent/.Renviron), then restart R." %in%
+      child$advice
+  )
 })

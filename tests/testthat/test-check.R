@@ -18,7 +18,19 @@ test_that("gpu_check() returns a gpukeras_check with a verdict, reasons and advi
   expect_s3_class(check, "gpukeras_check")
   expect_named(
     check,
-    c("verdict", "reasons", "advice", "stack", "nvml", "devices", "setup", "placement", "utilization", "timings", "repairs")
+    c(
+      "verdict",
+      "reasons",
+      "advice",
+      "stack",
+      "nvml",
+      "devices",
+      "setup",
+      "placement",
+      "utilization",
+      "timings",
+      "repairs"
+    )
   )
   expect_true(check$verdict %in% c("gpu_used", "gpu_available_not_used", "no_gpu"))
   expect_type(check$reasons, "character")
@@ -131,7 +143,9 @@ test_that("format() gives the verdict, reasons, stack and evidence as lines", {
     expect_true(heading %in% lines, info = heading)
   }
   expect_true(any(grepl("Placement (float32 matmul of n x n matrices, n grown per device", lines, fixed = TRUE)))
-  expect_true(any(grepl(sprintf("CPU:0  %s CPU:0  n = %-5d", arrow(), check$placement$runs$size[1]), lines, fixed = TRUE)))
+  expect_true(any(grepl(
+    sprintf("CPU:0  %s CPU:0  n = %-5d", arrow(), check$placement$runs$size[1]), lines, fixed = TRUE
+  )))
   expect_true(any(grepl(check$reasons[1], lines, fixed = TRUE)))
   expect_true(any(grepl(paste("Keras", check$stack$keras), lines, fixed = TRUE)))
   expect_true(any(grepl("samples/s", lines, fixed = TRUE)))
@@ -234,16 +248,24 @@ test_that("format() lists the GPUs the driver sees that the backend does not use
     )),
     devices = list(list(device = "CPU:0", type = "CPU", name = "Xeon", compute_capability = NULL,
                         memory_total_mib = 2048, memory_free_mib = 1024, nvml_index = NULL)),
-    placement = list(size = 1024L, runs = list(list(requested = "CPU:0", actual = "CPU:0", median_ms = 10, gflops = 214.7)),
-                     speedup = NULL, on_gpu = FALSE),
+    placement = list(
+      size = 1024L, runs = list(list(requested = "CPU:0", actual = "CPU:0", median_ms = 10, gflops = 214.7)),
+      speedup = NULL, on_gpu = FALSE
+    ),
     utilization = NULL,
     verdict = "gpu_available_not_used",
-    reasons = list("the driver sees NVIDIA H100 80GB HBM3 (driver 580.95.05), but TensorFlow is the CPU-only build (tensorflow-cpu 2.21.0 was built without CUDA)"),
+    reasons = list(paste(
+      "the driver sees NVIDIA H100 80GB HBM3 (driver 580.95.05), but TensorFlow is the CPU-only build",
+      "(tensorflow-cpu 2.21.0 was built without CUDA)"
+    )),
     advice = list("Reinstall with GPU support: install_gpukeras(gpu = TRUE), then restart R."),
     timings = list(start_runtime = 1),
     repairs = list(list(
       id = "gpu_build",
-      what = "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0) in the Python environment in use",
+      what = paste0(
+        "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0) in the ",
+        "Python environment in use"
+      ),
       action = list(pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0")),
       when = NULL, needs_restart = TRUE
     ))
@@ -253,15 +275,22 @@ test_that("format() lists the GPUs the driver sees that the backend does not use
   expect_identical(check$nvml$devices$error, c(NA, "NVML has no permission to read this GPU"))
   lines <- format(check)
   expect_match(lines[1], "Verdict: gpu_available_not_used (a GPU is available but NOT used)", fixed = TRUE)
-  expect_true("  NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total; the driver sees it, tensorflow does not use it" %in% lines)
+  expect_true(
+    "  NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total; the driver sees it, tensorflow does not use it" %in%
+      lines
+  )
   expect_true("  NVML 1 GPU 1 (not readable): not readable: NVML has no permission to read this GPU" %in% lines)
   # what gpu_check(fix = TRUE) would do, without doing it
   expect_identical(check$repairs$status, NA_character_)
   expect_identical(utils::tail(lines, 2), c(
     "Repairs gpu_check(fix = TRUE) can make:",
     paste(
-      " ", arrow(), "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0)",
-      "in the Python environment in use (pip uninstall -y tensorflow-cpu; pip install 'tensorflow[and-cuda]==2.21.0'; then restart R)"
+      " ", arrow(),
+      "Replace the CPU-only tensorflow-cpu 2.21.0 with TensorFlow's GPU build (tensorflow[and-cuda]==2.21.0)",
+      paste0(
+        "in the Python environment in use (pip uninstall -y tensorflow-cpu; pip install ",
+        "'tensorflow[and-cuda]==2.21.0'; then restart R)"
+      )
     )
   ))
 })
@@ -373,7 +402,14 @@ test_that("format() shows a MIG instance as itself, its GPU not as unused, and w
   expect_identical(check$devices$mig_parent, c(NA, 0L))
   expect_identical(check$devices$uuid, c(NA, "MIG-1234"))
   lines <- format(check)
-  expect_true(any(grepl("GPU:0  NVIDIA H100 80GB HBM3 MIG 3g.40gb (compute 9.0), 39.2 GiB total, 39.1 GiB free [MIG instance of nvidia-smi's GPU 0]", lines, fixed = TRUE)))
+  expect_true(any(grepl(
+    paste0(
+      "GPU:0  NVIDIA H100 80GB HBM3 MIG 3g.40gb (compute 9.0), 39.2 GiB total, 39.1 GiB free [MIG instance of ",
+      "nvidia-smi's GPU 0]"
+    ),
+    lines,
+    fixed = TRUE
+  )))
   expect_false(any(grepl("NVML 0", lines, fixed = TRUE)))
   expect_true("  this process (pid 1234): SM up to n/a, memory 2.0 GiB" %in% lines)
   expect_true("  note: per-process utilization: not available on MIG" %in% lines)

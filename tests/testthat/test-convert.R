@@ -96,8 +96,12 @@ test_that("gpu_as_numpy() rejects data it cannot convert, with the position of a
 })
 
 test_that("gpu_as_numpy() rejects a bad dtype with a classed error", {
-  expect_error(gpu_as_numpy(1:3, dtype = 32), "`dtype` must be one non-empty string", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_as_numpy(1:3, dtype = ""), "`dtype` must be one non-empty string", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_as_numpy(1:3, dtype = 32), "`dtype` must be one non-empty string", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_as_numpy(1:3, dtype = ""), "`dtype` must be one non-empty string", class = "gpukeras_error_bad_argument"
+  )
   skip_if_no_python()
   expect_error(
     gpu_as_numpy(1:3, dtype = "float33"),
@@ -145,8 +149,14 @@ test_that("NA in double data is found in the core's copy, and named as R's own c
   x[c(4, 7), "c"] <- NA
   data <- as_pipeline_data(x, seq(0.5, 5, by = 0.5), "error")
   expect_true(data$check_missing) # not read by anyNA() here ...
-  expect_error(to_numpy(data), "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data")
-  expect_error(to_numpy(as_pipeline_data(x[, -3], c(1:9, NaN), "error")), "\\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_error(
+    to_numpy(data), "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    to_numpy(as_pipeline_data(x[, -3], c(1:9, NaN), "error")),
+    "\\(first: 10\\), in y\\.",
+    class = "gpukeras_error_bad_data"
+  )
   expect_error( # ... nor in a pipeline's copy, split or not
     gpu_dataset(x, 1:10, validation_split = 0.3, seed = 1),
     "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data"
@@ -164,11 +174,16 @@ test_that("Inf, -Inf and doubles beyond float32's range are found in the core's 
   for (na in c("error", "drop")) {
     expect_error(
       to_numpy(as_pipeline_data(x, seq(0.5, 5, by = 0.5), na)),
-      "Inf, -Inf or values beyond float32's range \\(about 3.4e\\+38\\) in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$b, x\\$d\\.",
+      paste0(
+        "Inf, -Inf or values beyond float32's range \\(about 3.4e\\+38\\) in 2 row\\(s\\) \\(first: 4, 7\\), in ",
+        "x\\$b, x\\$d\\."
+      ),
       class = "gpukeras_error_bad_data"
     )
   }
-  expect_error(gpu_dataset(x[, c("a", "c")], c(1:9, -Inf)), "\\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_dataset(x[, c("a", "c")], c(1:9, -Inf)), "\\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data"
+  )
   expect_error(
     gpu_dataset(x[, c("a", "c")], 1:10, validation_split = 0.3, seed = 1, sample_weight = c(1, 3e38 * 10, rep(1, 8))),
     "\\(first: 2\\), in sample_weight\\.", class = "gpukeras_error_bad_data"
@@ -186,7 +201,11 @@ test_that("a fit and a prediction refuse infinite values before training, naming
   x <- cbind(income = c(1, 2, Inf, 4), age = 1:4)
   expect_snapshot(error = TRUE, gpu_fit(model, list(x = x, y = c(1, 2, 3, 4)), epochs = 1, verbose = 0))
   fit <- gpu_fit(model, list(x = x[-3, ], y = c(1, 2, 4)), epochs = 1, verbose = 0)
-  expect_error(predict(fit, rbind(x[-3, ], c(income = -1e39, age = 1))), "\\(first: 4\\), in x\\$income\\.", class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, rbind(x[-3, ], c(income = -1e39, age = 1))),
+    "\\(first: 4\\), in x\\$income\\.",
+    class = "gpukeras_error_bad_data"
+  )
 })
 
 test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
@@ -200,7 +219,11 @@ test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
   as_pipeline_data(list(a = x, b = x), 1:10, "error")
   expect_identical(scans$count, 0L)
   y <- c(1:9, NA)
-  expect_error(as_pipeline_data(list(a = x, b = x), y, "error"), "1 row\\(s\\) \\(first: 10\\), in y\\.", class = "gpukeras_error_bad_data")
+  expect_error(
+    as_pipeline_data(list(a = x, b = x), y, "error"),
+    "1 row\\(s\\) \\(first: 10\\), in y\\.",
+    class = "gpukeras_error_bad_data"
+  )
   expect_identical(scans$count, 1L) # y alone
   x[3, 2] <- NaN
   dropped <- as_pipeline_data(x, y, "drop")

@@ -36,7 +36,10 @@ test_that("on JAX the folds train as one population, each the same as its own gp
     differing_fn <- function() {
       made <<- made + 1
       keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(if (made == 2) 4 else 8), keras$layers$Dense(3, activation = "softmax")))
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(if (made == 2) 4 else 8),
+        keras$layers$Dense(3, activation = "softmax")
+      ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
       model
     }

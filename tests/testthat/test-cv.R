@@ -28,7 +28,10 @@ test_that("stratified folds keep each class's share, grouped folds keep groups w
   expect_identical(cv_split(5, NULL, data, 7L, current_env())$held_out, split$held_out)
   expect_identical(.Random.seed, before)
   # numbers are not classes: random folds
-  expect_identical(cv_split(3, NULL, list(kind = "r", x = matrix(1:20, 10), y = seq(0.5, 5, by = 0.5)), 1L, current_env())$kind, "random")
+  expect_identical(
+    cv_split(3, NULL, list(kind = "r", x = matrix(1:20, 10), y = seq(0.5, 5, by = 0.5)), 1L, current_env())$kind,
+    "random"
+  )
 })
 
 test_that("an rsample resampling gives its analysis rows to train and its assessment rows to hold out", {
@@ -84,7 +87,10 @@ test_that("a model function carries the global variables and functions it uses",
   expect_snapshot(error = TRUE, check_model_fn(clash, 0L))
 })
 
-test_that("gpu_keras()'s keras and Python modules a model function uses are made again in the worker; other Python objects are refused", {
+test_that(paste(
+  "gpu_keras()'s keras and Python modules a model function uses are made again in the worker; other Python objects are",
+  "refused"
+), {
   skip_if_no_python()
   env <- globalenv()
   assign("gpukeras_test_keras", gpu_keras(), envir = env)
@@ -122,7 +128,12 @@ test_that("gpu_keras()'s keras and Python modules a model function uses are made
 test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's memory plan allows", {
   skip_if_no_python()
   gpu <- list(device = "GPU 0", visible = "GPU-aaaa", memory_total_mib = 81559)
-  pool <- new_worker_pool(list(slots = list(gpu, modifyList(gpu, list(device = "GPU 1", visible = "GPU-bbbb"))), reason = "2 workers on 2 GPUs"), tempdir())
+  pool <- new_worker_pool(
+    list(
+      slots = list(gpu, modifyList(gpu, list(device = "GPU 1", visible = "GPU-bbbb"))), reason = "2 workers on 2 GPUs"
+    ),
+    tempdir()
+  )
   ended <- list(slot = 1L, task = list(plan_memory = TRUE))
   many_grow(pool, ended, list(peak_mib = 30000))
   # two fits of 30,000 MiB fit in 80 % of GPU 0's memory: one more worker there, none on GPU 1
@@ -149,7 +160,11 @@ test_that("workers are forked from the session's template, each its own process,
   while (any(vapply(workers, function(w) is.null(pid_of(w)), logical(1))) && Sys.time() < deadline) Sys.sleep(0.1)
   pids <- vapply(workers, pid_of, integer(1))
   template <- the$template$process$get_pid()
-  parent_of <- function(pid) as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])
+  parent_of <- function(pid) {
+    as.integer(strsplit(
+      sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " "
+    )[[1]][2])
+  }
   expect_identical(vapply(pids, parent_of, integer(1)), c(template, template))
   expect_false(anyDuplicated(c(pids, template, Sys.getpid())) > 0)
   expect_true(all(vapply(workers, function(w) w$process$is_alive(), logical(1))))
@@ -199,7 +214,14 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
     model
   }, 0L)
-  task <- list(number = 1L, model_fn = model_fn, seed = 1L, data = carried$files, train_rows = 1:150, fit = list(epochs = 2, batch_size = 50L))
+  task <- list(
+    number = 1L,
+    model_fn = model_fn,
+    seed = 1L,
+    data = carried$files,
+    train_rows = 1:150,
+    fit = list(epochs = 2, batch_size = 50L)
+  )
   pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
   withr::defer(worker_close(pool))
   # the slot's waiting process killed (as an out-of-memory killer or a dying template would)
@@ -238,7 +260,8 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
     model_fn <- function() {
       keras <- gpu_keras()
       model <- keras$Sequential(list(
-        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"), keras$layers$Dense(3, activation = "softmax")
+        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"),
+        keras$layers$Dense(3, activation = "softmax")
       ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
       model
@@ -251,13 +274,17 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
     rows <- setdiff(1:150, cv$folds[[2]])
     gpu_keras()$utils$set_random_seed(cv$seeds[2])
     model <- model_fn()
-    fit <- gpu_fit(model, list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16, seed = cv$seeds[2], verbose = 0)
+    fit <- gpu_fit(
+      model, list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16, seed = cv$seeds[2], verbose = 0
+    )
     by_hand <- evaluate(fit, data$x[cv$folds[[2]], ], data$y[cv$folds[[2]]])
     grDevices::pdf(NULL)
     plotted <- plot(cv)
     grDevices::dev.off()
-    list(cv = unclass(cv), frameworks = frameworks, by_hand = by_hand, text = format(cv), plotted = inherits(plotted, "gpukeras_cv"),
-         predicted = predict(fit, data$x[cv$folds[[2]], ]))
+    list(
+      cv = unclass(cv), frameworks = frameworks, by_hand = by_hand, text = format(cv),
+      plotted = inherits(plotted, "gpukeras_cv"), predicted = predict(fit, data$x[cv$folds[[2]], ])
+    )
   }, timeout = 240)
   cv <- result$cv
   # the session that ran gpu_cv() started no framework: it held no device memory
@@ -279,7 +306,10 @@ test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_
   expect_true(any(grepl("^  loss +[0-9.]+ \\(sd [0-9.e-]+\\)", result$text)))
 })
 
-test_that("gpu_cv() runs on JAX too, with a data.frame of factors and groups, the session's gpu_setup() in its workers; a second one loads what the first compiled", {
+test_that(paste(
+  "gpu_cv() runs on JAX too, with a data.frame of factors and groups, the session's gpu_setup() in its workers; a",
+  "second one loads what the first compiled"
+), {
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
     # Process-local (a JAX config, no variable a child inherits): each worker applies it

@@ -18,13 +18,18 @@ test_that("a finished search's storage opens in optuna-dashboard, with every tri
   process <- withr::with_envvar(
     c(LD_LIBRARY_PATH = NA), # R's, which can shadow the Python's own libpython (helper-mlflow.R)
     processx::process$new(
-      dashboard, c(paste0("sqlite:///", file.path(storage, "search.db")), "--host", "127.0.0.1", "--port", port, "--quiet"),
+      dashboard,
+      c(paste0("sqlite:///", file.path(storage, "search.db")), "--host", "127.0.0.1", "--port", port, "--quiet"),
       stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
     )
   )
   withr::defer(process$kill_tree())
   api <- sprintf("http://127.0.0.1:%d/api/studies", port)
-  read_json <- function(url) jsonlite::fromJSON(paste(readLines(url, warn = FALSE), collapse = ""), simplifyVector = FALSE)
+  read_json <- function(url) {
+    jsonlite::fromJSON(
+      paste(readLines(url, warn = FALSE), collapse = ""), simplifyVector = FALSE
+    )
+  }
   studies <- NULL
   deadline <- Sys.time() + 60
   while (is.null(studies) && Sys.time() < deadline && process$is_alive()) {

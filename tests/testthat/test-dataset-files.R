@@ -211,8 +211,16 @@ test_that("bad CSV sources are classed errors that name the column or the patter
     "two.csv' has the header \"b\", \"label\".*same columns",
     class = "gpukeras_error_bad_data"
   )
-  expect_error(gpu_dataset(file.path(dir, "text.csv"), label = 1), "`label` must be one non-empty string", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset(file.path(dir, "text.csv"), columns = 1:2), "`columns` must be column names", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset(file.path(dir, "text.csv"), label = 1),
+    "`label` must be one non-empty string",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset(file.path(dir, "text.csv"), columns = 1:2),
+    "`columns` must be column names",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 # Image folder ----------------------------------------------------------------
@@ -262,19 +270,31 @@ test_that("an image folder gives each image with its class (sub-folders in sorte
   }
 })
 
-test_that("images without labels are scored as the training folder's were: a flat folder, or paths (issue #32, item 2)", {
+test_that(paste(
+  "images without labels are scored as the training folder's were: a flat folder, or paths (issue #32, item 2)"
+), {
   skip_if_no_python()
   dir <- file.path(withr::local_tempdir(), "train")
   dir.create(dir)
   image_folder(dir)
   keras <- gpu_keras()
   keras$utils$set_random_seed(2L)
-  model <- keras$Sequential(list(keras$Input(shape = list(2L, 3L, 3L)), keras$layers$Flatten(), keras$layers$Dense(2L, activation = "softmax")))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(2L, 3L, 3L)), keras$layers$Flatten(), keras$layers$Dense(2L, activation = "softmax")
+  ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
-  fit <- gpu_fit(model, gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, batch_size = 2), epochs = 1, verbose = 0, monitor = FALSE)
+  fit <- gpu_fit(
+    model,
+    gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, batch_size = 2),
+    epochs = 1,
+    verbose = 0,
+    monitor = FALSE
+  )
   new <- file.path(dirname(dir), "new")
   dir.create(new)
-  for (i in c(5, 2)) file.copy(file.path(dir, c("cats/cat2.png", "dogs/dog5.png")[(i == 5) + 1]), file.path(new, sprintf("img%d.png", i)))
+  for (i in c(5, 2)) file.copy(
+    file.path(dir, c("cats/cat2.png", "dogs/dog5.png")[(i == 5) + 1]), file.path(new, sprintf("img%d.png", i))
+  )
   writeLines("not an image", file.path(new, "notes.txt"))
   # The training pipeline's own images for those two files (same size, rescale), in name order.
   reference <- gpu_dataset(dir, image_size = c(2, 3), rescale = 1 / 255, shuffle = FALSE, batch_size = 5)
@@ -288,9 +308,18 @@ test_that("images without labels are scored as the training folder's were: a fla
   given <- predict(fit, paths, type = "class")
   expect_identical(names(given), paths)
   expect_identical(as.character(given), as.character(predict(fit, new, type = "class"))[2:1])
-  expect_error(predict(fit, file.path(new, "gone.png")), "1 image file(s) do not exist", fixed = TRUE, class = "gpukeras_error_missing_files")
-  expect_error(predict(fit, file.path(new, "notes.txt")), "not PNG, JPEG, GIF or BMP", class = "gpukeras_error_bad_image")
-  expect_error(evaluate(fit, new, c("cats", "dogs")), "image files to score have none", class = "gpukeras_error_bad_argument")
+  expect_error(
+    predict(fit, file.path(new, "gone.png")),
+    "1 image file(s) do not exist",
+    fixed = TRUE,
+    class = "gpukeras_error_missing_files"
+  )
+  expect_error(
+    predict(fit, file.path(new, "notes.txt")), "not PNG, JPEG, GIF or BMP", class = "gpukeras_error_bad_image"
+  )
+  expect_error(
+    evaluate(fit, new, c("cats", "dogs")), "image files to score have none", class = "gpukeras_error_bad_argument"
+  )
   # A folder of class sub-folders is still read labelled, as training read it.
   expect_identical(dim(predict(fit, dir)), c(5L, 2L))
 })
@@ -341,8 +370,12 @@ test_that("an image folder splits into disjoint train and validation images", {
   # Counted images: both parts know their length (Keras never runs out of data).
   expect_length(validation, 2L)
   expect_identical(attr(split$train, "gpukeras")$batches, 1L)
-  expect_output(print(split$train), "train pipeline from image_folder: 3 of 5 images in 2 classes, 1 batch", fixed = TRUE)
-  expect_output(print(split$validation), "validation pipeline from image_folder: 2 of 5 images in 2 classes, 1 batch", fixed = TRUE)
+  expect_output(
+    print(split$train), "train pipeline from image_folder: 3 of 5 images in 2 classes, 1 batch", fixed = TRUE
+  )
+  expect_output(
+    print(split$validation), "validation pipeline from image_folder: 2 of 5 images in 2 classes, 1 batch", fixed = TRUE
+  )
 })
 
 test_that("augmentation runs on image folder batches", {
@@ -356,7 +389,9 @@ test_that("augmentation runs on image folder batches", {
 test_that("a file that is not an image is gpukeras_error_bad_image naming the file", {
   skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())
-  withr::with_seed(1, writeBin(c(as.raw(0), as.raw(sample(0:255, 200, replace = TRUE))), file.path(dir, "dogs", "bad.png")))
+  withr::with_seed(
+    1, writeBin(c(as.raw(0), as.raw(sample(0:255, 200, replace = TRUE))), file.path(dir, "dogs", "bad.png"))
+  )
   expect_error(
     gpu_dataset(dir),
     "1 file\\(s\\) in .* are not PNG, JPEG, GIF or BMP images.*dogs/bad.png.*Remove them",
@@ -378,7 +413,9 @@ test_that("a PNG that cannot be decoded fails with a classed error, and R carrie
     class = "gpukeras_error_bad_data"
   )
   unlink(file.path(dir, "dogs", "truncated.png"))
-  expect_s3_class(gpu_dataset_benchmark(gpu_dataset(dir, image_size = c(4, 5)), steps = 2), "gpukeras_dataset_benchmark")
+  expect_s3_class(
+    gpu_dataset_benchmark(gpu_dataset(dir, image_size = c(4, 5)), steps = 2), "gpukeras_dataset_benchmark"
+  )
 })
 
 test_that("missing or empty image folders and bad image options are classed errors", {
@@ -391,10 +428,22 @@ test_that("missing or empty image folders and bad image options are classed erro
   )
   expect_error(gpu_dataset(dir), "has no sub-folders", class = "gpukeras_error_missing_files")
   dir.create(file.path(dir, "empty"))
-  expect_error(gpu_dataset(dir), "No images .* in the class folders .*\"empty\"", class = "gpukeras_error_missing_files")
-  expect_error(gpu_dataset(dir, image_size = 3), "`image_size` must be c\\(height, width\\)", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset(dir, image_size = c(0, 4)), "`image_size` must be c\\(height, width\\)", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset(dir, color_mode = "cmyk"), "`color_mode` must be one of \"rgb\", \"grayscale\"", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset(dir), "No images .* in the class folders .*\"empty\"", class = "gpukeras_error_missing_files"
+  )
+  expect_error(
+    gpu_dataset(dir, image_size = 3), "`image_size` must be c\\(height, width\\)", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset(dir, image_size = c(0, 4)),
+    "`image_size` must be c\\(height, width\\)",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset(dir, color_mode = "cmyk"),
+    "`color_mode` must be one of \"rgb\", \"grayscale\"",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 # TFRecord --------------------------------------------------------------------

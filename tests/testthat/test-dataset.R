@@ -29,7 +29,11 @@ abind_rows <- function(...) {
   array(flat, dim = c(rows, dims[-1]))
 }
 
-batch_rows <- function(batches) vapply(batches, function(batch) NROW(if (is.list(batch)) batch[[1]] else batch), integer(1))
+batch_rows <- function(batches) {
+  vapply(
+    batches, function(batch) NROW(if (is.list(batch)) batch[[1]] else batch), integer(1)
+  )
+}
 
 test_that("a matrix arrives with its rows intact: one epoch holds exactly the input rows", {
   skip_if_no_python()
@@ -112,7 +116,9 @@ test_that("labels get the right dtype: factors and integers int32 (0-based codes
   expect_identical(gpu_dataset(matrix(1:8, ncol = 2))$element_spec$dtype$name, "float32")
 })
 
-test_that("a data.frame: numeric and logical columns as they are, factor and character columns as indicator columns, or codes", {
+test_that(paste(
+  "a data.frame: numeric and logical columns as they are, factor and character columns as indicator columns, or codes"
+), {
   skip_if_no_python()
   df <- data.frame(
     size = c(1.5, 2.5, 3.5, 4.5),
@@ -128,7 +134,13 @@ test_that("a data.frame: numeric and logical columns as they are, factor and cha
   rows <- stacked(dataset_batches(ds))
   expect_identical(
     unname(rows),
-    cbind(c(1.5, 2.5, 3.5, 4.5), unname(stats::model.matrix(~ 0 + colour, df)), unname(stats::model.matrix(~ 0 + grade, df)), c(1, 0, 1, 1), c(4, 3, 2, 1))
+    cbind(
+      c(1.5, 2.5, 3.5, 4.5),
+      unname(stats::model.matrix(~ 0 + colour, df)),
+      unname(stats::model.matrix(~ 0 + grade, df)),
+      c(1, 0, 1, 1),
+      c(4, 3, 2, 1)
+    )
   )
   coded <- gpu_dataset(df, shuffle = FALSE, factors = "codes")
   expect_identical(coded$element_spec$shape$as_list(), list(NULL, 5L))
@@ -153,7 +165,9 @@ test_that("a named list of inputs gives a dict element with every input", {
   expect_identical(spec[[2]]$dtype$name, "int32")
   batch <- dataset_batches(ds)[[1]]
   expect_identical(batch[[1]]$image, image + 0)
-  expect_equal(unname(batch[[1]]$table), cbind(c(1, 0, 1, 0, 0), c(0, 1, 0, 0, 1), c(0, 0, 0, 1, 0), table$value), tolerance = 1e-7)
+  expect_equal(
+    unname(batch[[1]]$table), cbind(c(1, 0, 1, 0, 0), c(0, 1, 0, 0, 1), c(0, 0, 0, 1, 0), table$value), tolerance = 1e-7
+  )
   expect_identical(as.vector(batch[[2]]), c(0L, 1L, 0L, 0L, 1L))
   expect_identical(attr(ds, "gpukeras")$vocabulary, list(kind = c("x", "y", "z"), y = c("p", "q")))
   expect_match(paste(format(ds), collapse = "\n"), "'image': TensorSpec(shape=(None, 2, 2, 1)", fixed = TRUE)
@@ -200,7 +214,9 @@ test_that("validation data is neither shuffled nor augmented", {
     augment = list(flip_horizontal = list(), flip_vertical = list())
   )
   expect_false(any(grepl("augment|shuffle", attr(split$validation, "gpukeras")$steps)))
-  expect_true(any(grepl("augment (flip_horizontal, flip_vertical, parallel)", attr(split$train, "gpukeras")$steps, fixed = TRUE)))
+  expect_true(any(grepl(
+    "augment (flip_horizontal, flip_vertical, parallel)", attr(split$train, "gpukeras")$steps, fixed = TRUE
+  )))
   batches <- dataset_batches(split$validation)
   ids <- stacked(batches, 2)
   expect_length(ids, 5)
@@ -327,7 +343,9 @@ test_that("bad R data is a classed error that says what to do", {
   expect_error(gpu_dataset(data.frame(z = 1:2 + 1i)), "z \\(complex\\)", class = "gpukeras_error_bad_data")
   expect_error(gpu_dataset(list(matrix(1:6, 3))), "must be a named list", class = "gpukeras_error_bad_data")
   expect_error(gpu_dataset(list()), "must be a named list", class = "gpukeras_error_bad_data")
-  expect_error(gpu_dataset(factor(c("a", "b"))), "`x` must be a numeric matrix.*not a factor", class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_dataset(factor(c("a", "b"))), "`x` must be a numeric matrix.*not a factor", class = "gpukeras_error_bad_data"
+  )
   expect_error(
     gpu_dataset(matrix(1:6, 3), list(1, 2, 3)),
     "`y` must be a numeric, logical, factor or character vector.*not a list",
@@ -372,7 +390,10 @@ test_that("arguments are checked with classed errors before any work", {
   skip_if_no_python()
   bad(
     augment = list(zoom = list()),
-    pattern = "Unknown augment preset\\(s\\): zoom. Presets: flip_horizontal, flip_vertical, brightness, contrast, crop, rotation"
+    pattern = paste0(
+      "Unknown augment preset\\(s\\): zoom. Presets: flip_horizontal, flip_vertical, brightness, contrast, crop, ",
+      "rotation"
+    )
   )
   bad(augment = list(crop = list()), pattern = "augment preset 'crop' \\(RandomCrop\\) rejected its parameters.*height")
 })
@@ -521,7 +542,9 @@ test_that("a Keras model trains on a gpu_dataset(), and on a split with validati
   expect_lt(loss[4], loss[1])
 
   split <- gpu_dataset(x, y, batch_size = 32, seed = 1, validation_split = 0.25)
-  history <- new_model()$fit(split$train, validation_data = split$validation, epochs = 4L, shuffle = FALSE, verbose = 0L)
+  history <- new_model()$fit(
+    split$train, validation_data = split$validation, epochs = 4L, shuffle = FALSE, verbose = 0L
+  )
   loss <- unlist(history$history$loss)
   val_loss <- unlist(history$history$val_loss)
   expect_length(val_loss, 4)
@@ -539,9 +562,14 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   expect_identical(lines[1], "<gpukeras_dataset> train pipeline from arrays: 10 rows, 3 batches")
   expect_identical(
     lines[2],
-    "  element: (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.int32, name=None))"
+    paste0(
+      "  element: (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None), TensorSpec(shape=(None,), ",
+      "dtype=tf.int32, name=None))"
+    )
   )
-  expect_identical(lines[3], "  steps:   shuffle rows each epoch -> gather batches (4, parallel) -> prefetch (autotune)")
+  expect_identical(
+    lines[3], "  steps:   shuffle rows each epoch -> gather batches (4, parallel) -> prefetch (autotune)"
+  )
   expect_identical(lines[4], "  vocabulary: g (2 levels), y (3 levels)")
   expect_identical(lines[5], "  input:   3 columns: a, g (2 levels, one-hot)")
   expect_identical(lines[6], "  dropped 1 row(s) with NA")
@@ -554,7 +582,11 @@ test_that("print and format show the source, rows, batches, element spec, steps 
   split <- gpu_dataset(matrix(as.double(1:40), ncol = 2), validation_split = 0.25, batch_size = 8, seed = 2)
   expect_output(print(split$train), "train pipeline from arrays: 15 rows, 2 batches", fixed = TRUE)
   expect_output(print(split$validation), "validation pipeline from arrays: 5 rows, 1 batch", fixed = TRUE)
-  expect_output(print(split$validation), "steps:   rows in order -> gather batches (8, parallel) -> prefetch (autotune)", fixed = TRUE)
+  expect_output(
+    print(split$validation),
+    "steps:   rows in order -> gather batches (8, parallel) -> prefetch (autotune)",
+    fixed = TRUE
+  )
   expect_false(any(grepl("vocabulary|dropped", format(split$train))))
 })
 
@@ -582,14 +614,22 @@ test_that("gpu_dataset_benchmark() times the pipeline alone: batches/s and eleme
   tf <- reticulate::import("tensorflow")
   plain <- tf$data$Dataset$range(100L)$batch(10L)
   expect_identical(gpu_dataset_benchmark(plain, steps = 5)$steps, 5L)
-  expect_error(gpu_dataset_benchmark(ds, steps = 0), "`steps` must be one whole number >= 1", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset_benchmark(matrix(1:4, 2)), "`dataset` must be a gpu_dataset\\(\\) or tf.data.Dataset", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset_benchmark(ds, steps = 0), "`steps` must be one whole number >= 1", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset_benchmark(matrix(1:4, 2)),
+    "`dataset` must be a gpu_dataset\\(\\) or tf.data.Dataset",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("with augment = crop, validation elements have the cropped (height, width) too", {
   skip_if_no_python()
   images <- array(runif(20 * 6 * 7 * 2), dim = c(20, 6, 7, 2))
-  split <- gpu_dataset(images, rep(0:1, 10), augment = list(crop = list(height = 4, width = 3)), validation_split = 0.2, seed = 1)
+  split <- gpu_dataset(
+    images, rep(0:1, 10), augment = list(crop = list(height = 4, width = 3)), validation_split = 0.2, seed = 1
+  )
   expect_identical(split$train$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 3L, 2L))
   expect_identical(split$validation$element_spec[[1]]$shape$as_list(), list(NULL, 4L, 3L, 2L))
 })

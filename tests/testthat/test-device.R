@@ -9,7 +9,12 @@ test_that("device_names() turns GPU indices into names and rejects anything else
   expect_identical(device_names("GPU:1"), "GPU:1")
   expect_identical(device_names(c("cpu:1", "gpu:0")), c("CPU:1", "GPU:0"))
   for (bad in list("TPU:0", "GPU", "GPU:-1", "0", NA, NA_character_, -1, 1.5, TRUE, list(0))) {
-    expect_error(device_names(bad), "must be GPU indices (0, 1, ...) or names like", fixed = TRUE, class = "gpukeras_error_bad_argument")
+    expect_error(
+      device_names(bad),
+      "must be GPU indices (0, 1, ...) or names like",
+      fixed = TRUE,
+      class = "gpukeras_error_bad_argument"
+    )
   }
   expect_error(device_names("TPU:0", "device"), "^`device` must be", class = "gpukeras_error_bad_argument")
 })
@@ -29,7 +34,9 @@ test_that("with_gpu_device() and local_gpu_device() reject a malformed device be
   expect_false(child$started)
   expect_false(child$ran)
   for (error in child[c("two", "none", "name", "local")]) {
-    expect_identical(error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"))
+    expect_identical(
+      error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition")
+    )
   }
   expect_match(child$two$message, "`device` must be one device, not a character of length 2.", fixed = TRUE)
   expect_match(child$none$message, "`device` must be one device", fixed = TRUE)
@@ -42,12 +49,16 @@ test_that("with_gpu_device() on a device that does not exist is a classed error 
   ran <- FALSE
   error <- tryCatch(with_gpu_device("GPU:3", ran <- TRUE), error = identity)
   expect_false(ran)
-  expect_identical(class(error), c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition"))
+  expect_identical(
+    class(error), c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition")
+  )
   expect_match(conditionMessage(error), "No such device: 'GPU:3'. Devices here: ", fixed = TRUE)
   expect_match(conditionMessage(error), "CPU:0", fixed = TRUE)
   expect_match(conditionMessage(error), "gpu_devices() lists them", fixed = TRUE)
   expect_null(error$python_traceback)
-  expect_error(with_gpu_device(7, NULL), "No such device: 'GPU:7'", fixed = TRUE, class = "gpukeras_error_unknown_device")
+  expect_error(
+    with_gpu_device(7, NULL), "No such device: 'GPU:7'", fixed = TRUE, class = "gpukeras_error_unknown_device"
+  )
   scoped <- function() {
     local_gpu_device("CPU:9")
     "not reached"
@@ -68,7 +79,10 @@ test_that("with_gpu_device() returns the value of its code and places layers the
   expect_match(layer$kernel$value$device, "device:CPU:0$")
 })
 
-test_that("gpu_setup(cpu_devices = 2, devices = \"CPU:1\", threads = c(intra = 2, inter = 1)) holds in TensorFlow, and scopes place layers on CPU:1", {
+test_that(paste(
+  "gpu_setup(cpu_devices = 2, devices = \"CPU:1\", threads = c(intra = 2, inter = 1)) holds in TensorFlow, and scopes",
+  "place layers on CPU:1"
+), {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {

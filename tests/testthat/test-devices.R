@@ -11,7 +11,9 @@ test_that("gpu_devices() lists the CPU and every GPU with the documented columns
   expect_false(anyDuplicated(devices$device) > 0)
   expect_true(all(devices$type %in% c("CPU", "GPU")))
   expect_match(devices$device, "^(CPU|GPU):[0-9]+$")
-  expect_identical(devices$device, paste0(devices$type, ":", stats::ave(seq_along(devices$type), devices$type, FUN = seq_along) - 1L))
+  expect_identical(
+    devices$device, paste0(devices$type, ":", stats::ave(seq_along(devices$type), devices$type, FUN = seq_along) - 1L)
+  )
 
   cpu <- devices[devices$device == "CPU:0", ]
   expect_identical(nrow(cpu), 1L)

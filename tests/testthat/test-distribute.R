@@ -12,7 +12,9 @@ test_that("bad gpu_strategy() arguments are classed errors raised before Python 
   })
   expect_false(child$started)
   expect_bad <- function(error, pattern) {
-    expect_identical(error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"))
+    expect_identical(
+      error$class, c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition")
+    )
     expect_match(error$message, pattern)
   }
   expect_bad(child$type, "^`type` must be one of \"auto\", \"one_device\", \"mirrored\", \"multi_worker\", not `ring`")

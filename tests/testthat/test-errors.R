@@ -17,9 +17,13 @@ test_that("gpukeras_abort() raises an rlang error with the specific class first"
 })
 
 test_that("gpukeras_warn() raises an rlang warning of its class", {
-  expect_warning(gpukeras_warn(c("Careful.", "Do this."), "gpukeras_warning_not_applied"), class = "gpukeras_warning_not_applied")
+  expect_warning(
+    gpukeras_warn(c("Careful.", "Do this."), "gpukeras_warning_not_applied"), class = "gpukeras_warning_not_applied"
+  )
   warning <- tryCatch(gpukeras_warn("Careful.", "gpukeras_warning_not_applied"), warning = identity)
-  expect_identical(class(warning), c("gpukeras_warning_not_applied", "gpukeras_warning", "rlang_warning", "warning", "condition"))
+  expect_identical(
+    class(warning), c("gpukeras_warning_not_applied", "gpukeras_warning", "rlang_warning", "warning", "condition")
+  )
 })
 
 test_that("an error names the exported function the user called, however deep it is raised", {
@@ -55,16 +59,34 @@ test_that("an error from the Python core names the exported function the user ca
 test_that("argument checks name the argument and what was given", {
   flag <- TRUE
   expect_identical(check_flag(flag), TRUE)
-  expect_error(check_flag(NA, arg = "verbose"), "^`verbose` must be TRUE or FALSE, not `NA`[.]$", class = "gpukeras_error_bad_argument")
-  expect_error(check_positive_number(-2, arg = "n"), "^`n` must be one positive number, not `-2`[.]$", class = "gpukeras_error_bad_argument")
-  expect_error(check_string(NULL, arg = "s"), "^`s` must be one non-empty string, not NULL[.]$", class = "gpukeras_error_bad_argument")
-  expect_error(check_string(letters[1:3], arg = "s"), "not a character of length 3", class = "gpukeras_error_bad_argument")
+  expect_error(
+    check_flag(NA, arg = "verbose"),
+    "^`verbose` must be TRUE or FALSE, not `NA`[.]$",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    check_positive_number(-2, arg = "n"),
+    "^`n` must be one positive number, not `-2`[.]$",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    check_string(NULL, arg = "s"),
+    "^`s` must be one non-empty string, not NULL[.]$",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    check_string(letters[1:3], arg = "s"), "not a character of length 3", class = "gpukeras_error_bad_argument"
+  )
   expect_identical(check_positive_number(0.5), 0.5)
   expect_identical(check_string("float32"), "float32")
 })
 
 test_that("the core's count and seed checks take what R's take: R is the rulebook", {
-  expect_error(check_count(2e6, "n"), "^`n` must be one whole number >= 1, not `2e[+]06` [(]at most 1e6[)][.]$", class = "gpukeras_error_bad_argument")
+  expect_error(
+    check_count(2e6, "n"),
+    "^`n` must be one whole number >= 1, not `2e[+]06` [(]at most 1e6[)][.]$",
+    class = "gpukeras_error_bad_argument"
+  )
   expect_error(check_auto_count(2e6, "n"), "(at most 1e6)", fixed = TRUE, class = "gpukeras_error_bad_argument")
   skip_if_no_python()
   takes <- function(code) !inherits(tryCatch(code, error = identity), "error")
@@ -88,7 +110,9 @@ test_that("the core's count and seed checks take what R's take: R is the ruleboo
 test_that("an error raised in the Python core keeps its class and has no traceback", {
   skip_if_no_python()
   error <- tryCatch(core_call("check", matmul_size = 0L), error = identity)
-  expect_identical(class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition"))
+  expect_identical(
+    class(error), c("gpukeras_error_bad_argument", "gpukeras_error", "rlang_error", "error", "condition")
+  )
   expect_match(conditionMessage(error), "must be positive numbers", fixed = TRUE)
   expect_false(grepl("Traceback", conditionMessage(error), fixed = TRUE))
   expect_null(error$python_traceback)
@@ -128,7 +152,9 @@ test_that("without a Python environment, gpu_check() says to run install_gpukera
   expect_null(child$python)
   # Arguments are checked before Python is looked for.
   expect_identical(child$bad_argument$class[1], "gpukeras_error_bad_argument")
-  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition"))
+  expect_identical(
+    child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition")
+  )
   expect_match(child$check$message, "No Python environment for gpukeras was found", fixed = TRUE)
   expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
   expect_match(child$check$message, "'no-such-env-xyz'", fixed = TRUE)
@@ -147,8 +173,12 @@ test_that("GPUKERAS_PYTHON naming a missing file is an error that names it", {
     ),
     env = c(GPUKERAS_PYTHON = "/nonexistent/python")
   )
-  expect_identical(child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition"))
-  expect_match(child$check$message, "GPUKERAS_PYTHON is set to '/nonexistent/python', which does not exist.", fixed = TRUE)
+  expect_identical(
+    child$check$class, c("gpukeras_error_no_python_env", "gpukeras_error", "rlang_error", "error", "condition")
+  )
+  expect_match(
+    child$check$message, "GPUKERAS_PYTHON is set to '/nonexistent/python', which does not exist.", fixed = TRUE
+  )
   expect_match(child$check$message, "install_gpukeras()", fixed = TRUE)
   expect_identical(child$python, child$check)
   expect_false(child$started)
@@ -177,7 +207,9 @@ test_that("KERAS_BACKEND=torch is refused with a classed error and no traceback"
     ),
     env = c(KERAS_BACKEND = "torch")
   )
-  expect_identical(child$check$class, c("gpukeras_error_backend_unsupported", "gpukeras_error", "rlang_error", "error", "condition"))
+  expect_identical(
+    child$check$class, c("gpukeras_error_backend_unsupported", "gpukeras_error", "rlang_error", "error", "condition")
+  )
   expect_match(child$check$message, "KERAS_BACKEND is 'torch'", fixed = TRUE)
   expect_match(child$check$message, "tensorflow and jax", fixed = TRUE)
   expect_match(child$check$message, "Sys.setenv(KERAS_BACKEND = 'tensorflow')", fixed = TRUE)

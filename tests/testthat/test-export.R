@@ -54,7 +54,9 @@ serve_in_fresh_python <- function(request) {
   answered <- file.path(dir, "answer.json")
   writeLines(json$dumps(request), asked)
   python <- gpukeras_python()
-  said <- suppressWarnings(system2(python, c(test_path("serve_export.py"), asked, answered), stdout = TRUE, stderr = TRUE, env = "LD_LIBRARY_PATH="))
+  said <- suppressWarnings(system2(
+    python, c(test_path("serve_export.py"), asked, answered), stdout = TRUE, stderr = TRUE, env = "LD_LIBRARY_PATH="
+  ))
   if (!file.exists(answered)) stop(paste(utils::tail(said, 20), collapse = "\n"))
   json$loads(paste(readLines(answered, warn = FALSE), collapse = "\n"))
 }
@@ -68,7 +70,10 @@ outputs_matrix <- function(answer) {
   )
 }
 
-test_that("a SavedModel scores raw columns as predict() does, in a fresh Python, under each unknown rule; ONNX on the encoded rows", {
+test_that(paste(
+  "a SavedModel scores raw columns as predict() does, in a fresh Python, under each unknown rule; ONNX on the encoded",
+  "rows"
+), {
   skip_if_no_python()
   data <- export_data()
   ds <- gpu_dataset(data$x, data$y, batch_size = 16, factors = c(region = "codes"), seed = 1)
@@ -84,7 +89,9 @@ test_that("a SavedModel scores raw columns as predict() does, in a fresh Python,
   expect_identical(exported$error$inputs$name, c("income", "member", "region", "plan"))
   expect_identical(exported$error$inputs$dtype, c("float64", "bool", "string", "string"))
   expect_identical(exported$error$outputs$name, c("output", "low", "mid", "high", "class"))
-  expect_match(format(exported$zero), "region: string, levels east, north, south, west; unseen: error", fixed = TRUE, all = FALSE)
+  expect_match(
+    format(exported$zero), "region: string, levels east, north, south, west; unseen: error", fixed = TRUE, all = FALSE
+  )
   expect_match(format(exported$zero), "plan: string, levels basic, max, plus; unseen: zero", fixed = TRUE, all = FALSE)
   expect_true(file.exists(file.path(dir, "model-error", "assets.extra", "gpukeras.json")))
 
@@ -94,12 +101,19 @@ test_that("a SavedModel scores raw columns as predict() does, in a fresh Python,
   encoded <- encode_part(new, "x", fit$encoding$inputs$x)$x
   answer <- serve_in_fresh_python(list(
     savedmodels = lapply(exported, function(e) {
-      list(path = e$path, requests = list(new = as_columns(new), plan = as_columns(unseen_plan), region = as_columns(unseen_region)))
+      list(
+        path = e$path,
+        requests = list(new = as_columns(new), plan = as_columns(unseen_plan), region = as_columns(unseen_region))
+      )
     }),
-    onnx = if (has_onnx) list(path = onnx$path, rows = lapply(seq_len(nrow(encoded)), function(i) as.list(unname(encoded[i, ]))))
+    onnx = if (has_onnx)
+      list(path = onnx$path, rows = lapply(seq_len(nrow(encoded)), function(i) as.list(unname(encoded[i, ]))))
   ))
   expect_false(answer$gpukeras_imported)
-  expect_identical(unlist(answer$savedmodels$error$signature[c("income", "member", "region", "plan")]), c(income = "float64", member = "bool", region = "string", plan = "string"))
+  expect_identical(
+    unlist(answer$savedmodels$error$signature[c("income", "member", "region", "plan")]),
+    c(income = "float64", member = "bool", region = "string", plan = "string")
+  )
 
   expected <- predict(fit, new)
   for (rule in c("error", "zero", "code")) {
@@ -112,7 +126,9 @@ test_that("a SavedModel scores raw columns as predict() does, in a fresh Python,
   failed <- answer$savedmodels$error$answers$region$error
   expect_match(failed, "Column `region` has level(s) not seen in training", fixed = TRUE)
   expect_match(failed, "[central]", fixed = TRUE)
-  expect_match(answer$savedmodels$error$answers$plan$error, "Column `plan` has level(s) not seen in training", fixed = TRUE)
+  expect_match(
+    answer$savedmodels$error$answers$plan$error, "Column `plan` has level(s) not seen in training", fixed = TRUE
+  )
   # "zero" scores an unseen one-hot level as predict(unknown = "zero"); region (codes) stays an error
   zero <- outputs_matrix(answer$savedmodels$zero$answers$plan)
   expect_equal(zero$output, unname(predict(fit, unseen_plan, unknown = "zero")), tolerance = 1e-5)
@@ -152,13 +168,19 @@ test_that("an existing path is kept without overwrite, replaced with it; a faile
   expect_identical(replaced$outputs$name, c("output", "low", "mid", "high", "class"))
   # a model that takes 6 columns where the encoding gives 2: the export fails, and writes nothing
   wrong <- structure(list(model = export_model(), encoding = fit$encoding), class = "gpukeras_fit")
-  expect_error(gpu_export(wrong, file.path(dir, "never")), "cannot run on rows encoded as its training data was", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_export(wrong, file.path(dir, "never")),
+    "cannot run on rows encoded as its training data was",
+    class = "gpukeras_error_bad_argument"
+  )
   expect_identical(list.files(dir, all.files = TRUE, no.. = TRUE), "served")
 })
 
 test_that("ONNX: a layer ONNX has no operation for is a classed error naming it", {
   skip_if_no_python()
-  skip_if_not(reticulate::py_module_available("tf2onnx"), "tf2onnx is not installed (install_gpukeras(extras = \"onnx\"))")
+  skip_if_not(
+    reticulate::py_module_available("tf2onnx"), "tf2onnx is not installed (install_gpukeras(extras = \"onnx\"))"
+  )
   keras <- gpu_keras()
   skip_if_not(identical(keras$backend$backend(), "tensorflow"), "ONNX export is tested on the TensorFlow engine")
   model <- keras$Sequential(list(
@@ -177,7 +199,9 @@ test_that("ONNX: a layer ONNX has no operation for is a classed error naming it"
   # the SavedModel of the same model: its matrix input, a plain float32 tensor named x
   # (served in a fresh Python by python/tests/test_export.py)
   exported <- gpu_export(fit, file.path(dir, "bins"))
-  expect_identical(exported$inputs[c("name", "type", "dtype")], data.frame(name = "x", type = "array", dtype = "float32"))
+  expect_identical(
+    exported$inputs[c("name", "type", "dtype")], data.frame(name = "x", type = "array", dtype = "float32")
+  )
   expect_identical(exported$outputs$name, "output")
 })
 
@@ -193,7 +217,14 @@ test_that("on JAX, in a fresh R process: the SavedModel scores as predict(); ONN
   dir <- withr::local_tempdir()
   found <- do.call(run_in_fresh_r, list(expr = bquote({
     data <- .(export_data)()
-    fit <- gpukeras::gpu_fit(.(export_model)(), gpukeras::gpu_dataset(data$x, data$y, batch_size = 16, factors = c(region = "codes"), seed = 1), epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
+    fit <- gpukeras::gpu_fit(
+      .(export_model)(),
+      gpukeras::gpu_dataset(data$x, data$y, batch_size = 16, factors = c(region = "codes"), seed = 1),
+      epochs = 1,
+      verbose = 0,
+      monitor = FALSE,
+      seed = 1
+    )
     new <- .(new_rows)()
     exported <- gpukeras::gpu_export(fit, file.path(.(dir), "jax-model"))
     list(
@@ -204,6 +235,8 @@ test_that("on JAX, in a fresh R process: the SavedModel scores as predict(); ONN
   expect_identical(found$backend, "jax")
   expect_identical(found$onnx$class[1], "gpukeras_error_export")
   expect_match(found$onnx$message, "Export from the TensorFlow engine instead", fixed = TRUE)
-  answer <- serve_in_fresh_python(list(savedmodels = list(jax = list(path = found$path, requests = list(new = as_columns(new_rows()))))))
+  answer <- serve_in_fresh_python(list(savedmodels = list(jax = list(
+    path = found$path, requests = list(new = as_columns(new_rows()))
+  ))))
   expect_equal(outputs_matrix(answer$savedmodels$jax$answers$new)$output, found$expected, tolerance = 1e-5)
 })

@@ -50,7 +50,10 @@ test_that("a factor, an ordered factor and a character column become model.matri
   expect_identical(colnames(encoded$x)[1:5], c("income", "region=east", "region=north", "region=south", "region=west"))
   expect_identical(colnames(encoded$x)[6:10], c("size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
   expect_identical(encoded$encoding$inputs$x$columns$size$encoding, "one_hot")
-  expect_identical(describe_columns(encoded$encoding$inputs$x), "10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)")
+  expect_identical(
+    describe_columns(encoded$encoding$inputs$x),
+    "10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)"
+  )
 })
 
 test_that("factors = \"codes\" keeps integer codes, for all factors or named ones", {
@@ -60,7 +63,10 @@ test_that("factors = \"codes\" keeps integer codes, for all factors or named one
   expect_identical(unname(codes$x[, 2]), as.integer(data$x$region) - 1)
   some <- as_pipeline_data(data$x, data$y, "error", factors = c(region = "codes"))
   expect_identical(colnames(some$x), c("income", "region", "size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
-  expect_identical(describe_columns(some$encoding$inputs$x), "7 columns: income, region (4 levels, integer codes), size (3 levels, one-hot), plan (2 levels, one-hot)")
+  expect_identical(
+    describe_columns(some$encoding$inputs$x),
+    "7 columns: income, region (4 levels, integer codes), size (3 levels, one-hot), plan (2 levels, one-hot)"
+  )
 })
 
 test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros", {
@@ -68,7 +74,16 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   data$x$region[3] <- NA
   skip_if_no_python()
   # the core checks NA in its copy once Python runs, R before: gpu_dataset() is either way
-  expect_error(gpu_dataset(data$x, data$y, batch_size = 4), "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region\\.($|\n)", class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_dataset(data$x, data$y, batch_size = 4),
+    "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region\\.($|\n)",
+    class = "gpukeras_error_bad_data"
+  )
+  # its fields name the factor once, though it became indicator columns, and the rows
+  error <- expect_error(gpu_dataset(data$x, data$y, batch_size = 4), class = "gpukeras_error_missing_values")
+  expect_identical(error$column, "x$region")
+  expect_identical(error$rows, 3L)
+  expect_identical(error$n_rows, 1L)
   dropped <- as_pipeline_data(data$x, data$y, "drop")
   expect_identical(dropped$dropped, 1L)
   expect_identical(unname(dropped$x), indicators(data$x)[-3, ])
@@ -81,7 +96,13 @@ test_that("`factors` is checked before Python: its values, its column names, and
     gpu_dataset(data$x, data$y, factors = c(regio = "codes"))
     gpu_dataset(data$x, data$y, factors = c("codes", "one_hot"))
   })
-  expect_error(gpu_dataset(data$x, like = structure(list(encoding = data_encoding(data$x)), class = "gpukeras_fit"), factors = "codes"), "with `like`, the training data's encoding decides", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset(
+      data$x, like = structure(list(encoding = data_encoding(data$x)), class = "gpukeras_fit"), factors = "codes"
+    ),
+    "with `like`, the training data's encoding decides",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("an encoding recorded before one-hot existed is read as integer codes", {
@@ -101,12 +122,25 @@ test_that("the width shows in the dataset's and the fit's print, and a model of 
   skip_if_no_python()
   data <- factor_data()
   ds <- gpu_dataset(data$x, data$y, batch_size = 16, seed = 1)
-  expect_true("  input:   10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)" %in% format(ds))
+  expect_true(
+    "  input:   10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)" %in%
+      format(ds)
+  )
   expect_snapshot(error = TRUE, gpu_fit(factor_model(4), data, epochs = 1, verbose = 0))
-  expect_error(gpu_fit(factor_model(4), ds, epochs = 1, verbose = 0), "takes rows of 4 column(s), but `x` gives 10 columns", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_fit(factor_model(4), ds, epochs = 1, verbose = 0),
+    "takes rows of 4 column(s), but `x` gives 10 columns",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
   fit <- gpu_fit(factor_model(10), data, epochs = 2, verbose = 0, monitor = FALSE, seed = 1)
   expect_match(format(fit), "^Encoding:       10 columns: income, region \\(4 levels, one-hot\\)", all = FALSE)
-  expect_error(predict(structure(list(model = factor_model(4), encoding = fit$encoding), class = "gpukeras_fit"), data$x), "takes rows of 4 column(s)", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(structure(list(model = factor_model(4), encoding = fit$encoding), class = "gpukeras_fit"), data$x),
+    "takes rows of 4 column(s)",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 })
 
 # Trained on each engine: predictions equal the model's own on model.matrix()'s columns, a
@@ -125,7 +159,10 @@ engine_check <- quote({
     scored = unname(predict(fit, data$x[1:5, ])),
     direct = direct,
     zero = predict(fit, new, unknown = "zero"),
-    zero_direct = fit$model$predict(reticulate::np_array(cbind(new$income, 0, c(0, 1), 0, 0, indicators(data$x)[1:2, 6:10]), dtype = "float32"), verbose = 0L),
+    zero_direct = fit$model$predict(
+      reticulate::np_array(cbind(new$income, 0, c(0, 1), 0, 0, indicators(data$x)[1:2, 6:10]), dtype = "float32"),
+      verbose = 0L
+    ),
     path = path
   )
 })
@@ -138,14 +175,18 @@ expect_engine <- function(found, backend) {
     saved <- gpukeras::gpu_load(.(found$path))
     list(
       region = saved$encoding$inputs$x$columns$region$encoding,
-      zero = unname(predict(saved, .(factor_data()$x[1:2, ] |> transform(region = c("central", "north"))), unknown = "zero"))
+      zero = unname(predict(
+        saved, .(factor_data()$x[1:2, ] |> transform(region = c("central", "north"))), unknown = "zero"
+      ))
     )
   }), env = c(KERAS_BACKEND = backend), timeout = 300))
   expect_identical(later$region, "one_hot")
   expect_equal(later$zero, unname(found$zero), tolerance = 1e-6)
 }
 
-test_that("on TensorFlow: the same predictions as on model.matrix()'s columns, through a save and a load in a fresh R process", {
+test_that(paste(
+  "on TensorFlow: the same predictions as on model.matrix()'s columns, through a save and a load in a fresh R process"
+), {
   skip_if_no_python()
   env <- environment()
   helpers <- list(factor_data = factor_data, indicators = indicators, factor_model = factor_model)

@@ -11,7 +11,9 @@ test_that("option objects check and convert their arguments, and print what they
   step <- gpu_step(steps_per_execution = 8, jit_compile = TRUE)
   expect_s3_class(step, c("gpukeras_step", "gpukeras_fit_option"))
   expect_identical(step$steps_per_execution, 8L)
-  expect_identical(unclass(gpu_step()), list(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ema = NULL))
+  expect_identical(
+    unclass(gpu_step()), list(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ema = NULL)
+  )
   backup <- gpu_backup("~/run-1", every = 100, signals = c("TERM", "USR1"))
   expect_identical(backup$dir, normalizePath("~/run-1", mustWork = FALSE))
   expect_identical(backup$every, 100L)
@@ -25,7 +27,9 @@ test_that("option objects check and convert their arguments, and print what they
     "  ema                : NULL"
   ))
   expect_output(print(gpu_background(5)), "max_restarts: 5")
-  expect_error(gpu_step(steps_per_execution = 0), "^`steps_per_execution` must be", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_step(steps_per_execution = 0), "^`steps_per_execution` must be", class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_backup(), "`dir` is missing", class = "gpukeras_error_bad_argument")
   expect_error(gpu_background(-1), "`max_restarts` must be", class = "gpukeras_error_bad_argument")
 })
@@ -44,9 +48,22 @@ test_that("the arguments that moved into an option object are an error showing t
   rows <- list(x = matrix(1, 2, 2), y = 1:2)
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows, backup_dir = "runs", backup_freq = 10))
   expect_snapshot(error = TRUE, gpu_fit(NULL, rows, background = TRUE, max_restarts = 3))
-  expect_error(gpu_fit(NULL, rows, signals = "SIGUSR1"), "backup = gpu_backup(dir, signals = )", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(suppressWarnings(gpu_fit(NULL, rows, step = gpu_step(), steps_per_execution = 2)), "Give `step` or `steps_per_execution`, not both", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_fit(NULL, rows, background = gpu_step()), "^`background` must be gpu_background", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(NULL, rows, signals = "SIGUSR1"),
+    "backup = gpu_backup(dir, signals = )",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    suppressWarnings(gpu_fit(NULL, rows, step = gpu_step(), steps_per_execution = 2)),
+    "Give `step` or `steps_per_execution`, not both",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_fit(NULL, rows, background = gpu_step()),
+    "^`background` must be gpu_background",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("the step options given the old way still train, with a deprecation warning, as gpu_step() does", {
@@ -60,11 +77,22 @@ test_that("the step options given the old way still train, with a deprecation wa
   }
   data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
   expect_warning(
-    old <- gpu_fit(model(), data, epochs = 1, batch_size = 30, seed = 1, verbose = 0, monitor = FALSE, steps_per_execution = 5),
+    old <- gpu_fit(
+      model(), data, epochs = 1, batch_size = 30, seed = 1, verbose = 0, monitor = FALSE, steps_per_execution = 5
+    ),
     "gpu_fit(steps_per_execution = ) is deprecated: give step = gpu_step(steps_per_execution = )", fixed = TRUE,
     class = "gpukeras_warning_deprecated"
   )
-  new <- gpu_fit(model(), data, epochs = 1, batch_size = 30, seed = 1, verbose = 0, monitor = FALSE, step = gpu_step(steps_per_execution = 5))
+  new <- gpu_fit(
+    model(),
+    data,
+    epochs = 1,
+    batch_size = 30,
+    seed = 1,
+    verbose = 0,
+    monitor = FALSE,
+    step = gpu_step(steps_per_execution = 5)
+  )
   expect_identical(old$settings$steps_per_execution, 5L)
   expect_identical(new$settings$steps_per_execution, 5L)
   expect_identical(old$history$loss, new$history$loss)

@@ -29,7 +29,9 @@ core_result <- function(gpu = FALSE) {
     ),
     settings = list(
       epochs = 3L, batch_size = 32L, steps_per_epoch = 8L, jit_compile = FALSE, steps_per_execution = 1L,
-      learning_rate = list(schedule = "exponential", initial = 0.01, decay_steps = 10L, decay_rate = 0.5, staircase = FALSE),
+      learning_rate = list(
+        schedule = "exponential", initial = 0.01, decay_steps = 10L, decay_rate = 0.5, staircase = FALSE
+      ),
       clipnorm = 1, clipvalue = NULL, global_clipnorm = NULL, backup_dir = NULL, backup_freq = NULL,
       resumed_from = NULL, seed = 3L, backend = "tensorflow", device = if (gpu) list("GPU:0", "GPU:1") else "CPU:0",
       dtype_policy = "float32", data = "250 rows of R data in batches of 32", monitor = TRUE, seconds = 2.345
@@ -166,7 +168,9 @@ test_that("numbers are shown in readable units, and other Keras schedules by cla
   expect_identical(format_seconds(42.04), "42.0 s")
   expect_identical(format_seconds(150), "2.5 min")
   expect_identical(
-    format_learning_rate(list(schedule = "PolynomialDecay", initial_learning_rate = 0.1, decay_steps = 100L, cycle = FALSE, name = NULL)),
+    format_learning_rate(list(
+      schedule = "PolynomialDecay", initial_learning_rate = 0.1, decay_steps = 100L, cycle = FALSE, name = NULL
+    )),
     "PolynomialDecay(initial_learning_rate = 0.1, decay_steps = 100, cycle = FALSE)"
   )
   expect_identical(
@@ -181,7 +185,11 @@ test_that("plot() draws the metrics, and the GPU timeline when there are GPU sam
   expect_png(plot(from_core(core_result(gpu = TRUE)), metrics = "mae", timeline = FALSE))
   one_epoch <- from_core(modifyList(core_result(), list(history = list(epoch = 1, loss = 0.5))))
   expect_png(plot(one_epoch))
-  expect_error(plot(from_core(core_result()), metrics = "accuracy"), "`metrics` must name history columns", class = "gpukeras_error_bad_argument")
+  expect_error(
+    plot(from_core(core_result()), metrics = "accuracy"),
+    "`metrics` must name history columns",
+    class = "gpukeras_error_bad_argument"
+  )
   empty <- new_gpukeras_fit(list(), NULL, NULL, list())
   expect_error(plot(empty), "nothing to plot", class = "gpukeras_error_bad_argument")
 })
@@ -239,8 +247,19 @@ test_that("bad arguments are classed errors raised before Python starts", {
   expect_bad(child$seed, "^`seed` must be one whole number >= 0, not `-1`")
   expect_bad(child$verbose, "^`verbose` must be \"auto\", 0, 1 or 2, not `3`")
   expect_bad(child$no_data, "^`data` is missing")
-  expect_bad(child$matrix, "^`data` is R data without labels[.]\n[^ ]+ Give `data` as a gpu_dataset\\(\\), or R data as list\\(x = features, y = labels\\)", "gpukeras_error_bad_data")
-  expect_bad(child$names, "^`data` is a list with names `features`, `labels`, which gpu_fit\\(\\) cannot read", "gpukeras_error_bad_data")
+  expect_bad(
+    child$matrix,
+    paste0(
+      "^`data` is R data without labels[.]\n[^ ]+ Give `data` as a gpu_dataset\\(\\), or R data as list\\(x = ",
+      "features, y = labels\\)"
+    ),
+    "gpukeras_error_bad_data"
+  )
+  expect_bad(
+    child$names,
+    "^`data` is a list with names `features`, `labels`, which gpu_fit\\(\\) cannot read",
+    "gpukeras_error_bad_data"
+  )
   expect_bad(child$path, "^`data\\$x` must be R data", "gpukeras_error_bad_data")
   expect_bad(child$validation, "^`validation_data` is R data without labels", "gpukeras_error_bad_data")
   expect_bad(child$model, "^`model` must be a compiled Keras 3 model, not `my_model`")
@@ -249,7 +268,9 @@ test_that("bad arguments are classed errors raised before Python starts", {
 test_that("fit_data() reads datasets, splits and R data in their accepted forms", {
   r <- fit_data(list(matrix(1, 2, 2), 1:2), "data")
   expect_identical(r, list(kind = "r", x = matrix(1, 2, 2), y = 1:2, sample_weight = NULL))
-  expect_identical(fit_data(list(x = matrix(1, 2, 2)), "data"), list(kind = "r", x = matrix(1, 2, 2), y = NULL, sample_weight = NULL))
+  expect_identical(
+    fit_data(list(x = matrix(1, 2, 2)), "data"), list(kind = "r", x = matrix(1, 2, 2), y = NULL, sample_weight = NULL)
+  )
   weighted <- list(kind = "r", x = matrix(1, 2, 2), y = 1:2, sample_weight = c(1, 3))
   expect_identical(fit_data(list(matrix(1, 2, 2), 1:2, c(1, 3)), "data"), weighted)
   expect_identical(fit_data(list(sample_weight = c(1, 3), y = 1:2, x = matrix(1, 2, 2)), "data"), weighted)
@@ -330,7 +351,9 @@ test_that("a gpu_dataset() with a validation split trains, with val_ metrics eac
   # The same pipelines given separately; R validation data beside a dataset.
   separate <- gpu_fit(tiny_model(), split$train, validation_data = split$validation, epochs = 1, verbose = 0)
   expect_true("val_loss" %in% names(separate$history))
-  mixed <- gpu_fit(tiny_model(), split$train, validation_data = list(x = data$x[1:50, ], y = data$y[1:50]), epochs = 1, verbose = 0)
+  mixed <- gpu_fit(
+    tiny_model(), split$train, validation_data = list(x = data$x[1:50, ], y = data$y[1:50]), epochs = 1, verbose = 0
+  )
   expect_true("val_loss" %in% names(mixed$history))
 
   expect_error(
@@ -385,7 +408,9 @@ test_that("learning-rate schedules and clipping reach the optimizer and training
     expect_lt(fit$history$loss[3], fit$history$loss[1])
     expect_true(
       inherits(model$optimizer$learning_rate, "python.builtin.object") ||
-        inherits(model$optimizer$`_learning_rate`, "keras.src.optimizers.schedules.learning_rate_schedule.LearningRateSchedule"),
+        inherits(
+          model$optimizer$`_learning_rate`, "keras.src.optimizers.schedules.learning_rate_schedule.LearningRateSchedule"
+        ),
       info = schedule$schedule
     )
     expect_equal(model$optimizer$clipnorm, 1)
@@ -433,7 +458,9 @@ test_that("verbose = \"auto\" in a non-interactive run writes a line or two per 
   expect_false(grepl("[\b\r\033]", text))
 })
 
-test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session and ends with the weights of an unbroken run", {
+test_that(paste(
+  "a run killed mid-epoch resumes from backup_dir in a fresh R session and ends with the weights of an unbroken run"
+), {
   skip_if_no_python()
   folder <- withr::local_tempdir()
   scratch <- withr::local_tempdir()
@@ -458,7 +485,10 @@ test_that("a run killed mid-epoch resumes from backup_dir in a fresh R session a
         callbacks <- NULL
         if (kill_at > 0) {
           reticulate::py_run_string(sprintf(
-            "import os\nseen = [0]\ndef kill(batch, logs=None):\n    seen[0] += 1\n    if seen[0] == %d:\n        os._exit(3)\n",
+            paste0(
+              "import os\nseen = [0]\ndef kill(batch, logs=None):\n    seen[0] += 1\n    if seen[0] == %d:\n        ",
+              "os._exit(3)\n"
+            ),
             kill_at
           ))
           callbacks <- keras$callbacks$LambdaCallback(on_train_batch_end = reticulate::py$kill)
@@ -537,7 +567,11 @@ test_that("NA in R data is a classed error that says how to drop the rows, befor
   error <- tryCatch(gpu_fit(tiny_model(), data, verbose = 0), error = identity)
   expect_s3_class(error, "gpukeras_error_bad_data")
   expect_match(conditionMessage(error), "NA/NaN in 1 row(s) (first: 3)", fixed = TRUE)
-  expect_match(conditionMessage(error), "let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))", fixed = TRUE)
+  expect_match(
+    conditionMessage(error),
+    "let gpu_dataset() drop them: gpu_fit(model, gpu_dataset(x, y, na = \"drop\"))",
+    fixed = TRUE
+  )
 })
 
 test_that("under mixed precision gpu_fit() warns once about a float16 softmax output, and trains", {
@@ -581,7 +615,9 @@ test_that("NumPy arrays from gpu_as_numpy() are taken as they are", {
   expect_identical(fit$settings$data, "60 rows of NumPy arrays in batches of 20")
 })
 
-test_that("a tf.data dataset made elsewhere (as tfdatasets makes it) is described, and an unbatched one is a clear error", {
+test_that(paste(
+  "a tf.data dataset made elsewhere (as tfdatasets makes it) is described, and an unbatched one is a clear error"
+), {
   skip_if_no_python()
   data <- regression_data(256)
   tf <- reticulate::import("tensorflow")
@@ -591,7 +627,10 @@ test_that("a tf.data dataset made elsewhere (as tfdatasets makes it) is describe
   model <- tiny_model()
   fit <- gpu_fit(model, as_tfdatasets(slices$batch(32L)), epochs = 1, verbose = 0)
   expect_identical(fit$settings$data, "tf.data dataset (tfdatasets): 8 batches of (None, 4) float32, (None,) float32")
-  expect_true("Data:           tf.data dataset (tfdatasets): 8 batches of (None, 4) float32, (None,) float32" %in% format(fit))
+  expect_true(
+    "Data:           tf.data dataset (tfdatasets): 8 batches of (None, 4) float32, (None,) float32" %in%
+      format(fit)
+  )
   filtered <- slices$batch(64L)$filter(function(x, y) TRUE)
   expect_identical(
     describe_fit_data(list(kind = "python"), filtered, NULL),

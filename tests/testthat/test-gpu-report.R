@@ -13,10 +13,15 @@ test_that("the report renders as GitHub Markdown with every section, and masks t
   headings <- gsub("<[^>]+>", "", regmatches(html, gregexpr("<h3>.*?</h3>", html, perl = TRUE))[[1]])
   expect_identical(
     headings[-1],
-    c("Versions", "Which Python R uses", "What R sees, and what python -c sees", "CUDA libraries loaded by this process",
-      "NVIDIA driver and GPUs (NVML)", "Environment variables")
+    c(
+      "Versions", "Which Python R uses", "What R sees, and what python -c sees",
+      "CUDA libraries loaded by this process",
+      "NVIDIA driver and GPUs (NVML)", "Environment variables"
+    )
   )
-  expect_identical(headings[1], sprintf("Verdict: %s (%s)", shared_check()$verdict, verdict_text[[shared_check()$verdict]]))
+  expect_identical(
+    headings[1], sprintf("Verdict: %s (%s)", shared_check()$verdict, verdict_text[[shared_check()$verdict]])
+  )
   # Tables, not text with bars: the versions, and R beside python -c.
   expect_gte(lengths(regmatches(html, gregexpr("<table>", html))), 2L)
   expect_match(html, "<td>Python executable</td>", fixed = TRUE)
@@ -38,13 +43,19 @@ test_that("python -c sees the same Python, and a difference in the environment s
 
 test_that("the user name is masked as a word, the home folder as ~", {
   withr::local_envvar(HOME = "/home/alice", USER = "alice", LOGNAME = "alice")
-  masked <- mask_private(c("/home/alice/.virtualenvs/r-gpukeras/bin/python", "run by alice; malice is not alice.x", "/opt/alice/lib"))
-  expect_identical(masked, c("~/.virtualenvs/r-gpukeras/bin/python", "run by <user>; malice is not <user>.x", "/opt/<user>/lib"))
+  masked <- mask_private(c(
+    "/home/alice/.virtualenvs/r-gpukeras/bin/python", "run by alice; malice is not alice.x", "/opt/alice/lib"
+  ))
+  expect_identical(
+    masked, c("~/.virtualenvs/r-gpukeras/bin/python", "run by <user>; malice is not <user>.x", "/opt/<user>/lib")
+  )
 })
 
 test_that("the home folder is masked on path boundaries only (issue #32)", {
   withr::local_envvar(HOME = "/home/al", USER = "al", LOGNAME = "al")
-  masked <- mask_private(c("/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`", "/opt/home/al/x"))
+  masked <- mask_private(c(
+    "/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`", "/opt/home/al/x"
+  ))
   expect_identical(masked, c("/home/alice/x", "~/x", "~", "PATH=~/bin:/usr/bin", "`~`", "/opt/home/<user>/x"))
   withr::local_envvar(HOME = "/")
   expect_identical(mask_private("/usr/bin"), "/usr/bin")
@@ -68,7 +79,9 @@ test_that("a difference the table marks comes with what commonly causes it", {
 })
 
 test_that("a table cell keeps bars and line breaks out of the table", {
-  expect_identical(markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |"))
+  expect_identical(
+    markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |")
+  )
 })
 
 test_that("the report refuses a file it would overwrite, and a check that is not one", {

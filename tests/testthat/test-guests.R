@@ -4,7 +4,10 @@
 # installable here, so these tests use its mechanisms: the hook through
 # reticulate's own py_register_load_hook(), the policy through Keras.
 
-test_that("gpu_setup() applies every setting although a keras3-like load hook would start TensorFlow; the hooks run once, after", {
+test_that(paste(
+  "gpu_setup() applies every setting although a keras3-like load hook would start TensorFlow; the hooks run once,",
+  "after"
+), {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {
@@ -103,7 +106,9 @@ test_that("a dtype policy set outside gpukeras is kept unless mixed_precision is
     },
     env = c(KERAS_BACKEND = "tensorflow")
   )
-  outside <- "set outside gpukeras (e.g. keras3's config_set_dtype_policy()); gpu_setup() keeps it unless given mixed_precision"
+  outside <- paste0(
+    "set outside gpukeras (e.g. keras3's config_set_dtype_policy()); gpu_setup() keeps it unless given mixed_precision"
+  )
   expect_identical(child$kept, list(dtype_policy = "mixed_bfloat16", precision_reason = outside))
   expect_true(any(grepl("precision:       mixed_bfloat16 (set outside gpukeras", child$kept_format, fixed = TRUE)))
   expect_identical(child$check_setup, child$kept)
@@ -130,7 +135,10 @@ run_top_level <- function(lines) {
     load,
     "ran <- new.env()",
     "ran$keras <- 0L",
-    "reticulate:::py_register_load_hook('keras', function() { ran$keras <- ran$keras + 1L; reticulate::import('keras')$ops$convert_to_tensor(array(1L)) })",
+    paste0(
+      "reticulate:::py_register_load_hook('keras', function() { ran$keras <- ran$keras + 1L; ",
+      "reticulate::import('keras')$ops$convert_to_tensor(array(1L)) })"
+    ),
     lines
   ), script)
   result <- callr::rscript(
@@ -149,7 +157,10 @@ test_that("after a refused gpu_setup() the hooks stay held, so a corrected call 
   lines <- run_top_level(c(
     "refused <- try(gpu_setup(devices = 'CPU:5'), silent = TRUE)",
     "setup <- gpu_setup(threads = 2L)",
-    "cat('refused:', class(attr(refused, 'condition'))[1], '| retried: threads', setup$intra_op_threads, '| hook runs:', ran$keras, '\\n')",
+    paste0(
+      "cat('refused:', class(attr(refused, 'condition'))[1], '| retried: threads', setup$intra_op_threads, '| hook ",
+      "runs:', ran$keras, '\\n')"
+    ),
     "cat('at the end, hook runs:', ran$keras, '\\n')"
   ))
   expect_true("refused: gpukeras_error_unknown_device | retried: threads 2 | hook runs: 1" %in% lines)

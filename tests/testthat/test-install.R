@@ -6,7 +6,9 @@ test_that("gpukeras_requirements() pins the CPU build of TensorFlow without a GP
   # gpu_search()'s engine; the PostgreSQL driver only when asked
   expect_true(any(grepl("^optuna==[0-9.]+$", reqs)))
   expect_false(any(grepl("psycopg2", reqs)))
-  expect_identical(gpukeras_requirements(gpu = FALSE, os = "Linux", extras = "postgresql"), c(reqs, "psycopg2-binary==2.9.13"))
+  expect_identical(
+    gpukeras_requirements(gpu = FALSE, os = "Linux", extras = "postgresql"), c(reqs, "psycopg2-binary==2.9.13")
+  )
   expect_true(any(grepl("^keras==3[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^numpy==[0-9]+[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^nvidia-ml-py==[0-9.]+$", reqs)))
@@ -51,10 +53,15 @@ test_that("managed_requirements() declares ranges for the Keras backend in use",
   )
   expect_identical(managed_requirements("tensorflow", gpu = FALSE, os = "Darwin")[4], "tensorflow>=2.16")
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
-  expect_identical(managed_requirements("jax", gpu = TRUE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]"))
+  expect_identical(
+    managed_requirements("jax", gpu = TRUE, os = "Linux"),
+    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]")
+  )
   expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).
-  expect_identical(managed_requirements("torch", gpu = FALSE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4.9"))
+  expect_identical(
+    managed_requirements("torch", gpu = FALSE, os = "Linux"), c(keras_requirement, "nvidia-ml-py", "optuna>=4.9")
+  )
 })
 
 test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {
@@ -71,11 +78,23 @@ test_that("gpukeras_requirements() picks the TensorFlow build by GPU and OS", {
 })
 
 test_that("gpukeras_requirements() rejects a bad `gpu` or `os`", {
-  expect_error(gpukeras_requirements(gpu = NA), "`gpu` must be TRUE or FALSE, not `NA`", class = "gpukeras_error_bad_argument")
-  expect_error(gpukeras_requirements(gpu = "x"), "`gpu` must be TRUE or FALSE, not `x`", class = "gpukeras_error_bad_argument")
-  expect_error(gpukeras_requirements(gpu = logical()), "`gpu` must be TRUE or FALSE", class = "gpukeras_error_bad_argument")
-  expect_error(gpukeras_requirements(os = NA_character_), "`os` must be one non-empty string", class = "gpukeras_error_bad_argument")
-  expect_error(gpukeras_requirements(os = ""), "`os` must be one non-empty string", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpukeras_requirements(gpu = NA), "`gpu` must be TRUE or FALSE, not `NA`", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpukeras_requirements(gpu = "x"), "`gpu` must be TRUE or FALSE, not `x`", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpukeras_requirements(gpu = logical()), "`gpu` must be TRUE or FALSE", class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpukeras_requirements(os = NA_character_),
+    "`os` must be one non-empty string",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpukeras_requirements(os = ""), "`os` must be one non-empty string", class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("install_gpukeras() rejects bad arguments before installing anything", {
@@ -91,7 +110,9 @@ test_that("install_gpukeras() rejects bad arguments before installing anything",
     "`gpu` must be TRUE, FALSE or NA",
     class = "gpukeras_error_bad_argument"
   )
-  expect_error(install_gpukeras(envname = ""), "`envname` must be one non-empty string", class = "gpukeras_error_bad_argument")
+  expect_error(
+    install_gpukeras(envname = ""), "`envname` must be one non-empty string", class = "gpukeras_error_bad_argument"
+  )
   expect_error(install_gpukeras(envname = NA_character_), "`envname`", class = "gpukeras_error_bad_argument")
   expect_error(install_gpukeras(envname = c("a", "b")), "`envname`", class = "gpukeras_error_bad_argument")
   # Nothing was created.

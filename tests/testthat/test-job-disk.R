@@ -44,7 +44,9 @@ disk_helpers <- quote({
   tiny_model_for_disk <- function() {
     keras <- gpu_keras()
     keras$utils$set_random_seed(5L)
-    model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(8L, activation = "relu"), keras$layers$Dense(1L)))
+    model <- keras$Sequential(list(
+      keras$Input(shape = list(4L)), keras$layers$Dense(8L, activation = "relu"), keras$layers$Dense(1L)
+    ))
     model$compile(optimizer = "adam", loss = "mse")
     model
   }

@@ -44,7 +44,9 @@ unbroken_run <- local({
   }
 })
 
-test_that("a background fit returns a job at once; wait gives the fit and the model gets the weights and optimizer state", {
+test_that(paste(
+  "a background fit returns a job at once; wait gives the fit and the model gets the weights and optimizer state"
+), {
   skip_if_no_python()
   run <- unbroken_run()
   expect_s3_class(run$job, "gpukeras_job")
@@ -55,7 +57,9 @@ test_that("a background fit returns a job at once; wait gives the fit and the mo
   expect_lt(run$fit$history$loss[3], run$fit$history$loss[1])
   # The user's model object holds what the child trained: 120 optimizer steps.
   expect_identical(as.integer(run$model$optimizer$iterations$numpy()), 120L)
-  expect_false(isTRUE(all.equal(lapply(run$model$get_weights(), as.vector), lapply(job_model()$get_weights(), as.vector))))
+  expect_false(isTRUE(all.equal(
+    lapply(run$model$get_weights(), as.vector), lapply(job_model()$get_weights(), as.vector)
+  )))
   predicted <- as.vector(keras_predict(run$model, job_data()$x[1:50, ], verbose = 0L))
   expect_lt(mean((predicted - job_data()$y[1:50])^2), run$fit$history$loss[1])
   status <- gpu_job_status(run$job)
@@ -67,7 +71,9 @@ test_that("a background fit returns a job at once; wait gives the fit and the mo
   expect_match(format(run$job)[1], "^<gpukeras job> done after [0-9.]+ s$")
 })
 
-test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and ends with the weights of an unbroken run", {
+test_that(paste(
+  "a child killed with SIGSEGV mid-epoch restarts from the backup and ends with the weights of an unbroken run"
+), {
   skip_if_no_python()
   unbroken <- unbroken_run()
   marker <- withr::local_tempfile()
@@ -87,7 +93,10 @@ test_that("a child killed with SIGSEGV mid-epoch restarts from the backup and en
   expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
 })
 
-test_that("the signals gpu_fit() handles reach the child: a warning signal there saves mid-epoch, and the rerun ends as an unbroken run", {
+test_that(paste(
+  "the signals gpu_fit() handles reach the child: a warning signal there saves mid-epoch, and the rerun ends as an",
+  "unbroken run"
+), {
   skip_when_simulating_gpu()
   skip_if_no_python()
   skip_on_os("windows")
@@ -103,7 +112,8 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
   # The child stopped for the signal, as gpu_fit() in the session does: the same class.
   expect_s3_class(error, "gpukeras_error_preempted")
   expect_match(conditionMessage(error), "SIGUSR1")
-  state <- reticulate::import("json")$loads(paste(readLines(file.path(backups, "gpukeras-backup.json"), warn = FALSE), collapse = "\n"))
+  state_text <- paste(readLines(file.path(backups, "gpukeras-backup.json"), warn = FALSE), collapse = "\n")
+  state <- reticulate::import("json")$loads(state_text)
   expect_identical(c(state$epoch, state$batches_done), c(1L, 8L))
   model <- job_model()
   fit <- gpu_fit(model, job_data(), epochs = 3, batch_size = 10, seed = 7,
@@ -112,7 +122,9 @@ test_that("the signals gpu_fit() handles reach the child: a warning signal there
   expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
 })
 
-test_that("a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup", {
+test_that(paste(
+  "a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup"
+), {
   skip_when_simulating_gpu()
   skip_if_no_python()
   marker <- withr::local_tempfile()
@@ -129,13 +141,18 @@ test_that("a child killed more often than max_restarts: gpukeras_error_job_faile
   expect_match(paste(error$stderr, collapse = "\n"), "segfault|aborting", ignore.case = TRUE)
   expect_true(file.exists(file.path(error$backup_dir, "gpukeras-backup.json")))
   message <- conditionMessage(error)
-  expect_match(message, "^Training in the background failed after 1 restart\\(s\\): the training process was killed by signal 11")
+  expect_match(
+    message, "^Training in the background failed after 1 restart\\(s\\): the training process was killed by signal 11"
+  )
   expect_match(message, sprintf("The backup is in %s", error$backup_dir), fixed = TRUE)
   expect_identical(gpu_job_status(job)$state, "failed")
   unlink(dirname(error$backup_dir), recursive = TRUE)
 })
 
-test_that("status while running, Ctrl-C in wait, then cancel: the processes end, the backup stays and gpu_fit() resumes from it", {
+test_that(paste(
+  "status while running, Ctrl-C in wait, then cancel: the processes end, the backup stays and gpu_fit() resumes from",
+  "it"
+), {
   skip_when_simulating_gpu()
   skip_if_no_python()
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
@@ -145,7 +162,8 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
   repeat {
     status <- gpu_job_status(job)
     # In the second epoch: the first one's backup is committed.
-    if (identical(status$state, "running") && isTRUE(status$epoch >= 2 && status$batch > 0) || Sys.time() > deadline) break
+    if (identical(status$state, "running") && isTRUE(status$epoch >= 2 && status$batch > 0) ||
+        Sys.time() > deadline) break
     Sys.sleep(0.2)
   }
   expect_identical(status$state, "running")
@@ -191,7 +209,10 @@ test_that("status while running, Ctrl-C in wait, then cancel: the processes end,
   expect_identical(utils::tail(printed, 3), c(
     sprintf("  Cancelled in epoch %d; its backup is in %s:", as.integer(cancelled$epoch), backup),
     sprintf("  gpu_fit(<same arguments>, backup = gpu_backup(\"%s\")) resumes from it.", backup),
-    "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() a folder of your own."
+    paste0(
+      "  It is in the session's temporary folder and is removed when R ends: copy it, or give backup = gpu_backup() a ",
+      "folder of your own."
+    )
   ))
   error <- expect_error(gpu_job_wait(job), class = "gpukeras_error_job_cancelled")
   expect_match(conditionMessage(error), sprintf("%s resumes from its backup.", cancelled$resume), fixed = TRUE)
@@ -218,7 +239,9 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
   expect_null(status$backup_dir)
   expect_null(status$resume)
   expect_false(dir.exists(fresh$dir))
-  expect_match(utils::tail(format(status), 1), "^  Cancelled (before training started|in epoch 1, before its first backup)\\.$")
+  expect_match(
+    utils::tail(format(status), 1), "^  Cancelled (before training started|in epoch 1, before its first backup)\\.$"
+  )
 
   mine <- withr::local_tempdir()
   writeLines("mine", file.path(mine, "notes.txt"))
@@ -242,7 +265,9 @@ test_that("the call that resumes a stopped job names the seed the job chose: a r
   expect_null(resume_call(job)) # no backup committed
   dir.create(backup)
   writeLines("{}", file.path(backup, "gpukeras-backup.json"))
-  expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, seed = 12345, backup = gpu_backup(\"%s\"))", backup))
+  expect_identical(
+    resume_call(job), sprintf("gpu_fit(<same arguments>, seed = 12345, backup = gpu_backup(\"%s\"))", backup)
+  )
   job$spec$seed_chosen <- FALSE # the user gave it: it is among the same arguments
   expect_identical(resume_call(job), sprintf("gpu_fit(<same arguments>, backup = gpu_backup(\"%s\"))", backup))
 })
@@ -262,10 +287,17 @@ test_that("what cannot be carried to the child is a classed error before any chi
   custom <- keras$Sequential(list(keras$Input(shape = list(4L)), reticulate::py$Doubling(), keras$layers$Dense(1L)))
   custom$compile(optimizer = "adam", loss = "mse")
   error <- expect_error(gpu_fit(custom, job_data(), background = TRUE), class = "gpukeras_error_not_carriable")
-  expect_match(conditionMessage(error), "uses Doubling (not registered), which a fresh Python process cannot import", fixed = TRUE)
+  expect_match(
+    conditionMessage(error), "uses Doubling (not registered), which a fresh Python process cannot import", fixed = TRUE
+  )
 
   error <- expect_error(
-    gpu_fit(job_model(), job_data(), callbacks = keras$callbacks$LambdaCallback(on_epoch_end = function(...) NULL), background = TRUE),
+    gpu_fit(
+      job_model(),
+      job_data(),
+      callbacks = keras$callbacks$LambdaCallback(on_epoch_end = function(...) NULL),
+      background = TRUE
+    ),
     class = "gpukeras_error_not_carriable"
   )
   expect_match(conditionMessage(error), "^The callback LambdaCallback cannot be carried to a background process")
@@ -281,9 +313,17 @@ test_that("what cannot be carried to the child is a classed error before any chi
   error <- expect_error(gpu_fit(job_model(), mapped, background = TRUE), class = "gpukeras_error_not_carriable")
   expect_match(conditionMessage(error), "a gpu_dataset() with a `map` function", fixed = TRUE)
   expect_error(gpu_fit(job_model(), job_data(), background = "yes"), class = "gpukeras_error_bad_argument")
-  expect_error(gpu_fit(job_model(), job_data(), background = gpu_background(max_restarts = -1)), class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(job_model(), job_data(), background = gpu_background(max_restarts = -1)),
+    class = "gpukeras_error_bad_argument"
+  )
   # the argument that moved into gpu_background() shows the new form
-  expect_error(gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = 3), "background = gpu_background(max_restarts = )", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(job_model(), job_data(), background = TRUE, max_restarts = 3),
+    "background = gpu_background(max_restarts = )",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_job_status("job"), class = "gpukeras_error_bad_argument")
   expect_identical(job_folders(), before)
 })
@@ -296,7 +336,9 @@ test_that("a gpu_dataset() of R data, split with a seed, trains in the backgroun
   # same weights then show that the child split the rows as this session did.
   split <- gpu_dataset(frame, data$y, batch_size = 10, shuffle = FALSE, seed = 4, validation_split = 0.25)
   here <- job_model()
-  in_session <- gpu_fit(here, split$train, validation_data = split$validation, epochs = 2, seed = 7, monitor = FALSE, verbose = 0)
+  in_session <- gpu_fit(
+    here, split$train, validation_data = split$validation, epochs = 2, seed = 7, monitor = FALSE, verbose = 0
+  )
   there <- job_model()
   job <- gpu_fit(there, split$train, validation_data = split$validation, epochs = 2, seed = 7,
                  monitor = FALSE, background = TRUE, verbose = 0)
@@ -323,7 +365,12 @@ test_that("background fits in a loop leave the parent's resident memory where it
   data <- list(x = x, y = rowSums(x))
   model <- gpu_keras()$Sequential(list(gpu_keras()$Input(shape = list(32L)), gpu_keras()$layers$Dense(1L)))
   model$compile(optimizer = "adam", loss = "mse")
-  fit <- function() gpu_job_wait(gpu_fit(model, data, epochs = 1, batch_size = 1024, monitor = FALSE, background = TRUE, verbose = 0), timeout = 240)
+  fit <- function() {
+    gpu_job_wait(
+      gpu_fit(model, data, epochs = 1, batch_size = 1024, monitor = FALSE, background = TRUE, verbose = 0),
+      timeout = 240
+    )
+  }
   fit() # the first one loads what every later one shares (h5 readers, callr)
   folders <- job_folders()
   rss <- vapply(1:3, function(i) {
@@ -431,7 +478,10 @@ fresh_session_wrote <- function(file) {
   shared$files[[file]]
 }
 
-test_that("in a fresh session: gpu_setup() settings reach the child, where a gpu_dataset() of CSV files trains under a mirrored strategy", {
+test_that(paste(
+  "in a fresh session: gpu_setup() settings reach the child, where a gpu_dataset() of CSV files trains under a",
+  "mirrored strategy"
+), {
   skip_if_no_python()
   result <- readRDS(fresh_session_wrote("result"))$csv
   expect_identical(result$setup, list(cpu_devices = 2L, intra_op_threads = 1L, inter_op_threads = 2L))
@@ -444,7 +494,10 @@ test_that("in a fresh session: gpu_setup() settings reach the child, where a gpu
   expect_length(result$printed, 2L)
 })
 
-test_that("the next background fit takes the standby the last one readied: gpu_setup() reaches it, it trains the same, and it can be turned off", {
+test_that(paste(
+  "the next background fit takes the standby the last one readied: gpu_setup() reaches it, it trains the same, and it",
+  "can be turned off"
+), {
   skip_if_no_python()
   result <- readRDS(fresh_session_wrote("result"))
   # The first job found no standby: it readied the one the next job took.

@@ -83,7 +83,9 @@ test_that("bad input to gpu_launch() gets a classed error before any worker star
     list(args = list(worker = identity, args = "x"), message = "`args` must be a list"),
     list(args = list(worker = identity, timeout = -1), message = "`timeout` must be a number of seconds"),
     list(args = list(worker = identity, quiet = NA), message = "quiet"),
-    list(args = list(worker = identity, network = "open"), message = "`network` must be one of \"private\", \"trusted\"")
+    list(
+      args = list(worker = identity, network = "open"), message = "`network` must be one of \"private\", \"trusted\""
+    )
   )
   for (case in cases) {
     expect_error(do.call(gpu_launch, case$args), case$message, class = "gpukeras_error_bad_argument")
@@ -153,7 +155,9 @@ test_that("where unshare is refused (as in most containers), the error gives its
   # unshare as a container's seccomp policy leaves it: it says why, and exits 1.
   bin <- withr::local_tempdir()
   for (tool in c("sh", "nsenter", "ip")) file.symlink(Sys.which(tool), file.path(bin, tool))
-  writeLines(c("#!/bin/sh", "echo 'unshare: unshare failed: Operation not permitted' >&2", "exit 1"), file.path(bin, "unshare"))
+  writeLines(
+    c("#!/bin/sh", "echo 'unshare: unshare failed: Operation not permitted' >&2", "exit 1"), file.path(bin, "unshare")
+  )
   Sys.chmod(file.path(bin, "unshare"), "0755")
   withr::local_envvar(PATH = bin)
   error <- expect_error(gpu_launch(function() 1, workers = 1), class = "gpukeras_error_launch")

@@ -15,7 +15,11 @@ digits_mlp <- function(learning_rate = 1e-3) {
     keras$layers$Dense(32L, activation = "relu"),
     keras$layers$Dense(10L, activation = "softmax")
   ))
-  model$compile(optimizer = keras$optimizers$Adam(learning_rate), loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+  model$compile(
+    optimizer = keras$optimizers$Adam(learning_rate),
+    loss = "sparse_categorical_crossentropy",
+    metrics = list("accuracy")
+  )
   model
 }
 

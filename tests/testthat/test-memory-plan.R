@@ -30,7 +30,9 @@ test_that("the core's result becomes a gpukeras_memory_plan, printed as a table"
   expect_identical(plan$free_mib, NA_real_)
   expect_identical(plan$uncounted, character())
   text <- format(plan)
-  expect_match(text[1], "<gpukeras memory plan> batch 32 on CPU:0 (AMD EPYC, tensorflow, policy float32): 6 MiB", fixed = TRUE)
+  expect_match(
+    text[1], "<gpukeras memory plan> batch 32 on CPU:0 (AMD EPYC, tensorflow, policy float32): 6 MiB", fixed = TRUE
+  )
   expect_true(any(grepl("^ +optimizer slots +2 MiB +33.3%$", text)))
   expect_true(any(grepl("^ +activations: dense +1.5 MiB +25.0%$", text)))
   expect_true(any(grepl("^ +input batch +512 KiB +8.3%$", text)))
@@ -60,11 +62,17 @@ test_that("a plan XLA could not measure says why before its estimate", {
   expect_identical(plan$method_note, NA_character_)
   expect_false(any(grepl("Not XLA's measure", format(plan))))
   result <- plan_core_result()
-  result$method_note <- "XLA measures the step on a copy of the model, which clone_model() could not make (TypeError: Could not locate class 'Plain')"
+  result$method_note <- paste(
+    "XLA measures the step on a copy of the model, which clone_model() could not make",
+    "(TypeError: Could not locate class 'Plain')"
+  )
   text <- format(new_gpukeras_memory_plan(result))
   expect_identical(
     text[length(text) - 1L],
-    "Not XLA's measure: XLA measures the step on a copy of the model, which clone_model() could not make (TypeError: Could not locate class 'Plain')."
+    paste0(
+      "Not XLA's measure: XLA measures the step on a copy of the model, which clone_model() could not make ",
+      "(TypeError: Could not locate class 'Plain')."
+    )
   )
   expect_match(text[length(text)], "Activations are approximated by every layer's output", fixed = TRUE)
 })
@@ -94,7 +102,9 @@ test_that("bad arguments are classed errors naming the argument, before Python s
   for (bad in list(0, 2.5, -1, "32", c(16, 32), NA)) {
     expect_error(gpu_memory_plan(fake, bad), class = "gpukeras_error_bad_argument", regexp = "`batch_size` must be")
   }
-  expect_error(gpu_memory_plan(fake, 32, device = 1), class = "gpukeras_error_bad_argument", regexp = "`device` must be")
+  expect_error(
+    gpu_memory_plan(fake, 32, device = 1), class = "gpukeras_error_bad_argument", regexp = "`device` must be"
+  )
 })
 
 # The closed-form plans: a compiled MLP 100-256-10 with Adam, at batch 32 and 64,
@@ -157,7 +167,9 @@ test_that("closed form on JAX, in a fresh R process", {
 test_that("a Python object that is not a built, compiled Keras model is a classed error from the core", {
   skip_if_no_python()
   not_a_model <- reticulate::r_to_py(list(1, 2))
-  expect_error(gpu_memory_plan(not_a_model, 32), class = "gpukeras_error_bad_model", regexp = "model must be a Keras 3 model")
+  expect_error(
+    gpu_memory_plan(not_a_model, 32), class = "gpukeras_error_bad_model", regexp = "model must be a Keras 3 model"
+  )
   keras <- gpu_keras()
   unbuilt <- keras$Sequential(list(keras$layers$Dense(1L)))
   expect_error(gpu_memory_plan(unbuilt, 32), class = "gpukeras_error_model_not_compiled")
@@ -171,6 +183,8 @@ test_that("a device that does not exist is a classed error naming the devices th
   keras <- gpu_keras()
   model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(1L)))
   model$compile(optimizer = "sgd", loss = "mse")
-  expect_error(gpu_memory_plan(model, 8, device = "GPU:99"), class = "gpukeras_error_unknown_device", regexp = "No such device")
+  expect_error(
+    gpu_memory_plan(model, 8, device = "GPU:99"), class = "gpukeras_error_unknown_device", regexp = "No such device"
+  )
   expect_identical(gpu_memory_plan(model, 8, device = "cpu:0")$device, "CPU:0")
 })

@@ -44,7 +44,9 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   results <- gpu_launch(call$func, workers = 2, args = call$args, timeout = 240, quiet = TRUE)
   chief <- results[[1]]
   other <- results[[2]]
-  expect_identical(chief$printed_strategy[1], "<gpukeras strategy> multi_worker (MultiWorkerMirroredStrategy, tensorflow): 2 replicas")
+  expect_identical(
+    chief$printed_strategy[1], "<gpukeras strategy> multi_worker (MultiWorkerMirroredStrategy, tensorflow): 2 replicas"
+  )
   expect_match(chief$printed_strategy[3], "this is worker 0 \\(the chief\\)$")
   expect_match(other$printed_strategy[3], "this is worker 1$")
   expect_identical(chief$printed_strategy[4], "Cluster from: TF_CONFIG")
@@ -60,7 +62,9 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
   expect_lt(chief$history$loss[3], chief$history$loss[1])
   expect_identical(chief$strategy$global_batch_size, 64L)
   expect_identical(chief$strategy$per_replica_batch_size, 32L)
-  expect_true(any(grepl("^Strategy: +multi_worker over .*\\(2 replicas\\); global batch 64 = 32 per replica$", chief$printed)))
+  expect_true(any(grepl(
+    "^Strategy: +multi_worker over .*\\(2 replicas\\); global batch 64 = 32 per replica$", chief$printed
+  )))
   expect_true(any(grepl("^Network: +only these workers", chief$printed)))
   expect_identical(chief$wrong_option$class[1], "gpukeras_error_bad_argument")
   expect_match(chief$wrong_option$message, "Multi-worker training does not take steps_per_execution = 4")
@@ -69,7 +73,10 @@ test_that("two R workers started by gpu_launch() train the digits model in step 
 test_that("TensorFlow workers on 127.0.0.1 outside a private network are refused before they listen", {
   skip_if_no_python()
   skip_on_os(c("windows", "mac"))
-  skip_if(identical(trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)])), "lo"), "this machine's network has loopback alone")
+  skip_if(
+    identical(trimws(sub(":.*", "", readLines("/proc/net/dev")[-(1:2)])), "lo"),
+    "this machine's network has loopback alone"
+  )
   workers <- paste(sprintf("127.0.0.1:%d", free_ports(2L)), collapse = ",")
   refused <- run_in_fresh_r(
     list(

@@ -6,7 +6,11 @@
 
 # A data.frame with a character column of four values and a numeric one.
 regions <- function(rows = 20) {
-  data.frame(income = seq_len(rows) / rows, region = rep(c("east", "north", "south", "west"), length.out = rows), stringsAsFactors = FALSE)
+  data.frame(
+    income = seq_len(rows) / rows,
+    region = rep(c("east", "north", "south", "west"), length.out = rows),
+    stringsAsFactors = FALSE
+  )
 }
 
 test_that("a character column is called character in the encoding's print, also as gpu_load() reads it back", {
@@ -34,7 +38,11 @@ test_that("gpu_cv() given a model instead of the function that builds it says so
   model <- small_model(4)
   data <- list(x = as.matrix(iris[, 1:4]), y = iris$Sepal.Width)
   expect_snapshot(error = TRUE, gpu_cv(model, data, folds = 2))
-  expect_error(gpu_search(model, data, space = list(units = search_int(2, 8))), "not a model itself", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_search(model, data, space = list(units = search_int(2, 8))),
+    "not a model itself",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("an NA in a factor column is named once, not once per indicator column", {
@@ -47,7 +55,10 @@ test_that("an NA in a factor column is named once, not once per indicator column
   expect_match(conditionMessage(error), "in x$income, x$region.", fixed = TRUE)
 })
 
-test_that("gpu_save() on JAX starts no TensorFlow, so prints none of its start-up lines; gpu_load() prints a character column as such", {
+test_that(paste(
+  "gpu_save() on JAX starts no TensorFlow, so prints none of its start-up lines; gpu_load() prints a character column",
+  "as such"
+), {
   stderr <- withr::local_tempfile()
   call <- fresh_r_call(quote({
     data <- data.frame(income = (1:20) / 20, region = rep(c("east", "north", "south", "west"), 5))
@@ -70,7 +81,9 @@ test_that("gpu_save() on JAX starts no TensorFlow, so prints none of its start-u
   expect_match(child$loaded, "region <character, 4 values, one-hot>", fixed = TRUE, all = FALSE)
 })
 
-test_that("what gpu_serve() shows a client: an example request of the model's own columns, and its outputs by layer name", {
+test_that(paste(
+  "what gpu_serve() shows a client: an example request of the model's own columns, and its outputs by layer name"
+), {
   encoding <- data_encoding(regions(), runif(20))
   expect_identical(example_request(encoding$inputs$x), '[{"income":0,"region":"east"}]')
   named <- data_encoding(matrix(0, 2, 2, dimnames = list(NULL, c("a", "b"))))
@@ -83,6 +96,8 @@ test_that("what gpu_serve() shows a client: an example request of the model's ow
   expect_match(outputs[[1]]$name, "^dense")
   expect_identical(outputs[[1]]$shape, c(NA, 1L))
   input <- keras$Input(shape = list(4L))
-  functional <- keras$Model(input, list(keras$layers$Dense(2L, name = "churn")(input), keras$layers$Dense(1L, name = "value")(input)))
+  functional <- keras$Model(
+    input, list(keras$layers$Dense(2L, name = "churn")(input), keras$layers$Dense(1L, name = "value")(input))
+  )
   expect_identical(vapply(model_io(functional)$outputs, `[[`, character(1), "name"), c("churn", "value"))
 })

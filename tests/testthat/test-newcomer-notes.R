@@ -93,7 +93,10 @@ test_that("class weights are in the print and settings, with the note that valid
   expect_snapshot(writeLines(weights_lines(fit)))
 })
 
-test_that("sample weights split with gpu_dataset(validation_split = ) weigh both losses; without validation weights, only training", {
+test_that(paste(
+  "sample weights split with gpu_dataset(validation_split = ) weigh both losses; without validation weights, only",
+  "training"
+), {
   mark_slow()
   skip_if_no_python()
   x <- as.matrix(iris[, 1:4])
@@ -110,7 +113,9 @@ test_that("sample weights split with gpu_dataset(validation_split = ) weigh both
   expect_identical(alone$settings$weights$validation, "none")
   expect_snapshot(writeLines(weights_lines(alone)))
 
-  plain <- gpu_fit(iris_model(), list(x = x, y = iris$Species), epochs = 1, batch_size = 50, seed = 1, verbose = 0, monitor = FALSE)
+  plain <- gpu_fit(
+    iris_model(), list(x = x, y = iris$Species), epochs = 1, batch_size = 50, seed = 1, verbose = 0, monitor = FALSE
+  )
   expect_null(plain$settings$weights)
   expect_false(any(grepl("^Weights: ", format(plain))))
 })

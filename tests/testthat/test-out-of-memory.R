@@ -10,7 +10,10 @@ exhausting_callback <- function() {
     "class Exhausted(keras.callbacks.Callback):",
     "    def on_train_batch_begin(self, batch, logs=None):",
     "        if batch == 2:",
-    "            raise tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating tensor with shape[64,65536] RESOURCE_EXHAUSTED: Out of memory')",
+    paste0(
+      "            raise tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating tensor with ",
+      "shape[64,65536] RESOURCE_EXHAUSTED: Out of memory')"
+    ),
     sep = "\n"
   ))
   main$Exhausted()
@@ -23,12 +26,28 @@ test_that("an allocation failure in gpu_fit() is classed, carries the plan, and 
   data <- regression_data(256)
   expect_snapshot(
     error = TRUE,
-    gpu_fit(model, data, batch_size = 64, callbacks = exhausting_callback(), step = gpu_step(steps_per_execution = 1), verbose = 0, monitor = FALSE),
+    gpu_fit(
+      model,
+      data,
+      batch_size = 64,
+      callbacks = exhausting_callback(),
+      step = gpu_step(steps_per_execution = 1),
+      verbose = 0,
+      monitor = FALSE
+    ),
     # layer names are numbered by how many layers the session made before (dense_16)
     transform = function(lines) gsub("(dense)_[0-9]+", "\\1", gsub("[0-9.]+ (KiB|MiB)", "<size>", lines))
   )
   error <- tryCatch(
-    gpu_fit(model, data, batch_size = 64, callbacks = exhausting_callback(), step = gpu_step(steps_per_execution = 1), verbose = 0, monitor = FALSE),
+    gpu_fit(
+      model,
+      data,
+      batch_size = 64,
+      callbacks = exhausting_callback(),
+      step = gpu_step(steps_per_execution = 1),
+      verbose = 0,
+      monitor = FALSE
+    ),
     gpukeras_error_out_of_memory = function(e) e
   )
   expect_s3_class(error, "gpukeras_error")

@@ -47,10 +47,16 @@ test_that("predict(file = , overwrite = TRUE) replaces a link at `file`, and lea
 
   # a link to a folder is replaced too, and a dangling link counts as taken
   unlink(at)
-  stopifnot(file.symlink(file.path(dir, "victim"), at), file.symlink(file.path(dir, "nowhere"), file.path(dir, "dangling.csv")))
+  stopifnot(
+    file.symlink(file.path(dir, "victim"), at), file.symlink(file.path(dir, "nowhere"), file.path(dir, "dangling.csv"))
+  )
   predict(fit, iris[1:5, 1:4], file = at, overwrite = TRUE)
   expect_replaced_link(at, victim, file.path(dir, "victim"))
-  expect_error(predict(fit, iris[1:5, 1:4], file = file.path(dir, "dangling.csv")), "already exists", class = "gpukeras_error_bad_argument")
+  expect_error(
+    predict(fit, iris[1:5, 1:4], file = file.path(dir, "dangling.csv")),
+    "already exists",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("gpu_save(overwrite = TRUE) replaces links at the model and at its encoding file", {

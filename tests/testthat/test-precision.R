@@ -2,7 +2,9 @@
 # dtypes (in fresh R processes: the policy is process-wide), and
 # gpu_precision_check() on a model's output layer.
 
-test_that("gpu_setup(mixed_precision = \"float16\"): float16 compute, float32 weights, loss scaling, and the output check", {
+test_that(paste(
+  "gpu_setup(mixed_precision = \"float16\"): float16 compute, float32 weights, loss scaling, and the output check"
+), {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {
@@ -65,7 +67,9 @@ test_that("gpu_setup(mixed_precision = \"float16\"): float16 compute, float32 we
     first$warnings[[1]]$class,
     c("gpukeras_warning_output_precision", "gpukeras_warning", "rlang_warning", "warning", "condition")
   )
-  expect_match(first$warnings[[1]]$message, "The output layer 'probabilities' computes its softmax in float16", fixed = TRUE)
+  expect_match(
+    first$warnings[[1]]$message, "The output layer 'probabilities' computes its softmax in float16", fixed = TRUE
+  )
   expect_match(first$warnings[[1]]$message, "dtype = \"float32\"", fixed = TRUE)
   expect_identical(first$value, first$warnings[[1]]$message)
   expect_identical(child$second$warnings, list())
@@ -140,8 +144,15 @@ test_that("gpu_setup(mixed_precision = \"bfloat16\"): bfloat16 compute, no loss 
 })
 
 test_that("gpu_precision_check() needs a Keras model", {
-  expect_error(gpu_precision_check(1), "`model` must be a Keras 3 model, not `1`.", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_precision_check(list(1, 2)), "not a list of length 2", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_precision_check(1),
+    "`model` must be a Keras 3 model, not `1`.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_precision_check(list(1, 2)), "not a list of length 2", fixed = TRUE, class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_precision_check(NULL), "not NULL", fixed = TRUE, class = "gpukeras_error_bad_argument")
   skip_if_no_python()
   keras <- gpu_keras()

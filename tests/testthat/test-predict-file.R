@@ -90,7 +90,9 @@ test_that("a matrix, and the same rows as a CSV gpu_dataset(), give the file pre
   expect_false(file.exists(target))
   # an existing file replaced only once every row is written: a failure leaves it as it was
   writeLines("kept", target)
-  expect_error(predict(fit, bad, file = target, overwrite = TRUE), "could not be made", class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, bad, file = target, overwrite = TRUE), "could not be made", class = "gpukeras_error_bad_data"
+  )
   expect_identical(readLines(target), "kept")
   expect_identical(temp_files(dir), character())
 })
@@ -98,20 +100,36 @@ test_that("a matrix, and the same rows as a CSV gpu_dataset(), give the file pre
 test_that("an image folder, as a path and as a gpu_dataset(), gives predict()'s rows with their paths", {
   skip_if_no_python()
   tf <- reticulate::import("tensorflow")
-  save_png <- function(path, pixels) tf$io$write_file(path, tf$io$encode_png(tf$constant(reticulate::np_array(pixels, dtype = "uint8"))))
+  save_png <- function(path, pixels) {
+    tf$io$write_file(
+      path, tf$io$encode_png(tf$constant(reticulate::np_array(pixels, dtype = "uint8")))
+    )
+  }
   train <- withr::local_tempdir()
   for (class in c("cats", "dogs", "owls")) {
     dir.create(file.path(train, class))
-    for (i in 1:2) save_png(file.path(train, class, sprintf("%d.png", i)), array((seq_len(60) * i * 7 + nchar(class) * 31) %% 256, c(4, 5, 3)))
+    for (i in 1:2) save_png(
+      file.path(train, class, sprintf("%d.png", i)), array((seq_len(60) * i * 7 + nchar(class) * 31) %% 256, c(4, 5, 3))
+    )
   }
   keras <- gpu_keras()
   keras$utils$set_random_seed(2L)
-  model <- keras$Sequential(list(keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(), keras$layers$Dense(3L, activation = "softmax")))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(), keras$layers$Dense(3L, activation = "softmax")
+  ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
-  fit <- gpu_fit(model, gpu_dataset(train, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE), epochs = 1, verbose = 0, monitor = FALSE)
+  fit <- gpu_fit(
+    model,
+    gpu_dataset(train, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE),
+    epochs = 1,
+    verbose = 0,
+    monitor = FALSE
+  )
 
   new <- withr::local_tempdir()
-  for (i in 1:5) save_png(file.path(new, sprintf("img%d.png", i)), array((seq_len(60) * 11 + i * 23) %% 256, c(4, 5, 3)))
+  for (i in 1:5) save_png(
+    file.path(new, sprintf("img%d.png", i)), array((seq_len(60) * 11 + i * 23) %% 256, c(4, 5, 3))
+  )
   out <- withr::local_tempdir()
   predict(fit, new, batch_size = 2, file = file.path(out, "images.csv"))
   back <- read_predictions(file.path(out, "images.csv"))
@@ -122,6 +140,10 @@ test_that("an image folder, as a path and as a gpu_dataset(), gives predict()'s 
 
   labelled <- gpu_dataset(train, shuffle = FALSE, like = fit)
   predict(fit, labelled, file = file.path(out, "labelled.csv"))
-  expect_equal(unname(as.matrix(read_predictions(file.path(out, "labelled.csv")))), unname(predict(fit, labelled)), tolerance = 1e-6)
+  expect_equal(
+    unname(as.matrix(read_predictions(file.path(out, "labelled.csv")))),
+    unname(predict(fit, labelled)),
+    tolerance = 1e-6
+  )
   expect_identical(temp_files(out), character())
 })

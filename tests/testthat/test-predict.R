@@ -41,15 +41,37 @@ test_that("scoring checks its arguments before Python", {
   expect_error(predict(empty), "`newdata` is missing", class = "gpukeras_error_bad_argument")
   expect_error(predict(empty, data.frame(a = 1)), "holds no model", class = "gpukeras_error_bad_argument")
   expect_error(evaluate(empty, data.frame(a = 1)), "`y` is missing", class = "gpukeras_error_bad_argument")
-  expect_error(predict(empty, data.frame(a = 1), type = "prob"), "`type` must be one of", class = "gpukeras_error_bad_argument")
+  expect_error(
+    predict(empty, data.frame(a = 1), type = "prob"), "`type` must be one of", class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_save(empty, "model.h5"), "`path` must end in .keras", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_save(1, "model.keras"), "`object` must be a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset(matrix(1, 2, 2), like = 1), "`like` must be a gpu_dataset()", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_save(1, "model.keras"),
+    "`object` must be a gpu_fit() result",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset(matrix(1, 2, 2), like = 1),
+    "`like` must be a gpu_dataset()",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
   tabular <- structure(list(encoding = data_encoding(data.frame(a = 1))), class = "gpukeras_fit")
-  expect_error(gpu_dataset("data/*.csv", like = tabular), "`like` was trained on R data, not an image folder", class = "gpukeras_error_bad_argument")
-  expect_error(gpu_dataset("data/*.csv", like = empty), "`like` has no record of how its data was encoded", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset("data/*.csv", like = tabular),
+    "`like` was trained on R data, not an image folder",
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_dataset("data/*.csv", like = empty),
+    "`like` has no record of how its data was encoded",
+    class = "gpukeras_error_bad_argument"
+  )
   if (!isNamespaceLoaded("keras3")) {
-    expect_error(evaluate(1), "evaluate() scores a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument")
+    expect_error(
+      evaluate(1), "evaluate() scores a gpu_fit() result", fixed = TRUE, class = "gpukeras_error_bad_argument"
+    )
   }
 })
 
@@ -58,18 +80,27 @@ test_that("the encoding is recorded from the training data and kept on the datas
   encoding <- data_encoding(data$x, data$y)
   expect_s3_class(encoding, "gpukeras_encoding")
   expect_identical(names(encoding$inputs$x$columns), c("size", "colour", "shape"))
-  expect_identical(encoding$inputs$x$columns$colour, list(type = "factor", levels = c("blue", "green", "red"), encoding = "one_hot"))
+  expect_identical(
+    encoding$inputs$x$columns$colour, list(type = "factor", levels = c("blue", "green", "red"), encoding = "one_hot")
+  )
   expect_identical(encoding$inputs$x$columns$shape$levels, c("round", "square"))
   expect_identical(encoding$y$levels, c("big", "small"))
-  expect_identical(encoding_vocabulary(encoding), list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small")))
+  expect_identical(
+    encoding_vocabulary(encoding),
+    list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small"))
+  )
   expect_match(format(encoding), "colour <factor(3), one-hot>", fixed = TRUE, all = FALSE)
   # JSON-ready and back, one level included.
   single <- data_encoding(data.frame(a = factor(rep("only", 3)), b = 1:3), 1:3, "drop")
   plain <- encoding_to_plain(single)
   back <- encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(plain)))
   expect_identical(back, single)
-  matrix_encoding <- data_encoding(list(a = matrix(1, 2, 3, dimnames = list(NULL, c("p", "q", "r"))), b = array(1, c(2, 4, 4, 1))))
-  expect_identical(encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(encoding_to_plain(matrix_encoding)))), matrix_encoding)
+  matrix_encoding <- data_encoding(list(
+    a = matrix(1, 2, 3, dimnames = list(NULL, c("p", "q", "r"))), b = array(1, c(2, 4, 4, 1))
+  ))
+  expect_identical(
+    encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(encoding_to_plain(matrix_encoding)))), matrix_encoding
+  )
 
   skip_if_no_python()
   ds <- gpu_dataset(data$x, data$y, shuffle = FALSE)
@@ -102,8 +133,15 @@ test_that("the same rows scored among other levels, in another order, get the sa
 
   # The encoded numbers themselves are the training levels' indicator columns.
   encoded <- as_pipeline_data(mixed, NULL, "error", encoding = fit$encoding)
-  expect_identical(colnames(encoded$x), c("size", "colour=blue", "colour=green", "colour=red", "shape=round", "shape=square"))
-  expect_identical(unname(encoded$x[, 2:4]), unname(model.matrix(~ 0 + colour, transform(mixed, colour = factor(as.character(colour), levels = c("blue", "green", "red")))))[, , drop = FALSE] + 0)
+  expect_identical(
+    colnames(encoded$x), c("size", "colour=blue", "colour=green", "colour=red", "shape=round", "shape=square")
+  )
+  expect_identical(
+    unname(encoded$x[, 2:4]),
+    unname(model.matrix(
+      ~ 0 + colour, transform(mixed, colour = factor(as.character(colour), levels = c("blue", "green", "red")))
+    ))[, , drop = FALSE] + 0
+  )
 
   # And a later R session, from the saved files, scores them the same way.
   dir <- withr::local_tempdir()
@@ -130,7 +168,12 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   own <- gpu_dataset(new, shuffle = FALSE)
   # The silent bug of issue #28: on its own, "red" is code 0 here, code 2 in training.
   expect_identical(attr(own, "gpukeras")$vocabulary$colour, "red")
-  expect_error(predict(fit, own), "gpu_dataset(..., like = <the training dataset or fit>)", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, own),
+    "gpu_dataset(..., like = <the training dataset or fit>)",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 
   like <- gpu_dataset(new, shuffle = FALSE, like = fit)
   expect_identical(attr(like, "gpukeras")$encoding$inputs, fit$encoding$inputs)
@@ -139,10 +182,15 @@ test_that("gpu_dataset(like = ) encodes new data as training did; a dataset of i
   expect_equal(reticulate::py_to_r(arrays$x)[, 2:4], rbind(c(0, 0, 1), c(0, 0, 1)))
   expect_equal(predict(fit, like), predict(fit, new), tolerance = 1e-6)
   expect_error(predict(fit, gpu_dataset(new, like = fit)), "shuffle = FALSE", class = "gpukeras_error_bad_argument")
-  expect_error(predict(fit, "new/"), "the model was not trained on an image folder", class = "gpukeras_error_bad_argument")
+  expect_error(
+    predict(fit, "new/"), "the model was not trained on an image folder", class = "gpukeras_error_bad_argument"
+  )
   # like = a training dataset works as like = the fit.
   train <- gpu_dataset(data$x, data$y, shuffle = FALSE)
-  expect_equal(reticulate::py_to_r(attr(gpu_dataset(new, shuffle = FALSE, like = train), "gpukeras_recipe")$arrays$x), reticulate::py_to_r(arrays$x))
+  expect_equal(
+    reticulate::py_to_r(attr(gpu_dataset(new, shuffle = FALSE, like = train), "gpukeras_recipe")$arrays$x),
+    reticulate::py_to_r(arrays$x)
+  )
   # Labels too: by name, with the fit's levels.
   labelled <- gpu_dataset(new, factor(c("small", "big"), levels = c("small", "big")), shuffle = FALSE, like = fit)
   expect_equal(as.vector(reticulate::py_to_r(attr(labelled, "gpukeras_recipe")$arrays$y)), c(1, 0))
@@ -157,12 +205,25 @@ test_that("new levels are an error naming them, or all-zero indicator columns wh
   expect_s3_class(error, "gpukeras_error_new_levels")
   expect_identical(error$column, "x$colour")
   expect_identical(error$levels, c("purple", "mauve"))
-  expect_match(conditionMessage(error), "`x$colour` has level(s) not seen in training: \"purple\", \"mauve\"", fixed = TRUE)
-  expect_match(conditionMessage(error), "give unknown = \"zero\" to score them with every indicator column of that factor 0", fixed = TRUE)
+  expect_match(
+    conditionMessage(error), "`x$colour` has level(s) not seen in training: \"purple\", \"mauve\"", fixed = TRUE
+  )
+  expect_match(
+    conditionMessage(error),
+    "give unknown = \"zero\" to score them with every indicator column of that factor 0",
+    fixed = TRUE
+  )
   expect_error(gpu_dataset(new, like = fit), class = "gpukeras_error_new_levels")
-  expect_error(evaluate(fit, new[1, ], "huge"), "`y` has level(s) not seen in training: \"huge\"", fixed = TRUE, class = "gpukeras_error_new_levels")
+  expect_error(
+    evaluate(fit, new[1, ], "huge"),
+    "`y` has level(s) not seen in training: \"huge\"",
+    fixed = TRUE,
+    class = "gpukeras_error_new_levels"
+  )
   # "code" would feed a Dense model the number of an invented level: refused for one-hot
-  expect_error(predict(fit, new, unknown = "code"), "unknown = \"zero\"", fixed = TRUE, class = "gpukeras_error_new_levels")
+  expect_error(
+    predict(fit, new, unknown = "code"), "unknown = \"zero\"", fixed = TRUE, class = "gpukeras_error_new_levels"
+  )
 
   zeroed <- gpu_dataset(new, like = fit, unknown = "zero", shuffle = FALSE)
   expect_equal(reticulate::py_to_r(attr(zeroed, "gpukeras_recipe")$arrays$x)[, 2:4], rbind(c(0, 0, 1), 0, 0))
@@ -179,21 +240,50 @@ test_that("a factor of integer codes (factors = \"codes\") gets the reserved cod
   expect_identical(fit$encoding$inputs$x$columns$colour$encoding, "codes")
   new <- data.frame(size = c(1, 2, 3), colour = c("red", "purple", "mauve"), shape = "round")
   error <- expect_error(predict(fit, new), class = "gpukeras_error_new_levels")
-  expect_match(conditionMessage(error), "give unknown = \"code\" to score them with the reserved code length(levels)", fixed = TRUE)
+  expect_match(
+    conditionMessage(error), "give unknown = \"code\" to score them with the reserved code length(levels)", fixed = TRUE
+  )
   coded <- gpu_dataset(new, like = fit, unknown = "code", shuffle = FALSE)
   expect_equal(reticulate::py_to_r(attr(coded, "gpukeras_recipe")$arrays$x)[, 2], c(2, 3, 3))
   expect_identical(dim(predict(fit, new, unknown = "code")), c(3L, 2L))
-  expect_error(predict(fit, new, unknown = "zero"), "unknown = \"code\"", fixed = TRUE, class = "gpukeras_error_new_levels")
+  expect_error(
+    predict(fit, new, unknown = "zero"), "unknown = \"code\"", fixed = TRUE, class = "gpukeras_error_new_levels"
+  )
 })
 
 test_that("columns, types and shapes that do not match training are classed errors", {
   skip_if_no_python()
   fit <- scoring_fit()
-  expect_error(predict(fit, data.frame(size = 1, colour = "red")), "lacks column(s) the model was trained on: shape", fixed = TRUE, class = "gpukeras_error_bad_data")
-  expect_error(predict(fit, data.frame(size = "1", colour = "red", shape = "round")), "`x$size` is not numeric (character); in training it was numeric.", fixed = TRUE, class = "gpukeras_error_bad_data")
-  expect_error(predict(fit, data.frame(size = 1, colour = 2, shape = "round")), "`x$colour` is numeric (numeric); in training it was a factor.", fixed = TRUE, class = "gpukeras_error_bad_data")
-  expect_error(predict(fit, matrix(1, 2, 3)), "`x` must be a data.frame, as in training", fixed = TRUE, class = "gpukeras_error_bad_data")
-  expect_error(predict(fit, list(a = data.frame(size = 1))), "the model was trained on one input", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, data.frame(size = 1, colour = "red")),
+    "lacks column(s) the model was trained on: shape",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    predict(fit, data.frame(size = "1", colour = "red", shape = "round")),
+    "`x$size` is not numeric (character); in training it was numeric.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    predict(fit, data.frame(size = 1, colour = 2, shape = "round")),
+    "`x$colour` is numeric (numeric); in training it was a factor.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    predict(fit, matrix(1, 2, 3)),
+    "`x` must be a data.frame, as in training",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
+  expect_error(
+    predict(fit, list(a = data.frame(size = 1))),
+    "the model was trained on one input",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 })
 
 test_that("matrices are matched by column name and shape; NA follows the rule asked for", {
@@ -206,23 +296,41 @@ test_that("matrices are matched by column name and shape; NA follows the rule as
   expect_equal(predict(fit, data$x[1:4, c("d", "b", "a", "c")]), reference, tolerance = 1e-6)
   expect_equal(predict(fit, as.data.frame(data$x[1:4, 4:1])), reference, tolerance = 1e-6)
   expect_equal(predict(fit, unname(data$x[1:4, ])), unname(reference), tolerance = 1e-6)
-  expect_error(predict(fit, matrix(1, 2, 3)), "has shape (3); the model was trained on rows of shape (4)", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, matrix(1, 2, 3)),
+    "has shape (3); the model was trained on rows of shape (4)",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
   # Keras' own answer, in any batch size.
   model_output <- keras_predict(fit$model, reticulate::np_array(data$x, dtype = "float32"), verbose = 0L)
   expect_equal(unname(predict(fit, data$x, batch_size = 5)), model_output, tolerance = 1e-6)
   scores <- evaluate(fit, data$x, data$y)
   expect_named(scores, c("loss", "mae"), ignore.order = TRUE)
-  keras_scores <- fit$model$evaluate(reticulate::np_array(data$x, dtype = "float32"), reticulate::np_array(data$y, dtype = "float32"), verbose = 0L, return_dict = TRUE)
+  keras_scores <- fit$model$evaluate(
+    reticulate::np_array(data$x, dtype = "float32"),
+    reticulate::np_array(data$y, dtype = "float32"),
+    verbose = 0L,
+    return_dict = TRUE
+  )
   expect_equal(scores[["loss"]], keras_scores$loss, tolerance = 1e-5)
 
   holed <- data$x[1:4, ]
   holed[2, "c"] <- NA
-  expect_error(predict(fit, holed), "NA/NaN in 1 row(s) (first: 2), in x$c", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, holed), "NA/NaN in 1 row(s) (first: 2), in x$c", fixed = TRUE, class = "gpukeras_error_bad_data"
+  )
+  error <- expect_error(predict(fit, holed), class = "gpukeras_error_missing_values")
+  expect_identical(list(error$column, error$rows, error$n_rows), list("x$c", 2L, 1L))
   padded <- predict(fit, holed, na = "drop")
   expect_identical(dim(padded), c(4L, 1L))
   expect_true(is.na(padded[2, 1]))
   expect_equal(padded[-2, , drop = FALSE], reference[-2, , drop = FALSE], tolerance = 1e-6)
-  expect_equal(evaluate(fit, holed, data$y[1:4], na = "drop"), evaluate(fit, data$x[-2, ][1:3, ], data$y[c(1, 3, 4)]), tolerance = 1e-6)
+  expect_equal(
+    evaluate(fit, holed, data$y[1:4], na = "drop"),
+    evaluate(fit, data$x[-2, ][1:3, ], data$y[c(1, 3, 4)]),
+    tolerance = 1e-6
+  )
 })
 
 test_that("type = \"class\" gives the training labels' levels", {
@@ -234,7 +342,10 @@ test_that("type = \"class\" gives the training labels' levels", {
   expect_identical(levels(classes), c("big", "small"))
   raw <- predict(fit, data$x)
   expect_identical(as.character(classes), colnames(raw)[max.col(raw, "first")])
-  expect_true("Encoding:       6 columns: size, colour (3 levels, one-hot), shape (2 levels, one-hot); classes big, small; predict(fit, newdata) and gpu_save() encode new data the same way" %in% format(fit))
+  expect_true(paste(
+    "Encoding:       6 columns: size, colour (3 levels, one-hot), shape (2 levels, one-hot); classes big, small;",
+    "predict(fit, newdata) and gpu_save() encode new data the same way"
+  ) %in% format(fit))
   accuracy <- mean(classes == data$y)
   expect_equal(evaluate(fit, data$x, data$y)[["accuracy"]], accuracy, tolerance = 1e-6)
 })
@@ -246,11 +357,19 @@ test_that("gpu_save() writes the two files alone and refuses to overwrite; gpu_l
   writeLines("keep me", file.path(dir, "notes.txt"))
   path <- file.path(dir, "model.keras")
   written <- gpu_save(fit, path)
-  expect_identical(sort(list.files(dir, all.files = TRUE, no.. = TRUE)), c("model.gpukeras.json", "model.keras", "notes.txt"))
-  expect_identical(unlist(written), c(model = normalizePath(path), encoding = normalizePath(file.path(dir, "model.gpukeras.json"))))
+  expect_identical(
+    sort(list.files(dir, all.files = TRUE, no.. = TRUE)), c("model.gpukeras.json", "model.keras", "notes.txt")
+  )
+  expect_identical(
+    unlist(written), c(model = normalizePath(path), encoding = normalizePath(file.path(dir, "model.gpukeras.json")))
+  )
   expect_error(gpu_save(fit, path), "overwrite = TRUE", class = "gpukeras_error_bad_argument")
   writeLines("{}", file.path(dir, "other.gpukeras.json"))
-  expect_error(gpu_save(fit, file.path(dir, "other.keras")), "other.gpukeras.json already exists", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_save(fit, file.path(dir, "other.keras")),
+    "other.gpukeras.json already exists",
+    class = "gpukeras_error_bad_argument"
+  )
   expect_false(file.exists(file.path(dir, "other.keras")))
   gpu_save(fit, path, overwrite = TRUE)
   expect_identical(readLines(file.path(dir, "notes.txt")), "keep me")
@@ -285,10 +404,25 @@ test_that("evaluate() methods reach keras3's generic when keras3 masks gpukeras'
   lib <- withr::local_tempdir()
   source <- file.path(withr::local_tempdir(), "gpukerasmask")
   dir.create(file.path(source, "R"), recursive = TRUE)
-  writeLines(c("Package: gpukerasmask", "Version: 0.0.1", "Title: Mask", "Description: Mask.", "License: MIT", "Authors@R: person('a', role = c('aut', 'cre'), email = 'a@b.c')"), file.path(source, "DESCRIPTION"))
+  writeLines(
+    c(
+      "Package: gpukerasmask",
+      "Version: 0.0.1",
+      "Title: Mask",
+      "Description: Mask.",
+      "License: MIT",
+      "Authors@R: person('a', role = c('aut', 'cre'), email = 'a@b.c')"
+    ),
+    file.path(source, "DESCRIPTION")
+  )
   writeLines(c("export(evaluate)"), file.path(source, "NAMESPACE"))
   writeLines("evaluate <- function(object, ...) UseMethod(\"evaluate\")", file.path(source, "R", "evaluate.R"))
-  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", "-l", shQuote(lib), shQuote(source)), stdout = TRUE, stderr = TRUE)
+  out <- system2(
+    file.path(R.home("bin"), "R"),
+    c("CMD", "INSTALL", "--no-test-load", "-l", shQuote(lib), shQuote(source)),
+    stdout = TRUE,
+    stderr = TRUE
+  )
   withr::local_libpaths(lib, action = "prefix")
   register_on_load("gpukerasmask", "evaluate", "gpukeras_fit", evaluate.gpukeras_fit)
   on.exit({
@@ -320,9 +454,15 @@ write_image_folder <- function(dir, counts) {
   dir
 }
 
-test_that("images: the pixel range is printed and rescale changes it; classes are the vocabulary and label new folders", {
+test_that(paste(
+  "images: the pixel range is printed and rescale changes it; classes are the vocabulary and label new folders"
+), {
   skip_if_no_python()
-  expect_error(gpu_dataset(matrix(1, 2, 2), rescale = 1 / 255), "`rescale` is for image folders", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_dataset(matrix(1, 2, 2), rescale = 1 / 255),
+    "`rescale` is for image folders",
+    class = "gpukeras_error_bad_argument"
+  )
   dir <- write_image_folder(withr::local_tempdir(), c(cats = 3, dogs = 2, owls = 1))
   ds <- gpu_dataset(dir, image_size = c(4, 5), shuffle = FALSE)
   info <- attr(ds, "gpukeras")
@@ -334,7 +474,9 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   pixels <- reticulate::iterate(ds$as_numpy_iterator(), simplify = FALSE)[[1]][[1]]
   scaled <- gpu_dataset(dir, image_size = c(4, 5), shuffle = FALSE, rescale = 1 / 255)
   expect_output(print(scaled), "pixels:  float32 in [0, 1] (rescale = 0.003922)", fixed = TRUE)
-  expect_equal(reticulate::iterate(scaled$as_numpy_iterator(), simplify = FALSE)[[1]][[1]], pixels / 255, tolerance = 1e-6)
+  expect_equal(
+    reticulate::iterate(scaled$as_numpy_iterator(), simplify = FALSE)[[1]][[1]], pixels / 255, tolerance = 1e-6
+  )
 
   keras <- gpu_keras()
   keras$utils$set_random_seed(2L)
@@ -356,7 +498,10 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   expect_identical(attr(scoring, "gpukeras")$class_names, c("cats", "dogs", "owls"))
   labels <- unlist(lapply(reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE), `[[`, 2))
   expect_identical(labels, c(1L, 2L))
-  expect_equal(evaluate(fit, scoring)[["loss"]], evaluate(fit, gpu_dataset(new, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE, like = fit))[["loss"]])
+  expect_equal(
+    evaluate(fit, scoring)[["loss"]],
+    evaluate(fit, gpu_dataset(new, image_size = c(4, 5), rescale = 1 / 255, shuffle = FALSE, like = fit))[["loss"]]
+  )
   expect_error(predict(fit, ds), "image settings", class = "gpukeras_error_bad_data") # the same classes, not rescaled
   expect_equal(predict(fit, new), predict(fit, scoring), tolerance = 1e-6) # the folder itself
   classes <- predict(fit, scoring, type = "class")
@@ -364,8 +509,14 @@ test_that("images: the pixel range is printed and rescale changes it; classes ar
   # The same images as an R array score the same.
   array_images <- reticulate::iterate(scoring$as_numpy_iterator(), simplify = FALSE)[[1]][[1]]
   expect_equal(predict(fit, array_images), predict(fit, scoring), tolerance = 1e-6)
-  # Pixels in 0-255 given to a model trained on rescaled ones: scored as they are, with a warning that says how to scale.
-  expect_warning(predict(fit, array_images * 255), "predict(fit, newdata * 0.003922)", fixed = TRUE, class = "gpukeras_warning_pixel_range")
+  # Pixels in 0-255 given to a model trained on rescaled ones: scored as they are, with a warning that says
+  # how to scale.
+  expect_warning(
+    predict(fit, array_images * 255),
+    "predict(fit, newdata * 0.003922)",
+    fixed = TRUE,
+    class = "gpukeras_warning_pixel_range"
+  )
   # A class the training folder did not have.
   odd <- write_image_folder(withr::local_tempdir(), c(cats = 1, bats = 1))
   error <- tryCatch(gpu_dataset(odd, like = fit), error = identity)
@@ -388,20 +539,33 @@ test_that("several inputs are matched by name; without a recorded encoding, fact
   model <- keras$Model(inputs = list(shop = shop, weather = weather), outputs = keras$layers$Dense(1L)(joined))
   model$compile(optimizer = "adam", loss = "mse")
   data <- scoring_data(60)
-  x <- list(shop = data$x[c("size", "colour")], weather = matrix(stats::runif(180), 60, dimnames = list(NULL, c("sun", "rain", "wind"))))
+  x <- list(
+    shop = data$x[c("size", "colour")],
+    weather = matrix(stats::runif(180), 60, dimnames = list(NULL, c("sun", "rain", "wind")))
+  )
   fit <- gpu_fit(model, list(x = x, y = data$x$size), epochs = 1, verbose = 0, monitor = FALSE)
   expect_identical(names(fit$encoding$inputs), c("shop", "weather"))
   reference <- predict(fit, x)
   reordered <- list(weather = x$weather[, c("wind", "sun", "rain")], shop = x$shop[c("colour", "size")])
   reordered$shop$colour <- factor(reordered$shop$colour, levels = c("red", "green", "blue"))
   expect_equal(predict(fit, reordered), reference, tolerance = 1e-6)
-  expect_error(predict(fit, x$shop), "The new data has one input; the model was trained on the inputs `shop`, `weather`.", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(fit, x$shop),
+    "The new data has one input; the model was trained on the inputs `shop`, `weather`.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 
   numpy <- lapply(regression_data(32), gpu_as_numpy)
   numbers <- gpu_fit(tiny_model(), numpy, verbose = 0, monitor = FALSE)
   expect_null(numbers$encoding)
   expect_identical(dim(predict(numbers, regression_data(32)$x)), c(32L, 1L))
-  expect_error(predict(numbers, data.frame(a = 1, b = "x", c = 1, d = 1)), "factor or character columns (b), but the model's training encoding is not known", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    predict(numbers, data.frame(a = 1, b = "x", c = 1, d = 1)),
+    "factor or character columns (b), but the model's training encoding is not known",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 })
 
 test_that("a background fit scores new data as the session's own fit does", {
@@ -458,9 +622,12 @@ test_that("a malformed encoding file beside a model is a bad model that says wha
   sidecar <- file.path(dir, "shops.gpukeras.json")
   json <- reticulate::import("json", convert = FALSE)
   document <- json$loads(paste(readLines(sidecar, warn = FALSE), collapse = "\n"))
-  document$`__getitem__`("encoding")$`__getitem__`("inputs")$`__getitem__`("x")$`__getitem__`("columns")$`__getitem__`("colour")$`__setitem__`("levels", list("blue", "blue", "red"))
+  columns <- document$`__getitem__`("encoding")$`__getitem__`("inputs")$`__getitem__`("x")$`__getitem__`("columns")
+  columns$`__getitem__`("colour")$`__setitem__`("levels", list("blue", "blue", "red"))
   writeLines(reticulate::py_to_r(json$dumps(document)), sidecar)
-  expect_snapshot(error = TRUE, gpu_load(path), transform = function(x) gsub("'[^']*shops.gpukeras.json'", "'<file>'", x))
+  expect_snapshot(
+    error = TRUE, gpu_load(path), transform = function(x) gsub("'[^']*shops.gpukeras.json'", "'<file>'", x)
+  )
   writeLines("{not json", sidecar)
   expect_error(gpu_load(path), "is not valid JSON", class = "gpukeras_error_bad_model")
 })
@@ -472,5 +639,7 @@ test_that("an argument predict() and evaluate() do not have is an error that say
     predict(fit, matrix(1, 2, 2), tpye = "class", colour = "red")
     evaluate(fit, matrix(1, 2, 2), y = 1:2, batch_sise = 8)
   })
-  expect_error(predict(fit, matrix(1, 2, 2), batchsize = 64), "Did you mean `batch_size`", class = "gpukeras_error_bad_argument")
+  expect_error(
+    predict(fit, matrix(1, 2, 2), batchsize = 64), "Did you mean `batch_size`", class = "gpukeras_error_bad_argument"
+  )
 })

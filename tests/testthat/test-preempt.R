@@ -9,7 +9,11 @@ test_that("signals are checked before Python starts", {
     "`signals`: \"SIGKILL\" is not a signal gpu_fit() can handle.",
     fixed = TRUE, class = "gpukeras_error_bad_argument"
   )
-  expect_error(gpu_fit(NULL, data, backup = gpu_backup(NULL, signals = 15)), "`signals` must be signal names", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(NULL, data, backup = gpu_backup(NULL, signals = 15)),
+    "`signals` must be signal names",
+    class = "gpukeras_error_bad_argument"
+  )
   expect_identical(check_signals(c("term", "SIGUSR1", "USR1")), c("SIGTERM", "SIGUSR1"))
   expect_identical(check_signals(NULL), character())
 })
@@ -53,7 +57,10 @@ start_fit <- function(backup_dir, scratch, name, pause = 0, signals = "SIGTERM",
         {
           fit <- gpu_fit(
             model, data, epochs = 3, batch_size = 10, seed = 9,
-            backup = gpu_backup(if (nzchar(backup_dir)) backup_dir, signals = strsplit(Sys.getenv("GPUKERAS_TEST_SIGNALS"), ",")[[1]]), callbacks = progress,
+            backup = gpu_backup(
+              if (nzchar(backup_dir)) backup_dir, signals = strsplit(Sys.getenv("GPUKERAS_TEST_SIGNALS"), ",")[[1]]
+            ),
+            callbacks = progress,
             verbose = 0, monitor = FALSE
           )
           list(class = "done", resumed_from = fit$settings$resumed_from)
@@ -87,7 +94,13 @@ wait_for_batch <- function(process, scratch, name, epoch, batch) {
     }
     Sys.sleep(0.05)
   }
-  stop(sprintf("%s did not reach epoch %d, batch %d: %s", name, epoch + 1, batch + 1, paste(process$read_all_error_lines(), collapse = "\n")))
+  stop(sprintf(
+    "%s did not reach epoch %d, batch %d: %s",
+    name,
+    epoch + 1,
+    batch + 1,
+    paste(process$read_all_error_lines(), collapse = "\n")
+  ))
 }
 
 finish <- function(process) {

@@ -9,7 +9,9 @@ test_that("a process's error comes back whole, as the parent of the session's cl
   )
   expect_true(process_report_error(dir, raised))
   error <- tryCatch(
-    process_abort("Fold 1 of 3 failed in its worker.", "gpukeras_error_cv_fold", parent = gpukeras_process$new(dir, NULL)$error()),
+    process_abort(
+      "Fold 1 of 3 failed in its worker.", "gpukeras_error_cv_fold", parent = gpukeras_process$new(dir, NULL)$error()
+    ),
     error = identity
   )
   # the session's class, and the process's, so that a handler for either catches it
@@ -28,7 +30,14 @@ test_that("processes are waited for many at once, and leave their result or thei
   lapply(dirs, dir.create)
   raised <- rlang::error_cnd(c("gpukeras_error_bad_data", "gpukeras_error"), message = "no", column = "age")
   start <- function(entry, args, dir) {
-    process_start(entry, args, dir, env = callr::rcmd_safe_env(), stdout = file.path(dir, "out.log"), stderr = file.path(dir, "err.log"))
+    process_start(
+      entry,
+      args,
+      dir,
+      env = callr::rcmd_safe_env(),
+      stdout = file.path(dir, "out.log"),
+      stderr = file.path(dir, "err.log")
+    )
   }
   processes <- list(
     start("process_report", list(dirs[1], list(value = 42)), dirs[1]),

@@ -9,7 +9,9 @@ profile_result <- function(gpu = FALSE) {
     trace_dir = "/tmp/logs/train/plugins/profile/2026_01_01_00_00_00",
     trace_files = list(list(path = "/tmp/logs/train/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb", bytes = 40441L)),
     event_files = list(list(path = "/tmp/logs/train/events.out.tfevents.1.vm.1.0.v2", bytes = 618L)),
-    tensorboard = list(command = "tensorboard --logdir /tmp/logs", note = "Not installed in this Python: pip install tensorboard"),
+    tensorboard = list(
+      command = "tensorboard --logdir /tmp/logs", note = "Not installed in this Python: pip install tensorboard"
+    ),
     steps = list(start = 2L, stop = 4L, trained = 4L),
     numbers = list(
       step_time_mean_ms = 2.2118, step_time_sd_ms = 1.1896, samples_per_second = 7233.9,
@@ -19,12 +21,20 @@ profile_result <- function(gpu = FALSE) {
     trace = list(
       steps = list(2L, 3L, 4L), step_time_mean_ms = 2.2062, span_ms = 6.63,
       input_ms = 0.21, input_share = 0.0317, input_verdict = "not input-bound",
-      devices = if (gpu) list(list(plane = "/device:GPU:0", events = 1234L, busy_ms = 5.5, busy_share = 0.83)) else list(),
+      devices = if (gpu) list(list(plane = "/device:GPU:0", events = 1234L, busy_ms = 5.5, busy_share = 0.83)) else
+        list(),
       parsed = TRUE, note = if (!gpu) "no device plane in the trace: it holds host (CPU) activity only"
     ),
     scalars = list(step = c(1, 2, 3, 4), loss = c(4.7, 6.6, 7.2, 7.5), mae = list(1.9, 2.1, NULL, 2.2)),
     scalars_source = "event files", backend = "tensorflow",
-    settings = list(batch_size = 16L, steps_per_execution = 1L, jit_compile = FALSE, dtype_policy = "float32", device = if (gpu) "GPU:0" else "CPU:0", data = "arrays")
+    settings = list(
+      batch_size = 16L,
+      steps_per_execution = 1L,
+      jit_compile = FALSE,
+      dtype_policy = "float32",
+      device = if (gpu) "GPU:0" else "CPU:0",
+      data = "arrays"
+    )
   )
 }
 
@@ -36,20 +46,27 @@ test_that("arguments are checked before Python, with classed errors", {
       class = "gpukeras_error_bad_argument"
     )
   }
-  expect_error(gpu_profile(NULL, data, logdir = 3), "`logdir` must be one non-empty string", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_profile(NULL, data, logdir = 3), "`logdir` must be one non-empty string", class = "gpukeras_error_bad_argument"
+  )
   expect_error(gpu_profile(NULL, data, logdir = ""), class = "gpukeras_error_bad_argument")
   expect_error(gpu_profile(NULL, data, batch_size = 0), "`batch_size`", class = "gpukeras_error_bad_argument")
   expect_error(gpu_profile(NULL, data, verbose = 3), "`verbose`", class = "gpukeras_error_bad_argument")
   expect_error(gpu_profile(NULL), "`data` is missing", class = "gpukeras_error_bad_argument")
   expect_error(gpu_profile(NULL, iris), "without labels", class = "gpukeras_error_bad_data")
-  expect_error(gpu_profile(NULL, data), "`model` must be a compiled Keras 3 model", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_profile(NULL, data), "`model` must be a compiled Keras 3 model", class = "gpukeras_error_bad_argument"
+  )
   expect_identical(check_step_range(c(10, 20)), c(10L, 20L))
 })
 
 test_that("the core's plain data becomes a gpukeras_profile with data.frames", {
   profile <- new_gpukeras_profile(profile_result())
   expect_s3_class(profile, "gpukeras_profile")
-  expect_identical(profile$trace_files, data.frame(path = "/tmp/logs/train/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb", bytes = 40441L))
+  expect_identical(
+    profile$trace_files,
+    data.frame(path = "/tmp/logs/train/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb", bytes = 40441L)
+  )
   expect_identical(profile$trace$steps, 2:4)
   expect_identical(names(profile$trace$devices), c("plane", "events", "busy_ms", "busy_share"))
   expect_identical(nrow(profile$trace$devices), 0L)

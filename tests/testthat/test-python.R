@@ -166,7 +166,10 @@ test_that("a Python another package started in the session is used, and said so"
   expect_match(child, "^already started in this R session: reticulate's choice \\(use_python")
 })
 
-test_that("with no environment named for gpukeras, reticulate >= 1.41 chooses one; older reticulate asks for install_gpukeras()", {
+test_that(paste(
+  "with no environment named for gpukeras, reticulate >= 1.41 chooses one; older reticulate asks for",
+  "install_gpukeras()"
+), {
   skip_if_no_python()
   # A virtualenv that is active in the shell: reticulate's discovery takes it
   # (VIRTUAL_ENV) before making an environment of its own.
@@ -266,8 +269,16 @@ test_that("NumPy 2 under reticulate < 1.38 is a classed error at first use; newe
   } else {
     for (error in list(child$as_numpy, child$dataset)) {
       expect_identical(error$class[1:2], c("gpukeras_error_numpy_version", "gpukeras_error"))
-      expect_match(error$message, "^NumPy 2[.][0-9.]+ is installed in the Python at '.*', but reticulate 1[.][0-9.]+ cannot convert NumPy 2 arrays")
-      expect_match(error$message, "Run install_gpukeras\\(\\) again \\(it installs NumPy 1[.]26[.][0-9]+ for this reticulate")
+      expect_match(
+        error$message,
+        paste0(
+          "^NumPy 2[.][0-9.]+ is installed in the Python at '.*', but reticulate 1[.][0-9.]+ cannot convert NumPy 2 ",
+          "arrays"
+        )
+      )
+      expect_match(
+        error$message, "Run install_gpukeras\\(\\) again \\(it installs NumPy 1[.]26[.][0-9]+ for this reticulate"
+      )
       expect_match(error$message, "upgrade reticulate to 1.38 or later")
       expect_null(error$python_traceback)
     }

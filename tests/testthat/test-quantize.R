@@ -3,11 +3,33 @@
 # accounting is tested in python/tests/test_quantize.py.
 
 test_that("gpu_quantize() checks its arguments before Python", {
-  expect_error(gpu_quantize(1), "`model` must be a Keras 3 model, not `1`.", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_quantize(1, mode = 8), "`mode` must be one non-empty string", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_quantize(1, batch_size = -1), "`batch_size` must be one whole number", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_quantize(1, batch_size = 16), "`batch_size` is for R data in `data`", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_quantize(1, data = matrix(1, 2, 2)), "`data` is R data without labels.", fixed = TRUE, class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_quantize(1), "`model` must be a Keras 3 model, not `1`.", fixed = TRUE, class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_quantize(1, mode = 8),
+    "`mode` must be one non-empty string",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_quantize(1, batch_size = -1),
+    "`batch_size` must be one whole number",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_quantize(1, batch_size = 16),
+    "`batch_size` is for R data in `data`",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_quantize(1, data = matrix(1, 2, 2)),
+    "`data` is R data without labels.",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_data"
+  )
 })
 
 test_that("gpu_quantize() makes a smaller int8 copy, reports size and accuracy, and leaves the model alone", {
@@ -43,7 +65,9 @@ test_that("gpu_quantize() makes a smaller int8 copy, reports size and accuracy, 
 
   lines <- format(small)
   expect_match(lines[1], "^<gpukeras quantized model> int8, for inference \\((tensorflow|jax) backend\\)$")
-  expect_match(lines[2], "^Weights: 1\\.0 KiB -> 504 B \\(2\\.1x smaller\\): float32 1\\.0 KiB -> float32 280 B \\+ int8 224 B$")
+  expect_match(
+    lines[2], "^Weights: 1\\.0 KiB -> 504 B \\(2\\.1x smaller\\): float32 1\\.0 KiB -> float32 280 B \\+ int8 224 B$"
+  )
   expect_identical(lines[3], "Layers:  2 quantized (Dense), 0 kept as they were")
   expect_match(lines[4], "^Metrics: accuracy [0-9.]+ -> [0-9.]+ \\([-+0-9.e]+\\); loss ")
   expect_match(lines[5], "^Outputs: differ by ")
@@ -70,11 +94,26 @@ test_that("gpu_quantize() refuses modes and models it cannot quantize for infere
   skip_if_no_python()
   keras <- gpu_keras()
   model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(2L)))
-  expect_error(gpu_quantize(model, "float8"), "float8 in Keras 3 is for training", fixed = TRUE, class = "gpukeras_error_bad_argument")
-  expect_error(gpu_quantize(model, "int2"), "mode must be 'int8' or 'int4' (for inference).", fixed = TRUE, class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_quantize(model, "float8"),
+    "float8 in Keras 3 is for training",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
+  expect_error(
+    gpu_quantize(model, "int2"),
+    "mode must be 'int8' or 'int4' (for inference).",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_argument"
+  )
   conv <- keras$Sequential(list(keras$Input(shape = list(6L, 6L, 1L)), keras$layers$Conv2D(2L, 3L)))
   expect_error(gpu_quantize(conv), "has no layer Keras can quantize", fixed = TRUE, class = "gpukeras_error_bad_model")
-  expect_error(gpu_quantize(keras$layers$Dense(2L)), "model must be a Keras 3 model", fixed = TRUE, class = "gpukeras_error_bad_model")
+  expect_error(
+    gpu_quantize(keras$layers$Dense(2L)),
+    "model must be a Keras 3 model",
+    fixed = TRUE,
+    class = "gpukeras_error_bad_model"
+  )
   expect_error(
     gpu_quantize(model, data = list(train = 1, validation = 2)),
     "`data` is a list with names `train`, `validation`", fixed = TRUE, class = "gpukeras_error_bad_data"

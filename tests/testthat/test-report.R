@@ -131,10 +131,13 @@ test_that("a table trained from R: the verdict follows its margin rule and the a
   expect_false(isTRUE(m$input_wait_estimated))
   low <- m$input_wait_share - m$input_wait_margin
   below_floor <- !is.null(m$fetch_floor_ms) && m$input_wait_mean_ms < m$fetch_floor_ms
-  expected <- if (below_floor || low < 0.05) "not input-bound" else if (low < 0.2) "moderately input-bound" else "highly input-bound"
+  expected <- if (below_floor ||
+      low < 0.05) "not input-bound" else if (low < 0.2) "moderately input-bound" else "highly input-bound"
   expect_identical(m$input_verdict, expected)
   line <- grep("^Input pipeline: ", format(fit), value = TRUE)
-  expect_match(line, sprintf("%s (waiting for input %s +/- ", m$input_verdict, format_percent(m$input_wait_share, 1)), fixed = TRUE)
+  expect_match(
+    line, sprintf("%s (waiting for input %s +/- ", m$input_verdict, format_percent(m$input_wait_share, 1)), fixed = TRUE
+  )
   advice <- paste(m$advice, collapse = " ")
   expect_false(grepl("image", advice, fixed = TRUE))
   expect_false(grepl("gpu_dataset() already", advice, fixed = TRUE))

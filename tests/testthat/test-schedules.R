@@ -31,7 +31,10 @@ test_that("schedules print one line that says what the rate does", {
   expect_identical(
     format(lr_warmup_cosine(peak = 0.001, warmup_steps = 100, decay_steps = 1000, alpha = 0.1)),
     sprintf(
-      "<gpukeras lr schedule> warmup_cosine: linear warmup 0 %s 0.001 over 100 steps, then cosine decay to 1e-04 over 1,000 steps",
+      paste0(
+        "<gpukeras lr schedule> warmup_cosine: linear warmup 0 %s 0.001 over 100 steps, then cosine decay to 1e-04 ",
+        "over 1,000 steps"
+      ),
       arrow()
     )
   )
@@ -45,9 +48,14 @@ test_that("schedules print one line that says what the rate does", {
   )
   expect_identical(
     format(lr_cyclical(1e-4, 1e-2, 200, "triangular2")),
-    "<gpukeras lr schedule> cyclical: triangular2 between 1e-04 and 0.01, half a cycle every 200 steps (each cycle half as high)"
+    paste0(
+      "<gpukeras lr schedule> cyclical: triangular2 between 1e-04 and 0.01, half a cycle every 200 steps (each cycle ",
+      "half as high)"
+    )
   )
-  expect_output(print(lr_exponential(0.1, 10, 0.5)), "^<gpukeras lr schedule> exponential: 0.1 x 0.5\\^\\(step / 10\\)$")
+  expect_output(
+    print(lr_exponential(0.1, 10, 0.5)), "^<gpukeras lr schedule> exponential: 0.1 x 0.5\\^\\(step / 10\\)$"
+  )
   expect_output(expect_invisible(print(lr_cyclical(0.1, 0.2, 3))), "triangular")
 })
 
@@ -57,9 +65,14 @@ test_that("bad schedule values are classed errors that name the argument", {
   }
   bad(lr_warmup_cosine(peak = 0, warmup_steps = 1, decay_steps = 1), "^`peak` must be one positive number, not `0`")
   bad(lr_warmup_cosine(peak = NA, warmup_steps = 1, decay_steps = 1), "`peak`")
-  bad(lr_warmup_cosine(1e-3, warmup_steps = -1, decay_steps = 10), "^`warmup_steps` must be one whole number of steps >= 0, not `-1`")
+  bad(
+    lr_warmup_cosine(1e-3, warmup_steps = -1, decay_steps = 10),
+    "^`warmup_steps` must be one whole number of steps >= 0, not `-1`"
+  )
   bad(lr_warmup_cosine(1e-3, warmup_steps = 2.5, decay_steps = 10), "`warmup_steps`.*not `2.5`")
-  bad(lr_warmup_cosine(1e-3, warmup_steps = 10, decay_steps = 0), "^`decay_steps` must be one whole number of steps >= 1")
+  bad(
+    lr_warmup_cosine(1e-3, warmup_steps = 10, decay_steps = 0), "^`decay_steps` must be one whole number of steps >= 1"
+  )
   bad(lr_warmup_cosine(1e-3, 10, 100, alpha = 1.5), "^`alpha` must be one number in \\[0, 1\\]")
   bad(lr_warmup_cosine(1e-3, 10, 100, alpha = c(0, 1)), "`alpha`")
   bad(lr_warmup_cosine(1e-3, "10", 100), "`warmup_steps`")
@@ -72,7 +85,10 @@ test_that("bad schedule values are classed errors that name the argument", {
   bad(lr_cyclical(0.1, 0.1, 10), "greater than `low`")
   bad(lr_cyclical(0, 0.1, 10), "^`low` must be one positive number")
   bad(lr_cyclical(0.01, 0.1, 0), "^`step_size`")
-  bad(lr_cyclical(0.01, 0.1, 10, mode = "exp_range"), "^`mode` must be one of \"triangular\", \"triangular2\", not `exp_range`")
+  bad(
+    lr_cyclical(0.01, 0.1, 10, mode = "exp_range"),
+    "^`mode` must be one of \"triangular\", \"triangular2\", not `exp_range`"
+  )
 })
 
 # The learning rates the core's schedule gives at some steps, by R's spec.

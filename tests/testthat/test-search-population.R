@@ -38,7 +38,8 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
     loaded <- gpu_load(search$best$path)
     off <- gpu_search(
       model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
-      trials = 1, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = file.path(dir, "off"),
+      trials = 1, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5,
+      storage = file.path(dir, "off"),
       workers = gpu_workers(population = FALSE)
     )
     list(
@@ -68,7 +69,9 @@ test_that("a background search of populations, cancelled mid-batch, keeps its st
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")))
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")
+      ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
       model
     }

@@ -37,7 +37,9 @@ local_postgres <- function(env = parent.frame(), password = NULL) {
   )
   root <- identical(unname(Sys.info()[["effective_user"]]), "root")
   if (root) {
-    testthat::skip_if(!nzchar(Sys.which("runuser")), "running as root, and no runuser to run PostgreSQL as another user")
+    testthat::skip_if(
+      !nzchar(Sys.which("runuser")), "running as root, and no runuser to run PostgreSQL as another user"
+    )
     testthat::skip_if(
       system2("id", c("-u", "postgres"), stdout = FALSE, stderr = FALSE) != 0L,
       "running as root, and there is no user `postgres` to run PostgreSQL as"
@@ -71,7 +73,9 @@ local_postgres <- function(env = parent.frame(), password = NULL) {
   # -l: the server writes to its log, not to the pipe system2() reads until it closes.
   options <- sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir)
   log <- file.path(dir, "server.log")
-  started <- run("pg_ctl", c("-D", shQuote(data), "-o", shQuote(options), "-l", shQuote(log), "-w", "-t", "60", "start"))
+  started <- run(
+    "pg_ctl", c("-D", shQuote(data), "-o", shQuote(options), "-l", shQuote(log), "-w", "-t", "60", "start")
+  )
   if (!started$ok) {
     said <- tryCatch(paste(readLines(log), collapse = "\n"), error = function(e) "")
     stop("PostgreSQL did not start: ", started$said, "\n", said)
@@ -258,10 +262,12 @@ search_artifacts <- function(url, wrong_url) {
     keep(utils::capture.output(made <- do.call(gpu_search, args), type = "output"))
     made
   }
-  said <- function(expr) tryCatch(expr, error = function(e) {
-    keep(conditionMessage(e), utils::capture.output(print(e)))
-    e
-  })
+  said <- function(expr) {
+    tryCatch(expr, error = function(e) {
+      keep(conditionMessage(e), utils::capture.output(print(e)))
+      e
+    })
+  }
   gather <- function() {
     # in the background, cancelled once a trial is done: its print and status, then the
     # same call here, which resumes it, and once more in the background, to its end
@@ -323,8 +329,12 @@ test_that("a study in PostgreSQL with a password never shows it: prints, job sta
   masked <- sub(secret, "***", url, fixed = TRUE)
   expect_identical(artifacts$search$storage, masked)
   expect_identical(gpu_job_status(artifacts$job)$storage, masked)
-  expect_match(format(gpu_job_status(artifacts$job)), sprintf("The study is kept in %s", masked), fixed = TRUE, all = FALSE)
-  expect_match(format(artifacts$search), sprintf("Study:      'gpukeras' in %s, seed 1", masked), fixed = TRUE, all = FALSE)
+  expect_match(
+    format(gpu_job_status(artifacts$job)), sprintf("The study is kept in %s", masked), fixed = TRUE, all = FALSE
+  )
+  expect_match(
+    format(artifacts$search), sprintf("Study:      'gpukeras' in %s, seed 1", masked), fixed = TRUE, all = FALSE
+  )
   expect_s3_class(artifacts$mismatch, "gpukeras_error_search_mismatch")
   expect_match(conditionMessage(artifacts$mismatch), masked, fixed = TRUE)
   expect_s3_class(artifacts$refused, "gpukeras_error_search_storage")

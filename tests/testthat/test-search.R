@@ -19,14 +19,22 @@ test_that("a background search's status says which trials run, and which a stop 
     structure(list(state = state, trials = 8L, done = 4L, running = running, best = list(number = 3L, value = 0.25),
                    objective = "val_loss", storage = "search/"), class = "gpukeras_search_job_status")
   }
-  expect_identical(format(status("running", 1L))[1:2], c("Search running: 4 of 8 trials done, 1 running", "Best so far: trial 3, val_loss = 0.25"))
+  expect_identical(
+    format(status("running", 1L))[1:2],
+    c("Search running: 4 of 8 trials done, 1 running", "Best so far: trial 3, val_loss = 0.25")
+  )
   expect_identical(format(status("running", 0L))[1], "Search running: 4 of 8 trials done")
   cancelled <- format(status("cancelled", 1L))
-  expect_identical(cancelled[1], "Search cancelled: 4 of 8 trials done, 1 interrupted (run again when the search resumes)")
+  expect_identical(
+    cancelled[1], "Search cancelled: 4 of 8 trials done, 1 interrupted (run again when the search resumes)"
+  )
   expect_identical(cancelled[3], "The study is kept in search/: the same gpu_search() call resumes it.")
 })
 
-test_that("a study folder is made for this user alone; another user's, one others may write to, or a linked search.db or models is refused", {
+test_that(paste(
+  "a study folder is made for this user alone; another user's, one others may write to, or a linked search.db or",
+  "models is refused"
+), {
   skip_if_no_python()
   tmp <- withr::local_tempdir()
   made <- search_storage(file.path(tmp, "studies", "churn"), "gpukeras", environment())
@@ -49,7 +57,9 @@ test_that("a study folder is made for this user alone; another user's, one other
   dir.create(open)
   Sys.chmod(open, "1777", use_umask = FALSE)
   refused(open)
-  expect_snapshot(error = TRUE, search(open), transform = function(lines) gsub(normalizePath(tmp), "<tmp>", lines, fixed = TRUE))
+  expect_snapshot(
+    error = TRUE, search(open), transform = function(lines) gsub(normalizePath(tmp), "<tmp>", lines, fixed = TRUE)
+  )
   victims <- file.path(tmp, "victim")
   dir.create(victims)
   writeLines("the victim's own model", file.path(victims, "trial-7.keras"))
@@ -57,7 +67,11 @@ test_that("a study folder is made for this user alone; another user's, one other
     study <- file.path(tmp, paste0("linked-", sub("[.]", "-", name)))
     dir.create(study, mode = "0700")
     file.symlink(if (name == "models") victims else file.path(victims, "trial-7.keras"), file.path(study, name))
-    expect_match(conditionMessage(refused(study)), sprintf("%s in gpu_search()'s storage folder is a link", file.path(normalizePath(study), name)), fixed = TRUE)
+    expect_match(
+      conditionMessage(refused(study)),
+      sprintf("%s in gpu_search()'s storage folder is a link", file.path(normalizePath(study), name)),
+      fixed = TRUE
+    )
   }
   expect_identical(readLines(file.path(victims, "trial-7.keras")), "the victim's own model")
   expect_identical(list.files(victims), "trial-7.keras")
@@ -76,7 +90,9 @@ mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
 
-test_that("a failed trial (killed worker, NaN loss) is recorded and the search goes on; the best is saved and repeatable", {
+test_that(paste(
+  "a failed trial (killed worker, NaN loss) is recorded and the search goes on; the best is saved and repeatable"
+), {
   dir <- withr::local_tempdir()
   result <- run_in_fresh_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
@@ -85,7 +101,8 @@ test_that("a failed trial (killed worker, NaN loss) is recorded and the search g
       if (params$mode == "crash") tools::pskill(Sys.getpid(), tools::SIGKILL)
       keras <- gpu_keras()
       model <- keras$Sequential(list(
-        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"), keras$layers$Dense(3, activation = "softmax")
+        keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"),
+        keras$layers$Dense(3, activation = "softmax")
       ))
       rate <- if (params$mode == "nan") 1e30 else 0.01
       model$compile(optimizer = keras$optimizers$SGD(rate), loss = "sparse_categorical_crossentropy")
@@ -119,7 +136,9 @@ test_that("a failed trial (killed worker, NaN loss) is recorded and the search g
   search <- result$search
   trials <- search$trials
   expect_true(result$plotted)
-  expect_identical(names(trials), c("number", "mode", "value", "state", "reason", "seconds", "device", "seed", "epochs"))
+  expect_identical(
+    names(trials), c("number", "mode", "value", "state", "reason", "seconds", "device", "seed", "epochs")
+  )
   expect_setequal(trials$mode, c("ok", "crash", "nan"))
   expect_identical(trials$state[trials$mode == "ok"], "complete")
   expect_identical(trials$state[trials$mode == "crash"], "failed")
@@ -135,7 +154,9 @@ test_that("a failed trial (killed worker, NaN loss) is recorded and the search g
   expect_identical(length(result$predicted), 3L)
   expect_s3_class(result$predicted, "factor")
   # the study and the best model stay in the folder; the failed trials left no model
-  expect_setequal(result$files, c("search.db", sprintf("models/trial-%d.%s", search$best$number, c("keras", "gpukeras.json"))))
+  expect_setequal(
+    result$files, c("search.db", sprintf("models/trial-%d.%s", search$best$number, c("keras", "gpukeras.json")))
+  )
   expect_match(search$validation, "^30 of 150 rows held out \\(20 %, stratified, seed 5\\)")
   expect_match(result$text[1], "^<gpukeras_search> 3 trials \\(1 complete, 2 failed\\), minimize val_loss")
 })
@@ -146,7 +167,9 @@ test_that("a cancelled background search keeps its study, and the same call resu
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")))
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")
+      ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
       model
     }
@@ -180,7 +203,8 @@ test_that("a cancelled background search keeps its study, and the same call resu
     later <- search(FALSE) # the same call once more: nothing to run, nothing resumed
     mismatch <- tryCatch(
       gpu_search(model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 32)),
-                 trials = 3, objective = "val_accuracy", pruner = "none", epochs = 20, batch_size = 150, seed = 2, storage = dir),
+                 trials = 3, objective = "val_accuracy", pruner = "none", epochs = 20, batch_size = 150, seed = 2,
+                 storage = dir),
       error = function(e) e
     )
     list(running = unclass(running), cancelled = unclass(cancelled), text = format(cancelled), before = before,
@@ -208,7 +232,11 @@ test_that("a cancelled background search keeps its study, and the same call resu
   expect_true("gpukeras_error_search_mismatch" %in% result$mismatch)
   # which arguments differ, with what the study holds and what this call gave
   expect_match(result$mismatch_message, "gpu_fit()'s `epochs` is 40 in the study, 20 in this call", fixed = TRUE)
-  expect_match(result$mismatch_message, "the search space's `units` is search_int(2, 64) in the study, search_int(2, 32) in this call", fixed = TRUE)
+  expect_match(
+    result$mismatch_message,
+    "the search space's `units` is search_int(2, 64) in the study, search_int(2, 32) in this call",
+    fixed = TRUE
+  )
 })
 
 test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument and validation data given", {
@@ -217,12 +245,17 @@ test_that("gpu_search() runs on JAX, with a searched gpu_fit() argument and vali
     model_fn <- function(params) {
       keras <- gpu_keras()
       model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(3, activation = "softmax")))
-      model$compile(optimizer = keras$optimizers$Adam(params$rate), loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model$compile(
+        optimizer = keras$optimizers$Adam(params$rate),
+        loss = "sparse_categorical_crossentropy",
+        metrics = list("accuracy")
+      )
       model
     }
     held <- seq(1, 150, by = 5)
     search <- gpu_search(
-      model_fn, list(x = as.matrix(iris[-held, 1:4]), y = iris$Species[-held]), space = list(rate = search_float(1e-3, 1e-1, log = TRUE)),
+      model_fn, list(x = as.matrix(iris[-held, 1:4]), y = iris$Species[-held]),
+      space = list(rate = search_float(1e-3, 1e-1, log = TRUE)),
       trials = 2, objective = "val_accuracy", epochs = 3, batch_size = search_choice(16, 32), seed = 9,
       validation_data = list(x = as.matrix(iris[held, 1:4]), y = iris$Species[held])
     )

@@ -37,8 +37,26 @@ refused <- function(body) {
   )
 }
 
+# The refusal of a body whose data predict() refuses for its NA: the error
+# predict() raises, as R's check or the core's (abort_missing()), mapped by
+# prediction_refused().
+refused_na <- function(body) {
+  newdata <- request_data(parse_request_body(charToRaw(body), part), settings)
+  tryCatch(
+    {
+      abort_missing(list(x = encode_data_frame(newdata, "x", part)))
+      "passes"
+    },
+    gpukeras_error_missing_values = function(e) {
+      tryCatch(prediction_refused(e, settings), gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem)))
+    }
+  )
+}
+
 test_that("an empty body is told what to send with the served model's own columns", {
-  expect_match(refused(""), "^400 .*bad_body.*e\\.g\\. \\[\\{\\\\\"income\\\\\":0,\\\\\"region\\\\\":\\\\\"east\\\\\"\\}\\]")
+  expect_match(
+    refused(""), "^400 .*bad_body.*e\\.g\\. \\[\\{\\\\\"income\\\\\":0,\\\\\"region\\\\\":\\\\\"east\\\\\"\\}\\]"
+  )
   other <- list(type = "data.frame", columns = list(age = list(type = "numeric")))
   said <- tryCatch(parse_request_body(raw(), other), gpukeras_serve_reject = conditionMessage)
   expect_match(said, "[{\"age\":0}]", fixed = TRUE)
@@ -57,10 +75,15 @@ test_that("the headers decide, in this order: Host, Origin, token, Content-Type,
   })
 })
 
-test_that("localhost, loopback addresses, the address listened on and allowed_hosts are answered; other names are not", {
+test_that(paste(
+  "localhost, loopback addresses, the address listened on and allowed_hosts are answered; other names are not"
+), {
   passes <- c("127.0.0.1:8000", "localhost", "LOCALHOST.:8000", "127.0.0.2", "[::1]:8000", "scoring.example:443")
   for (host in passes) expect_identical(guarded(HTTP_HOST = host), "passes", label = host)
-  for (host in c("attacker.example", "127.0.0.1.attacker.example", "127.attacker.example", "10.0.0.5", "[::1].example", "\xff.example")) {
+  for (host in c(
+    "attacker.example", "127.0.0.1.attacker.example", "127.attacker.example", "10.0.0.5", "[::1].example",
+    "\xff.example"
+  )) {
     expect_match(guarded(HTTP_HOST = host), "^403 .*forbidden_host", label = host)
   }
   expect_match(guarded(HTTP_CONTENT_TYPE = "text/\xff"), "^415 .*not \\\\\"text/\\?\\\\\"")
@@ -69,7 +92,9 @@ test_that("localhost, loopback addresses, the address listened on and allowed_ho
   for (origin in c("http://localhost:3000", "https://scoring.example", "http://[::1]:8000")) {
     expect_identical(guarded(HTTP_ORIGIN = origin), "passes", label = origin)
   }
-  for (origin in c("null", "https://attacker.example", "http://localhost.attacker.example", "http://user@localhost", "http://\xfe")) {
+  for (origin in c(
+    "null", "https://attacker.example", "http://localhost.attacker.example", "http://user@localhost", "http://\xfe"
+  )) {
     expect_match(guarded(HTTP_ORIGIN = origin), "^403 .*forbidden_origin", label = origin)
   }
   # listening on every interface: any address of the machine names it, no other name does
@@ -85,8 +110,20 @@ test_that("max_bytes by default fits max_rows rows of the model's columns twice 
   rows <- list(type = "array", shape = c(28L, 28L), names = NULL)
   expect_identical(request_byte_limit(rows, 1000L), 2 * 1000 * (25 * 784 + 2))
   # a body of max_rows records as jsonlite writes them, pretty-printed, fits
-  records <- jsonlite::toJSON(data.frame(income = rep(-123456.789012345, 10000), region = "west"), dataframe = "rows", digits = NA, pretty = TRUE)
+  records <- jsonlite::toJSON(
+    data.frame(income = rep(-123456.789012345, 10000), region = "west"), dataframe = "rows", digits = NA, pretty = TRUE
+  )
   expect_lt(nchar(records, type = "bytes"), request_byte_limit(part, 10000L))
+})
+
+test_that("NA is predict()'s to refuse: its error names the columns (a factor once) and the first rows", {
+  expect_identical(refused("[{\"income\": null, \"region\": null}]"), "passes")
+  expect_snapshot({
+    writeLines(refused_na(
+      "[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": null}, {\"income\": 6}]"
+    ))
+    writeLines(refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"income\": 6, \"region\": null}]"))
+  })
 })
 
 test_that("bodies are refused by their rows, keys and numbers before a table is made, and echo little", {
@@ -95,10 +132,23 @@ test_that("bodies are refused by their rows, keys and numbers before a table is 
   expect_identical(refused("[{\"\\u0069ncome\": 5, \"region\": \"west\"}]"), "passes")
   expect_identical(refused("{\"region\": [\"west\"], \"income\": [5]}"), "passes")
   # records in any order of keys, or lacking one, are read as records with the same keys are
-  expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\", \"income\": 6, \"id\": [1]}]"), "passes")
-  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "^400 .*missing_value.*Column `income` is null \\(NA\\) in 1 row\\(s\\) \\(first: 2\\)")
-  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": \"east\"}]"), "^400 .*missing_value.*\\(first: 2\\)")
-  expect_match(refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": [], \"region\": \"east\"}]"), "^400 .*wrong_type.*Column `income` must hold single values")
+  expect_identical(
+    refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\", \"income\": 6, \"id\": [1]}]"), "passes"
+  )
+  # NA passes to predict(), whose error is the refusal
+  expect_identical(refused("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"), "passes")
+  expect_match(
+    refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"region\": \"east\"}]"),
+    "^400 .*missing_value.*Column `income` is null \\(NA\\) in 1 row\\(s\\) \\(first: 2\\)"
+  )
+  expect_match(
+    refused_na("[{\"income\": 5, \"region\": \"west\"}, {\"income\": null, \"region\": \"east\"}]"),
+    "^400 .*missing_value.*\\(first: 2\\)"
+  )
+  expect_match(
+    refused("[{\"income\": 5, \"region\": \"west\"}, {\"income\": [], \"region\": \"east\"}]"),
+    "^400 .*wrong_type.*Column `income` must hold single values"
+  )
   expect_snapshot({
     writeLines(refused(sprintf("[%s]", paste(rep("{\"income\": 5, \"region\": \"west\"}", 51), collapse = ","))))
     writeLines(refused(sprintf("[%s]", paste0("{\"k", 1:8000, "\": 1}", collapse = ","))))
@@ -130,11 +180,15 @@ test_that("predict()'s refusal of an unseen level becomes a 400 from its class a
   registerS3method("predict", "gpukeras_test_refusing", function(object, newdata, ...) {
     rlang::abort(
       "`x$region` has level(s) not seen in training.",
-      class = c("gpukeras_error_new_levels", "gpukeras_error"), column = "x$region", levels = c(strrep("n", 100), "south")
+      class = c("gpukeras_error_new_levels", "gpukeras_error"), column = "x$region",
+      levels = c(strrep("n", 100), "south")
     )
   }, envir = asNamespace("stats"))
   fit <- structure(list(), class = "gpukeras_test_refusing")
-  answer <- tryCatch(predict_for_request(fit, data.frame(), "raw", settings), gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem)))
+  answer <- tryCatch(
+    predict_for_request(fit, data.frame(), "raw", settings),
+    gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem))
+  )
   expect_snapshot(writeLines(answer))
 })
 

@@ -61,8 +61,12 @@ server <- start_in_fresh_r(
     httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_API")), app)
     # and a router of its own mounted in one
     matrix_api <- gpu_api(gpu_load(Sys.getenv("SERVE_MODEL_MATRIX")), allowed_hosts = "scoring.example")
-    httpuv::startServer("127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), plumber::pr_mount(plumber::pr(), "/m", matrix_api))
-    gpu_serve(model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE)
+    httpuv::startServer(
+      "127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), plumber::pr_mount(plumber::pr(), "/m", matrix_api)
+    )
+    gpu_serve(
+      model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE
+    )
   },
   env = c(
     SERVE_MODEL = model_path, SERVE_PORT = ports[1], SERVE_PORT_API = ports[2], SERVE_TOKEN = token,
@@ -89,7 +93,12 @@ request_handle <- function(body = NULL, bearer = NULL, headers = list()) {
 # A response as list(status, json): its status code and its body read by jsonlite.
 read_response <- function(response) {
   text <- rawToChar(response$content)
-  list(status = response$status_code, json = jsonlite::fromJSON(text, simplifyVector = TRUE), text = text, headers = curl::parse_headers(response$headers))
+  list(
+    status = response$status_code,
+    json = jsonlite::fromJSON(text, simplifyVector = TRUE),
+    text = text,
+    headers = curl::parse_headers(response$headers)
+  )
 }
 
 http <- function(url, body = NULL, bearer = token, headers = list()) {
@@ -134,7 +143,8 @@ local({
 test_that("eight concurrent clients get predict()'s answers, as records, columns and classes", {
   batches <- lapply(1:16, function(i) serve_data(if (i %% 4 == 0) 50 else i, 100 + i))
   requests <- lapply(seq_along(batches), function(i) {
-    body <- if (i %% 3 == 0) as.character(jsonlite::toJSON(as.list(batches[[i]]), digits = NA)) else records(batches[[i]])
+    body <- if (i %% 3 == 0) as.character(jsonlite::toJSON(as.list(batches[[i]]), digits = NA)) else
+      records(batches[[i]])
     list(url = paste0(served, if (i %% 5 == 0) "/predict?type=class" else "/predict"), body = body)
   })
   responses <- http_concurrently(requests)
@@ -164,7 +174,9 @@ test_that("one record as an object is one row; gpu_api() mounted in one's own ap
   }
 })
 
-test_that("gpu_api() adds its routes to the caller's router, whose own routes its filter lets by; the token is that filter's", {
+test_that(paste(
+  "gpu_api() adds its routes to the caller's router, whose own routes its filter lets by; the token is that filter's"
+), {
   own <- http(sprintf("http://127.0.0.1:%d/hello", ports[2]), bearer = NULL, headers = list(Host = "attacker.example"))
   expect_identical(own$status, 200L)
   expect_identical(own$json$hello, "world")
@@ -175,10 +187,17 @@ test_that("gpu_api() adds its routes to the caller's router, whose own routes it
   expect_identical(http(paste0(secured, "/metadata"), bearer = NULL)$status, 401L)
   expect_identical(http(paste0(secured, "/health"), bearer = NULL)$status, 200L)
   # the token is checked before the Content-Type, as gpu_serve() does
-  expect_identical(http(paste0(secured, "/predict"), records(rows), bearer = NULL, headers = list(`Content-Type` = "text/plain"))$status, 401L)
+  expect_identical(
+    http(
+      paste0(secured, "/predict"), records(rows), bearer = NULL, headers = list(`Content-Type` = "text/plain")
+    )$status,
+    401L
+  )
   answer <- http(paste0(secured, "/predict"), records(rows))
   expect_identical(answer$status, 200L)
-  expect_equal(unname(as.matrix(answer$json$predictions[c("high", "low")])), unname(predict(serve_fit, rows)), tolerance = 1e-6)
+  expect_equal(
+    unname(as.matrix(answer$json$predictions[c("high", "low")])), unname(predict(serve_fit, rows)), tolerance = 1e-6
+  )
   expect_true(http(paste0(secured, "/metadata"))$json$token_required)
   # the routes under the other prefix take no token
   expect_identical(http(paste0(mounted, "/predict"), records(rows), bearer = NULL)$status, 200L)
@@ -188,27 +207,121 @@ test_that("bad requests get a 4xx naming what is wrong, concurrently, and the se
   good <- serve_data(3, 11)
   bad <- list(
     list(body = "[{\"income\": 5", status = 400L, error = "malformed_json", message = "not valid JSON"),
-    list(body = records(good[c("income", "member")]), status = 400L, error = "missing_column", message = "lacks column\\(s\\) .*: region", columns = "region"),
-    list(body = "[{\"income\": \"high\", \"region\": \"west\", \"member\": true}]", status = 400L, error = "wrong_type", message = "Column `income` must hold numbers, not strings", column = "income"),
-    list(body = "[{\"income\": 5, \"region\": \"south\", \"member\": true}]", status = 400L, error = "unseen_level", message = "Column `region` has level\\(s\\) .*\"south\"", column = "region", levels = "south"),
-    list(body = "[{\"income\": null, \"region\": \"west\", \"member\": true}]", status = 400L, error = "missing_value", message = "Column `income` is null", column = "income"),
-    list(body = records(serve_data(51, 12)), status = 413L, error = "too_many_rows", message = "51 rows; .* at most 50 per request \\(max_rows\\)"),
+    list(
+      body = records(good[c("income", "member")]),
+      status = 400L,
+      error = "missing_column",
+      message = "lacks column\\(s\\) .*: region",
+      columns = "region"
+    ),
+    list(
+      body = "[{\"income\": \"high\", \"region\": \"west\", \"member\": true}]",
+      status = 400L,
+      error = "wrong_type",
+      message = "Column `income` must hold numbers, not strings",
+      column = "income"
+    ),
+    list(
+      body = "[{\"income\": 5, \"region\": \"south\", \"member\": true}]",
+      status = 400L,
+      error = "unseen_level",
+      message = "Column `region` has level\\(s\\) .*\"south\"",
+      column = "region",
+      levels = "south"
+    ),
+    list(
+      body = "[{\"income\": null, \"region\": \"west\", \"member\": true}]",
+      status = 400L,
+      error = "missing_value",
+      message = "Column `income` is null",
+      column = "income"
+    ),
+    list(
+      body = records(serve_data(51, 12)),
+      status = 413L,
+      error = "too_many_rows",
+      message = "51 rows; .* at most 50 per request \\(max_rows\\)"
+    ),
     list(body = "[]", status = 400L, error = "no_rows", message = "no rows"),
     list(body = "[[5, 1, 0, 0, 1]]", status = 400L, error = "bad_body", message = "takes named columns: send records"),
-    list(body = "{\"income\": [1, 2], \"region\": [\"west\"], \"member\": [true, true]}", status = 400L, error = "bad_body", message = "different lengths"),
+    list(
+      body = "{\"income\": [1, 2], \"region\": [\"west\"], \"member\": [true, true]}",
+      status = 400L,
+      error = "bad_body",
+      message = "different lengths"
+    ),
     list(body = records(good), bearer = "wrong", status = 401L, error = "unauthorized", message = "token is wrong"),
     list(body = records(good), bearer = "", status = 401L, error = "unauthorized", message = "token is wrong"),
-    list(body = records(good), url = "/predict?type=probability", status = 400L, error = "bad_type", message = "type must be \"raw\" or \"class\""),
+    list(
+      body = records(good),
+      url = "/predict?type=probability",
+      status = 400L,
+      error = "bad_type",
+      message = "type must be \"raw\" or \"class\""
+    ),
     list(body = records(good), url = "/score", status = 404L, error = "not_found", message = "No route POST /score"),
-    list(body = "[{\"income\": 1e400, \"region\": \"west\", \"member\": true}]", status = 400L, error = "bad_data", message = "Column `income` has Inf, NaN or numbers beyond float32's range", column = "income"),
-    list(body = "[{\"income\": 5, \"region\": \"west\", \"member\": true}, {\"income\": -1e308, \"region\": \"west\", \"member\": true}]", status = 400L, error = "bad_data", message = "Column `income` .* in 1 row\\(s\\) \\(first: 2\\)", column = "income"),
-    list(body = records(good), headers = list(`Content-Type` = "text/plain"), status = 415L, error = "not_json", message = "`Content-Type: application/json`, not \"text/plain\""),
-    list(body = records(good), headers = list(Host = "attacker.example"), status = 403L, error = "forbidden_host", message = "not for \"attacker.example\": .*DNS rebinding"),
-    list(body = records(good), headers = list(Origin = "https://attacker.example"), status = 403L, error = "forbidden_origin", message = "web pages of other sites"),
-    list(body = records(good), headers = list(Origin = "null"), status = 403L, error = "forbidden_origin", message = "Origin: \"null\""),
-    list(body = records(good), headers = list(Host = "attacker.example", `Content-Type` = "text/plain"), bearer = "wrong", status = 403L, error = "forbidden_host", message = "attacker.example")
+    list(
+      body = "[{\"income\": 1e400, \"region\": \"west\", \"member\": true}]",
+      status = 400L,
+      error = "bad_data",
+      message = "Column `income` has Inf, NaN or numbers beyond float32's range",
+      column = "income"
+    ),
+    list(
+      body = paste0(
+        "[{\"income\": 5, \"region\": \"west\", \"member\": true}, {\"income\": -1e308, \"region\": \"west\", ",
+        "\"member\": true}]"
+      ),
+      status = 400L,
+      error = "bad_data",
+      message = "Column `income` .* in 1 row\\(s\\) \\(first: 2\\)",
+      column = "income"
+    ),
+    list(
+      body = records(good),
+      headers = list(`Content-Type` = "text/plain"),
+      status = 415L,
+      error = "not_json",
+      message = "`Content-Type: application/json`, not \"text/plain\""
+    ),
+    list(
+      body = records(good),
+      headers = list(Host = "attacker.example"),
+      status = 403L,
+      error = "forbidden_host",
+      message = "not for \"attacker.example\": .*DNS rebinding"
+    ),
+    list(
+      body = records(good),
+      headers = list(Origin = "https://attacker.example"),
+      status = 403L,
+      error = "forbidden_origin",
+      message = "web pages of other sites"
+    ),
+    list(
+      body = records(good),
+      headers = list(Origin = "null"),
+      status = 403L,
+      error = "forbidden_origin",
+      message = "Origin: \"null\""
+    ),
+    list(
+      body = records(good),
+      headers = list(Host = "attacker.example", `Content-Type` = "text/plain"),
+      bearer = "wrong",
+      status = 403L,
+      error = "forbidden_host",
+      message = "attacker.example"
+    )
   )
-  requests <- lapply(bad, function(case) list(url = paste0(served, case$url %||% "/predict"), body = case$body, bearer = case$bearer, headers = case$headers))
+  requests <- lapply(
+    bad,
+    function(case) {
+      list(
+        url = paste0(served, case$url %||% "/predict"), body = case$body, bearer = case$bearer, headers = case$headers
+      )
+    }
+  )
   responses <- http_concurrently(requests)
   for (i in seq_along(bad)) {
     case <- bad[[i]]
@@ -221,13 +334,17 @@ test_that("bad requests get a 4xx naming what is wrong, concurrently, and the se
     }
   }
   # no header at all: a 401 that says how to send the token
-  answer <- read_response(curl::curl_fetch_memory(paste0(served, "/predict"), handle = curl::handle_setopt(curl::new_handle(), postfields = records(good))))
+  answer <- read_response(curl::curl_fetch_memory(
+    paste0(served, "/predict"), handle = curl::handle_setopt(curl::new_handle(), postfields = records(good))
+  ))
   expect_identical(answer$status, 401L)
   expect_match(answer$json$message, "Authorization: Bearer <token>", fixed = TRUE)
   # and the service still answers, correctly
   expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
   after <- http(paste0(served, "/predict"), records(good))
-  expect_equal(unname(as.matrix(after$json$predictions[c("high", "low")])), unname(predict(serve_fit, good)), tolerance = 1e-6)
+  expect_equal(
+    unname(as.matrix(after$json$predictions[c("high", "low")])), unname(predict(serve_fit, good)), tolerance = 1e-6
+  )
 })
 
 # The serving process's resident memory, in MiB.
@@ -243,21 +360,40 @@ raw_http <- function(port, head) {
   on.exit(close(con))
   writeLines(c(head, ""), con, sep = "\r\n")
   response <- readLines(con, warn = FALSE)
-  list(status = as.integer(strsplit(response[1], " ", fixed = TRUE)[[1]][2]), json = jsonlite::fromJSON(response[length(response)]))
+  list(
+    status = as.integer(strsplit(response[1], " ", fixed = TRUE)[[1]][2]),
+    json = jsonlite::fromJSON(response[length(response)])
+  )
 }
 
-test_that("a body over max_bytes is refused from its headers, unread, and a missing token before that; GET routes read none", {
+test_that(paste(
+  "a body over max_bytes is refused from its headers, unread, and a missing token before that; GET routes read none"
+), {
   before <- served_mib()
   # 50 MB announced, with Expect: 100-continue, as curl's command line sends a large body:
   # the answer comes before a byte of it is sent
   announce <- function(request, ...) {
-    c(paste(request, "HTTP/1.1"), sprintf("Host: 127.0.0.1:%d", ports[1]), ..., "Content-Length: 52428800", "Expect: 100-continue")
+    c(
+      paste(request, "HTTP/1.1"),
+      sprintf("Host: 127.0.0.1:%d", ports[1]),
+      ...,
+      "Content-Length: 52428800",
+      "Expect: 100-continue"
+    )
   }
-  large <- raw_http(ports[1], announce("POST /predict", paste("Authorization: Bearer", token), "Content-Type: application/json"))
+  large <- raw_http(
+    ports[1], announce("POST /predict", paste("Authorization: Bearer", token), "Content-Type: application/json")
+  )
   expect_identical(large$status, 413L)
   expect_identical(large$json$error, "too_large")
-  expect_match(large$json$message, "The body has 50.0 MiB; this service takes at most 64.0 KiB (65536 bytes, max_bytes)", fixed = TRUE)
-  expect_identical(raw_http(ports[1], announce("POST /predict", "Content-Type: application/json"))$json$error, "unauthorized")
+  expect_match(
+    large$json$message,
+    "The body has 50.0 MiB; this service takes at most 64.0 KiB (65536 bytes, max_bytes)",
+    fixed = TRUE
+  )
+  expect_identical(
+    raw_http(ports[1], announce("POST /predict", "Content-Type: application/json"))$json$error, "unauthorized"
+  )
   expect_identical(raw_http(ports[1], announce("GET /health"))$status, 413L)
   chunked <- raw_http(ports[1], c(
     "POST /predict HTTP/1.1", sprintf("Host: 127.0.0.1:%d", ports[1]), paste("Authorization: Bearer", token),
@@ -282,7 +418,10 @@ test_that("8,000 records each with a key of its own build no table; /health answ
   noted <- sprintf(
     "[%s]",
     paste(sprintf(
-      "{\"Sepal.Length\": %s, \"Sepal.Width\": %s, \"Petal.Length\": %s, \"Petal.Width\": %s, \"note\": {\"k%d\": [1, {\"k%d\": 2}]}}",
+      paste0(
+        "{\"Sepal.Length\": %s, \"Sepal.Width\": %s, \"Petal.Length\": %s, \"Petal.Width\": %s, \"note\": {\"k%d\": ",
+        "[1, {\"k%d\": 2}]}}"
+      ),
       flowers$Sepal.Length, flowers$Sepal.Width, flowers$Petal.Length, flowers$Petal.Width, seq_len(2000), seq_len(2000)
     ), collapse = ",")
   )
@@ -301,7 +440,9 @@ test_that("8,000 records each with a key of its own build no table; /health answ
   }
   # the records' other keys, nested ones too, are never read
   expected <- predict(matrix_fit, as.matrix(flowers))
-  expect_equal(unname(as.matrix(responses[[10]]$json$predictions[levels(iris$Species)])), unname(expected), tolerance = 1e-6)
+  expect_equal(
+    unname(as.matrix(responses[[10]]$json$predictions[levels(iris$Species)])), unname(expected), tolerance = 1e-6
+  )
   # each such body made an 8,000 x 8,000 table before: 0.75 GB and 15 s
   expect_lt(served_mib() - before, 150)
 })
@@ -313,7 +454,9 @@ test_that("an answer echoes at most a few short values of what the client sent, 
   expect_identical(unseen$json$levels, c(paste0(strrep("x", 37), "..."), sprintf("level %d", 1:4)))
   expect_match(unseen$json$message, "\"level 4\" and 16 more. It knows \"east\", \"north\", \"west\".", fixed = TRUE)
   expect_lt(nchar(unseen$text), 600)
-  invalid <- c(charToRaw("[{\"income\": 5, \"region\": \"we"), as.raw(c(0xff, 0x01)), charToRaw("st\", \"member\": true}]"))
+  invalid <- c(
+    charToRaw("[{\"income\": 5, \"region\": \"we"), as.raw(c(0xff, 0x01)), charToRaw("st\", \"member\": true}]")
+  )
   answer <- read_response(curl::curl_fetch_memory(paste0(served, "/predict"), handle = request_handle(invalid, token)))
   expect_identical(answer$json$error, "malformed_json")
   expect_true(validUTF8(answer$text))
@@ -322,17 +465,43 @@ test_that("an answer echoes at most a few short values of what the client sent, 
   expect_match(long_type$json$message, sprintf("not \"%s...\"", strrep("z", 37)), fixed = TRUE)
 })
 
-test_that("a web page's Host or Origin is refused by gpu_api()'s routes too; allowed_hosts and local pages are answered", {
+test_that(paste(
+  "a web page's Host or Origin is refused by gpu_api()'s routes too; allowed_hosts and local pages are answered"
+), {
   one <- records(iris[1, 1:4])
-  for (headers in list(list(Host = "attacker.example"), list(Origin = "http://attacker.example:8000"), list(Host = "127.attacker.example"))) {
-    expect_identical(http(paste0(mounted, "/health"), bearer = NULL, headers = headers)$status, 403L, label = names(headers))
-    expect_identical(http(paste0(on_matrix, "/predict"), one, bearer = NULL, headers = headers)$status, 403L, label = names(headers))
+  for (headers in list(
+    list(Host = "attacker.example"), list(Origin = "http://attacker.example:8000"), list(Host = "127.attacker.example")
+  )) {
+    expect_identical(
+      http(paste0(mounted, "/health"), bearer = NULL, headers = headers)$status, 403L, label = names(headers)
+    )
+    expect_identical(
+      http(paste0(on_matrix, "/predict"), one, bearer = NULL, headers = headers)$status, 403L, label = names(headers)
+    )
   }
-  expect_identical(http(paste0(mounted, "/predict"), records(serve_data(1, 3)), bearer = NULL, headers = list(`Content-Type` = "text/plain"))$json$error, "not_json")
-  named <- http(paste0(on_matrix, "/predict"), one, bearer = NULL, headers = list(Host = sprintf("Scoring.Example:%d", ports[3]), Origin = "https://scoring.example"))
+  expect_identical(
+    http(
+      paste0(mounted, "/predict"),
+      records(serve_data(1, 3)),
+      bearer = NULL,
+      headers = list(`Content-Type` = "text/plain")
+    )$json$error,
+    "not_json"
+  )
+  named <- http(
+    paste0(on_matrix, "/predict"),
+    one,
+    bearer = NULL,
+    headers = list(Host = sprintf("Scoring.Example:%d", ports[3]), Origin = "https://scoring.example")
+  )
   expect_identical(named$status, 200L)
-  for (headers in list(list(Origin = sprintf("http://localhost:%d", ports[1])), list(Host = sprintf("[::1]:%d", ports[1])), list(Host = "localhost."))) {
-    expect_identical(http(paste0(served, "/health"), bearer = NULL, headers = headers)$status, 200L, label = unlist(headers))
+  for (headers in list(
+    list(Origin = sprintf("http://localhost:%d", ports[1])), list(Host = sprintf("[::1]:%d", ports[1])),
+    list(Host = "localhost.")
+  )) {
+    expect_identical(
+      http(paste0(served, "/health"), bearer = NULL, headers = headers)$status, 200L, label = unlist(headers)
+    )
   }
 })
 
@@ -342,25 +511,39 @@ test_that("a model of a matrix takes its columns by name, or rows of numbers", {
   by_name <- http(paste0(on_matrix, "/predict"), records(as.data.frame(rows[, 4:1])), bearer = NULL)
   expect_identical(by_name$status, 200L)
   expect_equal(unname(as.matrix(by_name$json$predictions[levels(iris$Species)])), unname(expected), tolerance = 1e-6)
-  as_rows <- http(paste0(on_matrix, "/predict?type=class"), as.character(jsonlite::toJSON(unname(rows), digits = NA)), bearer = NULL)
+  as_rows <- http(
+    paste0(on_matrix, "/predict?type=class"), as.character(jsonlite::toJSON(unname(rows), digits = NA)), bearer = NULL
+  )
   expect_identical(as_rows$json$predictions, as.character(predict(matrix_fit, rows, type = "class")))
   lacking <- http(paste0(on_matrix, "/predict"), records(as.data.frame(rows[, 1:3])), bearer = NULL)
   expect_identical(lacking$status, 400L)
   expect_identical(lacking$json$columns, "Petal.Width")
-  text <- http(paste0(on_matrix, "/predict"), "[{\"Sepal.Length\": \"long\", \"Sepal.Width\": 3, \"Petal.Length\": 1, \"Petal.Width\": 0.2}]", bearer = NULL)
+  text <- http(
+    paste0(on_matrix, "/predict"),
+    "[{\"Sepal.Length\": \"long\", \"Sepal.Width\": 3, \"Petal.Length\": 1, \"Petal.Width\": 0.2}]",
+    bearer = NULL
+  )
   expect_identical(text$status, 400L)
   expect_identical(text$json$error, "wrong_type")
   expect_identical(text$json$column, "Sepal.Length")
   short <- http(paste0(on_matrix, "/predict"), "[[5.1, 3.5, 1.4, 0.2], [4.9, 3.0, 1.4]]", bearer = NULL)
   expect_identical(short$status, 400L)
   expect_identical(short$json$error, "bad_data")
-  expect_match(short$json$message, "Each row must hold 4 numbers (Sepal.Length, Sepal.Width, Petal.Length, Petal.Width); row 2 holds 3.", fixed = TRUE)
+  expect_match(
+    short$json$message,
+    "Each row must hold 4 numbers (Sepal.Length, Sepal.Width, Petal.Length, Petal.Width); row 2 holds 3.",
+    fixed = TRUE
+  )
   # jsonlite reads "NaN" in an array of numbers as NaN
   not_a_number <- http(paste0(on_matrix, "/predict"), "[[5.1, 3.5, 1.4, 0.2], [4.9, 3.0, 1.4, \"NaN\"]]", bearer = NULL)
   expect_identical(not_a_number$json$error, "bad_data")
   expect_identical(not_a_number$json$column, "Petal.Width")
   expect_identical(not_a_number$json$rows, 2L)
-  beyond <- http(paste0(on_matrix, "/predict"), "[{\"Sepal.Length\": 5.1, \"Sepal.Width\": 1e39, \"Petal.Length\": 1.4, \"Petal.Width\": 0.2}]", bearer = NULL)
+  beyond <- http(
+    paste0(on_matrix, "/predict"),
+    "[{\"Sepal.Length\": 5.1, \"Sepal.Width\": 1e39, \"Petal.Length\": 1.4, \"Petal.Width\": 0.2}]",
+    bearer = NULL
+  )
   expect_identical(beyond$json$error, "bad_data")
   expect_identical(beyond$json$column, "Sepal.Width")
   meta <- http(paste0(on_matrix, "/metadata"), bearer = NULL)$json
@@ -393,7 +576,9 @@ test_that("a port in use is a classed error before serving; another host without
   busy <- serverSocket(busy_port) # every interface
   withr::defer(close(busy))
   expect_warning(
-    expect_error(gpu_serve(serve_fit, port = busy_port, host = "0.0.0.0", quiet = TRUE), class = "gpukeras_error_port_in_use"),
+    expect_error(
+      gpu_serve(serve_fit, port = busy_port, host = "0.0.0.0", quiet = TRUE), class = "gpukeras_error_port_in_use"
+    ),
     class = "gpukeras_warning_serve_open"
   )
 })

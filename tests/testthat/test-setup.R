@@ -15,7 +15,9 @@ test_that("check_threads() takes one count for both, or c(intra = , inter = ) in
   expect_error(check_threads(1:3), "a integer of length 3", class = "gpukeras_error_bad_argument")
   expect_error(check_threads(NA_real_), class = "gpukeras_error_bad_argument")
   expect_error(check_threads("2"), class = "gpukeras_error_bad_argument")
-  expect_error(check_threads(c(a = 1, b = 2)), "`threads` names must be `intra` and `inter`", class = "gpukeras_error_bad_argument")
+  expect_error(
+    check_threads(c(a = 1, b = 2)), "`threads` names must be `intra` and `inter`", class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("format.gpukeras_setup() shows limits, loss scaling, a device that gains nothing, JAX threads and notes", {
@@ -85,14 +87,22 @@ test_that("bad gpu_setup() arguments are gpukeras_error_bad_argument errors rais
       label = name
     )
   }
-  expect_match(errors$mixed_precision$message, "`mixed_precision` must be one of \"auto\", \"float16\", \"bfloat16\", \"float32\", not `float8`.", fixed = TRUE)
+  expect_match(
+    errors$mixed_precision$message,
+    "`mixed_precision` must be one of \"auto\", \"float16\", \"bfloat16\", \"float32\", not `float8`.",
+    fixed = TRUE
+  )
   expect_match(errors$threads_negative$message, "`threads` must be one count or c(intra = , inter = )", fixed = TRUE)
   expect_match(errors$threads_negative$message, "not `-1`", fixed = TRUE)
   expect_match(errors$threads_names$message, "`threads` names must be `intra` and `inter`.", fixed = TRUE)
   expect_match(errors$jit_compile$message, "`jit_compile` must be TRUE, FALSE or \"auto\", not `yes`.", fixed = TRUE)
   expect_match(errors$cpu_devices$message, "`cpu_devices` must be one whole number >= 1, not `0`.", fixed = TRUE)
   expect_match(errors$memory_limit$message, "`memory_limit` must be positive numbers, not `-5`.", fixed = TRUE)
-  expect_match(errors$devices_tpu$message, "`devices` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not `TPU:0`.", fixed = TRUE)
+  expect_match(
+    errors$devices_tpu$message,
+    "`devices` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not `TPU:0`.",
+    fixed = TRUE
+  )
   expect_match(errors$devices_tpu$message, "gpu_devices() lists the devices there are.", fixed = TRUE)
   expect_match(errors$devices_na$message, "not `NA`", fixed = TRUE)
   expect_match(errors$devices_negative$message, "not `-1`", fixed = TRUE)
@@ -185,7 +195,9 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
 
   # memory_growth and memory_limit together: TensorFlow cannot do both.
   expect_identical(child$both$class[1], "gpukeras_error_bad_argument")
-  expect_match(child$both$message, "memory_growth = TRUE and memory_limit cannot be combined in TensorFlow", fixed = TRUE)
+  expect_match(
+    child$both$message, "memory_growth = TRUE and memory_limit cannot be combined in TensorFlow", fixed = TRUE
+  )
   expect_match(child$both$message, "Pass memory_growth = FALSE with memory_limit", fixed = TRUE)
   expect_null(child$both$python_traceback)
 
@@ -203,7 +215,9 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
 
   # A GPU that does not exist: a classed error listing the devices there are.
   for (error in list(child$device_index, child$device_name)) {
-    expect_identical(error$class, c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition"))
+    expect_identical(
+      error$class, c("gpukeras_error_unknown_device", "gpukeras_error", "rlang_error", "error", "condition")
+    )
     expect_match(error$message, "No such device: GPU:0. Devices here: CPU:0.", fixed = TRUE)
     expect_match(error$message, "gpu_devices() lists them", fixed = TRUE)
   }
@@ -215,12 +229,16 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
     child$limit_warnings[[1]]$class,
     c("gpukeras_warning_not_applied", "gpukeras_warning", "rlang_warning", "warning", "condition")
   )
-  expect_match(child$limit_warnings[[1]]$message, "memory_limit: no GPU in use, so there is nothing to cap", fixed = TRUE)
+  expect_match(
+    child$limit_warnings[[1]]$message, "memory_limit: no GPU in use, so there is nothing to cap", fixed = TRUE
+  )
   expect_identical(child$limit_setup$notes, "memory_limit: no GPU in use, so there is nothing to cap")
   expect_identical(child$limit_setup$memory_limit_mib, numeric())
 })
 
-test_that("gpu_setup(deterministic = TRUE, seed = ): two gpu_fit()s of the same model give the same weights, and say so", {
+test_that(paste(
+  "gpu_setup(deterministic = TRUE, seed = ): two gpu_fit()s of the same model give the same weights, and say so"
+), {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {
@@ -290,14 +308,18 @@ test_that("gpu_setup(deterministic = TRUE) without a seed chooses one, shows how
   expect_true(is.integer(seed) && length(seed) == 1L && seed >= 0L)
   expect_true(child$setup$seed_chosen)
   expect_true(child$op_determinism)
-  expect_true(sprintf("  deterministic:   yes, seed %d (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", seed, seed) %in% child$format)
+  expect_true(sprintf(
+    "  deterministic:   yes, seed %d (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", seed, seed
+  ) %in% child$format)
   expect_true(child$r_random_kept)
   # background fits and gpu_cv()/gpu_search() workers apply the setup again: with this seed
   expect_identical(child$handed_on$seed, seed)
   expect_identical(child$fit, list(deterministic = TRUE, seed = seed))
 })
 
-test_that("gpu_setup() after the runtime started: is silent when nothing changes, else changes nothing and says what to do", {
+test_that(paste(
+  "gpu_setup() after the runtime started: is silent when nothing changes, else changes nothing and says what to do"
+), {
   skip_if_no_python()
   child <- run_in_fresh_r(
     {
@@ -345,7 +367,9 @@ test_that("gpu_setup() after the runtime started: is silent when nothing changes
   expect_identical(child$first, list(intra_op_threads = 2L, inter_op_threads = 2L))
 
   late <- child$late
-  expect_identical(late$class, c("gpukeras_error_runtime_started", "gpukeras_error", "rlang_error", "error", "condition"))
+  expect_identical(
+    late$class, c("gpukeras_error_runtime_started", "gpukeras_error", "rlang_error", "error", "condition")
+  )
   expect_match(late$message, "TensorFlow has already started in this session", fixed = TRUE)
   expect_match(late$message, "threads (intra-op): asked 3, in force 2", fixed = TRUE)
   expect_match(late$message, "threads (inter-op): asked 3, in force 2", fixed = TRUE)

@@ -23,7 +23,13 @@ test_that("gpu_fit(): a batch_size larger than the rows warns and trains one bat
   expect_identical(fit$settings$batch_size, 150L)
   expect_identical(fit$settings$steps_per_epoch, 1L)
   expect_warning(
-    fit <- gpu_fit(steps_model(), list(x = gpu_as_numpy(data$x), y = gpu_as_numpy(as.integer(data$y) - 1L)), batch_size = 151, verbose = 0, monitor = FALSE),
+    fit <- gpu_fit(
+      steps_model(),
+      list(x = gpu_as_numpy(data$x), y = gpu_as_numpy(as.integer(data$y) - 1L)),
+      batch_size = 151,
+      verbose = 0,
+      monitor = FALSE
+    ),
     "larger than the 150 training rows", class = "gpukeras_warning_batch_size"
   )
   expect_identical(fit$settings$batch_size, 150L)
@@ -85,7 +91,9 @@ test_that("gpu_batch_size()'s print states the rule, shows steps per epoch and t
   unknown$trials <- lapply(unknown$trials, function(t) modifyList(t, list(steps_per_epoch = NULL)))
   text <- format(new_gpukeras_batch_size(unknown))
   expect_match(text[4], "^Steps/epoch: +not known .* rule of 8 or more steps per epoch is not applied")
-  expect_true(any(grepl("^Recommended: +batch_size = 64, the fastest \\(20,000 samples/s, 3.20 ms a step\\)\\.$", text)))
+  expect_true(any(grepl(
+    "^Recommended: +batch_size = 64, the fastest \\(20,000 samples/s, 3.20 ms a step\\)\\.$", text
+  )))
 })
 
 test_that("gpu_batch_size() recommends no size under 8 steps per epoch of the training rows", {
@@ -115,7 +123,9 @@ test_that("gpu_tune()'s table shows steps per epoch; sizes under 8 steps are lef
     )
   }
   result <- list(
-    trials = list(run("baseline", 16L, 1L, 1000), run("batch_size", 8L, 1L, 600), run("steps_per_execution", 16L, 8L, 3000)),
+    trials = list(
+      run("baseline", 16L, 1L, 1000), run("batch_size", 8L, 1L, 600), run("steps_per_execution", 16L, 8L, 3000)
+    ),
     recommended = list(precision = "float32", batch_size = 16L, steps_per_execution = 8L, jit_compile = FALSE),
     baseline = NULL, loss_samples = 640L, skipped = list(), device = "CPU:0", device_name = "AMD EPYC",
     backend = "tensorflow", seconds = 5, settings = list(),

@@ -40,7 +40,9 @@ test_that("a folder store: a fit's run holds its settings, epochs, report and mo
   expect_s3_class(tracking, "gpukeras_tracking")
   expect_true(file.exists(file.path(folder, "mlflow.db")))
   expect_match(format(tracking)[1], "experiment iris")
-  fit <- gpu_fit(iris_model_fn(), list(x = iris[, 1:4], y = iris$Species), epochs = 3, batch_size = 32, seed = 1, verbose = 0)
+  fit <- gpu_fit(
+    iris_model_fn(), list(x = iris[, 1:4], y = iris$Species), epochs = 3, batch_size = 32, seed = 1, verbose = 0
+  )
   run_id <- fit$settings$tracking$run_id
   expect_type(run_id, "character")
   # the fit did not wait for its records (gpu_track(wait = 0)); gpu_runs() does
@@ -83,7 +85,11 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
   comparison <- gpu_compare_runs(small$settings$tracking$run_id, paste0("runs:/", large$settings$tracking$run_id))
   expect_true("parameters" %in% comparison$params$param)
   expect_setequal(unique(comparison$history$metric), c("loss", "accuracy"))
-  expect_equal(comparison$history$value[comparison$history$run == "b" & comparison$history$metric == "loss"], large$history$loss, tolerance = 1e-6)
+  expect_equal(
+    comparison$history$value[comparison$history$run == "b" & comparison$history$metric == "loss"],
+    large$history$loss,
+    tolerance = 1e-6
+  )
   path <- tempfile(fileext = ".png")
   grDevices::png(path)
   plot(comparison)
@@ -109,7 +115,9 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
     expect_equal(tag(run, "mlflow.parentRunId"), parent_of("cv"))
     expect_true("held_out_loss" %in% names(run$data$metrics))
   }
-  expect_equal(runs[[which(kinds == "cv")]]$data$metrics[["held_out_loss_mean"]], mean(cv$metrics$loss), tolerance = 1e-6)
+  expect_equal(
+    runs[[which(kinds == "cv")]]$data$metrics[["held_out_loss_mean"]], mean(cv$metrics$loss), tolerance = 1e-6
+  )
   for (run in runs[kinds == "trial"]) {
     expect_equal(tag(run, "mlflow.parentRunId"), parent_of("search"))
     expect_equal(tag(run, "gpukeras.trial_state"), "complete")
@@ -151,7 +159,9 @@ test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track
   expect_equal(nrow(fit$history), 2L)
   kept <- list.files(Sys.getenv("GPUKERAS_TRACK_SPOOL"), pattern = "[.]json$", full.names = TRUE)
   expect_gt(length(kept), 0L)
-  expect_false(any(vapply(kept, function(f) any(grepl("wrong-Secret-123", readLines(f, warn = FALSE), fixed = TRUE)), logical(1))))
+  expect_false(any(vapply(
+    kept, function(f) any(grepl("wrong-Secret-123", readLines(f, warn = FALSE), fixed = TRUE)), logical(1)
+  )))
   # a password in the URI is masked too
   masked <- suppressWarnings(gpu_track(sub("//", "//someone:uri-Secret-9@", server$url), experiment = "kept", wait = 5))
   expect_false(any(grepl("uri-Secret-9", format(masked), fixed = TRUE)))
@@ -163,7 +173,9 @@ test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track
   expect_equal(synced$sent, length(kept))
   runs <- mlflow_runs(mlflow_client(server$url), "kept")
   expect_length(runs, 1L)
-  steps <- vapply(py_list(mlflow_client(server$url)$get_metric_history(runs[[1]]$info$run_id, "loss")), function(m) m$step, numeric(1))
+  steps <- vapply(
+    py_list(mlflow_client(server$url)$get_metric_history(runs[[1]]$info$run_id, "loss")), function(m) m$step, numeric(1)
+  )
   expect_equal(sort(steps), 1:2)
 })
 
@@ -204,7 +216,10 @@ test_that("a search's failed trial is a run that says so, with the reason", {
       keras$Input(shape = 4), keras$layers$Dense(8L, activation = if (params$mode == "ok") "relu" else "linear"),
       keras$layers$Dense(3L, activation = "softmax")
     ))
-    model$compile(optimizer = keras$optimizers$SGD(if (params$mode == "nan") 1e30 else 0.01), loss = "sparse_categorical_crossentropy")
+    model$compile(
+      optimizer = keras$optimizers$SGD(if (params$mode == "nan") 1e30 else 0.01),
+      loss = "sparse_categorical_crossentropy"
+    )
     model
   }
   search <- gpu_search(

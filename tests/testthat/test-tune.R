@@ -37,7 +37,12 @@ test_that("gpu_tune() tries two values per axis, recommends the fastest sound ru
   sound <- trials[trials$sound & !is.na(trials$samples_per_second), ]
   fastest <- sound[which.max(sound$samples_per_second), ]
   expect_identical(
-    list(tune$recommended$precision, tune$recommended$batch_size, tune$recommended$steps_per_execution, tune$recommended$jit_compile),
+    list(
+      tune$recommended$precision,
+      tune$recommended$batch_size,
+      tune$recommended$steps_per_execution,
+      tune$recommended$jit_compile
+    ),
     list(fastest$precision, fastest$batch_size, fastest$steps_per_execution, fastest$jit_compile)
   )
   expect_identical(lapply(model$get_weights(), as.vector), before)
@@ -88,14 +93,25 @@ test_that("bad input to gpu_tune() and gpu_fit(tuned = ) gets a classed error", 
   }
   skip_if_no_python()
   model <- tune_model()
-  expect_error(gpu_fit(model, data, tuned = list()), "`tuned` must be a gpu_tune\\(\\) result", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(model, data, tuned = list()),
+    "`tuned` must be a gpu_tune\\(\\) result",
+    class = "gpukeras_error_bad_argument"
+  )
   none <- structure(list(recommended = NULL), class = "gpukeras_tune")
   expect_error(gpu_fit(model, data, tuned = none), "recommends nothing", class = "gpukeras_error_bad_argument")
   some <- structure(
-    list(recommended = list(precision = "float32", batch_size = 8L, steps_per_execution = 1L, jit_compile = FALSE), data_kind = "r"),
+    list(
+      recommended = list(precision = "float32", batch_size = 8L, steps_per_execution = 1L, jit_compile = FALSE),
+      data_kind = "r"
+    ),
     class = "gpukeras_tune"
   )
-  expect_error(gpu_fit(model, data, batch_size = 4, tuned = some), "Give `tuned` or `batch_size`, not both", class = "gpukeras_error_bad_argument")
+  expect_error(
+    gpu_fit(model, data, batch_size = 4, tuned = some),
+    "Give `tuned` or `batch_size`, not both",
+    class = "gpukeras_error_bad_argument"
+  )
 })
 
 test_that("print and plot mark an unsound run, and recommend only a sound one", {
@@ -108,7 +124,9 @@ test_that("print and plot mark an unsound run, and recommend only a sound one", 
     )
   }
   result <- list(
-    trials = list(run("float32", 1000, TRUE), run("mixed_float16", 5000, FALSE, "unsound: the loss became NaN or infinite")),
+    trials = list(
+      run("float32", 1000, TRUE), run("mixed_float16", 5000, FALSE, "unsound: the loss became NaN or infinite")
+    ),
     recommended = list(precision = "float32", batch_size = 32L, steps_per_execution = 1L, jit_compile = FALSE),
     baseline = NULL, loss_samples = 640L, skipped = list(), device = "CPU:0", device_name = "CPU",
     backend = "tensorflow", batch_sizes_from = "given", seconds = 5, settings = list()
@@ -116,8 +134,14 @@ test_that("print and plot mark an unsound run, and recommend only a sound one", 
   tune <- gpukeras:::new_gpukeras_tune(result, "r")
   printed <- format(tune)
   expect_true(any(grepl("mixed_float16 .* UNSOUND", printed)))
-  expect_true("UNSOUND: mixed_float16, batch 32, steps_per_execution 1, jit_compile off: the loss became NaN or infinite" %in% printed)
-  expect_true(any(grepl("^Recommended: float32, batch 32, steps_per_execution 1, jit_compile off \\(1,000 samples/s, 1.00x the baseline\\)", printed)))
+  expect_true(
+    "UNSOUND: mixed_float16, batch 32, steps_per_execution 1, jit_compile off: the loss became NaN or infinite" %in%
+      printed
+  )
+  expect_true(any(grepl(
+    "^Recommended: float32, batch 32, steps_per_execution 1, jit_compile off \\(1,000 samples/s, 1.00x the baseline\\)",
+    printed
+  )))
   expect_identical(as.data.frame(tune)$overflows, c(NA, 12L))
   path <- withr::local_tempfile(fileext = ".png")
   grDevices::png(path)
@@ -131,11 +155,21 @@ test_that("runs skipped for memory say why, one by one; those the budget left ou
     axis = c("batch_size", "precision", "steps_per_execution"),
     precision = c("float32", "mixed_bfloat16", "float32"), batch_size = c(1024, 512, 64),
     steps_per_execution = c(1, 1, 8), jit_compile = c(TRUE, TRUE, TRUE),
-    reason = c("memory: needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free", "memory: out of memory when it ran (RESOURCE_EXHAUSTED)", "time: the budget was spent")
+    reason = c(
+      "memory: needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free",
+      "memory: out of memory when it ran (RESOURCE_EXHAUSTED)",
+      "time: the budget was spent"
+    )
   )
   expect_identical(skipped_lines(skipped), c(
-    "Skipped: float32, batch 1024, steps_per_execution 1, jit_compile on: memory, needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free",
-    "Skipped: mixed_bfloat16, batch 512, steps_per_execution 1, jit_compile on: memory, out of memory when it ran (RESOURCE_EXHAUSTED)",
+    paste0(
+      "Skipped: float32, batch 1024, steps_per_execution 1, jit_compile on: memory, needs 9,000 MiB by ",
+      "gpu_memory_plan(), 8,000 MiB free"
+    ),
+    paste0(
+      "Skipped: mixed_bfloat16, batch 512, steps_per_execution 1, jit_compile on: memory, out of memory when it ran ",
+      "(RESOURCE_EXHAUSTED)"
+    ),
     "Skipped (time_budget spent): 1 runs"
   ))
   expect_identical(skipped_lines(skipped[0, ]), character())

@@ -79,7 +79,9 @@ test_that("an NA weight is an NA row: an error that names it, or dropped with gp
   skip_if_no_python()
   data <- weights_data()
   weights <- c(NA, rep(1, 119))
-  expect_error(gpu_fit(weights_model(), c(data, list(sample_weight = weights)), verbose = 0), class = "gpukeras_error_bad_data")
+  expect_error(
+    gpu_fit(weights_model(), c(data, list(sample_weight = weights)), verbose = 0), class = "gpukeras_error_bad_data"
+  )
   made <- gpu_dataset(data$x, data$y, sample_weight = weights, na = "drop", batch_size = 16)
   expect_identical(attr(made, "gpukeras")$dropped_rows, 1L)
 })

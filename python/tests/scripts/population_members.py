@@ -88,7 +88,7 @@ stopped.write_back()
 on_device = population(on_host=False)
 device_rows = all(
     np.array_equal(
-        np.asarray(on_device._epoch_rows(epoch))[i, : len(member_rows[i])],
+        np.asarray(on_device.epoch_rows(epoch))[i, : len(member_rows[i])],
         member_rows[i][
             np.asarray(EpochOrder(on_device.jax, len(member_rows[i]), seeds[i], False).draw(epoch))
         ],

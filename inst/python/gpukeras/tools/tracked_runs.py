@@ -6,12 +6,14 @@ A fit (``start_fit``, from gpu_fit()'s verb, ``tools.training``) is one MLflow r
   accumulation, steps per execution, XLA, precision, optimizer and learning rate or
   schedule, clipping, seed, class weights), the backend, device and versions
   (gpukeras, Keras, the framework), the data (its kind, rows, a content hash of
-  arrays) and the model (layers, parameter count);
+  arrays, hashed on the sending thread) and the model (layers, parameter count);
 - metrics: each epoch's logs under Keras' names with the epoch (from 1) as the step,
   sent as the epoch ends (``EpochLogger``); the report's measures at the last epoch
   (``REPORT_METRICS``); tags: the input verdict, the last gpu_check() verdict;
 - artifacts: ``model/`` as gpu_save() writes it (``model.keras`` and the encoding
-  beside it) and ``model_summary.txt``; R adds the fit's plot;
+  beside it) and ``model_summary.txt``, written on the sending thread from a copy taken
+  as the fit ends (``model_copy``: the fit's own weights, however the model trains on);
+  R adds the fit's plot;
 - a fit with a backup folder keeps its run's key there (``KEY_FILE``), so the same
   call resumed after a kill, a preemption or a background child's crash continues
   the same run (the epochs the killed process may not have sent are filled in from
@@ -38,7 +40,7 @@ from typing import Any
 from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.tools import scoring, tracking
+from gpukeras.tools import model_copy, tracking
 from gpukeras.tools import tracking_sender as sender
 from gpukeras.train import backup_files
 
@@ -109,7 +111,7 @@ class FitRun:
         self, model: Model, data: object, given: Mapping[str, object], track: Mapping[str, object]
     ):
         started = time.perf_counter()
-        # seconds tracking took on the training thread (bench/tracking.py), waits apart
+        # seconds tracking took on the training thread (bench/tracking.py), a wait asked for apart
         self.seconds = 0.0
         self.target = tracking.target_of(track)
         self.track = track
@@ -131,12 +133,9 @@ class FitRun:
         sender.SENDER.retry(self.target)
         if self.resumed:
             self.post(sender.status_op("RUNNING", end=False))
-        self.post(
-            sender.log_op(
-                params={**fit_params(model, given, track), **data_params(data)},
-                tags=_verdict_tags(track),
-            )
-        )
+        self.post(sender.log_op(params=fit_params(model, given, track), tags=_verdict_tags(track)))
+        # hashed on the sending thread while the fit reads the same arrays (it never writes them)
+        self.post(sender.later_op(lambda: sender.log_op(params=data_params(data))))
         self.seconds += time.perf_counter() - started
 
     def post(self, op: dict[str, Any]) -> None:
@@ -182,15 +181,16 @@ class FitRun:
                 tags={"gpukeras.input_verdict": report.get("input_verdict")},
             )
         )
-        with contextlib.suppress(Exception):
-            self.post(sender.artifacts_op(model_folder(model, self.track.get("encoding"))))
+        with contextlib.suppress(Exception):  # the model as it is now, written later
+            copy = model_copy.ModelCopy(model)
+            encoding = self.track.get("encoding")
+            self.post(sender.later_op(lambda: sender.artifacts_op(copy.folder(encoding))))
         best = settings.get("best")
         if isinstance(best, Mapping) and best.get("best"):
             with contextlib.suppress(OSError):
                 self.post(sender.artifacts_op(_best_folder(best["best"])))
         self.post(sender.status_op("FINISHED"))
-        self.seconds += time.perf_counter() - started
-        self._end(result)
+        self._end(result, started)
         path = _key_file(self.backup_dir)
         if path is not None:
             path.unlink(missing_ok=True)
@@ -207,13 +207,16 @@ class FitRun:
         if self.target.wait > 0:
             sender.SENDER.drain(self.target)
 
-    def _end(self, result: dict[str, Any]) -> None:
-        """Wait as the target says: for everything (``wait`` s), or for the run's id alone
-        (the sending goes on while R carries on)."""
+    def _end(self, result: dict[str, Any], started: float) -> None:
+        """Wait as the target says: for everything (``wait`` s: asked for, so not counted in
+        ``seconds``), or for the run's id alone (made as the fit began: the sending goes on
+        while R carries on)."""
         if self.target.wait > 0:
+            self.seconds += time.perf_counter() - started
             sender.SENDER.drain(self.target)
         else:
             sender.SENDER.wait_for_run(self.target, self.key, tracking.RUN_ID_WAIT)
+            self.seconds += time.perf_counter() - started
         result.setdefault("settings", {})["tracking"] = {
             "key": self.key,
             "run_id": sender.SENDER.run_id(self.target, self.key),
@@ -372,19 +375,6 @@ def _arrays(data: object) -> list[Any]:
 
 
 # Artifacts -------------------------------------------------------------------------
-def model_folder(model: Model, encoding: object) -> str:
-    """A temporary folder with the model as gpu_save() writes it (``model/model.keras`` and
-    its encoding beside it) and ``model_summary.txt``; the sender removes it once sent."""
-    folder = tempfile.mkdtemp(prefix="gpukeras-run-")
-    os.mkdir(os.path.join(folder, "model"))
-    scoring.save_model(model, os.path.join(folder, "model", "model.keras"), encoding)
-    lines: list[str] = []
-    with contextlib.suppress(Exception):
-        model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line))
-    Path(folder, "model_summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
-
-
 def _best_folder(best: list[dict[str, Any]]) -> str:
     """A temporary folder with copies of the k best models under ``best/`` (gpu_backup(
     keep_best = )), for the run's artifacts."""

@@ -1,31 +1,30 @@
 """Sending runs to MLflow on a thread of their own, and keeping what could not be sent.
 
-Training never waits for the tracking store. Each tracked run is known by a key of
-gpukeras' own (``new_key``, the run's tag ``gpukeras.key``), so that any process
-can log to a run another made (a search's parent marks a trial that its worker
-trained, a resumed fit continues the run of the killed one) and a run can be made
-after the fact: every operation (``post``) carries what makes its run where none
-has that key yet (``Creation``). Operations are queued and sent in order by one
-daemon thread per process (``Sender``), consecutive log operations of a run merged
-into MLflow's ``log_batch`` (up to MLflow's limits per request), so an epoch's
-metrics are one request, not one per value, and short epochs' are held back a moment
-(``LINGER``) to go together.
+Training never waits for the tracking store. Each tracked run is known by a key of gpukeras'
+own (``new_key``, the run's tag ``gpukeras.key``), so that any process can log to a run
+another made (a search's parent marks a trial that its worker trained, a resumed fit
+continues the run of the killed one) and a run can be made after the fact: every operation
+(``post``) carries what makes its run where none has that key yet (``Creation``). Operations
+are queued and sent in order by one daemon thread per process (``Sender``), consecutive log
+operations of a run merged into MLflow's ``log_batch`` (up to MLflow's limits per request),
+so an epoch's metrics are one request, not one per value, and a made run's epochs are held
+back a few seconds (``LINGER``) to go together (a run not made yet is made at once: a fit
+never waits for it at its end). What costs time to make (a model's files, a data hash) is a
+``later_op``, made by the sending thread when its turn comes, not by the training thread.
 
-When the store cannot take a request (``tracking.unavailable``: no answer, too slow,
-refused credentials, a database that stays locked), the thread sends nothing more
-to it in this process: that operation and every later one for that store are kept
-in the spool folder (``Target.spool``, made for this user alone, only then), one
-JSON file per batch of a run's operations with copies of its artifacts, and a
-warning is due (``take_warnings``; R raises it as ``gpukeras_warning_tracking``). A
-tracked verb does not wait for its operations to be sent, only (a few seconds at most)
-for its run to be made, for its id (``wait_for_run``); with ``Target.wait`` it waits
-that long for all of them (``drain``), and what is still queued then is kept the same
-way. What reads runs, and a process that ends, waits for them first (``flush``). ``sync`` sends
-what was kept, in the order it was kept, when the store answers again:
-gpu_track_sync(), or by itself before a later run's first operation. Sending what
-was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
-that step and time already is left out, and params, tags and artifacts are the same
-again.
+When the store cannot take a request (``tracking.unavailable``: no answer, too slow, refused
+credentials, a database that stays locked), the thread sends nothing more to it in this
+process: that operation and every later one for that store are kept in the spool folder
+(``Target.spool``, made for this user alone, only then), one JSON file per batch of a run's
+operations with copies of its artifacts, and a warning is due (``take_warnings``; R raises
+it as ``gpukeras_warning_tracking``). A tracked verb does not wait for its operations to be
+sent, only (a few seconds at most) for its run to be made, for its id (``wait_for_run``);
+with ``Target.wait`` it waits that long for all of them (``drain``), and what is still
+queued then is kept the same way. What reads runs, and a process that ends, waits for them
+first (``flush``). ``sync`` sends what was kept, in the order it was kept, when the store
+answers again: gpu_track_sync(), or by itself before a later run's first operation. Sending
+what was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
+that step and time already is left out, and params, tags and artifacts are the same again.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,9 +54,9 @@ PARENT_KEY_TAG = "gpukeras.parent_key"
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 MAX_PARAM_LENGTH, MAX_TAG_LENGTH = 6000, 8000
 SPOOL_FORMAT = 1
-# Seconds the thread holds a run's metrics back for more of the same run (short epochs'
-# logs then go as one request), unless something waits for them.
-LINGER = 1.0
+MERGED = ("log", "later")  # the operations one batch of a run takes together
+# Seconds a made run's metrics wait for more of its own (fewer requests), unless waited for.
+LINGER = 5.0
 _NAME_OK = re.compile(r"[^\w\-. :/]")
 
 
@@ -118,6 +117,12 @@ def status_op(status: str, end: bool = True) -> dict[str, Any]:
     return {"op": "status", "status": status, "end_time": now_ms() if end else None}
 
 
+def later_op(make: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """An operation made on the sending thread when its turn comes (or when it is kept):
+    ``make`` returns it (log or artifacts), or None; where it fails, nothing is sent."""
+    return {"op": "later", "make": make}
+
+
 def fill_op(rows: list[tuple[str, float, int, int]]) -> dict[str, Any]:
     """Log the metric values (name, value, timestamp, step) whose step the run lacks: a
     resumed fit's epochs that the killed process may not have sent."""
@@ -147,8 +152,6 @@ class Sender:
         self.down: dict[str, str] = {}  # uri -> why it cannot take requests now
         self.synced: set[str] = set()
         self.warnings: list[str] = []
-        # CPU seconds the sending thread has used (bench/tracking.py: what tracking costs)
-        self.cpu_seconds = 0.0
         # how many wait for the queue (drain, flush, wait_for_run): no lingering then
         self.waiting = 0
 
@@ -237,25 +240,24 @@ class Sender:
                 while not self.queue:
                     self.changed.wait()
                 deadline = time.monotonic() + LINGER
-                while not self.waiting and self._only_logs_of_one_run():
+                while not self.waiting and self._only_logs_of_one_made_run():
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self.changed.wait(left)
                 batch = self._next_batch()
                 self.busy = True
-            started = time.thread_time()
             try:
                 self._send(batch)
             finally:
-                self.cpu_seconds += time.thread_time() - started
                 with self.changed:
                     self.busy = False
                     self.changed.notify_all()
 
-    def _only_logs_of_one_run(self) -> bool:
-        key = self.queue[0].key
-        return all(item.op["op"] == "log" and item.key == key for item in self.queue)
+    def _only_logs_of_one_made_run(self) -> bool:
+        first = self.queue[0]
+        made = (first.target.uri, first.key) in self.runs
+        return made and all(item.op["op"] == "log" and item.key == first.key for item in self.queue)
 
     @contextlib.contextmanager
     def _waited_for(self) -> Any:
@@ -268,13 +270,13 @@ class Sender:
             self.waiting -= 1
 
     def _next_batch(self) -> list[_Item]:
-        """The first queued item, with the log operations of the same run right after it
-        (merged into one request)."""
+        """The first queued item, with the log (and later) operations of the same run right
+        after it (its log operations merged into one request)."""
         first = self.queue.popleft()
         batch = [first]
-        if first.op["op"] != "log":
+        if first.op["op"] not in MERGED:
             return batch
-        while self.queue and self.queue[0].key == first.key and self.queue[0].op["op"] == "log":
+        while self.queue and self.queue[0].key == first.key and self.queue[0].op["op"] in MERGED:
             batch.append(self.queue.popleft())
         return batch
 
@@ -285,6 +287,9 @@ class Sender:
         keep(kept, why)
 
     def _send(self, batch: list[_Item]) -> None:
+        batch = made(batch)
+        if not batch:
+            return
         target = batch[0].target
         if target.uri in self.down:
             keep(batch, self.down[target.uri])
@@ -467,12 +472,23 @@ def _missing(mlflow: Any, run_id: str, rows: list[list[Any]]) -> list[list[Any]]
     return missing
 
 
+def made(items: list[_Item]) -> list[_Item]:
+    """``items`` with each later operation made (``later_op``); those that made nothing, or
+    failed (a model that cannot be rebuilt: tracking goes on), left out."""
+    done = []
+    for item in items:
+        with contextlib.suppress(Exception):
+            item.op = item.op["make"]() if item.op["op"] == "later" else item.op
+            done.extend([item] if item.op is not None else [])
+    return done
+
+
 # What could not be sent -----------------------------------------------------------
 def keep(items: list[_Item], why: str) -> None:
-    """Write ``items`` into their targets' spool folders, a file per run and batch, with
-    copies of their artifacts (the temporary folders removed)."""
+    """Write ``items`` (later operations made first) into their targets' spool folders, a
+    file per run and batch, with copies of their artifacts (the temporary folders removed)."""
     by_run: dict[tuple[str, str], list[_Item]] = {}
-    for item in items:
+    for item in made(items):
         by_run.setdefault((item.target.uri, item.key), []).append(item)
     for runs in by_run.values():
         first = runs[0]

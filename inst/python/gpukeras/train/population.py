@@ -200,12 +200,8 @@ class Population:
         backend draws them."""
         import jax
 
-        self.jax, self.models, self.members, self.size = (
-            jax,
-            list(models),
-            list(members),
-            int(batch_size),
-        )
+        self.jax, self.size = jax, int(batch_size)
+        self.models, self.members = list(models), list(members)
         count = len(self.members)
         self.data = jax.device_put(data)
         self.active = np.ones(count, bool)
@@ -232,7 +228,7 @@ class Population:
         """Hold member ``index`` as it is from the next epoch on (its updates masked)."""
         self.active[index] = False
 
-    def _epoch_rows(self, epoch: int) -> Any:
+    def epoch_rows(self, epoch: int) -> Any:
         """Each member's rows in epoch ``epoch``'s order, padded, a member a row, on the device."""
         jax = self.jax
         if self._rows_on_device is None:  # orders drawn by NumPy: gathered here, copied once
@@ -280,7 +276,7 @@ class Population:
         for epoch in range(first, first + epochs):
             trainable, non_trainable, optimizer, _ = self.state
             state = (trainable, non_trainable, optimizer, self._fresh_metrics)
-            state, logs = self._run("train", state, self._epoch_rows(epoch), self.train_batches)
+            state, logs = self._run("train", state, self.epoch_rows(epoch), self.train_batches)
             self.state = state
             epoch_logs = {name: np.asarray(v) for name, v in jax.device_get(logs).items()}
             if self.validated:

@@ -1,0 +1,118 @@
+# What gpu_search() returns: the trials as a table, the best trial and its model, with
+# format(), print() and plot().
+
+new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan, population = NULL) {
+  table <- data.frame(number = as.integer(unlist(trials$number)))
+  for (name in names) table[[name]] <- simplify_column(trials$params[[name]])
+  for (column in c("value", "state", "reason", "seconds", "device", "seed", "epochs")) {
+    table[[column]] <- simplify_column(trials[[column]])
+  }
+  best <- NULL
+  if (!is.null(trials$best)) {
+    row <- which(table$number == trials$best)
+    path <- file.path(storage$models, sprintf("trial-%d.keras", trials$best))
+    best <- list(
+      number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
+      path = if (file.exists(path)) path else NA_character_
+    )
+    keep_best_model(storage$models, path)
+  }
+  structure(
+    list(
+      trials = table, best = best, objective = objective, direction = trials$direction,
+      storage = storage$folder %||% trials$storage, study = study, seed = seed,
+      validation = validation$description, validation_rows = validation$rows,
+      interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
+      trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
+    ),
+    class = "gpukeras_search"
+  )
+}
+
+# A list column from the core (NULL for missing) as an R vector with NA.
+simplify_column <- function(values) {
+  values <- lapply(values, function(value) if (is.null(value)) NA else value)
+  unlist(values)
+}
+
+# Only the best trial's model stays in the study's folder: the others' go.
+keep_best_model <- function(folder, best) {
+  saved <- list.files(folder, pattern = "^trial-[0-9]+[.](keras|gpukeras[.]json)$", full.names = TRUE)
+  keep <- c(best, sub("[.]keras$", ".gpukeras.json", best))
+  unlink(setdiff(saved, keep))
+}
+
+#' @export
+format.gpukeras_search <- function(x, ...) {
+  states <- table(factor(x$trials$state, levels = c("complete", "pruned", "failed", "running", "waiting")))
+  states <- states[states > 0]
+  best <- if (is.null(x$best)) {
+    "Best:       none yet (no trial completed)"
+  } else {
+    c(
+      sprintf("Best:       trial %d, %s = %.5g", x$best$number, x$objective, x$best$value),
+      sprintf(
+        "            %s",
+        paste(
+          sprintf("%s = %s", names(x$best$params), vapply(x$best$params, function(v) format(v, digits = 4), "")),
+          collapse = ", "
+        )
+      ),
+      if (!is.na(x$best$path)) sprintf("            model: %s (gpu_load() it)", x$best$path)
+    )
+  }
+  c(
+    sprintf(
+      "<gpukeras_search> %d trials (%s), %s %s",
+      nrow(x$trials),
+      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "),
+      x$direction,
+      x$objective
+    ),
+    best,
+    sprintf("Validation: %s", x$validation),
+    sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
+    if (identical(x$trained, "populations")) sprintf("Trained:    in batches, as populations (%s)", x$trained_why),
+    if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
+  )
+}
+
+#' @export
+print.gpukeras_search <- function(x, ...) {
+  cat(format(x), sep = "\n")
+  invisible(x)
+}
+
+#' @export
+plot.gpukeras_search <- function(x, ...) {
+  trials <- x$trials[order(x$trials$number), ]
+  done <- trials$state %in% c("complete", "pruned") & is.finite(trials$value)
+  if (!any(done)) {
+    graphics::plot.new()
+    graphics::title(main = "No trial has a value yet")
+    return(invisible(x))
+  }
+  values <- ifelse(trials$state == "complete", trials$value, NA)
+  best <- if (x$direction == "maximize") cummax(ifelse(is.na(values), -Inf, values)) else
+    cummin(ifelse(is.na(values), Inf, values))
+  best[!is.finite(best)] <- NA
+  values <- trials$value[done]
+  # room above the points for the legend
+  ylim <- range(values) + c(0, 0.3 * max(diff(range(values)), abs(max(values)) * 0.1, 1e-8))
+  graphics::plot(
+    trials$number[done], values, pch = ifelse(trials$state[done] == "pruned", 1, 19), ylim = ylim, xaxt = "n",
+    xlab = "trial", ylab = x$objective, main = sprintf("%s over the trials", x$objective), ...
+  )
+  graphics::axis(1, at = unique(round(pretty(trials$number))))
+  graphics::lines(trials$number, best, type = "s", lty = 1)
+  graphics::legend(
+    "top",
+    c("complete", "pruned (its last epoch)", "best so far"),
+    pch = c(19, 1, NA),
+    lty = c(NA, NA, 1),
+    bty = "n",
+    horiz = TRUE,
+    cex = 0.8
+  )
+  invisible(x)
+}
