@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.tools import scoring
@@ -31,7 +32,10 @@ class ModelCopy:
         keras = config.keras()
         self.config = keras.saving.serialize_keras_object(model)
         # classes deserializing may not find by name (defined in R, or in __main__)
-        self.classes = {keras.saving.get_registered_name(type(m)): type(m) for m in _models(model)}
+        self.classes = {
+            keras.saving.get_registered_name(type(layer)): type(layer)
+            for layer in compat.flatten_layers(model, include_self=True)
+        }
         self.values = _host_copies(keras, model.variables)
         optimizer = getattr(model, "optimizer", None)
         self.optimizer_values = (
@@ -65,14 +69,6 @@ class ModelCopy:
             model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line))
         Path(folder, "model_summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         return folder
-
-
-def _models(layer: Any) -> list[Any]:
-    """``layer`` and the layers it lists (``layers``), down to the last."""
-    found = [layer]
-    for inner in getattr(layer, "layers", None) or []:
-        found.extend(_models(inner))
-    return found
 
 
 def _host_copies(keras: Any, variables: list[Any]) -> list[Any]:

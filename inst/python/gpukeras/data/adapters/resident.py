@@ -211,7 +211,6 @@ class DeviceRows:
         self.seed = int(seed) if seed is not None else int(np.random.default_rng().integers(2**31))
         # where each epoch's order is drawn (see draws_on_host), decided once
         self.orders = EpochOrder(jax, self.rows, self.seed, on_host)
-        self.on_host, self.key = self.orders.on_host, self.orders.key
 
     def _place(self, data: object) -> object:
         jax = self.jax
@@ -232,6 +231,11 @@ class DeviceRows:
             return jax.lax.with_sharding_constraint(leaf, layout.backend_layout)
 
         return jax.tree.map(constrain, batch)
+
+    @property
+    def on_host(self) -> bool:
+        """Whether each epoch's order is drawn on the host (``EpochOrder``)."""
+        return self.orders.on_host
 
     def order(self, epoch: int) -> Any:
         """Epoch ``epoch``'s order of the rows, on the device (their own order unshuffled):
