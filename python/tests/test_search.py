@@ -22,7 +22,7 @@ import pytest
 from conftest import other_group, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import search, search_trial, study_storage, workers
+from gpukeras.tools import search, search_sampler, search_trial, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
 
 SPACE = {
@@ -70,7 +70,7 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
         assert 0 <= trial["params"]["dropout"] <= 0.5
         assert trial["params"]["optimizer"] in ("adam", "sgd")
     assert len({t["seed"] for t in asked if t}) == 4
-    assert [t["seed"] for t in asked if t] == [search.trial_seed(3, n) for n in range(4)]
+    assert [t["seed"] for t in asked if t] == [search_sampler.trial_seed(3, n) for n in range(4)]
     states = [
         told(study, 0, trained(0.7, 0.5)),
         told(study, 1, trained(0.7, float("nan"))),

@@ -98,7 +98,7 @@ VERBS: dict[str, str] = {
     "search_interrupt": "tools.search:interrupt",
     "search_trials": "tools.search:trials",
     "search_progress": "tools.search:progress",
-    "search_seed": "tools.search:trial_seed",
+    "search_seed": "tools.search_sampler:trial_seed",
     "search_warm": "tools.study_storage:warm",
     "search_folder": "tools.study_storage:check_folder",
     "search_safe_url": "tools.study_storage:safe_url",

@@ -36,8 +36,8 @@ import socket
 from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
-from gpukeras.core.errors import BadArgumentError, GpukerasError
-from gpukeras.tools import search_trial, study_storage
+from gpukeras.core.errors import GpukerasError
+from gpukeras.tools import search_sampler, search_trial, study_storage
 
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
@@ -66,95 +66,6 @@ def direction_for(objective: str, direction: str = "auto") -> str:
         return direction
     name = objective.lower().removeprefix("val_")
     return "maximize" if any(part in name for part in MAXIMIZED) else "minimize"
-
-
-def _distribution(optuna: Any, spec: dict[str, Any]) -> Any:
-    kind = spec["type"]
-    if kind == "int":
-        return optuna.distributions.IntDistribution(
-            int(spec["lower"]), int(spec["upper"]), log=bool(spec["log"])
-        )
-    if kind == "float":
-        return optuna.distributions.FloatDistribution(
-            float(spec["lower"]), float(spec["upper"]), log=bool(spec["log"])
-        )
-    return optuna.distributions.CategoricalDistribution(list(spec["choices"]))
-
-
-def _grid(space: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
-    """The grid sampler's values: every choice, every whole number of an int range."""
-    grid: dict[str, list[Any]] = {}
-    for name, spec in space.items():
-        if spec["type"] == "choice":
-            grid[name] = list(spec["choices"])
-        elif spec["type"] == "int" and not spec["log"] and spec["upper"] - spec["lower"] < 1000:
-            grid[name] = list(range(int(spec["lower"]), int(spec["upper"]) + 1))
-        else:
-            raise BadArgumentError(
-                f'sampler = "grid" needs a finite set of values, and `{name}` is a '
-                f"{'log-scaled ' if spec['log'] else ''}{spec['type']} range. "
-                f'Give it as search_choice(...), or use sampler = "tpe" or "random".'
-            )
-    return grid
-
-
-def _sampler(
-    optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int, batch: bool = False
-) -> Any:
-    """Optuna's sampler ``name``. TPE and random are seeded afresh for each trial from
-    ``seed`` and the trial's number (``_per_trial_seed``); the grid sampler keeps ``seed``,
-    which orders the grid for every process alike, and gives trial ``n`` grid point ``n``.
-    ``batch``: trials are asked a batch at a time (a population), so TPE takes the running
-    ones for as bad as the worst (its ``constant_liar``) and a batch's trials differ."""
-    if name == "grid":
-        return _seeded_sampler(optuna, name, space, seed)
-    return _per_trial_seed(
-        optuna, lambda each: _seeded_sampler(optuna, name, space, each, batch), seed
-    )
-
-
-def _per_trial_seed(optuna: Any, make: Any, seed: int) -> Any:
-    """A sampler that draws trial ``n`` with ``make(trial_seed(seed, n))``'s sampler. One
-    sampler seeded once would draw the same parameters in every process that runs the same
-    gpu_search() call on a shared study (its n-th trial on each machine alike); seeded by
-    the trial's number, a trial's parameters depend on the seed, its number and the
-    study's trials so far, not on which process asks. The samplers keep no state of their
-    own between trials (the study holds it), so a fresh one per trial loses nothing."""
-
-    class PerTrialSeed(optuna.samplers.BaseSampler):
-        def __init__(self) -> None:
-            self.sampler = make(seed)
-
-        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-            return self.sampler.infer_relative_search_space(study, trial)
-
-        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-            return self.sampler.sample_relative(study, trial, search_space)
-
-        def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
-            return self.sampler.sample_independent(study, trial, name, distribution)
-
-        def before_trial(self, study: Any, trial: Any) -> None:
-            self.sampler = make(trial_seed(seed, trial.number))
-            self.sampler.before_trial(study, trial)
-
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            self.sampler.after_trial(study, trial, state, values)
-
-        def reseed_rng(self) -> None:
-            self.sampler.reseed_rng()
-
-    return PerTrialSeed()
-
-
-def _seeded_sampler(
-    optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int, batch: bool = False
-) -> Any:
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "grid":
-        return optuna.samplers.GridSampler(_grid(space), seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, constant_liar=batch)
 
 
 class Search:
@@ -271,7 +182,8 @@ def open_study(
     batch: bool = False,
 ) -> Search:
     """Create the study ``study`` at ``storage`` (an SQLAlchemy URL), or open it to resume.
-    ``batch``: this search asks its trials a batch at a time (populations, see ``_sampler``).
+    ``batch``: this search asks its trials a batch at a time (populations: see
+    ``search_sampler.sampler``).
 
     ``request`` (plain data: the space, a digest of the model function, the objective,
     the data's shape and gpu_fit()'s arguments) is recorded at creation; opening a study
@@ -285,7 +197,7 @@ def open_study(
             storage=rdb,
             study_name=study,
             direction=request["direction"],
-            sampler=_sampler(optuna, sampler, space, seed, batch),
+            sampler=search_sampler.sampler(optuna, sampler, space, seed, batch),
             pruner=search_trial.pruner_for(optuna, pruner),
             load_if_exists=True,
         )
@@ -304,7 +216,9 @@ def open_study(
             )
         if sampler == "grid":
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
-            trials = min(trials, math.prod(len(values) for values in _grid(space).values()))
+            trials = min(
+                trials, math.prod(len(values) for values in search_sampler.grid(space).values())
+            )
         search = Search(made, rdb, storage, study, space, trials, pruner, objective, seed)
         search.sampler = sampler
         _retry_stale(search)
@@ -395,7 +309,9 @@ def ask(search: Search) -> dict[str, Any] | None:
         _retry_stale(search)
         if _counted(optuna, search) >= search.budget:
             return None
-        distributions = {name: _distribution(optuna, spec) for name, spec in search.space.items()}
+        distributions = {
+            name: search_sampler.distribution(optuna, spec) for name, spec in search.space.items()
+        }
         trial = search.study.ask(distributions)
         # This search's at once (a retry came with its first owner's): its owner, and its
         # first heartbeat (the worker that trains it records the next ones).
@@ -408,7 +324,7 @@ def ask(search: Search) -> dict[str, Any] | None:
             trial.set_user_attr(REASON_ATTR, "over the budget of trials")
             search.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
-        seed = trial_seed(search.seed, trial.number)
+        seed = search_sampler.trial_seed(search.seed, trial.number)
         retry_of = _retry_of(optuna, search.storage.get_trial(optuna_trial_id(trial)))
         if retry_of is not None:
             search.resumed.add(retry_of)
@@ -430,13 +346,6 @@ def _counted_trials(optuna: Any, study: Any) -> list[Any]:
     every = study.get_trials(deepcopy=False)
     uncounted = _uncounted(optuna, every)
     return [t for t in every if t.number not in uncounted]
-
-
-def trial_seed(seed: int, number: int) -> int:
-    """A trial's (or a fold's) seed, from the search's seed and its number: distinct for
-    each number, the same on every machine, within R's integers."""
-    digest = hashlib.sha256(f"{int(seed)}:{int(number)}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % 2_147_483_647
 
 
 def tell(
