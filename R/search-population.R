@@ -20,13 +20,14 @@ search_population_plan <- function(search, tracked, call = caller_env()) {
 # holds what every trial of the search shares (the data, its rows, the validation, the
 # fixed gpu_fit() arguments, the study).
 search_population_task <- function(opened, common, call) {
-  asked <- core_call("search_population_ask", search = opened, error_call = call)
+  batch <- core_call("search_population_ask", search = opened, error_call = call)
+  asked <- batch$trials
   if (!length(asked)) {
     return(NULL)
   }
   trials <- lapply(asked, function(trial) trial[c("number", "trial_id", "params", "seed")])
   c(common, list(
-    run = "search_population_run", population = TRUE, trials = trials, seed = trials[[1]]$seed,
+    run = "search_population_run", population = TRUE, trials = trials, width = batch$width, seed = trials[[1]]$seed,
     more = asked[[length(asked)]]$left > 0L, plan_memory = FALSE
   ))
 }
@@ -59,7 +60,8 @@ search_population_run <- function(task) {
       models = models, x = data$x, y = data$y, sample_weight = data$sample_weight, members = members,
       rows = zero_based(task$train_rows), validation_rows = zero_based(task$validation_rows),
       validation = if (!is.null(validation)) list(validation$x, validation$y, validation$sample_weight),
-      storage = task$storage, study = task$study, objective = task$objective, pruner = task$pruner
+      storage = task$storage, study = task$study, objective = task$objective, pruner = task$pruner,
+      width = task$width
     ),
     task$fit
   ))

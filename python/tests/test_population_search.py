@@ -1,7 +1,7 @@
 """gpu_search()'s trials as populations (tools/search_population.py) on a real SQLite study:
 each trial's objective the same as a gpu_fit() of its parameters alone with its seed, trials
 of two shapes in two groups, a pruned member and a member whose loss turns NaN stopped alone,
-a batch that does not fit the memory split.
+a batch that does not fit the memory split, a later batch of the same shapes compiling nothing.
 
 The training runs once, ``scripts/population_search.py`` in a fresh Python on the JAX
 backend; each test reads its part.
@@ -63,3 +63,15 @@ def test_a_batch_that_does_not_fit_the_memory_is_split_not_lost(result: dict) ->
     split = result["split"]
     assert split["groups"] == [[0], [1], [2]]
     assert split["states"] == ["complete"] * 3
+
+
+@pytest.mark.slow
+def test_a_later_batch_of_the_same_shapes_compiles_nothing(result: dict) -> None:
+    compiled = result["compiled"]
+    # the second batch's 2 trials train as the first's 4 members (padded, held copies)
+    assert compiled["widths"] == [[4], [4]]
+    assert compiled["misses"][0] > 0
+    assert compiled["misses"][1] == 0  # every program found in the compilation cache
+    assert compiled["states"] == ["complete"] * 2
+    # the padding shares nothing with the trials: each is its parameters' fit alone
+    assert compiled["values"] == pytest.approx(compiled["refit"], abs=1e-5)

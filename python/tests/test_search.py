@@ -682,7 +682,8 @@ def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_one
     assert search_population.batch_size(tpe) == search_population.TRIALS_PER_BATCH
     plain = opened(tmp_path, trials=20, sampler="random", pruner="none")
     assert search_population.batch_size(plain) == 20
-    assert len(search_population.ask(plain)) == 20
-    assert search_population.ask(plain) == []  # the budget is spent
+    asked = search_population.ask(plain)
+    assert asked["width"] == 20 and len(asked["trials"]) == 20
+    assert search_population.ask(plain) == {"width": 20, "trials": []}  # the budget is spent
     pruned = opened(tmp_path, trials=20, sampler="random")
     assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH

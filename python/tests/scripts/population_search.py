@@ -13,6 +13,10 @@ line:
   three members with learning rates 0 (pruned after its first epoch), 0.05 (completes) and
   1e30 (its loss turns NaN: it fails): ``states``, ``reasons``, ``epochs`` and ``values`` of
   the three, and ``refit``, the completed one refitted alone;
+- ``compiled``: a search (units 12) asking 4 trials a batch whose budget (6) leaves 2 for
+  its second batch, with the persistent compilation cache a worker has (``workers.share_compiled``):
+  each batch's ``widths`` and ``misses`` (compilations not found in the cache: JAX's
+  monitoring events), the second batch's ``states``, ``values`` and ``refit``;
 - ``split``: three trials of one shape where no two fit the memory
   (``cv_population.MEMORY_SHARE`` tiny): ``groups`` and ``states``.
 """
@@ -24,9 +28,14 @@ import numpy as np
 
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import cv_population, search, search_trial
+from gpukeras.tools import cv_population, search, search_trial, workers
 
 spec = json.loads(sys.argv[1])
+workers.share_compiled(f"{spec['folder']}/compiled")  # before anything compiles, as a worker
+events: dict[str, int] = {}
+config.backend_module().monitoring.register_event_listener(
+    lambda event, **_: events.update({event: events.get(event, 0) + 1})
+)
 keras = config.keras()
 url = f"sqlite:///{spec['folder']}/studies.db"
 rng = np.random.default_rng(2)
@@ -58,7 +67,7 @@ def made(params: dict, seed: int):
     return model
 
 
-def opened(name: str, space: dict, pruner: str) -> search.Search:
+def opened(name: str, space: dict, pruner: str, trials: int = 20) -> search.Search:
     return answer(
         "search_open",
         {
@@ -66,7 +75,7 @@ def opened(name: str, space: dict, pruner: str) -> search.Search:
             "study": name,
             "space": space,
             "request": {},
-            "trials": 20,
+            "trials": trials,
             "objective": "val_loss",
             "sampler": "random",
             "pruner": pruner,
@@ -76,10 +85,10 @@ def opened(name: str, space: dict, pruner: str) -> search.Search:
 
 
 def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[dict, list]:
-    """Ask ``n`` trials, train them as populations, tell them: search_population's answer
-    and the told outcomes."""
-    asked = answer("search_population_ask", {"search": study, "n": n})
-    assert len(asked) == n
+    """Ask ``n`` trials (a batch of width ``n``), train them as populations, tell them:
+    search_population's answer and the told outcomes."""
+    batch = answer("search_population_ask", {"search": study, "n": n})
+    asked = batch["trials"]
     trained = answer(
         "search_population",
         {
@@ -103,6 +112,7 @@ def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[di
             "pruner": pruner,
             "epochs": EPOCHS,
             "batch_size": SIZE,
+            "width": batch["width"],
         },
     )
     told = answer("search_population_tell", {"search": study, "trials": trained["trials"]})
@@ -163,6 +173,22 @@ result["stopped"] = {
     "values": [t["value"] for _, t in told],
     "refit": refit(told[1][0]),
 }
+
+MISSES = "/jax/compilation_cache/cache_misses"
+# units 12: an architecture no earlier part compiled
+only_12 = {"type": "choice", "choices": [12]}
+compiled = opened("compiled", {"units": only_12, "learning_rate": rate}, "none", trials=6)
+result["compiled"] = {"widths": [], "misses": []}
+for _ in range(2):
+    before = events.get(MISSES, 0)
+    trained, told = population(compiled, "compiled", "none", 4)
+    result["compiled"]["misses"].append(events.get(MISSES, 0) - before)
+    result["compiled"]["widths"].append(trained["widths"])
+result["compiled"].update(
+    states=[t["state"] for _, t in told],
+    values=[t["value"] for _, t in told],
+    refit=[refit(trial) for trial, _ in told],
+)
 
 cv_population.MEMORY_SHARE = 1e-12  # no two members fit: the batch is split to one each
 split = opened("split", {"learning_rate": rate}, "none")

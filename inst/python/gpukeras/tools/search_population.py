@@ -10,12 +10,14 @@ as gpu_fit(seed = ) starts a fit (``population.prepare``: the seed, the build, t
 learning rate), grouped by architecture and batch size (``population.mismatch``; trials
 whose drawn values change shapes, such as units, form groups of their own), a group that
 does not fit the memory split in halves (``cv_population.fits_memory``), and each group
-trained as one ``Population``. After each epoch each member reports its objective to its
-trial (``search_trial.Reporter``, as a trial's own process reports it, its heartbeat
-recorded while the group trains); the pruner's verdict stops that member alone
-(``Population.stop``), and so does a loss that is not finite (the member fails, saying
-why). ``tell`` tells each member's end to the study with ``search.tell``, so a member's
-state and value are decided as a process's are: the objective at its last epoch.
+trained as one ``Population``, padded to the search's batch width where it holds half of it
+(``padded_width``: a batch's programs are then those an earlier batch compiled). After each
+epoch each member reports its objective to its trial (``search_trial.Reporter``, as a
+trial's own process reports it, its heartbeat recorded while the group trains); the
+pruner's verdict stops that member alone (``Population.stop``), and so does a loss that is
+not finite (the member fails, saying why). ``tell`` tells each member's end to the study
+with ``search.tell``, so a member's state and value are decided as a process's are: the
+objective at its last epoch.
 """
 
 from __future__ import annotations
@@ -49,17 +51,34 @@ def batch_size(search: searching.Search) -> int:
     return TRIALS_PER_BATCH
 
 
-def ask(search: searching.Search, n: int | None = None) -> list[Record]:
-    """Up to ``n`` trials to train together (None: ``batch_size``'s), each as ``search.ask``
-    gives it (``number``, ``trial_id``, ``params``, ``seed``, ``left``); fewer, or none,
-    when the budget ends."""
+def ask(search: searching.Search, n: int | None = None) -> Record:
+    """A batch: ``trials``, up to ``n`` trials to train together (None: ``batch_size``'s),
+    each as ``search.ask`` gives it (``number``, ``trial_id``, ``params``, ``seed``,
+    ``left``), fewer, or none, when the budget ends; and ``width``, the ``n`` asked (which
+    ``train`` pads a group to, see ``padded_width``)."""
+    width = batch_size(search) if n is None else int(n)
     asked = []
-    for _ in range(batch_size(search) if n is None else int(n)):
+    for _ in range(width):
         trial = searching.ask(search)
         if trial is None:
             break
         asked.append(trial)
-    return asked
+    return {"width": width, "trials": asked}
+
+
+def padded_width(count: int, width: int) -> int:
+    """How many members a group of ``count`` trains as, in a search that asks ``width`` trials
+    a batch: ``width`` where the group holds at least half of it, else ``count``.
+
+    The members' count is a shape of the population's programs, so a group of another count
+    compiles them again, even where an earlier batch compiled its architecture (each batch's
+    worker is a fresh process, which finds the earlier ones' programs in the session's
+    compilation cache only for the same shapes). A search's last batch is often short (20
+    trials: 8, 8, 4); padded, it compiles nothing. The padding members' steps cost compute
+    (at most as much again: never for a group of under half), where compiling costs seconds
+    (a 20-64-64-2 MLP's programs: 5-6 s on 2 CPU cores, against 1.6 s loaded from the cache).
+    """
+    return width if 2 * count >= width > count else count
 
 
 def _joined(data: tuple, validation: tuple | None) -> tuple[tuple, np.ndarray | None]:
@@ -160,6 +179,7 @@ def train(
     batch_size: int | None = None,
     learning_rate: float | None = None,
     monitor: object = None,
+    width: int | None = None,
 ) -> Record:
     """Train a batch of trials (``ask``'s) as populations, each member reporting to its trial.
 
@@ -175,9 +195,12 @@ def train(
         storage, study, objective, pruner: the study's (as ``search_trial.reporters``).
         epochs, batch_size, learning_rate: gpu_fit()'s, for every trial (``monitor``,
             which changes no update, is taken and ignored).
+        width: the trials the search asks a batch (``ask``'s ``width``): a group trains as
+            ``padded_width`` members where they fit the memory (None: as many as it has).
 
     Returns:
-        ``groups`` (the members' indices, 0-based, that trained together) and ``trials``:
+        ``groups`` (the members' indices, 0-based, that trained together), ``widths`` (the
+        members each group's programs were compiled for, ``padded_width``) and ``trials``:
         per member ``number``, ``pruning`` (``Reporter.outcome``: what ``tell`` reads),
         ``history`` (as gpu_fit()'s) and ``seconds`` (its group's training time). Each
         model holds its member's weights afterwards (``Population.write_back``).
@@ -202,20 +225,28 @@ def train(
     groups = _groups(models, sizes, data)
     histories: list[dict[str, list]] = [{} for _ in models]
     seconds = [0.0 for _ in models]
+    widths = []
     for group in groups:
         started = time.perf_counter()
+        size = sizes[group[0]]
+        members_width = padded_width(len(group), int(width or len(models)))
+        if fits_memory([models[group[0]]] * members_width, data, size) is not None:
+            members_width = len(group)
         population = Population(
             [models[i] for i in group],
             [Member(seeds[i], train_rows, held_rows) for i in group],
             data,
-            sizes[group[0]],
+            size,
+            width=members_width,
         )
+        widths.append(members_width)
         trained = _train_group(population, [reporters[i] for i in group], int(epochs))
         population.write_back()
         for i, history in zip(group, trained):
             histories[i], seconds[i] = history, time.perf_counter() - started
     return {
         "groups": groups,
+        "widths": widths,
         "trials": [
             {
                 "number": int(member["number"]),

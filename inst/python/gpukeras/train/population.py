@@ -186,6 +186,13 @@ class Population:
     state into its own model (for scoring, saving). ``data``: the arrays every member's rows
     index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
     compiled and made ready as a fit of it starts (``prepare``).
+
+    ``width``: the members the programs are compiled for, where more than the models (None:
+    as many). The count of members is a shape of every program, so populations of one
+    architecture and one width run the same compiled programs (a later one, in a fresh
+    process, finds them in the persistent compilation cache). The members past the models
+    are copies of the first, held from the start (as ``stop`` holds one): they cost their
+    steps' compute, are never written back, and have no history.
     """
 
     def __init__(
@@ -195,6 +202,7 @@ class Population:
         data: tuple,
         batch_size: int,
         on_host: bool | None = None,
+        width: int | None = None,
     ) -> None:
         """``on_host``: where the epochs' orders are drawn (``EpochOrder``); None: as this
         backend draws them."""
@@ -203,21 +211,24 @@ class Population:
         self.jax, self.size = jax, int(batch_size)
         self.models, self.members = list(models), list(members)
         count = len(self.members)
+        self.width = max(count, int(width or count))
+        padded = self.members + [self.members[0]] * (self.width - count)
         self.data = jax.device_put(data)
-        self.active = np.ones(count, bool)
-        self.orders = [EpochOrder(jax, len(m.rows), m.seed, on_host) for m in self.members]
-        self.train_batches = _Batches([len(m.rows) for m in self.members], self.size)
-        self._rows = [np.asarray(m.rows, np.int32) for m in self.members]
+        self.active = np.arange(self.width) < count
+        self.orders = [EpochOrder(jax, len(m.rows), m.seed, on_host) for m in padded]
+        self.train_batches = _Batches([len(m.rows) for m in padded], self.size)
+        self._rows = [np.asarray(m.rows, np.int32) for m in padded]
         self._rows_on_device = (
             None if self.orders[0].on_host else [jax.device_put(r) for r in self._rows]
         )
-        validated = [m.validation for m in self.members]
+        validated = [m.validation for m in padded]
         self.validated = all(v is not None and len(v) for v in validated)
         if self.validated:
             held = [np.asarray(v, np.int32) for v in validated]
             self.test_batches = _Batches([len(v) for v in held], self.size)
             self._validation = jax.device_put(self.test_batches.padded(held))
-        state = _stacked(jax, [training_state(model) for model in self.models])
+        states = [training_state(model) for model in self.models]
+        state = _stacked(jax, states + [states[0]] * (self.width - count))
         self.state = state
         self._fresh_metrics = state[3]  # each epoch's training and validation start from them
         self._programs = _programs(jax, self.models[0], self.size)
@@ -249,9 +260,7 @@ class Population:
         jnp, programs = self.jax.numpy, self._programs
         logs = self._logs.get(kind)
         if logs is None:
-            logs = self._logs[kind] = programs["logs_like"](
-                kind, state, self.data, len(self.members)
-            )
+            logs = self._logs[kind] = programs["logs_like"](kind, state, self.data, self.width)
         active = jnp.asarray(self.active)
         longest = int(batches.full.max())
         if longest:
