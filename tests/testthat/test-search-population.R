@@ -9,6 +9,9 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
   result <- run_in_fresh_r({
+    # the session's "auto" choices, which its workers take: mixed_bfloat16 under make test's
+    # simulated GPU, float32 on the CPU
+    gpu_setup()
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
@@ -43,15 +46,18 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
       workers = gpu_workers(population = FALSE)
     )
     list(
-      search = unclass(search), refit = unlist(refit), text = format(search),
+      policy = gpu_keras()$config$dtype_policy()$name, search = unclass(search), refit = unlist(refit),
+      text = format(search),
       predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"), off = unclass(off)
     )
   }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  expect_identical(result$policy, if (simulating_gpu()) "mixed_bfloat16" else "float32")
   search <- result$search
   expect_identical(search$trained, "populations")
   expect_match(search$trained_why, "trials train in batches", fixed = TRUE)
   expect_match(result$text, "^Trained:    in batches, as populations", all = FALSE)
   expect_identical(search$trials$state, rep("complete", 4))
+  expect_type(search$trials$value, "double")
   expect_equal(search$trials$value, result$refit, tolerance = 1e-5)
   expect_true(file.exists(search$best$path))
   expect_length(result$predicted, 3L)
