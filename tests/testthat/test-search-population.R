@@ -111,3 +111,44 @@ test_that("a background search of populations, cancelled mid-batch, keeps its st
   expect_true(all(resumed$interrupted < min(setdiff(resumed$trials$number, resumed$interrupted))))
   expect_true(file.exists(resumed$best$path))
 })
+
+test_that("a batch whose model_fn fails fails each of its trials, and stops the search as a process's trial does", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    failed <- function(workers) {
+      storage <- file.path(dir, if (isFALSE(workers$population)) "processes" else "populations")
+      error <- tryCatch(
+        gpu_search(
+          function(params) stop("no model for ", params$units, " units"),
+          list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+          space = list(units = search_choice(4L)), learning_rate = search_float(1e-3, 0.1), trials = 2,
+          sampler = "random", pruner = "none", epochs = 1, seed = 5, storage = storage, workers = workers
+        ),
+        error = identity
+      )
+      study <- reticulate::import("optuna")$load_study(
+        study_name = "gpukeras", storage = paste0("sqlite:///", file.path(storage, "search.db"))
+      )
+      list(
+        class = class(error), message = conditionMessage(error), parent = conditionMessage(error$parent),
+        states = vapply(study$trials, function(trial) trial$state$name, ""),
+        reasons = vapply(study$trials, function(trial) trial$user_attrs$gpukeras_reason, "")
+      )
+    }
+    list(populations = failed(gpu_workers()), processes = failed(gpu_workers(population = FALSE)))
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 300)
+  populations <- result$populations
+  processes <- result$processes
+  expect_identical(populations[c("class", "message", "parent")], processes[c("class", "message", "parent")])
+  expect_true("gpukeras_error_search_trial" %in% populations$class)
+  expect_match(populations$message, "Trial 0 failed, and no trial has completed.", fixed = TRUE)
+  expect_match(populations$parent, "no model for 4 units", fixed = TRUE)
+  # the batch's two trials failed with the error, as the process's one trial
+  expect_identical(populations$states, c("FAIL", "FAIL"))
+  expect_identical(populations$reasons, rep(processes$reasons[[1]], 2))
+  expect_identical(processes$states[[1]], "FAIL")
+})
