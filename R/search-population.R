@@ -61,7 +61,7 @@ search_population_run <- function(task) {
       rows = zero_based(task$train_rows), validation_rows = zero_based(task$validation_rows),
       validation = if (!is.null(validation)) list(validation$x, validation$y, validation$sample_weight),
       storage = task$storage, study = task$study, objective = task$objective, pruner = task$pruner,
-      width = task$width
+      width = task$width, device = task$device
     ),
     task$fit
   ))

@@ -45,6 +45,9 @@ def test_a_pruned_member_stops_without_stopping_the_others(result: dict) -> None
     assert stopped["groups"] == [[0, 1, 2]]  # one population
     assert stopped["states"][:2] == ["pruned", "complete"]
     assert stopped["epochs"][:2] == [1, 3]
+    # the worker told the pruned trial at once; the others the session told after the batch
+    assert stopped["stored"][:2] == ["PRUNED", "RUNNING"]
+    assert stopped["devices"][:2] == ["CPU", None]
     # the member that went on trained as if alone
     assert stopped["values"][1] == pytest.approx(stopped["refit"], abs=1e-5)
 

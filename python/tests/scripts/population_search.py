@@ -12,7 +12,9 @@ line:
 - ``stopped``: after five trials the median pruner judges by (val_loss 0.5 at every epoch),
   three members with learning rates 0 (pruned after its first epoch), 0.05 (completes) and
   1e30 (its loss turns NaN: it fails): ``states``, ``reasons``, ``epochs`` and ``values`` of
-  the three, and ``refit``, the completed one refitted alone;
+  the three, ``stored`` (their states in the study before the session told them: the
+  pruned one told by the worker), ``devices`` (recorded with each), and ``refit``, the
+  completed one refitted alone;
 - ``compiled``: a search (units 12) asking 4 trials a batch whose budget (6) leaves 2 for
   its second batch, with the persistent compilation cache a worker has (``workers.share_compiled``):
   each batch's ``widths`` and ``misses`` (compilations not found in the cache: JAX's
@@ -86,7 +88,8 @@ def opened(name: str, space: dict, pruner: str, trials: int = 20) -> search.Sear
 
 def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[dict, list]:
     """Ask ``n`` trials (a batch of width ``n``), train them as populations, tell them:
-    search_population's answer and the told outcomes."""
+    search_population's answer (with ``stored``, the trials' states in the study before the
+    session told them) and the told outcomes."""
     batch = answer("search_population_ask", {"search": study, "n": n})
     asked = batch["trials"]
     trained = answer(
@@ -113,8 +116,10 @@ def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[di
             "epochs": EPOCHS,
             "batch_size": SIZE,
             "width": batch["width"],
+            "device": "CPU",
         },
     )
+    trained["stored"] = [study.study.trials[t["number"]].state.name for t in asked]
     told = answer("search_population_tell", {"search": study, "trials": trained["trials"]})
     return trained, list(zip(asked, told))
 
@@ -167,6 +172,8 @@ for lr in (0.0, 0.05, 1e30):
 trained, told = population(stopped, "stopped", "median", 3)
 result["stopped"] = {
     "groups": trained["groups"],
+    "stored": trained["stored"],
+    "devices": answer("search_trials", {"search": stopped})["device"][-3:],
     "states": [t["state"] for _, t in told],
     "reasons": [t["reason"] for _, t in told],
     "epochs": [t["epochs"] for _, t in told],

@@ -363,8 +363,8 @@ def tell(
     best), or with the reason its training gave (``failed``: a population's member whose
     loss turned NaN); "pruned" when the pruner stopped it; else "complete", its value the
     objective at its last epoch. ``seconds`` and ``device`` are recorded with it. A trial
-    another process
-    already failed (taken for interrupted, and asked again) is left as it is.
+    another process already failed (taken for interrupted, and asked again) is left as it
+    is, and so is one its worker told pruned at once (a population's member, ``store_end``).
 
     Returns ``state``, ``value``, ``reason``, ``epochs`` (epochs reported) and ``stop``:
     None, or the error (``class``, ``message``) that stops the search, because it is not the
@@ -374,9 +374,11 @@ def tell(
     state, value, reason, stop = _outcome(result, search.objective)
     epochs = len(_reported(result))
     with study_storage.quiet() as optuna:
-        states = optuna.trial.TrialState
         trial_id = _trial_id(search, number)
-        if search.storage.get_trial(trial_id).state.is_finished():
+        stored = search.storage.get_trial(trial_id).state
+        if stored == optuna.trial.TrialState.PRUNED and state == "pruned":
+            return {"state": state, "value": None, "reason": None, "epochs": epochs, "stop": None}
+        if stored.is_finished():
             return {
                 "state": "failed",
                 "value": None,
@@ -385,19 +387,7 @@ def tell(
                 "reason": "taken for interrupted and asked again",
             }
         running = optuna.trial.Trial(search.study, trial_id)
-        for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
-            if attr is not None:
-                running.set_user_attr(f"gpukeras_{key}", attr)
-        try:
-            if state == "complete":
-                search.study.tell(number, value)
-            else:
-                search.study.tell(number, state=states.PRUNED if state == "pruned" else states.FAIL)
-        except RuntimeError as error:
-            # The grid sampler asks the study to stop once its last point ran, which
-            # Optuna allows only inside optimize(); the trial's end is stored all the same.
-            if "Study.stop" not in str(error):
-                raise
+        store_end(search.study, running, state, value, reason, seconds, device)
     search.completed += state == "complete"
     return {
         "state": state,
@@ -406,6 +396,37 @@ def tell(
         "epochs": epochs,
         "stop": stop if search.completed == 0 else None,
     }
+
+
+def store_end(
+    study: Any,
+    trial: Any,
+    state: str,
+    value: float | None = None,
+    reason: str | None = None,
+    seconds: float | None = None,
+    device: str | None = None,
+) -> None:
+    """Store running ``trial``'s (Optuna's) end in ``study``: its ``reason``, ``seconds`` and
+    ``device`` where given, then its ``state`` ("complete" with ``value``, "pruned",
+    "failed"). The session's ``tell``, and a population's worker for a member the pruner
+    stopped (told at once, not when its batch ends)."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
+        if attr is not None:
+            trial.set_user_attr(f"gpukeras_{key}", attr)
+    try:
+        if state == "complete":
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=states.PRUNED if state == "pruned" else states.FAIL)
+    except RuntimeError as error:
+        # The grid sampler asks the study to stop once its last point ran, which
+        # Optuna allows only inside optimize(); the trial's end is stored all the same.
+        if "Study.stop" not in str(error):
+            raise
 
 
 def _outcome(

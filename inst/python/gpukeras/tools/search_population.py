@@ -14,10 +14,10 @@ trained as one ``Population``, padded to the search's batch width where it holds
 (``padded_width``: a batch's programs are then those an earlier batch compiled). After each
 epoch each member reports its objective to its trial (``search_trial.Reporter``, as a
 trial's own process reports it, its heartbeat recorded while the group trains); the
-pruner's verdict stops that member alone (``Population.stop``), and so does a loss that is
-not finite (the member fails, saying why). ``tell`` tells each member's end to the study
-with ``search.tell``, so a member's state and value are decided as a process's are: the
-objective at its last epoch.
+pruner's verdict stops that member alone (``Population.stop``) and tells its trial pruned
+at once, and a loss that is not finite stops the member too (it fails, saying why).
+``tell`` tells each member's end to the study with ``search.tell``, so a member's state and
+value are decided as a process's are: the objective at its last epoch.
 """
 
 from __future__ import annotations
@@ -133,10 +133,17 @@ def _appended(history: dict[str, list], more: dict[str, list]) -> dict[str, list
 
 
 def _train_group(
-    population: Population, reporters: Sequence[search_trial.Reporter], epochs: int
+    population: Population,
+    reporters: Sequence[search_trial.Reporter],
+    epochs: int,
+    device: str | None = None,
 ) -> list[dict[str, list]]:
     """Train ``population`` epoch by epoch, each member reporting to its trial; a member the
-    pruner stops, or whose loss is not finite, stops alone. Each member's history."""
+    pruner stops, or whose loss is not finite, stops alone. A pruned member's trial is told
+    pruned at once (``search.store_end``, its seconds so far and ``device`` with it): another
+    process sharing the study sees it end, not running on until its batch ends. Each
+    member's history."""
+    started = time.perf_counter()
     histories: list[dict[str, list]] = [{} for _ in reporters]
     for reporter in reporters:
         reporter.heartbeat.start()
@@ -156,6 +163,11 @@ def _train_group(
                     stop = True
                 if stop:
                     population.stop(i)
+                if reporters[i].pruned:
+                    reporters[i].heartbeat.stop()
+                    seconds = time.perf_counter() - started
+                    trial = reporters[i].trial
+                    searching.store_end(trial.study, trial, "pruned", None, None, seconds, device)
     finally:
         for reporter in reporters:
             reporter.heartbeat.stop()
@@ -180,6 +192,7 @@ def train(
     learning_rate: float | None = None,
     monitor: object = None,
     width: int | None = None,
+    device: str | None = None,
 ) -> Record:
     """Train a batch of trials (``ask``'s) as populations, each member reporting to its trial.
 
@@ -197,6 +210,8 @@ def train(
             which changes no update, is taken and ignored).
         width: the trials the search asks a batch (``ask``'s ``width``): a group trains as
             ``padded_width`` members where they fit the memory (None: as many as it has).
+        device: the worker's device as the session names it ("GPU 0"), recorded with a
+            pruned member's trial, which the worker tells at once.
 
     Returns:
         ``groups`` (the members' indices, 0-based, that trained together), ``widths`` (the
@@ -240,7 +255,7 @@ def train(
             width=members_width,
         )
         widths.append(members_width)
-        trained = _train_group(population, [reporters[i] for i in group], int(epochs))
+        trained = _train_group(population, [reporters[i] for i in group], int(epochs), device)
         population.write_back()
         for i, history in zip(group, trained):
             histories[i], seconds[i] = history, time.perf_counter() - started
