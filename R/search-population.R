@@ -18,7 +18,10 @@ search_population_plan <- function(search, tracked, call = caller_env()) {
 
 # The next batch of trials as one worker task (NULL when the budget is spent): `common`
 # holds what every trial of the search shares (the data, its rows, the validation, the
-# fixed gpu_fit() arguments, the study).
+# fixed gpu_fit() arguments, the study). `width`: the trials a batch asks, which a short
+# group pads to (the core's padded_width). `plan_memory = FALSE`: a population's result has
+# no one fit's peak memory, so workers_per_device = "auto" adds no worker on its GPU (the
+# core splits a group that does not fit instead).
 search_population_task <- function(opened, common, call) {
   batch <- core_call("search_population_ask", search = opened, error_call = call)
   asked <- batch$trials

@@ -141,8 +141,9 @@ def _train_group(
     """Train ``population`` epoch by epoch, each member reporting to its trial; a member the
     pruner stops, or whose loss is not finite, stops alone. A pruned member's trial is told
     pruned at once (``search.store_end``, its seconds so far and ``device`` with it): another
-    process sharing the study sees it end, not running on until its batch ends. Each
-    member's history."""
+    process sharing the study sees it end, not running on until its batch ends. Its slot is
+    not given to a new trial: the member's steps still run, masked, until the group ends.
+    Each member's history."""
     started = time.perf_counter()
     histories: list[dict[str, list]] = [{} for _ in reporters]
     for reporter in reporters:
