@@ -194,11 +194,11 @@ NEWER_TESTS :=
 # ... and, on the stack the GPU machines have (reticulate >= 1.41, NumPy 2), what a GPU user
 # runs by default, under a simulated GPU (GPUKERAS_SIMULATE_GPU, ?gpu_setup: the "auto"
 # choices of a GPU of compute capability 9.0 with 80 GB, mixed_bfloat16 among them, while the
-# work runs on the CPU): fit, predict, evaluate, predict-to-file, cv, search, serve, export
-# and background jobs, slow ones too, but for the job tests of what those choices do not
-# reach (signals, cancelling, carrying, memory: skip_when_simulating_gpu()). rcheck runs the
-# same files on the CPU's own choices.
-SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|search|serve|export|job)$$
+# work runs on the CPU): fit, predict, evaluate, predict-to-file, cv and search (with their
+# populations on JAX), serve, export and background jobs, slow ones too, but for the job
+# tests of what those choices do not reach (signals, cancelling, carrying, memory:
+# skip_when_simulating_gpu()). rcheck runs the same files on the CPU's own choices.
+SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|cv-population|search|search-population|serve|export|job)$$
 
 # The files in two R processes (TESTTHAT_PARALLEL), as rcheck runs them: one process kept one
 # core busy (measured: 287 s wall, 296 s CPU; two: 151 s). In a copy of tests/testthat, since

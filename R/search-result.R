@@ -1,7 +1,7 @@
 # What gpu_search() returns: the trials as a table, the best trial and its model, with
 # format(), print() and plot().
 
-new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan) {
+new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan, population = NULL) {
   table <- data.frame(number = as.integer(unlist(trials$number)))
   for (name in names) table[[name]] <- simplify_column(trials$params[[name]])
   for (column in c("value", "state", "reason", "seconds", "device", "seed", "epochs")) {
@@ -22,7 +22,8 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
       trials = table, best = best, objective = objective, direction = trials$direction,
       storage = storage$folder %||% trials$storage, study = study, seed = seed,
       validation = validation$description, validation_rows = validation$rows,
-      interrupted = as.integer(unlist(trials$interrupted)), workers = plan
+      interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
+      trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
     ),
     class = "gpukeras_search"
   )
@@ -71,6 +72,7 @@ format.gpukeras_search <- function(x, ...) {
     best,
     sprintf("Validation: %s", x$validation),
     sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
+    if (identical(x$trained, "populations")) sprintf("Trained:    in batches, as populations (%s)", x$trained_why),
     if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
   )
 }

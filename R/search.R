@@ -57,6 +57,23 @@
 #' before it has taken its trial (while it waits) ran none of it: the trial goes
 #' to a fresh process, once, as a fold of [gpu_cv()] does.
 #'
+#' @section Populations:
+#' On the JAX backend, the trials train in batches by default: the study is
+#' asked for 8 trials at a time (TPE with its constant-liar option, so that a
+#' batch's trials differ; with the random or grid sampler and no pruner, which
+#' learn nothing from completed trials, every trial at once), one worker makes
+#' their models, and those of one
+#' architecture train together as a population, one compiled program for all
+#' (trials whose drawn values change shapes, such as units, form groups of
+#' their own). Each member reports its epochs to its trial, and the pruner
+#' still decides: a pruned member stops without stopping the others, and a
+#' member whose loss turns NaN fails alone. A trial's objective is the one a
+#' fit of its parameters alone with its seed reaches (within 1e-5 on a CPU).
+#' Populations take the gpu_fit() arguments `epochs`, `batch_size` and a
+#' number as `learning_rate` (searched or fixed); with any other, with tracking,
+#' on TensorFlow, or with `workers = gpu_workers(population = FALSE)`, each
+#' trial trains in a fresh worker process. The result's `trained` says which.
+#'
 #' @section Repeating a trial:
 #' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-
 #' model_fn(params)` and `gpu_fit(model, <training rows>, validation_data =
@@ -105,7 +122,9 @@
 #'   * `objective`, `direction`, `storage` (a URL's password shown as
 #'     `***`), `study`, `seed`, `validation` (how
 #'     the trials were validated), `validation_rows` (the rows held out, when
-#'     the search held them out; the others trained), `interrupted` and `workers`.
+#'     the search held them out; the others trained), `interrupted` and `workers`;
+#'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fresh
+#'     worker process per trial); `trained_why`: why.
 #'
 #'   It has `print()` and `plot()` (the objective over the trials and the
 #'   best so far) methods.
@@ -166,8 +185,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   storage <- search_storage(storage, study, call)
   search <- c(fit, list(
     model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
-    pruner = pruner,
-    study = study, seed = seed
+    pruner = pruner, study = study, seed = seed, population = workers$population
   ))
   if (!is.null(background)) {
     args <- c(
@@ -231,12 +249,6 @@ search_request <- function(search, model_digest, data, dir, call) {
 # tell it each trial's raw result; the core decides what the result means and whether the
 # search stops. Returns the gpukeras_search.
 search_run <- function(search, request, storage, plan, dir, call) {
-  opened <- core_call(
-    "search_open",
-    storage = storage$url, study = search$study, space = request$space, request = request$study,
-    trials = as.integer(search$trials), objective = search$objective, direction = search$direction,
-    sampler = search$sampler, pruner = search$pruner, seed = search$seed, error_call = call
-  )
   tracked <- track_many("search", 0L, list(
     study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url),
     trials = search$trials,
@@ -244,11 +256,17 @@ search_run <- function(search, request, storage, plan, dir, call) {
     seed = search$seed, space = request$space
   ), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
+  population <- search_population_plan(search, tracked, call)
+  opened <- core_call(
+    "search_open",
+    storage = storage$url, study = search$study, space = request$space, request = request$study,
+    trials = as.integer(search$trials), objective = search$objective, direction = search$direction,
+    sampler = search$sampler, pruner = search$pruner, seed = search$seed, batch = isTRUE(population$population),
+    error_call = call
+  )
   pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
   running <- function() {
-    vapply(
-      Filter(Negate(is.null), pool$busy), function(worker) worker$task$trial$number, integer(1)
-    )
+    unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
   }
   on.exit(
     {
@@ -260,7 +278,17 @@ search_run <- function(search, request, storage, plan, dir, call) {
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
   carried <- request$carried
   validation <- request$validation
+  common <- list(
+    model_fn = search$model_fn, space = names(search$space), searched = names(search$searched),
+    data = carried$files, train_rows = validation$train_rows %||% seq_len(carried$rows),
+    validation_rows = validation$rows, validation = validation$files, fit = search$fixed, storage = storage$url,
+    study = search$study, objective = search$objective, pruner = search$pruner,
+    models = storage$models, encoding = carried$encoding
+  )
   next_task <- function() {
+    if (isTRUE(population$population)) {
+      return(search_population_task(opened, common, call))
+    }
     asked <- core_call("search_ask", search = opened, error_call = call)
     if (is.null(asked)) {
       return(NULL)
@@ -288,16 +316,26 @@ search_run <- function(search, request, storage, plan, dir, call) {
     )
   }
   on_end <- function(ended) {
-    told <- core_call(
-      "search_tell",
-      search = opened, number = ended$task$trial$number,
-      result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
-      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device
-    )
-    track_trial_end(tracked, ended, told, call)
+    device <- pool$slots[[ended$slot]]$device
+    if (isTRUE(ended$task$population)) {
+      each <- search_population_tell(opened, ended, device)
+      stops <- vapply(each, function(told) !is.null(told$stop), logical(1))
+      at <- if (any(stops)) which(stops)[1] else 1L
+      told <- each[[at]]
+      number <- search_task_numbers(ended$task)[[at]]
+    } else {
+      told <- core_call(
+        "search_tell",
+        search = opened, number = ended$task$trial$number,
+        result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
+        seconds = ended$seconds, device = device
+      )
+      track_trial_end(tracked, ended, told, call)
+      number <- ended$task$trial$number
+    }
     if (!is.null(told$stop)) {
       process_abort(
-        c(sprintf("Trial %d failed, and no trial has completed.", ended$task$trial$number),
+        c(sprintf("Trial %d failed, and no trial has completed.", number),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
         "gpukeras_error_search_trial",
         parent = ended$condition %||% rlang::error_cnd(
@@ -312,8 +350,7 @@ search_run <- function(search, request, storage, plan, dir, call) {
   worker_run(pool, on_end = on_end, next_task = next_task)
   result <- new_gpukeras_search(
     core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed,
-    search$objective,
-    validation, pool$plan
+    search$objective, validation, pool$plan, population
   )
   track_many_end(
     tracked, "FINISHED",

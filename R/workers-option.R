@@ -17,7 +17,9 @@
 #' Populations), where the folds' models are one architecture, fit the memory,
 #' and gpu_cv() is given only gpu_fit() arguments a population takes
 #' (`epochs`, `batch_size`, a number as `learning_rate`); otherwise, and with
-#' `population = FALSE`, a process per fold.
+#' `population = FALSE`, a process per fold. Likewise [gpu_search()] trains its
+#' trials in batches, as populations (see gpu_search()'s section Populations),
+#' or with `population = FALSE` each in a process of its own.
 #'
 #' @param devices `"all"`, or the indices of the GPUs to use ([gpu_devices()]
 #'   lists them).

@@ -237,7 +237,8 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 worker_load <- function() {
   core_call("preload_keras")
   core_call("preload", verbs = list(
-    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"
+    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population",
+    "search_population"
   ))
 }
 

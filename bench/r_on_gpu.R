@@ -130,7 +130,8 @@ run_search <- function(workers_here, trials = search_trials) {
   on.exit(probe_session_stop(), add = TRUE)
   # each search compiles its trials' shapes itself: the second would load the first's
   unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
-  sharing <- list(workers = if (on_gpu) gpu_workers(per_device = workers_here) else workers_here)
+  # a process per trial, as issue #33's goal measures it (populations: issue #61's goals)
+  sharing <- list(workers = if (on_gpu) gpu_workers(per_device = workers_here, population = FALSE) else gpu_workers(workers = workers_here, population = FALSE))
   began <- as.numeric(Sys.time())
   sampler <- nvml_sampler()
   started_search <- Sys.time()

@@ -95,7 +95,9 @@ search <- function(pruner, trials_here = trials, epochs_here = epochs, record = 
   cpu_before <- cpu_snapshot()
   took <- timed(found <- gpu_search(
     model_fn, data, space,
-    trials = trials_here, pruner = pruner, seed = seed, epochs = epochs_here, batch_size = batch_size
+    trials = trials_here, pruner = pruner, seed = seed, epochs = epochs_here, batch_size = batch_size,
+    # a process per trial, what this benchmark measures (on JAX, populations are issue #61's)
+    workers = gpu_workers(population = FALSE)
   ))
   foreign <- foreign_cpu(cpu_before, cpu_snapshot(), took[["wall"]])
   if (record) {

@@ -129,6 +129,23 @@ def run_core(
     )
 
 
+def run_jax_script(script: Path, spec: dict, timeout: int = 240) -> dict:
+    """Run ``script`` (``python script '<json spec>'``) in a fresh Python on the JAX
+    backend, the core on PYTHONPATH; its last line of output, read as JSON."""
+    requires("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
+    done = subprocess.run(
+        [sys.executable, str(script), json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_on_jax(after: str, *, tensorflow: bool = False) -> CoreRun:
     """Run ``after`` in a fresh Python on the JAX backend; without TensorFlow (blocked) by
     default, as on the GPU machines. Skips when JAX is not installed."""

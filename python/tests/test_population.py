@@ -7,34 +7,19 @@ The training runs are ``scripts/population_cv.py`` in a fresh Python on the JAX 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import child_pythonpath, requires
+from conftest import run_jax_script
 from gpukeras.tools import cv_population
 
 SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
 
 
 def run(spec: dict, script: Path = SCRIPT) -> dict:
-    requires("jax")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
-    done = subprocess.run(
-        [sys.executable, str(script), json.dumps(spec)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_jax_script(script, spec)
 
 
 @pytest.mark.slow
@@ -117,5 +102,10 @@ def test_the_core_decides_whether_to_try_a_population() -> None:
     schedule = plan("auto", ["learning_rate"], {"type": "exponential"}, backend="jax")
     assert "schedule" in schedule["reason"]
     assert plan("auto", tracking=True, backend="jax")["population"] is False
+    trials = plan("auto", ["epochs", "learning_rate"], backend="jax", kind="trials")
+    assert trials["population"] is True
+    assert "trials train in batches" in trials["reason"]
+    tracked = plan("auto", tracking=True, backend="jax", kind="trials")["reason"]
+    assert tracked == "each tracked trial is a run of its own fit"
     with pytest.raises(Exception, match="population must be"):
         plan("sometimes", backend="jax")

@@ -22,7 +22,7 @@ import pytest
 from conftest import other_group, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import search, search_trial, study_storage, workers
+from gpukeras.tools import search, search_sampler, search_trial, study_storage, workers
 from nvml_double import FakeGpu, fake_pynvml
 
 SPACE = {
@@ -70,7 +70,7 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
         assert 0 <= trial["params"]["dropout"] <= 0.5
         assert trial["params"]["optimizer"] in ("adam", "sgd")
     assert len({t["seed"] for t in asked if t}) == 4
-    assert [t["seed"] for t in asked if t] == [search.trial_seed(3, n) for n in range(4)]
+    assert [t["seed"] for t in asked if t] == [search_sampler.trial_seed(3, n) for n in range(4)]
     states = [
         told(study, 0, trained(0.7, 0.5)),
         told(study, 1, trained(0.7, float("nan"))),
@@ -669,3 +669,21 @@ def test_compiled_programs_are_shared_only_on_jax_and_a_users_own_cache_is_kept(
     )
     assert run.value == own and run.readback["dir"] == own
     assert not (tmp_path / "compiled").exists()
+
+
+def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_ones(
+    tmp_path: Path,
+) -> None:
+    """search_population asks 8 trials at a time for TPE or a pruner (they judge by the
+    completed trials), and the whole budget for the random or grid sampler without one."""
+    from gpukeras.tools import search_population
+
+    tpe = opened(tmp_path, trials=20)
+    assert search_population.batch_size(tpe) == search_population.TRIALS_PER_BATCH
+    plain = opened(tmp_path, trials=20, sampler="random", pruner="none")
+    assert search_population.batch_size(plain) == 20
+    asked = search_population.ask(plain)
+    assert asked["width"] == 20 and len(asked["trials"]) == 20
+    assert search_population.ask(plain) == {"width": 20, "trials": []}  # the budget is spent
+    pruned = opened(tmp_path, trials=20, sampler="random")
+    assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH

@@ -209,6 +209,26 @@ test_that("two sessions running the same gpu_search() on one PostgreSQL study ru
   expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"), "6")
 })
 
+test_that("on JAX a search's populations report to a PostgreSQL study, each trial once", {
+  skip_if_no_postgres_driver()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  url <- local_postgres()
+  session <- bquote({
+    model_fn <- .(search_model_fn)
+    url <- .(url)
+    space <- .(search_space)
+    search <- .(search_call)
+    unclass(search)
+  })
+  call <- fresh_r_call(session, c(KERAS_BACKEND = "jax"), character(), list())
+  search <- callr::r(call$func, args = call$args, timeout = 240)
+  expect_identical(search$trained, "populations")
+  expect_identical(search$trials$state, rep("complete", 6))
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"), "6")
+  # each trial reported its epoch to the study from the population
+  expect_identical(postgres_query(url, "SELECT count(*) FROM trial_intermediate_values"), "6")
+})
+
 # Every byte of the files under `paths` (an .rds file decompressed, as R reads it):
 # where a password written there would be found.
 file_bytes <- function(path) {

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core import compat
 from gpukeras.core.backend import configured_backend
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
@@ -29,8 +28,7 @@ from gpukeras.core.runtime import config
 from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
 from gpukeras.data.adapters.resident import data_bytes, free_bytes
 from gpukeras.tools import memory_plan, scoring
-from gpukeras.train import fit_request
-from gpukeras.train.population import Member, Population, mismatch
+from gpukeras.train.population import Member, Population, mismatch, prepare
 
 # gpu_fit()'s arguments a population honours; any other makes gpu_cv() train a process per fold.
 SUPPORTED = ("epochs", "batch_size", "learning_rate", "monitor")
@@ -44,11 +42,13 @@ def plan(
     learning_rate: object = None,
     tracking: bool = False,
     backend: str | None = None,
+    kind: str = "folds",
 ) -> Record:
-    """Whether gpu_cv() tries its folds as one population: ``population`` (True or False)
-    and ``reason``. ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: the names
-    of gpu_cv()'s gpu_fit() arguments, ``learning_rate`` the one given (or None);
-    ``tracking``: whether the folds are tracked runs; ``backend``: Keras' (None: as
+    """Whether gpu_cv() tries its folds as one population (or gpu_search() its trials as
+    populations, ``kind = "trials"``): ``population`` (True or False) and ``reason``.
+    ``population``: gpu_workers()' (``"auto"`` or False); ``fit``: the names of the call's
+    gpu_fit() arguments (searched ones too), ``learning_rate`` the one given (or None);
+    ``tracking``: whether the fits are tracked runs; ``backend``: Keras' (None: as
     configured, read without importing Keras)."""
     if population is False:
         return {
@@ -70,21 +70,27 @@ def plan(
             "reason": "a population takes a learning rate as a number, not a schedule",
         }
     if tracking:
-        return {"population": False, "reason": "each tracked fold is a run of its own fit"}
-    return {
-        "population": True,
-        "reason": "the folds train as one population (one program, one process)",
+        return {"population": False, "reason": f"each tracked {kind[:-1]} is a run of its own fit"}
+    trained = {
+        "folds": "the folds train as one population (one program, one process)",
+        "trials": "the trials train in batches, as a population for each architecture",
     }
+    return {"population": True, "reason": trained[kind]}
 
 
-def _taken(tree: object, rows: np.ndarray) -> object:
+def taken(tree: object, rows: np.ndarray) -> object:
     """Rows of an array, or of each array of a dict."""
     if isinstance(tree, dict):
         return {name: np.asarray(value)[rows] for name, value in tree.items()}
     return np.asarray(tree)[rows]
 
 
-def _fits_memory(models: Sequence[Model], data: tuple, size: int) -> str | None:
+def first_batch(data: tuple, rows: np.ndarray) -> tuple:
+    """``(x, y)`` of the data's ``rows``: the batch a member's model is built from."""
+    return tuple(taken(part, rows) for part in data[:2])
+
+
+def fits_memory(models: Sequence[Model], data: tuple, size: int) -> str | None:
     """Why the members' steps and the data do not fit ``MEMORY_SHARE`` of the device's free
     memory by the memory plan, or None when they do (or the free memory is unknown)."""
     import jax
@@ -127,22 +133,13 @@ def train(
         ``history`` (as gpu_fit()'s), ``metrics`` and ``predictions`` (``scoring.score``)
         and ``seconds`` (the population's training time, shared by its folds).
     """
-    keras = config.keras()
     size = int(batch_size or DEFAULT_BATCH_SIZE)
     data = tuple(part for part in (x, y, sample_weight) if part is not None)
     held = [np.asarray(m["held_out"], np.int64) for m in members]
     for model, member in zip(models, members):
-        # as gpu_fit(seed = ) does: the seed again, then the model built from its rows
-        compat.set_random_seed(keras, int(member["seed"]))
-        compat.symbolic_build(
-            model,
-            tuple(_taken(part, np.asarray(member["rows"][:size], np.int64)) for part in data[:2]),
-        )
-        if learning_rate is not None:
-            fit_request.set_learning_rate(
-                keras, fit_request.inner_optimizer(model), float(learning_rate)
-            )
-    why = mismatch(models) or _fits_memory(models, data, size)
+        first = np.asarray(member["rows"][:size], np.int64)
+        prepare(model, member["seed"], first_batch(data, first), learning_rate)
+    why = mismatch(models) or fits_memory(models, data, size)
     if why is not None:
         return {"trained": "processes", "reason": why}
     population = Population(
@@ -160,7 +157,7 @@ def train(
     seconds = time.perf_counter() - started
     folds = []
     for model, history, rows in zip(models, histories, held):
-        x_held, y_held, *weights = (_taken(part, rows) for part in data)
+        x_held, y_held, *weights = (taken(part, rows) for part in data)
         scored = scoring.score(model, x_held, y_held, weights[0] if weights else None, size)
         folds.append({"history": history, "seconds": seconds, **scored})
     reason = "the folds trained as one population: one architecture, one program, one process"

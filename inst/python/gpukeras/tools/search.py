@@ -36,8 +36,8 @@ import socket
 from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
-from gpukeras.core.errors import BadArgumentError, GpukerasError
-from gpukeras.tools import search_trial, study_storage
+from gpukeras.core.errors import GpukerasError
+from gpukeras.tools import search_sampler, search_trial, study_storage
 
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
@@ -68,87 +68,6 @@ def direction_for(objective: str, direction: str = "auto") -> str:
     return "maximize" if any(part in name for part in MAXIMIZED) else "minimize"
 
 
-def _distribution(optuna: Any, spec: dict[str, Any]) -> Any:
-    kind = spec["type"]
-    if kind == "int":
-        return optuna.distributions.IntDistribution(
-            int(spec["lower"]), int(spec["upper"]), log=bool(spec["log"])
-        )
-    if kind == "float":
-        return optuna.distributions.FloatDistribution(
-            float(spec["lower"]), float(spec["upper"]), log=bool(spec["log"])
-        )
-    return optuna.distributions.CategoricalDistribution(list(spec["choices"]))
-
-
-def _grid(space: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
-    """The grid sampler's values: every choice, every whole number of an int range."""
-    grid: dict[str, list[Any]] = {}
-    for name, spec in space.items():
-        if spec["type"] == "choice":
-            grid[name] = list(spec["choices"])
-        elif spec["type"] == "int" and not spec["log"] and spec["upper"] - spec["lower"] < 1000:
-            grid[name] = list(range(int(spec["lower"]), int(spec["upper"]) + 1))
-        else:
-            raise BadArgumentError(
-                f'sampler = "grid" needs a finite set of values, and `{name}` is a '
-                f"{'log-scaled ' if spec['log'] else ''}{spec['type']} range. "
-                f'Give it as search_choice(...), or use sampler = "tpe" or "random".'
-            )
-    return grid
-
-
-def _sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
-    """Optuna's sampler ``name``. TPE and random are seeded afresh for each trial from
-    ``seed`` and the trial's number (``_per_trial_seed``); the grid sampler keeps ``seed``,
-    which orders the grid for every process alike, and gives trial ``n`` grid point ``n``."""
-    if name == "grid":
-        return _seeded_sampler(optuna, name, space, seed)
-    return _per_trial_seed(optuna, lambda each: _seeded_sampler(optuna, name, space, each), seed)
-
-
-def _per_trial_seed(optuna: Any, make: Any, seed: int) -> Any:
-    """A sampler that draws trial ``n`` with ``make(trial_seed(seed, n))``'s sampler. One
-    sampler seeded once would draw the same parameters in every process that runs the same
-    gpu_search() call on a shared study (its n-th trial on each machine alike); seeded by
-    the trial's number, a trial's parameters depend on the seed, its number and the
-    study's trials so far, not on which process asks. The samplers keep no state of their
-    own between trials (the study holds it), so a fresh one per trial loses nothing."""
-
-    class PerTrialSeed(optuna.samplers.BaseSampler):
-        def __init__(self) -> None:
-            self.sampler = make(seed)
-
-        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-            return self.sampler.infer_relative_search_space(study, trial)
-
-        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-            return self.sampler.sample_relative(study, trial, search_space)
-
-        def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
-            return self.sampler.sample_independent(study, trial, name, distribution)
-
-        def before_trial(self, study: Any, trial: Any) -> None:
-            self.sampler = make(trial_seed(seed, trial.number))
-            self.sampler.before_trial(study, trial)
-
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            self.sampler.after_trial(study, trial, state, values)
-
-        def reseed_rng(self) -> None:
-            self.sampler.reseed_rng()
-
-    return PerTrialSeed()
-
-
-def _seeded_sampler(optuna: Any, name: str, space: dict[str, dict[str, Any]], seed: int) -> Any:
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "grid":
-        return optuna.samplers.GridSampler(_grid(space), seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
-
-
 class Search:
     """An open study as this process searches it: what R holds and passes back to each
     verb (an object, not a dataclass, so the bridge hands it over as it is)."""
@@ -174,6 +93,7 @@ class Search:
         self.pruner = pruner
         self.objective = objective
         self.seed = seed
+        self.sampler = "tpe"  # the sampler's name (open_study sets it)
         # the interrupted trials this search runs again: those waiting to be asked again
         # when it opened the study, and those it asks again after that
         self.resumed: set[int] = set()
@@ -259,8 +179,11 @@ def open_study(
     sampler: str = "tpe",
     pruner: str = "median",
     seed: int = 1,
+    batch: bool = False,
 ) -> Search:
     """Create the study ``study`` at ``storage`` (an SQLAlchemy URL), or open it to resume.
+    ``batch``: this search asks its trials a batch at a time (populations: see
+    ``search_sampler.sampler``).
 
     ``request`` (plain data: the space, a digest of the model function, the objective,
     the data's shape and gpu_fit()'s arguments) is recorded at creation; opening a study
@@ -274,7 +197,7 @@ def open_study(
             storage=rdb,
             study_name=study,
             direction=request["direction"],
-            sampler=_sampler(optuna, sampler, space, seed),
+            sampler=search_sampler.sampler(optuna, sampler, space, seed, batch),
             pruner=search_trial.pruner_for(optuna, pruner),
             load_if_exists=True,
         )
@@ -293,8 +216,11 @@ def open_study(
             )
         if sampler == "grid":
             # Optuna's grid repeats itself once every point ran: the grid is the budget's end.
-            trials = min(trials, math.prod(len(values) for values in _grid(space).values()))
+            trials = min(
+                trials, math.prod(len(values) for values in search_sampler.grid(space).values())
+            )
         search = Search(made, rdb, storage, study, space, trials, pruner, objective, seed)
+        search.sampler = sampler
         _retry_stale(search)
         search.resumed.update(
             retried
@@ -383,7 +309,9 @@ def ask(search: Search) -> dict[str, Any] | None:
         _retry_stale(search)
         if _counted(optuna, search) >= search.budget:
             return None
-        distributions = {name: _distribution(optuna, spec) for name, spec in search.space.items()}
+        distributions = {
+            name: search_sampler.distribution(optuna, spec) for name, spec in search.space.items()
+        }
         trial = search.study.ask(distributions)
         # This search's at once (a retry came with its first owner's): its owner, and its
         # first heartbeat (the worker that trains it records the next ones).
@@ -396,7 +324,7 @@ def ask(search: Search) -> dict[str, Any] | None:
             trial.set_user_attr(REASON_ATTR, "over the budget of trials")
             search.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
-        seed = trial_seed(search.seed, trial.number)
+        seed = search_sampler.trial_seed(search.seed, trial.number)
         retry_of = _retry_of(optuna, search.storage.get_trial(optuna_trial_id(trial)))
         if retry_of is not None:
             search.resumed.add(retry_of)
@@ -420,13 +348,6 @@ def _counted_trials(optuna: Any, study: Any) -> list[Any]:
     return [t for t in every if t.number not in uncounted]
 
 
-def trial_seed(seed: int, number: int) -> int:
-    """A trial's (or a fold's) seed, from the search's seed and its number: distinct for
-    each number, the same on every machine, within R's integers."""
-    digest = hashlib.sha256(f"{int(seed)}:{int(number)}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % 2_147_483_647
-
-
 def tell(
     search: Search,
     number: int,
@@ -439,9 +360,11 @@ def tell(
 
     The trial is "failed" with its error's first line as the reason, or when the objective
     was not among the logged values, or when its last value is not finite (NaN is never
-    best); "pruned" when the pruner stopped it; else "complete", its value the objective at
-    its last epoch. ``seconds`` and ``device`` are recorded with it. A trial another process
-    already failed (taken for interrupted, and asked again) is left as it is.
+    best), or with the reason its training gave (``failed``: a population's member whose
+    loss turned NaN); "pruned" when the pruner stopped it; else "complete", its value the
+    objective at its last epoch. ``seconds`` and ``device`` are recorded with it. A trial
+    another process already failed (taken for interrupted, and asked again) is left as it
+    is, and so is one its worker told pruned at once (a population's member, ``store_end``).
 
     Returns ``state``, ``value``, ``reason``, ``epochs`` (epochs reported) and ``stop``:
     None, or the error (``class``, ``message``) that stops the search, because it is not the
@@ -451,9 +374,11 @@ def tell(
     state, value, reason, stop = _outcome(result, search.objective)
     epochs = len(_reported(result))
     with study_storage.quiet() as optuna:
-        states = optuna.trial.TrialState
         trial_id = _trial_id(search, number)
-        if search.storage.get_trial(trial_id).state.is_finished():
+        stored = search.storage.get_trial(trial_id).state
+        if stored == optuna.trial.TrialState.PRUNED and state == "pruned":
+            return {"state": state, "value": None, "reason": None, "epochs": epochs, "stop": None}
+        if stored.is_finished():
             return {
                 "state": "failed",
                 "value": None,
@@ -462,19 +387,7 @@ def tell(
                 "reason": "taken for interrupted and asked again",
             }
         running = optuna.trial.Trial(search.study, trial_id)
-        for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
-            if attr is not None:
-                running.set_user_attr(f"gpukeras_{key}", attr)
-        try:
-            if state == "complete":
-                search.study.tell(number, value)
-            else:
-                search.study.tell(number, state=states.PRUNED if state == "pruned" else states.FAIL)
-        except RuntimeError as error:
-            # The grid sampler asks the study to stop once its last point ran, which
-            # Optuna allows only inside optimize(); the trial's end is stored all the same.
-            if "Study.stop" not in str(error):
-                raise
+        store_end(search.study, running, state, value, reason, seconds, device)
     search.completed += state == "complete"
     return {
         "state": state,
@@ -483,6 +396,37 @@ def tell(
         "epochs": epochs,
         "stop": stop if search.completed == 0 else None,
     }
+
+
+def store_end(
+    study: Any,
+    trial: Any,
+    state: str,
+    value: float | None = None,
+    reason: str | None = None,
+    seconds: float | None = None,
+    device: str | None = None,
+) -> None:
+    """Store running ``trial``'s (Optuna's) end in ``study``: its ``reason``, ``seconds`` and
+    ``device`` where given, then its ``state`` ("complete" with ``value``, "pruned",
+    "failed"). The session's ``tell``, and a population's worker for a member the pruner
+    stopped (told at once, not when its batch ends)."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    for key, attr in (("reason", reason), ("seconds", seconds), ("device", device)):
+        if attr is not None:
+            trial.set_user_attr(f"gpukeras_{key}", attr)
+    try:
+        if state == "complete":
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=states.PRUNED if state == "pruned" else states.FAIL)
+    except RuntimeError as error:
+        # The grid sampler asks the study to stop once its last point ran, which
+        # Optuna allows only inside optimize(); the trial's end is stored all the same.
+        if "Study.stop" not in str(error):
+            raise
 
 
 def _outcome(
@@ -510,6 +454,8 @@ def _outcome(
         return "failed", None, said, stop
     if pruning.get("pruned"):
         return "pruned", None, None, None
+    if pruning.get("failed"):  # a population's member whose loss turned NaN
+        return "failed", None, str(pruning["failed"]), None
     values = _reported(result)
     value = values[-1] if values else None
     if value is None or not math.isfinite(value):

@@ -1,6 +1,7 @@
 """A gpu_search() trial in the process that trains it: the pruner that judges its epochs,
-the Keras callback that reports each epoch's objective to the study and stops training when
-the pruner says so, and the trial's heartbeat (Optuna's, recorded while it trains), by
+what reports each epoch's objective to the study and says when the pruner stops it (a
+``Reporter``: a population's member has one; a trial of its own, in the Keras callback that
+stops its fit), and the trial's heartbeat (Optuna's, recorded while it trains), by
 which a search that resumes knows a trial whose process is gone.
 """
 
@@ -27,15 +28,72 @@ def pruner_for(optuna: Any, name: str) -> Any:
     return optuna.pruners.MedianPruner()
 
 
+def reporters(
+    storage: str, study: str, trial_ids: list[int], objective: str, pruner: str = "median"
+) -> list[Reporter]:
+    """A ``Reporter`` for each trial of ``trial_ids``, through one opening of the storage
+    (the one a waiting worker opened ahead, ``study_storage.warm``, when there is one)."""
+    with study_storage.quiet() as optuna:
+        opened = study_storage.take_warmed(storage) or study_storage.open_storage(storage)
+        loaded = optuna.load_study(
+            study_name=study, storage=opened, pruner=pruner_for(optuna, pruner)
+        )
+    return [Reporter(loaded, opened, trial_id, objective) for trial_id in trial_ids]
+
+
+class Reporter:
+    """What the process that trains trial ``trial_id`` tells the study while it trains: each
+    epoch's objective (``epoch_end``, which says when to stop: the pruner judged the trial
+    poor, or the objective is not among the logs), and the trial's heartbeat (``heartbeat``,
+    started and stopped around the training). ``values`` holds the values reported,
+    ``pruned`` whether the pruner stopped the trial, ``missing`` the log names when the
+    objective was not among them, ``failed`` why the trial failed while training (None: it
+    did not)."""
+
+    def __init__(self, study: Any, storage: Any, trial_id: int, objective: str) -> None:
+        import optuna
+
+        self.trial = optuna.trial.Trial(study, trial_id)
+        self.heartbeat = Heartbeat(storage, trial_id)
+        self.objective = objective
+        self.values: list[float] = []
+        self.pruned = False
+        self.missing: list[str] | None = None
+        self.failed: str | None = None
+
+    def epoch_end(self, epoch: int, logs: dict[str, Any]) -> bool:
+        """Report epoch ``epoch``'s (0-based) objective from ``logs``; True when training
+        must stop (pruned, or no objective in the logs)."""
+        if self.objective not in logs:
+            self.missing = sorted(logs)
+            return True
+        value = float(logs[self.objective])
+        self.values.append(value)
+        with study_storage.quiet():
+            self.trial.report(value, epoch)
+            if math.isfinite(value) and self.trial.should_prune():
+                self.pruned = True
+                return True
+        return False
+
+    def outcome(self) -> dict[str, Any]:
+        """What it saw, as ``search.tell`` reads a trial's ``pruning``: ``values``,
+        ``pruned``, ``missing``, ``failed``."""
+        return {
+            "values": self.values,
+            "pruned": self.pruned,
+            "missing": self.missing,
+            "failed": self.failed,
+        }
+
+
 def pruning_callback(
     storage: str, study: str, trial_id: int, objective: str, pruner: str = "median"
 ) -> Any:
     """A Keras callback for the process that trains trial ``trial_id``: after each epoch it
     reports the objective (``logs[objective]``) to the study and stops training when
     ``pruner`` says the trial is poor, and from the training's start to its end it records
-    the trial's heartbeat (``Heartbeat``). Afterwards ``values`` holds the values reported,
-    ``pruned`` whether it stopped the trial, ``missing`` the log names when the objective
-    was not among them.
+    the trial's heartbeat (a ``Reporter`` does both; ``pruning_outcome`` reads it).
 
     Not Optuna's ``KerasPruningCallback`` (optuna-integration): that one raises
     ``TrialPruned`` out of ``fit()``, which would reach R as the trial's error with its
@@ -43,40 +101,22 @@ def pruning_callback(
     must say so; this one stops training as Keras' own callbacks do."""
     import keras
 
-    with study_storage.quiet() as optuna:
-        opened = study_storage.take_warmed(storage) or study_storage.open_storage(storage)
-        loaded = optuna.load_study(
-            study_name=study, storage=opened, pruner=pruner_for(optuna, pruner)
-        )
-    trial = optuna.trial.Trial(loaded, trial_id)
-    heartbeat = Heartbeat(opened, trial_id)
+    reporter = reporters(storage, study, [trial_id], objective, pruner)[0]
 
     class Pruning(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
-            self.values: list[float] = []
-            self.pruned = False
-            self.missing: list[str] | None = None
+            self.reporter = reporter
 
         def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-            heartbeat.start()
+            reporter.heartbeat.start()
 
         def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-            heartbeat.stop()
+            reporter.heartbeat.stop()
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-            logs = logs or {}
-            if objective not in logs:
-                self.missing = sorted(logs)
+            if reporter.epoch_end(epoch, logs or {}):
                 self.model.stop_training = True
-                return
-            value = float(logs[objective])
-            self.values.append(value)
-            with study_storage.quiet():
-                trial.report(value, epoch)
-                if math.isfinite(value) and trial.should_prune():
-                    self.pruned = True
-                    self.model.stop_training = True
 
     return Pruning()
 
@@ -114,5 +154,5 @@ class Heartbeat:
 
 
 def pruning_outcome(callback: Any) -> dict[str, Any]:
-    """What ``pruning_callback``'s callback saw: ``values``, ``pruned``, ``missing``."""
-    return {"values": callback.values, "pruned": callback.pruned, "missing": callback.missing}
+    """What ``pruning_callback``'s callback saw (``Reporter.outcome``)."""
+    return callback.reporter.outcome()

@@ -29,8 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from gpukeras.core import compat
 from gpukeras.core.handles import Model
+from gpukeras.core.runtime import config
 from gpukeras.data.adapters.resident import EpochOrder
+from gpukeras.train import fit_request
 from gpukeras.train.resident import state_variables, training_state
 from gpukeras.train.training_run import history_columns
 
@@ -46,13 +49,27 @@ class Member:
     validation: np.ndarray | None = None
 
 
-def _unnamed(config: object) -> object:
+def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None = None) -> None:
+    """``model`` as a member starts, as gpu_fit(seed = ) starts a fit of it: the seed again,
+    then the model built as fit() builds it (its metrics and optimizer too) from ``batch``
+    (``(x, y)`` of a first batch), and its optimizer's ``learning_rate`` set (None: as
+    compiled). Its state then is its member's start."""
+    keras = config.keras()
+    compat.set_random_seed(keras, int(seed))
+    compat.symbolic_build(model, batch)
+    if learning_rate is not None:
+        fit_request.set_learning_rate(
+            keras, fit_request.inner_optimizer(model), float(learning_rate)
+        )
+
+
+def _unnamed(settings: object) -> object:
     """A config without its names (two models made in one process name their layers apart)."""
-    if isinstance(config, dict):
-        return {k: _unnamed(v) for k, v in config.items() if k not in ("name", "learning_rate")}
-    if isinstance(config, (list, tuple)):
-        return [_unnamed(v) for v in config]
-    return config
+    if isinstance(settings, dict):
+        return {k: _unnamed(v) for k, v in settings.items() if k not in ("name", "learning_rate")}
+    if isinstance(settings, (list, tuple)):
+        return [_unnamed(v) for v in settings]
+    return settings
 
 
 def _variables(model: Model) -> list[list[tuple[tuple, str]]]:
@@ -66,12 +83,12 @@ def mismatch(models: Sequence[Model]) -> str | None:
     optimizer, metrics) and its configuration (layers, loss, metrics, optimizer; names and
     the learning rate, a variable, aside)."""
     first = models[0]
-    shapes, config = _variables(first), _unnamed(first.get_config())
+    shapes, layers = _variables(first), _unnamed(first.get_config())
     compiled = _unnamed(first.get_compile_config())
     for number, model in enumerate(models[1:], start=2):
         if _variables(model) != shapes:
             return f"model {number}'s variables differ in shape or type from model 1's"
-        if _unnamed(model.get_config()) != config:
+        if _unnamed(model.get_config()) != layers:
             return f"model {number}'s layers are configured otherwise than model 1's"
         if _unnamed(model.get_compile_config()) != compiled:
             return f"model {number} is compiled otherwise than model 1 (loss, metrics, optimizer)"
@@ -168,8 +185,14 @@ class Population:
     history), ``stop(i)`` to hold member ``i`` as it is; ``write_back()`` puts each member's
     state into its own model (for scoring, saving). ``data``: the arrays every member's rows
     index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
-    compiled and built as fit() builds it, its metrics and optimizer too
-    (``compat.symbolic_build``): its state then is its member's start.
+    compiled and made ready as a fit of it starts (``prepare``).
+
+    ``width``: the members the programs are compiled for, where more than the models (None:
+    as many). The count of members is a shape of every program, so populations of one
+    architecture and one width run the same compiled programs (a later one, in a fresh
+    process, finds them in the persistent compilation cache). The members past the models
+    are copies of the first, held from the start (as ``stop`` holds one): they cost their
+    steps' compute, are never written back, and have no history.
     """
 
     def __init__(
@@ -179,6 +202,7 @@ class Population:
         data: tuple,
         batch_size: int,
         on_host: bool | None = None,
+        width: int | None = None,
     ) -> None:
         """``on_host``: where the epochs' orders are drawn (``EpochOrder``); None: as this
         backend draws them."""
@@ -187,21 +211,24 @@ class Population:
         self.jax, self.size = jax, int(batch_size)
         self.models, self.members = list(models), list(members)
         count = len(self.members)
+        self.width = max(count, int(width or count))
+        padded = self.members + [self.members[0]] * (self.width - count)
         self.data = jax.device_put(data)
-        self.active = np.ones(count, bool)
-        self.orders = [EpochOrder(jax, len(m.rows), m.seed, on_host) for m in self.members]
-        self.train_batches = _Batches([len(m.rows) for m in self.members], self.size)
-        self._rows = [np.asarray(m.rows, np.int32) for m in self.members]
+        self.active = np.arange(self.width) < count
+        self.orders = [EpochOrder(jax, len(m.rows), m.seed, on_host) for m in padded]
+        self.train_batches = _Batches([len(m.rows) for m in padded], self.size)
+        self._rows = [np.asarray(m.rows, np.int32) for m in padded]
         self._rows_on_device = (
             None if self.orders[0].on_host else [jax.device_put(r) for r in self._rows]
         )
-        validated = [m.validation for m in self.members]
+        validated = [m.validation for m in padded]
         self.validated = all(v is not None and len(v) for v in validated)
         if self.validated:
             held = [np.asarray(v, np.int32) for v in validated]
             self.test_batches = _Batches([len(v) for v in held], self.size)
             self._validation = jax.device_put(self.test_batches.padded(held))
-        state = _stacked(jax, [training_state(model) for model in self.models])
+        states = [training_state(model) for model in self.models]
+        state = _stacked(jax, states + [states[0]] * (self.width - count))
         self.state = state
         self._fresh_metrics = state[3]  # each epoch's training and validation start from them
         self._programs = _programs(jax, self.models[0], self.size)
@@ -233,9 +260,7 @@ class Population:
         jnp, programs = self.jax.numpy, self._programs
         logs = self._logs.get(kind)
         if logs is None:
-            logs = self._logs[kind] = programs["logs_like"](
-                kind, state, self.data, len(self.members)
-            )
+            logs = self._logs[kind] = programs["logs_like"](kind, state, self.data, self.width)
         active = jnp.asarray(self.active)
         longest = int(batches.full.max())
         if longest:

@@ -1,0 +1,292 @@
+"""gpu_search()'s trials as populations (JAX): asked a batch at a time, trained by shape,
+each told as a trial of its own process is told.
+
+``ask`` asks the study (in the R session) for up to ``n`` trials at once (``search.ask``
+each: the budget, the owner, the seed as for any trial; a study opened with ``batch``
+makes TPE lie constantly about the running ones, so a batch's trials differ; random and
+grid draw as they do). ``train`` runs in one worker, which made each trial's model there
+(``model_fn(params)`` is R code, called after the trial's seed): the models are made ready
+as gpu_fit(seed = ) starts a fit (``population.prepare``: the seed, the build, the trial's
+learning rate), grouped by architecture and batch size (``population.mismatch``; trials
+whose drawn values change shapes, such as units, form groups of their own), a group that
+does not fit the memory split in halves (``cv_population.fits_memory``), and each group
+trained as one ``Population``, padded to the search's batch width where it holds half of it
+(``padded_width``: a batch's programs are then those an earlier batch compiled). After each
+epoch each member reports its objective to its trial (``search_trial.Reporter``, as a
+trial's own process reports it, its heartbeat recorded while the group trains); the
+pruner's verdict stops that member alone (``Population.stop``) and tells its trial pruned
+at once, and a loss that is not finite stops the member too (it fails, saying why).
+``tell`` tells each member's end to the study with ``search.tell``, so a member's state and
+value are decided as a process's are: the objective at its last epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.handles import Model, Record
+from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
+from gpukeras.tools import search as searching
+from gpukeras.tools import search_trial
+from gpukeras.tools.cv_population import first_batch, fits_memory
+from gpukeras.train.population import Member, Population, mismatch, prepare
+
+# The trials asked at once where the sampler or the pruner learns from completed trials: a
+# batch large enough that a population pays, small enough that TPE and the pruners judge by
+# the batches before (a trial of a batch completes when its batch ends).
+TRIALS_PER_BATCH = 8
+
+
+def batch_size(search: searching.Search) -> int:
+    """How many trials ``ask`` asks at once: ``TRIALS_PER_BATCH``, or, where nothing learns
+    from completed trials (the random or grid sampler and no pruner), every trial the budget
+    holds (a batch too large for the memory is split when it trains)."""
+    if search.sampler in ("random", "grid") and search.pruner == "none":
+        return max(1, search.budget)
+    return TRIALS_PER_BATCH
+
+
+def ask(search: searching.Search, n: int | None = None) -> Record:
+    """A batch: ``trials``, up to ``n`` trials to train together (None: ``batch_size``'s),
+    each as ``search.ask`` gives it (``number``, ``trial_id``, ``params``, ``seed``,
+    ``left``), fewer, or none, when the budget ends; and ``width``, the ``n`` asked (which
+    ``train`` pads a group to, see ``padded_width``)."""
+    width = batch_size(search) if n is None else int(n)
+    asked = []
+    for _ in range(width):
+        trial = searching.ask(search)
+        if trial is None:
+            break
+        asked.append(trial)
+    return {"width": width, "trials": asked}
+
+
+def padded_width(count: int, width: int) -> int:
+    """How many members a group of ``count`` trains as, in a search that asks ``width`` trials
+    a batch: ``width`` where the group holds at least half of it, else ``count``.
+
+    The members' count is a shape of the population's programs, so a group of another count
+    compiles them again, even where an earlier batch compiled its architecture (each batch's
+    worker is a fresh process, which finds the earlier ones' programs in the session's
+    compilation cache only for the same shapes). A search's last batch is often short (20
+    trials: 8, 8, 4); padded, it compiles nothing. The padding members' steps cost compute
+    (at most as much again: never for a group of under half), where compiling costs seconds
+    (a 20-64-64-2 MLP's programs: 5-6 s on 2 CPU cores, against 1.6 s loaded from the cache).
+    """
+    return width if 2 * count >= width > count else count
+
+
+def _joined(data: tuple, validation: tuple | None) -> tuple[tuple, np.ndarray | None]:
+    """The training data with the validation data after it (one set of arrays the members'
+    rows index), and the validation's rows in it (None without validation data). Where one
+    of them has sample weights, the other's rows weigh 1 (as they do unweighted)."""
+    if validation is None:
+        return data, None
+    rows = len(np.asarray(data[1]))
+    weighted = len(data) > 2 or len(validation) > 2
+
+    def parts(given: tuple) -> list:
+        count = len(np.asarray(given[1]))
+        weights = given[2] if len(given) > 2 else np.ones(count, np.float32)
+        return [given[0], given[1], *([weights] if weighted else [])]
+
+    def join(a: Any, b: Any) -> Any:
+        if isinstance(a, dict):
+            return {name: np.concatenate([np.asarray(a[name]), np.asarray(b[name])]) for name in a}
+        return np.concatenate([np.asarray(a), np.asarray(b)])
+
+    joined = tuple(join(a, b) for a, b in zip(parts(data), parts(validation)))
+    return joined, np.arange(rows, rows + len(np.asarray(validation[1])), dtype=np.int64)
+
+
+def _groups(models: Sequence[Model], sizes: Sequence[int], data: tuple) -> list[list[int]]:
+    """The members (indices) that train together: one architecture and batch size each
+    (the first member of a group decides), a group that does not fit the memory split in
+    halves until it does (one member alone trains as a process of its own would)."""
+    groups: list[list[int]] = []
+    for i, model in enumerate(models):
+        for group in groups:
+            first = group[0]
+            if sizes[first] == sizes[i] and mismatch([models[first], model]) is None:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    fitting, pending = [], groups
+    while pending:
+        group = pending.pop(0)
+        if len(group) > 1 and fits_memory([models[i] for i in group], data, sizes[group[0]]):
+            half = len(group) // 2
+            pending[:0] = [group[:half], group[half:]]
+        else:
+            fitting.append(group)
+    return fitting
+
+
+def _appended(history: dict[str, list], more: dict[str, list]) -> dict[str, list]:
+    return {name: [*history.get(name, []), *values] for name, values in more.items()}
+
+
+def _train_group(
+    population: Population,
+    reporters: Sequence[search_trial.Reporter],
+    epochs: int,
+    device: str | None = None,
+) -> list[dict[str, list]]:
+    """Train ``population`` epoch by epoch, each member reporting to its trial; a member the
+    pruner stops, or whose loss is not finite, stops alone. A pruned member's trial is told
+    pruned at once (``search.store_end``, its seconds so far and ``device`` with it): another
+    process sharing the study sees it end, not running on until its batch ends. Its slot is
+    not given to a new trial: the member's steps still run, masked, until the group ends.
+    Each member's history."""
+    started = time.perf_counter()
+    histories: list[dict[str, list]] = [{} for _ in reporters]
+    for reporter in reporters:
+        reporter.heartbeat.start()
+    try:
+        for epoch in range(epochs):
+            if not population.active.any():
+                break
+            for i, history in enumerate(population.train(1)):
+                if not history.get("epoch"):
+                    continue  # stopped before this epoch
+                histories[i] = _appended(histories[i], history)
+                logs = {name: values[-1] for name, values in history.items() if name != "epoch"}
+                stop = reporters[i].epoch_end(epoch, logs)
+                loss = logs.get("loss")
+                if loss is not None and not math.isfinite(loss):
+                    reporters[i].failed = f"its loss was {loss} at epoch {epoch + 1}"
+                    stop = True
+                if stop:
+                    population.stop(i)
+                if reporters[i].pruned:
+                    reporters[i].heartbeat.stop()
+                    seconds = time.perf_counter() - started
+                    trial = reporters[i].trial
+                    searching.store_end(trial.study, trial, "pruned", None, None, seconds, device)
+    finally:
+        for reporter in reporters:
+            reporter.heartbeat.stop()
+    return histories
+
+
+def train(
+    models: Sequence[Model],
+    x: object,
+    y: object,
+    members: Sequence[Mapping[str, Any]],
+    rows: Sequence[int],
+    storage: str,
+    study: str,
+    objective: str,
+    pruner: str = "median",
+    sample_weight: object = None,
+    validation_rows: Sequence[int] | None = None,
+    validation: Sequence[object] | None = None,
+    epochs: int = 1,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    monitor: object = None,
+    width: int | None = None,
+    device: str | None = None,
+) -> Record:
+    """Train a batch of trials (``ask``'s) as populations, each member reporting to its trial.
+
+    Args:
+        models: each trial's model, compiled, made by model_fn(params) after its seed.
+        x, y, sample_weight: the search's data (arrays, ``x`` a dict of them too).
+        members: per trial, in the order of ``models``: ``number``, ``trial_id``, ``seed``,
+            and ``fit``, its drawn values of gpu_fit()'s arguments (``learning_rate``,
+            ``batch_size``) over the search's.
+        rows: the rows every trial trains on (0-based); ``validation_rows`` the rows it
+            validates on after each epoch, or ``validation`` (``(x, y)`` or ``(x, y,
+            sample_weight)``) the validation data given; neither: no validation.
+        storage, study, objective, pruner: the study's (as ``search_trial.reporters``).
+        epochs, batch_size, learning_rate: gpu_fit()'s, for every trial (``monitor``,
+            which changes no update, is taken and ignored).
+        width: the trials the search asks a batch (``ask``'s ``width``): a group trains as
+            ``padded_width`` members where they fit the memory (None: as many as it has).
+        device: the worker's device as the session names it ("GPU 0"), recorded with a
+            pruned member's trial, which the worker tells at once.
+
+    Returns:
+        ``groups`` (the members' indices, 0-based, that trained together), ``widths`` (the
+        members each group's programs were compiled for, ``padded_width``) and ``trials``:
+        per member ``number``, ``pruning`` (``Reporter.outcome``: what ``tell`` reads),
+        ``history`` (as gpu_fit()'s) and ``seconds`` (its group's training time). Each
+        model holds its member's weights afterwards (``Population.write_back``).
+    """
+    given = tuple(part for part in (x, y, sample_weight) if part is not None)
+    held = tuple(part for part in validation if part is not None) if validation else None
+    data, appended = _joined(given, held)
+    validated = appended if appended is not None else validation_rows
+    train_rows = np.asarray(rows, np.int64)
+    held_rows = None if validated is None else np.asarray(validated, np.int64)
+    sizes, seeds = [], []
+    for model, member in zip(models, members):
+        drawn = member.get("fit") or {}
+        size = int(drawn.get("batch_size") or batch_size or DEFAULT_BATCH_SIZE)
+        rate = drawn["learning_rate"] if drawn.get("learning_rate") is not None else learning_rate
+        prepare(model, member["seed"], first_batch(data, train_rows[:size]), rate)
+        sizes.append(size)
+        seeds.append(int(member["seed"]))
+    reporters = search_trial.reporters(
+        storage, study, [int(m["trial_id"]) for m in members], objective, pruner
+    )
+    groups = _groups(models, sizes, data)
+    histories: list[dict[str, list]] = [{} for _ in models]
+    seconds = [0.0 for _ in models]
+    widths = []
+    for group in groups:
+        started = time.perf_counter()
+        size = sizes[group[0]]
+        members_width = padded_width(len(group), int(width or len(models)))
+        if fits_memory([models[group[0]]] * members_width, data, size) is not None:
+            members_width = len(group)
+        population = Population(
+            [models[i] for i in group],
+            [Member(seeds[i], train_rows, held_rows) for i in group],
+            data,
+            size,
+            width=members_width,
+        )
+        widths.append(members_width)
+        trained = _train_group(population, [reporters[i] for i in group], int(epochs), device)
+        population.write_back()
+        for i, history in zip(group, trained):
+            histories[i], seconds[i] = history, time.perf_counter() - started
+    return {
+        "groups": groups,
+        "widths": widths,
+        "trials": [
+            {
+                "number": int(member["number"]),
+                "pruning": reporter.outcome(),
+                "history": history,
+                "seconds": spent,
+            }
+            for member, reporter, history, spent in zip(members, reporters, histories, seconds)
+        ],
+    }
+
+
+def tell(
+    search: searching.Search, trials: Sequence[Mapping[str, Any]], device: str | None = None
+) -> list[Record]:
+    """Tell the study how each of ``train``'s ``trials`` ended, as ``search.tell`` tells a
+    trial of its own process (its state, value and reason decided alike)."""
+    return [
+        searching.tell(
+            search,
+            int(trial["number"]),
+            {"pruning": trial["pruning"]},
+            seconds=trial.get("seconds"),
+            device=device,
+        )
+        for trial in trials
+    ]

@@ -1,0 +1,154 @@
+# gpu_search()'s trials as populations on JAX: a real SQLite study, trials of two shapes
+# (units searched) with their own learning rates, each trial's objective what a fit of its
+# parameters alone with its seed reaches, the best trial's model saved; turned off, a
+# process per trial.
+
+test_that("on JAX the trials train as populations, each trial's objective a fit of its parameters alone", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    # the session's "auto" choices, which its workers take: mixed_bfloat16 under make test's
+    # simulated GPU, float32 on the CPU
+    gpu_setup()
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units, activation = "relu"), keras$layers$Dropout(0.2),
+        keras$layers$Dense(3, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+      model
+    }
+    data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+    search <- gpu_search(
+      model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
+      trials = 4, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = dir
+    )
+    rows <- setdiff(1:150, search$validation_rows)
+    refit <- lapply(seq_len(nrow(search$trials)), function(i) {
+      trial <- search$trials[i, ]
+      gpu_keras()$utils$set_random_seed(trial$seed)
+      fit <- gpu_fit(
+        model_fn(list(units = trial$units)), list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16,
+        validation_data = list(x = data$x[search$validation_rows, ], y = data$y[search$validation_rows]),
+        seed = trial$seed, learning_rate = trial$learning_rate, verbose = 0
+      )
+      utils::tail(fit$history$val_loss, 1)
+    })
+    loaded <- gpu_load(search$best$path)
+    off <- gpu_search(
+      model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
+      trials = 1, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5,
+      storage = file.path(dir, "off"),
+      workers = gpu_workers(population = FALSE)
+    )
+    list(
+      policy = gpu_keras()$config$dtype_policy()$name, search = unclass(search), refit = unlist(refit),
+      text = format(search),
+      predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"), off = unclass(off)
+    )
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  expect_identical(result$policy, if (simulating_gpu()) "mixed_bfloat16" else "float32")
+  search <- result$search
+  expect_identical(search$trained, "populations")
+  expect_match(search$trained_why, "trials train in batches", fixed = TRUE)
+  expect_match(result$text, "^Trained:    in batches, as populations", all = FALSE)
+  expect_identical(search$trials$state, rep("complete", 4))
+  expect_type(search$trials$value, "double")
+  expect_equal(search$trials$value, result$refit, tolerance = 1e-5)
+  expect_true(file.exists(search$best$path))
+  expect_length(result$predicted, 3L)
+  expect_identical(result$off$trained, "processes")
+  expect_match(result$off$trained_why, "population = FALSE", fixed = TRUE)
+  expect_identical(result$off$trials$state, "complete")
+})
+
+test_that("a background search of populations, cancelled mid-batch, keeps its study, and the same call resumes it", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+      model
+    }
+    search <- function(background) {
+      gpu_search(
+        model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 64)),
+        trials = 4, sampler = "random", pruner = "none", epochs = 300, batch_size = 150, seed = 2,
+        storage = dir, background = background
+      )
+    }
+    job <- search(gpu_background())
+    repeat {
+      status <- gpu_job_status(job)
+      if (status$running >= 1 || status$state != "running") break
+      Sys.sleep(0.2)
+    }
+    Sys.sleep(2) # the batch's worker starts, and trains
+    gpu_job_cancel(job)
+    cancelled <- gpu_job_status(job)
+    resumed <- search(FALSE)
+    list(cancelled = unclass(cancelled), resumed = unclass(resumed))
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  expect_identical(result$cancelled$state, "cancelled")
+  expect_gte(result$cancelled$running, 1L)
+  resumed <- result$resumed
+  expect_identical(resumed$trained, "populations")
+  # four trials in all, those the cancel interrupted run again (uncounted), none twice
+  expect_identical(nrow(resumed$trials), 4L)
+  expect_identical(resumed$trials$state, rep("complete", 4))
+  expect_gte(length(resumed$interrupted), 1L)
+  expect_true(all(resumed$interrupted < min(setdiff(resumed$trials$number, resumed$interrupted))))
+  expect_true(file.exists(resumed$best$path))
+})
+
+test_that("a batch whose model_fn fails fails each of its trials, and stops the search as a process's trial does", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    failed <- function(workers) {
+      storage <- file.path(dir, if (isFALSE(workers$population)) "processes" else "populations")
+      error <- tryCatch(
+        gpu_search(
+          function(params) stop("no model for ", params$units, " units"),
+          list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+          space = list(units = search_choice(4L)), learning_rate = search_float(1e-3, 0.1), trials = 2,
+          sampler = "random", pruner = "none", epochs = 1, seed = 5, storage = storage, workers = workers
+        ),
+        error = identity
+      )
+      study <- reticulate::import("optuna")$load_study(
+        study_name = "gpukeras", storage = paste0("sqlite:///", file.path(storage, "search.db"))
+      )
+      list(
+        class = class(error), message = conditionMessage(error), parent = conditionMessage(error$parent),
+        states = vapply(study$trials, function(trial) trial$state$name, ""),
+        reasons = vapply(study$trials, function(trial) trial$user_attrs$gpukeras_reason, "")
+      )
+    }
+    list(populations = failed(gpu_workers()), processes = failed(gpu_workers(population = FALSE)))
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 300)
+  populations <- result$populations
+  processes <- result$processes
+  expect_identical(populations[c("class", "message", "parent")], processes[c("class", "message", "parent")])
+  expect_true("gpukeras_error_search_trial" %in% populations$class)
+  expect_match(populations$message, "Trial 0 failed, and no trial has completed.", fixed = TRUE)
+  expect_match(populations$parent, "no model for 4 units", fixed = TRUE)
+  # the batch's two trials failed with the error, as the process's one trial
+  expect_identical(populations$states, c("FAIL", "FAIL"))
+  expect_identical(populations$reasons, rep(processes$reasons[[1]], 2))
+  expect_identical(processes$states[[1]], "FAIL")
+})
