@@ -4,7 +4,8 @@
 # child has done all that in a job folder of its own, but started no runtime
 # (no devices, no GPU memory), so the job's gpu_setup() still applies there.
 # It waits for the job's files and the go-ahead (go.rds, which also holds
-# max_restarts); the fit that takes it saves those seconds.
+# max_restarts, announced on its FIFO: process_signal()); the fit that takes
+# it saves those seconds.
 #
 # One standby at most, started once a job trains, so it does not compete with
 # that job's own start. It ends with the session, like every job's processes;
@@ -63,7 +64,7 @@ standby_return <- function(standby) {
 }
 
 # What the standby's own processes write in its folder.
-standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log", "tmp")
+standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log", "tmp", "go.fifo")
 
 standby_discard <- function(standby) {
   standby$process$kill_tree()
@@ -75,14 +76,13 @@ standby_go <- function(standby, max_restarts, call = caller_env()) {
   write_rds_atomic(
     list(max_restarts = max_restarts), job_file(standby$dir, "go.rds"), "The go-ahead (go.rds)", call = call
   )
+  process_signal(standby$dir)
   standby$process
 }
 
 # In the standby's first child: start Python and import Keras with its
-# backend (importing starts no devices), then wait for the job.
+# backend (importing starts no devices), then wait for the job (process_await()).
 job_child_standby <- function(dir) {
   core_call("preload_keras")
-  go <- job_file(dir, "go.rds")
-  while (!file.exists(go)) Sys.sleep(0.05)
-  job_child(dir)
+  if (process_await(dir, "go.rds")) job_child(dir)
 }

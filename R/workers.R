@@ -82,6 +82,7 @@ worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env())
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
   write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
+  process_signal(worker$dir)
   worker$task <- task
   worker$started <- Sys.time()
   pool$busy[[i]] <- worker
@@ -249,16 +250,13 @@ worker_wait <- function(dir, parent, warm = NULL, prepare = NULL) {
   worker_await(dir, parent, prepare)
 }
 
-# Prepare the runtime (worker_prepare()), wait in `dir` for the task and run it; return at
-# once if the session has gone.
+# Prepare the runtime (worker_prepare()), wait in `dir` for the task (process_await()) and
+# run it; return at once if the session has gone.
 worker_await <- function(dir, parent, prepare) {
   task_file <- file.path(dir, "task.rds")
   prepared <- worker_prepare(prepare, compile = !file.exists(task_file))
-  while (!file.exists(task_file)) {
-    if (!process_alive(parent) || !dir.exists(dir)) {
-      return(invisible())
-    }
-    Sys.sleep(0.02)
+  if (!process_await(dir, "task.rds", parent)) {
+    return(invisible())
   }
   file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_collect())
   worker_task(dir, readRDS(task_file), prepared)
