@@ -232,14 +232,12 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # --- In the worker process -------------------------------------------------------------
 
 # What a worker loads before its task: Python, Keras (with TensorFlow where it is
-# installed, which Keras' seed imports on either backend) and the core's modules its task
-# calls (worker_task(): gpu_setup(), gpu_fit(), a search's pruning callback, gpu_save()), with
-# no runtime (no devices, no memory), so that the task starts at once.
+# installed, which Keras' seed imports on either backend) and the core's modules its tasks
+# call (the core's list: bridge.WORKER_VERBS), with no runtime (no devices, no memory), so
+# that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list(
-    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population"
-  ))
+  core_call("preload")
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
