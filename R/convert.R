@@ -232,7 +232,7 @@ abort_handover_missing <- function(arg, call = caller_env()) {
 float32_max <- 3.4028234663852886e38
 
 # The error for Inf, -Inf or doubles beyond float32's range in `parts`, naming the first
-# rows and the columns, as abort_missing() does for NA; nothing when there is none.
+# rows and the columns, with the fields of abort_missing()'s for NA; nothing when there is none.
 # range() finds out without allocating; only data that has some is searched cell by cell.
 abort_not_finite <- function(parts, call = caller_env()) {
   doubles <- Filter(function(part) {
@@ -253,7 +253,8 @@ abort_not_finite <- function(parts, call = caller_env()) {
       ),
       "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns."
     ),
-    "gpukeras_error_bad_data",
+    c("gpukeras_error_not_finite", "gpukeras_error_bad_data"),
+    column = unname(where), rows = utils::head(which(rows), 100), n_rows = sum(rows),
     call = call
   )
 }

@@ -325,7 +325,8 @@ encode_column <- function(values, spec, where, unknown, call) {
           sprintf("`%s` is %s; in training it was %s.", where, describe_type(values), spec$type),
           "Give it as numbers, as in training."
         ),
-        "gpukeras_error_bad_data",
+        c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
+        column = where, type = typeof(values),
         call = call
       )
     }
@@ -337,7 +338,8 @@ encode_column <- function(values, spec, where, unknown, call) {
         sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
         "Give it as a factor or character vector: its values are matched to the training levels by name."
       ),
-      "gpukeras_error_bad_data",
+      c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
+      column = where, type = typeof(values),
       call = call
     )
   }

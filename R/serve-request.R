@@ -121,10 +121,11 @@ request_data <- function(body, settings) {
     if (identical(part$type, "data.frame")) {
       return(request_columns(values, part, settings))
     }
+    # predict() refuses what a matrix of numbers holds (prediction_refused()), not what it cannot
     for (column in columns) {
-      if (!is.numeric(values[[column]]) &&
-          !is.logical(values[[column]])) abort_wrong_type(column, values[[column]], "numbers")
-      check_numbers(values[[column]], column)
+      if (!is.numeric(values[[column]]) && !is.logical(values[[column]])) {
+        abort_wrong_type(column, typeof(values[[column]]), "numbers")
+      }
     }
     return(matrix(as.double(unlist(values, use.names = FALSE)), ncol = length(columns), dimnames = list(NULL, columns)))
   }
@@ -270,31 +271,22 @@ request_rows <- function(body, part, settings) {
     ))
   }
   storage.mode(rows) <- "double"
-  check_numbers(rows, part$names)
+  # jsonlite reads the string "NaN" as NaN, which predict() would take for NA (a null)
+  nan <- is.nan(rows)
+  if (any(nan)) {
+    bad <- which(rowSums(matrix(nan, nrow = dim(nan)[1])) > 0)
+    columns <- if (length(dim(nan)) == 2L) part$names[colSums(nan) > 0] %||% as.character(which(colSums(nan) > 0))
+    abort_bad_numbers(columns, utils::head(bad, 100), length(bad))
+  }
   if (!is.null(part$names)) colnames(rows) <- part$names
   rows
 }
 
 # Numbers the model cannot take (Inf, NaN, or beyond float32's range: they
-# become infinite in the float32 copy it reads) are a 400 naming the column
-# (`names`: a column's name, or the columns of a matrix; NULL for none).
-check_numbers <- function(values, names) {
-  bad <- !is.na(values) & abs(values) > float32_max | is.nan(values)
-  if (!any(bad)) {
-    return(invisible())
-  }
-  rows <- if (is.null(dim(bad))) which(bad) else which(rowSums(matrix(bad, nrow = dim(bad)[1])) > 0)
-  if (length(dim(bad)) == 2L) {
-    columns <- which(colSums(bad) > 0)
-    if (!is.null(names)) names <- names[columns]
-  }
-  where <- if (length(dim(bad)) > 2L) {
-    "The rows"
-  } else if (is.null(names)) {
-    sprintf("Column %s", paste(columns, collapse = ", "))
-  } else {
-    sprintf("Column %s", paste0("`", names, "`", collapse = ", "))
-  }
+# become infinite in the float32 copy it reads) in `columns` (none: "The rows"),
+# the first of `rows`, `n_rows` in all: a 400 naming the columns.
+abort_bad_numbers <- function(columns, rows, n_rows) {
+  where <- if (!length(columns)) "The rows" else sprintf("Column %s", paste0("`", columns, "`", collapse = ", "))
   serve_reject(
     400L, "bad_data",
     sprintf(
@@ -302,31 +294,22 @@ check_numbers <- function(values, names) {
         "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
         "take them; send finite numbers within it."
       ),
-      where, length(rows), rows[1]
+      where, n_rows, rows[1]
     ),
-    column = if (length(dim(bad)) <= 2L) names[1], rows = I(utils::head(rows, 100))
+    column = if (length(columns)) columns[1], rows = I(rows)
   )
 }
 
-# A data.frame input's columns, checked and typed as the encoding says: their
-# JSON types. Levels training did not have and NA where the NA rule is "error"
-# are predict()'s to refuse (predict_for_request()).
+# A data.frame input's columns as JSON gives them, typed where JSON cannot say:
+# a column of nulls, numbers for a factor's levels. Wrong types, numbers the
+# model cannot take, levels training did not have and NA where the NA rule is
+# "error" are predict()'s to refuse (prediction_refused()).
 request_columns <- function(body, part, settings) {
   for (column in names(part$columns)) {
-    spec <- part$columns[[column]]
+    factor <- identical(part$columns[[column]]$type, "factor")
     values <- body[[column]]
-    if (all(is.na(values)))
-      values <- as.vector(values, mode = if (identical(spec$type, "factor")) "character" else "double")
-    if (identical(spec$type, "numeric")) {
-      if (!is.numeric(values)) abort_wrong_type(column, values, "numbers")
-      check_numbers(values, column)
-    }
-    if (identical(spec$type, "logical") && !is.logical(values) &&
-        !is.numeric(values)) abort_wrong_type(column, values, "true or false")
-    if (identical(spec$type, "factor")) {
-      if (!is.character(values) && !is.numeric(values)) abort_wrong_type(column, values, "strings")
-      values <- as.character(values)
-    }
+    if (all(is.na(values))) values <- as.vector(values, mode = if (factor) "character" else "double")
+    if (factor && is.numeric(values)) values <- as.character(values)
     body[[column]] <- values
   }
   body
@@ -399,9 +382,9 @@ check_present <- function(present, columns) {
   }
 }
 
-abort_wrong_type <- function(column, values, wanted) {
-  given <- if (is.character(values)) "strings" else if (is.logical(values)) "true/false" else
-    if (is.numeric(values)) "numbers" else "nested values"
+# `column` holds values of `type` (their typeof()) where it wants `wanted`.
+abort_wrong_type <- function(column, type, wanted) {
+  given <- switch(type, character = "strings", logical = "true/false", double = , integer = "numbers", "nested values")
   serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold %s, not %s.", column, wanted, given), column = column)
 }
 
