@@ -65,11 +65,7 @@ gpu_audit <- function(model, batch_size = NULL, ...) {
   check_unknown_args("gpu_audit")
   if (!is.null(batch_size)) check_count(batch_size)
   check_python_object(model, "model", "a Keras 3 model")
-  result <- core_call(
-    "audit",
-    model = model,
-    batch_size = if (!is.null(batch_size)) as.integer(batch_size)
-  )
+  result <- core_call("audit", model = model, batch_size = if (!is.null(batch_size)) as.integer(batch_size))
   new_gpukeras_audit(result, batch_size)
 }
 

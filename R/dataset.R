@@ -323,14 +323,7 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
       call = call
     )
   }
-  if (!is.numeric(validation_split) || length(validation_split) != 1L || is.na(validation_split) ||
-    validation_split < 0 || validation_split >= 1) {
-    gpukeras_abort(
-      sprintf("`validation_split` must be one number in [0, 1), not %s.", describe(validation_split)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  check_number_in(validation_split, "[0, 1)", call = call)
   check_flag(drop_remainder, call = call)
   if (!is.null(deterministic)) check_flag(deterministic, call = call)
   if (!identical(prefetch, "auto") && !is_whole_number(prefetch, 0)) {

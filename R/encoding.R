@@ -24,10 +24,7 @@
 # )). An encoding recorded before one-hot existed has no `encoding`: "codes".
 
 new_encoding <- function(inputs, several, y, na) {
-  structure(
-    list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"),
-    class = "gpukeras_encoding"
-  )
+  structure(list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"), class = "gpukeras_encoding")
 }
 
 # The encoding of training data `x` (a part, or a named list of them) and `y`;

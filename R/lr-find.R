@@ -94,19 +94,10 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
       sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument"
     )
   }
-  if (!is.numeric(smoothing) || length(smoothing) != 1L || is.na(smoothing) || smoothing < 0 || smoothing >= 1) {
-    gpukeras_abort(
-      sprintf("`smoothing` must be one number in [0, 1), not %s.", describe(smoothing)), "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(smoothing, "[0, 1)")
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "training")
   if (!is.null(batch_size) && data$kind != "r") {
     gpukeras_abort("`batch_size` is for R data: a dataset makes its own batches.", "gpukeras_error_bad_argument")
   }

@@ -390,11 +390,7 @@ abort_no_newdata <- function(call) {
 scoring_model <- function(object, call) {
   model <- object$model
   if (!inherits(model, "python.builtin.object")) {
-    gpukeras_abort(
-      "This result holds no model to score with.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    gpukeras_abort("This result holds no model to score with.", "gpukeras_error_bad_argument", call = call)
   }
   if (reticulate::py_is_null_xptr(model)) {
     gpukeras_abort(

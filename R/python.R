@@ -115,10 +115,7 @@ start_python <- function(call = caller_env()) {
     gpukeras_abort(
       c(
         "No Python environment for gpukeras was found.",
-        sprintf(
-          "Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.",
-          default_envname()
-        ),
+        sprintf("Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.", default_envname()),
         "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
         if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
       ),
@@ -300,13 +297,7 @@ core_answer <- function(target, args, bridge, error_call) {
       "This is not something you did wrong: please report it with the output of gpu_check()."
     )
   }
-  gpukeras_abort(
-    message,
-    result$r_class,
-    python_traceback = result$traceback,
-    plan = result$plan,
-    call = error_call
-  )
+  gpukeras_abort(message, result$r_class, python_traceback = result$traceback, plan = result$plan, call = error_call)
 }
 
 #' The Keras module of gpukeras' Python environment

@@ -72,12 +72,7 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
   check_string(mode)
   if (!is.null(batch_size)) check_count(batch_size)
   data <- if (!is.null(data)) fit_data(data, "data")
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its validation part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "validation")
   if (!is.null(batch_size) && !identical(data$kind, "r")) {
     gpukeras_abort(
       "`batch_size` is for R data in `data`: a dataset is batched already, and without data nothing is run.",

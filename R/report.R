@@ -190,9 +190,7 @@ python_sees_table <- function(sees) {
     vapply(
       shown,
       function(name) {
-        seen_value(
-          here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name)
-        )
+        seen_value(here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name))
       },
       character(1)
     ),

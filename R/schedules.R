@@ -37,12 +37,7 @@ lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0, ...) {
   check_positive_number(peak)
   check_steps(warmup_steps, minimum = 0)
   check_steps(decay_steps)
-  if (!is.numeric(alpha) || length(alpha) != 1L || is.na(alpha) || alpha < 0 || alpha > 1) {
-    gpukeras_abort(
-      sprintf("`alpha` must be one number in [0, 1] (the floor as a share of `peak`), not %s.", describe(alpha)),
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(alpha, "[0, 1]", " (the floor as a share of `peak`)")
   new_lr_schedule(
     "warmup_cosine",
     peak = as.double(peak), warmup_steps = as.integer(warmup_steps),
@@ -59,15 +54,7 @@ lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE, 
   check_unknown_args("lr_exponential", "lr_warmup_cosine")
   check_positive_number(initial)
   check_steps(decay_steps)
-  if (!is.numeric(decay_rate) || length(decay_rate) != 1L || is.na(decay_rate) || decay_rate <= 0 || decay_rate > 1) {
-    gpukeras_abort(
-      c(
-        sprintf("`decay_rate` must be one number in (0, 1], not %s.", describe(decay_rate)),
-        "It is the factor the learning rate is multiplied by every `decay_steps` steps."
-      ),
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(decay_rate, "(0, 1]", " (the factor the learning rate is multiplied by every `decay_steps` steps)")
   check_flag(staircase)
   new_lr_schedule(
     "exponential",
@@ -130,10 +117,7 @@ format.gpukeras_lr_schedule <- function(x, ...) {
       } else {
         sprintf("starts at %s,", format_rate(x$peak))
       },
-      sprintf(
-        "then cosine decay to %s over %s",
-        format_rate(x$alpha * x$peak), steps(x$decay_steps)
-      )
+      sprintf("then cosine decay to %s over %s", format_rate(x$alpha * x$peak), steps(x$decay_steps))
     ),
     exponential = sprintf(
       "%s x %s^(step / %s)%s",

@@ -15,6 +15,18 @@ read_training_data <- function(data, data_missing, call = caller_env()) {
   fit_data(data, "data", call = call)
 }
 
+# For a verb that reads one dataset: `data` (from fit_data()) that is not a
+# train/validation split; else an error that asks for its `part`.
+check_not_split <- function(data, part, call = caller_env()) {
+  if (!is.null(data$validation)) {
+    gpukeras_abort(
+      sprintf("`data` must be one dataset or list(x = , y = ), not a train/validation split: give its %s part.", part),
+      "gpukeras_error_bad_argument",
+      call = call
+    )
+  }
+}
+
 # What kind of training data `data` is: a Python dataset (kind "python"), R
 # data (kind "r", with x and y), or a train/validation split of datasets.
 # Checked without Python; converted later by fit_input().

@@ -144,12 +144,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   check_count(max_batch)
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "training")
   if (!is.null(batch_sizes) && data$kind != "r") {
     gpukeras_abort(
       paste0(

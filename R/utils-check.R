@@ -73,6 +73,16 @@ check_number_decimal <- function(x, min = -Inf, max = Inf, allow_null = FALSE, a
   invisible(as.double(x))
 }
 
+# One number in `interval`, whose ends are open or closed as it is written ("[0, 1)"), as a
+# double: "`arg` must be one number in [0, 1)<what>, not `1`."
+check_number_in <- function(x, interval, what = "", arg = caller_arg(x), call = caller_env()) {
+  ends <- as.numeric(strsplit(gsub("[][()]", "", interval), ",", fixed = TRUE)[[1]])
+  inside <- is_number(x) && (if (startsWith(interval, "[")) x >= ends[1] else x > ends[1]) &&
+    (if (endsWith(interval, "]")) x <= ends[2] else x < ends[2])
+  if (!inside) stop_input_type(x, paste0("one number in ", interval, what), arg, call)
+  invisible(as.double(x))
+}
+
 # "one <kind> from <min> to <max>", leaving out a bound that is not one.
 bounds_text <- function(kind, min, max) {
   widest <- .Machine$integer.max

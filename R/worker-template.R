@@ -101,11 +101,7 @@ gpukeras_forked <- R6::R6Class(
     # is forked.
     pollable = function() private$alive
   ),
-  private = list(
-    template = NULL,
-    alive = NULL,
-    status = function() read_rds_or_null(file.path(self$dir, "status.rds"))
-  )
+  private = list(template = NULL, alive = NULL, status = function() read_rds_or_null(file.path(self$dir, "status.rds")))
 )
 
 # --- In the template process -----------------------------------------------------------
