@@ -134,7 +134,4 @@ format.gpukeras_audit <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_audit <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_audit <- function(x, ...) print_formatted(x, ...)

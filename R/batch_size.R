@@ -333,10 +333,7 @@ recommended_lines <- function(x) {
 }
 
 #' @export
-print.gpukeras_batch_size <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_batch_size <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a gpu_batch_size() search
 #'

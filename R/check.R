@@ -347,7 +347,4 @@ format_repairs <- function(repairs) {
 }
 
 #' @export
-print.gpukeras_check <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_check <- function(x, ...) print_formatted(x, ...)

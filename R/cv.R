@@ -366,10 +366,7 @@ format_fold_devices <- function(devices) {
 }
 
 #' @export
-print.gpukeras_cv <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_cv <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 plot.gpukeras_cv <- function(x, ...) {

@@ -232,7 +232,4 @@ format.gpukeras_strategy <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_strategy <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_strategy <- function(x, ...) print_formatted(x, ...)

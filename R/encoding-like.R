@@ -121,10 +121,7 @@ format.gpukeras_encoding <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_encoding <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_encoding <- function(x, ...) print_formatted(x, ...)
 
 # The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
 # recorded from it; a gpu_dataset()'s own; NULL for NumPy arrays and other datasets.

@@ -219,7 +219,4 @@ format.gpukeras_export <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_export <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_export <- function(x, ...) print_formatted(x, ...)

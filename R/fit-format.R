@@ -34,10 +34,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
 }
 
 #' @export
-print.gpukeras_fit <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_fit <- function(x, ...) print_formatted(x, ...)
 
 # How the losses were weighted (the core's data/weights.py describe()): class weights by the
 # labels' names where the encoding has them, and the note on which losses the weights reach.

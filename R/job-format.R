@@ -75,10 +75,7 @@ in_session_temp <- function(path) {
 }
 
 #' @export
-print.gpukeras_job_status <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_job_status <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_job <- function(x, ...) {
@@ -99,10 +96,7 @@ format.gpukeras_job <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_job <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_job <- function(x, ...) print_formatted(x, ...)
 
 # gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
 # line rewritten in place (verbose 1); nothing with verbose 0.

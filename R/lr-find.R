@@ -159,10 +159,7 @@ format.gpukeras_lr_find <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_lr_find <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a learning-rate range test
 #'

@@ -223,10 +223,7 @@ format.gpukeras_memory_plan <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_memory_plan <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_memory_plan <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a memory plan
 #'

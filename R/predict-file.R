@@ -114,7 +114,4 @@ format.gpukeras_predictions_file <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_predictions_file <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_predictions_file <- function(x, ...) print_formatted(x, ...)

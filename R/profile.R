@@ -233,7 +233,4 @@ format.gpukeras_profile <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_profile <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_profile <- function(x, ...) print_formatted(x, ...)

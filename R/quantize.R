@@ -157,7 +157,4 @@ format.gpukeras_quantized <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_quantized <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_quantized <- function(x, ...) print_formatted(x, ...)

@@ -91,10 +91,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
 format.gpukeras_report <- function(x, ...) unclass(x)
 
 #' @export
-print.gpukeras_report <- function(x, ...) {
-  writeLines(format(x))
-  invisible(x)
-}
+print.gpukeras_report <- function(x, ...) print_formatted(x, ...)
 
 # The report as Markdown lines (see gpu_report()).
 report_lines <- function(check, facts) {

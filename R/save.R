@@ -121,7 +121,4 @@ format.gpukeras_model <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_model <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_model <- function(x, ...) print_formatted(x, ...)

@@ -123,10 +123,7 @@ format.gpukeras_scaling <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_scaling <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_scaling <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_scaling
 #' @param x A `gpu_scaling()` result.

@@ -135,7 +135,4 @@ format.gpukeras_lr_schedule <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_lr_schedule <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_lr_schedule <- function(x, ...) print_formatted(x, ...)

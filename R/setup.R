@@ -313,7 +313,4 @@ format.gpukeras_setup <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_setup <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_setup <- function(x, ...) print_formatted(x, ...)

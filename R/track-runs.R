@@ -211,10 +211,7 @@ format.gpukeras_runs <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_runs <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_runs <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_runs
 #' @export
@@ -239,10 +236,7 @@ format.gpukeras_run_comparison <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_run_comparison <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_run_comparison <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_runs
 #' @export

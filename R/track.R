@@ -331,10 +331,7 @@ format.gpukeras_tracking <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_tracking <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_tracking <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_track_sync <- function(x, ...) {
@@ -347,10 +344,7 @@ format.gpukeras_track_sync <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_track_sync <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_track_sync <- function(x, ...) print_formatted(x, ...)
 
 # A parent run (a cv's or a search's) and the keys of `children` runs under it (their
 # workers' fits); an environment whose `key` is NULL when tracking is off.

@@ -278,10 +278,7 @@ format.gpukeras_tune <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_tune <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_tune <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 as.data.frame.gpukeras_tune <- function(x, ...) x$trials
