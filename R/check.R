@@ -109,11 +109,10 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
   check_positive_number(probe_seconds)
   check_flag(fix)
   if (probe_seconds > 600) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   result <- with_stack_repair(core_call(

@@ -52,12 +52,11 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
   tryCatch(
     reticulate::np_array(x, dtype = dtype, order = "C"),
     error = function(e) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
           "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }

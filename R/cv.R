@@ -137,9 +137,8 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   model_fn <- check_model_fn(model_fn, 0L, call = call)
   fit_args <- check_fit_args(list(...), "gpu_cv", call = call)
   if ("validation_data" %in% names(fit_args)) {
-    gpukeras_abort(
+    abort_bad_argument(
       "`validation_data` cannot be given to gpu_cv(): each fold is evaluated on its own held-out rows.",
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -262,7 +261,7 @@ cv_group <- function(group, data, call) {
   rows <- training_rows(data)
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf(
             "`group` names the column \"%s\", but `data$x` %s.",
@@ -270,7 +269,6 @@ cv_group <- function(group, data, call) {
           ),
           "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -279,9 +277,8 @@ cv_group <- function(group, data, call) {
     return(list(data = data, group = values, column = group))
   }
   if (!is.atomic(group) || length(group) != rows || anyNA(group)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`group` must have one group per row of `data` (%d), without NA, not %s.", rows, describe(group)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -22,14 +22,13 @@ check_factors <- function(factors, call = caller_env()) {
   if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
       (is.null(names(factors)) && length(factors) != 1L) ||
         (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)
         ),
         "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -47,7 +46,7 @@ check_factors_for <- function(factors, parts, call = caller_env()) {
   ))
   unknown <- setdiff(names(factors), categorical)
   if (length(unknown)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`factors` names column(s) that are not factor or character columns of `x`: %s.",
@@ -58,7 +57,6 @@ check_factors_for <- function(factors, parts, call = caller_env()) {
             "Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")
           ) else "`x` has no factor or character column."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

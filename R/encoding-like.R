@@ -14,14 +14,13 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
     inherits(like$train, "gpukeras_dataset")) {
     attr(like$train, "gpukeras")$encoding
   } else {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`%s` must be a gpu_dataset(), a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(like)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (is.null(encoding)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`%s` has no record of how its data was encoded.", arg),
         paste0(
@@ -29,7 +28,6 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
           "NumPy arrays are not."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -9,6 +9,11 @@ gpukeras_abort <- function(message, class = NULL, ..., call = caller_env()) {
   rlang::abort(as_bullets(message), class = c(class, "gpukeras_error"), ..., call = call)
 }
 
+# The error of a bad argument (gpukeras_error_bad_argument), the most common one.
+abort_bad_argument <- function(message, ..., call = caller_env()) {
+  gpukeras_abort(message, "gpukeras_error_bad_argument", ..., call = call)
+}
+
 gpukeras_warn <- function(message, class = NULL, ...) {
   rlang::warn(as_bullets(message), class = c(class, "gpukeras_warning"), ...)
 }

@@ -25,7 +25,7 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
     closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
     if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
   })
-  gpukeras_abort(
+  abort_bad_argument(
     c(
       if (length(named)) {
         sprintf(
@@ -41,7 +41,6 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
       unname(unique(instead[intersect(named, names(instead))])),
       sprintf("?%s lists its arguments.", topic)
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -85,9 +84,8 @@ check_signals <- function(signals, call = caller_env()) {
     return(character())
   }
   if (!is.character(signals) || anyNA(signals)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -95,7 +93,7 @@ check_signals <- function(signals, call = caller_env()) {
   full <- ifelse(startsWith(full, "SIG"), full, paste0("SIG", full))
   unknown <- signals[!full %in% handled_signals]
   if (length(unknown)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
         sprintf(
@@ -103,7 +101,6 @@ check_signals <- function(signals, call = caller_env()) {
           paste(handled_signals, collapse = ", ")
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -116,12 +113,11 @@ check_ema <- function(ema, call = caller_env()) {
     return(NULL)
   }
   if (!is_number(ema) || ema <= 0 || ema >= 1) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`ema` must be NULL or one number between 0 and 1, not %s.", describe(ema)),
         "The momentum of the weights' moving average: 0.999 averages over about the last 1,000 updates."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -33,12 +33,11 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   if (!is.null(metrics)) {
     unknown <- setdiff(metrics, base)
     if (!is.character(metrics) || length(unknown)) {
-      gpukeras_abort(
+      abort_bad_argument(
         sprintf(
           "`metrics` must name history columns (%s), not %s.",
           paste0("\"", base, "\"", collapse = ", "), describe(if (length(unknown)) unknown else metrics)
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     base <- metrics
@@ -49,7 +48,7 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   draw_host <- timeline && !is.null(host) && nrow(host) > 0
   panels <- length(base) + draw_gpu + draw_host
   if (panels == 0L) {
-    gpukeras_abort("There is nothing to plot: the history has no epochs or metrics.", "gpukeras_error_bad_argument")
+    abort_bad_argument("There is nothing to plot: the history has no epochs or metrics.")
   }
   layout <- if (panels <= 3) c(panels, 1) else c(ceiling(panels / 2), 2)
   old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))

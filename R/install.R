@@ -89,7 +89,7 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         paste0(
           "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
@@ -97,7 +97,6 @@ check_extras <- function(extras, call = caller_env()) {
         ),
         describe(extras)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -131,11 +130,7 @@ check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
     package_version(x, strict = FALSE)
   }
   if (is.null(parsed) || is.na(parsed)) {
-    gpukeras_abort(
-      sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)), call = call)
   }
   invisible(x)
 }
@@ -231,10 +226,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
-    gpukeras_abort(
-      sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)))
   }
   if (!is.null(python)) {
     check_string(python)

@@ -112,12 +112,11 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
         describe(job)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -329,10 +328,7 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
   check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    gpukeras_abort(
-      sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)))
   }
   UseMethod("gpu_job_wait")
 }

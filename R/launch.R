@@ -65,26 +65,17 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   )
   script <- is.character(worker) && length(worker) == 1L && !is.na(worker)
   if (!is.function(worker) && !script) {
-    gpukeras_abort(
-      sprintf("`worker` must be a function or the path of an R script, not %s.", describe(worker)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`worker` must be a function or the path of an R script, not %s.", describe(worker)))
   }
   if (script && !file.exists(worker)) {
-    gpukeras_abort(
-      sprintf("The R script '%s' does not exist (a relative path starts at %s).", worker, getwd()),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("The R script '%s' does not exist (a relative path starts at %s).", worker, getwd()))
   }
   check_count(workers)
   if (!is.list(args)) {
-    gpukeras_abort(sprintf("`args` must be a list, not %s.", describe(args)), "gpukeras_error_bad_argument")
+    abort_bad_argument(sprintf("`args` must be a list, not %s.", describe(args)))
   }
   if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    gpukeras_abort(
-      sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)))
   }
   check_flag(quiet)
   if (missing(network)) network <- "private"

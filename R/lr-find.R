@@ -76,30 +76,23 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   check_positive_number(min_lr)
   check_positive_number(max_lr)
   if (max_lr <= min_lr) {
-    gpukeras_abort(
-      sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)))
   }
   check_count(steps)
   if (steps < 10) {
-    gpukeras_abort(
-      sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)), "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
   }
   if (!is.null(batch_size)) check_count(batch_size)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
-    gpukeras_abort(
-      sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)))
   }
   check_number_in(smoothing, "[0, 1)")
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
   check_not_split(data, "training")
   if (!is.null(batch_size) && data$kind != "r") {
-    gpukeras_abort("`batch_size` is for R data: a dataset makes its own batches.", "gpukeras_error_bad_argument")
+    abort_bad_argument("`batch_size` is for R data: a dataset makes its own batches.")
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
@@ -173,7 +166,7 @@ print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)
 plot.gpukeras_lr_find <- function(x, ...) {
   h <- x$history[is.finite(x$history$loss), , drop = FALSE]
   if (!nrow(h)) {
-    gpukeras_abort("There is nothing to plot: no batch gave a finite loss.", "gpukeras_error_bad_argument")
+    abort_bad_argument("There is nothing to plot: no batch gave a finite loss.")
   }
   lowest <- min(h$smoothed, na.rm = TRUE)
   top <- max(h$smoothed[seq_len(max(1L, which.min(h$smoothed)))], na.rm = TRUE)

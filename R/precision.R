@@ -33,11 +33,7 @@ gpu_precision_check <- function(model, ...) {
 
 check_python_object <- function(x, arg, what, call = caller_env()) {
   if (!inherits(x, "python.builtin.object")) {
-    gpukeras_abort(
-      sprintf("`%s` must be %s, not %s.", arg, what, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`%s` must be %s, not %s.", arg, what, describe(x)), call = call)
   }
   invisible(x)
 }

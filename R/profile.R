@@ -119,12 +119,11 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
 check_step_range <- function(steps, call = caller_env()) {
   if (!is.numeric(steps) || length(steps) != 2L || anyNA(steps) || any(steps != round(steps)) ||
     steps[1] < 1 || steps[1] > steps[2] || steps[2] > 1e6) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`steps` must be two whole numbers c(start, stop) with 1 <= start <= stop, not %s.", describe(steps)),
         "They are the first and last step to trace, e.g. steps = c(10, 20)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -74,9 +74,8 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
   data <- if (!is.null(data)) fit_data(data, "data")
   check_not_split(data, "validation")
   if (!is.null(batch_size) && !identical(data$kind, "r")) {
-    gpukeras_abort(
-      "`batch_size` is for R data in `data`: a dataset is batched already, and without data nothing is run.",
-      "gpukeras_error_bad_argument"
+    abort_bad_argument(
+      "`batch_size` is for R data in `data`: a dataset is batched already, and without data nothing is run."
     )
   }
   check_python_object(model, "model", "a Keras 3 model")

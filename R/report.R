@@ -49,24 +49,18 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   check_flag(probe, call = call)
   check_flag(overwrite, call = call)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
-    gpukeras_abort(
-      sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)), call = call)
   }
   if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`file` '%s' is in a folder that does not exist: '%s'.", file, dirname(file)),
         "Create the folder first, or give a file in an existing one."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.null(file) && file.exists(file) && !overwrite) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`file` '%s' exists already.", file), "Give another file, or overwrite = TRUE to replace it."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -81,7 +75,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   writeLines(report, written)
   if (!file.rename(written, path.expand(file))) {
     unlink(written)
-    gpukeras_abort(sprintf("Cannot write `file` '%s'.", file), "gpukeras_error_bad_argument", call = call)
+    abort_bad_argument(sprintf("Cannot write `file` '%s'.", file), call = call)
   }
   cli::cli_inform(c(v = "Wrote the report to {.file {file}}: read it, then paste it into the issue."))
   invisible(report)

@@ -75,10 +75,7 @@ lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular
   check_positive_number(low)
   check_positive_number(high)
   if (high <= low) {
-    gpukeras_abort(
-      sprintf("`high` (%s) must be greater than `low` (%s).", format(high), format(low)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`high` (%s) must be greater than `low` (%s).", format(high), format(low)))
   }
   check_steps(step_size)
   mode <- check_choice(mode[[1]], c("triangular", "triangular2"), "mode")
@@ -96,9 +93,8 @@ new_lr_schedule <- function(schedule, ...) {
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {
   if (!is_whole_number(x, minimum, .Machine$integer.max)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -2,11 +2,7 @@
 
 check_port <- function(port, call) {
   if (!is_whole_number(port, 1, 65535)) {
-    gpukeras_abort(
-      sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)), call = call)
   }
 }
 
@@ -21,12 +17,11 @@ check_token <- function(token, call) {
     } else {
       sprintf("a %s of length %d", class(token)[1], length(token))
     }
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
         "Clients send it as the header `Authorization: Bearer <token>`."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -44,7 +39,7 @@ check_allowed_hosts <- function(allowed_hosts, call) {
   }
   if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
     !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
@@ -55,7 +50,6 @@ check_allowed_hosts <- function(allowed_hosts, call) {
           "e.g. allowed_hosts = \"scoring.example.org\"."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

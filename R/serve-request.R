@@ -31,7 +31,7 @@ one_line <- function(message) {
 # rows of numbers when no encoding was recorded.
 served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "gpu_serve() serves a model with one input; this one has %d (%s).",
@@ -40,7 +40,6 @@ served_input <- function(encoding, call) {
         ),
         "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

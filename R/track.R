@@ -105,22 +105,17 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   }
   if (!is.null(experiment)) check_string(experiment, call = call)
   if (!is_number(wait) || wait < 0) {
-    gpukeras_abort(
-      sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)), call = call)
   }
   check_string(spool, call = call)
   if (is.null(uri)) {
     uri <- Sys.getenv("MLFLOW_TRACKING_URI")
     if (!nzchar(uri)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
           "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -156,11 +151,7 @@ gpu_track_sync <- function(...) {
   call <- current_env()
   track <- track_request()
   if (is.null(track)) {
-    gpukeras_abort(
-      "Tracking is off: turn it on with gpu_track() to send what was kept to its store.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("Tracking is off: turn it on with gpu_track() to send what was kept to its store.", call = call)
   }
   track_flush(call)
   synced <- core_call("track_sync", track = track, error_call = call)

@@ -6,11 +6,7 @@
 # was not given at all.
 read_training_data <- function(data, data_missing, call = caller_env()) {
   if (data_missing) {
-    gpukeras_abort(
-      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).", call = call)
   }
   fit_data(data, "data", call = call)
 }
@@ -19,9 +15,8 @@ read_training_data <- function(data, data_missing, call = caller_env()) {
 # train/validation split; else an error that asks for its `part`.
 check_not_split <- function(data, part, call = caller_env()) {
   if (!is.null(data$validation)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`data` must be one dataset or list(x = , y = ), not a train/validation split: give its %s part.", part),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -87,7 +82,7 @@ describe_names <- function(names) {
 # makes its own batches. The core takes this rule as checked.
 check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   if (!is.null(batch_size) && data$kind != "r") {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`batch_size` is for R data: a dataset makes its own batches.",
         paste0(
@@ -95,7 +90,6 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
           "`batch_size` NULL."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -6,11 +6,7 @@
 # type the core takes (an integer, a double), and `allow_null` where NULL means "none".
 # Messages: "`arg` must be <what>, not <what it is>."
 stop_input_type <- function(x, what, arg, call, note = "") {
-  gpukeras_abort(
-    sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note),
-    "gpukeras_error_bad_argument",
-    call = call
-  )
+  abort_bad_argument(sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note), call = call)
 }
 
 describe <- function(x) {
@@ -138,12 +134,11 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
     return(unclass(learning_rate))
   }
   if (!is_number(learning_rate) || !is.finite(learning_rate) || learning_rate <= 0) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
         "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -159,14 +154,13 @@ check_callbacks <- function(callbacks, call = caller_env()) {
   }
   if (!is.list(callbacks) || length(callbacks) == 0L ||
     !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)
         ),
         "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -215,9 +209,8 @@ check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()
 # (gpu_export(), gpu_serve()); `hint` says what to do with anything else.
 check_trained_model <- function(x, hint, arg = caller_arg(x), call = caller_env()) {
   if (!inherits(x, c("gpukeras_fit", "gpukeras_model"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`%s` must be a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(x)), hint),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -18,9 +18,8 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   names <- names(class_weight)
   if (!is.numeric(values) || !length(values) || is.null(names) || any(names == "") || anyNA(names) ||
     anyDuplicated(names) || any(!is.finite(values)) || any(values < 0)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`class_weight` must be named numbers >= 0, one per class, not %s.", describe(class_weight)), usage),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -37,7 +36,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
     } else {
       "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
     }
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`class_weight` names %s, which %s no class of the labels.",
@@ -46,12 +45,11 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
         ),
         classes
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (length(levels) && any(codes >= length(levels))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`class_weight` names class %d, but the labels have %d classes (0 to %d).",
@@ -61,7 +59,6 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
         ),
         usage
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -85,18 +82,17 @@ check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
     return(NULL)
   }
   if (is.null(labels)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).",
         "Without labels there is no loss to weigh."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.numeric(sample_weight) || length(dim(sample_weight)) > 1L || any(sample_weight < 0, na.rm = TRUE) ||
     any(is.infinite(sample_weight))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.",
@@ -104,7 +100,6 @@ check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
         ),
         "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -14,10 +14,9 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   if (!is.function(model_fn) || inherits(model_fn, "python.builtin.object")) {
     given <- if (inherits(model_fn, "python.builtin.object")) sprintf("a model itself (%s)", class(model_fn)[1]) else
       describe(model_fn)
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`model_fn` must be an R function that builds and compiles the model, not %s.", given),
         "Each fit calls it in a fresh process, so every fit starts from fresh weights.", usage),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -25,7 +24,7 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   required <- sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...")
   takes <- length(params) - ("..." %in% names(params))
   if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`model_fn` must take %s, but it takes %s.",
@@ -34,7 +33,6 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
         ),
         usage
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -105,7 +103,7 @@ users_function <- function(value) {
 }
 
 carry_clash <- function(name, label, call) {
-  gpukeras_abort(
+  abort_bad_argument(
     c(
       sprintf(
         paste0(
@@ -120,7 +118,6 @@ carry_clash <- function(name, label, call) {
         "or pass it as an argument."
       )
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -165,7 +162,7 @@ carry_python <- function(fn, call) {
         if (is.list(value)) "a list holding a Python object" else "a Python object",
         class(found[[1]])[1]
       )
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
           "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
@@ -174,7 +171,6 @@ carry_python <- function(fn, call) {
             "worker."
           )
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -222,17 +218,15 @@ moved_many_args <- c(
 check_fit_args <- function(args, verb, call = caller_env()) {
   names <- rlang::names2(args)
   if (any(names == "")) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("%s() takes gpu_fit()'s arguments in `...` by name.", verb), "e.g. epochs = 10, batch_size = 64."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   moved <- intersect(names, names(moved_many_args))
   if (length(moved)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("%s() has no argument `%s` any more: give %s.", verb, moved[1], moved_many_args[[moved[1]]]),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -245,7 +239,7 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       closest <- closest_argument(name, c(own, verb_own))
       if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
     })
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "%s() has no argument%s %s, nor has gpu_fit().",
@@ -256,7 +250,6 @@ check_fit_args <- function(args, verb, call = caller_env()) {
         unlist(meant),
         sprintf("?%s and ?gpu_fit list the arguments.", verb)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -271,9 +264,8 @@ check_fit_args <- function(args, verb, call = caller_env()) {
   )
   refused <- intersect(names, names(set_by_worker))
   if (length(refused)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`%s` cannot be given to %s(): %s.", refused[1], verb, set_by_worker[[refused[1]]])),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
