@@ -103,9 +103,7 @@ format.gpukeras_audit <- function(x, ...) {
       sprintf(" model '%s' (%s backend), %d layers checked", info$model, info$backend, as.integer(info$layers)),
     if (!is.null(info$batch_size)) sprintf(", batch size %d", as.integer(info$batch_size))
   )
-  if (!nrow(x)) {
-    return(c(header, "No findings: nothing in this model stands in the way of the GPU."))
-  }
+  if (!nrow(x)) return(c(header, "No findings: nothing in this model stands in the way of the GPU."))
   width <- max(40L, getOption("width", 80L) - 6L)
   titles <- c(warning = "Warnings", info = "Worth a look")
   lines <- character()

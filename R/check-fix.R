@@ -50,9 +50,7 @@ env_lines <- function(variables) {
 # there would be read instead).
 renviron_path <- function() {
   user <- Sys.getenv("R_ENVIRON_USER")
-  if (nzchar(user)) {
-    return(path.expand(user))
-  }
+  if (nzchar(user)) return(path.expand(user))
   path.expand("~/.Renviron")
 }
 
@@ -95,9 +93,7 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
 # it is a gpukeras_error_repair that gives the one command that restores it.
 make_repair <- function(repair, python, call = caller_env()) {
   action <- repair$action
-  if (!is.null(action$set_env)) {
-    return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
-  }
+  if (!is.null(action$set_env)) return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
   remove <- unlist(action$pip_uninstall)
   install <- unlist(action$pip_install)
   restore <- unlist(action$pip_restore)
@@ -108,14 +104,10 @@ make_repair <- function(repair, python, call = caller_env()) {
     cli::cli_alert_info("Nothing was changed: the wheels could not be downloaded (offline?).")
     return("failed")
   }
-  if (length(remove) && !pip(python, c("uninstall", "-y", remove))) {
-    return("failed")
-  }
+  if (length(remove) && !pip(python, c("uninstall", "-y", remove))) return("failed")
   from_wheels <- c("install", "--no-index", "--find-links", wheels)
   if (length(install) && !pip(python, c(from_wheels, install))) {
-    if (!length(remove)) {
-      return("failed")
-    }
+    if (!length(remove)) return("failed")
     # What was uninstalled goes back, so a failed repair leaves a working environment.
     if (length(restore) && pip(python, c(from_wheels, "--no-deps", restore))) {
       cli::cli_alert_info("Put back {.val {restore}}: the environment is as it was.")
@@ -249,9 +241,7 @@ write_bytes <- function(path, bytes) {
 # needs). R repairs it (the pin install_gpukeras() uses) and says to restart; otherwise,
 # or when the user declines, the error stands.
 with_stack_repair <- function(code, fix, call = caller_env()) {
-  if (!fix) {
-    return(code)
-  }
+  if (!fix) return(code)
   repair <- function(error, package, what, why) {
     pin <- grep(sprintf("^%s==", package), gpukeras_requirements(), value = TRUE)
     planned <- list(
@@ -295,9 +285,7 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
 # list(reason =, advice =), or NULL when it is unset or in force.
 backend_ignored <- function(in_use) {
   asked <- Sys.getenv("KERAS_BACKEND")
-  if (!nzchar(asked) || identical(asked, in_use)) {
-    return(NULL)
-  }
+  if (!nzchar(asked) || identical(asked, in_use)) return(NULL)
   list(
     reason = sprintf(
       "KERAS_BACKEND = %s was set after Python started, so it is ignored: this session runs %s",

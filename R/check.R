@@ -187,9 +187,7 @@ verdict_text <- c(
 
 # The TensorFlow build of a check's `stack`, in words.
 tensorflow_build <- function(s) {
-  if (is.null(s$tensorflow)) {
-    return("not installed")
-  }
+  if (is.null(s$tensorflow)) return("not installed")
   if (isTRUE(s$is_cuda_build)) {
     return(sprintf(
       "%s (%s, CUDA %s, cuDNN %s)",
@@ -263,9 +261,7 @@ format_placement <- function(placement) {
 }
 
 format_utilization <- function(u, nvml) {
-  if (is.null(u)) {
-    return("not run (probe = FALSE)")
-  }
+  if (is.null(u)) return("not run (probe = FALSE)")
   lines <- sprintf(
     "%d steps of batch %d on %s in %.1f s: %s samples/s; weights on %s",
     as.integer(u$steps), as.integer(u$batch_size), u$device, u$seconds,
@@ -290,9 +286,7 @@ format_utilization <- function(u, nvml) {
 
 # This process's own use of the GPU, and other processes' apart.
 format_processes <- function(p) {
-  if (is.null(p) || identical(p$notes, "no GPU to watch")) {
-    return(character())
-  }
+  if (is.null(p) || identical(p$notes, "no GPU to watch")) return(character())
   own <- sprintf(
     "this process (pid %d): SM up to %s, memory %s",
     as.integer(p$pid), if (is.null(p$own_sm_max)) "n/a" else sprintf("%.0f%%", p$own_sm_max),
@@ -332,9 +326,7 @@ format.gpukeras_check <- function(x, ...) {
 }
 
 format_repairs <- function(repairs) {
-  if (is.null(repairs) || !nrow(repairs)) {
-    return(character())
-  }
+  if (is.null(repairs) || !nrow(repairs)) return(character())
   restart <- ifelse(repairs$needs_restart, "; then restart R", "")
   if (all(is.na(repairs$status))) {
     return(c(

@@ -157,9 +157,7 @@ missing_rows <- function(parts) {
 # columns with NA as the message names them (x$region: a factor's indicator
 # columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
-  if (!any(missing)) {
-    return(invisible())
-  }
+  if (!any(missing)) return(invisible())
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
   rows <- which(missing)
   gpukeras_abort(
@@ -238,9 +236,7 @@ abort_not_finite <- function(parts, call = caller_env()) {
     is.double(part) && length(part) && any(abs(suppressWarnings(range(part, na.rm = TRUE))) > float32_max) &&
       !all(is.na(part)) # range() of NA alone is c(Inf, -Inf)
   }, parts)
-  if (!length(doubles)) {
-    return(invisible())
-  }
+  if (!length(doubles)) return(invisible())
   bad <- lapply(doubles, function(part) !is.na(part) & abs(part) > float32_max)
   rows <- Reduce(`|`, Map(function(cells, part) row_has(cells, part), bad, doubles))
   where <- unlist(Map(flagged_columns, bad, doubles, names(doubles)))
@@ -322,18 +318,14 @@ row_has <- function(cells, x) {
 # The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column: a
 # data.frame's column once, though it became several (a factor's indicator columns).
 flagged_columns <- function(cells, x, name) {
-  if (is.null(dim(x)) || length(dim(x)) != 2L) {
-    return(if (any(cells)) name else character())
-  }
+  if (is.null(dim(x)) || length(dim(x)) != 2L) return(if (any(cells)) name else character())
   columns <- attr(x, "gpukeras_source") %||% colnames(x) %||% paste0("column ", seq_len(ncol(x)))
   flagged <- colSums(cells) > 0
   if (!any(flagged)) character() else unique(sprintf("%s$%s", name, columns[flagged]))
 }
 
 take_rows <- function(x, rows) {
-  if (is.null(dim(x))) {
-    return(x[rows])
-  }
+  if (is.null(dim(x))) return(x[rows])
   blanks <- rep(list(rlang::missing_arg()), length(dim(x)) - 1L)
   do.call(`[`, c(list(x, rows), blanks, list(drop = FALSE)))
 }

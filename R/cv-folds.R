@@ -5,9 +5,7 @@
 # The folds: `train` and `held_out` rows of each, and `kind`, how they were made.
 cv_split <- function(folds, group, data, seed, call) {
   rows <- training_rows(data)
-  if (inherits(folds, "rset")) {
-    return(rsample_split(folds, rows, call))
-  }
+  if (inherits(folds, "rset")) return(rsample_split(folds, rows, call))
   if (!is_whole_number(folds, 2, rows)) {
     abort_bad_argument(
       c(

@@ -204,9 +204,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
     if (isTRUE(ended$task$population)) {
       trained <- cv_population_outcomes(result, device)
       population$reason <<- result$reason
-      if (is.null(trained)) {
-        return(lapply(numbers, fold_task))
-      }
+      if (is.null(trained)) return(lapply(numbers, fold_task))
       outcomes[numbers] <<- trained
       return(list())
     }
@@ -225,9 +223,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
 # A fold's held-out scores as metrics of its run, and their mean and sd on the parent's.
 held_out_metrics <- function(metrics) {
   metrics <- unlist(metrics)
-  if (!length(metrics)) {
-    return(list())
-  }
+  if (!length(metrics)) return(list())
   as.list(stats::setNames(metrics, paste0("held_out_", names(metrics))))
 }
 
@@ -255,9 +251,7 @@ cv_fold_scores <- function(fit, callback, data, rows, batch_size) {
 # `group` as row groups (NULL for none): a vector with one per row, or a column of a
 # data.frame `x`, which leaves the predictors (returned in `data`).
 cv_group <- function(group, data, call) {
-  if (is.null(group)) {
-    return(list(data = data, group = NULL))
-  }
+  if (is.null(group)) return(list(data = data, group = NULL))
   rows <- training_rows(data)
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {

@@ -263,9 +263,7 @@ arrays_pipeline <- function(recipe, call = caller_env()) {
 datasets_from_result <- function(result, recipe) {
   train <- new_gpukeras_dataset(result$dataset, result$info)
   attr(train, "gpukeras_recipe") <- recipe
-  if (is.null(result$validation)) {
-    return(train)
-  }
+  if (is.null(result$validation)) return(train)
   validation_info <- result$validation_info
   shared <- intersect(c("vocabulary", "encoding", "dropped_rows"), names(result$info))
   validation_info[shared] <- result$info[shared]
@@ -365,9 +363,7 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
   if (!is.null(rescale) && (is_tfrecord || is_csv)) {
     abort_bad_argument("`rescale` is for image folders, not CSV or TFRecord files.", call = call)
   }
-  if (is_tfrecord) {
-    return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
-  }
+  if (is_tfrecord) return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
   if (is_csv) {
     return(list(
       kind = "csv", args = list(pattern = expanded, label = label, columns = if (!is.null(columns)) as.list(columns))

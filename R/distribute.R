@@ -185,12 +185,8 @@ with_gpu_strategy <- function(strategy, code, ...) {
 # The Python strategy of a gpukeras_strategy, or a strategy the user made in
 # Python (tf$distribute$MirroredStrategy(), keras$distribution$DataParallel()).
 strategy_object <- function(strategy, call = caller_env()) {
-  if (inherits(strategy, "gpukeras_strategy")) {
-    return(strategy$strategy)
-  }
-  if (inherits(strategy, "python.builtin.object")) {
-    return(strategy)
-  }
+  if (inherits(strategy, "gpukeras_strategy")) return(strategy$strategy)
+  if (inherits(strategy, "python.builtin.object")) return(strategy)
   abort_bad_argument(
     sprintf("`strategy` must be a gpu_strategy() (or a tf.distribute strategy), not %s.", describe(strategy)),
     call = call

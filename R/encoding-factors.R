@@ -5,9 +5,7 @@
 # every factor ("one_hot" or "codes"), or a named vector of rules for some (the
 # others one-hot).
 factor_rule <- function(factors, column) {
-  if (is.null(names(factors))) {
-    return(factors[[1]])
-  }
+  if (is.null(names(factors))) return(factors[[1]])
   rule <- unname(factors[column])
   if (is.na(rule)) "one_hot" else rule
 }
@@ -37,9 +35,7 @@ check_factors <- function(factors, call = caller_env()) {
 
 check_factors_for <- function(factors, parts, call = caller_env()) {
   check_factors(factors, call)
-  if (is.null(names(factors))) {
-    return(invisible())
-  }
+  if (is.null(names(factors))) return(invisible())
   frames <- Filter(is.data.frame, parts)
   categorical <- unlist(lapply(
     frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]

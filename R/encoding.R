@@ -63,9 +63,7 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
 }
 
 label_spec <- function(y) {
-  if (is.factor(y) || is.character(y) && is.null(dim(y))) {
-    return(list(type = "factor", levels = levels(factor(y))))
-  }
+  if (is.factor(y) || is.character(y) && is.null(dim(y))) return(list(type = "factor", levels = levels(factor(y))))
   list(type = "numeric")
 }
 
@@ -130,9 +128,7 @@ check_columns <- function(df, name, call = caller_env()) {
 # The columns a data.frame part becomes (one per level of a one-hot factor),
 # and the words that say so: "5 columns: income, region (4 levels, one-hot)".
 part_width <- function(part) {
-  if (!identical(part$type, "data.frame")) {
-    return(prod(part$shape))
-  }
+  if (!identical(part$type, "data.frame")) return(prod(part$shape))
   sum(vapply(part$columns, function(column) {
     if (identical(column$type, "factor") && factor_encoding(column) == "one_hot") length(column$levels) else 1L
   }, numeric(1)))
@@ -141,9 +137,7 @@ part_width <- function(part) {
 describe_columns <- function(part) {
   words <- vapply(names(part$columns), function(name) {
     column <- part$columns[[name]]
-    if (!identical(column$type, "factor")) {
-      return(name)
-    }
+    if (!identical(column$type, "factor")) return(name)
     sprintf("%s (%d levels, %s)", name, length(column$levels),
             if (factor_encoding(column) == "one_hot") "one-hot" else "integer codes")
   }, character(1))
@@ -154,14 +148,10 @@ describe_columns <- function(part) {
 # Columns are matched by name when new data comes (predict(), evaluate()): a name that
 # two columns share, or an empty one, would train by position and predict by name.
 check_column_names <- function(names, name, call = caller_env()) {
-  if (is.null(names)) {
-    return(invisible())
-  }
+  if (is.null(names)) return(invisible())
   empty <- which(is.na(names) | !nzchar(names))
   shared <- unique(names[duplicated(names) & !is.na(names) & nzchar(names)])
-  if (!length(empty) && !length(shared)) {
-    return(invisible())
-  }
+  if (!length(empty) && !length(shared)) return(invisible())
   problems <- c(
     if (length(shared)) {
       sprintf("the name(s) %s are given to several columns (%s)", paste0("`", shared, "`", collapse = ", "),
@@ -194,9 +184,7 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
     )
   }
   parts <- if (several) x else list(x = x)
-  if (is.null(encoding)) {
-    return(parts)
-  }
+  if (is.null(encoding)) return(parts)
   wanted <- names(encoding$inputs)
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
     gpukeras_abort(
@@ -342,9 +330,7 @@ encode_column <- function(values, spec, where, unknown, call) {
   }
   rule <- factor_encoding(spec)
   codes <- level_codes(values, spec$levels, where, unknown, call, rule)
-  if (rule == "codes") {
-    return(as.double(codes))
-  }
+  if (rule == "codes") return(as.double(codes))
   one_hot(codes, values, spec$levels, sub("^[^$]*[$]", "", where))
 }
 
@@ -358,9 +344,7 @@ describe_type <- function(values) {
 # (unknown = "code") the reserved code length(levels), or for a one-hot column
 # (unknown = "zero") NA, which one_hot() makes a row of zeros.
 level_codes <- function(values, levels, where, unknown = "error", call = caller_env(), rule = "codes") {
-  if (is.factor(values) && identical(levels(values), levels)) {
-    return(as.integer(values) - 1L)
-  }
+  if (is.factor(values) && identical(levels(values), levels)) return(as.integer(values) - 1L)
   if (is.factor(values)) {
     # Matching the levels, then indexing, reads each value once.
     codes <- match(levels(values), levels)[as.integer(values)] - 1L

@@ -181,9 +181,7 @@ new_export <- function(written) {
 format.gpukeras_export <- function(x, ...) {
   input_line <- function(i) {
     row <- x$inputs[i, ]
-    if (is.na(row$type)) {
-      return(sprintf("    %s", row$name))
-    }
+    if (is.na(row$type)) return(sprintf("    %s", row$name))
     what <- if (!is.na(row$column) && row$column != row$name) sprintf(" (column %s)", row$column) else ""
     levels <- if (!is.na(row$levels)) sprintf(", levels %s; unseen: %s", row$levels, row$unknown) else ""
     sprintf("    %s%s: %s%s", row$name, what, row$dtype, levels)

@@ -7,9 +7,7 @@
 # its `batch_size`, and the core chooses the smallest factor of `batch_size` whose
 # micro-batch fits the GPU's free memory (tools/training.py).
 check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env()) {
-  if (identical(accumulate, 1L)) {
-    return(accumulate)
-  }
+  if (identical(accumulate, 1L)) return(accumulate)
   if (data$kind != "r" && identical(accumulate, "auto")) {
     abort_bad_argument(
       c(
@@ -25,9 +23,7 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
       call = call
     )
   }
-  if (data$kind != "r") {
-    return(accumulate)
-  }
+  if (data$kind != "r") return(accumulate)
   if (is.null(batch_size)) {
     abort_bad_argument(
       c(

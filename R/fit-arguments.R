@@ -52,13 +52,9 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
 closest_argument <- function(name, choices) {
   squash <- function(x) gsub("[._]", "", tolower(x))
   same <- choices[squash(choices) == squash(name)]
-  if (length(same)) {
-    return(same[1])
-  }
+  if (length(same)) return(same[1])
   swapped <- choices[vapply(choices, swaps_two_letters, logical(1), name)]
-  if (length(swapped)) {
-    return(swapped[1])
-  }
+  if (length(swapped)) return(swapped[1])
   distance <- drop(utils::adist(name, choices))
   if (min(distance) <= min(2L, nchar(name) %/% 3L)) choices[which.min(distance)] else character()
 }
@@ -67,9 +63,7 @@ closest_argument <- function(name, choices) {
 swaps_two_letters <- function(a, b) {
   x <- strsplit(a, "")[[1]]
   y <- strsplit(b, "")[[1]]
-  if (length(x) != length(y)) {
-    return(FALSE)
-  }
+  if (length(x) != length(y)) return(FALSE)
   differ <- which(x != y)
   length(differ) == 2L && differ[2] == differ[1] + 1L && all(x[differ] == rev(y[differ]))
 }
@@ -80,9 +74,7 @@ handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGX
 
 # `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.
 check_signals <- function(signals, call = caller_env()) {
-  if (is.null(signals)) {
-    return(character())
-  }
+  if (is.null(signals)) return(character())
   if (!is.character(signals) || anyNA(signals)) {
     abort_bad_argument(
       sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
@@ -109,9 +101,7 @@ check_signals <- function(signals, call = caller_env()) {
 
 # `ema`: NULL, or a momentum strictly between 0 and 1 (Keras' optimizer EMA), as a double.
 check_ema <- function(ema, call = caller_env()) {
-  if (is.null(ema)) {
-    return(NULL)
-  }
+  if (is.null(ema)) return(NULL)
   if (!is_number(ema) || ema <= 0 || ema >= 1) {
     abort_bad_argument(
       c(

@@ -203,12 +203,8 @@ print.gpukeras_fit_option <- function(x, ...) print_formatted(x, ...)
 # `x`, given to gpu_fit(arg = ) (not NULL: gpu_fit() says what NULL is), as the option object
 # `kind` makes; TRUE/FALSE too where `flag` (background = TRUE is `constructor()`, FALSE none).
 check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
-  if (inherits(x, paste0("gpukeras_", kind))) {
-    return(x)
-  }
-  if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) {
-    return(if (x) constructor() else NULL)
-  }
+  if (inherits(x, paste0("gpukeras_", kind))) return(x)
+  if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) return(if (x) constructor() else NULL)
   abort_bad_argument(
     sprintf(
       "`%s` must be %s(...)%s, not %s.",

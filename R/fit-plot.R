@@ -90,9 +90,7 @@ right_third <- function(x) if (length(x)) x[seq_along(x) > 2 * length(x) / 3] el
 # end in the lower half of the panel, bottom otherwise.
 legend_corner <- function(values, ylim) {
   values <- values[!is.na(values)]
-  if (!length(values) || diff(ylim) == 0) {
-    return("topright")
-  }
+  if (!length(values) || diff(ylim) == 0) return("topright")
   if (mean((values - ylim[1]) / diff(ylim)) > 0.5) "bottomright" else "topright"
 }
 

@@ -150,16 +150,10 @@ tensorflow_distribution <- function(gpu, os) {
 # An NVIDIA GPU with a working driver: the kernel driver's device list or
 # `nvidia-smi -L`.
 has_nvidia_gpu <- function() {
-  if (Sys.info()[["sysname"]] != "Linux") {
-    return(FALSE)
-  }
-  if (length(list.files("/proc/driver/nvidia/gpus")) > 0) {
-    return(TRUE)
-  }
+  if (Sys.info()[["sysname"]] != "Linux") return(FALSE)
+  if (length(list.files("/proc/driver/nvidia/gpus")) > 0) return(TRUE)
   smi <- Sys.which("nvidia-smi")
-  if (!nzchar(smi)) {
-    return(FALSE)
-  }
+  if (!nzchar(smi)) return(FALSE)
   listed <- suppressWarnings(tryCatch(
     system2(smi, "-L", stdout = TRUE, stderr = FALSE),
     error = function(e) character()
@@ -177,9 +171,7 @@ find_python_starter <- function(call = caller_env()) {
       ),
       error = function(e) ""
     ))
-    if (identical(ok, "True")) {
-      return(unname(python))
-    }
+    if (identical(ok, "True")) return(unname(python))
   }
   gpukeras_abort(
     c(
@@ -260,9 +252,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
 
 # Where reticulate keeps a virtualenv of this name (a name with a slash is a path).
 virtualenv_dir <- function(envname) {
-  if (grepl("/", envname, fixed = TRUE)) {
-    return(path.expand(envname))
-  }
+  if (grepl("/", envname, fixed = TRUE)) return(path.expand(envname))
   root <- Sys.getenv("WORKON_HOME", unset = "~/.virtualenvs")
   path.expand(file.path(root, envname))
 }

@@ -60,9 +60,7 @@ disk_full <- function(dir) {
     suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
     error = function(e) character()
   )
-  if (length(lines) < 2L) {
-    return(NA)
-  }
+  if (length(lines) < 2L) return(NA)
   available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
   if (is.na(available)) NA else available < 1024
 }
@@ -84,8 +82,6 @@ carry_writes <- function(dir, what, code, call = caller_env()) {
 }
 
 read_rds_or_null <- function(path) {
-  if (!file.exists(path)) {
-    return(NULL)
-  }
+  if (!file.exists(path)) return(NULL)
   tryCatch(readRDS(path), error = function(e) NULL)
 }

@@ -47,9 +47,7 @@ format.gpukeras_job_status <- function(x, ...) {
 
 # Where a stopped job's work is: its backup and the call that resumes from it.
 format_job_backup <- function(status) {
-  if (!status$state %in% c("cancelled", "failed")) {
-    return(NULL)
-  }
+  if (!status$state %in% c("cancelled", "failed")) return(NULL)
   stopped <- sprintf(
     "  %s %s", if (status$state == "cancelled") "Cancelled" else "Failed",
     if (!is.null(status$epoch)) sprintf("in epoch %d", as.integer(status$epoch)) else "before training started"
@@ -101,9 +99,7 @@ print.gpukeras_job <- function(x, ...) print_formatted(x, ...)
 # gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
 # line rewritten in place (verbose 1); nothing with verbose 0.
 show_job_progress <- function(job, status) {
-  if (job$verbose == 0) {
-    return(invisible())
-  }
+  if (job$verbose == 0) return(invisible())
   if (job$verbose == 1) {
     if (!is.null(status$sample)) cat("\r", format_job_sample(status), "\033[K", sep = "")
     if (status$state %in% final_states) cat("\n")

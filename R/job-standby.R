@@ -27,9 +27,7 @@ start_supervisor <- function(dir, env, max_restarts, standby = FALSE) {
 # Start a standby unless one already waits (or prepares). Cheap when one
 # does: gpu_job_status() asks each time it sees a job training.
 standby_start <- function() {
-  if (!standby_enabled() || (!is.null(the$standby) && the$standby$process$is_alive())) {
-    return(invisible(the$standby))
-  }
+  if (!standby_enabled() || (!is.null(the$standby) && the$standby$process$is_alive())) return(invisible(the$standby))
   if (!is.null(the$standby)) standby_discard(the$standby)
   env <- process_env()
   dir <- tempfile("gpukeras-job-")
@@ -44,9 +42,7 @@ standby_start <- function() {
 standby_take <- function(env) {
   standby <- the$standby
   the$standby <- NULL
-  if (is.null(standby)) {
-    return(NULL)
-  }
+  if (is.null(standby)) return(NULL)
   if (standby_enabled() && standby$process$is_alive() && identical(standby$env, env)) {
     standby$own_files <- list.files(standby$dir)
     return(standby)

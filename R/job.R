@@ -129,9 +129,7 @@ final_states <- c("done", "failed", "cancelled")
 read_progress <- function(job) {
   path <- job_file(job, "progress.dcf")
   fields <- if (file.exists(path)) tryCatch(read.dcf(path), error = function(e) NULL)
-  if (is.null(fields) || !nrow(fields)) {
-    return(NULL)
-  }
+  if (is.null(fields) || !nrow(fields)) return(NULL)
   values <- suppressWarnings(as.list(as.numeric(fields[1, ])))
   names(values) <- colnames(fields)
   values
@@ -279,9 +277,7 @@ gpu_job_status <- function(job, ...) {
 
 #' @export
 gpu_job_status.gpukeras_job <- function(job, ...) {
-  if (!is.null(job$final)) {
-    return(job$final)
-  }
+  if (!is.null(job$final)) return(job$final)
   state <- read_rds_or_null(job_file(job, "state.rds"))
   if (!job$process$is_alive()) {
     # Read again: the supervisor may have written its last word just now.
@@ -351,9 +347,7 @@ gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
       call = call
     )
   })
-  if (is.null(status)) {
-    return(invisible(job))
-  }
+  if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
 }
 
@@ -368,9 +362,7 @@ gpu_job_cancel <- function(job, ...) {
 #' @export
 gpu_job_cancel.gpukeras_job <- function(job, ...) {
   status <- gpu_job_status(job)
-  if (status$state %in% final_states) {
-    return(invisible(job))
-  }
+  if (status$state %in% final_states) return(invisible(job))
   job$process$kill_tree()
   # The child too, should it have outlived its supervisor.
   if (!is.null(status$pid)) try(tools::pskill(status$pid, tools::SIGKILL), silent = TRUE)

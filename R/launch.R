@@ -179,9 +179,7 @@ holder_failure <- function(holder) {
   }
   said <- tryCatch(holder$read_all_error_lines(), error = function(e) character())
   said <- trimws(said[nzchar(trimws(said))])
-  if (length(said)) {
-    return(paste(said, collapse = " "))
-  }
+  if (length(said)) return(paste(said, collapse = " "))
   sprintf("unshare ended with status %s, saying nothing", holder$get_exit_status())
 }
 

@@ -146,14 +146,10 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
       call = call
     )
   }
-  if (!is.null(path)) {
-    return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
-  }
+  if (!is.null(path)) return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
   outputs <- if (is.list(predicted)) lapply(predicted, as_output, scoring) else as_output(predicted, scoring)
-  if (type == "raw") {
-    return(outputs)
-  }
+  if (type == "raw") return(outputs)
   if (is.list(outputs)) {
     abort_bad_argument("type = \"class\" is for a model with one output; this one has several.", call = call)
   }
@@ -179,9 +175,7 @@ evaluate <- function(object, ...) {
 #' @rdname predict.gpukeras_fit
 #' @export
 evaluate.default <- function(object, ...) {
-  if (isNamespaceLoaded("keras3")) {
-    return(getExportedValue("keras3", "evaluate")(object, ...))
-  }
+  if (isNamespaceLoaded("keras3")) return(getExportedValue("keras3", "evaluate")(object, ...))
   abort_bad_argument(
     c(
       sprintf("evaluate() scores a gpu_fit() result or a gpu_load() model, not %s.", describe(object)),
@@ -279,9 +273,7 @@ unlabelled_images <- function(newdata, call = caller_env()) {
   if (length(newdata) == 1L && dir.exists(newdata)) {
     images <- list.files(newdata, pattern = "[.](png|jpe?g|bmp|gif)$", ignore.case = TRUE, full.names = TRUE)
     images <- images[!dir.exists(images) & !startsWith(basename(images), ".")]
-    if (length(images)) {
-      return(sort(images))
-    }
+    if (length(images)) return(sort(images))
     return(NULL)
   }
   if (anyNA(newdata) || !length(newdata)) {
@@ -333,9 +325,7 @@ check_no_levels <- function(newdata, call) {
 # plainly not in the range the image folder was trained in (0-255, times its
 # `rescale`), as images read by another package often are (0-1, or 0-255).
 check_pixel_range <- function(newdata, rescale, call) {
-  if (!is.numeric(newdata) || !length(newdata)) {
-    return(invisible())
-  }
+  if (!is.numeric(newdata) || !length(newdata)) return(invisible())
   top <- 255 * (rescale %||% 1)
   highest <- max(newdata, na.rm = TRUE)
   factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
@@ -412,8 +402,6 @@ output_classes <- function(output, levels) {
     abort_bad_argument("type = \"class\" needs outputs with one row per example and one column per class.")
   }
   codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
-  if (is.null(levels)) {
-    return(stats::setNames(codes, rownames(output)))
-  }
+  if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
   stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
 }

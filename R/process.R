@@ -103,9 +103,7 @@ job_wait_until <- function(job, timeout, look, timed_out, every = 0.1) {
   tryCatch(
     repeat {
       status <- look()
-      if (status$state %in% final_states) {
-        return(status)
-      }
+      if (status$state %in% final_states) return(status)
       if (Sys.time() >= deadline) timed_out(status)
       process_wait(list(job$process), every, reported = FALSE)
     },
@@ -149,12 +147,8 @@ process_await <- function(dir, file, parent = NULL) {
   fifo <- fifo_listen(file.path(dir, "go.fifo"))
   on.exit(lapply(fifo, close))
   repeat {
-    if (file.exists(file.path(dir, file))) {
-      return(TRUE)
-    }
-    if (!dir.exists(dir) || (!is.null(parent) && !process_alive(parent))) {
-      return(FALSE)
-    }
+    if (file.exists(file.path(dir, file))) return(TRUE)
+    if (!dir.exists(dir) || (!is.null(parent) && !process_alive(parent))) return(FALSE)
     processx::poll(list(fifo$reader), 1000L)
     processx::conn_read_lines(fifo$reader)
   }
@@ -191,9 +185,7 @@ process_alive <- function(pid) {
 # A process's error as plain data: its class and message (a job's status, a worker's
 # result as the search's core reads it).
 error_data <- function(condition) {
-  if (is.null(condition)) {
-    return(NULL)
-  }
+  if (is.null(condition)) return(NULL)
   c(
     list(class = class(condition), message = conditionMessage(condition)),
     if (isTRUE(condition$crashed)) list(crashed = TRUE)

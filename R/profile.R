@@ -158,9 +158,7 @@ new_gpukeras_profile <- function(result) {
 }
 
 format_step_range <- function(steps) {
-  if (length(steps) == 0L) {
-    return("none")
-  }
+  if (length(steps) == 0L) return("none")
   if (identical(steps, seq(min(steps), max(steps)))) {
     return(if (length(steps) == 1L) as.character(steps) else sprintf("%d-%d", min(steps), max(steps)))
   }
@@ -168,9 +166,7 @@ format_step_range <- function(steps) {
 }
 
 format_profile_trace <- function(trace) {
-  if (!isTRUE(trace$parsed)) {
-    return(sprintf("Trace:          not read (%s)", trace$note %||% "?"))
-  }
+  if (!isTRUE(trace$parsed)) return(sprintf("Trace:          not read (%s)", trace$note %||% "?"))
   devices <- trace$devices
   c(
     sprintf(

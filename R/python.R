@@ -44,9 +44,7 @@ explicit_python <- function(call = caller_env()) {
   for (variable in c("GPUKERAS_PYTHON", "RETICULATE_PYTHON")) {
     value <- Sys.getenv(variable)
     # reticulate >= 1.41 reads RETICULATE_PYTHON=managed as "the environment I manage".
-    if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) {
-      return(NULL)
-    }
+    if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) return(NULL)
     if (nzchar(value)) {
       if (!file.exists(value)) {
         gpukeras_abort(
@@ -161,14 +159,10 @@ start_python <- function(call = caller_env()) {
 # version is read from its metadata, without importing it.
 check_numpy_supported <- function(call = caller_env()) {
   reticulate <- utils::packageVersion("reticulate")
-  if (reticulate_supports_numpy2(reticulate)) {
-    return(invisible())
-  }
+  if (reticulate_supports_numpy2(reticulate)) return(invisible())
   metadata <- reticulate::import("importlib.metadata")
   numpy <- tryCatch(metadata$version("numpy"), error = function(e) NULL)
-  if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) {
-    return(invisible())
-  }
+  if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) return(invisible())
   gpukeras_abort(
     c(
       sprintf(
@@ -194,9 +188,7 @@ check_numpy_supported <- function(call = caller_env()) {
 
 # Whether Python has imported `module`; never starts Python.
 python_module_loaded <- function(module) {
-  if (!reticulate::py_available(initialize = FALSE)) {
-    return(FALSE)
-  }
+  if (!reticulate::py_available(initialize = FALSE)) return(FALSE)
   modules <- reticulate::import("sys", convert = FALSE)$modules
   reticulate::py_to_r(modules$`__contains__`(module))
 }
@@ -204,9 +196,7 @@ python_module_loaded <- function(module) {
 # The bridge module of the Python core, importing it (and starting Python) on
 # first use.
 core <- function(call = caller_env()) {
-  if (!is.null(the$bridge)) {
-    return(the$bridge)
-  }
+  if (!is.null(the$bridge)) return(the$bridge)
   if (!reticulate::py_available(initialize = FALSE)) {
     the$python_chosen_by <- start_python(call)
   } else if (is.null(the$python_chosen_by)) {
@@ -242,9 +232,7 @@ raise_core_warnings <- function(warnings) {
 # `int_keys` as a dict keyed by its names as whole numbers (R's names are text). The
 # value stays an R vector until it is sent.
 as_python <- function(x, int_keys = FALSE) {
-  if (is.null(x)) {
-    return(NULL)
-  }
+  if (is.null(x)) return(NULL)
   structure(x, class = if (int_keys) "gpukeras_py_int_dict" else "gpukeras_py_list")
 }
 
@@ -283,9 +271,7 @@ core_answer <- function(target, args, bridge, error_call) {
     result <- c(reticulate::py_to_r(result), list(value = value))
   }
   raise_core_warnings(result$warnings)
-  if (isTRUE(result$ok)) {
-    return(result$value)
-  }
+  if (isTRUE(result$ok)) return(result$value)
   if (identical(result$r_class, "gpukeras_error_bad_data")) {
     for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
   }

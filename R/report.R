@@ -67,9 +67,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   check <- check %||% gpu_check(probe = probe)
   facts <- core_call("report_facts", error_call = call)
   report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
-  if (is.null(file)) {
-    return(report)
-  }
+  if (is.null(file)) return(report)
   # A new file beside the target, renamed over it: an existing link is replaced, not followed.
   written <- tempfile(".gpukeras-report-", tmpdir = dirname(path.expand(file)), fileext = ".md")
   writeLines(report, written)
@@ -230,22 +228,14 @@ difference_causes <- c(
 
 difference_notes <- function(fields) {
   known <- intersect(fields, names(difference_causes))
-  if (!length(known)) {
-    return(character())
-  }
+  if (!length(known)) return(character())
   c("", "What commonly causes the differences marked:", "", markdown_items(unname(difference_causes[known])))
 }
 
 seen_value <- function(value, imported = TRUE) {
-  if (!imported) {
-    return("not imported")
-  }
-  if (is.null(value)) {
-    return("unset")
-  }
-  if (is.logical(value)) {
-    return(if (isTRUE(value)) "yes" else "no")
-  }
+  if (!imported) return("not imported")
+  if (is.null(value)) return("unset")
+  if (is.logical(value)) return(if (isTRUE(value)) "yes" else "no")
   value <- unlist(value)
   if (!length(value)) "none" else paste(value, collapse = ", ")
 }

@@ -8,9 +8,7 @@ check_port <- function(port, call) {
 
 # The token's value is never shown, even where it is not a string.
 check_token <- function(token, call) {
-  if (is.null(token)) {
-    return(invisible())
-  }
+  if (is.null(token)) return(invisible())
   if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
     given <- if (is.character(token) && length(token) == 1L) {
       "a string with spaces or control characters"
@@ -34,9 +32,7 @@ check_max_bytes <- function(max_bytes, call) {
 }
 
 check_allowed_hosts <- function(allowed_hosts, call) {
-  if (is.null(allowed_hosts)) {
-    return(invisible())
-  }
+  if (is.null(allowed_hosts)) return(invisible())
   if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
     !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
     abort_bad_argument(
@@ -85,9 +81,7 @@ check_port_free <- function(host, port, call) {
 # A package from Suggests that a function needs: a classed error saying how to
 # install it when it is not.
 check_suggested <- function(package, what, call = caller_env()) {
-  if (requireNamespace(package, quietly = TRUE)) {
-    return(invisible(TRUE))
-  }
+  if (requireNamespace(package, quietly = TRUE)) return(invisible(TRUE))
   gpukeras_abort(
     c(
       sprintf("%s needs the R package %s, which is not installed.", what, package),

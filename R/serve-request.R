@@ -100,9 +100,7 @@ check_named_in_body <- function(raw, columns) {
       !isTRUE(grepl("^\\s*(\\[\\s*)?\\{", as_text(utils::head(raw, 64L)), useBytes = TRUE))) {
     return(invisible())
   }
-  if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) {
-    return(invisible())
-  }
+  if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) return(invisible())
   check_present(columns[vapply(columns, named, logical(1))], columns)
 }
 
@@ -117,9 +115,7 @@ request_data <- function(body, settings) {
   columns <- served_columns(part)
   if (form %in% c("records", "columns") && !is.null(columns)) {
     values <- named_values(body$value, form, columns, settings$max_rows)
-    if (identical(part$type, "data.frame")) {
-      return(request_columns(values, part, settings))
-    }
+    if (identical(part$type, "data.frame")) return(request_columns(values, part, settings))
     # predict() refuses what a matrix of numbers holds (prediction_refused()), not what it cannot
     for (column in columns) {
       if (!is.numeric(values[[column]]) && !is.logical(values[[column]])) {
@@ -128,9 +124,7 @@ request_data <- function(body, settings) {
     }
     return(matrix(as.double(unlist(values, use.names = FALSE)), ncol = length(columns), dimnames = list(NULL, columns)))
   }
-  if (identical(form, "rows") && !identical(part$type, "data.frame")) {
-    return(request_rows(body, part, settings))
-  }
+  if (identical(form, "rows") && !identical(part$type, "data.frame")) return(request_rows(body, part, settings))
   serve_reject(400L, "bad_body", switch(form,
     rows = sprintf("This model takes named columns: send records, e.g. [{%s}].", example_record(part)),
     records = ,
@@ -147,15 +141,9 @@ request_data <- function(body, settings) {
 # of arrays), or "other". The first item tells records from rows (a record
 # that is an array has no keys; a row that is an object, the wrong width).
 body_form <- function(value) {
-  if (!is.list(value)) {
-    return("other")
-  }
-  if (!is.null(names(value))) {
-    return("columns")
-  }
-  if (!all(vapply(value, is.list, logical(1)))) {
-    return("other")
-  }
+  if (!is.list(value)) return("other")
+  if (!is.null(names(value))) return("columns")
+  if (!all(vapply(value, is.list, logical(1)))) return("other")
   if (is.null(names(value[[1]]))) "rows" else "records"
 }
 
@@ -405,27 +393,19 @@ predictions_json <- function(predicted) {
 
 output_json <- function(output) {
   to_json <- function(value, ...) as.character(jsonlite::toJSON(value, digits = NA, na = "null", rownames = FALSE, ...))
-  if (is.factor(output)) {
-    return(to_json(as.character(output)))
-  }
+  if (is.factor(output)) return(to_json(as.character(output)))
   if (is.list(output)) {
     parts <- vapply(output, output_json, character(1))
-    if (is.null(names(output))) {
-      return(sprintf("[%s]", paste(parts, collapse = ",")))
-    }
+    if (is.null(names(output))) return(sprintf("[%s]", paste(parts, collapse = ",")))
     return(sprintf(
       "{%s}",
       paste(sprintf("%s:%s", vapply(names(output), to_json, character(1), auto_unbox = TRUE), parts), collapse = ",")
     ))
   }
-  if (is.null(dim(output))) {
-    return(to_json(unname(output)))
-  }
+  if (is.null(dim(output))) return(to_json(unname(output)))
   if (length(dim(output)) == 2L && !is.null(colnames(output))) {
     return(to_json(as.data.frame(output, optional = TRUE), dataframe = "rows"))
   }
-  if (length(dim(output)) == 2L && ncol(output) == 1L) {
-    return(to_json(unname(output[, 1])))
-  }
+  if (length(dim(output)) == 2L && ncol(output) == 1L) return(to_json(unname(output[, 1])))
   to_json(unname(output), matrix = "rowmajor")
 }

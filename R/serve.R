@@ -324,9 +324,7 @@ serve_routes <- function(service, router, prefix) {
     parsers = no_parsers, comments = "Whether the service answers"
   )
   api <- plumber::pr_set_api_spec(api, function(spec) predict_api_spec(spec, paths[1], settings))
-  if (!is.null(router)) {
-    return(api)
-  }
+  if (!is.null(router)) return(api)
   api <- plumber::pr_set_404(api, function(req, res) {
     serve_answer(res, 404L, serve_problem("not_found", sprintf(
       "No route %s %s: this service has POST /predict, GET /metadata and GET /health.",

@@ -237,9 +237,7 @@ device_names <- function(devices, arg = "devices", call = caller_env()) {
 }
 
 check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
-  if (is.null(threads)) {
-    return(list())
-  }
+  if (is.null(threads)) return(list())
   # Capped: TensorFlow makes the threads of each pool when it starts, and a
   # count past R's integer range reached it as NA and aborted the R session.
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&

@@ -145,9 +145,7 @@ track_needed <- function(call) {
 
 # A run id from an id, "runs:/<id>[/...]", or a one-row gpu_runs() data.frame.
 run_id_of <- function(x, arg, call) {
-  if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) {
-    return(x$run_id)
-  }
+  if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) return(x$run_id)
   if (is.character(x) && length(x) == 1L && !is.na(x) && grepl("^(runs:/)?[0-9a-f]{8,64}(/.*)?$", x)) {
     return(sub("/.*$", "", sub("^runs:/", "", x)))
   }
@@ -175,9 +173,7 @@ new_gpukeras_runs <- function(rows, experiments) {
 #' @rdname gpu_runs
 #' @export
 format.gpukeras_runs <- function(x, ...) {
-  if (!nrow(x)) {
-    return("<gpukeras runs> none")
-  }
+  if (!nrow(x)) return("<gpukeras runs> none")
   if (!all(c("run_id", "name", "kind", "status", "start_time") %in% names(x))) {
     # some columns picked out: as the data.frame they are
     return(utils::capture.output(print(

@@ -26,9 +26,7 @@ check_not_split <- function(data, part, call = caller_env()) {
 # data (kind "r", with x and y), or a train/validation split of datasets.
 # Checked without Python; converted later by fit_input().
 fit_data <- function(data, arg, call = caller_env()) {
-  if (inherits(data, "python.builtin.object")) {
-    return(list(kind = "python", dataset = data))
-  }
+  if (inherits(data, "python.builtin.object")) return(list(kind = "python", dataset = data))
   usage <- sprintf(
     paste0(
       "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
@@ -101,13 +99,9 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
 # of `data` as read_training_data() read it (gpu_dataset() says the same of its batches).
 # With `accumulate` a number, the batch is a multiple of it (still one batch of all rows).
 batch_within_rows <- function(batch_size, data, accumulate = 1L) {
-  if (is.null(batch_size) || data$kind != "r") {
-    return(batch_size)
-  }
+  if (is.null(batch_size) || data$kind != "r") return(batch_size)
   rows <- training_rows(data)
-  if (batch_size <= rows) {
-    return(batch_size)
-  }
+  if (batch_size <= rows) return(batch_size)
   every <- if (is.numeric(accumulate)) as.integer(accumulate) else 1L
   batch <- as.integer(ceiling(rows / every) * every)
   gpukeras_warn(
@@ -150,9 +144,7 @@ largest_batch_for_steps <- function(rows) max(1L, as.integer(ceiling(rows / 7) -
 # order depends on `seed` alone, and a run resumed from a backup sees the
 # batches in the same order as the run that was interrupted.
 fit_input <- function(data, call = caller_env()) {
-  if (data$kind == "python") {
-    return(data$dataset)
-  }
+  if (data$kind == "python") return(data$dataset)
   if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
     # NumPy arrays already (gpu_as_numpy())
     return(c(list(data$x, data$y), if (!is.null(data$sample_weight)) list(data$sample_weight)))
@@ -175,9 +167,7 @@ fit_na_fix <- paste0(
 # fit_input() as NumPy arrays, list(x, y, sample_weight): for what keeps them (a background job's files).
 fit_arrays <- function(data, call = caller_env()) {
   input <- fit_input(data, call = call)
-  if (!inherits(input, "gpukeras_handover")) {
-    return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
-  }
+  if (!inherits(input, "gpukeras_handover")) return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
   converted <- to_numpy(input$gpukeras_handover, na_fix = fit_na_fix, call = call)
   list(converted$x, converted$y, converted$sample_weight)
 }
@@ -207,9 +197,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
   } else {
     described$dataset
   }
-  if (is.null(dataset)) {
-    return(class(input)[1])
-  }
+  if (is.null(dataset)) return(class(input)[1])
   sprintf(
     "tf.data dataset%s: %s of %s",
     if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",

@@ -378,9 +378,7 @@ is_tuned_record <- function(x) {
 
 # The runs not made, each with why: memory ones one by one, the budget's counted.
 skipped_lines <- function(skipped) {
-  if (!nrow(skipped)) {
-    return(character())
-  }
+  if (!nrow(skipped)) return(character())
   memory <- startsWith(skipped$reason, "memory:")
   c(
     sprintf(

@@ -127,12 +127,8 @@ check_auto_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
 }
 
 check_learning_rate <- function(learning_rate, call = caller_env()) {
-  if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) {
-    return(learning_rate)
-  }
-  if (inherits(learning_rate, "gpukeras_lr_schedule")) {
-    return(unclass(learning_rate))
-  }
+  if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) return(learning_rate)
+  if (inherits(learning_rate, "gpukeras_lr_schedule")) return(unclass(learning_rate))
   if (!is_number(learning_rate) || !is.finite(learning_rate) || learning_rate <= 0) {
     abort_bad_argument(
       c(
@@ -146,9 +142,7 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
 }
 
 check_callbacks <- function(callbacks, call = caller_env()) {
-  if (is.null(callbacks)) {
-    return(NULL)
-  }
+  if (is.null(callbacks)) return(NULL)
   if (inherits(callbacks, "python.builtin.object")) {
     callbacks <- list(callbacks)
   }
@@ -175,9 +169,7 @@ check_seed <- function(seed, call = caller_env()) {
 # "auto" is a progress bar where someone watches (an interactive session) and
 # one line per epoch in logs.
 resolve_verbose <- function(verbose, call = caller_env()) {
-  if (identical(verbose, "auto")) {
-    return(if (interactive()) 1L else 2L)
-  }
+  if (identical(verbose, "auto")) return(if (interactive()) 1L else 2L)
   if (!is_number(verbose) || !verbose %in% 0:2) stop_input_type(verbose, "\"auto\", 0, 1 or 2", "verbose", call)
   as.integer(verbose)
 }
@@ -191,9 +183,7 @@ resolve_verbose <- function(verbose, call = caller_env()) {
 # function's frame, without evaluating them.
 check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()) {
   dots <- as.list(substitute(list(...), call))[-1L]
-  if (!length(dots)) {
-    return(invisible())
-  }
+  if (!length(dots)) return(invisible())
   names <- rlang::names2(dots)
   fun <- get(fn, envir = topenv(), mode = "function")
   own <- setdiff(names(formals(fun)), "...")

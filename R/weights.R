@@ -7,9 +7,7 @@
 # "1", ...) to weight. Names are the labels' levels (factor labels, an image
 # folder's classes: `levels`) or class numbers.
 check_class_weight <- function(class_weight, levels = NULL, call = caller_env()) {
-  if (is.null(class_weight)) {
-    return(NULL)
-  }
+  if (is.null(class_weight)) return(NULL)
   usage <- paste0(
     "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = ",
     "1, \"1\" = 10) for class numbers."
@@ -69,18 +67,14 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
 # factor's levels, a gpu_dataset()'s recorded ones, an image folder's classes;
 # NULL for numeric labels and datasets made elsewhere.
 label_levels <- function(data) {
-  if (data$kind == "python") {
-    return(attr(data$dataset, "gpukeras")$encoding$y$levels)
-  }
+  if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding$y$levels)
   if (!is.null(data$y)) label_spec(data$y)$levels
 }
 
 # `sample_weight` for rows with `labels` (from encode_labels()): one number >= 0
 # per row (an NA is an NA row), as a double vector.
 check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
-  if (is.null(sample_weight)) {
-    return(NULL)
-  }
+  if (is.null(sample_weight)) return(NULL)
   if (is.null(labels)) {
     abort_bad_argument(
       c(

@@ -126,15 +126,9 @@ carry_clash <- function(name, label, call) {
 # environment is searched (it does not travel), a namespace is not (it loads there).
 user_binding <- function(name, env, top) {
   repeat {
-    if (identical(env, top) && !identical(top, globalenv())) {
-      return(NULL)
-    }
-    if (exists(name, envir = env, inherits = FALSE)) {
-      return(env)
-    }
-    if (identical(env, top) || identical(env, emptyenv())) {
-      return(NULL)
-    }
+    if (identical(env, top) && !identical(top, globalenv())) return(NULL)
+    if (exists(name, envir = env, inherits = FALSE)) return(env)
+    if (identical(env, top) || identical(env, emptyenv())) return(NULL)
     env <- parent.env(env)
   }
 }

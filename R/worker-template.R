@@ -20,14 +20,10 @@
 # The session's template, started on first use (again if it has died, or if the backend
 # or Python it was started with is not the session's now); NULL where workers cannot fork.
 template_start <- function() {
-  if (.Platform$OS.type != "unix") {
-    return(NULL)
-  }
+  if (.Platform$OS.type != "unix") return(NULL)
   env <- process_env()
   template <- the$template
-  if (!is.null(template) && template$process$is_alive() && identical(template$env, env)) {
-    return(template)
-  }
+  if (!is.null(template) && template$process$is_alive() && identical(template$env, env)) return(template)
   if (!is.null(template)) template$process$kill_tree()
   dir <- tempfile("gpukeras-template-")
   dir.create(file.path(dir, "tmp"), recursive = TRUE)
@@ -74,9 +70,7 @@ gpukeras_forked <- R6::R6Class(
     get_pid = function() read_rds_or_null(file.path(self$dir, "pid.rds")) %||% NA_integer_,
     # Until the template has reaped it (a zombie answers signal 0 too).
     is_alive = function() {
-      if (!is.null(private$status())) {
-        return(FALSE)
-      }
+      if (!is.null(private$status())) return(FALSE)
       pid <- self$get_pid()
       if (is.na(pid)) private$template$process$is_alive() else process_alive(pid)
     },
