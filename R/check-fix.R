@@ -231,9 +231,7 @@ write_bytes <- function(path, bytes) {
       invokeRestart("muffleWarning")
     }
   )
-  if (!is.null(problem)) {
-    stop(problem, call. = FALSE)
-  }
+  if (!is.null(problem)) stop(problem, call. = FALSE)
 }
 
 # gpu_check(fix = TRUE) where the stack keeps the core from starting: reticulate < 1.38
@@ -247,9 +245,7 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
     planned <- list(
       id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
     )
-    if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) {
-      stop(error)
-    }
+    if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) stop(error)
     gpukeras_abort(
       c(
         sprintf("gpu_check() could not run in this session: %s.", why),

@@ -32,9 +32,7 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
       "gpukeras_error_bad_data"
     )
   }
-  if (length(x) == 0L) {
-    gpukeras_abort("`x` is empty: there is nothing to convert.", "gpukeras_error_bad_data")
-  }
+  if (length(x) == 0L) gpukeras_abort("`x` is empty: there is nothing to convert.", "gpukeras_error_bad_data")
   if (anyNA(x)) {
     first <- which(is.na(x))[1]
     gpukeras_abort(

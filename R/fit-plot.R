@@ -47,9 +47,7 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   draw_gpu <- timeline && !is.null(gpu) && nrow(gpu) > 0
   draw_host <- timeline && !is.null(host) && nrow(host) > 0
   panels <- length(base) + draw_gpu + draw_host
-  if (panels == 0L) {
-    abort_bad_argument("There is nothing to plot: the history has no epochs or metrics.")
-  }
+  if (panels == 0L) abort_bad_argument("There is nothing to plot: the history has no epochs or metrics.")
   layout <- if (panels <= 3) c(panels, 1) else c(ceiling(panels / 2), 2)
   old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))
   on.exit(graphics::par(old), add = TRUE)

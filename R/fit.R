@@ -311,9 +311,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   step <- if (is.null(step)) gpu_step() else check_fit_option(step, "step", gpu_step)
   given_step <- intersect(names(old), names(step))
   if (length(given_step)) {
-    if (step_given) {
-      abort_bad_argument(sprintf("Give `step` or `%s`, not both.", given_step[1]))
-    }
+    if (step_given) abort_bad_argument(sprintf("Give `step` or `%s`, not both.", given_step[1]))
     step <- do.call(gpu_step, old[given_step])
   }
   # nolint start: object_usage_linter. fit_request(environment()) reads these by name.
@@ -365,9 +363,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   if (!is.null(validation$validation)) {
     abort_bad_argument("`validation_data` must be one dataset or list(x = , y = ), not a train/validation split.")
   }
-  if (!is.null(clipnorm) && !is.null(clipvalue)) {
-    abort_bad_argument("Give `clipnorm` or `clipvalue`, not both.")
-  }
+  if (!is.null(clipnorm) && !is.null(clipvalue)) abort_bad_argument("Give `clipnorm` or `clipvalue`, not both.")
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_input_width(model, fit_encoding(data))
   if (!is.null(tuned)) {

@@ -79,9 +79,7 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
     abort_bad_argument(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)))
   }
   check_count(steps)
-  if (steps < 10) {
-    abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
-  }
+  if (steps < 10) abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
   if (!is.null(batch_size)) check_count(batch_size)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
@@ -165,9 +163,7 @@ print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)
 #' @export
 plot.gpukeras_lr_find <- function(x, ...) {
   h <- x$history[is.finite(x$history$loss), , drop = FALSE]
-  if (!nrow(h)) {
-    abort_bad_argument("There is nothing to plot: no batch gave a finite loss.")
-  }
+  if (!nrow(h)) abort_bad_argument("There is nothing to plot: no batch gave a finite loss.")
   lowest <- min(h$smoothed, na.rm = TRUE)
   top <- max(h$smoothed[seq_len(max(1L, which.min(h$smoothed)))], na.rm = TRUE)
   ylim <- c(lowest - 0.05 * abs(lowest), top + 0.5 * (top - lowest) + 1e-12)

@@ -149,9 +149,7 @@ body_form <- function(value) {
 
 # The rows of the body counted: none, or more than max_rows, are refused.
 check_row_count <- function(rows, max_rows) {
-  if (rows == 0L) {
-    serve_reject(400L, "no_rows", "The body holds no rows.")
-  }
+  if (rows == 0L) serve_reject(400L, "no_rows", "The body holds no rows.")
   if (rows > max_rows) {
     serve_reject(
       413L,
