@@ -196,9 +196,7 @@ as.data.frame.gpukeras_batch_size <- function(x, row.names = NULL, optional = FA
 }
 
 # MiB as GiB, MiB or (for small models) KiB.
-format_memory <- function(mib) {
-  ifelse(!is.na(mib) & mib < 1, sprintf("%.1f KiB", mib * 1024), format_mib(mib))
-}
+format_memory <- function(mib) ifelse(!is.na(mib) & mib < 1, sprintf("%.1f KiB", mib * 1024), format_mib(mib))
 
 format_batch_trials <- function(x) {
   trials <- x$trials

@@ -4,9 +4,7 @@
 
 # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the
 # package it needs (the GPU build of TensorFlow only exists on Linux).
-repair_requirements <- function() {
-  gpukeras_requirements(gpu = TRUE, os = "Linux")
-}
+repair_requirements <- function() gpukeras_requirements(gpu = TRUE, os = "Linux")
 
 # The repairs as a data.frame: `id`, `what` (one sentence), `how` (the pip
 # commands or the line and file), `needs_restart`, and `status` ("done",
@@ -36,13 +34,9 @@ repair_how <- function(repair) {
 
 # Words as a shell command shows them: quoted only where the shell would
 # read them otherwise ('tensorflow[and-cuda]==2.21.0').
-shell_words <- function(words) {
-  ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
-}
+shell_words <- function(words) ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
 
-env_lines <- function(variables) {
-  paste0(names(variables), "=", unlist(variables))
-}
+env_lines <- function(variables) paste0(names(variables), "=", unlist(variables))
 
 # The file R read the user's variables from at start-up (see ?Startup):
 # R_ENVIRON_USER, else ~/.Renviron. Not a .Renviron in the working folder: after a

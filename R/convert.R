@@ -309,9 +309,7 @@ row_has_na <- function(x) row_has(is.na(x), x)
 na_columns <- function(x, name) flagged_columns(is.na(x), x, name)
 
 # Which rows of `x` have a cell flagged in `cells` (a logical array of x's shape).
-row_has <- function(cells, x) {
-  if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
-}
+row_has <- function(cells, x) if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
 
 # The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column: a
 # data.frame's column once, though it became several (a factor's indicator columns).

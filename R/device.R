@@ -51,6 +51,4 @@ enter_device_scope <- function(device, call = caller_env()) {
   list(name = name, context = context)
 }
 
-exit_device_scope <- function(scope) {
-  scope$context$`__exit__`(NULL, NULL, NULL)
-}
+exit_device_scope <- function(scope) scope$context$`__exit__`(NULL, NULL, NULL)

@@ -250,9 +250,7 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   list(x = array, spec = spec)
 }
 
-select_columns <- function(df, wanted, name, call) {
-  df[select_names(names(df), wanted, name, call)]
-}
+select_columns <- function(df, wanted, name, call) df[select_names(names(df), wanted, name, call)]
 
 select_names <- function(have, wanted, name, call) {
   missing <- setdiff(wanted, have)

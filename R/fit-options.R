@@ -182,9 +182,7 @@ gpu_background <- function(max_restarts = 2, ...) {
   fit_option(list(max_restarts = check_whole_number(max_restarts, 0, 1000, call = current_env())), "background")
 }
 
-fit_option <- function(values, kind) {
-  structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))
-}
+fit_option <- function(values, kind) structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))
 
 #' @export
 format.gpukeras_fit_option <- function(x, ...) {

@@ -36,9 +36,7 @@ keras_requirement <- "keras>=3.12.1,!=3.13.0,!=3.13.1"
 reticulate_numpy2 <- "1.38"
 
 # Does this reticulate version work with NumPy 2?
-reticulate_supports_numpy2 <- function(reticulate) {
-  package_version(reticulate) >= reticulate_numpy2
-}
+reticulate_supports_numpy2 <- function(reticulate) package_version(reticulate) >= reticulate_numpy2
 
 #' Python packages install_gpukeras() installs
 #'

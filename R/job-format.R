@@ -27,9 +27,7 @@ format_job_sample <- function(status) {
 
 # Logged values as Keras' progress display shows them (a fit in the R session): 4 decimals,
 # or 4 in scientific notation near zero (the core's train/live.py as_keras_shows()).
-as_keras_shows <- function(x) {
-  ifelse(abs(x) > 1e-3, sprintf("%.4f", x), sprintf("%.4e", x))
-}
+as_keras_shows <- function(x) ifelse(abs(x) > 1e-3, sprintf("%.4f", x), sprintf("%.4e", x))
 
 #' @export
 format.gpukeras_job_status <- function(x, ...) {

@@ -11,9 +11,7 @@
 # that job's own start. It ends with the session, like every job's processes;
 # options(gpukeras.job_standby = FALSE) turns it off.
 
-standby_enabled <- function() {
-  !isFALSE(getOption("gpukeras.job_standby", TRUE))
-}
+standby_enabled <- function() !isFALSE(getOption("gpukeras.job_standby", TRUE))
 
 # Start a supervisor for the job folder `dir`; with `standby`, its first
 # child prepares and waits for go.rds.

@@ -357,9 +357,7 @@ is_shuffled <- function(dataset) {
   !identical(role, "validation") && isTRUE(recipe$options$shuffle %||% recipe$shuffle)
 }
 
-abort_no_newdata <- function(call) {
-  abort_bad_argument("`newdata` is missing: give the new data to score.", call = call)
-}
+abort_no_newdata <- function(call) abort_bad_argument("`newdata` is missing: give the new data to score.", call = call)
 
 scoring_model <- function(object, call) {
   model <- object$model

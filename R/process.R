@@ -176,9 +176,7 @@ process_report_error <- function(dir, condition) {
 }
 
 # Whether the process `pid` still runs (signal 0 tests without signalling).
-process_alive <- function(pid) {
-  isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
-}
+process_alive <- function(pid) isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
 
 # --- In the session, after -----------------------------------------------------------
 

@@ -3,9 +3,7 @@
 
 the <- new.env(parent = emptyenv())
 
-default_envname <- function() {
-  getOption("gpukeras.envname", "r-gpukeras")
-}
+default_envname <- function() getOption("gpukeras.envname", "r-gpukeras")
 
 #' Where gpukeras looks for Python
 #'
@@ -70,9 +68,7 @@ explicit_python <- function(call = caller_env()) {
 }
 
 # reticulate >= 1.41: R packages declare their Python needs with py_require().
-has_py_require <- function() {
-  "py_require" %in% getNamespaceExports("reticulate")
-}
+has_py_require <- function() "py_require" %in% getNamespaceExports("reticulate")
 
 # May reticulate choose the environment when none is named for gpukeras? From
 # 1.41 on it finds one or makes the one it manages for py_require(), unless

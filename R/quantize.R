@@ -122,9 +122,7 @@ new_gpukeras_quantized <- function(result) {
 }
 
 # Bytes in the binary unit that keeps the number readable.
-format_sizes <- function(sizes) {
-  paste(names(sizes), format_bytes(unlist(sizes)), collapse = " + ")
-}
+format_sizes <- function(sizes) paste(names(sizes), format_bytes(unlist(sizes)), collapse = " + ")
 
 #' @export
 format.gpukeras_quantized <- function(x, ...) {

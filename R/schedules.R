@@ -86,9 +86,7 @@ lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular
   )
 }
 
-new_lr_schedule <- function(schedule, ...) {
-  structure(list(schedule = schedule, ...), class = "gpukeras_lr_schedule")
-}
+new_lr_schedule <- function(schedule, ...) structure(list(schedule = schedule, ...), class = "gpukeras_lr_schedule")
 
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {

@@ -139,9 +139,7 @@ is_ip_address <- function(name) {
   grepl("^[0-9]{1,3}(\\.[0-9]{1,3}){3}$", name) || (grepl(":", name, fixed = TRUE) && grepl("^[0-9a-f:.]+$", name))
 }
 
-is_loopback <- function(host) {
-  host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
-}
+is_loopback <- function(host) host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
 
 # The plumber filter that makes serve_guard()'s checks for the service's routes
 # (`paths`: POST /predict, GET /metadata and GET /health, in this order, under the

@@ -12,9 +12,7 @@ serve_reject <- function(status, code, message, ...) {
   ))
 }
 
-serve_problem <- function(code, message, ...) {
-  Filter(Negate(is.null), list(error = code, message = message, ...))
-}
+serve_problem <- function(code, message, ...) Filter(Negate(is.null), list(error = code, message = message, ...))
 
 as_json <- function(value) {
   as.character(jsonlite::toJSON(value, auto_unbox = TRUE, null = "null", na = "null", digits = NA))
@@ -207,9 +205,7 @@ record_cells <- function(records, keys, all_keys, columns) {
   lapply(columns, function(column) lapply(records, .subset2, column))
 }
 
-as_frame <- function(columns) {
-  structure(columns, class = "data.frame", row.names = .set_row_names(length(columns[[1]])))
-}
+as_frame <- function(columns) structure(columns, class = "data.frame", row.names = .set_row_names(length(columns[[1]])))
 
 # JSON values (parse_json()'s: a scalar, NULL, or a list for an array or an
 # object) as one vector, null as NA; a nested value is refused.
@@ -302,13 +298,9 @@ request_columns <- function(body, part, settings) {
 
 # The served input's column names (a data.frame's, or those of rows of numbers),
 # and where predict()'s names for them (x$column) are among them.
-served_columns <- function(part) {
-  if (identical(part$type, "data.frame")) names(part$columns) else part$names
-}
+served_columns <- function(part) if (identical(part$type, "data.frame")) names(part$columns) else part$names
 
-served_column_at <- function(column, part) {
-  match(column, paste0("x$", served_columns(part)))
-}
+served_column_at <- function(column, part) match(column, paste0("x$", served_columns(part)))
 
 # NA in `columns` (none: rows of numbers without names) where the NA rule is
 # "error", from predict()'s error: the first of `rows`, `n_rows` in all.
@@ -373,9 +365,7 @@ abort_wrong_type <- function(column, type, wanted) {
   serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold %s, not %s.", column, wanted, given), column = column)
 }
 
-wanted_values <- function(spec) {
-  switch(spec$type, numeric = "numbers", logical = "true or false", "strings")
-}
+wanted_values <- function(spec) switch(spec$type, numeric = "numbers", logical = "true or false", "strings")
 
 example_record <- function(part) {
   values <- vapply(part$columns, function(spec) {
@@ -385,9 +375,7 @@ example_record <- function(part) {
 }
 
 # predict()'s result as the JSON answer {"predictions": ...}.
-predictions_json <- function(predicted) {
-  sprintf("{\"predictions\":%s}", output_json(predicted))
-}
+predictions_json <- function(predicted) sprintf("{\"predictions\":%s}", output_json(predicted))
 
 output_json <- function(output) {
   to_json <- function(value, ...) as.character(jsonlite::toJSON(value, digits = NA, na = "null", rownames = FALSE, ...))

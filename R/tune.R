@@ -372,9 +372,7 @@ tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile
 
 # The choice a gpu_fit() request carries (tune_fit_settings()'s record), which a background
 # fit's child gets back as `tuned`.
-is_tuned_record <- function(x) {
-  is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
-}
+is_tuned_record <- function(x) is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
 
 # The runs not made, each with why: memory ones one by one, the budget's counted.
 skipped_lines <- function(skipped) {

@@ -19,9 +19,7 @@ format_mib <- function(mib) {
   ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
 }
 
-format_percent <- function(share, digits = 0) {
-  sprintf(paste0("%.", digits, "f%%"), 100 * share)
-}
+format_percent <- function(share, digits = 0) sprintf(paste0("%.", digits, "f%%"), 100 * share)
 
 format_seconds <- function(seconds) {
   if (seconds < 60) sprintf("%.1f s", seconds) else if (seconds < 3600) sprintf("%.1f min", seconds / 60) else

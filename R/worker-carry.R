@@ -39,9 +39,7 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   carry_function(model_fn, call = call)
 }
 
-describe_formals <- function(params) {
-  if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
-}
+describe_formals <- function(params) if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
 
 # `fn` as a worker process can run it: a function finds its variables in the global
 # environment, which does not travel with it (saveRDS() writes a closure's environment,
@@ -304,6 +302,4 @@ derived_seed <- function(seed, number) {
 
 # A seed for a run given none: chosen here (from the clock, leaving R's random numbers as
 # they are) and recorded, so any fit can be repeated.
-chosen_seed <- function(seed) {
-  seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
-}
+chosen_seed <- function(seed) seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
