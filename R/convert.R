@@ -24,23 +24,21 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
     x <- as.integer(x) - 1L
   }
   if (!(is.numeric(x) || is.logical(x)) || is.data.frame(x) || is.list(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`x` must be a numeric vector, matrix or array, not %s.", describe(x)),
         "Convert character data to numbers (e.g. factor codes) first."
-      ),
-      "gpukeras_error_bad_data"
+      )
     )
   }
-  if (length(x) == 0L) gpukeras_abort("`x` is empty: there is nothing to convert.", "gpukeras_error_bad_data")
+  if (length(x) == 0L) abort_bad_data("`x` is empty: there is nothing to convert.")
   if (anyNA(x)) {
     first <- which(is.na(x))[1]
-    gpukeras_abort(
+    abort_bad_data(
       sprintf(
         "`x` has %d NA/NaN value(s), the first at position %d. Remove or impute them first.",
         sum(is.na(x)), first
-      ),
-      "gpukeras_error_bad_data"
+      )
     )
   }
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
@@ -91,7 +89,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "%s must have the same number of rows, not %s.",
@@ -100,13 +98,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
         ),
         if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
-  if (rows[[1]] == 0) {
-    gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data", call = call)
-  }
+  if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
   core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
     vapply(parts, is.double, logical(1))
   # Infinite values cannot be dropped as NA are: refused whatever `na` says. The core checks
@@ -118,9 +113,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (na == "error") abort_missing(parts, missing, fix = na_fix, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
-      gpukeras_abort(
-        "Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call
-      )
+      abort_bad_data("Every row has an NA: nothing is left after na = \"drop\".", call = call)
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
@@ -280,7 +273,7 @@ kept_arrays <- function(held) {
 
 check_feature_array <- function(x, name, call = caller_env()) {
   if (is.character(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
         paste0(
@@ -288,14 +281,12 @@ check_feature_array <- function(x, name, call = caller_env()) {
           "codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.matrix(x) && !is.array(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       sprintf("`%s` must be a numeric matrix, array, vector or data.frame, not %s.", name, describe(x)),
-      "gpukeras_error_bad_data",
       call = call
     )
   }

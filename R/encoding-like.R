@@ -233,7 +233,7 @@ check_input_width <- function(model, encoding, call = caller_env()) {
         function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot",
         logical(1)
       ))
-      gpukeras_abort(
+      abort_bad_data(
         c(
           sprintf(
             "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
@@ -246,7 +246,6 @@ check_input_width <- function(model, encoding, call = caller_env()) {
           if (one_hot)
             "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
         ),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
@@ -274,7 +273,7 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
     identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
     identical(given$images, encoding$images)
   if (!same) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           paste0(
@@ -285,7 +284,6 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
         ),
         "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }

@@ -82,13 +82,11 @@ encoding_vocabulary <- function(encoding) {
 }
 
 check_columns <- function(df, name, call = caller_env()) {
-  if (ncol(df) == 0L) {
-    gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data", call = call)
-  }
+  if (ncol(df) == 0L) abort_bad_data(sprintf("The data.frame `%s` has no columns.", name), call = call)
   check_column_names(names(df), name, call)
   nested <- names(df)[vapply(df, function(column) !is.null(dim(column)), logical(1))]
   if (length(nested)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
         sprintf(
@@ -100,7 +98,6 @@ check_columns <- function(df, name, call = caller_env()) {
           nested[1]
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -112,14 +109,13 @@ check_columns <- function(df, name, call = caller_env()) {
   if (!all(ok)) {
     bad <- names(df)[!ok]
     types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
         ),
         "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -159,7 +155,7 @@ check_column_names <- function(names, name, call = caller_env()) {
     },
     if (length(empty)) sprintf("column(s) %s have no name", paste(empty, collapse = ", "))
   )
-  gpukeras_abort(
+  abort_bad_data(
     c(
       sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
       paste0(
@@ -167,7 +163,6 @@ check_column_names <- function(names, name, call = caller_env()) {
         "two tables keeps both names)."
       )
     ),
-    "gpukeras_error_bad_data",
     call = call
   )
 }
@@ -177,9 +172,8 @@ check_column_names <- function(names, name, call = caller_env()) {
 encoded_inputs <- function(x, encoding, call = caller_env()) {
   several <- is.list(x) && !is.data.frame(x)
   if (several && (length(x) == 0L || is.null(names(x)) || any(!nzchar(names(x))))) {
-    gpukeras_abort(
+    abort_bad_data(
       "A list `x` (several model inputs) must be a named list of matrices, arrays or data.frames.",
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -187,7 +181,7 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
   if (is.null(encoding)) return(parts)
   wanted <- names(encoding$inputs)
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "The new data has %s; the model was trained on %s.",
@@ -196,7 +190,6 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
         ),
         "Give the new data in the form the training data had."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -213,12 +206,11 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
-      gpukeras_abort(
+      abort_bad_data(
         c(
           sprintf("`%s` must be a data.frame, as in training, not %s.", name, describe(part)),
           sprintf("Give the columns %s.", paste(names(spec$columns), collapse = ", "))
         ),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
@@ -233,7 +225,7 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   if (length(spec$names) && length(colnames(array)) && !identical(colnames(array), spec$names)) {
     array <- array[, select_names(colnames(array), spec$names, name, call), drop = FALSE]
   } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).",
@@ -243,7 +235,6 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
         ),
         "Give the new data with the training data's columns (and image size)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -255,12 +246,11 @@ select_columns <- function(df, wanted, name, call) df[select_names(names(df), wa
 select_names <- function(have, wanted, name, call) {
   missing <- setdiff(wanted, have)
   if (length(missing)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` lacks column(s) the model was trained on: %s.", name, paste(missing, collapse = ", ")),
         "Give every training column, by name (their order and any other columns do not matter)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -387,18 +377,16 @@ encode_labels <- function(y, spec = NULL, call = caller_env()) {
   spec <- spec %||% label_spec(y)
   if (identical(spec$type, "factor")) {
     if (!(is.factor(y) || is.character(y) && is.null(dim(y)))) {
-      gpukeras_abort(
+      abort_bad_data(
         sprintf("`y` must be a factor or character vector, as in training, not %s.", describe(y)),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
     return(list(y = level_codes(y, spec$levels, "y", "error", call), spec = spec))
   }
   if (!(is.numeric(y) || is.logical(y))) {
-    gpukeras_abort(
+    abort_bad_data(
       sprintf("`y` must be a numeric, logical, factor or character vector (or a numeric matrix), not %s.", describe(y)),
-      "gpukeras_error_bad_data",
       call = call
     )
   }

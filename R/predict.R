@@ -304,7 +304,7 @@ check_no_levels <- function(newdata, call) {
     names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
   }))
   if (length(coded)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
@@ -315,7 +315,6 @@ check_no_levels <- function(newdata, call) {
           "the numbers it was trained on."
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }

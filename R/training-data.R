@@ -47,29 +47,26 @@ fit_data <- function(data, arg, call = caller_env()) {
     if (length(data) %in% 1:3 && "x" %in% names && all(names %in% c("x", "y", "sample_weight")) &&
         !anyDuplicated(names)) {
       if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
-        gpukeras_abort(
+        abort_bad_data(
           c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
-          "gpukeras_error_bad_data",
           call = call
         )
       }
       return(list(kind = "r", x = data$x, y = data$y, sample_weight = data$sample_weight))
     }
-    gpukeras_abort(
+    abort_bad_data(
       c(sprintf("`%s` is a list with names %s, which gpu_fit() cannot read.", arg, describe_names(names)), usage),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   if (is.matrix(data) || is.array(data) || is.data.frame(data) || is.numeric(data)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(sprintf("`%s` is R data without labels.", arg), usage,
         "A model trained without labels takes list(x = features)."),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
-  gpukeras_abort(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), "gpukeras_error_bad_data", call = call)
+  abort_bad_data(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), call = call)
 }
 
 describe_names <- function(names) {

@@ -276,12 +276,11 @@ check_fit_args <- function(args, verb, call = caller_env()) {
 # labels to stratify by, and the .npy files carry_data() writes in `dir`.
 many_data <- function(data, dir, verb, call = caller_env()) {
   if (data$kind != "r") {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("%s() needs the rows in memory, to split them: give R data, list(x = , y = ), not a dataset.", verb),
         "A gpu_dataset() of files cannot be split by rows; read the data into R first."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
