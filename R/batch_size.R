@@ -220,9 +220,7 @@ format_batch_trials <- function(x) {
     estimate = format_memory(trials$estimated_mib),
     check.names = FALSE
   )
-  if (any(!is.na(trials$peak_mib))) {
-    shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
-  }
+  if (any(!is.na(trials$peak_mib))) shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
   shown$`steps/epoch` <- ifelse(
     is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE)
   )

@@ -159,9 +159,7 @@ pip <- function(python, args) {
 # file is written beside it, read back, and renamed over it (a full disk leaves
 # the old one whole); a link is followed, so the file it names is the one changed.
 add_renviron_lines <- function(path, lines) {
-  if (file.exists(path)) {
-    path <- normalizePath(path)
-  }
+  if (file.exists(path)) path <- normalizePath(path)
   old <- if (file.exists(path)) readBin(path, "raw", n = file.size(path)) else raw()
   existing <- trimws(strsplit(rawToChar(old), "\n")[[1]])
   new <- setdiff(lines, existing)
@@ -198,9 +196,7 @@ replace_file <- function(path, bytes) {
       if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
         return("it was not written whole: is the disk full?")
       }
-      if (file.exists(path)) {
-        Sys.chmod(temporary, file.mode(path))
-      }
+      if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
       if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
         return("it could not be renamed into place")
       }

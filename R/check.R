@@ -123,9 +123,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
     requirements = as.list(repair_requirements())
   ), fix)
   check <- new_gpukeras_check(result)
-  if (fix) {
-    check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
-  }
+  if (fix) check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
   check
 }
 

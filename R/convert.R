@@ -20,9 +20,7 @@
 #' }
 gpu_as_numpy <- function(x, dtype = NULL, ...) {
   check_unknown_args("gpu_as_numpy")
-  if (is.factor(x)) {
-    x <- as.integer(x) - 1L
-  }
+  if (is.factor(x)) x <- as.integer(x) - 1L
   if (!(is.numeric(x) || is.logical(x)) || is.data.frame(x) || is.list(x)) {
     abort_bad_data(
       c(

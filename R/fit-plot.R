@@ -54,12 +54,8 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   for (metric in base) {
     plot_metric(history, metric, ...)
   }
-  if (draw_gpu) {
-    plot_gpu_timeline(gpu)
-  }
-  if (draw_host) {
-    plot_host_timeline(host)
-  }
+  if (draw_gpu) plot_gpu_timeline(gpu)
+  if (draw_host) plot_host_timeline(host)
   invisible(x)
 }
 

@@ -230,9 +230,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
       )
     }
   }
-  if (is.na(gpu)) {
-    gpu <- has_nvidia_gpu()
-  }
+  if (is.na(gpu)) gpu <- has_nvidia_gpu()
   packages <- gpukeras_requirements(gpu, extras = extras)
   path <- virtualenv_dir(envname)
   if (!reticulate::virtualenv_exists(envname)) {

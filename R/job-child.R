@@ -80,9 +80,7 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
       return(state("failed", no_space = TRUE))
     }
     causes <- c(causes, exit_cause(status))
-    if (standby) {
-      max_restarts <- read_rds_or_null(job_file(dir, "go.rds"))$max_restarts %||% 0L
-    }
+    if (standby) max_restarts <- read_rds_or_null(job_file(dir, "go.rds"))$max_restarts %||% 0L
     if (attempt > max_restarts) return(state("failed"))
     restarts <- restarts + 1L
   }

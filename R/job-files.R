@@ -74,9 +74,7 @@ job_write_status <- 28L
 # a gpukeras_error_job_write. Other errors pass unchanged.
 carry_writes <- function(dir, what, code, call = caller_env()) {
   tryCatch(code, error = function(e) {
-    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) {
-      job_write_failed(dir, what, call = call)
-    }
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) job_write_failed(dir, what, call = call)
     stop(e)
   })
 }

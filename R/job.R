@@ -282,9 +282,7 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
   if (!job$process$is_alive()) {
     # Read again: the supervisor may have written its last word just now.
     state <- read_rds_or_null(job_file(job, "state.rds"))
-    if (!isTRUE(state$state %in% final_states)) {
-      state <- supervisor_ended(job, state)
-    }
+    if (!isTRUE(state$state %in% final_states)) state <- supervisor_ended(job, state)
   }
   # A job the full disk of its folder stopped is told apart (job_failure()).
   job$no_space <- isTRUE(state$no_space)

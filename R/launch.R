@@ -151,9 +151,7 @@ private_network <- function(scratch, call = caller_env()) {
     holder$poll_io(200L)
     ready <- "ready" %in% holder$read_output_lines()
   }
-  if (!ready) {
-    no_private_network(holder_failure(holder), call = call)
-  }
+  if (!ready) no_private_network(holder_failure(holder), call = call)
   enter <- c("nsenter", "--target", holder$get_pid(), if (!root) c("--user", "--preserve-credentials"), "--net", "--")
   bin <- file.path(scratch, "bin")
   dir.create(bin)

@@ -25,9 +25,7 @@ gpu_precision_check <- function(model, ...) {
   check_python_object(model, "model", "a Keras 3 model")
   # the core says whether to warn: once per model, gpu_fit() included
   checked <- core_call("precision_check", model = model)
-  if (isTRUE(checked$warn)) {
-    gpukeras_warn(checked$finding, "gpukeras_warning_output_precision")
-  }
+  if (isTRUE(checked$warn)) gpukeras_warn(checked$finding, "gpukeras_warning_output_precision")
   invisible(checked$finding)
 }
 

@@ -151,13 +151,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   check_unknown_args("gpu_setup")
   # As given, for gpu_fit(background = TRUE) to apply in its child process.
   given <- mget(as.character(names(match.call())[-1L]))
-  if (missing(memory_growth) && !is.null(memory_limit)) {
-    memory_growth <- FALSE
-  }
+  if (missing(memory_growth) && !is.null(memory_limit)) memory_growth <- FALSE
   check_flag(memory_growth)
-  if (!is.null(memory_limit)) {
-    check_positive_numbers(memory_limit)
-  }
+  if (!is.null(memory_limit)) check_positive_numbers(memory_limit)
   # Unset, it is NULL for the core: "auto" unless a policy was set elsewhere.
   mixed_precision <- if (!missing(mixed_precision)) {
     check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
@@ -167,9 +163,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
     abort_bad_argument(sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)))
   }
-  if (!is.null(cpu_devices)) {
-    check_count(cpu_devices)
-  }
+  if (!is.null(cpu_devices)) check_count(cpu_devices)
   check_flag(deterministic)
   seed <- check_seed(seed)
   # Deterministic ops repeat a run only from the same seeds (and TensorFlow refuses random

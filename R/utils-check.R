@@ -143,9 +143,7 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
 
 check_callbacks <- function(callbacks, call = caller_env()) {
   if (is.null(callbacks)) return(NULL)
-  if (inherits(callbacks, "python.builtin.object")) {
-    callbacks <- list(callbacks)
-  }
+  if (inherits(callbacks, "python.builtin.object")) callbacks <- list(callbacks)
   if (!is.list(callbacks) || length(callbacks) == 0L ||
     !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
     abort_bad_argument(

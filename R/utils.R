@@ -24,9 +24,7 @@ as_numbers <- function(x) {
 }
 
 as_samples_df <- function(samples, columns) {
-  if (is.data.frame(samples)) {
-    samples <- as.list(samples)
-  }
+  if (is.data.frame(samples)) samples <- as.list(samples)
   is_rows <- is.list(samples) && length(samples) && is.null(names(samples))
   df <- if (is_rows) {
     rows_to_df(samples, union(columns, names(samples[[1]])))
