@@ -65,11 +65,7 @@ gpu_audit <- function(model, batch_size = NULL, ...) {
   check_unknown_args("gpu_audit")
   if (!is.null(batch_size)) check_count(batch_size)
   check_python_object(model, "model", "a Keras 3 model")
-  result <- core_call(
-    "audit",
-    model = model,
-    batch_size = if (!is.null(batch_size)) as.integer(batch_size)
-  )
+  result <- core_call("audit", model = model, batch_size = if (!is.null(batch_size)) as.integer(batch_size))
   new_gpukeras_audit(result, batch_size)
 }
 
@@ -107,9 +103,7 @@ format.gpukeras_audit <- function(x, ...) {
       sprintf(" model '%s' (%s backend), %d layers checked", info$model, info$backend, as.integer(info$layers)),
     if (!is.null(info$batch_size)) sprintf(", batch size %d", as.integer(info$batch_size))
   )
-  if (!nrow(x)) {
-    return(c(header, "No findings: nothing in this model stands in the way of the GPU."))
-  }
+  if (!nrow(x)) return(c(header, "No findings: nothing in this model stands in the way of the GPU."))
   width <- max(40L, getOption("width", 80L) - 6L)
   titles <- c(warning = "Warnings", info = "Worth a look")
   lines <- character()
@@ -138,7 +132,4 @@ format.gpukeras_audit <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_audit <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_audit <- function(x, ...) print_formatted(x, ...)

@@ -121,12 +121,11 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   check_count(max_batch)
   check_count(min_batch)
   if (max_batch < min_batch) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`max_batch` (%s) must be at least `min_batch` (%s): give a larger `max_batch` or a smaller `min_batch`.",
         format(max_batch), format(min_batch)
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   check_count(steps)
@@ -134,10 +133,7 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   if (!is.null(memory_budget_mib)) check_positive_number(memory_budget_mib)
   check_positive_number(tolerance)
   if (tolerance >= 1) {
-    gpukeras_abort(
-      sprintf("`tolerance` must be a number between 0 and 1, not %s.", describe(tolerance)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`tolerance` must be a number between 0 and 1, not %s.", describe(tolerance)))
   }
   data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")
@@ -200,9 +196,7 @@ as.data.frame.gpukeras_batch_size <- function(x, row.names = NULL, optional = FA
 }
 
 # MiB as GiB, MiB or (for small models) KiB.
-format_memory <- function(mib) {
-  ifelse(!is.na(mib) & mib < 1, sprintf("%.1f KiB", mib * 1024), format_mib(mib))
-}
+format_memory <- function(mib) ifelse(!is.na(mib) & mib < 1, sprintf("%.1f KiB", mib * 1024), format_mib(mib))
 
 format_batch_trials <- function(x) {
   trials <- x$trials
@@ -226,9 +220,7 @@ format_batch_trials <- function(x) {
     estimate = format_memory(trials$estimated_mib),
     check.names = FALSE
   )
-  if (any(!is.na(trials$peak_mib))) {
-    shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
-  }
+  if (any(!is.na(trials$peak_mib))) shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
   shown$`steps/epoch` <- ifelse(
     is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE)
   )
@@ -333,10 +325,7 @@ recommended_lines <- function(x) {
 }
 
 #' @export
-print.gpukeras_batch_size <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_batch_size <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a gpu_batch_size() search
 #'

@@ -4,9 +4,7 @@
 
 # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the
 # package it needs (the GPU build of TensorFlow only exists on Linux).
-repair_requirements <- function() {
-  gpukeras_requirements(gpu = TRUE, os = "Linux")
-}
+repair_requirements <- function() gpukeras_requirements(gpu = TRUE, os = "Linux")
 
 # The repairs as a data.frame: `id`, `what` (one sentence), `how` (the pip
 # commands or the line and file), `needs_restart`, and `status` ("done",
@@ -36,13 +34,9 @@ repair_how <- function(repair) {
 
 # Words as a shell command shows them: quoted only where the shell would
 # read them otherwise ('tensorflow[and-cuda]==2.21.0').
-shell_words <- function(words) {
-  ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
-}
+shell_words <- function(words) ifelse(grepl("^[A-Za-z0-9_./=:+-]+$", words), words, shQuote(words))
 
-env_lines <- function(variables) {
-  paste0(names(variables), "=", unlist(variables))
-}
+env_lines <- function(variables) paste0(names(variables), "=", unlist(variables))
 
 # The file R read the user's variables from at start-up (see ?Startup):
 # R_ENVIRON_USER, else ~/.Renviron. Not a .Renviron in the working folder: after a
@@ -50,9 +44,7 @@ env_lines <- function(variables) {
 # there would be read instead).
 renviron_path <- function() {
   user <- Sys.getenv("R_ENVIRON_USER")
-  if (nzchar(user)) {
-    return(path.expand(user))
-  }
+  if (nzchar(user)) return(path.expand(user))
   path.expand("~/.Renviron")
 }
 
@@ -95,9 +87,7 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
 # it is a gpukeras_error_repair that gives the one command that restores it.
 make_repair <- function(repair, python, call = caller_env()) {
   action <- repair$action
-  if (!is.null(action$set_env)) {
-    return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
-  }
+  if (!is.null(action$set_env)) return(add_renviron_lines(renviron_path(), env_lines(action$set_env)))
   remove <- unlist(action$pip_uninstall)
   install <- unlist(action$pip_install)
   restore <- unlist(action$pip_restore)
@@ -108,14 +98,10 @@ make_repair <- function(repair, python, call = caller_env()) {
     cli::cli_alert_info("Nothing was changed: the wheels could not be downloaded (offline?).")
     return("failed")
   }
-  if (length(remove) && !pip(python, c("uninstall", "-y", remove))) {
-    return("failed")
-  }
+  if (length(remove) && !pip(python, c("uninstall", "-y", remove))) return("failed")
   from_wheels <- c("install", "--no-index", "--find-links", wheels)
   if (length(install) && !pip(python, c(from_wheels, install))) {
-    if (!length(remove)) {
-      return("failed")
-    }
+    if (!length(remove)) return("failed")
     # What was uninstalled goes back, so a failed repair leaves a working environment.
     if (length(restore) && pip(python, c(from_wheels, "--no-deps", restore))) {
       cli::cli_alert_info("Put back {.val {restore}}: the environment is as it was.")
@@ -173,9 +159,7 @@ pip <- function(python, args) {
 # file is written beside it, read back, and renamed over it (a full disk leaves
 # the old one whole); a link is followed, so the file it names is the one changed.
 add_renviron_lines <- function(path, lines) {
-  if (file.exists(path)) {
-    path <- normalizePath(path)
-  }
+  if (file.exists(path)) path <- normalizePath(path)
   old <- if (file.exists(path)) readBin(path, "raw", n = file.size(path)) else raw()
   existing <- trimws(strsplit(rawToChar(old), "\n")[[1]])
   new <- setdiff(lines, existing)
@@ -212,9 +196,7 @@ replace_file <- function(path, bytes) {
       if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
         return("it was not written whole: is the disk full?")
       }
-      if (file.exists(path)) {
-        Sys.chmod(temporary, file.mode(path))
-      }
+      if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
       if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
         return("it could not be renamed into place")
       }
@@ -239,9 +221,7 @@ write_bytes <- function(path, bytes) {
       invokeRestart("muffleWarning")
     }
   )
-  if (!is.null(problem)) {
-    stop(problem, call. = FALSE)
-  }
+  if (!is.null(problem)) stop(problem, call. = FALSE)
 }
 
 # gpu_check(fix = TRUE) where the stack keeps the core from starting: reticulate < 1.38
@@ -249,17 +229,13 @@ write_bytes <- function(path, bytes) {
 # needs). R repairs it (the pin install_gpukeras() uses) and says to restart; otherwise,
 # or when the user declines, the error stands.
 with_stack_repair <- function(code, fix, call = caller_env()) {
-  if (!fix) {
-    return(code)
-  }
+  if (!fix) return(code)
   repair <- function(error, package, what, why) {
     pin <- grep(sprintf("^%s==", package), gpukeras_requirements(), value = TRUE)
     planned <- list(
       id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
     )
-    if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) {
-      stop(error)
-    }
+    if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) stop(error)
     gpukeras_abort(
       c(
         sprintf("gpu_check() could not run in this session: %s.", why),
@@ -295,9 +271,7 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
 # list(reason =, advice =), or NULL when it is unset or in force.
 backend_ignored <- function(in_use) {
   asked <- Sys.getenv("KERAS_BACKEND")
-  if (!nzchar(asked) || identical(asked, in_use)) {
-    return(NULL)
-  }
+  if (!nzchar(asked) || identical(asked, in_use)) return(NULL)
   list(
     reason = sprintf(
       "KERAS_BACKEND = %s was set after Python started, so it is ignored: this session runs %s",

@@ -109,11 +109,10 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
   check_positive_number(probe_seconds)
   check_flag(fix)
   if (probe_seconds > 600) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`probe_seconds` must be at most 600, not %s: a probe of a few seconds is enough.", describe(probe_seconds)
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   result <- with_stack_repair(core_call(
@@ -124,9 +123,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
     requirements = as.list(repair_requirements())
   ), fix)
   check <- new_gpukeras_check(result)
-  if (fix) {
-    check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
-  }
+  if (fix) check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
   check
 }
 
@@ -188,9 +185,7 @@ verdict_text <- c(
 
 # The TensorFlow build of a check's `stack`, in words.
 tensorflow_build <- function(s) {
-  if (is.null(s$tensorflow)) {
-    return("not installed")
-  }
+  if (is.null(s$tensorflow)) return("not installed")
   if (isTRUE(s$is_cuda_build)) {
     return(sprintf(
       "%s (%s, CUDA %s, cuDNN %s)",
@@ -264,9 +259,7 @@ format_placement <- function(placement) {
 }
 
 format_utilization <- function(u, nvml) {
-  if (is.null(u)) {
-    return("not run (probe = FALSE)")
-  }
+  if (is.null(u)) return("not run (probe = FALSE)")
   lines <- sprintf(
     "%d steps of batch %d on %s in %.1f s: %s samples/s; weights on %s",
     as.integer(u$steps), as.integer(u$batch_size), u$device, u$seconds,
@@ -291,9 +284,7 @@ format_utilization <- function(u, nvml) {
 
 # This process's own use of the GPU, and other processes' apart.
 format_processes <- function(p) {
-  if (is.null(p) || identical(p$notes, "no GPU to watch")) {
-    return(character())
-  }
+  if (is.null(p) || identical(p$notes, "no GPU to watch")) return(character())
   own <- sprintf(
     "this process (pid %d): SM up to %s, memory %s",
     as.integer(p$pid), if (is.null(p$own_sm_max)) "n/a" else sprintf("%.0f%%", p$own_sm_max),
@@ -333,9 +324,7 @@ format.gpukeras_check <- function(x, ...) {
 }
 
 format_repairs <- function(repairs) {
-  if (is.null(repairs) || !nrow(repairs)) {
-    return(character())
-  }
+  if (is.null(repairs) || !nrow(repairs)) return(character())
   restart <- ifelse(repairs$needs_restart, "; then restart R", "")
   if (all(is.na(repairs$status))) {
     return(c(
@@ -347,7 +336,4 @@ format_repairs <- function(repairs) {
 }
 
 #' @export
-print.gpukeras_check <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_check <- function(x, ...) print_formatted(x, ...)

@@ -30,6 +30,14 @@
 #'     The condition's `column` names the columns with NA (`x$region`: a
 #'     factor's indicator columns once), `rows` the first 100 such rows and
 #'     `n_rows` how many there are.}
+#'   \item{`gpukeras_error_not_finite`}{A `gpukeras_error_bad_data`: the data
+#'     has Inf, -Inf or numbers beyond float32's range (the verbs that train,
+#'     [predict.gpukeras_fit()], [evaluate.gpukeras_fit()]). Its `column`,
+#'     `rows` and `n_rows` say where, as for `gpukeras_error_missing_values`.}
+#'   \item{`gpukeras_error_wrong_type`}{A `gpukeras_error_bad_data`: a column
+#'     of new data is not of its training type ([predict.gpukeras_fit()],
+#'     [evaluate.gpukeras_fit()]). Its `column` names it (`x$income`) and
+#'     `type` gives its [typeof()].}
 #'   \item{`gpukeras_error_new_levels`}{New data has a factor level (or
 #'     image class) the training data did not have: [predict.gpukeras_fit()],
 #'     [evaluate.gpukeras_fit()], `gpu_dataset(like = )`. The condition's

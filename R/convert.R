@@ -20,29 +20,23 @@
 #' }
 gpu_as_numpy <- function(x, dtype = NULL, ...) {
   check_unknown_args("gpu_as_numpy")
-  if (is.factor(x)) {
-    x <- as.integer(x) - 1L
-  }
+  if (is.factor(x)) x <- as.integer(x) - 1L
   if (!(is.numeric(x) || is.logical(x)) || is.data.frame(x) || is.list(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`x` must be a numeric vector, matrix or array, not %s.", describe(x)),
         "Convert character data to numbers (e.g. factor codes) first."
-      ),
-      "gpukeras_error_bad_data"
+      )
     )
   }
-  if (length(x) == 0L) {
-    gpukeras_abort("`x` is empty: there is nothing to convert.", "gpukeras_error_bad_data")
-  }
+  if (length(x) == 0L) abort_bad_data("`x` is empty: there is nothing to convert.")
   if (anyNA(x)) {
     first <- which(is.na(x))[1]
-    gpukeras_abort(
+    abort_bad_data(
       sprintf(
         "`x` has %d NA/NaN value(s), the first at position %d. Remove or impute them first.",
         sum(is.na(x)), first
-      ),
-      "gpukeras_error_bad_data"
+      )
     )
   }
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
@@ -52,12 +46,11 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
   tryCatch(
     reticulate::np_array(x, dtype = dtype, order = "C"),
     error = function(e) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
           "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -94,7 +87,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "%s must have the same number of rows, not %s.",
@@ -103,13 +96,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
         ),
         if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
-  if (rows[[1]] == 0) {
-    gpukeras_abort("The data has no rows: there is nothing to train on.", "gpukeras_error_bad_data", call = call)
-  }
+  if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
   core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
     vapply(parts, is.double, logical(1))
   # Infinite values cannot be dropped as NA are: refused whatever `na` says. The core checks
@@ -121,9 +111,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (na == "error") abort_missing(parts, missing, fix = na_fix, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
-      gpukeras_abort(
-        "Every row has an NA: nothing is left after na = \"drop\".", "gpukeras_error_bad_data", call = call
-      )
+      abort_bad_data("Every row has an NA: nothing is left after na = \"drop\".", call = call)
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
@@ -158,9 +146,7 @@ missing_rows <- function(parts) {
 # columns with NA as the message names them (x$region: a factor's indicator
 # columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
-  if (!any(missing)) {
-    return(invisible())
-  }
+  if (!any(missing)) return(invisible())
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
   rows <- which(missing)
   gpukeras_abort(
@@ -232,16 +218,14 @@ abort_handover_missing <- function(arg, call = caller_env()) {
 float32_max <- 3.4028234663852886e38
 
 # The error for Inf, -Inf or doubles beyond float32's range in `parts`, naming the first
-# rows and the columns, as abort_missing() does for NA; nothing when there is none.
+# rows and the columns, with the fields of abort_missing()'s for NA; nothing when there is none.
 # range() finds out without allocating; only data that has some is searched cell by cell.
 abort_not_finite <- function(parts, call = caller_env()) {
   doubles <- Filter(function(part) {
     is.double(part) && length(part) && any(abs(suppressWarnings(range(part, na.rm = TRUE))) > float32_max) &&
       !all(is.na(part)) # range() of NA alone is c(Inf, -Inf)
   }, parts)
-  if (!length(doubles)) {
-    return(invisible())
-  }
+  if (!length(doubles)) return(invisible())
   bad <- lapply(doubles, function(part) !is.na(part) & abs(part) > float32_max)
   rows <- Reduce(`|`, Map(function(cells, part) row_has(cells, part), bad, doubles))
   where <- unlist(Map(flagged_columns, bad, doubles, names(doubles)))
@@ -253,7 +237,8 @@ abort_not_finite <- function(parts, call = caller_env()) {
       ),
       "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns."
     ),
-    "gpukeras_error_bad_data",
+    c("gpukeras_error_not_finite", "gpukeras_error_bad_data"),
+    column = unname(where), rows = utils::head(which(rows), 100), n_rows = sum(rows),
     call = call
   )
 }
@@ -286,7 +271,7 @@ kept_arrays <- function(held) {
 
 check_feature_array <- function(x, name, call = caller_env()) {
   if (is.character(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
         paste0(
@@ -294,14 +279,12 @@ check_feature_array <- function(x, name, call = caller_env()) {
           "codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.matrix(x) && !is.array(x)) {
-    gpukeras_abort(
+    abort_bad_data(
       sprintf("`%s` must be a numeric matrix, array, vector or data.frame, not %s.", name, describe(x)),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -315,25 +298,19 @@ row_has_na <- function(x) row_has(is.na(x), x)
 na_columns <- function(x, name) flagged_columns(is.na(x), x, name)
 
 # Which rows of `x` have a cell flagged in `cells` (a logical array of x's shape).
-row_has <- function(cells, x) {
-  if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
-}
+row_has <- function(cells, x) if (length(dim(x)) < 2L) as.vector(cells) else rowSums(cells, dims = 1L) > 0
 
 # The columns of `x` (named `name`) with a cell flagged in `cells`, as name$column: a
 # data.frame's column once, though it became several (a factor's indicator columns).
 flagged_columns <- function(cells, x, name) {
-  if (is.null(dim(x)) || length(dim(x)) != 2L) {
-    return(if (any(cells)) name else character())
-  }
+  if (is.null(dim(x)) || length(dim(x)) != 2L) return(if (any(cells)) name else character())
   columns <- attr(x, "gpukeras_source") %||% colnames(x) %||% paste0("column ", seq_len(ncol(x)))
   flagged <- colSums(cells) > 0
   if (!any(flagged)) character() else unique(sprintf("%s$%s", name, columns[flagged]))
 }
 
 take_rows <- function(x, rows) {
-  if (is.null(dim(x))) {
-    return(x[rows])
-  }
+  if (is.null(dim(x))) return(x[rows])
   blanks <- rep(list(rlang::missing_arg()), length(dim(x)) - 1L)
   do.call(`[`, c(list(x, rows), blanks, list(drop = FALSE)))
 }

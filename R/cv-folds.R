@@ -5,11 +5,9 @@
 # The folds: `train` and `held_out` rows of each, and `kind`, how they were made.
 cv_split <- function(folds, group, data, seed, call) {
   rows <- training_rows(data)
-  if (inherits(folds, "rset")) {
-    return(rsample_split(folds, rows, call))
-  }
+  if (inherits(folds, "rset")) return(rsample_split(folds, rows, call))
   if (!is_whole_number(folds, 2, rows)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
@@ -18,7 +16,6 @@ cv_split <- function(folds, group, data, seed, call) {
         ),
         "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -69,11 +66,10 @@ stratified_folds <- function(classes, k) {
 group_folds <- function(group, k, call) {
   groups <- unique(group)
   if (length(groups) < k) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -94,13 +90,12 @@ group_folds <- function(group, k, call) {
 rsample_split <- function(folds, rows, call) {
   splits <- folds$splits
   if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
         if (length(splits)) nrow(splits[[1]]$data) else 0L,
         rows
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

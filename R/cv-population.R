@@ -59,8 +59,6 @@ cv_population_task <- function(task) {
 # A population task's folds as each fold's outcome (the slot's `device`, trained
 # "population"), or, where the core trained none (`trained` "processes"), NULL.
 cv_population_outcomes <- function(result, device) {
-  if (!identical(result$trained, "population")) {
-    return(NULL)
-  }
+  if (!identical(result$trained, "population")) return(NULL)
   lapply(result$folds, function(fold) c(fold, list(device = device, trained = "population")))
 }

@@ -137,9 +137,8 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   model_fn <- check_model_fn(model_fn, 0L, call = call)
   fit_args <- check_fit_args(list(...), "gpu_cv", call = call)
   if ("validation_data" %in% names(fit_args)) {
-    gpukeras_abort(
+    abort_bad_argument(
       "`validation_data` cannot be given to gpu_cv(): each fold is evaluated on its own held-out rows.",
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -205,9 +204,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
     if (isTRUE(ended$task$population)) {
       trained <- cv_population_outcomes(result, device)
       population$reason <<- result$reason
-      if (is.null(trained)) {
-        return(lapply(numbers, fold_task))
-      }
+      if (is.null(trained)) return(lapply(numbers, fold_task))
       outcomes[numbers] <<- trained
       return(list())
     }
@@ -226,9 +223,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
 # A fold's held-out scores as metrics of its run, and their mean and sd on the parent's.
 held_out_metrics <- function(metrics) {
   metrics <- unlist(metrics)
-  if (!length(metrics)) {
-    return(list())
-  }
+  if (!length(metrics)) return(list())
   as.list(stats::setNames(metrics, paste0("held_out_", names(metrics))))
 }
 
@@ -256,13 +251,11 @@ cv_fold_scores <- function(fit, callback, data, rows, batch_size) {
 # `group` as row groups (NULL for none): a vector with one per row, or a column of a
 # data.frame `x`, which leaves the predictors (returned in `data`).
 cv_group <- function(group, data, call) {
-  if (is.null(group)) {
-    return(list(data = data, group = NULL))
-  }
+  if (is.null(group)) return(list(data = data, group = NULL))
   rows <- training_rows(data)
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf(
             "`group` names the column \"%s\", but `data$x` %s.",
@@ -270,7 +263,6 @@ cv_group <- function(group, data, call) {
           ),
           "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -279,9 +271,8 @@ cv_group <- function(group, data, call) {
     return(list(data = data, group = values, column = group))
   }
   if (!is.atomic(group) || length(group) != rows || anyNA(group)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`group` must have one group per row of `data` (%d), without NA, not %s.", rows, describe(group)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -366,10 +357,7 @@ format_fold_devices <- function(devices) {
 }
 
 #' @export
-print.gpukeras_cv <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_cv <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 plot.gpukeras_cv <- function(x, ...) {

@@ -39,7 +39,4 @@ format.gpukeras_dataset_benchmark <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_dataset_benchmark <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_dataset_benchmark <- function(x, ...) print_formatted(x, ...)

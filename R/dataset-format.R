@@ -45,7 +45,4 @@ format.gpukeras_dataset <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_dataset <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_dataset <- function(x, ...) print_formatted(x, ...)

@@ -150,20 +150,18 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   na <- check_choice(na[[1]], c("error", "drop"), "na")
   result <- if (is.character(x) && length(x) == 1L) {
     if (!is.null(y) || !is.null(sample_weight)) {
-      gpukeras_abort(
+      abort_bad_argument(
         if (is.null(y)) "`sample_weight` is for R data; weigh classes of files with gpu_fit(class_weight = )." else
-          "`y` is for R data; with files, name the label column or feature with `label`.",
-        "gpukeras_error_bad_argument"
+          "`y` is for R data; with files, name the label column or feature with `label`."
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
     if (!is.null(encoding) && is.null(encoding$images)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`like` was trained on R data, not an image folder.",
           "Give the new data as R data too: gpu_dataset(newdata, like = )."
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     images <- like_images(encoding)
@@ -176,10 +174,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     source <- file_source(x, label, columns, image_size, color_mode, rescale)
     if (!is.null(images)) {
       if (source$kind != "image_folder") {
-        gpukeras_abort(
-          "`like` is for R data and image folders: CSV and TFRecord files are read as they are.",
-          "gpukeras_error_bad_argument"
-        )
+        abort_bad_argument("`like` is for R data and image folders: CSV and TFRecord files are read as they are.")
       }
       source$args$class_names <- as.list(images$class_names)
       check_image_classes(source$args$path, images$class_names)
@@ -189,42 +184,38 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     made
   } else {
     if (!is.null(label) || !is.null(columns)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf("`%s` is for CSV and TFRecord files, not for R data.", if (!is.null(label)) "label" else "columns"),
           paste0(
             "For R data, give the features as `x` and the labels as `y`, e.g. gpu_dataset(df[setdiff(names(df), ",
             "\"label\")], df$label)."
           )
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     if (!is.null(rescale)) {
-      gpukeras_abort(
-        c("`rescale` is for image folders.", "Scale R arrays before, e.g. gpu_dataset(images / 255, labels)."),
-        "gpukeras_error_bad_argument"
+      abort_bad_argument(
+        c("`rescale` is for image folders.", "Scale R arrays before, e.g. gpu_dataset(images / 255, labels).")
       )
     }
     unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown")
     check_factors(factors)
     if (!is.null(like) && !missing(factors)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`factors` is for new training data: with `like`, the training data's encoding decides.",
           "Leave `factors` out."
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
     if (!is.null(encoding$images)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`like` was trained on an image folder: give new images as a folder too.",
           "Or give R arrays of images to predict(fit, images) directly."
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     data <- as_pipeline_data(
@@ -272,9 +263,7 @@ arrays_pipeline <- function(recipe, call = caller_env()) {
 datasets_from_result <- function(result, recipe) {
   train <- new_gpukeras_dataset(result$dataset, result$info)
   attr(train, "gpukeras_recipe") <- recipe
-  if (is.null(result$validation)) {
-    return(train)
-  }
+  if (is.null(result$validation)) return(train)
   validation_info <- result$validation_info
   shared <- intersect(c("vocabulary", "encoding", "dropped_rows"), names(result$info))
   validation_info[shared] <- result$info[shared]
@@ -289,57 +278,39 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
   check_flag(shuffle, call = call)
   seed <- check_seed(seed, call = call)
   if (!(isTRUE(cache) || isFALSE(cache) || (is.character(cache) && length(cache) == 1L && !is.na(cache)))) {
-    gpukeras_abort(
-      sprintf("`cache` must be TRUE, FALSE or a file path, not %s.", describe(cache)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`cache` must be TRUE, FALSE or a file path, not %s.", describe(cache)), call = call)
   }
   # tf.data would fail only when the first batch is read, inside training.
   if (is.character(cache) && nzchar(cache) && !dir.exists(dirname(path.expand(cache)))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`cache` is '%s', in a folder that does not exist.", cache),
         "Create the folder first, or give cache = TRUE to cache in memory."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.null(map) && !is.function(map) && !inherits(map, "python.builtin.object")) {
-    gpukeras_abort(
-      sprintf("`map` must be a function (R or Python), not %s.", describe(map)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`map` must be a function (R or Python), not %s.", describe(map)), call = call)
   }
   if (!is.null(augment) && (!is.list(augment) || is.null(names(augment)) || any(!nzchar(names(augment))))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`augment` must be a named list of presets, not %s.", describe(augment)),
         "For example: list(flip_horizontal = list(), rotation = list(factor = 0.05))."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
-  if (!is.numeric(validation_split) || length(validation_split) != 1L || is.na(validation_split) ||
-    validation_split < 0 || validation_split >= 1) {
-    gpukeras_abort(
-      sprintf("`validation_split` must be one number in [0, 1), not %s.", describe(validation_split)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
+  check_number_in(validation_split, "[0, 1)", call = call)
   check_flag(drop_remainder, call = call)
   if (!is.null(deterministic)) check_flag(deterministic, call = call)
   if (!identical(prefetch, "auto") && !is_whole_number(prefetch, 0)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
         "Give a whole number up to 1e6 (a few batches keep the GPU fed), or \"auto\" to let tf.data choose."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -379,9 +350,7 @@ augment_parameters <- function(parameters) {
 file_source <- function(path, label, columns, image_size, color_mode, rescale = NULL, call = caller_env()) {
   if (!is.null(label)) check_string(label, call = call)
   if (!is.null(columns) && (!is.character(columns) || anyNA(columns))) {
-    gpukeras_abort(
-      sprintf("`columns` must be column names, not %s.", describe(columns)), "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument(sprintf("`columns` must be column names, not %s.", describe(columns)), call = call)
   }
   expanded <- path.expand(path)
   has_files <- function(pattern) {
@@ -392,13 +361,9 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
     has_files("\\.(tfrecords?|tfrec)$")
   is_csv <- grepl("\\.csv$", expanded, ignore.case = TRUE) || has_files("\\.csv$")
   if (!is.null(rescale) && (is_tfrecord || is_csv)) {
-    gpukeras_abort(
-      "`rescale` is for image folders, not CSV or TFRecord files.", "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument("`rescale` is for image folders, not CSV or TFRecord files.", call = call)
   }
-  if (is_tfrecord) {
-    return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
-  }
+  if (is_tfrecord) return(list(kind = "tfrecord", args = list(pattern = expanded, label = label)))
   if (is_csv) {
     return(list(
       kind = "csv", args = list(pattern = expanded, label = label, columns = if (!is.null(columns)) as.list(columns))
@@ -415,11 +380,7 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
     )
   }
   if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
-    gpukeras_abort(
-      sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), call = call)
   }
   color_mode <- check_choice(color_mode, c("rgb", "grayscale", "rgba"), call = call)
   if (!is.null(rescale)) check_positive_number(rescale, call = call)

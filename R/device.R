@@ -43,11 +43,7 @@ local_gpu_device <- function(device, .local_envir = parent.frame(), ...) {
 
 enter_device_scope <- function(device, call = caller_env()) {
   if (length(device) != 1L) {
-    gpukeras_abort(
-      sprintf("`device` must be one device, not %s.", describe(device)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`device` must be one device, not %s.", describe(device)), call = call)
   }
   name <- device_names(device, "device", call = call)
   context <- core_call("device_scope", device = name, error_call = call)
@@ -55,6 +51,4 @@ enter_device_scope <- function(device, call = caller_env()) {
   list(name = name, context = context)
 }
 
-exit_device_scope <- function(scope) {
-  scope$context$`__exit__`(NULL, NULL, NULL)
-}
+exit_device_scope <- function(scope) scope$context$`__exit__`(NULL, NULL, NULL)

@@ -114,29 +114,24 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     ok <- is.character(workers) && length(workers) >= 1 && !anyNA(workers) &&
       all(grepl("^[^:[:space:]]+:[0-9]+$", workers))
     if (!ok) {
-      gpukeras_abort(
-        sprintf("`workers` must be \"host:port\" strings, one per worker, not %s.", describe(workers)),
-        "gpukeras_error_bad_argument"
-      )
+      abort_bad_argument(sprintf("`workers` must be \"host:port\" strings, one per worker, not %s.", describe(workers)))
     }
   }
   if (!is.null(index)) {
     if (!is_whole_number(index, 0, .Machine$integer.max)) {
-      gpukeras_abort(
+      abort_bad_argument(
         sprintf(
           "`index` must be one whole number >= 0 (this worker's place in `workers`, from 0), not %s.", describe(index)
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     index <- as.integer(index)
     if (!is.null(workers) && index >= length(workers)) {
-      gpukeras_abort(
+      abort_bad_argument(
         sprintf(
           "`index` is %d, but `workers` names %d worker(s): give this worker's place in `workers`, from 0 to %d.",
           index, length(workers), length(workers) - 1L
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
   }
@@ -190,15 +185,10 @@ with_gpu_strategy <- function(strategy, code, ...) {
 # The Python strategy of a gpukeras_strategy, or a strategy the user made in
 # Python (tf$distribute$MirroredStrategy(), keras$distribution$DataParallel()).
 strategy_object <- function(strategy, call = caller_env()) {
-  if (inherits(strategy, "gpukeras_strategy")) {
-    return(strategy$strategy)
-  }
-  if (inherits(strategy, "python.builtin.object")) {
-    return(strategy)
-  }
-  gpukeras_abort(
+  if (inherits(strategy, "gpukeras_strategy")) return(strategy$strategy)
+  if (inherits(strategy, "python.builtin.object")) return(strategy)
+  abort_bad_argument(
     sprintf("`strategy` must be a gpu_strategy() (or a tf.distribute strategy), not %s.", describe(strategy)),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -232,7 +222,4 @@ format.gpukeras_strategy <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_strategy <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_strategy <- function(x, ...) print_formatted(x, ...)

@@ -5,9 +5,7 @@
 # every factor ("one_hot" or "codes"), or a named vector of rules for some (the
 # others one-hot).
 factor_rule <- function(factors, column) {
-  if (is.null(names(factors))) {
-    return(factors[[1]])
-  }
+  if (is.null(names(factors))) return(factors[[1]])
   rule <- unname(factors[column])
   if (is.na(rule)) "one_hot" else rule
 }
@@ -22,14 +20,13 @@ check_factors <- function(factors, call = caller_env()) {
   if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
       (is.null(names(factors)) && length(factors) != 1L) ||
         (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)
         ),
         "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -38,16 +35,14 @@ check_factors <- function(factors, call = caller_env()) {
 
 check_factors_for <- function(factors, parts, call = caller_env()) {
   check_factors(factors, call)
-  if (is.null(names(factors))) {
-    return(invisible())
-  }
+  if (is.null(names(factors))) return(invisible())
   frames <- Filter(is.data.frame, parts)
   categorical <- unlist(lapply(
     frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]
   ))
   unknown <- setdiff(names(factors), categorical)
   if (length(unknown)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`factors` names column(s) that are not factor or character columns of `x`: %s.",
@@ -58,7 +53,6 @@ check_factors_for <- function(factors, parts, call = caller_env()) {
             "Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")
           ) else "`x` has no factor or character column."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -14,14 +14,13 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
     inherits(like$train, "gpukeras_dataset")) {
     attr(like$train, "gpukeras")$encoding
   } else {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`%s` must be a gpu_dataset(), a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(like)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (is.null(encoding)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`%s` has no record of how its data was encoded.", arg),
         paste0(
@@ -29,7 +28,6 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
           "NumPy arrays are not."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -121,21 +119,14 @@ format.gpukeras_encoding <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_encoding <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_encoding <- function(x, ...) print_formatted(x, ...)
 
 # The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
 # recorded from it; a gpu_dataset()'s own; NULL for NumPy arrays and other datasets.
 fit_encoding <- function(data, call = caller_env()) {
-  if (data$kind == "python") {
-    return(attr(data$dataset, "gpukeras")$encoding)
-  }
+  if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding)
   parts <- if (is.list(data$x) && !is.data.frame(data$x)) data$x else list(data$x)
-  if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) {
-    return(NULL)
-  }
+  if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) return(NULL)
   data_encoding(data$x, data$y, "error", call)
 }
 
@@ -158,9 +149,7 @@ image_info <- function(info) {
 
 # The image settings and classes of an encoding, or NULL for R data.
 like_images <- function(encoding) {
-  if (is.null(encoding$images)) {
-    return(NULL)
-  }
+  if (is.null(encoding$images)) return(NULL)
   c(encoding$images, list(class_names = encoding$y$levels))
 }
 
@@ -189,9 +178,7 @@ check_image_classes <- function(path, classes, call = caller_env()) {
 # The fit report's line on the encoding new data will get: the factors' levels
 # and the classes, or nothing when none was recorded.
 format_fit_encoding <- function(encoding) {
-  if (is.null(encoding)) {
-    return(NULL)
-  }
+  if (is.null(encoding)) return(NULL)
   vocabulary <- encoding_vocabulary(encoding)
   classes <- vocabulary$y
   vocabulary$y <- NULL
@@ -220,9 +207,7 @@ format_fit_encoding <- function(encoding) {
 # without a data.frame input.
 encoding_columns_lines <- function(encoding, prefix = "") {
   frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
-  if (!length(frames)) {
-    return(NULL)
-  }
+  if (!length(frames)) return(NULL)
   named <- if (isTRUE(encoding$several)) paste0(names(frames), ": ") else ""
   paste0(prefix, named, vapply(frames, describe_columns, character(1)))
 }
@@ -234,13 +219,9 @@ encoding_columns_lines <- function(encoding, prefix = "") {
 check_input_width <- function(model, encoding, call = caller_env()) {
   frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
   widths <- if (length(frames)) model_input_widths(model)
-  if (!length(widths)) {
-    return(invisible())
-  }
+  if (!length(widths)) return(invisible())
   if (!isTRUE(encoding$several)) {
-    if (length(widths) != 1L) {
-      return(invisible())
-    }
+    if (length(widths) != 1L) return(invisible())
     names(widths) <- "x"
   }
   for (name in intersect(names(frames), names(widths))) {
@@ -252,7 +233,7 @@ check_input_width <- function(model, encoding, call = caller_env()) {
         function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot",
         logical(1)
       ))
-      gpukeras_abort(
+      abort_bad_data(
         c(
           sprintf(
             "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
@@ -265,7 +246,6 @@ check_input_width <- function(model, encoding, call = caller_env()) {
           if (one_hot)
             "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
         ),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
@@ -285,9 +265,7 @@ model_input_widths <- function(model) {
 # levels: refused when its encoding is not the training data's.
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
-  if (is.null(given) || is.null(encoding)) {
-    return(invisible())
-  }
+  if (is.null(given) || is.null(encoding)) return(invisible())
   vocabulary <- encoding_vocabulary(given)
   same <- length(given$inputs) == length(encoding$inputs) &&
     all(names(given$inputs) == names(encoding$inputs)) &&
@@ -295,7 +273,7 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
     identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
     identical(given$images, encoding$images)
   if (!same) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           paste0(
@@ -306,7 +284,6 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
         ),
         "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -314,9 +291,7 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
 
 # Whether two inputs' specs encode alike: column names count only where both have them.
 same_part <- function(a, b) {
-  if (!identical(a$type, b$type)) {
-    return(FALSE)
-  }
+  if (!identical(a$type, b$type)) return(FALSE)
   if (identical(a$type, "data.frame")) {
     # a character column encodes as the factor of its values does
     as_factors <- function(columns) lapply(columns, function(column) `[[<-`(column, "character", NULL))
@@ -330,9 +305,7 @@ same_part <- function(a, b) {
 # data (`data`) is: R data gets the training encoding, a gpu_dataset() of other
 # levels is refused.
 with_training_encoding <- function(validation, data, call = caller_env()) {
-  if (is.null(validation)) {
-    return(NULL)
-  }
+  if (is.null(validation)) return(NULL)
   encoding <- fit_encoding(data, call)
   if (validation$kind == "python") {
     check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
@@ -351,8 +324,6 @@ example_request <- function(part) {
   } else if (length(part$names)) {
     stats::setNames(as.list(rep(0, length(part$names))), part$names)
   }
-  if (is.null(record)) {
-    return(as.character(jsonlite::toJSON(list(rep(0, prod(part$shape %||% 1L))))))
-  }
+  if (is.null(record)) return(as.character(jsonlite::toJSON(list(rep(0, prod(part$shape %||% 1L))))))
   as.character(jsonlite::toJSON(list(record), auto_unbox = TRUE))
 }

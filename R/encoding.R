@@ -24,10 +24,7 @@
 # )). An encoding recorded before one-hot existed has no `encoding`: "codes".
 
 new_encoding <- function(inputs, several, y, na) {
-  structure(
-    list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"),
-    class = "gpukeras_encoding"
-  )
+  structure(list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"), class = "gpukeras_encoding")
 }
 
 # The encoding of training data `x` (a part, or a named list of them) and `y`;
@@ -66,9 +63,7 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
 }
 
 label_spec <- function(y) {
-  if (is.factor(y) || is.character(y) && is.null(dim(y))) {
-    return(list(type = "factor", levels = levels(factor(y))))
-  }
+  if (is.factor(y) || is.character(y) && is.null(dim(y))) return(list(type = "factor", levels = levels(factor(y))))
   list(type = "numeric")
 }
 
@@ -87,13 +82,11 @@ encoding_vocabulary <- function(encoding) {
 }
 
 check_columns <- function(df, name, call = caller_env()) {
-  if (ncol(df) == 0L) {
-    gpukeras_abort(sprintf("The data.frame `%s` has no columns.", name), "gpukeras_error_bad_data", call = call)
-  }
+  if (ncol(df) == 0L) abort_bad_data(sprintf("The data.frame `%s` has no columns.", name), call = call)
   check_column_names(names(df), name, call)
   nested <- names(df)[vapply(df, function(column) !is.null(dim(column)), logical(1))]
   if (length(nested)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
         sprintf(
@@ -105,7 +98,6 @@ check_columns <- function(df, name, call = caller_env()) {
           nested[1]
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -117,14 +109,13 @@ check_columns <- function(df, name, call = caller_env()) {
   if (!all(ok)) {
     bad <- names(df)[!ok]
     types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
         ),
         "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -133,9 +124,7 @@ check_columns <- function(df, name, call = caller_env()) {
 # The columns a data.frame part becomes (one per level of a one-hot factor),
 # and the words that say so: "5 columns: income, region (4 levels, one-hot)".
 part_width <- function(part) {
-  if (!identical(part$type, "data.frame")) {
-    return(prod(part$shape))
-  }
+  if (!identical(part$type, "data.frame")) return(prod(part$shape))
   sum(vapply(part$columns, function(column) {
     if (identical(column$type, "factor") && factor_encoding(column) == "one_hot") length(column$levels) else 1L
   }, numeric(1)))
@@ -144,9 +133,7 @@ part_width <- function(part) {
 describe_columns <- function(part) {
   words <- vapply(names(part$columns), function(name) {
     column <- part$columns[[name]]
-    if (!identical(column$type, "factor")) {
-      return(name)
-    }
+    if (!identical(column$type, "factor")) return(name)
     sprintf("%s (%d levels, %s)", name, length(column$levels),
             if (factor_encoding(column) == "one_hot") "one-hot" else "integer codes")
   }, character(1))
@@ -157,14 +144,10 @@ describe_columns <- function(part) {
 # Columns are matched by name when new data comes (predict(), evaluate()): a name that
 # two columns share, or an empty one, would train by position and predict by name.
 check_column_names <- function(names, name, call = caller_env()) {
-  if (is.null(names)) {
-    return(invisible())
-  }
+  if (is.null(names)) return(invisible())
   empty <- which(is.na(names) | !nzchar(names))
   shared <- unique(names[duplicated(names) & !is.na(names) & nzchar(names)])
-  if (!length(empty) && !length(shared)) {
-    return(invisible())
-  }
+  if (!length(empty) && !length(shared)) return(invisible())
   problems <- c(
     if (length(shared)) {
       sprintf("the name(s) %s are given to several columns (%s)", paste0("`", shared, "`", collapse = ", "),
@@ -172,7 +155,7 @@ check_column_names <- function(names, name, call = caller_env()) {
     },
     if (length(empty)) sprintf("column(s) %s have no name", paste(empty, collapse = ", "))
   )
-  gpukeras_abort(
+  abort_bad_data(
     c(
       sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
       paste0(
@@ -180,7 +163,6 @@ check_column_names <- function(names, name, call = caller_env()) {
         "two tables keeps both names)."
       )
     ),
-    "gpukeras_error_bad_data",
     call = call
   )
 }
@@ -190,19 +172,16 @@ check_column_names <- function(names, name, call = caller_env()) {
 encoded_inputs <- function(x, encoding, call = caller_env()) {
   several <- is.list(x) && !is.data.frame(x)
   if (several && (length(x) == 0L || is.null(names(x)) || any(!nzchar(names(x))))) {
-    gpukeras_abort(
+    abort_bad_data(
       "A list `x` (several model inputs) must be a named list of matrices, arrays or data.frames.",
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   parts <- if (several) x else list(x = x)
-  if (is.null(encoding)) {
-    return(parts)
-  }
+  if (is.null(encoding)) return(parts)
   wanted <- names(encoding$inputs)
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "The new data has %s; the model was trained on %s.",
@@ -211,7 +190,6 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
         ),
         "Give the new data in the form the training data had."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -228,12 +206,11 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
-      gpukeras_abort(
+      abort_bad_data(
         c(
           sprintf("`%s` must be a data.frame, as in training, not %s.", name, describe(part)),
           sprintf("Give the columns %s.", paste(names(spec$columns), collapse = ", "))
         ),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
@@ -248,7 +225,7 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   if (length(spec$names) && length(colnames(array)) && !identical(colnames(array), spec$names)) {
     array <- array[, select_names(colnames(array), spec$names, name, call), drop = FALSE]
   } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).",
@@ -258,26 +235,22 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
         ),
         "Give the new data with the training data's columns (and image size)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   list(x = array, spec = spec)
 }
 
-select_columns <- function(df, wanted, name, call) {
-  df[select_names(names(df), wanted, name, call)]
-}
+select_columns <- function(df, wanted, name, call) df[select_names(names(df), wanted, name, call)]
 
 select_names <- function(have, wanted, name, call) {
   missing <- setdiff(wanted, have)
   if (length(missing)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("`%s` lacks column(s) the model was trained on: %s.", name, paste(missing, collapse = ", ")),
         "Give every training column, by name (their order and any other columns do not matter)."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -325,7 +298,8 @@ encode_column <- function(values, spec, where, unknown, call) {
           sprintf("`%s` is %s; in training it was %s.", where, describe_type(values), spec$type),
           "Give it as numbers, as in training."
         ),
-        "gpukeras_error_bad_data",
+        c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
+        column = where, type = typeof(values),
         call = call
       )
     }
@@ -337,15 +311,14 @@ encode_column <- function(values, spec, where, unknown, call) {
         sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
         "Give it as a factor or character vector: its values are matched to the training levels by name."
       ),
-      "gpukeras_error_bad_data",
+      c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
+      column = where, type = typeof(values),
       call = call
     )
   }
   rule <- factor_encoding(spec)
   codes <- level_codes(values, spec$levels, where, unknown, call, rule)
-  if (rule == "codes") {
-    return(as.double(codes))
-  }
+  if (rule == "codes") return(as.double(codes))
   one_hot(codes, values, spec$levels, sub("^[^$]*[$]", "", where))
 }
 
@@ -359,9 +332,7 @@ describe_type <- function(values) {
 # (unknown = "code") the reserved code length(levels), or for a one-hot column
 # (unknown = "zero") NA, which one_hot() makes a row of zeros.
 level_codes <- function(values, levels, where, unknown = "error", call = caller_env(), rule = "codes") {
-  if (is.factor(values) && identical(levels(values), levels)) {
-    return(as.integer(values) - 1L)
-  }
+  if (is.factor(values) && identical(levels(values), levels)) return(as.integer(values) - 1L)
   if (is.factor(values)) {
     # Matching the levels, then indexing, reads each value once.
     codes <- match(levels(values), levels)[as.integer(values)] - 1L
@@ -406,18 +377,16 @@ encode_labels <- function(y, spec = NULL, call = caller_env()) {
   spec <- spec %||% label_spec(y)
   if (identical(spec$type, "factor")) {
     if (!(is.factor(y) || is.character(y) && is.null(dim(y)))) {
-      gpukeras_abort(
+      abort_bad_data(
         sprintf("`y` must be a factor or character vector, as in training, not %s.", describe(y)),
-        "gpukeras_error_bad_data",
         call = call
       )
     }
     return(list(y = level_codes(y, spec$levels, "y", "error", call), spec = spec))
   }
   if (!(is.numeric(y) || is.logical(y))) {
-    gpukeras_abort(
+    abort_bad_data(
       sprintf("`y` must be a numeric, logical, factor or character vector (or a numeric matrix), not %s.", describe(y)),
-      "gpukeras_error_bad_data",
       call = call
     )
   }

@@ -9,6 +9,15 @@ gpukeras_abort <- function(message, class = NULL, ..., call = caller_env()) {
   rlang::abort(as_bullets(message), class = c(class, "gpukeras_error"), ..., call = call)
 }
 
+# The errors of a bad argument and of data that cannot be used as it is, the most common.
+abort_bad_argument <- function(message, ..., call = caller_env()) {
+  gpukeras_abort(message, "gpukeras_error_bad_argument", ..., call = call)
+}
+
+abort_bad_data <- function(message, ..., call = caller_env()) {
+  gpukeras_abort(message, "gpukeras_error_bad_data", ..., call = call)
+}
+
 gpukeras_warn <- function(message, class = NULL, ...) {
   rlang::warn(as_bullets(message), class = c(class, "gpukeras_warning"), ...)
 }

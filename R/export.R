@@ -104,9 +104,8 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
     call = call
   )
   if (missing(path)) {
-    gpukeras_abort(
+    abort_bad_argument(
       "`path` is missing: give the SavedModel's folder, or a file ending in .onnx with format = \"onnx\".",
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -129,38 +128,30 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
 # What gpu_export() can refuse before Python starts: the file name, an existing path.
 check_export_path <- function(path, format, overwrite, call) {
   if (format == "onnx" && !grepl("[.]onnx$", path)) {
-    gpukeras_abort(
-      sprintf("`path` must end in .onnx for format = \"onnx\", not '%s'.", path),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`path` must end in .onnx for format = \"onnx\", not '%s'.", path), call = call)
   }
   if (format == "savedmodel" && grepl("[.](keras|onnx|h5)$", path)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`path` is a folder for format = \"savedmodel\", not a file name such as '%s'.", basename(path)),
         "Give a folder name, e.g. gpu_export(fit, \"churn-model\")."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!dir.exists(dirname(path))) {
-    gpukeras_abort(
-      sprintf("`path`: the folder '%s' does not exist.", dirname(path)), "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument(sprintf("`path`: the folder '%s' does not exist.", dirname(path)), call = call)
   }
   beside <- if (format == "onnx") sub("[.]onnx$", ".gpukeras.json", path)
   existing <- Filter(path_taken, c(path, beside))
   if (length(existing) && !overwrite) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "%s already exist%s.", paste0("'", existing, "'", collapse = " and "), if (length(existing) == 1L) "s" else ""
         ),
         "Give overwrite = TRUE to replace it, or another path."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -190,9 +181,7 @@ new_export <- function(written) {
 format.gpukeras_export <- function(x, ...) {
   input_line <- function(i) {
     row <- x$inputs[i, ]
-    if (is.na(row$type)) {
-      return(sprintf("    %s", row$name))
-    }
+    if (is.na(row$type)) return(sprintf("    %s", row$name))
     what <- if (!is.na(row$column) && row$column != row$name) sprintf(" (column %s)", row$column) else ""
     levels <- if (!is.na(row$levels)) sprintf(", levels %s; unseen: %s", row$levels, row$unknown) else ""
     sprintf("    %s%s: %s%s", row$name, what, row$dtype, levels)
@@ -219,7 +208,4 @@ format.gpukeras_export <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_export <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_export <- function(x, ...) print_formatted(x, ...)

@@ -7,11 +7,9 @@
 # its `batch_size`, and the core chooses the smallest factor of `batch_size` whose
 # micro-batch fits the GPU's free memory (tools/training.py).
 check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env()) {
-  if (identical(accumulate, 1L)) {
-    return(accumulate)
-  }
+  if (identical(accumulate, 1L)) return(accumulate)
   if (data$kind != "r" && identical(accumulate, "auto")) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         paste0(
           "`accumulate = \"auto\"` needs R data and its `batch_size`, the batch each update is to have: a dataset ",
@@ -22,15 +20,12 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
           "`accumulate` of them."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
-  if (data$kind != "r") {
-    return(accumulate)
-  }
+  if (data$kind != "r") return(accumulate)
   if (is.null(batch_size)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",
         sprintf(
@@ -39,7 +34,6 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
           if (is.numeric(accumulate)) accumulate else "\"auto\""
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -48,7 +42,7 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
   }
   if (batch_size %% accumulate != 0) {
     divisors <- factors_of(batch_size)
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           paste0(
@@ -63,7 +57,6 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
           paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", ")
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

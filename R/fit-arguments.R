@@ -25,7 +25,7 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
     closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
     if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
   })
-  gpukeras_abort(
+  abort_bad_argument(
     c(
       if (length(named)) {
         sprintf(
@@ -41,7 +41,6 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
       unname(unique(instead[intersect(named, names(instead))])),
       sprintf("?%s lists its arguments.", topic)
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -53,13 +52,9 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
 closest_argument <- function(name, choices) {
   squash <- function(x) gsub("[._]", "", tolower(x))
   same <- choices[squash(choices) == squash(name)]
-  if (length(same)) {
-    return(same[1])
-  }
+  if (length(same)) return(same[1])
   swapped <- choices[vapply(choices, swaps_two_letters, logical(1), name)]
-  if (length(swapped)) {
-    return(swapped[1])
-  }
+  if (length(swapped)) return(swapped[1])
   distance <- drop(utils::adist(name, choices))
   if (min(distance) <= min(2L, nchar(name) %/% 3L)) choices[which.min(distance)] else character()
 }
@@ -68,9 +63,7 @@ closest_argument <- function(name, choices) {
 swaps_two_letters <- function(a, b) {
   x <- strsplit(a, "")[[1]]
   y <- strsplit(b, "")[[1]]
-  if (length(x) != length(y)) {
-    return(FALSE)
-  }
+  if (length(x) != length(y)) return(FALSE)
   differ <- which(x != y)
   length(differ) == 2L && differ[2] == differ[1] + 1L && all(x[differ] == rev(y[differ]))
 }
@@ -81,13 +74,10 @@ handled_signals <- c("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGX
 
 # `signals` as full upper-case names ("SIGTERM"), each once; character() for NULL.
 check_signals <- function(signals, call = caller_env()) {
-  if (is.null(signals)) {
-    return(character())
-  }
+  if (is.null(signals)) return(character())
   if (!is.character(signals) || anyNA(signals)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`signals` must be signal names, as c(\"SIGTERM\", \"SIGUSR1\"), or NULL, not %s.", describe(signals)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -95,7 +85,7 @@ check_signals <- function(signals, call = caller_env()) {
   full <- ifelse(startsWith(full, "SIG"), full, paste0("SIG", full))
   unknown <- signals[!full %in% handled_signals]
   if (length(unknown)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
         sprintf(
@@ -103,7 +93,6 @@ check_signals <- function(signals, call = caller_env()) {
           paste(handled_signals, collapse = ", ")
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -112,16 +101,13 @@ check_signals <- function(signals, call = caller_env()) {
 
 # `ema`: NULL, or a momentum strictly between 0 and 1 (Keras' optimizer EMA), as a double.
 check_ema <- function(ema, call = caller_env()) {
-  if (is.null(ema)) {
-    return(NULL)
-  }
+  if (is.null(ema)) return(NULL)
   if (!is_number(ema) || ema <= 0 || ema >= 1) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`ema` must be NULL or one number between 0 and 1, not %s.", describe(ema)),
         "The momentum of the weights' moving average: 0.999 averages over about the last 1,000 updates."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -34,17 +34,12 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
 }
 
 #' @export
-print.gpukeras_fit <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_fit <- function(x, ...) print_formatted(x, ...)
 
 # How the losses were weighted (the core's data/weights.py describe()): class weights by the
 # labels' names where the encoding has them, and the note on which losses the weights reach.
 format_fit_weights <- function(weights, encoding) {
-  if (is.null(weights)) {
-    return(NULL)
-  }
+  if (is.null(weights)) return(NULL)
   given <- if (identical(weights$training, "class_weight")) {
     codes <- names(weights$class_weight)
     levels <- if (identical(encoding$y$type, "factor")) encoding$y$levels
@@ -60,9 +55,7 @@ format_fit_weights <- function(weights, encoding) {
 }
 
 format_fit_monitor <- function(m) {
-  if (is.null(m)) {
-    return("Monitor: off (monitor = FALSE)")
-  }
+  if (is.null(m)) return("Monitor: off (monitor = FALSE)")
   throughput <- format_throughput(m)
   input <- format_input(m)
   gpu <- if (is.null(m$gpu_utilization_mean)) {
@@ -128,9 +121,7 @@ format_throughput <- function(m) {
 # timed alone where Keras takes batches inside its graph loop. One line, or two where the
 # second says why the wait was not timed.
 format_input <- function(m) {
-  if (isTRUE(m$input_on_device)) {
-    return("on the device (no wait by construction)")
-  }
+  if (isTRUE(m$input_on_device)) return("on the device (no wait by construction)")
   if (!is.null(m$input_wait_share)) {
     # Say why a share over 5 % can still be "not input-bound" (the core's input_verdict()).
     within <- !is.null(m$input_wait_mean_ms) && !is.null(m$fetch_floor_ms) &&
@@ -148,9 +139,7 @@ format_input <- function(m) {
     ))
   }
   why <- m$input_wait_method %||% "input wait not measured"
-  if (is.null(m$input_share_alone)) {
-    return(sprintf("%s (%s)", m$input_verdict %||% "not known", why))
-  }
+  if (is.null(m$input_share_alone)) return(sprintf("%s (%s)", m$input_verdict %||% "not known", why))
   c(
     sprintf(
       "%s, estimated: the pipeline alone takes %.2f ms a batch, %s of a training step",
@@ -271,9 +260,7 @@ format_fit_settings <- function(settings) {
 # A learning rate as the core reports it: a number, one of our schedule specs,
 # or another Keras schedule (its class name and config).
 format_learning_rate <- function(rate) {
-  if (is.numeric(rate)) {
-    return(sprintf("%s (constant)", format_rate(rate)))
-  }
+  if (is.numeric(rate)) return(sprintf("%s (constant)", format_rate(rate)))
   if (is.list(rate) && isTRUE(rate$schedule %in% c("warmup_cosine", "exponential", "cyclical"))) {
     return(sub("^<gpukeras lr schedule> ", "", format(structure(rate, class = "gpukeras_lr_schedule"))))
   }

@@ -146,12 +146,11 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   check_unknown_args("gpu_backup", "gpu_step")
   call <- current_env()
   if (missing(dir)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`dir` is missing: the folder to back up to.",
         "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -165,12 +164,11 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   monitor <- monitor %||% "val_loss"
   check_string(monitor, call = call)
   if (!is.null(keep_best) && is.null(dir)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`keep_best` needs a folder to keep the best models in.",
         "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -184,9 +182,7 @@ gpu_background <- function(max_restarts = 2, ...) {
   fit_option(list(max_restarts = check_whole_number(max_restarts, 0, 1000, call = current_env())), "background")
 }
 
-fit_option <- function(values, kind) {
-  structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))
-}
+fit_option <- function(values, kind) structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))
 
 #' @export
 format.gpukeras_fit_option <- function(x, ...) {
@@ -200,21 +196,14 @@ format.gpukeras_fit_option <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_fit_option <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_fit_option <- function(x, ...) print_formatted(x, ...)
 
 # `x`, given to gpu_fit(arg = ) (not NULL: gpu_fit() says what NULL is), as the option object
 # `kind` makes; TRUE/FALSE too where `flag` (background = TRUE is `constructor()`, FALSE none).
 check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
-  if (inherits(x, paste0("gpukeras_", kind))) {
-    return(x)
-  }
-  if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) {
-    return(if (x) constructor() else NULL)
-  }
-  gpukeras_abort(
+  if (inherits(x, paste0("gpukeras_", kind))) return(x)
+  if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) return(if (x) constructor() else NULL)
+  abort_bad_argument(
     sprintf(
       "`%s` must be %s(...)%s, not %s.",
       arg,
@@ -222,7 +211,6 @@ check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = F
       if (flag) ", TRUE or FALSE" else " or NULL",
       describe(x)
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -250,12 +238,11 @@ fit_dots <- function(dots, call = caller_env()) {
   given <- rlang::names2(dots)
   moved <- intersect(given, names(moved_fit_args))
   if (length(moved)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("gpu_fit() has no argument `%s` any more: give %s.", moved[1], moved_fit_args[[moved[1]]]),
         "gpu_backup() and gpu_background() hold the options that belong together (?gpu_step)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -33,12 +33,11 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   if (!is.null(metrics)) {
     unknown <- setdiff(metrics, base)
     if (!is.character(metrics) || length(unknown)) {
-      gpukeras_abort(
+      abort_bad_argument(
         sprintf(
           "`metrics` must name history columns (%s), not %s.",
           paste0("\"", base, "\"", collapse = ", "), describe(if (length(unknown)) unknown else metrics)
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     base <- metrics
@@ -48,21 +47,15 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   draw_gpu <- timeline && !is.null(gpu) && nrow(gpu) > 0
   draw_host <- timeline && !is.null(host) && nrow(host) > 0
   panels <- length(base) + draw_gpu + draw_host
-  if (panels == 0L) {
-    gpukeras_abort("There is nothing to plot: the history has no epochs or metrics.", "gpukeras_error_bad_argument")
-  }
+  if (panels == 0L) abort_bad_argument("There is nothing to plot: the history has no epochs or metrics.")
   layout <- if (panels <= 3) c(panels, 1) else c(ceiling(panels / 2), 2)
   old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))
   on.exit(graphics::par(old), add = TRUE)
   for (metric in base) {
     plot_metric(history, metric, ...)
   }
-  if (draw_gpu) {
-    plot_gpu_timeline(gpu)
-  }
-  if (draw_host) {
-    plot_host_timeline(host)
-  }
+  if (draw_gpu) plot_gpu_timeline(gpu)
+  if (draw_host) plot_host_timeline(host)
   invisible(x)
 }
 
@@ -91,9 +84,7 @@ right_third <- function(x) if (length(x)) x[seq_along(x) > 2 * length(x) / 3] el
 # end in the lower half of the panel, bottom otherwise.
 legend_corner <- function(values, ylim) {
   values <- values[!is.na(values)]
-  if (!length(values) || diff(ylim) == 0) {
-    return("topright")
-  }
+  if (!length(values) || diff(ylim) == 0) return("topright")
   if (mean((values - ylim[1]) / diff(ylim)) > 0.5) "bottomright" else "topright"
 }
 

@@ -18,9 +18,7 @@ new_gpukeras_fit <- function(history, monitor, timeline, settings, model = NULL,
 
 history_df <- function(history) {
   history <- history[!vapply(history, is.null, logical(1))]
-  if (!length(history)) {
-    return(data.frame(epoch = integer()))
-  }
+  if (!length(history)) return(data.frame(epoch = integer()))
   columns <- lapply(history, as_numbers)
   rows <- max(lengths(columns))
   columns <- lapply(
@@ -32,9 +30,7 @@ history_df <- function(history) {
 }
 
 fit_monitor <- function(monitor) {
-  if (is.null(monitor)) {
-    return(NULL)
-  }
+  if (is.null(monitor)) return(NULL)
   monitor$advice <- as.character(unlist(monitor$advice))
   monitor$notes <- as.character(unlist(monitor$notes))
   monitor

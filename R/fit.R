@@ -296,12 +296,11 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   step_given <- !missing(step)
   if (!missing(epochs) && length(epochs) > 1L && is.numeric(epochs)) {
     # keras3's fit(model, x, y) habit: y landed in `epochs`.
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`epochs` must be one whole number >= 1, not %s.", describe(epochs)),
         "gpu_fit() takes features and labels together: gpu_fit(model, list(x = x, y = y), epochs = )."
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   # Each check returns the value as the core takes it (an integer, a double), so the request
@@ -312,9 +311,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   step <- if (is.null(step)) gpu_step() else check_fit_option(step, "step", gpu_step)
   given_step <- intersect(names(old), names(step))
   if (length(given_step)) {
-    if (step_given) {
-      gpukeras_abort(sprintf("Give `step` or `%s`, not both.", given_step[1]), "gpukeras_error_bad_argument")
-    }
+    if (step_given) abort_bad_argument(sprintf("Give `step` or `%s`, not both.", given_step[1]))
     step <- do.call(gpu_step, old[given_step])
   }
   # nolint start: object_usage_linter. fit_request(environment()) reads these by name.
@@ -339,7 +336,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   background <- if (is.null(background)) NULL else
     check_fit_option(background, "background", gpu_background, flag = TRUE)
   if (!is.null(old$settings)) {
-    if (!is.null(tuned)) gpukeras_abort("Give `tuned` or `settings`, not both.", "gpukeras_error_bad_argument")
+    if (!is.null(tuned)) abort_bad_argument("Give `tuned` or `settings`, not both.")
     tuned <- old$settings
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
@@ -349,15 +346,14 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   )
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           paste0(
             "`data` holds a validation pipeline (from gpu_dataset(validation_split = )) and `validation_data` is ",
             "given too."
           ),
           "Give one of them."
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
     validation_data <- data$validation
@@ -365,14 +361,9 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   validation <- if (!is.null(validation_data)) fit_data(validation_data, "validation_data")
   validation <- with_training_encoding(validation, data)
   if (!is.null(validation$validation)) {
-    gpukeras_abort(
-      "`validation_data` must be one dataset or list(x = , y = ), not a train/validation split.",
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument("`validation_data` must be one dataset or list(x = , y = ), not a train/validation split.")
   }
-  if (!is.null(clipnorm) && !is.null(clipvalue)) {
-    gpukeras_abort("Give `clipnorm` or `clipvalue`, not both.", "gpukeras_error_bad_argument")
-  }
+  if (!is.null(clipnorm) && !is.null(clipvalue)) abort_bad_argument("Give `clipnorm` or `clipvalue`, not both.")
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_input_width(model, fit_encoding(data))
   if (!is.null(tuned)) {

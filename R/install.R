@@ -36,9 +36,7 @@ keras_requirement <- "keras>=3.12.1,!=3.13.0,!=3.13.1"
 reticulate_numpy2 <- "1.38"
 
 # Does this reticulate version work with NumPy 2?
-reticulate_supports_numpy2 <- function(reticulate) {
-  package_version(reticulate) >= reticulate_numpy2
-}
+reticulate_supports_numpy2 <- function(reticulate) package_version(reticulate) >= reticulate_numpy2
 
 #' Python packages install_gpukeras() installs
 #'
@@ -89,7 +87,7 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         paste0(
           "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
@@ -97,7 +95,6 @@ check_extras <- function(extras, call = caller_env()) {
         ),
         describe(extras)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -131,11 +128,7 @@ check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
     package_version(x, strict = FALSE)
   }
   if (is.null(parsed) || is.na(parsed)) {
-    gpukeras_abort(
-      sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)), call = call)
   }
   invisible(x)
 }
@@ -155,16 +148,10 @@ tensorflow_distribution <- function(gpu, os) {
 # An NVIDIA GPU with a working driver: the kernel driver's device list or
 # `nvidia-smi -L`.
 has_nvidia_gpu <- function() {
-  if (Sys.info()[["sysname"]] != "Linux") {
-    return(FALSE)
-  }
-  if (length(list.files("/proc/driver/nvidia/gpus")) > 0) {
-    return(TRUE)
-  }
+  if (Sys.info()[["sysname"]] != "Linux") return(FALSE)
+  if (length(list.files("/proc/driver/nvidia/gpus")) > 0) return(TRUE)
   smi <- Sys.which("nvidia-smi")
-  if (!nzchar(smi)) {
-    return(FALSE)
-  }
+  if (!nzchar(smi)) return(FALSE)
   listed <- suppressWarnings(tryCatch(
     system2(smi, "-L", stdout = TRUE, stderr = FALSE),
     error = function(e) character()
@@ -182,9 +169,7 @@ find_python_starter <- function(call = caller_env()) {
       ),
       error = function(e) ""
     ))
-    if (identical(ok, "True")) {
-      return(unname(python))
-    }
+    if (identical(ok, "True")) return(unname(python))
   }
   gpukeras_abort(
     c(
@@ -231,10 +216,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
-    gpukeras_abort(
-      sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)))
   }
   if (!is.null(python)) {
     check_string(python)
@@ -248,9 +230,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
       )
     }
   }
-  if (is.na(gpu)) {
-    gpu <- has_nvidia_gpu()
-  }
+  if (is.na(gpu)) gpu <- has_nvidia_gpu()
   packages <- gpukeras_requirements(gpu, extras = extras)
   path <- virtualenv_dir(envname)
   if (!reticulate::virtualenv_exists(envname)) {
@@ -268,9 +248,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
 
 # Where reticulate keeps a virtualenv of this name (a name with a slash is a path).
 virtualenv_dir <- function(envname) {
-  if (grepl("/", envname, fixed = TRUE)) {
-    return(path.expand(envname))
-  }
+  if (grepl("/", envname, fixed = TRUE)) return(path.expand(envname))
   root <- Sys.getenv("WORKON_HOME", unset = "~/.virtualenvs")
   path.expand(file.path(root, envname))
 }

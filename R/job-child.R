@@ -11,9 +11,7 @@ child_data <- function(carried) {
       recipe$arrays <- load_arrays(recipe$arrays)
       datasets_from_result(arrays_pipeline(recipe), recipe)
     }
-    if (inherits(made, "gpukeras_dataset")) {
-      return(made)
-    }
+    if (inherits(made, "gpukeras_dataset")) return(made)
     return(made[[carried$role]])
   }
   load_arrays(carried)
@@ -70,13 +68,9 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
       }
     }
     status <- child$get_exit_status()
-    if (file.exists(job_file(dir, "result.rds"))) {
-      return(state("done"))
-    }
+    if (file.exists(job_file(dir, "result.rds"))) return(state("done"))
     error <- child$error()
-    if (!is.null(error)) {
-      return(state("failed", error = error_data(error)))
-    }
+    if (!is.null(error)) return(state("failed", error = error_data(error)))
     # A child that could not write into the job's folder, or a crash on a full
     # disk (R cannot even make its temp folder there), would only meet it again.
     if (isTRUE(status == job_write_status) || isTRUE(disk_full(dir))) {
@@ -86,21 +80,15 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
       return(state("failed", no_space = TRUE))
     }
     causes <- c(causes, exit_cause(status))
-    if (standby) {
-      max_restarts <- read_rds_or_null(job_file(dir, "go.rds"))$max_restarts %||% 0L
-    }
-    if (attempt > max_restarts) {
-      return(state("failed"))
-    }
+    if (standby) max_restarts <- read_rds_or_null(job_file(dir, "go.rds"))$max_restarts %||% 0L
+    if (attempt > max_restarts) return(state("failed"))
     restarts <- restarts + 1L
   }
 }
 
 # What ended a process, from its exit status (processx gives -signal for a signal).
 exit_cause <- function(status) {
-  if (is.null(status) || is.na(status)) {
-    return("the training process ended for an unknown reason")
-  }
+  if (is.null(status) || is.na(status)) return("the training process ended for an unknown reason")
   if (status < 0) {
     signals <- c(
       `6` = "SIGABRT, an abort",

@@ -60,9 +60,7 @@ disk_full <- function(dir) {
     suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
     error = function(e) character()
   )
-  if (length(lines) < 2L) {
-    return(NA)
-  }
+  if (length(lines) < 2L) return(NA)
   available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
   if (is.na(available)) NA else available < 1024
 }
@@ -76,16 +74,12 @@ job_write_status <- 28L
 # a gpukeras_error_job_write. Other errors pass unchanged.
 carry_writes <- function(dir, what, code, call = caller_env()) {
   tryCatch(code, error = function(e) {
-    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) {
-      job_write_failed(dir, what, call = call)
-    }
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) job_write_failed(dir, what, call = call)
     stop(e)
   })
 }
 
 read_rds_or_null <- function(path) {
-  if (!file.exists(path)) {
-    return(NULL)
-  }
+  if (!file.exists(path)) return(NULL)
   tryCatch(readRDS(path), error = function(e) NULL)
 }

@@ -27,9 +27,7 @@ format_job_sample <- function(status) {
 
 # Logged values as Keras' progress display shows them (a fit in the R session): 4 decimals,
 # or 4 in scientific notation near zero (the core's train/live.py as_keras_shows()).
-as_keras_shows <- function(x) {
-  ifelse(abs(x) > 1e-3, sprintf("%.4f", x), sprintf("%.4e", x))
-}
+as_keras_shows <- function(x) ifelse(abs(x) > 1e-3, sprintf("%.4f", x), sprintf("%.4e", x))
 
 #' @export
 format.gpukeras_job_status <- function(x, ...) {
@@ -47,9 +45,7 @@ format.gpukeras_job_status <- function(x, ...) {
 
 # Where a stopped job's work is: its backup and the call that resumes from it.
 format_job_backup <- function(status) {
-  if (!status$state %in% c("cancelled", "failed")) {
-    return(NULL)
-  }
+  if (!status$state %in% c("cancelled", "failed")) return(NULL)
   stopped <- sprintf(
     "  %s %s", if (status$state == "cancelled") "Cancelled" else "Failed",
     if (!is.null(status$epoch)) sprintf("in epoch %d", as.integer(status$epoch)) else "before training started"
@@ -75,10 +71,7 @@ in_session_temp <- function(path) {
 }
 
 #' @export
-print.gpukeras_job_status <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_job_status <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_job <- function(x, ...) {
@@ -99,17 +92,12 @@ format.gpukeras_job <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_job <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_job <- function(x, ...) print_formatted(x, ...)
 
 # gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
 # line rewritten in place (verbose 1); nothing with verbose 0.
 show_job_progress <- function(job, status) {
-  if (job$verbose == 0) {
-    return(invisible())
-  }
+  if (job$verbose == 0) return(invisible())
   if (job$verbose == 1) {
     if (!is.null(status$sample)) cat("\r", format_job_sample(status), "\033[K", sep = "")
     if (status$state %in% final_states) cat("\n")

@@ -24,9 +24,7 @@ has_backup <- function(dir) file.exists(file.path(dir, "gpukeras-backup.json"))
 # when no backup was committed.
 resume_call <- function(job) {
   backup <- job$spec$fit$backup_dir
-  if (!has_backup(backup)) {
-    return(NULL)
-  }
+  if (!has_backup(backup)) return(NULL)
   sprintf(
     "gpu_fit(<same arguments>%s, backup = gpu_backup(%s))",
     if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
@@ -36,9 +34,7 @@ resume_call <- function(job) {
 
 # The end of a job: the fit (weights loaded into the user's model), or a classed error.
 job_outcome <- function(job, status, call = caller_env()) {
-  if (!is.null(job$result)) {
-    return(job$result)
-  }
+  if (!is.null(job$result)) return(job$result)
   if (status$state == "cancelled") {
     gpukeras_abort(
       c(

@@ -4,15 +4,14 @@
 # child has done all that in a job folder of its own, but started no runtime
 # (no devices, no GPU memory), so the job's gpu_setup() still applies there.
 # It waits for the job's files and the go-ahead (go.rds, which also holds
-# max_restarts); the fit that takes it saves those seconds.
+# max_restarts, announced on its FIFO: process_signal()); the fit that takes
+# it saves those seconds.
 #
 # One standby at most, started once a job trains, so it does not compete with
 # that job's own start. It ends with the session, like every job's processes;
 # options(gpukeras.job_standby = FALSE) turns it off.
 
-standby_enabled <- function() {
-  !isFALSE(getOption("gpukeras.job_standby", TRUE))
-}
+standby_enabled <- function() !isFALSE(getOption("gpukeras.job_standby", TRUE))
 
 # Start a supervisor for the job folder `dir`; with `standby`, its first
 # child prepares and waits for go.rds.
@@ -26,9 +25,7 @@ start_supervisor <- function(dir, env, max_restarts, standby = FALSE) {
 # Start a standby unless one already waits (or prepares). Cheap when one
 # does: gpu_job_status() asks each time it sees a job training.
 standby_start <- function() {
-  if (!standby_enabled() || (!is.null(the$standby) && the$standby$process$is_alive())) {
-    return(invisible(the$standby))
-  }
+  if (!standby_enabled() || (!is.null(the$standby) && the$standby$process$is_alive())) return(invisible(the$standby))
   if (!is.null(the$standby)) standby_discard(the$standby)
   env <- process_env()
   dir <- tempfile("gpukeras-job-")
@@ -43,9 +40,7 @@ standby_start <- function() {
 standby_take <- function(env) {
   standby <- the$standby
   the$standby <- NULL
-  if (is.null(standby)) {
-    return(NULL)
-  }
+  if (is.null(standby)) return(NULL)
   if (standby_enabled() && standby$process$is_alive() && identical(standby$env, env)) {
     standby$own_files <- list.files(standby$dir)
     return(standby)
@@ -63,7 +58,7 @@ standby_return <- function(standby) {
 }
 
 # What the standby's own processes write in its folder.
-standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log", "tmp")
+standby_files <- c("supervisor.log", "state.rds", "stdout-1.log", "stderr-1.log", "tmp", "go.fifo")
 
 standby_discard <- function(standby) {
   standby$process$kill_tree()
@@ -75,14 +70,13 @@ standby_go <- function(standby, max_restarts, call = caller_env()) {
   write_rds_atomic(
     list(max_restarts = max_restarts), job_file(standby$dir, "go.rds"), "The go-ahead (go.rds)", call = call
   )
+  process_signal(standby$dir)
   standby$process
 }
 
 # In the standby's first child: start Python and import Keras with its
-# backend (importing starts no devices), then wait for the job.
+# backend (importing starts no devices), then wait for the job (process_await()).
 job_child_standby <- function(dir) {
   core_call("preload_keras")
-  go <- job_file(dir, "go.rds")
-  while (!file.exists(go)) Sys.sleep(0.05)
-  job_child(dir)
+  if (process_await(dir, "go.rds")) job_child(dir)
 }

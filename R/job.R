@@ -112,12 +112,11 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
         describe(job)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -130,9 +129,7 @@ final_states <- c("done", "failed", "cancelled")
 read_progress <- function(job) {
   path <- job_file(job, "progress.dcf")
   fields <- if (file.exists(path)) tryCatch(read.dcf(path), error = function(e) NULL)
-  if (is.null(fields) || !nrow(fields)) {
-    return(NULL)
-  }
+  if (is.null(fields) || !nrow(fields)) return(NULL)
   values <- suppressWarnings(as.list(as.numeric(fields[1, ])))
   names(values) <- colnames(fields)
   values
@@ -280,16 +277,12 @@ gpu_job_status <- function(job, ...) {
 
 #' @export
 gpu_job_status.gpukeras_job <- function(job, ...) {
-  if (!is.null(job$final)) {
-    return(job$final)
-  }
+  if (!is.null(job$final)) return(job$final)
   state <- read_rds_or_null(job_file(job, "state.rds"))
   if (!job$process$is_alive()) {
     # Read again: the supervisor may have written its last word just now.
     state <- read_rds_or_null(job_file(job, "state.rds"))
-    if (!isTRUE(state$state %in% final_states)) {
-      state <- supervisor_ended(job, state)
-    }
+    if (!isTRUE(state$state %in% final_states)) state <- supervisor_ended(job, state)
   }
   # A job the full disk of its folder stopped is told apart (job_failure()).
   job$no_space <- isTRUE(state$no_space)
@@ -329,10 +322,7 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
   check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
   if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    gpukeras_abort(
-      sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)))
   }
   UseMethod("gpu_job_wait")
 }
@@ -355,9 +345,7 @@ gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
       call = call
     )
   })
-  if (is.null(status)) {
-    return(invisible(job))
-  }
+  if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
 }
 
@@ -372,9 +360,7 @@ gpu_job_cancel <- function(job, ...) {
 #' @export
 gpu_job_cancel.gpukeras_job <- function(job, ...) {
   status <- gpu_job_status(job)
-  if (status$state %in% final_states) {
-    return(invisible(job))
-  }
+  if (status$state %in% final_states) return(invisible(job))
   job$process$kill_tree()
   # The child too, should it have outlived its supervisor.
   if (!is.null(status$pid)) try(tools::pskill(status$pid, tools::SIGKILL), silent = TRUE)

@@ -65,26 +65,15 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   )
   script <- is.character(worker) && length(worker) == 1L && !is.na(worker)
   if (!is.function(worker) && !script) {
-    gpukeras_abort(
-      sprintf("`worker` must be a function or the path of an R script, not %s.", describe(worker)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`worker` must be a function or the path of an R script, not %s.", describe(worker)))
   }
   if (script && !file.exists(worker)) {
-    gpukeras_abort(
-      sprintf("The R script '%s' does not exist (a relative path starts at %s).", worker, getwd()),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("The R script '%s' does not exist (a relative path starts at %s).", worker, getwd()))
   }
   check_count(workers)
-  if (!is.list(args)) {
-    gpukeras_abort(sprintf("`args` must be a list, not %s.", describe(args)), "gpukeras_error_bad_argument")
-  }
+  if (!is.list(args)) abort_bad_argument(sprintf("`args` must be a list, not %s.", describe(args)))
   if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    gpukeras_abort(
-      sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)))
   }
   check_flag(quiet)
   if (missing(network)) network <- "private"
@@ -162,9 +151,7 @@ private_network <- function(scratch, call = caller_env()) {
     holder$poll_io(200L)
     ready <- "ready" %in% holder$read_output_lines()
   }
-  if (!ready) {
-    no_private_network(holder_failure(holder), call = call)
-  }
+  if (!ready) no_private_network(holder_failure(holder), call = call)
   enter <- c("nsenter", "--target", holder$get_pid(), if (!root) c("--user", "--preserve-credentials"), "--net", "--")
   bin <- file.path(scratch, "bin")
   dir.create(bin)
@@ -188,9 +175,7 @@ holder_failure <- function(holder) {
   }
   said <- tryCatch(holder$read_all_error_lines(), error = function(e) character())
   said <- trimws(said[nzchar(trimws(said))])
-  if (length(said)) {
-    return(paste(said, collapse = " "))
-  }
+  if (length(said)) return(paste(said, collapse = " "))
   sprintf("unshare ended with status %s, saying nothing", holder$get_exit_status())
 }
 

@@ -76,39 +76,21 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   check_positive_number(min_lr)
   check_positive_number(max_lr)
   if (max_lr <= min_lr) {
-    gpukeras_abort(
-      sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)))
   }
   check_count(steps)
-  if (steps < 10) {
-    gpukeras_abort(
-      sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)), "gpukeras_error_bad_argument"
-    )
-  }
+  if (steps < 10) abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
   if (!is.null(batch_size)) check_count(batch_size)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
-    gpukeras_abort(
-      sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)), "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)))
   }
-  if (!is.numeric(smoothing) || length(smoothing) != 1L || is.na(smoothing) || smoothing < 0 || smoothing >= 1) {
-    gpukeras_abort(
-      sprintf("`smoothing` must be one number in [0, 1), not %s.", describe(smoothing)), "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(smoothing, "[0, 1)")
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "training")
   if (!is.null(batch_size) && data$kind != "r") {
-    gpukeras_abort("`batch_size` is for R data: a dataset makes its own batches.", "gpukeras_error_bad_argument")
+    abort_bad_argument("`batch_size` is for R data: a dataset makes its own batches.")
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
@@ -168,10 +150,7 @@ format.gpukeras_lr_find <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_lr_find <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a learning-rate range test
 #'
@@ -184,9 +163,7 @@ print.gpukeras_lr_find <- function(x, ...) {
 #' @export
 plot.gpukeras_lr_find <- function(x, ...) {
   h <- x$history[is.finite(x$history$loss), , drop = FALSE]
-  if (!nrow(h)) {
-    gpukeras_abort("There is nothing to plot: no batch gave a finite loss.", "gpukeras_error_bad_argument")
-  }
+  if (!nrow(h)) abort_bad_argument("There is nothing to plot: no batch gave a finite loss.")
   lowest <- min(h$smoothed, na.rm = TRUE)
   top <- max(h$smoothed[seq_len(max(1L, which.min(h$smoothed)))], na.rm = TRUE)
   ylim <- c(lowest - 0.05 * abs(lowest), top + 0.5 * (top - lowest) + 1e-12)

@@ -116,10 +116,7 @@ gpu_memory_plan <- function(model, batch_size, device = NULL, ...) {
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_count(batch_size)
   if (!is.null(device)) check_string(device)
-  result <- core_call(
-    "memory_plan",
-    model = model, batch_size = as.integer(batch_size), device = device
-  )
+  result <- core_call("memory_plan", model = model, batch_size = as.integer(batch_size), device = device)
   new_gpukeras_memory_plan(result)
 }
 
@@ -226,10 +223,7 @@ format.gpukeras_memory_plan <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_memory_plan <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_memory_plan <- function(x, ...) print_formatted(x, ...)
 
 #' Plot a memory plan
 #'

@@ -25,19 +25,13 @@ gpu_precision_check <- function(model, ...) {
   check_python_object(model, "model", "a Keras 3 model")
   # the core says whether to warn: once per model, gpu_fit() included
   checked <- core_call("precision_check", model = model)
-  if (isTRUE(checked$warn)) {
-    gpukeras_warn(checked$finding, "gpukeras_warning_output_precision")
-  }
+  if (isTRUE(checked$warn)) gpukeras_warn(checked$finding, "gpukeras_warning_output_precision")
   invisible(checked$finding)
 }
 
 check_python_object <- function(x, arg, what, call = caller_env()) {
   if (!inherits(x, "python.builtin.object")) {
-    gpukeras_abort(
-      sprintf("`%s` must be %s, not %s.", arg, what, describe(x)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`%s` must be %s, not %s.", arg, what, describe(x)), call = call)
   }
   invisible(x)
 }

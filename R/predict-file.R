@@ -8,45 +8,41 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
   check_flag(overwrite, call = call)
   if (is.null(file)) {
     if (overwrite) {
-      gpukeras_abort(
+      abort_bad_argument(
         "`overwrite` is for `file`: give the CSV file to write the predictions to, or leave `overwrite` out.",
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
     return(NULL)
   }
   if (!is.character(file) || length(file) != 1L || is.na(file) || !nzchar(file)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`file` must be one file path (a string), such as \"predictions.csv\", not %s.", describe(file)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   path <- path.expand(file)
   if (dir.exists(path) && !is_link(path)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").",
         file,
         file
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!dir.exists(dirname(path))) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.",
         dirname(file)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (path_taken(path) && !overwrite) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         paste0(
           "`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is ",
@@ -54,7 +50,6 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
         ),
         file
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -114,7 +109,4 @@ format.gpukeras_predictions_file <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_predictions_file <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_predictions_file <- function(x, ...) print_formatted(x, ...)

@@ -138,29 +138,20 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   path <- check_predictions_file(file, overwrite, call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
   if (isTRUE(scoring$shuffled)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
         "Make it with shuffle = FALSE, or give the R data itself."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
-  if (!is.null(path)) {
-    return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
-  }
+  if (!is.null(path)) return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
   outputs <- if (is.list(predicted)) lapply(predicted, as_output, scoring) else as_output(predicted, scoring)
-  if (type == "raw") {
-    return(outputs)
-  }
+  if (type == "raw") return(outputs)
   if (is.list(outputs)) {
-    gpukeras_abort(
-      "type = \"class\" is for a model with one output; this one has several.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("type = \"class\" is for a model with one output; this one has several.", call = call)
   }
   output_classes(outputs, object$encoding$y$levels)
 }
@@ -184,15 +175,12 @@ evaluate <- function(object, ...) {
 #' @rdname predict.gpukeras_fit
 #' @export
 evaluate.default <- function(object, ...) {
-  if (isNamespaceLoaded("keras3")) {
-    return(getExportedValue("keras3", "evaluate")(object, ...))
-  }
-  gpukeras_abort(
+  if (isNamespaceLoaded("keras3")) return(getExportedValue("keras3", "evaluate")(object, ...))
+  abort_bad_argument(
     c(
       sprintf("evaluate() scores a gpu_fit() result or a gpu_load() model, not %s.", describe(object)),
       "For a Keras model, call model$evaluate(x, y), or keras3's evaluate() with keras3 loaded."
-    ),
-    "gpukeras_error_bad_argument"
+    )
   )
 }
 
@@ -212,11 +200,7 @@ evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
   }
   if (missing(newdata)) abort_no_newdata(call)
   if (is.null(y) && !inherits(newdata, "python.builtin.object")) {
-    gpukeras_abort(
-      "`y` is missing: evaluate() needs the labels of `newdata`.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("`y` is missing: evaluate() needs the labels of `newdata`.", call = call)
   }
   scoring <- scoring_data(object, newdata, y, batch_size, unknown, na, verbose, call)
   scores <- handover_call("evaluate", scoring$data, scoring$args, call = call)
@@ -237,20 +221,17 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   encoding <- object$encoding
   na <- if (is.null(na)) encoding$na %||% "error" else check_choice(na[[1]], c("error", "drop"), "na", call = call)
   if (!is.numeric(verbose) || length(verbose) != 1L || !verbose %in% 0:2) {
-    gpukeras_abort(
-      sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), call = call)
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`newdata` is a path, but the model was not trained on an image folder.",
           "Give the new data as the training data was given (R data, or a gpu_dataset())."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -264,9 +245,8 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   if (inherits(newdata, "python.builtin.object")) {
     check_dataset_encoding(newdata, encoding, "newdata", call)
     if (!is.null(y) && (inherits(newdata, "gpukeras_dataset") || !is.null(files))) {
-      gpukeras_abort(
+      abort_bad_argument(
         "`y` is for R data: a dataset holds its own labels, and image files to score have none.",
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -293,15 +273,11 @@ unlabelled_images <- function(newdata, call = caller_env()) {
   if (length(newdata) == 1L && dir.exists(newdata)) {
     images <- list.files(newdata, pattern = "[.](png|jpe?g|bmp|gif)$", ignore.case = TRUE, full.names = TRUE)
     images <- images[!dir.exists(images) & !startsWith(basename(images), ".")]
-    if (length(images)) {
-      return(sort(images))
-    }
+    if (length(images)) return(sort(images))
     return(NULL)
   }
   if (anyNA(newdata) || !length(newdata)) {
-    gpukeras_abort(
-      "`newdata` must be image file paths or a folder, without NA.", "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument("`newdata` must be image file paths or a folder, without NA.", call = call)
   }
   newdata
 }
@@ -328,7 +304,7 @@ check_no_levels <- function(newdata, call) {
     names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
   }))
   if (length(coded)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf(
           "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
@@ -339,7 +315,6 @@ check_no_levels <- function(newdata, call) {
           "the numbers it was trained on."
         )
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -349,9 +324,7 @@ check_no_levels <- function(newdata, call) {
 # plainly not in the range the image folder was trained in (0-255, times its
 # `rescale`), as images read by another package often are (0-1, or 0-255).
 check_pixel_range <- function(newdata, rescale, call) {
-  if (!is.numeric(newdata) || !length(newdata)) {
-    return(invisible())
-  }
+  if (!is.numeric(newdata) || !length(newdata)) return(invisible())
   top <- 255 * (rescale %||% 1)
   highest <- max(newdata, na.rm = TRUE)
   factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
@@ -383,26 +356,19 @@ is_shuffled <- function(dataset) {
   !identical(role, "validation") && isTRUE(recipe$options$shuffle %||% recipe$shuffle)
 }
 
-abort_no_newdata <- function(call) {
-  gpukeras_abort("`newdata` is missing: give the new data to score.", "gpukeras_error_bad_argument", call = call)
-}
+abort_no_newdata <- function(call) abort_bad_argument("`newdata` is missing: give the new data to score.", call = call)
 
 scoring_model <- function(object, call) {
   model <- object$model
   if (!inherits(model, "python.builtin.object")) {
-    gpukeras_abort(
-      "This result holds no model to score with.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("This result holds no model to score with.", call = call)
   }
   if (reticulate::py_is_null_xptr(model)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
         "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -430,13 +396,9 @@ as_output <- function(output, scoring) {
 
 output_classes <- function(output, levels) {
   if (length(dim(output)) != 2L) {
-    gpukeras_abort(
-      "type = \"class\" needs outputs with one row per example and one column per class.", "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument("type = \"class\" needs outputs with one row per example and one column per class.")
   }
   codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
-  if (is.null(levels)) {
-    return(stats::setNames(codes, rownames(output)))
-  }
+  if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
   stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
 }

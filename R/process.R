@@ -37,8 +37,8 @@ gpukeras_process <- R6::R6Class(
     error = function() read_rds_or_null(file.path(self$dir, "error.rds")),
     # Whether it left its outcome.
     reported = function() any(file.exists(file.path(self$dir, c("result.rds", "error.rds")))),
-    # What processx::poll() waits on for it (its poll connection says when `entry` has
-    # returned; a process that ends closes it too), NULL for a process it cannot wait on.
+    # What processx::poll() waits on for it: its poll connection says when `entry` has
+    # returned (a process that ends closes it too).
     pollable = function() private$process
   ),
   private = list(process = NULL)
@@ -84,26 +84,14 @@ process_env <- function(visible = NULL) {
 }
 
 # Wait at most `timeout` seconds for one of `processes` to end or, with `reported`, to
-# leave its outcome. processx::poll() waits on those it can (until `entry` returns); a
-# forked one is looked at every 20 ms (the template's round). Whether one did.
+# leave its outcome, with processx::poll() on what each says ends with it (pollable()).
+# Whether one did.
 process_wait <- function(processes, timeout, reported = TRUE) {
-  deadline <- Sys.time() + timeout
-  repeat {
-    if (any(vapply(processes, function(p) (reported && p$reported()) || !p$is_alive(), logical(1)))) {
-      return(invisible(TRUE))
-    }
-    left <- as.numeric(difftime(deadline, Sys.time(), units = "secs"))
-    if (left <= 0) {
-      return(invisible(FALSE))
-    }
-    pollable <- Filter(Negate(is.null), lapply(processes, function(p) p$pollable()))
-    if (length(pollable) < length(processes)) left <- min(left, 0.02)
-    if (!length(pollable)) {
-      Sys.sleep(left)
-    } else if (any(unlist(processx::poll(pollable, as.integer(ceiling(left * 1000)))) == "ready")) {
-      return(invisible(TRUE))
-    }
+  if (any(vapply(processes, function(p) (reported && p$reported()) || !p$is_alive(), logical(1)))) {
+    return(invisible(TRUE))
   }
+  ready <- processx::poll(lapply(processes, function(p) p$pollable()), as.integer(ceiling(timeout * 1000)))
+  invisible(any(unlist(ready) == "ready"))
 }
 
 # Wait for `job` (a gpukeras_job) to end, at most `timeout` seconds: `look()` gives its
@@ -115,9 +103,7 @@ job_wait_until <- function(job, timeout, look, timed_out, every = 0.1) {
   tryCatch(
     repeat {
       status <- look()
-      if (status$state %in% final_states) {
-        return(status)
-      }
+      if (status$state %in% final_states) return(status)
       if (Sys.time() >= deadline) timed_out(status)
       process_wait(list(job$process), every, reported = FALSE)
     },
@@ -126,6 +112,46 @@ job_wait_until <- function(job, timeout, look, timed_out, every = 0.1) {
       NULL
     }
   )
+}
+
+# --- Waiting on an event ----------------------------------------------------------------
+# A process waits for the session's word (its task written, a fork asked for) on a FIFO,
+# `go.fifo` in its folder, with processx::poll(), not by looking for a file in a sleep
+# loop. The session writes the word's data to a file first (atomically), then a line to
+# the FIFO (process_signal()); a process that has not opened the FIFO yet finds the file
+# when it does.
+
+# Make the FIFO `path` (anew, an earlier waiter's gone) and open it to wait on: its reader,
+# and a writer of its own, so that the session's writers, come and gone, do not leave the
+# reader ready for good (at its end).
+fifo_listen <- function(path) {
+  unlink(path)
+  reader <- processx::conn_create_fifo(path, read = TRUE)
+  list(reader = reader, writer = processx::conn_connect_fifo(path, write = TRUE))
+}
+
+# Write a line to the FIFO of the process that waits in `dir` (process_await()), if it has
+# opened it yet.
+process_signal <- function(dir) {
+  fifo <- tryCatch(processx::conn_connect_fifo(file.path(dir, "go.fifo"), write = TRUE), error = function(e) NULL)
+  if (!is.null(fifo)) {
+    processx::conn_write(fifo, "\n")
+    close(fifo)
+  }
+  invisible()
+}
+
+# In the process: wait until `file` is in `dir`, woken by process_signal(), and each second
+# look whether `dir` and the session `parent` (optional) are still there. Whether it came.
+process_await <- function(dir, file, parent = NULL) {
+  fifo <- fifo_listen(file.path(dir, "go.fifo"))
+  on.exit(lapply(fifo, close))
+  repeat {
+    if (file.exists(file.path(dir, file))) return(TRUE)
+    if (!dir.exists(dir) || (!is.null(parent) && !process_alive(parent))) return(FALSE)
+    processx::poll(list(fifo$reader), 1000L)
+    processx::conn_read_lines(fifo$reader)
+  }
 }
 
 # --- In the process ------------------------------------------------------------------
@@ -150,18 +176,14 @@ process_report_error <- function(dir, condition) {
 }
 
 # Whether the process `pid` still runs (signal 0 tests without signalling).
-process_alive <- function(pid) {
-  isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
-}
+process_alive <- function(pid) isTRUE(suppressWarnings(tools::pskill(pid, 0L)))
 
 # --- In the session, after -----------------------------------------------------------
 
 # A process's error as plain data: its class and message (a job's status, a worker's
 # result as the search's core reads it).
 error_data <- function(condition) {
-  if (is.null(condition)) {
-    return(NULL)
-  }
+  if (is.null(condition)) return(NULL)
   c(
     list(class = class(condition), message = conditionMessage(condition)),
     if (isTRUE(condition$crashed)) list(crashed = TRUE)

@@ -119,12 +119,11 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
 check_step_range <- function(steps, call = caller_env()) {
   if (!is.numeric(steps) || length(steps) != 2L || anyNA(steps) || any(steps != round(steps)) ||
     steps[1] < 1 || steps[1] > steps[2] || steps[2] > 1e6) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`steps` must be two whole numbers c(start, stop) with 1 <= start <= stop, not %s.", describe(steps)),
         "They are the first and last step to trace, e.g. steps = c(10, 20)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -159,9 +158,7 @@ new_gpukeras_profile <- function(result) {
 }
 
 format_step_range <- function(steps) {
-  if (length(steps) == 0L) {
-    return("none")
-  }
+  if (length(steps) == 0L) return("none")
   if (identical(steps, seq(min(steps), max(steps)))) {
     return(if (length(steps) == 1L) as.character(steps) else sprintf("%d-%d", min(steps), max(steps)))
   }
@@ -169,9 +166,7 @@ format_step_range <- function(steps) {
 }
 
 format_profile_trace <- function(trace) {
-  if (!isTRUE(trace$parsed)) {
-    return(sprintf("Trace:          not read (%s)", trace$note %||% "?"))
-  }
+  if (!isTRUE(trace$parsed)) return(sprintf("Trace:          not read (%s)", trace$note %||% "?"))
   devices <- trace$devices
   c(
     sprintf(
@@ -233,7 +228,4 @@ format.gpukeras_profile <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_profile <- function(x, ...) {
-  cat(format(x, ...), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_profile <- function(x, ...) print_formatted(x, ...)

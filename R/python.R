@@ -3,9 +3,7 @@
 
 the <- new.env(parent = emptyenv())
 
-default_envname <- function() {
-  getOption("gpukeras.envname", "r-gpukeras")
-}
+default_envname <- function() getOption("gpukeras.envname", "r-gpukeras")
 
 #' Where gpukeras looks for Python
 #'
@@ -44,9 +42,7 @@ explicit_python <- function(call = caller_env()) {
   for (variable in c("GPUKERAS_PYTHON", "RETICULATE_PYTHON")) {
     value <- Sys.getenv(variable)
     # reticulate >= 1.41 reads RETICULATE_PYTHON=managed as "the environment I manage".
-    if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) {
-      return(NULL)
-    }
+    if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) return(NULL)
     if (nzchar(value)) {
       if (!file.exists(value)) {
         gpukeras_abort(
@@ -72,9 +68,7 @@ explicit_python <- function(call = caller_env()) {
 }
 
 # reticulate >= 1.41: R packages declare their Python needs with py_require().
-has_py_require <- function() {
-  "py_require" %in% getNamespaceExports("reticulate")
-}
+has_py_require <- function() "py_require" %in% getNamespaceExports("reticulate")
 
 # May reticulate choose the environment when none is named for gpukeras? From
 # 1.41 on it finds one or makes the one it manages for py_require(), unless
@@ -115,10 +109,7 @@ start_python <- function(call = caller_env()) {
     gpukeras_abort(
       c(
         "No Python environment for gpukeras was found.",
-        sprintf(
-          "Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.",
-          default_envname()
-        ),
+        sprintf("Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.", default_envname()),
         "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
         if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
       ),
@@ -164,14 +155,10 @@ start_python <- function(call = caller_env()) {
 # version is read from its metadata, without importing it.
 check_numpy_supported <- function(call = caller_env()) {
   reticulate <- utils::packageVersion("reticulate")
-  if (reticulate_supports_numpy2(reticulate)) {
-    return(invisible())
-  }
+  if (reticulate_supports_numpy2(reticulate)) return(invisible())
   metadata <- reticulate::import("importlib.metadata")
   numpy <- tryCatch(metadata$version("numpy"), error = function(e) NULL)
-  if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) {
-    return(invisible())
-  }
+  if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) return(invisible())
   gpukeras_abort(
     c(
       sprintf(
@@ -197,9 +184,7 @@ check_numpy_supported <- function(call = caller_env()) {
 
 # Whether Python has imported `module`; never starts Python.
 python_module_loaded <- function(module) {
-  if (!reticulate::py_available(initialize = FALSE)) {
-    return(FALSE)
-  }
+  if (!reticulate::py_available(initialize = FALSE)) return(FALSE)
   modules <- reticulate::import("sys", convert = FALSE)$modules
   reticulate::py_to_r(modules$`__contains__`(module))
 }
@@ -207,9 +192,7 @@ python_module_loaded <- function(module) {
 # The bridge module of the Python core, importing it (and starting Python) on
 # first use.
 core <- function(call = caller_env()) {
-  if (!is.null(the$bridge)) {
-    return(the$bridge)
-  }
+  if (!is.null(the$bridge)) return(the$bridge)
   if (!reticulate::py_available(initialize = FALSE)) {
     the$python_chosen_by <- start_python(call)
   } else if (is.null(the$python_chosen_by)) {
@@ -245,9 +228,7 @@ raise_core_warnings <- function(warnings) {
 # `int_keys` as a dict keyed by its names as whole numbers (R's names are text). The
 # value stays an R vector until it is sent.
 as_python <- function(x, int_keys = FALSE) {
-  if (is.null(x)) {
-    return(NULL)
-  }
+  if (is.null(x)) return(NULL)
   structure(x, class = if (int_keys) "gpukeras_py_int_dict" else "gpukeras_py_list")
 }
 
@@ -286,9 +267,7 @@ core_answer <- function(target, args, bridge, error_call) {
     result <- c(reticulate::py_to_r(result), list(value = value))
   }
   raise_core_warnings(result$warnings)
-  if (isTRUE(result$ok)) {
-    return(result$value)
-  }
+  if (isTRUE(result$ok)) return(result$value)
   if (identical(result$r_class, "gpukeras_error_bad_data")) {
     for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
   }
@@ -300,13 +279,7 @@ core_answer <- function(target, args, bridge, error_call) {
       "This is not something you did wrong: please report it with the output of gpu_check()."
     )
   }
-  gpukeras_abort(
-    message,
-    result$r_class,
-    python_traceback = result$traceback,
-    plan = result$plan,
-    call = error_call
-  )
+  gpukeras_abort(message, result$r_class, python_traceback = result$traceback, plan = result$plan, call = error_call)
 }
 
 #' The Keras module of gpukeras' Python environment

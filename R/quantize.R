@@ -72,16 +72,10 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
   check_string(mode)
   if (!is.null(batch_size)) check_count(batch_size)
   data <- if (!is.null(data)) fit_data(data, "data")
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its validation part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "validation")
   if (!is.null(batch_size) && !identical(data$kind, "r")) {
-    gpukeras_abort(
-      "`batch_size` is for R data in `data`: a dataset is batched already, and without data nothing is run.",
-      "gpukeras_error_bad_argument"
+    abort_bad_argument(
+      "`batch_size` is for R data in `data`: a dataset is batched already, and without data nothing is run."
     )
   }
   check_python_object(model, "model", "a Keras 3 model")
@@ -128,9 +122,7 @@ new_gpukeras_quantized <- function(result) {
 }
 
 # Bytes in the binary unit that keeps the number readable.
-format_sizes <- function(sizes) {
-  paste(names(sizes), format_bytes(unlist(sizes)), collapse = " + ")
-}
+format_sizes <- function(sizes) paste(names(sizes), format_bytes(unlist(sizes)), collapse = " + ")
 
 #' @export
 format.gpukeras_quantized <- function(x, ...) {
@@ -162,7 +154,4 @@ format.gpukeras_quantized <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_quantized <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_quantized <- function(x, ...) print_formatted(x, ...)

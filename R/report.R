@@ -49,39 +49,31 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   check_flag(probe, call = call)
   check_flag(overwrite, call = call)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
-    gpukeras_abort(
-      sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)), call = call)
   }
   if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`file` '%s' is in a folder that does not exist: '%s'.", file, dirname(file)),
         "Create the folder first, or give a file in an existing one."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.null(file) && file.exists(file) && !overwrite) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`file` '%s' exists already.", file), "Give another file, or overwrite = TRUE to replace it."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   check <- check %||% gpu_check(probe = probe)
   facts <- core_call("report_facts", error_call = call)
   report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
-  if (is.null(file)) {
-    return(report)
-  }
+  if (is.null(file)) return(report)
   # A new file beside the target, renamed over it: an existing link is replaced, not followed.
   written <- tempfile(".gpukeras-report-", tmpdir = dirname(path.expand(file)), fileext = ".md")
   writeLines(report, written)
   if (!file.rename(written, path.expand(file))) {
     unlink(written)
-    gpukeras_abort(sprintf("Cannot write `file` '%s'.", file), "gpukeras_error_bad_argument", call = call)
+    abort_bad_argument(sprintf("Cannot write `file` '%s'.", file), call = call)
   }
   cli::cli_inform(c(v = "Wrote the report to {.file {file}}: read it, then paste it into the issue."))
   invisible(report)
@@ -91,10 +83,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
 format.gpukeras_report <- function(x, ...) unclass(x)
 
 #' @export
-print.gpukeras_report <- function(x, ...) {
-  writeLines(format(x))
-  invisible(x)
-}
+print.gpukeras_report <- function(x, ...) print_formatted(x, ...)
 
 # The report as Markdown lines (see gpu_report()).
 report_lines <- function(check, facts) {
@@ -190,9 +179,7 @@ python_sees_table <- function(sees) {
     vapply(
       shown,
       function(name) {
-        seen_value(
-          here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name)
-        )
+        seen_value(here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name))
       },
       character(1)
     ),
@@ -241,22 +228,14 @@ difference_causes <- c(
 
 difference_notes <- function(fields) {
   known <- intersect(fields, names(difference_causes))
-  if (!length(known)) {
-    return(character())
-  }
+  if (!length(known)) return(character())
   c("", "What commonly causes the differences marked:", "", markdown_items(unname(difference_causes[known])))
 }
 
 seen_value <- function(value, imported = TRUE) {
-  if (!imported) {
-    return("not imported")
-  }
-  if (is.null(value)) {
-    return("unset")
-  }
-  if (is.logical(value)) {
-    return(if (isTRUE(value)) "yes" else "no")
-  }
+  if (!imported) return("not imported")
+  if (is.null(value)) return("unset")
+  if (is.logical(value)) return(if (isTRUE(value)) "yes" else "no")
   value <- unlist(value)
   if (!length(value)) "none" else paste(value, collapse = ", ")
 }

@@ -46,12 +46,11 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   check_string(path, call = call)
   check_flag(overwrite, call = call)
   if (!grepl("[.]keras$", path)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`path` must end in .keras, not '%s'.", path),
         "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -62,9 +61,8 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
     model <- object
     encoding <- NULL
   } else {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`object` must be a gpu_fit() result, a gpu_load() model or a Keras model, not %s.", describe(object)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -121,7 +119,4 @@ format.gpukeras_model <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_model <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_model <- function(x, ...) print_formatted(x, ...)

@@ -57,24 +57,19 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
   check_unknown_args("gpu_scaling")
   call <- current_env()
   if (!is.null(devices) && (!is.character(devices) || anyNA(devices) || length(devices) < 2L)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`devices` must name two devices or more, as c(\"GPU:0\", \"GPU:1\"), or be NULL, not %s.", describe(devices)
         ),
         "NULL takes every GPU, else every logical CPU device."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.null(batch_size)) check_count(batch_size, call = call)
   check_count(epochs, call = call)
-  if (epochs < 2) {
-    gpukeras_abort(
-      "`epochs` must be at least 2: the first compiles and is not timed.", "gpukeras_error_bad_argument", call = call
-    )
-  }
+  if (epochs < 2) abort_bad_argument("`epochs` must be at least 2: the first compiles and is not timed.", call = call)
   check_count(rounds, call = call)
   seed <- check_seed(seed, call = call)
   data <- read_training_data(data, missing(data), call = call)
@@ -123,10 +118,7 @@ format.gpukeras_scaling <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_scaling <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_scaling <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_scaling
 #' @param x A `gpu_scaling()` result.

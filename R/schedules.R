@@ -37,12 +37,7 @@ lr_warmup_cosine <- function(peak, warmup_steps, decay_steps, alpha = 0, ...) {
   check_positive_number(peak)
   check_steps(warmup_steps, minimum = 0)
   check_steps(decay_steps)
-  if (!is.numeric(alpha) || length(alpha) != 1L || is.na(alpha) || alpha < 0 || alpha > 1) {
-    gpukeras_abort(
-      sprintf("`alpha` must be one number in [0, 1] (the floor as a share of `peak`), not %s.", describe(alpha)),
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(alpha, "[0, 1]", " (the floor as a share of `peak`)")
   new_lr_schedule(
     "warmup_cosine",
     peak = as.double(peak), warmup_steps = as.integer(warmup_steps),
@@ -59,15 +54,7 @@ lr_exponential <- function(initial, decay_steps, decay_rate, staircase = FALSE, 
   check_unknown_args("lr_exponential", "lr_warmup_cosine")
   check_positive_number(initial)
   check_steps(decay_steps)
-  if (!is.numeric(decay_rate) || length(decay_rate) != 1L || is.na(decay_rate) || decay_rate <= 0 || decay_rate > 1) {
-    gpukeras_abort(
-      c(
-        sprintf("`decay_rate` must be one number in (0, 1], not %s.", describe(decay_rate)),
-        "It is the factor the learning rate is multiplied by every `decay_steps` steps."
-      ),
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_number_in(decay_rate, "(0, 1]", " (the factor the learning rate is multiplied by every `decay_steps` steps)")
   check_flag(staircase)
   new_lr_schedule(
     "exponential",
@@ -88,10 +75,7 @@ lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular
   check_positive_number(low)
   check_positive_number(high)
   if (high <= low) {
-    gpukeras_abort(
-      sprintf("`high` (%s) must be greater than `low` (%s).", format(high), format(low)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`high` (%s) must be greater than `low` (%s).", format(high), format(low)))
   }
   check_steps(step_size)
   mode <- check_choice(mode[[1]], c("triangular", "triangular2"), "mode")
@@ -102,16 +86,13 @@ lr_cyclical <- function(low, high, step_size, mode = c("triangular", "triangular
   )
 }
 
-new_lr_schedule <- function(schedule, ...) {
-  structure(list(schedule = schedule, ...), class = "gpukeras_lr_schedule")
-}
+new_lr_schedule <- function(schedule, ...) structure(list(schedule = schedule, ...), class = "gpukeras_lr_schedule")
 
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {
   if (!is_whole_number(x, minimum, .Machine$integer.max)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -130,10 +111,7 @@ format.gpukeras_lr_schedule <- function(x, ...) {
       } else {
         sprintf("starts at %s,", format_rate(x$peak))
       },
-      sprintf(
-        "then cosine decay to %s over %s",
-        format_rate(x$alpha * x$peak), steps(x$decay_steps)
-      )
+      sprintf("then cosine decay to %s over %s", format_rate(x$alpha * x$peak), steps(x$decay_steps))
     ),
     exponential = sprintf(
       "%s x %s^(step / %s)%s",
@@ -151,7 +129,4 @@ format.gpukeras_lr_schedule <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_lr_schedule <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_lr_schedule <- function(x, ...) print_formatted(x, ...)

@@ -140,7 +140,4 @@ format.gpukeras_search_job_status <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_search_job_status <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_search_job_status <- function(x, ...) print_formatted(x, ...)

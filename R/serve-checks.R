@@ -2,31 +2,24 @@
 
 check_port <- function(port, call) {
   if (!is_whole_number(port, 1, 65535)) {
-    gpukeras_abort(
-      sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)), call = call)
   }
 }
 
 # The token's value is never shown, even where it is not a string.
 check_token <- function(token, call) {
-  if (is.null(token)) {
-    return(invisible())
-  }
+  if (is.null(token)) return(invisible())
   if (!is.character(token) || length(token) != 1L || is.na(token) || !grepl("^[[:graph:]]+$", token)) {
     given <- if (is.character(token) && length(token) == 1L) {
       "a string with spaces or control characters"
     } else {
       sprintf("a %s of length %d", class(token)[1], length(token))
     }
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
         "Clients send it as the header `Authorization: Bearer <token>`."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -39,12 +32,10 @@ check_max_bytes <- function(max_bytes, call) {
 }
 
 check_allowed_hosts <- function(allowed_hosts, call) {
-  if (is.null(allowed_hosts)) {
-    return(invisible())
-  }
+  if (is.null(allowed_hosts)) return(invisible())
   if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
     !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
@@ -55,7 +46,6 @@ check_allowed_hosts <- function(allowed_hosts, call) {
           "e.g. allowed_hosts = \"scoring.example.org\"."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -91,9 +81,7 @@ check_port_free <- function(host, port, call) {
 # A package from Suggests that a function needs: a classed error saying how to
 # install it when it is not.
 check_suggested <- function(package, what, call = caller_env()) {
-  if (requireNamespace(package, quietly = TRUE)) {
-    return(invisible(TRUE))
-  }
+  if (requireNamespace(package, quietly = TRUE)) return(invisible(TRUE))
   gpukeras_abort(
     c(
       sprintf("%s needs the R package %s, which is not installed.", what, package),

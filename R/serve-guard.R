@@ -31,9 +31,7 @@ refusal <- function(status, code, message) {
 check_host <- function(req, hosts) {
   given <- request_header(req, "HTTP_HOST")
   # a browser always sends one; a client that sends none names no other host
-  if (is.null(given) || host_allowed(host_name(given), hosts)) {
-    return(NULL)
-  }
+  if (is.null(given) || host_allowed(host_name(given), hosts)) return(NULL)
   refusal(403L, "forbidden_host", sprintf(
     paste0(
       "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS ",
@@ -45,13 +43,9 @@ check_host <- function(req, hosts) {
 
 check_origin <- function(req, hosts) {
   origin <- request_header(req, "HTTP_ORIGIN")
-  if (is.null(origin)) {
-    return(NULL)
-  }
+  if (is.null(origin)) return(NULL)
   site <- regmatches(origin, regexec("^[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]+)$", origin))[[1]]
-  if (length(site) == 2L && host_allowed(host_name(site[2]), hosts)) {
-    return(NULL)
-  }
+  if (length(site) == 2L && host_allowed(host_name(site[2]), hosts)) return(NULL)
   refusal(403L, "forbidden_origin", sprintf(
     "This service does not answer web pages of other sites (Origin: \"%s\"); it answers pages of %s.",
     client_text(origin, 60L), hosts_text(hosts)
@@ -60,9 +54,7 @@ check_origin <- function(req, hosts) {
 
 check_json <- function(req) {
   type <- request_header(req, "HTTP_CONTENT_TYPE") %||% ""
-  if (identical(tolower(trimws(sub(";.*", "", type))), "application/json")) {
-    return(NULL)
-  }
+  if (identical(tolower(trimws(sub(";.*", "", type))), "application/json")) return(NULL)
   refusal(415L, "not_json", sprintf(
     "POST /predict takes a JSON body: send the header `Content-Type: application/json`%s.",
     if (nzchar(type)) sprintf(", not \"%s\"", client_text(type, 60L)) else ""
@@ -72,17 +64,13 @@ check_json <- function(req) {
 check_length <- function(req, max_bytes) {
   length <- req$CONTENT_LENGTH
   if (is.null(length) || !nzchar(length)) {
-    if (is.null(req$HTTP_TRANSFER_ENCODING)) {
-      return(NULL)
-    }
+    if (is.null(req$HTTP_TRANSFER_ENCODING)) return(NULL)
     return(refusal(
       411L, "length_required", "Send the body with a `Content-Length` header (this service takes no chunked bodies)."
     ))
   }
   bytes <- suppressWarnings(as.numeric(length))
-  if (!isTRUE(bytes > max_bytes)) {
-    return(NULL)
-  }
+  if (!isTRUE(bytes > max_bytes)) return(NULL)
   refusal(413L, "too_large", sprintf(
     "The body has %s; this service takes at most %s (%.0f bytes, max_bytes) per request: send the rows in parts.",
     format_bytes(bytes), format_bytes(max_bytes), max_bytes
@@ -92,13 +80,9 @@ check_length <- function(req, max_bytes) {
 # NULL when the request may go on (no token asked for, or the right one);
 # else the 401 answer.
 check_bearer <- function(req, token) {
-  if (is.null(token)) {
-    return(NULL)
-  }
+  if (is.null(token)) return(NULL)
   given <- req$HTTP_AUTHORIZATION %||% ""
-  if (same_secret(given, paste("Bearer", token))) {
-    return(NULL)
-  }
+  if (same_secret(given, paste("Bearer", token))) return(NULL)
   refusal(
     401L,
     "unauthorized",
@@ -111,9 +95,7 @@ check_bearer <- function(req, token) {
 same_secret <- function(given, expected) {
   a <- utf8ToInt(enc2utf8(given))
   b <- utf8ToInt(enc2utf8(expected))
-  if (length(a) != length(b) || anyNA(a)) {
-    return(FALSE)
-  }
+  if (length(a) != length(b) || anyNA(a)) return(FALSE)
   sum(bitwXor(a, b)) == 0L
 }
 
@@ -157,9 +139,7 @@ is_ip_address <- function(name) {
   grepl("^[0-9]{1,3}(\\.[0-9]{1,3}){3}$", name) || (grepl(":", name, fixed = TRUE) && grepl("^[0-9a-f:.]+$", name))
 }
 
-is_loopback <- function(host) {
-  host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
-}
+is_loopback <- function(host) host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host)
 
 # The plumber filter that makes serve_guard()'s checks for the service's routes
 # (`paths`: POST /predict, GET /metadata and GET /health, in this order, under the
@@ -168,17 +148,13 @@ is_loopback <- function(host) {
 serve_filter <- function(settings, paths) {
   function(req, res) {
     path <- req$PATH_INFO
-    if (!isTRUE(path %in% paths)) {
-      return(plumber::forward())
-    }
+    if (!isTRUE(path %in% paths)) return(plumber::forward())
     refused <- serve_guard(
       req, settings,
       token = !identical(path, paths[3]),
       json = identical(path, paths[1]) && identical(req$REQUEST_METHOD, "POST")
     )
-    if (is.null(refused)) {
-      return(plumber::forward())
-    }
+    if (is.null(refused)) return(plumber::forward())
     serve_answer(res, refused$status, refused$body)
   }
 }

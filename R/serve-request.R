@@ -12,9 +12,7 @@ serve_reject <- function(status, code, message, ...) {
   ))
 }
 
-serve_problem <- function(code, message, ...) {
-  Filter(Negate(is.null), list(error = code, message = message, ...))
-}
+serve_problem <- function(code, message, ...) Filter(Negate(is.null), list(error = code, message = message, ...))
 
 as_json <- function(value) {
   as.character(jsonlite::toJSON(value, auto_unbox = TRUE, null = "null", na = "null", digits = NA))
@@ -31,7 +29,7 @@ one_line <- function(message) {
 # rows of numbers when no encoding was recorded.
 served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "gpu_serve() serves a model with one input; this one has %d (%s).",
@@ -40,7 +38,6 @@ served_input <- function(encoding, call) {
         ),
         "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -101,9 +98,7 @@ check_named_in_body <- function(raw, columns) {
       !isTRUE(grepl("^\\s*(\\[\\s*)?\\{", as_text(utils::head(raw, 64L)), useBytes = TRUE))) {
     return(invisible())
   }
-  if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) {
-    return(invisible())
-  }
+  if (length(grepRaw("\\", raw, fixed = TRUE)) || !isTRUE(validUTF8(as_text(raw)))) return(invisible())
   check_present(columns[vapply(columns, named, logical(1))], columns)
 }
 
@@ -118,19 +113,16 @@ request_data <- function(body, settings) {
   columns <- served_columns(part)
   if (form %in% c("records", "columns") && !is.null(columns)) {
     values <- named_values(body$value, form, columns, settings$max_rows)
-    if (identical(part$type, "data.frame")) {
-      return(request_columns(values, part, settings))
-    }
+    if (identical(part$type, "data.frame")) return(request_columns(values, part, settings))
+    # predict() refuses what a matrix of numbers holds (prediction_refused()), not what it cannot
     for (column in columns) {
-      if (!is.numeric(values[[column]]) &&
-          !is.logical(values[[column]])) abort_wrong_type(column, values[[column]], "numbers")
-      check_numbers(values[[column]], column)
+      if (!is.numeric(values[[column]]) && !is.logical(values[[column]])) {
+        abort_wrong_type(column, typeof(values[[column]]), "numbers")
+      }
     }
     return(matrix(as.double(unlist(values, use.names = FALSE)), ncol = length(columns), dimnames = list(NULL, columns)))
   }
-  if (identical(form, "rows") && !identical(part$type, "data.frame")) {
-    return(request_rows(body, part, settings))
-  }
+  if (identical(form, "rows") && !identical(part$type, "data.frame")) return(request_rows(body, part, settings))
   serve_reject(400L, "bad_body", switch(form,
     rows = sprintf("This model takes named columns: send records, e.g. [{%s}].", example_record(part)),
     records = ,
@@ -147,23 +139,15 @@ request_data <- function(body, settings) {
 # of arrays), or "other". The first item tells records from rows (a record
 # that is an array has no keys; a row that is an object, the wrong width).
 body_form <- function(value) {
-  if (!is.list(value)) {
-    return("other")
-  }
-  if (!is.null(names(value))) {
-    return("columns")
-  }
-  if (!all(vapply(value, is.list, logical(1)))) {
-    return("other")
-  }
+  if (!is.list(value)) return("other")
+  if (!is.null(names(value))) return("columns")
+  if (!all(vapply(value, is.list, logical(1)))) return("other")
   if (is.null(names(value[[1]]))) "rows" else "records"
 }
 
 # The rows of the body counted: none, or more than max_rows, are refused.
 check_row_count <- function(rows, max_rows) {
-  if (rows == 0L) {
-    serve_reject(400L, "no_rows", "The body holds no rows.")
-  }
+  if (rows == 0L) serve_reject(400L, "no_rows", "The body holds no rows.")
   if (rows > max_rows) {
     serve_reject(
       413L,
@@ -221,9 +205,7 @@ record_cells <- function(records, keys, all_keys, columns) {
   lapply(columns, function(column) lapply(records, .subset2, column))
 }
 
-as_frame <- function(columns) {
-  structure(columns, class = "data.frame", row.names = .set_row_names(length(columns[[1]])))
-}
+as_frame <- function(columns) structure(columns, class = "data.frame", row.names = .set_row_names(length(columns[[1]])))
 
 # JSON values (parse_json()'s: a scalar, NULL, or a list for an array or an
 # object) as one vector, null as NA; a nested value is refused.
@@ -270,31 +252,22 @@ request_rows <- function(body, part, settings) {
     ))
   }
   storage.mode(rows) <- "double"
-  check_numbers(rows, part$names)
+  # jsonlite reads the string "NaN" as NaN, which predict() would take for NA (a null)
+  nan <- is.nan(rows)
+  if (any(nan)) {
+    bad <- which(rowSums(matrix(nan, nrow = dim(nan)[1])) > 0)
+    columns <- if (length(dim(nan)) == 2L) part$names[colSums(nan) > 0] %||% as.character(which(colSums(nan) > 0))
+    abort_bad_numbers(columns, utils::head(bad, 100), length(bad))
+  }
   if (!is.null(part$names)) colnames(rows) <- part$names
   rows
 }
 
 # Numbers the model cannot take (Inf, NaN, or beyond float32's range: they
-# become infinite in the float32 copy it reads) are a 400 naming the column
-# (`names`: a column's name, or the columns of a matrix; NULL for none).
-check_numbers <- function(values, names) {
-  bad <- !is.na(values) & abs(values) > float32_max | is.nan(values)
-  if (!any(bad)) {
-    return(invisible())
-  }
-  rows <- if (is.null(dim(bad))) which(bad) else which(rowSums(matrix(bad, nrow = dim(bad)[1])) > 0)
-  if (length(dim(bad)) == 2L) {
-    columns <- which(colSums(bad) > 0)
-    if (!is.null(names)) names <- names[columns]
-  }
-  where <- if (length(dim(bad)) > 2L) {
-    "The rows"
-  } else if (is.null(names)) {
-    sprintf("Column %s", paste(columns, collapse = ", "))
-  } else {
-    sprintf("Column %s", paste0("`", names, "`", collapse = ", "))
-  }
+# become infinite in the float32 copy it reads) in `columns` (none: "The rows"),
+# the first of `rows`, `n_rows` in all: a 400 naming the columns.
+abort_bad_numbers <- function(columns, rows, n_rows) {
+  where <- if (!length(columns)) "The rows" else sprintf("Column %s", paste0("`", columns, "`", collapse = ", "))
   serve_reject(
     400L, "bad_data",
     sprintf(
@@ -302,31 +275,22 @@ check_numbers <- function(values, names) {
         "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
         "take them; send finite numbers within it."
       ),
-      where, length(rows), rows[1]
+      where, n_rows, rows[1]
     ),
-    column = if (length(dim(bad)) <= 2L) names[1], rows = I(utils::head(rows, 100))
+    column = if (length(columns)) columns[1], rows = I(rows)
   )
 }
 
-# A data.frame input's columns, checked and typed as the encoding says: their
-# JSON types. Levels training did not have and NA where the NA rule is "error"
-# are predict()'s to refuse (predict_for_request()).
+# A data.frame input's columns as JSON gives them, typed where JSON cannot say:
+# a column of nulls, numbers for a factor's levels. Wrong types, numbers the
+# model cannot take, levels training did not have and NA where the NA rule is
+# "error" are predict()'s to refuse (prediction_refused()).
 request_columns <- function(body, part, settings) {
   for (column in names(part$columns)) {
-    spec <- part$columns[[column]]
+    factor <- identical(part$columns[[column]]$type, "factor")
     values <- body[[column]]
-    if (all(is.na(values)))
-      values <- as.vector(values, mode = if (identical(spec$type, "factor")) "character" else "double")
-    if (identical(spec$type, "numeric")) {
-      if (!is.numeric(values)) abort_wrong_type(column, values, "numbers")
-      check_numbers(values, column)
-    }
-    if (identical(spec$type, "logical") && !is.logical(values) &&
-        !is.numeric(values)) abort_wrong_type(column, values, "true or false")
-    if (identical(spec$type, "factor")) {
-      if (!is.character(values) && !is.numeric(values)) abort_wrong_type(column, values, "strings")
-      values <- as.character(values)
-    }
+    if (all(is.na(values))) values <- as.vector(values, mode = if (factor) "character" else "double")
+    if (factor && is.numeric(values)) values <- as.character(values)
     body[[column]] <- values
   }
   body
@@ -334,13 +298,9 @@ request_columns <- function(body, part, settings) {
 
 # The served input's column names (a data.frame's, or those of rows of numbers),
 # and where predict()'s names for them (x$column) are among them.
-served_columns <- function(part) {
-  if (identical(part$type, "data.frame")) names(part$columns) else part$names
-}
+served_columns <- function(part) if (identical(part$type, "data.frame")) names(part$columns) else part$names
 
-served_column_at <- function(column, part) {
-  match(column, paste0("x$", served_columns(part)))
-}
+served_column_at <- function(column, part) match(column, paste0("x$", served_columns(part)))
 
 # NA in `columns` (none: rows of numbers without names) where the NA rule is
 # "error", from predict()'s error: the first of `rows`, `n_rows` in all.
@@ -399,15 +359,13 @@ check_present <- function(present, columns) {
   }
 }
 
-abort_wrong_type <- function(column, values, wanted) {
-  given <- if (is.character(values)) "strings" else if (is.logical(values)) "true/false" else
-    if (is.numeric(values)) "numbers" else "nested values"
+# `column` holds values of `type` (their typeof()) where it wants `wanted`.
+abort_wrong_type <- function(column, type, wanted) {
+  given <- switch(type, character = "strings", logical = "true/false", double = , integer = "numbers", "nested values")
   serve_reject(400L, "wrong_type", sprintf("Column `%s` must hold %s, not %s.", column, wanted, given), column = column)
 }
 
-wanted_values <- function(spec) {
-  switch(spec$type, numeric = "numbers", logical = "true or false", "strings")
-}
+wanted_values <- function(spec) switch(spec$type, numeric = "numbers", logical = "true or false", "strings")
 
 example_record <- function(part) {
   values <- vapply(part$columns, function(spec) {
@@ -417,33 +375,23 @@ example_record <- function(part) {
 }
 
 # predict()'s result as the JSON answer {"predictions": ...}.
-predictions_json <- function(predicted) {
-  sprintf("{\"predictions\":%s}", output_json(predicted))
-}
+predictions_json <- function(predicted) sprintf("{\"predictions\":%s}", output_json(predicted))
 
 output_json <- function(output) {
   to_json <- function(value, ...) as.character(jsonlite::toJSON(value, digits = NA, na = "null", rownames = FALSE, ...))
-  if (is.factor(output)) {
-    return(to_json(as.character(output)))
-  }
+  if (is.factor(output)) return(to_json(as.character(output)))
   if (is.list(output)) {
     parts <- vapply(output, output_json, character(1))
-    if (is.null(names(output))) {
-      return(sprintf("[%s]", paste(parts, collapse = ",")))
-    }
+    if (is.null(names(output))) return(sprintf("[%s]", paste(parts, collapse = ",")))
     return(sprintf(
       "{%s}",
       paste(sprintf("%s:%s", vapply(names(output), to_json, character(1), auto_unbox = TRUE), parts), collapse = ",")
     ))
   }
-  if (is.null(dim(output))) {
-    return(to_json(unname(output)))
-  }
+  if (is.null(dim(output))) return(to_json(unname(output)))
   if (length(dim(output)) == 2L && !is.null(colnames(output))) {
     return(to_json(as.data.frame(output, optional = TRUE), dataframe = "rows"))
   }
-  if (length(dim(output)) == 2L && ncol(output) == 1L) {
-    return(to_json(unname(output[, 1])))
-  }
+  if (length(dim(output)) == 2L && ncol(output) == 1L) return(to_json(unname(output[, 1])))
   to_json(unname(output), matrix = "rowmajor")
 }

@@ -34,9 +34,7 @@ request_schema <- function(settings) {
   if (!identical(part$type, "data.frame")) {
     row <- list(type = "array", items = numbers)
     rows <- list(type = "array", items = row, minItems = 1L, maxItems = max_rows)
-    if (is.null(part$names)) {
-      return(rows)
-    }
+    if (is.null(part$names)) return(rows)
     columns <- stats::setNames(rep(list(numbers), length(part$names)), part$names)
   } else {
     columns <- lapply(part$columns, column_schema, nullable = nullable)

@@ -324,9 +324,7 @@ serve_routes <- function(service, router, prefix) {
     parsers = no_parsers, comments = "Whether the service answers"
   )
   api <- plumber::pr_set_api_spec(api, function(spec) predict_api_spec(spec, paths[1], settings))
-  if (!is.null(router)) {
-    return(api)
-  }
+  if (!is.null(router)) return(api)
   api <- plumber::pr_set_404(api, function(req, res) {
     serve_answer(res, 404L, serve_problem("not_found", sprintf(
       "No route %s %s: this service has POST /predict, GET /metadata and GET /health.",
@@ -385,6 +383,12 @@ prediction_refused <- function(e, settings) {
   if (inherits(e, "gpukeras_error_missing_values")) {
     at <- served_column_at(e$column, settings$part)
     abort_missing_value(served_columns(settings$part)[at[!is.na(at)]], e$rows, e$n_rows)
+  }
+  # the served input's columns, from predict()'s names for them (x$income; x: rows of more dimensions)
+  column <- sub("^[^$]*[$]", "", grep("$", e$column, fixed = TRUE, value = TRUE))
+  if (inherits(e, "gpukeras_error_not_finite")) abort_bad_numbers(column, e$rows, e$n_rows)
+  if (inherits(e, "gpukeras_error_wrong_type")) {
+    abort_wrong_type(column, e$type, wanted_values(settings$part$columns[[column]]))
   }
   if (inherits(e, "gpukeras_error_bad_data")) {
     serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L))

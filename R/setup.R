@@ -151,13 +151,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   check_unknown_args("gpu_setup")
   # As given, for gpu_fit(background = TRUE) to apply in its child process.
   given <- mget(as.character(names(match.call())[-1L]))
-  if (missing(memory_growth) && !is.null(memory_limit)) {
-    memory_growth <- FALSE
-  }
+  if (missing(memory_growth) && !is.null(memory_limit)) memory_growth <- FALSE
   check_flag(memory_growth)
-  if (!is.null(memory_limit)) {
-    check_positive_numbers(memory_limit)
-  }
+  if (!is.null(memory_limit)) check_positive_numbers(memory_limit)
   # Unset, it is NULL for the core: "auto" unless a policy was set elsewhere.
   mixed_precision <- if (!missing(mixed_precision)) {
     check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
@@ -165,14 +161,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   threads <- check_threads(threads)
   if (!is.null(jit_compile) && !identical(jit_compile, "auto") &&
     !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
-    gpukeras_abort(
-      sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)))
   }
-  if (!is.null(cpu_devices)) {
-    check_count(cpu_devices)
-  }
+  if (!is.null(cpu_devices)) check_count(cpu_devices)
   check_flag(deterministic)
   seed <- check_seed(seed)
   # Deterministic ops repeat a run only from the same seeds (and TensorFlow refuses random
@@ -228,40 +219,36 @@ device_names <- function(devices, arg = "devices", call = caller_env()) {
   if (is.character(devices) && !anyNA(devices) && all(grepl("^(gpu|cpu|GPU|CPU):[0-9]+$", devices))) {
     return(toupper(devices))
   }
-  gpukeras_abort(
+  abort_bad_argument(
     c(
       sprintf(
         "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
       ),
       "gpu_devices() lists the devices there are."
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
 
 check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
-  if (is.null(threads)) {
-    return(list())
-  }
+  if (is.null(threads)) return(list())
   # Capped: TensorFlow makes the threads of each pool when it starts, and a
   # count past R's integer range reached it as NA and aborted the R session.
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
     all(threads >= 0) && all(threads == round(threads)) && all(threads <= max_threads)
   if (!ok) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
         max_threads, describe(threads)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   values <- as.integer(rep_len(threads, 2))
   names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
   if (!setequal(names(values), c("intra", "inter"))) {
-    gpukeras_abort("`threads` names must be `intra` and `inter`.", "gpukeras_error_bad_argument", call = call)
+    abort_bad_argument("`threads` names must be `intra` and `inter`.", call = call)
   }
   as.list(values)
 }
@@ -313,7 +300,4 @@ format.gpukeras_setup <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_setup <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_setup <- function(x, ...) print_formatted(x, ...)

@@ -63,9 +63,8 @@ gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) 
   check_unknown_args("gpu_runs")
   call <- current_env()
   if (!is.null(experiment) && (!is.character(experiment) || !length(experiment) || anyNA(experiment))) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("`experiment` must be experiment names or NULL, not %s.", describe(experiment)),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -133,12 +132,11 @@ gpu_compare_runs <- function(a, b, ...) {
 track_needed <- function(call) {
   track <- track_request()
   if (is.null(track)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "Tracking is off: there is no store to read runs from.",
         "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -147,15 +145,12 @@ track_needed <- function(call) {
 
 # A run id from an id, "runs:/<id>[/...]", or a one-row gpu_runs() data.frame.
 run_id_of <- function(x, arg, call) {
-  if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) {
-    return(x$run_id)
-  }
+  if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) return(x$run_id)
   if (is.character(x) && length(x) == 1L && !is.na(x) && grepl("^(runs:/)?[0-9a-f]{8,64}(/.*)?$", x)) {
     return(sub("/.*$", "", sub("^runs:/", "", x)))
   }
-  gpukeras_abort(
+  abort_bad_argument(
     sprintf("`%s` must be a run id, \"runs:/<run id>\" or one row of gpu_runs(), not %s.", arg, describe(x)),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -178,9 +173,7 @@ new_gpukeras_runs <- function(rows, experiments) {
 #' @rdname gpu_runs
 #' @export
 format.gpukeras_runs <- function(x, ...) {
-  if (!nrow(x)) {
-    return("<gpukeras runs> none")
-  }
+  if (!nrow(x)) return("<gpukeras runs> none")
   if (!all(c("run_id", "name", "kind", "status", "start_time") %in% names(x))) {
     # some columns picked out: as the data.frame they are
     return(utils::capture.output(print(
@@ -211,10 +204,7 @@ format.gpukeras_runs <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_runs <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_runs <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_runs
 #' @export
@@ -239,10 +229,7 @@ format.gpukeras_run_comparison <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_run_comparison <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_run_comparison <- function(x, ...) print_formatted(x, ...)
 
 #' @rdname gpu_runs
 #' @export
@@ -251,11 +238,10 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
   available <- unique(history$metric)
   metrics <- metrics %||% intersect(c("loss", "val_loss"), available)
   if (!length(metrics) || !all(metrics %in% available)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "`metrics` must name metrics both runs logged per epoch (%s).", paste0("\"", available, "\"", collapse = ", ")
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   old <- graphics::par(mfrow = c(length(metrics), 1), mar = c(4, 4.5, 2.5, 1))

@@ -105,22 +105,17 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   }
   if (!is.null(experiment)) check_string(experiment, call = call)
   if (!is_number(wait) || wait < 0) {
-    gpukeras_abort(
-      sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)), call = call)
   }
   check_string(spool, call = call)
   if (is.null(uri)) {
     uri <- Sys.getenv("MLFLOW_TRACKING_URI")
     if (!nzchar(uri)) {
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
           "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -156,11 +151,7 @@ gpu_track_sync <- function(...) {
   call <- current_env()
   track <- track_request()
   if (is.null(track)) {
-    gpukeras_abort(
-      "Tracking is off: turn it on with gpu_track() to send what was kept to its store.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("Tracking is off: turn it on with gpu_track() to send what was kept to its store.", call = call)
   }
   track_flush(call)
   synced <- core_call("track_sync", track = track, error_call = call)
@@ -203,9 +194,7 @@ tracking_on <- function() {
 # Where runs go, as the core takes it with every tracked call (NULL when tracking is off),
 # with `the$track_context` (a worker's parent run and its run's key) and `...` added.
 track_request <- function(...) {
-  if (!tracking_on()) {
-    return(NULL)
-  }
+  if (!tracking_on()) return(NULL)
   the$tracked <- TRUE # there may be records to send before R ends (track_flush())
   env <- Sys.getenv(mlflow_variables, unset = NA)
   env <- as.list(env[!is.na(env) & nzchar(env)])
@@ -229,9 +218,7 @@ track_request <- function(...) {
 # The tracking settings a child process takes back (a background job, a worker): the
 # variables, as this session has them.
 track_carry <- function() {
-  if (!tracking_on()) {
-    return(NULL)
-  }
+  if (!tracking_on()) return(NULL)
   names <- c(mlflow_variables, "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
   values <- Sys.getenv(names, unset = NA)
   as.list(values[!is.na(values)])
@@ -254,9 +241,7 @@ track_restore <- function(carried, context = NULL) {
 # warnings due: before runs are read, at a worker's end, when R ends (`ending`: what is
 # left then is kept). Nothing when tracking never started in this process.
 track_flush <- function(call = caller_env(), wait = 30, ending = FALSE) {
-  if (is.null(the$bridge) || !isTRUE(the$tracked)) {
-    return(invisible())
-  }
+  if (is.null(the$bridge) || !isTRUE(the$tracked)) return(invisible())
   flushed <- core_call("track_flush", wait = wait, ending = ending, error_call = call)
   raise_core_warnings(flushed$warnings)
   invisible(flushed)
@@ -265,9 +250,7 @@ track_flush <- function(call = caller_env(), wait = 30, ending = FALSE) {
 # Log to the run `key` (a parent's summary, a fold's held-out scores, a trial's state) and
 # end it with `status`; the core's warnings raised. Nothing when tracking is off.
 track_record <- function(track, key, ..., call = caller_env()) {
-  if (is.null(track) || is.null(key)) {
-    return(invisible())
-  }
+  if (is.null(track) || is.null(key)) return(invisible())
   recorded <- core_call("track_record", track = track, key = key, ..., error_call = call)
   raise_core_warnings(recorded$warnings)
   invisible(recorded)
@@ -275,18 +258,14 @@ track_record <- function(track, key, ..., call = caller_env()) {
 
 # A run R opens (a cv's or a search's parent); its key, or NULL when tracking is off.
 track_open <- function(track, kind, name, params = list(), call = caller_env()) {
-  if (is.null(track)) {
-    return(NULL)
-  }
+  if (is.null(track)) return(NULL)
   core_call("track_open_run", track = track, kind = kind, name = name, params = params, error_call = call)$key
 }
 
 # The fit's plot as an artifact of its run (where R can draw a PNG).
 track_plot <- function(fit, track) {
   key <- fit$settings$tracking$key
-  if (is.null(track) || is.null(key) || !isTRUE(capabilities("png"))) {
-    return(invisible())
-  }
+  if (is.null(track) || is.null(key) || !isTRUE(capabilities("png"))) return(invisible())
   path <- file.path(tempfile("gpukeras-plot-"), "fit.png")
   dir.create(dirname(path))
   drawn <- tryCatch(
@@ -318,9 +297,7 @@ new_gpukeras_tracking <- function(checked, spool = NULL) {
 
 #' @export
 format.gpukeras_tracking <- function(x, ...) {
-  if (!isTRUE(x$on)) {
-    return("<gpukeras tracking> off")
-  }
+  if (!isTRUE(x$on)) return("<gpukeras tracking> off")
   c(
     sprintf("<gpukeras tracking> %s, experiment %s", x$uri, x$experiment),
     if (isTRUE(x$reachable)) "  answering" else sprintf("  not answering now: %s", x$why),
@@ -331,10 +308,7 @@ format.gpukeras_tracking <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_tracking <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_tracking <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_track_sync <- function(x, ...) {
@@ -347,10 +321,7 @@ format.gpukeras_track_sync <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_track_sync <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.gpukeras_track_sync <- function(x, ...) print_formatted(x, ...)
 
 # A parent run (a cv's or a search's) and the keys of `children` runs under it (their
 # workers' fits); an environment whose `key` is NULL when tracking is off.
@@ -358,9 +329,7 @@ track_many <- function(kind, children, params, call = caller_env()) {
   tracked <- new.env(parent = emptyenv())
   tracked$track <- track_request()
   tracked$ended <- TRUE
-  if (is.null(tracked$track)) {
-    return(tracked)
-  }
+  if (is.null(tracked$track)) return(tracked)
   opened <- core_call(
     "track_open_run",
     track = tracked$track, kind = kind, name = kind, params = track_params(params),
@@ -377,9 +346,7 @@ track_many <- function(kind, children, params, call = caller_env()) {
 # What a worker takes to track its fit as child `i` of `tracked` (NULL when off): the
 # session's settings and the run's context (its parent, its key, name, kind, tags, params).
 track_child <- function(tracked, i, name, kind, tags = NULL, params = NULL, key = NULL) {
-  if (is.null(tracked$key)) {
-    return(NULL)
-  }
+  if (is.null(tracked$key)) return(NULL)
   key <- key %||% tracked$children[[i]]
   list(
     carried = tracked$carried,
@@ -391,17 +358,13 @@ track_child <- function(tracked, i, name, kind, tags = NULL, params = NULL, key 
 
 # A fresh run key for a child not counted ahead (a search's trial).
 track_new_key <- function(tracked, call = caller_env()) {
-  if (is.null(tracked$key)) {
-    return(NULL)
-  }
+  if (is.null(tracked$key)) return(NULL)
   core_call("track_new_key", error_call = call)
 }
 
 # The parent's end (once), with its summary.
 track_many_end <- function(tracked, status, metrics = NULL, tags = NULL, call = caller_env()) {
-  if (isTRUE(tracked$ended)) {
-    return(invisible())
-  }
+  if (isTRUE(tracked$ended)) return(invisible())
   tracked$ended <- TRUE
   track_record(
     tracked$track, tracked$key, metrics = metrics, tags = tags, status = status, kind = "parent", call = call
@@ -411,9 +374,7 @@ track_many_end <- function(tracked, status, metrics = NULL, tags = NULL, call = 
 # Values as a run's params: one level of lists flattened into their names (a cv's `fit`
 # arguments), each a number or a string (a Python object by its class).
 track_params <- function(params) {
-  if (!length(params)) {
-    return(list())
-  }
+  if (!length(params)) return(list())
   flat <- list()
   for (name in names(params)) {
     value <- params[[name]]
@@ -427,14 +388,8 @@ track_params <- function(params) {
 }
 
 track_param_value <- function(value) {
-  if (is.null(value)) {
-    return(NULL)
-  }
-  if (inherits(value, "python.builtin.object")) {
-    return(class(value)[1])
-  }
-  if (is.atomic(value) && length(value) == 1L) {
-    return(if (is.factor(value)) as.character(value) else value)
-  }
+  if (is.null(value)) return(NULL)
+  if (inherits(value, "python.builtin.object")) return(class(value)[1])
+  if (is.atomic(value) && length(value) == 1L) return(if (is.factor(value)) as.character(value) else value)
   paste(deparse(value, width.cutoff = 500L), collapse = "")
 }

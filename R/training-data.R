@@ -6,22 +6,27 @@
 # was not given at all.
 read_training_data <- function(data, data_missing, call = caller_env()) {
   if (data_missing) {
-    gpukeras_abort(
-      "`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).",
-      "gpukeras_error_bad_argument",
+    abort_bad_argument("`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).", call = call)
+  }
+  fit_data(data, "data", call = call)
+}
+
+# For a verb that reads one dataset: `data` (from fit_data()) that is not a
+# train/validation split; else an error that asks for its `part`.
+check_not_split <- function(data, part, call = caller_env()) {
+  if (!is.null(data$validation)) {
+    abort_bad_argument(
+      sprintf("`data` must be one dataset or list(x = , y = ), not a train/validation split: give its %s part.", part),
       call = call
     )
   }
-  fit_data(data, "data", call = call)
 }
 
 # What kind of training data `data` is: a Python dataset (kind "python"), R
 # data (kind "r", with x and y), or a train/validation split of datasets.
 # Checked without Python; converted later by fit_input().
 fit_data <- function(data, arg, call = caller_env()) {
-  if (inherits(data, "python.builtin.object")) {
-    return(list(kind = "python", dataset = data))
-  }
+  if (inherits(data, "python.builtin.object")) return(list(kind = "python", dataset = data))
   usage <- sprintf(
     paste0(
       "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
@@ -42,29 +47,26 @@ fit_data <- function(data, arg, call = caller_env()) {
     if (length(data) %in% 1:3 && "x" %in% names && all(names %in% c("x", "y", "sample_weight")) &&
         !anyDuplicated(names)) {
       if (is.null(data$x) || is.character(data$x) && length(data$x) == 1L) {
-        gpukeras_abort(
+        abort_bad_data(
           c(sprintf("`%s$x` must be R data (a matrix, array, data.frame or named list of them).", arg), usage),
-          "gpukeras_error_bad_data",
           call = call
         )
       }
       return(list(kind = "r", x = data$x, y = data$y, sample_weight = data$sample_weight))
     }
-    gpukeras_abort(
+    abort_bad_data(
       c(sprintf("`%s` is a list with names %s, which gpu_fit() cannot read.", arg, describe_names(names)), usage),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
   if (is.matrix(data) || is.array(data) || is.data.frame(data) || is.numeric(data)) {
-    gpukeras_abort(
+    abort_bad_data(
       c(sprintf("`%s` is R data without labels.", arg), usage,
         "A model trained without labels takes list(x = features)."),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
-  gpukeras_abort(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), "gpukeras_error_bad_data", call = call)
+  abort_bad_data(c(sprintf("`%s` cannot be %s.", arg, describe(data)), usage), call = call)
 }
 
 describe_names <- function(names) {
@@ -75,7 +77,7 @@ describe_names <- function(names) {
 # makes its own batches. The core takes this rule as checked.
 check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   if (!is.null(batch_size) && data$kind != "r") {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`batch_size` is for R data: a dataset makes its own batches.",
         paste0(
@@ -83,7 +85,6 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
           "`batch_size` NULL."
         )
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -95,13 +96,9 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
 # of `data` as read_training_data() read it (gpu_dataset() says the same of its batches).
 # With `accumulate` a number, the batch is a multiple of it (still one batch of all rows).
 batch_within_rows <- function(batch_size, data, accumulate = 1L) {
-  if (is.null(batch_size) || data$kind != "r") {
-    return(batch_size)
-  }
+  if (is.null(batch_size) || data$kind != "r") return(batch_size)
   rows <- training_rows(data)
-  if (batch_size <= rows) {
-    return(batch_size)
-  }
+  if (batch_size <= rows) return(batch_size)
   every <- if (is.numeric(accumulate)) as.integer(accumulate) else 1L
   batch <- as.integer(ceiling(rows / every) * every)
   gpukeras_warn(
@@ -144,9 +141,7 @@ largest_batch_for_steps <- function(rows) max(1L, as.integer(ceiling(rows / 7) -
 # order depends on `seed` alone, and a run resumed from a backup sees the
 # batches in the same order as the run that was interrupted.
 fit_input <- function(data, call = caller_env()) {
-  if (data$kind == "python") {
-    return(data$dataset)
-  }
+  if (data$kind == "python") return(data$dataset)
   if (inherits(data$x, "python.builtin.object") && (is.null(data$y) || inherits(data$y, "python.builtin.object"))) {
     # NumPy arrays already (gpu_as_numpy())
     return(c(list(data$x, data$y), if (!is.null(data$sample_weight)) list(data$sample_weight)))
@@ -169,9 +164,7 @@ fit_na_fix <- paste0(
 # fit_input() as NumPy arrays, list(x, y, sample_weight): for what keeps them (a background job's files).
 fit_arrays <- function(data, call = caller_env()) {
   input <- fit_input(data, call = call)
-  if (!inherits(input, "gpukeras_handover")) {
-    return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
-  }
+  if (!inherits(input, "gpukeras_handover")) return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
   converted <- to_numpy(input$gpukeras_handover, na_fix = fit_na_fix, call = call)
   list(converted$x, converted$y, converted$sample_weight)
 }
@@ -201,9 +194,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
   } else {
     described$dataset
   }
-  if (is.null(dataset)) {
-    return(class(input)[1])
-  }
+  if (is.null(dataset)) return(class(input)[1])
   sprintf(
     "tf.data dataset%s: %s of %s",
     if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",

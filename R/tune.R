@@ -124,39 +124,29 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   if (!is.null(precisions)) {
     known <- c("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
     if (!is.character(precisions) || !length(precisions) || anyNA(precisions) || !all(precisions %in% known)) {
-      gpukeras_abort(
+      abort_bad_argument(
         sprintf(
           "`precisions` must be among \"float32\", \"mixed_bfloat16\" and \"mixed_float16\", not %s.",
           describe(precisions)
-        ),
-        "gpukeras_error_bad_argument"
+        )
       )
     }
   }
   if (!is.null(batch_sizes)) check_counts(batch_sizes)
   check_counts(steps_per_execution)
   if (!is.logical(jit_compile) || !length(jit_compile) || anyNA(jit_compile)) {
-    gpukeras_abort(
-      sprintf("`jit_compile` must be TRUE and/or FALSE, not %s.", describe(jit_compile)),
-      "gpukeras_error_bad_argument"
-    )
+    abort_bad_argument(sprintf("`jit_compile` must be TRUE and/or FALSE, not %s.", describe(jit_compile)))
   }
   check_count(max_batch)
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
-  if (!is.null(data$validation)) {
-    gpukeras_abort(
-      "`data` must be one dataset or list(x = , y = ), not a train/validation split: give its training part.",
-      "gpukeras_error_bad_argument"
-    )
-  }
+  check_not_split(data, "training")
   if (!is.null(batch_sizes) && data$kind != "r") {
-    gpukeras_abort(
+    abort_bad_argument(
       paste0(
         "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot change them). Leave ",
         "`batch_sizes` NULL."
-      ),
-      "gpukeras_error_bad_argument"
+      )
     )
   }
   check_python_object(model, "model", "a compiled Keras 3 model")
@@ -173,9 +163,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
 
 check_counts <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || !length(x) || anyNA(x) || any(x < 1) || any(x != round(x))) {
-    gpukeras_abort(
-      sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), "gpukeras_error_bad_argument", call = call
-    )
+    abort_bad_argument(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), call = call)
   }
   invisible(x)
 }
@@ -283,10 +271,7 @@ format.gpukeras_tune <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_tune <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_tune <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 as.data.frame.gpukeras_tune <- function(x, ...) x$trials
@@ -354,30 +339,21 @@ tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_executi
     ))
   }
   if (!inherits(settings, "gpukeras_tune")) {
-    gpukeras_abort(
-      sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)), call = call)
   }
   best <- settings$recommended
   if (is.null(best)) {
-    gpukeras_abort(
-      "`tuned` recommends nothing: no run of gpu_tune() was numerically sound.",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("`tuned` recommends nothing: no run of gpu_tune() was numerically sound.", call = call)
   }
   given <- c(
     batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
     jit_compile = !identical(jit_compile, "auto")
   )
   if (any(given)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf(
         "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -396,15 +372,11 @@ tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile
 
 # The choice a gpu_fit() request carries (tune_fit_settings()'s record), which a background
 # fit's child gets back as `tuned`.
-is_tuned_record <- function(x) {
-  is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
-}
+is_tuned_record <- function(x) is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
 
 # The runs not made, each with why: memory ones one by one, the budget's counted.
 skipped_lines <- function(skipped) {
-  if (!nrow(skipped)) {
-    return(character())
-  }
+  if (!nrow(skipped)) return(character())
   memory <- startsWith(skipped$reason, "memory:")
   c(
     sprintf(

@@ -6,11 +6,7 @@
 # type the core takes (an integer, a double), and `allow_null` where NULL means "none".
 # Messages: "`arg` must be <what>, not <what it is>."
 stop_input_type <- function(x, what, arg, call, note = "") {
-  gpukeras_abort(
-    sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note),
-    "gpukeras_error_bad_argument",
-    call = call
-  )
+  abort_bad_argument(sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note), call = call)
 }
 
 describe <- function(x) {
@@ -73,6 +69,16 @@ check_number_decimal <- function(x, min = -Inf, max = Inf, allow_null = FALSE, a
   invisible(as.double(x))
 }
 
+# One number in `interval`, whose ends are open or closed as it is written ("[0, 1)"), as a
+# double: "`arg` must be one number in [0, 1)<what>, not `1`."
+check_number_in <- function(x, interval, what = "", arg = caller_arg(x), call = caller_env()) {
+  ends <- as.numeric(strsplit(gsub("[][()]", "", interval), ",", fixed = TRUE)[[1]])
+  inside <- is_number(x) && (if (startsWith(interval, "[")) x >= ends[1] else x > ends[1]) &&
+    (if (endsWith(interval, "]")) x <= ends[2] else x < ends[2])
+  if (!inside) stop_input_type(x, paste0("one number in ", interval, what), arg, call)
+  invisible(as.double(x))
+}
+
 # "one <kind> from <min> to <max>", leaving out a bound that is not one.
 bounds_text <- function(kind, min, max) {
   widest <- .Machine$integer.max
@@ -121,19 +127,14 @@ check_auto_flag <- function(x, arg = caller_arg(x), call = caller_env()) {
 }
 
 check_learning_rate <- function(learning_rate, call = caller_env()) {
-  if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) {
-    return(learning_rate)
-  }
-  if (inherits(learning_rate, "gpukeras_lr_schedule")) {
-    return(unclass(learning_rate))
-  }
+  if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) return(learning_rate)
+  if (inherits(learning_rate, "gpukeras_lr_schedule")) return(unclass(learning_rate))
   if (!is_number(learning_rate) || !is.finite(learning_rate) || learning_rate <= 0) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
         "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -141,22 +142,17 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
 }
 
 check_callbacks <- function(callbacks, call = caller_env()) {
-  if (is.null(callbacks)) {
-    return(NULL)
-  }
-  if (inherits(callbacks, "python.builtin.object")) {
-    callbacks <- list(callbacks)
-  }
+  if (is.null(callbacks)) return(NULL)
+  if (inherits(callbacks, "python.builtin.object")) callbacks <- list(callbacks)
   if (!is.list(callbacks) || length(callbacks) == 0L ||
     !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)
         ),
         "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -171,9 +167,7 @@ check_seed <- function(seed, call = caller_env()) {
 # "auto" is a progress bar where someone watches (an interactive session) and
 # one line per epoch in logs.
 resolve_verbose <- function(verbose, call = caller_env()) {
-  if (identical(verbose, "auto")) {
-    return(if (interactive()) 1L else 2L)
-  }
+  if (identical(verbose, "auto")) return(if (interactive()) 1L else 2L)
   if (!is_number(verbose) || !verbose %in% 0:2) stop_input_type(verbose, "\"auto\", 0, 1 or 2", "verbose", call)
   as.integer(verbose)
 }
@@ -187,9 +181,7 @@ resolve_verbose <- function(verbose, call = caller_env()) {
 # function's frame, without evaluating them.
 check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()) {
   dots <- as.list(substitute(list(...), call))[-1L]
-  if (!length(dots)) {
-    return(invisible())
-  }
+  if (!length(dots)) return(invisible())
   names <- rlang::names2(dots)
   fun <- get(fn, envir = topenv(), mode = "function")
   own <- setdiff(names(formals(fun)), "...")
@@ -205,9 +197,8 @@ check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()
 # (gpu_export(), gpu_serve()); `hint` says what to do with anything else.
 check_trained_model <- function(x, hint, arg = caller_arg(x), call = caller_env()) {
   if (!inherits(x, c("gpukeras_fit", "gpukeras_model"))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`%s` must be a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(x)), hint),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

@@ -1,5 +1,11 @@
 # Formatting helpers shared by the print methods.
 
+# print() of a class whose format() says it all: its lines.
+print_formatted <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
 # Sizes in bytes, in the largest binary unit below each: "504 B", "1.0 KiB", "2.9 MiB".
 format_bytes <- function(bytes) {
   units <- c(GiB = 2^30, MiB = 2^20, KiB = 2^10)
@@ -13,9 +19,7 @@ format_mib <- function(mib) {
   ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
 }
 
-format_percent <- function(share, digits = 0) {
-  sprintf(paste0("%.", digits, "f%%"), 100 * share)
-}
+format_percent <- function(share, digits = 0) sprintf(paste0("%.", digits, "f%%"), 100 * share)
 
 format_seconds <- function(seconds) {
   if (seconds < 60) sprintf("%.1f s", seconds) else if (seconds < 3600) sprintf("%.1f min", seconds / 60) else

@@ -19,16 +19,12 @@ or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x
 # A Python list of numbers crosses as a numeric vector, or as a list when it
 # holds None; both become a numeric vector with NA for None.
 as_numbers <- function(x) {
-  if (is.list(x)) {
-    return(vapply(x, function(value) if (is.null(value)) NA_real_ else as.numeric(value), numeric(1)))
-  }
+  if (is.list(x)) return(vapply(x, function(value) if (is.null(value)) NA_real_ else as.numeric(value), numeric(1)))
   as.numeric(x)
 }
 
 as_samples_df <- function(samples, columns) {
-  if (is.data.frame(samples)) {
-    samples <- as.list(samples)
-  }
+  if (is.data.frame(samples)) samples <- as.list(samples)
   is_rows <- is.list(samples) && length(samples) && is.null(names(samples))
   df <- if (is_rows) {
     rows_to_df(samples, union(columns, names(samples[[1]])))

@@ -7,9 +7,7 @@
 # "1", ...) to weight. Names are the labels' levels (factor labels, an image
 # folder's classes: `levels`) or class numbers.
 check_class_weight <- function(class_weight, levels = NULL, call = caller_env()) {
-  if (is.null(class_weight)) {
-    return(NULL)
-  }
+  if (is.null(class_weight)) return(NULL)
   usage <- paste0(
     "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = ",
     "1, \"1\" = 10) for class numbers."
@@ -18,9 +16,8 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   names <- names(class_weight)
   if (!is.numeric(values) || !length(values) || is.null(names) || any(names == "") || anyNA(names) ||
     anyDuplicated(names) || any(!is.finite(values)) || any(values < 0)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`class_weight` must be named numbers >= 0, one per class, not %s.", describe(class_weight)), usage),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -37,7 +34,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
     } else {
       "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
     }
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`class_weight` names %s, which %s no class of the labels.",
@@ -46,12 +43,11 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
         ),
         classes
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (length(levels) && any(codes >= length(levels))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`class_weight` names class %d, but the labels have %d classes (0 to %d).",
@@ -61,7 +57,6 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
         ),
         usage
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -72,31 +67,26 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
 # factor's levels, a gpu_dataset()'s recorded ones, an image folder's classes;
 # NULL for numeric labels and datasets made elsewhere.
 label_levels <- function(data) {
-  if (data$kind == "python") {
-    return(attr(data$dataset, "gpukeras")$encoding$y$levels)
-  }
+  if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding$y$levels)
   if (!is.null(data$y)) label_spec(data$y)$levels
 }
 
 # `sample_weight` for rows with `labels` (from encode_labels()): one number >= 0
 # per row (an NA is an NA row), as a double vector.
 check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
-  if (is.null(sample_weight)) {
-    return(NULL)
-  }
+  if (is.null(sample_weight)) return(NULL)
   if (is.null(labels)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         "`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).",
         "Without labels there is no loss to weigh."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   if (!is.numeric(sample_weight) || length(dim(sample_weight)) > 1L || any(sample_weight < 0, na.rm = TRUE) ||
     any(is.infinite(sample_weight))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.",
@@ -104,7 +94,6 @@ check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
         ),
         "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }

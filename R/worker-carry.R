@@ -14,10 +14,9 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   if (!is.function(model_fn) || inherits(model_fn, "python.builtin.object")) {
     given <- if (inherits(model_fn, "python.builtin.object")) sprintf("a model itself (%s)", class(model_fn)[1]) else
       describe(model_fn)
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`model_fn` must be an R function that builds and compiles the model, not %s.", given),
         "Each fit calls it in a fresh process, so every fit starts from fresh weights.", usage),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -25,7 +24,7 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   required <- sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...")
   takes <- length(params) - ("..." %in% names(params))
   if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "`model_fn` must take %s, but it takes %s.",
@@ -34,16 +33,13 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
         ),
         usage
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   carry_function(model_fn, call = call)
 }
 
-describe_formals <- function(params) {
-  if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
-}
+describe_formals <- function(params) if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
 
 # `fn` as a worker process can run it: a function finds its variables in the global
 # environment, which does not travel with it (saveRDS() writes a closure's environment,
@@ -105,7 +101,7 @@ users_function <- function(value) {
 }
 
 carry_clash <- function(name, label, call) {
-  gpukeras_abort(
+  abort_bad_argument(
     c(
       sprintf(
         paste0(
@@ -120,7 +116,6 @@ carry_clash <- function(name, label, call) {
         "or pass it as an argument."
       )
     ),
-    "gpukeras_error_bad_argument",
     call = call
   )
 }
@@ -129,15 +124,9 @@ carry_clash <- function(name, label, call) {
 # environment is searched (it does not travel), a namespace is not (it loads there).
 user_binding <- function(name, env, top) {
   repeat {
-    if (identical(env, top) && !identical(top, globalenv())) {
-      return(NULL)
-    }
-    if (exists(name, envir = env, inherits = FALSE)) {
-      return(env)
-    }
-    if (identical(env, top) || identical(env, emptyenv())) {
-      return(NULL)
-    }
+    if (identical(env, top) && !identical(top, globalenv())) return(NULL)
+    if (exists(name, envir = env, inherits = FALSE)) return(env)
+    if (identical(env, top) || identical(env, emptyenv())) return(NULL)
     env <- parent.env(env)
   }
 }
@@ -165,7 +154,7 @@ carry_python <- function(fn, call) {
         if (is.list(value)) "a list holding a Python object" else "a Python object",
         class(found[[1]])[1]
       )
-      gpukeras_abort(
+      abort_bad_argument(
         c(
           sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
           "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
@@ -174,7 +163,6 @@ carry_python <- function(fn, call) {
             "worker."
           )
         ),
-        "gpukeras_error_bad_argument",
         call = call
       )
     }
@@ -222,17 +210,15 @@ moved_many_args <- c(
 check_fit_args <- function(args, verb, call = caller_env()) {
   names <- rlang::names2(args)
   if (any(names == "")) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("%s() takes gpu_fit()'s arguments in `...` by name.", verb), "e.g. epochs = 10, batch_size = 64."),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
   moved <- intersect(names, names(moved_many_args))
   if (length(moved)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("%s() has no argument `%s` any more: give %s.", verb, moved[1], moved_many_args[[moved[1]]]),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -245,7 +231,7 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       closest <- closest_argument(name, c(own, verb_own))
       if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
     })
-    gpukeras_abort(
+    abort_bad_argument(
       c(
         sprintf(
           "%s() has no argument%s %s, nor has gpu_fit().",
@@ -256,7 +242,6 @@ check_fit_args <- function(args, verb, call = caller_env()) {
         unlist(meant),
         sprintf("?%s and ?gpu_fit list the arguments.", verb)
       ),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -271,9 +256,8 @@ check_fit_args <- function(args, verb, call = caller_env()) {
   )
   refused <- intersect(names, names(set_by_worker))
   if (length(refused)) {
-    gpukeras_abort(
+    abort_bad_argument(
       c(sprintf("`%s` cannot be given to %s(): %s.", refused[1], verb, set_by_worker[[refused[1]]])),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -292,12 +276,11 @@ check_fit_args <- function(args, verb, call = caller_env()) {
 # labels to stratify by, and the .npy files carry_data() writes in `dir`.
 many_data <- function(data, dir, verb, call = caller_env()) {
   if (data$kind != "r") {
-    gpukeras_abort(
+    abort_bad_data(
       c(
         sprintf("%s() needs the rows in memory, to split them: give R data, list(x = , y = ), not a dataset.", verb),
         "A gpu_dataset() of files cannot be split by rows; read the data into R first."
       ),
-      "gpukeras_error_bad_data",
       call = call
     )
   }
@@ -318,6 +301,4 @@ derived_seed <- function(seed, number) {
 
 # A seed for a run given none: chosen here (from the clock, leaving R's random numbers as
 # they are) and recorded, so any fit can be repeated.
-chosen_seed <- function(seed) {
-  seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
-}
+chosen_seed <- function(seed) seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)

@@ -82,6 +82,7 @@ worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env())
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
   write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
+  process_signal(worker$dir)
   worker$task <- task
   worker$started <- Sys.time()
   pool$busy[[i]] <- worker
@@ -231,15 +232,12 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 # --- In the worker process -------------------------------------------------------------
 
 # What a worker loads before its task: Python, Keras (with TensorFlow where it is
-# installed, which Keras' seed imports on either backend) and the core's modules its task
-# calls (worker_task(): gpu_setup(), gpu_fit(), a search's pruning callback, gpu_save()), with
-# no runtime (no devices, no memory), so that the task starts at once.
+# installed, which Keras' seed imports on either backend) and the core's modules its tasks
+# call (the core's list: bridge.WORKER_VERBS), with no runtime (no devices, no memory), so
+# that the task starts at once.
 worker_load <- function() {
   core_call("preload_keras")
-  core_call("preload", verbs = list(
-    "setup", "start", "fit", "memory_plan", "search_pruning_callback", "save_model", "cv_population",
-    "search_population"
-  ))
+  core_call("preload")
 }
 
 # Load (worker_load()), then wait for the task; a session that ends first takes the
@@ -250,16 +248,13 @@ worker_wait <- function(dir, parent, warm = NULL, prepare = NULL) {
   worker_await(dir, parent, prepare)
 }
 
-# Prepare the runtime (worker_prepare()), wait in `dir` for the task and run it; return at
-# once if the session has gone.
+# Prepare the runtime (worker_prepare()), wait in `dir` for the task (process_await()) and
+# run it; return at once if the session has gone.
 worker_await <- function(dir, parent, prepare) {
   task_file <- file.path(dir, "task.rds")
   prepared <- worker_prepare(prepare, compile = !file.exists(task_file))
-  while (!file.exists(task_file)) {
-    if (!process_alive(parent) || !dir.exists(dir)) {
-      return(invisible())
-    }
-    Sys.sleep(0.02)
+  if (!process_await(dir, "task.rds", parent)) {
+    return(invisible())
   }
   file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_collect())
   worker_task(dir, readRDS(task_file), prepared)

@@ -303,3 +303,11 @@ readback["fork"] = os.waitstatus_to_exitcode(status)
     )
     assert run.value == ["tensorflow", "jax"]
     assert run.readback["fork"] == 0
+
+
+def test_preload_by_default_imports_what_a_worker_calls() -> None:
+    """Every verb a worker's task calls is one of the bridge's (R's pool names none: it
+    calls preload() with no verbs)."""
+    from gpukeras.bridge import VERBS, WORKER_VERBS
+
+    assert set(WORKER_VERBS) <= set(VERBS)

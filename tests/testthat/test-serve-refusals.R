@@ -27,10 +27,16 @@ guarded <- function(...) {
   if (is.null(answer)) "passes" else paste(answer$status, answer$body)
 }
 
+# What a client reads of a body: "passes", or the refusal, serving's own or of what
+# predict() refuses before Python runs (R's checks, mapped by prediction_refused()).
 refused <- function(body) {
   tryCatch(
     {
-      request_data(parse_request_body(charToRaw(body), part), settings)
+      newdata <- request_data(parse_request_body(charToRaw(body), part), settings)
+      tryCatch(
+        abort_not_finite(list(x = encode_data_frame(newdata, "x", part))),
+        gpukeras_error_bad_data = function(e) prediction_refused(e, settings)
+      )
       "passes"
     },
     gpukeras_serve_reject = function(e) paste(e$status, as_json(e$problem))

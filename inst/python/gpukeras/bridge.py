@@ -125,14 +125,31 @@ VERBS: dict[str, str] = {
 }
 
 
-def preload(verbs: list[str]) -> None:
-    """Import the modules of ``verbs`` (names in ``VERBS``) without calling them.
+# The verbs a worker of gpu_cv()'s and gpu_search()'s pool calls for its task: gpu_setup(),
+# gpu_fit() and its memory plan, a search's pruning callback, gpu_save(), gpu_cv()'s and
+# gpu_search()'s populations. The pool knows none of them: a client whose task calls another verb adds it
+# here, and every worker imports its module before the task (preload()).
+WORKER_VERBS: tuple[str, ...] = (
+    "setup",
+    "start",
+    "fit",
+    "memory_plan",
+    "search_pruning_callback",
+    "save_model",
+    "cv_population",
+    "search_population",
+)
+
+
+def preload(verbs: list[str] | None = None) -> None:
+    """Import the modules of ``verbs`` (names in ``VERBS``; by default ``WORKER_VERBS``)
+    without calling them.
 
     A process that forks workers (R's worker template) does it once, so that no fork
     imports them again: gpu_fit()'s modules took 0.43 s of every trial's start. Nothing
     runs but imports: no runtime, thread or device. A module that cannot be imported is
     left to the verb's own call, which reports why."""
-    for verb in verbs:
+    for verb in WORKER_VERBS if verbs is None else verbs:
         with contextlib.suppress(Exception):
             function_at(VERBS[verb])
 
