@@ -181,6 +181,9 @@ newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
 	"$(NP2_PYTHON)" -c 'import numpy, sys; print("NumPy", numpy.__version__); sys.exit(not numpy.__version__.startswith("2."))' || \
 	  { echo "install_gpukeras() under reticulate >= 1.41 did not install NumPy 2"; exit 1; }
 	"$(NP2_PYTHON)" -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@# JAX, as on the GPU machines (their stack is this one): on it gpu_cv() and gpu_search()
+	@# train populations by default, which the simulated GPU's R tests then take (python/requirements-dev.txt's pins).
+	"$(NP2_PYTHON)" -m pip install -q --disable-pip-version-check $$(grep -E '^jax(lib)?==' python/requirements-dev.txt)
 
 # The testthat files about what the newer stack changes, on it: R data into NumPy 2 and
 # back (convert, dataset, predict, fit's results), which Python reticulate >= 1.41

@@ -130,13 +130,17 @@ test_that("a batch whose model_fn fails fails each of its trials, and stops the 
         ),
         error = identity
       )
-      study <- reticulate::import("optuna")$load_study(
-        study_name = "gpukeras", storage = paste0("sqlite:///", file.path(storage, "search.db"))
-      )
+      # read in Python: reticulate >= 1.41 converts optuna's TrialState (an IntEnum) to a number
+      study <- reticulate::py_run_string(sprintf(paste(
+        "import optuna",
+        "trials = optuna.load_study(study_name = 'gpukeras', storage = 'sqlite:///%s').trials",
+        "states = [trial.state.name for trial in trials]",
+        "reasons = [trial.user_attrs['gpukeras_reason'] for trial in trials]",
+        sep = "\n"
+      ), file.path(storage, "search.db")), local = TRUE)
       list(
         class = class(error), message = conditionMessage(error), parent = conditionMessage(error$parent),
-        states = vapply(study$trials, function(trial) trial$state$name, ""),
-        reasons = vapply(study$trials, function(trial) trial$user_attrs$gpukeras_reason, "")
+        states = unlist(study$states), reasons = unlist(study$reasons)
       )
     }
     list(populations = failed(gpu_workers()), processes = failed(gpu_workers(population = FALSE)))
