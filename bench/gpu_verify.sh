@@ -137,7 +137,7 @@ for part in "${parts[@]}"; do
         # of tar), the same format for the runner, 4 MiB larger, so its size check is stricter
         step r-bundle 420 env XZ_OPT="-0 -T0" bash bench/gpu_r_bundle.sh --prove "$bundle"
       else
-        step r-on-gpu 420 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+        step r-on-gpu 600 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
           "$bundle/Rscript" bench/r_on_gpu.R --out "$out/r-on-gpu-$tag.md"
       fi
       ;;

@@ -12,7 +12,11 @@
 #      JAX: the data on the device, several steps per dispatch), and its report;
 #   5. a background job (gpu_fit(background = TRUE)), then the standby process gpukeras
 #      keeps waiting for the next one: NVML's memory used before, during and after, and
-#      the GPU memory each of this session's child processes holds (it must hold none).
+#      the GPU memory each of this session's child processes holds (it must hold none);
+#   6. populations (issue #61's GPU goals), in the session whose runtime 2-5 started: a
+#      5-fold gpu_cv() of the MLP 20-128-128-2 against one gpu_fit() of a fold's rows
+#      (goal <= 2x), 16-trial searches over the learning rate (goal >= 10x 665 trials per
+#      hour) and over units too (>= 4x), and NVML's utilization over a 64-trial one (>= 50 %).
 #
 # Every output is written as Markdown to bench/results/r-on-gpu-<device>-<date>.md (a
 # smoke run, --smoke: tiny sizes, the file in GPUKERAS_BENCH_OUT; --out FILE: there).
@@ -275,6 +279,77 @@ say("\nStandby's GPU memory: ", standby_mib, " MiB",
     if (nrow(holding) && !any(holding$pid %in% c(Sys.getpid(), children$pid))) {
       " (NVML's pids are not this machine's: see the memory used before and after instead)"
     } else "")
+# 6. Populations: folds and trials trained together (issue #61's GPU goals) -------------
+# GPU utilization NVML reports every 200 ms while `expr` runs: its mean, in percent
+nvml_utilization <- function(expr) {
+  file <- tempfile("nvml-utilization-")
+  sampler <- if (on_gpu) {
+    processx::process$new("nvidia-smi", c("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"),
+                          stdout = file, stderr = NULL)
+  }
+  began <- Sys.time()
+  value <- force(expr)
+  seconds <- as.numeric(difftime(Sys.time(), began, units = "secs"))
+  if (!is.null(sampler)) sampler$kill()
+  samples <- suppressWarnings(as.numeric(if (file.exists(file)) readLines(file) else character()))
+  list(value = value, seconds = seconds, utilization = if (any(!is.na(samples))) mean(samples, na.rm = TRUE) else NA_real_)
+}
+population_mlp <- function(units = 128L, learning_rate = 1e-3) {
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(20L)),
+    keras$layers$Dense(as.integer(units), activation = "relu"),
+    keras$layers$Dense(as.integer(units), activation = "relu"),
+    keras$layers$Dense(2L, activation = "softmax")
+  ))
+  model$compile(optimizer = keras$optimizers$Adam(learning_rate), loss = "sparse_categorical_crossentropy",
+                metrics = list("accuracy"))
+  model
+}
+population_epochs <- if (mode$smoke) 1 else 5
+population_data <- list(x = search_x, y = search_y)
+folds <- if (mode$smoke) 2L else 5L
+# one fit of a fold's size, compiled anew in this session (its runtime started above)
+fold_rows <- seq_len(round(search_rows * (folds - 1) / folds))
+one_fit <- nvml_utilization(gpu_fit(population_mlp(), list(x = search_x[fold_rows, ], y = search_y[fold_rows]),
+                                    epochs = population_epochs, batch_size = 256, seed = 1, verbose = 0))
+cv <- nvml_utilization(gpu_cv(population_mlp, population_data, folds = folds, epochs = population_epochs,
+                              batch_size = 256, seed = 1))
+say("\n## 6. Populations: ", folds, " folds, and ", if (mode$smoke) "2" else "16 and 64", " trials, trained together\n")
+say("```r\n", paste(
+  "fit <- gpu_fit(model_fn(), fold_rows, epochs = 5, batch_size = 256, seed = 1)",
+  "cv <- gpu_cv(model_fn, list(x = x, y = y), folds = 5, epochs = 5, batch_size = 256, seed = 1)", sep = "\n"), "\n```\n")
+say(sprintf(paste0("gpu_cv(): %.1f s, trained as %s; one gpu_fit() of a fold's rows: %.1f s; **%.2fx** (goal <= 2x",
+                   " on an H100); GPU utilization while the folds trained: %.0f %%"),
+            cv$seconds, paste(cv$value$trained, collapse = " and "), one_fit$seconds, cv$seconds / one_fit$seconds,
+            cv$utilization))
+`%||%` <- function(x, y) if (is.null(x)) y else x
+population_search <- function(space, trials) {
+  folder <- tempfile("r-on-gpu-population-")
+  on.exit(unlink(folder, recursive = TRUE))
+  nvml_utilization(gpu_search(function(params) population_mlp(params$units %||% 128L, params$learning_rate),
+                              population_data, space, trials = trials, sampler = "random", pruner = "none",
+                              storage = folder, seed = 1, epochs = population_epochs, batch_size = 256))
+}
+learning_rate <- list(learning_rate = search_float(1e-4, 1e-2, log = TRUE))
+# a smoke run takes each path once: the two larger searches run the same code
+searches <- if (mode$smoke) {
+  list(learning_rate = population_search(learning_rate, 2L))
+} else {
+  list(learning_rate = population_search(learning_rate, 16L), units_too = population_search(search_space, 16L),
+       utilization = population_search(learning_rate, 64L))
+}
+goals <- c(learning_rate = "goal >= 10x 665, 6,650 trials per hour", units_too = "goal >= 4x 665, 2,660",
+           utilization = "GPU utilization goal >= 50 %")
+for (name in names(searches)) {
+  run <- searches[[name]]
+  trials <- nrow(run$value$trials)
+  say(sprintf("\nSearch (%s): %d trials in %.1f s, **%.0f trials per hour** (%s); trained as %s; GPU utilization %.0f %%",
+              c(learning_rate = "learning rate", units_too = "units and learning rate",
+                utilization = "learning rate")[[name]],
+              trials, run$seconds, 3600 * trials / run$seconds, goals[[name]],
+              paste(run$value$trained, collapse = " and "), run$utilization))
+}
 say("\nWall time of this script: ", round(as.numeric(difftime(Sys.time(), started, units = "secs"))), " s.")
 
 out <- if (!is.na(out_arg)) {
