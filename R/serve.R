@@ -88,6 +88,14 @@
 #' to a busy service: 108 MB held for a moment): where clients across a
 #' network can reach it, a proxy in front that limits bodies spares that.
 #'
+#' One R thread answers every request, so `gpu_serve()` keeps a client that
+#' sends bodies it refuses from taking that thread's time from others: a
+#' `POST /predict` whose body is refused (a `400` or `413` after its body was
+#' read) gets its answer a quarter of a second later, while the service
+#' answers other requests meanwhile. A client that sends such bodies one
+#' after another then gets at most four answers a second. ([gpu_api()]'s
+#' routes in the caller's router answer at once: the router's server decides.)
+#'
 #' @section Security:
 #' The service binds the loopback interface (`127.0.0.1`) by default: only
 #' this machine reaches it. Another `host` (`"0.0.0.0"`: every interface)
@@ -264,7 +272,7 @@ serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, 
 # refuses (the router's filter makes the same checks again: they pass).
 serve_app <- function(api, settings) {
   list(
-    call = function(req) api$call(req),
+    call = function(req) refusal_delayed(req, api$call(req)),
     onHeaders = function(req) {
       path <- req$PATH_INFO
       refused <- serve_guard(
@@ -277,6 +285,18 @@ serve_app <- function(api, settings) {
     }
   )
 }
+
+# `answer` (httpuv's response to `req`), or, for a POST /predict refused after its
+# body was read (a 400 or 413), a promise of it SERVE_REFUSAL_DELAY seconds later:
+# httpuv answers other requests meanwhile, so a client that sends refused bodies in a
+# loop takes little of the one R thread (see ?gpu_serve, "Limits").
+refusal_delayed <- function(req, answer) {
+  refused <- !promises::is.promise(answer) && isTRUE(answer$status %in% c(400L, 413L)) &&
+    identical(req$PATH_INFO, "/predict") && identical(req$REQUEST_METHOD, "POST")
+  if (!refused) return(answer)
+  promises::promise(function(resolve, reject) later::later(function() resolve(answer), SERVE_REFUSAL_DELAY))
+}
+SERVE_REFUSAL_DELAY <- 0.25
 
 # Every answer closes its connection: httpuv writes a response's head and body
 # apart without TCP_NODELAY, so on a kept-alive connection the body waited for

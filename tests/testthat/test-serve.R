@@ -447,6 +447,37 @@ test_that("8,000 records each with a key of its own build no table; /health answ
   expect_lt(served_mib() - before, 150)
 })
 
+test_that("gpu_serve() answers a refused body a quarter of a second late, and other requests meanwhile", {
+  refused <- sprintf("[%s]", paste0("{\"k", 1:200, "\": 1}", collapse = ","))
+  pool <- curl::new_pool(total_con = 4, host_con = 4)
+  began <- Sys.time()
+  done <- list()
+  finish <- function(name) {
+    force(name)
+    function(response) done[[name]] <<- list(status = response$status_code, at = Sys.time())
+  }
+  curl::curl_fetch_multi(
+    paste0(served, "/predict"), done = finish("refused"), pool = pool, handle = request_handle(refused, token)
+  )
+  for (i in 1:3) curl::curl_fetch_multi(paste0(served, "/health"), done = finish(paste0("health", i)), pool = pool)
+  curl::multi_run(pool = pool, timeout = 60)
+  expect_identical(done$refused$status, 400L)
+  expect_gte(as.numeric(difftime(done$refused$at, began, units = "secs")), 0.25)
+  # the three /health requests were answered while the refused one waited
+  expect_identical(names(done)[[4]], "refused")
+  expect_true(all(vapply(done, `[[`, integer(1), "status")[-4] == 200L))
+  # what the service delays: a POST /predict refused after its body was read, nothing else
+  delayed <- function(path, method, status) {
+    answer <- gpukeras:::refusal_delayed(list(PATH_INFO = path, REQUEST_METHOD = method), list(status = status))
+    promises::is.promise(answer)
+  }
+  expect_true(delayed("/predict", "POST", 400L))
+  expect_true(delayed("/predict", "POST", 413L))
+  expect_false(delayed("/predict", "POST", 200L))
+  expect_false(delayed("/predict", "POST", 500L))
+  expect_false(delayed("/health", "GET", 400L))
+})
+
 test_that("an answer echoes at most a few short values of what the client sent, as valid UTF-8", {
   levels <- c(strrep("x", 300), sprintf("level %d", 1:20))
   unseen <- http(paste0(served, "/predict"), records(data.frame(income = 5, region = levels, member = TRUE)))
