@@ -104,14 +104,15 @@ test_that(paste(
   json <- reticulate::import("json")
   closure <- local(function() json$dumps(list(1L, 2L)))
   # the session's objects are not in what travels: a fresh R process, which never saw them
-  in_a_worker <- function(fn) {
-    callr::r(function(f) {
+  # (one for both functions, each made again there on its own)
+  in_a_worker <- function(...) {
+    callr::r(function(fs) {
       library(gpukeras)
-      gpukeras:::worker_function(f)()
-    }, list(check_model_fn(fn, 0L)), env = c(callr::rcmd_safe_env(), GPUKERAS_PYTHON = reticulate::py_config()$python))
+      lapply(fs, function(f) gpukeras:::worker_function(f)())
+    }, list(lapply(list(...), check_model_fn, 0L)),
+    env = c(callr::rcmd_safe_env(), GPUKERAS_PYTHON = reticulate::py_config()$python))
   }
-  expect_identical(in_a_worker(top), 1L)
-  expect_identical(in_a_worker(closure), "[1, 2]")
+  expect_identical(in_a_worker(top, closure), list(1L, "[1, 2]"))
   # the session's own are left as they were
   expect_s3_class(get("gpukeras_test_keras", envir = env), "gpukeras.core.keras_api.KerasNamespace")
   expect_identical(environment(get("gpukeras_test_dense", envir = env)), env)

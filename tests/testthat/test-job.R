@@ -88,6 +88,7 @@ test_that(paste(
   expect_identical(status$restarts, 1L)
   expect_match(status$causes, "killed by signal 11 \\(SIGSEGV")
   expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 5L))
+  expect_true(any(grepl("^Backups: .*, every 5 batches \\(resumed in epoch 2, after 5 batches\\)$", format(fit))))
   expect_identical(fit$history$epoch, 1:3)
   expect_equal(fit$history$loss, unbroken$fit$history$loss, tolerance = 1e-6)
   expect_identical(lapply(model$get_weights(), as.vector), lapply(unbroken$model$get_weights(), as.vector))
