@@ -171,23 +171,13 @@ new_gpukeras_batch_size <- function(result) {
   trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
   estimate <- result$estimate
   estimate$uncounted_layers <- as.character(unlist(estimate$uncounted_layers))
-  structure(
-    list(
-      trials = trials,
-      recommended = as.integer(result$recommended),
-      fastest = as.integer(result$fastest),
-      steps_rule = result$steps_rule,
-      largest = as.integer(result$largest),
-      smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
-      device = result$device,
-      device_name = result$device_name,
-      backend = result$backend,
-      budget = result$budget,
-      estimate = estimate,
-      settings = result$settings
-    ),
-    class = "gpukeras_batch_size"
-  )
+  structure(list(
+    trials = trials, recommended = as.integer(result$recommended), fastest = as.integer(result$fastest),
+    steps_rule = result$steps_rule, largest = as.integer(result$largest),
+    smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
+    device = result$device, device_name = result$device_name, backend = result$backend, budget = result$budget,
+    estimate = estimate, settings = result$settings
+  ), class = "gpukeras_batch_size")
 }
 
 #' @export

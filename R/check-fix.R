@@ -114,23 +114,19 @@ make_repair <- function(repair, python, call = caller_env()) {
 
 repair_broke_environment <- function(python, remove, install, restore, call = caller_env()) {
   back <- if (length(restore)) restore else remove
-  gpukeras_abort(
-    c(
-      sprintf(
-        paste0(
-          "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
-          "%s nor put it back."
-        ),
-        python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
+  gpukeras_abort(c(
+    sprintf(
+      paste0(
+        "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
+        "%s nor put it back."
       ),
-      sprintf(
-        "Restore it (with a network) with: %s -m pip install %s",
-        shell_words(python), paste(shell_words(back), collapse = " ")
-      )
+      python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
     ),
-    "gpukeras_error_repair",
-    call = call
-  )
+    sprintf(
+      "Restore it (with a network) with: %s -m pip install %s",
+      shell_words(python), paste(shell_words(back), collapse = " ")
+    )
+  ), "gpukeras_error_repair", call = call)
 }
 
 # Run `python -m pip <args>`, saying the command and pip's last word on it;
@@ -236,14 +232,10 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
       id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
     )
     if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) stop(error)
-    gpukeras_abort(
-      c(
-        sprintf("gpu_check() could not run in this session: %s.", why),
-        sprintf("%s is now installed: restart R, then run gpu_check() again.", pin)
-      ),
-      class(error)[1],
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("gpu_check() could not run in this session: %s.", why),
+      sprintf("%s is now installed: restart R, then run gpu_check() again.", pin)
+    ), class(error)[1], call = call)
   }
   tryCatch(
     code,

@@ -7,17 +7,14 @@ cv_split <- function(folds, group, data, seed, call) {
   rows <- training_rows(data)
   if (inherits(folds, "rset")) return(rsample_split(folds, rows, call))
   if (!is_whole_number(folds, 2, rows)) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
-          rows,
-          describe(folds)
-        ),
-        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
+    abort_bad_argument(c(
+      sprintf(
+        "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
+        rows,
+        describe(folds)
       ),
-      call = call
-    )
+      "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
+    ), call = call)
   }
   k <- as.integer(folds)
   fold <- withr::with_seed(seed, if (!is.null(group)) group_folds(group, k, call) else label_folds(data, k))

@@ -255,16 +255,13 @@ cv_group <- function(group, data, call) {
   rows <- training_rows(data)
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
-      abort_bad_argument(
-        c(
-          sprintf(
-            "`group` names the column \"%s\", but `data$x` %s.",
-            group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
-          ),
-          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+      abort_bad_argument(c(
+        sprintf(
+          "`group` names the column \"%s\", but `data$x` %s.",
+          group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
         ),
-        call = call
-      )
+        "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+      ), call = call)
     }
     values <- data$x[[group]]
     data$x[[group]] <- NULL

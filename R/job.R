@@ -139,11 +139,8 @@ progress_sample <- function(progress) {
   logs <- progress[startsWith(names(progress), "log_")]
   names(logs) <- sub("^log_", "", names(logs))
   list(
-    batches_per_second = progress$batches_per_second,
-    samples_per_second = progress$samples_per_second,
-    gpu_utilization = progress$gpu_utilization,
-    gpu_memory_used_mib = progress$gpu_memory_used_mib,
-    logs = logs
+    batches_per_second = progress$batches_per_second, samples_per_second = progress$samples_per_second,
+    gpu_utilization = progress$gpu_utilization, gpu_memory_used_mib = progress$gpu_memory_used_mib, logs = logs
   )
 }
 
@@ -293,25 +290,14 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
   }
   # Now that this job trains, ready the processes of the next one.
   if (value %in% c("running", "done")) standby_start()
-  structure(
-    list(
-      state = value,
-      epoch = progress$epoch,
-      epochs = progress$epochs %||% job$spec$fit$epochs,
-      batch = progress$batch,
-      steps = progress$steps,
-      pid = state$pid,
-      restarts = state$restarts %||% 0L,
-      causes = state$causes %||% character(),
-      sample = if (!is.null(progress)) progress_sample(progress),
-      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      setup = read_rds_or_null(job_file(job, "setup.rds")),
-      error = state$error,
-      backup_dir = job$spec$fit$backup_dir,
-      resume = if (value == "failed") resume_call(job)
-    ),
-    class = "gpukeras_job_status"
-  )
+  structure(list(
+    state = value, epoch = progress$epoch, epochs = progress$epochs %||% job$spec$fit$epochs, batch = progress$batch,
+    steps = progress$steps, pid = state$pid, restarts = state$restarts %||% 0L, causes = state$causes %||% character(),
+    sample = if (!is.null(progress)) progress_sample(progress),
+    elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+    setup = read_rds_or_null(job_file(job, "setup.rds")), error = state$error, backup_dir = job$spec$fit$backup_dir,
+    resume = if (value == "failed") resume_call(job)
+  ), class = "gpukeras_job_status")
 }
 
 #' @rdname gpu_job_status
@@ -336,14 +322,10 @@ gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
     status
   }
   status <- job_wait_until(job, timeout, look, timed_out = function(status) {
-    gpukeras_abort(
-      c(
-        sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-      ),
-      "gpukeras_error_job_timeout",
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+    ), "gpukeras_error_job_timeout", call = call)
   })
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)

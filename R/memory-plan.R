@@ -125,29 +125,16 @@ new_gpukeras_memory_plan <- function(result) {
   parts <- rows_to_df(result$parts, c("part", "mib"))
   parts$part <- as.character(parts$part)
   parts$mib <- as.numeric(parts$mib)
-  structure(
-    list(
-      parts = parts,
-      total_mib = as.numeric(result$total_mib),
-      batch_size = as.integer(result$batch_size),
-      fixed_mib = as.numeric(result$fixed_mib),
-      per_sample_mib = as.numeric(result$per_sample_mib),
-      largest_batch = as.integer(result$largest_batch %||% NA_integer_),
-      largest_batch_reason = result$largest_batch_reason %||% NA_character_,
-      device = result$device,
-      device_name = result$device_name,
-      free_mib = as.numeric(result$free_mib %||% NA_real_),
-      free_source = result$free_source %||% NA_character_,
-      backend = result$backend,
-      dtype_policy = result$dtype_policy,
-      optimizer = result$optimizer,
-      uncounted = as.character(unlist(result$uncounted)),
-      method = result$method,
-      method_note = result$method_note %||% NA_character_,
-      changes = plan_changes(result$changes)
-    ),
-    class = "gpukeras_memory_plan"
-  )
+  structure(list(
+    parts = parts, total_mib = as.numeric(result$total_mib), batch_size = as.integer(result$batch_size),
+    fixed_mib = as.numeric(result$fixed_mib), per_sample_mib = as.numeric(result$per_sample_mib),
+    largest_batch = as.integer(result$largest_batch %||% NA_integer_),
+    largest_batch_reason = result$largest_batch_reason %||% NA_character_, device = result$device,
+    device_name = result$device_name, free_mib = as.numeric(result$free_mib %||% NA_real_),
+    free_source = result$free_source %||% NA_character_, backend = result$backend, dtype_policy = result$dtype_policy,
+    optimizer = result$optimizer, uncounted = as.character(unlist(result$uncounted)), method = result$method,
+    method_note = result$method_note %||% NA_character_, changes = plan_changes(result$changes)
+  ), class = "gpukeras_memory_plan")
 }
 
 # The plan's changes as a data.frame (`fits` NA where free memory is not known).

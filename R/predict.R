@@ -138,13 +138,10 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   path <- check_predictions_file(file, overwrite, call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
   if (isTRUE(scoring$shuffled)) {
-    abort_bad_argument(
-      c(
-        "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
-        "Make it with shuffle = FALSE, or give the R data itself."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
+      "Make it with shuffle = FALSE, or give the R data itself."
+    ), call = call)
   }
   if (!is.null(path)) return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
@@ -227,13 +224,10 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {
-      abort_bad_argument(
-        c(
-          "`newdata` is a path, but the model was not trained on an image folder.",
-          "Give the new data as the training data was given (R data, or a gpu_dataset())."
-        ),
-        call = call
-      )
+      abort_bad_argument(c(
+        "`newdata` is a path, but the model was not trained on an image folder.",
+        "Give the new data as the training data was given (R data, or a gpu_dataset())."
+      ), call = call)
     }
     files <- unlabelled_images(newdata, call)
     newdata <- if (is.null(files)) {
@@ -304,19 +298,16 @@ check_no_levels <- function(newdata, call) {
     names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
   }))
   if (length(coded)) {
-    abort_bad_data(
-      c(
-        sprintf(
-          "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
-          paste(coded, collapse = ", ")
-        ),
-        paste0(
-          "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
-          "the numbers it was trained on."
-        )
+    abort_bad_data(c(
+      sprintf(
+        "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
+        paste(coded, collapse = ", ")
       ),
-      call = call
-    )
+      paste0(
+        "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
+        "the numbers it was trained on."
+      )
+    ), call = call)
   }
 }
 
@@ -329,21 +320,17 @@ check_pixel_range <- function(newdata, rescale, call) {
   highest <- max(newdata, na.rm = TRUE)
   factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
   if (!is.null(factor) && factor != 1) {
-    gpukeras_warn(
-      c(
-        sprintf(
-          paste0(
-            "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
-            "little."
-          ),
-          format(highest, digits = 4),
-          format(top, digits = 4)
+    gpukeras_warn(c(
+      sprintf(
+        paste0(
+          "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
+          "little."
         ),
-        sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
+        format(highest, digits = 4),
+        format(top, digits = 4)
       ),
-      "gpukeras_warning_pixel_range",
-      call = call
-    )
+      sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
+    ), "gpukeras_warning_pixel_range", call = call)
   }
   invisible()
 }
@@ -364,13 +351,10 @@ scoring_model <- function(object, call) {
     abort_bad_argument("This result holds no model to score with.", call = call)
   }
   if (reticulate::py_is_null_xptr(model)) {
-    abort_bad_argument(
-      c(
-        "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
-        "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
+      "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
+    ), call = call)
   }
   model
 }

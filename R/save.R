@@ -46,13 +46,10 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   check_string(path, call = call)
   check_flag(overwrite, call = call)
   if (!grepl("[.]keras$", path)) {
-    abort_bad_argument(
-      c(
-        sprintf("`path` must end in .keras, not '%s'.", path),
-        "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`path` must end in .keras, not '%s'.", path),
+      "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
+    ), call = call)
   }
   if (inherits(object, c("gpukeras_fit", "gpukeras_model"))) {
     model <- scoring_model(object, call)

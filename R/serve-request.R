@@ -29,17 +29,14 @@ one_line <- function(message) {
 # rows of numbers when no encoding was recorded.
 served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "gpu_serve() serves a model with one input; this one has %d (%s).",
-          length(encoding$inputs),
-          paste(names(encoding$inputs), collapse = ", ")
-        ),
-        "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
+    abort_bad_argument(c(
+      sprintf(
+        "gpu_serve() serves a model with one input; this one has %d (%s).",
+        length(encoding$inputs),
+        paste(names(encoding$inputs), collapse = ", ")
       ),
-      call = call
-    )
+      "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
+    ), call = call)
   }
   if (is.null(encoding)) list(type = "array", shape = NULL, names = NULL) else encoding$inputs[[1]]
 }

@@ -183,17 +183,14 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   check_flag(quiet, call = call)
   service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call)
   if (is.null(token) && !is_loopback(host)) {
-    gpukeras_warn(
-      c(
-        sprintf(
-          "The service listens on %s without a token: anyone who can reach port %d there can use it.",
-          host,
-          as.integer(port)
-        ),
-        "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
+    gpukeras_warn(c(
+      sprintf(
+        "The service listens on %s without a token: anyone who can reach port %d there can use it.",
+        host,
+        as.integer(port)
       ),
-      "gpukeras_warning_serve_open"
-    )
+      "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
+    ), "gpukeras_warning_serve_open")
   }
   check_port_free(host, port, call)
   if (!quiet) {

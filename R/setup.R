@@ -219,15 +219,12 @@ device_names <- function(devices, arg = "devices", call = caller_env()) {
   if (is.character(devices) && !anyNA(devices) && all(grepl("^(gpu|cpu|GPU|CPU):[0-9]+$", devices))) {
     return(toupper(devices))
   }
-  abort_bad_argument(
-    c(
-      sprintf(
-        "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
-      ),
-      "gpu_devices() lists the devices there are."
+  abort_bad_argument(c(
+    sprintf(
+      "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
     ),
-    call = call
-  )
+    "gpu_devices() lists the devices there are."
+  ), call = call)
 }
 
 check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {

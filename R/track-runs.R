@@ -132,13 +132,10 @@ gpu_compare_runs <- function(a, b, ...) {
 track_needed <- function(call) {
   track <- track_request()
   if (is.null(track)) {
-    abort_bad_argument(
-      c(
-        "Tracking is off: there is no store to read runs from.",
-        "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "Tracking is off: there is no store to read runs from.",
+      "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
+    ), call = call)
   }
   track
 }

@@ -77,16 +77,13 @@ describe_names <- function(names) {
 # makes its own batches. The core takes this rule as checked.
 check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   if (!is.null(batch_size) && data$kind != "r") {
-    abort_bad_argument(
-      c(
-        "`batch_size` is for R data: a dataset makes its own batches.",
-        paste0(
-          "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
-          "`batch_size` NULL."
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`batch_size` is for R data: a dataset makes its own batches.",
+      paste0(
+        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
+        "`batch_size` NULL."
+      )
+    ), call = call)
   }
   invisible(batch_size)
 }
@@ -101,26 +98,23 @@ batch_within_rows <- function(batch_size, data, accumulate = 1L) {
   if (batch_size <= rows) return(batch_size)
   every <- if (is.numeric(accumulate)) as.integer(accumulate) else 1L
   batch <- as.integer(ceiling(rows / every) * every)
-  gpukeras_warn(
-    c(
-      sprintf(
-        paste0(
-          "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
-          "= %s%s)."
-        ),
-        format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
-        format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
+  gpukeras_warn(c(
+    sprintf(
+      paste0(
+        "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
+        "= %s%s)."
       ),
-      sprintf(
-        paste0(
-          "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
-          "epoch."
-        ),
-        format(largest_batch_for_steps(rows), big.mark = ",")
-      )
+      format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
+      format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
     ),
-    "gpukeras_warning_batch_size"
-  )
+    sprintf(
+      paste0(
+        "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
+        "epoch."
+      ),
+      format(largest_batch_for_steps(rows), big.mark = ",")
+    )
+  ), "gpukeras_warning_batch_size")
   batch
 }
 

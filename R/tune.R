@@ -178,23 +178,12 @@ new_gpukeras_tune <- function(result, data_kind) {
   trials <- rows_to_df(result$trials, tune_columns)
   for (column in c("samples_per_second", "loss", "seconds")) trials[[column]] <- as.numeric(trials[[column]])
   trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
-  structure(
-    list(
-      trials = trials,
-      recommended = result$recommended,
-      baseline = result$baseline,
-      loss_samples = result$loss_samples,
-      skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")),
-      device = result$device,
-      device_name = result$device_name,
-      backend = result$backend,
-      batch_sizes_from = result$batch_sizes_from,
-      seconds = result$seconds,
-      data_kind = data_kind,
-      settings = result$settings
-    ),
-    class = "gpukeras_tune"
-  )
+  structure(list(
+    trials = trials, recommended = result$recommended, baseline = result$baseline, loss_samples = result$loss_samples,
+    skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")), device = result$device,
+    device_name = result$device_name, backend = result$backend, batch_sizes_from = result$batch_sizes_from,
+    seconds = result$seconds, data_kind = data_kind, settings = result$settings
+  ), class = "gpukeras_tune")
 }
 
 describe_combination <- function(x) {
