@@ -108,8 +108,7 @@ format.gpukeras_audit <- function(x, ...) {
       share <- if (!is.na(row$flops_share)) sprintf(", %s of FLOPs", format_percent(row$flops_share)) else ""
       what <- if (nzchar(row$layer_class)) sprintf("%s (%s%s)", row$layer, row$layer_class, share) else row$layer
       lines <- c(
-        lines,
-        strwrap(sprintf("%s %s: %s", bullet(), what, row$finding), width = width, indent = 2, exdent = 4),
+        lines, strwrap(sprintf("%s %s: %s", bullet(), what, row$finding), width = width, indent = 2, exdent = 4),
         strwrap(paste(arrow(), row$advice), width = width, indent = 4, exdent = 6)
       )
     }

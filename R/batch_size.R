@@ -139,15 +139,9 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(
-    "batch_size",
-    model = model,
-    data = fit_input(data),
-    max_batch = as.integer(max_batch),
-    min_batch = as.integer(min_batch),
-    steps = as.integer(steps),
-    warmup = as.integer(warmup),
-    memory_budget_mib = if (!is.null(memory_budget_mib)) as.double(memory_budget_mib),
-    tolerance = as.double(tolerance)
+    "batch_size", model = model, data = fit_input(data), max_batch = as.integer(max_batch),
+    min_batch = as.integer(min_batch), steps = as.integer(steps), warmup = as.integer(warmup),
+    memory_budget_mib = if (!is.null(memory_budget_mib)) as.double(memory_budget_mib), tolerance = as.double(tolerance)
   )
   new_gpukeras_batch_size(result)
 }
@@ -292,8 +286,7 @@ recommended_lines <- function(x) {
     "the fastest"
   } else if (chosen$steps_per_epoch < rule$min_steps) {
     sprintf(
-      "the smallest that fits: no size makes %d steps per epoch of %s rows",
-      as.integer(rule$min_steps),
+      "the smallest that fits: no size makes %d steps per epoch of %s rows", as.integer(rule$min_steps),
       format(rule$rows, big.mark = ",")
     )
   } else {

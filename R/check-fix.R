@@ -11,12 +11,10 @@ repair_requirements <- function() gpukeras_requirements(gpu = TRUE, os = "Linux"
 # "declined", "failed"; NA when gpu_check() was not asked to fix).
 repairs_df <- function(repairs) {
   data.frame(
-    id = vapply(repairs, `[[`, character(1), "id"),
-    what = vapply(repairs, `[[`, character(1), "what"),
+    id = vapply(repairs, `[[`, character(1), "id"), what = vapply(repairs, `[[`, character(1), "what"),
     how = vapply(repairs, repair_how, character(1)),
     needs_restart = vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1)),
-    status = rep(NA_character_, length(repairs)),
-    stringsAsFactors = FALSE
+    status = rep(NA_character_, length(repairs)), stringsAsFactors = FALSE
   )
 }
 

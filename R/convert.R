@@ -86,8 +86,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   if (length(unique(rows)) != 1L) {
     abort_bad_data(c(
       sprintf(
-        "%s must have the same number of rows, not %s.",
-        if (is.null(weights)) "x and y" else "x, y and sample_weight",
+        "%s must have the same number of rows, not %s.", if (is.null(weights)) "x and y" else "x, y and sample_weight",
         paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
       ),
       if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
@@ -114,14 +113,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     part
   })
   list(
-    x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x,
-    y = parts$y,
+    x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x, y = parts$y,
     sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32",
-    check_missing = any(core_checks),
-    vocabulary = encoding_vocabulary(encoding),
-    encoding = encoding,
-    dropped = dropped,
+    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32", check_missing = any(core_checks),
+    vocabulary = encoding_vocabulary(encoding), encoding = encoding, dropped = dropped,
     kept = if (dropped > 0) which(!missing)
   )
 }
@@ -187,8 +182,7 @@ handover_fields <- function(data) {
 # The parts of handed-over `data` by name, as abort_missing() names them.
 data_parts <- function(data) {
   c(
-    if (is.list(data$x)) data$x else list(x = data$x),
-    if (!is.null(data$y)) list(y = data$y),
+    if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
     if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
 }

@@ -9,8 +9,7 @@ cv_split <- function(folds, group, data, seed, call) {
   if (!is_whole_number(folds, 2, rows)) {
     abort_bad_argument(c(
       sprintf(
-        "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
-        rows,
+        "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows,
         describe(folds)
       ),
       "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
@@ -20,8 +19,7 @@ cv_split <- function(folds, group, data, seed, call) {
   fold <- withr::with_seed(seed, if (!is.null(group)) group_folds(group, k, call) else label_folds(data, k))
   held_out <- lapply(seq_len(k), function(i) which(fold == i))
   list(
-    held_out = held_out,
-    train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
+    held_out = held_out, train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
     kind = if (!is.null(group)) "grouped" else if (is_class_labels(data$y)) "stratified by the labels" else "random"
   )
 }
@@ -90,8 +88,7 @@ rsample_split <- function(folds, rows, call) {
     abort_bad_argument(
       sprintf(
         "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
-        if (length(splits)) nrow(splits[[1]]$data) else 0L,
-        rows
+        if (length(splits)) nrow(splits[[1]]$data) else 0L, rows
       ),
       call = call
     )
@@ -100,8 +97,7 @@ rsample_split <- function(folds, rows, call) {
     if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)
   })
   list(
-    held_out = held_out,
-    train = lapply(splits, function(split) split$in_id),
+    held_out = held_out, train = lapply(splits, function(split) split$in_id),
     kind = sprintf("rsample (%s)", class(folds)[1])
   )
 }

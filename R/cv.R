@@ -160,9 +160,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
   tracked <- track_many(
-    "cv",
-    length(split$held_out),
-    list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
+    "cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
     call
   )
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
@@ -285,17 +283,11 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
   structure(
     list(
       metrics = do.call(rbind, metric_rows),
-      predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels),
-      folds = split$held_out,
-      seeds = seeds,
-      seed = seed,
-      history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
+      predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
+      seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
       devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
-      seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)),
-      split = split$kind,
-      workers = plan,
-      trained = if (length(trained) > 1L) "population and processes" else trained,
-      trained_why = why
+      seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
+      workers = plan, trained = if (length(trained) > 1L) "population and processes" else trained, trained_why = why
     ),
     class = "gpukeras_cv"
   )

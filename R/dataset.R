@@ -309,16 +309,9 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
     to_device <- device_names(to_device, "to_device", call = call)
   }
   list(
-    batch_size = as.integer(batch_size),
-    shuffle = shuffle,
-    seed = seed,
-    cache = cache,
-    map = map,
-    augment = lapply(augment, augment_parameters),
-    validation_split = validation_split,
-    drop_remainder = drop_remainder,
-    deterministic = deterministic,
-    prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
+    batch_size = as.integer(batch_size), shuffle = shuffle, seed = seed, cache = cache, map = map,
+    augment = lapply(augment, augment_parameters), validation_split = validation_split, drop_remainder = drop_remainder,
+    deterministic = deterministic, prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
     to_device = to_device
   )
 }

@@ -75,8 +75,7 @@ encoding_from_plain <- function(plain) {
   encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
   if (!is.null(plain$images)) {
     encoding$images <- list(
-      image_size = as.integer(unlist(plain$images$image_size)),
-      color_mode = plain$images$color_mode,
+      image_size = as.integer(unlist(plain$images$image_size)), color_mode = plain$images$color_mode,
       rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
     )
   }
@@ -157,8 +156,7 @@ check_image_classes <- function(path, classes, call = caller_env()) {
   if (length(new)) {
     gpukeras_abort(c(
       sprintf(
-        "The image folder '%s' has class folders the training data did not have: %s.",
-        path,
+        "The image folder '%s' has class folders the training data did not have: %s.", path,
         paste0("\"", new, "\"", collapse = ", ")
       ),
       sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
@@ -181,8 +179,7 @@ format_fit_encoding <- function(encoding) {
         sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
     if (length(classes)) {
       sprintf(
-        "classes %s%s",
-        paste(shown, collapse = ", "),
+        "classes %s%s", paste(shown, collapse = ", "),
         if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else ""
       )
     }
@@ -221,16 +218,12 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     if (!is.na(wanted) && given != wanted) {
       one_hot <- any(vapply(
         frames[[name]]$columns,
-        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot",
-        logical(1)
+        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)
       ))
       abort_bad_data(c(
         sprintf(
           "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
-          if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "",
-          wanted,
-          name,
-          describe_columns(frames[[name]])
+          if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "", wanted, name, describe_columns(frames[[name]])
         ),
         sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
         if (one_hot)

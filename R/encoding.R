@@ -56,8 +56,7 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
   dims <- dim(part)
   if (length(dims) == 2L) check_column_names(colnames(part), name, call)
   list(
-    type = "array",
-    shape = if (is.null(dims)) 1L else as.integer(dims[-1]),
+    type = "array", shape = if (is.null(dims)) 1L else as.integer(dims[-1]),
     names = if (length(dims) == 2L) colnames(part)
   )
 }
@@ -99,8 +98,7 @@ check_columns <- function(df, name, call = caller_env()) {
     ), call = call)
   }
   ok <- vapply(
-    df,
-    function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
+    df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
     logical(1)
   )
   if (!all(ok)) {
@@ -174,8 +172,7 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
     abort_bad_data(c(
       sprintf(
-        "The new data has %s; the model was trained on %s.",
-        describe_inputs(parts, several),
+        "The new data has %s; the model was trained on %s.", describe_inputs(parts, several),
         describe_inputs(encoding$inputs, encoding$several)
       ),
       "Give the new data in the form the training data had."
@@ -212,10 +209,8 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
     abort_bad_data(c(
       sprintf(
-        "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).",
-        name,
-        paste(shape, collapse = ", "),
-        paste(spec$shape, collapse = ", ")
+        "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).", name,
+        paste(shape, collapse = ", "), paste(spec$shape, collapse = ", ")
       ),
       "Give the new data with the training data's columns (and image size)."
     ), call = call)
@@ -315,8 +310,7 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
     if (unknown != fits) {
       gpukeras_abort(c(
         sprintf(
-          "`%s` has level(s) not seen in training: %s.",
-          where,
+          "`%s` has level(s) not seen in training: %s.", where,
           paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
         ),
         sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),

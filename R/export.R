@@ -183,9 +183,7 @@ format.gpukeras_export <- function(x, ...) {
   output_line <- function(i) {
     row <- x$outputs[i, ]
     what <- switch(
-      row$what,
-      level = sprintf("the column of level %s", row$level),
-      class = "the most likely level",
+      row$what, level = sprintf("the column of level %s", row$level), class = "the most likely level",
       "the model's output"
     )
     sprintf("    %s: %s", row$name, what)

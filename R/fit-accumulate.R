@@ -26,8 +26,7 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
       "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",
       sprintf(
         "For example gpu_fit(model, data, batch_size = %d, accumulate = %s).",
-        32L * if (is.numeric(accumulate)) accumulate else 4L,
-        if (is.numeric(accumulate)) accumulate else "\"auto\""
+        32L * if (is.numeric(accumulate)) accumulate else 4L, if (is.numeric(accumulate)) accumulate else "\"auto\""
       )
     ), call = call)
   }

@@ -28,10 +28,7 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
   abort_bad_argument(c(
     if (length(named)) {
       sprintf(
-        "%s has no argument%s %s.",
-        label,
-        if (length(named) > 1L) "s" else "",
-        paste0("`", named, "`", collapse = ", ")
+        "%s has no argument%s %s.", label, if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", ")
       )
     } else {
       sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))

@@ -199,10 +199,7 @@ check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = F
   if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) return(if (x) constructor() else NULL)
   abort_bad_argument(
     sprintf(
-      "`%s` must be %s(...)%s, not %s.",
-      arg,
-      paste0("gpu_", kind),
-      if (flag) ", TRUE or FALSE" else " or NULL",
+      "`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL",
       describe(x)
     ),
     call = call

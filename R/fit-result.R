@@ -5,12 +5,8 @@
 new_gpukeras_fit <- function(history, monitor, timeline, settings, model = NULL, encoding = NULL) {
   structure(
     list(
-      history = history_df(history),
-      monitor = fit_monitor(monitor),
-      timeline = fit_timeline(timeline),
-      settings = settings,
-      model = model,
-      encoding = encoding
+      history = history_df(history), monitor = fit_monitor(monitor), timeline = fit_timeline(timeline),
+      settings = settings, model = model, encoding = encoding
     ),
     class = "gpukeras_fit"
   )

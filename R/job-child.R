@@ -91,9 +91,7 @@ exit_cause <- function(status) {
   if (is.null(status) || is.na(status)) return("the training process ended for an unknown reason")
   if (status < 0) {
     signals <- c(
-      `6` = "SIGABRT, an abort",
-      `9` = "SIGKILL, e.g. the out-of-memory killer",
-      `11` = "SIGSEGV, a segmentation fault",
+      `6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault",
       `15` = "SIGTERM"
     )
     name <- signals[as.character(-status)]

@@ -34,9 +34,7 @@ write_rds_atomic <- function(object, path, what = basename(path), call = caller_
 job_write_failed <- function(dir, what, call = caller_env()) {
   gpukeras_abort(
     c(sprintf("%s could not be written to the job's folder %s: %s.", what, dir, write_cause(dir)), job_space_fix),
-    "gpukeras_error_job_write",
-    folder = dir,
-    call = call
+    "gpukeras_error_job_write", folder = dir, call = call
   )
 }
 

@@ -85,9 +85,7 @@ job_failure <- function(job, status, call = caller_env()) {
         attempts <- status$restarts + 1L
         c(
           sprintf(
-            "Training in the background stopped after %d attempt%s: %s.",
-            attempts,
-            if (attempts == 1L) "" else "s",
+            "Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s",
             cause
           ),
           job_space_fix

@@ -17,9 +17,7 @@ job_file <- function(job, name) file.path(if (is.environment(job)) job$dir else 
 
 not_carriable <- function(what, fix, call = caller_env()) {
   gpukeras_abort(
-    c(sprintf("%s cannot be carried to a background process.", what), fix),
-    "gpukeras_error_not_carriable",
-    call = call
+    c(sprintf("%s cannot be carried to a background process.", what), fix), "gpukeras_error_not_carriable", call = call
   )
 }
 
@@ -40,9 +38,7 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
   carried <- carry_writes(
-    dir,
-    "The model (model.keras)",
-    core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
+    dir, "The model (model.keras)", core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
     call = call
   )
   if (length(request$callbacks)) {

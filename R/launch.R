@@ -136,11 +136,7 @@ private_network <- function(scratch, call = caller_env()) {
   holder <- processx::process$new(
     "unshare",
     c(
-      if (!root) c("--user", "--map-root-user"),
-      "--net",
-      "--",
-      "sh",
-      "-c",
+      if (!root) c("--user", "--map-root-user"), "--net", "--", "sh", "-c",
       "ip link set lo up && echo ready && exec cat"
     ),
     stdin = "|", stdout = "|", stderr = "|", cleanup = TRUE
@@ -248,8 +244,7 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
       for (p in processes) p$kill()
       gpukeras_abort(
         sprintf("The workers did not finish within %s s; they were stopped.", format(timeout)),
-        "gpukeras_error_timeout",
-        call = call
+        "gpukeras_error_timeout", call = call
       )
     }
   }

@@ -143,8 +143,7 @@ plan_changes <- function(rows) {
     change = vapply(rows, function(r) r$change, character(1)),
     setting = vapply(rows, function(r) r$setting, character(1)),
     peak_mib = vapply(rows, function(r) as.numeric(r$peak_mib), numeric(1)),
-    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)),
-    stringsAsFactors = FALSE
+    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)), stringsAsFactors = FALSE
   )
 }
 
@@ -160,10 +159,8 @@ format_plan_mib <- function(mib) {
 format.gpukeras_memory_plan <- function(x, ...) {
   parts <- x$parts
   shown <- data.frame(
-    part = c(parts$part, "total"),
-    memory = format_plan_mib(c(parts$mib, x$total_mib)),
-    share = c(format_percent(parts$mib / x$total_mib, 1), ""),
-    check.names = FALSE
+    part = c(parts$part, "total"), memory = format_plan_mib(c(parts$mib, x$total_mib)),
+    share = c(format_percent(parts$mib / x$total_mib, 1), ""), check.names = FALSE
   )
   # Left-aligned part names read as a list.
   width <- max(nchar(shown$part))

@@ -25,8 +25,7 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
   if (dir.exists(path) && !is_link(path)) {
     abort_bad_argument(
       sprintf(
-        "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").",
-        file,
+        "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").", file,
         file
       ),
       call = call

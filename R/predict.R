@@ -126,10 +126,7 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   call <- current_env()
   if (...length() > 0L) {
     abort_unused_args(
-      rlang::names2(match.call(expand.dots = FALSE)$...),
-      predict.gpukeras_fit,
-      "predict.gpukeras_fit",
-      "predict()",
+      rlang::names2(match.call(expand.dots = FALSE)$...), predict.gpukeras_fit, "predict.gpukeras_fit", "predict()",
       call = call
     )
   }
@@ -188,10 +185,7 @@ evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
   call <- current_env()
   if (...length() > 0L) {
     abort_unused_args(
-      rlang::names2(match.call(expand.dots = FALSE)$...),
-      evaluate.gpukeras_fit,
-      "predict.gpukeras_fit",
-      "evaluate()",
+      rlang::names2(match.call(expand.dots = FALSE)$...), evaluate.gpukeras_fit, "predict.gpukeras_fit", "evaluate()",
       call = call
     )
   }

@@ -151,8 +151,7 @@ format_profile_trace <- function(trace) {
   devices <- trace$devices
   c(
     sprintf(
-      "Trace:          steps %s found; host step %s ms",
-      format_step_range(trace$steps),
+      "Trace:          steps %s found; host step %s ms", format_step_range(trace$steps),
       if (is.null(trace$step_time_mean_ms)) "?" else sprintf("%.2f", trace$step_time_mean_ms)
     ),
     if (!is.null(trace$input_share)) {
@@ -189,11 +188,8 @@ format.gpukeras_profile <- function(x, ...) {
     format_profile_trace(x$trace),
     if (nrow(x$trace_files)) {
       paste0(
-        c("Trace files:    ", rep("                ", nrow(x$trace_files) - 1L)),
-        x$trace_files$path,
-        " (",
-        format_bytes(x$trace_files$bytes),
-        ")"
+        c("Trace files:    ", rep("                ", nrow(x$trace_files) - 1L)), x$trace_files$path, " (",
+        format_bytes(x$trace_files$bytes), ")"
       )
     } else {
       "Trace files:    none"

@@ -80,10 +80,7 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
   }
   check_python_object(model, "model", "a Keras 3 model")
   result <- core_call(
-    "quantize",
-    model = model,
-    mode = mode,
-    data = if (!is.null(data)) fit_input(data),
+    "quantize", model = model, mode = mode, data = if (!is.null(data)) fit_input(data),
     batch_size = if (!is.null(batch_size)) as.integer(batch_size)
   )
   new_gpukeras_quantized(result)

@@ -85,9 +85,7 @@ gpu_load <- function(path, ...) {
   loaded <- core_call("load_model", path = path, error_call = call)
   structure(
     list(
-      model = loaded$model,
-      encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding),
-      path = path
+      model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path
     ),
     class = "gpukeras_model"
   )

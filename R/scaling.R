@@ -94,12 +94,8 @@ format.gpukeras_scaling <- function(x, ...) {
     "scales poorly"
   c(
     sprintf(
-      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s",
-      x$replicas,
-      paste(x$devices, collapse = ", "),
-      x$backend,
-      x$efficiency,
-      verdict
+      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s", x$replicas,
+      paste(x$devices, collapse = ", "), x$backend, x$efficiency, verdict
     ),
     sprintf("  one device (%s): %s samples/s", x$devices[1], format(round(best[1]), big.mark = ",")),
     sprintf(

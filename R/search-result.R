@@ -63,11 +63,8 @@ format.gpukeras_search <- function(x, ...) {
   }
   c(
     sprintf(
-      "<gpukeras_search> %d trials (%s), %s %s",
-      nrow(x$trials),
-      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "),
-      x$direction,
-      x$objective
+      "<gpukeras_search> %d trials (%s), %s %s", nrow(x$trials),
+      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "), x$direction, x$objective
     ),
     best,
     sprintf("Validation: %s", x$validation),
@@ -106,13 +103,8 @@ plot.gpukeras_search <- function(x, ...) {
   graphics::axis(1, at = unique(round(pretty(trials$number))))
   graphics::lines(trials$number, best, type = "s", lty = 1)
   graphics::legend(
-    "top",
-    c("complete", "pruned (its last epoch)", "best so far"),
-    pch = c(19, 1, NA),
-    lty = c(NA, NA, 1),
-    bty = "n",
-    horiz = TRUE,
-    cex = 0.8
+    "top", c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n",
+    horiz = TRUE, cex = 0.8
   )
   invisible(x)
 }

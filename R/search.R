@@ -212,9 +212,7 @@ search_fit_args <- function(space, fit_args, call) {
     abort_bad_argument("`space` is empty: give at least one value to search.", call = call)
   fixed <- fit_args[!searched]
   list(
-    space = space,
-    fixed = fixed[names(fixed) != "validation_data"],
-    searched = fit_args[searched],
+    space = space, fixed = fixed[names(fixed) != "validation_data"], searched = fit_args[searched],
     validation_data = fit_args$validation_data
   )
 }

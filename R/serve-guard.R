@@ -108,8 +108,7 @@ served_hosts <- function(host, allowed_hosts) {
   wildcard <- !is.null(host) && host %in% c("0.0.0.0", "::")
   list(
     names = unique(c("localhost", if (!is.null(host) && !wildcard) host_name(host), setdiff(named, "*"))),
-    any_address = wildcard,
-    any = "*" %in% named
+    any_address = wildcard, any = "*" %in% named
   )
 }
 
@@ -129,8 +128,7 @@ host_allowed <- function(name, hosts) {
 
 hosts_text <- function(hosts) {
   sprintf(
-    "%s and %s",
-    paste(hosts$names, collapse = ", "),
+    "%s and %s", paste(hosts$names, collapse = ", "),
     if (hosts$any_address) "this machine's addresses" else "loopback addresses"
   )
 }

@@ -31,8 +31,7 @@ served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
     abort_bad_argument(c(
       sprintf(
-        "gpu_serve() serves a model with one input; this one has %d (%s).",
-        length(encoding$inputs),
+        "gpu_serve() serves a model with one input; this one has %d (%s).", length(encoding$inputs),
         paste(names(encoding$inputs), collapse = ", ")
       ),
       "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
@@ -150,8 +149,7 @@ check_row_count <- function(rows, max_rows) {
       413L,
       "too_many_rows",
       sprintf(
-        "The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.",
-        rows,
+        "The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.", rows,
         max_rows
       )
     )
@@ -213,9 +211,7 @@ json_vector <- function(cells, column) {
   values <- unlist(cells, recursive = FALSE, use.names = FALSE)
   if (nested || is.list(values)) {
     serve_reject(
-      400L,
-      "wrong_type",
-      sprintf("Column `%s` must hold single values, not nested arrays or objects.", column),
+      400L, "wrong_type", sprintf("Column `%s` must hold single values, not nested arrays or objects.", column),
       column = column
     )
   }
@@ -347,8 +343,7 @@ check_present <- function(present, columns) {
     serve_reject(
       400L, "missing_column",
       sprintf(
-        "The request lacks column(s) the model was trained on: %s. Every row needs %s.",
-        paste(absent, collapse = ", "),
+        "The request lacks column(s) the model was trained on: %s. Every row needs %s.", paste(absent, collapse = ", "),
         paste(columns, collapse = ", ")
       ),
       columns = I(absent)

@@ -185,8 +185,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   if (is.null(token) && !is_loopback(host)) {
     gpukeras_warn(c(
       sprintf(
-        "The service listens on %s without a token: anyone who can reach port %d there can use it.",
-        host,
+        "The service listens on %s without a token: anyone who can reach port %d there can use it.", host,
         as.integer(port)
       ),
       "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
@@ -232,8 +231,7 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
 # gpu_api()'s, unknown).
 serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
   check_trained_model(
-    fit,
-    "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
+    fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
     call = call
   )
   check_token(token, call)

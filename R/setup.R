@@ -178,17 +178,11 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   # Python starts.
   devices <- if (!is.null(devices)) device_names(devices)
   settings <- with_load_hooks_held(core_call(
-    "setup",
-    memory_growth = memory_growth,
+    "setup", memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
-    devices = if (!is.null(devices)) as.list(devices),
-    mixed_precision = mixed_precision,
-    intra_op_threads = threads[["intra"]],
-    inter_op_threads = threads[["inter"]],
-    jit_compile = jit_compile,
-    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices),
-    deterministic = deterministic,
-    seed = seed
+    devices = if (!is.null(devices)) as.list(devices), mixed_precision = mixed_precision,
+    intra_op_threads = threads[["intra"]], inter_op_threads = threads[["inter"]], jit_compile = jit_compile,
+    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices), deterministic = deterministic, seed = seed
   ))
   the$setup_args <- given
   for (note in unlist(settings$notes)) {
@@ -283,11 +277,8 @@ format.gpukeras_setup <- function(x, ...) {
     sprintf("  devices chosen:  %s", format_setting(x$devices, "all visible")),
     sprintf("  CPU devices:     %d logical", as.integer(x$cpu_devices)),
     sprintf(
-      "  precision:       %s%s (%s)%s",
-      x$dtype_policy,
-      if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
-      x$precision_reason,
-      suits
+      "  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
+      x$precision_reason, suits
     ),
     sprintf("  threads:         %s", threads),
     sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),

@@ -190,8 +190,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
   }
   if (is.null(dataset)) return(class(input)[1])
   sprintf(
-    "tf.data dataset%s: %s of %s",
-    if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
+    "tf.data dataset%s: %s of %s", if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
     if (is.null(dataset$batches)) "batches not known" else paste(format(dataset$batches, big.mark = ","), "batches"),
     dataset$element
   )

@@ -198,10 +198,7 @@ describe_combination <- function(x) {
 format.gpukeras_tune <- function(x, ...) {
   t <- x$trials
   short_axis <- c(
-    baseline = "baseline",
-    precision = "precision",
-    batch_size = "batch",
-    steps_per_execution = "spe",
+    baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe",
     jit_compile = "jit"
   )
   shown <- data.frame(
@@ -348,8 +345,7 @@ tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_executi
   }
   applied <- list(
     batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
-    steps_per_execution = as.integer(best$steps_per_execution),
-    jit_compile = isTRUE(best$jit_compile)
+    steps_per_execution = as.integer(best$steps_per_execution), jit_compile = isTRUE(best$jit_compile)
   )
   # What the fit's request carries (the core's advice leaves these alone); the batch size
   # only where it was applied: a dataset's own batches were not the tune's choice.
@@ -369,8 +365,7 @@ skipped_lines <- function(skipped) {
   memory <- startsWith(skipped$reason, "memory:")
   c(
     sprintf(
-      "Skipped: %s: %s",
-      describe_combination(skipped[memory, , drop = FALSE]),
+      "Skipped: %s: %s", describe_combination(skipped[memory, , drop = FALSE]),
       sub("^memory: ", "memory, ", skipped$reason[memory])
     ),
     if (any(!memory)) sprintf("Skipped (time_budget spent): %d runs", sum(!memory))

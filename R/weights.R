@@ -27,8 +27,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   if (anyNA(codes)) {
     classes <- if (length(levels)) {
       sprintf(
-        "The classes are %s (or their numbers 0 to %d).",
-        paste0("\"", levels, "\"", collapse = ", "),
+        "The classes are %s (or their numbers 0 to %d).", paste0("\"", levels, "\"", collapse = ", "),
         length(levels) - 1L
       )
     } else {
@@ -37,8 +36,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
     abort_bad_argument(c(
       sprintf(
         "`class_weight` names %s, which %s no class of the labels.",
-        paste0("\"", names[is.na(codes)], "\"", collapse = ", "),
-        if (sum(is.na(codes)) > 1L) "are" else "is"
+        paste0("\"", names[is.na(codes)], "\"", collapse = ", "), if (sum(is.na(codes)) > 1L) "are" else "is"
       ),
       classes
     ), call = call)
@@ -46,9 +44,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   if (length(levels) && any(codes >= length(levels))) {
     abort_bad_argument(c(
       sprintf(
-        "`class_weight` names class %d, but the labels have %d classes (0 to %d).",
-        max(codes),
-        length(levels),
+        "`class_weight` names class %d, but the labels have %d classes (0 to %d).", max(codes), length(levels),
         length(levels) - 1L
       ),
       usage

@@ -27,8 +27,7 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
     abort_bad_argument(c(
       sprintf(
         "`model_fn` must take %s, but it takes %s.",
-        if (arity == 0L) "no arguments" else "one argument (the trial's parameters)",
-        describe_formals(params)
+        if (arity == 0L) "no arguments" else "one argument (the trial's parameters)", describe_formals(params)
       ),
       usage
     ), call = call)
@@ -140,8 +139,7 @@ carry_python <- function(fn, call) {
       list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
     } else {
       what <- sprintf(
-        "%s made in this session (%s)",
-        if (is.list(value)) "a list holding a Python object" else "a Python object",
+        "%s made in this session (%s)", if (is.list(value)) "a list holding a Python object" else "a Python object",
         class(found[[1]])[1]
       )
       abort_bad_argument(c(
@@ -245,8 +243,7 @@ check_fit_args <- function(args, verb, call = caller_env()) {
   if (length(python)) {
     not_carriable(
       sprintf("`%s` (a Python object)", python[1]),
-      "Give it as R values (a schedule from lr_exponential() and friends), or make it inside model_fn.",
-      call = call
+      "Give it as R values (a schedule from lr_exponential() and friends), or make it inside model_fn.", call = call
     )
   }
   args
@@ -262,10 +259,7 @@ many_data <- function(data, dir, verb, call = caller_env()) {
     ), call = call)
   }
   list(
-    encoding = fit_encoding(data, call = call),
-    rows = training_rows(data),
-    y = data$y,
-    levels = label_levels(data),
+    encoding = fit_encoding(data, call = call), rows = training_rows(data), y = data$y, levels = label_levels(data),
     files = carry_data(data, dir, "data", call = call)
   )
 }
