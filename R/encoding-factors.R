@@ -30,13 +30,17 @@ check_factors <- function(factors, call = caller_env()) {
   invisible(factors)
 }
 
+# The factor and character columns of the data.frames in `parts`, by name.
+coded_columns <- function(parts) {
+  unlist(lapply(Filter(is.data.frame, parts), function(df) names(df)[vapply(df, is_coded, logical(1))]))
+}
+
+is_coded <- function(column) is.factor(column) || is.character(column)
+
 check_factors_for <- function(factors, parts, call = caller_env()) {
   check_factors(factors, call)
   if (is.null(names(factors))) return(invisible())
-  frames <- Filter(is.data.frame, parts)
-  categorical <- unlist(lapply(
-    frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]
-  ))
+  categorical <- coded_columns(parts)
   unknown <- setdiff(names(factors), categorical)
   if (length(unknown)) {
     abort_bad_argument(c(

@@ -274,7 +274,7 @@ encode_column <- function(values, spec, where, unknown, call) {
     }
     return(as.double(values))
   }
-  if (!(is.factor(values) || is.character(values))) {
+  if (!is_coded(values)) {
     gpukeras_abort(c(
       sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
       "Give it as a factor or character vector: its values are matched to the training levels by name."

@@ -288,9 +288,7 @@ image_files_dataset <- function(files, images, batch_size, call = caller_env()) 
 # the new data's own: refused rather than silently wrong.
 check_no_levels <- function(newdata, call) {
   parts <- if (is.list(newdata) && !is.data.frame(newdata)) newdata else list(newdata)
-  coded <- unlist(lapply(Filter(is.data.frame, parts), function(df) {
-    names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
-  }))
+  coded <- coded_columns(parts)
   if (length(coded)) {
     abort_bad_data(c(
       sprintf(

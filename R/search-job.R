@@ -88,13 +88,10 @@ gpu_job_cancel.gpukeras_search_job <- function(job, ...) {
 }
 
 #' @export
-format.gpukeras_search_job <- function(x, ...) format(gpu_job_status(x))
+format.gpukeras_search_job <- function(x, ...) c("<gpukeras_search_job>", format(gpu_job_status(x)))
 
 #' @export
-print.gpukeras_search_job <- function(x, ...) {
-  cat("<gpukeras_search_job>", format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_search_job <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_search_job_status <- function(x, ...) {

@@ -75,10 +75,7 @@ format.gpukeras_search <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_search <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_search <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 plot.gpukeras_search <- function(x, ...) {
