@@ -260,13 +260,10 @@ format.gpukeras_batch_size <- function(x, ...) {
 # The rule of at least 8 steps per epoch, as it applied to these rows.
 steps_rule_line <- function(rule) {
   if (is.null(rule$rows)) {
-    return(sprintf(
-      paste0(
-        "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
-        "applied."
-      ),
-      as.integer(rule$min_steps)
-    ))
+    return(sprintf(paste0(
+      "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
+      "applied."
+    ), as.integer(rule$min_steps)))
   }
   sprintf(
     "Steps/epoch:   %d or more recommended: %s training rows allow batch_size %s at most.",

@@ -113,13 +113,10 @@ make_repair <- function(repair, python, call = caller_env()) {
 repair_broke_environment <- function(python, remove, install, restore, call = caller_env()) {
   back <- if (length(restore)) restore else remove
   gpukeras_abort(c(
-    sprintf(
-      paste0(
-        "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
-        "%s nor put it back."
-      ),
-      python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
-    ),
+    sprintf(paste0(
+      "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
+      "%s nor put it back."
+    ), python, paste(remove, collapse = ", "), paste(install, collapse = ", ")),
     sprintf(
       "Restore it (with a network) with: %s -m pip install %s",
       shell_words(python), paste(shell_words(back), collapse = " ")
@@ -184,21 +181,17 @@ add_renviron_lines <- function(path, lines) {
 replace_file <- function(path, bytes) {
   temporary <- tempfile(".Renviron-", tmpdir = dirname(path))
   on.exit(unlink(temporary))
-  tryCatch(
-    {
-      write_bytes(temporary, bytes)
-      if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
-        return("it was not written whole: is the disk full?")
-      }
-      if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
-      if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
-        return("it could not be renamed into place")
-      }
-      TRUE
-    },
-    error = function(e) conditionMessage(e),
-    warning = function(w) conditionMessage(w)
-  )
+  tryCatch({
+    write_bytes(temporary, bytes)
+    if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
+      return("it was not written whole: is the disk full?")
+    }
+    if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
+    if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
+      return("it could not be renamed into place")
+    }
+    TRUE
+  }, error = function(e) conditionMessage(e), warning = function(w) conditionMessage(w))
 }
 
 # Write `bytes` to `path`; an error when any step warned (a full disk shows only as a

@@ -149,16 +149,13 @@ new_gpukeras_check <- function(result) {
   }
   ignored <- backend_ignored(result$stack$keras_backend)
   the$check_verdict <- result$verdict # a tracked fit's tag (gpu_track())
-  structure(
-    list(
-      verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
-      advice = c(as.character(unlist(result$advice)), ignored$advice), stack = stack,
-      nvml = new_nvml_report(result$nvml), devices = rows_to_df(result$devices, device_columns),
-      setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
-      timings = unlist(result$timings), repairs = repairs_df(result$repairs)
-    ),
-    class = "gpukeras_check"
-  )
+  structure(list(
+    verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
+    advice = c(as.character(unlist(result$advice)), ignored$advice), stack = stack,
+    nvml = new_nvml_report(result$nvml), devices = rows_to_df(result$devices, device_columns),
+    setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
+    timings = unlist(result$timings), repairs = repairs_df(result$repairs)
+  ), class = "gpukeras_check")
 }
 
 new_nvml_report <- function(nvml) {

@@ -61,12 +61,9 @@ stratified_folds <- function(classes, k) {
 group_folds <- function(group, k, call) {
   groups <- unique(group)
   if (length(groups) < k) {
-    abort_bad_argument(
-      sprintf(
-        "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
+    ), call = call)
   }
   groups <- groups[sample.int(length(groups))]
   sizes <- as.vector(table(factor(group, levels = groups)))
@@ -85,13 +82,10 @@ group_folds <- function(group, k, call) {
 rsample_split <- function(folds, rows, call) {
   splits <- folds$splits
   if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
-    abort_bad_argument(
-      sprintf(
-        "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
-        if (length(splits)) nrow(splits[[1]]$data) else 0L, rows
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
+      if (length(splits)) nrow(splits[[1]]$data) else 0L, rows
+    ), call = call)
   }
   held_out <- lapply(splits, function(split) {
     if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)

@@ -188,15 +188,10 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
     result <- ended$result
     numbers <- ended$task$number
     if (!is.null(ended$condition)) {
-      process_abort(
-        sprintf(
-          "Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "",
-          paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"
-        ),
-        "gpukeras_error_cv_fold",
-        parent = ended$condition,
-        call = call
-      )
+      process_abort(sprintf(
+        "Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "",
+        paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"
+      ), "gpukeras_error_cv_fold", parent = ended$condition, call = call)
     }
     device <- pool$slots[[ended$slot]]$device
     if (isTRUE(ended$task$population)) {
@@ -280,17 +275,14 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
     seq_along(outcomes),
     function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
   )
-  structure(
-    list(
-      metrics = do.call(rbind, metric_rows),
-      predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
-      seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
-      devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
-      seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
-      workers = plan, trained = if (length(trained) > 1L) "population and processes" else trained, trained_why = why
-    ),
-    class = "gpukeras_cv"
-  )
+  structure(list(
+    metrics = do.call(rbind, metric_rows),
+    predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
+    seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
+    devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
+    seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
+    workers = plan, trained = if (length(trained) > 1L) "population and processes" else trained, trained_why = why
+  ), class = "gpukeras_cv")
 }
 
 # The folds' predictions in the data's row order (the mean where a row was held out more

@@ -255,13 +255,10 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
     identical(given$images, encoding$images)
   if (!same) {
     abort_bad_data(c(
-      sprintf(
-        paste0(
-          "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
-          "settings)."
-        ),
-        arg
-      ),
+      sprintf(paste0(
+        "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
+        "settings)."
+      ), arg),
       "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
     ), call = call)
   }

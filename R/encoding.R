@@ -87,14 +87,10 @@ check_columns <- function(df, name, call = caller_env()) {
   if (length(nested)) {
     abort_bad_data(c(
       sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
-      sprintf(
-        paste0(
-          "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
-          "named list of inputs."
-        ),
-        name,
-        nested[1]
-      )
+      sprintf(paste0(
+        "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
+        "named list of inputs."
+      ), name, nested[1])
     ), call = call)
   }
   ok <- vapply(

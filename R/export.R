@@ -162,13 +162,10 @@ new_export <- function(written) {
   }
   inputs <- records(written$inputs, c("name", "input", "column", "type", "dtype", "levels", "unknown"))
   outputs <- records(written$outputs, c("name", "what", "level"))
-  structure(
-    list(
-      path = written$path, format = written$format, inputs = inputs, outputs = outputs,
-      encoding_file = written$encoding_file, backend = written$backend
-    ),
-    class = "gpukeras_export"
-  )
+  structure(list(
+    path = written$path, format = written$format, inputs = inputs, outputs = outputs,
+    encoding_file = written$encoding_file, backend = written$backend
+  ), class = "gpukeras_export")
 }
 
 #' @export

@@ -36,14 +36,10 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
   if (batch_size %% accumulate != 0) {
     divisors <- factors_of(batch_size)
     abort_bad_argument(c(
-      sprintf(
-        paste0(
-          "`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal ",
-          "size."
-        ),
-        as.integer(batch_size),
-        accumulate
-      ),
+      sprintf(paste0(
+        "`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal ",
+        "size."
+      ), as.integer(batch_size), accumulate),
       sprintf(
         "Give one of %s, or \"auto\" (the smallest whose micro-batch fits the GPU's memory).",
         paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", ")

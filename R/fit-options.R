@@ -197,13 +197,10 @@ print.gpukeras_fit_option <- function(x, ...) print_formatted(x, ...)
 check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
   if (inherits(x, paste0("gpukeras_", kind))) return(x)
   if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) return(if (x) constructor() else NULL)
-  abort_bad_argument(
-    sprintf(
-      "`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL",
-      describe(x)
-    ),
-    call = call
-  )
+  abort_bad_argument(sprintf(
+    "`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL",
+    describe(x)
+  ), call = call)
 }
 
 # gpu_fit()'s arguments that became option objects: where each one now goes.

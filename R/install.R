@@ -87,16 +87,10 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
-    abort_bad_argument(
-      sprintf(
-        paste0(
-          "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
-          "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
-        ),
-        describe(extras)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(paste0(
+      "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
+      "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
+    ), describe(extras)), call = call)
   }
   unique(extras)
 }

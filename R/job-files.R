@@ -10,13 +10,10 @@ write_rds_atomic <- function(object, path, what = basename(path), call = caller_
   temporary <- paste0(path, ".tmp")
   bytes <- serialize(object, NULL)
   succeeds <- function(step) {
-    tryCatch(
-      {
-        step
-        TRUE
-      },
-      error = function(e) FALSE, warning = function(w) FALSE
-    )
+    tryCatch({
+      step
+      TRUE
+    }, error = function(e) FALSE, warning = function(w) FALSE)
   }
   connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
   written <- !is.null(connection) &&

@@ -108,13 +108,10 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
-    abort_bad_argument(
-      sprintf(
-        "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
-        describe(job)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
+      describe(job)
+    ), call = call)
   }
   invisible(job)
 }

@@ -313,14 +313,10 @@ check_pixel_range <- function(newdata, rescale, call) {
   factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
   if (!is.null(factor) && factor != 1) {
     gpukeras_warn(c(
-      sprintf(
-        paste0(
-          "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
-          "little."
-        ),
-        format(highest, digits = 4),
-        format(top, digits = 4)
-      ),
+      sprintf(paste0(
+        "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
+        "little."
+      ), format(highest, digits = 4), format(top, digits = 4)),
       sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
     ), "gpukeras_warning_pixel_range", call = call)
   }

@@ -109,22 +109,19 @@ start_python <- function(call = caller_env()) {
       if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
     ), "gpukeras_error_no_python_env", call = call)
   }
-  started <- tryCatch(
-    {
-      if (is.null(explicit)) {
+  started <- tryCatch({
+    if (is.null(explicit)) {
+      reticulate::py_config()
+    } else {
+      # RETICULATE_PYTHON would win over use_python(): keep it out while
+      # the Python chosen here starts.
+      withr::with_envvar(c(RETICULATE_PYTHON = NA), {
+        reticulate::use_python(explicit$python, required = TRUE)
         reticulate::py_config()
-      } else {
-        # RETICULATE_PYTHON would win over use_python(): keep it out while
-        # the Python chosen here starts.
-        withr::with_envvar(c(RETICULATE_PYTHON = NA), {
-          reticulate::use_python(explicit$python, required = TRUE)
-          reticulate::py_config()
-        })
-      }
-      TRUE
-    },
-    error = function(e) conditionMessage(e)
-  )
+      })
+    }
+    TRUE
+  }, error = function(e) conditionMessage(e))
   if (!isTRUE(started)) {
     gpukeras_abort(c(
       if (is.null(explicit)) {
@@ -148,20 +145,14 @@ check_numpy_supported <- function(call = caller_env()) {
   numpy <- tryCatch(metadata$version("numpy"), error = function(e) NULL)
   if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) return(invisible())
   gpukeras_abort(c(
-    sprintf(
-      paste0(
-        "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate ",
-        "supports NumPy 2 from %s on)."
-      ),
-      numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2
-    ),
-    sprintf(
-      paste0(
-        "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip ",
-        "install 'numpy<2'` there), then restart R."
-      ),
-      pinned$numpy_before_2
-    ),
+    sprintf(paste0(
+      "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate ",
+      "supports NumPy 2 from %s on)."
+    ), numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2),
+    sprintf(paste0(
+      "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip ",
+      "install 'numpy<2'` there), then restart R."
+    ), pinned$numpy_before_2),
     sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)
   ), "gpukeras_error_numpy_version", call = call)
 }

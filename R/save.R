@@ -83,12 +83,9 @@ gpu_load <- function(path, ...) {
   check_string(path, call = call)
   path <- normalizePath(path.expand(path), mustWork = FALSE)
   loaded <- core_call("load_model", path = path, error_call = call)
-  structure(
-    list(
-      model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path
-    ),
-    class = "gpukeras_model"
-  )
+  structure(list(
+    model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path
+  ), class = "gpukeras_model")
 }
 
 # gpu_load() of a tracked run's model (gpu_track()): downloaded into this session's

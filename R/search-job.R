@@ -41,15 +41,12 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
     if (process$is_alive() && !process$reported()) "running" else "failed"
   progress <- tryCatch(core_call("search_progress", storage = job$url, study = job$args$study),
                        error = function(e) NULL)
-  structure(
-    list(
-      state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
-      best = progress$best, objective = job$args$objective,
-      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      error = if (state == "failed") error_data(process$error()), storage = job$shown
-    ),
-    class = "gpukeras_search_job_status"
-  )
+  structure(list(
+    state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
+    best = progress$best, objective = job$args$objective,
+    elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+    error = if (state == "failed") error_data(process$error()), storage = job$shown
+  ), class = "gpukeras_search_job_status")
 }
 
 #' @export

@@ -17,16 +17,13 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
     )
     keep_best_model(storage$models, path)
   }
-  structure(
-    list(
-      trials = table, best = best, objective = objective, direction = trials$direction,
-      storage = storage$folder %||% trials$storage, study = study, seed = seed,
-      validation = validation$description, validation_rows = validation$rows,
-      interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
-      trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
-    ),
-    class = "gpukeras_search"
-  )
+  structure(list(
+    trials = table, best = best, objective = objective, direction = trials$direction,
+    storage = storage$folder %||% trials$storage, study = study, seed = seed,
+    validation = validation$description, validation_rows = validation$rows,
+    interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
+    trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
+  ), class = "gpukeras_search")
 }
 
 # A list column from the core (NULL for missing) as an R vector with NA.

@@ -257,13 +257,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
   running <- function() {
     unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
   }
-  on.exit(
-    {
-      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
-      worker_close(pool)
-    },
-    add = TRUE, after = FALSE
-  )
+  on.exit({
+    if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
+    worker_close(pool)
+  }, add = TRUE, after = FALSE)
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
   carried <- request$carried
   validation <- request$validation

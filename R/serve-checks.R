@@ -48,15 +48,12 @@ check_allowed_hosts <- function(allowed_hosts, call) {
 # A port that cannot be bound (in use, or a privileged one) stops here, before
 # plumber, which would print its own error and leave none to catch.
 check_port_free <- function(host, port, call) {
-  free <- tryCatch(
-    {
-      app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
-      server <- httpuv::startServer(host, as.integer(port), app)
-      httpuv::stopServer(server)
-      TRUE
-    },
-    error = function(e) FALSE
-  )
+  free <- tryCatch({
+    app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
+    server <- httpuv::startServer(host, as.integer(port), app)
+    httpuv::stopServer(server)
+    TRUE
+  }, error = function(e) FALSE)
   if (!free) {
     gpukeras_abort(c(
       sprintf(

@@ -263,13 +263,10 @@ abort_bad_numbers <- function(columns, rows, n_rows) {
   where <- if (!length(columns)) "The rows" else sprintf("Column %s", paste0("`", columns, "`", collapse = ", "))
   serve_reject(
     400L, "bad_data",
-    sprintf(
-      paste0(
-        "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
-        "take them; send finite numbers within it."
-      ),
-      where, n_rows, rows[1]
-    ),
+    sprintf(paste0(
+      "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
+      "take them; send finite numbers within it."
+    ), where, n_rows, rows[1]),
     column = if (length(columns)) columns[1], rows = I(rows)
   )
 }

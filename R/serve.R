@@ -334,25 +334,22 @@ serve_routes <- function(service, router, prefix) {
 # One request to POST /predict, whose headers passed serve_guard(): list(status,
 # body), the body a JSON string.
 serve_predict <- function(fit, req, settings) {
-  tryCatch(
-    {
-      type <- req$argsQuery$type %||% "raw"
-      if (!identical(type, "raw") && !identical(type, "class")) {
-        serve_reject(
-          400L,
-          "bad_type",
-          sprintf(
-            "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
-          )
+  tryCatch({
+    type <- req$argsQuery$type %||% "raw"
+    if (!identical(type, "raw") && !identical(type, "class")) {
+      serve_reject(
+        400L,
+        "bad_type",
+        sprintf(
+          "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
         )
-      }
-      body <- parse_request_body(req$bodyRaw, settings$part)
-      newdata <- request_data(body, settings)
-      predicted <- predict_for_request(fit, newdata, type, settings)
-      list(status = 200L, body = predictions_json(predicted))
-    },
-    gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem))
-  )
+      )
+    }
+    body <- parse_request_body(req$bodyRaw, settings$part)
+    newdata <- request_data(body, settings)
+    predicted <- predict_for_request(fit, newdata, type, settings)
+    list(status = 200L, body = predictions_json(predicted))
+  }, gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem)))
 }
 
 # predict() on the request's data; its refusals of the data are 400s, any

@@ -102,22 +102,19 @@ gpu_compare_runs <- function(a, b, ...) {
       })
     }), recursive = FALSE)
   ))
-  structure(
-    list(
-      runs = rows,
-      params = data.frame(
-        param = sub("^params[.]", "", differ), a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
-        b = vapply(differ, function(name) format(rows[[name]][2]), character(1)), row.names = NULL
-      ),
-      metrics = data.frame(
-        metric = sub("^metrics[.]", "", metrics), a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
-        b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
-        change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)), row.names = NULL
-      ),
-      history = history
+  structure(list(
+    runs = rows,
+    params = data.frame(
+      param = sub("^params[.]", "", differ), a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
+      b = vapply(differ, function(name) format(rows[[name]][2]), character(1)), row.names = NULL
     ),
-    class = "gpukeras_run_comparison"
-  )
+    metrics = data.frame(
+      metric = sub("^metrics[.]", "", metrics), a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
+      b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
+      change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)), row.names = NULL
+    ),
+    history = history
+  ), class = "gpukeras_run_comparison")
 }
 
 # Tracking's settings for a read, or an error saying to turn it on.
@@ -203,13 +200,10 @@ format.gpukeras_run_comparison <- function(x, ...) {
     if (nrow(x$params)) c("Params that differ:", utils::capture.output(print(x$params, row.names = FALSE))) else
       "Params: the same",
     "Final metrics:",
-    utils::capture.output(print(
-      data.frame(
-        metric = x$metrics$metric, a = signif(x$metrics$a, 4), b = signif(x$metrics$b, 4),
-        change = signif(x$metrics$change, 3)
-      ),
-      row.names = FALSE
-    ))
+    utils::capture.output(print(data.frame(
+      metric = x$metrics$metric, a = signif(x$metrics$a, 4), b = signif(x$metrics$b, 4),
+      change = signif(x$metrics$change, 3)
+    ), row.names = FALSE))
   )
 }
 

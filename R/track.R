@@ -262,15 +262,12 @@ track_plot <- function(fit, track) {
   if (is.null(track) || is.null(key) || !isTRUE(capabilities("png"))) return(invisible())
   path <- file.path(tempfile("gpukeras-plot-"), "fit.png")
   dir.create(dirname(path))
-  drawn <- tryCatch(
-    {
-      grDevices::png(path, width = 900, height = 600)
-      on.exit(grDevices::dev.off(), add = TRUE)
-      plot(fit)
-      TRUE
-    },
-    error = function(e) FALSE
-  )
+  drawn <- tryCatch({
+    grDevices::png(path, width = 900, height = 600)
+    on.exit(grDevices::dev.off(), add = TRUE)
+    plot(fit)
+    TRUE
+  }, error = function(e) FALSE)
   if (drawn && file.exists(path)) try(core_call("track_artifact", track = track, key = key, path = path), silent = TRUE)
   unlink(dirname(path), recursive = TRUE)
   invisible()
@@ -278,15 +275,12 @@ track_plot <- function(fit, track) {
 
 new_gpukeras_tracking <- function(checked, spool = NULL) {
   kept <- if (!is.null(spool)) length(list.files(spool, pattern = "[.]json$")) else 0L
-  structure(
-    list(
-      on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
-      reachable = checked$reachable, why = checked$why,
-      credentials = unlist(checked$credentials), username = checked$username,
-      spool = spool, kept = kept
-    ),
-    class = "gpukeras_tracking"
-  )
+  structure(list(
+    on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
+    reachable = checked$reachable, why = checked$why,
+    credentials = unlist(checked$credentials), username = checked$username,
+    spool = spool, kept = kept
+  ), class = "gpukeras_tracking")
 }
 
 #' @export

@@ -27,13 +27,10 @@ check_not_split <- function(data, part, call = caller_env()) {
 # Checked without Python; converted later by fit_input().
 fit_data <- function(data, arg, call = caller_env()) {
   if (inherits(data, "python.builtin.object")) return(list(kind = "python", dataset = data))
-  usage <- sprintf(
-    paste0(
-      "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
-      "list(input_a = , input_b = ))."
-    ),
-    arg
-  )
+  usage <- sprintf(paste0(
+    "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
+    "list(input_a = , input_b = ))."
+  ), arg)
   if (is.list(data) && !is.data.frame(data)) {
     names <- names(data) %||% rep("", length(data))
     if (identical(names, c("train", "validation")) &&
@@ -107,13 +104,10 @@ batch_within_rows <- function(batch_size, data, accumulate = 1L) {
       format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
       format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
     ),
-    sprintf(
-      paste0(
-        "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
-        "epoch."
-      ),
-      format(largest_batch_for_steps(rows), big.mark = ",")
-    )
+    sprintf(paste0(
+      "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
+      "epoch."
+    ), format(largest_batch_for_steps(rows), big.mark = ","))
   ), "gpukeras_warning_batch_size")
   batch
 }
@@ -140,13 +134,10 @@ fit_input <- function(data, call = caller_env()) {
     # NumPy arrays already (gpu_as_numpy())
     return(c(list(data$x, data$y), if (!is.null(data$sample_weight)) list(data$sample_weight)))
   }
-  handover_arg(
-    as_pipeline_data(
-      data$x, data$y, "error",
-      call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
-    ),
-    na_fix = fit_na_fix
-  )
+  handover_arg(as_pipeline_data(
+    data$x, data$y, "error",
+    call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
+  ), na_fix = fit_na_fix)
 }
 
 # gpu_fit() has no `na` argument: gpu_dataset() has.

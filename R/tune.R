@@ -243,13 +243,10 @@ format.gpukeras_tune <- function(x, ...) {
         ),
         "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, steps_per_execution and jit_compile.",
         if (best$precision != "float32") {
-          sprintf(
-            paste0(
-              "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
-              "gpu_setup(mixed_precision = \"%s\")."
-            ),
-            sub("^mixed_", "", best$precision)
-          )
+          sprintf(paste0(
+            "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
+            "gpu_setup(mixed_precision = \"%s\")."
+          ), sub("^mixed_", "", best$precision))
         }
       )
     }
@@ -336,12 +333,9 @@ tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_executi
     jit_compile = !identical(jit_compile, "auto")
   )
   if (any(given)) {
-    abort_bad_argument(
-      sprintf(
-        "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
+    ), call = call)
   }
   applied <- list(
     batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),

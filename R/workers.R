@@ -250,18 +250,15 @@ worker_await <- function(dir, parent, prepare) {
 # compiler's start off the fit's (core: workers_warm); then the session's compiled
 # programs (`prepare$compiled`). NULL, or the error that the task then reports.
 worker_prepare <- function(prepare, compile = TRUE) {
-  tryCatch(
-    {
-      setup <- prepare$setup
-      if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
-      core_call("start")
-      # Only time is lost where it fails: the fit compiles as it would have.
-      if (compile) try(core_call("workers_warm"), silent = TRUE)
-      if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
-      NULL
-    },
-    error = identity
-  )
+  tryCatch({
+    setup <- prepare$setup
+    if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
+    core_call("start")
+    # Only time is lost where it fails: the fit compiles as it would have.
+    if (compile) try(core_call("workers_warm"), silent = TRUE)
+    if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
+    NULL
+  }, error = identity)
 }
 
 # One task (its runtime `prepared` by worker_prepare()): the seed, then the task's `run`, a
