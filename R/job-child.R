@@ -108,10 +108,7 @@ job_child <- function(dir) {
     track_restore(spec$track)
     setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
     write_rds_atomic(setup, job_file(dir, "setup.rds"))
-    carried <- core_call(
-      "job_load_carried",
-      job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule
-    )
+    carried <- core_call("job_load_carried", job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule)
     progress <- core_call(
       "job_progress_callback",
       job_dir = dir, attempt = attempt,

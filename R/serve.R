@@ -338,11 +338,8 @@ serve_predict <- function(fit, req, settings) {
     type <- req$argsQuery$type %||% "raw"
     if (!identical(type, "raw") && !identical(type, "class")) {
       serve_reject(
-        400L,
-        "bad_type",
-        sprintf(
-          "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
-        )
+        400L, "bad_type",
+        sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ",")))
       )
     }
     body <- parse_request_body(req$bodyRaw, settings$part)
