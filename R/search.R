@@ -276,26 +276,22 @@ search_run <- function(search, request, storage, plan, dir, call) {
     asked <- core_call("search_ask", search = opened, error_call = call)
     if (is.null(asked)) return(NULL)
     params <- asked$params
-    list(
-      model_fn = search$model_fn, params = params[names(search$space)], seed = asked$seed, data = carried$files,
-      train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
-      validation = validation$files,
-      fit = c(search$fixed, params[names(search$searched)]),
+    c(common[c("model_fn", "data", "train_rows", "validation_rows", "validation")], list(
+      params = params[names(search$space)], seed = asked$seed, fit = c(search$fixed, params[names(search$searched)]),
       trial = list(number = asked$number),
-      callback = list(verb = "search_pruning_callback", args = list(
-        storage = storage$url, study = search$study, trial_id = asked$trial_id,
-        objective = search$objective, pruner = search$pruner
-      )),
+      callback = list(
+        verb = "search_pruning_callback",
+        args = c(common[c("storage", "study", "objective", "pruner")], list(trial_id = asked$trial_id))
+      ),
       then = list(run = "search_trial_end", args = list(
         path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding
       )),
-      more = asked$left > 0L,
-      plan_memory = isTRUE(plan$plan_memory),
+      more = asked$left > 0L, plan_memory = isTRUE(plan$plan_memory),
       track = track_child(
         tracked, NULL, sprintf("trial %d", asked$number), "trial", list(gpukeras.trial = asked$number),
         params = params, key = track_new_key(tracked, call)
       )
-    )
+    ))
   }
   on_end <- function(ended) {
     device <- pool$slots[[ended$slot]]$device
