@@ -75,18 +75,10 @@ new_gpukeras_audit <- function(result, batch_size) {
   findings <- rows_to_df(result$findings, audit_columns)
   findings$flops_share <- as.numeric(findings$flops_share)
   findings$factor <- as.numeric(findings$factor)
-  structure(
-    findings,
-    class = c("gpukeras_audit", "data.frame"),
-    audit = list(
-      model = result$model,
-      backend = result$backend,
-      layers = result$layers,
-      flops_per_sample = result$flops_per_sample,
-      uncounted = as.character(unlist(result$uncounted)),
-      batch_size = batch_size
-    )
-  )
+  structure(findings, class = c("gpukeras_audit", "data.frame"), audit = list(
+    model = result$model, backend = result$backend, layers = result$layers, flops_per_sample = result$flops_per_sample,
+    uncounted = as.character(unlist(result$uncounted)), batch_size = batch_size
+  ))
 }
 
 #' @export
@@ -116,8 +108,7 @@ format.gpukeras_audit <- function(x, ...) {
       share <- if (!is.na(row$flops_share)) sprintf(", %s of FLOPs", format_percent(row$flops_share)) else ""
       what <- if (nzchar(row$layer_class)) sprintf("%s (%s%s)", row$layer, row$layer_class, share) else row$layer
       lines <- c(
-        lines,
-        strwrap(sprintf("%s %s: %s", bullet(), what, row$finding), width = width, indent = 2, exdent = 4),
+        lines, strwrap(sprintf("%s %s: %s", bullet(), what, row$finding), width = width, indent = 2, exdent = 4),
         strwrap(paste(arrow(), row$advice), width = width, indent = 4, exdent = 6)
       )
     }

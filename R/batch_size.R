@@ -139,15 +139,9 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(
-    "batch_size",
-    model = model,
-    data = fit_input(data),
-    max_batch = as.integer(max_batch),
-    min_batch = as.integer(min_batch),
-    steps = as.integer(steps),
-    warmup = as.integer(warmup),
-    memory_budget_mib = if (!is.null(memory_budget_mib)) as.double(memory_budget_mib),
-    tolerance = as.double(tolerance)
+    "batch_size", model = model, data = fit_input(data), max_batch = as.integer(max_batch),
+    min_batch = as.integer(min_batch), steps = as.integer(steps), warmup = as.integer(warmup),
+    memory_budget_mib = if (!is.null(memory_budget_mib)) as.double(memory_budget_mib), tolerance = as.double(tolerance)
   )
   new_gpukeras_batch_size(result)
 }
@@ -171,23 +165,13 @@ new_gpukeras_batch_size <- function(result) {
   trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
   estimate <- result$estimate
   estimate$uncounted_layers <- as.character(unlist(estimate$uncounted_layers))
-  structure(
-    list(
-      trials = trials,
-      recommended = as.integer(result$recommended),
-      fastest = as.integer(result$fastest),
-      steps_rule = result$steps_rule,
-      largest = as.integer(result$largest),
-      smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
-      device = result$device,
-      device_name = result$device_name,
-      backend = result$backend,
-      budget = result$budget,
-      estimate = estimate,
-      settings = result$settings
-    ),
-    class = "gpukeras_batch_size"
-  )
+  structure(list(
+    trials = trials, recommended = as.integer(result$recommended), fastest = as.integer(result$fastest),
+    steps_rule = result$steps_rule, largest = as.integer(result$largest),
+    smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
+    device = result$device, device_name = result$device_name, backend = result$backend, budget = result$budget,
+    estimate = estimate, settings = result$settings
+  ), class = "gpukeras_batch_size")
 }
 
 #' @export
@@ -276,13 +260,10 @@ format.gpukeras_batch_size <- function(x, ...) {
 # The rule of at least 8 steps per epoch, as it applied to these rows.
 steps_rule_line <- function(rule) {
   if (is.null(rule$rows)) {
-    return(sprintf(
-      paste0(
-        "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
-        "applied."
-      ),
-      as.integer(rule$min_steps)
-    ))
+    return(sprintf(paste0(
+      "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
+      "applied."
+    ), as.integer(rule$min_steps)))
   }
   sprintf(
     "Steps/epoch:   %d or more recommended: %s training rows allow batch_size %s at most.",
@@ -302,8 +283,7 @@ recommended_lines <- function(x) {
     "the fastest"
   } else if (chosen$steps_per_epoch < rule$min_steps) {
     sprintf(
-      "the smallest that fits: no size makes %d steps per epoch of %s rows",
-      as.integer(rule$min_steps),
+      "the smallest that fits: no size makes %d steps per epoch of %s rows", as.integer(rule$min_steps),
       format(rule$rows, big.mark = ",")
     )
   } else {

@@ -11,12 +11,10 @@ repair_requirements <- function() gpukeras_requirements(gpu = TRUE, os = "Linux"
 # "declined", "failed"; NA when gpu_check() was not asked to fix).
 repairs_df <- function(repairs) {
   data.frame(
-    id = vapply(repairs, `[[`, character(1), "id"),
-    what = vapply(repairs, `[[`, character(1), "what"),
+    id = vapply(repairs, `[[`, character(1), "id"), what = vapply(repairs, `[[`, character(1), "what"),
     how = vapply(repairs, repair_how, character(1)),
     needs_restart = vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1)),
-    status = rep(NA_character_, length(repairs)),
-    stringsAsFactors = FALSE
+    status = rep(NA_character_, length(repairs)), stringsAsFactors = FALSE
   )
 }
 
@@ -114,23 +112,16 @@ make_repair <- function(repair, python, call = caller_env()) {
 
 repair_broke_environment <- function(python, remove, install, restore, call = caller_env()) {
   back <- if (length(restore)) restore else remove
-  gpukeras_abort(
-    c(
-      sprintf(
-        paste0(
-          "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
-          "%s nor put it back."
-        ),
-        python, paste(remove, collapse = ", "), paste(install, collapse = ", ")
-      ),
-      sprintf(
-        "Restore it (with a network) with: %s -m pip install %s",
-        shell_words(python), paste(shell_words(back), collapse = " ")
-      )
-    ),
-    "gpukeras_error_repair",
-    call = call
-  )
+  gpukeras_abort(c(
+    sprintf(paste0(
+      "gpu_check(fix = TRUE) left the Python environment %s without %s: it uninstalled it, then could not install ",
+      "%s nor put it back."
+    ), python, paste(remove, collapse = ", "), paste(install, collapse = ", ")),
+    sprintf(
+      "Restore it (with a network) with: %s -m pip install %s",
+      shell_words(python), paste(shell_words(back), collapse = " ")
+    )
+  ), "gpukeras_error_repair", call = call)
 }
 
 # Run `python -m pip <args>`, saying the command and pip's last word on it;
@@ -190,21 +181,17 @@ add_renviron_lines <- function(path, lines) {
 replace_file <- function(path, bytes) {
   temporary <- tempfile(".Renviron-", tmpdir = dirname(path))
   on.exit(unlink(temporary))
-  tryCatch(
-    {
-      write_bytes(temporary, bytes)
-      if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
-        return("it was not written whole: is the disk full?")
-      }
-      if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
-      if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
-        return("it could not be renamed into place")
-      }
-      TRUE
-    },
-    error = function(e) conditionMessage(e),
-    warning = function(w) conditionMessage(w)
-  )
+  tryCatch({
+    write_bytes(temporary, bytes)
+    if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
+      return("it was not written whole: is the disk full?")
+    }
+    if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
+    if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
+      return("it could not be renamed into place")
+    }
+    TRUE
+  }, error = function(e) conditionMessage(e), warning = function(w) conditionMessage(w))
 }
 
 # Write `bytes` to `path`; an error when any step warned (a full disk shows only as a
@@ -236,14 +223,10 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
       id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
     )
     if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) stop(error)
-    gpukeras_abort(
-      c(
-        sprintf("gpu_check() could not run in this session: %s.", why),
-        sprintf("%s is now installed: restart R, then run gpu_check() again.", pin)
-      ),
-      class(error)[1],
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("gpu_check() could not run in this session: %s.", why),
+      sprintf("%s is now installed: restart R, then run gpu_check() again.", pin)
+    ), class(error)[1], call = call)
   }
   tryCatch(
     code,

@@ -116,10 +116,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
     )
   }
   result <- with_stack_repair(core_call(
-    "check",
-    probe_training = probe,
-    probe_seconds = probe_seconds,
-    matmul_size = 1024L,
+    "check", probe_training = probe, probe_seconds = probe_seconds, matmul_size = 1024L,
     requirements = as.list(repair_requirements())
   ), fix)
   check <- new_gpukeras_check(result)
@@ -152,22 +149,13 @@ new_gpukeras_check <- function(result) {
   }
   ignored <- backend_ignored(result$stack$keras_backend)
   the$check_verdict <- result$verdict # a tracked fit's tag (gpu_track())
-  structure(
-    list(
-      verdict = result$verdict,
-      reasons = c(as.character(unlist(result$reasons)), ignored$reason),
-      advice = c(as.character(unlist(result$advice)), ignored$advice),
-      stack = stack,
-      nvml = new_nvml_report(result$nvml),
-      devices = rows_to_df(result$devices, device_columns),
-      setup = new_gpukeras_setup(result$setup),
-      placement = placement,
-      utilization = utilization,
-      timings = unlist(result$timings),
-      repairs = repairs_df(result$repairs)
-    ),
-    class = "gpukeras_check"
-  )
+  structure(list(
+    verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
+    advice = c(as.character(unlist(result$advice)), ignored$advice), stack = stack,
+    nvml = new_nvml_report(result$nvml), devices = rows_to_df(result$devices, device_columns),
+    setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
+    timings = unlist(result$timings), repairs = repairs_df(result$repairs)
+  ), class = "gpukeras_check")
 }
 
 new_nvml_report <- function(nvml) {
@@ -178,9 +166,7 @@ new_nvml_report <- function(nvml) {
 }
 
 verdict_text <- c(
-  gpu_used = "the GPU is used",
-  gpu_available_not_used = "a GPU is available but NOT used",
-  no_gpu = "no GPU is used"
+  gpu_used = "the GPU is used", gpu_available_not_used = "a GPU is available but NOT used", no_gpu = "no GPU is used"
 )
 
 # The TensorFlow build of a check's `stack`, in words.
@@ -188,10 +174,7 @@ tensorflow_build <- function(s) {
   if (is.null(s$tensorflow)) return("not installed")
   if (isTRUE(s$is_cuda_build)) {
     return(sprintf(
-      "%s (%s, CUDA %s, cuDNN %s)",
-      s$tensorflow,
-      s$tensorflow_distribution,
-      or_na(s$cuda_version),
+      "%s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution, or_na(s$cuda_version),
       or_na(s$cudnn_version)
     ))
   }

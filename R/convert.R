@@ -46,13 +46,10 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
   tryCatch(
     reticulate::np_array(x, dtype = dtype, order = "C"),
     error = function(e) {
-      abort_bad_argument(
-        c(
-          sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
-          "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
-        ),
-        call = call
-      )
+      abort_bad_argument(c(
+        sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
+        "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
+      ), call = call)
     }
   )
 }
@@ -87,17 +84,13 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
-    abort_bad_data(
-      c(
-        sprintf(
-          "%s must have the same number of rows, not %s.",
-          if (is.null(weights)) "x and y" else "x, y and sample_weight",
-          paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
-        ),
-        if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
+    abort_bad_data(c(
+      sprintf(
+        "%s must have the same number of rows, not %s.", if (is.null(weights)) "x and y" else "x, y and sample_weight",
+        paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
       ),
-      call = call
-    )
+      if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
+    ), call = call)
   }
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
   core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
@@ -120,14 +113,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     part
   })
   list(
-    x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x,
-    y = parts$y,
+    x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x, y = parts$y,
     sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32",
-    check_missing = any(core_checks),
-    vocabulary = encoding_vocabulary(encoding),
-    encoding = encoding,
-    dropped = dropped,
+    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32", check_missing = any(core_checks),
+    vocabulary = encoding_vocabulary(encoding), encoding = encoding, dropped = dropped,
     kept = if (dropped > 0) which(!missing)
   )
 }
@@ -193,8 +182,7 @@ handover_fields <- function(data) {
 # The parts of handed-over `data` by name, as abort_missing() names them.
 data_parts <- function(data) {
   c(
-    if (is.list(data$x)) data$x else list(x = data$x),
-    if (!is.null(data$y)) list(y = data$y),
+    if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
     if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
 }
@@ -271,16 +259,13 @@ kept_arrays <- function(held) {
 
 check_feature_array <- function(x, name, call = caller_env()) {
   if (is.character(x)) {
-    abort_bad_data(
-      c(
-        sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
-        paste0(
-          "Pass a data.frame (as.data.frame(x)): its character columns become one-hot columns, one per value (integer ",
-          "codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
-        )
-      ),
-      call = call
-    )
+    abort_bad_data(c(
+      sprintf("`%s` is a character %s: features must be numbers.", name, if (is.null(dim(x))) "vector" else "matrix"),
+      paste0(
+        "Pass a data.frame (as.data.frame(x)): its character columns become one-hot columns, one per value (integer ",
+        "codes with gpu_dataset(factors = \"codes\")). Or convert numbers held as text with as.numeric()."
+      )
+    ), call = call)
   }
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.matrix(x) && !is.array(x)) {
     abort_bad_data(

@@ -7,24 +7,19 @@ cv_split <- function(folds, group, data, seed, call) {
   rows <- training_rows(data)
   if (inherits(folds, "rset")) return(rsample_split(folds, rows, call))
   if (!is_whole_number(folds, 2, rows)) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.",
-          rows,
-          describe(folds)
-        ),
-        "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
+    abort_bad_argument(c(
+      sprintf(
+        "`folds` must be a whole number from 2 to the rows (%d), or an rsample resampling, not %s.", rows,
+        describe(folds)
       ),
-      call = call
-    )
+      "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
+    ), call = call)
   }
   k <- as.integer(folds)
   fold <- withr::with_seed(seed, if (!is.null(group)) group_folds(group, k, call) else label_folds(data, k))
   held_out <- lapply(seq_len(k), function(i) which(fold == i))
   list(
-    held_out = held_out,
-    train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
+    held_out = held_out, train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
     kind = if (!is.null(group)) "grouped" else if (is_class_labels(data$y)) "stratified by the labels" else "random"
   )
 }
@@ -66,12 +61,9 @@ stratified_folds <- function(classes, k) {
 group_folds <- function(group, k, call) {
   groups <- unique(group)
   if (length(groups) < k) {
-    abort_bad_argument(
-      sprintf(
-        "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", length(groups), k, length(groups)
+    ), call = call)
   }
   groups <- groups[sample.int(length(groups))]
   sizes <- as.vector(table(factor(group, levels = groups)))
@@ -90,21 +82,16 @@ group_folds <- function(group, k, call) {
 rsample_split <- function(folds, rows, call) {
   splits <- folds$splits
   if (!length(splits) || !nrow(splits[[1]]$data) == rows) {
-    abort_bad_argument(
-      sprintf(
-        "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
-        if (length(splits)) nrow(splits[[1]]$data) else 0L,
-        rows
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`folds` was made on data with %d rows, but `data` has %d: make it on the same rows.",
+      if (length(splits)) nrow(splits[[1]]$data) else 0L, rows
+    ), call = call)
   }
   held_out <- lapply(splits, function(split) {
     if (!all(is.na(split$out_id))) split$out_id else setdiff(seq_len(rows), split$in_id)
   })
   list(
-    held_out = held_out,
-    train = lapply(splits, function(split) split$in_id),
+    held_out = held_out, train = lapply(splits, function(split) split$in_id),
     kind = sprintf("rsample (%s)", class(folds)[1])
   )
 }

@@ -160,9 +160,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   pool <- new_worker_pool(plan, dir)
   on.exit(worker_close(pool), add = TRUE, after = FALSE)
   tracked <- track_many(
-    "cv",
-    length(split$held_out),
-    list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
+    "cv", length(split$held_out), list(folds = length(split$held_out), split = split$kind, seed = seed, fit = fit_args),
     call
   )
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
@@ -190,15 +188,10 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
     result <- ended$result
     numbers <- ended$task$number
     if (!is.null(ended$condition)) {
-      process_abort(
-        sprintf(
-          "Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "",
-          paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"
-        ),
-        "gpukeras_error_cv_fold",
-        parent = ended$condition,
-        call = call
-      )
+      process_abort(sprintf(
+        "Fold%s %s of %d failed in %s worker.", if (length(numbers) > 1L) "s" else "",
+        paste(numbers, collapse = ", "), length(folds), if (length(numbers) > 1L) "their" else "its"
+      ), "gpukeras_error_cv_fold", parent = ended$condition, call = call)
     }
     device <- pool$slots[[ended$slot]]$device
     if (isTRUE(ended$task$population)) {
@@ -255,16 +248,13 @@ cv_group <- function(group, data, call) {
   rows <- training_rows(data)
   if (is.character(group) && length(group) == 1L && rows != 1L) {
     if (!is.data.frame(data$x) || !group %in% names(data$x)) {
-      abort_bad_argument(
-        c(
-          sprintf(
-            "`group` names the column \"%s\", but `data$x` %s.",
-            group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
-          ),
-          "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+      abort_bad_argument(c(
+        sprintf(
+          "`group` names the column \"%s\", but `data$x` %s.",
+          group, if (is.data.frame(data$x)) "has no such column" else "is not a data.frame"
         ),
-        call = call
-      )
+        "Give `group` as a vector with each row's group, or the name of a column of the data.frame `data$x`."
+      ), call = call)
     }
     values <- data$x[[group]]
     data$x[[group]] <- NULL
@@ -285,23 +275,14 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
     seq_along(outcomes),
     function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
   )
-  structure(
-    list(
-      metrics = do.call(rbind, metric_rows),
-      predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels),
-      folds = split$held_out,
-      seeds = seeds,
-      seed = seed,
-      history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
-      devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
-      seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)),
-      split = split$kind,
-      workers = plan,
-      trained = if (length(trained) > 1L) "population and processes" else trained,
-      trained_why = why
-    ),
-    class = "gpukeras_cv"
-  )
+  structure(list(
+    metrics = do.call(rbind, metric_rows),
+    predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
+    seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
+    devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
+    seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
+    workers = plan, trained = if (length(trained) > 1L) "population and processes" else trained, trained_why = why
+  ), class = "gpukeras_cv")
 }
 
 # The folds' predictions in the data's row order (the mean where a row was held out more

@@ -282,52 +282,36 @@ pipeline_options <- function(batch_size, shuffle, seed, cache, map, augment, val
   }
   # tf.data would fail only when the first batch is read, inside training.
   if (is.character(cache) && nzchar(cache) && !dir.exists(dirname(path.expand(cache)))) {
-    abort_bad_argument(
-      c(
-        sprintf("`cache` is '%s', in a folder that does not exist.", cache),
-        "Create the folder first, or give cache = TRUE to cache in memory."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`cache` is '%s', in a folder that does not exist.", cache),
+      "Create the folder first, or give cache = TRUE to cache in memory."
+    ), call = call)
   }
   if (!is.null(map) && !is.function(map) && !inherits(map, "python.builtin.object")) {
     abort_bad_argument(sprintf("`map` must be a function (R or Python), not %s.", describe(map)), call = call)
   }
   if (!is.null(augment) && (!is.list(augment) || is.null(names(augment)) || any(!nzchar(names(augment))))) {
-    abort_bad_argument(
-      c(
-        sprintf("`augment` must be a named list of presets, not %s.", describe(augment)),
-        "For example: list(flip_horizontal = list(), rotation = list(factor = 0.05))."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`augment` must be a named list of presets, not %s.", describe(augment)),
+      "For example: list(flip_horizontal = list(), rotation = list(factor = 0.05))."
+    ), call = call)
   }
   check_number_in(validation_split, "[0, 1)", call = call)
   check_flag(drop_remainder, call = call)
   if (!is.null(deterministic)) check_flag(deterministic, call = call)
   if (!identical(prefetch, "auto") && !is_whole_number(prefetch, 0)) {
-    abort_bad_argument(
-      c(
-        sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
-        "Give a whole number up to 1e6 (a few batches keep the GPU fed), or \"auto\" to let tf.data choose."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`prefetch` must be \"auto\" or a number of batches >= 0, not %s.", describe(prefetch)),
+      "Give a whole number up to 1e6 (a few batches keep the GPU fed), or \"auto\" to let tf.data choose."
+    ), call = call)
   }
   if (!identical(to_device, "auto") && !identical(to_device, "none")) {
     to_device <- device_names(to_device, "to_device", call = call)
   }
   list(
-    batch_size = as.integer(batch_size),
-    shuffle = shuffle,
-    seed = seed,
-    cache = cache,
-    map = map,
-    augment = lapply(augment, augment_parameters),
-    validation_split = validation_split,
-    drop_remainder = drop_remainder,
-    deterministic = deterministic,
-    prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
+    batch_size = as.integer(batch_size), shuffle = shuffle, seed = seed, cache = cache, map = map,
+    augment = lapply(augment, augment_parameters), validation_split = validation_split, drop_remainder = drop_remainder,
+    deterministic = deterministic, prefetch = if (is.numeric(prefetch)) as.integer(prefetch) else prefetch,
     to_device = to_device
   )
 }
@@ -370,14 +354,10 @@ file_source <- function(path, label, columns, image_size, color_mode, rescale = 
     ))
   }
   if (!dir.exists(expanded)) {
-    gpukeras_abort(
-      c(
-        sprintf("'%s' is not a folder, a CSV file/glob or TFRecord files.", path),
-        "Give a folder of images with one sub-folder per class, \"data/*.csv\", or \"data/*.tfrecord\"."
-      ),
-      "gpukeras_error_missing_files",
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("'%s' is not a folder, a CSV file/glob or TFRecord files.", path),
+      "Give a folder of images with one sub-folder per class, \"data/*.csv\", or \"data/*.tfrecord\"."
+    ), "gpukeras_error_missing_files", call = call)
   }
   if (!is.numeric(image_size) || length(image_size) != 2L || anyNA(image_size) || any(image_size < 1)) {
     abort_bad_argument(sprintf("`image_size` must be c(height, width), not %s.", describe(image_size)), call = call)

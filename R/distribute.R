@@ -136,12 +136,8 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     }
   }
   made <- core_call(
-    "strategy",
-    type = type,
-    devices = if (!is.null(devices)) as.list(devices),
-    workers = if (!is.null(workers)) as.list(workers),
-    index = index,
-    trusted_network = trusted_network
+    "strategy", type = type, devices = if (!is.null(devices)) as.list(devices),
+    workers = if (!is.null(workers)) as.list(workers), index = index, trusted_network = trusted_network
   )
   new_gpukeras_strategy(made$strategy, made$plan)
 }

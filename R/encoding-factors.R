@@ -20,40 +20,38 @@ check_factors <- function(factors, call = caller_env()) {
   if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
       (is.null(names(factors)) && length(factors) != 1L) ||
         (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)
-        ),
-        "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
+    abort_bad_argument(c(
+      sprintf(
+        "`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)
       ),
-      call = call
-    )
+      "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
+    ), call = call)
   }
   invisible(factors)
 }
 
+# The factor and character columns of the data.frames in `parts`, by name.
+coded_columns <- function(parts) {
+  unlist(lapply(Filter(is.data.frame, parts), function(df) names(df)[vapply(df, is_coded, logical(1))]))
+}
+
+is_coded <- function(column) is.factor(column) || is.character(column)
+
 check_factors_for <- function(factors, parts, call = caller_env()) {
   check_factors(factors, call)
   if (is.null(names(factors))) return(invisible())
-  frames <- Filter(is.data.frame, parts)
-  categorical <- unlist(lapply(
-    frames, function(df) names(df)[vapply(df, function(v) is.factor(v) || is.character(v), logical(1))]
-  ))
+  categorical <- coded_columns(parts)
   unknown <- setdiff(names(factors), categorical)
   if (length(unknown)) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`factors` names column(s) that are not factor or character columns of `x`: %s.",
-          paste(unknown, collapse = ", ")
-        ),
-        if (length(categorical))
-          sprintf(
-            "Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")
-          ) else "`x` has no factor or character column."
+    abort_bad_argument(c(
+      sprintf(
+        "`factors` names column(s) that are not factor or character columns of `x`: %s.",
+        paste(unknown, collapse = ", ")
       ),
-      call = call
-    )
+      if (length(categorical))
+        sprintf(
+          "Its factor and character columns: %s.", paste(unique(categorical), collapse = ", ")
+        ) else "`x` has no factor or character column."
+    ), call = call)
   }
 }

@@ -20,16 +20,13 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
     )
   }
   if (is.null(encoding)) {
-    abort_bad_argument(
-      c(
-        sprintf("`%s` has no record of how its data was encoded.", arg),
-        paste0(
-          "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and ",
-          "NumPy arrays are not."
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`%s` has no record of how its data was encoded.", arg),
+      paste0(
+        "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and ",
+        "NumPy arrays are not."
+      )
+    ), call = call)
   }
   encoding
 }
@@ -78,8 +75,7 @@ encoding_from_plain <- function(plain) {
   encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
   if (!is.null(plain$images)) {
     encoding$images <- list(
-      image_size = as.integer(unlist(plain$images$image_size)),
-      color_mode = plain$images$color_mode,
+      image_size = as.integer(unlist(plain$images$image_size)), color_mode = plain$images$color_mode,
       rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
     )
   }
@@ -158,20 +154,13 @@ check_image_classes <- function(path, classes, call = caller_env()) {
   folders <- basename(list.dirs(path, recursive = FALSE))
   new <- setdiff(folders[!startsWith(folders, ".")], classes)
   if (length(new)) {
-    gpukeras_abort(
-      c(
-        sprintf(
-          "The image folder '%s' has class folders the training data did not have: %s.",
-          path,
-          paste0("\"", new, "\"", collapse = ", ")
-        ),
-        sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
+    gpukeras_abort(c(
+      sprintf(
+        "The image folder '%s' has class folders the training data did not have: %s.", path,
+        paste0("\"", new, "\"", collapse = ", ")
       ),
-      "gpukeras_error_new_levels",
-      column = "class",
-      levels = new,
-      call = call
-    )
+      sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
+    ), "gpukeras_error_new_levels", column = "class", levels = new, call = call)
   }
 }
 
@@ -190,8 +179,7 @@ format_fit_encoding <- function(encoding) {
         sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
     if (length(classes)) {
       sprintf(
-        "classes %s%s",
-        paste(shown, collapse = ", "),
+        "classes %s%s", paste(shown, collapse = ", "),
         if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else ""
       )
     }
@@ -230,24 +218,17 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     if (!is.na(wanted) && given != wanted) {
       one_hot <- any(vapply(
         frames[[name]]$columns,
-        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot",
-        logical(1)
+        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)
       ))
-      abort_bad_data(
-        c(
-          sprintf(
-            "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
-            if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "",
-            wanted,
-            name,
-            describe_columns(frames[[name]])
-          ),
-          sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
-          if (one_hot)
-            "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
+      abort_bad_data(c(
+        sprintf(
+          "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
+          if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "", wanted, name, describe_columns(frames[[name]])
         ),
-        call = call
-      )
+        sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
+        if (one_hot)
+          "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
+      ), call = call)
     }
   }
   invisible()
@@ -273,19 +254,13 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
     identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
     identical(given$images, encoding$images)
   if (!same) {
-    abort_bad_data(
-      c(
-        sprintf(
-          paste0(
-            "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
-            "settings)."
-          ),
-          arg
-        ),
-        "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
-      ),
-      call = call
-    )
+    abort_bad_data(c(
+      sprintf(paste0(
+        "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
+        "settings)."
+      ), arg),
+      "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
+    ), call = call)
   }
 }
 

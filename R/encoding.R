@@ -56,8 +56,7 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
   dims <- dim(part)
   if (length(dims) == 2L) check_column_names(colnames(part), name, call)
   list(
-    type = "array",
-    shape = if (is.null(dims)) 1L else as.integer(dims[-1]),
+    type = "array", shape = if (is.null(dims)) 1L else as.integer(dims[-1]),
     names = if (length(dims) == 2L) colnames(part)
   )
 }
@@ -86,38 +85,27 @@ check_columns <- function(df, name, call = caller_env()) {
   check_column_names(names(df), name, call)
   nested <- names(df)[vapply(df, function(column) !is.null(dim(column)), logical(1))]
   if (length(nested)) {
-    abort_bad_data(
-      c(
-        sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
-        sprintf(
-          paste0(
-            "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
-            "named list of inputs."
-          ),
-          name,
-          nested[1]
-        )
-      ),
-      call = call
-    )
+    abort_bad_data(c(
+      sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
+      sprintf(paste0(
+        "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
+        "named list of inputs."
+      ), name, nested[1])
+    ), call = call)
   }
   ok <- vapply(
-    df,
-    function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
+    df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
     logical(1)
   )
   if (!all(ok)) {
     bad <- names(df)[!ok]
     types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    abort_bad_data(
-      c(
-        sprintf(
-          "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
-        ),
-        "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
+    abort_bad_data(c(
+      sprintf(
+        "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
       ),
-      call = call
-    )
+      "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
+    ), call = call)
   }
 }
 
@@ -155,16 +143,13 @@ check_column_names <- function(names, name, call = caller_env()) {
     },
     if (length(empty)) sprintf("column(s) %s have no name", paste(empty, collapse = ", "))
   )
-  abort_bad_data(
-    c(
-      sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
-      paste0(
-        "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of ",
-        "two tables keeps both names)."
-      )
-    ),
-    call = call
-  )
+  abort_bad_data(c(
+    sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
+    paste0(
+      "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of ",
+      "two tables keeps both names)."
+    )
+  ), call = call)
 }
 
 # The inputs of `x` as a named list, checked against what the encoding
@@ -181,17 +166,13 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
   if (is.null(encoding)) return(parts)
   wanted <- names(encoding$inputs)
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
-    abort_bad_data(
-      c(
-        sprintf(
-          "The new data has %s; the model was trained on %s.",
-          describe_inputs(parts, several),
-          describe_inputs(encoding$inputs, encoding$several)
-        ),
-        "Give the new data in the form the training data had."
+    abort_bad_data(c(
+      sprintf(
+        "The new data has %s; the model was trained on %s.", describe_inputs(parts, several),
+        describe_inputs(encoding$inputs, encoding$several)
       ),
-      call = call
-    )
+      "Give the new data in the form the training data had."
+    ), call = call)
   }
   parts[wanted]
 }
@@ -206,13 +187,10 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
-      abort_bad_data(
-        c(
-          sprintf("`%s` must be a data.frame, as in training, not %s.", name, describe(part)),
-          sprintf("Give the columns %s.", paste(names(spec$columns), collapse = ", "))
-        ),
-        call = call
-      )
+      abort_bad_data(c(
+        sprintf("`%s` must be a data.frame, as in training, not %s.", name, describe(part)),
+        sprintf("Give the columns %s.", paste(names(spec$columns), collapse = ", "))
+      ), call = call)
     }
     return(list(x = encode_data_frame(part, name, spec, unknown, call), spec = spec))
   }
@@ -225,18 +203,13 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
   if (length(spec$names) && length(colnames(array)) && !identical(colnames(array), spec$names)) {
     array <- array[, select_names(colnames(array), spec$names, name, call), drop = FALSE]
   } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
-    abort_bad_data(
-      c(
-        sprintf(
-          "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).",
-          name,
-          paste(shape, collapse = ", "),
-          paste(spec$shape, collapse = ", ")
-        ),
-        "Give the new data with the training data's columns (and image size)."
+    abort_bad_data(c(
+      sprintf(
+        "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).", name,
+        paste(shape, collapse = ", "), paste(spec$shape, collapse = ", ")
       ),
-      call = call
-    )
+      "Give the new data with the training data's columns (and image size)."
+    ), call = call)
   }
   list(x = array, spec = spec)
 }
@@ -246,13 +219,10 @@ select_columns <- function(df, wanted, name, call) df[select_names(names(df), wa
 select_names <- function(have, wanted, name, call) {
   missing <- setdiff(wanted, have)
   if (length(missing)) {
-    abort_bad_data(
-      c(
-        sprintf("`%s` lacks column(s) the model was trained on: %s.", name, paste(missing, collapse = ", ")),
-        "Give every training column, by name (their order and any other columns do not matter)."
-      ),
-      call = call
-    )
+    abort_bad_data(c(
+      sprintf("`%s` lacks column(s) the model was trained on: %s.", name, paste(missing, collapse = ", ")),
+      "Give every training column, by name (their order and any other columns do not matter)."
+    ), call = call)
   }
   wanted
 }
@@ -293,28 +263,18 @@ one_hot <- function(codes, values, levels, column) {
 encode_column <- function(values, spec, where, unknown, call) {
   if (!identical(spec$type, "factor")) {
     if (!(is.numeric(values) || is.logical(values))) {
-      gpukeras_abort(
-        c(
-          sprintf("`%s` is %s; in training it was %s.", where, describe_type(values), spec$type),
-          "Give it as numbers, as in training."
-        ),
-        c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
-        column = where, type = typeof(values),
-        call = call
-      )
+      gpukeras_abort(c(
+        sprintf("`%s` is %s; in training it was %s.", where, describe_type(values), spec$type),
+        "Give it as numbers, as in training."
+      ), c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"), column = where, type = typeof(values), call = call)
     }
     return(as.double(values))
   }
-  if (!(is.factor(values) || is.character(values))) {
-    gpukeras_abort(
-      c(
-        sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
-        "Give it as a factor or character vector: its values are matched to the training levels by name."
-      ),
-      c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"),
-      column = where, type = typeof(values),
-      call = call
-    )
+  if (!is_coded(values)) {
+    gpukeras_abort(c(
+      sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
+      "Give it as a factor or character vector: its values are matched to the training levels by name."
+    ), c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"), column = where, type = typeof(values), call = call)
   }
   rule <- factor_encoding(spec)
   codes <- level_codes(values, spec$levels, where, unknown, call, rule)
@@ -344,25 +304,18 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
   if (length(new)) {
     fits <- if (rule == "one_hot") "zero" else "code"
     if (unknown != fits) {
-      gpukeras_abort(
-        c(
-          sprintf(
-            "`%s` has level(s) not seen in training: %s.",
-            where,
-            paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
-          ),
-          sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
-          if (rule == "one_hot") {
-            "Remove those rows, or give unknown = \"zero\" to score them with every indicator column of that factor 0."
-          } else {
-            "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
-          }
+      gpukeras_abort(c(
+        sprintf(
+          "`%s` has level(s) not seen in training: %s.", where,
+          paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
         ),
-        "gpukeras_error_new_levels",
-        column = where,
-        levels = new,
-        call = call
-      )
+        sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
+        if (rule == "one_hot") {
+          "Remove those rows, or give unknown = \"zero\" to score them with every indicator column of that factor 0."
+        } else {
+          "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
+        }
+      ), "gpukeras_error_new_levels", column = where, levels = new, call = call)
     }
     if (rule == "codes") codes[!is.na(values) & is.na(codes)] <- length(levels)
   }

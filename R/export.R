@@ -131,13 +131,10 @@ check_export_path <- function(path, format, overwrite, call) {
     abort_bad_argument(sprintf("`path` must end in .onnx for format = \"onnx\", not '%s'.", path), call = call)
   }
   if (format == "savedmodel" && grepl("[.](keras|onnx|h5)$", path)) {
-    abort_bad_argument(
-      c(
-        sprintf("`path` is a folder for format = \"savedmodel\", not a file name such as '%s'.", basename(path)),
-        "Give a folder name, e.g. gpu_export(fit, \"churn-model\")."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`path` is a folder for format = \"savedmodel\", not a file name such as '%s'.", basename(path)),
+      "Give a folder name, e.g. gpu_export(fit, \"churn-model\")."
+    ), call = call)
   }
   if (!dir.exists(dirname(path))) {
     abort_bad_argument(sprintf("`path`: the folder '%s' does not exist.", dirname(path)), call = call)
@@ -145,15 +142,12 @@ check_export_path <- function(path, format, overwrite, call) {
   beside <- if (format == "onnx") sub("[.]onnx$", ".gpukeras.json", path)
   existing <- Filter(path_taken, c(path, beside))
   if (length(existing) && !overwrite) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "%s already exist%s.", paste0("'", existing, "'", collapse = " and "), if (length(existing) == 1L) "s" else ""
-        ),
-        "Give overwrite = TRUE to replace it, or another path."
+    abort_bad_argument(c(
+      sprintf(
+        "%s already exist%s.", paste0("'", existing, "'", collapse = " and "), if (length(existing) == 1L) "s" else ""
       ),
-      call = call
-    )
+      "Give overwrite = TRUE to replace it, or another path."
+    ), call = call)
   }
 }
 
@@ -168,13 +162,10 @@ new_export <- function(written) {
   }
   inputs <- records(written$inputs, c("name", "input", "column", "type", "dtype", "levels", "unknown"))
   outputs <- records(written$outputs, c("name", "what", "level"))
-  structure(
-    list(
-      path = written$path, format = written$format, inputs = inputs, outputs = outputs,
-      encoding_file = written$encoding_file, backend = written$backend
-    ),
-    class = "gpukeras_export"
-  )
+  structure(list(
+    path = written$path, format = written$format, inputs = inputs, outputs = outputs,
+    encoding_file = written$encoding_file, backend = written$backend
+  ), class = "gpukeras_export")
 }
 
 #' @export
@@ -189,9 +180,7 @@ format.gpukeras_export <- function(x, ...) {
   output_line <- function(i) {
     row <- x$outputs[i, ]
     what <- switch(
-      row$what,
-      level = sprintf("the column of level %s", row$level),
-      class = "the most likely level",
+      row$what, level = sprintf("the column of level %s", row$level), class = "the most likely level",
       "the model's output"
     )
     sprintf("    %s: %s", row$name, what)

@@ -9,56 +9,42 @@
 check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env()) {
   if (identical(accumulate, 1L)) return(accumulate)
   if (data$kind != "r" && identical(accumulate, "auto")) {
-    abort_bad_argument(
-      c(
-        paste0(
-          "`accumulate = \"auto\"` needs R data and its `batch_size`, the batch each update is to have: a dataset ",
-          "makes its own batches."
-        ),
-        paste0(
-          "Give `accumulate` as a whole number: the dataset's batches are then the micro-batches, and each update has ",
-          "`accumulate` of them."
-        )
+    abort_bad_argument(c(
+      paste0(
+        "`accumulate = \"auto\"` needs R data and its `batch_size`, the batch each update is to have: a dataset ",
+        "makes its own batches."
       ),
-      call = call
-    )
+      paste0(
+        "Give `accumulate` as a whole number: the dataset's batches are then the micro-batches, and each update has ",
+        "`accumulate` of them."
+      )
+    ), call = call)
   }
   if (data$kind != "r") return(accumulate)
   if (is.null(batch_size)) {
-    abort_bad_argument(
-      c(
-        "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",
-        sprintf(
-          "For example gpu_fit(model, data, batch_size = %d, accumulate = %s).",
-          32L * if (is.numeric(accumulate)) accumulate else 4L,
-          if (is.numeric(accumulate)) accumulate else "\"auto\""
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",
+      sprintf(
+        "For example gpu_fit(model, data, batch_size = %d, accumulate = %s).",
+        32L * if (is.numeric(accumulate)) accumulate else 4L, if (is.numeric(accumulate)) accumulate else "\"auto\""
+      )
+    ), call = call)
   }
   if (identical(accumulate, "auto")) {
     return(accumulate) # the core decides it by the memory plan (tools/training.py)
   }
   if (batch_size %% accumulate != 0) {
     divisors <- factors_of(batch_size)
-    abort_bad_argument(
-      c(
-        sprintf(
-          paste0(
-            "`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal ",
-            "size."
-          ),
-          as.integer(batch_size),
-          accumulate
-        ),
-        sprintf(
-          "Give one of %s, or \"auto\" (the smallest whose micro-batch fits the GPU's memory).",
-          paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", ")
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf(paste0(
+        "`accumulate` must divide `batch_size` (%d), not %d: each update is `accumulate` micro-batches of equal ",
+        "size."
+      ), as.integer(batch_size), accumulate),
+      sprintf(
+        "Give one of %s, or \"auto\" (the smallest whose micro-batch fits the GPU's memory).",
+        paste(utils::head(divisors[divisors > 1L], 8L), collapse = ", ")
+      )
+    ), call = call)
   }
   accumulate
 }

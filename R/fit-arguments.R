@@ -25,24 +25,18 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
     closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
     if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
   })
-  abort_bad_argument(
-    c(
-      if (length(named)) {
-        sprintf(
-          "%s has no argument%s %s.",
-          label,
-          if (length(named) > 1L) "s" else "",
-          paste0("`", named, "`", collapse = ", ")
-        )
-      } else {
-        sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))
-      },
-      unlist(meant),
-      unname(unique(instead[intersect(named, names(instead))])),
-      sprintf("?%s lists its arguments.", topic)
-    ),
-    call = call
-  )
+  abort_bad_argument(c(
+    if (length(named)) {
+      sprintf(
+        "%s has no argument%s %s.", label, if (length(named) > 1L) "s" else "", paste0("`", named, "`", collapse = ", ")
+      )
+    } else {
+      sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))
+    },
+    unlist(meant),
+    unname(unique(instead[intersect(named, names(instead))])),
+    sprintf("?%s lists its arguments.", topic)
+  ), call = call)
 }
 
 # The argument among `choices` that `name` most likely misspells: the same in
@@ -85,16 +79,13 @@ check_signals <- function(signals, call = caller_env()) {
   full <- ifelse(startsWith(full, "SIG"), full, paste0("SIG", full))
   unknown <- signals[!full %in% handled_signals]
   if (length(unknown)) {
-    abort_bad_argument(
-      c(
-        sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
-        sprintf(
-          "Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).",
-          paste(handled_signals, collapse = ", ")
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`signals`: %s is not a signal gpu_fit() can handle.", paste0("\"", unknown, "\"", collapse = ", ")),
+      sprintf(
+        "Give any of %s (SIGINT stays R's Ctrl-C; SIGKILL cannot be handled by any process).",
+        paste(handled_signals, collapse = ", ")
+      )
+    ), call = call)
   }
   unique(full)
 }
@@ -103,13 +94,10 @@ check_signals <- function(signals, call = caller_env()) {
 check_ema <- function(ema, call = caller_env()) {
   if (is.null(ema)) return(NULL)
   if (!is_number(ema) || ema <= 0 || ema >= 1) {
-    abort_bad_argument(
-      c(
-        sprintf("`ema` must be NULL or one number between 0 and 1, not %s.", describe(ema)),
-        "The momentum of the weights' moving average: 0.999 averages over about the last 1,000 updates."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`ema` must be NULL or one number between 0 and 1, not %s.", describe(ema)),
+      "The momentum of the weights' moving average: 0.999 averages over about the last 1,000 updates."
+    ), call = call)
   }
   as.numeric(ema)
 }

@@ -198,8 +198,7 @@ format_fit_settings <- function(settings) {
       if (is.numeric(settings$backup_freq)) sprintf(", every %d batches", as.integer(settings$backup_freq)),
       if (!is.null(resumed))
         sprintf(
-          " (resumed in epoch %d, after %s batches)",
-          as.integer(resumed$epoch),
+          " (resumed in epoch %d, after %s batches)", as.integer(resumed$epoch),
           format(resumed$batches_done, big.mark = ",")
         )
     )
@@ -247,9 +246,7 @@ format_fit_settings <- function(settings) {
       paste(
         "Tracked:       ",
         sprintf(
-          "run %s in %s (%s)",
-          settings$tracking$run_id %||% "(being made)",
-          settings$tracking$experiment,
+          "run %s in %s (%s)", settings$tracking$run_id %||% "(being made)", settings$tracking$experiment,
           settings$tracking$uri
         )
       )

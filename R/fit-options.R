@@ -146,13 +146,10 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   check_unknown_args("gpu_backup", "gpu_step")
   call <- current_env()
   if (missing(dir)) {
-    abort_bad_argument(
-      c(
-        "`dir` is missing: the folder to back up to.",
-        "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`dir` is missing: the folder to back up to.",
+      "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."
+    ), call = call)
   }
   if (!is.null(dir)) {
     check_string(dir, call = call)
@@ -164,13 +161,10 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
   monitor <- monitor %||% "val_loss"
   check_string(monitor, call = call)
   if (!is.null(keep_best) && is.null(dir)) {
-    abort_bad_argument(
-      c(
-        "`keep_best` needs a folder to keep the best models in.",
-        "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`keep_best` needs a folder to keep the best models in.",
+      "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."
+    ), call = call)
   }
   fit_option(list(dir = dir, every = every, signals = signals, keep_best = keep_best, monitor = monitor), "backup")
 }
@@ -203,16 +197,10 @@ print.gpukeras_fit_option <- function(x, ...) print_formatted(x, ...)
 check_fit_option <- function(x, kind, constructor, arg = caller_arg(x), flag = FALSE, call = caller_env()) {
   if (inherits(x, paste0("gpukeras_", kind))) return(x)
   if (flag && is.logical(x) && length(x) == 1L && !is.na(x)) return(if (x) constructor() else NULL)
-  abort_bad_argument(
-    sprintf(
-      "`%s` must be %s(...)%s, not %s.",
-      arg,
-      paste0("gpu_", kind),
-      if (flag) ", TRUE or FALSE" else " or NULL",
-      describe(x)
-    ),
-    call = call
-  )
+  abort_bad_argument(sprintf(
+    "`%s` must be %s(...)%s, not %s.", arg, paste0("gpu_", kind), if (flag) ", TRUE or FALSE" else " or NULL",
+    describe(x)
+  ), call = call)
 }
 
 # gpu_fit()'s arguments that became option objects: where each one now goes.
@@ -238,13 +226,10 @@ fit_dots <- function(dots, call = caller_env()) {
   given <- rlang::names2(dots)
   moved <- intersect(given, names(moved_fit_args))
   if (length(moved)) {
-    abort_bad_argument(
-      c(
-        sprintf("gpu_fit() has no argument `%s` any more: give %s.", moved[1], moved_fit_args[[moved[1]]]),
-        "gpu_backup() and gpu_background() hold the options that belong together (?gpu_step)."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("gpu_fit() has no argument `%s` any more: give %s.", moved[1], moved_fit_args[[moved[1]]]),
+      "gpu_backup() and gpu_background() hold the options that belong together (?gpu_step)."
+    ), call = call)
   }
   taken <- c(names(deprecated_fit_args), step_shorthand_args)
   unknown <- setdiff(given, taken)

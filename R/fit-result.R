@@ -3,17 +3,10 @@
 # `model` (the trained model) and `encoding` (how R data became numbers, see
 # encoding.R) are what predict() and evaluate() need to score new data.
 new_gpukeras_fit <- function(history, monitor, timeline, settings, model = NULL, encoding = NULL) {
-  structure(
-    list(
-      history = history_df(history),
-      monitor = fit_monitor(monitor),
-      timeline = fit_timeline(timeline),
-      settings = settings,
-      model = model,
-      encoding = encoding
-    ),
-    class = "gpukeras_fit"
-  )
+  structure(list(
+    history = history_df(history), monitor = fit_monitor(monitor), timeline = fit_timeline(timeline),
+    settings = settings, model = model, encoding = encoding
+  ), class = "gpukeras_fit")
 }
 
 history_df <- function(history) {
@@ -64,16 +57,10 @@ fit_result <- function(result, model, data, train, validation, validation_input,
   }
   settings <- result$settings
   if (!is.null(settings$signal_after_training)) {
-    gpukeras_warn(
-      sprintf(
-        paste0(
-          "%s arrived after the last training step: training completed (and its backup was removed). Save what you ",
-          "need now: the scheduler may end this process soon."
-        ),
-        settings$signal_after_training
-      ),
-      "gpukeras_warning_signal"
-    )
+    gpukeras_warn(sprintf(paste0(
+      "%s arrived after the last training step: training completed (and its backup was removed). Save what you ",
+      "need now: the scheduler may end this process soon."
+    ), settings$signal_after_training), "gpukeras_warning_signal")
   }
   settings$verbose <- verbose
   settings$data_kind <- settings$data

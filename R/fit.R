@@ -406,10 +406,7 @@ not_requested <- c("model", "data", "validation_data", "strategy", "background",
 option_fields <- list(
   step = c(steps_per_execution = "steps_per_execution", jit_compile = "jit_compile", remat = "remat", ema = "ema"),
   backup = c(
-    dir = "backup_dir",
-    every = "backup_freq",
-    signals = "signals",
-    keep_best = "keep_best",
+    dir = "backup_dir", every = "backup_freq", signals = "signals", keep_best = "keep_best",
     monitor = "keep_best_monitor"
   )
 )

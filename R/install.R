@@ -87,16 +87,10 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
-    abort_bad_argument(
-      sprintf(
-        paste0(
-          "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
-          "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
-        ),
-        describe(extras)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(paste0(
+      "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
+      "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
+    ), describe(extras)), call = call)
   }
   unique(extras)
 }
@@ -171,14 +165,10 @@ find_python_starter <- function(call = caller_env()) {
     ))
     if (identical(ok, "True")) return(unname(python))
   }
-  gpukeras_abort(
-    c(
-      "No Python >= 3.9 with the venv module was found on the PATH.",
-      "Install one (on Debian/Ubuntu: apt-get install python3 python3-venv) or pass `python =`."
-    ),
-    "gpukeras_error_no_python",
-    call = call
-  )
+  gpukeras_abort(c(
+    "No Python >= 3.9 with the venv module was found on the PATH.",
+    "Install one (on Debian/Ubuntu: apt-get install python3 python3-venv) or pass `python =`."
+  ), "gpukeras_error_no_python", call = call)
 }
 
 #' Install the Python environment gpukeras uses
@@ -221,13 +211,10 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   if (!is.null(python)) {
     check_string(python)
     if (!nzchar(Sys.which(python))) {
-      gpukeras_abort(
-        c(
-          sprintf("`python` is '%s', which is not an executable that can be run.", python),
-          "Give the path of a Python >= 3.9, or leave `python` NULL to use the first one on the PATH."
-        ),
-        "gpukeras_error_no_python"
-      )
+      gpukeras_abort(c(
+        sprintf("`python` is '%s', which is not an executable that can be run.", python),
+        "Give the path of a Python >= 3.9, or leave `python` NULL to use the first one on the PATH."
+      ), "gpukeras_error_no_python")
     }
   }
   if (is.na(gpu)) gpu <- has_nvidia_gpu()
@@ -263,15 +250,11 @@ run_python <- function(python, args, envname, quiet = FALSE, call = caller_env()
   output <- if (quiet) FALSE else ""
   status <- system2(python, args, stdout = output, stderr = output, env = python_run_env)
   if (!quiet && !identical(status, 0L)) {
-    gpukeras_abort(
-      c(
-        sprintf("Setting up the Python environment '%s' failed: `%s %s` exited with status %s.",
-                envname, python, paste(args, collapse = " "), status),
-        "Check the network access to PyPI and the pip output above, then run install_gpukeras() again."
-      ),
-      "gpukeras_error_install",
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("Setting up the Python environment '%s' failed: `%s %s` exited with status %s.",
+              envname, python, paste(args, collapse = " "), status),
+      "Check the network access to PyPI and the pip output above, then run install_gpukeras() again."
+    ), "gpukeras_error_install", call = call)
   }
   invisible(status)
 }

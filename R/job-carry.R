@@ -10,8 +10,7 @@ carry_strategy <- function(strategy, call = caller_env()) {
   if (!made$type %in% c("one_device", "mirrored")) {
     not_carriable(
       sprintf("A %s strategy", made$type),
-      "Train on several machines with gpu_launch(), or in the session (background = FALSE).",
-      call = call
+      "Train on several machines with gpu_launch(), or in the session (background = FALSE).", call = call
     )
   }
   list(type = made$type, devices = as.character(unlist(made$devices)))
@@ -40,8 +39,7 @@ carry_data <- function(data, dir, name, call = caller_env()) {
       if (recipe$options$validation_split > 0 && is.null(recipe$options$seed)) {
         not_carriable(
           sprintf("`%s` (a gpu_dataset() split into train and validation rows at random)", name),
-          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did.",
-          call = call
+          "Give gpu_dataset() a `seed`: the child then splits the rows as this session did.", call = call
         )
       }
       recipe$arrays <- save_arrays(recipe$arrays, dir, name, call = call)

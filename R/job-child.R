@@ -35,16 +35,13 @@ job_supervise <- function(dir, max_restarts, env, parent, standby = FALSE) {
   # A state it cannot write (a full disk) ends the job: the session could not
   # follow it. The child goes too, and the exit status tells the session why.
   state <- function(value, ...) {
-    written <- tryCatch(
-      {
-        write_rds_atomic(
-          list(state = value, pid = pid, attempt = attempt, restarts = restarts, causes = causes, ...),
-          job_file(dir, "state.rds")
-        )
-        TRUE
-      },
-      gpukeras_error_job_write = function(e) FALSE
-    )
+    written <- tryCatch({
+      write_rds_atomic(
+        list(state = value, pid = pid, attempt = attempt, restarts = restarts, causes = causes, ...),
+        job_file(dir, "state.rds")
+      )
+      TRUE
+    }, gpukeras_error_job_write = function(e) FALSE)
     if (!written) {
       if (!is.null(child)) child$kill_tree()
       quit(save = "no", status = job_write_status)
@@ -91,9 +88,7 @@ exit_cause <- function(status) {
   if (is.null(status) || is.na(status)) return("the training process ended for an unknown reason")
   if (status < 0) {
     signals <- c(
-      `6` = "SIGABRT, an abort",
-      `9` = "SIGKILL, e.g. the out-of-memory killer",
-      `11` = "SIGSEGV, a segmentation fault",
+      `6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault",
       `15` = "SIGTERM"
     )
     name <- signals[as.character(-status)]
@@ -109,39 +104,33 @@ exit_cause <- function(status) {
 job_child <- function(dir) {
   spec <- readRDS(job_file(dir, "spec.rds"))
   attempt <- as.integer(Sys.getenv("GPUKERAS_JOB_ATTEMPT", "1"))
-  failed <- tryCatch(
-    {
-      track_restore(spec$track)
-      setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
-      write_rds_atomic(setup, job_file(dir, "setup.rds"))
-      carried <- core_call(
-        "job_load_carried",
-        job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule
-      )
-      progress <- core_call(
-        "job_progress_callback",
-        job_dir = dir, attempt = attempt,
-        batch_size = spec$fit$batch_size, arrays = spec$data$kind == "arrays"
-      )
-      fit_args <- fit_args_of(spec$fit)
-      if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"
-      fit <- do.call(gpu_fit, c(
-        list(
-          model = carried$model, data = child_data(spec$data),
-          validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
-          callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0,
-          strategy = if (!is.null(spec$strategy)) do.call(gpu_strategy, spec$strategy)
-        ),
-        fit_args[setdiff(names(fit_args), "learning_rate")],
-        list(learning_rate = carried$schedule %||% fit_args$learning_rate)
-      ))
-      try(track_flush(ending = TRUE), silent = TRUE) # the run sent before the child ends
-      core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
-      process_report(dir, fit)
-      NULL
-    },
-    error = function(e) e
-  )
+  failed <- tryCatch({
+    track_restore(spec$track)
+    setup <- if (!is.null(spec$setup)) do.call(gpu_setup, spec$setup)
+    write_rds_atomic(setup, job_file(dir, "setup.rds"))
+    carried <- core_call("job_load_carried", job_dir = dir, sys_path = as.list(spec$sys_path), schedule = spec$schedule)
+    progress <- core_call(
+      "job_progress_callback",
+      job_dir = dir, attempt = attempt,
+      batch_size = spec$fit$batch_size, arrays = spec$data$kind == "arrays"
+    )
+    fit_args <- fit_args_of(spec$fit)
+    if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"
+    fit <- do.call(gpu_fit, c(
+      list(
+        model = carried$model, data = child_data(spec$data),
+        validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
+        callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0,
+        strategy = if (!is.null(spec$strategy)) do.call(gpu_strategy, spec$strategy)
+      ),
+      fit_args[setdiff(names(fit_args), "learning_rate")],
+      list(learning_rate = carried$schedule %||% fit_args$learning_rate)
+    ))
+    try(track_flush(ending = TRUE), silent = TRUE) # the run sent before the child ends
+    core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
+    process_report(dir, fit)
+    NULL
+  }, error = function(e) e)
   if (!is.null(failed)) {
     # Where even the error cannot be written, the exit status says why.
     quit(save = "no", status = if (process_report_error(dir, failed)) 3 else job_write_status)

@@ -10,13 +10,10 @@ write_rds_atomic <- function(object, path, what = basename(path), call = caller_
   temporary <- paste0(path, ".tmp")
   bytes <- serialize(object, NULL)
   succeeds <- function(step) {
-    tryCatch(
-      {
-        step
-        TRUE
-      },
-      error = function(e) FALSE, warning = function(w) FALSE
-    )
+    tryCatch({
+      step
+      TRUE
+    }, error = function(e) FALSE, warning = function(w) FALSE)
   }
   connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
   written <- !is.null(connection) &&
@@ -34,9 +31,7 @@ write_rds_atomic <- function(object, path, what = basename(path), call = caller_
 job_write_failed <- function(dir, what, call = caller_env()) {
   gpukeras_abort(
     c(sprintf("%s could not be written to the job's folder %s: %s.", what, dir, write_cause(dir)), job_space_fix),
-    "gpukeras_error_job_write",
-    folder = dir,
-    call = call
+    "gpukeras_error_job_write", folder = dir, call = call
   )
 }
 

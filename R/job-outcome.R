@@ -36,14 +36,10 @@ resume_call <- function(job) {
 job_outcome <- function(job, status, call = caller_env()) {
   if (!is.null(job$result)) return(job$result)
   if (status$state == "cancelled") {
-    gpukeras_abort(
-      c(
-        "The job was cancelled (gpu_job_cancel()): it has no result.",
-        if (!is.null(status$resume)) sprintf("%s resumes from its backup.", status$resume)
-      ),
-      "gpukeras_error_job_cancelled",
-      call = call
-    )
+    gpukeras_abort(c(
+      "The job was cancelled (gpu_job_cancel()): it has no result.",
+      if (!is.null(status$resume)) sprintf("%s resumes from its backup.", status$resume)
+    ), "gpukeras_error_job_cancelled", call = call)
   }
   if (status$state == "failed") {
     job$final <- status
@@ -89,9 +85,7 @@ job_failure <- function(job, status, call = caller_env()) {
         attempts <- status$restarts + 1L
         c(
           sprintf(
-            "Training in the background stopped after %d attempt%s: %s.",
-            attempts,
-            if (attempts == 1L) "" else "s",
+            "Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s",
             cause
           ),
           job_space_fix

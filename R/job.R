@@ -17,9 +17,7 @@ job_file <- function(job, name) file.path(if (is.environment(job)) job$dir else 
 
 not_carriable <- function(what, fix, call = caller_env()) {
   gpukeras_abort(
-    c(sprintf("%s cannot be carried to a background process.", what), fix),
-    "gpukeras_error_not_carriable",
-    call = call
+    c(sprintf("%s cannot be carried to a background process.", what), fix), "gpukeras_error_not_carriable", call = call
   )
 }
 
@@ -40,9 +38,7 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
   carried <- carry_writes(
-    dir,
-    "The model (model.keras)",
-    core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
+    dir, "The model (model.keras)", core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
     call = call
   )
   if (length(request$callbacks)) {
@@ -112,13 +108,10 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
 
 check_job <- function(job, call = caller_env()) {
   if (!inherits(job, "gpukeras_job")) {
-    abort_bad_argument(
-      sprintf(
-        "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
-        describe(job)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`job` must be a gpukeras_job (from gpu_fit(background = TRUE) or gpu_search(background = TRUE)), not %s.",
+      describe(job)
+    ), call = call)
   }
   invisible(job)
 }
@@ -139,11 +132,8 @@ progress_sample <- function(progress) {
   logs <- progress[startsWith(names(progress), "log_")]
   names(logs) <- sub("^log_", "", names(logs))
   list(
-    batches_per_second = progress$batches_per_second,
-    samples_per_second = progress$samples_per_second,
-    gpu_utilization = progress$gpu_utilization,
-    gpu_memory_used_mib = progress$gpu_memory_used_mib,
-    logs = logs
+    batches_per_second = progress$batches_per_second, samples_per_second = progress$samples_per_second,
+    gpu_utilization = progress$gpu_utilization, gpu_memory_used_mib = progress$gpu_memory_used_mib, logs = logs
   )
 }
 
@@ -293,25 +283,14 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
   }
   # Now that this job trains, ready the processes of the next one.
   if (value %in% c("running", "done")) standby_start()
-  structure(
-    list(
-      state = value,
-      epoch = progress$epoch,
-      epochs = progress$epochs %||% job$spec$fit$epochs,
-      batch = progress$batch,
-      steps = progress$steps,
-      pid = state$pid,
-      restarts = state$restarts %||% 0L,
-      causes = state$causes %||% character(),
-      sample = if (!is.null(progress)) progress_sample(progress),
-      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      setup = read_rds_or_null(job_file(job, "setup.rds")),
-      error = state$error,
-      backup_dir = job$spec$fit$backup_dir,
-      resume = if (value == "failed") resume_call(job)
-    ),
-    class = "gpukeras_job_status"
-  )
+  structure(list(
+    state = value, epoch = progress$epoch, epochs = progress$epochs %||% job$spec$fit$epochs, batch = progress$batch,
+    steps = progress$steps, pid = state$pid, restarts = state$restarts %||% 0L, causes = state$causes %||% character(),
+    sample = if (!is.null(progress)) progress_sample(progress),
+    elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+    setup = read_rds_or_null(job_file(job, "setup.rds")), error = state$error, backup_dir = job$spec$fit$backup_dir,
+    resume = if (value == "failed") resume_call(job)
+  ), class = "gpukeras_job_status")
 }
 
 #' @rdname gpu_job_status
@@ -336,14 +315,10 @@ gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
     status
   }
   status <- job_wait_until(job, timeout, look, timed_out = function(status) {
-    gpukeras_abort(
-      c(
-        sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-      ),
-      "gpukeras_error_job_timeout",
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+    ), "gpukeras_error_job_timeout", call = call)
   })
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)

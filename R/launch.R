@@ -136,11 +136,7 @@ private_network <- function(scratch, call = caller_env()) {
   holder <- processx::process$new(
     "unshare",
     c(
-      if (!root) c("--user", "--map-root-user"),
-      "--net",
-      "--",
-      "sh",
-      "-c",
+      if (!root) c("--user", "--map-root-user"), "--net", "--", "sh", "-c",
       "ip link set lo up && echo ready && exec cat"
     ),
     stdin = "|", stdout = "|", stderr = "|", cleanup = TRUE
@@ -180,18 +176,14 @@ holder_failure <- function(holder) {
 }
 
 no_private_network <- function(why, call = caller_env()) {
-  gpukeras_abort(
-    c(
-      sprintf("gpu_launch() cannot give the workers a private network here: %s.", why),
-      paste(
-        "TensorFlow's workers listen on every network interface, without authentication.",
-        "If every host that can reach this machine is trusted, or a firewall keeps them out",
-        "(iptables -A INPUT -p tcp --dport 20000:60000 ! -i lo -j DROP), use network = \"trusted\"."
-      )
-    ),
-    "gpukeras_error_launch",
-    call = call
-  )
+  gpukeras_abort(c(
+    sprintf("gpu_launch() cannot give the workers a private network here: %s.", why),
+    paste(
+      "TensorFlow's workers listen on every network interface, without authentication.",
+      "If every host that can reach this machine is trusted, or a firewall keeps them out",
+      "(iptables -A INPUT -p tcp --dport 20000:60000 ! -i lo -j DROP), use network = \"trusted\"."
+    )
+  ), "gpukeras_error_launch", call = call)
 }
 
 # What a worker is told about the cluster: TensorFlow's TF_CONFIG, and its index.
@@ -238,18 +230,13 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
       failure <- worker_failure(processes[[index]])
       if (!is.null(failure)) {
         for (p in processes) p$kill()
-        gpukeras_abort(
-          c(
-            sprintf(
-              "Worker %d of %d stopped: %s; the other workers were stopped too.", index - 1L, length(processes), failure
-            ),
-            if (length(output[[index]]))
-              c(i = "Its last lines:", rlang::set_names(utils::tail(output[[index]], 20L), " "))
+        gpukeras_abort(c(
+          sprintf(
+            "Worker %d of %d stopped: %s; the other workers were stopped too.", index - 1L, length(processes), failure
           ),
-          "gpukeras_error_worker_lost",
-          worker = index - 1L, output = output[[index]],
-          call = call
-        )
+          if (length(output[[index]]))
+            c(i = "Its last lines:", rlang::set_names(utils::tail(output[[index]], 20L), " "))
+        ), "gpukeras_error_worker_lost", worker = index - 1L, output = output[[index]], call = call)
       }
     }
     if (all(ended)) return(output)
@@ -257,8 +244,7 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
       for (p in processes) p$kill()
       gpukeras_abort(
         sprintf("The workers did not finish within %s s; they were stopped.", format(timeout)),
-        "gpukeras_error_timeout",
-        call = call
+        "gpukeras_error_timeout", call = call
       )
     }
   }

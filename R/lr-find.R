@@ -108,20 +108,13 @@ new_gpukeras_lr_find <- function(result) {
     if (is.null(value)) NA_real_ else as.numeric(value)
   }, numeric(1))
   chosen <- suggested[!is.na(suggested)]
-  structure(
-    list(
-      history = data.frame(
-        lr = as_numbers(result$lr), loss = as_numbers(result$loss), smoothed = as_numbers(result$smoothed)
-      ),
-      suggested = suggested,
-      lr = if (length(chosen)) unname(chosen[1]) else NA_real_,
-      stopped = result$stopped,
-      diverged = isTRUE(result$diverged),
-      advice = result$advice,
-      settings = result$settings
+  structure(list(
+    history = data.frame(
+      lr = as_numbers(result$lr), loss = as_numbers(result$loss), smoothed = as_numbers(result$smoothed)
     ),
-    class = "gpukeras_lr_find"
-  )
+    suggested = suggested, lr = if (length(chosen)) unname(chosen[1]) else NA_real_, stopped = result$stopped,
+    diverged = isTRUE(result$diverged), advice = result$advice, settings = result$settings
+  ), class = "gpukeras_lr_find")
 }
 
 #' @export

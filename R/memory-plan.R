@@ -125,29 +125,16 @@ new_gpukeras_memory_plan <- function(result) {
   parts <- rows_to_df(result$parts, c("part", "mib"))
   parts$part <- as.character(parts$part)
   parts$mib <- as.numeric(parts$mib)
-  structure(
-    list(
-      parts = parts,
-      total_mib = as.numeric(result$total_mib),
-      batch_size = as.integer(result$batch_size),
-      fixed_mib = as.numeric(result$fixed_mib),
-      per_sample_mib = as.numeric(result$per_sample_mib),
-      largest_batch = as.integer(result$largest_batch %||% NA_integer_),
-      largest_batch_reason = result$largest_batch_reason %||% NA_character_,
-      device = result$device,
-      device_name = result$device_name,
-      free_mib = as.numeric(result$free_mib %||% NA_real_),
-      free_source = result$free_source %||% NA_character_,
-      backend = result$backend,
-      dtype_policy = result$dtype_policy,
-      optimizer = result$optimizer,
-      uncounted = as.character(unlist(result$uncounted)),
-      method = result$method,
-      method_note = result$method_note %||% NA_character_,
-      changes = plan_changes(result$changes)
-    ),
-    class = "gpukeras_memory_plan"
-  )
+  structure(list(
+    parts = parts, total_mib = as.numeric(result$total_mib), batch_size = as.integer(result$batch_size),
+    fixed_mib = as.numeric(result$fixed_mib), per_sample_mib = as.numeric(result$per_sample_mib),
+    largest_batch = as.integer(result$largest_batch %||% NA_integer_),
+    largest_batch_reason = result$largest_batch_reason %||% NA_character_, device = result$device,
+    device_name = result$device_name, free_mib = as.numeric(result$free_mib %||% NA_real_),
+    free_source = result$free_source %||% NA_character_, backend = result$backend, dtype_policy = result$dtype_policy,
+    optimizer = result$optimizer, uncounted = as.character(unlist(result$uncounted)), method = result$method,
+    method_note = result$method_note %||% NA_character_, changes = plan_changes(result$changes)
+  ), class = "gpukeras_memory_plan")
 }
 
 # The plan's changes as a data.frame (`fits` NA where free memory is not known).
@@ -156,8 +143,7 @@ plan_changes <- function(rows) {
     change = vapply(rows, function(r) r$change, character(1)),
     setting = vapply(rows, function(r) r$setting, character(1)),
     peak_mib = vapply(rows, function(r) as.numeric(r$peak_mib), numeric(1)),
-    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)),
-    stringsAsFactors = FALSE
+    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)), stringsAsFactors = FALSE
   )
 }
 
@@ -173,10 +159,8 @@ format_plan_mib <- function(mib) {
 format.gpukeras_memory_plan <- function(x, ...) {
   parts <- x$parts
   shown <- data.frame(
-    part = c(parts$part, "total"),
-    memory = format_plan_mib(c(parts$mib, x$total_mib)),
-    share = c(format_percent(parts$mib / x$total_mib, 1), ""),
-    check.names = FALSE
+    part = c(parts$part, "total"), memory = format_plan_mib(c(parts$mib, x$total_mib)),
+    share = c(format_percent(parts$mib / x$total_mib, 1), ""), check.names = FALSE
   )
   # Left-aligned part names read as a list.
   width <- max(nchar(shown$part))

@@ -23,35 +23,22 @@ check_predictions_file <- function(file, overwrite, call = caller_env()) {
   }
   path <- path.expand(file)
   if (dir.exists(path) && !is_link(path)) {
-    abort_bad_argument(
-      sprintf(
-        "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").",
-        file,
-        file
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`file`: \"%s\" is a folder. Give a file name in it, such as file.path(\"%s\", \"predictions.csv\").", file,
+      file
+    ), call = call)
   }
   if (!dir.exists(dirname(path))) {
-    abort_bad_argument(
-      sprintf(
-        "`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.",
-        dirname(file)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`file`: the folder \"%s\" does not exist. Create it first with dir.create(), or write elsewhere.",
+      dirname(file)
+    ), call = call)
   }
   if (path_taken(path) && !overwrite) {
-    abort_bad_argument(
-      sprintf(
-        paste0(
-          "`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is ",
-          "written), or another name."
-        ),
-        file
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(paste0(
+      "`file`: \"%s\" already exists. Give overwrite = TRUE to replace it (it is replaced only once every row is ",
+      "written), or another name."
+    ), file), call = call)
   }
   destination_path(path)
 }
@@ -69,16 +56,13 @@ predict_to_file <- function(scoring, path, overwrite, type, call = caller_env())
     row_name_column = if (images) "path" else "row"
   ))
   written <- handover_call("predict_file", scoring$data, args, call = call)
-  structure(
-    list(
-      path = written$path, rows = as.integer(written$rows), columns = as.integer(written$columns),
-      seconds = c(
-        reading = written$reading_seconds, model = written$model_seconds, writing = written$writing_seconds,
-        waiting_for_writer = written$waiting_for_writer_seconds
-      )
-    ),
-    class = "gpukeras_predictions_file"
-  )
+  structure(list(
+    path = written$path, rows = as.integer(written$rows), columns = as.integer(written$columns),
+    seconds = c(
+      reading = written$reading_seconds, model = written$model_seconds, writing = written$writing_seconds,
+      waiting_for_writer = written$waiting_for_writer_seconds
+    )
+  ), class = "gpukeras_predictions_file")
 }
 
 # A gpu_dataset() of files that caches in memory (cache = TRUE, its default) made again

@@ -126,10 +126,7 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   call <- current_env()
   if (...length() > 0L) {
     abort_unused_args(
-      rlang::names2(match.call(expand.dots = FALSE)$...),
-      predict.gpukeras_fit,
-      "predict.gpukeras_fit",
-      "predict()",
+      rlang::names2(match.call(expand.dots = FALSE)$...), predict.gpukeras_fit, "predict.gpukeras_fit", "predict()",
       call = call
     )
   }
@@ -138,13 +135,10 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   path <- check_predictions_file(file, overwrite, call)
   scoring <- scoring_data(object, newdata, NULL, batch_size, unknown, na, verbose, call)
   if (isTRUE(scoring$shuffled)) {
-    abort_bad_argument(
-      c(
-        "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
-        "Make it with shuffle = FALSE, or give the R data itself."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`newdata` is a gpu_dataset() that shuffles its rows: the predictions would come in another order each time.",
+      "Make it with shuffle = FALSE, or give the R data itself."
+    ), call = call)
   }
   if (!is.null(path)) return(invisible(predict_to_file(scoring, path, overwrite, type, call)))
   predicted <- handover_call("predict", scoring$data, scoring$args, call = call)
@@ -191,10 +185,7 @@ evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
   call <- current_env()
   if (...length() > 0L) {
     abort_unused_args(
-      rlang::names2(match.call(expand.dots = FALSE)$...),
-      evaluate.gpukeras_fit,
-      "predict.gpukeras_fit",
-      "evaluate()",
+      rlang::names2(match.call(expand.dots = FALSE)$...), evaluate.gpukeras_fit, "predict.gpukeras_fit", "evaluate()",
       call = call
     )
   }
@@ -227,13 +218,10 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {
-      abort_bad_argument(
-        c(
-          "`newdata` is a path, but the model was not trained on an image folder.",
-          "Give the new data as the training data was given (R data, or a gpu_dataset())."
-        ),
-        call = call
-      )
+      abort_bad_argument(c(
+        "`newdata` is a path, but the model was not trained on an image folder.",
+        "Give the new data as the training data was given (R data, or a gpu_dataset())."
+      ), call = call)
     }
     files <- unlabelled_images(newdata, call)
     newdata <- if (is.null(files)) {
@@ -300,23 +288,18 @@ image_files_dataset <- function(files, images, batch_size, call = caller_env()) 
 # the new data's own: refused rather than silently wrong.
 check_no_levels <- function(newdata, call) {
   parts <- if (is.list(newdata) && !is.data.frame(newdata)) newdata else list(newdata)
-  coded <- unlist(lapply(Filter(is.data.frame, parts), function(df) {
-    names(df)[vapply(df, function(column) is.factor(column) || is.character(column), logical(1))]
-  }))
+  coded <- coded_columns(parts)
   if (length(coded)) {
-    abort_bad_data(
-      c(
-        sprintf(
-          "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
-          paste(coded, collapse = ", ")
-        ),
-        paste0(
-          "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
-          "the numbers it was trained on."
-        )
+    abort_bad_data(c(
+      sprintf(
+        "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
+        paste(coded, collapse = ", ")
       ),
-      call = call
-    )
+      paste0(
+        "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
+        "the numbers it was trained on."
+      )
+    ), call = call)
   }
 }
 
@@ -329,21 +312,13 @@ check_pixel_range <- function(newdata, rescale, call) {
   highest <- max(newdata, na.rm = TRUE)
   factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
   if (!is.null(factor) && factor != 1) {
-    gpukeras_warn(
-      c(
-        sprintf(
-          paste0(
-            "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
-            "little."
-          ),
-          format(highest, digits = 4),
-          format(top, digits = 4)
-        ),
-        sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
-      ),
-      "gpukeras_warning_pixel_range",
-      call = call
-    )
+    gpukeras_warn(c(
+      sprintf(paste0(
+        "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
+        "little."
+      ), format(highest, digits = 4), format(top, digits = 4)),
+      sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
+    ), "gpukeras_warning_pixel_range", call = call)
   }
   invisible()
 }
@@ -364,13 +339,10 @@ scoring_model <- function(object, call) {
     abort_bad_argument("This result holds no model to score with.", call = call)
   }
   if (reticulate::py_is_null_xptr(model)) {
-    abort_bad_argument(
-      c(
-        "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
-        "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "This result's model is gone: it was made in another R session (readRDS() keeps no Python objects).",
+      "Save it with gpu_save(fit, \"model.keras\") and load it with gpu_load() in the new session."
+    ), call = call)
   }
   model
 }

@@ -166,13 +166,10 @@ process_report <- function(dir, value, what = "The process's result (result.rds)
 # could be written (a full disk, say, cannot take it).
 process_report_error <- function(dir, condition) {
   condition$trace <- NULL
-  tryCatch(
-    {
-      write_rds_atomic(condition, file.path(dir, "error.rds"))
-      TRUE
-    },
-    gpukeras_error_job_write = function(e) FALSE
-  )
+  tryCatch({
+    write_rds_atomic(condition, file.path(dir, "error.rds"))
+    TRUE
+  }, gpukeras_error_job_write = function(e) FALSE)
 }
 
 # Whether the process `pid` still runs (signal 0 tests without signalling).

@@ -105,13 +105,8 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(
-    "profile",
-    model = model,
-    data = fit_input(data),
-    steps = steps,
-    logdir = logdir,
-    batch_size = if (!is.null(batch_size)) as.integer(batch_size),
-    verbose = verbose
+    "profile", model = model, data = fit_input(data), steps = steps, logdir = logdir,
+    batch_size = if (!is.null(batch_size)) as.integer(batch_size), verbose = verbose
   )
   new_gpukeras_profile(result)
 }
@@ -119,13 +114,10 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
 check_step_range <- function(steps, call = caller_env()) {
   if (!is.numeric(steps) || length(steps) != 2L || anyNA(steps) || any(steps != round(steps)) ||
     steps[1] < 1 || steps[1] > steps[2] || steps[2] > 1e6) {
-    abort_bad_argument(
-      c(
-        sprintf("`steps` must be two whole numbers c(start, stop) with 1 <= start <= stop, not %s.", describe(steps)),
-        "They are the first and last step to trace, e.g. steps = c(10, 20)."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`steps` must be two whole numbers c(start, stop) with 1 <= start <= stop, not %s.", describe(steps)),
+      "They are the first and last step to trace, e.g. steps = c(10, 20)."
+    ), call = call)
   }
   as.integer(steps)
 }
@@ -138,23 +130,12 @@ new_gpukeras_profile <- function(result) {
   trace$devices <- rows_to_df(trace$devices, c("plane", "events", "busy_ms", "busy_share"))
   scalars <- as_samples_df(result$scalars, "step")
   scalars$step <- as.integer(scalars$step)
-  structure(
-    list(
-      logdir = result$logdir,
-      trace_dir = result$trace_dir,
-      tensorboard = result$tensorboard,
-      trace_files = files(result$trace_files),
-      event_files = files(result$event_files),
-      steps = result$steps,
-      numbers = result$numbers,
-      trace = trace,
-      scalars = scalars,
-      scalars_source = result$scalars_source,
-      backend = result$backend,
-      settings = result$settings
-    ),
-    class = "gpukeras_profile"
-  )
+  structure(list(
+    logdir = result$logdir, trace_dir = result$trace_dir, tensorboard = result$tensorboard,
+    trace_files = files(result$trace_files), event_files = files(result$event_files), steps = result$steps,
+    numbers = result$numbers, trace = trace, scalars = scalars, scalars_source = result$scalars_source,
+    backend = result$backend, settings = result$settings
+  ), class = "gpukeras_profile")
 }
 
 format_step_range <- function(steps) {
@@ -170,8 +151,7 @@ format_profile_trace <- function(trace) {
   devices <- trace$devices
   c(
     sprintf(
-      "Trace:          steps %s found; host step %s ms",
-      format_step_range(trace$steps),
+      "Trace:          steps %s found; host step %s ms", format_step_range(trace$steps),
       if (is.null(trace$step_time_mean_ms)) "?" else sprintf("%.2f", trace$step_time_mean_ms)
     ),
     if (!is.null(trace$input_share)) {
@@ -208,11 +188,8 @@ format.gpukeras_profile <- function(x, ...) {
     format_profile_trace(x$trace),
     if (nrow(x$trace_files)) {
       paste0(
-        c("Trace files:    ", rep("                ", nrow(x$trace_files) - 1L)),
-        x$trace_files$path,
-        " (",
-        format_bytes(x$trace_files$bytes),
-        ")"
+        c("Trace files:    ", rep("                ", nrow(x$trace_files) - 1L)), x$trace_files$path, " (",
+        format_bytes(x$trace_files$bytes), ")"
       )
     } else {
       "Trace files:    none"

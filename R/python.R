@@ -45,14 +45,10 @@ explicit_python <- function(call = caller_env()) {
     if (variable == "RETICULATE_PYTHON" && value == "managed" && has_py_require()) return(NULL)
     if (nzchar(value)) {
       if (!file.exists(value)) {
-        gpukeras_abort(
-          c(
-            sprintf("%s is set to '%s', which does not exist.", variable, value),
-            "Unset it, or point it to a Python with TensorFlow and Keras 3 (install_gpukeras() makes one)."
-          ),
-          "gpukeras_error_no_python_env",
-          call = call
-        )
+        gpukeras_abort(c(
+          sprintf("%s is set to '%s', which does not exist.", variable, value),
+          "Unset it, or point it to a Python with TensorFlow and Keras 3 (install_gpukeras() makes one)."
+        ), "gpukeras_error_no_python_env", call = call)
       }
       return(list(python = value, chosen_by = variable))
     }
@@ -106,46 +102,35 @@ reticulate_choice <- function() {
 start_python <- function(call = caller_env()) {
   explicit <- explicit_python(call)
   if (is.null(explicit) && !reticulate_may_choose()) {
-    gpukeras_abort(
-      c(
-        "No Python environment for gpukeras was found.",
-        sprintf("Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.", default_envname()),
-        "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
-        if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
-      ),
-      "gpukeras_error_no_python_env",
-      call = call
-    )
+    gpukeras_abort(c(
+      "No Python environment for gpukeras was found.",
+      sprintf("Run install_gpukeras() once (it creates the virtualenv '%s'), then restart R.", default_envname()),
+      "Or set GPUKERAS_PYTHON to a Python with TensorFlow >= 2.16 and Keras 3.",
+      if (has_py_require()) "Or unset RETICULATE_USE_MANAGED_VENV to let reticulate make one."
+    ), "gpukeras_error_no_python_env", call = call)
   }
-  started <- tryCatch(
-    {
-      if (is.null(explicit)) {
+  started <- tryCatch({
+    if (is.null(explicit)) {
+      reticulate::py_config()
+    } else {
+      # RETICULATE_PYTHON would win over use_python(): keep it out while
+      # the Python chosen here starts.
+      withr::with_envvar(c(RETICULATE_PYTHON = NA), {
+        reticulate::use_python(explicit$python, required = TRUE)
         reticulate::py_config()
-      } else {
-        # RETICULATE_PYTHON would win over use_python(): keep it out while
-        # the Python chosen here starts.
-        withr::with_envvar(c(RETICULATE_PYTHON = NA), {
-          reticulate::use_python(explicit$python, required = TRUE)
-          reticulate::py_config()
-        })
-      }
-      TRUE
-    },
-    error = function(e) conditionMessage(e)
-  )
+      })
+    }
+    TRUE
+  }, error = function(e) conditionMessage(e))
   if (!isTRUE(started)) {
-    gpukeras_abort(
-      c(
-        if (is.null(explicit)) {
-          sprintf("reticulate could not start a Python for gpukeras: %s", started)
-        } else {
-          sprintf("Python at '%s' could not be started: %s", explicit$python, started)
-        },
-        "Run install_gpukeras() to (re)build the environment, then restart R."
-      ),
-      "gpukeras_error_python_start",
-      call = call
-    )
+    gpukeras_abort(c(
+      if (is.null(explicit)) {
+        sprintf("reticulate could not start a Python for gpukeras: %s", started)
+      } else {
+        sprintf("Python at '%s' could not be started: %s", explicit$python, started)
+      },
+      "Run install_gpukeras() to (re)build the environment, then restart R."
+    ), "gpukeras_error_python_start", call = call)
   }
   if (is.null(explicit)) reticulate_choice() else explicit$chosen_by
 }
@@ -159,27 +144,17 @@ check_numpy_supported <- function(call = caller_env()) {
   metadata <- reticulate::import("importlib.metadata")
   numpy <- tryCatch(metadata$version("numpy"), error = function(e) NULL)
   if (is.null(numpy) || as.integer(sub("[^0-9].*", "", numpy)) < 2L) return(invisible())
-  gpukeras_abort(
-    c(
-      sprintf(
-        paste0(
-          "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate ",
-          "supports NumPy 2 from %s on)."
-        ),
-        numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2
-      ),
-      sprintf(
-        paste0(
-          "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip ",
-          "install 'numpy<2'` there), then restart R."
-        ),
-        pinned$numpy_before_2
-      ),
-      sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)
-    ),
-    "gpukeras_error_numpy_version",
-    call = call
-  )
+  gpukeras_abort(c(
+    sprintf(paste0(
+      "NumPy %s is installed in the Python at '%s', but reticulate %s cannot convert NumPy 2 arrays (reticulate ",
+      "supports NumPy 2 from %s on)."
+    ), numpy, reticulate::py_config()$python, reticulate, reticulate_numpy2),
+    sprintf(paste0(
+      "Run install_gpukeras() again (it installs NumPy %s for this reticulate; in another environment, `pip ",
+      "install 'numpy<2'` there), then restart R."
+    ), pinned$numpy_before_2),
+    sprintf("Or upgrade reticulate to %s or later.", reticulate_numpy2)
+  ), "gpukeras_error_numpy_version", call = call)
 }
 
 # Whether Python has imported `module`; never starts Python.

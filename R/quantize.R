@@ -80,10 +80,7 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
   }
   check_python_object(model, "model", "a Keras 3 model")
   result <- core_call(
-    "quantize",
-    model = model,
-    mode = mode,
-    data = if (!is.null(data)) fit_input(data),
+    "quantize", model = model, mode = mode, data = if (!is.null(data)) fit_input(data),
     batch_size = if (!is.null(batch_size)) as.integer(batch_size)
   )
   new_gpukeras_quantized(result)
@@ -93,32 +90,18 @@ new_gpukeras_quantized <- function(result) {
   metrics <- if (!is.null(result$metrics_before)) {
     names <- names(result$metrics_before)
     data.frame(
-      metric = names,
-      before = as_numbers(result$metrics_before[names]),
-      after = as_numbers(result$metrics_after[names]),
-      change = as_numbers(result$metrics_change[names]),
+      metric = names, before = as_numbers(result$metrics_before[names]),
+      after = as_numbers(result$metrics_after[names]), change = as_numbers(result$metrics_change[names]),
       stringsAsFactors = FALSE
     )
   }
   layers <- rows_to_df(result$layers, c("layer", "layer_class", "quantized", "bytes_before", "bytes_after"))
-  structure(
-    list(
-      model = result$model,
-      mode = result$mode,
-      backend = result$backend,
-      bytes_before = result$bytes_before,
-      bytes_after = result$bytes_after,
-      size_before = unlist(result$size_before),
-      size_after = unlist(result$size_after),
-      layers = layers,
-      layers_quantized = result$layers_quantized,
-      layers_kept = result$layers_kept,
-      metrics = metrics,
-      output_max_abs_diff = result$output_max_abs_diff,
-      output_mean_abs_diff = result$output_mean_abs_diff
-    ),
-    class = "gpukeras_quantized"
-  )
+  structure(list(
+    model = result$model, mode = result$mode, backend = result$backend, bytes_before = result$bytes_before,
+    bytes_after = result$bytes_after, size_before = unlist(result$size_before), size_after = unlist(result$size_after),
+    layers = layers, layers_quantized = result$layers_quantized, layers_kept = result$layers_kept, metrics = metrics,
+    output_max_abs_diff = result$output_max_abs_diff, output_mean_abs_diff = result$output_mean_abs_diff
+  ), class = "gpukeras_quantized")
 }
 
 # Bytes in the binary unit that keeps the number readable.

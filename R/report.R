@@ -93,8 +93,7 @@ report_lines <- function(check, facts) {
     "## gpukeras report",
     "",
     sprintf(
-      "gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.",
-      utils::packageVersion("gpukeras"),
+      "gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.", utils::packageVersion("gpukeras"),
       format(Sys.time(), "%Y-%m-%d %H:%M %Z")
     ),
     "",
@@ -160,8 +159,7 @@ python_sees_table <- function(sees) {
   fresh <- sees$fresh
   if (!is.null(fresh$error)) {
     return(c(
-      sprintf("`python -c` failed: %s", markdown_cell(fresh$error)),
-      "",
+      sprintf("`python -c` failed: %s", markdown_cell(fresh$error)), "",
       markdown_table(c("", "R"), cbind(names(here), vapply(here, seen_value, character(1))))
     ))
   }
@@ -247,8 +245,7 @@ cuda_libraries_lines <- function(libraries) {
   markdown_table(
     c("Library", "Version", "File"),
     t(vapply(
-      libraries,
-      function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)),
+      libraries, function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)),
       character(3)
     ))
   )
@@ -264,10 +261,7 @@ nvml_lines <- function(nvml, stack) {
   c(driver, "", markdown_table(
     c("NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"),
     cbind(
-      devices$index,
-      devices$name,
-      format_mib(devices$memory_total_mib),
-      ifelse(devices$visible, "yes", "no"),
+      devices$index, devices$name, format_mib(devices$memory_total_mib), ifelse(devices$visible, "yes", "no"),
       ifelse(devices$in_use %in% TRUE, "yes", "no")
     )
   ))

@@ -46,13 +46,10 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   check_string(path, call = call)
   check_flag(overwrite, call = call)
   if (!grepl("[.]keras$", path)) {
-    abort_bad_argument(
-      c(
-        sprintf("`path` must end in .keras, not '%s'.", path),
-        "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`path` must end in .keras, not '%s'.", path),
+      "Keras 3 saves whole models in its .keras format, e.g. gpu_save(fit, \"model.keras\")."
+    ), call = call)
   }
   if (inherits(object, c("gpukeras_fit", "gpukeras_model"))) {
     model <- scoring_model(object, call)
@@ -86,14 +83,9 @@ gpu_load <- function(path, ...) {
   check_string(path, call = call)
   path <- normalizePath(path.expand(path), mustWork = FALSE)
   loaded <- core_call("load_model", path = path, error_call = call)
-  structure(
-    list(
-      model = loaded$model,
-      encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding),
-      path = path
-    ),
-    class = "gpukeras_model"
-  )
+  structure(list(
+    model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path
+  ), class = "gpukeras_model")
 }
 
 # gpu_load() of a tracked run's model (gpu_track()): downloaded into this session's

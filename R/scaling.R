@@ -57,15 +57,12 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
   check_unknown_args("gpu_scaling")
   call <- current_env()
   if (!is.null(devices) && (!is.character(devices) || anyNA(devices) || length(devices) < 2L)) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`devices` must name two devices or more, as c(\"GPU:0\", \"GPU:1\"), or be NULL, not %s.", describe(devices)
-        ),
-        "NULL takes every GPU, else every logical CPU device."
+    abort_bad_argument(c(
+      sprintf(
+        "`devices` must name two devices or more, as c(\"GPU:0\", \"GPU:1\"), or be NULL, not %s.", describe(devices)
       ),
-      call = call
-    )
+      "NULL takes every GPU, else every logical CPU device."
+    ), call = call)
   }
   if (!is.null(batch_size)) check_count(batch_size, call = call)
   check_count(epochs, call = call)
@@ -97,12 +94,8 @@ format.gpukeras_scaling <- function(x, ...) {
     "scales poorly"
   c(
     sprintf(
-      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s",
-      x$replicas,
-      paste(x$devices, collapse = ", "),
-      x$backend,
-      x$efficiency,
-      verdict
+      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s", x$replicas,
+      paste(x$devices, collapse = ", "), x$backend, x$efficiency, verdict
     ),
     sprintf("  one device (%s): %s samples/s", x$devices[1], format(round(best[1]), big.mark = ",")),
     sprintf(

@@ -28,67 +28,43 @@ search_in_background <- function(args, storage, call = caller_env()) {
 # In the background process: the search, its result or its error left for the session.
 search_job_run <- function(dir) {
   args <- readRDS(file.path(dir, "args.rds"))
-  tryCatch(
-    process_report(dir, do.call(gpu_search, args)),
-    error = function(e) process_report_error(dir, e)
-  )
+  tryCatch(process_report(dir, do.call(gpu_search, args)), error = function(e) process_report_error(dir, e))
   invisible()
 }
 
 # Where the search is: its state, and from the study the trials done and the best so far.
 #' @export
 gpu_job_status.gpukeras_search_job <- function(job, ...) {
-  if (!is.null(job$final)) {
-    return(job$final)
-  }
+  if (!is.null(job$final)) return(job$final)
   process <- job$process
   state <- if (file.exists(file.path(job$dir, "result.rds"))) "done" else
     if (process$is_alive() && !process$reported()) "running" else "failed"
-  progress <- tryCatch(
-    core_call("search_progress", storage = job$url, study = job$args$study),
-    error = function(e) NULL
-  )
-  structure(
-    list(
-      state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
-      best = progress$best, objective = job$args$objective,
-      elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-      error = if (state == "failed") error_data(process$error()), storage = job$shown
-    ),
-    class = "gpukeras_search_job_status"
-  )
+  progress <- tryCatch(core_call("search_progress", storage = job$url, study = job$args$study),
+                       error = function(e) NULL)
+  structure(list(
+    state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
+    best = progress$best, objective = job$args$objective,
+    elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
+    error = if (state == "failed") error_data(process$error()), storage = job$shown
+  ), class = "gpukeras_search_job_status")
 }
 
 #' @export
 gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
   call <- current_env()
   status <- job_wait_until(job, timeout, function() gpu_job_status(job), timed_out = function(status) {
-    gpukeras_abort(
-      c(
-        sprintf(
-          "The search did not end within %s seconds; %d of %d trials are done.",
-          format(timeout),
-          status$done,
-          status$trials
-        ),
-        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
-      ),
-      "gpukeras_error_job_timeout",
-      call = call
-    )
+    gpukeras_abort(c(
+      sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done,
+              status$trials),
+      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
+    ), "gpukeras_error_job_timeout", call = call)
   }, every = 0.2)
-  if (is.null(status)) {
-    return(invisible(job))
-  }
-  if (status$state == "done") {
-    return(job$process$result())
-  }
+  if (is.null(status)) return(invisible(job))
+  if (status$state == "done") return(job$process$result())
   error <- job$process$error()
   process_abort(
     if (is.null(error)) "The search failed: the search's process ended without a result." else "The search failed.",
-    "gpukeras_error_job_failed",
-    parent = error,
-    call = call
+    "gpukeras_error_job_failed", parent = error, call = call
   )
 }
 
@@ -109,15 +85,10 @@ gpu_job_cancel.gpukeras_search_job <- function(job, ...) {
 }
 
 #' @export
-format.gpukeras_search_job <- function(x, ...) {
-  format(gpu_job_status(x))
-}
+format.gpukeras_search_job <- function(x, ...) c("<gpukeras_search_job>", format(gpu_job_status(x)))
 
 #' @export
-print.gpukeras_search_job <- function(x, ...) {
-  cat("<gpukeras_search_job>", format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_search_job <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 format.gpukeras_search_job_status <- function(x, ...) {

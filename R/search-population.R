@@ -25,9 +25,7 @@ search_population_plan <- function(search, tracked, call = caller_env()) {
 search_population_task <- function(opened, common, call) {
   batch <- core_call("search_population_ask", search = opened, error_call = call)
   asked <- batch$trials
-  if (!length(asked)) {
-    return(NULL)
-  }
+  if (!length(asked)) return(NULL)
   trials <- lapply(asked, function(trial) trial[c("number", "trial_id", "params", "seed")])
   c(common, list(
     run = "search_population_run", population = TRUE, trials = trials, width = batch$width, seed = trials[[1]]$seed,
@@ -37,11 +35,8 @@ search_population_task <- function(opened, common, call) {
 
 # The trial numbers a task trains (a population's, or one trial's).
 search_task_numbers <- function(task) {
-  if (isTRUE(task$population)) {
-    vapply(task$trials, function(trial) as.integer(trial$number), integer(1))
-  } else {
+  if (isTRUE(task$population)) vapply(task$trials, function(trial) as.integer(trial$number), integer(1)) else
     task$trial$number
-  }
 }
 
 # In the worker (worker_task()'s `run`): each trial's model made after its seed, the core's
@@ -84,10 +79,8 @@ search_population_run <- function(task) {
 search_population_tell <- function(opened, ended, device) {
   if (!is.null(ended$result$error) || is.null(ended$result$trials)) {
     return(lapply(ended$task$trials, function(trial) {
-      core_call(
-        "search_tell",
-        search = opened, number = trial$number, result = ended$result["error"], seconds = ended$seconds, device = device
-      )
+      core_call("search_tell", search = opened, number = trial$number, result = ended$result["error"],
+                seconds = ended$seconds, device = device)
     }))
   }
   core_call("search_population_tell", search = opened, trials = ended$result$trials, device = device)

@@ -17,16 +17,13 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
     )
     keep_best_model(storage$models, path)
   }
-  structure(
-    list(
-      trials = table, best = best, objective = objective, direction = trials$direction,
-      storage = storage$folder %||% trials$storage, study = study, seed = seed,
-      validation = validation$description, validation_rows = validation$rows,
-      interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
-      trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
-    ),
-    class = "gpukeras_search"
-  )
+  structure(list(
+    trials = table, best = best, objective = objective, direction = trials$direction,
+    storage = storage$folder %||% trials$storage, study = study, seed = seed,
+    validation = validation$description, validation_rows = validation$rows,
+    interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
+    trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
+  ), class = "gpukeras_search")
 }
 
 # A list column from the core (NULL for missing) as an R vector with NA.
@@ -63,11 +60,8 @@ format.gpukeras_search <- function(x, ...) {
   }
   c(
     sprintf(
-      "<gpukeras_search> %d trials (%s), %s %s",
-      nrow(x$trials),
-      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "),
-      x$direction,
-      x$objective
+      "<gpukeras_search> %d trials (%s), %s %s", nrow(x$trials),
+      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "), x$direction, x$objective
     ),
     best,
     sprintf("Validation: %s", x$validation),
@@ -78,10 +72,7 @@ format.gpukeras_search <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_search <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
+print.gpukeras_search <- function(x, ...) print_formatted(x, ...)
 
 #' @export
 plot.gpukeras_search <- function(x, ...) {
@@ -106,13 +97,8 @@ plot.gpukeras_search <- function(x, ...) {
   graphics::axis(1, at = unique(round(pretty(trials$number))))
   graphics::lines(trials$number, best, type = "s", lty = 1)
   graphics::legend(
-    "top",
-    c("complete", "pruned (its last epoch)", "best so far"),
-    pch = c(19, 1, NA),
-    lty = c(NA, NA, 1),
-    bty = "n",
-    horiz = TRUE,
-    cex = 0.8
+    "top", c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n",
+    horiz = TRUE, cex = 0.8
   )
   invisible(x)
 }

@@ -56,35 +56,23 @@ search_choice <- function(...) {
   call <- current_env()
   choices <- list(...)
   if (!length(choices)) {
-    gpukeras_abort(
-      c(
-        "search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(
+      "search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."
+    ), call = call)
   }
   for (i in seq_along(choices)) {
     value <- choices[[i]]
     if (!(is.character(value) || is.numeric(value) || is.logical(value)) || length(value) != 1L || is.na(value)) {
-      gpukeras_abort(
-        c(
-          sprintf(
-            "Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.",
-            i,
-            describe(value)
-          ),
-          "For a vector of values, spread it: do.call(search_choice, as.list(values))."
-        ),
-        "gpukeras_error_bad_argument",
-        call = call
-      )
+      abort_bad_argument(c(
+        sprintf("Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.", i,
+                describe(value)),
+        "For a vector of values, spread it: do.call(search_choice, as.list(values))."
+      ), call = call)
     }
   }
   if (anyDuplicated(choices)) {
-    gpukeras_abort(
+    abort_bad_argument(
       sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]])),
-      "gpukeras_error_bad_argument",
       call = call
     )
   }
@@ -101,25 +89,14 @@ check_bound <- function(x, arg, whole = FALSE, call = caller_env()) {
 
 check_range <- function(lower, upper, log, call) {
   if (lower > upper) {
-    gpukeras_abort(
-      sprintf(
-        "`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.",
-        format(lower),
-        format(upper)
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(sprintf("`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.",
+                               format(lower), format(upper)), call = call)
   }
   if (log && lower <= 0) {
-    gpukeras_abort(
-      c(
-        sprintf("A log scale needs bounds above 0, and `lower` is %s.", format(lower)),
-        "Raise `lower` (e.g. 1e-5 for a rate), or use log = FALSE."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("A log scale needs bounds above 0, and `lower` is %s.", format(lower)),
+      "Raise `lower` (e.g. 1e-5 for a rate), or use log = FALSE."
+    ), call = call)
   }
 }
 
@@ -131,13 +108,8 @@ format.gpukeras_search_param <- function(x, ...) {
       paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")
     ))
   }
-  sprintf(
-    "%s from %s to %s%s",
-    if (x$type == "int") "a whole number" else "a number",
-    format(x$lower),
-    format(x$upper),
-    if (x$log) " (log scale)" else ""
-  )
+  kind <- if (x$type == "int") "a whole number" else "a number"
+  sprintf("%s from %s to %s%s", kind, format(x$lower), format(x$upper), if (x$log) " (log scale)" else "")
 }
 
 #' @export
@@ -150,38 +122,25 @@ print.gpukeras_search_param <- function(x, ...) {
 check_space <- function(space, call = caller_env()) {
   usage <- "Give `space` as a named list: list(units = search_int(16, 256), dropout = search_float(0, 0.5))."
   if (!is.list(space) || inherits(space, "gpukeras_search_param")) {
-    gpukeras_abort(
-      c(
-        sprintf(
-          "`space` must be a named list of search_int(), search_float() or search_choice() values, not %s.",
-          describe(space)
-        ),
-        usage
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`space` must be a named list of search_int(), search_float() or search_choice() values, not %s.",
+              describe(space)),
+      usage
+    ), call = call)
   }
   names <- rlang::names2(space)
   if (any(names == "") || anyDuplicated(names)) {
-    gpukeras_abort(c("Every element of `space` needs a name of its own: the parameter model_fn(params) reads.", usage),
-      "gpukeras_error_bad_argument",
-      call = call
+    abort_bad_argument(
+      c("Every element of `space` needs a name of its own: the parameter model_fn(params) reads.", usage), call = call
     )
   }
   bad <- !vapply(space, inherits, logical(1), "gpukeras_search_param")
   if (any(bad)) {
-    gpukeras_abort(
-      c(
-        sprintf(
-          "`space$%s` is %s, not a search_int(), search_float() or search_choice() value.",
-          names[bad][1], describe(space[bad][[1]])
-        ),
-        "A fixed value belongs in model_fn itself, or as a choice of one: search_choice(value)."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`space$%s` is %s, not a search_int(), search_float() or search_choice() value.",
+              names[bad][1], describe(space[bad][[1]])),
+      "A fixed value belongs in model_fn itself, or as a choice of one: search_choice(value)."
+    ), call = call)
   }
   space
 }

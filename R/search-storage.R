@@ -3,9 +3,7 @@
 
 # `storage` as the study's database URL and the folder for the best model.
 search_storage <- function(storage, study, call) {
-  if (is.null(storage)) {
-    storage <- tempfile("gpukeras-search-study-")
-  }
+  storage <- storage %||% tempfile("gpukeras-search-study-")
   check_string(storage, call = call)
   if (is_database_url(storage)) {
     # A study in a database keeps its best model in this session's temporary folder, one

@@ -162,11 +162,8 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
   model_fn <- check_model_fn(model_fn, 1L, call = call)
   if (missing(space)) {
-    gpukeras_abort(
-      "`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).",
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).",
+                       call = call)
   }
   fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
   check_count(trials, call = call)
@@ -209,21 +206,13 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
 search_fit_args <- function(space, fit_args, call) {
   searched <- vapply(fit_args, inherits, logical(1), "gpukeras_search_param")
   both <- intersect(names(space), names(fit_args)[searched])
-  if (length(both)) {
-    gpukeras_abort(
-      sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
-  }
-  if (!length(space) && !any(searched)) {
-    gpukeras_abort("`space` is empty: give at least one value to search.", "gpukeras_error_bad_argument", call = call)
-  }
+  if (length(both))
+    abort_bad_argument(sprintf("`%s` is searched twice, in `space` and in `...`: give it once.", both[1]), call = call)
+  if (!length(space) && !any(searched))
+    abort_bad_argument("`space` is empty: give at least one value to search.", call = call)
   fixed <- fit_args[!searched]
   list(
-    space = space,
-    fixed = fixed[names(fixed) != "validation_data"],
-    searched = fit_args[searched],
+    space = space, fixed = fixed[names(fixed) != "validation_data"], searched = fit_args[searched],
     validation_data = fit_args$validation_data
   )
 }
@@ -268,13 +257,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
   running <- function() {
     unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
   }
-  on.exit(
-    {
-      if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
-      worker_close(pool)
-    },
-    add = TRUE, after = FALSE
-  )
+  on.exit({
+    if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
+    worker_close(pool)
+  }, add = TRUE, after = FALSE)
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
   carried <- request$carried
   validation <- request$validation
@@ -286,34 +272,26 @@ search_run <- function(search, request, storage, plan, dir, call) {
     models = storage$models, encoding = carried$encoding
   )
   next_task <- function() {
-    if (isTRUE(population$population)) {
-      return(search_population_task(opened, common, call))
-    }
+    if (isTRUE(population$population)) return(search_population_task(opened, common, call))
     asked <- core_call("search_ask", search = opened, error_call = call)
-    if (is.null(asked)) {
-      return(NULL)
-    }
+    if (is.null(asked)) return(NULL)
     params <- asked$params
-    list(
-      model_fn = search$model_fn, params = params[names(search$space)], seed = asked$seed, data = carried$files,
-      train_rows = validation$train_rows %||% seq_len(carried$rows), validation_rows = validation$rows,
-      validation = validation$files,
-      fit = c(search$fixed, params[names(search$searched)]),
+    c(common[c("model_fn", "data", "train_rows", "validation_rows", "validation")], list(
+      params = params[names(search$space)], seed = asked$seed, fit = c(search$fixed, params[names(search$searched)]),
       trial = list(number = asked$number),
-      callback = list(verb = "search_pruning_callback", args = list(
-        storage = storage$url, study = search$study, trial_id = asked$trial_id,
-        objective = search$objective, pruner = search$pruner
-      )),
+      callback = list(
+        verb = "search_pruning_callback",
+        args = c(common[c("storage", "study", "objective", "pruner")], list(trial_id = asked$trial_id))
+      ),
       then = list(run = "search_trial_end", args = list(
         path = file.path(storage$models, sprintf("trial-%d.keras", asked$number)), encoding = carried$encoding
       )),
-      more = asked$left > 0L,
-      plan_memory = isTRUE(plan$plan_memory),
+      more = asked$left > 0L, plan_memory = isTRUE(plan$plan_memory),
       track = track_child(
         tracked, NULL, sprintf("trial %d", asked$number), "trial", list(gpukeras.trial = asked$number),
         params = params, key = track_new_key(tracked, call)
       )
-    )
+    ))
   }
   on_end <- function(ended) {
     device <- pool$slots[[ended$slot]]$device
@@ -365,9 +343,7 @@ search_run <- function(search, request, storage, plan, dir, call) {
 # before its fit began gets its run here, with its drawn values.
 track_trial_end <- function(tracked, ended, told, call) {
   context <- ended$task$track$context
-  if (is.null(context)) {
-    return(invisible())
-  }
+  if (is.null(context)) return(invisible())
   state <- told$state
   reason <- told$reason %||% if (identical(state, "pruned")) sprintf("pruned after epoch %d", told$epochs)
   track_record(
@@ -389,23 +365,12 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
       files = carry_data(validation, dir, "validation", call = call), description = "the validation_data given"
     ))
   }
-  if (!startsWith(objective, "val_")) {
-    return(list(description = "none"))
-  }
+  if (!startsWith(objective, "val_")) return(list(description = "none"))
   rows <- training_rows(data)
-  held <- withr::with_seed(seed, {
-    which(label_folds(data, 5L) == 1L)
-  })
-  list(
-    rows = held, train_rows = setdiff(seq_len(rows), held),
-    description = sprintf(
-      "%d of %d rows held out (20 %%%s, seed %d)",
-      length(held),
-      rows,
-      if (is_class_labels(data$y)) ", stratified" else "",
-      seed
-    )
-  )
+  held <- withr::with_seed(seed, which(label_folds(data, 5L) == 1L))
+  stratified <- if (is_class_labels(data$y)) ", stratified" else ""
+  list(rows = held, train_rows = setdiff(seq_len(rows), held),
+       description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, stratified, seed))
 }
 
 # In a trial's worker, after its fit (worker_task()'s `then`): what its pruning `callback`
@@ -413,9 +378,7 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
 # trial's is kept).
 search_trial_end <- function(fit, callback, path, encoding) {
   pruning <- core_call("search_pruning_outcome", callback = callback)
-  if (pruning$pruned || !is.null(pruning$missing)) {
-    return(list(pruning = pruning))
-  }
+  if (pruning$pruned || !is.null(pruning$missing)) return(list(pruning = pruning))
   fit$encoding <- encoding
   gpu_save(fit, path, overwrite = TRUE)
   list(pruning = pruning, path = path)

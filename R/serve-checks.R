@@ -15,13 +15,10 @@ check_token <- function(token, call) {
     } else {
       sprintf("a %s of length %d", class(token)[1], length(token))
     }
-    abort_bad_argument(
-      c(
-        sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
-        "Clients send it as the header `Authorization: Bearer <token>`."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`token` must be NULL or one non-empty string without spaces, not %s.", given),
+      "Clients send it as the header `Authorization: Bearer <token>`."
+    ), call = call)
   }
 }
 
@@ -35,46 +32,36 @@ check_allowed_hosts <- function(allowed_hosts, call) {
   if (is.null(allowed_hosts)) return(invisible())
   if (!is.character(allowed_hosts) || !length(allowed_hosts) || anyNA(allowed_hosts) ||
     !all(grepl("^[^[:space:]/@]+$", allowed_hosts))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
-          describe(allowed_hosts)
-        ),
-        paste(
-          "Name the hosts clients reach the service by, as their Host header gives them:",
-          "e.g. allowed_hosts = \"scoring.example.org\"."
-        )
+    abort_bad_argument(c(
+      sprintf(
+        "`allowed_hosts` must be NULL or host names (no scheme, path or spaces), not %s.",
+        describe(allowed_hosts)
       ),
-      call = call
-    )
+      paste(
+        "Name the hosts clients reach the service by, as their Host header gives them:",
+        "e.g. allowed_hosts = \"scoring.example.org\"."
+      )
+    ), call = call)
   }
 }
 
 # A port that cannot be bound (in use, or a privileged one) stops here, before
 # plumber, which would print its own error and leave none to catch.
 check_port_free <- function(host, port, call) {
-  free <- tryCatch(
-    {
-      app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
-      server <- httpuv::startServer(host, as.integer(port), app)
-      httpuv::stopServer(server)
-      TRUE
-    },
-    error = function(e) FALSE
-  )
+  free <- tryCatch({
+    app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
+    server <- httpuv::startServer(host, as.integer(port), app)
+    httpuv::stopServer(server)
+    TRUE
+  }, error = function(e) FALSE)
   if (!free) {
-    gpukeras_abort(
-      c(
-        sprintf(
-          "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
-          host, as.integer(port)
-        ),
-        "Choose another port (e.g. port = 8001), or stop what listens there."
+    gpukeras_abort(c(
+      sprintf(
+        "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
+        host, as.integer(port)
       ),
-      "gpukeras_error_port_in_use",
-      call = call
-    )
+      "Choose another port (e.g. port = 8001), or stop what listens there."
+    ), "gpukeras_error_port_in_use", call = call)
   }
 }
 
@@ -82,18 +69,13 @@ check_port_free <- function(host, port, call) {
 # install it when it is not.
 check_suggested <- function(package, what, call = caller_env()) {
   if (requireNamespace(package, quietly = TRUE)) return(invisible(TRUE))
-  gpukeras_abort(
-    c(
-      sprintf("%s needs the R package %s, which is not installed.", what, package),
-      sprintf(
-        "Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).",
-        package, tolower(package)
-      )
-    ),
-    "gpukeras_error_package_missing",
-    package = package,
-    call = call
-  )
+  gpukeras_abort(c(
+    sprintf("%s needs the R package %s, which is not installed.", what, package),
+    sprintf(
+      "Install it: install.packages(\"%s\") (Debian and Ubuntu: apt install r-cran-%s).",
+      package, tolower(package)
+    )
+  ), "gpukeras_error_package_missing", package = package, call = call)
 }
 
 # gpu_api()'s `prefix`: "" (the routes at /predict, /metadata, /health) or a path

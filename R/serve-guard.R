@@ -32,13 +32,10 @@ check_host <- function(req, hosts) {
   given <- request_header(req, "HTTP_HOST")
   # a browser always sends one; a client that sends none names no other host
   if (is.null(given) || host_allowed(host_name(given), hosts)) return(NULL)
-  refusal(403L, "forbidden_host", sprintf(
-    paste0(
-      "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS ",
-      "rebinding). If clients use that name, start the service with allowed_hosts = \"%s\"."
-    ),
-    hosts_text(hosts), client_text(given, 60L), client_text(host_name(given), 60L)
-  ))
+  refusal(403L, "forbidden_host", sprintf(paste0(
+    "This service answers requests for %s, not for \"%s\": a web page may be reaching it under its own name (DNS ",
+    "rebinding). If clients use that name, start the service with allowed_hosts = \"%s\"."
+  ), hosts_text(hosts), client_text(given, 60L), client_text(host_name(given), 60L)))
 }
 
 check_origin <- function(req, hosts) {
@@ -108,8 +105,7 @@ served_hosts <- function(host, allowed_hosts) {
   wildcard <- !is.null(host) && host %in% c("0.0.0.0", "::")
   list(
     names = unique(c("localhost", if (!is.null(host) && !wildcard) host_name(host), setdiff(named, "*"))),
-    any_address = wildcard,
-    any = "*" %in% named
+    any_address = wildcard, any = "*" %in% named
   )
 }
 
@@ -129,8 +125,7 @@ host_allowed <- function(name, hosts) {
 
 hosts_text <- function(hosts) {
   sprintf(
-    "%s and %s",
-    paste(hosts$names, collapse = ", "),
+    "%s and %s", paste(hosts$names, collapse = ", "),
     if (hosts$any_address) "this machine's addresses" else "loopback addresses"
   )
 }

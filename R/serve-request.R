@@ -29,17 +29,13 @@ one_line <- function(message) {
 # rows of numbers when no encoding was recorded.
 served_input <- function(encoding, call) {
   if (isTRUE(encoding$several) || length(encoding$inputs) > 1L) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "gpu_serve() serves a model with one input; this one has %d (%s).",
-          length(encoding$inputs),
-          paste(names(encoding$inputs), collapse = ", ")
-        ),
-        "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
+    abort_bad_argument(c(
+      sprintf(
+        "gpu_serve() serves a model with one input; this one has %d (%s).", length(encoding$inputs),
+        paste(names(encoding$inputs), collapse = ", ")
       ),
-      call = call
-    )
+      "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
+    ), call = call)
   }
   if (is.null(encoding)) list(type = "array", shape = NULL, names = NULL) else encoding$inputs[[1]]
 }
@@ -153,8 +149,7 @@ check_row_count <- function(rows, max_rows) {
       413L,
       "too_many_rows",
       sprintf(
-        "The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.",
-        rows,
+        "The body has %d rows; this service takes at most %d per request (max_rows): send them in parts.", rows,
         max_rows
       )
     )
@@ -216,9 +211,7 @@ json_vector <- function(cells, column) {
   values <- unlist(cells, recursive = FALSE, use.names = FALSE)
   if (nested || is.list(values)) {
     serve_reject(
-      400L,
-      "wrong_type",
-      sprintf("Column `%s` must hold single values, not nested arrays or objects.", column),
+      400L, "wrong_type", sprintf("Column `%s` must hold single values, not nested arrays or objects.", column),
       column = column
     )
   }
@@ -270,13 +263,10 @@ abort_bad_numbers <- function(columns, rows, n_rows) {
   where <- if (!length(columns)) "The rows" else sprintf("Column %s", paste0("`", columns, "`", collapse = ", "))
   serve_reject(
     400L, "bad_data",
-    sprintf(
-      paste0(
-        "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
-        "take them; send finite numbers within it."
-      ),
-      where, n_rows, rows[1]
-    ),
+    sprintf(paste0(
+      "%s has Inf, NaN or numbers beyond float32's range (about 3.4e+38) in %d row(s) (first: %d): the model cannot ",
+      "take them; send finite numbers within it."
+    ), where, n_rows, rows[1]),
     column = if (length(columns)) columns[1], rows = I(rows)
   )
 }
@@ -350,8 +340,7 @@ check_present <- function(present, columns) {
     serve_reject(
       400L, "missing_column",
       sprintf(
-        "The request lacks column(s) the model was trained on: %s. Every row needs %s.",
-        paste(absent, collapse = ", "),
+        "The request lacks column(s) the model was trained on: %s. Every row needs %s.", paste(absent, collapse = ", "),
         paste(columns, collapse = ", ")
       ),
       columns = I(absent)

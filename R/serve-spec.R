@@ -84,10 +84,8 @@ serve_metadata <- function(fit, outputs, settings) {
     token_required = !is.null(settings$token),
     versions = list(
       gpukeras = as.character(utils::packageVersion("gpukeras")),
-      R = paste(R.version$major, R.version$minor, sep = "."),
-      plumber = as.character(utils::packageVersion("plumber")),
-      python = as.character(reticulate::py_config()$version),
-      keras = as.character(keras$version()),
+      R = paste(R.version$major, R.version$minor, sep = "."), plumber = as.character(utils::packageVersion("plumber")),
+      python = as.character(reticulate::py_config()$version), keras = as.character(keras$version()),
       backend = as.character(keras$backend$backend())
     )
   )

@@ -191,17 +191,13 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   check_flag(quiet, call = call)
   service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call)
   if (is.null(token) && !is_loopback(host)) {
-    gpukeras_warn(
-      c(
-        sprintf(
-          "The service listens on %s without a token: anyone who can reach port %d there can use it.",
-          host,
-          as.integer(port)
-        ),
-        "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
+    gpukeras_warn(c(
+      sprintf(
+        "The service listens on %s without a token: anyone who can reach port %d there can use it.", host,
+        as.integer(port)
       ),
-      "gpukeras_warning_serve_open"
-    )
+      "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
+    ), "gpukeras_warning_serve_open")
   }
   check_port_free(host, port, call)
   if (!quiet) {
@@ -243,8 +239,7 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
 # gpu_api()'s, unknown).
 serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
   check_trained_model(
-    fit,
-    "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
+    fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
     call = call
   )
   check_token(token, call)
@@ -359,25 +354,19 @@ serve_routes <- function(service, router, prefix) {
 # One request to POST /predict, whose headers passed serve_guard(): list(status,
 # body), the body a JSON string.
 serve_predict <- function(fit, req, settings) {
-  tryCatch(
-    {
-      type <- req$argsQuery$type %||% "raw"
-      if (!identical(type, "raw") && !identical(type, "class")) {
-        serve_reject(
-          400L,
-          "bad_type",
-          sprintf(
-            "The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ","))
-          )
-        )
-      }
-      body <- parse_request_body(req$bodyRaw, settings$part)
-      newdata <- request_data(body, settings)
-      predicted <- predict_for_request(fit, newdata, type, settings)
-      list(status = 200L, body = predictions_json(predicted))
-    },
-    gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem))
-  )
+  tryCatch({
+    type <- req$argsQuery$type %||% "raw"
+    if (!identical(type, "raw") && !identical(type, "class")) {
+      serve_reject(
+        400L, "bad_type",
+        sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ",")))
+      )
+    }
+    body <- parse_request_body(req$bodyRaw, settings$part)
+    newdata <- request_data(body, settings)
+    predicted <- predict_for_request(fit, newdata, type, settings)
+    list(status = 200L, body = predictions_json(predicted))
+  }, gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem)))
 }
 
 # predict() on the request's data; its refusals of the data are 400s, any

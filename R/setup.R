@@ -178,17 +178,11 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   # Python starts.
   devices <- if (!is.null(devices)) device_names(devices)
   settings <- with_load_hooks_held(core_call(
-    "setup",
-    memory_growth = memory_growth,
+    "setup", memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
-    devices = if (!is.null(devices)) as.list(devices),
-    mixed_precision = mixed_precision,
-    intra_op_threads = threads[["intra"]],
-    inter_op_threads = threads[["inter"]],
-    jit_compile = jit_compile,
-    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices),
-    deterministic = deterministic,
-    seed = seed
+    devices = if (!is.null(devices)) as.list(devices), mixed_precision = mixed_precision,
+    intra_op_threads = threads[["intra"]], inter_op_threads = threads[["inter"]], jit_compile = jit_compile,
+    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices), deterministic = deterministic, seed = seed
   ))
   the$setup_args <- given
   for (note in unlist(settings$notes)) {
@@ -219,15 +213,12 @@ device_names <- function(devices, arg = "devices", call = caller_env()) {
   if (is.character(devices) && !anyNA(devices) && all(grepl("^(gpu|cpu|GPU|CPU):[0-9]+$", devices))) {
     return(toupper(devices))
   }
-  abort_bad_argument(
-    c(
-      sprintf(
-        "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
-      ),
-      "gpu_devices() lists the devices there are."
+  abort_bad_argument(c(
+    sprintf(
+      "`%s` must be GPU indices (0, 1, ...) or names like \"GPU:0\" or \"CPU:1\", not %s.", arg, describe(devices)
     ),
-    call = call
-  )
+    "gpu_devices() lists the devices there are."
+  ), call = call)
 }
 
 check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
@@ -237,13 +228,10 @@ check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
     all(threads >= 0) && all(threads == round(threads)) && all(threads <= max_threads)
   if (!ok) {
-    abort_bad_argument(
-      sprintf(
-        "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
-        max_threads, describe(threads)
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
+      max_threads, describe(threads)
+    ), call = call)
   }
   values <- as.integer(rep_len(threads, 2))
   names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
@@ -286,11 +274,8 @@ format.gpukeras_setup <- function(x, ...) {
     sprintf("  devices chosen:  %s", format_setting(x$devices, "all visible")),
     sprintf("  CPU devices:     %d logical", as.integer(x$cpu_devices)),
     sprintf(
-      "  precision:       %s%s (%s)%s",
-      x$dtype_policy,
-      if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
-      x$precision_reason,
-      suits
+      "  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
+      x$precision_reason, suits
     ),
     sprintf("  threads:         %s", threads),
     sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),

@@ -73,11 +73,7 @@ gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) 
   track <- track_needed(call)
   track_flush(call)
   read <- core_call(
-    "track_runs",
-    track = track,
-    experiment = as_python(experiment),
-    filter = filter,
-    max_results = max_results,
+    "track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results,
     error_call = call
   )
   new_gpukeras_runs(read$rows, unlist(read$experiments))
@@ -106,39 +102,29 @@ gpu_compare_runs <- function(a, b, ...) {
       })
     }), recursive = FALSE)
   ))
-  structure(
-    list(
-      runs = rows,
-      params = data.frame(
-        param = sub("^params[.]", "", differ),
-        a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
-        b = vapply(differ, function(name) format(rows[[name]][2]), character(1)),
-        row.names = NULL
-      ),
-      metrics = data.frame(
-        metric = sub("^metrics[.]", "", metrics),
-        a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
-        b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
-        change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)),
-        row.names = NULL
-      ),
-      history = history
+  structure(list(
+    runs = rows,
+    params = data.frame(
+      param = sub("^params[.]", "", differ), a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
+      b = vapply(differ, function(name) format(rows[[name]][2]), character(1)), row.names = NULL
     ),
-    class = "gpukeras_run_comparison"
-  )
+    metrics = data.frame(
+      metric = sub("^metrics[.]", "", metrics), a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
+      b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
+      change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)), row.names = NULL
+    ),
+    history = history
+  ), class = "gpukeras_run_comparison")
 }
 
 # Tracking's settings for a read, or an error saying to turn it on.
 track_needed <- function(call) {
   track <- track_request()
   if (is.null(track)) {
-    abort_bad_argument(
-      c(
-        "Tracking is off: there is no store to read runs from.",
-        "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "Tracking is off: there is no store to read runs from.",
+      "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
+    ), call = call)
   }
   track
 }
@@ -195,8 +181,7 @@ format.gpukeras_runs <- function(x, ...) {
     sprintf("<gpukeras runs> %d run%s", nrow(x), if (nrow(x) == 1L) "" else "s"),
     utils::capture.output(print(shown, row.names = FALSE)),
     sprintf(
-      "  (%d params and %d metrics as columns: params.<name>, metrics.<name>)",
-      params,
+      "  (%d params and %d metrics as columns: params.<name>, metrics.<name>)", params,
       sum(startsWith(names(x), "metrics."))
     )
   )
@@ -215,15 +200,10 @@ format.gpukeras_run_comparison <- function(x, ...) {
     if (nrow(x$params)) c("Params that differ:", utils::capture.output(print(x$params, row.names = FALSE))) else
       "Params: the same",
     "Final metrics:",
-    utils::capture.output(print(
-      data.frame(
-        metric = x$metrics$metric,
-        a = signif(x$metrics$a, 4),
-        b = signif(x$metrics$b, 4),
-        change = signif(x$metrics$change, 3)
-      ),
-      row.names = FALSE
-    ))
+    utils::capture.output(print(data.frame(
+      metric = x$metrics$metric, a = signif(x$metrics$a, 4), b = signif(x$metrics$b, 4),
+      change = signif(x$metrics$change, 3)
+    ), row.names = FALSE))
   )
 }
 
@@ -253,20 +233,13 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
       points <- rows[rows$run == run, ]
       points <- points[order(points$epoch), ]
       graphics::lines(
-        points$epoch,
-        points$value,
-        type = "b",
-        pch = 19,
-        lty = if (run == "a") 1 else 2,
+        points$epoch, points$value, type = "b", pch = 19, lty = if (run == "a") 1 else 2,
         col = if (run == "a") "black" else "firebrick"
       )
     }
     graphics::legend(
-      "topright",
-      legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])),
-      lty = 1:2,
-      col = c("black", "firebrick"),
-      bty = "n"
+      "topright", legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])), lty = 1:2,
+      col = c("black", "firebrick"), bty = "n"
     )
   }
   invisible(x)

@@ -111,13 +111,10 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   if (is.null(uri)) {
     uri <- Sys.getenv("MLFLOW_TRACKING_URI")
     if (!nzchar(uri)) {
-      abort_bad_argument(
-        c(
-          "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
-          "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
-        ),
-        call = call
-      )
+      abort_bad_argument(c(
+        "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
+        "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
+      ), call = call)
     }
   }
   check_string(uri, call = call)
@@ -133,13 +130,10 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   checked <- core_call("track_check", track = track_request(), error_call = call)
   tracking <- new_gpukeras_tracking(checked, track_spool())
   if (!isTRUE(checked$reachable)) {
-    gpukeras_warn(
-      c(
-        sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why),
-        "Runs are kept until it does: gpu_track_sync() sends them."
-      ),
-      "gpukeras_warning_tracking"
-    )
+    gpukeras_warn(c(
+      sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why),
+      "Runs are kept until it does: gpu_track_sync() sends them."
+    ), "gpukeras_warning_tracking")
   }
   invisible(tracking)
 }
@@ -268,15 +262,12 @@ track_plot <- function(fit, track) {
   if (is.null(track) || is.null(key) || !isTRUE(capabilities("png"))) return(invisible())
   path <- file.path(tempfile("gpukeras-plot-"), "fit.png")
   dir.create(dirname(path))
-  drawn <- tryCatch(
-    {
-      grDevices::png(path, width = 900, height = 600)
-      on.exit(grDevices::dev.off(), add = TRUE)
-      plot(fit)
-      TRUE
-    },
-    error = function(e) FALSE
-  )
+  drawn <- tryCatch({
+    grDevices::png(path, width = 900, height = 600)
+    on.exit(grDevices::dev.off(), add = TRUE)
+    plot(fit)
+    TRUE
+  }, error = function(e) FALSE)
   if (drawn && file.exists(path)) try(core_call("track_artifact", track = track, key = key, path = path), silent = TRUE)
   unlink(dirname(path), recursive = TRUE)
   invisible()
@@ -284,15 +275,12 @@ track_plot <- function(fit, track) {
 
 new_gpukeras_tracking <- function(checked, spool = NULL) {
   kept <- if (!is.null(spool)) length(list.files(spool, pattern = "[.]json$")) else 0L
-  structure(
-    list(
-      on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
-      reachable = checked$reachable, why = checked$why,
-      credentials = unlist(checked$credentials), username = checked$username,
-      spool = spool, kept = kept
-    ),
-    class = "gpukeras_tracking"
-  )
+  structure(list(
+    on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
+    reachable = checked$reachable, why = checked$why,
+    credentials = unlist(checked$credentials), username = checked$username,
+    spool = spool, kept = kept
+  ), class = "gpukeras_tracking")
 }
 
 #' @export

@@ -27,13 +27,10 @@ check_not_split <- function(data, part, call = caller_env()) {
 # Checked without Python; converted later by fit_input().
 fit_data <- function(data, arg, call = caller_env()) {
   if (inherits(data, "python.builtin.object")) return(list(kind = "python", dataset = data))
-  usage <- sprintf(
-    paste0(
-      "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
-      "list(input_a = , input_b = ))."
-    ),
-    arg
-  )
+  usage <- sprintf(paste0(
+    "Give `%s` as a gpu_dataset(), or R data as list(x = features, y = labels) (for several inputs, x = ",
+    "list(input_a = , input_b = ))."
+  ), arg)
   if (is.list(data) && !is.data.frame(data)) {
     names <- names(data) %||% rep("", length(data))
     if (identical(names, c("train", "validation")) &&
@@ -77,16 +74,13 @@ describe_names <- function(names) {
 # makes its own batches. The core takes this rule as checked.
 check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   if (!is.null(batch_size) && data$kind != "r") {
-    abort_bad_argument(
-      c(
-        "`batch_size` is for R data: a dataset makes its own batches.",
-        paste0(
-          "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
-          "`batch_size` NULL."
-        )
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`batch_size` is for R data: a dataset makes its own batches.",
+      paste0(
+        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
+        "`batch_size` NULL."
+      )
+    ), call = call)
   }
   invisible(batch_size)
 }
@@ -101,26 +95,20 @@ batch_within_rows <- function(batch_size, data, accumulate = 1L) {
   if (batch_size <= rows) return(batch_size)
   every <- if (is.numeric(accumulate)) as.integer(accumulate) else 1L
   batch <- as.integer(ceiling(rows / every) * every)
-  gpukeras_warn(
-    c(
-      sprintf(
-        paste0(
-          "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
-          "= %s%s)."
-        ),
-        format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
-        format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
+  gpukeras_warn(c(
+    sprintf(
+      paste0(
+        "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
+        "= %s%s)."
       ),
-      sprintf(
-        paste0(
-          "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
-          "epoch."
-        ),
-        format(largest_batch_for_steps(rows), big.mark = ",")
-      )
+      format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
+      format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
     ),
-    "gpukeras_warning_batch_size"
-  )
+    sprintf(paste0(
+      "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
+      "epoch."
+    ), format(largest_batch_for_steps(rows), big.mark = ","))
+  ), "gpukeras_warning_batch_size")
   batch
 }
 
@@ -146,13 +134,10 @@ fit_input <- function(data, call = caller_env()) {
     # NumPy arrays already (gpu_as_numpy())
     return(c(list(data$x, data$y), if (!is.null(data$sample_weight)) list(data$sample_weight)))
   }
-  handover_arg(
-    as_pipeline_data(
-      data$x, data$y, "error",
-      call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
-    ),
-    na_fix = fit_na_fix
-  )
+  handover_arg(as_pipeline_data(
+    data$x, data$y, "error",
+    call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
+  ), na_fix = fit_na_fix)
 }
 
 # gpu_fit() has no `na` argument: gpu_dataset() has.
@@ -196,8 +181,7 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
   }
   if (is.null(dataset)) return(class(input)[1])
   sprintf(
-    "tf.data dataset%s: %s of %s",
-    if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
+    "tf.data dataset%s: %s of %s", if (inherits(input, "tf_dataset")) " (tfdatasets)" else "",
     if (is.null(dataset$batches)) "batches not known" else paste(format(dataset$batches, big.mark = ","), "batches"),
     dataset$element
   )

@@ -178,23 +178,12 @@ new_gpukeras_tune <- function(result, data_kind) {
   trials <- rows_to_df(result$trials, tune_columns)
   for (column in c("samples_per_second", "loss", "seconds")) trials[[column]] <- as.numeric(trials[[column]])
   trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
-  structure(
-    list(
-      trials = trials,
-      recommended = result$recommended,
-      baseline = result$baseline,
-      loss_samples = result$loss_samples,
-      skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")),
-      device = result$device,
-      device_name = result$device_name,
-      backend = result$backend,
-      batch_sizes_from = result$batch_sizes_from,
-      seconds = result$seconds,
-      data_kind = data_kind,
-      settings = result$settings
-    ),
-    class = "gpukeras_tune"
-  )
+  structure(list(
+    trials = trials, recommended = result$recommended, baseline = result$baseline, loss_samples = result$loss_samples,
+    skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")), device = result$device,
+    device_name = result$device_name, backend = result$backend, batch_sizes_from = result$batch_sizes_from,
+    seconds = result$seconds, data_kind = data_kind, settings = result$settings
+  ), class = "gpukeras_tune")
 }
 
 describe_combination <- function(x) {
@@ -209,10 +198,7 @@ describe_combination <- function(x) {
 format.gpukeras_tune <- function(x, ...) {
   t <- x$trials
   short_axis <- c(
-    baseline = "baseline",
-    precision = "precision",
-    batch_size = "batch",
-    steps_per_execution = "spe",
+    baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe",
     jit_compile = "jit"
   )
   shown <- data.frame(
@@ -257,13 +243,10 @@ format.gpukeras_tune <- function(x, ...) {
         ),
         "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, steps_per_execution and jit_compile.",
         if (best$precision != "float32") {
-          sprintf(
-            paste0(
-              "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
-              "gpu_setup(mixed_precision = \"%s\")."
-            ),
-            sub("^mixed_", "", best$precision)
-          )
+          sprintf(paste0(
+            "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
+            "gpu_setup(mixed_precision = \"%s\")."
+          ), sub("^mixed_", "", best$precision))
         }
       )
     }
@@ -350,17 +333,13 @@ tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_executi
     jit_compile = !identical(jit_compile, "auto")
   )
   if (any(given)) {
-    abort_bad_argument(
-      sprintf(
-        "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
-      ),
-      call = call
-    )
+    abort_bad_argument(sprintf(
+      "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
+    ), call = call)
   }
   applied <- list(
     batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
-    steps_per_execution = as.integer(best$steps_per_execution),
-    jit_compile = isTRUE(best$jit_compile)
+    steps_per_execution = as.integer(best$steps_per_execution), jit_compile = isTRUE(best$jit_compile)
   )
   # What the fit's request carries (the core's advice leaves these alone); the batch size
   # only where it was applied: a dataset's own batches were not the tune's choice.
@@ -380,8 +359,7 @@ skipped_lines <- function(skipped) {
   memory <- startsWith(skipped$reason, "memory:")
   c(
     sprintf(
-      "Skipped: %s: %s",
-      describe_combination(skipped[memory, , drop = FALSE]),
+      "Skipped: %s: %s", describe_combination(skipped[memory, , drop = FALSE]),
       sub("^memory: ", "memory, ", skipped$reason[memory])
     ),
     if (any(!memory)) sprintf("Skipped (time_budget spent): %d runs", sum(!memory))

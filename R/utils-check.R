@@ -130,13 +130,10 @@ check_learning_rate <- function(learning_rate, call = caller_env()) {
   if (is.null(learning_rate) || inherits(learning_rate, "python.builtin.object")) return(learning_rate)
   if (inherits(learning_rate, "gpukeras_lr_schedule")) return(unclass(learning_rate))
   if (!is_number(learning_rate) || !is.finite(learning_rate) || learning_rate <= 0) {
-    abort_bad_argument(
-      c(
-        sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
-        "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`learning_rate` must be one positive number or a schedule, not %s.", describe(learning_rate)),
+      "Schedules: lr_warmup_cosine(), lr_exponential(), lr_cyclical()."
+    ), call = call)
   }
   as.double(learning_rate)
 }
@@ -146,15 +143,10 @@ check_callbacks <- function(callbacks, call = caller_env()) {
   if (inherits(callbacks, "python.builtin.object")) callbacks <- list(callbacks)
   if (!is.list(callbacks) || length(callbacks) == 0L ||
     !all(vapply(callbacks, inherits, logical(1), "python.builtin.object"))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)
-        ),
-        "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`callbacks` must be a Keras callback or a list of them (Python objects), not %s.", describe(callbacks)),
+      "R functions cannot be callbacks: Keras may call them from a worker thread, where R must not run."
+    ), call = call)
   }
   unname(callbacks)
 }

@@ -27,38 +27,28 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
   if (anyNA(codes)) {
     classes <- if (length(levels)) {
       sprintf(
-        "The classes are %s (or their numbers 0 to %d).",
-        paste0("\"", levels, "\"", collapse = ", "),
+        "The classes are %s (or their numbers 0 to %d).", paste0("\"", levels, "\"", collapse = ", "),
         length(levels) - 1L
       )
     } else {
       "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
     }
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`class_weight` names %s, which %s no class of the labels.",
-          paste0("\"", names[is.na(codes)], "\"", collapse = ", "),
-          if (sum(is.na(codes)) > 1L) "are" else "is"
-        ),
-        classes
+    abort_bad_argument(c(
+      sprintf(
+        "`class_weight` names %s, which %s no class of the labels.",
+        paste0("\"", names[is.na(codes)], "\"", collapse = ", "), if (sum(is.na(codes)) > 1L) "are" else "is"
       ),
-      call = call
-    )
+      classes
+    ), call = call)
   }
   if (length(levels) && any(codes >= length(levels))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`class_weight` names class %d, but the labels have %d classes (0 to %d).",
-          max(codes),
-          length(levels),
-          length(levels) - 1L
-        ),
-        usage
+    abort_bad_argument(c(
+      sprintf(
+        "`class_weight` names class %d, but the labels have %d classes (0 to %d).", max(codes), length(levels),
+        length(levels) - 1L
       ),
-      call = call
-    )
+      usage
+    ), call = call)
   }
   stats::setNames(as.list(as.double(values)), codes)
 }
@@ -76,26 +66,20 @@ label_levels <- function(data) {
 check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
   if (is.null(sample_weight)) return(NULL)
   if (is.null(labels)) {
-    abort_bad_argument(
-      c(
-        "`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).",
-        "Without labels there is no loss to weigh."
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      "`sample_weight` weighs each row's loss: give the labels too, list(x = , y = , sample_weight = ).",
+      "Without labels there is no loss to weigh."
+    ), call = call)
   }
   if (!is.numeric(sample_weight) || length(dim(sample_weight)) > 1L || any(sample_weight < 0, na.rm = TRUE) ||
     any(is.infinite(sample_weight))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.",
-          describe(sample_weight)
-        ),
-        "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."
+    abort_bad_argument(c(
+      sprintf(
+        "`sample_weight` must be a numeric vector of finite weights >= 0, one per row, not %s.",
+        describe(sample_weight)
       ),
-      call = call
-    )
+      "e.g. sample_weight = ifelse(y == \"yes\", 10, 1)."
+    ), call = call)
   }
   as.double(sample_weight)
 }

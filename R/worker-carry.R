@@ -24,17 +24,13 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
   required <- sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...")
   takes <- length(params) - ("..." %in% names(params))
   if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
-    abort_bad_argument(
-      c(
-        sprintf(
-          "`model_fn` must take %s, but it takes %s.",
-          if (arity == 0L) "no arguments" else "one argument (the trial's parameters)",
-          describe_formals(params)
-        ),
-        usage
+    abort_bad_argument(c(
+      sprintf(
+        "`model_fn` must take %s, but it takes %s.",
+        if (arity == 0L) "no arguments" else "one argument (the trial's parameters)", describe_formals(params)
       ),
-      call = call
-    )
+      usage
+    ), call = call)
   }
   carry_function(model_fn, call = call)
 }
@@ -101,23 +97,16 @@ users_function <- function(value) {
 }
 
 carry_clash <- function(name, label, call) {
-  abort_bad_argument(
-    c(
-      sprintf(
-        paste0(
-          "`model_fn` and the function `%s` it calls find `%s` bound to different values, which a worker process ",
-          "cannot tell apart."
-        ),
-        label,
-        name
-      ),
-      "i" = paste0(
-        "The variables of model_fn and of the functions it calls travel together: give one of the two another name, ",
-        "or pass it as an argument."
-      )
-    ),
-    call = call
-  )
+  abort_bad_argument(c(
+    sprintf(paste(
+      "`model_fn` and the function `%s` it calls find `%s` bound to different values, which a worker process",
+      "cannot tell apart."
+    ), label, name),
+    "i" = paste(
+      "The variables of model_fn and of the functions it calls travel together: give one of the two another name,",
+      "or pass it as an argument."
+    )
+  ), call = call)
 }
 
 # The environment from `env` up to `top` that binds `name`, or NULL: the global
@@ -150,21 +139,17 @@ carry_python <- function(fn, call) {
       list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
     } else {
       what <- sprintf(
-        "%s made in this session (%s)",
-        if (is.list(value)) "a list holding a Python object" else "a Python object",
+        "%s made in this session (%s)", if (is.list(value)) "a list holding a Python object" else "a Python object",
         class(found[[1]])[1]
       )
-      abort_bad_argument(
-        c(
-          sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
-          "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
-          "i" = paste0(
-            "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each ",
-            "worker."
-          )
-        ),
-        call = call
-      )
+      abort_bad_argument(c(
+        sprintf("`model_fn` uses `%s`, %s, which a worker process cannot receive.", name, what),
+        "i" = sprintf("Make `%s` inside `model_fn`: each fit then gets its own, with fresh weights.", name),
+        "i" = paste0(
+          "gpu_keras()'s `keras` and Python modules (reticulate::import()) made outside are made again in each ",
+          "worker."
+        )
+      ), call = call)
     }
     rm(list = name, envir = env)
   }
@@ -231,19 +216,12 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       closest <- closest_argument(name, c(own, verb_own))
       if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
     })
-    abort_bad_argument(
-      c(
-        sprintf(
-          "%s() has no argument%s %s, nor has gpu_fit().",
-          verb,
-          if (length(unknown) > 1L) "s" else "",
-          paste0("`", unknown, "`", collapse = ", ")
-        ),
-        unlist(meant),
-        sprintf("?%s and ?gpu_fit list the arguments.", verb)
-      ),
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("%s() has no argument%s %s, nor has gpu_fit().", verb, if (length(unknown) > 1L) "s" else "",
+              paste0("`", unknown, "`", collapse = ", ")),
+      unlist(meant),
+      sprintf("?%s and ?gpu_fit list the arguments.", verb)
+    ), call = call)
   }
   set_by_worker <- c(
     model = "model_fn makes the model in each worker", data = "`data` is the verb's own argument",
@@ -265,8 +243,7 @@ check_fit_args <- function(args, verb, call = caller_env()) {
   if (length(python)) {
     not_carriable(
       sprintf("`%s` (a Python object)", python[1]),
-      "Give it as R values (a schedule from lr_exponential() and friends), or make it inside model_fn.",
-      call = call
+      "Give it as R values (a schedule from lr_exponential() and friends), or make it inside model_fn.", call = call
     )
   }
   args
@@ -276,19 +253,13 @@ check_fit_args <- function(args, verb, call = caller_env()) {
 # labels to stratify by, and the .npy files carry_data() writes in `dir`.
 many_data <- function(data, dir, verb, call = caller_env()) {
   if (data$kind != "r") {
-    abort_bad_data(
-      c(
-        sprintf("%s() needs the rows in memory, to split them: give R data, list(x = , y = ), not a dataset.", verb),
-        "A gpu_dataset() of files cannot be split by rows; read the data into R first."
-      ),
-      call = call
-    )
+    abort_bad_data(c(
+      sprintf("%s() needs the rows in memory, to split them: give R data, list(x = , y = ), not a dataset.", verb),
+      "A gpu_dataset() of files cannot be split by rows; read the data into R first."
+    ), call = call)
   }
   list(
-    encoding = fit_encoding(data, call = call),
-    rows = training_rows(data),
-    y = data$y,
-    levels = label_levels(data),
+    encoding = fit_encoding(data, call = call), rows = training_rows(data), y = data$y, levels = label_levels(data),
     files = carry_data(data, dir, "data", call = call)
   )
 }

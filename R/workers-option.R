@@ -51,12 +51,8 @@ gpu_workers <- function(devices = "all", workers = NULL, per_device = "auto", po
 
 check_population <- function(population, call = caller_env()) {
   if (!identical(population, "auto") && !isFALSE(population)) {
-    gpukeras_abort(
-      c(sprintf("`population` must be \"auto\" or FALSE, not %s.", describe(population)),
-        "FALSE trains a process per fit; \"auto\" a population where the core can."),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(sprintf("`population` must be \"auto\" or FALSE, not %s.", describe(population)),
+                         "FALSE trains a process per fit; \"auto\" a population where the core can."), call = call)
   }
   population
 }
@@ -64,15 +60,8 @@ check_population <- function(population, call = caller_env()) {
 # `workers` given to gpu_cv() or gpu_search(): a gpu_workers() object, or a number of
 # workers (short for gpu_workers(workers = )).
 check_workers <- function(workers, arg = caller_arg(workers), call = caller_env()) {
-  if (inherits(workers, "gpukeras_workers")) {
-    return(workers)
-  }
-  if (is_number(workers)) {
-    return(gpu_workers(workers = check_count(workers, arg = arg, call = call)))
-  }
-  gpukeras_abort(
-    sprintf("`%s` must be gpu_workers(...) or a number of workers, not %s.", arg, describe(workers)),
-    "gpukeras_error_bad_argument",
-    call = call
-  )
+  if (inherits(workers, "gpukeras_workers")) return(workers)
+  if (is_number(workers)) return(gpu_workers(workers = check_count(workers, arg = arg, call = call)))
+  abort_bad_argument(sprintf("`%s` must be gpu_workers(...) or a number of workers, not %s.", arg, describe(workers)),
+                     call = call)
 }

@@ -27,14 +27,10 @@ check_devices <- function(devices, call = caller_env()) {
     (is.numeric(devices) && length(devices) >= 1L && !anyNA(devices) && all(devices >= 0) &&
       all(devices == round(devices)) && !anyDuplicated(devices))
   if (!ok) {
-    gpukeras_abort(
-      c(
-        sprintf("`devices` must be \"all\" or GPU indices (whole numbers >= 0, each once), not %s.", describe(devices)),
-        "gpu_devices() lists the GPUs; devices = \"all\" uses every one (or the CPU where there is none)."
-      ),
-      "gpukeras_error_bad_argument",
-      call = call
-    )
+    abort_bad_argument(c(
+      sprintf("`devices` must be \"all\" or GPU indices (whole numbers >= 0, each once), not %s.", describe(devices)),
+      "gpu_devices() lists the GPUs; devices = \"all\" uses every one (or the CPU where there is none)."
+    ), call = call)
   }
   devices
 }
@@ -95,14 +91,10 @@ worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env())
 # earlier gpu_cv() or gpu_search(), loads its programs instead of compiling them again,
 # as a session's second gpu_fit() of a model finds them in memory. It goes with the
 # session's temporary folder.
-session_compiled_dir <- function() {
-  file.path(tempdir(), "gpukeras-compiled")
-}
+session_compiled_dir <- function() file.path(tempdir(), "gpukeras-compiled")
 
 # The slots with no fit running.
-worker_free <- function(pool) {
-  which(vapply(pool$busy, is.null, logical(1)))
-}
+worker_free <- function(pool) which(vapply(pool$busy, is.null, logical(1)))
 
 # The fits that ended since the last call: each a list with `task`, `slot`, `seconds`, the
 # worker's `result` (its own, or, for a fit that failed, its `error` as data: error_data())
@@ -169,9 +161,7 @@ worker_crash <- function(worker) {
 worker_grow <- function(pool, device, count) {
   on_device <- which(vapply(pool$slots, function(slot) identical(slot$device, device), logical(1)))
   extra <- count - length(on_device)
-  if (extra <= 0L || !length(on_device)) {
-    return(invisible(0L))
-  }
+  if (extra <= 0L || !length(on_device)) return(invisible(0L))
   template <- pool$slots[[on_device[1]]]
   pool$slots <- c(pool$slots, rep(list(template), extra))
   pool$busy <- c(pool$busy, vector("list", extra))
@@ -183,9 +173,8 @@ worker_grow <- function(pool, device, count) {
 # says that more fits fit there.
 many_grow <- function(pool, ended, result) {
   slot <- pool$slots[[ended$slot]]
-  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]])) {
+  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]]))
     return(invisible())
-  }
   fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
   pool$grown[[slot$device]] <- TRUE
   worker_grow(pool, slot$device, fitting$workers)
@@ -222,9 +211,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
     process_wait(lapply(Filter(Negate(is.null), pool$busy), function(worker) worker$process), 1)
-    for (ended in worker_collect(pool)) {
-      tasks <- c(tasks, on_end(ended))
-    }
+    for (ended in worker_collect(pool)) tasks <- c(tasks, on_end(ended))
   }
   invisible()
 }
@@ -253,9 +240,7 @@ worker_wait <- function(dir, parent, warm = NULL, prepare = NULL) {
 worker_await <- function(dir, parent, prepare) {
   task_file <- file.path(dir, "task.rds")
   prepared <- worker_prepare(prepare, compile = !file.exists(task_file))
-  if (!process_await(dir, "task.rds", parent)) {
-    return(invisible())
-  }
+  if (!process_await(dir, "task.rds", parent)) return(invisible())
   file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_collect())
   worker_task(dir, readRDS(task_file), prepared)
 }
@@ -265,18 +250,15 @@ worker_await <- function(dir, parent, prepare) {
 # compiler's start off the fit's (core: workers_warm); then the session's compiled
 # programs (`prepare$compiled`). NULL, or the error that the task then reports.
 worker_prepare <- function(prepare, compile = TRUE) {
-  tryCatch(
-    {
-      setup <- prepare$setup
-      if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
-      core_call("start")
-      # Only time is lost where it fails: the fit compiles as it would have.
-      if (compile) try(core_call("workers_warm"), silent = TRUE)
-      if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
-      NULL
-    },
-    error = identity
-  )
+  tryCatch({
+    setup <- prepare$setup
+    if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
+    core_call("start")
+    # Only time is lost where it fails: the fit compiles as it would have.
+    if (compile) try(core_call("workers_warm"), silent = TRUE)
+    if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
+    NULL
+  }, error = identity)
 }
 
 # One task (its runtime `prepared` by worker_prepare()): the seed, then the task's `run`, a
@@ -338,20 +320,15 @@ worker_fit <- function(task) {
 # The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
 # before the outcome is reported: what the session then records on the run (a trial's
 # state and status) comes after the fit's own end.
-worker_track_flush <- function() {
-  try(track_flush(ending = TRUE), silent = TRUE)
-}
+worker_track_flush <- function() try(track_flush(ending = TRUE), silent = TRUE)
 
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.
 worker_model <- function(task) {
   model_fn <- worker_function(task$model_fn)
   model <- if (is.null(task$params)) model_fn() else model_fn(task$params)
   if (!inherits(model, "python.builtin.object") || !reticulate::py_has_attr(model, "fit")) {
-    gpukeras_abort(
-      sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
-      "gpukeras_error_bad_model",
-      call = NULL
-    )
+    gpukeras_abort(sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
+                   "gpukeras_error_bad_model", call = NULL)
   }
   model
 }
@@ -359,8 +336,6 @@ worker_model <- function(task) {
 # With workers_per_device = "auto" on a GPU: the fit's planned peak memory (MiB), by
 # which the session decides whether more workers fit that GPU; NULL otherwise.
 worker_memory_plan <- function(task, model) {
-  if (!isTRUE(task$plan_memory)) {
-    return(NULL)
-  }
+  if (!isTRUE(task$plan_memory)) return(NULL)
   tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
 }
