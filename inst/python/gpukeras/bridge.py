@@ -127,8 +127,8 @@ VERBS: dict[str, str] = {
 
 # The verbs a worker of gpu_cv()'s and gpu_search()'s pool calls for its task: gpu_setup(),
 # gpu_fit() and its memory plan, a search's pruning callback, gpu_save(), gpu_cv()'s and
-# gpu_search()'s populations. The pool knows none of them: a client whose task calls another verb adds it
-# here, and every worker imports its module before the task (preload()).
+# gpu_search()'s populations. The pool knows none of them: a client whose task calls
+# another verb adds it here, and every worker imports its module before the task (preload()).
 WORKER_VERBS: tuple[str, ...] = (
     "setup",
     "start",
