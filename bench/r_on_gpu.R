@@ -323,11 +323,10 @@ say(sprintf(paste0("gpu_cv(): %.1f s, trained as %s; one gpu_fit() of a fold's r
                    " on an H100); GPU utilization while the folds trained: %.0f %%"),
             cv$seconds, paste(cv$value$trained, collapse = " and "), one_fit$seconds, cv$seconds / one_fit$seconds,
             cv$utilization))
-`%||%` <- function(x, y) if (is.null(x)) y else x
 population_search <- function(space, trials) {
   folder <- tempfile("r-on-gpu-population-")
   on.exit(unlink(folder, recursive = TRUE))
-  nvml_utilization(gpu_search(function(params) population_mlp(params$units %||% 128L, params$learning_rate),
+  nvml_utilization(gpu_search(function(params) do.call(population_mlp, params),
                               population_data, space, trials = trials, sampler = "random", pruner = "none",
                               storage = folder, seed = 1, epochs = population_epochs, batch_size = 256))
 }
