@@ -22,10 +22,14 @@
 #             the GPU's default precision (bench/gpu_visit.R through the bundle); NVML's
 #             utilization across epochs, each way of bench/utilization.py; the resident
 #             loop's speed against Keras' fit() (bench/resident.py --quick)
+#   populations  issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
+#             population of 16, with XLA's GEMM autotuning and without (bench/fit_start.py);
+#             bench/r_on_gpu.R --parts 6 through the bundle (gpu_cv() against one fit, 16- and
+#             64-trial population searches: trials per hour, NVML's utilization)
 #   all       every part above, in that order
 #
-# Each part ends within 10 minutes (one device command), all of them within 56 (the sum
-# of the step limits below is 55 min 10 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# Each part ends within 10 minutes (one device command), all of them within 64 (the sum
+# of the step limits below is 63 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
 #
@@ -43,7 +47,7 @@ fi
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(gpu)
 if [ "${parts[0]}" = all ]; then
-  parts=(gpu bench resident augment memory determinism r suite visit)
+  parts=(gpu bench resident augment memory determinism r suite visit populations)
 fi
 python=${PYTHON:-python3}
 bundle=${GPU_R_BUNDLE:-.gpu-r}
@@ -163,8 +167,15 @@ for part in "${parts[@]}"; do
         step resident 120 "$python" bench/resident.py --quick --out "$out/resident-python-$tag.json"
       fi
       ;;
+    populations)
+      # (in the smoke run the r part runs bench/r_on_gpu.R whole, part 6 included)
+      $smoke || step r-populations 330 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+        "$bundle/Rscript" bench/r_on_gpu.R --parts 6 --out "$out/r-on-gpu-populations-$tag.md"
+      step fit-start 170 "$python" bench/fit_start.py ${quick:---quick} --out "$out/fit-start-$tag.json"
+      ;;
     *)
-      echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit or all)" >&2
+      echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit," \
+        "populations or all)" >&2
       exit 2
       ;;
   esac
