@@ -109,3 +109,31 @@ def test_the_core_decides_whether_to_try_a_population() -> None:
     assert tracked == "each tracked trial is a run of its own fit"
     with pytest.raises(Exception, match="population must be"):
         plan("sometimes", backend="jax")
+
+
+def test_a_small_models_population_compiles_without_gemm_autotuning_on_a_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import jax
+
+    from gpukeras.core.runtime import config
+    from gpukeras.gpu.simulated import VARIABLE
+    from gpukeras.train import population
+
+    keras = config.keras()
+
+    def mlp(units: int) -> object:
+        return keras.Sequential(
+            [keras.Input((20,)), keras.layers.Dense(units), keras.layers.Dense(2)]
+        )
+
+    small, large = mlp(128), mlp(60_000)  # 2,946 and 1,380,002 parameters
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv(VARIABLE, "true")  # the "auto" rules decide as on a GPU
+    assert population.compile_options(jax, small) == population.SMALL_MODEL_OPTIONS
+    assert population.compile_options(jax, large) == {}  # its steps may gain from them
+    # the user's own XLA flags win
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=4")
+    assert population.compile_options(jax, small) == {"xla_gpu_enable_triton_gemm": False}
+    monkeypatch.setenv(VARIABLE, "false")  # on this machine's CPU: XLA's defaults
+    assert population.compile_options(jax, small) == {}

@@ -8,7 +8,10 @@ reason says why. ``train`` runs in one worker: the folds' models, made there by 
 after its fold's seed, are checked to be one architecture (``population.mismatch``) and to
 fit the memory (``MEMORY_SHARE`` of the device's free memory for every member's step, by the
 memory plan), then trained as one (``train.population``) and each scored on its held-out rows
-(``scoring.score``, as a fold's worker scores its fit). Where they are not one architecture
+in it: as ``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics
+being the last epoch's validation of those rows and the predictions ``Population.predict``'s,
+one program for all folds where each fold's model would compile its own (on a GPU, seconds
+each). Where they are not one architecture
 or do not fit, nothing trains, and the answer says so: the session then gives each fold a
 process of its own.
 """
@@ -130,7 +133,7 @@ def train(
     Returns:
         ``trained`` ("population", or "processes" where they cannot train as one:
         nothing trained), ``reason``, and with a population ``folds``: per fold
-        ``history`` (as gpu_fit()'s), ``metrics`` and ``predictions`` (``scoring.score``)
+        ``history`` (as gpu_fit()'s), ``metrics`` and ``predictions`` (as ``scoring.score``'s)
         and ``seconds`` (the population's training time, shared by its folds).
     """
     size = int(batch_size or DEFAULT_BATCH_SIZE)
@@ -155,10 +158,17 @@ def train(
     histories = population.train(int(epochs))
     population.write_back()
     seconds = time.perf_counter() - started
-    folds = []
-    for model, history, rows in zip(models, histories, held):
-        x_held, y_held, *weights = (taken(part, rows) for part in data)
-        scored = scoring.score(model, x_held, y_held, weights[0] if weights else None, size)
-        folds.append({"history": history, "seconds": seconds, **scored})
+    folds = []  # scored in the population (see the module's notes)
+    for history, predicted in zip(histories, population.predict()):
+        metrics = {name[4:]: values[-1] for name, values in history.items() if name[:4] == "val_"}
+        names = sorted(metrics, key=lambda name: name != "loss")  # the loss first
+        folds.append(
+            {
+                "history": history,
+                "seconds": seconds,
+                "metrics": {name: float(metrics[name]) for name in names},
+                "predictions": scoring.outputs(predicted),
+            }
+        )
     reason = "the folds trained as one population: one architecture, one program, one process"
     return {"trained": "population", "reason": reason, "folds": folds}

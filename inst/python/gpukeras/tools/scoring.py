@@ -144,10 +144,10 @@ def predict(
             predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:
         raise _refused(error, "predict from this data") from error
-    return _outputs(predicted)
+    return outputs(predicted)
 
 
-def _outputs(predicted: object) -> object:
+def outputs(predicted: object) -> object:
     """Keras' predictions as arrays: one, or a list of them for a model with several outputs
     (the bridge makes low-precision ones float32 for R)."""
     if isinstance(predicted, dict):
@@ -172,7 +172,7 @@ def score(
     predicted = model.predict(x, batch_size=batch, verbose=0)
     return {
         "metrics": {str(name): float(scores[name]) for name in names},
-        "predictions": _outputs(predicted),
+        "predictions": outputs(predicted),
     }
 
 

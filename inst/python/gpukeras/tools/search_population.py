@@ -258,8 +258,9 @@ def train(
         widths.append(members_width)
         trained = _train_group(population, [reporters[i] for i in group], int(epochs), device)
         population.write_back()
+        spent = time.perf_counter() - started  # the group's, the same for each member
         for i, history in zip(group, trained):
-            histories[i], seconds[i] = history, time.perf_counter() - started
+            histories[i], seconds[i] = history, spent
     return {
         "groups": groups,
         "widths": widths,

@@ -19,6 +19,12 @@ and the last, partial batch of each size is a vmapped step of its own in which t
 other sizes keep theirs. The same mask holds a member that was stopped (``stop``): its state
 stays as it was while the others train. Optimizer variables are state too, so members may
 differ in them (the learning rate, a variable, set per member before the population starts).
+
+On a GPU a small model's programs take seconds to compile and milliseconds an epoch to run,
+so a population of one (a search's batch, a cross-validation) is bound by compiling: its
+programs are compiled without XLA's GEMM autotuning and Triton GEMM kernels
+(``compile_options``), which halves their compiling with steps as fast (DESIGN.md). A larger
+model keeps XLA's defaults: its steps may gain from them more than its compiling costs.
 """
 
 from __future__ import annotations
@@ -33,9 +39,27 @@ from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.data.adapters.resident import EpochOrder
+from gpukeras.gpu import xla_env
+from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.train import fit_request
 from gpukeras.train.resident import state_variables, training_state
 from gpukeras.train.training_run import history_columns
+
+# XLA's options for a small model's population on a GPU (see the module's notes), and what
+# "small" is: the parameters of a model whose step is a few small GEMMs (a tabular MLP of
+# a few hundred units has some 10^4-10^5).
+SMALL_MODEL_OPTIONS = {"xla_gpu_autotune_level": 0, "xla_gpu_enable_triton_gemm": False}
+SMALL_MODEL_PARAMETERS = 1_000_000
+
+
+def compile_options(jax: Any, model: Model) -> dict[str, Any]:
+    """XLA's compile options for the programs of a population of ``model``: on a GPU (a
+    simulated one too), for a model of at most ``SMALL_MODEL_PARAMETERS`` parameters,
+    ``SMALL_MODEL_OPTIONS`` less any the user's XLA_FLAGS sets; else none (XLA's defaults)."""
+    on_gpu = jax.devices()[0].platform == "gpu" or simulated_gpu() is not None
+    if not on_gpu or model.count_params() > SMALL_MODEL_PARAMETERS:
+        return {}
+    return {k: v for k, v in SMALL_MODEL_OPTIONS.items() if xla_env.xla_flag(k) is None}
 
 
 @dataclass
@@ -103,9 +127,11 @@ def _stacked(jax: Any, trees: Sequence[Any]) -> Any:
 def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
     """The compiled programs of a population of ``model``'s architecture at batch ``size``:
     ``whole(step)`` runs the whole batches (count compiled in) and ``tail(step)`` one
-    partial batch (its rows compiled in), for ``step`` "train" or "test" (see the notes)."""
+    partial batch (its rows compiled in), for ``step`` "train" or "test" (see the notes);
+    ``predict`` each member's outputs for its rows, ``count`` batches of them (padded)."""
     jnp = jax.numpy
     steps = {"train": jax.vmap(model.train_step), "test": jax.vmap(model.test_step)}
+    options = compile_options(jax, model) or None
 
     def gather(data: Any, rows: Any) -> Any:
         return jax.tree.map(lambda a: jnp.take(a, rows, axis=0), data)
@@ -131,7 +157,7 @@ def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
 
             return jax.lax.fori_loop(0, count, body, (state, logs))
 
-        return jax.jit(run, static_argnames="count")
+        return jax.jit(run, static_argnames="count", compiler_options=options)
 
     def tail(kind: str) -> Callable:
         step = steps[kind]
@@ -143,7 +169,20 @@ def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
             new_logs, new_state = step(state, gather(data, taken))
             return keep(mask, new_state, state), keep(mask, new_logs, logs)
 
-        return jax.jit(run, static_argnames="count")
+        return jax.jit(run, static_argnames="count", compiler_options=options)
+
+    def predicting(state: Any, x: Any, rows: Any, count: int) -> Any:
+        step = jax.vmap(model.predict_step)
+
+        def one(s: Any) -> Any:
+            batch = gather(x, jax.lax.dynamic_slice_in_dim(rows, s * size, size, axis=1))
+            return step(state, (batch,))[0]
+
+        outputs = jax.lax.map(one, jnp.arange(count))  # (batch, member, row, ...)
+        return jax.tree.map(
+            lambda o: jnp.moveaxis(o, 0, 1).reshape(o.shape[1], count * size, *o.shape[3:]),
+            outputs,
+        )
 
     def logs_like(kind: str, state: Any, data: Any, members: int) -> Any:
         batch = jax.tree.map(
@@ -157,6 +196,7 @@ def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
         "train_tail": tail("train"),
         "test_whole": whole("test"),
         "test_tail": tail("test"),
+        "predict": jax.jit(predicting, static_argnames="count", compiler_options=options),
         "logs_like": logs_like,
     }
 
@@ -311,3 +351,20 @@ class Population:
             for variables, stacked in zip(state_variables(model), values):
                 for variable, value in zip(variables, stacked):
                     variable.assign(value[i])
+
+    def predict(self) -> list[Any]:
+        """Each member's outputs for its validation rows, in their order, as Keras'
+        ``predict()`` of its model gives them (an array, or the model's structure of them),
+        from one program for all members: the last batch padded, its padding's rows (each
+        predicted on its own) dropped."""
+        jax, size = self.jax, self.size
+        count = -(-self.test_batches.width // size)
+        padding = ((0, 0), (0, count * size - self.test_batches.width))
+        rows = jax.numpy.pad(self._validation, padding)
+        state = (self.state[0], self.state[1])
+        outputs = jax.device_get(self._programs["predict"](state, self.data[0], rows, count=count))
+        held = self.test_batches.full * size + self.test_batches.partial
+        return [
+            jax.tree.map(lambda o, i=i: np.asarray(o[i, : held[i]]), outputs)
+            for i in range(len(self.members))
+        ]
