@@ -40,7 +40,8 @@ search_task_numbers <- function(task) {
 }
 
 # In the worker (worker_task()'s `run`): each trial's model made after its seed, the core's
-# populations trained, and each completed trial's model saved at `models`/trial-N.keras.
+# populations trained, and the models that may be the study's best (the core says which)
+# saved at `models`/trial-N.keras.
 search_population_run <- function(task) {
   models <- lapply(task$trials, function(trial) {
     core_call("workers_seed", seed = trial$seed)
@@ -64,8 +65,7 @@ search_population_run <- function(task) {
     task$fit
   ))
   for (i in seq_along(models)) {
-    pruning <- trained$trials[[i]]$pruning
-    if (!isTRUE(pruning$pruned) && is.null(pruning$missing) && is.null(pruning$failed)) {
+    if (isTRUE(trained$trials[[i]]$save)) { # the core says which may be the study's best
       path <- file.path(task$models, sprintf("trial-%d.keras", task$trials[[i]]$number))
       encoding <- if (!is.null(task$encoding)) encoding_to_plain(task$encoding)
       core_call("save_model", model = models[[i]], path = path, encoding = encoding, overwrite = TRUE)

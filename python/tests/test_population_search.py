@@ -31,6 +31,9 @@ def test_each_trials_objective_is_a_fit_of_its_parameters_alone(result: dict) ->
     assert shapes["values"] == pytest.approx(shapes["refit"], abs=1e-5)
     # the members shared nothing: each trial's objective is its own
     assert len(set(shapes["values"])) == 4
+    # only the model that may be the study's best is saved: the lowest val_loss
+    best = shapes["values"].index(min(shapes["values"]))
+    assert shapes["save"] == [i == best for i in range(4)]
 
 
 @pytest.mark.slow
@@ -59,6 +62,8 @@ def test_a_member_whose_loss_turns_nan_fails_alone(result: dict) -> None:
     assert stopped["reasons"][2] == "its loss was nan at epoch 1"
     assert stopped["epochs"][2] == 1
     assert stopped["states"][1] == "complete"
+    # neither the pruned nor the failed member's model is saved
+    assert stopped["save"] == [False, True, False]
 
 
 @pytest.mark.slow

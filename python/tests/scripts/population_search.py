@@ -154,6 +154,7 @@ result = {
         "states": [t["state"] for _, t in told],
         "values": [t["value"] for _, t in told],
         "refit": [refit(trial) for trial, _ in told],
+        "save": [t["save"] for t in trained["trials"]],
     }
 }
 
@@ -179,6 +180,7 @@ result["stopped"] = {
     "epochs": [t["epochs"] for _, t in told],
     "values": [t["value"] for _, t in told],
     "refit": refit(told[1][0]),
+    "save": [t["save"] for t in trained["trials"]],
 }
 
 MISSES = "/jax/compilation_cache/cache_misses"

@@ -371,7 +371,7 @@ def tell(
     trial's own (``OWN_FAILURES``) and this search has completed no trial: every trial
     would meet it.
     """
-    state, value, reason, stop = _outcome(result, search.objective)
+    state, value, reason, stop = outcome(result, search.objective)
     epochs = len(_reported(result))
     with study_storage.quiet() as optuna:
         trial_id = _trial_id(search, number)
@@ -429,7 +429,7 @@ def store_end(
             raise
 
 
-def _outcome(
+def outcome(
     result: dict[str, Any], objective: str
 ) -> tuple[str, float | None, str | None, dict[str, Any] | None]:
     """A worker's ``result`` as the trial's state, value, reason, and the error that would

@@ -218,7 +218,8 @@ def train(
         ``groups`` (the members' indices, 0-based, that trained together), ``widths`` (the
         members each group's programs were compiled for, ``padded_width``) and ``trials``:
         per member ``number``, ``pruning`` (``Reporter.outcome``: what ``tell`` reads),
-        ``history`` (as gpu_fit()'s) and ``seconds`` (its group's training time). Each
+        ``history`` (as gpu_fit()'s), ``seconds`` (its group's training time) and
+        ``save``, whether its model is worth saving (``_worth_saving``). Each
         model holds its member's weights afterwards (``Population.write_back``).
     """
     given = tuple(part for part in (x, y, sample_weight) if part is not None)
@@ -261,6 +262,7 @@ def train(
         spent = time.perf_counter() - started  # the group's, the same for each member
         for i, history in zip(group, trained):
             histories[i], seconds[i] = history, spent
+    keep = _worth_saving(reporters, objective)
     return {
         "groups": groups,
         "widths": widths,
@@ -270,10 +272,28 @@ def train(
                 "pruning": reporter.outcome(),
                 "history": history,
                 "seconds": spent,
+                "save": saved,
             }
-            for member, reporter, history, spent in zip(members, reporters, histories, seconds)
+            for member, reporter, history, spent, saved in zip(
+                members, reporters, histories, seconds, keep
+            )
         ],
     }
+
+
+def _worth_saving(reporters: Sequence[search_trial.Reporter], objective: str) -> list[bool]:
+    """Which members' models the worker saves: those that may be the study's best, the
+    members that completed (as ``search.outcome`` decides) with the batch's best value, all
+    of them where several tie. The study's best is one of them or an earlier batch's, saved
+    then; only the best's model stays in the study's folder (R's keep_best_model), so a
+    batch of 64 trials writes one model, not 64 (a ``.keras`` file each)."""
+    values = [searching.outcome({"pruning": r.outcome()}, objective)[1] for r in reporters]
+    done = [v for v in values if v is not None]
+    if not done:
+        return [False] * len(values)
+    maximize = reporters[0].trial.study.direction.name == "MAXIMIZE"
+    best = max(done) if maximize else min(done)
+    return [v is not None and v == best for v in values]
 
 
 def tell(
