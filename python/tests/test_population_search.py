@@ -43,6 +43,15 @@ def test_trials_of_two_shapes_train_as_two_groups(result: dict) -> None:
 
 
 @pytest.mark.slow
+def test_members_train_the_epochs_their_trials_drew(result: dict) -> None:
+    own = result["epochs"]
+    assert own["groups"] == [[0, 1, 2]]  # one population
+    assert own["epochs"] == [1, 3, 2]
+    assert own["trained"] == [1, 3, 2]
+    assert own["values"] == pytest.approx(own["refit"], abs=1e-5)
+
+
+@pytest.mark.slow
 def test_a_pruned_member_stops_without_stopping_the_others(result: dict) -> None:
     stopped = result["stopped"]
     assert stopped["groups"] == [[0, 1, 2]]  # one population

@@ -1,5 +1,5 @@
 # gpu_search()'s trials as populations on JAX: a real SQLite study, trials of two shapes
-# (units searched) with their own learning rates, each trial's objective what a fit of its
+# (units searched) with their own learning rates and epochs, each trial's objective what a fit of its
 # parameters alone with its seed reaches, the best trial's model saved; turned off, a
 # process per trial.
 
@@ -25,14 +25,16 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
     data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
     search <- gpu_search(
       model_fn, data, space = list(units = search_choice(4L, 8L)), learning_rate = search_float(1e-3, 0.1, log = TRUE),
-      trials = 4, sampler = "random", pruner = "none", epochs = 2, batch_size = 16, seed = 5, storage = dir
+      trials = 4, sampler = "random", pruner = "none", epochs = search_choice(1L, 2L), batch_size = 16, seed = 5,
+      storage = dir
     )
     rows <- setdiff(1:150, search$validation_rows)
     refit <- lapply(seq_len(nrow(search$trials)), function(i) {
       trial <- search$trials[i, ]
       gpu_keras()$utils$set_random_seed(trial$seed)
       fit <- gpu_fit(
-        model_fn(list(units = trial$units)), list(x = data$x[rows, ], y = data$y[rows]), epochs = 2, batch_size = 16,
+        model_fn(list(units = trial$units)), list(x = data$x[rows, ], y = data$y[rows]), epochs = trial$epochs,
+        batch_size = 16,
         validation_data = list(x = data$x[search$validation_rows, ], y = data$y[search$validation_rows]),
         seed = trial$seed, learning_rate = trial$learning_rate, verbose = 0
       )
@@ -58,7 +60,8 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
   expect_match(result$text, "^Trained:    in batches, as populations", all = FALSE)
   expect_identical(search$trials$state, rep("complete", 4))
   expect_type(search$trials$value, "double")
-  expect_equal(search$trials$value, result$refit, tolerance = 1e-5)
+  expect_equal(search$trials$value, result$refit, tolerance = 1e-5) # each with the epochs it drew
+  expect_true(all(search$trials$epochs %in% 1:2))
   expect_true(file.exists(search$best$path))
   expect_length(result$predicted, 3L)
   expect_identical(result$off$trained, "processes")

@@ -9,6 +9,7 @@ line:
   held-out rows: ``groups`` (search_population's), ``values`` (the study's objective of
   each), ``refit`` (each trial's val_loss at its last epoch, gpu_fit() of its parameters
   alone with its seed), ``states``;
+- ``epochs``: three trials that drew their own epochs (1, 3, 2), one population;
 - ``stopped``: after five trials the median pruner judges by (val_loss 0.5 at every epoch),
   three members with learning rates 0 (pruned after its first epoch), 0.05 (completes) and
   1e30 (its loss turns NaN: it fails): ``states``, ``reasons``, ``epochs`` and ``values`` of
@@ -86,10 +87,13 @@ def opened(name: str, space: dict, pruner: str, trials: int = 20) -> search.Sear
     )
 
 
-def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[dict, list]:
-    """Ask ``n`` trials (a batch of width ``n``), train them as populations, tell them:
-    search_population's answer (with ``stored``, the trials' states in the study before the
-    session told them) and the told outcomes."""
+def population(
+    study: search.Search, name: str, pruner: str, n: int, fit: tuple = ("learning_rate",)
+) -> tuple[dict, list]:
+    """Ask ``n`` trials (a batch of width ``n``), train them as populations (``fit``: the
+    drawn values that are gpu_fit()'s), tell them: search_population's answer (with
+    ``stored``, the trials' states in the study before the session told them) and the told
+    outcomes."""
     batch = answer("search_population_ask", {"search": study, "n": n})
     asked = batch["trials"]
     trained = answer(
@@ -103,7 +107,7 @@ def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[di
                     "number": t["number"],
                     "trial_id": t["trial_id"],
                     "seed": t["seed"],
-                    "fit": {"learning_rate": t["params"]["learning_rate"]},
+                    "fit": {key: t["params"][key] for key in fit},
                 }
                 for t in asked
             ],
@@ -125,7 +129,8 @@ def population(study: search.Search, name: str, pruner: str, n: int) -> tuple[di
 
 
 def refit(trial: dict) -> float:
-    """The trial's val_loss at its last epoch, gpu_fit() of its parameters alone."""
+    """The trial's val_loss at its last epoch, gpu_fit() of its parameters alone (its own
+    ``epochs`` where it drew them)."""
     fit = answer(
         "fit",
         {
@@ -134,7 +139,7 @@ def refit(trial: dict) -> float:
             "validation_data": (x[held], y[held]),
             "seed": trial["seed"],
             "learning_rate": trial["params"]["learning_rate"],
-            "epochs": EPOCHS,
+            "epochs": trial["params"].get("epochs", EPOCHS),
             "batch_size": SIZE,
             "verbose": 0,
         },
@@ -156,6 +161,21 @@ result = {
         "refit": [refit(trial) for trial, _ in told],
         "save": [t["save"] for t in trained["trials"]],
     }
+}
+
+# epochs searched: each member trains its own, as its fit alone would
+own_epochs = opened(
+    "epochs", {"learning_rate": rate, "epochs": {"type": "choice", "choices": [1, 2, 3]}}, "none"
+)
+for lr, epochs in ((0.01, 1), (0.02, 3), (0.03, 2)):
+    own_epochs.study.enqueue_trial({"learning_rate": lr, "epochs": epochs})
+trained, told = population(own_epochs, "epochs", "none", 3, ("learning_rate", "epochs"))
+result["epochs"] = {
+    "groups": trained["groups"],
+    "epochs": [t["epochs"] for _, t in told],
+    "trained": [len(t["history"]["epoch"]) for t in trained["trials"]],
+    "values": [t["value"] for _, t in told],
+    "refit": [refit(trial) for trial, _ in told],
 }
 
 rates = {"type": "choice", "choices": [0.0, 0.01, 0.05, 1e30]}

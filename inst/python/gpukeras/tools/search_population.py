@@ -135,10 +135,11 @@ def _appended(history: dict[str, list], more: dict[str, list]) -> dict[str, list
 def _train_group(
     population: Population,
     reporters: Sequence[search_trial.Reporter],
-    epochs: int,
+    epochs: Sequence[int],
     device: str | None = None,
 ) -> list[dict[str, list]]:
-    """Train ``population`` epoch by epoch, each member reporting to its trial; a member the
+    """Train ``population`` epoch by epoch, each member reporting to its trial, for its own
+    ``epochs`` (a member past them stops, as its fit would end); a member the
     pruner stops, or whose loss is not finite, stops alone. A pruned member's trial is told
     pruned at once (``search.store_end``, its seconds so far and ``device`` with it): another
     process sharing the study sees it end, not running on until its batch ends. Its slot is
@@ -149,7 +150,10 @@ def _train_group(
     for reporter in reporters:
         reporter.heartbeat.start()
     try:
-        for epoch in range(epochs):
+        for epoch in range(max(epochs)):
+            for i, own in enumerate(epochs):
+                if own == epoch:  # its fit would end here
+                    population.stop(i)
             if not population.active.any():
                 break
             for i, history in enumerate(population.train(1)):
@@ -202,13 +206,13 @@ def train(
         x, y, sample_weight: the search's data (arrays, ``x`` a dict of them too).
         members: per trial, in the order of ``models``: ``number``, ``trial_id``, ``seed``,
             and ``fit``, its drawn values of gpu_fit()'s arguments (``learning_rate``,
-            ``batch_size``) over the search's.
+            ``batch_size``, ``epochs``) over the search's.
         rows: the rows every trial trains on (0-based); ``validation_rows`` the rows it
             validates on after each epoch, or ``validation`` (``(x, y)`` or ``(x, y,
             sample_weight)``) the validation data given; neither: no validation.
         storage, study, objective, pruner: the study's (as ``search_trial.reporters``).
-        epochs, batch_size, learning_rate: gpu_fit()'s, for every trial (``monitor``,
-            which changes no update, is taken and ignored).
+        epochs, batch_size, learning_rate: gpu_fit()'s, for every trial that did not draw
+            its own (``monitor``, which changes no update, is taken and ignored).
         width: the trials the search asks a batch (``ask``'s ``width``): a group trains as
             ``padded_width`` members where they fit the memory (None: as many as it has).
         device: the worker's device as the session names it ("GPU 0"), recorded with a
@@ -228,9 +232,10 @@ def train(
     validated = appended if appended is not None else validation_rows
     train_rows = np.asarray(rows, np.int64)
     held_rows = None if validated is None else np.asarray(validated, np.int64)
-    sizes, seeds = [], []
+    sizes, seeds, own_epochs = [], [], []
     for model, member in zip(models, members):
         drawn = member.get("fit") or {}
+        own_epochs.append(int(drawn.get("epochs") or epochs))
         size = int(drawn.get("batch_size") or batch_size or DEFAULT_BATCH_SIZE)
         rate = drawn["learning_rate"] if drawn.get("learning_rate") is not None else learning_rate
         prepare(model, member["seed"], first_batch(data, train_rows[:size]), rate)
@@ -257,7 +262,8 @@ def train(
             width=members_width,
         )
         widths.append(members_width)
-        trained = _train_group(population, [reporters[i] for i in group], int(epochs), device)
+        group_epochs = [own_epochs[i] for i in group]
+        trained = _train_group(population, [reporters[i] for i in group], group_epochs, device)
         population.write_back()
         spent = time.perf_counter() - started  # the group's, the same for each member
         for i, history in zip(group, trained):
