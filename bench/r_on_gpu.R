@@ -102,8 +102,9 @@ descendants <- function() {
 
 started <- Sys.time()
 say("# gpukeras from R on ", Sys.getenv("GPUKERAS_DEVICE_NAME", "this machine"), ", ", format(Sys.Date()))
-say("\nCommand: `", bench_command("bench/r_on_gpu.R", mode), "` (KERAS_BACKEND=",
-    Sys.getenv("KERAS_BACKEND", "unset"), "). Code: ", code_state()$commit, ".")
+say("\nCommand: `", bench_command("bench/r_on_gpu.R", mode), if (!is.na(parts_arg)) paste(" --parts", args[parts_arg + 1L]),
+    "` (KERAS_BACKEND=", Sys.getenv("KERAS_BACKEND", "unset"), "). Code: ", code_state()$commit,
+    if (length(code_state()$uncommitted)) " (with changes to R/ or inst/python not committed)", ".")
 
 # 1. Many models on one GPU: one worker, then two sharing it ---------------------------
 # NVML's list, not gpu_devices(): that would start the GPU runtime in this session
