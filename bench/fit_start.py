@@ -115,15 +115,7 @@ print("@@" + json.dumps({**phases, "programs": compiled}))
 
 
 def measure(way: str, child: dict) -> dict:
-    flags, _ = WAYS[way]
-    paths = [str(ROOT / "inst" / "python"), CHILD_ENV.get("PYTHONPATH", "")]
-    env = {**CHILD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
-    if flags:
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
-    try:
-        return bench_modes.run_child(CHILD, child, env, f" ({way})")
-    except RuntimeError as error:  # one way failing (an XLA flag refused) leaves the others
-        return {"failed": str(error)[-1500:]}
+    return bench_modes.run_way(CHILD, child, CHILD_ENV, WAYS[way][0], way)
 
 
 def main() -> None:

@@ -96,17 +96,9 @@ print("@@" + json.dumps({
 
 def measure(shape: tuple, way: str, gpu: bool, seconds: float) -> dict:
     _, width, hidden, rows, batch = shape
-    flags, _ = WAYS[way]
-    paths = [str(ROOT / "inst" / "python"), CHILD_ENV.get("PYTHONPATH", "")]
-    env = {**CHILD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
-    if flags:
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
     child = {"width": width, "hidden": list(hidden), "rows": rows}
     child.update(batch=batch, seconds=seconds)
-    try:
-        return bench_modes.run_child(CHILD, child, env, f" ({way})")
-    except RuntimeError as error:  # one way failing (an XLA flag refused) leaves the others
-        return {"failed": str(error)[-1500:]}
+    return bench_modes.run_way(CHILD, child, CHILD_ENV, WAYS[way][0], way)
 
 
 def main() -> None:

@@ -67,3 +67,18 @@ def run_child(code: str, config: dict, env: dict[str, str], what: str = "") -> d
         raise RuntimeError(f"benchmark child failed{what}:\n{done.stderr[-3000:]}")
     report: dict = json.loads(lines[-1][2:])
     return report
+
+
+def run_way(code: str, config: dict, env: dict[str, str], flags: str, way: str) -> dict:
+    """``run_child`` for one way of a benchmark: the core on PYTHONPATH, ``flags`` added to
+    ``env``'s XLA_FLAGS; a way that fails (an XLA flag refused) is ``{"failed": its error}``,
+    so that it leaves the others."""
+    root = Path(__file__).resolve().parents[2]
+    paths = [str(root / "inst" / "python"), env.get("PYTHONPATH", "")]
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    if flags:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    try:
+        return run_child(code, config, env, f" ({way})")
+    except RuntimeError as error:
+        return {"failed": str(error)[-1500:]}
