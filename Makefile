@@ -19,7 +19,7 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env pytest coverage rcheck lint bench bench-smoke newer-stack-env newer-stack-test \
+.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint bench bench-smoke newer-stack-env newer-stack-test \
 	r-tests site site-config
 
 # The demo installs only what is missing or out of date (the package when a source is newer
@@ -34,7 +34,7 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first so that rcheck can also check what reticulate 1.28 says about an environment with NumPy 2.
-test: dev-env lint site-config pytest bench-smoke r-tests
+test: dev-env mlflow-server lint site-config pytest bench-smoke r-tests
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -66,10 +66,27 @@ python-env: install
 
 dev-env: python-env
 	@$(call apt_install,$(TEST_APT_PACKAGES))
-	@# The environment's NumPy stays (install_gpukeras() chose it for this reticulate): mlflow's
-	@# newest pandas would otherwise bring NumPy 2 to reticulate 1.28, which cannot convert it.
+	@# The environment's NumPy stays (install_gpukeras() chose it for this reticulate): a test
+	@# tool's newer NumPy would otherwise reach reticulate 1.28, which cannot convert NumPy 2.
 	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt \
 	  "numpy==$$("$(ENV_PYTHON)" -c 'import numpy; print(numpy.__version__)')"
+
+# The tracking tests' MLflow server (`mlflow server`, with its basic authentication), in an
+# environment of its own, as a team's server runs apart from its clients. In gpukeras' own
+# environment the full mlflow brought scikit-learn, matplotlib and pandas, which Keras imports
+# whenever they are installed (its scikit-learn wrapper, its image plots): 1.5 s more CPU for
+# every fresh Python that imports Keras (4.6 s against 3.0 s, TensorFlow backend; 175 of
+# them in pytest alone). That environment keeps the client users get (mlflow-skinny). uv
+# (python/requirements-dev.txt) makes it: 10 s, where pip took 2 minutes of CPU. The tests
+# find the server's command in GPUKERAS_MLFLOW_SERVER.
+MLFLOW_SERVER := $(CURDIR)/.mlflow-server/bin/mlflow
+export GPUKERAS_MLFLOW_SERVER := $(MLFLOW_SERVER)
+mlflow-server: $(MLFLOW_SERVER)
+$(MLFLOW_SERVER): python/requirements-mlflow-server.txt | dev-env
+	rm -rf $(CURDIR)/.mlflow-server
+	"$(dir $(ENV_PYTHON))uv" venv -q -p "$(ENV_PYTHON)" $(CURDIR)/.mlflow-server
+	"$(dir $(ENV_PYTHON))uv" pip install -q --compile-bytecode --python $(CURDIR)/.mlflow-server/bin/python \
+	  -r python/requirements-mlflow-server.txt
 
 # The core's types (mypy, configured in python/pyproject.toml) and the R code (lintr, as .lintr
 # says) side by side: each keeps one core busy, mypy 17 s and lintr 46 s in CI, one after the
@@ -157,7 +174,7 @@ TRIXIE_APT := -o Dir::Etc::sourcelist=$(NEWER)/apt/sources.list -o Dir::Etc::sou
 NP2_ENVNAME := r-gpukeras-np2
 NP2_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(NP2_ENVNAME)"))')
 # uv, which reticulate >= 1.41 runs to make the environment it manages: one test asks for it.
-UV_VERSION := 0.13.9
+UV_VERSION := $(shell sed -n 's/^uv==//p' python/requirements-dev.txt)
 
 $(NEWER_LIB)/reticulate/DESCRIPTION: | deps
 	@$(call apt_install,$(NEWER_APT_PACKAGES))

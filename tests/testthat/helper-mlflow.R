@@ -1,15 +1,17 @@
-# A real MLflow tracking server for the tracking tests: `mlflow server` from gpukeras' Python
-# environment on 127.0.0.1 and a free port, with a SQLite backend, artifacts proxied over HTTP
-# (as a team's server serves them) and MLflow's basic authentication (a user, and wrong
-# credentials refused). One per test file; stopped (its process tree) when the file ends.
+# A real MLflow tracking server for the tracking tests: `mlflow server` (GPUKERAS_MLFLOW_SERVER,
+# the full MLflow's command: make test installs it in an environment of its own; else the one
+# beside gpukeras' Python, whose client the tests read back with) on 127.0.0.1 and a free
+# port, with a SQLite backend, artifacts proxied over HTTP (as a team's server serves them)
+# and MLflow's basic authentication (a user, and wrong credentials refused). One per test
+# file; stopped (its process tree) when the file ends.
 mlflow_user <- "admin"
 mlflow_password <- "gpukeras-Test-Pass-4096"
 
 skip_if_no_mlflow <- function() {
   skip_if_no_python()
   testthat::skip_if_not(gpu_tracking_available(), "MLflow is not installed in gpukeras' Python")
-  mlflow <- file.path(dirname(gpukeras_python()), "mlflow")
-  testthat::skip_if_not(file.exists(mlflow), "no mlflow command beside gpukeras' Python")
+  mlflow <- Sys.getenv("GPUKERAS_MLFLOW_SERVER", file.path(dirname(gpukeras_python()), "mlflow"))
+  testthat::skip_if_not(file.exists(mlflow), sprintf("no mlflow server command (%s)", mlflow))
   invisible(mlflow)
 }
 
