@@ -30,6 +30,9 @@ test_that("a finished search's storage opens in optuna-dashboard, with every tri
       paste(readLines(url, warn = FALSE), collapse = ""), simplifyVector = FALSE
     )
   }
+  # a read waits at most 5 s: one the dashboard accepted while it was still starting waited
+  # R's default 60 s (options(timeout)) before the next try found it up
+  withr::local_options(timeout = 5)
   studies <- NULL
   deadline <- Sys.time() + 60
   while (is.null(studies) && Sys.time() < deadline && process$is_alive()) {
