@@ -50,6 +50,8 @@ start_mlflow_server <- function(env = testthat::teardown_env()) {
     c(
       MLFLOW_AUTH_CONFIG_PATH = ini, MLFLOW_AUTH_ADMIN_PASSWORD = mlflow_password,
       MLFLOW_FLASK_SERVER_SECRET_KEY = "gpukeras-test",
+      # no job runner (eight more processes, 12 s of CPU a start): tracking runs need none
+      MLFLOW_SERVER_ENABLE_JOB_EXECUTION = "false",
       LD_LIBRARY_PATH = NA
     ),
     processx::process$new(
