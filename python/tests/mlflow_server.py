@@ -2,7 +2,8 @@
 backend and a local artifact folder (artifacts proxied over HTTP, as a team's server serves
 them), with MLflow's basic authentication (a user who logs in, and wrong credentials refused).
 
-Also run as a script by R's tests (tests/testthat/helper-mlflow.R starts the same server).
+Used by pytest and bench/tracking.py. R's tests start the same server from
+tests/testthat/helper-mlflow.R: R CMD check's copy of the tests has no python/ folder.
 """
 
 from __future__ import annotations
@@ -124,17 +125,5 @@ def running(folder: Path) -> Iterator[Server]:
     server = start(folder)
     try:
         yield server
-    finally:
-        stop(server)
-
-
-if __name__ == "__main__":
-    # R's tests: start a server in the folder given, print its URL and the process group,
-    # and keep running until stdin closes (the R test ends), then stop it.
-    server = start(Path(sys.argv[1]))
-    print(server.url, flush=True)
-    print(server.process.pid, flush=True)
-    try:
-        sys.stdin.read()
     finally:
         stop(server)
