@@ -49,7 +49,7 @@ def mlflow_command() -> str:
     """The full MLflow's command: GPUKERAS_MLFLOW_SERVER, else the one make test installs in an
     environment of its own (as a team's server runs apart from its clients), else the one
     beside this Python."""
-    own = Path(__file__).resolve().parents[2] / ".mlflow-server" / "bin" / "mlflow"
+    own = Path.home() / ".cache" / "gpukeras" / "mlflow-server" / "bin" / "mlflow"
     fallback = own if own.exists() else Path(sys.executable).with_name("mlflow")
     return os.environ.get("GPUKERAS_MLFLOW_SERVER") or str(fallback)
 
