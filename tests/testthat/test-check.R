@@ -1,15 +1,21 @@
 # gpu_check(): run here on the real stack (one shared in-process result), and
 # in fresh R processes for environments that must be set before Python starts.
 
-test_that("library(gpukeras) does not start Python", {
+test_that("library(gpukeras) does not start Python, nor load reticulate until it is used", {
   started <- run_in_fresh_r(c(
+    # an R process that needs no Python (a job's supervisor) pays nothing for it
+    reticulate_loaded = "reticulate" %in% loadedNamespaces(),
+    matrix_loaded = "Matrix" %in% loadedNamespaces(),
     after_load = reticulate::py_available(initialize = FALSE),
     after_gpukeras_python = {
       gpukeras_python()
       reticulate::py_available(initialize = FALSE)
     }
   ))
-  expect_identical(started, c(after_load = FALSE, after_gpukeras_python = FALSE))
+  expect_identical(
+    started,
+    c(reticulate_loaded = FALSE, matrix_loaded = FALSE, after_load = FALSE, after_gpukeras_python = FALSE)
+  )
 })
 
 test_that("gpu_check() returns a gpukeras_check with a verdict, reasons and advice", {

@@ -229,7 +229,7 @@ test_that("with no environment anywhere, reticulate >= 1.41 is asked for its man
   }
 })
 
-test_that("library(gpukeras) declares its needs with py_require() where it exists, without starting Python", {
+test_that("library(gpukeras) declares its needs with py_require() as reticulate loads, without starting Python", {
   skip_if_not(has_py_require(), "reticulate < 1.41 has no py_require()")
   child <- run_in_fresh_r(
     {
