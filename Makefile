@@ -19,8 +19,8 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint bench bench-smoke newer-stack-env newer-stack-test \
-	r-tests site site-config
+.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint lint-and-pytest bench bench-smoke \
+	newer-stack-env newer-stack-test r-tests site site-config
 
 # The demo installs only what is missing or out of date (the package when a source is newer
 # than the installed copy, the Python environment when it cannot import Keras), then runs.
@@ -34,7 +34,7 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first so that rcheck can also check what reticulate 1.28 says about an environment with NumPy 2.
-test: dev-env mlflow-server lint site-config pytest bench-smoke r-tests
+test: dev-env mlflow-server site-config lint-and-pytest bench-smoke r-tests
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -242,17 +242,29 @@ newer-stack-test: newer-stack-env
 	@# the check reporter gives each run's summary twice: both runs said FAIL 0
 	@test "$$(grep -cE '^\[ FAIL 0 ' $(NEWER)/testthat.log)" -ge $(if $(NEWER_TESTS),1,3)
 
+# Make target $(2) (with make's arguments $(3)) beside target $(1): $(2)'s output waits in a
+# file and follows $(1)'s, so that each reads in one piece; fails when either failed.
+define beside
+log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+  $(MAKE) --no-print-directory $(3) $(2) > "$$log" 2>&1 & beside=$$!; \
+  status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
+  beside_status=0; wait $$beside || beside_status=$$?; \
+  echo "== $(2) (run beside $(1))"; cat "$$log"; \
+  [ $$status -eq 0 ] && [ $$beside_status -eq 0 ]
+endef
+
+# lint beside pytest: lintr and mypy keep about one core busy for 40 s, and pytest's two
+# workers leave gaps where a test waits on a child's timeout or heartbeat (make test on 2
+# cores is CPU-bound everywhere else).
+lint-and-pytest: dev-env mlflow-server
+	$(call beside,pytest,lint)
+
 # rcheck and newer-stack-test side by side. Every other step of make test keeps both cores
 # busy, but R CMD build's knitting and R CMD check's own checks before its tests run one R
 # process for about 3 minutes, beside which the newer stack's tests now run (its boundary
 # files 2 minutes alone; the simulated GPU's files after them).
-# Their output waits in a file and follows rcheck's, so that each reads in one piece.
 r-tests: newer-stack-env
-	$(MAKE) --no-print-directory -o newer-stack-env newer-stack-test > $(NEWER)/make.log 2>&1 & newer=$$!; \
-	  rcheck=0; $(MAKE) --no-print-directory rcheck || rcheck=$$?; \
-	  newer_status=0; wait $$newer || newer_status=$$?; \
-	  echo "== newer-stack-test (run beside rcheck)"; cat $(NEWER)/make.log; \
-	  [ $$rcheck -eq 0 ] && [ $$newer_status -eq 0 ]
+	$(call beside,rcheck,newer-stack-test,-o newer-stack-env)
 
 # The pkgdown site: reference grouped by task and the vignettes as articles (_pkgdown.yml),
 # built into docs/ and then checked: no broken internal link on any page, and the home page
