@@ -19,7 +19,7 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint lint-and-pytest bench bench-smoke \
+.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint lint-python lint-r lint-and-pytest bench bench-smoke \
 	newer-stack-env newer-stack-test r-tests site site-config
 
 # The demo installs only what is missing or out of date (the package when a source is newer
@@ -93,17 +93,17 @@ $(MLFLOW_SERVER): python/requirements-mlflow-server.txt | dev-env
 
 # The core's types (mypy, configured in python/pyproject.toml) and the R code (lintr, as .lintr
 # says) side by side: each keeps one core busy, mypy 17 s and lintr 46 s in CI, one after the
-# other (2026-11-27). mypy's output waits in a file and follows lintr's. load_all(helpers =
-# TRUE) and testthat attached: the object_usage linter then knows this tree's functions, the
-# tests' helpers and expectations.
+# other (2026-11-27). load_all(helpers = TRUE) and testthat attached: the object_usage linter
+# then knows this tree's functions, the tests' helpers and expectations.
 lint:
+	$(call beside,lint-r,lint-python)
+
+lint-python:
 	cd python && "$(ENV_PYTHON)" -m ruff check . ../inst/python ../bench && "$(ENV_PYTHON)" -m ruff format --check . ../inst/python ../bench
-	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	  (cd python && "$(ENV_PYTHON)" -m mypy) > "$$log" 2>&1 & mypy=$$!; \
-	  lintr=0; $(RSCRIPT) -e 'library(testthat); pkgload::load_all(helpers = TRUE, quiet = TRUE); lints <- lintr::lint_package(); print(lints); quit(status = length(lints) > 0)' || lintr=$$?; \
-	  mypy_status=0; wait $$mypy || mypy_status=$$?; \
-	  echo "== mypy (run beside lintr)"; cat "$$log"; \
-	  [ $$lintr -eq 0 ] && [ $$mypy_status -eq 0 ]
+	cd python && "$(ENV_PYTHON)" -m mypy
+
+lint-r:
+	$(RSCRIPT) -e 'library(testthat); pkgload::load_all(helpers = TRUE, quiet = TRUE); lints <- lintr::lint_package(); print(lints); quit(status = length(lints) > 0)'
 
 # Two test processes (pytest-xdist): most tests wait on child processes, so the two cores of
 # CI stay busy (measured: 8.9 min against 11.5 in one process). A third gains nothing: the
