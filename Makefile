@@ -19,8 +19,8 @@ RSCRIPT := Rscript --no-save --no-restore
 ENV_PYTHON = $(shell $(RSCRIPT) -e 'cat(reticulate::virtualenv_python("$(ENVNAME)"))')
 VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 
-.PHONY: demo test deps install python-env dev-env mlflow-server pytest coverage rcheck lint lint-python lint-r lint-and-pytest bench bench-smoke \
-	newer-stack-env newer-stack-test r-tests site site-config
+.PHONY: demo test deps install python-env dev-env mlflow-server pytest pytest-cpu pytest-simulated coverage rcheck lint lint-python lint-r lint-and-pytest bench bench-smoke \
+	newer-stack-env newer-stack-test r-tests site site-config test-envs
 
 # The demo installs only what is missing or out of date (the package when a source is newer
 # than the installed copy, the Python environment when it cannot import Keras), then runs.
@@ -33,8 +33,21 @@ demo: deps
 
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
-# first so that rcheck can also check what reticulate 1.28 says about an environment with NumPy 2.
-test: dev-env mlflow-server site-config lint-and-pytest bench-smoke r-tests
+# first (test-envs) so that rcheck can also check what reticulate 1.28 says about an
+# environment with NumPy 2. What test-envs made is not made again (-o).
+test: test-envs
+	$(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
+	  lint-and-pytest bench-smoke r-tests
+
+# What make test needs installed: every Debian package in one apt run (two at once would
+# wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
+# reticulate built from source, a second Python environment) beside the test environment,
+# the tests' MLflow server and pkgdown's configuration check. Each install is mostly one
+# process (apt, pip, a compiler): one after the other on a fresh machine, they took 3
+# minutes with one of the two cores idle for most of it.
+test-envs: install
+	@$(call apt_install,$(TEST_APT_PACKAGES) $(NEWER_APT_PACKAGES) r-cran-pkgdown)
+	$(call beside,-o install dev-env mlflow-server site-config,newer-stack-env,-o install)
 
 # Install the Debian packages among $(1) that are missing.
 define apt_install
@@ -120,9 +133,12 @@ PYTEST = cd python && "$(ENV_PYTHON)" -m pytest -n 2 --durations=30
 # every other module and rcheck's R tests of the same verbs take (and test_simulated both).
 SIMULATED_PYTEST := tests/test_fit.py tests/test_predict.py tests/test_predict_file.py \
 	tests/test_search.py tests/test_export.py tests/test_job.py
-pytest:
+SIMULATED_WORKERS := 2
+pytest: pytest-cpu pytest-simulated
+pytest-cpu:
 	$(PYTEST) $(addprefix --ignore=,$(SIMULATED_PYTEST))
-	cd python && GPUKERAS_SIMULATE_GPU=true "$(ENV_PYTHON)" -m pytest -n 2 --durations=10 $(SIMULATED_PYTEST)
+pytest-simulated:
+	cd python && GPUKERAS_SIMULATE_GPU=true "$(ENV_PYTHON)" -m pytest -n $(SIMULATED_WORKERS) --durations=10 $(SIMULATED_PYTEST)
 
 # The same run, with the core's coverage (its fresh processes included: python/pyproject.toml).
 coverage: dev-env
@@ -253,11 +269,13 @@ log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
   [ $$status -eq 0 ] && [ $$beside_status -eq 0 ]
 endef
 
-# lint beside pytest: lintr and mypy keep about one core busy for 40 s, and pytest's two
-# workers leave gaps where a test waits on a child's timeout or heartbeat (make test on 2
-# cores is CPU-bound everywhere else).
+# lint, then the simulated GPU's modules in one test process, beside the CPU's modules:
+# pytest's two workers leave gaps where a test waits on a child's timeout or heartbeat
+# (make test on 2 cores is CPU-bound everywhere else), which lintr and mypy (about one core
+# for 40 s) and the second run fill; one after the other, the first run's last minute and
+# the second's start left a core idle.
 lint-and-pytest: dev-env mlflow-server
-	$(call beside,pytest,lint)
+	$(call beside,pytest-cpu,lint pytest-simulated,SIMULATED_WORKERS=1)
 
 # rcheck and newer-stack-test side by side. Every other step of make test keeps both cores
 # busy, but R CMD build's knitting and R CMD check's own checks before its tests run one R
