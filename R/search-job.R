@@ -69,13 +69,17 @@ gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
 }
 
 # Stop the search and its workers; the study keeps every trial, and the same gpu_search()
-# call resumes it (the trials it was running are run again).
+# call resumes it (the trials it was running are run again). A trial the search had just
+# asked for, not yet marked as its own, is released at once (the core's search_release):
+# nothing else would ever end it. A storage that cannot be reached now leaves it to the
+# next search, after Optuna's grace period.
 #' @export
 gpu_job_cancel.gpukeras_search_job <- function(job, ...) {
   status <- gpu_job_status(job)
   if (status$state == "running") {
     job$process$kill_tree()
     job$process$wait(5000L)
+    tryCatch(core_call("search_release", storage = job$url, study = job$args$study), error = function(e) NULL)
     status <- gpu_job_status(job)
     status$state <- "cancelled"
     status$error <- NULL

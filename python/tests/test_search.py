@@ -177,6 +177,57 @@ def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: 
     assert search.ask(resumed) is None  # 3 counted: the retry and two more
 
 
+def test_a_trial_its_search_asked_for_but_never_marked_is_released_and_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search stopped between Optuna's ask and marking the trial its own (no owner, no
+    heartbeat: Optuna would never fail it): a cancel releases it at once, a later search
+    after the grace period, and a live search whose fresh trial was released asks again."""
+    study = opened(tmp_path, trials=3)
+    optuna = pytest.importorskip("optuna")
+    distributions = {
+        name: search_sampler.distribution(optuna, spec) for name, spec in SPACE.items()
+    }
+    orphan = study.study.ask(distributions)  # its search stopped here
+    # a search resumed at once cannot tell it from a live search's fresh trial: it waits
+    assert search.trials(opened(tmp_path, trials=3))["state"] == ["running"]
+    # ... for the grace period, after which the next search fails it and asks it again
+    monkeypatch.setattr(study_storage, "GRACE_SECONDS", 1)
+    time.sleep(1.1)
+    resumed = opened(tmp_path, trials=3)
+    assert search.trials(resumed)["state"] == ["waiting"]
+    assert search.trials(resumed)["interrupted"] == [orphan.number]
+    retry = search.ask(resumed)
+    assert retry is not None and retry["params"] == orphan.params
+    monkeypatch.undo()
+
+    # the cancel of a search job releases one at once (and only the unmarked ones)
+    fresh = study.study.ask(distributions)
+    assert bridge.call("search_release", {"storage": url(tmp_path), "study": "s"})["value"] == 1
+    table = search.trials(opened(tmp_path, trials=3))
+    assert table["state"] == ["running", "waiting"]  # the retry's, marked; fresh's retry
+    assert search.release(url(tmp_path), "s") == 0
+    assert search.release(url(tmp_path), "no such study") == 0
+
+    # a live search whose trial is released before it marks it asks again
+    real_ask = study.study.ask
+    released: list[int] = []
+
+    def ask_then_released(*args: object, **kwargs: object) -> object:
+        trial = real_ask(*args, **kwargs)
+        if not released:
+            released.append(trial.number)
+            search.release(url(tmp_path), "s")
+        return trial
+
+    monkeypatch.setattr(study.study, "ask", ask_then_released)
+    asked = search.ask(study)
+    assert asked is not None and asked["number"] != released[0]
+    states = dict(zip(search.trials(study)["number"], search.trials(study)["state"]))
+    assert states[asked["number"]] == "running"
+    assert fresh.number not in states and released[0] not in states  # failed, not counted
+
+
 def test_the_core_says_which_failures_stop_the_search(tmp_path: Path) -> None:
     """A lost worker, out of memory or a NaN fail the trial alone; another error (a bug in
     model_fn, an objective the logs lack) stops a search that completed no trial."""

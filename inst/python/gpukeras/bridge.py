@@ -96,6 +96,7 @@ VERBS: dict[str, str] = {
     "search_ask": "tools.search:ask",
     "search_tell": "tools.search:tell",
     "search_interrupt": "tools.search:interrupt",
+    "search_release": "tools.search:release",
     "search_trials": "tools.search:trials",
     "search_progress": "tools.search:progress",
     "search_seed": "tools.search_sampler:trial_seed",

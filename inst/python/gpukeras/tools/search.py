@@ -20,7 +20,8 @@ sampler or pruner. What it adds:
   them, and runs no finished one twice): Optuna's own heartbeat (``study_storage`` turns
   it on, ``search_trial`` records it), ``fail_stale_trials`` and
   ``RetryHeartbeatStaleTrialCallback``; a trial of a search of this host whose process is
-  gone is failed at once, not after the grace period. Pruning: ``search_trial``.
+  gone is failed at once, not after the grace period, and so is one a stopped search asked
+  for but had not marked as its own yet (``release``). Pruning: ``search_trial``.
 
 Optuna's own INFO lines ("Trial 3 finished ...") are silenced during these calls
 only; the user's Optuna logging settings are given back after each.
@@ -28,6 +29,7 @@ only; the user's Optuna logging settings are given back after each.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -248,7 +250,43 @@ def _retry_stale(search: Search) -> None:
         owner = trial.user_attrs.get(OWNER_ATTR) or {}
         if owner.get("host") == here and not _alive(int(owner["pid"])):
             gone.append(trial)
-    _fail_and_retry(search, gone)
+    gone += _unowned(search.study, older_than=study_storage.GRACE_SECONDS)
+    _fail_and_retry(search.storage, search.study, gone)
+
+
+def _unowned(study: Any, older_than: float = 0.0) -> list[Any]:
+    """The running trials no search has marked as its own (``ask``) that started more than
+    ``older_than`` seconds ago. A search marks the trial it asked for at once; one left
+    unmarked was asked by a search stopped in between, which recorded no heartbeat either,
+    so Optuna's ``fail_stale_trials`` would never fail it: it would stay running, counted
+    against the budget, for good."""
+    import optuna
+
+    now = datetime.datetime.now()
+    return [
+        trial
+        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        if OWNER_ATTR not in trial.user_attrs
+        and trial.datetime_start is not None
+        and (now - trial.datetime_start).total_seconds() >= older_than
+    ]
+
+
+def release(storage: str, study: str) -> int:
+    """After a search's processes were stopped (``gpu_job_cancel()`` of a search job): the
+    running trials no search has marked as its own yet are failed and asked again at once
+    (``_unowned``), as the trials the stopped search had marked are by the search that
+    resumes it (``_retry_stale``). A live search on the same study that asked one of them
+    a moment before marking it asks again (``ask``). Returns how many were released."""
+    with study_storage.quiet() as optuna:
+        rdb = study_storage.open_storage(storage)
+        try:
+            loaded = optuna.load_study(study_name=study, storage=rdb)
+        except KeyError:
+            return 0
+        unowned = _unowned(loaded)
+        _fail_and_retry(rdb, loaded, unowned)
+        return len(unowned)
 
 
 def _alive(pid: int) -> bool:
@@ -261,23 +299,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _fail_and_retry(search: Search, running: list[Any]) -> None:
-    """Fail each of the ``running`` trials and hand it to the storage's stale-trial callback
-    (Optuna's retry, which queues its parameters again), as ``fail_stale_trials`` does; a
-    trial another process finished first is left to it."""
+def _fail_and_retry(storage: Any, study: Any, running: list[Any]) -> None:
+    """Fail each of the ``running`` trials of ``study`` and hand it to ``storage``'s
+    stale-trial callback (Optuna's retry, which queues its parameters again), as
+    ``fail_stale_trials`` does; a trial another process finished first is left to it."""
     import optuna
 
-    retry = search.storage.get_heartbeat_stale_trial_callback()
+    retry = storage.get_heartbeat_stale_trial_callback()
     for trial in running:
         trial_id = optuna_trial_id(trial)
         try:
-            failed = search.storage.set_trial_state_values(
-                trial_id, state=optuna.trial.TrialState.FAIL
-            )
+            failed = storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
         if failed:
-            retry(search.study, search.storage.get_trial(trial_id))
+            retry(study, storage.get_trial(trial_id))
 
 
 def _retry_of(optuna: Any, trial: Any) -> int | None:
@@ -298,7 +334,9 @@ def interrupt(search: Search, numbers: list[int]) -> None:
     failed, uncounted, and asked again by the next search on the storage."""
     with study_storage.quiet() as optuna:
         running = search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        _fail_and_retry(search, [trial for trial in running if trial.number in numbers])
+        _fail_and_retry(
+            search.storage, search.study, [trial for trial in running if trial.number in numbers]
+        )
 
 
 def ask(search: Search) -> dict[str, Any] | None:
@@ -312,10 +350,15 @@ def ask(search: Search) -> dict[str, Any] | None:
         distributions = {
             name: search_sampler.distribution(optuna, spec) for name, spec in search.space.items()
         }
-        trial = search.study.ask(distributions)
-        # This search's at once (a retry came with its first owner's): its owner, and its
-        # first heartbeat (the worker that trains it records the next ones).
-        trial.set_user_attr(OWNER_ATTR, search.owner())
+        while True:
+            trial = search.study.ask(distributions)
+            # This search's at once (a retry came with its first owner's): its owner, and
+            # its first heartbeat (the worker that trains it records the next ones).
+            try:
+                trial.set_user_attr(OWNER_ATTR, search.owner())
+                break
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # released as unowned meanwhile (release): it is asked again
         search.storage.record_heartbeat(optuna_trial_id(trial))
         rank = sum(1 for t in _counted_trials(optuna, search.study) if t.number <= trial.number)
         if rank > search.budget:
