@@ -43,8 +43,8 @@ test: test-envs
 # wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
 # reticulate built from source, a second Python environment) beside the test environment,
 # the tests' MLflow server and pkgdown's configuration check. Each install is mostly one
-# process (apt, pip, a compiler): one after the other on a fresh machine, they took 3
-# minutes with one of the two cores idle for most of it.
+# process (apt, pip, a compiler): one after the other on a fresh machine, they left one of
+# the two cores idle for most of their time (bench/results/make-test-time-cpu-2026-11-27.md).
 test-envs: install
 	@$(call apt_install,$(TEST_APT_PACKAGES) $(NEWER_APT_PACKAGES) r-cran-pkgdown)
 	$(call beside,-o install dev-env mlflow-server site-config,newer-stack-env,-o install)

@@ -223,7 +223,8 @@ def test_a_trial_its_search_asked_for_but_never_marked_is_released_and_asked_aga
     monkeypatch.setattr(study.study, "ask", ask_then_released)
     asked = search.ask(study)
     assert asked is not None and asked["number"] != released[0]
-    states = dict(zip(search.trials(study)["number"], search.trials(study)["state"]))
+    table = search.trials(study)
+    states = dict(zip(table["number"], table["state"]))
     assert states[asked["number"]] == "running"
     assert fresh.number not in states and released[0] not in states  # failed, not counted
 

@@ -279,14 +279,23 @@ def release(storage: str, study: str) -> int:
     resumes it (``_retry_stale``). A live search on the same study that asked one of them
     a moment before marking it asks again (``ask``). Returns how many were released."""
     with study_storage.quiet() as optuna:
-        rdb = study_storage.open_storage(storage)
-        try:
-            loaded = optuna.load_study(study_name=study, storage=rdb)
-        except KeyError:
+        found = _existing(optuna, storage, study)
+        if found is None:
             return 0
+        rdb, loaded = found
         unowned = _unowned(loaded)
         _fail_and_retry(rdb, loaded, unowned)
         return len(unowned)
+
+
+def _existing(optuna: Any, storage: str, study: str) -> tuple[Any, Any] | None:
+    """The storage at ``storage`` and its study ``study`` as Optuna opens them, or None
+    where no search has made that study yet."""
+    rdb = study_storage.open_storage(storage)
+    try:
+        return rdb, optuna.load_study(study_name=study, storage=rdb)
+    except KeyError:
+        return None
 
 
 def _alive(pid: int) -> bool:
@@ -569,12 +578,10 @@ def progress(storage: str, study: str) -> dict[str, Any]:
     (counted trials that ended), ``running``, and ``best`` (``number``, ``value``,
     ``params``; None before a trial completed). A study not made yet has done nothing."""
     with study_storage.quiet() as optuna:
-        try:
-            loaded = optuna.load_study(
-                study_name=study, storage=study_storage.open_storage(storage)
-            )
-        except KeyError:
+        found = _existing(optuna, storage, study)
+        if found is None:
             return {"done": 0, "running": 0, "best": None}
+        loaded = found[1]
         counted = _counted_trials(optuna, loaded)
         top = _best(loaded, counted)
         best = (
