@@ -164,6 +164,13 @@ python_module_loaded <- function(module) {
   reticulate::py_to_r(modules$`__contains__`(module))
 }
 
+# What a worker needs of a user's Python objects: a module's name, the module made
+# again from it, and whether a value is a Keras model (it has fit()). Here, so that no
+# other R file imports a module or reads a model's attributes.
+python_module_name <- function(module) reticulate::py_to_r(reticulate::py_get_attr(module, "__name__"))
+python_module <- function(name) reticulate::import(name)
+is_keras_model <- function(x) inherits(x, "python.builtin.object") && reticulate::py_has_attr(x, "fit")
+
 # The bridge module of the Python core, importing it (and starting Python) on
 # first use.
 core <- function(call = caller_env()) {

@@ -250,12 +250,6 @@ track_record <- function(track, key, ..., call = caller_env()) {
   invisible(recorded)
 }
 
-# A run R opens (a cv's or a search's parent); its key, or NULL when tracking is off.
-track_open <- function(track, kind, name, params = list(), call = caller_env()) {
-  if (is.null(track)) return(NULL)
-  core_call("track_open_run", track = track, kind = kind, name = name, params = params, error_call = call)$key
-}
-
 # The fit's plot as an artifact of its run (where R can draw a PNG).
 track_plot <- function(fit, track) {
   key <- fit$settings$tracking$key

@@ -124,7 +124,7 @@ user_binding <- function(name, env, top) {
 # a dead pointer (`keras$Sequential` NULL there: "attempt to apply non-function"). The
 # carried variables that hold gpu_keras()'s `keras` or a Python module leave the carried
 # environment and are made again in the worker (worker_function(): gpu_keras(),
-# reticulate::import()). Any other Python object (a layer, an optimizer, an array) is an
+# python_module()). Any other Python object (a layer, an optimizer, an array) is an
 # error: it would also carry its state from one fit to the next.
 carry_python <- function(fn, call) {
   env <- environment(fn)
@@ -136,7 +136,7 @@ carry_python <- function(fn, call) {
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
       list(keras = TRUE)
     } else if (inherits(value, "python.builtin.module")) {
-      list(module = reticulate::py_to_r(reticulate::py_get_attr(value, "__name__")))
+      list(module = python_module_name(value))
     } else {
       what <- sprintf(
         "%s made in this session (%s)", if (is.list(value)) "a list holding a Python object" else "a Python object",
@@ -179,7 +179,7 @@ worker_function <- function(fn) {
   }
   remade <- attr(fn, "gpukeras_python")
   for (name in names(remade)) {
-    value <- if (isTRUE(remade[[name]]$keras)) gpu_keras() else reticulate::import(remade[[name]]$module)
+    value <- if (isTRUE(remade[[name]]$keras)) gpu_keras() else python_module(remade[[name]]$module)
     assign(name, value, envir = environment(fn))
   }
   fn

@@ -326,7 +326,7 @@ worker_track_flush <- function() try(track_flush(ending = TRUE), silent = TRUE)
 worker_model <- function(task) {
   model_fn <- worker_function(task$model_fn)
   model <- if (is.null(task$params)) model_fn() else model_fn(task$params)
-  if (!inherits(model, "python.builtin.object") || !reticulate::py_has_attr(model, "fit")) {
+  if (!is_keras_model(model)) {
     gpukeras_abort(sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
                    "gpukeras_error_bad_model", call = NULL)
   }

@@ -172,17 +172,6 @@ def test_r_names_verbs_alone() -> None:
     assert set(modules) <= {"gpukeras.bridge"}, modules
 
 
-# What R may still do with Python outside R/python.R, file by file, and why.
-R_PYTHON_ALLOWED = {
-    # a Python module a user's model_fn uses, made again in each worker (the user's, not
-    # the core's)
-    ("R/worker-carry.R", "reticulate::import("),
-    # the serving work removes these (the request's columns from the encoding)
-    ("R/serve-request.R", "model$outputs"),
-    ("R/serve-request.R", "model$inputs"),
-}
-
-
 def test_r_reaches_python_through_python_r_alone() -> None:
     """R imports no module and touches no model's Python attribute outside R/python.R:
     the rest goes through the core's verbs (``core_call``), so a module that moves or a
@@ -192,6 +181,7 @@ def test_r_reaches_python_through_python_r_alone() -> None:
         r"(?:reticulate::)?\bimport(?:_from_path|_builtins|_main)?\("
         r"|\bmodel\$(?:evaluate|predict\w*|outputs?|inputs?|output_names|layers|fit|compile"
         r"|save\w*|load_weights|get_weights|set_weights|summary|optimizer)\b"
+        r"|\bpy_(?:has|get)_attr\(\s*model\b"
     )
     found = set()
     for path in sorted(root.glob("R/*.R")):
@@ -203,7 +193,7 @@ def test_r_reaches_python_through_python_r_alone() -> None:
             for match in reaching.finditer(code):
                 if not code[: match.start()].count('"') % 2:  # not inside a string
                     found.add((name, match.group(0)))
-    assert found <= R_PYTHON_ALLOWED, sorted(found - R_PYTHON_ALLOWED)
+    assert not found, sorted(found)
 
 
 def test_python_warnings_during_a_verb_come_back_as_data_for_r() -> None:

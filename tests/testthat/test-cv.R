@@ -120,6 +120,10 @@ test_that(paste(
   layer <- gpukeras_test_keras$layers$Dense(2L)
   data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
   expect_error(gpu_cv(function() layer, data), class = "gpukeras_error_bad_argument")
+  # what model_fn returns is checked in the worker: its error is the parent of the fold's
+  returned <- expect_error(gpu_cv(function() 1, data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold")
+  expect_s3_class(returned$parent, "gpukeras_error_bad_model")
+  expect_match(conditionMessage(returned$parent), "must return a compiled Keras model, not `1`", fixed = TRUE)
   expect_snapshot(error = TRUE, gpu_cv(function() layer, data))
   # in a list too, at any depth
   settings <- list(units = 2L, made = list(optimizer = gpukeras_test_keras$optimizers$SGD()))
