@@ -73,7 +73,7 @@ job_failure <- function(job, status, call = caller_env()) {
   # The last attempt's stderr, or the supervisor's output when no child started.
   last <- c("supervisor.log", attempts[order(as.integer(gsub("\\D", "", attempts)))])[length(attempts) + 1L]
   path <- file.path(job$dir, last)
-  stderr <- if (file.exists(path)) utils::tail(readLines(path, warn = FALSE), 20) else character()
+  stderr <- log_tail(path)
   backup <- job$spec$fit$backup_dir
   cause <- status$causes[length(status$causes)] %||% "unknown"
   # A full disk under the job's folder: no restart would get further, so the

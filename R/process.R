@@ -195,3 +195,9 @@ process_abort <- function(message, class = NULL, parent = NULL, ..., call = call
   own <- if (!is.null(parent)) setdiff(class(parent), c("gpukeras_error", "rlang_error", "error", "condition"))
   gpukeras_abort(message, unique(c(own, class)), parent = parent, ..., call = call)
 }
+
+# The last `n` lines a process wrote to the log at `path`: none where it wrote none, or
+# ended before it made the file.
+log_tail <- function(path, n = 20L) {
+  if (file.exists(path)) utils::tail(readLines(path, warn = FALSE), n) else character()
+}

@@ -146,9 +146,7 @@ worker_retry <- function(pool, i, task) {
 # What a worker that ended without a result died of: a condition, `crashed`.
 worker_crash <- function(worker) {
   status <- worker$process$get_exit_status()
-  stderr <- tryCatch(
-    utils::tail(readLines(file.path(worker$dir, "stderr.log"), warn = FALSE), 20), error = function(e) character()
-  )
+  stderr <- log_tail(file.path(worker$dir, "stderr.log"))
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
     message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),

@@ -209,6 +209,16 @@ skip_if_no_python()
 
 iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
 
+test_that("a worker that ended before it made its stderr log is lost with its cause and no warning", {
+  skip_on_os("windows")
+  process <- processx::process$new("sh", c("-c", "kill -9 $$"))
+  process$wait()
+  expect_no_warning(lost <- worker_crash(list(process = process, dir = withr::local_tempdir())))
+  expect_s3_class(lost, "gpukeras_error_worker_lost")
+  expect_true(lost$crashed)
+  expect_match(conditionMessage(lost), "its worker process was killed by signal 9")
+})
+
 test_that("a fit whose process ended before it took its task runs in a fresh one, once", {
   skip_on_os("windows")
   dir <- withr::local_tempdir()
