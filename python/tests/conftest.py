@@ -103,6 +103,9 @@ def run_core(
     if _OWN_TF_GROWTH:
         child_env.pop("TF_FORCE_GPU_ALLOW_GROWTH", None)
     child_env["PYTHONPATH"] = child_pythonpath()
+    # A child that crashes (a rare TensorFlow SIGSEGV under load in test_scaling's setup)
+    # prints each thread's Python stack into the failure's stderr.
+    child_env.setdefault("PYTHONFAULTHANDLER", "1")
     for name, value in (env or {}).items():
         if value is None:
             child_env.pop(name, None)
