@@ -1,7 +1,8 @@
 # gpu_serve()'s and gpu_api()'s look at a request's headers, which decides
 # before its body is read whether it may go on: its Host and Origin (a web page
 # reaching the service by DNS rebinding, or from another site), its token, its
-# Content-Type and its size. gpu_serve() runs it from httpuv's onHeaders;
+# Content-Type and its size. gpu_serve() runs it from httpuv's onHeaders, behind
+# its front (serve-front.R), which has refused a body over max_bytes already;
 # gpu_api()'s routes from a plumber filter (serve_filter()).
 
 # What a request's headers alone decide, before its body is read: NULL when it
@@ -68,10 +69,16 @@ check_length <- function(req, max_bytes) {
   }
   bytes <- suppressWarnings(as.numeric(length))
   if (!isTRUE(bytes > max_bytes)) return(NULL)
-  refusal(413L, "too_large", sprintf(
-    "The body has %s; this service takes at most %s (%.0f bytes, max_bytes) per request: send the rows in parts.",
-    format_bytes(bytes), format_bytes(max_bytes), max_bytes
-  ))
+  refusal(413L, "too_large", too_large_message(max_bytes))
+}
+
+# The refusal of a body over `max_bytes`: the same from R and from gpu_serve()'s front,
+# which refuses it without R (the client knows what it sent).
+too_large_message <- function(max_bytes) {
+  sprintf(
+    "The body is over %s; this service takes at most that (%.0f bytes, max_bytes) per request: send the rows in parts.",
+    format_bytes(max_bytes), max_bytes
+  )
 }
 
 # NULL when the request may go on (no token asked for, or the right one);

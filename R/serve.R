@@ -64,29 +64,41 @@
 #' `"length_required"` for a body without a `Content-Length`; `413`
 #' `"too_large"` above `max_bytes` and `"too_many_rows"` above `max_rows`;
 #' `415` `"not_json"` for a `POST` whose `Content-Type` is not
-#' `application/json`. A failure of the model itself is a `500`
+#' `application/json`; from `gpu_serve()`'s front (see "Limits"), `431`
+#' `"headers_too_large"` and `503` `"unavailable"` (R did not take the
+#' request: the service is ending). A failure of the model itself is a `500`
 #' `"prediction_failed"`. The service goes on serving after each. Answers
 #' echo little of what the client sent: at most a few of its values, each
 #' cut to 40 characters, as valid UTF-8.
 #'
 #' @section Limits:
 #' A request cannot fill the service's memory, and holds it only as long as
-#' its bytes take to read: `gpu_serve()` decides from a request's headers
-#' alone, before it reads the body, whether the request may go on (its host,
-#' origin, token, `Content-Type` and `Content-Length`), and refuses a body
-#' larger than `max_bytes` unread. By default `max_bytes` is what `max_rows`
-#' rows of the model's columns take as JSON records, twice over (room for
-#' spaces and ignored fields), and at least 64 KiB; `/metadata` says it. A
-#' body that passes is parsed into JSON values and its rows counted before
-#' any table is made, and only the model's columns are taken from it, so a
-#' request costs time in proportion to its bytes, whatever its keys. `GET`
-#' routes read no body. A client that sends a body too large without waiting
-#' for the answer to `Expect: 100-continue` (curl's command line waits) may
-#' see the connection reset instead of the `413`: the service does not read
-#' what it refuses. But httpuv, the server under plumber, holds what such a
-#' client sends until R gets to its headers (two clients sending 50 MB each
-#' to a busy service: 108 MB held for a moment): where clients across a
-#' network can reach it, a proxy in front that limits bodies spares that.
+#' its bytes take to read. The port `gpu_serve()` listens on is a small
+#' process of its own in front of R (a script of Python's standard library,
+#' started with the service and ended with it): it reads a request's headers,
+#' refuses a body larger than `max_bytes` from its `Content-Length` alone,
+#' at once and unread, whatever else the request says (a `413` before any
+#' other check), and hands every other request, with at most
+#' `Content-Length` bytes of body, to R on a loopback port of its own. So a
+#' client that sends bodies too large in a loop takes little of the CPU the
+#' service's R needs, and none of its memory. R then decides from the
+#' headers alone, before it reads the body, whether the request may go on
+#' (its host, origin, token, `Content-Type` and `Content-Length`). By
+#' default `max_bytes` is what `max_rows` rows of the model's columns take
+#' as JSON records, twice over (room for spaces and ignored fields), and at
+#' least 64 KiB; `/metadata` says it. A body that passes is parsed into
+#' JSON values and its rows counted before any table is made, and only the
+#' model's columns are taken from it, so a request costs time in proportion
+#' to its bytes, whatever its keys. `GET` routes read no body. A client that
+#' sends a body too large without waiting for the answer to `Expect:
+#' 100-continue` (curl's command line waits) may see the connection reset
+#' instead of the `413`: the service does not read what it refuses. A
+#' request's headers must come within 10 seconds and take at most 64 KiB
+#' (else the connection is closed, or a `431` answers).
+#' ([gpu_api()]'s routes, in a server of the caller's, make R's checks
+#' alone: there httpuv holds what a client sends until R gets to its
+#' headers; where clients across a network can reach it, a proxy in front
+#' that limits bodies spares that.)
 #'
 #' One R thread answers every request, so `gpu_serve()` keeps a client that
 #' sends bodies it refuses from taking that thread's time from others: a
@@ -206,8 +218,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }
-  httpuv::runServer(host, as.integer(port), serve_app(serve_routes(service, NULL, ""), service$settings))
-  invisible()
+  serve_behind_front(serve_app(serve_routes(service, NULL, ""), service$settings), host, port, service$settings, call)
 }
 
 #' @rdname gpu_serve

@@ -5,7 +5,8 @@
 # for this file on 127.0.0.1 and killed after it; this session sends requests with curl,
 # eight at a time, and compares the answers with predict() here. Hostile requests (a
 # body of 50 MB announced, 8,000 records each with a key of its own, a web page's Host
-# and Origin) are refused while the service goes on answering, its memory bounded.
+# and Origin) are refused while the service goes on answering, its memory bounded; a
+# body too large by gpu_serve()'s front, even with R stopped, and the front ends with R.
 
 skip_if_no_python()
 skip_if_not_installed("plumber")
@@ -388,13 +389,15 @@ test_that(paste(
   expect_identical(large$json$error, "too_large")
   expect_match(
     large$json$message,
-    "The body has 50.0 MiB; this service takes at most 64.0 KiB (65536 bytes, max_bytes)",
+    "The body is over 64.0 KiB; this service takes at most that (65536 bytes, max_bytes)",
     fixed = TRUE
   )
-  expect_identical(
-    raw_http(ports[1], announce("POST /predict", "Content-Type: application/json"))$json$error, "unauthorized"
-  )
+  # the front refuses it from its size alone, before any other check; the same headers
+  # straight to R, a body within max_bytes without the token: a 401 before the body
+  expect_identical(raw_http(ports[1], announce("POST /predict", "Content-Type: application/json"))$status, 413L)
   expect_identical(raw_http(ports[1], announce("GET /health"))$status, 413L)
+  within <- sub("52428800", "60000", announce("POST /predict", "Content-Type: application/json"))
+  expect_identical(raw_http(ports[1], within)$json$error, "unauthorized")
   chunked <- raw_http(ports[1], c(
     "POST /predict HTTP/1.1", sprintf("Host: 127.0.0.1:%d", ports[1]), paste("Authorization: Bearer", token),
     "Content-Type: application/json", "Transfer-Encoding: chunked", "Expect: 100-continue"
@@ -407,6 +410,25 @@ test_that(paste(
   expect_identical(read_response(curl::curl_fetch_memory(paste0(served, "/metadata"), handle = with_body))$status, 200L)
   expect_lt(served_mib() - before, 20)
   expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
+})
+
+# The service's front: the process gpu_serve()'s R started, which listens on its port.
+front_pid <- function() as.integer(system2("pgrep", c("-P", server$get_pid(), "-f", "serve_front"), stdout = TRUE))
+
+test_that("gpu_serve()'s front refuses a body over max_bytes with R stopped, and takes no other request from R", {
+  expect_length(front_pid(), 1L)
+  tools::pskill(server$get_pid(), tools::SIGSTOP)
+  withr::defer(tools::pskill(server$get_pid(), tools::SIGCONT))
+  large <- raw_http(ports[1], c(
+    "POST /predict HTTP/1.1", sprintf("Host: 127.0.0.1:%d", ports[1]), "Content-Type: application/json",
+    "Content-Length: 52428800"
+  ))
+  expect_identical(large$status, 413L)
+  # what is not too large waits for R
+  health <- curl::curl_fetch_multi(paste0(served, "/health"), pool = (pool <- curl::new_pool()))
+  expect_identical(curl::multi_run(timeout = 1, pool = pool)$success, 0L)
+  tools::pskill(server$get_pid(), tools::SIGCONT)
+  expect_identical(curl::multi_run(timeout = 30, pool = pool)$success, 1L)
 })
 
 test_that("8,000 records each with a key of its own build no table; /health answers while such bodies are in flight", {
@@ -612,4 +634,14 @@ test_that("a port in use is a classed error before serving; another host without
     ),
     class = "gpukeras_warning_serve_open"
   )
+})
+
+test_that("the front ends with the service's R process, however that ends", {
+  front <- front_pid()
+  expect_length(front, 1L)
+  server$kill() # SIGKILL: no on.exit() of R's runs
+  deadline <- Sys.time() + 10
+  while (dir.exists(file.path("/proc", front)) && Sys.time() < deadline) Sys.sleep(0.1)
+  expect_false(dir.exists(file.path("/proc", front)))
+  expect_error(curl::curl_fetch_memory(paste0(served, "/health")))
 })

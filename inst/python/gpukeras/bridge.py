@@ -80,6 +80,7 @@ VERBS: dict[str, str] = {
     "save_model": "tools.scoring:save_model",
     "load_model": "tools.scoring:load_model",
     "export": "tools.export:export",
+    "serve_front_command": "tools.serve_front:command",
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",
