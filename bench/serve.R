@@ -109,17 +109,31 @@ post_handle <- function(body) {
   handle
 }
 
-# The serving process's resident memory now and at its peak, in MiB.
+# The service's processes: the R process that serves and its children (gpu_serve()'s
+# front, the process that listens on its port).
+service_pids <- function() {
+  pids <- server$get_pid()
+  children <- suppressWarnings(system2("pgrep", c("-P", pids[1]), stdout = TRUE))
+  c(pids, as.integer(children))
+}
+
+# The service's resident memory now and at its peak, in MiB (its processes' together).
 served_memory <- function() {
-  status <- readLines(sprintf("/proc/%d/status", server$get_pid()))
-  mib <- function(field) as.numeric(gsub("\\D", "", grep(paste0("^", field, ":"), status, value = TRUE))) / 1024
+  mib <- function(field) {
+    sum(vapply(service_pids(), function(pid) {
+      status <- readLines(sprintf("/proc/%d/status", pid))
+      as.numeric(gsub("\\D", "", grep(paste0("^", field, ":"), status, value = TRUE))) / 1024
+    }, numeric(1)))
+  }
   list(rss_mib = mib("VmRSS"), peak_mib = mib("VmHWM"))
 }
 
-# The service's CPU time so far (all its threads), in seconds.
+# The service's CPU time so far (all its processes' threads), in seconds.
 served_cpu <- function() {
-  stat <- strsplit(readLines(sprintf("/proc/%d/stat", server$get_pid())), " ", fixed = TRUE)[[1]]
-  sum(as.numeric(stat[14:15])) / clock_ticks
+  sum(vapply(service_pids(), function(pid) {
+    stat <- strsplit(readLines(sprintf("/proc/%d/stat", pid)), " ", fixed = TRUE)[[1]]
+    sum(as.numeric(stat[14:15])) / clock_ticks
+  }, numeric(1)))
 }
 clock_ticks <- as.numeric(system("getconf CLK_TCK", intern = TRUE))
 
@@ -165,12 +179,12 @@ closed_loop <- function(base, path, body, seconds, clients = 1L) {
 }
 
 # Where the machine has 2 cores or more and taskset may set affinities: the service's
-# process (all its threads) on core 0, the clients' (the hostile ones, and this one that
-# measures) on the others, as clients on other machines would leave the service its core.
-# TRUE if so.
+# processes (all their threads: R's and its front's) on core 0, the clients' (the hostile
+# ones, and this one that measures) on the others, as clients on other machines would
+# leave the service its core. TRUE if so.
 pin_clients_apart <- function() {
   parallel::detectCores() >= 2L && nzchar(Sys.which("taskset")) &&
-    pin(server$get_pid(), "0") && pin(Sys.getpid(), clients_cores())
+    all(vapply(service_pids(), pin, logical(1), cores = "0")) && pin(Sys.getpid(), clients_cores())
 }
 
 clients_cores <- function() sprintf("1-%d", parallel::detectCores() - 1L)
@@ -194,7 +208,10 @@ start_hostile_clients <- function(bodies, seconds) {
   callr::r_bg(function(url, bodies, seconds) {
     pool <- curl::new_pool(total_con = length(bodies), host_con = length(bodies))
     deadline <- Sys.time() + seconds
-    answers <- character()
+    # the answers counted by body and status (a vector grown by each answer took
+    # longer than the phases once refusals came at over a thousand a second)
+    answers <- new.env()
+    tally <- function(key) assign(key, (if (exists(key, answers, inherits = FALSE)) answers[[key]] else 0L) + 1L, answers)
     client <- function(path) {
       # one handle per client, reused: the body is copied into it once
       handle <- curl::new_handle(postfields = readBin(path, "raw", file.size(path)), timeout = 60)
@@ -206,11 +223,11 @@ start_hostile_clients <- function(bodies, seconds) {
         curl::curl_fetch_multi(
           paste0(url, "/predict"),
           done = function(response) {
-            answers <<- c(answers, paste(basename(path), response$status_code))
+            tally(paste(basename(path), response$status_code))
             send()
           },
           fail = function(message) {
-            answers <<- c(answers, paste(basename(path), "reset"))
+            tally(paste(basename(path), "reset"))
             send()
           },
           pool = pool, handle = handle
@@ -220,7 +237,7 @@ start_hostile_clients <- function(bodies, seconds) {
     }
     for (path in bodies) client(path)
     curl::multi_run(pool = pool)
-    as.list(table(answers))
+    as.list(answers)[sort(ls(answers))]
   }, args = list(url = url, bodies = bodies, seconds = seconds))
 }
 
@@ -371,7 +388,7 @@ write_hostile <- function(measured) {
     ),
     results = measured,
     notes = c(
-      sprintf("The machine has %d CPU cores, shared: the service (one R process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's process on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
+      sprintf("The machine has %d CPU cores, shared: the service (one R process and its front, a Python process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's processes on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
       "refusal_50mb: answers are status codes, or `reset` where the service refused from the headers and closed the connection while the client was still sending (it does not read what it refuses); peak_added_mib: the serving process's VmHWM after the refusals minus before.",
       "health_under_attack: /health polled by one closed-loop client while the hostile clients ran; max_ms and p99_ms: the largest over rounds; within_100_ms: the smallest share over rounds.",
       "hostile_clients_niced: the hostile clients' process ran at nice 19 (every thread), the measuring client at 0, so that the latencies are the service's and not the measuring client's wait for the core it shares with the hostile ones (attackers on other machines take none of its CPU); the first measures (2026-11-26, at commit eda8af3) ran them at the same priority: /health median 60 ms, good requests 3.7-5.5x, while the service was busy for under a third of its core.",
