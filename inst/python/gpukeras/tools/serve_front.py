@@ -175,12 +175,15 @@ class Client(asyncio.BufferedProtocol):
 
     # the client reads R's answer slower than R writes it: R's side waits
     def pause_writing(self) -> None:
-        if self.backend is not None:
-            self.backend.pause_reading()
+        self.backend_reads(False)
 
     def resume_writing(self) -> None:
-        if self.backend is not None:
-            self.backend.resume_reading()
+        self.backend_reads(True)
+
+    def backend_reads(self, reads: bool) -> None:
+        transport = self.backend.transport if self.backend is not None else None
+        if transport is not None:
+            (transport.resume_reading if reads else transport.pause_reading)()
 
 
 class Backend(asyncio.Protocol):
@@ -201,7 +204,8 @@ class Backend(asyncio.Protocol):
         except OSError:
             self.client.refuse(NO_BACKEND)
             return
-        assert self.transport is not None and self.client.transport is not None
+        if self.transport is None or self.client.transport is None:
+            return  # the client left meanwhile
         self.transport.write(first)
         if self.client.remaining > 0:
             self.client.transport.resume_reading()
@@ -228,14 +232,6 @@ class Backend(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.abort()
-
-    def pause_reading(self) -> None:
-        if self.transport is not None:
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.transport is not None:
-            self.transport.resume_reading()
 
     # R reads the body slower than the client sends it: the client waits
     def pause_writing(self) -> None:
