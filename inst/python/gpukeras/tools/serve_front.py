@@ -38,9 +38,7 @@ from typing import Any
 MAX_HEAD_BYTES = 64 * 1024
 HEAD_SECONDS = 10.0
 READ_BYTES = 16 * 1024
-CONTENT_LENGTH = re.compile(
-    rb"\r\ncontent-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE
-)
+CONTENT_LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE)
 CONNECTION = re.compile(rb"connection[ \t]*:", re.IGNORECASE)
 
 
@@ -113,6 +111,7 @@ class Client(asyncio.BufferedProtocol):
         self.remaining = 0  # bytes of body still to forward to R
         self.transport: asyncio.Transport | None = None
         self.backend: Backend | None = None
+        self.connecting: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -122,9 +121,7 @@ class Client(asyncio.BufferedProtocol):
         )
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        size = (
-            min(READ_BYTES, self.remaining) if self.backend is not None else READ_BYTES
-        )
+        size = min(READ_BYTES, self.remaining) if self.backend is not None else READ_BYTES
         return memoryview(self.buffer)[: max(size, 1)]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -155,10 +152,9 @@ class Client(asyncio.BufferedProtocol):
         self.remaining -= len(body)
         self.transport.pause_reading()
         self.backend = Backend(self)
-        asyncio.ensure_future(
-            self.backend.connect(
-                self.settings["backend_port"], closing_head(head) + body
-            )
+        # held here: the loop keeps only a weak reference to a task
+        self.connecting = asyncio.ensure_future(
+            self.backend.connect(self.settings["backend_port"], closing_head(head) + body)
         )
 
     def refuse(self, response: bytes) -> None:
@@ -198,9 +194,7 @@ class Backend(asyncio.Protocol):
         """Connects to R and sends `first` (the head and the body read with it); the client
         is answered a 503 if R cannot be reached."""
         try:
-            await asyncio.get_running_loop().create_connection(
-                lambda: self, "127.0.0.1", port
-            )
+            await asyncio.get_running_loop().create_connection(lambda: self, "127.0.0.1", port)
         except OSError:
             self.client.refuse(NO_BACKEND)
             return
