@@ -119,8 +119,9 @@ service_pids <- function() {
 
 # The service's resident memory now and at its peak, in MiB (its processes' together).
 served_memory <- function() {
+  pids <- service_pids()
   mib <- function(field) {
-    sum(vapply(service_pids(), function(pid) {
+    sum(vapply(pids, function(pid) {
       status <- readLines(sprintf("/proc/%d/status", pid))
       as.numeric(gsub("\\D", "", grep(paste0("^", field, ":"), status, value = TRUE))) / 1024
     }, numeric(1)))

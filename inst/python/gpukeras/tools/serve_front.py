@@ -126,7 +126,7 @@ class Client(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         assert self.transport is not None
-        data = bytes(self.buffer[:nbytes])
+        data = bytes(memoryview(self.buffer)[:nbytes])
         if self.backend is not None:  # the body, to R
             data = data[: self.remaining]
             self.remaining -= len(data)
@@ -136,7 +136,8 @@ class Client(asyncio.BufferedProtocol):
             return
         self.head += data
         end = self.head.find(b"\r\n\r\n")
-        if (end < 0 and len(self.head) > MAX_HEAD_BYTES) or end + 4 > MAX_HEAD_BYTES:
+        head_bytes = end + 4 if end >= 0 else len(self.head)  # so far, where it has not ended
+        if head_bytes > MAX_HEAD_BYTES:
             self.refuse(HEAD_TOO_LARGE)
             return
         if end < 0:
