@@ -10,4 +10,5 @@
 #'
 #' @keywords internal
 #' @importFrom rlang caller_arg caller_env current_env
+#' @importFrom R6 R6Class
 "_PACKAGE"

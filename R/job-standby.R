@@ -14,10 +14,11 @@
 standby_enabled <- function() !isFALSE(getOption("gpukeras.job_standby", TRUE))
 
 # Start a supervisor for the job folder `dir`; with `standby`, its first
-# child prepares and waits for go.rds.
+# child prepares and waits for go.rds. The credentials in `env` reach the child
+# through the supervisor's environment, not through its arguments (a file callr writes).
 start_supervisor <- function(dir, env, max_restarts, standby = FALSE) {
   process_start(
-    "job_supervise", list(dir, max_restarts, env, Sys.getpid(), standby), dir,
+    "job_supervise", list(dir, max_restarts, env[setdiff(names(env), mlflow_secrets)], Sys.getpid(), standby), dir,
     stdout = job_file(dir, "supervisor.log"), stderr = "2>&1", env = env
   )
 }

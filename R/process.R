@@ -69,7 +69,10 @@ process_start <- function(entry, args, dir, env, stdout, stderr) {
   gpukeras_process$new(dir, process)
 }
 
-# The environment of a process: the session's Python and Keras backend; with `visible`
+# The environment of a process: the session's Python and Keras backend, MLflow's
+# credentials as the session has them now (a child inherits the session's environment as
+# it was at its start: a process kept for later, such as the template or the standby, is
+# made again when they change, since its environment then differs); with `visible`
 # (a worker's GPU), that GPU alone, and memory that grows as the fit needs it (JAX would
 # take 75 % of the GPU at start, TensorFlow all of it, leaving nothing to a second worker).
 process_env <- function(visible = NULL) {
@@ -77,6 +80,7 @@ process_env <- function(visible = NULL) {
     callr::rcmd_safe_env(),
     GPUKERAS_PYTHON = reticulate::py_config()$python,
     KERAS_BACKEND = core_call("keras_backend"),
+    Sys.getenv(mlflow_secrets)[nzchar(Sys.getenv(mlflow_secrets))],
     if (!is.null(visible)) {
       c(CUDA_VISIBLE_DEVICES = visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")
     }

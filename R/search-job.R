@@ -1,7 +1,8 @@
 # gpu_search(background = TRUE): the search in a background R process, which starts the
 # trials' workers as gpu_search() does. The session follows it through the study itself
 # (the storage holds the trials done and the best so far), and through the job's folder:
-#   args.rds     the gpu_search() call, its arguments checked
+#   args.rds     the gpu_search() call, its arguments checked, but for `storage`, which
+#                may hold a password: it reaches the process through its environment
 #   result.rds   the gpukeras_search, when the search ended
 #   error.rds    the error that ended it, whole (process.R)
 
@@ -11,23 +12,25 @@ search_in_background <- function(args, storage, call = caller_env()) {
   dir <- tempfile("gpukeras-search-job-")
   dir.create(dir)
   args$background <- FALSE
-  write_rds_atomic(args, file.path(dir, "args.rds"), "The search's arguments (args.rds)", call = call)
+  write_rds_atomic(args[names(args) != "storage"], file.path(dir, "args.rds"), "The search's arguments (args.rds)",
+                   call = call)
   job <- new.env(parent = emptyenv())
   job$dir <- dir
   job$process <- process_start(
     "search_job_run", list(dir), dir,
-    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = process_env()
+    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
+    env = c(process_env(), GPUKERAS_SEARCH_STORAGE = args$storage)
   )
   job$args <- args
   job$url <- storage$url
-  job$shown <- storage$folder %||% core_call("search_safe_url", url = storage$url)
+  job$shown <- storage$folder %||% core_call("mask_uri", uri = storage$url)
   job$started <- Sys.time()
   structure(job, class = c("gpukeras_search_job", "gpukeras_job"))
 }
 
 # In the background process: the search, its result or its error left for the session.
 search_job_run <- function(dir) {
-  args <- readRDS(file.path(dir, "args.rds"))
+  args <- c(readRDS(file.path(dir, "args.rds")), list(storage = Sys.getenv("GPUKERAS_SEARCH_STORAGE")))
   tryCatch(process_report(dir, do.call(gpu_search, args)), error = function(e) process_report_error(dir, e))
   invisible()
 }

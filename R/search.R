@@ -119,8 +119,8 @@
 #'     model saved as [gpu_save()] saves it (`gpu_load(search$best$path)`
 #'     scores new data, encoding it as the training data was); `NULL` before
 #'     any trial completed;
-#'   * `objective`, `direction`, `storage` (a URL's password shown as
-#'     `***`), `study`, `seed`, `validation` (how
+#'   * `objective`, `direction`, `storage` (a URL's user information and
+#'     secret query values shown as `***`), `study`, `seed`, `validation` (how
 #'     the trials were validated), `validation_rows` (the rows held out, when
 #'     the search held them out; the others trained), `interrupted` and `workers`;
 #'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fresh
@@ -239,7 +239,7 @@ search_request <- function(search, model_digest, data, dir, call) {
 # search stops. Returns the gpukeras_search.
 search_run <- function(search, request, storage, plan, dir, call) {
   tracked <- track_many("search", 0L, list(
-    study = search$study, storage = storage$folder %||% core_call("search_safe_url", url = storage$url),
+    study = search$study, storage = storage$folder %||% core_call("mask_uri", uri = storage$url),
     trials = search$trials,
     objective = search$objective, direction = search$direction, sampler = search$sampler, pruner = search$pruner,
     seed = search$seed, space = request$space

@@ -18,8 +18,11 @@
 #'   The credentials are MLflow's own variables, `MLFLOW_TRACKING_USERNAME` and
 #'   `MLFLOW_TRACKING_PASSWORD` (or `MLFLOW_TRACKING_TOKEN`), set in
 #'   `.Renviron` rather than in code; they never appear in a print, an error, a
-#'   warning, a run's params or the files gpukeras keeps, and a password in
-#'   the URI is masked.
+#'   warning, a run's params or the files gpukeras keeps (a background job or
+#'   a worker gets them through its environment). A URI is shown without its
+#'   user information (a user alone too: it may be a token) and without the
+#'   value of any query key that names a password, token, key, secret,
+#'   credential, authorization or signature.
 #' * MLflow's variables alone: where `MLFLOW_TRACKING_URI` (and
 #'   `MLFLOW_EXPERIMENT_NAME` or `MLFLOW_EXPERIMENT_ID`) is set, as for every
 #'   MLflow client, runs are tracked there without a call to `gpu_track()`;
@@ -209,11 +212,15 @@ track_request <- function(...) {
 
 `%|na|%` <- function(x, y) if (is.na(x) || !nzchar(x)) y else x
 
+# MLflow's credentials: they reach a child process through its environment
+# (process_env()), never through what it carries in a file (track_carry()).
+mlflow_secrets <- c("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+
 # The tracking settings a child process takes back (a background job, a worker): the
-# variables, as this session has them.
+# variables, as this session has them, but for the credentials.
 track_carry <- function() {
   if (!tracking_on()) return(NULL)
-  names <- c(mlflow_variables, "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
+  names <- c(setdiff(mlflow_variables, mlflow_secrets), "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
   values <- Sys.getenv(names, unset = NA)
   as.list(values[!is.na(values)])
 }

@@ -444,27 +444,7 @@ def test_a_storage_that_cannot_be_opened_is_a_classed_error_without_the_password
             "postgresql://al:secret@127.0.0.1:1/db", "s", SPACE, REQUEST, 2, "val_loss"
         )
     assert "secret" not in str(raised.value)
-    assert "al:***@127.0.0.1:1/db" in str(raised.value)
-
-
-@pytest.mark.parametrize(
-    ("given", "shown"),
-    [
-        ("postgresql://al:S3c:r@t@h:5432/db", "postgresql://al:***@h:5432/db"),
-        (
-            "postgresql://al@h/db?sslmode=require&password=S3c",
-            "postgresql://al@h/db?sslmode=require&password=***",
-        ),
-        ("postgresql://h/db?PassWord=S3c&pwd=S3c#x", "postgresql://h/db?PassWord=***&pwd=***#x"),
-        ("sqlite:////tmp/s/search.db?password=S3c", "sqlite:////tmp/s/search.db?password=***"),
-        ("postgresql://al@h/db?mypassword=not-a-key", "postgresql://al@h/db?mypassword=not-a-key"),
-        ("/home/al/study", "/home/al/study"),
-    ],
-)
-def test_a_url_is_shown_without_its_password_in_the_credentials_or_the_query(
-    given: str, shown: str
-) -> None:
-    assert study_storage.safe_url(given) == shown
+    assert "***@127.0.0.1:1/db" in str(raised.value) and "al:" not in str(raised.value)
 
 
 # The study folder: gpu_backup()'s rules ----------------------------------------------------

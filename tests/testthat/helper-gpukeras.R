@@ -221,3 +221,19 @@ keras_predict <- function(model, x, ...) {
   )
   reticulate::py_run_string(code, local = TRUE)$predict(model, x, ...)
 }
+
+# Whether the file `path` holds `text` in any of its bytes, read as it is or decompressed
+# (an .rds file, as R reads it): where a password written there would be found. A regular
+# file (a FIFO would block).
+file_holds <- function(path, text) {
+  if (!file.exists(path)) return(FALSE)
+  con <- gzfile(path, "rb") # reads an uncompressed file as it is
+  on.exit(close(con))
+  chunks <- list()
+  repeat {
+    chunk <- readBin(con, "raw", 1e6)
+    if (!length(chunk)) break
+    chunks[[length(chunks) + 1L]] <- chunk
+  }
+  length(grepRaw(text, c(raw(), unlist(chunks)), fixed = TRUE)) > 0L
+}

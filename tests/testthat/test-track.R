@@ -128,6 +128,18 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
     runs[[which(kinds == "search")]]$data$metrics[["best_value"]], search$best$value,
     tolerance = 1e-6
   )
+
+  # A background fit reaches the server too, its credentials through its environment:
+  # neither its files nor any other the session's processes wrote hold the password.
+  job <- gpu_fit(iris_model_fn(4), data, epochs = 2, seed = 1, verbose = 0, background = TRUE)
+  expect_false(file_holds(file.path(job$dir, "spec.rds"), mlflow_password))
+  background <- gpu_job_wait(job, timeout = 240)
+  run_ids <- vapply(mlflow_runs(client, "team"), function(r) r$info$run_id, "")
+  expect_true(background$settings$tracking$run_id %in% run_ids)
+  written <- system2("find", c(shQuote(tempdir()), "-type", "f"), stdout = TRUE) # files, no FIFO
+  written <- written[!startsWith(written, server$folder)] # the server's own
+  expect_gt(length(written), 0L)
+  expect_false(any(vapply(written, file_holds, logical(1), mlflow_password)))
 })
 
 test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track_sync() sends later", {
@@ -165,6 +177,16 @@ test_that("wrong credentials: the fit goes on, the warning hides them, gpu_track
   # a password in the URI is masked too
   masked <- suppressWarnings(gpu_track(sub("//", "//someone:uri-Secret-9@", server$url), experiment = "kept", wait = 5))
   expect_false(any(grepl("uri-Secret-9", format(masked), fixed = TRUE)))
+  # ... and a token given as the URI's user
+  said <- NULL
+  token <- withCallingHandlers(
+    gpu_track(sub("//", "//uri-Token-7@", server$url), experiment = "kept", wait = 5),
+    warning = function(w) {
+      said <<- c(said, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_false(any(grepl("uri-Token-7", c(format(token), said), fixed = TRUE)))
 
   Sys.setenv(MLFLOW_TRACKING_PASSWORD = mlflow_password)
   gpu_track(server$url, experiment = "kept")

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpukeras.core.errors import GpukerasError, OutOfMemoryError
 from gpukeras.core.handles import HANDOVER
+from gpukeras.core.masking import mask_text
 from gpukeras.core.messages import framework_warning
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
@@ -32,6 +33,7 @@ VERBS: dict[str, str] = {
     "remove_autograph_files": "core.runtime:remove_autograph_files",
     "check_count": "core.arguments:count",
     "check_seed": "core.arguments:seed",
+    "mask_uri": "core.masking:mask_uri",
     "schedule_values": "core.schedules:values",
     # devices and the GPU
     "devices": "gpu.devices:list_devices",
@@ -103,7 +105,6 @@ VERBS: dict[str, str] = {
     "search_seed": "tools.search_sampler:trial_seed",
     "search_warm": "tools.study_storage:warm",
     "search_folder": "tools.study_storage:check_folder",
-    "search_safe_url": "tools.study_storage:safe_url",
     "search_pruning_callback": "tools.search_trial:pruning_callback",
     "search_pruning_outcome": "tools.search_trial:pruning_outcome",
     "search_population_plan": "tools.cv_population:plan",
@@ -224,12 +225,14 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
         are not the user's (a bug, or a failure inside the stack). Either way
         ``"warnings"``, when Python warned during the call: each
         ``{"class", "message"}`` (``messages.framework_warning``), for R to raise.
+        Every message and traceback is masked of credentials (``masking.mask_text``).
     """
     with warnings.catch_warnings(record=True) as caught:
         answer = _answer(function, kwargs)
     if caught:  # the user's filters decided which were recorded
         answer["warnings"] = [
-            framework_warning(w.category.__name__, str(w.message), w.filename) for w in caught
+            framework_warning(w.category.__name__, mask_text(str(w.message)), w.filename)
+            for w in caught
         ]
     return answer
 
@@ -238,14 +241,15 @@ def _answer(function: Callable[..., object], kwargs: dict[str, object] | None) -
     try:
         return {"ok": True, "value": plain(function(**_received(kwargs or {})))}
     except GpukerasError as error:
-        answer = {"ok": False, "r_class": error.r_class, "message": str(error), "traceback": None}
+        message = mask_text(str(error))
+        answer = {"ok": False, "r_class": error.r_class, "message": message, "traceback": None}
         return {**answer, **_memory_plan_of(error)}
     except Exception as error:  # anything else is reported, never allowed to crash R
         return {
             "ok": False,
             "r_class": "gpukeras_error_python",
-            "message": f"{type(error).__name__}: {error}",
-            "traceback": traceback.format_exc(),
+            "message": mask_text(f"{type(error).__name__}: {error}"),
+            "traceback": mask_text(traceback.format_exc()),
         }
 
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 
+from gpukeras.core import masking
 from gpukeras.core.handles import Record
 
 # The libraries whose loading decides whether a framework can use the GPU.
@@ -60,8 +61,7 @@ ENVIRONMENT_NAMES = frozenset(
 )  # fmt: skip
 # Prefixes owned by one framework's memory settings, or by gpukeras itself.
 ENVIRONMENT_PREFIXES = ("XLA_PYTHON_CLIENT_", "GPUKERAS_")
-# Even an allowed variable's value is masked when its name says it is a secret.
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+# Even an allowed variable's value is masked whole when its name says it is a secret.
 MASKED = "<masked>"
 
 # What a Python sees, as JSON on its last line; ``fresh`` imports what is installed, else
@@ -126,10 +126,11 @@ def loaded_cuda_libraries(maps: str | None = None) -> list[Record]:
 def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The variables of this process (or ``environ``) that change what the frameworks do
     (``ENVIRONMENT_NAMES``, and any starting with ``ENVIRONMENT_PREFIXES``), by name; the
-    value of any whose name says it is a token, key, secret or password is ``MASKED``."""
+    value of any whose name says it is a secret (``masking.is_secret_name``) is ``MASKED``,
+    and any other's is masked of credentials (``masking.mask_text``: a URI's user)."""
     found = os.environ if environ is None else environ
     return {
-        name: MASKED if _SECRET.search(name) else value
+        name: MASKED if masking.is_secret_name(name) else masking.mask_text(value)
         for name, value in sorted(found.items())
         if name in ENVIRONMENT_NAMES or name.startswith(ENVIRONMENT_PREFIXES)
     }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.core.masking import mask_uri
 from gpukeras.train import backup_files
 
 # SQLite waits this long for another process's write lock instead of failing
@@ -31,8 +31,6 @@ HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 120
 # What a study folder holds: the SQLite study and the best trial's model.
 STUDY_FILES = ("search.db", "models")
-# A password given in a URL's query string (``?password=``; libpq also reads these keys).
-_QUERY_SECRET = re.compile(r"((?:^|&)(?:password|passwd|pwd)=)[^&#]*", re.IGNORECASE)
 
 
 class SearchStorageError(GpukerasError):
@@ -128,13 +126,13 @@ def open_storage(url: str) -> Any:
             missing = error if isinstance(error, ModuleNotFoundError) else error.__cause__
             name = getattr(missing, "name", None) or "its database driver"
             raise SearchStorageError(
-                f"The study's storage {safe_url(url)} needs the Python module '{name}', "
+                f"The study's storage {mask_uri(url)} needs the Python module '{name}', "
                 "which is not installed. For PostgreSQL run "
                 'install_gpukeras(extras = "postgresql") (it installs psycopg2-binary).'
             ) from error
         except Exception as error:
             raise SearchStorageError(
-                f"The study's storage {safe_url(url)} could not be opened: "
+                f"The study's storage {mask_uri(url)} could not be opened: "
                 f"{str(error).splitlines()[0]}"
             ) from error
 
@@ -163,19 +161,6 @@ def _with_driver(url: str) -> str:
     if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
         return f"postgresql+psycopg2://{rest}"
     return url
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password (after the user's name, or ``?password=`` in the query
-    string), for whatever is shown or saved: messages, prints, job status, results."""
-    scheme, sep, rest = url.partition("://")
-    where, mark, query = rest.partition("?")
-    if "@" in where:
-        credentials, _, host = where.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        where = f"{user}:***@{host}" if colon else where
-    query = _QUERY_SECRET.sub(r"\1***", query)
-    return f"{scheme}{sep}{where}{mark}{query}"
 
 
 # Storages a waiting worker opened ahead (``warm``), each taken once by the callback.

@@ -21,8 +21,8 @@ A server that does not answer must never hold training up: MLflow's client waits
 120 s per request and retries 7 times by default, so where the user set none of
 them gpukeras asks for ``PATIENCE`` (and the sending happens on a thread of its own,
 ``gpukeras.tools.tracking_sender``). Credentials never appear in what gpukeras shows
-or keeps: URIs are masked (``study_storage.safe_url``) and messages are masked of
-the URI and the secret variables' values (``masked``).
+or keeps: URIs and messages are masked by the one rule (``gpukeras.core.masking``), of
+the secret variables' values too (``masked``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from gpukeras.core.errors import BadArgumentError, GpukerasError
-from gpukeras.tools.study_storage import safe_url
+from gpukeras.core.masking import SECRET_VARIABLES, mask_text, mask_uri
 
 # The variables that say where runs go and who sends them, named one by one (never read
 # by a prefix: see DESIGN.md), as R sends them from its environment.
@@ -58,7 +58,6 @@ MLFLOW_VARIABLES = (
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
 )
-SECRET_VARIABLES = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
 # How long one request may take where the user set nothing: 5 s, one retry after about
 # a second (MLflow: 120 s, 7 retries with a backoff doubling from 2 s).
 PATIENCE = {
@@ -117,7 +116,7 @@ class Target:
     @property
     def safe(self) -> str:
         """The URI without its password, for whatever is shown or kept."""
-        return safe_url(self.uri)
+        return mask_uri(self.uri)
 
     @property
     def artifact_root(self) -> str | None:
@@ -174,14 +173,10 @@ def use_variables(env: Mapping[str, object]) -> None:
 
 
 def masked(text: str, target: Target | None = None) -> str:
-    """``text`` with the target's URI masked and no secret variable's value in it."""
+    """``text`` masked (``mask_text``), the target's URI as ``Target.safe`` shows it."""
     if target is not None and target.uri != target.safe:
         text = text.replace(target.uri, target.safe)
-    for name in SECRET_VARIABLES:
-        secret = os.environ.get(name)
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return mask_text(text)
 
 
 # MLflow -----------------------------------------------------------------------

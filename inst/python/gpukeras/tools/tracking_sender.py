@@ -544,7 +544,9 @@ def kept_chunks(spool: str | None) -> list[Path]:
 
 def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
     """Send what was kept for the target's store, oldest first, each file removed once its
-    run has it. Stops at the first request the store cannot take.
+    run has it. Stops at the first request the store cannot take. A kept file whose
+    artifacts' folder lies outside the folder kept with it (``<file>.files`` in the spool:
+    an absolute path, ``..`` or a link out) is not sent and nothing of it is removed.
 
     Returns:
         ``sent`` (runs' batches sent), ``left`` (kept for this store still), ``other``
@@ -553,6 +555,7 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
     sender = sender or SENDER
     sent, left, why = 0, 0, None
     other: dict[str, int] = {}
+    refused: list[str] = []
     for path in kept_chunks(target.spool):
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -571,12 +574,14 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
             spool=target.spool,
             wait=target.wait,
         )
-        ops = [
-            {**op, "dir": str(Path(str(target.spool)) / op["dir"])}
-            if op["op"] == "artifacts"
-            else op
-            for op in document["ops"]
-        ]
+        try:
+            ops = [
+                _kept_files(op, path) if op["op"] == "artifacts" else op for op in document["ops"]
+            ]
+        except ValueError:
+            refused.append(path.name)
+            left += 1
+            continue
         try:
             run_id = sender.resolve(kept_target, document["key"], Creation(**document["creation"]))
             replay(kept_target, run_id, ops)
@@ -587,7 +592,22 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
         path.unlink(missing_ok=True)
         shutil.rmtree(path.with_suffix(".files"), ignore_errors=True)
         sent += 1
+    if refused and why is None:
+        why = (
+            f"{len(refused)} kept file(s) name artifacts outside the folder kept with them, "
+            f"and were neither sent nor removed: {', '.join(refused)} in {target.spool}"
+        )
     return {"sent": sent, "left": left, "other": other, "why": why}
+
+
+def _kept_files(op: dict[str, Any], path: Path) -> dict[str, Any]:
+    """An artifacts operation of the kept file ``path`` with its folder made absolute: a
+    folder inside ``<path>.files`` (as ``_write_chunk`` keeps them), else ValueError."""
+    kept = path.with_suffix(".files").resolve()
+    folder = (path.parent / str(op["dir"])).resolve()
+    if kept not in folder.parents:
+        raise ValueError(f"{op['dir']} is not inside {kept}")
+    return {**op, "dir": str(folder)}
 
 
 @atexit.register
