@@ -161,7 +161,7 @@ add_renviron_lines <- function(path, lines) {
   # A last line without its newline would join the first one added.
   ends_open <- length(old) > 0 && !identical(old[length(old)], as.raw(10L))
   wanted <- c(old, charToRaw(paste0(if (ends_open) "\n", paste0(new, "\n", collapse = ""))))
-  written <- replace_file(path, wanted)
+  written <- write_file_atomic(path, wanted)
   if (!isTRUE(written)) {
     cli::cli_alert_danger("Could not write {.file {path}} ({written}): it is as it was.")
     return("failed")
@@ -174,41 +174,6 @@ add_renviron_lines <- function(path, lines) {
     )
   }
   "done"
-}
-
-# Make `bytes` the content of `path` through a file beside it, read back before
-# it is renamed into place (keeping the old file's permissions): TRUE, or why not.
-replace_file <- function(path, bytes) {
-  temporary <- tempfile(".Renviron-", tmpdir = dirname(path))
-  on.exit(unlink(temporary))
-  tryCatch({
-    write_bytes(temporary, bytes)
-    if (!identical(readBin(temporary, "raw", n = length(bytes) + 1L), bytes)) {
-      return("it was not written whole: is the disk full?")
-    }
-    if (file.exists(path)) Sys.chmod(temporary, file.mode(path))
-    if (!file.rename(temporary, path) || !identical(readBin(path, "raw", n = length(bytes) + 1L), bytes)) {
-      return("it could not be renamed into place")
-    }
-    TRUE
-  }, error = function(e) conditionMessage(e), warning = function(w) conditionMessage(w))
-}
-
-# Write `bytes` to `path`; an error when any step warned (a full disk shows only as a
-# warning when the connection closes, which must still complete).
-write_bytes <- function(path, bytes) {
-  problem <- NULL
-  withCallingHandlers(
-    {
-      connection <- file(path, "wb")
-      tryCatch(writeBin(bytes, connection), finally = close(connection))
-    },
-    warning = function(w) {
-      problem <<- conditionMessage(w)
-      invokeRestart("muffleWarning")
-    }
-  )
-  if (!is.null(problem)) stop(problem, call. = FALSE)
 }
 
 # gpu_check(fix = TRUE) where the stack keeps the core from starting: reticulate < 1.38

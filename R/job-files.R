@@ -4,27 +4,11 @@
 
 # Write an R object so a reader never sees half of it. saveRDS() leaves a
 # cut-off file in silence on a full disk (its gzip stream hides the failed
-# write), so the bytes are written plainly and counted: a short file is a
+# write), so the bytes are written plainly (write_file_atomic()): a short file is a
 # gpukeras_error_job_write naming `what` and the folder, and the old file stays.
 write_rds_atomic <- function(object, path, what = basename(path), call = caller_env()) {
-  temporary <- paste0(path, ".tmp")
-  bytes <- serialize(object, NULL)
-  succeeds <- function(step) {
-    tryCatch({
-      step
-      TRUE
-    }, error = function(e) FALSE, warning = function(w) FALSE)
-  }
-  connection <- tryCatch(file(temporary, "wb"), error = function(e) NULL, warning = function(w) NULL)
-  written <- !is.null(connection) &&
-    # `&`, not `&&`: the connection is closed whether or not the write failed.
-    succeeds(writeBin(bytes, connection)) & succeeds(close(connection)) &&
-    isTRUE(file.size(temporary) == length(bytes))
-  if (!written) {
-    unlink(temporary)
-    job_write_failed(dirname(path), what, call = call)
-  }
-  file.rename(temporary, path)
+  if (!isTRUE(write_file_atomic(path, serialize(object, NULL)))) job_write_failed(dirname(path), what, call = call)
+  invisible(TRUE)
 }
 
 # A write into the job's folder that failed: what, where, why and what to free.

@@ -68,13 +68,9 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   facts <- core_call("report_facts", error_call = call)
   report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
   if (is.null(file)) return(report)
-  # A new file beside the target, renamed over it: an existing link is replaced, not followed.
-  written <- tempfile(".gpukeras-report-", tmpdir = dirname(path.expand(file)), fileext = ".md")
-  writeLines(report, written)
-  if (!file.rename(written, path.expand(file))) {
-    unlink(written)
-    abort_bad_argument(sprintf("Cannot write `file` '%s'.", file), call = call)
-  }
+  # An existing link is replaced, not followed.
+  written <- write_file_atomic(path.expand(file), charToRaw(paste0(report, "\n", collapse = "")))
+  if (!isTRUE(written)) abort_bad_argument(sprintf("Cannot write `file` '%s': %s.", file, written), call = call)
   cli::cli_inform(c(v = "Wrote the report to {.file {file}}: read it, then paste it into the issue."))
   invisible(report)
 }

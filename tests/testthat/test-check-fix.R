@@ -69,7 +69,7 @@ test_that("on a full disk the .Renviron repair says it failed and leaves the fil
   expect_match(said, "Could not write", all = FALSE)
   expect_false(any(grepl("Added", said)))
   expect_identical(readLines(renviron), "FOO=bar")
-  expect_false(any(startsWith(list.files(home, all.files = TRUE), ".Renviron-")))
+  expect_false(any(grepl("Renviron-", list.files(home, all.files = TRUE), fixed = TRUE)))
 })
 
 test_that("interactive: a declined repair changes nothing", {
