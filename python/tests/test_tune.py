@@ -10,8 +10,8 @@ from conftest import requires, run_on_jax
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.data import adapters, pipeline
 from gpukeras.gpu import precision
-from gpukeras.tools import model_copies, tune
-from gpukeras.train import advice
+from gpukeras.tools import tune
+from gpukeras.train import advice, model_copies
 
 pytestmark = pytest.mark.slow  # many short trainings
 

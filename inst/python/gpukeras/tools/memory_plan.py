@@ -66,8 +66,7 @@ from gpukeras.core.runtime import config
 from gpukeras.data import labels
 from gpukeras.gpu import devices, peak_memory, scope, xla_env
 from gpukeras.gpu.nvml import MIB
-from gpukeras.tools import model_copies
-from gpukeras.train import flops, resident, training_run
+from gpukeras.train import flops, model_copies, resident, training_run
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # The part that reconciles the layer-by-layer estimate with XLA's measure of the step.

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.tools import memory_plan, tracked_runs
+from gpukeras.tools import memory_plan
+from gpukeras.track import tracked_runs
 from gpukeras.train import best_models, ema
 from gpukeras.train import fit as train_fit
 from gpukeras.train.fit_request import FitRequest

@@ -69,8 +69,8 @@ from gpukeras.distribute import jax_cluster
 from gpukeras.gpu import devices
 from gpukeras.gpu.precision import POLICIES, precisions_for
 from gpukeras.gpu.simulated import simulated_gpu
-from gpukeras.tools import batch_size, memory_plan, model_copies
-from gpukeras.train import fit_request, timing, training_run
+from gpukeras.tools import batch_size, memory_plan
+from gpukeras.train import fit_request, model_copies, timing, training_run
 from gpukeras.train import resident as resident_loop
 
 AXES = ("precision", "batch_size", "steps_per_execution", "jit_compile")

@@ -25,7 +25,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
-from gpukeras.tools import encoding_file
+from gpukeras.serve import encoding_file
 
 # What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
 ENCODING_FORMAT = "gpukeras-encoding"

@@ -20,8 +20,8 @@ their artifacts beside the database: no file lands where the user did not ask.
 A server that does not answer must never hold training up: MLflow's client waits
 120 s per request and retries 7 times by default, so where the user set none of
 them gpukeras asks for ``PATIENCE`` (and the sending happens on a thread of its own,
-``gpukeras.tools.tracking_sender``). Credentials never appear in what gpukeras shows
-or keeps: URIs are masked (``study_storage.safe_url``) and messages are masked of
+``gpukeras.track.tracking_sender``). Credentials never appear in what gpukeras shows
+or keeps: URIs are masked (``core.urls.safe_url``) and messages are masked of
 the URI and the secret variables' values (``masked``).
 """
 
@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from gpukeras.core.errors import BadArgumentError, GpukerasError
-from gpukeras.tools.study_storage import safe_url
+from gpukeras.core.urls import safe_url
 
 # The variables that say where runs go and who sends them, named one by one (never read
 # by a prefix: see DESIGN.md), as R sends them from its environment.

@@ -39,7 +39,8 @@ from typing import Any
 
 from gpukeras.core.compat import optuna_trial_id
 from gpukeras.core.errors import GpukerasError
-from gpukeras.tools import search_sampler, search_trial, study_storage
+from gpukeras.core.urls import safe_url
+from gpukeras.search import search_sampler, search_trial, study_storage
 
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
@@ -210,7 +211,7 @@ def open_study(
             stored = made.user_attrs.get(REQUEST_ATTR)
         if _request_digest(stored) != _request_digest(request):
             differ = _differences(stored, request) or ["its request differs"]
-            where = study_storage.safe_url(storage)
+            where = safe_url(storage)
             raise SearchMismatchError(
                 f"The storage {where} holds the study '{study}' of another search: "
                 f"{'; '.join(differ)}. Resume it with the call that made it, or give a new "
@@ -556,7 +557,7 @@ def trials(search: Search) -> dict[str, Any]:
         "best": best,
         "interrupted": sorted(search.resumed),
         "direction": search.study.direction.name.lower(),
-        "storage": study_storage.safe_url(search.url),
+        "storage": safe_url(search.url),
     }
 
 

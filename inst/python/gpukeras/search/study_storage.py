@@ -1,13 +1,12 @@
 """gpu_search()'s storage: Optuna's RDB storage at a URL (an SQLite file, or a PostgreSQL
 server several machines share), opened quietly, patiently and safely, with Optuna's heartbeat
-on, and opened ahead by a waiting worker (``warm``). ``gpukeras.tools.search`` keeps the
+on, and opened ahead by a waiting worker (``warm``). ``gpukeras.search.search`` keeps the
 study in it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpukeras.core.errors import BadArgumentError, GpukerasError
+from gpukeras.core.urls import safe_url
 from gpukeras.train import backup_files
 
 # SQLite waits this long for another process's write lock instead of failing
@@ -26,13 +26,11 @@ SQLITE_TIMEOUT_SECONDS = 60
 STORAGE_ATTEMPTS = 5
 # Optuna's heartbeat: the process that trains a trial records one this often, and a running
 # trial whose last is older than GRACE_SECONDS is failed and asked again (Optuna's
-# fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.tools.search).
+# fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.search.search).
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 120
 # What a study folder holds: the SQLite study and the best trial's model.
 STUDY_FILES = ("search.db", "models")
-# A password given in a URL's query string (``?password=``; libpq also reads these keys).
-_QUERY_SECRET = re.compile(r"((?:^|&)(?:password|passwd|pwd)=)[^&#]*", re.IGNORECASE)
 
 
 class SearchStorageError(GpukerasError):
@@ -163,19 +161,6 @@ def _with_driver(url: str) -> str:
     if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
         return f"postgresql+psycopg2://{rest}"
     return url
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password (after the user's name, or ``?password=`` in the query
-    string), for whatever is shown or saved: messages, prints, job status, results."""
-    scheme, sep, rest = url.partition("://")
-    where, mark, query = rest.partition("?")
-    if "@" in where:
-        credentials, _, host = where.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        where = f"{user}:***@{host}" if colon else where
-    query = _QUERY_SECRET.sub(r"\1***", query)
-    return f"{scheme}{sep}{where}{mark}{query}"
 
 
 # Storages a waiting worker opened ahead (``warm``), each taken once by the callback.
