@@ -171,7 +171,8 @@ def _built_beside(target: Path) -> Iterator[Path]:
 
 def _move_into_place(built: Path, target: Path, work: Path) -> None:
     """Rename ``built`` to ``target``; what was there goes to ``work`` first (removed
-    with it), and comes back if the rename fails."""
+    with it), and comes back if the rename fails. Not ``core.files.write_atomic``: a
+    SavedModel is a folder, which ``os.replace`` cannot put over an existing one."""
     old = work / f"replaced-{target.name}"
     if target.exists() or target.is_symlink():
         os.rename(target, old)
