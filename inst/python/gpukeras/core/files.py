@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Union
@@ -18,14 +18,6 @@ from typing import Union
 # What a file is made of: its text (UTF-8), its bytes, or a writer given the temporary
 # file's path (for writers that take a path, as Keras' model.save() does).
 Content = Union[str, bytes, Callable[[str], None]]
-
-
-def _umask_mode() -> int:
-    """The permissions a new file gets from ``open()``: 0666 less this process's umask
-    (read by setting it, then setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def write_atomic(
@@ -45,8 +37,9 @@ def write_atomic(
     ``sync``. On any error (an exception in the writer, a full disk, an interrupt) the
     temporary file is removed, the error is raised, and ``path`` is as it was: the old file
     or none. The temporary file is in ``path``'s folder (a rename never crosses file
-    systems), named ``prefix`` (default ``.<name>.tmp-<pid>-``), random characters, then
-    ``suffix``; it is created exclusively, readable by this user alone until it is renamed.
+    systems), named ``prefix`` (default ``.<name>.tmp-<pid>-``), 8 random hex digits, then
+    ``suffix``; it is created exclusively (an existing name is an error, never reused), and
+    with a ``mode`` it is readable by this user alone until it is given that mode.
 
     Args:
         path: the file to write; its folder must exist.
@@ -66,7 +59,10 @@ def write_atomic(
     """
     target = Path(path)
     start = f".{target.name}.tmp-{os.getpid()}-" if prefix is None else prefix
-    handle, temp = tempfile.mkstemp(prefix=start, suffix=suffix, dir=target.parent)
+    temp = str(target.parent / f"{start}{secrets.token_hex(4)}{suffix}")
+    # without a mode, created as any new file is (the umask's permissions, never read here:
+    # setting the umask to read it would race with other threads creating files)
+    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
     try:
         if callable(content):
             os.close(handle)
@@ -80,7 +76,8 @@ def write_atomic(
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
-        os.chmod(temp, _umask_mode() if mode is None else mode)
+        if mode is not None:
+            os.chmod(temp, mode)
         _publish(temp, target, replace)
     finally:
         with contextlib.suppress(FileNotFoundError):
