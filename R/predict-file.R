@@ -1,5 +1,5 @@
 # predict(fit, newdata, file = ): predictions written to a CSV file batch by batch
-# (the core's "predict_file", tools/predict_file.py), never held whole in memory.
+# (the core's "predict_file", serve/predict_file.py), never held whole in memory.
 
 # `file` and `overwrite` checked before Python starts: one path, not a folder, in a
 # folder that exists, not an existing file unless `overwrite`. Returns the absolute path

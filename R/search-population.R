@@ -1,7 +1,7 @@
 # gpu_search()'s trials as populations (JAX): the core decides whether to try them
 # (tools/cv_population.py's plan, as gpu_cv() decides: gpu_workers(population = ), the
 # backend, the fit's arguments, tracking); the session then asks the study for a batch of
-# trials at a time (tools/search_population.py), a task for a worker slot each; the worker
+# trials at a time (search/search_population.py), a task for a worker slot each; the worker
 # makes each trial's model as a trial's own worker would (its seed, then model_fn(params))
 # and hands them to the core, which trains those of one architecture together, each member
 # reporting to its trial; the session tells the study how each ended, as it tells a trial

@@ -4,7 +4,7 @@
 # On JAX gpu_search() asks Optuna for a batch of trials at a time (8, or the whole budget
 # where nothing learns from completed trials) and trains those of one architecture as one
 # population in one worker (R/search-population.R,
-# tools/search_population.py); with gpu_workers(population = FALSE) each trial trains in a
+# search/search_population.py); with gpu_workers(population = FALSE) each trial trains in a
 # fresh worker process (R/workers.R). This script runs the same 20-trial search over the
 # learning rate alone (units fixed; sampler "random", whose draws depend on the trial's
 # number, so both ways train the same trials with the same seeds; pruner "none", so both

@@ -65,8 +65,9 @@ from pipeline import code_state, device_facts, mlp_data, mlp_model  # noqa: E402
 from resident import bootstrap  # noqa: E402
 
 from gpukeras.core.runtime import config  # noqa: E402
-from gpukeras.tools import model_copy, tracking, training  # noqa: E402
-from gpukeras.tools import tracking_sender as sender  # noqa: E402
+from gpukeras.tools import training  # noqa: E402
+from gpukeras.track import model_copy, tracking  # noqa: E402
+from gpukeras.track import tracking_sender as sender  # noqa: E402
 
 GOAL_OVERHEAD = 0.02
 # What a tracked way's fit measures of tracking: seconds on the training thread, the sending

@@ -247,7 +247,7 @@ def test_preload_imports_the_verbs_modules_and_starts_no_framework() -> None:
         after="readback['modules'] = [m for m in sys.modules if m.startswith('gpukeras.')]",
     )
     assert run.value is None
-    wanted = {"gpukeras.tools.training", "gpukeras.tools.search_trial", "gpukeras.tools.scoring"}
+    wanted = {"gpukeras.tools.training", "gpukeras.search.search_trial", "gpukeras.serve.scoring"}
     assert wanted <= set(run.readback["modules"])
     assert not {"keras", "tensorflow", "jax"} & run.loaded
 

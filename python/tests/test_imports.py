@@ -1,11 +1,12 @@
 """The core's layers: each subpackage imports only from those below it, and nothing in a cycle.
 
 The layers, bottom up: ``core`` < ``gpu`` < ``data`` < ``distribute`` < ``train`` <
-``tools``; the ``bridge`` on top is the one door R comes through. A module may import
-from its own layer and the ones below. A cycle makes what a module can use at import time
-depend on which module was imported first, and keeps modules from being understood one at
-a time. Imports inside functions count: they only postpone the problem. Imports under
-``if TYPE_CHECKING:`` do not run, so they are not part of the graph.
+``serve`` < ``track`` < ``tools`` < ``search``; the ``bridge`` on top is the one door R
+comes through. A module may import from its own layer and the ones below. A cycle makes
+what a module can use at import time depend on which module was imported first, and keeps
+modules from being understood one at a time. Imports inside functions count: they only
+postpone the problem. Imports under ``if TYPE_CHECKING:`` do not run, so they are not part
+of the graph.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "inst" / "python" / "gpukeras"
-LAYERS = ("core", "gpu", "data", "distribute", "train", "tools")
+LAYERS = ("core", "gpu", "data", "distribute", "train", "serve", "track", "tools", "search")
 TOP_LEVEL_AT_MOST = 8
 
 

@@ -14,7 +14,8 @@ from conftest import requires
 from gpukeras import bridge
 from gpukeras.core import masking
 from gpukeras.core.errors import GpukerasError
-from gpukeras.tools import report, tracking, tracking_sender
+from gpukeras.tools import report
+from gpukeras.track import tracking, tracking_sender
 
 
 @pytest.mark.parametrize(

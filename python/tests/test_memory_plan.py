@@ -23,7 +23,7 @@ from gpukeras.core.errors import OutOfMemoryError
 from gpukeras.core.runtime import config
 from gpukeras.gpu import xla_env
 from gpukeras.gpu.nvml import MIB
-from gpukeras.tools import memory_plan
+from gpukeras.tools import memory_plan, training
 from scripts.memory_plan_cases import BATCH, facts, mlp, plan
 
 
@@ -386,19 +386,19 @@ def test_accumulate_auto_takes_the_smallest_factor_whose_micro_batch_fits_the_pl
         "free_mib": 100.0, "largest_batch": 80, "largest_batch_reason": None, "fixed_mib": 20.0,
         "per_sample_mib": 1.0, "parts": [{"part": "gradients", "mib": 5.0}],
     }  # fmt: skip
-    assert memory_plan.accumulate_choice(plan, 512) == (
+    assert training.accumulate_choice(plan, 512) == (
         8,
         "auto: micro-batch 64 fits by the memory plan (89 of 100 MiB free)",
     )
     # a micro-batch of 1 needs 26 MiB: lower the per-sample memory
     with pytest.raises(OutOfMemoryError, match=r"even a micro-batch of 1 needs 26.0 MiB, and 25.5"):
-        memory_plan.accumulate_choice({**plan, "free_mib": 25.5}, 512)
+        training.accumulate_choice({**plan, "free_mib": 25.5}, 512)
     # the fixed parts alone do not fit: free memory, or a smaller model
     with pytest.raises(OutOfMemoryError, match=r"alone take 20 of 10 MiB free. Free GPU memory"):
-        memory_plan.accumulate_choice({**plan, "free_mib": 10.0}, 512)
+        training.accumulate_choice({**plan, "free_mib": 10.0}, 512)
     # no free memory known (the CPU): 1, saying why
     unknown = {**plan, "free_mib": None, "largest_batch": None, "largest_batch_reason": "no GPU"}
-    assert memory_plan.accumulate_choice(unknown, 512) == (
+    assert training.accumulate_choice(unknown, 512) == (
         1,
         "auto: 1, no memory plan to split by (no GPU)",
     )

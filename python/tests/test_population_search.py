@@ -1,4 +1,4 @@
-"""gpu_search()'s trials as populations (tools/search_population.py) on a real SQLite study:
+"""gpu_search()'s trials as populations (search/search_population.py) on a real SQLite study:
 each trial's objective the same as a gpu_fit() of its parameters alone with its seed, trials
 of two shapes in two groups, a pruned member and a member whose loss turns NaN stopped alone,
 a batch that does not fit the memory split, a later batch of the same shapes compiling nothing.

@@ -222,7 +222,7 @@ def test_one_batch_or_several_gives_keras_predictions() -> None:
     """Rows that fit one batch go through one step (predict_on_batch), more through
     Keras' predict(): the same numbers either way, for one input or several."""
     keras = config.keras()
-    from gpukeras.tools import scoring
+    from gpukeras.serve import scoring
 
     one = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
     a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")

@@ -1,4 +1,4 @@
-"""gpu_search()'s study (tools/search.py) on a real Optuna RDB storage in an SQLite file,
+"""gpu_search()'s study (search/search.py) on a real Optuna RDB storage in an SQLite file,
 and where the workers run (tools/workers.py), on the CPU and on GPUs as NVML shows them."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pytest
 from conftest import other_group, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import search, search_sampler, search_trial, study_storage, workers
+from gpukeras.search import search, search_sampler, search_trial, study_storage
+from gpukeras.tools import workers
 from nvml_double import FakeGpu, fake_pynvml
 
 SPACE = {
@@ -149,7 +150,7 @@ def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: 
         f"""
         import json, os, sys
         sys.path.insert(0, {str(CORE)!r})
-        from gpukeras.tools import search
+        from gpukeras.search import search
         study = search.open_study(
             {url(tmp_path)!r}, "s", {SPACE!r}, {REQUEST!r}, 3, "val_loss", seed=3
         )
@@ -324,7 +325,7 @@ def test_two_processes_share_the_budget(tmp_path: Path) -> None:
         f"""
         import sys, time
         sys.path.insert(0, {str(CORE)!r})
-        from gpukeras.tools import search
+        from gpukeras.search import search
         study = search.open_study({url(tmp_path)!r}, "s", {SPACE!r}, {REQUEST!r}, 6, "val_loss",
                                   sampler="random")
         while (trial := search.ask(study)) is not None:
@@ -708,7 +709,7 @@ def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_one
 ) -> None:
     """search_population asks 8 trials at a time for TPE or a pruner (they judge by the
     completed trials), and the whole budget for the random or grid sampler without one."""
-    from gpukeras.tools import search_population
+    from gpukeras.search import search_population
 
     tpe = opened(tmp_path, trials=20)
     assert search_population.batch_size(tpe) == search_population.TRIALS_PER_BATCH

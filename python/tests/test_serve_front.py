@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukeras.tools import serve_front
+from gpukeras.serve import serve_front
 
 TOO_LARGE = json.dumps({"error": "too_large", "message": "at most 1000 bytes"})
 

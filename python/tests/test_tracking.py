@@ -18,7 +18,7 @@ import pytest
 from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import model_copy, tracking, tracking_read, tracking_sender
+from gpukeras.track import model_copy, tracking, tracking_read, tracking_sender
 from mlflow_server import PASSWORD, USER, free_port, running
 
 pytestmark = pytest.mark.slow  # a server process and whole fits

@@ -31,7 +31,8 @@ import numpy as np
 
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.tools import cv_population, search, search_trial, workers
+from gpukeras.search import search, search_trial
+from gpukeras.tools import cv_population, workers
 
 spec = json.loads(sys.argv[1])
 workers.share_compiled(f"{spec['folder']}/compiled")  # before anything compiles, as a worker

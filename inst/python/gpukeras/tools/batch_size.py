@@ -82,8 +82,8 @@ from gpukeras.core.runtime import config
 from gpukeras.data import adapters, batch_rules, failures, pipeline
 from gpukeras.gpu import devices, peak_memory
 from gpukeras.gpu.nvml import MIB
-from gpukeras.tools import memory_plan, model_copies
-from gpukeras.train import fit_request, flops, training_run
+from gpukeras.tools import memory_plan
+from gpukeras.train import fit_request, flops, model_copies, training_run
 
 DEFAULT_HOST_SHARE = 0.5  # of MemAvailable: the estimate leaves out real overheads
 BACKWARD_FACTOR = 2  # activations kept for the backward pass + their gradients

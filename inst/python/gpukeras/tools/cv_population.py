@@ -30,7 +30,8 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
 from gpukeras.data.adapters.resident import data_bytes, free_bytes
-from gpukeras.tools import memory_plan, scoring
+from gpukeras.serve import scoring
+from gpukeras.tools import memory_plan
 from gpukeras.train.population import Member, Population, mismatch, prepare
 
 # gpu_fit()'s arguments a population honours; any other makes gpu_cv() train a process per fold.

@@ -44,7 +44,7 @@ from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
-from gpukeras.tools import model_copies
+from gpukeras.train import model_copies
 
 # Steps at the start whose smoothed loss is not yet compared for divergence.
 WARMUP_STEPS = 5

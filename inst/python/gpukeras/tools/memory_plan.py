@@ -60,14 +60,13 @@ from types import ModuleType
 import numpy as np
 
 from gpukeras.core import arguments, compat, messages
-from gpukeras.core.errors import BadModelError, OutOfMemoryError
+from gpukeras.core.errors import BadModelError
 from gpukeras.core.handles import Layer, Model, Record, Tensor
 from gpukeras.core.runtime import config
 from gpukeras.data import labels
 from gpukeras.gpu import devices, peak_memory, scope, xla_env
 from gpukeras.gpu.nvml import MIB
-from gpukeras.tools import model_copies
-from gpukeras.train import flops, resident, training_run
+from gpukeras.train import flops, model_copies, resident, training_run
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # The part that reconciles the layer-by-layer estimate with XLA's measure of the step.
@@ -543,54 +542,3 @@ def explain_out_of_memory(model: Model, batch_size: int) -> tuple[list[str], Rec
             f"{verdict[row['fits']]}."
         )
     return lines, plan
-
-
-# gpu_fit(accumulate = "auto") ----------------------------------------------------------
-def accumulate_choice(plan: Record, batch_size: int) -> tuple[int, str]:
-    """``accumulate = "auto"`` by a memory plan (``memory_plan``'s record for ``batch_size``):
-    the smallest factor of ``batch_size`` whose micro-batch fits the free memory, with why
-    it was chosen; 1 where the plan knows no free memory. Accumulating holds one more copy
-    of the gradients (Keras' accumulators), so a micro-batch of a split batch pays it too.
-
-    Raises:
-        OutOfMemoryError: where even a micro-batch of 1 does not fit, saying what to lower.
-    """
-    free = plan["free_mib"]
-    if free is None or plan["largest_batch"] is None:
-        why = plan["largest_batch_reason"] or "free memory unknown"
-        return 1, f"auto: 1, no memory plan to split by ({why})"
-    gradients = sum(part["mib"] for part in plan["parts"] if part["part"] == "gradients")
-    fixed, per_sample = plan["fixed_mib"], plan["per_sample_mib"]
-    for factor in (f for f in range(1, batch_size + 1) if batch_size % f == 0):
-        micro = batch_size // factor
-        peak = fixed + (gradients if factor > 1 else 0) + micro * per_sample
-        if peak <= free:
-            return factor, (
-                f"auto: micro-batch {micro} fits by the memory plan ({peak:.0f} of {free:.0f} "
-                "MiB free)"
-            )
-    if fixed >= free:
-        raise OutOfMemoryError(
-            f"No micro-batch of `batch_size` {batch_size} fits the GPU's free memory by the "
-            f"memory plan: the parameters, gradients and optimizer slots alone take "
-            f"{fixed:.0f} of {free:.0f} MiB free. Free GPU memory (other processes, other "
-            "models in this session) or train a smaller model; gpu_memory_plan(model, "
-            "batch_size) shows what takes the memory."
-        )
-    raise OutOfMemoryError(
-        f"No micro-batch of `batch_size` {batch_size} fits the GPU's free memory by the memory "
-        f"plan: even a micro-batch of 1 needs {fixed + gradients + per_sample:.1f} MiB, and "
-        f"{free:.1f} MiB are free. Lower the per-sample memory: mixed precision "
-        '(gpu_setup(mixed_precision = "bfloat16") or "float16" before building the model) or '
-        "rematerialization (gpu_fit(step = gpu_step(remat = TRUE)): activations are "
-        "recomputed in the backward pass instead of kept); gpu_memory_plan(model, batch_size) "
-        "shows what takes the memory."
-    )
-
-
-def accumulate_auto(model: Model, batch_size: int) -> tuple[int, str]:
-    """``accumulate = "auto"`` for ``model`` at ``batch_size`` (``accumulate_choice`` of its
-    memory plan); 1 for a model not built, which has no plan."""
-    if not model.built:
-        return 1, "auto: 1, the model is not built, so no memory plan"
-    return accumulate_choice(memory_plan(model, batch_size), batch_size)

@@ -35,8 +35,7 @@ from gpukeras.core.errors import BadArgumentError, BadModelError
 from gpukeras.core.handles import Model, Record, Tensor
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
-from gpukeras.tools import model_copies
-from gpukeras.train import flops
+from gpukeras.train import flops, model_copies
 
 MODES = ("int8", "int4")
 REFUSED = {

@@ -23,8 +23,7 @@ from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.distribute import strategies
-from gpukeras.tools import model_copies
-from gpukeras.train import fit
+from gpukeras.train import fit, model_copies
 
 # Below this efficiency, gpu_scaling() says what to change.
 GOOD_EFFICIENCY = 0.8

@@ -1,7 +1,7 @@
 """gpu_fit()'s verb: its "auto" rules that need the tools decided, then ``train.fit.fit``.
 
 ``accumulate = "auto"`` is the smallest factor of ``batch_size`` whose micro-batch fits the
-device's free memory by the memory plan (``memory_plan.accumulate_auto``); the training
+device's free memory by the memory plan (``accumulate_auto``); the training
 layer below cannot ask the plan (tools sit above it), so the verb decides before it
 trains, and R makes one call per fit. With tracking on (``track``, what R sends), the
 fit is a run in MLflow (``tracked_runs``): a callback the request carries sends each
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpukeras.core.errors import BadArgumentError
-from gpukeras.core.handles import Model
+from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
+from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.tools import memory_plan, tracked_runs
+from gpukeras.tools import memory_plan
+from gpukeras.track import tracked_runs
 from gpukeras.train import best_models, ema
 from gpukeras.train import fit as train_fit
 from gpukeras.train.fit_request import FitRequest
@@ -44,7 +45,7 @@ def fit(
         return train_fit.fit(model, data, validation_data, strategy, request=given)
     reason = None
     if given.get("accumulate") == "auto":
-        chosen, reason = memory_plan.accumulate_auto(model, int(given["batch_size"]))  # type: ignore[call-overload]
+        chosen, reason = accumulate_auto(model, int(given["batch_size"]))  # type: ignore[call-overload]
         given = {**given, "accumulate": chosen}
     _check_keep_best(given, validation_data)
     momentum = given.get("ema")
@@ -90,3 +91,55 @@ def _check_keep_best(given: Mapping[str, object], validation_data: object) -> No
             f"gpu_backup(keep_best = ) monitors {monitor!r}, but there is no validation data: "
             'give validation_data, or monitor = "loss".'
         )
+
+
+# accumulate = "auto" ---------------------------------------------------------------------
+def accumulate_choice(plan: Record, batch_size: int) -> tuple[int, str]:
+    """``accumulate = "auto"`` by a memory plan (``memory_plan.memory_plan``'s record for
+    ``batch_size``): the smallest factor of ``batch_size`` whose micro-batch fits the free
+    memory, with why it was chosen; 1 where the plan knows no free memory. Accumulating holds
+    one more copy of the gradients (Keras' accumulators), so a micro-batch of a split batch
+    pays it too.
+
+    Raises:
+        OutOfMemoryError: where even a micro-batch of 1 does not fit, saying what to lower.
+    """
+    free = plan["free_mib"]
+    if free is None or plan["largest_batch"] is None:
+        why = plan["largest_batch_reason"] or "free memory unknown"
+        return 1, f"auto: 1, no memory plan to split by ({why})"
+    gradients = sum(part["mib"] for part in plan["parts"] if part["part"] == "gradients")
+    fixed, per_sample = plan["fixed_mib"], plan["per_sample_mib"]
+    for factor in (f for f in range(1, batch_size + 1) if batch_size % f == 0):
+        micro = batch_size // factor
+        peak = fixed + (gradients if factor > 1 else 0) + micro * per_sample
+        if peak <= free:
+            return factor, (
+                f"auto: micro-batch {micro} fits by the memory plan ({peak:.0f} of {free:.0f} "
+                "MiB free)"
+            )
+    if fixed >= free:
+        raise OutOfMemoryError(
+            f"No micro-batch of `batch_size` {batch_size} fits the GPU's free memory by the "
+            f"memory plan: the parameters, gradients and optimizer slots alone take "
+            f"{fixed:.0f} of {free:.0f} MiB free. Free GPU memory (other processes, other "
+            "models in this session) or train a smaller model; gpu_memory_plan(model, "
+            "batch_size) shows what takes the memory."
+        )
+    raise OutOfMemoryError(
+        f"No micro-batch of `batch_size` {batch_size} fits the GPU's free memory by the memory "
+        f"plan: even a micro-batch of 1 needs {fixed + gradients + per_sample:.1f} MiB, and "
+        f"{free:.1f} MiB are free. Lower the per-sample memory: mixed precision "
+        '(gpu_setup(mixed_precision = "bfloat16") or "float16" before building the model) or '
+        "rematerialization (gpu_fit(step = gpu_step(remat = TRUE)): activations are "
+        "recomputed in the backward pass instead of kept); gpu_memory_plan(model, batch_size) "
+        "shows what takes the memory."
+    )
+
+
+def accumulate_auto(model: Model, batch_size: int) -> tuple[int, str]:
+    """``accumulate = "auto"`` for ``model`` at ``batch_size`` (``accumulate_choice`` of its
+    memory plan); 1 for a model not built, which has no plan."""
+    if not model.built:
+        return 1, "auto: 1, the model is not built, so no memory plan"
+    return accumulate_choice(memory_plan.memory_plan(model, batch_size), batch_size)

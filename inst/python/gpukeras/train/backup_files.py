@@ -285,7 +285,9 @@ def remove_leftovers(folder: str, weights: tuple[str, str]) -> None:
 def commit_json(folder: str, name: str, record: dict[str, object]) -> None:
     """Atomically make ``record`` the folder's file ``name`` (the committed backup): a
     temporary file of its own, synced, renamed over it, with the folder synced before and
-    after."""
+    after. Not ``core.files.write_atomic``, which syncs no folder: the folder's sync between
+    the file's and the rename is what makes the weights file the record names durable
+    before the commit that names it."""
     descriptor, temporary = tempfile.mkstemp(
         dir=folder, prefix=TEMPORARY_PREFIXES[1], suffix=".tmp"
     )

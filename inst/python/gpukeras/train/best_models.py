@@ -24,12 +24,12 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.files import write_atomic
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.train import backup_files as files
@@ -117,19 +117,19 @@ class BestModels:
         under a temporary name, synced, then renamed."""
         if hasattr(model, "jax_state_sync"):
             model.jax_state_sync()
-        descriptor, path = tempfile.mkstemp(
-            dir=self.folder, prefix=f".{BEST_PREFIX}", suffix=BEST_SUFFIX
-        )
-        os.close(descriptor)
-        try:
+
+        def save(path: str) -> None:
             with ema.averaged(model), compat.tensorflow_left_unloaded():
                 model.save(path)
-            files.sync_and_hash(path)
-            os.replace(path, os.path.join(self.folder, name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
+
+        # the temporary name's prefix is one the cleanup of a killed run's files looks for
+        write_atomic(
+            os.path.join(self.folder, name),
+            save,
+            sync=True,
+            prefix=f".{BEST_PREFIX}",
+            suffix=BEST_SUFFIX,
+        )
 
 
 def best_models(backup_dir: str | None) -> dict[str, object] | None:

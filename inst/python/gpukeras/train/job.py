@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.errors import GpukerasError
+from gpukeras.core.files import write_atomic
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.train.backup_files import full, why
@@ -256,12 +257,6 @@ def _dcf(fields: dict[str, object]) -> str:
     return "".join(f"{key}: {value}\n" for key, value in fields.items() if value is not None)
 
 
-def _replace(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
 def _gpu_fields(sampler: object) -> dict[str, object]:
     """The latest NVML reading of each watched GPU: mean utilization, memory used in all."""
     latest = {sample.gpu: sample for sample in getattr(sampler, "samples", [])[-16:]}
@@ -349,7 +344,7 @@ def progress_callback(
                 except (TypeError, ValueError):
                     continue
             try:
-                _replace(progress, _dcf(fields))
+                write_atomic(progress, _dcf(fields), mode=None)
             except OSError as error:  # not the user's callback failing: the job's disk
                 if not full(error):
                     raise

@@ -20,7 +20,7 @@ their artifacts beside the database: no file lands where the user did not ask.
 A server that does not answer must never hold training up: MLflow's client waits
 120 s per request and retries 7 times by default, so where the user set none of
 them gpukeras asks for ``PATIENCE`` (and the sending happens on a thread of its own,
-``gpukeras.tools.tracking_sender``). Credentials never appear in what gpukeras shows
+``gpukeras.track.tracking_sender``). Credentials never appear in what gpukeras shows
 or keeps: URIs and messages are masked by the one rule (``gpukeras.core.masking``), of
 the secret variables' values too (``masked``).
 """

@@ -31,8 +31,8 @@ import numpy as np
 
 from gpukeras.core.handles import Model, Record
 from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
-from gpukeras.tools import search as searching
-from gpukeras.tools import search_trial
+from gpukeras.search import search as searching
+from gpukeras.search import search_trial
 from gpukeras.tools.cv_population import first_batch, fits_memory
 from gpukeras.train.population import Member, Population, mismatch, prepare
 

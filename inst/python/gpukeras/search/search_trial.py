@@ -11,7 +11,7 @@ import math
 import threading
 from typing import Any
 
-from gpukeras.tools import study_storage
+from gpukeras.search import study_storage
 
 
 def pruner_for(optuna: Any, name: str) -> Any:

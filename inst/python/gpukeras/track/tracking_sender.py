@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpukeras.tools import tracking
-from gpukeras.tools.tracking import Target
+from gpukeras.track import tracking
+from gpukeras.track.tracking import Target
 
 KEY_TAG = "gpukeras.key"
 PARENT_KEY_TAG = "gpukeras.parent_key"

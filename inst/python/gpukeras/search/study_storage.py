@@ -1,6 +1,6 @@
 """gpu_search()'s storage: Optuna's RDB storage at a URL (an SQLite file, or a PostgreSQL
 server several machines share), opened quietly, patiently and safely, with Optuna's heartbeat
-on, and opened ahead by a waiting worker (``warm``). ``gpukeras.tools.search`` keeps the
+on, and opened ahead by a waiting worker (``warm``). ``gpukeras.search.search`` keeps the
 study in it."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ SQLITE_TIMEOUT_SECONDS = 60
 STORAGE_ATTEMPTS = 5
 # Optuna's heartbeat: the process that trains a trial records one this often, and a running
 # trial whose last is older than GRACE_SECONDS is failed and asked again (Optuna's
-# fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.tools.search).
+# fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.search.search).
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 120
 # What a study folder holds: the SQLite study and the best trial's model.

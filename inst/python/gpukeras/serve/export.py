@@ -1,7 +1,7 @@
 """gpu_export(): a trained model for serving outside R, as a SavedModel or as ONNX.
 
 "savedmodel": Keras' ExportArchive, with the training encoding built into the served
-function (``tools/export_signature.py``): the signature ``serving_default`` takes each raw
+function (``serve/export_signature.py``): the signature ``serving_default`` takes each raw
 column by name and returns named outputs; the model's own function on encoded rows
 is the signature ``encoded``. What each name is, and the encoding, are written to
 ``assets.extra/gpukeras.json`` inside the SavedModel (TensorFlow Serving ignores that
@@ -38,8 +38,9 @@ from gpukeras.core.runtime import config
 from gpukeras.data import source_files
 from gpukeras.data.adapters.base import tensorflow_available
 from gpukeras.gpu.precision import LOW_PRECISION
-from gpukeras.tools import export_signature, model_copies
-from gpukeras.tools.scoring import ENCODING_FORMAT, ENCODING_VERSION
+from gpukeras.serve import export_signature
+from gpukeras.serve.scoring import ENCODING_FORMAT, ENCODING_VERSION
+from gpukeras.train import model_copies
 
 FORMATS = ("savedmodel", "onnx")
 SIGNATURE = "serving_default"
@@ -170,7 +171,8 @@ def _built_beside(target: Path) -> Iterator[Path]:
 
 def _move_into_place(built: Path, target: Path, work: Path) -> None:
     """Rename ``built`` to ``target``; what was there goes to ``work`` first (removed
-    with it), and comes back if the rename fails."""
+    with it), and comes back if the rename fails. Not ``core.files.write_atomic``: a
+    SavedModel is a folder, which ``os.replace`` cannot put over an existing one."""
     old = work / f"replaced-{target.name}"
     if target.exists() or target.is_symlink():
         os.rename(target, old)

@@ -21,7 +21,6 @@ import csv
 import io
 import os
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from gpukeras.core import arguments
+from gpukeras.core import arguments, files
 from gpukeras.core.errors import BadArgumentError, BadDataError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
@@ -284,20 +283,25 @@ def predict_file(
     positions = None if kept is None else np.asarray(_as_list(kept), dtype="int64") - 1
     features = x if adapters.is_tf_dataset(x) else handover(x, None, None, check_missing).x
 
-    # created as any new file is (the umask's permissions), under a name no one else has
-    temp = str(target.parent / f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     timing = {"reading": 0.0, "model": 0.0, "writing": 0.0, "waiting_for_writer": 0.0}
     written = {"rows": 0, "columns": 0}
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="", buffering=1 << 20) as out:
+
+    def write(temp: str) -> None:
+        with open(temp, "w", encoding="utf-8", newline="", buffering=1 << 20) as out:
             _write_rows(
                 model, _batches(features, batch), out, names, level_list, classes,
                 name_list, positions, rows, row_name_column, timing, written, verbose,
             )  # fmt: skip
-            out.flush()
-            os.fsync(out.fileno())
-        _publish(temp, target, bool(overwrite))
+
+    try:
+        # as any new file is (the umask's permissions); an existing one replaced only with
+        # overwrite (a file made there meanwhile is not replaced otherwise)
+        files.write_atomic(target, write, mode=None, sync=True, replace=bool(overwrite))
+    except FileExistsError as made:
+        raise BadArgumentError(
+            f"`file`: {str(target)!r} was created while the predictions were written; "
+            "give overwrite = TRUE to replace it, or another name."
+        ) from made
     except _Unreadable as wrapped:
         error = wrapped.__cause__ or wrapped
         said = failures.unreadable_batch(error)  # type: ignore[arg-type]
@@ -310,9 +314,6 @@ def predict_file(
         if refused is None:
             raise
         raise BadDataError(f"Nothing was written to {str(target)!r}. {refused}") from error
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
     return {
         "path": str(target.resolve()),
         **written,
@@ -432,22 +433,3 @@ def _write_rows(
     timing["writing"] = behind.seconds
     writer.finish(None if kept is None else int(rows))  # type: ignore[call-overload]
     written["rows"] = writer.next_row
-
-
-def _publish(temp: str, target: Path, overwrite: bool) -> None:
-    """Give the finished file its name: replacing an existing one only with ``overwrite``
-    (a file made there meanwhile is not replaced otherwise), in one rename either way."""
-    if overwrite:
-        os.replace(temp, target)
-        return
-    try:
-        os.link(temp, target)  # fails if the name exists: nothing is replaced
-    except FileExistsError as error:
-        raise BadArgumentError(
-            f"`file`: {str(target)!r} was created while the predictions were written; "
-            "give overwrite = TRUE to replace it, or another name."
-        ) from error
-    except OSError:  # a file system without hard links
-        if target.exists():
-            raise BadArgumentError(f"`file`: {str(target)!r} already exists.") from None
-        os.replace(temp, target)

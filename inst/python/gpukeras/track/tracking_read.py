@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.tools import tracking
-from gpukeras.tools.tracked_runs import KIND_TAG
-from gpukeras.tools.tracking import Target, TrackingError
+from gpukeras.track import tracking
+from gpukeras.track.tracked_runs import KIND_TAG
+from gpukeras.track.tracking import Target, TrackingError
 
 MODEL_FOLDER = "model"
 MODEL_FILE = "model.keras"

@@ -8,7 +8,8 @@ sampler or pruner. What it adds:
 
 - the request declared once: the study's ``gpukeras_request`` attribute holds the
   space, the model function's digest, the objective and its direction, so the same
-  call on the same storage resumes, and a different one is refused (``open_study``);
+  call on the same storage resumes, and a different one is refused (``open_study``,
+  naming what differs: ``search_request``);
 - a budget shared by every process on the storage: ``trials`` counts the study's
   trials in the order the storage numbered them, so two machines asking at once
   never run more than the budget between them (``ask``);
@@ -30,8 +31,6 @@ only; the user's Optuna logging settings are given back after each.
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import math
 import os
 import socket
@@ -40,7 +39,7 @@ from typing import Any
 from gpukeras.core.compat import optuna_trial_id
 from gpukeras.core.errors import GpukerasError
 from gpukeras.core.masking import mask_uri
-from gpukeras.tools import search_sampler, search_trial, study_storage
+from gpukeras.search import search_request, search_sampler, search_trial, study_storage
 
 # Objectives that are better when higher (``direction = "auto"``); others are minimized.
 MAXIMIZED = ("accuracy", "auc", "precision", "recall", "f1", "r2", "iou")
@@ -108,69 +107,6 @@ class Search:
         return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def _request_digest(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
-
-
-# What each part of a search's request is, in a mismatch's message.
-REQUEST_PARTS = {
-    "space": "the search space",
-    "model_fn": "the model function",
-    "objective": "the objective",
-    "direction": "the direction",
-    "data": "the data",
-    "fit": "gpu_fit()'s",
-}
-# The longest value a mismatch's message shows whole.
-SHOWN_CHARACTERS = 60
-
-
-def _differences(stored: dict[str, Any], request: dict[str, Any]) -> list[str]:
-    """What differs between the study's request and this call's, each part or argument
-    named with both values: "gpu_fit()'s `epochs` is 3 in the study, 5 in this call"."""
-    said = []
-    for key in request:
-        before, now = stored.get(key), request.get(key)
-        if before == now:
-            continue
-        name = REQUEST_PARTS.get(key, key)
-        if key == "model_fn":
-            said.append("the model function differs (its arguments or body)")
-        elif isinstance(before, dict) and isinstance(now, dict):
-            shown = _shown_spec if key == "space" else _shown
-            of = name if key == "fit" else f"{name}'s"
-            said.extend(
-                f"{of} `{part}` is {shown(before.get(part))} in the study, "
-                f"{shown(now.get(part))} in this call"
-                for part in [*now, *(part for part in before if part not in now)]
-                if before.get(part) != now.get(part)
-            )
-        else:
-            said.append(
-                f"{name} is {_shown(before, True)} in the study, {_shown(now, True)} in this call"
-            )
-    return said
-
-
-def _shown(value: Any, quoted: bool = False) -> str:
-    """A request's value as a message shows it: "not given" for none, a string as it is
-    (gpu_fit()'s arguments come deparsed by R) or ``quoted``, a long one cut short."""
-    if value is None:
-        return "not given"
-    text = value if isinstance(value, str) and not quoted else json.dumps(value)
-    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
-
-
-def _shown_spec(spec: Any) -> str:
-    """A searched value's spec as the R call that makes it: search_int(4, 32)."""
-    if not isinstance(spec, dict):
-        return "not searched" if spec is None else _shown(spec)
-    log = ", log = TRUE" if spec.get("log") and spec.get("type") != "choice" else ""
-    if spec.get("type") == "choice":
-        return f"search_choice({', '.join(json.dumps(c) for c in spec.get('choices', []))})"
-    return f"search_{spec.get('type')}({spec.get('lower')}, {spec.get('upper')}{log})"
-
-
 def open_study(
     storage: str,
     study: str,
@@ -209,8 +145,8 @@ def open_study(
             made.set_user_attr(REQUEST_ATTR, request)
             # another process creating the study at once may have set its own first
             stored = made.user_attrs.get(REQUEST_ATTR)
-        if _request_digest(stored) != _request_digest(request):
-            differ = _differences(stored, request) or ["its request differs"]
+        if search_request.digest(stored) != search_request.digest(request):
+            differ = search_request.differences(stored, request) or ["its request differs"]
             where = mask_uri(storage)
             raise SearchMismatchError(
                 f"The storage {where} holds the study '{study}' of another search: "

@@ -40,8 +40,8 @@ from typing import Any
 from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.tools import model_copy, tracking
-from gpukeras.tools import tracking_sender as sender
+from gpukeras.track import model_copy, tracking
+from gpukeras.track import tracking_sender as sender
 from gpukeras.train import backup_files
 
 KEY_FILE = "gpukeras-tracking.json"

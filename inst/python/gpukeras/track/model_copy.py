@@ -19,7 +19,7 @@ from typing import Any
 from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.tools import scoring
+from gpukeras.serve import scoring
 
 
 class ModelCopy:

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gpukeras.core import arguments, compat
+from gpukeras.core import arguments, compat, files
 from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
-from gpukeras.tools import encoding_file
+from gpukeras.serve import encoding_file
 
 # What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
 ENCODING_FORMAT = "gpukeras-encoding"
@@ -248,32 +247,17 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
         )
     document = {"format": ENCODING_FORMAT, "version": ENCODING_VERSION, "model": target.name}
     document["encoding"] = encoding
-    folder = str(target.parent)
-    handle, model_temp = tempfile.mkstemp(suffix=".keras", prefix=".saving-", dir=folder)
-    os.close(handle)
-    handle, json_temp = tempfile.mkstemp(suffix=".json", prefix=".saving-", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=1)
+    text = json.dumps(document, indent=1)
+
+    def model_then_encoding(temp: str) -> None:
         with compat.tensorflow_left_unloaded():  # on JAX, no TensorFlow for the save alone
-            model.save(model_temp)
-        # mkstemp made them private (0600); Keras' own save gives what the umask allows
-        for temp in (model_temp, json_temp):
-            os.chmod(temp, 0o666 & ~_umask())
-        os.replace(model_temp, target)
-        os.replace(json_temp, beside)
-    finally:
-        for temp in (model_temp, json_temp):
-            if os.path.exists(temp):
-                os.remove(temp)
+            model.save(temp)
+        files.write_atomic(beside, text, mode=None, prefix=".saving-", suffix=".json")
+
+    # mode None: as Keras' own save leaves a file. The encoding is renamed into place only
+    # once the model is saved, the model next.
+    files.write_atomic(target, model_then_encoding, mode=None, prefix=".saving-", suffix=".keras")
     return {"model": str(target), "encoding": str(beside)}
-
-
-def _umask() -> int:
-    """This process's umask (read by setting it, then setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def load_model(path: object) -> Record:
