@@ -18,6 +18,7 @@ import numpy as np
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.data.encoding import FRAME, aligned_empty, encode_frame, is_frame
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 
 # In-memory arrays are gathered several batches at a time (see gathered_batches),
@@ -62,9 +63,7 @@ def host_array(
     count = len(source) if rows is None else len(rows)
     shape = (count, *source.shape[1:])
     size = math.prod(shape) * target.itemsize
-    buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
-    start = -buffer.ctypes.data % TENSOR_ALIGNMENT
-    copy = buffer[start : start + size].view(target).reshape(shape)
+    copy = aligned_empty(shape, target)
     floating = target.kind == "f"
     row_bytes = max(1, size // max(1, count))
     block_rows = max(1, COPY_BLOCK_BYTES // row_bytes)
@@ -161,14 +160,15 @@ def handover(
     check_missing: bool = False,
     sample_weight: object | None = None,
 ) -> HostArrays:
-    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) and
-    sample weights as float32, labels as ``y_dtype``, each one ``host_array`` copy (see
-    there for ``check_missing``). The arrays are the caller's alone, so a pipeline may
-    share them."""
+    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
+    over as its columns, or a dict of them) and sample weights as float32, labels as
+    ``y_dtype``, each one ``host_array`` copy (see there for ``check_missing``), a
+    data.frame the matrix ``encoding.encode_frame`` makes of it, checked as a copy is. The
+    arrays are the caller's alone, so a pipeline may share them."""
     features = (
-        {name: host_array(part, "float32", check_missing=check_missing) for name, part in x.items()}
-        if isinstance(x, dict)
-        else host_array(x, "float32", check_missing=check_missing)
+        {name: features_array(part, check_missing) for name, part in x.items()}
+        if isinstance(x, dict) and not is_frame(x)
+        else features_array(x, check_missing)
     )
     labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
     weights = (
@@ -177,6 +177,28 @@ def handover(
         else None
     )
     return HostArrays(features, labels, weights)
+
+
+def features_array(part: object, check_missing: bool = False) -> np.ndarray:
+    """One input's features as float32: a data.frame R handed over encoded
+    (``encoding.encode_frame``), an array copied (``host_array``); either checked for
+    infinities, and with ``check_missing`` for NaN."""
+    if is_frame(part):
+        matrix = encode_frame(part[FRAME])  # type: ignore[index]
+        check_values(matrix, check_missing)
+        return matrix
+    return host_array(part, "float32", check_missing=check_missing)
+
+
+def frames_encoded(x: object) -> object:
+    """Features ``x`` (an array, a handed-over data.frame, or a dict of them) with each
+    data.frame as its float32 matrix (``encoding.encode_frame``, unchecked: the caller
+    checks what it uses), arrays as they are."""
+    if is_frame(x):
+        return encode_frame(x[FRAME])  # type: ignore[index]
+    if isinstance(x, dict):
+        return {name: frames_encoded(part) for name, part in x.items()}
+    return x
 
 
 def received(value: object) -> object:
