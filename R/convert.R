@@ -112,6 +112,8 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (is.null(dim(part))) dim(part) <- length(part)
     part
   })
+  frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
+  parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
   list(
     x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x, y = parts$y,
     sample_weight = parts$sample_weight,
@@ -125,6 +127,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
 # and allocates nothing; the row-by-row scan (0.3 s against anyNA's 0.03 s on a
 # 60,000 x 784 matrix) runs only on the parts that have one.
 missing_rows <- function(parts) {
+  parts <- column_parts(parts)
   has_na <- vapply(parts, anyNA, logical(1))
   Reduce(`|`, lapply(parts[has_na], row_has_na), rep(FALSE, count_rows(parts[[1]])))
 }
@@ -136,6 +139,7 @@ missing_rows <- function(parts) {
 # columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
   if (!any(missing)) return(invisible())
+  parts <- column_parts(parts)
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
   rows <- which(missing)
   gpukeras_abort(
@@ -182,7 +186,7 @@ handover_fields <- function(data) {
 # The parts of handed-over `data` by name, as abort_missing() names them.
 data_parts <- function(data) {
   c(
-    if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
+    if (is.list(data$x) && !is_frame(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
     if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
 }
@@ -209,6 +213,7 @@ float32_max <- 3.4028234663852886e38
 # rows and the columns, with the fields of abort_missing()'s for NA; nothing when there is none.
 # range() finds out without allocating; only data that has some is searched cell by cell.
 abort_not_finite <- function(parts, call = caller_env()) {
+  parts <- column_parts(parts)
   doubles <- Filter(function(part) {
     is.double(part) && length(part) && any(abs(suppressWarnings(range(part, na.rm = TRUE))) > float32_max) &&
       !all(is.na(part)) # range() of NA alone is c(Inf, -Inf)
@@ -289,7 +294,7 @@ row_has <- function(cells, x) if (length(dim(x)) < 2L) as.vector(cells) else row
 # data.frame's column once, though it became several (a factor's indicator columns).
 flagged_columns <- function(cells, x, name) {
   if (is.null(dim(x)) || length(dim(x)) != 2L) return(if (any(cells)) name else character())
-  columns <- attr(x, "gpukeras_source") %||% colnames(x) %||% paste0("column ", seq_len(ncol(x)))
+  columns <- colnames(x) %||% paste0("column ", seq_len(ncol(x)))
   flagged <- colSums(cells) > 0
   if (!any(flagged)) character() else unique(sprintf("%s$%s", name, columns[flagged]))
 }
