@@ -112,3 +112,10 @@ def test_handover_encodes_frames_and_checks_them_as_copies():
     assert held.x["a"].shape == (4, 5) and held.x["b"].dtype == np.float32
     with pytest.raises(Exception, match="NA/NaN in 2 row"):
         handover({encoding.FRAME: frame()}, check_missing=True)
+
+
+def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
+    spec = {"f": {"type": "factor", "levels": "only", "encoding": "one_hot"}}
+    values = {"values": np.array([1, 1, NA], dtype=np.int32), "levels": "only"}
+    matrix = encoding.encode_frame({"name": "x", "spec": spec, "columns": {"f": values}})
+    np.testing.assert_array_equal(matrix, [[1], [1], [np.nan]])

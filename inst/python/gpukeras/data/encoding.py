@@ -78,32 +78,35 @@ def _quoted(values: Sequence[str]) -> str:
 class _Column:
     """One column as it becomes the model's: where its values go in the matrix, and how."""
 
-    def __init__(self, start: int, width: int, values: np.ndarray, codes: np.ndarray | None):
+    def __init__(
+        self, start: int, width: int, values: np.ndarray, codes: np.ndarray | None, one_hot: bool
+    ):
         self.start = start
+        self.one_hot = one_hot  # indicator columns, else one column of codes or numbers
         self.width = width
         self.values = values  # doubles for a number column
         self.codes = codes  # lookup from R's code to the training code, for a factor
 
     def fill(self, block: np.ndarray, begin: int, end: int) -> None:
-        """Write rows begin..end of this column into ``block`` (those rows of the matrix)."""
+        """Write rows begin..end of this column into ``block`` (those rows of the matrix,
+        zeros where a one-hot column goes)."""
         if self.codes is None:
             with np.errstate(invalid="ignore", over="ignore"):
                 block[:, self.start] = self.values[begin:end]
             return
-        r_codes = self.values[begin:end]
-        codes = self.codes[np.maximum(r_codes, 0)]  # R's NA (negative) reads entry 0: NA_CODE
-        if self.width == 1:  # integer codes
+        codes = self.codes[np.maximum(self.values[begin:end], 0)]  # R's NA reads entry 0
+        if not self.one_hot:  # integer codes
             column = codes.astype(np.float32)
             column[codes == NA_CODE] = np.nan
             block[:, self.start] = column
             return
-        part = block[:, self.start : self.start + self.width]
-        part.fill(0)
+        # The ones by their place in the block's memory: one scattered write.
         known = np.flatnonzero(codes >= 0)
-        part[known, codes[known]] = 1
+        flat = block.reshape(-1)
+        flat[known * block.shape[1] + self.start + codes[known]] = 1
         missing = np.flatnonzero(codes == NA_CODE)
         if len(missing):
-            part[missing] = np.nan
+            block[missing, self.start : self.start + self.width] = np.nan
 
 
 def frame_width(spec: Mapping[str, Mapping[str, object]]) -> int:
@@ -146,20 +149,24 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
         rows = len(values) if rows is None else rows
         if rule.get("type") == "factor":
             codes = _factor_codes(handed, rule, where, unknown)
-            columns.append(_Column(start, _width(rule), values, codes))
+            one_hot = _rule(rule) == "one_hot"
+            columns.append(_Column(start, _width(rule), values, codes, one_hot))
         else:
             if handed.get("levels") is not None:
                 _wrong_type(
                     where, handed, str(rule.get("type")), "Give it as numbers, as in training."
                 )
-            columns.append(_Column(start, 1, values, None))
+            columns.append(_Column(start, 1, values, None, False))
         start += columns[-1].width
     count = rows or 0
+    one_hot = any(column.one_hot for column in columns)
     matrix = aligned_empty((count, start), np.dtype(np.float32))
 
     def fill(begin: int) -> None:
         end = min(begin + BLOCK_ROWS, count)
         block = matrix[begin:end]
+        if one_hot:
+            block.fill(0)
         for column in columns:
             column.fill(block, begin, end)
 
