@@ -119,3 +119,12 @@ def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
     values = {"values": np.array([1, 1, NA], dtype=np.int32), "levels": "only"}
     matrix = encoding.encode_frame({"name": "x", "spec": spec, "columns": {"f": values}})
     np.testing.assert_array_equal(matrix, [[1], [1], [np.nan]])
+
+
+def test_arrays_the_core_made_are_known_as_its_own():
+    from gpukeras.data.array_source import core_made
+
+    held = handover({encoding.FRAME: frame()}, np.ones(4), "float32")
+    assert core_made(held.x, held.y, None)
+    assert not core_made(held.x, np.ones(4))
+    assert not core_made(None)

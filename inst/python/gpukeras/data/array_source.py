@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
@@ -38,6 +39,28 @@ COPY_BLOCK_BYTES = 4 * 2**20
 # GIL while it copies); below it, starting them costs more than they save.
 PARALLEL_COPY_BYTES = 16 * 2**20
 COPY_THREADS = min(4, os.cpu_count() or 1)
+
+
+# The arrays this module made (host_array, features_array), by id: a pipeline may share them
+# rather than copy them again, for nobody else holds them to change (see ``core_made``).
+_MADE: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _made(array: np.ndarray) -> np.ndarray:
+    _MADE[id(array)] = array
+    return array
+
+
+def core_made(*parts: object) -> bool:
+    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one this
+    module made from R data, which a pipeline may share instead of copying."""
+    leaves = [
+        leaf
+        for part in parts
+        if part is not None
+        for leaf in (part.values() if isinstance(part, dict) else [part])
+    ]
+    return bool(leaves) and all(_MADE.get(id(leaf)) is leaf for leaf in leaves)
 
 
 def host_array(
@@ -88,7 +111,7 @@ def host_array(
         raise BadDataError(_missing_message(copy))
     if any(inf for _, inf in found):
         raise BadDataError(_infinite_message(copy))
-    return copy
+    return _made(copy)
 
 
 def _bad_values(block: np.ndarray) -> tuple[bool, bool]:
@@ -186,7 +209,7 @@ def features_array(part: object, check_missing: bool = False) -> np.ndarray:
     if is_frame(part):
         matrix = encode_frame(part[FRAME])  # type: ignore[index]
         check_values(matrix, check_missing)
-        return matrix
+        return _made(matrix)
     return host_array(part, "float32", check_missing=check_missing)
 
 
