@@ -63,17 +63,18 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784). Not
 # before Python runs, though: bad data must not start it (gpu_setup() would
 # then come too late), so R checks those parts itself until then. Factor and
-# character columns become codes as `encoding` says (the training data's, for
+# character columns are encoded as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
 # themselves (factors by `factors`, see gpu_dataset()): the value's `encoding`
-# (see encoding.R). `sample_weight`, one number per row, goes with the rows (an NA
+# (see encoding.R); by the core, a data.frame being handed over as its columns
+# (frame_handover()). `sample_weight`, one number per row, goes with the rows (an NA
 # in it is an NA row).
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot") {
   inputs <- encoded_inputs(x, encoding, call)
   if (is.null(encoding)) check_factors_for(factors, inputs, call)
   encoded <- Map(
-    function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call, factors), inputs, names(inputs)
+    function(part, name) encode_part(part, name, encoding$inputs[[name]], call, factors), inputs, names(inputs)
   )
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)

@@ -181,9 +181,10 @@ describe_inputs <- function(parts, several) {
   if (several) sprintf("the inputs %s", paste0("`", names(parts), "`", collapse = ", ")) else "one input"
 }
 
-# One input as numbers (a matrix or array, rows first) and its spec: derived
-# from the part when `spec` is NULL (training data), else applied to it.
-encode_part <- function(part, name, spec = NULL, unknown = "error", call = caller_env(), factors = "one_hot") {
+# One input as R hands it over and its spec (derived from the part when `spec` is NULL,
+# training data, else applied to it): an array as numbers (rows first), a data.frame as its
+# training columns, which the core encodes (frame_handover()).
+encode_part <- function(part, name, spec = NULL, call = caller_env(), factors = "one_hot") {
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
