@@ -128,3 +128,14 @@ def test_arrays_the_core_made_are_known_as_its_own():
     assert core_made(held.x, held.y, None)
     assert not core_made(held.x, np.ones(4))
     assert not core_made(None)
+
+
+def test_the_bridge_answers_an_unseen_level_with_r_classes_and_fields():
+    from gpukeras import bridge
+
+    bad = frame((4, 1, 2, 3), ("east", "north", "west", "south"))
+    answer = bridge.answer(encoding.encode_frame, {"frame": bad})
+    assert answer["ok"] is False
+    assert answer["r_classes"] == ["gpukeras_error_new_levels"]
+    assert answer["fields"] == {"column": "x$region", "levels": ["south"]}
+    assert answer["details"][0] == 'The model knows "east", "north", "west".'
