@@ -63,17 +63,18 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # anyNA() here would read each once more (0.03-0.07 s for 60,000 x 784). Not
 # before Python runs, though: bad data must not start it (gpu_setup() would
 # then come too late), so R checks those parts itself until then. Factor and
-# character columns become codes as `encoding` says (the training data's, for
+# character columns are encoded as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
 # themselves (factors by `factors`, see gpu_dataset()): the value's `encoding`
-# (see encoding.R). `sample_weight`, one number per row, goes with the rows (an NA
+# (see encoding.R); by the core, a data.frame being handed over as its columns
+# (frame_handover()). `sample_weight`, one number per row, goes with the rows (an NA
 # in it is an NA row).
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot") {
   inputs <- encoded_inputs(x, encoding, call)
   if (is.null(encoding)) check_factors_for(factors, inputs, call)
   encoded <- Map(
-    function(part, name) encode_part(part, name, encoding$inputs[[name]], unknown, call, factors), inputs, names(inputs)
+    function(part, name) encode_part(part, name, encoding$inputs[[name]], call, factors), inputs, names(inputs)
   )
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
@@ -112,6 +113,8 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (is.null(dim(part))) dim(part) <- length(part)
     part
   })
+  frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
+  parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
   list(
     x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x, y = parts$y,
     sample_weight = parts$sample_weight,
@@ -125,6 +128,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
 # and allocates nothing; the row-by-row scan (0.3 s against anyNA's 0.03 s on a
 # 60,000 x 784 matrix) runs only on the parts that have one.
 missing_rows <- function(parts) {
+  parts <- column_parts(parts)
   has_na <- vapply(parts, anyNA, logical(1))
   Reduce(`|`, lapply(parts[has_na], row_has_na), rep(FALSE, count_rows(parts[[1]])))
 }
@@ -136,6 +140,7 @@ missing_rows <- function(parts) {
 # columns once), `rows`, the first 100 rows with one, and `n_rows`, how many.
 abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call = caller_env()) {
   if (!any(missing)) return(invisible())
+  parts <- column_parts(parts)
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
   rows <- which(missing)
   gpukeras_abort(
@@ -182,7 +187,7 @@ handover_fields <- function(data) {
 # The parts of handed-over `data` by name, as abort_missing() names them.
 data_parts <- function(data) {
   c(
-    if (is.list(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
+    if (is.list(data$x) && !is_frame(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
     if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
 }
@@ -209,6 +214,7 @@ float32_max <- 3.4028234663852886e38
 # rows and the columns, with the fields of abort_missing()'s for NA; nothing when there is none.
 # range() finds out without allocating; only data that has some is searched cell by cell.
 abort_not_finite <- function(parts, call = caller_env()) {
+  parts <- column_parts(parts)
   doubles <- Filter(function(part) {
     is.double(part) && length(part) && any(abs(suppressWarnings(range(part, na.rm = TRUE))) > float32_max) &&
       !all(is.na(part)) # range() of NA alone is c(Inf, -Inf)
@@ -289,7 +295,7 @@ row_has <- function(cells, x) if (length(dim(x)) < 2L) as.vector(cells) else row
 # data.frame's column once, though it became several (a factor's indicator columns).
 flagged_columns <- function(cells, x, name) {
   if (is.null(dim(x)) || length(dim(x)) != 2L) return(if (any(cells)) name else character())
-  columns <- attr(x, "gpukeras_source") %||% colnames(x) %||% paste0("column ", seq_len(ncol(x)))
+  columns <- colnames(x) %||% paste0("column ", seq_len(ncol(x)))
   flagged <- colSums(cells) > 0
   if (!any(flagged)) character() else unique(sprintf("%s$%s", name, columns[flagged]))
 }

@@ -118,8 +118,10 @@ format.gpukeras_encoding <- function(x, ...) {
 print.gpukeras_encoding <- function(x, ...) print_formatted(x, ...)
 
 # The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
-# recorded from it; a gpu_dataset()'s own; NULL for NumPy arrays and other datasets.
+# recorded from it (once: kept as `data$recorded`); a gpu_dataset()'s own; NULL for NumPy
+# arrays and other datasets.
 fit_encoding <- function(data, call = caller_env()) {
+  if (!is.null(data$recorded)) return(data$recorded)
   if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding)
   parts <- if (is.list(data$x) && !is.data.frame(data$x)) data$x else list(data$x)
   if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) return(NULL)

@@ -181,9 +181,10 @@ describe_inputs <- function(parts, several) {
   if (several) sprintf("the inputs %s", paste0("`", names(parts), "`", collapse = ", ")) else "one input"
 }
 
-# One input as numbers (a matrix or array, rows first) and its spec: derived
-# from the part when `spec` is NULL (training data), else applied to it.
-encode_part <- function(part, name, spec = NULL, unknown = "error", call = caller_env(), factors = "one_hot") {
+# One input as R hands it over and its spec (derived from the part when `spec` is NULL,
+# training data, else applied to it): an array as numbers (rows first), a data.frame as its
+# training columns, which the core encodes (frame_handover()).
+encode_part <- function(part, name, spec = NULL, call = caller_env(), factors = "one_hot") {
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
@@ -192,7 +193,8 @@ encode_part <- function(part, name, spec = NULL, unknown = "error", call = calle
         sprintf("Give the columns %s.", paste(names(spec$columns), collapse = ", "))
       ), call = call)
     }
-    return(list(x = encode_data_frame(part, name, spec, unknown, call), spec = spec))
+    check_columns(part, name, call)
+    return(list(x = select_columns(part, names(spec$columns), name, call), spec = spec))
   }
   if (is.data.frame(part) && length(spec$names)) {
     part <- as.matrix(select_columns(part, spec$names, name, call)) # a matrix with column names in training
@@ -227,59 +229,31 @@ select_names <- function(have, wanted, name, call) {
   wanted
 }
 
-# A data.frame as a double matrix: the columns `spec` names, in its order,
-# factor and character columns as indicator columns of its levels (named
-# column=level), or as their codes; attribute "gpukeras_source" names each one's column.
-encode_data_frame <- function(df, name, spec, unknown = "error", call = caller_env()) {
-  check_columns(df, name, call)
-  df <- select_columns(df, names(spec$columns), name, call)
-  blocks <- lapply(names(spec$columns), function(column) {
-    encode_column(df[[column]], spec$columns[[column]], sprintf("%s$%s", name, column), unknown, call)
+# A data.frame part (its training columns, NA rows handled) as the core's encoder takes
+# it (data/encoding.py, which makes the model's float32 matrix and raises for unseen
+# levels and columns of the wrong type): each column once, a number column as doubles, a
+# factor (a character column as the factor of its values) as its integer codes and levels.
+frame_handover <- function(df, name, spec, unknown = "error") {
+  columns <- lapply(df[names(spec$columns)], function(values) {
+    given <- list(given = describe_type(values), typeof = typeof(values), appearance = is.character(values))
+    if (is.character(values)) values <- factor(values)
+    if (!is.factor(values)) return(c(list(values = array(as.double(values))), given))
+    c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
   })
-  names(blocks) <- names(spec$columns)
-  for (column in names(blocks)) {
-    if (is.null(dim(blocks[[column]])))
-      blocks[[column]] <- matrix(blocks[[column]], ncol = 1L, dimnames = list(NULL, column))
-  }
-  encoded <- matrix(unlist(blocks, use.names = FALSE), nrow = nrow(df), ncol = sum(vapply(blocks, ncol, integer(1))),
-                    dimnames = list(NULL, unlist(lapply(blocks, colnames), use.names = FALSE)))
-  # the data.frame's column each one came from (a factor's indicator columns share it), for
-  # messages that name a column once (flagged_columns())
-  attr(encoded, "gpukeras_source") <- rep(names(blocks), vapply(blocks, ncol, integer(1)))
-  encoded
+  list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
 }
 
-# One factor's indicator columns, as model.matrix(~ 0 + f) makes them: 1 for the
-# row's level; NA across the row for NA; 0 across it for a level training did not
-# have (unknown = "zero").
-one_hot <- function(codes, values, levels, column) {
-  indicators <- matrix(0, length(codes), length(levels), dimnames = list(NULL, paste0(column, "=", levels)))
-  known <- which(!is.na(codes))
-  indicators[cbind(known, codes[known] + 1L)] <- 1
-  indicators[is.na(values), ] <- NA
-  indicators
-}
+is_frame <- function(x) is.list(x) && identical(names(x), "gpukeras_frame")
 
-encode_column <- function(values, spec, where, unknown, call) {
-  if (!identical(spec$type, "factor")) {
-    if (!(is.numeric(values) || is.logical(values))) {
-      gpukeras_abort(c(
-        sprintf("`%s` is %s; in training it was %s.", where, describe_type(values), spec$type),
-        "Give it as numbers, as in training."
-      ), c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"), column = where, type = typeof(values), call = call)
-    }
-    return(as.double(values))
-  }
-  if (!is_coded(values)) {
-    gpukeras_abort(c(
-      sprintf("`%s` is %s; in training it was a factor.", where, describe_type(values)),
-      "Give it as a factor or character vector: its values are matched to the training levels by name."
-    ), c("gpukeras_error_wrong_type", "gpukeras_error_bad_data"), column = where, type = typeof(values), call = call)
-  }
-  rule <- factor_encoding(spec)
-  codes <- level_codes(values, spec$levels, where, unknown, call, rule)
-  if (rule == "codes") return(as.double(codes))
-  one_hot(codes, values, spec$levels, sub("^[^$]*[$]", "", where))
+# The parts of data with each data.frame (as it is, or handed over) as its columns,
+# named name$column, as the errors for NA and Inf name them.
+column_parts <- function(parts) {
+  expanded <- Map(function(part, name) {
+    if (is_frame(part)) part <- lapply(part$gpukeras_frame$columns, `[[`, "values")
+    if (!is.list(part)) return(stats::setNames(list(part), name))
+    stats::setNames(as.list(part), sprintf("%s$%s", name, names(part)))
+  }, parts, names(parts))
+  unlist(unname(expanded), recursive = FALSE)
 }
 
 describe_type <- function(values) {
@@ -287,11 +261,10 @@ describe_type <- function(values) {
     sprintf("%s (%s)", if (is.numeric(values)) "numeric" else "not numeric", class(values)[1])
 }
 
-# The 0-based codes of `values` among `levels`, matched by name; NA stays NA.
-# A value not among them is an error naming it, or for a column of integer codes
-# (unknown = "code") the reserved code length(levels), or for a one-hot column
-# (unknown = "zero") NA, which one_hot() makes a row of zeros.
-level_codes <- function(values, levels, where, unknown = "error", call = caller_env(), rule = "codes") {
+# The 0-based codes of labels `values` among `levels`, matched by name; NA stays NA. A
+# value not among them is an error naming it (a factor column's are the core's:
+# data/encoding.py).
+level_codes <- function(values, levels, where, call = caller_env()) {
   if (is.factor(values) && identical(levels(values), levels)) return(as.integer(values) - 1L)
   if (is.factor(values)) {
     # Matching the levels, then indexing, reads each value once.
@@ -302,22 +275,13 @@ level_codes <- function(values, levels, where, unknown = "error", call = caller_
     new <- unique(values[is.na(codes) & !is.na(values)])
   }
   if (length(new)) {
-    fits <- if (rule == "one_hot") "zero" else "code"
-    if (unknown != fits) {
-      gpukeras_abort(c(
-        sprintf(
-          "`%s` has level(s) not seen in training: %s.", where,
-          paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
-        ),
-        sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
-        if (rule == "one_hot") {
-          "Remove those rows, or give unknown = \"zero\" to score them with every indicator column of that factor 0."
-        } else {
-          "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
-        }
-      ), "gpukeras_error_new_levels", column = where, levels = new, call = call)
-    }
-    if (rule == "codes") codes[!is.na(values) & is.na(codes)] <- length(levels)
+    gpukeras_abort(c(
+      sprintf(
+        "`%s` has level(s) not seen in training: %s.", where, paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
+      ),
+      sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
+      "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
+    ), "gpukeras_error_new_levels", column = where, levels = new, call = call)
   }
   codes
 }
@@ -335,7 +299,7 @@ encode_labels <- function(y, spec = NULL, call = caller_env()) {
         call = call
       )
     }
-    return(list(y = level_codes(y, spec$levels, "y", "error", call), spec = spec))
+    return(list(y = level_codes(y, spec$levels, "y", call), spec = spec))
   }
   if (!(is.numeric(y) || is.logical(y))) {
     abort_bad_data(

@@ -341,6 +341,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
+  data$recorded <- fit_encoding(data) # once per fit: what it trains on, its report and its saved files use it
   class_weight <- as_python(
     check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE
   )

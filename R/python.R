@@ -261,7 +261,12 @@ core_answer <- function(target, args, bridge, error_call) {
       "This is not something you did wrong: please report it with the output of gpu_check()."
     )
   }
-  gpukeras_abort(message, result$r_class, python_traceback = result$traceback, plan = result$plan, call = error_call)
+  # an error the core names precisely (core/errors.py's DataFieldsError) has classes and fields
+  fields <- lapply(result$fields, function(field) if (is.list(field)) unlist(field) else field)
+  rlang::inject(gpukeras_abort(
+    message, unlist(result$r_classes) %||% result$r_class, !!!fields,
+    python_traceback = result$traceback, plan = result$plan, call = error_call
+  ))
 }
 
 #' The Keras module of gpukeras' Python environment

@@ -237,3 +237,17 @@ file_holds <- function(path, text) {
   }
   length(grepRaw(text, c(raw(), unlist(chunks)), fixed = TRUE)) > 0L
 }
+
+# The float32 matrix the core encodes R data into (as_pipeline_data()'s, one input), back in
+# R as doubles, its columns named as the encoding makes them: a factor's one-hot columns
+# column=level.
+core_encoded <- function(data) {
+  x <- reticulate::py_to_r(to_numpy(data)$x)
+  columns <- data$encoding$inputs$x$columns
+  colnames(x) <- unlist(lapply(names(columns), function(column) {
+    rule <- columns[[column]]
+    one_hot <- identical(rule$type, "factor") && factor_encoding(rule) == "one_hot"
+    if (one_hot) paste0(column, "=", rule$levels) else column
+  }))
+  x
+}

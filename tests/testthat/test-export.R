@@ -98,7 +98,7 @@ test_that(paste(
   new <- new_rows()
   unseen_plan <- transform(new, plan = c("gold", "max", "gold", "plus"))
   unseen_region <- transform(new, region = c("central", "east", "north", "south"))
-  encoded <- encode_part(new, "x", fit$encoding$inputs$x)$x
+  encoded <- core_encoded(as_pipeline_data(new, NULL, "error", encoding = fit$encoding))
   answer <- serve_in_fresh_python(list(
     savedmodels = lapply(exported, function(e) {
       list(

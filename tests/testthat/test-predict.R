@@ -132,12 +132,12 @@ test_that("the same rows scored among other levels, in another order, get the sa
   expect_equal(unname(scored[at, ]), unname(reference), tolerance = 1e-6)
 
   # The encoded numbers themselves are the training levels' indicator columns.
-  encoded <- as_pipeline_data(mixed, NULL, "error", encoding = fit$encoding)
+  encoded <- core_encoded(as_pipeline_data(mixed, NULL, "error", encoding = fit$encoding))
   expect_identical(
-    colnames(encoded$x), c("size", "colour=blue", "colour=green", "colour=red", "shape=round", "shape=square")
+    colnames(encoded), c("size", "colour=blue", "colour=green", "colour=red", "shape=round", "shape=square")
   )
   expect_identical(
-    unname(encoded$x[, 2:4]),
+    unname(encoded[, 2:4]),
     unname(model.matrix(
       ~ 0 + colour, transform(mixed, colour = factor(as.character(colour), levels = c("blue", "green", "red")))
     ))[, , drop = FALSE] + 0

@@ -34,7 +34,7 @@ refused <- function(body) {
     {
       newdata <- request_data(parse_request_body(charToRaw(body), part), settings)
       tryCatch(
-        abort_not_finite(list(x = encode_data_frame(newdata, "x", part))),
+        abort_not_finite(list(x = encode_part(newdata, "x", part)$x)),
         gpukeras_error_bad_data = function(e) prediction_refused(e, settings)
       )
       "passes"
@@ -50,7 +50,7 @@ refused_na <- function(body) {
   newdata <- request_data(parse_request_body(charToRaw(body), part), settings)
   tryCatch(
     {
-      abort_missing(list(x = encode_data_frame(newdata, "x", part)))
+      abort_missing(list(x = encode_part(newdata, "x", part)$x))
       "passes"
     },
     gpukeras_error_missing_values = function(e) {

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gpukeras.core.errors import GpukerasError, OutOfMemoryError
+from gpukeras.core.errors import DataFieldsError, GpukerasError, OutOfMemoryError
 from gpukeras.core.handles import HANDOVER
 from gpukeras.core.masking import mask_text
 from gpukeras.core.messages import framework_warning
@@ -243,6 +243,9 @@ def _answer(function: Callable[..., object], kwargs: dict[str, object] | None) -
     except GpukerasError as error:
         message = mask_text(str(error))
         answer = {"ok": False, "r_class": error.r_class, "message": message, "traceback": None}
+        if isinstance(error, DataFieldsError):
+            fields = {"r_classes": error.r_classes, "fields": error.fields}
+            return {**answer, "details": error.details, **fields}
         return {**answer, **_memory_plan_of(error)}
     except Exception as error:  # anything else is reported, never allowed to crash R
         return {

@@ -88,6 +88,22 @@ class BadDataError(GpukerasError):
     r_class = "gpukeras_error_bad_data"
 
 
+class DataFieldsError(BadDataError):
+    """Bad data an error names precisely, for R to raise as its own check would: the
+    message's first line, lines of advice after it (``details``), the condition's classes
+    (``r_classes``, most specific first) and its fields (``fields``: ``column``,
+    ``levels``, ``type``, ...)."""
+
+    def __init__(
+        self, message: str, details: list[str], r_classes: list[str], **fields: object
+    ) -> None:
+        super().__init__(message)
+        self.details = details
+        self.r_classes = r_classes
+        self.r_class = r_classes[0]
+        self.fields = fields
+
+
 class BadImageError(GpukerasError):
     """A file in an image folder is not an image TensorFlow can decode."""
 

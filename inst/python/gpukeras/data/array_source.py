@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
@@ -18,6 +19,7 @@ import numpy as np
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.data.encoding import FRAME, aligned_empty, encode_frame, is_frame
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 
 # In-memory arrays are gathered several batches at a time (see gathered_batches),
@@ -37,6 +39,28 @@ COPY_BLOCK_BYTES = 4 * 2**20
 # GIL while it copies); below it, starting them costs more than they save.
 PARALLEL_COPY_BYTES = 16 * 2**20
 COPY_THREADS = min(4, os.cpu_count() or 1)
+
+
+# The arrays this module made (host_array, features_array), by id: a pipeline may share them
+# rather than copy them again, for nobody else holds them to change (see ``core_made``).
+_MADE: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _made(array: np.ndarray) -> np.ndarray:
+    _MADE[id(array)] = array
+    return array
+
+
+def core_made(*parts: object) -> bool:
+    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one this
+    module made from R data, which a pipeline may share instead of copying."""
+    leaves = [
+        leaf
+        for part in parts
+        if part is not None
+        for leaf in (part.values() if isinstance(part, dict) else [part])
+    ]
+    return bool(leaves) and all(_MADE.get(id(leaf)) is leaf for leaf in leaves)
 
 
 def host_array(
@@ -62,9 +86,7 @@ def host_array(
     count = len(source) if rows is None else len(rows)
     shape = (count, *source.shape[1:])
     size = math.prod(shape) * target.itemsize
-    buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
-    start = -buffer.ctypes.data % TENSOR_ALIGNMENT
-    copy = buffer[start : start + size].view(target).reshape(shape)
+    copy = aligned_empty(shape, target)
     floating = target.kind == "f"
     row_bytes = max(1, size // max(1, count))
     block_rows = max(1, COPY_BLOCK_BYTES // row_bytes)
@@ -89,7 +111,7 @@ def host_array(
         raise BadDataError(_missing_message(copy))
     if any(inf for _, inf in found):
         raise BadDataError(_infinite_message(copy))
-    return copy
+    return _made(copy)
 
 
 def _bad_values(block: np.ndarray) -> tuple[bool, bool]:
@@ -161,14 +183,15 @@ def handover(
     check_missing: bool = False,
     sample_weight: object | None = None,
 ) -> HostArrays:
-    """R data as the NumPy arrays Keras reads: features (an array, or a dict of them) and
-    sample weights as float32, labels as ``y_dtype``, each one ``host_array`` copy (see
-    there for ``check_missing``). The arrays are the caller's alone, so a pipeline may
-    share them."""
+    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
+    over as its columns, or a dict of them) and sample weights as float32, labels as
+    ``y_dtype``, each one ``host_array`` copy (see there for ``check_missing``), a
+    data.frame the matrix ``encoding.encode_frame`` makes of it, checked as a copy is. The
+    arrays are the caller's alone, so a pipeline may share them."""
     features = (
-        {name: host_array(part, "float32", check_missing=check_missing) for name, part in x.items()}
-        if isinstance(x, dict)
-        else host_array(x, "float32", check_missing=check_missing)
+        {name: features_array(part, check_missing) for name, part in x.items()}
+        if isinstance(x, dict) and not is_frame(x)
+        else features_array(x, check_missing)
     )
     labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
     weights = (
@@ -177,6 +200,28 @@ def handover(
         else None
     )
     return HostArrays(features, labels, weights)
+
+
+def features_array(part: object, check_missing: bool = False) -> np.ndarray:
+    """One input's features as float32: a data.frame R handed over encoded
+    (``encoding.encode_frame``), an array copied (``host_array``); either checked for
+    infinities, and with ``check_missing`` for NaN."""
+    if is_frame(part):
+        matrix = encode_frame(part[FRAME])  # type: ignore[index]
+        check_values(matrix, check_missing)
+        return _made(matrix)
+    return host_array(part, "float32", check_missing=check_missing)
+
+
+def frames_encoded(x: object) -> object:
+    """Features ``x`` (an array, a handed-over data.frame, or a dict of them) with each
+    data.frame as its float32 matrix (``encoding.encode_frame``, unchecked: the caller
+    checks what it uses), arrays as they are."""
+    if is_frame(x):
+        return encode_frame(x[FRAME])  # type: ignore[index]
+    if isinstance(x, dict):
+        return {name: frames_encoded(part) for name, part in x.items()}
+    return x
 
 
 def received(value: object) -> object:

@@ -24,6 +24,7 @@ from gpukeras.data import sources
 from gpukeras.data.array_source import (
     HostArrays,
     check_values,
+    frames_encoded,
     gathered_batches,
     host_array,
     shareable,
@@ -338,6 +339,8 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
+    # A data.frame R handed over as its columns becomes its float32 matrix here, once.
+    x = frames_encoded(x)
     features = x if isinstance(x, dict) else {"": x}
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
     if y is not None:

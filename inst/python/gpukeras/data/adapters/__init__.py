@@ -89,6 +89,7 @@ from gpukeras.data.adapters.tf_dataset import (
     build_from_spec,
     static_batch_size,
 )
+from gpukeras.data.array_source import core_made
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -189,10 +190,12 @@ def get_data_adapter(given: Given, validation: Given, context: FeedContext) -> D
         size = static_batch_size(given.data)
         adapter = TFDatasetAdapter(given.data, size, class_weight=context.class_weight)
     elif rows is not None and _on_tf_data(context):
-        # R data goes through the same seeded pipeline as gpu_dataset()'s
+        # R data goes through the same seeded pipeline as gpu_dataset()'s, sharing the
+        # arrays the core made of it (copying only arrays someone else holds)
         built = pipeline.from_arrays(
             rows.x, rows.y, sample_weight=rows.sample_weight, batch_size=rows.batch_size,
             shuffle=rows.shuffle, seed=rows.seed,
+            copy=not core_made(rows.x, rows.y, rows.sample_weight),
         )  # fmt: skip
         adapter = ArrayDatasetAdapter(built["dataset"], rows)
     elif rows is not None:

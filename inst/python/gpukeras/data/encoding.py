@@ -1,0 +1,239 @@
+"""The encoding of a data.frame, in the core: R's columns as they are, made into the
+float32 matrix the model reads in one pass.
+
+R hands a data.frame input over as a *frame* (``{FRAME: {...}}``, R's
+``frame_handover()``): its name, the training encoding's spec of its columns (the plain
+form R records and gpu_save() writes: ``{column: {"type": "numeric" | "logical" |
+"factor", "levels": [...], "encoding": "one_hot" | "codes"}}``, in the model's column
+order), the rule for levels training did not have (``unknown``), and each column once:
+a numeric or logical column as doubles (R's NA a NaN), a factor (a character column
+as the factor of its values) as its 1-based integer codes (R's NA_integer_ the
+smallest int32) and its own levels. Levels are matched by name: a level's code is its
+position among the training levels. A factor becomes one indicator column per
+training level ("one_hot": 1 for the row's level, NaN across the row for NA, 0
+across it for an unseen level with ``unknown = "zero"``) or one code ("codes":
+0-based, NaN for NA, ``len(levels)`` for an unseen level with ``unknown = "code"``);
+an encoding recorded before one-hot existed has no ``encoding``: codes.
+
+Unseen levels and columns of the wrong type are ``DataFieldsError``s with R's
+condition class and fields (``column``, ``levels``, ``type``). NaN and infinities are
+left in the matrix for the caller's one check of it (``array_source.check_values``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from gpukeras.core.errors import DataFieldsError
+
+# The key R's frame_handover() puts a data.frame under.
+FRAME = "gpukeras_frame"
+# R's NA_integer_, as a factor's code.
+R_NA_INTEGER = np.iinfo(np.int32).min
+# The code of a row with NA (below every code a level can have, -1 included).
+NA_CODE = -2
+# The matrix is filled a block of rows at a time (the block's rows in cache while each
+# column is written), in threads from this many rows (NumPy releases the GIL).
+BLOCK_ROWS = 65536
+PARALLEL_ROWS = 4 * BLOCK_ROWS
+THREADS = min(4, os.cpu_count() or 1)
+# TensorFlow's CPU kernels want tensor memory aligned to 64 bytes (array_source.py).
+ALIGNMENT = 64
+
+MESSAGE_LEVELS = 10
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized C-ordered array of ``shape`` and ``dtype`` whose memory starts at a
+    multiple of ALIGNMENT bytes, so that a tensor can share it."""
+    size = math.prod(shape) * dtype.itemsize
+    buffer = np.empty(size + ALIGNMENT, dtype=np.uint8)
+    start = -buffer.ctypes.data % ALIGNMENT
+    return buffer[start : start + size].view(dtype).reshape(shape)
+
+
+def is_frame(value: object) -> bool:
+    """Whether ``value`` is a data.frame R handed over (``{FRAME: {...}}``)."""
+    return isinstance(value, dict) and list(value) == [FRAME]
+
+
+def _strings(value: object) -> list[str]:
+    """R's character vector as reticulate gives it (one string alone as a str)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]  # type: ignore[attr-defined]
+
+
+def _quoted(values: Sequence[str]) -> str:
+    return ", ".join(f'"{v}"' for v in values[:MESSAGE_LEVELS])
+
+
+class _Column:
+    """One column as it becomes the model's: where its values go in the matrix, and how."""
+
+    def __init__(
+        self, start: int, width: int, values: np.ndarray, codes: np.ndarray | None, one_hot: bool
+    ):
+        self.start = start
+        self.one_hot = one_hot  # indicator columns, else one column of codes or numbers
+        self.width = width
+        self.values = values  # doubles for a number column
+        self.codes = codes  # lookup from R's code to the training code, for a factor
+
+    def fill(self, block: np.ndarray, begin: int, end: int) -> None:
+        """Write rows begin..end of this column into ``block`` (those rows of the matrix,
+        zeros where a one-hot column goes)."""
+        if self.codes is None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                block[:, self.start] = self.values[begin:end]
+            return
+        codes = self.codes[np.maximum(self.values[begin:end], 0)]  # R's NA reads entry 0
+        if not self.one_hot:  # integer codes
+            column = codes.astype(np.float32)
+            column[codes == NA_CODE] = np.nan
+            block[:, self.start] = column
+            return
+        # The ones by their place in the block's memory: one scattered write.
+        known = np.flatnonzero(codes >= 0)
+        flat = block.reshape(-1)
+        flat[known * block.shape[1] + self.start + codes[known]] = 1
+        missing = np.flatnonzero(codes == NA_CODE)
+        if len(missing):
+            block[missing, self.start : self.start + self.width] = np.nan
+
+
+def frame_width(spec: Mapping[str, Mapping[str, object]]) -> int:
+    """The model columns a data.frame of these columns' ``spec`` becomes."""
+    return sum(_width(column) for column in spec.values())
+
+
+def _rule(column: Mapping[str, object]) -> str:
+    return str(column.get("encoding") or "codes")
+
+
+def _width(column: Mapping[str, object]) -> int:
+    if column.get("type") == "factor" and _rule(column) == "one_hot":
+        return len(_strings(column.get("levels")))
+    return 1
+
+
+def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
+    """The float32 matrix (rows x model columns, C order, aligned) a handed-over
+    data.frame ``frame`` (see the module's notes: ``name``, ``spec``, ``unknown``,
+    ``columns``) becomes: its columns in the spec's order, a number column as one column
+    of its values, a factor as its indicator columns or its code.
+
+    Raises DataFieldsError (gpukeras_error_new_levels, fields ``column`` and ``levels``)
+    for levels training did not have, unless ``unknown`` says how to score them, and
+    (gpukeras_error_wrong_type, fields ``column`` and ``type``) for a factor given where
+    training had numbers or the other way round. NA stays NaN, for the caller's check.
+    """
+    name = str(frame["name"])
+    spec: Mapping[str, Mapping[str, object]] = frame["spec"]  # type: ignore[assignment]
+    given: Mapping[str, Mapping[str, object]] = frame["columns"]  # type: ignore[assignment]
+    unknown = str(frame.get("unknown") or "error")
+    columns: list[_Column] = []
+    start = 0
+    rows: int | None = None
+    for column, rule in spec.items():
+        where = f"{name}${column}"
+        handed = given[column]
+        values = np.asarray(handed["values"]).reshape(-1)
+        rows = len(values) if rows is None else rows
+        if rule.get("type") == "factor":
+            codes = _factor_codes(handed, rule, where, unknown)
+            one_hot = _rule(rule) == "one_hot"
+            columns.append(_Column(start, _width(rule), values, codes, one_hot))
+        else:
+            if handed.get("levels") is not None:
+                _wrong_type(
+                    where, handed, str(rule.get("type")), "Give it as numbers, as in training."
+                )
+            columns.append(_Column(start, 1, values, None, False))
+        start += columns[-1].width
+    count = rows or 0
+    one_hot = any(column.one_hot for column in columns)
+    matrix = aligned_empty((count, start), np.dtype(np.float32))
+
+    def fill(begin: int) -> None:
+        end = min(begin + BLOCK_ROWS, count)
+        block = matrix[begin:end]
+        if one_hot:
+            block.fill(0)
+        for column in columns:
+            column.fill(block, begin, end)
+
+    starts = range(0, count, BLOCK_ROWS)
+    if count < PARALLEL_ROWS or THREADS < 2:
+        for begin in starts:
+            fill(begin)
+    else:
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="gpukeras-encode") as pool:
+            list(pool.map(fill, starts))
+    return matrix
+
+
+def _wrong_type(where: str, handed: Mapping[str, object], was: str, advice: str) -> None:
+    raise DataFieldsError(
+        f"`{where}` is {handed.get('given')}; in training it was {was}.",
+        [advice],
+        ["gpukeras_error_wrong_type", "gpukeras_error_bad_data"],
+        column=where,
+        type=str(handed.get("typeof")),
+    )
+
+
+def _factor_codes(
+    handed: Mapping[str, object], rule: Mapping[str, object], where: str, unknown: str
+) -> np.ndarray:
+    """The lookup from a factor's R codes (1-based; entry 0 for NA) to its training codes:
+    NA_CODE for NA, -1 for an unseen level (``unknown = "zero"``: a row of zeros) or
+    ``len(levels)`` (``"code"``). Raises for unseen levels that ``unknown`` does not score."""
+    if handed.get("levels") is None:
+        _wrong_type(
+            where,
+            handed,
+            "a factor",
+            "Give it as a factor or character vector: its values are matched to the training "
+            "levels by name.",
+        )
+    own = _strings(handed["levels"])
+    levels = _strings(rule.get("levels"))
+    position = {level: code for code, level in enumerate(levels)}
+    lookup = np.array([NA_CODE, *(position.get(level, -1) for level in own)], dtype=np.int64)
+    if own == levels or not (lookup[1:] == -1).any():
+        return lookup
+    r_codes = np.asarray(handed["values"]).reshape(-1)
+    used = np.bincount(np.maximum(r_codes, 0), minlength=len(own) + 1)
+    unseen = np.flatnonzero((lookup == -1) & (used > 0))
+    if not len(unseen):
+        return lookup
+    one_hot = _rule(rule) == "one_hot"
+    if unknown != ("zero" if one_hot else "code"):
+        if handed.get("appearance"):  # a character column: in the order the values come
+            unseen = unseen[np.argsort([int(np.argmax(r_codes == code)) for code in unseen])]
+        new = [own[code - 1] for code in unseen]
+        raise DataFieldsError(
+            f"`{where}` has level(s) not seen in training: {_quoted(new)}.",
+            [
+                f"The model knows {_quoted(levels)}.",
+                'Remove those rows, or give unknown = "zero" to score them with every '
+                "indicator column of that factor 0."
+                if one_hot
+                else 'Remove those rows, or give unknown = "code" to score them with the '
+                "reserved code length(levels).",
+            ],
+            ["gpukeras_error_new_levels"],
+            column=where,
+            levels=new,
+        )
+    if not one_hot:
+        lookup[lookup == -1] = len(levels)
+    return lookup

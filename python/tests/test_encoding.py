@@ -1,0 +1,141 @@
+"""data/encoding.py: a data.frame's columns, as R hands them over, into the model's matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpukeras.core.errors import DataFieldsError
+from gpukeras.data import encoding
+from gpukeras.data.array_source import handover
+
+NA = encoding.R_NA_INTEGER
+SPEC = {
+    "income": {"type": "numeric"},
+    "region": {"type": "factor", "levels": ["east", "north", "west"], "encoding": "one_hot"},
+    "size": {"type": "factor", "levels": ["S", "L"], "encoding": "codes"},
+}
+
+
+def frame(region=(1, 2, 3, 1), levels=("east", "north", "west"), unknown="error", **more):
+    columns = {
+        "income": {"values": np.array([1.5, 2.0, np.nan, 4.0]), "levels": None},
+        "region": {"values": np.array(region, dtype=np.int32), "levels": list(levels)},
+        "size": {"values": np.array([1, 2, 1, NA], dtype=np.int32), "levels": ["S", "L"]},
+    }
+    columns.update(more)
+    return {"name": "x", "spec": SPEC, "unknown": unknown, "columns": columns}
+
+
+def test_columns_in_the_spec_order_factors_as_indicators_or_codes():
+    matrix = encoding.encode_frame(frame())
+    assert matrix.dtype == np.float32 and matrix.flags.c_contiguous
+    assert matrix.ctypes.data % encoding.ALIGNMENT == 0
+    expected = np.array(
+        [[1.5, 1, 0, 0, 0], [2, 0, 1, 0, 1], [np.nan, 0, 0, 1, 0], [4, 1, 0, 0, np.nan]],
+        dtype=np.float32,
+    )
+    np.testing.assert_array_equal(matrix, expected)
+    assert encoding.frame_width(SPEC) == 5
+
+
+def test_levels_are_matched_by_name_and_na_is_a_row_of_nan():
+    # the new data's own levels in another order, one unused level it lacks in training
+    matrix = encoding.encode_frame(frame((2, NA, 1, 3), ("west", "east", "north", "south")))
+    np.testing.assert_array_equal(matrix[0, 1:4], [1, 0, 0])
+    assert np.isnan(matrix[1, 1:4]).all()
+    np.testing.assert_array_equal(matrix[2, 1:4], [0, 0, 1])
+    np.testing.assert_array_equal(matrix[3, 1:4], [0, 1, 0])
+
+
+def test_unseen_levels_are_an_error_with_fields_or_scored_as_unknown_says():
+    with pytest.raises(DataFieldsError) as caught:
+        encoding.encode_frame(frame((4, 1, 5, 4), ("east", "north", "west", "south", "mauve")))
+    error = caught.value
+    assert error.r_class == "gpukeras_error_new_levels"
+    assert error.fields == {"column": "x$region", "levels": ["south", "mauve"]}
+    assert str(error) == '`x$region` has level(s) not seen in training: "south", "mauve".'
+    assert error.details[0] == 'The model knows "east", "north", "west".'
+    zero = encoding.encode_frame(frame((4, 1, 2, 3), ("east", "north", "west", "south"), "zero"))
+    np.testing.assert_array_equal(zero[0, 1:4], [0, 0, 0])
+    size = {"values": np.array([1, 2, 3, 1], dtype=np.int32), "levels": ["S", "L", "M"]}
+    coded = encoding.encode_frame(
+        frame(unknown="code", size=size) | {"spec": {"size": SPEC["size"]}}
+    )
+    np.testing.assert_array_equal(coded[:, 0], [0, 1, 2, 0])
+
+
+def test_a_character_column_lists_unseen_values_as_they_come():
+    region = {"values": np.array([3, 1, 2], dtype=np.int32), "levels": ["b", "east", "z"]}
+    region["appearance"] = True
+    with pytest.raises(DataFieldsError) as caught:
+        encoding.encode_frame(
+            frame(region=(1,)) | {"spec": {"region": SPEC["region"]}, "columns": {"region": region}}
+        )
+    assert caught.value.fields["levels"] == ["z", "b"]
+
+
+def test_a_column_of_the_wrong_type_is_an_error_naming_it():
+    numbers = {
+        "values": np.array([1.0, 2, 3, 4]),
+        "levels": None,
+        "given": "numeric (numeric)",
+        "typeof": "double",
+    }
+    with pytest.raises(DataFieldsError) as caught:
+        encoding.encode_frame(
+            frame(region=(1,)) | {"columns": {**frame()["columns"], "region": numbers}}
+        )
+    assert caught.value.r_classes == ["gpukeras_error_wrong_type", "gpukeras_error_bad_data"]
+    assert str(caught.value) == "`x$region` is numeric (numeric); in training it was a factor."
+    assert caught.value.fields == {"column": "x$region", "type": "double"}
+
+
+def test_large_frames_are_filled_in_blocks_alike():
+    rows = encoding.PARALLEL_ROWS + 7
+    rng = np.random.default_rng(1)
+    codes = rng.integers(1, 4, rows).astype(np.int32)
+    numbers = rng.normal(size=rows)
+    columns = {
+        "income": {"values": numbers, "levels": None},
+        "region": {"values": codes, "levels": ["east", "north", "west"]},
+        "size": {"values": codes.copy(), "levels": ["S", "L", "XL"]},
+    }
+    spec = {**SPEC, "size": {"type": "factor", "levels": ["S", "L", "XL"], "encoding": "codes"}}
+    matrix = encoding.encode_frame({"name": "x", "spec": spec, "columns": columns})
+    expected = np.column_stack([numbers, np.eye(3)[codes - 1], codes - 1]).astype(np.float32)
+    np.testing.assert_array_equal(matrix, expected)
+
+
+def test_handover_encodes_frames_and_checks_them_as_copies():
+    held = handover({"a": {encoding.FRAME: frame()}, "b": np.ones((4, 2))}, check_missing=False)
+    assert held.x["a"].shape == (4, 5) and held.x["b"].dtype == np.float32
+    with pytest.raises(Exception, match="NA/NaN in 2 row"):
+        handover({encoding.FRAME: frame()}, check_missing=True)
+
+
+def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
+    spec = {"f": {"type": "factor", "levels": "only", "encoding": "one_hot"}}
+    values = {"values": np.array([1, 1, NA], dtype=np.int32), "levels": "only"}
+    matrix = encoding.encode_frame({"name": "x", "spec": spec, "columns": {"f": values}})
+    np.testing.assert_array_equal(matrix, [[1], [1], [np.nan]])
+
+
+def test_arrays_the_core_made_are_known_as_its_own():
+    from gpukeras.data.array_source import core_made
+
+    held = handover({encoding.FRAME: frame()}, np.ones(4), "float32")
+    assert core_made(held.x, held.y, None)
+    assert not core_made(held.x, np.ones(4))
+    assert not core_made(None)
+
+
+def test_the_bridge_answers_an_unseen_level_with_r_classes_and_fields():
+    from gpukeras import bridge
+
+    bad = frame((4, 1, 2, 3), ("east", "north", "west", "south"))
+    answer = bridge.answer(encoding.encode_frame, {"frame": bad})
+    assert answer["ok"] is False
+    assert answer["r_classes"] == ["gpukeras_error_new_levels"]
+    assert answer["fields"] == {"column": "x$region", "levels": ["south"]}
+    assert answer["details"][0] == 'The model knows "east", "north", "west".'
