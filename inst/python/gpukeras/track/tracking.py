@@ -75,6 +75,9 @@ FLUSH_WAIT = 30.0
 DATABASE = "mlflow.db"
 ARTIFACTS = "artifacts"
 DEFAULT_EXPERIMENT = "Default"
+# What urllib3 says of a connection that failed: the system's reason, and where to.
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+_POOL = re.compile(r"host='([^']+)', port=(\d+)")
 # MLflow's error codes for a request it understood and refused for what it held: sending
 # it again later would meet the same refusal (anything else is the server's state).
 REFUSALS = {
@@ -329,16 +332,26 @@ def unavailable(error: BaseException, target: Target | None = None) -> str | Non
     if code in REFUSALS:
         return None
     status = _status_of(error)
-    text = masked(f"{type(error).__name__}: {error}", target).splitlines()[0][:300]
+    text = masked(f"{type(error).__name__}: {error}", target)
     if code in ("UNAUTHENTICATED", "CUSTOMER_UNAUTHORIZED") or status == 401:
         return "the server refused the credentials (401 Unauthorized)"
     if code == "PERMISSION_DENIED" or status == 403:
         return "the server refused access to the experiment (403 Forbidden)"
+    pool = _POOL.search(text)
+    where = f" at {pool.group(1)}:{pool.group(2)}" if pool else ""
     if "timed out" in text.lower() or "timeout" in text.lower():
-        return f"the server did not answer in time ({text})"
-    if "Max retries exceeded" in text or "Connection refused" in text:
-        return f"the server did not answer ({text})"
-    return f"the store did not take it ({text})"
+        return f"the server did not answer in time{where}"
+    cause = _ERRNO.search(text)
+    if cause or "Max retries exceeded" in text:
+        said = cause.group(1).strip().lower() if cause else "no connection"
+        return f"the server did not answer ({said}{where})"
+    return f"the store did not take it ({_first_words(text)})"
+
+
+def _first_words(text: str, most: int = 300) -> str:
+    """The first line of ``text``, cut at a word (with "...") where it is long."""
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= most else line[:most].rsplit(" ", 1)[0] + " ..."
 
 
 def _status_of(error: BaseException) -> int | None:
