@@ -154,54 +154,43 @@ test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's
   expect_length(pool$slots, 3L)
 })
 
-test_that("workers are forked from the session's template, each its own process, reaped with its exit status", {
+test_that("workers are callr sessions of the session's own, each readied ahead, lost with their cause", {
   skip_if_no_python()
-  skip_on_os("windows")
-  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  dir <- withr::local_tempdir()
+  pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
   withr::defer(worker_close(pool))
   workers <- list(worker_start(pool, 1L), worker_start(pool, 1L))
-  pid_of <- function(worker) read_rds_or_null(file.path(worker$dir, "pid.rds"))
-  deadline <- Sys.time() + 120
-  while (any(vapply(workers, function(w) is.null(pid_of(w)), logical(1))) && Sys.time() < deadline) Sys.sleep(0.1)
-  pids <- vapply(workers, pid_of, integer(1))
-  template <- the$template$process$get_pid()
-  parent_of <- function(pid) {
-    as.integer(strsplit(
-      sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " "
-    )[[1]][2])
+  deadline <- Sys.time() + 180
+  while (!all(vapply(workers, function(w) w$state == "ready", logical(1))) && Sys.time() < deadline) {
+    processx::poll(lapply(workers, function(w) w$session$get_poll_connection()), 1000L)
+    for (worker in workers) worker_step(worker)
   }
-  expect_identical(vapply(pids, parent_of, integer(1)), c(template, template))
-  expect_false(anyDuplicated(c(pids, template, Sys.getpid())) > 0)
-  expect_true(all(vapply(workers, function(w) w$process$is_alive(), logical(1))))
-  workers[[1]]$process$kill_tree()
-  expect_identical(workers[[1]]$process$get_exit_status(), -9L)
-  expect_false(workers[[1]]$process$is_alive())
-  expect_true(workers[[2]]$process$is_alive())
-  # A worker whose folder the session removed (it had its result) ends; the template,
-  # which then cannot write its status there, goes on forking.
-  unlink(workers[[2]]$dir, recursive = TRUE)
+  expect_identical(vapply(workers, `[[`, "", "state"), c("ready", "ready"))
+  # loaded, with no error kept for the task, and each a child of this session
+  expect_true(all(vapply(workers, function(w) is.null(w$loaded), logical(1))))
+  pids <- vapply(workers, function(w) w$session$get_pid(), integer(1))
+  parent_of <- function(pid) {
+    as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])
+  }
+  expect_identical(vapply(pids, parent_of, integer(1)), rep(Sys.getpid(), 2L))
+  expect_false(anyDuplicated(c(pids, Sys.getpid())) > 0)
+  # its temporary folder is its own, in the pool's
+  tmp <- workers[[2]]$session$run(function() Sys.getenv("TMPDIR"))
+  expect_identical(normalizePath(tmp), normalizePath(workers[[2]]$dir))
+  # one killed while it waits is `ended`, and lost with its cause
+  tools::pskill(pids[1], tools::SIGKILL)
   deadline <- Sys.time() + 10
-  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_false(process_alive(pids[2]))
-  third <- worker_start(pool, 1L)
-  deadline <- Sys.time() + 10
-  while (is.null(pid_of(third)) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_true(the$template$process$is_alive())
-  expect_true(third$process$is_alive())
-  pids[2] <- pid_of(third)
+  while (workers[[1]]$state != "ended" && Sys.time() < deadline) {
+    processx::poll(list(workers[[1]]$session$get_poll_connection()), 1000L)
+    worker_step(workers[[1]])
+  }
+  expect_identical(workers[[1]]$state, "ended")
+  expect_match(conditionMessage(worker_crash(workers[[1]])), "its worker process was killed by signal 9")
+  expect_true(workers[[2]]$session$is_alive())
+  pool$ready <- list(workers[[2]])
   worker_close(pool)
-  deadline <- Sys.time() + 10
-  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_false(process_alive(pids[2]))
+  expect_false(workers[[2]]$session$is_alive())
   expect_false(dir.exists(pool$dir))
-  # The template stays for the session's next pool, which it serves at once.
-  expect_identical(the$template$process$get_pid(), template)
-  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
-  withr::defer(worker_close(pool))
-  fourth <- worker_start(pool, 1L)
-  deadline <- Sys.time() + 10
-  while (is.null(pid_of(fourth)) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_identical(parent_of(pid_of(fourth)), template)
 })
 
 mark_slow()
@@ -209,14 +198,18 @@ skip_if_no_python()
 
 iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
 
-test_that("a worker that ended before it made its stderr log is lost with its cause and no warning", {
+test_that("a worker that died is lost with its cause and the last lines it wrote, and no warning", {
   skip_on_os("windows")
   process <- processx::process$new("sh", c("-c", "kill -9 $$"))
   process$wait()
-  expect_no_warning(lost <- worker_crash(list(process = process, dir = withr::local_tempdir())))
+  worker <- new.env()
+  worker$session <- process
+  worker$outcome <- list(stderr = "first\nlast words\n")
+  expect_no_warning(lost <- worker_crash(worker))
   expect_s3_class(lost, "gpukeras_error_worker_lost")
   expect_true(lost$crashed)
   expect_match(conditionMessage(lost), "its worker process was killed by signal 9")
+  expect_match(conditionMessage(lost), "last words", fixed = TRUE)
 })
 
 test_that("a fit whose process ended before it took its task runs in a fresh one, once", {
@@ -239,15 +232,15 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   )
   pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
   withr::defer(worker_close(pool))
-  # the slot's waiting process killed (as an out-of-memory killer or a dying template would)
+  # the slot's waiting process killed (as an out-of-memory killer would)
   # before the task reaches it
   run_after_a_kill <- function(task) {
     waiting <- worker_start(pool, 1L)
     pool$ready[[1]] <- waiting
     deadline <- Sys.time() + 120
-    while (is.null(read_rds_or_null(file.path(waiting$dir, "pid.rds"))) && Sys.time() < deadline) Sys.sleep(0.05)
-    waiting$process$kill_tree()
-    while (waiting$process$is_alive() && Sys.time() < deadline) Sys.sleep(0.05)
+    while (waiting$state != "ready" && Sys.time() < deadline) worker_wait(pool, 1)
+    tools::pskill(waiting$session$get_pid(), tools::SIGKILL)
+    while (waiting$session$is_alive() && Sys.time() < deadline) Sys.sleep(0.05)
     ended <- list()
     worker_run(pool, list(task), on_end = function(one) {
       ended[[length(ended) + 1L]] <<- one
