@@ -253,7 +253,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
     sampler = search$sampler, pruner = search$pruner, seed = search$seed, batch = isTRUE(population$population),
     error_call = call
   )
-  pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
+  pool <- new_worker_pool(plan, dir, warm = list(
+    verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
+  ))
   running <- function() {
     unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
   }

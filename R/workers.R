@@ -1,19 +1,25 @@
-# Worker processes for gpu_cv() and gpu_search(): every fit in a fresh R process that
-# sees its own device alone, so nothing carries from one fit to the next (weights,
-# compiled functions, memory), a crash takes one fit, and a fit's device memory goes
-# back when its process ends. The session itself starts no runtime: it holds no device
-# memory.
+# Worker processes for gpu_cv() and gpu_search(): fits run in R processes of their own
+# that see their own device alone, so a crash takes one fit, and the session itself
+# starts no runtime: it holds no device memory.
 #
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
-# GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile, so a
-# fit waits for no start-up. A worker is a callr::r_session started with its slot's
-# environment; its first call (worker_ready()) loads gpukeras, Python, Keras and the
-# core's modules, starts its runtime on its device with the session's gpu_setup() and
-# compiles one small step; its second call is its task (worker_task()), whose value or
-# error callr's read() gives back, the error as the `parent` of callr's; then the pool
-# ends it. The session drives every worker from its poll connection (processx::poll() on
-# all at once, worker_step()). The pool's folder holds the data once, as .npy files the
-# workers memory-map, and each worker's temporary folder.
+# GPU). A slot runs one fit at a time, on its worker. A worker is a callr::r_session
+# started with its slot's environment; its first call (worker_ready()) loads gpukeras,
+# Python, Keras and the core's modules, starts its runtime on its device with the
+# session's gpu_setup() and, with no task waiting, compiles one small step; each later
+# call is a task (worker_task()), whose value or error callr's read() gives back, the
+# error as the `parent` of callr's. A worker runs many tasks: after each it resets what
+# the fit left (worker_reset(): Keras' clear_session(), R's and Python's garbage, what
+# the pool's `warm` opened ahead), and each task sets its seed as it starts, so a fit in
+# a worker that ran others is the same as in a fresh one. A worker whose task failed, or
+# that died (lost, or retried once in a fresh one when it had not taken its task yet), is
+# ended, and the slot starts another. When the pool closes, its ready workers become the
+# session's spares (`the$spares`), which the next pool whose slots they fit (worker_key():
+# the same environment, device and gpu_setup()) takes instead of starting new processes;
+# they end with the session. The session drives every worker from its poll connection
+# (processx::poll() on all at once, worker_step()). The pool's folder holds the data
+# once, as .npy files the workers memory-map; each worker's temporary folder is its own,
+# in the session's.
 
 # The slots for `devices`, `workers` and `workers_per_device`, as the core plans them.
 worker_plan <- function(devices, workers, workers_per_device, call = caller_env()) {
@@ -53,20 +59,48 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
   pool
 }
 
-# A fresh process for slot `i`: a worker (an environment: its callr `session`, `state`,
-# `dir`, and once given one, its `task`), starting.
+# A worker for slot `i`: one of the session's spares that fits the slot (worker_spare()),
+# or a fresh process, starting: a worker is an environment: its callr `session`, `state`,
+# `dir`, its `key` and, once given one, its `task`.
 worker_start <- function(pool, i) {
-  pool$next_id <- pool$next_id + 1L
+  key <- worker_key(pool, i)
+  spare <- worker_spare(key)
+  if (!is.null(spare)) {
+    spare$slot <- i
+    return(spare)
+  }
   worker <- new.env(parent = emptyenv())
-  worker$dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
+  # Its temporary folder is its own, in the session's (it may outlive the pool, a spare):
+  # worker_end() removes it, and it goes with the session's otherwise.
+  worker$dir <- tempfile("gpukeras-worker-")
   dir.create(worker$dir)
   worker$slot <- i
+  worker$key <- key
   worker$state <- "starting"
   worker$prepare <- list(setup = pool$setup, compiled = session_compiled_dir(), warm = pool$warm)
-  # Its temporary folder is the pool's, which goes with the pool, however the worker ends.
   env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
   worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
   worker
+}
+
+# What makes a ready worker fit a slot: what its start and first call prepared (its
+# environment: the session's Python, Keras backend and the slot's device; the session's
+# gpu_setup(); where it shares compiled programs). The pool's `warm` is not in it: a
+# worker drops what it opened ahead after each task (worker_reset()).
+worker_key <- function(pool, i) {
+  list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup, compiled = session_compiled_dir())
+}
+
+# A ready worker of the session's spares (those that pools left, worker_close()) whose key
+# is `key`, taken out of them; NULL if none. One that died meanwhile is ended and skipped.
+worker_spare <- function(key) {
+  while (length(found <- which(vapply(the$spares, function(w) identical(w$key, key), logical(1))))) {
+    worker <- the$spares[[found[1]]]
+    the$spares[found[1]] <- NULL
+    if (worker$session$is_alive() && identical(worker$session$get_state(), "idle")) return(worker)
+    worker_end(worker)
+  }
+  NULL
 }
 
 # Read what `worker`'s session says, if it has said anything, and move it on: started, it
@@ -121,10 +155,9 @@ worker_give <- function(worker) {
   invisible(worker)
 }
 
-# Give `task` to slot `i` (free): its ready process takes it (at once, or once it has
-# loaded), and with `ready_next` (more fits to come) the slot readies the next process
-# meanwhile.
-worker_submit <- function(pool, i, task, ready_next = TRUE) {
+# Give `task` to slot `i` (free): its ready worker takes it (at once, or once it has
+# loaded); a slot with none starts one (worker_start(): a spare, or a fresh process).
+worker_submit <- function(pool, i, task) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
@@ -132,7 +165,6 @@ worker_submit <- function(pool, i, task, ready_next = TRUE) {
   worker$started <- Sys.time()
   if (worker$state == "ready") worker_give(worker)
   pool$busy[[i]] <- worker
-  if (ready_next) pool$ready[[i]] <- worker_start(pool, i)
   invisible(worker)
 }
 
@@ -161,7 +193,9 @@ worker_free <- function(pool) which(vapply(pool$busy, is.null, logical(1)))
 # worker's `result` (its own, or, for a fit that failed, its `error` as data: error_data())
 # and the `condition` it failed with, whole (the worker's own, as callr gives it back; for
 # a process that died, one with the cause and its stderr's last lines). Their slots are
-# free again, and their processes ended.
+# free again: a worker whose task returned is the slot's ready worker again (it reset what
+# the fit left, worker_reset()); one that failed or died is ended, and the slot's next
+# task starts another.
 worker_collect <- function(pool) {
   ended <- list()
   for (i in seq_along(pool$busy)) {
@@ -179,7 +213,12 @@ worker_collect <- function(pool) {
       )
     }
     pool$busy[i] <- list(NULL)
-    worker_end(worker)
+    if (worker_reusable(worker)) {
+      worker_again(worker)
+      pool$ready[[i]] <- worker
+    } else {
+      worker_end(worker)
+    }
     if (retry) worker_retry(pool, i, worker$task)
   }
   ended
@@ -204,8 +243,24 @@ worker_end <- function(worker) {
   invisible()
 }
 
-# Give `task`, whose process ended before it took it, to a fresh process of slot `i`; the
-# slot's next process, where it died too, is started again.
+# A worker whose task returned a value (no error) and that is alive and idle: it takes
+# the slot's next task.
+worker_reusable <- function(worker) {
+  worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
+    identical(worker$session$get_state(), "idle")
+}
+
+# `worker` ready again, with no task.
+worker_again <- function(worker) {
+  worker$task <- NULL
+  worker$taken <- NULL
+  worker$outcome <- NULL
+  worker$started <- NULL
+  worker$state <- "ready"
+  invisible(worker)
+}
+
+# Give `task`, whose process ended before it took it, to a fresh process of slot `i`.
 worker_retry <- function(pool, i, task) {
   task$retried <- TRUE
   ready <- pool$ready[[i]]
@@ -216,7 +271,7 @@ worker_retry <- function(pool, i, task) {
       pool$ready[i] <- list(NULL)
     }
   }
-  worker_submit(pool, i, task, ready_next = !is.null(ready))
+  worker_submit(pool, i, task)
 }
 
 # What a worker that ended without a result died of: a condition, `crashed`, with the
@@ -257,12 +312,33 @@ many_grow <- function(pool, ended, result) {
   invisible()
 }
 
-# End every process of the pool and remove its folder (the data's .npy files too).
+# Close the pool: its ready workers (loaded, no task) go to the session's spares, for the
+# next pool whose slots they fit (worker_start()), as the session's workers; the others
+# (busy: a call that failed or was interrupted; still loading) are ended. The pool's
+# folder (the data's .npy files) is removed. Spares end with the session: callr kills its
+# sessions' processes when R exits.
 worker_close <- function(pool) {
-  for (worker in c(pool$busy, pool$ready)) {
+  for (worker in pool$ready) {
+    if (is.null(worker)) next
+    if (worker$state == "ready" && is.null(worker$loaded) && worker$session$is_alive()) {
+      the$spares <- c(the$spares, list(worker))
+    } else {
+      worker_end(worker)
+    }
+  }
+  for (worker in pool$busy) {
     if (!is.null(worker)) worker_end(worker)
   }
+  pool$ready <- vector("list", length(pool$ready))
+  pool$busy <- vector("list", length(pool$busy))
   unlink(pool$dir, recursive = TRUE)
+  invisible()
+}
+
+# End the session's spare workers (tests; the session's end does it otherwise).
+worker_spares_end <- function() {
+  for (worker in the$spares) worker_end(worker)
+  the$spares <- list()
   invisible()
 }
 
@@ -281,7 +357,7 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
         next_task()
       }
       if (is.null(task)) break
-      worker_submit(pool, i, task, ready_next = length(tasks) > 0L || isTRUE(task$more))
+      worker_submit(pool, i, task)
     }
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
@@ -309,6 +385,7 @@ worker_ready <- function(prepare, compile = TRUE) {
   the$worker_prepared <- tryCatch({
     worker_load()
     warm <- prepare$warm
+    the$worker_unwarm <- warm$undo
     if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
     worker_prepare(prepare, compile)
   }, error = identity)
@@ -338,7 +415,10 @@ worker_prepare <- function(prepare, compile = TRUE) {
 # which callr gives the session whole (worker_collect()).
 worker_task <- function(task) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
-  on.exit(worker_track_flush())
+  on.exit({
+    worker_track_flush()
+    worker_reset()
+  })
   if (!is.null(the$worker_prepared)) stop(the$worker_prepared)
   core_call("workers_seed", seed = task$seed)
   track_restore(task$track$carried, task$track$context)
@@ -377,6 +457,18 @@ worker_fit <- function(task) {
     result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
   }
   result
+}
+
+# After a task, what its fit left reset, for the worker's next task (of this pool, or of
+# a later one, as a spare): Keras' global state (clear_session(): models, names, the
+# backend's graph) and both languages' garbage (core: workers_reset), and what the pool's
+# `warm` opened ahead and the task did not take (its `undo` verb: a spare may serve
+# another search). A task's seed and tracking context are set anew by the next task.
+worker_reset <- function() {
+  try(core_call("workers_reset"), silent = TRUE)
+  if (!is.null(the$worker_unwarm)) try(core_call(the$worker_unwarm), silent = TRUE)
+  gc(verbose = FALSE)
+  invisible()
 }
 
 # The fit's run sent (it is not waited for in the fit: its model is written meanwhile)

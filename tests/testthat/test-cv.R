@@ -174,9 +174,10 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   }
   expect_identical(vapply(pids, parent_of, integer(1)), rep(Sys.getpid(), 2L))
   expect_false(anyDuplicated(c(pids, Sys.getpid())) > 0)
-  # its temporary folder is its own, in the pool's
+  # its temporary folder is its own, in the session's, not the pool's (a spare outlives it)
   tmp <- workers[[2]]$session$run(function() Sys.getenv("TMPDIR"))
   expect_identical(normalizePath(tmp), normalizePath(workers[[2]]$dir))
+  expect_identical(normalizePath(dirname(tmp)), normalizePath(tempdir()))
   # one killed while it waits is `ended`, and lost with its cause
   tools::pskill(pids[1], tools::SIGKILL)
   deadline <- Sys.time() + 10
@@ -187,10 +188,28 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   expect_identical(workers[[1]]$state, "ended")
   expect_match(conditionMessage(worker_crash(workers[[1]])), "its worker process was killed by signal 9")
   expect_true(workers[[2]]$session$is_alive())
+  # the pool closed, its ready worker is the session's spare, which the next pool with the
+  # same slots takes (alive, loaded: no start), and the session's end ends
+  worker_end(workers[[1]])
   pool$ready <- list(workers[[2]])
+  withr::defer(worker_spares_end())
   worker_close(pool)
-  expect_false(workers[[2]]$session$is_alive())
   expect_false(dir.exists(pool$dir))
+  expect_true(workers[[2]]$session$is_alive())
+  expect_identical(the$spares, list(workers[[2]]))
+  again <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  expect_identical(worker_start(again, 1L), workers[[2]])
+  expect_length(the$spares, 0L)
+  # not one whose slots differ (another device, another gpu_setup())
+  the$spares <- list(workers[[2]])
+  again$setup <- list(cpu_devices = 2)
+  other <- worker_start(again, 1L)
+  expect_false(identical(other, workers[[2]]))
+  worker_end(other)
+  expect_false(dir.exists(other$dir))
+  worker_spares_end()
+  expect_false(workers[[2]]$session$is_alive())
+  expect_false(dir.exists(workers[[2]]$dir))
 })
 
 mark_slow()
@@ -214,6 +233,7 @@ test_that("a worker that died is lost with its cause and the last lines it wrote
 
 test_that("a fit whose process ended before it took its task runs in a fresh one, once", {
   skip_on_os("windows")
+  before <- list.files(tempdir(), "^gpukeras-worker-")
   dir <- withr::local_tempdir()
   carried <- many_data(read_training_data(iris_data, FALSE), dir, "gpu_cv")
   model_fn <- check_model_fn(function() {
@@ -231,10 +251,12 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
     fit = list(epochs = 2, batch_size = 50L)
   )
   pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
+  withr::defer(worker_spares_end())
   withr::defer(worker_close(pool))
   # the slot's waiting process killed (as an out-of-memory killer would)
   # before the task reaches it
   run_after_a_kill <- function(task) {
+    if (!is.null(pool$ready[[1]])) worker_end(pool$ready[[1]])
     waiting <- worker_start(pool, 1L)
     pool$ready[[1]] <- waiting
     deadline <- Sys.time() + 120
@@ -253,6 +275,9 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   expect_null(ended[[1]]$result$error)
   expect_length(ended[[1]]$result$history$loss, 2L)
   expect_true(ended[[1]]$task$retried)
+  # the worker that ran it is the slot's ready worker again, reset for the next task
+  expect_identical(pool$ready[[1]]$state, "ready")
+  expect_null(pool$ready[[1]]$task)
   # once: a fit whose second process also ended first is lost, with the cause
   task$retried <- TRUE
   ended <- run_after_a_kill(task)
@@ -260,7 +285,8 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   expect_true(ended[[1]]$result$error$crashed)
   expect_s3_class(ended[[1]]$condition, "gpukeras_error_worker_lost")
   expect_match(ended[[1]]$result$error$message, "killed by signal 9")
-  expect_false(file.exists(file.path(dir, "worker-001")))
+  # the workers' folders went with them
+  expect_setequal(list.files(tempdir(), "^gpukeras-worker-"), before)
 })
 
 test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_fit() calls", {
@@ -342,10 +368,10 @@ test_that(paste(
     list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled),
          devices = vapply(list.files(seen, full.names = TRUE), readLines, ""))
   }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
-  # a worker per gpu_cv() (its folds trained as one population), each with the session's
-  # two CPU devices
+  # one worker (its folds trained as one population), with the session's two CPU devices:
+  # the first gpu_cv()'s, which the second took as the session's spare
   expect_identical(result$cv$trained, "population")
-  expect_identical(unname(result$devices), rep("2", 2))
+  expect_identical(unname(result$devices), "2")
   # the session's workers share one compilation cache: the second gpu_cv()'s folds, the
   # same model on the same shapes, compile nothing new
   expect_gt(length(result$after_first), 0)

@@ -191,6 +191,12 @@ def warm(storage: str) -> None:
         _WARMED[storage] = open_storage(storage)
 
 
+def unwarm() -> None:
+    """Close what ``warm`` opened and no trial took: a worker that ran its task serves
+    the next one, of this search or, as a spare, of another on another storage."""
+    _WARMED.clear()
+
+
 def take_warmed(storage: str) -> Any:
     """The storage ``warm`` opened for ``storage`` (once), or None."""
     return _WARMED.pop(storage, None)

@@ -1,15 +1,16 @@
 """Where gpu_cv() and gpu_search() run their fits: one worker process per device, or more.
 
-Each fit runs in a fresh worker process that sees one device alone (its own
-``CUDA_VISIBLE_DEVICES``), so the session that searches holds no device memory and
-a fit's memory goes back when its process ends. This module decides the slots (the
-"auto" rules live here, R only checks the arguments): which devices, how many
-workers on each, and, with ``per_device = "auto"``, whether more fit one GPU once a
-fit's memory plan is known. It asks NVML (no framework starts).
+Each fit runs in a worker process that sees one device alone (its own
+``CUDA_VISIBLE_DEVICES``), so the session that searches holds no device memory; a
+worker runs one fit after another, Keras' state reset between them (``reset``). This
+module decides the slots (the "auto" rules live here, R only checks the arguments):
+which devices, how many workers on each, and, with ``per_device = "auto"``, whether
+more fit one GPU once a fit's memory plan is known. It asks NVML (no framework starts).
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from typing import Any
@@ -22,8 +23,8 @@ from gpukeras.gpu.simulated import SimulatedGpu, simulated_gpu
 # Workers sharing one GPU take turns on its compute: past a few, more only queue.
 MOST_PER_DEVICE = 4
 # What a worker's fits may use of a GPU's memory, the rest left to the CUDA contexts
-# (a few hundred MiB each: each slot's running worker and the next one, which starts its
-# runtime while it waits) and the memory plan's error (within 25 % on an H100).
+# (a few hundred MiB each: each slot's worker, and a spare of an earlier pool or a
+# replacement starting its runtime) and the memory plan's error (within 25 % on an H100).
 MEMORY_SHARE = 0.8
 
 
@@ -185,6 +186,15 @@ def seed(seed: int) -> None:
     TensorFlow wherever installed) as a worker's fit starts: the fold or trial is then the
     same as a fit run by hand after ``keras$utils$set_random_seed(seed)``."""
     config.keras().utils.set_random_seed(seed)
+
+
+def reset() -> None:
+    """After a worker's task, what its fit left: Keras' global state (``clear_session``:
+    its models, layer names, the backend's graph and TensorFlow's) and Python's garbage,
+    so that the worker's next fit is the same as one in a fresh worker (its seed is set
+    by ``seed`` as it starts). The runtime and what was compiled stay."""
+    config.keras().backend.clear_session()
+    gc.collect()
 
 
 def share_compiled(folder: str) -> str | None:
