@@ -49,6 +49,11 @@ worker_probe_begin <- function(probe_dir, session_pid) {
     state$compile <- reticulate::py_eval("bench_compile")
     state$compile_first <- reticulate::py_eval("bench_compile_first")
     saveRDS(as.list(state), file.path(probe_dir, sprintf("fit-%d-%d.rds", state$number, state$pid)))
+    # this fit's alone: the worker runs later tasks, of other calls (R/workers.R)
+    suppressMessages({
+      untrace("load_arrays", where = namespace)
+      untrace("gpu_fit", where = namespace)
+    })
   }
   namespace <- asNamespace("gpukeras")
   suppressMessages({
