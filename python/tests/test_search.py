@@ -705,3 +705,15 @@ def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_one
     assert search_population.ask(plain) == {"width": 20, "trials": []}  # the budget is spent
     pruned = opened(tmp_path, trials=20, sampler="random")
     assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH
+
+
+def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> None:
+    """A worker runs many tasks, and a spare may serve another search: what ``warm``
+    opened and the task did not take is dropped (``unwarm``, after each task)."""
+    storage = url(tmp_path)
+    study_storage.warm(storage)
+    study_storage.unwarm()
+    assert study_storage.take_warmed(storage) is None
+    study_storage.warm(storage)
+    assert study_storage.take_warmed(storage) is not None
+    assert study_storage.take_warmed(storage) is None
