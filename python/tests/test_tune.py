@@ -10,7 +10,7 @@ from conftest import requires, run_on_jax
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.data import adapters, pipeline
 from gpukeras.gpu import precision
-from gpukeras.tools import tune, tune_trial
+from gpukeras.tools import tune
 from gpukeras.train import advice, model_copies
 
 pytestmark = pytest.mark.slow  # many short trainings
@@ -113,10 +113,8 @@ def test_a_float16_overflow_is_marked_unsound_and_never_recommended() -> None:
 
 
 def test_recommend_skips_an_unsound_trial_even_when_it_is_fastest() -> None:
-    def trial(rate: float | None, sound: bool) -> tune_trial.Trial:
-        return tune_trial.Trial(
-            "float32", 32, 1, False, "baseline", samples_per_second=rate, sound=sound
-        )
+    def trial(rate: float | None, sound: bool) -> tune.Trial:
+        return tune.Trial("float32", 32, 1, False, "baseline", samples_per_second=rate, sound=sound)
 
     nan_fast, slow, fast = trial(9e9, False), trial(10.0, True), trial(20.0, True)
     assert tune.recommend([nan_fast, slow, fast]) is fast
@@ -231,9 +229,9 @@ def test_mixed_precision_halves_the_activations_the_plan_counts() -> None:
     model = small_model()
     plan, _ = tune.memory_plan.plan_of(keras, model)
     memory = tune.Memory(plan, plan.peak_mib(256, half_activations=True) + 1e-9)
-    float32 = tune_trial.Combination("float32", 256, 1, False)
+    float32 = tune.Combination("float32", 256, 1, False)
     assert memory.too_big(float32) is not None
-    assert memory.too_big(tune_trial.Combination("mixed_bfloat16", 256, 1, False)) is None
+    assert memory.too_big(tune.Combination("mixed_bfloat16", 256, 1, False)) is None
     assert tune.Memory(plan, None).too_big(float32) is None  # free memory not known: run it
 
 
