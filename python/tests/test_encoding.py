@@ -122,7 +122,7 @@ def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
 
 
 def test_arrays_the_core_made_are_known_as_its_own():
-    from gpukeras.data.array_source import core_made
+    from gpukeras.data.adapters import core_made
 
     held = handover({encoding.FRAME: frame()}, np.ones(4), "float32")
     assert core_made(held.x, held.y, None)

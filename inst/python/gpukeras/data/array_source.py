@@ -42,25 +42,14 @@ COPY_THREADS = min(4, os.cpu_count() or 1)
 
 
 # The arrays this module made (host_array, features_array), by id: a pipeline may share them
-# rather than copy them again, for nobody else holds them to change (see ``core_made``).
-_MADE: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+# rather than copy them again, for nobody else holds them to change (the adapters' factory
+# reads it, ``adapters.core_made``, without a call into this module: the data's walk).
+MADE: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
 
 def _made(array: np.ndarray) -> np.ndarray:
-    _MADE[id(array)] = array
+    MADE[id(array)] = array
     return array
-
-
-def core_made(*parts: object) -> bool:
-    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one this
-    module made from R data, which a pipeline may share instead of copying."""
-    leaves = [
-        leaf
-        for part in parts
-        if part is not None
-        for leaf in (part.values() if isinstance(part, dict) else [part])
-    ]
-    return bool(leaves) and all(_MADE.get(id(leaf)) is leaf for leaf in leaves)
 
 
 def host_array(

@@ -89,7 +89,7 @@ from gpukeras.data.adapters.tf_dataset import (
     build_from_spec,
     static_batch_size,
 )
-from gpukeras.data.array_source import core_made
+from gpukeras.data.array_source import MADE
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -153,6 +153,18 @@ class FeedContext:
     tf_data_only: bool = False
 
 
+def core_made(*parts: object) -> bool:
+    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one the
+    core made from R data (``array_source.MADE``), which a pipeline may share, not copy."""
+    leaves = [
+        leaf
+        for part in parts
+        if part is not None
+        for leaf in (part.values() if isinstance(part, dict) else [part])
+    ]
+    return bool(leaves) and all(MADE.get(id(leaf)) is leaf for leaf in leaves)
+
+
 def get_data_adapter(given: Given, validation: Given, context: FeedContext) -> DataAdapter:
     """The adapter for gpu_fit()'s data in its final form, with its validation data (see the
     module's notes): rows in memory that fit on the device as a ``ResidentAdapter``
@@ -195,7 +207,7 @@ def get_data_adapter(given: Given, validation: Given, context: FeedContext) -> D
         built = pipeline.from_arrays(
             rows.x, rows.y, sample_weight=rows.sample_weight, batch_size=rows.batch_size,
             shuffle=rows.shuffle, seed=rows.seed,
-            copy=not core_made(rows.x, rows.y, rows.sample_weight),
+            copy=not rows.shared,
         )  # fmt: skip
         adapter = ArrayDatasetAdapter(built["dataset"], rows)
     elif rows is not None:
@@ -243,8 +255,10 @@ def _rows(
         on_device = tuple(part for part in validation.arrays if part is not None)
     elif held is not None and held.batch_size == size:
         on_device = tuple(part for part in held.arrays() if part is not None)
+    # a weight weights.row_weights() makes is the core's own too
+    shared = core_made(x, y, sample_weight)
     weights_of_rows = weights.row_weights(y, sample_weight, context.class_weight, count)
-    rows = Rows(x, y, count, size, seed, shuffle, drop_remainder, weights_of_rows)
+    rows = Rows(x, y, count, size, seed, shuffle, drop_remainder, weights_of_rows, shared)
     return rows, on_device
 
 

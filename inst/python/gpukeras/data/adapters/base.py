@@ -128,7 +128,8 @@ class Rows:
     """Rows in memory, as every in-memory form of training data holds them: R or NumPy arrays
     (``x`` may be a dict of arrays by input name), or a gpu_dataset() of them that batches them
     as they are (``pipeline.in_memory``): ``count`` of them. ``sample_weight`` has the class
-    weights in it (one weight per row, ``gpukeras.data.weights``)."""
+    weights in it (one weight per row, ``gpukeras.data.weights``). ``shared``: the core made
+    them all from R data, so a pipeline may share them rather than copy them."""
 
     x: object
     y: object | None
@@ -138,6 +139,7 @@ class Rows:
     shuffle: bool = True
     drop_remainder: bool = False
     sample_weight: object | None = None
+    shared: bool = False
 
 
 @dataclass
