@@ -7,6 +7,7 @@
 # write), so the bytes are written plainly (write_file_atomic()): a short file is a
 # gpukeras_error_job_write naming `what` and the folder, and the old file stays.
 write_rds_atomic <- function(object, path, what = basename(path), call = caller_env()) {
+  force(object)
   if (!isTRUE(write_file_atomic(path, serialize(object, NULL)))) job_write_failed(dirname(path), what, call = call)
   invisible(TRUE)
 }

@@ -5,8 +5,10 @@
 # counted (a full disk shows only as a short file, or as a warning when the connection
 # closes, which must still complete), then renamed over it, keeping an existing file's
 # permissions. A link at `path` is replaced, not followed; the old file stays whole when
-# anything fails. TRUE, or why not (a string).
+# anything fails. TRUE, or why not (a string). `bytes` is forced first: a warning while
+# it is computed (a job's whole work can be that promise) is the caller's, not a failed write.
 write_file_atomic <- function(path, bytes) {
+  force(bytes)
   temporary <- tempfile(paste0(".", basename(path), "-"), tmpdir = dirname(path))
   on.exit(unlink(temporary))
   # A step fails by an error or a warning; one that warned still completes (a close).

@@ -23,6 +23,16 @@ test_that("a process's error comes back whole, as the parent of the session's cl
   expect_identical(error_data(error$parent)$class[1], "gpukeras_error_bad_data")
 })
 
+test_that("a result whose making warned is still written: the warning is the work's, not a failed write", {
+  dir <- withr::local_tempdir()
+  # a job's work is the lazy value it reports (process_report(dir, do.call(gpu_search, args)))
+  expect_warning(process_report(dir, {
+    warning("SQLite ignores the query string")
+    list(value = 42)
+  }), "ignores the query string")
+  expect_identical(readRDS(file.path(dir, "result.rds")), list(value = 42))
+})
+
 test_that("processes are waited for many at once, and leave their result or their error", {
   skip_on_cran()
   dir <- withr::local_tempdir()
