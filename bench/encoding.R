@@ -12,8 +12,12 @@
 # starts TensorFlow and compiles nothing that counts), and reads the R process' peak
 # resident memory (VmHWM, reset through /proc/self/clear_refs just before the fit) against
 # its resident memory then: the fit's peak memory growth.
+# Then the fitted model predicts `predict_rows` rows (1e5; the same batch size, Keras'
+# default 32, both ways) after a warm-up of 1,000 rows on the same model:
+#   frame:  predict(<the gpu_fit() result>, <data.frame>), the encoding applied by gpukeras;
+#   matrix: Keras' own model$predict(<float32 NumPy indicator matrix>).
 # Goals: frame - matrix <= 1.0 s (median of rounds), frame's peak growth <= 1.5 x the float32
-# indicator matrix.
+# indicator matrix, frame's predict() <= 1.5 x Keras' own predict() (median of rounds).
 #
 # Usage (from the repository root): Rscript bench/encoding.R [--quick | --smoke]
 # Writes bench/results/encoding-cpu-2026-11-28.json (a smoke run: see bench/lib/common.R).
@@ -23,7 +27,7 @@ source("bench/lib/common.R")
 mode <- bench_mode()
 args <- commandArgs(trailingOnly = TRUE)
 
-one_fit <- function(way, rows) {
+one_fit <- function(way, rows, predict_rows) {
   source("bench/lib/load.R")
   set.seed(1)
   levels <- sprintf("level%02d", 1:53)
@@ -48,13 +52,17 @@ one_fit <- function(way, rows) {
   warm <- make(1000)
   invisible(fit(list(x = warm, y = as.integer(warm$a > 0)), batch_size = 100))
   if (way == "matrix") {
-    encoded <- cbind(x$a, x$b, outer(as.integer(x$f), 1:53, `==`) + 0)
-    data <- list(
-      x = np$ascontiguousarray(reticulate::r_to_py(encoded), dtype = "float32"), y = np$array(array(y), dtype = "int32")
-    )
-    rm(encoded)
+    float32 <- function(rows) {
+      np$ascontiguousarray(reticulate::r_to_py(cbind(x$a, x$b, outer(as.integer(x$f), 1:53, `==`) + 0)[rows, ]),
+                           dtype = "float32")
+    }
+    data <- list(x = float32(TRUE), y = np$array(array(y), dtype = "int32"))
+    new <- list(warm = float32(1:1000), timed = float32(seq_len(predict_rows)))
+    predicting <- function(fitted, rows) fitted$model$predict(rows, verbose = 0L)
   } else {
     data <- list(x = x, y = y)
+    new <- list(warm = x[1:1000, ], timed = x[seq_len(predict_rows), ])
+    predicting <- function(fitted, rows) stats::predict(fitted, rows)
   }
   invisible(gc(full = TRUE))
   invisible(reticulate::import("gc")$collect())
@@ -65,14 +73,18 @@ one_fit <- function(way, rows) {
   cat("5", file = "/proc/self/clear_refs")
   before <- status("VmRSS")
   took <- system.time(result <- fit(data))[["elapsed"]]
-  list(seconds = took, peak_growth_bytes = status("VmHWM") - before, loss = result$history$loss[[1]])
+  growth <- status("VmHWM") - before
+  invisible(predicting(result, new$warm))
+  predicted <- system.time(predictions <- predicting(result, new$timed))[["elapsed"]]
+  stopifnot(NROW(predictions) == predict_rows)
+  list(seconds = took, peak_growth_bytes = growth, loss = result$history$loss[[1]], predict_seconds = predicted)
 }
 
 if ("--child" %in% args) {
   way <- args[which(args == "--child") + 1L]
   rows <- as.integer(args[which(args == "--child") + 2L])
   out <- args[which(args == "--child") + 3L]
-  writeLines(jsonlite::toJSON(one_fit(way, rows), auto_unbox = TRUE, digits = NA), out)
+  writeLines(jsonlite::toJSON(one_fit(way, rows, min(rows, 100000L)), auto_unbox = TRUE, digits = NA), out)
   quit(save = "no")
 }
 
@@ -91,9 +103,10 @@ for (round in seq_len(rounds)) {
     measured[[way]][[round]] <- run_child(way)
   }
   cat(sprintf(
-    "round %d: frame %.2f s (peak +%.0f MB), matrix %.2f s (peak +%.0f MB)\n", round,
-    measured$frame[[round]]$seconds, measured$frame[[round]]$peak_growth_bytes / 1e6,
-    measured$matrix[[round]]$seconds, measured$matrix[[round]]$peak_growth_bytes / 1e6
+    "round %d: frame %.2f s (peak +%.0f MB, predict %.2f s), matrix %.2f s (peak +%.0f MB, predict %.2f s)\n", round,
+    measured$frame[[round]]$seconds, measured$frame[[round]]$peak_growth_bytes / 1e6, measured$frame[[round]]$predict_seconds,
+    measured$matrix[[round]]$seconds, measured$matrix[[round]]$peak_growth_bytes / 1e6,
+    measured$matrix[[round]]$predict_seconds
   ))
 }
 pick <- function(way, what) vapply(measured[[way]], `[[`, numeric(1), what)
@@ -108,7 +121,10 @@ result <- list(
   float32_matrix_bytes = matrix_bytes,
   frame_peak_vs_float32_matrix = stats::median(pick("frame", "peak_growth_bytes")) / matrix_bytes,
   loss = list(frame = pick("frame", "loss"), matrix = pick("matrix", "loss")),
-  goal = list(frame_minus_matrix_seconds = 1.0, frame_peak_vs_float32_matrix = 1.5),
+  predict_rows = min(rows, 100000L),
+  predict_seconds = list(frame = pick("frame", "predict_seconds"), keras_on_matrix = pick("matrix", "predict_seconds")),
+  predict_vs_keras = stats::median(pick("frame", "predict_seconds")) / stats::median(pick("matrix", "predict_seconds")),
+  goal = list(frame_minus_matrix_seconds = 1.0, frame_peak_vs_float32_matrix = 1.5, predict_vs_keras = 1.5),
   machine = list(
     cores = parallel::detectCores(), loadavg_before = load_before, loadavg_after = readLines("/proc/loadavg")
   )
@@ -116,7 +132,10 @@ result <- list(
 label <- Sys.getenv("GPUKERAS_BENCH_LABEL")
 name <- paste0("encoding-cpu-2026-11-28", if (nzchar(label)) paste0("-", label))
 cat(sprintf(
-  "frame - matrix: %.2f s (goal <= 1.0); frame's peak growth %.2f x the float32 matrix (goal <= 1.5)\n",
-  stats::median(extra), result$frame_peak_vs_float32_matrix
+  paste(
+    "frame - matrix: %.2f s (goal <= 1.0); frame's peak growth %.2f x the float32 matrix (goal <= 1.5);",
+    "predict() %.2f x Keras' own (goal <= 1.5)\n"
+  ),
+  stats::median(extra), result$frame_peak_vs_float32_matrix, result$predict_vs_keras
 ))
 cat("written:", write_result(result, name, mode), "\n")
