@@ -33,6 +33,10 @@ from gpukeras.core.errors import DataFieldsError
 
 # The key R's frame_handover() puts a data.frame under.
 FRAME = "gpukeras_frame"
+# How a factor column becomes the model's: indicator columns, or one column of its codes.
+FACTOR_RULES = ("one_hot", "codes")
+# What the levels training did not have become: an error, or scored (unseen_rule).
+UNKNOWN_RULES = ("error", "zero", "code")
 # R's NA_integer_, as a factor's code.
 R_NA_INTEGER = np.iinfo(np.int32).min
 # The code of a row with NA (below every code a level can have, -1 included).
@@ -111,17 +115,31 @@ class _Column:
 
 def frame_width(spec: Mapping[str, Mapping[str, object]]) -> int:
     """The model columns a data.frame of these columns' ``spec`` becomes."""
-    return sum(_width(column) for column in spec.values())
+    return sum(column_width(column) for column in spec.values())
 
 
-def _rule(column: Mapping[str, object]) -> str:
+def column_rule(column: Mapping[str, object]) -> str:
+    """How a factor column of the spec is encoded: one of FACTOR_RULES (an encoding recorded
+    before one-hot existed has none: codes)."""
     return str(column.get("encoding") or "codes")
 
 
-def _width(column: Mapping[str, object]) -> int:
-    if column.get("type") == "factor" and _rule(column) == "one_hot":
+def column_width(column: Mapping[str, object]) -> int:
+    """The model columns one column of the spec becomes: a one-hot factor's levels, else 1."""
+    if column.get("type") == "factor" and column_rule(column) == "one_hot":
         return len(_strings(column.get("levels")))
     return 1
+
+
+def unseen_rule(column: Mapping[str, object]) -> str:
+    """The ``unknown`` rule that scores a factor column's unseen levels: "zero" (a row of
+    zeros) for one-hot, "code" (the reserved code ``len(levels)``) for codes."""
+    return "zero" if column_rule(column) == "one_hot" else "code"
+
+
+def scores_unseen(column: Mapping[str, object], unknown: str) -> bool:
+    """Whether ``unknown`` scores this factor column's unseen levels (else they are an error)."""
+    return unknown == unseen_rule(column)
 
 
 def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
@@ -149,8 +167,8 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
         rows = len(values) if rows is None else rows
         if rule.get("type") == "factor":
             codes = _factor_codes(handed, rule, where, unknown)
-            one_hot = _rule(rule) == "one_hot"
-            columns.append(_Column(start, _width(rule), values, codes, one_hot))
+            one_hot = column_rule(rule) == "one_hot"
+            columns.append(_Column(start, column_width(rule), values, codes, one_hot))
         else:
             if handed.get("levels") is not None:
                 _wrong_type(
@@ -215,8 +233,8 @@ def _factor_codes(
     unseen = np.flatnonzero((lookup == -1) & (used > 0))
     if not len(unseen):
         return lookup
-    one_hot = _rule(rule) == "one_hot"
-    if unknown != ("zero" if one_hot else "code"):
+    one_hot = column_rule(rule) == "one_hot"
+    if not scores_unseen(rule, unknown):
         if handed.get("appearance"):  # a character column: in the order the values come
             unseen = unseen[np.argsort([int(np.argmax(r_codes == code)) for code in unseen])]
         new = [own[code - 1] for code in unseen]

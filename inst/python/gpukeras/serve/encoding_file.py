@@ -14,8 +14,7 @@ from collections.abc import Mapping
 
 from gpukeras.core.errors import BadModelError
 from gpukeras.core.handles import Model
-
-FACTOR_RULES = ("one_hot", "codes")
+from gpukeras.data import encoding as frame_encoding
 
 
 def _fail(path: str, what: str) -> BadModelError:
@@ -45,7 +44,7 @@ def _check_column(name: str, column: object, where: str, path: str) -> None:
         return
     if not _strings(column.get("levels"), distinct=True) or not column["levels"]:
         raise _fail(path, f"{where} column {name!r} has levels that are not distinct strings")
-    if column.get("encoding", "codes") not in FACTOR_RULES:
+    if frame_encoding.column_rule(column) not in frame_encoding.FACTOR_RULES:
         raise _fail(path, f"{where} column {name!r} has an encoding other than one_hot or codes")
 
 
@@ -106,12 +105,7 @@ def part_width(part: Mapping) -> int:
     """The columns an input receives: a data.frame's (a one-hot factor's levels each)."""
     if part["type"] == "array":
         return math.prod(part["shape"])
-    return sum(
-        len(column["levels"])
-        if column["type"] == "factor" and column.get("encoding", "codes") == "one_hot"
-        else 1
-        for column in part["columns"].values()
-    )
+    return frame_encoding.frame_width(part["columns"])
 
 
 def check_fits(encoding: Mapping, model: Model, path: str) -> None:

@@ -35,6 +35,7 @@ from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, ExportError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
+from gpukeras.data import encoding as frame_encoding
 from gpukeras.data import source_files
 from gpukeras.data.adapters.base import tensorflow_available
 from gpukeras.gpu.precision import LOW_PRECISION
@@ -78,7 +79,7 @@ def export(
     arguments.check_keras_model(keras, model)
     if format not in FORMATS:
         raise BadArgumentError(f'`format` must be "savedmodel" or "onnx", not {format!r}.')
-    if unknown not in export_signature.UNKNOWN_RULES:
+    if unknown not in frame_encoding.UNKNOWN_RULES:
         raise BadArgumentError(f'`unknown` must be "error", "zero" or "code", not {unknown!r}.')
     target = _check_path(path, str(format), overwrite)
     plain = encoding if isinstance(encoding, dict) else None

@@ -1,10 +1,12 @@
 """The function a SavedModel serves: raw columns in, the training encoding, named outputs out.
 
-gpu_export(format = "savedmodel") puts the training encoding (R/encoding.R: columns,
-factor levels, one-hot or codes) into the served function itself, as TensorFlow ops
-around the model's own function, so that a server that only loads the SavedModel
-(TensorFlow Serving, ``tf.saved_model.load``) takes each raw column by name and
-encodes it exactly as predict() does in R:
+gpu_export(format = "savedmodel") puts the training encoding (columns, factor levels,
+one-hot or codes) into the served function itself, as TensorFlow ops around the model's
+own function, so that a server that only loads the SavedModel (TensorFlow Serving,
+``tf.saved_model.load``) takes each raw column by name and encodes it exactly as
+predict() does. The rules (a factor's encoding and width, which ``unknown`` scores its
+unseen levels) are the core encoder's (``gpukeras.data.encoding``); only their execution
+as graph ops is here:
 
 - numeric column: ``tf.float64`` (R's numbers), cast to float32 as predict() does;
 - logical column: ``tf.bool``, 1 for true;
@@ -32,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpukeras.core.handles import Record
+from gpukeras.data import encoding as frame_encoding
 
-UNKNOWN_RULES = ("error", "zero", "code")
 # Output names the served function gives itself: a level of the same name is renamed.
 RESERVED_OUTPUTS = ("output", "class")
 
@@ -82,14 +84,6 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _column_rule(column: Mapping, unknown: str) -> str:
-    """What an unseen level of a factor column becomes: the rule asked for where it fits
-    the column's encoding (zero for one-hot, code for codes), as predict() has it, else error."""
-    rule = column.get("encoding", "codes")
-    fits = "zero" if rule == "one_hot" else "code"
-    return unknown if unknown == fits else "error"
-
-
 def served_inputs(encoding: Mapping, unknown: str) -> list[ServedInput]:
     """The served signature's inputs for ``encoding`` (R's, as encoding_to_plain() sends it):
     one per column of each data.frame input, one per array input. Several inputs name a
@@ -118,8 +112,8 @@ def served_inputs(encoding: Mapping, unknown: str) -> list[ServedInput]:
                     ServedInput(
                         name, input_name, column, kind, "string",
                         levels=[str(level) for level in spec["levels"]],
-                        rule=spec.get("encoding", "codes"),
-                        unknown=_column_rule(spec, unknown),
+                        rule=frame_encoding.column_rule(spec),
+                        unknown=unknown if frame_encoding.scores_unseen(spec, unknown) else "error",
                     )
                 )  # fmt: skip
             else:
@@ -140,7 +134,7 @@ def _encode_factor(tf: Any, values: Any, item: ServedInput) -> Any:
     checks = []
     if item.unknown == "error":
         shown = ", ".join(f'"{level}"' for level in (item.levels or [])[:10])
-        hint = "zero" if item.rule == "one_hot" else "code"
+        hint = frame_encoding.unseen_rule({"encoding": item.rule})
         message = (
             f"Column `{item.column}` has level(s) not seen in training (the model knows "
             f'{shown}); export with unknown = "{hint}" to score them. Unseen:'
