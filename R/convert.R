@@ -94,23 +94,31 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     ), call = call)
   }
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
-  core_checks <- na == "error" & reticulate::py_available(initialize = FALSE) &
+  # A NumPy part (gpu_as_numpy()) is the core's to check, in its copy, whatever `na` says.
+  numpy <- vapply(parts, is_numpy_part, logical(1))
+  core_checks <- numpy | na == "error" & reticulate::py_available(initialize = FALSE) &
     vapply(parts, is.double, logical(1))
   # Infinite values cannot be dropped as NA are: refused whatever `na` says. The core checks
   # them in its copy; before Python runs, R does (see above).
   if (!reticulate::py_available(initialize = FALSE)) abort_not_finite(parts, call = call)
   dropped <- 0L
   if (any(vapply(parts[!core_checks], anyNA, logical(1)))) {
-    missing <- missing_rows(parts)
-    if (na == "error") abort_missing(parts, missing, fix = na_fix, call = call)
+    missing <- missing_rows(parts[!numpy])
+    if (na == "error") abort_missing(parts[!numpy], missing, fix = na_fix, call = call)
     dropped <- sum(missing)
     if (dropped == length(missing)) {
       abort_bad_data("Every row has an NA: nothing is left after na = \"drop\".", call = call)
     }
+    if (any(numpy)) {
+      abort_bad_data(c(
+        sprintf("na = \"drop\" cannot drop rows of %s, a NumPy array.", paste0("`", names(parts)[numpy], "`")),
+        "Drop those rows before gpu_as_numpy(), or give R data."
+      ), call = call)
+    }
     parts <- lapply(parts, take_rows, which(!missing))
   }
   parts <- lapply(parts, function(part) {
-    if (is.null(dim(part))) dim(part) <- length(part)
+    if (is.null(dim(part)) && !is_numpy_part(part)) dim(part) <- length(part)
     part
   })
   frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
@@ -184,13 +192,18 @@ handover_fields <- function(data) {
   )
 }
 
-# The parts of handed-over `data` by name, as abort_missing() names them.
+# The R parts of handed-over `data` by name, as abort_missing() names them: a NumPy part's
+# NA or Inf is named by the core's own error, which then stands.
 data_parts <- function(data) {
-  c(
+  parts <- c(
     if (is.list(data$x) && !is_frame(data$x)) data$x else list(x = data$x), if (!is.null(data$y)) list(y = data$y),
     if (!is.null(data$sample_weight)) list(sample_weight = data$sample_weight)
   )
+  Filter(Negate(is_numpy_part), parts)
 }
+
+# Whether a part of R data is a NumPy array already (gpu_as_numpy()): handed over as it is.
+is_numpy_part <- function(part) inherits(part, "numpy.ndarray")
 
 # `data` from as_pipeline_data() as an argument of any core verb: the core makes its one
 # copy in that same call (array_source.received), so a verb that trains calls the core
@@ -282,7 +295,7 @@ check_feature_array <- function(x, name, call = caller_env()) {
   if (is.null(dim(x))) matrix(x, ncol = 1L) else x
 }
 
-count_rows <- function(x) if (is.null(dim(x))) length(x) else dim(x)[1]
+count_rows <- function(x) if (is_numpy_part(x)) reticulate::py_len(x) else if (is.null(dim(x))) length(x) else dim(x)[1]
 
 row_has_na <- function(x) row_has(is.na(x), x)
 

@@ -124,7 +124,8 @@ fit_encoding <- function(data, call = caller_env()) {
   if (!is.null(data$recorded)) return(data$recorded)
   if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding)
   parts <- if (is.list(data$x) && !is.data.frame(data$x)) data$x else list(data$x)
-  if (any(vapply(parts, inherits, logical(1), "python.builtin.object"))) return(NULL)
+  # NumPy arrays alone are the model's inputs and outputs as they are: nothing to record
+  if (is_numpy_part(data$y) || is.null(data$y) && any(vapply(parts, is_numpy_part, logical(1)))) return(NULL)
   data_encoding(data$x, data$y, "error", call)
 }
 

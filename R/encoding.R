@@ -38,6 +38,7 @@ data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factor
 }
 
 part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
+  if (is_numpy_part(part)) return(numpy_part(part, name, NULL, call)$spec)
   if (is.data.frame(part)) {
     check_columns(part, name, call)
     return(list(type = "data.frame", columns = Map(function(values, column) {
@@ -203,6 +204,7 @@ describe_inputs <- function(parts, several) {
 # training data, else applied to it): an array as numbers (rows first), a data.frame as its
 # training columns, which the core encodes (frame_handover()).
 encode_part <- function(part, name, spec = NULL, call = caller_env(), factors = "one_hot") {
+  if (is_numpy_part(part) && !identical(spec$type, "data.frame")) return(numpy_part(part, name, spec, call))
   spec <- spec %||% part_spec(part, name, call, factors)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
@@ -222,16 +224,31 @@ encode_part <- function(part, name, spec = NULL, call = caller_env(), factors = 
   shape <- if (is.null(dim(array))) 1L else dim(array)[-1]
   if (length(spec$names) && length(colnames(array)) && !identical(colnames(array), spec$names)) {
     array <- array[, select_names(colnames(array), spec$names, name, call), drop = FALSE]
-  } else if (!identical(as.integer(shape), as.integer(spec$shape))) {
-    abort_bad_data(c(
-      sprintf(
-        "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).", name,
-        paste(shape, collapse = ", "), paste(spec$shape, collapse = ", ")
-      ),
-      "Give the new data with the training data's columns (and image size)."
-    ), call = call)
+  } else {
+    check_row_shape(shape, spec, name, call)
   }
   list(x = array, spec = spec)
+}
+
+# A part of R data that is a NumPy array already (gpu_as_numpy()), handed over as it is:
+# the core checks that it holds numbers and gives its shape, which must be the training's.
+numpy_part <- function(part, name, spec, call) {
+  dims <- as.integer(unlist(core_call("numpy_shape", array = part, name = name, error_call = call)))
+  shape <- if (length(dims) < 2L) 1L else dims[-1]
+  spec <- spec %||% list(type = "array", shape = shape)
+  check_row_shape(shape, spec, name, call)
+  list(x = part, spec = spec)
+}
+
+check_row_shape <- function(shape, spec, name, call) {
+  if (identical(as.integer(shape), as.integer(spec$shape))) return(invisible())
+  abort_bad_data(c(
+    sprintf(
+      "Each row of `%s` has shape (%s); the model was trained on rows of shape (%s).", name,
+      paste(shape, collapse = ", "), paste(spec$shape, collapse = ", ")
+    ),
+    "Give the new data with the training data's columns (and image size)."
+  ), call = call)
 }
 
 select_columns <- function(df, wanted, name, call) df[select_names(names(df), wanted, name, call)]

@@ -230,7 +230,8 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
       image_files_dataset(files, encoding$images, batch_size, call)
     }
   }
-  if (inherits(newdata, "python.builtin.object")) {
+  # a NumPy array for a model trained on R data is R data's part (its shape checked), else Keras'
+  if (inherits(newdata, "python.builtin.object") && !(is_numpy_part(newdata) && !is.null(encoding))) {
     check_dataset_encoding(newdata, encoding, "newdata", call)
     if (!is.null(y) && (inherits(newdata, "gpukeras_dataset") || !is.null(files))) {
       abort_bad_argument(

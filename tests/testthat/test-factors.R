@@ -182,6 +182,35 @@ test_that("a label level no row has is kept: warned of, a unit of the output, a 
   )
 })
 
+test_that("NumPy features with R labels are taken: the labels' levels recorded, the features' shape checked", {
+  skip_if_no_python()
+  data <- factor_data()
+  features <- indicators(data$x)
+  fit <- gpu_fit(factor_model(ncol(features)), list(x = gpu_as_numpy(features), y = data$y),
+                 epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
+  # the same fit as of the R matrix: the same labels, the same predictions
+  by_r <- gpu_fit(factor_model(ncol(features)), list(x = features, y = data$y),
+                  epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
+  expect_identical(fit$encoding$y$levels, c("no", "yes"))
+  expect_equal(predict(fit, gpu_as_numpy(features)), predict(by_r, features), tolerance = 1e-6)
+  expect_identical(levels(predict(fit, features, type = "class")), c("no", "yes"))
+  # a NumPy array of another width, or not of numbers, is a classed error naming `x`
+  expect_error(predict(fit, gpu_as_numpy(features[, -1])), "Each row of `x` has shape (9)", fixed = TRUE,
+               class = "gpukeras_error_bad_data")
+  np <- reticulate::import("numpy", convert = FALSE)
+  expect_error(gpu_fit(factor_model(1), list(x = np$array(as.list(letters[1:3])), y = factor(c("a", "b", "a"))),
+                       epochs = 1, verbose = 0),
+               "`x` is a NumPy array of <U1: a NumPy part of R data must hold numbers", fixed = TRUE,
+               class = "gpukeras_error_bad_data")
+  # NA in the R labels is named as for R features; rows of a NumPy array are not dropped
+  y <- data$y
+  y[3] <- NA
+  expect_error(gpu_fit(factor_model(ncol(features)), list(x = gpu_as_numpy(features), y = y), epochs = 1, verbose = 0),
+               class = "gpukeras_error_missing_values")
+  expect_error(gpu_dataset(gpu_as_numpy(features), y, na = "drop"), "cannot drop rows of `x`, a NumPy array",
+               class = "gpukeras_error_bad_data")
+})
+
 test_that("gpu_cv() and gpu_search() refuse such a model in their workers, before it trains", {
   skip_if_no_python()
   data <- unused_level(factor_data())

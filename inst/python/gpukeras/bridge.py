@@ -41,6 +41,7 @@ VERBS: dict[str, str] = {
     "precision_check": "gpu.precision:precision_check",
     # data
     "handover": "data.array_source:handover",
+    "numpy_shape": "data.array_source:numpy_shape",
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
     "dataset_benchmark": "data.pipeline_facts:benchmark",
