@@ -192,8 +192,16 @@ def reset() -> None:
     """After a worker's task, what its fit left: Keras' global state (``clear_session``:
     its models, layer names, the backend's graph and TensorFlow's) and Python's garbage,
     so that the worker's next fit is the same as one in a fresh worker (its seed is set
-    by ``seed`` as it starts). The runtime and what was compiled stay."""
-    config.keras().backend.clear_session()
+    by ``seed`` as it starts). The runtime and what was compiled stay, and so does what
+    the session's gpu_setup() set in Keras' global state, which ``clear_session`` would
+    clear too: the dtype policy (mixed precision) and the distribution."""
+    keras = config.keras()
+    policy = keras.config.dtype_policy()
+    distribution = keras.distribution.distribution()
+    keras.backend.clear_session()
+    keras.config.set_dtype_policy(policy)
+    if distribution is not None:
+        keras.distribution.set_distribution(distribution)
     gc.collect()
 
 
