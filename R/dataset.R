@@ -233,11 +233,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   }
   # The core made a batch larger than the training rows the rows; said where the size was
   # asked for training data (a default on a few rows, or new data to score, is no mistake).
-  if (!missing(batch_size) && is.null(like)) {
-    for (finding in result$warnings) {
-      gpukeras_warn(as.character(unlist(finding$message)), paste0("gpukeras_warning_", finding$class))
-    }
-  }
+  if (!missing(batch_size) && is.null(like)) raise_core_warnings(result$warnings)
   datasets_from_result(result, recipe)
 }
 

@@ -52,9 +52,7 @@ as.data.frame.gpukeras_fit <- function(x, row.names = NULL, optional = FALSE, ..
 # The gpukeras_fit of the core's `result`: its warnings raised (the core says the model's
 # output precision once per model), and its settings with what R knows of the data described.
 fit_result <- function(result, model, data, train, validation, validation_input, verbose) {
-  for (finding in result$warnings) {
-    gpukeras_warn(finding$message, paste0("gpukeras_warning_", finding$class))
-  }
+  raise_core_warnings(result$warnings)
   settings <- result$settings
   if (!is.null(settings$signal_after_training)) {
     gpukeras_warn(sprintf(paste0(

@@ -376,7 +376,6 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     tuned <- chosen$record
   }
   check_batch_size_for(batch_size, data)
-  batch_size <- batch_within_rows(batch_size, data, accumulate)
   accumulate <- check_accumulate_for(accumulate, batch_size, data)
 
   # The request, one object: every formal but the model, the data, the strategy and how the

@@ -194,14 +194,12 @@ core <- function(call = caller_env()) {
   the$bridge
 }
 
-# Call the core's verb `target` with named arguments. A Python error becomes a
-# classed R condition raised in the name of `error_call` (the user's call);
-# its traceback is kept on the condition (`python_traceback`) but never printed.
-# Python's warnings during a core call (the bridge's `warnings`: class and message
-# each), as classed R warnings rather than lines on stderr; each once.
+# The core's warnings (the bridge's `warnings`: Python's during a core call; or a verb's
+# result's own, as fit's and gpu_dataset()'s: class and message each, the message one line or
+# several), as classed R warnings rather than lines on stderr; each once.
 raise_core_warnings <- function(warnings) {
   for (said in unique(warnings)) {
-    gpukeras_warn(said$message, paste0("gpukeras_warning_", said$class))
+    gpukeras_warn(as.character(unlist(said$message)), paste0("gpukeras_warning_", said$class))
   }
 }
 
@@ -225,6 +223,9 @@ r_to_py.gpukeras_py_int_dict <- function(x, convert = FALSE) {
   reticulate::py_dict(as.list(as.integer(names(values))), unname(as.list(values)), convert = convert)
 }
 
+# Call the core's verb `target` with named arguments. A Python error becomes a
+# classed R condition raised in the name of `error_call` (the user's call);
+# its traceback is kept on the condition (`python_traceback`) but never printed.
 core_call <- function(target, ..., error_call = caller_env()) {
   core_answer(target, list(...), core(error_call), error_call)
 }

@@ -71,7 +71,8 @@ describe_names <- function(names) {
 }
 
 # A batch size is for R data alone (`data` as read_training_data() read it): a dataset
-# makes its own batches. The core takes this rule as checked.
+# makes its own batches. The core takes this rule as checked, and makes a batch larger than
+# the rows the rows (tools/training.py, data/batch_rules.py), saying so.
 check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   if (!is.null(batch_size) && data$kind != "r") {
     abort_bad_argument(c(
@@ -85,42 +86,11 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
   invisible(batch_size)
 }
 
-# A batch larger than the training rows is the rows (one batch per epoch, which is what
-# Keras' fit() makes of it), said with a gpukeras_warning_batch_size: R data alone, the rows
-# of `data` as read_training_data() read it (gpu_dataset() says the same of its batches).
-# With `accumulate` a number, the batch is a multiple of it (still one batch of all rows).
-batch_within_rows <- function(batch_size, data, accumulate = 1L) {
-  if (is.null(batch_size) || data$kind != "r") return(batch_size)
-  rows <- training_rows(data)
-  if (batch_size <= rows) return(batch_size)
-  every <- if (is.numeric(accumulate)) as.integer(accumulate) else 1L
-  batch <- as.integer(ceiling(rows / every) * every)
-  gpukeras_warn(c(
-    sprintf(
-      paste0(
-        "`batch_size` (%s) is larger than the %s training rows: each epoch is one batch of all %s rows (batch_size ",
-        "= %s%s)."
-      ),
-      format(batch_size, big.mark = ","), format(rows, big.mark = ","), format(rows, big.mark = ","),
-      format(batch, big.mark = ","), if (every > 1L) sprintf(", a multiple of accumulate = %d", every) else ""
-    ),
-    sprintf(paste0(
-      "One step per epoch is one update per pass over the data: batch_size = %s or less gives 8 or more steps per ",
-      "epoch."
-    ), format(largest_batch_for_steps(rows), big.mark = ","))
-  ), "gpukeras_warning_batch_size")
-  batch
-}
-
 # The rows of R data (NumPy arrays too; of several inputs, the first's).
 training_rows <- function(data) {
   first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
   if (inherits(first, "python.builtin.object")) reticulate::py_len(first) else count_rows(first)
 }
-
-# The largest batch size that makes 8 steps per epoch of `rows` rows (1 with fewer rows):
-# the core's rule (data/pipeline.py, largest_batch_for_steps), for R's own message.
-largest_batch_for_steps <- function(rows) max(1L, as.integer(ceiling(rows / 7) - 1))
 
 # What the core gets for `data` as fit_data() read it: a Python dataset as it
 # is; R data checked, to be copied once to NumPy by the core in the verb's own

@@ -17,8 +17,9 @@ describe <- function(x) {
 
 is_number <- function(x) is.numeric(x) && length(x) == 1L && !is.na(x)
 
-# Counts stop at MAX_COUNT, as arguments.MAX_COUNT in the core does (test-errors.R keeps
-# the two the same).
+# Counts stop at MAX_COUNT: a count beyond a million is a mistake (a batch, a number of
+# steps). R's checks need no Python and run before it starts; the core checks its Python
+# callers by its own rules (core/arguments.py).
 MAX_COUNT_TEXT <- "1e6"
 MAX_COUNT <- as.numeric(MAX_COUNT_TEXT)
 

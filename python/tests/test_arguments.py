@@ -1,4 +1,4 @@
-"""arguments: the checks the training functions share take what R's checks take."""
+"""arguments: the checks the training functions share, for the core's Python callers."""
 
 from __future__ import annotations
 

@@ -522,3 +522,27 @@ def test_a_gpu_dataset_batch_larger_than_its_training_rows_is_the_rows(
     assert (
         pipeline.from_arrays(x, y, batch_size=120, validation_split=0.2, seed=1)["warnings"] == []
     )
+
+
+@pytest.mark.parametrize(("accumulate", "batch"), [(1, 40), (4, 40), (3, 42)])
+def test_a_fit_batch_larger_than_the_rows_is_the_rows_said_once(
+    accumulate: int, batch: int
+) -> None:
+    """The fit verb, through the bridge as R calls it: a batch above the rows of arrays is
+    one batch of all rows, a multiple of accumulate, and the result's warning says so."""
+    x, y = arrays(40)
+    request = {"batch_size": 120, "accumulate": accumulate, "monitor": False, "verbose": 0}
+    answer = bridge.call("fit", {"model": mlp(), "data": (x, y), "request": request})
+    assert answer["ok"], answer
+    [warning] = [w for w in answer["value"]["warnings"] if w["class"] == "batch_size"]
+    multiple = f", a multiple of accumulate = {accumulate}" if accumulate > 1 else ""
+    assert warning["message"][0] == (
+        "`batch_size` (120) is larger than the 40 training rows: each epoch is one batch of "
+        f"all 40 rows (batch_size = {batch}{multiple})."
+    )
+    settings = answer["value"]["settings"]
+    assert (settings["batch_size"], settings["steps_per_epoch"]) == (batch, accumulate)
+    # within the rows: nothing to say
+    request["batch_size"] = 40 if accumulate == 1 else 36
+    answer = bridge.call("fit", {"model": mlp(), "data": (x, y), "request": request})
+    assert not [w for w in answer["value"]["warnings"] if w["class"] == "batch_size"]

@@ -138,8 +138,9 @@ def test_wrong_arguments_are_reported_not_raised() -> None:
 
 
 def test_a_verb_calls_its_function_by_name() -> None:
-    assert bridge.call("check_count", {"name": "epochs", "value": 3.0}) == {"ok": True, "value": 3}
-    refused = bridge.call("check_count", {"name": "epochs", "value": 0})
+    uri = "https://user:secret@host/x"
+    assert bridge.call("mask_uri", {"uri": uri}) == {"ok": True, "value": "https://***@host/x"}
+    refused = bridge.call("check", {"matmul_size": 0})
     assert refused["r_class"] == "gpukeras_error_bad_argument"
     assert refused["traceback"] is None
 

@@ -27,12 +27,10 @@ from gpukeras.core.messages import framework_warning
 
 # Each verb R calls, and the function under ``gpukeras`` that does it ("module:function").
 VERBS: dict[str, str] = {
-    # the runtime, argument rules, schedules
+    # the runtime, masking, schedules
     "start": "core.runtime:start",
     "keras_api": "core.keras_api:keras_api",
     "remove_autograph_files": "core.runtime:remove_autograph_files",
-    "check_count": "core.arguments:count",
-    "check_seed": "core.arguments:seed",
     "mask_uri": "core.masking:mask_uri",
     "schedule_values": "core.schedules:values",
     # devices and the GPU

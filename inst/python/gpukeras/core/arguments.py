@@ -4,10 +4,14 @@ gpu_fit(), gpu_batch_size(), gpu_profile(), gpu_audit(), gpu_quantize() and
 multi-worker training take the same kinds of argument (a compiled Keras 3
 model, counts, positive numbers, callbacks, a learning rate). Checking them
 in one place gives every function the same rules and the same messages, and
-each check runs before anything is changed. They take what R's checks
-(R/utils-check.R) take, so a call from Python meets the rules an R user
-does. R values arrive as Python numbers (an R double 3 as 3.0), so whole
-numbers are accepted as floats too. The messages read as R's do.
+each check runs before anything is changed.
+
+They are the core's own contract, for its Python callers (bench scripts, Python users of
+the core, the tests). R checks what needs no Python itself, before Python starts, in R's
+words (R/utils-check.R), and sends the checked value; what needs Python (a model, a
+callback, a schedule object) is checked here alone, its classed error reaching R through
+the bridge. Numbers may arrive as floats (an R double 3 as 3.0), so whole numbers are
+accepted as floats too.
 """
 
 from __future__ import annotations
@@ -20,9 +24,8 @@ from gpukeras.core import schedules
 from gpukeras.core.errors import BadArgumentError, BadModelError, ModelNotCompiledError
 from gpukeras.core.handles import Callback, Keras
 
-# The largest count and seed R's checks take (MAX_COUNT and check_seed in
-# R/utils-check.R; tests/testthat/test-errors.R keeps each side's the same):
-# R's checks are the rules users see, and Python callers get the same ones.
+# The largest count and seed: a count beyond a million is a mistake (a batch, a number of
+# steps), and a seed is a 32-bit signed integer, as R's are.
 MAX_COUNT = 1_000_000
 MAX_SEED = 2**31 - 1  # R's .Machine$integer.max
 

@@ -1,6 +1,6 @@
-"""The batch-size rules gpu_dataset(), gpu_batch_size() and gpu_tune() share: steps per
-epoch, the largest batch that still makes enough of them, and what to say of a batch larger
-than the rows."""
+"""The batch-size rules gpu_fit(), gpu_dataset(), gpu_batch_size() and gpu_tune() share:
+steps per epoch, the largest batch that still makes enough of them, the batch a size larger
+than the rows becomes, and what to say of it."""
 
 from __future__ import annotations
 
@@ -22,19 +22,31 @@ def largest_batch_for_steps(rows: int) -> int:
     return max(1, -(-int(rows) // (MIN_STEPS_PER_EPOCH - 1)) - 1)
 
 
+def batch_within_rows(batch_size: int, rows: int, every: int = 1) -> int:
+    """The batch ``batch_size`` makes of ``rows`` rows: itself within them; above them, one
+    batch of all rows (what Keras' fit() makes of it), the smallest multiple of ``every``
+    (gpu_fit()'s ``accumulate``) that holds them."""
+    if batch_size <= rows:
+        return batch_size
+    return -(-rows // every) * every
+
+
 def batch_over_rows(
-    batch_size: int, rows: int, validation_rows: int | None, noun: str
+    batch_size: int, rows: int, validation_rows: int | None, noun: str, every: int = 1
 ) -> list[str]:
-    """What to say when a batch is larger than the training rows (it becomes the rows): the
-    finding, then what gives several steps per epoch."""
+    """What to say when a batch is larger than the training rows (it becomes the rows, a
+    multiple of ``every``: ``batch_within_rows``): the finding, then what gives several steps
+    per epoch."""
     held_out = (
         f" ({rows + validation_rows:,} less {validation_rows:,} for validation)"
         if validation_rows
         else ""
     )
+    batch = batch_within_rows(batch_size, rows, every)
+    multiple = f", a multiple of accumulate = {every}" if every > 1 else ""
     return [
         f"`batch_size` ({batch_size:,}) is larger than the {rows:,} training {noun}{held_out}: "
-        f"each epoch is one batch of all {rows:,} {noun} (batch_size = {rows:,}).",
+        f"each epoch is one batch of all {rows:,} {noun} (batch_size = {batch:,}{multiple}).",
         f"One step per epoch is one update per pass over the data: batch_size = "
         f"{largest_batch_for_steps(rows):,} or less gives {MIN_STEPS_PER_EPOCH} or more steps "
         "per epoch.",

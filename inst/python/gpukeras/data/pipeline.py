@@ -36,7 +36,7 @@ from gpukeras.data.augment import (
     augmenter,
     check_presets,
 )
-from gpukeras.data.batch_rules import batch_over_rows
+from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.gpu.devices import host_memory_mib
@@ -465,7 +465,7 @@ def _pipelines(
         message = batch_over_rows(opts.batch_size, rows, _count(info.get("validation_rows")), noun)
         warnings.append({"class": "batch_size", "message": message})
         if opts.drop_remainder:
-            opts.batch_size = rows
+            opts.batch_size = batch_within_rows(opts.batch_size, rows)
     dataset, steps = pipeline(train, opts, info.get("rows"))
     if validation is not None:
         plain = PipelineOptions(

@@ -1,5 +1,10 @@
 """gpu_fit()'s verb: its "auto" rules that need the tools decided, then ``train.fit.fit``.
 
+A ``batch_size`` larger than the rows of arrays is the rows, a multiple of a numeric
+``accumulate`` (``batch_rules.batch_within_rows``: one batch of all rows per epoch, which
+is what Keras' fit() makes of it), said as a ``batch_size`` warning; ``accumulate = "auto"``
+is then decided for that batch.
+
 ``accumulate = "auto"`` is the smallest factor of ``batch_size`` whose micro-batch fits the
 device's free memory by the memory plan (``accumulate_auto``); the training
 layer below cannot ask the plan (tools sit above it), so the verb decides before it
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
+from gpukeras.data import batch_rules
 from gpukeras.tools import memory_plan
 from gpukeras.track import tracked_runs
 from gpukeras.train import best_models, ema
@@ -35,14 +41,15 @@ def fit(
     track: Mapping[str, object] | None = None,
     **fields: object,
 ) -> dict[str, object]:
-    """``train.fit.fit`` (same arguments, same result) with ``accumulate = "auto"`` decided
-    first (a ``FitRequest``'s accumulate is a number already); the result's
+    """``train.fit.fit`` (same arguments, same result) with the batch within the rows and
+    ``accumulate = "auto"`` decided first (a ``FitRequest`` is trained as it is); the result's
     ``settings$accumulate_reason`` says why (None otherwise). ``track``: where the run goes
     (``tracking.target_of``), None for no tracking; the result's ``settings$tracking`` then
     names the run."""
     given = fields if request is None else request
     if not isinstance(given, Mapping):  # a checked FitRequest: trained as it is
         return train_fit.fit(model, data, validation_data, strategy, request=given)
+    given, said = _batch_within_rows(given, data)
     reason = None
     if given.get("accumulate") == "auto":
         chosen, reason = accumulate_auto(model, int(given["batch_size"]))  # type: ignore[call-overload]
@@ -65,6 +72,7 @@ def fit(
         if run is not None:
             run.failed(error)
         raise
+    result["warnings"] = said + result["warnings"]  # type: ignore[operator]
     settings: dict[str, object] = result["settings"]  # type: ignore[assignment]
     settings["accumulate_reason"] = reason
     settings["ema"] = momentum
@@ -74,6 +82,31 @@ def fit(
     if run is not None:
         run.finished(model, result)
     return result
+
+
+def _batch_within_rows(
+    given: Mapping[str, object], data: object
+) -> tuple[Mapping[str, object], list[Record]]:
+    """``given`` with its ``batch_size`` within the rows of ``data`` given as arrays
+    (``batch_rules.batch_within_rows``), and the warning that says so (none where the batch
+    was within them, or the data makes its own batches)."""
+    batch_size = given.get("batch_size")
+    if batch_size is None or not isinstance(data, (tuple, list)) or not data:
+        return given, []
+    first = data[0]  # x: an array, or several by name or in order (the first one's rows)
+    if isinstance(first, Mapping):
+        first = next(iter(first.values()), None)
+    elif isinstance(first, (tuple, list)):
+        first = first[0] if first else None
+    shape = getattr(first, "shape", None)  # rows of anything else are Keras' to count
+    rows, size = (shape[0] if shape else 0), int(batch_size)  # type: ignore[call-overload]
+    if not 0 < rows < size:
+        return given, []
+    accumulate = given.get("accumulate", 1)
+    every = accumulate if isinstance(accumulate, int) else 1  # "auto" is decided for the batch
+    said = batch_rules.batch_over_rows(size, rows, None, "rows", every)
+    within = batch_rules.batch_within_rows(size, rows, every)
+    return {**given, "batch_size": within}, [{"class": "batch_size", "message": said}]
 
 
 def _check_keep_best(given: Mapping[str, object], validation_data: object) -> None:
