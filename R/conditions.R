@@ -231,6 +231,12 @@
 #'   \item{`gpukeras_warning_labels`}{[gpu_fit()] trains with
 #'     `binary_crossentropy` on labels outside 0 and 1, to a loss that means
 #'     nothing (Keras does not check).}
+#'   \item{`gpukeras_warning_empty_levels`}{The training labels are a factor
+#'     with levels no row has ([gpu_dataset()] and the verbs that train, R
+#'     data): the levels are kept as R's factor has them, so the model's output
+#'     needs a unit per level (a model of another width is a
+#'     `gpukeras_error_bad_data` before training) and [predict()] gives each a
+#'     column. `droplevels(y)` trains without them.}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
 #'   \item{`gpukeras_warning_input_exhausted`, `gpukeras_warning_python`}{A

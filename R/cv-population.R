@@ -24,7 +24,8 @@ cv_population_tasks <- function(numbers, slots, fold_task) {
     first <- folds[[1]]
     list(
       number = group, population = TRUE, run = "cv_population_task",
-      model_fn = first$model_fn, seed = first$seed, data = first$data, fit = first$fit, plan_memory = FALSE,
+      model_fn = first$model_fn, seed = first$seed, data = first$data, levels = first$levels, fit = first$fit,
+      plan_memory = FALSE,
       members = lapply(folds, function(fold) {
         list(seed = fold$seed, train_rows = fold$train_rows, held_out = fold$then$args$rows)
       })

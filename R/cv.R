@@ -166,7 +166,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   fold_task <- function(i) {
     list(
-      number = i, model_fn = model_fn, seed = seeds[i], data = carried$files,
+      number = i, model_fn = model_fn, seed = seeds[i], data = carried$files, levels = carried$levels,
       train_rows = split$train[[i]], fit = fit_args,
       then = list(
         run = "cv_fold_scores",

@@ -52,7 +52,10 @@
 #' @param x Features: an R matrix, array, data.frame, named list of them, or a
 #'   path to files (see Sources).
 #' @param y Labels for R data: a numeric, integer, logical or factor vector (or
-#'   a matrix); `NULL` for none, or for files (use `label`).
+#'   a matrix); `NULL` for none, or for files (use `label`). A factor's codes
+#'   are its levels' positions, every level counted (one no row has too, with a
+#'   `gpukeras_warning_empty_levels` warning): a classifier has one output unit
+#'   per level.
 #' @param batch_size Elements per batch. One larger than the training rows
 #'   (after `validation_split`), where they are known (R data, an image
 #'   folder), is the rows: one batch per epoch, as Keras makes it, with a
@@ -210,6 +213,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
+    if (is.null(like)) warn_empty_levels(y) # new training labels
     if (!is.null(encoding$images)) {
       abort_bad_argument(
         c(

@@ -158,10 +158,9 @@ check_image_classes <- function(path, classes, call = caller_env()) {
   if (length(new)) {
     gpukeras_abort(c(
       sprintf(
-        "The image folder '%s' has class folders the training data did not have: %s.", path,
-        paste0("\"", new, "\"", collapse = ", ")
+        "The image folder '%s' has class folders the training data did not have: %s.", path, quoted(new, Inf)
       ),
-      sprintf("The model knows %s.", paste0("\"", utils::head(classes, 10), "\"", collapse = ", "))
+      sprintf("The model knows %s.", quoted(classes))
     ), "gpukeras_error_new_levels", column = "class", levels = new, call = call)
   }
 }
@@ -234,6 +233,26 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     }
   }
   invisible()
+}
+
+# A model with one output of rank 2 whose width is not the labels' number of `levels` (one
+# unit for two levels is a sigmoid's): an error saying both, before training. `levels`
+# NULL (labels that are not classes) or an output of another shape: nothing to check.
+check_output_width <- function(model, levels, call = caller_env()) {
+  if (length(levels) < 2L) return(invisible())
+  outputs <- model_io(model)$outputs
+  if (length(outputs) != 1L || length(outputs[[1]]$shape) != 2L) return(invisible())
+  width <- outputs[[1]]$shape[[2]]
+  n <- length(levels)
+  if (is.na(width) || width == n || width == 1L && n == 2L) return(invisible())
+  abort_bad_data(c(
+    sprintf("The model's output has %d unit(s), but the labels `y` have %d levels: %s.", width, n, quoted(levels)),
+    sprintf(
+      "Build `model`'s output with one unit per level: keras$layers$Dense(%dL, activation = \"softmax\")%s.", n,
+      if (n == 2L) " (or one unit, activation = \"sigmoid\")" else ""
+    ),
+    if (width < n) "A level no row has counts too: drop such levels first, y <- droplevels(y)."
+  ), call = call)
 }
 
 # The widths of a model's inputs of rank 2 (NA where not known), named by input; none

@@ -61,9 +61,27 @@ part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
   )
 }
 
+# A factor's levels as R gives them, those no row has too (warn_empty_levels() says so);
+# a character vector's sorted values.
 label_spec <- function(y) {
-  if (is.factor(y) || is.character(y) && is.null(dim(y))) return(list(type = "factor", levels = levels(factor(y))))
+  if (is.factor(y)) return(list(type = "factor", levels = levels(y)))
+  if (is.character(y) && is.null(dim(y))) return(list(type = "factor", levels = levels(factor(y))))
   list(type = "numeric")
+}
+
+# Training labels `y` (a factor) with levels no row has: a warning naming them, for they
+# are kept (a unit of the model's output each, a column of predict()'s).
+warn_empty_levels <- function(y) {
+  if (!is.factor(y)) return(invisible())
+  empty <- levels(y)[tabulate(y, nlevels(y)) == 0L]
+  if (!length(empty)) return(invisible())
+  gpukeras_warn(c(
+    sprintf("The labels `y` have %d level(s) no row has: %s.", length(empty), quoted(empty)),
+    sprintf(paste0(
+      "They are kept, as R's factor has them: the model needs an output of %d units, one per level, and predict() ",
+      "gives each level a column. Drop them first to train without them: y <- droplevels(y)."
+    ), nlevels(y))
+  ), "gpukeras_warning_empty_levels")
 }
 
 # The levels of each factor column (and of the labels, as `y`): what
@@ -276,10 +294,8 @@ level_codes <- function(values, levels, where, call = caller_env()) {
   }
   if (length(new)) {
     gpukeras_abort(c(
-      sprintf(
-        "`%s` has level(s) not seen in training: %s.", where, paste0("\"", utils::head(new, 10), "\"", collapse = ", ")
-      ),
-      sprintf("The model knows %s.", paste0("\"", utils::head(levels, 10), "\"", collapse = ", ")),
+      sprintf("`%s` has level(s) not seen in training: %s.", where, quoted(new)),
+      sprintf("The model knows %s.", quoted(levels)),
       "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
     ), "gpukeras_error_new_levels", column = where, levels = new, call = call)
   }

@@ -367,6 +367,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   if (!is.null(clipnorm) && !is.null(clipvalue)) abort_bad_argument("Give `clipnorm` or `clipvalue`, not both.")
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_input_width(model, fit_encoding(data))
+  check_output_width(model, fit_encoding(data)$y$levels)
   if (!is.null(tuned)) {
     chosen <- tune_fit_settings(tuned, data$kind, batch_size, steps_per_execution, jit_compile)
     batch_size <- chosen$batch_size

@@ -255,14 +255,24 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
 }
 
 # The image files `newdata` names to score without labels: the images directly in one
-# folder (sorted by name), or the paths given; NULL for one folder of class sub-folders,
-# read as the training folder was (labelled, for evaluate()).
+# folder (sorted by name, named as folder/file whatever slashes end the folder's path), or
+# the paths given; NULL for one folder of class sub-folders, read as the training folder
+# was (labelled, for evaluate()). A folder with neither is an error saying what is taken.
 unlabelled_images <- function(newdata, call = caller_env()) {
   if (length(newdata) == 1L && dir.exists(newdata)) {
-    images <- list.files(newdata, pattern = "[.](png|jpe?g|bmp|gif)$", ignore.case = TRUE, full.names = TRUE)
-    images <- images[!dir.exists(images) & !startsWith(basename(images), ".")]
+    newdata <- sub("(.)/+$", "\\1", newdata)
+    entries <- list.files(newdata, full.names = TRUE) # not the hidden ones
+    folders <- dir.exists(entries)
+    images <- entries[!folders & grepl("[.](png|jpe?g|bmp|gif)$", entries, ignore.case = TRUE)]
     if (length(images)) return(sort(images))
-    return(NULL)
+    if (any(folders)) return(NULL)
+    gpukeras_abort(c(
+      sprintf("The folder '%s' (`newdata`) holds no images (.png, .jpg, .jpeg, .bmp, .gif).", newdata),
+      paste0(
+        "predict() takes a folder of the images themselves, or their file paths; evaluate() a folder of class ",
+        "sub-folders, as the training folder was."
+      )
+    ), "gpukeras_error_missing_files", call = call)
   }
   if (anyNA(newdata) || !length(newdata)) {
     abort_bad_argument("`newdata` must be image file paths or a folder, without NA.", call = call)

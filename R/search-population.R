@@ -45,7 +45,7 @@ search_task_numbers <- function(task) {
 search_population_run <- function(task) {
   models <- lapply(task$trials, function(trial) {
     core_call("workers_seed", seed = trial$seed)
-    worker_model(list(model_fn = task$model_fn, params = trial$params[task$space]))
+    worker_model(list(model_fn = task$model_fn, params = trial$params[task$space], levels = task$levels))
   })
   data <- load_arrays(task$data)
   validation <- if (!is.null(task$validation)) load_arrays(task$validation)

@@ -271,14 +271,14 @@ search_run <- function(search, request, storage, plan, dir, call) {
     data = carried$files, train_rows = validation$train_rows %||% seq_len(carried$rows),
     validation_rows = validation$rows, validation = validation$files, fit = search$fixed, storage = storage$url,
     study = search$study, objective = search$objective, pruner = search$pruner,
-    models = storage$models, encoding = carried$encoding
+    models = storage$models, encoding = carried$encoding, levels = carried$levels
   )
   next_task <- function() {
     if (isTRUE(population$population)) return(search_population_task(opened, common, call))
     asked <- core_call("search_ask", search = opened, error_call = call)
     if (is.null(asked)) return(NULL)
     params <- asked$params
-    c(common[c("model_fn", "data", "train_rows", "validation_rows", "validation")], list(
+    c(common[c("model_fn", "data", "levels", "train_rows", "validation_rows", "validation")], list(
       params = params[names(search$space)], seed = asked$seed, fit = c(search$fixed, params[names(search$searched)]),
       trial = list(number = asked$number),
       callback = list(

@@ -363,8 +363,12 @@ example_record <- function(part) {
   paste(sprintf("\"%s\": %s", names(values), values), collapse = ", ")
 }
 
-# predict()'s result as the JSON answer {"predictions": ...}.
-predictions_json <- function(predicted) sprintf("{\"predictions\":%s}", output_json(predicted))
+# predict()'s result as the JSON answer {"predictions": ...}, with "warnings": [...] where
+# predict() warned.
+predictions_json <- function(predicted, warnings = character()) {
+  said <- if (length(warnings)) sprintf(",\"warnings\":%s", jsonlite::toJSON(warnings)) else ""
+  sprintf("{\"predictions\":%s%s}", output_json(predicted), said)
+}
 
 output_json <- function(output) {
   to_json <- function(value, ...) as.character(jsonlite::toJSON(value, digits = NA, na = "null", rownames = FALSE, ...))

@@ -16,7 +16,9 @@ predict_api_spec <- function(spec, path, settings) {
   body <- list(`application/json` = list(schema = request_schema(settings)))
   post$requestBody <- list(required = TRUE, content = body)
   post$responses <- list(
-    `200` = list(description = "{\"predictions\": ...}, one entry per row."),
+    `200` = list(
+      description = "{\"predictions\": ...}, one entry per row (and \"warnings\": [...] where predict() warned)."
+    ),
     `400` = list(description = "A body the model cannot score: {\"error\", \"message\"}, and the column or levels."),
     `401` = list(description = "A missing or wrong bearer token."),
     `413` = list(description = sprintf("More than %d rows, or %.0f bytes.", settings$max_rows, settings$max_bytes))

@@ -45,7 +45,10 @@
 #' row otherwise (an object of these by output name for a model with several
 #' outputs); for `type = "class"`, the classes as strings (0-based integer
 #' codes when the labels were numbers). NA (rows dropped by the training NA
-#' rule `"drop"`) is `null`. Numbers carry 15 significant digits.
+#' rule `"drop"`) is `null`. Numbers carry 15 significant digits. Where
+#' [predict()] warns (an image model's pixels outside the range it was trained
+#' on: 0-255 for one trained on `rescale = 1 / 255`), the answer has
+#' `"warnings"` too, an array of its messages.
 #'
 #' @section Bad requests:
 #' A request the service cannot score gets a 4xx status and a JSON body
@@ -376,17 +379,27 @@ serve_predict <- function(fit, req, settings) {
     body <- parse_request_body(req$bodyRaw, settings$part)
     newdata <- request_data(body, settings)
     predicted <- predict_for_request(fit, newdata, type, settings)
-    list(status = 200L, body = predictions_json(predicted))
+    list(status = 200L, body = predictions_json(predicted$value, predicted$warnings))
   }, gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem)))
 }
 
-# predict() on the request's data; its refusals of the data are 400s, any
-# other failure a 500 (prediction_refused()).
+# predict() on the request's data: list(value, warnings), its answer and its warnings
+# (pixels outside the training range), one line each, which the client gets with the
+# answer as a user of predict() would. Its refusals of the data are 400s, any other
+# failure a 500 (prediction_refused()).
 predict_for_request <- function(fit, newdata, type, settings) {
-  tryCatch(
-    stats::predict(fit, newdata, batch_size = settings$batch_size, type = type, unknown = settings$unknown),
-    error = function(e) prediction_refused(e, settings)
+  warnings <- character()
+  value <- withCallingHandlers(
+    tryCatch(
+      stats::predict(fit, newdata, batch_size = settings$batch_size, type = type, unknown = settings$unknown),
+      error = function(e) prediction_refused(e, settings)
+    ),
+    gpukeras_warning = function(w) {
+      warnings <<- c(warnings, one_line(conditionMessage(w)))
+      invokeRestart("muffleWarning")
+    }
   )
+  list(value = value, warnings = warnings)
 }
 
 # predict()'s error as the service's refusal, by its class and fields: an unseen

@@ -8,7 +8,9 @@ read_training_data <- function(data, data_missing, call = caller_env()) {
   if (data_missing) {
     abort_bad_argument("`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).", call = call)
   }
-  fit_data(data, "data", call = call)
+  data <- fit_data(data, "data", call = call)
+  if (data$kind == "r") warn_empty_levels(data$y)
+  data
 }
 
 # For a verb that reads one dataset: `data` (from fit_data()) that is not a

@@ -19,6 +19,9 @@ format_mib <- function(mib) {
   ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
 }
 
+# Values in quotes, the first `n`: "\"no\", \"yes\"".
+quoted <- function(values, n = 10) paste0("\"", utils::head(values, n), "\"", collapse = ", ")
+
 format_percent <- function(share, digits = 0) sprintf(paste0("%.", digits, "f%%"), 100 * share)
 
 format_seconds <- function(seconds) {

@@ -476,7 +476,8 @@ worker_reset <- function() {
 # state and status) comes after the fit's own end.
 worker_track_flush <- function() try(track_flush(ending = TRUE), silent = TRUE)
 
-# model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model.
+# model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model
+# with an output for the task's label `levels` (where the labels are classes).
 worker_model <- function(task) {
   model_fn <- worker_function(task$model_fn)
   model <- if (is.null(task$params)) model_fn() else model_fn(task$params)
@@ -484,6 +485,7 @@ worker_model <- function(task) {
     gpukeras_abort(sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
                    "gpukeras_error_bad_model", call = NULL)
   }
+  check_output_width(model, task$levels, call = NULL)
   model
 }
 

@@ -302,6 +302,8 @@ test_that(paste(
   expected <- model$predict(reticulate::np_array(pixels[c(2, 5), , , , drop = FALSE], dtype = "float32"), verbose = 0L)
   flat <- predict(fit, new)
   expect_identical(rownames(flat), file.path(new, c("img2.png", "img5.png")))
+  # the folder's path ending in slashes names the rows alike (not new//img2.png)
+  expect_identical(predict(fit, paste0(new, "//")), flat)
   expect_identical(colnames(flat), c("cats", "dogs"))
   expect_equal(unname(flat), expected, tolerance = 1e-6)
   paths <- file.path(new, c("img5.png", "img2.png"))
@@ -322,6 +324,13 @@ test_that(paste(
   )
   # A folder of class sub-folders is still read labelled, as training read it.
   expect_identical(dim(predict(fit, dir)), c(5L, 2L))
+  # a folder of neither is told what predict() takes
+  empty <- file.path(dirname(dir), "empty")
+  dir.create(empty)
+  writeLines("not an image", file.path(empty, "notes.txt"))
+  expect_snapshot(
+    error = TRUE, predict(fit, empty), transform = function(lines) gsub(dirname(dir), "<tmp>", lines, fixed = TRUE)
+  )
 })
 
 test_that("image_size resizes and color_mode = \"grayscale\" gives one channel", {

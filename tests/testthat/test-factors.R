@@ -28,13 +28,13 @@ indicators <- function(x) {
   cbind(x$income, one("region"), one("size"), one("plan"))
 }
 
-factor_model <- function(width, seed = 3L) {
+factor_model <- function(width, seed = 3L, units = 2L) {
   keras <- gpu_keras()
   keras$utils$set_random_seed(seed)
   model <- keras$Sequential(list(
     keras$Input(shape = list(as.integer(width))),
     keras$layers$Dense(8L, activation = "relu"),
-    keras$layers$Dense(2L, activation = "softmax")
+    keras$layers$Dense(as.integer(units), activation = "softmax")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   model
@@ -142,6 +142,77 @@ test_that("the width shows in the dataset's and the fit's print, and a model of 
     fixed = TRUE,
     class = "gpukeras_error_bad_data"
   )
+})
+
+# Labels whose factor has a level no row has (issue #76 item 4): the level is kept, as R's
+# factor has it, and said; a model without a unit per level is refused before training,
+# by gpu_fit() and by gpu_cv()'s and gpu_search()'s workers (on JAX, the simulated-GPU run,
+# as populations).
+unused_level <- function(data) {
+  data$y <- factor(data$y, levels = c("maybe", "no", "yes"))
+  data
+}
+
+test_that("a label level no row has is kept: warned of, a unit of the output, a column of predict()", {
+  skip_if_no_python()
+  data <- unused_level(factor_data())
+  expect_warning(
+    fit <- gpu_fit(factor_model(10, units = 3), data, epochs = 1, verbose = 0, monitor = FALSE, seed = 1),
+    "The labels `y` have 1 level(s) no row has: \"maybe\".",
+    fixed = TRUE, class = "gpukeras_warning_empty_levels"
+  )
+  expect_identical(fit$encoding$y$levels, c("maybe", "no", "yes"))
+  scored <- predict(fit, data$x)
+  expect_identical(colnames(scored), c("maybe", "no", "yes"))
+  classes <- predict(fit, data$x, type = "class")
+  expect_identical(levels(classes), c("maybe", "no", "yes"))
+  expect_identical(as.integer(classes), max.col(scored, ties.method = "first"))
+  expect_warning(gpu_dataset(data$x, data$y, batch_size = 16), class = "gpukeras_warning_empty_levels")
+  # a model of another width is refused before it trains (its optimizer took no step)
+  model <- factor_model(10)
+  expect_snapshot(error = TRUE, gpu_fit(model, data, epochs = 1, verbose = 0))
+  expect_identical(as.integer(model$optimizer$iterations$numpy()), 0L)
+  # two levels also take one unit (a sigmoid's: the width alone is checked); other widths are refused
+  two <- factor_data()
+  expect_no_error(check_output_width(factor_model(10, units = 1), levels(two$y)))
+  expect_error(
+    gpu_fit(factor_model(10, units = 3), two, epochs = 1, verbose = 0),
+    "output has 3 unit(s), but the labels `y` have 2 levels",
+    fixed = TRUE, class = "gpukeras_error_bad_data"
+  )
+})
+
+test_that("gpu_cv() and gpu_search() refuse such a model in their workers, before it trains", {
+  skip_if_no_python()
+  data <- unused_level(factor_data())
+  model_fn <- function(params = NULL) {
+    keras <- gpu_keras()
+    model <- keras$Sequential(list(keras$Input(shape = list(10L)), keras$layers$Dense(2L, activation = "softmax")))
+    model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
+    model
+  }
+  refused <- function(error) {
+    expect_s3_class(error, "gpukeras_error_bad_data")
+    expect_match(
+      conditionMessage(error$parent), "The model's output has 2 unit(s), but the labels `y` have 3 levels", fixed = TRUE
+    )
+  }
+  expect_warning(
+    cv <- expect_error(gpu_cv(model_fn, data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold"),
+    class = "gpukeras_warning_empty_levels"
+  )
+  refused(cv)
+  expect_warning(
+    search <- expect_error(
+      gpu_search(
+        model_fn, data, space = list(units = search_int(2, 4)), trials = 1, epochs = 1,
+        storage = withr::local_tempdir()
+      ),
+      class = "gpukeras_error_search_trial"
+    ),
+    class = "gpukeras_warning_empty_levels"
+  )
+  refused(search)
 })
 
 # Trained on each engine: predictions equal the model's own on model.matrix()'s columns, a

@@ -527,6 +527,22 @@ test_that(paste(
   gpu_save(fit, path)
   expect_identical(gpu_load(path)$encoding, fit$encoding)
   expect_match(format(gpu_load(path)), "images: 4 x 5, rgb, pixels in [0, 1]", fixed = TRUE, all = FALSE)
+  # The prediction service applies the same rule: predict()'s answer, and its warning in the answer, where a
+  # client reads it.
+  skip_if_not_installed("plumber")
+  service <- serve_service(fit, NULL, 10, 32, "error", NULL, NULL, NULL, current_env())
+  ask <- function(pixels) {
+    body <- charToRaw(as.character(jsonlite::toJSON(pixels, digits = NA)))
+    answer <- serve_predict(service$fit, list(bodyRaw = body, argsQuery = list()), service$settings)
+    c(list(status = answer$status), jsonlite::fromJSON(answer$body))
+  }
+  raw <- ask(array_images * 255)
+  expect_identical(raw$status, 200L)
+  expect_equal(
+    unname(as.matrix(raw$predictions)), unname(suppressWarnings(predict(fit, array_images * 255))), tolerance = 1e-6
+  )
+  expect_match(raw$warnings, "trained on pixels in [0, 1]: its predictions would mean little.", fixed = TRUE)
+  expect_null(ask(array_images)$warnings)
 })
 
 test_that("several inputs are matched by name; without a recorded encoding, factor columns are refused", {
