@@ -1,11 +1,11 @@
-#' Cross-validate a Keras model, each fold in a fresh process on its own device
+#' Cross-validate a Keras model, each fold in a worker process on its own device
 #'
-#' Trains one model per fold, each from fresh weights in a fresh worker
-#' process, evaluates it on the fold's held-out rows and gathers the
-#' out-of-fold predictions. Nothing carries from one fold to the next (weights,
-#' compiled functions, optimizer state, memory), and each fold's device memory
-#' goes back when its process ends: this R session starts no Keras runtime
-#' and holds no device memory.
+#' Trains one model per fold, each from fresh weights in a worker process,
+#' evaluates it on the fold's held-out rows and gathers the out-of-fold
+#' predictions. Nothing carries from one fold to the next (weights, optimizer
+#' state, Keras' state: a worker resets it after each fit, and a fold is the
+#' same fit as in a fresh process); the workers stay with the session for its
+#' next call: this R session starts no Keras runtime and holds no device memory.
 #'
 #' @section Folds:
 #' * A number `k`: `k` folds of about equal size. When the labels are classes
@@ -69,7 +69,7 @@
 #' object made in this session (a layer, an optimizer) is an error that says
 #' to make it inside `model_fn`, where each fit gets its own, with fresh weights.
 #' A worker process that ends before it has taken its fold (while it waits)
-#' ran none of it: the fold goes to a fresh process, once; a fold whose process
+#' ran none of it: the fold goes to another process, once; a fold whose process
 #' ends after is an error of class `gpukeras_error_worker_lost`.
 #'
 #' @param model_fn A function of no arguments that returns a compiled Keras

@@ -1,11 +1,11 @@
 # Work in another process: the one handle behind gpu_fit(background = TRUE)'s supervisor
-# and the training child it starts (job.R, job-child.R), gpu_search(background = TRUE)'s
-# process (search-job.R), the worker pool's workers (workers.R) and the workers the
-# template forks (worker-template.R). Read against callr's r_process and processx's poll().
+# and the training child it starts (job.R, job-child.R) and gpu_search(background =
+# TRUE)'s process (search-job.R). Read against callr's r_process and processx's poll().
+# (The worker pool of gpu_cv() and gpu_search() uses callr's r_session directly,
+# workers.R, with process_entry() and process_call() below.)
 #
-# A process runs `entry`, a function of gpukeras, in a fresh R process (process_start()),
-# or is forked by the session's template (a gpukeras_forked). It has a folder, `dir`,
-# where it leaves its outcome: result.rds, what it made, or error.rds, the condition it
+# A process runs `entry`, a function of gpukeras, in a fresh R process (process_start()).
+# It has a folder, `dir`, where it leaves its outcome: result.rds, what it made, or error.rds, the condition it
 # raised, whole (process_report(), process_report_error()). The session raises that
 # condition again as the `parent` of its own error, keeping its class and fields
 # (process_abort(), as callr's get_result() does). The session waits for many processes
@@ -57,6 +57,11 @@ process_entry <- function(path, entry, args) {
   do.call(get(entry, envir = asNamespace("gpukeras")), args)
 }
 environment(process_entry) <- globalenv()
+
+# The function a later call into a process that ran process_entry() runs (a callr
+# r_session's): gpukeras' function `entry` with `args`.
+process_call <- function(entry, args) do.call(get(entry, envir = asNamespace("gpukeras")), args)
+environment(process_call) <- globalenv()
 
 # Start `entry` of gpukeras with `args` in a new R process (see process_entry()), its
 # outcome in `dir`: a gpukeras_process.

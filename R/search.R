@@ -1,7 +1,7 @@
-#' Search a model's hyperparameters on Optuna, each trial in a fresh process
+#' Search a model's hyperparameters on Optuna, each trial in a worker process
 #'
 #' Runs `trials` fits of `model_fn(params)`, each `params` drawn from `space`
-#' by Optuna's sampler, each fit in a fresh worker process on its own device
+#' by Optuna's sampler, each fit in a worker process on its own device
 #' (as in [gpu_cv()]), and keeps the best. Poor trials are stopped early by
 #' Optuna's pruner from their epoch-by-epoch objective. The study is stored,
 #' so a search that was stopped resumes with the same call, and several
@@ -55,7 +55,7 @@
 #' those (a bug in `model_fn`, an objective the logs lack) stops the search
 #' with that error: every trial would meet it. A worker process that ends
 #' before it has taken its trial (while it waits) ran none of it: the trial goes
-#' to a fresh process, once, as a fold of [gpu_cv()] does.
+#' to another process, once, as a fold of [gpu_cv()] does.
 #'
 #' @section Populations:
 #' On the JAX backend, the trials train in batches by default: the study is
@@ -72,7 +72,7 @@
 #' Populations take the gpu_fit() arguments `epochs`, `batch_size` and a
 #' number as `learning_rate` (searched or fixed); with any other, with tracking,
 #' on TensorFlow, or with `workers = gpu_workers(population = FALSE)`, each
-#' trial trains in a fresh worker process. The result's `trained` says which.
+#' trial trains on its own in a worker process. The result's `trained` says which.
 #'
 #' @section Repeating a trial:
 #' Trial `n` runs `keras$utils$set_random_seed(seed)`, `model <-
@@ -123,8 +123,8 @@
 #'     secret query values shown as `***`), `study`, `seed`, `validation` (how
 #'     the trials were validated), `validation_rows` (the rows held out, when
 #'     the search held them out; the others trained), `interrupted` and `workers`;
-#'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fresh
-#'     worker process per trial); `trained_why`: why.
+#'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fit per
+#'     trial in the worker processes); `trained_why`: why.
 #'
 #'   It has `print()` and `plot()` (the objective over the trials and the
 #'   best so far) methods.
@@ -253,7 +253,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
     sampler = search$sampler, pruner = search$pruner, seed = search$seed, batch = isTRUE(population$population),
     error_call = call
   )
-  pool <- new_worker_pool(plan, dir, warm = list(verb = "search_warm", args = list(storage = storage$url)))
+  pool <- new_worker_pool(plan, dir, warm = list(
+    verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
+  ))
   running <- function() {
     unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
   }

@@ -1,17 +1,25 @@
-# Worker processes for gpu_cv() and gpu_search(): every fit in a fresh R process that
-# sees its own device alone, so nothing carries from one fit to the next (weights,
-# compiled functions, memory), a crash takes one fit, and a fit's device memory goes
-# back when its process ends. The session itself starts no runtime: it holds no device
-# memory.
+# Worker processes for gpu_cv() and gpu_search(): fits run in R processes of their own
+# that see their own device alone, so a crash takes one fit, and the session itself
+# starts no runtime: it holds no device memory.
 #
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
-# GPU). A slot runs one fit at a time, and keeps the next process ready meanwhile, so a
-# fit waits for no start-up: forked from the session's template (worker-template.R: R,
-# gpukeras, Python and Keras loaded), so that readying one costs no CPU, it then starts
-# its runtime on its device with the session's gpu_setup() and compiles one small step
-# (worker_prepare()). Each process has a folder in the pool's: it waits there for
-# task.rds, writes result.rds, and ends. The pool's folder holds the data once, as .npy
-# files the workers memory-map.
+# GPU). A slot runs one fit at a time, on its worker. A worker is a callr::r_session
+# started with its slot's environment; its first call (worker_ready()) loads gpukeras,
+# Python, Keras and the core's modules, starts its runtime on its device with the
+# session's gpu_setup() and, with no task waiting, compiles one small step; each later
+# call is a task (worker_task()), whose value or error callr's read() gives back, the
+# error as the `parent` of callr's. A worker runs many tasks: after each it resets what
+# the fit left (worker_reset(): Keras' clear_session(), R's and Python's garbage, what
+# the pool's `warm` opened ahead), and each task sets its seed as it starts, so a fit in
+# a worker that ran others is the same as in a fresh one. A worker whose task failed, or
+# that died (lost, or retried once in a fresh one when it had not taken its task yet), is
+# ended, and the slot starts another. When the pool closes, its ready workers become the
+# session's spares (`the$spares`), which the next pool whose slots they fit (worker_key():
+# the same environment, device and gpu_setup()) takes instead of starting new processes;
+# they end with the session. The session drives every worker from its poll connection
+# (processx::poll() on all at once, worker_step()). The pool's folder holds the data
+# once, as .npy files the workers memory-map; each worker's temporary folder is its own,
+# in the session's.
 
 # The slots for `devices`, `workers` and `workers_per_device`, as the core plans them.
 worker_plan <- function(devices, workers, workers_per_device, call = caller_env()) {
@@ -51,39 +59,124 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
   pool
 }
 
-# A fresh process for slot `i`, waiting in a folder of its own for its task: forked by
-# the session's template (worker-template.R), or started from scratch where none can run.
+# A worker for slot `i`: one of the session's spares that fits the slot (worker_spare()),
+# or a fresh process, starting: a worker is an environment: its callr `session`, `state`,
+# `dir`, its `key` and, once given one, its `task`.
 worker_start <- function(pool, i) {
-  pool$next_id <- pool$next_id + 1L
-  dir <- file.path(pool$dir, sprintf("worker-%03d", pool$next_id))
-  dir.create(dir)
-  env <- process_env(pool$slots[[i]]$visible)
-  prepare <- list(setup = pool$setup, compiled = session_compiled_dir())
-  template <- template_start()
-  process <- if (!is.null(template)) {
-    template_fork(template, dir, env[setdiff(names(env), names(template$env))], pool$warm, prepare)
-  } else {
-    process_start(
-      "worker_wait", list(dir, Sys.getpid(), pool$warm, prepare), dir,
-      stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"), env = env
-    )
+  key <- worker_key(pool, i)
+  spare <- worker_spare(key)
+  if (!is.null(spare)) {
+    spare$slot <- i
+    return(spare)
   }
-  list(dir = dir, process = process, slot = i)
+  worker <- new.env(parent = emptyenv())
+  # Its temporary folder is its own, in the session's (it may outlive the pool, a spare):
+  # worker_end() removes it, and it goes with the session's otherwise.
+  worker$dir <- tempfile("gpukeras-worker-")
+  dir.create(worker$dir)
+  worker$slot <- i
+  worker$key <- key
+  worker$state <- "starting"
+  worker$prepare <- list(setup = pool$setup, compiled = session_compiled_dir(), warm = pool$warm)
+  env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
+  worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
+  worker
 }
 
-# Give `task` to slot `i` (free): its ready process takes it, and with `ready_next` (more
-# fits to come) the slot readies the next process meanwhile.
-worker_submit <- function(pool, i, task, ready_next = TRUE, call = caller_env()) {
+# What makes a ready worker fit a slot: what its start and first call prepared (its
+# environment: the session's Python, Keras backend and the slot's device; the session's
+# gpu_setup(); where it shares compiled programs). The pool's `warm` is not in it: a
+# worker drops what it opened ahead after each task (worker_reset()).
+worker_key <- function(pool, i) {
+  list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup, compiled = session_compiled_dir())
+}
+
+# A ready worker of the session's spares (those that pools left, worker_close()) whose key
+# is `key`, taken out of them; NULL if none. One that died meanwhile is ended and skipped.
+worker_spare <- function(key) {
+  while (length(found <- which(vapply(the$spares, function(w) identical(w$key, key), logical(1))))) {
+    worker <- the$spares[[found[1]]]
+    the$spares[found[1]] <- NULL
+    if (worker$session$is_alive() && identical(worker$session$get_state(), "idle")) return(worker)
+    worker_end(worker)
+  }
+  NULL
+}
+
+# Read what `worker`'s session says, if it has said anything, and move it on: started, it
+# is asked to load (worker_ready(), compiling ahead unless a task already waits); loaded,
+# it is ready, and takes its task if one waits; its task's call returned, it is `done`;
+# its process ended, it has `ended`. A call's message is kept as the worker's `outcome`.
+worker_step <- function(worker) {
+  if (worker$state %in% c("done", "ended")) return(invisible(worker))
+  # (a connection that processx closed, its process killed, reads as its end)
+  message <- tryCatch(worker$session$read(), error = function(e) if (!worker$session$is_alive()) list(code = 501))
+  if (is.null(message) || message$code == 301) return(invisible(worker))
+  if (message$code >= 500) {
+    worker$outcome <- message
+    worker$state <- "ended"
+  } else if (worker$state == "starting") {
+    worker$session$call(process_entry, list(
+      path = getNamespaceInfo("gpukeras", "path"), entry = "worker_ready",
+      args = list(prepare = worker$prepare, compile = is.null(worker$task))
+    ))
+    worker$state <- "loading"
+  } else if (worker$state == "loading") {
+    worker$loaded <- message$error
+    worker$state <- "ready"
+    if (!is.null(worker$task)) worker_give(worker)
+  } else {
+    worker$outcome <- message
+    worker$state <- "done"
+  }
+  invisible(worker)
+}
+
+# The ready `worker` takes its task: from here the fit is its process's (worker_collect()).
+# One whose loading failed reports that as the task's error.
+worker_give <- function(worker) {
+  if (!is.null(worker$loaded)) {
+    worker$outcome <- list(error = worker$loaded)
+    worker$state <- "done"
+    return(invisible(worker))
+  }
+  # One that died while it waited has not taken it: it is `ended` (worker_collect()).
+  given <- worker$session$is_alive() && tryCatch({
+    worker$session$call(process_call, list(entry = "worker_task", args = list(worker$task)))
+    TRUE
+  }, error = function(e) FALSE)
+  if (!given) {
+    worker_step(worker)
+    worker$state <- "ended"
+    return(invisible(worker))
+  }
+  worker$taken <- TRUE
+  worker$state <- "busy"
+  invisible(worker)
+}
+
+# Give `task` to slot `i` (free): its ready worker takes it (at once, or once it has
+# loaded); a slot with none starts one (worker_start(): a spare, or a fresh process).
+worker_submit <- function(pool, i, task) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
-  write_rds_atomic(task, file.path(worker$dir, "task.rds"), "The fit's task (task.rds)", call = call)
-  process_signal(worker$dir)
   worker$task <- task
   worker$started <- Sys.time()
+  if (worker$state == "ready") worker_give(worker)
   pool$busy[[i]] <- worker
-  if (ready_next) pool$ready[[i]] <- worker_start(pool, i)
   invisible(worker)
+}
+
+# Wait at most `timeout` seconds for any worker of the pool to say something (processx's
+# poll() on every session's poll connection), and move each that did on (worker_step()).
+worker_wait <- function(pool, timeout) {
+  workers <- Filter(function(w) !is.null(w) && !w$state %in% c("done", "ended"), c(pool$busy, pool$ready))
+  finished <- vapply(Filter(Negate(is.null), pool$busy), function(w) w$state %in% c("done", "ended"), logical(1))
+  if (any(finished) || !length(workers)) return(invisible())
+  ready <- processx::poll(lapply(workers, function(w) w$session$get_poll_connection()), as.integer(timeout * 1000))
+  for (k in which(unlist(ready) == "ready")) worker_step(workers[[k]])
+  invisible()
 }
 
 # Where this session's workers keep what their fits compile (on JAX), for every later
@@ -98,55 +191,94 @@ worker_free <- function(pool) which(vapply(pool$busy, is.null, logical(1)))
 
 # The fits that ended since the last call: each a list with `task`, `slot`, `seconds`, the
 # worker's `result` (its own, or, for a fit that failed, its `error` as data: error_data())
-# and the `condition` it failed with, whole (for a process that died, one with the cause
-# and its stderr's last lines). Their slots are free again.
+# and the `condition` it failed with, whole (the worker's own, as callr gives it back; for
+# a process that died, one with the cause and its stderr's last lines). Their slots are
+# free again: a worker whose task returned is the slot's ready worker again (it reset what
+# the fit left, worker_reset()); one that failed or died is ended, and the slot's next
+# task starts another.
 worker_collect <- function(pool) {
   ended <- list()
   for (i in seq_along(pool$busy)) {
     worker <- pool$busy[[i]]
-    if (is.null(worker)) next
-    process <- worker$process
-    alive <- process$is_alive()
-    if (alive && !process$reported()) next
-    # On a GPU the next fit starts once this one's process has ended and given its memory
-    # back; on the CPU nothing waits for that (a framework takes a second to tear down).
-    if (alive && !is.null(pool$slots[[i]]$visible)) process$wait(5000L)
-    result <- process$result()
-    error <- if (is.null(result)) process$error()
-    # A process that ended before it took its task (while it loaded, prepared or waited,
-    # or never forked: its template gone) ran none of the fit: it goes again, once.
-    retry <- is.null(result) && is.null(error) && !file.exists(file.path(worker$dir, "taken")) &&
-      !isTRUE(worker$task$retried)
+    if (is.null(worker) || !worker$state %in% c("done", "ended")) next
+    # A process that ended before it took its task (while it started, loaded or waited)
+    # ran none of the fit: it goes again, once.
+    retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
     if (!retry) {
-      error <- if (is.null(result)) error %||% worker_crash(worker)
+      error <- if (worker$state == "ended") worker_crash(worker) else worker_error(worker$outcome$error)
+      result <- if (is.null(error)) worker$outcome$result
       ended[[length(ended) + 1L]] <- list(
         task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
         seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
       )
     }
     pool$busy[i] <- list(NULL)
-    unlink(worker$dir, recursive = TRUE)
+    if (worker_reusable(worker)) {
+      worker_again(worker)
+      pool$ready[[i]] <- worker
+    } else {
+      worker_end(worker)
+    }
     if (retry) worker_retry(pool, i, worker$task)
   }
   ended
 }
 
-# Give `task`, whose process ended before it took it, to a fresh process of slot `i`; the
-# slot's next process, where it died too (as with its template), is started again.
+# The condition a task failed with, from callr's error: the worker's own (its `parent`),
+# whole but for its backtrace (the worker's frames, which the session's print would show
+# as its own); callr's where it has none.
+worker_error <- function(error) {
+  if (is.null(error)) return(NULL)
+  condition <- if (inherits(error$parent, "condition")) error$parent else error
+  condition$trace <- NULL
+  condition
+}
+
+# End `worker`'s process (its result is in: nothing is lost; on a GPU its memory goes back
+# now, before the slot's next fit) and remove its folder.
+worker_end <- function(worker) {
+  worker$session$kill_tree()
+  worker$session$wait(5000L)
+  unlink(worker$dir, recursive = TRUE)
+  invisible()
+}
+
+# A worker whose task returned a value (no error) and that is alive and idle: it takes
+# the slot's next task.
+worker_reusable <- function(worker) {
+  worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
+    identical(worker$session$get_state(), "idle")
+}
+
+# `worker` ready again, with no task.
+worker_again <- function(worker) {
+  worker$task <- NULL
+  worker$taken <- NULL
+  worker$outcome <- NULL
+  worker$started <- NULL
+  worker$state <- "ready"
+  invisible(worker)
+}
+
+# Give `task`, whose process ended before it took it, to a fresh process of slot `i`.
 worker_retry <- function(pool, i, task) {
   task$retried <- TRUE
   ready <- pool$ready[[i]]
-  if (!is.null(ready) && !ready$process$is_alive()) {
-    unlink(ready$dir, recursive = TRUE)
-    pool$ready[i] <- list(NULL)
+  if (!is.null(ready)) {
+    worker_step(ready)
+    if (ready$state == "ended") {
+      worker_end(ready)
+      pool$ready[i] <- list(NULL)
+    }
   }
-  worker_submit(pool, i, task, ready_next = !is.null(ready))
+  worker_submit(pool, i, task)
 }
 
-# What a worker that ended without a result died of: a condition, `crashed`.
+# What a worker that ended without a result died of: a condition, `crashed`, with the
+# last lines its call wrote to stderr.
 worker_crash <- function(worker) {
-  status <- worker$process$get_exit_status()
-  stderr <- log_tail(file.path(worker$dir, "stderr.log"))
+  status <- worker$session$get_exit_status()
+  stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
     message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
@@ -180,12 +312,33 @@ many_grow <- function(pool, ended, result) {
   invisible()
 }
 
-# End every process of the pool and remove its folder (the data's .npy files too).
+# Close the pool: its ready workers (loaded, no task) go to the session's spares, for the
+# next pool whose slots they fit (worker_start()), as the session's workers; the others
+# (busy: a call that failed or was interrupted; still loading) are ended. The pool's
+# folder (the data's .npy files) is removed. Spares end with the session: callr kills its
+# sessions' processes when R exits.
 worker_close <- function(pool) {
-  for (worker in c(pool$busy, pool$ready)) {
-    if (!is.null(worker)) worker$process$kill_tree()
+  for (worker in pool$ready) {
+    if (is.null(worker)) next
+    if (worker$state == "ready" && is.null(worker$loaded) && worker$session$is_alive()) {
+      the$spares <- c(the$spares, list(worker))
+    } else {
+      worker_end(worker)
+    }
   }
+  for (worker in pool$busy) {
+    if (!is.null(worker)) worker_end(worker)
+  }
+  pool$ready <- vector("list", length(pool$ready))
+  pool$busy <- vector("list", length(pool$busy))
   unlink(pool$dir, recursive = TRUE)
+  invisible()
+}
+
+# End the session's spare workers (tests; the session's end does it otherwise).
+worker_spares_end <- function() {
+  for (worker in the$spares) worker_end(worker)
+  the$spares <- list()
   invisible()
 }
 
@@ -204,11 +357,11 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
         next_task()
       }
       if (is.null(task)) break
-      worker_submit(pool, i, task, ready_next = length(tasks) > 0L || isTRUE(task$more))
+      worker_submit(pool, i, task)
     }
     if (length(worker_free(pool)) == length(pool$busy)) break
     on_wait()
-    process_wait(lapply(Filter(Negate(is.null), pool$busy), function(worker) worker$process), 1)
+    worker_wait(pool, 1)
     for (ended in worker_collect(pool)) tasks <- c(tasks, on_end(ended))
   }
   invisible()
@@ -225,22 +378,18 @@ worker_load <- function() {
   core_call("preload")
 }
 
-# Load (worker_load()), then wait for the task; a session that ends first takes the
-# waiting process with it.
-worker_wait <- function(dir, parent, warm = NULL, prepare = NULL) {
-  worker_load()
-  if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
-  worker_await(dir, parent, prepare)
-}
-
-# Prepare the runtime (worker_prepare()), wait in `dir` for the task (process_await()) and
-# run it; return at once if the session has gone.
-worker_await <- function(dir, parent, prepare) {
-  task_file <- file.path(dir, "task.rds")
-  prepared <- worker_prepare(prepare, compile = !file.exists(task_file))
-  if (!process_await(dir, "task.rds", parent)) return(invisible())
-  file.create(file.path(dir, "taken")) # from here the fit is this process's (worker_collect())
-  worker_task(dir, readRDS(task_file), prepared)
+# The worker's first call: load (worker_load()), open what `prepare$warm` names ahead (a
+# core verb and its arguments) and prepare the runtime (worker_prepare()). Whatever fails
+# here is the task's error (the worker keeps it for worker_task()).
+worker_ready <- function(prepare, compile = TRUE) {
+  the$worker_prepared <- tryCatch({
+    worker_load()
+    warm <- prepare$warm
+    the$worker_unwarm <- warm$undo
+    if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
+    worker_prepare(prepare, compile)
+  }, error = identity)
+  invisible()
 }
 
 # Before the task: the session's gpu_setup() (`prepare$setup`, the pool's), the runtime
@@ -259,30 +408,25 @@ worker_prepare <- function(prepare, compile = TRUE) {
   }, error = identity)
 }
 
-# One task (its runtime `prepared` by worker_prepare()): the seed, then the task's `run`, a
-# function of gpukeras called with the task whose list is the result (gpu_cv()'s
-# population: cv_population_task()), or else one fit (worker_fit()). The result, or the
-# error (the preparation's too), is the process's outcome (process.R).
-worker_task <- function(dir, task, prepared = NULL) {
+# The worker's second call, its task (its runtime prepared by worker_ready()): the seed,
+# then the task's `run`, a function of gpukeras called with the task whose list is the
+# result (gpu_cv()'s population: cv_population_task()), or else one fit (worker_fit()).
+# The result is the call's value; an error (the preparation's too) is the call's error,
+# which callr gives the session whole (worker_collect()).
+worker_task <- function(task) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
-  tryCatch(
-    {
-      if (!is.null(prepared)) stop(prepared)
-      core_call("workers_seed", seed = task$seed)
-      track_restore(task$track$carried, task$track$context)
-      setup_done <- as.numeric(Sys.time())
-      run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
-      result <- run(task)
-      result$timings <- list(task_read = task_read, setup_done = setup_done)
-      worker_track_flush()
-      process_report(dir, result, "The fit's result (result.rds)")
-    },
-    error = function(e) {
-      worker_track_flush()
-      process_report_error(dir, e)
-    }
-  )
-  invisible()
+  on.exit({
+    worker_track_flush()
+    worker_reset()
+  })
+  if (!is.null(the$worker_prepared)) stop(the$worker_prepared)
+  core_call("workers_seed", seed = task$seed)
+  track_restore(task$track$carried, task$track$context)
+  setup_done <- as.numeric(Sys.time())
+  run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
+  result <- run(task)
+  result$timings <- list(task_read = task_read, setup_done = setup_done)
+  result
 }
 
 # One fit, as the task carries it: model_fn's model (of `params`, when given), gpu_fit() on
@@ -313,6 +457,18 @@ worker_fit <- function(task) {
     result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
   }
   result
+}
+
+# After a task, what its fit left reset, for the worker's next task (of this pool, or of
+# a later one, as a spare): Keras' global state (clear_session(): models, names, the
+# backend's graph) and both languages' garbage (core: workers_reset), and what the pool's
+# `warm` opened ahead and the task did not take (its `undo` verb: a spare may serve
+# another search). A task's seed and tracking context are set anew by the next task.
+worker_reset <- function() {
+  try(core_call("workers_reset"), silent = TRUE)
+  if (!is.null(the$worker_unwarm)) try(core_call(the$worker_unwarm), silent = TRUE)
+  gc(verbose = FALSE)
+  invisible()
 }
 
 # The fit's run sent (it is not waited for in the fit: its model is written meanwhile)

@@ -168,7 +168,7 @@ if (1 %in% parts) {
       trace = round(fits$trace_seconds, 2), after = round(fits$collected - fits$fit_exit, 2)
     )
   }
-  if (!mode$smoke) invisible(run_search(1L, trials = 1L)) # the worker template and Optuna start here, untimed
+  if (!mode$smoke) invisible(run_search(1L, trials = 1L)) # Python, Keras and Optuna first load here, untimed
   shared <- lapply(c(one = 1L, two = 2L), run_search)
   speedup <- shared$one$seconds / shared$two$seconds
   say("\n## 1. Many models on one ", if (on_gpu) "GPU" else "CPU (smoke)", ": one worker, then two sharing it\n")

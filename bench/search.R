@@ -17,7 +17,7 @@
 #     Goal: the pruned search's best within 2 % of the unpruned one's;
 #   * how many trials were pruned, and the epochs trained in all;
 #   * overhead of a fresh worker per trial: for each trial after a search's first, from
-#     its task's submission (task.rds written into a process that was readied while
+#     its task's submission (given to a process that was readied while
 #     the previous trial trained) to the start of its first training step, and its parts
 #     (see bench/lib/workers.R). Goal: <= 1 s. And what of it the fresh worker adds: each
 #     trial of the last search started again in this session (model_fn and gpu_fit() to
@@ -247,7 +247,7 @@ result <- list(
     "time_split: where each search's seconds went (bench/lib/workers.R time_split()); pruned_vs_unpruned_training_seconds: the ratio of the training alone (each trial's first step to its gpu_fit() returning), what pruning saves when trials cost nothing else.",
     "foreign_cpu_seconds_each_search: CPU seconds other processes (not this session, not its workers) took during each search (bench/lib/workers.R cpu_snapshot(); a virtual machine's stolen time counts); foreign_share: of the machine's cores over its wall time; searches_under_foreign_load: those over 10 %, whose times measure the machine more than the search. The load averages include this benchmark's own processes.",
     "best_relative_difference: (best val_loss with pruning - without) / without; negative: pruning found a better one.",
-    "overhead_seconds: for each trial after a search's first, first_step - submitted - probe (see bench/cv.R's notes for its parts, the probe, and the fits whose process was waiting or not); `other` here is mostly the trial's pruning callback (Optuna's storage, opened ahead by the session's worker template and inherited by the fork). between_fits: a trial's gpu_fit() returning in its worker -> the next trial's submission (the result written, the session's poll every 50 ms, the study's tell and ask).",
+    "overhead_seconds: for each trial after a search's first, first_step - submitted - probe (see bench/cv.R's notes for its parts, the probe, and the fits whose process was waiting or not); `other` here is mostly the trial's pruning callback (Optuna's storage, opened ahead by the worker while it waited). between_fits: a trial's gpu_fit() returning in its worker -> the next trial's submission (the result sent back by callr, the study's tell and ask).",
     "overhead_beyond_session_seconds: what the fresh worker adds: for each trial of the last search in overhead_seconds, its overhead less the same trial's start in this session (bench/lib/workers.R session_starts(): Keras' seed, model_fn(params) and gpu_fit() on the same rows, from model_fn's call to the first training step, after one unmeasured fit). A model never built before costs its building, and on JAX its compiling, in any process; that part of overhead_seconds is not the worker's.",
     "trials: each search's trials as gpu_search() returns them (seconds: from its submission to its collection); fits: the probe's times in seconds from the gpu_search() call."
   ),

@@ -3,8 +3,8 @@
 # submission to its first training step.
 #
 # The probe changes nothing in the package. In this session it traces two internal
-# functions of gpukeras: write_rds_atomic(), to read the clock when a task.rds has
-# been written into a worker's folder (the submission), and worker_collect(), to keep
+# functions of gpukeras: worker_submit(), to read the clock when a task is given to a
+# slot's worker (the submission), and worker_collect(), to keep
 # each ended fit's result (with its worker's `timings`, when R/workers.R records them).
 # In the worker, the model function calls worker_probe_begin() (only in a worker: a
 # process other than this session), which reads the clock, traces gpu_fit() (its entry
@@ -49,6 +49,11 @@ worker_probe_begin <- function(probe_dir, session_pid) {
     state$compile <- reticulate::py_eval("bench_compile")
     state$compile_first <- reticulate::py_eval("bench_compile_first")
     saveRDS(as.list(state), file.path(probe_dir, sprintf("fit-%d-%d.rds", state$number, state$pid)))
+    # this fit's alone: the worker runs later tasks, of other calls (R/workers.R)
+    suppressMessages({
+      untrace("load_arrays", where = namespace)
+      untrace("gpu_fit", where = namespace)
+    })
   }
   namespace <- asNamespace("gpukeras")
   suppressMessages({
@@ -119,11 +124,9 @@ probe_session_start <- function() {
   recorder <- new.env(parent = emptyenv())
   recorder$submitted <- list()
   recorder$ended <- list()
-  submitted <- function(object, path) {
-    if (basename(path) == "task.rds") {
-      number <- if (!is.null(object$trial)) object$trial$number else object$number
-      recorder$submitted[[as.character(number)]] <- as.numeric(Sys.time())
-    }
+  submitted <- function(task) {
+    number <- if (!is.null(task$trial)) task$trial$number else task$number
+    recorder$submitted[[as.character(number)]] <- as.numeric(Sys.time())
   }
   collected <- function(ended) {
     now <- as.numeric(Sys.time())
@@ -136,7 +139,7 @@ probe_session_start <- function() {
   }
   namespace <- asNamespace("gpukeras")
   suppressMessages({
-    trace("write_rds_atomic", exit = bquote(.(submitted)(object, path)), where = namespace, print = FALSE)
+    trace("worker_submit", tracer = bquote(.(submitted)(task)), where = namespace, print = FALSE)
     trace("worker_collect", exit = bquote(.(collected)(returnValue())), where = namespace, print = FALSE)
   })
   recorder
@@ -145,7 +148,7 @@ probe_session_start <- function() {
 probe_session_stop <- function() {
   namespace <- asNamespace("gpukeras")
   suppressMessages({
-    untrace("write_rds_atomic", where = namespace)
+    untrace("worker_submit", where = namespace)
     untrace("worker_collect", where = namespace)
   })
   invisible()
@@ -362,7 +365,7 @@ cpu_snapshot <- function() {
     tree <- c(tree, more)
   }
   own <- table[table[, 1] == self, ]
-  # a descendant's reaped children too: forked workers are the template's, not this session's
+  # a descendant's reaped children too (a worker's own)
   mine <- sum(own[3:6]) + sum(table[table[, 1] %in% setdiff(tree, self), 3:6])
   c(busy = busy / hz, mine = mine / hz)
 }

@@ -240,8 +240,8 @@ def test_a_framework_warning_names_its_package_not_its_file() -> None:
 
 
 def test_preload_imports_the_verbs_modules_and_starts_no_framework() -> None:
-    """R's worker template preloads what a worker calls before it forks: imports alone,
-    no Keras, no TensorFlow or JAX (a runtime started before fork() would not survive it)."""
+    """A worker preloads what its task calls in its first call: imports alone, no Keras,
+    no TensorFlow or JAX (the runtime starts after, with the session's settings)."""
     run = run_core(
         "preload",
         {"verbs": ["fit", "search_pruning_callback", "save_model", "no_such_verb"]},
@@ -253,47 +253,32 @@ def test_preload_imports_the_verbs_modules_and_starts_no_framework() -> None:
     assert not {"keras", "tensorflow", "jax"} & run.loaded
 
 
-def test_preload_keras_imports_what_the_first_seed_imports_and_a_fork_trains() -> None:
-    """R's worker template calls it before it forks: on JAX, Keras and TensorFlow (which
-    Keras' seed imports wherever it is installed) are imported, no runtime is started, and
-    a fork seeds, builds and trains a model with nothing left to import for the seed."""
+def test_preload_keras_imports_what_the_first_seed_imports_and_the_process_then_trains() -> None:
+    """A worker calls it ahead of its task: on JAX, Keras and TensorFlow (which Keras' seed
+    imports wherever it is installed) are imported, and the task then seeds, builds and
+    trains a model with nothing left to import for the seed."""
     requires("jax")
     requires("tensorflow")
     run = run_core(
         "preload_keras",
         env={"KERAS_BACKEND": "jax"},
         after="""
-import os
-import time
+import keras
+import numpy as np
 
-def child():
-    import keras
-    import numpy as np
-    modules = set(sys.modules)
-    keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    x = np.ones((8, 2), "float32")
-    model.fit(x, x[:, :1], epochs=1, verbose=0)
-    return not any(m.split(".")[0] == "tensorflow" for m in set(sys.modules) - modules)
-
-pid = os.fork()
-if pid == 0:
-    os._exit(0 if child() else 3)
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    time.sleep(0.05)
-else:
-    os.kill(pid, 9)
-    done, status = os.waitpid(pid, 0)
-readback["fork"] = os.waitstatus_to_exitcode(status)
+modules = set(sys.modules)
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+x = np.ones((8, 2), "float32")
+model.fit(x, x[:, :1], epochs=1, verbose=0)
+readback["imported"] = sorted(
+    {m.split(".")[0] for m in set(sys.modules) - modules} & {"tensorflow", "jax"}
+)
 """,
     )
     assert run.value == ["tensorflow", "jax"]
-    assert run.readback["fork"] == 0
+    assert run.readback["imported"] == []
 
 
 def test_preload_by_default_imports_what_a_worker_calls() -> None:

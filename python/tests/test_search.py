@@ -552,40 +552,6 @@ def test_worker_environment_keeps_cuda_visible_devices_of_this_process() -> None
     assert dict(os.environ) == before
 
 
-def test_a_forked_worker_has_its_own_output_and_environment_and_is_reaped(
-    tmp_path: Path,
-) -> None:
-    """fork() as the template uses it: the worker writes to its own files with its slot's
-    environment; reap() gives each ended worker's exit code, minus the signal for a killed
-    one."""
-    import signal
-
-    out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
-    pid = workers.fork(str(out), str(err), {"GPUKERAS_TEST_SLOT": "GPU-aaaa"})
-    if pid == 0:  # the worker: whatever happens, it never goes back to pytest
-        try:
-            slot = f"{os.environ['GPUKERAS_TEST_SLOT']} {os.getenv('GPUKERAS_TEST_SLOT')}\n"
-            os.write(1, slot.encode())  # the file descriptor: pytest captures sys.stdout
-        finally:
-            workers.exit_now(3)
-    sleeper = workers.fork(str(tmp_path / "o2"), str(tmp_path / "e2"), {})
-    if sleeper == 0:
-        try:
-            time.sleep(60)
-        finally:
-            workers.exit_now(0)
-    os.kill(sleeper, signal.SIGKILL)
-    ended: dict[int, int] = {}
-    deadline = time.monotonic() + 30
-    while len(ended) < 2 and time.monotonic() < deadline:
-        ended.update({item["pid"]: item["status"] for item in workers.reap()})
-        time.sleep(0.01)
-    assert ended == {pid: 3, sleeper: -signal.SIGKILL}
-    assert out.read_text().split() == ["GPU-aaaa", "GPU-aaaa"]
-    assert "GPUKERAS_TEST_SLOT" not in os.environ
-    assert workers.reap() == []
-
-
 def test_a_workers_fits_on_jax_reuse_what_an_earlier_worker_compiled(tmp_path: Path) -> None:
     """share_compiled() in two fresh JAX processes (two workers of one pool), each building
     and training the same model: the first writes its compiled programs to the pool's
@@ -720,3 +686,15 @@ def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_one
     assert search_population.ask(plain) == {"width": 20, "trials": []}  # the budget is spent
     pruned = opened(tmp_path, trials=20, sampler="random")
     assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH
+
+
+def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> None:
+    """A worker runs many tasks, and a spare may serve another search: what ``warm``
+    opened and the task did not take is dropped (``unwarm``, after each task)."""
+    storage = url(tmp_path)
+    study_storage.warm(storage)
+    study_storage.unwarm()
+    assert study_storage.take_warmed(storage) is None
+    study_storage.warm(storage)
+    assert study_storage.take_warmed(storage) is not None
+    assert study_storage.take_warmed(storage) is None

@@ -154,54 +154,62 @@ test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's
   expect_length(pool$slots, 3L)
 })
 
-test_that("workers are forked from the session's template, each its own process, reaped with its exit status", {
+test_that("workers are callr sessions of the session's own, each readied ahead, lost with their cause", {
   skip_if_no_python()
-  skip_on_os("windows")
-  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  dir <- withr::local_tempdir()
+  pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
   withr::defer(worker_close(pool))
   workers <- list(worker_start(pool, 1L), worker_start(pool, 1L))
-  pid_of <- function(worker) read_rds_or_null(file.path(worker$dir, "pid.rds"))
-  deadline <- Sys.time() + 120
-  while (any(vapply(workers, function(w) is.null(pid_of(w)), logical(1))) && Sys.time() < deadline) Sys.sleep(0.1)
-  pids <- vapply(workers, pid_of, integer(1))
-  template <- the$template$process$get_pid()
-  parent_of <- function(pid) {
-    as.integer(strsplit(
-      sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " "
-    )[[1]][2])
+  deadline <- Sys.time() + 180
+  while (!all(vapply(workers, function(w) w$state == "ready", logical(1))) && Sys.time() < deadline) {
+    processx::poll(lapply(workers, function(w) w$session$get_poll_connection()), 1000L)
+    for (worker in workers) worker_step(worker)
   }
-  expect_identical(vapply(pids, parent_of, integer(1)), c(template, template))
-  expect_false(anyDuplicated(c(pids, template, Sys.getpid())) > 0)
-  expect_true(all(vapply(workers, function(w) w$process$is_alive(), logical(1))))
-  workers[[1]]$process$kill_tree()
-  expect_identical(workers[[1]]$process$get_exit_status(), -9L)
-  expect_false(workers[[1]]$process$is_alive())
-  expect_true(workers[[2]]$process$is_alive())
-  # A worker whose folder the session removed (it had its result) ends; the template,
-  # which then cannot write its status there, goes on forking.
-  unlink(workers[[2]]$dir, recursive = TRUE)
+  expect_identical(vapply(workers, `[[`, "", "state"), c("ready", "ready"))
+  # loaded, with no error kept for the task, and each a child of this session
+  expect_true(all(vapply(workers, function(w) is.null(w$loaded), logical(1))))
+  pids <- vapply(workers, function(w) w$session$get_pid(), integer(1))
+  parent_of <- function(pid) {
+    as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])
+  }
+  expect_identical(vapply(pids, parent_of, integer(1)), rep(Sys.getpid(), 2L))
+  expect_false(anyDuplicated(c(pids, Sys.getpid())) > 0)
+  # its temporary folder is its own, in the session's, not the pool's (a spare outlives it)
+  tmp <- workers[[2]]$session$run(function() Sys.getenv("TMPDIR"))
+  expect_identical(normalizePath(tmp), normalizePath(workers[[2]]$dir))
+  expect_identical(normalizePath(dirname(tmp)), normalizePath(tempdir()))
+  # one killed while it waits is `ended`, and lost with its cause
+  tools::pskill(pids[1], tools::SIGKILL)
   deadline <- Sys.time() + 10
-  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_false(process_alive(pids[2]))
-  third <- worker_start(pool, 1L)
-  deadline <- Sys.time() + 10
-  while (is.null(pid_of(third)) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_true(the$template$process$is_alive())
-  expect_true(third$process$is_alive())
-  pids[2] <- pid_of(third)
+  while (workers[[1]]$state != "ended" && Sys.time() < deadline) {
+    processx::poll(list(workers[[1]]$session$get_poll_connection()), 1000L)
+    worker_step(workers[[1]])
+  }
+  expect_identical(workers[[1]]$state, "ended")
+  expect_match(conditionMessage(worker_crash(workers[[1]])), "its worker process was killed by signal 9")
+  expect_true(workers[[2]]$session$is_alive())
+  # the pool closed, its ready worker is the session's spare, which the next pool with the
+  # same slots takes (alive, loaded: no start), and the session's end ends
+  worker_end(workers[[1]])
+  pool$ready <- list(workers[[2]])
+  withr::defer(worker_spares_end())
   worker_close(pool)
-  deadline <- Sys.time() + 10
-  while (process_alive(pids[2]) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_false(process_alive(pids[2]))
   expect_false(dir.exists(pool$dir))
-  # The template stays for the session's next pool, which it serves at once.
-  expect_identical(the$template$process$get_pid(), template)
-  pool <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
-  withr::defer(worker_close(pool))
-  fourth <- worker_start(pool, 1L)
-  deadline <- Sys.time() + 10
-  while (is.null(pid_of(fourth)) && Sys.time() < deadline) Sys.sleep(0.05)
-  expect_identical(parent_of(pid_of(fourth)), template)
+  expect_true(workers[[2]]$session$is_alive())
+  expect_identical(the$spares, list(workers[[2]]))
+  again <- new_worker_pool(worker_plan("all", 1, 1), withr::local_tempdir())
+  expect_identical(worker_start(again, 1L), workers[[2]])
+  expect_length(the$spares, 0L)
+  # not one whose slots differ (another device, another gpu_setup())
+  the$spares <- list(workers[[2]])
+  again$setup <- list(cpu_devices = 2)
+  other <- worker_start(again, 1L)
+  expect_false(identical(other, workers[[2]]))
+  worker_end(other)
+  expect_false(dir.exists(other$dir))
+  worker_spares_end()
+  expect_false(workers[[2]]$session$is_alive())
+  expect_false(dir.exists(workers[[2]]$dir))
 })
 
 mark_slow()
@@ -209,18 +217,23 @@ skip_if_no_python()
 
 iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
 
-test_that("a worker that ended before it made its stderr log is lost with its cause and no warning", {
+test_that("a worker that died is lost with its cause and the last lines it wrote, and no warning", {
   skip_on_os("windows")
   process <- processx::process$new("sh", c("-c", "kill -9 $$"))
   process$wait()
-  expect_no_warning(lost <- worker_crash(list(process = process, dir = withr::local_tempdir())))
+  worker <- new.env()
+  worker$session <- process
+  worker$outcome <- list(stderr = "first\nlast words\n")
+  expect_no_warning(lost <- worker_crash(worker))
   expect_s3_class(lost, "gpukeras_error_worker_lost")
   expect_true(lost$crashed)
   expect_match(conditionMessage(lost), "its worker process was killed by signal 9")
+  expect_match(conditionMessage(lost), "last words", fixed = TRUE)
 })
 
 test_that("a fit whose process ended before it took its task runs in a fresh one, once", {
   skip_on_os("windows")
+  before <- list.files(tempdir(), "^gpukeras-worker-")
   dir <- withr::local_tempdir()
   carried <- many_data(read_training_data(iris_data, FALSE), dir, "gpu_cv")
   model_fn <- check_model_fn(function() {
@@ -238,16 +251,18 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
     fit = list(epochs = 2, batch_size = 50L)
   )
   pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
+  withr::defer(worker_spares_end())
   withr::defer(worker_close(pool))
-  # the slot's waiting process killed (as an out-of-memory killer or a dying template would)
+  # the slot's waiting process killed (as an out-of-memory killer would)
   # before the task reaches it
   run_after_a_kill <- function(task) {
+    if (!is.null(pool$ready[[1]])) worker_end(pool$ready[[1]])
     waiting <- worker_start(pool, 1L)
     pool$ready[[1]] <- waiting
     deadline <- Sys.time() + 120
-    while (is.null(read_rds_or_null(file.path(waiting$dir, "pid.rds"))) && Sys.time() < deadline) Sys.sleep(0.05)
-    waiting$process$kill_tree()
-    while (waiting$process$is_alive() && Sys.time() < deadline) Sys.sleep(0.05)
+    while (waiting$state != "ready" && Sys.time() < deadline) worker_wait(pool, 1)
+    tools::pskill(waiting$session$get_pid(), tools::SIGKILL)
+    while (waiting$session$is_alive() && Sys.time() < deadline) Sys.sleep(0.05)
     ended <- list()
     worker_run(pool, list(task), on_end = function(one) {
       ended[[length(ended) + 1L]] <<- one
@@ -260,6 +275,9 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   expect_null(ended[[1]]$result$error)
   expect_length(ended[[1]]$result$history$loss, 2L)
   expect_true(ended[[1]]$task$retried)
+  # the worker that ran it is the slot's ready worker again, reset for the next task
+  expect_identical(pool$ready[[1]]$state, "ready")
+  expect_null(pool$ready[[1]]$task)
   # once: a fit whose second process also ended first is lost, with the cause
   task$retried <- TRUE
   ended <- run_after_a_kill(task)
@@ -267,7 +285,8 @@ test_that("a fit whose process ended before it took its task runs in a fresh one
   expect_true(ended[[1]]$result$error$crashed)
   expect_s3_class(ended[[1]]$condition, "gpukeras_error_worker_lost")
   expect_match(ended[[1]]$result$error$message, "killed by signal 9")
-  expect_false(file.exists(file.path(dir, "worker-001")))
+  # the workers' folders went with them
+  expect_setequal(list.files(tempdir(), "^gpukeras-worker-"), before)
 })
 
 test_that("gpu_cv() trains each fold in a fresh process and equals separate gpu_fit() calls", {
@@ -349,10 +368,10 @@ test_that(paste(
     list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled),
          devices = vapply(list.files(seen, full.names = TRUE), readLines, ""))
   }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
-  # a worker per gpu_cv() (its folds trained as one population), each with the session's
-  # two CPU devices
+  # one worker (its folds trained as one population), with the session's two CPU devices:
+  # the first gpu_cv()'s, which the second took as the session's spare
   expect_identical(result$cv$trained, "population")
-  expect_identical(unname(result$devices), rep("2", 2))
+  expect_identical(unname(result$devices), "2")
   # the session's workers share one compilation cache: the second gpu_cv()'s folds, the
   # same model on the same shapes, compile nothing new
   expect_gt(length(result$after_first), 0)

@@ -1,5 +1,5 @@
-# The one handle for work in another process (R/process.R), which jobs, searches, the
-# worker pool and the template's forks share.
+# The one handle for work in another process (R/process.R), which jobs, searches and
+# the worker pool share (its workers are callr sessions that run process_entry()).
 
 test_that("a process's error comes back whole, as the parent of the session's classed error", {
   dir <- withr::local_tempdir()

@@ -86,11 +86,9 @@ VERBS: dict[str, str] = {
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",
     "workers_fitting": "tools.workers:fitting",
-    "workers_fork": "tools.workers:fork",
-    "workers_reap": "tools.workers:reap",
-    "workers_exit": "tools.workers:exit_now",
     "workers_warm": "tools.workers:warm",
     "workers_seed": "tools.workers:seed",
+    "workers_reset": "tools.workers:reset",
     "workers_share_compiled": "tools.workers:share_compiled",
     "cv_population_plan": "tools.cv_population:plan",
     "cv_population": "tools.cv_population:train",
@@ -103,6 +101,7 @@ VERBS: dict[str, str] = {
     "search_progress": "search.search:progress",
     "search_seed": "search.search_sampler:trial_seed",
     "search_warm": "search.study_storage:warm",
+    "search_unwarm": "search.study_storage:unwarm",
     "search_folder": "search.study_storage:check_folder",
     "search_pruning_callback": "search.search_trial:pruning_callback",
     "search_pruning_outcome": "search.search_trial:pruning_outcome",
@@ -147,8 +146,8 @@ def preload(verbs: list[str] | None = None) -> None:
     """Import the modules of ``verbs`` (names in ``VERBS``; by default ``WORKER_VERBS``)
     without calling them.
 
-    A process that forks workers (R's worker template) does it once, so that no fork
-    imports them again: gpu_fit()'s modules took 0.43 s of every trial's start. Nothing
+    A worker does it in its first call, ahead of its task, so that the task imports
+    nothing: gpu_fit()'s modules took 0.43 s of every trial's start. Nothing
     runs but imports: no runtime, thread or device. A module that cannot be imported is
     left to the verb's own call, which reports why."""
     for verb in WORKER_VERBS if verbs is None else verbs:

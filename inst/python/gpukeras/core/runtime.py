@@ -138,13 +138,14 @@ def start() -> dict[str, str]:
 
 def preload_keras() -> list[str]:
     """Import Keras, and what Keras imports at a process's first seed, and start nothing:
-    for a process that forks workers (R's worker template), so that no fork imports them.
+    for a worker of gpu_cv()'s or gpu_search()'s pool, ahead of its task.
 
     Returns the runtime modules imported (``tensorflow``, ``jax``). No device, memory or
-    thread is taken, so the forks start their own runtime. ``keras.utils.set_random_seed()``
-    seeds TensorFlow's generator wherever TensorFlow can be imported, whatever the backend:
-    on JAX, with TensorFlow installed, that import took 2.5 to 4.3 s of every trial's start
-    (bench/search.R with KERAS_BACKEND=jax), so it is imported here too. A TensorFlow that
+    thread is taken: the worker starts its runtime after, with the session's settings.
+    ``keras.utils.set_random_seed()`` seeds TensorFlow's generator wherever TensorFlow can
+    be imported, whatever the backend: on JAX, with TensorFlow installed, that import took
+    2.5 to 4.3 s of every trial's start (bench/search.R with KERAS_BACKEND=jax), so it is
+    imported here too. A TensorFlow that
     cannot be imported is left to the seed, as Keras leaves it.
     """
     config.keras()

@@ -167,23 +167,19 @@ def _with_driver(url: str) -> str:
 _WARMED: dict[str, Any] = {}
 
 
-def _after_fork_in_child() -> None:
-    # A worker forked from the template that opened these must not use or close the
-    # template's connections (PostgreSQL would end the template's): its own open on use.
-    for opened in _WARMED.values():
-        opened.engine.dispose(close=False)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def warm(storage: str) -> None:
-    """Open the study's storage ahead, in a worker waiting for its trial (or the template
-    it is forked from), for the pruning callback to take: loading SQLAlchemy, alembic and
+    """Open the study's storage ahead, in a worker waiting for its trial, for the pruning
+    callback to take: loading SQLAlchemy, alembic and
     Optuna's RDB modules and connecting took 0.5 s of each trial's start (bench/search.R).
     A storage that cannot be opened now is left for the callback, which then says why."""
     with contextlib.suppress(SearchStorageError):
         _WARMED[storage] = open_storage(storage)
+
+
+def unwarm() -> None:
+    """Close what ``warm`` opened and no trial took: a worker that ran its task serves
+    the next one, of this search or, as a spare, of another on another storage."""
+    _WARMED.clear()
 
 
 def take_warmed(storage: str) -> Any:

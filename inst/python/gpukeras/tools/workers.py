@@ -1,20 +1,18 @@
 """Where gpu_cv() and gpu_search() run their fits: one worker process per device, or more.
 
-Each fit runs in a fresh worker process that sees one device alone (its own
-``CUDA_VISIBLE_DEVICES``), so the session that searches holds no device memory and
-a fit's memory goes back when its process ends. This module decides the slots (the
-"auto" rules live here, R only checks the arguments): which devices, how many
-workers on each, and, with ``per_device = "auto"``, whether more fit one GPU once a
-fit's memory plan is known. It asks NVML (no framework starts).
+Each fit runs in a worker process that sees one device alone (its own
+``CUDA_VISIBLE_DEVICES``), so the session that searches holds no device memory; a
+worker runs one fit after another, Keras' state reset between them (``reset``). This
+module decides the slots (the "auto" rules live here, R only checks the arguments):
+which devices, how many workers on each, and, with ``per_device = "auto"``, whether
+more fit one GPU once a fit's memory plan is known. It asks NVML (no framework starts).
 """
 
 from __future__ import annotations
 
+import gc
 import math
-import os
-import sys
 import time
-import warnings
 from typing import Any
 
 from gpukeras.core.errors import BadArgumentError
@@ -25,8 +23,8 @@ from gpukeras.gpu.simulated import SimulatedGpu, simulated_gpu
 # Workers sharing one GPU take turns on its compute: past a few, more only queue.
 MOST_PER_DEVICE = 4
 # What a worker's fits may use of a GPU's memory, the rest left to the CUDA contexts
-# (a few hundred MiB each: each slot's running worker and the next one, which starts its
-# runtime while it waits) and the memory plan's error (within 25 % on an H100).
+# (a few hundred MiB each: each slot's worker, and a spare of an earlier pool or a
+# replacement starting its runtime) and the memory plan's error (within 25 % on an H100).
 MEMORY_SHARE = 0.8
 
 
@@ -131,33 +129,6 @@ def fitting(memory_total_mib: float | None, peak_mib: float | None) -> dict[str,
     }
 
 
-def fork(stdout: str, stderr: str, env: dict[str, str]) -> int:
-    """Fork this process, a worker template (R, Python and Keras loaded, no runtime
-    started), for one worker: 0 in the worker, the worker's pid in the template.
-
-    The worker's output goes to the files ``stdout`` and ``stderr`` and ``env`` is set in
-    its environment (``os.environ`` and the C one: CUDA and JAX read it when the runtime
-    starts, after the fork). Python forks rather than R so that its at-fork rules run.
-    """
-    with warnings.catch_warnings():
-        # Python 3.12 warns of fork() in a process with threads: the template starts no
-        # runtime, and a worker starts its own.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid:
-        return pid
-    try:
-        for fd, path in ((1, stdout), (2, stderr)):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(target, fd)
-            os.close(target)
-        os.environ.update(env)
-    except BaseException:
-        # The worker must never go back to the template's loop as a second template.
-        os._exit(1)
-    return 0
-
-
 def warm() -> dict[str, Any]:
     """Start this worker's backend on its device and compile one small training step (a
     dense layer's loss, its gradient and the update) while the worker waits for its task:
@@ -217,6 +188,23 @@ def seed(seed: int) -> None:
     config.keras().utils.set_random_seed(seed)
 
 
+def reset() -> None:
+    """After a worker's task, what its fit left: Keras' global state (``clear_session``:
+    its models, layer names, the backend's graph and TensorFlow's) and Python's garbage,
+    so that the worker's next fit is the same as one in a fresh worker (its seed is set
+    by ``seed`` as it starts). The runtime and what was compiled stay, and so does what
+    the session's gpu_setup() set in Keras' global state, which ``clear_session`` would
+    clear too: the dtype policy (mixed precision) and the distribution."""
+    keras = config.keras()
+    policy = keras.config.dtype_policy()
+    distribution = keras.distribution.distribution()
+    keras.backend.clear_session()
+    keras.config.set_dtype_policy(policy)
+    if distribution is not None:
+        keras.distribution.set_distribution(distribution)
+    gc.collect()
+
+
 def share_compiled(folder: str) -> str | None:
     """Let this worker's fits reuse what the session's earlier workers compiled: on JAX,
     its persistent compilation cache in ``folder`` (the R session's, in its temporary
@@ -243,26 +231,3 @@ def share_compiled(folder: str) -> str | None:
     # JAX caches only compilations over 1 s by default: a small model's are all shorter.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return folder
-
-
-def reap() -> list[dict[str, int]]:
-    """The forked workers that ended since the last call, each its ``pid`` and ``status``
-    (its exit code, or minus the signal that killed it)."""
-    ended = []
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        ended.append({"pid": pid, "status": os.waitstatus_to_exitcode(status)})
-    return ended
-
-
-def exit_now(status: int = 0) -> None:
-    """End a forked worker at once: R's own exit would remove the temp folder it shares
-    with its template, and the template reaps it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)

@@ -210,14 +210,6 @@ def client(target: Target) -> Any:
         return made
 
 
-def _after_fork_in_child() -> None:
-    # a forked worker opens its own connections (SQLite's and the HTTP pool's)
-    _CLIENTS.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 @contextlib.contextmanager
 def quiet_mlflow() -> Iterator[None]:
     """MLflow's and Alembic's informational lines (the SQLite store's "Creating initial
