@@ -192,7 +192,7 @@
 #'     installed (`install_gpukeras(extras = "postgresql")`).}
 #'   \item{`gpukeras_error_search_storage_unsafe`}{The folder given as
 #'     [gpu_search()]'s `storage` is another user's, or one other users may
-#'     write to, or its `search.db` or `models` is a link: its owner could swap
+#'     write to, or its `search.journal`, `search.db` or `models` is a link: its owner could swap
 #'     the study or the best model [gpu_load()] later loads. The message names
 #'     the folder and what to do.}
 #' }

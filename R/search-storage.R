@@ -1,4 +1,4 @@
-# Where a gpu_search() keeps its study: a folder of this user's (its SQLite file and models)
+# Where a gpu_search() keeps its study: a folder of this user's (its journal and models)
 # or a database URL (its best model in this session's temporary folder).
 
 # `storage` as the study's database URL and the folder for the best model.
@@ -17,11 +17,10 @@ search_storage <- function(storage, study, call) {
     ))
   }
   # made for this user alone, and refused when another user could swap what is in it
-  # (gpu_backup()'s rules), or when search.db or models is a link
-  folder <- core_call("search_folder", folder = path.expand(storage), error_call = call)
-  list(url = folder_study_url(folder), folder = folder, models = file.path(folder, "models"))
+  # (gpu_backup()'s rules), or when its study or models is a link; the study is its journal
+  # (or an older gpukeras' search.db, resumed there)
+  checked <- core_call("search_folder", folder = path.expand(storage), error_call = call)
+  list(url = checked$storage, folder = checked$folder, models = file.path(checked$folder, "models"))
 }
 
 is_database_url <- function(storage) grepl("^[a-z][a-z0-9+]*://", storage)
-
-folder_study_url <- function(folder) paste0("sqlite:///", file.path(folder, "search.db"))

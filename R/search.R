@@ -30,10 +30,12 @@
 #' `"asha"` (successive halving) or `"none"`.
 #'
 #' @section Storage and resuming:
-#' The study lives in an SQLite file (`search.db`) in the folder `storage`
-#' (created for you alone when missing; a folder in [tempdir()] when `NULL`),
-#' with the best trial's model (`models/`). As for [gpu_backup()]'s folder,
-#' another user's folder, one others may write to, or one whose `search.db`
+#' The study lives in Optuna's journal file (`search.journal`, which
+#' optuna-dashboard opens) in the folder `storage` (created for you alone when
+#' missing; a folder in [tempdir()] when `NULL`), with the best trial's model
+#' (`models/`); a folder whose study an older gpukeras kept in `search.db`
+#' (SQLite) resumes there. As for [gpu_backup()]'s folder, another user's
+#' folder, one others may write to, or one whose `search.journal`, `search.db`
 #' or `models` is a link is refused (`gpukeras_error_search_storage_unsafe`):
 #' whoever could write there could swap the model `gpu_load(search$best$path)`
 #' loads. Or the study lives in the database an SQLAlchemy URL names:

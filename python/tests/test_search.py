@@ -1,5 +1,6 @@
-"""gpu_search()'s study (search/search.py) on a real Optuna RDB storage in an SQLite file,
-and where the workers run (tools/workers.py), on the CPU and on GPUs as NVML shows them."""
+"""gpu_search()'s study (search/search.py) on real Optuna storages (a folder's journal file;
+the tests of resuming, interrupted trials and processes sharing a study on an SQLite file
+too), and where the workers run (tools/workers.py), on the CPU and on GPUs as NVML shows them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,7 @@ import pytest
 from conftest import other_group, requires, run_core
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.search import search, search_sampler, search_trial, study_storage
+from gpukeras.search import search, search_sampler, search_trial, study_journal, study_storage
 from gpukeras.tools import workers
 from nvml_double import FakeGpu, fake_pynvml
 
@@ -35,8 +37,22 @@ REQUEST = {"space": SPACE, "model_fn": "function(params) ...", "objective": "val
 CORE = Path(__file__).resolve().parents[2] / "inst" / "python"
 
 
+# The storage url() gives: a folder's journal, or (both_storages) an SQLite URL too.
+KIND = {"storage": "journal"}
+
+
+@pytest.fixture(params=["journal", "sqlite"])
+def both_storages(request: pytest.FixtureRequest) -> Iterator[None]:
+    # (not through monkeypatch, which a test may undo midway)
+    KIND["storage"] = request.param
+    yield
+    KIND["storage"] = "journal"
+
+
 def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'search.db'}"
+    if KIND["storage"] == "sqlite":
+        return f"sqlite:///{tmp_path / 'search.db'}"
+    return str(tmp_path / "search.journal")
 
 
 def opened(tmp_path: Path, trials: int = 5, **kwargs: object) -> search.Search:
@@ -93,6 +109,7 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
     }
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_the_same_request_resumes_and_another_is_refused(tmp_path: Path) -> None:
     study = opened(tmp_path, trials=2)
     first = search.ask(study)
@@ -144,6 +161,7 @@ def test_a_later_identical_search_that_runs_nothing_resumes_nothing(tmp_path: Pa
     assert search.trials(later)["interrupted"] == []
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: Path) -> None:
     """A search process asks a trial and is killed (os._exit, as SIGKILL leaves it)."""
     script = textwrap.dedent(
@@ -178,6 +196,7 @@ def test_a_trial_whose_search_died_is_asked_again_with_its_parameters(tmp_path: 
     assert search.ask(resumed) is None  # 3 counted: the retry and two more
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_a_trial_its_search_asked_for_but_never_marked_is_released_and_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,6 +284,7 @@ def test_the_core_says_which_failures_stop_the_search(tmp_path: Path) -> None:
     assert search.trials(study)["state"] == ["failed"] * 4 + ["complete", "failed", "running"]
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_a_trial_whose_heartbeat_stopped_is_failed_and_asked_again_by_optuna(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,6 +307,7 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_and_asked_again_by_optuna(
     assert search.trials(resumed)["retry_of"] == [0]
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_the_process_that_trains_a_trial_records_its_heartbeat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -300,6 +321,9 @@ def test_the_process_that_trains_a_trial_records_its_heartbeat(
     assert trial is not None
 
     def beat() -> str:
+        if KIND["storage"] == "journal":
+            stored = study_storage.open_storage(url(tmp_path)).get_trial(trial["trial_id"])
+            return str(stored.system_attrs[study_journal.HEARTBEAT_ATTR])
         with sqlite3.connect(tmp_path / "search.db") as db:
             query = "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?"
             return str(db.execute(query, (trial["trial_id"],)).fetchone()[0])
@@ -318,6 +342,7 @@ def test_the_process_that_trains_a_trial_records_its_heartbeat(
         time.sleep(0.05)
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_two_processes_share_the_budget(tmp_path: Path) -> None:
     """Two searches ask at once until the study is full: 6 trials between them, none twice."""
     search.open_study(url(tmp_path), "s", SPACE, REQUEST, 6, "val_loss", sampler="random")
@@ -404,6 +429,7 @@ def test_pruning_stops_a_poor_trial_after_its_epoch(tmp_path: Path) -> None:
     assert search_trial.pruning_outcome(missing)["missing"] == ["loss"]
 
 
+@pytest.mark.usefixtures("both_storages")
 def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: Path) -> None:
     """A waiting worker opens the storage ahead (search_warm); its trial's callback reports
     through that storage, and a storage that cannot be opened waits for the callback's
@@ -491,7 +517,25 @@ def test_a_study_folder_others_may_write_to_is_refused(tmp_path: Path) -> None:
         assert f"chmod g-w {shared}" in unsafe(shared)
 
 
-@pytest.mark.parametrize("name", ["search.db", "models"])
+def test_a_folder_whose_study_is_in_sqlite_resumes_it_there(tmp_path: Path) -> None:
+    """A study an older gpukeras kept in the folder's search.db (SQLite) goes on there; a
+    new folder's study is its journal."""
+    folder = tmp_path / "study"
+    assert study_storage.study_folder(str(folder))["storage"] == str(folder / "search.journal")
+    old = search.open_study(
+        f"sqlite:///{folder / 'search.db'}", "s", SPACE, REQUEST, 3, "val_loss", seed=3
+    )
+    first = search.ask(old)
+    assert first is not None
+    told(old, first["number"], trained(0.5))
+    where = bridge.call("search_folder", {"folder": str(folder)})["value"]
+    assert where == {"folder": str(folder), "storage": f"sqlite:///{folder / 'search.db'}"}
+    resumed = search.open_study(where["storage"], "s", SPACE, REQUEST, 3, "val_loss", seed=3)
+    assert search.trials(resumed)["value"] == [0.5]
+    assert not (folder / "search.journal").exists()
+
+
+@pytest.mark.parametrize("name", ["search.journal", "search.db", "models"])
 def test_a_linked_search_db_or_models_is_refused(tmp_path: Path, name: str) -> None:
     """A link planted where the study or the best model is written is never written through."""
     folder = tmp_path / "study"

@@ -19,7 +19,7 @@ test_that("a finished search's storage opens in optuna-dashboard, with every tri
     c(LD_LIBRARY_PATH = NA), # R's, which can shadow the Python's own libpython (helper-mlflow.R)
     processx::process$new(
       dashboard,
-      c(paste0("sqlite:///", file.path(storage, "search.db")), "--host", "127.0.0.1", "--port", port, "--quiet"),
+      c(file.path(storage, "search.journal"), "--host", "127.0.0.1", "--port", port, "--quiet"),
       stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
     )
   )

@@ -138,11 +138,12 @@ test_that("a batch whose model_fn fails fails each of its trials, and stops the 
       # read in Python: reticulate >= 1.41 converts optuna's TrialState (an IntEnum) to a number
       study <- reticulate::py_run_string(sprintf(paste(
         "import optuna",
-        "trials = optuna.load_study(study_name = 'gpukeras', storage = 'sqlite:///%s').trials",
+        "journal = optuna.storages.journal.JournalFileBackend('%s')",
+        "trials = optuna.load_study(study_name = 'gpukeras', storage = optuna.storages.JournalStorage(journal)).trials",
         "states = [trial.state.name for trial in trials]",
         "reasons = [trial.user_attrs['gpukeras_reason'] for trial in trials]",
         sep = "\n"
-      ), file.path(storage, "search.db")), local = TRUE)
+      ), file.path(storage, "search.journal")), local = TRUE)
       list(
         class = class(error), message = conditionMessage(error), parent = conditionMessage(error$parent),
         states = unlist(study$states), reasons = unlist(study$reasons)

@@ -40,7 +40,11 @@ test_that(paste(
   made <- search_storage(file.path(tmp, "studies", "churn"), "gpukeras", environment())
   expect_identical(made$folder, normalizePath(file.path(tmp, "studies", "churn")))
   expect_identical(as.character(file.mode(made$folder)), "700")
-  expect_identical(made$url, paste0("sqlite:///", file.path(made$folder, "search.db")))
+  expect_identical(made$url, file.path(made$folder, "search.journal"))
+  # a folder whose study an older gpukeras kept in SQLite resumes it there
+  file.create(file.path(made$folder, "search.db"))
+  expect_identical(search_storage(made$folder, "gpukeras", environment())$url,
+                   paste0("sqlite:///", file.path(made$folder, "search.db")))
 
   # gpu_search() itself refuses them, before any data is carried or any trial runs
   search <- function(storage) {
@@ -63,7 +67,7 @@ test_that(paste(
   victims <- file.path(tmp, "victim")
   dir.create(victims)
   writeLines("the victim's own model", file.path(victims, "trial-7.keras"))
-  for (name in c("search.db", "models")) {
+  for (name in c("search.journal", "search.db", "models")) {
     study <- file.path(tmp, paste0("linked-", sub("[.]", "-", name)))
     dir.create(study, mode = "0700")
     file.symlink(if (name == "models") victims else file.path(victims, "trial-7.keras"), file.path(study, name))
@@ -155,7 +159,7 @@ test_that(paste(
   expect_s3_class(result$predicted, "factor")
   # the study and the best model stay in the folder; the failed trials left no model
   expect_setequal(
-    result$files, c("search.db", sprintf("models/trial-%d.%s", search$best$number, c("keras", "gpukeras.json")))
+    result$files, c("search.journal", sprintf("models/trial-%d.%s", search$best$number, c("keras", "gpukeras.json")))
   )
   expect_match(search$validation, "^30 of 150 rows held out \\(20 %, stratified, seed 5\\)")
   expect_match(result$text[1], "^<gpukeras_search> 3 trials \\(1 complete, 2 failed\\), minimize val_loss")
@@ -191,7 +195,8 @@ test_that("a cancelled background search keeps its study, and the same call resu
     cancelled <- gpu_job_status(job)
     # the study as the cancel left it, read with Optuna itself
     optuna <- reticulate::import("optuna")
-    study <- optuna$load_study(study_name = "gpukeras", storage = paste0("sqlite:///", file.path(dir, "search.db")))
+    journal <- optuna$storages$journal$JournalFileBackend(file.path(dir, "search.journal"))
+    study <- optuna$load_study(study_name = "gpukeras", storage = optuna$storages$JournalStorage(journal))
     # (read in Python: reticulate >= 1.41 converts an Enum such as the trial's state)
     done <- reticulate::py_eval("lambda study: [t for t in study.trials if t.state.name == 'COMPLETE']")(study)
     before <- data.frame(

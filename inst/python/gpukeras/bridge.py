@@ -102,7 +102,7 @@ VERBS: dict[str, str] = {
     "search_seed": "search.search_sampler:trial_seed",
     "search_warm": "search.study_storage:warm",
     "search_unwarm": "search.study_storage:unwarm",
-    "search_folder": "search.study_storage:check_folder",
+    "search_folder": "search.study_storage:study_folder",
     "search_pruning_callback": "search.search_trial:pruning_callback",
     "search_pruning_outcome": "search.search_trial:pruning_outcome",
     "search_population_plan": "tools.cv_population:plan",

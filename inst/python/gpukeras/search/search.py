@@ -2,9 +2,9 @@
 
 Optuna does the searching: its samplers (TPE by default, random, grid) choose each
 trial's parameters, its pruners (median by default, Hyperband, successive halving)
-judge a trial's epoch-by-epoch objective, and its RDB storage (an SQLite file, or a
-PostgreSQL server that several machines share) keeps the study. gpukeras writes no
-sampler or pruner. What it adds:
+judge a trial's epoch-by-epoch objective, and its storage (a journal file in a folder, or
+an RDB: an SQLite file, or a PostgreSQL server that several machines share) keeps the
+study. gpukeras writes no sampler or pruner. What it adds:
 
 - the request declared once: the study's ``gpukeras_request`` attribute holds the
   space, the model function's digest, the objective and its direction, so the same
@@ -120,7 +120,8 @@ def open_study(
     seed: int = 1,
     batch: bool = False,
 ) -> Search:
-    """Create the study ``study`` at ``storage`` (an SQLAlchemy URL), or open it to resume.
+    """Create the study ``study`` at ``storage`` (a folder's journal or an SQLAlchemy URL:
+    ``study_storage.open_storage``), or open it to resume.
     ``batch``: this search asks its trials a batch at a time (populations: see
     ``search_sampler.sampler``).
 

@@ -1,7 +1,8 @@
-"""gpu_search()'s storage: Optuna's RDB storage at a URL (an SQLite file, or a PostgreSQL
-server several machines share), opened quietly, patiently and safely, with Optuna's heartbeat
-on, and opened ahead by a waiting worker (``warm``). ``gpukeras.search.search`` keeps the
-study in it."""
+"""gpu_search()'s storage: in a folder of this user's, Optuna's journal storage in a file
+(``search.journal``, ``study_journal``); at a database URL (an SQLite file, or a PostgreSQL
+server several machines share), Optuna's RDB storage, opened patiently. Either is opened
+quietly and safely, with Optuna's heartbeat on, and ahead by a waiting worker (``warm``).
+``gpukeras.search.search`` keeps the study in it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.masking import mask_uri
 from gpukeras.train import backup_files
 
-# SQLite waits this long for another process's write lock instead of failing
+# A database URL's SQLite waits this long for another process's write lock instead of failing
 # ("database is locked") when workers report epochs while the search asks and tells.
 SQLITE_TIMEOUT_SECONDS = 60
 # Processes that open a new database at once each create Optuna's tables; those that lose
@@ -29,8 +30,11 @@ STORAGE_ATTEMPTS = 5
 # fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.search.search).
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 120
-# What a study folder holds: the SQLite study and the best trial's model.
-STUDY_FILES = ("search.db", "models")
+# What a study folder holds: the study's journal (or the SQLite file of a study made before
+# gpukeras kept it in a journal, which goes on there) and the best trial's model.
+JOURNAL = "search.journal"
+OLD_STUDY = "search.db"
+STUDY_FILES = (JOURNAL, OLD_STUDY, "models")
 
 
 class SearchStorageError(GpukerasError):
@@ -49,8 +53,8 @@ def check_folder(folder: object) -> str:
     """``folder`` (gpu_search(storage = )) as an absolute path, made for this user alone
     (0700) when missing, as gpu_backup()'s folder is: another user's folder, or one others
     may write to, is refused, for its owner (or any writer) could swap the study or the
-    best model that gpu_load() later loads; so is a ``search.db`` or ``models`` that is a
-    link, which the search would write through.
+    best model that gpu_load() later loads; so is a ``search.journal``, ``search.db`` or
+    ``models`` that is a link, which the search would write through.
 
     Raises:
         BadArgumentError: not a folder path, a file, or it cannot be created.
@@ -87,6 +91,21 @@ def check_folder(folder: object) -> str:
     return str(path)
 
 
+def study_folder(folder: object) -> dict[str, str]:
+    """The checked ``folder`` (``check_folder``) and its study's ``storage`` as the verbs
+    take it: the journal's path, or for a folder whose study an older gpukeras kept in
+    SQLite (a ``search.db`` and no journal), that file's URL, so that it resumes there."""
+    path = Path(check_folder(folder))
+    if (path / OLD_STUDY).exists() and not (path / JOURNAL).exists():
+        return {"folder": str(path), "storage": f"sqlite:///{path / OLD_STUDY}"}
+    return {"folder": str(path), "storage": str(path / JOURNAL)}
+
+
+def is_journal(storage: str) -> bool:
+    """Whether ``storage`` is a folder's journal (an absolute path), not a database URL."""
+    return os.path.isabs(storage)
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[Any]:
     """Optuna, with its INFO lines and its warnings that a feature is experimental (the
@@ -107,15 +126,28 @@ def quiet() -> Iterator[Any]:
 
 
 def open_storage(url: str) -> Any:
-    """Optuna's RDB storage at ``url``, with Optuna's heartbeat (``HEARTBEAT_SECONDS``,
-    ``GRACE_SECONDS``) and its retry of a stale trial; SQLite waits for locks rather than
-    failing, and a process that loses the race to create the tables of a new database
-    tries again."""
+    """The study's storage at ``url`` (``study_folder``'s ``storage``, or a database URL), with
+    Optuna's heartbeat (``HEARTBEAT_SECONDS``, ``GRACE_SECONDS``) and its retry of a stale
+    trial: a folder's journal (``study_journal``), or Optuna's RDB storage, where SQLite
+    waits for locks rather than failing, and a process that loses the race to create the
+    tables of a new database tries again."""
     with quiet() as optuna:
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
+        if is_journal(url):
+            from gpukeras.search import study_journal
+
+            try:
+                return study_journal.JournalStudyStorage(
+                    url, HEARTBEAT_SECONDS, GRACE_SECONDS, retry
+                )
+            except (OSError, ValueError) as error:
+                raise SearchStorageError(
+                    f"The study's journal {url} could not be opened: {error}"
+                ) from error
         kwargs: dict[str, Any] = {
             "heartbeat_interval": HEARTBEAT_SECONDS,
             "grace_period": GRACE_SECONDS,
-            "heartbeat_stale_trial_callback": optuna.storages.RetryHeartbeatStaleTrialCallback(),
+            "heartbeat_stale_trial_callback": retry,
         }
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}}
@@ -169,8 +201,8 @@ _WARMED: dict[str, Any] = {}
 
 def warm(storage: str) -> None:
     """Open the study's storage ahead, in a worker waiting for its trial, for the pruning
-    callback to take: loading SQLAlchemy, alembic and
-    Optuna's RDB modules and connecting took 0.5 s of each trial's start (bench/search.R).
+    callback to take: loading Optuna (and for a database SQLAlchemy, alembic and Optuna's
+    RDB modules) and connecting took 0.5 s of each trial's start (bench/search.R).
     A storage that cannot be opened now is left for the callback, which then says why."""
     with contextlib.suppress(SearchStorageError):
         _WARMED[storage] = open_storage(storage)
