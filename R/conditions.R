@@ -265,7 +265,8 @@
 #'     run's records (it did not answer, answered too slowly, or refused the
 #'     credentials; [gpu_track()] and every tracked [gpu_fit()], [gpu_cv()] and
 #'     [gpu_search()]): training went on, what was not sent is kept, and
-#'     [gpu_track_sync()] sends it. Credentials are never in the message.}
+#'     [gpu_track_sync()] sends it. Said once a session until the store takes
+#'     runs again; credentials are never in the message.}
 #'   \item{`gpukeras_warning_load_hook`}{Another package's reticulate load
 #'     hook, held back while [gpu_setup()] applied its settings, failed when
 #'     it ran afterwards.}

@@ -51,11 +51,17 @@
 #' @section A server that does not answer:
 #' Tracking never fails or stalls training. Records are sent on a thread of
 #' their own (each epoch's metrics in one request) while training goes on, and
-#' a tracked call does not wait for them at its end (unless `wait`). What a server that is down, too
-#' slow, or refusing the credentials did not take is kept in a folder of
-#' yours (`spool`), and a `gpukeras_warning_tracking` warning says what and
-#' why; `gpu_track_sync()` sends it when the server answers again (a later
-#' tracked run tries first), each value once.
+#' a tracked call does not wait for them at its end (unless `wait`). Whether a
+#' server answers is asked once a session, in 2 seconds and without retries
+#' (or as MLflow's own `MLFLOW_HTTP_REQUEST_TIMEOUT` and
+#' `MLFLOW_HTTP_REQUEST_MAX_RETRIES` say, where you set them), and
+#' remembered: a server that accepts connections but never answers costs a
+#' call a second or two, once. What a server that is down, too slow, or
+#' refusing the credentials did not take is kept in a folder of yours
+#' (`spool`), and a `gpukeras_warning_tracking` warning says why, once a
+#' session; `gpu_track_sync()` sends it when the server answers again, each
+#' value once. `gpu_track()`, `gpu_track_sync()` and [gpu_runs()] ask the
+#' server again, and so does a run 10 minutes later.
 #'
 #' @param uri A folder for a store of your own, an MLflow server's URL
 #'   (`http://`, `https://`), or any tracking URI MLflow takes
@@ -134,7 +140,7 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   tracking <- new_gpukeras_tracking(checked, track_spool())
   if (!isTRUE(checked$reachable)) {
     gpukeras_warn(c(
-      sprintf("Tracking: %s did not answer now (%s).", checked$uri, checked$why),
+      sprintf("Tracking: %s does not take runs now: %s.", checked$uri, checked$why),
       "Runs are kept until it does: gpu_track_sync() sends them."
     ), "gpukeras_warning_tracking")
   }

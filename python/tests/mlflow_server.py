@@ -1,6 +1,7 @@
 """A real MLflow tracking server for a test: `mlflow server` on 127.0.0.1, a free port, a SQLite
 backend and a local artifact folder (artifacts proxied over HTTP, as a team's server serves
-them), with MLflow's basic authentication (a user who logs in, and wrong credentials refused).
+them), with MLflow's basic authentication (a user who logs in, and wrong credentials refused);
+and a silent one (``silent``: connections accepted, nothing answered).
 
 Used by pytest and bench/tracking.py. R's tests start the same server from
 tests/testthat/helper-mlflow.R: R CMD check's copy of the tests has no python/ folder.
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# A server that accepts connections and never answers (R's tests and a benchmark run it too).
+SILENT = Path(__file__).resolve().parents[2] / "tests" / "testthat" / "silent_server.py"
 USER = "admin"
 PASSWORD = "gpukeras-Test-Pass-4096"  # the admin the server makes at its first start
 START_SECONDS = 120
@@ -127,3 +130,20 @@ def running(folder: Path) -> Iterator[Server]:
         yield server
     finally:
         stop(server)
+
+
+@contextlib.contextmanager
+def silent() -> Iterator[str]:
+    """A server that accepts connections and never answers (``SILENT``, its own process): its
+    URL, the process killed after."""
+    process = subprocess.Popen(
+        [sys.executable, str(SILENT)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        port = process.stdout.readline().strip()  # type: ignore[union-attr]
+        if not port.isdigit():
+            raise RuntimeError("the silent server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait()

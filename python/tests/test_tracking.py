@@ -19,7 +19,7 @@ from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 from gpukeras.track import model_copy, tracking, tracking_read, tracking_sender
-from mlflow_server import PASSWORD, USER, free_port, running
+from mlflow_server import PASSWORD, USER, free_port, running, silent
 
 pytestmark = pytest.mark.slow  # a server process and whole fits
 
@@ -165,11 +165,59 @@ def test_nothing_listening_costs_the_fit_nothing(tmp_path: Path) -> None:
     assert time.monotonic() - started < 60
     assert [w["class"] for w in result["warnings"]] == ["tracking"]
     # why, whole and short: the system's reason and where, not urllib3's cut-off repr
-    said = f"the server did not answer (connection refused at 127.0.0.1:{port})"
+    said = f"does not take runs now: connection refused at 127.0.0.1:{port}."
     assert said in result["warnings"][0]["message"], result["warnings"][0]["message"]
     kept = [json.loads(p.read_text()) for p in sorted((tmp_path / "kept").glob("*.json"))]
     ops = [op["op"] for document in kept for op in document["ops"]]
     assert "fill" in ops and "artifacts" in ops and ops[-1] == "status"
+    assert _fit(track, epochs=1)["warnings"] == []  # said once
+
+
+def test_a_silent_server_is_asked_once_and_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that accepts connections and never answers: asked once per process with
+    MLflow's request of ``reach.REACH_TIMEOUT`` s and no retry (the user's own timeout where
+    set), and remembered; fits complete, their records kept, the warning given once; reading
+    runs and gpu_track_sync() say why."""
+    requires("mlflow")
+    for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        monkeypatch.setenv(name, tracking.PATIENCE[name])  # gpukeras' own, as R sends it back
+    kept = tmp_path / "kept"
+    with silent() as checked_url, silent() as url:
+        # gpu_track()'s check says it, so the fits that follow do not
+        track = {"uri": checked_url, "experiment": "silent", "spool": str(kept)}
+        checked = bridge.call("track_check", {"track": track})["value"]
+        where = checked_url.removeprefix("http://")
+        assert checked["reachable"] is False
+        assert checked["why"] == f"no answer within 2 s from {where}"
+        assert [_fit(track, epochs=1)["warnings"] for _ in range(2)] == [[], []]
+        # met by a fit first: the first fit says it, whole, and the second does not
+        track = {"uri": url, "experiment": "silent", "spool": str(kept)}
+        where = url.removeprefix("http://")
+        first, second = (_fit(track, epochs=1) for _ in range(2))
+        assert [w["class"] for w in first["warnings"]] == ["tracking"]
+        assert first["warnings"][0]["message"].startswith(
+            f"Tracking: {url} does not take runs now: no answer within 2 s from {where}. "
+            "Training went on;"
+        )
+        assert second["warnings"] == [] and first["history"] and second["history"]
+        assert bridge.call("track_flush", {})["value"]["done"]  # what reads runs waits for
+        kept_for = [json.loads(p.read_text())["uri"] for p in kept.glob("*.json")]
+        assert set(kept_for) == {checked_url, url}
+        read = bridge.call("track_runs", {"track": track})
+        assert not read["ok"]
+        assert read["message"] == (
+            f"Cannot read the runs from {url}: no answer within 2 s from {where}."
+        )
+        synced = bridge.call("track_sync", {"track": track})["value"]
+        assert synced["sent"] == 0 and synced["left"] == kept_for.count(url)
+        assert synced["why"] == f"no answer within 2 s from {where}"
+        # the user's own MLflow timeout is the one asked with
+        own = {**track, "env": {"MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}}
+        assert bridge.call("track_check", {"track": own})["value"]["why"] == (
+            f"no answer within 1 s from {where}"
+        )
 
 
 def test_a_folder_store_is_mlflows_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,6 +84,22 @@ start_mlflow_server <- function(env = testthat::teardown_env()) {
   stop("mlflow server did not start within 120 s")
 }
 
+# A server that accepts connections and never answers (silent_server.py, in gpukeras' Python):
+# its process and URL, the process killed when `env` ends.
+start_silent_server <- function(env = parent.frame()) {
+  script <- normalizePath(testthat::test_path("silent_server.py"))
+  process <- processx::process$new(gpukeras_python(), script, stdout = "|", stderr = "|")
+  withr::defer(process$kill(), envir = env)
+  port <- character()
+  deadline <- Sys.time() + 30
+  while (!length(port) && Sys.time() < deadline && process$is_alive()) {
+    process$poll_io(1000)
+    port <- process$read_output_lines(1)
+  }
+  if (!length(port)) stop("the silent server did not start: ", process$read_all_error())
+  list(process = process, url = sprintf("http://127.0.0.1:%s", port))
+}
+
 # MLflow's own Python client, reading back what gpukeras recorded.
 mlflow_client <- function(uri) {
   reticulate::import("mlflow")$MlflowClient(uri)

@@ -40,7 +40,7 @@ from typing import Any
 from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.track import model_copy, tracking
+from gpukeras.track import model_copy, reach, tracking
 from gpukeras.track import tracking_sender as sender
 from gpukeras.train import backup_files
 
@@ -508,11 +508,11 @@ def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, 
 
 def sync(track: Mapping[str, object]) -> dict[str, object]:
     """gpu_track_sync(): what was kept for the track's store, sent now
-    (``tracking_sender.sync``)."""
+    (``tracking_sender.sync``), once a server answers again (asked now: ``reach``)."""
     target = tracking.target_of(track)
     sender.SENDER.retry(target)
     started = time.monotonic()
-    done = sender.sync(target)
+    done = sender.sync(target, why=reach.reach(target, again=True))
     done["seconds"] = time.monotonic() - started
     done["spool"] = target.spool
     return done

@@ -20,9 +20,10 @@ their artifacts beside the database: no file lands where the user did not ask.
 A server that does not answer must never hold training up: MLflow's client waits
 120 s per request and retries 7 times by default, so where the user set none of
 them gpukeras asks for ``PATIENCE`` (and the sending happens on a thread of its own,
-``gpukeras.track.tracking_sender``). Credentials never appear in what gpukeras shows
-or keeps: URIs and messages are masked by the one rule (``gpukeras.core.masking``), of
-the secret variables' values too (``masked``).
+``gpukeras.track.tracking_sender``); whether a server answers at all is asked once, in a
+second or two, and remembered (``gpukeras.track.reach``). Credentials never appear in what
+gpukeras shows or keeps: URIs and messages are masked by the one rule
+(``gpukeras.core.masking``), of the secret variables' values too (``masked``).
 """
 
 from __future__ import annotations
@@ -75,19 +76,6 @@ FLUSH_WAIT = 30.0
 DATABASE = "mlflow.db"
 ARTIFACTS = "artifacts"
 DEFAULT_EXPERIMENT = "Default"
-# What urllib3 says of a connection that failed: the system's reason, and where to.
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
-_POOL = re.compile(r"host='([^']+)', port=(\d+)")
-# MLflow's error codes for a request it understood and refused for what it held: sending
-# it again later would meet the same refusal (anything else is the server's state).
-REFUSALS = {
-    "INVALID_PARAMETER_VALUE",
-    "MALFORMED_REQUEST",
-    "BAD_REQUEST",
-    "INVALID_STATE",
-    "RESOURCE_ALREADY_EXISTS",
-    "RESOURCE_DOES_NOT_EXIST",
-}
 
 
 class TrackingError(GpukerasError):
@@ -173,6 +161,14 @@ def use_variables(env: Mapping[str, object]) -> None:
             os.environ.pop(name, None)
     for name, value in PATIENCE.items():
         os.environ.setdefault(name, value)
+
+
+def users_own(name: str) -> str | None:
+    """MLflow's variable ``name`` where the user set it, else None. A value equal to
+    ``PATIENCE``'s is gpukeras' own: set here, it is in the process's environment, which R
+    reads and sends back, and which the processes it starts inherit."""
+    value = os.environ.get(name)
+    return None if not value or value == PATIENCE.get(name) else value
 
 
 def masked(text: str, target: Target | None = None) -> str:
@@ -288,68 +284,3 @@ def open_folder(folder: str) -> dict[str, str]:
     except Exception as error:
         raise TrackingError(f"MLflow cannot open a store in {str(path)!r}: {error}") from error
     return {"uri": uri, "folder": str(path)}
-
-
-def check(track: Mapping[str, object]) -> dict[str, object]:
-    """gpu_track()'s check of a target: MLflow installed, the URI one MLflow takes, the
-    experiment reachable; what R prints. A server that does not answer is not an error
-    here (runs are kept until it does): ``reachable`` is False with ``why``."""
-    target = target_of(track)
-    mlflow_client_class()
-    reachable, why = True, None
-    try:
-        experiment_id(target)
-    except GpukerasError:
-        raise
-    except Exception as error:
-        reason = unavailable(error, target)
-        if reason is None:
-            raise TrackingError(masked(f"MLflow refused {target.safe}: {error}", target)) from error
-        reachable, why = False, reason
-    return {
-        "uri": target.safe,
-        "experiment": target.experiment_label,
-        "reachable": reachable,
-        "why": why,
-        "credentials": [name for name in SECRET_VARIABLES if os.environ.get(name)],
-        "username": os.environ.get("MLFLOW_TRACKING_USERNAME"),
-    }
-
-
-def unavailable(error: BaseException, target: Target | None = None) -> str | None:
-    """Why the store could not take a request, in words, when it is the store's state (not
-    answering, too slow, refusing the credentials, a database busy): sending again later
-    may succeed. None when MLflow refused what was sent (``REFUSALS``)."""
-    code = getattr(error, "error_code", None)
-    if code in REFUSALS:
-        return None
-    status = _status_of(error)
-    text = masked(f"{type(error).__name__}: {error}", target)
-    if code in ("UNAUTHENTICATED", "CUSTOMER_UNAUTHORIZED") or status == 401:
-        return "the server refused the credentials (401 Unauthorized)"
-    if code == "PERMISSION_DENIED" or status == 403:
-        return "the server refused access to the experiment (403 Forbidden)"
-    pool = _POOL.search(text)
-    where = f" at {pool.group(1)}:{pool.group(2)}" if pool else ""
-    if "timed out" in text.lower() or "timeout" in text.lower():
-        return f"the server did not answer in time{where}"
-    cause = _ERRNO.search(text)
-    if cause or "Max retries exceeded" in text:
-        said = cause.group(1).strip().lower() if cause else "no connection"
-        return f"the server did not answer ({said}{where})"
-    return f"the store did not take it ({_first_words(text)})"
-
-
-def _first_words(text: str, most: int = 300) -> str:
-    """The first line of ``text``, cut at a word (with "...") where it is long."""
-    line = text.splitlines()[0] if text else ""
-    return line if len(line) <= most else line[:most].rsplit(" ", 1)[0] + " ..."
-
-
-def _status_of(error: BaseException) -> int | None:
-    getter = getattr(error, "get_http_status_code", None)
-    if getter is None:
-        return None
-    with contextlib.suppress(Exception):
-        return int(getter())
-    return None

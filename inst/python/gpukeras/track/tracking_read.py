@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.track import tracking
+from gpukeras.track import reach, tracking
 from gpukeras.track.tracked_runs import KIND_TAG
 from gpukeras.track.tracking import Target, TrackingError
 
@@ -24,14 +24,18 @@ MODEL_FILE = "model.keras"
 
 
 def _read(target: Target, what: str, read: Any) -> Any:
-    """``read()`` against the store; its failure as TrackingError saying ``what`` failed."""
+    """``read()`` against the store, once a server answers (asked now, in a second or two:
+    ``reach``); its failure as TrackingError saying ``what`` failed."""
+    why = reach.reach(target, again=True)
+    if why is not None:
+        raise TrackingError(f"Cannot read {what} from {target.safe}: {why}.")
     try:
         with tracking.quiet_mlflow():
             return read()
     except BadArgumentError:
         raise
     except Exception as error:
-        why = tracking.unavailable(error, target) or tracking.masked(str(error), target)
+        why = reach.unavailable(error, target) or tracking.masked(str(error), target)
         raise TrackingError(f"Cannot read {what} from {target.safe}: {why}.") from error
 
 

@@ -12,19 +12,21 @@ back a few seconds (``LINGER``) to go together (a run not made yet is made at on
 never waits for it at its end). What costs time to make (a model's files, a data hash) is a
 ``later_op``, made by the sending thread when its turn comes, not by the training thread.
 
-When the store cannot take a request (``tracking.unavailable``: no answer, too slow, refused
-credentials, a database that stays locked), the thread sends nothing more to it in this
-process: that operation and every later one for that store are kept in the spool folder
-(``Target.spool``, made for this user alone, only then), one JSON file per batch of a run's
-operations with copies of its artifacts, and a warning is due (``take_warnings``; R raises
-it as ``gpukeras_warning_tracking``). A tracked verb does not wait for its operations to be
-sent, only (a few seconds at most) for its run to be made, for its id (``wait_for_run``);
-with ``Target.wait`` it waits that long for all of them (``drain``), and what is still
-queued then is kept the same way. What reads runs, and a process that ends, waits for them
-first (``flush``). ``sync`` sends what was kept, in the order it was kept, when the store
-answers again: gpu_track_sync(), or by itself before a later run's first operation. Sending
-what was kept twice (a sync cut short) logs nothing twice: a metric value the run has at
-that step and time already is left out, and params, tags and artifacts are the same again.
+When the store cannot take a request (``reach.unavailable``: no answer, too slow, refused
+credentials, a database that stays locked), or a server was found not to answer before the
+first one (``reach.reach``, asked once per process and remembered), the thread sends nothing
+more to it for this run: that operation and every later one for that store are kept in the
+spool folder (``Target.spool``, made for this user alone, only then), one JSON file per
+batch of a run's operations with copies of its artifacts, and a warning is due once
+(``reach.say_once``; ``take_warnings``, R raises it as ``gpukeras_warning_tracking``). A
+tracked verb does not wait for its operations to be sent, only (a few seconds at most) for
+its run to be made, for its id (``wait_for_run``); with ``Target.wait`` it waits that long
+for all of them (``drain``), and what is still queued then is kept the same way. What reads
+runs, and a process that ends, waits for them first (``flush``). ``sync`` sends what was
+kept, in the order it was kept, when the store answers again: gpu_track_sync(), or by
+itself before the first operation the store takes in the process. Sending what was kept
+twice (a sync cut short) logs nothing twice: a metric value the run has at that step and
+time already is left out, and params, tags and artifacts are the same again.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpukeras.track import tracking
+from gpukeras.track import reach, tracking
 from gpukeras.track.tracking import Target
 
 KEY_TAG = "gpukeras.key"
@@ -157,12 +159,9 @@ class Sender:
 
     # The training side ---------------------------------------------------------
     def post(self, target: Target, key: str, creation: Creation, op: dict[str, Any]) -> None:
-        """Queue ``op`` for the run ``key`` (kept at once where the store is down)."""
+        """Queue ``op`` for the run ``key`` (the thread keeps it where the store is down)."""
         item = _Item(target, key, creation, op)
         with self.changed:
-            if target.uri in self.down:
-                keep([item], self.down[target.uri])
-                return
             self.queue.append(item)
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(
@@ -186,7 +185,7 @@ class Sender:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     why = f"it did not take the run's records within {target.wait:g} s"
-                    if target.uri not in self.down:
+                    if reach.say_once(target):
                         self.warnings.append(_kept_message(target, why))
                     self.down[target.uri] = why
                     self._keep_queued(target.uri, why)
@@ -294,6 +293,11 @@ class Sender:
         if target.uri in self.down:
             keep(batch, self.down[target.uri])
             return
+        why = reach.reach(target)  # asked once per server and process, remembered
+        if why is not None:
+            with self.changed:
+                self._went_down(target, batch, why)
+            return
         try:
             with _quiet_thread():
                 if target.uri not in self.synced:
@@ -302,19 +306,26 @@ class Sender:
                 run_id = self.resolve(target, batch[0].key, batch[0].creation)
                 replay(target, run_id, [item.op for item in batch])
         except Exception as error:
-            why = tracking.unavailable(error, target)
+            why = reach.unavailable(error, target)
             with self.changed:
                 if why is None:
                     self.warnings.append(
                         tracking.masked(f"MLflow refused a record of a run: {error}", target)
                     )
                     return
-                first = target.uri not in self.down
-                self.down[target.uri] = why
-                keep(batch, why)
-                self._keep_queued(target.uri, why)
-                if first:
-                    self.warnings.append(_kept_message(target, why))
+                reach.remember(target, why)
+                self._went_down(target, batch, why)
+            return
+        reach.answered(target)
+
+    def _went_down(self, target: Target, batch: list[_Item], why: str) -> None:
+        """The store does not take runs (``why``): ``batch`` and what is queued for it kept,
+        the warning due where not said yet (the lock held)."""
+        self.down[target.uri] = why
+        keep(batch, why)
+        self._keep_queued(target.uri, why)
+        if reach.say_once(target):
+            self.warnings.append(_kept_message(target, why))
 
     def resolve(self, target: Target, key: str, creation: Creation | None) -> str:
         """The run id of ``key``: known here, else found by its tag, else made."""
@@ -343,9 +354,9 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def _kept_message(target: Target, why: str) -> str:
     return (
-        f"Tracking: {target.safe} could not take this run's records: {why}. Training went on; "
-        f"what was not sent is kept in {target.spool} and gpu_track_sync() sends it "
-        "(a later tracked run tries first)."
+        f"Tracking: {target.safe} does not take runs now: {why}. Training went on; the "
+        f"session's runs are kept in {target.spool} until it does (no further warning), and "
+        "gpu_track_sync() sends them."
     )
 
 
@@ -542,9 +553,10 @@ def kept_chunks(spool: str | None) -> list[Path]:
     return sorted(Path(spool).glob("*.json"))
 
 
-def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
+def sync(target: Target, sender: Sender | None = None, why: str | None = None) -> dict[str, object]:
     """Send what was kept for the target's store, oldest first, each file removed once its
-    run has it. Stops at the first request the store cannot take. A kept file whose
+    run has it. Stops at the first request the store cannot take (sends nothing where
+    ``why`` says already why it cannot). A kept file whose
     artifacts' folder lies outside the folder kept with it (``<file>.files`` in the spool:
     an absolute path, ``..`` or a link out) is not sent and nothing of it is removed.
 
@@ -553,7 +565,7 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
         (kept for other stores, by their masked URI) and ``why`` (None, or why it stopped).
     """
     sender = sender or SENDER
-    sent, left, why = 0, 0, None
+    sent, left = 0, 0
     other: dict[str, int] = {}
     refused: list[str] = []
     for path in kept_chunks(target.spool):
@@ -586,7 +598,7 @@ def sync(target: Target, sender: Sender | None = None) -> dict[str, object]:
             run_id = sender.resolve(kept_target, document["key"], Creation(**document["creation"]))
             replay(kept_target, run_id, ops)
         except Exception as error:
-            why = tracking.unavailable(error, target) or tracking.masked(str(error), target)
+            why = reach.unavailable(error, target) or tracking.masked(str(error), target)
             left += 1
             continue
         path.unlink(missing_ok=True)
