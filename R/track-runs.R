@@ -36,21 +36,23 @@
 #' @examples
 #' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
 #' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
-#'   gpu_track(file.path(tempdir(), "compare"), experiment = "iris")
+#'   # the store gpu_track()'s example uses too: MLflow makes its tables once
+#'   gpu_track(file.path(tempdir(), "runs"), experiment = "iris")
 #'   keras <- gpu_keras()
-#'   fit_with <- function(units) {
-#'     model <- keras$Sequential(list(
-#'       keras$Input(shape = list(4L)),
-#'       keras$layers$Dense(units, activation = "relu"),
-#'       keras$layers$Dense(3L, activation = "softmax")
-#'     ))
-#'     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
-#'     gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 3, verbose = 0, seed = 1)
-#'   }
-#'   small <- fit_with(4L)
-#'   large <- fit_with(32L)
+#'   model <- keras$Sequential(list(
+#'     keras$Input(shape = list(4L)),
+#'     keras$layers$Dense(16L, activation = "relu"),
+#'     keras$layers$Dense(3L, activation = "softmax")
+#'   ))
+#'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+#'   iris_data <- list(x = iris[, 1:4], y = iris$Species)
+#'   # two runs: a fit, then two more epochs of the same model at a lower learning rate
+#'   # (batches of 50 split iris' 150 rows evenly: one step function traced, not two)
+#'   first <- gpu_fit(model, iris_data, epochs = 2, batch_size = 50, verbose = 0, seed = 1)
+#'   more <- gpu_fit(model, iris_data, epochs = 2, batch_size = 50, learning_rate = 1e-4,
+#'                   verbose = 0, seed = 1)
 #'   runs <- gpu_runs()
-#'   runs[, c("name", "params.parameters", "metrics.loss")]
+#'   print(runs[, c("name", "params.learning_rate", "metrics.loss")])
 #'   comparison <- gpu_compare_runs(runs[1, ], runs[2, ])
 #'   print(comparison)
 #'   plot(comparison)

@@ -83,14 +83,18 @@
 #'   it answered, the credentials in use by name, what is kept), invisibly.
 #'   `gpu_track_sync()`: a `gpukeras_track_sync` object: `sent` (batches of a
 #'   run's records), `left` and `why` (what stopped it), invisibly.
+#'   `gpu_tracking_available()`: `TRUE` when MLflow is installed in the Python
+#'   gpukeras uses ([gpukeras_python()]), looked up there without importing it
+#'   (a fraction of a second); `FALSE` otherwise.
 #' @seealso [gpu_runs()] and [gpu_compare_runs()] to read runs back,
 #'   `vignette("tracking", package = "gpukeras")`.
 #' @export
 #' @examples
 #' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
 #' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
-#'   runs <- file.path(tempdir(), "runs")
-#'   gpu_track(runs, experiment = "iris")
+#'   # a store in a folder: made at the first call (MLflow makes its tables, a few
+#'   # seconds), opened at once after that (gpu_runs()' example uses this one too)
+#'   gpu_track(file.path(tempdir(), "runs"), experiment = "iris")
 #'   keras <- gpu_keras()
 #'   model <- keras$Sequential(list(
 #'     keras$Input(shape = list(4L)),
@@ -98,8 +102,8 @@
 #'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 #'   fit <- gpu_fit(model, list(x = iris[, 1:4], y = iris$Species), epochs = 2, verbose = 0)
-#'   fit$settings$tracking$run_id
-#'   gpu_runs()
+#'   print(fit$settings$tracking$run_id)
+#'   print(gpu_runs())
 #'   gpu_track(FALSE)
 #' }
 #' \dontshow{for (name in names(old)) {
@@ -169,7 +173,10 @@ gpu_tracking_available <- function(...) {
   python <- gpukeras_python()
   !is.null(python) && nzchar(Sys.which(python)) &&
     identical(
-      suppressWarnings(system2(python, c("-c", shQuote("import mlflow.tracking")), stdout = FALSE, stderr = FALSE)), 0L
+      suppressWarnings(system2(
+        python, c("-c", shQuote("import importlib.util, sys; sys.exit(importlib.util.find_spec('mlflow') is None)")),
+        stdout = FALSE, stderr = FALSE
+      )), 0L
     )
 }
 

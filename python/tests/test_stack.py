@@ -181,11 +181,15 @@ def test_require_supported_rejects_torch_even_when_installed() -> None:
         stack.require_supported("torch")
 
 
-def test_module_distribution() -> None:
+def test_module_distributions() -> None:
     import numpy
 
-    assert stack.module_distribution("numpy") == ("numpy", numpy.__version__)
-    assert stack.module_distribution("gpukeras_no_such_module") == (None, None)
+    assert stack.module_distributions("numpy", "gpukeras_no_such_module") == {
+        "numpy": ("numpy", numpy.__version__),
+        "gpukeras_no_such_module": (None, None),
+    }
+    missing = stack.module_distributions("gpukeras_no_such_module")
+    assert missing == {"gpukeras_no_such_module": (None, None)}
 
 
 def test_found_versions_match_the_installed_modules() -> None:
