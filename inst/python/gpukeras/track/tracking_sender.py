@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -47,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpukeras.core import files
 from gpukeras.track import reach, tracking
 from gpukeras.track.tracking import Target
 
@@ -541,10 +541,8 @@ def _write_chunk(
         "ops": kept_ops,
         "why": why,
     }
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".kept-", suffix=".json")
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        json.dump(document, file)
-    os.replace(temporary, folder / f"{stem}.json")
+    kept = folder / f"{stem}.json"
+    files.write_atomic(kept, json.dumps(document), prefix=".kept-", suffix=".json")
 
 
 def kept_chunks(spool: str | None) -> list[Path]:
