@@ -41,7 +41,8 @@ test_that("gpu_fit(): a batch_size larger than the rows warns and trains one bat
   expect_identical(fit$settings$batch_size, 152L)
   # within the rows, or the default on a few rows: nothing to say
   expect_no_warning(gpu_fit(steps_model(), data, batch_size = 150, verbose = 0, monitor = FALSE))
-  expect_no_warning(gpu_fit(steps_model(), list(x = data$x[1:20, ], y = data$y[1:20]), verbose = 0, monitor = FALSE))
+  few <- c(1:7, 51:57, 101:106) # 20 rows, each class among them (a class no row has is warned of)
+  expect_no_warning(gpu_fit(steps_model(), list(x = data$x[few, ], y = data$y[few]), verbose = 0, monitor = FALSE))
 })
 
 test_that("gpu_dataset(): a batch_size larger than the training rows (after the split) is the rows", {
@@ -54,7 +55,8 @@ test_that("gpu_dataset(): a batch_size larger than the training rows (after the 
     "larger than the 150 training rows: each epoch is one batch of all 150 rows", class = "gpukeras_warning_batch_size"
   )
   # the default on a few rows, and new data read like training data, are no mistake
-  expect_no_warning(small <- gpu_dataset(data$x[1:10, ], data$y[1:10]))
+  few <- c(1:4, 51:53, 101:103) # 10 rows, each class among them
+  expect_no_warning(small <- gpu_dataset(data$x[few, ], data$y[few]))
   expect_identical(attr(small, "gpukeras")$batches, 1L)
   expect_no_warning(gpu_dataset(data$x[1:3, ], like = split$train, batch_size = 64, shuffle = FALSE))
 })
