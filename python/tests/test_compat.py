@@ -31,7 +31,13 @@ CORE = ROOT / "inst" / "python" / "gpukeras"
 CHECKED = (CORE, ROOT / "bench", ROOT / "python" / "tests")
 HERE = Path(__file__).resolve()
 NOT_CHECKED = (CORE / "core" / "compat.py", HERE, HERE.with_name("nvml_double.py"))
-PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.tsl", "jax._src")
+PRIVATE_MODULES = (
+    "keras.src",
+    "tensorflow.python",
+    "tensorflow.tsl",
+    "jax._src",
+    "optuna.storages._",
+)
 # Names the standard library documents with a leading underscore: not a framework's
 # (os._exit ends a forked worker without the parent's exit handlers).
 STDLIB_DOCUMENTED = {("os", "_exit")}
@@ -318,6 +324,17 @@ def test_the_private_jax_attributes_compat_uses_are_there() -> None:
     from jax._src import xla_bridge
 
     has(xla_bridge, "backends_are_initialized", "JAX", jax.__version__)
+
+
+def test_the_private_optuna_names_compat_uses_are_there() -> None:
+    import optuna
+
+    base = compat.optuna_heartbeat_base()
+    for name in ("record_heartbeat", "_get_stale_trial_ids", "get_heartbeat_interval"):
+        has(base, name, "Optuna", optuna.__version__)
+    assert issubclass(optuna.storages.RDBStorage, base)
+    frozen = optuna.create_study().ask()
+    assert compat.optuna_trial_id(frozen) == 0
 
 
 def test_what_compat_reads_and_sets_on_a_model() -> None:

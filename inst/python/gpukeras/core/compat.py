@@ -1,7 +1,7 @@
-"""Every use of a private Keras, TensorFlow or JAX attribute in gpukeras, in one place: when a
-release moves one, this module is the one to change. Written for (and read from the sources
-of) the versions in ``WRITTEN_FOR``; python/tests/test_compat.py fails, naming the installed
-version, when an attribute it uses is gone."""
+"""Every use of a private Keras, TensorFlow, JAX or Optuna attribute in gpukeras, in one
+place: when a release moves one, this module is the one to change. Written for (and read
+from the sources of) the versions in ``WRITTEN_FOR``; python/tests/test_compat.py fails,
+naming the installed version, when an attribute it uses is gone."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from gpukeras.core.handles import Layer, Model
 from gpukeras.core.runtime import config
 
-WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1"}
+WRITTEN_FOR = {"keras": "3.15.1", "tensorflow": "2.21.0", "jax": "0.7.1", "optuna": "5.0.0"}
 
 # gpukeras' wrappers of ``model.train_function``, innermost first: a resumed epoch's skipping
 # of batches (``backup``) on Keras' function, the step timer (``timing``) around it, so the
@@ -598,3 +598,12 @@ def optuna_trial_id(trial: Any) -> int:
     ``_trial_id``): ``optuna.trial.Trial(study, id)``, the public way to report to and
     annotate a running trial from another process, takes it, and only the number is public."""
     return int(trial._trial_id)
+
+
+def optuna_heartbeat_base() -> type:
+    """Optuna's heartbeat protocol (private ``optuna.storages._heartbeat.BaseHeartbeat``), which
+    its RDB storage implements and ``fail_stale_trials()`` and the trial's ``Heartbeat`` ask a
+    storage for; a storage that subclasses it gets stale trials failed as RDB's are."""
+    from optuna.storages._heartbeat import BaseHeartbeat
+
+    return BaseHeartbeat

@@ -11,16 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
-from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
-from gpukeras.core.compat import optuna_trial_id
+from gpukeras.core.compat import optuna_heartbeat_base, optuna_trial_id
 
 # The system attribute that holds a running trial's last heartbeat (seconds since the epoch).
 HEARTBEAT_ATTR = "gpukeras_heartbeat"
 
 
-class JournalStudyStorage(optuna.storages.JournalStorage, BaseHeartbeat):
+class JournalStudyStorage(optuna.storages.JournalStorage, optuna_heartbeat_base()):  # type: ignore[misc]
     """Optuna's ``JournalStorage`` on ``JournalFileBackend(path)`` (with the lock file that
     optuna-dashboard takes too), and Optuna's heartbeat protocol (``BaseHeartbeat``, as
     ``RDBStorage`` implements it): a beat is the trial's ``HEARTBEAT_ATTR``, the time the
