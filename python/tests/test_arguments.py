@@ -29,12 +29,3 @@ def test_a_count_outside_the_rules_is_refused_saying_why(value: object, message:
     with pytest.raises(BadArgumentError) as refused:
         arguments.count("epochs", value)
     assert str(refused.value) == message
-
-
-def test_a_seed_is_none_or_a_whole_number_up_to_rs_largest_integer() -> None:
-    assert arguments.seed(None) is None
-    assert arguments.seed(0) == 0
-    assert arguments.seed(2**31 - 1.0) == 2**31 - 1  # .Machine$integer.max, past a count's cap
-    for wrong in (-1, 2**31, 0.5):
-        with pytest.raises(BadArgumentError, match="`seed` must be one whole number >= 0"):
-            arguments.seed(wrong)

@@ -211,24 +211,6 @@ def test_even_the_smallest_batch_over_the_budget_is_a_classed_error() -> None:
     assert "memory_budget_mib" in answer["message"]
 
 
-@pytest.mark.parametrize(
-    ("arguments", "says"),
-    [
-        ({"min_batch": 64, "max_batch": 32}, "max_batch (32) must be at least min_batch (64)"),
-        ({"max_batch": 0}, "`max_batch` must be one whole number >= 1"),
-        ({"min_batch": 2.5}, "`min_batch` must be one whole number >= 1"),
-        ({"steps": float("nan")}, "`steps` must be one whole number >= 1"),
-        ({"warmup": 0}, "`warmup` must be one whole number >= 1"),
-        ({"tolerance": 1.0}, "tolerance must be a number between 0 and 1"),
-        ({"memory_budget_mib": -5.0}, "`memory_budget_mib` must be one positive number"),
-    ],
-)
-def test_bad_arguments(arguments: dict, says: str) -> None:
-    answer = error_of(model=mlp(), **arguments)
-    assert answer["r_class"] == "gpukeras_error_bad_argument"
-    assert says in answer["message"]
-
-
 def test_not_a_model_and_an_uncompiled_model() -> None:
     assert error_of(model="mlp")["r_class"] == "gpukeras_error_bad_model"
     uncompiled = error_of(model=mlp(compile=False))

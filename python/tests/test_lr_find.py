@@ -135,24 +135,11 @@ def test_a_curve_turned_up_when_it_rose_after_its_lowest() -> None:
     assert not lr_find.turned_up([2.0, 1.99, 1.995, 2.0, 2.01, 2.005, 2.0, 2.02, 2.03, 2.03, 2.04])
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "says"),
-    [
-        ({"min_lr": 0}, "`min_lr` must be one positive number"),
-        ({"min_lr": 1.0, "max_lr": 0.5}, "max_lr (0.5) must be greater than min_lr (1)"),
-        ({"steps": 5}, "`steps` must be one whole number >= 10"),
-        ({"stop_factor": 1}, "stop_factor must be greater than 1"),
-        ({"smoothing": 1}, "smoothing must be in [0, 1)"),
-        ({"data": "x.csv"}, "data cannot be str"),
-    ],
-)
-def test_bad_input_is_refused_before_training(kwargs: dict, says: str) -> None:
-    x, y = digits()
-    args = {"model": digits_cnn(), "data": (x[:64], y[:64]), **kwargs}
-    answer = bridge.call("lr_find", args)
+def test_data_the_core_cannot_read_is_refused_before_training() -> None:
+    answer = bridge.call("lr_find", {"model": digits_cnn(), "data": "x.csv"})
     assert not answer["ok"]
-    assert answer["r_class"] in ("gpukeras_error_bad_argument", "gpukeras_error_bad_data")
-    assert says in answer["message"]
+    assert answer["r_class"] == "gpukeras_error_bad_data"
+    assert "data cannot be str" in answer["message"]
 
 
 def test_a_ramp_that_never_diverges_suggests_nothing_and_says_what_to_change() -> None:

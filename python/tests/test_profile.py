@@ -192,15 +192,6 @@ def test_a_running_trace_is_a_classed_error_before_any_step() -> None:
 
 
 # Bad input --------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "steps", [[0, 2], [3, 2], [1.5, 2], [2], [1, 2, 3], "1,2", [True, 2], None, [1, math.inf]]
-)
-def test_steps_must_be_two_whole_numbers_in_order(steps: object) -> None:
-    answer = error_of(model=tiny_model(), data=tiny_data(), steps=steps)
-    assert answer["r_class"] == "gpukeras_error_bad_argument"
-    assert answer["message"].startswith("steps must be two whole numbers c(start, stop)")
-
-
 def test_a_logdir_that_cannot_be_written_is_a_classed_error(tmp_path: Path) -> None:
     file = tmp_path / "a-file"
     file.write_text("not a folder")

@@ -149,21 +149,6 @@ def test_a_copy_under_another_policy_keeps_the_float32_output_and_the_weights() 
         np.testing.assert_array_equal(kept, now)
 
 
-@pytest.mark.parametrize(
-    ("arguments", "says"),
-    [
-        ({"time_budget": -1}, "time_budget"),
-        ({"precisions": ["float64"]}, "precisions"),
-        ({"jit_compile": ["yes"]}, "jit_compile"),
-        ({"steps_per_execution": [0]}, "steps_per_execution"),
-        ({"batch_sizes": []}, "batch_sizes"),
-    ],
-)
-def test_bad_arguments_are_refused_before_training(arguments: dict, says: str) -> None:
-    with pytest.raises(BadArgumentError, match=says):
-        tune.tune(small_model(), data(), **arguments)
-
-
 def test_steps_per_execution_stays_within_an_epoch() -> None:
     # 92 rows in batches of 4: 23 steps an epoch, so 32 becomes 23 (one execution an epoch).
     assert tune.steps_per_epoch(adapters.given(data(92)), 4) == 23

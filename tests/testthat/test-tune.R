@@ -1,5 +1,25 @@
 # gpu_tune(): settings measured on copies of the model; gpu_fit(tuned = ) applies them.
 
+test_that("bad input to gpu_tune() gets a classed error before Python starts", {
+  data <- list(x = matrix(1:4, 2), y = 1:2)
+  cases <- list(
+    list(args = list(time_budget = -1), message = "^`time_budget` must be one positive number"),
+    list(args = list(precisions = "float64"), message = "^`precisions` must be among"),
+    list(args = list(batch_sizes = integer()), message = "^`batch_sizes` must be whole numbers >= 1"),
+    list(args = list(steps_per_execution = c(1, 0)), message = "^`steps_per_execution` must be whole numbers >= 1"),
+    list(args = list(jit_compile = "yes"), message = "^`jit_compile` must be TRUE and/or FALSE"),
+    list(args = list(max_batch = 2.5), message = "^`max_batch` must be one whole number >= 1"),
+    list(args = list(seed = -1), message = "^`seed` must be one whole number >= 0")
+  )
+  for (case in cases) {
+    expect_error(
+      do.call(gpu_tune, c(list(model = NULL, data = data), case$args)),
+      case$message,
+      class = "gpukeras_error_bad_argument"
+    )
+  }
+})
+
 mark_slow()
 
 tune_data <- function() {

@@ -6,12 +6,13 @@ model, counts, positive numbers, callbacks, a learning rate). Checking them
 in one place gives every function the same rules and the same messages, and
 each check runs before anything is changed.
 
-They are the core's own contract, for its Python callers (bench scripts, Python users of
-the core, the tests). R checks what needs no Python itself, before Python starts, in R's
-words (R/utils-check.R), and sends the checked value; what needs Python (a model, a
-callback, a schedule object) is checked here alone, its classed error reaching R through
-the bridge. Numbers may arrive as floats (an R double 3 as 3.0), so whole numbers are
-accepted as floats too.
+An argument is checked on one side. What needs no Python (a count, a positive number, a
+seed, a choice) R checks before Python starts, in R's words (R/utils-check.R), and sends
+the checked value in the type the verb's signature declares; the core takes it as it is.
+What needs Python (a model, a callback, a schedule object) is checked here alone, its
+classed error reaching R through the bridge; so are the few numbers only the core is given
+(a ``gpu_dataset()`` option object's batch size, a cluster's index and timeouts). Numbers
+may arrive as floats (an R double 3 as 3.0), so whole numbers are accepted as floats too.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ from gpukeras.core import schedules
 from gpukeras.core.errors import BadArgumentError, BadModelError, ModelNotCompiledError
 from gpukeras.core.handles import Callback, Keras
 
-# The largest count and seed: a count beyond a million is a mistake (a batch, a number of
-# steps), and a seed is a 32-bit signed integer, as R's are.
+# The largest count: a count beyond a million is a mistake (a batch, a number of steps).
 MAX_COUNT = 1_000_000
-MAX_SEED = 2**31 - 1  # R's .Machine$integer.max
 
 
 def whole(value: object) -> TypeGuard[numbers.Real]:
@@ -51,11 +50,6 @@ def count(name: str, value: object, minimum: int = 1, maximum: int = MAX_COUNT) 
             + (f" (at most {maximum})." if over else ".")
         )
     return number
-
-
-def seed(value: object) -> int | None:
-    """A random seed as R's ``check_seed`` takes it: None, or a whole number 0 to MAX_SEED."""
-    return None if value is None else count("seed", value, minimum=0, maximum=MAX_SEED)
 
 
 def positive(name: str, value: object) -> float | None:

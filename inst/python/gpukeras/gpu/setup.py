@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras.core import arguments, compat
+from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.gpu import cuda_driver, devices, nvml, precision, xla_env
@@ -539,9 +539,6 @@ def apply_setup(
     """
     if mixed_precision is not None:
         precision.check_choice(mixed_precision)
-    seed = arguments.seed(seed)
-    if not isinstance(deterministic, bool):
-        raise BadArgumentError(f"`deterministic` must be TRUE or FALSE, not {deterministic!r}.")
     if deterministic and seed is None:
         raise BadArgumentError(DETERMINISTIC_NEEDS_SEED)
     request = SetupRequest(

@@ -504,8 +504,6 @@ def audit(model: Model, batch_size: int | None = None) -> dict[str, object]:
     """
     keras = config.keras()
     arguments.check_keras_model(keras, model)
-    if batch_size is not None:
-        batch_size = arguments.count("batch_size", batch_size)
     if not model.built or not model.layers:
         raise BadModelError(
             "The model is not built, so its layers have no shapes to check: start it with an "

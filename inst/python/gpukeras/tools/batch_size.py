@@ -306,34 +306,6 @@ def time_steps(model: Model, parts: tuple[object, ...], warmup: int, steps: int)
 
 
 # The call from R ----------------------------------------------------------------
-def _check(
-    min_batch: object,
-    max_batch: object,
-    steps: object,
-    warmup: object,
-    tolerance: object,
-    memory_budget_mib: object,
-) -> tuple[int, int, int, int, float, float | None]:
-    low = arguments.count("min_batch", min_batch)
-    high = arguments.count("max_batch", max_batch)
-    if high < low:
-        raise BadArgumentError(
-            f"max_batch ({high}) must be at least min_batch ({low}): give a larger "
-            "max_batch or a smaller min_batch."
-        )
-    share = arguments.positive("tolerance", tolerance)
-    if share is None or share >= 1:
-        raise BadArgumentError(f"tolerance must be a number between 0 and 1, not {tolerance!r}.")
-    return (
-        low,
-        high,
-        arguments.count("steps", steps),
-        arguments.count("warmup", warmup),
-        share,
-        arguments.positive("memory_budget_mib", memory_budget_mib),
-    )
-
-
 def _budget(given: float | None, on_gpu: bool) -> Record:
     if given is not None:
         return {"mib": given, "source": "memory_budget_mib"}
@@ -484,9 +456,7 @@ def search(
     """
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
-    low, high, steps, warmup, tolerance, given = _check(
-        min_batch, max_batch, steps, warmup, tolerance, memory_budget_mib
-    )
+    low, high, given = min_batch, max_batch, memory_budget_mib
     parts = sample_batch(data)
     copy = training_copy(keras, model, parts)
     # Where the copy trains (Keras' first GPU, or a distribution's), which may not be

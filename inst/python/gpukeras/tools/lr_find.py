@@ -61,13 +61,6 @@ HIGHER_MAX_LR = 10.0
 MORE_STEPS = 2
 
 
-def _rate(name: str, value: object) -> float:
-    rate = arguments.positive(name, value)
-    if rate is None:
-        raise BadArgumentError(f"{name} must be a positive number, not None.")
-    return rate
-
-
 def _batches(data: object, batch_size: int | None, seed: int | None) -> Iterator[Any]:
     """Endless training batches: a dataset's own, repeated; arrays shuffled by ``seed``."""
     if adapters.is_tf_dataset(data):
@@ -180,13 +173,13 @@ def no_divergence_advice(max_lr: float, steps: int) -> str:
 def find(
     model: Model,
     data: object,
-    min_lr: object = 1e-7,
-    max_lr: object = 10.0,
-    steps: object = 100,
-    batch_size: object = None,
-    stop_factor: object = 4.0,
-    smoothing: object = 0.98,
-    seed: object = None,
+    min_lr: float = 1e-7,
+    max_lr: float = 10.0,
+    steps: int = 100,
+    batch_size: int | None = None,
+    stop_factor: float = 4.0,
+    smoothing: float = 0.98,
+    seed: int | None = None,
 ) -> Record:
     """Run the range test on a copy of ``model`` (see the module's notes).
 
@@ -209,52 +202,41 @@ def find(
         ``advice`` (what to change when no rate is suggested for want of a turn, else
         None), and the settings.
     """
-    low, high = _rate("min_lr", min_lr), _rate("max_lr", max_lr)
-    if high <= low:
-        raise BadArgumentError(f"max_lr ({high:g}) must be greater than min_lr ({low:g}).")
-    count = arguments.count("steps", steps, minimum=10)
-    size = None if batch_size is None else arguments.count("batch_size", batch_size)
-    factor = _rate("stop_factor", stop_factor)
-    if factor <= 1:
-        raise BadArgumentError(f"stop_factor must be greater than 1, not {factor:g}.")
-    beta = arguments.positive("smoothing", smoothing) if smoothing != 0 else 0.0
-    if beta is None or not beta < 1:
-        raise BadArgumentError(f"smoothing must be in [0, 1), not {smoothing!r}.")
-    seeded = arguments.seed(seed)
-
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
-    if seeded is not None:
-        compat.set_random_seed(keras, seeded)
-    batches = _batches(data, size, seeded)
+    if seed is not None:
+        compat.set_random_seed(keras, seed)
+    batches = _batches(data, batch_size, seed)
     copy = model_copies.clone(keras, model, "gpu_lr_find()", weights=True)
-    _with_ramp(keras, copy, low, high, count)
+    _with_ramp(keras, copy, min_lr, max_lr, steps)
 
     lrs: list[float] = []
     losses: list[float] = []
-    stopped = f"ran all {count} steps"
+    stopped = f"ran all {steps} steps"
     diverged = False
     average, best = 0.0, math.inf
-    for step, batch in zip(range(count), batches):
+    for step, batch in zip(range(steps), batches):
         parts = batch if isinstance(batch, (tuple, list)) else (batch,)
         logs = copy.train_on_batch(*parts, return_dict=True)
         loss = float(logs["loss"])
-        lrs.append(low * (high / low) ** (step / max(1, count - 1)))
+        lrs.append(min_lr * (max_lr / min_lr) ** (step / max(1, steps - 1)))
         losses.append(loss)
         if not math.isfinite(loss):
             stopped = f"the loss became {loss} at step {step + 1}"
             diverged = True
             break
-        average = beta * average + (1 - beta) * loss  # as smooth() does, one step at a time
-        smoothed_now = average / (1 - beta ** (step + 1))
+        average = (
+            smoothing * average + (1 - smoothing) * loss
+        )  # as smooth() does, one step at a time
+        smoothed_now = average / (1 - smoothing ** (step + 1))
         best = min(best, smoothed_now)
-        if step >= WARMUP_STEPS and smoothed_now > factor * best:
-            stopped = f"the loss diverged at step {step + 1} ({factor:g} x its lowest)"
+        if step >= WARMUP_STEPS and smoothed_now > stop_factor * best:
+            stopped = f"the loss diverged at step {step + 1} ({stop_factor:g} x its lowest)"
             diverged = True
             break
     finite = [i for i, loss in enumerate(losses) if math.isfinite(loss)]
     kept_lrs = [lrs[i] for i in finite]
-    smoothed = smooth([losses[i] for i in finite], beta)
+    smoothed = smooth([losses[i] for i in finite], smoothing)
     lowest = kept_lrs[int(np.argmin(smoothed))] / 10 if smoothed else None
     suggested: dict[str, float | None] = {
         "valley": valley(kept_lrs, smoothed),
@@ -263,11 +245,11 @@ def find(
     }
     advice = None
     if not diverged and turned_up(smoothed):
-        stopped += f"; the loss rose after its lowest, short of diverging ({factor:g} x it)"
+        stopped += f"; the loss rose after its lowest, short of diverging ({stop_factor:g} x it)"
     elif not diverged:
         stopped += "; the loss never diverged, nor rose after its lowest"
         suggested = {name: None for name in suggested}
-        advice = no_divergence_advice(high, count)
+        advice = no_divergence_advice(max_lr, steps)
     return {
         "lr": lrs,
         "loss": losses,
@@ -277,13 +259,13 @@ def find(
         "diverged": diverged,
         "advice": advice,
         "settings": {
-            "min_lr": low,
-            "max_lr": high,
-            "steps": count,
-            "batch_size": size,
-            "stop_factor": factor,
-            "smoothing": beta,
-            "seed": seeded,
+            "min_lr": min_lr,
+            "max_lr": max_lr,
+            "steps": steps,
+            "batch_size": batch_size,
+            "stop_factor": stop_factor,
+            "smoothing": smoothing,
+            "seed": seed,
             "optimizer": type(copy.optimizer).__name__,
             "backend": config.backend,
         },

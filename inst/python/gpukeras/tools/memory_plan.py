@@ -477,7 +477,6 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         BadArgumentError, BadModelError, ModelNotCompiledError, UnknownDeviceError.
     """
     keras = config.keras()
-    batch_size = arguments.count("batch_size", batch_size)
     arguments.check_compiled_model(keras, model)
     if not model.built:
         raise BadModelError(

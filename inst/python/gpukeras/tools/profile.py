@@ -63,21 +63,6 @@ SETTINGS = ("batch_size", "steps_per_execution", "jit_compile", "dtype_policy", 
 
 
 # Checking arguments -----------------------------------------------------------
-def check_steps(steps: object) -> tuple[int, int]:
-    """``steps`` as (start, stop): two whole numbers, 1 <= start <= stop."""
-    if (
-        not isinstance(steps, (list, tuple))
-        or len(steps) != 2
-        or not all(arguments.whole(step) for step in steps)
-        or not 1 <= int(steps[0]) <= int(steps[1])
-    ):
-        raise BadArgumentError(
-            "steps must be two whole numbers c(start, stop) with 1 <= start <= stop "
-            f"(the first and last step to trace), not {steps!r}."
-        )
-    return int(steps[0]), int(steps[1])
-
-
 def check_logdir(logdir: object) -> str:
     """``logdir`` as an absolute path, created, and shown to be writable before training."""
     if logdir is None:
@@ -268,7 +253,7 @@ def range_callback(profiler: Profiler, run_dir: str, start: int, stop: int) -> C
 def profile(
     model: Model,
     data: object,
-    steps: object = (10, 20),
+    steps: tuple[int, int] = (10, 20),
     logdir: str | None = None,
     batch_size: int | None = None,
     verbose: int | str = 0,
@@ -306,7 +291,7 @@ def profile(
     """
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
-    start, stop = check_steps(steps)
+    start, stop = steps
     logdir = check_logdir(logdir)
     run_dir = os.path.join(logdir, "train")
     backend = keras.backend.backend()

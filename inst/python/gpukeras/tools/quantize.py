@@ -179,8 +179,6 @@ def quantize(
     keras = config.keras()
     arguments.check_keras_model(keras, model)
     mode = _check_mode(mode)
-    if batch_size is not None:
-        batch_size = arguments.count("batch_size", batch_size)
     if not model.built:
         raise BadModelError(
             "The model is not built, so it has no weights to quantize: start it with an Input "

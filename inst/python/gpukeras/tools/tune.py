@@ -320,13 +320,6 @@ def run_trial(
 
 
 # The search -------------------------------------------------------------------
-def _values(name: str, values: object) -> list:
-    given = list(values) if isinstance(values, (list, tuple)) else [values]
-    if not given or any(value is None for value in given):
-        raise BadArgumentError(f"{name} must hold at least one value.")
-    return given
-
-
 @dataclass
 class Memory:
     """What gpu_memory_plan() says of the model where it trains: its plan, the device's free
@@ -367,7 +360,7 @@ def _batch_candidates(
     model: Model,
     looked: adapters.Given,
     rows: int,
-    given: list | None,
+    given: Sequence[int] | None,
     max_batch: int,
     memory: Memory,
 ) -> tuple[list[int], str]:
@@ -384,7 +377,7 @@ def _batch_candidates(
     most = batch_rules.largest_batch_for_steps(rows)
     rule = f"{batch_rules.MIN_STEPS_PER_EPOCH} or more steps per epoch over {rows:,} rows"
     if given is not None:
-        sizes = sorted({arguments.count("batch_sizes", size) for size in given})
+        sizes = sorted(set(given))
         kept = [size for size in sizes if size <= most]
         if not kept:
             raise BadArgumentError(
@@ -426,13 +419,13 @@ def _batch_candidates(
 def tune(
     model: Model,
     data: object,
-    time_budget: object = 120,
-    precisions: object = None,
-    batch_sizes: object = None,
-    steps_per_execution: object = STEPS_PER_EXECUTION,
-    jit_compile: object = (False, True),
-    max_batch: object = 1024,
-    seed: object = None,
+    time_budget: float = 120,
+    precisions: Sequence[str] | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    steps_per_execution: Sequence[int] = STEPS_PER_EXECUTION,
+    jit_compile: Sequence[bool] = (False, True),
+    max_batch: int = 1024,
+    seed: int | None = None,
 ) -> Record:
     """Search the settings on copies of ``model`` (see the module's notes).
 
@@ -457,29 +450,8 @@ def tune(
         ``device``, ``device_name``, ``backend``, ``batch_sizes_from`` and
         ``settings``.
     """
-    budget = arguments.positive("time_budget", time_budget)
-    if budget is None:
-        raise BadArgumentError("time_budget must be a positive number of seconds.")
-    seeded = arguments.seed(seed)
-    policies = None if precisions is None else _values("precisions", precisions)
-    for policy in policies or []:
-        if policy not in POLICIES:
-            raise BadArgumentError(
-                "precisions must be among 'float32', 'mixed_bfloat16' and 'mixed_float16', "
-                f"not {policy!r}."
-            )
-    sizes_given = None if batch_sizes is None else _values("batch_sizes", batch_sizes)
-    spes = sorted(
-        {
-            arguments.count("steps_per_execution", v)
-            for v in _values("steps_per_execution", steps_per_execution)
-        }
-    )
-    jits = _values("jit_compile", jit_compile)
-    if any(not isinstance(v, (bool, np.bool_)) for v in jits):
-        raise BadArgumentError(f"jit_compile must be TRUE and/or FALSE, not {jit_compile!r}.")
-    jits = list(dict.fromkeys(bool(v) for v in jits))
-    largest = arguments.count("max_batch", max_batch)
+    spes = sorted(set(steps_per_execution))
+    jits = list(dict.fromkeys(jit_compile))
 
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
@@ -498,9 +470,11 @@ def tune(
         if simulated
         else None
     )
-    policies = [POLICIES[p] for p in (policies or precisions_for(capability))]
+    policies = [POLICIES[p] for p in (precisions or precisions_for(capability))]
     memory = _memory(keras, model)
-    sizes, sizes_from = _batch_candidates(model, looked, sample_rows, sizes_given, largest, memory)
+    sizes, sizes_from = _batch_candidates(
+        model, looked, sample_rows, batch_sizes, max_batch, memory
+    )
 
     baseline_jit = fit_request.resolve_jit(model, "auto")
     baseline_size = sizes[len(sizes) // 2]
@@ -510,7 +484,7 @@ def tune(
         within_epoch(spes, steps_per_epoch(looked, baseline_size))[0],
         baseline_jit if baseline_jit in jits else jits[0],
     )
-    axes = {
+    axes: dict[str, list[Any]] = {
         "precision": list(dict.fromkeys(policies)),
         "batch_size": sizes,
         "steps_per_execution": spes,
@@ -522,7 +496,7 @@ def tune(
     limits: Record = {"best_rate": None, "deadline": 0.0, "first": True, "overheads": []}
 
     def attempt(combination: Combination, axis: str) -> None:
-        left = budget - (time.perf_counter() - started)
+        left = time_budget - (time.perf_counter() - started)
         remaining = planned - len(trials) - len(skipped)
         # What a run costs besides its timed steps (copying, compiling, warm-up), as seen so far.
         overheads = limits["overheads"]
@@ -533,8 +507,8 @@ def tune(
             skipped.append({**asdict(combination), "axis": axis, "reason": reason})
             return
         limits["deadline"] = time.perf_counter() + max(0.0, left / max(1, remaining) - overhead)
-        if seeded is not None:
-            compat.set_random_seed(keras, seeded)
+        if seed is not None:
+            compat.set_random_seed(keras, seed)
         try:
             trial = run_trial(model, parts, combination, axis, limits)
         except Exception as error:
@@ -581,11 +555,11 @@ def tune(
         "batch_sizes_from": sizes_from,
         "seconds": time.perf_counter() - started,
         "settings": {
-            "time_budget": budget,
+            "time_budget": time_budget,
             "warmup_executions": WARMUP_EXECUTIONS,
             "min_timed": MIN_TIMED,
             "slower_share": SLOWER_SHARE,
-            "seed": seeded,
+            "seed": seed,
         },
     }
 
