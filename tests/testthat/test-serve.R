@@ -6,7 +6,8 @@
 # eight at a time, and compares the answers with predict() here. Hostile requests (a
 # body of 50 MB announced, 8,000 records each with a key of its own, a web page's Host
 # and Origin) are refused while the service goes on answering, its memory bounded; a
-# body too large by gpu_serve()'s front, even with R stopped, and the front ends with R.
+# body too large by gpu_serve()'s server, even with R stopped; 400 connections holding
+# an unfinished body leave /health answering; and the server ends with R.
 
 skip_if_no_python()
 skip_if_not_installed("plumber")
