@@ -9,6 +9,11 @@ pinned <- list(
   numpy = "2.2.6",
   # gpu_search()'s engine (its RDB storage brings SQLAlchemy and Alembic).
   optuna = "5.0.0",
+  # gpu_serve()'s HTTP server (inst/python/gpukeras/serve/server.py): uvicorn on h11, and
+  # Starlette.
+  uvicorn = "0.54.0",
+  h11 = "0.16.0",
+  starlette = "1.10.0",
   # PostgreSQL storage for gpu_search(), only with extras = "postgresql".
   psycopg2_binary = "2.9.13",
   # gpu_export(format = "onnx"), only with extras = "onnx": Keras' ONNX export (tf2onnx
@@ -57,8 +62,9 @@ reticulate_supports_numpy2 <- function(reticulate) package_version(reticulate) >
 #' @param ... Not used: an argument gpukeras_requirements() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
-#'   TensorFlow, Keras, nvidia-ml-py, NumPy and Optuna ([gpu_search()]'s
-#'   engine), then the extras.
+#'   TensorFlow, Keras, nvidia-ml-py, NumPy, Optuna ([gpu_search()]'s
+#'   engine), uvicorn, h11 and Starlette ([gpu_serve()]'s server), then the
+#'   extras.
 #' @export
 #' @examples
 #' gpukeras_requirements(gpu = FALSE)
@@ -77,6 +83,7 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
     paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
     paste0("numpy==", numpy),
     paste0("optuna==", pinned$optuna),
+    paste0(c("uvicorn==", "h11==", "starlette=="), c(pinned$uvicorn, pinned$h11, pinned$starlette)),
     if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary),
     if ("onnx" %in% extras) {
       c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
@@ -112,7 +119,8 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
       tensorflow = paste0(tensorflow_distribution(gpu, os), ">=2.16"),
       jax = if (linux_gpu) "jax[cuda12]" else "jax"
       # Other backends are not supported: the core says so at first use.
-    )
+    ),
+    "uvicorn>=0.30", "starlette>=0.40"
   )
 }
 

@@ -1,9 +1,9 @@
 # gpu_serve()'s and gpu_api()'s look at a request's headers, which decides
 # before its body is read whether it may go on: its Host and Origin (a web page
 # reaching the service by DNS rebinding, or from another site), its token, its
-# Content-Type and its size. gpu_serve() runs it from httpuv's onHeaders, behind
-# its front (serve-front.R), which has refused a body over max_bytes already;
-# gpu_api()'s routes from a plumber filter (serve_filter()).
+# Content-Type and its size, in a plumber filter (serve_filter()) of gpu_api()'s
+# routes and of gpu_serve()'s, which its server (serve-front.R) hands requests to
+# whole, within its limits.
 
 # What a request's headers alone decide, before its body is read: NULL when it
 # may go on to its route, else the refusal list(status, body). In this order:

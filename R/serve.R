@@ -64,52 +64,63 @@
 #' [predict()]), or `"bad_type"` (the query's `type`); `401` `"unauthorized"`
 #' for a missing or wrong token; `403` `"forbidden_host"` and
 #' `"forbidden_origin"` (see "Security"); `404` `"not_found"`; `411`
-#' `"length_required"` for a body without a `Content-Length`; `413`
+#' `"length_required"` for a chunked body to [gpu_api()]'s routes
+#' (`gpu_serve()` takes one within `max_bytes`); `413`
 #' `"too_large"` above `max_bytes` and `"too_many_rows"` above `max_rows`;
 #' `415` `"not_json"` for a `POST` whose `Content-Type` is not
-#' `application/json`; from `gpu_serve()`'s front (see "Limits"), `431`
-#' `"headers_too_large"` and `503` `"unavailable"` (R did not take the
-#' request: the service is ending). A failure of the model itself is a `500`
-#' `"prediction_failed"`. The service goes on serving after each. Answers
-#' echo little of what the client sent: at most a few of its values, each
-#' cut to 40 characters, as valid UTF-8.
+#' `application/json`; from `gpu_serve()`'s server (see "Limits"), `400`
+#' `"bad_request"` (a request that is not valid HTTP/1.1), `408`
+#' `"request_timeout"`, `431` `"headers_too_large"`, `503` (too many
+#' connections) and `503` `"unavailable"` (the service is ending). A failure of
+#' the model itself is a `500` `"prediction_failed"`. The service goes on
+#' serving after each. Answers echo little of what the client sent: at most a
+#' few of its values, each cut to 40 characters, as valid UTF-8.
 #'
 #' @section Limits:
-#' A request cannot fill the service's memory, and holds it only as long as
-#' its bytes take to read. The port `gpu_serve()` listens on is a small
-#' process of its own in front of R (a script of Python's standard library,
-#' started with the service and ended with it): it reads a request's headers,
-#' refuses a body larger than `max_bytes` from its `Content-Length` alone,
-#' at once and unread, whatever else the request says (a `413` before any
-#' other check), and hands every other request, with at most
-#' `Content-Length` bytes of body, to R on a loopback port of its own. So a
-#' client that sends bodies too large in a loop takes little of the CPU the
-#' service's R needs, and none of its memory. R then decides from the
-#' headers alone, before it reads the body, whether the request may go on
-#' (its host, origin, token, `Content-Type` and `Content-Length`). By
-#' default `max_bytes` is what `max_rows` rows of the model's columns take
-#' as JSON records, twice over (room for spaces and ignored fields), and at
-#' least 64 KiB; `/metadata` says it. A body that passes is parsed into
-#' JSON values and its rows counted before any table is made, and only the
-#' model's columns are taken from it, so a request costs time in proportion
-#' to its bytes, whatever its keys. `GET` routes read no body. A client that
-#' sends a body too large without waiting for the answer to `Expect:
-#' 100-continue` (curl's command line waits) may see the connection reset
-#' instead of the `413`: the service does not read what it refuses. A
-#' request's headers must come within 10 seconds and take at most 64 KiB
-#' (else the connection is closed, or a `431` answers).
-#' ([gpu_api()]'s routes, in a server of the caller's, make R's checks
-#' alone: there httpuv holds what a client sends until R gets to its
-#' headers; where clients across a network can reach it, a proxy in front
+#' The port `gpu_serve()` listens on is a Python process of its own, started
+#' with the service and ended with it: an HTTP/1.1 server on uvicorn (with
+#' h11) and Starlette, which reads every request and hands each one it takes,
+#' whole, to R on a Unix socket only this user can open. No HTTP is parsed by
+#' gpukeras itself. The server enforces, before R sees a request:
+#' \itemize{
+#'   \item a body larger than `max_bytes` is refused from its
+#'     `Content-Length`, at once and unread, whatever else the request says (a
+#'     `413` before any other check, the connection closed); a chunked body
+#'     once it passes `max_bytes`;
+#'   \item a body must arrive whole within 30 seconds of its headers (else a
+#'     `408`, the connection closed), and the headers of a connection's first
+#'     request within 10 seconds (else the connection is closed); an idle
+#'     connection is kept alive 5 seconds;
+#'   \item headers over 64 KiB get a `431`; from 1,000 open connections a
+#'     request gets a `503`;
+#'   \item malformed framing (two `Content-Length`s, a signed one, a
+#'     `Transfer-Encoding` beside one) gets a `400`; `Upgrade` is never
+#'     honoured (the request is answered as HTTP).
+#' }
+#' So connections that hold an unfinished body cost the server a socket
+#' each and R nothing: `/health` answers meanwhile. Connections are kept
+#' alive, and requests sent on one without waiting (pipelined) are answered
+#' in order. R then decides from the headers (host, origin, token,
+#' `Content-Type`) and the body. By default `max_bytes` is what `max_rows` rows
+#' of the model's columns take as JSON records, twice over (room for spaces and
+#' ignored fields), and at least 64 KiB; `/metadata` says it. A body that
+#' passes is parsed into JSON values and its rows counted before any table is
+#' made, and only the model's columns are taken from it, so a request costs
+#' time in proportion to its bytes, whatever its keys. A `POST /predict` whose
+#' body R refuses (a `400` or `413` after its body was read) gets its answer a
+#' quarter of a second later, from the server, while R answers other requests:
+#' a client that sends such bodies one after another then gets at most four
+#' answers a second. ([gpu_api()]'s routes, in a server of the caller's, make
+#' R's checks alone: there httpuv holds what a client sends until R gets to
+#' its headers; where clients across a network can reach it, a proxy in front
 #' that limits bodies spares that.)
 #'
-#' One R thread answers every request, so `gpu_serve()` keeps a client that
-#' sends bodies it refuses from taking that thread's time from others: a
-#' `POST /predict` whose body is refused (a `400` or `413` after its body was
-#' read) gets its answer a quarter of a second later, while the service
-#' answers other requests meanwhile. A client that sends such bodies one
-#' after another then gets at most four answers a second. ([gpu_api()]'s
-#' routes in the caller's router answer at once: the router's server decides.)
+#' For a public address, put a reverse proxy that speaks HTTPS (nginx,
+#' Caddy) in front of a service on `127.0.0.1`, and name the host clients use
+#' in `allowed_hosts` (the proxy forwards their `Host`); e.g. with Caddy,
+#' `scoring.example.org { reverse_proxy 127.0.0.1:8000 }`, and with nginx a
+#' `location / { proxy_pass http://127.0.0.1:8000; proxy_set_header Host
+#' $host; }` in the site's `server` block.
 #'
 #' @section Security:
 #' The service binds the loopback interface (`127.0.0.1`) by default: only
@@ -221,7 +232,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }
-  serve_behind_front(serve_app(serve_routes(service, NULL, ""), service$settings), host, port, service$settings, call)
+  serve_behind_front(serve_routes(service, NULL, ""), host, port, service$settings, call)
 }
 
 #' @rdname gpu_serve
@@ -275,37 +286,6 @@ serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, 
   )
   list(fit = fit, settings = settings, metadata = serve_metadata(fit, shapes$outputs, settings))
 }
-
-# What httpuv runs for gpu_serve(): the router, behind a look at each request's
-# headers that refuses, before a byte of its body is read, what serve_guard()
-# refuses (the router's filter makes the same checks again: they pass).
-serve_app <- function(api, settings) {
-  list(
-    call = function(req) refusal_delayed(req, api$call(req)),
-    onHeaders = function(req) {
-      path <- req$PATH_INFO
-      refused <- serve_guard(
-        req, settings,
-        token = path %in% c("/predict", "/metadata"),
-        json = identical(path, "/predict") && identical(req$REQUEST_METHOD, "POST")
-      )
-      if (is.null(refused)) NULL else
-        list(status = refused$status, headers = serve_headers(refused$status), body = refused$body)
-    }
-  )
-}
-
-# `answer` (httpuv's response to `req`), or, for a POST /predict refused after its
-# body was read (a 400 or 413), a promise of it SERVE_REFUSAL_DELAY seconds later:
-# httpuv answers other requests meanwhile, so a client that sends refused bodies in a
-# loop takes little of the one R thread (see ?gpu_serve, "Limits").
-refusal_delayed <- function(req, answer) {
-  refused <- !promises::is.promise(answer) && isTRUE(answer$status %in% c(400L, 413L)) &&
-    identical(req$PATH_INFO, "/predict") && identical(req$REQUEST_METHOD, "POST")
-  if (!refused) return(answer)
-  promises::promise(function(resolve, reject) later::later(function() resolve(answer), SERVE_REFUSAL_DELAY))
-}
-SERVE_REFUSAL_DELAY <- 0.25
 
 # Every answer closes its connection: httpuv writes a response's head and body
 # apart without TCP_NODELAY, so on a kept-alive connection the body waited for

@@ -110,7 +110,7 @@ post_handle <- function(body) {
 }
 
 # The service's processes: the R process that serves and its children (gpu_serve()'s
-# front, the process that listens on its port).
+# server, the Python process that listens on its port).
 service_pids <- function() {
   pids <- server$get_pid()
   children <- suppressWarnings(system2("pgrep", c("-P", pids[1]), stdout = TRUE))
@@ -180,7 +180,7 @@ closed_loop <- function(base, path, body, seconds, clients = 1L) {
 }
 
 # Where the machine has 2 cores or more and taskset may set affinities: the service's
-# processes (all their threads: R's and its front's) on core 0, the clients' (the hostile
+# processes (all their threads: R's and its server's) on core 0, the clients' (the hostile
 # ones, and this one that measures) on the others, as clients on other machines would
 # leave the service its core. TRUE if so.
 pin_clients_apart <- function() {
@@ -389,7 +389,7 @@ write_hostile <- function(measured) {
     ),
     results = measured,
     notes = c(
-      sprintf("The machine has %d CPU cores, shared: the service (one R process and its front, a Python process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's processes on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
+      sprintf("The machine has %d CPU cores, shared: the service (one R process and its server, a Python process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's processes on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
       "refusal_50mb: answers are status codes, or `reset` where the service refused from the headers and closed the connection while the client was still sending (it does not read what it refuses); peak_added_mib: the serving process's VmHWM after the refusals minus before.",
       "health_under_attack: /health polled by one closed-loop client while the hostile clients ran; max_ms and p99_ms: the largest over rounds; within_100_ms: the smallest share over rounds.",
       "hostile_clients_niced: the hostile clients' process ran at nice 19 (every thread), the measuring client at 0, so that the latencies are the service's and not the measuring client's wait for the core it shares with the hostile ones (attackers on other machines take none of its CPU); the first measures (2026-11-26, at commit eda8af3) ran them at the same priority: /health median 60 ms, good requests 3.7-5.5x, while the service was busy for under a third of its core.",

@@ -81,7 +81,7 @@ VERBS: dict[str, str] = {
     "save_model": "serve.scoring:save_model",
     "load_model": "serve.scoring:load_model",
     "export": "serve.export:export",
-    "serve_front_command": "serve.serve_front:command",
+    "serve_command": "serve.server:command",
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",

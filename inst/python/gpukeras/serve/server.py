@@ -1,0 +1,345 @@
+"""gpu_serve()'s HTTP server: the port clients reach, on uvicorn (h11) and Starlette, in a
+process of its own in front of R, which scores behind it on a Unix socket.
+
+Contract. Run as a script (``command()``): it reads one JSON line of settings from stdin,
+``{"host", "port", "backend", "max_bytes", "too_large"}`` (``backend``: the path of the
+Unix socket R's httpuv listens on; ``too_large``: the JSON body of the 413 answer, which R
+writes) and optionally ``body_seconds``, ``head_seconds``, ``keep_alive_seconds``,
+``max_connections``, ``max_head_bytes`` and ``refusal_delay`` (defaults below). It
+listens on ``host:port``, prints ``ready`` on stdout once it does, and ends when its stdin
+closes (the R process that started it ended) or at SIGTERM.
+
+No HTTP is parsed here: uvicorn's h11 reads every request and enforces HTTP/1.1's
+framing (two lengths, a signed length: a 400; this file refuses a ``Transfer-Encoding``
+with a length too), and this file sets its limits and adds the ones it lacks:
+
+- a body over ``max_bytes`` is refused from its ``Content-Length`` before a byte of it is
+  read (a 413, the connection closed), and a chunked one once it passes ``max_bytes``;
+- a body that has not arrived whole within ``body_seconds`` of its head gets a 408 and its
+  connection is closed; a connection that has not sent a whole head within
+  ``head_seconds`` is closed; an idle kept-alive one after ``keep_alive_seconds``;
+- a head over ``max_head_bytes`` (request line and headers) gets a 431; from
+  ``max_connections`` open connections a request gets a 503 (uvicorn's
+  ``limit_concurrency``);
+- ``Upgrade`` is never honoured (no WebSocket protocol): the request is answered as HTTP.
+
+Every other request goes, its method, target, headers (those of the connection alone
+left out) and whole body, to R on ``backend`` through the standard library's HTTP client,
+and R's answer comes back on a connection kept alive. A ``POST .../predict`` that R
+refuses (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
+late: R is free meanwhile, so a client that sends such bodies in a loop takes little of
+the one R thread that scores. Refusals of the server's own are JSON
+``{"error": <code>, "message": ...}`` as R's are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import logging
+import os
+import resource
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import h11
+import uvicorn
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+DEFAULTS: dict[str, float] = {
+    "body_seconds": 30.0,
+    "head_seconds": 10.0,
+    "keep_alive_seconds": 5.0,
+    "max_connections": 1000,
+    "max_head_bytes": 64 * 1024,
+    "refusal_delay": 0.25,
+}
+# How long R may take to answer one request (a first prediction builds the model's graph).
+BACKEND_SECONDS = 600.0
+# Headers of the client's connection, not of its request: never forwarded either way.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+        "content-length",
+    }
+)
+# Headers of R's answer that the server writes itself.
+WRITTEN = HOP_BY_HOP | {"date", "server"}
+REFUSED = frozenset({400, 413})
+HEADERS_TOO_LARGE = "The request's headers are too large: send at most {} bytes of them."
+
+
+def command() -> dict[str, Any]:
+    """The command line that runs the server: this Python, isolated (``-I``: no user site,
+    no ``PYTHON*`` variables), on this file."""
+    return {"argv": [sys.executable, "-I", str(Path(__file__).resolve())]}
+
+
+def problem(status: int, code: str, message: str, close: bool = False) -> Response:
+    """A JSON refusal as R's: ``{"error": code, "message": message}``; ``close``: the
+    connection ends with it (its request's body was not read)."""
+    headers = {"Connection": "close"} if close else None
+    body = json.dumps({"error": code, "message": message})
+    return Response(body, status, headers, media_type="application/json")
+
+
+class _Connection(h11.Connection):
+    """h11's connection, which keeps the last protocol error it found in what the client
+    sent, so that the answer can carry h11's status for it (431 for a head too long)."""
+
+    last_error: h11.RemoteProtocolError | None = None
+
+    def next_event(self) -> Any:
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as error:
+            self.last_error = error
+            raise
+
+
+class Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for a connection's first head and JSON
+    answers, with h11's status, for requests h11 refuses."""
+
+    def __init__(self, *args: Any, head_seconds: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_head_bytes = kwargs["config"].h11_max_incomplete_event_size
+        self.checked = _Connection(h11.SERVER, self.max_head_bytes)
+        self.conn = self.checked
+        self.head_seconds = head_seconds
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self.loop.call_later(self.head_seconds, self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        if self.scope is None and not self.transport.is_closing():
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        error = self.checked.last_error
+        status = error.error_status_hint if error is not None else 400
+        if status == 431:
+            code = "headers_too_large"
+            message = HEADERS_TOO_LARGE.format(self.max_head_bytes)
+        else:
+            code, message = "bad_request", f"The request is not valid HTTP/1.1: {error or msg}."
+        body = json.dumps({"error": code, "message": message}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            reason = HTTPStatus(status).phrase.encode()
+            response = h11.Response(status_code=status, headers=headers, reason=reason)
+            self.transport.write(self.conn.send(response))
+            self.transport.write(self.conn.send(h11.Data(data=body)))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+        self.transport.close()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """The standard library's HTTP client on R's Unix socket."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=BACKEND_SECONDS)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.path)
+        self.sock = sock
+
+
+def forward(
+    backend: str, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request sent to R and its answer: status, headers (those of the connection
+    left out) and body. Blocks: run in a thread."""
+    connection = _UnixConnection(backend)
+    try:
+        connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        data = answer.read()
+        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in WRITTEN]
+        return answer.status, kept, data
+    finally:
+        connection.close()
+
+
+class _TooLarge(Exception):
+    """A body that passed ``max_bytes`` while it was read."""
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request's whole body; _TooLarge once it passes ``max_bytes`` (unread beyond)."""
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Front:
+    """The ASGI application: the server's limits on each request, then R's answer."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.max_bytes = int(settings["max_bytes"])
+        self.too_large = str(settings["too_large"])
+        self.max_head_bytes = int(settings["max_head_bytes"])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        response = await self.answer(request)
+        if response is not None:
+            await response(scope, receive, send)
+
+    async def answer(self, request: Request) -> Response | None:
+        """The answer to ``request``; None when the client left before it was read."""
+        head = sum(len(key) + len(value) + 4 for key, value in request.scope["headers"])
+        if head > self.max_head_bytes:  # a whole head in one read, which h11 does not measure
+            message = HEADERS_TOO_LARGE.format(self.max_head_bytes)
+            return problem(431, "headers_too_large", message, close=True)
+        length = request.headers.get("content-length")
+        if length is not None and "transfer-encoding" in request.headers:
+            return problem(
+                400,
+                "bad_request",
+                "The request has both a Content-Length and a Transfer-Encoding: send one.",
+                close=True,
+            )
+        if length is not None and int(length) > self.max_bytes:
+            return self._too_large()
+        try:
+            body = await asyncio.wait_for(
+                read_body(request, self.max_bytes), self.settings["body_seconds"]
+            )
+        except _TooLarge:
+            return self._too_large()
+        except (TimeoutError, asyncio.TimeoutError):
+            return problem(
+                408,
+                "request_timeout",
+                f"The body did not arrive within {self.settings['body_seconds']:g} seconds.",
+                close=True,
+            )
+        except ClientDisconnect:
+            return None
+        target = request.scope["raw_path"].decode("latin-1")
+        query = request.scope["query_string"].decode("latin-1")
+        headers = [
+            (key.decode("latin-1"), value.decode("latin-1"))
+            for key, value in request.scope["headers"]
+            if key.decode("latin-1") not in HOP_BY_HOP
+        ]
+        try:
+            status, kept, data = await asyncio.to_thread(
+                forward,
+                self.settings["backend"],
+                request.method,
+                f"{target}?{query}" if query else target,
+                headers,
+                body,
+            )
+        except OSError:
+            return problem(503, "unavailable", "The service is ending: it takes no more requests.")
+        if status in REFUSED and request.method == "POST" and target.endswith("/predict"):
+            await asyncio.sleep(self.settings["refusal_delay"])
+        return Response(data, status, dict(kept))
+
+    def _too_large(self) -> Response:
+        return Response(self.too_large, 413, {"Connection": "close"}, media_type="application/json")
+
+
+def _more_descriptors() -> None:
+    """The soft limit on open files raised to the hard one (at most 65,536): each held
+    connection takes one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _end_with_stdin() -> None:
+    """Ends the process once stdin closes: the R process that started it has ended."""
+    sys.stdin.read()
+    os._exit(0)
+
+
+def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
+    """The uvicorn server for ``settings`` (defaults filled in) and its listening socket."""
+    for key, value in DEFAULTS.items():
+        settings.setdefault(key, value)
+    family = socket.AF_INET6 if ":" in settings["host"] else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings["host"], int(settings["port"])))
+    sock.listen(1024)
+    head_seconds = float(settings["head_seconds"])
+
+    def protocol(*args: Any, **kwargs: Any) -> Protocol:
+        return Protocol(*args, head_seconds=head_seconds, **kwargs)
+
+    config = uvicorn.Config(
+        Front(settings),
+        http=protocol,  # type: ignore[arg-type]
+        ws="none",
+        lifespan="off",
+        interface="asgi3",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        limit_concurrency=int(settings["max_connections"]),
+        timeout_keep_alive=settings["keep_alive_seconds"],
+        h11_max_incomplete_event_size=int(settings["max_head_bytes"]),
+        backlog=1024,
+    )
+    return uvicorn.Server(config), sock
+
+
+def main() -> None:
+    """Reads the settings line from stdin and serves until stdin closes."""
+    settings = json.loads(sys.stdin.readline())
+    _more_descriptors()
+    running, sock = server(settings)
+    # nothing is logged while serving: a log of refused clients would grow without bound
+    logging.disable(logging.ERROR)
+    print("ready", flush=True)
+    threading.Thread(target=_end_with_stdin, daemon=True).start()
+    running.run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
