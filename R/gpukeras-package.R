@@ -10,5 +10,4 @@
 #'
 #' @keywords internal
 #' @importFrom rlang caller_arg caller_env current_env
-#' @importFrom R6 R6Class
 "_PACKAGE"

@@ -1,6 +1,5 @@
 # The files of a background job's folder (see job.R): written whole or not at all, read
-# back or taken as absent, and a full disk told apart from other failures. The job's
-# processes and gpu_search()'s workers share them.
+# back or taken as absent, and a full disk told apart from other failures.
 
 # Write an R object so a reader never sees half of it. saveRDS() leaves a
 # cut-off file in silence on a full disk (its gzip stream hides the failed
@@ -32,8 +31,7 @@ write_cause <- function(dir) {
 }
 
 # Whether the disk holding `dir` has less than 1 MiB left for a normal user
-# (`df` says; NA where it cannot tell). The supervisor never starts Python,
-# so this is asked of `df` rather than of shutil.disk_usage().
+# (`df` says; NA where it cannot tell).
 disk_full <- function(dir) {
   while (!dir.exists(dir) && dirname(dir) != dir) dir <- dirname(dir)
   lines <- tryCatch(
@@ -44,10 +42,6 @@ disk_full <- function(dir) {
   available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
   if (is.na(available)) NA else available < 1024
 }
-
-# Exit status of a job's process that could not write into the job's folder
-# (ENOSPC's number): the supervisor reads it from a child, the session from the supervisor.
-job_write_status <- 28L
 
 # Run `code`, which writes `what` into the job's folder `dir`; its failure on a
 # full disk (numpy's bare OSError, Keras' save, a classed one from the core) is

@@ -47,7 +47,7 @@ job_outcome <- function(job, status, call = caller_env()) {
     unlink(list.files(job$dir, pattern = "[.]npy$", full.names = TRUE))
     job_failure(job, status, call = call)
   }
-  fit <- readRDS(job_file(job, "result.rds"))
+  fit <- job$fit
   core_call("job_load_trained", model = job$model, path = job_file(job, "trained.weights.h5"), error_call = call)
   # The child's model and encoding stayed there: this session's are the ones to score with.
   fit$model <- job$model
@@ -67,13 +67,10 @@ job_outcome <- function(job, status, call = caller_env()) {
 job_failure <- function(job, status, call = caller_env()) {
   if (!is.null(status$error)) {
     # An error in the training itself, raised again as its parent: it would only repeat.
-    process_abort("Training in the background failed.", parent = job$process$error(), call = call)
+    process_abort("Training in the background failed.", parent = job$error, call = call)
   }
-  attempts <- list.files(job$dir, pattern = "^stderr-[0-9]+[.]log$")
-  # The last attempt's stderr, or the supervisor's output when no child started.
-  last <- c("supervisor.log", attempts[order(as.integer(gsub("\\D", "", attempts)))])[length(attempts) + 1L]
-  path <- file.path(job$dir, last)
-  stderr <- log_tail(path)
+  # The last attempt's stderr, its last 20 lines (job_look()).
+  stderr <- job$stderr
   backup <- job$spec$fit$backup_dir
   cause <- status$causes[length(status$causes)] %||% "unknown"
   # A full disk under the job's folder: no restart would get further, so the

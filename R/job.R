@@ -1,15 +1,11 @@
-# gpu_fit(background = TRUE): training in a supervised child R process.
-#
-# Three processes: the user's session, a supervisor (an R process that never
-# starts Python, so nothing there can crash it) and the training child it
-# starts, again from the backup after a crash. They share a job folder:
-#   spec.rds           what the child trains (arguments, how to load the data)
+# gpu_fit(background = TRUE): training in a child R process, a callr r_session that this
+# session follows (job-child.R): it reads the fit, or the error, the child's call gave back
+# (callr's read()), and starts a crashed child again from the backup. The job's folder:
 #   model.keras, callbacks.pkl, *.npy   the carried model, callbacks and data
-#   state.rds          the supervisor's word: state, child pid, restarts, causes
+#   setup.rds                           the gpu_setup() the child applied
 #   progress.dcf, epochs.tsv            the child's progress (job.py)
-#   result.rds, trained.weights.h5      the child's gpukeras_fit and weights
-#   error.rds          a classed error the child's gpu_fit() raised (no restart)
-#   stderr-<n>.log     each attempt's stderr
+#   trained.weights.h5                  the child's trained weights
+#   backup/, tmp/                       the job's own backup and the child's temp folder
 # R data travels as .npy files the child memory-maps: the parent converts it
 # once, as gpu_fit() does, writes it and lets it go.
 
@@ -22,7 +18,7 @@ not_carriable <- function(what, fix, call = caller_env()) {
 }
 
 # Start the job: carry everything (any failure here comes before a child
-# starts), then the supervisor. `request` is gpu_fit()'s checked request (fit_request()).
+# starts), then its process. `request` is gpu_fit()'s checked request (fit_request()).
 fit_in_background <- function(model, data, validation, request, strategy, max_restarts,
                               call = caller_env()) {
   strategy <- if (!is.null(strategy)) carry_strategy(strategy, call = call)
@@ -78,23 +74,22 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
       )
     }
   )
-  write_rds_atomic(spec, job_file(dir, "spec.rds"), "What the training process runs (spec.rds)", call = call)
-  process <- if (is.null(standby)) {
-    # callr writes the files that start the supervisor in tempdir(), where the job's folder is.
-    carry_writes(dir, "The files that start the job's processes", start_supervisor(dir, env, max_restarts), call = call)
-  } else {
-    standby_go(standby, max_restarts, call = call)
-  }
-  job <- new_gpukeras_job(dir, process, model, spec, descriptions, max_restarts, request$verbose)
+  job <- new_gpukeras_job(dir, env, model, spec, descriptions, max_restarts, request$verbose)
   job$encoding <- fit_encoding(data)
+  # callr writes the files that start the call in tempdir(), where the job's folder is.
+  carry_writes(
+    dir, "The files that start the job's process", job_attempt(job, if (!is.null(standby)) standby_ready(standby)),
+    call = call
+  )
   started <- TRUE
   job
 }
 
-# The job in `dir`, supervised by `process`. Dropping the job object ends its processes.
-new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restarts, verbose) {
+# The job in `dir`, its process started with `env`. Dropping the job object ends its process.
+new_gpukeras_job <- function(dir, env, model, spec, descriptions, max_restarts, verbose) {
   job <- new.env(parent = emptyenv())
   job$dir <- dir
+  job$env <- env
   job$model <- model
   job$spec <- spec
   job$descriptions <- descriptions
@@ -102,7 +97,9 @@ new_gpukeras_job <- function(dir, process, model, spec, descriptions, max_restar
   job$verbose <- verbose
   job$started <- Sys.time()
   job$epochs_shown <- 0L
-  job$process <- process
+  job$attempt <- 0L
+  job$restarts <- 0L
+  job$causes <- character()
   structure(job, class = "gpukeras_job")
 }
 
@@ -137,36 +134,15 @@ progress_sample <- function(progress) {
   )
 }
 
-# The state of a job whose supervisor ended without writing a final one. Its
-# last state.rds may be behind (a state it could not write): each attempt
-# leaves its stdout-<n>.log, so those count the attempts made.
-supervisor_ended <- function(job, state) {
-  logs <- list.files(job$dir, pattern = "^stdout-[0-9]+[.]log$")
-  attempts <- max(c(state$attempt, as.integer(gsub("\\D", "", logs)), 1L))
-  state$state <- "failed"
-  state$attempt <- attempts
-  state$restarts <- attempts - 1L
-  if (isTRUE(job$process$get_exit_status() == job_write_status)) {
-    state$no_space <- TRUE
-    state$causes <- c(
-      state$causes,
-      sprintf(
-        "the supervising process could not write the job's state to its folder %s: %s", job$dir, write_cause(job$dir)
-      )
-    )
-  } else {
-    state$causes <- c(state$causes, "the supervising process ended")
-  }
-  state
-}
-
 #' Background training jobs: status, wait, cancel
 #'
-#' `gpu_fit(background = TRUE)` trains in a supervised child R process and
-#' returns a `gpukeras_job` at once. A crash of the child (a signal, an
-#' abort, an out-of-memory kill) cannot take the R session down: the job
-#' starts the child again from its backup, up to `max_restarts` times, and the
-#' run ends with the weights an unbroken run would have. When the job ends,
+#' `gpu_fit(background = TRUE)` trains in a child R process (a callr
+#' session) and returns a `gpukeras_job` at once. A crash of the child (a
+#' signal, an abort, an out-of-memory kill) cannot take the R session down:
+#' when the session next looks at the job (`gpu_job_status()`,
+#' `gpu_job_wait()`, its print), it starts the child again from its backup, up
+#' to `max_restarts` times, and the run ends with the weights an unbroken run
+#' would have. When the job ends,
 #' its process ends, and with it all the GPU and host memory it held.
 #'
 #' * `gpu_job_status()` says where the job is, without waiting.
@@ -207,7 +183,7 @@ supervisor_ended <- function(job, state) {
 #' multi-worker strategy) is a `gpukeras_error_not_carriable` error before
 #' any process starts.
 #'
-#' Keep the job object: when it is garbage collected, its processes end.
+#' Keep the job object: when it is garbage collected, its process ends.
 #'
 #' A search's job (`gpu_search(background = TRUE)`, a `gpukeras_search_job`)
 #' takes the same three functions: its status says how many trials are done
@@ -215,12 +191,13 @@ supervisor_ended <- function(job, state) {
 #' returns the `gpukeras_search`, and `gpu_job_cancel()` ends the search and
 #' its workers and keeps the study, which the same `gpu_search()` call resumes.
 #'
-#' Starting a job's processes (R, Python, Keras and its backend) takes
+#' Starting a job's process (R, Python, Keras and its backend) takes
 #' seconds. So once a job trains, gpukeras readies a standby for the next
-#' one: processes that have started all that but no runtime (no devices,
+#' one: a process that has started all that but no runtime (no devices,
 #' no GPU memory), so the next job's [gpu_setup()] settings still apply there.
-#' The next `gpu_fit(background = TRUE)` takes it and starts training without
-#' those seconds. There is one standby at most; it ends with the session.
+#' The next `gpu_fit(background = TRUE)` takes it (waiting for it to finish
+#' its start, if it has not yet) and starts training without those seconds.
+#' There is one standby at most; it ends with the session.
 #' `options(gpukeras.job_standby = FALSE)` turns it off.
 #'
 #' @param job A `gpukeras_job` from `gpu_fit(background = TRUE)`.
@@ -268,28 +245,21 @@ gpu_job_status <- function(job, ...) {
 #' @export
 gpu_job_status.gpukeras_job <- function(job, ...) {
   if (!is.null(job$final)) return(job$final)
-  state <- read_rds_or_null(job_file(job, "state.rds"))
-  if (!job$process$is_alive()) {
-    # Read again: the supervisor may have written its last word just now.
-    state <- read_rds_or_null(job_file(job, "state.rds"))
-    if (!isTRUE(state$state %in% final_states)) state <- supervisor_ended(job, state)
-  }
-  # A job the full disk of its folder stopped is told apart (job_failure()).
-  job$no_space <- isTRUE(state$no_space)
+  job_look(job)
   progress <- read_progress(job)
-  value <- state$state %||% "starting"
-  if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(state$attempt))) {
+  value <- job$state
+  if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(job$attempt))) {
     value <- "running"
   }
-  # Now that this job trains, ready the processes of the next one.
+  # Now that this job trains, ready the process of the next one.
   if (value %in% c("running", "done")) standby_start()
   structure(list(
     state = value, epoch = progress$epoch, epochs = progress$epochs %||% job$spec$fit$epochs, batch = progress$batch,
-    steps = progress$steps, pid = state$pid, restarts = state$restarts %||% 0L, causes = state$causes %||% character(),
+    steps = progress$steps, pid = job$process$get_pid(), restarts = job$restarts, causes = job$causes,
     sample = if (!is.null(progress)) progress_sample(progress),
     elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-    setup = read_rds_or_null(job_file(job, "setup.rds")), error = state$error, backup_dir = job$spec$fit$backup_dir,
-    resume = if (value == "failed") resume_call(job)
+    setup = read_rds_or_null(job_file(job, "setup.rds")), error = error_data(job$error),
+    backup_dir = job$spec$fit$backup_dir, resume = if (value == "failed") resume_call(job)
   ), class = "gpukeras_job_status")
 }
 
@@ -337,8 +307,6 @@ gpu_job_cancel.gpukeras_job <- function(job, ...) {
   status <- gpu_job_status(job)
   if (status$state %in% final_states) return(invisible(job))
   job$process$kill_tree()
-  # The child too, should it have outlived its supervisor.
-  if (!is.null(status$pid)) try(tools::pskill(status$pid, tools::SIGKILL), silent = TRUE)
   # Ended (and reaped) before its files are touched.
   job$process$wait(5000L)
   # Where it stopped: the child may have gone on since `status` was read.

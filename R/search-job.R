@@ -1,25 +1,22 @@
-# gpu_search(background = TRUE): the search in a background R process, which starts the
-# trials' workers as gpu_search() does. The session follows it through the study itself
-# (the storage holds the trials done and the best so far), and through the job's folder:
-#   args.rds     the gpu_search() call, its arguments checked, but for `storage`, which
-#                may hold a password: it reaches the process through its environment
-#   result.rds   the gpukeras_search, when the search ended
-#   error.rds    the error that ended it, whole (process.R)
+# gpu_search(background = TRUE): the search in a background R process (callr's r_bg),
+# which starts the trials' workers as gpu_search() does. The session follows it through
+# the study itself (the storage holds the trials done and the best so far); the process
+# gives back the gpukeras_search, or the error that ended it, through callr.
 
-# `storage` is search_storage()'s: the job reads the study at its URL, and shows it (in its
-# print and status) without a password.
+# `args` are the gpu_search() call's, checked. `storage` is search_storage()'s: the job
+# reads the study at its URL, and shows it (in its print and status) without a password.
+# The URL as given, which may hold a password, reaches the process through its
+# environment, not with the arguments (a file callr writes).
 search_in_background <- function(args, storage, call = caller_env()) {
-  dir <- tempfile("gpukeras-search-job-")
-  dir.create(dir)
   args$background <- FALSE
-  write_rds_atomic(args[names(args) != "storage"], file.path(dir, "args.rds"), "The search's arguments (args.rds)",
-                   call = call)
   job <- new.env(parent = emptyenv())
-  job$dir <- dir
-  job$process <- process_start(
-    "search_job_run", list(dir), dir,
-    stdout = file.path(dir, "stdout.log"), stderr = file.path(dir, "stderr.log"),
-    env = c(process_env(), GPUKERAS_SEARCH_STORAGE = args$storage)
+  job$process <- callr::r_bg(
+    process_entry,
+    args = list(
+      path = getNamespaceInfo("gpukeras", "path"), entry = "search_job_run", args = list(args[names(args) != "storage"])
+    ),
+    env = c(process_env(), GPUKERAS_SEARCH_STORAGE = args$storage), stdout = NULL, stderr = NULL,
+    supervise = TRUE, cleanup_tree = TRUE
   )
   job$args <- args
   job$url <- storage$url
@@ -28,27 +25,29 @@ search_in_background <- function(args, storage, call = caller_env()) {
   structure(job, class = c("gpukeras_search_job", "gpukeras_job"))
 }
 
-# In the background process: the search, its result or its error left for the session.
-search_job_run <- function(dir) {
-  args <- c(readRDS(file.path(dir, "args.rds")), list(storage = Sys.getenv("GPUKERAS_SEARCH_STORAGE")))
-  tryCatch(process_report(dir, do.call(gpu_search, args)), error = function(e) process_report_error(dir, e))
-  invisible()
+# In the background process: the search.
+search_job_run <- function(args) do.call(gpu_search, c(args, list(storage = Sys.getenv("GPUKERAS_SEARCH_STORAGE"))))
+
+# What the ended search's process gave back: the gpukeras_search, or the condition that
+# ended it (callr's error, whose `parent` is the search's own, when it raised one).
+search_job_outcome <- function(job) {
+  if (is.null(job$outcome)) job$outcome <- tryCatch(job$process$get_result(), error = identity)
+  job$outcome
 }
 
 # Where the search is: its state, and from the study the trials done and the best so far.
 #' @export
 gpu_job_status.gpukeras_search_job <- function(job, ...) {
   if (!is.null(job$final)) return(job$final)
-  process <- job$process
-  state <- if (file.exists(file.path(job$dir, "result.rds"))) "done" else
-    if (process$is_alive() && !process$reported()) "running" else "failed"
+  state <- if (job$process$is_alive()) "running" else if (inherits(search_job_outcome(job), "error")) "failed"
+  state <- state %||% "done"
   progress <- tryCatch(core_call("search_progress", storage = job$url, study = job$args$study),
                        error = function(e) NULL)
   structure(list(
     state = state, trials = job$args$trials, done = progress$done %||% 0L, running = progress$running %||% 0L,
     best = progress$best, objective = job$args$objective,
     elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
-    error = if (state == "failed") error_data(process$error()), storage = job$shown
+    error = if (state == "failed") error_data(job$outcome$parent %||% job$outcome), storage = job$shown
   ), class = "gpukeras_search_job_status")
 }
 
@@ -63,8 +62,11 @@ gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
     ), "gpukeras_error_job_timeout", call = call)
   }, every = 0.2)
   if (is.null(status)) return(invisible(job))
-  if (status$state == "done") return(job$process$result())
-  error <- job$process$error()
+  outcome <- search_job_outcome(job)
+  if (status$state == "done") return(outcome)
+  # the search's own error; none where its process ended without one (a crash)
+  error <- outcome$parent
+  if (!is.null(error)) error$trace <- NULL
   process_abort(
     if (is.null(error)) "The search failed: the search's process ended without a result." else "The search failed.",
     "gpukeras_error_job_failed", parent = error, call = call

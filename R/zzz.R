@@ -3,7 +3,7 @@
   # reticulate loads (it must before any Python starts); never starts Python
   # (GPU settings must come first). library(gpukeras) alone loads neither
   # reticulate nor the Matrix it loads, which an R process that needs no
-  # Python (a background job's supervisor) would pay for at start.
+  # Python would pay for at start.
   when_loaded("reticulate", declare_python_requirements)
   # keras3's evaluate() masks gpukeras' when attached after it: its generic
   # must find gpukeras' methods too (see ?evaluate.gpukeras_fit).

@@ -1,8 +1,8 @@
 # The cost of gpu_fit(background = TRUE), and the parent's memory over ten of them.
 #
-# A background fit starts two R processes (a supervisor and the training
-# child, which starts Python and TensorFlow), carries the model (.keras) and
-# the data (.npy files the child memory-maps) and, at the end, loads the
+# A background fit starts one R process (the training child, a callr session,
+# which starts Python and TensorFlow; or takes the standby that did), carries
+# the model (.keras) and the data (.npy files the child memory-maps) and, at the end, loads the
 # trained weights into the parent's model. This script measures
 #   * cost: the wall time of gpu_job_wait(gpu_fit(background = TRUE)) against
 #     the same gpu_fit() in the session, several epochs, in alternating rounds;
@@ -132,7 +132,7 @@ result <- list(
   ),
   notes = c(
     "ratio: wall time of gpu_job_wait(gpu_fit(background = TRUE)) over the same gpu_fit() in the session, per round; rounds alternate the order.",
-    "fixed_cost_seconds: median over rounds of (background - in-session) seconds: starting the supervisor and the child (R, Python, TensorFlow), carrying the model and data, loading the weights back. cost_for_one_minute_fit = fixed_cost_seconds / 60.",
+    "fixed_cost_seconds: median over rounds of (background - in-session) seconds: starting the child (R, Python, TensorFlow), carrying the model and data, loading the weights back. cost_for_one_minute_fit = fixed_cost_seconds / 60.",
     "first_batch_seconds: from calling gpu_fit(background = TRUE) to the child's progress file showing a trained batch (read every 0.1 s).",
     "loop: the parent's VmRSS after gc() before the first and after each of ten background fits; nvml_memory_used_mib is null without a GPU."
   ),

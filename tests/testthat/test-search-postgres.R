@@ -230,10 +230,8 @@ test_that("on JAX a search's populations report to a PostgreSQL study, each tria
 })
 
 # A search on a storage URL with `secret` in it: what it prints, says, raises and saves
-# (its result saved with saveRDS(), the best model's folder, a background job's files),
-# gathered as text and files. Only the job's args.rds (the user's model_fn, whose
-# environment here holds the URL) and the workers' task files (read by them, removed at
-# the end) hold the URL as given.
+# (its result saved with saveRDS(), the best model's folder), gathered as text and files.
+# A background job's storage argument reaches its process through its environment.
 search_artifacts <- function(url, wrong_url) {
   shown <- character()
   keep <- function(...) shown <<- c(shown, ...)
@@ -278,8 +276,7 @@ search_artifacts <- function(url, wrong_url) {
     refused <- said(run(storage = wrong_url))
     list(
       search = search, job = job, again = again, mismatch = mismatch, refused = refused,
-      files = c(rds, list.files(c(job$dir, again$dir), full.names = TRUE, all.files = TRUE, no.. = TRUE),
-                list.files(search_storage(url, "gpukeras", environment())$models, full.names = TRUE))
+      files = c(rds, list.files(search_storage(url, "gpukeras", environment())$models, full.names = TRUE))
     )
   }
   # messages and warnings are kept too (each warning once: SQLAlchemy warns about a
@@ -296,13 +293,7 @@ expect_never_shown <- function(artifacts, secret) {
   expect_gt(length(shown), 20L)
   said <- grep(secret, shown, fixed = TRUE, value = TRUE)
   expect(!length(said), sprintf("shown with the password: %s", paste(said, collapse = " | ")))
-  # the job's args.rds holds the user's model_fn, whose environment here holds the URL; its
-  # storage argument reaches the job's process through its environment
-  args <- file.path(c(artifacts$job$dir, artifacts$again$dir), "args.rds")
-  expect_false(any(vapply(args, function(file) "storage" %in% names(readRDS(file)), logical(1))))
-  saved <- setdiff(artifacts$files, args)
-  expect_true(any(grepl("result.rds", saved, fixed = TRUE)))
-  holding <- Filter(function(file) file_holds(file, secret), saved)
+  holding <- Filter(function(file) file_holds(file, secret), artifacts$files)
   expect(!length(holding), sprintf("saved with the password: %s", paste(unlist(holding), collapse = ", ")))
 }
 

@@ -1,6 +1,6 @@
 """Carry a training run to a child process and back: gpu_fit(background = TRUE).
 
-The R side runs training in a supervised child R process, so a crash there (a
+The R side runs training in a child R process (a callr session), so a crash there (a
 signal, an abort, an out-of-memory kill) cannot take the user's session down,
 and all memory the run held goes back when the child ends. This module does
 the Python part of the carrying:
