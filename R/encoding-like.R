@@ -31,27 +31,20 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
   encoding
 }
 
-# The encoding as JSON-ready lists: vectors that must stay arrays (levels,
-# shapes, names) as lists, so that one level is not written as a string.
+# The encoding as JSON-ready lists: vectors that must stay arrays (levels, shapes, names)
+# as lists, so that one level is not written as a string, and the order of the inputs
+# and of a data.frame's columns (JSON objects have none).
 encoding_to_plain <- function(encoding) {
-  plain_part <- function(part) {
-    if (identical(part$type, "data.frame")) {
-      part$columns <- lapply(part$columns, function(column) {
-        if (!is.null(column$levels)) column$levels <- as.list(column$levels)
-        column
-      })
-      part$column_order <- as.list(names(part$columns))
-    } else {
-      part$shape <- as.list(part$shape)
-      if (!is.null(part$names)) part$names <- as.list(part$names)
-    }
-    part
+  listed <- function(x) {
+    if (!is.list(x)) return(x)
+    x[] <- lapply(x, listed)
+    arrays <- intersect(names(x), c("levels", "shape", "names", "image_size"))
+    x[arrays] <- lapply(x[arrays], function(values) if (!is.null(values)) as.list(values))
+    if (is.list(x$columns)) x$column_order <- as.list(names(x$columns))
+    x
   }
-  plain <- unclass(encoding)
-  plain$inputs <- lapply(plain$inputs, plain_part)
+  plain <- listed(unclass(encoding))
   plain$input_order <- as.list(names(plain$inputs))
-  if (!is.null(plain$y$levels)) plain$y$levels <- as.list(plain$y$levels)
-  if (!is.null(plain$images)) plain$images$image_size <- as.list(plain$images$image_size)
   plain
 }
 
@@ -88,7 +81,7 @@ format.gpukeras_encoding <- function(x, ...) {
     if (identical(part$type, "data.frame")) {
       types <- vapply(part$columns, function(column) {
         if (identical(column$type, "factor")) {
-          rule <- if (factor_encoding(column) == "one_hot") "one-hot" else "codes"
+          rule <- if (column$encoding == "one_hot") "one-hot" else "codes"
           if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else
             sprintf("factor(%d), %s", length(column$levels), rule)
         } else {
@@ -220,7 +213,7 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     if (!is.na(wanted) && given != wanted) {
       one_hot <- any(vapply(
         frames[[name]]$columns,
-        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)
+        function(column) identical(column$encoding, "one_hot"), logical(1)
       ))
       abort_bad_data(c(
         sprintf(

@@ -90,7 +90,7 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   expect_equal(unname(core_encoded(dropped)), indicators(data$x)[-3, ], tolerance = 1e-6)
 })
 
-test_that("`factors` is checked before Python: its values, its column names, and with `like`", {
+test_that("`factors` is checked: its values before Python, its column names by the core, and with `like`", {
   data <- factor_data(8)
   expect_snapshot(error = TRUE, {
     gpu_dataset(data$x, data$y, factors = "onehot")
