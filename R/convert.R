@@ -65,10 +65,10 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # then come too late), so R checks those parts itself until then. Factor and
 # character columns are encoded as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
-# themselves (factors by `factors`, see gpu_dataset()): the value's `encoding`
-# (see encoding.R); by the core, a data.frame being handed over as its columns
-# (frame_handover()). `sample_weight`, one number per row, goes with the rows (an NA
-# in it is an NA row). `recorded`: the encoding recorded from `x` and `y` themselves
+# themselves by the core (factors by `factors`, see gpu_dataset()): the value's
+# `encoding` (see encoding.R); by the core, a data.frame being handed over as its columns
+# (frame_handover()), factor labels as their codes and levels (labels_handover()).
+# `sample_weight`, one number per row, goes with the rows (an NA in it is an NA row). `recorded`: the encoding recorded from `x` and `y` themselves
 # (gpu_fit()'s fit_encoding()), applied without checking them against it once more.
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {

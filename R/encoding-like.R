@@ -48,7 +48,8 @@ encoding_to_plain <- function(encoding) {
   plain
 }
 
-# encoding_to_plain()'s lists as reticulate reads them back from JSON.
+# The plain form as reticulate reads it back: from JSON (encoding_to_plain()'s lists) or
+# from the core that made it (made_encoding()).
 encoding_from_plain <- function(plain) {
   strings <- function(x) as.character(unlist(x))
   part_from_plain <- function(part) {
@@ -258,16 +259,14 @@ model_input_widths <- function(model) {
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own
-# levels: refused when its encoding is not the training data's.
+# levels: refused when its encoding is not the training data's (the core compares them:
+# data/encoding.py same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (is.null(given) || is.null(encoding)) return(invisible())
-  vocabulary <- encoding_vocabulary(given)
-  same <- length(given$inputs) == length(encoding$inputs) &&
-    all(names(given$inputs) == names(encoding$inputs)) &&
-    all(mapply(same_part, given$inputs, encoding$inputs)) &&
-    identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
-    identical(given$images, encoding$images)
+  same <- core_call(
+    "same_encoding", given = encoding_to_plain(given), wanted = encoding_to_plain(encoding), error_call = call
+  )
   if (!same) {
     abort_bad_data(c(
       sprintf(paste0(
@@ -277,18 +276,6 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
       "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
     ), call = call)
   }
-}
-
-# Whether two inputs' specs encode alike: column names count only where both have them.
-same_part <- function(a, b) {
-  if (!identical(a$type, b$type)) return(FALSE)
-  if (identical(a$type, "data.frame")) {
-    # a character column encodes as the factor of its values does
-    as_factors <- function(columns) lapply(columns, function(column) `[[<-`(column, "character", NULL))
-    return(identical(as_factors(a$columns), as_factors(b$columns)))
-  }
-  identical(as.integer(a$shape), as.integer(b$shape)) &&
-    (is.null(a$names) || is.null(b$names) || identical(a$names, b$names))
 }
 
 # gpu_fit()'s validation data (as fit_data() read it) encoded as its training

@@ -196,3 +196,34 @@ def test_factor_labels_are_matched_to_the_training_levels_by_name():
         encoding.label_codes({**labels, "training": ["no"]})
     assert error.value.fields == {"column": "y", "levels": ["yes"]}
     assert error.value.r_classes == ["gpukeras_error_new_levels"]
+
+
+def test_two_encodings_are_the_same_where_they_encode_alike():
+    frame_part = {
+        "type": "data.frame",
+        "columns": {
+            "a": {"type": "numeric"},
+            "s": {"type": "factor", "levels": ["u", "v"], "encoding": "one_hot", "character": True},
+        },
+        "column_order": ["a", "s"],
+    }
+    wanted = {
+        "inputs": {"x": frame_part, "m": {"type": "array", "shape": [2], "names": ["p", "q"]}},
+        "y": {"type": "factor", "levels": ["no", "yes"]},
+    }
+    as_factor = {**frame_part["columns"]["s"]}
+    del as_factor["character"]
+    given = {
+        "inputs": {
+            "x": {**frame_part, "columns": {**frame_part["columns"], "s": as_factor}},
+            "m": {"type": "array", "shape": 2, "names": None},
+        },
+        "y": None,
+    }
+    assert encoding.same_encoding(given, wanted)
+    other_levels = {**as_factor, "levels": ["v", "u"]}
+    given["inputs"]["x"] = {**frame_part, "columns": {"a": {"type": "numeric"}, "s": other_levels}}
+    assert not encoding.same_encoding(given, wanted)
+    given["inputs"]["x"] = frame_part
+    assert not encoding.same_encoding({**given, "y": {"type": "factor", "levels": ["no"]}}, wanted)
+    assert not encoding.same_encoding({**given, "images": {"image_size": [2, 2]}}, wanted)

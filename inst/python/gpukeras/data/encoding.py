@@ -30,6 +30,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -225,7 +226,7 @@ def data_encoding(
         else:
             plain_inputs[name] = {
                 "type": "array",
-                "shape": [int(d) for d in np.asarray(part["shape"]).reshape(-1)],
+                "shape": _ints(part["shape"]),
                 "names": _strings(part.get("names")) or None,
             }
     return {
@@ -236,6 +237,43 @@ def data_encoding(
         "na": na,
         "x_dtype": "float32",
     }
+
+
+def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether data encoded by ``given`` (a gpu_dataset()'s encoding, plain) reads as data
+    encoded by ``wanted`` (the training data's) does: the same inputs, each data.frame's
+    columns with their types, levels and rules (a character column as the factor of its
+    values), each array's shape (and column names where both have them), the labels'
+    levels where ``given`` has some, and the image settings."""
+    if list(given["inputs"]) != list(wanted["inputs"]):
+        return False
+    for name, part in given["inputs"].items():
+        other = wanted["inputs"][name]
+        if part["type"] != other["type"]:
+            return False
+        if part["type"] == "data.frame":
+            if _as_factors(part) != _as_factors(other):
+                return False
+        elif _ints(part["shape"]) != _ints(other["shape"]) or (
+            part.get("names") and other.get("names") and part["names"] != other["names"]
+        ):
+            return False
+    levels = (given.get("y") or {}).get("levels")
+    if levels is not None and levels != (wanted.get("y") or {}).get("levels"):
+        return False
+    return given.get("images") == wanted.get("images")
+
+
+def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
+    """A data.frame part's columns in order, a character column as the factor of its values."""
+    columns = part["columns"]
+    order = part.get("column_order") or list(columns)
+    return [(c, {k: v for k, v in columns[c].items() if k != "character"}) for c in order]
+
+
+def _ints(values: object) -> list[int]:
+    """R's whole numbers as reticulate gives them (one alone as a number)."""
+    return [int(d) for d in np.asarray(values).reshape(-1)]
 
 
 def frame_width(spec: Mapping[str, Mapping[str, object]]) -> int:
