@@ -68,8 +68,9 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # themselves by the core (factors by `factors`, see gpu_dataset()): the value's
 # `encoding` (see encoding.R); by the core, a data.frame being handed over as its columns
 # (frame_handover()), factor labels as their codes and levels (labels_handover()).
-# `sample_weight`, one number per row, goes with the rows (an NA in it is an NA row). `recorded`: the encoding recorded from `x` and `y` themselves
-# (gpu_fit()'s fit_encoding()), applied without checking them against it once more.
+# `sample_weight`, one number per row, goes with the rows (an NA in it is an NA row).
+# `recorded`: the encoding recorded from `x` and `y` themselves (gpu_fit()'s
+# fit_encoding()), applied without checking them against it once more.
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {
   own <- is.null(encoding) && !is.null(recorded)
