@@ -65,22 +65,28 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # then come too late), so R checks those parts itself until then. Factor and
 # character columns are encoded as `encoding` says (the training data's, for
 # new data; `unknown` for levels it lacks), or as recorded from `x` and `y`
-# themselves (factors by `factors`, see gpu_dataset()): the value's `encoding`
-# (see encoding.R); by the core, a data.frame being handed over as its columns
-# (frame_handover()). `sample_weight`, one number per row, goes with the rows (an NA
-# in it is an NA row).
+# themselves by the core (factors by `factors`, see gpu_dataset()): the value's
+# `encoding` (see encoding.R); by the core, a data.frame being handed over as its columns
+# (frame_handover()), factor labels as their codes and levels (labels_handover()).
+# `sample_weight`, one number per row, goes with the rows (an NA in it is an NA row).
+# `recorded`: the encoding recorded from `x` and `y` themselves (gpu_fit()'s
+# fit_encoding()), applied without checking them against it once more.
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
-                             sample_weight = NULL, factors = "one_hot") {
+                             sample_weight = NULL, factors = "one_hot", recorded = NULL) {
+  own <- is.null(encoding) && !is.null(recorded)
+  encoding <- encoding %||% recorded
   inputs <- encoded_inputs(x, encoding, call)
-  if (is.null(encoding)) check_factors_for(factors, inputs, call)
   encoded <- Map(
-    function(part, name) encode_part(part, name, encoding$inputs[[name]], call, factors), inputs, names(inputs)
+    function(part, name) encode_part(part, name, encoding$inputs[[name]], call, own), inputs, names(inputs)
   )
   features <- lapply(encoded, `[[`, "x")
   labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
-  encoding <- new_encoding(
-    lapply(encoded, `[[`, "spec"), is.list(x) && !is.data.frame(x), labels$spec, encoding$na %||% na
-  )
+  specs <- lapply(encoded, `[[`, "spec")
+  several <- is.list(x) && !is.data.frame(x)
+  # training data's encoding is the core's to make, from R's account of it (specs), once R's
+  # own checks below have passed: bad data must not start Python
+  make_encoding <- is.null(encoding)
+  if (!make_encoding) encoding <- new_encoding(specs, several, labels$spec, encoding$na %||% na)
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
@@ -117,16 +123,20 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     }
     parts <- lapply(parts, take_rows, which(!missing))
   }
+  factor_labels <- identical(labels$spec$type, "factor")
+  if (factor_labels) parts$y <- labels_handover(parts$y, labels$spec$levels)
   parts <- lapply(parts, function(part) {
-    if (is.null(dim(part)) && !is_numpy_part(part)) dim(part) <- length(part)
+    if (is.null(dim(part)) && is.atomic(part)) dim(part) <- length(part)
     part
   })
+  if (make_encoding) encoding <- made_encoding(specs, several, labels$spec, na, factors, call)
   frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
   parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
   list(
     x = if (is.list(x) && !is.data.frame(x)) parts[names(features)] else parts$x, y = parts$y,
     sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.integer(parts$y)) "int32" else "float32", check_missing = any(core_checks),
+    y_dtype = if (!is.null(labels)) if (factor_labels || is.integer(parts$y)) "int32" else "float32",
+    check_missing = any(core_checks),
     vocabulary = encoding_vocabulary(encoding), encoding = encoding, dropped = dropped,
     kept = if (dropped > 0) which(!missing)
   )
@@ -295,7 +305,8 @@ check_feature_array <- function(x, name, call = caller_env()) {
   if (is.null(dim(x))) matrix(x, ncol = 1L) else x
 }
 
-count_rows <- function(x) if (is_numpy_part(x)) reticulate::py_len(x) else if (is.null(dim(x))) length(x) else dim(x)[1]
+# The rows of a part: a Python object's length (a NumPy array's first dimension).
+count_rows <- function(x) if (inherits(x, "python.builtin.object")) reticulate::py_len(x) else NROW(x)
 
 row_has_na <- function(x) row_has(is.na(x), x)
 

@@ -31,31 +31,25 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
   encoding
 }
 
-# The encoding as JSON-ready lists: vectors that must stay arrays (levels,
-# shapes, names) as lists, so that one level is not written as a string.
+# The encoding as JSON-ready lists: vectors that must stay arrays (levels, shapes, names)
+# as lists, so that one level is not written as a string, and the order of the inputs
+# and of a data.frame's columns (JSON objects have none).
 encoding_to_plain <- function(encoding) {
-  plain_part <- function(part) {
-    if (identical(part$type, "data.frame")) {
-      part$columns <- lapply(part$columns, function(column) {
-        if (!is.null(column$levels)) column$levels <- as.list(column$levels)
-        column
-      })
-      part$column_order <- as.list(names(part$columns))
-    } else {
-      part$shape <- as.list(part$shape)
-      if (!is.null(part$names)) part$names <- as.list(part$names)
-    }
-    part
+  listed <- function(x) {
+    if (!is.list(x)) return(x)
+    x[] <- lapply(x, listed)
+    arrays <- intersect(names(x), c("levels", "shape", "names", "image_size"))
+    x[arrays] <- lapply(x[arrays], function(values) if (!is.null(values)) as.list(values))
+    if (is.list(x$columns)) x$column_order <- as.list(names(x$columns))
+    x
   }
-  plain <- unclass(encoding)
-  plain$inputs <- lapply(plain$inputs, plain_part)
+  plain <- listed(unclass(encoding))
   plain$input_order <- as.list(names(plain$inputs))
-  if (!is.null(plain$y$levels)) plain$y$levels <- as.list(plain$y$levels)
-  if (!is.null(plain$images)) plain$images$image_size <- as.list(plain$images$image_size)
   plain
 }
 
-# encoding_to_plain()'s lists as reticulate reads them back from JSON.
+# The plain form as reticulate reads it back: from JSON (encoding_to_plain()'s lists) or
+# from the core that made it (made_encoding()).
 encoding_from_plain <- function(plain) {
   strings <- function(x) as.character(unlist(x))
   part_from_plain <- function(part) {
@@ -88,7 +82,7 @@ format.gpukeras_encoding <- function(x, ...) {
     if (identical(part$type, "data.frame")) {
       types <- vapply(part$columns, function(column) {
         if (identical(column$type, "factor")) {
-          rule <- if (factor_encoding(column) == "one_hot") "one-hot" else "codes"
+          rule <- if (column$encoding == "one_hot") "one-hot" else "codes"
           if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else
             sprintf("factor(%d), %s", length(column$levels), rule)
         } else {
@@ -220,7 +214,7 @@ check_input_width <- function(model, encoding, call = caller_env()) {
     if (!is.na(wanted) && given != wanted) {
       one_hot <- any(vapply(
         frames[[name]]$columns,
-        function(column) identical(column$type, "factor") && factor_encoding(column) == "one_hot", logical(1)
+        function(column) identical(column$encoding, "one_hot"), logical(1)
       ))
       abort_bad_data(c(
         sprintf(
@@ -265,16 +259,14 @@ model_input_widths <- function(model) {
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own
-# levels: refused when its encoding is not the training data's.
+# levels: refused when its encoding is not the training data's (the core compares them:
+# data/encoding.py same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (is.null(given) || is.null(encoding)) return(invisible())
-  vocabulary <- encoding_vocabulary(given)
-  same <- length(given$inputs) == length(encoding$inputs) &&
-    all(names(given$inputs) == names(encoding$inputs)) &&
-    all(mapply(same_part, given$inputs, encoding$inputs)) &&
-    identical(vocabulary, encoding_vocabulary(encoding)[names(vocabulary)]) &&
-    identical(given$images, encoding$images)
+  same <- core_call(
+    "same_encoding", given = encoding_to_plain(given), wanted = encoding_to_plain(encoding), error_call = call
+  )
   if (!same) {
     abort_bad_data(c(
       sprintf(paste0(
@@ -284,18 +276,6 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
       "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
     ), call = call)
   }
-}
-
-# Whether two inputs' specs encode alike: column names count only where both have them.
-same_part <- function(a, b) {
-  if (!identical(a$type, b$type)) return(FALSE)
-  if (identical(a$type, "data.frame")) {
-    # a character column encodes as the factor of its values does
-    as_factors <- function(columns) lapply(columns, function(column) `[[<-`(column, "character", NULL))
-    return(identical(as_factors(a$columns), as_factors(b$columns)))
-  }
-  identical(as.integer(a$shape), as.integer(b$shape)) &&
-    (is.null(a$names) || is.null(b$names) || identical(a$names, b$names))
 }
 
 # gpu_fit()'s validation data (as fit_data() read it) encoded as its training

@@ -15,44 +15,47 @@
 #   x_dtype the features' dtype in the core ("float32")
 #   images  for an image folder: image_size, color_mode, rescale (see image_info())
 #
-# Factor levels are matched by name, never by code: a level's code is its
-# position among the training levels. Character columns are factors whose
-# levels are their sorted values in training. A factor column becomes one
-# indicator column per level ("one_hot", the default, as model.matrix(~ 0 + f)
-# makes them: a Dense layer would otherwise read a level's code as an amount)
-# or one integer code ("codes", for an Embedding layer; gpu_dataset(factors =
-# )). An encoding recorded before one-hot existed has no `encoding`: "codes".
+# The core makes it (made_encoding()) and applies it (frame_handover(), labels_handover()):
+# data/encoding.py holds the rules, levels matched by name among them. A factor column
+# becomes one indicator column per level ("one_hot", as model.matrix(~ 0 + f) makes them)
+# or one integer code ("codes", for an Embedding layer; gpu_dataset(factors = )).
 
 new_encoding <- function(inputs, several, y, na) {
   structure(list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"), class = "gpukeras_encoding")
 }
 
-# The encoding of training data `x` (a part, or a named list of them) and `y`;
-# `factors` as gpu_dataset() takes it.
+# The encoding of training data `x` (a part, or a named list of them) and `y`; `factors`
+# as gpu_dataset() takes it (its form checked).
 data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factors = "one_hot") {
   several <- is.list(x) && !is.data.frame(x)
   parts <- if (several) x else list(x = x)
-  check_factors_for(factors, parts, call)
-  inputs <- Map(function(part, name) part_spec(part, name, call, factors), parts, names(parts))
-  new_encoding(inputs, several, if (!is.null(y)) label_spec(y), na)
+  accounts <- Map(function(part, name) part_spec(part, name, call), parts, names(parts))
+  made_encoding(accounts, several, if (!is.null(y)) label_spec(y), na, factors, call)
 }
 
-part_spec <- function(part, name, call = caller_env(), factors = "one_hot") {
+# The encoding the core makes (data/encoding.py data_encoding) from R's account of the
+# training data: each input's part_spec(), the labels' label_spec(). The core decides each
+# factor's rule by `factors`, refusing names of columns that are not factors.
+made_encoding <- function(accounts, several, y, na, factors, call) {
+  encoding_from_plain(core_call(
+    "data_encoding",
+    inputs = accounts, y = y, several = several, na = na,
+    factors = if (is.null(names(factors))) factors[[1]] else as.list(factors), error_call = call
+  ))
+}
+
+# What the core makes an input's spec from: a data.frame's columns by type ("numeric",
+# "logical", "factor" or "character") with a factor's levels (a character column's sorted
+# values), an array's shape after the rows and column names.
+part_spec <- function(part, name, call = caller_env()) {
   if (is_numpy_part(part)) return(numpy_part(part, name, NULL, call)$spec)
   if (is.data.frame(part)) {
     check_columns(part, name, call)
-    return(list(type = "data.frame", columns = Map(function(values, column) {
-      if (is.character(values)) {
-        # a factor of its values; recorded as character, for the prints that show it
-        return(list(
-          type = "factor", levels = levels(factor(values)), encoding = factor_rule(factors, column), character = TRUE
-        ))
-      }
-      if (is.factor(values)) {
-        return(list(type = "factor", levels = levels(values), encoding = factor_rule(factors, column)))
-      }
-      list(type = if (is.logical(values)) "logical" else "numeric")
-    }, part, names(part))))
+    return(list(type = "data.frame", columns = lapply(part, function(values) {
+      type <- if (is.character(values)) "character" else if (is.factor(values)) "factor" else
+        if (is.logical(values)) "logical" else "numeric"
+      list(type = type, levels = if (is.character(values)) levels(factor(values)) else levels(values))
+    })))
   }
   dims <- dim(part)
   if (length(dims) == 2L) check_column_names(colnames(part), name, call)
@@ -133,7 +136,7 @@ check_columns <- function(df, name, call = caller_env()) {
 part_width <- function(part) {
   if (!identical(part$type, "data.frame")) return(prod(part$shape))
   sum(vapply(part$columns, function(column) {
-    if (identical(column$type, "factor") && factor_encoding(column) == "one_hot") length(column$levels) else 1L
+    if (identical(column$encoding, "one_hot")) length(column$levels) else 1L
   }, numeric(1)))
 }
 
@@ -142,7 +145,7 @@ describe_columns <- function(part) {
     column <- part$columns[[name]]
     if (!identical(column$type, "factor")) return(name)
     sprintf("%s (%d levels, %s)", name, length(column$levels),
-            if (factor_encoding(column) == "one_hot") "one-hot" else "integer codes")
+            if (column$encoding == "one_hot") "one-hot" else "integer codes")
   }, character(1))
   width <- part_width(part)
   sprintf("%d column%s: %s", width, if (width == 1) "" else "s", paste(words, collapse = ", "))
@@ -202,10 +205,13 @@ describe_inputs <- function(parts, several) {
 
 # One input as R hands it over and its spec (derived from the part when `spec` is NULL,
 # training data, else applied to it): an array as numbers (rows first), a data.frame as its
-# training columns, which the core encodes (frame_handover()).
-encode_part <- function(part, name, spec = NULL, call = caller_env(), factors = "one_hot") {
-  if (is_numpy_part(part) && !identical(spec$type, "data.frame")) return(numpy_part(part, name, spec, call))
-  spec <- spec %||% part_spec(part, name, call, factors)
+# training columns, which the core encodes (frame_handover()). `own`: `spec` was recorded
+# from this part, so a NumPy array's shape is not asked again.
+encode_part <- function(part, name, spec = NULL, call = caller_env(), own = FALSE) {
+  if (is_numpy_part(part) && !identical(spec$type, "data.frame")) {
+    return(if (own) list(x = part, spec = spec) else numpy_part(part, name, spec, call))
+  }
+  spec <- spec %||% part_spec(part, name, call)
   if (identical(spec$type, "data.frame")) {
     if (!is.data.frame(part)) {
       abort_bad_data(c(
@@ -278,6 +284,16 @@ frame_handover <- function(df, name, spec, unknown = "error") {
   list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
 }
 
+# Factor (or character) labels as the core takes them (data/encoding.py label_codes): R's
+# codes and levels, and the training `levels` the core matches them to by name.
+labels_handover <- function(y, levels) {
+  appearance <- is.character(y)
+  if (appearance) y <- factor(y)
+  list(gpukeras_labels = list(
+    values = array(as.integer(y)), levels = as.list(levels(y)), training = as.list(levels), appearance = appearance
+  ))
+}
+
 is_frame <- function(x) is.list(x) && identical(names(x), "gpukeras_frame")
 
 # The parts of data with each data.frame (as it is, or handed over) as its columns,
@@ -285,6 +301,7 @@ is_frame <- function(x) is.list(x) && identical(names(x), "gpukeras_frame")
 column_parts <- function(parts) {
   expanded <- Map(function(part, name) {
     if (is_frame(part)) part <- lapply(part$gpukeras_frame$columns, `[[`, "values")
+    if (identical(names(part), "gpukeras_labels")) part <- part$gpukeras_labels$values
     if (!is.list(part)) return(stats::setNames(list(part), name))
     stats::setNames(as.list(part), sprintf("%s$%s", name, names(part)))
   }, parts, names(parts))
@@ -296,31 +313,9 @@ describe_type <- function(values) {
     sprintf("%s (%s)", if (is.numeric(values)) "numeric" else "not numeric", class(values)[1])
 }
 
-# The 0-based codes of labels `values` among `levels`, matched by name; NA stays NA. A
-# value not among them is an error naming it (a factor column's are the core's:
-# data/encoding.py).
-level_codes <- function(values, levels, where, call = caller_env()) {
-  if (is.factor(values) && identical(levels(values), levels)) return(as.integer(values) - 1L)
-  if (is.factor(values)) {
-    # Matching the levels, then indexing, reads each value once.
-    codes <- match(levels(values), levels)[as.integer(values)] - 1L
-    new <- setdiff(levels(values)[tabulate(as.integer(values), nlevels(values)) > 0], levels)
-  } else {
-    codes <- match(values, levels) - 1L
-    new <- unique(values[is.na(codes) & !is.na(values)])
-  }
-  if (length(new)) {
-    gpukeras_abort(c(
-      sprintf("`%s` has level(s) not seen in training: %s.", where, quoted(new)),
-      sprintf("The model knows %s.", quoted(levels)),
-      "Remove those rows, or give unknown = \"code\" to score them with the reserved code length(levels)."
-    ), "gpukeras_error_new_levels", column = where, levels = new, call = call)
-  }
-  codes
-}
-
-# Labels as numbers (factor levels as 0-based codes, in the encoding's levels
-# when given) and their spec.
+# Labels checked against their spec (the encoding's, when given) and the spec: numbers, or
+# a factor or character vector whose values the core matches to the levels by name
+# (labels_handover()).
 encode_labels <- function(y, spec = NULL, call = caller_env()) {
   if (is.data.frame(y)) y <- as.matrix(y)
   if (is.character(y) && is.null(dim(y)) && is.null(spec)) y <- factor(y)
@@ -332,7 +327,7 @@ encode_labels <- function(y, spec = NULL, call = caller_env()) {
         call = call
       )
     }
-    return(list(y = level_codes(y, spec$levels, "y", call), spec = spec))
+    return(list(y = y, spec = spec))
   }
   if (!(is.numeric(y) || is.logical(y))) {
     abort_bad_data(

@@ -250,7 +250,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   check_input_width(model, data$encoding, call)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
-    rows = count_rows(if (is.list(newdata) && !is.data.frame(newdata)) newdata[[1]] else newdata),
+    rows = count_rows(first_input(newdata)),
     row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
   )
 }

@@ -89,10 +89,10 @@ check_batch_size_for <- function(batch_size, data, call = caller_env()) {
 }
 
 # The rows of R data (NumPy arrays too; of several inputs, the first's).
-training_rows <- function(data) {
-  first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
-  if (inherits(first, "python.builtin.object")) reticulate::py_len(first) else count_rows(first)
-}
+training_rows <- function(data) count_rows(first_input(data$x))
+
+# The first input of features `x` (a named list of inputs, or one).
+first_input <- function(x) if (is.list(x) && !is.data.frame(x)) x[[1]] else x
 
 # What the core gets for `data` as fit_data() read it: a Python dataset as it
 # is; R data checked, to be copied once to NumPy by the core in the verb's own
@@ -108,7 +108,8 @@ fit_input <- function(data, call = caller_env()) {
   }
   handover_arg(as_pipeline_data(
     data$x, data$y, "error",
-    call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight
+    call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight,
+    recorded = data$recorded
   ), na_fix = fit_na_fix)
 }
 
@@ -131,11 +132,9 @@ fit_arrays <- function(data, call = caller_env()) {
 # given as validation_data, whatever split it was made as).
 describe_fit_data <- function(data, input, batch_size, described = NULL, role = "train", call = caller_env()) {
   if (data$kind == "r") {
-    first <- if (is.list(data$x) && !is.data.frame(data$x)) data$x[[1]] else data$x
-    numpy <- inherits(first, "python.builtin.object")
-    rows <- if (numpy) reticulate::py_len(first) else count_rows(first)
+    numpy <- inherits(first_input(data$x), "python.builtin.object")
     return(sprintf(
-      "%s rows of %s%s", format(rows, big.mark = ","), if (numpy) "NumPy arrays" else "R data",
+      "%s rows of %s%s", format(training_rows(data), big.mark = ","), if (numpy) "NumPy arrays" else "R data",
       if (!is.null(batch_size)) sprintf(" in batches of %d", as.integer(batch_size)) else ""
     ))
   }

@@ -139,3 +139,91 @@ def test_the_bridge_answers_an_unseen_level_with_r_classes_and_fields():
     assert answer["r_classes"] == ["gpukeras_error_new_levels"]
     assert answer["fields"] == {"column": "x$region", "levels": ["south"]}
     assert answer["details"][0] == 'The model knows "east", "north", "west".'
+
+
+def test_the_encoding_is_made_from_r_account_of_the_training_data():
+    inputs = {
+        "x": {
+            "type": "data.frame",
+            "columns": {
+                "income": {"type": "numeric", "levels": None},
+                "region": {"type": "factor", "levels": ["north", "east"]},
+                "shop": {
+                    "type": "character",
+                    "levels": "a",
+                },  # one level: a string, as reticulate gives it
+                "member": {"type": "logical", "levels": None},
+            },
+        },
+        "pixels": {"type": "array", "shape": 3, "names": None},
+    }
+    y = {"type": "factor", "levels": ["no", "yes"]}
+    made = encoding.data_encoding(inputs, y, True, "drop", {"shop": "codes"})
+    assert made["input_order"] == ["x", "pixels"]
+    assert made["inputs"]["x"]["columns"] == {
+        "income": {"type": "numeric"},
+        "region": {"type": "factor", "levels": ["north", "east"], "encoding": "one_hot"},
+        "shop": {"type": "factor", "levels": ["a"], "encoding": "codes", "character": True},
+        "member": {"type": "logical"},
+    }
+    assert made["inputs"]["x"]["column_order"] == ["income", "region", "shop", "member"]
+    assert made["inputs"]["pixels"] == {"type": "array", "shape": [3], "names": None}
+    assert made["y"] == y and made["several"] and made["na"] == "drop"
+    assert encoding.data_encoding(inputs, None, True, "error", "codes")["y"] is None
+    assert encoding.frame_width(made["inputs"]["x"]["columns"]) == 5
+
+
+def test_factors_naming_a_column_that_is_no_factor_is_an_error_naming_them():
+    inputs = {"x": {"type": "data.frame", "columns": {"a": {"type": "numeric"}}}}
+    with pytest.raises(
+        DataFieldsError, match="not factor or character columns of `x`: a, b"
+    ) as error:
+        encoding.data_encoding(inputs, None, False, "error", {"a": "codes", "b": "codes"})
+    assert error.value.r_classes == ["gpukeras_error_bad_argument"]
+    assert error.value.details == ["`x` has no factor or character column."]
+
+
+def test_factor_labels_are_matched_to_the_training_levels_by_name():
+    labels = {"values": np.array([2, 1, 2], dtype=np.int32), "levels": ["yes", "no"]}
+    codes = encoding.label_codes({**labels, "training": ["no", "yes"]})
+    assert codes.dtype == np.int32 and codes.ctypes.data % encoding.ALIGNMENT == 0
+    np.testing.assert_array_equal(codes, [0, 1, 0])
+    held = handover(np.zeros((3, 1)), {encoding.LABELS: {**labels, "training": ["no", "yes"]}})
+    np.testing.assert_array_equal(held.y, [0, 1, 0])
+    with pytest.raises(
+        DataFieldsError, match='`y` has level\\(s\\) not seen in training: "yes"'
+    ) as error:
+        encoding.label_codes({**labels, "training": ["no"]})
+    assert error.value.fields == {"column": "y", "levels": ["yes"]}
+    assert error.value.r_classes == ["gpukeras_error_new_levels"]
+
+
+def test_two_encodings_are_the_same_where_they_encode_alike():
+    frame_part = {
+        "type": "data.frame",
+        "columns": {
+            "a": {"type": "numeric"},
+            "s": {"type": "factor", "levels": ["u", "v"], "encoding": "one_hot", "character": True},
+        },
+        "column_order": ["a", "s"],
+    }
+    wanted = {
+        "inputs": {"x": frame_part, "m": {"type": "array", "shape": [2], "names": ["p", "q"]}},
+        "y": {"type": "factor", "levels": ["no", "yes"]},
+    }
+    as_factor = {**frame_part["columns"]["s"]}
+    del as_factor["character"]
+    given = {
+        "inputs": {
+            "x": {**frame_part, "columns": {**frame_part["columns"], "s": as_factor}},
+            "m": {"type": "array", "shape": 2, "names": None},
+        },
+        "y": None,
+    }
+    assert encoding.same_encoding(given, wanted)
+    other_levels = {**as_factor, "levels": ["v", "u"]}
+    given["inputs"]["x"] = {**frame_part, "columns": {"a": {"type": "numeric"}, "s": other_levels}}
+    assert not encoding.same_encoding(given, wanted)
+    given["inputs"]["x"] = frame_part
+    assert not encoding.same_encoding({**given, "y": {"type": "factor", "levels": ["no"]}}, wanted)
+    assert not encoding.same_encoding({**given, "images": {"image_size": [2, 2]}}, wanted)

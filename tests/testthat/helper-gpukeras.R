@@ -246,7 +246,7 @@ core_encoded <- function(data) {
   columns <- data$encoding$inputs$x$columns
   colnames(x) <- unlist(lapply(names(columns), function(column) {
     rule <- columns[[column]]
-    one_hot <- identical(rule$type, "factor") && factor_encoding(rule) == "one_hot"
+    one_hot <- identical(rule$encoding, "one_hot")
     if (one_hot) paste0(column, "=", rule$levels) else column
   }))
   x

@@ -90,7 +90,8 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   expect_equal(unname(core_encoded(dropped)), indicators(data$x)[-3, ], tolerance = 1e-6)
 })
 
-test_that("`factors` is checked before Python: its values, its column names, and with `like`", {
+test_that("`factors` is checked: its values before Python, its column names by the core, and with `like`", {
+  skip_if_no_python() # the core makes the encoding
   data <- factor_data(8)
   expect_snapshot(error = TRUE, {
     gpu_dataset(data$x, data$y, factors = "onehot")
@@ -107,6 +108,7 @@ test_that("`factors` is checked before Python: its values, its column names, and
 })
 
 test_that("an encoding recorded before one-hot existed is read as integer codes", {
+  skip_if_no_python() # the core makes the encoding
   data <- factor_data(8)
   old <- encoding_to_plain(data_encoding(data$x, data$y))
   old$inputs$x$columns <- lapply(old$inputs$x$columns, function(column) {

@@ -57,7 +57,10 @@ test_that("scoring checks its arguments before Python", {
     fixed = TRUE,
     class = "gpukeras_error_bad_argument"
   )
-  tabular <- structure(list(encoding = data_encoding(data.frame(a = 1))), class = "gpukeras_fit")
+  tabular <- structure(
+    list(encoding = new_encoding(list(x = list(type = "array", shape = 1L, names = "a")), FALSE, NULL, "error")),
+    class = "gpukeras_fit"
+  )
   expect_error(
     gpu_dataset("data/*.csv", like = tabular),
     "`like` was trained on R data, not an image folder",
@@ -76,6 +79,7 @@ test_that("scoring checks its arguments before Python", {
 })
 
 test_that("the encoding is recorded from the training data and kept on the dataset and the fit", {
+  skip_if_no_python() # the core makes the encoding
   data <- scoring_data(20)
   encoding <- data_encoding(data$x, data$y)
   expect_s3_class(encoding, "gpukeras_encoding")
@@ -102,7 +106,6 @@ test_that("the encoding is recorded from the training data and kept on the datas
     encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(encoding_to_plain(matrix_encoding)))), matrix_encoding
   )
 
-  skip_if_no_python()
   ds <- gpu_dataset(data$x, data$y, shuffle = FALSE)
   expect_identical(attr(ds, "gpukeras")$encoding, encoding)
   expect_identical(scoring_fit()$encoding, data_encoding(scoring_data()$x, scoring_data()$y))

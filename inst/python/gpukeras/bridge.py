@@ -40,6 +40,8 @@ VERBS: dict[str, str] = {
     "output_precision_warning": "gpu.precision:output_precision_warning",
     "precision_check": "gpu.precision:precision_check",
     # data
+    "data_encoding": "data.encoding:data_encoding",
+    "same_encoding": "data.encoding:same_encoding",
     "handover": "data.array_source:handover",
     "numpy_shape": "data.array_source:numpy_shape",
     "dataset_from_arrays": "data.pipeline:from_arrays",

@@ -19,7 +19,15 @@ import numpy as np
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
-from gpukeras.data.encoding import FRAME, aligned_empty, encode_frame, is_frame
+from gpukeras.data.encoding import (
+    FRAME,
+    LABELS,
+    aligned_empty,
+    encode_frame,
+    is_frame,
+    is_labels,
+    label_codes,
+)
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 
 # In-memory arrays are gathered several batches at a time (see gathered_batches),
@@ -175,14 +183,16 @@ def handover(
     """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
     over as its columns, or a dict of them) and sample weights as float32, labels as
     ``y_dtype``, each one ``host_array`` copy (see there for ``check_missing``), a
-    data.frame the matrix ``encoding.encode_frame`` makes of it, checked as a copy is. The
+    data.frame the matrix ``encoding.encode_frame`` makes of it, checked as a copy is,
+    factor labels R handed over their codes among the training levels
+    (``encoding.label_codes``, which raises for levels training did not have). The
     arrays are the caller's alone, so a pipeline may share them."""
     features = (
         {name: features_array(part, check_missing) for name, part in x.items()}
         if isinstance(x, dict) and not is_frame(x)
         else features_array(x, check_missing)
     )
-    labels = host_array(y, y_dtype, check_missing=check_missing) if y is not None else None
+    labels = None if y is None else host_array(r_encoded(y), y_dtype, check_missing=check_missing)
     weights = (
         host_array(sample_weight, "float32", check_missing=check_missing)
         if sample_weight is not None
@@ -218,14 +228,17 @@ def features_array(part: object, check_missing: bool = False) -> np.ndarray:
     return host_array(part, "float32", check_missing=check_missing)
 
 
-def frames_encoded(x: object) -> object:
+def r_encoded(x: object) -> object:
     """Features ``x`` (an array, a handed-over data.frame, or a dict of them) with each
     data.frame as its float32 matrix (``encoding.encode_frame``, unchecked: the caller
-    checks what it uses), arrays as they are."""
+    checks what it uses), arrays as they are; factor labels R handed over as their codes
+    (``encoding.label_codes``)."""
     if is_frame(x):
         return encode_frame(x[FRAME])  # type: ignore[index]
+    if is_labels(x):
+        return label_codes(x[LABELS])  # type: ignore[index]
     if isinstance(x, dict):
-        return {name: frames_encoded(part) for name, part in x.items()}
+        return {name: r_encoded(part) for name, part in x.items()}
     return x
 
 

@@ -15,6 +15,10 @@ across it for an unseen level with ``unknown = "zero"``) or one code ("codes":
 0-based, NaN for NA, ``len(levels)`` for an unseen level with ``unknown = "code"``);
 an encoding recorded before one-hot existed has no ``encoding``: codes.
 
+The encoding itself is made here too, once, from R's account of the training data
+(``data_encoding``): which inputs and columns, each column's type, each factor's levels
+and rule (``factors``), the label's levels and the NA rule, in the plain form above.
+
 Unseen levels and columns of the wrong type are ``DataFieldsError``s with R's
 condition class and fields (``column``, ``levels``, ``type``). NaN and infinities are
 left in the matrix for the caller's one check of it (``array_source.check_values``).
@@ -26,6 +30,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +38,8 @@ from gpukeras.core.errors import DataFieldsError
 
 # The key R's frame_handover() puts a data.frame under.
 FRAME = "gpukeras_frame"
+# The key R's labels_handover() puts factor labels under.
+LABELS = "gpukeras_labels"
 # How a factor column becomes the model's: indicator columns, or one column of its codes.
 FACTOR_RULES = ("one_hot", "codes")
 # What the levels training did not have become: an error, or scored (unseen_rule).
@@ -64,6 +71,25 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 def is_frame(value: object) -> bool:
     """Whether ``value`` is a data.frame R handed over (``{FRAME: {...}}``)."""
     return isinstance(value, dict) and list(value) == [FRAME]
+
+
+def is_labels(value: object) -> bool:
+    """Whether ``value`` is factor labels R handed over (``{LABELS: {...}}``)."""
+    return isinstance(value, dict) and list(value) == [LABELS]
+
+
+def label_codes(labels: Mapping[str, object]) -> np.ndarray:
+    """The int32 codes (0-based, aligned) of factor labels R handed over (R's
+    labels_handover(): ``values``, R's 1-based codes without NA; ``levels``, their own;
+    ``training``, the levels they are matched to by name; ``appearance``, whether they
+    were a character vector). Raises DataFieldsError (gpukeras_error_new_levels, fields
+    ``column`` "y" and ``levels``) for labels training did not have."""
+    rule = {"type": "factor", "levels": labels["training"], "encoding": "codes"}
+    lookup = _factor_codes(labels, rule, "y", "error")
+    values = np.asarray(labels["values"]).reshape(-1)
+    codes = aligned_empty((len(values),), np.dtype(np.int32))
+    codes[:] = lookup[np.maximum(values, 0)]
+    return codes
 
 
 def _strings(value: object) -> list[str]:
@@ -111,6 +137,143 @@ class _Column:
         missing = np.flatnonzero(codes == NA_CODE)
         if len(missing):
             block[missing, self.start : self.start + self.width] = np.nan
+
+
+def factor_rule(factors: str | Mapping[str, str], column: str) -> str:
+    """How factor column ``column`` is encoded by gpu_dataset()'s ``factors``: one rule for
+    every factor, or rules named by column (a factor not named: one-hot)."""
+    if isinstance(factors, str):
+        return factors
+    return str(factors.get(column, "one_hot"))
+
+
+def _column_spec(column: Mapping[str, object], rule: str) -> dict[str, object]:
+    """One training column's spec from R's account of it (``type``: "numeric", "logical",
+    "factor" or "character"; ``levels`` for the last two): a character column is the
+    factor of its values, recorded as character for the prints that show it."""
+    kind = str(column["type"])
+    if kind not in ("factor", "character"):
+        return {"type": kind}
+    spec: dict[str, object] = {
+        "type": "factor",
+        "levels": _strings(column.get("levels")),
+        "encoding": rule,
+    }
+    if kind == "character":
+        spec["character"] = True
+    return spec
+
+
+def _label_spec(y: Mapping[str, object] | None) -> dict[str, object] | None:
+    """The labels' spec from R's account of them (None: no labels)."""
+    if y is None:
+        return None
+    if y["type"] == "factor":
+        return {"type": "factor", "levels": _strings(y.get("levels"))}
+    return {"type": str(y["type"])}
+
+
+def data_encoding(
+    inputs: Mapping[str, Mapping[str, object]],
+    y: Mapping[str, object] | None,
+    several: bool,
+    na: str,
+    factors: str | Mapping[str, str] = "one_hot",
+) -> dict[str, object]:
+    """The encoding of training data, in the plain form gpu_save() writes (R's
+    encoding_from_plain() reads it), from R's account of it: ``inputs`` by name, each
+    ``{"type": "data.frame", "columns": {column: {"type", "levels"}}}`` (in the data's
+    column order) or ``{"type": "array", "shape", "names"}``; ``y`` None (no labels),
+    ``{"type": "factor", "levels"}`` (a factor's levels as R gives them, a character
+    vector's sorted values) or ``{"type": "numeric"}``; ``several`` whether there are
+    several named inputs; ``na`` the NA rule; ``factors`` as gpu_dataset() takes it, its
+    form checked by R.
+
+    Raises DataFieldsError (gpukeras_error_bad_argument) when ``factors`` names columns
+    that are not factor or character columns of a data.frame input.
+    """
+    coded = [
+        column
+        for part in inputs.values()
+        if part["type"] == "data.frame"
+        for column, given in part["columns"].items()  # type: ignore[attr-defined]
+        if given["type"] in ("factor", "character")
+    ]
+    unknown = [] if isinstance(factors, str) else [c for c in factors if c not in coded]
+    if unknown:
+        raise DataFieldsError(
+            "`factors` names column(s) that are not factor or character columns of `x`: "
+            f"{', '.join(unknown)}.",
+            [
+                f"Its factor and character columns: {', '.join(dict.fromkeys(coded))}."
+                if coded
+                else "`x` has no factor or character column."
+            ],
+            ["gpukeras_error_bad_argument"],
+        )
+    plain_inputs: dict[str, object] = {}
+    for name, part in inputs.items():
+        if part["type"] == "data.frame":
+            columns: Mapping[str, Mapping[str, object]] = part["columns"]  # type: ignore[assignment]
+            plain_inputs[name] = {
+                "type": "data.frame",
+                "columns": {
+                    column: _column_spec(given, factor_rule(factors, column))
+                    for column, given in columns.items()
+                },
+                "column_order": list(columns),
+            }
+        else:
+            plain_inputs[name] = {
+                "type": "array",
+                "shape": _ints(part["shape"]),
+                "names": _strings(part.get("names")) or None,
+            }
+    return {
+        "inputs": plain_inputs,
+        "input_order": list(inputs),
+        "several": bool(several),
+        "y": _label_spec(y),
+        "na": na,
+        "x_dtype": "float32",
+    }
+
+
+def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether data encoded by ``given`` (a gpu_dataset()'s encoding, plain) reads as data
+    encoded by ``wanted`` (the training data's) does: the same inputs, each data.frame's
+    columns with their types, levels and rules (a character column as the factor of its
+    values), each array's shape (and column names where both have them), the labels'
+    levels where ``given`` has some, and the image settings."""
+    if list(given["inputs"]) != list(wanted["inputs"]):
+        return False
+    for name, part in given["inputs"].items():
+        other = wanted["inputs"][name]
+        if part["type"] != other["type"]:
+            return False
+        if part["type"] == "data.frame":
+            if _as_factors(part) != _as_factors(other):
+                return False
+        elif _ints(part["shape"]) != _ints(other["shape"]) or (
+            part.get("names") and other.get("names") and part["names"] != other["names"]
+        ):
+            return False
+    levels = (given.get("y") or {}).get("levels")
+    if levels is not None and levels != (wanted.get("y") or {}).get("levels"):
+        return False
+    return given.get("images") == wanted.get("images")
+
+
+def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
+    """A data.frame part's columns in order, a character column as the factor of its values."""
+    columns = part["columns"]
+    order = part.get("column_order") or list(columns)
+    return [(c, {k: v for k, v in columns[c].items() if k != "character"}) for c in order]
+
+
+def _ints(values: object) -> list[int]:
+    """R's whole numbers as reticulate gives them (one alone as a number)."""
+    return [int(d) for d in np.asarray(values).reshape(-1)]
 
 
 def frame_width(spec: Mapping[str, Mapping[str, object]]) -> int:

@@ -24,9 +24,9 @@ from gpukeras.data import sources
 from gpukeras.data.array_source import (
     HostArrays,
     check_values,
-    frames_encoded,
     gathered_batches,
     host_array,
+    r_encoded,
     shareable,
     tensor_of,
 )
@@ -339,8 +339,9 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
-    # A data.frame R handed over as its columns becomes its float32 matrix here, once.
-    x = frames_encoded(x)
+    # A data.frame R handed over as its columns becomes its float32 matrix here, once
+    # (factor labels their codes).
+    x, y = r_encoded(x), r_encoded(y)
     features = x if isinstance(x, dict) else {"": x}
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
     if y is not None:
