@@ -183,7 +183,7 @@ tensorflow_build <- function(s) {
 
 # KerasHub and the tensorflow-text its tokenizers run on, in words.
 keras_hub_build <- function(s) {
-  sprintf("KerasHub %s (tensorflow-text %s)", s$keras_hub, or_na(s$tensorflow_text, "not installed"))
+  sprintf("%s (tensorflow-text %s)", s$keras_hub, or_na(s$tensorflow_text, "not installed"))
 }
 
 format_stack <- function(s) {
@@ -198,7 +198,7 @@ format_stack <- function(s) {
       s$r, bullet(), s$reticulate, bullet(), s$python, bullet(), s$keras, s$keras_backend
     ),
     backend_build,
-    if (!is.null(s$keras_hub)) keras_hub_build(s),
+    if (!is.null(s$keras_hub)) paste("KerasHub", keras_hub_build(s)),
     sprintf("Python: %s (chosen by %s)", s$python_executable, or_na(s$python_chosen_by, "unknown")),
     sprintf(
       "NVIDIA driver: %s %s CUDA_VISIBLE_DEVICES: %s %s %s %s %s",

@@ -53,9 +53,12 @@ tiny_preset <- function() {
   reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder)
 }
 
-test_that("gpu_check() reads KerasHub's version from its metadata", {
+test_that("gpu_check() and gpu_report() read KerasHub's version from its metadata", {
   metadata <- reticulate::import("importlib.metadata")
-  expect_identical(shared_check()$stack$keras_hub, metadata$version("keras-hub"))
+  versions <- c(metadata$version("keras-hub"), metadata$version("tensorflow-text"))
+  expect_identical(c(shared_check()$stack$keras_hub, shared_check()$stack$tensorflow_text), versions)
+  report <- gpu_report(NULL, check = shared_check())
+  expect_true(sprintf("| KerasHub | %s (tensorflow-text %s) |", versions[1], versions[2]) %in% report)
 })
 
 test_that("a preset's text classifier fine-tunes from R on texts and a factor, and predicts", {
