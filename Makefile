@@ -83,6 +83,7 @@ dev-env: python-env
 	@# tool's newer NumPy would otherwise reach reticulate 1.28, which cannot convert NumPy 2.
 	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt \
 	  "numpy==$$("$(ENV_PYTHON)" -c 'import numpy; print(numpy.__version__)')"
+	"$(ENV_PYTHON)" -m pip install -q --disable-pip-version-check --no-deps -r python/requirements-hub-nodeps.txt
 
 # The tracking tests' MLflow server (`mlflow server`, with its basic authentication), in an
 # environment of its own, as a team's server runs apart from its clients. In gpukeras' own

@@ -181,6 +181,11 @@ tensorflow_build <- function(s) {
   sprintf("%s (%s, CPU-only build)", s$tensorflow, or_na(s$tensorflow_distribution))
 }
 
+# KerasHub and the tensorflow-text its tokenizers run on, in words.
+keras_hub_build <- function(s) {
+  sprintf("%s (tensorflow-text %s)", s$keras_hub, or_na(s$tensorflow_text, "not installed"))
+}
+
 format_stack <- function(s) {
   backend_build <- if (identical(s$keras_backend, "jax")) {
     sprintf("JAX %s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
@@ -193,6 +198,7 @@ format_stack <- function(s) {
       s$r, bullet(), s$reticulate, bullet(), s$python, bullet(), s$keras, s$keras_backend
     ),
     backend_build,
+    if (!is.null(s$keras_hub)) paste("KerasHub", keras_hub_build(s)),
     sprintf("Python: %s (chosen by %s)", s$python_executable, or_na(s$python_chosen_by, "unknown")),
     sprintf(
       "NVIDIA driver: %s %s CUDA_VISIBLE_DEVICES: %s %s %s %s %s",

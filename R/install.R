@@ -27,6 +27,18 @@ pinned <- list(
   # without the server (mlflow 3.18 needs an mlflow-skinny 3.18.0 PyPI does not have). Its
   # SQLite store for a folder uses the SQLAlchemy and Alembic Optuna brings.
   mlflow_skinny = "3.17.2",
+  # KerasHub, only with extras = "hub" (pretrained models: gpu_text_classifier()). keras-hub 0.32
+  # needs Keras >= 3.15 and pins kagglesdk 0.1.28, which kagglehub 1.0.2 accepts (1.0.3 needs
+  # kagglesdk >= 0.1.38). tensorflow-text is TensorFlow's (2.21.0's symbols are missing from
+  # TensorFlow 2.21.0: "undefined symbol: icudt77_dat"; 2.21.1 loads). Measured with pip on
+  # Python 3.11 beside tensorflow-cpu 2.21.0, JAX 0.7.1 and NumPy 1.26.4: nothing installed changes.
+  keras_hub = "0.32.0",
+  tensorflow_text = "2.21.1",
+  kagglehub = "1.0.2",
+  kagglesdk = "0.1.28",
+  sentencepiece = "0.2.1",
+  tokenizers = "0.23.3",
+  regex = "2026.11.19",
   # For reticulate < 1.38, which predates NumPy 2 (Debian bookworm's is 1.28).
   numpy_before_2 = "1.26.4"
 )
@@ -58,7 +70,8 @@ reticulate_supports_numpy2 <- function(reticulate) package_version(reticulate) >
 #'   (psycopg2-binary) that [gpu_search()] needs for a study stored in a
 #'   PostgreSQL database; `"onnx"` adds onnx, onnxruntime and tf2onnx, for
 #'   `gpu_export(format = "onnx")`; `"tracking"` adds MLflow's client
-#'   (mlflow-skinny), for [gpu_track()].
+#'   (mlflow-skinny), for [gpu_track()]; `"hub"` adds KerasHub with tensorflow-text,
+#'   kagglehub, sentencepiece and tokenizers, for [gpu_text_classifier()].
 #' @param ... Not used: an argument gpukeras_requirements() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
@@ -88,15 +101,35 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
     if ("onnx" %in% extras) {
       c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
     },
-    if ("tracking" %in% extras) paste0("mlflow-skinny==", pinned$mlflow_skinny)
+    if ("tracking" %in% extras) paste0("mlflow-skinny==", pinned$mlflow_skinny),
+    if ("hub" %in% extras) hub_requirements(os)
   )
 }
 
+# KerasHub's requirements on `os`: what it and its tokenizers need, then (`no_deps_requirements`)
+# the two install_gpukeras() installs without their dependencies (no tensorflow-text for Windows,
+# as keras-hub asks for none there).
+hub_requirements <- function(os) {
+  c(
+    paste0("kagglehub==", pinned$kagglehub), paste0("kagglesdk==", pinned$kagglesdk),
+    paste0("sentencepiece==", pinned$sentencepiece), paste0("tokenizers==", pinned$tokenizers),
+    paste0("regex==", pinned$regex),
+    paste0("keras-hub==", pinned$keras_hub),
+    if (os != "Windows") paste0("tensorflow-text==", pinned$tensorflow_text)
+  )
+}
+
+# Requirements installed with `pip install --no-deps`: tensorflow-text requires the `tensorflow`
+# distribution, which pip would install over tensorflow-cpu's (the same module, other files),
+# and keras-hub requires tensorflow-text. Both run on the TensorFlow the first requirement installs.
+no_deps_requirements <- c("keras-hub", "tensorflow-text")
+
 check_extras <- function(extras, call = caller_env()) {
-  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking"))) {
+  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking", "hub"))) {
     abort_bad_argument(sprintf(paste0(
       "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
-      "\"onnx\" (gpu_export(format = \"onnx\")) and \"tracking\" (MLflow's client for gpu_track()), not %s."
+      "\"onnx\" (gpu_export(format = \"onnx\")), \"tracking\" (MLflow's client for gpu_track()) and ",
+      "\"hub\" (KerasHub's pretrained models for gpu_text_classifier()), not %s."
     ), describe(extras)), call = call)
   }
   unique(extras)
@@ -198,7 +231,8 @@ find_python_starter <- function(call = caller_env()) {
 #'   Python >= 3.9 on the PATH.
 #' @param extras Optional parts, as [gpukeras_requirements()] takes them:
 #'   `"postgresql"` for [gpu_search()] studies in a PostgreSQL database,
-#'   `"onnx"` for `gpu_export(format = "onnx")`, `"tracking"` for [gpu_track()].
+#'   `"onnx"` for `gpu_export(format = "onnx")`, `"tracking"` for [gpu_track()],
+#'   `"hub"` for KerasHub's pretrained models ([gpu_text_classifier()]).
 #' @param ... Not used: an argument install_gpukeras() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return Invisibly, a list with `envname`, `python` (the env's executable)
@@ -235,7 +269,11 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   # The CPU and CUDA builds of TensorFlow install the same module: remove the other one.
   other <- if (startsWith(packages[[1]], "tensorflow-cpu")) "tensorflow" else "tensorflow-cpu"
   run_python(env_python, c("-m", "pip", "uninstall", "-y", "-q", other), envname, quiet = TRUE)
-  run_python(env_python, c("-m", "pip", "install", "--upgrade", shQuote(packages)), envname)
+  no_deps <- sub("==.*", "", packages) %in% no_deps_requirements
+  run_python(env_python, c("-m", "pip", "install", "--upgrade", shQuote(packages[!no_deps])), envname)
+  if (any(no_deps)) {
+    run_python(env_python, c("-m", "pip", "install", "--upgrade", "--no-deps", shQuote(packages[no_deps])), envname)
+  }
   cli::cli_alert_success("gpukeras: Python environment {.val {envname}} is ready ({.pkg {packages}}).")
   cli::cli_alert_info("Restart R if Python was already started in this session.")
   invisible(list(envname = envname, python = env_python, packages = packages))

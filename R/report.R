@@ -110,6 +110,7 @@ report_lines <- function(check, facts) {
           "JAX",
           if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))
         ),
+        if (!is.null(s$keras_hub)) c("KerasHub", keras_hub_build(s)),
         c("OS", paste(s$os, s$os_release, s$machine))
       )
     ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import sys
 
 import pytest
@@ -254,3 +256,16 @@ def test_missing_module_is_a_classed_error(backend: str, setup: str, r_class: st
     assert run.result["r_class"] == r_class
     assert "install" in run.result["message"].lower()
     assert run.result["traceback"] is None
+
+
+def test_collect_stack_reads_kerashub_from_its_metadata_without_importing_it() -> None:
+    run = run_core("core.stack:collect_stack")
+    software = run.result["value"]
+    expected = {
+        module: importlib.metadata.version(module.replace("_", "-"))
+        if importlib.util.find_spec(module)
+        else None
+        for module in ("keras_hub", "tensorflow_text")
+    }
+    assert {module: software[module] for module in expected} == expected
+    assert not {"keras_hub", "tensorflow_text", "tensorflow"} & run.loaded

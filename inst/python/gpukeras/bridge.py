@@ -55,6 +55,8 @@ VERBS: dict[str, str] = {
     "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process
     "fit": "tools.training:fit",
+    "text_classifier": "train.pretrained:text_classifier",
+    "text_dataset": "train.pretrained:text_dataset",
     "job_carry_model": "train.job:carry_model",
     "job_carry_callbacks": "train.job:carry_callbacks",
     "job_carry_schedule": "train.job:carry_schedule",

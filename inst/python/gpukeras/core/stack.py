@@ -179,7 +179,10 @@ def _jax_cuda_plugin() -> str | None:
 
 def collect_stack() -> Record:
     """Versions and build facts of the running stack, as plain data."""
-    found = module_distributions("tensorflow", "keras", "jax", "numpy")
+    # KerasHub from its metadata: importing it imports TensorFlow (through tensorflow-text), 15 s.
+    found = module_distributions(
+        "tensorflow", "keras", "jax", "numpy", "keras_hub", "tensorflow_text"
+    )
     tf_dist, tf_version = found["tensorflow"]
     build = _tensorflow_build()
     return {
@@ -198,6 +201,8 @@ def collect_stack() -> Record:
         "jax": found["jax"][1],
         "jax_cuda_plugin": _jax_cuda_plugin(),
         "numpy": found["numpy"][1],
+        "keras_hub": found["keras_hub"][1],
+        "tensorflow_text": found["tensorflow_text"][1],
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "jax_platforms": os.environ.get("JAX_PLATFORMS"),
     }

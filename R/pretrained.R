@@ -1,0 +1,114 @@
+#' A pretrained text classifier from a KerasHub preset
+#'
+#' Loads a KerasHub preset's text classifier with a new head for `classes`,
+#' compiled for [gpu_fit()]: the preset's own tokenizer is part of the model,
+#' so it takes texts ([gpu_text_data()]), and R never tokenizes. A preset name
+#' is downloaded from Kaggle (or Hugging Face, `"hf://..."`) as KerasHub's
+#' `from_preset()` does; a folder is one KerasHub's `save_to_preset()` wrote.
+#'
+#' KerasHub comes with `install_gpukeras(extras = "hub")`. It is imported at
+#' the first call (about 15 s: it imports TensorFlow through tensorflow-text),
+#' never by gpukeras otherwise.
+#'
+#' @param preset A KerasHub preset: a name such as `"bert_tiny_en_uncased"`,
+#'   or the path of a preset folder.
+#' @param classes The classes to predict: a factor (its levels), their names,
+#'   or their number (at least 2).
+#' @param lora_rank `NULL` (default) to train every weight, or LoRA's rank: the
+#'   backbone's weights are frozen and low-rank adapters added to them, as
+#'   KerasHub's `enable_lora(rank)` does; the new head trains too.
+#' @param sequence_length `NULL` (default: the preset's) or the number of
+#'   tokens each text is cut or padded to.
+#' @param learning_rate Adam's learning rate; 5e-5, KerasHub's default for
+#'   fine-tuning.
+#' @return The compiled Keras model (a KerasHub `TextClassifier`), with
+#'   sparse categorical cross-entropy on logits and accuracy; `predict()` of
+#'   its fit gives one logit per class.
+#' @seealso [gpu_text_data()] for its texts and labels.
+#' @export
+#' @examples
+#' \donttest{
+#' # A folder that save_to_preset() wrote; a name such as "bert_tiny_en_uncased" loads
+#' # from Kaggle the same way where it can be reached.
+#' preset <- Sys.getenv("GPUKERAS_EXAMPLE_PRESET")
+#' if (nzchar(preset) && dir.exists(preset)) {
+#'   labels <- factor(c("good", "bad", "good", "bad"))
+#'   model <- gpu_text_classifier(preset, labels, lora_rank = 4)
+#'   fit <- gpu_fit(model, gpu_text_data(c("great movie", "awful movie", "fine", "poor"), labels), epochs = 2)
+#'   predict(fit, gpu_text_data(c("good movie", "bad movie")))
+#' }
+#' }
+gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5) {
+  check_string(preset)
+  classes <- class_count(classes)
+  check_whole_number(lora_rank, allow_null = TRUE)
+  check_whole_number(sequence_length, allow_null = TRUE)
+  check_learning_rate(learning_rate)
+  if (!grepl("://", preset, fixed = TRUE) && (dir.exists(preset) || grepl("^[.~/]", preset))) {
+    preset <- normalizePath(path.expand(preset), mustWork = FALSE)
+  }
+  loaded <- core_call(
+    "text_classifier",
+    preset = preset, num_classes = classes, lora_rank = as_integer_or_null(lora_rank),
+    sequence_length = as_integer_or_null(sequence_length), learning_rate = learning_rate
+  )
+  loaded$model
+}
+
+# The number of classes `classes` names: a factor's levels, names, or a count >= 2.
+class_count <- function(classes, call = caller_env()) {
+  count <- if (is.factor(classes)) nlevels(classes) else if (is.character(classes)) length(unique(classes))
+  if (is.null(count) && is_whole_number(classes, min = 2)) count <- classes
+  if (is.null(count) || anyNA(classes) || count < 2L) {
+    abort_bad_argument(sprintf(
+      "`classes` must be a factor, the class names or their number, with at least 2 classes, not %s.",
+      describe(classes)
+    ), call = call)
+  }
+  as.integer(count)
+}
+
+as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
+
+#' Texts (and their classes) for a KerasHub text model
+#'
+#' Hands R character vectors to a model of [gpu_text_classifier()] as the
+#' batched tf.data dataset its `fit()` and `predict()` run through the
+#' preset's tokenizer: give it to [gpu_fit()] as `x` (with no `y`), or to
+#' `predict()` as `newdata`.
+#'
+#' @param x A character vector of texts, none `NA`.
+#' @param y `NULL` (texts to predict), or a factor of their classes, as long
+#'   as `x` and without `NA`: level k is class k - 1, as in
+#'   [gpu_text_classifier()]'s `classes`.
+#' @param batch_size Texts per batch.
+#' @param shuffle Reshuffle the texts every epoch (by default, when `y` is
+#'   given: for training).
+#' @param seed `NULL` or a seed for the shuffling.
+#' @return A Python tf.data dataset of batches of texts (and class codes).
+#' @export
+#' @examples
+#' \donttest{
+#' if (reticulate::py_module_available("keras_hub")) {
+#'   texts <- gpu_text_data(c("a good movie", "a bad one"), factor(c("good", "bad")))
+#' }
+#' }
+gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), seed = NULL) {
+  if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
+    abort_bad_argument(sprintf("`x` must be a character vector of texts, not %s.", describe(x)))
+  }
+  abort_missing(list(x = x), fix = "Remove them, or replace them with \"\" where an empty text is meant.")
+  if (!is.null(y) && (!is.factor(y) || length(y) != length(x) || anyNA(y))) {
+    abort_bad_argument(sprintf(
+      "`y` must be NULL or a factor without NA, one class per text (%d), not %s.", length(x), describe(y)
+    ))
+  }
+  check_count(batch_size)
+  check_flag(shuffle)
+  check_seed(seed)
+  core_call(
+    "text_dataset",
+    texts = as.list(x), labels = if (!is.null(y)) as.list(as.integer(y) - 1L),
+    batch_size = as.integer(batch_size), shuffle = shuffle, seed = as_integer_or_null(seed)
+  )
+}

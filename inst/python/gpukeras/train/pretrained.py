@@ -1,0 +1,154 @@
+"""KerasHub's pretrained models: a preset loaded for a task and compiled for gpu_fit().
+
+A preset is a name KerasHub loads from Kaggle or Hugging Face, as its own
+``from_preset()`` does, or a folder ``save_to_preset()`` wrote. The model keeps
+the preset's own preprocessor (its tokenizer): texts go in, R never tokenizes.
+
+KerasHub is imported at the first call here only: it imports TensorFlow through
+tensorflow-text (15 s on 2 cores), which a user who loads no preset never pays.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.errors import GpukerasError
+from gpukeras.core.handles import Dataset, Record
+from gpukeras.core.runtime import config
+from gpukeras.data.source_files import tensorflow
+
+HUB_REPAIR = 'Run install_gpukeras(extras = "hub") in R, then restart R.'
+# What save_to_preset() writes first in a preset folder, and from_preset() reads first.
+PRESET_FILE = "metadata.json"
+
+
+class KerasHubMissingError(GpukerasError):
+    """KerasHub, or the tensorflow-text its tokenizers run on, is not installed or does not load."""
+
+    r_class = "gpukeras_error_keras_hub_missing"
+
+
+class BadPresetError(GpukerasError):
+    """A preset that cannot be loaded for the task asked: no such preset, or not this task's."""
+
+    r_class = "gpukeras_error_bad_preset"
+
+
+def keras_hub() -> ModuleType:
+    """KerasHub, imported once Keras has started (and on another backend, TensorFlow with its
+    GPUs hidden, as tf.data has it); KerasHubMissingError naming the repair when it, or the
+    tensorflow-text its tokenizers need off Windows, is missing or does not load."""
+    config.keras()
+    tensorflow()
+    try:
+        if platform.system() != "Windows":
+            import tensorflow_text  # noqa: F401  KerasHub hides this error, then fails at the first text
+        import keras_hub as hub
+    except ImportError as error:
+        name = error.name if isinstance(error, ModuleNotFoundError) else None
+        what = (
+            f"{name.replace('_', '-')} is not installed in the Python at {sys.executable}"
+            if name in ("keras_hub", "tensorflow_text") and name is not None
+            else f"KerasHub does not load with the TensorFlow installed ({error})"
+        )
+        raise KerasHubMissingError(f"{what}. {HUB_REPAIR}") from error
+    return hub
+
+
+def _check_preset(preset: str) -> None:
+    """A folder given as a preset must be one: a path that is no folder, or a folder without
+    what save_to_preset() writes, is refused before KerasHub reads it."""
+    path = Path(preset).expanduser()
+    looks_like_path = path.exists() or preset.startswith((".", "/", "~")) or "\\" in preset
+    if looks_like_path and not (path / PRESET_FILE).is_file():
+        raise BadPresetError(
+            f"`preset`: '{preset}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
+            "which save_to_preset() writes). Give a folder save_to_preset() wrote, or a preset "
+            "name such as 'bert_tiny_en_uncased'."
+        )
+
+
+def text_classifier(
+    preset: str,
+    num_classes: int,
+    lora_rank: int | None = None,
+    sequence_length: int | None = None,
+    learning_rate: float = 5e-5,
+) -> Record:
+    """Load ``preset``'s text classifier with a new head of ``num_classes`` and compile it.
+
+    Args:
+        preset: a KerasHub preset name (downloaded as KerasHub does) or a preset folder.
+        num_classes: the number of classes (the levels of R's factor).
+        lora_rank: LoRA's rank: the backbone's weights frozen, low-rank adapters added to
+            them (KerasHub's ``enable_lora``); None trains every weight.
+        sequence_length: the tokens each text is cut or padded to; None keeps the preset's.
+        learning_rate: Adam's learning rate.
+
+    Returns:
+        ``model`` (compiled: sparse categorical cross-entropy on logits, accuracy),
+        ``task`` (the classifier's class name), ``trainable`` (the trainable weights'
+        count) and ``parameters`` (all weights' count).
+
+    Raises:
+        KerasHubMissingError: KerasHub is not installed, or does not load.
+        BadPresetError: not a preset folder, a preset that cannot be loaded, or one without
+            a text classifier.
+    """
+    hub = keras_hub()
+    keras = config.keras()
+    _check_preset(preset)
+    try:
+        model = hub.models.TextClassifier.from_preset(preset, num_classes=num_classes)
+    except (ValueError, FileNotFoundError, OSError) as error:
+        raise BadPresetError(
+            f"`preset`: '{preset}' could not be loaded as a text classifier: {error}"
+        ) from error
+    if sequence_length is not None:
+        model.preprocessor.sequence_length = sequence_length
+    if lora_rank is not None:
+        model.backbone.enable_lora(rank=lora_rank)
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return {
+        "model": model,
+        "task": type(model).__name__,
+        "trainable": _count(model.trainable_weights),
+        "parameters": _count(model.weights),
+    }
+
+
+def _count(weights: list[Any]) -> int:
+    """The number of values in ``weights``."""
+    return sum(int(np.prod(weight.shape)) for weight in weights)
+
+
+def text_dataset(
+    texts: list[str],
+    labels: list[int] | None = None,
+    batch_size: int = 32,
+    shuffle: bool = False,
+    seed: int | None = None,
+) -> Dataset:
+    """Texts (and their class codes, from 0) as a batched tf.data dataset, which a KerasHub
+    task's ``fit()`` and ``predict()`` run through its own preprocessor.
+
+    R has checked the texts (no NA) and the codes (as many, from 0). ``shuffle``
+    reshuffles the rows every epoch, with ``seed``.
+    """
+    tf = tensorflow()
+    rows = np.asarray(texts, dtype=object)
+    parts = rows if labels is None else (rows, np.asarray(labels, dtype="int32"))
+    dataset = tf.data.Dataset.from_tensor_slices(parts)
+    if shuffle:
+        dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size)

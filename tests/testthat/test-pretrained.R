@@ -1,0 +1,102 @@
+# KerasHub presets from R: gpu_text_classifier() and gpu_text_data(), fine-tuned with gpu_fit()
+# on a tiny preset the tests save with KerasHub's own save_to_preset() (python/tiny_preset.py:
+# a 2-layer BERT with random weights and a 16-word vocabulary; nothing is downloaded).
+
+test_that("install_gpukeras(extras = \"hub\") pins KerasHub and what its tokenizers need", {
+  base <- gpukeras_requirements(gpu = FALSE, os = "Linux")
+  hub <- setdiff(gpukeras_requirements(gpu = FALSE, os = "Linux", extras = "hub"), base)
+  expect_identical(sub("==.*", "", hub), c(
+    "kagglehub", "kagglesdk", "sentencepiece", "tokenizers", "regex", "keras-hub", "tensorflow-text"
+  ))
+  expect_true(all(grepl("==", hub, fixed = TRUE)))
+  # tensorflow-text is TensorFlow's own release series; none for Windows, where keras-hub needs none
+  expect_match(grep("^tensorflow-text==", hub, value = TRUE), paste0("==", sub("[.][0-9]+$", "", pinned$tensorflow)))
+  expect_false(any(grepl("tensorflow-text", gpukeras_requirements(os = "Windows", extras = "hub"))))
+  # installed without their dependencies: tensorflow-text's would put `tensorflow` over tensorflow-cpu
+  expect_identical(no_deps_requirements, c("keras-hub", "tensorflow-text"))
+  source_tree <- test_path("..", "..", "python")
+  skip_if_not(dir.exists(source_tree), "not a source tree")
+  dev <- unlist(lapply(file.path(source_tree, c("requirements-dev.txt", "requirements-hub-nodeps.txt")), readLines))
+  expect_true(all(hub %in% dev))
+})
+
+test_that("gpu_text_data() and gpu_text_classifier() refuse bad arguments before Python starts", {
+  expect_snapshot(error = TRUE, {
+    gpu_text_data(c("a good one", NA, "a bad one"))
+    gpu_text_data(1:3)
+    gpu_text_data(c("a", "b"), factor("x"))
+    gpu_text_classifier("bert_tiny_en_uncased", 1)
+  })
+  expect_error(gpu_text_data(c("a", NA)), class = "gpukeras_error_missing_values")
+  expect_error(gpu_text_classifier("x", "one"), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_text_classifier("x", 2, lora_rank = 0), class = "gpukeras_error_bad_argument")
+})
+
+test_that("gpu_check() and gpu_report() show the KerasHub installed, and none when there is none", {
+  stack <- list(
+    r = "4.5.1", reticulate = "1.43.0", python = "3.11.7", keras = "3.15.1", keras_backend = "jax",
+    jax = "0.7.1", python_executable = "/env/bin/python", os = "Linux", os_release = "6.8", machine = "x86_64"
+  )
+  expect_false(any(grepl("KerasHub", format_stack(stack))))
+  stack$keras_hub <- "0.32.0"
+  expect_true("KerasHub 0.32.0 (tensorflow-text not installed)" %in% format_stack(stack))
+  stack$tensorflow_text <- "2.21.1"
+  expect_true("KerasHub 0.32.0 (tensorflow-text 2.21.1)" %in% format_stack(stack))
+})
+
+mark_slow()
+skip_if_no_python()
+skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")
+
+tiny_preset <- function() {
+  folder <- file.path(tempfile("gpukeras-preset-"), "tiny")
+  reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder)
+}
+
+test_that("gpu_check() and gpu_report() read KerasHub's version from its metadata", {
+  metadata <- reticulate::import("importlib.metadata")
+  versions <- c(metadata$version("keras-hub"), metadata$version("tensorflow-text"))
+  expect_identical(c(shared_check()$stack$keras_hub, shared_check()$stack$tensorflow_text), versions)
+  report <- gpu_report(NULL, check = shared_check())
+  expect_true(sprintf("| KerasHub | %s (tensorflow-text %s) |", versions[1], versions[2]) %in% report)
+})
+
+test_that("a preset's text classifier fine-tunes from R on texts and a factor, and predicts", {
+  preset <- tiny_preset()
+  texts <- rep(c("good movie", "great movie", "nice movie", "bad movie", "awful movie", "sad movie"), 6)
+  labels <- factor(rep(c("pos", "pos", "pos", "neg", "neg", "neg"), 6))
+  model <- gpu_text_classifier(preset, labels, learning_rate = 1e-2)
+  fit <- gpu_fit(model, gpu_text_data(texts, labels, batch_size = 8, seed = 1), epochs = 8, verbose = 0)
+  expect_s3_class(fit, "gpukeras_fit")
+  logits <- predict(fit, gpu_text_data(c("good movie", "awful movie", "nice movie", "sad movie")))
+  expect_identical(dim(logits), c(4L, 2L))
+  # better than chance: the levels are neg, pos
+  expect_identical(levels(labels)[max.col(logits)], c("pos", "neg", "pos", "neg"))
+})
+
+test_that("lora_rank trains only KerasHub's adapters and the head", {
+  preset <- tiny_preset()
+  model <- gpu_text_classifier(preset, 3, lora_rank = 2)
+  count <- reticulate::py_eval("lambda weights: sum(int(__import__('math').prod(w.shape)) for w in weights)")
+  hub <- reticulate::import("keras_hub")
+  reference <- hub$models$TextClassifier$from_preset(preset, num_classes = 3L)
+  reference$backbone$enable_lora(rank = 2L)
+  expect_identical(count(model$trainable_weights), count(reference$trainable_weights))
+  expect_lt(count(model$trainable_weights), count(model$weights) / 4)
+  fit <- gpu_fit(model, gpu_text_data(c("good", "bad", "fine"), factor(c("a", "b", "c"))), epochs = 1, verbose = 0)
+  expect_s3_class(fit, "gpukeras_fit")
+})
+
+test_that("a folder that is not a preset, and no KerasHub, are classed errors that say what to do", {
+  not_preset <- withr::local_tempdir()
+  expect_snapshot(error = TRUE, gpu_text_classifier(not_preset, 2), transform = function(x) {
+    gsub(normalizePath(not_preset), "<folder>", x, fixed = TRUE)
+  })
+  expect_error(gpu_text_classifier(not_preset, 2), class = "gpukeras_error_bad_preset")
+  missing <- run_in_fresh_r({
+    reticulate::py_run_string("import sys; sys.modules['keras_hub'] = None")
+    catch_error(gpu_text_classifier("bert_tiny_en_uncased", 2))
+  })
+  expect_true("gpukeras_error_keras_hub_missing" %in% missing$class)
+  expect_match(missing$message, "install_gpukeras(extras = \"hub\")", fixed = TRUE)
+})
