@@ -212,6 +212,37 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   expect_false(dir.exists(workers[[2]]$dir))
 })
 
+test_that("a busy worker ends with the session that started it, even a killed one", {
+  skip_on_os("windows")
+  folder <- withr::local_tempdir()
+  pid_file <- file.path(folder, "pid")
+  session <- start_in_fresh_r(
+    {
+      pool <- new_worker_pool(worker_plan("all", 1, 1), Sys.getenv("POOL_DIR"))
+      worker <- worker_start(pool, 1L)
+      while (!worker$state %in% c("ready", "ended")) {
+        processx::poll(list(worker$session$get_poll_connection()), 1000L)
+        worker_step(worker)
+      }
+      worker$session$call(function() Sys.sleep(300)) # busy, as with a fit
+      writeLines(as.character(worker$session$get_pid()), Sys.getenv("PID_FILE"))
+      Sys.sleep(600)
+    },
+    env = c(POOL_DIR = folder, PID_FILE = pid_file)
+  )
+  withr::defer(session$kill())
+  deadline <- Sys.time() + 120
+  while (!file.exists(pid_file) && session$is_alive() && Sys.time() < deadline) Sys.sleep(0.2)
+  expect_true(file.exists(pid_file))
+  pid <- as.integer(readLines(pid_file))
+  alive <- function() file.exists(sprintf("/proc/%d", pid)) && !grepl(") Z", readLines(sprintf("/proc/%d/stat", pid))[1])
+  expect_true(alive())
+  session$kill() # as a crash would end it: no chance to clean up
+  deadline <- Sys.time() + 15
+  while (alive() && Sys.time() < deadline) Sys.sleep(0.2)
+  expect_false(alive())
+})
+
 mark_slow()
 skip_if_no_python()
 
