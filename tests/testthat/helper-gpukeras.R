@@ -251,3 +251,9 @@ core_encoded <- function(data) {
   }))
   x
 }
+
+# A live process (a zombie, ended but not yet reaped, is not).
+process_running <- function(pid) {
+  stat <- sprintf("/proc/%d/stat", as.integer(pid))
+  file.exists(stat) && !grepl("^[0-9]+ \\(.*\\) Z", readLines(stat, warn = FALSE)[1])
+}

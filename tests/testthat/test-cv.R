@@ -235,12 +235,11 @@ test_that("a busy worker ends with the session that started it, even a killed on
   while (!file.exists(pid_file) && session$is_alive() && Sys.time() < deadline) Sys.sleep(0.2)
   expect_true(file.exists(pid_file))
   pid <- as.integer(readLines(pid_file))
-  alive <- function() file.exists(sprintf("/proc/%d", pid)) && !grepl(") Z", readLines(sprintf("/proc/%d/stat", pid))[1])
-  expect_true(alive())
+  expect_true(process_running(pid))
   session$kill() # as a crash would end it: no chance to clean up
   deadline <- Sys.time() + 15
-  while (alive() && Sys.time() < deadline) Sys.sleep(0.2)
-  expect_false(alive())
+  while (process_running(pid) && Sys.time() < deadline) Sys.sleep(0.2)
+  expect_false(process_running(pid))
 })
 
 mark_slow()

@@ -22,12 +22,6 @@ crash_at <- function(marker, epoch, batch, times = 1L, signal = "SIGSEGV") {
 
 job_folders <- function() list.files(tempdir(), pattern = "^gpukeras-job-")
 
-# A live process (a zombie, ended but not yet reaped, is not).
-process_running <- function(pid) {
-  stat <- sprintf("/proc/%d/stat", as.integer(pid))
-  file.exists(stat) && !grepl("^[0-9]+ \\(.*\\) Z", readLines(stat, warn = FALSE)[1])
-}
-
 # One unbroken background run, shared by the tests that compare with it.
 unbroken_run <- local({
   run <- NULL
