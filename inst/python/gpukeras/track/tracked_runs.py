@@ -21,7 +21,7 @@ A fit (``start_fit``, from gpu_fit()'s verb, ``tools.training``) is one MLflow r
 
 A cv's or a search's parent run (``open_run``) and what R records on a run later,
 by key (``record``: a fold's held-out scores, a trial's state and objective, a
-parent's summary and end), go the same way (``tracking_sender``).
+parent's summary and end), go the same way (``sending``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.track import model_copy, reach, tracking
-from gpukeras.track import tracking_sender as sender
+from gpukeras.track import sending as sender
 from gpukeras.train import backup_files
 
 KEY_FILE = "gpukeras-tracking.json"
@@ -506,13 +506,26 @@ def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, 
     }
 
 
-def sync(track: Mapping[str, object]) -> dict[str, object]:
-    """gpu_track_sync(): what was kept for the track's store, sent now
-    (``tracking_sender.sync``), once a server answers again (asked now: ``reach``)."""
+def check(track: Mapping[str, object]) -> dict[str, object]:
+    """gpu_track()'s check (``reach.check``), with the runs kept for the store: ``kept``
+    (how many) in ``spool`` (the kept store's folder)."""
+    checked = reach.check(track)
+    target = tracking.target_of(track)
+    checked["kept"] = sender.sync(target, why="not sent: counted")["left"]
+    checked["spool"] = target.spool
+    return checked
+
+
+def sync(track: Mapping[str, object], discard: bool = False) -> dict[str, object]:
+    """gpu_track_sync(): the runs kept for the track's store copied to it now
+    (``sending.sync``), once a server answers again (asked now: ``reach``); or, with
+    ``discard``, deleted unsent."""
     target = tracking.target_of(track)
     sender.SENDER.retry(target)
     started = time.monotonic()
-    done = sender.sync(target, why=reach.reach(target, again=True))
+    why = None if discard else reach.reach(target, again=True)
+    done = sender.sync(target, why=why, discard=bool(discard))
+    done["action"] = "discarded" if discard else "sent"
     done["seconds"] = time.monotonic() - started
     done["spool"] = target.spool
     return done
