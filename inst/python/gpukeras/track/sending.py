@@ -190,8 +190,11 @@ class Sender:
 
     def wait_for_run(self, target: Target, key: str, wait: float) -> str | None:
         """Wait (at most ``wait`` s) until the run ``key`` is made, or the store counts as
-        down; its id, or None. The sending goes on."""
+        down (or was found not to answer: ``reach.remembered``); its id, or None. The
+        sending goes on."""
         deadline = time.monotonic() + wait
+        if reach.remembered(target) is not None:
+            return self.runs.get((target.uri, key))
         with self.changed:
             while (target.uri, key) not in self.runs and target.uri not in self.down:
                 left = deadline - time.monotonic()
