@@ -248,7 +248,8 @@ class Sender:
                 with _quiet_thread():
                     if target.uri not in self.synced:
                         self.synced.add(target.uri)
-                        sync(target, self)
+                        with contextlib.suppress(Exception):  # the kept store's trouble
+                            sync(target, self)
                     run_id = self.resolve(target, item.key, item.creation)
                     self._apply(target, run_id, item)
                 reach.answered(target)
