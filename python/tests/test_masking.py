@@ -15,7 +15,7 @@ from gpukeras import bridge
 from gpukeras.core import masking
 from gpukeras.core.errors import GpukerasError
 from gpukeras.tools import report
-from gpukeras.track import sending, tracking
+from gpukeras.track import records, sending, tracking
 
 
 @pytest.mark.parametrize(
@@ -110,9 +110,9 @@ def _kept(spool: Path, target: tracking.Target) -> str:
     made.mkdir()
     (made / "model.txt").write_text("the model")
     sender = sending.Sender()
-    key = sending.new_key()
-    creation = sending.Creation(name="kept run")
-    for op in (sending.log_op(params={"a": 1}), sending.artifacts_op(str(made), "m")):
+    key = records.new_key()
+    creation = records.Creation(name="kept run")
+    for op in (records.log_op(params={"a": 1}), records.artifacts_op(str(made), "m")):
         sending.keep(sending._Item(target, key, creation, op), "down", sender)
     local = sending.kept_store(str(spool))
     assert local is not None and not made.exists()

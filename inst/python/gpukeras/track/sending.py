@@ -1,25 +1,23 @@
 """Runs sent with MLflow's own client, and what a store did not take kept in an MLflow store.
 
 Training never waits for the tracking store. Each tracked run is known by a key of gpukeras'
-own (``new_key``, the run's tag ``gpukeras.key``), so that any process can log to a run
+own (``records.new_key``, the run's tag ``gpukeras.key``), so that any process can log to a run
 another made (a search's parent marks a trial that its worker trained, a resumed fit
 continues the run of the killed one) and a run can be made after the fact: every operation
-(``post``) carries what makes its run where none has that key yet (``Creation``).
+(``post``) carries what makes its run where none has that key yet (``records.Creation``).
 
 Operations run in order on one worker thread per process (``Sender.pool``, a standard
-executor): it finds or makes the run, and hands its metrics, params and tags to MLflow's
+executor): it finds or makes the run and hands its metrics, params and tags to MLflow's
 asynchronous logging (``log_batch(..., synchronous=False)``), whose queue merges a run's
-batches within MLflow's limits and sends them (``MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS``,
-``tracking.PATIENCE``, has it gather an epoch's and the next ones'). A run's artifacts and
-its end go after the batches handed over before them. What costs time to make (a model's
-files, a data hash) is a ``later_op``, made on that thread, not on the training thread.
+batches within MLflow's limits (over ``tracking.PATIENCE``'s buffering seconds); a run's
+artifacts and end follow them. What costs time to make (a model's files, a data hash) is a
+``records.later_op``, made on that thread.
 
-When the store cannot take a request (``reach.unavailable``: no answer, too slow, refused
-credentials, a database that stays locked), or a server was found not to answer before the
-first one (``reach.reach``, asked once per process and remembered), that operation and every
-later one for that store go to the local store of kept runs instead (``kept_store``: MLflow's
-own SQLite store in the ``spool`` folder, made for this user alone, only then), the same
-run by its key, tagged with the store it is for; a warning is due once (``reach.say_once``;
+When the store cannot take a request (``reach.unavailable``), or a server was found not to
+answer (``reach.reach``, asked once per process and remembered), that operation and every
+later one for that store go to the store of kept runs (``kept_store``: MLflow's own SQLite
+store in the ``spool`` folder, made for this user alone, only then), the same run by its
+key, tagged with the store it is for; a warning is due once (``reach.say_once``;
 ``take_warnings``, R raises it as ``gpukeras_warning_tracking``). ``sync`` copies each kept
 run to its store with MLflow's client when it answers (gpu_track_sync(), or by itself before
 the first operation the store takes in the process), then deletes it: a metric value the
@@ -31,20 +29,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
-import re
 import shutil
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from gpukeras.track import reach, tracking
+from gpukeras.track.records import Creation
 from gpukeras.track.tracking import Target
 
 KEY_TAG = "gpukeras.key"
@@ -54,83 +52,8 @@ KEPT_FOR_TAG = "gpukeras.kept_for"
 KEPT_EXPERIMENT_TAG = "gpukeras.kept_experiment"
 KEPT_EXPERIMENT_ID_TAG = "gpukeras.kept_experiment_id"
 KEPT_WHY_TAG = "gpukeras.kept_why"
-# MLflow's limits on a param's and a tag's value.
-MAX_PARAM_LENGTH, MAX_TAG_LENGTH = 6000, 8000
-_NAME_OK = re.compile(r"[^\w\-. :/]")
 # MLflow's asynchronous queue logs each batch it could not send: the kept run says it.
 logging.getLogger("mlflow.utils.async_logging.async_logging_queue").addFilter(lambda _: False)
-
-
-def new_key() -> str:
-    return uuid.uuid4().hex
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def clean_name(name: str) -> str:
-    """A metric, param or tag name as MLflow takes it (letters, digits, ``_-. :/``)."""
-    return _NAME_OK.sub("_", str(name))[:250] or "_"
-
-
-@dataclass
-class Creation:
-    """What makes a run where no run has its key: its name, parent (by key), start time and
-    first tags. ``fresh``: the key was made just now, in this process, so no run can have
-    it yet (no need to look)."""
-
-    name: str | None = None
-    parent: str | None = None
-    start_time: int = field(default_factory=now_ms)
-    tags: dict[str, str] = field(default_factory=dict)
-    fresh: bool = False
-
-
-def log_op(
-    metrics: list[tuple[str, float, int, int]] | None = None,
-    params: Mapping[str, object] | None = None,
-    tags: Mapping[str, object] | None = None,
-) -> dict[str, Any]:
-    """A log operation: metrics as (name, value, timestamp ms, step), params and tags."""
-    return {
-        "op": "log",
-        "metrics": [(clean_name(k), float(v), int(t), int(s)) for k, v, t, s in metrics or []],
-        "params": {
-            clean_name(k): str(v)[:MAX_PARAM_LENGTH]
-            for k, v in (params or {}).items()
-            if v is not None
-        },
-        "tags": {
-            clean_name(k): str(v)[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None
-        },
-    }
-
-
-def artifacts_op(folder: str, path: str | None = None) -> dict[str, Any]:
-    """Upload the files of ``folder`` (gpukeras' own temporary folder, removed once sent or
-    kept) under ``path`` of the run's artifacts."""
-    return {"op": "artifacts", "dir": folder, "path": path}
-
-
-def status_op(status: str, end: bool = True) -> dict[str, Any]:
-    """Set the run's status: FINISHED, FAILED, KILLED (with its end time), or RUNNING again."""
-    return {"op": "status", "status": status, "end_time": now_ms() if end else None}
-
-
-def later_op(make: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
-    """An operation made on the worker thread when its turn comes: ``make`` returns it (log
-    or artifacts), or None; where it fails, nothing is sent."""
-    return {"op": "later", "make": make}
-
-
-def fill_op(rows: list[tuple[str, float, int, int]]) -> dict[str, Any]:
-    """Log the metric values (name, value, timestamp, step) whose step the run lacks: a
-    resumed fit's epochs that the killed process may not have sent."""
-    return {
-        "op": "fill",
-        "metrics": [(clean_name(k), float(v), int(t), int(s)) for k, v, t, s in rows],
-    }
 
 
 @dataclass
@@ -255,13 +178,9 @@ class Sender:
                 reach.answered(target)
                 return
             except Exception as error:
-                why = reach.unavailable(error, target)
+                why = self._failed(item, error)
                 if why is None:
-                    said = f"MLflow refused a record of a run: {error}"
-                    self.warnings.append(tracking.masked(said, target))
                     return
-                reach.remember(target, why)
-                self._went_down(target, why)
         keep(item, why, self)
 
     def _apply(self, target: Target, run_id: str, item: _Item) -> None:
@@ -283,15 +202,21 @@ class Sender:
             try:
                 operations.wait()
             except Exception as error:
-                why = reach.unavailable(error, item.target)
-                if why is None:
-                    said = f"MLflow refused a record of a run: {error}"
-                    self.warnings.append(tracking.masked(said, item.target))
-                    continue
-                if item.target.uri not in self.down:
-                    reach.remember(item.target, why)
-                    self._went_down(item.target, why)
-                keep(item, why, self)
+                why = self._failed(item, error)
+                if why is not None:
+                    keep(item, why, self)
+
+    def _failed(self, item: _Item, error: Exception) -> str | None:
+        """Why the store did not take ``item`` (it counts as down, the warning due once), or
+        None where MLflow refused the record itself (said; sending it again would not do)."""
+        why = reach.unavailable(error, item.target)
+        if why is None:
+            said = f"MLflow refused a record of a run: {error}"
+            self.warnings.append(tracking.masked(said, item.target))
+        elif item.target.uri not in self.down:
+            reach.remember(item.target, why)
+            self._went_down(item.target, why)
+        return why
 
     def _went_down(self, target: Target, why: str) -> None:
         """The store does not take runs (``why``): the warning due where not said yet."""
@@ -574,12 +499,10 @@ def _copy(run: Any, local: Target, target: Target, sender: Sender, artifacts: Pa
     key is not yet (its children adopted), what it lacks of the metrics logged, the
     params, tags, artifacts and end."""
     tags = dict(run.data.tags)
-    there = Target(
-        uri=target.uri,
+    there = dataclasses.replace(
+        target,
         experiment=tags.get(KEPT_EXPERIMENT_TAG) or None,
         experiment_id=tags.get(KEPT_EXPERIMENT_ID_TAG) or None,
-        spool=target.spool,
-        wait=target.wait,
     )
     own = {k: v for k, v in tags.items() if not k.startswith(("mlflow.", "gpukeras.kept_"))}
     creation = Creation(
