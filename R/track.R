@@ -49,18 +49,20 @@
 #' names the run.
 #'
 #' @section A server that does not answer:
-#' Tracking never fails or stalls training. Records are sent on a thread of
-#' their own (each epoch's metrics in one request) while training goes on, and
-#' a tracked call does not wait for them at its end (unless `wait`). Whether a
+#' Tracking never fails or stalls training. Records are sent by MLflow's own
+#' asynchronous logging while training goes on, and a tracked call does not
+#' wait for them at its end (unless `wait`). Whether a
 #' server answers is asked once a session, in 2 seconds and without retries
 #' (or as MLflow's own `MLFLOW_HTTP_REQUEST_TIMEOUT` and
 #' `MLFLOW_HTTP_REQUEST_MAX_RETRIES` say, where you set them), and
 #' remembered: a server that accepts connections but never answers costs a
 #' call a second or two, once. What a server that is down, too slow, or
-#' refusing the credentials did not take is kept in a folder of yours
-#' (`spool`), and a `gpukeras_warning_tracking` warning says why, once a
-#' session; `gpu_track_sync()` sends it when the server answers again, each
-#' value once. `gpu_track()`, `gpu_track_sync()` and [gpu_runs()] ask the
+#' refusing the credentials did not take is kept in MLflow's own store in a
+#' folder of yours (`spool/mlflow.db`, with the artifacts beside it; MLflow's
+#' UI opens it too), and a `gpukeras_warning_tracking` warning says why, once a
+#' session; `gpu_track_sync()` copies those runs to the server with MLflow's
+#' client when it answers again, each value once (or, with `discard = TRUE`,
+#' deletes them unsent). `gpu_track()`, `gpu_track_sync()` and [gpu_runs()] ask the
 #' server again, and so does a run 10 minutes later.
 #'
 #' @param uri A folder for a store of your own, an MLflow server's URL
@@ -75,14 +77,16 @@
 #'   it waits only for its run to be made (a few seconds at most, for the run
 #'   id), and the records go on being sent while R carries on; [gpu_runs()],
 #'   [gpu_compare_runs()] and `gpu_load("runs:/...")` wait for them first.
-#' @param spool The folder where what could not be sent is kept (made only
-#'   then, for you alone).
+#' @param spool The folder of the MLflow store where what could not be sent is
+#'   kept (made only then, for you alone).
+#' @param discard `TRUE` to delete the runs kept for the store, unsent.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that says what to use instead.
 #' @return `gpu_track()`: a `gpukeras_tracking` object (where runs go, whether
 #'   it answered, the credentials in use by name, what is kept), invisibly.
-#'   `gpu_track_sync()`: a `gpukeras_track_sync` object: `sent` (batches of a
-#'   run's records), `left` and `why` (what stopped it), invisibly.
+#'   `gpu_track_sync()`: a `gpukeras_track_sync` object: `sent` (runs copied,
+#'   or discarded), `left`, `why` (what stopped it) and `kept` (the runs left:
+#'   `name`, `key`, `why`), invisibly.
 #'   `gpu_tracking_available()`: `TRUE` when MLflow is installed in the Python
 #'   gpukeras uses ([gpukeras_python()]), looked up there without importing it
 #'   (a fraction of a second); `FALSE` otherwise.
@@ -141,7 +145,7 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   }
   Sys.unsetenv("GPUKERAS_TRACK")
   checked <- core_call("track_check", track = track_request(), error_call = call)
-  tracking <- new_gpukeras_tracking(checked, track_spool())
+  tracking <- new_gpukeras_tracking(checked)
   if (!isTRUE(checked$reachable)) {
     gpukeras_warn(c(
       sprintf("Tracking: %s does not take runs now: %s.", checked$uri, checked$why),
@@ -153,15 +157,16 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
 
 #' @rdname gpu_track
 #' @export
-gpu_track_sync <- function(...) {
+gpu_track_sync <- function(discard = FALSE, ...) {
   check_unknown_args("gpu_track_sync", "gpu_track")
   call <- current_env()
+  check_flag(discard, call = call)
   track <- track_request()
   if (is.null(track)) {
     abort_bad_argument("Tracking is off: turn it on with gpu_track() to send what was kept to its store.", call = call)
   }
   track_flush(call)
-  synced <- core_call("track_sync", track = track, error_call = call)
+  synced <- core_call("track_sync", track = track, discard = discard, error_call = call)
   synced$other <- unlist(synced$other)
   invisible(structure(synced, class = "gpukeras_track_sync"))
 }
@@ -287,13 +292,12 @@ track_plot <- function(fit, track) {
   invisible()
 }
 
-new_gpukeras_tracking <- function(checked, spool = NULL) {
-  kept <- if (!is.null(spool)) length(list.files(spool, pattern = "[.]json$")) else 0L
+new_gpukeras_tracking <- function(checked) {
   structure(list(
     on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
     reachable = checked$reachable, why = checked$why,
     credentials = unlist(checked$credentials), username = checked$username,
-    spool = spool, kept = kept
+    spool = checked$spool, kept = checked$kept %||% 0L
   ), class = "gpukeras_tracking")
 }
 
@@ -305,7 +309,7 @@ format.gpukeras_tracking <- function(x, ...) {
     if (isTRUE(x$reachable)) "  answering" else sprintf("  not answering now: %s", x$why),
     if (length(x$credentials))
       sprintf("  as %s (%s set)", x$username %||% "token", paste(x$credentials, collapse = ", ")),
-    if (x$kept > 0L) sprintf("  %d batch(es) of records kept in %s: gpu_track_sync() sends them", x$kept, x$spool)
+    if (x$kept > 0L) sprintf("  %d run(s) kept in %s: gpu_track_sync() sends them", x$kept, x$spool)
   )
 }
 
@@ -316,7 +320,8 @@ print.gpukeras_tracking <- function(x, ...) print_formatted(x, ...)
 format.gpukeras_track_sync <- function(x, ...) {
   c(
     sprintf(
-      "<gpukeras track sync> %d sent, %d left%s", x$sent, x$left, if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""
+      "<gpukeras track sync> %d %s, %d left%s", x$sent, x$action, x$left,
+      if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""
     ),
     if (length(x$other)) sprintf("  kept for another store: %s (%d)", names(x$other), x$other)
   )

@@ -38,6 +38,7 @@ bench/results/tracking-<device>-<date>.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import json
@@ -47,6 +48,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,20 +69,24 @@ from resident import bootstrap  # noqa: E402
 from gpukeras.core.runtime import config  # noqa: E402
 from gpukeras.tools import training  # noqa: E402
 from gpukeras.track import model_copy, tracking  # noqa: E402
-from gpukeras.track import tracking_sender as sender  # noqa: E402
+from gpukeras.track import sending as sender  # noqa: E402
 
 GOAL_OVERHEAD = 0.02
 # What a tracked way's fit measures of tracking: seconds on the training thread, the sending
 # thread's CPU seconds until the fit returned, and until all was sent.
 COSTS = ("training_thread", "sender_cpu", "sender_cpu_in_all")
+SENDING_THREADS = ("gpukeras-tracking", "MLflow")
 
 
 def sender_cpu() -> float:
-    """CPU seconds the sending thread has used (0 before it started)."""
-    thread = sender.SENDER.thread
-    if thread is None or thread.ident is None:
-        return 0.0
-    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    """CPU seconds the sending threads alive now have used: gpukeras' worker thread and
+    MLflow's asynchronous logging's threads."""
+    used = 0.0
+    for thread in threading.enumerate():
+        if thread.ident is not None and thread.name.startswith(SENDING_THREADS):
+            with contextlib.suppress(OSError):
+                used += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return used
 
 
 def timed_fit(keras: object, data: tuple, epochs: int, track: dict | None) -> dict[str, object]:

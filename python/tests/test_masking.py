@@ -1,11 +1,11 @@
 """The one masking rule (core/masking.py): every URI gpukeras prints, keeps or raises loses
 its user information and its secret query values; a message R receives through the bridge
-is masked by the same rule; kept tracking records name no folder outside their own."""
+is masked by the same rule; a kept run's artifacts are read only inside the kept store."""
 
 from __future__ import annotations
 
-import json
-import os
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from gpukeras import bridge
 from gpukeras.core import masking
 from gpukeras.core.errors import GpukerasError
 from gpukeras.tools import report
-from gpukeras.track import tracking, tracking_sender
+from gpukeras.track import records, sending, tracking
 
 
 @pytest.mark.parametrize(
@@ -102,67 +102,105 @@ def test_every_uri_the_core_shows_or_raises_is_masked(monkeypatch: pytest.Monkey
     assert found == {"GPUKERAS_KEY": report.MASKED, "GPUKERAS_STORE": "http://***@h"}
 
 
-# A kept record's artifacts: only inside the folder kept with it -------------------------
-def _kept(spool: Path, target: tracking.Target) -> Path:
-    """A record kept in the spool as a store that is down leaves it, with one artifact."""
+# A kept run's artifacts: only inside the kept store ----------------------------------------
+def _kept(spool: Path, target: tracking.Target) -> str:
+    """A run kept in the spool's MLflow store as a store that is down leaves it, with one
+    artifact; its id there."""
     made = spool.parent / "made"
     made.mkdir()
     (made / "model.txt").write_text("the model")
-    creation = tracking_sender.Creation(name="kept run")
-    ops = [tracking_sender.log_op(params={"a": 1}), tracking_sender.artifacts_op(str(made), "m")]
-    tracking_sender._write_chunk(target, tracking_sender.new_key(), creation, ops, "down")
-    (path,) = tracking_sender.kept_chunks(str(spool))
-    return path
+    sender = sending.Sender()
+    key = records.new_key()
+    creation = records.Creation(name="kept run")
+    for op in (records.log_op(params={"a": 1}), records.artifacts_op(str(made), "m")):
+        sending.keep(sending._Item(target, key, creation, op), "down", sender)
+    local = sending.kept_store(str(spool))
+    assert local is not None and not made.exists()
+    (run,) = sending.kept_runs(local)
+    assert run.data.tags[sending.KEPT_FOR_TAG] == target.safe
+    return str(run.info.run_id)
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "link"])
-def test_a_kept_record_naming_a_folder_outside_its_own_is_neither_sent_nor_removed(
+def test_a_kept_run_naming_artifacts_outside_the_kept_store_is_neither_sent_nor_removed(
     tmp_path: Path, where: str
 ) -> None:
     requires("mlflow")
     opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
     spool = tmp_path / "kept"
     target = tracking.Target(uri=opened["uri"], experiment="kept", spool=str(spool))
-    path = _kept(spool, target)
+    run_id = _kept(spool, target)
     outside = tmp_path / "users-own"
     outside.mkdir()
     (outside / "thesis.tex").write_text("years of work")
-    document = json.loads(path.read_text())
-    (op,) = [op for op in document["ops"] if op["op"] == "artifacts"]
-    if where == "absolute":
-        op["dir"] = str(outside)
-    elif where == "dotdot":
-        op["dir"] = os.path.join(path.with_suffix(".files").name, "..", "..", "users-own")
+    database = sqlite3.connect(spool / tracking.DATABASE)
+    (uri,) = database.execute(
+        "select artifact_uri from runs where run_uuid = ?", (run_id,)
+    ).fetchone()
+    if where == "link":
+        shutil.rmtree(uri)
+        Path(uri).symlink_to(outside)
     else:
-        kept = spool / op["dir"]
-        for file in kept.iterdir():
-            file.unlink()
-        kept.rmdir()
-        kept.symlink_to(outside)
-    path.write_text(json.dumps(document))
+        moved = (
+            str(outside)
+            if where == "absolute"
+            else str(spool / "artifacts" / ".." / ".." / "users-own")
+        )
+        with database:
+            database.execute("update runs set artifact_uri = ? where run_uuid = ?", (moved, run_id))
+    database.close()
 
-    synced = tracking_sender.sync(target, tracking_sender.Sender())
+    synced = sending.sync(target, sending.Sender())
     assert synced["sent"] == 0 and synced["left"] == 1
-    assert path.name in synced["why"]
+    assert run_id in str(synced["why"])
     assert (outside / "thesis.tex").read_text() == "years of work"
-    assert path.exists()
     from mlflow import MlflowClient
 
     assert MlflowClient(opened["uri"]).get_experiment_by_name("kept") is None
+    # discarded: the run deleted from the kept store, the folder outside it left alone
+    discarded = sending.sync(target, sending.Sender(), discard=True)
+    assert discarded["left"] == 1 and (outside / "thesis.tex").exists()
 
 
-def test_a_kept_record_is_sent_with_its_own_artifacts_and_then_removed(tmp_path: Path) -> None:
+def test_a_kept_run_is_sent_with_its_own_artifacts_and_then_removed(tmp_path: Path) -> None:
     requires("mlflow")
     opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
     spool = tmp_path / "kept"
     target = tracking.Target(uri=opened["uri"], experiment="kept", spool=str(spool))
-    path = _kept(spool, target)
-    synced = tracking_sender.sync(target, tracking_sender.Sender())
-    assert synced == {"sent": 1, "left": 0, "other": {}, "why": None}
-    assert not path.exists() and not path.with_suffix(".files").exists()
+    run_id = _kept(spool, target)
     from mlflow import MlflowClient
 
+    folder = Path(
+        MlflowClient(f"sqlite:///{spool / tracking.DATABASE}").get_run(run_id).info.artifact_uri
+    )
+    assert (folder / "m" / "model.txt").exists()
+    synced = sending.sync(target, sending.Sender())
+    assert synced == {"sent": 1, "left": 0, "other": {}, "why": None, "kept": []}
+    assert not folder.exists()
+    local = sending.kept_store(str(spool))
+    assert local is not None and sending.kept_runs(local) == []
     client = MlflowClient(opened["uri"])
     (run,) = client.search_runs([client.get_experiment_by_name("kept").experiment_id])
-    assert run.data.params == {"a": "1"}
+    assert run.data.params == {"a": "1"} and run.data.tags["mlflow.runName"] == "kept run"
     assert [a.path for a in client.list_artifacts(run.info.run_id, "m")] == ["m/model.txt"]
+
+
+def test_kept_runs_are_listed_and_discarded(tmp_path: Path) -> None:
+    requires("mlflow")
+    spool = tmp_path / "kept"
+    target = tracking.Target(uri="http://127.0.0.1:1", experiment="kept", spool=str(spool))
+    run_id = _kept(spool, target)
+    listed = sending.sync(target, sending.Sender(), why="down")
+    assert listed["left"] == 1 and listed["kept"][0]["name"] == "kept run"
+    other = tracking.Target(uri="http://127.0.0.1:2", spool=str(spool))
+    assert sending.sync(other, sending.Sender(), why="down")["other"] == {target.safe: 1}
+    discarded = bridge.call(
+        "track_sync", {"track": {"uri": target.uri, "spool": str(spool)}, "discard": True}
+    )
+    assert discarded["value"]["sent"] == 1 and discarded["value"]["left"] == 0
+    from mlflow import MlflowClient
+
+    assert (
+        MlflowClient(f"sqlite:///{spool / tracking.DATABASE}").get_run(run_id).info.lifecycle_stage
+        == "deleted"
+    )

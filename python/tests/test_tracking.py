@@ -6,7 +6,6 @@ not take is kept and sent once it answers, each value once."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -18,7 +17,7 @@ import pytest
 from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.track import model_copy, tracking, tracking_read, tracking_sender
+from gpukeras.track import model_copy, sending, tracking, tracking_read
 from mlflow_server import PASSWORD, USER, free_port, running, silent
 
 pytestmark = pytest.mark.slow  # a server process and whole fits
@@ -71,6 +70,12 @@ def _runs(uri: str, experiment: str) -> list:
     return [] if found is None else client.search_runs([found.experiment_id])
 
 
+def _kept(spool: Path) -> list:
+    """The runs kept in the spool's MLflow store."""
+    local = sending.kept_store(str(spool))
+    return [] if local is None else sending.kept_runs(local)
+
+
 def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> None:
     requires("mlflow")
     with running(tmp_path / "server") as server:
@@ -121,8 +126,11 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
         said = " ".join(w["message"] for w in refused["warnings"])
         assert [w["class"] for w in refused["warnings"]] == ["tracking"]
         assert "401" in said and "gpu_track_sync()" in said and "not-the-password" not in said
-        kept = list((tmp_path / "kept").glob("*.json"))
-        assert kept and all("not-the-password" not in p.read_text() for p in kept)
+        assert bridge.call("track_flush", {})["value"]["done"]  # the rest kept meanwhile
+        kept = _kept(tmp_path / "kept")
+        assert [r.data.tags[sending.KEPT_FOR_TAG] for r in kept] == [server.url]
+        written = [p for p in (tmp_path / "kept").rglob("*") if p.is_file()]
+        assert written and all(b"not-the-password" not in p.read_bytes() for p in written)
         assert oct((tmp_path / "kept").stat().st_mode & 0o777) == "0o700"
         # sent once the credentials are right again, every value once
         synced = bridge.call("track_sync", {"track": track})["value"]
@@ -144,7 +152,7 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
         finally:
             server.resume()
         target = tracking.target_of(track)
-        tracking_sender.SENDER.drain(target, wait=60)  # the request in flight ends too
+        sending.SENDER.drain(target, wait=60)  # the request in flight ends too
         synced = bridge.call("track_sync", {"track": track})["value"]
         assert synced["left"] == 0 and synced["why"] is None
         runs = _runs(server.url, "fits")
@@ -163,13 +171,16 @@ def test_nothing_listening_costs_the_fit_nothing(tmp_path: Path) -> None:
     started = time.monotonic()
     result = _fit(track, epochs=2)
     assert time.monotonic() - started < 60
-    assert [w["class"] for w in result["warnings"]] == ["tracking"]
+    assert [w["class"] for w in result["warnings"]] == ["tracking"], result["warnings"]
     # why, whole and short: the system's reason and where, not urllib3's cut-off repr
     said = f"does not take runs now: connection refused at 127.0.0.1:{port}."
     assert said in result["warnings"][0]["message"], result["warnings"][0]["message"]
-    kept = [json.loads(p.read_text()) for p in sorted((tmp_path / "kept").glob("*.json"))]
-    ops = [op["op"] for document in kept for op in document["ops"]]
-    assert "fill" in ops and "artifacts" in ops and ops[-1] == "status"
+    assert bridge.call("track_flush", {})["value"]["done"]
+    (run,) = _kept(tmp_path / "kept")  # in MLflow's own store, whole: epochs, model, end
+    local = _client(f"sqlite:///{tmp_path / 'kept' / tracking.DATABASE}")
+    assert sorted(m.step for m in local.get_metric_history(run.info.run_id, "loss")) == [1, 2]
+    assert "model" in [a.path for a in local.list_artifacts(run.info.run_id)]
+    assert run.info.status == "FINISHED" and run.data.params["epochs"] == "2"
     assert _fit(track, epochs=1)["warnings"] == []  # said once
 
 
@@ -203,7 +214,7 @@ def test_a_silent_server_is_asked_once_and_said_once(
         )
         assert second["warnings"] == [] and first["history"] and second["history"]
         assert bridge.call("track_flush", {})["value"]["done"]  # what reads runs waits for
-        kept_for = [json.loads(p.read_text())["uri"] for p in kept.glob("*.json")]
+        kept_for = [r.data.tags[sending.KEPT_FOR_TAG] for r in _kept(kept)]
         assert set(kept_for) == {checked_url, url}
         read = bridge.call("track_runs", {"track": track})
         assert not read["ok"]

@@ -114,7 +114,7 @@ VERBS: dict[str, str] = {
     "search_population": "search.search_population:train",
     "search_population_tell": "search.search_population:tell",
     # tracking in MLflow
-    "track_check": "track.reach:check",
+    "track_check": "track.tracked_runs:check",
     "track_open_folder": "track.tracking:open_folder",
     "track_open_run": "track.tracked_runs:open_run",
     "track_record": "track.tracked_runs:record",

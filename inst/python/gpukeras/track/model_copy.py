@@ -3,7 +3,7 @@
 ``ModelCopy`` takes what the model is at once, on the training thread, and cheaply
 (its config, and its variables' and optimizer's values copied to the host: a few
 milliseconds); ``folder`` then writes it as gpu_save() does, on the thread that sends
-the run (``tracking_sender.later_op``), from a model rebuilt from that copy on the CPU.
+the run (``records.later_op``), from a model rebuilt from that copy on the CPU.
 The live model is not read again: the run's model is the fit's, whatever trains it
 afterwards.
 """

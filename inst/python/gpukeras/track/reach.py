@@ -87,6 +87,16 @@ def reach(target: Target, again: bool = False) -> str | None:
     return why
 
 
+def remembered(target: Target) -> str | None:
+    """Why the target's server was found not to take requests, where that is recent (see
+    ``reach``), without asking it; else None."""
+    with _LOCK:
+        known = _DECIDED.get(target.uri)
+    if known is None or known.why is None or time.monotonic() - known.at >= REACH_AGAIN:
+        return None
+    return known.why
+
+
 def _ask(target: Target) -> str | None:
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request

@@ -21,7 +21,7 @@ A fit (``start_fit``, from gpu_fit()'s verb, ``tools.training``) is one MLflow r
 
 A cv's or a search's parent run (``open_run``) and what R records on a run later,
 by key (``record``: a fold's held-out scores, a trial's state and objective, a
-parent's summary and end), go the same way (``tracking_sender``).
+parent's summary and end), go the same way (``sending``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Any
 from gpukeras.core.errors import PreemptedError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.track import model_copy, reach, tracking
-from gpukeras.track import tracking_sender as sender
+from gpukeras.track import model_copy, reach, records, tracking
+from gpukeras.track import sending as sender
 from gpukeras.train import backup_files
 
 KEY_FILE = "gpukeras-tracking.json"
@@ -117,9 +117,9 @@ class FitRun:
         self.track = track
         backup_dir = given.get("backup_dir")
         kept = _kept_key(backup_dir)
-        self.key = str(track.get("key") or kept or sender.new_key())
+        self.key = str(track.get("key") or kept or records.new_key())
         self.resumed = kept is not None
-        self.creation = sender.Creation(
+        self.creation = records.Creation(
             # MLflow's own random names come from Python's generator, which a seed resets
             name=str(track.get("name") or f"fit {time.strftime('%Y-%m-%d %H:%M:%S')}"),
             parent=str(track["parent"]) if track.get("parent") else None,
@@ -132,10 +132,10 @@ class FitRun:
             backup_files.commit_json(folder, KEY_FILE, {"key": self.key})
         sender.SENDER.retry(self.target)
         if self.resumed:
-            self.post(sender.status_op("RUNNING", end=False))
-        self.post(sender.log_op(params=fit_params(model, given, track), tags=_verdict_tags(track)))
+            self.post(records.status_op("RUNNING", end=False))
+        self.post(records.log_op(params=fit_params(model, given, track), tags=_verdict_tags(track)))
         # hashed on the sending thread while the fit reads the same arrays (it never writes them)
-        self.post(sender.later_op(lambda: sender.log_op(params=data_params(data))))
+        self.post(records.later_op(lambda: records.log_op(params=data_params(data))))
         self.seconds += time.perf_counter() - started
 
     def post(self, op: dict[str, Any]) -> None:
@@ -152,7 +152,7 @@ class FitRun:
             def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
                 started = time.perf_counter()
                 with contextlib.suppress(Exception):  # tracking never stops training
-                    run.post(sender.log_op(metrics=_epoch_metrics(epoch + 1, logs)))
+                    run.post(records.log_op(metrics=_epoch_metrics(epoch + 1, logs)))
                 run.seconds += time.perf_counter() - started
 
         return EpochLogger()
@@ -166,11 +166,11 @@ class FitRun:
         history = result.get("history") or {}
         epochs = len(history.get("epoch") or [])
         if self.resumed:  # the epochs the killed process may not have sent
-            self.post(sender.fill_op(_history_rows(history)))
+            self.post(records.fill_op(_history_rows(history)))
         report = result.get("monitor") or {}
-        now = sender.now_ms()
+        now = records.now_ms()
         self.post(
-            sender.log_op(
+            records.log_op(
                 metrics=[
                     (name, float(report[name]), now, epochs)
                     for name in REPORT_METRICS
@@ -184,12 +184,12 @@ class FitRun:
         with contextlib.suppress(Exception):  # the model as it is now, written later
             copy = model_copy.ModelCopy(model)
             encoding = self.track.get("encoding")
-            self.post(sender.later_op(lambda: sender.artifacts_op(copy.folder(encoding))))
+            self.post(records.later_op(lambda: records.artifacts_op(copy.folder(encoding))))
         best = settings.get("best")
         if isinstance(best, Mapping) and best.get("best"):
             with contextlib.suppress(OSError):
-                self.post(sender.artifacts_op(_best_folder(best["best"])))
-        self.post(sender.status_op("FINISHED"))
+                self.post(records.artifacts_op(_best_folder(best["best"])))
+        self.post(records.status_op("FINISHED"))
         self._end(result, started)
         path = _key_file(self.backup_dir)
         if path is not None:
@@ -202,8 +202,8 @@ class FitRun:
         the error's first line as a tag."""
         status = "KILLED" if isinstance(error, PreemptedError) else "FAILED"
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        self.post(sender.log_op(tags={"gpukeras.error": tracking.masked(message, self.target)}))
-        self.post(sender.status_op(status))
+        self.post(records.log_op(tags={"gpukeras.error": tracking.masked(message, self.target)}))
+        self.post(records.status_op(status))
         if self.target.wait > 0:
             sender.SENDER.drain(self.target)
 
@@ -249,7 +249,7 @@ def _verdict_tags(track: Mapping[str, object]) -> dict[str, object]:
 def _epoch_metrics(
     epoch: int, logs: Mapping[str, object] | None
 ) -> list[tuple[str, float, int, int]]:
-    now = sender.now_ms()
+    now = records.now_ms()
     rows = []
     for name, value in (logs or {}).items():
         with contextlib.suppress(TypeError, ValueError):
@@ -259,7 +259,7 @@ def _epoch_metrics(
 
 def _history_rows(history: Mapping[str, Any]) -> list[tuple[str, float, int, int]]:
     epochs = list(history.get("epoch") or [])
-    now = sender.now_ms()
+    now = records.now_ms()
     rows = []
     for name, values in history.items():
         if name == "epoch":
@@ -400,8 +400,8 @@ def open_run(
     of ``children`` runs to come under it (its folds' fits); its params and tags sent as
     the others are."""
     target = tracking.target_of(track)
-    key = sender.new_key()
-    creation = sender.Creation(
+    key = records.new_key()
+    creation = records.Creation(
         name=name, parent=_parent(track), tags={KIND_TAG: kind, **_tags(tags)}, fresh=True
     )
     sender.SENDER.retry(target)
@@ -409,7 +409,7 @@ def open_run(
         target,
         key,
         creation,
-        sender.log_op(
+        records.log_op(
             params={k: _plain(v) for k, v in (params or {}).items()},
             tags={k: _plain(v) for k, v in (tags or {}).items()},
         ),
@@ -418,7 +418,7 @@ def open_run(
     sender.SENDER.wait_for_run(target, key, tracking.RUN_ID_WAIT)
     return {
         "key": key,
-        "children": [sender.new_key() for _ in range(int(children))],
+        "children": [records.new_key() for _ in range(int(children))],
         "warnings": [
             {"class": "tracking", "message": said} for said in sender.SENDER.take_warnings()
         ],
@@ -427,7 +427,7 @@ def open_run(
 
 def new_key() -> str:
     """A run key for a child R did not count ahead (a search's trial)."""
-    return sender.new_key()
+    return records.new_key()
 
 
 def _parent(track: Mapping[str, object]) -> str | None:
@@ -455,8 +455,8 @@ def record(
         ``run_id`` (where known) and ``warnings`` (each ``class``, ``message``) for R.
     """
     target = tracking.target_of(track)
-    creation = sender.Creation(name=name, parent=_parent(track), tags={KIND_TAG: kind})
-    now = sender.now_ms()
+    creation = records.Creation(name=name, parent=_parent(track), tags={KIND_TAG: kind})
+    now = records.now_ms()
     rows = []
     for metric, value in (metrics or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -465,7 +465,7 @@ def record(
         target,
         key,
         creation,
-        sender.log_op(
+        records.log_op(
             metrics=rows,
             params={k: _plain(v) for k, v in (params or {}).items()},
             tags={k: tracking.masked(str(v), target) for k, v in (tags or {}).items()},
@@ -474,7 +474,7 @@ def record(
     if kind == "parent":  # children that began before it was made get it as their parent
         sender.SENDER.post(target, key, creation, {"op": "adopt"})
     if status is not None:
-        sender.SENDER.post(target, key, creation, sender.status_op(status))
+        sender.SENDER.post(target, key, creation, records.status_op(status))
     if wait or target.wait > 0:
         sender.SENDER.drain(target, max(target.wait, tracking.FLUSH_WAIT) if wait else None)
     return {
@@ -490,8 +490,8 @@ def record_artifact(track: Mapping[str, object], key: str, path: str) -> None:
     target = tracking.target_of(track)
     folder = tempfile.mkdtemp(prefix="gpukeras-run-")
     shutil.move(path, os.path.join(folder, os.path.basename(path)))
-    creation = sender.Creation(parent=_parent(track))
-    sender.SENDER.post(target, key, creation, sender.artifacts_op(folder))
+    creation = records.Creation(parent=_parent(track))
+    sender.SENDER.post(target, key, creation, records.artifacts_op(folder))
 
 
 def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, object]:
@@ -506,13 +506,26 @@ def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, 
     }
 
 
-def sync(track: Mapping[str, object]) -> dict[str, object]:
-    """gpu_track_sync(): what was kept for the track's store, sent now
-    (``tracking_sender.sync``), once a server answers again (asked now: ``reach``)."""
+def check(track: Mapping[str, object]) -> dict[str, object]:
+    """gpu_track()'s check (``reach.check``), with the runs kept for the store: ``kept``
+    (how many) in ``spool`` (the kept store's folder)."""
+    checked = reach.check(track)
+    target = tracking.target_of(track)
+    checked["kept"] = sender.sync(target, why="not sent: counted")["left"]
+    checked["spool"] = target.spool
+    return checked
+
+
+def sync(track: Mapping[str, object], discard: bool = False) -> dict[str, object]:
+    """gpu_track_sync(): the runs kept for the track's store copied to it now
+    (``sending.sync``), once a server answers again (asked now: ``reach``); or, with
+    ``discard``, deleted unsent."""
     target = tracking.target_of(track)
     sender.SENDER.retry(target)
     started = time.monotonic()
-    done = sender.sync(target, why=reach.reach(target, again=True))
+    why = None if discard else reach.reach(target, again=True)
+    done = sender.sync(target, why=why, discard=bool(discard))
+    done["action"] = "discarded" if discard else "sent"
     done["seconds"] = time.monotonic() - started
     done["spool"] = target.spool
     return done

@@ -19,8 +19,8 @@ their artifacts beside the database: no file lands where the user did not ask.
 
 A server that does not answer must never hold training up: MLflow's client waits
 120 s per request and retries 7 times by default, so where the user set none of
-them gpukeras asks for ``PATIENCE`` (and the sending happens on a thread of its own,
-``gpukeras.track.tracking_sender``); whether a server answers at all is asked once, in a
+them gpukeras asks for ``PATIENCE`` (and the sending happens off the training thread,
+``gpukeras.track.sending``); whether a server answers at all is asked once, in a
 second or two, and remembered (``gpukeras.track.reach``). Credentials never appear in what
 gpukeras shows or keeps: URIs and messages are masked by the one rule
 (``gpukeras.core.masking``), of the secret variables' values too (``masked``).
@@ -68,6 +68,8 @@ PATIENCE = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    # MLflow's asynchronous logging gathers a second's batches of a run into one request
+    "MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS": "1",
 }
 # Seconds a fit waits at its end for its run to be made (its id, for the result), and
 # what reads runs (or ends the process) waits for the records still being sent.
@@ -98,7 +100,7 @@ class Target:
     uri: str
     experiment: str | None = None
     experiment_id: str | None = None
-    # where what could not be sent is kept (created only then)
+    # the folder of the MLflow store where what could not be sent is kept (made only then)
     spool: str | None = None
     # seconds a tracked verb waits at its end for what it logged to be sent (0: it does not;
     # the sending goes on, and what reads runs waits for it: ``FLUSH_WAIT``)
