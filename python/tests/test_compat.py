@@ -337,6 +337,14 @@ def test_the_private_optuna_names_compat_uses_are_there() -> None:
     assert compat.optuna_trial_id(frozen) == 0
 
 
+def test_the_private_python_names_compat_uses_are_there() -> None:
+    import threading
+
+    assert callable(getattr(threading, "_register_atexit", None)), (
+        "this Python has no threading._register_atexit, which gpukeras.core.compat uses"
+    )
+
+
 def test_what_compat_reads_and_sets_on_a_model() -> None:
     keras = config.keras()
     model = tiny_model()

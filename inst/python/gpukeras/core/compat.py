@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -607,3 +608,11 @@ def optuna_heartbeat_base() -> type:
     from optuna.storages._heartbeat import BaseHeartbeat
 
     return BaseHeartbeat
+
+
+# Python ------------------------------------------------------------------------------
+def before_threads_stop(function: Callable[[], None]) -> None:
+    """Call ``function`` at interpreter exit before the standard library's executors stop
+    taking work and its non-daemon threads are joined (private ``threading._register_atexit``,
+    which ``concurrent.futures`` itself uses): ``atexit`` runs after that, too late to submit."""
+    threading._register_atexit(function)  # type: ignore[attr-defined]

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from gpukeras.core import compat
 from gpukeras.track import reach, tracking
 from gpukeras.track.records import Creation
 from gpukeras.track.tracking import Target
@@ -252,7 +253,7 @@ def _flush_at_exit() -> None:
         SENDER.flush(5.0, keep_rest=True)
 
 
-threading._register_atexit(_flush_at_exit)  # type: ignore[attr-defined]
+compat.before_threads_stop(_flush_at_exit)
 
 
 def _kept_message(target: Target, why: str) -> str:
