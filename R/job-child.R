@@ -19,13 +19,12 @@ child_data <- function(carried) {
 
 # A callr r_session for a job in `dir`, with `env` (process_env()) and the job's folder as
 # its temporary folder: what a killed child leaves there (TensorFlow's autograph files, say)
-# goes with the job. processx's supervisor ends it when this session ends, however it ends.
+# goes with the job. It ends when this session ends, however it ends (process_entry()).
 job_session <- function(env, dir) {
   scratch <- job_file(dir, "tmp")
   dir.create(scratch, showWarnings = FALSE)
   callr::r_session$new(
-    # (r_session passes `supervise` on to processx through `extra` alone)
-    callr::r_session_options(env = c(env, TMPDIR = scratch), extra = list(supervise = TRUE)), wait_timeout = 60000
+    callr::r_session_options(env = c(env, TMPDIR = scratch)), wait_timeout = 60000
   )
 }
 

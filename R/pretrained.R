@@ -34,7 +34,8 @@
 #' if (nzchar(preset) && dir.exists(preset)) {
 #'   labels <- factor(c("good", "bad", "good", "bad"))
 #'   model <- gpu_text_classifier(preset, labels, lora_rank = 4)
-#'   fit <- gpu_fit(model, gpu_text_data(c("great movie", "awful movie", "fine", "poor"), labels), epochs = 2)
+#'   texts <- c("great movie", "awful movie", "fine", "poor")
+#'   fit <- gpu_fit(model, gpu_text_data(texts, labels), epochs = 2)
 #'   predict(fit, gpu_text_data(c("good movie", "bad movie")))
 #' }
 #' }

@@ -16,9 +16,20 @@ process_entry <- function(path, entry, args) {
   } else {
     loadNamespace("gpukeras", lib.loc = dirname(path))
   }
+  get("end_with_session", envir = asNamespace("gpukeras"))()
   do.call(get(entry, envir = asNamespace("gpukeras")), args)
 }
 environment(process_entry) <- globalenv()
+
+# In a process the session started (process_env() names the session): end it when the
+# session ends, however it ends, even while it is busy (the core's end_with_parent). Not
+# processx's `supervise = TRUE`: its FIFOs stay open as R connections for the rest of the
+# session, which R CMD check takes for connections an example left open.
+end_with_session <- function() {
+  session <- Sys.getenv("GPUKERAS_SESSION_PID")
+  if (nzchar(session)) core_call("end_with_parent", parent = as.integer(session))
+  invisible()
+}
 
 # The function a later call into a process that ran process_entry() runs (a callr
 # r_session's): gpukeras' function `entry` with `args`.
@@ -34,6 +45,7 @@ environment(process_call) <- globalenv()
 process_env <- function(visible = NULL) {
   c(
     callr::rcmd_safe_env(),
+    GPUKERAS_SESSION_PID = Sys.getpid(),
     GPUKERAS_PYTHON = reticulate::py_config()$python,
     KERAS_BACKEND = core_call("keras_backend"),
     Sys.getenv(mlflow_secrets)[nzchar(Sys.getenv(mlflow_secrets))],

@@ -16,7 +16,7 @@ search_in_background <- function(args, storage, call = caller_env()) {
       path = getNamespaceInfo("gpukeras", "path"), entry = "search_job_run", args = list(args[names(args) != "storage"])
     ),
     env = c(process_env(), GPUKERAS_SEARCH_STORAGE = args$storage), stdout = NULL, stderr = NULL,
-    supervise = TRUE, cleanup_tree = TRUE
+    cleanup_tree = TRUE
   )
   job$args <- args
   job$url <- storage$url

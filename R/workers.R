@@ -79,11 +79,8 @@ worker_start <- function(pool, i) {
   worker$state <- "starting"
   worker$prepare <- list(setup = pool$setup, compiled = session_compiled_dir(), warm = pool$warm)
   env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
-  # supervised (r_session passes `supervise` on to processx through `extra` alone): a worker
-  # ends with the session, even a killed one
-  worker$session <- callr::r_session$new(
-    callr::r_session_options(env = env, extra = list(supervise = TRUE)), wait = FALSE
-  )
+  # (it ends with the session, even a killed one: process_entry())
+  worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
   worker
 }
 

@@ -32,6 +32,7 @@ VERBS: dict[str, str] = {
     "keras_api": "core.keras_api:keras_api",
     "remove_autograph_files": "core.runtime:remove_autograph_files",
     "mask_uri": "core.masking:mask_uri",
+    "end_with_parent": "core.lifetime:end_with_parent",
     "schedule_values": "core.schedules:values",
     # devices and the GPU
     "devices": "gpu.devices:list_devices",
