@@ -341,7 +341,6 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
-  data$recorded <- fit_encoding(data) # once per fit: what it trains on, its report and its saved files use it
   class_weight <- as_python(
     check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE
   )
@@ -360,12 +359,15 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     validation_data <- data$validation
   }
   validation <- if (!is.null(validation_data)) fit_data(validation_data, "validation_data")
-  validation <- with_training_encoding(validation, data)
   if (!is.null(validation$validation)) {
     abort_bad_argument("`validation_data` must be one dataset or list(x = , y = ), not a train/validation split.")
   }
   if (!is.null(clipnorm) && !is.null(clipvalue)) abort_bad_argument("Give `clipnorm` or `clipvalue`, not both.")
   check_python_object(model, "model", "a compiled Keras 3 model")
+  # made by the core once per fit, after every check that needs no Python: what it trains
+  # on, its report and its saved files use it
+  data$recorded <- fit_encoding(data)
+  validation <- with_training_encoding(validation, data)
   check_input_width(model, fit_encoding(data))
   check_output_width(model, fit_encoding(data)$y$levels)
   if (!is.null(tuned)) {

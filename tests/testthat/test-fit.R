@@ -583,7 +583,10 @@ test_that(paste(
   )
 })
 
-test_that("gpu_fit() calls the core once: R data is handed over, and the data described, in that call", {
+test_that(paste(
+  "gpu_fit() calls the core once to train: R data's encoding is made first (once), then R data is handed over,",
+  "and the data described, in the fit's call"
+), {
   skip_if_no_python()
   model <- tiny_model()
   data <- regression_data(64)
@@ -596,7 +599,7 @@ test_that("gpu_fit() calls the core once: R data is handed over, and the data de
   ))
   on.exit(suppressMessages(untrace("core_call", where = asNamespace("gpukeras"))), add = TRUE)
   fit <- gpu_fit(model, data, epochs = 1, batch_size = 16, verbose = 0, monitor = FALSE)
-  expect_identical(seen$verbs, "fit")
+  expect_identical(seen$verbs, c("data_encoding", "fit"))
   expect_identical(fit$settings$data, "64 rows of R data in batches of 16")
   dataset <- gpu_dataset(data$x, data$y, batch_size = 16)
   seen$verbs <- character()
