@@ -21,6 +21,8 @@
 #'   tokens each text is cut or padded to.
 #' @param learning_rate Adam's learning rate; 5e-5, KerasHub's default for
 #'   fine-tuning.
+#' @param ... Not used: an argument gpu_text_classifier() does not have is an
+#'   error naming it.
 #' @return The compiled Keras model (a KerasHub `TextClassifier`), with
 #'   sparse categorical cross-entropy on logits and accuracy; `predict()` of
 #'   its fit gives one logit per class.
@@ -39,7 +41,9 @@
 #'   predict(fit, gpu_text_data(c("good movie", "bad movie")))
 #' }
 #' }
-gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5) {
+gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5,
+                                ...) {
+  check_unknown_args("gpu_text_classifier")
   check_string(preset)
   classes <- class_count(classes)
   check_whole_number(lora_rank, allow_null = TRUE)
@@ -86,6 +90,8 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #' @param shuffle Reshuffle the texts every epoch (by default, when `y` is
 #'   given: for training).
 #' @param seed `NULL` or a seed for the shuffling.
+#' @param ... Not used: an argument gpu_text_data() does not have is an
+#'   error naming it.
 #' @return A Python tf.data dataset of batches of texts (and class codes).
 #' @export
 #' @examples
@@ -94,7 +100,8 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #'   texts <- gpu_text_data(c("a good movie", "a bad one"), factor(c("good", "bad")))
 #' }
 #' }
-gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), seed = NULL) {
+gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), seed = NULL, ...) {
+  check_unknown_args("gpu_text_data")
   if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
     abort_bad_argument(sprintf("`x` must be a character vector of texts, not %s.", describe(x)))
   }
