@@ -150,7 +150,8 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
     switch(backend,
       # >= 2.16: the first TensorFlow that runs Keras 3 (stack.py's MIN_TENSORFLOW).
       tensorflow = paste0(tensorflow_distribution(gpu, os), ">=2.16"),
-      jax = if (linux_gpu) "jax[cuda12]" else "jax"
+      # filelock: the bound on JAX's compilation cache (gpu_compile_cache())
+      jax = c(if (linux_gpu) "jax[cuda12]" else "jax", "filelock")
       # Other backends are not supported: the core says so at first use.
     ),
     "uvicorn>=0.30", "starlette>=0.40"

@@ -36,7 +36,7 @@ end_with_session <- function() {
 process_call <- function(entry, args) do.call(get(entry, envir = asNamespace("gpukeras")), args)
 environment(process_call) <- globalenv()
 
-# The environment of a process: the session's Python and Keras backend, MLflow's
+# The environment of a process: the session's Python, Keras backend and compilation cache, MLflow's
 # credentials as the session has them now (a child inherits the session's environment as
 # it was at its start: a process kept for later, such as the template or the standby, is
 # made again when they change, since its environment then differs); with `visible`
@@ -48,6 +48,7 @@ process_env <- function(visible = NULL) {
     GPUKERAS_SESSION_PID = Sys.getpid(),
     GPUKERAS_PYTHON = reticulate::py_config()$python,
     KERAS_BACKEND = core_call("keras_backend"),
+    compile_cache_env(),
     Sys.getenv(mlflow_secrets)[nzchar(Sys.getenv(mlflow_secrets))],
     if (!is.null(visible)) {
       c(CUDA_VISIBLE_DEVICES = visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")

@@ -77,7 +77,7 @@ worker_start <- function(pool, i) {
   worker$slot <- i
   worker$key <- key
   worker$state <- "starting"
-  worker$prepare <- list(setup = pool$setup, compiled = session_compiled_dir(), warm = pool$warm)
+  worker$prepare <- list(setup = pool$setup, warm = pool$warm)
   env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
   # (it ends with the session, even a killed one: process_entry())
   worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
@@ -86,10 +86,10 @@ worker_start <- function(pool, i) {
 
 # What makes a ready worker fit a slot: what its start and first call prepared (its
 # environment: the session's Python, Keras backend and the slot's device; the session's
-# gpu_setup(); where it shares compiled programs). The pool's `warm` is not in it: a
+# gpu_setup()). The pool's `warm` is not in it: a
 # worker drops what it opened ahead after each task (worker_reset()).
 worker_key <- function(pool, i) {
-  list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup, compiled = session_compiled_dir())
+  list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup)
 }
 
 # A ready worker of the session's spares (those that pools left, worker_close()) whose key
@@ -179,13 +179,6 @@ worker_wait <- function(pool, timeout) {
   for (k in which(unlist(ready) == "ready")) worker_step(workers[[k]])
   invisible()
 }
-
-# Where this session's workers keep what their fits compile (on JAX), for every later
-# worker of the session: a fold or trial of a model compiled before, in this pool or an
-# earlier gpu_cv() or gpu_search(), loads its programs instead of compiling them again,
-# as a session's second gpu_fit() of a model finds them in memory. It goes with the
-# session's temporary folder.
-session_compiled_dir <- function() file.path(tempdir(), "gpukeras-compiled")
 
 # The slots with no fit running.
 worker_free <- function(pool) which(vapply(pool$busy, is.null, logical(1)))
@@ -395,8 +388,9 @@ worker_ready <- function(prepare, compile = TRUE) {
 
 # Before the task: the session's gpu_setup() (`prepare$setup`, the pool's), the runtime
 # and, with `compile` (no task waiting yet), one small compiled step that takes the
-# compiler's start off the fit's (core: workers_warm); then the session's compiled
-# programs (`prepare$compiled`). NULL, or the error that the task then reports.
+# compiler's start off the fit's (core: workers_warm). The worker's compiled programs are
+# the user's cache's (its environment: gpu_compile_cache()). NULL, or the error that the
+# task then reports.
 worker_prepare <- function(prepare, compile = TRUE) {
   tryCatch({
     setup <- prepare$setup
@@ -404,7 +398,6 @@ worker_prepare <- function(prepare, compile = TRUE) {
     core_call("start")
     # Only time is lost where it fails: the fit compiles as it would have.
     if (compile) try(core_call("workers_warm"), silent = TRUE)
-    if (!is.null(prepare$compiled)) core_call("workers_share_compiled", folder = prepare$compiled)
     NULL
   }, error = identity)
 }

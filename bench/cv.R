@@ -49,6 +49,9 @@ goal <- list(cv_vs_in_session = 1.3, population_vs_in_session = 0.8, overhead_se
 
 data <- bench_data(rows)
 keras <- gpu_keras()
+# the compilation cache (JAX) as the run starts: a second run of this script in a fresh
+# session finds every program the first compiled there (issue #78's CPU goal)
+cache_before <- gpu_compile_cache()
 session_pid <- Sys.getpid()
 probe_dir <- tempfile("bench-cv-probe-")
 
@@ -172,6 +175,14 @@ population_agreement <- list(
   max_abs_accuracy_difference = max(abs(last_population$metrics$accuracy - session_table$accuracy))
 )
 
+cache_after <- gpu_compile_cache()
+compile_cache <- list(
+  folder = cache_after$folder, whose = cache_after$whose, programs_before = cache_before$programs,
+  programs_after = cache_after$programs,
+  # each program compiled anywhere (the session and every worker) writes one entry
+  programs_compiled = cache_after$programs - cache_before$programs,
+  session_misses = cache_after$misses, session_hits = cache_after$hits
+)
 machine <- machine_facts(load_before)
 device <- if (identical(machine$gpu, "none")) paste("CPU:", machine$cpu) else machine$gpu[[1]]
 short <- if (identical(machine$gpu, "none")) "cpu" else "gpu"
@@ -210,6 +221,7 @@ result <- list(
   # the warm-up: each way's first call in the session, nothing of this model compiled yet
   first_call_seconds = if (mode$smoke) NULL else list(cv_probed = cv_runs[[1]]$seconds, in_session = in_session_seconds[1]),
   overhead_seconds = overhead,
+  compile_cache = compile_cache,
   time_split = lapply(measured_runs, `[[`, "time_split"),
   fold_fit_seconds = lapply(measured_runs, `[[`, "fold_seconds"),
   fits = lapply(split(fits, fits$run), function(run) lapply(run[setdiff(names(run), "run")], function(v) if (is.numeric(v)) round(v, 3) else v)),
@@ -219,16 +231,20 @@ result <- list(
     population_vs_in_session = ratio_population$median <= goal$population_vs_in_session &&
       identical(last_population$trained, "population") && population_agreement$max_abs_loss_difference <= 1e-5,
     overhead_seconds = isTRUE(overhead$max <= goal$overhead_seconds),
-    overhead_seconds_all_fits = isTRUE(overhead$all_fits$max <= goal$overhead_seconds)
+    overhead_seconds_all_fits = isTRUE(overhead$all_fits$max <= goal$overhead_seconds),
+    # on JAX, a run after one that filled the cache: nothing compiled, by any process
+    compiled_nothing = compile_cache$programs_before > 0 && compile_cache$programs_compiled == 0 &&
+      compile_cache$session_misses == 0
   ),
   notes = c(
     "seconds: wall-clock of gpu_cv() (call to return) and of the five in-session fits with their evaluate() and predict(); cpu_seconds: this session's CPU time only (the workers' is not in it). The ways run in rounds whose order alternates, after one warm-up of each; ratios are per round, their median with a bootstrap 95% interval.",
     "overhead_seconds: for each fold after the first of each measured cv run, first_step - submitted - probe: from the task given to its slot (the session's clock, worker_submit() traced) to Keras' first on_train_batch_begin in the worker (time.time()). Its parts: pickup (submitted -> worker_task() entered: callr's call into the worker's r_session, or the wait for a process that was not ready yet), setup (set_random_seed(): the worker started its runtime with the session's gpu_setup() and compiled a small step while it waited, R/workers.R worker_ready()), attach (the packages attached for model_fn), model_fn (building and compiling the model), data_copy (load_arrays(): the rows out of the memory-mapped .npy files), other (a search's pruning callback; the memory plan on a GPU), fit_start (gpu_fit() entered -> its first training step: R's checks and conversion, the core's request, the data adapter, the monitor, Keras' fit() before its first step). before_model_fn = pickup + setup + attach. probe: the probe's own setup in the worker (trace(), a Python patch), timed and subtracted. median, max and parts: the fits whose process was waiting when the task was written (pickup <= 0.1 s), the goal's measure; all_fits: every fit after the first; not_ready: those whose process was still starting (their pickup is the wait for it). less_jax_compiling (JAX): the overhead less what JAX lowered and compiled in the worker from model_fn to the first step (jax_before_first_step: the model's initializers, the training loop; not its tracing, whose timings nest), work a new architecture costs a fit in the session too.",
     "first_fit: a run's first fold waits for its process: a callr r_session started by the pool, which loads gpukeras, Python and Keras and prepares its runtime (R/workers.R worker_ready()) before it takes the fold. between_fits: from a fold's gpu_fit() returning in its worker to the next fold's submission (the held-out rows' evaluate() and predict(), the result sent back by callr, the worker ended).",
     "foreign_cpu_seconds_rounds: CPU seconds other processes (not this session, not its workers) took while each way ran, from /proc/stat and /proc/<pid>/stat (bench/lib/workers.R cpu_snapshot()); foreign_share: of the machine's cores over the way's wall time. The load averages include this benchmark's own processes (about 1-2 while it trains, 2-3 while a worker is readied).",
-    "first_call_seconds: the warm-up's gpu_cv() (probed; its workers start from scratch as every call's do) and in-session fits, the session's first of each, when nothing of the model had been compiled in the session. The measured calls come after, as a user's repeated ones: in-session fits find the model's programs in the session's memory, gpu_cv()'s workers in the session's compilation cache (on JAX).",
+    "first_call_seconds: the warm-up's gpu_cv() (probed; its workers start from scratch as every call's do) and in-session fits, the session's first of each, when nothing of the model had been compiled in the session. The measured calls come after, as a user's repeated ones: in-session fits find the model's programs in the session's memory, gpu_cv()'s workers in the compilation cache (on JAX: gpu_compile_cache(), kept across sessions).",
     "cv_vs_in_session: gpu_cv() with a process per fold (gpu_workers(population = FALSE)) and a plain model_fn (the way cv_unprobed) over the in-session fits; cv_probed_vs_in_session: the way cv, whose model_fn runs the probe that times each worker's parts (overhead_seconds, time_split, fits), over the same (the probe's own work, about 0.2-0.3 s a fold, is the benchmark's instrument, not gpu_cv()'s cost).",
     "time_split: where each measured cv run's seconds went (bench/lib/workers.R time_split()): training (first step -> gpu_fit() returning, summed over the folds), the first fold's start, the later folds' starts, between folds, the probe, the rest (the data carried, the pool closed, the result built).",
+    "compile_cache: JAX's compilation cache (gpu_compile_cache()) before and after the run: programs_compiled is the entries written by the session and every worker (one per program compiled, none loaded); session_misses and session_hits are the session's own. A second run in a fresh session compiles nothing when the first filled the cache.",
     "fits: each measured cv run's folds, times in seconds from the gpu_cv() call.",
     "agreement: the last cv run's held-out metrics per fold against the last in-session round's (the docs say the same within float rounding, exactly on a CPU).",
     "population_vs_in_session: gpu_cv() with its default workers (gpu_workers(population = \"auto\"): on JAX the five folds as one population in one worker, Keras' train step vmapped over their states; the ways cv and cv_unprobed are gpu_workers(population = FALSE)) over the in-session fits; population: how the last such run trained (trained, why) and its held-out metrics against the last in-session round's (goal: within 1e-5). The population also validates each fold on its held-out rows after each epoch (its history's val_ columns); the other ways do not: it does more work than they do.",
@@ -238,6 +254,8 @@ result <- list(
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
 out <- write_result(result, on_backend(paste0("cv-", short), result$backend), mode)
+cat(sprintf("Compilation cache (%s): %d programs compiled in this run (the session's own: %d compiled, %d loaded)\n",
+            compile_cache$whose, compile_cache$programs_compiled, compile_cache$session_misses, compile_cache$session_hits))
 
 cat(sprintf(
   "\n%d-fold gpu_cv() / %d in-session fits (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s\n",

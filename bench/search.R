@@ -87,10 +87,10 @@ search <- function(pruner, trials_here = trials, epochs_here = epochs, record = 
   on.exit(unlink(probe_dir, recursive = TRUE), add = TRUE)
   recorder <- probe_session_start()
   on.exit(probe_session_stop(), add = TRUE)
-  # Each search starts without what the session's earlier ones compiled (gpu_search()'s
-  # workers share it on JAX): the second search of a round would otherwise load the
+  # Each search starts without what the session's earlier ones compiled (on JAX, kept in
+  # the compilation cache): the second search of a round would otherwise load the
   # programs of the trials both draw, and the ratio compares one search with another.
-  unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
+  gpu_compile_cache(clear = TRUE)
   began <- as.numeric(Sys.time())
   cpu_before <- cpu_snapshot()
   took <- timed(found <- gpu_search(

@@ -69,7 +69,7 @@ search_way <- function(name, workers) {
     folder <- tempfile("bench-search-population-")
     on.exit(unlink(folder, recursive = TRUE))
     # each search compiles its trials' programs itself, as bench/search.R's do
-    unlink(utils::getFromNamespace("session_compiled_dir", "gpukeras")(), recursive = TRUE)
+    gpu_compile_cache(clear = TRUE)
     took <- timed(found <- gpu_search(
       model_fn, data, space = list(), learning_rate = search_float(1e-4, 1e-1, log = TRUE),
       trials = trials, sampler = sampler, pruner = "none", seed = seed, epochs = epochs,

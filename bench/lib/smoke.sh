@@ -24,6 +24,8 @@ jobs=${BENCH_SMOKE_JOBS:-2}
 limit=${BENCH_SMOKE_LIMIT:-300}
 out=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-bench-smoke.XXXXXX")
 export GPUKERAS_BENCH_SMOKE=1 GPUKERAS_BENCH_OUT=$out
+# what the smoke runs compile (JAX) is kept in their folder, not the user's cache
+export GPUKERAS_COMPILE_CACHE=${GPUKERAS_COMPILE_CACHE:-$out/compiled}
 started=$SECONDS
 
 # One benchmark: its output in $out/<script>.log, a line saying how it went in

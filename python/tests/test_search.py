@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import other_group, requires, run_core
+from conftest import other_group
 from gpukeras import bridge
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.search import search, search_sampler, search_trial, study_journal, study_storage
@@ -594,124 +594,6 @@ def test_worker_environment_keeps_cuda_visible_devices_of_this_process() -> None
     before = dict(os.environ)
     workers.plan()
     assert dict(os.environ) == before
-
-
-def test_a_workers_fits_on_jax_reuse_what_an_earlier_worker_compiled(tmp_path: Path) -> None:
-    """share_compiled() in two fresh JAX processes (two workers of one pool), each building
-    and training the same model: the first writes its compiled programs to the pool's
-    folder, the second reads them all from there and compiles none."""
-    requires("jax")
-    folder = tmp_path / "compiled"
-    train = """
-import jax.monitoring
-import keras
-import numpy as np
-events = []
-jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
-keras.utils.set_random_seed(1)
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse")
-x = np.ones((32, 4), "float32")
-model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
-readback["hits"] = events.count("/jax/compilation_cache/cache_hits")
-readback["misses"] = events.count("/jax/compilation_cache/cache_misses")
-"""
-    runs = [
-        run_core(
-            "workers_share_compiled",
-            {"folder": str(folder)},
-            env={"KERAS_BACKEND": "jax"},
-            setup="sys.modules['tensorflow'] = None",  # as on the GPU machines: 3 s less
-            after=train,
-        )
-        for _ in range(2)
-    ]
-    assert [run.value for run in runs] == [str(folder), str(folder)]
-    first, second = (run.readback for run in runs)
-    assert first["misses"] > 0 and first["hits"] == 0
-    assert second == {"hits": first["misses"], "misses": 0}
-    assert len(list(folder.iterdir())) >= first["misses"]
-
-
-def test_a_waiting_worker_compiles_its_warm_up_step_itself_and_the_fit_still_shares(
-    tmp_path: Path,
-) -> None:
-    """warm() then share_compiled(), as a waiting worker prepares on JAX: the warm-up step
-    is compiled in the process (a program loaded from a cache would warm nothing) and not
-    written to the session's folder, and the fit after it writes every program it compiles
-    there, for the next worker."""
-    requires("jax")
-    folder = tmp_path / "compiled"
-    listen = """sys.modules['tensorflow'] = None
-import jax.monitoring
-events = []
-jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
-jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **kw: events.append(name))
-"""
-    fit = f"""
-readback["warm_compiles"] = events.count("/jax/core/compile/backend_compile_duration")
-readback["warm_cached"] = sum(
-    events.count(f"/jax/compilation_cache/cache_{{e}}") for e in ("hits", "misses")
-)
-readback["shared"] = bridge.call("workers_share_compiled", {{"folder": {str(folder)!r}}})
-import keras
-import numpy as np
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
-model.compile(optimizer="adam", loss="mse")
-x = np.ones((32, 4), "float32")
-model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
-readback["fit_misses"] = events.count("/jax/compilation_cache/cache_misses")
-"""
-    run = run_core("workers_warm", env={"KERAS_BACKEND": "jax"}, setup=listen, after=fit)
-    assert run.value["backend"] == "jax" and run.value["compiled"] is True
-    assert run.value["seconds"] > 0
-    # It compiled, with no cache to read or write.
-    assert run.readback["warm_compiles"] >= 1 and run.readback["warm_cached"] == 0
-    assert run.readback["shared"]["value"] == str(folder)
-    assert run.readback["fit_misses"] > 0
-    # JAX's entries (on a GPU the folder also holds XLA's autotuning cache, a folder)
-    entries = [path for path in folder.iterdir() if path.name.endswith("-cache")]
-    assert len(entries) == run.readback["fit_misses"]
-
-
-def test_warm_up_leaves_a_users_own_jax_cache_alone_and_compiles_on_tensorflow(
-    tmp_path: Path,
-) -> None:
-    requires("jax")
-    own = tmp_path / "mine"
-    run = run_core(
-        "workers_warm",
-        env={"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": str(own)},
-        setup="sys.modules['tensorflow'] = None",
-        after="import jax\nreadback['devices'] = len(jax.devices())",
-    )
-    assert run.value["compiled"] is False and run.readback["devices"] >= 1
-    assert not own.exists() or not list(own.iterdir())
-    requires("tensorflow")
-    run = run_core("workers_warm", env={"KERAS_BACKEND": "tensorflow"})
-    assert run.value == {"backend": "tensorflow", "compiled": True, "seconds": run.value["seconds"]}
-    assert run.value["seconds"] > 0
-
-
-def test_compiled_programs_are_shared_only_on_jax_and_a_users_own_cache_is_kept(
-    tmp_path: Path,
-) -> None:
-    shared = {"folder": str(tmp_path / "compiled")}
-    requires("tensorflow")
-    assert (
-        run_core("workers_share_compiled", shared, env={"KERAS_BACKEND": "tensorflow"}).value
-        is None
-    )
-    requires("jax")
-    own = str(tmp_path / "mine")
-    run = run_core(
-        "workers_share_compiled",
-        shared,
-        env={"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": own},
-        after="import jax\nreadback['dir'] = jax.config.jax_compilation_cache_dir",
-    )
-    assert run.value == own and run.readback["dir"] == own
-    assert not (tmp_path / "compiled").exists()
 
 
 def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_ones(

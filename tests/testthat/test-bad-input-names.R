@@ -12,6 +12,7 @@ checked <- check_before_python(bad_inputs(
   "gpu_check: one past the last",         gpu_check(TRUE, 3, FALSE, "more"),                         "bad_argument", "^gpu_check\\(\\) takes 1 more argument\\(s\\) by position than it has.*\\?gpu_check lists its arguments",
   "gpu_setup",                            gpu_setup(mixedprecision = "float32"),                     "bad_argument", "^gpu_setup\\(\\) has no argument `mixedprecision`.*Did you mean `mixed_precision`.*\\?gpu_setup lists",
   "gpu_setup: two misspelt",              gpu_setup(memroy_growth = TRUE, deterministc = TRUE),      "bad_argument", "^gpu_setup\\(\\) has no arguments `memroy_growth`, `deterministc`.*Did you mean `memory_growth`.*Did you mean `deterministic`",
+  "gpu_compile_cache",                    gpu_compile_cache(claer = TRUE),                           "bad_argument", "^gpu_compile_cache\\(\\) has no argument `claer`.*Did you mean `clear`.*\\?gpu_compile_cache lists",
   "gpu_tune",                             gpu_tune(model, data, batchsize = 64),                     "bad_argument", "^gpu_tune\\(\\) has no argument `batchsize`.*Did you mean `batch_sizes`.*\\?gpu_tune lists",
   "gpu_batch_size",                       gpu_batch_size(model, data, maxbatch = 512),               "bad_argument", "^gpu_batch_size\\(\\) has no argument `maxbatch`.*Did you mean `max_batch`",
   "gpu_lr_find",                          gpu_lr_find(model, data, batchsize = 64),                  "bad_argument", "^gpu_lr_find\\(\\) has no argument `batchsize`.*Did you mean `batch_size`",

@@ -392,18 +392,18 @@ test_that(paste(
                      site = rep(1:8, each = 5))
     data <- list(x = df, y = as.numeric(df$income > 0.5))
     cv <- gpu_cv(model_fn, data, folds = 4, group = "site", epochs = 1, seed = 3)
-    compiled <- file.path(tempdir(), "gpukeras-compiled")
+    compiled <- gpu_compile_cache()$folder
     after_first <- list.files(compiled)
     again <- gpu_cv(model_fn, data, folds = 4, group = "site", epochs = 1, seed = 3)
     list(cv = unclass(cv), again = unclass(again), after_first = after_first, after_second = list.files(compiled),
          devices = vapply(list.files(seen, full.names = TRUE), readLines, ""))
-  }, env = c(KERAS_BACKEND = "jax"), timeout = 240)
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_COMPILE_CACHE = tempfile("compiled-")), timeout = 240)
   # one worker (its folds trained as one population), with the session's two CPU devices:
   # the first gpu_cv()'s, which the second took as the session's spare
   expect_identical(result$cv$trained, "population")
   expect_identical(unname(result$devices), "2")
-  # the session's workers share one compilation cache: the second gpu_cv()'s folds, the
-  # same model on the same shapes, compile nothing new
+  # the session's workers share the user's compilation cache: the second gpu_cv()'s folds,
+  # the same model on the same shapes, compile nothing new
   expect_gt(length(result$after_first), 0)
   expect_setequal(result$after_second, result$after_first)
   expect_identical(result$again$metrics, result$cv$metrics)

@@ -60,7 +60,7 @@ test_that("managed_requirements() declares ranges for the Keras backend in use",
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
   expect_identical(
     managed_requirements("jax", gpu = TRUE, os = "Linux"),
-    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]", "uvicorn>=0.30", "starlette>=0.40")
+    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]", "filelock", "uvicorn>=0.30", "starlette>=0.40")
   )
   expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).

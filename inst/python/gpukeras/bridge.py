@@ -33,6 +33,9 @@ VERBS: dict[str, str] = {
     "remove_autograph_files": "core.runtime:remove_autograph_files",
     "mask_uri": "core.masking:mask_uri",
     "end_with_parent": "core.lifetime:end_with_parent",
+    "compile_cache_choose": "core.compile_cache:choose",
+    "compile_cache": "core.compile_cache:describe",
+    "compile_cache_clear": "core.compile_cache:clear",
     "schedule_values": "core.schedules:values",
     # devices and the GPU
     "devices": "gpu.devices:list_devices",
@@ -94,7 +97,6 @@ VERBS: dict[str, str] = {
     "workers_warm": "tools.workers:warm",
     "workers_seed": "tools.workers:seed",
     "workers_reset": "tools.workers:reset",
-    "workers_share_compiled": "tools.workers:share_compiled",
     "cv_population_plan": "tools.cv_population:plan",
     "cv_population": "tools.cv_population:train",
     "search_open": "search.search:open_study",

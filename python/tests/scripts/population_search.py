@@ -17,7 +17,7 @@ line:
   pruned one told by the worker), ``devices`` (recorded with each), and ``refit``, the
   completed one refitted alone;
 - ``compiled``: a search (units 12) asking 4 trials a batch whose budget (6) leaves 2 for
-  its second batch, with the persistent compilation cache a worker has (``workers.share_compiled``):
+  its second batch, with the persistent compilation cache a worker has (``compile_cache``):
   each batch's ``widths`` and ``misses`` (compilations not found in the cache: JAX's
   monitoring events), the second batch's ``states``, ``values`` and ``refit``;
 - ``split``: three trials of one shape where no two fit the memory
@@ -30,12 +30,13 @@ import sys
 import numpy as np
 
 from gpukeras import bridge
+from gpukeras.core import compile_cache
 from gpukeras.core.runtime import config
 from gpukeras.search import search, search_trial
-from gpukeras.tools import cv_population, workers
+from gpukeras.tools import cv_population
 
 spec = json.loads(sys.argv[1])
-workers.share_compiled(f"{spec['folder']}/compiled")  # before anything compiles, as a worker
+compile_cache.choose(f"{spec['folder']}/compiled", -1)  # before anything compiles, as a worker
 events: dict[str, int] = {}
 config.backend_module().monitoring.register_event_listener(
     lambda event, **_: events.update({event: events.get(event, 0) + 1})

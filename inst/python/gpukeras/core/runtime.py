@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from gpukeras.core import stack
+from gpukeras.core import compile_cache, stack
 from gpukeras.core.backend import RUNTIME_MODULES, configured_backend
 
 
@@ -107,9 +107,10 @@ class RuntimeConfig:
         return module in sys.modules
 
     def keras(self) -> ModuleType:
-        """Import Keras (and so start its backend) after checking the stack is supported."""
+        """Import Keras (and so start its backend) after checking the stack is supported;
+        on JAX, with the compilation cache chosen for the process (``compile_cache``)."""
         if "keras" in sys.modules:
-            return sys.modules["keras"]
+            return self._cached(sys.modules["keras"])
         stack.require_supported(self.backend)
         # Number GPUs as nvidia-smi and NVML do (PCI bus order), not CUDA's
         # default fastest-first order, so an index means the same GPU everywhere.
@@ -119,6 +120,11 @@ class RuntimeConfig:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with _native_stderr_silenced() if quiet else contextlib.nullcontext():
             import keras
+        return self._cached(keras)
+
+    def _cached(self, keras: ModuleType) -> ModuleType:
+        if keras.backend.backend() == "jax":
+            compile_cache.apply()
         return keras
 
     def backend_module(self) -> ModuleType:

@@ -134,10 +134,9 @@ def warm() -> dict[str, Any]:
     dense layer's loss, its gradient and the update) while the worker waits for its task:
     ``backend`` and ``seconds``, or ``compiled`` False where it only started the runtime.
 
-    Call it after the session's gpu_setup() (the runtime starts here, with its settings)
-    and before ``share_compiled``: a program loaded from a cache warms nothing, so this one
-    is compiled in every worker and kept out of the session's cache. A user's own JAX cache
-    (``JAX_COMPILATION_CACHE_DIR``) gets nothing of it: there the runtime alone starts.
+    Call it after the session's gpu_setup() (the runtime starts here, with its settings).
+    Where the step is in the compilation cache (core.compile_cache) it is loaded, not
+    compiled: the worker's fit then loads its programs too, where they are there.
 
     A process's first compiled program costs more than its later ones (the compiler's own
     start). A trial's model_fn and first training step, in a fresh process on 2 CPU cores,
@@ -148,21 +147,16 @@ def warm() -> dict[str, Any]:
     started = time.perf_counter()
     backend = config.backend
     module = config.backend_module()
-    compiled = True
     if backend == "jax":
         numpy = module.numpy
-        if module.config.jax_compilation_cache_dir:
-            numpy.zeros(1).block_until_ready()
-            compiled = False
-        else:
 
-            def loss(weights: Any, x: Any) -> Any:
-                return numpy.mean(numpy.square(x @ weights))
+        def loss(weights: Any, x: Any) -> Any:
+            return numpy.mean(numpy.square(x @ weights))
 
-            def step(weights: Any, x: Any) -> Any:
-                return weights - 0.01 * module.grad(loss)(weights, x)
+        def step(weights: Any, x: Any) -> Any:
+            return weights - 0.01 * module.grad(loss)(weights, x)
 
-            module.jit(step)(numpy.ones((8, 4)), numpy.ones((2, 8))).block_until_ready()
+        module.jit(step)(numpy.ones((8, 4)), numpy.ones((2, 8))).block_until_ready()
     else:
         weights = module.Variable(module.ones((8, 4)))
 
@@ -174,11 +168,7 @@ def warm() -> dict[str, Any]:
             return loss
 
         train_step(module.ones((2, 8))).numpy()
-    return {
-        "backend": backend,
-        "compiled": compiled,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return {"backend": backend, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def seed(seed: int) -> None:
@@ -203,31 +193,3 @@ def reset() -> None:
     if distribution is not None:
         keras.distribution.set_distribution(distribution)
     gc.collect()
-
-
-def share_compiled(folder: str) -> str | None:
-    """Let this worker's fits reuse what the session's earlier workers compiled: on JAX,
-    its persistent compilation cache in ``folder`` (the R session's, in its temporary
-    folder), for every compilation, however short. The folder JAX caches in, or None
-    (TensorFlow keeps no compiled program between processes).
-
-    Call it in a worker before its task compiles anything (after ``warm``). A fresh process
-    compiles every program again, where a session fitting the same model again finds them in
-    memory. On JAX (bench/cv.R --quick, 2 CPU cores) a 5-fold gpu_cv() took 1.76x five fits in
-    one session, and a fold 2.8 s from its task to its first step (building the model 0.86 s,
-    gpu_fit() to the first step 1.93 s), nearly all compiling; with the cache, 1.23x and 1.28 s:
-    the folds, one model, compile once. The session's, not one per gpu_cv(): a later gpu_cv() of
-    the model then compiled nothing, 1.30x -> 1.03x five fits in the session, which find it in
-    memory (2026-11-25, gpu_cv() without the bench's probe).
-    A cache the user set (``JAX_COMPILATION_CACHE_DIR``) is theirs and kept.
-    """
-    if config.backend != "jax":
-        return None
-    jax = config.backend_module()
-    own = jax.config.jax_compilation_cache_dir
-    if own:
-        return str(own)
-    jax.config.update("jax_compilation_cache_dir", folder)
-    # JAX caches only compilations over 1 s by default: a small model's are all shorter.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    return folder
