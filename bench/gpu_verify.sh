@@ -26,6 +26,9 @@
 #             population of 16, with XLA's GEMM autotuning and without (bench/fit_start.py);
 #             bench/r_on_gpu.R --parts 6 through the bundle (gpu_cv() against one fit, 16- and
 #             64-trial population searches: trials per hour, NVML's utilization)
+#   starting  issue #78: bench/r_on_gpu.R --parts 6 through the bundle in two fresh R sessions
+#             sharing one compilation cache, empty as the first starts (its programs compiled
+#             once, for good: the second loads them)
 #   all       every part above, in that order
 #
 # Each part ends within 10 minutes (one device command), all of them within 64 (the sum
@@ -47,7 +50,7 @@ fi
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(gpu)
 if [ "${parts[0]}" = all ]; then
-  parts=(gpu bench resident augment memory determinism r suite visit populations)
+  parts=(gpu bench resident augment memory determinism r suite visit populations starting)
 fi
 python=${PYTHON:-python3}
 bundle=${GPU_R_BUNDLE:-.gpu-r}
@@ -173,9 +176,22 @@ for part in "${parts[@]}"; do
         "$bundle/Rscript" bench/r_on_gpu.R --parts 6 --out "$out/r-on-gpu-populations-$tag.md"
       step fit-start 170 "$python" bench/fit_start.py ${quick:---quick} --out "$out/fit-start-$tag.json"
       ;;
+    starting)
+      # Issue #78: the populations from R in two fresh sessions sharing one compilation cache,
+      # empty as the first starts (gpu_compile_cache()): the first compiles, the second finds
+      # what the first compiled (in the smoke run the r part runs bench/r_on_gpu.R whole)
+      if ! $smoke; then
+        cache=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-compiled.XXXXXX")
+        for run in first-run second-run; do
+          step "r-populations-$run" 250 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+            GPUKERAS_COMPILE_CACHE="$cache" "$bundle/Rscript" bench/r_on_gpu.R --parts 6 \
+            --out "$out/r-on-gpu-populations-$tag-$run.md"
+        done
+      fi
+      ;;
     *)
       echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit," \
-        "populations or all)" >&2
+        "populations, starting or all)" >&2
       exit 2
       ;;
   esac
