@@ -40,7 +40,7 @@ class CacheState:
     """The cache chosen for this process and what it did.
 
     Attributes:
-        folder: gpukeras' folder (None: turned off, or another user's folder).
+        folder: gpukeras' folder (None: turned off, or found to be another user's).
         max_bytes: the size bound, least recently used entries removed past it.
         why: why gpukeras keeps no cache, where it keeps none.
         users_own: the user's own JAX cache folder, as ``apply`` found it.
@@ -88,15 +88,11 @@ def _bounded() -> bool:
 
 def choose(folder: str | None, max_bytes: float) -> dict[str, Any]:
     """Use ``folder`` (None: none) as this process' JAX compilation cache, bounded to
-    ``max_bytes`` (-1: unbounded); applied now where JAX has started, else as it
-    starts. What ``describe`` says."""
-    state.folder, state.max_bytes, state.why = None, int(max_bytes), ""
+    ``max_bytes`` (-1: unbounded); applied now where JAX has started, else as it starts
+    (the folder is made then: a process on TensorFlow makes none). What ``describe`` says."""
+    state.folder, state.max_bytes, state.why = folder, int(max_bytes), ""
     if folder is None:
         state.why = "turned off (option gpukeras.compile_cache or GPUKERAS_COMPILE_CACHE)"
-    elif not _private_folder(folder):
-        state.why = f"{folder} belongs to another user"
-    else:
-        state.folder = folder
     if "jax" in sys.modules:
         apply()
     return describe()
@@ -121,6 +117,9 @@ def apply() -> None:
     state.applied = True
     jax.monitoring.register_event_listener(_count)
     if state.users_own or state.folder is None:
+        return
+    if not _private_folder(state.folder):
+        state.folder, state.why = None, f"{state.folder} belongs to another user"
         return
     jax.config.update("jax_compilation_cache_max_size", state.max_bytes if _bounded() else -1)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
