@@ -22,7 +22,9 @@
 #             the GPU's default precision (bench/gpu_visit.R through the bundle); NVML's
 #             utilization across epochs, each way of bench/utilization.py; the resident
 #             loop's speed against Keras' fit() (bench/resident.py --quick)
-#   populations  issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
+#   populations  issue #78's utilization goal: NVML's utilization while a 16-member population
+#             of the 1024-4096-4096-4096-10 MLP trains (bench/population_utilization.py);
+#             issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
 #             population of 16, with XLA's GEMM autotuning and without (bench/fit_start.py);
 #             bench/r_on_gpu.R --parts 6 through the bundle (gpu_cv() against one fit, 16- and
 #             64-trial population searches: trials per hour, NVML's utilization)
@@ -31,8 +33,8 @@
 #             once, for good: the second loads them)
 #   all       every part above, in that order
 #
-# Each part ends within 10 minutes (one device command), all of them within 64 (the sum
-# of the step limits below is 63 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# Each part ends within 10 minutes (one device command), all of them within 69 (the sum
+# of the step limits below is 68 min 10 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
 #
@@ -171,6 +173,10 @@ for part in "${parts[@]}"; do
       fi
       ;;
     populations)
+      # first: the shortest (about a minute on an H200 with --quick), and the goal measured
+      # most directly; the part's limits add up to 10 minutes
+      step population-utilization 100 "$python" bench/population_utilization.py ${quick:---quick} \
+        --out "$out/population-utilization-$tag.json"
       # (in the smoke run the r part runs bench/r_on_gpu.R whole, part 6 included)
       $smoke || step r-populations 330 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
         "$bundle/Rscript" bench/r_on_gpu.R --parts 6 --out "$out/r-on-gpu-populations-$tag.md"
