@@ -22,19 +22,19 @@
 #             the GPU's default precision (bench/gpu_visit.R through the bundle); NVML's
 #             utilization across epochs, each way of bench/utilization.py; the resident
 #             loop's speed against Keras' fit() (bench/resident.py --quick)
-#   populations  issue #78's utilization goal: NVML's utilization while a 16-member population
-#             of the 1024-4096-4096-4096-10 MLP trains (bench/population_utilization.py);
-#             issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
+#   populations  issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
 #             population of 16, with XLA's GEMM autotuning and without (bench/fit_start.py);
 #             bench/r_on_gpu.R --parts 6 through the bundle (gpu_cv() against one fit, 16- and
 #             64-trial population searches: trials per hour, NVML's utilization)
-#   starting  issue #78: bench/r_on_gpu.R --parts 6 through the bundle in two fresh R sessions
+#   starting  issue #78: NVML's utilization while a 16-member population of the
+#             1024-4096-4096-4096-10 MLP trains (bench/population_utilization.py);
+#             bench/r_on_gpu.R --parts 6 through the bundle in two fresh R sessions
 #             sharing one compilation cache, empty as the first starts (its programs compiled
 #             once, for good: the second loads them)
 #   all       every part above, in that order
 #
 # Each part ends within 10 minutes (one device command), all of them within 69 (the sum
-# of the step limits below is 68 min 10 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# of the step limits below is 74 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
 #
@@ -173,25 +173,25 @@ for part in "${parts[@]}"; do
       fi
       ;;
     populations)
-      # first: the shortest (about a minute on an H200 with --quick), and the goal measured
-      # most directly; the part's limits add up to 10 minutes
-      step population-utilization 100 "$python" bench/population_utilization.py ${quick:---quick} \
-        --out "$out/population-utilization-$tag.json"
       # (in the smoke run the r part runs bench/r_on_gpu.R whole, part 6 included)
       $smoke || step r-populations 330 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
         "$bundle/Rscript" bench/r_on_gpu.R --parts 6 --out "$out/r-on-gpu-populations-$tag.md"
       step fit-start 170 "$python" bench/fit_start.py ${quick:---quick} --out "$out/fit-start-$tag.json"
       ;;
     starting)
-      # Issue #78: the populations from R in two fresh sessions sharing one compilation cache,
-      # empty as the first starts (gpu_compile_cache()): the first compiles, the second finds
-      # what the first compiled (in the smoke run the r part runs bench/r_on_gpu.R whole)
+      # Issue #78, in one device command (the limits add up to 9 min 40 s). First the
+      # shortest (about a minute on an H200 with --quick): a wide MLP's population.
+      step population-utilization 100 "$python" bench/population_utilization.py ${quick:---quick} \
+        --out "$out/population-utilization-$tag.json"
+      # The populations from R in two fresh sessions sharing one compilation cache, empty as
+      # the first starts (gpu_compile_cache()): the first compiles, the second finds what the
+      # first compiled (in the smoke run the r part runs bench/r_on_gpu.R whole)
       if ! $smoke; then
         cache=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-compiled.XXXXXX")
-        for run in first-run second-run; do
-          step "r-populations-$run" 250 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+        for run in first-run:230 second-run:150; do
+          step "r-populations-${run%:*}" "${run#*:}" env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
             GPUKERAS_COMPILE_CACHE="$cache" "$bundle/Rscript" bench/r_on_gpu.R --parts 6 \
-            --out "$out/r-on-gpu-populations-$tag-$run.md"
+            --out "$out/r-on-gpu-populations-$tag-${run%:*}.md"
         done
       fi
       ;;
