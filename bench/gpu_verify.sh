@@ -33,7 +33,7 @@
 #             once, for good: the second loads them)
 #   all       every part above, in that order
 #
-# Each part ends within 10 minutes (one device command), all of them within 69 (the sum
+# Each part ends within 10 minutes (one device command), all of them within 75 (the sum
 # of the step limits below is 74 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
