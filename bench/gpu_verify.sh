@@ -179,21 +179,22 @@ for part in "${parts[@]}"; do
       step fit-start 170 "$python" bench/fit_start.py ${quick:---quick} --out "$out/fit-start-$tag.json"
       ;;
     starting)
-      # Issue #78, in one device command (the limits add up to 9 min 40 s). First the
-      # shortest (about a minute on an H200 with --quick): a wide MLP's population.
-      step population-utilization 100 "$python" bench/population_utilization.py ${quick:---quick} \
-        --out "$out/population-utilization-$tag.json"
+      # Issue #78, in one device command (the limits add up to 8 min: each can be lowered,
+      # STARTING_*_LIMIT, to fit what is left of a lease); then a wide MLP's population.
       # The populations from R in two fresh sessions sharing one compilation cache, empty as
       # the first starts (gpu_compile_cache()): the first compiles, the second finds what the
-      # first compiled (in the smoke run the r part runs bench/r_on_gpu.R whole)
+      # first compiled (in the smoke run the r part runs bench/r_on_gpu.R whole).
+      # STARTING_SEARCHES (say learning_rate,learning_rate_again): only those searches.
       if ! $smoke; then
         cache=$(mktemp -d "${TMPDIR:-/tmp}/gpukeras-compiled.XXXXXX")
-        for run in first-run:230 second-run:150; do
+        for run in first-run:${STARTING_FIRST_LIMIT:-230} second-run:${STARTING_SECOND_LIMIT:-150}; do
           step "r-populations-${run%:*}" "${run#*:}" env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
             GPUKERAS_COMPILE_CACHE="$cache" "$bundle/Rscript" bench/r_on_gpu.R --parts 6 \
-            --out "$out/r-on-gpu-populations-$tag-${run%:*}.md"
+            ${STARTING_SEARCHES:+--searches "$STARTING_SEARCHES"} --out "$out/r-on-gpu-populations-$tag-${run%:*}.md"
         done
       fi
+      step population-utilization ${STARTING_UTILIZATION_LIMIT:-100} "$python" bench/population_utilization.py \
+        ${quick:---quick} --out "$out/population-utilization-$tag.json"
       ;;
     *)
       echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit," \

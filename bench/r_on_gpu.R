@@ -35,6 +35,8 @@ args <- commandArgs(trailingOnly = TRUE)
 out_arg <- match("--out", args)
 parts_arg <- match("--parts", args)
 parts <- if (is.na(parts_arg)) 1:6 else as.integer(strsplit(args[parts_arg + 1L], ",")[[1]])
+# --searches learning_rate,learning_rate_again (say): only those of part 6's searches
+searches_arg <- match("--searches", args)
 
 lines <- character()
 say <- function(...) {
@@ -352,13 +354,15 @@ if (6 %in% parts) {
   learning_rate <- list(learning_rate = search_float(1e-4, 1e-2, log = TRUE))
   # a smoke run takes each path once: the two larger searches run the same code
   searches <- if (mode$smoke) {
-    list(learning_rate = population_search(learning_rate, 2L))
+    list(learning_rate = function() population_search(learning_rate, 2L))
   } else {
-    list(learning_rate = population_search(learning_rate, 16L),
+    list(learning_rate = function() population_search(learning_rate, 16L),
          # the same search again in this session: its programs compiled (or loaded) once
-         learning_rate_again = population_search(learning_rate, 16L),
-         units_too = population_search(search_space, 16L))
+         learning_rate_again = function() population_search(learning_rate, 16L),
+         units_too = function() population_search(search_space, 16L))
   }
+  if (!is.na(searches_arg)) searches <- searches[intersect(names(searches), strsplit(args[searches_arg + 1L], ",")[[1]])]
+  searches <- lapply(searches, function(search) search())
   # (the GPU's utilization goal is a wide MLP's population: bench/population_utilization.py)
   goals <- c(learning_rate = "goal >= 6,650 trials per hour in a fresh session",
              learning_rate_again = "goal >= 30,000 trials per hour run again in the session",
