@@ -316,6 +316,12 @@ def measure(ways: dict[str, Callable[[], dict]], rounds: int, rows: int, epochs:
     return {"ways": found, "ratios": ratios}
 
 
+def load_average() -> float | None:
+    """The host's 1-minute load average (None where /proc has none)."""
+    path = Path("/proc/loadavg")
+    return float(path.read_text().split()[0]) if path.exists() else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bench_modes.add_arguments(parser)
@@ -335,6 +341,7 @@ def main() -> None:
     out = bench_modes.result_path(
         args, ROOT / "bench" / "results" / f"fit-vs-loop-{short}-{date}.json"
     )
+    load_before = load_average()
     began = time.perf_counter()
     measured = measure(
         made_ways(keras, sizes["rows"], sizes["epochs"]),
@@ -353,6 +360,8 @@ def main() -> None:
         "code": code_state(),
         "sizes": sizes,
         "seconds": time.perf_counter() - began,
+        # the 1-minute load average before and after: a busy host slows every way
+        "load_average": [load_before, load_average()],
         "goal": GOAL,
         **measured,
     }
