@@ -25,16 +25,17 @@
 #   populations  issue #61's GPU goals and item 3: where a fit's start goes, alone and as a
 #             population of 16, with XLA's GEMM autotuning and without (bench/fit_start.py);
 #             bench/r_on_gpu.R --parts 6 through the bundle (gpu_cv() against one fit, 16- and
-#             64-trial population searches: trials per hour, NVML's utilization)
-#   starting  issue #78: NVML's utilization while a 16-member population of the
-#             1024-4096-4096-4096-10 MLP trains (bench/population_utilization.py);
-#             bench/r_on_gpu.R --parts 6 through the bundle in two fresh R sessions
-#             sharing one compilation cache, empty as the first starts (its programs compiled
-#             once, for good: the second loads them)
+#             16-trial population searches: trials per hour); gpu_fit()'s MLP against a
+#             hand-written JAX loop (bench/fit_vs_loop.py, issue #78 item 4)
+#   starting  issue #78: bench/r_on_gpu.R --parts 6 through the bundle in two fresh R
+#             sessions sharing one compilation cache, empty as the first starts (its programs
+#             compiled once, for good: the second loads them); NVML's utilization while a
+#             16-member population of the 1024-4096-4096-4096-10 MLP trains
+#             (bench/population_utilization.py)
 #   all       every part above, in that order
 #
-# Each part ends within 10 minutes (one device command), all of them within 75 (the sum
-# of the step limits below is 74 min 30 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
+# Each part ends within 10 minutes (one device command), all of them within 76 (the sum
+# of the step limits below is 75 min 50 s; on an H100 the steps took far less). Every figure goes to $OUT (or bench/results/gpu
 # when OUT is unset), named after the GPU and the date; each step has its own time limit
 # so that one slow step cannot take the others' output with it.
 #
@@ -177,6 +178,10 @@ for part in "${parts[@]}"; do
       $smoke || step r-populations 330 env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
         "$bundle/Rscript" bench/r_on_gpu.R --parts 6 --out "$out/r-on-gpu-populations-$tag.md"
       step fit-start 170 "$python" bench/fit_start.py ${quick:---quick} --out "$out/fit-start-$tag.json"
+      # 5 rounds took 38 s on an H200 (2026-11-28), starting included; --quick 2. Its smoke
+      # run compiles five ways on the CPU: 12 s on 2 idle cores, 61 s on busy ones.
+      step fit-vs-loop "$($smoke && echo 150 || echo 80)" "$python" bench/fit_vs_loop.py ${quick:---quick} \
+        --out "$out/fit-vs-loop-$tag.json"
       ;;
     starting)
       # Issue #78, in one device command (the limits add up to 8 min: each can be lowered,

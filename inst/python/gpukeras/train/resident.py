@@ -234,6 +234,8 @@ class ResidentLoop:
         # calls has been started by compile_ahead (then it does nothing more)
         self._k: int | None = None
         self._all_ahead = False
+        # each step a call of the whole batches' loop begins at, on the device (``start``)
+        self._starts: dict[int, Any] = {}
 
     def callback(self, keras: Any) -> object:
         """The callback that tells the functions the epoch and each dispatch's first step."""
@@ -280,12 +282,23 @@ class ResidentLoop:
         for first, count in self.blocks(begin, min(end, rows.full)):
             if count in compiled.started:  # compiled ahead, maybe still compiling
                 compiled.settle()
-            logs, state = compiled.train_steps(state, rows.data, order, first, count)
+            logs, state = compiled.train_steps(state, rows.data, order, self.start(first), count)
             self.compile_ahead(compiled, state)
         if end > rows.full:  # the epoch's last, partial batch
             compiled.settle()
             logs, state = compiled.train_last(state, rows.data, order, rows.full)
         return logs, state
+
+    def start(self, step: int) -> Any:
+        """Step ``step`` of the epoch as the whole batches' loop takes its first step: an
+        int32 on the device, made once per step. A Python int was copied to the device at
+        every call, on the host's time: on an H200 a call of 8 steps of the MLP 20-128-128-2
+        took the host 375 us with it, 294 with this (the device's time for them: about
+        310; bench/fit_vs_loop.py), so the host, not the GPU, set the pace."""
+        started = self._starts.get(step)
+        if started is None:
+            started = self._starts[step] = self.rows.jax.device_put(np.int32(step))
+        return started
 
     def blocks(self, begin: int, end: int) -> list[tuple[int, int]]:
         """The calls of the whole batches' loop that run steps ``begin`` to ``end``: ``(first
@@ -353,6 +366,7 @@ class ResidentLoop:
         spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
         test_state = (spec[0], spec[1], spec[3])  # Keras' test state has no optimizer
         whole = jax.ShapeDtypeStruct((), "int32", weak_type=True)
+        first = jax.ShapeDtypeStruct((), "int32")  # ``start``'s
         order = jax.eval_shape(lambda: jax.numpy.arange(rows.rows))  # an epoch's order's type
         # (name, program, its arguments): each a jitted function, whose ``lower`` takes types
         jobs: list[tuple[object, Any, tuple]] = []
@@ -365,7 +379,7 @@ class ResidentLoop:
             last = (test_state, rows.validation, rows.val_full, rows.val_partial)
             jobs.append(("test_last", compiled.test_last, last))
         for count in self._later_counts():
-            jobs.append((count, compiled.train_steps, (spec, rows.data, order, whole, count)))
+            jobs.append((count, compiled.train_steps, (spec, rows.data, order, first, count)))
         self._all_ahead = self._k is not None
         for name, program, arguments in jobs:
             if name in compiled.started:
@@ -411,10 +425,11 @@ class ResidentLoop:
                 self.compile_ahead(compiled, state)
             copy = _copy_program(jax)
             seconds = []
+            began = self.start(0)
             for _ in range(2):  # the first call compiles
                 copied = copy(state)
                 started = time.perf_counter()
-                jax.block_until_ready(compiled.train_steps(copied, rows.data, order, 0, probe))
+                jax.block_until_ready(compiled.train_steps(copied, rows.data, order, began, probe))
                 seconds.append(time.perf_counter() - started)
             compiled.step_seconds = seconds[-1] / probe
         wanted = math.ceil(DISPATCH_SECONDS / max(compiled.step_seconds, 1e-9))
