@@ -182,10 +182,12 @@ core <- function(call = caller_env()) {
   }
   check_numpy_supported(call)
   reticulate::import_from_path("gpukeras", system.file("python", package = "gpukeras"))
-  the$bridge <- reticulate::import("gpukeras.bridge")
-  # JAX's compiled programs kept for later sessions, where JAX starts (gpu_compile_cache())
+  bridge <- reticulate::import("gpukeras.bridge")
+  # JAX's compiled programs kept for later sessions, where JAX starts (gpu_compile_cache()):
+  # a bad option is an error at every call until it is mended
   cache <- compile_cache_choice(call)
-  core_call("compile_cache_choose", folder = cache$folder, max_bytes = cache$max_bytes, error_call = call)
+  core_answer("compile_cache_choose", list(folder = cache$folder, max_bytes = cache$max_bytes), bridge, call)
+  the$bridge <- bridge
   # R ends without finalizing Python, whose exit handlers would leave a JAX
   # cluster with the other workers (a chief gone first ends them) and delete
   # the files TensorFlow's autograph writes to the temp folder.

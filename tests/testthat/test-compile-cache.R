@@ -79,3 +79,15 @@ test_that("a session hands its cache to its workers", {
   withr::local_options(gpukeras.compile_cache = FALSE)
   expect_identical(process_env()[["GPUKERAS_COMPILE_CACHE"]], "false")
 })
+
+test_that("a bad option stops the core's start, classed, until it is mended", {
+  skip_if_no_python()
+  result <- run_in_fresh_r({
+    options(gpukeras.compile_cache = 3)
+    first <- tryCatch(gpu_compile_cache(), error = function(e) class(e))
+    options(gpukeras.compile_cache = FALSE)
+    list(first = first, then = gpu_compile_cache()$whose)
+  })
+  expect_true("gpukeras_error_bad_argument" %in% result$first)
+  expect_identical(result$then, "off")
+})
