@@ -66,7 +66,11 @@ format.gpukeras_search <- function(x, ...) {
     best,
     sprintf("Validation: %s", x$validation),
     sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
-    if (identical(x$trained, "populations")) sprintf("Trained:    in batches, as populations (%s)", x$trained_why),
+    paste0(
+      "Trained:    ",
+      if (identical(x$trained, "populations")) "in batches, as populations" else "a fit per trial, in worker processes",
+      if (length(x$trained_why)) sprintf(" (%s)", x$trained_why)
+    ),
     if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
   )
 }
@@ -96,9 +100,16 @@ plot.gpukeras_search <- function(x, ...) {
   )
   graphics::axis(1, at = unique(round(pretty(trials$number))))
   graphics::lines(trials$number, best, type = "s", lty = 1)
-  graphics::legend(
-    "top", c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(NA, NA, 1), bty = "n",
-    horiz = TRUE, cex = 0.8
-  )
+  legend <- search_plot_legend(trials$state[done])
+  graphics::legend("top", legend$label, pch = legend$pch, lty = legend$lty, bty = "n", horiz = TRUE, cex = 0.8)
   invisible(x)
+}
+
+# The plot's legend for the `states` of the trials it shows: the states that occurred,
+# and the best so far once a trial completed.
+search_plot_legend <- function(states) {
+  legend <- data.frame(
+    label = c("complete", "pruned (its last epoch)", "best so far"), pch = c(19, 1, NA), lty = c(0, 0, 1)
+  )
+  legend[c("complete" %in% states, "pruned" %in% states, "complete" %in% states), ]
 }

@@ -153,3 +153,53 @@ space_to_plain <- function(space) {
     spec
   })
 }
+
+# The names `model_fn` reads from its parameters: each `params$name` and `params[["name"]]`
+# in its body; NULL where it uses `params` otherwise (passes it on, indexes it by a
+# variable, assigns it), so what it reads cannot be known.
+params_read <- function(model_fn) {
+  arg <- names(formals(model_fn))[1]
+  if (is.null(arg) || arg == "...") return(NULL)
+  read <- character()
+  known <- TRUE
+  walk <- function(expr) {
+    if (is.symbol(expr)) {
+      if (identical(expr, as.symbol(arg))) known <<- FALSE
+    } else if (is.call(expr)) {
+      what <- if (length(expr) == 3L && identical(expr[[2]], as.symbol(arg))) expr[[3]]
+      if ((identical(expr[[1]], quote(`$`)) && is.symbol(what)) ||
+            (identical(expr[[1]], quote(`[[`)) && is.character(what) && length(what) == 1L)) {
+        read <<- c(read, as.character(what))
+      } else {
+        parts <- as.list(expr)
+        for (i in seq_along(parts)) if (!identical(parts[[i]], rlang::missing_arg())) walk(parts[[i]])
+      }
+    }
+  }
+  walk(body(model_fn))
+  if (known) unique(read)
+}
+
+# Every name of `space` read by `model_fn` (the only function its values go to), where
+# what it reads is known (params_read()): another is refused, with the name it most likely
+# misspells, or, for one of gpu_fit()'s arguments, where gpu_search() searches those.
+check_space_read <- function(space, model_fn, call = caller_env()) {
+  read <- params_read(model_fn)
+  unread <- setdiff(names(space), read)
+  if (is.null(read) || !length(unread)) return(invisible())
+  name <- unread[1]
+  fit_args <- setdiff(names(formals(gpu_fit)), "...")
+  said <- if (length(read)) paste0("`params$", read, "`", collapse = ", ") else "none of them"
+  if (name %in% fit_args) {
+    abort_bad_argument(c(
+      sprintf("`space$%s` goes to model_fn, which never reads it (it reads %s).", name, said),
+      "i" = sprintf("`%s` is gpu_fit()'s argument: search it in `...` (gpu_search(..., %s = search_*())).", name, name)
+    ), call = call)
+  }
+  closest <- closest_argument(name, c(setdiff(read, names(space)), fit_args))
+  abort_bad_argument(c(
+    sprintf("`space$%s` is a name that model_fn never reads (it reads %s) and gpu_fit() does not take.", name, said),
+    "i" = if (length(closest)) sprintf("Did you mean `%s`?", closest),
+    "i" = "Each name of `space` is a parameter model_fn(params) reads; gpu_fit()'s are searched in `...`."
+  ), call = call)
+}

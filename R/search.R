@@ -91,7 +91,10 @@
 #' @param space A named list of [search_int()], [search_float()] and
 #'   [search_choice()] values. Arguments of `...` given as such values are
 #'   searched too (`batch_size = search_choice(32, 64, 128)`) and passed to
-#'   `gpu_fit()`, not to `model_fn`.
+#'   `gpu_fit()`, not to `model_fn`. Where `model_fn` uses `params` only as
+#'   `params$name` or `params[["name"]]`, a name of `space` it never reads is
+#'   refused before any trial (`gpukeras_error_bad_argument`), with the name
+#'   it most likely misspells.
 #' @param trials How many trials the study runs in all, counting those that
 #'   ended before a resume and those other machines run.
 #' @param objective The logged value to optimize (see The objective).
@@ -168,6 +171,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
                        call = call)
   }
   fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
+  check_space_read(space, model_fn, call = call)
   check_count(trials, call = call)
   check_string(objective, call = call)
   direction <- check_choice(direction, c("auto", "minimize", "maximize"), call = call)

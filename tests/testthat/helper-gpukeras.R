@@ -71,6 +71,12 @@ run_in_fresh_r <- function(expr, env = character(), unset = character(),
   callr::r(call$func, args = call$args, timeout = timeout)
 }
 
+# The error a fresh R caught, to raise again here for a snapshot (its trace stays there).
+raise_again <- function(error) {
+  error$trace <- NULL
+  rlang::cnd_signal(error)
+}
+
 # run_in_fresh_r() in the background: returns the callr process (get_result()
 # when it is done), for tests that need several R processes at once.
 start_in_fresh_r <- function(expr, env = character()) {

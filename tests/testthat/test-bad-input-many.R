@@ -23,6 +23,7 @@ checked <- check_before_python(bad_inputs(
   "gpu_search: space of a fixed value",    gpu_search(search_fn, iris_data, space = list(units = 8)),                   "bad_argument", "^`space\\$units` is `8`, not a search_int",
   "gpu_search: space empty",               gpu_search(search_fn, iris_data, space = list()),                            "bad_argument", "^`space` is empty",
   "gpu_search: searched twice",            gpu_search(search_fn, iris_data, list(batch_size = search_choice(8, 16)), batch_size = search_choice(8)), "bad_argument", "^`batch_size` is searched twice, in `space` and in `...`",
+  "gpu_search: space not read by model_fn", gpu_search(search_fn, iris_data, space = list(unit = search_int(1, 2))), "bad_argument", "^`space\\$unit` is a name that model_fn never reads.*Did you mean `units`",
   "gpu_search: model_fn not a function",   gpu_search("model", iris_data, units_space),                                 "bad_argument", "^`model_fn` must be an R function that builds and compiles the model",
   "gpu_search: model_fn of two arguments", gpu_search(function(a, b) NULL, iris_data, units_space),                     "bad_argument", "^`model_fn` must take one argument \\(the trial's parameters\\), but it takes `a`, `b`",
   "gpu_search: trials zero",               gpu_search(search_fn, iris_data, units_space, trials = 0),                   "bad_argument", "^`trials` must be one whole number >= 1",
@@ -57,7 +58,7 @@ checked <- check_before_python(bad_inputs(
 ), setup = quote({
 # nolint end
   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
-  search_fn <- function(params) NULL
+  search_fn <- function(params) params$units
   cv_fn <- function() NULL
   units_space <- list(units = search_int(4, 16))
 }))

@@ -81,3 +81,24 @@ test_that("gpu_workers(population = FALSE) turns populations off, whatever the b
   expect_false(decided$population)
   expect_match(decided$reason, "population = FALSE", fixed = TRUE)
 })
+
+test_that("a model that refuses the data fails its population as it fails a fit: a classed error, in its words", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  result <- run_in_fresh_r({
+    model_fn <- function() {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 7), keras$layers$Dense(1)))
+      model$compile(optimizer = "adam", loss = "mse")
+      model
+    }
+    data <- list(x = matrix(seq_len(13 * 20) / 260, 20, 13), y = seq_len(20) / 20)
+    tryCatch(
+      gpu_cv(model_fn, data, folds = 2, epochs = 1, batch_size = 8, seed = 1, workers = 1),
+      error = identity
+    )
+  }, env = c(KERAS_BACKEND = "jax"), timeout = 300)
+  expect_s3_class(result, "gpukeras_error_bad_data")
+  expect_s3_class(result, "gpukeras_error_cv_fold")
+  expect_snapshot(raise_again(result), error = TRUE)
+})

@@ -218,7 +218,8 @@ test_that("gpu_cv() and gpu_search() refuse such a model in their workers, befor
   data <- unused_level(factor_data())
   model_fn <- function(params = NULL) {
     keras <- gpu_keras()
-    model <- keras$Sequential(list(keras$Input(shape = list(10L)), keras$layers$Dense(2L, activation = "softmax")))
+    units <- if (is.null(params)) 2L else params$units # 2 for 3 levels, in both
+    model <- keras$Sequential(list(keras$Input(shape = list(10L)), keras$layers$Dense(units, activation = "softmax")))
     model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
     model
   }
@@ -236,7 +237,7 @@ test_that("gpu_cv() and gpu_search() refuse such a model in their workers, befor
   expect_warning(
     search <- expect_error(
       gpu_search(
-        model_fn, data, space = list(units = search_int(2, 4)), trials = 1, epochs = 1,
+        model_fn, data, space = list(units = search_choice(2L)), trials = 1, epochs = 1,
         storage = withr::local_tempdir()
       ),
       class = "gpukeras_error_search_trial"

@@ -52,12 +52,6 @@ disk_helpers <- quote({
   }
 })
 
-# The error a fresh R caught, to raise again here for a snapshot (its trace stays there).
-raise_again <- function(error) {
-  error$trace <- NULL
-  rlang::cnd_signal(error)
-}
-
 # Temporary folders, job folders and pids vary from run to run.
 mask_job <- function(lines) {
   lines <- gsub("/[^ ]*/Rtmp[A-Za-z0-9]+", "<tempdir>", lines)

@@ -162,3 +162,37 @@ test_that("a batch whose model_fn fails fails each of its trials, and stops the 
   expect_identical(populations$reasons, rep(processes$reasons[[1]], 2))
   expect_identical(processes$states[[1]], "FAIL")
 })
+
+test_that("a model that refuses the data fails a batch as it fails a process's trial: a classed error, in its words", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(keras$Input(shape = 7), keras$layers$Dense(params$units)))
+      model$compile(optimizer = "adam", loss = "mse")
+      model
+    }
+    data <- list(x = matrix(seq_len(13 * 20) / 260, 20, 13), y = seq_len(20) / 20)
+    failed <- function(workers, folder) {
+      tryCatch(
+        gpu_search(
+          model_fn, data, space = list(units = search_choice(1L, 2L)), trials = 2, sampler = "random",
+          pruner = "none", epochs = 1, batch_size = 8, seed = 1, storage = file.path(dir, folder), workers = workers
+        ),
+        error = identity
+      )
+    }
+    list(populations = failed(gpu_workers(workers = 1), "populations"),
+         processes = failed(gpu_workers(workers = 1, population = FALSE), "processes"))
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 300)
+  populations <- result$populations
+  expect_s3_class(populations, "gpukeras_error_bad_data")
+  expect_s3_class(populations, "gpukeras_error_search_trial")
+  expect_identical(class(populations), class(result$processes))
+  expect_identical(conditionMessage(populations$parent), conditionMessage(result$processes$parent))
+  expect_snapshot(raise_again(populations), error = TRUE)
+})

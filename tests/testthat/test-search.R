@@ -14,6 +14,47 @@ test_that("the space's values print what they draw", {
   )
 })
 
+test_that("a name of the space that model_fn never reads is refused before any trial, with the one meant", {
+  model_fn <- function(params) {
+    keras <- gpu_keras()
+    model <- keras$Sequential(list(keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3)))
+    model$compile(optimizer = keras$optimizers$Adam(learning_rate = params[["learning_rate"]]), loss = "mse")
+    model
+  }
+  data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+  units <- search_int(2, 8)
+  expect_snapshot(error = TRUE, {
+    gpu_search(model_fn, data, space = list(units = units, learning_rat = search_float(1e-3, 0.1, log = TRUE)))
+    gpu_search(model_fn, data, space = list(units = units, batch_size = search_choice(16, 32)))
+  })
+  refused <- expect_error(gpu_search(model_fn, data, space = list(unit = units)), class = "gpukeras_error_bad_argument")
+  expect_match(conditionMessage(refused), "Did you mean `units`?", fixed = TRUE)
+  # what a model_fn that passes `params` on reads is not known: its names are not checked
+  expect_null(params_read(function(params) build_model(params)))
+  expect_null(params_read(function(p) with(p, units)))
+  expect_identical(params_read(model_fn), c("units", "learning_rate"))
+})
+
+test_that("a search says how its trials trained, and its plot's legend names what occurred", {
+  trials <- data.frame(number = 0:2, value = c(0.5, 0.4, NA), state = c("pruned", "pruned", "failed"))
+  search <- structure(list(
+    trials = trials, best = NULL, objective = "val_loss", direction = "minimize", storage = "search/",
+    study = "gpukeras", seed = 1L, validation = "given", interrupted = integer(), trained = "processes",
+    trained_why = "populations train on JAX; Keras runs on tensorflow"
+  ), class = "gpukeras_search")
+  trained <- "Trained:    a fit per trial, in worker processes (populations train on JAX; Keras runs on tensorflow)"
+  expect_true(trained %in% format(search))
+  search$trained <- "populations"
+  search$trained_why <- "the trials train in batches, as a population for each architecture"
+  expect_match(format(search), "^Trained:    in batches, as populations \\(the trials train in batches", all = FALSE)
+  # pruned trials alone: no completed point, no best so far
+  expect_identical(search_plot_legend(trials$state[1:2])$label, "pruned (its last epoch)")
+  expect_identical(search_plot_legend("complete")$label, c("complete", "best so far"))
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(search), search)
+})
+
 test_that("a background search's status says which trials run, and which a stop interrupted", {
   status <- function(state, running) {
     structure(list(state = state, trials = 8L, done = 4L, running = running, best = list(number = 3L, value = 0.25),
@@ -48,7 +89,7 @@ test_that(paste(
 
   # gpu_search() itself refuses them, before any data is carried or any trial runs
   search <- function(storage) {
-    gpu_search(function(params) NULL, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
+    gpu_search(function(params) params$units, list(x = as.matrix(iris[, 1:4]), y = iris$Species),
                space = list(units = search_int(2, 8)), trials = 1, storage = storage)
   }
   refused <- function(storage) {
@@ -163,6 +204,7 @@ test_that(paste(
   )
   expect_match(search$validation, "^30 of 150 rows held out \\(20 %, stratified, seed 5\\)")
   expect_match(result$text[1], "^<gpukeras_search> 3 trials \\(1 complete, 2 failed\\), minimize val_loss")
+  expect_match(result$text, "^Trained:    a fit per trial, in worker processes \\(populations train on", all = FALSE)
 })
 
 test_that("a cancelled background search keeps its study, and the same call resumes it", {

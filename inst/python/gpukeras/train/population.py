@@ -38,6 +38,7 @@ import numpy as np
 from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
+from gpukeras.data import failures
 from gpukeras.data.adapters.resident import EpochOrder
 from gpukeras.gpu import xla_env
 from gpukeras.gpu.simulated import simulated_gpu
@@ -77,10 +78,14 @@ def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None =
     """``model`` as a member starts, as gpu_fit(seed = ) starts a fit of it: the seed again,
     then the model built as fit() builds it (its metrics and optimizer too) from ``batch``
     (``(x, y)`` of a first batch), and its optimizer's ``learning_rate`` set (None: as
-    compiled). Its state then is its member's start."""
+    compiled). Its state then is its member's start.
+
+    Raises:
+        BadDataError: data the model refuses, as a fit of it refuses it (``failures.build``).
+    """
     keras = config.keras()
     compat.set_random_seed(keras, int(seed))
-    compat.symbolic_build(model, batch)
+    failures.build(model, batch)
     if learning_rate is not None:
         fit_request.set_learning_rate(
             keras, fit_request.inner_optimizer(model), float(learning_rate)

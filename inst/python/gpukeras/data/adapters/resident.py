@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
+from gpukeras.data import failures
 from gpukeras.data.adapters.base import DataAdapter, Decision, Rows
-from gpukeras.data.failures import refused_data
 
 # The share of the device's free memory the data (with validation) may take on it.
 MEMORY_SHARE = 0.5
@@ -299,15 +298,10 @@ class ResidentAdapter(DataAdapter):
         gets. Data that does not fit the model meets it here first.
 
         Raises:
-            BadDataError: rows the model refuses (``failures.refused_data``).
+            BadDataError: rows the model refuses (``failures.build``).
         """
         size = self.batch_size or 1
-        try:
-            compat.symbolic_build(model, tuple(_head(part, size) for part in self.first))
-        except (ValueError, TypeError) as error:
-            refused = refused_data(error)
-            assert refused is not None  # a ValueError or TypeError always is refused data
-            raise refused from error
+        failures.build(model, tuple(_head(part, size) for part in self.first))
 
     def gpu_dataset(self) -> dict[str, object] | None:
         """In-memory rows on the device: nothing to cache, map or wait for."""
