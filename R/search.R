@@ -63,11 +63,15 @@
 #' On the JAX backend, the trials train in batches by default: the study is
 #' asked for 8 trials at a time (TPE with its constant-liar option, so that a
 #' batch's trials differ; with the random or grid sampler and no pruner, which
-#' learn nothing from completed trials, every trial at once), one worker makes
-#' their models, and those of one
-#' architecture train together as a population, one compiled program for all
-#' (trials whose drawn values change shapes, such as units, form groups of
-#' their own). Each member reports its epochs to its trial, and the pruner
+#' learn nothing from completed trials, every trial at once), and split by
+#' architecture: the trials whose values of `model_fn`'s parameters (and of a
+#' searched `batch_size`) are equal train together as a population, one
+#' compiled program for all, in one worker, and the other groups (trials whose
+#' drawn values change shapes, such as units) at the same time in the other
+#' workers. A group of one trial trains as a trial of its own process does, and
+#' so does a group of several where the trials that ended say a process per
+#' trial is faster (its trials at a process's seconds each, fewer than a
+#' population's seconds). Each member reports its epochs to its trial, and the pruner
 #' still decides: a pruned member stops without stopping the others, and a
 #' member whose loss turns NaN fails alone. A trial's objective is the one a
 #' fit of its parameters alone with its seed reaches (within 1e-5 on a CPU).
@@ -129,7 +133,8 @@
 #'     the trials were validated), `validation_rows` (the rows held out, when
 #'     the search held them out; the others trained), `interrupted` and `workers`;
 #'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fit per
-#'     trial in the worker processes); `trained_why`: why.
+#'     trial in the worker processes); `trained_why`: why, and with populations
+#'     how many trials trained in populations and how many in processes, and why.
 #'
 #'   It has `print()` and `plot()` (the objective over the trials and the
 #'   best so far) methods.
@@ -252,6 +257,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
   ), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
   population <- search_population_plan(search, tracked, call)
+  # populations: a batch of trials at a time, split by the values that set their shapes
+  groups <- if (isTRUE(population$population))
+    search_groups(c(names(search$space), intersect("batch_size", names(search$searched))))
   opened <- core_call(
     "search_open",
     storage = storage$url, study = search$study, space = request$space, request = request$study,
@@ -262,8 +270,9 @@ search_run <- function(search, request, storage, plan, dir, call) {
   pool <- new_worker_pool(plan, dir, warm = list(
     verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
   ))
-  running <- function() {
-    unlist(lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task)))
+  running <- function() { # the trials asked and not told: in a worker, or waiting for one (`groups`)
+    tasks <- c(lapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task), groups$queue)
+    unlist(lapply(tasks, search_task_numbers))
   }
   on.exit({
     if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
@@ -279,10 +288,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
     study = search$study, objective = search$objective, pruner = search$pruner,
     models = storage$models, encoding = carried$encoding, levels = carried$levels
   )
-  next_task <- function() {
-    if (isTRUE(population$population)) return(search_population_task(opened, common, call))
-    asked <- core_call("search_ask", search = opened, error_call = call)
-    if (is.null(asked)) return(NULL)
+  # A trial asked of the study as a task of its own: one fit in a worker process.
+  trial_task <- function(asked) {
     params <- asked$params
     c(common[c("model_fn", "data", "levels", "train_rows", "validation_rows", "validation")], list(
       params = params[names(search$space)], seed = asked$seed, fit = c(search$fixed, params[names(search$searched)]),
@@ -301,8 +308,14 @@ search_run <- function(search, request, storage, plan, dir, call) {
       )
     ))
   }
+  next_task <- function() {
+    if (!is.null(groups)) return(search_groups_next(groups, opened, common, trial_task, call))
+    asked <- core_call("search_ask", search = opened, error_call = call)
+    if (!is.null(asked)) trial_task(asked)
+  }
   on_end <- function(ended) {
     device <- pool$slots[[ended$slot]]$device
+    if (!is.null(groups)) search_groups_measure(groups, ended)
     if (isTRUE(ended$task$population)) {
       each <- search_population_tell(opened, ended, device)
       stops <- vapply(each, function(told) !is.null(told$stop), logical(1))
@@ -334,6 +347,7 @@ search_run <- function(search, request, storage, plan, dir, call) {
     list()
   }
   worker_run(pool, on_end = on_end, next_task = next_task)
+  if (!is.null(groups)) population$reason <- search_groups_why(groups, population$reason)
   result <- new_gpukeras_search(
     core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed,
     search$objective, validation, pool$plan, population

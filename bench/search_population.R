@@ -26,8 +26,16 @@
 # drawn before any of them completes), so the objectives are compared where the drawn
 # learning rates are equal.
 #
-# Usage (from the repository root): KERAS_BACKEND=jax Rscript bench/search_population.R [--quick | --smoke] [--tpe]
-# Writes bench/results/search-population-<device>[-tpe][-jax][-quick].json (a smoke run: see
+# With --units (issue #78) the search is over units too: 16 trials, units drawn from 16, 32,
+# 64 and 128 (both hidden layers) with the learning rate, in two workers each way
+# (gpu_workers(workers = 2), with population = FALSE for processes): the populations' batch
+# is split by architecture, each group a task in a worker of its own (a group of one a
+# process). Goal: never slower than the processes (ratio <= 1); trials/hour each way. With
+# --quick, one round (after the warm-up) where the others run 3.
+#
+# Usage (from the repository root):
+#   KERAS_BACKEND=jax Rscript bench/search_population.R [--quick | --smoke] [--tpe] [--units]
+# Writes bench/results/search-population-<device>[-tpe][-units][-jax][-quick].json (a smoke run: see
 # bench/lib/common.R). On TensorFlow both ways train a process per trial.
 wall_started <- Sys.time()
 load_before <- readLines("/proc/loadavg")
@@ -37,25 +45,29 @@ source("bench/lib/common.R")
 source("bench/lib/workers.R")
 mode <- bench_mode()
 sampler <- if ("--tpe" %in% commandArgs(trailingOnly = TRUE)) "tpe" else "random"
+units <- "--units" %in% commandArgs(trailingOnly = TRUE)
 code <- code_state() # before the run: the code measured, not what changed while it ran
 
 rows <- if (mode$smoke) 1000L else 20000L
-trials <- if (mode$smoke) 2L else 20L
+trials <- if (mode$smoke) 2L else if (units) 16L else 20L
 epochs <- if (mode$smoke) 1L else 5L
 batch_size <- 256L
-rounds <- if (mode$smoke) 1L else if (mode$quick) 3L else 5L
+rounds <- if (mode$smoke || (mode$quick && units)) 1L else if (mode$quick) 3L else 5L
 seed <- 1L
-goal <- list(populations_vs_processes = 0.5, max_abs_value_difference = 1e-5)
+goal <- list(populations_vs_processes = if (units) 1 else 0.5, max_abs_value_difference = 1e-5)
+space <- if (units) list(units = search_choice(16L, 32L, 64L, 128L)) else list()
+workers <- if (units) 2L # NULL: gpu_workers()' default
 
 data <- bench_data(rows)
 keras <- gpu_keras()
 
 model_fn <- function(params) {
   keras <- gpu_keras()
+  hidden <- if (is.null(params$units)) 64L else params$units
   model <- keras$Sequential(list(
     keras$Input(shape = list(20L)),
-    keras$layers$Dense(64L, activation = "relu"),
-    keras$layers$Dense(64L, activation = "relu"),
+    keras$layers$Dense(hidden, activation = "relu"),
+    keras$layers$Dense(hidden, activation = "relu"),
     keras$layers$Dense(2L, activation = "softmax")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
@@ -71,7 +83,7 @@ search_way <- function(name, workers) {
     # each search compiles its trials' programs itself, as bench/search.R's do
     gpu_compile_cache(clear = TRUE)
     took <- timed(found <- gpu_search(
-      model_fn, data, space = list(), learning_rate = search_float(1e-4, 1e-1, log = TRUE),
+      model_fn, data, space = space, learning_rate = search_float(1e-4, 1e-1, log = TRUE),
       trials = trials, sampler = sampler, pruner = "none", seed = seed, epochs = epochs,
       batch_size = batch_size, storage = folder, workers = workers
     ))
@@ -81,12 +93,15 @@ search_way <- function(name, workers) {
   }
 }
 measured <- run_rounds(list(
-  populations = search_way("populations", gpu_workers()),
-  processes = search_way("processes", gpu_workers(population = FALSE))
+  populations = search_way("populations", gpu_workers(workers = workers)),
+  processes = search_way("processes", gpu_workers(workers = workers, population = FALSE))
 ), rounds, mode)
 ratio <- ratio_summary(measured$seconds$populations / measured$seconds$processes)
 
-by_number <- function(search) search$trials[order(search$trials$number), c("number", "learning_rate", "value", "state")]
+by_number <- function(search) {
+  columns <- intersect(c("number", "units", "learning_rate", "value", "state"), names(search$trials))
+  search$trials[order(search$trials$number), columns]
+}
 populations <- by_number(last$populations)
 processes <- by_number(last$processes)
 same_rate <- populations$learning_rate == processes$learning_rate
@@ -102,7 +117,9 @@ device <- if (identical(machine$gpu, "none")) paste("CPU:", machine$cpu) else ma
 short <- if (identical(machine$gpu, "none")) "cpu" else "gpu"
 result <- list(
   benchmark = "search_population",
-  command = paste(bench_command("bench/search_population.R", mode), if (sampler == "tpe") "--tpe"),
+  command = paste(
+    bench_command("bench/search_population.R", mode), if (sampler == "tpe") "--tpe", if (units) "--units"
+  ),
   date = format(Sys.time(), "%Y-%m-%d"),
   quick = mode$quick,
   smoke = mode$smoke,
@@ -113,14 +130,20 @@ result <- list(
   versions = version_facts(),
   workload = list(
     rows = rows, features = 20L, classes = 2L, trials = trials, seed = seed, sampler = sampler, pruner = "none",
-    space = "learning_rate: search_float(1e-4, 1e-1, log = TRUE)",
-    model = "MLP 20-64-64-2 (relu, softmax), adam, sparse categorical cross-entropy, accuracy",
+    space = paste0(
+      if (units) "units: search_choice(16, 32, 64, 128); ", "learning_rate: search_float(1e-4, 1e-1, log = TRUE)"
+    ),
+    model = sprintf(
+      "MLP 20-%s-2 (relu, softmax), adam, sparse categorical cross-entropy, accuracy", if (units) "u-u" else "64-64"
+    ),
+    workers = if (is.null(workers)) "gpu_workers()' default" else workers,
     epochs = epochs, batch_size = batch_size, objective = "val_loss (20 % held out)"
   ),
   trained = list(populations = last$populations$trained, populations_why = last$populations$trained_why, processes = last$processes$trained),
   rounds = rounds,
   goal = goal,
   seconds = lapply(measured$seconds, stats::median),
+  trials_per_hour = lapply(measured$seconds, function(seconds) round(trials / stats::median(seconds) * 3600)),
   seconds_rounds = measured$seconds,
   cpu_seconds_rounds = measured$cpu_seconds,
   populations_vs_processes = ratio,
@@ -135,12 +158,18 @@ result <- list(
     "seconds: wall-clock of each gpu_search() call (call to return), each on a fresh study in a temporary folder, after one warm-up of each way (run_rounds()); ratios are per round, their median with a bootstrap 95% interval. cpu_seconds: this session's CPU time only (the workers' is not in it).",
     "populations: gpu_search()'s default workers (gpu_workers(population = \"auto\"): on JAX the trials asked a batch at a time, the whole budget with the random sampler and no pruner, 8 at a time with TPE, each batch trained as one population in a worker of its own, a short last batch padded to 8 members); processes: gpu_workers(population = FALSE), a fresh worker process per trial.",
     "agreement: the last round's two searches, trial by trial: the same numbers and learning rates (the random sampler draws by the trial's number), and their objectives' largest difference where the learning rates are equal (TPE's later draws differ between the ways: trials_compared counts those compared).",
+    if (units) paste(
+      "--units: the populations' batch split by architecture (R/search-population.R's search_groups_next()), each",
+      "group a task for one of the 2 workers, a group of one a process of its own; processes: gpu_workers(workers = 2,",
+      "population = FALSE)."
+    ),
     "The machine is shared with other engineers' work (2 cores): see the load averages."
   ),
   wall_seconds = NA_real_
 )
 result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units = "secs")), 1)
-out <- write_result(result, on_backend(paste0("search-population-", short, if (sampler == "tpe") "-tpe"), result$backend), mode)
+name <- paste0("search-population-", short, if (sampler == "tpe") "-tpe", if (units) "-units")
+out <- write_result(result, on_backend(name, result$backend), mode)
 
 cat(sprintf(
   "\n%d-trial search, populations / a process per trial (%d epochs): %s (goal <= %.1f); medians %.1f s vs %.1f s (%s)\n",

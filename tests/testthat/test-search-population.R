@@ -172,15 +172,16 @@ test_that("a model that refuses the data fails a batch as it fails a process's t
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
-      model <- keras$Sequential(list(keras$Input(shape = 7), keras$layers$Dense(params$units)))
+      model <- keras$Sequential(list(keras$Input(shape = 7), keras$layers$Dense(1L)))
       model$compile(optimizer = "adam", loss = "mse")
       model
     }
     data <- list(x = matrix(seq_len(13 * 20) / 260, 20, 13), y = seq_len(20) / 20)
+    # (one architecture: the batch's two trials train as one population)
     failed <- function(workers, folder) {
       tryCatch(
         gpu_search(
-          model_fn, data, space = list(units = search_choice(1L, 2L)), trials = 2, sampler = "random",
+          model_fn, data, space = list(), learning_rate = search_choice(0.01, 0.1), trials = 2, sampler = "random",
           pruner = "none", epochs = 1, batch_size = 8, seed = 1, storage = file.path(dir, folder), workers = workers
         ),
         error = identity
@@ -195,4 +196,68 @@ test_that("a model that refuses the data fails a batch as it fails a process's t
   expect_identical(class(populations), class(result$processes))
   expect_identical(conditionMessage(populations$parent), conditionMessage(result$processes$parent))
   expect_snapshot(raise_again(populations), error = TRUE)
+})
+
+test_that("a batch splits by its shapes; a group of one, or where processes measured faster, trains as processes", {
+  trial <- function(number, units, lr) list(number = number, params = list(units = units, lr = lr))
+  batch <- list(trial(0, 16L, 0.1), trial(1, 32L, 0.1), trial(2, 16L, 0.01), trial(3, 64L, 0.1))
+  groups <- search_shape_groups(batch, "units")
+  expect_identical(lapply(groups, function(group) vapply(group, `[[`, 1, "number")), list(c(0, 2), 1, 3))
+  expect_length(search_shape_groups(batch, c("units", "lr")), 4L)
+  none <- c(population = 0, process = 0)
+  unmeasured <- list(seconds = none, trials = none, tasks = none)
+  expect_identical(search_group_as(unmeasured, 1L), "process")
+  expect_identical(search_group_as(unmeasured, 2L), "population")
+  # 2 s a trial in a process, 5 s a population's task: 2 trials as processes, 3 as a population
+  measured <- list(
+    seconds = c(population = 10, process = 8), trials = c(population = 6, process = 4),
+    tasks = c(population = 2, process = 4)
+  )
+  expect_identical(search_group_as(measured, 2L), "process")
+  expect_identical(search_group_as(measured, 3L), "population")
+  expect_match(search_groups_measured(measured, 2L), "2.0 s a trial in a process, 5.0 s a population", fixed = TRUE)
+})
+
+test_that("a units search trains its architectures at once in two workers, a group of one as a process", {
+  mark_slow()
+  skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
+  skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
+  dir <- withr::local_tempdir()
+  result <- run_in_fresh_r({
+    dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    model_fn <- function(params) {
+      # which worker process built which architecture, and when
+      cat(sprintf("%d %d %.3f\n", params$units, Sys.getpid(), as.numeric(Sys.time())), file = file.path(dir, "built"),
+          append = TRUE)
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = 4), keras$layers$Dense(params$units, activation = "relu"),
+        keras$layers$Dense(3, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+      model
+    }
+    # the grid's 5 of 6 combinations: two units values drawn twice, one once
+    search <- gpu_search(
+      model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_choice(4L, 8L, 16L)),
+      learning_rate = search_choice(0.01, 0.1), trials = 5, sampler = "grid", pruner = "none", epochs = 2,
+      batch_size = 16, seed = 3, storage = file.path(dir, "study"), workers = gpu_workers(workers = 2)
+    )
+    built <- utils::read.table(file.path(dir, "built"), col.names = c("units", "pid", "at"))
+    list(search = unclass(search), built = built)
+  }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
+  search <- result$search
+  built <- result$built
+  expect_identical(search$trials$state, rep("complete", 5))
+  expect_identical(sort(as.vector(table(search$trials$units))), c(1L, 2L, 2L))
+  expect_identical(search$trained, "populations")
+  expect_match(
+    search$trained_why, "split by architecture into tasks for the workers: 4 trials in 2 populations; 1 in processes",
+    fixed = TRUE
+  )
+  # each architecture's models built in one worker process, and the first two in different ones
+  pids <- tapply(built$pid, built$units, unique)
+  expect_true(all(lengths(pids) == 1L))
+  first <- unique(built$units[order(built$at)])[1:2]
+  expect_false(identical(pids[[as.character(first[1])]], pids[[as.character(first[2])]]))
 })

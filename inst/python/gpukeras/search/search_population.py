@@ -4,11 +4,15 @@ each told as a trial of its own process is told.
 ``ask`` asks the study (in the R session) for up to ``n`` trials at once (``search.ask``
 each: the budget, the owner, the seed as for any trial; a study opened with ``batch``
 makes TPE lie constantly about the running ones, so a batch's trials differ; random and
-grid draw as they do). ``train`` runs in one worker, which made each trial's model there
-(``model_fn(params)`` is R code, called after the trial's seed): the models are made ready
-as gpu_fit(seed = ) starts a fit (``population.prepare``: the seed, the build, the trial's
-learning rate), grouped by architecture and batch size (``population.mismatch``; trials
-whose drawn values change shapes, such as units, form groups of their own), a group that
+grid draw as they do). The session splits a batch by the values that set its trials'
+shapes (model_fn's parameters, a searched batch size: R's search_groups_next), a task for a
+worker each, so that other architectures train at once in other workers (a group of one
+trains as a trial of its own process). ``train`` runs in one worker, which made each
+trial's model there (``model_fn(params)`` is R code, called after the trial's seed): the
+models are made ready as gpu_fit(seed = ) starts a fit (``population.prepare``: the seed,
+the build, the trial's learning rate), grouped by architecture and batch size
+(``population.mismatch``: a task's trials are one architecture where model_fn builds one
+for equal values), a group that
 does not fit the memory split in halves (``cv_population.fits_memory``), and each group
 trained as one ``Population``, padded to the search's batch width where it holds half of it
 (``padded_width``: a batch's programs are then those an earlier batch compiled). After each
