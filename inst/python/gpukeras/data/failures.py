@@ -4,9 +4,9 @@ Keras reports data that does not fit the model as a ValueError whose first lines
 name the layer; TensorFlow reports a batch it could not make (a corrupt image, a
 missing file) as an op error deep in a traceback. These functions pick the
 informative line (``core.messages``) and wrap it in a ``BadDataError``; training
-(``train.failures``), a population's members (``build``, as a fit's rows on the device),
-gpu_batch_size(), gpu_quantize() and the pipeline benchmark all translate with them, so
-the same failure reads the same everywhere.
+(``train.failures``), a fit's rows on the device and a population's members
+(``adapters.resident.build``), gpu_batch_size(), gpu_quantize() and the pipeline
+benchmark all translate with them, so the same failure reads the same everywhere.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from __future__ import annotations
 import re
 import sys
 
-from gpukeras.core import compat
 from gpukeras.core.errors import BadDataError
-from gpukeras.core.handles import Model
 from gpukeras.core.messages import cause, error_message
 
 # TensorFlow errors that mean a batch could not be made or read.
@@ -40,23 +38,6 @@ def refused_data(error: BaseException, what: str = "train on this data") -> BadD
         f"The model cannot {what}: {message}. Give x and y that match the model's inputs "
         f"and outputs, as gpu_fit() takes them.{_channels_hint(message)}"
     )
-
-
-def build(model: Model, batch: tuple) -> None:
-    """Build ``model``, its compiled loss and metrics and its optimizer from ``batch`` (a
-    first batch's ``(x, y)``, or ``(x,)``) as Keras' fit() builds them on the first batch it
-    takes (``compat.symbolic_build``: the model's call and its loss are traced on it).
-
-    Raises:
-        BadDataError: data the model refuses (``refused_data``): a fit of rows on the device
-            and a population's members (a fit each) refuse the same data in the same words.
-    """
-    try:
-        compat.symbolic_build(model, batch)
-    except (ValueError, TypeError) as error:
-        refused = refused_data(error)
-        assert refused is not None  # a ValueError or TypeError always is refused data
-        raise refused from error
 
 
 # Keras' words when an image's channels are not the model's (TensorFlow and JAX alike).

@@ -38,8 +38,7 @@ import numpy as np
 from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
-from gpukeras.data import failures
-from gpukeras.data.adapters.resident import EpochOrder
+from gpukeras.data.adapters.resident import EpochOrder, build
 from gpukeras.gpu import xla_env
 from gpukeras.gpu.simulated import simulated_gpu
 from gpukeras.train import fit_request
@@ -81,11 +80,11 @@ def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None =
     compiled). Its state then is its member's start.
 
     Raises:
-        BadDataError: data the model refuses, as a fit of it refuses it (``failures.build``).
+        BadDataError: data the model refuses, as a fit of it refuses it (``resident.build``).
     """
     keras = config.keras()
     compat.set_random_seed(keras, int(seed))
-    failures.build(model, batch)
+    build(model, batch)
     if learning_rate is not None:
         fit_request.set_learning_rate(
             keras, fit_request.inner_optimizer(model), float(learning_rate)

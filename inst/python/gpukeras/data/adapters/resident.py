@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data import failures
 from gpukeras.data.adapters.base import DataAdapter, Decision, Rows
@@ -266,6 +267,24 @@ class DeviceRows:
         }
 
 
+def build(model: Model, batch: tuple) -> None:
+    """Build ``model``, its compiled loss and metrics and its optimizer from ``batch`` (a
+    first batch's ``(x, y)``, or ``(x,)``) as Keras' fit() builds them on the first batch it
+    takes (``compat.symbolic_build``: the model's call and its loss are traced on it).
+
+    Raises:
+        BadDataError: data the model refuses (``failures.refused_data``): a fit of rows on
+            the device and a population's members (a fit each) refuse the same data in the
+            same words.
+    """
+    try:
+        compat.symbolic_build(model, batch)
+    except (ValueError, TypeError) as error:
+        refused = failures.refused_data(error)
+        assert refused is not None  # a ValueError or TypeError always is refused data
+        raise refused from error
+
+
 class ResidentAdapter(DataAdapter):
     """Rows put on the device once and trained there (``device_rows``, a ``DeviceRows``).
 
@@ -298,10 +317,10 @@ class ResidentAdapter(DataAdapter):
         gets. Data that does not fit the model meets it here first.
 
         Raises:
-            BadDataError: rows the model refuses (``failures.build``).
+            BadDataError: rows the model refuses (``build``).
         """
         size = self.batch_size or 1
-        failures.build(model, tuple(_head(part, size) for part in self.first))
+        build(model, tuple(_head(part, size) for part in self.first))
 
     def gpu_dataset(self) -> dict[str, object] | None:
         """In-memory rows on the device: nothing to cache, map or wait for."""
