@@ -45,26 +45,6 @@ check_allowed_hosts <- function(allowed_hosts, call) {
   }
 }
 
-# A port that cannot be bound (in use, or a privileged one) stops here, before
-# plumber, which would print its own error and leave none to catch.
-check_port_free <- function(host, port, call) {
-  free <- tryCatch({
-    app <- list(call = function(req) list(status = 200L, headers = list(), body = ""))
-    server <- httpuv::startServer(host, as.integer(port), app)
-    httpuv::stopServer(server)
-    TRUE
-  }, error = function(e) FALSE)
-  if (!free) {
-    gpukeras_abort(c(
-      sprintf(
-        "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
-        host, as.integer(port)
-      ),
-      "Choose another port (e.g. port = 8001), or stop what listens there."
-    ), "gpukeras_error_port_in_use", call = call)
-  }
-}
-
 # A package from Suggests that a function needs: a classed error saying how to
 # install it when it is not.
 check_suggested <- function(package, what, call = caller_env()) {

@@ -1,44 +1,34 @@
-# gpu_serve()'s server: the port clients reach is a Python process of its own (the core's
-# serve/server.py, on uvicorn and Starlette), which reads every request, enforces the
-# service's limits and sends each request it takes, whole, to R's router on a Unix socket
-# that only this user can open (httpuv's pipe server, in a private folder).
-
-# Serve `api` (a plumber router) behind the server on `host`:`port` until interrupted, or
-# until the server ends (an error: the port no longer answers).
-serve_behind_front <- function(api, host, port, settings, call) {
-  folder <- tempfile("gpukeras-serve-")
-  dir.create(folder, mode = "0700")
-  on.exit(unlink(folder, recursive = TRUE), add = TRUE)
-  socket <- file.path(folder, "r.sock")
-  server <- httpuv::startPipeServer(socket, strtoi("177", 8L), api)
-  on.exit(httpuv::stopServer(server), add = TRUE)
-  log <- file.path(folder, "server.log")
-  front <- serve_front_start(host, port, socket, settings, log, call)
-  on.exit(front$kill(), add = TRUE)
-  while (front$is_alive()) httpuv::service(1000)
-  serve_front_failed("ended", log, call)
-}
+# gpu_serve()'s server: a Python process of its own (the core's serve/server.py, on uvicorn
+# and Starlette), which loads the model gpu_save() wrote and answers every request.
 
 # The server, started and listening: a processx process that ends when its stdin closes,
-# as it does when this R process ends however it ends.
-serve_front_start <- function(host, port, socket, settings, log, call) {
+# as it does when this R process ends however it ends. A port it cannot listen on is a
+# classed error.
+serve_start <- function(settings, log, call) {
   command <- core_call("serve_command", error_call = call)$argv
-  front <- processx::process$new(
+  server <- processx::process$new(
     command[[1]], unlist(command[-1]),
     stdin = "|", stdout = "|", stderr = log, cleanup = TRUE,
     # outside R's library path, as python_run_env says (Python's ssl, which uvicorn imports)
     env = c("current", LD_LIBRARY_PATH = "")
   )
-  front$write_input(paste0(as_json(list(
-    host = host, port = as.integer(port), backend = socket, max_bytes = settings$max_bytes,
-    too_large = refusal(413L, "too_large", too_large_message(settings$max_bytes))$body
-  )), "\n"))
-  deadline <- Sys.time() + 30
-  while (front$is_alive() && Sys.time() < deadline) {
-    front$poll_io(200L)
-    if ("ready" %in% front$read_output_lines()) return(front)
+  server$write_input(paste0(jsonlite::toJSON(settings, auto_unbox = TRUE, null = "null", digits = NA), "\n"))
+  deadline <- Sys.time() + 300
+  while (server$is_alive() && Sys.time() < deadline) {
+    server$poll_io(200L)
+    said <- server$read_output_lines()
+    if ("ready" %in% said) return(server)
+    if ("port_in_use" %in% said) {
+      gpukeras_abort(c(
+        sprintf(
+          "Cannot listen on %s port %d: it is in use, or not this machine's address, or needs privileges.",
+          settings$host, settings$port
+        ),
+        "Choose another port (e.g. port = 8001), or stop what listens there."
+      ), "gpukeras_error_port_in_use", call = call)
+    }
   }
-  front$kill()
+  server$kill()
   serve_front_failed("did not start", log, call)
 }
 

@@ -1,19 +1,20 @@
 #' Serve a trained model's predictions over HTTP
 #'
 #' `gpu_serve()` runs a local HTTP service that scores JSON with the model of
-#' a [gpu_fit()] result or a [gpu_load()] model, through [predict()] itself:
-#' the answers are `predict(fit, newdata)`'s, new data encoded as the training
-#' data was. It blocks the R session until it is stopped (Ctrl-C, or the
+#' a [gpu_fit()] result or a [gpu_load()] model, in a Python process of its
+#' own: the answers are `predict(fit, newdata)`'s, new data encoded as the
+#' training data was, by the same encoding. It blocks the R session until it is stopped (Ctrl-C, or the
 #' process killed), so run it in a process of its own, e.g.
 #' `Rscript -e 'gpukeras::gpu_serve(gpukeras::gpu_load("model.keras"))'`.
 #' `gpu_api()` returns the same service as a [plumber][plumber::pr] router,
 #' to run with [plumber::pr_run()], or adds its routes to a router of one's
 #' own (`router`, under `prefix`), beside one's own routes; it can also be
-#' mounted ([plumber::pr_mount()]). Its checks of a request's headers (see
-#' "Security") are a plumber filter, which lets every other route's requests
-#' by; the OpenAPI description of `POST /predict` (plumber's `/openapi.json`)
-#' gives the model's columns with their types and levels. Both need the
-#' plumber package (Debian: `r-cran-plumber`).
+#' mounted ([plumber::pr_mount()]); its routes answer as `gpu_serve()` does,
+#' through the same code, and leave every other route's requests alone. The
+#' OpenAPI description of `POST /predict` (plumber's `/openapi.json`)
+#' gives the model's columns with their types and levels (`gpu_serve()`
+#' answers it at `GET /openapi.json`). `gpu_api()` needs the plumber package
+#' (Debian: `r-cran-plumber`).
 #'
 #' @section Routes:
 #' \describe{
@@ -31,8 +32,8 @@
 #'     The answer: see "Answers".}
 #'   \item{`GET /metadata`}{The inputs (each column with its type, and levels
 #'     for factors), the outputs (shapes, and the classes), the NA rule,
-#'     `max_rows`, and the versions of gpukeras, R, plumber, Python, Keras
-#'     and the backend.}
+#'     `max_rows`, `max_bytes`, for an image model the pixel range, and the
+#'     versions of gpukeras, R, plumber, Python, Keras and the backend.}
 #'   \item{`GET /health`}{`{"status": "ok"}`, without a token: for a load
 #'     balancer or a supervisor to poll.}
 #' }
@@ -65,7 +66,8 @@
 #' for a missing or wrong token; `403` `"forbidden_host"` and
 #' `"forbidden_origin"` (see "Security"); `404` `"not_found"`; `411`
 #' `"length_required"` for a chunked body to [gpu_api()]'s routes
-#' (`gpu_serve()` takes one within `max_bytes`); `413`
+#' (`gpu_serve()` takes one within `max_bytes`); `405`
+#' `"method_not_allowed"` (e.g. a `GET` of `/predict`); `413`
 #' `"too_large"` above `max_bytes` and `"too_many_rows"` above `max_rows`;
 #' `415` `"not_json"` for a `POST` whose `Content-Type` is not
 #' `application/json`; from `gpu_serve()`'s server (see "Limits"), `400`
@@ -79,9 +81,10 @@
 #' @section Limits:
 #' The port `gpu_serve()` listens on is a Python process of its own, started
 #' with the service and ended with it: an HTTP/1.1 server on uvicorn (with
-#' h11) and Starlette, which reads every request and hands each one it takes,
-#' whole, to R on a Unix socket only this user can open. No HTTP is parsed by
-#' gpukeras itself. The server enforces, before R sees a request:
+#' h11) and Starlette, which loads the model saved by [gpu_save()] (in a
+#' private temporary folder), reads every request and answers it. No HTTP is
+#' parsed by gpukeras itself, and the R session only waits. The server
+#' enforces:
 #' \itemize{
 #'   \item a body larger than `max_bytes` is refused from its
 #'     `Content-Length`, at once and unread, whatever else the request says (a
@@ -98,22 +101,24 @@
 #'     honoured (the request is answered as HTTP).
 #' }
 #' So connections that hold an unfinished body cost the server a socket
-#' each and R nothing: `/health` answers meanwhile. Connections are kept
-#' alive, and requests sent on one without waiting (pipelined) are answered
-#' in order. R then decides from the headers (host, origin, token,
-#' `Content-Type`) and the body. By default `max_bytes` is what `max_rows` rows
-#' of the model's columns take as JSON records, twice over (room for spaces and
-#' ignored fields), and at least 64 KiB; `/metadata` says it. A body that
-#' passes is parsed into JSON values and its rows counted before any table is
-#' made, and only the model's columns are taken from it, so a request costs
-#' time in proportion to its bytes, whatever its keys. A `POST /predict` whose
-#' body R refuses (a `400` or `413` after its body was read) gets its answer a
-#' quarter of a second later, from the server, while R answers other requests:
-#' a client that sends such bodies one after another then gets at most four
-#' answers a second. ([gpu_api()]'s routes, in a server of the caller's, make
-#' R's checks alone: there httpuv holds what a client sends until R gets to
-#' its headers; where clients across a network can reach it, a proxy in front
-#' that limits bodies spares that.)
+#' each: `/health` answers meanwhile. Connections are kept alive, and
+#' requests sent on one without waiting (pipelined) are answered in order;
+#' requests on several connections are read and parsed at once, the model
+#' running one batch at a time. Then the headers decide (host, origin, token,
+#' `Content-Type`) and the body. By default `max_bytes` is what `max_rows`
+#' rows of the model's columns take as JSON records, twice over (room for
+#' spaces and ignored fields), and at least 64 KiB; `/metadata` says it. A
+#' body that passes is parsed into JSON values and its rows counted before any
+#' column is read, and only the model's columns are taken from it, so a
+#' request costs time in proportion to its bytes, whatever its keys. A
+#' `POST /predict` whose body is refused (a `400` or `413` after its body was
+#' read) gets its answer a quarter of a second later, while other requests
+#' are answered: a client that sends such bodies one after another then gets
+#' at most four answers a second. ([gpu_api()]'s routes, in a server of the
+#' caller's, make the same checks of headers and bodies, but there httpuv
+#' holds what a client sends until R gets to its headers; where clients
+#' across a network can reach it, a proxy in front that limits bodies spares
+#' that.)
 #'
 #' For a public address, put a reverse proxy that speaks HTTPS (nginx,
 #' Caddy) in front of a service on `127.0.0.1`, and name the host clients use
@@ -146,8 +151,8 @@
 #' (it gives none). Behind a proxy that forwards the client's `Host`, name
 #' that host in `allowed_hosts`.
 #'
-#' `gpu_api()`'s router makes the same checks in a filter, after the server
-#' that runs it has read the body: where it runs other than by `gpu_serve()`,
+#' `gpu_api()`'s routes make the same checks, after the server that runs
+#' them has read the body: where it runs other than by `gpu_serve()`,
 #' set `plumber::options_plumber(maxRequestSize = )` so that plumber refuses
 #' large bodies unread. It describes `POST /predict` with
 #' [plumber::pr_set_api_spec()], which replaces a description function given
@@ -215,8 +220,9 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   check_port(port, call)
   check_string(host, call = call)
   check_flag(quiet, call = call)
-  service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call)
-  if (is.null(token) && !is_loopback(host)) {
+  settings <- serve_settings(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call)
+  check_suggested("jsonlite", "Serving with gpu_serve()", call)
+  if (is.null(token) && !(host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host))) {
     gpukeras_warn(c(
       sprintf(
         "The service listens on %s without a token: anyone who can reach port %d there can use it.", host,
@@ -225,14 +231,23 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
       "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
     ), "gpukeras_warning_serve_open")
   }
-  check_port_free(host, port, call)
+  folder <- tempfile("gpukeras-serve-")
+  dir.create(folder, mode = "0700")
+  on.exit(unlink(folder, recursive = TRUE), add = TRUE)
+  settings$model <- gpu_save(fit, file.path(folder, "model.keras"))$model
+  settings[c("host", "port")] <- list(host, as.integer(port))
+  log <- file.path(folder, "server.log")
+  server <- serve_start(settings, log, call)
+  on.exit(server$kill(), add = TRUE)
   if (!quiet) {
     rlang::inform(c(
       sprintf("Serving on http://%s:%d: POST /predict, GET /metadata, GET /health.", host, as.integer(port)),
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }
-  serve_behind_front(serve_routes(service, NULL, ""), host, port, service$settings, call)
+  # httpuv's service() answers the session's own plumber or httpuv servers meanwhile
+  while (server$is_alive()) if (requireNamespace("httpuv", quietly = TRUE)) httpuv::service(1000) else server$wait(1000)
+  serve_front_failed("ended", log, call)
 }
 
 #' @rdname gpu_serve
@@ -253,16 +268,18 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
   if (!is.null(router) && !inherits(router, "Plumber")) {
     stop_input_type(router, "NULL or a plumber router (plumber::pr())", "router", call)
   }
-  service <- serve_service(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, NULL, call)
-  serve_routes(service, router, prefix)
+  settings <- serve_settings(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call)
+  check_suggested("plumber", "Serving with gpu_api()", call)
+  check_suggested("jsonlite", "Serving with gpu_api()", call)
+  settings$prefix <- prefix
+  encoding <- if (!is.null(fit$encoding)) encoding_to_plain(fit$encoding)
+  served <- core_call("serve_service", model = fit$model, encoding = encoding, settings = settings, error_call = call)
+  serve_routes(served, router, prefix)
 }
 
-# The service both verbs build, after the checks they share: the arguments
-# first (no Python needed), then plumber, then the model. list(fit, settings =
-# what the routes and the server check requests with, metadata = what GET
-# /metadata answers); `host` is the address gpu_serve() listens on (NULL:
-# gpu_api()'s, unknown).
-serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, host, call) {
+# The service's settings from both verbs' arguments, checked (no Python needed): what the
+# core's service takes (serve/service.py), with the versions /metadata gives.
+serve_settings <- function(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call) {
   check_trained_model(
     fit, "For a Keras model, train it with gpu_fit(), or save it with gpu_save() and load it with gpu_load().",
     call = call
@@ -273,138 +290,74 @@ serve_service <- function(fit, token, max_rows, batch_size, unknown, max_bytes, 
   unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
   check_max_bytes(max_bytes, call)
   check_allowed_hosts(allowed_hosts, call)
-  part <- served_input(fit$encoding, call)
-  check_suggested("plumber", "Serving with gpu_serve() or gpu_api()", call)
-  check_suggested("jsonlite", "Serving with gpu_serve() or gpu_api()", call)
-  model <- scoring_model(fit, call)
-  shapes <- model_io(model)
-  if (is.null(part$shape)) part$shape <- served_row_shape(shapes$inputs)
-  settings <- list(
-    part = part, encoding = fit$encoding, token = token, max_rows = as.integer(max_rows),
-    max_bytes = max_bytes %||% request_byte_limit(part, max_rows), hosts = served_hosts(host, allowed_hosts),
-    batch_size = as.integer(batch_size), unknown = unknown
+  inputs <- fit$encoding$inputs
+  if (isTRUE(fit$encoding$several) || length(inputs) > 1L) {
+    abort_bad_argument(c(
+      sprintf(
+        "gpu_serve() serves a model with one input; this one has %d (%s).", length(inputs),
+        paste(names(inputs), collapse = ", ")
+      ),
+      "Score it with predict(fit, list(...)) in R, or build the service with plumber around predict()."
+    ), call = call)
+  }
+  scoring_model(fit, call)
+  versions <- list(
+    gpukeras = as.character(utils::packageVersion("gpukeras")), R = paste(R.version$major, R.version$minor, sep = ".")
   )
-  list(fit = fit, settings = settings, metadata = serve_metadata(fit, shapes$outputs, settings))
-}
-
-# Every answer closes its connection: httpuv writes a response's head and body
-# apart without TCP_NODELAY, so on a kept-alive connection the body waited for
-# the client's delayed ACK, 40 ms on Linux (GET /health from R's curl: 43 ms,
-# 1.6 ms with a new connection per request, which costs under a millisecond on
-# loopback).
-serve_headers <- function(status) {
-  c(
-    list(`Content-Type` = "application/json", Connection = "close"),
-    if (status == 401L) list(`WWW-Authenticate` = "Bearer")
+  if (requireNamespace("plumber", quietly = TRUE)) versions$plumber <- as.character(utils::packageVersion("plumber"))
+  list(
+    token = token, max_rows = as.integer(max_rows), max_bytes = max_bytes, batch_size = as.integer(batch_size),
+    unknown = unknown, allowed_hosts = if (!is.null(allowed_hosts)) as.list(allowed_hosts), versions = versions
   )
 }
 
-# A plumber response with `status`, the service's headers and `value` as JSON
-# (a string is JSON already).
-serve_answer <- function(res, status, value) {
-  res$status <- as.integer(status)
-  headers <- serve_headers(res$status)
-  for (header in names(headers)) res$setHeader(header, headers[[header]])
-  res$body <- if (is.character(value)) value else as_json(value)
-  res
-}
-
-# The service's routes added to `router` (NULL: a router of its own, which also
-# gets the service's answers for no route and for an error) under `prefix`: the
-# guard as a filter (serve_filter()), the routes with no body parser (POST
-# /predict parses its own, after the guard), and /predict's OpenAPI description
-# from the encoding.
-serve_routes <- function(service, router, prefix) {
-  settings <- service$settings
+# The service's routes added to `router` (NULL: a router of its own, which also answers
+# requests for no route and errors as the service does) under `prefix`, each answered by
+# the core (serve_reply()), with /predict's OpenAPI description from the core.
+serve_routes <- function(served, router, prefix) {
   paths <- paste0(prefix, c("/predict", "/metadata", "/health"))
   no_parsers <- stats::setNames(list(), character())
+  reply <- function(req, res) serve_reply(served, req, res)
   api <- router %||% plumber::pr()
-  api <- plumber::pr_filter(api, paste0("gpukeras", prefix), serve_filter(settings, paths))
-  api <- plumber::pr_post(api, paths[1], function(req, res) {
-    answer <- serve_predict(service$fit, req, settings)
-    serve_answer(res, answer$status, answer$body)
-  }, parsers = no_parsers, comments = "Predictions of the model for JSON records, columns or rows")
-  api <- plumber::pr_get(
-    api, paths[2], function(req, res) serve_answer(res, 200L, service$metadata),
-    parsers = no_parsers, comments = "The model's inputs, outputs, rules and versions"
+  api <- plumber::pr_post(
+    api, paths[1], reply, parsers = no_parsers, comments = "Predictions of the model for JSON records, columns or rows"
   )
   api <- plumber::pr_get(
-    api, paths[3], function(req, res) serve_answer(res, 200L, list(status = "ok")),
-    parsers = no_parsers, comments = "Whether the service answers"
+    api, paths[2], reply, parsers = no_parsers, comments = "The model's inputs, outputs, rules and versions"
   )
-  api <- plumber::pr_set_api_spec(api, function(spec) predict_api_spec(spec, paths[1], settings))
+  api <- plumber::pr_get(api, paths[3], reply, parsers = no_parsers, comments = "Whether the service answers")
+  api <- plumber::pr_set_api_spec(api, function(spec) {
+    spec$paths[[paths[1]]]$post <- jsonlite::parse_json(core_call("serve_predict_spec", served = served))
+    spec
+  })
   if (!is.null(router)) return(api)
-  api <- plumber::pr_set_404(api, function(req, res) {
-    serve_answer(res, 404L, serve_problem("not_found", sprintf(
-      "No route %s %s: this service has POST /predict, GET /metadata and GET /health.",
-      req$REQUEST_METHOD, client_text(req$PATH_INFO, 100L)
-    )))
-  })
+  api <- plumber::pr_set_404(api, reply)
   plumber::pr_set_error(api, function(req, res, err) {
-    serve_answer(res, 500L, serve_problem("server_error", client_text(one_line(conditionMessage(err)), 300L)))
+    res$status <- 500L
+    res$setHeader("Content-Type", "application/json")
+    res$body <- as.character(jsonlite::toJSON(
+      list(error = "server_error", message = substr(conditionMessage(err), 1L, 300L)), auto_unbox = TRUE
+    ))
+    res
   })
 }
 
-# One request to POST /predict, whose headers passed serve_guard(): list(status,
-# body), the body a JSON string.
-serve_predict <- function(fit, req, settings) {
-  tryCatch({
-    type <- req$argsQuery$type %||% "raw"
-    if (!identical(type, "raw") && !identical(type, "class")) {
-      serve_reject(
-        400L, "bad_type",
-        sprintf("The query's type must be \"raw\" or \"class\", not \"%s\".", client_text(paste(type, collapse = ",")))
-      )
-    }
-    body <- parse_request_body(req$bodyRaw, settings$part)
-    newdata <- request_data(body, settings)
-    predicted <- predict_for_request(fit, newdata, type, settings)
-    list(status = 200L, body = predictions_json(predicted$value, predicted$warnings))
-  }, gpukeras_serve_reject = function(e) list(status = e$status, body = as_json(e$problem)))
-}
-
-# predict() on the request's data: list(value, warnings), its answer and its warnings
-# (pixels outside the training range), one line each, which the client gets with the
-# answer as a user of predict() would. Its refusals of the data are 400s, any other
-# failure a 500 (prediction_refused()).
-predict_for_request <- function(fit, newdata, type, settings) {
-  warnings <- character()
-  value <- withCallingHandlers(
-    tryCatch(
-      stats::predict(fit, newdata, batch_size = settings$batch_size, type = type, unknown = settings$unknown),
-      error = function(e) prediction_refused(e, settings)
-    ),
-    gpukeras_warning = function(w) {
-      warnings <<- c(warnings, one_line(conditionMessage(w)))
-      invokeRestart("muffleWarning")
-    }
+# The core's answer to a plumber request, as its response: its status, headers and JSON
+# body. Every answer closes its connection: httpuv writes a response's head and body apart
+# without TCP_NODELAY, so on a kept-alive connection the body waited for the client's
+# delayed ACK, 40 ms on Linux.
+serve_reply <- function(served, req, res) {
+  fields <- grep("^HTTP_", ls(req), value = TRUE)
+  headers <- stats::setNames(mget(fields, envir = req), tolower(gsub("_", "-", sub("^HTTP_", "", fields))))
+  headers[["content-length"]] <- req$CONTENT_LENGTH
+  answer <- core_call(
+    "serve_answer",
+    served = served, method = req$REQUEST_METHOD, path = req$PATH_INFO, query = sub("^[?]", "", req$QUERY_STRING),
+    headers = headers, body = req$bodyRaw %||% raw()
   )
-  list(value = value, warnings = warnings)
-}
-
-# predict()'s error as the service's refusal, by its class and fields: an unseen
-# level names the column (as predict() names it among the served input's) and
-# the levels; NA the columns and rows. One handler: tryCatch() nests its
-# handlers, so a refusal raised in the handler of a class would be caught by a
-# sibling `error` handler.
-prediction_refused <- function(e, settings) {
-  if (inherits(e, "gpukeras_error_new_levels")) {
-    at <- served_column_at(e$column, settings$part)
-    column <- if (is.na(at)) client_text(e$column) else names(settings$part$columns)[at]
-    abort_unseen_levels(column, e$levels, if (!is.na(at)) settings$part$columns[[at]]$levels)
-  }
-  if (inherits(e, "gpukeras_error_missing_values")) {
-    at <- served_column_at(e$column, settings$part)
-    abort_missing_value(served_columns(settings$part)[at[!is.na(at)]], e$rows, e$n_rows)
-  }
-  # the served input's columns, from predict()'s names for them (x$income; x: rows of more dimensions)
-  column <- sub("^[^$]*[$]", "", grep("$", e$column, fixed = TRUE, value = TRUE))
-  if (inherits(e, "gpukeras_error_not_finite")) abort_bad_numbers(column, e$rows, e$n_rows)
-  if (inherits(e, "gpukeras_error_wrong_type")) {
-    abort_wrong_type(column, e$type, wanted_values(settings$part$columns[[column]]))
-  }
-  if (inherits(e, "gpukeras_error_bad_data")) {
-    serve_reject(400L, "bad_data", client_text(one_line(conditionMessage(e)), 300L))
-  }
-  serve_reject(500L, "prediction_failed", client_text(one_line(conditionMessage(e)), 300L))
+  res$status <- as.integer(answer$status)
+  for (header in names(answer$headers)) res$setHeader(header, answer$headers[[header]])
+  res$setHeader("Connection", "close")
+  res$body <- answer$body
+  res
 }

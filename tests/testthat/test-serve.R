@@ -6,8 +6,9 @@
 # eight at a time, and compares the answers with predict() here. Hostile requests (a
 # body of 50 MB announced, 8,000 records each with a key of its own, a web page's Host
 # and Origin) are refused while the service goes on answering, its memory bounded; a
-# body too large by gpu_serve()'s server, even with R stopped; 400 connections holding
-# an unfinished body leave /health answering; and the server ends with R.
+# body too large by gpu_serve()'s server; 400 connections holding
+# an unfinished body leave /health answering; the server scores with R stopped, and ends
+# with R.
 
 skip_if_no_python()
 skip_if_not_installed("plumber")
@@ -407,7 +408,7 @@ front_pid <- function() {
   as.integer(system2("pgrep", c("-P", server$get_pid(), "-f", "gpukeras/serve/server.py"), stdout = TRUE))
 }
 
-test_that("gpu_serve()'s server refuses a body over max_bytes with R stopped, and takes no other request from R", {
+test_that("gpu_serve()'s server scores on its own: with R stopped, it refuses, predicts and answers /health", {
   expect_length(front_pid(), 1L)
   tools::pskill(server$get_pid(), tools::SIGSTOP)
   withr::defer(tools::pskill(server$get_pid(), tools::SIGCONT))
@@ -416,11 +417,12 @@ test_that("gpu_serve()'s server refuses a body over max_bytes with R stopped, an
     "Content-Length: 52428800"
   ))
   expect_identical(large$status, 413L)
-  # what is not too large waits for R
-  health <- curl::curl_fetch_multi(paste0(served, "/health"), pool = (pool <- curl::new_pool()))
-  expect_identical(curl::multi_run(timeout = 1, pool = pool)$success, 0L)
-  tools::pskill(server$get_pid(), tools::SIGCONT)
-  expect_identical(curl::multi_run(timeout = 30, pool = pool)$success, 1L)
+  expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
+  rows <- serve_data(3, 31)
+  answer <- http(paste0(served, "/predict"), records(rows))
+  expect_equal(
+    unname(as.matrix(answer$json$predictions[c("high", "low")])), unname(predict(serve_fit, rows)), tolerance = 1e-6
+  )
 })
 
 test_that("8,000 records each with a key of its own build no table; /health answers while such bodies are in flight", {

@@ -90,6 +90,9 @@ VERBS: dict[str, str] = {
     "load_model": "serve.scoring:load_model",
     "export": "serve.export:export",
     "serve_command": "serve.server:command",
+    "serve_service": "serve.service:service",
+    "serve_answer": "serve.service:answer",
+    "serve_predict_spec": "serve.service_spec:predict_spec_json",
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",

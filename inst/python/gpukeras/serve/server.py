@@ -1,13 +1,14 @@
 """gpu_serve()'s HTTP server: the port clients reach, on uvicorn (h11) and Starlette, in a
-process of its own in front of R, which scores behind it on a Unix socket.
+process of its own that loads the model and answers every request itself (service.py).
 
 Contract. Run as a script (``command()``): it reads one JSON line of settings from stdin,
-``{"host", "port", "backend", "max_bytes", "too_large"}`` (``backend``: the path of the
-Unix socket R's httpuv listens on; ``too_large``: the JSON body of the 413 answer, which R
-writes) and optionally ``body_seconds``, ``head_seconds``, ``keep_alive_seconds``,
-``max_connections``, ``max_head_bytes`` and ``refusal_delay`` (defaults below). It
-listens on ``host:port``, prints ``ready`` on stdout once it does, and ends when its stdin
-closes (the R process that started it ended) or at SIGTERM.
+``{"host", "port", "model"}`` (``model``: the .keras file gpu_save() wrote, its encoding
+beside it) and the service's settings (see ``service.service``: ``token``, ``max_rows``,
+``max_bytes``, ``batch_size``, ``unknown``, ``allowed_hosts``, ``versions``), and
+optionally ``body_seconds``, ``head_seconds``, ``keep_alive_seconds``,
+``max_connections``, ``max_head_bytes`` and ``refusal_delay`` (defaults below). It loads
+the model, listens on ``host:port``, prints ``ready`` on stdout once it does, and ends
+when its stdin closes (the R process that started it ended) or at SIGTERM.
 
 No HTTP is parsed here: uvicorn's h11 reads every request and enforces HTTP/1.1's
 framing (two lengths, a signed length: a 400; this file refuses a ``Transfer-Encoding``
@@ -23,19 +24,17 @@ with a length too), and this file sets its limits and adds the ones it lacks:
   ``limit_concurrency``);
 - ``Upgrade`` is never honoured (no WebSocket protocol): the request is answered as HTTP.
 
-Every other request goes, its method, target, headers (those of the connection alone
-left out) and whole body, to R on ``backend`` through the standard library's HTTP client,
-and R's answer comes back on a connection kept alive. A ``POST .../predict`` that R
-refuses (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
-late: R is free meanwhile, so a client that sends such bodies in a loop takes little of
-the one R thread that scores. Refusals of the server's own are JSON
-``{"error": <code>, "message": ...}`` as R's are.
+Every other request is answered by the service (``service.answer``) in a thread, so that
+the event loop goes on reading other connections meanwhile. A ``POST .../predict`` that
+is refused (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
+late, without holding a thread: a client that sends such bodies in a loop gets at most a
+few answers a second. Refusals of the server's own are JSON ``{"error": <code>,
+"message": ...}`` as the service's are.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import logging
 import os
@@ -67,8 +66,6 @@ DEFAULTS: dict[str, float] = {
     "max_head_bytes": 64 * 1024,
     "refusal_delay": 0.25,
 }
-# How long R may take to answer one request (a first prediction builds the model's graph).
-BACKEND_SECONDS = 600.0
 # Headers of the client's connection, not of its request: never forwarded either way.
 HOP_BY_HOP = frozenset(
     {
@@ -83,8 +80,6 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
-# Headers of R's answer that the server writes itself.
-WRITTEN = HOP_BY_HOP | {"date", "server"}
 REFUSED = frozenset({400, 413})
 HEADERS_TOO_LARGE = "The request's headers are too large: send at most {} bytes of them."
 
@@ -159,40 +154,6 @@ class Protocol(H11Protocol):
         self.transport.close()
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """The standard library's HTTP client on R's Unix socket."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__("localhost", timeout=BACKEND_SECONDS)
-        self.path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.path)
-        self.sock = sock
-
-
-def forward(
-    backend: str, method: str, target: str, headers: list[tuple[str, str]], body: bytes
-) -> tuple[int, list[tuple[str, str]], bytes]:
-    """One request sent to R and its answer: status, headers (those of the connection
-    left out) and body. Blocks: run in a thread."""
-    connection = _UnixConnection(backend)
-    try:
-        connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-        for name, value in headers:
-            connection.putheader(name, value)
-        connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        answer = connection.getresponse()
-        data = answer.read()
-        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in WRITTEN]
-        return answer.status, kept, data
-    finally:
-        connection.close()
-
-
 class _TooLarge(Exception):
     """A body that passed ``max_bytes`` while it was read."""
 
@@ -210,12 +171,19 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
 
 
 class Front:
-    """The ASGI application: the server's limits on each request, then R's answer."""
+    """The ASGI application: the server's limits on each request, then the service's answer."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
+        from gpukeras.serve import scoring, service, service_checks
+
         self.settings = settings
-        self.max_bytes = int(settings["max_bytes"])
-        self.too_large = str(settings["too_large"])
+        loaded = scoring.load_model(settings["model"])
+        self.served = service.service(loaded["model"], loaded["encoding"], settings)
+        self.service_answer = service.answer
+        self.max_bytes = self.served.max_bytes
+        self.too_large = json.dumps(
+            {"error": "too_large", "message": service_checks.too_large_message(self.max_bytes)}
+        )
         self.max_head_bytes = int(settings["max_head_bytes"])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -257,27 +225,20 @@ class Front:
             )
         except ClientDisconnect:
             return None
-        target = request.scope["raw_path"].decode("latin-1")
+        path = request.scope["path"]
         query = request.scope["query_string"].decode("latin-1")
-        headers = [
-            (key.decode("latin-1"), value.decode("latin-1"))
+        headers = {
+            key.decode("latin-1"): value.decode("latin-1")
             for key, value in request.scope["headers"]
             if key.decode("latin-1") not in HOP_BY_HOP
-        ]
-        try:
-            status, kept, data = await asyncio.to_thread(
-                forward,
-                self.settings["backend"],
-                request.method,
-                f"{target}?{query}" if query else target,
-                headers,
-                body,
-            )
-        except OSError:
-            return problem(503, "unavailable", "The service is ending: it takes no more requests.")
-        if status in REFUSED and request.method == "POST" and target.endswith("/predict"):
+        }
+        answered = await asyncio.to_thread(
+            self.service_answer, self.served, request.method, path, query, headers, body
+        )
+        status = int(answered["status"])
+        if status in REFUSED and request.method == "POST" and path.endswith("/predict"):
             await asyncio.sleep(self.settings["refusal_delay"])
-        return Response(data, status, dict(kept))
+        return Response(answered["body"], status, answered["headers"])
 
     def _too_large(self) -> Response:
         return Response(self.too_large, 413, {"Connection": "close"}, media_type="application/json")
@@ -298,6 +259,10 @@ def _end_with_stdin() -> None:
     os._exit(0)
 
 
+class PortInUse(Exception):
+    """The port cannot be listened on: in use, not this machine's address, or privileged."""
+
+
 def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
     """The uvicorn server for ``settings`` (defaults filled in) and its listening socket."""
     for key, value in DEFAULTS.items():
@@ -305,7 +270,10 @@ def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
     family = socket.AF_INET6 if ":" in settings["host"] else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings["host"], int(settings["port"])))
+    try:
+        sock.bind((settings["host"], int(settings["port"])))
+    except OSError as error:
+        raise PortInUse from error
     sock.listen(1024)
     head_seconds = float(settings["head_seconds"])
 
@@ -332,8 +300,15 @@ def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
 def main() -> None:
     """Reads the settings line from stdin and serves until stdin closes."""
     settings = json.loads(sys.stdin.readline())
+    # the process starts on this file alone (python -I): the package beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     _more_descriptors()
-    running, sock = server(settings)
+    try:
+        running, sock = server(settings)
+    except PortInUse as error:
+        print("port_in_use", flush=True)
+        print(error.__cause__, file=sys.stderr)
+        sys.exit(1)
     # nothing is logged while serving: a log of refused clients would grow without bound
     logging.disable(logging.ERROR)
     print("ready", flush=True)

@@ -1,0 +1,318 @@
+"""The prediction service: one request (method, path, query, headers, body) to its answer.
+
+Contract. ``service()`` builds a ``Service`` from a model, its encoding (the plain form
+gpu_save() writes; None: rows of numbers) and the service's settings; ``answer()`` takes a
+request whose body was read whole and returns ``{"status", "body", "headers"}``, ``body``
+JSON text. gpu_serve()'s server (server.py) and gpu_api()'s plumber routes both answer
+through it, so both answer alike. The routes, under ``prefix``: ``POST /predict`` (JSON
+records ``[{"col": value}, ...]``, columns ``{"col": [values]}`` or one record, or rows of
+numbers ``[[...], ...]`` for a model of a matrix or array), ``GET /metadata`` and
+``GET /health``. Every refusal is ``{"error": <code>, "message": ...}`` with a 4xx status
+(see service_checks.py for the header checks and service_body.py for the body's).
+
+The body is encoded as predict() encodes R data: a data.frame input through the core's
+one encoding (``data.encoding.encode_frame``: levels matched by name, ``unknown``), rows
+of numbers as float32; the model runs on one batch per ``batch_size`` rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs
+
+import numpy as np
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.handles import Model, Record
+from gpukeras.serve import model_io, service_body, service_checks, service_spec
+from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
+
+ROUTES = "POST /predict, GET /metadata and GET /health"
+
+
+class Service:
+    """A model served with its encoding and settings: what ``answer`` needs."""
+
+    def __init__(self, model: Model, encoding: Mapping[str, Any] | None, settings: Record):
+        self.model = model
+        self.encoding = encoding
+        self.part = served_input(encoding, model)
+        self.settings = settings
+        self.max_rows = int(settings["max_rows"])
+        self.max_bytes = int(
+            settings.get("max_bytes") or request_byte_limit(self.part, self.max_rows)
+        )
+        self.hosts = service_checks.served_hosts(
+            settings.get("host"), settings.get("allowed_hosts")
+        )
+        prefix = str(settings.get("prefix") or "")
+        self.paths = {f"{prefix}/predict": "predict", f"{prefix}/metadata": "metadata"}
+        self.paths[f"{prefix}/health"] = "health"
+        if settings.get("openapi"):
+            self.paths[f"{prefix}/openapi.json"] = "openapi"
+        self.model_lock = threading.Lock()
+        self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
+        self.outputs = model_io.describe(model)["outputs"]
+        self.metadata = json.dumps(metadata(self))
+
+
+def served_input(encoding: Mapping[str, Any] | None, model: Model) -> Record:
+    """The one input the model is served with: its part of the encoding, or rows of numbers
+    of the model's input shape where no encoding was recorded. BadArgumentError for a model
+    of several inputs."""
+    inputs = (encoding or {}).get("inputs") or {}
+    if (encoding or {}).get("several") or len(inputs) > 1:
+        raise BadArgumentError(
+            f"gpu_serve() serves a model with one input; this one has {len(inputs)} "
+            f"({', '.join(inputs)}).",
+            [
+                "Score it with predict(fit, list(...)) in R, or build the service with plumber "
+                "around predict()."
+            ],
+        )
+    if inputs:
+        part = dict(next(iter(inputs.values())))
+        if part["type"] == "array":
+            part["shape"] = [int(d) for d in np.asarray(part["shape"]).reshape(-1)]
+        return part
+    shapes = model_io.describe(model)["inputs"]
+    dims = shapes[0]["shape"][1:] if len(shapes) == 1 else [None]
+    return {"type": "array", "shape": None if None in dims else dims, "names": None}
+
+
+def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
+    """The most bytes a request's body may have by default: ``max_rows`` rows of the input
+    as JSON records (a number 24 characters at most, a level each character escaped as
+    \\uXXXX, each name quoted), twice over for spaces and ignored fields; 64 KiB at least."""
+
+    def named(names: list[str], values: list[int]) -> float:
+        return sum(len(name.encode()) + 4 for name in names) + sum(values)
+
+    if part["type"] == "data.frame":
+        specs = part["columns"]
+        order = columns_of(part) or []
+        widths = [
+            6 * max([len(str(level).encode()) for level in specs[c]["levels"]] + [1]) + 2
+            if specs[c]["type"] == "factor"
+            else 24
+            for c in order
+        ]
+        row = named(order, widths)
+    else:
+        row = named(columns_of(part) or [], [25 * math.prod(part["shape"] or [1])])
+    return int(max(64 * 1024, 2 * max_rows * (row + 2)))
+
+
+def service(model: Model, encoding: Mapping[str, Any] | None, settings: object) -> Service:
+    """The service of ``model`` with its ``encoding`` (plain, or None) and ``settings``
+    (``token``, ``max_rows``, ``max_bytes`` or None, ``batch_size``, ``unknown``,
+    ``allowed_hosts``, ``host`` (None: unknown), ``prefix``, ``versions``)."""
+    return Service(model, encoding, dict(settings))  # type: ignore[call-overload]
+
+
+def answer(
+    served: Service, method: str, path: str, query: str, headers: object, body: object
+) -> Record:
+    """The answer to one request: ``{"status", "body", "headers"}``. ``headers``: the
+    request's, by lower-case name; ``body``: its bytes (or text)."""
+    given = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}  # type: ignore[call-overload]
+    raw = body.encode("utf-8", "surrogateescape") if isinstance(body, str) else bytes(body or b"")  # type: ignore[call-overload]
+    try:
+        route = served.paths.get(path)
+        if route is None:
+            refuse(
+                404,
+                "not_found",
+                f"No route {method} {client_text(path, 100)}: this service has {ROUTES}.",
+            )
+        service_checks.check_request(
+            served, given, route in ("predict", "metadata"), route == "predict" and method == "POST"
+        )
+        wanted = "POST" if route == "predict" else "GET"
+        if method != wanted:
+            refuse(405, "method_not_allowed", f"{path} takes {wanted} requests, not {method}.")
+        if route == "health":
+            status, text = 200, '{"status":"ok"}'
+        elif route == "openapi":
+            status, text = 200, json.dumps(service_spec.document(served))
+        elif route == "metadata":
+            status, text = 200, served.metadata
+        else:
+            status, text = 200, predict_request(served, query, raw)
+    except Refused as refused:
+        status, text = refused.status, json.dumps(refused.problem, ensure_ascii=False)
+    headers_out = {"Content-Type": "application/json"}
+    if status == 401:
+        headers_out["WWW-Authenticate"] = "Bearer"
+    return {"status": status, "body": text, "headers": headers_out}
+
+
+def predict_request(served: Service, query: str, raw: bytes) -> str:
+    """POST /predict: the answer's JSON, or Refused."""
+    types = parse_qs(query or "", keep_blank_values=True).get("type", ["raw"])
+    kind = ",".join(types)
+    if kind not in ("raw", "class"):
+        refuse(
+            400,
+            "bad_type",
+            f'The query\'s type must be "raw" or "class", not "{client_text(kind)}".',
+        )
+    value = service_body.parse(raw, served.part)
+    features, keep, rows, warnings = service_body.request_features(value, served)
+    predicted = run_model(served, features)
+    return predictions_json(served, predicted, kind, keep, rows, warnings)
+
+
+def run_model(served: Service, features: np.ndarray) -> list[np.ndarray]:
+    """The model's outputs for ``features``, each rows x columns; a refusal of the data is a
+    400 bad_data, any other failure a 500 prediction_failed."""
+    if not len(features):
+        return [np.zeros((0, int(np.prod(o["shape"][1:] or [1])))) for o in served.outputs]
+    batch = int(served.settings.get("batch_size") or 1024)
+    try:
+        with served.model_lock:
+            parts = [
+                served.model.predict_on_batch(features[i : i + batch])
+                for i in range(0, len(features), batch)
+            ]
+    except (ValueError, TypeError) as error:
+        refuse(400, "bad_data", client_text(service_body.one_line(str(error)), 300))
+    except Exception as error:  # the model itself failed
+        refuse(500, "prediction_failed", client_text(service_body.one_line(str(error)), 300))
+    outputs = [_as_list(part) for part in parts]
+    return [np.concatenate([o[i] for o in outputs]) for i in range(len(outputs[0]))]
+
+
+def _as_list(predicted: object) -> list[np.ndarray]:
+    if isinstance(predicted, dict):
+        return [np.asarray(p, dtype="float64") for p in predicted.values()]
+    if isinstance(predicted, (list, tuple)):
+        return [np.asarray(p, dtype="float64") for p in predicted]
+    return [np.asarray(predicted, dtype="float64")]
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else float(f"{value:.15g}")
+
+
+def _rows_json(array: np.ndarray) -> Any:
+    if array.ndim == 1:
+        return [_number(v) for v in array.tolist()]
+    return [_rows_json(row) for row in array]
+
+
+def _output_json(output: np.ndarray, levels: list[str] | None) -> Any:
+    """One output as predict() gives it, as JSON: records named by the levels for a
+    classifier's one column per level, numbers for one column, arrays of numbers per row."""
+    if output.ndim == 1:
+        output = output.reshape(-1, 1)
+    if output.ndim == 2 and levels is not None and output.shape[1] == len(levels):
+        return [
+            None if math.isnan(row[0]) else dict(zip(levels, (_number(v) for v in row)))
+            for row in output.tolist()
+        ]
+    if output.ndim == 2 and output.shape[1] == 1:
+        return [_number(v) for v in output[:, 0].tolist()]
+    return [None if np.isnan(row).all() else _rows_json(row) for row in output]
+
+
+def predictions_json(
+    served: Service,
+    outputs: list[np.ndarray],
+    kind: str,
+    keep: np.ndarray | None,
+    rows: int,
+    warnings: list[str],
+) -> str:
+    """``{"predictions": ...}`` (and ``"warnings"``) for the request's ``rows``: the rows left
+    out (``keep`` False: NA where the NA rule is "drop") as null."""
+    if keep is not None:
+        full = []
+        for output in outputs:
+            whole = np.full((rows, *output.shape[1:]), np.nan)
+            whole[keep] = output
+            full.append(whole)
+        outputs = full
+    levels = [str(level) for level in served.levels] if served.levels else None
+    if kind == "class":
+        if len(outputs) != 1 or outputs[0].ndim != 2:
+            refuse(
+                400,
+                "bad_type",
+                'type = "class" needs outputs with one row per example and one column per class.',
+            )
+        output = outputs[0]
+        missing = np.isnan(output).any(axis=1)
+        codes = (
+            (output[:, 0] > 0.5).astype(int)
+            if output.shape[1] == 1
+            else np.argmax(np.nan_to_num(output, nan=-np.inf), axis=1)
+        )
+        value: Any = [
+            None if gone else (levels[code] if levels is not None else int(code))
+            for code, gone in zip(codes.tolist(), missing.tolist())
+        ]
+    elif len(outputs) == 1:
+        value = _output_json(outputs[0], levels)
+    else:
+        value = {o["name"]: _output_json(part, levels) for o, part in zip(served.outputs, outputs)}
+    answer: Record = {"predictions": value}
+    if warnings:
+        answer["warnings"] = warnings
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def metadata(served: Service) -> Record:
+    """What GET /metadata answers: the input, the outputs, the rules, the limits, the versions."""
+    part = served.part
+    names = columns_of(part)
+    if part["type"] == "data.frame":
+        columns: list[Record] | None = []
+        for name in names or []:
+            spec = part["columns"][name]
+            entry: Record = {"name": name, "type": spec["type"]}
+            if spec["type"] == "factor":
+                entry["levels"] = list(spec["levels"])
+            columns.append(entry)  # type: ignore[union-attr]
+        form = "records"
+    elif names:
+        columns, form = [{"name": name, "type": "numeric"} for name in names], "records or rows"
+    else:
+        columns, form = None, "rows"
+    described: Record = {"form": form}
+    if columns is not None:
+        described["columns"] = columns
+    if not names and part.get("shape") is not None:
+        described["shape"] = part["shape"]
+    from gpukeras.core.runtime import config
+
+    keras = config.keras()
+    versions = dict(served.settings.get("versions") or {})
+    versions.update(
+        python=".".join(str(v) for v in sys.version_info[:3]),
+        keras=str(keras.__version__),
+        backend=str(keras.backend.backend()),
+    )
+    result: Record = {
+        "input": described,
+        "outputs": [{"name": o["name"], "shape": o["shape"]} for o in served.outputs],
+    }
+    if served.levels:
+        result["classes"] = [str(level) for level in served.levels]
+    result.update(
+        na=(served.encoding or {}).get("na") or "error",
+        unknown_levels=served.settings.get("unknown") or "error",
+        max_rows=served.max_rows,
+        max_bytes=served.max_bytes,
+        token_required=served.settings.get("token") is not None,
+        versions=versions,
+    )
+    images = (served.encoding or {}).get("images")
+    if images:
+        result["input"]["pixels"] = [0, 255 * float(images.get("rescale") or 1)]
+    return result

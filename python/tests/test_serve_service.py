@@ -1,0 +1,327 @@
+"""The prediction service's answers, in process (serve/service.py): the header checks in
+their order, the refusals of bodies with their codes and fields, the default limits, the
+OpenAPI description, and predictions equal to the model's own for records, columns and
+rows. test_serve_server.py sends requests to it over real HTTP; R's test-serve.R compares
+its answers with predict()."""
+
+# ruff: noqa: E501 (answers are compared whole, as clients read them)
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.runtime import config
+from gpukeras.serve import scoring, service, service_spec
+
+ENCODING: dict[str, Any] = {
+    "inputs": {
+        "x": {
+            "type": "data.frame",
+            "columns": {
+                "income": {"type": "numeric"},
+                "region": {"type": "factor", "levels": ["east", "west"], "encoding": "one_hot"},
+            },
+            "column_order": ["income", "region"],
+        }
+    },
+    "input_order": ["x"],
+    "several": False,
+    "y": {"type": "factor", "levels": ["high", "low"]},
+    "na": "error",
+    "x_dtype": "float32",
+}
+SETTINGS = {
+    "token": "s3cret",
+    "max_rows": 50,
+    "host": "127.0.0.1",
+    "allowed_hosts": ["scoring.example"],
+}
+
+
+def classifier(width: int) -> Any:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input(shape=(width,)), keras.layers.Dense(2, activation="softmax")]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def saved_model(folder: Path) -> str:
+    """A classifier of the columns of ENCODING saved with it, as gpu_save() saves one."""
+    path = str(folder / "served.keras")
+    scoring.save_model(classifier(3), path, ENCODING)
+    return path
+
+
+@pytest.fixture(scope="module")
+def served() -> service.Service:
+    return service.service(classifier(3), ENCODING, SETTINGS)
+
+
+def ask(
+    served: service.Service,
+    body: str = "",
+    path: str = "/predict",
+    query: str = "",
+    **headers: str | None,
+) -> str:
+    """What a client reads: the status and the JSON answer."""
+    given = {
+        "host": "127.0.0.1:8000",
+        "authorization": "Bearer s3cret",
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+    }
+    given.update({k.replace("_", "-"): v for k, v in headers.items()})
+    sent = {k: v for k, v in given.items() if v is not None}
+    method = "POST" if path == "/predict" else "GET"
+    answer = service.answer(served, method, path, query, sent, body.encode())
+    return f"{answer['status']} {answer['body']}"
+
+
+def test_the_headers_decide_in_order_host_origin_token_content_type_size(
+    served: service.Service,
+) -> None:
+    assert ask(served, '[{"income": 5, "region": "west"}]').startswith("200 ")
+    assert ask(served, host="attacker.example", authorization=None) == (
+        '403 {"error": "forbidden_host", "message": "This service answers requests for localhost, '
+        '127.0.0.1, scoring.example and loopback addresses, not for \\"attacker.example\\": a web '
+        "page may be reaching it under its own name (DNS rebinding). If clients use that name, start "
+        'the service with allowed_hosts = \\"attacker.example\\"."}'
+    )
+    assert "forbidden_origin" in ask(
+        served, origin="https://attacker.example", content_type="text/plain"
+    )
+    assert ask(served, authorization=None, content_length="52428800").startswith(
+        '401 {"error": "unauthorized", "message": "This service needs a token'
+    )
+    assert ask(served, content_type="text/plain;charset=UTF-8").endswith(
+        'not \\"text/plain;charset=UTF-8\\"."}'
+    )
+    assert ask(served, content_length="52428800") == (
+        '413 {"error": "too_large", "message": "The body is over 64.0 KiB; this service takes at '
+        'most that (65536 bytes, max_bytes) per request: send the rows in parts."}'
+    )
+    assert ask(served, content_length=None, transfer_encoding="chunked").startswith("411 ")
+    assert ask(served, authorization="Bearer wrong").endswith('"The bearer token is wrong."}')
+    assert ask(served, path="/health", authorization=None) == '200 {"status":"ok"}'
+    assert ask(served, path="/score").startswith(
+        '404 {"error": "not_found", "message": "No route GET /score'
+    )
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:8000",
+        "localhost",
+        "LOCALHOST.:8000",
+        "127.0.0.2",
+        "[::1]:8000",
+        "scoring.example:443",
+    ],
+)
+def test_loopback_the_address_and_allowed_hosts_are_answered(
+    served: service.Service, host: str
+) -> None:
+    assert ask(served, path="/health", host=host).startswith("200 ")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "attacker.example",
+        "127.0.0.1.attacker.example",
+        "127.attacker.example",
+        "10.0.0.5",
+        "[::1].example",
+    ],
+)
+def test_other_hosts_are_refused(served: service.Service, host: str) -> None:
+    assert ask(served, path="/health", host=host).startswith('403 {"error": "forbidden_host"')
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://localhost:3000", "200"),
+        ("https://scoring.example", "200"),
+        ("http://[::1]:8000", "200"),
+        ("null", "403"),
+        ("http://localhost.attacker.example", "403"),
+        ("http://user@localhost", "403"),
+    ],
+)
+def test_origins(served: service.Service, origin: str, status: str) -> None:
+    assert ask(served, path="/health", origin=origin).startswith(status)
+
+
+def test_every_address_and_any_host() -> None:
+    from gpukeras.serve.service_checks import host_allowed, host_name, served_hosts
+
+    everywhere = served_hosts("0.0.0.0", None)
+    assert host_allowed(host_name("10.0.0.5:8000"), everywhere)
+    assert not host_allowed(host_name("attacker.example"), everywhere)
+    assert host_allowed(host_name("anything.example"), served_hosts("0.0.0.0", "*"))
+
+
+def test_max_bytes_by_default_fits_max_rows_rows_twice_over_and_64_kib_at_least() -> None:
+    part = ENCODING["inputs"]["x"]
+    assert service.request_byte_limit(part, 50) == 64 * 1024
+    assert service.request_byte_limit(part, 10000) == 2 * 10000 * (
+        (6 + 4 + 24) + (6 + 4 + 6 * 4 + 2) + 2
+    )
+    rows = {"type": "array", "shape": [28, 28], "names": None}
+    assert service.request_byte_limit(rows, 1000) == 2 * 1000 * (25 * 784 + 2)
+
+
+def test_an_empty_body_is_told_what_to_send(served: service.Service) -> None:
+    assert '[{\\"income\\":0,\\"region\\":\\"east\\"}]' in ask(served, "")
+
+
+BODIES = [
+    (
+        '[{"income": 5, "region": "west"}, {"income": null, "region": null}, {"income": 6}]',
+        '400 {"error": "missing_value", "message": "Columns `income`, `region` are null (NA) in 2 row(s) '
+        '(first: 2); the model was trained without NA.", "column": "income", "rows": [2, 3]}',
+    ),
+    (
+        '[{"income": 5, "region": "west"}, {"income": 6, "region": null}]',
+        '400 {"error": "missing_value", "message": "Column `region` is null (NA) in 1 row(s) (first: 2); '
+        'the model was trained without NA.", "column": "region", "rows": [2]}',
+    ),
+    (
+        "[" + ",".join(['{"income": 5, "region": "west"}'] * 51) + "]",
+        '413 {"error": "too_many_rows", "message": "The body has 51 rows; this service takes at most 50 '
+        'per request (max_rows): send them in parts."}',
+    ),
+    (
+        "[" + ",".join(f'{{"k{i}": 1}}' for i in range(1, 8001)) + "]",
+        '400 {"error": "missing_column", "message": "The request lacks column(s) the model was trained '
+        'on: income, region. Every row needs income, region.", "columns": ["income", "region"]}',
+    ),
+    (
+        '{"income": [1, 2], "region": ["west"], "other": [1, 2, 3]}',
+        '400 {"error": "bad_body", "message": "The columns have different lengths (income 2, region 1): '
+        'each must have one value per row."}',
+    ),
+    (
+        '[{"income": 1e400, "region": "west"}]',
+        '400 {"error": "bad_data", "message": "Column `income` has Inf, NaN or numbers beyond float32\'s '
+        "range (about 3.4e+38) in 1 row(s) (first: 1): the model cannot take them; send finite numbers "
+        'within it.", "column": "income", "rows": [1]}',
+    ),
+    (
+        '[{"income": 5, "region": "west"}, {"income": -1e308, "region": "east"}]',
+        '400 {"error": "bad_data", "message": "Column `income` has Inf, NaN or numbers beyond float32\'s '
+        "range (about 3.4e+38) in 1 row(s) (first: 2): the model cannot take them; send finite numbers "
+        'within it.", "column": "income", "rows": [2]}',
+    ),
+    (
+        '[{"income": {"nested": 1}, "region": "west"}]',
+        '400 {"error": "wrong_type", "message": "Column `income` must hold single values, not nested '
+        'arrays or objects.", "column": "income"}',
+    ),
+    (
+        '[{"income": 5, "region": "west"}, 5]',
+        '400 {"error": "bad_body", "message": "The body must be JSON records [{\\"column\\": value, ...}, '
+        '...], columns {\\"column\\": [values], ...}, or rows of numbers [[...], ...]."}',
+    ),
+    (
+        "[[5, 1]]",
+        '400 {"error": "bad_body", "message": "This model takes named columns: send records, e.g. '
+        '[{\\"income\\": 1.5, \\"region\\": \\"east\\"}]."}',
+    ),
+    (
+        '[{"income": "high", "region": "west"}]',
+        '400 {"error": "wrong_type", "message": "Column `income` must hold numbers, not strings.", '
+        '"column": "income"}',
+    ),
+    ("[]", '400 {"error": "no_rows", "message": "The body holds no rows."}'),
+    ('[{"income": NaN, "region": "west"}]', None),
+]
+
+
+@pytest.mark.parametrize(("body", "said"), BODIES)
+def test_bodies_are_refused_with_their_code_and_fields(
+    served: service.Service, body: str, said: str | None
+) -> None:
+    answer = ask(served, body, content_length=None)
+    if said is None:
+        assert answer.startswith('400 {"error": "malformed_json"')
+    else:
+        assert answer == said
+
+
+def test_an_unseen_level_is_named_with_a_few_short_levels(served: service.Service) -> None:
+    levels = ["n" * 100, "south", *(f"level {i}" for i in range(1, 10))]
+    body = json.dumps([{"income": 5, "region": level} for level in levels])
+    answer = json.loads(ask(served, body)[4:])
+    assert answer["error"] == "unseen_level" and answer["column"] == "region"
+    assert answer["levels"] == ["n" * 37 + "...", "south", "level 1", "level 2", "level 3"]
+    assert answer["message"].endswith('"level 3" and 6 more. It knows "east", "west".')
+
+
+def test_records_columns_and_one_record_are_predicted_as_the_model_predicts(
+    served: service.Service,
+) -> None:
+    expected = served.model.predict_on_batch(np.array([[5, 0, 1], [6, 1, 0]], dtype="float32"))
+    for body in (
+        '[{"income": 5, "region": "west"}, {"region": "east", "income": 6, "id": [1]}]',
+        '{"region": ["west", "east"], "income": [5, 6]}',
+    ):
+        got = json.loads(ask(served, body)[4:])["predictions"]
+        assert np.allclose([[row["high"], row["low"]] for row in got], expected, atol=1e-6)
+    one = json.loads(ask(served, '{"income": 5, "region": "west"}')[4:])["predictions"]
+    assert len(one) == 1
+    classes = json.loads(
+        ask(served, '{"income": [5, 6], "region": ["west", "east"]}', query="type=class")[4:]
+    )
+    assert classes["predictions"] == [["high", "low"][int(np.argmax(row))] for row in expected]
+    assert "bad_type" in ask(served, '[{"income": 5, "region": "west"}]', query="type=" + "z" * 100)
+
+
+def test_rows_of_numbers_for_a_model_of_a_matrix() -> None:
+    encoding = {
+        "inputs": {"x": {"type": "array", "shape": [2], "names": ["a", "b"]}},
+        "input_order": ["x"],
+        "y": None,
+        "na": "drop",
+    }
+    matrix = service.service(classifier(2), encoding, {"max_rows": 10})
+    by_rows = json.loads(ask(matrix, "[[1, 2], [null, 1], [3, 4]]")[4:])["predictions"]
+    by_name = json.loads(
+        ask(matrix, '[{"b": 2, "a": 1}, {"a": null, "b": 1}, {"a": 3, "b": 4}]')[4:]
+    )
+    assert by_rows[1] is None and by_rows == by_name["predictions"]
+    assert "row 2 holds 1" in ask(matrix, "[[1, 2], [1]]")
+    assert '"column": "b", "rows": [2]' in ask(matrix, '[[1, 2], [1, "NaN"]]')
+    assert '"column": "b"' in ask(matrix, '[{"a": 1, "b": 1e39}]')
+    assert '"wrong_type"' in ask(matrix, '[{"a": "long", "b": 1}]')
+    meta = json.loads(ask(matrix, path="/metadata")[4:])
+    assert meta["input"]["form"] == "records or rows" and meta["na"] == "drop"
+
+
+def test_metadata_and_the_openapi_description(served: service.Service) -> None:
+    meta = json.loads(ask(served, path="/metadata")[4:])
+    assert [c["name"] for c in meta["input"]["columns"]] == ["income", "region"]
+    assert meta["classes"] == ["high", "low"] and meta["max_bytes"] == 65536
+    assert meta["outputs"][0]["shape"] == [None, 2] and meta["token_required"]
+    schema = service_spec.predict_spec(served)["requestBody"]["content"]["application/json"][
+        "schema"
+    ]
+    record = schema["oneOf"][0]
+    assert record["items"]["properties"]["region"] == {"type": "string", "enum": ["east", "west"]}
+    assert record["maxItems"] == 50 and len(schema["oneOf"]) == 2
+
+
+def test_a_model_of_several_inputs_is_refused() -> None:
+    encoding = {"inputs": {"a": {}, "b": {}}, "several": True}
+    with pytest.raises(BadArgumentError, match="one input; this one has 2"):
+        service.service(classifier(2), encoding, {"max_rows": 10})
