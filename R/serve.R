@@ -103,8 +103,9 @@
 #' So connections that hold an unfinished body cost the server a socket
 #' each: `/health` answers meanwhile. Connections are kept alive, and
 #' requests sent on one without waiting (pipelined) are answered in order;
-#' requests on several connections are read and parsed at once, the model
-#' running one batch at a time. Then the headers decide (host, origin, token,
+#' requests on several connections are read and parsed at once (in
+#' threads), and those that arrive within `batch_window` seconds of each other
+#' are predicted together in one call of the model. Then the headers decide (host, origin, token,
 #' `Content-Type`) and the body. By default `max_bytes` is what `max_rows`
 #' rows of the model's columns take as JSON records, twice over (room for
 #' spaces and ignored fields), and at least 64 KiB; `/metadata` says it. A
@@ -184,6 +185,9 @@
 #' @param prefix `""` (the routes at `/predict`, `/metadata` and `/health`),
 #'   or a path that they begin with, e.g. `"/model"` for `/model/predict`.
 #' @param quiet `TRUE`: no line saying where the service listens.
+#' @param batch_window Seconds a `POST /predict` waits for others to be predicted
+#'   with it in one call of the model (as TensorFlow Serving batches requests),
+#'   each answered with its own rows; `0`: each request predicted alone.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that names the one meant.
 #' @return `gpu_serve()` returns (invisibly) only when the service stops.
@@ -214,12 +218,13 @@
 #' }
 gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = 10000,
                       batch_size = 1024, unknown = c("error", "zero", "code"), max_bytes = NULL,
-                      allowed_hosts = NULL, quiet = FALSE, ...) {
+                      allowed_hosts = NULL, quiet = FALSE, batch_window = 0.002, ...) {
   check_unknown_args("gpu_serve")
   call <- current_env()
   check_port(port, call)
   check_string(host, call = call)
   check_flag(quiet, call = call)
+  check_number_decimal(batch_window, min = 0, max = 1, call = call)
   settings <- serve_settings(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call)
   check_suggested("jsonlite", "Serving with gpu_serve()", call)
   if (is.null(token) && !(host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host))) {
@@ -235,7 +240,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   dir.create(folder, mode = "0700")
   on.exit(unlink(folder, recursive = TRUE), add = TRUE)
   settings$model <- gpu_save(fit, file.path(folder, "model.keras"))$model
-  settings[c("host", "port")] <- list(host, as.integer(port))
+  settings[c("host", "port", "batch_window")] <- list(host, as.integer(port), batch_window)
   log <- file.path(folder, "server.log")
   server <- serve_start(settings, log, call)
   on.exit(server$kill(), add = TRUE)

@@ -8,6 +8,7 @@ its answers with predict()."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,59 @@ def test_a_model_of_several_inputs_is_refused() -> None:
     encoding = {"inputs": {"a": {}, "b": {}}, "several": True}
     with pytest.raises(BadArgumentError, match="one input; this one has 2"):
         service.service(classifier(2), encoding, {"max_rows": 10})
+
+
+def test_requests_in_flight_together_are_predicted_in_one_call_each_with_its_own_rows() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpukeras.serve.batching import Batcher
+
+    calls: list[int] = []
+
+    def predict(features: np.ndarray) -> list[np.ndarray]:
+        calls.append(len(features))
+        if (features < 0).any():
+            raise ValueError("a negative row")
+        return [features * 2]
+
+    batcher = Batcher(predict, window=1.0, max_rows=100, in_flight=lambda: 8)
+    rows = [np.full((i + 1, 1), float(i)) for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(batcher.predict, rows))
+    assert all(np.array_equal(answer[0], row * 2) for answer, row in zip(answers, rows))
+    assert len(calls) < 8 and sum(calls) == 36
+    # an error is its own request's: the others are answered
+    calls.clear()
+    bad = [np.full((1, 1), -1.0), np.ones((2, 1)), np.ones((1, 1))]
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(batcher.predict, features) for features in bad]
+    assert isinstance(futures[0].exception(), ValueError)
+    assert np.array_equal(futures[1].result()[0], np.full((2, 1), 2.0))
+    # a request alone waits for no one
+    alone = Batcher(predict, window=5.0, max_rows=100, in_flight=lambda: 1)
+    began = time.monotonic()
+    assert np.array_equal(alone.predict(np.ones((1, 1)))[0], np.full((1, 1), 2.0))
+    assert time.monotonic() - began < 1
+
+
+def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    batched = service.service(classifier(3), ENCODING, {"max_rows": 50, "batch_window": 0.05})
+    bodies = [
+        json.dumps([{"income": i + j, "region": "west" if j % 2 else "east"} for j in range(i + 1)])
+        for i in range(6)
+    ]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda body: json.loads(ask(batched, body)[4:]), bodies))
+    for i, answer in enumerate(answers):
+        alone = json.loads(ask(served_alone(batched), bodies[i])[4:])
+        assert len(answer["predictions"]) == i + 1
+        got = [[row["high"], row["low"]] for row in answer["predictions"]]
+        want = [[row["high"], row["low"]] for row in alone["predictions"]]
+        assert np.allclose(got, want, atol=1e-6)
+
+
+def served_alone(batched: service.Service) -> service.Service:
+    """The same model served without batching."""
+    return service.service(batched.model, ENCODING, {"max_rows": 50})

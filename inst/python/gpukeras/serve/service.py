@@ -29,7 +29,7 @@ import numpy as np
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
-from gpukeras.serve import model_io, service_body, service_checks, service_spec
+from gpukeras.serve import batching, model_io, service_body, service_checks, service_spec
 from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
 
 ROUTES = "POST /predict, GET /metadata and GET /health"
@@ -56,9 +56,28 @@ class Service:
         if settings.get("openapi"):
             self.paths[f"{prefix}/openapi.json"] = "openapi"
         self.model_lock = threading.Lock()
+        window = float(settings.get("batch_window") or 0)
+        self.in_flight = 0  # requests to /predict being answered
+        self.count_lock = threading.Lock()
+        self.batcher = None
+        if window > 0:
+            self.batcher = batching.Batcher(
+                self.predict, window, self.max_rows, lambda: self.in_flight
+            )
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
         self.outputs = model_io.describe(model)["outputs"]
         self.metadata = json.dumps(metadata(self))
+
+    def predict(self, features: np.ndarray) -> list[np.ndarray]:
+        """The model's outputs for ``features``, one batch of ``batch_size`` rows at a time
+        (one call of the model at a time)."""
+        batch = int(self.settings.get("batch_size") or 1024)
+        with self.model_lock:
+            parts = [
+                _as_list(self.model.predict_on_batch(features[i : i + batch]))
+                for i in range(0, len(features), batch)
+            ]
+        return [np.concatenate([part[i] for part in parts]) for i in range(len(parts[0]))]
 
 
 def served_input(encoding: Mapping[str, Any] | None, model: Model) -> Record:
@@ -143,13 +162,24 @@ def answer(
         elif route == "metadata":
             status, text = 200, served.metadata
         else:
-            status, text = 200, predict_request(served, query, raw)
+            status, text = 200, counted(served, query, raw)
     except Refused as refused:
         status, text = refused.status, json.dumps(refused.problem, ensure_ascii=False)
     headers_out = {"Content-Type": "application/json"}
     if status == 401:
         headers_out["WWW-Authenticate"] = "Bearer"
     return {"status": status, "body": text, "headers": headers_out}
+
+
+def counted(served: Service, query: str, raw: bytes) -> str:
+    """``predict_request``, counted among the requests in flight while it runs."""
+    with served.count_lock:
+        served.in_flight += 1
+    try:
+        return predict_request(served, query, raw)
+    finally:
+        with served.count_lock:
+            served.in_flight -= 1
 
 
 def predict_request(served: Service, query: str, raw: bytes) -> str:
@@ -169,23 +199,19 @@ def predict_request(served: Service, query: str, raw: bytes) -> str:
 
 
 def run_model(served: Service, features: np.ndarray) -> list[np.ndarray]:
-    """The model's outputs for ``features``, each rows x columns; a refusal of the data is a
-    400 bad_data, any other failure a 500 prediction_failed."""
+    """The model's outputs for ``features``, each rows x columns (with a batcher, predicted
+    with other requests' rows); a refusal of the data is a 400 bad_data, any other failure a
+    500 prediction_failed."""
     if not len(features):
         return [np.zeros((0, int(np.prod(o["shape"][1:] or [1])))) for o in served.outputs]
-    batch = int(served.settings.get("batch_size") or 1024)
     try:
-        with served.model_lock:
-            parts = [
-                served.model.predict_on_batch(features[i : i + batch])
-                for i in range(0, len(features), batch)
-            ]
+        if served.batcher is not None:
+            return served.batcher.predict(features)
+        return served.predict(features)
     except (ValueError, TypeError) as error:
         refuse(400, "bad_data", client_text(service_body.one_line(str(error)), 300))
     except Exception as error:  # the model itself failed
         refuse(500, "prediction_failed", client_text(service_body.one_line(str(error)), 300))
-    outputs = [_as_list(part) for part in parts]
-    return [np.concatenate([o[i] for o in outputs]) for i in range(len(outputs[0]))]
 
 
 def _as_list(predicted: object) -> list[np.ndarray]:
