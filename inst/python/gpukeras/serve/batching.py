@@ -7,9 +7,10 @@ Contract. ``Batcher(predict, window, max_rows, in_flight).predict(features)`` re
 from any number of threads at once. The first request to arrive when none is waiting
 waits at most ``window`` seconds for others: no longer than until every request being
 answered (``in_flight()`` of them) waits too, or ``max_rows`` rows do (so a request
-alone is predicted at once); then it runs
-``predict`` once on all their rows (stacked in their order of arrival) and hands each
-request its own rows; requests that arrive meanwhile form the next batch. Where the
+alone is predicted at once; ``max_rows``: one call's rows, the model's batch); then it
+runs ``predict`` once on their rows (stacked in their order of arrival, at most
+``max_rows`` but for one larger request) and hands each request its own rows; requests
+left over, or that arrive meanwhile, form the next batch. Where the
 stacked call fails, each request is predicted alone, so that an error is its own
 request's.
 """
@@ -61,9 +62,10 @@ class Batcher:
         assert request.outputs is not None
         return request.outputs
 
-    def _lead(self) -> None:
-        """Wait for the others (see the contract), then predict the batch."""
-        deadline = time.monotonic() + self.window
+    def _lead(self, wait: bool = True) -> None:
+        """Wait for the others (see the contract), then predict the batch; requests left
+        over (past ``max_rows``) go to a thread of their own at once."""
+        deadline = time.monotonic() + (self.window if wait else 0)
         while time.monotonic() < deadline:
             with self.lock:
                 waiting = len(self.pending)
@@ -80,10 +82,9 @@ class Batcher:
             ):
                 rows += len(self.pending[0].features)
                 batch.append(self.pending.pop(0))
-            self.leading = False
-            if self.pending:  # the rest: the next batch, led by its first request's thread
-                self.leading = True
-                threading.Thread(target=self._lead, daemon=True).start()
+            self.leading = bool(self.pending)
+            if self.leading:
+                threading.Thread(target=self._lead, args=(False,), daemon=True).start()
         self._run(batch)
 
     def _run(self, batch: list[_Request]) -> None:

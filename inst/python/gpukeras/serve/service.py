@@ -62,7 +62,10 @@ class Service:
         self.batcher = None
         if window > 0:
             self.batcher = batching.Batcher(
-                self.predict, window, self.max_rows, lambda: self.in_flight
+                self.predict,
+                window,
+                int(settings.get("batch_size") or 1024),
+                lambda: self.in_flight,
             )
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
         self.outputs = model_io.describe(model)["outputs"]
