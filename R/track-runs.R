@@ -204,20 +204,8 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
   old <- graphics::par(mfrow = c(length(metrics), 1), mar = c(4, 4.5, 2.5, 1))
   on.exit(graphics::par(old), add = TRUE)
   for (metric in metrics) {
-    rows <- history[history$metric == metric, ]
-    graphics::plot(rows$epoch, rows$value, type = "n", xlab = "epoch", ylab = metric, main = metric)
-    for (run in c("a", "b")) {
-      points <- rows[rows$run == run, ]
-      points <- points[order(points$epoch), ]
-      graphics::lines(
-        points$epoch, points$value, type = "b", pch = 19, lty = if (run == "a") 1 else 2,
-        col = if (run == "a") "black" else "firebrick"
-      )
-    }
-    graphics::legend(
-      "topright", legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])), lty = 1:2,
-      col = c("black", "firebrick"), bty = "n"
-    )
+    run <- function(r) history[history$metric == metric & history$run == r, ] # by epoch, as the core gives it
+    plot_curves(run("a"), run("b"), paste0(c("a: ", "b: "), x$runs$name), metric)
   }
   invisible(x)
 }
