@@ -112,10 +112,7 @@ report_lines <- function(check, facts) {
         c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
         c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
         c("TensorFlow", tensorflow_build(s)),
-        c(
-          "JAX",
-          if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))
-        ),
+        c("JAX", if (is.null(s$jax)) "not installed" else jax_build(s)),
         if (!is.null(s$keras_hub)) c("KerasHub", keras_hub_build(s)),
         c("OS", paste(s$os, s$os_release, s$machine))
       )

@@ -194,7 +194,7 @@ track_spool_default <- function() {
   Sys.getenv("GPUKERAS_TRACK_SPOOL", file.path(tools::R_user_dir("gpukeras", "data"), "tracking-kept"))
 }
 
-track_spool <- function() path.expand(Sys.getenv("GPUKERAS_TRACK_SPOOL", track_spool_default()))
+track_spool <- function() path.expand(track_spool_default())
 
 # MLflow's variables the core passes on to MLflow's client (R's environment, which Python's
 # own copy of it does not follow), each by name (never by prefix: see DESIGN.md).
