@@ -120,9 +120,9 @@ def runs(
 def compare(track: Mapping[str, object], run_ids: list[str]) -> dict[str, object]:
     """gpu_compare_runs() of two runs, a and b, as rows for R's tables: ``runs`` (each
     run's ``row``) and their ``columns``, ``params`` (``param``, ``a``, ``b``: those that
-    differ, as logged), ``metrics`` (``metric``, ``a``, ``b``, ``change``: b less a; the final values, None where
-    a run has none) and ``history`` (``run``, ``metric``, ``epoch``, ``value``: the metrics
-    a run logged at more than one step, by step)."""
+    differ, as logged), ``metrics`` (``metric``, ``a``, ``b``, ``change``: b less a; the
+    final values, None where a run has none) and ``history`` (``run``, ``metric``,
+    ``epoch``, ``value``: the metrics a run logged at more than one step, by step)."""
     target = tracking.target_of(track)
 
     def read() -> dict[str, object]:
