@@ -147,7 +147,9 @@ format_input <- function(m) {
 }
 
 gpu_figures <- function(mean, p95, mib) {
-  sprintf("utilization mean %.0f%%, p95 %.0f%%; memory used up to %s", mean, p95 %||% NA_real_, format_mib(mib %||% NA_real_))
+  sprintf(
+    "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s", mean, p95 %||% NA_real_, format_mib(mib %||% NA_real_)
+  )
 }
 
 # One line per GPU of a run on several, then how far apart they are.

@@ -55,7 +55,8 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
     train <- history[[metric]] %||% rep(NA_real_, nrow(history))
     validation <- history[[paste0("val_", metric)]]
     plot_curves(
-      list(epoch = history$epoch, value = train), if (!is.null(validation)) list(epoch = history$epoch, value = validation),
+      list(epoch = history$epoch, value = train),
+      if (!is.null(validation)) list(epoch = history$epoch, value = validation),
       c("train", "validation"), metric, ...
     )
   }

@@ -159,7 +159,9 @@ python_sees_table <- function(table) {
   c(
     if (!is.null(table$lead)) c(markdown_cell(table$lead), ""),
     markdown_table(unlist(table$header), do.call(rbind, lapply(table$rows, unlist))),
-    if (length(table$notes)) c("", "What commonly causes the differences marked:", "", markdown_items(unlist(table$notes)))
+    if (length(table$notes)) {
+      c("", "What commonly causes the differences marked:", "", markdown_items(unlist(table$notes)))
+    }
   )
 }
 

@@ -93,7 +93,8 @@ gpu_compare_runs <- function(a, b, ...) {
   track_flush(call)
   read <- core_call("track_compare", track = track_needed(call), run_ids = as_python(ids), error_call = call)
   structure(list(
-    runs = new_gpukeras_runs(list(rows = read$runs, columns = read$columns)), params = rows_to_df(read$params, c("param", "a", "b")),
+    runs = new_gpukeras_runs(list(rows = read$runs, columns = read$columns)),
+    params = rows_to_df(read$params, c("param", "a", "b")),
     metrics = rows_to_df(read$metrics, c("metric", "a", "b", "change")),
     history = rows_to_df(read$history, c("run", "metric", "epoch", "value"))
   ), class = "gpukeras_run_comparison")
