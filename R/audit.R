@@ -73,12 +73,10 @@ audit_columns <- c("layer", "layer_class", "check", "severity", "finding", "advi
 
 new_gpukeras_audit <- function(result, batch_size) {
   findings <- rows_to_df(result$findings, audit_columns)
-  findings$flops_share <- as.numeric(findings$flops_share)
-  findings$factor <- as.numeric(findings$factor)
-  structure(findings, class = c("gpukeras_audit", "data.frame"), audit = list(
-    model = result$model, backend = result$backend, layers = result$layers, flops_per_sample = result$flops_per_sample,
-    uncounted = as.character(unlist(result$uncounted)), batch_size = batch_size
-  ))
+  for (name in c("flops_share", "factor")) findings[[name]] <- as.numeric(findings[[name]])
+  result$uncounted <- as.character(unlist(result$uncounted))
+  info <- c(result[names(result) != "findings"], list(batch_size = batch_size))
+  structure(findings, class = c("gpukeras_audit", "data.frame"), audit = info)
 }
 
 #' @export

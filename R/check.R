@@ -181,17 +181,16 @@ tensorflow_build <- function(s) {
   sprintf("%s (%s, CPU-only build)", s$tensorflow, or_na(s$tensorflow_distribution))
 }
 
+jax_build <- function(s) sprintf("%s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
+
 # KerasHub and the tensorflow-text its tokenizers run on, in words.
 keras_hub_build <- function(s) {
   sprintf("%s (tensorflow-text %s)", s$keras_hub, or_na(s$tensorflow_text, "not installed"))
 }
 
 format_stack <- function(s) {
-  backend_build <- if (identical(s$keras_backend, "jax")) {
-    sprintf("JAX %s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
-  } else {
+  backend_build <- if (identical(s$keras_backend, "jax")) paste("JAX", jax_build(s)) else
     paste("TensorFlow", tensorflow_build(s))
-  }
   c(
     sprintf(
       "R %s %s reticulate %s %s Python %s %s Keras %s on %s",

@@ -61,10 +61,7 @@ format_fit_monitor <- function(m) {
   gpu <- if (is.null(m$gpu_utilization_mean)) {
     sprintf("not measured (%s)", m$gpu_not_measured %||% "no GPU")
   } else {
-    sprintf(
-      "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s",
-      m$gpu_utilization_mean, m$gpu_utilization_p95 %||% NA_real_, format_mib(m$gpu_memory_used_max_mib %||% NA_real_)
-    )
+    gpu_figures(m$gpu_utilization_mean, m$gpu_utilization_p95, m$gpu_memory_used_max_mib)
   }
   each_gpu <- if (length(m$gpus) > 1) format_each_gpu(m)
   compute <- if (!is.null(m$achieved_tflops) || !is.null(m$mfu)) {
@@ -149,17 +146,17 @@ format_input <- function(m) {
   )
 }
 
+gpu_figures <- function(mean, p95, mib) {
+  sprintf(
+    "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s", mean, p95 %||% NA_real_, format_mib(mib %||% NA_real_)
+  )
+}
+
 # One line per GPU of a run on several, then how far apart they are.
 format_each_gpu <- function(m) {
   lines <- vapply(m$gpus, function(g) {
-    figures <- if (is.null(g$utilization_mean)) {
-      "not measured"
-    } else {
-      sprintf(
-        "utilization mean %.0f%%, p95 %.0f%%; memory used up to %s",
-        g$utilization_mean, g$utilization_p95 %||% NA_real_, format_mib(g$memory_used_max_mib %||% NA_real_)
-      )
-    }
+    figures <- if (is.null(g$utilization_mean)) "not measured" else
+      gpu_figures(g$utilization_mean, g$utilization_p95, g$memory_used_max_mib)
     sprintf("  %s (%s): %s", g$device, g$name %||% "?", figures)
   }, character(1))
   spread <- if (!is.null(m$gpu_utilization_imbalance)) {

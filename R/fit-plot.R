@@ -52,28 +52,33 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))
   on.exit(graphics::par(old), add = TRUE)
   for (metric in base) {
-    plot_metric(history, metric, ...)
+    train <- history[[metric]] %||% rep(NA_real_, nrow(history))
+    validation <- history[[paste0("val_", metric)]]
+    plot_curves(
+      list(epoch = history$epoch, value = train),
+      if (!is.null(validation)) list(epoch = history$epoch, value = validation),
+      c("train", "validation"), metric, ...
+    )
   }
   if (draw_gpu) plot_gpu_timeline(gpu)
   if (draw_host) plot_host_timeline(host)
   invisible(x)
 }
 
-plot_metric <- function(history, metric, ...) {
-  train <- history[[metric]]
-  validation <- history[[paste0("val_", metric)]]
-  values <- c(train, validation)
+# One metric by epoch in a panel: `first` (epoch, value) solid, `second` (or NULL) dashed,
+# with the legend `labels` in the corner the curves leave free.
+plot_curves <- function(first, second, labels, metric, ...) {
+  values <- c(first$value, second$value)
   ylim <- if (all(is.na(values))) c(0, 1) else range(values, na.rm = TRUE)
   graphics::plot(
-    history$epoch, if (is.null(train)) rep(NA_real_, nrow(history)) else train,
-    type = "b", pch = 19, ylim = ylim, xlab = "epoch", ylab = metric, main = metric,
+    first$epoch, first$value, type = "b", pch = 19, ylim = ylim, xlab = "epoch", ylab = metric, main = metric,
     xaxt = "n", ...
   )
-  graphics::axis(1, at = unique(round(pretty(history$epoch))))
-  if (!is.null(validation)) {
-    graphics::lines(history$epoch, validation, type = "b", pch = 1, lty = 2, col = "firebrick")
-    graphics::legend(legend_corner(c(right_third(train), right_third(validation)), ylim),
-      c("train", "validation"), lty = c(1, 2), pch = c(19, 1),
+  graphics::axis(1, at = unique(round(pretty(c(first$epoch, second$epoch)))))
+  if (!is.null(second)) {
+    graphics::lines(second$epoch, second$value, type = "b", pch = 1, lty = 2, col = "firebrick")
+    graphics::legend(legend_corner(c(right_third(first$value), right_third(second$value)), ylim),
+      labels, lty = c(1, 2), pch = c(19, 1),
       col = c("black", "firebrick"), bty = "n", cex = 0.8)
   }
 }

@@ -124,18 +124,12 @@ check_step_range <- function(steps, call = caller_env()) {
 
 # The gpukeras_profile object from the core's plain data.
 new_gpukeras_profile <- function(result) {
-  files <- function(rows) rows_to_df(rows, c("path", "bytes"))
-  trace <- result$trace
-  trace$steps <- as.integer(unlist(trace$steps))
-  trace$devices <- rows_to_df(trace$devices, c("plane", "events", "busy_ms", "busy_share"))
-  scalars <- as_samples_df(result$scalars, "step")
-  scalars$step <- as.integer(scalars$step)
-  structure(list(
-    logdir = result$logdir, trace_dir = result$trace_dir, tensorboard = result$tensorboard,
-    trace_files = files(result$trace_files), event_files = files(result$event_files), steps = result$steps,
-    numbers = result$numbers, trace = trace, scalars = scalars, scalars_source = result$scalars_source,
-    backend = result$backend, settings = result$settings
-  ), class = "gpukeras_profile")
+  result$trace$steps <- as.integer(unlist(result$trace$steps))
+  result$trace$devices <- rows_to_df(result$trace$devices, c("plane", "events", "busy_ms", "busy_share"))
+  for (name in c("trace_files", "event_files")) result[[name]] <- rows_to_df(result[[name]], c("path", "bytes"))
+  result$scalars <- as_samples_df(result$scalars, "step")
+  result$scalars$step <- as.integer(result$scalars$step)
+  structure(result, class = "gpukeras_profile")
 }
 
 format_step_range <- function(steps) {

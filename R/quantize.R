@@ -54,7 +54,7 @@
 #'   keras <- gpu_keras()
 #'   model <- keras$Sequential(list(
 #'     keras$Input(shape = list(4L)),
-#'     keras$layers$Dense(32L, activation = "relu"),
+#'     keras$layers$Dense(8L, activation = "relu"),
 #'     keras$layers$Dense(3L, activation = "softmax")
 #'   ))
 #'   model$compile(
@@ -62,7 +62,7 @@
 #'     metrics = list("accuracy")
 #'   )
 #'   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
-#'   gpu_fit(model, iris_data, epochs = 5, verbose = 0, monitor = FALSE)
+#'   gpu_fit(model, iris_data, epochs = 1, batch_size = 50, verbose = 0, monitor = FALSE)
 #'   small <- gpu_quantize(model, "int8", data = iris_data)
 #'   print(small)
 #'   small$model$predict(gpu_as_numpy(as.matrix(iris[1:2, 1:4])), verbose = 0L)
@@ -87,21 +87,11 @@ gpu_quantize <- function(model, mode = "int8", data = NULL, batch_size = NULL, .
 }
 
 new_gpukeras_quantized <- function(result) {
-  metrics <- if (!is.null(result$metrics_before)) {
-    names <- names(result$metrics_before)
-    data.frame(
-      metric = names, before = as_numbers(result$metrics_before[names]),
-      after = as_numbers(result$metrics_after[names]), change = as_numbers(result$metrics_change[names]),
-      stringsAsFactors = FALSE
-    )
-  }
-  layers <- rows_to_df(result$layers, c("layer", "layer_class", "quantized", "bytes_before", "bytes_after"))
-  structure(list(
-    model = result$model, mode = result$mode, backend = result$backend, bytes_before = result$bytes_before,
-    bytes_after = result$bytes_after, size_before = unlist(result$size_before), size_after = unlist(result$size_after),
-    layers = layers, layers_quantized = result$layers_quantized, layers_kept = result$layers_kept, metrics = metrics,
-    output_max_abs_diff = result$output_max_abs_diff, output_mean_abs_diff = result$output_mean_abs_diff
-  ), class = "gpukeras_quantized")
+  result$metrics <- if (length(result$metrics)) rows_to_df(result$metrics)
+  result$layers <- rows_to_df(result$layers, c("layer", "layer_class", "quantized", "bytes_before", "bytes_after"))
+  result$size_before <- unlist(result$size_before)
+  result$size_after <- unlist(result$size_after)
+  structure(result, class = "gpukeras_quantized")
 }
 
 # Bytes in the binary unit that keeps the number readable.

@@ -31,6 +31,9 @@
 #' @param check A [gpu_check()] result to report; `NULL` runs one.
 #' @param probe For the check run here: also run its training probe (a few
 #'   seconds), see [gpu_check()].
+#' @param compare Also run a `python -c` of the same Python and compare
+#'   what it sees with what R's Python sees (a few seconds: it imports Keras
+#'   and its framework); `FALSE` reports R's side alone.
 #' @param overwrite Replace `file` if it exists.
 #' @param ... Not used: an argument gpu_report() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
@@ -39,14 +42,17 @@
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
-#'   report <- gpu_report(file = NULL, probe = FALSE)
+#'   # compare = FALSE: no `python -c` beside R's Python (it takes seconds)
+#'   report <- gpu_report(file = NULL, probe = FALSE, compare = FALSE)
 #'   report
 #' }
-gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, overwrite = FALSE, ...) {
+gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, compare = TRUE, overwrite = FALSE,
+                       ...) {
   check_unknown_args("gpu_report")
   call <- current_env()
   if (!is.null(file)) check_string(file, call = call)
   check_flag(probe, call = call)
+  check_flag(compare, call = call)
   check_flag(overwrite, call = call)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
     abort_bad_argument(sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)), call = call)
@@ -65,7 +71,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
     )
   }
   check <- check %||% gpu_check(probe = probe)
-  facts <- core_call("report_facts", error_call = call)
+  facts <- core_call("report_facts", compare = compare, error_call = call)
   report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
   if (is.null(file)) return(report)
   # An existing link is replaced, not followed.
@@ -106,10 +112,7 @@ report_lines <- function(check, facts) {
         c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
         c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
         c("TensorFlow", tensorflow_build(s)),
-        c(
-          "JAX",
-          if (is.null(s$jax)) "not installed" else sprintf("%s (%s)", s$jax, or_na(s$jax_cuda_plugin, "no CUDA plugin"))
-        ),
+        c("JAX", if (is.null(s$jax)) "not installed" else jax_build(s)),
         if (!is.null(s$keras_hub)) c("KerasHub", keras_hub_build(s)),
         c("OS", paste(s$os, s$os_release, s$machine))
       )
@@ -128,7 +131,7 @@ report_lines <- function(check, facts) {
       "Python has imported."
     ),
     "",
-    python_sees_table(facts$python),
+    python_sees_table(facts$python_table),
     "",
     "### CUDA libraries loaded by this process",
     "",
@@ -151,88 +154,15 @@ report_lines <- function(check, facts) {
   )
 }
 
-python_sees_table <- function(sees) {
-  here <- sees$here
-  fresh <- sees$fresh
-  if (!is.null(fresh$error)) {
-    return(c(
-      sprintf("`python -c` failed: %s", markdown_cell(fresh$error)), "",
-      markdown_table(c("", "R"), cbind(names(here), vapply(here, seen_value, character(1))))
-    ))
-  }
-  fields <- c(
-    executable = "Python executable", python = "Python version", keras = "Keras", keras_backend = "Keras backend",
-    keras_backend_variable = "KERAS_BACKEND", cuda_visible_devices = "CUDA_VISIBLE_DEVICES",
-    tensorflow = "TensorFlow", tensorflow_cuda_build = "TensorFlow built with CUDA",
-    tensorflow_gpus = "GPUs TensorFlow sees",
-    tensorflow_error = "TensorFlow error", jax = "JAX", jax_devices = "JAX devices", jax_error = "JAX error",
-    keras_error = "Keras error"
+# The core's table of what R's Python and `python -c` see (tools/report.py sees_table()).
+python_sees_table <- function(table) {
+  c(
+    if (!is.null(table$lead)) c(markdown_cell(table$lead), ""),
+    markdown_table(unlist(table$header), do.call(rbind, lapply(table$rows, unlist))),
+    if (length(table$notes)) {
+      c("", "What commonly causes the differences marked:", "", markdown_items(unlist(table$notes)))
+    }
   )
-  shown <- names(fields)[names(fields) %in% c(names(here), names(fresh))]
-  rows <- cbind(
-    fields[shown],
-    vapply(
-      shown,
-      function(name) {
-        seen_value(here[[name]], imported = name %in% names(here) || !grepl("^(tensorflow|jax|keras)", name))
-      },
-      character(1)
-    ),
-    vapply(shown, function(name) seen_value(fresh[[name]]), character(1))
-  )
-  differs <- rows[, 2] != rows[, 3] & !startsWith(rows[, 2], "not imported")
-  rows[differs, 1] <- paste0("**", rows[differs, 1], "** (differs)")
-  c(markdown_table(c("", "R (this session)", "`python -c`"), rows), difference_notes(shown[differs]))
-}
-
-# What commonly causes each difference the table marks, as a list under it.
-difference_causes <- c(
-  python = paste(
-    "The same executable reports another Python version: it loads another libpython.",
-    "LD_LIBRARY_PATH decides where the dynamic loader looks first (in R too: RStudio and",
-    "Rscript may start with different values), and PYTHONHOME where Python looks for its library."
-  ),
-  keras = "Another Keras: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
-  keras_backend = paste(
-    "Keras chose its backend when this session imported it (KERAS_BACKEND, else ~/.keras/keras.json);",
-    "`python -c` reads them now. Set KERAS_BACKEND before the first call that starts Python, then restart R."
-  ),
-  keras_backend_variable = paste0(
-    "KERAS_BACKEND changed in this session after Python started (Sys.setenv()): Keras read it once, at import."
-  ),
-  cuda_visible_devices = paste(
-    "CUDA_VISIBLE_DEVICES changed in this session after Python started (Sys.setenv()): the frameworks",
-    "read it once, when they start. Set it before the first call, or use gpu_setup(devices = ) before it."
-  ),
-  tensorflow = paste0(
-    "Another TensorFlow: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first."
-  ),
-  tensorflow_cuda_build = paste0(
-    "Another TensorFlow build: a CPU-only and a CUDA build installed side by side, found in another order."
-  ),
-  tensorflow_gpus = paste(
-    "TensorFlow fixed its GPUs when it started in this session: CUDA_VISIBLE_DEVICES, gpu_setup(devices = ),",
-    "or the CUDA libraries it found then (LD_LIBRARY_PATH) differ from what a new process finds now."
-  ),
-  jax = "Another JAX: PYTHONPATH, or a folder added to sys.path in this session, puts another copy first.",
-  jax_devices = paste(
-    "JAX fixed its devices when it started in this session: CUDA_VISIBLE_DEVICES, JAX_PLATFORMS,",
-    "gpu_setup(devices = ) or the CUDA libraries it found then (LD_LIBRARY_PATH) differ from a new process's."
-  )
-)
-
-difference_notes <- function(fields) {
-  known <- intersect(fields, names(difference_causes))
-  if (!length(known)) return(character())
-  c("", "What commonly causes the differences marked:", "", markdown_items(unname(difference_causes[known])))
-}
-
-seen_value <- function(value, imported = TRUE) {
-  if (!imported) return("not imported")
-  if (is.null(value)) return("unset")
-  if (is.logical(value)) return(if (isTRUE(value)) "yes" else "no")
-  value <- unlist(value)
-  if (!length(value)) "none" else paste(value, collapse = ", ")
 }
 
 cuda_libraries_lines <- function(libraries) {

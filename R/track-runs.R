@@ -35,13 +35,15 @@
 #' @export
 #' @examples
 #' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
+#' # \donttest: MLflow makes a new store's tables (seconds, once)
+#' \donttest{
 #' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
-#'   # the store gpu_track()'s example uses too: MLflow makes its tables once
+#'   # a store in a folder, made here (MLflow makes its tables, once); gpu_track()'s example
+#'   # opens it again
 #'   gpu_track(file.path(tempdir(), "runs"), experiment = "iris")
 #'   keras <- gpu_keras()
 #'   model <- keras$Sequential(list(
 #'     keras$Input(shape = list(4L)),
-#'     keras$layers$Dense(16L, activation = "relu"),
 #'     keras$layers$Dense(3L, activation = "softmax")
 #'   ))
 #'   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
@@ -57,6 +59,7 @@
 #'   print(comparison)
 #'   plot(comparison)
 #'   gpu_track(FALSE)
+#' }
 #' }
 #' \dontshow{for (name in names(old)) {
 #'   if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))
@@ -78,7 +81,7 @@ gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) 
     "track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results,
     error_call = call
   )
-  new_gpukeras_runs(read$rows, unlist(read$experiments))
+  new_gpukeras_runs(read)
 }
 
 #' @rdname gpu_runs
@@ -89,33 +92,11 @@ gpu_compare_runs <- function(a, b, ...) {
   ids <- c(run_id_of(a, "a", call), run_id_of(b, "b", call))
   track_flush(call)
   read <- core_call("track_compare", track = track_needed(call), run_ids = as_python(ids), error_call = call)
-  rows <- new_gpukeras_runs(lapply(read$runs, function(run) run$row), character())
-  params <- grep("^params[.]", names(rows), value = TRUE)
-  differ <- params[vapply(params, function(name) !identical(rows[[name]][1], rows[[name]][2]), logical(1))]
-  metrics <- grep("^metrics[.]", names(rows), value = TRUE)
-  history <- do.call(rbind, c(
-    list(data.frame(run = character(), metric = character(), epoch = numeric(), value = numeric())),
-    unlist(lapply(seq_along(read$runs), function(i) {
-      lapply(names(read$runs[[i]]$history), function(metric) {
-        points <- read$runs[[i]]$history[[metric]]
-        data.frame(
-          run = c("a", "b")[i], metric = metric, epoch = as_numbers(points$step), value = as_numbers(points$value)
-        )
-      })
-    }), recursive = FALSE)
-  ))
   structure(list(
-    runs = rows,
-    params = data.frame(
-      param = sub("^params[.]", "", differ), a = vapply(differ, function(name) format(rows[[name]][1]), character(1)),
-      b = vapply(differ, function(name) format(rows[[name]][2]), character(1)), row.names = NULL
-    ),
-    metrics = data.frame(
-      metric = sub("^metrics[.]", "", metrics), a = vapply(metrics, function(name) rows[[name]][1], numeric(1)),
-      b = vapply(metrics, function(name) rows[[name]][2], numeric(1)),
-      change = vapply(metrics, function(name) rows[[name]][2] - rows[[name]][1], numeric(1)), row.names = NULL
-    ),
-    history = history
+    runs = new_gpukeras_runs(list(rows = read$runs, columns = read$columns)),
+    params = rows_to_df(read$params, c("param", "a", "b")),
+    metrics = rows_to_df(read$metrics, c("metric", "a", "b", "change")),
+    history = rows_to_df(read$history, c("run", "metric", "epoch", "value"))
   ), class = "gpukeras_run_comparison")
 }
 
@@ -143,18 +124,13 @@ run_id_of <- function(x, arg, call) {
   )
 }
 
-new_gpukeras_runs <- function(rows, experiments) {
-  columns <- unique(c(
-    "run_id", "name", "kind", "status", "parent_run_id", "experiment_id", "start_time", "end_time", "seconds",
-    unlist(lapply(rows, names))
-  ))
-  df <- rows_to_df(rows, columns)
+# The core's rows of runs and their columns as a data.frame (tracking_read.py).
+new_gpukeras_runs <- function(read) {
+  df <- rows_to_df(read$rows, unlist(read$columns))
   for (name in grep("^params[.]", names(df), value = TRUE)) {
     df[[name]] <- utils::type.convert(df[[name]], as.is = TRUE)
   }
   for (name in c("start_time", "end_time")) df[[name]] <- as.POSIXct(as.numeric(df[[name]]), origin = "1970-01-01")
-  df$experiment <- unname(experiments[as.character(df$experiment_id)])
-  df <- df[c(setdiff(columns[1:5], character()), "experiment", setdiff(columns[-(1:5)], "experiment_id"))]
   structure(df, class = c("gpukeras_runs", "data.frame"))
 }
 
@@ -229,20 +205,8 @@ plot.gpukeras_run_comparison <- function(x, metrics = NULL, ...) {
   old <- graphics::par(mfrow = c(length(metrics), 1), mar = c(4, 4.5, 2.5, 1))
   on.exit(graphics::par(old), add = TRUE)
   for (metric in metrics) {
-    rows <- history[history$metric == metric, ]
-    graphics::plot(rows$epoch, rows$value, type = "n", xlab = "epoch", ylab = metric, main = metric)
-    for (run in c("a", "b")) {
-      points <- rows[rows$run == run, ]
-      points <- points[order(points$epoch), ]
-      graphics::lines(
-        points$epoch, points$value, type = "b", pch = 19, lty = if (run == "a") 1 else 2,
-        col = if (run == "a") "black" else "firebrick"
-      )
-    }
-    graphics::legend(
-      "topright", legend = c(paste("a:", x$runs$name[1]), paste("b:", x$runs$name[2])), lty = 1:2,
-      col = c("black", "firebrick"), bty = "n"
-    )
+    run <- function(r) history[history$metric == metric & history$run == r, ] # by epoch, as the core gives it
+    plot_curves(run("a"), run("b"), paste0(c("a: ", "b: "), x$runs$name), metric)
   }
   invisible(x)
 }

@@ -78,7 +78,8 @@
 #'   id), and the records go on being sent while R carries on; [gpu_runs()],
 #'   [gpu_compare_runs()] and `gpu_load("runs:/...")` wait for them first.
 #' @param spool The folder of the MLflow store where what could not be sent is
-#'   kept (made only then, for you alone).
+#'   kept, made for you alone when a store does not take runs: by `gpu_track()`
+#'   when the server does not answer it, else by the first run it refuses.
 #' @param discard `TRUE` to delete the runs kept for the store, unsent.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that says what to use instead.
@@ -95,6 +96,8 @@
 #' @export
 #' @examples
 #' \dontshow{old <- Sys.getenv(c("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "GPUKERAS_TRACK"), unset = NA)}
+#' # \donttest: MLflow makes a new store's tables (seconds, once)
+#' \donttest{
 #' if (!is.null(gpukeras_python()) && gpu_tracking_available()) {
 #'   # a store in a folder: made at the first call (MLflow makes its tables, a few
 #'   # seconds), opened at once after that (gpu_runs()' example uses this one too)
@@ -109,6 +112,7 @@
 #'   print(fit$settings$tracking$run_id)
 #'   print(gpu_runs())
 #'   gpu_track(FALSE)
+#' }
 #' }
 #' \dontshow{for (name in names(old)) {
 #'   if (is.na(old[[name]])) Sys.unsetenv(name) else do.call(Sys.setenv, as.list(old[name]))
@@ -190,7 +194,7 @@ track_spool_default <- function() {
   Sys.getenv("GPUKERAS_TRACK_SPOOL", file.path(tools::R_user_dir("gpukeras", "data"), "tracking-kept"))
 }
 
-track_spool <- function() path.expand(Sys.getenv("GPUKERAS_TRACK_SPOOL", track_spool_default()))
+track_spool <- function() path.expand(track_spool_default())
 
 # MLflow's variables the core passes on to MLflow's client (R's environment, which Python's
 # own copy of it does not follow), each by name (never by prefix: see DESIGN.md).

@@ -112,3 +112,36 @@ def test_python_c_sees_the_same_python_and_what_is_installed(
 def test_a_python_that_does_not_answer_is_reported_not_raised() -> None:
     fresh = report.python_sees(timeout=0.01)["fresh"]
     assert fresh["error"].startswith("TimeoutExpired")
+
+
+def test_a_difference_the_table_marks_comes_with_what_commonly_causes_it() -> None:
+    here = {"executable": "/x/python", "python": "3.12.3", "keras_backend": "tensorflow"}
+    fresh = {**here, "python": "3.12.1", "cuda_visible_devices": "0", "jax": "0.4"}
+    table = report.sees_table({"here": {**here, "cuda_visible_devices": ""}, "fresh": fresh})
+    assert table["header"] == ["", "R (this session)", "`python -c`"] and table["lead"] is None
+    assert table["rows"] == [
+        ["Python executable", "/x/python", "/x/python"],
+        ["**Python version** (differs)", "3.12.3", "3.12.1"],
+        ["Keras backend", "tensorflow", "tensorflow"],
+        ["**CUDA_VISIBLE_DEVICES** (differs)", "", "0"],
+        ["JAX", "not imported", "0.4"],  # not imported here: no difference
+    ]
+    assert len(table["notes"]) == 2
+    assert "LD_LIBRARY_PATH" in table["notes"][0]
+    assert "CUDA_VISIBLE_DEVICES changed in this session" in table["notes"][1]
+    same = report.sees_table({"here": here, "fresh": here})
+    assert same["notes"] == [] and not any("differs" in row[0] for row in same["rows"])
+
+
+def test_without_python_c_the_table_has_rs_side_alone() -> None:
+    here = {"executable": "/x/python", "tensorflow_gpus": [], "keras_backend_variable": None}
+    alone = report.sees_table({"here": here, "fresh": None})
+    assert alone["lead"] == "`python -c` not run (`compare = FALSE`)."
+    assert alone["header"] == ["", "R"]
+    assert alone["rows"] == [
+        ["Python executable", "/x/python"],
+        ["GPUs TensorFlow sees", "none"],
+        ["KERAS_BACKEND", "unset"],
+    ]
+    failed = report.sees_table({"here": here, "fresh": {"error": "exit status 1: boom"}})
+    assert failed["lead"] == "`python -c` failed: exit status 1: boom"

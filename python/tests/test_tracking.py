@@ -202,6 +202,8 @@ def test_a_silent_server_is_asked_once_and_said_once(
         where = checked_url.removeprefix("http://")
         assert checked["reachable"] is False
         assert checked["why"] == f"no answer within 2 s from {where}"
+        # the kept store is made by the check, before any run is kept in it
+        assert checked["spool"] == str(kept) and (kept / tracking.DATABASE).is_file()
         assert [_fit(track, epochs=1)["warnings"] for _ in range(2)] == [[], []]
         # met by a fit first: the first fit says it, whole, and the second does not
         track = {"uri": url, "experiment": "silent", "spool": str(kept)}
@@ -293,3 +295,34 @@ def test_the_runs_model_is_the_fits_though_it_trains_on(
     kept = loaded.predict(x, verbose=0)
     assert kept == pytest.approx(fitted, abs=1e-6)
     assert np.abs(model.predict(x, verbose=0) - kept).max() > 1e-3  # type: ignore[attr-defined]
+
+
+def test_compare_gives_rows_for_rs_tables(tmp_path: Path) -> None:
+    """gpu_compare_runs()' tables are made here: the params that differ (as logged), the
+    final metrics with b less a, and the histories of metrics logged at several steps."""
+    requires("mlflow")
+    opened = bridge.call("track_open_folder", {"folder": str(tmp_path / "runs")})["value"]
+    track = {"uri": opened["uri"], "experiment": "compared", "spool": str(tmp_path / "kept")}
+    target = tracking.target_of(track)
+    client = tracking.client(target)
+    ids = []
+    for units, rate, losses in (("8", "0.001", [1.0, 0.5]), ("16", "0.001", [0.9, 0.25])):
+        run = client.create_run(tracking.experiment_id(target))
+        client.log_param(run.info.run_id, "units", units)
+        client.log_param(run.info.run_id, "learning_rate", rate)
+        for step, loss in enumerate(losses, start=1):
+            client.log_metric(run.info.run_id, "loss", loss, step=step)
+        ids.append(run.info.run_id)
+    client.log_metric(ids[0], "accuracy", 0.5, step=1)
+    compared = bridge.call("track_compare", {"track": track, "run_ids": ids})["value"]
+    assert [r["run_id"] for r in compared["runs"]] == ids
+    assert compared["params"] == [{"param": "units", "a": "8", "b": "16"}]
+    assert compared["metrics"] == [
+        {"metric": "accuracy", "a": 0.5, "b": None, "change": None},
+        {"metric": "loss", "a": 0.5, "b": 0.25, "change": -0.25},
+    ]
+    assert compared["history"] == [
+        {"run": run, "metric": "loss", "epoch": float(step), "value": value}
+        for run, values in (("a", [1.0, 0.5]), ("b", [0.9, 0.25]))
+        for step, value in enumerate(values, start=1)
+    ]

@@ -213,6 +213,7 @@ test_that("a silent server costs a call one short wait, and is said once, whole"
     gpu_runs()
   })
   expect_false(tracking$reachable)
+  expect_true(file.exists(file.path(tracking$spool, "mlflow.db"))) # the kept store, made up front
   said <- character()
   keep_said <- function(w) {
     said <<- c(said, conditionMessage(w))

@@ -171,8 +171,8 @@ def quantize(
         ``size_after`` (bytes of the weights per dtype), ``bytes_before``,
         ``bytes_after``, ``layers`` (rows per layer with weights: ``layer``,
         ``layer_class``, ``quantized``, ``bytes_before``, ``bytes_after``),
-        ``layers_quantized``, ``layers_kept``; with data, ``metrics_before``,
-        ``metrics_after`` and ``metrics_change`` (after - before; None unless the
+        ``layers_quantized``, ``layers_kept``; with data, ``metrics`` (rows of
+        ``metric``, ``before``, ``after``, ``change``: after - before; None unless the
         model is compiled and the data has labels), ``output_max_abs_diff`` and
         ``output_mean_abs_diff`` (between the two models' predictions).
     """
@@ -203,9 +203,7 @@ def quantize(
         "layers": layers,
         "layers_quantized": sum(row["quantized"] for row in layers),
         "layers_kept": sum(not row["quantized"] for row in layers),
-        "metrics_before": None,
-        "metrics_after": None,
-        "metrics_change": None,
+        "metrics": None,
         "output_max_abs_diff": None,
         "output_mean_abs_diff": None,
     }
@@ -224,6 +222,8 @@ def quantize(
     result["output_mean_abs_diff"] = float(difference.mean())
     after = _evaluate(copy, x, y, kwargs)
     if before is not None and after is not None:
-        result["metrics_before"], result["metrics_after"] = before, after
-        result["metrics_change"] = {name: after[name] - before[name] for name in before}
+        result["metrics"] = [
+            {"metric": name, "before": value, "after": after[name], "change": after[name] - value}
+            for name, value in before.items()
+        ]
     return result

@@ -136,13 +136,16 @@ def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def python_sees(timeout: float = 120.0) -> Record:
+def python_sees(timeout: float = 120.0, compare: bool = True) -> Record:
     """What this process's Python sees (``here``: only frameworks already imported) and what
     ``python -c`` of the same executable with the same environment sees (``fresh``; its
-    ``error`` when it failed or took more than ``timeout`` seconds)."""
+    ``error`` when it failed or took more than ``timeout`` seconds; None without
+    ``compare``: it imports Keras and its framework, seconds)."""
     namespace: dict[str, object] = {}
     exec(SEES, namespace)
     here = namespace["sees"](False)  # type: ignore[operator]
+    if not compare:
+        return {"here": here, "fresh": None}
     # The same environment, but no preallocation: a fresh JAX would take 75 % of a GPU the
     # session may be using.
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -170,11 +173,116 @@ def python_sees(timeout: float = 120.0) -> Record:
     return {"here": here, "fresh": fresh}
 
 
-def report_facts(timeout: float = 120.0) -> Record:
-    """gpu_report()'s facts: ``python`` (``python_sees``), ``cuda_libraries``
+# The rows of the table of what R's Python and ``python -c`` see, in order, by label.
+SEES_FIELDS = {
+    "executable": "Python executable",
+    "python": "Python version",
+    "keras": "Keras",
+    "keras_backend": "Keras backend",
+    "keras_backend_variable": "KERAS_BACKEND",
+    "cuda_visible_devices": "CUDA_VISIBLE_DEVICES",
+    "tensorflow": "TensorFlow",
+    "tensorflow_cuda_build": "TensorFlow built with CUDA",
+    "tensorflow_gpus": "GPUs TensorFlow sees",
+    "tensorflow_error": "TensorFlow error",
+    "jax": "JAX",
+    "jax_devices": "JAX devices",
+    "jax_error": "JAX error",
+    "keras_error": "Keras error",
+}
+_ANOTHER = "PYTHONPATH, or a folder added to sys.path in this session, puts another copy first."
+# What commonly causes each difference the table marks.
+DIFFERENCE_CAUSES = {
+    "python": (
+        "The same executable reports another Python version: it loads another libpython. "
+        "LD_LIBRARY_PATH decides where the dynamic loader looks first (in R too: RStudio and "
+        "Rscript may start with different values), and PYTHONHOME where Python looks for its "
+        "library."
+    ),
+    "keras": f"Another Keras: {_ANOTHER}",
+    "keras_backend": (
+        "Keras chose its backend when this session imported it (KERAS_BACKEND, else "
+        "~/.keras/keras.json); `python -c` reads them now. Set KERAS_BACKEND before the first "
+        "call that starts Python, then restart R."
+    ),
+    "keras_backend_variable": (
+        "KERAS_BACKEND changed in this session after Python started (Sys.setenv()): Keras read "
+        "it once, at import."
+    ),
+    "cuda_visible_devices": (
+        "CUDA_VISIBLE_DEVICES changed in this session after Python started (Sys.setenv()): the "
+        "frameworks read it once, when they start. Set it before the first call, or use "
+        "gpu_setup(devices = ) before it."
+    ),
+    "tensorflow": f"Another TensorFlow: {_ANOTHER}",
+    "tensorflow_cuda_build": (
+        "Another TensorFlow build: a CPU-only and a CUDA build installed side by side, found in "
+        "another order."
+    ),
+    "tensorflow_gpus": (
+        "TensorFlow fixed its GPUs when it started in this session: CUDA_VISIBLE_DEVICES, "
+        "gpu_setup(devices = ), or the CUDA libraries it found then (LD_LIBRARY_PATH) differ "
+        "from what a new process finds now."
+    ),
+    "jax": f"Another JAX: {_ANOTHER}",
+    "jax_devices": (
+        "JAX fixed its devices when it started in this session: CUDA_VISIBLE_DEVICES, "
+        "JAX_PLATFORMS, gpu_setup(devices = ) or the CUDA libraries it found then "
+        "(LD_LIBRARY_PATH) differ from a new process's."
+    ),
+}
+
+
+def _seen(value: object, imported: bool = True) -> str:
+    """A value of ``sees`` as a table cell."""
+    if not imported:
+        return "not imported"
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+def sees_table(sees: Record) -> Record:
+    """``python_sees``' result as gpu_report()'s table: ``header``, ``rows`` (cells; a row
+    whose two sides differ has its label marked "**label** (differs)"), ``lead`` (None, or the
+    line before the table: why there is no ``python -c`` column) and ``notes`` (what commonly
+    causes the differences marked). A framework R's Python has not imported is "not
+    imported" there, never a difference."""
+    here, fresh = sees["here"], sees["fresh"]
+    if fresh is None or "error" in fresh:
+        lead = (
+            "`python -c` not run (`compare = FALSE`)."
+            if fresh is None
+            else f"`python -c` failed: {fresh['error']}"
+        )
+        rows = [[SEES_FIELDS.get(name, name), _seen(value)] for name, value in here.items()]
+        return {"header": ["", "R"], "rows": rows, "lead": lead, "notes": []}
+    rows, notes = [], []
+    for name, label in SEES_FIELDS.items():
+        if name not in here and name not in fresh:
+            continue
+        imported = name in here or not name.startswith(("tensorflow", "jax", "keras"))
+        mine, theirs = _seen(here.get(name), imported), _seen(fresh.get(name))
+        differs = mine != theirs and not mine.startswith("not imported")
+        rows.append([f"**{label}** (differs)" if differs else label, mine, theirs])
+        if differs and name in DIFFERENCE_CAUSES:
+            notes.append(DIFFERENCE_CAUSES[name])
+    header = ["", "R (this session)", "`python -c`"]
+    return {"header": header, "rows": rows, "lead": None, "notes": notes}
+
+
+def report_facts(timeout: float = 120.0, compare: bool = True) -> Record:
+    """gpu_report()'s facts: ``python`` (``python_sees``, with ``compare``) and
+    ``python_table`` (its ``sees_table``), ``cuda_libraries``
     (``loaded_cuda_libraries``) and ``environment``."""
+    sees = python_sees(timeout, compare)
     return {
-        "python": python_sees(timeout),
+        "python": sees,
+        "python_table": sees_table(sees),
         "cuda_libraries": loaded_cuda_libraries(),
         "environment": environment(),
     }

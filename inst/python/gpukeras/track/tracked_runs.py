@@ -508,9 +508,13 @@ def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, 
 
 def check(track: Mapping[str, object]) -> dict[str, object]:
     """gpu_track()'s check (``reach.check``), with the runs kept for the store: ``kept``
-    (how many) in ``spool`` (the kept store's folder)."""
+    (how many) in ``spool`` (the kept store's folder). Where the store does not take runs
+    now, the kept store is made here (MLflow makes its tables: seconds, once), so that the
+    runs that follow are kept at once, not after a fit's thread has made it."""
     checked = reach.check(track)
     target = tracking.target_of(track)
+    if not checked["reachable"]:
+        sender.kept_store(target.spool, make=True)
     checked["kept"] = sender.sync(target, why="not sent: counted")["left"]
     checked["spool"] = target.spool
     return checked

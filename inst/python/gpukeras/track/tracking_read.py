@@ -53,8 +53,15 @@ def _experiment_ids(target: Target, experiments: object) -> list[str]:
     return ids
 
 
-def row(run: Any) -> dict[str, object]:
-    """One run as a flat row (see the module)."""
+# A row's first columns, in every table of runs (an empty one too).
+COLUMNS = (
+    "run_id", "name", "kind", "status", "parent_run_id", "experiment", "start_time", "end_time",
+    "seconds",
+)  # fmt: skip
+
+
+def row(run: Any, experiment: str | None = None) -> dict[str, object]:
+    """One run as a flat row (see the module), in the experiment named ``experiment``."""
     info, data = run.info, run.data
     tags = data.tags
     ended = info.end_time
@@ -64,7 +71,7 @@ def row(run: Any) -> dict[str, object]:
         "kind": tags.get(KIND_TAG),
         "status": info.status,
         "parent_run_id": tags.get("mlflow.parentRunId"),
-        "experiment_id": info.experiment_id,
+        "experiment": experiment,
         "start_time": info.start_time / 1000 if info.start_time else None,
         "end_time": ended / 1000 if ended else None,
         "seconds": (ended - info.start_time) / 1000 if ended and info.start_time else None,
@@ -79,6 +86,11 @@ def row(run: Any) -> dict[str, object]:
     return out
 
 
+def columns(rows: list[dict[str, object]]) -> list[str]:
+    """The columns of a table of ``rows``: ``COLUMNS``, then the others in order met."""
+    return list(dict.fromkeys([*COLUMNS, *(name for r in rows for name in r)]))
+
+
 def runs(
     track: Mapping[str, object],
     experiment: object = None,
@@ -87,7 +99,7 @@ def runs(
 ) -> dict[str, object]:
     """gpu_runs(): the runs of the experiment(s) (the track's by default) that match
     MLflow's ``filter`` (``"metrics.val_loss < 0.5 and params.units = '64'"``), newest
-    first. Returns ``rows`` and ``experiments`` (id -> name)."""
+    first. Returns ``rows`` and their ``columns``."""
     target = tracking.target_of(track)
 
     def read() -> dict[str, object]:
@@ -99,33 +111,58 @@ def runs(
             order_by=["attributes.start_time DESC"],
         )
         names = {i: tracking.client(target).get_experiment(i).name for i in ids}
-        return {"rows": [row(run) for run in found], "experiments": names}
+        rows = [row(run, names.get(run.info.experiment_id)) for run in found]
+        return {"rows": rows, "columns": columns(rows)}
 
     return _read(target, "the runs", read)
 
 
 def compare(track: Mapping[str, object], run_ids: list[str]) -> dict[str, object]:
-    """gpu_compare_runs(): each run's row and its metrics' histories by step (the epochs),
-    for the metrics logged at more than one step."""
+    """gpu_compare_runs() of two runs, a and b, as rows for R's tables: ``runs`` (each
+    run's ``row``) and their ``columns``, ``params`` (``param``, ``a``, ``b``: those that
+    differ, as logged), ``metrics`` (``metric``, ``a``, ``b``, ``change``: b less a; the
+    final values, None where a run has none) and ``history`` (``run``, ``metric``,
+    ``epoch``, ``value``: the metrics a run logged at more than one step, by step)."""
     target = tracking.target_of(track)
 
     def read() -> dict[str, object]:
         mlflow = tracking.client(target)
-        out = []
-        for run_id in run_ids:
-            run = mlflow.get_run(str(run_id))
-            history: dict[str, dict[str, list[float]]] = {}
+        found = [mlflow.get_run(str(run_id)) for run_id in run_ids]
+        history = []
+        for label, run in zip("ab", found):
             for name in run.data.metrics:
                 points = sorted(
                     mlflow.get_metric_history(run.info.run_id, name), key=lambda m: m.step
                 )
                 if len({m.step for m in points}) > 1:
-                    history[name] = {
-                        "step": [float(m.step) for m in points],
-                        "value": [float(m.value) for m in points],
-                    }
-            out.append({"row": row(run), "history": history})
-        return {"runs": out}
+                    history += [
+                        {"run": label, "metric": name, "epoch": float(m.step), "value": m.value}
+                        for m in points
+                    ]
+        a, b = (run.data.params for run in found)
+        params = [
+            {"param": name, "a": a.get(name), "b": b.get(name)}
+            for name in sorted(set(a) | set(b))
+            if a.get(name) != b.get(name)
+        ]
+        ma, mb = (run.data.metrics for run in found)
+        metrics = [
+            {
+                "metric": name,
+                "a": ma.get(name),
+                "b": mb.get(name),
+                "change": mb[name] - ma[name] if name in ma and name in mb else None,
+            }
+            for name in sorted(set(ma) | set(mb))
+        ]
+        rows = [row(run, mlflow.get_experiment(run.info.experiment_id).name) for run in found]
+        return {
+            "runs": rows,
+            "columns": columns(rows),
+            "params": params,
+            "metrics": metrics,
+            "history": history,
+        }
 
     return _read(target, "the runs to compare", read)
 
