@@ -151,9 +151,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   if (!is.null(fit_args$class_weight))
     fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
 
-  dir <- tempfile("gpukeras-cv-")
-  dir.create(dir)
-  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  dir <- withr::local_tempdir("gpukeras-cv-")
   carried <- many_data(data, dir, "gpu_cv", call = call)
   seeds <- vapply(seq_along(split$held_out), function(i) derived_seed(seed, i), integer(1))
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)

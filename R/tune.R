@@ -224,12 +224,11 @@ format.gpukeras_tune <- function(x, ...) {
     ),
     # Notes below the table, not in it: a column of them would make print() wrap it at 80 columns.
     table_lines(shown),
-    vapply(which(!t$sound), function(i) {
-      sprintf("UNSOUND: %s: %s", describe_combination(t[i, ]), sub("^unsound: ", "", t$note[i]))
-    }, character(1)),
-    vapply(which(t$stopped_early), function(i) {
-      sprintf("Stopped early: %s: %s", describe_combination(t[i, ]), sub("^stopped early: ", "", t$note[i]))
-    }, character(1)),
+    sprintf("UNSOUND: %s: %s", describe_combination(t[!t$sound, ]), sub("^unsound: ", "", t$note[!t$sound])),
+    sprintf(
+      "Stopped early: %s: %s", describe_combination(t[t$stopped_early, ]),
+      sub("^stopped early: ", "", t$note[t$stopped_early])
+    ),
     skipped_lines(x$skipped),
     if (!is.na(x$loss_samples %||% NA))
       sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
