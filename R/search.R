@@ -378,15 +378,11 @@ search_run <- function(search, request, storage, plan, dir, call) {
 track_trial_end <- function(tracked, ended, told, call) {
   context <- ended$task$track$context
   if (is.null(context)) return(invisible())
-  state <- told$state
-  reason <- told$reason %||% if (identical(state, "pruned")) sprintf("pruned after epoch %d", told$epochs)
   track_record(
     tracked$track, context$key,
-    metrics = if (identical(state, "complete")) list(objective = told$value),
-    params = context$params,
-    tags = Filter(Negate(is.null), list(gpukeras.trial_state = state, gpukeras.trial_reason = reason)),
-    status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
-    name = context$name, kind = "trial", call = call
+    metrics = if (identical(told$state, "complete")) list(objective = told$value), params = context$params,
+    tags = Filter(Negate(is.null), list(gpukeras.trial_state = told$state, gpukeras.trial_reason = told$reason)),
+    status = told$status, name = context$name, kind = "trial", call = call
   )
 }
 

@@ -291,17 +291,19 @@ def test_a_task_that_failed_fails_each_of_its_trials_and_says_which_stops_the_se
     answers with the first that stops the search, its ``number`` with it."""
     from gpukeras.search import search_population
 
-    study = opened(tmp_path, trials=4)
-    for _ in range(4):
+    study = opened(tmp_path, trials=5)
+    for _ in range(5):
         search.ask(study)
     lost = search_population.tell_task(study, [0], failed("gpukeras_error_out_of_memory"))
-    assert lost["number"] == 0 and lost["stop"] is None and lost["state"] == "failed"
+    assert lost["number"] == 0 and lost["stop"] is None and lost["status"] == "FAILED"
     told = search_population.tell_task(
         study, [1, 2], failed("gpukeras_error_bad_model"), population=True
     )
     assert told["number"] == 1 and told["stop"]["class"] == ["gpukeras_error_bad_model"]
     assert search_population.tell_task(study, [3], None)["reason"].startswith("the objective")
-    assert search.trials(study)["state"] == ["failed"] * 4
+    pruned = search_population.tell_task(study, [4], trained(0.5, 0.4, pruned=True))
+    assert (pruned["status"], pruned["reason"]) == ("KILLED", "pruned after epoch 2")
+    assert search.trials(study)["state"] == ["failed"] * 4 + ["pruned"]
 
 
 @pytest.mark.usefixtures("both_storages")

@@ -452,7 +452,8 @@ def tell_task(
     ``trials`` each as ``tell`` tells them, else (a trial of its own process, or a population
     task that failed: each of its trials fails with its ``error``) each of ``numbers`` as
     ``search.tell`` tells it. Returns the first answer whose ``stop`` is set (else the
-    first), with ``number``, its trial's."""
+    first), with ``number``, its trial's, and ``status``, its tracked run's ("FINISHED",
+    "KILLED" when pruned, else "FAILED"); a pruned trial's ``reason`` says after which epoch."""
     result = result or {}  # R's empty list arrives as one
     trials = result.get("trials")
     if population and result.get("error") is None and trials is not None:
@@ -464,4 +465,8 @@ def tell_task(
             for number in numbers
         ]
     at = next((i for i, answer in enumerate(told) if answer["stop"] is not None), 0)
-    return {**told[at], "number": int(numbers[at])}
+    answer = told[at]
+    status = {"complete": "FINISHED", "pruned": "KILLED"}.get(answer["state"], "FAILED")
+    if answer["state"] == "pruned" and answer["reason"] is None:
+        answer = {**answer, "reason": f"pruned after epoch {answer['epochs']}"}
+    return {**answer, "number": int(numbers[at]), "status": status}
