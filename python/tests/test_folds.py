@@ -29,3 +29,16 @@ def test_grouped_folds_keep_groups_whole_and_sizes_close() -> None:
 def test_random_folds_differ_in_size_by_one_row_at_most() -> None:
     fold = folds(10, 3, -7)  # a negative seed is a seed too
     assert sorted(Counter(fold).values()) == [3, 3, 4]
+
+
+def test_out_of_fold_predictions_take_the_mean_of_a_row_held_out_twice() -> None:
+    import numpy as np
+
+    from gpukeras.tools.folds import out_of_fold
+
+    first = [np.array([[1.0, 0.0], [3.0, 1.0]]), np.array([1.0, 2.0])]
+    second = [np.array([[2.0, 1.0]]), np.array([4.0])]
+    scores, vector = out_of_fold([first, second], [[1, 2], 2], 3)
+    np.testing.assert_array_equal(scores[:2], [[1.0, 0.0], [2.5, 1.0]])
+    assert np.isnan(scores[2]).all()  # never held out
+    np.testing.assert_array_equal(vector[:2], [[1.0], [3.0]])  # a vector as one column

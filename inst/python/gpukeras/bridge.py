@@ -114,6 +114,7 @@ VERBS: dict[str, str] = {
     "search_pruning_outcome": "search.search_trial:pruning_outcome",
     "search_population_plan": "tools.cv_population:plan",
     "folds": "tools.folds:folds",
+    "out_of_fold": "tools.folds:out_of_fold",
     "search_population_ask": "search.search_population:ask",
     "search_population": "search.search_population:train",
     "search_population_tell": "search.search_population:tell",

@@ -1,10 +1,12 @@
 """The folds of gpu_cv() and the rows gpu_search() holds out: each row's fold, drawn with a
 seed (R's own random numbers are left untouched), whole groups together, else stratified by
-class, else at random. An rsample resampling's folds are R's (R/cv-folds.R)."""
+class, else at random. An rsample resampling's folds are R's (R/cv-folds.R). And the folds'
+predictions gathered in the data's row order (gpu_cv()'s out-of-fold predictions)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,3 +46,28 @@ def folds(
             dealt += len(members)
         return [int(f) for f in fold]
     return [int(f) for f in rng.permutation(np.arange(int(rows)) % k + 1)]
+
+
+def out_of_fold(
+    predictions: Sequence[Sequence[Any]], held_out: Sequence[Any], rows: int
+) -> list[np.ndarray]:
+    """The folds' predictions in the data's row order, an array per output: ``predictions``
+    per fold, its outputs' arrays (a vector as one column) for its ``held_out`` rows (1-based,
+    as R numbers them). A row held out more than once gets the mean, one never held out NaN.
+    """
+    gathered = []
+    for output in range(len(predictions[0])):
+        total: np.ndarray | None = None
+        count = np.zeros(int(rows))
+        for fold, index in zip(predictions, held_out):
+            part = np.asarray(fold[output], dtype=np.float64)
+            part = part.reshape(len(part), -1) if part.ndim < 2 else part
+            if total is None:
+                total = np.zeros((int(rows), *part.shape[1:]))
+            at = np.atleast_1d(np.asarray(index, dtype=np.int64)) - 1
+            total[at] += part
+            count[at] += 1
+        assert total is not None
+        with np.errstate(invalid="ignore"):
+            gathered.append(total / count.reshape(-1, *[1] * (total.ndim - 1)))
+    return gathered
