@@ -123,7 +123,8 @@ gpu_memory_plan <- function(model, batch_size, device = NULL, ...) {
 # The gpukeras_memory_plan object from the core's plain data (None as NA).
 new_gpukeras_memory_plan <- function(result) {
   structure(list(
-    parts = typed_rows(result$parts, c(part = "character", mib = "numeric")), total_mib = as.numeric(result$total_mib), batch_size = as.integer(result$batch_size),
+    parts = typed_rows(result$parts, c(part = "character", mib = "numeric")), total_mib = as.numeric(result$total_mib),
+    batch_size = as.integer(result$batch_size),
     fixed_mib = as.numeric(result$fixed_mib), per_sample_mib = as.numeric(result$per_sample_mib),
     largest_batch = as.integer(result$largest_batch %||% NA_integer_),
     largest_batch_reason = result$largest_batch_reason %||% NA_character_, device = result$device,
