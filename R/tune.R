@@ -280,7 +280,9 @@ plot.gpukeras_tune <- function(x, ...) {
     "%s b%d s%d %s", sub("^mixed_", "", t$precision), as.integer(t$batch_size), as.integer(t$steps_per_execution),
     ifelse(t$jit_compile, "xla", "")
   )
-  colours <- ifelse(!t$sound, "firebrick", ifelse(is_recommended(x), "navy", ifelse(t$stopped_early, "grey70", "steelblue")))
+  colours <- ifelse(
+    !t$sound, "firebrick", ifelse(is_recommended(x), "navy", ifelse(t$stopped_early, "grey70", "steelblue"))
+  )
   ylim <- c(0, max(rates, 1) * 1.15)
   at <- pretty(ylim)
   ticks <- format(at, big.mark = ",", scientific = FALSE, trim = TRUE)
