@@ -146,23 +146,22 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   new_gpukeras_batch_size(result)
 }
 
+# The core's rows as a data.frame, each column of the type `types` names ("integer",
+# "numeric", ...): a column that is None in every row arrives as logical NA.
+typed_rows <- function(rows, types) {
+  df <- rows_to_df(rows, names(types))
+  df[] <- Map(function(values, type) match.fun(paste0("as.", type))(values), df, types)
+  df
+}
+
 batch_size_columns <- c(
-  "batch_size", "phase", "fits", "samples_per_second", "step_ms", "estimated_mib", "peak_mib", "reason",
-  "steps_per_epoch"
+  batch_size = "integer", phase = "character", fits = "logical", samples_per_second = "numeric", step_ms = "numeric",
+  estimated_mib = "numeric", peak_mib = "numeric", reason = "character", steps_per_epoch = "integer"
 )
 
-# The gpukeras_batch_size object from the core's plain data. A column that
-# is None in every row arrives as logical NA: each gets its own type back.
+# The gpukeras_batch_size object from the core's plain data.
 new_gpukeras_batch_size <- function(result) {
-  trials <- rows_to_df(result$trials, batch_size_columns)
-  trials$batch_size <- as.integer(trials$batch_size)
-  trials$phase <- as.character(trials$phase)
-  trials$fits <- as.logical(trials$fits)
-  for (column in c("samples_per_second", "step_ms", "estimated_mib", "peak_mib")) {
-    trials[[column]] <- as.numeric(trials[[column]])
-  }
-  trials$reason <- as.character(trials$reason)
-  trials$steps_per_epoch <- as.integer(trials$steps_per_epoch)
+  trials <- typed_rows(result$trials, batch_size_columns)
   estimate <- result$estimate
   estimate$uncounted_layers <- as.character(unlist(estimate$uncounted_layers))
   structure(list(

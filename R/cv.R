@@ -151,9 +151,7 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   if (!is.null(fit_args$class_weight))
     fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
 
-  dir <- tempfile("gpukeras-cv-")
-  dir.create(dir)
-  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  dir <- withr::local_tempdir("gpukeras-cv-")
   carried <- many_data(data, dir, "gpu_cv", call = call)
   seeds <- vapply(seq_along(split$held_out), function(i) derived_seed(seed, i), integer(1))
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
@@ -290,21 +288,9 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
 out_of_fold <- function(outcomes, held_out, rows, levels) {
   first <- outcomes[[1]]$predictions
   several <- is.list(first) && !is.array(first)
-  outputs <- if (several) seq_along(first) else 1L
-  gathered <- lapply(outputs, function(o) {
-    total <- NULL
-    count <- numeric(rows)
-    for (i in seq_along(outcomes)) {
-      part <- as.array(if (several) outcomes[[i]]$predictions[[o]] else outcomes[[i]]$predictions)
-      if (length(dim(part)) == 1L) part <- matrix(part, ncol = 1L)
-      if (is.null(total)) total <- array(0, c(rows, dim(part)[-1]))
-      index <- held_out[[i]]
-      total[index, ] <- total[index, ] + part
-      count[index] <- count[index] + 1
-    }
-    total <- total / count
-    as_output(total, list(levels = levels))
-  })
+  outputs <- lapply(outcomes, function(outcome) if (several) outcome$predictions else list(outcome$predictions))
+  gathered <- core_call("out_of_fold", predictions = outputs, held_out = held_out, rows = rows)
+  gathered <- lapply(gathered, as_output, list(levels = levels))
   if (several) gathered else gathered[[1]]
 }
 

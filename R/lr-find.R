@@ -103,16 +103,12 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
 }
 
 new_gpukeras_lr_find <- function(result) {
-  suggested <- vapply(c("valley", "steepest", "minimum"), function(name) {
-    value <- result$suggested[[name]]
-    if (is.null(value)) NA_real_ else as.numeric(value)
-  }, numeric(1))
-  chosen <- suggested[!is.na(suggested)]
   structure(list(
     history = data.frame(
       lr = as_numbers(result$lr), loss = as_numbers(result$loss), smoothed = as_numbers(result$smoothed)
     ),
-    suggested = suggested, lr = if (length(chosen)) unname(chosen[1]) else NA_real_, stopped = result$stopped,
+    suggested = vapply(result$suggested, function(value) as.numeric(value %||% NA), numeric(1)),
+    lr = as.numeric(result$recommended %||% NA), stopped = result$stopped,
     diverged = isTRUE(result$diverged), advice = result$advice, settings = result$settings
   ), class = "gpukeras_lr_find")
 }

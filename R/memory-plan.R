@@ -122,29 +122,19 @@ gpu_memory_plan <- function(model, batch_size, device = NULL, ...) {
 
 # The gpukeras_memory_plan object from the core's plain data (None as NA).
 new_gpukeras_memory_plan <- function(result) {
-  parts <- rows_to_df(result$parts, c("part", "mib"))
-  parts$part <- as.character(parts$part)
-  parts$mib <- as.numeric(parts$mib)
   structure(list(
-    parts = parts, total_mib = as.numeric(result$total_mib), batch_size = as.integer(result$batch_size),
+    parts = typed_rows(result$parts, c(part = "character", mib = "numeric")), total_mib = as.numeric(result$total_mib),
+    batch_size = as.integer(result$batch_size),
     fixed_mib = as.numeric(result$fixed_mib), per_sample_mib = as.numeric(result$per_sample_mib),
     largest_batch = as.integer(result$largest_batch %||% NA_integer_),
     largest_batch_reason = result$largest_batch_reason %||% NA_character_, device = result$device,
     device_name = result$device_name, free_mib = as.numeric(result$free_mib %||% NA_real_),
     free_source = result$free_source %||% NA_character_, backend = result$backend, dtype_policy = result$dtype_policy,
     optimizer = result$optimizer, uncounted = as.character(unlist(result$uncounted)), method = result$method,
-    method_note = result$method_note %||% NA_character_, changes = plan_changes(result$changes)
+    method_note = result$method_note %||% NA_character_, changes = typed_rows(
+      result$changes, c(change = "character", setting = "character", peak_mib = "numeric", fits = "logical")
+    )
   ), class = "gpukeras_memory_plan")
-}
-
-# The plan's changes as a data.frame (`fits` NA where free memory is not known).
-plan_changes <- function(rows) {
-  data.frame(
-    change = vapply(rows, function(r) r$change, character(1)),
-    setting = vapply(rows, function(r) r$setting, character(1)),
-    peak_mib = vapply(rows, function(r) as.numeric(r$peak_mib), numeric(1)),
-    fits = vapply(rows, function(r) r$fits %||% NA, logical(1)), stringsAsFactors = FALSE
-  )
 }
 
 # Three significant digits in KiB, MiB or GiB: parts differ by orders of magnitude.
@@ -179,7 +169,7 @@ format.gpukeras_memory_plan <- function(x, ...) {
       "<gpukeras memory plan> batch %d on %s (%s, %s, policy %s): %s",
       x$batch_size, x$device, x$device_name, x$backend, x$dtype_policy, format_plan_mib(x$total_mib)
     ),
-    paste0("  ", utils::capture.output(print(shown, row.names = FALSE))),
+    paste0("  ", table_lines(shown)),
     sprintf(
       "Plan:          %s + %s per sample (%s)",
       format_plan_mib(x$fixed_mib), format_plan_mib(x$per_sample_mib), x$method

@@ -30,25 +30,11 @@
 #'   optimizer = search_choice("adam", "sgd")
 #' )
 #' space
-search_int <- function(lower, upper, log = FALSE) {
-  call <- current_env()
-  check_bound(lower, "lower", whole = TRUE, call = call)
-  check_bound(upper, "upper", whole = TRUE, call = call)
-  check_flag(log, call = call)
-  check_range(lower, upper, log, call)
-  new_search_param(list(type = "int", lower = as.integer(lower), upper = as.integer(upper), log = log))
-}
+search_int <- function(lower, upper, log = FALSE) search_range("int", lower, upper, log, current_env())
 
 #' @rdname search_int
 #' @export
-search_float <- function(lower, upper, log = FALSE) {
-  call <- current_env()
-  check_bound(lower, "lower", call = call)
-  check_bound(upper, "upper", call = call)
-  check_flag(log, call = call)
-  check_range(lower, upper, log, call)
-  new_search_param(list(type = "float", lower = as.numeric(lower), upper = as.numeric(upper), log = log))
-}
+search_float <- function(lower, upper, log = FALSE) search_range("float", lower, upper, log, current_env())
 
 #' @rdname search_int
 #' @export
@@ -81,13 +67,14 @@ search_choice <- function(...) {
 
 new_search_param <- function(spec) structure(spec, class = "gpukeras_search_param")
 
-check_bound <- function(x, arg, whole = FALSE, call = caller_env()) {
+# search_int()'s and search_float()'s range: the bounds checked (whole numbers for "int").
+search_range <- function(type, lower, upper, log, call) {
   widest <- .Machine$integer.max
-  if (whole) check_whole_number(x, -widest, widest, arg = arg, call = call) else
-    check_number_decimal(x, arg = arg, call = call)
-}
-
-check_range <- function(lower, upper, log, call) {
+  for (arg in c("lower", "upper")) {
+    if (type == "int") check_whole_number(get(arg), -widest, widest, arg = arg, call = call) else
+      check_number_decimal(get(arg), arg = arg, call = call)
+  }
+  check_flag(log, call = call)
   if (lower > upper) {
     abort_bad_argument(sprintf("`lower` (%s) is above `upper` (%s): give the range from its low end to its high end.",
                                format(lower), format(upper)), call = call)
@@ -98,6 +85,8 @@ check_range <- function(lower, upper, log, call) {
       "Raise `lower` (e.g. 1e-5 for a rate), or use log = FALSE."
     ), call = call)
   }
+  as_type <- if (type == "int") as.integer else as.numeric
+  new_search_param(list(type = type, lower = as_type(lower), upper = as_type(upper), log = log))
 }
 
 #' @export

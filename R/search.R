@@ -204,9 +204,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     return(search_in_background(args, storage, call = call))
   }
 
-  dir <- tempfile("gpukeras-search-")
-  dir.create(dir)
-  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  dir <- withr::local_tempdir("gpukeras-search-")
   request <- search_request(search, model_digest, data, dir, call)
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   search_run(search, request, storage, plan, dir, call)
@@ -256,10 +254,17 @@ search_run <- function(search, request, storage, plan, dir, call) {
     seed = search$seed, space = request$space
   ), call)
   on.exit(track_many_end(tracked, "FAILED"), add = TRUE)
-  population <- search_population_plan(search, tracked, call)
+  population <- core_call(
+    "search_population_plan",
+    population = search$population %||% "auto", fit = as.list(c(names(search$fixed), names(search$searched))),
+    learning_rate = search$fixed$learning_rate, tracking = !is.null(tracked$track), kind = "trials", error_call = call
+  )
   # populations: a batch of trials at a time, split by the values that set their shapes
-  groups <- if (isTRUE(population$population))
-    search_groups(c(names(search$space), intersect("batch_size", names(search$searched))))
+  groups <- if (isTRUE(population$population)) core_call(
+    "search_groups",
+    shapes = as.list(c(names(search$space), intersect("batch_size", names(search$searched)))),
+    reason = population$reason
+  )
   opened <- core_call(
     "search_open",
     storage = storage$url, study = search$study, space = request$space, request = request$study,
@@ -271,8 +276,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
     verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
   ))
   running <- function() { # the trials asked and not told: in a worker, or waiting for one (`groups`)
-    tasks <- c(lapply(Filter(Negate(is.null), pool$busy), function(worker) worker$task), groups$queue)
-    unlist(lapply(tasks, search_task_numbers))
+    busy <- lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task))
+    unlist(c(busy, if (!is.null(groups)) core_call("search_groups_state", groups = groups)$queued))
   }
   on.exit({
     if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
@@ -308,33 +313,40 @@ search_run <- function(search, request, storage, plan, dir, call) {
       )
     ))
   }
+  # The next task (NULL when the budget is spent): a trial in a process of its own, or with
+  # populations a group of trials (the core splits each batch it asks and says how each trains).
+  # `plan_memory = FALSE`: a population's result has no one fit's peak memory, so
+  # workers_per_device = "auto" adds no worker on its GPU (the core splits a group that does
+  # not fit instead).
   next_task <- function() {
-    if (!is.null(groups)) return(search_groups_next(groups, opened, common, trial_task, call))
-    asked <- core_call("search_ask", search = opened, error_call = call)
+    if (is.null(groups)) {
+      asked <- core_call("search_ask", search = opened, error_call = call)
+    } else {
+      asked <- core_call("search_groups_next", groups = groups, search = opened, error_call = call)
+      if (!is.null(asked$trials)) return(c(common, list(
+        run = "search_population_run", population = TRUE, trials = asked$trials, width = asked$width,
+        seed = asked$trials[[1]]$seed, plan_memory = FALSE
+      )))
+    }
     if (!is.null(asked)) trial_task(asked)
   }
   on_end <- function(ended) {
     device <- pool$slots[[ended$slot]]$device
-    if (!is.null(groups)) search_groups_measure(groups, ended)
-    if (isTRUE(ended$task$population)) {
-      each <- search_population_tell(opened, ended, device)
-      stops <- vapply(each, function(told) !is.null(told$stop), logical(1))
-      at <- if (any(stops)) which(stops)[1] else 1L
-      told <- each[[at]]
-      number <- search_task_numbers(ended$task)[[at]]
-    } else {
-      told <- core_call(
-        "search_tell",
-        search = opened, number = ended$task$trial$number,
-        result = ended$result[intersect(c("error", "pruning"), names(ended$result))],
-        seconds = ended$seconds, device = device
-      )
-      track_trial_end(tracked, ended, told, call)
-      number <- ended$task$trial$number
-    }
+    if (!is.null(groups)) core_call(
+      "search_groups_ended",
+      groups = groups, population = isTRUE(ended$task$population), seconds = as.numeric(ended$seconds %||% 0),
+      trials = length(search_task_numbers(ended$task))
+    )
+    told <- core_call(
+      "search_tell_task",
+      search = opened, numbers = as.list(search_task_numbers(ended$task)), population = isTRUE(ended$task$population),
+      result = ended$result[intersect(c("error", "pruning", "trials"), names(ended$result))],
+      seconds = ended$seconds, device = device
+    )
+    if (!isTRUE(ended$task$population)) track_trial_end(tracked, ended, told, call)
     if (!is.null(told$stop)) {
       process_abort(
-        c(sprintf("Trial %d failed, and no trial has completed.", number),
+        c(sprintf("Trial %d failed, and no trial has completed.", told$number),
           "The search stopped: every trial would meet this. The study keeps the trial as failed."),
         "gpukeras_error_search_trial",
         parent = ended$condition %||% rlang::error_cnd(
@@ -347,7 +359,7 @@ search_run <- function(search, request, storage, plan, dir, call) {
     list()
   }
   worker_run(pool, on_end = on_end, next_task = next_task)
-  if (!is.null(groups)) population$reason <- search_groups_why(groups, population$reason)
+  if (!is.null(groups)) population$reason <- core_call("search_groups_state", groups = groups)$why
   result <- new_gpukeras_search(
     core_call("search_trials", search = opened), names(request$space), storage, search$study, search$seed,
     search$objective, validation, pool$plan, population
@@ -366,15 +378,11 @@ search_run <- function(search, request, storage, plan, dir, call) {
 track_trial_end <- function(tracked, ended, told, call) {
   context <- ended$task$track$context
   if (is.null(context)) return(invisible())
-  state <- told$state
-  reason <- told$reason %||% if (identical(state, "pruned")) sprintf("pruned after epoch %d", told$epochs)
   track_record(
     tracked$track, context$key,
-    metrics = if (identical(state, "complete")) list(objective = told$value),
-    params = context$params,
-    tags = Filter(Negate(is.null), list(gpukeras.trial_state = state, gpukeras.trial_reason = reason)),
-    status = switch(state, complete = "FINISHED", pruned = "KILLED", "FAILED"),
-    name = context$name, kind = "trial", call = call
+    metrics = if (identical(told$state, "complete")) list(objective = told$value), params = context$params,
+    tags = Filter(Negate(is.null), list(gpukeras.trial_state = told$state, gpukeras.trial_reason = told$reason)),
+    status = told$status, name = context$name, kind = "trial", call = call
   )
 }
 
@@ -389,7 +397,7 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
   }
   if (!startsWith(objective, "val_")) return(list(description = "none"))
   rows <- training_rows(data)
-  held <- withr::with_seed(seed, which(label_folds(data, 5L) == 1L))
+  held <- which(label_folds(data, 5L, seed) == 1L)
   stratified <- if (is_class_labels(data$y)) ", stratified" else ""
   list(rows = held, train_rows = setdiff(seq_len(rows), held),
        description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, stratified, seed))

@@ -186,6 +186,15 @@ new_gpukeras_tune <- function(result, data_kind) {
   ), class = "gpukeras_tune")
 }
 
+# Which runs are the recommended combination's (none where nothing is recommended).
+is_recommended <- function(x) {
+  t <- x$trials
+  best <- x$recommended
+  if (is.null(best)) return(rep(FALSE, nrow(t)))
+  t$sound & t$precision == best$precision & t$batch_size == best$batch_size &
+    t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
+}
+
 describe_combination <- function(x) {
   sprintf(
     "%s, batch %d, steps_per_execution %d, jit_compile %s",
@@ -212,11 +221,7 @@ format.gpukeras_tune <- function(x, ...) {
   )
   best <- x$recommended
   base <- t$samples_per_second[t$axis == "baseline"][1]
-  chosen <- if (!is.null(best)) {
-    row <- t$sound & t$precision == best$precision & t$batch_size == best$batch_size &
-      t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
-    t$samples_per_second[row][1]
-  }
+  chosen <- t$samples_per_second[is_recommended(x)][1]
   c(
     sprintf(
       "<gpukeras tune> %d runs in %.0f s on %s (%s, %s backend); batch sizes: %s",
@@ -224,12 +229,11 @@ format.gpukeras_tune <- function(x, ...) {
     ),
     # Notes below the table, not in it: a column of them would make print() wrap it at 80 columns.
     table_lines(shown),
-    vapply(which(!t$sound), function(i) {
-      sprintf("UNSOUND: %s: %s", describe_combination(t[i, ]), sub("^unsound: ", "", t$note[i]))
-    }, character(1)),
-    vapply(which(t$stopped_early), function(i) {
-      sprintf("Stopped early: %s: %s", describe_combination(t[i, ]), sub("^stopped early: ", "", t$note[i]))
-    }, character(1)),
+    sprintf("UNSOUND: %s: %s", describe_combination(t[!t$sound, ]), sub("^unsound: ", "", t$note[!t$sound])),
+    sprintf(
+      "Stopped early: %s: %s", describe_combination(t[t$stopped_early, ]),
+      sub("^stopped early: ", "", t$note[t$stopped_early])
+    ),
     skipped_lines(x$skipped),
     if (!is.na(x$loss_samples %||% NA))
       sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
@@ -276,14 +280,9 @@ plot.gpukeras_tune <- function(x, ...) {
     "%s b%d s%d %s", sub("^mixed_", "", t$precision), as.integer(t$batch_size), as.integer(t$steps_per_execution),
     ifelse(t$jit_compile, "xla", "")
   )
-  best <- x$recommended
-  chosen <- if (!is.null(best)) {
-    t$precision == best$precision & t$batch_size == best$batch_size &
-      t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
-  } else {
-    rep(FALSE, nrow(t))
-  }
-  colours <- ifelse(!t$sound, "firebrick", ifelse(chosen, "navy", ifelse(t$stopped_early, "grey70", "steelblue")))
+  colours <- ifelse(
+    !t$sound, "firebrick", ifelse(is_recommended(x), "navy", ifelse(t$stopped_early, "grey70", "steelblue"))
+  )
   ylim <- c(0, max(rates, 1) * 1.15)
   at <- pretty(ylim)
   ticks <- format(at, big.mark = ",", scientific = FALSE, trim = TRUE)

@@ -284,6 +284,28 @@ def test_the_core_says_which_failures_stop_the_search(tmp_path: Path) -> None:
     assert search.trials(study)["state"] == ["failed"] * 4 + ["complete", "failed", "running"]
 
 
+def test_a_task_that_failed_fails_each_of_its_trials_and_says_which_stops_the_search(
+    tmp_path: Path,
+) -> None:
+    """``tell_task`` tells each trial of a task that failed with the task's error, and
+    answers with the first that stops the search, its ``number`` with it."""
+    from gpukeras.search import search_population
+
+    study = opened(tmp_path, trials=5)
+    for _ in range(5):
+        search.ask(study)
+    lost = search_population.tell_task(study, [0], failed("gpukeras_error_out_of_memory"))
+    assert lost["number"] == 0 and lost["stop"] is None and lost["status"] == "FAILED"
+    told = search_population.tell_task(
+        study, [1, 2], failed("gpukeras_error_bad_model"), population=True
+    )
+    assert told["number"] == 1 and told["stop"]["class"] == ["gpukeras_error_bad_model"]
+    assert search_population.tell_task(study, [3], None)["reason"].startswith("the objective")
+    pruned = search_population.tell_task(study, [4], trained(0.5, 0.4, pruned=True))
+    assert (pruned["status"], pruned["reason"]) == ("KILLED", "pruned after epoch 2")
+    assert search.trials(study)["state"] == ["failed"] * 4 + ["pruned"]
+
+
 @pytest.mark.usefixtures("both_storages")
 def test_a_trial_whose_heartbeat_stopped_is_failed_and_asked_again_by_optuna(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -612,6 +634,40 @@ def test_a_batch_of_trials_is_the_budget_where_nothing_learns_from_completed_one
     assert search_population.ask(plain) == {"width": 20, "trials": []}  # the budget is spent
     pruned = opened(tmp_path, trials=20, sampler="random")
     assert search_population.batch_size(pruned) == search_population.TRIALS_PER_BATCH
+
+
+def test_a_batch_splits_by_its_shapes_and_processes_that_measured_faster_train_as_processes(
+    tmp_path: Path,
+) -> None:
+    """A batch's trials group by the values that set their shapes; a group of one trains as
+    a process, a group of several as a population unless processes measured faster (2 s a
+    trial in a process, 5 s a population's task: 2 trials as processes, 3 as a population),
+    and the queue and ``trained_why`` say so."""
+    from gpukeras.search import search_population
+
+    def trial(number: int, units: int, lr: float) -> dict:
+        return {"number": number, "params": {"units": units, "lr": lr}}
+
+    batch = [trial(0, 16, 0.1), trial(1, 32, 0.1), trial(2, 16, 0.01), trial(3, 64, 0.1)]
+    groups = search_population.shape_groups(batch, ["units"])
+    assert [[t["number"] for t in group] for group in groups] == [[0, 2], [1], [3]]
+    assert len(search_population.shape_groups(batch, ["units", "lr"])) == 4
+    groups_of = search_population.open_groups(["units"], "the plan's reason")
+    assert groups_of.way(1) == "process" and groups_of.way(2) == "population"
+    search_population.ended(groups_of, True, 10.0, 3)
+    search_population.ended(groups_of, True, 0.0, 3)
+    for _ in range(4):
+        search_population.ended(groups_of, False, 2.0, 1)
+    assert groups_of.way(2) == "process" and groups_of.way(3) == "population"
+    plain = opened(tmp_path, trials=3, sampler="random", pruner="none")
+    first = search_population.next_task(groups_of, plain)
+    assert first is not None and len(first.get("trials", [first])) in (1, 3)
+    state = search_population.state(groups_of)
+    assert state["why"].startswith("the plan's reason, split by architecture into tasks")
+    assert len(state["queued"]) + len(first.get("trials", [first])) == 3
+    while search_population.next_task(groups_of, plain) is not None:
+        pass
+    assert search_population.state(groups_of)["queued"] == []
 
 
 def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ test_that("the core's plain data becomes a trials data.frame with one type per c
   sizes <- new_gpukeras_batch_size(batch_core_result())
   expect_s3_class(sizes, "gpukeras_batch_size")
   trials <- sizes$trials
-  expect_identical(names(trials), batch_size_columns)
+  expect_identical(names(trials), names(batch_size_columns))
   expect_identical(trials$batch_size, c(64L, 128L, 256L, 192L, 224L, 208L))
   expect_identical(trials$fits, c(TRUE, TRUE, FALSE, TRUE, FALSE, TRUE))
   expect_identical(trials$samples_per_second, c(32000, 64000, NA, 60000, NA, 61000))

@@ -3,14 +3,14 @@
 
 test_that("stratified folds keep each class's share, grouped folds keep groups whole", {
   classes <- rep(c("a", "b", "c"), c(60, 30, 9))
-  fold <- withr::with_seed(1, stratified_folds(classes, 3L))
+  fold <- label_folds(list(kind = "r", x = matrix(0, 99, 1), y = classes), 3L, 1L)
   shares <- table(fold, classes)
   # every fold has a third of each class, within one row
   expect_true(all(abs(shares - rep(c(20, 10, 3), each = 3)) <= 1))
   expect_setequal(unique(fold), 1:3)
 
   group <- rep(sprintf("patient%02d", 1:20), times = c(rep(5, 10), rep(1, 10)))
-  fold <- withr::with_seed(2, group_folds(group, 4L, current_env()))
+  fold <- label_folds(list(kind = "r", x = matrix(0, 60, 1)), 4L, 2L, group)
   # every group in one fold
   expect_true(all(tapply(fold, group, function(f) length(unique(f))) == 1))
   sizes <- as.vector(table(fold))

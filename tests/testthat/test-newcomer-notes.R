@@ -23,7 +23,7 @@ lr_find_result <- function(how) {
       )
     )),
     turned_up = c(base, list(
-      suggested = list(valley = 0.0041, steepest = 0.0169, minimum = 0.043),
+      suggested = list(valley = 0.0041, steepest = 0.0169, minimum = 0.043), recommended = 0.0041,
       stopped = "ran all 20 steps; the loss rose after its lowest, short of diverging (4 x it)",
       diverged = FALSE, advice = NULL
     ))

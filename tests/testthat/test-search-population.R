@@ -198,26 +198,6 @@ test_that("a model that refuses the data fails a batch as it fails a process's t
   expect_snapshot(raise_again(populations), error = TRUE)
 })
 
-test_that("a batch splits by its shapes; a group of one, or where processes measured faster, trains as processes", {
-  trial <- function(number, units, lr) list(number = number, params = list(units = units, lr = lr))
-  batch <- list(trial(0, 16L, 0.1), trial(1, 32L, 0.1), trial(2, 16L, 0.01), trial(3, 64L, 0.1))
-  groups <- search_shape_groups(batch, "units")
-  expect_identical(lapply(groups, function(group) vapply(group, `[[`, 1, "number")), list(c(0, 2), 1, 3))
-  expect_length(search_shape_groups(batch, c("units", "lr")), 4L)
-  none <- c(population = 0, process = 0)
-  unmeasured <- list(seconds = none, trials = none, tasks = none)
-  expect_identical(search_group_as(unmeasured, 1L), "process")
-  expect_identical(search_group_as(unmeasured, 2L), "population")
-  # 2 s a trial in a process, 5 s a population's task: 2 trials as processes, 3 as a population
-  measured <- list(
-    seconds = c(population = 10, process = 8), trials = c(population = 6, process = 4),
-    tasks = c(population = 2, process = 4)
-  )
-  expect_identical(search_group_as(measured, 2L), "process")
-  expect_identical(search_group_as(measured, 3L), "population")
-  expect_match(search_groups_measured(measured, 2L), "2.0 s a trial in a process, 5.0 s a population", fixed = TRUE)
-})
-
 test_that("a units search trains its architectures at once in two workers, a group of one as a process", {
   mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")

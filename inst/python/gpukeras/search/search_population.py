@@ -4,24 +4,24 @@ each told as a trial of its own process is told.
 ``ask`` asks the study (in the R session) for up to ``n`` trials at once (``search.ask``
 each: the budget, the owner, the seed as for any trial; a study opened with ``batch``
 makes TPE lie constantly about the running ones, so a batch's trials differ; random and
-grid draw as they do). The session splits a batch by the values that set its trials'
-shapes (model_fn's parameters, a searched batch size: R's search_groups_next), a task for a
-worker each, so that other architectures train at once in other workers (a group of one
-trains as a trial of its own process). ``train`` runs in one worker, which made each
-trial's model there (``model_fn(params)`` is R code, called after the trial's seed): the
-models are made ready as gpu_fit(seed = ) starts a fit (``population.prepare``: the seed,
-the build, the trial's learning rate), grouped by architecture and batch size
-(``population.mismatch``: a task's trials are one architecture where model_fn builds one
-for equal values), a group that
-does not fit the memory split in halves (``cv_population.fits_memory``), and each group
-trained as one ``Population``, padded to the search's batch width where it holds half of it
-(``padded_width``: a batch's programs are then those an earlier batch compiled). After each
-epoch each member reports its objective to its trial (``search_trial.Reporter``, as a
-trial's own process reports it, its heartbeat recorded while the group trains); the
-pruner's verdict stops that member alone (``Population.stop``) and tells its trial pruned
-at once, and a loss that is not finite stops the member too (it fails, saying why).
-``tell`` tells each member's end to the study with ``search.tell``, so a member's state and
-value are decided as a process's are: the objective at its last epoch.
+grid draw as they do). ``next_task`` splits a batch by the values that set its trials'
+shapes (model_fn's parameters, a searched batch size: ``Groups``), a task for a worker
+each, so that other architectures train at once in other workers (a group of one, or where
+processes measured faster, trains as trials of their own processes). ``train`` runs in one
+worker, which made each trial's model there (``model_fn(params)`` is R code, called after
+the trial's seed): the models are made ready as gpu_fit(seed = ) starts a fit
+(``population.prepare``: the seed, the build, the trial's learning rate), grouped by
+architecture and batch size (``population.mismatch``: a task's trials are one architecture
+where model_fn builds one for equal values), a group that does not fit the memory split in
+halves (``cv_population.fits_memory``), and each group trained as one ``Population``,
+padded to the search's batch width where it holds half of it (``padded_width``: a batch's
+programs are then those an earlier batch compiled). After each epoch each member reports
+its objective to its trial (``search_trial.Reporter``, as a trial's own process reports
+it, its heartbeat recorded while the group trains); the pruner's verdict stops that member
+alone (``Population.stop``) and tells its trial pruned at once, and a loss that is not
+finite stops the member too (it fails, saying why). ``tell`` tells each member's end to
+the study with ``search.tell``, so a member's state and value are decided as a process's
+are: the objective at its last epoch.
 """
 
 from __future__ import annotations
@@ -68,6 +68,123 @@ def ask(search: searching.Search, n: int | None = None) -> Record:
             break
         asked.append(trial)
     return {"width": width, "trials": asked}
+
+
+class Groups:
+    """The session's populations: each batch ``ask`` gives split by ``shapes`` (the names of
+    the values that set a trial's shapes: model_fn's parameters and a searched batch size;
+    equal values build one architecture, whose trials can train as one population), a task
+    for a worker each, so that groups of other shapes train at once in other workers. What
+    R holds and passes back to ``next_task``, ``ended`` and ``state`` (an object, not a
+    dataclass, so the bridge hands it over as it is).
+
+    ``queue``: the tasks asked and not yet given to a worker; ``seconds``, ``trials`` and
+    ``tasks``: of the tasks that ended, as populations and as processes; ``as_trials`` and
+    ``as_groups``: how many trials and groups trained each way; ``why``: why groups of
+    several trained as processes, if any did; ``reason``: the plan's."""
+
+    def __init__(self, shapes: Sequence[str], reason: str) -> None:
+        self.shapes = list(shapes)
+        self.reason = reason
+        self.queue: list[Record] = []
+        ways = ("population", "process")
+        self.seconds = dict.fromkeys(ways, 0.0)
+        self.trials, self.tasks = dict.fromkeys(ways, 0), dict.fromkeys(ways, 0)
+        self.as_trials, self.as_groups = dict.fromkeys(ways, 0), dict.fromkeys(ways, 0)
+        self.why: str | None = None
+
+    def way(self, n: int) -> str:
+        """How a group of ``n`` trials trains: "process" (each trial a fit in a worker
+        process, as with population = FALSE) or "population". A group of one is a process:
+        a population of one would compile the population's programs for one fit's work. A
+        group of several is a population, unless the tasks that ended say processes are
+        cheaper: ``n`` fits at the seconds a trial took in a process, fewer than the seconds
+        a population's task took."""
+        if n == 1:
+            return "process"
+        if not all(self.tasks.values()):
+            return "population"
+        return "process" if n * self.per_trial() < self.per_population() else "population"
+
+    def per_trial(self) -> float:
+        return self.seconds["process"] / self.trials["process"]
+
+    def per_population(self) -> float:
+        return self.seconds["population"] / self.tasks["population"]
+
+
+def open_groups(shapes: Sequence[str], reason: str) -> Groups:
+    """A search's ``Groups``, ``reason`` the population plan's."""
+    return Groups(shapes, reason)
+
+
+def shape_groups(trials: Sequence[Record], shapes: Sequence[str]) -> list[list[Record]]:
+    """The trials of a batch (each as ``ask`` gives it) in groups of equal ``shapes``
+    values, in the order they were asked."""
+    groups: dict[str, list[Record]] = {}
+    for trial in trials:
+        key = repr([trial["params"].get(name) for name in shapes])
+        groups.setdefault(key, []).append(trial)
+    return list(groups.values())
+
+
+def next_task(groups: Groups, search: searching.Search) -> Record | None:
+    """The next task (None when the budget is spent), the queue's first, asking the study
+    for a batch (``ask``) when the queue is empty: a trial as ``searching.ask`` gives it, to
+    train in a process of its own, or a population's ``trials`` (``number``, ``trial_id``,
+    ``params``, ``seed`` each) and ``width`` (the trials asked, which a short group pads
+    to, ``padded_width``)."""
+    if not groups.queue:
+        batch = ask(search)
+        for group in shape_groups(batch["trials"], groups.shapes):
+            way = groups.way(len(group))
+            if way == "process" and len(group) > 1:
+                groups.why = (
+                    f"a group of {len(group)} trained as processes, which measured faster: "
+                    f"{groups.per_trial():.1f} s a trial in a process, "
+                    f"{groups.per_population():.1f} s a population"
+                )
+            groups.as_trials[way] += len(group)
+            groups.as_groups[way] += 1
+            if way == "process":
+                groups.queue.extend(group)
+            else:
+                keys = ("number", "trial_id", "params", "seed")
+                members = [{key: trial[key] for key in keys} for trial in group]
+                groups.queue.append({"trials": members, "width": batch["width"]})
+    return groups.queue.pop(0) if groups.queue else None
+
+
+def ended(groups: Groups, population: bool, seconds: float, trials: int) -> None:
+    """Count an ended task's ``seconds`` (its worker's time on it) and ``trials`` as a
+    population's or a process's."""
+    kind = "population" if population else "process"
+    groups.seconds[kind] += seconds
+    groups.trials[kind] += int(trials)
+    groups.tasks[kind] += 1
+
+
+def state(groups: Groups) -> Record:
+    """``queued``: the numbers of the trials asked and not yet given to a worker; ``why``:
+    the search's ``trained_why``, the plan's reason, then how many trials trained each way."""
+    queued = [t["number"] for task in groups.queue for t in task.get("trials", [task])]
+    done = []
+    if groups.as_trials["population"] > 0:
+        done.append(
+            f"{groups.as_trials['population']} trials in "
+            f"{groups.as_groups['population']} populations"
+        )
+    if groups.as_trials["process"] > 0:
+        done.append(
+            f"{groups.as_trials['process']} in processes of their own "
+            "(a group of one trains as a process)"
+        )
+    if groups.why:
+        done.append(groups.why)
+    why = groups.reason
+    if done:
+        why = f"{why}, split by architecture into tasks for the workers: {'; '.join(done)}"
+    return {"queued": queued, "why": why}
 
 
 def padded_width(count: int, width: int) -> int:
@@ -321,3 +438,35 @@ def tell(
         )
         for trial in trials
     ]
+
+
+def tell_task(
+    search: searching.Search,
+    numbers: Sequence[int],
+    result: Mapping[str, Any] | None,
+    population: bool = False,
+    seconds: float | None = None,
+    device: str | None = None,
+) -> Record:
+    """Tell the study how a worker's task ended, from its raw ``result``: a population's
+    ``trials`` each as ``tell`` tells them, else (a trial of its own process, or a population
+    task that failed: each of its trials fails with its ``error``) each of ``numbers`` as
+    ``search.tell`` tells it. Returns the first answer whose ``stop`` is set (else the
+    first), with ``number``, its trial's, and ``status``, its tracked run's ("FINISHED",
+    "KILLED" when pruned, else "FAILED"); a pruned trial's ``reason`` says after which epoch."""
+    result = result or {}  # R's empty list arrives as one
+    trials = result.get("trials")
+    if population and result.get("error") is None and trials is not None:
+        told = tell(search, trials, device)
+    else:
+        raw = {key: result[key] for key in ("error", "pruning") if key in result}
+        told = [
+            searching.tell(search, int(number), raw, seconds=seconds, device=device)
+            for number in numbers
+        ]
+    at = next((i for i, answer in enumerate(told) if answer["stop"] is not None), 0)
+    answer = told[at]
+    status = {"complete": "FINISHED", "pruned": "KILLED"}.get(answer["state"], "FAILED")
+    if answer["state"] == "pruned" and answer["reason"] is None:
+        answer = {**answer, "reason": f"pruned after epoch {answer['epochs']}"}
+    return {**answer, "number": int(numbers[at]), "status": status}

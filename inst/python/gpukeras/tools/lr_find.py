@@ -197,6 +197,7 @@ def find(
         ``lr``, ``loss`` and ``smoothed`` per step trained; ``suggested``
         (``valley``, ``steepest``, ``minimum``: rates, None where the curve
         gives none, and all None when the loss neither diverged nor turned up);
+        ``recommended`` (``valley``, else ``steepest``, else ``minimum``; None for none);
         ``stopped`` (why it stopped, and how the curve ended when it ran all steps);
         ``diverged`` (the loss blew up or became NaN/Inf before the last step);
         ``advice`` (what to change when no rate is suggested for want of a turn, else
@@ -255,6 +256,8 @@ def find(
         "loss": losses,
         "smoothed": smoothed + [math.nan] * (len(losses) - len(smoothed)),
         "suggested": suggested,
+        # the rate recommended: valley, else steepest, else minimum (None: none suggested)
+        "recommended": next((rate for rate in suggested.values() if rate is not None), None),
         "stopped": stopped,
         "diverged": diverged,
         "advice": advice,

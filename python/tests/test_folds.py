@@ -1,0 +1,44 @@
+"""tools/folds.py: gpu_cv()'s folds and gpu_search()'s held-out rows, drawn with a seed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpukeras.tools.folds import folds
+
+
+def test_stratified_folds_keep_each_class_share_within_one_row() -> None:
+    classes = ["a"] * 60 + ["b"] * 30 + ["c"] * 9
+    fold = folds(99, 3, 1, classes=classes)
+    shares = Counter(zip(fold, classes))
+    for f in (1, 2, 3):
+        for label, whole in (("a", 60), ("b", 30), ("c", 9)):
+            assert abs(shares[(f, label)] - whole / 3) <= 1
+    assert fold == folds(99, 3, 1, classes=classes)  # the same seed, the same folds
+    assert fold != folds(99, 3, 2, classes=classes)
+
+
+def test_grouped_folds_keep_groups_whole_and_sizes_close() -> None:
+    groups = [f"patient{i:02d}" for i in range(20) for _ in range(5 if i < 10 else 1)]
+    fold = folds(len(groups), 4, 2, groups=groups)
+    assert all(len({f for f, g in zip(fold, groups) if g == name}) == 1 for name in set(groups))
+    sizes = Counter(fold).values()
+    assert len(sizes) == 4 and max(sizes) - min(sizes) <= 5
+
+
+def test_random_folds_differ_in_size_by_one_row_at_most() -> None:
+    fold = folds(10, 3, -7)  # a negative seed is a seed too
+    assert sorted(Counter(fold).values()) == [3, 3, 4]
+
+
+def test_out_of_fold_predictions_take_the_mean_of_a_row_held_out_twice() -> None:
+    import numpy as np
+
+    from gpukeras.tools.folds import out_of_fold
+
+    first = [np.array([[1.0, 0.0], [3.0, 1.0]]), np.array([1.0, 2.0])]
+    second = [np.array([[2.0, 1.0]]), np.array([4.0])]
+    scores, vector = out_of_fold([first, second], [[1, 2], 2], 3)
+    np.testing.assert_array_equal(scores[:2], [[1.0, 0.0], [2.5, 1.0]])
+    assert np.isnan(scores[2]).all()  # never held out
+    np.testing.assert_array_equal(vector[:2], [[1.0], [3.0]])  # a vector as one column
