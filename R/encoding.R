@@ -131,26 +131,6 @@ check_columns <- function(df, name, call = caller_env()) {
   }
 }
 
-# The columns a data.frame part becomes (one per level of a one-hot factor),
-# and the words that say so: "5 columns: income, region (4 levels, one-hot)".
-part_width <- function(part) {
-  if (!identical(part$type, "data.frame")) return(prod(part$shape))
-  sum(vapply(part$columns, function(column) {
-    if (identical(column$encoding, "one_hot")) length(column$levels) else 1L
-  }, numeric(1)))
-}
-
-describe_columns <- function(part) {
-  words <- vapply(names(part$columns), function(name) {
-    column <- part$columns[[name]]
-    if (!identical(column$type, "factor")) return(name)
-    sprintf("%s (%d levels, %s)", name, length(column$levels),
-            if (column$encoding == "one_hot") "one-hot" else "integer codes")
-  }, character(1))
-  width <- part_width(part)
-  sprintf("%d column%s: %s", width, if (width == 1) "" else "s", paste(words, collapse = ", "))
-}
-
 # Columns are matched by name when new data comes (predict(), evaluate()): a name that
 # two columns share, or an empty one, would train by position and predict by name.
 check_column_names <- function(names, name, call = caller_env()) {
