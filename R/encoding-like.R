@@ -152,8 +152,8 @@ encoding_columns_lines <- function(encoding, prefix = "") {
 # it, or whose output has another width than the labels' `levels`: the core's classed error,
 # before training (serve/scoring.py check_widths).
 check_input_width <- function(model, encoding, call = caller_env()) {
-  if (is.null(encoding)) return(invisible())
-  core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
+  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs) # else nothing to check
+  if (length(frames)) core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
 }
 
 check_output_width <- function(model, levels, call = caller_env()) {
