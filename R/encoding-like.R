@@ -153,7 +153,9 @@ encoding_columns_lines <- function(encoding, prefix = "") {
 # before training (serve/scoring.py check_widths).
 check_input_width <- function(model, encoding, call = caller_env()) {
   frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs) # else nothing to check
-  if (length(frames)) core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
+  if (length(frames)) {
+    core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
+  }
 }
 
 check_output_width <- function(model, levels, call = caller_env()) {
