@@ -48,33 +48,9 @@ encoding_to_plain <- function(encoding) {
   plain
 }
 
-# The plain form as reticulate reads it back: from JSON (encoding_to_plain()'s lists) or
-# from the core that made it (made_encoding()).
-encoding_from_plain <- function(plain) {
-  strings <- function(x) as.character(unlist(x))
-  part_from_plain <- function(part) {
-    if (identical(part$type, "data.frame")) {
-      columns <- lapply(part$columns, function(column) {
-        if (!is.null(column$levels)) column$levels <- strings(column$levels)
-        if (identical(column$type, "factor")) column$encoding <- column$encoding %||% "codes" # before one-hot: codes
-        column
-      })
-      return(list(type = "data.frame", columns = columns[strings(part$column_order)]))
-    }
-    list(type = "array", shape = as.integer(unlist(part$shape)), names = if (length(part$names)) strings(part$names))
-  }
-  inputs <- lapply(plain$inputs, part_from_plain)[strings(plain$input_order)]
-  y <- plain$y
-  if (!is.null(y$levels)) y$levels <- strings(y$levels)
-  encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
-  if (!is.null(plain$images)) {
-    encoding$images <- list(
-      image_size = as.integer(unlist(plain$images$image_size)), color_mode = plain$images$color_mode,
-      rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
-    )
-  }
-  encoding
-}
+# The plain form as the core gives it (data/encoding.py data_encoding, normalized(): every
+# field present, in order), which reticulate reads with levels, shapes and names as vectors.
+encoding_from_plain <- function(plain) structure(plain, class = "gpukeras_encoding")
 
 # The encoding in words, as the core writes it (data/encoding.py encoding_lines): `form`
 # "print", "fit" (the fit report's line) or "columns" (each data.frame input's columns).

@@ -9,6 +9,8 @@
 #           "one_hot" | "codes" <for factors>, character = TRUE <for a character
 #           column, a factor of its values>))), or
 #           list(type = "array", shape = <dims after the rows>, names = <colnames>)
+#   input_order the inputs' names (a data.frame part's `column_order` its columns'): the
+#           order JSON objects do not keep
 #   several whether x was a named list of inputs
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
 #   na      the NA rule training used ("error" or "drop")
@@ -21,7 +23,10 @@
 # or one integer code ("codes", for an Embedding layer; gpu_dataset(factors = )).
 
 new_encoding <- function(inputs, several, y, na) {
-  structure(list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"), class = "gpukeras_encoding")
+  structure(
+    list(inputs = inputs, input_order = names(inputs), several = several, y = y, na = na, x_dtype = "float32"),
+    class = "gpukeras_encoding"
+  )
 }
 
 # The encoding of training data `x` (a part, or a named list of them) and `y`; `factors`

@@ -278,3 +278,21 @@ def test_a_model_of_another_width_than_the_encoding_is_told_both():
     check_widths(model, None, ["a", "b", "c"])
     wide = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
     check_widths(wide, PLAIN, ["no", "yes"])
+
+
+def test_a_file_of_any_version_is_read_in_full_factors_without_a_rule_as_codes():
+    old = {
+        "inputs": {
+            "x": {
+                "type": "data.frame",
+                "columns": {"b": {"type": "factor", "levels": ["p"]}, "a": {"type": "numeric"}},
+                "column_order": ["a", "b"],
+            }
+        },
+        "y": None,
+    }
+    full = encoding.normalized(old)
+    assert list(full["inputs"]["x"]["columns"]) == ["a", "b"] == full["inputs"]["x"]["column_order"]
+    assert full["inputs"]["x"]["columns"]["b"]["encoding"] == "codes"
+    assert (full["input_order"], full["several"], full["na"]) == (["x"], False, "error")
+    assert encoding.normalized(full) == full

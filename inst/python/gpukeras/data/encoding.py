@@ -239,6 +239,38 @@ def data_encoding(
     }
 
 
+def normalized(plain: Mapping[str, Any]) -> dict[str, Any]:
+    """The plain form ``plain`` (a file gpu_save() wrote, of any version) in full, as
+    ``data_encoding`` makes it: the inputs and each data.frame's columns in their recorded
+    order (``input_order``, ``column_order``), each factor column's rule (codes, for an
+    encoding recorded before one-hot existed), ``several`` and the NA rule ("error" where
+    none was recorded), its fields in data_encoding's order and any others (``images``)
+    after them. R reads this form as it is (encoding_from_plain())."""
+    inputs = plain["inputs"]
+    order = list(plain.get("input_order") or inputs)
+    parts: dict[str, object] = {}
+    for name in order:
+        part = dict(inputs[name])
+        if part["type"] == "data.frame":
+            part["columns"] = {
+                column: {**given, "encoding": column_rule(given)}
+                if given.get("type") == "factor"
+                else dict(given)
+                for column, given in part_columns(part)
+            }
+            part["column_order"] = list(part["columns"])
+        parts[name] = part
+    full = {
+        "inputs": parts,
+        "input_order": order,
+        "several": bool(plain.get("several")),
+        "y": plain.get("y"),
+        "na": plain.get("na") or "error",
+        "x_dtype": plain.get("x_dtype") or "float32",
+    }
+    return {**full, **{key: value for key, value in plain.items() if key not in full}}
+
+
 def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Whether data encoded by ``given`` (a gpu_dataset()'s encoding, plain) reads as data
     encoded by ``wanted`` (the training data's) does: the same inputs, each data.frame's

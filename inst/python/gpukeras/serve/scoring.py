@@ -29,6 +29,7 @@ from gpukeras.data.encoding import (
     describe_columns,
     frame_width,
     frames,
+    normalized,
     part_columns,
     quoted,
     strings,
@@ -274,7 +275,8 @@ def load_model(path: object) -> Record:
     """The model saved at ``path`` and the encoding beside it (None when there is none).
 
     Returns:
-        ``model`` (compiled as it was saved), ``encoding`` (what R saved) and
+        ``model`` (compiled as it was saved), ``encoding`` (what R saved, in full:
+        ``encoding.normalized``) and
         ``encoding_file`` (its path, or None).
     """
     target = _check_path(path)
@@ -314,6 +316,7 @@ def load_model(path: object) -> Record:
     if encoding is not None:
         encoding_file.check(encoding, str(beside))
         encoding_file.check_fits(encoding, model, str(beside))
+        encoding = normalized(encoding)
     return {"model": model, "encoding": encoding, "encoding_file": str(beside)}
 
 
