@@ -120,16 +120,17 @@ format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines
 # What each data.frame input becomes, "5 columns: income, region (4 levels, one-hot)" (its
 # name first when there are several), each after `prefix`; none without a data.frame input.
 encoding_columns_lines <- function(encoding, prefix = "") {
-  lines <- encoding_lines(encoding, "columns")
-  if (length(lines)) paste0(prefix, lines)
+  if (has_frames(encoding)) paste0(prefix, encoding_lines(encoding, "columns"))
 }
+
+# Whether `encoding` (NULL too) has a data.frame input.
+has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) identical(part$type, "data.frame"), TRUE))
 
 # A model whose input takes another number of columns than a data.frame of `encoding` gives
 # it, or whose output has another width than the labels' `levels`: the core's classed error,
 # before training (serve/scoring.py check_widths).
 check_input_width <- function(model, encoding, call = caller_env()) {
-  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs) # else nothing to check
-  if (length(frames)) {
+  if (has_frames(encoding)) { # else nothing to check
     core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
   }
 }
