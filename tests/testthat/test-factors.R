@@ -127,7 +127,10 @@ test_that("an encoding recorded before one-hot existed is read as integer codes"
   expect_identical(back$inputs$x$columns$region$encoding, "codes")
   expect_identical(
     encoding_columns_lines(back),
-    "4 columns: income, region (3 levels, integer codes), size (3 levels, integer codes), plan (2 levels, integer codes)"
+    paste(
+      "4 columns: income, region (3 levels, integer codes), size (3 levels, integer codes),",
+      "plan (2 levels, integer codes)"
+    )
   )
   expect_identical(dim(core_encoded(as_pipeline_data(data$x, NULL, "error", encoding = back))), c(8L, 4L))
 })
