@@ -4,9 +4,11 @@ R encodes new data exactly as the training data was (the encoding R recorded:
 factor levels matched by name, column order, NA rule) and hands the arrays
 over as gpu_dataset() does; here they become one float32 copy each
 (``array_source.handover``) and Keras runs the model on them in batches, on
-the device the model lives on. The encoding itself is R's: the core only
-writes it as JSON beside the ``.keras`` file and reads it back, so that a
-later R session scores the same way.
+the device the model lives on. The encoding (``data.encoding``'s plain form) is
+written as JSON beside the ``.keras`` file and read back in full
+(``encoding.normalized``), so that a later R session scores the same way; a model
+whose input or output width is not the encoding's is refused before training
+(``check_widths``).
 """
 
 from __future__ import annotations
