@@ -48,65 +48,18 @@ encoding_to_plain <- function(encoding) {
   plain
 }
 
-# The plain form as reticulate reads it back: from JSON (encoding_to_plain()'s lists) or
-# from the core that made it (made_encoding()).
-encoding_from_plain <- function(plain) {
-  strings <- function(x) as.character(unlist(x))
-  part_from_plain <- function(part) {
-    if (identical(part$type, "data.frame")) {
-      columns <- lapply(part$columns, function(column) {
-        if (!is.null(column$levels)) column$levels <- strings(column$levels)
-        if (identical(column$type, "factor")) column$encoding <- column$encoding %||% "codes" # before one-hot: codes
-        column
-      })
-      return(list(type = "data.frame", columns = columns[strings(part$column_order)]))
-    }
-    list(type = "array", shape = as.integer(unlist(part$shape)), names = if (length(part$names)) strings(part$names))
-  }
-  inputs <- lapply(plain$inputs, part_from_plain)[strings(plain$input_order)]
-  y <- plain$y
-  if (!is.null(y$levels)) y$levels <- strings(y$levels)
-  encoding <- new_encoding(inputs, isTRUE(plain$several), y, plain$na %||% "error")
-  if (!is.null(plain$images)) {
-    encoding$images <- list(
-      image_size = as.integer(unlist(plain$images$image_size)), color_mode = plain$images$color_mode,
-      rescale = if (!is.null(plain$images$rescale)) as.double(plain$images$rescale)
-    )
-  }
-  encoding
+# The plain form as the core gives it (data/encoding.py data_encoding, normalized(): every
+# field present, in order), which reticulate reads with levels, shapes and names as vectors.
+encoding_from_plain <- function(plain) structure(plain, class = "gpukeras_encoding")
+
+# The encoding in words, as the core writes it (data/encoding.py encoding_lines): `form`
+# "print", "fit" (the fit report's line) or "columns" (each data.frame input's columns).
+encoding_lines <- function(encoding, form = "print") {
+  unlist(core_call("encoding_lines", encoding = encoding_to_plain(encoding), form = form))
 }
 
 #' @export
-format.gpukeras_encoding <- function(x, ...) {
-  part_line <- function(part, name) {
-    if (identical(part$type, "data.frame")) {
-      types <- vapply(part$columns, function(column) {
-        if (identical(column$type, "factor")) {
-          rule <- if (column$encoding == "one_hot") "one-hot" else "codes"
-          if (isTRUE(column$character)) sprintf("character, %d values, %s", length(column$levels), rule) else
-            sprintf("factor(%d), %s", length(column$levels), rule)
-        } else {
-          column$type
-        }
-      }, character(1))
-      return(sprintf("  %s: data.frame, %s", name, paste(sprintf("%s <%s>", names(types), types), collapse = ", ")))
-    }
-    sprintf("  %s: array, rows of shape (%s)", name, paste(part$shape, collapse = ", "))
-  }
-  c(
-    "<gpukeras_encoding>",
-    unlist(Map(part_line, x$inputs, names(x$inputs))),
-    if (identical(x$y$type, "factor")) sprintf("  y: factor, levels %s", paste(x$y$levels, collapse = ", ")),
-    if (identical(x$y$type, "numeric")) "  y: numeric",
-    if (!is.null(x$images)) {
-      sprintf(
-        "  images: %d x %d, %s, pixels in [0, %s]", x$images$image_size[1], x$images$image_size[2],
-        x$images$color_mode, format(255 * (x$images$rescale %||% 1), digits = 4)
-      )
-    },
-    sprintf("  NA rule in training: %s", x$na)
-  )
-}
+format.gpukeras_encoding <- function(x, ...) encoding_lines(x)
 
 #' @export
 print.gpukeras_encoding <- function(x, ...) print_formatted(x, ...)
@@ -160,102 +113,30 @@ check_image_classes <- function(path, classes, call = caller_env()) {
   }
 }
 
-# The fit report's line on the encoding new data will get: the factors' levels
-# and the classes, or nothing when none was recorded.
-format_fit_encoding <- function(encoding) {
-  if (is.null(encoding)) return(NULL)
-  vocabulary <- encoding_vocabulary(encoding)
-  classes <- vocabulary$y
-  vocabulary$y <- NULL
-  shown <- utils::head(classes, 10)
-  tables <- encoding_columns_lines(encoding)
-  parts <- c(
-    if (length(tables)) paste(tables, collapse = "; ") else
-      if (length(vocabulary))
-        sprintf("levels of %s", paste(sprintf("%s (%d)", names(vocabulary), lengths(vocabulary)), collapse = ", ")),
-    if (length(classes)) {
-      sprintf(
-        "classes %s%s", paste(shown, collapse = ", "),
-        if (length(classes) > 10) sprintf(", and %d more", length(classes) - 10) else ""
-      )
-    }
-  )
-  sprintf(
-    "Encoding:       %s; predict(fit, newdata) and gpu_save() encode new data the same way",
-    if (length(parts)) paste(parts, collapse = "; ") else "numbers, by column"
-  )
-}
+# The fit report's line on the encoding new data will get: the data.frames' columns and
+# the classes, or nothing when none was recorded.
+format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines(encoding, "fit")
 
-# What each data.frame input becomes, "5 columns: income, region (4 levels,
-# one-hot)" (its name first when there are several), each after `prefix`; none
-# without a data.frame input.
+# What each data.frame input becomes, "5 columns: income, region (4 levels, one-hot)" (its
+# name first when there are several), each after `prefix`; none without a data.frame input.
 encoding_columns_lines <- function(encoding, prefix = "") {
-  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
-  if (!length(frames)) return(NULL)
-  named <- if (isTRUE(encoding$several)) paste0(names(frames), ": ") else ""
-  paste0(prefix, named, vapply(frames, describe_columns, character(1)))
+  if (has_frames(encoding)) paste0(prefix, encoding_lines(encoding, "columns"))
 }
 
-# A model whose input takes another number of columns than a data.frame gives it: an
-# error saying both, and where the data's come from (the factors' indicator columns).
-# Only where both are known: an input of rank 2 with a known width, matched by name
-# when there are several.
+# Whether `encoding` (NULL too) has a data.frame input.
+has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) identical(part$type, "data.frame"), TRUE))
+
+# A model whose input takes another number of columns than a data.frame of `encoding` gives
+# it, or whose output has another width than the labels' `levels`: the core's classed error,
+# before training (serve/scoring.py check_widths).
 check_input_width <- function(model, encoding, call = caller_env()) {
-  frames <- Filter(function(part) identical(part$type, "data.frame"), encoding$inputs)
-  widths <- if (length(frames)) model_input_widths(model)
-  if (!length(widths)) return(invisible())
-  if (!isTRUE(encoding$several)) {
-    if (length(widths) != 1L) return(invisible())
-    names(widths) <- "x"
+  if (has_frames(encoding)) { # else nothing to check
+    core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
   }
-  for (name in intersect(names(frames), names(widths))) {
-    given <- part_width(frames[[name]])
-    wanted <- widths[[name]]
-    if (!is.na(wanted) && given != wanted) {
-      one_hot <- any(vapply(
-        frames[[name]]$columns,
-        function(column) identical(column$encoding, "one_hot"), logical(1)
-      ))
-      abort_bad_data(c(
-        sprintf(
-          "The model's input%s takes rows of %d column(s), but `%s` gives %s.",
-          if (isTRUE(encoding$several)) sprintf(" `%s`", name) else "", wanted, name, describe_columns(frames[[name]])
-        ),
-        sprintf("Build the model for them: keras$Input(shape = list(%dL)).", as.integer(given)),
-        if (one_hot)
-          "Or keep one integer code per factor (for an Embedding layer): gpu_dataset(x, y, factors = \"codes\")."
-      ), call = call)
-    }
-  }
-  invisible()
 }
 
-# A model with one output of rank 2 whose width is not the labels' number of `levels` (one
-# unit for two levels is a sigmoid's): an error saying both, before training. `levels`
-# NULL (labels that are not classes) or an output of another shape: nothing to check.
 check_output_width <- function(model, levels, call = caller_env()) {
-  if (length(levels) < 2L) return(invisible())
-  outputs <- model_io(model)$outputs
-  if (length(outputs) != 1L || length(outputs[[1]]$shape) != 2L) return(invisible())
-  width <- outputs[[1]]$shape[[2]]
-  n <- length(levels)
-  if (is.na(width) || width == n || width == 1L && n == 2L) return(invisible())
-  abort_bad_data(c(
-    sprintf("The model's output has %d unit(s), but the labels `y` have %d levels: %s.", width, n, quoted(levels)),
-    sprintf(
-      "Build `model`'s output with one unit per level: keras$layers$Dense(%dL, activation = \"softmax\")%s.", n,
-      if (n == 2L) " (or one unit, activation = \"sigmoid\")" else ""
-    ),
-    if (width < n) "A level no row has counts too: drop such levels first, y <- droplevels(y)."
-  ), call = call)
-}
-
-# The widths of a model's inputs of rank 2 (NA where not known), named by input; none
-# where the model has no symbolic inputs (a subclassed model not built): model_io().
-model_input_widths <- function(model) {
-  inputs <- Filter(function(input) length(input$shape) == 2L, model_io(model)$inputs)
-  widths <- vapply(inputs, function(input) as.numeric(input$shape[[2]]), numeric(1))
-  if (length(widths)) stats::setNames(widths, vapply(inputs, `[[`, character(1), "name"))
+  if (length(levels) >= 2L) core_call("check_widths", model = model, levels = as.list(levels), error_call = call)
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own

@@ -9,6 +9,8 @@
 #           "one_hot" | "codes" <for factors>, character = TRUE <for a character
 #           column, a factor of its values>))), or
 #           list(type = "array", shape = <dims after the rows>, names = <colnames>)
+#   input_order the inputs' names (a data.frame part's `column_order` its columns'): the
+#           order JSON objects do not keep
 #   several whether x was a named list of inputs
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
 #   na      the NA rule training used ("error" or "drop")
@@ -21,7 +23,10 @@
 # or one integer code ("codes", for an Embedding layer; gpu_dataset(factors = )).
 
 new_encoding <- function(inputs, several, y, na) {
-  structure(list(inputs = inputs, several = several, y = y, na = na, x_dtype = "float32"), class = "gpukeras_encoding")
+  structure(
+    list(inputs = inputs, input_order = names(inputs), several = several, y = y, na = na, x_dtype = "float32"),
+    class = "gpukeras_encoding"
+  )
 }
 
 # The encoding of training data `x` (a part, or a named list of them) and `y`; `factors`
@@ -129,26 +134,6 @@ check_columns <- function(df, name, call = caller_env()) {
       "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
     ), call = call)
   }
-}
-
-# The columns a data.frame part becomes (one per level of a one-hot factor),
-# and the words that say so: "5 columns: income, region (4 levels, one-hot)".
-part_width <- function(part) {
-  if (!identical(part$type, "data.frame")) return(prod(part$shape))
-  sum(vapply(part$columns, function(column) {
-    if (identical(column$encoding, "one_hot")) length(column$levels) else 1L
-  }, numeric(1)))
-}
-
-describe_columns <- function(part) {
-  words <- vapply(names(part$columns), function(name) {
-    column <- part$columns[[name]]
-    if (!identical(column$type, "factor")) return(name)
-    sprintf("%s (%d levels, %s)", name, length(column$levels),
-            if (column$encoding == "one_hot") "one-hot" else "integer codes")
-  }, character(1))
-  width <- part_width(part)
-  sprintf("%d column%s: %s", width, if (width == 1) "" else "s", paste(words, collapse = ", "))
 }
 
 # Columns are matched by name when new data comes (predict(), evaluate()): a name that

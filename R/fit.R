@@ -378,7 +378,6 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     # the request carries the choice, so the core's advice leaves it alone
     tuned <- chosen$record
   }
-  check_batch_size_for(batch_size, data)
   accumulate <- check_accumulate_for(accumulate, batch_size, data)
 
   # The request, one object: every formal but the model, the data, the strategy and how the

@@ -101,7 +101,6 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   if (!is.null(batch_size)) check_count(batch_size)
   verbose <- resolve_verbose(verbose)
   data <- read_training_data(data, missing(data))
-  check_batch_size_for(batch_size, data)
   check_python_object(model, "model", "a compiled Keras 3 model")
 
   result <- core_call(

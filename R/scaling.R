@@ -70,7 +70,6 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
   check_count(rounds, call = call)
   seed <- check_seed(seed, call = call)
   data <- read_training_data(data, missing(data), call = call)
-  check_batch_size_for(batch_size, data, call = call)
   check_python_object(model, "model", "a compiled Keras 3 model", call = call)
   result <- core_call(
     "scaling",

@@ -72,22 +72,6 @@ describe_names <- function(names) {
   if (!length(names) || all(names == "")) "none" else paste0("`", names, "`", collapse = ", ")
 }
 
-# A batch size is for R data alone (`data` as read_training_data() read it): a dataset
-# makes its own batches. The core takes this rule as checked, and makes a batch larger than
-# the rows the rows (tools/training.py, data/batch_rules.py), saying so.
-check_batch_size_for <- function(batch_size, data, call = caller_env()) {
-  if (!is.null(batch_size) && data$kind != "r") {
-    abort_bad_argument(c(
-      "`batch_size` is for R data: a dataset makes its own batches.",
-      paste0(
-        "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with tfdatasets) and leave ",
-        "`batch_size` NULL."
-      )
-    ), call = call)
-  }
-  invisible(batch_size)
-}
-
 # The rows of R data (NumPy arrays too; of several inputs, the first's).
 training_rows <- function(data) count_rows(first_input(data$x))
 

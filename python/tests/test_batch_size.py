@@ -528,3 +528,13 @@ def test_a_fit_batch_larger_than_the_rows_is_the_rows_said_once(
     request["batch_size"] = 40 if accumulate == 1 else 36
     answer = bridge.call("fit", {"model": mlp(), "data": (x, y), "request": request})
     assert not [w for w in answer["value"]["warnings"] if w["class"] == "batch_size"]
+
+
+def test_a_batch_size_is_for_arrays_alone_the_one_rule_the_verbs_share():
+    batch_rules.check_batch_size_for(None, object())
+    batch_rules.check_batch_size_for(8, (np.zeros((4, 2)), np.zeros(4)))
+    answer = bridge.answer(batch_rules.check_batch_size_for, {"batch_size": 8, "data": object()})
+    assert answer["ok"] is False
+    assert answer["r_classes"] == ["gpukeras_error_bad_argument"]
+    assert answer["fields"] == {"argument": "batch_size"}
+    assert answer["message"] == "`batch_size` is for R data: a dataset makes its own batches."

@@ -227,3 +227,72 @@ def test_two_encodings_are_the_same_where_they_encode_alike():
     given["inputs"]["x"] = frame_part
     assert not encoding.same_encoding({**given, "y": {"type": "factor", "levels": ["no"]}}, wanted)
     assert not encoding.same_encoding({**given, "images": {"image_size": [2, 2]}}, wanted)
+
+
+PLAIN = {
+    "inputs": {"x": {"type": "data.frame", "columns": SPEC, "column_order": list(SPEC)}},
+    "input_order": ["x"],
+    "several": False,
+    "y": {"type": "factor", "levels": ["no", "yes"]},
+    "na": "error",
+}
+
+
+def test_an_encoding_in_words_for_print_the_fit_report_and_the_columns():
+    assert encoding.encoding_lines(PLAIN) == [
+        "<gpukeras_encoding>",
+        "  x: data.frame, income <numeric>, region <factor(3), one-hot>, size <factor(2), codes>",
+        "  y: factor, levels no, yes",
+        "  NA rule in training: error",
+    ]
+    columns = "5 columns: income, region (3 levels, one-hot), size (2 levels, integer codes)"
+    assert encoding.encoding_lines(PLAIN, "columns") == [columns]
+    assert encoding.encoding_lines(PLAIN, "fit") == [
+        f"Encoding:       {columns}; classes no, yes; predict(fit, newdata) and gpu_save() "
+        "encode new data the same way"
+    ]
+    images = {
+        "inputs": {"x": {"type": "array", "shape": [28, 28, 3]}},
+        "y": {"type": "factor", "levels": ["cat", "dog"]},
+        "images": {"image_size": [28, 28], "color_mode": "rgb", "rescale": 1 / 255},
+        "na": "error",
+    }
+    assert encoding.encoding_lines(images)[1:4] == [
+        "  x: array, rows of shape (28, 28, 3)",
+        "  y: factor, levels cat, dog",
+        "  images: 28 x 28, rgb, pixels in [0, 1]",
+    ]
+
+
+def test_a_model_of_another_width_than_the_encoding_is_told_both():
+    from gpukeras.core.runtime import config
+    from gpukeras.serve.scoring import check_widths
+
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    with pytest.raises(DataFieldsError, match=r"takes rows of 4 column\(s\), but `x` gives 5"):
+        check_widths(model, PLAIN)
+    with pytest.raises(DataFieldsError, match="output has 3 unit") as error:
+        check_widths(model, None, ["no", "yes"])
+    assert error.value.details[0].endswith('(or one unit, activation = "sigmoid").')
+    check_widths(model, None, ["a", "b", "c"])
+    wide = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+    check_widths(wide, PLAIN, ["no", "yes"])
+
+
+def test_a_file_of_any_version_is_read_in_full_factors_without_a_rule_as_codes():
+    old = {
+        "inputs": {
+            "x": {
+                "type": "data.frame",
+                "columns": {"b": {"type": "factor", "levels": ["p"]}, "a": {"type": "numeric"}},
+                "column_order": ["a", "b"],
+            }
+        },
+        "y": None,
+    }
+    full = encoding.normalized(old)
+    assert list(full["inputs"]["x"]["columns"]) == ["a", "b"] == full["inputs"]["x"]["column_order"]
+    assert full["inputs"]["x"]["columns"]["b"]["encoding"] == "codes"
+    assert (full["input_order"], full["several"], full["na"]) == (["x"], False, "error")
+    assert encoding.normalized(full) == full

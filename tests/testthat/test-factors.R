@@ -50,7 +50,7 @@ test_that("a factor, an ordered factor and a character column become model.matri
   expect_identical(colnames(matrix)[6:10], c("size=S", "size=M", "size=L", "plan=basic", "plan=plus"))
   expect_identical(encoded$encoding$inputs$x$columns$size$encoding, "one_hot")
   expect_identical(
-    describe_columns(encoded$encoding$inputs$x),
+    encoding_columns_lines(encoded$encoding),
     "10 columns: income, region (4 levels, one-hot), size (3 levels, one-hot), plan (2 levels, one-hot)"
   )
 })
@@ -65,7 +65,7 @@ test_that("factors = \"codes\" keeps integer codes, for all factors or named one
     colnames(core_encoded(some)), c("income", "region", "size=S", "size=M", "size=L", "plan=basic", "plan=plus")
   )
   expect_identical(
-    describe_columns(some$encoding$inputs$x),
+    encoding_columns_lines(some$encoding),
     "7 columns: income, region (4 levels, integer codes), size (3 levels, one-hot), plan (2 levels, one-hot)"
   )
 })
@@ -110,14 +110,28 @@ test_that("`factors` is checked: its values before Python, its column names by t
 test_that("an encoding recorded before one-hot existed is read as integer codes", {
   skip_if_no_python() # the core makes the encoding
   data <- factor_data(8)
-  old <- encoding_to_plain(data_encoding(data$x, data$y))
-  old$inputs$x$columns <- lapply(old$inputs$x$columns, function(column) {
+  path <- file.path(withr::local_tempdir(), "old.keras")
+  saved <- structure(list(model = factor_model(4), encoding = data_encoding(data$x, data$y, factors = "codes")),
+                     class = "gpukeras_model")
+  gpu_save(saved, path)
+  # as a file written before one-hot existed: version 1, no factor column names its rule
+  file <- sub("\\.keras$", ".gpukeras.json", path)
+  old <- jsonlite::read_json(file)
+  old$version <- 1L
+  old$encoding$inputs$x$columns <- lapply(old$encoding$inputs$x$columns, function(column) {
     column$encoding <- NULL
     column
   })
-  back <- encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(old)))
+  jsonlite::write_json(old, file, auto_unbox = TRUE, null = "null")
+  back <- suppressWarnings(gpu_load(path))$encoding # Keras: an optimizer that never stepped is not loaded
   expect_identical(back$inputs$x$columns$region$encoding, "codes")
-  expect_identical(part_width(back$inputs$x), 4)
+  expect_identical(
+    encoding_columns_lines(back),
+    paste(
+      "4 columns: income, region (3 levels, integer codes), size (3 levels, integer codes),",
+      "plan (2 levels, integer codes)"
+    )
+  )
   expect_identical(dim(core_encoded(as_pipeline_data(data$x, NULL, "error", encoding = back))), c(8L, 4L))
 })
 

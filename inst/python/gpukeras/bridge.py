@@ -46,6 +46,8 @@ VERBS: dict[str, str] = {
     # data
     "data_encoding": "data.encoding:data_encoding",
     "same_encoding": "data.encoding:same_encoding",
+    "encoding_lines": "data.encoding:encoding_lines",
+    "check_widths": "serve.scoring:check_widths",
     "handover": "data.array_source:handover",
     "numpy_shape": "data.array_source:numpy_shape",
     "dataset_from_arrays": "data.pipeline:from_arrays",

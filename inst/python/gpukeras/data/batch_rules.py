@@ -1,13 +1,33 @@
 """The batch-size rules gpu_fit(), gpu_dataset(), gpu_batch_size() and gpu_tune() share:
+a batch size for arrays alone (gpu_fit(), gpu_profile() and gpu_scaling() check it here),
 steps per epoch, the largest batch that still makes enough of them, the batch a size larger
 than the rows becomes, and what to say of it."""
 
 from __future__ import annotations
 
+from gpukeras.core.errors import DataFieldsError
+
 # The fewest steps (batches) an epoch has at the batch sizes gpu_batch_size() and gpu_tune()
 # recommend: fewer gives few updates per pass over the data, and leaves the monitor (which
 # skips the first steps of a run) and the epoch's validation little to measure.
 MIN_STEPS_PER_EPOCH = 8
+
+
+def check_batch_size_for(batch_size: object, data: object) -> None:
+    """Raises DataFieldsError (gpukeras_error_bad_argument, ``argument`` "batch_size") when
+    ``batch_size`` is given for data that makes its own batches: anything but arrays as
+    ``(x, y)`` (R data, NumPy arrays), such as a dataset."""
+    if batch_size is None or isinstance(data, (tuple, list)):
+        return
+    raise DataFieldsError(
+        "`batch_size` is for R data: a dataset makes its own batches.",
+        [
+            "Batch it where it is made (gpu_dataset(batch_size = ), or dataset_batch() with "
+            "tfdatasets) and leave `batch_size` NULL."
+        ],
+        ["gpukeras_error_bad_argument"],
+        argument="batch_size",
+    )
 
 
 def steps_per_epoch(rows: int, batch_size: int) -> int:

@@ -92,7 +92,7 @@ def label_codes(labels: Mapping[str, object]) -> np.ndarray:
     return codes
 
 
-def _strings(value: object) -> list[str]:
+def strings(value: object) -> list[str]:
     """R's character vector as reticulate gives it (one string alone as a str)."""
     if value is None:
         return []
@@ -101,7 +101,7 @@ def _strings(value: object) -> list[str]:
     return [str(v) for v in value]  # type: ignore[attr-defined]
 
 
-def _quoted(values: Sequence[str]) -> str:
+def quoted(values: Sequence[str]) -> str:
     return ", ".join(f'"{v}"' for v in values[:MESSAGE_LEVELS])
 
 
@@ -156,7 +156,7 @@ def _column_spec(column: Mapping[str, object], rule: str) -> dict[str, object]:
         return {"type": kind}
     spec: dict[str, object] = {
         "type": "factor",
-        "levels": _strings(column.get("levels")),
+        "levels": strings(column.get("levels")),
         "encoding": rule,
     }
     if kind == "character":
@@ -169,7 +169,7 @@ def _label_spec(y: Mapping[str, object] | None) -> dict[str, object] | None:
     if y is None:
         return None
     if y["type"] == "factor":
-        return {"type": "factor", "levels": _strings(y.get("levels"))}
+        return {"type": "factor", "levels": strings(y.get("levels"))}
     return {"type": str(y["type"])}
 
 
@@ -227,7 +227,7 @@ def data_encoding(
             plain_inputs[name] = {
                 "type": "array",
                 "shape": _ints(part["shape"]),
-                "names": _strings(part.get("names")) or None,
+                "names": strings(part.get("names")) or None,
             }
     return {
         "inputs": plain_inputs,
@@ -237,6 +237,38 @@ def data_encoding(
         "na": na,
         "x_dtype": "float32",
     }
+
+
+def normalized(plain: Mapping[str, Any]) -> dict[str, Any]:
+    """The plain form ``plain`` (a file gpu_save() wrote, of any version) in full, as
+    ``data_encoding`` makes it: the inputs and each data.frame's columns in their recorded
+    order (``input_order``, ``column_order``), each factor column's rule (codes, for an
+    encoding recorded before one-hot existed), ``several`` and the NA rule ("error" where
+    none was recorded), its fields in data_encoding's order and any others (``images``)
+    after them. R reads this form as it is (encoding_from_plain())."""
+    inputs = plain["inputs"]
+    order = list(plain.get("input_order") or inputs)
+    parts: dict[str, object] = {}
+    for name in order:
+        part = dict(inputs[name])
+        if part["type"] == "data.frame":
+            part["columns"] = {
+                column: {**given, "encoding": column_rule(given)}
+                if given.get("type") == "factor"
+                else dict(given)
+                for column, given in part_columns(part)
+            }
+            part["column_order"] = list(part["columns"])
+        parts[name] = part
+    full = {
+        "inputs": parts,
+        "input_order": order,
+        "several": bool(plain.get("several")),
+        "y": plain.get("y"),
+        "na": plain.get("na") or "error",
+        "x_dtype": plain.get("x_dtype") or "float32",
+    }
+    return {**full, **{key: value for key, value in plain.items() if key not in full}}
 
 
 def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -290,7 +322,7 @@ def column_rule(column: Mapping[str, object]) -> str:
 def column_width(column: Mapping[str, object]) -> int:
     """The model columns one column of the spec becomes: a one-hot factor's levels, else 1."""
     if column.get("type") == "factor" and column_rule(column) == "one_hot":
-        return len(_strings(column.get("levels")))
+        return len(strings(column.get("levels")))
     return 1
 
 
@@ -385,8 +417,8 @@ def _factor_codes(
             "Give it as a factor or character vector: its values are matched to the training "
             "levels by name.",
         )
-    own = _strings(handed["levels"])
-    levels = _strings(rule.get("levels"))
+    own = strings(handed["levels"])
+    levels = strings(rule.get("levels"))
     position = {level: code for code, level in enumerate(levels)}
     lookup = np.array([NA_CODE, *(position.get(level, -1) for level in own)], dtype=np.int64)
     if own == levels or not (lookup[1:] == -1).any():
@@ -402,9 +434,9 @@ def _factor_codes(
             unseen = unseen[np.argsort([int(np.argmax(r_codes == code)) for code in unseen])]
         new = [own[code - 1] for code in unseen]
         raise DataFieldsError(
-            f"`{where}` has level(s) not seen in training: {_quoted(new)}.",
+            f"`{where}` has level(s) not seen in training: {quoted(new)}.",
             [
-                f"The model knows {_quoted(levels)}.",
+                f"The model knows {quoted(levels)}.",
                 'Remove those rows, or give unknown = "zero" to score them with every '
                 "indicator column of that factor 0."
                 if one_hot
@@ -418,3 +450,103 @@ def _factor_codes(
     if not one_hot:
         lookup[lookup == -1] = len(levels)
     return lookup
+
+
+# An encoding in words: print(), the fit's report and gpu_dataset()'s print show these
+# lines (R prints them, ``encoding_lines``; serve.scoring ``check_widths`` checks a model
+# against them). ``encoding`` is the plain form (data_encoding's, or gpu_save()'s file).
+
+
+def frames(encoding: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The data.frame inputs of ``encoding``, by name, in the inputs' order."""
+    inputs = encoding["inputs"]
+    order = encoding.get("input_order") or list(inputs)
+    return [(name, inputs[name]) for name in order if inputs[name]["type"] == "data.frame"]
+
+
+def part_columns(part: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A data.frame part's columns in order."""
+    columns = part["columns"]
+    return [(c, columns[c]) for c in part.get("column_order") or list(columns)]
+
+
+def describe_columns(part: Mapping[str, Any]) -> str:
+    """The model columns a data.frame part becomes, in words: "5 columns: income, region (4
+    levels, one-hot)"."""
+    words = [
+        f"{name} ({len(strings(column.get('levels')))} levels, "
+        f"{'one-hot' if column_rule(column) == 'one_hot' else 'integer codes'})"
+        if column["type"] == "factor"
+        else name
+        for name, column in part_columns(part)
+    ]
+    width = frame_width(part["columns"])
+    return f"{width} column{'' if width == 1 else 's'}: {', '.join(words)}"
+
+
+def _columns_lines(encoding: Mapping[str, Any]) -> list[str]:
+    """Each data.frame input described (its name first when there are several)."""
+    named = bool(encoding.get("several"))
+    return [
+        f"{name + ': ' if named else ''}{describe_columns(part)}" for name, part in frames(encoding)
+    ]
+
+
+def _print_lines(encoding: Mapping[str, Any]) -> list[str]:
+    """print()'s lines: each input, the labels, the images' settings, the NA rule."""
+
+    def kind(column: Mapping[str, Any]) -> str:
+        if column["type"] != "factor":
+            return str(column["type"])
+        n, rule = len(strings(column.get("levels"))), column_rule(column)
+        rule = "one-hot" if rule == "one_hot" else "codes"
+        return (
+            f"character, {n} values, {rule}" if column.get("character") else f"factor({n}), {rule}"
+        )
+
+    lines = ["<gpukeras_encoding>"]
+    inputs = encoding["inputs"]
+    for name in encoding.get("input_order") or list(inputs):
+        part = inputs[name]
+        if part["type"] == "data.frame":
+            types = ", ".join(f"{c} <{kind(column)}>" for c, column in part_columns(part))
+            lines.append(f"  {name}: data.frame, {types}")
+        else:
+            lines.append(
+                f"  {name}: array, rows of shape ({', '.join(map(str, _ints(part['shape'])))})"
+            )
+    y = encoding.get("y") or {}
+    if y.get("type") == "factor":
+        lines.append(f"  y: factor, levels {', '.join(strings(y.get('levels')))}")
+    elif y.get("type") == "numeric":
+        lines.append("  y: numeric")
+    images = encoding.get("images")
+    if images:
+        size = _ints(images["image_size"])
+        top = 255 * float(images.get("rescale") or 1)
+        lines.append(
+            f"  images: {size[0]} x {size[1]}, {images['color_mode']}, pixels in [0, {top:.4g}]"
+        )
+    lines.append(f"  NA rule in training: {encoding.get('na') or 'error'}")
+    return lines
+
+
+def _fit_line(encoding: Mapping[str, Any]) -> list[str]:
+    """The fit report's line: the data.frame inputs' columns and the classes."""
+    classes = strings((encoding.get("y") or {}).get("levels"))
+    more = f", and {len(classes) - 10} more" if len(classes) > 10 else ""
+    parts = [
+        *(["; ".join(_columns_lines(encoding))] if frames(encoding) else []),
+        *([f"classes {', '.join(classes[:10])}{more}"] if classes else []),
+    ]
+    return [
+        f"Encoding:       {'; '.join(parts) or 'numbers, by column'}; predict(fit, newdata) and "
+        "gpu_save() encode new data the same way"
+    ]
+
+
+def encoding_lines(encoding: Mapping[str, Any], form: str = "print") -> list[str]:
+    """``encoding`` in words, as lines for R to print: ``form`` "print" (print()'s),
+    "fit" (the fit report's one line) or "columns" (each data.frame input's columns)."""
+    forms = {"print": _print_lines, "fit": _fit_line, "columns": _columns_lines}
+    return forms[form](encoding)

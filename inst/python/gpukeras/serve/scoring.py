@@ -4,27 +4,40 @@ R encodes new data exactly as the training data was (the encoding R recorded:
 factor levels matched by name, column order, NA rule) and hands the arrays
 over as gpu_dataset() does; here they become one float32 copy each
 (``array_source.handover``) and Keras runs the model on them in batches, on
-the device the model lives on. The encoding itself is R's: the core only
-writes it as JSON beside the ``.keras`` file and reads it back, so that a
-later R session scores the same way.
+the device the model lives on. The encoding (``data.encoding``'s plain form) is
+written as JSON beside the ``.keras`` file and read back in full
+(``encoding.normalized``), so that a later R session scores the same way; a model
+whose input or output width is not the encoding's is refused before training
+(``check_widths``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpukeras.core import arguments, compat, files
-from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
+from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError, DataFieldsError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
+from gpukeras.data.encoding import (
+    describe_columns,
+    frame_width,
+    frames,
+    normalized,
+    part_columns,
+    quoted,
+    strings,
+)
 from gpukeras.serve import encoding_file
+from gpukeras.serve.model_io import describe
 
 # What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
 ENCODING_FORMAT = "gpukeras-encoding"
@@ -264,7 +277,8 @@ def load_model(path: object) -> Record:
     """The model saved at ``path`` and the encoding beside it (None when there is none).
 
     Returns:
-        ``model`` (compiled as it was saved), ``encoding`` (what R saved) and
+        ``model`` (compiled as it was saved), ``encoding`` (what R saved, in full:
+        ``encoding.normalized``) and
         ``encoding_file`` (its path, or None).
     """
     target = _check_path(path)
@@ -304,4 +318,59 @@ def load_model(path: object) -> Record:
     if encoding is not None:
         encoding_file.check(encoding, str(beside))
         encoding_file.check_fits(encoding, model, str(beside))
+        encoding = normalized(encoding)
     return {"model": model, "encoding": encoding, "encoding_file": str(beside)}
+
+
+# A model of one unit for two levels (the advice's alternative).
+SIGMOID = ' (or one unit, activation = "sigmoid")'
+
+
+def check_widths(
+    model: Any, encoding: Mapping[str, Any] | None = None, levels: object = None
+) -> None:
+    """Raises DataFieldsError (gpukeras_error_bad_data), before training, when the model's
+    input of rank 2 takes another number of columns than a data.frame input of ``encoding``
+    gives (matched by name when there are several), or when its one output of rank 2 has
+    another width than the labels' ``levels`` (one unit for two levels is a sigmoid's).
+    Where a width is not known (a subclassed model not built), nothing is checked."""
+    io = describe(model)
+    if encoding is not None and frames(encoding):
+        inputs = [put for put in io["inputs"] if len(put["shape"]) == 2]
+        several = bool(encoding.get("several"))
+        widths = {put["name"]: put["shape"][1] for put in inputs}
+        if not several:
+            widths = {"x": inputs[0]["shape"][1]} if len(inputs) == 1 else {}
+        for name, part in frames(encoding):
+            wanted, given = widths.get(name), frame_width(part["columns"])
+            if wanted is None or wanted == given:
+                continue
+            one_hot = any(column.get("encoding") == "one_hot" for _, column in part_columns(part))
+            raise DataFieldsError(
+                f"The model's input{f' `{name}`' if several else ''} takes rows of {wanted} "
+                f"column(s), but `{name}` gives {describe_columns(part)}.",
+                [f"Build the model for them: keras$Input(shape = list({given}L))."]
+                + [
+                    "Or keep one integer code per factor (for an Embedding layer): "
+                    'gpu_dataset(x, y, factors = "codes").'
+                ]
+                * one_hot,
+                ["gpukeras_error_bad_data"],
+            )
+    classes, outputs = strings(levels), io["outputs"]
+    if len(classes) < 2 or len(outputs) != 1 or len(outputs[0]["shape"]) != 2:
+        return
+    width, n = outputs[0]["shape"][1], len(classes)
+    if width is None or width == n or (width == 1 and n == 2):
+        return
+    raise DataFieldsError(
+        f"The model's output has {width} unit(s), but the labels `y` have {n} levels: "
+        f"{quoted(classes)}.",
+        [
+            "Build `model`'s output with one unit per level: keras$layers$Dense("
+            f'{n}L, activation = "softmax"){SIGMOID if n == 2 else ""}.'
+        ]
+        + ["A level no row has counts too: drop such levels first, y <- droplevels(y)."]
+        * (width < n),
+        ["gpukeras_error_bad_data"],
+    )

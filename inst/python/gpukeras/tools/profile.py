@@ -55,7 +55,7 @@ from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, BadDataError, ProfilerError
 from gpukeras.core.handles import Callback, Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, sources
+from gpukeras.data import adapters, batch_rules, sources
 from gpukeras.tools import profile_logs
 from gpukeras.train import fit, monitor, timing
 
@@ -289,6 +289,7 @@ def profile(
         ModelNotCompiledError, BadDataError, ProfilerError (a trace already
         running, a backend without a profiler).
     """
+    batch_rules.check_batch_size_for(batch_size, data)
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
     start, stop = steps

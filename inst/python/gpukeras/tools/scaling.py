@@ -22,6 +22,7 @@ from gpukeras.core import arguments
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
+from gpukeras.data import batch_rules
 from gpukeras.distribute import strategies
 from gpukeras.train import fit, model_copies
 
@@ -154,6 +155,7 @@ def scaling(
         BadArgumentError: fewer than two devices; BadModelError: a model that cannot be
             copied or is not compiled.
     """
+    batch_rules.check_batch_size_for(batch_size, data)
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
     if int(epochs) < 2:

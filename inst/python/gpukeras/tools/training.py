@@ -49,6 +49,7 @@ def fit(
     given = fields if request is None else request
     if not isinstance(given, Mapping):  # a checked FitRequest: trained as it is
         return train_fit.fit(model, data, validation_data, strategy, request=given)
+    batch_rules.check_batch_size_for(given.get("batch_size"), data)
     given, said = _batch_within_rows(given, data)
     reason = None
     if given.get("accumulate") == "auto":
