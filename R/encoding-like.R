@@ -172,16 +172,3 @@ with_training_encoding <- function(validation, data, call = caller_env()) {
   }
   validation
 }
-
-# One row of the input a model was trained on, as the JSON records a client sends
-# (gpu_serve()'s messages show it): each column by name with a value of its kind (a
-# factor's first level, TRUE, 0), named columns of an array as 0, else a row of zeros.
-example_request <- function(part) {
-  record <- if (identical(part$type, "data.frame")) {
-    lapply(part$columns, function(column) switch(column$type, factor = column$levels[[1]], logical = TRUE, 0))
-  } else if (length(part$names)) {
-    stats::setNames(as.list(rep(0, length(part$names))), part$names)
-  }
-  if (is.null(record)) return(as.character(jsonlite::toJSON(list(rep(0, prod(part$shape %||% 1L))))))
-  as.character(jsonlite::toJSON(list(record), auto_unbox = TRUE))
-}

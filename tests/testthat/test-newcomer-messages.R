@@ -85,13 +85,8 @@ test_that(paste(
 })
 
 test_that(paste(
-  "what gpu_serve() shows a client: an example request of the model's own columns, and its outputs by layer name"
+  "what gpu_serve() shows a client: its outputs by layer name"
 ), {
-  encoding <- data_encoding(regions(), runif(20))
-  expect_identical(example_request(encoding$inputs$x), '[{"income":0,"region":"east"}]')
-  named <- data_encoding(matrix(0, 2, 2, dimnames = list(NULL, c("a", "b"))))
-  expect_identical(example_request(named$inputs$x), '[{"a":0,"b":0}]')
-  expect_identical(example_request(data_encoding(matrix(0, 2, 3))$inputs$x), "[[0,0,0]]")
   keras <- gpu_keras()
   sequential <- small_model(4)
   outputs <- model_io(sequential)$outputs
