@@ -78,7 +78,7 @@ job_look <- function(job) {
     job$no_space <- TRUE
     job$state <- "failed"
   } else {
-    job$causes <- c(job$causes, exit_cause(process$get_exit_status()))
+    job$causes <- c(job$causes, core_call("job_exit_cause", status = process$get_exit_status()))
     if (job$attempt > job$max_restarts) {
       job$state <- "failed"
     } else {
@@ -88,22 +88,6 @@ job_look <- function(job) {
   }
   if (job$state == "failed") process$kill()
   invisible(job)
-}
-
-# What ended a process, from its exit status (processx gives -signal for a signal).
-exit_cause <- function(status) {
-  if (is.null(status) || is.na(status)) return("the training process ended for an unknown reason")
-  if (status < 0) {
-    signals <- c(
-      `6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault",
-      `15` = "SIGTERM"
-    )
-    name <- signals[as.character(-status)]
-    return(sprintf(
-      "the training process was killed by signal %d%s", -status, if (is.na(name)) "" else sprintf(" (%s)", name)
-    ))
-  }
-  sprintf("the training process exited with status %d", status)
 }
 
 # The training child: gpu_setup() as the parent had it, before anything starts the

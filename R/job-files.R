@@ -30,18 +30,8 @@ write_cause <- function(dir) {
   if (isTRUE(disk_full(dir))) "no space left on device" else "the write was cut short (a full disk or a quota?)"
 }
 
-# Whether the disk holding `dir` has less than 1 MiB left for a normal user
-# (`df` says; NA where it cannot tell).
-disk_full <- function(dir) {
-  while (!dir.exists(dir) && dirname(dir) != dir) dir <- dirname(dir)
-  lines <- tryCatch(
-    suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
-    error = function(e) character()
-  )
-  if (length(lines) < 2L) return(NA)
-  available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
-  if (is.na(available)) NA else available < 1024
-}
+# Whether the disk holding `dir` has less than 1 MiB left (NA where it cannot tell).
+disk_full <- function(dir) core_call("job_disk_full", folder = dir) %||% NA
 
 # Run `code`, which writes `what` into the job's folder `dir`; its failure on a
 # full disk (numpy's bare OSError, Keras' save, a classed one from the core) is

@@ -64,43 +64,18 @@ job_outcome <- function(job, status, call = caller_env()) {
   fit
 }
 
+# A job that crashed past its restarts, or stopped on a full disk (no restart would get
+# further: the message counts the attempts made and says what to free), in the core's words.
 job_failure <- function(job, status, call = caller_env()) {
   if (!is.null(status$error)) {
     # An error in the training itself, raised again as its parent: it would only repeat.
     process_abort("Training in the background failed.", parent = job$error, call = call)
   }
-  # The last attempt's stderr, its last 20 lines (job_look()).
-  stderr <- job$stderr
-  backup <- job$spec$fit$backup_dir
-  cause <- status$causes[length(status$causes)] %||% "unknown"
-  # A full disk under the job's folder: no restart would get further, so the
-  # message counts the attempts made and says what to free.
   no_space <- isTRUE(job$no_space)
+  failed <- core_call("job_failure", status = unclass(status), stderr = job$stderr, no_space = no_space, fix = job_space_fix)
   gpukeras_abort(
-    c(
-      if (no_space) {
-        attempts <- status$restarts + 1L
-        c(
-          sprintf(
-            "Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s",
-            cause
-          ),
-          job_space_fix
-        )
-      } else {
-        sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause)
-      },
-      if (length(stderr)) c("The last lines of its stderr:", rlang::set_names(stderr, " ")),
-      if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
-      if (!is.null(status$resume)) {
-        sprintf("The backup is in %s: %s resumes from it.", backup, status$resume)
-      } else {
-        "No backup was written."
-      }
-    ),
-    c(if (no_space) "gpukeras_error_job_write", "gpukeras_error_job_failed"),
-    folder = if (no_space) job$dir,
-    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup,
-    call = call
+    rlang::set_names(unlist(failed$message), unlist(failed$bullets)), unlist(failed$class),
+    folder = if (no_space) job$dir, cause = failed$cause, causes = status$causes, stderr = job$stderr,
+    sample = status$sample, backup_dir = job$spec$fit$backup_dir, call = call
   )
 }

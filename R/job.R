@@ -116,24 +116,6 @@ check_job <- function(job, call = caller_env()) {
 job_states <- c("starting", "running", "restarting", "done", "failed", "cancelled")
 final_states <- c("done", "failed", "cancelled")
 
-read_progress <- function(job) {
-  path <- job_file(job, "progress.dcf")
-  fields <- if (file.exists(path)) tryCatch(read.dcf(path), error = function(e) NULL)
-  if (is.null(fields) || !nrow(fields)) return(NULL)
-  values <- suppressWarnings(as.list(as.numeric(fields[1, ])))
-  names(values) <- colnames(fields)
-  values
-}
-
-progress_sample <- function(progress) {
-  logs <- progress[startsWith(names(progress), "log_")]
-  names(logs) <- sub("^log_", "", names(logs))
-  list(
-    batches_per_second = progress$batches_per_second, samples_per_second = progress$samples_per_second,
-    gpu_utilization = progress$gpu_utilization, gpu_memory_used_mib = progress$gpu_memory_used_mib, logs = logs
-  )
-}
-
 #' Background training jobs: status, wait, cancel
 #'
 #' `gpu_fit(background = TRUE)` trains in a child R process (a callr
@@ -246,7 +228,7 @@ gpu_job_status <- function(job, ...) {
 gpu_job_status.gpukeras_job <- function(job, ...) {
   if (!is.null(job$final)) return(job$final)
   job_look(job)
-  progress <- read_progress(job)
+  progress <- core_call("job_progress", job_dir = job$dir)
   value <- job$state
   if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(job$attempt))) {
     value <- "running"
@@ -256,7 +238,7 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
   structure(list(
     state = value, epoch = progress$epoch, epochs = progress$epochs %||% job$spec$fit$epochs, batch = progress$batch,
     steps = progress$steps, pid = job$process$get_pid(), restarts = job$restarts, causes = job$causes,
-    sample = if (!is.null(progress)) progress_sample(progress),
+    sample = progress$sample,
     elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
     setup = read_rds_or_null(job_file(job, "setup.rds")), error = error_data(job$error),
     backup_dir = job$spec$fit$backup_dir, resume = if (value == "failed") resume_call(job)
@@ -310,12 +292,8 @@ gpu_job_cancel.gpukeras_job <- function(job, ...) {
   # Ended (and reaped) before its files are touched.
   job$process$wait(5000L)
   # Where it stopped: the child may have gone on since `status` was read.
-  progress <- read_progress(job)
-  if (!is.null(progress)) {
-    status$epoch <- progress$epoch
-    status$batch <- progress$batch
-    status$sample <- progress_sample(progress)
-  }
+  progress <- core_call("job_progress", job_dir = job$dir)
+  if (!is.null(progress)) status[c("epoch", "batch", "sample")] <- progress[c("epoch", "batch", "sample")]
   status$state <- "cancelled"
   status$resume <- resume_call(job)
   status$backup_dir <- keep_backup(job)

@@ -275,7 +275,7 @@ worker_crash <- function(worker) {
   stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
-    message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
+    message = paste(c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"),
     crashed = TRUE
   )
 }
