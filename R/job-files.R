@@ -24,11 +24,8 @@ job_space_fix <- paste(
   "or start R with TMPDIR set to a folder on a disk with room."
 )
 
-# Why a write into `dir` failed. R gives no errno; a write cut short on a disk
-# with (almost) nothing left is the common case, told by the free space left.
-write_cause <- function(dir) {
-  if (isTRUE(disk_full(dir))) "no space left on device" else "the write was cut short (a full disk or a quota?)"
-}
+# Why a write into `dir` failed (no space left, or cut short).
+write_cause <- function(dir) core_call("job_write_cause", folder = dir)
 
 # Whether the disk holding `dir` has less than 1 MiB left (NA where it cannot tell).
 disk_full <- function(dir) core_call("job_disk_full", folder = dir) %||% NA

@@ -1,34 +1,16 @@
 # How a background job ends: what is kept of a stopped one, the fit it returns,
 # or the error that says why it failed.
 
-# The work of a stopped job: its backup, when it has one to resume from. The
-# job's folder keeps only its own backup folder (the carried data, logs and
-# the child's temp folder go), or goes entirely; a backup_dir the user gave is
-# theirs and is left as it is. The kept folder, or NULL when none is left.
-keep_backup <- function(job) {
-  backup <- job$spec$fit$backup_dir
-  own <- identical(backup, job_file(job, "backup"))
-  if (own && has_backup(backup)) {
-    others <- list.files(job$dir, all.files = TRUE, no.. = TRUE, full.names = TRUE)
-    unlink(others[basename(others) != "backup"], recursive = TRUE)
-  } else {
-    unlink(job$dir, recursive = TRUE)
-  }
-  if (dir.exists(backup)) backup
-}
+# The work of a stopped job: its backup, when it has one to resume from (the core's
+# job_keep_backup: the rest of the job's folder goes). The kept folder, or NULL.
+keep_backup <- function(job) core_call("job_keep_backup", job_dir = job$dir, backup_dir = job$spec$fit$backup_dir)
 
-has_backup <- function(dir) file.exists(file.path(dir, "gpukeras-backup.json"))
-
-# The call that resumes the job from its backup (its seed too when gpukeras
-# chose it: a resumed run must see the batches in the same order), or NULL
-# when no backup was committed.
+# The call that resumes the job from its backup (its seed too when gpukeras chose it), or
+# NULL when no backup was committed.
 resume_call <- function(job) {
-  backup <- job$spec$fit$backup_dir
-  if (!has_backup(backup)) return(NULL)
-  sprintf(
-    "gpu_fit(<same arguments>%s, backup = gpu_backup(%s))",
-    if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
-    encodeString(backup, quote = "\"")
+  core_call(
+    "job_resume_call",
+    backup_dir = job$spec$fit$backup_dir, seed = if (isTRUE(job$spec$seed_chosen)) job$spec$fit$seed
   )
 }
 

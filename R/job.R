@@ -64,7 +64,7 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   )
   # A run that resumes must see the batches in the same order: it needs a seed.
   spec$seed_chosen <- is.null(spec$fit$seed)
-  spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
+  spec$fit$seed <- chosen_seed(spec$fit$seed)
   spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
   descriptions <- list(
     data = describe_fit_data(data, if (data$kind == "python") data$dataset, request$batch_size, call = call),
@@ -252,9 +252,7 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
 gpu_job_wait <- function(job, timeout = Inf, ...) {
   check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
-  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    abort_bad_argument(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)))
-  }
+  check_timeout(timeout)
   UseMethod("gpu_job_wait")
 }
 

@@ -72,9 +72,7 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   }
   check_count(workers)
   if (!is.list(args)) abort_bad_argument(sprintf("`args` must be a list, not %s.", describe(args)))
-  if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)))
-  }
+  check_timeout(timeout)
   check_flag(quiet)
   if (missing(network)) network <- "private"
   check_choice(network, c("private", "trusted"))

@@ -56,6 +56,12 @@ process_env <- function(visible = NULL) {
   )
 }
 
+check_timeout <- function(timeout, call = caller_env()) {
+  if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
+    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), call = call)
+  }
+}
+
 # Wait for `job` (a gpukeras_job) to end, at most `timeout` seconds: `look()` gives its
 # status at least every `every` seconds, and each time its process has ended.
 # Its final status; NULL when interrupted (Ctrl-C), the job still running. Past the

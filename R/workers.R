@@ -246,10 +246,7 @@ worker_reusable <- function(worker) {
 
 # `worker` ready again, with no task.
 worker_again <- function(worker) {
-  worker$task <- NULL
-  worker$taken <- NULL
-  worker$outcome <- NULL
-  worker$started <- NULL
+  rm(list = intersect(c("task", "taken", "outcome", "started"), ls(worker)), envir = worker)
   worker$state <- "ready"
   invisible(worker)
 }
@@ -363,36 +360,21 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # --- In the worker process -------------------------------------------------------------
 
-# What a worker loads before its task: Python, Keras (with TensorFlow where it is
-# installed, which Keras' seed imports on either backend) and the core's modules its tasks
-# call (the core's list: bridge.WORKER_VERBS), with no runtime (no devices, no memory), so
-# that the task starts at once.
-worker_load <- function() {
-  core_call("preload_keras")
-  core_call("preload")
-}
-
-# The worker's first call: load (worker_load()), open what `prepare$warm` names ahead (a
-# core verb and its arguments) and prepare the runtime (worker_prepare()). Whatever fails
-# here is the task's error (the worker keeps it for worker_task()).
+# The worker's first call: load Python, Keras (with TensorFlow where it is installed, which
+# Keras' seed imports on either backend) and the core's modules its tasks call (the core's
+# list: bridge.WORKER_VERBS), with no runtime, so that the task starts at once; open what
+# `prepare$warm` names ahead (a core verb and its arguments); apply the session's
+# gpu_setup() (`prepare$setup`, the pool's), start the runtime and, with `compile` (no task
+# waiting yet), compile one small step that takes the compiler's start off the fit's (core:
+# workers_warm; the compiled programs are the user's cache's: gpu_compile_cache()).
+# Whatever fails here is the task's error (the worker keeps it for worker_task()).
 worker_ready <- function(prepare, compile = TRUE) {
   the$worker_prepared <- tryCatch({
-    worker_load()
+    core_call("preload_keras")
+    core_call("preload")
     warm <- prepare$warm
     the$worker_unwarm <- warm$undo
     if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
-    worker_prepare(prepare, compile)
-  }, error = identity)
-  invisible()
-}
-
-# Before the task: the session's gpu_setup() (`prepare$setup`, the pool's), the runtime
-# and, with `compile` (no task waiting yet), one small compiled step that takes the
-# compiler's start off the fit's (core: workers_warm). The worker's compiled programs are
-# the user's cache's (its environment: gpu_compile_cache()). NULL, or the error that the
-# task then reports.
-worker_prepare <- function(prepare, compile = TRUE) {
-  tryCatch({
     setup <- prepare$setup
     if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
     core_call("start")
@@ -400,6 +382,7 @@ worker_prepare <- function(prepare, compile = TRUE) {
     if (compile) try(core_call("workers_warm"), silent = TRUE)
     NULL
   }, error = identity)
+  invisible()
 }
 
 # The worker's second call, its task (its runtime prepared by worker_ready()): the seed,
@@ -410,7 +393,9 @@ worker_prepare <- function(prepare, compile = TRUE) {
 worker_task <- function(task) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
   on.exit({
-    worker_track_flush()
+    # The fit's run sent before the outcome is reported: what the session then records on
+    # the run (a trial's state and status) comes after the fit's own end.
+    try(track_flush(ending = TRUE), silent = TRUE)
     worker_reset()
   })
   if (!is.null(the$worker_prepared)) stop(the$worker_prepared)
@@ -437,7 +422,11 @@ worker_fit <- function(task) {
     load_arrays(task$validation)
   }
   callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
-  plan <- worker_memory_plan(task, model)
+  # With workers_per_device = "auto": the fit's planned peak memory (MiB), by which the
+  # session decides whether more workers fit its GPU.
+  plan <- if (isTRUE(task$plan_memory)) {
+    tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
+  }
   fit <- do.call(gpu_fit, c(
     list(
       model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
@@ -465,11 +454,6 @@ worker_reset <- function() {
   invisible()
 }
 
-# The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
-# before the outcome is reported: what the session then records on the run (a trial's
-# state and status) comes after the fit's own end.
-worker_track_flush <- function() try(track_flush(ending = TRUE), silent = TRUE)
-
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model
 # with an output for the task's label `levels` (where the labels are classes).
 worker_model <- function(task) {
@@ -483,9 +467,3 @@ worker_model <- function(task) {
   model
 }
 
-# With workers_per_device = "auto" on a GPU: the fit's planned peak memory (MiB), by
-# which the session decides whether more workers fit that GPU; NULL otherwise.
-worker_memory_plan <- function(task, model) {
-  if (!isTRUE(task$plan_memory)) return(NULL)
-  tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
-}

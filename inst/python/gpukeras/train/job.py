@@ -226,6 +226,43 @@ def save_array(array: np.ndarray, path: str) -> str:
     return path
 
 
+def save_arrays(arrays: dict[str, Any], job_dir: str, name: str) -> dict[str, Any]:
+    """The arrays R sent (``x``, an array or a dict of them, ``y``, ``sample_weight``) as
+    ``.npy`` files ``<name>-<part>.npy`` in ``job_dir``: ``files``, their paths by part
+    (None for a part not given); or, where the disk holding ``job_dir`` filled up
+    (NumPy's own error is a bare OSError), ``failed``, the file that could not be written,
+    which R names in its error."""
+    from gpukeras.train.job_report import disk_full
+
+    def save(array: Any, part: str) -> str:
+        file = f"{name}-{part}.npy"
+        try:
+            return save_array(array, str(Path(job_dir, file)))
+        except OSError as error:
+            if full(error) or disk_full(job_dir):
+                raise _Unwritten(file) from error
+            raise
+
+    x = arrays["x"]
+    try:
+        files = {
+            "x": {key: save(value, f"x-{key}") for key, value in x.items()}
+            if isinstance(x, dict)
+            else save(x, "x"),
+            **{
+                part: save(arrays[part], part) if arrays.get(part) is not None else None
+                for part in ("y", "sample_weight")
+            },
+        }
+    except _Unwritten as unwritten:
+        return {"failed": str(unwritten)}
+    return {"files": files}
+
+
+class _Unwritten(Exception):
+    """A job file a full disk kept from being written (save_arrays)."""
+
+
 def load_array(path: str, rows: list[int] | None = None) -> np.ndarray:
     """The array ``save_array`` wrote, memory-mapped copy-on-write: pages are read as
     training needs them, and nothing written to the array reaches the file. With ``rows``

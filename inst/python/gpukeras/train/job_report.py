@@ -9,6 +9,7 @@ that failed, and a search job's status. R keeps the job's state; the wording is 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -252,3 +253,67 @@ def search_status_lines(status: dict[str, Any]) -> list[str]:
     if status.get("error") is not None:
         lines.append(f"Error: {status['error']['message']}")
     return lines
+
+
+def write_cause(folder: str) -> str:
+    """Why a write into ``folder`` failed. R gives no errno: a write cut short on a disk
+    with (almost) nothing left is the common case, told by the free space left."""
+    if disk_full(folder):
+        return "no space left on device"
+    return "the write was cut short (a full disk or a quota?)"
+
+
+def attempt_ended(
+    job_dir: str,
+    error: list[str] | str | None,
+    exit_status: int | None,
+    attempt: int,
+    max_restarts: int,
+) -> dict[str, Any]:
+    """How a job's attempt that gave back no fit ends the job. With the child's error
+    (``error``: its classes), ``state`` "failed": it would only repeat; unless it is a
+    write the child could not make, or the disk is full, which stop the job too, told
+    apart (``no_space``, with the ``cause``). Otherwise the child crashed (``exit_status``,
+    the ``cause``): "restarting" while ``attempt`` is within ``max_restarts``, else "failed"."""
+    classes = _strings(error)
+    full = bool(disk_full(job_dir))
+    if classes and "gpukeras_error_job_write" not in classes and not full:
+        return {"state": "failed", "cause": None, "no_space": False}
+    if classes or full:
+        cause = (
+            f"the training process could not write to the job's folder {job_dir}: "
+            f"{write_cause(job_dir)}"
+        )
+        return {"state": "failed", "cause": cause, "no_space": True}
+    state = "restarting" if attempt <= max_restarts else "failed"
+    return {"state": state, "cause": exit_cause(exit_status), "no_space": False}
+
+
+def _has_backup(folder: str) -> bool:
+    return Path(folder, "gpukeras-backup.json").is_file()
+
+
+def resume_call(backup_dir: str, seed: int | None = None) -> str | None:
+    """The call that resumes a stopped job from its backup in ``backup_dir`` (with the
+    ``seed`` gpukeras chose for it: a resumed run must see the batches in the same
+    order), or None where no backup was committed."""
+    if not _has_backup(backup_dir):
+        return None
+    seeded = f", seed = {int(seed)}" if seed is not None else ""
+    folder = json.dumps(backup_dir, ensure_ascii=False)
+    return f"gpu_fit(<same arguments>{seeded}, backup = gpu_backup({folder}))"
+
+
+def keep_backup(job_dir: str, backup_dir: str) -> str | None:
+    """The work of a cancelled job: the job's folder keeps only its own backup folder,
+    when that holds a backup (the carried data, logs and the child's temporary folder
+    go), or goes entirely; a ``backup_dir`` the user gave is theirs, left as it is. The
+    kept folder, or None when none is left."""
+    own = Path(job_dir, "backup")
+    if Path(backup_dir) == own and _has_backup(backup_dir):
+        for path in Path(job_dir).iterdir():
+            if path != own:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    else:
+        shutil.rmtree(job_dir, ignore_errors=True)
+    return backup_dir if os.path.isdir(backup_dir) else None
