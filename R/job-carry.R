@@ -61,7 +61,8 @@ carry_data <- function(data, dir, name, call = caller_env()) {
 save_arrays <- function(arrays, dir, name, call = caller_env()) {
   saved <- core_call("job_save_arrays", arrays = arrays, job_dir = dir, name = name, error_call = call)
   if (!is.null(saved$failed)) {
-    job_write_failed(dir, sprintf("The %s data (%s)", if (name == "data") "training" else name, saved$failed), call = call)
+    what <- sprintf("The %s data (%s)", if (name == "data") "training" else name, saved$failed)
+    job_write_failed(dir, what, call = call)
   }
   saved$files
 }

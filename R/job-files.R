@@ -27,15 +27,14 @@ job_space_fix <- paste(
 # Why a write into `dir` failed (no space left, or cut short).
 write_cause <- function(dir) core_call("job_write_cause", folder = dir)
 
-# Whether the disk holding `dir` has less than 1 MiB left (NA where it cannot tell).
-disk_full <- function(dir) core_call("job_disk_full", folder = dir) %||% NA
-
 # Run `code`, which writes `what` into the job's folder `dir`; its failure on a
 # full disk (numpy's bare OSError, Keras' save, a classed one from the core) is
 # a gpukeras_error_job_write. Other errors pass unchanged.
 carry_writes <- function(dir, what, code, call = caller_env()) {
   tryCatch(code, error = function(e) {
-    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) job_write_failed(dir, what, call = call)
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(core_call("job_disk_full", folder = dir))) {
+      job_write_failed(dir, what, call = call)
+    }
     stop(e)
   })
 }

@@ -27,7 +27,10 @@ show_job_progress <- function(job, status) {
     if (!is.null(status$sample)) cat("\r", core_call("job_sample_line", status = unclass(status)), "\033[K", sep = "")
     if (status$state %in% final_states) cat("\n")
   } else if (job$verbose == 2) {
-    lines <- unlist(core_call("job_epoch_lines", job_dir = job$dir, shown = job$epochs_shown, epochs = job$spec$fit$epochs))
+    lines <- unlist(core_call(
+      "job_epoch_lines",
+      job_dir = job$dir, shown = job$epochs_shown, epochs = job$spec$fit$epochs
+    ))
     cat(paste0(lines, "\n"), sep = "")
     job$epochs_shown <- job$epochs_shown + length(lines)
   }

@@ -54,7 +54,10 @@ job_failure <- function(job, status, call = caller_env()) {
     process_abort("Training in the background failed.", parent = job$error, call = call)
   }
   no_space <- isTRUE(job$no_space)
-  failed <- core_call("job_failure", status = unclass(status), stderr = job$stderr, no_space = no_space, fix = job_space_fix)
+  failed <- core_call(
+    "job_failure",
+    status = unclass(status), stderr = job$stderr, no_space = no_space, fix = job_space_fix
+  )
   gpukeras_abort(
     rlang::set_names(unlist(failed$message), unlist(failed$bullets)), unlist(failed$class),
     folder = if (no_space) job$dir, cause = failed$cause, causes = status$causes, stderr = job$stderr,

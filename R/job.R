@@ -74,7 +74,12 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
       )
     }
   )
-  job <- new_gpukeras_job(dir, env, model, spec, descriptions, max_restarts, request$verbose)
+  # The job, its process started with `env`. Dropping the job object ends its process.
+  job <- structure(list2env(list(
+    dir = dir, env = env, model = model, spec = spec, descriptions = descriptions, max_restarts = max_restarts,
+    verbose = request$verbose, started = Sys.time(), epochs_shown = 0L, attempt = 0L, restarts = 0L,
+    causes = character()
+  ), parent = emptyenv()), class = "gpukeras_job")
   job$encoding <- fit_encoding(data)
   # callr writes the files that start the call in tempdir(), where the job's folder is.
   carry_writes(
@@ -83,24 +88,6 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   )
   started <- TRUE
   job
-}
-
-# The job in `dir`, its process started with `env`. Dropping the job object ends its process.
-new_gpukeras_job <- function(dir, env, model, spec, descriptions, max_restarts, verbose) {
-  job <- new.env(parent = emptyenv())
-  job$dir <- dir
-  job$env <- env
-  job$model <- model
-  job$spec <- spec
-  job$descriptions <- descriptions
-  job$max_restarts <- max_restarts
-  job$verbose <- verbose
-  job$started <- Sys.time()
-  job$epochs_shown <- 0L
-  job$attempt <- 0L
-  job$restarts <- 0L
-  job$causes <- character()
-  structure(job, class = "gpukeras_job")
 }
 
 check_job <- function(job, call = caller_env()) {
@@ -113,7 +100,6 @@ check_job <- function(job, call = caller_env()) {
   invisible(job)
 }
 
-job_states <- c("starting", "running", "restarting", "done", "failed", "cancelled")
 final_states <- c("done", "failed", "cancelled")
 
 #' Background training jobs: status, wait, cancel

@@ -58,7 +58,9 @@ process_env <- function(visible = NULL) {
 
 check_timeout <- function(timeout, call = caller_env()) {
   if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), call = call)
+    abort_bad_argument(
+      sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), call = call
+    )
   }
 }
 

@@ -47,16 +47,10 @@ check_devices <- function(devices, call = caller_env()) {
 # args) (gpu_search()'s workers report to Optuna: opening its storage took 0.5 s of each
 # trial's start, measured by bench/search.R).
 new_worker_pool <- function(plan, dir, warm = NULL) {
-  pool <- new.env(parent = emptyenv())
-  pool$plan <- plan
-  pool$slots <- plan$slots
-  pool$dir <- dir
-  pool$next_id <- 0L
-  pool$ready <- vector("list", length(plan$slots))
-  pool$busy <- vector("list", length(plan$slots))
-  pool$setup <- the$setup_args
-  pool$warm <- warm
-  pool
+  free <- vector("list", length(plan$slots))
+  list2env(list(
+    plan = plan, slots = plan$slots, dir = dir, ready = free, busy = free, setup = the$setup_args, warm = warm
+  ), parent = emptyenv())
 }
 
 # A worker for slot `i`: one of the session's spares that fits the slot (worker_spare()),
@@ -69,19 +63,16 @@ worker_start <- function(pool, i) {
     spare$slot <- i
     return(spare)
   }
-  worker <- new.env(parent = emptyenv())
   # Its temporary folder is its own, in the session's (it may outlive the pool, a spare):
   # worker_end() removes it, and it goes with the session's otherwise.
-  worker$dir <- tempfile("gpukeras-worker-")
-  dir.create(worker$dir)
-  worker$slot <- i
-  worker$key <- key
-  worker$state <- "starting"
-  worker$prepare <- list(setup = pool$setup, warm = pool$warm)
-  env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
+  dir <- tempfile("gpukeras-worker-")
+  dir.create(dir)
+  env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = dir)
   # (it ends with the session, even a killed one: process_entry())
-  worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
-  worker
+  list2env(list(
+    dir = dir, slot = i, key = key, state = "starting", prepare = list(setup = pool$setup, warm = pool$warm),
+    session = callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
+  ), parent = emptyenv())
 }
 
 # What makes a ready worker fit a slot: what its start and first call prepared (its
@@ -272,33 +263,27 @@ worker_crash <- function(worker) {
   stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
-    message = paste(c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"),
+    message = paste(
+      c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"
+    ),
     crashed = TRUE
   )
 }
 
-# Raise the slots on GPU `device` to `count` workers (per_device = "auto", once a fit's
-# memory plan says so).
-worker_grow <- function(pool, device, count) {
-  on_device <- which(vapply(pool$slots, function(slot) identical(slot$device, device), logical(1)))
-  extra <- count - length(on_device)
-  if (extra <= 0L || !length(on_device)) return(invisible(0L))
-  template <- pool$slots[[on_device[1]]]
-  pool$slots <- c(pool$slots, rep(list(template), extra))
-  pool$busy <- c(pool$busy, vector("list", extra))
-  pool$ready <- c(pool$ready, vector("list", extra))
-  invisible(extra)
-}
-
 # With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
-# says that more fits fit there.
+# says that more fits fit there (the core's workers_fitting; once per GPU).
 many_grow <- function(pool, ended, result) {
   slot <- pool$slots[[ended$slot]]
   if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]]))
     return(invisible())
   fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
   pool$grown[[slot$device]] <- TRUE
-  worker_grow(pool, slot$device, fitting$workers)
+  extra <- fitting$workers - sum(vapply(pool$slots, function(other) identical(other$device, slot$device), logical(1)))
+  if (extra > 0L) {
+    pool$slots <- c(pool$slots, rep(list(slot), extra))
+    pool$busy <- c(pool$busy, vector("list", extra))
+    pool$ready <- c(pool$ready, vector("list", extra))
+  }
   pool$plan$reason <- c(pool$plan$reason, fitting$reason)
   invisible()
 }
@@ -309,16 +294,12 @@ many_grow <- function(pool, ended, result) {
 # folder (the data's .npy files) is removed. Spares end with the session: callr kills its
 # sessions' processes when R exits.
 worker_close <- function(pool) {
-  for (worker in pool$ready) {
-    if (is.null(worker)) next
+  for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
     if (worker$state == "ready" && is.null(worker$loaded) && worker$session$is_alive()) {
       the$spares <- c(the$spares, list(worker))
     } else {
       worker_end(worker)
     }
-  }
-  for (worker in pool$busy) {
-    if (!is.null(worker)) worker_end(worker)
   }
   pool$ready <- vector("list", length(pool$ready))
   pool$busy <- vector("list", length(pool$busy))

@@ -75,7 +75,7 @@ VERBS: dict[str, str] = {
     "job_status_lines": "train.job_report:status_lines",
     "job_epoch_lines": "train.job_report:epoch_lines",
     "job_exit_cause": "train.job_report:exit_cause",
-    "job_disk_full": "train.job_report:disk_full",
+    "job_disk_full": "train.job:disk_full",
     "job_failure": "train.job_report:failure",
     "job_write_cause": "train.job_report:write_cause",
     "job_attempt_ended": "train.job_report:attempt_ended",

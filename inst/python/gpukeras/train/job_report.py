@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gpukeras.train.job import EPOCHS_FILE, PROGRESS_FILE
+from gpukeras.train.job import EPOCHS_FILE, PROGRESS_FILE, disk_full
 from gpukeras.train.live import as_keras_shows
 
 FINAL_STATES = ("done", "failed", "cancelled")
@@ -176,18 +176,6 @@ def exit_cause(status: int | None, process: str = "the training process") -> str
         name = SIGNALS.get(-status)
         return f"{process} was killed by signal {-status}" + (f" ({name})" if name else "")
     return f"{process} exited with status {status}"
-
-
-def disk_full(folder: str) -> bool | None:
-    """Whether the disk holding ``folder`` (or its nearest existing parent) has less than
-    1 MiB left for a normal user; None where that cannot be told."""
-    path = Path(folder)
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    try:
-        return shutil.disk_usage(path).free < 1024 * 1024
-    except OSError:
-        return None
 
 
 def failure(
