@@ -21,7 +21,7 @@ format.gpukeras_job <- function(x, ...) {
 print.gpukeras_job <- function(x, ...) print_formatted(x, ...)
 
 # gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
-# line rewritten in place (verbose 1); nothing with verbose 0.
+# line rewritten in place (verbose 1); nothing with verbose 0. Returns `status`.
 show_job_progress <- function(job, status) {
   if (job$verbose == 1) {
     if (!is.null(status$sample)) cat("\r", core_call("job_sample_line", status = unclass(status)), "\033[K", sep = "")
@@ -34,5 +34,5 @@ show_job_progress <- function(job, status) {
     cat(paste0(lines, "\n"), sep = "")
     job$epochs_shown <- job$epochs_shown + length(lines)
   }
-  invisible()
+  invisible(status)
 }

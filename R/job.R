@@ -244,18 +244,10 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
 
 #' @export
 gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
-  call <- current_env()
-  look <- function() {
-    status <- gpu_job_status(job)
-    show_job_progress(job, status)
-    status
-  }
-  status <- job_wait_until(job, timeout, look, timed_out = function(status) {
-    gpukeras_abort(c(
-      sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-    ), "gpukeras_error_job_timeout", call = call)
-  })
+  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)), function(status) c(
+    sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+    "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+  ))
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
 }

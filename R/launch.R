@@ -106,16 +106,13 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   structure(results, output = output)
 }
 
-# An R script as a worker: with Rscript, or inside the private network with its Rscript.
+# An R script as a worker, with Rscript (inside the private network, its Rscript), and
+# what callr gives its children: this session's libraries.
 start_script <- function(script, env, private) {
-  if (is.null(private)) {
-    return(callr::rscript_process$new(callr::rscript_process_options(script = script, env = env, stderr = "2>&1")))
-  }
-  # What callr gives its children: this session's libraries.
-  env <- c("current", env, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
   processx::process$new(
-    file.path(private$bin, "Rscript"), script,
-    env = env, stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
+    file.path(private$bin %||% R.home("bin"), "Rscript"), script,
+    env = c("current", env, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep)),
+    stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
   )
 }
 

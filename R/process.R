@@ -67,14 +67,14 @@ check_timeout <- function(timeout, call = caller_env()) {
 # Wait for `job` (a gpukeras_job) to end, at most `timeout` seconds: `look()` gives its
 # status at least every `every` seconds, and each time its process has ended.
 # Its final status; NULL when interrupted (Ctrl-C), the job still running. Past the
-# deadline, the error `timed_out(status)` raises.
-job_wait_until <- function(job, timeout, look, timed_out, every = 0.1) {
+# deadline, a gpukeras_error_job_timeout whose message is `timed_out(status)`.
+job_wait_until <- function(job, timeout, look, timed_out, every = 0.1, call = caller_env()) {
   deadline <- Sys.time() + min(timeout, 1e9)
   tryCatch(
     repeat {
       status <- look()
       if (status$state %in% final_states) return(status)
-      if (Sys.time() >= deadline) timed_out(status)
+      if (Sys.time() >= deadline) gpukeras_abort(timed_out(status), "gpukeras_error_job_timeout", call = call)
       job$process$wait(as.integer(every * 1000))
     },
     interrupt = function(condition) {
