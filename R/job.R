@@ -244,10 +244,12 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
 
 #' @export
 gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
-  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)), function(status) c(
-    sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-    "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-  ))
+  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)), function(status) {
+    c(
+      sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
+      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
+    )
+  })
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
 }

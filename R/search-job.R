@@ -54,11 +54,13 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
 #' @export
 gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
   call <- current_env()
-  status <- job_wait_until(job, timeout, function() gpu_job_status(job), function(status) c(
-    sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done,
-            status$trials),
-    "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
-  ), every = 0.2)
+  status <- job_wait_until(job, timeout, function() gpu_job_status(job), function(status) {
+    c(
+      sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done,
+              status$trials),
+      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
+    )
+  }, every = 0.2)
   if (is.null(status)) return(invisible(job))
   outcome <- search_job_outcome(job)
   if (status$state == "done") return(outcome)

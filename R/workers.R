@@ -447,4 +447,3 @@ worker_model <- function(task) {
   check_output_width(model, task$levels, call = NULL)
   model
 }
-
