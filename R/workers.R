@@ -204,7 +204,12 @@ worker_collect <- function(pool) {
     } else {
       worker_end(worker)
     }
-    if (retry) worker_retry(pool, i, worker$task)
+    if (retry) {
+      # the slot has no ready worker (it was busy): a fresh process takes the task
+      task <- worker$task
+      task$retried <- TRUE
+      worker_submit(pool, i, task)
+    }
   }
   ended
 }
@@ -240,20 +245,6 @@ worker_again <- function(worker) {
   rm(list = intersect(c("task", "taken", "outcome", "started"), ls(worker)), envir = worker)
   worker$state <- "ready"
   invisible(worker)
-}
-
-# Give `task`, whose process ended before it took it, to a fresh process of slot `i`.
-worker_retry <- function(pool, i, task) {
-  task$retried <- TRUE
-  ready <- pool$ready[[i]]
-  if (!is.null(ready)) {
-    worker_step(ready)
-    if (ready$state == "ended") {
-      worker_end(ready)
-      pool$ready[i] <- list(NULL)
-    }
-  }
-  worker_submit(pool, i, task)
 }
 
 # What a worker that ended without a result died of: a condition, `crashed`, with the
