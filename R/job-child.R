@@ -52,11 +52,7 @@ job_attempt <- function(job, session = NULL) {
 job_look <- function(job) {
   if (job$state %in% final_states) return(invisible(job))
   process <- job$process
-  message <- NULL
-  while (is.null(message) && identical(process$poll_process(0L), "ready")) {
-    message <- process$read()
-    if (identical(message$code, 301)) message <- NULL
-  }
+  message <- session_read(process)
   if (is.null(message)) return(invisible(job))
   if (message$code == 200 && is.null(message$error)) {
     job$fit <- message$result

@@ -31,6 +31,16 @@ end_with_session <- function() {
   invisible()
 }
 
+# What the call running in `session` (a callr r_session) gave back, waiting at most `wait`
+# ms for it (its 301s, progress, skipped); NULL where nothing came.
+session_read <- function(session, wait = 0L) {
+  while (identical(session$poll_process(wait), "ready")) {
+    message <- session$read()
+    if (!identical(message$code, 301)) return(message)
+  }
+  NULL
+}
+
 # The function a later call into a process that ran process_entry() runs (a callr
 # r_session's): gpukeras' function `entry` with `args`.
 process_call <- function(entry, args) do.call(get(entry, envir = asNamespace("gpukeras")), args)
