@@ -31,7 +31,7 @@ show_job_progress <- function(job, status) {
       "job_epoch_lines",
       job_dir = job$dir, shown = job$epochs_shown, epochs = job$spec$fit$epochs
     ))
-    cat(paste0(lines, "\n"), sep = "")
+    cat(sprintf("%s\n", lines), sep = "")
     job$epochs_shown <- job$epochs_shown + length(lines)
   }
   invisible(status)

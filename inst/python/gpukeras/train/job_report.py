@@ -160,7 +160,7 @@ def epoch_lines(job_dir: str, shown: int, epochs: int) -> list[str]:
     except OSError:
         return []
     lines = []
-    for row in rows[shown:]:
+    for row in rows[int(shown) :]:
         fields = row.split("\t")
         values = ", ".join(field.replace("=", " ", 1) for field in fields[1:])
         lines.append(f"Epoch {fields[0]}/{int(epochs)}: {values}")
