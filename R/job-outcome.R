@@ -1,10 +1,6 @@
 # How a background job ends: what is kept of a stopped one, the fit it returns,
 # or the error that says why it failed.
 
-# The work of a stopped job: its backup, when it has one to resume from (the core's
-# job_keep_backup: the rest of the job's folder goes). The kept folder, or NULL.
-keep_backup <- function(job) core_call("job_keep_backup", job_dir = job$dir, backup_dir = job$spec$fit$backup_dir)
-
 # The call that resumes the job from its backup (its seed too when gpukeras chose it), or
 # NULL when no backup was committed.
 resume_call <- function(job) {

@@ -269,12 +269,13 @@ gpu_job_cancel.gpukeras_job <- function(job, ...) {
   job$process$kill_tree()
   # Ended (and reaped) before its files are touched.
   job$process$wait(5000L)
-  # Where it stopped: the child may have gone on since `status` was read.
-  progress <- core_call("job_progress", job_dir = job$dir)
-  if (!is.null(progress)) status[c("epoch", "batch", "sample")] <- progress[c("epoch", "batch", "sample")]
-  status$state <- "cancelled"
-  status$resume <- resume_call(job)
-  status$backup_dir <- keep_backup(job)
+  # Where it stopped (the child may have gone on since `status` was read), the call that
+  # resumes it and the backup kept (the core's job_cancelled: the rest of its folder goes).
+  cancelled <- core_call(
+    "job_cancelled",
+    job_dir = job$dir, backup_dir = job$spec$fit$backup_dir, seed = if (isTRUE(job$spec$seed_chosen)) job$spec$fit$seed
+  )
+  status[names(cancelled)] <- cancelled
   job$final <- status
   invisible(job)
 }

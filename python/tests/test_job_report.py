@@ -80,7 +80,11 @@ def test_a_cancelled_job_keeps_its_backup_alone_and_says_how_to_resume(tmp_path:
     assert job_report.resume_call(str(backup), 5) == (
         f'gpu_fit(<same arguments>, seed = 5, backup = gpu_backup("{backup}"))'
     )
-    assert job_report.keep_backup(str(tmp_path), str(backup)) == str(backup)
+    (tmp_path / job.PROGRESS_FILE).write_text("epoch: 2\nbatch: 3\n")
+    stopped = job_report.cancelled(str(tmp_path), str(backup))
+    assert (stopped["state"], stopped["epoch"]) == ("cancelled", 2.0)
+    assert stopped["backup_dir"] == str(backup)
+    assert stopped["resume"] == f'gpu_fit(<same arguments>, backup = gpu_backup("{backup}"))'
     assert [path.name for path in tmp_path.iterdir()] == ["backup"]
 
 

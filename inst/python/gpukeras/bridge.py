@@ -80,7 +80,7 @@ VERBS: dict[str, str] = {
     "job_write_cause": "train.job_report:write_cause",
     "job_attempt_ended": "train.job_report:attempt_ended",
     "job_resume_call": "train.job_report:resume_call",
-    "job_keep_backup": "train.job_report:keep_backup",
+    "job_cancelled": "train.job_report:cancelled",
     "search_job_status_lines": "train.job_report:search_status_lines",
     # tools
     "check": "tools.check:run_check",

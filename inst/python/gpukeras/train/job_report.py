@@ -305,3 +305,16 @@ def keep_backup(job_dir: str, backup_dir: str) -> str | None:
     else:
         shutil.rmtree(job_dir, ignore_errors=True)
     return backup_dir if os.path.isdir(backup_dir) else None
+
+
+def cancelled(job_dir: str, backup_dir: str, seed: int | None = None) -> dict[str, Any]:
+    """A cancelled job's status, its process ended: where it stopped (``epoch``,
+    ``batch``, ``sample``, read again: the child may have gone on since its status was
+    read; none where it wrote no progress), the call that resumes it (``resume``,
+    resume_call) and the backup kept (``backup_dir``, keep_backup: the rest of the job's
+    folder goes)."""
+    read = progress(job_dir) or {}
+    stopped = {key: read[key] for key in ("epoch", "batch", "sample") if read}
+    resume = resume_call(backup_dir, seed)
+    kept = keep_backup(job_dir, backup_dir)
+    return {**stopped, "state": "cancelled", "resume": resume, "backup_dir": kept}
