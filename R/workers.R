@@ -67,7 +67,7 @@ worker_start <- function(pool, i) {
   # worker_end() removes it, and it goes with the session's otherwise.
   dir <- tempfile("gpukeras-worker-")
   dir.create(dir)
-  env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = dir)
+  env <- c(key$env, TMPDIR = dir)
   # (it ends with the session, even a killed one: process_entry())
   list2env(list(
     dir = dir, slot = i, key = key, state = "starting", prepare = list(setup = pool$setup, warm = pool$warm),
