@@ -55,25 +55,16 @@ carry_data <- function(data, dir, name, call = caller_env()) {
   files
 }
 
-# `arrays$x` (an array, or a named list of them), `arrays$y` and `arrays$sample_weight` as .npy files.
-# A full disk is a gpukeras_error_job_write naming the file (numpy's own error is
-# a bare OSError, "N requested and M written").
+# `arrays$x` (an array, or a named list of them), `arrays$y` and `arrays$sample_weight` as
+# .npy files (the core's job_save_arrays). A full disk is a gpukeras_error_job_write naming
+# the file (numpy's own error is a bare OSError, "N requested and M written").
 save_arrays <- function(arrays, dir, name, call = caller_env()) {
-  save <- function(array, part) {
-    file <- sprintf("%s-%s.npy", name, part)
-    path <- job_file(dir, file)
-    carry_writes(
-      dir, sprintf("The %s data (%s)", if (name == "data") "training" else name, file),
-      core_call("job_save_array", array = array, path = path),
-      call = call
-    )
+  saved <- core_call("job_save_arrays", arrays = arrays, job_dir = dir, name = name, error_call = call)
+  if (!is.null(saved$failed)) {
+    what <- sprintf("The %s data (%s)", if (name == "data") "training" else name, saved$failed)
+    job_write_failed(dir, what, call = call)
   }
-  x <- arrays$x
-  list(
-    x = if (is.list(x)) Map(save, x, paste0("x-", names(x))) else save(x, "x"),
-    y = if (!is.null(arrays$y)) save(arrays$y, "y"),
-    sample_weight = if (!is.null(arrays$sample_weight)) save(arrays$sample_weight, "sample_weight")
-  )
+  saved$files
 }
 
 # The arrays save_arrays() wrote (`files`), memory-mapped: pages are read from the files as

@@ -52,11 +52,7 @@ job_attempt <- function(job, session = NULL) {
 job_look <- function(job) {
   if (job$state %in% final_states) return(invisible(job))
   process <- job$process
-  message <- NULL
-  while (is.null(message) && identical(process$poll_process(0L), "ready")) {
-    message <- process$read()
-    if (identical(message$code, 301)) message <- NULL
-  }
+  message <- session_read(process)
   if (is.null(message)) return(invisible(job))
   if (message$code == 200 && is.null(message$error)) {
     job$fit <- message$result
@@ -67,45 +63,25 @@ job_look <- function(job) {
   job$stderr <- utils::tail(strsplit(message$stderr %||% "", "\n")[[1]], 20L)
   # the condition the child raised (callr's own error when it could not give it back)
   error <- message$error$parent %||% if (message$code == 200) message$error
-  if (!inherits(error, "gpukeras_error_job_write") && !is.null(error) && !isTRUE(disk_full(job$dir))) {
+  ended <- core_call(
+    "job_attempt_ended",
+    job_dir = job$dir, error = if (!is.null(error)) class(error), exit_status = process$get_exit_status(),
+    attempt = job$attempt, max_restarts = job$max_restarts
+  )
+  job$causes <- c(job$causes, ended$cause)
+  job$no_space <- ended$no_space
+  if (ended$state == "restarting") {
+    job$restarts <- job$restarts + 1L
+    return(invisible(job_attempt(job)))
+  }
+  if (is.null(ended$cause)) {
     error$trace <- NULL # the child's frames, which the session's print would show as its own
     job$error <- error
-    job$state <- "failed"
-  } else if (!is.null(error) || isTRUE(disk_full(job$dir))) {
-    job$causes <- c(job$causes, sprintf(
-      "the training process could not write to the job's folder %s: %s", job$dir, write_cause(job$dir)
-    ))
-    job$no_space <- TRUE
-    job$state <- "failed"
-  } else {
-    job$causes <- c(job$causes, exit_cause(process$get_exit_status()))
-    if (job$attempt > job$max_restarts) {
-      job$state <- "failed"
-    } else {
-      job$restarts <- job$restarts + 1L
-      job_attempt(job)
-    }
   }
-  if (job$state == "failed") process$kill()
+  job$state <- "failed"
+  process$kill()
   invisible(job)
 }
-
-# What ended a process, from its exit status (processx gives -signal for a signal).
-exit_cause <- function(status) {
-  if (is.null(status) || is.na(status)) return("the training process ended for an unknown reason")
-  if (status < 0) {
-    signals <- c(
-      `6` = "SIGABRT, an abort", `9` = "SIGKILL, e.g. the out-of-memory killer", `11` = "SIGSEGV, a segmentation fault",
-      `15` = "SIGTERM"
-    )
-    name <- signals[as.character(-status)]
-    return(sprintf(
-      "the training process was killed by signal %d%s", -status, if (is.na(name)) "" else sprintf(" (%s)", name)
-    ))
-  }
-  sprintf("the training process exited with status %d", status)
-}
-
 # The training child: gpu_setup() as the parent had it, before anything starts the
 # runtime, then the model, data and gpu_fit() with the job's backup. Its fit goes back
 # through callr; the trained weights, with the optimizer's state, through the job's folder.

@@ -24,31 +24,17 @@ job_space_fix <- paste(
   "or start R with TMPDIR set to a folder on a disk with room."
 )
 
-# Why a write into `dir` failed. R gives no errno; a write cut short on a disk
-# with (almost) nothing left is the common case, told by the free space left.
-write_cause <- function(dir) {
-  if (isTRUE(disk_full(dir))) "no space left on device" else "the write was cut short (a full disk or a quota?)"
-}
-
-# Whether the disk holding `dir` has less than 1 MiB left for a normal user
-# (`df` says; NA where it cannot tell).
-disk_full <- function(dir) {
-  while (!dir.exists(dir) && dirname(dir) != dir) dir <- dirname(dir)
-  lines <- tryCatch(
-    suppressWarnings(system2("df", c("-P", "-k", shQuote(dir)), stdout = TRUE, stderr = FALSE)),
-    error = function(e) character()
-  )
-  if (length(lines) < 2L) return(NA)
-  available <- suppressWarnings(as.numeric(strsplit(trimws(lines[length(lines)]), "[[:space:]]+")[[1]][4]))
-  if (is.na(available)) NA else available < 1024
-}
+# Why a write into `dir` failed (no space left, or cut short).
+write_cause <- function(dir) core_call("job_write_cause", folder = dir)
 
 # Run `code`, which writes `what` into the job's folder `dir`; its failure on a
 # full disk (numpy's bare OSError, Keras' save, a classed one from the core) is
 # a gpukeras_error_job_write. Other errors pass unchanged.
 carry_writes <- function(dir, what, code, call = caller_env()) {
   tryCatch(code, error = function(e) {
-    if (inherits(e, "gpukeras_error_job_write") || isTRUE(disk_full(dir))) job_write_failed(dir, what, call = call)
+    if (inherits(e, "gpukeras_error_job_write") || isTRUE(core_call("job_disk_full", folder = dir))) {
+      job_write_failed(dir, what, call = call)
+    }
     stop(e)
   })
 }

@@ -1,34 +1,12 @@
 # How a background job ends: what is kept of a stopped one, the fit it returns,
 # or the error that says why it failed.
 
-# The work of a stopped job: its backup, when it has one to resume from. The
-# job's folder keeps only its own backup folder (the carried data, logs and
-# the child's temp folder go), or goes entirely; a backup_dir the user gave is
-# theirs and is left as it is. The kept folder, or NULL when none is left.
-keep_backup <- function(job) {
-  backup <- job$spec$fit$backup_dir
-  own <- identical(backup, job_file(job, "backup"))
-  if (own && has_backup(backup)) {
-    others <- list.files(job$dir, all.files = TRUE, no.. = TRUE, full.names = TRUE)
-    unlink(others[basename(others) != "backup"], recursive = TRUE)
-  } else {
-    unlink(job$dir, recursive = TRUE)
-  }
-  if (dir.exists(backup)) backup
-}
-
-has_backup <- function(dir) file.exists(file.path(dir, "gpukeras-backup.json"))
-
-# The call that resumes the job from its backup (its seed too when gpukeras
-# chose it: a resumed run must see the batches in the same order), or NULL
-# when no backup was committed.
+# The call that resumes the job from its backup (its seed too when gpukeras chose it), or
+# NULL when no backup was committed.
 resume_call <- function(job) {
-  backup <- job$spec$fit$backup_dir
-  if (!has_backup(backup)) return(NULL)
-  sprintf(
-    "gpu_fit(<same arguments>%s, backup = gpu_backup(%s))",
-    if (isTRUE(job$spec$seed_chosen)) sprintf(", seed = %d", job$spec$fit$seed) else "",
-    encodeString(backup, quote = "\"")
+  core_call(
+    "job_resume_call",
+    backup_dir = job$spec$fit$backup_dir, seed = if (isTRUE(job$spec$seed_chosen)) job$spec$fit$seed
   )
 }
 
@@ -64,43 +42,21 @@ job_outcome <- function(job, status, call = caller_env()) {
   fit
 }
 
+# A job that crashed past its restarts, or stopped on a full disk (no restart would get
+# further: the message counts the attempts made and says what to free), in the core's words.
 job_failure <- function(job, status, call = caller_env()) {
   if (!is.null(status$error)) {
     # An error in the training itself, raised again as its parent: it would only repeat.
     process_abort("Training in the background failed.", parent = job$error, call = call)
   }
-  # The last attempt's stderr, its last 20 lines (job_look()).
-  stderr <- job$stderr
-  backup <- job$spec$fit$backup_dir
-  cause <- status$causes[length(status$causes)] %||% "unknown"
-  # A full disk under the job's folder: no restart would get further, so the
-  # message counts the attempts made and says what to free.
   no_space <- isTRUE(job$no_space)
+  failed <- core_call(
+    "job_failure",
+    status = unclass(status), stderr = job$stderr, no_space = no_space, fix = job_space_fix
+  )
   gpukeras_abort(
-    c(
-      if (no_space) {
-        attempts <- status$restarts + 1L
-        c(
-          sprintf(
-            "Training in the background stopped after %d attempt%s: %s.", attempts, if (attempts == 1L) "" else "s",
-            cause
-          ),
-          job_space_fix
-        )
-      } else {
-        sprintf("Training in the background failed after %d restart(s): %s.", status$restarts, cause)
-      },
-      if (length(stderr)) c("The last lines of its stderr:", rlang::set_names(stderr, " ")),
-      if (!is.null(status$sample)) sprintf("Last progress: %s.", format_job_sample(status)),
-      if (!is.null(status$resume)) {
-        sprintf("The backup is in %s: %s resumes from it.", backup, status$resume)
-      } else {
-        "No backup was written."
-      }
-    ),
-    c(if (no_space) "gpukeras_error_job_write", "gpukeras_error_job_failed"),
-    folder = if (no_space) job$dir,
-    cause = cause, causes = status$causes, stderr = stderr, sample = status$sample, backup_dir = backup,
-    call = call
+    rlang::set_names(unlist(failed$message), unlist(failed$bullets)), unlist(failed$class),
+    folder = if (no_space) job$dir, cause = failed$cause, causes = status$causes, stderr = job$stderr,
+    sample = status$sample, backup_dir = job$spec$fit$backup_dir, call = call
   )
 }

@@ -47,10 +47,7 @@ standby_take <- function(env) {
 # less than a fresh process would take); NULL, the standby ended, if it failed to.
 standby_ready <- function(standby) {
   session <- standby$session
-  message <- NULL
-  while (identical(session$get_state(), "busy") && identical(session$poll_process(60000L), "ready")) {
-    message <- session$read()
-  }
+  message <- if (identical(session$get_state(), "busy")) session_read(session, 60000L)
   if (identical(session$get_state(), "idle") && is.null(message$error)) return(session)
   session$kill()
   NULL

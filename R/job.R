@@ -64,7 +64,7 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   )
   # A run that resumes must see the batches in the same order: it needs a seed.
   spec$seed_chosen <- is.null(spec$fit$seed)
-  spec$fit$seed <- spec$fit$seed %||% as.integer((as.numeric(Sys.time()) * 1000) %% .Machine$integer.max)
+  spec$fit$seed <- chosen_seed(spec$fit$seed)
   spec$fit$backup_dir <- spec$fit$backup_dir %||% file.path(dir, "backup")
   descriptions <- list(
     data = describe_fit_data(data, if (data$kind == "python") data$dataset, request$batch_size, call = call),
@@ -74,7 +74,12 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
       )
     }
   )
-  job <- new_gpukeras_job(dir, env, model, spec, descriptions, max_restarts, request$verbose)
+  # The job, its process started with `env`. Dropping the job object ends its process.
+  job <- structure(list2env(list(
+    dir = dir, env = env, model = model, spec = spec, descriptions = descriptions, max_restarts = max_restarts,
+    verbose = request$verbose, started = Sys.time(), epochs_shown = 0L, attempt = 0L, restarts = 0L,
+    causes = character()
+  ), parent = emptyenv()), class = "gpukeras_job")
   job$encoding <- fit_encoding(data)
   # callr writes the files that start the call in tempdir(), where the job's folder is.
   carry_writes(
@@ -83,24 +88,6 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   )
   started <- TRUE
   job
-}
-
-# The job in `dir`, its process started with `env`. Dropping the job object ends its process.
-new_gpukeras_job <- function(dir, env, model, spec, descriptions, max_restarts, verbose) {
-  job <- new.env(parent = emptyenv())
-  job$dir <- dir
-  job$env <- env
-  job$model <- model
-  job$spec <- spec
-  job$descriptions <- descriptions
-  job$max_restarts <- max_restarts
-  job$verbose <- verbose
-  job$started <- Sys.time()
-  job$epochs_shown <- 0L
-  job$attempt <- 0L
-  job$restarts <- 0L
-  job$causes <- character()
-  structure(job, class = "gpukeras_job")
 }
 
 check_job <- function(job, call = caller_env()) {
@@ -113,26 +100,7 @@ check_job <- function(job, call = caller_env()) {
   invisible(job)
 }
 
-job_states <- c("starting", "running", "restarting", "done", "failed", "cancelled")
 final_states <- c("done", "failed", "cancelled")
-
-read_progress <- function(job) {
-  path <- job_file(job, "progress.dcf")
-  fields <- if (file.exists(path)) tryCatch(read.dcf(path), error = function(e) NULL)
-  if (is.null(fields) || !nrow(fields)) return(NULL)
-  values <- suppressWarnings(as.list(as.numeric(fields[1, ])))
-  names(values) <- colnames(fields)
-  values
-}
-
-progress_sample <- function(progress) {
-  logs <- progress[startsWith(names(progress), "log_")]
-  names(logs) <- sub("^log_", "", names(logs))
-  list(
-    batches_per_second = progress$batches_per_second, samples_per_second = progress$samples_per_second,
-    gpu_utilization = progress$gpu_utilization, gpu_memory_used_mib = progress$gpu_memory_used_mib, logs = logs
-  )
-}
 
 #' Background training jobs: status, wait, cancel
 #'
@@ -246,7 +214,7 @@ gpu_job_status <- function(job, ...) {
 gpu_job_status.gpukeras_job <- function(job, ...) {
   if (!is.null(job$final)) return(job$final)
   job_look(job)
-  progress <- read_progress(job)
+  progress <- core_call("job_progress", job_dir = job$dir)
   value <- job$state
   if (value %in% c("starting", "restarting") && identical(progress$attempt, as.numeric(job$attempt))) {
     value <- "running"
@@ -256,7 +224,7 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
   structure(list(
     state = value, epoch = progress$epoch, epochs = progress$epochs %||% job$spec$fit$epochs, batch = progress$batch,
     steps = progress$steps, pid = job$process$get_pid(), restarts = job$restarts, causes = job$causes,
-    sample = if (!is.null(progress)) progress_sample(progress),
+    sample = progress$sample,
     elapsed = as.numeric(difftime(Sys.time(), job$started, units = "secs")),
     setup = read_rds_or_null(job_file(job, "setup.rds")), error = error_data(job$error),
     backup_dir = job$spec$fit$backup_dir, resume = if (value == "failed") resume_call(job)
@@ -270,25 +238,17 @@ gpu_job_status.gpukeras_job <- function(job, ...) {
 gpu_job_wait <- function(job, timeout = Inf, ...) {
   check_unknown_args("gpu_job_wait", "gpu_job_status")
   check_job(job)
-  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    abort_bad_argument(sprintf("`timeout` must be one positive number of seconds, not %s.", describe(timeout)))
-  }
+  check_timeout(timeout)
   UseMethod("gpu_job_wait")
 }
 
 #' @export
 gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
-  call <- current_env()
-  look <- function() {
-    status <- gpu_job_status(job)
-    show_job_progress(job, status)
-    status
-  }
-  status <- job_wait_until(job, timeout, look, timed_out = function(status) {
-    gpukeras_abort(c(
+  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)), function(status) {
+    c(
       sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
       "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-    ), "gpukeras_error_job_timeout", call = call)
+    )
   })
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
@@ -309,16 +269,13 @@ gpu_job_cancel.gpukeras_job <- function(job, ...) {
   job$process$kill_tree()
   # Ended (and reaped) before its files are touched.
   job$process$wait(5000L)
-  # Where it stopped: the child may have gone on since `status` was read.
-  progress <- read_progress(job)
-  if (!is.null(progress)) {
-    status$epoch <- progress$epoch
-    status$batch <- progress$batch
-    status$sample <- progress_sample(progress)
-  }
-  status$state <- "cancelled"
-  status$resume <- resume_call(job)
-  status$backup_dir <- keep_backup(job)
+  # Where it stopped (the child may have gone on since `status` was read), the call that
+  # resumes it and the backup kept (the core's job_cancelled: the rest of its folder goes).
+  cancelled <- core_call(
+    "job_cancelled",
+    job_dir = job$dir, backup_dir = job$spec$fit$backup_dir, seed = if (isTRUE(job$spec$seed_chosen)) job$spec$fit$seed
+  )
+  status[names(cancelled)] <- cancelled
   job$final <- status
   invisible(job)
 }

@@ -72,9 +72,7 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   }
   check_count(workers)
   if (!is.list(args)) abort_bad_argument(sprintf("`args` must be a list, not %s.", describe(args)))
-  if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
-    abort_bad_argument(sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)))
-  }
+  check_timeout(timeout)
   check_flag(quiet)
   if (missing(network)) network <- "private"
   check_choice(network, c("private", "trusted"))
@@ -108,16 +106,13 @@ gpu_launch <- function(worker, workers = 2L, args = list(), timeout = Inf, quiet
   structure(results, output = output)
 }
 
-# An R script as a worker: with Rscript, or inside the private network with its Rscript.
+# An R script as a worker, with Rscript (inside the private network, its Rscript), and
+# what callr gives its children: this session's libraries.
 start_script <- function(script, env, private) {
-  if (is.null(private)) {
-    return(callr::rscript_process$new(callr::rscript_process_options(script = script, env = env, stderr = "2>&1")))
-  }
-  # What callr gives its children: this session's libraries.
-  env <- c("current", env, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
   processx::process$new(
-    file.path(private$bin, "Rscript"), script,
-    env = env, stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
+    file.path(private$bin %||% R.home("bin"), "Rscript"), script,
+    env = c("current", env, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep)),
+    stdout = "|", stderr = "2>&1", cleanup_tree = TRUE
   )
 }
 
@@ -212,22 +207,15 @@ free_ports <- function(count, call = caller_env()) {
 # them all at the first that fails, or at the timeout.
 supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
   output <- rep(list(character()), length(processes))
-  take <- function(index) {
-    lines <- processes[[index]]$read_output_lines()
-    if (length(lines)) {
-      output[[index]] <<- c(output[[index]], lines)
-      if (!quiet) cat(sprintf("[worker %d] %s\n", index - 1L, lines), sep = "")
-    }
-  }
-  started <- Sys.time()
+  deadline <- Sys.time() + min(timeout, 1e9)
   repeat {
-    alive <- Filter(function(p) p$is_alive(), processes)
-    if (length(alive)) alive[[1]]$poll_io(200L)
-    for (index in seq_along(processes)) take(index)
-    ended <- !vapply(processes, function(p) p$is_alive(), logical(1))
-    for (index in which(ended)) {
-      take(index)
-      failure <- worker_failure(processes[[index]])
+    alive <- vapply(processes, function(p) p$is_alive(), logical(1))
+    if (any(alive)) processx::poll(processes[alive], 200L)
+    for (index in seq_along(processes)) {
+      lines <- processes[[index]]$read_output_lines()
+      output[[index]] <- c(output[[index]], lines)
+      if (!quiet && length(lines)) cat(sprintf("[worker %d] %s\n", index - 1L, lines), sep = "")
+      failure <- if (!alive[index]) worker_failure(processes[[index]])
       if (!is.null(failure)) {
         for (p in processes) p$kill()
         gpukeras_abort(c(
@@ -239,8 +227,8 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
         ), "gpukeras_error_worker_lost", worker = index - 1L, output = output[[index]], call = call)
       }
     }
-    if (all(ended)) return(output)
-    if (as.numeric(difftime(Sys.time(), started, units = "secs")) > timeout) {
+    if (!any(alive)) return(output)
+    if (Sys.time() > deadline) {
       for (p in processes) p$kill()
       gpukeras_abort(
         sprintf("The workers did not finish within %s s; they were stopped.", format(timeout)),

@@ -31,6 +31,16 @@ end_with_session <- function() {
   invisible()
 }
 
+# What the call running in `session` (a callr r_session) gave back, waiting at most `wait`
+# ms for it (its 301s, progress, skipped); NULL where nothing came.
+session_read <- function(session, wait = 0L) {
+  while (identical(session$poll_process(wait), "ready")) {
+    message <- session$read()
+    if (!identical(message$code, 301)) return(message)
+  }
+  NULL
+}
+
 # The function a later call into a process that ran process_entry() runs (a callr
 # r_session's): gpukeras' function `entry` with `args`.
 process_call <- function(entry, args) do.call(get(entry, envir = asNamespace("gpukeras")), args)
@@ -56,17 +66,25 @@ process_env <- function(visible = NULL) {
   )
 }
 
+check_timeout <- function(timeout, call = caller_env()) {
+  if (!(is.numeric(timeout) && length(timeout) == 1L && !is.na(timeout) && timeout > 0)) {
+    abort_bad_argument(
+      sprintf("`timeout` must be a number of seconds > 0 (or Inf), not %s.", describe(timeout)), call = call
+    )
+  }
+}
+
 # Wait for `job` (a gpukeras_job) to end, at most `timeout` seconds: `look()` gives its
 # status at least every `every` seconds, and each time its process has ended.
 # Its final status; NULL when interrupted (Ctrl-C), the job still running. Past the
-# deadline, the error `timed_out(status)` raises.
-job_wait_until <- function(job, timeout, look, timed_out, every = 0.1) {
+# deadline, a gpukeras_error_job_timeout whose message is `timed_out(status)`.
+job_wait_until <- function(job, timeout, look, timed_out, every = 0.1, call = caller_env()) {
   deadline <- Sys.time() + min(timeout, 1e9)
   tryCatch(
     repeat {
       status <- look()
       if (status$state %in% final_states) return(status)
-      if (Sys.time() >= deadline) timed_out(status)
+      if (Sys.time() >= deadline) gpukeras_abort(timed_out(status), "gpukeras_error_job_timeout", call = call)
       job$process$wait(as.integer(every * 1000))
     },
     interrupt = function(condition) {

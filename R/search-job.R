@@ -54,12 +54,12 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
 #' @export
 gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
   call <- current_env()
-  status <- job_wait_until(job, timeout, function() gpu_job_status(job), timed_out = function(status) {
-    gpukeras_abort(c(
+  status <- job_wait_until(job, timeout, function() gpu_job_status(job), function(status) {
+    c(
       sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done,
               status$trials),
       "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
-    ), "gpukeras_error_job_timeout", call = call)
+    )
   }, every = 0.2)
   if (is.null(status)) return(invisible(job))
   outcome <- search_job_outcome(job)
@@ -100,24 +100,7 @@ format.gpukeras_search_job <- function(x, ...) c("<gpukeras_search_job>", format
 print.gpukeras_search_job <- function(x, ...) print_formatted(x, ...)
 
 #' @export
-format.gpukeras_search_job_status <- function(x, ...) {
-  best <- if (is.null(x$best)) "none yet" else sprintf("trial %d, %s = %.5g", x$best$number, x$objective, x$best$value)
-  # the trials a stopped search was running stay "running" in the study until it resumes
-  running <- if (!x$running) {
-    ""
-  } else if (x$state == "running") {
-    sprintf(", %d running", x$running)
-  } else {
-    sprintf(", %d interrupted (run again when the search resumes)", x$running)
-  }
-  c(
-    sprintf("Search %s: %d of %d trials done%s", x$state, x$done, x$trials, running),
-    sprintf("Best so far: %s", best),
-    if (x$state == "cancelled")
-      sprintf("The study is kept in %s: the same gpu_search() call resumes it.", x$storage %||% "its storage"),
-    if (!is.null(x$error)) sprintf("Error: %s", x$error$message)
-  )
-}
+format.gpukeras_search_job_status <- function(x, ...) unlist(core_call("search_job_status_lines", status = unclass(x)))
 
 #' @export
 print.gpukeras_search_job_status <- function(x, ...) print_formatted(x, ...)

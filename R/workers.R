@@ -47,16 +47,10 @@ check_devices <- function(devices, call = caller_env()) {
 # args) (gpu_search()'s workers report to Optuna: opening its storage took 0.5 s of each
 # trial's start, measured by bench/search.R).
 new_worker_pool <- function(plan, dir, warm = NULL) {
-  pool <- new.env(parent = emptyenv())
-  pool$plan <- plan
-  pool$slots <- plan$slots
-  pool$dir <- dir
-  pool$next_id <- 0L
-  pool$ready <- vector("list", length(plan$slots))
-  pool$busy <- vector("list", length(plan$slots))
-  pool$setup <- the$setup_args
-  pool$warm <- warm
-  pool
+  free <- vector("list", length(plan$slots))
+  list2env(list(
+    plan = plan, slots = plan$slots, dir = dir, ready = free, busy = free, setup = the$setup_args, warm = warm
+  ), parent = emptyenv())
 }
 
 # A worker for slot `i`: one of the session's spares that fits the slot (worker_spare()),
@@ -69,19 +63,16 @@ worker_start <- function(pool, i) {
     spare$slot <- i
     return(spare)
   }
-  worker <- new.env(parent = emptyenv())
   # Its temporary folder is its own, in the session's (it may outlive the pool, a spare):
   # worker_end() removes it, and it goes with the session's otherwise.
-  worker$dir <- tempfile("gpukeras-worker-")
-  dir.create(worker$dir)
-  worker$slot <- i
-  worker$key <- key
-  worker$state <- "starting"
-  worker$prepare <- list(setup = pool$setup, warm = pool$warm)
-  env <- c(process_env(pool$slots[[i]]$visible), TMPDIR = worker$dir)
+  dir <- tempfile("gpukeras-worker-")
+  dir.create(dir)
+  env <- c(key$env, TMPDIR = dir)
   # (it ends with the session, even a killed one: process_entry())
-  worker$session <- callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
-  worker
+  list2env(list(
+    dir = dir, slot = i, key = key, state = "starting", prepare = list(setup = pool$setup, warm = pool$warm),
+    session = callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
+  ), parent = emptyenv())
 }
 
 # What makes a ready worker fit a slot: what its start and first call prepared (its
@@ -213,7 +204,12 @@ worker_collect <- function(pool) {
     } else {
       worker_end(worker)
     }
-    if (retry) worker_retry(pool, i, worker$task)
+    if (retry) {
+      # the slot has no ready worker (it was busy): a fresh process takes the task
+      task <- worker$task
+      task$retried <- TRUE
+      worker_submit(pool, i, task)
+    }
   }
   ended
 }
@@ -246,26 +242,9 @@ worker_reusable <- function(worker) {
 
 # `worker` ready again, with no task.
 worker_again <- function(worker) {
-  worker$task <- NULL
-  worker$taken <- NULL
-  worker$outcome <- NULL
-  worker$started <- NULL
+  rm(list = intersect(c("task", "taken", "outcome", "started"), ls(worker)), envir = worker)
   worker$state <- "ready"
   invisible(worker)
-}
-
-# Give `task`, whose process ended before it took it, to a fresh process of slot `i`.
-worker_retry <- function(pool, i, task) {
-  task$retried <- TRUE
-  ready <- pool$ready[[i]]
-  if (!is.null(ready)) {
-    worker_step(ready)
-    if (ready$state == "ended") {
-      worker_end(ready)
-      pool$ready[i] <- list(NULL)
-    }
-  }
-  worker_submit(pool, i, task)
 }
 
 # What a worker that ended without a result died of: a condition, `crashed`, with the
@@ -275,33 +254,27 @@ worker_crash <- function(worker) {
   stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
-    message = paste(c(sub("the training process", "its worker process", exit_cause(status)), stderr), collapse = "\n"),
+    message = paste(
+      c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"
+    ),
     crashed = TRUE
   )
 }
 
-# Raise the slots on GPU `device` to `count` workers (per_device = "auto", once a fit's
-# memory plan says so).
-worker_grow <- function(pool, device, count) {
-  on_device <- which(vapply(pool$slots, function(slot) identical(slot$device, device), logical(1)))
-  extra <- count - length(on_device)
-  if (extra <= 0L || !length(on_device)) return(invisible(0L))
-  template <- pool$slots[[on_device[1]]]
-  pool$slots <- c(pool$slots, rep(list(template), extra))
-  pool$busy <- c(pool$busy, vector("list", extra))
-  pool$ready <- c(pool$ready, vector("list", extra))
-  invisible(extra)
-}
-
 # With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
-# says that more fits fit there.
+# says that more fits fit there (the core's workers_fitting; once per GPU).
 many_grow <- function(pool, ended, result) {
   slot <- pool$slots[[ended$slot]]
   if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]]))
     return(invisible())
   fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
   pool$grown[[slot$device]] <- TRUE
-  worker_grow(pool, slot$device, fitting$workers)
+  extra <- fitting$workers - sum(vapply(pool$slots, function(other) identical(other$device, slot$device), logical(1)))
+  if (extra > 0L) {
+    pool$slots <- c(pool$slots, rep(list(slot), extra))
+    pool$busy <- c(pool$busy, vector("list", extra))
+    pool$ready <- c(pool$ready, vector("list", extra))
+  }
   pool$plan$reason <- c(pool$plan$reason, fitting$reason)
   invisible()
 }
@@ -312,16 +285,12 @@ many_grow <- function(pool, ended, result) {
 # folder (the data's .npy files) is removed. Spares end with the session: callr kills its
 # sessions' processes when R exits.
 worker_close <- function(pool) {
-  for (worker in pool$ready) {
-    if (is.null(worker)) next
+  for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
     if (worker$state == "ready" && is.null(worker$loaded) && worker$session$is_alive()) {
       the$spares <- c(the$spares, list(worker))
     } else {
       worker_end(worker)
     }
-  }
-  for (worker in pool$busy) {
-    if (!is.null(worker)) worker_end(worker)
   }
   pool$ready <- vector("list", length(pool$ready))
   pool$busy <- vector("list", length(pool$busy))
@@ -363,36 +332,21 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # --- In the worker process -------------------------------------------------------------
 
-# What a worker loads before its task: Python, Keras (with TensorFlow where it is
-# installed, which Keras' seed imports on either backend) and the core's modules its tasks
-# call (the core's list: bridge.WORKER_VERBS), with no runtime (no devices, no memory), so
-# that the task starts at once.
-worker_load <- function() {
-  core_call("preload_keras")
-  core_call("preload")
-}
-
-# The worker's first call: load (worker_load()), open what `prepare$warm` names ahead (a
-# core verb and its arguments) and prepare the runtime (worker_prepare()). Whatever fails
-# here is the task's error (the worker keeps it for worker_task()).
+# The worker's first call: load Python, Keras (with TensorFlow where it is installed, which
+# Keras' seed imports on either backend) and the core's modules its tasks call (the core's
+# list: bridge.WORKER_VERBS), with no runtime, so that the task starts at once; open what
+# `prepare$warm` names ahead (a core verb and its arguments); apply the session's
+# gpu_setup() (`prepare$setup`, the pool's), start the runtime and, with `compile` (no task
+# waiting yet), compile one small step that takes the compiler's start off the fit's (core:
+# workers_warm; the compiled programs are the user's cache's: gpu_compile_cache()).
+# Whatever fails here is the task's error (the worker keeps it for worker_task()).
 worker_ready <- function(prepare, compile = TRUE) {
   the$worker_prepared <- tryCatch({
-    worker_load()
+    core_call("preload_keras")
+    core_call("preload")
     warm <- prepare$warm
     the$worker_unwarm <- warm$undo
     if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
-    worker_prepare(prepare, compile)
-  }, error = identity)
-  invisible()
-}
-
-# Before the task: the session's gpu_setup() (`prepare$setup`, the pool's), the runtime
-# and, with `compile` (no task waiting yet), one small compiled step that takes the
-# compiler's start off the fit's (core: workers_warm). The worker's compiled programs are
-# the user's cache's (its environment: gpu_compile_cache()). NULL, or the error that the
-# task then reports.
-worker_prepare <- function(prepare, compile = TRUE) {
-  tryCatch({
     setup <- prepare$setup
     if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
     core_call("start")
@@ -400,6 +354,7 @@ worker_prepare <- function(prepare, compile = TRUE) {
     if (compile) try(core_call("workers_warm"), silent = TRUE)
     NULL
   }, error = identity)
+  invisible()
 }
 
 # The worker's second call, its task (its runtime prepared by worker_ready()): the seed,
@@ -410,7 +365,9 @@ worker_prepare <- function(prepare, compile = TRUE) {
 worker_task <- function(task) {
   task_read <- as.numeric(Sys.time()) # with setup_done, the result's `timings` (bench/cv.R, bench/search.R)
   on.exit({
-    worker_track_flush()
+    # The fit's run sent before the outcome is reported: what the session then records on
+    # the run (a trial's state and status) comes after the fit's own end.
+    try(track_flush(ending = TRUE), silent = TRUE)
     worker_reset()
   })
   if (!is.null(the$worker_prepared)) stop(the$worker_prepared)
@@ -437,7 +394,11 @@ worker_fit <- function(task) {
     load_arrays(task$validation)
   }
   callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
-  plan <- worker_memory_plan(task, model)
+  # With workers_per_device = "auto": the fit's planned peak memory (MiB), by which the
+  # session decides whether more workers fit its GPU.
+  plan <- if (isTRUE(task$plan_memory)) {
+    tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
+  }
   fit <- do.call(gpu_fit, c(
     list(
       model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
@@ -465,11 +426,6 @@ worker_reset <- function() {
   invisible()
 }
 
-# The fit's run sent (it is not waited for in the fit: its model is written meanwhile)
-# before the outcome is reported: what the session then records on the run (a trial's
-# state and status) comes after the fit's own end.
-worker_track_flush <- function() try(track_flush(ending = TRUE), silent = TRUE)
-
 # model_fn's model (model_fn(params) in a search), checked to be a compiled Keras model
 # with an output for the task's label `levels` (where the labels are classes).
 worker_model <- function(task) {
@@ -481,11 +437,4 @@ worker_model <- function(task) {
   }
   check_output_width(model, task$levels, call = NULL)
   model
-}
-
-# With workers_per_device = "auto" on a GPU: the fit's planned peak memory (MiB), by
-# which the session decides whether more workers fit that GPU; NULL otherwise.
-worker_memory_plan <- function(task, model) {
-  if (!isTRUE(task$plan_memory)) return(NULL)
-  tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
 }

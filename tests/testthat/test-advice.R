@@ -130,8 +130,10 @@ test_that("a background job's progress shows logged values as a fit in the R ses
   status <- list(
     epoch = 1, epochs = 2, batch = 5, steps = 23, sample = list(logs = list(accuracy = 0.716968, loss = 0.00001234))
   )
-  expect_identical(gpukeras:::format_job_sample(status), "epoch 1/2, batch 5/23; accuracy 0.7170, loss 1.2340e-05")
   skip_if_no_python()
+  expect_identical(
+    gpukeras:::core_call("job_sample_line", status = status), "epoch 1/2, batch 5/23; accuracy 0.7170, loss 1.2340e-05"
+  )
   # The epoch lines come from the core's progress callback (train/job.py) as it writes them.
   dir <- withr::local_tempdir()
   model <- tiny_model() # starts the core, whose module makes the callback

@@ -252,6 +252,7 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
 
 test_that("the call that resumes a stopped job names the seed the job chose: a resumed run needs the same", {
   skip_when_simulating_gpu()
+  skip_if_no_python()
   dir <- withr::local_tempdir()
   backup <- file.path(dir, "backup")
   job <- new.env()

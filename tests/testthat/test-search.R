@@ -56,6 +56,7 @@ test_that("a search says how its trials trained, and its plot's legend names wha
 })
 
 test_that("a background search's status says which trials run, and which a stop interrupted", {
+  skip_if_no_python()
   status <- function(state, running) {
     structure(list(state = state, trials = 8L, done = 4L, running = running, best = list(number = 3L, value = 0.25),
                    objective = "val_loss", storage = "search/"), class = "gpukeras_search_job_status")

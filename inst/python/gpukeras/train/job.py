@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import pickle
+import shutil
 import sys
 import time
 import zipfile
@@ -224,6 +225,54 @@ def save_array(array: np.ndarray, path: str) -> str:
     R tells that case apart by the disk's free space)."""
     np.save(path, array)
     return path
+
+
+def disk_full(folder: str) -> bool | None:
+    """Whether the disk holding ``folder`` (or its nearest existing parent) has less than
+    1 MiB left for a normal user; None where that cannot be told."""
+    path = Path(folder)
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free < 1024 * 1024
+    except OSError:
+        return None
+
+
+def save_arrays(arrays: dict[str, Any], job_dir: str, name: str) -> dict[str, Any]:
+    """The arrays R sent (``x``, an array or a dict of them, ``y``, ``sample_weight``) as
+    ``.npy`` files ``<name>-<part>.npy`` in ``job_dir``: ``files``, their paths by part
+    (None for a part not given); or, where the disk holding ``job_dir`` filled up
+    (NumPy's own error is a bare OSError), ``failed``, the file that could not be written,
+    which R names in its error."""
+
+    def save(array: Any, part: str) -> str:
+        file = f"{name}-{part}.npy"
+        try:
+            return save_array(array, str(Path(job_dir, file)))
+        except OSError as error:
+            if full(error) or disk_full(job_dir):
+                raise _Unwritten(file) from error
+            raise
+
+    x = arrays["x"]
+    try:
+        files = {
+            "x": {key: save(value, f"x-{key}") for key, value in x.items()}
+            if isinstance(x, dict)
+            else save(x, "x"),
+            **{
+                part: save(arrays[part], part) if arrays.get(part) is not None else None
+                for part in ("y", "sample_weight")
+            },
+        }
+    except _Unwritten as unwritten:
+        return {"failed": str(unwritten)}
+    return {"files": files}
+
+
+class _Unwritten(Exception):
+    """A job file a full disk kept from being written (save_arrays)."""
 
 
 def load_array(path: str, rows: list[int] | None = None) -> np.ndarray:
