@@ -532,12 +532,14 @@ test_that(paste(
   expect_match(format(gpu_load(path)), "images: 4 x 5, rgb, pixels in [0, 1]", fixed = TRUE, all = FALSE)
   # The prediction service applies the same rule: predict()'s answer, and its warning in the answer, where a
   # client reads it.
-  skip_if_not_installed("plumber")
-  service <- serve_service(fit, NULL, 10, 32, "error", NULL, NULL, NULL, current_env())
+  settings <- serve_settings(fit, NULL, 10, 32, "error", NULL, NULL, current_env())
+  served <- core_call("serve_service", model = fit$model, encoding = encoding_to_plain(fit$encoding), settings = settings)
   ask <- function(pixels) {
     body <- charToRaw(as.character(jsonlite::toJSON(pixels, digits = NA)))
-    answer <- serve_predict(service$fit, list(bodyRaw = body, argsQuery = list()), service$settings)
-    c(list(status = answer$status), jsonlite::fromJSON(answer$body))
+    headers <- list(`content-type` = "application/json", `content-length` = as.character(length(body)))
+    answer <- core_call("serve_answer", served = served, method = "POST", path = "/predict", query = "",
+                        headers = headers, body = body)
+    c(list(status = as.integer(answer$status)), jsonlite::fromJSON(answer$body))
   }
   raw <- ask(array_images * 255)
   expect_identical(raw$status, 200L)
