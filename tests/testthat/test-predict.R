@@ -533,7 +533,8 @@ test_that(paste(
   # The prediction service applies the same rule: predict()'s answer, and its warning in the answer, where a
   # client reads it.
   settings <- serve_settings(fit, NULL, 10, 32, "error", NULL, NULL, current_env())
-  served <- core_call("serve_service", model = fit$model, encoding = encoding_to_plain(fit$encoding), settings = settings)
+  encoding <- encoding_to_plain(fit$encoding)
+  served <- core_call("serve_service", model = fit$model, encoding = encoding, settings = settings)
   ask <- function(pixels) {
     body <- charToRaw(as.character(jsonlite::toJSON(pixels, digits = NA)))
     headers <- list(`content-type` = "application/json", `content-length` = as.character(length(body)))
