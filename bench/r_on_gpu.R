@@ -67,7 +67,7 @@ gpu_processes <- function() {
 }
 # NVML sampled every 200 ms while a search runs: the compute processes holding GPU memory
 # at once (the fits, and the workers waiting beside them with their runtime started, as
-# worker_prepare() starts it) and the GPU's memory used in all
+# worker_ready() starts it) and the GPU's memory used in all
 nvml_sampler <- function() {
   if (!nzchar(Sys.which("nvidia-smi"))) return(NULL)
   files <- c(apps = tempfile("nvml-apps-"), gpu = tempfile("nvml-gpu-"))

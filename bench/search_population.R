@@ -159,7 +159,7 @@ result <- list(
     "populations: gpu_search()'s default workers (gpu_workers(population = \"auto\"): on JAX the trials asked a batch at a time, the whole budget with the random sampler and no pruner, 8 at a time with TPE, each batch trained as one population in a worker of its own, a short last batch padded to 8 members); processes: gpu_workers(population = FALSE), a fresh worker process per trial.",
     "agreement: the last round's two searches, trial by trial: the same numbers and learning rates (the random sampler draws by the trial's number), and their objectives' largest difference where the learning rates are equal (TPE's later draws differ between the ways: trials_compared counts those compared).",
     if (units) paste(
-      "--units: the populations' batch split by architecture (R/search-population.R's search_groups_next()), each",
+      "--units: the populations' batch split by architecture (the core's search/search_population.py next_task()), each",
       "group a task for one of the 2 workers, a group of one a process of its own; processes: gpu_workers(workers = 2,",
       "population = FALSE)."
     ),

@@ -377,7 +377,7 @@ test_that(paste(
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
     # Process-local (a JAX config, no variable a child inherits): each worker applies it
-    # while it waits for its fold (worker_prepare()).
+    # while it waits for its fold (worker_ready()).
     gpu_setup(cpu_devices = 2)
     seen <- tempfile("setup-seen-")
     dir.create(seen)
