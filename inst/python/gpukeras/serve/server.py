@@ -268,7 +268,10 @@ def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
     for key, value in DEFAULTS.items():
         settings.setdefault(key, value)
     family = socket.AF_INET6 if ":" in settings["host"] else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on a connection only where its socket's
+    # protocol says TCP (a socket made with protocol 0 does not), and without it an answer's
+    # body waited for the client's delayed ACK of its head on a kept-alive connection (40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((settings["host"], int(settings["port"])))
