@@ -265,3 +265,13 @@ def test_the_server_ends_when_its_stdin_closes(model_file: str) -> None:
     assert served.process.stdin is not None
     served.process.stdin.close()
     assert served.process.wait(10) == 0
+
+
+def test_its_connections_are_tcp_so_that_answers_leave_at_once(model_file: str) -> None:
+    """The listening socket says it is TCP, so that asyncio sets TCP_NODELAY on each
+    connection it accepts: without it, an answer's body on a kept-alive connection waited for
+    the client's delayed ACK of its head."""
+    settings = {"host": "127.0.0.1", "port": free_port(), "model": model_file, "max_rows": 50}
+    _, sock = server.server(settings)
+    with sock:
+        assert sock.proto == socket.IPPROTO_TCP
