@@ -128,15 +128,16 @@ has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) iden
 
 # A model whose input takes another number of columns than a data.frame of `encoding` gives
 # it, or whose output has another width than the labels' `levels`: the core's classed error,
-# before training (serve/scoring.py check_widths).
-check_input_width <- function(model, encoding, call = caller_env()) {
-  if (has_frames(encoding)) { # else nothing to check
-    core_call("check_widths", model = model, encoding = encoding_to_plain(encoding), error_call = call)
-  }
-}
-
-check_output_width <- function(model, levels, call = caller_env()) {
-  if (length(levels) >= 2L) core_call("check_widths", model = model, levels = as.list(levels), error_call = call)
+# before training (serve/scoring.py check_widths), in one call; none where there is nothing
+# to check (no data.frame input, fewer than two levels).
+check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_env()) {
+  frames <- has_frames(encoding)
+  if (!frames && length(levels) < 2L) return(invisible())
+  core_call(
+    "check_widths",
+    model = model, encoding = if (frames) encoding_to_plain(encoding),
+    levels = if (length(levels) >= 2L) as.list(levels), error_call = call
+  )
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own

@@ -368,8 +368,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   # on, its report and its saved files use it
   data$recorded <- fit_encoding(data)
   validation <- with_training_encoding(validation, data)
-  check_input_width(model, fit_encoding(data))
-  check_output_width(model, fit_encoding(data)$y$levels)
+  check_widths(model, data$recorded, data$recorded$y$levels)
   if (!is.null(tuned)) {
     chosen <- tune_fit_settings(tuned, data$kind, batch_size, steps_per_execution, jit_compile)
     batch_size <- chosen$batch_size

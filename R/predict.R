@@ -247,7 +247,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   if (is.null(encoding)) check_no_levels(newdata, call)
   if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images$rescale, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
-  check_input_width(model, data$encoding, call)
+  check_widths(model, data$encoding, call = call)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
     rows = count_rows(first_input(newdata)),

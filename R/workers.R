@@ -435,6 +435,6 @@ worker_model <- function(task) {
     gpukeras_abort(sprintf("`model_fn` must return a compiled Keras model, not %s.", describe(model)),
                    "gpukeras_error_bad_model", call = NULL)
   }
-  check_output_width(model, task$levels, call = NULL)
+  check_widths(model, levels = task$levels, call = NULL)
   model
 }

@@ -190,7 +190,7 @@ test_that("a label level no row has is kept: warned of, a unit of the output, a 
   expect_identical(as.integer(model$optimizer$iterations$numpy()), 0L)
   # two levels also take one unit (a sigmoid's: the width alone is checked); other widths are refused
   two <- factor_data()
-  expect_no_error(check_output_width(factor_model(10, units = 1), levels(two$y)))
+  expect_no_error(check_widths(factor_model(10, units = 1), levels = levels(two$y)))
   expect_error(
     gpu_fit(factor_model(10, units = 3), two, epochs = 1, verbose = 0),
     "output has 3 unit(s), but the labels `y` have 2 levels",
