@@ -56,6 +56,7 @@ class Service:
         if settings.get("openapi"):
             self.paths[f"{prefix}/openapi.json"] = "openapi"
         self.model_lock = threading.Lock()
+        self.batch_size = int(settings.get("batch_size") or 1024)
         window = float(settings.get("batch_window") or 0)
         self.in_flight = 0  # requests to /predict being answered
         self.count_lock = threading.Lock()
@@ -64,7 +65,7 @@ class Service:
             self.batcher = batching.Batcher(
                 self.predict,
                 window,
-                int(settings.get("batch_size") or 1024),
+                self.batch_size,
                 lambda: self.in_flight,
             )
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
@@ -74,7 +75,7 @@ class Service:
     def predict(self, features: np.ndarray) -> list[np.ndarray]:
         """The model's outputs for ``features``, one batch of ``batch_size`` rows at a time
         (one call of the model at a time)."""
-        batch = int(self.settings.get("batch_size") or 1024)
+        batch = self.batch_size
         with self.model_lock:
             parts = [
                 _as_list(self.model.predict_on_batch(features[i : i + batch]))
