@@ -169,7 +169,7 @@ new_gpukeras_batch_size <- function(result) {
     steps_rule = result$steps_rule, largest = as.integer(result$largest),
     smallest_failing = if (!is.null(result$smallest_failing)) as.integer(result$smallest_failing),
     device = result$device, device_name = result$device_name, backend = result$backend, budget = result$budget,
-    estimate = estimate, settings = result$settings
+    estimate = estimate, settings = result$settings, lines = unlist(core_call("batch_size_lines", result = result))
   ), class = "gpukeras_batch_size")
 }
 
@@ -178,130 +178,9 @@ as.data.frame.gpukeras_batch_size <- function(x, row.names = NULL, optional = FA
   x$trials
 }
 
-# MiB as GiB, MiB or (for small models) KiB.
-format_memory <- function(mib) ifelse(!is.na(mib) & mib < 1, sprintf("%.1f KiB", mib * 1024), format_mib(mib))
-
-format_batch_trials <- function(x) {
-  trials <- x$trials
-  # Short, so the table stays narrow; the whole reason is in x$trials.
-  note <- ifelse(
-    trials$fits, "",
-    ifelse(startsWith(trials$reason, "over the"), "over budget", sub(":.*$", "", trials$reason))
-  )
-  rule <- x$steps_rule
-  few <- trials$fits & !is.na(trials$steps_per_epoch) & trials$steps_per_epoch < rule$min_steps
-  note[few] <- sprintf("< %d steps", as.integer(rule$min_steps))
-  note[trials$batch_size == x$recommended & trials$fits] <- "recommended"
-  shown <- data.frame(
-    batch_size = trials$batch_size,
-    phase = trials$phase,
-    fits = ifelse(trials$fits, "yes", "no"),
-    `samples/s` = ifelse(
-      is.na(trials$samples_per_second), "-", format(round(trials$samples_per_second), big.mark = ",")
-    ),
-    step_ms = ifelse(is.na(trials$step_ms), "-", sprintf("%.2f", trials$step_ms)),
-    estimate = format_memory(trials$estimated_mib),
-    check.names = FALSE
-  )
-  if (any(!is.na(trials$peak_mib))) shown$peak <- ifelse(is.na(trials$peak_mib), "-", format_memory(trials$peak_mib))
-  shown$`steps/epoch` <- ifelse(
-    is.na(trials$steps_per_epoch), "-", format(trials$steps_per_epoch, big.mark = ",", trim = TRUE)
-  )
-  # Padded to one width, the notes (and their header) read left-aligned.
-  width <- max(nchar(c(note, "note")))
-  shown[[formatC("note", width = -width)]] <- formatC(note, width = -width)
-  # one line per size, never wrapped (a GPU's peak column and a long note pass 80 columns)
-  table_lines(shown)
-}
-
+# The lines, made by the core from its plain data.
 #' @export
-format.gpukeras_batch_size <- function(x, ...) {
-  trials <- x$trials
-  estimate <- x$estimate
-  judged <- if (is.null(x$budget$mib)) {
-    "by running each size (out-of-memory errors decide)"
-  } else {
-    sprintf(
-      "%sby the memory estimate against a budget of %s (%s)",
-      if (startsWith(x$device, "GPU")) "by running each size and " else "",
-      format_memory(x$budget$mib), x$budget$source
-    )
-  }
-  limit <- if (is.null(x$smallest_failing)) {
-    sprintf("%d is max_batch: larger batches may fit (raise `max_batch`).", x$largest)
-  } else {
-    failing <- trials[trials$batch_size == x$smallest_failing, ][1, ]
-    sprintf("%d (%d does not: %s).", x$largest, x$smallest_failing, failing$reason)
-  }
-  c(
-    sprintf(
-      "<gpukeras batch size> %s (%s, %s): %d sizes tried, %d to %d",
-      x$device, x$device_name, x$backend, nrow(trials),
-      as.integer(x$settings$min_batch), as.integer(x$settings$max_batch)
-    ),
-    paste("Fits:         ", judged),
-    sprintf(
-      "Estimate:      %s + %s per sample%s", format_memory(estimate$fixed_mib),
-      format_memory(estimate$per_sample_mib),
-      if (length(estimate$uncounted_layers)) {
-        sprintf(" (not counted: %s layers)", paste(estimate$uncounted_layers, collapse = ", "))
-      } else {
-        ""
-      }
-    ),
-    steps_rule_line(x$steps_rule),
-    paste0("  ", format_batch_trials(x)),
-    recommended_lines(x),
-    paste("Largest fits: ", limit)
-  )
-}
-
-# The rule of at least 8 steps per epoch, as it applied to these rows.
-steps_rule_line <- function(rule) {
-  if (is.null(rule$rows)) {
-    return(sprintf(paste0(
-      "Steps/epoch:   not known (the dataset's rows are not known): the rule of %d or more steps per epoch is not ",
-      "applied."
-    ), as.integer(rule$min_steps)))
-  }
-  sprintf(
-    "Steps/epoch:   %d or more recommended: %s training rows allow batch_size %s at most.",
-    as.integer(rule$min_steps), format(rule$rows, big.mark = ","), format(rule$largest_batch, big.mark = ",")
-  )
-}
-
-# The size recommended and why; a faster size the steps rule passed over, with its speed.
-recommended_lines <- function(x) {
-  trials <- x$trials[x$trials$fits, , drop = FALSE]
-  chosen <- trials[trials$batch_size == x$recommended, ][1, ]
-  fastest <- trials[trials$batch_size == x$fastest, ][1, ]
-  rule <- x$steps_rule
-  steps <- if (!is.na(chosen$steps_per_epoch))
-    sprintf(", %s steps per epoch", format(chosen$steps_per_epoch, big.mark = ","))
-  why <- if (is.null(rule$rows) || x$fastest == x$recommended) {
-    "the fastest"
-  } else if (chosen$steps_per_epoch < rule$min_steps) {
-    sprintf(
-      "the smallest that fits: no size makes %d steps per epoch of %s rows", as.integer(rule$min_steps),
-      format(rule$rows, big.mark = ",")
-    )
-  } else {
-    sprintf("the fastest with %d or more steps per epoch", as.integer(rule$min_steps))
-  }
-  c(
-    sprintf(
-      "Recommended:   batch_size = %d, %s (%s samples/s, %.2f ms a step%s).",
-      x$recommended, why, format(round(chosen$samples_per_second), big.mark = ","), chosen$step_ms, steps %||% ""
-    ),
-    if (x$fastest != x$recommended) {
-      sprintf(
-        "               batch_size = %d ran faster (%s samples/s) but makes %s step%s per epoch.",
-        x$fastest, format(round(fastest$samples_per_second), big.mark = ","),
-        format(fastest$steps_per_epoch, big.mark = ","), if (identical(fastest$steps_per_epoch, 1L)) "" else "s"
-      )
-    }
-  )
-}
+format.gpukeras_batch_size <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_batch_size <- function(x, ...) print_formatted(x, ...)

@@ -182,7 +182,8 @@ new_gpukeras_tune <- function(result, data_kind) {
     trials = trials, recommended = result$recommended, baseline = result$baseline, loss_samples = result$loss_samples,
     skipped = rows_to_df(result$skipped, c("axis", tune_columns[2:5], "reason")), device = result$device,
     device_name = result$device_name, backend = result$backend, batch_sizes_from = result$batch_sizes_from,
-    seconds = result$seconds, data_kind = data_kind, settings = result$settings
+    seconds = result$seconds, data_kind = data_kind, settings = result$settings,
+    lines = unlist(core_call("tune_lines", result = result))
   ), class = "gpukeras_tune")
 }
 
@@ -195,67 +196,9 @@ is_recommended <- function(x) {
     t$steps_per_execution == best$steps_per_execution & t$jit_compile == best$jit_compile
 }
 
-describe_combination <- function(x) {
-  sprintf(
-    "%s, batch %d, steps_per_execution %d, jit_compile %s",
-    x$precision, as.integer(x$batch_size), as.integer(x$steps_per_execution),
-    ifelse(x$jit_compile %in% TRUE, "on", "off")
-  )
-}
-
+# The lines, made by the core from its plain data.
 #' @export
-format.gpukeras_tune <- function(x, ...) {
-  t <- x$trials
-  short_axis <- c(
-    baseline = "baseline", precision = "precision", batch_size = "batch", steps_per_execution = "spe",
-    jit_compile = "jit"
-  )
-  shown <- data.frame(
-    run = short_axis[t$axis], precision = t$precision, batch = t$batch_size, spe = t$steps_per_execution,
-    jit = ifelse(t$jit_compile, "on", "off"), data = t$data,
-    steps = ifelse(is.na(t$steps_per_epoch), "-", format(t$steps_per_epoch, big.mark = ",")),
-    `samples/s` = ifelse(is.na(t$samples_per_second), "-", format(round(t$samples_per_second), big.mark = ",")),
-    loss = ifelse(is.na(t$loss), "-", formatC(t$loss, digits = 4, format = "g")),
-    numerics = ifelse(t$sound, "sound", "UNSOUND"),
-    check.names = FALSE
-  )
-  best <- x$recommended
-  base <- t$samples_per_second[t$axis == "baseline"][1]
-  chosen <- t$samples_per_second[is_recommended(x)][1]
-  c(
-    sprintf(
-      "<gpukeras tune> %d runs in %.0f s on %s (%s, %s backend); batch sizes: %s",
-      nrow(t), x$seconds, x$device, x$device_name, x$backend, x$batch_sizes_from
-    ),
-    # Notes below the table, not in it: a column of them would make print() wrap it at 80 columns.
-    table_lines(shown),
-    sprintf("UNSOUND: %s: %s", describe_combination(t[!t$sound, ]), sub("^unsound: ", "", t$note[!t$sound])),
-    sprintf(
-      "Stopped early: %s: %s", describe_combination(t[t$stopped_early, ]),
-      sub("^stopped early: ", "", t$note[t$stopped_early])
-    ),
-    skipped_lines(x$skipped),
-    if (!is.na(x$loss_samples %||% NA))
-      sprintf("loss: mean training loss over the first %s samples of each run", format(x$loss_samples, big.mark = ",")),
-    if (is.null(best)) {
-      "Recommended: none: no run was numerically sound."
-    } else {
-      c(
-        sprintf(
-          "Recommended: %s (%s samples/s, %.2fx the baseline)",
-          describe_combination(best), format(round(chosen), big.mark = ","), chosen / base
-        ),
-        "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, steps_per_execution and jit_compile.",
-        if (best$precision != "float32") {
-          sprintf(paste0(
-            "Precision:   gpu_fit() cannot change a built model's dtype policy: build the model after ",
-            "gpu_setup(mixed_precision = \"%s\")."
-          ), sub("^mixed_", "", best$precision))
-        }
-      )
-    }
-  )
-}
+format.gpukeras_tune <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_tune <- function(x, ...) print_formatted(x, ...)
@@ -351,16 +294,3 @@ tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile
 # The choice a gpu_fit() request carries (tune_fit_settings()'s record), which a background
 # fit's child gets back as `tuned`.
 is_tuned_record <- function(x) is.list(x) && !is.object(x) && identical(names(x), tuned_fields)
-
-# The runs not made, each with why: memory ones one by one, the budget's counted.
-skipped_lines <- function(skipped) {
-  if (!nrow(skipped)) return(character())
-  memory <- startsWith(skipped$reason, "memory:")
-  c(
-    sprintf(
-      "Skipped: %s: %s", describe_combination(skipped[memory, , drop = FALSE]),
-      sub("^memory: ", "memory, ", skipped$reason[memory])
-    ),
-    if (any(!memory)) sprintf("Skipped (time_budget spent): %d runs", sum(!memory))
-  )
-}

@@ -86,6 +86,7 @@ test_that("a separate gpu_dataset() given as validation_data is described as val
 })
 
 test_that("print(tune) keeps one line a run at 80 columns, and says below the table which runs stopped early", {
+  skip_if_no_python()
   run <- function(axis, precision = "float32", batch_size = 64L, spe = 1L, rate = 12345, stopped = FALSE, note = NULL) {
     list(
       axis = axis, precision = precision, batch_size = batch_size, steps_per_execution = spe, jit_compile = FALSE,

@@ -82,6 +82,7 @@ steps_core_result <- function() {
 }
 
 test_that("gpu_batch_size()'s print states the rule, shows steps per epoch and the faster size passed over", {
+  skip_if_no_python()
   withr::local_options(width = 80)
   sizes <- new_gpukeras_batch_size(steps_core_result())
   expect_identical(sizes$trials$steps_per_epoch, c(19L, 10L, 5L, 3L))
@@ -117,6 +118,7 @@ test_that("gpu_batch_size() recommends no size under 8 steps per epoch of the tr
 })
 
 test_that("gpu_tune()'s table shows steps per epoch; sizes under 8 steps are left out, said in the header", {
+  skip_if_no_python()
   run <- function(axis, batch, spe, rate) {
     list(
       axis = axis, precision = "float32", batch_size = batch, steps_per_execution = spe, jit_compile = FALSE,
@@ -135,7 +137,6 @@ test_that("gpu_tune()'s table shows steps per epoch; sizes under 8 steps are lef
   )
   withr::local_options(width = 80)
   expect_snapshot(print(gpukeras:::new_gpukeras_tune(result, "r")))
-  skip_if_no_python()
   expect_snapshot(
     gpu_tune(steps_model(), iris_data(), time_budget = 5, precisions = "float32", batch_sizes = c(32, 64)),
     error = TRUE

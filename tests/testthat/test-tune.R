@@ -135,6 +135,7 @@ test_that("bad input to gpu_tune() and gpu_fit(tuned = ) gets a classed error", 
 })
 
 test_that("print and plot mark an unsound run, and recommend only a sound one", {
+  skip_if_no_python()
   run <- function(precision, rate, sound, note = NULL) {
     list(
       axis = if (precision == "float32") "baseline" else "precision", precision = precision, batch_size = 32L,
@@ -168,29 +169,4 @@ test_that("print and plot mark an unsound run, and recommend only a sound one", 
   expect_identical(plot(tune), tune)
   grDevices::dev.off()
   expect_gt(file.size(path), 1000)
-})
-
-test_that("runs skipped for memory say why, one by one; those the budget left out are counted", {
-  skipped <- data.frame(
-    axis = c("batch_size", "precision", "steps_per_execution"),
-    precision = c("float32", "mixed_bfloat16", "float32"), batch_size = c(1024, 512, 64),
-    steps_per_execution = c(1, 1, 8), jit_compile = c(TRUE, TRUE, TRUE),
-    reason = c(
-      "memory: needs 9,000 MiB by gpu_memory_plan(), 8,000 MiB free",
-      "memory: out of memory when it ran (RESOURCE_EXHAUSTED)",
-      "time: the budget was spent"
-    )
-  )
-  expect_identical(skipped_lines(skipped), c(
-    paste0(
-      "Skipped: float32, batch 1024, steps_per_execution 1, jit_compile on: memory, needs 9,000 MiB by ",
-      "gpu_memory_plan(), 8,000 MiB free"
-    ),
-    paste0(
-      "Skipped: mixed_bfloat16, batch 512, steps_per_execution 1, jit_compile on: memory, out of memory when it ran ",
-      "(RESOURCE_EXHAUSTED)"
-    ),
-    "Skipped (time_budget spent): 1 runs"
-  ))
-  expect_identical(skipped_lines(skipped[0, ]), character())
 })

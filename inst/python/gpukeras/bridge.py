@@ -91,6 +91,8 @@ VERBS: dict[str, str] = {
     "batch_size": "tools.batch_size:search",
     "memory_plan": "tools.memory_plan:memory_plan",
     "tune": "tools.tune:tune",
+    "tune_lines": "tools.result_lines:tune_lines",
+    "batch_size_lines": "tools.result_lines:batch_size_lines",
     "lr_find": "tools.lr_find:find",
     "profile": "tools.profile:profile",
     "quantize": "tools.quantize:quantize",
