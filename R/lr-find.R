@@ -109,34 +109,13 @@ new_gpukeras_lr_find <- function(result) {
     ),
     suggested = vapply(result$suggested, function(value) as.numeric(value %||% NA), numeric(1)),
     lr = as.numeric(result$recommended %||% NA), stopped = result$stopped,
-    diverged = isTRUE(result$diverged), advice = result$advice, settings = result$settings
+    diverged = isTRUE(result$diverged), advice = result$advice, settings = result$settings,
+    lines = unlist(result$lines)
   ), class = "gpukeras_lr_find")
 }
 
 #' @export
-format.gpukeras_lr_find <- function(x, ...) {
-  s <- x$settings
-  rate <- function(value) if (is.na(value)) "none" else format(signif(value, 3), scientific = TRUE)
-  c(
-    sprintf(
-      "<gpukeras lr_find> %d of %d steps, learning rate %s to %s (%s, %s backend)",
-      nrow(x$history), as.integer(s$steps), rate(s$min_lr), rate(s$max_lr), s$optimizer, s$backend
-    ),
-    sprintf("Stopped:   %s", x$stopped),
-    # A ramp that neither diverged nor turned up suggests nothing (see Suggestions): say why
-    # and what to change.
-    if (!is.null(x$advice)) {
-      c("Suggested: none", paste("Advice:   ", x$advice))
-    } else {
-      sprintf(
-        "Suggested: %s (valley); steepest %s; minimum/10 %s",
-        rate(x$suggested[["valley"]]), rate(x$suggested[["steepest"]]), rate(x$suggested[["minimum"]])
-      )
-    },
-    if (!is.na(x$lr))
-      sprintf("Use it:    %s as the optimizer's learning rate, or the peak of lr_warmup_cosine()", rate(x$lr))
-  )
-}
+format.gpukeras_lr_find <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)

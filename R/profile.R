@@ -123,6 +123,7 @@ check_step_range <- function(steps, call = caller_env()) {
 
 # The gpukeras_profile object from the core's plain data.
 new_gpukeras_profile <- function(result) {
+  result$lines <- unlist(core_call("profile_lines", result = result))
   result$trace$steps <- as.integer(unlist(result$trace$steps))
   result$trace$devices <- rows_to_df(result$trace$devices, c("plane", "events", "busy_ms", "busy_share"))
   for (name in c("trace_files", "event_files")) result[[name]] <- rows_to_df(result[[name]], c("path", "bytes"))
@@ -131,70 +132,13 @@ new_gpukeras_profile <- function(result) {
   structure(result, class = "gpukeras_profile")
 }
 
-format_step_range <- function(steps) {
-  if (length(steps) == 0L) return("none")
-  if (identical(steps, seq(min(steps), max(steps)))) {
-    return(if (length(steps) == 1L) as.character(steps) else sprintf("%d-%d", min(steps), max(steps)))
-  }
-  paste(steps, collapse = ", ")
-}
-
-format_profile_trace <- function(trace) {
-  if (!isTRUE(trace$parsed)) return(sprintf("Trace:          not read (%s)", trace$note %||% "?"))
-  devices <- trace$devices
-  c(
-    sprintf(
-      "Trace:          steps %s found; host step %s ms", format_step_range(trace$steps),
-      if (is.null(trace$step_time_mean_ms)) "?" else sprintf("%.2f", trace$step_time_mean_ms)
-    ),
-    if (!is.null(trace$input_share)) {
-      sprintf(
-        "  input: %s of the traced steps in tf.data's iterator ops (%.2f ms): %s",
-        format_percent(trace$input_share, 1), trace$input_ms, trace$input_verdict %||% "?"
-      )
-    },
-    if (nrow(devices)) {
-      sprintf(
-        "  %s busy %s of the traced steps (%.2f ms, %s events)",
-        devices$plane, format_percent(devices$busy_share, 1), devices$busy_ms, format(devices$events, big.mark = ",")
-      )
-    } else if (!is.null(trace$note)) {
-      paste0("                ", trace$note)
-    }
-  )
-}
-
+# The core's lines, with the step timer's numbers after the first as gpu_fit()'s print
+# writes them.
 #' @export
 format.gpukeras_profile <- function(x, ...) {
-  settings <- x$settings
-  where <- c(x$backend, settings$dtype_policy)
   timer <- format_fit_monitor(x$numbers)
   timer <- timer[startsWith(timer, "Throughput:") | startsWith(timer, "Input pipeline:")]
-  metrics <- setdiff(names(x$scalars), "step")
-  c(
-    paste0(
-      sprintf("<gpukeras profile> steps %d-%d", as.integer(x$steps$start), as.integer(x$steps$stop)),
-      if (length(settings$device)) sprintf(" on %s", paste(unlist(settings$device), collapse = ", ")),
-      if (length(where)) sprintf(" (%s)", paste(where, collapse = ", "))
-    ),
-    timer,
-    format_profile_trace(x$trace),
-    if (nrow(x$trace_files)) {
-      paste0(
-        c("Trace files:    ", rep("                ", nrow(x$trace_files) - 1L)), x$trace_files$path, " (",
-        format_bytes(x$trace_files$bytes), ")"
-      )
-    } else {
-      "Trace files:    none"
-    },
-    sprintf(
-      "Scalars:        %s for %d steps (from %s)",
-      if (length(metrics)) paste(metrics, collapse = ", ") else "none", nrow(x$scalars), x$scalars_source %||% "?"
-    ),
-    paste("Logs:          ", x$logdir),
-    paste("Open with:     ", x$tensorboard$command),
-    if (!is.null(x$tensorboard$note)) paste("               ", x$tensorboard$note)
-  )
+  c(x$lines[1], timer, x$lines[-1])
 }
 
 #' @export

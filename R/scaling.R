@@ -88,25 +88,7 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
 
 #' @export
 format.gpukeras_scaling <- function(x, ...) {
-  best <- vapply(c(1, x$replicas), function(n) max(x$runs$samples_per_second[x$runs$devices == n]), numeric(1))
-  verdict <- if (x$efficiency >= 0.8) "scales well" else if (x$speedup < 1) "slower than one device" else
-    "scales poorly"
-  c(
-    sprintf(
-      "<gpukeras scaling> %d devices (%s), %s backend: efficiency %.2f, %s", x$replicas,
-      paste(x$devices, collapse = ", "), x$backend, x$efficiency, verdict
-    ),
-    sprintf("  one device (%s): %s samples/s", x$devices[1], format(round(best[1]), big.mark = ",")),
-    sprintf(
-      "  %d devices:       %s samples/s (%.2fx one device; perfect scaling would be %dx)",
-      x$replicas, format(round(best[2]), big.mark = ","), x$speedup, x$replicas
-    ),
-    sprintf(
-      "  global batch %s, %s per device; best of %d runs each",
-      or_na(x$batch_size, "the dataset's"), or_na(x$per_replica_batch_size, "?"), max(x$runs$round)
-    ),
-    if (length(x$advice)) c("Advice:", paste(" ", arrow(), x$advice))
-  )
+  c(unlist(x$lines), if (length(x$advice)) c("Advice:", paste(" ", arrow(), x$advice)))
 }
 
 #' @export

@@ -175,3 +175,71 @@ def test_batch_size_lines_pass_over_a_faster_size_that_makes_too_few_steps() -> 
         "               batch_size = 32 ran faster (12,000 samples/s) but makes 5 steps per epoch.",
         "Largest fits:  32 is max_batch: larger batches may fit (raise `max_batch`).",
     ]
+
+
+def test_scaling_lines_give_the_efficiency_the_best_rates_and_the_batch() -> None:
+    runs = [
+        {"devices": 1, "round": 1, "samples_per_second": 1000.0},
+        {"devices": 2, "round": 1, "samples_per_second": 1500.0},
+        {"devices": 2, "round": 2, "samples_per_second": 1800.0},
+    ]
+    result = {
+        "runs": runs,
+        "replicas": 2,
+        "efficiency": 0.9,
+        "speedup": 1.8,
+        "devices": ["GPU:0", "GPU:1"],
+        "backend": "jax",
+        "batch_size": 64,
+        "per_replica_batch_size": 32,
+    }
+    assert result_lines.scaling_lines(result) == [
+        "<gpukeras scaling> 2 devices (GPU:0, GPU:1), jax backend: efficiency 0.90, scales well",
+        "  one device (GPU:0): 1,000 samples/s",
+        "  2 devices:       1,800 samples/s (1.80x one device; perfect scaling would be 2x)",
+        "  global batch 64, 32 per device; best of 2 runs each",
+    ]
+    slower = {
+        **result,
+        "efficiency": 0.4,
+        "speedup": 0.8,
+        "batch_size": None,
+        "per_replica_batch_size": None,
+    }
+    lines = result_lines.scaling_lines(slower)
+    assert lines[0].endswith("efficiency 0.40, slower than one device")
+    assert lines[3] == "  global batch the dataset's, ? per device; best of 2 runs each"
+
+
+def test_lr_find_lines_write_rates_as_r_does_and_advise_where_nothing_is_suggested() -> None:
+    found = {
+        "lr": [1e-5, 1e-3, 1e-1],
+        "stopped": "the loss diverged",
+        "advice": None,
+        "recommended": 3.16e-4,
+        "suggested": {"valley": 3.16e-4, "steepest": 1e-3, "minimum": None},
+        "settings": {
+            "steps": 60,
+            "min_lr": 1e-5,
+            "max_lr": 10.0,
+            "optimizer": "Adam",
+            "backend": "jax",
+        },
+    }
+    assert result_lines.lr_find_lines(found) == [
+        "<gpukeras lr_find> 3 of 60 steps, learning rate 1e-05 to 1e+01 (Adam, jax backend)",
+        "Stopped:   the loss diverged",
+        "Suggested: 3.16e-04 (valley); steepest 1e-03; minimum/10 none",
+        "Use it:    3.16e-04 as the optimizer's learning rate, or the peak of lr_warmup_cosine()",
+    ]
+    none = {**found, "advice": "Raise max_lr.", "recommended": None}
+    assert result_lines.lr_find_lines(none)[2:] == ["Suggested: none", "Advice:    Raise max_lr."]
+
+
+def test_step_ranges_read_as_a_range_one_step_or_a_list() -> None:
+    assert [result_lines.step_range(s) for s in ([2, 3, 4], [5], [1, 3], [])] == [
+        "2-4",
+        "5",
+        "1, 3",
+        "none",
+    ]

@@ -95,6 +95,7 @@ VERBS: dict[str, str] = {
     "batch_size_lines": "tools.result_lines:batch_size_lines",
     "lr_find": "tools.lr_find:find",
     "profile": "tools.profile:profile",
+    "profile_lines": "tools.result_lines:profile_lines",
     "quantize": "tools.quantize:quantize",
     "audit": "tools.audit:audit",
     "model_io": "serve.model_io:describe",

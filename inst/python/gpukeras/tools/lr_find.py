@@ -44,6 +44,7 @@ from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters
+from gpukeras.tools import result_lines
 from gpukeras.train import model_copies
 
 # Steps at the start whose smoothed loss is not yet compared for divergence.
@@ -251,7 +252,7 @@ def find(
         stopped += "; the loss never diverged, nor rose after its lowest"
         suggested = {name: None for name in suggested}
         advice = no_divergence_advice(max_lr, steps)
-    return {
+    found: Record = {
         "lr": lrs,
         "loss": losses,
         "smoothed": smoothed + [math.nan] * (len(losses) - len(smoothed)),
@@ -273,3 +274,5 @@ def find(
             "backend": config.backend,
         },
     }
+    found["lines"] = result_lines.lr_find_lines(found)
+    return found

@@ -1,8 +1,9 @@
-"""The lines print() shows for gpu_batch_size()'s and gpu_tune()'s results.
+"""What print() shows of gpu_batch_size(), gpu_tune(), gpu_scaling() and gpu_lr_find().
 
 Each function takes the plain data its tool returned (as R hands it back: a
 missing value is None) and returns the lines R's ``format()`` method returns as
 they are: the words and the tables are made here, once, and R only prints them.
+(gpu_scaling() and gpu_lr_find() return theirs as ``lines``.)
 A table is laid out as R's ``print(df, row.names = FALSE)`` lays one out (each
 column right-aligned to its widest cell, a space before each), one line a row
 however wide.
@@ -286,3 +287,145 @@ def tune_lines(result: Row) -> list[str]:
             f'gpu_setup(mixed_precision = "{_strip(best["precision"], "mixed_")}").'
         )
     return lines
+
+
+def scaling_lines(result: Row) -> list[str]:
+    """print(gpu_scaling())'s lines but its advice (R writes that, with its arrow): the efficiency
+    and its verdict, the best rate on one device and on all, and the batch."""
+    runs = result["runs"]
+    replicas = int(result["replicas"])
+    one, all_ = (
+        max(run["samples_per_second"] for run in runs if run["devices"] == n) for n in (1, replicas)
+    )
+    efficiency, speedup = result["efficiency"], result["speedup"]
+    verdict = (
+        "scales well"
+        if efficiency >= 0.8
+        else "slower than one device"
+        if speedup < 1
+        else "scales poorly"
+    )
+    batch, per_device = result.get("batch_size"), result.get("per_replica_batch_size")
+    batch_text = "the dataset's" if batch is None else str(int(batch))
+    return [
+        f"<gpukeras scaling> {replicas} devices ({', '.join(result['devices'])}), "
+        f"{result['backend']} backend: efficiency {efficiency:.2f}, {verdict}",
+        f"  one device ({result['devices'][0]}): {_whole(one)} samples/s",
+        f"  {replicas} devices:       {_whole(all_)} samples/s ({speedup:.2f}x one device; "
+        f"perfect scaling would be {replicas}x)",
+        f"  global batch {batch_text}, "
+        f"{'?' if per_device is None else int(per_device)} per device; "
+        f"best of {max(int(run['round']) for run in runs)} runs each",
+    ]
+
+
+def _rate(value: float | None) -> str:
+    """A learning rate to 3 significant digits in scientific notation, as R's format() writes
+    it (``1e-05``, ``3.16e-04``); ``"none"`` for none."""
+    if _missing(value):
+        return "none"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+
+
+def lr_find_lines(found: Row) -> list[str]:
+    """print(gpu_lr_find())'s lines: the steps and the range, why it stopped, the rates suggested
+    (or, where none is, the advice) and the one to use."""
+    settings, suggested = found["settings"], found["suggested"]
+    if found.get("advice") is not None:
+        suggestion = ["Suggested: none", f"Advice:    {found['advice']}"]
+    else:
+        suggestion = [
+            f"Suggested: {_rate(suggested['valley'])} (valley); steepest "
+            f"{_rate(suggested['steepest'])}; minimum/10 {_rate(suggested['minimum'])}"
+        ]
+    use = found.get("recommended")
+    return [
+        f"<gpukeras lr_find> {len(found['lr'])} of {int(settings['steps'])} steps, learning rate "
+        f"{_rate(settings['min_lr'])} to {_rate(settings['max_lr'])} ({settings['optimizer']}, "
+        f"{settings['backend']} backend)",
+        f"Stopped:   {found['stopped']}",
+        *suggestion,
+        *(
+            []
+            if _missing(use)
+            else [
+                f"Use it:    {_rate(use)} as the optimizer's learning rate, or the peak of "
+                "lr_warmup_cosine()"
+            ]
+        ),
+    ]
+
+
+def step_range(steps: Sequence[int]) -> str:
+    """Steps as a range where they run on (``2-4``), one (``5``), else listed (``1, 3``)."""
+    if not steps:
+        return "none"
+    steps = [int(step) for step in steps]
+    if steps == list(range(min(steps), max(steps) + 1)):
+        return str(steps[0]) if len(steps) == 1 else f"{min(steps)}-{max(steps)}"
+    return ", ".join(map(str, steps))
+
+
+def _bytes(size: float) -> str:
+    """A size in the largest binary unit below it: ``504 B``, ``1.0 KiB``, ``2.9 MiB``."""
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if size >= unit:
+            return f"{size / unit:.1f} {name}"
+    return f"{size:.0f} B"
+
+
+def _trace_lines(trace: Row) -> list[str]:
+    if not trace.get("parsed"):
+        return [f"Trace:          not read ({trace.get('note') or '?'})"]
+    mean = trace.get("step_time_mean_ms")
+    lines = [
+        f"Trace:          steps {step_range(trace.get('steps') or [])} found; host step "
+        f"{'?' if mean is None else f'{mean:.2f}'} ms"
+    ]
+    if trace.get("input_share") is not None:
+        lines.append(
+            f"  input: {100 * trace['input_share']:.1f}% of the traced steps in tf.data's iterator "
+            f"ops ({trace['input_ms']:.2f} ms): {trace.get('input_verdict') or '?'}"
+        )
+    devices = trace.get("devices") or []
+    lines += [
+        f"  {device['plane']} busy {100 * device['busy_share']:.1f}% of the traced steps "
+        f"({device['busy_ms']:.2f} ms, {_whole(device['events'])} events)"
+        for device in devices
+    ]
+    if not devices and trace.get("note") is not None:
+        lines.append(f"                {trace['note']}")
+    return lines
+
+
+def profile_lines(result: Row) -> list[str]:
+    """print(gpu_profile())'s lines but the step timer's (R writes those as gpu_fit()'s print
+    does, after the first line): the range and where it ran, the trace, the files, the scalars
+    read back, the logs and how to open them."""
+    settings = result["settings"]
+    device = settings.get("device")
+    devices = [device] if isinstance(device, str) else list(device or [])
+    where = [part for part in (result.get("backend"), settings.get("dtype_policy")) if part]
+    files = result.get("trace_files") or []
+    scalars = result.get("scalars") or {}
+    metrics = [name for name in scalars if name != "step"]
+    tensorboard = result["tensorboard"]
+    return [
+        f"<gpukeras profile> steps {int(result['steps']['start'])}-{int(result['steps']['stop'])}"
+        + (f" on {', '.join(devices)}" if devices else "")
+        + (f" ({', '.join(where)})" if where else ""),
+        *_trace_lines(result["trace"]),
+        *(
+            [
+                f"{'Trace files:' if i == 0 else '':16}{file['path']} ({_bytes(file['bytes'])})"
+                for i, file in enumerate(files)
+            ]
+            or ["Trace files:    none"]
+        ),
+        f"Scalars:        {', '.join(metrics) if metrics else 'none'} for "
+        f"{len(scalars.get('step') or [])} steps (from {result.get('scalars_source') or '?'})",
+        f"Logs:           {result['logdir']}",
+        f"Open with:      {tensorboard['command']}",
+        *([] if tensorboard.get("note") is None else [f"                {tensorboard['note']}"]),
+    ]

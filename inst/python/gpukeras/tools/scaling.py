@@ -24,6 +24,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import batch_rules
 from gpukeras.distribute import strategies
+from gpukeras.tools import result_lines
 from gpukeras.train import fit, model_copies
 
 # Below this efficiency, gpu_scaling() says what to change.
@@ -191,7 +192,7 @@ def scaling(
     speedup = float(together["samples_per_second"]) / float(alone["samples_per_second"])
     efficiency = speedup / replicas
     global_batch = together["batch_size"]
-    return {
+    result: Record = {
         "efficiency": efficiency,
         "speedup": speedup,
         "replicas": replicas,
@@ -209,3 +210,5 @@ def scaling(
             str(plan.backend),
         ),
     }
+    result["lines"] = result_lines.scaling_lines(result)
+    return result
