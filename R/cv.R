@@ -269,17 +269,24 @@ cv_group <- function(group, data, call) {
 
 new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
   trained <- unique(vapply(outcomes, function(outcome) outcome$trained, character(1)))
-  metric_rows <- lapply(
+  trained <- if (length(trained) > 1L) "population and processes" else trained
+  metrics <- do.call(rbind, lapply(
     seq_along(outcomes),
     function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
-  )
+  ))
+  devices <- vapply(outcomes, function(outcome) outcome$device, character(1))
   structure(list(
-    metrics = do.call(rbind, metric_rows),
+    metrics = metrics,
     predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
     seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
-    devices = vapply(outcomes, function(outcome) outcome$device, character(1)),
+    devices = devices,
     seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
-    workers = plan, trained = if (length(trained) > 1L) "population and processes" else trained, trained_why = why
+    workers = plan, trained = trained, trained_why = why,
+    lines = unlist(core_call(
+      "cv_lines",
+      folds = length(split$held_out), split = split$kind, seed = seed, trained = trained, why = why,
+      devices = as.list(devices), metrics = lapply(metrics[-1], as.list)
+    ))
   ), class = "gpukeras_cv")
 }
 
@@ -295,33 +302,7 @@ out_of_fold <- function(outcomes, held_out, rows, levels) {
 }
 
 #' @export
-format.gpukeras_cv <- function(x, ...) {
-  metrics <- x$metrics[setdiff(names(x$metrics), "fold")]
-  summary <- vapply(metrics, function(values) sprintf("%.4g (sd %.2g)", mean(values), stats::sd(values)), character(1))
-  c(
-    sprintf("<gpukeras_cv> %d folds (%s), seed %d", length(x$folds), x$split, x$seed),
-    sprintf(
-      "Fits:     %s: %s", cv_trained_text(x$trained %||% "processes"),
-      paste(format_fold_devices(x$devices), collapse = ", ")
-    ),
-    if (!is.null(x$trained_why)) sprintf("          (%s)", x$trained_why),
-    "Held-out metrics, mean (sd) over the folds:",
-    sprintf("  %-12s %s", names(summary), summary)
-  )
-}
-
-cv_trained_text <- function(trained) {
-  switch(trained,
-    population = "as one population in a worker process",
-    processes = "each in a fresh worker process",
-    "some as one population, others each in a fresh worker process"
-  )
-}
-
-format_fold_devices <- function(devices) {
-  counts <- table(devices)
-  sprintf("%d on %s", as.integer(counts), names(counts))
-}
+format.gpukeras_cv <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_cv <- function(x, ...) print_formatted(x, ...)

@@ -80,7 +80,7 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   }
   check_count(steps)
   if (steps < 10) abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
-  if (!is.null(batch_size)) check_count(batch_size)
+  check_count(batch_size, allow_null = TRUE)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
     abort_bad_argument(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)))
@@ -107,7 +107,7 @@ new_gpukeras_lr_find <- function(result) {
     history = data.frame(
       lr = as_numbers(result$lr), loss = as_numbers(result$loss), smoothed = as_numbers(result$smoothed)
     ),
-    suggested = vapply(result$suggested, function(value) as.numeric(value %||% NA), numeric(1)),
+    suggested = as_numbers(result$suggested),
     lr = as.numeric(result$recommended %||% NA), stopped = result$stopped,
     diverged = isTRUE(result$diverged), advice = result$advice, settings = result$settings,
     lines = unlist(result$lines)

@@ -98,7 +98,7 @@ gpu_profile <- function(model, data, steps = c(10, 20), logdir = tempfile("gpuke
   steps <- check_step_range(steps)
   check_string(logdir)
   logdir <- normalizePath(path.expand(logdir), mustWork = FALSE)
-  if (!is.null(batch_size)) check_count(batch_size)
+  check_count(batch_size, allow_null = TRUE)
   verbose <- resolve_verbose(verbose)
   data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")
@@ -137,7 +137,7 @@ new_gpukeras_profile <- function(result) {
 #' @export
 format.gpukeras_profile <- function(x, ...) {
   timer <- format_fit_monitor(x$numbers)
-  timer <- timer[startsWith(timer, "Throughput:") | startsWith(timer, "Input pipeline:")]
+  timer <- timer[grepl("^(Throughput|Input pipeline):", timer)]
   c(x$lines[1], timer, x$lines[-1])
 }
 

@@ -64,7 +64,7 @@ gpu_scaling <- function(model, data, devices = NULL, batch_size = NULL, epochs =
       "NULL takes every GPU, else every logical CPU device."
     ), call = call)
   }
-  if (!is.null(batch_size)) check_count(batch_size, call = call)
+  check_count(batch_size, allow_null = TRUE, call = call)
   check_count(epochs, call = call)
   if (epochs < 2) abort_bad_argument("`epochs` must be at least 2: the first compiles and is not timed.", call = call)
   check_count(rounds, call = call)

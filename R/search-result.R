@@ -3,10 +3,8 @@
 
 new_gpukeras_search <- function(trials, names, storage, study, seed, objective, validation, plan, population = NULL) {
   table <- data.frame(number = as.integer(unlist(trials$number)))
-  for (name in names) table[[name]] <- simplify_column(trials$params[[name]])
-  for (column in c("value", "state", "reason", "seconds", "device", "seed", "epochs")) {
-    table[[column]] <- simplify_column(trials[[column]])
-  }
+  columns <- c(trials$params[names], trials[c("value", "state", "reason", "seconds", "device", "seed", "epochs")])
+  for (i in seq_along(columns)) table[[names(columns)[i]]] <- unlist(lapply(columns[[i]], `%||%`, NA))
   best <- NULL
   if (!is.null(trials$best)) {
     row <- which(table$number == trials$best)
@@ -15,7 +13,6 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
       number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
       path = if (file.exists(path)) path else NA_character_
     )
-    keep_best_model(storage$models, path)
   }
   structure(list(
     trials = table, best = best, objective = objective, direction = trials$direction,
@@ -24,19 +21,6 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
     interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
     trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
   ), class = "gpukeras_search")
-}
-
-# A list column from the core (NULL for missing) as an R vector with NA.
-simplify_column <- function(values) {
-  values <- lapply(values, function(value) if (is.null(value)) NA else value)
-  unlist(values)
-}
-
-# Only the best trial's model stays in the study's folder: the others' go.
-keep_best_model <- function(folder, best) {
-  saved <- list.files(folder, pattern = "^trial-[0-9]+[.](keras|gpukeras[.]json)$", full.names = TRUE)
-  keep <- c(best, sub("[.]keras$", ".gpukeras.json", best))
-  unlink(setdiff(saved, keep))
 }
 
 #' @export

@@ -8,12 +8,9 @@ search_storage <- function(storage, study, call) {
   if (is_database_url(storage)) {
     # A study in a database keeps its best model in this session's temporary folder, one
     # folder per database and study (named by a digest: the URL may hold a password).
-    key <- tempfile()
-    writeLines(c(storage, study), key)
-    digest <- unname(tools::md5sum(key))
-    unlink(key)
     return(list(
-      url = storage, folder = NULL, models = file.path(tempdir(), paste0("gpukeras-search-", substr(digest, 1, 12)))
+      url = storage, folder = NULL,
+      models = file.path(tempdir(), paste0("gpukeras-search-", substr(rlang::hash(c(storage, study)), 1, 12)))
     ))
   }
   # made for this user alone, and refused when another user could swap what is in it

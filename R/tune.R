@@ -163,7 +163,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
 
 check_counts <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (!is.numeric(x) || !length(x) || anyNA(x) || any(x < 1) || any(x != round(x))) {
-    abort_bad_argument(sprintf("`%s` must be whole numbers >= 1, not %s.", arg, describe(x)), call = call)
+    stop_input_type(x, "whole numbers >= 1", arg, call)
   }
   invisible(x)
 }

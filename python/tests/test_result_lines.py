@@ -243,3 +243,29 @@ def test_step_ranges_read_as_a_range_one_step_or_a_list() -> None:
         "1, 3",
         "none",
     ]
+
+
+def test_cv_lines_count_the_fits_by_device_and_summarise_each_metric() -> None:
+    lines = result_lines.cv_lines(
+        folds=3,
+        split="stratified by the labels",
+        seed=11,
+        trained="processes",
+        why=None,
+        devices=["GPU:1", "GPU:0", "GPU:1"],
+        metrics={"loss": [0.5, 0.7, 0.6], "accuracy": [0.9, 0.8, 1.0]},
+    )
+    assert lines == [
+        "<gpukeras_cv> 3 folds (stratified by the labels), seed 11",
+        "Fits:     each in a fresh worker process: 1 on GPU:0, 2 on GPU:1",
+        "Held-out metrics, mean (sd) over the folds:",
+        "  loss         0.6 (sd 0.1)",
+        "  accuracy     0.9 (sd 0.1)",
+    ]
+    both = result_lines.cv_lines(
+        3, "random", 1, "population and processes", "why", ["CPU:0"] * 3, {}
+    )
+    assert both[1:3] == [
+        "Fits:     some as one population, others each in a fresh worker process: 3 on CPU:0",
+        "          (why)",
+    ]

@@ -95,7 +95,23 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
         told(study, 3, failed("gpukeras_error_out_of_memory", message="out of memory\nmore")),
     ]
     assert states == ["complete", "failed", "pruned", "failed"]
-    table = search.trials(study)
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in (
+        "trial-0.keras",
+        "trial-0.gpukeras.json",
+        "trial-2.keras",
+        "trial-3.gpukeras.json",
+        "notes",
+    ):
+        (models / name).write_text("")
+    table = search.trials(study, models=str(models))
+    # only the best trial's model stays
+    assert sorted(p.name for p in models.iterdir()) == [
+        "notes",
+        "trial-0.gpukeras.json",
+        "trial-0.keras",
+    ]
     assert table["state"] == ["complete", "failed", "pruned", "failed"]
     assert table["value"][0] == 0.5  # the last epoch's
     assert table["reason"][1] == "the objective val_loss was nan"  # NaN is never best

@@ -135,6 +135,7 @@ VERBS: dict[str, str] = {
     "search_population_plan": "tools.cv_population:plan",
     "folds": "tools.folds:folds",
     "out_of_fold": "tools.folds:out_of_fold",
+    "cv_lines": "tools.result_lines:cv_lines",
     "search_population_ask": "search.search_population:ask",
     "search_population": "search.search_population:train",
     "search_population_tell": "search.search_population:tell",

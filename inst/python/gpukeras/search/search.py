@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
 import socket
 from typing import Any
 
@@ -466,20 +467,24 @@ def _trial_id(search: Search, number: int) -> int:
     return optuna_trial_id(trial)
 
 
-def trials(search: Search) -> dict[str, Any]:
+def trials(search: Search, models: str | None = None) -> dict[str, Any]:
     """The study's counted trials as columns: ``number``, ``params`` (one list per
     parameter), ``value``, ``state`` (complete, pruned, failed, running, waiting),
     ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
     ``retry_of`` (the interrupted trial it runs again); then the best complete trial
     (``best``: its number, or None), the numbers of the ``interrupted`` trials this search
     runs again (not counted; a later search that runs none lists none), the direction,
-    and the ``storage`` as it may be shown (no password)."""
+    and the ``storage`` as it may be shown (no password). Where there is a best trial, the
+    folder ``models`` keeps only its saved model (``trial-<n>.keras`` and its
+    ``.gpukeras.json``): the other trials' go."""
     states = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}
     with study_storage.quiet() as optuna:
         rows = _counted_trials(optuna, search.study)
         retry_of = [_retry_of(optuna, t) for t in rows]
     top = _best(search.study, rows)
     best = top.number if top is not None else None
+    if models is not None and best is not None:
+        _keep_best_model(models, best)
     return {
         "number": [t.number for t in rows],
         "params": {name: [t.params.get(name) for t in rows] for name in search.space},
@@ -496,6 +501,18 @@ def trials(search: Search) -> dict[str, Any]:
         "direction": search.study.direction.name.lower(),
         "storage": mask_uri(search.url),
     }
+
+
+def _keep_best_model(models: str, best: int) -> None:
+    """Remove every trial's saved model from the folder ``models`` but trial ``best``'s."""
+    kept = {f"trial-{best}.keras", f"trial-{best}.gpukeras.json"}
+    if not os.path.isdir(models):
+        return
+    with os.scandir(models) as entries:
+        for entry in entries:
+            saved = re.fullmatch(r"trial-[0-9]+\.(keras|gpukeras\.json)", entry.name)
+            if saved and entry.name not in kept and not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
 
 
 def _best(study: Any, counted: list[Any]) -> Any:

@@ -12,6 +12,7 @@ however wide.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -428,4 +429,36 @@ def profile_lines(result: Row) -> list[str]:
         f"Logs:           {result['logdir']}",
         f"Open with:      {tensorboard['command']}",
         *([] if tensorboard.get("note") is None else [f"                {tensorboard['note']}"]),
+    ]
+
+
+_CV_TRAINED = {
+    "population": "as one population in a worker process",
+    "processes": "each in a fresh worker process",
+}
+
+
+def cv_lines(
+    folds: int,
+    split: str,
+    seed: int,
+    trained: str,
+    why: str | None,
+    devices: Sequence[str],
+    metrics: Mapping[str, Sequence[float]],
+) -> list[str]:
+    """print(gpu_cv())'s lines: the folds and how they were split, where and how the fits ran
+    (``trained``: "population", "processes" or both, and why), and each held-out metric's mean
+    and standard deviation over the folds."""
+    how = _CV_TRAINED.get(trained, "some as one population, others each in a fresh worker process")
+    where = ", ".join(f"{devices.count(device)} on {device}" for device in sorted(set(devices)))
+    return [
+        f"<gpukeras_cv> {folds} folds ({split}), seed {seed}",
+        f"Fits:     {how}: {where}",
+        *([] if why is None else [f"          ({why})"]),
+        "Held-out metrics, mean (sd) over the folds:",
+        *(
+            f"  {name:<12} {statistics.mean(values):.4g} (sd {statistics.stdev(values):.2g})"
+            for name, values in metrics.items()
+        ),
     ]
