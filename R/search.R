@@ -361,8 +361,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
   worker_run(pool, on_end = on_end, next_task = next_task)
   if (!is.null(groups)) population$reason <- core_call("search_groups_state", groups = groups)$why
   result <- new_gpukeras_search(
-    core_call("search_trials", search = opened, models = storage$models), names(request$space), storage, search$study, search$seed,
-    search$objective, validation, pool$plan, population
+    core_call("search_trials", search = opened, models = storage$models), names(request$space), storage, search$study,
+    search$seed, search$objective, validation, pool$plan, population
   )
   track_many_end(
     tracked, "FINISHED",
