@@ -49,7 +49,8 @@
 #'   NVML could not tell; `NULL` without a probe) and `timings` (seconds per
 #'   phase), `repairs` (a data.frame: `id`, `what` it changes, `how`: the pip
 #'   command or the line and file, `needs_restart`, and `status`: `"done"`,
-#'   `"declined"`, `"failed"`, `NA` without `fix`).
+#'   `"declined"`, `"failed"`, `NA` without `fix`), and `lines`: the evidence
+#'   in words, as `print()` shows it (`stack`, `devices`, `placement`, `probe`).
 #'
 #' @section Repairs:
 #' `gpu_check(fix = TRUE)` acts on what it found, and says what it changed
@@ -115,25 +116,23 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
       )
     )
   }
-  result <- with_stack_repair(core_call(
-    "check", probe_training = probe, probe_seconds = probe_seconds, matmul_size = 1024L,
-    requirements = as.list(repair_requirements())
-  ), fix)
+  result <- with_stack_repair({
+    core() # for why this Python, which only R knows (see gpukeras_python())
+    core_call(
+      "check", probe_training = probe, probe_seconds = probe_seconds, matmul_size = 1024L,
+      requirements = as.list(repair_requirements()), symbols = list(bullet = bullet(), arrow = arrow()),
+      caller = list(
+        r = paste(R.version$major, R.version$minor, sep = "."),
+        reticulate = as.character(utils::packageVersion("reticulate")), python_chosen_by = the$python_chosen_by
+      )
+    )
+  }, fix)
   check <- new_gpukeras_check(result)
   if (fix) check$repairs$status <- make_repairs(result$repairs, check$stack$python_executable)
   check
 }
 
 new_gpukeras_check <- function(result) {
-  stack <- c(
-    list(
-      r = paste(R.version$major, R.version$minor, sep = "."),
-      reticulate = as.character(utils::packageVersion("reticulate"))
-    ),
-    result$stack,
-    # Why this Python: only R knows how it was found (see gpukeras_python()).
-    list(python_chosen_by = the$python_chosen_by)
-  )
   placement <- result$placement
   placement$runs <- rows_to_df(placement$runs, c("requested", "actual", "size", "median_ms", "gflops"))
   utilization <- result$utilization
@@ -151,10 +150,11 @@ new_gpukeras_check <- function(result) {
   the$check_verdict <- result$verdict # a tracked fit's tag (gpu_track())
   structure(list(
     verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
-    advice = c(as.character(unlist(result$advice)), ignored$advice), stack = stack,
+    advice = c(as.character(unlist(result$advice)), ignored$advice), stack = result$stack,
     nvml = new_nvml_report(result$nvml), devices = rows_to_df(result$devices, device_columns),
     setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
-    timings = unlist(result$timings), repairs = repairs_df(result$repairs)
+    timings = unlist(result$timings), repairs = repairs_df(result$repairs),
+    lines = lapply(result$lines, function(lines) as.character(unlist(lines)))
   ), class = "gpukeras_check")
 }
 
@@ -169,128 +169,6 @@ verdict_text <- c(
   gpu_used = "the GPU is used", gpu_available_not_used = "a GPU is available but NOT used", no_gpu = "no GPU is used"
 )
 
-# The TensorFlow build of a check's `stack`, in words.
-tensorflow_build <- function(s) {
-  if (is.null(s$tensorflow)) return("not installed")
-  if (isTRUE(s$is_cuda_build)) {
-    return(sprintf(
-      "%s (%s, CUDA %s, cuDNN %s)", s$tensorflow, s$tensorflow_distribution, or_na(s$cuda_version),
-      or_na(s$cudnn_version)
-    ))
-  }
-  sprintf("%s (%s, CPU-only build)", s$tensorflow, or_na(s$tensorflow_distribution))
-}
-
-jax_build <- function(s) sprintf("%s (%s)", or_na(s$jax), or_na(s$jax_cuda_plugin, "no CUDA plugin"))
-
-# KerasHub and the tensorflow-text its tokenizers run on, in words.
-keras_hub_build <- function(s) {
-  sprintf("%s (tensorflow-text %s)", s$keras_hub, or_na(s$tensorflow_text, "not installed"))
-}
-
-format_stack <- function(s) {
-  backend_build <- if (identical(s$keras_backend, "jax")) paste("JAX", jax_build(s)) else
-    paste("TensorFlow", tensorflow_build(s))
-  c(
-    sprintf(
-      "R %s %s reticulate %s %s Python %s %s Keras %s on %s",
-      s$r, bullet(), s$reticulate, bullet(), s$python, bullet(), s$keras, s$keras_backend
-    ),
-    backend_build,
-    if (!is.null(s$keras_hub)) paste("KerasHub", keras_hub_build(s)),
-    sprintf("Python: %s (chosen by %s)", s$python_executable, or_na(s$python_chosen_by, "unknown")),
-    sprintf(
-      "NVIDIA driver: %s %s CUDA_VISIBLE_DEVICES: %s %s %s %s %s",
-      if (is.null(s$nvidia_driver)) "none" else sprintf("%s (CUDA %s)", s$nvidia_driver, s$cuda_driver_version),
-      bullet(), or_na(s$cuda_visible_devices, "unset"), bullet(), s$os, s$os_release, s$machine
-    )
-  )
-}
-
-format_devices <- function(devices, nvml, backend) {
-  mig <- if (is.null(devices$mig_parent)) rep(NA, nrow(devices)) else devices$mig_parent
-  used <- sprintf(
-    "%-6s %s%s, %s total, %s free%s",
-    devices$device, devices$name,
-    ifelse(is.na(devices$compute_capability), "", paste0(" (compute ", devices$compute_capability, ")")),
-    format_mib(devices$memory_total_mib), format_mib(devices$memory_free_mib),
-    ifelse(is.na(mig), "", sprintf(" [MIG instance of nvidia-smi's GPU %s]", mig))
-  )
-  # GPUs the driver sees that the backend does not use: the evidence behind
-  # "a CPU-only build" and "hidden by CUDA_VISIBLE_DEVICES".
-  others <- nvml$devices
-  others <- others[!(others$in_use %in% TRUE), , drop = FALSE]
-  mig_mode <- ifelse(
-    is.na(others$mig_instances), "", sprintf(", MIG mode with %d instance(s)", as.integer(others$mig_instances))
-  )
-  why <- ifelse(
-    !is.na(others$error), paste("not readable:", others$error),
-    ifelse(
-      others$visible,
-      sprintf(
-        "%s total%s; the driver sees it, %s does not use it", format_mib(others$memory_total_mib), mig_mode, backend
-      ),
-      sprintf("%s total%s; hidden by CUDA_VISIBLE_DEVICES", format_mib(others$memory_total_mib), mig_mode)
-    )
-  )
-  c(used, sprintf("NVML %d %s: %s", as.integer(others$index), others$name, why))
-}
-
-format_placement <- function(placement) {
-  runs <- placement$runs
-  lines <- sprintf(
-    "%-6s %s %-6s n = %-5s %8.2f ms  %7.1f GFLOP/s",
-    runs$requested, arrow(), runs$actual, runs$size, runs$median_ms, runs$gflops
-  )
-  speedup <- if (is.null(placement$speedup)) "n/a (no GPU run)" else sprintf("%.1fx", placement$speedup)
-  c(lines, sprintf("GPU speed-up over CPU: %s", speedup))
-}
-
-format_utilization <- function(u, nvml) {
-  if (is.null(u)) return("not run (probe = FALSE)")
-  lines <- sprintf(
-    "%d steps of batch %d on %s in %.1f s: %s samples/s; weights on %s",
-    as.integer(u$steps), as.integer(u$batch_size), u$device, u$seconds,
-    format(round(u$samples_per_second %||% NA), big.mark = ","), u$weights_device
-  )
-  gpus <- u$gpus
-  whole <- if (nrow(gpus) == 0) {
-    reason <- if (isTRUE(nvml$available)) u$nvml_reason else nvml$reason
-    reason <- or_na(reason, "no samples")
-    # On a MIG instance NVML has no utilization to measure: not a failure to measure it.
-    if (startsWith(reason, "not available")) paste("GPU utilization:", reason) else
-      sprintf("GPU utilization: not measured (%s)", reason)
-  } else {
-    sprintf(
-      "GPU %d (whole GPU): utilization mean %.0f%%, max %.0f%%; memory used up to %s (%d samples at %.1f Hz)",
-      as.integer(gpus$nvml_index), gpus$utilization_mean, gpus$utilization_max,
-      format_mib(gpus$memory_used_max_mib), as.integer(gpus$samples), gpus$sample_hz
-    )
-  }
-  c(lines, whole, format_processes(u$processes))
-}
-
-# This process's own use of the GPU, and other processes' apart.
-format_processes <- function(p) {
-  if (is.null(p) || identical(p$notes, "no GPU to watch")) return(character())
-  own <- sprintf(
-    "this process (pid %d): SM up to %s, memory %s",
-    as.integer(p$pid), if (is.null(p$own_sm_max)) "n/a" else sprintf("%.0f%%", p$own_sm_max),
-    if (is.null(p$own_memory_mib)) "n/a" else format_mib(p$own_memory_mib)
-  )
-  others <- p$others
-  c(
-    own,
-    if (nrow(others)) {
-      sprintf(
-        "other process (pid %d): SM up to %s, memory %s", as.integer(others$pid),
-        ifelse(is.na(others$sm_max), "n/a", sprintf("%.0f%%", others$sm_max)), format_mib(others$memory_mib)
-      )
-    },
-    if (length(p$notes)) paste("note:", p$notes)
-  )
-}
-
 #' @export
 format.gpukeras_check <- function(x, ...) {
   indent <- function(lines) paste0("  ", lines)
@@ -299,14 +177,14 @@ format.gpukeras_check <- function(x, ...) {
     sprintf("<gpukeras check> Verdict: %s (%s)", x$verdict, verdict_text[[x$verdict]]),
     section("Reasons:", paste(bullet(), x$reasons)),
     if (length(x$advice)) section("Advice:", paste(arrow(), x$advice)),
-    section("Stack:", format_stack(x$stack)),
-    section("Devices:", format_devices(x$devices, x$nvml, or_na(x$stack$keras_backend, "the backend"))),
+    section("Stack:", x$lines$stack),
+    section("Devices:", x$lines$devices),
     section("Setup (gpu_setup()):", trimws(format(x$setup)[-1])),
     section(
       "Placement (float32 matmul of n x n matrices, n grown per device until one takes 5 ms; median of 5 runs):",
-      format_placement(x$placement)
+      x$lines$placement
     ),
-    section("Training probe:", format_utilization(x$utilization, x$nvml)),
+    section("Training probe:", x$lines$probe),
     format_repairs(x$repairs)
   )
 }

@@ -94,6 +94,7 @@
 #'     estimate). An out-of-memory error from [gpu_fit()], [gpu_batch_size()]
 #'     or [gpu_tune()] carries the plan as its `plan` field and says these
 #'     in its message.
+#'   * `lines` and `plot_title`: the plan in words, as `print()` and `plot()` show it.
 #'
 #'   It has `format()`, `print()` and `plot()` methods.
 #' @seealso [gpu_batch_size()] to find the largest batch by running it.
@@ -133,68 +134,12 @@ new_gpukeras_memory_plan <- function(result) {
     optimizer = result$optimizer, uncounted = as.character(unlist(result$uncounted)), method = result$method,
     method_note = result$method_note %||% NA_character_, changes = typed_rows(
       result$changes, c(change = "character", setting = "character", peak_mib = "numeric", fits = "logical")
-    )
+    ), lines = as.character(unlist(result$lines)), plot_title = result$plot_title
   ), class = "gpukeras_memory_plan")
 }
 
-# Three significant digits in KiB, MiB or GiB: parts differ by orders of magnitude.
-format_plan_mib <- function(mib) {
-  size <- abs(mib) # XLA's reconciling part can be negative
-  unit <- ifelse(size < 1, "KiB", ifelse(size < 1024, "MiB", "GiB"))
-  value <- signif(mib * ifelse(size < 1, 1024, ifelse(size < 1024, 1, 1 / 1024)), 3)
-  paste(vapply(value, format, character(1), big.mark = ","), unit)
-}
-
 #' @export
-format.gpukeras_memory_plan <- function(x, ...) {
-  parts <- x$parts
-  shown <- data.frame(
-    part = c(parts$part, "total"), memory = format_plan_mib(c(parts$mib, x$total_mib)),
-    share = c(format_percent(parts$mib / x$total_mib, 1), ""), check.names = FALSE
-  )
-  # Left-aligned part names read as a list.
-  width <- max(nchar(shown$part))
-  names(shown)[1] <- formatC("part", width = -width)
-  shown[[1]] <- formatC(shown[[1]], width = -width)
-  largest <- if (is.na(x$largest_batch) || x$largest_batch == 0L) {
-    sprintf("%s (%s)", if (is.na(x$largest_batch)) "not known" else "0", x$largest_batch_reason)
-  } else {
-    sprintf(
-      "%s, in %s free on %s as %s reports it",
-      format(x$largest_batch, big.mark = ","), format_plan_mib(x$free_mib), x$device, x$free_source
-    )
-  }
-  c(
-    sprintf(
-      "<gpukeras memory plan> batch %d on %s (%s, %s, policy %s): %s",
-      x$batch_size, x$device, x$device_name, x$backend, x$dtype_policy, format_plan_mib(x$total_mib)
-    ),
-    paste0("  ", table_lines(shown)),
-    sprintf(
-      "Plan:          %s + %s per sample (%s)",
-      format_plan_mib(x$fixed_mib), format_plan_mib(x$per_sample_mib), x$method
-    ),
-    sprintf("Optimizer:     %s, slots counted %s", x$optimizer$name, x$optimizer$counted),
-    paste("Largest batch:", largest),
-    if (NROW(x$changes)) {
-      c("Lower peaks:", sprintf(
-        "  %s (%s): %s%s", x$changes$change, x$changes$setting, format_plan_mib(x$changes$peak_mib),
-        ifelse(is.na(x$changes$fits), "", ifelse(x$changes$fits, ", fits", ", does not fit"))
-      ))
-    },
-    if (length(x$uncounted)) {
-      sprintf("Not counted:   %s (shapes not known)", paste(x$uncounted, collapse = ", "))
-    },
-    if (identical(x$method, "XLA's compiled step")) {
-      "The total is XLA's peak for the compiled step; the parts, an estimate by layer (see ?gpu_memory_plan)."
-    } else {
-      c(
-        if (!is.na(x$method_note %||% NA)) paste0("Not XLA's measure: ", x$method_note, "."),
-        "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan)."
-      )
-    }
-  )
-}
+format.gpukeras_memory_plan <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_memory_plan <- function(x, ...) print_formatted(x, ...)
@@ -226,7 +171,7 @@ plot.gpukeras_memory_plan <- function(x, ...) {
     parts$mib,
     names.arg = parts$part, horiz = TRUE, las = 1, cex.names = 0.8,
     col = ifelse(fixed, "steelblue4", "lightskyblue"), xlab = "MiB",
-    main = sprintf("Memory plan: batch %d on %s, %s in all", x$batch_size, x$device, format_plan_mib(x$total_mib)),
+    main = x$plot_title,
     ...
   )
   graphics::legend(

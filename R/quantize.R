@@ -61,8 +61,8 @@
 #'     optimizer = "adam", loss = "sparse_categorical_crossentropy",
 #'     metrics = list("accuracy")
 #'   )
+#'   # (an untrained model here, to keep the example short: quantize a trained one)
 #'   iris_data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
-#'   gpu_fit(model, iris_data, epochs = 1, batch_size = 50, verbose = 0, monitor = FALSE)
 #'   small <- gpu_quantize(model, "int8", data = iris_data)
 #'   print(small)
 #'   small$model$predict(gpu_as_numpy(as.matrix(iris[1:2, 1:4])), verbose = 0L)

@@ -111,9 +111,9 @@ report_lines <- function(check, facts) {
       rbind(
         c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
         c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
-        c("TensorFlow", tensorflow_build(s)),
-        c("JAX", if (is.null(s$jax)) "not installed" else jax_build(s)),
-        if (!is.null(s$keras_hub)) c("KerasHub", keras_hub_build(s)),
+        c("TensorFlow", s$tensorflow_build),
+        c("JAX", or_na(s$jax_build, "not installed")),
+        if (!is.null(s$keras_hub)) c("KerasHub", s$keras_hub_build),
         c("OS", paste(s$os, s$os_release, s$machine))
       )
     ),

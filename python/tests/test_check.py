@@ -12,6 +12,7 @@ import pytest
 from conftest import CoreRun, run_core
 from gpukeras import bridge
 from gpukeras.gpu import nvml
+from gpukeras.tools.check import NOT_ON_MIG, builds, check_lines
 
 
 def test_result_has_every_part(check_result: dict) -> None:
@@ -27,7 +28,10 @@ def test_result_has_every_part(check_result: dict) -> None:
         "advice",
         "repairs",
         "timings",
+        "lines",
     }
+    assert set(check_result["lines"]) == {"stack", "devices", "placement", "probe"}
+    assert check_result["stack"]["tensorflow_build"]
     assert set(check_result["timings"]) == {"start_runtime", "inspect", "placement", "probe"}
     assert all(seconds >= 0 for seconds in check_result["timings"].values())
     assert check_result["timings"]["probe"] >= 1
@@ -203,3 +207,300 @@ def test_the_check_tells_this_process_from_others(check_result: dict) -> None:
         pytest.skip(f"NVML does not show this process: {processes['notes']}")
     assert processes["own_memory_mib"] > 0
     assert all(other["pid"] != os.getpid() for other in processes["others"])
+
+
+# The evidence in words ------------------------------------------------------------------
+def stack_of(**versions: object) -> dict[str, object]:
+    """A collect_stack() record on Linux with ``versions``, its builds in words."""
+    found: dict[str, object] = {
+        "r": "4.5.1",
+        "reticulate": "1.43.0",
+        "python": "3.12.3",
+        "python_executable": "/env/bin/python",
+        "keras": "3.15.1",
+        "keras_backend": "jax",
+        "tensorflow": None,
+        "tensorflow_distribution": None,
+        "is_cuda_build": None,
+        "cuda_version": None,
+        "cudnn_version": None,
+        "jax": "0.7.1",
+        "jax_cuda_plugin": "jax-cuda12-plugin 0.7.1",
+        "keras_hub": None,
+        "tensorflow_text": None,
+        "nvidia_driver": "580.65",
+        "cuda_driver_version": "13.0",
+        "cuda_visible_devices": None,
+        "os": "Linux",
+        "os_release": "6.8",
+        "machine": "x86_64",
+        **versions,
+    }
+    return {**found, **builds(found)}
+
+
+CPU_ROW = {"device": "CPU:0", "name": "Xeon", "memory_total_mib": 2048, "memory_free_mib": 1024}
+CPU_RUN = {"requested": "CPU:0", "actual": "CPU:0", "size": 1024, "median_ms": 10, "gflops": 214.7}
+
+
+def test_the_words_of_a_check_on_a_gpu_it_uses() -> None:
+    gpu = {
+        "device": "GPU:0",
+        "name": "NVIDIA H100",
+        "compute_capability": "9.0",
+        "memory_total_mib": 81559,
+        "memory_free_mib": 80000,
+    }
+    gpu_run = {"requested": "GPU:0", "actual": "GPU:0", "size": 8192, "median_ms": 0.05}
+    lines = check_lines(
+        {
+            "stack": stack_of(),
+            "nvml": {"available": True, "reason": None, "devices": []},
+            "devices": [CPU_ROW, gpu],
+            "placement": {"runs": [{**gpu_run, "gflops": 42949.7}, CPU_RUN], "speedup": 200},
+            "utilization": {
+                "device": "GPU:0",
+                "weights_device": "GPU:0",
+                "steps": 300,
+                "batch_size": 2048,
+                "seconds": 3.01,
+                "samples_per_second": 204000,
+                "gpus": [
+                    {
+                        "nvml_index": 0,
+                        "samples": 30,
+                        "sample_hz": 9.9,
+                        "utilization_mean": 87.4,
+                        "utilization_max": 100,
+                        "memory_used_max_mib": 2100,
+                    }
+                ],
+                "processes": {
+                    "pid": 1234,
+                    "own_memory_mib": 2048,
+                    "own_sm_max": 80,
+                    "others": [{"pid": 4242, "memory_mib": 20480, "sm_max": 40}],
+                    "notes": [],
+                },
+            },
+        },
+        bullet="*",
+        arrow="->",
+    )
+    assert lines == {
+        "stack": [
+            "R 4.5.1 * reticulate 1.43.0 * Python 3.12.3 * Keras 3.15.1 on jax",
+            "JAX 0.7.1 (jax-cuda12-plugin 0.7.1)",
+            "Python: /env/bin/python (chosen by unknown)",
+            "NVIDIA driver: 580.65 (CUDA 13.0) * CUDA_VISIBLE_DEVICES: unset * Linux 6.8 x86_64",
+        ],
+        "devices": [
+            "CPU:0  Xeon, 2.0 GiB total, 1.0 GiB free",
+            "GPU:0  NVIDIA H100 (compute 9.0), 79.6 GiB total, 78.1 GiB free",
+        ],
+        "placement": [
+            "GPU:0  -> GPU:0  n = 8192      0.05 ms  42949.7 GFLOP/s",
+            "CPU:0  -> CPU:0  n = 1024     10.00 ms    214.7 GFLOP/s",
+            "GPU speed-up over CPU: 200.0x",
+        ],
+        "probe": [
+            "300 steps of batch 2048 on GPU:0 in 3.0 s: 204,000 samples/s; weights on GPU:0",
+            "GPU 0 (whole GPU): utilization mean 87%, max 100%; memory used up to 2.1 GiB "
+            "(30 samples at 9.9 Hz)",
+            "this process (pid 1234): SM up to 80%, memory 2.0 GiB",
+            "other process (pid 4242): SM up to 40%, memory 20.0 GiB",
+        ],
+    }
+
+
+def test_the_words_name_the_gpus_the_driver_sees_that_the_backend_does_not_use() -> None:
+    """A working driver, a CPU-only TensorFlow; a GPU NVML cannot read; no probe."""
+    lines = check_lines(
+        {
+            "stack": stack_of(
+                keras_backend="tensorflow",
+                tensorflow="2.21.0",
+                tensorflow_distribution="tensorflow-cpu",
+                is_cuda_build=False,
+                nvidia_driver="580.95.05",
+                python_chosen_by="GPUKERAS_PYTHON",
+            ),
+            "nvml": {"devices": []},
+            "devices": [CPU_ROW],
+            "placement": {"runs": [CPU_RUN], "speedup": None},
+            "utilization": None,
+        }
+    )
+    assert lines["probe"] == ["not run (probe = FALSE)"]
+    assert lines["placement"][-1] == "GPU speed-up over CPU: n/a (no GPU run)"
+    assert lines["stack"][1:3] == [
+        "TensorFlow 2.21.0 (tensorflow-cpu, CPU-only build)",
+        "Python: /env/bin/python (chosen by GPUKERAS_PYTHON)",
+    ]
+    unread = "NVML has no permission to read this GPU"
+    devices = check_lines(
+        {
+            "stack": stack_of(keras_backend="tensorflow"),
+            "nvml": {
+                "devices": [
+                    {
+                        "index": 0,
+                        "name": "NVIDIA H100 80GB HBM3",
+                        "memory_total_mib": 81559,
+                        "visible": True,
+                    },
+                    {
+                        "index": 1,
+                        "name": "GPU 1 (not readable)",
+                        "memory_total_mib": None,
+                        "visible": True,
+                        "error": unread,
+                    },
+                    {
+                        "index": 2,
+                        "name": "NVIDIA A100",
+                        "memory_total_mib": 40960,
+                        "visible": False,
+                    },
+                ]
+            },
+            "devices": [CPU_ROW],
+            "placement": {"runs": [], "speedup": None},
+            "utilization": None,
+        }
+    )["devices"]
+    assert devices == [
+        "CPU:0  Xeon, 2.0 GiB total, 1.0 GiB free",
+        "NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total; the driver sees it, "
+        "tensorflow does not use it",
+        f"NVML 1 GPU 1 (not readable): not readable: {unread}",
+        "NVML 2 NVIDIA A100: 40.0 GiB total; hidden by CUDA_VISIBLE_DEVICES",
+    ]
+
+
+def test_the_words_show_a_mig_instance_as_itself_and_what_nvml_cannot_tell() -> None:
+    mig = {
+        "device": "GPU:0",
+        "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+        "compute_capability": "9.0",
+        "memory_total_mib": 40192,
+        "memory_free_mib": 40000,
+        "mig_parent": 0,
+    }
+    parent = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}
+    lines = check_lines(
+        {
+            "stack": stack_of(),
+            "nvml": {"available": True, "reason": None, "devices": [{**parent, "in_use": True}]},
+            "devices": [CPU_ROW, mig],
+            "placement": {"runs": [], "speedup": None},
+            "utilization": {
+                "device": "GPU:0",
+                "weights_device": "GPU:0",
+                "steps": 30,
+                "batch_size": 2048,
+                "seconds": 3,
+                "samples_per_second": 20000,
+                "gpus": [],
+                "nvml_reason": NOT_ON_MIG,
+                "processes": {
+                    "pid": 1234,
+                    "own_memory_mib": 2048,
+                    "own_sm_max": None,
+                    "others": [],
+                    "notes": ["per-process utilization: not available on MIG"],
+                },
+            },
+        }
+    )
+    assert lines["devices"] == [
+        "CPU:0  Xeon, 2.0 GiB total, 1.0 GiB free",
+        "GPU:0  NVIDIA H100 80GB HBM3 MIG 3g.40gb (compute 9.0), 39.2 GiB total, 39.1 GiB free "
+        "[MIG instance of nvidia-smi's GPU 0]",
+    ]
+    assert lines["probe"][1:] == [
+        f"GPU utilization: {NOT_ON_MIG}",
+        "this process (pid 1234): SM up to n/a, memory 2.0 GiB",
+        "note: per-process utilization: not available on MIG",
+    ]
+    other_gpu = [{**parent, "visible": True, "mig_instances": 2}]
+    assert check_lines(
+        {
+            "stack": stack_of(),
+            "nvml": {"available": False, "reason": "no driver", "devices": other_gpu},
+            "devices": [CPU_ROW],
+            "placement": {"runs": [], "speedup": None},
+            "utilization": {
+                **lines_probe_without_gpus(),
+                "processes": {"notes": ["no GPU to watch"]},
+            },
+        }
+    )["devices"][1:] == [
+        "NVML 0 NVIDIA H100 80GB HBM3: 79.6 GiB total, MIG mode with 2 instance(s); "
+        "the driver sees it, jax does not use it",
+    ]
+
+
+def lines_probe_without_gpus() -> dict[str, object]:
+    return {
+        "device": "CPU:0",
+        "weights_device": "CPU:0",
+        "steps": 3,
+        "batch_size": 32,
+        "seconds": 1,
+        "samples_per_second": None,
+        "gpus": [],
+    }
+
+
+def test_a_probe_nvml_could_not_watch_says_why() -> None:
+    probe = check_lines(
+        {
+            "stack": stack_of(),
+            "nvml": {"available": False, "reason": "nvidia-ml-py is not installed", "devices": []},
+            "devices": [CPU_ROW],
+            "placement": {"runs": [], "speedup": None},
+            "utilization": {
+                **lines_probe_without_gpus(),
+                "processes": {"notes": ["no GPU to watch"]},
+            },
+        }
+    )["probe"]
+    assert probe == [
+        "3 steps of batch 32 on CPU:0 in 1.0 s: NA samples/s; weights on CPU:0",
+        "GPU utilization: not measured (nvidia-ml-py is not installed)",
+    ]
+
+
+def test_the_builds_in_words() -> None:
+    assert stack_of()["keras_hub_build"] is None
+    no_hub = {"stack": stack_of(), "nvml": {"devices": []}, "devices": [], "utilization": None}
+    no_hub["placement"] = {"runs": [], "speedup": None}
+    assert not any("KerasHub" in line for line in check_lines(no_hub)["stack"])
+    assert stack_of(jax=None)["jax_build"] is None
+    assert stack_of()["tensorflow_build"] == "not installed"
+    assert (
+        stack_of(keras_hub="0.32.0")["keras_hub_build"] == "0.32.0 (tensorflow-text not installed)"
+    )
+    hub = stack_of(keras_hub="0.32.0", tensorflow_text="2.21.1")
+    assert hub["keras_hub_build"] == "0.32.0 (tensorflow-text 2.21.1)"
+    assert (
+        "KerasHub 0.32.0 (tensorflow-text 2.21.1)"
+        in check_lines(
+            {
+                "stack": hub,
+                "nvml": {"devices": []},
+                "devices": [],
+                "placement": {"runs": [], "speedup": None},
+                "utilization": None,
+            }
+        )["stack"]
+    )
+    cuda = stack_of(
+        tensorflow="2.21.0",
+        tensorflow_distribution="tensorflow",
+        is_cuda_build=True,
+        cuda_version="12.5.1",
+        cudnn_version=None,
+    )
+    assert cuda["tensorflow_build"] == "2.21.0 (tensorflow, CUDA 12.5.1, cuDNN none)"

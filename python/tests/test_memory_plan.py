@@ -400,3 +400,106 @@ def test_accumulate_auto_takes_the_smallest_factor_whose_micro_batch_fits_the_pl
         1,
         "auto: 1, no memory plan to split by (no GPU)",
     )
+
+
+# The plan in words ----------------------------------------------------------------------
+def described_plan(**changed: object) -> dict[str, object]:
+    """A memory_plan() result of five parts on the CPU, with ``changed`` fields."""
+    parts = [
+        ("optimizer slots", 2),
+        ("activations: dense", 1.5),
+        ("parameters", 1),
+        ("gradients", 1),
+    ]
+    found: dict[str, object] = {
+        "parts": [{"part": part, "mib": mib} for part, mib in [*parts, ("input batch", 0.5)]],
+        "total_mib": 6,
+        "batch_size": 32,
+        "fixed_mib": 4,
+        "per_sample_mib": 2 / 32,
+        "largest_batch": None,
+        "largest_batch_reason": "no GPU: the plan is for a GPU's memory",
+        "device": "CPU:0",
+        "device_name": "AMD EPYC",
+        "free_mib": None,
+        "free_source": None,
+        "backend": "tensorflow",
+        "dtype_policy": "float32",
+        "optimizer": {"name": "Adam", "counted": "by type: 2 x the trainable weights"},
+        "uncounted": [],
+        "method": "layer outputs (an estimate)",
+        "method_note": None,
+        "changes": [],
+    }
+    return {**found, **changed}
+
+
+def test_the_plan_in_words_is_a_table_of_its_parts_and_what_it_rests_on() -> None:
+    assert memory_plan.plan_lines(described_plan()) == [
+        "<gpukeras memory plan> batch 32 on CPU:0 (AMD EPYC, tensorflow, policy float32): 6 MiB",
+        "   part                memory share",
+        "   optimizer slots      2 MiB 33.3%",
+        "   activations: dense 1.5 MiB 25.0%",
+        "   parameters           1 MiB 16.7%",
+        "   gradients            1 MiB 16.7%",
+        "   input batch        512 KiB  8.3%",
+        "   total                6 MiB      ",
+        "Plan:          4 MiB + 64 KiB per sample (layer outputs (an estimate))",
+        "Optimizer:     Adam, slots counted by type: 2 x the trainable weights",
+        "Largest batch: not known (no GPU: the plan is for a GPU's memory)",
+        "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan).",
+    ]
+    nothing_fits = memory_plan.plan_lines(
+        described_plan(largest_batch=0, largest_batch_reason="even 1 does not fit")
+    )
+    assert "Largest batch: 0 (even 1 does not fit)" in nothing_fits
+
+
+def test_xlas_measure_is_the_total_and_a_negative_reconciling_part_prints_as_such() -> None:
+    parts = [*described_plan()["parts"], {"part": memory_plan.XLA_PART, "mib": -0.5}]  # type: ignore[misc]
+    lines = memory_plan.plan_lines(
+        described_plan(parts=parts, total_mib=5.5, method="XLA's compiled step")
+    )
+    assert "   step buffers beyond these parts (XLA) -512 KiB -9.1%" in lines
+    assert "Plan:          4 MiB + 64 KiB per sample (XLA's compiled step)" in lines
+    assert lines[-1].startswith("The total is XLA's peak for the compiled step")
+
+
+def test_a_plan_xla_could_not_measure_says_why_before_its_estimate() -> None:
+    lines = memory_plan.plan_lines(described_plan(method_note="clone_model() could not copy it"))
+    assert lines[-2:] == [
+        "Not XLA's measure: clone_model() could not copy it.",
+        "Activations are approximated by every layer's output, kept once (see ?gpu_memory_plan).",
+    ]
+
+
+def test_on_a_gpu_the_words_give_the_largest_batch_the_changes_and_what_is_not_counted() -> None:
+    changes = [
+        {
+            "change": "a smaller batch",
+            "setting": "batch_size = 16",
+            "peak_mib": 1234.5,
+            "fits": True,
+        },
+        {"change": "mixed precision", "setting": "mixed_bfloat16", "peak_mib": 0.25, "fits": False},
+        {"change": "accumulation", "setting": "accumulate = 2", "peak_mib": 5000, "fits": None},
+    ]
+    lines = memory_plan.plan_lines(
+        described_plan(
+            largest_batch=163776,
+            free_mib=10240,
+            free_source="the driver (NVML)",
+            device="GPU:0",
+            uncounted=["input batch", "block"],
+            changes=changes,
+        )
+    )
+    assert (
+        "Largest batch: 163,776, in 10 GiB free on GPU:0 as the driver (NVML) reports it" in lines
+    )
+    assert lines[lines.index("Lower peaks:") + 1 :][:3] == [
+        "  a smaller batch (batch_size = 16): 1.21 GiB, fits",
+        "  mixed precision (mixed_bfloat16): 256 KiB, does not fit",
+        "  accumulation (accumulate = 2): 4.88 GiB",
+    ]
+    assert "Not counted:   input batch, block (shapes not known)" in lines

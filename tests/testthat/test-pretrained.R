@@ -32,18 +32,6 @@ test_that("gpu_text_data() and gpu_text_classifier() refuse bad arguments before
   expect_error(gpu_text_classifier("x", 2, lora_rank = 0), class = "gpukeras_error_bad_argument")
 })
 
-test_that("gpu_check() and gpu_report() show the KerasHub installed, and none when there is none", {
-  stack <- list(
-    r = "4.5.1", reticulate = "1.43.0", python = "3.11.7", keras = "3.15.1", keras_backend = "jax",
-    jax = "0.7.1", python_executable = "/env/bin/python", os = "Linux", os_release = "6.8", machine = "x86_64"
-  )
-  expect_false(any(grepl("KerasHub", format_stack(stack))))
-  stack$keras_hub <- "0.32.0"
-  expect_true("KerasHub 0.32.0 (tensorflow-text not installed)" %in% format_stack(stack))
-  stack$tensorflow_text <- "2.21.1"
-  expect_true("KerasHub 0.32.0 (tensorflow-text 2.21.1)" %in% format_stack(stack))
-})
-
 mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")

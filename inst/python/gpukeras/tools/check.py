@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gpukeras.core import stack
 from gpukeras.core.errors import BadArgumentError
@@ -27,6 +27,8 @@ def run_check(
     probe_seconds: float = 3.0,
     matmul_size: int = 1024,
     requirements: Sequence[str] = (),
+    caller: Mapping[str, str | None] | None = None,
+    symbols: Mapping[str, str] | None = None,
 ) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
@@ -38,12 +40,16 @@ def run_check(
             until one multiply takes 5 ms (see ``gpukeras.gpu.placement``).
         requirements: install_gpukeras()'s pins for a GPU machine, for the repairs
             (``repair.plan``).
+        caller: what only the caller knows, first in the stack: ``r``, ``reticulate``
+            (their versions) and ``python_chosen_by`` (why this Python).
+        symbols: the ``bullet`` and ``arrow`` the caller's console shows.
 
     Returns:
-        A dict with stack, nvml, devices, setup (the settings in force, see
-        ``setup.current_settings``), placement, utilization (None without a
-        probe), verdict, reasons, advice, repairs (``repair.plan``: what
-        gpu_check(fix = TRUE) can change) and timings (seconds per phase).
+        A dict with stack (with its builds in words, see ``builds``), nvml, devices,
+        setup (the settings in force, see ``setup.current_settings``), placement,
+        utilization (None without a probe), verdict, reasons, advice, repairs
+        (``repair.plan``: what gpu_check(fix = TRUE) can change), timings (seconds per
+        phase) and lines (``check_lines``: the evidence in words).
     """
     if not probe_seconds > 0 or not matmul_size >= 1:
         raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
@@ -125,7 +131,9 @@ def run_check(
     verdict = diagnose.diagnose(evidence)
     software["nvidia_driver"] = report.driver_version
     software["cuda_driver_version"] = report.cuda_driver_version
-    return {
+    software = {**(caller or {}), **software, **builds(software)}
+    software["python_chosen_by"] = software.pop("python_chosen_by", None)
+    found: Record = {
         "stack": software,
         "nvml": {
             "available": report.available,
@@ -154,3 +162,163 @@ def run_check(
         "repairs": [dataclasses.asdict(r) for r in repair.plan(evidence, list(requirements))],
         "timings": timings,
     }
+    return {**found, "lines": check_lines(found, **(symbols or {}))}
+
+
+# The evidence in words --------------------------------------------------------------
+def or_na(value: object, text: str = "none") -> str:
+    """``value`` as text, or ``text`` where it is None."""
+    return text if value is None else str(value)
+
+
+def mib_text(mib: float | None) -> str:
+    """Memory as a size: "2.0 GiB" from 1 GiB on, "512 MiB" below, "?" where not known."""
+    if mib is None:
+        return "?"
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def builds(software: Record) -> Record:
+    """The builds of a ``stack.collect_stack()`` record in words: ``tensorflow_build`` (its
+    version, distribution and CUDA, or "not installed"), ``jax_build`` (its version and CUDA
+    plugin; None without JAX) and ``keras_hub_build`` (with its tensorflow-text; None
+    without KerasHub)."""
+    s = software
+    if s["tensorflow"] is None:
+        tensorflow = "not installed"
+    elif s["is_cuda_build"]:
+        tensorflow = (
+            f"{s['tensorflow']} ({s['tensorflow_distribution']}, CUDA {or_na(s['cuda_version'])}, "
+            f"cuDNN {or_na(s['cudnn_version'])})"
+        )
+    else:
+        tensorflow = f"{s['tensorflow']} ({or_na(s['tensorflow_distribution'])}, CPU-only build)"
+    hub = s.get("keras_hub")
+    return {
+        "tensorflow_build": tensorflow,
+        "jax_build": s["jax"] and f"{s['jax']} ({or_na(s['jax_cuda_plugin'], 'no CUDA plugin')})",
+        "keras_hub_build": hub
+        and f"{hub} (tensorflow-text {or_na(s.get('tensorflow_text'), 'not installed')})",
+    }
+
+
+def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str, list[str]]:
+    """A ``run_check()`` result's evidence in words, by section: ``stack`` (versions, the
+    Python and why, the driver), ``devices`` (those in use, then the GPUs the driver shows
+    that the backend does not use, and why), ``placement`` (each matmul and the speed-up)
+    and ``probe`` (the training probe, the whole GPU's use, and this process's own apart
+    from others'). ``bullet`` and ``arrow``: the symbols the console shows."""
+    s = check["stack"]
+    backend = s["keras_backend"]
+    driver = (
+        "none"
+        if s["nvidia_driver"] is None
+        else f"{s['nvidia_driver']} (CUDA {s['cuda_driver_version']})"
+    )
+    stack = [
+        f"R {s.get('r')} {bullet} reticulate {s.get('reticulate')} {bullet} "
+        f"Python {s['python']} {bullet} Keras {s['keras']} on {backend}",
+        f"JAX {s['jax_build']}" if backend == "jax" else f"TensorFlow {s['tensorflow_build']}",
+        *([f"KerasHub {s['keras_hub_build']}"] if s.get("keras_hub_build") else []),
+        f"Python: {s['python_executable']} "
+        f"(chosen by {or_na(s.get('python_chosen_by'), 'unknown')})",
+        f"NVIDIA driver: {driver} {bullet} "
+        f"CUDA_VISIBLE_DEVICES: {or_na(s['cuda_visible_devices'], 'unset')} "
+        f"{bullet} {s['os']} {s['os_release']} {s['machine']}",
+    ]
+    return {
+        "stack": stack,
+        "devices": _device_lines(check, or_na(backend, "the backend")),
+        "placement": _placement_lines(check["placement"], arrow),
+        "probe": _probe_lines(check["utilization"], check["nvml"]),
+    }
+
+
+def _device_lines(check: Record, backend: str) -> list[str]:
+    lines = []
+    for row in check["devices"]:
+        compute = (
+            ""
+            if row.get("compute_capability") is None
+            else f" (compute {row['compute_capability']})"
+        )
+        mig = row.get("mig_parent")
+        lines.append(
+            f"{row['device']:<6} {row['name']}{compute}, "
+            f"{mib_text(row['memory_total_mib'])} total, {mib_text(row['memory_free_mib'])} free"
+            + ("" if mig is None else f" [MIG instance of nvidia-smi's GPU {mig}]")
+        )
+    # GPUs the driver sees that the backend does not use: the evidence behind "a CPU-only
+    # build" and "hidden by CUDA_VISIBLE_DEVICES".
+    for gpu in check["nvml"].get("devices", []):
+        if gpu.get("in_use"):
+            continue
+        mig_mode = (
+            ""
+            if gpu.get("mig_instances") is None
+            else f", MIG mode with {gpu['mig_instances']} instance(s)"
+        )
+        total = f"{mib_text(gpu['memory_total_mib'])} total{mig_mode}"
+        if gpu.get("error") is not None:
+            why = f"not readable: {gpu['error']}"
+        elif gpu["visible"]:
+            why = f"{total}; the driver sees it, {backend} does not use it"
+        else:
+            why = f"{total}; hidden by CUDA_VISIBLE_DEVICES"
+        lines.append(f"NVML {gpu['index']} {gpu['name']}: {why}")
+    return lines
+
+
+def _placement_lines(matmul: Record, arrow: str) -> list[str]:
+    lines = [
+        f"{run['requested']:<6} {arrow} {run['actual']:<6} n = {run.get('size', 'NA')!s:<5} "
+        f"{run['median_ms']:8.2f} ms  {run['gflops']:7.1f} GFLOP/s"
+        for run in matmul["runs"]
+    ]
+    speedup = matmul["speedup"]
+    return [
+        *lines,
+        f"GPU speed-up over CPU: {'n/a (no GPU run)' if speedup is None else f'{speedup:.1f}x'}",
+    ]
+
+
+def _probe_lines(u: Record | None, nvml_report: Record) -> list[str]:
+    if u is None:
+        return ["not run (probe = FALSE)"]
+    rate = u.get("samples_per_second")
+    lines = [
+        f"{u['steps']} steps of batch {u['batch_size']} on {u['device']} in {u['seconds']:.1f} s: "
+        f"{'NA' if rate is None else f'{round(rate):,}'} samples/s; "
+        f"weights on {u['weights_device']}"
+    ]
+    if not u["gpus"]:
+        reason = or_na(
+            u.get("nvml_reason") if nvml_report["available"] else nvml_report["reason"],
+            "no samples",
+        )
+        # On a MIG instance NVML has no utilization to measure: not a failure to measure it.
+        lines.append(
+            f"GPU utilization: {reason}"
+            if reason.startswith("not available")
+            else f"GPU utilization: not measured ({reason})"
+        )
+    for gpu in u["gpus"]:
+        lines.append(
+            f"GPU {gpu['nvml_index']} (whole GPU): "
+            f"utilization mean {gpu['utilization_mean']:.0f}%, max {gpu['utilization_max']:.0f}%; "
+            f"memory used up to {mib_text(gpu['memory_used_max_mib'])} "
+            f"({gpu['samples']} samples at {gpu['sample_hz']:.1f} Hz)"
+        )
+    p = u.get("processes")
+    if p is None or p.get("notes") == ["no GPU to watch"]:
+        return lines
+    sm = "n/a" if p.get("own_sm_max") is None else f"{p['own_sm_max']:.0f}%"
+    memory = "n/a" if p.get("own_memory_mib") is None else mib_text(p["own_memory_mib"])
+    lines.append(f"this process (pid {p['pid']}): SM up to {sm}, memory {memory}")
+    for other in p["others"]:
+        share = "n/a" if other.get("sm_max") is None else f"{other['sm_max']:.0f}%"
+        lines.append(
+            f"other process (pid {other['pid']}): SM up to {share}, "
+            f"memory {mib_text(other['memory_mib'])}"
+        )
+    return [*lines, *(f"note: {note}" for note in p["notes"])]

@@ -471,7 +471,8 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         ``device``, ``device_name``, ``free_mib``, ``free_source``, ``backend``,
         ``dtype_policy``, ``optimizer`` (``name``, ``counted``) and ``uncounted`` (the
         parts whose shapes are not known: layers by name, or the input batch), ``changes``
-        (``change``, ``setting``, ``peak_mib``, ``fits``: see ``changes``).
+        (``change``, ``setting``, ``peak_mib``, ``fits``: see ``changes``), and in words
+        ``lines`` (``plan_lines``: what print() shows) and ``plot_title``.
 
     Raises:
         BadArgumentError, BadModelError, ModelNotCompiledError, UnknownDeviceError.
@@ -498,7 +499,7 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
                 )
     parts = plan.parts(batch_size)
     mixed = model.dtype_policy.name.startswith("mixed")
-    return {
+    result: Record = {
         "parts": parts,
         "total_mib": sum(row["mib"] for row in parts),
         "batch_size": batch_size,
@@ -518,6 +519,9 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         "method_note": plan.xla_missing,
         "changes": changes(plan, batch_size, memory["free_mib"], mixed),
     }
+    total = plan_mib(result["total_mib"])
+    title = f"Memory plan: batch {batch_size} on {memory['device']}, {total} in all"
+    return {**result, "lines": plan_lines(result), "plot_title": title}
 
 
 def explain_out_of_memory(model: Model, batch_size: int) -> tuple[list[str], Record]:
@@ -541,3 +545,67 @@ def explain_out_of_memory(model: Model, batch_size: int) -> tuple[list[str], Rec
             f"{verdict[row['fits']]}."
         )
     return lines, plan
+
+
+# The plan in words -------------------------------------------------------------------
+def plan_mib(mib: float) -> str:
+    """``mib`` to three significant digits in KiB, MiB or GiB ("512 KiB", "1.21 GiB"):
+    parts differ by orders of magnitude; XLA's reconciling part can be negative."""
+    size = abs(mib)
+    value, unit = (
+        (mib * 1024, "KiB") if size < 1 else (mib, "MiB") if size < 1024 else (mib / 1024, "GiB")
+    )
+    rounded = float(f"{value:.3g}")
+    return f"{int(rounded):,} {unit}" if rounded.is_integer() else f"{rounded:g} {unit}"
+
+
+def plan_lines(plan: Record) -> list[str]:
+    """The lines print() shows of a ``memory_plan()`` result: its parts as a table with
+    their shares, the plan per sample, the optimizer, the largest batch, the changes that
+    lower the peak, what is not counted, and how the total was measured."""
+    total = plan["total_mib"]
+    rows = [
+        (row["part"], plan_mib(row["mib"]), f"{100 * row['mib'] / total:.1f}%")
+        for row in plan["parts"]
+    ]
+    rows = [("part", "memory", "share"), *rows, ("total", plan_mib(total), "")]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    table = [f"   {a:<{widths[0]}} {b:>{widths[1]}} {c:>{widths[2]}}" for a, b, c in rows]
+    largest = plan["largest_batch"]
+    if not largest:
+        largest_text = f"{'not known' if largest is None else '0'} ({plan['largest_batch_reason']})"
+    else:
+        free = plan_mib(plan["free_mib"])
+        largest_text = (
+            f"{largest:,}, in {free} free on {plan['device']} as {plan['free_source']} reports it"
+        )
+    fits = {True: ", fits", False: ", does not fit", None: ""}
+    changes = [
+        f"  {row['change']} ({row['setting']}): {plan_mib(row['peak_mib'])}{fits[row['fits']]}"
+        for row in plan["changes"]
+    ]
+    uncounted = plan["uncounted"]
+    if plan["method"] == "XLA's compiled step":
+        method = [
+            "The total is XLA's peak for the compiled step; the parts, an estimate by layer "
+            "(see ?gpu_memory_plan)."
+        ]
+    else:
+        method = [f"Not XLA's measure: {plan['method_note']}."] if plan["method_note"] else []
+        method.append(
+            "Activations are approximated by every layer's output, kept once "
+            "(see ?gpu_memory_plan)."
+        )
+    return [
+        f"<gpukeras memory plan> batch {plan['batch_size']} on {plan['device']} "
+        f"({plan['device_name']}, {plan['backend']}, policy {plan['dtype_policy']}): "
+        f"{plan_mib(total)}",
+        *table,
+        f"Plan:          {plan_mib(plan['fixed_mib'])} + {plan_mib(plan['per_sample_mib'])} "
+        f"per sample ({plan['method']})",
+        f"Optimizer:     {plan['optimizer']['name']}, slots counted {plan['optimizer']['counted']}",
+        f"Largest batch: {largest_text}",
+        *(["Lower peaks:", *changes] if changes else []),
+        *([f"Not counted:   {', '.join(uncounted)} (shapes not known)"] if uncounted else []),
+        *method,
+    ]
