@@ -69,12 +69,6 @@ test_that("the home folder is masked on path boundaries only (issue #32)", {
   expect_identical(mask_private("/usr/bin"), "/usr/bin")
 })
 
-test_that("a table cell keeps bars and line breaks out of the table", {
-  expect_identical(
-    markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |")
-  )
-})
-
 test_that("the report refuses a file it would overwrite, and a check that is not one", {
   skip_if_no_python()
   path <- withr::local_tempfile(fileext = ".md")
