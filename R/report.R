@@ -83,7 +83,10 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
     c("TensorFlow", tensorflow_build(s)), c("JAX", if (is.null(s$jax)) "not installed" else jax_build(s)),
     if (!is.null(s$keras_hub)) c("KerasHub", keras_hub_build(s)), c("OS", paste(s$os, s$os_release, s$machine))
   )
-  lines <- core_call("report_markdown", compare = compare, error_call = call, check = list(
+  # the home folder as `~`, the user name as `<user>`, as R knows them
+  homes <- unique(c(normalizePath(path.expand("~"), mustWork = FALSE), path.expand("~"), Sys.getenv("HOME")))
+  users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
+  lines <- core_call("report_markdown", homes = as_python(homes), users = as_python(users), check = list(
     gpukeras = format(utils::packageVersion("gpukeras")), verdict = check$verdict,
     verdict_text = verdict_text[[check$verdict]], reasons = as_python(check$reasons),
     advice = as_python(check$advice), versions = lapply(versions, as_python),
@@ -91,8 +94,8 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
     cuda_driver = s$cuda_driver_version, full = as_python(format(check)),
     nvml_reason = if (!isTRUE(check$nvml$available) || !nrow(d)) or_na(check$nvml$reason, "no GPU"),
     nvml_rows = lapply(seq_len(nrow(d)), function(i) as_python(cells[i, ]))
-  ))
-  report <- structure(mask_private(unlist(lines)), class = "gpukeras_report")
+  ), compare = compare, error_call = call)
+  report <- structure(unlist(lines), class = "gpukeras_report")
   if (is.null(file)) return(report)
   # An existing link is replaced, not followed.
   written <- write_file_atomic(path.expand(file), charToRaw(paste0(report, "\n", collapse = "")))
@@ -106,26 +109,3 @@ format.gpukeras_report <- function(x, ...) unclass(x)
 
 #' @export
 print.gpukeras_report <- function(x, ...) print_formatted(x, ...)
-
-# The home folder as `~` and the user name as `<user>`, wherever they appear: the folder
-# only where a path component ends (so that /home/al leaves /home/alice alone).
-mask_private <- function(lines) {
-  home <- normalizePath(path.expand("~"), mustWork = FALSE)
-  for (path in unique(c(home, path.expand("~"), Sys.getenv("HOME")))) {
-    path <- sub("/+$", "", path)
-    if (nzchar(path)) {
-      lines <- gsub(
-        sprintf("(?<![A-Za-z0-9_.~-])%s(?![^/\\s\"'`:;,)\\]|])", regex_escape(path)), "~", lines, perl = TRUE
-      )
-    }
-  }
-  users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
-  for (user in users[nzchar(users)]) {
-    # As a whole word, so that a short name does not take letters out of other words.
-    lines <- gsub(sprintf("(?<![A-Za-z0-9_.-])%s(?![A-Za-z0-9_-])", regex_escape(user)), "<user>", lines, perl = TRUE)
-  }
-  lines
-}
-
-# `text` as a literal inside a Perl regular expression.
-regex_escape <- function(text) gsub("([.\\\\+*?^$(){}|\\[\\]])", "\\\\\\1", text)

@@ -172,7 +172,7 @@ def test_the_report_has_every_section_from_the_checks_words() -> None:
         "nvml_rows": [["0", "H100", "80.0 GiB", "yes", "no"]],
         "full": ["<gpukeras check> Verdict: no_gpu"],
     }
-    lines = report.report_markdown(check, compare=False)
+    lines = report.report_markdown(check, ["/x/"], ["nobody"], compare=False)
     assert lines[0] == "## gpukeras report"
     assert [line for line in lines if line.startswith("### ")] == [
         "### Verdict: `no_gpu` (no GPU is used)",
@@ -185,7 +185,38 @@ def test_the_report_has_every_section_from_the_checks_words() -> None:
     ]
     assert "- no GPU \\| here" in lines and "**Advice**" not in lines
     assert "| R | 4.4 |" in lines and "| OS | Linux |" in lines
-    assert "`/x/python`, chosen by an unknown rule (see `?gpukeras_python`)." in lines
+    assert "`~/python`, chosen by an unknown rule (see `?gpukeras_python`)." in lines
     assert "Driver 550.1 (CUDA 12.4)." in lines and "| 0 | H100 | 80.0 GiB | yes | no |" in lines
     assert "`python -c` not run (`compare = FALSE`)." in lines
     assert lines[-4:] == ["<gpukeras check> Verdict: no_gpu", "```", "", "</details>"]
+
+
+def test_the_user_name_is_masked_as_a_word_the_home_folder_as_tilde() -> None:
+    masked = report.mask_private(
+        [
+            "/home/alice/.virtualenvs/r-gpukeras/bin/python",
+            "run by alice; malice is not alice.x",
+            "/opt/alice/lib",
+        ],
+        ["/home/alice", "/home/alice/"],
+        ["alice", "", "alice"],
+    )
+    assert masked == [
+        "~/.virtualenvs/r-gpukeras/bin/python",
+        "run by <user>; malice is not <user>.x",
+        "/opt/<user>/lib",
+    ]
+
+
+def test_the_home_folder_is_masked_on_path_boundaries_only() -> None:
+    lines = ["/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`"]
+    masked = report.mask_private([*lines, "/opt/home/al/x"], ["/home/al"], ["al"])
+    assert masked == [
+        "/home/alice/x",
+        "~/x",
+        "~",
+        "PATH=~/bin:/usr/bin",
+        "`~`",
+        "/opt/home/<user>/x",
+    ]
+    assert report.mask_private(["/usr/bin"], ["/"], []) == ["/usr/bin"]

@@ -312,12 +312,33 @@ def _fence(lines: list[str]) -> list[str]:
     return ["```text", *lines, "```"]
 
 
-def report_markdown(check: Record, compare: bool = True, timeout: float = 120.0) -> list[str]:
+def mask_private(lines: list[str], homes: list[str], users: list[str]) -> list[str]:
+    """``lines`` with each of the ``homes`` folders as ``~`` where a path component ends
+    there (so that /home/al leaves /home/alice alone), and each of the ``users`` names as
+    ``<user>`` where it is a whole word."""
+    for home in dict.fromkeys(path.rstrip("/") for path in homes):
+        if home:
+            folder = re.compile(rf"(?<![A-Za-z0-9_.~-]){re.escape(home)}(?![^/\s\"'`:;,)\]|])")
+            lines = [folder.sub("~", line) for line in lines]
+    for user in dict.fromkeys(name for name in users if name):
+        word = re.compile(rf"(?<![A-Za-z0-9_.-]){re.escape(user)}(?![A-Za-z0-9_-])")
+        lines = [word.sub("<user>", line) for line in lines]
+    return lines
+
+
+def report_markdown(
+    check: Record, homes: list[str], users: list[str], compare: bool = True, timeout: float = 120.0
+) -> list[str]:
     """gpu_report()'s Markdown lines, from gpu_check()'s ``check`` as R gives it
     (``gpukeras``, ``verdict``, ``verdict_text``, ``reasons``, ``advice``, ``versions``: the
     rows of the versions table, ``python_executable``, ``chosen_by``, ``driver`` (None: no
     driver) and ``cuda_driver``, ``nvml_reason`` (None: NVML's table, ``nvml_rows``) and
-    ``full``: the check's print) and this process's ``report_facts`` (with ``compare``)."""
+    ``full``: the check's print) and this process's ``report_facts`` (with ``compare``); the
+    ``homes`` and ``users`` R knows masked (``mask_private``)."""
+    return mask_private(_markdown(check, compare, timeout), homes, users)
+
+
+def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
     facts = report_facts(timeout, compare)
     table = facts["python_table"]
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
