@@ -159,10 +159,7 @@ gpu_track_sync <- function(discard = FALSE, ...) {
   check_unknown_args("gpu_track_sync", "gpu_track")
   call <- current_env()
   check_flag(discard, call = call)
-  track <- track_request()
-  if (is.null(track)) {
-    abort_bad_argument("Tracking is off: turn it on with gpu_track() to send what was kept to its store.", call = call)
-  }
+  track <- track_needed(call, "Tracking is off: turn it on with gpu_track() to send what was kept to its store.")
   track_flush(call)
   synced <- core_call("track_sync", track = track, discard = discard, error_call = call)
   synced$other <- unlist(synced$other)
