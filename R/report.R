@@ -71,8 +71,31 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
     )
   }
   check <- check %||% gpu_check(probe = probe)
-  facts <- core_call("report_facts", compare = compare, error_call = call)
-  report <- structure(mask_private(report_lines(check, facts)), class = "gpukeras_report")
+  s <- check$stack
+  d <- check$nvml$devices
+  cells <- cbind(
+    d$index, d$name, format_mib(d$memory_total_mib), ifelse(d$visible, "yes", "no"),
+    ifelse(d$in_use %in% TRUE, "yes", "no")
+  )
+  versions <- list(
+    c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
+    c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
+    c("TensorFlow", s$tensorflow_build), c("JAX", or_na(s$jax_build, "not installed")),
+    if (!is.null(s$keras_hub)) c("KerasHub", s$keras_hub_build), c("OS", paste(s$os, s$os_release, s$machine))
+  )
+  # the home folder as `~`, the user name as `<user>`, as R knows them
+  homes <- unique(c(normalizePath(path.expand("~"), mustWork = FALSE), path.expand("~"), Sys.getenv("HOME")))
+  users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
+  lines <- core_call("report_markdown", homes = as_python(homes), users = as_python(users), check = list(
+    gpukeras = format(utils::packageVersion("gpukeras")), verdict = check$verdict,
+    verdict_text = verdict_text[[check$verdict]], reasons = as_python(check$reasons),
+    advice = as_python(check$advice), versions = lapply(versions, as_python),
+    python_executable = s$python_executable, chosen_by = s$python_chosen_by, driver = s$nvidia_driver,
+    cuda_driver = s$cuda_driver_version, full = as_python(format(check)),
+    nvml_reason = if (!isTRUE(check$nvml$available) || !nrow(d)) or_na(check$nvml$reason, "no GPU"),
+    nvml_rows = lapply(seq_len(nrow(d)), function(i) as_python(cells[i, ]))
+  ), compare = compare, error_call = call)
+  report <- structure(unlist(lines), class = "gpukeras_report")
   if (is.null(file)) return(report)
   # An existing link is replaced, not followed.
   written <- write_file_atomic(path.expand(file), charToRaw(paste0(report, "\n", collapse = "")))
@@ -86,145 +109,3 @@ format.gpukeras_report <- function(x, ...) unclass(x)
 
 #' @export
 print.gpukeras_report <- function(x, ...) print_formatted(x, ...)
-
-# The report as Markdown lines (see gpu_report()).
-report_lines <- function(check, facts) {
-  s <- check$stack
-  fence <- function(lines) c("```text", lines, "```")
-  c(
-    "## gpukeras report",
-    "",
-    sprintf(
-      "gpukeras %s, %s. The home folder is shown as `~`, the user name as `<user>`.", utils::packageVersion("gpukeras"),
-      format(Sys.time(), "%Y-%m-%d %H:%M %Z")
-    ),
-    "",
-    sprintf("### Verdict: `%s` (%s)", check$verdict, verdict_text[[check$verdict]]),
-    "",
-    markdown_items(check$reasons),
-    if (length(check$advice)) c("", "**Advice**", "", markdown_items(check$advice)),
-    "",
-    "### Versions",
-    "",
-    markdown_table(
-      c("Software", "Version"),
-      rbind(
-        c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
-        c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
-        c("TensorFlow", s$tensorflow_build),
-        c("JAX", or_na(s$jax_build, "not installed")),
-        if (!is.null(s$keras_hub)) c("KerasHub", s$keras_hub_build),
-        c("OS", paste(s$os, s$os_release, s$machine))
-      )
-    ),
-    "",
-    "### Which Python R uses",
-    "",
-    sprintf(
-      "`%s`, chosen by %s (see `?gpukeras_python`).", s$python_executable, or_na(s$python_chosen_by, "an unknown rule")
-    ),
-    "",
-    "### What R sees, and what `python -c` sees",
-    "",
-    paste0(
-      "The same Python executable and this R session's environment variables; R's side lists only the frameworks its ",
-      "Python has imported."
-    ),
-    "",
-    python_sees_table(facts$python_table),
-    "",
-    "### CUDA libraries loaded by this process",
-    "",
-    cuda_libraries_lines(facts$cuda_libraries),
-    "",
-    "### NVIDIA driver and GPUs (NVML)",
-    "",
-    nvml_lines(check$nvml, s),
-    "",
-    "### Environment variables",
-    "",
-    if (length(facts$environment)) fence(sprintf("%s=%s", names(facts$environment), unlist(facts$environment))) else
-      "None of them is set.",
-    "",
-    "<details><summary>gpu_check() in full</summary>",
-    "",
-    fence(format(check)),
-    "",
-    "</details>"
-  )
-}
-
-# The core's table of what R's Python and `python -c` see (tools/report.py sees_table()).
-python_sees_table <- function(table) {
-  c(
-    if (!is.null(table$lead)) c(markdown_cell(table$lead), ""),
-    markdown_table(unlist(table$header), do.call(rbind, lapply(table$rows, unlist))),
-    if (length(table$notes)) {
-      c("", "What commonly causes the differences marked:", "", markdown_items(unlist(table$notes)))
-    }
-  )
-}
-
-cuda_libraries_lines <- function(libraries) {
-  if (!length(libraries)) {
-    return("None: no CUDA library is mapped into this process (a CPU-only build, or the GPU not used yet).")
-  }
-  markdown_table(
-    c("Library", "Version", "File"),
-    t(vapply(
-      libraries, function(l) c(l$library, or_na(l$version, "not in the file name"), sprintf("`%s`", l$path)),
-      character(3)
-    ))
-  )
-}
-
-nvml_lines <- function(nvml, stack) {
-  driver <- if (is.null(stack$nvidia_driver)) "No NVIDIA driver found." else
-    sprintf("Driver %s (CUDA %s).", stack$nvidia_driver, or_na(stack$cuda_driver_version))
-  devices <- nvml$devices
-  if (!isTRUE(nvml$available) || !nrow(devices)) {
-    return(c(driver, "", sprintf("NVML: %s", or_na(nvml$reason, "no GPU"))))
-  }
-  c(driver, "", markdown_table(
-    c("NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"),
-    cbind(
-      devices$index, devices$name, format_mib(devices$memory_total_mib), ifelse(devices$visible, "yes", "no"),
-      ifelse(devices$in_use %in% TRUE, "yes", "no")
-    )
-  ))
-}
-
-markdown_items <- function(items) if (length(items)) paste("-", markdown_cell(items)) else "- (none)"
-
-# A GitHub table: a header row, a separator, and `rows` (a character matrix).
-markdown_table <- function(header, rows) {
-  rows <- matrix(markdown_cell(rows), ncol = length(header))
-  line <- function(cells) paste0("| ", paste(cells, collapse = " | "), " |")
-  c(line(header), line(rep("---", length(header))), apply(rows, 1, line))
-}
-
-# Text that stays one cell or one list item: no line breaks, no column bars.
-markdown_cell <- function(text) gsub("|", "\\|", gsub("[\r\n]+", " ", as.character(text)), fixed = TRUE)
-
-# The home folder as `~` and the user name as `<user>`, wherever they appear: the folder
-# only where a path component ends (so that /home/al leaves /home/alice alone).
-mask_private <- function(lines) {
-  home <- normalizePath(path.expand("~"), mustWork = FALSE)
-  for (path in unique(c(home, path.expand("~"), Sys.getenv("HOME")))) {
-    path <- sub("/+$", "", path)
-    if (nzchar(path)) {
-      lines <- gsub(
-        sprintf("(?<![A-Za-z0-9_.~-])%s(?![^/\\s\"'`:;,)\\]|])", regex_escape(path)), "~", lines, perl = TRUE
-      )
-    }
-  }
-  users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
-  for (user in users[nzchar(users)]) {
-    # As a whole word, so that a short name does not take letters out of other words.
-    lines <- gsub(sprintf("(?<![A-Za-z0-9_.-])%s(?![A-Za-z0-9_-])", regex_escape(user)), "<user>", lines, perl = TRUE)
-  }
-  lines
-}
-
-# `text` as a literal inside a Perl regular expression.
-regex_escape <- function(text) gsub("([.\\\\+*?^$(){}|\\[\\]])", "\\\\\\1", text)

@@ -1,11 +1,5 @@
 # gpu_serve()'s and gpu_api()'s argument checks, before anything listens or Python starts.
 
-check_port <- function(port, call) {
-  if (!is_whole_number(port, 1, 65535)) {
-    abort_bad_argument(sprintf("`port` must be one whole number from 1 to 65535, not %s.", describe(port)), call = call)
-  }
-}
-
 # The token's value is never shown, even where it is not a string.
 check_token <- function(token, call) {
   if (is.null(token)) return(invisible())

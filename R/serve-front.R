@@ -3,9 +3,13 @@
 
 # The server, started and listening: a processx process that ends when its stdin closes,
 # as it does when this R process ends however it ends. A port it cannot listen on is a
-# classed error.
+# classed error; one open beyond this machine without a token, a warning (the core's).
 serve_start <- function(settings, log, call) {
-  command <- core_call("serve_command", error_call = call)$argv
+  command <- core_call(
+    "serve_command", host = settings$host, port = settings$port, token = !is.null(settings$token), error_call = call
+  )
+  raise_core_warnings(command$warnings)
+  command <- command$argv
   server <- processx::process$new(
     command[[1]], unlist(command[-1]),
     stdin = "|", stdout = "|", stderr = log, cleanup = TRUE,

@@ -221,32 +221,23 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
                       allowed_hosts = NULL, quiet = FALSE, batch_window = 0.002, ...) {
   check_unknown_args("gpu_serve")
   call <- current_env()
-  check_port(port, call)
+  port <- check_whole_number(port, 1, 65535, call = call)
   check_string(host, call = call)
   check_flag(quiet, call = call)
   check_number_decimal(batch_window, min = 0, max = 1, call = call)
   settings <- serve_settings(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call)
   check_suggested("jsonlite", "Serving with gpu_serve()", call)
-  if (is.null(token) && !(host %in% c("localhost", "::1") || grepl("^127(\\.[0-9]{1,3}){3}$", host))) {
-    gpukeras_warn(c(
-      sprintf(
-        "The service listens on %s without a token: anyone who can reach port %d there can use it.", host,
-        as.integer(port)
-      ),
-      "Give token = <a secret string> (clients send `Authorization: Bearer <token>`), or keep host = \"127.0.0.1\"."
-    ), "gpukeras_warning_serve_open")
-  }
   folder <- tempfile("gpukeras-serve-")
   dir.create(folder, mode = "0700")
   on.exit(unlink(folder, recursive = TRUE), add = TRUE)
   settings$model <- gpu_save(fit, file.path(folder, "model.keras"))$model
-  settings[c("host", "port", "batch_window")] <- list(host, as.integer(port), batch_window)
+  settings[c("host", "port", "batch_window")] <- list(host, port, batch_window)
   log <- file.path(folder, "server.log")
   server <- serve_start(settings, log, call)
   on.exit(server$kill(), add = TRUE)
   if (!quiet) {
     rlang::inform(c(
-      sprintf("Serving on http://%s:%d: POST /predict, GET /metadata, GET /health.", host, as.integer(port)),
+      sprintf("Serving on http://%s:%d: POST /predict, GET /metadata, GET /health.", host, port),
       "i" = "Stop with Ctrl-C (or by ending this process)."
     ))
   }

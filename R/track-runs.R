@@ -100,16 +100,12 @@ gpu_compare_runs <- function(a, b, ...) {
   ), class = "gpukeras_run_comparison")
 }
 
-# Tracking's settings for a read, or an error saying to turn it on.
-track_needed <- function(call) {
-  track <- track_request()
-  if (is.null(track)) {
-    abort_bad_argument(c(
-      "Tracking is off: there is no store to read runs from.",
-      "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
-    ), call = call)
-  }
-  track
+# Tracking's settings for a read (or a sync), or an error saying to turn it on.
+track_needed <- function(call, off = NULL) {
+  track_request() %||% abort_bad_argument(off %||% c(
+    "Tracking is off: there is no store to read runs from.",
+    "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
+  ), call = call)
 }
 
 # A run id from an id, "runs:/<id>[/...]", or a one-row gpu_runs() data.frame.

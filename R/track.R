@@ -149,14 +149,8 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
   }
   Sys.unsetenv("GPUKERAS_TRACK")
   checked <- core_call("track_check", track = track_request(), error_call = call)
-  tracking <- new_gpukeras_tracking(checked)
-  if (!isTRUE(checked$reachable)) {
-    gpukeras_warn(c(
-      sprintf("Tracking: %s does not take runs now: %s.", checked$uri, checked$why),
-      "Runs are kept until it does: gpu_track_sync() sends them."
-    ), "gpukeras_warning_tracking")
-  }
-  invisible(tracking)
+  raise_core_warnings(checked$warnings)
+  invisible(new_gpukeras_tracking(checked))
 }
 
 #' @rdname gpu_track
@@ -165,10 +159,7 @@ gpu_track_sync <- function(discard = FALSE, ...) {
   check_unknown_args("gpu_track_sync", "gpu_track")
   call <- current_env()
   check_flag(discard, call = call)
-  track <- track_request()
-  if (is.null(track)) {
-    abort_bad_argument("Tracking is off: turn it on with gpu_track() to send what was kept to its store.", call = call)
-  }
+  track <- track_needed(call, "Tracking is off: turn it on with gpu_track() to send what was kept to its store.")
   track_flush(call)
   synced <- core_call("track_sync", track = track, discard = discard, error_call = call)
   synced$other <- unlist(synced$other)
@@ -215,14 +206,12 @@ tracking_on <- function() {
 track_request <- function(...) {
   if (!tracking_on()) return(NULL)
   the$tracked <- TRUE # there may be records to send before R ends (track_flush())
-  env <- Sys.getenv(mlflow_variables, unset = NA)
-  env <- as.list(env[!is.na(env) & nzchar(env)])
+  env <- Sys.getenv(mlflow_variables)
+  env <- as.list(env[nzchar(env)])
   wait <- suppressWarnings(as.numeric(Sys.getenv("GPUKERAS_TRACK_WAIT", "10")))
   c(
     list(
-      uri = Sys.getenv("MLFLOW_TRACKING_URI"),
-      experiment = Sys.getenv("MLFLOW_EXPERIMENT_NAME", unset = NA) %|na|% NULL,
-      experiment_id = Sys.getenv("MLFLOW_EXPERIMENT_ID", unset = NA) %|na|% NULL,
+      uri = env$MLFLOW_TRACKING_URI, experiment = env$MLFLOW_EXPERIMENT_NAME, experiment_id = env$MLFLOW_EXPERIMENT_ID,
       spool = track_spool(), wait = if (is.na(wait)) 10 else wait, env = env,
       versions = list(gpukeras = format(utils::packageVersion("gpukeras")), R = format(getRversion())),
       gpu_verdict = the$check_verdict
@@ -231,8 +220,6 @@ track_request <- function(...) {
     list(...)
   )
 }
-
-`%|na|%` <- function(x, y) if (is.na(x) || !nzchar(x)) y else x
 
 # MLflow's credentials: they reach a child process through its environment
 # (process_env()), never through what it carries in a file (track_carry()).
@@ -301,35 +288,19 @@ new_gpukeras_tracking <- function(checked) {
     on = !is.null(checked), uri = checked$uri, experiment = checked$experiment,
     reachable = checked$reachable, why = checked$why,
     credentials = unlist(checked$credentials), username = checked$username,
-    spool = checked$spool, kept = checked$kept %||% 0L
+    spool = checked$spool, kept = checked$kept %||% 0L, lines = unlist(checked$lines) %||% "<gpukeras tracking> off"
   ), class = "gpukeras_tracking")
 }
 
+# Both print the core's lines (tracked_runs.py check_lines(), sync()).
 #' @export
-format.gpukeras_tracking <- function(x, ...) {
-  if (!isTRUE(x$on)) return("<gpukeras tracking> off")
-  c(
-    sprintf("<gpukeras tracking> %s, experiment %s", x$uri, x$experiment),
-    if (isTRUE(x$reachable)) "  answering" else sprintf("  not answering now: %s", x$why),
-    if (length(x$credentials))
-      sprintf("  as %s (%s set)", x$username %||% "token", paste(x$credentials, collapse = ", ")),
-    if (x$kept > 0L) sprintf("  %d run(s) kept in %s: gpu_track_sync() sends them", x$kept, x$spool)
-  )
-}
+format.gpukeras_tracking <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_tracking <- function(x, ...) print_formatted(x, ...)
 
 #' @export
-format.gpukeras_track_sync <- function(x, ...) {
-  c(
-    sprintf(
-      "<gpukeras track sync> %d %s, %d left%s", x$sent, x$action, x$left,
-      if (!is.null(x$why)) sprintf(" (%s)", x$why) else ""
-    ),
-    if (length(x$other)) sprintf("  kept for another store: %s (%d)", names(x$other), x$other)
-  )
-}
+format.gpukeras_track_sync <- function(x, ...) unlist(x$lines)
 
 #' @export
 print.gpukeras_track_sync <- function(x, ...) print_formatted(x, ...)

@@ -145,3 +145,78 @@ def test_without_python_c_the_table_has_rs_side_alone() -> None:
     ]
     failed = report.sees_table({"here": here, "fresh": {"error": "exit status 1: boom"}})
     assert failed["lead"] == "`python -c` failed: exit status 1: boom"
+
+
+def test_a_table_cell_keeps_bars_and_line_breaks_out_of_the_table() -> None:
+    assert report.markdown_table(["a", "b"], [["x|y", "1\n2"]]) == [
+        "| a | b |",
+        "| --- | --- |",
+        "| x\\|y | 1 2 |",
+    ]
+    assert report.markdown_items([]) == ["- (none)"]
+
+
+def test_the_report_has_every_section_from_the_checks_words() -> None:
+    check = {
+        "gpukeras": "1.0",
+        "verdict": "no_gpu",
+        "verdict_text": "no GPU is used",
+        "reasons": ["no GPU | here"],
+        "advice": [],
+        "versions": [["R", "4.4"], None, ["OS", "Linux"]],
+        "python_executable": "/x/python",
+        "chosen_by": None,
+        "driver": "550.1",
+        "cuda_driver": "12.4",
+        "nvml_reason": None,
+        "nvml_rows": [["0", "H100", "80.0 GiB", "yes", "no"]],
+        "full": ["<gpukeras check> Verdict: no_gpu"],
+    }
+    lines = report.report_markdown(check, ["/x/"], ["nobody"], compare=False)
+    assert lines[0] == "## gpukeras report"
+    assert [line for line in lines if line.startswith("### ")] == [
+        "### Verdict: `no_gpu` (no GPU is used)",
+        "### Versions",
+        "### Which Python R uses",
+        "### What R sees, and what `python -c` sees",
+        "### CUDA libraries loaded by this process",
+        "### NVIDIA driver and GPUs (NVML)",
+        "### Environment variables",
+    ]
+    assert "- no GPU \\| here" in lines and "**Advice**" not in lines
+    assert "| R | 4.4 |" in lines and "| OS | Linux |" in lines
+    assert "`~/python`, chosen by an unknown rule (see `?gpukeras_python`)." in lines
+    assert "Driver 550.1 (CUDA 12.4)." in lines and "| 0 | H100 | 80.0 GiB | yes | no |" in lines
+    assert "`python -c` not run (`compare = FALSE`)." in lines
+    assert lines[-4:] == ["<gpukeras check> Verdict: no_gpu", "```", "", "</details>"]
+
+
+def test_the_user_name_is_masked_as_a_word_the_home_folder_as_tilde() -> None:
+    masked = report.mask_private(
+        [
+            "/home/alice/.virtualenvs/r-gpukeras/bin/python",
+            "run by alice; malice is not alice.x",
+            "/opt/alice/lib",
+        ],
+        ["/home/alice", "/home/alice/"],
+        ["alice", "", "alice"],
+    )
+    assert masked == [
+        "~/.virtualenvs/r-gpukeras/bin/python",
+        "run by <user>; malice is not <user>.x",
+        "/opt/<user>/lib",
+    ]
+
+
+def test_the_home_folder_is_masked_on_path_boundaries_only() -> None:
+    lines = ["/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`"]
+    masked = report.mask_private([*lines, "/opt/home/al/x"], ["/home/al"], ["al"])
+    assert masked == [
+        "/home/alice/x",
+        "~/x",
+        "~",
+        "PATH=~/bin:/usr/bin",
+        "`~`",
+        "/opt/home/<user>/x",
+    ]
+    assert report.mask_private(["/usr/bin"], ["/"], []) == ["/usr/bin"]

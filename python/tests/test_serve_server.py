@@ -275,3 +275,14 @@ def test_its_connections_are_tcp_so_that_answers_leave_at_once(model_file: str) 
     _, sock = server.server(settings)
     with sock:
         assert sock.proto == socket.IPPROTO_TCP
+
+
+def test_a_service_open_beyond_this_machine_without_a_token_is_warned_about() -> None:
+    assert server.command("127.0.0.2", 8000, token=False)["warnings"] == []
+    assert server.command("0.0.0.0", 8000, token=True)["warnings"] == []
+    (warning,) = server.command("0.0.0.0", 8000, token=False)["warnings"]
+    assert warning["class"] == "serve_open"
+    assert warning["message"][0] == (
+        "The service listens on 0.0.0.0 without a token: anyone who can reach port 8000 there "
+        "can use it."
+    )

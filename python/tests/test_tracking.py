@@ -17,7 +17,7 @@ import pytest
 from conftest import requires
 from gpukeras import bridge
 from gpukeras.core.runtime import config
-from gpukeras.track import model_copy, sending, tracking, tracking_read
+from gpukeras.track import model_copy, sending, tracked_runs, tracking, tracking_read
 from mlflow_server import PASSWORD, USER, free_port, running, silent
 
 pytestmark = pytest.mark.slow  # a server process and whole fits
@@ -204,6 +204,20 @@ def test_a_silent_server_is_asked_once_and_said_once(
         assert checked["why"] == f"no answer within 2 s from {where}"
         # the kept store is made by the check, before any run is kept in it
         assert checked["spool"] == str(kept) and (kept / tracking.DATABASE).is_file()
+        assert checked["lines"] == [
+            f"<gpukeras tracking> {checked_url}, experiment silent",
+            f"  not answering now: no answer within 2 s from {where}",
+        ]
+        assert checked["warnings"] == [
+            {
+                "class": "tracking",
+                "message": [
+                    f"Tracking: {checked_url} does not take runs now: no answer within 2 s from "
+                    f"{where}.",
+                    "Runs are kept until it does: gpu_track_sync() sends them.",
+                ],
+            }
+        ]
         assert [_fit(track, epochs=1)["warnings"] for _ in range(2)] == [[], []]
         # met by a fit first: the first fit says it, whole, and the second does not
         track = {"uri": url, "experiment": "silent", "spool": str(kept)}
@@ -226,6 +240,11 @@ def test_a_silent_server_is_asked_once_and_said_once(
         synced = bridge.call("track_sync", {"track": track})["value"]
         assert synced["sent"] == 0 and synced["left"] == kept_for.count(url)
         assert synced["why"] == f"no answer within 2 s from {where}"
+        assert synced["lines"][0] == (
+            f"<gpukeras track sync> 0 sent, {synced['left']} left (no answer within 2 s from "
+            f"{where})"
+        )
+        assert synced["lines"][1:] == [f"  kept for another store: {checked_url} (2)"]
         # the user's own MLflow timeout is the one asked with
         own = {**track, "env": {"MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}}
         assert bridge.call("track_check", {"track": own})["value"]["why"] == (
@@ -326,3 +345,24 @@ def test_compare_gives_rows_for_rs_tables(tmp_path: Path) -> None:
         for run, values in (("a", [1.0, 0.5]), ("b", [0.9, 0.25]))
         for step, value in enumerate(values, start=1)
     ]
+
+
+def test_print_of_a_check_names_the_credentials_and_the_runs_kept() -> None:
+    checked = {
+        "uri": "http://h:5000",
+        "experiment": "churn",
+        "reachable": True,
+        "why": None,
+        "credentials": ["MLFLOW_TRACKING_TOKEN"],
+        "username": None,
+        "kept": 2,
+        "spool": "/k",
+    }
+    assert tracked_runs.check_lines(checked) == [
+        "<gpukeras tracking> http://h:5000, experiment churn",
+        "  answering",
+        "  as token (MLFLOW_TRACKING_TOKEN set)",
+        "  2 run(s) kept in /k: gpu_track_sync() sends them",
+    ]
+    quiet = {**checked, "credentials": [], "kept": 0}
+    assert tracked_runs.check_lines(quiet)[2:] == []

@@ -49,32 +49,6 @@ test_that("compare = FALSE reports R's Python alone, without running python -c",
   expect_false(any(grepl("`python -c` |", report, fixed = TRUE)))
 })
 
-test_that("the user name is masked as a word, the home folder as ~", {
-  withr::local_envvar(HOME = "/home/alice", USER = "alice", LOGNAME = "alice")
-  masked <- mask_private(c(
-    "/home/alice/.virtualenvs/r-gpukeras/bin/python", "run by alice; malice is not alice.x", "/opt/alice/lib"
-  ))
-  expect_identical(
-    masked, c("~/.virtualenvs/r-gpukeras/bin/python", "run by <user>; malice is not <user>.x", "/opt/<user>/lib")
-  )
-})
-
-test_that("the home folder is masked on path boundaries only (issue #32)", {
-  withr::local_envvar(HOME = "/home/al", USER = "al", LOGNAME = "al")
-  masked <- mask_private(c(
-    "/home/alice/x", "/home/al/x", "/home/al", "PATH=/home/al/bin:/usr/bin", "`/home/al`", "/opt/home/al/x"
-  ))
-  expect_identical(masked, c("/home/alice/x", "~/x", "~", "PATH=~/bin:/usr/bin", "`~`", "/opt/home/<user>/x"))
-  withr::local_envvar(HOME = "/")
-  expect_identical(mask_private("/usr/bin"), "/usr/bin")
-})
-
-test_that("a table cell keeps bars and line breaks out of the table", {
-  expect_identical(
-    markdown_table(c("a", "b"), rbind(c("x|y", "1\n2"))), c("| a | b |", "| --- | --- |", "| x\\|y | 1 2 |")
-  )
-})
-
 test_that("the report refuses a file it would overwrite, and a check that is not one", {
   skip_if_no_python()
   path <- withr::local_tempfile(fileext = ".md")

@@ -86,7 +86,7 @@ VERBS: dict[str, str] = {
     "search_job_status_lines": "train.job_report:search_status_lines",
     # tools
     "check": "tools.check:run_check",
-    "report_facts": "tools.report:report_facts",
+    "report_markdown": "tools.report:report_markdown",
     "scaling": "tools.scaling:scaling",
     "batch_size": "tools.batch_size:search",
     "memory_plan": "tools.memory_plan:memory_plan",

@@ -84,10 +84,26 @@ REFUSED = frozenset({400, 413})
 HEADERS_TOO_LARGE = "The request's headers are too large: send at most {} bytes of them."
 
 
-def command() -> dict[str, Any]:
-    """The command line that runs the server: this Python, isolated (``-I``: no user site,
-    no ``PYTHON*`` variables), on this file."""
-    return {"argv": [sys.executable, "-I", str(Path(__file__).resolve())]}
+def command(host: str = "127.0.0.1", port: int = 0, token: bool = True) -> dict[str, Any]:
+    """The command line that runs the server (``argv``): this Python, isolated (``-I``: no
+    user site, no ``PYTHON*`` variables), on this file; and ``warnings``: a ``serve_open``
+    one when the service on ``host:port`` is not on loopback and has no ``token``."""
+    from gpukeras.serve import service_checks
+
+    warnings = []
+    if not token and not service_checks.is_loopback(host):
+        warnings.append(
+            {
+                "class": "serve_open",
+                "message": [
+                    f"The service listens on {host} without a token: anyone who can reach "
+                    f"port {port} there can use it.",
+                    "Give token = <a secret string> (clients send `Authorization: Bearer "
+                    '<token>`), or keep host = "127.0.0.1".',
+                ],
+            }
+        )
+    return {"argv": [sys.executable, "-I", str(Path(__file__).resolve())], "warnings": warnings}
 
 
 def problem(status: int, code: str, message: str, close: bool = False) -> Response:

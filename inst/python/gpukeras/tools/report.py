@@ -12,6 +12,7 @@ with this process's environment, importing what is installed.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -286,3 +287,141 @@ def report_facts(timeout: float = 120.0, compare: bool = True) -> Record:
         "cuda_libraries": loaded_cuda_libraries(),
         "environment": environment(),
     }
+
+
+def markdown_cell(text: object) -> str:
+    """``text`` as one table cell or list item: line breaks as spaces, column bars escaped."""
+    return re.sub(r"[\r\n]+", " ", str(text)).replace("|", "\\|")
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> list[str]:
+    """A GitHub table: the ``header`` row, its separator, then ``rows`` (cells)."""
+
+    def line(cells: list[object]) -> str:
+        return "| " + " | ".join(markdown_cell(cell) for cell in cells) + " |"
+
+    return [line(list(header)), line(["---"] * len(header)), *(line(list(row)) for row in rows)]
+
+
+def markdown_items(items: list[str]) -> list[str]:
+    """A Markdown list of ``items`` ("- (none)" for none)."""
+    return [f"- {markdown_cell(item)}" for item in items] or ["- (none)"]
+
+
+def _fence(lines: list[str]) -> list[str]:
+    return ["```text", *lines, "```"]
+
+
+def mask_private(lines: list[str], homes: list[str], users: list[str]) -> list[str]:
+    """``lines`` with each of the ``homes`` folders as ``~`` where a path component ends
+    there (so that /home/al leaves /home/alice alone), and each of the ``users`` names as
+    ``<user>`` where it is a whole word."""
+    for home in dict.fromkeys(path.rstrip("/") for path in homes):
+        if home:
+            folder = re.compile(rf"(?<![A-Za-z0-9_.~-]){re.escape(home)}(?![^/\s\"'`:;,)\]|])")
+            lines = [folder.sub("~", line) for line in lines]
+    for user in dict.fromkeys(name for name in users if name):
+        word = re.compile(rf"(?<![A-Za-z0-9_.-]){re.escape(user)}(?![A-Za-z0-9_-])")
+        lines = [word.sub("<user>", line) for line in lines]
+    return lines
+
+
+def report_markdown(
+    check: Record, homes: list[str], users: list[str], compare: bool = True, timeout: float = 120.0
+) -> list[str]:
+    """gpu_report()'s Markdown lines, from gpu_check()'s ``check`` as R gives it
+    (``gpukeras``, ``verdict``, ``verdict_text``, ``reasons``, ``advice``, ``versions``: the
+    rows of the versions table, ``python_executable``, ``chosen_by``, ``driver`` (None: no
+    driver) and ``cuda_driver``, ``nvml_reason`` (None: NVML's table, ``nvml_rows``) and
+    ``full``: the check's print) and this process's ``report_facts`` (with ``compare``); the
+    ``homes`` and ``users`` R knows masked (``mask_private``)."""
+    return mask_private(_markdown(check, compare, timeout), homes, users)
+
+
+def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
+    facts = report_facts(timeout, compare)
+    table = facts["python_table"]
+    stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    sees = [markdown_cell(table["lead"]), ""] if table["lead"] is not None else []
+    sees += markdown_table(table["header"], table["rows"])
+    if table["notes"]:
+        sees += ["", "What commonly causes the differences marked:", ""]
+        sees += markdown_items(table["notes"])
+    libraries = facts["cuda_libraries"]
+    cuda = (
+        markdown_table(
+            ["Library", "Version", "File"],
+            [
+                [row["library"], row["version"] or "not in the file name", f"`{row['path']}`"]
+                for row in libraries
+            ],
+        )
+        if libraries
+        else [
+            "None: no CUDA library is mapped into this process (a CPU-only build, or the GPU "
+            "not used yet)."
+        ]
+    )
+    driver = check.get("driver")
+    nvml = [
+        "No NVIDIA driver found."
+        if driver is None
+        else f"Driver {driver} (CUDA {check.get('cuda_driver') or 'none'}).",
+        "",
+    ]
+    if check.get("nvml_reason") is not None:
+        nvml.append(f"NVML: {check['nvml_reason']}")
+    else:
+        header = ["NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"]
+        nvml += markdown_table(header, check["nvml_rows"])
+    environ = facts["environment"]
+    advice = list(check.get("advice") or [])
+    return [
+        "## gpukeras report",
+        "",
+        f"gpukeras {check['gpukeras']}, {stamp}. The home folder is shown as `~`, the user "
+        "name as `<user>`.",
+        "",
+        f"### Verdict: `{check['verdict']}` ({check['verdict_text']})",
+        "",
+        *markdown_items(list(check.get("reasons") or [])),
+        *(["", "**Advice**", "", *markdown_items(advice)] if advice else []),
+        "",
+        "### Versions",
+        "",
+        *markdown_table(["Software", "Version"], [row for row in check["versions"] if row]),
+        "",
+        "### Which Python R uses",
+        "",
+        f"`{check['python_executable']}`, chosen by "
+        f"{check.get('chosen_by') or 'an unknown rule'} (see `?gpukeras_python`).",
+        "",
+        "### What R sees, and what `python -c` sees",
+        "",
+        "The same Python executable and this R session's environment variables; R's side "
+        "lists only the frameworks its Python has imported.",
+        "",
+        *sees,
+        "",
+        "### CUDA libraries loaded by this process",
+        "",
+        *cuda,
+        "",
+        "### NVIDIA driver and GPUs (NVML)",
+        "",
+        *nvml,
+        "",
+        "### Environment variables",
+        "",
+        *(
+            _fence([f"{name}={value}" for name, value in environ.items()])
+            if environ
+            else ["None of them is set."]
+        ),
+        "",
+        "<details><summary>gpu_check() in full</summary>",
+        "",
+        *_fence(list(check["full"])),
+        "",
+        "</details>",
+    ]

@@ -508,16 +508,41 @@ def flush(wait: float = tracking.FLUSH_WAIT, ending: bool = False) -> dict[str, 
 
 def check(track: Mapping[str, object]) -> dict[str, object]:
     """gpu_track()'s check (``reach.check``), with the runs kept for the store: ``kept``
-    (how many) in ``spool`` (the kept store's folder). Where the store does not take runs
-    now, the kept store is made here (MLflow makes its tables: seconds, once), so that the
-    runs that follow are kept at once, not after a fit's thread has made it."""
+    (how many) in ``spool`` (the kept store's folder), its print (``lines``) and
+    ``warnings`` (a ``tracking`` one where the store does not take runs now). Where the
+    store does not take runs now, the kept store is made here (MLflow makes its tables:
+    seconds, once), so that the runs that follow are kept at once, not after a fit's thread
+    has made it."""
     checked = reach.check(track)
     target = tracking.target_of(track)
     if not checked["reachable"]:
         sender.kept_store(target.spool, make=True)
     checked["kept"] = sender.sync(target, why="not sent: counted")["left"]
     checked["spool"] = target.spool
+    checked["lines"] = check_lines(checked)
+    checked["warnings"] = []
+    if not checked["reachable"]:
+        said = f"Tracking: {checked['uri']} does not take runs now: {checked['why']}."
+        hint = "Runs are kept until it does: gpu_track_sync() sends them."
+        checked["warnings"] = [{"class": "tracking", "message": [said, hint]}]
     return checked
+
+
+def check_lines(checked: Mapping[str, Any]) -> list[str]:
+    """print(gpu_track())'s lines for ``check``'s result: where runs go, whether it answers,
+    the credentials in use by name, the runs kept."""
+    lines = [f"<gpukeras tracking> {checked['uri']}, experiment {checked['experiment']}"]
+    lines.append(
+        "  answering" if checked["reachable"] else f"  not answering now: {checked['why']}"
+    )
+    if checked["credentials"]:
+        names = ", ".join(checked["credentials"])
+        lines.append(f"  as {checked['username'] or 'token'} ({names} set)")
+    if checked["kept"]:
+        lines.append(
+            f"  {checked['kept']} run(s) kept in {checked['spool']}: gpu_track_sync() sends them"
+        )
+    return lines
 
 
 def sync(track: Mapping[str, object], discard: bool = False) -> dict[str, object]:
@@ -532,4 +557,10 @@ def sync(track: Mapping[str, object], discard: bool = False) -> dict[str, object
     done["action"] = "discarded" if discard else "sent"
     done["seconds"] = time.monotonic() - started
     done["spool"] = target.spool
+    stopped = f" ({done['why']})" if done["why"] is not None else ""
+    other: Mapping[str, int] = done["other"]  # type: ignore[assignment]
+    done["lines"] = [
+        f"<gpukeras track sync> {done['sent']} {done['action']}, {done['left']} left{stopped}",
+        *(f"  kept for another store: {uri} ({n})" for uri, n in other.items()),
+    ]
     return done
