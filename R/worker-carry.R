@@ -68,10 +68,7 @@ carry_function <- function(fn, call = caller_env()) {
         assign(name, value, envir = globals)
         added <- c(added, name)
       }
-      for (name in added) {
-        value <- get(name, envir = globals)
-        if (users_function(value)) collect(value, name)
-      }
+      for (name in added) if (users_function(globals[[name]])) collect(globals[[name]], name)
     }
     collect(fn, "model_fn")
     for (name in ls(globals, all.names = TRUE)) if (users_function(globals[[name]])) environment(globals[[name]]) <- globals
@@ -122,7 +119,7 @@ carry_python <- function(fn, call) {
   env <- environment(fn)
   remade <- list()
   for (name in ls(env, all.names = TRUE)) {
-    value <- get(name, envir = env)
+    value <- env[[name]]
     found <- python_in(value)
     if (!length(found)) next
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {
