@@ -71,7 +71,9 @@ carry_function <- function(fn, call = caller_env()) {
       for (name in added) if (users_function(globals[[name]])) collect(globals[[name]], name)
     }
     collect(fn, "model_fn")
-    for (name in ls(globals, all.names = TRUE)) if (users_function(globals[[name]])) environment(globals[[name]]) <- globals
+    for (name in ls(globals, all.names = TRUE)) {
+      if (users_function(globals[[name]])) environment(globals[[name]]) <- globals
+    }
     environment(fn) <- globals
     fn <- carry_python(fn, call)
   }

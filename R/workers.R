@@ -252,7 +252,11 @@ many_grow <- function(pool, ended, result) {
 # sessions' processes when R exits.
 worker_close <- function(pool) {
   for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
-    if (worker$state == "ready" && worker$session$is_alive()) the$spares <- c(the$spares, worker) else worker_end(worker)
+    if (worker$state == "ready" && worker$session$is_alive()) {
+      the$spares <- c(the$spares, worker)
+    } else {
+      worker_end(worker)
+    }
   }
   pool$ready <- vector("list", length(pool$ready))
   pool$busy <- vector("list", length(pool$busy))
