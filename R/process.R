@@ -59,7 +59,7 @@ process_env <- function(visible = NULL) {
     GPUKERAS_PYTHON = reticulate::py_config()$python,
     KERAS_BACKEND = core_call("keras_backend"),
     compile_cache_env(),
-    Sys.getenv(mlflow_secrets)[nzchar(Sys.getenv(mlflow_secrets))],
+    Filter(nzchar, Sys.getenv(mlflow_secrets)),
     if (!is.null(visible)) {
       c(CUDA_VISIBLE_DEVICES = visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")
     }

@@ -20,22 +20,20 @@ check_model_fn <- function(model_fn, arity, call = caller_env()) {
       call = call
     )
   }
+  # (arity 0 or 1: `...` takes the one argument)
   params <- formals(model_fn)
-  required <- sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...")
-  takes <- length(params) - ("..." %in% names(params))
-  if (required > arity || (arity > 0L && takes < arity && !"..." %in% names(params))) {
+  if (sum(vapply(params, rlang::is_missing, logical(1)) & names(params) != "...") > arity || length(params) < arity) {
     abort_bad_argument(c(
       sprintf(
         "`model_fn` must take %s, but it takes %s.",
-        if (arity == 0L) "no arguments" else "one argument (the trial's parameters)", describe_formals(params)
+        if (arity == 0L) "no arguments" else "one argument (the trial's parameters)",
+        if (length(params)) paste0("`", names(params), "`", collapse = ", ") else "none"
       ),
       usage
     ), call = call)
   }
   carry_function(model_fn, call = call)
 }
-
-describe_formals <- function(params) if (!length(params)) "none" else paste0("`", names(params), "`", collapse = ", ")
 
 # `fn` as a worker process can run it: a function finds its variables in the global
 # environment, which does not travel with it (saveRDS() writes a closure's environment,
@@ -70,18 +68,11 @@ carry_function <- function(fn, call = caller_env()) {
         assign(name, value, envir = globals)
         added <- c(added, name)
       }
-      for (name in added) {
-        value <- get(name, envir = globals)
-        if (users_function(value)) collect(value, name)
-      }
+      for (name in added) if (users_function(globals[[name]])) collect(globals[[name]], name)
     }
     collect(fn, "model_fn")
     for (name in ls(globals, all.names = TRUE)) {
-      value <- get(name, envir = globals)
-      if (users_function(value)) {
-        environment(value) <- globals
-        assign(name, value, envir = globals)
-      }
+      if (users_function(globals[[name]])) environment(globals[[name]]) <- globals
     }
     environment(fn) <- globals
     fn <- carry_python(fn, call)
@@ -130,7 +121,7 @@ carry_python <- function(fn, call) {
   env <- environment(fn)
   remade <- list()
   for (name in ls(env, all.names = TRUE)) {
-    value <- get(name, envir = env)
+    value <- env[[name]]
     found <- python_in(value)
     if (!length(found)) next
     remade[[name]] <- if (inherits(value, "gpukeras.core.keras_api.KerasNamespace")) {

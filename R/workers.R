@@ -57,7 +57,10 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
 # or a fresh process, starting: a worker is an environment: its callr `session`, `state`,
 # `dir`, its `key` and, once given one, its `task`.
 worker_start <- function(pool, i) {
-  key <- worker_key(pool, i)
+  # what makes a ready worker fit a slot: its environment (the session's Python, Keras
+  # backend and the slot's device) and the session's gpu_setup(), not the pool's `warm`
+  # (a worker drops what it opened ahead after each task, worker_reset())
+  key <- list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup)
   spare <- worker_spare(key)
   if (!is.null(spare)) {
     spare$slot <- i
@@ -75,20 +78,11 @@ worker_start <- function(pool, i) {
   ), parent = emptyenv())
 }
 
-# What makes a ready worker fit a slot: what its start and first call prepared (its
-# environment: the session's Python, Keras backend and the slot's device; the session's
-# gpu_setup()). The pool's `warm` is not in it: a
-# worker drops what it opened ahead after each task (worker_reset()).
-worker_key <- function(pool, i) {
-  list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup)
-}
-
 # A ready worker of the session's spares (those that pools left, worker_close()) whose key
 # is `key`, taken out of them; NULL if none. One that died meanwhile is ended and skipped.
 worker_spare <- function(key) {
-  while (length(found <- which(vapply(the$spares, function(w) identical(w$key, key), logical(1))))) {
-    worker <- the$spares[[found[1]]]
-    the$spares[found[1]] <- NULL
+  for (worker in Filter(function(w) identical(w$key, key), the$spares)) {
+    the$spares <- Filter(function(w) !identical(w, worker), the$spares)
     if (worker$session$is_alive() && identical(worker$session$get_state(), "idle")) return(worker)
     worker_end(worker)
   }
@@ -97,53 +91,42 @@ worker_spare <- function(key) {
 
 # Read what `worker`'s session says, if it has said anything, and move it on: started, it
 # is asked to load (worker_ready(), compiling ahead unless a task already waits); loaded,
-# it is ready, and takes its task if one waits; its task's call returned, it is `done`;
-# its process ended, it has `ended`. A call's message is kept as the worker's `outcome`.
+# it is ready, and takes its task if one waits; its task's call returned, or its loading
+# failed (its error is then its task's), it is `done`; its process ended, it has `ended`.
+# The message that ended it is kept as the worker's `outcome`.
 worker_step <- function(worker) {
-  if (worker$state %in% c("done", "ended")) return(invisible(worker))
+  if (worker_over(worker)) return(invisible(worker))
   # (a connection that processx closed, its process killed, reads as its end)
   message <- tryCatch(worker$session$read(), error = function(e) if (!worker$session$is_alive()) list(code = 501))
   if (is.null(message) || message$code == 301) return(invisible(worker))
-  if (message$code >= 500) {
-    worker$outcome <- message
-    worker$state <- "ended"
-  } else if (worker$state == "starting") {
+  if (message$code < 500 && worker$state == "starting") {
     worker$session$call(process_entry, list(
       path = getNamespaceInfo("gpukeras", "path"), entry = "worker_ready",
       args = list(prepare = worker$prepare, compile = is.null(worker$task))
     ))
     worker$state <- "loading"
-  } else if (worker$state == "loading") {
-    worker$loaded <- message$error
+  } else if (message$code < 500 && worker$state == "loading" && is.null(message$error)) {
     worker$state <- "ready"
     if (!is.null(worker$task)) worker_give(worker)
   } else {
     worker$outcome <- message
-    worker$state <- "done"
+    worker$state <- if (message$code >= 500) "ended" else "done"
   }
   invisible(worker)
 }
 
+# Whether `worker` (or NULL) is over: `done` or `ended`.
+worker_over <- function(worker) isTRUE(worker$state %in% c("done", "ended"))
+
 # The ready `worker` takes its task: from here the fit is its process's (worker_collect()).
-# One whose loading failed reports that as the task's error.
+# One that died while it waited has not taken it: it is `ended` (worker_collect()).
 worker_give <- function(worker) {
-  if (!is.null(worker$loaded)) {
-    worker$outcome <- list(error = worker$loaded)
-    worker$state <- "done"
-    return(invisible(worker))
-  }
-  # One that died while it waited has not taken it: it is `ended` (worker_collect()).
-  given <- worker$session$is_alive() && tryCatch({
+  worker$taken <- worker$session$is_alive() && tryCatch({
     worker$session$call(process_call, list(entry = "worker_task", args = list(worker$task)))
     TRUE
   }, error = function(e) FALSE)
-  if (!given) {
-    worker_step(worker)
-    worker$state <- "ended"
-    return(invisible(worker))
-  }
-  worker$taken <- TRUE
-  worker$state <- "busy"
+  if (!worker$taken) worker_step(worker)
+  worker$state <- if (worker$taken) "busy" else "ended"
   invisible(worker)
 }
 
@@ -163,16 +146,12 @@ worker_submit <- function(pool, i, task) {
 # Wait at most `timeout` seconds for any worker of the pool to say something (processx's
 # poll() on every session's poll connection), and move each that did on (worker_step()).
 worker_wait <- function(pool, timeout) {
-  workers <- Filter(function(w) !is.null(w) && !w$state %in% c("done", "ended"), c(pool$busy, pool$ready))
-  finished <- vapply(Filter(Negate(is.null), pool$busy), function(w) w$state %in% c("done", "ended"), logical(1))
-  if (any(finished) || !length(workers)) return(invisible())
+  workers <- Filter(function(w) !is.null(w) && !worker_over(w), c(pool$busy, pool$ready))
+  if (any(vapply(pool$busy, worker_over, logical(1))) || !length(workers)) return(invisible())
   ready <- processx::poll(lapply(workers, function(w) w$session$get_poll_connection()), as.integer(timeout * 1000))
   for (k in which(unlist(ready) == "ready")) worker_step(workers[[k]])
   invisible()
 }
-
-# The slots with no fit running.
-worker_free <- function(pool) which(vapply(pool$busy, is.null, logical(1)))
 
 # The fits that ended since the last call: each a list with `task`, `slot`, `seconds`, the
 # worker's `result` (its own, or, for a fit that failed, its `error` as data: error_data())
@@ -185,7 +164,7 @@ worker_collect <- function(pool) {
   ended <- list()
   for (i in seq_along(pool$busy)) {
     worker <- pool$busy[[i]]
-    if (is.null(worker) || !worker$state %in% c("done", "ended")) next
+    if (!worker_over(worker)) next
     # A process that ended before it took its task (while it started, loaded or waited)
     # ran none of the fit: it goes again, once.
     retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
@@ -198,8 +177,11 @@ worker_collect <- function(pool) {
       )
     }
     pool$busy[i] <- list(NULL)
-    if (worker_reusable(worker)) {
-      worker_again(worker)
+    # a worker whose task returned a value, alive and idle, is ready for the slot's next task
+    if (worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
+      identical(worker$session$get_state(), "idle")) {
+      worker$task <- worker$taken <- worker$outcome <- NULL
+      worker$state <- "ready"
       pool$ready[[i]] <- worker
     } else {
       worker_end(worker)
@@ -219,7 +201,7 @@ worker_collect <- function(pool) {
 # as its own); callr's where it has none.
 worker_error <- function(error) {
   if (is.null(error)) return(NULL)
-  condition <- if (inherits(error$parent, "condition")) error$parent else error
+  condition <- error$parent %||% error
   condition$trace <- NULL
   condition
 }
@@ -231,20 +213,6 @@ worker_end <- function(worker) {
   worker$session$wait(5000L)
   unlink(worker$dir, recursive = TRUE)
   invisible()
-}
-
-# A worker whose task returned a value (no error) and that is alive and idle: it takes
-# the slot's next task.
-worker_reusable <- function(worker) {
-  worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
-    identical(worker$session$get_state(), "idle")
-}
-
-# `worker` ready again, with no task.
-worker_again <- function(worker) {
-  rm(list = intersect(c("task", "taken", "outcome", "started"), ls(worker)), envir = worker)
-  worker$state <- "ready"
-  invisible(worker)
 }
 
 # What a worker that ended without a result died of: a condition, `crashed`, with the
@@ -262,20 +230,18 @@ worker_crash <- function(worker) {
 }
 
 # With workers_per_device = "auto": more workers on the fit's GPU when its memory plan
-# says that more fits fit there (the core's workers_fitting; once per GPU).
+# says that more fits fit there (the core's workers_grow; once per GPU).
 many_grow <- function(pool, ended, result) {
-  slot <- pool$slots[[ended$slot]]
-  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[slot$device]]))
+  device <- pool$slots[[ended$slot]]$device
+  if (!isTRUE(ended$task$plan_memory) || is.null(result$peak_mib) || isTRUE(pool$grown[[device]]))
     return(invisible())
-  fitting <- core_call("workers_fitting", memory_total_mib = slot$memory_total_mib, peak_mib = result$peak_mib)
-  pool$grown[[slot$device]] <- TRUE
-  extra <- fitting$workers - sum(vapply(pool$slots, function(other) identical(other$device, slot$device), logical(1)))
-  if (extra > 0L) {
-    pool$slots <- c(pool$slots, rep(list(slot), extra))
-    pool$busy <- c(pool$busy, vector("list", extra))
-    pool$ready <- c(pool$ready, vector("list", extra))
-  }
-  pool$plan$reason <- c(pool$plan$reason, fitting$reason)
+  pool$grown[[device]] <- TRUE
+  grown <- core_call("workers_grow", slots = pool$slots, slot = ended$slot - 1L, peak_mib = result$peak_mib)
+  extra <- vector("list", length(grown$slots) - length(pool$slots))
+  pool$slots <- grown$slots
+  pool$busy <- c(pool$busy, extra)
+  pool$ready <- c(pool$ready, extra)
+  pool$plan$reason <- c(pool$plan$reason, grown$reason)
   invisible()
 }
 
@@ -286,8 +252,8 @@ many_grow <- function(pool, ended, result) {
 # sessions' processes when R exits.
 worker_close <- function(pool) {
   for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
-    if (worker$state == "ready" && is.null(worker$loaded) && worker$session$is_alive()) {
-      the$spares <- c(the$spares, list(worker))
+    if (worker$state == "ready" && worker$session$is_alive()) {
+      the$spares <- c(the$spares, worker)
     } else {
       worker_end(worker)
     }
@@ -300,7 +266,7 @@ worker_close <- function(pool) {
 
 # End the session's spare workers (tests; the session's end does it otherwise).
 worker_spares_end <- function() {
-  for (worker in the$spares) worker_end(worker)
+  lapply(the$spares, worker_end)
   the$spares <- list()
   invisible()
 }
@@ -311,18 +277,13 @@ worker_spares_end <- function() {
 # Returns when nothing is left to run.
 worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL, on_wait = function() NULL) {
   repeat {
-    for (i in worker_free(pool)) {
-      task <- if (length(tasks)) {
-        first <- tasks[[1]]
-        tasks <- tasks[-1]
-        first
-      } else {
-        next_task()
-      }
+    for (i in which(vapply(pool$busy, is.null, logical(1)))) { # the slots with no fit running
+      task <- if (length(tasks)) tasks[[1]] else next_task()
       if (is.null(task)) break
+      tasks <- tasks[-1]
       worker_submit(pool, i, task)
     }
-    if (length(worker_free(pool)) == length(pool$busy)) break
+    if (all(vapply(pool$busy, is.null, logical(1)))) break
     on_wait()
     worker_wait(pool, 1)
     for (ended in worker_collect(pool)) tasks <- c(tasks, on_end(ended))
@@ -344,9 +305,8 @@ worker_ready <- function(prepare, compile = TRUE) {
   the$worker_prepared <- tryCatch({
     core_call("preload_keras")
     core_call("preload")
-    warm <- prepare$warm
-    the$worker_unwarm <- warm$undo
-    if (!is.null(warm)) do.call(core_call, c(list(warm$verb), warm$args))
+    the$worker_unwarm <- prepare$warm$undo
+    if (!is.null(prepare$warm)) do.call(core_call, c(prepare$warm$verb, prepare$warm$args))
     setup <- prepare$setup
     if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
     core_call("start")
@@ -374,8 +334,7 @@ worker_task <- function(task) {
   core_call("workers_seed", seed = task$seed)
   track_restore(task$track$carried, task$track$context)
   setup_done <- as.numeric(Sys.time())
-  run <- if (!is.null(task$run)) get(task$run, envir = asNamespace("gpukeras"), mode = "function") else worker_fit
-  result <- run(task)
+  result <- get(task$run %||% "worker_fit", mode = "function")(task)
   result$timings <- list(task_read = task_read, setup_done = setup_done)
   result
 }
@@ -393,7 +352,7 @@ worker_fit <- function(task) {
   } else if (!is.null(task$validation)) {
     load_arrays(task$validation)
   }
-  callback <- if (!is.null(task$callback)) do.call(core_call, c(list(task$callback$verb), task$callback$args))
+  callback <- if (!is.null(task$callback)) do.call(core_call, c(task$callback$verb, task$callback$args))
   # With workers_per_device = "auto": the fit's planned peak memory (MiB), by which the
   # session decides whether more workers fit its GPU.
   plan <- if (isTRUE(task$plan_memory)) {
@@ -402,14 +361,13 @@ worker_fit <- function(task) {
   fit <- do.call(gpu_fit, c(
     list(
       model = model, data = load_arrays(task$data, task$train_rows), validation_data = validation, seed = task$seed,
-      verbose = 0, callbacks = c(task$fit$callbacks, if (!is.null(callback)) list(callback))
+      verbose = 0, callbacks = if (!is.null(callback)) list(callback)
     ),
-    task$fit[setdiff(names(task$fit), "callbacks")]
+    task$fit # (gpu_fit()'s arguments but those the worker sets, check_fit_args(): no `callbacks`)
   ))
   result <- list(history = fit$history, seconds = fit$settings$seconds, peak_mib = plan)
   if (!is.null(task$then)) {
-    then <- get(task$then$run, envir = asNamespace("gpukeras"), mode = "function")
-    result <- c(result, do.call(then, c(list(fit, callback), task$then$args)))
+    result <- c(result, do.call(task$then$run, c(list(fit, callback), task$then$args)))
   }
   result
 }

@@ -625,6 +625,15 @@ def test_workers_share_a_gpu_as_far_as_the_memory_plan_allows() -> None:
     assert workers.fitting(81559, 90000)["workers"] == 1
     assert workers.fitting(None, 1000)["workers"] == 1
     assert "30,000 MiB of 81,559 MiB" in workers.fitting(81559, 30000)["reason"]
+    # the pool grows on the fit's GPU alone, its new slots after the others
+    gpu = {"device": "GPU 0", "visible": "GPU-aaaa", "memory_total_mib": 81559}
+    slots = [gpu, {**gpu, "device": "GPU 1", "visible": "GPU-bbbb"}]
+    grown = workers.grow(slots, 0, 30000)
+    assert [s["visible"] for s in grown["slots"]] == ["GPU-aaaa", "GPU-bbbb", "GPU-aaaa"]
+    assert grown["reason"].startswith("2 workers per GPU")
+    # as many as fit there already: none added, none taken away
+    assert workers.grow(grown["slots"], 2, 90000)["slots"] == grown["slots"]
+    assert workers.grow(slots, 1, None)["slots"] == slots
 
 
 def test_worker_environment_keeps_cuda_visible_devices_of_this_process() -> None:

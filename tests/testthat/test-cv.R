@@ -166,8 +166,8 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
     for (worker in workers) worker_step(worker)
   }
   expect_identical(vapply(workers, `[[`, "", "state"), c("ready", "ready"))
-  # loaded, with no error kept for the task, and each a child of this session
-  expect_true(all(vapply(workers, function(w) is.null(w$loaded), logical(1))))
+  # loaded, with no outcome (a failed loading is the task's error), and each a child of this session
+  expect_true(all(vapply(workers, function(w) is.null(w$outcome), logical(1))))
   pids <- vapply(workers, function(w) w$session$get_pid(), integer(1))
   parent_of <- function(pid) {
     as.integer(strsplit(sub(".*[)] ", "", readLines(sprintf("/proc/%d/stat", pid))), " ")[[1]][2])

@@ -113,7 +113,7 @@ VERBS: dict[str, str] = {
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",
-    "workers_fitting": "tools.workers:fitting",
+    "workers_grow": "tools.workers:grow",
     "workers_warm": "tools.workers:warm",
     "workers_seed": "tools.workers:seed",
     "workers_reset": "tools.workers:reset",

@@ -129,6 +129,19 @@ def fitting(memory_total_mib: float | None, peak_mib: float | None) -> dict[str,
     }
 
 
+def grow(slots: list[dict[str, Any]], slot: int, peak_mib: float | None) -> dict[str, Any]:
+    """The pool's ``slots`` once a fit on ``slots[slot]`` (0-based) planned ``peak_mib``:
+    as many slots on its GPU as ``fitting`` says fit there, the new ones (copies of that
+    slot) after the others, none taken away; and ``fitting``'s ``reason``."""
+    grown = slots[slot]
+    fit = fitting(grown["memory_total_mib"], peak_mib)
+    there = sum(other["device"] == grown["device"] for other in slots)
+    return {
+        "slots": list(slots) + [dict(grown) for _ in range(fit["workers"] - there)],
+        "reason": fit["reason"],
+    }
+
+
 def warm() -> dict[str, Any]:
     """Start this worker's backend on its device and compile one small training step (a
     dense layer's loss, its gradient and the update) while the worker waits for its task:
