@@ -59,23 +59,6 @@ fit_encoding <- function(data, call = caller_env()) {
   data_encoding(data$x, data$y, "error", call)
 }
 
-# An image folder's encoding: the images' shape, the class names as the label
-# levels, and how the pixels were read (image_size, color_mode, rescale), so
-# that a folder of new images is read and labelled the same way.
-image_info <- function(info) {
-  classes <- as.character(unlist(info$class_names))
-  info$class_names <- classes
-  info$vocabulary <- list(y = classes)
-  size <- as.integer(unlist(info$image_size))
-  encoding <- new_encoding(
-    list(x = list(type = "array", shape = c(size, as.integer(info$channels)), names = NULL)),
-    FALSE, list(type = "factor", levels = classes), "error"
-  )
-  encoding$images <- list(image_size = size, color_mode = info$color_mode, rescale = info$rescale)
-  info$encoding <- encoding
-  info
-}
-
 # The image settings and classes of an encoding, or NULL for R data.
 like_images <- function(encoding) {
   if (is.null(encoding$images)) return(NULL)

@@ -334,3 +334,18 @@ def test_an_encoding_as_r_sends_it_is_made_json_ready_one_level_or_dimension_a_l
     # what R prints of it is what it printed before it was saved (a character column as such)
     assert encoding.encoding_lines(sent) == encoding.encoding_lines(plain)
     assert "shop <character, 1 values, codes>" in encoding.encoding_lines(plain)[1]
+
+
+def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
+    made = encoding.image_encoding(["cat", "dog"], (28, 32), 3, "rgb", 1 / 255)
+    assert made == {
+        "inputs": {"x": {"type": "array", "shape": [28, 32, 3], "names": None}},
+        "input_order": ["x"],
+        "several": False,
+        "y": {"type": "factor", "levels": ["cat", "dog"]},
+        "na": "error",
+        "x_dtype": "float32",
+        "images": {"image_size": [28, 32], "color_mode": "rgb", "rescale": 1 / 255},
+    }
+    assert encoding.plain_encoding(made) == made
+    assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"

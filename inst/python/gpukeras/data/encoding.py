@@ -271,6 +271,28 @@ def normalized(plain: Mapping[str, Any]) -> dict[str, Any]:
     return {**full, **{key: value for key, value in plain.items() if key not in full}}
 
 
+def image_encoding(
+    class_names: Sequence[str],
+    image_size: Sequence[int],
+    channels: int,
+    color_mode: str,
+    rescale: float | None,
+) -> dict[str, Any]:
+    """The encoding of an image folder, in the plain form: one input ``x`` of images
+    (``image_size`` x ``channels``), the class names as the labels' levels, and how the
+    pixels were read (``images``: image_size, color_mode, rescale), so that a folder of
+    new images is read and labelled the same way."""
+    size = [int(d) for d in image_size]
+    return normalized(
+        {
+            "inputs": {"x": {"type": "array", "shape": [*size, int(channels)], "names": None}},
+            "several": False,
+            "y": {"type": "factor", "levels": list(class_names)},
+            "images": {"image_size": size, "color_mode": color_mode, "rescale": rescale},
+        }
+    )
+
+
 # The fields of the plain form that are arrays, whatever their length.
 ARRAY_FIELDS = ("levels", "shape", "names", "image_size")
 
