@@ -183,7 +183,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       check_image_classes(source$args$path, images$class_names)
     }
     made <- do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
-    if (source$kind == "image_folder") made$info <- image_info(made$info)
+    if (source$kind == "image_folder") made$info$encoding <- encoding_from_plain(made$info$encoding)
     made
   } else {
     if (!is.null(label) || !is.null(columns)) {

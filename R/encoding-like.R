@@ -31,23 +31,6 @@ encoding_of <- function(like, arg = "like", call = caller_env()) {
   encoding
 }
 
-# The encoding as JSON-ready lists: vectors that must stay arrays (levels, shapes, names)
-# as lists, so that one level is not written as a string, and the order of the inputs
-# and of a data.frame's columns (JSON objects have none).
-encoding_to_plain <- function(encoding) {
-  listed <- function(x) {
-    if (!is.list(x)) return(x)
-    x[] <- lapply(x, listed)
-    arrays <- intersect(names(x), c("levels", "shape", "names", "image_size"))
-    x[arrays] <- lapply(x[arrays], function(values) if (!is.null(values)) as.list(values))
-    if (is.list(x$columns)) x$column_order <- as.list(names(x$columns))
-    x
-  }
-  plain <- listed(unclass(encoding))
-  plain$input_order <- as.list(names(plain$inputs))
-  plain
-}
-
 # The plain form as the core gives it (data/encoding.py data_encoding, normalized(): every
 # field present, in order), which reticulate reads with levels, shapes and names as vectors.
 encoding_from_plain <- function(plain) structure(plain, class = "gpukeras_encoding")
@@ -55,7 +38,7 @@ encoding_from_plain <- function(plain) structure(plain, class = "gpukeras_encodi
 # The encoding in words, as the core writes it (data/encoding.py encoding_lines): `form`
 # "print", "fit" (the fit report's line) or "columns" (each data.frame input's columns).
 encoding_lines <- function(encoding, form = "print") {
-  unlist(core_call("encoding_lines", encoding = encoding_to_plain(encoding), form = form))
+  unlist(core_call("encoding_lines", encoding = encoding, form = form))
 }
 
 #' @export
@@ -74,23 +57,6 @@ fit_encoding <- function(data, call = caller_env()) {
   # NumPy arrays alone are the model's inputs and outputs as they are: nothing to record
   if (is_numpy_part(data$y) || is.null(data$y) && any(vapply(parts, is_numpy_part, logical(1)))) return(NULL)
   data_encoding(data$x, data$y, "error", call)
-}
-
-# An image folder's encoding: the images' shape, the class names as the label
-# levels, and how the pixels were read (image_size, color_mode, rescale), so
-# that a folder of new images is read and labelled the same way.
-image_info <- function(info) {
-  classes <- as.character(unlist(info$class_names))
-  info$class_names <- classes
-  info$vocabulary <- list(y = classes)
-  size <- as.integer(unlist(info$image_size))
-  encoding <- new_encoding(
-    list(x = list(type = "array", shape = c(size, as.integer(info$channels)), names = NULL)),
-    FALSE, list(type = "factor", levels = classes), "error"
-  )
-  encoding$images <- list(image_size = size, color_mode = info$color_mode, rescale = info$rescale)
-  info$encoding <- encoding
-  info
 }
 
 # The image settings and classes of an encoding, or NULL for R data.
@@ -135,7 +101,7 @@ check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_en
   if (!frames && length(levels) < 2L) return(invisible())
   core_call(
     "check_widths",
-    model = model, encoding = if (frames) encoding_to_plain(encoding),
+    model = model, encoding = if (frames) encoding,
     levels = if (length(levels) >= 2L) as.list(levels), error_call = call
   )
 }
@@ -146,10 +112,7 @@ check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_en
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (is.null(given) || is.null(encoding)) return(invisible())
-  same <- core_call(
-    "same_encoding", given = encoding_to_plain(given), wanted = encoding_to_plain(encoding), error_call = call
-  )
-  if (!same) {
+  if (!core_call("same_encoding", given = given, wanted = encoding, error_call = call)) {
     abort_bad_data(c(
       sprintf(paste0(
         "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",

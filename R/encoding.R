@@ -15,7 +15,7 @@
 #   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
 #   na      the NA rule training used ("error" or "drop")
 #   x_dtype the features' dtype in the core ("float32")
-#   images  for an image folder: image_size, color_mode, rescale (see image_info())
+#   images  for an image folder: image_size, color_mode, rescale (data/encoding.py image_encoding())
 #
 # The core makes it (made_encoding()) and applies it (frame_handover(), labels_handover()):
 # data/encoding.py holds the rules, levels matched by name among them. A factor column

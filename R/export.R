@@ -119,7 +119,7 @@ gpu_export <- function(object, path, format = c("savedmodel", "onnx"), unknown =
   written <- core_call(
     "export",
     model = model, path = path, format = format,
-    encoding = if (!is.null(object$encoding)) encoding_to_plain(object$encoding),
+    encoding = object$encoding,
     unknown = unknown, overwrite = overwrite, error_call = call
   )
   invisible(new_export(written))

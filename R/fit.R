@@ -388,7 +388,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   train <- fit_input(data)
   validation_input <- if (!is.null(validation)) fit_input(validation)
 
-  track <- track_request(encoding = if (!is.null(fit_encoding(data))) encoding_to_plain(fit_encoding(data)))
+  track <- track_request(encoding = fit_encoding(data))
   result <- core_call(
     "fit",
     model = model, data = train, validation_data = validation_input, strategy = strategy,

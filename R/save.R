@@ -66,7 +66,7 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   written <- core_call(
     "save_model",
     model = model, path = destination_path(path),
-    encoding = if (!is.null(encoding)) encoding_to_plain(encoding), overwrite = overwrite,
+    encoding = encoding, overwrite = overwrite,
     error_call = call
   )
   invisible(written)

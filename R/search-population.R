@@ -43,8 +43,7 @@ search_population_run <- function(task) {
   for (i in seq_along(models)) {
     if (isTRUE(trained$trials[[i]]$save)) { # the core says which may be the study's best
       path <- file.path(task$models, sprintf("trial-%d.keras", task$trials[[i]]$number))
-      encoding <- if (!is.null(task$encoding)) encoding_to_plain(task$encoding)
-      core_call("save_model", model = models[[i]], path = path, encoding = encoding, overwrite = TRUE)
+      core_call("save_model", model = models[[i]], path = path, encoding = task$encoding, overwrite = TRUE)
     }
   }
   trained["trials"]

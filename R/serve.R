@@ -268,8 +268,9 @@ gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
   check_suggested("plumber", "Serving with gpu_api()", call)
   check_suggested("jsonlite", "Serving with gpu_api()", call)
   settings$prefix <- prefix
-  encoding <- if (!is.null(fit$encoding)) encoding_to_plain(fit$encoding)
-  served <- core_call("serve_service", model = fit$model, encoding = encoding, settings = settings, error_call = call)
+  served <- core_call(
+    "serve_service", model = fit$model, encoding = fit$encoding, settings = settings, error_call = call
+  )
   serve_routes(served, router, prefix)
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -296,3 +298,54 @@ def test_a_file_of_any_version_is_read_in_full_factors_without_a_rule_as_codes()
     assert full["inputs"]["x"]["columns"]["b"]["encoding"] == "codes"
     assert (full["input_order"], full["several"], full["na"]) == (["x"], False, "error")
     assert encoding.normalized(full) == full
+
+
+def test_an_encoding_as_r_sends_it_is_made_json_ready_one_level_or_dimension_a_list():
+    # reticulate gives R's vector of one value as that value: one level, one dimension, one name
+    sent = {
+        "inputs": {
+            "x": {
+                "type": "data.frame",
+                "columns": {
+                    "shop": {
+                        "type": "factor",
+                        "levels": "a",
+                        "encoding": "codes",
+                        "character": True,
+                    },
+                    "levels": {"type": "numeric"},  # a column named like a field stays a column
+                },
+            },
+            "m": {"type": "array", "shape": 3, "names": "p"},
+        },
+        "y": {"type": "factor", "levels": ("no", "yes")},
+        "images": {"image_size": (28, 28), "color_mode": "rgb", "rescale": 1},
+    }
+    plain = encoding.plain_encoding(sent)
+    assert plain["inputs"]["x"]["columns"] == {
+        "shop": {"type": "factor", "levels": ["a"], "encoding": "codes", "character": True},
+        "levels": {"type": "numeric"},
+    }
+    assert plain["inputs"]["x"]["column_order"] == ["shop", "levels"]
+    assert plain["inputs"]["m"] == {"type": "array", "shape": [3], "names": ["p"]}
+    assert plain["input_order"] == ["x", "m"] and plain["y"]["levels"] == ["no", "yes"]
+    assert plain["images"]["image_size"] == [28, 28]
+    assert encoding.plain_encoding(plain) == plain == json.loads(json.dumps(plain))
+    # what R prints of it is what it printed before it was saved (a character column as such)
+    assert encoding.encoding_lines(sent) == encoding.encoding_lines(plain)
+    assert "shop <character, 1 values, codes>" in encoding.encoding_lines(plain)[1]
+
+
+def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
+    made = encoding.image_encoding(["cat", "dog"], (28, 32), 3, "rgb", 1 / 255)
+    assert made == {
+        "inputs": {"x": {"type": "array", "shape": [28, 32, 3], "names": None}},
+        "input_order": ["x"],
+        "several": False,
+        "y": {"type": "factor", "levels": ["cat", "dog"]},
+        "na": "error",
+        "x_dtype": "float32",
+        "images": {"image_size": [28, 32], "color_mode": "rgb", "rescale": 1 / 255},
+    }
+    assert encoding.plain_encoding(made) == made
+    assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"

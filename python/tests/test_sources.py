@@ -18,7 +18,7 @@ tf = pytest.importorskip("tensorflow")
 
 from conftest import requires, run_core  # noqa: E402
 from gpukeras.core import errors  # noqa: E402
-from gpukeras.data import sources  # noqa: E402
+from gpukeras.data import encoding, sources  # noqa: E402
 
 
 def elements(source: sources.Source) -> list[object]:
@@ -268,6 +268,8 @@ def test_image_folder_labels_follow_sorted_class_folders(image_folder: tuple) ->
         "rescale": None,
         "pixel_range": [0.0, 255.0],
         "skipped_files": 1,
+        "vocabulary": {"y": ["cats", "dogs"]},
+        "encoding": encoding.image_encoding(["cats", "dogs"], (8, 6), 3, "rgb", None),
     }
     spec = source.dataset.element_spec
     assert spec[0].shape == (8, 6, 3) and spec[0].dtype == tf.float32

@@ -94,17 +94,6 @@ test_that("the encoding is recorded from the training data and kept on the datas
     list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small"))
   )
   expect_match(format(encoding), "colour <factor(3), one-hot>", fixed = TRUE, all = FALSE)
-  # JSON-ready and back, one level included.
-  single <- data_encoding(data.frame(a = factor(rep("only", 3)), b = 1:3), 1:3, "drop")
-  plain <- encoding_to_plain(single)
-  back <- encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(plain)))
-  expect_identical(back, single)
-  matrix_encoding <- data_encoding(list(
-    a = matrix(1, 2, 3, dimnames = list(NULL, c("p", "q", "r"))), b = array(1, c(2, 4, 4, 1))
-  ))
-  expect_identical(
-    encoding_from_plain(reticulate::py_to_r(reticulate::r_to_py(encoding_to_plain(matrix_encoding)))), matrix_encoding
-  )
 
   ds <- gpu_dataset(data$x, data$y, shuffle = FALSE)
   expect_identical(attr(ds, "gpukeras")$encoding, encoding)
@@ -533,8 +522,7 @@ test_that(paste(
   # The prediction service applies the same rule: predict()'s answer, and its warning in the answer, where a
   # client reads it.
   settings <- serve_settings(fit, NULL, 10, 32, "error", NULL, NULL, current_env())
-  encoding <- encoding_to_plain(fit$encoding)
-  served <- core_call("serve_service", model = fit$model, encoding = encoding, settings = settings)
+  served <- core_call("serve_service", model = fit$model, encoding = fit$encoding, settings = settings)
   ask <- function(pixels) {
     body <- charToRaw(as.character(jsonlite::toJSON(pixels, digits = NA)))
     headers <- list(`content-type` = "application/json", `content-length` = as.character(length(body)))

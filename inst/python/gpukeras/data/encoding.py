@@ -271,12 +271,59 @@ def normalized(plain: Mapping[str, Any]) -> dict[str, Any]:
     return {**full, **{key: value for key, value in plain.items() if key not in full}}
 
 
+def image_encoding(
+    class_names: Sequence[str],
+    image_size: Sequence[int],
+    channels: int,
+    color_mode: str,
+    rescale: float | None,
+) -> dict[str, Any]:
+    """The encoding of an image folder, in the plain form: one input ``x`` of images
+    (``image_size`` x ``channels``), the class names as the labels' levels, and how the
+    pixels were read (``images``: image_size, color_mode, rescale), so that a folder of
+    new images is read and labelled the same way."""
+    size = [int(d) for d in image_size]
+    return normalized(
+        {
+            "inputs": {"x": {"type": "array", "shape": [*size, int(channels)], "names": None}},
+            "several": False,
+            "y": {"type": "factor", "levels": list(class_names)},
+            "images": {"image_size": size, "color_mode": color_mode, "rescale": rescale},
+        }
+    )
+
+
+# The fields of the plain form that are arrays, whatever their length.
+ARRAY_FIELDS = ("levels", "shape", "names", "image_size")
+
+
+def plain_encoding(encoding: Mapping[str, Any]) -> dict[str, Any]:
+    """``encoding`` as R sends it (reticulate gives a vector of one value, one level or one
+    dimension, as that value, and tuples for some) in the JSON-ready plain form
+    ``normalized`` gives: every ARRAY_FIELDS value at any depth a list (None stays None),
+    a column named like one of them left as it is."""
+
+    def listed(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        out = {key: listed(item) for key, item in value.items()}
+        for key in ARRAY_FIELDS:
+            item = out.get(key)
+            if item is not None and not isinstance(item, Mapping):
+                out[key] = [item] if isinstance(item, str | int | float) else list(item)
+        return out
+
+    return normalized(listed(encoding))
+
+
 def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Whether data encoded by ``given`` (a gpu_dataset()'s encoding, plain) reads as data
     encoded by ``wanted`` (the training data's) does: the same inputs, each data.frame's
     columns with their types, levels and rules (a character column as the factor of its
     values), each array's shape (and column names where both have them), the labels'
-    levels where ``given`` has some, and the image settings."""
+    levels where ``given`` has some, and the image settings. Both as R sends them
+    (``plain_encoding``)."""
+    given, wanted = plain_encoding(given), plain_encoding(wanted)
     if list(given["inputs"]) != list(wanted["inputs"]):
         return False
     for name, part in given["inputs"].items():
@@ -548,5 +595,6 @@ def _fit_line(encoding: Mapping[str, Any]) -> list[str]:
 def encoding_lines(encoding: Mapping[str, Any], form: str = "print") -> list[str]:
     """``encoding`` in words, as lines for R to print: ``form`` "print" (print()'s),
     "fit" (the fit report's one line) or "columns" (each data.frame input's columns)."""
+    encoding = plain_encoding(encoding)
     forms = {"print": _print_lines, "fit": _fit_line, "columns": _columns_lines}
     return forms[form](encoding)

@@ -16,6 +16,7 @@ import numpy as np
 
 from gpukeras.core.errors import BadArgumentError, BadImageError, MissingFilesError
 from gpukeras.core.handles import Tensor
+from gpukeras.data.encoding import image_encoding
 from gpukeras.data.source_files import Source, expand, quoted, tensorflow
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
@@ -224,8 +225,9 @@ def image_folder_source(
 
     Returns:
         A Source whose info holds path, files, rows, class_names, class_counts,
-        image_size, color_mode, channels, rescale, pixel_range and skipped_files
-        (not images by name).
+        image_size, color_mode, channels, rescale, pixel_range, skipped_files (not
+        images by name), the classes as the labels' ``vocabulary`` and the folder's
+        ``encoding`` (``encoding.image_encoding``).
     """
     size = _check_image_size(image_size)
     scale = _check_rescale(rescale)
@@ -317,5 +319,7 @@ def image_folder_source(
             "rescale": scale,
             "pixel_range": [0.0, 255.0 * (scale or 1.0)],
             "skipped_files": skipped,
+            "vocabulary": {"y": class_names},
+            "encoding": image_encoding(class_names, size, channels, color_mode, scale),
         },
     )

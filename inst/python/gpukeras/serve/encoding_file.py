@@ -1,7 +1,7 @@
 """The encoding file beside a saved model (``name.gpukeras.json``): what a valid one holds.
 
-R writes how its training data became numbers (``encoding_to_plain()`` in R/encoding-like.R)
-and reads it back for predict(); a file edited by hand, cut short or written by another
+gpu_save() writes how its training data became numbers (``data.encoding.plain_encoding``)
+and R reads it back for predict(); a file edited by hand, cut short or written by another
 tool must fail as a bad model, saying what is wrong, before R reads a field of it: never as
 a raw R error or as "please report it". And the file must fit the model it is beside: the
 width of each input, the image size.

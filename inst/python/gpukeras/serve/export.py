@@ -65,7 +65,8 @@ def export(
         model: a built Keras 3 model.
         path: the SavedModel's folder, or the .onnx file.
         format: "savedmodel" or "onnx".
-        encoding: encoding_to_plain()'s lists, or None (the model's inputs as they are).
+        encoding: the plain form (as R sends it: ``encoding.plain_encoding``), or None
+            (the model's inputs as they are).
         unknown: what a factor level training did not have becomes in the served
             function: "error", "zero" (one-hot columns) or "code" (columns of codes).
         overwrite: replace what is at ``path`` (and, for ONNX, the JSON beside it).
@@ -82,7 +83,7 @@ def export(
     if unknown not in frame_encoding.UNKNOWN_RULES:
         raise BadArgumentError(f'`unknown` must be "error", "zero" or "code", not {unknown!r}.')
     target = _check_path(path, str(format), overwrite)
-    plain = encoding if isinstance(encoding, dict) else None
+    plain = frame_encoding.plain_encoding(encoding) if isinstance(encoding, dict) else None
     _call_once(model, plain)
     if format == "onnx":
         return _export_onnx(keras, model, target, plain, overwrite)

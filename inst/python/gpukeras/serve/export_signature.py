@@ -85,9 +85,10 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def served_inputs(encoding: Mapping, unknown: str) -> list[ServedInput]:
-    """The served signature's inputs for ``encoding`` (R's, as encoding_to_plain() sends it):
-    one per column of each data.frame input, one per array input. Several inputs name a
-    column by its own name unless two inputs share it (then ``<input>_<column>``)."""
+    """The served signature's inputs for ``encoding`` (the plain form,
+    ``data.encoding.plain_encoding``): one per column of each data.frame input, one per
+    array input. Several inputs name a column by its own name unless two inputs share it
+    (then ``<input>_<column>``)."""
     parts = encoding["inputs"]
     order = encoding.get("input_order") or list(parts)
     names = [c for part in parts.values() if part["type"] == "data.frame" for c in part["columns"]]

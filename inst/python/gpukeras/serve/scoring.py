@@ -33,6 +33,7 @@ from gpukeras.data.encoding import (
     frames,
     normalized,
     part_columns,
+    plain_encoding,
     quoted,
     strings,
 )
@@ -259,7 +260,7 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
             "give overwrite = TRUE to replace, or another path."
         )
     document = {"format": ENCODING_FORMAT, "version": ENCODING_VERSION, "model": target.name}
-    document["encoding"] = encoding
+    document["encoding"] = plain_encoding(encoding) if isinstance(encoding, Mapping) else None
     text = json.dumps(document, indent=1)
 
     def model_then_encoding(temp: str) -> None:
@@ -335,6 +336,8 @@ def check_widths(
     another width than the labels' ``levels`` (one unit for two levels is a sigmoid's).
     Where a width is not known (a subclassed model not built), nothing is checked."""
     io = describe(model)
+    if encoding is not None:
+        encoding = plain_encoding(encoding)
     if encoding is not None and frames(encoding):
         inputs = [put for put in io["inputs"] if len(put["shape"]) == 2]
         several = bool(encoding.get("several"))

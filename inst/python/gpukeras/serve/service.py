@@ -29,6 +29,7 @@ import numpy as np
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
+from gpukeras.data.encoding import plain_encoding
 from gpukeras.serve import batching, model_io, service_body, service_checks, service_spec
 from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
 
@@ -134,8 +135,10 @@ def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
 def service(model: Model, encoding: Mapping[str, Any] | None, settings: object) -> Service:
     """The service of ``model`` with its ``encoding`` (plain, or None) and ``settings``
     (``token``, ``max_rows``, ``max_bytes`` or None, ``batch_size``, ``unknown``,
-    ``allowed_hosts``, ``host`` (None: unknown), ``prefix``, ``versions``)."""
-    return Service(model, encoding, dict(settings))  # type: ignore[call-overload]
+    ``allowed_hosts``, ``host`` (None: unknown), ``prefix``, ``versions``); the encoding as
+    R sends it (``encoding.plain_encoding``)."""
+    plain = None if encoding is None else plain_encoding(encoding)
+    return Service(model, plain, dict(settings))  # type: ignore[call-overload]
 
 
 def answer(
