@@ -215,6 +215,10 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     abort_bad_argument(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), call = call)
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
+  if (is_text_encoding(encoding) && is.character(newdata)) {
+    newdata <- text_dataset(newdata, y, batch_size, levels = encoding$y$levels, args = c("newdata", "y"), call = call)
+    y <- NULL
+  }
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {

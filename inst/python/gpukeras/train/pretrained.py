@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 from gpukeras.core.errors import GpukerasError
 from gpukeras.core.handles import Dataset, Record
 from gpukeras.core.runtime import config
+from gpukeras.data.encoding import normalized
 from gpukeras.data.source_files import tensorflow
 
 HUB_REPAIR = 'Run install_gpukeras(extras = "hub") in R, then restart R.'
@@ -135,15 +137,22 @@ def _count(weights: list[Any]) -> int:
 def text_dataset(
     texts: list[str],
     labels: list[int] | None = None,
+    levels: list[str] | None = None,
     batch_size: int = 32,
     shuffle: bool = False,
     seed: int | None = None,
-) -> Dataset:
+) -> Record:
     """Texts (and their class codes, from 0) as a batched tf.data dataset, which a KerasHub
-    task's ``fit()`` and ``predict()`` run through its own preprocessor.
+    task's ``fit()`` and ``predict()`` run through its own preprocessor, and its encoding.
 
-    R has checked the texts (no NA) and the codes (as many, from 0). ``shuffle``
-    reshuffles the rows every epoch, with ``seed``.
+    R has checked the texts (no NA) and the codes (as many, from 0, of the factor's
+    ``levels``). ``shuffle`` reshuffles the rows every epoch, with ``seed``.
+
+    Returns:
+        ``dataset`` and ``encoding``: the plain encoding (``data.encoding.normalized``'s
+        form) of one input ``x`` of type "text" and labels of ``levels`` (None without
+        labels), which gpu_fit() records, so that predict() names its columns by the
+        levels and gpu_save() keeps them.
     """
     tf = tensorflow()
     rows = np.asarray(texts, dtype=object)
@@ -151,4 +160,45 @@ def text_dataset(
     dataset = tf.data.Dataset.from_tensor_slices(parts)
     if shuffle:
         dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size)
+    y = None if labels is None else {"type": "factor", "levels": [str(level) for level in levels or []]}
+    encoding = normalized({"inputs": {"x": {"type": "text"}}, "y": y, "x_dtype": "string"})
+    return {"dataset": dataset.batch(batch_size), "encoding": encoding}
+
+
+def gives_logits(model: Any) -> bool:
+    """Whether ``model`` is a KerasHub classifier whose head has no activation (KerasHub's
+    default, and gpu_text_classifier()'s): its outputs are logits, not probabilities."""
+    keras = config.keras()
+    return (
+        type(model).__module__.startswith("keras_hub.")
+        and hasattr(model, "num_classes")
+        and getattr(model, "activation", None) is keras.activations.linear
+    )
+
+
+def probabilities(model: Any, predicted: Any) -> Any:
+    """``predicted`` as each class's probability where ``model`` gives logits (``gives_logits``):
+    the softmax of each row for several columns, the sigmoid of a single column (the second
+    class's probability, as a sigmoid classifier's); anything else as it is. In float32."""
+    if not gives_logits(model) or isinstance(predicted, (dict, list, tuple)):
+        return predicted
+    logits = np.asarray(predicted, dtype="float32")
+    if logits.ndim != 2:
+        return predicted
+    if logits.shape[1] == 1:
+        return 1.0 / (1.0 + np.exp(-logits))
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def import_for(path: str) -> None:
+    """Import KerasHub the core's way (``keras_hub()``) before Keras loads the .keras file at
+    ``path`` when it holds a KerasHub model: Keras would otherwise import it itself, without
+    the TensorFlow set up as the core sets it up. A file that is not a zip is left to Keras."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config_text = archive.read("config.json").decode("utf-8", errors="replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return
+    if '"module": "keras_hub.' in config_text:
+        keras_hub()
