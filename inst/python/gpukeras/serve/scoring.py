@@ -287,9 +287,8 @@ def load_model(path: object) -> Record:
     if not target.is_file():
         raise BadArgumentError(f"`path`: there is no file {str(target)!r}.")
     keras = config.keras()
-    pretrained.import_for(str(target))
     try:
-        model = keras.saving.load_model(str(target))
+        model = pretrained.load_model(str(target)) or keras.saving.load_model(str(target))
     except Exception as error:
         raise BadModelError(
             f"{str(target)!r} could not be loaded as a Keras model: {error}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.errors import GpukerasError
-from gpukeras.core.handles import Dataset, Record
+from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
 from gpukeras.data.encoding import normalized
 from gpukeras.data.source_files import tensorflow
@@ -104,7 +105,6 @@ def text_classifier(
             a text classifier.
     """
     hub = keras_hub()
-    keras = config.keras()
     _check_preset(preset)
     try:
         model = hub.models.TextClassifier.from_preset(preset, num_classes=num_classes)
@@ -116,17 +116,24 @@ def text_classifier(
         model.preprocessor.sequence_length = sequence_length
     if lora_rank is not None:
         model.backbone.enable_lora(rank=lora_rank)
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
+    _compile(model, learning_rate)
     return {
         "model": model,
         "task": type(model).__name__,
         "trainable": _count(model.trainable_weights),
         "parameters": _count(model.weights),
     }
+
+
+def _compile(model: Any, learning_rate: float = 5e-5) -> None:
+    """Compile a text classifier as gpu_text_classifier() does: Adam, sparse categorical
+    cross-entropy on its logits (or on its probabilities, for a head with an activation)."""
+    keras = config.keras()
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=gives_logits(model)),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
 
 
 def _count(weights: list[Any]) -> int:
@@ -160,7 +167,7 @@ def text_dataset(
     dataset = tf.data.Dataset.from_tensor_slices(parts)
     if shuffle:
         dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
-    y = None if labels is None else {"type": "factor", "levels": [str(level) for level in levels or []]}
+    y = None if labels is None else {"type": "factor", "levels": list(map(str, levels or []))}
     encoding = normalized({"inputs": {"x": {"type": "text"}}, "y": y, "x_dtype": "string"})
     return {"dataset": dataset.batch(batch_size), "encoding": encoding}
 
@@ -191,14 +198,28 @@ def probabilities(model: Any, predicted: Any) -> Any:
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
-def import_for(path: str) -> None:
-    """Import KerasHub the core's way (``keras_hub()``) before Keras loads the .keras file at
-    ``path`` when it holds a KerasHub model: Keras would otherwise import it itself, without
-    the TensorFlow set up as the core sets it up. A file that is not a zip is left to Keras."""
+def load_model(path: str) -> Any:
+    """The KerasHub model saved (gpu_save()) in the .keras file at ``path``, or None when the
+    file holds none (or is no zip: Keras then says what it is).
+
+    KerasHub is imported the core's way (``keras_hub()``) first: Keras would otherwise
+    import it itself, without the TensorFlow the core sets up. Keras cannot restore a
+    KerasHub task's own compile() (nor, then, its optimizer's state), and warns of both; a
+    text classifier is compiled again as gpu_text_classifier() compiles it (a new optimizer,
+    at its default learning rate), so that evaluate() works on it, and other tasks are left
+    uncompiled, without the warnings."""
     try:
         with zipfile.ZipFile(path) as archive:
             config_text = archive.read("config.json").decode("utf-8", errors="replace")
     except (OSError, KeyError, zipfile.BadZipFile):
-        return
-    if '"module": "keras_hub.' in config_text:
-        keras_hub()
+        return None
+    if '"module": "keras_hub.' not in config_text:
+        return None
+    hub, keras = keras_hub(), config.keras()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`compile\(\)` was not called", UserWarning)
+        warnings.filterwarnings("ignore", "Skipping variable loading for optimizer", UserWarning)
+        model = keras.saving.load_model(path)
+    if isinstance(model, hub.models.TextClassifier):
+        _compile(model)
+    return model
