@@ -30,6 +30,7 @@
 #'   or an R array of images, scored as it is: its
 #'   pixels must be in the training range, 0-255 times the folder's `rescale`
 #'   (a `gpukeras_warning_pixel_range` warning says when they plainly are not).
+#'   For a model fit on [gpu_text_data()]: a character vector of texts.
 #' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
 #'   the training labels' levels by name); `NULL` when `newdata` is a dataset
 #'   that holds them.

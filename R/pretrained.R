@@ -24,8 +24,12 @@
 #' @param ... Not used: an argument gpu_text_classifier() does not have is an
 #'   error naming it.
 #' @return The compiled Keras model (a KerasHub `TextClassifier`), with
-#'   sparse categorical cross-entropy on logits and accuracy; `predict()` of
-#'   its fit gives one logit per class.
+#'   sparse categorical cross-entropy on logits and accuracy. `predict()` of
+#'   its fit takes new texts as a character vector (or [gpu_text_data()]) and
+#'   gives each class's probability (the softmax of the model's logits), a
+#'   column per level of the labels it was fit on; with `type = "class"`, a
+#'   factor of those levels. [gpu_save()] keeps the levels; [gpu_load()]
+#'   compiles the classifier again as here (a new optimizer, at 5e-5).
 #' @seealso [gpu_text_data()] for its texts and labels.
 #' @export
 #' @examples
@@ -38,7 +42,8 @@
 #'   model <- gpu_text_classifier(preset, labels, lora_rank = 4)
 #'   texts <- c("great movie", "awful movie", "fine", "poor")
 #'   fit <- gpu_fit(model, gpu_text_data(texts, labels), epochs = 2)
-#'   predict(fit, gpu_text_data(c("good movie", "bad movie")))
+#'   predict(fit, c("good movie", "bad movie"))
+#'   predict(fit, c("good movie", "bad movie"), type = "class")
 #' }
 #' }
 gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5,
@@ -92,7 +97,9 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #' @param seed `NULL` or a seed for the shuffling.
 #' @param ... Not used: an argument gpu_text_data() does not have is an
 #'   error naming it.
-#' @return A Python tf.data dataset of batches of texts (and class codes).
+#' @return A Python tf.data dataset of batches of texts (and class codes);
+#'   `attr(, "gpukeras")$encoding` records that its inputs are texts, and the
+#'   levels of `y`, which [gpu_fit()] keeps for `predict()` and [gpu_save()].
 #' @export
 #' @examples
 #' \donttest{
