@@ -54,9 +54,6 @@ gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_leng
   check_whole_number(lora_rank, allow_null = TRUE)
   check_whole_number(sequence_length, allow_null = TRUE)
   check_learning_rate(learning_rate)
-  if (!grepl("://", preset, fixed = TRUE) && (dir.exists(preset) || grepl("^[.~/]", preset))) {
-    preset <- normalizePath(path.expand(preset), mustWork = FALSE)
-  }
   loaded <- core_call(
     "text_classifier",
     preset = preset, num_classes = classes, lora_rank = as_integer_or_null(lora_rank),
@@ -122,7 +119,9 @@ gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), s
 text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = NULL, levels = NULL,
                          args = c("x", "y"), call = caller_env()) {
   if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
-    abort_bad_argument(sprintf("`%s` must be a character vector of texts, not %s.", args[[1]], describe(x)), call = call)
+    abort_bad_argument(
+      sprintf("`%s` must be a character vector of texts, not %s.", args[[1]], describe(x)), call = call
+    )
   }
   abort_missing(
     rlang::set_names(list(x), args[[1]]),
@@ -136,8 +135,8 @@ text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = N
   }
   made <- core_call(
     "text_dataset",
-    texts = as.list(x), labels = if (!is.null(y)) as.list(as.integer(y) - 1L), levels = if (!is.null(y)) as.list(levels(y)),
-    batch_size = as.integer(batch_size), shuffle = shuffle, seed = as_integer_or_null(seed), error_call = call
+    texts = as.list(x), labels = if (!is.null(y)) as.list(as.integer(y) - 1L),
+    levels = if (!is.null(y)) as.list(levels(y)), batch_size = as.integer(batch_size), shuffle = shuffle, seed = as_integer_or_null(seed), error_call = call
   )
   dataset <- made$dataset
   attr(dataset, "gpukeras") <- list(

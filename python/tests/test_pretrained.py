@@ -142,6 +142,16 @@ def test_sequence_length_is_the_preprocessors(preset: str) -> None:
     assert loaded["model"].preprocessor.sequence_length == 6
 
 
+def test_a_preset_folder_is_given_to_kerashub_as_its_absolute_path(
+    preset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(Path(preset).parent)
+    assert pretrained._preset_path("./tiny") == str(Path(preset).resolve())
+    assert pretrained._preset_path("tiny") == str(Path(preset).resolve())  # a folder here
+    for name in ("bert_tiny_en_uncased", "hf://google/bert"):
+        assert pretrained._preset_path(name) == name
+
+
 def test_a_folder_that_is_not_a_preset_is_refused(tmp_path: Path) -> None:
     with pytest.raises(pretrained.BadPresetError, match="not a KerasHub preset folder"):
         pretrained.text_classifier(str(tmp_path), num_classes=2)

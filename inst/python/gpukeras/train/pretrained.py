@@ -64,17 +64,23 @@ def keras_hub() -> ModuleType:
     return hub
 
 
-def _check_preset(preset: str) -> None:
-    """A folder given as a preset must be one: a path that is no folder, or a folder without
-    what save_to_preset() writes, is refused before KerasHub reads it."""
+def _preset_path(preset: str) -> str:
+    """``preset`` as KerasHub's ``from_preset()`` is given it: a name (or a URL) as it is, a
+    path (one that exists, or that starts with ".", "/" or "~") as its absolute path, which
+    must be a folder save_to_preset() wrote: BadPresetError otherwise, before KerasHub reads
+    it."""
     path = Path(preset).expanduser()
     looks_like_path = path.exists() or preset.startswith((".", "/", "~")) or "\\" in preset
-    if looks_like_path and not (path / PRESET_FILE).is_file():
+    if "://" in preset or not looks_like_path:
+        return preset
+    folder = str(path.resolve())
+    if not (path / PRESET_FILE).is_file():
         raise BadPresetError(
-            f"`preset`: '{preset}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
+            f"`preset`: '{folder}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
             "which save_to_preset() writes). Give a folder save_to_preset() wrote, or a preset "
             "name such as 'bert_tiny_en_uncased'."
         )
+    return folder
 
 
 def text_classifier(
@@ -105,7 +111,7 @@ def text_classifier(
             a text classifier.
     """
     hub = keras_hub()
-    _check_preset(preset)
+    preset = _preset_path(preset)
     try:
         model = hub.models.TextClassifier.from_preset(preset, num_classes=num_classes)
     except (ValueError, FileNotFoundError, OSError) as error:
