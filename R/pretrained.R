@@ -136,7 +136,8 @@ text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = N
   made <- core_call(
     "text_dataset",
     texts = as.list(x), labels = if (!is.null(y)) as.list(as.integer(y) - 1L),
-    levels = if (!is.null(y)) as.list(levels(y)), batch_size = as.integer(batch_size), shuffle = shuffle, seed = as_integer_or_null(seed), error_call = call
+    levels = if (!is.null(y)) as.list(levels(y)), batch_size = as.integer(batch_size), shuffle = shuffle,
+    seed = as_integer_or_null(seed), error_call = call
   )
   dataset <- made$dataset
   attr(dataset, "gpukeras") <- list(
