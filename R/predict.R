@@ -30,6 +30,7 @@
 #'   or an R array of images, scored as it is: its
 #'   pixels must be in the training range, 0-255 times the folder's `rescale`
 #'   (a `gpukeras_warning_pixel_range` warning says when they plainly are not).
+#'   For a model fit on [gpu_text_data()]: a character vector of texts.
 #' @param y For `evaluate()`: the labels of `newdata` (a factor is matched to
 #'   the training labels' levels by name); `NULL` when `newdata` is a dataset
 #'   that holds them.
@@ -215,6 +216,10 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     abort_bad_argument(sprintf("`verbose` must be 0, 1 or 2, not %s.", describe(verbose)), call = call)
   }
   args <- list(model = model, batch_size = as.integer(batch_size), verbose = as.integer(verbose))
+  if (is_text_encoding(encoding) && is.character(newdata)) {
+    newdata <- text_dataset(newdata, y, batch_size, levels = encoding$y$levels, args = c("newdata", "y"), call = call)
+    y <- NULL
+  }
   files <- NULL
   if (is.character(newdata) && is.null(dim(newdata))) {
     if (is.null(encoding$images)) {

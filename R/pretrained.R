@@ -24,8 +24,12 @@
 #' @param ... Not used: an argument gpu_text_classifier() does not have is an
 #'   error naming it.
 #' @return The compiled Keras model (a KerasHub `TextClassifier`), with
-#'   sparse categorical cross-entropy on logits and accuracy; `predict()` of
-#'   its fit gives one logit per class.
+#'   sparse categorical cross-entropy on logits and accuracy. `predict()` of
+#'   its fit takes new texts as a character vector (or [gpu_text_data()]) and
+#'   gives each class's probability (the softmax of the model's logits), a
+#'   column per level of the labels it was fit on; with `type = "class"`, a
+#'   factor of those levels. [gpu_save()] keeps the levels; [gpu_load()]
+#'   compiles the classifier again as here (a new optimizer, at 5e-5).
 #' @seealso [gpu_text_data()] for its texts and labels.
 #' @export
 #' @examples
@@ -38,7 +42,8 @@
 #'   model <- gpu_text_classifier(preset, labels, lora_rank = 4)
 #'   texts <- c("great movie", "awful movie", "fine", "poor")
 #'   fit <- gpu_fit(model, gpu_text_data(texts, labels), epochs = 2)
-#'   predict(fit, gpu_text_data(c("good movie", "bad movie")))
+#'   predict(fit, c("good movie", "bad movie"))
+#'   predict(fit, c("good movie", "bad movie"), type = "class")
 #' }
 #' }
 gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5,
@@ -49,9 +54,6 @@ gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_leng
   check_whole_number(lora_rank, allow_null = TRUE)
   check_whole_number(sequence_length, allow_null = TRUE)
   check_learning_rate(learning_rate)
-  if (!grepl("://", preset, fixed = TRUE) && (dir.exists(preset) || grepl("^[.~/]", preset))) {
-    preset <- normalizePath(path.expand(preset), mustWork = FALSE)
-  }
   loaded <- core_call(
     "text_classifier",
     preset = preset, num_classes = classes, lora_rank = as_integer_or_null(lora_rank),
@@ -92,7 +94,9 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #' @param seed `NULL` or a seed for the shuffling.
 #' @param ... Not used: an argument gpu_text_data() does not have is an
 #'   error naming it.
-#' @return A Python tf.data dataset of batches of texts (and class codes).
+#' @return A Python tf.data dataset of batches of texts (and class codes);
+#'   `attr(, "gpukeras")$encoding` records that its inputs are texts, and the
+#'   levels of `y`, which [gpu_fit()] keeps for `predict()` and [gpu_save()].
 #' @export
 #' @examples
 #' \donttest{
@@ -102,21 +106,45 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #' }
 gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), seed = NULL, ...) {
   check_unknown_args("gpu_text_data")
-  if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
-    abort_bad_argument(sprintf("`x` must be a character vector of texts, not %s.", describe(x)))
-  }
-  abort_missing(list(x = x), fix = "Remove them, or replace them with \"\" where an empty text is meant.")
-  if (!is.null(y) && (!is.factor(y) || length(y) != length(x) || anyNA(y))) {
-    abort_bad_argument(sprintf(
-      "`y` must be NULL or a factor without NA, one class per text (%d), not %s.", length(x), describe(y)
-    ))
-  }
   check_count(batch_size)
   check_flag(shuffle)
   check_seed(seed)
-  core_call(
+  text_dataset(x, y, batch_size, shuffle, seed)
+}
+
+# Texts `x` (and their classes `y`) as gpu_text_data() makes them, with their encoding (type
+# "text", the levels of `y`) in attr(, "gpukeras"): gpu_fit() records it, so that predict() names
+# its columns by the levels. `levels`: the training labels' levels, to code a new `y` by (predict()
+# and evaluate() on texts); `args`: the names the errors give `x` and `y`.
+text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = NULL, levels = NULL,
+                         args = c("x", "y"), call = caller_env()) {
+  if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
+    abort_bad_argument(
+      sprintf("`%s` must be a character vector of texts, not %s.", args[[1]], describe(x)), call = call
+    )
+  }
+  abort_missing(
+    rlang::set_names(list(x), args[[1]]),
+    fix = "Remove them, or replace them with \"\" where an empty text is meant.", call = call
+  )
+  if (!is.null(y) && !is.null(levels)) y <- factor(as.character(y), levels = levels)
+  if (!is.null(y) && (!is.factor(y) || length(y) != length(x) || anyNA(y))) {
+    abort_bad_argument(sprintf(
+      "`%s` must be NULL or a factor without NA, one class per text (%d), not %s.", args[[2]], length(x), describe(y)
+    ), call = call)
+  }
+  made <- core_call(
     "text_dataset",
     texts = as.list(x), labels = if (!is.null(y)) as.list(as.integer(y) - 1L),
-    batch_size = as.integer(batch_size), shuffle = shuffle, seed = as_integer_or_null(seed)
+    levels = if (!is.null(y)) as.list(levels(y)), batch_size = as.integer(batch_size), shuffle = shuffle,
+    seed = as_integer_or_null(seed), error_call = call
   )
+  dataset <- made$dataset
+  attr(dataset, "gpukeras") <- list(
+    encoding = encoding_from_plain(made$encoding), source = "R texts", rows = length(x), role = "train"
+  )
+  dataset
 }
+
+# Whether `encoding` (a fit's) is of texts: gpu_text_data()'s, for a KerasHub model.
+is_text_encoding <- function(encoding) identical(encoding$inputs$x$type, "text")

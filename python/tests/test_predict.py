@@ -187,7 +187,7 @@ def spoiled(path: list, value: object) -> dict:
         (spoiled([*COLOUR, "levels"], "a"), 2, "levels that are not distinct"),
         (spoiled([*COLOUR, "encoding"], "dummy"), 2, "one_hot or codes"),
         (spoiled(["inputs", "x", "column_order"], ["size"]), 2, "does not name its columns"),
-        (spoiled(["inputs", "x", "type"], "table"), 2, "neither data.frame nor array"),
+        (spoiled(["inputs", "x", "type"], "table"), 2, "neither data.frame, array nor text"),
         (spoiled(["input_order"], "x"), 2, "inputs or their order are missing"),
         (spoiled(["y", "levels"], None), 2, "label levels"),
         (spoiled(["na"], "keep"), 2, "NA rule"),

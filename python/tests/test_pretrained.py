@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import run_core
+from gpukeras.data import encoding
+from gpukeras.serve import encoding_file, scoring
 from gpukeras.train import pretrained
 
 pytest.importorskip("keras_hub")
@@ -28,23 +30,97 @@ def preset(tmp_path_factory: pytest.TempPathFactory) -> str:
     return save_tiny_preset(str(tmp_path_factory.mktemp("hub") / "tiny"))
 
 
-def test_text_classifier_fine_tunes_and_predicts(preset: str) -> None:
+TEXTS = ["good movie", "great movie", "nice movie", "fine movie"] * 4 + [
+    "bad movie",
+    "awful movie",
+    "poor movie",
+    "sad movie",
+] * 4
+LABELS = [1] * 16 + [0] * 16
+
+
+def test_text_classifier_fine_tunes_and_predicts_probabilities(preset: str) -> None:
     loaded = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)
     model = loaded["model"]
     assert loaded["task"] == "BertTextClassifier"
     assert loaded["trainable"] == loaded["parameters"]
-    texts = ["good movie", "great movie", "nice movie", "fine movie"] * 4 + [
-        "bad movie",
-        "awful movie",
-        "poor movie",
-        "sad movie",
-    ] * 4
-    labels = [1] * 16 + [0] * 16
-    data = pretrained.text_dataset(texts, labels, batch_size=8, shuffle=True, seed=1)
-    model.fit(data, epochs=15, verbose=0)
-    scores = model.predict(pretrained.text_dataset(texts, batch_size=8), verbose=0)
-    assert scores.shape == (32, 2)
-    assert np.mean(np.argmax(scores, axis=1) == np.array(labels)) > 0.9
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], 8, shuffle=True, seed=1)
+    model.fit(made["dataset"], epochs=15, verbose=0)
+    texts = pretrained.text_dataset(TEXTS, batch_size=8)["dataset"]
+    logits = model.predict(texts, verbose=0)
+    # predict() gives each class's probability, the softmax of the model's logits
+    probabilities = scoring.predict(model, texts)
+    assert probabilities.shape == (32, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(probabilities, shifted / shifted.sum(1, keepdims=True), rtol=1e-5)
+    assert np.mean(np.argmax(probabilities, axis=1) == np.array(LABELS)) > 0.9
+
+
+def test_texts_have_an_encoding_of_their_own(preset: str) -> None:
+    training = pretrained.text_dataset(["a", "b"], [0, 1], ["neg", "pos"])["encoding"]
+    new = pretrained.text_dataset(["c"])["encoding"]
+    assert training["inputs"] == {"x": {"type": "text"}}
+    assert training["y"] == {"type": "factor", "levels": ["neg", "pos"]}
+    assert new["y"] is None
+    assert encoding.same_encoding(new, training) and encoding.same_encoding(training, training)
+    arrays = {**training, "inputs": {"x": {"type": "array", "shape": [1], "names": None}}}
+    assert not encoding.same_encoding(arrays, training)
+    assert "  x: texts, tokenized by the model's preset" in encoding.encoding_lines(training)
+    fit_line = encoding.encoding_lines(training, "fit")[0]
+    assert fit_line.startswith("Encoding:       texts; classes neg, pos")
+    model = pretrained.text_classifier(preset, num_classes=2)["model"]
+    encoding_file.check(training, "m.gpukeras.json")  # a valid file's encoding: no error
+    encoding_file.check_fits(training, model, "m.gpukeras.json")
+
+
+def test_only_a_kerashub_classifiers_logits_become_probabilities(preset: str) -> None:
+    import keras
+
+    logits = np.array([[0.0, np.log(3.0)], [2.0, 2.0]], dtype="float32")
+    two = pretrained.text_classifier(preset, num_classes=2)["model"]
+    np.testing.assert_allclose(pretrained.probabilities(two, logits), [[0.25, 0.75], [0.5, 0.5]])
+    one = pretrained.text_classifier(preset, num_classes=1)["model"]
+    np.testing.assert_allclose(pretrained.probabilities(one, np.array([[0.0]])), [[0.5]])
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    assert pretrained.probabilities(plain, logits) is logits
+    import keras_hub
+
+    softmax = keras_hub.models.TextClassifier.from_preset(
+        preset, num_classes=2, activation="softmax"
+    )
+    assert not pretrained.gives_logits(softmax)
+
+
+def test_a_saved_text_classifier_predicts_the_same_in_a_fresh_python(
+    preset: str, tmp_path: Path
+) -> None:
+    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    texts = ["good movie", "sad movie", "the movie was fine"]
+    expected = scoring.predict(model, pretrained.text_dataset(texts)["dataset"])
+    path = str(tmp_path / "classifier.keras")
+    scoring.save_model(model, path, made["encoding"])
+    run = run_core(
+        "load_model",
+        {"path": path},
+        after=(
+            "from gpukeras.serve import scoring\n"
+            "from gpukeras.train import pretrained\n"
+            "model = result['value']['model']\n"
+            f"readback['predicted'] = scoring.predict(model, pretrained.text_dataset({texts!r})"
+            "['dataset']).tolist()\n"
+            "readback['levels'] = result['value']['encoding']['y']['levels']\n"
+            "readback['compiled'] = model.compiled\n"
+            "result = {'ok': result['ok'], 'warnings': result.get('warnings')}"
+        ),
+    )
+    # loaded without Keras' warning that it cannot compile a KerasHub task: compiled again
+    assert run.result == {"ok": True, "warnings": None}
+    assert run.readback["levels"] == ["neg", "pos"]
+    assert run.readback["compiled"]
+    np.testing.assert_array_equal(np.array(run.readback["predicted"], dtype="float32"), expected)
 
 
 def test_lora_trains_only_the_adapters_kerashub_adds(preset: str) -> None:
@@ -64,6 +140,16 @@ def test_lora_trains_only_the_adapters_kerashub_adds(preset: str) -> None:
 def test_sequence_length_is_the_preprocessors(preset: str) -> None:
     loaded = pretrained.text_classifier(preset, num_classes=2, sequence_length=6)
     assert loaded["model"].preprocessor.sequence_length == 6
+
+
+def test_a_preset_folder_is_given_to_kerashub_as_its_absolute_path(
+    preset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(Path(preset).parent)
+    assert pretrained._preset_path("./tiny") == str(Path(preset).resolve())
+    assert pretrained._preset_path("tiny") == str(Path(preset).resolve())  # a folder here
+    for name in ("bert_tiny_en_uncased", "hf://google/bert"):
+        assert pretrained._preset_path(name) == name
 
 
 def test_a_folder_that_is_not_a_preset_is_refused(tmp_path: Path) -> None:

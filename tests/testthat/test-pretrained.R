@@ -49,17 +49,44 @@ test_that("gpu_check() and gpu_report() read KerasHub's version from its metadat
   expect_true(sprintf("| KerasHub | %s (tensorflow-text %s) |", versions[1], versions[2]) %in% report)
 })
 
-test_that("a preset's text classifier fine-tunes from R on texts and a factor, and predicts", {
+test_that("a preset's text classifier fine-tunes from R, predicts probabilities and classes, and saves", {
   preset <- tiny_preset()
   texts <- rep(c("good movie", "great movie", "nice movie", "bad movie", "awful movie", "sad movie"), 6)
   labels <- factor(rep(c("pos", "pos", "pos", "neg", "neg", "neg"), 6))
   model <- gpu_text_classifier(preset, labels, learning_rate = 1e-2)
   fit <- gpu_fit(model, gpu_text_data(texts, labels, batch_size = 8, seed = 1), epochs = 8, verbose = 0)
   expect_s3_class(fit, "gpukeras_fit")
-  logits <- predict(fit, gpu_text_data(c("good movie", "awful movie", "nice movie", "sad movie")))
-  expect_identical(dim(logits), c(4L, 2L))
-  # better than chance: the levels are neg, pos
-  expect_identical(levels(labels)[max.col(logits)], c("pos", "neg", "pos", "neg"))
+  expect_true(any(grepl("texts; classes neg, pos", format(fit), fixed = TRUE)))
+  new_texts <- c("good movie", "awful movie", "nice movie", "sad movie")
+  # each class's probability (not the model's logits), a column per level of the labels
+  probabilities <- predict(fit, new_texts)
+  expect_identical(dimnames(probabilities), list(NULL, c("neg", "pos")))
+  expect_equal(rowSums(probabilities), rep(1, 4), tolerance = 1e-6)
+  expect_identical(predict(fit, gpu_text_data(new_texts)), probabilities)
+  # better than chance
+  expect_identical(predict(fit, new_texts, type = "class"), factor(c("pos", "neg", "pos", "neg"), levels(labels)))
+  scores <- evaluate(fit, new_texts, factor(c("pos", "neg", "pos", "neg")))
+  expect_setequal(names(scores), c("loss", "accuracy"))
+  missing <- expect_error(predict(fit, c("good movie", NA)), class = "gpukeras_error_missing_values")
+  expect_identical(missing$column, "newdata")
+  # saved with its levels, and loaded in a fresh R: the same predictions
+  path <- file.path(withr::local_tempdir(), "classifier.keras")
+  gpu_save(fit, path)
+  again <- do.call(run_in_fresh_r, list(expr = bquote({
+    warned <- character()
+    model <- withCallingHandlers(gpu_load(.(path)), warning = function(w) {
+      warned <<- c(warned, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+    list(
+      probabilities = predict(model, .(new_texts)), classes = predict(model, .(new_texts), type = "class"),
+      scores = evaluate(model, .(new_texts), factor(c("pos", "neg", "pos", "neg"))), warned = warned
+    )
+  })))
+  expect_identical(again$warned, character())
+  expect_identical(again$probabilities, probabilities)
+  expect_equal(again$scores[names(scores)], scores, tolerance = 1e-6)
+  expect_identical(again$classes, predict(fit, new_texts, type = "class"))
 })
 
 test_that("lora_rank trains only KerasHub's adapters and the head", {

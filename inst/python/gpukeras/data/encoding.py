@@ -320,9 +320,9 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Whether data encoded by ``given`` (a gpu_dataset()'s encoding, plain) reads as data
     encoded by ``wanted`` (the training data's) does: the same inputs, each data.frame's
     columns with their types, levels and rules (a character column as the factor of its
-    values), each array's shape (and column names where both have them), the labels'
-    levels where ``given`` has some, and the image settings. Both as R sends them
-    (``plain_encoding``)."""
+    values), each array's shape (and column names where both have them), texts as texts
+    (a KerasHub model's, which its preset tokenizes), the labels' levels where ``given`` has
+    some, and the image settings. Both as R sends them (``plain_encoding``)."""
     given, wanted = plain_encoding(given), plain_encoding(wanted)
     if list(given["inputs"]) != list(wanted["inputs"]):
         return False
@@ -333,6 +333,8 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         if part["type"] == "data.frame":
             if _as_factors(part) != _as_factors(other):
                 return False
+        elif part["type"] == "text":
+            continue  # a KerasHub model's texts, its preset's to tokenize
         elif _ints(part["shape"]) != _ints(other["shape"]) or (
             part.get("names") and other.get("names") and part["names"] != other["names"]
         ):
@@ -558,6 +560,8 @@ def _print_lines(encoding: Mapping[str, Any]) -> list[str]:
         if part["type"] == "data.frame":
             types = ", ".join(f"{c} <{kind(column)}>" for c, column in part_columns(part))
             lines.append(f"  {name}: data.frame, {types}")
+        elif part["type"] == "text":
+            lines.append(f"  {name}: texts, tokenized by the model's preset")
         else:
             lines.append(
                 f"  {name}: array, rows of shape ({', '.join(map(str, _ints(part['shape'])))})"
@@ -578,12 +582,18 @@ def _print_lines(encoding: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _texts(encoding: Mapping[str, Any]) -> bool:
+    """Whether ``encoding``'s inputs are texts (gpu_text_data()'s, for a KerasHub model)."""
+    return any(part["type"] == "text" for part in encoding["inputs"].values())
+
+
 def _fit_line(encoding: Mapping[str, Any]) -> list[str]:
     """The fit report's line: the data.frame inputs' columns and the classes."""
     classes = strings((encoding.get("y") or {}).get("levels"))
     more = f", and {len(classes) - 10} more" if len(classes) > 10 else ""
     parts = [
         *(["; ".join(_columns_lines(encoding))] if frames(encoding) else []),
+        *(["texts"] if _texts(encoding) else []),
         *([f"classes {', '.join(classes[:10])}{more}"] if classes else []),
     ]
     return [

@@ -66,8 +66,8 @@ def _check_input(name: str, part: object, path: str) -> None:
             raise _fail(path, f"{where} its shape is not a list of whole numbers")
         if names is not None and not _strings(names, distinct=True):
             raise _fail(path, f"{where} its column names are not distinct strings")
-    else:
-        raise _fail(path, f"{where} its type is neither data.frame nor array")
+    elif part.get("type") != "text":
+        raise _fail(path, f"{where} its type is neither data.frame, array nor text")
 
 
 def check(encoding: object, path: str) -> None:
@@ -110,7 +110,10 @@ def part_width(part: Mapping) -> int:
 
 def check_fits(encoding: Mapping, model: Model, path: str) -> None:
     """Raise BadModelError when the encoding's inputs do not fit ``model``'s: a data.frame's
-    width, an array's shape, the image size, where the model's input shapes are known."""
+    width, an array's shape, the image size, where the model's input shapes are known; texts
+    (a KerasHub model's) are its preset's to tokenize, into inputs of its own."""
+    if any(part["type"] == "text" for part in encoding["inputs"].values()):
+        return
     try:
         tensors = list(model.inputs)
     except (AttributeError, ValueError, TypeError):

@@ -35,6 +35,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
+from gpukeras.train import pretrained
 
 # The digits a float32 needs to be read back as the same number.
 NUMBER_FORMAT = "%.9g"
@@ -389,7 +390,7 @@ def _write_rows(
             timing["reading"] += time.perf_counter() - clock
             clock = time.perf_counter()
             try:
-                predicted = model.predict_on_batch(inputs)
+                predicted = pretrained.probabilities(model, model.predict_on_batch(inputs))
             except Exception as error:
                 if type(error).__name__ == "InvalidArgumentError":
                     raise ValueError(str(error)) from error

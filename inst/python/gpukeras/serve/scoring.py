@@ -39,6 +39,7 @@ from gpukeras.data.encoding import (
 )
 from gpukeras.serve import encoding_file
 from gpukeras.serve.model_io import describe
+from gpukeras.train import pretrained
 
 # What the JSON beside a saved model says it is, so that a stray JSON file is not read as one.
 ENCODING_FORMAT = "gpukeras-encoding"
@@ -142,7 +143,8 @@ def predict(
 
     Returns:
         A float array with a row per row of ``x``, or a list of them for a
-        model with several outputs.
+        model with several outputs; a KerasHub classifier's logits become each
+        class's probability (``pretrained.probabilities``).
     """
     features, _, kwargs = _scoring_inputs(
         model, x, None, None, check_missing, batch_size, "predict from this data"
@@ -157,7 +159,7 @@ def predict(
             predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:
         raise _refused(error, "predict from this data") from error
-    return outputs(predicted)
+    return outputs(pretrained.probabilities(model, predicted))
 
 
 def outputs(predicted: object) -> object:
@@ -287,7 +289,7 @@ def load_model(path: object) -> Record:
         raise BadArgumentError(f"`path`: there is no file {str(target)!r}.")
     keras = config.keras()
     try:
-        model = keras.saving.load_model(str(target))
+        model = pretrained.load_model(str(target)) or keras.saving.load_model(str(target))
     except Exception as error:
         raise BadModelError(
             f"{str(target)!r} could not be loaded as a Keras model: {error}"

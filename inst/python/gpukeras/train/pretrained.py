@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import platform
 import sys
+import warnings
+import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.errors import GpukerasError
-from gpukeras.core.handles import Dataset, Record
+from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
+from gpukeras.data.encoding import normalized
 from gpukeras.data.source_files import tensorflow
 
 HUB_REPAIR = 'Run install_gpukeras(extras = "hub") in R, then restart R.'
@@ -61,17 +64,23 @@ def keras_hub() -> ModuleType:
     return hub
 
 
-def _check_preset(preset: str) -> None:
-    """A folder given as a preset must be one: a path that is no folder, or a folder without
-    what save_to_preset() writes, is refused before KerasHub reads it."""
+def _preset_path(preset: str) -> str:
+    """``preset`` as KerasHub's ``from_preset()`` is given it: a name (or a URL) as it is, a
+    path (one that exists, or that starts with ".", "/" or "~") as its absolute path, which
+    must be a folder save_to_preset() wrote: BadPresetError otherwise, before KerasHub reads
+    it."""
     path = Path(preset).expanduser()
     looks_like_path = path.exists() or preset.startswith((".", "/", "~")) or "\\" in preset
-    if looks_like_path and not (path / PRESET_FILE).is_file():
+    if "://" in preset or not looks_like_path:
+        return preset
+    folder = str(path.resolve())
+    if not (path / PRESET_FILE).is_file():
         raise BadPresetError(
-            f"`preset`: '{preset}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
+            f"`preset`: '{folder}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
             "which save_to_preset() writes). Give a folder save_to_preset() wrote, or a preset "
             "name such as 'bert_tiny_en_uncased'."
         )
+    return folder
 
 
 def text_classifier(
@@ -102,8 +111,7 @@ def text_classifier(
             a text classifier.
     """
     hub = keras_hub()
-    keras = config.keras()
-    _check_preset(preset)
+    preset = _preset_path(preset)
     try:
         model = hub.models.TextClassifier.from_preset(preset, num_classes=num_classes)
     except (ValueError, FileNotFoundError, OSError) as error:
@@ -114,17 +122,24 @@ def text_classifier(
         model.preprocessor.sequence_length = sequence_length
     if lora_rank is not None:
         model.backbone.enable_lora(rank=lora_rank)
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
+    _compile(model, learning_rate)
     return {
         "model": model,
         "task": type(model).__name__,
         "trainable": _count(model.trainable_weights),
         "parameters": _count(model.weights),
     }
+
+
+def _compile(model: Any, learning_rate: float = 5e-5) -> None:
+    """Compile a text classifier as gpu_text_classifier() does: Adam, sparse categorical
+    cross-entropy on its logits (or on its probabilities, for a head with an activation)."""
+    keras = config.keras()
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=gives_logits(model)),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
 
 
 def _count(weights: list[Any]) -> int:
@@ -135,15 +150,22 @@ def _count(weights: list[Any]) -> int:
 def text_dataset(
     texts: list[str],
     labels: list[int] | None = None,
+    levels: list[str] | None = None,
     batch_size: int = 32,
     shuffle: bool = False,
     seed: int | None = None,
-) -> Dataset:
+) -> Record:
     """Texts (and their class codes, from 0) as a batched tf.data dataset, which a KerasHub
-    task's ``fit()`` and ``predict()`` run through its own preprocessor.
+    task's ``fit()`` and ``predict()`` run through its own preprocessor, and its encoding.
 
-    R has checked the texts (no NA) and the codes (as many, from 0). ``shuffle``
-    reshuffles the rows every epoch, with ``seed``.
+    R has checked the texts (no NA) and the codes (as many, from 0, of the factor's
+    ``levels``). ``shuffle`` reshuffles the rows every epoch, with ``seed``.
+
+    Returns:
+        ``dataset`` and ``encoding``: the plain encoding (``data.encoding.normalized``'s
+        form) of one input ``x`` of type "text" and labels of ``levels`` (None without
+        labels), which gpu_fit() records, so that predict() names its columns by the
+        levels and gpu_save() keeps them.
     """
     tf = tensorflow()
     rows = np.asarray(texts, dtype=object)
@@ -151,4 +173,59 @@ def text_dataset(
     dataset = tf.data.Dataset.from_tensor_slices(parts)
     if shuffle:
         dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size)
+    y = None if labels is None else {"type": "factor", "levels": list(map(str, levels or []))}
+    encoding = normalized({"inputs": {"x": {"type": "text"}}, "y": y, "x_dtype": "string"})
+    return {"dataset": dataset.batch(batch_size), "encoding": encoding}
+
+
+def gives_logits(model: Any) -> bool:
+    """Whether ``model`` is a KerasHub classifier whose head has no activation (KerasHub's
+    default, and gpu_text_classifier()'s): its outputs are logits, not probabilities."""
+    keras = config.keras()
+    return (
+        type(model).__module__.startswith("keras_hub.")
+        and hasattr(model, "num_classes")
+        and getattr(model, "activation", None) is keras.activations.linear
+    )
+
+
+def probabilities(model: Any, predicted: Any) -> Any:
+    """``predicted`` as each class's probability where ``model`` gives logits (``gives_logits``):
+    the softmax of each row for several columns, the sigmoid of a single column (the second
+    class's probability, as a sigmoid classifier's); anything else as it is. In float32."""
+    if not gives_logits(model) or isinstance(predicted, (dict, list, tuple)):
+        return predicted
+    logits = np.asarray(predicted, dtype="float32")
+    if logits.ndim != 2:
+        return predicted
+    if logits.shape[1] == 1:
+        return 1.0 / (1.0 + np.exp(-logits))
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def load_model(path: str) -> Any:
+    """The KerasHub model saved (gpu_save()) in the .keras file at ``path``, or None when the
+    file holds none (or is no zip: Keras then says what it is).
+
+    KerasHub is imported the core's way (``keras_hub()``) first: Keras would otherwise
+    import it itself, without the TensorFlow the core sets up. Keras cannot restore a
+    KerasHub task's own compile() (nor, then, its optimizer's state), and warns of both; a
+    text classifier is compiled again as gpu_text_classifier() compiles it (a new optimizer,
+    at its default learning rate), so that evaluate() works on it, and other tasks are left
+    uncompiled, without the warnings."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config_text = archive.read("config.json").decode("utf-8", errors="replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    if '"module": "keras_hub.' not in config_text:
+        return None
+    hub, keras = keras_hub(), config.keras()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`compile\(\)` was not called", UserWarning)
+        warnings.filterwarnings("ignore", "Skipping variable loading for optimizer", UserWarning)
+        model = keras.saving.load_model(path)
+    if isinstance(model, hub.models.TextClassifier):
+        _compile(model)
+    return model
