@@ -61,6 +61,7 @@ VERBS: dict[str, str] = {
     "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process
     "fit": "tools.training:fit",
+    "fit_lines": "train.fit_report:fit_lines",
     "text_classifier": "train.pretrained:text_classifier",
     "text_dataset": "train.pretrained:text_dataset",
     "job_carry_model": "train.job:carry_model",

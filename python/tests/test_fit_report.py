@@ -1,0 +1,109 @@
+"""print(fit)'s lines as the core writes them (train/fit_report.py): numbers as R's
+format() writes them, the monitor's report, the head and the settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpukeras.train.fit_report import fit_lines, monitor_lines, r_number
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "text"),
+    [
+        (1.0, 7, "1"),
+        (0.5, 7, "0.5"),
+        (1e-4, 7, "1e-04"),
+        (100000.0, 7, "1e+05"),
+        (123456.0, 7, "123456"),
+        (0.999, 7, "0.999"),
+        (1.23456789, 4, "1.235"),
+        (32, 7, "32"),
+        (False, 7, "FALSE"),
+        ("auto", 7, "auto"),
+    ],
+)
+def test_numbers_are_written_as_r_formats_them(value: object, digits: int, text: str) -> None:
+    assert r_number(value, digits) == text
+
+
+def test_the_monitor_report_says_throughput_input_gpu_compute_and_advice() -> None:
+    lines = monitor_lines(
+        {
+            "samples_per_second": 123456.7,
+            "step_time_mean_ms": 25.6,
+            "step_time_sd_ms": 1.5,
+            "batch_time_mean_ms": 3.25,
+            "steps_per_execution": 8,
+            "input_wait_share": 0.074,
+            "input_wait_mean_ms": 0.09,
+            "fetch_floor_ms": 0.13,
+            "input_verdict": "not input-bound",
+            "gpu_utilization_mean": 87.4,
+            "gpu_utilization_p95": 99,
+            "gpu_memory_used_max_mib": 2048,
+            "achieved_tflops": 1.5,
+            "mfu": 0.25,
+            "advice": "Use mixed precision.",  # one advice arrives from R as one string
+        },
+        arrow="->",
+    )
+    assert lines == [
+        "Throughput:     123,457 samples/s; step 3.25 ms (8 steps a call: 25.60 ms, sd 1.50 ms)",
+        "Input pipeline: not input-bound (waiting for input 7.4% of step time, 0.09 ms a step: "
+        "less than the "
+        "0.13 ms taking a ready batch takes)",
+        "GPU:            utilization mean 87%, p95 99%; memory used up to 2.0 GiB",
+        "Compute:        1.5 TFLOP/s achieved; MFU 25.0%",
+        "Advice:",
+        "  -> Use mixed precision.",
+    ]
+    assert monitor_lines(None) == ["Monitor: off (monitor = FALSE)"]
+    estimated = monitor_lines(
+        {"input_share_alone": 0.2, "pipeline_batch_ms": 1.5, "input_verdict": "input-bound"}
+    )
+    assert estimated[1:3] == [
+        "Input pipeline: input-bound, estimated: the pipeline alone takes 1.50 ms a batch, "
+        "20.0% of a training step",
+        "                (input wait not measured)",
+    ]
+
+
+def test_the_head_names_class_weights_by_levels_and_the_settings_follow() -> None:
+    settings = {
+        "backend": "jax",
+        "dtype_policy": "float32",
+        "device": "CPU:0",
+        "seconds": 150,
+        "data": "250 rows of R data",
+        "validation_data": "50 rows",
+        "data_path": {"why": "on the device"},
+        "weights": {
+            "training": "class_weight",
+            "class_weight": {"0": 1, "1": 2.5},
+            "note": "train loss only",
+        },
+        "steps_per_epoch": 1234,
+        "clipnorm": 1.0,
+        "seed": 3,
+        "deterministic": True,
+        "backup_dir": "/tmp/b",
+        "backup_freq": 100,
+        "resumed_from": {"epoch": 2, "batches_done": 1234},
+        "best": {"monitor": "val_loss", "best": [{"epoch": 3, "value": 0.123456}]},
+    }
+    lines = fit_lines(
+        settings, None, epochs=1, levels=["no", "yes"], learning_rate="0.001 (constant)"
+    )
+    assert lines["head"] == [
+        "<gpukeras fit> 1 epoch on CPU:0 (jax, float32) in 2.5 min",
+        "Data:           250 rows of R data; validation: 50 rows; on the device",
+        "Weights:        class_weight no = 1, yes = 2.5",
+        "                train loss only",
+    ]
+    assert lines["settings"] == [
+        "Settings:       1,234 steps per epoch, clipnorm 1, seed 3, deterministic ops",
+        "Learning rate:  0.001 (constant)",
+        "Backups:        /tmp/b, every 100 batches (resumed in epoch 2, after 1,234 batches)",
+        "Best kept:      1 by val_loss (best: epoch 3, 0.1235); fit$settings$best",
+    ]
