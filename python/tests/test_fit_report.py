@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpukeras.train.fit_report import fit_lines, monitor_lines, r_number
+from gpukeras.core.r_words import r_number
+from gpukeras.data.pipeline_facts import dataset_lines
+from gpukeras.train.fit_report import fit_lines, monitor_lines
 
 
 @pytest.mark.parametrize(
@@ -107,3 +109,37 @@ def test_the_head_names_class_weights_by_levels_and_the_settings_follow() -> Non
         "Backups:        /tmp/b, every 100 batches (resumed in epoch 2, after 1,234 batches)",
         "Best kept:      1 by val_loss (best: epoch 3, 0.1235); fit$settings$best",
     ]
+
+
+def test_a_dataset_prints_its_rows_classes_input_and_pixels() -> None:
+    info = {
+        "role": "train",
+        "source": "image folder",
+        "rows": 12,
+        "files": 20,
+        "class_names": [f"c{i}" for i in range(12)],
+        "batches": 1,
+        "element_spec": "(TensorSpec(...), TensorSpec(...))",
+        "steps": ["read", "batch"],
+        "pixel_range": [0, 255.0],
+        "rescale": None,
+        "dropped_rows": 2,
+    }
+    assert dataset_lines(info, "  input:   x") == [
+        "<gpukeras_dataset> train pipeline from image folder: 12 of 20 images in 12 classes, "
+        "1 batch",
+        "  element: (TensorSpec(...), TensorSpec(...))",
+        "  steps:   read -> batch",
+        "  classes: c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, and 2 more",
+        "  input:   x",
+        "  pixels:  float32 in [0, 255] (rescale = 1/255 reads them in [0, 1])",
+        "  dropped 2 row(s) with NA",
+    ]
+    unknown = {"role": "validation", "source": "csv", "batches": None, "cardinality": "unknown"}
+    unknown["vocabulary"] = {"colour": ["red", "blue"], "size": "small"}
+    lines = dataset_lines(unknown)
+    assert (
+        lines[0] == "<gpukeras_dataset> validation pipeline from csv: rows not known until read, "
+        "unknown batches"
+    )
+    assert lines[-1] == "  vocabulary: colour (2 levels), size (1 levels)"
