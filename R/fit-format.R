@@ -9,12 +9,11 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
   rate <- x$settings$learning_rate
   lines <- fit_lines(
     x$settings, x$monitor, epochs,
-    levels = if (identical(x$encoding$y$type, "factor")) as.list(x$encoding$y$levels),
+    encoding = if (!is.null(x$encoding)) encoding_to_plain(x$encoding),
     learning_rate = if (!is.null(rate)) format_learning_rate(rate)
   )
   c(
     lines$head,
-    format_fit_encoding(x$encoding),
     if (epochs > n) sprintf("History (last %d of %d epochs):", n, epochs) else "History:",
     paste0("  ", table),
     lines$monitor,

@@ -95,13 +95,23 @@ def test_the_head_names_class_weights_by_levels_and_the_settings_follow() -> Non
         "best": {"monitor": "val_loss", "best": [{"epoch": 3, "value": 0.123456}]},
     }
     lines = fit_lines(
-        settings, None, epochs=1, levels=["no", "yes"], learning_rate="0.001 (constant)"
+        settings,
+        None,
+        epochs=1,
+        encoding={
+            "inputs": {},
+            "input_order": [],
+            "y": {"type": "factor", "levels": ["no", "yes"]},
+        },
+        learning_rate="0.001 (constant)",
     )
     assert lines["head"] == [
         "<gpukeras fit> 1 epoch on CPU:0 (jax, float32) in 2.5 min",
         "Data:           250 rows of R data; validation: 50 rows; on the device",
         "Weights:        class_weight no = 1, yes = 2.5",
         "                train loss only",
+        "Encoding:       classes no, yes; predict(fit, newdata) and gpu_save() encode new data "
+        "the same way",
     ]
     assert lines["settings"] == [
         "Settings:       1,234 steps per epoch, clipnorm 1, seed 3, deterministic ops",

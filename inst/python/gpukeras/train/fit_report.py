@@ -12,12 +12,13 @@ those R wrote before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from gpukeras.core.r_words import big as _big
 from gpukeras.core.r_words import r_number
 from gpukeras.core.r_words import strings as _strings
+from gpukeras.data.encoding import encoding_lines
 
 INDENT = " " * 16
 
@@ -26,20 +27,24 @@ def fit_lines(
     settings: Mapping[str, Any] | None = None,
     monitor: Mapping[str, Any] | None = None,
     epochs: int = 0,
-    levels: Sequence[str] | str | None = None,
+    encoding: Mapping[str, Any] | None = None,
     learning_rate: str | None = None,
     arrow: str = "->",
 ) -> dict[str, list[str]]:
-    """The fit's lines for R to print: ``head``, ``monitor`` and ``settings``.
+    """The fit's lines for R to print: ``head`` (with the encoding's line), ``monitor``
+    and ``settings``.
 
     ``settings`` and ``monitor`` are the fit's (as the core returned them, R's data
     description in ``settings["data"]``); ``epochs`` the epochs its history holds;
-    ``levels`` the labels' levels (class weights are named by them); ``learning_rate``
-    the learning rate in words; ``arrow`` the advice's bullet.
+    ``encoding`` the recorded encoding (class weights are named by its labels' levels);
+    ``learning_rate`` the learning rate in words; ``arrow`` the advice's bullet.
     """
     settings = settings or {}
+    y = (encoding or {}).get("y") or {}
+    levels = _strings(y.get("levels")) if y.get("type") == "factor" else []
     return {
-        "head": _head(settings, epochs, _strings(levels)),
+        "head": _head(settings, epochs, levels)
+        + (encoding_lines(encoding, "fit") if encoding is not None else []),
         "monitor": monitor_lines(monitor, arrow),
         "settings": _settings_lines(settings, learning_rate),
     }
