@@ -153,3 +153,13 @@ def test_a_dataset_prints_its_rows_classes_input_and_pixels() -> None:
         "unknown batches"
     )
     assert lines[-1] == "  vocabulary: colour (2 levels), size (1 levels)"
+
+
+def test_the_core_words_a_constant_rate_and_other_keras_schedules() -> None:
+    def rate(value: object) -> list[str]:
+        return [line for line in fit_lines({"learning_rate": value})["settings"] if "rate" in line]
+
+    assert rate(1e-4) == ["Learning rate:  1e-04 (constant)"]
+    assert rate(
+        {"schedule": "PolynomialDecay", "decay_steps": 100, "cycle": False, "name": None}
+    ) == ["Learning rate:  PolynomialDecay(decay_steps = 100, cycle = FALSE)"]

@@ -37,7 +37,8 @@ def fit_lines(
     ``settings`` and ``monitor`` are the fit's (as the core returned them, R's data
     description in ``settings["data"]``); ``epochs`` the epochs its history holds;
     ``encoding`` the recorded encoding (class weights are named by its labels' levels);
-    ``learning_rate`` the learning rate in words; ``arrow`` the advice's bullet.
+    ``learning_rate`` the learning rate in words where R writes them (gpukeras' own
+    schedules); ``arrow`` the advice's bullet.
     """
     settings = settings or {}
     y = (encoding or {}).get("y") or {}
@@ -331,6 +332,23 @@ def _placement(strategy: Mapping[str, Any]) -> str:
     return text
 
 
+def _learning_rate(rate: Any) -> str | None:
+    """A learning rate as the core reports it: a number, or a Keras schedule (its class
+    name and its config's single values); R words gpukeras' own schedules."""
+    if rate is None:
+        return None
+    if isinstance(rate, int | float) and not isinstance(rate, bool):
+        return f"{r_number(rate, 4)} (constant)"
+    if isinstance(rate, Mapping) and rate.get("schedule") is not None:
+        config = ", ".join(
+            f"{name} = {r_number(value)}"
+            for name, value in rate.items()
+            if name != "schedule" and isinstance(value, bool | int | float | str)
+        )
+        return f"{rate['schedule']}({config})"
+    return str(rate)
+
+
 def _settings_lines(settings: Mapping[str, Any], learning_rate: str | None) -> list[str]:
     strategy = settings.get("strategy")
     lines = []
@@ -342,8 +360,13 @@ def _settings_lines(settings: Mapping[str, Any], learning_rate: str | None) -> l
     run = _run(settings)
     if run:
         lines.append(f"Settings:       {', '.join(run)}")
-    if learning_rate is not None:
-        lines.append(f"Learning rate:  {learning_rate}")
+    rate = (
+        learning_rate
+        if learning_rate is not None
+        else _learning_rate(settings.get("learning_rate"))
+    )
+    if rate is not None:
+        lines.append(f"Learning rate:  {rate}")
     if settings.get("accumulate_reason") is not None:
         lines.append(f"Accumulate:     {settings['accumulate_reason']}")
     if settings.get("backup_dir") is not None:
