@@ -7,6 +7,7 @@ import pytest
 
 from gpukeras.core.r_words import r_number
 from gpukeras.data.pipeline_facts import dataset_lines
+from gpukeras.serve.predict_file import written_lines
 from gpukeras.train.fit_report import fit_lines, monitor_lines
 
 
@@ -163,3 +164,13 @@ def test_the_core_words_a_constant_rate_and_other_keras_schedules() -> None:
     assert rate(
         {"schedule": "PolynomialDecay", "decay_steps": 100, "cycle": False, "name": None}
     ) == ["Learning rate:  PolynomialDecay(decay_steps = 100, cycle = FALSE)"]
+
+
+def test_a_predictions_file_prints_its_rows_and_times() -> None:
+    times = {"model": 1.25, "reading": 90.0, "writing": 7200.0, "waiting_for_writer": 0.0}
+    assert written_lines("/tmp/p.csv", 1234, 5, times) == [
+        "<gpukeras_predictions_file> /tmp/p.csv",
+        "  1,234 rows x 5 columns, written batch by batch (model 1.2 s, reading the data 1.5 min; "
+        "writing 2.0 h, beside them)",
+        '  read it with read.csv("/tmp/p.csv")',
+    ]

@@ -100,6 +100,7 @@ VERBS: dict[str, str] = {
     "model_io": "serve.model_io:describe",
     "predict": "serve.scoring:predict",
     "predict_file": "serve.predict_file:predict_file",
+    "predictions_file_lines": "serve.predict_file:written_lines",
     "evaluate": "serve.scoring:evaluate",
     "score": "serve.scoring:score",
     "save_model": "serve.scoring:save_model",

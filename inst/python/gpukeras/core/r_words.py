@@ -40,3 +40,10 @@ def strings(value: Any) -> list[str]:
 def big(value: Any) -> str:
     """A count with thousands separated by commas, as R's ``format(big.mark = ",")``."""
     return f"{round(float(value)):,}" if float(value) == round(float(value)) else r_number(value)
+
+
+def seconds(seconds: float) -> str:
+    """A duration in seconds, minutes or hours, one decimal."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpukeras.core.r_words import big as _big
 from gpukeras.core.r_words import r_number
+from gpukeras.core.r_words import seconds as _seconds
 from gpukeras.core.r_words import strings as _strings
 from gpukeras.data.encoding import encoding_lines
 
@@ -66,12 +67,6 @@ def _mib(mib: float | None) -> str:
     if mib is None:
         return "?"
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
-
-
-def _seconds(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def _flops(tflops: float) -> str:
