@@ -8,6 +8,7 @@ import pytest
 from gpukeras.core.r_words import r_number
 from gpukeras.data.pipeline_facts import dataset_lines
 from gpukeras.serve.predict_file import written_lines
+from gpukeras.train.fit import signal_warning
 from gpukeras.train.fit_report import fit_lines, monitor_lines
 
 
@@ -174,3 +175,12 @@ def test_a_predictions_file_prints_its_rows_and_times() -> None:
         "writing 2.0 h, beside them)",
         '  read it with read.csv("/tmp/p.csv")',
     ]
+
+
+def test_a_signal_after_the_last_step_is_a_warning_as_data() -> None:
+    assert signal_warning(None) == []
+    [said] = signal_warning("SIGTERM")
+    assert said["class"] == "signal"
+    assert said["message"].startswith(
+        "SIGTERM arrived after the last training step: training completed"
+    )
