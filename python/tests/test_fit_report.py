@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpukeras.core.r_words import r_number
-from gpukeras.data.pipeline_facts import dataset_lines
+from gpukeras.data.pipeline_facts import benchmark_line, dataset_lines
 from gpukeras.serve.predict_file import written_lines
 from gpukeras.train.fit import signal_warning
 from gpukeras.train.fit_report import fit_lines, monitor_lines
@@ -183,4 +183,16 @@ def test_a_signal_after_the_last_step_is_a_warning_as_data() -> None:
     assert said["class"] == "signal"
     assert said["message"].startswith(
         "SIGTERM arrived after the last training step: training completed"
+    )
+
+
+def test_a_pipeline_benchmark_prints_in_one_line() -> None:
+    speed = {
+        "steps": 20,
+        "seconds": 0.0123,
+        "batches_per_second": 1626.04,
+        "elements_per_second": 26016.6,
+    }
+    assert benchmark_line(speed) == (
+        "<gpukeras pipeline benchmark> 1,626 batches/s, 26,017 elements/s (20 batches in 0.012 s)"
     )

@@ -54,6 +54,7 @@ VERBS: dict[str, str] = {
     "dataset_from_source": "data.pipeline:from_source",
     "dataset_benchmark": "data.pipeline_facts:benchmark",
     "dataset_lines": "data.pipeline_facts:dataset_lines",
+    "dataset_benchmark_line": "data.pipeline_facts:benchmark_line",
     "describe_dataset": "data.adapters:describe_dataset",
     # several devices and machines
     "strategy": "distribute.strategies:make",

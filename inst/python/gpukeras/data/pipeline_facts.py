@@ -114,3 +114,13 @@ def dataset_lines(
     if dropped is not None and dropped > 0:
         lines.append(f"  dropped {int(dropped)} row(s) with NA")
     return lines
+
+
+def benchmark_line(speed: Mapping[str, Any]) -> str:
+    """print() of gpu_dataset_benchmark()'s result ``speed`` (``benchmark``'s)."""
+    batches = round(float(speed["batches_per_second"]), 1)
+    return (
+        f"<gpukeras pipeline benchmark> {f'{batches:,.1f}'.removesuffix('.0')} batches/s, "
+        f"{big(round(float(speed['elements_per_second'])))} elements/s "
+        f"({int(speed['steps'])} batches in {float(speed['seconds']):.3f} s)"
+    )
