@@ -345,45 +345,31 @@ def _learning_rate(rate: Any) -> str | None:
 
 
 def _settings_lines(settings: Mapping[str, Any], learning_rate: str | None) -> list[str]:
-    strategy = settings.get("strategy")
-    lines = []
-    if strategy is not None:
-        lines.append(f"Strategy:       {_placement(strategy)}")
-        # Multi-worker: who can reach this worker's ports (print(strategy): the firewall rules).
-        if strategy.get("network") is not None:
-            lines.append(f"Network:        {strategy['network'].get('reach')}")
+    """The settings' lines, each labelled, those with nothing to say left out."""
+    strategy = settings.get("strategy") or {}
     run = _run(settings)
-    if run:
-        lines.append(f"Settings:       {', '.join(run)}")
-    rate = (
-        learning_rate
-        if learning_rate is not None
-        else _learning_rate(settings.get("learning_rate"))
-    )
-    if rate is not None:
-        lines.append(f"Learning rate:  {rate}")
-    if settings.get("accumulate_reason") is not None:
-        lines.append(f"Accumulate:     {settings['accumulate_reason']}")
-    if settings.get("backup_dir") is not None:
-        lines.append(f"Backups:        {_backups(settings)}")
-    if settings.get("ema") is not None:
-        lines.append(
-            f"Weights:        moving average (ema {r_number(settings['ema'])}): validation and "
-            "the returned "
-            "model use the averaged weights"
-        )
     best = _items((settings.get("best") or {}).get("best"))
-    if best:
-        lines.append(
-            f"Best kept:      {len(best)} by {settings['best'].get('monitor')} "
-            f"(best: epoch {int(best[0]['epoch'])}, "
-            f"{r_number(best[0]['value'], 4)}); fit$settings$best"
-        )
     tracking = settings.get("tracking") or {}
-    if tracking.get("key") is not None:
-        lines.append(
-            f"Tracked:        run {tracking.get('run_id') or '(being made)'} in "
-            f"{tracking.get('experiment')} "
-            f"({tracking.get('uri')})"
-        )
-    return lines
+    ema = settings.get("ema")
+    labelled = {
+        "Strategy:": _placement(strategy) if strategy else None,
+        # Multi-worker: who can reach this worker's ports (print(strategy): the firewall rules).
+        "Network:": (strategy.get("network") or {}).get("reach"),
+        "Settings:": ", ".join(run) if run else None,
+        "Learning rate:": learning_rate or _learning_rate(settings.get("learning_rate")),
+        "Accumulate:": settings.get("accumulate_reason"),
+        "Backups:": _backups(settings) if settings.get("backup_dir") is not None else None,
+        "Weights:": None
+        if ema is None
+        else f"moving average (ema {r_number(ema)}): validation and the returned model use "
+        "the averaged weights",
+        "Best kept:": f"{len(best)} by {settings['best'].get('monitor')} (best: epoch "
+        f"{int(best[0]['epoch'])}, {r_number(best[0]['value'], 4)}); fit$settings$best"
+        if best
+        else None,
+        "Tracked:": None
+        if tracking.get("key") is None
+        else f"run {tracking.get('run_id') or '(being made)'} in {tracking.get('experiment')} "
+        f"({tracking.get('uri')})",
+    }
+    return [f"{label:<15} {value}" for label, value in labelled.items() if value is not None]
