@@ -29,14 +29,7 @@ gpu_dataset_benchmark <- function(dataset, steps = 100, ...) {
 }
 
 #' @export
-format.gpukeras_dataset_benchmark <- function(x, ...) {
-  sprintf(
-    "<gpukeras pipeline benchmark> %s batches/s, %s elements/s (%d batches in %.3f s)",
-    format(round(x$batches_per_second, 1), big.mark = ","),
-    format(round(x$elements_per_second), big.mark = ","),
-    as.integer(x$steps), x$seconds
-  )
-}
+format.gpukeras_dataset_benchmark <- function(x, ...) core_call("dataset_benchmark_line", speed = unclass(x))
 
 #' @export
 print.gpukeras_dataset_benchmark <- function(x, ...) print_formatted(x, ...)

@@ -44,18 +44,17 @@ plot.gpukeras_fit <- function(x, metrics = NULL, timeline = TRUE, ...) {
   }
   gpu <- x$timeline$gpu
   host <- x$timeline$host
-  draw_gpu <- timeline && !is.null(gpu) && nrow(gpu) > 0
-  draw_host <- timeline && !is.null(host) && nrow(host) > 0
+  draw_gpu <- timeline && isTRUE(nrow(gpu) > 0)
+  draw_host <- timeline && isTRUE(nrow(host) > 0)
   panels <- length(base) + draw_gpu + draw_host
   if (panels == 0L) abort_bad_argument("There is nothing to plot: the history has no epochs or metrics.")
   layout <- if (panels <= 3) c(panels, 1) else c(ceiling(panels / 2), 2)
   old <- graphics::par(mfrow = layout, mar = c(4, 4.5, 2.5, if (draw_gpu) 4.5 else 1))
   on.exit(graphics::par(old), add = TRUE)
   for (metric in base) {
-    train <- history[[metric]] %||% rep(NA_real_, nrow(history))
     validation <- history[[paste0("val_", metric)]]
     plot_curves(
-      list(epoch = history$epoch, value = train),
+      list(epoch = history$epoch, value = history[[metric]] %||% rep(NA_real_, nrow(history))),
       if (!is.null(validation)) list(epoch = history$epoch, value = validation),
       c("train", "validation"), metric, ...
     )
@@ -93,28 +92,21 @@ legend_corner <- function(values, ylim) {
   if (mean((values - ylim[1]) / diff(ylim)) > 0.5) "bottomright" else "topright"
 }
 
+# Utilization (solid, left axis) and memory used (dashed, right axis) over time, a colour a GPU.
 plot_gpu_timeline <- function(gpu) {
   indices <- sort(unique(gpu$nvml_index))
   colours <- grDevices::hcl.colors(max(2L, length(indices)), "Dark 3")[seq_along(indices)]
-  graphics::plot(
-    range(gpu$time_s, na.rm = TRUE), c(0, 100),
-    type = "n", xlab = "seconds", ylab = "GPU utilization (%)", main = "GPU utilization and memory"
-  )
-  for (i in seq_along(indices)) {
-    rows <- gpu[gpu$nvml_index == indices[i], , drop = FALSE]
-    graphics::lines(rows$time_s, rows$utilization, col = colours[i])
-  }
-  memory <- gpu$memory_used_mib
-  if (any(!is.na(memory))) {
-    graphics::par(new = TRUE)
-    graphics::plot(
-      range(gpu$time_s, na.rm = TRUE), c(0, max(memory, na.rm = TRUE)),
-      type = "n", axes = FALSE, xlab = "", ylab = ""
-    )
+  per_gpu <- function(column, lty, top, ...) {
+    graphics::plot(range(gpu$time_s, na.rm = TRUE), c(0, top), type = "n", ...)
     for (i in seq_along(indices)) {
       rows <- gpu[gpu$nvml_index == indices[i], , drop = FALSE]
-      graphics::lines(rows$time_s, rows$memory_used_mib, col = colours[i], lty = 2)
+      graphics::lines(rows$time_s, rows[[column]], col = colours[i], lty = lty)
     }
+  }
+  per_gpu("utilization", 1, 100, xlab = "seconds", ylab = "GPU utilization (%)", main = "GPU utilization and memory")
+  if (any(!is.na(gpu$memory_used_mib))) {
+    graphics::par(new = TRUE)
+    per_gpu("memory_used_mib", 2, max(gpu$memory_used_mib, na.rm = TRUE), axes = FALSE, xlab = "", ylab = "")
     graphics::axis(4)
     graphics::mtext("memory used (MiB)", side = 4, line = 3, cex = 0.7)
   }

@@ -50,16 +50,11 @@ as.data.frame.gpukeras_fit <- function(x, row.names = NULL, optional = FALSE, ..
 }
 
 # The gpukeras_fit of the core's `result`: its warnings raised (the core says the model's
-# output precision once per model), and its settings with what R knows of the data described.
+# output precision once per model, a signal that came after the last step), and its
+# settings with what R knows of the data described.
 fit_result <- function(result, model, data, train, validation, validation_input, verbose) {
   raise_core_warnings(result$warnings)
   settings <- result$settings
-  if (!is.null(settings$signal_after_training)) {
-    gpukeras_warn(sprintf(paste0(
-      "%s arrived after the last training step: training completed (and its backup was removed). Save what you ",
-      "need now: the scheduler may end this process soon."
-    ), settings$signal_after_training), "gpukeras_warning_signal")
-  }
   settings$verbose <- verbose
   settings$data_kind <- settings$data
   settings$data <- describe_fit_data(data, train, settings$batch_size, list(dataset = settings$data_info))

@@ -80,16 +80,9 @@ without_memory_cache <- function(data) {
 
 #' @export
 format.gpukeras_predictions_file <- function(x, ...) {
-  c(
-    sprintf("<gpukeras_predictions_file> %s", x$path),
-    sprintf(
-      "  %s rows x %d columns, written batch by batch (model %s, reading the data %s; writing %s, beside them)",
-      format(x$rows, big.mark = ","), x$columns,
-      format_seconds(x$seconds[["model"]]), format_seconds(x$seconds[["reading"]]),
-      format_seconds(x$seconds[["writing"]])
-    ),
-    sprintf("  read it with read.csv(\"%s\")", x$path)
-  )
+  as.character(core_call(
+    "predictions_file_lines", path = x$path, rows = x$rows, columns = x$columns, times = as.list(x$seconds)
+  ))
 }
 
 #' @export

@@ -167,15 +167,20 @@ test_that("numbers are shown in readable units, and other Keras schedules by cla
   expect_identical(format_flops(1e-12), "0.001 kFLOP/s")
   expect_identical(format_seconds(42.04), "42.0 s")
   expect_identical(format_seconds(150), "2.5 min")
+  rate_line <- function(rate) {
+    result <- core_result()
+    result$settings$learning_rate <- rate
+    grep("^Learning rate: ", format(from_core(result)), value = TRUE)
+  }
   expect_identical(
-    format_learning_rate(list(
+    rate_line(list(
       schedule = "PolynomialDecay", initial_learning_rate = 0.1, decay_steps = 100L, cycle = FALSE, name = NULL
     )),
-    "PolynomialDecay(initial_learning_rate = 0.1, decay_steps = 100, cycle = FALSE)"
+    "Learning rate:  PolynomialDecay(initial_learning_rate = 0.1, decay_steps = 100, cycle = FALSE)"
   )
   expect_identical(
-    format_learning_rate(unclass(lr_cyclical(0.001, 0.01, 5))),
-    "cyclical: triangular between 0.001 and 0.01, half a cycle every 5 steps"
+    rate_line(unclass(lr_cyclical(0.001, 0.01, 5))),
+    "Learning rate:  cyclical: triangular between 0.001 and 0.01, half a cycle every 5 steps"
   )
 })
 

@@ -53,6 +53,8 @@ VERBS: dict[str, str] = {
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
     "dataset_benchmark": "data.pipeline_facts:benchmark",
+    "dataset_lines": "data.pipeline_facts:dataset_lines",
+    "dataset_benchmark_line": "data.pipeline_facts:benchmark_line",
     "describe_dataset": "data.adapters:describe_dataset",
     # several devices and machines
     "strategy": "distribute.strategies:make",
@@ -61,6 +63,7 @@ VERBS: dict[str, str] = {
     "leave_cluster": "distribute.jax_cluster:leave",
     # training, and training in a child process
     "fit": "tools.training:fit",
+    "fit_lines": "train.fit_report:fit_lines",
     "text_classifier": "train.pretrained:text_classifier",
     "text_dataset": "train.pretrained:text_dataset",
     "job_carry_model": "train.job:carry_model",
@@ -101,6 +104,7 @@ VERBS: dict[str, str] = {
     "model_io": "serve.model_io:describe",
     "predict": "serve.scoring:predict",
     "predict_file": "serve.predict_file:predict_file",
+    "predictions_file_lines": "serve.predict_file:written_lines",
     "evaluate": "serve.scoring:evaluate",
     "score": "serve.scoring:score",
     "save_model": "serve.scoring:save_model",

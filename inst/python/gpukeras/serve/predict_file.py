@@ -32,6 +32,7 @@ import numpy as np
 from gpukeras.core import arguments, files
 from gpukeras.core.errors import BadArgumentError, BadDataError
 from gpukeras.core.handles import Model, Record
+from gpukeras.core.r_words import big, seconds
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
@@ -434,3 +435,15 @@ def _write_rows(
     timing["writing"] = behind.seconds
     writer.finish(None if kept is None else int(rows))  # type: ignore[call-overload]
     written["rows"] = writer.next_row
+
+
+def written_lines(path: str, rows: int, columns: int, times: dict[str, float]) -> list[str]:
+    """print() of predict(file = )'s result: the file, its rows and columns, the seconds
+    ``times`` says (model, reading, writing), and how to read it back."""
+    return [
+        f"<gpukeras_predictions_file> {path}",
+        f"  {big(rows)} rows x {columns} columns, written batch by batch (model "
+        f"{seconds(times['model'])}, reading the data {seconds(times['reading'])}; writing "
+        f"{seconds(times['writing'])}, beside them)",
+        f'  read it with read.csv("{path}")',
+    ]

@@ -326,8 +326,24 @@ def fit(
     left_over = _incomplete_accumulation(result["settings"])  # type: ignore[arg-type]
     if left_over:
         warnings.append({"class": "accumulation", "message": left_over})
-    result["warnings"] = warnings + result["warnings"]  # type: ignore[operator]
+    received = result["settings"].get("signal_after_training")  # type: ignore[attr-defined]
+    result["warnings"] = warnings + result["warnings"] + signal_warning(received)  # type: ignore[operator]
     return result
+
+
+def signal_warning(received: str | None) -> list[dict[str, str]]:
+    """The warning (as data, class "signal") that a scheduler's signal ``received`` came
+    once the last training step had begun: training completed, its backup removed."""
+    if received is None:
+        return []
+    return [
+        {
+            "class": "signal",
+            "message": f"{received} arrived after the last training step: training completed (and "
+            "its backup was removed). Save what you need now: the scheduler may end this "
+            "process soon.",
+        }
+    ]
 
 
 def _incomplete_accumulation(settings: Mapping[str, object]) -> str | None:
