@@ -10,7 +10,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
   # our schedules in their own words (the core writes a number's, and other Keras schedules')
   lines <- fit_lines(
     x$settings, x$monitor, epochs,
-    encoding = if (!is.null(x$encoding)) encoding_to_plain(x$encoding),
+    encoding = x$encoding,
     learning_rate = if (is.list(rate) && isTRUE(rate$schedule %in% c("warmup_cosine", "exponential", "cyclical")))
       sub("^<gpukeras lr schedule> ", "", format(structure(rate, class = "gpukeras_lr_schedule")))
   )

@@ -19,7 +19,7 @@ from gpukeras.core.r_words import big as _big
 from gpukeras.core.r_words import r_number
 from gpukeras.core.r_words import seconds as _seconds
 from gpukeras.core.r_words import strings as _strings
-from gpukeras.data.encoding import encoding_lines
+from gpukeras.data.encoding import encoding_lines, plain_encoding
 
 INDENT = " " * 16
 
@@ -37,11 +37,12 @@ def fit_lines(
 
     ``settings`` and ``monitor`` are the fit's (as the core returned them, R's data
     description in ``settings["data"]``); ``epochs`` the epochs its history holds;
-    ``encoding`` the recorded encoding (class weights are named by its labels' levels);
+    ``encoding`` the recorded encoding, as R sends it (class weights are named by its labels' levels);
     ``learning_rate`` the learning rate in words where R writes them (gpukeras' own
     schedules); ``arrow`` the advice's bullet.
     """
     settings = settings or {}
+    encoding = plain_encoding(encoding) if encoding is not None else None
     y = (encoding or {}).get("y") or {}
     levels = _strings(y.get("levels")) if y.get("type") == "factor" else []
     return {
