@@ -323,7 +323,8 @@ def test_metadata_and_the_openapi_description(served: service.Service) -> None:
 
 
 def test_a_model_of_several_inputs_is_refused() -> None:
-    encoding = {"inputs": {"a": {}, "b": {}}, "several": True}
+    part = {"type": "array", "shape": [2], "names": None}
+    encoding = {"inputs": {"a": part, "b": part}, "several": True}
     with pytest.raises(BadArgumentError, match="one input; this one has 2"):
         service.service(classifier(2), encoding, {"max_rows": 10})
 

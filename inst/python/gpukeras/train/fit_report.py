@@ -37,7 +37,8 @@ def fit_lines(
 
     ``settings`` and ``monitor`` are the fit's (as the core returned them, R's data
     description in ``settings["data"]``); ``epochs`` the epochs its history holds;
-    ``encoding`` the recorded encoding, as R sends it (class weights are named by its labels' levels);
+    ``encoding`` the recorded encoding, as R sends it (class weights are named by its
+    labels' levels);
     ``learning_rate`` the learning rate in words where R writes them (gpukeras' own
     schedules); ``arrow`` the advice's bullet.
     """
