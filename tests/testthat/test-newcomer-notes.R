@@ -4,14 +4,15 @@
 
 # gpu_lr_find() ---------------------------------------------------------------------
 
-# The core's plain data for a ramp of 20 steps from 1e-7 to 10 that ended as `how` says.
+# The core's plain data for a ramp of 20 steps from 1e-7 to 10 that ended as `how` says,
+# with the lines the core writes for it.
 lr_find_result <- function(how) {
   lr <- 10^seq(-7, 1, length.out = 20)
   base <- list(
     lr = lr, loss = seq(2, 1, length.out = 20), smoothed = seq(2, 1, length.out = 20),
     settings = list(min_lr = 1e-7, max_lr = 10, steps = 20L, optimizer = "Adam", backend = "tensorflow")
   )
-  switch(how,
+  found <- switch(how,
     still_falling = c(base, list(
       suggested = list(valley = NULL, steepest = NULL, minimum = NULL),
       stopped = "ran all 20 steps; the loss never diverged, nor rose after its lowest",
@@ -28,9 +29,11 @@ lr_find_result <- function(how) {
       diverged = FALSE, advice = NULL
     ))
   )
+  c(found, list(lines = core_call("lr_find_lines", found = found)))
 }
 
 test_that("gpu_lr_find()'s print says when the loss never turned up, suggests nothing and what to change", {
+  skip_if_no_python()
   still <- new_gpukeras_lr_find(lr_find_result("still_falling"))
   expect_identical(still$suggested, c(valley = NA_real_, steepest = NA_real_, minimum = NA_real_))
   expect_identical(still$lr, NA_real_)

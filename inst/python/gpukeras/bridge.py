@@ -97,6 +97,7 @@ VERBS: dict[str, str] = {
     "tune_lines": "tools.result_lines:tune_lines",
     "batch_size_lines": "tools.result_lines:batch_size_lines",
     "lr_find": "tools.lr_find:find",
+    "lr_find_lines": "tools.result_lines:lr_find_lines",
     "profile": "tools.profile:profile",
     "profile_lines": "tools.result_lines:profile_lines",
     "quantize": "tools.quantize:quantize",
