@@ -37,6 +37,11 @@ def strings(value: Any) -> list[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
+def whole(value: float) -> str:
+    """A number rounded to a whole one, with commas: ``1,234,567``."""
+    return f"{round(value):,}"
+
+
 def big(value: Any) -> str:
     """A count with thousands separated by commas, as R's ``format(big.mark = ",")``."""
     return f"{round(float(value)):,}" if float(value) == round(float(value)) else r_number(value)

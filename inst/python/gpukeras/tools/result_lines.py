@@ -16,17 +16,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpukeras.core.r_words import whole
+
 Row = Mapping[str, Any]
 
 
 def _missing(value: object) -> bool:
     """Whether ``value`` is R's NA: None, or a float NaN."""
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _whole(value: float) -> str:
-    """A number rounded to a whole one, with commas: ``1,234,567``."""
-    return f"{round(value):,}"
 
 
 def memory(mib: float | None) -> str:
@@ -60,8 +57,8 @@ def _steps_rule_line(rule: Row) -> str:
             f"{min_steps} or more steps per epoch is not applied."
         )
     return (
-        f"Steps/epoch:   {min_steps} or more recommended: {_whole(rule['rows'])} training rows "
-        f"allow batch_size {_whole(rule['largest_batch'])} at most."
+        f"Steps/epoch:   {min_steps} or more recommended: {whole(rule['rows'])} training rows "
+        f"allow batch_size {whole(rule['largest_batch'])} at most."
     )
 
 
@@ -87,7 +84,7 @@ def _batch_table(trials: Sequence[Row], recommended: int, min_steps: int) -> lis
         "phase": [trial["phase"] for trial in trials],
         "fits": ["yes" if trial["fits"] else "no" for trial in trials],
         "samples/s": [
-            "-" if _missing(t.get("samples_per_second")) else _whole(t["samples_per_second"])
+            "-" if _missing(t.get("samples_per_second")) else whole(t["samples_per_second"])
             for t in trials
         ],
         "step_ms": ["-" if _missing(t.get("step_ms")) else f"{t['step_ms']:.2f}" for t in trials],
@@ -98,7 +95,7 @@ def _batch_table(trials: Sequence[Row], recommended: int, min_steps: int) -> lis
             "-" if _missing(t.get("peak_mib")) else memory(t["peak_mib"]) for t in trials
         ]
     columns["steps/epoch"] = [
-        "-" if _missing(t.get("steps_per_epoch")) else _whole(t["steps_per_epoch"]) for t in trials
+        "-" if _missing(t.get("steps_per_epoch")) else whole(t["steps_per_epoch"]) for t in trials
     ]
     columns["note".ljust(width)] = [note.ljust(width) for note in notes]
     return table_lines(columns)
@@ -118,22 +115,22 @@ def _recommended_lines(
     elif steps < min_steps:
         why = (
             f"the smallest that fits: no size makes {min_steps} steps per epoch of "
-            f"{_whole(rows)} rows"
+            f"{whole(rows)} rows"
         )
     else:
         why = f"the fastest with {min_steps} or more steps per epoch"
-    per_epoch = "" if _missing(steps) else f", {_whole(steps)} steps per epoch"
+    per_epoch = "" if _missing(steps) else f", {whole(steps)} steps per epoch"
     lines = [
         f"Recommended:   batch_size = {recommended}, {why} "
-        f"({_whole(chosen['samples_per_second'])} samples/s, "
+        f"({whole(chosen['samples_per_second'])} samples/s, "
         f"{chosen['step_ms']:.2f} ms a step{per_epoch})."
     ]
     if fastest != recommended:
         its: Any = faster.get("steps_per_epoch")
         lines.append(
             f"               batch_size = {fastest} ran faster "
-            f"({_whole(faster['samples_per_second'])} samples/s) but makes "
-            f"{'NA' if _missing(its) else _whole(its)} step{'' if its == 1 else 's'} per epoch."
+            f"({whole(faster['samples_per_second'])} samples/s) but makes "
+            f"{'NA' if _missing(its) else whole(its)} step{'' if its == 1 else 's'} per epoch."
         )
     return lines
 
@@ -242,8 +239,8 @@ def tune_lines(result: Row) -> list[str]:
         "spe": [str(int(run["steps_per_execution"])) for run in runs],
         "jit": ["on" if run["jit_compile"] else "off" for run in runs],
         "data": [run.get("data") or "NA" for run in runs],
-        "steps": cells("steps_per_epoch", _whole),
-        "samples/s": cells("samples_per_second", _whole),
+        "steps": cells("steps_per_epoch", whole),
+        "samples/s": cells("samples_per_second", whole),
         "loss": cells("loss", lambda loss: f"{loss:5.4g}"),
         "numerics": ["sound" if run["sound"] else "UNSOUND" for run in runs],
     }
@@ -267,7 +264,7 @@ def tune_lines(result: Row) -> list[str]:
     if not _missing(result.get("loss_samples")):
         lines.append(
             "loss: mean training loss over the first "
-            f"{_whole(result['loss_samples'])} samples of each run"
+            f"{whole(result['loss_samples'])} samples of each run"
         )
     if best is None:
         return [*lines, "Recommended: none: no run was numerically sound."]
@@ -276,7 +273,7 @@ def tune_lines(result: Row) -> list[str]:
         (run["samples_per_second"] for run in runs if _is_recommended(run, best)), math.nan
     )
     lines += [
-        f"Recommended: {combination(best)} ({_whole(chosen)} samples/s, "
+        f"Recommended: {combination(best)} ({whole(chosen)} samples/s, "
         f"{chosen / base:.2f}x the baseline)",
         "Use it:      gpu_fit(model, data, tuned = tune) applies the batch size, "
         "steps_per_execution and jit_compile.",
@@ -311,8 +308,8 @@ def scaling_lines(result: Row) -> list[str]:
     return [
         f"<gpukeras scaling> {replicas} devices ({', '.join(result['devices'])}), "
         f"{result['backend']} backend: efficiency {efficiency:.2f}, {verdict}",
-        f"  one device ({result['devices'][0]}): {_whole(one)} samples/s",
-        f"  {replicas} devices:       {_whole(all_)} samples/s ({speedup:.2f}x one device; "
+        f"  one device ({result['devices'][0]}): {whole(one)} samples/s",
+        f"  {replicas} devices:       {whole(all_)} samples/s ({speedup:.2f}x one device; "
         f"perfect scaling would be {replicas}x)",
         f"  global batch {batch_text}, "
         f"{'?' if per_device is None else int(per_device)} per device; "
@@ -392,7 +389,7 @@ def _trace_lines(trace: Row) -> list[str]:
     devices = trace.get("devices") or []
     lines += [
         f"  {device['plane']} busy {100 * device['busy_share']:.1f}% of the traced steps "
-        f"({device['busy_ms']:.2f} ms, {_whole(device['events'])} events)"
+        f"({device['busy_ms']:.2f} ms, {whole(device['events'])} events)"
         for device in devices
     ]
     if not devices and trace.get("note") is not None:

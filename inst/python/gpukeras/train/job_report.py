@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gpukeras.core.r_words import whole
 from gpukeras.train.job import EPOCHS_FILE, PROGRESS_FILE, disk_full
 from gpukeras.train.live import as_keras_shows
 
@@ -65,10 +66,6 @@ def _strings(value: object) -> list[str]:
     return [value] if isinstance(value, str) else [str(item) for item in value]  # type: ignore[attr-defined]
 
 
-def _big(value: float) -> str:
-    return f"{round(value):,}"
-
-
 def sample_line(status: dict[str, Any]) -> str:
     """A status's progress as one line: the epoch and batch, the rate, the GPU's
     utilization and memory, the latest logs (as Keras' progress display shows them)."""
@@ -79,13 +76,13 @@ def sample_line(status: dict[str, Any]) -> str:
         batch = int(status.get("batch") or 0)
         parts.append(f"epoch {int(status['epoch'])}/{int(status['epochs'])}, batch {batch}{steps}")
     if sample.get("samples_per_second") is not None:
-        parts.append(f"{_big(sample['samples_per_second'])} samples/s")
+        parts.append(f"{whole(sample['samples_per_second'])} samples/s")
     elif sample.get("batches_per_second") is not None:
         parts.append(f"{sample['batches_per_second']:.1f} batches/s")
     if sample.get("gpu_memory_used_mib") is not None:
         utilization = sample.get("gpu_utilization")
         used = f"{utilization:.0f} %, " if utilization is not None else ""
-        parts.append(f"GPU {used}{_big(sample['gpu_memory_used_mib'])} MiB")
+        parts.append(f"GPU {used}{whole(sample['gpu_memory_used_mib'])} MiB")
     logs = sample.get("logs") or {}
     if logs:
         parts.append(", ".join(f"{name} {as_keras_shows(value)}" for name, value in logs.items()))
