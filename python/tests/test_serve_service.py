@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
-from gpukeras.serve import scoring, service, service_spec
+from gpukeras.data.encoding import image_encoding
+from gpukeras.serve import scoring, service, service_body, service_spec
 
 ENCODING: dict[str, Any] = {
     "inputs": {
@@ -107,7 +109,8 @@ def test_the_headers_decide_in_order_host_origin_token_content_type_size(
     )
     assert ask(served, content_length="52428800") == (
         '413 {"error": "too_large", "message": "The body is over 64.0 KiB; this service takes at '
-        'most that (65536 bytes, max_bytes) per request: send the rows in parts."}'
+        'most that (65536 bytes, max_bytes) per request: send the rows in parts.", "limit": '
+        '"max_bytes", "max_bytes": 65536}'
     )
     assert ask(served, content_length=None, transfer_encoding="chunked").startswith("411 ")
     assert ask(served, authorization="Bearer wrong").endswith('"The bearer token is wrong."}')
@@ -178,8 +181,24 @@ def test_max_bytes_by_default_fits_max_rows_rows_twice_over_and_64_kib_at_least(
     assert service.request_byte_limit(part, 10000) == 2 * 10000 * (
         (6 + 4 + 24) + (6 + 4 + 6 * 4 + 2) + 2
     )
+    # unnamed rows of numbers: 12 bytes a number, and the brackets of each row
     rows = {"type": "array", "shape": [28, 28], "names": None}
-    assert service.request_byte_limit(rows, 1000) == 2 * 1000 * (25 * 784 + 2)
+    assert service.request_byte_limit(rows, 1000) == 1000 * (12 * 784 + 2 * (1 + 28) + 2)
+
+
+def test_an_image_models_default_limits_keep_a_request_within_bounded_memory() -> None:
+    # rows of columns: 10,000, as before; images: what 16 MiB of float32 holds
+    assert service.default_max_rows(ENCODING["inputs"]["x"]) == 10000
+    wide = {"type": "data.frame", "columns": {"f": {"type": "factor", "levels": ["a"] * 1000}}}
+    assert service.default_max_rows(wide) == 16 * 2**20 // 4000
+    image = image_encoding(["cat", "dog"], [32, 32], 3, "rgb", 1 / 255)["inputs"]["x"]
+    assert service.default_max_rows(image) == 1365  # not 10,000 (1.5 GB of JSON)
+    assert service.default_max_rows({**image, "shape": [224, 224, 3]}) == 27
+    served = service.service(classifier(3), image_encoding(["a"], [32, 32], 3, "rgb", None), {})
+    assert served.max_rows == 1365 and served.max_bytes == 53207700  # 51 MiB
+    assert served.max_rows * 32 * 32 * 3 * 4 <= 16 * 2**20
+    # a limit given is kept
+    assert service.service(classifier(3), ENCODING, {"max_rows": 7}).max_rows == 7
 
 
 def test_an_empty_body_is_told_what_to_send(served: service.Service) -> None:
@@ -200,7 +219,7 @@ BODIES = [
     (
         "[" + ",".join(['{"income": 5, "region": "west"}'] * 51) + "]",
         '413 {"error": "too_many_rows", "message": "The body has 51 rows; this service takes at most 50 '
-        'per request (max_rows): send them in parts."}',
+        'per request (max_rows): send them in parts.", "limit": "max_rows", "max_rows": 50}',
     ),
     (
         "[" + ",".join(f'{{"k{i}": 1}}' for i in range(1, 8001)) + "]",
@@ -383,3 +402,116 @@ def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows(
 def served_alone(batched: service.Service) -> service.Service:
     """The same model served without batching."""
     return service.service(batched.model, ENCODING, {"max_rows": 50})
+
+
+def image_service(rescale: float | None = 1 / 255, **settings: Any) -> service.Service:
+    """A classifier of 4 x 4 RGB images read with ``rescale``, served as gpu_serve() serves
+    an image folder's fit."""
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input(shape=(4, 4, 3)), keras.layers.Flatten(), keras.layers.Dense(2)]
+    )
+    encoding = image_encoding(["cat", "dog"], [4, 4], 3, "rgb", rescale)
+    return service.service(model, encoding, {"batch_size": 8, **settings})
+
+
+def pixels(rows: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, size=(rows, 4, 4, 3)).astype("float64")
+
+
+def test_an_image_model_is_served_as_predict_scores_an_array_of_images() -> None:
+    served = image_service()
+    meta = json.loads(ask(served, path="/metadata", authorization=None)[4:])
+    assert meta["input"] == {
+        "form": "rows",
+        "shape": [4, 4, 3],
+        "dtype": "float32",
+        "image": {"size": [4, 4], "color_mode": "rgb", "rescale": 1 / 255},
+        "pixels": [0, 1.0],
+    }
+    assert meta["classes"] == ["cat", "dog"] and meta["max_rows"] == 10000
+    scaled = pixels(20) / 255
+    expected = served.model.predict_on_batch(scaled.astype("float32"))
+    answer = json.loads(ask(served, json.dumps(scaled.tolist()), authorization=None)[4:])
+    got = [[row["cat"], row["dog"]] for row in answer["predictions"]]
+    assert np.allclose(got, expected, atol=1e-5) and "warnings" not in answer
+    # raw 0-255 pixels to a model trained on [0, 1]: scored as predict() scores them,
+    # with predict()'s warning, never silently
+    raw = json.loads(ask(served, json.dumps(pixels(20).tolist()), authorization=None)[4:])
+    assert raw["warnings"] == [
+        "`newdata`'s pixels reach 255, but the model was trained on pixels in [0, 1]: its "
+        "predictions would mean little. Scale them as in training: predict(fit, newdata * "
+        "0.003922)."
+    ]
+    # and the other way round: [0, 1] pixels to a model trained on 0-255
+    plain = json.loads(ask(image_service(None), json.dumps(scaled.tolist()))[4:])
+    assert "predict(fit, newdata * 255)" in plain["warnings"][0]
+    # a row of another image size or color mode is refused with the shape it needs
+    gray = json.dumps(np.zeros((1, 4, 4, 1)).tolist())
+    assert (
+        '"error": "bad_data", "message": "Each row must have shape (4, 4, 3); these have (4, 4, 1)."'
+        in ask(served, gray)
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[[[[1, 2, 3]]]]",
+        "[[[[1,2]]]]",
+        "[[[[1,2,null]]]]",
+        "[[[[1,2,3,]]]]",
+        "[[[[1,2, ]]]]",
+        "[[[[1,2,3 4]]]]",
+        "[[[[1,2, -]]]]",
+        "[[[[1,2,--3]]]]",
+        "[[[[1,2,3]]]][[[[1,2,3]]]]",
+        '[[[[1,2,"3"]]]]',
+        "[[[[1,2,1e39]]]]",
+        "[]",
+        "",
+    ],
+)
+def test_rows_of_numbers_are_read_straight_into_float32_or_refused_as_json_refuses_them(
+    body: str,
+) -> None:
+    part = {"type": "array", "shape": [1, 1, 3], "names": None}
+    read = service_body.numeric_rows(body.encode(), part)
+    try:
+        cells = np.array(json.loads(body), dtype=object)
+        numbers = cells.shape[1:] == (1, 1, 3) and all(
+            isinstance(cell, (int, float)) for cell in cells.reshape(-1)
+        )
+    except ValueError:
+        numbers = False
+    if read is None:
+        assert not numbers  # left to JSON values, which read NA or refuse it
+    else:
+        assert read.dtype == np.float32
+        assert np.array_equal(read, np.array(json.loads(body), dtype="float32"))
+
+
+def test_an_image_request_is_read_without_a_python_object_per_value() -> None:
+    served = image_service()
+    body = json.dumps(np.round(pixels(2000) / 255, 6).tolist(), separators=(",", ":")).encode()
+    tracemalloc.start()
+    try:
+        features, keep, rows, warnings = service_body.features(body, served)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # JSON values took 8.7 times the body's bytes (a float object and a list slot a value)
+    assert rows == 2000 and features.dtype == np.float32 and keep is None and not warnings
+    assert peak < 3 * len(body)
+
+
+def test_a_request_over_an_image_models_rows_is_refused_naming_the_limit() -> None:
+    served = image_service(max_rows=5)
+    answer = json.loads(ask(served, json.dumps(pixels(6).tolist()))[4:])
+    assert answer == {
+        "error": "too_many_rows",
+        "message": "The body has 6 rows; this service takes at most 5 per request (max_rows): "
+        "send them in parts.",
+        "limit": "max_rows",
+        "max_rows": 5,
+    }

@@ -197,9 +197,7 @@ class Front:
         self.served = service.service(loaded["model"], loaded["encoding"], settings)
         self.service_answer = service.answer
         self.max_bytes = self.served.max_bytes
-        self.too_large = json.dumps(
-            {"error": "too_large", "message": service_checks.too_large_message(self.max_bytes)}
-        )
+        self.too_large = json.dumps(service_checks.too_large(self.max_bytes))
         self.max_head_bytes = int(settings["max_head_bytes"])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

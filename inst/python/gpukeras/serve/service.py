@@ -12,7 +12,11 @@ numbers ``[[...], ...]`` for a model of a matrix or array), ``GET /metadata`` an
 
 The body is encoded as predict() encodes R data: a data.frame input through the core's
 one encoding (``data.encoding.encode_frame``: levels matched by name, ``unknown``), rows
-of numbers as float32; the model runs on one batch per ``batch_size`` rows.
+of numbers as float32 (read straight from the body's bytes where they are plain numbers);
+the model runs on one batch per ``batch_size`` rows. The limits ``max_rows`` and
+``max_bytes`` not given follow what a request costs (``default_max_rows``,
+``request_byte_limit``): an image model's keep one request within FEATURE_BYTES of
+float32 rows and a body read in bounded time.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class Service:
         self.encoding = encoding
         self.part = served_input(encoding, model)
         self.settings = settings
-        self.max_rows = int(settings["max_rows"])
+        self.max_rows = int(settings.get("max_rows") or default_max_rows(self.part))
         self.max_bytes = int(
             settings.get("max_bytes") or request_byte_limit(self.part, self.max_rows)
         )
@@ -109,10 +113,39 @@ def served_input(encoding: Mapping[str, Any] | None, model: Model) -> Record:
     return {"type": "array", "shape": None if None in dims else dims, "names": None}
 
 
+ROWS = 10000  # max_rows by default, for a model whose rows are small
+FEATURE_BYTES = 16 * 2**20  # the most bytes one request's rows take by default as float32
+NUMBER_BYTES = 12  # a number in rows of numbers by default: 11 characters and a comma
+
+
+def input_width(part: Mapping[str, Any]) -> int:
+    """The float32 values one row of the served input is to the model: a one-hot factor
+    one per level, any other column one, an array its shape's product."""
+    if part["type"] == "data.frame":
+        specs = part["columns"]
+        return sum(
+            len(specs[c]["levels"])
+            if specs[c]["type"] == "factor" and specs[c].get("encoding", "one_hot") == "one_hot"
+            else 1
+            for c in columns_of(part) or []
+        )
+    return math.prod(part.get("shape") or [1])
+
+
+def default_max_rows(part: Mapping[str, Any]) -> int:
+    """The most rows one request may have by default: ROWS, or fewer where they would take
+    more than FEATURE_BYTES as the model's float32 input (an image model's: 1,365 images
+    of 32 x 32 x 3), one at least."""
+    return max(1, min(ROWS, FEATURE_BYTES // (4 * max(1, input_width(part)))))
+
+
 def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
-    """The most bytes a request's body may have by default: ``max_rows`` rows of the input
-    as JSON records (a number 24 characters at most, a level each character escaped as
-    \\uXXXX, each name quoted), twice over for spaces and ignored fields; 64 KiB at least."""
+    """The most bytes a request's body may have by default, 64 KiB at least: ``max_rows``
+    rows of the input as JSON records (a number 24 characters at most, a level each
+    character escaped as \\uXXXX, each name quoted), twice over for spaces and ignored
+    fields; or, for an input of unnamed rows of numbers (an image model's), ``max_rows``
+    such rows with NUMBER_BYTES a number and their brackets, so that a request within it
+    is read in bounded time and memory."""
 
     def named(names: list[str], values: list[int]) -> float:
         return sum(len(name.encode()) + 4 for name in names) + sum(values)
@@ -126,15 +159,19 @@ def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
             else 24
             for c in order
         ]
-        row = named(order, widths)
+        records = 2 * max_rows * (named(order, widths) + 2)
+    elif columns_of(part):
+        records = 2 * max_rows * (named(columns_of(part) or [], [25 * input_width(part)]) + 2)
     else:
-        row = named(columns_of(part) or [], [25 * math.prod(part["shape"] or [1])])
-    return int(max(64 * 1024, 2 * max_rows * (row + 2)))
+        shape = part.get("shape") or [1]
+        brackets = 2 * sum(math.prod(shape[:depth]) for depth in range(len(shape)))
+        records = max_rows * (NUMBER_BYTES * input_width(part) + brackets + 2)
+    return int(max(64 * 1024, records))
 
 
 def service(model: Model, encoding: Mapping[str, Any] | None, settings: object) -> Service:
     """The service of ``model`` with its ``encoding`` (plain, or None) and ``settings``
-    (``token``, ``max_rows``, ``max_bytes`` or None, ``batch_size``, ``unknown``,
+    (``token``, ``max_rows`` or None, ``max_bytes`` or None, ``batch_size``, ``unknown``,
     ``allowed_hosts``, ``host`` (None: unknown), ``prefix``, ``versions``); the encoding as
     R sends it (``encoding.plain_encoding``)."""
     plain = None if encoding is None else plain_encoding(encoding)
@@ -199,8 +236,7 @@ def predict_request(served: Service, query: str, raw: bytes) -> str:
             "bad_type",
             f'The query\'s type must be "raw" or "class", not "{client_text(kind)}".',
         )
-    value = service_body.parse(raw, served.part)
-    features, keep, rows, warnings = service_body.request_features(value, served)
+    features, keep, rows, warnings = service_body.features(raw, served)
     predicted = run_model(served, features)
     return predictions_json(served, predicted, kind, keep, rows, warnings)
 
@@ -301,7 +337,10 @@ def predictions_json(
 
 
 def metadata(served: Service) -> Record:
-    """What GET /metadata answers: the input, the outputs, the rules, the limits, the versions."""
+    """What GET /metadata answers: the input (its form; its columns with their types and
+    levels, or the shape of a row of numbers, taken as float32; for an image model how its
+    images were read, size, color mode and rescale, and the pixel range it takes), the
+    outputs, the rules, the limits, the versions."""
     part = served.part
     names = columns_of(part)
     if part["type"] == "data.frame":
@@ -321,7 +360,7 @@ def metadata(served: Service) -> Record:
     if columns is not None:
         described["columns"] = columns
     if not names and part.get("shape") is not None:
-        described["shape"] = part["shape"]
+        described.update(shape=part["shape"], dtype="float32")
     from gpukeras.core.runtime import config
 
     keras = config.keras()
@@ -347,5 +386,10 @@ def metadata(served: Service) -> Record:
     )
     images = (served.encoding or {}).get("images")
     if images:
+        result["input"]["image"] = {
+            "size": list(images["image_size"]),
+            "color_mode": images["color_mode"],
+            "rescale": images.get("rescale"),
+        }
         result["input"]["pixels"] = [0, 255 * float(images.get("rescale") or 1)]
     return result

@@ -1,6 +1,9 @@
 """A POST /predict body: JSON into the model's features, and each refusal of it.
 
-Contract. ``parse`` reads the body's bytes as JSON (``Refused`` 400 ``malformed_json`` or
+Contract. ``features`` reads a body into the model's features: rows of plain numbers for
+a model of unnamed rows (an image model's) straight into float32 (``numeric_rows``, no
+Python object per value), any other body through ``parse`` and ``request_features``.
+``parse`` reads the body's bytes as JSON (``Refused`` 400 ``malformed_json`` or
 ``bad_body``); ``request_features`` takes the parsed value in one of its forms (records,
 columns or one record, rows of numbers) and returns the float32 features of the rows
 scored, which rows those are (None: all; else a mask, the NA rule "drop"), the request's
@@ -13,6 +16,7 @@ most a few of the client's values, each cut to 40 characters.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol
@@ -107,6 +111,58 @@ def parse(raw: bytes, part: Mapping[str, Any]) -> Any:
         refuse(400, "malformed_json", f"The body is not valid JSON: {said}")
 
 
+def features(raw: bytes, served: Served) -> tuple[np.ndarray, np.ndarray | None, int, list[str]]:
+    """The body's features, which rows they are, its rows and the warnings, as
+    ``request_features`` gives them; rows of plain numbers read by ``numeric_rows``."""
+    array = numeric_rows(raw, served.part)
+    if array is None:
+        return request_features(parse(raw, served.part), served)
+    check_rows(len(array), served.max_rows)
+    return _numeric_rows(served, array, None, len(array))
+
+
+SPACES = b" \t\r\n"
+NUMBER_BYTES = b"0123456789.eE+-"
+BRACKETS_AS_SPACES = bytes.maketrans(b"[]", b"  ")
+EMPTY_SLOTS = (b",,", b"[,", b",]", b"[]")
+
+
+def numeric_rows(raw: bytes, part: Mapping[str, Any]) -> np.ndarray | None:
+    """A body of rows of numbers of the input's row shape (``part["shape"]``, an array of
+    one or more dimensions without names), nested as that shape, holding numbers alone (no
+    null, string or other value), as float32 (numbers beyond its range infinite), read
+    without a Python object per value (numbers as C's strtod reads them, which also takes
+    "+1", ".5" and "1."); None for any other body, which JSON values then read or refuse.
+    Twice the body's bytes of memory at most, and the values' own."""
+    shape = part.get("shape")
+    if part["type"] != "array" or part.get("names") or not shape:
+        return None
+    compact = raw.translate(None, SPACES)
+    # a slot without a number: strtod would give it -1
+    if any(empty in compact for empty in EMPTY_SLOTS):
+        return None
+    skeleton = compact.translate(None, NUMBER_BYTES)  # brackets and commas alone
+    del compact
+    if not skeleton or skeleton.translate(None, b"[],"):
+        return None
+    nested = b""  # one row with its numbers taken out
+    for length in reversed(shape):
+        nested = b"[" + b",".join([nested] * length) + b"]"
+    rows = (len(skeleton) - 1) // (len(nested) + 1)
+    if not rows or skeleton != b"[" + b",".join([nested] * rows) + b"]":
+        return None
+    del skeleton
+    # strtod stops at a slot it cannot read whole ("1.2.3", "1 2", "-"), with fewer values
+    # than the slots and the 0 put after them (and a DeprecationWarning; a ValueError in
+    # later NumPy)
+    try:
+        values = np.fromstring(raw.translate(BRACKETS_AS_SPACES) + b",0", dtype=np.float32, sep=",")
+    except ValueError:
+        return None
+    size = rows * math.prod(shape)
+    return values[:size].reshape(rows, *shape) if values.size == size + 1 else None
+
+
 def form_of(value: Any) -> str:
     """ "records" (an array of objects), "columns" (an object), "rows" (an array of
     arrays) or "other"; the first item tells records from rows."""
@@ -128,6 +184,8 @@ def check_rows(rows: int, max_rows: int) -> None:
             "too_many_rows",
             f"The body has {rows} rows; this service takes at most {max_rows} per request "
             "(max_rows): send them in parts.",
+            limit="max_rows",
+            max_rows=max_rows,
         )
 
 

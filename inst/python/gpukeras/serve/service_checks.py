@@ -3,12 +3,12 @@ Content-Type and size, in that order.
 
 Contract. ``check_request`` raises ``Refused`` (403 ``forbidden_host`` or
 ``forbidden_origin``: a web page reaching the service by DNS rebinding or from another
-site; 401 ``unauthorized``; 415 ``not_json``; 413 ``too_large``; 411
-``length_required``) or returns. A Host (or Origin) is answered when it names
-localhost, a loopback address, the address the service listens on (any address of the
-machine for 0.0.0.0) or one of ``allowed_hosts`` ("*": any). A request without a Host
-names no other host. The token is compared in a time that does not depend on where a
-wrong one differs.
+site; 401 ``unauthorized``; 415 ``not_json``; 413 ``too_large``, naming the limit,
+``limit``, and its value; 411 ``length_required``) or returns. A Host (or Origin) is
+answered when it names localhost, a loopback address, the address the service listens
+on (any address of the machine for 0.0.0.0) or one of ``allowed_hosts`` ("*": any). A
+request without a Host names no other host. The token is compared in a time that does
+not depend on where a wrong one differs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpukeras.serve.service_body import Served, client_text, refuse
+from gpukeras.serve.service_body import Refused, Served, client_text, refuse
 
 
 def host_name(value: str) -> str:
@@ -72,8 +72,8 @@ def hosts_text(hosts: Mapping[str, Any]) -> str:
     return f"{', '.join(hosts['names'])} and {rest}"
 
 
-def too_large_message(max_bytes: int) -> str:
-    """The refusal of a body over ``max_bytes``."""
+def too_large(max_bytes: int) -> dict[str, Any]:
+    """The refusal of a body over ``max_bytes``: its JSON problem, naming the limit."""
     size = float(max_bytes)
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= scale:
@@ -81,10 +81,11 @@ def too_large_message(max_bytes: int) -> str:
             break
     else:
         said = f"{size:.0f} B"
-    return (
+    message = (
         f"The body is over {said}; this service takes at most that ({max_bytes} bytes, "
         "max_bytes) per request: send the rows in parts."
     )
+    return {"error": "too_large", "message": message, "limit": "max_bytes", "max_bytes": max_bytes}
 
 
 def _text(value: str) -> str:
@@ -153,4 +154,5 @@ def check_request(served: Served, headers: Mapping[str, str], token: bool, json:
             )
         return
     if length.strip().isdigit() and int(length) > served.max_bytes:
-        refuse(413, "too_large", too_large_message(served.max_bytes))
+        problem = too_large(served.max_bytes)
+        raise Refused(413, problem)
