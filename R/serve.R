@@ -31,9 +31,13 @@
 #'     classes instead of the model's outputs (see [predict()]'s `type`).
 #'     The answer: see "Answers".}
 #'   \item{`GET /metadata`}{The inputs (each column with its type, and levels
-#'     for factors), the outputs (shapes, and the classes), the NA rule,
-#'     `max_rows`, `max_bytes`, for an image model the pixel range, and the
-#'     versions of gpukeras, R, plumber, Python, Keras and the backend.}
+#'     for factors; or the shape of a row of numbers, taken as float32), the
+#'     outputs (shapes, and the classes), the NA rule, `max_rows`,
+#'     `max_bytes`, for an image model how its images were read (`image`:
+#'     size, color mode, rescale) and the pixel range it takes (`pixels`,
+#'     e.g. `[0, 1]` for `rescale = 1 / 255`: pixels are not rescaled by the
+#'     service, as [predict()] does not rescale an array), and the versions
+#'     of gpukeras, R, plumber, Python, Keras and the backend.}
 #'   \item{`GET /health`}{`{"status": "ok"}`, without a token: for a load
 #'     balancer or a supervisor to poll.}
 #' }
@@ -106,12 +110,24 @@
 #' requests on several connections are read and parsed at once (in
 #' threads), and those that arrive within `batch_window` seconds of each other
 #' are predicted together in one call of the model. Then the headers decide (host, origin, token,
-#' `Content-Type`) and the body. By default `max_bytes` is what `max_rows`
-#' rows of the model's columns take as JSON records, twice over (room for
-#' spaces and ignored fields), and at least 64 KiB; `/metadata` says it. A
-#' body that passes is parsed into JSON values and its rows counted before any
-#' column is read, and only the model's columns are taken from it, so a
-#' request costs time in proportion to its bytes, whatever its keys. A
+#' `Content-Type`) and the body.
+#'
+#' The limits of one request follow what it costs. By default `max_rows`
+#' is 10,000, or fewer where those rows would take more than 16 MiB as the
+#' model's float32 input: an image model's rows are images, 1,365 of 32 x
+#' 32 x 3 pixels, 27 of 224 x 224 x 3. By default `max_bytes` is what
+#' `max_rows` rows of the model's columns take as JSON records, twice over
+#' (room for spaces and ignored fields); for a model of unnamed rows of
+#' numbers (an image model's), what `max_rows` such rows take with 12 bytes
+#' a number (a pixel of 0-255, or of \[0, 1\] with up to 8 decimals, and its
+#' comma), 51 MiB for 32 x 32 x 3; and at least 64 KiB; `/metadata` says
+#' both. A request over either gets a `413` whose JSON names the limit
+#' (`"limit": "max_rows"` and `"max_rows": 1365`, or `"max_bytes"`). Rows of
+#' plain numbers are read from the body straight into float32 (about twice
+#' the body's bytes of memory); any other body is parsed into JSON values and
+#' its rows counted before any column is read, and only the model's columns
+#' are taken from it, so a request costs time in proportion to its bytes,
+#' whatever its keys. A
 #' `POST /predict` whose body is refused (a `400` or `413` after its body was
 #' read) gets its answer a quarter of a second later, while other requests
 #' are answered: a client that sends such bodies one after another then gets
@@ -167,7 +183,9 @@
 #'   the default), or another address, as the user chooses (see "Security").
 #' @param token `NULL` (no token), or a string that requests must send as
 #'   `Authorization: Bearer <token>`.
-#' @param max_rows The most rows one request may have; more get a 413.
+#' @param max_rows `NULL` (10,000 rows, or fewer where they would take
+#'   more than 16 MiB as the model's float32 input: see "Limits"), or the
+#'   most rows one request may have; more get a 413.
 #' @param batch_size Rows per batch when [predict()] runs the model.
 #' @param unknown A factor level training did not have, as [predict()]'s
 #'   `unknown`: `"error"` (a 400 naming the column and the levels), `"zero"`
@@ -216,7 +234,7 @@
 #'   # In a process of its own: gpu_serve(fit, port = 8000), then POST JSON records
 #'   # of the four columns to localhost:8000/predict?type=class (see "Routes").
 #' }
-gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = 10000,
+gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = NULL,
                       batch_size = 1024, unknown = c("error", "zero", "code"), max_bytes = NULL,
                       allowed_hosts = NULL, quiet = FALSE, batch_window = 0.002, ...) {
   check_unknown_args("gpu_serve")
@@ -248,7 +266,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
 
 #' @rdname gpu_serve
 #' @export
-gpu_api <- function(fit, token = NULL, max_rows = 10000, batch_size = 1024,
+gpu_api <- function(fit, token = NULL, max_rows = NULL, batch_size = 1024,
                     unknown = c("error", "zero", "code"), max_bytes = NULL, allowed_hosts = NULL,
                     router = NULL, prefix = "", ...) {
   check_unknown_args(
@@ -282,7 +300,7 @@ serve_settings <- function(fit, token, max_rows, batch_size, unknown, max_bytes,
     call = call
   )
   check_token(token, call)
-  check_count(max_rows, call = call)
+  check_count(max_rows, allow_null = TRUE, call = call)
   check_count(batch_size, call = call)
   unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
   check_max_bytes(max_bytes, call)
@@ -303,7 +321,7 @@ serve_settings <- function(fit, token, max_rows, batch_size, unknown, max_bytes,
   )
   if (requireNamespace("plumber", quietly = TRUE)) versions$plumber <- as.character(utils::packageVersion("plumber"))
   list(
-    token = token, max_rows = as.integer(max_rows), max_bytes = max_bytes, batch_size = as.integer(batch_size),
+    token = token, max_rows = if (!is.null(max_rows)) as.integer(max_rows), max_bytes = max_bytes, batch_size = as.integer(batch_size),
     unknown = unknown, allowed_hosts = if (!is.null(allowed_hosts)) as.list(allowed_hosts), versions = versions
   )
 }
