@@ -228,7 +228,12 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
         "Give the new data as the training data was given (R data, or a gpu_dataset())."
       ), call = call)
     }
-    files <- unlabelled_images(newdata, call)
+    if (anyNA(newdata) || !length(newdata)) {
+      abort_bad_argument("`newdata` must be image file paths or a folder, without NA.", call = call)
+    }
+    # the images of a flat folder (named folder/file) or the paths given; NULL for a folder of class
+    # sub-folders, read labelled as the training folder was (for evaluate())
+    files <- unlist(core_call("images_to_score", paths = as.list(newdata), error_call = call)$files)
     newdata <- if (is.null(files)) {
       gpu_dataset(newdata, batch_size = batch_size, shuffle = FALSE, like = encoding)
     } else {
@@ -258,32 +263,6 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     rows = count_rows(first_input(newdata)),
     row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
   )
-}
-
-# The image files `newdata` names to score without labels: the images directly in one
-# folder (sorted by name, named as folder/file whatever slashes end the folder's path), or
-# the paths given; NULL for one folder of class sub-folders, read as the training folder
-# was (labelled, for evaluate()). A folder with neither is an error saying what is taken.
-unlabelled_images <- function(newdata, call = caller_env()) {
-  if (length(newdata) == 1L && dir.exists(newdata)) {
-    newdata <- sub("(.)/+$", "\\1", newdata)
-    entries <- list.files(newdata, full.names = TRUE) # not the hidden ones
-    folders <- dir.exists(entries)
-    images <- entries[!folders & grepl("[.](png|jpe?g|bmp|gif)$", entries, ignore.case = TRUE)]
-    if (length(images)) return(sort(images))
-    if (any(folders)) return(NULL)
-    gpukeras_abort(c(
-      sprintf("The folder '%s' (`newdata`) holds no images (.png, .jpg, .jpeg, .bmp, .gif).", newdata),
-      paste0(
-        "predict() takes a folder of the images themselves, or their file paths; evaluate() a folder of class ",
-        "sub-folders, as the training folder was."
-      )
-    ), "gpukeras_error_missing_files", call = call)
-  }
-  if (anyNA(newdata) || !length(newdata)) {
-    abort_bad_argument("`newdata` must be image file paths or a folder, without NA.", call = call)
-  }
-  newdata
 }
 
 # A pipeline of unlabelled images read as the training folder's were (`images`: its

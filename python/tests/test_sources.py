@@ -412,6 +412,36 @@ def test_image_folder_layout_errors_say_the_expected_layout(tmp_path: Path) -> N
         sources.image_folder_source(str(tmp_path / "textonly"))
 
 
+def test_images_to_score_are_a_flat_folders_images_named_cleanly_or_the_paths_given(
+    tmp_path: Path,
+) -> None:
+    from gpukeras.data.image_source import images_to_score
+
+    new = tmp_path / "new"
+    new.mkdir()
+    for name in ("h_2.png", "h_1.PNG", ".hidden.png", "notes.txt"):
+        (new / name).write_bytes(b"")
+    (new / "sub.png").mkdir()
+    folder = str(new)
+    # however many slashes end the folder's path: folder/file, not folder//file
+    for given in (folder, folder + "/", folder + "//"):
+        assert images_to_score([given]) == {"files": [f"{folder}/h_1.PNG", f"{folder}/h_2.png"]}
+    paths = [f"{folder}/h_2.png", "gone.png"]
+    assert images_to_score(paths) == {"files": paths}
+    (tmp_path / "classes" / "cats").mkdir(parents=True)
+    assert images_to_score([str(tmp_path / "classes")]) == {"files": None}
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    with pytest.raises(errors.MissingFilesError) as raised:
+        images_to_score([str(tmp_path / "empty") + "/"])
+    # what predict() takes, not the class-folder layout of a training folder
+    assert str(raised.value) == (
+        f"The folder '{tmp_path / 'empty'}' (`newdata`) holds no images (.png, .jpg, .jpeg, "
+        ".bmp, .gif): predict() takes a folder of the images themselves, or their file paths; "
+        "evaluate() a folder of class sub-folders, as the training folder was."
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -170,6 +170,33 @@ def image_files_source(
     )
 
 
+def images_to_score(paths: list[str]) -> dict[str, list[str] | None]:
+    """What predict() scores of image ``paths`` (one folder, or files): ``files``, the
+    images directly in the one folder given (sorted by name, hidden files left out, each
+    named folder/file however many slashes end the folder's path), or the paths as given;
+    None for a folder of class sub-folders alone, read labelled as a training folder is.
+    A folder of neither is a MissingFilesError that says what predict() takes."""
+    folder = paths[0] if len(paths) == 1 else ""
+    if not folder or not os.path.isdir(expand(folder)):
+        return {"files": list(paths)}
+    folder = folder.rstrip("/") or "/"
+    root = expand(folder)
+    names = sorted(name for name in os.listdir(root) if not name.startswith("."))
+    folders = {name for name in names if os.path.isdir(os.path.join(root, name))}
+    images = [
+        os.path.join(folder, name)
+        for name in names
+        if name not in folders and name.lower().endswith(IMAGE_EXTENSIONS)
+    ]
+    if images or folders:
+        return {"files": images or None}
+    raise MissingFilesError(
+        f"The folder '{folder}' (`newdata`) holds no images ({', '.join(IMAGE_EXTENSIONS)}): "
+        "predict() takes a folder of the images themselves, or their file paths; evaluate() "
+        "a folder of class sub-folders, as the training folder was."
+    )
+
+
 def _folder_identity(folder: str) -> tuple[int, int]:
     """The folder itself, whatever link led to it: its device and inode."""
     found = os.stat(folder)
