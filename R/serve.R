@@ -300,7 +300,7 @@ serve_settings <- function(fit, token, max_rows, batch_size, unknown, max_bytes,
     call = call
   )
   check_token(token, call)
-  check_count(max_rows, allow_null = TRUE, call = call)
+  max_rows <- check_count(max_rows, allow_null = TRUE, call = call)
   check_count(batch_size, call = call)
   unknown <- check_choice(unknown[[1]], c("error", "zero", "code"), "unknown", call = call)
   check_max_bytes(max_bytes, call)
@@ -321,7 +321,7 @@ serve_settings <- function(fit, token, max_rows, batch_size, unknown, max_bytes,
   )
   if (requireNamespace("plumber", quietly = TRUE)) versions$plumber <- as.character(utils::packageVersion("plumber"))
   list(
-    token = token, max_rows = if (!is.null(max_rows)) as.integer(max_rows), max_bytes = max_bytes, batch_size = as.integer(batch_size),
+    token = token, max_rows = max_rows, max_bytes = max_bytes, batch_size = as.integer(batch_size),
     unknown = unknown, allowed_hosts = if (!is.null(allowed_hosts)) as.list(allowed_hosts), versions = versions
   )
 }
