@@ -97,11 +97,8 @@ def served_input(encoding: Mapping[str, Any] | None, model: Model) -> Record:
     if (encoding or {}).get("several") or len(inputs) > 1:
         raise BadArgumentError(
             f"gpu_serve() serves a model with one input; this one has {len(inputs)} "
-            f"({', '.join(inputs)}).",
-            [
-                "Score it with predict(fit, list(...)) in R, or build the service with plumber "
-                "around predict()."
-            ],
+            f"({', '.join(inputs)}). Score it with predict(fit, list(...)) in R, or build the "
+            "service with plumber around predict()."
         )
     if inputs:
         part = dict(next(iter(inputs.values())))
