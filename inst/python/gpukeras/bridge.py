@@ -67,6 +67,8 @@ VERBS: dict[str, str] = {
     "fit_lines": "train.fit_report:fit_lines",
     "text_classifier": "train.pretrained:text_classifier",
     "text_dataset": "train.pretrained:text_dataset",
+    "image_backbone": "train.backbone:image_backbone",
+    "backbone_unfreeze": "train.backbone:unfreeze",
     "job_carry_model": "train.job:carry_model",
     "job_carry_callbacks": "train.job:carry_callbacks",
     "job_carry_schedule": "train.job:carry_schedule",
