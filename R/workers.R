@@ -136,6 +136,8 @@ worker_submit <- function(pool, i, task) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
+  # the memory plan only until it has grown the pool on this device (many_grow(): once per GPU)
+  task$plan_memory <- isTRUE(task$plan_memory) && !isTRUE(pool$grown[[task$device]])
   worker$task <- task
   worker$started <- Sys.time()
   if (worker$state == "ready") worker_give(worker)
@@ -356,7 +358,10 @@ worker_fit <- function(task) {
   # With workers_per_device = "auto": the fit's planned peak memory (MiB), by which the
   # session decides whether more workers fit its GPU.
   plan <- if (isTRUE(task$plan_memory)) {
-    tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
+    tryCatch(
+      core_call("memory_plan", model = model, batch_size = as.integer(task$fit$batch_size %||% 32L))$total_mib,
+      error = function(e) NULL
+    )
   }
   fit <- do.call(gpu_fit, c(
     list(
