@@ -171,7 +171,9 @@ worker_collect <- function(pool) {
     # ran none of the fit: it goes again, once.
     retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
     if (!retry) {
-      error <- if (worker$state == "ended") worker_crash(worker) else worker_error(worker$outcome$error)
+      # the worker's own condition (callr's error's `parent`), callr's where it has none
+      failed <- worker$outcome$error
+      error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
       result <- if (is.null(error)) worker$outcome$result
       ended[[length(ended) + 1L]] <- list(
         task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
@@ -198,16 +200,6 @@ worker_collect <- function(pool) {
   ended
 }
 
-# The condition a task failed with, from callr's error: the worker's own (its `parent`),
-# whole but for its backtrace (the worker's frames, which the session's print would show
-# as its own); callr's where it has none.
-worker_error <- function(error) {
-  if (is.null(error)) return(NULL)
-  condition <- error$parent %||% error
-  condition$trace <- NULL
-  condition
-}
-
 # End `worker`'s process (its result is in: nothing is lost; on a GPU its memory goes back
 # now, before the slot's next fit) and remove its folder.
 worker_end <- function(worker) {
@@ -220,13 +212,10 @@ worker_end <- function(worker) {
 # What a worker that ended without a result died of: a condition, `crashed`, with the
 # last lines its call wrote to stderr.
 worker_crash <- function(worker) {
-  status <- worker$session$get_exit_status()
-  stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
+  cause <- core_call("job_exit_cause", status = worker$session$get_exit_status(), process = "its worker process")
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
-    message = paste(
-      c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"
-    ),
+    message = paste(c(cause, stderr_tail(worker$outcome)), collapse = "\n"),
     crashed = TRUE
   )
 }
