@@ -60,7 +60,7 @@ job_look <- function(job) {
     try(process$close(), silent = TRUE)
     return(invisible(job))
   }
-  job$stderr <- utils::tail(strsplit(message$stderr %||% "", "\n")[[1]], 20L)
+  job$stderr <- stderr_tail(message)
   # the condition the child raised (callr's own error when it could not give it back)
   error <- message$error$parent %||% if (message$code == 200) message$error
   ended <- core_call(
@@ -74,10 +74,7 @@ job_look <- function(job) {
     job$restarts <- job$restarts + 1L
     return(invisible(job_attempt(job)))
   }
-  if (is.null(ended$cause)) {
-    error$trace <- NULL # the child's frames, which the session's print would show as its own
-    job$error <- error
-  }
+  if (is.null(ended$cause)) job$error <- error
   job$state <- "failed"
   process$kill()
   invisible(job)

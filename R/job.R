@@ -33,26 +33,15 @@ fit_in_background <- function(model, data, validation, request, strategy, max_re
   on.exit(if (!started) {
     if (is.null(standby)) unlink(dir, recursive = TRUE) else standby_return(standby)
   }, add = TRUE)
-  carried <- carry_writes(
-    dir, "The model (model.keras)", core_call("job_carry_model", model = model, job_dir = dir, error_call = call),
-    call = call
-  )
-  if (length(request$callbacks)) {
-    carry_writes(
-      dir, "The callbacks (callbacks.pkl)",
-      core_call("job_carry_callbacks", callbacks = request$callbacks, job_dir = dir, error_call = call),
-      call = call
-    )
-  }
-  schedule <- NULL
-  if (inherits(request$learning_rate, "python.builtin.object")) {
-    schedule <- core_call("job_carry_schedule", schedule = request$learning_rate, error_call = call)
-    request["learning_rate"] <- list(NULL)
-  }
+  # the model, the callbacks and a Keras learning-rate schedule (the child gets its config)
+  schedule <- if (inherits(request$learning_rate, "python.builtin.object")) request$learning_rate
+  carried <- carry_writes(dir, "The model (model.keras)", core_call(
+    "job_carry", model = model, job_dir = dir, callbacks = request$callbacks, schedule = schedule, error_call = call
+  ), call = call)
   spec <- list(
-    # the child's own callbacks and verbose replace these two
-    fit = request[setdiff(names(request), c("callbacks", "verbose"))],
-    schedule = schedule,
+    # the child's own callbacks and verbose replace these two, and a schedule its config
+    fit = request[setdiff(names(request), c("callbacks", "verbose", if (!is.null(schedule)) "learning_rate"))],
+    schedule = carried$schedule,
     callbacks = length(request$callbacks) > 0L,
     data = carry_data(data, dir, "data", call = call),
     validation = if (!is.null(validation)) carry_data(validation, dir, "validation", call = call),
@@ -244,12 +233,7 @@ gpu_job_wait <- function(job, timeout = Inf, ...) {
 
 #' @export
 gpu_job_wait.gpukeras_job <- function(job, timeout = Inf, ...) {
-  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)), function(status) {
-    c(
-      sprintf("The job did not end within %s seconds; it is still %s.", format(timeout), status$state),
-      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job)."
-    )
-  })
+  status <- job_wait_until(job, timeout, function() show_job_progress(job, gpu_job_status(job)))
   if (is.null(status)) return(invisible(job))
   job_outcome(job, status)
 }

@@ -77,14 +77,17 @@ check_timeout <- function(timeout, call = caller_env()) {
 # Wait for `job` (a gpukeras_job) to end, at most `timeout` seconds: `look()` gives its
 # status at least every `every` seconds, and each time its process has ended.
 # Its final status; NULL when interrupted (Ctrl-C), the job still running. Past the
-# deadline, a gpukeras_error_job_timeout whose message is `timed_out(status)`.
-job_wait_until <- function(job, timeout, look, timed_out, every = 0.1, call = caller_env()) {
+# deadline, a gpukeras_error_job_timeout (the core's words: job_timed_out).
+job_wait_until <- function(job, timeout, look, every = 0.1, call = caller_env()) {
   deadline <- Sys.time() + min(timeout, 1e9)
   tryCatch(
     repeat {
       status <- look()
       if (status$state %in% final_states) return(status)
-      if (Sys.time() >= deadline) gpukeras_abort(timed_out(status), "gpukeras_error_job_timeout", call = call)
+      if (Sys.time() >= deadline) {
+        timed_out <- core_call("job_timed_out", status = unclass(status), timeout = timeout)
+        gpukeras_abort(unlist(timed_out), "gpukeras_error_job_timeout", call = call)
+      }
       job$process$wait(as.integer(every * 1000))
     },
     interrupt = function(condition) {
@@ -105,13 +108,18 @@ error_data <- function(condition) {
 }
 
 # Raise `message` as the session's error of `class`, caused by `parent`, the condition a
-# process raised: kept whole as the error's parent (its class and fields), and the error
-# is of its own classes too, so that a handler for the process's class
+# process raised: kept whole as the error's parent (its class and fields; not its
+# backtrace, the process's frames, which the session's print would show as its own), and
+# the error is of its own classes too, so that a handler for the process's class
 # (gpukeras_error_preempted, say) catches it.
 process_abort <- function(message, class = NULL, parent = NULL, ..., call = caller_env()) {
   own <- if (!is.null(parent)) setdiff(class(parent), c("gpukeras_error", "rlang_error", "error", "condition"))
+  if (!is.null(parent)) parent$trace <- NULL
   gpukeras_abort(message, unique(c(own, class)), parent = parent, ..., call = call)
 }
+
+# The last 20 lines a callr call's `message` (its read()) says the process wrote to stderr.
+stderr_tail <- function(message) utils::tail(strsplit(message$stderr %||% "", "\n")[[1]], 20L)
 
 # The last `n` lines a process wrote to the log at `path`: none where it wrote none, or
 # ended before it made the file.

@@ -54,19 +54,12 @@ gpu_job_status.gpukeras_search_job <- function(job, ...) {
 #' @export
 gpu_job_wait.gpukeras_search_job <- function(job, timeout = Inf, ...) {
   call <- current_env()
-  status <- job_wait_until(job, timeout, function() gpu_job_status(job), function(status) {
-    c(
-      sprintf("The search did not end within %s seconds; %d of %d trials are done.", format(timeout), status$done,
-              status$trials),
-      "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study keeps its trials)."
-    )
-  }, every = 0.2)
+  status <- job_wait_until(job, timeout, function() gpu_job_status(job), every = 0.2)
   if (is.null(status)) return(invisible(job))
   outcome <- search_job_outcome(job)
   if (status$state == "done") return(outcome)
   # the search's own error; none where its process ended without one (a crash)
   error <- outcome$parent
-  if (!is.null(error)) error$trace <- NULL
   process_abort(
     if (is.null(error)) "The search failed: the search's process ended without a result." else "The search failed.",
     "gpukeras_error_job_failed", parent = error, call = call

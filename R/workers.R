@@ -136,6 +136,8 @@ worker_submit <- function(pool, i, task) {
   worker <- pool$ready[[i]] %||% worker_start(pool, i)
   pool$ready[i] <- list(NULL)
   task$device <- pool$slots[[i]]$device
+  # the memory plan only until it has grown the pool on this device (many_grow(): once per GPU)
+  task$plan_memory <- isTRUE(task$plan_memory) && !isTRUE(pool$grown[[task$device]])
   worker$task <- task
   worker$started <- Sys.time()
   if (worker$state == "ready") worker_give(worker)
@@ -169,7 +171,9 @@ worker_collect <- function(pool) {
     # ran none of the fit: it goes again, once.
     retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
     if (!retry) {
-      error <- if (worker$state == "ended") worker_crash(worker) else worker_error(worker$outcome$error)
+      # the worker's own condition (callr's error's `parent`), callr's where it has none
+      failed <- worker$outcome$error
+      error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
       result <- if (is.null(error)) worker$outcome$result
       ended[[length(ended) + 1L]] <- list(
         task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
@@ -196,16 +200,6 @@ worker_collect <- function(pool) {
   ended
 }
 
-# The condition a task failed with, from callr's error: the worker's own (its `parent`),
-# whole but for its backtrace (the worker's frames, which the session's print would show
-# as its own); callr's where it has none.
-worker_error <- function(error) {
-  if (is.null(error)) return(NULL)
-  condition <- error$parent %||% error
-  condition$trace <- NULL
-  condition
-}
-
 # End `worker`'s process (its result is in: nothing is lost; on a GPU its memory goes back
 # now, before the slot's next fit) and remove its folder.
 worker_end <- function(worker) {
@@ -218,13 +212,10 @@ worker_end <- function(worker) {
 # What a worker that ended without a result died of: a condition, `crashed`, with the
 # last lines its call wrote to stderr.
 worker_crash <- function(worker) {
-  status <- worker$session$get_exit_status()
-  stderr <- utils::tail(strsplit(worker$outcome$stderr %||% "", "\n")[[1]], 20L)
+  cause <- core_call("job_exit_cause", status = worker$session$get_exit_status(), process = "its worker process")
   rlang::error_cnd(
     c("gpukeras_error_worker_lost", "gpukeras_error"),
-    message = paste(
-      c(core_call("job_exit_cause", status = status, process = "its worker process"), stderr), collapse = "\n"
-    ),
+    message = paste(c(cause, stderr_tail(worker$outcome)), collapse = "\n"),
     crashed = TRUE
   )
 }
@@ -356,7 +347,10 @@ worker_fit <- function(task) {
   # With workers_per_device = "auto": the fit's planned peak memory (MiB), by which the
   # session decides whether more workers fit its GPU.
   plan <- if (isTRUE(task$plan_memory)) {
-    tryCatch(gpu_memory_plan(model, task$fit$batch_size %||% 32L)$peak_mib, error = function(e) NULL)
+    tryCatch(
+      core_call("memory_plan", model = model, batch_size = as.integer(task$fit$batch_size %||% 32L))$total_mib,
+      error = function(e) NULL
+    )
   }
   fit <- do.call(gpu_fit, c(
     list(

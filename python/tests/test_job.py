@@ -107,6 +107,24 @@ def test_a_schedule_goes_as_its_config(tmp_path: object) -> None:
     assert float(again(20)) == pytest.approx(0.025)
 
 
+def test_carry_takes_the_model_callbacks_and_schedule_that_load_carried_gives_back(
+    tmp_path: object,
+) -> None:
+    keras = config.keras()
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=3)
+    carried = job.carry(compiled_model(), str(tmp_path), callbacks=[stop], schedule=schedule)
+    again = job.load_carried(str(tmp_path), carried["sys_path"], schedule=carried["schedule"])
+    assert isinstance(again["model"], keras.Model)
+    assert [type(callback) for callback in again["callbacks"]] == [type(stop)]
+    assert float(again["schedule"](20)) == pytest.approx(0.025)
+    # no callbacks, no schedule: the model alone, and nothing pickled
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert job.carry(compiled_model(), str(alone))["schedule"] is None
+    assert not (alone / job.CALLBACKS_FILE).exists()
+
+
 def test_progress_is_written_with_the_latest_gpu_reading(
     tmp_path: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:

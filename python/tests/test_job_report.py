@@ -129,3 +129,13 @@ def test_search_status_lines() -> None:
         "Best so far: trial 2, val_loss = 0.12346",
         "The study is kept in /s: the same gpu_search() call resumes it.",
     ]
+
+
+def test_a_wait_that_timed_out_says_where_the_job_is_and_how_to_go_on() -> None:
+    assert job_report.timed_out({"state": "running", "epoch": 2}, 0.5) == [
+        "The job did not end within 0.5 seconds; it is still running.",
+        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job).",
+    ]
+    search = job_report.timed_out({"state": "running", "trials": 8, "done": 3}, 2.0)
+    assert search[0] == "The search did not end within 2 seconds; 3 of 8 trials are done."
+    assert search[1].endswith("gpu_job_cancel(job) (the study keeps its trials).")

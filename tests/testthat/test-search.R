@@ -191,6 +191,10 @@ test_that(paste(
   expect_match(trials$reason[trials$mode == "crash"], "killed by signal 9")
   expect_identical(trials$state[trials$mode == "nan"], "failed")
   expect_match(trials$reason[trials$mode == "nan"], "^the objective val_loss was (nan|inf)")
+  # on a GPU (workers_per_device = "auto"), a fit's memory plan said more workers fit: the pool grew
+  if (worker_device() == "GPU 0") {
+    expect_match(search$workers$reason, "^[2-4] workers per GPU: a fit's plan", all = FALSE)
+  }
   expect_identical(search$best$number, trials$number[trials$mode == "ok"])
   expect_identical(search$best$params, list(mode = "ok"))
   # the session that searched started no framework: it held no device memory

@@ -69,9 +69,7 @@ VERBS: dict[str, str] = {
     "text_dataset": "train.pretrained:text_dataset",
     "image_backbone": "train.backbone:image_backbone",
     "backbone_unfreeze": "train.backbone:unfreeze",
-    "job_carry_model": "train.job:carry_model",
-    "job_carry_callbacks": "train.job:carry_callbacks",
-    "job_carry_schedule": "train.job:carry_schedule",
+    "job_carry": "train.job:carry",
     "job_load_carried": "train.job:load_carried",
     "job_progress_callback": "train.job:progress_callback",
     "job_save_trained": "train.job:save_trained",
@@ -89,6 +87,7 @@ VERBS: dict[str, str] = {
     "job_attempt_ended": "train.job_report:attempt_ended",
     "job_resume_call": "train.job_report:resume_call",
     "job_cancelled": "train.job_report:cancelled",
+    "job_timed_out": "train.job_report:timed_out",
     "search_job_status_lines": "train.job_report:search_status_lines",
     # tools
     "check": "tools.check:run_check",

@@ -199,6 +199,27 @@ def carry_schedule(schedule: object) -> dict[str, object]:
         ) from error
 
 
+def carry(
+    model: object, job_dir: str, callbacks: list[object] | None = None, schedule: object = None
+) -> dict[str, object]:
+    """What gpu_fit(background = TRUE) carries to its child, before the child starts: the
+    model (``carry_model``), the callbacks where there are any (``carry_callbacks``) and a
+    Keras learning-rate schedule (``carry_schedule``). Returns what ``load_carried`` needs
+    besides the folder: ``sys_path`` and ``schedule`` (its config; None without one).
+
+    Raises:
+        NotCarriableError: one of them cannot be carried (the message names it).
+        JobWriteError: the folder's disk is full (the message names the file).
+    """
+    carried = carry_model(model, job_dir)
+    if callbacks:
+        carry_callbacks(list(callbacks), job_dir)
+    return {
+        "sys_path": carried["sys_path"],
+        "schedule": carry_schedule(schedule) if schedule is not None else None,
+    }
+
+
 def load_carried(
     job_dir: str, sys_path: list[str], schedule: dict | None = None
 ) -> dict[str, object]:

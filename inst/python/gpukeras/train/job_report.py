@@ -240,6 +240,23 @@ def search_status_lines(status: dict[str, Any]) -> list[str]:
     return lines
 
 
+def timed_out(status: dict[str, Any], timeout: float) -> list[str]:
+    """The message of gpu_job_wait()'s error when ``timeout`` seconds passed (the job keeps
+    running): for a search's job (its ``status`` counts ``trials``), how many are done;
+    for a fit's, its ``state``; and how to wait again or stop it."""
+    waited = f"did not end within {timeout:g} seconds"
+    if "trials" in status:
+        return [
+            f"The search {waited}; {status['done']} of {status['trials']} trials are done.",
+            "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job) (the study "
+            "keeps its trials).",
+        ]
+    return [
+        f"The job {waited}; it is still {status['state']}.",
+        "Wait again with gpu_job_wait(job), or stop it with gpu_job_cancel(job).",
+    ]
+
+
 def write_cause(folder: str) -> str:
     """Why a write into ``folder`` failed. R gives no errno: a write cut short on a disk
     with (almost) nothing left is the common case, told by the free space left."""
