@@ -23,12 +23,17 @@ def test_workers_grow_adds_the_workers_a_fits_memory_plan_says_fit_its_gpu() -> 
     gpu0 = {"device": "GPU 0", "visible": "GPU-a", "memory_total_mib": 81559}
     gpu1 = {"device": "GPU 1", "visible": "GPU-b", "memory_total_mib": 81559}
     # two fits of 30,000 MiB fit in 80 % of GPU 0: one more worker there, after the others
-    grown = grow([gpu0, gpu1], 0, 30000)
+    grown = grow([gpu0, gpu1], 0, 30000, cores=16)
     assert [slot["visible"] for slot in grown["slots"]] == ["GPU-a", "GPU-b", "GPU-a"]
     assert grown["reason"].startswith("2 workers per GPU: a fit's plan peaks at 30,000 MiB")
     # a tiny fit: at most MOST_PER_DEVICE on the GPU; none taken away where fewer fit
-    assert len(grow([gpu0, gpu1], 1, 0.002)["slots"]) == 1 + MOST_PER_DEVICE
-    assert grow([gpu0, gpu0, gpu1], 0, 70000)["slots"] == [gpu0, gpu0, gpu1]
+    assert len(grow([gpu0, gpu1], 1, 0.002, cores=16)["slots"]) == 1 + MOST_PER_DEVICE
+    assert grow([gpu0, gpu0, gpu1], 0, 70000, cores=16)["slots"] == [gpu0, gpu0, gpu1]
+    # a worker needs a core: 2 cores for one GPU hold 2 workers, whatever the memory says
+    few = grow([gpu0], 0, 0.002, cores=2)
+    assert few["slots"] == [gpu0, gpu0]
+    assert few["reason"].startswith("2 workers per GPU: the host's CPU cores shared by its 1 GPU")
+    assert grow([gpu0, gpu1], 0, 0.002, cores=2)["slots"] == [gpu0, gpu1]
     # no plan (None, as a worker sends where its memory plan failed): one worker per GPU
     assert grow([gpu0], 0, None) == {
         "slots": [gpu0],

@@ -133,25 +133,20 @@ test_that(paste(
 test_that("workers_per_device = \"auto\" adds workers on a GPU as far as a fit's memory plan allows", {
   skip_if_no_python()
   gpu <- list(device = "GPU 0", visible = "GPU-aaaa", memory_total_mib = 81559)
-  pool <- new_worker_pool(
-    list(
-      slots = list(gpu, modifyList(gpu, list(device = "GPU 1", visible = "GPU-bbbb"))), reason = "2 workers on 2 GPUs"
-    ),
-    tempdir()
-  )
+  pool <- new_worker_pool(list(slots = list(gpu), reason = "1 worker on 1 GPU"), tempdir())
   ended <- list(slot = 1L, task = list(plan_memory = TRUE))
   many_grow(pool, ended, list(peak_mib = 30000))
-  # two fits of 30,000 MiB fit in 80 % of GPU 0's memory: one more worker there, none on GPU 1
-  expect_identical(vapply(pool$slots, `[[`, "", "device"), c("GPU 0", "GPU 1", "GPU 0"))
-  expect_identical(vapply(pool$slots, `[[`, "", "visible"), c("GPU-aaaa", "GPU-bbbb", "GPU-aaaa"))
-  expect_length(pool$busy, 3L)
+  # two fits of 30,000 MiB fit in 80 % of the GPU's memory (and a worker a core: 2 or more
+  # here): one more worker there (the core's grow(), python/tests/test_workers.py, for the rest)
+  expect_identical(vapply(pool$slots, `[[`, "", "visible"), c("GPU-aaaa", "GPU-aaaa"))
+  expect_length(pool$busy, 2L)
   expect_match(pool$plan$reason[2], "^2 workers per GPU")
   # once per GPU
   many_grow(pool, ended, list(peak_mib = 1000))
-  expect_length(pool$slots, 3L)
+  expect_length(pool$slots, 2L)
   # a fit with no plan (the CPU, or a number given) adds nothing
   many_grow(pool, list(slot = 2L, task = list(plan_memory = FALSE)), list(peak_mib = 1000))
-  expect_length(pool$slots, 3L)
+  expect_length(pool$slots, 2L)
 })
 
 test_that("workers are callr sessions of the session's own, each readied ahead, lost with their cause", {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from typing import Any
 
@@ -129,16 +130,30 @@ def fitting(memory_total_mib: float | None, peak_mib: float | None) -> dict[str,
     }
 
 
-def grow(slots: list[dict[str, Any]], slot: int, peak_mib: float | None) -> dict[str, Any]:
+def grow(
+    slots: list[dict[str, Any]], slot: int, peak_mib: float | None, cores: int | None = None
+) -> dict[str, Any]:
     """The pool's ``slots`` once a fit on ``slots[slot]`` (0-based) planned ``peak_mib``:
-    as many slots on its GPU as ``fitting`` says fit there, the new ones (copies of that
-    slot) after the others, none taken away; and ``fitting``'s ``reason``."""
+    as many slots on its GPU as ``fitting`` says fit there, but no more than the host's
+    ``cores`` (None: this machine's) shared by the pool's GPUs, since each worker is a
+    process that needs a core to feed its GPU; the new ones (copies of that slot) after the
+    others, none taken away; and the ``reason``."""
     grown = slots[slot]
     fit = fitting(grown["memory_total_mib"], peak_mib)
+    devices = len({other["device"] for other in slots})
+    per_device = max(1, (cores or os.cpu_count() or 1) // devices)
+    workers, reason = fit["workers"], fit["reason"]
+    if workers > per_device:
+        workers = per_device
+        reason = (
+            f"{workers} worker{'s' if workers > 1 else ''} per GPU: the host's CPU cores "
+            f"shared by its {devices} GPU{'s' if devices > 1 else ''} (the memory would take "
+            f"{fit['workers']})"
+        )
     there = sum(other["device"] == grown["device"] for other in slots)
     return {
-        "slots": list(slots) + [dict(grown) for _ in range(fit["workers"] - there)],
-        "reason": fit["reason"],
+        "slots": list(slots) + [dict(grown) for _ in range(workers - there)],
+        "reason": reason,
     }
 
 
