@@ -86,7 +86,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   # training data's encoding is the core's to make, from R's account of it (specs), once R's
   # own checks below have passed: bad data must not start Python
   make_encoding <- is.null(encoding)
-  if (!make_encoding) encoding <- new_encoding(specs, several, labels$spec, encoding$na %||% na)
+  if (!make_encoding) encoding["y"] <- list(labels$spec) # new data: its labels, if any, as the training's
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))

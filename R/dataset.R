@@ -180,7 +180,6 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         abort_bad_argument("`like` is for R data and image folders: CSV and TFRecord files are read as they are.")
       }
       source$args$class_names <- as.list(images$class_names)
-      check_image_classes(source$args$path, images$class_names)
     }
     made <- do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
     if (source$kind == "image_folder") made$info$encoding <- encoding_from_plain(made$info$encoding)

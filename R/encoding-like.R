@@ -65,20 +65,6 @@ like_images <- function(encoding) {
   c(encoding$images, list(class_names = encoding$y$levels))
 }
 
-# A folder of new images may hold only classes the training folder had.
-check_image_classes <- function(path, classes, call = caller_env()) {
-  folders <- basename(list.dirs(path, recursive = FALSE))
-  new <- setdiff(folders[!startsWith(folders, ".")], classes)
-  if (length(new)) {
-    gpukeras_abort(c(
-      sprintf(
-        "The image folder '%s' has class folders the training data did not have: %s.", path, quoted(new, Inf)
-      ),
-      sprintf("The model knows %s.", quoted(classes))
-    ), "gpukeras_error_new_levels", column = "class", levels = new, call = call)
-  }
-}
-
 # The fit report's line on the encoding new data will get: the data.frames' columns and
 # the classes, or nothing when none was recorded.
 format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines(encoding, "fit")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -81,7 +82,7 @@ def test_a_column_of_the_wrong_type_is_an_error_naming_it():
     numbers = {
         "values": np.array([1.0, 2, 3, 4]),
         "levels": None,
-        "given": "numeric (numeric)",
+        "class": "numeric",
         "typeof": "double",
     }
     with pytest.raises(DataFieldsError) as caught:
@@ -91,6 +92,24 @@ def test_a_column_of_the_wrong_type_is_an_error_naming_it():
     assert caught.value.r_classes == ["gpukeras_error_wrong_type", "gpukeras_error_bad_data"]
     assert str(caught.value) == "`x$region` is numeric (numeric); in training it was a factor."
     assert caught.value.fields == {"column": "x$region", "type": "double"}
+    flags = {"values": np.array([1.0, 0, 1, 0]), "class": "logical", "typeof": "logical"}
+    with pytest.raises(DataFieldsError, match=r"^`x\$region` is not numeric \(logical\);"):
+        encoding.encode_frame(
+            frame(region=(1,)) | {"columns": {**frame()["columns"], "region": flags}}
+        )
+    letters = {**SPEC, "region": {"type": "numeric"}}
+    text = {"values": np.array([1, 2, 1, 2], dtype=np.int32), "levels": ["a", "b"]}
+    for handed, words in [
+        ({"appearance": True, "class": "character"}, "not numeric (character)"),
+        ({"class": "factor", "typeof": "integer"}, "a factor"),
+    ]:
+        with pytest.raises(
+            DataFieldsError, match=f"is {re.escape(words)}; in training it was numeric"
+        ):
+            encoding.encode_frame(
+                frame()
+                | {"spec": letters, "columns": {**frame()["columns"], "region": text | handed}}
+            )
 
 
 def test_large_frames_are_filled_in_blocks_alike():

@@ -58,7 +58,7 @@ test_that("scoring checks its arguments before Python", {
     class = "gpukeras_error_bad_argument"
   )
   tabular <- structure(
-    list(encoding = new_encoding(list(x = list(type = "array", shape = 1L, names = "a")), FALSE, NULL, "error")),
+    list(encoding = encoding_from_plain(list(inputs = list(x = list(type = "array", shape = 1L, names = "a"))))),
     class = "gpukeras_fit"
   )
   expect_error(
