@@ -187,10 +187,7 @@ handover_call <- function(target, data, args = list(), na_fix = NULL, call = cal
   force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
     do.call(core_call, c(list(target), handover_fields(data), args, list(error_call = call))),
-    gpukeras_error_bad_data = function(e) {
-      if (isTRUE(data$check_missing)) abort_missing(data_parts(data), fix = na_fix, call = call)
-      abort_not_finite(data_parts(data), call = call)
-    }
+    gpukeras_error_bad_data = function(e) abort_handover_missing(handover_arg(data, na_fix), call = call)
   )
 }
 
