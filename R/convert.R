@@ -160,21 +160,26 @@ abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call
   if (!any(missing)) return(invisible())
   parts <- column_parts(parts)
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
-  rows <- which(missing)
+  abort_rows(
+    "NA/NaN", missing, where, fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows.",
+    "gpukeras_error_missing_values", call
+  )
+}
+
+# The error for bad values (`what`) in the rows flagged in `rows`, in the columns `where`,
+# with the fields `column`, `rows` (the first 100) and `n_rows`.
+abort_rows <- function(what, rows, where, fix, class, call) {
+  rows <- which(rows)
   gpukeras_abort(
     c(
       sprintf(
-        "The data has NA/NaN in %d row(s) (first: %s), in %s.",
-        length(rows), paste(utils::head(rows, 5), collapse = ", "),
-        paste(utils::head(where, 10), collapse = ", ")
+        "The data has %s in %d row(s) (first: %s), in %s.", what, length(rows),
+        paste(utils::head(rows, 5), collapse = ", "), paste(utils::head(where, 10), collapse = ", ")
       ),
-      fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows."
+      fix
     ),
-    c("gpukeras_error_missing_values", "gpukeras_error_bad_data"),
-    column = where,
-    rows = utils::head(rows, 100),
-    n_rows = length(rows),
-    call = call
+    c(class, "gpukeras_error_bad_data"),
+    column = unname(where), rows = utils::head(rows, 100), n_rows = length(rows), call = call
   )
 }
 
@@ -241,19 +246,12 @@ abort_not_finite <- function(parts, call = caller_env()) {
   }, parts)
   if (!length(doubles)) return(invisible())
   bad <- lapply(doubles, function(part) !is.na(part) & abs(part) > float32_max)
-  rows <- Reduce(`|`, Map(function(cells, part) row_has(cells, part), bad, doubles))
-  where <- unlist(Map(flagged_columns, bad, doubles, names(doubles)))
-  gpukeras_abort(
-    c(
-      sprintf(
-        "The data has Inf, -Inf or values beyond float32's range (about 3.4e+38) in %d row(s) (first: %s), in %s.",
-        sum(rows), paste(utils::head(which(rows), 5), collapse = ", "), paste(utils::head(where, 10), collapse = ", ")
-      ),
-      "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns."
-    ),
-    c("gpukeras_error_not_finite", "gpukeras_error_bad_data"),
-    column = unname(where), rows = utils::head(which(rows), 100), n_rows = sum(rows),
-    call = call
+  rows <- Reduce(`|`, Map(row_has, bad, doubles))
+  abort_rows(
+    "Inf, -Inf or values beyond float32's range (about 3.4e+38)", rows,
+    unlist(Map(flagged_columns, bad, doubles, names(doubles))),
+    "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns.",
+    "gpukeras_error_not_finite", call
   )
 }
 
