@@ -137,7 +137,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     sample_weight = parts$sample_weight,
     y_dtype = if (!is.null(labels)) if (factor_labels || is.integer(parts$y)) "int32" else "float32",
     check_missing = any(core_checks),
-    vocabulary = encoding_vocabulary(encoding), encoding = encoding, dropped = dropped,
+    encoding = encoding, dropped = dropped,
     kept = if (dropped > 0) which(!missing)
   )
 }

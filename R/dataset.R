@@ -225,8 +225,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors
     )
     recipe <- list(
-      arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
-      dropped = data$dropped
+      arrays = data, options = options, encoding = data$encoding, dropped = data$dropped
     )
     built <- arrays_pipeline(recipe)
     # The pipeline's own copy of the data (its tensors share it when there is no
@@ -247,10 +246,9 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
 arrays_pipeline <- function(recipe, call = caller_env()) {
   result <- handover_call(
     "dataset_from_arrays", recipe$arrays,
-    c(list(copy = FALSE, x_dtype = "float32"), recipe$options),
+    c(list(copy = FALSE, x_dtype = "float32", encoding = recipe$encoding), recipe$options),
     call = call
   )
-  result$info$vocabulary <- recipe$vocabulary
   result$info$encoding <- recipe$encoding
   result$info$dropped_rows <- recipe$dropped
   result

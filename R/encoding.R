@@ -86,20 +86,6 @@ warn_empty_levels <- function(y) {
   ), "gpukeras_warning_empty_levels")
 }
 
-# The levels of each factor column (and of the labels, as `y`): what
-# gpu_dataset() and gpu_fit() show as the vocabulary.
-encoding_vocabulary <- function(encoding) {
-  vocabulary <- list()
-  for (part in encoding$inputs) {
-    if (identical(part$type, "data.frame")) {
-      factors <- Filter(function(column) identical(column$type, "factor"), part$columns)
-      vocabulary[names(factors)] <- lapply(factors, `[[`, "levels")
-    }
-  }
-  if (identical(encoding$y$type, "factor")) vocabulary$y <- encoding$y$levels
-  vocabulary
-}
-
 check_columns <- function(df, name, call = caller_env()) {
   if (ncol(df) == 0L) abort_bad_data(sprintf("The data.frame `%s` has no columns.", name), call = call)
   check_column_names(names(df), name, call)

@@ -368,3 +368,28 @@ def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
     }
     assert encoding.plain_encoding(made) == made
     assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"
+
+
+def test_the_vocabulary_is_each_factor_columns_levels_and_the_labels():
+    plain = encoding.data_encoding(
+        {
+            "a": {"type": "array", "shape": [2], "names": None},
+            "b": {
+                "type": "data.frame",
+                "columns": {
+                    "kind": {"type": "character", "levels": ["x", "y"]},
+                    "n": {"type": "numeric"},
+                    "grade": {"type": "factor", "levels": "low"},
+                },
+            },
+        },
+        {"type": "factor", "levels": ["p", "q"]},
+        True,
+        "error",
+        {"grade": "codes"},
+    )
+    assert encoding.vocabulary(plain) == {"kind": ["x", "y"], "grade": ["low"], "y": ["p", "q"]}
+    assert encoding.vocabulary({**plain, "y": {"type": "numeric"}}) == {
+        "kind": ["x", "y"],
+        "grade": ["low"],
+    }

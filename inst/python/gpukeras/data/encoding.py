@@ -543,6 +543,23 @@ def describe_columns(part: Mapping[str, Any]) -> str:
     return f"{width} column{'' if width == 1 else 's'}: {', '.join(words)}"
 
 
+def vocabulary(encoding: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The levels of each factor column of ``encoding``'s data.frame inputs, by column name
+    in the inputs' and columns' order, and the labels' as ``y``: the vocabulary a dataset of
+    R data shows."""
+    plain = plain_encoding(encoding)
+    words = {
+        column: strings(spec.get("levels"))
+        for _, part in frames(plain)
+        for column, spec in part_columns(part)
+        if spec["type"] == "factor"
+    }
+    y = plain.get("y") or {}
+    if y.get("type") == "factor":
+        words["y"] = strings(y.get("levels"))
+    return words
+
+
 def _columns_lines(encoding: Mapping[str, Any]) -> list[str]:
     """Each data.frame input described (its name first when there are several)."""
     named = bool(encoding.get("several"))
