@@ -93,20 +93,12 @@ check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_en
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own
-# levels: refused when its encoding is not the training data's (the core compares them:
-# data/encoding.py same_encoding).
+# levels: refused when its encoding is not the training data's (the core's check:
+# data/encoding.py check_same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (is.null(given) || is.null(encoding)) return(invisible())
-  if (!core_call("same_encoding", given = given, wanted = encoding, error_call = call)) {
-    abort_bad_data(c(
-      sprintf(paste0(
-        "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
-        "settings)."
-      ), arg),
-      "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
-    ), call = call)
-  }
+  core_call("check_same_encoding", given = given, wanted = encoding, arg = arg, error_call = call)
 }
 
 # gpu_fit()'s validation data (as fit_data() read it) encoded as its training

@@ -248,6 +248,11 @@ def test_two_encodings_are_the_same_where_they_encode_alike():
     given["inputs"]["x"] = frame_part
     assert not encoding.same_encoding({**given, "y": {"type": "factor", "levels": ["no"]}}, wanted)
     assert not encoding.same_encoding({**given, "images": {"image_size": [2, 2]}}, wanted)
+    encoding.check_same_encoding(given, wanted, "newdata")
+    with pytest.raises(DataFieldsError, match=r"^`validation_data` is a gpu_dataset") as refused:
+        encoding.check_same_encoding({**given, "images": {}}, wanted, "validation_data")
+    assert refused.value.r_classes == ["gpukeras_error_bad_data"]
+    assert "like = <the training dataset or fit>" in refused.value.details[0]
 
 
 PLAIN = {

@@ -346,6 +346,23 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return given.get("images") == wanted.get("images")
 
 
+def check_same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any], arg: str) -> None:
+    """Refuse a gpu_dataset() ``arg`` whose encoding ``given`` is not the training data's
+    ``wanted`` (``same_encoding``): DataFieldsError gpukeras_error_bad_data, saying how to
+    make one that is."""
+    if same_encoding(given, wanted):
+        return
+    raise DataFieldsError(
+        f"`{arg}` is a gpu_dataset() encoded otherwise than the training data (other columns, "
+        "factor levels or image settings).",
+        [
+            "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R "
+            "data itself."
+        ],
+        ["gpukeras_error_bad_data"],
+    )
+
+
 def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
     """A data.frame part's columns in order, a character column as the factor of its values."""
     columns = part["columns"]
