@@ -86,7 +86,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   # training data's encoding is the core's to make, from R's account of it (specs), once R's
   # own checks below have passed: bad data must not start Python
   make_encoding <- is.null(encoding)
-  if (!make_encoding) encoding <- new_encoding(specs, several, labels$spec, encoding$na %||% na)
+  if (!make_encoding) encoding["y"] <- list(labels$spec) # new data: its labels, if any, as the training's
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
@@ -137,7 +137,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     sample_weight = parts$sample_weight,
     y_dtype = if (!is.null(labels)) if (factor_labels || is.integer(parts$y)) "int32" else "float32",
     check_missing = any(core_checks),
-    vocabulary = encoding_vocabulary(encoding), encoding = encoding, dropped = dropped,
+    encoding = encoding, dropped = dropped,
     kept = if (dropped > 0) which(!missing)
   )
 }
@@ -160,21 +160,26 @@ abort_missing <- function(parts, missing = missing_rows(parts), fix = NULL, call
   if (!any(missing)) return(invisible())
   parts <- column_parts(parts)
   where <- unlist(Map(na_columns, parts, names(parts)), use.names = FALSE)
-  rows <- which(missing)
+  abort_rows(
+    "NA/NaN", missing, where, fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows.",
+    "gpukeras_error_missing_values", call
+  )
+}
+
+# The error for bad values (`what`) in the rows flagged in `rows`, in the columns `where`,
+# with the fields `column`, `rows` (the first 100) and `n_rows`.
+abort_rows <- function(what, rows, where, fix, class, call) {
+  rows <- which(rows)
   gpukeras_abort(
     c(
       sprintf(
-        "The data has NA/NaN in %d row(s) (first: %s), in %s.",
-        length(rows), paste(utils::head(rows, 5), collapse = ", "),
-        paste(utils::head(where, 10), collapse = ", ")
+        "The data has %s in %d row(s) (first: %s), in %s.", what, length(rows),
+        paste(utils::head(rows, 5), collapse = ", "), paste(utils::head(where, 10), collapse = ", ")
       ),
-      fix %||% "Impute or remove them, or pass na = \"drop\" to drop those rows."
+      fix
     ),
-    c("gpukeras_error_missing_values", "gpukeras_error_bad_data"),
-    column = where,
-    rows = utils::head(rows, 100),
-    n_rows = length(rows),
-    call = call
+    c(class, "gpukeras_error_bad_data"),
+    column = unname(where), rows = utils::head(rows, 100), n_rows = length(rows), call = call
   )
 }
 
@@ -187,10 +192,7 @@ handover_call <- function(target, data, args = list(), na_fix = NULL, call = cal
   force(data) # its own errors are not the core's (the handler below reads it)
   withCallingHandlers(
     do.call(core_call, c(list(target), handover_fields(data), args, list(error_call = call))),
-    gpukeras_error_bad_data = function(e) {
-      if (isTRUE(data$check_missing)) abort_missing(data_parts(data), fix = na_fix, call = call)
-      abort_not_finite(data_parts(data), call = call)
-    }
+    gpukeras_error_bad_data = function(e) abort_handover_missing(handover_arg(data, na_fix), call = call)
   )
 }
 
@@ -244,19 +246,12 @@ abort_not_finite <- function(parts, call = caller_env()) {
   }, parts)
   if (!length(doubles)) return(invisible())
   bad <- lapply(doubles, function(part) !is.na(part) & abs(part) > float32_max)
-  rows <- Reduce(`|`, Map(function(cells, part) row_has(cells, part), bad, doubles))
-  where <- unlist(Map(flagged_columns, bad, doubles, names(doubles)))
-  gpukeras_abort(
-    c(
-      sprintf(
-        "The data has Inf, -Inf or values beyond float32's range (about 3.4e+38) in %d row(s) (first: %s), in %s.",
-        sum(rows), paste(utils::head(which(rows), 5), collapse = ", "), paste(utils::head(where, 10), collapse = ", ")
-      ),
-      "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns."
-    ),
-    c("gpukeras_error_not_finite", "gpukeras_error_bad_data"),
-    column = unname(where), rows = utils::head(which(rows), 100), n_rows = sum(rows),
-    call = call
+  rows <- Reduce(`|`, Map(row_has, bad, doubles))
+  abort_rows(
+    "Inf, -Inf or values beyond float32's range (about 3.4e+38)", rows,
+    unlist(Map(flagged_columns, bad, doubles, names(doubles))),
+    "Training on them gives a NaN loss every epoch: replace or remove them, or rescale those columns.",
+    "gpukeras_error_not_finite", call
   )
 }
 

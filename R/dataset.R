@@ -180,7 +180,6 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         abort_bad_argument("`like` is for R data and image folders: CSV and TFRecord files are read as they are.")
       }
       source$args$class_names <- as.list(images$class_names)
-      check_image_classes(source$args$path, images$class_names)
     }
     made <- do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
     if (source$kind == "image_folder") made$info$encoding <- encoding_from_plain(made$info$encoding)
@@ -226,8 +225,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors
     )
     recipe <- list(
-      arrays = data, options = options, vocabulary = data$vocabulary, encoding = data$encoding,
-      dropped = data$dropped
+      arrays = data, options = options, encoding = data$encoding, dropped = data$dropped
     )
     built <- arrays_pipeline(recipe)
     # The pipeline's own copy of the data (its tensors share it when there is no
@@ -248,10 +246,9 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
 arrays_pipeline <- function(recipe, call = caller_env()) {
   result <- handover_call(
     "dataset_from_arrays", recipe$arrays,
-    c(list(copy = FALSE, x_dtype = "float32"), recipe$options),
+    c(list(copy = FALSE, x_dtype = "float32", encoding = recipe$encoding), recipe$options),
     call = call
   )
-  result$info$vocabulary <- recipe$vocabulary
   result$info$encoding <- recipe$encoding
   result$info$dropped_rows <- recipe$dropped
   result

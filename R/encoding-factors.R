@@ -21,7 +21,6 @@ check_factors <- function(factors, call = caller_env()) {
 
 # The factor and character columns of the data.frames in `parts`, by name.
 coded_columns <- function(parts) {
-  unlist(lapply(Filter(is.data.frame, parts), function(df) names(df)[vapply(df, is_coded, logical(1))]))
+  coded <- function(df) names(Filter(function(column) is.factor(column) || is.character(column), df))
+  unlist(lapply(Filter(is.data.frame, parts), coded))
 }
-
-is_coded <- function(column) is.factor(column) || is.character(column)

@@ -65,20 +65,6 @@ like_images <- function(encoding) {
   c(encoding$images, list(class_names = encoding$y$levels))
 }
 
-# A folder of new images may hold only classes the training folder had.
-check_image_classes <- function(path, classes, call = caller_env()) {
-  folders <- basename(list.dirs(path, recursive = FALSE))
-  new <- setdiff(folders[!startsWith(folders, ".")], classes)
-  if (length(new)) {
-    gpukeras_abort(c(
-      sprintf(
-        "The image folder '%s' has class folders the training data did not have: %s.", path, quoted(new, Inf)
-      ),
-      sprintf("The model knows %s.", quoted(classes))
-    ), "gpukeras_error_new_levels", column = "class", levels = new, call = call)
-  }
-}
-
 # The fit report's line on the encoding new data will get: the data.frames' columns and
 # the classes, or nothing when none was recorded.
 format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines(encoding, "fit")
@@ -107,20 +93,12 @@ check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_en
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own
-# levels: refused when its encoding is not the training data's (the core compares them:
-# data/encoding.py same_encoding).
+# levels: refused when its encoding is not the training data's (the core's check:
+# data/encoding.py check_same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (is.null(given) || is.null(encoding)) return(invisible())
-  if (!core_call("same_encoding", given = given, wanted = encoding, error_call = call)) {
-    abort_bad_data(c(
-      sprintf(paste0(
-        "`%s` is a gpu_dataset() encoded otherwise than the training data (other columns, factor levels or image ",
-        "settings)."
-      ), arg),
-      "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R data itself."
-    ), call = call)
-  }
+  core_call("check_same_encoding", given = given, wanted = encoding, arg = arg, error_call = call)
 }
 
 # gpu_fit()'s validation data (as fit_data() read it) encoded as its training

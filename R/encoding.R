@@ -22,13 +22,6 @@
 # becomes one indicator column per level ("one_hot", as model.matrix(~ 0 + f) makes them)
 # or one integer code ("codes", for an Embedding layer; gpu_dataset(factors = )).
 
-new_encoding <- function(inputs, several, y, na) {
-  structure(
-    list(inputs = inputs, input_order = names(inputs), several = several, y = y, na = na, x_dtype = "float32"),
-    class = "gpukeras_encoding"
-  )
-}
-
 # The encoding of training data `x` (a part, or a named list of them) and `y`; `factors`
 # as gpu_dataset() takes it (its form checked).
 data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factors = "one_hot") {
@@ -91,20 +84,6 @@ warn_empty_levels <- function(y) {
       "gives each level a column. Drop them first to train without them: y <- droplevels(y)."
     ), nlevels(y))
   ), "gpukeras_warning_empty_levels")
-}
-
-# The levels of each factor column (and of the labels, as `y`): what
-# gpu_dataset() and gpu_fit() show as the vocabulary.
-encoding_vocabulary <- function(encoding) {
-  vocabulary <- list()
-  for (part in encoding$inputs) {
-    if (identical(part$type, "data.frame")) {
-      factors <- Filter(function(column) identical(column$type, "factor"), part$columns)
-      vocabulary[names(factors)] <- lapply(factors, `[[`, "levels")
-    }
-  }
-  if (identical(encoding$y$type, "factor")) vocabulary$y <- encoding$y$levels
-  vocabulary
 }
 
 check_columns <- function(df, name, call = caller_env()) {
@@ -261,7 +240,7 @@ select_names <- function(have, wanted, name, call) {
 # factor (a character column as the factor of its values) as its integer codes and levels.
 frame_handover <- function(df, name, spec, unknown = "error") {
   columns <- lapply(df[names(spec$columns)], function(values) {
-    given <- list(given = describe_type(values), typeof = typeof(values), appearance = is.character(values))
+    given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
     if (!is.factor(values)) return(c(list(values = array(as.double(values))), given))
     c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
@@ -291,11 +270,6 @@ column_parts <- function(parts) {
     stats::setNames(as.list(part), sprintf("%s$%s", name, names(part)))
   }, parts, names(parts))
   unlist(unname(expanded), recursive = FALSE)
-}
-
-describe_type <- function(values) {
-  if (is.factor(values)) "a factor" else
-    sprintf("%s (%s)", if (is.numeric(values)) "numeric" else "not numeric", class(values)[1])
 }
 
 # Labels checked against their spec (the encoding's, when given) and the spec: numbers, or

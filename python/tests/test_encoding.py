@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -81,7 +82,7 @@ def test_a_column_of_the_wrong_type_is_an_error_naming_it():
     numbers = {
         "values": np.array([1.0, 2, 3, 4]),
         "levels": None,
-        "given": "numeric (numeric)",
+        "class": "numeric",
         "typeof": "double",
     }
     with pytest.raises(DataFieldsError) as caught:
@@ -91,6 +92,24 @@ def test_a_column_of_the_wrong_type_is_an_error_naming_it():
     assert caught.value.r_classes == ["gpukeras_error_wrong_type", "gpukeras_error_bad_data"]
     assert str(caught.value) == "`x$region` is numeric (numeric); in training it was a factor."
     assert caught.value.fields == {"column": "x$region", "type": "double"}
+    flags = {"values": np.array([1.0, 0, 1, 0]), "class": "logical", "typeof": "logical"}
+    with pytest.raises(DataFieldsError, match=r"^`x\$region` is not numeric \(logical\);"):
+        encoding.encode_frame(
+            frame(region=(1,)) | {"columns": {**frame()["columns"], "region": flags}}
+        )
+    letters = {**SPEC, "region": {"type": "numeric"}}
+    text = {"values": np.array([1, 2, 1, 2], dtype=np.int32), "levels": ["a", "b"]}
+    for handed, words in [
+        ({"appearance": True, "class": "character"}, "not numeric (character)"),
+        ({"class": "factor", "typeof": "integer"}, "a factor"),
+    ]:
+        with pytest.raises(
+            DataFieldsError, match=f"is {re.escape(words)}; in training it was numeric"
+        ):
+            encoding.encode_frame(
+                frame()
+                | {"spec": letters, "columns": {**frame()["columns"], "region": text | handed}}
+            )
 
 
 def test_large_frames_are_filled_in_blocks_alike():
@@ -229,6 +248,11 @@ def test_two_encodings_are_the_same_where_they_encode_alike():
     given["inputs"]["x"] = frame_part
     assert not encoding.same_encoding({**given, "y": {"type": "factor", "levels": ["no"]}}, wanted)
     assert not encoding.same_encoding({**given, "images": {"image_size": [2, 2]}}, wanted)
+    encoding.check_same_encoding(given, wanted, "newdata")
+    with pytest.raises(DataFieldsError, match=r"^`validation_data` is a gpu_dataset") as refused:
+        encoding.check_same_encoding({**given, "images": {}}, wanted, "validation_data")
+    assert refused.value.r_classes == ["gpukeras_error_bad_data"]
+    assert "like = <the training dataset or fit>" in refused.value.details[0]
 
 
 PLAIN = {
@@ -349,3 +373,28 @@ def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
     }
     assert encoding.plain_encoding(made) == made
     assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"
+
+
+def test_the_vocabulary_is_each_factor_columns_levels_and_the_labels():
+    plain = encoding.data_encoding(
+        {
+            "a": {"type": "array", "shape": [2], "names": None},
+            "b": {
+                "type": "data.frame",
+                "columns": {
+                    "kind": {"type": "character", "levels": ["x", "y"]},
+                    "n": {"type": "numeric"},
+                    "grade": {"type": "factor", "levels": "low"},
+                },
+            },
+        },
+        {"type": "factor", "levels": ["p", "q"]},
+        True,
+        "error",
+        {"grade": "codes"},
+    )
+    assert encoding.vocabulary(plain) == {"kind": ["x", "y"], "grade": ["low"], "y": ["p", "q"]}
+    assert encoding.vocabulary({**plain, "y": {"type": "numeric"}}) == {
+        "kind": ["x", "y"],
+        "grade": ["low"],
+    }

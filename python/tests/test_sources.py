@@ -341,8 +341,11 @@ def test_image_folder_rescales_and_labels_by_the_training_classes(image_folder: 
     assert trained.info["class_names"] == ["birds", "dogs", "cats"]
     assert trained.info["class_counts"] == [0, 2, 3]
     assert [int(label) for _, label in elements(trained)] == [1, 1, 2, 2, 2]
-    with pytest.raises(errors.BadArgumentError, match='did not have: "cats"'):
+    with pytest.raises(errors.DataFieldsError, match='did not have: "cats"') as refused:
         sources.image_folder_source(str(root), image_size=(8, 6), class_names=["dogs"])
+    assert refused.value.r_classes == ["gpukeras_error_new_levels"]
+    assert refused.value.fields == {"column": "class", "levels": ["cats"]}
+    assert refused.value.details == ['The model knows "dogs".']
     with pytest.raises(errors.BadArgumentError, match="rescale must be one positive number"):
         sources.image_folder_source(str(root), image_size=(8, 6), rescale=-1)
 

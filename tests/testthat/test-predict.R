@@ -58,7 +58,7 @@ test_that("scoring checks its arguments before Python", {
     class = "gpukeras_error_bad_argument"
   )
   tabular <- structure(
-    list(encoding = new_encoding(list(x = list(type = "array", shape = 1L, names = "a")), FALSE, NULL, "error")),
+    list(encoding = encoding_from_plain(list(inputs = list(x = list(type = "array", shape = 1L, names = "a"))))),
     class = "gpukeras_fit"
   )
   expect_error(
@@ -90,7 +90,7 @@ test_that("the encoding is recorded from the training data and kept on the datas
   expect_identical(encoding$inputs$x$columns$shape$levels, c("round", "square"))
   expect_identical(encoding$y$levels, c("big", "small"))
   expect_identical(
-    encoding_vocabulary(encoding),
+    attr(gpu_dataset(data$x, data$y), "gpukeras")$vocabulary,
     list(colour = c("blue", "green", "red"), shape = c("round", "square"), y = c("big", "small"))
   )
   expect_match(format(encoding), "colour <factor(3), one-hot>", fixed = TRUE, all = FALSE)

@@ -46,6 +46,7 @@ VERBS: dict[str, str] = {
     # data
     "data_encoding": "data.encoding:data_encoding",
     "same_encoding": "data.encoding:same_encoding",
+    "check_same_encoding": "data.encoding:check_same_encoding",
     "encoding_lines": "data.encoding:encoding_lines",
     "check_widths": "serve.scoring:check_widths",
     "handover": "data.array_source:handover",

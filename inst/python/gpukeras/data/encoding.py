@@ -7,8 +7,9 @@ form R records and gpu_save() writes: ``{column: {"type": "numeric" | "logical" 
 "factor", "levels": [...], "encoding": "one_hot" | "codes"}}``, in the model's column
 order), the rule for levels training did not have (``unknown``), and each column once:
 a numeric or logical column as doubles (R's NA a NaN), a factor (a character column
-as the factor of its values) as its 1-based integer codes (R's NA_integer_ the
-smallest int32) and its own levels. Levels are matched by name: a level's code is its
+as the factor of its values, ``appearance`` true) as its 1-based integer codes (R's NA_integer_ the
+smallest int32) and its own levels; with each, its R ``class`` and
+``typeof``, which the errors name. Levels are matched by name: a level's code is its
 position among the training levels. A factor becomes one indicator column per
 training level ("one_hot": 1 for the row's level, NaN across the row for NA, 0
 across it for an unseen level with ``unknown = "zero"``) or one code ("codes":
@@ -345,6 +346,23 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return given.get("images") == wanted.get("images")
 
 
+def check_same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any], arg: str) -> None:
+    """Refuse a gpu_dataset() ``arg`` whose encoding ``given`` is not the training data's
+    ``wanted`` (``same_encoding``): DataFieldsError gpukeras_error_bad_data, saying how to
+    make one that is."""
+    if same_encoding(given, wanted):
+        return
+    raise DataFieldsError(
+        f"`{arg}` is a gpu_dataset() encoded otherwise than the training data (other columns, "
+        "factor levels or image settings).",
+        [
+            "Make it with gpu_dataset(..., like = <the training dataset or fit>), or give the R "
+            "data itself."
+        ],
+        ["gpukeras_error_bad_data"],
+    )
+
+
 def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
     """A data.frame part's columns in order, a character column as the factor of its values."""
     columns = part["columns"]
@@ -442,9 +460,18 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
     return matrix
 
 
+def _given(handed: Mapping[str, object]) -> str:
+    """What a handed-over column is, in words: "a factor", or "numeric (<R class>)" and
+    "not numeric (<R class>)" (a logical column, a character column among them)."""
+    if handed.get("levels") is not None and not handed.get("appearance"):
+        return "a factor"
+    numeric = handed.get("typeof") in ("double", "integer")
+    return f"{'numeric' if numeric else 'not numeric'} ({handed.get('class')})"
+
+
 def _wrong_type(where: str, handed: Mapping[str, object], was: str, advice: str) -> None:
     raise DataFieldsError(
-        f"`{where}` is {handed.get('given')}; in training it was {was}.",
+        f"`{where}` is {_given(handed)}; in training it was {was}.",
         [advice],
         ["gpukeras_error_wrong_type", "gpukeras_error_bad_data"],
         column=where,
@@ -531,6 +558,23 @@ def describe_columns(part: Mapping[str, Any]) -> str:
     ]
     width = frame_width(part["columns"])
     return f"{width} column{'' if width == 1 else 's'}: {', '.join(words)}"
+
+
+def vocabulary(encoding: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The levels of each factor column of ``encoding``'s data.frame inputs, by column name
+    in the inputs' and columns' order, and the labels' as ``y``: the vocabulary a dataset of
+    R data shows."""
+    plain = plain_encoding(encoding)
+    words = {
+        column: strings(spec.get("levels"))
+        for _, part in frames(plain)
+        for column, spec in part_columns(part)
+        if spec["type"] == "factor"
+    }
+    y = plain.get("y") or {}
+    if y.get("type") == "factor":
+        words["y"] = strings(y.get("levels"))
+    return words
 
 
 def _columns_lines(encoding: Mapping[str, Any]) -> list[str]:

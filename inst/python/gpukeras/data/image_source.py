@@ -14,9 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core.errors import BadArgumentError, BadImageError, MissingFilesError
+from gpukeras.core.errors import (
+    BadArgumentError,
+    BadImageError,
+    DataFieldsError,
+    MissingFilesError,
+)
 from gpukeras.core.handles import Tensor
-from gpukeras.data.encoding import image_encoding
+from gpukeras.data.encoding import MESSAGE_LEVELS, image_encoding
 from gpukeras.data.source_files import Source, expand, quoted, tensorflow
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
@@ -205,7 +210,8 @@ def _folder_identity(folder: str) -> tuple[int, int]:
 
 def _class_folders(root: str, path: str, class_names: list[str] | None) -> list[str]:
     """The classes, in label order: the sub-folders sorted by name, or ``class_names``
-    (the training data's, which must hold every sub-folder)."""
+    (the training data's, which must hold every sub-folder: else DataFieldsError
+    gpukeras_error_new_levels, fields ``column`` "class" and ``levels``, the new ones)."""
     found = sorted(
         entry.name
         for entry in os.scandir(root)
@@ -216,9 +222,13 @@ def _class_folders(root: str, path: str, class_names: list[str] | None) -> list[
     names = [str(name) for name in class_names]
     new = [name for name in found if name not in names]
     if new:
-        raise BadArgumentError(
+        raise DataFieldsError(
             f"The image folder '{path}' has class folders the training data did not have: "
-            f"{quoted(new)} (it had {quoted(names)})."
+            f"{quoted(new)}.",
+            [f"The model knows {quoted(names[:MESSAGE_LEVELS])}."],
+            ["gpukeras_error_new_levels"],
+            column="class",
+            levels=new,
         )
     return names
 

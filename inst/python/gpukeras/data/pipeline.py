@@ -37,6 +37,7 @@ from gpukeras.data.augment import (
     check_presets,
 )
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
+from gpukeras.data.encoding import vocabulary
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.gpu.devices import host_memory_mib
@@ -309,9 +310,13 @@ def from_arrays(
     y_dtype: str | None = None,
     check_missing: bool = False,
     sample_weight: object | None = None,
+    encoding: Record | None = None,
     **options: object,
 ) -> dict[str, object]:
     """A pipeline over in-memory arrays (NumPy, or a dict of them for multi-input models).
+
+    ``encoding``: how R data became these arrays (the plain form, ``encoding.data_encoding``);
+    its factors' levels are the info's ``vocabulary``.
 
     With ``sample_weight`` (one number per row; it needs labels), each element is
     ``(x, y, sample_weight)``, as Keras' fit() reads weighted data, and a ``map``
@@ -411,6 +416,7 @@ def from_arrays(
             "source": "arrays",
             "rows": count - n_validation,
             "validation_rows": n_validation,
+            **({"vocabulary": vocabulary(encoding)} if encoding is not None else {}),
         },
         start,
     )
