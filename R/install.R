@@ -89,34 +89,27 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
   check_string(os)
   check_version(reticulate)
   extras <- check_extras(extras)
-  numpy <- if (reticulate_supports_numpy2(reticulate)) pinned$numpy else pinned$numpy_before_2
+  numpy <- if (reticulate_supports_numpy2(reticulate)) "numpy" else "numpy_before_2"
   c(
     paste0(tensorflow_distribution(gpu, os), "==", pinned$tensorflow),
-    paste0("keras==", pinned$keras),
-    paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
-    paste0("numpy==", numpy),
-    paste0("optuna==", pinned$optuna),
-    paste0(c("uvicorn==", "h11==", "starlette=="), c(pinned$uvicorn, pinned$h11, pinned$starlette)),
-    if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary),
-    if ("onnx" %in% extras) {
-      c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
-    },
-    if ("tracking" %in% extras) paste0("mlflow-skinny==", pinned$mlflow_skinny),
-    if ("hub" %in% extras) hub_requirements(os)
+    pins("keras", "nvidia_ml_py", numpy, "optuna", "uvicorn", "h11", "starlette"),
+    if ("postgresql" %in% extras) pins("psycopg2_binary"),
+    if ("onnx" %in% extras) pins("onnx", "onnxruntime", "tf2onnx"),
+    if ("tracking" %in% extras) pins("mlflow_skinny"),
+    # KerasHub's, with what it and its tokenizers need (no tensorflow-text for Windows, as
+    # keras-hub asks for none there)
+    if ("hub" %in% extras) {
+      pins("kagglehub", "kagglesdk", "sentencepiece", "tokenizers", "regex", "keras_hub",
+           if (os != "Windows") "tensorflow_text")
+    }
   )
 }
 
-# KerasHub's requirements on `os`: what it and its tokenizers need, then (`no_deps_requirements`)
-# the two install_gpukeras() installs without their dependencies (no tensorflow-text for Windows,
-# as keras-hub asks for none there).
-hub_requirements <- function(os) {
-  c(
-    paste0("kagglehub==", pinned$kagglehub), paste0("kagglesdk==", pinned$kagglesdk),
-    paste0("sentencepiece==", pinned$sentencepiece), paste0("tokenizers==", pinned$tokenizers),
-    paste0("regex==", pinned$regex),
-    paste0("keras-hub==", pinned$keras_hub),
-    if (os != "Windows") paste0("tensorflow-text==", pinned$tensorflow_text)
-  )
+# "name==version" for each of `pinned`'s names, as pip spells it ("nvidia-ml-py"; NumPy for an
+# older reticulate is "numpy").
+pins <- function(...) {
+  names <- c(...)
+  paste0(chartr("_", "-", sub("_before_2", "", names, fixed = TRUE)), "==", unlist(pinned[names]))
 }
 
 # Requirements installed with `pip install --no-deps`: tensorflow-text requires the `tensorflow`
@@ -305,5 +298,3 @@ run_python <- function(python, args, envname, quiet = FALSE, call = caller_env()
   }
   invisible(status)
 }
-
-`%||%` <- function(x, y) if (is.null(x)) y else x

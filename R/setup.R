@@ -159,10 +159,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
   }
   threads <- check_threads(threads)
-  if (!is.null(jit_compile) && !identical(jit_compile, "auto") &&
-    !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
-    abort_bad_argument(sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)))
-  }
+  if (!is.null(jit_compile)) check_auto_flag(jit_compile)
   if (!is.null(cpu_devices)) check_count(cpu_devices)
   check_flag(deterministic)
   seed <- check_seed(seed)
