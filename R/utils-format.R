@@ -21,5 +21,3 @@ format_mib <- function(mib) {
 
 # Values in quotes, the first `n`: "\"no\", \"yes\"".
 quoted <- function(values, n = 10) paste0("\"", utils::head(values, n), "\"", collapse = ", ")
-
-format_percent <- function(share, digits = 0) sprintf(paste0("%.", digits, "f%%"), 100 * share)
