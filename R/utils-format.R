@@ -15,9 +15,5 @@ format_bytes <- function(bytes) {
   }, character(1))
 }
 
-format_mib <- function(mib) {
-  ifelse(is.na(mib), "?", ifelse(mib >= 1024, sprintf("%.1f GiB", mib / 1024), sprintf("%.0f MiB", mib)))
-}
-
 # Values in quotes, the first `n`: "\"no\", \"yes\"".
 quoted <- function(values, n = 10) paste0("\"", utils::head(values, n), "\"", collapse = ", ")
