@@ -119,11 +119,11 @@ no_deps_requirements <- c("keras-hub", "tensorflow-text")
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking", "hub"))) {
-    abort_bad_argument(sprintf(paste0(
-      "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
+    stop_input_type(extras, paste0(
+      "character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
       "\"onnx\" (gpu_export(format = \"onnx\")), \"tracking\" (MLflow's client for gpu_track()) and ",
-      "\"hub\" (KerasHub's pretrained models for gpu_text_classifier()), not %s."
-    ), describe(extras)), call = call)
+      "\"hub\" (KerasHub's pretrained models for gpu_text_classifier())"
+    ), "extras", call)
   }
   unique(extras)
 }
@@ -157,7 +157,7 @@ check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
     package_version(x, strict = FALSE)
   }
   if (is.null(parsed) || is.na(parsed)) {
-    abort_bad_argument(sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)), call = call)
+    stop_input_type(x, "one version such as \"1.41.0\"", arg, call)
   }
   invisible(x)
 }
@@ -242,7 +242,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
-    abort_bad_argument(sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)))
+    stop_input_type(gpu, "TRUE, FALSE or NA (detect)", "gpu", current_env())
   }
   if (!is.null(python)) {
     check_string(python)

@@ -55,7 +55,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   check_flag(compare, call = call)
   check_flag(overwrite, call = call)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
-    abort_bad_argument(sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)), call = call)
+    stop_input_type(check, "a gpu_check() result or NULL", "check", call)
   }
   if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
     abort_bad_argument(

@@ -226,10 +226,9 @@ check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
     all(threads >= 0) && all(threads == round(threads)) && all(threads <= max_threads)
   if (!ok) {
-    abort_bad_argument(sprintf(
-      "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
-      max_threads, describe(threads)
-    ), call = call)
+    stop_input_type(threads, sprintf(
+      "one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose)", max_threads
+    ), "threads", call)
   }
   values <- as.integer(rep_len(threads, 2))
   names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
