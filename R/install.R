@@ -87,7 +87,11 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
   check_unknown_args("gpukeras_requirements")
   check_flag(gpu)
   check_string(os)
-  check_version(reticulate)
+  # one version: a package_version or a string such as "1.41.0"
+  if (length(reticulate) != 1L || !(is.character(reticulate) || inherits(reticulate, "package_version")) ||
+    is.na(package_version(reticulate, strict = FALSE))) {
+    stop_input_type(reticulate, "one version such as \"1.41.0\"", "reticulate", current_env())
+  }
   extras <- check_extras(extras)
   numpy <- if (reticulate_supports_numpy2(reticulate)) "numpy" else "numpy_before_2"
   c(
@@ -149,17 +153,6 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
     ),
     "uvicorn>=0.30", "starlette>=0.40"
   )
-}
-
-# `x` is one version: a package_version or a string such as "1.41.0".
-check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
-  parsed <- if (length(x) == 1L && (is.character(x) || inherits(x, "package_version"))) {
-    package_version(x, strict = FALSE)
-  }
-  if (is.null(parsed) || is.na(parsed)) {
-    stop_input_type(x, "one version such as \"1.41.0\"", arg, call)
-  }
-  invisible(x)
 }
 
 # The TensorFlow distribution for this machine: they all install the same
