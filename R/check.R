@@ -122,7 +122,8 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
       "check", probe_training = probe, probe_seconds = probe_seconds, matmul_size = 1024L,
       # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the package it
       # needs (the GPU build of TensorFlow only exists on Linux)
-      requirements = as.list(gpukeras_requirements(gpu = TRUE, os = "Linux")), symbols = list(bullet = bullet(), arrow = arrow()),
+      requirements = as.list(gpukeras_requirements(gpu = TRUE, os = "Linux")),
+      symbols = list(bullet = bullet(), arrow = arrow()),
       caller = list(
         r = paste(R.version$major, R.version$minor, sep = "."),
         reticulate = as.character(utils::packageVersion("reticulate")), python_chosen_by = the$python_chosen_by
