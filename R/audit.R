@@ -86,38 +86,12 @@ format.gpukeras_audit <- function(x, ...) {
     return(utils::capture.output(print(as.data.frame(x), ...)))
   }
   info <- attr(x, "audit")
-  counts <- table(factor(x$severity, levels = c("warning", "info")))
-  header <- paste0(
-    "<gpukeras audit>",
-    if (!is.null(info))
-      sprintf(" model '%s' (%s backend), %d layers checked", info$model, info$backend, as.integer(info$layers)),
-    if (!is.null(info$batch_size)) sprintf(", batch size %d", as.integer(info$batch_size))
-  )
-  if (!nrow(x)) return(c(header, "No findings: nothing in this model stands in the way of the GPU."))
-  width <- max(40L, getOption("width", 80L) - 6L)
-  titles <- c(warning = "Warnings", info = "Worth a look")
-  lines <- character()
-  for (severity in names(titles)) {
-    rows <- x[x$severity == severity, , drop = FALSE]
-    if (!nrow(rows)) next
-    lines <- c(lines, sprintf("%s (%d):", titles[[severity]], nrow(rows)))
-    for (i in seq_len(nrow(rows))) {
-      row <- rows[i, ]
-      share <- if (!is.na(row$flops_share)) sprintf(", %s of FLOPs", format_percent(row$flops_share)) else ""
-      what <- if (nzchar(row$layer_class)) sprintf("%s (%s%s)", row$layer, row$layer_class, share) else row$layer
-      lines <- c(
-        lines, strwrap(sprintf("%s %s: %s", bullet(), what, row$finding), width = width, indent = 2, exdent = 4),
-        strwrap(paste(arrow(), row$advice), width = width, indent = 4, exdent = 6)
-      )
-    }
-  }
-  summary <- sprintf(
-    "%d warning%s, %d to look at", counts[["warning"]], if (counts[["warning"]] == 1) "" else "s", counts[["info"]]
-  )
-  note <- if (length(info$uncounted)) {
-    sprintf("FLOP shares are of the counted FLOPs (not counted: %s).", paste(info$uncounted, collapse = ", "))
-  }
-  c(paste0(header, ": ", summary), lines, note)
+  # the core's words (tools/result_lines.py audit_lines()), for these rows
+  unlist(core_call(
+    "audit_lines", findings = lapply(unclass(x)[audit_columns], as_python),
+    info = if (!is.null(info)) replace(info, "uncounted", list(as_python(info$uncounted))),
+    width = max(40L, getOption("width", 80L) - 6L), bullet = bullet(), arrow = arrow()
+  ))
 }
 
 #' @export

@@ -2,10 +2,6 @@
 # those of a stack the core cannot start on (NumPy, Keras), asked for and made here:
 # pip runs with the Python in use, a variable goes into the .Renviron R reads.
 
-# install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the
-# package it needs (the GPU build of TensorFlow only exists on Linux).
-repair_requirements <- function() gpukeras_requirements(gpu = TRUE, os = "Linux")
-
 # The repairs as a data.frame: `id`, `what` (one sentence), `how` (the pip
 # commands or the line and file), `needs_restart`, and `status` ("done",
 # "declined", "failed"; NA when gpu_check() was not asked to fix).

@@ -120,7 +120,10 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
     core() # for why this Python, which only R knows (see gpukeras_python())
     core_call(
       "check", probe_training = probe, probe_seconds = probe_seconds, matmul_size = 1024L,
-      requirements = as.list(repair_requirements()), symbols = list(bullet = bullet(), arrow = arrow()),
+      # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the package it
+      # needs (the GPU build of TensorFlow only exists on Linux)
+      requirements = as.list(gpukeras_requirements(gpu = TRUE, os = "Linux")),
+      symbols = list(bullet = bullet(), arrow = arrow()),
       caller = list(
         r = paste(R.version$major, R.version$minor, sep = "."),
         reticulate = as.character(utils::packageVersion("reticulate")), python_chosen_by = the$python_chosen_by
@@ -151,18 +154,13 @@ new_gpukeras_check <- function(result) {
   structure(list(
     verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
     advice = c(as.character(unlist(result$advice)), ignored$advice), stack = result$stack,
-    nvml = new_nvml_report(result$nvml), devices = rows_to_df(result$devices, device_columns),
+    nvml = replace(result$nvml, "devices", list(rows_to_df(result$nvml$devices, c(
+      "index", "name", "memory_total_mib", "visible", "in_use", "mig_instances", "error"
+    )))), devices = rows_to_df(result$devices, device_columns),
     setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
     timings = unlist(result$timings), repairs = repairs_df(result$repairs),
     lines = lapply(result$lines, function(lines) as.character(unlist(lines)))
   ), class = "gpukeras_check")
-}
-
-new_nvml_report <- function(nvml) {
-  nvml$devices <- rows_to_df(nvml$devices, c(
-    "index", "name", "memory_total_mib", "visible", "in_use", "mig_instances", "error"
-  ))
-  nvml
 }
 
 verdict_text <- c(

@@ -9,5 +9,5 @@
 #' that needs it, so GPU settings can still be applied before TensorFlow runs.
 #'
 #' @keywords internal
-#' @importFrom rlang caller_arg caller_env current_env
+#' @importFrom rlang caller_arg caller_env current_env %||%
 "_PACKAGE"

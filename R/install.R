@@ -87,36 +87,33 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
   check_unknown_args("gpukeras_requirements")
   check_flag(gpu)
   check_string(os)
-  check_version(reticulate)
+  # one version: a package_version or a string such as "1.41.0"
+  if (length(reticulate) != 1L || !(is.character(reticulate) || inherits(reticulate, "package_version")) ||
+    is.na(package_version(reticulate, strict = FALSE))) {
+    stop_input_type(reticulate, "one version such as \"1.41.0\"", "reticulate", current_env())
+  }
   extras <- check_extras(extras)
-  numpy <- if (reticulate_supports_numpy2(reticulate)) pinned$numpy else pinned$numpy_before_2
+  numpy <- if (reticulate_supports_numpy2(reticulate)) "numpy" else "numpy_before_2"
   c(
     paste0(tensorflow_distribution(gpu, os), "==", pinned$tensorflow),
-    paste0("keras==", pinned$keras),
-    paste0("nvidia-ml-py==", pinned$nvidia_ml_py),
-    paste0("numpy==", numpy),
-    paste0("optuna==", pinned$optuna),
-    paste0(c("uvicorn==", "h11==", "starlette=="), c(pinned$uvicorn, pinned$h11, pinned$starlette)),
-    if ("postgresql" %in% extras) paste0("psycopg2-binary==", pinned$psycopg2_binary),
-    if ("onnx" %in% extras) {
-      c(paste0("onnx==", pinned$onnx), paste0("onnxruntime==", pinned$onnxruntime), paste0("tf2onnx==", pinned$tf2onnx))
-    },
-    if ("tracking" %in% extras) paste0("mlflow-skinny==", pinned$mlflow_skinny),
-    if ("hub" %in% extras) hub_requirements(os)
+    pins("keras", "nvidia_ml_py", numpy, "optuna", "uvicorn", "h11", "starlette"),
+    if ("postgresql" %in% extras) pins("psycopg2_binary"),
+    if ("onnx" %in% extras) pins("onnx", "onnxruntime", "tf2onnx"),
+    if ("tracking" %in% extras) pins("mlflow_skinny"),
+    # KerasHub's, with what it and its tokenizers need (no tensorflow-text for Windows, as
+    # keras-hub asks for none there)
+    if ("hub" %in% extras) {
+      pins("kagglehub", "kagglesdk", "sentencepiece", "tokenizers", "regex", "keras_hub",
+           if (os != "Windows") "tensorflow_text")
+    }
   )
 }
 
-# KerasHub's requirements on `os`: what it and its tokenizers need, then (`no_deps_requirements`)
-# the two install_gpukeras() installs without their dependencies (no tensorflow-text for Windows,
-# as keras-hub asks for none there).
-hub_requirements <- function(os) {
-  c(
-    paste0("kagglehub==", pinned$kagglehub), paste0("kagglesdk==", pinned$kagglesdk),
-    paste0("sentencepiece==", pinned$sentencepiece), paste0("tokenizers==", pinned$tokenizers),
-    paste0("regex==", pinned$regex),
-    paste0("keras-hub==", pinned$keras_hub),
-    if (os != "Windows") paste0("tensorflow-text==", pinned$tensorflow_text)
-  )
+# "name==version" for each of `pinned`'s names, as pip spells it ("nvidia-ml-py"; NumPy for an
+# older reticulate is "numpy").
+pins <- function(...) {
+  names <- c(...)
+  paste0(chartr("_", "-", sub("_before_2", "", names, fixed = TRUE)), "==", unlist(pinned[names]))
 }
 
 # Requirements installed with `pip install --no-deps`: tensorflow-text requires the `tensorflow`
@@ -126,11 +123,11 @@ no_deps_requirements <- c("keras-hub", "tensorflow-text")
 
 check_extras <- function(extras, call = caller_env()) {
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("postgresql", "onnx", "tracking", "hub"))) {
-    abort_bad_argument(sprintf(paste0(
-      "`extras` must be character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
+    stop_input_type(extras, paste0(
+      "character(), or any of \"postgresql\" (the driver for gpu_search()'s PostgreSQL storage), ",
       "\"onnx\" (gpu_export(format = \"onnx\")), \"tracking\" (MLflow's client for gpu_track()) and ",
-      "\"hub\" (KerasHub's pretrained models for gpu_text_classifier()), not %s."
-    ), describe(extras)), call = call)
+      "\"hub\" (KerasHub's pretrained models for gpu_text_classifier())"
+    ), "extras", call)
   }
   unique(extras)
 }
@@ -156,17 +153,6 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
     ),
     "uvicorn>=0.30", "starlette>=0.40"
   )
-}
-
-# `x` is one version: a package_version or a string such as "1.41.0".
-check_version <- function(x, arg = caller_arg(x), call = caller_env()) {
-  parsed <- if (length(x) == 1L && (is.character(x) || inherits(x, "package_version"))) {
-    package_version(x, strict = FALSE)
-  }
-  if (is.null(parsed) || is.na(parsed)) {
-    abort_bad_argument(sprintf("`%s` must be one version such as \"1.41.0\", not %s.", arg, describe(x)), call = call)
-  }
-  invisible(x)
 }
 
 # The TensorFlow distribution for this machine: they all install the same
@@ -249,7 +235,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
-    abort_bad_argument(sprintf("`gpu` must be TRUE, FALSE or NA (detect), not %s.", describe(gpu)))
+    stop_input_type(gpu, "TRUE, FALSE or NA (detect)", "gpu", current_env())
   }
   if (!is.null(python)) {
     check_string(python)
@@ -305,5 +291,3 @@ run_python <- function(python, args, envname, quiet = FALSE, call = caller_env()
   }
   invisible(status)
 }
-
-`%||%` <- function(x, y) if (is.null(x)) y else x

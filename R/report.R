@@ -55,7 +55,7 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   check_flag(compare, call = call)
   check_flag(overwrite, call = call)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
-    abort_bad_argument(sprintf("`check` must be a gpu_check() result or NULL, not %s.", describe(check)), call = call)
+    stop_input_type(check, "a gpu_check() result or NULL", "check", call)
   }
   if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
     abort_bad_argument(
@@ -71,29 +71,14 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
     )
   }
   check <- check %||% gpu_check(probe = probe)
-  s <- check$stack
-  d <- check$nvml$devices
-  cells <- cbind(
-    d$index, d$name, format_mib(d$memory_total_mib), ifelse(d$visible, "yes", "no"),
-    ifelse(d$in_use %in% TRUE, "yes", "no")
-  )
-  versions <- list(
-    c("R", s$r), c("reticulate", s$reticulate), c("Python", s$python), c("NumPy", or_na(s$numpy)),
-    c("Keras", sprintf("%s (backend %s)", or_na(s$keras), or_na(s$keras_backend))),
-    c("TensorFlow", s$tensorflow_build), c("JAX", or_na(s$jax_build, "not installed")),
-    if (!is.null(s$keras_hub)) c("KerasHub", s$keras_hub_build), c("OS", paste(s$os, s$os_release, s$machine))
-  )
   # the home folder as `~`, the user name as `<user>`, as R knows them
   homes <- unique(c(normalizePath(path.expand("~"), mustWork = FALSE), path.expand("~"), Sys.getenv("HOME")))
   users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
   lines <- core_call("report_markdown", homes = as_python(homes), users = as_python(users), check = list(
     gpukeras = format(utils::packageVersion("gpukeras")), verdict = check$verdict,
     verdict_text = verdict_text[[check$verdict]], reasons = as_python(check$reasons),
-    advice = as_python(check$advice), versions = lapply(versions, as_python),
-    python_executable = s$python_executable, chosen_by = s$python_chosen_by, driver = s$nvidia_driver,
-    cuda_driver = s$cuda_driver_version, full = as_python(format(check)),
-    nvml_reason = if (!isTRUE(check$nvml$available) || !nrow(d)) or_na(check$nvml$reason, "no GPU"),
-    nvml_rows = lapply(seq_len(nrow(d)), function(i) as_python(cells[i, ]))
+    advice = as_python(check$advice), stack = check$stack, full = as_python(format(check)),
+    nvml = replace(check$nvml, "devices", list(lapply(check$nvml$devices, as_python)))
   ), compare = compare, error_call = call)
   report <- structure(unlist(lines), class = "gpukeras_report")
   if (is.null(file)) return(report)

@@ -137,7 +137,7 @@
 #'   `precision_reason`, `loss_scaling`, `precision_suits_device`,
 #'   `jit_compile`, `deterministic` (whether the backend's ops are
 #'   deterministic, read back from it), `seed` (the session's seed, `NULL` when
-#'   none was given nor chosen), `seed_chosen` and `notes`.
+#'   none was given nor chosen), `seed_chosen`, `notes` and `lines` (its print).
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -159,10 +159,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     check_choice(mixed_precision, c("auto", "float16", "bfloat16", "float32"))
   }
   threads <- check_threads(threads)
-  if (!is.null(jit_compile) && !identical(jit_compile, "auto") &&
-    !(is.logical(jit_compile) && length(jit_compile) == 1L && !is.na(jit_compile))) {
-    abort_bad_argument(sprintf("`jit_compile` must be TRUE, FALSE or \"auto\", not %s.", describe(jit_compile)))
-  }
+  if (!is.null(jit_compile)) check_auto_flag(jit_compile)
   if (!is.null(cpu_devices)) check_count(cpu_devices)
   check_flag(deterministic)
   seed <- check_seed(seed)
@@ -182,7 +179,8 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
     devices = if (!is.null(devices)) as.list(devices), mixed_precision = mixed_precision,
     intra_op_threads = threads[["intra"]], inter_op_threads = threads[["inter"]], jit_compile = jit_compile,
-    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices), deterministic = deterministic, seed = seed
+    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices), deterministic = deterministic, seed = seed,
+    seed_chosen = seed_chosen
   ))
   the$setup_args <- given
   for (note in unlist(settings$notes)) {
@@ -192,7 +190,6 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   if (!is.null(ignored)) {
     gpukeras_warn(c(paste0(ignored$reason, "."), ignored$advice), "gpukeras_warning_backend_ignored")
   }
-  settings$seed_chosen <- seed_chosen
   new_gpukeras_setup(settings)
 }
 
@@ -202,6 +199,7 @@ new_gpukeras_setup <- function(settings) {
   settings["devices"] <- list(if (!is.null(settings$devices)) as.character(unlist(settings$devices)))
   settings$memory_limit_mib <- as.numeric(unlist(settings$memory_limit_mib))
   settings$notes <- as.character(unlist(settings$notes))
+  settings$lines <- as.character(unlist(settings$lines)) # the core's words (gpu/setup.py setup_lines())
   structure(settings, class = "gpukeras_setup")
 }
 
@@ -228,10 +226,9 @@ check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
   ok <- is.numeric(threads) && length(threads) %in% 1:2 && !anyNA(threads) &&
     all(threads >= 0) && all(threads == round(threads)) && all(threads <= max_threads)
   if (!ok) {
-    abort_bad_argument(sprintf(
-      "`threads` must be one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose), not %s.",
-      max_threads, describe(threads)
-    ), call = call)
+    stop_input_type(threads, sprintf(
+      "one count or c(intra = , inter = ) from 0 to %d (0 lets TensorFlow choose)", max_threads
+    ), "threads", call)
   }
   values <- as.integer(rep_len(threads, 2))
   names(values) <- if (length(threads) == 2 && !is.null(names(threads))) names(threads) else c("intra", "inter")
@@ -241,48 +238,8 @@ check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
   as.list(values)
 }
 
-format_setting <- function(x, none = "not set") {
-  if (is.null(x) || length(x) == 0 || all(is.na(x))) none else paste(format(x), collapse = ", ")
-}
-
-# "yes, seed 1": whether the ops are deterministic, and the session's seed (and how to
-# give it again, where it was chosen).
-format_deterministic <- function(deterministic, seed, chosen = FALSE) {
-  paste0(
-    if (isTRUE(deterministic)) "yes" else "no",
-    if (!is.null(seed)) sprintf(", seed %d", as.integer(seed)) else "",
-    if (isTRUE(chosen))
-      sprintf(" (chosen: gpu_setup(deterministic = TRUE, seed = %d) repeats it)", as.integer(seed)) else ""
-  )
-}
-
 #' @export
-format.gpukeras_setup <- function(x, ...) {
-  threads <- if (is.null(x$intra_op_threads)) {
-    "not settable on JAX"
-  } else {
-    sprintf("intra-op %s, inter-op %s (0 = TensorFlow chooses)", x$intra_op_threads, x$inter_op_threads)
-  }
-  suits <- if (isFALSE(x$precision_suits_device)) " [no speed-up on this device]" else ""
-  c(
-    sprintf("<gpukeras setup> %s backend", x$backend),
-    sprintf("  GPUs in use:     %s", format_setting(x$gpus, "none")),
-    sprintf("  memory growth:   %s", format_setting(x$memory_growth, "n/a (no GPU)")),
-    sprintf(
-      "  memory limit:    %s", format_setting(if (length(x$memory_limit_mib)) format_mib(x$memory_limit_mib), "none")
-    ),
-    sprintf("  devices chosen:  %s", format_setting(x$devices, "all visible")),
-    sprintf("  CPU devices:     %d logical", as.integer(x$cpu_devices)),
-    sprintf(
-      "  precision:       %s%s (%s)%s", x$dtype_policy, if (isTRUE(x$loss_scaling)) ", loss scaling" else "",
-      x$precision_reason, suits
-    ),
-    sprintf("  threads:         %s", threads),
-    sprintf("  jit_compile:     %s", format_setting(x$jit_compile)),
-    sprintf("  deterministic:   %s", format_deterministic(x$deterministic, x$seed, x$seed_chosen)),
-    if (length(x$notes)) paste("  note:", x$notes)
-  )
-}
+format.gpukeras_setup <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_setup <- function(x, ...) print_formatted(x, ...)

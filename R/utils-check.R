@@ -80,20 +80,13 @@ check_number_in <- function(x, interval, what = "", arg = caller_arg(x), call = 
   invisible(as.double(x))
 }
 
-# "one <kind> from <min> to <max>", leaving out a bound that is not one.
+# "one <kind> from <min> to <max>", leaving out a bound that is not one (no caller has an
+# upper bound alone).
 bounds_text <- function(kind, min, max) {
   widest <- .Machine$integer.max
-  low <- min > -widest
-  high <- max < widest && max != MAX_COUNT
-  if (low && high) {
-    sprintf("one %s from %s to %s", kind, format(min), format(max))
-  } else if (low) {
-    sprintf("one %s >= %s", kind, format(min))
-  } else if (high) {
-    sprintf("one %s <= %s", kind, format(max))
-  } else {
-    sprintf("one finite %s", kind)
-  }
+  if (min <= -widest) return(sprintf("one finite %s", kind))
+  if (max >= widest || max == MAX_COUNT) return(sprintf("one %s >= %s", kind, format(min)))
+  sprintf("one %s from %s to %s", kind, format(min), format(max))
 }
 
 check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
@@ -103,9 +96,8 @@ check_string <- function(x, arg = caller_arg(x), call = caller_env()) {
   invisible(x)
 }
 
-check_count <- function(x, arg = caller_arg(x), allow_null = FALSE, call = caller_env()) {
-  check_whole_number(x, allow_null = allow_null, arg = arg, call = call)
-}
+# A count: one whole number from 1 to MAX_COUNT (callers name every other argument).
+check_count <- check_whole_number
 
 check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {

@@ -14,8 +14,6 @@ rows_to_df <- function(rows, columns = NULL) {
 bullet <- function() cli::symbol$bullet
 arrow <- function() if (cli::is_utf8_output()) cli::symbol$arrow_right else "->"
 
-or_na <- function(x, text = "none") if (is.null(x) || is.na(x)) text else x
-
 # A Python list of numbers crosses as a numeric vector, or as a list when it
 # holds None; both become a numeric vector with NA for None.
 as_numbers <- function(x) {
@@ -57,19 +55,4 @@ path_taken <- function(path) file.exists(path) | is_link(path)
 is_link <- function(path) {
   target <- Sys.readlink(path)
   !is.na(target) & nzchar(target)
-}
-
-# A model's inputs and outputs (the core's model_io: names and shapes), each
-# list(name, shape): the shape as integers, NA for a size not fixed (the rows).
-# None for a model the core cannot describe (a subclassed one not built).
-model_io <- function(model) {
-  described <- tryCatch(
-    core_call("model_io", model = model),
-    error = function(e) list(inputs = list(), outputs = list())
-  )
-  size <- function(size) if (is.null(size)) NA_integer_ else as.integer(size)
-  as_parts <- function(parts) {
-    lapply(parts, function(part) list(name = as.character(part$name), shape = vapply(part$shape, size, integer(1))))
-  }
-  list(inputs = as_parts(described$inputs), outputs = as_parts(described$outputs))
 }

@@ -252,3 +252,51 @@ def test_bad_input_gives_classed_errors() -> None:
         assert (answer["ok"], answer["r_class"]) == (False, r_class)
         assert text in answer["message"]
         assert answer["traceback"] is None
+
+
+def test_audit_lines_group_by_severity_wrap_and_count_the_rows_given() -> None:
+    """print(gpu_audit())'s lines: the header with the model and counts, warnings then
+    those worth a look, each finding and its advice wrapped under its bullet, the FLOPs
+    not counted; rows without a share or a class, a subset without the model's details
+    and no rows at all."""
+    from gpukeras.tools.result_lines import audit_lines
+
+    findings = {
+        "layer": ["hidden", "(batch)", "hidden"],
+        "layer_class": ["Dense", "", "Dense"],
+        "check": ["dims_not_multiple_of_8", "batch_not_multiple_of_8", "dims_not_multiple_of_8"],
+        "severity": ["warning", "warning", "info"],
+        "finding": ["Units 100 are not a multiple of 8.", "Batch 50.", "Input 30 " * 6],
+        "advice": ["Round to 104.", "Use 56.", "Pad."],
+        "flops_share": [0.909, float("nan"), None],
+        "factor": [None, None, None],
+    }
+    info = {
+        "model": "m",
+        "backend": "jax",
+        "layers": 2,
+        "batch_size": 50,
+        "uncounted": ["LSTMCell"],
+    }
+    assert audit_lines(findings, info, width=40, bullet="*", arrow="->") == [
+        "<gpukeras audit> model 'm' (jax backend), 2 layers checked, batch size 50: "
+        "2 warnings, 1 to look at",
+        "Warnings (2):",
+        "  * hidden (Dense, 91% of FLOPs): Units",
+        "    100 are not a multiple of 8.",
+        "    -> Round to 104.",
+        "  * (batch): Batch 50.",
+        "    -> Use 56.",
+        "Worth a look (1):",
+        "  * hidden (Dense): Input 30 Input 30",
+        "    Input 30 Input 30 Input 30 Input 30",
+        "    -> Pad.",
+        "FLOP shares are of the counted FLOPs (not counted: LSTMCell).",
+    ]
+    one = {name: values[:1] for name, values in findings.items()}
+    assert audit_lines(one)[0] == "<gpukeras audit>: 1 warning, 0 to look at"
+    none = {name: [] for name in findings}
+    assert audit_lines(none, {**info, "batch_size": None}) == [
+        "<gpukeras audit> model 'm' (jax backend), 2 layers checked",
+        "No findings: nothing in this model stands in the way of the GPU.",
+    ]

@@ -163,13 +163,30 @@ def test_the_report_has_every_section_from_the_checks_words() -> None:
         "verdict_text": "no GPU is used",
         "reasons": ["no GPU | here"],
         "advice": [],
-        "versions": [["R", "4.4"], None, ["OS", "Linux"]],
-        "python_executable": "/x/python",
-        "chosen_by": None,
-        "driver": "550.1",
-        "cuda_driver": "12.4",
-        "nvml_reason": None,
-        "nvml_rows": [["0", "H100", "80.0 GiB", "yes", "no"]],
+        "stack": {
+            "r": "4.4",
+            "keras": "3.15.1",
+            "keras_backend": "jax",
+            "jax_build": None,
+            "keras_hub": None,
+            "os": "Linux",
+            "os_release": "6.1",
+            "machine": "x86_64",
+            "python_executable": "/x/python",
+            "python_chosen_by": None,
+            "nvidia_driver": "550.1",
+            "cuda_driver_version": "12.4",
+        },
+        "nvml": {
+            "available": True,
+            "devices": {
+                "index": [0, 1],
+                "name": ["H100", "A100"],
+                "memory_total_mib": [81920.0, float("nan")],
+                "visible": [True, False],
+                "in_use": [False, None],
+            },
+        },
         "full": ["<gpukeras check> Verdict: no_gpu"],
     }
     lines = report.report_markdown(check, ["/x/"], ["nobody"], compare=False)
@@ -184,9 +201,16 @@ def test_the_report_has_every_section_from_the_checks_words() -> None:
         "### Environment variables",
     ]
     assert "- no GPU \\| here" in lines and "**Advice**" not in lines
-    assert "| R | 4.4 |" in lines and "| OS | Linux |" in lines
+    assert "| R | 4.4 |" in lines and "| OS | Linux 6.1 x86_64 |" in lines
+    assert "| Keras | 3.15.1 (backend jax) |" in lines and "| JAX | not installed |" in lines
+    assert "| NumPy | none |" in lines and not any("KerasHub" in line for line in lines)
     assert "`~/python`, chosen by an unknown rule (see `?gpukeras_python`)." in lines
     assert "Driver 550.1 (CUDA 12.4)." in lines and "| 0 | H100 | 80.0 GiB | yes | no |" in lines
+    assert "| 1 | A100 | ? | no | no |" in lines
+    no_nvml = {"available": False, "reason": "no driver", "devices": {}}
+    assert "NVML: no driver" in report.report_markdown(
+        {**check, "nvml": no_nvml}, [], [], compare=False
+    )
     assert "`python -c` not run (`compare = FALSE`)." in lines
     assert lines[-4:] == ["<gpukeras check> Verdict: no_gpu", "```", "", "</details>"]
 

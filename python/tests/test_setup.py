@@ -174,7 +174,8 @@ def test_same_request_after_start_is_silent(configured: CoreRun) -> None:
 
 
 def test_check_report_shows_the_setup(configured: CoreRun) -> None:
-    assert configured.readback["check_setup"] == configured.value
+    applied = {k: v for k, v in configured.value.items() if k != "seed_chosen"}
+    assert configured.readback["check_setup"] == applied
 
 
 # ---- a dtype policy set outside gpukeras ----
@@ -690,3 +691,71 @@ def test_devices_after_cuda_started_that_already_hold_succeed() -> None:
     run = _after_cuda_started(["GPU:0", "GPU:1", "GPU:2", "GPU:3"])
     assert run.result["ok"], run.result
     assert run.value["gpus"] == ["GPU:0", "GPU:1", "GPU:2", "GPU:3"]
+
+
+def test_setup_lines_show_limits_loss_scaling_jax_threads_the_chosen_seed_and_notes() -> None:
+    """print(gpu_setup())'s lines: sizes in MiB or GiB, loss scaling, a device that gains
+    nothing from the precision, JAX's threads, the seed (and the call that repeats a chosen
+    one) and the notes; "none", "not set" and "n/a" where nothing is."""
+    from gpukeras.gpu.setup import setup_lines
+
+    settings = {
+        "backend": "jax",
+        "gpus": ["GPU:0", "GPU:1"],
+        "memory_growth": False,
+        "memory_limit_mib": [512, 2048],
+        "cpu_devices": 1,
+        "intra_op_threads": None,
+        "inter_op_threads": None,
+        "devices": ["GPU:0", "GPU:1"],
+        "dtype_policy": "mixed_float16",
+        "precision_reason": "asked for mixed_float16",
+        "loss_scaling": True,
+        "precision_suits_device": False,
+        "jit_compile": True,
+        "deterministic": True,
+        "seed": 7,
+        "notes": [JAX_THREADS_NOTE],
+    }
+    assert setup_lines(settings) == [
+        "<gpukeras setup> jax backend",
+        "  GPUs in use:     GPU:0, GPU:1",
+        "  memory growth:   FALSE",
+        "  memory limit:    512 MiB, 2.0 GiB",
+        "  devices chosen:  GPU:0, GPU:1",
+        "  CPU devices:     1 logical",
+        "  precision:       mixed_float16, loss scaling (asked for mixed_float16) "
+        "[no speed-up on this device]",
+        "  threads:         not settable on JAX",
+        "  jit_compile:     TRUE",
+        "  deterministic:   yes, seed 7",
+        f"  note: {JAX_THREADS_NOTE}",
+    ]
+    cpu = {
+        **settings,
+        "backend": "tensorflow",
+        "gpus": [],
+        "memory_growth": None,
+        "memory_limit_mib": [],
+        "devices": None,
+        "intra_op_threads": 0,
+        "inter_op_threads": 2,
+        "dtype_policy": "float32",
+        "loss_scaling": False,
+        "precision_suits_device": True,
+        "jit_compile": None,
+        "notes": [],
+    }
+    assert setup_lines(cpu, seed_chosen=True)[1:] == [
+        "  GPUs in use:     none",
+        "  memory growth:   n/a (no GPU)",
+        "  memory limit:    none",
+        "  devices chosen:  all visible",
+        "  CPU devices:     1 logical",
+        "  precision:       float32 (asked for mixed_float16)",
+        "  threads:         intra-op 0, inter-op 2 (0 = TensorFlow chooses)",
+        "  jit_compile:     not set",
+        "  deterministic:   yes, seed 7 "
+        "(chosen: gpu_setup(deterministic = TRUE, seed = 7) repeats it)",
+    ]
+    assert setup_lines({**cpu, "deterministic": False, "seed": None})[-1] == "  deterministic:   no"

@@ -83,7 +83,7 @@ test_that("argument checks name the argument and what was given", {
 
 test_that("a count above MAX_COUNT is refused saying the limit", {
   expect_error(
-    check_count(2e6, "n"),
+    check_count(2e6, arg = "n"),
     "^`n` must be one whole number >= 1, not `2e[+]06` [(]at most 1e6[)][.]$",
     class = "gpukeras_error_bad_argument"
   )

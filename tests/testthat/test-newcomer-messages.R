@@ -81,19 +81,3 @@ test_that(paste(
   expect_identical(grep("absl|oneDNN|port.cc", said, value = TRUE), character())
   expect_match(child$loaded, "region <character, 4 values, one-hot>", fixed = TRUE, all = FALSE)
 })
-
-test_that(paste(
-  "what gpu_serve() shows a client: its outputs by layer name"
-), {
-  keras <- gpu_keras()
-  sequential <- small_model(4)
-  outputs <- model_io(sequential)$outputs
-  expect_identical(outputs[[1]]$name, sequential$layers[[1]]$name)
-  expect_match(outputs[[1]]$name, "^dense")
-  expect_identical(outputs[[1]]$shape, c(NA, 1L))
-  input <- keras$Input(shape = list(4L))
-  functional <- keras$Model(
-    input, list(keras$layers$Dense(2L, name = "churn")(input), keras$layers$Dense(1L, name = "value")(input))
-  )
-  expect_identical(vapply(model_io(functional)$outputs, `[[`, character(1), "name"), c("churn", "value"))
-})

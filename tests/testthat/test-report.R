@@ -136,7 +136,7 @@ test_that("a table trained from R: the verdict follows its margin rule and the a
   expect_identical(m$input_verdict, expected)
   line <- grep("^Input pipeline: ", format(fit), value = TRUE)
   expect_match(
-    line, sprintf("%s (waiting for input %s +/- ", m$input_verdict, format_percent(m$input_wait_share, 1)), fixed = TRUE
+    line, sprintf("%s (waiting for input %.1f%% +/- ", m$input_verdict, 100 * m$input_wait_share), fixed = TRUE
   )
   advice <- paste(m$advice, collapse = " ")
   expect_false(grepl("image", advice, fixed = TRUE))

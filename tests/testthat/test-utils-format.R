@@ -6,7 +6,3 @@ test_that("format_bytes() formats each size of a vector in its own unit", {
   expect_identical(format_bytes(c(3e6, 2048)), c("2.9 MiB", "2.0 KiB"))
   expect_identical(format_bytes(numeric()), character())
 })
-
-test_that("format_mib() switches to GiB from 1024 MiB and shows NA as ?", {
-  expect_identical(format_mib(c(512, 1024, 2560, NA)), c("512 MiB", "1.0 GiB", "2.5 GiB", "?"))
-})

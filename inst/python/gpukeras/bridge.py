@@ -105,6 +105,7 @@ VERBS: dict[str, str] = {
     "profile_lines": "tools.result_lines:profile_lines",
     "quantize": "tools.quantize:quantize",
     "audit": "tools.audit:audit",
+    "audit_lines": "tools.result_lines:audit_lines",
     "model_io": "serve.model_io:describe",
     "predict": "serve.scoring:predict",
     "predict_file": "serve.predict_file:predict_file",

@@ -28,9 +28,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError, RuntimeStartedError, UnknownDeviceError
+from gpukeras.core.r_words import r_number
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.gpu import cuda_driver, devices, nvml, precision, xla_env
 from gpukeras.gpu.devices import jax_gpus
@@ -481,14 +483,15 @@ def _precision_reason(policy: str) -> str:
     return POLICY_SET_OUTSIDE
 
 
-def current_settings() -> dict[str, object]:
-    """The settings in force now, read back from the backend, plain data."""
+def current_settings(seed_chosen: bool = False) -> dict[str, object]:
+    """The settings in force now, read back from the backend, plain data, with their
+    ``lines`` (``setup_lines``; ``seed_chosen``: the seed was chosen for gpu_setup())."""
     backend = _backend_setup()
     policy = config.keras().config.dtype_policy().name
     suits = (
         policy == "float32" or precision.choose_policy(policy, _capability(backend)).suits_device
     )
-    return {
+    settings = {
         "backend": config.backend,
         **backend.current(),
         "devices": config.setup.devices,
@@ -500,6 +503,51 @@ def current_settings() -> dict[str, object]:
         "seed": config.setup.seed,
         "notes": list(config.setup.notes),
     }
+    return {**settings, "lines": setup_lines(settings, seed_chosen)}
+
+
+def setup_lines(s: dict[str, Any], seed_chosen: bool = False) -> list[str]:
+    """A ``current_settings()`` record in words, as print(gpu_setup()) shows it: a header,
+    one line per setting ("not set", "none" where nothing is), then the notes. With
+    ``seed_chosen``, the deterministic line gives the call that repeats the seed."""
+
+    def shown(value: object, none: str = "not set") -> str:
+        values = [v for v in (value if isinstance(value, list) else [value]) if v is not None]
+        return ", ".join(r_number(v) for v in values) if values else none
+
+    def mib(value: float) -> str:
+        return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+
+    if s["intra_op_threads"] is None:
+        threads = "not settable on JAX"
+    else:
+        threads = (
+            f"intra-op {s['intra_op_threads']}, inter-op {s['inter_op_threads']} "
+            "(0 = TensorFlow chooses)"
+        )
+    limits = [mib(v) for v in s["memory_limit_mib"] or [] if v is not None]
+    seed = s["seed"]
+    deterministic = "yes" if s["deterministic"] else "no"
+    if seed is not None:
+        deterministic += f", seed {int(seed)}"
+        if seed_chosen:
+            repeat = f"gpu_setup(deterministic = TRUE, seed = {int(seed)})"
+            deterministic += f" (chosen: {repeat} repeats it)"
+    return [
+        f"<gpukeras setup> {s['backend']} backend",
+        f"  GPUs in use:     {shown(s['gpus'], 'none')}",
+        f"  memory growth:   {shown(s['memory_growth'], 'n/a (no GPU)')}",
+        f"  memory limit:    {shown(limits, 'none')}",
+        f"  devices chosen:  {shown(s['devices'], 'all visible')}",
+        f"  CPU devices:     {int(s['cpu_devices'])} logical",
+        f"  precision:       {s['dtype_policy']}{', loss scaling' if s['loss_scaling'] else ''} "
+        f"({s['precision_reason']})"
+        f"{' [no speed-up on this device]' if s['precision_suits_device'] is False else ''}",
+        f"  threads:         {threads}",
+        f"  jit_compile:     {shown(s['jit_compile'])}",
+        f"  deterministic:   {deterministic}",
+        *(f"  note: {note}" for note in s["notes"]),
+    ]
 
 
 def apply_setup(
@@ -513,8 +561,10 @@ def apply_setup(
     cpu_devices: int | None = None,
     deterministic: bool = False,
     seed: int | None = None,
+    seed_chosen: bool = False,
 ) -> dict[str, object]:
-    """Apply gpu_setup()'s settings and return those in force (see ``current_settings``).
+    """Apply gpu_setup()'s settings and return those in force (see ``current_settings``),
+    with ``seed_chosen``.
 
     Args:
         memory_growth: grow GPU memory on demand instead of taking it all at start.
@@ -531,6 +581,8 @@ def apply_setup(
             False asks for nothing: determinism already on stays on.
         seed: seed Python, NumPy, the backend and Keras now
             (``keras.utils.set_random_seed``); gpu_fit() takes it when given none.
+        seed_chosen: gpu_setup() chose ``seed`` (given none, with ``deterministic``):
+            the lines say so.
 
     Raises:
         BadArgumentError, UnknownDeviceError: before anything is changed.
@@ -584,4 +636,4 @@ def apply_setup(
     if request.memory_limit_mib and not backend.current()["gpus"]:
         notes.append("memory_limit: no GPU in use, so there is nothing to cap")
     config.setup.notes = notes
-    return current_settings()
+    return {**current_settings(seed_chosen), "seed_chosen": seed_chosen}

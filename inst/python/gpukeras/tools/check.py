@@ -173,7 +173,7 @@ def or_na(value: object, text: str = "none") -> str:
 
 def mib_text(mib: float | None) -> str:
     """Memory as a size: "2.0 GiB" from 1 GiB on, "512 MiB" below, "?" where not known."""
-    if mib is None:
+    if mib is None or mib != mib:  # None, or R's NA (NaN)
         return "?"
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
 

@@ -22,6 +22,7 @@ import tempfile
 
 from gpukeras.core import masking
 from gpukeras.core.handles import Record
+from gpukeras.tools.check import mib_text, or_na
 
 # The libraries whose loading decides whether a framework can use the GPU.
 CUDA_LIBRARIES = (
@@ -330,12 +331,48 @@ def report_markdown(
     check: Record, homes: list[str], users: list[str], compare: bool = True, timeout: float = 120.0
 ) -> list[str]:
     """gpu_report()'s Markdown lines, from gpu_check()'s ``check`` as R gives it
-    (``gpukeras``, ``verdict``, ``verdict_text``, ``reasons``, ``advice``, ``versions``: the
-    rows of the versions table, ``python_executable``, ``chosen_by``, ``driver`` (None: no
-    driver) and ``cuda_driver``, ``nvml_reason`` (None: NVML's table, ``nvml_rows``) and
+    (``gpukeras``, ``verdict``, ``verdict_text``, ``reasons``, ``advice``, ``stack``: the
+    check's, ``nvml``: the check's NVML report with its ``devices`` as columns, and
     ``full``: the check's print) and this process's ``report_facts`` (with ``compare``); the
     ``homes`` and ``users`` R knows masked (``mask_private``)."""
     return mask_private(_markdown(check, compare, timeout), homes, users)
+
+
+def _versions(s: Record) -> list[list[object]]:
+    """The versions table's rows from a check's ``stack`` (``check.builds`` in words)."""
+    return [
+        ["R", or_na(s.get("r"))],
+        ["reticulate", or_na(s.get("reticulate"))],
+        ["Python", or_na(s.get("python"))],
+        ["NumPy", or_na(s.get("numpy"))],
+        ["Keras", f"{or_na(s.get('keras'))} (backend {or_na(s.get('keras_backend'))})"],
+        ["TensorFlow", or_na(s.get("tensorflow_build"))],
+        ["JAX", or_na(s.get("jax_build"), "not installed")],
+        *([["KerasHub", s.get("keras_hub_build")]] if s.get("keras_hub") else []),
+        ["OS", f"{s.get('os')} {s.get('os_release')} {s.get('machine')}"],
+    ]
+
+
+def _nvml_lines(nvml: Record) -> list[str]:
+    """NVML's table of GPUs (``devices``: columns), or why there is none."""
+    d = nvml.get("devices") or {}
+    rows = [dict(zip(d, row, strict=True)) for row in zip(*d.values(), strict=True)]
+    if not nvml.get("available") or not rows:
+        return [f"NVML: {or_na(nvml.get('reason'), 'no GPU')}"]
+    header = ["NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"]
+    return markdown_table(
+        header,
+        [
+            [
+                str(row["index"]),
+                str(row["name"]),
+                mib_text(row["memory_total_mib"]),
+                "yes" if row["visible"] else "no",
+                "yes" if row["in_use"] is True else "no",
+            ]
+            for row in rows
+        ],
+    )
 
 
 def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
@@ -362,18 +399,15 @@ def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
             "not used yet)."
         ]
     )
-    driver = check.get("driver")
+    stack = check["stack"]
+    driver = stack.get("nvidia_driver")
     nvml = [
         "No NVIDIA driver found."
         if driver is None
-        else f"Driver {driver} (CUDA {check.get('cuda_driver') or 'none'}).",
+        else f"Driver {driver} (CUDA {stack.get('cuda_driver_version') or 'none'}).",
         "",
+        *_nvml_lines(check["nvml"]),
     ]
-    if check.get("nvml_reason") is not None:
-        nvml.append(f"NVML: {check['nvml_reason']}")
-    else:
-        header = ["NVML index", "Name", "Memory", "Visible to this process", "Used by the backend"]
-        nvml += markdown_table(header, check["nvml_rows"])
     environ = facts["environment"]
     advice = list(check.get("advice") or [])
     return [
@@ -389,12 +423,12 @@ def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
         "",
         "### Versions",
         "",
-        *markdown_table(["Software", "Version"], [row for row in check["versions"] if row]),
+        *markdown_table(["Software", "Version"], _versions(stack)),
         "",
         "### Which Python R uses",
         "",
-        f"`{check['python_executable']}`, chosen by "
-        f"{check.get('chosen_by') or 'an unknown rule'} (see `?gpukeras_python`).",
+        f"`{stack.get('python_executable')}`, chosen by "
+        f"{stack.get('python_chosen_by') or 'an unknown rule'} (see `?gpukeras_python`).",
         "",
         "### What R sees, and what `python -c` sees",
         "",

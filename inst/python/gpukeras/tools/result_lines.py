@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -459,3 +460,65 @@ def cv_lines(
             for name, values in metrics.items()
         ),
     ]
+
+
+def audit_lines(
+    findings: Mapping[str, Sequence[Any]],
+    info: Row | None = None,
+    width: int = 74,
+    bullet: str = "*",
+    arrow: str = "->",
+) -> list[str]:
+    """print(gpu_audit())'s lines, for its rows as they are (a subset too): a header (the
+    model, backend, layers checked and batch size from ``info``, where R still has it) with
+    the counts, then the warnings and those worth a look, each finding and its advice
+    wrapped to ``width`` as R's ``strwrap()`` does, then which layers' FLOPs were not
+    counted. ``findings``: the columns of ``tools.audit``'s rows (a share not known is
+    None or NaN); ``bullet`` and ``arrow``: the symbols the console shows."""
+    info = info or {}
+    header = "<gpukeras audit>"
+    if info.get("model") is not None:
+        header += (
+            f" model '{info['model']}' ({info['backend']} backend), "
+            f"{int(info['layers'])} layers checked"
+        )
+    if info.get("batch_size") is not None:
+        header += f", batch size {int(info['batch_size'])}"
+    rows = [dict(zip(findings, row, strict=True)) for row in zip(*findings.values(), strict=True)]
+    if not rows:
+        return [header, "No findings: nothing in this model stands in the way of the GPU."]
+
+    def wrap(text: str, indent: int) -> list[str]:
+        return textwrap.wrap(
+            text,
+            width - 1,
+            initial_indent=" " * indent,
+            subsequent_indent=" " * (indent + 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+
+    lines: list[str] = []
+    counts = {}
+    for severity, title in (("warning", "Warnings"), ("info", "Worth a look")):
+        these = [row for row in rows if row["severity"] == severity]
+        counts[severity] = len(these)
+        if these:
+            lines.append(f"{title} ({len(these)}):")
+        for row in these:
+            share = row["flops_share"]
+            share = "" if _missing(share) else f", {100 * share:.0f}% of FLOPs"
+            what = row["layer"]
+            if row["layer_class"]:
+                what += f" ({row['layer_class']}{share})"
+            lines += wrap(f"{bullet} {what}: {row['finding']}", 2)
+            lines += wrap(f"{arrow} {row['advice']}", 4)
+    warnings = counts["warning"]
+    summary = f"{warnings} warning{'' if warnings == 1 else 's'}, {counts['info']} to look at"
+    uncounted = info.get("uncounted") or []
+    note = (
+        [f"FLOP shares are of the counted FLOPs (not counted: {', '.join(uncounted)})."]
+        if uncounted
+        else []
+    )
+    return [f"{header}: {summary}", *lines, *note]
