@@ -705,3 +705,41 @@ def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> N
     study_storage.warm(storage)
     assert study_storage.take_warmed(storage) is not None
     assert study_storage.take_warmed(storage) is None
+
+
+def test_a_search_prints_its_trials_best_and_how_they_trained_in_r_words() -> None:
+    from gpukeras.search.search_report import search_lines
+
+    shared = {
+        "objective": "val_loss",
+        "direction": "minimize",
+        "validation": "given",
+        "study": "gpukeras",
+        "storage": "search/",
+        "seed": 1.0,
+    }
+    best = {"number": 2, "value": 0.123456, "params": {"units": 16, "lr": 0.00123456, "opt": "adam"}}
+    lines = search_lines(
+        ["failed", "complete", "complete", "pruned"],
+        trained="populations",
+        trained_why="the trials train in batches",
+        best={**best, "path": "NA"},
+        interrupted=1,
+        **shared,
+    )
+    assert lines == [
+        "<gpukeras_search> 4 trials (2 complete, 1 pruned, 1 failed), minimize val_loss",
+        "Best:       trial 2, val_loss = 0.12346",
+        "            units = 16, lr = 0.001235, opt = adam",
+        "Validation: given",
+        "Study:      'gpukeras' in search/, seed 1",
+        "Trained:    in batches, as populations (the trials train in batches)",
+        "Resumed:    1 interrupted trial(s) run again",
+    ]
+    # one trial (R sends a bare string), no best yet, trained in processes on any engine
+    alone = search_lines("failed", trained="processes", **shared)
+    assert alone[:2] == ["<gpukeras_search> 1 trials (1 failed), minimize val_loss",
+                         "Best:       none yet (no trial completed)"]
+    assert alone[-1] == "Trained:    a fit per trial, in worker processes"
+    saved = search_lines("complete", trained="processes", best={**best, "path": "m.keras"}, **shared)
+    assert "            model: m.keras (gpu_load() it)" in saved

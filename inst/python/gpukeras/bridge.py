@@ -130,6 +130,7 @@ VERBS: dict[str, str] = {
     "search_interrupt": "search.search:interrupt",
     "search_release": "search.search:release",
     "search_trials": "search.search:trials",
+    "search_lines": "search.search_report:search_lines",
     "search_progress": "search.search:progress",
     "search_seed": "search.search_sampler:trial_seed",
     "search_warm": "search.study_storage:warm",
