@@ -5,15 +5,8 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
   table <- data.frame(number = as.integer(unlist(trials$number)))
   columns <- c(trials$params[names], trials[c("value", "state", "reason", "seconds", "device", "seed", "epochs")])
   for (i in seq_along(columns)) table[[names(columns)[i]]] <- unlist(lapply(columns[[i]], `%||%`, NA))
-  best <- NULL
-  if (!is.null(trials$best)) {
-    row <- which(table$number == trials$best)
-    path <- file.path(storage$models, sprintf("trial-%d.keras", trials$best))
-    best <- list(
-      number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
-      path = if (file.exists(path)) path else NA_character_
-    )
-  }
+  best <- trials$best
+  if (!is.null(best)) best$path <- best$path %||% NA_character_
   structure(list(
     trials = table, best = best, objective = objective, direction = trials$direction,
     storage = storage$folder %||% trials$storage, study = study, seed = seed,

@@ -116,7 +116,12 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
     assert table["value"][0] == 0.5  # the last epoch's
     assert table["reason"][1] == "the objective val_loss was nan"  # NaN is never best
     assert table["reason"][3] == "out of memory"
-    assert table["best"] == 0
+    assert table["best"] == {
+        "number": 0,
+        "params": asked[0]["params"],  # type: ignore[index]
+        "value": 0.5,
+        "path": str(models / "trial-0.keras"),
+    }
     assert table["direction"] == "minimize"
     assert search.progress(url(tmp_path), "s") == {
         "done": 4,

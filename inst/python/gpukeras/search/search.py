@@ -472,7 +472,8 @@ def trials(search: Search, models: str | None = None) -> dict[str, Any]:
     parameter), ``value``, ``state`` (complete, pruned, failed, running, waiting),
     ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
     ``retry_of`` (the interrupted trial it runs again); then the best complete trial
-    (``best``: its number, or None), the numbers of the ``interrupted`` trials this search
+    (``best``: its ``number``, ``params``, ``value`` and ``path``, its saved model in
+    ``models``, None where none is kept; or None before a trial completed), the numbers of the ``interrupted`` trials this search
     runs again (not counted; a later search that runs none lists none), the direction,
     and the ``storage`` as it may be shown (no password). Where there is a best trial, the
     folder ``models`` keeps only its saved model (``trial-<n>.keras`` and its
@@ -482,9 +483,17 @@ def trials(search: Search, models: str | None = None) -> dict[str, Any]:
         rows = _counted_trials(optuna, search.study)
         retry_of = [_retry_of(optuna, t) for t in rows]
     top = _best(search.study, rows)
-    best = top.number if top is not None else None
-    if models is not None and best is not None:
-        _keep_best_model(models, best)
+    best = None
+    if top is not None:
+        path = os.path.join(models, f"trial-{top.number}.keras") if models is not None else None
+        if models is not None:
+            _keep_best_model(models, top.number)
+        best = {
+            "number": top.number,
+            "params": {name: top.params.get(name) for name in search.space},
+            "value": top.value,
+            "path": path if path is not None and os.path.exists(path) else None,
+        }
     return {
         "number": [t.number for t in rows],
         "params": {name: [t.params.get(name) for t in rows] for name in search.space},
