@@ -275,12 +275,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
   pool <- new_worker_pool(plan, dir, warm = list(
     verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
   ))
-  running <- function() { # the trials asked and not told: in a worker, or waiting for one (`groups`)
-    busy <- lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task))
-    unlist(c(busy, if (!is.null(groups)) core_call("search_groups_state", groups = groups)$queued))
-  }
   on.exit({
-    if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
+    core_call("search_interrupt", search = opened) # the trials asked and not told
     worker_close(pool)
   }, add = TRUE, after = FALSE)
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)

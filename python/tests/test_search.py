@@ -171,11 +171,12 @@ def test_a_later_identical_search_that_runs_nothing_resumes_nothing(tmp_path: Pa
     study = opened(tmp_path, trials=1)
     first = search.ask(study)
     assert first is not None
-    search.interrupt(study, [first["number"]])
+    search.interrupt(study)  # the trial asked and not told
     resumed = opened(tmp_path, trials=1)
     retry = search.ask(resumed)
     assert retry is not None and search.trials(resumed)["retry_of"] == [0]
     told(resumed, retry["number"], trained(1.0))
+    assert resumed.outstanding == set()  # told: a stop interrupts none
     assert search.trials(resumed)["interrupted"] == [0]
     later = opened(tmp_path, trials=1)
     assert search.ask(later) is None
@@ -694,10 +695,10 @@ def test_a_batch_splits_by_its_shapes_and_processes_that_measured_faster_train_a
     assert first is not None and len(first.get("trials", [first])) in (1, 3)
     state = search_population.state(groups_of)
     assert state["why"].startswith("the plan's reason, split by architecture into tasks")
-    assert len(state["queued"]) + len(first.get("trials", [first])) == 3
+    assert plain.outstanding == {0, 1, 2}  # asked, none told: what a stop interrupts
     while search_population.next_task(groups_of, plain) is not None:
         pass
-    assert search_population.state(groups_of)["queued"] == []
+    assert groups_of.queue == []
 
 
 def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> None:

@@ -103,6 +103,8 @@ class Search:
         # trials this search told complete: until one is, an error not the trial's own
         # stops the search (``tell``)
         self.completed = 0
+        # trials this search asked and has not told: in a worker, or waiting for one
+        self.outstanding: set[int] = set()
 
     def owner(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -277,9 +279,13 @@ def _uncounted(optuna: Any, trials: list[Any]) -> set[int]:
     return uncounted | {t.number for t in trials if t.user_attrs.get(UNCOUNTED_ATTR)}
 
 
-def interrupt(search: Search, numbers: list[int]) -> None:
-    """The running trials ``numbers`` of this search end unfinished (the search stopped):
-    failed, uncounted, and asked again by the next search on the storage."""
+def interrupt(search: Search) -> None:
+    """The trials this search asked and has not told (``Search.outstanding``: in a worker,
+    or waiting for one) end unfinished (the search stopped): those still running fail,
+    uncounted, and are asked again by the next search on the storage."""
+    numbers = search.outstanding
+    if not numbers:
+        return
     with study_storage.quiet() as optuna:
         running = search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         _fail_and_retry(
@@ -320,6 +326,7 @@ def ask(search: Search) -> dict[str, Any] | None:
         if retry_of is not None:
             search.resumed.add(retry_of)
         trial.set_user_attr(SEED_ATTR, seed)
+        search.outstanding.add(trial.number)
         return {
             "number": trial.number,
             "trial_id": optuna_trial_id(trial),  # the worker reports through it
@@ -362,6 +369,7 @@ def tell(
     trial's own (``OWN_FAILURES``) and this search has completed no trial: every trial
     would meet it.
     """
+    search.outstanding.discard(number)
     state, value, reason, stop = outcome(result, search.objective)
     epochs = len(_reported(result))
     with study_storage.quiet() as optuna:

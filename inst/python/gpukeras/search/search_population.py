@@ -165,9 +165,8 @@ def ended(groups: Groups, population: bool, seconds: float, trials: int) -> None
 
 
 def state(groups: Groups) -> Record:
-    """``queued``: the numbers of the trials asked and not yet given to a worker; ``why``:
-    the search's ``trained_why``, the plan's reason, then how many trials trained each way."""
-    queued = [t["number"] for task in groups.queue for t in task.get("trials", [task])]
+    """``why``: the search's ``trained_why``, the plan's reason, then how many trials trained
+    each way."""
     done = []
     if groups.as_trials["population"] > 0:
         done.append(
@@ -184,7 +183,7 @@ def state(groups: Groups) -> Record:
     why = groups.reason
     if done:
         why = f"{why}, split by architecture into tasks for the workers: {'; '.join(done)}"
-    return {"queued": queued, "why": why}
+    return {"why": why}
 
 
 def padded_width(count: int, width: int) -> int:
