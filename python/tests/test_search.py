@@ -749,3 +749,20 @@ def test_a_search_prints_its_trials_best_and_how_they_trained_in_r_words() -> No
     assert alone[-1] == "Trained:    a fit per trial, in worker processes"
     saved = search_lines("complete", trained="processes", best={**best, "path": "m.keras"}, **shared)
     assert "            model: m.keras (gpu_load() it)" in saved
+
+
+def test_without_groups_a_task_is_a_trial_and_a_told_task_counts_in_its_groups(
+    tmp_path: Path,
+) -> None:
+    from gpukeras.search import search_population
+
+    plain = opened(tmp_path, trials=2, sampler="random", pruner="none")
+    first = search_population.next_task(None, plain)  # no populations: the next trial
+    assert first is not None and "trials" not in first and first["number"] == 0
+    groups = search_population.open_groups(["units"], "the plan's reason")
+    answer = search_population.tell_task(
+        plain, [first["number"]], trained(0.5), seconds=3.0, groups=groups
+    )
+    assert answer["state"] == "complete"
+    assert groups.trials["process"] == 1 and groups.seconds["process"] == 3.0
+    assert plain.outstanding == set()

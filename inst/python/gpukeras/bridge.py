@@ -125,7 +125,6 @@ VERBS: dict[str, str] = {
     "cv_population_plan": "tools.cv_population:plan",
     "cv_population": "tools.cv_population:train",
     "search_open": "search.search:open_study",
-    "search_ask": "search.search:ask",
     "search_tell": "search.search:tell",
     "search_interrupt": "search.search:interrupt",
     "search_release": "search.search:release",
@@ -147,8 +146,7 @@ VERBS: dict[str, str] = {
     "search_population_tell": "search.search_population:tell",
     "search_tell_task": "search.search_population:tell_task",
     "search_groups": "search.search_population:open_groups",
-    "search_groups_next": "search.search_population:next_task",
-    "search_groups_ended": "search.search_population:ended",
+    "search_next": "search.search_population:next_task",
     "search_groups_state": "search.search_population:state",
     # tracking in MLflow
     "track_check": "track.tracked_runs:check",
