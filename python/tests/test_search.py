@@ -724,7 +724,11 @@ def test_a_search_prints_its_trials_best_and_how_they_trained_in_r_words() -> No
         "storage": "search/",
         "seed": 1.0,
     }
-    best = {"number": 2, "value": 0.123456, "params": {"units": 16, "lr": 0.00123456, "opt": "adam"}}
+    best = {
+        "number": 2,
+        "value": 0.123456,
+        "params": {"units": 16, "lr": 0.00123456, "opt": "adam"},
+    }
     lines = search_lines(
         ["failed", "complete", "complete", "pruned"],
         trained="populations",
@@ -744,10 +748,14 @@ def test_a_search_prints_its_trials_best_and_how_they_trained_in_r_words() -> No
     ]
     # one trial (R sends a bare string), no best yet, trained in processes on any engine
     alone = search_lines("failed", trained="processes", **shared)
-    assert alone[:2] == ["<gpukeras_search> 1 trials (1 failed), minimize val_loss",
-                         "Best:       none yet (no trial completed)"]
+    assert alone[:2] == [
+        "<gpukeras_search> 1 trials (1 failed), minimize val_loss",
+        "Best:       none yet (no trial completed)",
+    ]
     assert alone[-1] == "Trained:    a fit per trial, in worker processes"
-    saved = search_lines("complete", trained="processes", best={**best, "path": "m.keras"}, **shared)
+    saved = search_lines(
+        "complete", trained="processes", best={**best, "path": "m.keras"}, **shared
+    )
     assert "            model: m.keras (gpu_load() it)" in saved
 
 

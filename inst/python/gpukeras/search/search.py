@@ -481,8 +481,9 @@ def trials(search: Search, models: str | None = None) -> dict[str, Any]:
     ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
     ``retry_of`` (the interrupted trial it runs again); then the best complete trial
     (``best``: its ``number``, ``params``, ``value`` and ``path``, its saved model in
-    ``models``, None where none is kept; or None before a trial completed), the numbers of the ``interrupted`` trials this search
-    runs again (not counted; a later search that runs none lists none), the direction,
+    ``models``, None where none is kept; or None before a trial completed), the numbers
+    of the ``interrupted`` trials this search runs again (not counted; a later search that
+    runs none lists none), the direction,
     and the ``storage`` as it may be shown (no password). Where there is a best trial, the
     folder ``models`` keeps only its saved model (``trial-<n>.keras`` and its
     ``.gpukeras.json``): the other trials' go."""
