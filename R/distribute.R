@@ -139,11 +139,7 @@ gpu_strategy <- function(type = c("auto", "one_device", "mirrored", "multi_worke
     "strategy", type = type, devices = if (!is.null(devices)) as.list(devices),
     workers = if (!is.null(workers)) as.list(workers), index = index, trusted_network = trusted_network
   )
-  new_gpukeras_strategy(made$strategy, made$plan)
-}
-
-new_gpukeras_strategy <- function(strategy, plan) {
-  structure(c(list(strategy = strategy), plan), class = "gpukeras_strategy")
+  structure(c(list(strategy = made$strategy), made$plan, list(lines = unlist(made$lines))), class = "gpukeras_strategy")
 }
 
 #' Build a model inside a strategy's scope
@@ -190,32 +186,7 @@ strategy_object <- function(strategy, call = caller_env()) {
 }
 
 #' @export
-format.gpukeras_strategy <- function(x, ...) {
-  replicas <- sprintf("%d replica%s", as.integer(x$replicas), if (x$replicas == 1) "" else "s")
-  lines <- c(
-    sprintf("<gpukeras strategy> %s (%s, %s): %s", x$type, x$engine, x$backend, replicas),
-    if (length(x$devices)) paste("Devices:", paste(unlist(x$devices), collapse = ", "))
-  )
-  if (identical(x$type, "multi_worker")) {
-    lines <- c(
-      lines,
-      sprintf(
-        "Workers: %s; this is worker %d%s",
-        paste(unlist(x$workers), collapse = ", "), as.integer(x$index),
-        if (isTRUE(x$is_chief)) " (the chief)" else ""
-      ),
-      if (!is.null(x$found_by)) paste("Cluster from:", x$found_by),
-      if (!is.null(x$network)) paste("Who can reach its ports:", x$network$reach),
-      if (length(x$network$firewall)) {
-        c(
-          "Firewall rules that let only the workers in (run as root on this machine):",
-          paste0("  ", unlist(x$network$firewall))
-        )
-      }
-    )
-  }
-  lines
-}
+format.gpukeras_strategy <- function(x, ...) x$lines
 
 #' @export
 print.gpukeras_strategy <- function(x, ...) print_formatted(x, ...)

@@ -89,9 +89,6 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
   check_not_split(data, "training")
-  if (!is.null(batch_size) && data$kind != "r") {
-    abort_bad_argument("`batch_size` is for R data: a dataset makes its own batches.")
-  }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
     "lr_find",

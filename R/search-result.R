@@ -5,15 +5,8 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
   table <- data.frame(number = as.integer(unlist(trials$number)))
   columns <- c(trials$params[names], trials[c("value", "state", "reason", "seconds", "device", "seed", "epochs")])
   for (i in seq_along(columns)) table[[names(columns)[i]]] <- unlist(lapply(columns[[i]], `%||%`, NA))
-  best <- NULL
-  if (!is.null(trials$best)) {
-    row <- which(table$number == trials$best)
-    path <- file.path(storage$models, sprintf("trial-%d.keras", trials$best))
-    best <- list(
-      number = trials$best, params = as.list(table[row, names, drop = FALSE]), value = table$value[row],
-      path = if (file.exists(path)) path else NA_character_
-    )
-  }
+  best <- trials$best
+  if (!is.null(best)) best$path <- best$path %||% NA_character_
   structure(list(
     trials = table, best = best, objective = objective, direction = trials$direction,
     storage = storage$folder %||% trials$storage, study = study, seed = seed,
@@ -23,40 +16,13 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
   ), class = "gpukeras_search")
 }
 
+# The lines, written by the core from the result's fields.
 #' @export
 format.gpukeras_search <- function(x, ...) {
-  states <- table(factor(x$trials$state, levels = c("complete", "pruned", "failed", "running", "waiting")))
-  states <- states[states > 0]
-  best <- if (is.null(x$best)) {
-    "Best:       none yet (no trial completed)"
-  } else {
-    c(
-      sprintf("Best:       trial %d, %s = %.5g", x$best$number, x$objective, x$best$value),
-      sprintf(
-        "            %s",
-        paste(
-          sprintf("%s = %s", names(x$best$params), vapply(x$best$params, function(v) format(v, digits = 4), "")),
-          collapse = ", "
-        )
-      ),
-      if (!is.na(x$best$path)) sprintf("            model: %s (gpu_load() it)", x$best$path)
-    )
-  }
-  c(
-    sprintf(
-      "<gpukeras_search> %d trials (%s), %s %s", nrow(x$trials),
-      paste(sprintf("%d %s", as.integer(states), names(states)), collapse = ", "), x$direction, x$objective
-    ),
-    best,
-    sprintf("Validation: %s", x$validation),
-    sprintf("Study:      '%s' in %s, seed %d", x$study, x$storage, x$seed),
-    paste0(
-      "Trained:    ",
-      if (identical(x$trained, "populations")) "in batches, as populations" else "a fit per trial, in worker processes",
-      if (length(x$trained_why)) sprintf(" (%s)", x$trained_why)
-    ),
-    if (length(x$interrupted)) sprintf("Resumed:    %d interrupted trial(s) run again", length(x$interrupted))
-  )
+  fields <- x[c("objective", "direction", "validation", "study", "storage", "seed", "trained", "trained_why", "best")]
+  unlist(do.call(core_call, c(
+    list("search_lines", states = as.list(x$trials$state), interrupted = length(x$interrupted)), fields
+  )))
 }
 
 #' @export

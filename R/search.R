@@ -275,12 +275,8 @@ search_run <- function(search, request, storage, plan, dir, call) {
   pool <- new_worker_pool(plan, dir, warm = list(
     verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
   ))
-  running <- function() { # the trials asked and not told: in a worker, or waiting for one (`groups`)
-    busy <- lapply(Filter(Negate(is.null), pool$busy), function(worker) search_task_numbers(worker$task))
-    unlist(c(busy, if (!is.null(groups)) core_call("search_groups_state", groups = groups)$queued))
-  }
   on.exit({
-    if (length(running())) core_call("search_interrupt", search = opened, numbers = as.list(running()))
+    core_call("search_interrupt", search = opened) # the trials asked and not told
     worker_close(pool)
   }, add = TRUE, after = FALSE)
   dir.create(storage$models, recursive = TRUE, showWarnings = FALSE)
@@ -319,29 +315,19 @@ search_run <- function(search, request, storage, plan, dir, call) {
   # workers_per_device = "auto" adds no worker on its GPU (the core splits a group that does
   # not fit instead).
   next_task <- function() {
-    if (is.null(groups)) {
-      asked <- core_call("search_ask", search = opened, error_call = call)
-    } else {
-      asked <- core_call("search_groups_next", groups = groups, search = opened, error_call = call)
-      if (!is.null(asked$trials)) return(c(common, list(
-        run = "search_population_run", population = TRUE, trials = asked$trials, width = asked$width,
-        seed = asked$trials[[1]]$seed, plan_memory = FALSE
-      )))
-    }
+    asked <- core_call("search_next", groups = groups, search = opened, error_call = call)
+    if (!is.null(asked$trials)) return(c(common, list(
+      run = "search_population_run", population = TRUE, trials = asked$trials, width = asked$width,
+      seed = asked$trials[[1]]$seed, plan_memory = FALSE
+    )))
     if (!is.null(asked)) trial_task(asked)
   }
   on_end <- function(ended) {
-    device <- pool$slots[[ended$slot]]$device
-    if (!is.null(groups)) core_call(
-      "search_groups_ended",
-      groups = groups, population = isTRUE(ended$task$population), seconds = as.numeric(ended$seconds %||% 0),
-      trials = length(search_task_numbers(ended$task))
-    )
     told <- core_call(
       "search_tell_task",
       search = opened, numbers = as.list(search_task_numbers(ended$task)), population = isTRUE(ended$task$population),
       result = ended$result[intersect(c("error", "pruning", "trials"), names(ended$result))],
-      seconds = ended$seconds, device = device
+      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device, groups = groups
     )
     if (!isTRUE(ended$task$population)) track_trial_end(tracked, ended, told, call)
     if (!is.null(told$stop)) {

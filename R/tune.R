@@ -141,14 +141,6 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   seed <- check_seed(seed)
   data <- read_training_data(data, missing(data))
   check_not_split(data, "training")
-  if (!is.null(batch_sizes) && data$kind != "r") {
-    abort_bad_argument(
-      paste0(
-        "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot change them). Leave ",
-        "`batch_sizes` NULL."
-      )
-    )
-  }
   check_python_object(model, "model", "a compiled Keras 3 model")
   result <- core_call(
     "tune",

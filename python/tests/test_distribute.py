@@ -103,3 +103,25 @@ def test_check_batch_rules() -> None:
         strategies.check_batch(jax_two, 32, 249)
     tf_two = strategies.StrategyPlan("mirrored", "tensorflow", "MirroredStrategy", 2)
     strategies.check_batch(tf_two, 33, 249)  # tf.distribute splits uneven batches
+
+
+def test_a_strategy_prints_its_replicas_devices_and_for_multi_worker_its_cluster() -> None:
+    one = strategies.StrategyPlan("one_device", "jax", "DataParallel", 1, devices=["CPU:0"])
+    assert strategies.plan_lines(one) == [
+        "<gpukeras strategy> one_device (DataParallel, jax): 1 replica",
+        "Devices: CPU:0",
+    ]
+    network = {"reach": "only these workers", "firewall": ["iptables -A ...", "iptables -A ..."]}
+    worker = strategies.StrategyPlan(
+        "multi_worker", "tensorflow", "MultiWorkerMirroredStrategy", 2,
+        workers=["a:1", "b:2"], index=1, is_chief=False, found_by="TF_CONFIG", network=network,
+    )  # fmt: skip
+    assert strategies.plan_lines(worker) == [
+        "<gpukeras strategy> multi_worker (MultiWorkerMirroredStrategy, tensorflow): 2 replicas",
+        "Workers: a:1, b:2; this is worker 1",
+        "Cluster from: TF_CONFIG",
+        "Who can reach its ports: only these workers",
+        "Firewall rules that let only the workers in (run as root on this machine):",
+        "  iptables -A ...",
+        "  iptables -A ...",
+    ]

@@ -155,3 +155,13 @@ def test_a_ramp_that_never_diverges_suggests_nothing_and_says_what_to_change() -
     assert found["suggested"] == {"valley": None, "steepest": None, "minimum": None}
     assert "higher max_lr (e.g. max_lr = 0.001)" in found["advice"]
     assert "more steps (e.g. steps = 24)" in found["advice"]
+
+
+def test_a_batch_size_for_a_dataset_is_refused_by_the_batch_rule() -> None:
+    tf = pytest.importorskip("tensorflow")
+    model, x, y = linear_regression()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    answer = bridge.call("lr_find", {"model": model, "data": dataset, "batch_size": 16})
+    assert not answer["ok"]
+    assert answer["r_class"] == "gpukeras_error_bad_argument"
+    assert answer["message"] == "`batch_size` is for R data: a dataset makes its own batches."

@@ -116,7 +116,12 @@ def test_trials_draw_from_the_space_and_stop_at_the_budget(tmp_path: Path) -> No
     assert table["value"][0] == 0.5  # the last epoch's
     assert table["reason"][1] == "the objective val_loss was nan"  # NaN is never best
     assert table["reason"][3] == "out of memory"
-    assert table["best"] == 0
+    assert table["best"] == {
+        "number": 0,
+        "params": asked[0]["params"],  # type: ignore[index]
+        "value": 0.5,
+        "path": str(models / "trial-0.keras"),
+    }
     assert table["direction"] == "minimize"
     assert search.progress(url(tmp_path), "s") == {
         "done": 4,
@@ -166,11 +171,12 @@ def test_a_later_identical_search_that_runs_nothing_resumes_nothing(tmp_path: Pa
     study = opened(tmp_path, trials=1)
     first = search.ask(study)
     assert first is not None
-    search.interrupt(study, [first["number"]])
+    search.interrupt(study)  # the trial asked and not told
     resumed = opened(tmp_path, trials=1)
     retry = search.ask(resumed)
     assert retry is not None and search.trials(resumed)["retry_of"] == [0]
     told(resumed, retry["number"], trained(1.0))
+    assert resumed.outstanding == set()  # told: a stop interrupts none
     assert search.trials(resumed)["interrupted"] == [0]
     later = opened(tmp_path, trials=1)
     assert search.ask(later) is None
@@ -689,10 +695,10 @@ def test_a_batch_splits_by_its_shapes_and_processes_that_measured_faster_train_a
     assert first is not None and len(first.get("trials", [first])) in (1, 3)
     state = search_population.state(groups_of)
     assert state["why"].startswith("the plan's reason, split by architecture into tasks")
-    assert len(state["queued"]) + len(first.get("trials", [first])) == 3
+    assert plain.outstanding == {0, 1, 2}  # asked, none told: what a stop interrupts
     while search_population.next_task(groups_of, plain) is not None:
         pass
-    assert search_population.state(groups_of)["queued"] == []
+    assert groups_of.queue == []
 
 
 def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> None:
@@ -705,3 +711,66 @@ def test_a_worker_drops_what_it_opened_ahead_after_its_task(tmp_path: Path) -> N
     study_storage.warm(storage)
     assert study_storage.take_warmed(storage) is not None
     assert study_storage.take_warmed(storage) is None
+
+
+def test_a_search_prints_its_trials_best_and_how_they_trained_in_r_words() -> None:
+    from gpukeras.search.search_report import search_lines
+
+    shared = {
+        "objective": "val_loss",
+        "direction": "minimize",
+        "validation": "given",
+        "study": "gpukeras",
+        "storage": "search/",
+        "seed": 1.0,
+    }
+    best = {
+        "number": 2,
+        "value": 0.123456,
+        "params": {"units": 16, "lr": 0.00123456, "opt": "adam"},
+    }
+    lines = search_lines(
+        ["failed", "complete", "complete", "pruned"],
+        trained="populations",
+        trained_why="the trials train in batches",
+        best={**best, "path": "NA"},
+        interrupted=1,
+        **shared,
+    )
+    assert lines == [
+        "<gpukeras_search> 4 trials (2 complete, 1 pruned, 1 failed), minimize val_loss",
+        "Best:       trial 2, val_loss = 0.12346",
+        "            units = 16, lr = 0.001235, opt = adam",
+        "Validation: given",
+        "Study:      'gpukeras' in search/, seed 1",
+        "Trained:    in batches, as populations (the trials train in batches)",
+        "Resumed:    1 interrupted trial(s) run again",
+    ]
+    # one trial (R sends a bare string), no best yet, trained in processes on any engine
+    alone = search_lines("failed", trained="processes", **shared)
+    assert alone[:2] == [
+        "<gpukeras_search> 1 trials (1 failed), minimize val_loss",
+        "Best:       none yet (no trial completed)",
+    ]
+    assert alone[-1] == "Trained:    a fit per trial, in worker processes"
+    saved = search_lines(
+        "complete", trained="processes", best={**best, "path": "m.keras"}, **shared
+    )
+    assert "            model: m.keras (gpu_load() it)" in saved
+
+
+def test_without_groups_a_task_is_a_trial_and_a_told_task_counts_in_its_groups(
+    tmp_path: Path,
+) -> None:
+    from gpukeras.search import search_population
+
+    plain = opened(tmp_path, trials=2, sampler="random", pruner="none")
+    first = search_population.next_task(None, plain)  # no populations: the next trial
+    assert first is not None and "trials" not in first and first["number"] == 0
+    groups = search_population.open_groups(["units"], "the plan's reason")
+    answer = search_population.tell_task(
+        plain, [first["number"]], trained(0.5), seconds=3.0, groups=groups
+    )
+    assert answer["state"] == "complete"
+    assert groups.trials["process"] == 1 and groups.seconds["process"] == 3.0
+    assert plain.outstanding == set()

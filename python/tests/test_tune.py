@@ -341,3 +341,10 @@ def test_advice_leaves_alone_what_the_tune_chose_and_a_note_says_so() -> None:
         tuned={**chosen, "batch_size": None},
     )
     assert "raise batch_size" in " ".join(advice.advice(reports[0], dataset)).lower()
+
+
+def test_batch_sizes_for_a_dataset_are_refused() -> None:
+    tf = pytest.importorskip("tensorflow")
+    dataset = tf.data.Dataset.from_tensor_slices(data(64)).batch(16)
+    with pytest.raises(BadArgumentError, match=r"^`batch_sizes` is for R data: a dataset keeps"):
+        tune.tune(small_model(), dataset, batch_sizes=[32])

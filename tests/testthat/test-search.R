@@ -36,6 +36,7 @@ test_that("a name of the space that model_fn never reads is refused before any t
 })
 
 test_that("a search says how its trials trained, and its plot's legend names what occurred", {
+  skip_if_no_python()
   trials <- data.frame(number = 0:2, value = c(0.5, 0.4, NA), state = c("pruned", "pruned", "failed"))
   search <- structure(list(
     trials = trials, best = NULL, objective = "val_loss", direction = "minimize", storage = "search/",

@@ -204,7 +204,7 @@ def make(
             raise BadArgumentError(
                 f"Multi-worker training needs the TensorFlow or JAX backend; this is {backend}."
             )
-        return {"strategy": strategy, "plan": plan_of(strategy)}
+        return _made(strategy)
     names = _check_devices(devices) or _default_devices(kind)
     if kind == "one_device" and len(names) != 1:
         raise BadArgumentError(
@@ -228,7 +228,36 @@ def make(
             strategy = tf.distribute.MirroredStrategy(paths)
     else:
         raise BadArgumentError(f"gpu_strategy() supports TensorFlow and JAX, not {backend}.")
-    return {"strategy": strategy, "plan": plan_of(strategy)}
+    return _made(strategy)
+
+
+def _made(strategy: Strategy) -> dict[str, object]:
+    """``make``'s answer: the strategy, its plan and print(gpu_strategy())'s lines."""
+    plan = plan_of(strategy)
+    return {"strategy": strategy, "plan": plan, "lines": plan_lines(plan)}
+
+
+def plan_lines(plan: StrategyPlan) -> list[str]:
+    """print(gpu_strategy())'s lines: the type, engine, backend and replicas, the devices,
+    and for multi-worker training the workers, this one's place, what described the
+    cluster, who can reach its ports and the firewall rules that keep others out."""
+    replicas = f"{plan.replicas} replica{'' if plan.replicas == 1 else 's'}"
+    lines = [f"<gpukeras strategy> {plan.type} ({plan.engine}, {plan.backend}): {replicas}"]
+    if plan.devices:
+        lines.append(f"Devices: {', '.join(plan.devices)}")
+    if plan.type != "multi_worker":
+        return lines
+    chief = " (the chief)" if plan.is_chief else ""
+    lines.append(f"Workers: {', '.join(plan.workers)}; this is worker {plan.index}{chief}")
+    if plan.found_by is not None:
+        lines.append(f"Cluster from: {plan.found_by}")
+    network = plan.network or {}
+    if plan.network is not None:
+        lines.append(f"Who can reach its ports: {network['reach']}")
+    if network.get("firewall"):
+        lines.append("Firewall rules that let only the workers in (run as root on this machine):")
+        lines += [f"  {rule}" for rule in network["firewall"]]
+    return lines
 
 
 def kind_of(strategy: Strategy) -> str:

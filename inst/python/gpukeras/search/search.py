@@ -103,6 +103,8 @@ class Search:
         # trials this search told complete: until one is, an error not the trial's own
         # stops the search (``tell``)
         self.completed = 0
+        # trials this search asked and has not told: in a worker, or waiting for one
+        self.outstanding: set[int] = set()
 
     def owner(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -277,9 +279,13 @@ def _uncounted(optuna: Any, trials: list[Any]) -> set[int]:
     return uncounted | {t.number for t in trials if t.user_attrs.get(UNCOUNTED_ATTR)}
 
 
-def interrupt(search: Search, numbers: list[int]) -> None:
-    """The running trials ``numbers`` of this search end unfinished (the search stopped):
-    failed, uncounted, and asked again by the next search on the storage."""
+def interrupt(search: Search) -> None:
+    """The trials this search asked and has not told (``Search.outstanding``: in a worker,
+    or waiting for one) end unfinished (the search stopped): those still running fail,
+    uncounted, and are asked again by the next search on the storage."""
+    numbers = search.outstanding
+    if not numbers:
+        return
     with study_storage.quiet() as optuna:
         running = search.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         _fail_and_retry(
@@ -320,6 +326,7 @@ def ask(search: Search) -> dict[str, Any] | None:
         if retry_of is not None:
             search.resumed.add(retry_of)
         trial.set_user_attr(SEED_ATTR, seed)
+        search.outstanding.add(trial.number)
         return {
             "number": trial.number,
             "trial_id": optuna_trial_id(trial),  # the worker reports through it
@@ -362,6 +369,7 @@ def tell(
     trial's own (``OWN_FAILURES``) and this search has completed no trial: every trial
     would meet it.
     """
+    search.outstanding.discard(number)
     state, value, reason, stop = outcome(result, search.objective)
     epochs = len(_reported(result))
     with study_storage.quiet() as optuna:
@@ -472,8 +480,10 @@ def trials(search: Search, models: str | None = None) -> dict[str, Any]:
     parameter), ``value``, ``state`` (complete, pruned, failed, running, waiting),
     ``reason``, ``seconds``, ``device``, ``seed``, ``epochs`` (epochs reported),
     ``retry_of`` (the interrupted trial it runs again); then the best complete trial
-    (``best``: its number, or None), the numbers of the ``interrupted`` trials this search
-    runs again (not counted; a later search that runs none lists none), the direction,
+    (``best``: its ``number``, ``params``, ``value`` and ``path``, its saved model in
+    ``models``, None where none is kept; or None before a trial completed), the numbers
+    of the ``interrupted`` trials this search runs again (not counted; a later search that
+    runs none lists none), the direction,
     and the ``storage`` as it may be shown (no password). Where there is a best trial, the
     folder ``models`` keeps only its saved model (``trial-<n>.keras`` and its
     ``.gpukeras.json``): the other trials' go."""
@@ -482,9 +492,17 @@ def trials(search: Search, models: str | None = None) -> dict[str, Any]:
         rows = _counted_trials(optuna, search.study)
         retry_of = [_retry_of(optuna, t) for t in rows]
     top = _best(search.study, rows)
-    best = top.number if top is not None else None
-    if models is not None and best is not None:
-        _keep_best_model(models, best)
+    best = None
+    if top is not None:
+        path = os.path.join(models, f"trial-{top.number}.keras") if models is not None else None
+        if models is not None:
+            _keep_best_model(models, top.number)
+        best = {
+            "number": top.number,
+            "params": {name: top.params.get(name) for name in search.space},
+            "value": top.value,
+            "path": path if path is not None and os.path.exists(path) else None,
+        }
     return {
         "number": [t.number for t in rows],
         "params": {name: [t.params.get(name) for t in rows] for name in search.space},

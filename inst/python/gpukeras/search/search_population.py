@@ -128,12 +128,15 @@ def shape_groups(trials: Sequence[Record], shapes: Sequence[str]) -> list[list[R
     return list(groups.values())
 
 
-def next_task(groups: Groups, search: searching.Search) -> Record | None:
-    """The next task (None when the budget is spent), the queue's first, asking the study
+def next_task(groups: Groups | None, search: searching.Search) -> Record | None:
+    """The next task (None when the budget is spent): without ``groups`` (no populations)
+    the next trial, as ``searching.ask`` gives it; else the queue's first, asking the study
     for a batch (``ask``) when the queue is empty: a trial as ``searching.ask`` gives it, to
     train in a process of its own, or a population's ``trials`` (``number``, ``trial_id``,
     ``params``, ``seed`` each) and ``width`` (the trials asked, which a short group pads
     to, ``padded_width``)."""
+    if groups is None:
+        return searching.ask(search)
     if not groups.queue:
         batch = ask(search)
         for group in shape_groups(batch["trials"], groups.shapes):
@@ -165,9 +168,8 @@ def ended(groups: Groups, population: bool, seconds: float, trials: int) -> None
 
 
 def state(groups: Groups) -> Record:
-    """``queued``: the numbers of the trials asked and not yet given to a worker; ``why``:
-    the search's ``trained_why``, the plan's reason, then how many trials trained each way."""
-    queued = [t["number"] for task in groups.queue for t in task.get("trials", [task])]
+    """``why``: the search's ``trained_why``, the plan's reason, then how many trials trained
+    each way."""
     done = []
     if groups.as_trials["population"] > 0:
         done.append(
@@ -184,7 +186,7 @@ def state(groups: Groups) -> Record:
     why = groups.reason
     if done:
         why = f"{why}, split by architecture into tasks for the workers: {'; '.join(done)}"
-    return {"queued": queued, "why": why}
+    return {"why": why}
 
 
 def padded_width(count: int, width: int) -> int:
@@ -447,14 +449,18 @@ def tell_task(
     population: bool = False,
     seconds: float | None = None,
     device: str | None = None,
+    groups: Groups | None = None,
 ) -> Record:
-    """Tell the study how a worker's task ended, from its raw ``result``: a population's
+    """Tell the study how a worker's task ended, from its raw ``result`` (and ``groups``,
+    with populations, its ``seconds`` as ``ended`` counts them): a population's
     ``trials`` each as ``tell`` tells them, else (a trial of its own process, or a population
     task that failed: each of its trials fails with its ``error``) each of ``numbers`` as
     ``search.tell`` tells it. Returns the first answer whose ``stop`` is set (else the
     first), with ``number``, its trial's, and ``status``, its tracked run's ("FINISHED",
     "KILLED" when pruned, else "FAILED"); a pruned trial's ``reason`` says after which epoch."""
     result = result or {}  # R's empty list arrives as one
+    if groups is not None:
+        ended(groups, population, seconds or 0.0, len(numbers))
     trials = result.get("trials")
     if population and result.get("error") is None and trials is not None:
         told = tell(search, trials, device)

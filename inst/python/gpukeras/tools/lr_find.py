@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core import arguments, compat
-from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError
+from gpukeras.core.errors import BadDataError, BadModelError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters
+from gpukeras.data import adapters, batch_rules
 from gpukeras.tools import result_lines
 from gpukeras.train import model_copies
 
@@ -64,11 +64,7 @@ MORE_STEPS = 2
 
 def _batches(data: object, batch_size: int | None, seed: int | None) -> Iterator[Any]:
     """Endless training batches: a dataset's own, repeated; arrays shuffled by ``seed``."""
-    if adapters.is_tf_dataset(data):
-        if batch_size is not None:
-            raise BadArgumentError(
-                "batch_size is for arrays: this dataset is already batched. Leave batch_size NULL."
-            )
+    if adapters.is_tf_dataset(data):  # (a batch size for it was refused by ``find``)
         yield from data.repeat().as_numpy_iterator()
         return
     if not isinstance(data, (tuple, list)) or len(data) not in (1, 2):
@@ -206,6 +202,7 @@ def find(
     """
     keras = config.keras()
     arguments.check_compiled_model(keras, model)
+    batch_rules.check_batch_size_for(batch_size, data)
     if seed is not None:
         compat.set_random_seed(keras, seed)
     batches = _batches(data, batch_size, seed)

@@ -369,8 +369,8 @@ def _batch_candidates(
     if looked.dataset:
         if given is not None:
             raise BadArgumentError(
-                "batch_sizes is for arrays: this dataset is already batched (gpu_fit() cannot "
-                "change its batches). Leave batch_sizes NULL, or give R data."
+                "`batch_sizes` is for R data: a dataset keeps its own batches (gpu_fit() cannot "
+                "change them). Leave `batch_sizes` NULL."
             )
         return [rows], "the dataset's own batches"
     # The rule of gpu_batch_size(): no size that makes fewer than 8 steps per epoch.
