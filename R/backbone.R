@@ -80,6 +80,10 @@ gpu_image_backbone <- function(backbone, classes, image_size = c(224, 224), weig
 #' @rdname gpu_image_backbone
 #' @export
 gpu_fine_tune <- function(fit, data, layers = 20, learning_rate = 1e-5, epochs = 5, ...) {
+  # `...` go to gpu_fit(): what it does not take is refused here, before the backbone opens
+  given <- rlang::names2(match.call(expand.dots = FALSE)$...)
+  unknown <- given[!given %in% names(formals(gpu_fit))]
+  if (length(unknown)) abort_unused_args(unknown, gpu_fit, "gpu_image_backbone", "gpu_fine_tune()")
   model <- if (inherits(fit, c("gpukeras_fit", "gpukeras_model"))) fit$model else fit
   if (!inherits(model, "python.builtin.object")) {
     abort_bad_argument(sprintf(
