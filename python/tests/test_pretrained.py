@@ -1,7 +1,8 @@
-"""KerasHub presets loaded for a task (train/pretrained.py), on a tiny preset this test saves.
+"""KerasHub presets loaded for a task (train/pretrained.py), on tiny presets this test saves.
 
-Real KerasHub: a 2-layer BERT with random weights written by its own save_to_preset(),
-loaded back, fine-tuned (fully and with LoRA) and asked to predict. Importing KerasHub
+Real KerasHub: a 2-layer BERT, and a 2-layer Gemma and GPT-2, with random weights written by its own
+save_to_preset(), loaded back, fine-tuned (fully and with LoRA) and asked to predict or to
+generate. Importing KerasHub
 costs 15 s (TensorFlow through tensorflow-text): the tests are slow ones.
 """
 
@@ -14,20 +15,31 @@ import numpy as np
 import pytest
 
 from conftest import run_core
+from gpukeras.core.errors import BadArgumentError
 from gpukeras.data import encoding
 from gpukeras.serve import encoding_file, scoring
+from gpukeras.track import tracked_runs
 from gpukeras.train import pretrained
 
 pytest.importorskip("keras_hub")
 pytestmark = pytest.mark.slow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "testthat" / "python"))
-from tiny_preset import save_tiny_preset  # noqa: E402
+from tiny_preset import (  # noqa: E402
+    save_tiny_causal_lm_preset,
+    save_tiny_gemma_preset,
+    save_tiny_preset,
+)
 
 
 @pytest.fixture(scope="module")
 def preset(tmp_path_factory: pytest.TempPathFactory) -> str:
     return save_tiny_preset(str(tmp_path_factory.mktemp("hub") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def lm_preset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return save_tiny_gemma_preset(str(tmp_path_factory.mktemp("hub") / "tiny-lm"))
 
 
 TEXTS = ["good movie", "great movie", "nice movie", "fine movie"] * 4 + [
@@ -168,3 +180,69 @@ def test_without_keras_hub_the_error_says_how_to_install_it() -> None:
     assert run.result["r_class"] == "gpukeras_error_keras_hub_missing"
     assert "keras-hub is not installed" in run.result["message"]
     assert 'install_gpukeras(extras = "hub")' in run.result["message"]
+
+
+def test_a_causal_lm_fine_tunes_on_texts_and_generates_what_it_learnt(
+    lm_preset: str, tmp_path: Path
+) -> None:
+    loaded = pretrained.causal_lm(lm_preset, learning_rate=1e-2)
+    model = loaded["model"]
+    assert loaded["task"] == "GemmaCausalLM"
+    assert loaded["trainable"] == loaded["parameters"]
+    texts = pretrained.text_dataset(["the movie was good"] * 16, batch_size=8)["dataset"]
+    model.fit(texts, epochs=12, verbose=0)
+    generated = pretrained.generate(model, ["the movie", "the"], max_length=8)
+    assert generated == ["the movie was good", "the movie was good"]
+    assert pretrained.generate(model, ["the movie"], max_length=3) == ["the movie"]
+    sampled = pretrained.generate(model, ["the movie"], sampler="top_k")
+    assert len(sampled) == 1 and sampled[0].startswith("the movie")
+    assert type(model.sampler).__name__ == "TopKSampler"
+    # saved and loaded (compiled again), it generates the same
+    path = str(tmp_path / "lm.keras")
+    scoring.save_model(model, path, pretrained.text_dataset(["a"])["encoding"])
+    again = pretrained.load_model(path)
+    assert again.compiled
+    assert pretrained.generate(again, ["the movie"], max_length=8) == ["the movie was good"]
+
+
+def test_causal_lm_lora_trains_only_the_adapters_kerashub_adds(lm_preset: str) -> None:
+    import keras_hub
+
+    loaded = pretrained.causal_lm(lm_preset, lora_rank=2, sequence_length=6)
+    reference = keras_hub.models.CausalLM.from_preset(lm_preset)
+    reference.backbone.enable_lora(rank=2)
+    assert loaded["trainable"] == pretrained._count(reference.trainable_weights)
+    assert loaded["trainable"] < loaded["parameters"] / 4
+    assert loaded["model"].preprocessor.sequence_length == 6
+
+
+def test_generate_refuses_a_max_length_the_backbone_cannot_take_and_other_models(
+    preset: str, tmp_path: Path
+) -> None:
+    # GPT-2's position embeddings take 16 tokens (Gemma's rotary ones have no limit)
+    model = pretrained.causal_lm(save_tiny_causal_lm_preset(str(tmp_path / "gpt2")))["model"]
+    with pytest.raises(BadArgumentError, match=r"`max_length` \(17\) is longer than the 16 tokens"):
+        pretrained.generate(model, ["the"], max_length=17)
+    classifier = pretrained.text_classifier(preset, num_classes=2)["model"]
+    with pytest.raises(BadArgumentError, match="must be a causal language model"):
+        pretrained.generate(classifier, ["the"])
+
+
+def test_a_preset_without_the_task_is_refused(lm_preset: str, preset: str) -> None:
+    with pytest.raises(pretrained.BadPresetError, match="as a causal language model"):
+        pretrained.causal_lm(preset)
+    with pytest.raises(pretrained.BadPresetError, match="as a text classifier"):
+        pretrained.text_classifier(lm_preset, num_classes=2)
+
+
+def test_a_tracked_fit_records_the_preset_and_the_lora_rank(lm_preset: str, preset: str) -> None:
+    import keras
+
+    lora = pretrained.causal_lm(lm_preset, lora_rank=2)["model"]
+    params = tracked_runs.fit_params(lora, {}, {})
+    assert params["preset"] == str(Path(lm_preset).resolve())
+    assert params["lora_rank"] == "2"
+    full = pretrained.text_classifier(preset, num_classes=2)["model"]
+    assert tracked_runs.fit_params(full, {}, {})["lora_rank"] == "none"
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    assert not {"preset", "lora_rank"} & set(tracked_runs.fit_params(plain, {}, {}))

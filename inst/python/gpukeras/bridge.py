@@ -68,6 +68,8 @@ VERBS: dict[str, str] = {
     "fit_lines": "train.fit_report:fit_lines",
     "text_classifier": "train.pretrained:text_classifier",
     "text_dataset": "train.pretrained:text_dataset",
+    "causal_lm": "train.pretrained:causal_lm",
+    "generate": "train.pretrained:generate",
     "image_backbone": "train.backbone:image_backbone",
     "backbone_unfreeze": "train.backbone:unfreeze",
     "job_carry": "train.job:carry",

@@ -1,5 +1,6 @@
-"""A tiny KerasHub text classifier preset, saved with KerasHub's own save_to_preset(): a
-2-layer BERT with random weights and a 16-word vocabulary, for tests that cannot download one.
+"""Tiny KerasHub presets, saved with KerasHub's own save_to_preset(): a text classifier (a
+2-layer BERT with random weights and a 16-word vocabulary) and causal language models (a
+2-layer Gemma and GPT-2), for tests that cannot download one.
 
 Used by python/tests/test_pretrained.py and tests/testthat/test-pretrained.R.
 """
@@ -42,4 +43,82 @@ def save_tiny_preset(folder: str, seed: int = 1) -> str:
         backbone, num_classes=2, preprocessor=preprocessor
     )
     classifier.save_to_preset(folder)
+    return folder
+
+
+WORDS = ["the", "movie", "was", "good", "bad", "fine", "great", "awful"]
+
+
+def save_tiny_causal_lm_preset(folder: str, seed: int = 1) -> str:
+    """Write a tiny GPT-2 causal language model preset into ``folder`` (created) and return
+    it: 2 layers, random weights, a byte-pair vocabulary of ``WORDS`` (each spelled by its
+    own merges, then joined to the leading space), training sequences of 8 tokens and a
+    backbone that takes 16."""
+    keras.utils.set_random_seed(seed)
+    vocabulary = {"<|endoftext|>": 0, "\u0120": 1}
+    merges: list[str] = []
+    for character in sorted(set("".join(WORDS))):
+        vocabulary[character] = len(vocabulary)
+    for word in WORDS:
+        spelled = word[0]
+        for character in word[1:]:
+            merges.append(f"{spelled} {character}")
+            spelled += character
+            vocabulary.setdefault(spelled, len(vocabulary))
+        merges.append(f"\u0120 {word}")
+        vocabulary["\u0120" + word] = len(vocabulary)
+    merges = list(dict.fromkeys(merges))
+    tokenizer = keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+    preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, sequence_length=8)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=len(vocabulary),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+    )
+    keras_hub.models.GPT2CausalLM(backbone, preprocessor=preprocessor).save_to_preset(folder)
+    return folder
+
+
+def save_tiny_gemma_preset(folder: str, seed: int = 1) -> str:
+    """Write a tiny Gemma causal language model preset into ``folder`` (created) and return
+    it: 2 layers, random weights, a sentencepiece model of whole words trained here on a few
+    sentences (its tokenizer, unlike GPT-2's byte pairs, is fast enough to fine-tune with in
+    a test), training sequences of 8 tokens."""
+    import io
+
+    import sentencepiece
+
+    keras.utils.set_random_seed(seed)
+    model = io.BytesIO()
+    sentences = ["the movie was good", "the movie was bad", "a great movie", "an awful movie"]
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences * 4 + ["the film was fine"]),
+        model_writer=model,
+        vocab_size=15,
+        model_type="word",
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="<pad>",
+        bos_piece="<bos>",
+        eos_piece="<eos>",
+        unk_piece="<unk>",
+        minloglevel=2,
+    )
+    tokenizer = keras_hub.tokenizers.GemmaTokenizer(proto=model.getvalue())
+    preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=8)
+    backbone = keras_hub.models.GemmaBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(),
+        num_layers=2,
+        num_query_heads=2,
+        num_key_value_heads=1,
+        hidden_dim=16,
+        intermediate_dim=32,
+        head_dim=8,
+    )
+    keras_hub.models.GemmaCausalLM(backbone, preprocessor=preprocessor).save_to_preset(folder)
     return folder

@@ -6,7 +6,8 @@ A fit (``start_fit``, from gpu_fit()'s verb, ``tools.training``) is one MLflow r
   accumulation, steps per execution, XLA, precision, optimizer and learning rate or
   schedule, clipping, seed, class weights), the backend, device and versions
   (gpukeras, Keras, the framework), the data (its kind, rows, a content hash of
-  arrays, hashed on the sending thread) and the model (layers, parameter count);
+  arrays, hashed on the sending thread) and the model (layers, parameter count; a
+  KerasHub preset's name and LoRA rank, ``pretrained.preset_params``);
 - metrics: each epoch's logs under Keras' names with the epoch (from 1) as the step,
   sent as the epoch ends (``EpochLogger``); the report's measures at the last epoch
   (``REPORT_METRICS``); tags: the input verdict, the last gpu_check() verdict;
@@ -42,7 +43,7 @@ from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.track import model_copy, reach, records, tracking
 from gpukeras.track import sending as sender
-from gpukeras.train import backup_files
+from gpukeras.train import backup_files, pretrained
 
 KEY_FILE = "gpukeras-tracking.json"
 KIND_TAG = "gpukeras.kind"
@@ -302,6 +303,8 @@ def fit_params(model: Model, given: Mapping[str, object], track: Mapping[str, ob
         params[f"{params['backend']}_version"] = framework
     for name, value in _tags(track.get("versions")).items():
         params[f"{name}_version"] = value
+    for name, value in pretrained.preset_params(model).items():
+        params[name] = _plain(value)
     for name, value in (track.get("params") or {}).items():  # type: ignore[attr-defined]
         params[str(name)] = _plain(value)
     return params

@@ -13,6 +13,7 @@ from __future__ import annotations
 import platform
 import sys
 import warnings
+import weakref
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core.errors import GpukerasError
+from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
 from gpukeras.data.encoding import normalized
@@ -29,6 +30,8 @@ from gpukeras.data.source_files import tensorflow
 HUB_REPAIR = 'Run install_gpukeras(extras = "hub") in R, then restart R.'
 # What save_to_preset() writes first in a preset folder, and from_preset() reads first.
 PRESET_FILE = "metadata.json"
+# The preset and LoRA rank of each model loaded here, for a tracked fit's params.
+_PRESETS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 class KerasHubMissingError(GpukerasError):
@@ -110,25 +113,127 @@ def text_classifier(
         BadPresetError: not a preset folder, a preset that cannot be loaded, or one without
             a text classifier.
     """
+    model = _load("TextClassifier", preset, lora_rank, sequence_length, num_classes=num_classes)
+    _compile(model, learning_rate)
+    return _loaded(model)
+
+
+def causal_lm(
+    preset: str,
+    lora_rank: int | None = None,
+    sequence_length: int | None = None,
+    learning_rate: float = 5e-5,
+) -> Record:
+    """Load ``preset``'s causal language model and compile it to be fine-tuned on texts.
+
+    Its preprocessor makes each text its own next-token targets: gpu_fit() trains it on
+    texts alone (``text_dataset`` without labels).
+
+    Args:
+        preset: a KerasHub preset name (downloaded as KerasHub does) or a preset folder.
+        lora_rank: LoRA's rank, as ``text_classifier``'s; None trains every weight.
+        sequence_length: the tokens each training text is cut or padded to; None keeps the
+            preset's.
+        learning_rate: Adam's learning rate.
+
+    Returns:
+        ``model`` (compiled as KerasHub's ``CausalLM.compile()``: sparse categorical
+        cross-entropy on logits, accuracy weighted to the real tokens, Adam at
+        ``learning_rate``), ``task``, ``trainable`` and ``parameters``, as
+        ``text_classifier``'s.
+
+    Raises:
+        KerasHubMissingError: KerasHub is not installed, or does not load.
+        BadPresetError: not a preset folder, a preset that cannot be loaded, or one without
+            a causal language model.
+    """
+    model = _load("CausalLM", preset, lora_rank, sequence_length)
+    model.compile(optimizer=config.keras().optimizers.Adam(learning_rate=learning_rate))
+    return _loaded(model)
+
+
+def _load(
+    task: str,
+    preset: str,
+    lora_rank: int | None,
+    sequence_length: int | None,
+    **options: Any,
+) -> Any:
+    """``preset``'s model for KerasHub's ``task`` (a class of ``keras_hub.models``), its
+    preprocessor's sequence length set and LoRA enabled as asked, remembered with its preset
+    and rank for tracking (``preset_params``); BadPresetError when it cannot be loaded."""
     hub = keras_hub()
     preset = _preset_path(preset)
+    what = {"TextClassifier": "a text classifier", "CausalLM": "a causal language model"}[task]
     try:
-        model = hub.models.TextClassifier.from_preset(preset, num_classes=num_classes)
+        model = getattr(hub.models, task).from_preset(preset, **options)
     except (ValueError, FileNotFoundError, OSError) as error:
         raise BadPresetError(
-            f"`preset`: '{preset}' could not be loaded as a text classifier: {error}"
+            f"`preset`: '{preset}' could not be loaded as {what}: {error}"
         ) from error
     if sequence_length is not None:
         model.preprocessor.sequence_length = sequence_length
     if lora_rank is not None:
         model.backbone.enable_lora(rank=lora_rank)
-    _compile(model, learning_rate)
+    _PRESETS[model] = {"preset": preset, "lora_rank": lora_rank}
+    return model
+
+
+def _loaded(model: Any) -> Record:
+    """What ``text_classifier`` and ``causal_lm`` return for ``model``."""
     return {
         "model": model,
         "task": type(model).__name__,
         "trainable": _count(model.trainable_weights),
         "parameters": _count(model.weights),
     }
+
+
+def preset_params(model: Any) -> dict[str, object]:
+    """The params a tracked fit of ``model`` records when ``text_classifier`` or ``causal_lm``
+    loaded it: ``preset`` (the name, or the folder's absolute path) and ``lora_rank``
+    ("none" when every weight trains); nothing for any other model."""
+    loaded = _PRESETS.get(model)
+    if loaded is None:
+        return {}
+    rank = loaded["lora_rank"]
+    return {"preset": loaded["preset"], "lora_rank": "none" if rank is None else rank}
+
+
+def generate(
+    model: Any, prompts: list[str], max_length: int | None = None, sampler: str = "greedy"
+) -> list[str]:
+    """Each prompt followed by what ``model`` (a KerasHub causal language model) generates
+    after it, token by token with ``sampler`` (a KerasHub sampler's name), to ``max_length``
+    tokens in all (None: its preprocessor's sequence length) or its end token.
+
+    R has checked the prompts (no NA), ``max_length`` (a count) and ``sampler`` (a name).
+    The sampler is the model's from here on, as ``compile(sampler=)`` would set it, without
+    compiling it again (its optimizer's state is kept).
+
+    Raises:
+        BadArgumentError: ``model`` is no causal language model, or ``max_length`` is longer
+            than the sequences its backbone takes.
+    """
+    hub = keras_hub()
+    if not isinstance(model, hub.models.CausalLM):
+        raise BadArgumentError(
+            f"`object` must be a causal language model (gpu_causal_lm()) or its fit, not a {type(model).__name__}."
+        )
+    longest = getattr(model.backbone, "max_sequence_length", None)
+    if max_length is not None and longest is not None and max_length > longest:
+        raise BadArgumentError(
+            f"`max_length` ({max_length}) is longer than the {longest} tokens the model's backbone "
+            f"takes. Give at most {longest}."
+        )
+    wanted = hub.samplers.get(sampler)
+    if type(getattr(model, "sampler", None)) is not type(
+        wanted
+    ):  # else its compiled generation is kept
+        model.sampler = wanted
+        model.generate_function = None
+    generated = model.generate(list(prompts), max_length=max_length)
+    return [str(text) for text in np.atleast_1d(generated)]
 
 
 def _compile(model: Any, learning_rate: float = 5e-5) -> None:
@@ -211,9 +316,9 @@ def load_model(path: str) -> Any:
     KerasHub is imported the core's way (``keras_hub()``) first: Keras would otherwise
     import it itself, without the TensorFlow the core sets up. Keras cannot restore a
     KerasHub task's own compile() (nor, then, its optimizer's state), and warns of both; a
-    text classifier is compiled again as gpu_text_classifier() compiles it (a new optimizer,
-    at its default learning rate), so that evaluate() works on it, and other tasks are left
-    uncompiled, without the warnings."""
+    text classifier or a causal language model is compiled again as gpu_text_classifier() or
+    gpu_causal_lm() compiles it (a new optimizer, at its default learning rate), so that
+    evaluate() works on it, and other tasks are left uncompiled, without the warnings."""
     try:
         with zipfile.ZipFile(path) as archive:
             config_text = archive.read("config.json").decode("utf-8", errors="replace")
@@ -228,4 +333,6 @@ def load_model(path: str) -> Any:
         model = keras.saving.load_model(path)
     if isinstance(model, hub.models.TextClassifier):
         _compile(model)
+    elif isinstance(model, hub.models.CausalLM):
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate=5e-5))
     return model
