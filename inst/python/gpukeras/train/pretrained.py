@@ -218,7 +218,8 @@ def generate(
     hub = keras_hub()
     if not isinstance(model, hub.models.CausalLM):
         raise BadArgumentError(
-            f"`object` must be a causal language model (gpu_causal_lm()) or its fit, not a {type(model).__name__}."
+            "`object` must be a causal language model (gpu_causal_lm()) or its fit, "
+            f"not a {type(model).__name__}."
         )
     longest = getattr(model.backbone, "max_sequence_length", None)
     if max_length is not None and longest is not None and max_length > longest:
