@@ -49,17 +49,108 @@
 gpu_text_classifier <- function(preset, classes, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5,
                                 ...) {
   check_unknown_args("gpu_text_classifier")
-  check_string(preset)
   classes <- class_count(classes)
-  check_whole_number(lora_rank, allow_null = TRUE)
-  check_whole_number(sequence_length, allow_null = TRUE)
-  check_learning_rate(learning_rate)
+  load_preset("text_classifier", preset, lora_rank, sequence_length, learning_rate, num_classes = classes)
+}
+
+#' A pretrained causal language model from a KerasHub preset
+#'
+#' Loads a KerasHub preset's causal language model (GPT-2, Gemma, Llama, ...)
+#' compiled for [gpu_fit()]: fine-tune it on texts alone ([gpu_text_data()]
+#' without `y`: each text is its own next-token targets, through the preset's
+#' own tokenizer), then write with [gpu_generate()]. A preset is a name or a
+#' folder as for [gpu_text_classifier()], and KerasHub is imported at the first
+#' call the same way.
+#'
+#' A tracked fit ([gpu_track()]) of this model, or of [gpu_text_classifier()]'s,
+#' records the preset (its name, or the folder's absolute path) and the LoRA
+#' rank (`"none"` for a full fine-tune) as params `preset` and `lora_rank`.
+#'
+#' @inheritParams gpu_text_classifier
+#' @param sequence_length `NULL` (default: the preset's) or the number of
+#'   tokens each training text is cut or padded to.
+#' @param ... Not used: an argument gpu_causal_lm() does not have is an error
+#'   naming it.
+#' @return The compiled Keras model (a KerasHub `CausalLM`), with KerasHub's
+#'   own loss for it (sparse categorical cross-entropy of each next token, the
+#'   padding left out) and Adam at `learning_rate`. [gpu_save()] and
+#'   [gpu_load()] keep it (compiled again by gpu_load() at 5e-5).
+#' @seealso [gpu_generate()] to write with it.
+#' @export
+#' @examples
+#' \donttest{
+#' # A folder that save_to_preset() wrote; a name such as "gemma3_1b" loads from
+#' # Kaggle the same way where it can be reached.
+#' preset <- Sys.getenv("GPUKERAS_EXAMPLE_LM_PRESET")
+#' if (nzchar(preset) && dir.exists(preset)) {
+#'   model <- gpu_causal_lm(preset, lora_rank = 4)
+#'   texts <- rep(c("the movie was good", "the film was fine"), 8)
+#'   fit <- gpu_fit(model, gpu_text_data(texts, shuffle = TRUE), epochs = 1)
+#'   gpu_generate(fit, c("the movie", "the film"), max_length = 16)
+#'   gpu_generate(fit, "the movie", sampler = "top_k")
+#' }
+#' }
+gpu_causal_lm <- function(preset, lora_rank = NULL, sequence_length = NULL, learning_rate = 5e-5, ...) {
+  check_unknown_args("gpu_causal_lm")
+  load_preset("causal_lm", preset, lora_rank, sequence_length, learning_rate)
+}
+
+# The model the core's `verb` loads from `preset` (gpu_text_classifier(), gpu_causal_lm()), its
+# arguments checked; `...`: the verb's own arguments, checked.
+load_preset <- function(verb, preset, lora_rank, sequence_length, learning_rate, ..., call = caller_env()) {
+  check_string(preset, call = call)
+  check_whole_number(lora_rank, allow_null = TRUE, call = call)
+  check_whole_number(sequence_length, allow_null = TRUE, call = call)
+  check_learning_rate(learning_rate, call = call)
   loaded <- core_call(
-    "text_classifier",
-    preset = preset, num_classes = classes, lora_rank = as_integer_or_null(lora_rank),
-    sequence_length = as_integer_or_null(sequence_length), learning_rate = learning_rate
+    verb,
+    preset = preset, lora_rank = as_integer_or_null(lora_rank), sequence_length = as_integer_or_null(sequence_length),
+    learning_rate = learning_rate, ..., error_call = call
   )
   loaded$model
+}
+
+#' Text written by a causal language model
+#'
+#' Each prompt followed by what a model of [gpu_causal_lm()] (or its fit, or
+#' what [gpu_load()] loaded) writes after it, token by token, until its end
+#' token or `max_length` tokens in all. The preset's own tokenizer reads the
+#' prompts and writes the text: R never tokenizes.
+#'
+#' @param object A fit of [gpu_causal_lm()]'s model ([gpu_fit()]), the model
+#'   itself, or a model [gpu_load()] loaded.
+#' @param prompts A character vector of prompts, none `NA`.
+#' @param max_length `NULL` (default: the preset's sequence length) or the
+#'   most tokens of each prompt and its continuation together; at most what
+#'   the model's backbone takes.
+#' @param sampler How each next token is chosen, by one of KerasHub's
+#'   samplers: `"greedy"` (default: the likeliest), `"top_k"`, `"top_p"`,
+#'   `"random"`, `"beam"` or `"contrastive"`. The model keeps it for the next
+#'   call with the same sampler, which then runs without compiling again.
+#' @param ... Not used: an argument gpu_generate() does not have is an error
+#'   naming it.
+#' @return A character vector as long as `prompts`: each prompt and its
+#'   continuation.
+#' @seealso [gpu_causal_lm()].
+#' @export
+#' @examples
+#' \donttest{
+#' preset <- Sys.getenv("GPUKERAS_EXAMPLE_LM_PRESET")
+#' if (nzchar(preset) && dir.exists(preset)) {
+#'   gpu_generate(gpu_causal_lm(preset), "the movie", max_length = 16)
+#' }
+#' }
+gpu_generate <- function(object, prompts, max_length = NULL, sampler = "greedy", ...) {
+  check_unknown_args("gpu_generate")
+  check_texts(prompts, "prompts")
+  check_count(max_length, allow_null = TRUE)
+  check_choice(sampler, c("greedy", "top_k", "top_p", "random", "beam", "contrastive"))
+  model <- if (inherits(object, "python.builtin.object")) object else scoring_model(object, current_env())
+  generated <- core_call(
+    "generate",
+    model = model, prompts = as.list(prompts), max_length = as_integer_or_null(max_length), sampler = sampler
+  )
+  as.character(unlist(generated))
 }
 
 # The number of classes `classes` names: a factor's levels, names, or a count >= 2.
@@ -118,15 +209,7 @@ gpu_text_data <- function(x, y = NULL, batch_size = 32, shuffle = !is.null(y), s
 # and evaluate() on texts); `args`: the names the errors give `x` and `y`.
 text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = NULL, levels = NULL,
                          args = c("x", "y"), call = caller_env()) {
-  if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
-    abort_bad_argument(
-      sprintf("`%s` must be a character vector of texts, not %s.", args[[1]], describe(x)), call = call
-    )
-  }
-  abort_missing(
-    rlang::set_names(list(x), args[[1]]),
-    fix = "Remove them, or replace them with \"\" where an empty text is meant.", call = call
-  )
+  check_texts(x, args[[1]], call)
   if (!is.null(y) && !is.null(levels)) y <- factor(as.character(y), levels = levels)
   if (!is.null(y) && (!is.factor(y) || length(y) != length(x) || anyNA(y))) {
     abort_bad_argument(sprintf(
@@ -144,6 +227,17 @@ text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = N
     encoding = encoding_from_plain(made$encoding), source = "R texts", rows = length(x), role = "train"
   )
   dataset
+}
+
+# `x`, texts for a KerasHub model: a character vector without NA; `arg` is its name in the errors.
+check_texts <- function(x, arg, call = caller_env()) {
+  if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
+    abort_bad_argument(sprintf("`%s` must be a character vector of texts, not %s.", arg, describe(x)), call = call)
+  }
+  abort_missing(
+    rlang::set_names(list(x), arg),
+    fix = "Remove them, or replace them with \"\" where an empty text is meant.", call = call
+  )
 }
 
 # Whether `encoding` (a fit's) is of texts: gpu_text_data()'s, for a KerasHub model.

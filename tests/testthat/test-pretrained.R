@@ -1,6 +1,7 @@
-# KerasHub presets from R: gpu_text_classifier() and gpu_text_data(), fine-tuned with gpu_fit()
-# on a tiny preset the tests save with KerasHub's own save_to_preset() (python/tiny_preset.py:
-# a 2-layer BERT with random weights and a 16-word vocabulary; nothing is downloaded).
+# KerasHub presets from R: gpu_text_classifier(), gpu_causal_lm(), gpu_text_data() and
+# gpu_generate(), fine-tuned with gpu_fit() on tiny presets the tests save with KerasHub's own
+# save_to_preset() (python/tiny_preset.py: a 2-layer BERT with random weights and a 16-word
+# vocabulary, a 2-layer Gemma and GPT-2; nothing is downloaded).
 
 test_that("install_gpukeras(extras = \"hub\") pins KerasHub and what its tokenizers need", {
   base <- gpukeras_requirements(gpu = FALSE, os = "Linux")
@@ -30,6 +31,21 @@ test_that("gpu_text_data() and gpu_text_classifier() refuse bad arguments before
   expect_error(gpu_text_data(c("a", NA)), class = "gpukeras_error_missing_values")
   expect_error(gpu_text_classifier("x", "one"), class = "gpukeras_error_bad_argument")
   expect_error(gpu_text_classifier("x", 2, lora_rank = 0), class = "gpukeras_error_bad_argument")
+})
+
+test_that("gpu_causal_lm() and gpu_generate() refuse bad arguments before Python starts", {
+  expect_snapshot(error = TRUE, {
+    gpu_generate(NULL, c("the movie", NA))
+    gpu_generate(NULL, "the movie", max_length = 0)
+    gpu_generate(NULL, "the movie", sampler = "best")
+  })
+  missing <- expect_error(gpu_generate(NULL, NA_character_), class = "gpukeras_error_missing_values")
+  expect_identical(missing$column, "prompts")
+  expect_error(gpu_generate(NULL, 1), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_generate(NULL, "a", max_length = 2.5), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_causal_lm("x", lora_rank = 0), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_causal_lm(c("x", "y")), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_causal_lm("x", temperature = 1), class = "gpukeras_error_bad_argument")
 })
 
 mark_slow()
@@ -114,4 +130,49 @@ test_that("a folder that is not a preset, and no KerasHub, are classed errors th
   })
   expect_true("gpukeras_error_keras_hub_missing" %in% missing$class)
   expect_match(missing$message, "install_gpukeras(extras = \"hub\")", fixed = TRUE)
+})
+
+tiny_lm_preset <- function(kind = "gemma") {
+  folder <- file.path(tempfile("gpukeras-preset-"), kind)
+  module <- reticulate::import_from_path("tiny_preset", test_path("python"))
+  if (kind == "gemma") module$save_tiny_gemma_preset(folder) else module$save_tiny_causal_lm_preset(folder)
+}
+
+test_that("a preset's causal LM fine-tunes from R on texts and generates what it learnt, and saves", {
+  preset <- tiny_lm_preset()
+  model <- gpu_causal_lm(preset, learning_rate = 1e-2)
+  fit <- gpu_fit(model, gpu_text_data(rep("the movie was good", 16), batch_size = 8), epochs = 12, verbose = 0)
+  expect_s3_class(fit, "gpukeras_fit")
+  expect_identical(gpu_generate(fit, c("the movie", "the"), max_length = 8), rep("the movie was good", 2))
+  sampled <- gpu_generate(fit, "the movie", sampler = "top_k")
+  expect_length(sampled, 1)
+  expect_match(sampled, "^the movie")
+  path <- file.path(withr::local_tempdir(), "lm.keras")
+  gpu_save(fit, path)
+  expect_identical(gpu_generate(gpu_load(path), "the movie", max_length = 8), "the movie was good")
+  # GPT-2's backbone takes 16 tokens
+  gpt2 <- gpu_causal_lm(tiny_lm_preset("gpt2"))
+  expect_error(gpu_generate(gpt2, "the", max_length = 17), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_generate(gpu_text_classifier(tiny_preset(), 2), "the"), class = "gpukeras_error_bad_argument")
+})
+
+test_that("a causal LM's lora_rank trains only KerasHub's adapters, and tracking records the preset and rank", {
+  preset <- tiny_lm_preset()
+  model <- gpu_causal_lm(preset, lora_rank = 2)
+  count <- reticulate::py_eval("lambda weights: sum(int(__import__('math').prod(w.shape)) for w in weights)")
+  reference <- reticulate::import("keras_hub")$models$CausalLM$from_preset(preset)
+  reference$backbone$enable_lora(rank = 2L)
+  expect_identical(count(model$trainable_weights), count(reference$trainable_weights))
+  expect_lt(count(model$trainable_weights), count(model$weights) / 4)
+  skip_if_no_mlflow()
+  local_tracking_off()
+  gpu_track(file.path(tempfile("runs-"), "store"), experiment = "lm")
+  fit <- gpu_fit(model, gpu_text_data(rep("the movie was good", 4)), epochs = 1, verbose = 0)
+  params <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_run(fit$settings$tracking$run_id)$data$params
+  expect_identical(c(params[["preset"]], params[["lora_rank"]]), c(normalizePath(preset), "2"))
+})
+
+test_that("a preset without the task asked is a classed error", {
+  expect_error(gpu_causal_lm(tiny_preset()), class = "gpukeras_error_bad_preset")
+  expect_error(gpu_causal_lm(withr::local_tempdir()), class = "gpukeras_error_bad_preset")
 })
