@@ -26,18 +26,17 @@ VOCABULARY += [
 ]
 
 
+# Every tiny backbone's size.
+SIZE = {"num_layers": 2, "hidden_dim": 16, "intermediate_dim": 32}
+
+
 def save_tiny_preset(folder: str, seed: int = 1) -> str:
     """Write the preset into ``folder`` (created) and return it."""
     keras.utils.set_random_seed(seed)
     tokenizer = keras_hub.tokenizers.BertTokenizer(vocabulary=VOCABULARY)
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=8)
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=len(VOCABULARY),
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=8,
+        vocabulary_size=len(VOCABULARY), num_heads=2, max_sequence_length=8, **SIZE
     )
     classifier = keras_hub.models.BertTextClassifier(
         backbone, num_classes=2, preprocessor=preprocessor
@@ -71,12 +70,7 @@ def save_tiny_causal_lm_preset(folder: str, seed: int = 1) -> str:
     tokenizer = keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
     preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, sequence_length=8)
     backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=len(vocabulary),
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=16,
+        vocabulary_size=len(vocabulary), num_heads=2, max_sequence_length=16, **SIZE
     )
     keras_hub.models.GPT2CausalLM(backbone, preprocessor=preprocessor).save_to_preset(folder)
     return folder
@@ -113,12 +107,10 @@ def save_tiny_gemma_preset(folder: str, seed: int = 1) -> str:
     preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=8)
     backbone = keras_hub.models.GemmaBackbone(
         vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=2,
         num_query_heads=2,
         num_key_value_heads=1,
-        hidden_dim=16,
-        intermediate_dim=32,
         head_dim=8,
+        **SIZE,
     )
     keras_hub.models.GemmaCausalLM(backbone, preprocessor=preprocessor).save_to_preset(folder)
     return folder
