@@ -33,6 +33,8 @@ checked <- check_before_python(bad_inputs(
   "gpu_text_data",                        gpu_text_data(texts, labels, batchsize = 8),               "bad_argument", "^gpu_text_data\\(\\) has no argument `batchsize`.*Did you mean `batch_size`",
   "gpu_image_backbone",                   gpu_image_backbone("ResNet50", 3, imagesize = c(32, 32)),  "bad_argument", "^gpu_image_backbone\\(\\) has no argument `imagesize`.*Did you mean `image_size`",
   "gpu_fine_tune: its ... go to gpu_fit()", gpu_fine_tune(fit, data, batchsize = 8),             "bad_argument", "^gpu_fine_tune\\(\\) has no argument `batchsize`.*Did you mean `batch_size`.*\\?gpu_image_backbone lists",
+  "gpu_causal_lm",                        gpu_causal_lm(preset, lorarank = 4),                       "bad_argument", "^gpu_causal_lm\\(\\) has no argument `lorarank`.*Did you mean `lora_rank`",
+  "gpu_generate",                         gpu_generate(fit, prompts, maxlength = 16),                "bad_argument", "^gpu_generate\\(\\) has no argument `maxlength`.*Did you mean `max_length`",
   "gpu_load: its help page is gpu_save's", gpu_load("model.keras", overwrite = TRUE),                "bad_argument", "^gpu_load\\(\\) has no argument `overwrite`\\.\n[^\n]*\\?gpu_save lists its arguments",
   "gpu_devices: it has none",             gpu_devices(all = TRUE),                                   "bad_argument", "^gpu_devices\\(\\) has no argument `all`.*gpu_devices\\(\\) takes no arguments",
   "gpu_strategy",                         gpu_strategy("mirrored", trustednetwork = TRUE),           "bad_argument", "^gpu_strategy\\(\\) has no argument `trustednetwork`.*Did you mean `trusted_network`",
