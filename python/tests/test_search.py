@@ -634,11 +634,11 @@ def test_workers_share_a_gpu_as_far_as_the_memory_plan_allows() -> None:
     # the pool grows on the fit's GPU alone, its new slots after the others
     gpu = {"device": "GPU 0", "visible": "GPU-aaaa", "memory_total_mib": 81559}
     slots = [gpu, {**gpu, "device": "GPU 1", "visible": "GPU-bbbb"}]
-    grown = workers.grow(slots, 0, 30000)
+    grown = workers.grow(slots, 0, 30000, cores=16)
     assert [s["visible"] for s in grown["slots"]] == ["GPU-aaaa", "GPU-bbbb", "GPU-aaaa"]
     assert grown["reason"].startswith("2 workers per GPU")
     # as many as fit there already: none added, none taken away
-    assert workers.grow(grown["slots"], 2, 90000)["slots"] == grown["slots"]
+    assert workers.grow(grown["slots"], 2, 90000, cores=16)["slots"] == grown["slots"]
     assert workers.grow(slots, 1, None)["slots"] == slots
 
 
