@@ -46,7 +46,9 @@
 #' @examples
 #' if (!is.null(gpukeras_python())) {
 #'   # random weights here (weights = "imagenet" downloads them once)
-#'   model <- gpu_image_backbone("MobileNetV3Small", classes = 2, image_size = c(32, 32), weights = NULL)
+#'   model <- gpu_image_backbone(
+#'     "MobileNetV3Small", classes = 2, image_size = c(32, 32), weights = NULL
+#'   )
 #'   model$get_layer("backbone")$trainable # FALSE: the head trains first
 #' }
 #' \dontrun{
