@@ -29,11 +29,14 @@ write_cause <- function(dir) core_call("job_write_cause", folder = dir)
 
 # Run `code`, which writes `what` into the job's folder `dir`; its failure on a
 # full disk (numpy's bare OSError, Keras' save, a classed one from the core) is
-# a gpukeras_error_job_write. Other errors pass unchanged.
+# a gpukeras_error_job_write, naming the file the core's error names where it
+# names one (one core call may write several: job_carry's model and callbacks).
+# Other errors pass unchanged.
 carry_writes <- function(dir, what, code, call = caller_env()) {
   tryCatch(code, error = function(e) {
     if (inherits(e, "gpukeras_error_job_write") || isTRUE(core_call("job_disk_full", folder = dir))) {
-      job_write_failed(dir, what, call = call)
+      named <- regmatches(conditionMessage(e), regexec("^(.+?) could not be written", conditionMessage(e)))[[1]]
+      job_write_failed(dir, if (length(named)) named[[2]] else what, call = call)
     }
     stop(e)
   })
