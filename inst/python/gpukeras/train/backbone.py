@@ -160,12 +160,11 @@ def unfreeze(model: Model, layers: int, learning_rate: float = 1e-5) -> Record:
         ``model``, ``unfrozen`` (the layers opened, by name), ``trainable`` and ``parameters``.
 
     Raises:
-        BadArgumentError: a model ``image_backbone`` did not build, or ``layers`` < 1.
+        BadArgumentError: a model ``image_backbone`` did not build (``layers``, a count of
+            at least 1, is checked in R).
     """
     keras = config.keras()
     base = _backbone_of(model)
-    if int(layers) < 1:
-        raise BadArgumentError(f"`layers` must be at least 1, not {layers}.")
     base.trainable = True
     opened = []
     top = base.layers[-int(layers) :]

@@ -228,9 +228,8 @@ def generate(
             f"takes. Give at most {longest}."
         )
     wanted = hub.samplers.get(sampler)
-    if type(getattr(model, "sampler", None)) is not type(
-        wanted
-    ):  # else its compiled generation is kept
+    # the same kind of sampler keeps the model's compiled generation
+    if type(getattr(model, "sampler", None)) is not type(wanted):
         model.sampler = wanted
         model.generate_function = None
     generated = model.generate(list(prompts), max_length=max_length)
