@@ -4,12 +4,18 @@ model's mixed_bfloat16 does not fit but its bfloat16 weights do."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from conftest import run_setup
 from gpukeras.core.runtime import config
 from gpukeras.gpu import simulated
 from gpukeras.tools import memory_plan, precision_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "testthat" / "python"))
 
 # 265,730 weights: Adam's full training holds 16 bytes a weight in float32 and in
 # mixed_bfloat16 (4.05 MiB), 8 in bfloat16 (2.03 MiB); 3 MiB fits only bfloat16.
@@ -51,8 +57,10 @@ def test_auto_gives_bfloat16_weights_where_mixed_bfloat16_does_not_fit(
     assert back["policy"] == "bfloat16"
     assert back["choice"]["changed"] is True
     reason = back["choice"]["reason"]
-    assert reason.startswith("auto: bfloat16 (bfloat16 weights), 2 MiB by the memory plan")
-    assert "mixed_bfloat16 needs 4 MiB at batch 8, 3 MiB free" in reason
+    assert reason == (
+        "auto: bfloat16 (bfloat16 weights), 2.05 MiB by the memory plan; mixed_bfloat16 needs "
+        "4.08 MiB at batch 8, 3 MiB free; the largest batch in bfloat16: 491"
+    )
     # Keras' bfloat16: weights and the optimizer's slots in 16 bits; the float32 output kept
     assert back["weights"] == ["bfloat16"]
     assert back["slots"] == ["bfloat16", "float32"]
@@ -97,7 +105,10 @@ def test_the_table_counts_weights_gradients_and_slots_by_precision_and_training(
     assert [row["fits"] for row in table["rows"]] == [False, False, True]
     # frozen layers: no gradients, no slots for them
     model.layers[0].trainable = model.layers[1].trainable = False
-    frozen = {(r["precision"], r["training"]): r for r in precision_plan.options(model, plan, 8, 3.0)["rows"]}
+    frozen = {
+        (r["precision"], r["training"]): r
+        for r in precision_plan.options(model, plan, 8, 3.0)["rows"]
+    }
     assert frozen["float32", "as set"]["trainable"] == 512 * 2 + 2
     assert frozen["float32", "as set"]["peak_mib"] * 2**20 == (
         4 * weights + 12 * (512 * 2 + 2) + 4 * activations + 8 * 16
@@ -106,3 +117,31 @@ def test_the_table_counts_weights_gradients_and_slots_by_precision_and_training(
     lines = precision_plan.option_lines(precision_plan.options(model, plan, 8, 3.0))
     assert lines[0] == "By precision (estimate by layer):"
     assert "does not fit" in lines[2] and lines[4].split()[:2] == ["bfloat16", "full"]
+
+
+@pytest.mark.slow
+def test_lora_rows_count_only_the_adapters_kerashub_trains(tmp_path: Path) -> None:
+    pytest.importorskip("keras_hub")
+    from tiny_preset import save_tiny_preset
+
+    from gpukeras.train import pretrained
+
+    preset = save_tiny_preset(str(tmp_path / "tiny"))
+    loaded = pretrained.text_classifier(preset, num_classes=2, lora_rank=2)
+    model = loaded["model"]
+    plan = precision_plan.memory_plan_by_precision(model, 8)  # sequences of unknown length
+    assert "input batch" in plan["uncounted"]
+    by = {(row["precision"], row["training"]): row for row in plan["precisions"]}
+    assert by["float32", "LoRA"]["trainable"] == loaded["trainable"]
+    full = sum(int(np.prod(v.shape)) for v in model.weights if "lora_kernel" not in v.path)
+    assert by["float32", "full"]["trainable"] == full
+    assert by["bfloat16", "LoRA"]["peak_mib"] < by["bfloat16", "full"]["peak_mib"]
+    # the adapters stay float32 in bfloat16, with their gradients and slots
+    adapters = sum(int(np.prod(v.shape)) for v in model.weights if "lora_kernel" in v.path)
+    others = loaded["parameters"] - adapters
+    lora = loaded["trainable"] - adapters
+    expected = others * 2 + adapters * 4 + 3 * (lora * 2 + adapters * 4)
+    assert by["bfloat16", "LoRA"]["peak_mib"] * 2**20 == pytest.approx(
+        expected + 8 * 2 * memory_plan.plan_of(config.keras(), model)[0].activation_values
+    )
+    assert "By precision (estimate by layer):" in plan["lines"]

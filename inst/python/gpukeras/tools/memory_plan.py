@@ -209,7 +209,7 @@ def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> t
         "gradients": variable_bytes(model.trainable_weights),
         "optimizer slots": slots,
     }
-    inputs = [tuple(t.shape)[1:] + (itemsize(t.dtype),) for t in _inputs(model)]
+    inputs = [(*tuple(t.shape)[1:], itemsize(t.dtype)) for t in _inputs(model)]
     per_sample, uncounted, values = {}, [], 0
     if inputs and None not in (dim for shape in inputs for dim in shape):
         per_sample["input batch"] = sum(math.prod(shape) for shape in inputs)

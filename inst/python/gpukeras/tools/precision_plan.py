@@ -132,7 +132,9 @@ def trainings(found: Counts) -> list[str]:
     return ["full", "as set"] if found.trainable != found.full else ["full"]
 
 
-def options(model: Model, plan: memory_plan.Plan, batch_size: int, free_mib: float | None) -> Record:
+def options(
+    model: Model, plan: memory_plan.Plan, batch_size: int, free_mib: float | None
+) -> Record:
     """The table of peaks by precision and training (``option``'s rows), and a ``note`` on what
     it leaves out (None where nothing)."""
     found, slots = counts(model), slot_copies(model)
@@ -196,11 +198,11 @@ def _users_own(keras: ModuleType, model: Model) -> str | None:
     ours = config.setup.precision
     policy = model.dtype_policy.name
     if ours is not None and not ours.automatic:
-        return f'gpu_setup(mixed_precision = ) asked for {ours.policy}'
+        return f"gpu_setup(mixed_precision = ) asked for {ours.policy}"
     if pretrained.preset_params(model):  # the preset's own dtype
         return None
     if ours is None or ours.policy != policy:
-        return f"the model was built under {policy}, which gpu_setup()'s \"auto\" did not choose"
+        return f'the model was built under {policy}, which gpu_setup()\'s "auto" did not choose'
     return None
 
 
@@ -226,13 +228,17 @@ def choose(model: Model, batch_size: int) -> Record | None:
     if policy not in WEIGHT_BYTES or peak(policy)["fits"]:
         return None
     now = peak(policy)
-    needs = f"{policy} needs {now['peak_mib']:.0f} MiB at batch {batch_size}, {free:.0f} MiB free"
+    mib = memory_plan.plan_mib
+    needs = f"{policy} needs {mib(now['peak_mib'])} at batch {batch_size}, {mib(free)} free"
     kept = _users_own(keras, model)
     if kept is not None:
         return {"policy": policy, "changed": False, "reason": f"{needs}; kept: {kept}"}
     wanted = precision.choose_policy("auto", capability).policy
-    lower = [p for p in ("mixed_bfloat16", "bfloat16") if WEIGHT_BYTES[p] + ACTIVATION_BYTES[p]
-             < WEIGHT_BYTES[policy] + ACTIVATION_BYTES[policy]]
+    lower = [
+        p
+        for p in ("mixed_bfloat16", "bfloat16")
+        if WEIGHT_BYTES[p] + ACTIVATION_BYTES[p] < WEIGHT_BYTES[policy] + ACTIVATION_BYTES[policy]
+    ]
     if wanted != "mixed_bfloat16" or not lower:
         return {"policy": policy, "changed": False, "reason": f"{needs}; no lower precision here"}
     fitting = [p for p in lower if peak(p)["fits"]]
@@ -241,7 +247,7 @@ def choose(model: Model, batch_size: int) -> Record | None:
         return {
             "policy": policy,
             "changed": False,
-            "reason": f"{needs}; {lower[-1]} would need {last['peak_mib']:.0f} MiB, so it is kept",
+            "reason": f"{needs}; {lower[-1]} would need {mib(last['peak_mib'])}, so it is kept",
         }
     chosen = fitting[0]
     if WEIGHT_BYTES[chosen] != WEIGHT_BYTES[policy] and getattr(model.optimizer, "built", False):
@@ -255,9 +261,11 @@ def choose(model: Model, batch_size: int) -> Record | None:
     precision.change_policy(keras, model, chosen)
     row = peak(chosen)
     weights = "bfloat16 weights" if chosen == "bfloat16" else "bfloat16 activations"
+    tried = [f"{p} {mib(peak(p)['peak_mib'])}" for p in lower[: lower.index(chosen)]]
     return {
         "policy": chosen,
         "changed": True,
-        "reason": f"auto: {chosen} ({weights}), {row['peak_mib']:.0f} MiB by the memory plan; "
-        f"{needs}; the largest batch in {chosen}: {row['largest_batch']}",
+        "reason": f"auto: {chosen} ({weights}), {mib(row['peak_mib'])} by the memory plan; "
+        f"{needs}{''.join(f', {t}' for t in tried)}; the largest batch in {chosen}: "
+        f"{row['largest_batch']}",
     }
