@@ -79,6 +79,26 @@ def test_a_policy_the_user_asked_for_is_kept(no_gpu: None) -> None:
     )
 
 
+def test_a_model_built_under_a_policy_gpu_setup_did_not_choose_keeps_it(
+    monkeypatch: pytest.MonkeyPatch, no_gpu: None
+) -> None:
+    keras = config.keras()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(512), keras.layers.Dense(512)])
+    model.compile(optimizer="adam", loss="mse")
+    monkeypatch.setattr(config.setup, "precision", None)  # no gpu_setup(): the user's policy
+    for name, value in SMALL_GPU.items():
+        monkeypatch.setenv(name, value)
+    policy = model.dtype_policy.name
+    chosen = precision_plan.choose(model, 8)
+    assert chosen is not None and chosen["changed"] is False and chosen["policy"] == policy
+    assert chosen["reason"].endswith(
+        f'3 MiB free; kept: the model was built under {policy}, which gpu_setup()\'s "auto" '
+        "did not choose"
+    )
+    assert model.dtype_policy.name == policy
+    assert {str(v.dtype) for v in model.weights} == {"float32"}
+
+
 def test_nothing_is_chosen_where_the_policy_fits(no_gpu: None) -> None:
     run = run_setup("jax", {}, FIT, env={simulated.VARIABLE: "1"})  # 80 GB
     assert run.readback["policy"] == "mixed_bfloat16"
@@ -120,7 +140,9 @@ def test_the_table_counts_weights_gradients_and_slots_by_precision_and_training(
 
 
 @pytest.mark.slow
-def test_lora_rows_count_only_the_adapters_kerashub_trains(tmp_path: Path) -> None:
+def test_lora_rows_count_only_the_adapters_kerashub_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_gpu: None
+) -> None:
     pytest.importorskip("keras_hub")
     from tiny_preset import save_tiny_preset
 
@@ -145,3 +167,16 @@ def test_lora_rows_count_only_the_adapters_kerashub_trains(tmp_path: Path) -> No
         expected + 8 * 2 * memory_plan.plan_of(config.keras(), model)[0].activation_values
     )
     assert "By precision (estimate by layer):" in plan["lines"]
+    # on a GPU of 0.02 MiB (mixed_bfloat16 needs 0.026), the fine-tune goes to bfloat16 weights
+    for name, value in {**SMALL_GPU, simulated.MEMORY_VARIABLE: "0.02"}.items():
+        monkeypatch.setenv(name, value)
+    chosen = precision_plan.choose(model, 8)
+    assert chosen is not None and chosen["policy"] == "bfloat16" and chosen["changed"]
+    assert ", mixed_bfloat16 27 KiB;" in chosen["reason"]
+    dtypes = {v.path.split("/")[-1]: str(v.dtype) for v in model.weights}
+    assert dtypes["lora_kernel_a"] == dtypes["lora_kernel_b"] == "float32"
+    assert dtypes["kernel"] == "bfloat16" and model.dtype_policy.name == "bfloat16"
+    made = pretrained.text_dataset(["good movie", "bad movie"] * 4, [1, 0] * 4, ["n", "p"], 8)
+    loss = model.fit(made["dataset"], epochs=2, verbose=0).history["loss"]
+    assert np.isfinite(loss).all()
+    assert {str(v.dtype) for v in model.optimizer.variables if "lora" in v.path} == {"float32"}

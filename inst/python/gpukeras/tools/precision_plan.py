@@ -180,12 +180,15 @@ def memory_plan_by_precision(model: Model, batch_size: int, device: str | None =
 
 # gpu_fit()'s "auto" precision ----------------------------------------------------------------
 def _gpu_memory(keras: ModuleType, model: Model) -> tuple[float | None, str | None]:
-    """The free memory (MiB) and compute capability of the GPU ``model`` trains on, a simulated
-    GPU's (``GPUKERAS_SIMULATE_GPU``: all its memory) where there is no GPU; (None, None)
-    on the CPU."""
+    """The memory (MiB) free for ``model``'s training and the compute capability of the GPU it
+    trains on: what is free and what its weights hold there already; a simulated GPU's
+    (``GPUKERAS_SIMULATE_GPU``: all its memory) where there is no GPU; (None, None) on the
+    CPU."""
     rows = training_run.gpus_in_use(keras, model)
     if rows:
         free = memory_plan.free_memory(keras, model, None)["free_mib"]
+        if free is not None:  # the model's weights, in use already, are the plan's to count
+            free += memory_plan.variable_bytes(model.weights) / MIB
         return free, rows[0].get("compute_capability")
     simulated = simulated_gpu()
     if simulated is None:
@@ -193,7 +196,7 @@ def _gpu_memory(keras: ModuleType, model: Model) -> tuple[float | None, str | No
     return simulated.memory_total_mib, simulated.compute_capability
 
 
-def _users_own(keras: ModuleType, model: Model) -> str | None:
+def _users_own(model: Model) -> str | None:
     """Why ``model``'s policy is the user's own, to be kept; None where "auto" may change it."""
     ours = config.setup.precision
     policy = model.dtype_policy.name
@@ -230,7 +233,7 @@ def choose(model: Model, batch_size: int) -> Record | None:
     now = peak(policy)
     mib = memory_plan.plan_mib
     needs = f"{policy} needs {mib(now['peak_mib'])} at batch {batch_size}, {mib(free)} free"
-    kept = _users_own(keras, model)
+    kept = _users_own(model)
     if kept is not None:
         return {"policy": policy, "changed": False, "reason": f"{needs}; kept: {kept}"}
     wanted = precision.choose_policy("auto", capability).policy
@@ -240,7 +243,8 @@ def choose(model: Model, batch_size: int) -> Record | None:
         if WEIGHT_BYTES[p] + ACTIVATION_BYTES[p] < WEIGHT_BYTES[policy] + ACTIVATION_BYTES[policy]
     ]
     if wanted != "mixed_bfloat16" or not lower:
-        return {"policy": policy, "changed": False, "reason": f"{needs}; no lower precision here"}
+        why = "it is the lowest" if not lower else f"no bfloat16 on compute capability {capability}"
+        return {"policy": policy, "changed": False, "reason": f"{needs}; kept: {why}"}
     fitting = [p for p in lower if peak(p)["fits"]]
     if not fitting:
         last = peak(lower[-1])
