@@ -70,6 +70,17 @@
 #' (`keras$RematScope()`). A strategy on JAX accumulates; under a TensorFlow
 #' strategy Keras cannot (its update's cond holds the replicas' all-reduce).
 #'
+#' @section Precision chosen by the memory plan:
+#' On a GPU, where the model's dtype policy does not fit the free memory at
+#' `batch_size` by [gpu_memory_plan()]'s `precisions` but a lower one does,
+#' the model is given that policy in place before it trains: mixed_bfloat16,
+#' or, where that does not fit either, bfloat16 weights (and optimizer
+#' slots; compute capability >= 8.0). A policy the user chose is kept:
+#' `gpu_setup(mixed_precision = )` given, or a model built under a policy
+#' gpu_setup()'s `"auto"` did not choose (a preset's own dtype may change).
+#' `settings$precision_choice` (`policy`, `changed`, `reason`; `NULL` where
+#' nothing needed choosing) says what and why, and `print()` shows it.
+#'
 #' @section Stopping at a scheduler's signal:
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
 #' preemption, Kubernetes when it evicts a pod), often after a warning signal

@@ -94,6 +94,16 @@
 #'     estimate). An out-of-memory error from [gpu_fit()], [gpu_batch_size()]
 #'     or [gpu_tune()] carries the plan as its `plan` field and says these
 #'     in its message.
+#'   * `precisions`: a data.frame of the peak at `batch_size` by precision
+#'     (`"float32"`; `"mixed_bfloat16"`, activations in 16 bits; `"bfloat16"`,
+#'     weights, gradients and optimizer slots in 16 bits too, LoRA's adapters
+#'     kept in float32 as Keras keeps them) and by `training` (`"full"`: every
+#'     weight trains; `"LoRA"`: only the adapters of [gpu_text_classifier()]'s
+#'     `lora_rank` and the weights left trainable have gradients and slots;
+#'     `"as set"`: frozen layers have none), with `trainable` (weights),
+#'     `peak_mib`, `fits` and `largest_batch` (`NA` where the free memory is
+#'     not known); an estimate by layer. On a GPU, [gpu_fit()] chooses from it
+#'     (see its `settings$precision_choice`);
 #'   * `lines` and `plot_title`: the plan in words, as `print()` and `plot()` show it.
 #'
 #'   It has `format()`, `print()` and `plot()` methods.
@@ -134,7 +144,10 @@ new_gpukeras_memory_plan <- function(result) {
     optimizer = result$optimizer, uncounted = as.character(unlist(result$uncounted)), method = result$method,
     method_note = result$method_note %||% NA_character_, changes = typed_rows(
       result$changes, c(change = "character", setting = "character", peak_mib = "numeric", fits = "logical")
-    ), lines = as.character(unlist(result$lines)), plot_title = result$plot_title
+    ), precisions = typed_rows(result$precisions, c(
+      precision = "character", training = "character", trainable = "numeric", peak_mib = "numeric",
+      fits = "logical", largest_batch = "integer"
+    )), lines = as.character(unlist(result$lines)), plot_title = result$plot_title
   ), class = "gpukeras_memory_plan")
 }
 

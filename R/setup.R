@@ -125,7 +125,9 @@
 #' `GPUKERAS_SIMULATE_GPU=true` before Python starts
 #' (`Sys.setenv(GPUKERAS_SIMULATE_GPU = "true")` first in the session, or in
 #' `.Renviron`): every `"auto"` then decides as on an NVIDIA GPU of compute
-#' capability 9.0 with 80 GB of memory, while the work runs on the CPU. What is
+#' capability 9.0 with 80 GB of memory (or `GPUKERAS_SIMULATE_GPU_MIB` MiB: a
+#' small one makes [gpu_fit()] choose its precision by the memory plan), while
+#' the work runs on the CPU. What is
 #' measured stays what it is ([gpu_check()]'s verdict, the devices, the
 #' report's figures); the precision's reason, a fit's print ("Auto choices:")
 #' and its report's notes say what was simulated. Worker processes and

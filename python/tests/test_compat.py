@@ -280,10 +280,12 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     has(model, "_compile_config", "Keras", version)
     has(model._compile_config, "config", "Keras", version)
     has(model.layers[0], "_seed_generators", "Keras", version)
+    has(model.layers[0], "_trainable_variables", "Keras", version)
     model.optimizer.build(model.trainable_variables)
     for name in ("_learning_rate", "_tracker", "_track_variable"):
         has(model.optimizer, name, "Keras", version)
-    has(model.variables[0], "_value", "Keras", version)
+    for name in ("_value", "_dtype", "_initialize"):
+        has(model.variables[0], name, "Keras", version)
     backup = keras.callbacks.BackupAndRestore("unused", save_freq=2)
     for name in ("_should_save_on_batch", "_last_batch_seen", "_batches_seen_since_last_saving"):
         has(backup, name, "Keras", version)

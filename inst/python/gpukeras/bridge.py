@@ -97,7 +97,7 @@ VERBS: dict[str, str] = {
     "report_markdown": "tools.report:report_markdown",
     "scaling": "tools.scaling:scaling",
     "batch_size": "tools.batch_size:search",
-    "memory_plan": "tools.memory_plan:memory_plan",
+    "memory_plan": "tools.precision_plan:memory_plan_by_precision",
     "tune": "tools.tune:tune",
     "tune_lines": "tools.result_lines:tune_lines",
     "batch_size_lines": "tools.result_lines:batch_size_lines",

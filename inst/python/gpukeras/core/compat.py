@@ -178,6 +178,22 @@ def symbolic_build(model: Model, data_batch: object) -> None:
     model._symbolic_build(data_batch=data_batch)
 
 
+def created_trainable(layer: Layer) -> list[Any]:
+    """The variables ``layer`` itself made trainable (Keras' private ``_trainable_variables``):
+    those a full training trains, also while the layer is frozen or LoRA froze them."""
+    return list(getattr(layer, "_trainable_variables", []))
+
+
+def recast_variable(variable: Any, dtype: str) -> None:
+    """Give a Keras variable a new dtype in place, its value cast to it: Keras has no public
+    way (a variable's ``_dtype`` is fixed at creation; ``_initialize`` makes the backend's
+    value anew, a new tf.Variable on TensorFlow; keras/src/backend/*/core.py, 3.15). Traced
+    functions that captured the old value must be made again."""
+    value = variable.value
+    variable._dtype = dtype
+    variable._initialize(config.keras().ops.cast(value, dtype))
+
+
 def inbound_nodes(layer: Layer) -> list[Any]:
     """The nodes that call ``layer`` in a functional graph (Keras' private ``_inbound_nodes``)."""
     return list(getattr(layer, "_inbound_nodes", []))

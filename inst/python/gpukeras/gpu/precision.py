@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import sys
 import weakref
+from types import ModuleType
 
+from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError
-from gpukeras.core.handles import Model
+from gpukeras.core.handles import Layer, Model
 from gpukeras.core.runtime import PrecisionChoice, config
 from gpukeras.core.stack import parse_version
 
@@ -26,6 +28,8 @@ POLICIES = {
 }
 LOW_PRECISION = ("float16", "bfloat16")
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+# LoRA's adapters (Keras' enable_lora), float32 whatever the policy
+LORA_ADAPTERS = ("lora_kernel_a", "lora_kernel_b")
 
 
 def check_choice(requested: str) -> None:
@@ -172,3 +176,37 @@ def precisions_for(compute_capability: str | None) -> list[str]:
         + (["mixed_bfloat16"] if major >= 8 else [])
         + (["mixed_float16"] if major >= 7 else [])
     )
+
+
+# A built model's policy changed in place ---------------------------------------------------
+def set_apart(keras: ModuleType, model: Model, layer: Layer) -> bool:
+    """Whether ``layer`` keeps its own policy when ``model``'s changes: a policy other than the
+    model's was given it on purpose, and an output layer computing a softmax or sigmoid must
+    stay float32."""
+    activation = getattr(getattr(layer, "activation", None), "__name__", None)
+    probability = activation in PROBABILITY_ACTIVATIONS or isinstance(layer, keras.layers.Softmax)
+    output = model.layers[-1] if model.layers else None
+    return layer.dtype_policy.name != model.dtype_policy.name or (layer is output and probability)
+
+
+def change_policy(keras: ModuleType, model: Model, policy: str) -> None:
+    """Give a built ``model`` the dtype ``policy`` in place: each of its layers (but those
+    ``set_apart``) computes in the policy's dtype, and their float variables (but LoRA's
+    adapters, float32 as Keras makes them) are cast to its variable dtype ("bfloat16": weights
+    in 16 bits, and then the optimizer's slots Keras makes like them). The optimizer must not
+    be built yet (its slots would keep the old dtype)."""
+    target = keras.dtype_policies.get(policy)
+    layers = compat.flatten_layers(model, include_self=True)
+    apart = [layer for layer in layers if set_apart(keras, model, layer)]
+    kept = {id(variable) for layer in apart for variable in layer.weights}
+    old = model.dtype_policy.variable_dtype
+    for layer in layers:
+        if layer not in apart:
+            layer.dtype_policy = target
+    if target.variable_dtype != old:
+        for variable in model.weights:
+            adapter = variable.path.endswith(LORA_ADAPTERS)
+            if id(variable) not in kept and variable.dtype == old and not adapter:
+                compat.recast_variable(variable, target.variable_dtype)
+    # the traced steps hold the old dtypes (on TensorFlow, the old variables)
+    model.train_function = model.test_function = model.predict_function = None

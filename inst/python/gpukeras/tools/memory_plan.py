@@ -166,6 +166,7 @@ class Plan:
     uncounted: list[str] = field(default_factory=list)
     xla: tuple[float, float] | None = None
     xla_missing: str | None = None  # why XLA did not measure a step it could have
+    activation_values: int = 0  # the counted layer outputs' values per sample, in any dtype
 
     def fixed_bytes(self) -> float:
         return self.xla[0] if self.xla else sum(self.fixed.values())
@@ -208,13 +209,11 @@ def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> t
         "gradients": variable_bytes(model.trainable_weights),
         "optimizer slots": slots,
     }
-    inputs = _inputs(model)
-    per_sample, uncounted = {}, []
-    if inputs:
-        per_sample["input batch"] = sum(
-            math.prod(tuple(t.shape)[1:]) * itemsize(t.dtype) for t in inputs
-        )
-    else:
+    inputs = [(*tuple(t.shape)[1:], itemsize(t.dtype)) for t in _inputs(model)]
+    per_sample, uncounted, values = {}, [], 0
+    if inputs and None not in (dim for shape in inputs for dim in shape):
+        per_sample["input batch"] = sum(math.prod(shape) for shape in inputs)
+    else:  # a subclassed model's inputs, or a dimension known only at the call (a sequence)
         uncounted.append("input batch")
     for layer in flops.leaves(model):
         if isinstance(layer, keras.layers.InputLayer):  # the input batch, above
@@ -223,9 +222,10 @@ def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> t
         if elements is None:
             uncounted.append(layer.name)
         else:
+            values += elements
             per_sample[f"activations: {layer.name}"] = elements * itemsize(layer.compute_dtype)
     measured, missing = xla_bytes(keras, model, batch_size) if batch_size else (None, None)
-    return Plan(fixed, per_sample, uncounted, measured, missing), optimizer
+    return Plan(fixed, per_sample, uncounted, measured, missing, values), optimizer
 
 
 def _step_specs(keras: ModuleType, model: Model) -> list[tuple[tuple, str]] | None:

@@ -5,6 +5,11 @@ A ``batch_size`` larger than the rows of arrays is the rows, a multiple of a num
 is what Keras' fit() makes of it), said as a ``batch_size`` warning; ``accumulate = "auto"``
 is then decided for that batch.
 
+The model's precision is chosen by the memory plan on a GPU where its policy does not fit
+(``precision_plan.choose``: bfloat16 weights where mixed_bfloat16 would not fit), before
+``accumulate = "auto"`` is decided for the policy it then has; the result's
+``settings$precision_choice`` says what and why (None where nothing was to choose).
+
 ``accumulate = "auto"`` is the smallest factor of ``batch_size`` whose micro-batch fits the
 device's free memory by the memory plan (``accumulate_auto``); the training
 layer below cannot ask the plan (tools sit above it), so the verb decides before it
@@ -21,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import batch_rules
-from gpukeras.tools import memory_plan
+from gpukeras.tools import memory_plan, precision_plan
 from gpukeras.track import tracked_runs
 from gpukeras.train import best_models, ema
 from gpukeras.train import fit as train_fit
@@ -51,6 +57,8 @@ def fit(
         return train_fit.fit(model, data, validation_data, strategy, request=given)
     batch_rules.check_batch_size_for(given.get("batch_size"), data)
     given, said = _batch_within_rows(given, data)
+    batch = given.get("batch_size") or compat.static_batch_size(data) or 1
+    chosen_precision = precision_plan.choose(model, int(batch))  # type: ignore[call-overload]
     reason = None
     if given.get("accumulate") == "auto":
         chosen, reason = accumulate_auto(model, int(given["batch_size"]))  # type: ignore[call-overload]
@@ -76,6 +84,7 @@ def fit(
     result["warnings"] = said + result["warnings"]  # type: ignore[operator]
     settings: dict[str, object] = result["settings"]  # type: ignore[assignment]
     settings["accumulate_reason"] = reason
+    settings["precision_choice"] = chosen_precision
     settings["ema"] = momentum
     backup_dir = settings.get("backup_dir")
     keep = given.get("keep_best") and isinstance(backup_dir, str)

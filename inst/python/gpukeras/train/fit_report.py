@@ -353,12 +353,14 @@ def _settings_lines(settings: Mapping[str, Any], learning_rate: str | None) -> l
     best = _items((settings.get("best") or {}).get("best"))
     tracking = settings.get("tracking") or {}
     ema = settings.get("ema")
+    choice = settings.get("precision_choice")  # the memory plan's (tools/precision_plan.py)
     labelled = {
         "Strategy:": _placement(strategy) if strategy else None,
         # Multi-worker: who can reach this worker's ports (print(strategy): the firewall rules).
         "Network:": (strategy.get("network") or {}).get("reach"),
         "Settings:": ", ".join(run) if run else None,
         "Learning rate:": learning_rate or _learning_rate(settings.get("learning_rate")),
+        "Precision:": f"{choice['policy']} ({choice['reason']})" if choice else None,
         "Accumulate:": settings.get("accumulate_reason"),
         "Backups:": _backups(settings) if settings.get("backup_dir") is not None else None,
         "Weights:": None

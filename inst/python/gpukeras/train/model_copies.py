@@ -41,17 +41,10 @@ def _rebuild_under(
     purpose and keep it; so does an output layer computing a softmax or
     sigmoid, which must stay float32 (see ``gpukeras.gpu.precision``).
     """
-    model_policy = model.dtype_policy.name
-    output = model.layers[-1] if model.layers else None
 
     def rebuild(layer: Layer) -> Layer:
         config = layer.get_config()
-        activation = getattr(getattr(layer, "activation", None), "__name__", None)
-        probability = activation in precision.PROBABILITY_ACTIVATIONS or isinstance(
-            layer, keras.layers.Softmax
-        )
-        apart = layer.dtype_policy.name != model_policy or (layer is output and probability)
-        if every_layer or not apart:
+        if every_layer or not precision.set_apart(keras, model, layer):
             config["dtype"] = policy
         return type(layer).from_config(config)
 
