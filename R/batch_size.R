@@ -133,7 +133,7 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   check_positive_number(memory_budget_mib, allow_null = TRUE)
   check_positive_number(tolerance)
   if (tolerance >= 1) {
-    abort_bad_argument(sprintf("`tolerance` must be a number between 0 and 1, not %s.", describe(tolerance)))
+    stop_input_type(tolerance, "a number between 0 and 1")
   }
   data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")

@@ -91,10 +91,7 @@ new_lr_schedule <- function(schedule, ...) structure(list(schedule = schedule, .
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {
   if (!is_whole_number(x, minimum, .Machine$integer.max)) {
-    abort_bad_argument(
-      sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
-      call = call
-    )
+    stop_input_type(x, sprintf("one whole number of steps >= %d", as.integer(minimum)), arg, call)
   }
   invisible(x)
 }

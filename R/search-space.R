@@ -39,12 +39,11 @@ search_float <- function(lower, upper, log = FALSE) search_range("float", lower,
 #' @rdname search_int
 #' @export
 search_choice <- function(...) {
-  call <- current_env()
   choices <- list(...)
   if (!length(choices)) {
     abort_bad_argument(c(
       "search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."
-    ), call = call)
+    ))
   }
   for (i in seq_along(choices)) {
     value <- choices[[i]]
@@ -53,13 +52,12 @@ search_choice <- function(...) {
         sprintf("Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.", i,
                 describe(value)),
         "For a vector of values, spread it: do.call(search_choice, as.list(values))."
-      ), call = call)
+      ))
     }
   }
   if (anyDuplicated(choices)) {
     abort_bad_argument(
-      sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]])),
-      call = call
+      sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]]))
     )
   }
   new_search_param(list(type = "choice", choices = choices, log = FALSE))

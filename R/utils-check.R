@@ -5,7 +5,7 @@
 # one predicate each, one error (`stop_input_type()`), the checked value returned in the
 # type the core takes (an integer, a double), and `allow_null` where NULL means "none".
 # Messages: "`arg` must be <what>, not <what it is>."
-stop_input_type <- function(x, what, arg, call, note = "") {
+stop_input_type <- function(x, what, arg = caller_arg(x), call = caller_env(), note = "") {
   abort_bad_argument(sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note), call = call)
 }
 
