@@ -271,7 +271,8 @@ test_that("fix = TRUE where nothing needs repair says so and changes nothing", {
 test_that("the repairs print as what gpu_check(fix = TRUE) can make, then what it made", {
   skip_if_no_python()
   check <- structure(list(
-    verdict = "no_gpu", reasons = "no GPU here", advice = character(), lines = list(),
+    verdict = "no_gpu", reasons = "no GPU here", advice = character(),
+    lines = list(stack = "R", devices = "CPU:0", placement = character(), probe = character()),
     setup = new_gpukeras_setup(list(lines = list("<gpukeras setup>"))),
     repairs = repairs_df(list(list(
       id = "nvidia_ml_py", what = "Install nvidia-ml-py==13.615.71", needs_restart = FALSE,
