@@ -89,14 +89,7 @@ search_range <- function(type, lower, upper, log, call) {
 
 #' @export
 format.gpukeras_search_param <- function(x, ...) {
-  if (x$type == "choice") {
-    return(sprintf(
-      "one of %s",
-      paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")
-    ))
-  }
-  kind <- if (x$type == "int") "a whole number" else "a number"
-  sprintf("%s from %s to %s%s", kind, format(x$lower), format(x$upper), if (x$log) " (log scale)" else "")
+  core_call("search_param_line", spec = space_to_plain(list(x))[[1]]) # search/search_request.py spec_line()
 }
 
 #' @export

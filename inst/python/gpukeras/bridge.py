@@ -37,6 +37,7 @@ VERBS: dict[str, str] = {
     "compile_cache": "core.compile_cache:describe",
     "compile_cache_clear": "core.compile_cache:clear",
     "schedule_values": "core.schedules:values",
+    "schedule_line": "core.schedules:line",
     # devices and the GPU
     "devices": "gpu.devices:list_devices",
     "setup": "gpu.setup:apply_setup",
@@ -133,6 +134,7 @@ VERBS: dict[str, str] = {
     "cv_population_plan": "tools.cv_population:plan",
     "cv_population": "tools.cv_population:train",
     "search_open": "search.search:open_study",
+    "search_param_line": "search.search_request:spec_line",
     "search_tell": "search.search:tell",
     "search_interrupt": "search.search:interrupt",
     "search_release": "search.search:release",
