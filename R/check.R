@@ -168,8 +168,9 @@ format.gpukeras_check <- function(x, ...) {
   # the core's words (tools/check.py check_text())
   unlist(core_call(
     "check_text",
-    verdict = x$verdict, reasons = as_python(x$reasons), advice = as_python(x$advice), lines = lapply(x$lines, as_python),
-    setup = as_python(format(x$setup)[-1]), repairs = lapply(x$repairs, as_python), bullet = bullet(), arrow = arrow()
+    verdict = x$verdict, reasons = as_python(x$reasons), advice = as_python(x$advice),
+    lines = lapply(x$lines, as_python), setup = as_python(format(x$setup)[-1]), repairs = lapply(x$repairs, as_python),
+    bullet = bullet(), arrow = arrow()
   ))
 }
 

@@ -145,7 +145,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   result <- core_call(
     "tune",
     model = model, data = fit_input(data), time_budget = as.numeric(time_budget),
-    precisions = if (!is.null(precisions)) as.list(precisions),
+    precisions = as_python(precisions),
     batch_sizes = if (!is.null(batch_sizes)) as.list(as.integer(batch_sizes)),
     steps_per_execution = as.list(as.integer(steps_per_execution)),
     jit_compile = as.list(jit_compile), max_batch = as.integer(max_batch), seed = seed
