@@ -130,10 +130,10 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   }
   check_count(steps)
   check_count(warmup)
-  check_positive_number(memory_budget_mib, allow_null = TRUE)
+  memory_budget_mib <- check_positive_number(memory_budget_mib, allow_null = TRUE)
   check_positive_number(tolerance)
   if (tolerance >= 1) {
-    abort_bad_argument(sprintf("`tolerance` must be a number between 0 and 1, not %s.", describe(tolerance)))
+    stop_input_type(tolerance, "a number between 0 and 1")
   }
   data <- read_training_data(data, missing(data))
   check_python_object(model, "model", "a compiled Keras 3 model")
@@ -141,7 +141,7 @@ gpu_batch_size <- function(model, data, max_batch = 4096, min_batch = 1, steps =
   result <- core_call(
     "batch_size", model = model, data = fit_input(data), max_batch = as.integer(max_batch),
     min_batch = as.integer(min_batch), steps = as.integer(steps), warmup = as.integer(warmup),
-    memory_budget_mib = if (!is.null(memory_budget_mib)) as.double(memory_budget_mib), tolerance = as.double(tolerance)
+    memory_budget_mib = memory_budget_mib, tolerance = as.double(tolerance)
   )
   new_gpukeras_batch_size(result)
 }

@@ -8,22 +8,10 @@
 repairs_df <- function(repairs) {
   data.frame(
     id = vapply(repairs, `[[`, character(1), "id"), what = vapply(repairs, `[[`, character(1), "what"),
-    how = vapply(repairs, repair_how, character(1)),
+    how = vapply(repairs, `[[`, character(1), "how"),
     needs_restart = vapply(repairs, function(r) isTRUE(r$needs_restart), logical(1)),
     status = rep(NA_character_, length(repairs)), stringsAsFactors = FALSE
   )
-}
-
-# What a repair runs or writes, in words.
-repair_how <- function(repair) {
-  action <- repair$action
-  if (!is.null(action$set_env)) {
-    return(sprintf("%s in %s", paste(env_lines(action$set_env), collapse = ", "), renviron_path()))
-  }
-  paste(c(
-    if (length(action$pip_uninstall)) paste("pip uninstall -y", paste(unlist(action$pip_uninstall), collapse = " ")),
-    if (length(action$pip_install)) paste("pip install", paste(shell_words(unlist(action$pip_install)), collapse = " "))
-  ), collapse = "; ")
 }
 
 # Words as a shell command shows them: quoted only where the shell would
@@ -58,7 +46,7 @@ make_repairs <- function(repairs, python, ask = if (rlang::is_interactive()) uti
     )
   }
   status <- vapply(repairs, function(repair) {
-    if (!is.null(ask) && !isTRUE(ask(sprintf("%s (%s)?", repair$what, repair_how(repair))))) {
+    if (!is.null(ask) && !isTRUE(ask(sprintf("%s (%s)?", repair$what, repair$how)))) {
       cli::cli_alert_info("Not changed: {repair$what}.")
       return("declined")
     }
@@ -181,7 +169,8 @@ with_stack_repair <- function(code, fix, call = caller_env()) {
   repair <- function(error, package, what, why) {
     pin <- grep(sprintf("^%s==", package), gpukeras_requirements(), value = TRUE)
     planned <- list(
-      id = package, needs_restart = TRUE, what = sprintf(what, pin), action = list(pip_install = list(pin))
+      id = package, needs_restart = TRUE, what = sprintf(what, pin), how = paste("pip install", pin),
+      action = list(pip_install = list(pin))
     )
     if (!identical(make_repairs(list(planned), reticulate::py_config()$python, call = call), "done")) stop(error)
     gpukeras_abort(c(

@@ -123,7 +123,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
       # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the package it
       # needs (the GPU build of TensorFlow only exists on Linux)
       requirements = as.list(gpukeras_requirements(gpu = TRUE, os = "Linux")),
-      symbols = list(bullet = bullet(), arrow = arrow()),
+      symbols = list(bullet = bullet(), arrow = arrow()), renviron = renviron_path(),
       caller = list(
         r = paste(R.version$major, R.version$minor, sep = "."),
         reticulate = as.character(utils::packageVersion("reticulate")), python_chosen_by = the$python_chosen_by
@@ -163,40 +163,15 @@ new_gpukeras_check <- function(result) {
   ), class = "gpukeras_check")
 }
 
-verdict_text <- c(
-  gpu_used = "the GPU is used", gpu_available_not_used = "a GPU is available but NOT used", no_gpu = "no GPU is used"
-)
-
 #' @export
 format.gpukeras_check <- function(x, ...) {
-  indent <- function(lines) paste0("  ", lines)
-  section <- function(title, lines) c(title, indent(lines))
-  c(
-    sprintf("<gpukeras check> Verdict: %s (%s)", x$verdict, verdict_text[[x$verdict]]),
-    section("Reasons:", paste(bullet(), x$reasons)),
-    if (length(x$advice)) section("Advice:", paste(arrow(), x$advice)),
-    section("Stack:", x$lines$stack),
-    section("Devices:", x$lines$devices),
-    section("Setup (gpu_setup()):", trimws(format(x$setup)[-1])),
-    section(
-      "Placement (float32 matmul of n x n matrices, n grown per device until one takes 5 ms; median of 5 runs):",
-      x$lines$placement
-    ),
-    section("Training probe:", x$lines$probe),
-    format_repairs(x$repairs)
-  )
-}
-
-format_repairs <- function(repairs) {
-  if (is.null(repairs) || !nrow(repairs)) return(character())
-  restart <- ifelse(repairs$needs_restart, "; then restart R", "")
-  if (all(is.na(repairs$status))) {
-    return(c(
-      "Repairs gpu_check(fix = TRUE) can make:",
-      sprintf("  %s %s (%s%s)", arrow(), repairs$what, repairs$how, restart)
-    ))
-  }
-  c("Repairs (gpu_check(fix = TRUE)):", sprintf("  [%s] %s (%s)", repairs$status, repairs$what, repairs$how))
+  # the core's words (tools/check.py check_text())
+  unlist(core_call(
+    "check_text",
+    verdict = x$verdict, reasons = as_python(x$reasons), advice = as_python(x$advice),
+    lines = lapply(x$lines, as_python), setup = as_python(format(x$setup)[-1]), repairs = lapply(x$repairs, as_python),
+    bullet = bullet(), arrow = arrow()
+  ))
 }
 
 #' @export

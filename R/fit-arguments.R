@@ -16,15 +16,16 @@ abort_unused_fit_args <- function(names, call = caller_env()) {
 }
 
 # The error for arguments `fn` does not have, which its `...` caught (`names`, "" for one
-# given by position): each misspelt one with the argument it most likely means, and the
-# advice in `instead` for those named there. `topic`: fn's help page.
-abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), instead = character(),
+# given by position): each misspelt one with the argument it most likely means, the
+# advice `other` (once) where one is close to none of fn's own, and the advice in
+# `instead` for those named there. `topic`: fn's help page.
+abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), instead = character(), other = NULL,
                               call = caller_env()) {
   named <- names[names != ""]
-  meant <- lapply(setdiff(named, names(instead)), function(name) {
-    closest <- closest_argument(name, setdiff(names(formals(fn)), "..."))
-    if (length(closest)) sprintf("Did you mean `%s` for `%s`?", closest, name)
-  })
+  own <- setdiff(names(formals(fn)), "...")
+  asked <- setdiff(named, names(instead))
+  closest <- lapply(asked, function(name) if (length(own)) closest_argument(name, own))
+  near <- lengths(closest) > 0L
   abort_bad_argument(c(
     if (length(named)) {
       sprintf(
@@ -33,7 +34,8 @@ abort_unused_args <- function(names, fn, topic, label = paste0(topic, "()"), ins
     } else {
       sprintf("%s takes %d more argument(s) by position than it has.", label, length(names))
     },
-    unlist(meant),
+    sprintf("Did you mean `%s` for `%s`?", unlist(closest), asked[near]),
+    if (!all(near)) other,
     unname(unique(instead[intersect(named, names(instead))])),
     sprintf("?%s lists its arguments.", topic)
   ), call = call)

@@ -130,11 +130,10 @@
 #' }
 gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat = FALSE, ema = NULL, ...) {
   check_unknown_args("gpu_step")
-  call <- current_env()
-  steps_per_execution <- check_auto_count(steps_per_execution, call = call)
-  jit_compile <- check_auto_flag(jit_compile, call = call)
-  check_flag(remat, call = call)
-  ema <- check_ema(ema, call = call)
+  steps_per_execution <- check_auto_count(steps_per_execution)
+  jit_compile <- check_auto_flag(jit_compile)
+  check_flag(remat)
+  ema <- check_ema(ema)
   fit_option(
     list(steps_per_execution = steps_per_execution, jit_compile = jit_compile, remat = remat, ema = ema), "step"
   )
@@ -144,27 +143,26 @@ gpu_step <- function(steps_per_execution = "auto", jit_compile = "auto", remat =
 #' @export
 gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NULL, monitor = "val_loss", ...) {
   check_unknown_args("gpu_backup", "gpu_step")
-  call <- current_env()
   if (missing(dir)) {
     abort_bad_argument(c(
       "`dir` is missing: the folder to back up to.",
       "For example gpu_backup(\"checkpoints/run-1\"), or gpu_backup(NULL) for the signals alone."
-    ), call = call)
+    ))
   }
   if (!is.null(dir)) {
-    check_string(dir, call = call)
+    check_string(dir)
     dir <- normalizePath(path.expand(dir), mustWork = FALSE)
   }
-  every <- check_auto_count(every, auto = "epoch", call = call)
-  signals <- check_signals(signals, call = call)
-  keep_best <- check_count(keep_best, allow_null = TRUE, call = call)
+  every <- check_auto_count(every, auto = "epoch")
+  signals <- check_signals(signals)
+  keep_best <- check_count(keep_best, allow_null = TRUE)
   monitor <- monitor %||% "val_loss"
-  check_string(monitor, call = call)
+  check_string(monitor)
   if (!is.null(keep_best) && is.null(dir)) {
     abort_bad_argument(c(
       "`keep_best` needs a folder to keep the best models in.",
       "For example gpu_backup(\"checkpoints/run-1\", keep_best = 3)."
-    ), call = call)
+    ))
   }
   fit_option(list(dir = dir, every = every, signals = signals, keep_best = keep_best, monitor = monitor), "backup")
 }
@@ -173,7 +171,7 @@ gpu_backup <- function(dir, every = "epoch", signals = "SIGTERM", keep_best = NU
 #' @export
 gpu_background <- function(max_restarts = 2, ...) {
   check_unknown_args("gpu_background", "gpu_step")
-  fit_option(list(max_restarts = check_whole_number(max_restarts, 0, 1000, call = current_env())), "background")
+  fit_option(list(max_restarts = check_whole_number(max_restarts, 0, 1000)), "background")
 }
 
 fit_option <- function(values, kind) structure(values, class = c(paste0("gpukeras_", kind), "gpukeras_fit_option"))

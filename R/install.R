@@ -90,7 +90,7 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
   # one version: a package_version or a string such as "1.41.0"
   if (length(reticulate) != 1L || !(is.character(reticulate) || inherits(reticulate, "package_version")) ||
     is.na(package_version(reticulate, strict = FALSE))) {
-    stop_input_type(reticulate, "one version such as \"1.41.0\"", "reticulate", current_env())
+    stop_input_type(reticulate, "one version such as \"1.41.0\"")
   }
   extras <- check_extras(extras)
   numpy <- if (reticulate_supports_numpy2(reticulate)) "numpy" else "numpy_before_2"
@@ -235,7 +235,7 @@ install_gpukeras <- function(envname = default_envname(), gpu = NA, python = NUL
   check_string(envname)
   extras <- check_extras(extras)
   if (!is.logical(gpu) || length(gpu) != 1L) {
-    stop_input_type(gpu, "TRUE, FALSE or NA (detect)", "gpu", current_env())
+    stop_input_type(gpu, "TRUE, FALSE or NA (detect)")
   }
   if (!is.null(python)) {
     check_string(python)

@@ -79,11 +79,11 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
     abort_bad_argument(sprintf("`max_lr` (%s) must be greater than `min_lr` (%s).", format(max_lr), format(min_lr)))
   }
   check_count(steps)
-  if (steps < 10) abort_bad_argument(sprintf("`steps` must be a whole number >= 10, not %s.", describe(steps)))
-  check_count(batch_size, allow_null = TRUE)
+  if (steps < 10) stop_input_type(steps, "a whole number >= 10")
+  batch_size <- check_count(batch_size, allow_null = TRUE)
   check_positive_number(stop_factor)
   if (stop_factor <= 1) {
-    abort_bad_argument(sprintf("`stop_factor` must be greater than 1, not %s.", describe(stop_factor)))
+    stop_input_type(stop_factor, "greater than 1")
   }
   check_number_in(smoothing, "[0, 1)")
   seed <- check_seed(seed)
@@ -93,7 +93,7 @@ gpu_lr_find <- function(model, data, min_lr = 1e-7, max_lr = 10, steps = 100, ba
   result <- core_call(
     "lr_find",
     model = model, data = fit_input(data), min_lr = as.numeric(min_lr), max_lr = as.numeric(max_lr),
-    steps = as.integer(steps), batch_size = if (!is.null(batch_size)) as.integer(batch_size),
+    steps = as.integer(steps), batch_size = batch_size,
     stop_factor = as.numeric(stop_factor), smoothing = as.numeric(smoothing), seed = seed
   )
   new_gpukeras_lr_find(result)

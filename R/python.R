@@ -259,14 +259,9 @@ core_answer <- function(target, args, bridge, error_call) {
   if (identical(result$r_class, "gpukeras_error_bad_data")) {
     for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
   }
-  # an out-of-memory error comes with its memory plan: what took the memory, what would fit
+  # an out-of-memory error comes with its memory plan: what took the memory, what would fit;
+  # a failure that is not the user's says so (bridge.py call())
   message <- c(result$message, unlist(result$details))
-  if (identical(result$r_class, "gpukeras_error_python")) {
-    message <- c(
-      sprintf("The Python core failed in %s: %s", target, message),
-      "This is not something you did wrong: please report it with the output of gpu_check()."
-    )
-  }
   # an error the core names precisely (core/errors.py's DataFieldsError) has classes and fields
   fields <- lapply(result$fields, function(field) if (is.list(field)) unlist(field) else field)
   rlang::inject(gpukeras_abort(

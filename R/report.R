@@ -49,25 +49,22 @@
 gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE, compare = TRUE, overwrite = FALSE,
                        ...) {
   check_unknown_args("gpu_report")
-  call <- current_env()
-  if (!is.null(file)) check_string(file, call = call)
-  check_flag(probe, call = call)
-  check_flag(compare, call = call)
-  check_flag(overwrite, call = call)
+  if (!is.null(file)) check_string(file)
+  check_flag(probe)
+  check_flag(compare)
+  check_flag(overwrite)
   if (!is.null(check) && !inherits(check, "gpukeras_check")) {
-    stop_input_type(check, "a gpu_check() result or NULL", "check", call)
+    stop_input_type(check, "a gpu_check() result or NULL")
   }
   if (!is.null(file) && !dir.exists(dirname(path.expand(file)))) {
     abort_bad_argument(
       c(sprintf("`file` '%s' is in a folder that does not exist: '%s'.", file, dirname(file)),
-        "Create the folder first, or give a file in an existing one."),
-      call = call
+        "Create the folder first, or give a file in an existing one.")
     )
   }
   if (!is.null(file) && file.exists(file) && !overwrite) {
     abort_bad_argument(
-      c(sprintf("`file` '%s' exists already.", file), "Give another file, or overwrite = TRUE to replace it."),
-      call = call
+      c(sprintf("`file` '%s' exists already.", file), "Give another file, or overwrite = TRUE to replace it.")
     )
   }
   check <- check %||% gpu_check(probe = probe)
@@ -75,16 +72,15 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
   homes <- unique(c(normalizePath(path.expand("~"), mustWork = FALSE), path.expand("~"), Sys.getenv("HOME")))
   users <- unique(c(Sys.info()[["user"]], Sys.getenv(c("USER", "LOGNAME"))))
   lines <- core_call("report_markdown", homes = as_python(homes), users = as_python(users), check = list(
-    gpukeras = format(utils::packageVersion("gpukeras")), verdict = check$verdict,
-    verdict_text = verdict_text[[check$verdict]], reasons = as_python(check$reasons),
+    gpukeras = format(utils::packageVersion("gpukeras")), verdict = check$verdict, reasons = as_python(check$reasons),
     advice = as_python(check$advice), stack = check$stack, full = as_python(format(check)),
     nvml = replace(check$nvml, "devices", list(lapply(check$nvml$devices, as_python)))
-  ), compare = compare, error_call = call)
+  ), compare = compare)
   report <- structure(unlist(lines), class = "gpukeras_report")
   if (is.null(file)) return(report)
   # An existing link is replaced, not followed.
   written <- write_file_atomic(path.expand(file), charToRaw(paste0(report, "\n", collapse = "")))
-  if (!isTRUE(written)) abort_bad_argument(sprintf("Cannot write `file` '%s': %s.", file, written), call = call)
+  if (!isTRUE(written)) abort_bad_argument(sprintf("Cannot write `file` '%s': %s.", file, written))
   cli::cli_inform(c(v = "Wrote the report to {.file {file}}: read it, then paste it into the issue."))
   invisible(report)
 }

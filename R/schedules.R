@@ -91,42 +91,14 @@ new_lr_schedule <- function(schedule, ...) structure(list(schedule = schedule, .
 # A number of optimizer steps: whole, >= minimum.
 check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()) {
   if (!is_whole_number(x, minimum, .Machine$integer.max)) {
-    abort_bad_argument(
-      sprintf("`%s` must be one whole number of steps >= %d, not %s.", arg, as.integer(minimum), describe(x)),
-      call = call
-    )
+    stop_input_type(x, sprintf("one whole number of steps >= %d", as.integer(minimum)), arg, call)
   }
   invisible(x)
 }
 
-format_rate <- function(x) format(x, digits = 4)
-
+# The core's line (core/schedules.py line()).
 #' @export
-format.gpukeras_lr_schedule <- function(x, ...) {
-  steps <- function(n) sprintf("%s step%s", format(n, big.mark = ","), if (n == 1) "" else "s")
-  detail <- switch(x$schedule,
-    warmup_cosine = c(
-      if (x$warmup_steps > 0) {
-        sprintf("linear warmup 0 %s %s over %s,", arrow(), format_rate(x$peak), steps(x$warmup_steps))
-      } else {
-        sprintf("starts at %s,", format_rate(x$peak))
-      },
-      sprintf("then cosine decay to %s over %s", format_rate(x$alpha * x$peak), steps(x$decay_steps))
-    ),
-    exponential = sprintf(
-      "%s x %s^(step / %s)%s",
-      format_rate(x$initial), format_rate(x$decay_rate), format(x$decay_steps, big.mark = ","),
-      if (isTRUE(x$staircase)) ", in whole steps (staircase)" else ""
-    ),
-    cyclical = sprintf(
-      "%s between %s and %s, half a cycle every %s%s",
-      x$mode, format_rate(x$low), format_rate(x$high), steps(x$step_size),
-      if (identical(x$mode, "triangular2")) " (each cycle half as high)" else ""
-    ),
-    paste(names(x)[-1], vapply(x[-1], format, character(1)), sep = " = ", collapse = ", ")
-  )
-  sprintf("<gpukeras lr schedule> %s: %s", x$schedule, paste(detail, collapse = " "))
-}
+format.gpukeras_lr_schedule <- function(x, ...) core_call("schedule_line", spec = unclass(x), arrow = arrow())
 
 #' @export
 print.gpukeras_lr_schedule <- function(x, ...) print_formatted(x, ...)

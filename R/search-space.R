@@ -39,12 +39,11 @@ search_float <- function(lower, upper, log = FALSE) search_range("float", lower,
 #' @rdname search_int
 #' @export
 search_choice <- function(...) {
-  call <- current_env()
   choices <- list(...)
   if (!length(choices)) {
     abort_bad_argument(c(
       "search_choice() needs at least one value to choose from.", "Give the values: search_choice(\"adam\", \"sgd\")."
-    ), call = call)
+    ))
   }
   for (i in seq_along(choices)) {
     value <- choices[[i]]
@@ -53,13 +52,12 @@ search_choice <- function(...) {
         sprintf("Each value of search_choice() must be one string, number or TRUE/FALSE; value %d is %s.", i,
                 describe(value)),
         "For a vector of values, spread it: do.call(search_choice, as.list(values))."
-      ), call = call)
+      ))
     }
   }
   if (anyDuplicated(choices)) {
     abort_bad_argument(
-      sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]])),
-      call = call
+      sprintf("search_choice() was given %s twice: give each value once.", format(choices[[anyDuplicated(choices)]]))
     )
   }
   new_search_param(list(type = "choice", choices = choices, log = FALSE))
@@ -91,14 +89,7 @@ search_range <- function(type, lower, upper, log, call) {
 
 #' @export
 format.gpukeras_search_param <- function(x, ...) {
-  if (x$type == "choice") {
-    return(sprintf(
-      "one of %s",
-      paste(vapply(x$choices, function(v) if (is.character(v)) dQuote(v, FALSE) else format(v), ""), collapse = ", ")
-    ))
-  }
-  kind <- if (x$type == "int") "a whole number" else "a number"
-  sprintf("%s from %s to %s%s", kind, format(x$lower), format(x$upper), if (x$log) " (log scale)" else "")
+  core_call("search_param_line", spec = space_to_plain(list(x))[[1]]) # search/search_request.py spec_line()
 }
 
 #' @export

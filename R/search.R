@@ -170,26 +170,25 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   call <- current_env()
   model_digest <- if (is.function(model_fn))
     paste(c(names(formals(model_fn)), deparse(body(model_fn))), collapse = "\n")
-  model_fn <- check_model_fn(model_fn, 1L, call = call)
+  model_fn <- check_model_fn(model_fn, 1L)
   if (missing(space)) {
-    abort_bad_argument("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).",
-                       call = call)
+    abort_bad_argument("`space` is missing: give the values to search, e.g. list(units = search_int(16, 256)).")
   }
-  fit <- search_fit_args(check_space(space, call = call), check_fit_args(list(...), "gpu_search", call = call), call)
-  check_space_read(space, model_fn, call = call)
-  check_count(trials, call = call)
-  check_string(objective, call = call)
-  direction <- check_choice(direction, c("auto", "minimize", "maximize"), call = call)
-  sampler <- check_choice(sampler, c("tpe", "random", "grid"), call = call)
-  pruner <- check_choice(pruner, c("median", "hyperband", "asha", "none"), call = call)
-  check_string(study, call = call)
-  seed <- chosen_seed(check_seed(seed, call = call))
-  workers <- check_workers(workers, call = call)
-  background <- check_fit_option(background, "background", gpu_background, flag = TRUE, call = call)
+  fit <- search_fit_args(check_space(space), check_fit_args(list(...), "gpu_search"), call)
+  check_space_read(space, model_fn)
+  check_count(trials)
+  check_string(objective)
+  direction <- check_choice(direction, c("auto", "minimize", "maximize"))
+  sampler <- check_choice(sampler, c("tpe", "random", "grid"))
+  pruner <- check_choice(pruner, c("median", "hyperband", "asha", "none"))
+  check_string(study)
+  seed <- chosen_seed(check_seed(seed))
+  workers <- check_workers(workers)
+  background <- check_fit_option(background, "background", gpu_background, flag = TRUE)
   given <- if (!missing(data)) data
-  data <- read_training_data(data, missing(data), call = call)
+  data <- read_training_data(data, missing(data))
   if (!is.null(fit$fixed$class_weight))
-    fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data), call = call)
+    fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data))
   storage <- search_storage(storage, study, call)
   search <- c(fit, list(
     model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
@@ -201,12 +200,12 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
       list(data = given, storage = storage$folder %||% storage$url, workers = workers),
       search$fixed, search$searched, list(validation_data = search$validation_data)
     )
-    return(search_in_background(args, storage, call = call))
+    return(search_in_background(args, storage))
   }
 
   dir <- withr::local_tempdir("gpukeras-search-")
   request <- search_request(search, model_digest, data, dir, call)
-  plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
+  plan <- worker_plan(workers$devices, workers$workers, workers$per_device)
   search_run(search, request, storage, plan, dir, call)
 }
 
@@ -327,9 +326,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
       "search_tell_task",
       search = opened, numbers = as.list(search_task_numbers(ended$task)), population = isTRUE(ended$task$population),
       result = ended$result[intersect(c("error", "pruning", "trials"), names(ended$result))],
-      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device, groups = groups
+      seconds = ended$seconds, device = pool$slots[[ended$slot]]$device, groups = groups,
+      track = tracked$track, context = ended$task$track$context, error_call = call
     )
-    if (!isTRUE(ended$task$population)) track_trial_end(tracked, ended, told, call)
+    raise_core_warnings(told$warnings)
     if (!is.null(told$stop)) {
       process_abort(
         c(sprintf("Trial %d failed, and no trial has completed.", told$number),
@@ -356,20 +356,6 @@ search_run <- function(search, request, storage, plan, dir, call) {
     tags = list(gpukeras.best_trial = result$best$number), call = call
   )
   result
-}
-
-# A trial's run once the core told how it ended (`told`: its state "complete", "pruned" or
-# "failed", its value, why), ended FINISHED, KILLED or FAILED. A trial whose worker died
-# before its fit began gets its run here, with its drawn values.
-track_trial_end <- function(tracked, ended, told, call) {
-  context <- ended$task$track$context
-  if (is.null(context)) return(invisible())
-  track_record(
-    tracked$track, context$key,
-    metrics = if (identical(told$state, "complete")) list(objective = told$value), params = context$params,
-    tags = Filter(Negate(is.null), list(gpukeras.trial_state = told$state, gpukeras.trial_reason = told$reason)),
-    status = told$status, name = context$name, kind = "trial", call = call
-  )
 }
 
 # How trials validate: the validation data given (carried as .npy files), or, for a val_

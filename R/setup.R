@@ -162,7 +162,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   }
   threads <- check_threads(threads)
   if (!is.null(jit_compile)) check_auto_flag(jit_compile)
-  if (!is.null(cpu_devices)) check_count(cpu_devices)
+  cpu_devices <- check_count(cpu_devices, allow_null = TRUE)
   check_flag(deterministic)
   seed <- check_seed(seed)
   # Deterministic ops repeat a run only from the same seeds (and TensorFlow refuses random
@@ -179,9 +179,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   settings <- with_load_hooks_held(core_call(
     "setup", memory_growth = memory_growth,
     memory_limit_mib = if (!is.null(memory_limit)) as.list(as.numeric(memory_limit)),
-    devices = if (!is.null(devices)) as.list(devices), mixed_precision = mixed_precision,
+    devices = as_python(devices), mixed_precision = mixed_precision,
     intra_op_threads = threads[["intra"]], inter_op_threads = threads[["inter"]], jit_compile = jit_compile,
-    cpu_devices = if (!is.null(cpu_devices)) as.integer(cpu_devices), deterministic = deterministic, seed = seed,
+    cpu_devices = cpu_devices, deterministic = deterministic, seed = seed,
     seed_chosen = seed_chosen
   ))
   the$setup_args <- given

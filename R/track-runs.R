@@ -66,20 +66,15 @@
 #' }}
 gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) {
   check_unknown_args("gpu_runs")
-  call <- current_env()
   if (!is.null(experiment) && (!is.character(experiment) || !length(experiment) || anyNA(experiment))) {
-    abort_bad_argument(
-      sprintf("`experiment` must be experiment names or NULL, not %s.", describe(experiment)),
-      call = call
-    )
+    stop_input_type(experiment, "experiment names or NULL")
   }
-  if (!is.null(filter)) check_string(filter, call = call)
-  max_results <- check_count(max_results, call = call)
-  track <- track_needed(call)
-  track_flush(call)
+  if (!is.null(filter)) check_string(filter)
+  max_results <- check_count(max_results)
+  track <- track_needed()
+  track_flush()
   read <- core_call(
-    "track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results,
-    error_call = call
+    "track_runs", track = track, experiment = as_python(experiment), filter = filter, max_results = max_results
   )
   new_gpukeras_runs(read)
 }
@@ -88,10 +83,9 @@ gpu_runs <- function(experiment = NULL, filter = NULL, max_results = 1000, ...) 
 #' @export
 gpu_compare_runs <- function(a, b, ...) {
   check_unknown_args("gpu_compare_runs", "gpu_runs")
-  call <- current_env()
-  ids <- c(run_id_of(a, "a", call), run_id_of(b, "b", call))
-  track_flush(call)
-  read <- core_call("track_compare", track = track_needed(call), run_ids = as_python(ids), error_call = call)
+  ids <- c(run_id_of(a, "a"), run_id_of(b, "b"))
+  track_flush()
+  read <- core_call("track_compare", track = track_needed(), run_ids = as_python(ids))
   structure(list(
     runs = new_gpukeras_runs(list(rows = read$runs, columns = read$columns)),
     params = rows_to_df(read$params, c("param", "a", "b")),
@@ -101,7 +95,7 @@ gpu_compare_runs <- function(a, b, ...) {
 }
 
 # Tracking's settings for a read (or a sync), or an error saying to turn it on.
-track_needed <- function(call, off = NULL) {
+track_needed <- function(call = caller_env(), off = NULL) {
   track_request() %||% abort_bad_argument(off %||% c(
     "Tracking is off: there is no store to read runs from.",
     "Turn it on with gpu_track(\"runs\") (a folder) or gpu_track(\"http://host:5000\") (a server)."
@@ -109,7 +103,7 @@ track_needed <- function(call, off = NULL) {
 }
 
 # A run id from an id, "runs:/<id>[/...]", or a one-row gpu_runs() data.frame.
-run_id_of <- function(x, arg, call) {
+run_id_of <- function(x, arg, call = caller_env()) {
   if (is.data.frame(x) && "run_id" %in% names(x) && nrow(x) == 1L) return(x$run_id)
   if (is.character(x) && length(x) == 1L && !is.na(x) && grepl("^(runs:/)?[0-9a-f]{8,64}(/.*)?$", x)) {
     return(sub("/.*$", "", sub("^runs:/", "", x)))

@@ -119,28 +119,25 @@
 #' }}
 gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spool_default(), ...) {
   check_unknown_args("gpu_track")
-  call <- current_env()
   if (isFALSE(uri)) {
     Sys.setenv(GPUKERAS_TRACK = "false")
     return(invisible(new_gpukeras_tracking(NULL)))
   }
-  if (!is.null(experiment)) check_string(experiment, call = call)
-  if (!is_number(wait) || wait < 0) {
-    abort_bad_argument(sprintf("`wait` must be one number of seconds >= 0, not %s.", describe(wait)), call = call)
-  }
-  check_string(spool, call = call)
+  if (!is.null(experiment)) check_string(experiment)
+  if (!is_number(wait) || wait < 0) stop_input_type(wait, "one number of seconds >= 0")
+  check_string(spool)
   if (is.null(uri)) {
     uri <- Sys.getenv("MLFLOW_TRACKING_URI")
     if (!nzchar(uri)) {
       abort_bad_argument(c(
         "`uri` is missing and MLFLOW_TRACKING_URI is not set: say where runs go.",
         "A folder of your own: gpu_track(\"runs\"); a server: gpu_track(\"http://host:5000\")."
-      ), call = call)
+      ))
     }
   }
-  check_string(uri, call = call)
+  check_string(uri)
   if (!grepl("^[A-Za-z][A-Za-z0-9+.-]*:", uri)) {
-    uri <- core_call("track_open_folder", folder = path.expand(uri), error_call = call)$uri
+    uri <- core_call("track_open_folder", folder = path.expand(uri))$uri
   }
   Sys.setenv(MLFLOW_TRACKING_URI = uri, GPUKERAS_TRACK_WAIT = format(wait), GPUKERAS_TRACK_SPOOL = path.expand(spool))
   if (!is.null(experiment)) {
@@ -148,7 +145,7 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
     Sys.unsetenv("MLFLOW_EXPERIMENT_ID")
   }
   Sys.unsetenv("GPUKERAS_TRACK")
-  checked <- core_call("track_check", track = track_request(), error_call = call)
+  checked <- core_call("track_check", track = track_request())
   raise_core_warnings(checked$warnings)
   invisible(new_gpukeras_tracking(checked))
 }
@@ -157,11 +154,10 @@ gpu_track <- function(uri = NULL, experiment = NULL, wait = 0, spool = track_spo
 #' @export
 gpu_track_sync <- function(discard = FALSE, ...) {
   check_unknown_args("gpu_track_sync", "gpu_track")
-  call <- current_env()
-  check_flag(discard, call = call)
-  track <- track_needed(call, "Tracking is off: turn it on with gpu_track() to send what was kept to its store.")
-  track_flush(call)
-  synced <- core_call("track_sync", track = track, discard = discard, error_call = call)
+  check_flag(discard)
+  track <- track_needed(off = "Tracking is off: turn it on with gpu_track() to send what was kept to its store.")
+  track_flush()
+  synced <- core_call("track_sync", track = track, discard = discard)
   synced$other <- unlist(synced$other)
   invisible(structure(synced, class = "gpukeras_track_sync"))
 }

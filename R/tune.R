@@ -135,7 +135,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   if (!is.null(batch_sizes)) check_counts(batch_sizes)
   check_counts(steps_per_execution)
   if (!is.logical(jit_compile) || !length(jit_compile) || anyNA(jit_compile)) {
-    abort_bad_argument(sprintf("`jit_compile` must be TRUE and/or FALSE, not %s.", describe(jit_compile)))
+    stop_input_type(jit_compile, "TRUE and/or FALSE")
   }
   check_count(max_batch)
   seed <- check_seed(seed)
@@ -145,7 +145,7 @@ gpu_tune <- function(model, data, time_budget = 120, precisions = NULL, batch_si
   result <- core_call(
     "tune",
     model = model, data = fit_input(data), time_budget = as.numeric(time_budget),
-    precisions = if (!is.null(precisions)) as.list(precisions),
+    precisions = as_python(precisions),
     batch_sizes = if (!is.null(batch_sizes)) as.list(as.integer(batch_sizes)),
     steps_per_execution = as.list(as.integer(steps_per_execution)),
     jit_compile = as.list(jit_compile), max_batch = as.integer(max_batch), seed = seed
@@ -244,41 +244,21 @@ tune_plot_margins <- function(labels, ticks) {
   c(lines(labels) + 1.5, lines(ticks) + 3, 3, 1)
 }
 
-# gpu_fit(tuned = ): the batch size, steps_per_execution and jit_compile a
-# gpu_tune() recommends, in place of arguments left at their defaults. The
-# precision cannot be applied to a built model, so the core refuses a model of another
-# policy (train/fit_request.py) rather than train in a precision that was not chosen.
+# gpu_fit(tuned = ): the batch size, steps_per_execution and jit_compile a gpu_tune()
+# recommends, in place of arguments left at their defaults, as the core applies them
+# (train/fit_request.py apply_tuned()), with the `record` the fit's request carries.
 tune_fit_settings <- function(settings, data_kind, batch_size, steps_per_execution, jit_compile, call = caller_env()) {
-  if (is_tuned_record(settings)) {
-    # a background fit's child: the parent applied the choice to these arguments already
-    return(list(
-      batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile, record = settings
-    ))
-  }
+  given <- list(batch_size = batch_size, steps_per_execution = steps_per_execution, jit_compile = jit_compile)
+  # a background fit's child: the parent applied the choice to these arguments already
+  if (is_tuned_record(settings)) return(c(given, list(record = settings)))
   if (!inherits(settings, "gpukeras_tune")) {
-    abort_bad_argument(sprintf("`tuned` must be a gpu_tune() result, not %s.", describe(settings)), call = call)
+    stop_input_type(settings, "a gpu_tune() result", "tuned", call)
   }
-  best <- settings$recommended
-  if (is.null(best)) {
-    abort_bad_argument("`tuned` recommends nothing: no run of gpu_tune() was numerically sound.", call = call)
-  }
-  given <- c(
-    batch_size = !is.null(batch_size), steps_per_execution = !identical(steps_per_execution, "auto"),
-    jit_compile = !identical(jit_compile, "auto")
+  core_call(
+    "tune_apply",
+    recommended = settings$recommended, tuned_kind = settings$data_kind, data_kind = data_kind, given = given,
+    error_call = call
   )
-  if (any(given)) {
-    abort_bad_argument(sprintf(
-      "Give `tuned` or %s, not both: `tuned` sets them.", paste0("`", names(given)[given], "`", collapse = ", ")
-    ), call = call)
-  }
-  applied <- list(
-    batch_size = if (data_kind == "r" && settings$data_kind == "r") as.integer(best$batch_size),
-    steps_per_execution = as.integer(best$steps_per_execution), jit_compile = isTRUE(best$jit_compile)
-  )
-  # What the fit's request carries (the core's advice leaves these alone); the batch size
-  # only where it was applied: a dataset's own batches were not the tune's choice.
-  applied$record <- c(list(precision = best$precision), applied)
-  applied
 }
 
 tuned_fields <- c("precision", "batch_size", "steps_per_execution", "jit_compile")

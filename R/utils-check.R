@@ -5,7 +5,7 @@
 # one predicate each, one error (`stop_input_type()`), the checked value returned in the
 # type the core takes (an integer, a double), and `allow_null` where NULL means "none".
 # Messages: "`arg` must be <what>, not <what it is>."
-stop_input_type <- function(x, what, arg, call, note = "") {
+stop_input_type <- function(x, what, arg = caller_arg(x), call = caller_env(), note = "") {
   abort_bad_argument(sprintf("`%s` must be %s, not %s%s.", arg, what, describe(x), note), call = call)
 }
 
@@ -167,15 +167,9 @@ resolve_verbose <- function(verbose, call = caller_env()) {
 check_unknown_args <- function(fn, topic = fn, other = NULL, call = caller_env()) {
   dots <- as.list(substitute(list(...), call))[-1L]
   if (!length(dots)) return(invisible())
-  names <- rlang::names2(dots)
   fun <- get(fn, envir = topenv(), mode = "function")
-  own <- setdiff(names(formals(fun)), "...")
-  if (!length(own)) other <- sprintf("%s() takes no arguments.", fn)
-  named <- unique(names[names != ""])
-  far <- if (length(own))
-    named[!vapply(named, function(name) length(closest_argument(name, own)) > 0L, logical(1))] else named
-  instead <- if (length(other) && length(far)) rlang::set_names(rep(other, length(far)), far) else character()
-  abort_unused_args(names, fun, topic, label = paste0(fn, "()"), instead = instead, call = call)
+  if (!length(setdiff(names(formals(fun)), "..."))) other <- sprintf("%s() takes no arguments.", fn)
+  abort_unused_args(rlang::names2(dots), fun, topic, label = paste0(fn, "()"), other = other, call = call)
 }
 
 # `x` as a trained model with its encoding: a gpu_fit() result or a gpu_load() model

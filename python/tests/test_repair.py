@@ -10,7 +10,7 @@ import pytest
 
 from conftest import requires, run_core
 from gpukeras.tools.diagnose import Evidence
-from gpukeras.tools.repair import plan
+from gpukeras.tools.repair import how, plan
 from test_diagnose import NO_DRIVER, NOT_FOUND
 
 # install_gpukeras()'s pins for a GPU machine, as R's gpukeras_requirements(gpu = TRUE) gives them.
@@ -48,6 +48,10 @@ def test_a_cpu_build_beside_a_driver_gets_the_gpu_build_of_its_version() -> None
     }
     assert repair.needs_restart
     assert "tensorflow-cpu 2.20.0" in repair.what
+    # in words, as a shell shows the commands: a word with brackets quoted
+    assert how(repair, "/home/u/.Renviron") == (
+        "pip uninstall -y tensorflow-cpu; pip install 'tensorflow[and-cuda]==2.20.0'"
+    )
 
 
 def test_no_gpu_build_repair_without_a_driver_or_off_linux() -> None:
@@ -96,6 +100,10 @@ def test_jax_preallocating_after_memory_growth_was_asked() -> None:
     assert repair.id == "jax_memory_growth"
     assert repair.action == {"set_env": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}
     assert repair.when is not None and "before Python starts" in repair.when
+    assert (
+        how(repair, "/home/u/.Renviron")
+        == "XLA_PYTHON_CLIENT_PREALLOCATE=false in /home/u/.Renviron"
+    )
     assert _ids(dataclasses.replace(jax, jax_preallocate="false")) == []
     assert _ids(dataclasses.replace(jax, memory_growth_asked=False)) == []
     assert _ids(dataclasses.replace(jax, memory_growth_asked=None)) == []

@@ -160,7 +160,6 @@ def test_the_report_has_every_section_from_the_checks_words() -> None:
     check = {
         "gpukeras": "1.0",
         "verdict": "no_gpu",
-        "verdict_text": "no GPU is used",
         "reasons": ["no GPU | here"],
         "advice": [],
         "stack": {

@@ -111,3 +111,18 @@ def test_describe_numbers_and_schedules() -> None:
     described = schedules.describe(keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.9))
     assert described["schedule"] == "ExponentialDecay"
     assert described["decay_rate"] == 0.9
+
+
+def test_a_spec_prints_as_one_line_in_rs_words() -> None:
+    cosine = {"schedule": "warmup_cosine", "peak": 1e-3, "warmup_steps": 100, "decay_steps": 1000}
+    assert schedules.line({**cosine, "alpha": 0.1}, arrow="->") == (
+        "<gpukeras lr schedule> warmup_cosine: linear warmup 0 -> 0.001 over 100 steps, then "
+        "cosine decay to 1e-04 over 1,000 steps"
+    )
+    assert schedules.line({**cosine, "warmup_steps": 0, "decay_steps": 1, "alpha": 0.0}) == (
+        "<gpukeras lr schedule> warmup_cosine: starts at 0.001, then cosine decay to 0 over 1 step"
+    )
+    cyclical = {"schedule": "cyclical", "low": 1e-4, "high": 0.01, "step_size": 200}
+    assert schedules.line({**cyclical, "mode": "triangular2"}).endswith(
+        "triangular2 between 1e-04 and 0.01, half a cycle every 200 steps (each cycle half as high)"
+    )

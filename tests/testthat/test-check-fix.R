@@ -76,6 +76,8 @@ test_that("interactive: a declined repair changes nothing", {
   home <- withr::local_tempdir()
   renviron <- file.path(home, ".Renviron")
   withr::local_envvar(HOME = home, R_ENVIRON_USER = renviron)
+  # the core's words for it, naming the .Renviron R reads (tools/repair.py how())
+  jax_growth_repair$how <- sprintf("XLA_PYTHON_CLIENT_PREALLOCATE=false in %s", renviron_path())
   asked <- character()
   no <- function(question) {
     asked <<- c(asked, question)
@@ -267,17 +269,23 @@ test_that("fix = TRUE where nothing needs repair says so and changes nothing", {
 })
 
 test_that("the repairs print as what gpu_check(fix = TRUE) can make, then what it made", {
-  repairs <- repairs_df(list(list(
-    id = "nvidia_ml_py", what = "Install nvidia-ml-py==13.615.71", needs_restart = FALSE,
-    action = list(pip_install = list("nvidia-ml-py==13.615.71"))
-  )))
-  expect_identical(format_repairs(repairs), c(
+  skip_if_no_python()
+  check <- structure(list(
+    verdict = "no_gpu", reasons = "no GPU here", advice = character(),
+    lines = list(stack = "R", devices = "CPU:0", placement = character(), probe = character()),
+    setup = new_gpukeras_setup(list(lines = list("<gpukeras setup>"))),
+    repairs = repairs_df(list(list(
+      id = "nvidia_ml_py", what = "Install nvidia-ml-py==13.615.71", needs_restart = FALSE,
+      how = "pip install nvidia-ml-py==13.615.71", action = list(pip_install = list("nvidia-ml-py==13.615.71"))
+    )))
+  ), class = "gpukeras_check")
+  expect_identical(utils::tail(format(check), 2), c(
     "Repairs gpu_check(fix = TRUE) can make:",
     sprintf("  %s Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)", arrow())
   ))
-  repairs$status <- "done"
+  check$repairs$status <- "done"
   expect_identical(
-    format_repairs(repairs)[2], "  [done] Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)"
+    utils::tail(format(check), 1), "  [done] Install nvidia-ml-py==13.615.71 (pip install nvidia-ml-py==13.615.71)"
   )
 })
 

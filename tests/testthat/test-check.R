@@ -276,6 +276,7 @@ test_that("a check keeps the GPUs the driver sees that the backend does not use,
         "Python environment in use"
       ),
       action = list(pip_uninstall = list("tensorflow-cpu"), pip_install = list("tensorflow[and-cuda]==2.21.0")),
+      how = "pip uninstall -y tensorflow-cpu; pip install 'tensorflow[and-cuda]==2.21.0'", # the core's words for it
       when = NULL, needs_restart = TRUE
     )),
     lines = list(stack = list(), devices = list(), placement = list(), probe = list("not run (probe = FALSE)"))

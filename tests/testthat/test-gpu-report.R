@@ -19,9 +19,10 @@ test_that("the report renders as GitHub Markdown with every section, and masks t
       "NVIDIA driver and GPUs (NVML)", "Environment variables"
     )
   )
-  expect_identical(
-    headings[1], sprintf("Verdict: %s (%s)", shared_check()$verdict, verdict_text[[shared_check()$verdict]])
+  said <- c(
+    gpu_used = "the GPU is used", gpu_available_not_used = "a GPU is available but NOT used", no_gpu = "no GPU is used"
   )
+  expect_identical(headings[1], sprintf("Verdict: %s (%s)", shared_check()$verdict, said[[shared_check()$verdict]]))
   # Tables, not text with bars: the versions, and R beside python -c.
   expect_gte(lengths(regmatches(html, gregexpr("<table>", html))), 2L)
   expect_match(html, "<td>Python executable</td>", fixed = TRUE)

@@ -28,6 +28,7 @@ test_that("lr_exponential() and lr_cyclical() give their specs", {
 })
 
 test_that("schedules print one line that says what the rate does", {
+  skip_if_no_python()
   expect_identical(
     format(lr_warmup_cosine(peak = 0.001, warmup_steps = 100, decay_steps = 1000, alpha = 0.1)),
     sprintf(

@@ -2,6 +2,7 @@
 # session, trials that fail without stopping the search, and results that can be repeated.
 
 test_that("the space's values print what they draw", {
+  skip_if_no_python()
   expect_identical(format(search_int(16, 256, log = TRUE)), "a whole number from 16 to 256 (log scale)")
   expect_identical(format(search_float(0, 0.5)), "a number from 0 to 0.5")
   expect_identical(format(search_choice("adam", "sgd", 3)), "one of \"adam\", \"sgd\", 3")

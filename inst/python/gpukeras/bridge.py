@@ -37,6 +37,7 @@ VERBS: dict[str, str] = {
     "compile_cache": "core.compile_cache:describe",
     "compile_cache_clear": "core.compile_cache:clear",
     "schedule_values": "core.schedules:values",
+    "schedule_line": "core.schedules:line",
     # devices and the GPU
     "devices": "gpu.devices:list_devices",
     "setup": "gpu.setup:apply_setup",
@@ -94,12 +95,14 @@ VERBS: dict[str, str] = {
     "search_job_status_lines": "train.job_report:search_status_lines",
     # tools
     "check": "tools.check:run_check",
+    "check_text": "tools.check:check_text",
     "report_markdown": "tools.report:report_markdown",
     "scaling": "tools.scaling:scaling",
     "batch_size": "tools.batch_size:search",
     "memory_plan": "tools.precision_plan:memory_plan_by_precision",
     "tune": "tools.tune:tune",
     "tune_lines": "tools.result_lines:tune_lines",
+    "tune_apply": "train.fit_request:apply_tuned",
     "batch_size_lines": "tools.result_lines:batch_size_lines",
     "lr_find": "tools.lr_find:find",
     "lr_find_lines": "tools.result_lines:lr_find_lines",
@@ -131,6 +134,7 @@ VERBS: dict[str, str] = {
     "cv_population_plan": "tools.cv_population:plan",
     "cv_population": "tools.cv_population:train",
     "search_open": "search.search:open_study",
+    "search_param_line": "search.search_request:spec_line",
     "search_tell": "search.search:tell",
     "search_interrupt": "search.search:interrupt",
     "search_release": "search.search:release",
@@ -313,8 +317,22 @@ def _memory_plan_of(error: GpukerasError) -> dict[str, object]:
     return {"details": explained[0], "plan": plain(explained[1])}
 
 
+# What a failure that is not the user's (``gpukeras_error_python``: a bug) asks of them.
+REPORT_IT = "This is not something you did wrong: please report it with the output of gpu_check()."
+
+
 def call(verb: str, kwargs: dict[str, object] | None = None) -> dict:
-    """Do ``verb`` (one of ``VERBS``) with ``kwargs``: ``answer`` of its function."""
+    """Do ``verb`` (one of ``VERBS``) with ``kwargs``: ``answer`` of its function. A failure
+    that is not the user's says in which verb it happened, and ``REPORT_IT``."""
+    answered = _call(verb, kwargs)
+    if answered.get("r_class") == "gpukeras_error_python":
+        answered["message"] = f"The Python core failed in {verb}: {answered['message']}"
+        answered["details"] = [*answered.get("details", []), REPORT_IT]
+    return answered
+
+
+def _call(verb: str, kwargs: dict[str, object] | None) -> dict:
+    """``answer`` of the function ``verb`` names, or the error of a verb there is not."""
     path = VERBS.get(verb)
     if path is None:
         return {

@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Tensor
+from gpukeras.core.r_words import big, r_number
 from gpukeras.core.runtime import config
 
 CYCLICAL_MODES = ("triangular", "triangular2")
@@ -253,3 +254,39 @@ def describe(learning_rate: object) -> object:
     if callable(learning_rate) and not hasattr(learning_rate, "numpy"):
         return {"schedule": getattr(learning_rate, "__name__", "callable")}
     return float(keras.ops.convert_to_numpy(learning_rate))
+
+
+def line(spec: dict[str, Any], arrow: str = "->") -> str:
+    """print() of R's lr_*() spec: what the rate does, in one line (rates as R's ``format(x,
+    digits = 4)`` writes them, steps with commas); another spec's fields as they are."""
+    kind = spec["schedule"]
+
+    def rate(value: float) -> str:
+        return r_number(value, 4)
+
+    def steps(n: int) -> str:
+        return f"{big(n)} step{'' if n == 1 else 's'}"
+
+    if kind == "warmup_cosine":
+        start = (
+            f"linear warmup 0 {arrow} {rate(spec['peak'])} over {steps(spec['warmup_steps'])},"
+            if spec["warmup_steps"] > 0
+            else f"starts at {rate(spec['peak'])},"
+        )
+        end = rate(spec["alpha"] * spec["peak"])
+        detail = f"{start} then cosine decay to {end} over {steps(spec['decay_steps'])}"
+    elif kind == "exponential":
+        staircase = ", in whole steps (staircase)" if spec.get("staircase") is True else ""
+        detail = (
+            f"{rate(spec['initial'])} x {rate(spec['decay_rate'])}^(step / "
+            f"{big(spec['decay_steps'])}){staircase}"
+        )
+    elif kind == "cyclical":
+        halved = " (each cycle half as high)" if spec["mode"] == "triangular2" else ""
+        detail = (
+            f"{spec['mode']} between {rate(spec['low'])} and {rate(spec['high'])}, half a cycle "
+            f"every {steps(spec['step_size'])}{halved}"
+        )
+    else:
+        detail = ", ".join(f"{k} = {r_number(v)}" for k, v in spec.items() if k != "schedule")
+    return f"<gpukeras lr schedule> {kind}: {detail}"

@@ -450,6 +450,8 @@ def tell_task(
     seconds: float | None = None,
     device: str | None = None,
     groups: Groups | None = None,
+    track: Mapping[str, object] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> Record:
     """Tell the study how a worker's task ended, from its raw ``result`` (and ``groups``,
     with populations, its ``seconds`` as ``ended`` counts them): a population's
@@ -457,7 +459,11 @@ def tell_task(
     task that failed: each of its trials fails with its ``error``) each of ``numbers`` as
     ``search.tell`` tells it. Returns the first answer whose ``stop`` is set (else the
     first), with ``number``, its trial's, and ``status``, its tracked run's ("FINISHED",
-    "KILLED" when pruned, else "FAILED"); a pruned trial's ``reason`` says after which epoch."""
+    "KILLED" when pruned, else "FAILED"); a pruned trial's ``reason`` says after which epoch.
+    With ``track`` and a tracked trial's ``context`` (its run's key, name and params), the
+    trial's run records its objective (when complete), state and reason and ends with that
+    status (a trial whose worker died before its fit began gets its run here), the
+    tracking's ``warnings`` returned for R."""
     result = result or {}  # R's empty list arrives as one
     if groups is not None:
         ended(groups, population, seconds or 0.0, len(numbers))
@@ -475,4 +481,19 @@ def tell_task(
     status = {"complete": "FINISHED", "pruned": "KILLED"}.get(answer["state"], "FAILED")
     if answer["state"] == "pruned" and answer["reason"] is None:
         answer = {**answer, "reason": f"pruned after epoch {answer['epochs']}"}
-    return {**answer, "number": int(numbers[at]), "status": status}
+    said: list[object] = []
+    if track is not None and context:
+        from gpukeras.track import tracked_runs  # only where a search is tracked
+
+        tags = {"gpukeras.trial_state": answer["state"], "gpukeras.trial_reason": answer["reason"]}
+        said = tracked_runs.record(
+            track,
+            str(context["key"]),
+            metrics={"objective": answer["value"]} if answer["state"] == "complete" else None,
+            params=context.get("params"),
+            tags={name: value for name, value in tags.items() if value is not None},
+            status=status,
+            name=context.get("name"),
+            kind="trial",
+        )["warnings"]  # type: ignore[assignment]
+    return {**answer, "number": int(numbers[at]), "status": status, "warnings": said}

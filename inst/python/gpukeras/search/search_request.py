@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any
 
+from gpukeras.core.r_words import r_number
+
 # What each part of a search's request is, in a mismatch's message.
 REQUEST_PARTS = {
     "space": "the search space",
@@ -73,3 +75,15 @@ def _shown_spec(spec: Any) -> str:
     if spec.get("type") == "choice":
         return f"search_choice({', '.join(json.dumps(c) for c in spec.get('choices', []))})"
     return f"search_{spec.get('type')}({spec.get('lower')}, {spec.get('upper')}{log})"
+
+
+def spec_line(spec: dict[str, Any]) -> str:
+    """print() of a search_int(), search_float() or search_choice() value: what it draws, in
+    words ("a whole number from 16 to 256 (log scale)", "one of "adam", 3"), numbers as R's
+    ``format()`` writes them."""
+    if spec["type"] == "choice":
+        shown = (f'"{v}"' if isinstance(v, str) else r_number(v) for v in spec["choices"])
+        return f"one of {', '.join(shown)}"
+    kind = "a whole number" if spec["type"] == "int" else "a number"
+    log = " (log scale)" if spec["log"] is True else ""
+    return f"{kind} from {r_number(spec['lower'])} to {r_number(spec['upper'])}{log}"

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gpukeras.core import stack
 from gpukeras.core.errors import BadArgumentError
@@ -29,6 +30,7 @@ def run_check(
     requirements: Sequence[str] = (),
     caller: Mapping[str, str | None] | None = None,
     symbols: Mapping[str, str] | None = None,
+    renviron: str = "~/.Renviron",
 ) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
@@ -43,6 +45,7 @@ def run_check(
         caller: what only the caller knows, first in the stack: ``r``, ``reticulate``
             (their versions) and ``python_chosen_by`` (why this Python).
         symbols: the ``bullet`` and ``arrow`` the caller's console shows.
+        renviron: the .Renviron R reads, which a repair's ``how`` names (``repair.how``).
 
     Returns:
         A dict with stack (with its builds in words, see ``builds``), nvml, devices,
@@ -159,7 +162,10 @@ def run_check(
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),
-        "repairs": [dataclasses.asdict(r) for r in repair.plan(evidence, list(requirements))],
+        "repairs": [
+            {**dataclasses.asdict(r), "how": repair.how(r, renviron)}
+            for r in repair.plan(evidence, list(requirements))
+        ],
         "timings": timings,
     }
     return {**found, "lines": check_lines(found, **(symbols or {}))}
@@ -232,6 +238,64 @@ def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str
         "placement": _placement_lines(check["placement"], arrow),
         "probe": _probe_lines(check["utilization"], check["nvml"]),
     }
+
+
+VERDICT_TEXT = {
+    "gpu_used": "the GPU is used",
+    "gpu_available_not_used": "a GPU is available but NOT used",
+    "no_gpu": "no GPU is used",
+}
+
+PLACEMENT_HEADING = (
+    "Placement (float32 matmul of n x n matrices, n grown per device until one takes 5 ms; "
+    "median of 5 runs):"
+)
+
+
+def check_text(
+    verdict: str,
+    reasons: Sequence[str],
+    advice: Sequence[str],
+    lines: Mapping[str, Sequence[str]],
+    setup: Sequence[str],
+    repairs: Mapping[str, Sequence[Any]] | None = None,
+    bullet: str = "*",
+    arrow: str = "->",
+) -> list[str]:
+    """print(gpu_check())'s lines: the verdict in words (``VERDICT_TEXT``), then each section
+    indented under its title: the ``reasons`` and ``advice`` (R's, with what R alone knows
+    added), ``lines``' sections (``check_lines``), the ``setup`` lines (gpu_setup()'s print
+    but its first line), and the ``repairs`` (columns ``what``, ``how``, ``needs_restart``,
+    ``status``): those gpu_check(fix = TRUE) can make, or, once it was asked to, what became
+    of each."""
+
+    def section(title: str, items: Sequence[str]) -> list[str]:
+        # as R's paste0("  ", lines) wrote it: no lines is one empty one
+        return [title, *(f"  {item}" for item in items or [""])]
+
+    text = [
+        f"<gpukeras check> Verdict: {verdict} ({VERDICT_TEXT[verdict]})",
+        *section("Reasons:", [f"{bullet} {reason}" for reason in reasons or [""]]),
+        *(section("Advice:", [f"{arrow} {said}" for said in advice]) if advice else []),
+        *section("Stack:", lines.get("stack", [])),
+        *section("Devices:", lines.get("devices", [])),
+        *section("Setup (gpu_setup()):", [line.strip() for line in setup]),
+        *section(PLACEMENT_HEADING, lines.get("placement", [])),
+        *section("Training probe:", lines.get("probe", [])),
+    ]
+    columns = ("what", "how", "needs_restart", "status")
+    rows = list(zip(*(repairs.get(column) or [] for column in columns))) if repairs else []
+    if not rows:
+        return text
+    # a status is R's NA (sent as "NA") until gpu_check(fix = TRUE) made the repairs
+    if all(status in (None, "NA") for *_, status in rows):
+        can = [
+            f"  {arrow} {what} ({how}{'; then restart R' if restart else ''})"
+            for what, how, restart, _ in rows
+        ]
+        return [*text, "Repairs gpu_check(fix = TRUE) can make:", *can]
+    made = [f"  [{status}] {what} ({how})" for what, how, _, status in rows]
+    return [*text, "Repairs (gpu_check(fix = TRUE)):", *made]
 
 
 def _device_lines(check: Record, backend: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpukeras.gpu.xla_env import JAX_PREALLOCATE
 from gpukeras.tools.diagnose import Evidence
@@ -39,6 +40,26 @@ class Repair:
     action: dict[str, object] = field(default_factory=dict)
     when: str | None = None
     needs_restart: bool = True
+
+
+def how(repair: Repair, renviron: str) -> str:
+    """What ``repair`` runs or writes, in words: its pip commands as a shell shows them (a
+    word quoted only where the shell would read it otherwise: 'tensorflow[and-cuda]==2.21.0'),
+    or its lines and ``renviron``, the .Renviron R reads."""
+    action: dict[str, Any] = repair.action
+    if "set_env" in action:
+        lines = ", ".join(f"{name}={value}" for name, value in action["set_env"].items())
+        return f"{lines} in {renviron}"
+    said = []
+    if action.get("pip_uninstall"):
+        said.append(f"pip uninstall -y {' '.join(action['pip_uninstall'])}")
+    if action.get("pip_install"):
+        words = (
+            w if re.fullmatch(r"[A-Za-z0-9_./=:+-]+", w) else f"'{w}'"
+            for w in action["pip_install"]
+        )
+        said.append(f"pip install {' '.join(words)}")
+    return "; ".join(said)
 
 
 def _project(requirement: str) -> str:

@@ -22,7 +22,7 @@ import tempfile
 
 from gpukeras.core import masking
 from gpukeras.core.handles import Record
-from gpukeras.tools.check import mib_text, or_na
+from gpukeras.tools.check import VERDICT_TEXT, mib_text, or_na
 
 # The libraries whose loading decides whether a framework can use the GPU.
 CUDA_LIBRARIES = (
@@ -331,8 +331,8 @@ def report_markdown(
     check: Record, homes: list[str], users: list[str], compare: bool = True, timeout: float = 120.0
 ) -> list[str]:
     """gpu_report()'s Markdown lines, from gpu_check()'s ``check`` as R gives it
-    (``gpukeras``, ``verdict``, ``verdict_text``, ``reasons``, ``advice``, ``stack``: the
-    check's, ``nvml``: the check's NVML report with its ``devices`` as columns, and
+    (``gpukeras``, ``verdict`` (in words: ``check.VERDICT_TEXT``), ``reasons``, ``advice``,
+    ``stack``: the check's, ``nvml``: the check's NVML report with its ``devices`` as columns, and
     ``full``: the check's print) and this process's ``report_facts`` (with ``compare``); the
     ``homes`` and ``users`` R knows masked (``mask_private``)."""
     return mask_private(_markdown(check, compare, timeout), homes, users)
@@ -416,7 +416,7 @@ def _markdown(check: Record, compare: bool, timeout: float) -> list[str]:
         f"gpukeras {check['gpukeras']}, {stamp}. The home folder is shown as `~`, the user "
         "name as `<user>`.",
         "",
-        f"### Verdict: `{check['verdict']}` ({check['verdict_text']})",
+        f"### Verdict: `{check['verdict']}` ({VERDICT_TEXT[str(check['verdict'])]})",
         "",
         *markdown_items(list(check.get("reasons") or [])),
         *(["", "**Advice**", "", *markdown_items(advice)] if advice else []),

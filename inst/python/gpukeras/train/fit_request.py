@@ -191,6 +191,35 @@ def check_request(
     return FitRequest(**values)  # type: ignore[arg-type]
 
 
+def apply_tuned(
+    recommended: Mapping[str, Any] | None, tuned_kind: str, data_kind: str, given: Mapping[str, Any]
+) -> dict[str, object]:
+    """gpu_fit(tuned = ): the batch size, steps_per_execution and jit_compile a gpu_tune()
+    recommends (``recommended``, of a tune on ``tuned_kind`` data), in place of the
+    arguments ``given`` left at their defaults (BadArgumentError where one was given, or
+    where nothing is recommended). The batch size is applied only to R data tuned on R data:
+    a dataset's own batches were not the tune's choice. ``record`` is what the request
+    carries (the advice leaves these alone; a background fit's child gets it back as
+    ``tuned``), with the precision, which cannot be applied to a built model:
+    ``_check_tuned_precision`` refuses a model of another policy."""
+    if recommended is None:
+        raise BadArgumentError(
+            "`tuned` recommends nothing: no run of gpu_tune() was numerically sound."
+        )
+    defaults = {"batch_size": None, "steps_per_execution": "auto", "jit_compile": "auto"}
+    named = [f"`{name}`" for name, default in defaults.items() if given.get(name) != default]
+    if named:
+        raise BadArgumentError(f"Give `tuned` or {', '.join(named)}, not both: `tuned` sets them.")
+    applied = {
+        "batch_size": (
+            int(recommended["batch_size"]) if data_kind == "r" and tuned_kind == "r" else None
+        ),
+        "steps_per_execution": int(recommended["steps_per_execution"]),
+        "jit_compile": recommended.get("jit_compile") is True,
+    }
+    return {**applied, "record": {"precision": recommended.get("precision"), **applied}}
+
+
 def _check_tuned_precision(model: object, tuned: object) -> None:
     """Refuse a model built under another dtype policy than the one gpu_tune() recommended
     (``tuned``'s ``precision``): a built model's policy cannot be changed, and training it
