@@ -162,37 +162,31 @@ worker_wait <- function(pool, timeout) {
 # task starts another.
 worker_collect <- function(pool) {
   ended <- list()
-  for (i in seq_along(pool$busy)) {
+  for (i in which(vapply(pool$busy, worker_over, logical(1)))) {
     worker <- pool$busy[[i]]
-    if (!worker_over(worker)) next
-    # A process that ended before it took its task (while it started, loaded or waited)
-    # ran none of the fit: it goes again, once.
-    retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
-    if (!retry) {
-      # the worker's own condition (callr's error's `parent`), callr's where it has none
-      failed <- worker$outcome$error
-      error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
-      result <- if (is.null(error)) worker$outcome$result
-      ended[[length(ended) + 1L]] <- list(
-        task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
-        seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
-      )
-    }
     pool$busy[i] <- list(NULL)
+    task <- worker$task
+    # A process that ended before it took its task (while it started or waited) ran none
+    # of the fit: it goes again, once, to a fresh process (the slot has no ready worker).
+    if (worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(task$retried)) {
+      worker_end(worker)
+      task$retried <- TRUE
+      worker_submit(pool, i, task)
+      next
+    }
+    # the worker's own condition (callr's error's `parent`), callr's where it has none
+    error <- if (worker$state == "ended") worker_crash(worker) else worker$outcome$error$parent %||% worker$outcome$error
+    ended[[length(ended) + 1L]] <- list(
+      task = task, slot = i, result = if (is.null(error)) worker$outcome$result else list(error = error_data(error)),
+      condition = error, seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
+    )
     # a worker whose task returned a value, alive and idle, is ready for the slot's next task
-    if (worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
-      identical(worker$session$get_state(), "idle")) {
+    if (is.null(error) && worker$session$is_alive() && identical(worker$session$get_state(), "idle")) {
       worker$task <- worker$taken <- worker$outcome <- NULL
       worker$state <- "ready"
       pool$ready[[i]] <- worker
     } else {
       worker_end(worker)
-    }
-    if (retry) {
-      # the slot has no ready worker (it was busy): a fresh process takes the task
-      task <- worker$task
-      task$retried <- TRUE
-      worker_submit(pool, i, task)
     }
   }
   ended
@@ -226,10 +220,8 @@ many_grow <- function(pool, ended, result) {
     return(invisible())
   pool$grown[[device]] <- TRUE
   grown <- core_call("workers_grow", slots = pool$slots, slot = ended$slot - 1L, peak_mib = result$peak_mib)
-  extra <- vector("list", length(grown$slots) - length(pool$slots))
   pool$slots <- grown$slots
-  pool$busy <- c(pool$busy, extra)
-  pool$ready <- c(pool$ready, extra)
+  length(pool$busy) <- length(pool$ready) <- length(grown$slots)
   pool$plan$reason <- c(pool$plan$reason, grown$reason)
   invisible()
 }

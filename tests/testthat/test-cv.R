@@ -2,15 +2,19 @@
 # the same as separate gpu_fit() calls on the same rows with the same seeds.
 
 test_that("stratified folds keep each class's share, grouped folds keep groups whole", {
+  # each row's fold, from the folds' held-out rows
+  fold_of <- function(split) rep(seq_along(split$held_out), lengths(split$held_out))[order(unlist(split$held_out))]
   classes <- rep(c("a", "b", "c"), c(60, 30, 9))
-  fold <- label_folds(list(kind = "r", x = matrix(0, 99, 1), y = classes), 3L, 1L)
+  fold <- fold_of(fold_split(list(kind = "r", x = matrix(0, 99, 1), y = classes), 3L, 1L))
   shares <- table(fold, classes)
   # every fold has a third of each class, within one row
   expect_true(all(abs(shares - rep(c(20, 10, 3), each = 3)) <= 1))
   expect_setequal(unique(fold), 1:3)
 
   group <- rep(sprintf("patient%02d", 1:20), times = c(rep(5, 10), rep(1, 10)))
-  fold <- label_folds(list(kind = "r", x = matrix(0, 60, 1)), 4L, 2L, group)
+  split <- fold_split(list(kind = "r", x = matrix(0, 60, 1)), 4L, 2L, group)
+  expect_identical(split$kind, "grouped")
+  fold <- fold_of(split)
   # every group in one fold
   expect_true(all(tapply(fold, group, function(f) length(unique(f))) == 1))
   sizes <- as.vector(table(fold))
