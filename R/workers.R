@@ -72,8 +72,9 @@ worker_start <- function(pool, i) {
   # worker_end() removes it, and it goes with the session's otherwise.
   dir <- tempfile("gpukeras-worker-")
   dir.create(dir)
+  prepare <- list(setup = pool$setup, warm = pool$warm)
   ready <- substitute(entry(path, "worker_ready", list(prepare)), list(
-    entry = process_entry, path = getNamespaceInfo("gpukeras", "path"), prepare = list(setup = pool$setup, warm = pool$warm)
+    entry = process_entry, path = getNamespaceInfo("gpukeras", "path"), prepare = prepare
   ))
   # (it ends with the session, even a killed one: process_entry())
   list2env(list(
@@ -175,7 +176,8 @@ worker_collect <- function(pool) {
       next
     }
     # the worker's own condition (callr's error's `parent`), callr's where it has none
-    error <- if (worker$state == "ended") worker_crash(worker) else worker$outcome$error$parent %||% worker$outcome$error
+    failed <- worker$outcome$error
+    error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
     ended[[length(ended) + 1L]] <- list(
       task = task, slot = i, result = if (is.null(error)) worker$outcome$result else list(error = error_data(error)),
       condition = error, seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))

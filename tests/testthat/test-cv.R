@@ -134,7 +134,9 @@ test_that(paste(
   spare <- the$spares[[length(the$spares)]]
   expect_identical(spare$state, "starting")
   spare <- spare$session$get_pid()
-  returned <- expect_error(gpu_cv(function() Sys.getpid(), data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold")
+  returned <- expect_error(
+    gpu_cv(function() Sys.getpid(), data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold"
+  )
   expect_match(conditionMessage(returned$parent), sprintf("not `%d", spare), fixed = TRUE)
   expect_snapshot(error = TRUE, gpu_cv(function() layer, data))
   # in a list too, at any depth
