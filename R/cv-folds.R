@@ -15,37 +15,20 @@ cv_split <- function(folds, group, data, seed, call) {
       "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
     ), call = call)
   }
-  k <- as.integer(folds)
-  groups <- length(unique(group))
-  if (!is.null(group) && groups < k) {
-    abort_bad_argument(sprintf(
-      "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", groups, k, groups
-    ), call = call)
-  }
-  fold <- label_folds(data, k, seed, group)
-  held_out <- lapply(seq_len(k), function(i) which(fold == i))
-  list(
-    held_out = held_out, train = lapply(held_out, function(rows_out) setdiff(seq_len(rows), rows_out)),
-    kind = if (!is.null(group)) "grouped" else if (is_class_labels(data$y)) "stratified by the labels" else "random"
-  )
+  fold_split(data, folds, seed, group, call)
 }
 
-# Each row's fold of `k`, drawn by the core with `seed`: rows of one `group` together, else
-# stratified by class for labels that are classes, else at random.
-label_folds <- function(data, k, seed, group = NULL) {
-  y <- data$y
-  classes <- if (is.null(group) && is_class_labels(y)) as.character(if (is.matrix(y)) y[, 1] else y)
-  fold <- core_call(
+# The `k` folds of the data's rows (`train` and `held_out` rows of each, and `kind`), drawn by
+# the core with `seed`: rows of one `group` together, else stratified by class for labels
+# that are classes, else at random.
+fold_split <- function(data, k, seed, group = NULL, call = caller_env()) {
+  y <- if (is.matrix(data$y) && ncol(data$y) == 1L) data$y[, 1] else data$y
+  classes <- !is.null(y) && is.null(dim(y)) && (is.factor(y) || is.character(y) || is.logical(y) || is.integer(y))
+  core_call(
     "folds",
-    rows = training_rows(data), k = k, seed = seed, classes = classes, groups = if (!is.null(group)) as.character(group)
+    rows = training_rows(data), k = as.integer(k), seed = seed, classes = if (classes) as.character(y),
+    groups = if (!is.null(group)) as.character(group), error_call = call
   )
-  as.integer(unlist(fold))
-}
-
-# Labels that are classes: stratified folds keep their shares.
-is_class_labels <- function(y) {
-  if (is.matrix(y) && ncol(y) == 1L) y <- y[, 1]
-  !is.null(y) && is.null(dim(y)) && (is.factor(y) || is.character(y) || is.logical(y) || is.integer(y))
 }
 
 # An rsample rset: each split's analysis rows train, its assessment rows are held out.

@@ -56,9 +56,15 @@
 #' GPU alone (`CUDA_VISIBLE_DEVICES`), with memory that grows as its fit needs
 #' it; on a machine without a GPU, one worker on the CPU (`workers = 2`, two of
 #' them). [gpu_workers()] chooses the devices and how many workers share one
-#' GPU (by default as many as the memory plan fits). Each worker readies the next fit's process
-#' while its fit trains, so a fold waits for no start-up of R, Python and
-#' Keras. A model function carries the variables it uses (global ones, and
+#' GPU (by default as many as the memory plan fits). A worker loads R, Python,
+#' Keras and its backend, starts its runtime and compiles one small step as it
+#' starts, then runs one fold after another. When the call ends, its workers
+#' stay with the session as spares, and a worker slot whose worker ended (its
+#' fit failed, or it died) gets a spare started ahead in the background, one
+#' per slot at most: the next `gpu_cv()` or [gpu_search()] on the same devices
+#' and [gpu_setup()] finds a ready worker per slot, with no start-up to wait
+#' for (spares end with the session; on a GPU each holds its runtime's
+#' memory meanwhile). A model function carries the variables it uses (global ones, and
 #' those of the function it was made in, such as a loop's) and those of the
 #' functions it calls (global ones, and helpers made beside it), and the
 #' packages attached in this session are attached in the workers. They travel
@@ -202,28 +208,12 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
     result$device <- device
     result$trained <- "processes"
     outcomes[[numbers]] <<- result
-    track_record(tracked$track, ended$task$track$context$key, metrics = held_out_metrics(result$metrics), call = call)
+    held_out <- rlang::set_names(result$metrics, function(name) paste0("held_out_", name))
+    track_record(tracked$track, ended$task$track$context$key, metrics = held_out, call = call)
     many_grow(pool, ended, result)
     list()
   })
-  cv <- new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan, population$reason)
-  track_many_end(tracked, "FINISHED", metrics = cv_summary_metrics(cv$metrics), call = call)
-  cv
-}
-
-# A fold's held-out scores as metrics of its run, and their mean and sd on the parent's.
-held_out_metrics <- function(metrics) {
-  metrics <- unlist(metrics)
-  if (!length(metrics)) return(list())
-  as.list(stats::setNames(metrics, paste0("held_out_", names(metrics))))
-}
-
-cv_summary_metrics <- function(metrics) {
-  values <- metrics[setdiff(names(metrics), "fold")]
-  c(
-    stats::setNames(lapply(values, mean), paste0("held_out_", names(values), "_mean")),
-    stats::setNames(lapply(values, stats::sd), paste0("held_out_", names(values), "_sd"))
-  )
+  new_gpukeras_cv(outcomes, split, seeds, seed, carried, plan, population$reason, tracked, call)
 }
 
 # In a fold's worker, after its fit (worker_task()'s `then`): the held-out `rows` of the
@@ -267,38 +257,25 @@ cv_group <- function(group, data, call) {
   list(data = data, group = group)
 }
 
-new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why) {
-  trained <- unique(vapply(outcomes, function(outcome) outcome$trained, character(1)))
-  trained <- if (length(trained) > 1L) "population and processes" else trained
-  metrics <- do.call(rbind, lapply(
-    seq_along(outcomes),
-    function(i) data.frame(fold = i, as.data.frame(outcomes[[i]]$metrics, check.names = FALSE), check.names = FALSE)
-  ))
-  devices <- vapply(outcomes, function(outcome) outcome$device, character(1))
+# The folds' outcomes as a gpukeras_cv, made by the core (its metrics, how the folds trained,
+# the out-of-fold predictions, its print), the parent run ended with the metrics' summary.
+new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why, tracked, call) {
+  field <- function(name) lapply(outcomes, `[[`, name)
+  made <- core_call(
+    "cv_result",
+    metrics = field("metrics"), trained = field("trained"), devices = field("device"),
+    predictions = field("predictions"), held_out = split$held_out, rows = carried$rows, split = split$kind, seed = seed,
+    why = why
+  )
+  track_many_end(tracked, "FINISHED", metrics = made$summary, call = call)
+  predictions <- lapply(made$predictions, as_output, list(levels = carried$levels))
   structure(list(
-    metrics = metrics,
-    predictions = out_of_fold(outcomes, split$held_out, carried$rows, carried$levels), folds = split$held_out,
-    seeds = seeds, seed = seed, history = lapply(outcomes, function(outcome) as.data.frame(outcome$history)),
-    devices = devices,
+    metrics = as.data.frame(made$metrics, check.names = FALSE),
+    predictions = if (made$several) predictions else predictions[[1]], folds = split$held_out, seeds = seeds,
+    seed = seed, history = lapply(field("history"), as.data.frame), devices = unlist(field("device")),
     seconds = vapply(outcomes, function(outcome) as.numeric(outcome$seconds %||% NA), numeric(1)), split = split$kind,
-    workers = plan, trained = trained, trained_why = why,
-    lines = unlist(core_call(
-      "cv_lines",
-      folds = length(split$held_out), split = split$kind, seed = seed, trained = trained, why = why,
-      devices = as.list(devices), metrics = lapply(metrics[-1], as.list)
-    ))
+    workers = plan, trained = made$trained, trained_why = why, lines = unlist(made$lines)
   ), class = "gpukeras_cv")
-}
-
-# The folds' predictions in the data's row order (the mean where a row was held out more
-# than once, NA where never), each output named as predict(fit) names it.
-out_of_fold <- function(outcomes, held_out, rows, levels) {
-  first <- outcomes[[1]]$predictions
-  several <- is.list(first) && !is.array(first)
-  outputs <- lapply(outcomes, function(outcome) if (several) outcome$predictions else list(outcome$predictions))
-  gathered <- core_call("out_of_fold", predictions = outputs, held_out = held_out, rows = rows)
-  gathered <- lapply(gathered, as_output, list(levels = levels))
-  if (several) gathered else gathered[[1]]
 }
 
 #' @export

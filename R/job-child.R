@@ -94,16 +94,13 @@ job_child <- function(spec, dir, attempt) {
   )
   fit_args <- fit_args_of(spec$fit)
   if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"
-  fit <- do.call(gpu_fit, c(
-    list(
-      model = carried$model, data = child_data(spec$data),
-      validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
-      callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0,
-      strategy = if (!is.null(spec$strategy)) do.call(gpu_strategy, spec$strategy)
-    ),
-    fit_args[setdiff(names(fit_args), "learning_rate")],
-    list(learning_rate = carried$schedule %||% fit_args$learning_rate)
-  ))
+  fit_args$learning_rate <- carried$schedule %||% fit_args$learning_rate
+  fit <- do.call(gpu_fit, c(list(
+    model = carried$model, data = child_data(spec$data),
+    validation_data = if (!is.null(spec$validation)) child_data(spec$validation),
+    callbacks = c(if (spec$callbacks) carried$callbacks, list(progress)), verbose = 0,
+    strategy = if (!is.null(spec$strategy)) do.call(gpu_strategy, spec$strategy)
+  ), fit_args))
   try(track_flush(ending = TRUE), silent = TRUE) # the run sent before the child ends
   core_call("job_save_trained", model = carried$model, path = job_file(dir, "trained.weights.h5"))
   fit

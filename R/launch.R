@@ -192,15 +192,16 @@ worker_environment <- function(addresses, index) {
 
 # Ports nothing listens on now, one per worker (each worker's server binds its own).
 free_ports <- function(count, call = caller_env()) {
-  found <- integer()
-  for (port in sample(20000:60000, 200L)) {
-    socket <- tryCatch(serverSocket(port), error = function(e) NULL)
-    if (is.null(socket)) next
-    close(socket)
-    found <- c(found, port)
-    if (length(found) == count) return(found)
+  free <- Filter(function(port) {
+    tryCatch({
+      close(serverSocket(port))
+      TRUE
+    }, error = function(e) FALSE)
+  }, sample(20000:60000, 200L))
+  if (length(free) < count) {
+    gpukeras_abort("No free TCP ports found on 127.0.0.1 for the workers.", "gpukeras_error_launch", call = call)
   }
-  gpukeras_abort("No free TCP ports found on 127.0.0.1 for the workers.", "gpukeras_error_launch", call = call)
+  free[seq_len(count)]
 }
 
 # Show (or keep) each worker's lines as they come until all have ended; stop
@@ -246,7 +247,7 @@ worker_failure <- function(process) {
     error <- tryCatch({
       process$get_result()
       NULL
-    }, error = function(e) conditionMessage(if (!is.null(e$parent)) e$parent else e))
+    }, error = function(e) conditionMessage(e$parent %||% e))
     if (!is.null(error)) return(sprintf("an error: %s", trimws(error)))
   }
   if (!is.null(status) && status != 0L) return(sprintf("exit status %d", status))

@@ -9,8 +9,7 @@
 # environment, not with the arguments (a file callr writes).
 search_in_background <- function(args, storage, call = caller_env()) {
   args$background <- FALSE
-  job <- new.env(parent = emptyenv())
-  job$process <- callr::r_bg(
+  process <- callr::r_bg(
     process_entry,
     args = list(
       path = getNamespaceInfo("gpukeras", "path"), entry = "search_job_run", args = list(args[names(args) != "storage"])
@@ -18,11 +17,10 @@ search_in_background <- function(args, storage, call = caller_env()) {
     env = c(process_env(), GPUKERAS_SEARCH_STORAGE = args$storage), stdout = NULL, stderr = NULL,
     cleanup_tree = TRUE
   )
-  job$args <- args
-  job$url <- storage$url
-  job$shown <- storage$folder %||% core_call("mask_uri", uri = storage$url)
-  job$started <- Sys.time()
-  structure(job, class = c("gpukeras_search_job", "gpukeras_job"))
+  structure(list2env(list(
+    process = process, args = args, url = storage$url, started = Sys.time(),
+    shown = storage$folder %||% core_call("mask_uri", uri = storage$url)
+  ), parent = emptyenv()), class = c("gpukeras_search_job", "gpukeras_job"))
 }
 
 # In the background process: the search.
@@ -39,8 +37,8 @@ search_job_outcome <- function(job) {
 #' @export
 gpu_job_status.gpukeras_search_job <- function(job, ...) {
   if (!is.null(job$final)) return(job$final)
-  state <- if (job$process$is_alive()) "running" else if (inherits(search_job_outcome(job), "error")) "failed"
-  state <- state %||% "done"
+  alive <- job$process$is_alive()
+  state <- if (alive) "running" else if (inherits(search_job_outcome(job), "error")) "failed" else "done"
   progress <- tryCatch(core_call("search_progress", storage = job$url, study = job$args$study),
                        error = function(e) NULL)
   structure(list(

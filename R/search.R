@@ -368,11 +368,12 @@ search_validation <- function(validation_data, objective, data, seed, dir, call)
     ))
   }
   if (!startsWith(objective, "val_")) return(list(description = "none"))
-  rows <- training_rows(data)
-  held <- which(label_folds(data, 5L, seed) == 1L)
-  stratified <- if (is_class_labels(data$y)) ", stratified" else ""
-  list(rows = held, train_rows = setdiff(seq_len(rows), held),
-       description = sprintf("%d of %d rows held out (20 %%%s, seed %d)", length(held), rows, stratified, seed))
+  split <- fold_split(data, 5L, seed, call = call)
+  held <- split$held_out[[1]]
+  stratified <- if (split$kind != "random") ", stratified" else ""
+  list(rows = held, train_rows = split$train[[1]], description = sprintf(
+    "%d of %d rows held out (20 %%%s, seed %d)", length(held), training_rows(data), stratified, seed
+  ))
 }
 
 # In a trial's worker, after its fit (worker_task()'s `then`): what its pruning `callback`

@@ -4,22 +4,22 @@
 #
 # A pool has slots (tools/workers.py decides them: a device each, or several on one
 # GPU). A slot runs one fit at a time, on its worker. A worker is a callr::r_session
-# started with its slot's environment; its first call (worker_ready()) loads gpukeras,
-# Python, Keras and the core's modules, starts its runtime on its device with the
-# session's gpu_setup() and, with no task waiting, compiles one small step; each later
-# call is a task (worker_task()), whose value or error callr's read() gives back, the
-# error as the `parent` of callr's. A worker runs many tasks: after each it resets what
-# the fit left (worker_reset(): Keras' clear_session(), R's and Python's garbage, what
-# the pool's `warm` opened ahead), and each task sets its seed as it starts, so a fit in
-# a worker that ran others is the same as in a fresh one. A worker whose task failed, or
-# that died (lost, or retried once in a fresh one when it had not taken its task yet), is
-# ended, and the slot starts another. When the pool closes, its ready workers become the
-# session's spares (`the$spares`), which the next pool whose slots they fit (worker_key():
-# the same environment, device and gpu_setup()) takes instead of starting new processes;
-# they end with the session. The session drives every worker from its poll connection
-# (processx::poll() on all at once, worker_step()). The pool's folder holds the data
-# once, as .npy files the workers memory-map; each worker's temporary folder is its own,
-# in the session's.
+# started with its slot's environment, which loads itself as it starts (worker_ready() in
+# callr's load hook: gpukeras, Python, Keras and the core's modules, its runtime started on
+# its device with the session's gpu_setup(), one small step compiled); each call is then a
+# task (worker_task()), whose value or error callr's read() gives back, the error as the
+# `parent` of callr's. A worker runs many tasks: after each it resets what the fit left
+# (worker_reset(): Keras' clear_session(), R's and Python's garbage, what the pool's `warm`
+# opened ahead), and each task sets its seed as it starts, so a fit in a worker that ran
+# others is the same as in a fresh one. A worker whose task failed, or that died (lost, or
+# retried once in a fresh one when it had not taken its task yet), is ended, and the slot
+# starts another. When the pool closes, its workers become the session's spares
+# (`the$spares`), and a slot whose worker ended gets a spare started ahead: the next pool
+# whose slots they fit (worker_key(): the same environment, device and gpu_setup()) takes
+# them instead of starting new processes; they end with the session. The session drives
+# every worker from its poll connection (processx::poll() on all at once, worker_step()).
+# The pool's folder holds the data once, as .npy files the workers memory-map; each
+# worker's temporary folder is its own, in the session's.
 
 # The slots for `devices`, `workers` and `workers_per_device`, as the core plans them.
 worker_plan <- function(devices, workers, workers_per_device, call = caller_env()) {
@@ -55,7 +55,9 @@ new_worker_pool <- function(plan, dir, warm = NULL) {
 
 # A worker for slot `i`: one of the session's spares that fits the slot (worker_spare()),
 # or a fresh process, starting: a worker is an environment: its callr `session`, `state`,
-# `dir`, its `key` and, once given one, its `task`.
+# `dir`, its `key` and, once given one, its `task`. A fresh one loads itself as it starts
+# (worker_ready() in callr's load hook, with the pool's `warm`), then says it is ready
+# (callr's 201), whether or not anyone reads it yet: a spare started ahead needs no one.
 worker_start <- function(pool, i) {
   # what makes a ready worker fit a slot: its environment (the session's Python, Keras
   # backend and the slot's device) and the session's gpu_setup(), not the pool's `warm`
@@ -70,42 +72,39 @@ worker_start <- function(pool, i) {
   # worker_end() removes it, and it goes with the session's otherwise.
   dir <- tempfile("gpukeras-worker-")
   dir.create(dir)
-  env <- c(key$env, TMPDIR = dir)
+  prepare <- list(setup = pool$setup, warm = pool$warm)
+  ready <- substitute(entry(path, "worker_ready", list(prepare)), list(
+    entry = process_entry, path = getNamespaceInfo("gpukeras", "path"), prepare = prepare
+  ))
   # (it ends with the session, even a killed one: process_entry())
   list2env(list(
-    dir = dir, slot = i, key = key, state = "starting", prepare = list(setup = pool$setup, warm = pool$warm),
-    session = callr::r_session$new(callr::r_session_options(env = env), wait = FALSE)
+    dir = dir, slot = i, key = key, state = "starting",
+    session = callr::r_session$new(callr::r_session_options(env = c(key$env, TMPDIR = dir), load_hook = ready), FALSE)
   ), parent = emptyenv())
 }
 
-# A ready worker of the session's spares (those that pools left, worker_close()) whose key
-# is `key`, taken out of them; NULL if none. One that died meanwhile is ended and skipped.
+# A worker of the session's spares (those that pools left or started ahead, worker_close())
+# whose key is `key`, taken out of them; NULL if none. One that died meanwhile is ended and
+# skipped.
 worker_spare <- function(key) {
   for (worker in Filter(function(w) identical(w$key, key), the$spares)) {
     the$spares <- Filter(function(w) !identical(w, worker), the$spares)
-    if (worker$session$is_alive() && identical(worker$session$get_state(), "idle")) return(worker)
+    if (worker$session$is_alive()) return(worker)
     worker_end(worker)
   }
   NULL
 }
 
-# Read what `worker`'s session says, if it has said anything, and move it on: started, it
-# is asked to load (worker_ready(), compiling ahead unless a task already waits); loaded,
-# it is ready, and takes its task if one waits; its task's call returned, or its loading
-# failed (its error is then its task's), it is `done`; its process ended, it has `ended`.
-# The message that ended it is kept as the worker's `outcome`.
+# Read what `worker`'s session says, if it has said anything, and move it on: loaded (its
+# load hook ran), it is ready, and takes its task if one waits; its task's call returned, it
+# is `done`; its process ended, it has `ended`. The message that ended it is kept as the
+# worker's `outcome`.
 worker_step <- function(worker) {
   if (worker_over(worker)) return(invisible(worker))
   # (a connection that processx closed, its process killed, reads as its end)
   message <- tryCatch(worker$session$read(), error = function(e) if (!worker$session$is_alive()) list(code = 501))
   if (is.null(message) || message$code == 301) return(invisible(worker))
-  if (message$code < 500 && worker$state == "starting") {
-    worker$session$call(process_entry, list(
-      path = getNamespaceInfo("gpukeras", "path"), entry = "worker_ready",
-      args = list(prepare = worker$prepare, compile = is.null(worker$task))
-    ))
-    worker$state <- "loading"
-  } else if (message$code < 500 && worker$state == "loading" && is.null(message$error)) {
+  if (message$code == 201) {
     worker$state <- "ready"
     if (!is.null(worker$task)) worker_give(worker)
   } else {
@@ -164,37 +163,32 @@ worker_wait <- function(pool, timeout) {
 # task starts another.
 worker_collect <- function(pool) {
   ended <- list()
-  for (i in seq_along(pool$busy)) {
+  for (i in which(vapply(pool$busy, worker_over, logical(1)))) {
     worker <- pool$busy[[i]]
-    if (!worker_over(worker)) next
-    # A process that ended before it took its task (while it started, loaded or waited)
-    # ran none of the fit: it goes again, once.
-    retry <- worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(worker$task$retried)
-    if (!retry) {
-      # the worker's own condition (callr's error's `parent`), callr's where it has none
-      failed <- worker$outcome$error
-      error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
-      result <- if (is.null(error)) worker$outcome$result
-      ended[[length(ended) + 1L]] <- list(
-        task = worker$task, slot = i, result = result %||% list(error = error_data(error)), condition = error,
-        seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
-      )
-    }
     pool$busy[i] <- list(NULL)
+    task <- worker$task
+    # A process that ended before it took its task (while it started or waited) ran none
+    # of the fit: it goes again, once, to a fresh process (the slot has no ready worker).
+    if (worker$state == "ended" && !isTRUE(worker$taken) && !isTRUE(task$retried)) {
+      worker_end(worker)
+      task$retried <- TRUE
+      worker_submit(pool, i, task)
+      next
+    }
+    # the worker's own condition (callr's error's `parent`), callr's where it has none
+    failed <- worker$outcome$error
+    error <- if (worker$state == "ended") worker_crash(worker) else failed$parent %||% failed
+    ended[[length(ended) + 1L]] <- list(
+      task = task, slot = i, result = if (is.null(error)) worker$outcome$result else list(error = error_data(error)),
+      condition = error, seconds = as.numeric(difftime(Sys.time(), worker$started, units = "secs"))
+    )
     # a worker whose task returned a value, alive and idle, is ready for the slot's next task
-    if (worker$state == "done" && is.null(worker$outcome$error) && worker$session$is_alive() &&
-      identical(worker$session$get_state(), "idle")) {
+    if (is.null(error) && worker$session$is_alive() && identical(worker$session$get_state(), "idle")) {
       worker$task <- worker$taken <- worker$outcome <- NULL
       worker$state <- "ready"
       pool$ready[[i]] <- worker
     } else {
       worker_end(worker)
-    }
-    if (retry) {
-      # the slot has no ready worker (it was busy): a fresh process takes the task
-      task <- worker$task
-      task$retried <- TRUE
-      worker_submit(pool, i, task)
     }
   }
   ended
@@ -228,26 +222,34 @@ many_grow <- function(pool, ended, result) {
     return(invisible())
   pool$grown[[device]] <- TRUE
   grown <- core_call("workers_grow", slots = pool$slots, slot = ended$slot - 1L, peak_mib = result$peak_mib)
-  extra <- vector("list", length(grown$slots) - length(pool$slots))
   pool$slots <- grown$slots
-  pool$busy <- c(pool$busy, extra)
-  pool$ready <- c(pool$ready, extra)
+  length(pool$busy) <- length(pool$ready) <- length(grown$slots)
   pool$plan$reason <- c(pool$plan$reason, grown$reason)
   invisible()
 }
 
-# Close the pool: its ready workers (loaded, no task) go to the session's spares, for the
-# next pool whose slots they fit (worker_start()), as the session's workers; the others
-# (busy: a call that failed or was interrupted; still loading) are ended. The pool's
-# folder (the data's .npy files) is removed. Spares end with the session: callr kills its
-# sessions' processes when R exits.
+# Close the pool: its workers with no task running (ready, or still loading) go to the
+# session's spares, for the next pool whose slots they fit (worker_start()); the others
+# (busy: a call that failed or was interrupted) are ended. Each slot whose worker did not
+# stay gets a spare started ahead in its place (loading itself in the background, its
+# runtime started and one step compiled: worker_ready()), so that the next gpu_cv() or
+# gpu_search() finds a worker per slot ready, at most one per slot; not in a process the
+# session started (a background search's), which ends with its search. The pool's folder
+# (the data's .npy files) is removed. Spares end with the session: callr kills its
+# sessions' processes when R exits, and each ends with its session (process_entry()).
 worker_close <- function(pool) {
   for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
-    if (worker$state == "ready" && worker$session$is_alive()) {
+    if (worker$state %in% c("ready", "starting") && worker$session$is_alive()) {
+      worker$task <- NULL
       the$spares <- c(the$spares, worker)
     } else {
       worker_end(worker)
     }
+  }
+  if (!nzchar(Sys.getenv("GPUKERAS_SESSION_PID"))) {
+    pool$warm <- NULL # a spare serves any pool whose slots it fits
+    spares <- lapply(seq_along(pool$slots), function(i) worker_start(pool, i))
+    the$spares <- c(the$spares, spares)
   }
   pool$ready <- vector("list", length(pool$ready))
   pool$busy <- vector("list", length(pool$busy))
@@ -284,15 +286,15 @@ worker_run <- function(pool, tasks = list(), on_end, next_task = function() NULL
 
 # --- In the worker process -------------------------------------------------------------
 
-# The worker's first call: load Python, Keras (with TensorFlow where it is installed, which
-# Keras' seed imports on either backend) and the core's modules its tasks call (the core's
-# list: bridge.WORKER_VERBS), with no runtime, so that the task starts at once; open what
+# The worker's start (callr's load hook, worker_start()): load Python, Keras (with
+# TensorFlow where it is installed, which Keras' seed imports on either backend) and the
+# core's modules its tasks call (the core's list: bridge.WORKER_VERBS); open what
 # `prepare$warm` names ahead (a core verb and its arguments); apply the session's
-# gpu_setup() (`prepare$setup`, the pool's), start the runtime and, with `compile` (no task
-# waiting yet), compile one small step that takes the compiler's start off the fit's (core:
-# workers_warm; the compiled programs are the user's cache's: gpu_compile_cache()).
-# Whatever fails here is the task's error (the worker keeps it for worker_task()).
-worker_ready <- function(prepare, compile = TRUE) {
+# gpu_setup() (`prepare$setup`, the pool's), start the runtime and compile one small step
+# that takes the compiler's start off the first fit's (core: workers_warm; the compiled
+# programs are the user's cache's: gpu_compile_cache()). Whatever fails here is the task's
+# error (the worker keeps it for worker_task()).
+worker_ready <- function(prepare) {
   the$worker_prepared <- tryCatch({
     core_call("preload_keras")
     core_call("preload")
@@ -302,7 +304,7 @@ worker_ready <- function(prepare, compile = TRUE) {
     if (!is.null(setup)) do.call(gpu_setup, setup[setdiff(names(setup), "devices")])
     core_call("start")
     # Only time is lost where it fails: the fit compiles as it would have.
-    if (compile) try(core_call("workers_warm"), silent = TRUE)
+    try(core_call("workers_warm"), silent = TRUE)
     NULL
   }, error = identity)
   invisible()

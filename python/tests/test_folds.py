@@ -42,3 +42,62 @@ def test_out_of_fold_predictions_take_the_mean_of_a_row_held_out_twice() -> None
     np.testing.assert_array_equal(scores[:2], [[1.0, 0.0], [2.5, 1.0]])
     assert np.isnan(scores[2]).all()  # never held out
     np.testing.assert_array_equal(vector[:2], [[1.0], [3.0]])  # a vector as one column
+
+
+def test_split_gives_each_fold_its_rows_and_refuses_fewer_groups_than_folds() -> None:
+    import pytest
+
+    from gpukeras.core.errors import BadArgumentError
+    from gpukeras.tools.folds import split
+
+    made = split(10, 3, 1, classes=["a", "b"] * 5)
+    assert made["kind"] == "stratified by the labels"
+    assert sorted(row for fold in made["held_out"] for row in fold) == list(range(1, 11))
+    for held, train in zip(made["held_out"], made["train"]):
+        assert held == sorted(held) and sorted(held + train) == list(range(1, 11))
+    assert split(10, 3, 1, classes=["a"] * 10, groups=list("aabbccddee"))["kind"] == "grouped"
+    assert split(10, 3, 1)["kind"] == "random"
+    with pytest.raises(BadArgumentError, match="`group` has 2 groups, fewer than the 3 folds"):
+        split(4, 3, 1, groups=["x", "x", "y", "y"])
+
+
+def test_result_gathers_the_folds_metrics_summary_and_predictions() -> None:
+    import math
+
+    import numpy as np
+
+    from gpukeras.tools.folds import result
+
+    made = result(
+        metrics=[{"loss": 0.5, "accuracy": 1.0}, {"loss": 0.7, "accuracy": 0.5}],
+        trained=["population", "processes"],
+        devices=["CPU", "CPU"],
+        predictions=[np.array([[1.0], [2.0]]), np.array([[3.0]])],
+        held_out=[[1, 2], 3],
+        rows=3,
+        split="random",
+        seed=1,
+    )
+    assert made["metrics"] == {"fold": [1, 2], "loss": [0.5, 0.7], "accuracy": [1.0, 0.5]}
+    assert made["trained"] == "population and processes"
+    assert list(made["summary"]) == [
+        "held_out_loss_mean",
+        "held_out_accuracy_mean",
+        "held_out_loss_sd",
+        "held_out_accuracy_sd",
+    ]
+    assert math.isclose(made["summary"]["held_out_loss_mean"], 0.6)
+    assert not made["several"]
+    np.testing.assert_array_equal(made["predictions"][0], [[1.0], [2.0], [3.0]])
+    assert made["lines"][0] == "<gpukeras_cv> 2 folds (random), seed 1"
+    several = result(
+        [{"loss": 1.0}] * 2,
+        ["processes"] * 2,
+        ["CPU"] * 2,
+        [{"a": np.ones((1, 1)), "b": np.zeros((1, 2))}] * 2,
+        [1, 2],
+        2,
+        "random",
+        1,
+    )
+    assert several["several"] and [p.shape for p in several["predictions"]] == [(2, 1), (2, 2)]

@@ -2,15 +2,19 @@
 # the same as separate gpu_fit() calls on the same rows with the same seeds.
 
 test_that("stratified folds keep each class's share, grouped folds keep groups whole", {
+  # each row's fold, from the folds' held-out rows
+  fold_of <- function(split) rep(seq_along(split$held_out), lengths(split$held_out))[order(unlist(split$held_out))]
   classes <- rep(c("a", "b", "c"), c(60, 30, 9))
-  fold <- label_folds(list(kind = "r", x = matrix(0, 99, 1), y = classes), 3L, 1L)
+  fold <- fold_of(fold_split(list(kind = "r", x = matrix(0, 99, 1), y = classes), 3L, 1L))
   shares <- table(fold, classes)
   # every fold has a third of each class, within one row
   expect_true(all(abs(shares - rep(c(20, 10, 3), each = 3)) <= 1))
   expect_setequal(unique(fold), 1:3)
 
   group <- rep(sprintf("patient%02d", 1:20), times = c(rep(5, 10), rep(1, 10)))
-  fold <- label_folds(list(kind = "r", x = matrix(0, 60, 1)), 4L, 2L, group)
+  split <- fold_split(list(kind = "r", x = matrix(0, 60, 1)), 4L, 2L, group)
+  expect_identical(split$kind, "grouped")
+  fold <- fold_of(split)
   # every group in one fold
   expect_true(all(tapply(fold, group, function(f) length(unique(f))) == 1))
   sizes <- as.vector(table(fold))
@@ -124,6 +128,16 @@ test_that(paste(
   returned <- expect_error(gpu_cv(function() 1, data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold")
   expect_s3_class(returned$parent, "gpukeras_error_bad_model")
   expect_match(conditionMessage(returned$parent), "must return a compiled Keras model, not `1`", fixed = TRUE)
+  # its worker failed and ended: the pool left a spare started ahead in its slot, which
+  # loads itself meanwhile, and the next gpu_cv()'s fold runs there
+  withr::defer(worker_spares_end())
+  spare <- the$spares[[length(the$spares)]]
+  expect_identical(spare$state, "starting")
+  spare <- spare$session$get_pid()
+  returned <- expect_error(
+    gpu_cv(function() Sys.getpid(), data, folds = 2, epochs = 1), class = "gpukeras_error_cv_fold"
+  )
+  expect_match(conditionMessage(returned$parent), sprintf("not `%d", spare), fixed = TRUE)
   expect_snapshot(error = TRUE, gpu_cv(function() layer, data))
   # in a list too, at any depth
   settings <- list(units = 2L, made = list(optimizer = gpukeras_test_keras$optimizers$SGD()))
@@ -153,6 +167,7 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   skip_if_no_python()
   dir <- withr::local_tempdir()
   pool <- new_worker_pool(worker_plan("all", 1, 1), dir)
+  withr::defer(worker_spares_end()) # after the pool's close, which leaves a spare per slot
   withr::defer(worker_close(pool))
   workers <- list(worker_start(pool, 1L), worker_start(pool, 1L))
   deadline <- Sys.time() + 180
@@ -183,11 +198,11 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   expect_identical(workers[[1]]$state, "ended")
   expect_match(conditionMessage(worker_crash(workers[[1]])), "its worker process was killed by signal 9")
   expect_true(workers[[2]]$session$is_alive())
-  # the pool closed, its ready worker is the session's spare, which the next pool with the
-  # same slots takes (alive, loaded: no start), and the session's end ends
+  # the pool closed, its ready worker is the session's spare (the slot's: none is started
+  # ahead), which the next pool with the same slots takes (alive, loaded: no start), and the
+  # session's end ends
   worker_end(workers[[1]])
   pool$ready <- list(workers[[2]])
-  withr::defer(worker_spares_end())
   worker_close(pool)
   expect_false(dir.exists(pool$dir))
   expect_true(workers[[2]]$session$is_alive())

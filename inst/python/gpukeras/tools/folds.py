@@ -1,14 +1,20 @@
 """The folds of gpu_cv() and the rows gpu_search() holds out: each row's fold, drawn with a
 seed (R's own random numbers are left untouched), whole groups together, else stratified by
-class, else at random. An rsample resampling's folds are R's (R/cv-folds.R). And the folds'
-predictions gathered in the data's row order (gpu_cv()'s out-of-fold predictions)."""
+class, else at random. An rsample resampling's folds are R's (R/cv-folds.R). And gpu_cv()'s
+result from its folds' outcomes: the held-out metrics and their summary, the folds'
+predictions gathered in the data's row order (the out-of-fold predictions), its print."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from gpukeras.core.errors import BadArgumentError
+from gpukeras.tools.result_lines import cv_lines
 
 
 def folds(
@@ -46,6 +52,77 @@ def folds(
             dealt += len(members)
         return [int(f) for f in fold]
     return [int(f) for f in rng.permutation(np.arange(int(rows)) % k + 1)]
+
+
+def split(
+    rows: int,
+    k: int,
+    seed: int,
+    classes: Sequence[str] | str | None = None,
+    groups: Sequence[str] | str | None = None,
+) -> dict[str, Any]:
+    """The ``k`` folds of ``rows`` rows as ``folds`` draws them: ``held_out`` and ``train``,
+    each fold's rows (1-based, as R numbers them, in order), and ``kind``, how they were made
+    ("grouped", "stratified by the labels" or "random"). Fewer ``groups`` than folds is a
+    BadArgumentError."""
+    k = int(k)
+    if groups is not None:
+        count = len(set(np.atleast_1d(np.asarray(groups, dtype=str)).tolist()))
+        if count < k:
+            raise BadArgumentError(
+                f"`group` has {count} groups, fewer than the {k} folds: give folds = {count} "
+                "or fewer."
+            )
+    fold = np.asarray(folds(rows, k, seed, classes, groups))
+    number = np.arange(1, int(rows) + 1)
+    return {
+        "held_out": [number[fold == f].tolist() for f in range(1, k + 1)],
+        "train": [number[fold != f].tolist() for f in range(1, k + 1)],
+        "kind": "grouped"
+        if groups is not None
+        else "stratified by the labels"
+        if classes is not None
+        else "random",
+    }
+
+
+def result(
+    metrics: Sequence[Mapping[str, float]],
+    trained: Sequence[str],
+    devices: Sequence[str],
+    predictions: Sequence[Any],
+    held_out: Sequence[Any],
+    rows: int,
+    split: str,
+    seed: int,
+    why: str | None = None,
+) -> dict[str, Any]:
+    """gpu_cv()'s result from each fold's outcome: its held-out ``metrics``, how it
+    ``trained`` ("population" or "processes"), its device and its ``predictions`` (an array,
+    or a list or dict of them, one per output). Returns ``metrics`` (the columns of a row per
+    fold, ``fold`` first), ``trained`` (one way, or "population and processes"),
+    ``predictions`` and ``several`` (out_of_fold's, one array per output, and whether the
+    model has several), ``summary`` (each metric's mean, then each one's sd, over the folds,
+    as the parent run's ``held_out_<metric>_mean`` and ``_sd``) and print()'s ``lines``."""
+    ways = set(trained)
+    way = ways.pop() if len(ways) == 1 else "population and processes"
+    columns = {name: [float(fold[name]) for fold in metrics] for name in metrics[0]}
+    summary = {f"held_out_{name}_mean": statistics.mean(v) for name, v in columns.items()}
+    for name, values in columns.items():
+        summary[f"held_out_{name}_sd"] = statistics.stdev(values) if len(values) > 1 else math.nan
+    several = isinstance(predictions[0], (list, tuple, dict))
+    outputs = [
+        list(p.values()) if isinstance(p, dict) else list(p) if several else [p]
+        for p in predictions
+    ]
+    return {
+        "metrics": {"fold": list(range(1, len(metrics) + 1)), **columns},
+        "trained": way,
+        "predictions": out_of_fold(outputs, held_out, rows),
+        "several": several,
+        "summary": summary,
+        "lines": cv_lines(len(held_out), split, seed, way, why, list(devices), columns),
+    }
 
 
 def out_of_fold(

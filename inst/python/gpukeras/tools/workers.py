@@ -159,7 +159,8 @@ def grow(
 
 def warm() -> dict[str, Any]:
     """Start this worker's backend on its device and compile one small training step (a
-    dense layer's loss, its gradient and the update) while the worker waits for its task:
+    dense layer's loss, its gradient and the update) as the worker starts, before its first
+    task (a spare started ahead has done it when a call finds it):
     ``backend`` and ``seconds``, or ``compiled`` False where it only started the runtime.
 
     Call it after the session's gpu_setup() (the runtime starts here, with its settings).
