@@ -246,3 +246,34 @@ def test_a_tracked_fit_records_the_preset_and_the_lora_rank(lm_preset: str, pres
     assert tracked_runs.fit_params(full, {}, {})["lora_rank"] == "none"
     plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
     assert not {"preset", "lora_rank"} & set(tracked_runs.fit_params(plain, {}, {}))
+
+
+@pytest.mark.parametrize("lora", ["keep", "merge"])
+def test_a_lora_fine_tune_saved_with_its_adapters_kept_or_merged_predicts_the_same(
+    preset: str, tmp_path: Path, lora: str
+) -> None:
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    texts = pretrained.text_dataset(["good movie", "sad movie", "the movie was fine"])["dataset"]
+    expected = scoring.predict(model, texts)
+    path = str(tmp_path / "lora.keras")
+    scoring.save_model(model, path, made["encoding"], lora=lora)
+    loaded = scoring.load_model(path)
+    again = loaded["model"]
+    np.testing.assert_allclose(scoring.predict(again, texts), expected, atol=1e-5)
+    adapters = [w for w in again.trainable_weights if "lora" in w.path]
+    params = tracked_runs.fit_params(again, {}, {})
+    assert params["preset"] == str(Path(preset).resolve())
+    assert again.optimizer.learning_rate.numpy() == pytest.approx(1e-2)
+    if lora == "keep":  # the same adapters, trainable alone with the head
+        assert pretrained._count(again.trainable_weights) == pretrained._count(
+            model.trainable_weights
+        )
+        assert len(adapters) == 8 and params["lora_rank"] == "2"
+        assert loaded["preset"].endswith("; LoRA rank 2 (adapters trainable)")
+    else:  # the kernels with the adapters added, LoRA gone
+        assert not [w for w in again.weights if "lora" in w.path]
+        assert params["lora_rank"] == "none"
+        assert loaded["preset"].endswith("; LoRA rank 2 merged into the weights")
