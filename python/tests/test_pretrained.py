@@ -277,3 +277,76 @@ def test_a_lora_fine_tune_saved_with_its_adapters_kept_or_merged_predicts_the_sa
         assert not [w for w in again.weights if "lora" in w.path]
         assert params["lora_rank"] == "none"
         assert loaded["preset"].endswith("; LoRA rank 2 merged into the weights")
+
+
+def test_check_preset_reads_a_presets_config_and_metadata_and_says_why_a_folder_is_none(
+    preset: str, tmp_path: Path
+) -> None:
+    from gpukeras.tools import check
+
+    row = pretrained.check_preset(preset)
+    assert row == {
+        "preset": str(Path(preset).resolve()),
+        "loads": True,
+        "backbone": "BertBackbone",
+        "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
+        "parameters": 5168,
+        "problem": None,
+    }
+    assert check.preset_lines(row)[0].endswith(": loads (BertBackbone, 5,168 parameters)")
+    none = pretrained.check_preset(str(tmp_path))
+    assert not none["loads"] and "is not a KerasHub preset folder" in none["problem"]
+    assert check.preset_lines(none) == [f"{tmp_path}: does NOT load", f"  {none['problem']}"]
+    # metadata.json alone: KerasHub's loader finds no config.json
+    (tmp_path / "metadata.json").write_text("{}")
+    config = pretrained.check_preset(str(tmp_path))["problem"]
+    assert "does not load as a KerasHub preset: Preset" in config
+    assert config.endswith("Give a folder save_to_preset() wrote, or a preset name such as "
+                           "'bert_tiny_en_uncased'.")
+
+
+def test_a_check_without_a_preset_does_not_import_keras_hub() -> None:
+    run = run_core(
+        "check",
+        {"probe_training": False, "matmul_size": 64},
+        after="readback['hub'] = 'keras_hub' in sys.modules\nresult = {'ok': result['ok']}",
+    )
+    assert run.result == {"ok": True}
+    assert run.readback["hub"] is False
+
+
+def test_a_served_text_classifier_takes_texts_and_answers_predicts_probabilities(
+    preset: str,
+) -> None:
+    import json
+
+    from gpukeras.serve import service
+
+    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    served = service.service(model, made["encoding"], {"batch_size": 2})
+    headers = {"host": "127.0.0.1:8000", "content-type": "application/json"}
+
+    def ask(body: str, query: str = "") -> tuple[int, dict]:
+        answer = service.answer(served, "POST", "/predict", query, headers, body.encode())
+        return answer["status"], json.loads(answer["body"])
+
+    texts = ["good movie", "sad movie", "the movie was fine"]
+    expected = scoring.predict(model, pretrained.text_dataset(texts)["dataset"])
+    status, answer = ask(json.dumps(texts))
+    assert status == 200
+    got = [[row["neg"], row["pos"]] for row in answer["predictions"]]
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert ask(json.dumps(texts), "type=class")[1]["predictions"] == [
+        ["neg", "pos"][i] for i in np.argmax(expected, axis=1)
+    ]
+    assert ask('"good movie"')[1]["predictions"][0]["pos"] == pytest.approx(expected[0, 1])
+    status, refused = ask('["good movie", null]')
+    assert (status, refused["error"]) == (400, "missing_value")
+    status, refused = ask('[{"x": "good movie"}]')
+    assert (status, refused["error"]) == (400, "bad_body")
+    assert refused["message"].startswith("This model takes texts: send them as a JSON array")
+    meta = json.loads(service.answer(served, "GET", "/metadata", "", headers, b"")["body"])
+    assert meta["input"] == {"form": "texts"}
+    assert meta["classes"] == ["neg", "pos"]

@@ -13,6 +13,7 @@ from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
 from gpukeras.gpu import devices, gpu_processes, nvml, placement, setup, xla_env
 from gpukeras.tools import diagnose, probe, repair
+from gpukeras.train import pretrained
 
 NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
 
@@ -29,6 +30,7 @@ def run_check(
     requirements: Sequence[str] = (),
     caller: Mapping[str, str | None] | None = None,
     symbols: Mapping[str, str] | None = None,
+    preset: str | None = None,
 ) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
@@ -43,13 +45,17 @@ def run_check(
         caller: what only the caller knows, first in the stack: ``r``, ``reticulate``
             (their versions) and ``python_chosen_by`` (why this Python).
         symbols: the ``bullet`` and ``arrow`` the caller's console shows.
+        preset: a KerasHub preset (a name or a folder) to check that it loads
+            (``pretrained.check_preset``: KerasHub is imported for it alone); None checks none.
 
     Returns:
         A dict with stack (with its builds in words, see ``builds``), nvml, devices,
         setup (the settings in force, see ``setup.current_settings``), placement,
         utilization (None without a probe), verdict, reasons, advice, repairs
         (``repair.plan``: what gpu_check(fix = TRUE) can change), timings (seconds per
-        phase) and lines (``check_lines``: the evidence in words).
+        phase), preset (``pretrained.check_preset``'s row; None without ``preset``; one that
+        does not load adds its repair to the advice) and lines (``check_lines``: the evidence
+        in words).
     """
     if not probe_seconds > 0 or not matmul_size >= 1:
         raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
@@ -129,6 +135,11 @@ def run_check(
         jax_preallocate=os.environ.get(xla_env.JAX_PREALLOCATE),
     )
     verdict = diagnose.diagnose(evidence)
+    preset_row = None
+    if preset is not None:
+        elapsed = _stopwatch()
+        preset_row = pretrained.check_preset(preset)
+        timings["preset"] = elapsed()
     software["nvidia_driver"] = report.driver_version
     software["cuda_driver_version"] = report.cuda_driver_version
     software = {**(caller or {}), **software, **builds(software)}
@@ -159,9 +170,12 @@ def run_check(
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),
+        "preset": preset_row,
         "repairs": [dataclasses.asdict(r) for r in repair.plan(evidence, list(requirements))],
         "timings": timings,
     }
+    if preset_row is not None and not preset_row["loads"]:
+        found["advice"] = [*found["advice"], preset_row["problem"]]
     return {**found, "lines": check_lines(found, **(symbols or {}))}
 
 
@@ -207,7 +221,8 @@ def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str
     Python and why, the driver), ``devices`` (those in use, then the GPUs the driver shows
     that the backend does not use, and why), ``placement`` (each matmul and the speed-up)
     and ``probe`` (the training probe, the whole GPU's use, and this process's own apart
-    from others'). ``bullet`` and ``arrow``: the symbols the console shows."""
+    from others'), and ``preset`` where one was checked (``preset_lines``). ``bullet`` and
+    ``arrow``: the symbols the console shows."""
     s = check["stack"]
     backend = s["keras_backend"]
     driver = (
@@ -231,7 +246,21 @@ def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str
         "devices": _device_lines(check, or_na(backend, "the backend")),
         "placement": _placement_lines(check["placement"], arrow),
         "probe": _probe_lines(check["utilization"], check["nvml"]),
+        **({"preset": preset_lines(check["preset"])} if check.get("preset") else {}),
     }
+
+
+def preset_lines(row: Record) -> list[str]:
+    """A ``pretrained.check_preset`` row in words: the preset, and what loads or why not."""
+    if not row["loads"]:
+        return [f"{row['preset']}: does NOT load", f"  {row['problem']}"]
+    count = row["parameters"]
+    return [
+        f"{row['preset']}: loads ({row['backbone']}"
+        + ("" if count is None else f", {count:,} parameters")
+        + ")",
+        f"  tasks: {', '.join(row['tasks']) or 'none listed'}",
+    ]
 
 
 def _device_lines(check: Record, backend: str) -> list[str]:

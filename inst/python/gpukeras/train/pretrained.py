@@ -97,6 +97,42 @@ def _preset_path(preset: str) -> str:
     return folder
 
 
+def check_preset(preset: str) -> Record:
+    """gpu_check(preset = )'s row: whether ``preset`` (a name, a URL or a folder) loads, as
+    KerasHub's own preset loader reads its config and metadata (no weights read, no model
+    built).
+
+    Returns:
+        ``preset`` (as KerasHub is given it: a folder's absolute path), ``loads``,
+        ``backbone`` (its class), ``tasks`` (KerasHub's tasks for it, as its metadata lists
+        them), ``parameters`` (the backbone's count, from its metadata; None where not
+        recorded) and ``problem`` (why it does not load, with the repair; None when it does).
+    """
+    row: Record = {"preset": preset, "loads": False, "backbone": None, "tasks": []}
+    row.update(parameters=None, problem=None)
+    try:
+        keras_hub()
+        row["preset"] = _preset_path(preset)
+        row["backbone"], metadata = compat.keras_hub_preset(row["preset"])
+    except GpukerasError as error:
+        return {**row, "problem": str(error)}
+    except (ValueError, OSError, KeyError) as error:
+        return {
+            **row,
+            "problem": f"'{row['preset']}' does not load as a KerasHub preset: "
+            f"{str(error).rstrip('.')}. Give a "
+            "folder save_to_preset() wrote, or a preset name such as 'bert_tiny_en_uncased'.",
+        }
+    count = metadata.get("parameter_count")
+    tasks = metadata.get("tasks")
+    return {
+        **row,
+        "loads": True,
+        "tasks": [str(task) for task in tasks] if isinstance(tasks, list) else [],
+        "parameters": count if isinstance(count, int) else None,
+    }
+
+
 def text_classifier(
     preset: str,
     num_classes: int,
