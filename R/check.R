@@ -168,7 +168,7 @@ new_gpukeras_check <- function(result) {
     )))), devices = rows_to_df(result$devices, device_columns),
     setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
     timings = unlist(result$timings), repairs = repairs_df(result$repairs),
-    preset = if (!is.null(result$preset)) modifyList(result$preset, list(tasks = as.character(unlist(result$preset$tasks)))),
+    preset = result$preset,
     lines = lapply(result$lines, function(lines) as.character(unlist(lines)))
   ), class = "gpukeras_check")
 }

@@ -301,8 +301,9 @@ def test_check_preset_reads_a_presets_config_and_metadata_and_says_why_a_folder_
     (tmp_path / "metadata.json").write_text("{}")
     config = pretrained.check_preset(str(tmp_path))["problem"]
     assert "does not load as a KerasHub preset: Preset" in config
-    assert config.endswith("Give a folder save_to_preset() wrote, or a preset name such as "
-                           "'bert_tiny_en_uncased'.")
+    assert config.endswith(
+        "Give a folder save_to_preset() wrote, or a preset name such as 'bert_tiny_en_uncased'."
+    )
 
 
 def test_a_check_without_a_preset_does_not_import_keras_hub() -> None:
@@ -350,3 +351,28 @@ def test_a_served_text_classifier_takes_texts_and_answers_predicts_probabilities
     meta = json.loads(service.answer(served, "GET", "/metadata", "", headers, b"")["body"])
     assert meta["input"] == {"form": "texts"}
     assert meta["classes"] == ["neg", "pos"]
+
+
+def test_a_background_jobs_child_gets_the_model_with_its_preset_and_lora(
+    lm_preset: str, tmp_path: Path
+) -> None:
+    from gpukeras.train import job
+
+    model = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-3)["model"]
+    job.carry_model(model, str(tmp_path))
+    run = run_core(
+        "job_load_carried",
+        {"job_dir": str(tmp_path), "sys_path": []},
+        after=(
+            "from gpukeras.train import pretrained\n"
+            "model = result['value']['model']\n"
+            "readback['params'] = pretrained.preset_params(model)\n"
+            "readback['trainable'] = pretrained._count(model.trainable_weights)\n"
+            "readback['rate'] = float(model.optimizer.learning_rate.numpy())\n"
+            "result = {'ok': result['ok']}"
+        ),
+    )
+    assert run.result == {"ok": True}
+    assert run.readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
+    assert run.readback["trainable"] == pretrained._count(model.trainable_weights)
+    assert run.readback["rate"] == pytest.approx(1e-3)

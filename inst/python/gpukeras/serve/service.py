@@ -346,9 +346,9 @@ def predictions_json(
 
 def metadata(served: Service) -> Record:
     """What GET /metadata answers: the input (its form; its columns with their types and
-    levels, the shape of a row of numbers, taken as float32, or "texts": an array of strings; for an image model how its
-    images were read, size, color mode and rescale, and the pixel range it takes), the
-    outputs, the rules, the limits, the versions."""
+    levels, the shape of a row of numbers, taken as float32, or "texts": an array of
+    strings; for an image model how its images were read, size, color mode and rescale, and
+    the pixel range it takes), the outputs, the rules, the limits, the versions."""
     part = served.part
     names = columns_of(part)
     if part["type"] == "data.frame":
