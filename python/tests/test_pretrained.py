@@ -376,3 +376,26 @@ def test_a_background_jobs_child_gets_the_model_with_its_preset_and_lora(
     assert run.readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
     assert run.readback["trainable"] == pretrained._count(model.trainable_weights)
     assert run.readback["rate"] == pytest.approx(1e-3)
+
+
+def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adapters(
+    preset: str,
+) -> None:
+    import shutil
+
+    from gpukeras.track import model_copy
+
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=1, verbose=0)
+    texts = pretrained.text_dataset(["good movie", "sad movie"])["dataset"]
+    folder = model_copy.ModelCopy(model).folder(made["encoding"])
+    try:
+        loaded = scoring.load_model(str(Path(folder, "model", "model.keras")))
+    finally:
+        shutil.rmtree(folder)
+    np.testing.assert_allclose(
+        scoring.predict(loaded["model"], texts), scoring.predict(model, texts), atol=1e-5
+    )
+    assert tracked_runs.fit_params(loaded["model"], {}, {})["lora_rank"] == "2"

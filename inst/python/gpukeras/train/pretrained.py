@@ -248,6 +248,28 @@ def preset_params(model: Any) -> dict[str, object]:
     return {"preset": loaded["preset"], "lora_rank": "none" if rank is None else rank}
 
 
+def preset_record(model: Any) -> dict[str, Any] | None:
+    """What ``model`` was loaded from when it was loaded here (its preset and LoRA) and its
+    preprocessor (which does not train), for ``restore_preset`` on a copy of it; None for
+    another model."""
+    loaded = _PRESETS.get(model)
+    return None if loaded is None else {**loaded, "preprocessor": model.preprocessor}
+
+
+def restore_preset(model: Any, record: dict[str, Any] | None) -> None:
+    """Make ``model``, rebuilt from the config of one loaded here (KerasHub's has neither
+    LoRA nor its tokenizer's vocabulary), that model again before its values are assigned:
+    LoRA enabled at its rank (the same variables, in the same order), the preprocessor
+    ``record`` holds, and its preset remembered. Nothing for ``record`` None."""
+    if record is None:
+        return
+    loaded = {key: value for key, value in record.items() if key != "preprocessor"}
+    model.preprocessor = record["preprocessor"]
+    if loaded["lora_rank"] is not None:
+        model.backbone.enable_lora(rank=loaded["lora_rank"])
+    _PRESETS[model] = loaded
+
+
 def preset_line(model: Any) -> str | None:
     """What ``model`` was loaded from, in words, when ``text_classifier`` or ``causal_lm``
     loaded it (or ``load_model`` what it saved): its preset and LoRA; None for another model."""
