@@ -29,6 +29,12 @@
 #'   nothing and lists them in `repairs`.
 #' @param probe_seconds Length of the probe's steady-state training, in
 #'   seconds (at most 600: a few seconds tell all there is to tell).
+#' @param preset `NULL` (default), or a KerasHub preset (a name or a folder, as
+#'   [gpu_text_classifier()] takes) to check that it loads: KerasHub's own
+#'   preset loader reads its config and metadata (no weights), and `preset`
+#'   in the result says its backbone class, tasks and parameter count, or why it
+#'   does not load (then also in `advice`, with the repair). KerasHub is
+#'   imported for this alone. For [gpu_report()], give it such a check.
 #' @param ... Not used: an argument gpu_check() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_check`: a list with `verdict`,
@@ -50,7 +56,9 @@
 #'   phase), `repairs` (a data.frame: `id`, `what` it changes, `how`: the pip
 #'   command or the line and file, `needs_restart`, and `status`: `"done"`,
 #'   `"declined"`, `"failed"`, `NA` without `fix`), and `lines`: the evidence
-#'   in words, as `print()` shows it (`stack`, `devices`, `placement`, `probe`).
+#'   in words, as `print()` shows it (`stack`, `devices`, `placement`, `probe`,
+#'   `preset`); `preset`: `NULL`, or the preset checked (`preset`, `loads`,
+#'   `backbone`, `tasks`, `parameters`, `problem`).
 #'
 #' @section Repairs:
 #' `gpu_check(fix = TRUE)` acts on what it found, and says what it changed
@@ -104,11 +112,12 @@
 #'   check
 #'   check$verdict
 #' }
-gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
+gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, preset = NULL, ...) {
   check_unknown_args("gpu_check")
   check_flag(probe)
   check_positive_number(probe_seconds)
   check_flag(fix)
+  if (!is.null(preset)) check_string(preset)
   if (probe_seconds > 600) {
     abort_bad_argument(
       sprintf(
@@ -123,7 +132,7 @@ gpu_check <- function(probe = TRUE, probe_seconds = 3, fix = FALSE, ...) {
       # install_gpukeras()'s pins for a GPU machine: a repair installs the pin of the package it
       # needs (the GPU build of TensorFlow only exists on Linux)
       requirements = as.list(gpukeras_requirements(gpu = TRUE, os = "Linux")),
-      symbols = list(bullet = bullet(), arrow = arrow()), renviron = renviron_path(),
+      symbols = list(bullet = bullet(), arrow = arrow()), renviron = renviron_path(), preset = preset,
       caller = list(
         r = paste(R.version$major, R.version$minor, sep = "."),
         reticulate = as.character(utils::packageVersion("reticulate")), python_chosen_by = the$python_chosen_by
@@ -159,6 +168,7 @@ new_gpukeras_check <- function(result) {
     )))), devices = rows_to_df(result$devices, device_columns),
     setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
     timings = unlist(result$timings), repairs = repairs_df(result$repairs),
+    preset = result$preset,
     lines = lapply(result$lines, function(lines) as.character(unlist(lines)))
   ), class = "gpukeras_check")
 }

@@ -18,11 +18,18 @@
 #'   tracked run's model ([gpu_track()]): `"runs:/<run id>"`, or a row of
 #'   [gpu_runs()].
 #' @param overwrite Replace existing files.
+#' @param lora For a LoRA fine-tune of a KerasHub preset ([gpu_text_classifier()]'s
+#'   `lora_rank`): `"keep"` (default) saves the adapters apart from the frozen
+#'   weights, and `gpu_load()` gives the model with LoRA at the same rank, only
+#'   the adapters (and head) trainable; `"merge"` adds the adapters into the
+#'   weights, and the model loads without LoRA. Both predict the same. Either way
+#'   the file keeps the preset's name, the rank and the optimizer.
 #' @param ... Not used: an argument these functions do not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return `gpu_save()`: the paths written (`model`, `encoding`), invisibly.
 #'   `gpu_load()`: a `gpukeras_model`, a list with `model` (the Keras model),
-#'   `encoding` (`NULL` when there was no JSON file beside it) and `path`,
+#'   `encoding` (`NULL` when there was no JSON file beside it), `path` and
+#'   `preset` (a KerasHub preset's model: its preset and LoRA, which `print()` shows),
 #'   which [predict()], [evaluate()], `gpu_dataset(like = )` and `gpu_save()` take.
 #' @export
 #' @examples
@@ -40,11 +47,12 @@
 #'   print(saved)
 #'   print(predict(saved, iris[c(1, 51, 101), ], type = "class"))
 #' }
-gpu_save <- function(object, path, overwrite = FALSE, ...) {
+gpu_save <- function(object, path, overwrite = FALSE, lora = c("keep", "merge"), ...) {
   check_unknown_args("gpu_save")
   call <- current_env()
   check_string(path, call = call)
   check_flag(overwrite, call = call)
+  lora <- check_choice(lora[[1]], c("keep", "merge"), "lora", call = call)
   if (!grepl("[.]keras$", path)) {
     abort_bad_argument(c(
       sprintf("`path` must end in .keras, not '%s'.", path),
@@ -66,7 +74,7 @@ gpu_save <- function(object, path, overwrite = FALSE, ...) {
   written <- core_call(
     "save_model",
     model = model, path = destination_path(path),
-    encoding = encoding, overwrite = overwrite,
+    encoding = encoding, overwrite = overwrite, lora = lora,
     error_call = call
   )
   invisible(written)
@@ -84,7 +92,8 @@ gpu_load <- function(path, ...) {
   path <- normalizePath(path.expand(path), mustWork = FALSE)
   loaded <- core_call("load_model", path = path, error_call = call)
   structure(list(
-    model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path
+    model = loaded$model, encoding = if (!is.null(loaded$encoding)) encoding_from_plain(loaded$encoding), path = path,
+    preset = loaded$preset
   ), class = "gpukeras_model")
 }
 
@@ -105,7 +114,7 @@ load_run_model <- function(run, call) {
 #' @export
 format.gpukeras_model <- function(x, ...) {
   c(
-    sprintf("<gpukeras_model> %s", x$path),
+    sprintf("<gpukeras_model> %s", x$path), if (!is.null(x$preset)) paste0("  ", x$preset),
     if (is.null(x$encoding)) "  no encoding saved beside it: new data is taken as numbers" else format(x$encoding)[-1]
   )
 }

@@ -27,7 +27,11 @@
 #'     name). Every training column is needed (by name; others are ignored):
 #'     numbers for numeric columns, `true`/`false` (or numbers) for logical
 #'     ones, strings (or numbers) for factor and character ones, whose values
-#'     must be training levels. `null` is NA. The query `?type=class` asks for
+#'     must be training levels. `null` is NA. A text classifier of a KerasHub
+#'     preset ([gpu_text_classifier()]) takes the texts as an array of strings,
+#'     `["a great movie", "an awful one"]` (`/metadata`'s input form
+#'     `"texts"`), at most 1 KiB a text by default in `max_bytes`, and answers
+#'     each class's probability as `predict()` does. The query `?type=class` asks for
 #'     classes instead of the model's outputs (see [predict()]'s `type`).
 #'     The answer: see "Answers".}
 #'   \item{`GET /metadata`}{The inputs (each column with its type, and levels

@@ -246,3 +246,156 @@ def test_a_tracked_fit_records_the_preset_and_the_lora_rank(lm_preset: str, pres
     assert tracked_runs.fit_params(full, {}, {})["lora_rank"] == "none"
     plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
     assert not {"preset", "lora_rank"} & set(tracked_runs.fit_params(plain, {}, {}))
+
+
+@pytest.mark.parametrize("lora", ["keep", "merge"])
+def test_a_lora_fine_tune_saved_with_its_adapters_kept_or_merged_predicts_the_same(
+    preset: str, tmp_path: Path, lora: str
+) -> None:
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    texts = pretrained.text_dataset(["good movie", "sad movie", "the movie was fine"])["dataset"]
+    expected = scoring.predict(model, texts)
+    path = str(tmp_path / "lora.keras")
+    scoring.save_model(model, path, made["encoding"], lora=lora)
+    loaded = scoring.load_model(path)
+    again = loaded["model"]
+    np.testing.assert_allclose(scoring.predict(again, texts), expected, atol=1e-5)
+    adapters = [w for w in again.trainable_weights if "lora" in w.path]
+    params = tracked_runs.fit_params(again, {}, {})
+    assert params["preset"] == str(Path(preset).resolve())
+    assert again.optimizer.learning_rate.numpy() == pytest.approx(1e-2)
+    if lora == "keep":  # the same adapters, trainable alone with the head
+        assert pretrained._count(again.trainable_weights) == pretrained._count(
+            model.trainable_weights
+        )
+        assert len(adapters) == 8 and params["lora_rank"] == "2"
+        assert loaded["preset"].endswith("; LoRA rank 2 (adapters trainable)")
+    else:  # the kernels with the adapters added, LoRA gone
+        assert not [w for w in again.weights if "lora" in w.path]
+        assert params["lora_rank"] == "none"
+        assert loaded["preset"].endswith("; LoRA rank 2 merged into the weights")
+
+
+def test_check_preset_reads_a_presets_config_and_metadata_and_says_why_a_folder_is_none(
+    preset: str, tmp_path: Path
+) -> None:
+    from gpukeras.tools import check
+
+    row = pretrained.check_preset(preset)
+    assert row == {
+        "preset": str(Path(preset).resolve()),
+        "loads": True,
+        "backbone": "BertBackbone",
+        "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
+        "parameters": 5168,
+        "problem": None,
+    }
+    assert check.preset_lines(row)[0].endswith(": loads (BertBackbone, 5,168 parameters)")
+    none = pretrained.check_preset(str(tmp_path))
+    assert not none["loads"] and "is not a KerasHub preset folder" in none["problem"]
+    assert check.preset_lines(none) == [f"{tmp_path}: does NOT load", f"  {none['problem']}"]
+    # metadata.json alone: KerasHub's loader finds no config.json
+    (tmp_path / "metadata.json").write_text("{}")
+    config = pretrained.check_preset(str(tmp_path))["problem"]
+    assert "does not load as a KerasHub preset: Preset" in config
+    assert config.endswith(
+        "Give a folder save_to_preset() wrote, or a preset name such as 'bert_tiny_en_uncased'."
+    )
+
+
+def test_a_check_without_a_preset_does_not_import_keras_hub() -> None:
+    run = run_core(
+        "check",
+        {"probe_training": False, "matmul_size": 64},
+        after="readback['hub'] = 'keras_hub' in sys.modules\nresult = {'ok': result['ok']}",
+    )
+    assert run.result == {"ok": True}
+    assert run.readback["hub"] is False
+
+
+def test_a_served_text_classifier_takes_texts_and_answers_predicts_probabilities(
+    preset: str,
+) -> None:
+    import json
+
+    from gpukeras.serve import service
+
+    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    served = service.service(model, made["encoding"], {"batch_size": 2})
+    headers = {"host": "127.0.0.1:8000", "content-type": "application/json"}
+
+    def ask(body: str, query: str = "") -> tuple[int, dict]:
+        answer = service.answer(served, "POST", "/predict", query, headers, body.encode())
+        return answer["status"], json.loads(answer["body"])
+
+    texts = ["good movie", "sad movie", "the movie was fine"]
+    expected = scoring.predict(model, pretrained.text_dataset(texts)["dataset"])
+    status, answer = ask(json.dumps(texts))
+    assert status == 200
+    got = [[row["neg"], row["pos"]] for row in answer["predictions"]]
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert ask(json.dumps(texts), "type=class")[1]["predictions"] == [
+        ["neg", "pos"][i] for i in np.argmax(expected, axis=1)
+    ]
+    assert ask('"good movie"')[1]["predictions"][0]["pos"] == pytest.approx(expected[0, 1])
+    status, refused = ask('["good movie", null]')
+    assert (status, refused["error"]) == (400, "missing_value")
+    status, refused = ask('[{"x": "good movie"}]')
+    assert (status, refused["error"]) == (400, "bad_body")
+    assert refused["message"].startswith("This model takes texts: send them as a JSON array")
+    meta = json.loads(service.answer(served, "GET", "/metadata", "", headers, b"")["body"])
+    assert meta["input"] == {"form": "texts"}
+    assert meta["classes"] == ["neg", "pos"]
+
+
+def test_a_background_jobs_child_gets_the_model_with_its_preset_and_lora(
+    lm_preset: str, tmp_path: Path
+) -> None:
+    from gpukeras.train import job
+
+    model = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-3)["model"]
+    job.carry_model(model, str(tmp_path))
+    run = run_core(
+        "job_load_carried",
+        {"job_dir": str(tmp_path), "sys_path": []},
+        after=(
+            "from gpukeras.train import pretrained\n"
+            "model = result['value']['model']\n"
+            "readback['params'] = pretrained.preset_params(model)\n"
+            "readback['trainable'] = pretrained._count(model.trainable_weights)\n"
+            "readback['rate'] = float(model.optimizer.learning_rate.numpy())\n"
+            "result = {'ok': result['ok']}"
+        ),
+    )
+    assert run.result == {"ok": True}
+    assert run.readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
+    assert run.readback["trainable"] == pretrained._count(model.trainable_weights)
+    assert run.readback["rate"] == pytest.approx(1e-3)
+
+
+def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adapters(
+    preset: str,
+) -> None:
+    import shutil
+
+    from gpukeras.track import model_copy
+
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=1, verbose=0)
+    texts = pretrained.text_dataset(["good movie", "sad movie"])["dataset"]
+    folder = model_copy.ModelCopy(model).folder(made["encoding"])
+    try:
+        loaded = scoring.load_model(str(Path(folder, "model", "model.keras")))
+    finally:
+        shutil.rmtree(folder)
+    np.testing.assert_allclose(
+        scoring.predict(loaded["model"], texts), scoring.predict(model, texts), atol=1e-5
+    )
+    assert tracked_runs.fit_params(loaded["model"], {}, {})["lora_rank"] == "2"

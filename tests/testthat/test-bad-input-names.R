@@ -9,7 +9,7 @@
 checked <- check_before_python(bad_inputs(
   ~name,                                  ~code,                                                     ~class,         ~message,
   "gpu_check",                            gpu_check(probeseconds = 1),                               "bad_argument", "^gpu_check\\(\\) has no argument `probeseconds`.*Did you mean `probe_seconds`.*\\?gpu_check lists its arguments",
-  "gpu_check: one past the last",         gpu_check(TRUE, 3, FALSE, "more"),                         "bad_argument", "^gpu_check\\(\\) takes 1 more argument\\(s\\) by position than it has.*\\?gpu_check lists its arguments",
+  "gpu_check: one past the last",         gpu_check(TRUE, 3, FALSE, NULL, "more"),                         "bad_argument", "^gpu_check\\(\\) takes 1 more argument\\(s\\) by position than it has.*\\?gpu_check lists its arguments",
   "gpu_setup",                            gpu_setup(mixedprecision = "float32"),                     "bad_argument", "^gpu_setup\\(\\) has no argument `mixedprecision`.*Did you mean `mixed_precision`.*\\?gpu_setup lists",
   "gpu_setup: two misspelt",              gpu_setup(memroy_growth = TRUE, deterministc = TRUE),      "bad_argument", "^gpu_setup\\(\\) has no arguments `memroy_growth`, `deterministc`.*Did you mean `memory_growth`.*Did you mean `deterministic`",
   "gpu_compile_cache",                    gpu_compile_cache(claer = TRUE),                           "bad_argument", "^gpu_compile_cache\\(\\) has no argument `claer`.*Did you mean `clear`.*\\?gpu_compile_cache lists",
@@ -92,6 +92,6 @@ test_that("every other exported function has a row here, and `...` to catch what
 test_that("the messages name the argument meant and the help page", {
   expect_snapshot(error = TRUE, {
     gpu_tune(model, data, batchsize = 64)
-    gpu_check(TRUE, 3, FALSE, "more")
+    gpu_check(TRUE, 3, FALSE, NULL, "more")
   })
 })

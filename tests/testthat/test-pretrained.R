@@ -31,6 +31,7 @@ test_that("gpu_text_data() and gpu_text_classifier() refuse bad arguments before
   expect_error(gpu_text_data(c("a", NA)), class = "gpukeras_error_missing_values")
   expect_error(gpu_text_classifier("x", "one"), class = "gpukeras_error_bad_argument")
   expect_error(gpu_text_classifier("x", 2, lora_rank = 0), class = "gpukeras_error_bad_argument")
+  expect_error(gpu_check(preset = c("a", "b")), class = "gpukeras_error_bad_argument")
 })
 
 test_that("gpu_causal_lm() and gpu_generate() refuse bad arguments before Python starts", {
@@ -63,6 +64,19 @@ test_that("gpu_check() and gpu_report() read KerasHub's version from its metadat
   expect_identical(c(shared_check()$stack$keras_hub, shared_check()$stack$tensorflow_text), versions)
   report <- gpu_report(NULL, check = shared_check())
   expect_true(sprintf("| KerasHub | %s (tensorflow-text %s) |", versions[1], versions[2]) %in% report)
+})
+
+test_that("gpu_check(preset = ) says whether a preset loads: its backbone, tasks and size, or the repair", {
+  preset <- tiny_preset()
+  check <- gpu_check(probe = FALSE, preset = preset)
+  expect_identical(check$preset[c("loads", "backbone", "tasks", "parameters")], list(
+    loads = TRUE, backbone = "BertBackbone", tasks = c("MaskedLM", "TextClassifier", "TextEmbedder"), parameters = 5168L
+  ))
+  expect_true(sprintf("  %s: loads (BertBackbone, 5,168 parameters)", preset) %in% format(check))
+  failed <- gpu_check(probe = FALSE, preset = withr::local_tempdir())
+  expect_false(failed$preset$loads)
+  expect_match(failed$preset$problem, "is not a KerasHub preset folder")
+  expect_true(failed$preset$problem %in% failed$advice)
 })
 
 test_that("a preset's text classifier fine-tunes from R, predicts probabilities and classes, and saves", {
@@ -103,6 +117,26 @@ test_that("a preset's text classifier fine-tunes from R, predicts probabilities 
   expect_identical(again$probabilities, probabilities)
   expect_equal(again$scores[names(scores)], scores, tolerance = 1e-6)
   expect_identical(again$classes, predict(fit, new_texts, type = "class"))
+  # served by gpu_serve() (its own Python process): texts in, predict()'s probabilities out
+  port <- free_ports(1L)
+  server <- start_in_fresh_r(
+    gpu_serve(gpu_load(Sys.getenv("SERVE_MODEL")), port = as.integer(Sys.getenv("SERVE_PORT")), quiet = TRUE),
+    env = c(SERVE_MODEL = path, SERVE_PORT = port)
+  )
+  withr::defer(server$kill())
+  ask <- function(route, body = NULL) {
+    handle <- curl::new_handle(timeout = 60)
+    if (!is.null(body)) curl::handle_setopt(handle, postfields = body, httpheader = "Content-Type: application/json")
+    answer <- curl::curl_fetch_memory(sprintf("http://127.0.0.1:%d%s", port, route), handle = handle)
+    jsonlite::fromJSON(rawToChar(answer$content))
+  }
+  deadline <- Sys.time() + 240
+  while (is.null(tryCatch(ask("/health"), error = function(e) NULL)) && server$is_alive() && Sys.time() < deadline) {
+    Sys.sleep(0.5)
+  }
+  served <- ask("/predict", jsonlite::toJSON(new_texts))$predictions
+  expect_equal(as.matrix(served[, c("neg", "pos")]), unname(probabilities), tolerance = 1e-6, ignore_attr = TRUE)
+  expect_identical(ask("/metadata")$input$form, "texts")
 })
 
 test_that("lora_rank trains only KerasHub's adapters and the head", {
@@ -116,6 +150,22 @@ test_that("lora_rank trains only KerasHub's adapters and the head", {
   expect_lt(count(model$trainable_weights), count(model$weights) / 4)
   fit <- gpu_fit(model, gpu_text_data(c("good", "bad", "fine"), factor(c("a", "b", "c"))), epochs = 1, verbose = 0)
   expect_s3_class(fit, "gpukeras_fit")
+  # saved with its adapters kept, or merged into the weights: the same predictions in a fresh R
+  paths <- file.path(withr::local_tempdir(), c("keep.keras", "merge.keras"))
+  gpu_save(fit, paths[[1]])
+  gpu_save(fit, paths[[2]], lora = "merge")
+  texts <- c("good movie", "bad movie")
+  again <- do.call(run_in_fresh_r, list(expr = bquote(lapply(.(paths), function(path) {
+    loaded <- gpu_load(path)
+    weights <- vapply(loaded$model$trainable_weights, function(weight) weight$path, "")
+    list(probabilities = predict(loaded, .(texts)), printed = format(loaded), adapters = sum(grepl("lora", weights)))
+  }))))
+  for (loaded in again) expect_equal(loaded$probabilities, predict(fit, texts), tolerance = 1e-5)
+  expect_identical(c(again[[1]]$adapters, again[[2]]$adapters), c(8L, 0L))
+  lora <- c("(adapters trainable)", "merged into the weights")
+  printed <- sprintf("  KerasHub preset %s; LoRA rank 2 %s", preset, lora)
+  expect_identical(c(again[[1]]$printed[[2]], again[[2]]$printed[[2]]), printed)
+  expect_error(gpu_save(fit, paths[[1]], lora = "fold"), class = "gpukeras_error_bad_argument")
 })
 
 test_that("a folder that is not a preset, and no KerasHub, are classed errors that say what to do", {
@@ -168,8 +218,16 @@ test_that("a causal LM's lora_rank trains only KerasHub's adapters, and tracking
   local_tracking_off()
   gpu_track(file.path(tempfile("runs-"), "store"), experiment = "lm")
   fit <- gpu_fit(model, gpu_text_data(rep("the movie was good", 4)), epochs = 1, verbose = 0)
-  params <- mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_run(fit$settings$tracking$run_id)$data$params
-  expect_identical(c(params[["preset"]], params[["lora_rank"]]), c(normalizePath(preset), "2"))
+  params <- function(fit) {
+    mlflow_client(Sys.getenv("MLFLOW_TRACKING_URI"))$get_run(fit$settings$tracking$run_id)$data$params
+  }
+  expect_identical(c(params(fit)[["preset"]], params(fit)[["lora_rank"]]), c(normalizePath(preset), "2"))
+  # also for a fit of the model gpu_load() gave back
+  path <- file.path(withr::local_tempdir(), "lm.keras")
+  gpu_save(fit, path)
+  loaded <- gpu_load(path)$model
+  again <- gpu_fit(loaded, gpu_text_data(rep("the movie was good", 4)), epochs = 1, verbose = 0)
+  expect_identical(c(params(again)[["preset"]], params(again)[["lora_rank"]]), c(normalizePath(preset), "2"))
 })
 
 test_that("a preset without the task asked is a classed error", {

@@ -171,6 +171,25 @@ def flatten_layers(layer: Layer, include_self: bool = False, recursive: bool = T
     return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
 
 
+def keras_hub_preset(preset: str) -> tuple[str, dict[str, Any]]:
+    """The backbone class KerasHub's own preset loader reads from ``preset``'s config (a name,
+    a URL or a folder), and its metadata (``{}`` without one), without building the model or
+    reading its weights: KerasHub's private ``preset_utils`` is the only way to.
+
+    Raises:
+        ValueError, OSError: KerasHub's own, where the preset cannot be read.
+    """
+    from keras_hub.src.utils import preset_utils
+
+    backbone = preset_utils.get_preset_loader(preset).check_backbone_class()
+    metadata = (
+        preset_utils.load_json(preset, preset_utils.METADATA_FILE)
+        if preset_utils.check_file_exists(preset, preset_utils.METADATA_FILE)
+        else {}
+    )
+    return str(backbone.__name__), dict(metadata)
+
+
 def symbolic_build(model: Model, data_batch: object) -> None:
     """Build the model, its compiled loss and metrics and its optimizer for batches like
     ``data_batch`` (a batch, or its spec), as ``fit()`` does on the first batch it takes

@@ -239,8 +239,13 @@ def _check_path(path: object) -> Path:
     return Path(path)
 
 
-def save_model(model: Model, path: object, encoding: object, overwrite: bool = False) -> Record:
+def save_model(
+    model: Model, path: object, encoding: object, overwrite: bool = False, lora: str = "keep"
+) -> Record:
     """Save ``model`` to ``path`` (.keras) and ``encoding`` as JSON beside it.
+
+    A KerasHub preset's model keeps its preset and LoRA in the file, with ``lora``'s
+    adapters kept apart or merged into the weights (``pretrained.save_model``).
 
     Nothing is written unless both files may be: an existing one is refused
     unless ``overwrite``. Each file is written under a temporary name in the
@@ -267,7 +272,7 @@ def save_model(model: Model, path: object, encoding: object, overwrite: bool = F
 
     def model_then_encoding(temp: str) -> None:
         with compat.tensorflow_left_unloaded():  # on JAX, no TensorFlow for the save alone
-            model.save(temp)
+            pretrained.save_model(model, temp, lora)
         files.write_atomic(beside, text, mode=None, prefix=".saving-", suffix=".json")
 
     # mode None: as Keras' own save leaves a file. The encoding is renamed into place only
@@ -281,8 +286,9 @@ def load_model(path: object) -> Record:
 
     Returns:
         ``model`` (compiled as it was saved), ``encoding`` (what R saved, in full:
-        ``encoding.normalized``) and
-        ``encoding_file`` (its path, or None).
+        ``encoding.normalized``), ``encoding_file`` (its path, or None) and ``preset``
+        (a KerasHub preset's model: its preset and LoRA in words, ``pretrained.preset_line``;
+        None for another).
     """
     target = _check_path(path)
     if not target.is_file():
@@ -295,8 +301,9 @@ def load_model(path: object) -> Record:
             f"{str(target)!r} could not be loaded as a Keras model: {error}"
         ) from error
     beside = encoding_path(str(target))
+    preset = pretrained.preset_line(model)
     if not beside.is_file():
-        return {"model": model, "encoding": None, "encoding_file": None}
+        return {"model": model, "encoding": None, "encoding_file": None, "preset": preset}
     try:
         document = json.loads(beside.read_text(encoding="utf-8"))
     except ValueError as error:  # UnicodeDecodeError too
@@ -322,7 +329,7 @@ def load_model(path: object) -> Record:
         encoding_file.check(encoding, str(beside))
         encoding_file.check_fits(encoding, model, str(beside))
         encoding = normalized(encoding)
-    return {"model": model, "encoding": encoding, "encoding_file": str(beside)}
+    return {"model": model, "encoding": encoding, "encoding_file": str(beside), "preset": preset}
 
 
 # A model of one unit for two levels (the advice's alternative).

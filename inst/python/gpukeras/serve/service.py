@@ -5,8 +5,9 @@ gpu_save() writes; None: rows of numbers) and the service's settings; ``answer()
 request whose body was read whole and returns ``{"status", "body", "headers"}``, ``body``
 JSON text. gpu_serve()'s server (server.py) and gpu_api()'s plumber routes both answer
 through it, so both answer alike. The routes, under ``prefix``: ``POST /predict`` (JSON
-records ``[{"col": value}, ...]``, columns ``{"col": [values]}`` or one record, or rows of
-numbers ``[[...], ...]`` for a model of a matrix or array), ``GET /metadata`` and
+records ``[{"col": value}, ...]``, columns ``{"col": [values]}`` or one record, rows of
+numbers ``[[...], ...]`` for a model of a matrix or array, or texts ``["...", ...]`` for a
+KerasHub preset's text model, which tokenizes them), ``GET /metadata`` and
 ``GET /health``. Every refusal is ``{"error": <code>, "message": ...}`` with a 4xx status
 (see service_checks.py for the header checks and service_body.py for the body's).
 
@@ -36,6 +37,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.data.encoding import plain_encoding
 from gpukeras.serve import batching, model_io, service_body, service_checks, service_spec
 from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
+from gpukeras.train import pretrained
 
 ROUTES = "POST /predict, GET /metadata and GET /health"
 
@@ -79,11 +81,16 @@ class Service:
 
     def predict(self, features: np.ndarray) -> list[np.ndarray]:
         """The model's outputs for ``features``, one batch of ``batch_size`` rows at a time
-        (one call of the model at a time)."""
+        (one call of the model at a time); a KerasHub classifier's logits as each class's
+        probability, as predict() gives them."""
         batch = self.batch_size
         with self.model_lock:
             parts = [
-                _as_list(self.model.predict_on_batch(features[i : i + batch]))
+                _as_list(
+                    pretrained.probabilities(
+                        self.model, self.model.predict_on_batch(features[i : i + batch])
+                    )
+                )
                 for i in range(0, len(features), batch)
             ]
         return [np.concatenate([part[i] for part in parts]) for i in range(len(parts[0]))]
@@ -113,6 +120,7 @@ def served_input(encoding: Mapping[str, Any] | None, model: Model) -> Record:
 ROWS = 10000  # max_rows by default, for a model whose rows are small
 FEATURE_BYTES = 16 * 2**20  # the most bytes one request's rows take by default as float32
 NUMBER_BYTES = 12  # a number in rows of numbers by default: 11 characters and a comma
+TEXT_BYTES = 1024  # a text by default, its quotes and comma included
 
 
 def input_width(part: Mapping[str, Any]) -> int:
@@ -141,7 +149,8 @@ def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
     rows of the input as JSON records (a number 24 characters at most, a level each
     character escaped as \\uXXXX, each name quoted), twice over for spaces and ignored
     fields; or, for an input of unnamed rows of numbers (an image model's), ``max_rows``
-    such rows with NUMBER_BYTES a number and their brackets, so that a request within it
+    such rows with NUMBER_BYTES a number and their brackets; for texts, ``max_rows`` of
+    TEXT_BYTES; so that a request within it
     is read in bounded time and memory."""
 
     def named(names: list[str], values: list[int]) -> float:
@@ -159,6 +168,8 @@ def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
         records = 2 * max_rows * (named(order, widths) + 2)
     elif columns_of(part):
         records = 2 * max_rows * (named(columns_of(part) or [], [25 * input_width(part)]) + 2)
+    elif part["type"] == "text":
+        records = max_rows * TEXT_BYTES
     else:
         shape = part.get("shape") or [1]
         brackets = 2 * sum(math.prod(shape[:depth]) for depth in range(len(shape)))
@@ -335,9 +346,9 @@ def predictions_json(
 
 def metadata(served: Service) -> Record:
     """What GET /metadata answers: the input (its form; its columns with their types and
-    levels, or the shape of a row of numbers, taken as float32; for an image model how its
-    images were read, size, color mode and rescale, and the pixel range it takes), the
-    outputs, the rules, the limits, the versions."""
+    levels, the shape of a row of numbers, taken as float32, or "texts": an array of
+    strings; for an image model how its images were read, size, color mode and rescale, and
+    the pixel range it takes), the outputs, the rules, the limits, the versions."""
     part = served.part
     names = columns_of(part)
     if part["type"] == "data.frame":
@@ -351,6 +362,8 @@ def metadata(served: Service) -> Record:
         form = "records"
     elif names:
         columns, form = [{"name": name, "type": "numeric"} for name in names], "records or rows"
+    elif part["type"] == "text":  # a KerasHub preset's model, which tokenizes them
+        columns, form = None, "texts"
     else:
         columns, form = None, "rows"
     described: Record = {"form": form}

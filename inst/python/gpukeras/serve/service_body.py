@@ -77,8 +77,14 @@ def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
+# What a text model (a KerasHub preset's, gpu_text_classifier()) takes: an array of strings.
+TEXTS_EXAMPLE = '["a good movie", "a bad one"]'
+
+
 def example_request(part: Mapping[str, Any]) -> str:
     """One record of the served input, as an example of what to send."""
+    if part["type"] == "text":
+        return TEXTS_EXAMPLE
     names = columns_of(part)
     if part["type"] == "data.frame":
         specs = part["columns"]
@@ -114,11 +120,31 @@ def parse(raw: bytes, part: Mapping[str, Any]) -> Any:
 def features(raw: bytes, served: Served) -> tuple[np.ndarray, np.ndarray | None, int, list[str]]:
     """The body's features, which rows they are, its rows and the warnings, as
     ``request_features`` gives them; rows of plain numbers read by ``numeric_rows``."""
+    if served.part["type"] == "text":
+        texts = text_rows(parse(raw, served.part), served.max_rows)
+        return texts, None, len(texts), []
     array = numeric_rows(raw, served.part)
     if array is None:
         return request_features(parse(raw, served.part), served)
     check_rows(len(array), served.max_rows)
     return _numeric_rows(served, array, None, len(array))
+
+
+def text_rows(value: Any, max_rows: int) -> np.ndarray:
+    """A text model's texts, which its preset tokenizes: a JSON array of strings (or one
+    string) as an array of them; a null refused as NA is, anything else as a bad body."""
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(t is None or isinstance(t, str) for t in texts):
+        refuse(
+            400,
+            "bad_body",
+            f"This model takes texts: send them as a JSON array of strings, e.g. {TEXTS_EXAMPLE}.",
+        )
+    check_rows(len(texts), max_rows)
+    missing = np.array([text is None for text in texts])
+    if missing.any():
+        abort_missing([], missing)
+    return np.array(texts, dtype=object)
 
 
 SPACES = b" \t\r\n"

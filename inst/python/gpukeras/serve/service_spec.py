@@ -39,6 +39,9 @@ def request_schema(served: Served) -> Record:
         "maxItems": served.max_rows,
     }
     names = columns_of(part)
+    if part["type"] == "text":
+        texts = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+        return {**texts, "maxItems": served.max_rows}
     if part["type"] != "data.frame":
         if not names:
             return rows

@@ -14,6 +14,7 @@ from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
 from gpukeras.gpu import devices, gpu_processes, nvml, placement, setup, xla_env
 from gpukeras.tools import diagnose, probe, repair
+from gpukeras.train import pretrained
 
 NOT_ON_MIG = "not available on MIG: NVML does not measure a MIG instance's utilization"
 
@@ -31,6 +32,7 @@ def run_check(
     caller: Mapping[str, str | None] | None = None,
     symbols: Mapping[str, str] | None = None,
     renviron: str = "~/.Renviron",
+    preset: str | None = None,
 ) -> Record:
     """Gather the stack, devices, placement and utilization evidence, and diagnose it.
 
@@ -46,13 +48,17 @@ def run_check(
             (their versions) and ``python_chosen_by`` (why this Python).
         symbols: the ``bullet`` and ``arrow`` the caller's console shows.
         renviron: the .Renviron R reads, which a repair's ``how`` names (``repair.how``).
+        preset: a KerasHub preset (a name or a folder) to check that it loads
+            (``pretrained.check_preset``: KerasHub is imported for it alone); None checks none.
 
     Returns:
         A dict with stack (with its builds in words, see ``builds``), nvml, devices,
         setup (the settings in force, see ``setup.current_settings``), placement,
         utilization (None without a probe), verdict, reasons, advice, repairs
         (``repair.plan``: what gpu_check(fix = TRUE) can change), timings (seconds per
-        phase) and lines (``check_lines``: the evidence in words).
+        phase), preset (``pretrained.check_preset``'s row; None without ``preset``; one that
+        does not load adds its repair to the advice) and lines (``check_lines``: the evidence
+        in words).
     """
     if not probe_seconds > 0 or not matmul_size >= 1:
         raise BadArgumentError("probe_seconds and matmul_size must be positive numbers.")
@@ -132,6 +138,11 @@ def run_check(
         jax_preallocate=os.environ.get(xla_env.JAX_PREALLOCATE),
     )
     verdict = diagnose.diagnose(evidence)
+    preset_row = None
+    if preset is not None:
+        elapsed = _stopwatch()
+        preset_row = pretrained.check_preset(preset)
+        timings["preset"] = elapsed()
     software["nvidia_driver"] = report.driver_version
     software["cuda_driver_version"] = report.cuda_driver_version
     software = {**(caller or {}), **software, **builds(software)}
@@ -162,12 +173,15 @@ def run_check(
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),
+        "preset": preset_row,
         "repairs": [
             {**dataclasses.asdict(r), "how": repair.how(r, renviron)}
             for r in repair.plan(evidence, list(requirements))
         ],
         "timings": timings,
     }
+    if preset_row is not None and not preset_row["loads"]:
+        found["advice"] = [*found["advice"], preset_row["problem"]]
     return {**found, "lines": check_lines(found, **(symbols or {}))}
 
 
@@ -213,7 +227,8 @@ def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str
     Python and why, the driver), ``devices`` (those in use, then the GPUs the driver shows
     that the backend does not use, and why), ``placement`` (each matmul and the speed-up)
     and ``probe`` (the training probe, the whole GPU's use, and this process's own apart
-    from others'). ``bullet`` and ``arrow``: the symbols the console shows."""
+    from others'), and ``preset`` where one was checked (``preset_lines``). ``bullet`` and
+    ``arrow``: the symbols the console shows."""
     s = check["stack"]
     backend = s["keras_backend"]
     driver = (
@@ -237,6 +252,7 @@ def check_lines(check: Record, bullet: str = "*", arrow: str = "->") -> dict[str
         "devices": _device_lines(check, or_na(backend, "the backend")),
         "placement": _placement_lines(check["placement"], arrow),
         "probe": _probe_lines(check["utilization"], check["nvml"]),
+        **({"preset": preset_lines(check["preset"])} if check.get("preset") else {}),
     }
 
 
@@ -282,6 +298,11 @@ def check_text(
         *section("Setup (gpu_setup()):", [line.strip() for line in setup]),
         *section(PLACEMENT_HEADING, lines.get("placement", [])),
         *section("Training probe:", lines.get("probe", [])),
+        *(
+            section("KerasHub preset (gpu_check(preset = )):", lines["preset"])
+            if lines.get("preset")
+            else []
+        ),
     ]
     columns = ("what", "how", "needs_restart", "status")
     rows = list(zip(*(repairs.get(column) or [] for column in columns))) if repairs else []
@@ -296,6 +317,19 @@ def check_text(
         return [*text, "Repairs gpu_check(fix = TRUE) can make:", *can]
     made = [f"  [{status}] {what} ({how})" for what, how, _, status in rows]
     return [*text, "Repairs (gpu_check(fix = TRUE)):", *made]
+
+
+def preset_lines(row: Record) -> list[str]:
+    """A ``pretrained.check_preset`` row in words: the preset, and what loads or why not."""
+    if not row["loads"]:
+        return [f"{row['preset']}: does NOT load", f"  {row['problem']}"]
+    count = row["parameters"]
+    return [
+        f"{row['preset']}: loads ({row['backbone']}"
+        + ("" if count is None else f", {count:,} parameters")
+        + ")",
+        f"  tasks: {', '.join(row['tasks']) or 'none listed'}",
+    ]
 
 
 def _device_lines(check: Record, backend: str) -> list[str]:

@@ -20,6 +20,7 @@ from gpukeras.core import compat
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.serve import scoring
+from gpukeras.train import pretrained
 
 
 class ModelCopy:
@@ -36,6 +37,7 @@ class ModelCopy:
             keras.saving.get_registered_name(type(layer)): type(layer)
             for layer in compat.flatten_layers(model, include_self=True)
         }
+        self.preset = pretrained.preset_record(model)  # a KerasHub preset's, with its LoRA
         self.values = _host_copies(keras, model.variables)
         optimizer = getattr(model, "optimizer", None)
         self.optimizer_values = (
@@ -49,6 +51,7 @@ class ModelCopy:
         keras = config.keras()
         with keras.device("cpu:0"):
             model = keras.saving.deserialize_keras_object(self.config, custom_objects=self.classes)
+            pretrained.restore_preset(model, self.preset)
             _assign(model.variables, self.values)
             if self.optimizer_values is not None:
                 if not model.optimizer.built:  # compiled from the config, a built model's is

@@ -40,6 +40,7 @@ from gpukeras.core.errors import GpukerasError
 from gpukeras.core.files import write_atomic
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
+from gpukeras.train import pretrained
 from gpukeras.train.backup_files import full, why
 
 MODEL_FILE = "model.keras"
@@ -131,7 +132,7 @@ def carry_model(model: object, job_dir: str) -> dict[str, object]:
         )
     path = os.path.join(job_dir, MODEL_FILE)
     try:
-        model.save(path)
+        pretrained.save_model(model, path)  # a KerasHub preset's with its preset and LoRA
     except OSError as error:
         if not full(error):
             raise
@@ -228,7 +229,8 @@ def load_carried(
         if entry not in sys.path:
             sys.path.append(entry)
     keras = config.keras()
-    model = keras.saving.load_model(os.path.join(job_dir, MODEL_FILE))
+    path = os.path.join(job_dir, MODEL_FILE)
+    model = pretrained.load_model(path) or keras.saving.load_model(path)
     callbacks = []
     pickled = Path(job_dir, CALLBACKS_FILE)
     if pickled.exists():

@@ -10,17 +10,22 @@ tensorflow-text (15 s on 2 cores), which a user who loads no preset never pays.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import platform
 import sys
+import tempfile
 import warnings
 import weakref
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError, GpukerasError
 from gpukeras.core.handles import Record
 from gpukeras.core.runtime import config
@@ -30,7 +35,13 @@ from gpukeras.data.source_files import tensorflow
 HUB_REPAIR = 'Run install_gpukeras(extras = "hub") in R, then restart R.'
 # What save_to_preset() writes first in a preset folder, and from_preset() reads first.
 PRESET_FILE = "metadata.json"
-# The preset and LoRA rank of each model loaded here, for a tracked fit's params.
+# What a model loaded here carries inside the .keras file gpukeras saves, beside Keras' own
+# members (KerasHub's configs have no LoRA): its preset, LoRA and optimizer; its adapters where
+# they are kept (KerasHub's save_lora_weights(), whose file name ends so).
+SAVED_PRESET = "gpukeras-preset.json"
+SAVED_ADAPTERS = "gpukeras-adapters.lora.h5"
+# The preset, LoRA rank (None: every weight trains) and the rank merged into the weights
+# (gpu_save(lora = "merge")) of each model loaded here, for a tracked fit's params and print().
 _PRESETS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -86,6 +97,42 @@ def _preset_path(preset: str) -> str:
     return folder
 
 
+def check_preset(preset: str) -> Record:
+    """gpu_check(preset = )'s row: whether ``preset`` (a name, a URL or a folder) loads, as
+    KerasHub's own preset loader reads its config and metadata (no weights read, no model
+    built).
+
+    Returns:
+        ``preset`` (as KerasHub is given it: a folder's absolute path), ``loads``,
+        ``backbone`` (its class), ``tasks`` (KerasHub's tasks for it, as its metadata lists
+        them), ``parameters`` (the backbone's count, from its metadata; None where not
+        recorded) and ``problem`` (why it does not load, with the repair; None when it does).
+    """
+    row: Record = {"preset": preset, "loads": False, "backbone": None, "tasks": []}
+    row.update(parameters=None, problem=None)
+    try:
+        keras_hub()
+        row["preset"] = _preset_path(preset)
+        row["backbone"], metadata = compat.keras_hub_preset(row["preset"])
+    except GpukerasError as error:
+        return {**row, "problem": str(error)}
+    except (ValueError, OSError, KeyError) as error:
+        return {
+            **row,
+            "problem": f"'{row['preset']}' does not load as a KerasHub preset: "
+            f"{str(error).rstrip('.')}. Give a "
+            "folder save_to_preset() wrote, or a preset name such as 'bert_tiny_en_uncased'.",
+        }
+    count = metadata.get("parameter_count")
+    tasks = metadata.get("tasks")
+    return {
+        **row,
+        "loads": True,
+        "tasks": [str(task) for task in tasks] if isinstance(tasks, list) else [],
+        "parameters": count if isinstance(count, int) else None,
+    }
+
+
 def text_classifier(
     preset: str,
     num_classes: int,
@@ -114,7 +161,7 @@ def text_classifier(
             a text classifier.
     """
     model = _load("TextClassifier", preset, lora_rank, sequence_length, num_classes=num_classes)
-    _compile(model, learning_rate)
+    _compile(model, config.keras().optimizers.Adam(learning_rate=learning_rate))
     return _loaded(model)
 
 
@@ -175,7 +222,7 @@ def _load(
         model.preprocessor.sequence_length = sequence_length
     if lora_rank is not None:
         model.backbone.enable_lora(rank=lora_rank)
-    _PRESETS[model] = {"preset": preset, "lora_rank": lora_rank}
+    _PRESETS[model] = {"preset": preset, "lora_rank": lora_rank, "merged_rank": None}
     return model
 
 
@@ -191,13 +238,53 @@ def _loaded(model: Any) -> Record:
 
 def preset_params(model: Any) -> dict[str, object]:
     """The params a tracked fit of ``model`` records when ``text_classifier`` or ``causal_lm``
-    loaded it: ``preset`` (the name, or the folder's absolute path) and ``lora_rank``
-    ("none" when every weight trains); nothing for any other model."""
+    loaded it (or ``load_model`` loaded what it saved): ``preset`` (the name, or the folder's
+    absolute path) and ``lora_rank`` ("none" when every weight trains); nothing for any other
+    model."""
     loaded = _PRESETS.get(model)
     if loaded is None:
         return {}
     rank = loaded["lora_rank"]
     return {"preset": loaded["preset"], "lora_rank": "none" if rank is None else rank}
+
+
+def preset_record(model: Any) -> dict[str, Any] | None:
+    """What ``model`` was loaded from when it was loaded here (its preset and LoRA) and its
+    preprocessor (which does not train), for ``restore_preset`` on a copy of it; None for
+    another model."""
+    loaded = _PRESETS.get(model)
+    return None if loaded is None else {**loaded, "preprocessor": model.preprocessor}
+
+
+def restore_preset(model: Any, record: dict[str, Any] | None) -> None:
+    """Make ``model``, rebuilt from the config of one loaded here (KerasHub's has neither
+    LoRA nor its tokenizer's vocabulary), that model again before its values are assigned:
+    LoRA enabled at its rank (the same variables, in the same order), the preprocessor
+    ``record`` holds, and its preset remembered. Nothing for ``record`` None."""
+    if record is None:
+        return
+    loaded = {key: value for key, value in record.items() if key != "preprocessor"}
+    model.preprocessor = record["preprocessor"]
+    if loaded["lora_rank"] is not None:
+        model.backbone.enable_lora(rank=loaded["lora_rank"])
+    _PRESETS[model] = loaded
+
+
+def preset_line(model: Any) -> str | None:
+    """What ``model`` was loaded from, in words, when ``text_classifier`` or ``causal_lm``
+    loaded it (or ``load_model`` what it saved): its preset and LoRA; None for another model."""
+    loaded = _PRESETS.get(model)
+    if loaded is None:
+        return None
+    rank, merged = loaded["lora_rank"], loaded.get("merged_rank")
+    lora = (
+        f"LoRA rank {rank} (adapters trainable)"
+        if rank is not None
+        else f"LoRA rank {merged} merged into the weights"
+        if merged is not None
+        else "no LoRA (every weight trains)"
+    )
+    return f"KerasHub preset {loaded['preset']}; {lora}"
 
 
 def generate(
@@ -236,12 +323,13 @@ def generate(
     return [str(text) for text in np.atleast_1d(generated)]
 
 
-def _compile(model: Any, learning_rate: float = 5e-5) -> None:
-    """Compile a text classifier as gpu_text_classifier() does: Adam, sparse categorical
-    cross-entropy on its logits (or on its probabilities, for a head with an activation)."""
+def _compile(model: Any, optimizer: Any) -> None:
+    """Compile a text classifier as gpu_text_classifier() does: ``optimizer``, sparse
+    categorical cross-entropy on its logits (or on its probabilities, for a head with an
+    activation)."""
     keras = config.keras()
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=gives_logits(model)),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
@@ -309,20 +397,72 @@ def probabilities(model: Any, predicted: Any) -> Any:
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
+@contextlib.contextmanager
+def _unmerged(layers: list[Any]) -> Iterator[None]:
+    """``layers``' LoRA switched off meanwhile: Keras then saves their frozen kernels as they
+    are, not with the adapters added."""
+    for layer in layers:
+        layer.lora_enabled = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.lora_enabled = True
+
+
+def save_model(model: Any, path: str, lora: str = "keep") -> None:
+    """Save ``model`` to the .keras file ``path`` as its ``save()`` does and, for a model
+    loaded here, its preset, LoRA and optimizer inside the file (``load_model`` reads them).
+
+    With LoRA, ``lora`` = "keep" saves the frozen kernels as they are and the adapters apart
+    (KerasHub's ``save_lora_weights()``), so that the model loads with LoRA at the same rank
+    and the same adapters, only they trainable; "merge" saves each kernel with its adapters
+    added (Keras' own save), and the model loads without LoRA, as a full fine-tune of the
+    merged weights. Either way it predicts the same. Any other model is saved as it is.
+    """
+    loaded = _PRESETS.get(model)
+    adapted = [
+        layer for layer in compat.flatten_layers(model) if getattr(layer, "lora_enabled", False)
+    ]
+    keep = loaded is not None and bool(adapted) and lora == "keep"
+    with _unmerged(adapted if keep else []):
+        model.save(path)
+    if loaded is None:
+        return
+    record = dict(loaded)
+    if adapted and not keep:
+        record.update(lora_rank=None, merged_rank=loaded["lora_rank"])
+    optimizer = getattr(model, "optimizer", None)
+    keras = config.keras()
+    record["optimizer"] = optimizer and keras.saving.serialize_keras_object(optimizer)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(SAVED_PRESET, json.dumps(record))
+        if keep:
+            with tempfile.TemporaryDirectory() as folder:
+                adapters = str(Path(folder) / SAVED_ADAPTERS)
+                model.backbone.save_lora_weights(adapters)
+                archive.write(adapters, SAVED_ADAPTERS)
+
+
 def load_model(path: str) -> Any:
     """The KerasHub model saved (gpu_save()) in the .keras file at ``path``, or None when the
     file holds none (or is no zip: Keras then says what it is).
 
     KerasHub is imported the core's way (``keras_hub()``) first: Keras would otherwise
-    import it itself, without the TensorFlow the core sets up. Keras cannot restore a
-    KerasHub task's own compile() (nor, then, its optimizer's state), and warns of both; a
-    text classifier or a causal language model is compiled again as gpu_text_classifier() or
-    gpu_causal_lm() compiles it (a new optimizer, at its default learning rate), so that
+    import it itself, without the TensorFlow the core sets up. A model ``save_model`` saved
+    comes back with its preset and LoRA as it was saved (its adapters, or the merged
+    kernels). Keras cannot restore a KerasHub task's own compile() (nor, then, its
+    optimizer's state), and warns of both; a text classifier or a causal language model is
+    compiled again as gpu_text_classifier() or gpu_causal_lm() compiles it, with the
+    optimizer it was saved with (a new state; Adam at 5e-5 where none was saved), so that
     evaluate() works on it, and other tasks are left uncompiled, without the warnings."""
     try:
         with zipfile.ZipFile(path) as archive:
             config_text = archive.read("config.json").decode("utf-8", errors="replace")
-    except (OSError, KeyError, zipfile.BadZipFile):
+            names = set(archive.namelist())
+            saved = json.loads(archive.read(SAVED_PRESET)) if SAVED_PRESET in names else None
+            adapters = archive.read(SAVED_ADAPTERS) if SAVED_ADAPTERS in names else None
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return None
     if '"module": "keras_hub.' not in config_text:
         return None
@@ -331,8 +471,20 @@ def load_model(path: str) -> Any:
         warnings.filterwarnings("ignore", r"`compile\(\)` was not called", UserWarning)
         warnings.filterwarnings("ignore", "Skipping variable loading for optimizer", UserWarning)
         model = keras.saving.load_model(path)
+    if adapters is not None:
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, SAVED_ADAPTERS).write_bytes(adapters)
+            model.backbone.load_lora_weights(str(Path(folder, SAVED_ADAPTERS)))
+    optimizer = (saved or {}).pop("optimizer", None)
+    optimizer = (
+        keras.saving.deserialize_keras_object(optimizer)
+        if optimizer
+        else keras.optimizers.Adam(learning_rate=5e-5)
+    )
+    if saved is not None:
+        _PRESETS[model] = saved
     if isinstance(model, hub.models.TextClassifier):
-        _compile(model)
+        _compile(model, optimizer)
     elif isinstance(model, hub.models.CausalLM):
-        model.compile(optimizer=keras.optimizers.Adam(learning_rate=5e-5))
+        model.compile(optimizer=optimizer)
     return model
