@@ -258,20 +258,6 @@ labels_handover <- function(y, levels) {
   ))
 }
 
-is_frame <- function(x) is.list(x) && identical(names(x), "gpukeras_frame")
-
-# The parts of data with each data.frame (as it is, or handed over) as its columns,
-# named name$column, as the errors for NA and Inf name them.
-column_parts <- function(parts) {
-  expanded <- Map(function(part, name) {
-    if (is_frame(part)) part <- lapply(part$gpukeras_frame$columns, `[[`, "values")
-    if (identical(names(part), "gpukeras_labels")) part <- part$gpukeras_labels$values
-    if (!is.list(part)) return(stats::setNames(list(part), name))
-    stats::setNames(as.list(part), sprintf("%s$%s", name, names(part)))
-  }, parts, names(parts))
-  unlist(unname(expanded), recursive = FALSE)
-}
-
 # Labels checked against their spec (the encoding's, when given) and the spec: numbers, or
 # a factor or character vector whose values the core matches to the levels by name
 # (labels_handover()).
