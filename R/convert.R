@@ -110,7 +110,8 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
       part
     })
   }
-  checks <- list(columns = Filter(length, lapply(parts, function(part) if (is.matrix(part)) colnames(part))), fix = na_fix)
+  # how the core names a matrix's columns, and what it advises for NA
+  checks <- list(columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix)
   kept <- if (na == "drop") {
     unlist(core_call("check_rows", parts = handed(parts), na = "drop", columns = checks$columns, error_call = call))
   }
@@ -128,7 +129,8 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   list(
     x = if (several) parts[names(features)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
     y_dtype = if (!is.null(labels)) if (factor_labels || is.integer(parts$y)) "int32" else "float32",
-    check_missing = checks, encoding = encoding, dropped = if (is.null(kept)) 0L else as.integer(rows[[1]] - length(kept)), kept = kept
+    check_missing = checks, encoding = encoding, kept = kept,
+    dropped = if (is.null(kept)) 0L else as.integer(rows[[1]] - length(kept))
   )
 }
 

@@ -221,4 +221,3 @@ test_that("a fit and a prediction refuse infinite values before training, naming
     class = "gpukeras_error_bad_data"
   )
 })
-
