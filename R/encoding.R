@@ -24,15 +24,16 @@ made_encoding <- function(accounts, several, y, na, factors, call) {
 }
 
 # What the core makes an input's spec from: a data.frame's columns by type ("numeric",
-# "logical", "factor" or "character") with a factor's levels (a character column's sorted
-# values), an array's shape after the rows and column names.
+# "logical", "factor" or "character", else its class, which the core refuses) with a
+# factor's levels (a character column's sorted values), an array's shape after the rows
+# and column names.
 part_spec <- function(part, name, call = caller_env()) {
   if (is_numpy_part(part)) return(numpy_part(part, name, NULL, call)$spec)
   if (is.data.frame(part)) {
     check_columns(part, name, call)
     return(list(type = "data.frame", columns = lapply(part, function(values) {
       type <- if (is.character(values)) "character" else if (is.factor(values)) "factor" else
-        if (is.logical(values)) "logical" else "numeric"
+        if (is.logical(values)) "logical" else if (is.numeric(values)) "numeric" else class(values)[1]
       list(type = type, levels = if (is.character(values)) levels(factor(values)) else levels(values))
     })))
   }
@@ -78,17 +79,6 @@ check_columns <- function(df, name, call = caller_env()) {
         "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
         "named list of inputs."
       ), name, nested[1])
-    ), call = call)
-  }
-  ok <- vapply(df, function(col) is.numeric(col) || is.logical(col) || is.factor(col) || is.character(col), TRUE)
-  if (!all(ok)) {
-    bad <- names(df)[!ok]
-    types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    abort_bad_data(c(
-      sprintf(
-        "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
-      ),
-      "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
     ), call = call)
   }
 }
@@ -219,7 +209,8 @@ frame_handover <- function(df, name, spec, unknown = "error") {
   columns <- lapply(df[names(spec$columns)], function(values) {
     given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
-    if (!is.factor(values)) return(c(list(values = array(as.double(values))), given))
+    number <- is.numeric(values) || is.logical(values) # else of a type the core refuses
+    if (!is.factor(values)) return(c(list(values = if (number) array(as.double(values))), given))
     c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
   })
   list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
