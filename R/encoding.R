@@ -1,26 +1,7 @@
-# How R data became numbers: recorded once, when training data is converted,
-# kept on the gpu_dataset() and the gpukeras_fit, saved beside the model by
-# gpu_save(), and applied to new data (predict(), evaluate(), gpu_dataset(like
-# = )), so that new data is encoded exactly as the training data was:
-#
-#   inputs  a named list, one entry per model input ("x" for a single one):
-#           list(type = "data.frame", columns = list(<name> = list(type =
-#           "numeric" | "logical" | "factor", levels = <for factors>, encoding =
-#           "one_hot" | "codes" <for factors>, character = TRUE <for a character
-#           column, a factor of its values>))), or
-#           list(type = "array", shape = <dims after the rows>, names = <colnames>)
-#   input_order the inputs' names (a data.frame part's `column_order` its columns'): the
-#           order JSON objects do not keep
-#   several whether x was a named list of inputs
-#   y       NULL (no labels), list(type = "factor", levels =) or list(type = "numeric")
-#   na      the NA rule training used ("error" or "drop")
-#   x_dtype the features' dtype in the core ("float32")
-#   images  for an image folder: image_size, color_mode, rescale (data/encoding.py image_encoding())
-#
-# The core makes it (made_encoding()) and applies it (frame_handover(), labels_handover()):
-# data/encoding.py holds the rules, levels matched by name among them. A factor column
-# becomes one indicator column per level ("one_hot", as model.matrix(~ 0 + f) makes them)
-# or one integer code ("codes", for an Embedding layer; gpu_dataset(factors = )).
+# How R data becomes numbers: the encoding, one object of the core (data/encoding.py: its
+# plain form, the rules, levels matched by name), made once from R's account of the training
+# data (made_encoding()), kept on the gpu_dataset() and the fit, saved by gpu_save(), and
+# applied to new data, which R hands over column by column (frame_handover(), labels_handover()).
 
 # The encoding of training data `x` (a part, or a named list of them) and `y`; `factors`
 # as gpu_dataset() takes it (its form checked).
@@ -43,15 +24,16 @@ made_encoding <- function(accounts, several, y, na, factors, call) {
 }
 
 # What the core makes an input's spec from: a data.frame's columns by type ("numeric",
-# "logical", "factor" or "character") with a factor's levels (a character column's sorted
-# values), an array's shape after the rows and column names.
+# "logical", "factor" or "character", else its class, which the core refuses) with a
+# factor's levels (a character column's sorted values), an array's shape after the rows
+# and column names.
 part_spec <- function(part, name, call = caller_env()) {
   if (is_numpy_part(part)) return(numpy_part(part, name, NULL, call)$spec)
   if (is.data.frame(part)) {
     check_columns(part, name, call)
     return(list(type = "data.frame", columns = lapply(part, function(values) {
       type <- if (is.character(values)) "character" else if (is.factor(values)) "factor" else
-        if (is.logical(values)) "logical" else "numeric"
+        if (is.logical(values)) "logical" else if (is.numeric(values)) "numeric" else class(values)[1]
       list(type = type, levels = if (is.character(values)) levels(factor(values)) else levels(values))
     })))
   }
@@ -99,20 +81,6 @@ check_columns <- function(df, name, call = caller_env()) {
       ), name, nested[1])
     ), call = call)
   }
-  ok <- vapply(
-    df, function(column) is.numeric(column) || is.logical(column) || is.factor(column) || is.character(column),
-    logical(1)
-  )
-  if (!all(ok)) {
-    bad <- names(df)[!ok]
-    types <- vapply(df[!ok], function(column) class(column)[1], character(1))
-    abort_bad_data(c(
-      sprintf(
-        "Column(s) of unsupported type in `%s`: %s.", name, paste(sprintf("%s (%s)", bad, types), collapse = ", ")
-      ),
-      "Use numeric, logical, factor or character columns (convert dates with as.numeric(), drop list columns)."
-    ), call = call)
-  }
 }
 
 # Columns are matched by name when new data comes (predict(), evaluate()): a name that
@@ -152,19 +120,18 @@ encoded_inputs <- function(x, encoding, call = caller_env()) {
   if (is.null(encoding)) return(parts)
   wanted <- names(encoding$inputs)
   if (several != encoding$several || several && !setequal(names(parts), wanted)) {
+    inputs <- function(parts, several) {
+      if (several) sprintf("the inputs %s", paste0("`", names(parts), "`", collapse = ", ")) else "one input"
+    }
     abort_bad_data(c(
       sprintf(
-        "The new data has %s; the model was trained on %s.", describe_inputs(parts, several),
-        describe_inputs(encoding$inputs, encoding$several)
+        "The new data has %s; the model was trained on %s.", inputs(parts, several),
+        inputs(encoding$inputs, encoding$several)
       ),
       "Give the new data in the form the training data had."
     ), call = call)
   }
   parts[wanted]
-}
-
-describe_inputs <- function(parts, several) {
-  if (several) sprintf("the inputs %s", paste0("`", names(parts), "`", collapse = ", ")) else "one input"
 }
 
 # One input as R hands it over and its spec (derived from the part when `spec` is NULL,
@@ -234,15 +201,16 @@ select_names <- function(have, wanted, name, call) {
   wanted
 }
 
-# A data.frame part (its training columns, NA rows handled) as the core's encoder takes
-# it (data/encoding.py, which makes the model's float32 matrix and raises for unseen
-# levels and columns of the wrong type): each column once, a number column as doubles, a
-# factor (a character column as the factor of its values) as its integer codes and levels.
+# A data.frame part (its training columns) as the core's encoder takes it (data/encoding.py,
+# which makes the model's float32 matrix and raises for unseen levels, wrong types and NA):
+# each column once, a number column as doubles, a factor (a character column as the factor
+# of its values) as its integer codes and levels.
 frame_handover <- function(df, name, spec, unknown = "error") {
   columns <- lapply(df[names(spec$columns)], function(values) {
     given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
-    if (!is.factor(values)) return(c(list(values = array(as.double(values))), given))
+    number <- is.numeric(values) || is.logical(values) # else of a type the core refuses
+    if (!is.factor(values)) return(c(list(values = if (number) array(as.double(values))), given))
     c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
   })
   list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
@@ -256,20 +224,6 @@ labels_handover <- function(y, levels) {
   list(gpukeras_labels = list(
     values = array(as.integer(y)), levels = as.list(levels(y)), training = as.list(levels), appearance = appearance
   ))
-}
-
-is_frame <- function(x) is.list(x) && identical(names(x), "gpukeras_frame")
-
-# The parts of data with each data.frame (as it is, or handed over) as its columns,
-# named name$column, as the errors for NA and Inf name them.
-column_parts <- function(parts) {
-  expanded <- Map(function(part, name) {
-    if (is_frame(part)) part <- lapply(part$gpukeras_frame$columns, `[[`, "values")
-    if (identical(names(part), "gpukeras_labels")) part <- part$gpukeras_labels$values
-    if (!is.list(part)) return(stats::setNames(list(part), name))
-    stats::setNames(as.list(part), sprintf("%s$%s", name, names(part)))
-  }, parts, names(parts))
-  unlist(unname(expanded), recursive = FALSE)
 }
 
 # Labels checked against their spec (the encoding's, when given) and the spec: numbers, or

@@ -234,10 +234,13 @@ check_texts <- function(x, arg, call = caller_env()) {
   if (!is.character(x) || length(x) == 0L || !is.null(dim(x))) {
     abort_bad_argument(sprintf("`%s` must be a character vector of texts, not %s.", arg, describe(x)), call = call)
   }
-  abort_missing(
-    rlang::set_names(list(x), arg),
-    fix = "Remove them, or replace them with \"\" where an empty text is meant.", call = call
-  )
+  # the core names NA rows (an integer per text: NA for NA)
+  if (anyNA(x)) {
+    core_call(
+      "check_rows", parts = rlang::set_names(list(array(nchar(x, keepNA = TRUE))), arg),
+      fix = "Remove them, or replace them with \"\" where an empty text is meant.", error_call = call
+    )
+  }
 }
 
 # Whether `encoding` (a fit's) is of texts: gpu_text_data()'s, for a KerasHub model.

@@ -245,7 +245,6 @@ core_call_python <- function(target, ..., error_call = caller_env()) {
 }
 
 core_answer <- function(target, args, bridge, error_call) {
-  handed_over <- vapply(args, inherits, logical(1), "gpukeras_handover")
   result <- bridge$call(target, lapply(args, function(arg) {
     if (inherits(arg, "gpukeras_handover")) unclass(arg) else arg
   }))
@@ -256,9 +255,6 @@ core_answer <- function(target, args, bridge, error_call) {
   }
   raise_core_warnings(result$warnings)
   if (isTRUE(result$ok)) return(result$value)
-  if (identical(result$r_class, "gpukeras_error_bad_data")) {
-    for (arg in args[handed_over]) abort_handover_missing(arg, call = error_call)
-  }
   # an out-of-memory error comes with its memory plan: what took the memory, what would fit;
   # a failure that is not the user's says so (bridge.py call())
   message <- c(result$message, unlist(result$details))

@@ -94,7 +94,7 @@ fit_input <- function(data, call = caller_env()) {
     data$x, data$y, "error",
     call = call, encoding = data$encoding, na_fix = fit_na_fix, sample_weight = data$sample_weight,
     recorded = data$recorded
-  ), na_fix = fit_na_fix)
+  ))
 }
 
 # gpu_fit() has no `na` argument: gpu_dataset() has.
@@ -107,7 +107,7 @@ fit_na_fix <- paste0(
 fit_arrays <- function(data, call = caller_env()) {
   input <- fit_input(data, call = call)
   if (!inherits(input, "gpukeras_handover")) return(list(input[[1]], input[[2]], if (length(input) > 2L) input[[3]]))
-  converted <- to_numpy(input$gpukeras_handover, na_fix = fit_na_fix, call = call)
+  converted <- to_numpy(input$gpukeras_handover, call = call)
   list(converted$x, converted$y, converted$sample_weight)
 }
 

@@ -398,3 +398,16 @@ def test_the_vocabulary_is_each_factor_columns_levels_and_the_labels():
         "kind": ["x", "y"],
         "grade": ["low"],
     }
+
+
+def test_columns_of_other_types_are_refused_in_training_and_in_new_data():
+    """A column R has no numbers for (a Date, a list): refused by name and R class, when the
+    encoding is made and when new data hands such a column over without values."""
+    account = {"a": {"type": "numeric"}, "when": {"type": "Date"}, "l": {"type": "list"}}
+    with pytest.raises(DataFieldsError, match=r"type in `x`: when \(Date\), l \(list\)\.") as error:
+        encoding.data_encoding({"x": {"type": "data.frame", "columns": account}}, None, False, "")
+    assert error.value.r_classes == ["gpukeras_error_bad_data"]
+    assert "as.numeric()" in error.value.details[0]
+    dated = {"values": None, "levels": None, "class": "Date", "typeof": "double"}
+    with pytest.raises(DataFieldsError, match=r"type in `x`: income \(Date\)\."):
+        encoding.encode_frame({**frame(), "columns": {**frame()["columns"], "income": dated}})

@@ -159,8 +159,10 @@ def test_infinite_values_are_refused_in_a_copy_and_as_they_are(value: float, dty
         array_source.handover(np.ones((4, 2)), np.array([0.0, np.inf, 1.0, 2.0]), "float32")
     weights = np.ones(4)
     weights[0] = -np.inf
-    with pytest.raises(errors.BadDataError, match=r"\(first, counting from 1: 1\)"):
+    with pytest.raises(errors.DataFieldsError, match=r"\(first: 1\), in sample_weight\.") as named:
         array_source.handover(np.ones((4, 2)), np.arange(4), "int32", sample_weight=weights)
+    assert named.value.r_classes == ["gpukeras_error_not_finite", "gpukeras_error_bad_data"]
+    assert named.value.fields == {"column": ["sample_weight"], "rows": [1], "n_rows": 1}
 
 
 def test_the_largest_float32_is_kept_and_nan_left_to_the_caller_without_check_missing() -> None:

@@ -86,8 +86,8 @@ def test_data_the_model_refuses_and_na_are_classed_errors(trained: tuple) -> Non
     holed = x.astype("float64")
     holed[3, 1] = np.nan
     missing = call("predict", model=model, x=holed, check_missing=True)
-    assert missing["r_class"] == "gpukeras_error_bad_data"
-    assert "first, counting from 1: 4" in missing["message"]
+    assert missing["r_classes"] == ["gpukeras_error_missing_values", "gpukeras_error_bad_data"]
+    assert "NA/NaN in 1 row(s) (first: 4), in x$column 2." in missing["message"]
 
 
 def test_save_writes_two_files_refuses_to_overwrite_and_loads_the_same_model(

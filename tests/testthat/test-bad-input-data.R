@@ -49,20 +49,14 @@ checked <- check_before_python(
     "gpu_dataset: x two file names",              gpu_dataset(c("a.csv", "b.csv")),                        "bad_data",      "^`x` is a character vector: features must be numbers",
     "gpu_dataset: x an unnamed list",             gpu_dataset(list(matrix(1:4, 2))),                       "bad_data",      "must be a named list of matrices",
     "gpu_dataset: x a function",                  gpu_dataset(function(x) x),                              "bad_data",      "^`x` must be a numeric matrix, array, vector or data.frame, not a function",
-    "gpu_dataset: x with a list column",          gpu_dataset(data.frame(a = I(list(1, 2)))),              "bad_data",      "^Column\\(s\\) of unsupported type in `x`: a.*drop list columns",
     "gpu_dataset: x with no columns",             gpu_dataset(data.frame(row.names = 1:3)),                "bad_data",      "^The data.frame `x` has no columns",
     "gpu_dataset: y a list",                      gpu_dataset(x, list(1, 2)),                              "bad_data",      "^`y` must be a numeric, logical, factor or character vector",
     "gpu_dataset: y too short",                   gpu_dataset(x, y[1:5]),                                  "bad_data",      "^x and y must have the same number of rows, not x: 10, y: 5.*one label per row",
     "gpu_dataset: no rows",                       gpu_dataset(x[0, , drop = FALSE]),                       "bad_data",      "^The data has no rows",
-    "gpu_dataset: NA in x",                       gpu_dataset(rbind(x, NA), c(y, 1)),                      "missing_values", "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
-    "gpu_dataset: every row NA, dropped",         gpu_dataset(matrix(NA_real_, 2, 2), na = "drop"),        "bad_data",      "^Every row has an NA",
     "gpu_dataset: two columns of one name",       gpu_dataset(cbind(x, x[, 1, drop = FALSE]), y),          "bad_data",      "^The columns of `x` must have distinct names: the name\\(s\\) `a` are given to several columns \\(1 and 5\\).*make.unique",
     "gpu_dataset: a column without a name",       gpu_dataset(cbind(x, 1), y),                             "bad_data",      "^The columns of `x` must have distinct names: column\\(s\\) 5 have no name",
     "gpu_dataset: cbind() of two tables",         gpu_dataset(cbind(df, df["a"]), y),                      "bad_data",      "the name\\(s\\) `a` are given to several columns \\(1 and 3\\)",
     "gpu_dataset: a matrix column",               gpu_dataset(transform(df, m = I(x[, 1:2])), y),          "bad_data",      "^`x` has matrix or data.frame column\\(s\\) inside it: m",
-    "gpu_dataset: Inf in x",                      gpu_dataset(rbind(x, c(1, Inf, 1, 1)), c(y, 1)),         "not_finite",    "^The data has Inf, -Inf or values beyond float32's range .* in 1 row\\(s\\) \\(first: 11\\), in x\\$b\\..*NaN loss",
-    "gpu_dataset: 1e300 in y, na = drop",         gpu_dataset(x, c(y[-1], -1e300), na = "drop"),           "not_finite",    "^The data has Inf, -Inf or values beyond float32's range .* \\(first: 10\\), in y\\.",
-    "gpu_dataset: a weight beyond float32",       gpu_dataset(x, y, sample_weight = c(1e39, rep(1, 9))),    "not_finite",    "beyond float32's range .*\\(first: 1\\), in sample_weight\\.",
     "gpu_dataset: a path that does not exist",    gpu_dataset("/no/such/folder"),                          "missing_files", "is not a folder, a CSV file/glob or TFRecord files.*data/\\*.csv",
     "gpu_dataset: y with files",                  gpu_dataset("/no/such/file.csv", y = 1:3),               "bad_argument",  "^`y` is for R data; with files, name the label column or feature with `label`",
     "gpu_dataset: label a number",                gpu_dataset(folder, label = 1),                          "bad_argument",  "^`label` must be one non-empty string",
@@ -109,6 +103,9 @@ writeLines("hello", file.path(files, "no-images", "notes", "a.txt"))
 dir.create(file.path(files, "empty"))
 csv <- file.path(files, "table.csv")
 utils::write.csv(data.frame(a = 1:3, b = c("x", "y", "z"), label = 1:3), csv, row.names = FALSE)
+# NA and Inf are the core's to find (in its copy of the data), with the same classes and fields
+small <- matrix(seq_len(40) / 40, ncol = 4, dimnames = list(NULL, c("a", "b", "c", "d")))
+small_y <- seq_len(10) / 10
 ragged <- file.path(files, "ragged.csv")
 writeLines(c("a,label", "1,0", "2,1,9", "3,0"), ragged)
 
@@ -125,6 +122,12 @@ cases <- bad_inputs(
   "gpu_dataset: CSV columns not in the file",     gpu_dataset(csv, label = "label", columns = c("a", "zzz")),            "bad_argument",  "columns \"zzz\" not found",
   "gpu_dataset: a CSV row with an extra field",  gpu_dataset(ragged, label = "label"),                                  "bad_data",      "^Line 3 of '.*ragged.csv' has 3 fields, but the header has 2",
   "gpu_dataset: a CSV text column",               gpu_dataset(csv, label = "label"),                                     "bad_data",      "Column\\(s\\) \"b\" of .* hold text.*columns = c\\(\"a\"\\)",
+  "gpu_dataset: NA in x",                       gpu_dataset(rbind(small, NA), c(small_y, 1)),                      "missing_values", "NA/NaN in 1 row\\(s\\) \\(first: 11\\).*na = \"drop\"",
+  "gpu_dataset: every row NA, dropped",         gpu_dataset(matrix(NA_real_, 2, 2), na = "drop"),        "bad_data",      "^Every row has an NA",
+  "gpu_dataset: Inf in x",                      gpu_dataset(rbind(small, c(1, Inf, 1, 1)), c(small_y, 1)),         "not_finite",    "^The data has Inf, -Inf or values beyond float32's range .* in 1 row\\(s\\) \\(first: 11\\), in x\\$b\\..*NaN loss",
+  "gpu_dataset: 1e300 in y, na = drop",         gpu_dataset(small, c(small_y[-1], -1e300), na = "drop"),           "not_finite",    "^The data has Inf, -Inf or values beyond float32's range .* \\(first: 10\\), in y\\.",
+  "gpu_dataset: a weight beyond float32",       gpu_dataset(small, small_y, sample_weight = c(1e39, rep(1, 9))),    "not_finite",    "beyond float32's range .*\\(first: 1\\), in sample_weight\\.",
+  "gpu_dataset: x with a list column",          gpu_dataset(data.frame(a = I(list(1, 2)))),              "bad_data",      "^Column\\(s\\) of unsupported type in `x`: a.*drop list columns",
   "gpu_dataset: a map that fails",                gpu_dataset(x, y, map = function(x, y) stop("boom")),                  "bad_map",       "The map function failed when tf.data traced it into a graph: .*boom.*TensorFlow ops",
   "gpu_dataset: an unknown augment preset",       gpu_dataset(x, y, augment = list(sparkle = list())),                   "bad_argument",  "Unknown augment preset\\(s\\): sparkle. Presets: flip_horizontal",
   "gpu_dataset: augment parameters Keras refuses", gpu_dataset(x, y, augment = list(rotation = list(factor = "big"))),   "bad_argument",  "augment preset 'rotation' \\(RandomRotation\\) rejected its parameters",

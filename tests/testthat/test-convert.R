@@ -142,32 +142,46 @@ test_that("the hand-over is one aligned, C-contiguous copy the core makes: float
   expect_null(to_numpy(as_pipeline_data(x, NULL, "error"))$y)
 })
 
-test_that("NA in double data is found in the core's copy, and named as R's own check names it", {
+test_that("NA is found in the core's copy and named by column, with its rows in the error's fields", {
   skip_if_no_python()
-  core() # once Python runs: before, R checks for NA itself (test-bad-input-data.R)
   x <- matrix(seq_len(40) / 4, 10, dimnames = list(NULL, c("a", "b", "c", "d")))
   x[c(4, 7), "c"] <- NA
   data <- as_pipeline_data(x, seq(0.5, 5, by = 0.5), "error")
-  expect_true(data$check_missing) # not read by anyNA() here ...
-  expect_error(
-    to_numpy(data), "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data"
+  expect_identical(data$check_missing$columns, list(x = c("a", "b", "c", "d"))) # how the core names them
+  error <- expect_error(
+    to_numpy(data), "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_missing_values"
   )
+  expect_identical(list(error$column, error$rows, error$n_rows), list("x$c", c(4L, 7L), 2L))
+  expect_s3_class(error, "gpukeras_error_bad_data")
   expect_error(
     to_numpy(as_pipeline_data(x[, -3], c(1:9, NaN), "error")),
     "\\(first: 10\\), in y\\.",
-    class = "gpukeras_error_bad_data"
+    class = "gpukeras_error_missing_values"
   )
-  expect_error( # ... nor in a pipeline's copy, split or not
+  expect_error( # in a pipeline's copy too, split or not
     gpu_dataset(x, 1:10, validation_split = 0.3, seed = 1),
-    "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_bad_data"
+    "NA/NaN in 2 row\\(s\\) \\(first: 4, 7\\), in x\\$c\\.", class = "gpukeras_error_missing_values"
   )
-  expect_false(as_pipeline_data(x, 1:10, "drop")$check_missing) # dropped in R
-  expect_false(as_pipeline_data(matrix(1:4, 2), 1:2, "error")$check_missing) # integers: anyNA() in R
+  # R's integers, logicals and integer labels: their NA (not a NaN in a float32 copy) found by the core too
+  expect_error(
+    to_numpy(as_pipeline_data(matrix(c(1:3, NA), 2), 1:2, "error")), "\\(first: 2\\), in x\\$column 2\\.",
+    class = "gpukeras_error_missing_values"
+  )
+  expect_error(
+    to_numpy(as_pipeline_data(matrix(c(TRUE, NA), 2), 1:2, "error")), "\\(first: 2\\), in x\\$column 1\\.",
+    class = "gpukeras_error_missing_values"
+  )
+  expect_error(
+    to_numpy(as_pipeline_data(x[, -3], c(1L, NA, 3:10), "error")), "\\(first: 2\\), in y\\.",
+    class = "gpukeras_error_missing_values"
+  )
+  dropped <- as_pipeline_data(x, 1:10, "drop") # the core says which rows have no NA
+  expect_identical(list(dropped$kept, dropped$dropped), list(c(1:3, 5:6, 8:10), 2L))
+  expect_identical(count_rows(to_numpy(dropped)$x), 8L)
 })
 
 test_that("Inf, -Inf and doubles beyond float32's range are found in the core's copy and named, whatever na says", {
   skip_if_no_python()
-  core() # once Python runs the core finds them; before, R does (test-bad-input-data.R)
   x <- matrix(seq_len(40) / 4, 10, dimnames = list(NULL, c("a", "b", "c", "d")))
   x[4, "b"] <- Inf
   x[7, "d"] <- 1e300
@@ -206,28 +220,4 @@ test_that("a fit and a prediction refuse infinite values before training, naming
     "\\(first: 4\\), in x\\$income\\.",
     class = "gpukeras_error_bad_data"
   )
-})
-
-test_that("rows are scanned for NA only in the parts where anyNA() finds one", {
-  skip_if_no_python()
-  scans <- new.env()
-  scans$count <- 0L
-  count_scan <- substitute(assign("count", counter$count + 1L, envir = counter), list(counter = scans))
-  suppressMessages(trace("row_has_na", count_scan, where = asNamespace("gpukeras"), print = FALSE))
-  on.exit(suppressMessages(untrace("row_has_na", where = asNamespace("gpukeras"))), add = TRUE)
-  x <- matrix(seq_len(40) / 4, 10)
-  as_pipeline_data(list(a = x, b = x), 1:10, "error")
-  expect_identical(scans$count, 0L)
-  y <- c(1:9, NA)
-  expect_error(
-    as_pipeline_data(list(a = x, b = x), y, "error"),
-    "1 row\\(s\\) \\(first: 10\\), in y\\.",
-    class = "gpukeras_error_bad_data"
-  )
-  expect_identical(scans$count, 1L) # y alone
-  x[3, 2] <- NaN
-  dropped <- as_pipeline_data(x, y, "drop")
-  expect_identical(scans$count, 3L) # x and y
-  expect_identical(dropped$dropped, 2L)
-  expect_identical(dropped$x, x[-c(3, 10), ])
 })

@@ -74,7 +74,7 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   data <- factor_data(8)
   data$x$region[3] <- NA
   skip_if_no_python()
-  # the core checks NA in its copy once Python runs, R before: gpu_dataset() is either way
+  # the core finds NA in its copy, and names the column as R gave it
   expect_error(
     gpu_dataset(data$x, data$y, batch_size = 4),
     "NA/NaN in 1 row\\(s\\) \\(first: 3\\), in x\\$region\\.($|\n)",

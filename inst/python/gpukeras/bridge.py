@@ -52,6 +52,7 @@ VERBS: dict[str, str] = {
     "check_widths": "serve.scoring:check_widths",
     "handover": "data.array_source:handover",
     "numpy_shape": "data.array_source:numpy_shape",
+    "check_rows": "data.bad_rows:check_rows",
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
     "images_to_score": "data.image_source:images_to_score",

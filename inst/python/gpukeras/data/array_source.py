@@ -19,6 +19,7 @@ import numpy as np
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
+from gpukeras.data.bad_rows import BadValues, Checks, named
 from gpukeras.data.encoding import (
     FRAME,
     LABELS,
@@ -73,10 +74,10 @@ def host_array(
     this is the one copy R data goes through on its way into a pipeline: the cast to
     float32 and the change to row-major order happen in it together, block by block,
     on several threads for large arrays. A floating-point copy holding an infinity raises
-    BadDataError naming the first rows (``Inf``, ``-Inf``, and finite values beyond the
-    dtype's range, which the cast makes infinite: float32's ends near 3.4e38): training
-    on them gives a NaN loss every epoch. With ``check_missing``, so does one holding a
-    NaN (R's NA among them).
+    BadValues naming the first rows (``Inf``, ``-Inf``, and finite values beyond the
+    dtype's range, which the cast makes infinite: float32's ends near 3.4e38; training on
+    them gives a NaN loss every epoch), which ``bad_rows.named`` names as R does. With
+    ``check_missing``, so does one holding a NaN (R's NA among them).
     """
     source = np.asarray(array)
     target = source.dtype if dtype is None else np.dtype(dtype)
@@ -105,9 +106,9 @@ def host_array(
         with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="gpukeras-copy") as pool:
             found = list(pool.map(copy_block, starts))
     if check_missing and any(nan for nan, _ in found):
-        raise BadDataError(_missing_message(copy))
+        raise BadValues(_missing_message(copy))
     if any(inf for _, inf in found):
-        raise BadDataError(_infinite_message(copy))
+        raise BadValues(_infinite_message(copy))
     return _made(copy)
 
 
@@ -122,15 +123,15 @@ def _bad_values(block: np.ndarray) -> tuple[bool, bool]:
 
 def check_values(array: np.ndarray, check_missing: bool) -> None:
     """What ``host_array`` checks in its copy, for a floating-point ``array`` used as it is:
-    BadDataError naming the first rows for an infinity, and with ``check_missing`` for a
+    BadValues naming the first rows for an infinity, and with ``check_missing`` for a
     NaN (R's NA among them)."""
     if array.dtype.kind != "f":
         return
     nan, inf = _bad_values(array)
     if check_missing and nan:
-        raise BadDataError(_missing_message(array))
+        raise BadValues(_missing_message(array))
     if inf:
-        raise BadDataError(_infinite_message(array))
+        raise BadValues(_infinite_message(array))
 
 
 def _first_rows(rows: np.ndarray) -> str:
@@ -177,27 +178,31 @@ def handover(
     x: object,
     y: object | None = None,
     y_dtype: str | None = None,
-    check_missing: bool = False,
+    check_missing: Checks = False,
     sample_weight: object | None = None,
 ) -> HostArrays:
     """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
     over as its columns, or a dict of them) and sample weights as float32, labels as
-    ``y_dtype``, each one ``host_array`` copy (see there for ``check_missing``), a
-    data.frame the matrix ``encoding.encode_frame`` makes of it, checked as a copy is,
-    factor labels R handed over their codes among the training levels
-    (``encoding.label_codes``, which raises for levels training did not have). The
-    arrays are the caller's alone, so a pipeline may share them."""
-    features = (
-        {name: features_array(part, check_missing) for name, part in x.items()}
-        if isinstance(x, dict) and not is_frame(x)
-        else features_array(x, check_missing)
-    )
-    labels = None if y is None else host_array(r_encoded(y), y_dtype, check_missing=check_missing)
-    weights = (
-        host_array(sample_weight, "float32", check_missing=check_missing)
-        if sample_weight is not None
-        else None
-    )
+    ``y_dtype``, each one ``host_array`` copy, a data.frame the matrix
+    ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R handed
+    over their codes among the training levels (``encoding.label_codes``, which raises for
+    levels training did not have). Infinities, and with ``check_missing`` NA, are the
+    classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
+    the columns and advice). The arrays are the caller's alone, so a pipeline may share
+    them."""
+    check = bool(check_missing)
+    with named({"x": x, "y": y, "sample_weight": sample_weight}, check_missing):
+        features = (
+            {name: features_array(part, check) for name, part in x.items()}
+            if isinstance(x, dict) and not is_frame(x)
+            else features_array(x, check)
+        )
+        labels = None if y is None else host_array(r_encoded(y), y_dtype, check_missing=check)
+        weights = (
+            host_array(sample_weight, "float32", check_missing=check)
+            if sample_weight is not None
+            else None
+        )
     return HostArrays(features, labels, weights)
 
 

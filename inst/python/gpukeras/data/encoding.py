@@ -58,6 +58,8 @@ THREADS = min(4, os.cpu_count() or 1)
 ALIGNMENT = 64
 
 MESSAGE_LEVELS = 10
+# The types a data.frame's column may have, as R accounts for them.
+COLUMN_TYPES = ("numeric", "logical", "factor", "character")
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -140,6 +142,22 @@ class _Column:
             block[missing, self.start : self.start + self.width] = np.nan
 
 
+def check_types(name: str, types: Mapping[str, str]) -> None:
+    """Refuse a data.frame ``name`` with columns of other ``types`` (by column: their R
+    type, or the class R gave for one of none of COLUMN_TYPES): DataFieldsError
+    gpukeras_error_bad_data naming them."""
+    bad = [f"{column} ({kind})" for column, kind in types.items() if kind not in COLUMN_TYPES]
+    if bad:
+        raise DataFieldsError(
+            f"Column(s) of unsupported type in `{name}`: {', '.join(bad)}.",
+            [
+                "Use numeric, logical, factor or character columns (convert dates with "
+                "as.numeric(), drop list columns)."
+            ],
+            ["gpukeras_error_bad_data"],
+        )
+
+
 def factor_rule(factors: str | Mapping[str, str], column: str) -> str:
     """How factor column ``column`` is encoded by gpu_dataset()'s ``factors``: one rule for
     every factor, or rules named by column (a factor not named: one-hot)."""
@@ -191,7 +209,8 @@ def data_encoding(
     form checked by R.
 
     Raises DataFieldsError (gpukeras_error_bad_argument) when ``factors`` names columns
-    that are not factor or character columns of a data.frame input.
+    that are not factor or character columns of a data.frame input, and
+    (gpukeras_error_bad_data, ``check_types``) for columns of other types.
     """
     coded = [
         column
@@ -216,6 +235,7 @@ def data_encoding(
     for name, part in inputs.items():
         if part["type"] == "data.frame":
             columns: Mapping[str, Mapping[str, object]] = part["columns"]  # type: ignore[assignment]
+            check_types(name, {column: str(given["type"]) for column, given in columns.items()})
             plain_inputs[name] = {
                 "type": "data.frame",
                 "columns": {
@@ -413,12 +433,18 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
     Raises DataFieldsError (gpukeras_error_new_levels, fields ``column`` and ``levels``)
     for levels training did not have, unless ``unknown`` says how to score them, and
     (gpukeras_error_wrong_type, fields ``column`` and ``type``) for a factor given where
-    training had numbers or the other way round. NA stays NaN, for the caller's check.
+    training had numbers or the other way round, and (``check_types``) for a column R
+    handed over without values, of a type it has no numbers for (its ``class``). NA stays
+    NaN, for the caller's check.
     """
     name = str(frame["name"])
     spec: Mapping[str, Mapping[str, object]] = frame["spec"]  # type: ignore[assignment]
     given: Mapping[str, Mapping[str, object]] = frame["columns"]  # type: ignore[assignment]
     unknown = str(frame.get("unknown") or "error")
+    kinds = {
+        c: "numeric" if h.get("values") is not None else str(h["class"]) for c, h in given.items()
+    }
+    check_types(name, kinds)
     columns: list[_Column] = []
     start = 0
     rows: int | None = None

@@ -36,6 +36,7 @@ from gpukeras.data.augment import (
     augmenter,
     check_presets,
 )
+from gpukeras.data.bad_rows import Checks, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
 from gpukeras.data.encoding import vocabulary
 from gpukeras.data.pipeline_facts import describe
@@ -308,7 +309,7 @@ def from_arrays(
     copy: bool = True,
     x_dtype: str | None = None,
     y_dtype: str | None = None,
-    check_missing: bool = False,
+    check_missing: Checks = False,
     sample_weight: object | None = None,
     encoding: Record | None = None,
     **options: object,
@@ -330,8 +331,8 @@ def from_arrays(
     reticulate's views of R's memory, cast and reordered in the one copy). With
     ``copy=False`` they share an array already in its dtype instead where they can
     (one ``array_source.host_array`` made), which must then never change. With
-    ``check_missing``, floating-point data holding NaN (R's NA) is BadDataError, as is any
-    holding an infinity (see ``array_source.host_array``),
+    ``check_missing`` (True, or R's names of the columns and advice), data holding NA is
+    the classed error ``bad_rows.named`` raises, as is any holding an infinity,
     raised before TensorFlow is imported: bad data leaves the runtime unstarted.
 
     Returns:
@@ -346,6 +347,7 @@ def from_arrays(
     opts.cache = opts.cache if opts.map is not None else False
     # A data.frame R handed over as its columns becomes its float32 matrix here, once
     # (factor labels their codes).
+    given = {"x": x, "y": y, "sample_weight": sample_weight}
     x, y = r_encoded(x), r_encoded(y)
     features = x if isinstance(x, dict) else {"": x}
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
@@ -378,13 +380,14 @@ def from_arrays(
             source.dtype == np.dtype(dtype or source.dtype)
             and (split or (not copy and shareable(source)))
         ):
-            check_values(source, check_missing)
+            check_values(source, bool(check_missing))
             return source
-        return host_array(source, dtype, check_missing=check_missing)
+        return host_array(source, dtype, check_missing=bool(check_missing))
 
-    data_x = {name: whole(array, x_dtype) for name, array in features.items()}
-    data_y = whole(y, y_dtype) if y is not None else None
-    data_w = whole(sample_weight, "float32") if sample_weight is not None else None
+    with named(given, check_missing):
+        data_x = {name: whole(array, x_dtype) for name, array in features.items()}
+        data_y = whole(y, y_dtype) if y is not None else None
+        data_w = whole(sample_weight, "float32") if sample_weight is not None else None
     tf = sources.tensorflow()
     opts.to_device = _to_device_choice(opts)
 

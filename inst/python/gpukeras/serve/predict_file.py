@@ -36,6 +36,7 @@ from gpukeras.core.r_words import big, seconds
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
+from gpukeras.data.bad_rows import Checks
 from gpukeras.train import pretrained
 
 # The digits a float32 needs to be read back as the same number.
@@ -230,7 +231,7 @@ def predict_file(
     x: object,
     y: object | None = None,
     y_dtype: str | None = None,
-    check_missing: bool = False,
+    check_missing: Checks = False,
     batch_size: object = 32,
     verbose: int = 0,
     file: object = None,
@@ -256,7 +257,7 @@ def predict_file(
         x: R data as ``handover`` takes it, or a tf.data dataset (its batches as they
             are, labels ignored).
         y, y_dtype: not used (R hands data over the same way for every verb).
-        check_missing: raise BadDataError naming the rows when a copy holds NA.
+        check_missing: NA is an error too, named as R names it (``bad_rows.named``).
         batch_size: rows per batch for arrays.
         verbose: a progress bar when > 0.
         file: the CSV file to write; overwrite: whether an existing one may be replaced

@@ -27,6 +27,7 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures
 from gpukeras.data.array_source import handover
+from gpukeras.data.bad_rows import Checks
 from gpukeras.data.encoding import (
     describe_columns,
     frame_width,
@@ -46,7 +47,7 @@ ENCODING_FORMAT = "gpukeras-encoding"
 ENCODING_VERSION = 2  # 2: factor columns one-hot or codes (1: codes, always)
 
 
-def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: bool) -> Any:
+def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: Checks) -> Any:
     """R arrays as Keras reads them (one float32 copy each); a dataset as it is."""
     if adapters.is_tf_dataset(x):
         return x, None
@@ -93,7 +94,7 @@ def _scoring_inputs(
     x: object,
     y: object | None,
     y_dtype: str | None,
-    check_missing: bool,
+    check_missing: Checks,
     batch_size: object,
     what: str,
     evaluating: bool = False,
@@ -126,7 +127,7 @@ def predict(
     x: object,
     y: object | None = None,
     y_dtype: str | None = None,
-    check_missing: bool = False,
+    check_missing: Checks = False,
     batch_size: object = 32,
     verbose: int = 0,
 ) -> object:
@@ -137,7 +138,7 @@ def predict(
         x: R data as ``handover`` takes it (an array or a dict of them), or a
             tf.data dataset (its batches as they are; labels in it are ignored).
         y, y_dtype: not used (R hands data over the same way for every verb).
-        check_missing: raise BadDataError naming the rows when a copy holds NA.
+        check_missing: NA is an error too, named as R names it (``bad_rows.named``).
         batch_size: rows per batch for arrays.
         verbose: Keras' progress display (0 silent).
 
@@ -205,7 +206,7 @@ def evaluate(
     x: object,
     y: object | None = None,
     y_dtype: str | None = None,
-    check_missing: bool = False,
+    check_missing: Checks = False,
     batch_size: object = 32,
     verbose: int = 0,
 ) -> Record:

@@ -1,0 +1,181 @@
+"""The core's one check of R data's rows: NA and non-finite values, named by part, column
+and row, as R's classed errors; and the rows ``na = "drop"`` keeps.
+
+R hands its data over as it is (``array_source.handover``): arrays (a double's NA a NaN,
+an integer's or a logical's NA_integer_, the smallest int32), data.frames as their columns
+(``encoding.FRAME``: a number column as doubles, a factor as its codes, NA_integer_ for NA)
+and factor labels as their codes (``encoding.LABELS``). Such ``parts`` are named as R names
+them: ``x`` (or each input's name), ``y``, ``sample_weight``; a matrix's columns
+``x$income`` (its column names, sent as ``columns``) or ``x$column 2``, a data.frame's
+``x$region`` (a factor once, though it becomes indicator columns).
+
+NA (R's ``is.na()``: NA and NaN alike) is ``gpukeras_error_missing_values``; Inf, -Inf and
+doubles beyond float32's range, which the float32 copy makes infinite,
+``gpukeras_error_not_finite``; both with the fields ``column`` (the columns, as the message
+names them), ``rows`` (the first 100, counting from 1) and ``n_rows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.errors import BadDataError, DataFieldsError
+from gpukeras.data.encoding import FRAME, LABELS, R_NA_INTEGER, is_frame, is_labels
+
+# The largest float32: a double beyond it becomes infinite in the float32 copy Keras reads.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+NA_FIX = 'Impute or remove them, or pass na = "drop" to drop those rows.'
+NOT_FINITE = "Inf, -Inf or values beyond float32's range (about 3.4e+38)"
+NOT_FINITE_FIX = (
+    "Training on them gives a NaN loss every epoch: replace or remove them, or rescale "
+    "those columns."
+)
+
+
+# What a verb that hands R data over is told to check: NA too (True, or R's names of the
+# columns and advice, ``{"columns": ..., "fix": ...}``), or infinities alone (False).
+Checks = bool | Mapping[str, Any]
+
+
+class BadValues(BadDataError):
+    """A copy found NaN or an infinity (``array_source.host_array``): ``named`` raises the
+    error that names them in its place."""
+
+
+def _columns(
+    parts: Mapping[str, object], names: Mapping[str, Any]
+) -> Iterator[tuple[str, np.ndarray]]:
+    """Each column of ``parts`` with its name, as a 1-D array of rows (or an array of rows
+    by cells, for a part of more dimensions, named by the part)."""
+    for name, part in parts.items():
+        if part is None:
+            continue
+        if is_frame(part):
+            for column, handed in part[FRAME]["columns"].items():  # type: ignore[index]
+                yield f"{name}${column}", np.asarray(handed["values"]).reshape(-1)
+        elif is_labels(part):
+            yield name, np.asarray(part[LABELS]["values"]).reshape(-1)  # type: ignore[index]
+        elif isinstance(part, dict):
+            yield from _columns(part, names)
+        else:
+            array = np.asarray(part)
+            if array.ndim != 2:
+                yield name, array.reshape(len(array), -1) if array.ndim else array.reshape(-1)
+                continue
+            given = names.get(name)
+            labels = [given] if isinstance(given, str) else [str(c) for c in given] if given else []
+            if len(labels) != array.shape[1]:
+                labels = [f"column {i + 1}" for i in range(array.shape[1])]
+            for i, label in enumerate(labels):
+                yield f"{name}${label}", array[:, i]
+
+
+def _missing(values: np.ndarray) -> np.ndarray | None:
+    """The cells of ``values`` holding NA (None where there can be none)."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype == np.int32:
+        return values == R_NA_INTEGER
+    return None
+
+
+def _not_finite(values: np.ndarray) -> np.ndarray | None:
+    """The cells of ``values`` the float32 copy makes infinite."""
+    if values.dtype.kind != "f":
+        return None
+    with np.errstate(invalid="ignore"):
+        return ~np.isnan(values) & (np.abs(values) > FLOAT32_MAX)
+
+
+def _found(
+    parts: Mapping[str, object], names: Mapping[str, Any], cells: Any
+) -> tuple[np.ndarray | None, list[str]]:
+    """The rows with a cell ``cells`` flags, and the columns (as R names them) with one."""
+    rows: np.ndarray | None = None
+    where: list[str] = []
+    for name, values in _columns(parts, names):
+        flagged = cells(values)
+        if flagged is None or not flagged.any():
+            continue
+        flagged = flagged.reshape(len(flagged), -1).any(axis=1)
+        rows = flagged if rows is None else rows | flagged
+        if name not in where:
+            where.append(name)
+    return rows, where
+
+
+def _error(what: str, rows: np.ndarray, where: list[str], fix: str, r_class: str) -> Exception:
+    found = np.flatnonzero(rows) + 1
+    return DataFieldsError(
+        f"The data has {what} in {len(found)} row(s) (first: "
+        f"{', '.join(map(str, found[:5]))}), in {', '.join(where[:10])}.",
+        [fix],
+        [r_class, "gpukeras_error_bad_data"],
+        column=where,
+        rows=[int(r) for r in found[:100]],
+        n_rows=len(found),
+    )
+
+
+def check_rows(
+    parts: Mapping[str, object],
+    na: str = "error",
+    columns: Mapping[str, Any] | None = None,
+    fix: str | None = None,
+) -> list[int] | None:
+    """Check the rows of R data ``parts`` (see the module's notes; ``columns``: a matrix
+    part's column names, by part): a DataFieldsError for values beyond float32's range
+    (gpukeras_error_not_finite), and with ``na`` "error" for NA (gpukeras_error_missing_values,
+    ``fix`` saying what to do). With ``na`` "drop", the rows without NA, counting from 1
+    (None when every row is kept); a DataFieldsError when no row is."""
+    names = columns or {}
+    missing, where = _found(parts, names, _missing)
+    if missing is not None and na == "error":
+        raise _error("NA/NaN", missing, where, fix or NA_FIX, "gpukeras_error_missing_values")
+    infinite, where = _found(parts, names, _not_finite)
+    if infinite is not None:
+        raise _error(NOT_FINITE, infinite, where, NOT_FINITE_FIX, "gpukeras_error_not_finite")
+    if missing is None:
+        return None
+    kept = np.flatnonzero(~missing) + 1
+    if not len(kept):
+        raise DataFieldsError(
+            'Every row has an NA: nothing is left after na = "drop".',
+            [],
+            ["gpukeras_error_bad_data"],
+        )
+    return [int(row) for row in kept]
+
+
+def has_na_codes(part: object) -> bool:
+    """Whether R integers, logicals or factor labels in ``part`` (an array, factor labels
+    or a dict of them) hold NA_integer_, which a float32 copy does not make a NaN."""
+    if isinstance(part, dict) and not is_frame(part):
+        if is_labels(part):
+            part = part[LABELS]["values"]
+        else:
+            return any(has_na_codes(value) for value in part.values())
+    if part is None or is_frame(part):
+        return False  # a frame's codes become NaN in its matrix
+    values = np.asarray(part)
+    return values.dtype == np.int32 and values.size > 0 and int(values.min()) == R_NA_INTEGER
+
+
+@contextmanager
+def named(parts: Mapping[str, object], checks: Checks) -> Iterator[None]:
+    """Hand ``parts`` over inside this block, each copy checked (``checks``: False, True,
+    or R's ``{"columns": ..., "fix": ...}``, see ``check_rows``): NA and infinities the
+    copies find (``BadValues``), and NA in R's integers (checked here first), are raised as
+    ``check_rows`` names them."""
+    given: Mapping[str, Any] = checks if isinstance(checks, Mapping) else {}
+    if checks and any(has_na_codes(part) for part in parts.values()):
+        check_rows(parts, "error", given.get("columns"), given.get("fix"))
+    try:
+        yield
+    except BadValues:
+        check_rows(parts, "error" if checks else "drop", given.get("columns"), given.get("fix"))
+        raise
