@@ -4,10 +4,11 @@ Run by test_population.py as ``python population_cv.py '<json spec>'`` (JAX back
 core on PYTHONPATH); prints one JSON line: ``population`` (the verb ``cv_population``'s
 answer), ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics and
 predictions, each fit of the fold's rows alone with its seed, its held-out rows as
-validation) and ``built`` (the models the population's folds were given: one, the first
-fold's, whose starting state the others' are drawn like). The spec's keys: ``rows``, ``folds``, ``batch_size``, ``epochs``,
-``dropout``, ``learning_rate``, ``sample_weight`` (each row weighted); ``other_units``:
-the last fold's model has other units (not one architecture); ``memory_share``:
+validation) and ``built`` (the models the population was given: one, made after the first
+fold's seed, the others' states drawn from theirs). The spec's keys: ``rows``, ``folds``,
+``batch_size``, ``epochs``, ``dropout``, ``learning_rate``, ``sample_weight`` (each row
+weighted); ``other_units``: each fold's own model, the last one's of other units (not one
+architecture); ``memory_share``:
 ``cv_population.MEMORY_SHARE`` for the run (a tiny one: the members do not fit). With either,
 no separate fits.
 """

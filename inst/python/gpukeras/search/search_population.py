@@ -8,9 +8,11 @@ grid draw as they do). ``next_task`` splits a batch by the values that set its t
 shapes (model_fn's parameters, a searched batch size: ``Groups``), a task for a worker
 each, so that other architectures train at once in other workers (a group of one, or where
 processes measured faster, trains as trials of their own processes). ``train`` runs in one
-worker, which made each trial's model there (``model_fn(params)`` is R code, called after
-the trial's seed): the models are made ready as gpu_fit(seed = ) starts a fit
-(``population.prepare``: the seed, the build, the trial's learning rate), grouped by
+worker, which made one model there (``model_fn(params)`` is R code, called after the first
+trial's seed; a task's trials have the same params): each trial's starting state is drawn
+from it as gpu_fit(seed = ) would start a fit of its own model (``population.starts``: the
+seed, the build, the trial's learning rate; where it cannot, nothing trains and the worker
+makes each trial's model after its seed), the trials grouped by
 architecture and batch size (``population.mismatch``: a task's trials are one architecture
 where model_fn builds one for equal values), a group that does not fit the memory split in
 halves (``cv_population.fits_memory``), and each group trained as one ``Population``,
@@ -21,7 +23,8 @@ it, its heartbeat recorded while the group trains); the pruner's verdict stops t
 alone (``Population.stop``) and tells its trial pruned at once, and a loss that is not
 finite stops the member too (it fails, saying why). ``tell`` tells each member's end to
 the study with ``search.tell``, so a member's state and value are decided as a process's
-are: the objective at its last epoch.
+are: the objective at its last epoch. The models that may be the study's best are saved by
+``train``, each member's state put into the model in turn.
 """
 
 from __future__ import annotations

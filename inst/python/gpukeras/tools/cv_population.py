@@ -4,9 +4,10 @@
 population: ``population = "auto"`` (gpu_workers()' default) on the JAX backend, with fit
 arguments a population honours (``SUPPORTED``) and no tracking (a tracked fold is a run of its
 own, sent by its own fit); anything else trains a process per fold, as before, and the
-reason says why. ``train`` runs in one worker: the folds' models, made there by model_fn each
-after its fold's seed, are checked to be one architecture (``population.mismatch``) and to
-fit the memory (``MEMORY_SHARE`` of the device's free memory for every member's step, by the
+reason says why. ``train`` runs in one worker: one model, made there by model_fn after the first fold's
+seed, gives each fold's starting state (``population.starts``; where it cannot, nothing
+trains and the worker makes each fold's model after its seed, which are checked to be one
+architecture, ``population.mismatch``); the folds are checked to fit the memory (``MEMORY_SHARE`` of the device's free memory for every member's step, by the
 memory plan), then trained as one (``train.population``) and each scored on its held-out rows
 in it: as ``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics
 being the last epoch's validation of those rows and the predictions ``Population.predict``'s,

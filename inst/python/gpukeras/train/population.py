@@ -20,6 +20,17 @@ other sizes keep theirs. The same mask holds a member that was stopped (``stop``
 stays as it was while the others train. Optimizer variables are state too, so members may
 differ in them (the learning rate, a variable, set per member before the population starts).
 
+A population's members need not be models of their own: one model, made after the first
+member's seed, gives every member's starting state (``starts``). Keras draws a weight's
+starting value by its initializer from a seed the initializer took as it was made, Keras'
+default seed (the next draw of Python's ``random``, which ``set_random_seed`` seeded) where
+it was given none, and a seed generator's state likewise. So each weight is matched to the
+initializer of its layer that gives its value again, each default seed to its place in the
+draws after the first member's seed, and a member's weights are those initializers' values
+with the seeds at the same places in the draws after its own seed: the values a model of its
+own, made after its seed, would start from. Where a weight is no initializer's of its layer
+(an LSTM's bias, a weight loaded), each member needs a model of its own.
+
 On a GPU a small model's programs take seconds to compile and milliseconds an epoch to run,
 so a population of one (a search's batch, a cross-validation) is bound by compiling: its
 programs are compiled without XLA's GEMM autotuning and Triton GEMM kernels
