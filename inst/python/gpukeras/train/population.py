@@ -128,13 +128,16 @@ class _Draw:
     position: int | None = None
 
 
-def _drawn_by(keras: Any, variable: Any, candidates: Sequence[Any]) -> _Draw | str | None:
+def _drawn_by(keras: Any, variable: Any, candidates: dict[str, Any]) -> _Draw | str | None:
     """How ``variable`` (as its layer made it) was drawn: by the one of its layer's
-    ``candidates`` (initializers) that gives its value again; a string where that initializer
-    may draw otherwise in another member (not Keras' own), None where none gives it."""
+    ``candidates`` (initializers by attribute) that gives its value again, the one named for
+    it tried first (``kernel_initializer`` for ``kernel``: no other is drawn in vain); a
+    string where that initializer may draw otherwise in another member (not Keras' own),
+    None where none gives it."""
     value = np.asarray(variable.value)
     random_type = compat.random_initializer_type()
-    for candidate in candidates:
+    named = f"{variable.name}_initializer"
+    for candidate in [candidates[k] for k in sorted(candidates, key=lambda k: k != named)]:
         try:
             given = np.asarray(candidate(variable.shape, dtype=variable.dtype))
         except (ValueError, TypeError):  # an initializer for other shapes (Identity: 2-D)
@@ -166,7 +169,7 @@ def _draws(model: Model, seed: int) -> list[_Draw] | str:
             drawn = int(np.asarray(state.value)[0]) if unseeded else None
             found[id(state)] = _Draw(state, None, drawn)
         initializer = keras.initializers.Initializer
-        candidates = [v for v in vars(layer).values() if isinstance(v, initializer)]
+        candidates = {k: v for k, v in vars(layer).items() if isinstance(v, initializer)}
         for variable in compat.own_variables(layer):
             if id(variable) not in found:
                 draw = _drawn_by(keras, variable, candidates)
