@@ -247,7 +247,7 @@ def layer_seed_generators(layer: Layer) -> list[Any]:
     return list(getattr(layer, "_seed_generators", []))
 
 
-def random_initializer_type() -> type:
+def random_initializer_type() -> Any:
     """Keras' base of the initializers that draw from a seed (``RandomInitializer``, not
     exported): given no seed, each takes Keras' default seed as it is made."""
     from keras.src.initializers.random_initializers import RandomInitializer

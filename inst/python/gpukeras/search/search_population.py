@@ -369,13 +369,16 @@ def train(
     validated = appended if appended is not None else validation_rows
     train_rows = np.asarray(rows, np.int64)
     held_rows = None if validated is None else np.asarray(validated, np.int64)
-    sizes, seeds, own_epochs, rates = [], [], [], []
+    sizes: list[int] = []
+    seeds: list[int] = []
+    own_epochs: list[int] = []
+    rates: list[float | None] = []
     for member in members:
         drawn = member.get("fit") or {}
         own_epochs.append(int(drawn.get("epochs") or epochs))
         sizes.append(int(drawn.get("batch_size") or batch_size or DEFAULT_BATCH_SIZE))
-        given = drawn.get("learning_rate")
-        rates.append(given if given is not None else learning_rate)
+        rate = drawn.get("learning_rate")
+        rates.append(rate if rate is not None else learning_rate)
         seeds.append(int(member["seed"]))
     batches = [first_batch(data, train_rows[:size]) for size in sizes]
     starting: list[tuple] | None = None

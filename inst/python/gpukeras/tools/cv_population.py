@@ -4,17 +4,17 @@
 population: ``population = "auto"`` (gpu_workers()' default) on the JAX backend, with fit
 arguments a population honours (``SUPPORTED``) and no tracking (a tracked fold is a run of its
 own, sent by its own fit); anything else trains a process per fold, as before, and the
-reason says why. ``train`` runs in one worker: one model, made there by model_fn after the first fold's
-seed, gives each fold's starting state (``population.starts``; where it cannot, nothing
-trains and the worker makes each fold's model after its seed, which are checked to be one
-architecture, ``population.mismatch``); the folds are checked to fit the memory (``MEMORY_SHARE`` of the device's free memory for every member's step, by the
-memory plan), then trained as one (``train.population``) and each scored on its held-out rows
-in it: as ``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics
-being the last epoch's validation of those rows and the predictions ``Population.predict``'s,
-one program for all folds where each fold's model would compile its own (on a GPU, seconds
-each). Where they are not one architecture
-or do not fit, nothing trains, and the answer says so: the session then gives each fold a
-process of its own.
+reason says why. ``train`` runs in one worker: one model, made there by model_fn after the
+first fold's seed, gives each fold's starting state (``population.starts``; where it cannot,
+nothing trains and the worker makes each fold's model after its seed, which are checked to
+be one architecture, ``population.mismatch``); the folds are checked to fit the memory
+(``MEMORY_SHARE`` of the device's free memory for every member's step, by the memory plan),
+then trained as one (``train.population``) and each scored on its held-out rows in it: as
+``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics being
+the last epoch's validation of those rows and the predictions ``Population.predict``'s, one
+program for all folds where each fold's model would compile its own (on a GPU, seconds
+each). Where they are not one architecture or do not fit, nothing trains, and the answer
+says so: the session then gives each fold a process of its own.
 """
 
 from __future__ import annotations
@@ -146,12 +146,13 @@ def train(
     data = tuple(part for part in (x, y, sample_weight) if part is not None)
     held = [np.asarray(m["held_out"], np.int64) for m in members]
     batches = [first_batch(data, np.asarray(m["rows"][:size], np.int64)) for m in members]
-    drawn = None
+    drawn: list[tuple] | None = None
     if len(models) == 1 < len(members):
         seeds = [int(m["seed"]) for m in members]
-        drawn = starts(models[0], seeds, batches[0], [learning_rate] * len(members))
-        if isinstance(drawn, str):
-            return {"trained": "models", "reason": f"each fold needs its own model: {drawn}"}
+        made = starts(models[0], seeds, batches[0], [learning_rate] * len(members))
+        if isinstance(made, str):
+            return {"trained": "models", "reason": f"each fold needs its own model: {made}"}
+        drawn = made
         why = fits_memory([models[0]] * len(members), data, size)
     else:
         for model, member, batch in zip(models, members, batches):

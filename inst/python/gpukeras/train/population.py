@@ -230,7 +230,7 @@ def starts(
         return "a learning rate is given to some members only"
     base = training_state(model)
     optimizer = state_variables(model)[2]
-    rate = compat.learning_rate_of(fit_request.inner_optimizer(model))
+    rate: Any = compat.learning_rate_of(fit_request.inner_optimizer(model))
     at = next((i for i, variable in enumerate(optimizer) if variable is rate), None)
     if at is None and len(set(learning_rates)) > 1:
         return "the optimizer holds its learning rate otherwise than as a variable"
