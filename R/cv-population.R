@@ -1,10 +1,11 @@
 # gpu_cv()'s folds as populations (JAX): the core decides whether to try one
 # (tools/cv_population.py: gpu_workers(population = ), the backend, the fit's arguments,
 # tracking), each worker slot gets one task holding its share of the folds, and the worker
-# makes each fold's model as a fold's own worker would (its seed, then model_fn()) and
-# hands them to the core, which trains them as one program where they are one architecture
-# and fit the memory, and otherwise trains nothing and says why: the session then gives
-# those folds a process each (cv_population_declined()).
+# makes one model as the first fold's worker would (its seed, then model_fn()) and hands it
+# to the core, which draws the other folds' starting states from their seeds (or, where it
+# cannot, asks for each fold's model) and trains them as one program where they fit the
+# memory, and otherwise trains nothing and says why: the session then gives those folds a
+# process each (cv_population_declined()).
 
 # Whether gpu_cv() tries a population: `population` (TRUE/FALSE) and `reason`, the core's.
 cv_population_plan <- function(workers, fit_args, tracked, call = caller_env()) {
@@ -33,14 +34,24 @@ cv_population_tasks <- function(numbers, slots, fold_task) {
   })
 }
 
-# In the worker (worker_task()'s `run`): each fold's model made after its seed, then the
-# core's population: `trained` ("population" or "processes"), `reason`, and per fold
+# In the worker: the core's population `verb` called with `args` and one model, made by
+# `model()` after the first member's seed (the core draws the other members' starting states
+# from their seeds); where the core says it cannot (`trained` "models"), again with each
+# member's own model, made after its seed, as its own worker would make it.
+population_call <- function(verb, args, seeds, model) {
+  made <- function(seed) {
+    core_call("workers_seed", seed = seed)
+    model()
+  }
+  result <- do.call(core_call, c(list(verb, models = list(made(seeds[[1]]))), args))
+  if (!identical(result$trained, "models")) return(result)
+  do.call(core_call, c(list(verb, models = lapply(seeds, made)), args))
+}
+
+# In the worker (worker_task()'s `run`): the core's population of the folds
+# (population_call()): `trained` ("population" or "processes"), `reason`, and per fold
 # `history`, `metrics`, `predictions` and `seconds` when it trained.
 cv_population_task <- function(task) {
-  models <- lapply(task$members, function(member) {
-    core_call("workers_seed", seed = member$seed)
-    worker_model(task)
-  })
   data <- load_arrays(task$data)
   members <- lapply(task$members, function(member) {
     list(
@@ -48,13 +59,8 @@ cv_population_task <- function(task) {
       held_out = as.list(as.integer(member$held_out) - 1L)
     )
   })
-  do.call(core_call, c(
-    list(
-      "cv_population",
-      models = models, x = data$x, y = data$y, sample_weight = data$sample_weight, members = members
-    ),
-    task$fit
-  ))
+  args <- c(list(x = data$x, y = data$y, sample_weight = data$sample_weight, members = members), task$fit)
+  population_call("cv_population", args, lapply(task$members, `[[`, "seed"), function() worker_model(task))
 }
 
 # A population task's folds as each fold's outcome (the slot's `device`, trained

@@ -30,9 +30,11 @@
 #'
 #' @section Populations:
 #' On the JAX backend, the folds train as one population by default: one
-#' worker process makes every fold's model (its seed, then `model_fn()`), and
-#' where they are one architecture (the same layers, variables, loss, metrics
-#' and optimizer) and fit the device's memory, Keras' own training step runs for
+#' worker process makes one model (the first fold's seed, then `model_fn()`)
+#' and draws each fold's starting weights from the fold's seed, the values its
+#' own model would start from (where a weight is not its layer's initializer's,
+#' an LSTM's bias for one, it makes every fold's model), and where they
+#' fit the device's memory, Keras' own training step runs for
 #' all of them at once, mapped over their stacked weights (`jax.vmap`), on the
 #' data put on the device once: one compilation and one dispatch for all the
 #' folds, where a process per fold compiles and starts its own. Each fold

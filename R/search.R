@@ -66,7 +66,9 @@
 #' learn nothing from completed trials, every trial at once), and split by
 #' architecture: the trials whose values of `model_fn`'s parameters (and of a
 #' searched `batch_size`) are equal train together as a population, one
-#' compiled program for all, in one worker, and the other groups (trials whose
+#' compiled program for all, in one worker, which makes one model for them and
+#' draws each trial's starting weights from its seed (as gpu_cv() draws its
+#' folds', see [gpu_cv()]), and the other groups (trials whose
 #' drawn values change shapes, such as units) at the same time in the other
 #' workers. A group of one trial trains as a trial of its own process does, and
 #' so does a group of several where the trials that ended say a process per

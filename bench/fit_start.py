@@ -5,7 +5,9 @@ population of 16 members, each in a fresh process as a search's worker starts it
 Phases, in seconds, each measured in the child:
 - ``import``: Python importing gpukeras' runtime, Keras and JAX;
 - ``runtime``: the backend's start (JAX's first array on the device: CUDA's too on a GPU);
-- ``build``: the members' models made and compiled, then built as a fit builds them;
+- ``build``: the population made: one model made and compiled, built as a fit builds it,
+  and each member's starting state drawn from its seed (``population.starts``); of it
+  ``members``, the build and the members' states (the model made, the rest);
 - ``first_epoch``: the first epoch, XLA's compiling included; of it ``compile`` (XLA's
   backend compile, JAX's own monitoring events: GEMM autotuning is part of it on a GPU),
   ``trace`` (tracing and lowering to XLA);
@@ -70,9 +72,10 @@ def listen(event, seconds, fun_name="?", **_):
                    "/jax/core/compile/jaxpr_to_mlir_module_duration"):
         spent["trace"] += seconds
 jax.monitoring.register_event_duration_secs_listener(listen)
+from gpukeras.core import compat
 from gpukeras.core.runtime import config as runtime
 from gpukeras.train import population as rules
-from gpukeras.train.population import Member, Population, prepare
+from gpukeras.train.population import Member, Population, starts
 rules.SMALL_MODEL_PARAMETERS = 0  # XLA_FLAGS alone decide
 keras = runtime.keras()
 phases = {"import": time.perf_counter() - began}
@@ -84,18 +87,19 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal((rows, 20), dtype=np.float32)
 y = (x[:, 0] - x[:, 2] > 0).astype(np.int32)
 def made(units, members):
-    models = []
-    for member in range(members):
-        model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(units, activation="relu"),
-                                  keras.layers.Dense(units, activation="relu"),
-                                  keras.layers.Dense(2, activation="softmax")])
-        model.compile(optimizer=keras.optimizers.Adam(1e-3 * (1 + member)),
-                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-        prepare(model, member + 1, (x[:batch], y[:batch]))
-        models.append(model)
-    population = Population(models, [Member(i + 1, np.arange(rows)) for i in range(members)],
-                            (x, y), batch)
-    return population
+    compat.set_random_seed(keras, 1)  # as the first member's worker seeds (TensorFlow not loaded)
+    model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(units, activation="relu"),
+                              keras.layers.Dense(units, activation="relu"),
+                              keras.layers.Dense(2, activation="softmax")])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    seeds = [member + 1 for member in range(members)]
+    rates = [1e-3 * (1 + member) for member in range(members)]
+    made_at = time.perf_counter()
+    drawn = starts(model, seeds, (x[:batch], y[:batch]), rates)
+    phases["members"] = time.perf_counter() - made_at
+    return Population([model] * members, [Member(seed, np.arange(rows)) for seed in seeds],
+                      (x, y), batch, starts=drawn)
 began = time.perf_counter()
 population = made(units, config["members"])
 phases["build"] = time.perf_counter() - began

@@ -280,7 +280,10 @@ def test_the_private_keras_attributes_compat_uses_are_there() -> None:
     has(model, "_compile_config", "Keras", version)
     has(model._compile_config, "config", "Keras", version)
     has(model.layers[0], "_seed_generators", "Keras", version)
-    has(model.layers[0], "_trainable_variables", "Keras", version)
+    for name in ("_trainable_variables", "_non_trainable_variables"):
+        has(model.layers[0], name, "Keras", version)
+    has(keras.random.SeedGenerator(1), "_initial_seed", "Keras", version)
+    assert isinstance(keras.initializers.GlorotUniform(), compat.random_initializer_type())
     model.optimizer.build(model.trainable_variables)
     for name in ("_learning_rate", "_tracker", "_track_variable"):
         has(model.optimizer, name, "Keras", version)

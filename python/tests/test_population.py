@@ -31,6 +31,7 @@ def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
     result = run({**spec, "learning_rate": 0.01, "sample_weight": True})
     population, separate = result["population"], result["separate"]
     assert population["trained"] == "population"
+    assert result["built"] == 1  # one model for the 3 folds
     assert len(population["folds"]) == 3
     for member, fit in zip(population["folds"], separate):
         assert fit["data"] == "device arrays"  # the separate fit trained on the device too
@@ -61,6 +62,21 @@ def test_members_that_do_not_fit_the_memory_train_a_process_each() -> None:
     assert population["trained"] == "processes"
     assert "2 members need about" in population["reason"]
     assert "of the device's free" in population["reason"]
+
+
+@pytest.mark.slow
+def test_members_starting_states_are_drawn_from_one_model_as_their_own_models_start() -> None:
+    found = run({}, Path(__file__).with_name("scripts") / "population_starts.py")
+    # each member's weights, seed generators' states, optimizer (its own learning rate) and
+    # metrics: those of its own model made after its seed, value for value, type for type
+    for kind in ("mlp", "built_later", "seeded"):
+        assert found[kind]["equal"] == [True, True, True], kind
+    # each member its own draw of a kernel (a bias starts at 0), but of a seeded one the same
+    assert found["mlp"]["differ"] == [True, False, False, False, True, False]
+    assert found["built_later"]["differ"] == [True, False, True, False]
+    assert found["seeded"]["differ"] == [False, False, True, False]
+    refused = found["lstm"]["reason"]
+    assert "lstm_cell/bias's starting value is not its layer's initializer's" in refused
 
 
 MEMBERS = Path(__file__).with_name("scripts") / "population_members.py"

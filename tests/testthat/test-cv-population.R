@@ -6,7 +6,9 @@ test_that("on JAX the folds train as one population, each the same as its own gp
   mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   result <- run_in_fresh_r({
+    made <- tempfile() # a line for each model_fn() call, the worker's too
     model_fn <- function() {
+      cat("made\n", file = made, append = TRUE)
       keras <- gpu_keras()
       model <- keras$Sequential(list(
         keras$Input(shape = 4), keras$layers$Dense(8, activation = "relu"), keras$layers$Dropout(0.2),
@@ -18,6 +20,7 @@ test_that("on JAX the folds train as one population, each the same as its own gp
     # 149 rows in 3 folds: training rows of unequal counts, last batches of several sizes
     data <- list(x = as.matrix(iris[-1, 1:4]), y = iris$Species[-1])
     cv <- gpu_cv(model_fn, data, folds = 3, epochs = 2, batch_size = 16, learning_rate = 0.01, seed = 5)
+    built <- length(readLines(made))
     by_hand <- lapply(seq_along(cv$folds), function(i) {
       held <- cv$folds[[i]]
       train <- setdiff(seq_len(149), held)
@@ -31,25 +34,31 @@ test_that("on JAX the folds train as one population, each the same as its own gp
     })
     off <- gpu_cv(model_fn, data, folds = 3, epochs = 2, batch_size = 16, learning_rate = 0.01, seed = 5,
                   workers = gpu_workers(population = FALSE))
-    # the second model differs (4 units, not 8): not one architecture
-    made <- 0
+    # an LSTM's starting bias is no initializer's of its layer: the worker makes each fold's
+    # model after the first, and the second fold's differs (4 units, not 8): not one architecture
+    calls <- 0
     differing_fn <- function() {
-      made <<- made + 1
+      calls <<- calls + 1
       keras <- gpu_keras()
       model <- keras$Sequential(list(
-        keras$Input(shape = 4), keras$layers$Dense(if (made == 2) 4 else 8),
+        keras$Input(shape = 4), keras$layers$Reshape(c(2L, 2L)), keras$layers$LSTM(if (calls == 3) 4 else 8),
         keras$layers$Dense(3, activation = "softmax")
       ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
       model
     }
     differing <- gpu_cv(differing_fn, data, folds = 3, epochs = 1, batch_size = 16, seed = 5)
-    list(cv = unclass(cv), text = format(cv), by_hand = by_hand, off = unclass(off), differing = unclass(differing))
+    list(
+      cv = unclass(cv), text = format(cv), by_hand = by_hand, off = unclass(off), differing = unclass(differing),
+      built = built
+    )
   }, env = c(KERAS_BACKEND = "jax"), timeout = 400)
   cv <- result$cv
   expect_identical(cv$trained, "population")
   expect_match(result$text[2], sprintf("as one population in a worker process: 3 on %s", worker_device()), fixed = TRUE)
   expect_identical(lengths(cv$folds), c(50L, 50L, 49L))
+  # one model made for the 3 folds: the others' starting states drawn from their seeds
+  expect_identical(result$built, 1L)
   for (i in 1:3) {
     hand <- result$by_hand[[i]]
     expect_equal(cv$metrics$loss[i], unname(hand$metrics[["loss"]]), tolerance = 1e-5)

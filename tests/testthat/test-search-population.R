@@ -13,7 +13,9 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
     # simulated GPU, float32 on the CPU
     gpu_setup()
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
+    made <- tempfile() # a line for each model_fn() call, the workers' too
     model_fn <- function(params) {
+      cat("made\n", file = made, append = TRUE)
       keras <- gpu_keras()
       model <- keras$Sequential(list(
         keras$Input(shape = 4), keras$layers$Dense(params$units, activation = "relu"), keras$layers$Dropout(0.2),
@@ -28,6 +30,7 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
       trials = 4, sampler = "random", pruner = "none", epochs = search_choice(1L, 2L), batch_size = 16, seed = 5,
       storage = dir
     )
+    built <- length(readLines(made))
     rows <- setdiff(1:150, search$validation_rows)
     refit <- lapply(seq_len(nrow(search$trials)), function(i) {
       trial <- search$trials[i, ]
@@ -50,7 +53,7 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
     list(
       policy = gpu_keras()$config$dtype_policy()$name, search = unclass(search), refit = unlist(refit),
       text = format(search),
-      predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"), off = unclass(off)
+      predicted = predict(loaded, iris[c(1, 51, 101), 1:4], type = "class"), off = unclass(off), built = built
     )
   }, env = c(KERAS_BACKEND = "jax", GPUKERAS_TEST_DIR = dir), timeout = 400)
   expect_identical(result$policy, if (simulating_gpu()) "mixed_bfloat16" else "float32")
@@ -62,6 +65,8 @@ test_that("on JAX the trials train as populations, each trial's objective a fit 
   expect_type(search$trials$value, "double")
   expect_equal(search$trials$value, result$refit, tolerance = 1e-5) # each with the epochs it drew
   expect_true(all(search$trials$epochs %in% 1:2))
+  # one model made for each architecture (a population's, or a group of one's process), not each trial
+  expect_identical(result$built, length(unique(search$trials$units)))
   expect_true(file.exists(search$best$path))
   expect_length(result$predicted, 3L)
   expect_identical(result$off$trained, "processes")

@@ -2,11 +2,13 @@
 
 Run by test_population.py as ``python population_cv.py '<json spec>'`` (JAX backend, the
 core on PYTHONPATH); prints one JSON line: ``population`` (the verb ``cv_population``'s
-answer) and ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics and
+answer), ``separate`` (per fold, gpu_fit()'s history and ``score``'s metrics and
 predictions, each fit of the fold's rows alone with its seed, its held-out rows as
-validation). The spec's keys: ``rows``, ``folds``, ``batch_size``, ``epochs``,
-``dropout``, ``learning_rate``, ``sample_weight`` (each row weighted); ``other_units``:
-the last fold's model has other units (not one architecture); ``memory_share``:
+validation) and ``built`` (the models the population was given: one, made after the first
+fold's seed, the others' states drawn from theirs). The spec's keys: ``rows``, ``folds``,
+``batch_size``, ``epochs``, ``dropout``, ``learning_rate``, ``sample_weight`` (each row
+weighted); ``other_units``: each fold's own model, the last one's of other units (not one
+architecture); ``memory_share``:
 ``cv_population.MEMORY_SHARE`` for the run (a tiny one: the members do not fit). With either,
 no separate fits.
 """
@@ -51,9 +53,13 @@ def model_fn(number: int):
     return model
 
 
+MADE = []  # each model_fn() call's fold
+
+
 def made(number: int):
     """A fold's model as its worker makes it: its seed, then model_fn()."""
     bridge.call("workers_seed", {"seed": seeds[number]})
+    MADE.append(number)
     return model_fn(number)
 
 
@@ -94,10 +100,13 @@ if not spec.get("other_units") and "memory_share" not in spec:
             },
         )
         separate.append({"history": fit["history"], **scored, "data": fit["settings"]["data"]})
+built = len(MADE)
 population = answer(
     "cv_population",
     {
-        "models": [made(k) for k in range(folds)],
+        # as the worker gives them: one model, made after the first fold's seed (the others'
+        # states drawn from their seeds), or, of other architectures, each fold's own
+        "models": [made(k) for k in range(folds if spec.get("other_units") else 1)],
         "x": x,
         "y": y,
         "sample_weight": weights,
@@ -110,6 +119,7 @@ population = answer(
 )
 print(
     json.dumps(
-        {"population": population, "separate": separate}, default=lambda a: np.asarray(a).tolist()
+        {"population": population, "separate": separate, "built": len(MADE) - built},
+        default=lambda a: np.asarray(a).tolist(),
     )
 )

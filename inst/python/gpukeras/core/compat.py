@@ -231,8 +231,34 @@ def seed_generators(model: Model) -> list[Any]:
     """
     generators: list[Any] = []
     for layer in flatten_layers(model, include_self=True):
-        generators.extend(getattr(layer, "_seed_generators", []))
+        generators.extend(layer_seed_generators(layer))
     return generators
+
+
+def own_variables(layer: Layer) -> list[Any]:
+    """The variables ``layer`` made itself (its weights; not its seed generators' states, nor
+    those of the layers inside it): Keras' private ``_trainable_variables`` and
+    ``_non_trainable_variables``."""
+    return [*layer._trainable_variables, *layer._non_trainable_variables]
+
+
+def layer_seed_generators(layer: Layer) -> list[Any]:
+    """The seed generators ``layer`` holds itself (Keras' private ``_seed_generators``)."""
+    return list(getattr(layer, "_seed_generators", []))
+
+
+def random_initializer_type() -> Any:
+    """Keras' base of the initializers that draw from a seed (``RandomInitializer``, not
+    exported): given no seed, each takes Keras' default seed as it is made."""
+    from keras.src.initializers.random_initializers import RandomInitializer
+
+    return RandomInitializer
+
+
+def generator_unseeded(generator: object) -> bool:
+    """Whether a seed generator was made without a seed (it took Keras' default seed: the
+    private ``_initial_seed`` is None)."""
+    return generator._initial_seed is None  # type: ignore[attr-defined]
 
 
 def attached_value(variable: object) -> object:

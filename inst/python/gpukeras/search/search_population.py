@@ -8,9 +8,11 @@ grid draw as they do). ``next_task`` splits a batch by the values that set its t
 shapes (model_fn's parameters, a searched batch size: ``Groups``), a task for a worker
 each, so that other architectures train at once in other workers (a group of one, or where
 processes measured faster, trains as trials of their own processes). ``train`` runs in one
-worker, which made each trial's model there (``model_fn(params)`` is R code, called after
-the trial's seed): the models are made ready as gpu_fit(seed = ) starts a fit
-(``population.prepare``: the seed, the build, the trial's learning rate), grouped by
+worker, which made one model there (``model_fn(params)`` is R code, called after the first
+trial's seed; a task's trials have the same params): each trial's starting state is drawn
+from it as gpu_fit(seed = ) would start a fit of its own model (``population.starts``: the
+seed, the build, the trial's learning rate; where it cannot, nothing trains and the worker
+makes each trial's model after its seed), the trials grouped by
 architecture and batch size (``population.mismatch``: a task's trials are one architecture
 where model_fn builds one for equal values), a group that does not fit the memory split in
 halves (``cv_population.fits_memory``), and each group trained as one ``Population``,
@@ -21,12 +23,14 @@ it, its heartbeat recorded while the group trains); the pruner's verdict stops t
 alone (``Population.stop``) and tells its trial pruned at once, and a loss that is not
 finite stops the member too (it fails, saying why). ``tell`` tells each member's end to
 the study with ``search.tell``, so a member's state and value are decided as a process's
-are: the objective at its last epoch.
+are: the objective at its last epoch. The models that may be the study's best are saved by
+``train``, each member's state put into the model in turn.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,8 +41,9 @@ from gpukeras.core.handles import Model, Record
 from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
 from gpukeras.search import search as searching
 from gpukeras.search import search_trial
+from gpukeras.serve import scoring
 from gpukeras.tools.cv_population import first_batch, fits_memory
-from gpukeras.train.population import Member, Population, mismatch, prepare
+from gpukeras.train.population import Member, Population, assign, mismatch, prepare, starts
 
 # The trials asked at once where the sampler or the pruner learns from completed trials: a
 # batch large enough that a population pays, small enough that TPE and the pruners judge by
@@ -321,11 +326,16 @@ def train(
     monitor: object = None,
     width: int | None = None,
     device: str | None = None,
+    saved_to: str | None = None,
+    encoding: object = None,
 ) -> Record:
     """Train a batch of trials (``ask``'s) as populations, each member reporting to its trial.
 
     Args:
-        models: each trial's model, compiled, made by model_fn(params) after its seed.
+        models: one model, compiled, made by model_fn(params) after the first trial's seed,
+            the trials' params setting no shape apart (a task's group): the others'
+            starting states are drawn from their seeds (``population.starts``); or each
+            trial's model, made by model_fn(params) after its seed.
         x, y, sample_weight: the search's data (arrays, ``x`` a dict of them too).
         members: per trial, in the order of ``models``: ``number``, ``trial_id``, ``seed``,
             and ``fit``, its drawn values of gpu_fit()'s arguments (``learning_rate``,
@@ -340,14 +350,18 @@ def train(
             ``padded_width`` members where they fit the memory (None: as many as it has).
         device: the worker's device as the session names it ("GPU 0"), recorded with a
             pruned member's trial, which the worker tells at once.
+        saved_to, encoding: the folder where the models worth saving (``_worth_saving``)
+            are saved, as ``trial-<number>.keras``, with ``encoding`` beside each
+            (``scoring.save_model``); None: none is saved.
 
     Returns:
         ``groups`` (the members' indices, 0-based, that trained together), ``widths`` (the
         members each group's programs were compiled for, ``padded_width``) and ``trials``:
         per member ``number``, ``pruning`` (``Reporter.outcome``: what ``tell`` reads),
         ``history`` (as gpu_fit()'s), ``seconds`` (its group's training time) and
-        ``save``, whether its model is worth saving (``_worth_saving``). Each
-        model holds its member's weights afterwards (``Population.write_back``).
+        ``save``, whether its model is worth saving (and was saved). Where one model was
+        given and the trials' states cannot be drawn from it, nothing trains: ``trained``
+        "models" and ``reason`` say so (each trial then needs its own model).
     """
     given = tuple(part for part in (x, y, sample_weight) if part is not None)
     held = tuple(part for part in validation if part is not None) if validation else None
@@ -355,21 +369,35 @@ def train(
     validated = appended if appended is not None else validation_rows
     train_rows = np.asarray(rows, np.int64)
     held_rows = None if validated is None else np.asarray(validated, np.int64)
-    sizes, seeds, own_epochs = [], [], []
-    for model, member in zip(models, members):
+    sizes: list[int] = []
+    seeds: list[int] = []
+    own_epochs: list[int] = []
+    rates: list[float | None] = []
+    for member in members:
         drawn = member.get("fit") or {}
         own_epochs.append(int(drawn.get("epochs") or epochs))
-        size = int(drawn.get("batch_size") or batch_size or DEFAULT_BATCH_SIZE)
-        rate = drawn["learning_rate"] if drawn.get("learning_rate") is not None else learning_rate
-        prepare(model, member["seed"], first_batch(data, train_rows[:size]), rate)
-        sizes.append(size)
+        sizes.append(int(drawn.get("batch_size") or batch_size or DEFAULT_BATCH_SIZE))
+        rate = drawn.get("learning_rate")
+        rates.append(rate if rate is not None else learning_rate)
         seeds.append(int(member["seed"]))
+    batches = [first_batch(data, train_rows[:size]) for size in sizes]
+    starting: list[tuple] | None = None
+    if len(models) == 1 < len(members):
+        drawn_starts = starts(models[0], seeds, batches[0], rates)
+        if isinstance(drawn_starts, str):
+            why = f"each trial needs its own model: {drawn_starts}"
+            return {"trained": "models", "reason": why}
+        starting, models = drawn_starts, [models[0]] * len(members)
+    else:
+        for model, seed, batch, rate in zip(models, seeds, batches, rates):
+            prepare(model, seed, batch, rate)
     reporters = search_trial.reporters(
         storage, study, [int(m["trial_id"]) for m in members], objective, pruner
     )
     groups = _groups(models, sizes, data)
     histories: list[dict[str, list]] = [{} for _ in models]
     seconds = [0.0 for _ in models]
+    ended: list[tuple[Any, int]] = [(None, 0) for _ in models]  # each member's group's state
     widths = []
     for group in groups:
         started = time.perf_counter()
@@ -383,15 +411,22 @@ def train(
             data,
             size,
             width=members_width,
+            starts=None if starting is None else [starting[i] for i in group],
         )
         widths.append(members_width)
         group_epochs = [own_epochs[i] for i in group]
         trained = _train_group(population, [reporters[i] for i in group], group_epochs, device)
-        population.write_back()
+        values = population.jax.device_get(population.state)
         spent = time.perf_counter() - started  # the group's, the same for each member
-        for i, history in zip(group, trained):
-            histories[i], seconds[i] = history, spent
+        for at, (i, history) in enumerate(zip(group, trained)):
+            histories[i], seconds[i], ended[i] = history, spent, (values, at)
     keep = _worth_saving(reporters, objective)
+    if saved_to is not None:
+        for model, member, (values, at), saved in zip(models, members, ended, keep):
+            if saved:
+                assign(model, values, at)
+                path = os.path.join(saved_to, f"trial-{int(member['number'])}.keras")
+                scoring.save_model(model, path, encoding, overwrite=True)
     return {
         "groups": groups,
         "widths": widths,

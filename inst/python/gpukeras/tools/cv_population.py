@@ -4,16 +4,17 @@
 population: ``population = "auto"`` (gpu_workers()' default) on the JAX backend, with fit
 arguments a population honours (``SUPPORTED``) and no tracking (a tracked fold is a run of its
 own, sent by its own fit); anything else trains a process per fold, as before, and the
-reason says why. ``train`` runs in one worker: the folds' models, made there by model_fn each
-after its fold's seed, are checked to be one architecture (``population.mismatch``) and to
-fit the memory (``MEMORY_SHARE`` of the device's free memory for every member's step, by the
-memory plan), then trained as one (``train.population``) and each scored on its held-out rows
-in it: as ``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics
-being the last epoch's validation of those rows and the predictions ``Population.predict``'s,
-one program for all folds where each fold's model would compile its own (on a GPU, seconds
-each). Where they are not one architecture
-or do not fit, nothing trains, and the answer says so: the session then gives each fold a
-process of its own.
+reason says why. ``train`` runs in one worker: one model, made there by model_fn after the
+first fold's seed, gives each fold's starting state (``population.starts``; where it cannot,
+nothing trains and the worker makes each fold's model after its seed, which are checked to
+be one architecture, ``population.mismatch``); the folds are checked to fit the memory
+(``MEMORY_SHARE`` of the device's free memory for every member's step, by the memory plan),
+then trained as one (``train.population``) and each scored on its held-out rows in it: as
+``scoring.score`` scores a fold's fit (Keras' evaluate() and predict()), the metrics being
+the last epoch's validation of those rows and the predictions ``Population.predict``'s, one
+program for all folds where each fold's model would compile its own (on a GPU, seconds
+each). Where they are not one architecture or do not fit, nothing trains, and the answer
+says so: the session then gives each fold a process of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gpukeras.data.adapters.base import DEFAULT_BATCH_SIZE
 from gpukeras.data.adapters.resident import data_bytes, free_bytes
 from gpukeras.serve import scoring
 from gpukeras.tools import memory_plan
-from gpukeras.train.population import Member, Population, mismatch, prepare
+from gpukeras.train.population import Member, Population, mismatch, prepare, starts
 
 # gpu_fit()'s arguments a population honours; any other makes gpu_cv() train a process per fold.
 SUPPORTED = ("epochs", "batch_size", "learning_rate", "monitor")
@@ -124,7 +125,9 @@ def train(
     """Train gpu_cv()'s folds as one population and score each on its held-out rows.
 
     Args:
-        models: each fold's model, compiled, made by model_fn after its fold's seed.
+        models: one model, compiled, made by model_fn after the first fold's seed: the
+            others' starting states are drawn from their seeds (``population.starts``); or
+            each fold's model, made by model_fn after its fold's seed.
         x, y, sample_weight: every row of the data (arrays, ``x`` a dict of them too).
         members: per fold ``seed``, ``rows`` (its training rows) and ``held_out`` (0-based
             row indices), in the order of ``models``.
@@ -132,18 +135,29 @@ def train(
             changes no update, is taken and ignored).
 
     Returns:
-        ``trained`` ("population", or "processes" where they cannot train as one:
-        nothing trained), ``reason``, and with a population ``folds``: per fold
-        ``history`` (as gpu_fit()'s), ``metrics`` and ``predictions`` (as ``scoring.score``'s)
-        and ``seconds`` (the population's training time, shared by its folds).
+        ``trained`` ("population"; "processes" where they cannot train as one, or
+        "models" where one model was given and the folds' states cannot be drawn from it:
+        each fold then needs its own; nothing trained), ``reason``, and with a population
+        ``folds``: per fold ``history`` (as gpu_fit()'s), ``metrics`` and ``predictions``
+        (as ``scoring.score``'s) and ``seconds`` (the population's training time, shared by
+        its folds).
     """
     size = int(batch_size or DEFAULT_BATCH_SIZE)
     data = tuple(part for part in (x, y, sample_weight) if part is not None)
     held = [np.asarray(m["held_out"], np.int64) for m in members]
-    for model, member in zip(models, members):
-        first = np.asarray(member["rows"][:size], np.int64)
-        prepare(model, member["seed"], first_batch(data, first), learning_rate)
-    why = mismatch(models) or fits_memory(models, data, size)
+    batches = [first_batch(data, np.asarray(m["rows"][:size], np.int64)) for m in members]
+    drawn: list[tuple] | None = None
+    if len(models) == 1 < len(members):
+        seeds = [int(m["seed"]) for m in members]
+        made = starts(models[0], seeds, batches[0], [learning_rate] * len(members))
+        if isinstance(made, str):
+            return {"trained": "models", "reason": f"each fold needs its own model: {made}"}
+        drawn = made
+        why = fits_memory([models[0]] * len(members), data, size)
+    else:
+        for model, member, batch in zip(models, members, batches):
+            prepare(model, member["seed"], batch, learning_rate)
+        why = mismatch(models) or fits_memory(models, data, size)
     if why is not None:
         return {"trained": "processes", "reason": why}
     population = Population(
@@ -154,10 +168,10 @@ def train(
         ],
         data,
         size,
+        starts=drawn,
     )
     started = time.perf_counter()
     histories = population.train(int(epochs))
-    population.write_back()
     seconds = time.perf_counter() - started
     folds = []  # scored in the population (see the module's notes)
     for history, predicted in zip(histories, population.predict()):

@@ -20,6 +20,17 @@ other sizes keep theirs. The same mask holds a member that was stopped (``stop``
 stays as it was while the others train. Optimizer variables are state too, so members may
 differ in them (the learning rate, a variable, set per member before the population starts).
 
+A population's members need not be models of their own: one model, made after the first
+member's seed, gives every member's starting state (``starts``). Keras draws a weight's
+starting value by its initializer from a seed the initializer took as it was made, Keras'
+default seed (the next draw of Python's ``random``, which ``set_random_seed`` seeded) where
+it was given none, and a seed generator's state likewise. So each weight is matched to the
+initializer of its layer that gives its value again, each default seed to its place in the
+draws after the first member's seed, and a member's weights are those initializers' values
+with the seeds at the same places in the draws after its own seed: the values a model of its
+own, made after its seed, would start from. Where a weight is no initializer's of its layer
+(an LSTM's bias, a weight loaded), each member needs a model of its own.
+
 On a GPU a small model's programs take seconds to compile and milliseconds an epoch to run,
 so a population of one (a search's batch, a cross-validation) is bound by compiling: its
 programs are compiled without XLA's GEMM autotuning and Triton GEMM kernels
@@ -29,6 +40,7 @@ model keeps XLA's defaults: its steps may gain from them more than its compiling
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +101,150 @@ def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None =
         fit_request.set_learning_rate(
             keras, fit_request.inner_optimizer(model), float(learning_rate)
         )
+
+
+# Keras' default seed for an initializer or a seed generator made without one
+# (keras/src/random/seed_generator.py's ``make_default_seed``): the next draw of Python's
+# ``random``, which ``keras.utils.set_random_seed`` seeded; and how far into those draws a
+# model's are looked for (``SEED_DRAWS`` past twice its random objects).
+DEFAULT_SEED_RANGE = (1, int(1e9))
+SEED_DRAWS = 64
+
+
+def _default_seeds(seed: int, count: int) -> list[int]:
+    """The first ``count`` default seeds Keras draws after ``set_random_seed(seed)``."""
+    draws = random.Random(seed)
+    return [draws.randint(*DEFAULT_SEED_RANGE) for _ in range(count)]
+
+
+@dataclass
+class _Draw:
+    """How a variable's starting value is drawn: by ``initializer`` with the default seed at
+    ``position`` of a member's draws (a seed generator's state: ``initializer`` None), or the
+    same in every member (``position`` None)."""
+
+    variable: Any
+    initializer: Any = None
+    position: int | None = None
+
+
+def _drawn_by(keras: Any, variable: Any, candidates: dict[str, Any]) -> _Draw | str | None:
+    """How ``variable`` (as its layer made it) was drawn: by the one of its layer's
+    ``candidates`` (initializers by attribute) that gives its value again, the one named for
+    it tried first (``kernel_initializer`` for ``kernel``: no other is drawn in vain); a
+    string where that initializer may draw otherwise in another member (not Keras' own),
+    None where none gives it."""
+    value = np.asarray(variable.value)
+    random_type = compat.random_initializer_type()
+    named = f"{variable.name}_initializer"
+    for candidate in [candidates[k] for k in sorted(candidates, key=lambda k: k != named)]:
+        try:
+            given = np.asarray(candidate(variable.shape, dtype=variable.dtype))
+        except (ValueError, TypeError):  # an initializer for other shapes (Identity: 2-D)
+            continue
+        if not np.array_equal(given, value):
+            continue
+        if isinstance(candidate, random_type):
+            seeded = candidate.get_config().get("seed")
+            if seeded is None:
+                return _Draw(variable, candidate, candidate.seed)  # the seed, placed later
+            if isinstance(seeded, int):
+                return _Draw(variable)
+        elif type(candidate).__module__.startswith("keras."):
+            return _Draw(variable)  # Keras' own constant initializers
+        return f"{variable.path}'s initializer {type(candidate).__name__} is not Keras' own"
+    return None
+
+
+def _draws(model: Model, seed: int) -> list[_Draw] | str:
+    """How each of ``model``'s weights (trainable and not: its state's first two parts) was
+    drawn, ``model`` made after ``set_random_seed(seed)``; or why they cannot be drawn again
+    for another seed without making the model again."""
+    keras = config.keras()
+    found: dict[int, _Draw] = {}
+    for layer in compat.flatten_layers(model, include_self=True):
+        for generator in compat.layer_seed_generators(layer):
+            state = generator.state
+            unseeded = compat.generator_unseeded(generator)
+            drawn = int(np.asarray(state.value)[0]) if unseeded else None
+            found[id(state)] = _Draw(state, None, drawn)
+        initializer = keras.initializers.Initializer
+        candidates = {k: v for k, v in vars(layer).items() if isinstance(v, initializer)}
+        for variable in compat.own_variables(layer):
+            if id(variable) not in found:
+                draw = _drawn_by(keras, variable, candidates)
+                if isinstance(draw, str):
+                    return draw
+                if draw is not None:
+                    found[id(variable)] = draw
+    weights = [*model.trainable_variables, *model.non_trainable_variables]
+    missing = [v.path for v in weights if id(v) not in found]
+    if missing:
+        return f"{missing[0]}'s starting value is not its layer's initializer's"
+    draws = [found[id(v)] for v in weights]
+    seeds = [d.position for d in draws if d.position is not None]
+    stream = _default_seeds(seed, SEED_DRAWS + 2 * len(seeds))
+    for draw in draws:
+        if draw.position is not None:
+            if draw.position not in stream:
+                return f"{draw.variable.path}'s seed is not one Keras drew after the member's seed"
+            draw.position = stream.index(draw.position)
+    return draws
+
+
+def _drawn(keras: Any, draw: _Draw, seeds: Sequence[int]) -> Any:
+    """``draw``'s variable's starting value in the member whose default seeds are ``seeds``."""
+    variable = draw.variable
+    if draw.position is None:
+        return variable.value
+    seed = seeds[draw.position]
+    if draw.initializer is None:  # a seed generator's state: its seed, then 0
+        return keras.ops.convert_to_tensor([seed, 0], dtype=variable.dtype)
+    config = {**draw.initializer.get_config(), "seed": seed}
+    value = type(draw.initializer).from_config(config)(variable.shape, dtype=variable.dtype)
+    return keras.ops.convert_to_tensor(value, variable.dtype)
+
+
+def starts(
+    model: Model, seeds: Sequence[int], batch: tuple, learning_rates: Sequence[float | None]
+) -> list[tuple] | str:
+    """Each member's starting state (``training_state``'s parts), as a fit of its own model
+    with its seed would start (``prepare``), drawn from one model: ``model`` is prepared as
+    the first member, and each other member's weights drawn by the initializers that drew
+    its weights, with the default seeds Keras draws after the member's seed (those its own
+    model's initializers would have taken); its optimizer's learning rate its own
+    (``learning_rates``, None: as compiled, for every member or none), the rest as the first
+    member's. A string says why the members' states cannot be drawn so (a weight that no
+    initializer of its layer gives, one not Keras' own, a seed Keras did not draw, learning
+    rates given to some members only): each member then needs a model of its own.
+
+    Raises:
+        BadDataError: as ``prepare``.
+    """
+    keras = config.keras()
+    prepare(model, seeds[0], batch, learning_rates[0])
+    draws = _draws(model, int(seeds[0]))
+    if isinstance(draws, str):
+        return draws
+    if len({rate is None for rate in learning_rates}) > 1:
+        return "a learning rate is given to some members only"
+    base = training_state(model)
+    optimizer = state_variables(model)[2]
+    rate: Any = compat.learning_rate_of(fit_request.inner_optimizer(model))
+    at = next((i for i, variable in enumerate(optimizer) if variable is rate), None)
+    if at is None and len(set(learning_rates)) > 1:
+        return "the optimizer holds its learning rate otherwise than as a variable"
+    length = 1 + max((d.position for d in draws if d.position is not None), default=-1)
+    states = []
+    for seed, learning_rate in zip(seeds, learning_rates):
+        drawn = _default_seeds(int(seed), length)
+        weights = [_drawn(keras, draw, drawn) for draw in draws]
+        trainable = len(base[0])
+        optimizer_state = list(base[2])
+        if at is not None and learning_rate is not None:
+            optimizer_state[at] = keras.ops.convert_to_tensor(float(learning_rate), rate.dtype)
+        states.append((weights[:trainable], weights[trainable:], optimizer_state, base[3]))
+    return states
 
 
 def _unnamed(settings: object) -> object:
@@ -205,6 +361,14 @@ def _programs(jax: Any, model: Model, size: int) -> dict[str, Callable]:
     }
 
 
+def assign(model: Model, values: Any, index: int) -> None:
+    """Member ``index``'s state, of a population's stacked ``values`` (its ``state``), into
+    ``model``'s variables (a model of the population's architecture)."""
+    for variables, stacked in zip(state_variables(model), values):
+        for variable, value in zip(variables, stacked):
+            variable.assign(value[index])
+
+
 class _Batches:
     """Members' rows cut into batches of ``size``: their whole batches (``full``), the rows of
     their last, partial one (``partial``), and the width their row lists are padded to."""
@@ -229,7 +393,9 @@ class Population:
     history), ``stop(i)`` to hold member ``i`` as it is; ``write_back()`` puts each member's
     state into its own model (for scoring, saving). ``data``: the arrays every member's rows
     index, ``(x, y)`` or ``(x, y, sample_weight)`` as Keras' step reads a batch; each model
-    compiled and made ready as a fit of it starts (``prepare``).
+    compiled and made ready as a fit of it starts (``prepare``). Or one model for every
+    member (given once for each), ``starts`` each member's starting state (``starts()``'s):
+    ``assign`` then puts a member's state, of ``state``, into it.
 
     ``width``: the members the programs are compiled for, where more than the models (None:
     as many). The count of members is a shape of every program, so populations of one
@@ -247,9 +413,10 @@ class Population:
         batch_size: int,
         on_host: bool | None = None,
         width: int | None = None,
+        starts: Sequence[tuple] | None = None,
     ) -> None:
         """``on_host``: where the epochs' orders are drawn (``EpochOrder``); None: as this
-        backend draws them."""
+        backend draws them. ``starts``: the members' starting states (None: their models')."""
         import jax
 
         self.jax, self.size = jax, int(batch_size)
@@ -271,7 +438,7 @@ class Population:
             held = [np.asarray(v, np.int32) for v in validated]
             self.test_batches = _Batches([len(v) for v in held], self.size)
             self._validation = jax.device_put(self.test_batches.padded(held))
-        states = [training_state(model) for model in self.models]
+        states = list(starts) if starts is not None else [training_state(m) for m in self.models]
         state = _stacked(jax, states + [states[0]] * (self.width - count))
         self.state = state
         self._fresh_metrics = state[3]  # each epoch's training and validation start from them
@@ -352,9 +519,7 @@ class Population:
         """Each member's state into its own model's variables."""
         values = self.jax.device_get(self.state)
         for i, model in enumerate(self.models):
-            for variables, stacked in zip(state_variables(model), values):
-                for variable, value in zip(variables, stacked):
-                    variable.assign(value[i])
+            assign(model, values, i)
 
     def predict(self) -> list[Any]:
         """Each member's outputs for its validation rows, in their order, as Keras'
