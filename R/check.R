@@ -160,7 +160,7 @@ new_gpukeras_check <- function(result) {
   }
   ignored <- backend_ignored(result$stack$keras_backend)
   the$check_verdict <- result$verdict # a tracked fit's tag (gpu_track())
-  structure(list(
+  check <- list(
     verdict = result$verdict, reasons = c(as.character(unlist(result$reasons)), ignored$reason),
     advice = c(as.character(unlist(result$advice)), ignored$advice), stack = result$stack,
     nvml = replace(result$nvml, "devices", list(rows_to_df(result$nvml$devices, c(
@@ -168,9 +168,10 @@ new_gpukeras_check <- function(result) {
     )))), devices = rows_to_df(result$devices, device_columns),
     setup = new_gpukeras_setup(result$setup), placement = placement, utilization = utilization,
     timings = unlist(result$timings), repairs = repairs_df(result$repairs),
-    preset = result$preset,
     lines = lapply(result$lines, function(lines) as.character(unlist(lines)))
-  ), class = "gpukeras_check")
+  )
+  check$preset <- result$preset # only where gpu_check(preset = ) asked
+  structure(check, class = "gpukeras_check")
 }
 
 #' @export
