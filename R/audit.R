@@ -95,4 +95,4 @@ format.gpukeras_audit <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_audit <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_audit <- print_formatted

@@ -183,7 +183,7 @@ as.data.frame.gpukeras_batch_size <- function(x, row.names = NULL, optional = FA
 format.gpukeras_batch_size <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_batch_size <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_batch_size <- print_formatted
 
 #' Plot a gpu_batch_size() search
 #'

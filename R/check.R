@@ -186,4 +186,4 @@ format.gpukeras_check <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_check <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_check <- print_formatted

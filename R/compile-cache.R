@@ -77,7 +77,7 @@ format.gpukeras_compile_cache <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_compile_cache <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_compile_cache <- print_formatted
 
 # The cache's folder (NULL: none) and bound in bytes, from the options, else the
 # environment (which process_env() sets for a session's workers), else the defaults.

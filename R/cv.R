@@ -284,7 +284,7 @@ new_gpukeras_cv <- function(outcomes, split, seeds, seed, carried, plan, why, tr
 format.gpukeras_cv <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_cv <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_cv <- print_formatted
 
 #' @export
 plot.gpukeras_cv <- function(x, ...) {

@@ -32,4 +32,4 @@ gpu_dataset_benchmark <- function(dataset, steps = 100, ...) {
 format.gpukeras_dataset_benchmark <- function(x, ...) core_call("dataset_benchmark_line", speed = unclass(x))
 
 #' @export
-print.gpukeras_dataset_benchmark <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_dataset_benchmark <- print_formatted

@@ -11,4 +11,4 @@ format.gpukeras_dataset <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_dataset <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_dataset <- print_formatted

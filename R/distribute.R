@@ -189,4 +189,4 @@ strategy_object <- function(strategy, call = caller_env()) {
 format.gpukeras_strategy <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_strategy <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_strategy <- print_formatted

@@ -45,7 +45,7 @@ encoding_lines <- function(encoding, form = "print") {
 format.gpukeras_encoding <- function(x, ...) encoding_lines(x)
 
 #' @export
-print.gpukeras_encoding <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_encoding <- print_formatted
 
 # The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
 # recorded from it (once: kept as `data$recorded`); a gpu_dataset()'s own; NULL for NumPy

@@ -197,4 +197,4 @@ format.gpukeras_export <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_export <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_export <- print_formatted

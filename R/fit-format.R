@@ -24,7 +24,7 @@ format.gpukeras_fit <- function(x, n = 5, ...) {
 }
 
 #' @export
-print.gpukeras_fit <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_fit <- print_formatted
 
 # A fit's lines as the core writes them (train/fit_report.py): its head, its monitor's
 # report and its settings.

@@ -188,7 +188,7 @@ format.gpukeras_fit_option <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_fit_option <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_fit_option <- print_formatted
 
 # `x`, given to gpu_fit(arg = ) (not NULL: gpu_fit() says what NULL is), as the option object
 # `kind` makes; TRUE/FALSE too where `flag` (background = TRUE is `constructor()`, FALSE none).

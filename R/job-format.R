@@ -6,7 +6,7 @@ format.gpukeras_job_status <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_job_status <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_job_status <- print_formatted
 
 #' @export
 format.gpukeras_job <- function(x, ...) {
@@ -18,7 +18,7 @@ format.gpukeras_job <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_job <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_job <- print_formatted
 
 # gpu_job_wait()'s progress: one line per finished epoch (verbose 2), or one
 # line rewritten in place (verbose 1); nothing with verbose 0. Returns `status`.

@@ -115,7 +115,7 @@ new_gpukeras_lr_find <- function(result) {
 format.gpukeras_lr_find <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_lr_find <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_lr_find <- print_formatted
 
 #' Plot a learning-rate range test
 #'

@@ -155,7 +155,7 @@ new_gpukeras_memory_plan <- function(result) {
 format.gpukeras_memory_plan <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_memory_plan <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_memory_plan <- print_formatted
 
 #' Plot a memory plan
 #'

@@ -86,4 +86,4 @@ format.gpukeras_predictions_file <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_predictions_file <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_predictions_file <- print_formatted

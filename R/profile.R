@@ -142,4 +142,4 @@ format.gpukeras_profile <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_profile <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_profile <- print_formatted

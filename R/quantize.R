@@ -127,4 +127,4 @@ format.gpukeras_quantized <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_quantized <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_quantized <- print_formatted

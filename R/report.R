@@ -89,4 +89,4 @@ gpu_report <- function(file = "gpukeras-report.md", check = NULL, probe = FALSE,
 format.gpukeras_report <- function(x, ...) unclass(x)
 
 #' @export
-print.gpukeras_report <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_report <- print_formatted

@@ -120,4 +120,4 @@ format.gpukeras_model <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_model <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_model <- print_formatted

@@ -92,7 +92,7 @@ format.gpukeras_scaling <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_scaling <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_scaling <- print_formatted
 
 #' @rdname gpu_scaling
 #' @param x A `gpu_scaling()` result.

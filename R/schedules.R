@@ -101,4 +101,4 @@ check_steps <- function(x, minimum = 1, arg = caller_arg(x), call = caller_env()
 format.gpukeras_lr_schedule <- function(x, ...) core_call("schedule_line", spec = unclass(x), arrow = arrow())
 
 #' @export
-print.gpukeras_lr_schedule <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_lr_schedule <- print_formatted

@@ -88,10 +88,10 @@ gpu_job_cancel.gpukeras_search_job <- function(job, ...) {
 format.gpukeras_search_job <- function(x, ...) c("<gpukeras_search_job>", format(gpu_job_status(x)))
 
 #' @export
-print.gpukeras_search_job <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_search_job <- print_formatted
 
 #' @export
 format.gpukeras_search_job_status <- function(x, ...) unlist(core_call("search_job_status_lines", status = unclass(x)))
 
 #' @export
-print.gpukeras_search_job_status <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_search_job_status <- print_formatted

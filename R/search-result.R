@@ -26,7 +26,7 @@ format.gpukeras_search <- function(x, ...) {
 }
 
 #' @export
-print.gpukeras_search <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_search <- print_formatted
 
 #' @export
 plot.gpukeras_search <- function(x, ...) {

@@ -244,4 +244,4 @@ check_threads <- function(threads, max_threads = 4096L, call = caller_env()) {
 format.gpukeras_setup <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_setup <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_setup <- print_formatted

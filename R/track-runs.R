@@ -157,7 +157,7 @@ format.gpukeras_runs <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_runs <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_runs <- print_formatted
 
 #' @rdname gpu_runs
 #' @export
@@ -177,7 +177,7 @@ format.gpukeras_run_comparison <- function(x, ...) {
 
 #' @rdname gpu_runs
 #' @export
-print.gpukeras_run_comparison <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_run_comparison <- print_formatted
 
 #' @rdname gpu_runs
 #' @export

@@ -293,13 +293,13 @@ new_gpukeras_tracking <- function(checked) {
 format.gpukeras_tracking <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_tracking <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_tracking <- print_formatted
 
 #' @export
 format.gpukeras_track_sync <- function(x, ...) unlist(x$lines)
 
 #' @export
-print.gpukeras_track_sync <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_track_sync <- print_formatted
 
 # A parent run (a cv's or a search's) and the keys of `children` runs under it (their
 # workers' fits); an environment whose `key` is NULL when tracking is off.

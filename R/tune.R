@@ -193,7 +193,7 @@ is_recommended <- function(x) {
 format.gpukeras_tune <- function(x, ...) x$lines
 
 #' @export
-print.gpukeras_tune <- function(x, ...) print_formatted(x, ...)
+print.gpukeras_tune <- print_formatted
 
 #' @export
 as.data.frame.gpukeras_tune <- function(x, ...) x$trials

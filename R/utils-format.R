@@ -1,10 +1,4 @@
-# Formatting helpers shared by the print methods.
-
-# print() of a class whose format() says it all: its lines.
-print_formatted <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+# Formatting helpers shared by the format methods.
 
 # Sizes in bytes, in the largest binary unit below each: "504 B", "1.0 KiB", "2.9 MiB".
 format_bytes <- function(bytes) {
