@@ -56,7 +56,7 @@ def run_check(
         setup (the settings in force, see ``setup.current_settings``), placement,
         utilization (None without a probe), verdict, reasons, advice, repairs
         (``repair.plan``: what gpu_check(fix = TRUE) can change), timings (seconds per
-        phase), preset (``pretrained.check_preset``'s row; None without ``preset``; one that
+        phase), preset (``pretrained.check_preset``'s row; absent without ``preset``; one that
         does not load adds its repair to the advice) and lines (``check_lines``: the evidence
         in words).
     """
@@ -173,7 +173,7 @@ def run_check(
         "placement": matmul,
         "utilization": utilization,
         **dataclasses.asdict(verdict),
-        "preset": preset_row,
+        **({"preset": preset_row} if preset_row is not None else {}),
         "repairs": [
             {**dataclasses.asdict(r), "how": repair.how(r, renviron)}
             for r in repair.plan(evidence, list(requirements))
