@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpukeras.core import compat
+from gpukeras.core import arguments, compat
 from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
@@ -58,6 +58,9 @@ def fit(
     batch_rules.check_batch_size_for(given.get("batch_size"), data)
     given, said = _batch_within_rows(given, data)
     batch = given.get("batch_size") or compat.static_batch_size(data) or 1
+    # the precision's plan reads the model's optimizer: what is not a compiled Keras model
+    # gets the request's own error first
+    arguments.check_compiled_model(config.keras(), model)
     chosen_precision = precision_plan.choose(model, int(batch))  # type: ignore[call-overload]
     reason = None
     if given.get("accumulate") == "auto":
