@@ -15,6 +15,12 @@ cv_split <- function(folds, group, data, seed, call) {
       "e.g. folds = 5, or folds = rsample::vfold_cv(df, v = 5)."
     ), call = call)
   }
+  groups <- length(unique(group))
+  if (!is.null(group) && groups < folds) {
+    abort_bad_argument(sprintf(
+      "`group` has %d groups, fewer than the %d folds: give folds = %d or fewer.", groups, as.integer(folds), groups
+    ), call = call)
+  }
   fold_split(data, folds, seed, group, call)
 }
 

@@ -72,14 +72,24 @@ format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines
 # What each data.frame input becomes, "5 columns: income, region (4 levels, one-hot)" (its
 # name first when there are several), each after `prefix`; none without a data.frame input.
 encoding_columns_lines <- function(encoding, prefix = "") {
-  if (!is.null(encoding)) paste0(prefix, encoding_lines(encoding, "columns"))
+  if (has_frames(encoding)) paste0(prefix, encoding_lines(encoding, "columns"))
 }
+
+# Whether `encoding` (NULL too) has a data.frame input.
+has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) identical(part$type, "data.frame"), TRUE))
 
 # A model whose input takes another number of columns than a data.frame of `encoding` gives
 # it, or whose output has another width than the labels' `levels`: the core's classed error,
-# before training (serve/scoring.py check_widths).
+# before training (serve/scoring.py check_widths), in one call; none where there is nothing
+# to check (no data.frame input, fewer than two levels).
 check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_env()) {
-  core_call("check_widths", model = model, encoding = encoding, levels = as.list(levels), error_call = call)
+  frames <- has_frames(encoding)
+  if (!frames && length(levels) < 2L) return(invisible())
+  core_call(
+    "check_widths",
+    model = model, encoding = if (frames) encoding,
+    levels = if (length(levels) >= 2L) as.list(levels), error_call = call
+  )
 }
 
 # A gpu_dataset() of other data made without `like = ` codes factors by its own
