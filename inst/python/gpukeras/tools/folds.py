@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core.errors import BadArgumentError
 from gpukeras.tools.result_lines import cv_lines
 
 
@@ -63,16 +62,9 @@ def split(
 ) -> dict[str, Any]:
     """The ``k`` folds of ``rows`` rows as ``folds`` draws them: ``held_out`` and ``train``,
     each fold's rows (1-based, as R numbers them, in order), and ``kind``, how they were made
-    ("grouped", "stratified by the labels" or "random"). Fewer ``groups`` than folds is a
-    BadArgumentError."""
+    ("grouped", "stratified by the labels" or "random"). ``groups`` has at least ``k``
+    distinct values: gpu_cv() refuses fewer in R, before Python starts (R/cv-folds.R)."""
     k = int(k)
-    if groups is not None:
-        count = len(set(np.atleast_1d(np.asarray(groups, dtype=str)).tolist()))
-        if count < k:
-            raise BadArgumentError(
-                f"`group` has {count} groups, fewer than the {k} folds: give folds = {count} "
-                "or fewer."
-            )
     fold = np.asarray(folds(rows, k, seed, classes, groups))
     number = np.arange(1, int(rows) + 1)
     return {
