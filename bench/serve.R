@@ -40,6 +40,12 @@
 # process, and from an R process of its own (curl only) beside the clients, since this
 # one holds TensorFlow, the trained model and the 50 MB body (see the notes).
 #
+# --hostile also holds `held` (500) connections open, each with the head of a POST announcing
+# a 500-byte body and 10 bytes of it (tests/testthat/hold_connections.py, the client of
+# test-serve.R's case), and meanwhile asks GET /health `tries` times on new connections, one
+# after another, each given 5 s: each answer's status and time, and the service's peak memory
+# added.
+#
 # Usage (from the repository root): Rscript bench/serve.R [--quick | --smoke] [--hostile]
 # Writes bench/results/serve-<device>[-quick].json, or serve-hostile-<device>[-quick].json
 # (a smoke run, which runs both: see bench/lib/common.R).
@@ -48,6 +54,7 @@ load_before <- readLines("/proc/loadavg")
 
 source("bench/lib/load.R")
 source("bench/lib/common.R")
+source("bench/lib/serve.R")
 mode <- bench_mode()
 hostile <- "--hostile" %in% commandArgs(trailingOnly = TRUE)
 code <- code_state()
@@ -80,27 +87,10 @@ model <- keras$Sequential(list(
 ))
 model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
 fit <- gpu_fit(model, list(x = train, y = y), epochs = epochs, verbose = 0, monitor = FALSE, seed = 1)
-model_path <- file.path(tempfile("bench-serve-"), "model.keras")
-dir.create(dirname(model_path))
-gpu_save(fit, model_path)
-
-# The service, in an R process of its own: the package loaded as here (this source tree,
-# or the installed one), the model loaded from its file.
-port <- utils::getFromNamespace("free_ports", "gpukeras")(1L)
-server <- callr::r_bg(function(root, model_path, port, max_rows) {
-  if (nzchar(root)) pkgload::load_all(root, quiet = TRUE) else library(gpukeras)
-  gpukeras::gpu_serve(gpukeras::gpu_load(model_path), port = port, max_rows = max_rows, quiet = TRUE)
-}, args = list(root = if (in_source_tree) getwd() else "", model_path = model_path, port = port, max_rows = max_rows))
-url <- sprintf("http://127.0.0.1:%d", port)
-started <- Sys.time()
-repeat {
-  up <- tryCatch(curl::curl_fetch_memory(paste0(url, "/health"))$status_code == 200L, error = function(e) FALSE)
-  if (up) break
-  if (!server$is_alive()) stop("the service ended: ", paste(server$read_all_error_lines(), collapse = "\n"))
-  if (difftime(Sys.time(), started, units = "secs") > 180) stop("the service did not answer /health in 180 s")
-  Sys.sleep(0.2)
-}
-service_start_seconds <- as.numeric(difftime(Sys.time(), started, units = "secs"))
+service <- serve_in_process(fit, max_rows)
+server <- service$server
+url <- service$url
+service_start_seconds <- service$start_seconds
 
 records <- function(df) as.character(jsonlite::toJSON(df, dataframe = "rows", digits = NA))
 post_handle <- function(body) {
@@ -109,29 +99,9 @@ post_handle <- function(body) {
   handle
 }
 
-# The service's processes: the R process that serves and its children (gpu_serve()'s
-# server, the Python process that listens on its port).
-service_pids <- function() {
-  pids <- server$get_pid()
-  children <- suppressWarnings(system2("pgrep", c("-P", pids[1]), stdout = TRUE))
-  c(pids, as.integer(children))
-}
-
-# The service's resident memory now and at its peak, in MiB (its processes' together).
-served_memory <- function() {
-  pids <- service_pids()
-  mib <- function(field) {
-    sum(vapply(pids, function(pid) {
-      status <- readLines(sprintf("/proc/%d/status", pid))
-      as.numeric(gsub("\\D", "", grep(paste0("^", field, ":"), status, value = TRUE))) / 1024
-    }, numeric(1)))
-  }
-  list(rss_mib = mib("VmRSS"), peak_mib = mib("VmHWM"))
-}
-
 # The service's CPU time so far (all its processes' threads), in seconds.
 served_cpu <- function() {
-  sum(vapply(service_pids(), function(pid) {
+  sum(vapply(service_pids(server), function(pid) {
     stat <- strsplit(readLines(sprintf("/proc/%d/stat", pid)), " ", fixed = TRUE)[[1]]
     sum(as.numeric(stat[14:15])) / clock_ticks
   }, numeric(1)))
@@ -185,7 +155,7 @@ closed_loop <- function(base, path, body, seconds, clients = 1L) {
 # leave the service its core. TRUE if so.
 pin_clients_apart <- function() {
   parallel::detectCores() >= 2L && nzchar(Sys.which("taskset")) &&
-    all(vapply(service_pids(), pin, logical(1), cores = "0")) && pin(Sys.getpid(), clients_cores())
+    all(vapply(service_pids(server), pin, logical(1), cores = "0")) && pin(Sys.getpid(), clients_cores())
 }
 
 clients_cores <- function() sprintf("1-%d", parallel::detectCores() - 1L)
@@ -252,6 +222,31 @@ result_head <- function(benchmark, command, machine) {
   )
 }
 
+# `count` connections held open with an unfinished body while GET /health is asked `tries`
+# times (see the top of this file): the answers' statuses and times, and the memory added.
+measure_held <- function(count, tries) {
+  cat(sprintf("%d connections held with an unfinished body ...\n", count))
+  before <- served_memory(server)
+  out <- system2(
+    reticulate::py_exe(), c("tests/testthat/hold_connections.py", sub(".*:", "", url), count, tries),
+    stdout = TRUE
+  )
+  after <- served_memory(server)
+  answers <- jsonlite::fromJSON(out[length(out)])
+  ms <- 1000 * answers$seconds
+  held <- list(
+    connections = count, held = answers$held, tries = tries, statuses = as.list(table(answers$statuses)),
+    median_ms = stats::median(ms), p99_ms = unname(stats::quantile(ms, 0.99)), max_ms = max(ms),
+    within_100_ms = mean(answers$statuses == 200L & ms <= 100),
+    memory_before = before, memory_after = after, peak_added_mib = after$peak_mib - before$peak_mib
+  )
+  cat(sprintf(
+    "  /health: median %.1f ms, max %.1f ms, %.1f%% answered within 100 ms; the service's peak memory +%.1f MiB\n",
+    held$median_ms, held$max_ms, 100 * held$within_100_ms, held$peak_added_mib
+  ))
+  held
+}
+
 # The service under hostile requests (see the top of this file): its result.
 measure_hostile <- function() {
   seconds <- if (mode$smoke) 1 else if (mode$quick) 4 else 8
@@ -267,7 +262,7 @@ measure_hostile <- function() {
   pinned <- pin_clients_apart()
 
   cat("a 50 MB body ...\n")
-  before <- served_memory()
+  before <- served_memory(server)
   refused <- lapply(rep(c(FALSE, TRUE), refusals), function(expect) {
     handle <- post_handle(large_body)
     if (expect) curl::handle_setheaders(handle, `Content-Type` = "application/json", Expect = "100-continue")
@@ -275,7 +270,7 @@ measure_hostile <- function() {
     answer <- tryCatch(as.character(curl::curl_fetch_memory(paste0(url, "/predict"), handle = handle)$status_code), error = function(e) "reset")
     list(expect_100_continue = expect, answer = answer, seconds = as.numeric(difftime(Sys.time(), began, units = "secs")))
   })
-  after <- served_memory()
+  after <- served_memory(server)
   refusal_seconds <- vapply(refused, `[[`, numeric(1), "seconds")
   answers <- vapply(refused, `[[`, character(1), "answer")
   refusal <- list(
@@ -289,6 +284,8 @@ measure_hostile <- function() {
     refusal$median_seconds, refusal$max_seconds, paste(names(refusal$answers), unlist(refusal$answers), collapse = ", "),
     before$peak_mib, after$peak_mib
   ))
+
+  held <- measure_held(if (mode$smoke) 20L else 500L, if (mode$smoke) 10L else 300L)
 
   good <- list(rows_1 = records(bench_frame(1, 5)), rows_1000 = records(bench_frame(1000, 5)))
   cat("the service's CPU time per request ...\n")
@@ -319,13 +316,13 @@ measure_hostile <- function() {
     pinned <- pinned && pin(clients$get_pid(), clients_cores())
     niced <- lowest_priority(clients$get_pid())
     Sys.sleep(if (mode$smoke) 1 else 2) # the clients' R starts and their loops run
-    memory_before <- served_memory()
+    memory_before <- served_memory(server)
     cpu_before <- served_cpu()
     began <- Sys.time()
     under_attack <- phases()
     under_attack_apart <- phases_apart()
     busy <- (served_cpu() - cpu_before) / as.numeric(difftime(Sys.time(), began, units = "secs"))
-    memory_after <- served_memory()
+    memory_after <- served_memory(server)
     clients$wait(timeout = 1000 * (6 * seconds + 30))
     rounds_measured[[round]] <- list(
       quiet = quiet, hostile = under_attack, quiet_apart = quiet_apart, hostile_apart = under_attack_apart,
@@ -361,6 +358,7 @@ measure_hostile <- function() {
   }
   list(
     refusal_50mb = refusal,
+    held_connections = held,
     service_cpu_ms_per_request = cpu_ms,
     health_under_attack = health_summary("hostile", "quiet"),
     latency_ratio_hostile_over_quiet = ratios("hostile", "quiet"),
@@ -385,12 +383,14 @@ write_hostile <- function(measured) {
     ),
     goals = list(
       refusal_50mb = "refused in < 1 s, adding < 50 MB of memory",
+      held_connections = "under 500 connections held open with an unfinished body, /health answers within 100 ms 100 % of the time, and the service's memory grows by at most 100 MB",
       under_attack = "while 4 clients send hostile bodies, /health answers within 100 ms and good requests keep their latency within 2x"
     ),
     results = measured,
     notes = c(
       sprintf("The machine has %d CPU cores, shared: the service (one R process and its server, a Python process), the 4 hostile clients (one R process, curl's multi interface), the measuring client (this R process) and other people's processes ran on them (load averages in each round). With service_on_a_core_of_its_own, taskset kept the service's processes on core 0 and the clients' on the others (other people's processes ran anywhere), in the quiet phases too.", machine$cores),
       "refusal_50mb: answers are status codes, or `reset` where the service refused from the headers and closed the connection while the client was still sending (it does not read what it refuses); peak_added_mib: the serving process's VmHWM after the refusals minus before.",
+      "held_connections: `held` connections (each the head of a POST /health announcing 500 bytes, and 10 of them) were open while /health was asked `tries` times, one after another on new connections, each given 5 s (a status of 0: no answer); within_100_ms: the share answered 200 within 100 ms; peak_added_mib: the service's VmHWM after minus before.",
       "health_under_attack: /health polled by one closed-loop client while the hostile clients ran; max_ms and p99_ms: the largest over rounds; within_100_ms: the smallest share over rounds.",
       "hostile_clients_niced: the hostile clients' process ran at nice 19 (every thread), the measuring client at 0, so that the latencies are the service's and not the measuring client's wait for the core it shares with the hostile ones (attackers on other machines take none of its CPU); the first measures (2026-11-26, at commit eda8af3) ran them at the same priority: /health median 60 ms, good requests 3.7-5.5x, while the service was busy for under a third of its core.",
       "health_under_attack_measured_apart and latency_ratio_measured_apart: the same phases, right after, measured by a client in an R process of its own (curl only; pinned to the clients' core, at nice 0), which holds no TensorFlow, trained model or 50 MB body as this process does: a client on another machine. Added because with the hostile clients niced, this process's /health still took ~57 ms while the service used a third of its core, and from a fresh process (an experiment by hand, same service, same hostile bodies) 8-9 ms; in the run of 2026-11-27 the two agree (the service busy 96% of its core), so this process was not what slowed the measure: the machine's load was.",
@@ -403,6 +403,8 @@ write_hostile <- function(measured) {
   out <- write_result(result, paste0("serve-hostile-", if (identical(machine$gpu, "none")) "cpu" else "gpu"), mode)
   h <- measured$health_under_attack
   cat(sprintf("50 MB body: answered in %.3f s (max %.3f s), peak memory +%.1f MiB\n", measured$refusal_50mb$median_seconds, measured$refusal_50mb$max_seconds, measured$refusal_50mb$peak_added_mib))
+  held <- measured$held_connections
+  cat(sprintf("/health under %d held connections: median %.1f ms, max %.1f ms, %.1f%% within 100 ms; peak memory +%.1f MiB\n", held$held, held$median_ms, held$max_ms, 100 * held$within_100_ms, held$peak_added_mib))
   cat(sprintf("/health under attack: median %.1f ms, p99 %.1f ms, max %.1f ms, %.1f%% within 100 ms\n", h$median_ms, h$p99_ms, h$max_ms, 100 * h$within_100_ms))
   cat(sprintf("the service was busy %.0f%% of its core under attack (hostile clients niced: %s)\n", 100 * measured$service_busy_share_under_attack, measured$hostile_clients_niced))
   for (size in names(measured$latency_ratio_hostile_over_quiet)) {
