@@ -35,10 +35,11 @@ demo: deps
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first (test-envs) so that rcheck can also check what reticulate 1.28 says about an
 # environment with NumPy 2. What test-envs made is not made again (-o). bench smoke runs
-# in r-tests, after the newer stack's tests, beside rcheck (see r-tests).
+# in r-tests, after the newer stack's tests, beside rcheck (see r-tests), one benchmark at
+# a time: its steps' time limits are sized for a core each, and rcheck keeps most of both busy.
 test: test-envs
 	$(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
-	  lint-and-pytest r-tests BESIDE_RCHECK="newer-stack-test bench-smoke"
+	  lint-and-pytest r-tests BESIDE_RCHECK="newer-stack-test bench-smoke" BENCH_SMOKE_JOBS=1
 
 # What make test needs installed: every Debian package in one apt run (two at once would
 # wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
