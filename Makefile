@@ -290,10 +290,12 @@ lint-and-pytest: dev-env mlflow-server
 # process for about 3 minutes, beside which the newer stack's tests now run (its boundary
 # files 2 minutes alone; the simulated GPU's files after them). BESIDE_RCHECK: the targets
 # run one after the other beside rcheck; make test adds bench-smoke after the newer stack's
-# tests, into the rest of rcheck's tests, which keep about 1.4 of the 2 cores busy ([26m/19m]
-# CPU/elapsed): one after the other, they took 6 minutes more (bench/results/ci-time-cpu-2026-11-29.md).
-# Neither writes into the other's files: bench smoke builds its R bundle from a copy of the
-# tracked files (bench/gpu_r_bundle.sh), outside the tree, where rcheck writes gpukeras.Rcheck/.
+# tests, into the rest of rcheck's tests, which keep about 1.4 of the 2 cores busy
+# ([26m/19m] CPU/elapsed): as a stage of its own, bench smoke took 6 minutes more
+# (bench/results/ci-time-cpu-2026-11-29.md, section 7). Neither reads what the other writes:
+# bench smoke's R bundle is built from a copy of the tracked files outside the tree
+# (bench/gpu_r_bundle.sh), not from the tree where rcheck writes gpukeras.Rcheck/, and
+# rcheck's R CMD build copies the tree in its first seconds, minutes before bench smoke starts.
 BESIDE_RCHECK := newer-stack-test
 r-tests: newer-stack-env
 	$(call beside,rcheck,$(BESIDE_RCHECK),-o newer-stack-env -o dev-env)
