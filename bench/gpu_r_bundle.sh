@@ -12,9 +12,10 @@
 #             `apt-get download`, unpacked, less their documentation, translations and R's
 #             X11, Tcl/Tk, cairo and internet modules; libc, libgcc and libstdc++ stay the
 #             target's own (debs.txt lists the .debs)
-#   library/  gpukeras built from this tree, and reticulate >= 1.38 (Debian trixie's 1.41,
-#             built from its source package by `make` into .newer-stack/library): the GPU
-#             machines' NumPy is 2.x, which bookworm's reticulate 1.28 predates
+#   library/  gpukeras built from this tree (the files git tracks or would add), and
+#             reticulate >= 1.38 (Debian trixie's 1.41, built from its source package by
+#             `make` into .newer-stack/library): the GPU machines' NumPy is 2.x, which
+#             bookworm's reticulate 1.28 predates
 #   wheels/   keras, namex and optree for Python 3.12 (the GPU machines lack or may lack them),
 #             and optuna with its requirements but NumPy, for gpu_search()
 #   Rscript   the runner (bench/lib/bundle_rscript.sh): unpacks r.tar.xz once, then runs
@@ -99,7 +100,18 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== gpukeras, built from this tree"
-(cd "$work" && R CMD build --no-build-vignettes --no-manual "$OLDPWD" > build.log 2>&1) ||
+# From a copy of the files git tracks or would add (ignored ones left out), made outside the
+# tree: R CMD build (R 4.2) copies the whole folder it is given before it drops what
+# .Rbuildignore names, and stops when a file vanishes meanwhile, which make test's rcheck,
+# running beside bench smoke, does in gpukeras.Rcheck/ (outside a git work tree: the tree).
+source=$PWD
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  source=$work/gpukeras
+  mkdir -p "$source"
+  git ls-files -z --cached --others --exclude-standard |
+    tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$source"
+fi
+(cd "$work" && R CMD build --no-build-vignettes --no-manual "$source" > build.log 2>&1) ||
   { cat "$work/build.log"; exit 1; }
 R CMD INSTALL --no-multiarch --no-docs --no-html -l "$bundle/library" "$work"/gpukeras_*.tar.gz \
   > "$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
