@@ -99,6 +99,11 @@
 #'   same weights in every session, and becomes [gpu_fit()]'s `seed` where
 #'   that is given none. `NULL` seeds nothing, but with `deterministic = TRUE`
 #'   chooses one (`seed_chosen` in the result).
+#' @param workers_ahead Worker processes for the session's first [gpu_cv()] or
+#'   [gpu_search()], started now in the background: `0` (the default) starts
+#'   none; `"auto"` one per GPU (the workers of the default [gpu_workers()]),
+#'   none where no GPU is visible; a number, that many (those of
+#'   `gpu_workers(workers = )`). See "Workers started ahead".
 #' @param ... Not used: an argument gpu_setup() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #'
@@ -133,13 +138,36 @@
 #' and its report's notes say what was simulated. Worker processes and
 #' background jobs inherit it. Where a GPU is visible it changes nothing.
 #' `make test` runs the fit, predict, cv, search, serve, export and job tests so.
+#' @section Workers started ahead:
+#' [gpu_cv()] and [gpu_search()] train in worker processes, and a worker
+#' starts before its first fit can: it imports Python, Keras and the backend,
+#' starts the runtime on its device and applies this setup (on an H200 with
+#' JAX, importing took 5.4 s and the runtime's start 2.0 s: `bench/fit_start.py`,
+#' `bench/results/fit-start-NVIDIA-H200-2026-11-27.json`). After a call its
+#' workers stay, as the session's spares, for the next call; `workers_ahead`
+#' starts them before the first one. `gpu_setup(workers_ahead = "auto")`
+#' starts one per GPU in the background (on a simulated GPU too, see "A GPU's
+#' choices on a CPU") and returns at once; while you read and prepare the data
+#' each loads itself, starts its runtime and compiles one small step, and the
+#' first `gpu_cv()` or `gpu_search()` whose workers are on the same devices
+#' (the default [gpu_workers()]; `gpu_workers(workers = n)` for
+#' `workers_ahead = n`) runs its fits in them (not a search with
+#' `background = TRUE`, whose workers are its own process's). Where no GPU
+#' is visible `"auto"` starts none (a worker's start would take the cores the
+#' session works on); a number starts that many there too. The print says what was started
+#' ("workers ahead:"). On a GPU each holds its CUDA context and what its step
+#' took, its memory growing on demand. They keep this setup: a later
+#' `gpu_setup()` with other settings ends them, as no call could use them.
+#' They end with the R session.
 #' @return An object of class `gpukeras_setup`: a list with `backend`, `gpus`
 #'   (GPUs in use), `memory_growth`, `memory_limit_mib`, `devices`,
 #'   `cpu_devices`, `intra_op_threads`, `inter_op_threads`, `dtype_policy`,
 #'   `precision_reason`, `loss_scaling`, `precision_suits_device`,
 #'   `jit_compile`, `deterministic` (whether the backend's ops are
 #'   deterministic, read back from it), `seed` (the session's seed, `NULL` when
-#'   none was given nor chosen), `seed_chosen`, `notes` and `lines` (its print).
+#'   none was given nor chosen), `seed_chosen`, `notes`, `lines` (its print)
+#'   and `workers_ahead` (the device of each worker started ahead: `"GPU 0"`,
+#'   `"CPU"`; none by default).
 #' @export
 #' @examples
 #' if (!is.null(gpukeras_python())) {
@@ -149,10 +177,11 @@
 #' }
 gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
                       mixed_precision = "auto", threads = NULL, jit_compile = NULL,
-                      cpu_devices = NULL, deterministic = FALSE, seed = NULL, ...) {
+                      cpu_devices = NULL, deterministic = FALSE, seed = NULL, workers_ahead = 0, ...) {
   check_unknown_args("gpu_setup")
-  # As given, for gpu_fit(background = TRUE) to apply in its child process.
-  given <- mget(as.character(names(match.call())[-1L]))
+  # As given, for gpu_fit(background = TRUE) and the workers to apply in their processes (no
+  # `workers_ahead`: those start none).
+  given <- mget(setdiff(as.character(names(match.call())[-1L]), "workers_ahead"))
   if (missing(memory_growth) && !is.null(memory_limit)) memory_growth <- FALSE
   check_flag(memory_growth)
   if (!is.null(memory_limit)) check_positive_numbers(memory_limit)
@@ -165,6 +194,7 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
   cpu_devices <- check_count(cpu_devices, allow_null = TRUE)
   check_flag(deterministic)
   seed <- check_seed(seed)
+  workers_ahead <- check_auto_count(workers_ahead, min = 0)
   # Deterministic ops repeat a run only from the same seeds (and TensorFlow refuses random
   # ops without one): given none, one is chosen and recorded, and the setup that background
   # fits and workers apply again carries it.
@@ -185,6 +215,9 @@ gpu_setup <- function(memory_growth = TRUE, memory_limit = NULL, devices = NULL,
     seed_chosen = seed_chosen
   ))
   the$setup_args <- given
+  ahead <- setup_workers_ahead(workers_ahead)
+  settings$lines <- append(settings$lines, ahead$line, after = length(settings$lines) - length(settings$notes))
+  settings$workers_ahead <- vapply(ahead$slots, `[[`, "", "device")
   for (note in unlist(settings$notes)) {
     gpukeras_warn(note, "gpukeras_warning_not_applied")
   }

@@ -106,11 +106,11 @@ check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   x
 }
 
-# A whole number >= 1, or the word `auto` that stands for the default.
-check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = caller_env()) {
+# A whole number >= `min`, or the word `auto` that stands for the default.
+check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", min = 1, call = caller_env()) {
   if (identical(x, auto)) return(x)
-  if (!is_whole_number(x))
-    stop_input_type(x, sprintf("\"%s\" or one whole number >= 1", auto), arg, call, over_count(x))
+  if (!is_whole_number(x, min))
+    stop_input_type(x, sprintf("\"%s\" or one whole number >= %d", auto, min), arg, call, over_count(x))
   as.integer(x)
 }
 

@@ -16,7 +16,8 @@
 # starts another. When the pool closes, its workers become the session's spares
 # (`the$spares`), and a slot whose worker ended gets a spare started ahead: the next pool
 # whose slots they fit (worker_key(): the same environment, device and gpu_setup()) takes
-# them instead of starting new processes; they end with the session. The session drives
+# them instead of starting new processes; they end with the session. gpu_setup(workers_ahead
+# = ) starts spares before the session's first pool (setup_workers_ahead()). The session drives
 # every worker from its poll connection (processx::poll() on all at once, worker_step()).
 # The pool's folder holds the data once, as .npy files the workers memory-map; each
 # worker's temporary folder is its own, in the session's.
@@ -246,21 +247,41 @@ worker_close <- function(pool) {
       worker_end(worker)
     }
   }
-  if (!nzchar(Sys.getenv("GPUKERAS_SESSION_PID"))) {
-    pool$warm <- NULL # a spare serves any pool whose slots it fits
-    spares <- lapply(seq_along(pool$slots), function(i) worker_start(pool, i))
-    the$spares <- c(the$spares, spares)
-  }
+  if (!nzchar(Sys.getenv("GPUKERAS_SESSION_PID"))) worker_spares_start(pool)
   pool$ready <- vector("list", length(pool$ready))
   pool$busy <- vector("list", length(pool$busy))
   unlink(pool$dir, recursive = TRUE)
   invisible()
 }
 
-# End the session's spare workers (tests; the session's end does it otherwise).
-worker_spares_end <- function() {
-  lapply(the$spares, worker_end)
-  the$spares <- list()
+# A spare started ahead for each of the pool's slots that no spare of the session fits yet
+# (worker_start() takes the one that fits, given back here), loading itself in the
+# background: at most one per slot.
+worker_spares_start <- function(pool) {
+  pool$warm <- NULL # a spare serves any pool whose slots it fits
+  spares <- lapply(seq_along(pool$slots), function(i) worker_start(pool, i)) # (taking those that fit first)
+  the$spares <- c(the$spares, spares)
+  invisible()
+}
+
+# gpu_setup(workers_ahead = ): a spare started ahead for each slot the core plans (its
+# `slots`, as the first pool's will be; "auto": one per GPU, none without one), with the
+# print's `line`; NULL for 0. First the spares made for another gpu_setup() are ended: no
+# pool can take them.
+setup_workers_ahead <- function(count) {
+  worker_spares_end(keep = function(worker) identical(worker$key$setup, the$setup_args))
+  if (identical(count, 0L)) return(NULL)
+  ahead <- core_call("workers_ahead", workers = count)
+  if (length(ahead$slots)) worker_spares_start(new_worker_pool(ahead, dir = NULL))
+  ahead
+}
+
+# End the session's spare workers but those `keep(worker)` keeps (tests end them all; the
+# session's end does it otherwise).
+worker_spares_end <- function(keep = function(worker) FALSE) {
+  kept <- Filter(keep, the$spares)
+  lapply(Filter(Negate(keep), the$spares), worker_end)
+  the$spares <- kept
   invisible()
 }
 

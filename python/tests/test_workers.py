@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import run_core
 
 
@@ -39,3 +41,26 @@ def test_workers_grow_adds_the_workers_a_fits_memory_plan_says_fit_its_gpu() -> 
         "slots": [gpu0],
         "reason": "one worker per GPU: no memory plan to share it by",
     }
+
+
+def test_workers_ahead_are_the_first_pools_slots_and_auto_starts_none_without_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, no_gpu: None
+) -> None:
+    from gpukeras.gpu import simulated
+    from gpukeras.tools.workers import ahead, plan
+
+    # no GPU: "auto" starts none, and says how to ask for one; a number starts that many
+    none = "none (no GPU is visible: workers_ahead = 1 starts one on the CPU)"
+    assert ahead("auto") == {"slots": [], "line": f"  workers ahead:   {none}"}
+    assert ahead(0)["slots"] == []
+    two = ahead(2)
+    assert two["slots"] == plan(workers=2)["slots"]
+    assert two["line"] == (
+        "  workers ahead:   2 on CPU, loading for the first gpu_cv() or gpu_search()"
+    )
+    # a GPU (here simulated): one per GPU, the slots of gpu_cv()'s default pool
+    monkeypatch.setenv(simulated.VARIABLE, "1")
+    auto = ahead("auto")
+    assert auto["slots"] == plan()["slots"]
+    assert [slot["device"] for slot in auto["slots"]] == ["GPU 0"]
+    assert auto["line"].startswith("  workers ahead:   1 on GPU 0, loading")

@@ -46,6 +46,10 @@ checked <- check_before_python(bad_inputs(
   "gpu_setup: deterministic NA",           gpu_setup(deterministic = NA, seed = 1),                        "bad_argument", "^`deterministic` must be TRUE or FALSE, not `NA`",
   "gpu_setup: deterministic two",          gpu_setup(deterministic = c(TRUE, TRUE), seed = 1),             "bad_argument", "^`deterministic` must be TRUE or FALSE, not a logical of length 2",
   "gpu_setup: seed negative",              gpu_setup(seed = -1),                                           "bad_argument", "^`seed` must be one whole number >= 0, not `-1`",
+  "gpu_setup: workers_ahead negative",     gpu_setup(workers_ahead = -1),                                  "bad_argument", "^`workers_ahead` must be \"auto\" or one whole number >= 0, not `-1`",
+  "gpu_setup: workers_ahead a word",       gpu_setup(workers_ahead = "all"),                               "bad_argument", "^`workers_ahead` must be \"auto\" or one whole number >= 0, not `all`",
+  "gpu_setup: workers_ahead TRUE",         gpu_setup(workers_ahead = TRUE),                                "bad_argument", "^`workers_ahead` must be \"auto\" or one whole number >= 0, not `TRUE`",
+  "gpu_setup: workers_ahead fractional",   gpu_setup(workers_ahead = 1.5),                                 "bad_argument", "^`workers_ahead` must be \"auto\" or one whole number >= 0",
   "gpu_setup: seed a string",              gpu_setup(deterministic = TRUE, seed = "1"),                    "bad_argument", "^`seed` must be one whole number >= 0",
   "with_gpu_device: two devices",          with_gpu_device(c("CPU:0", "CPU:1"), 1),                        "bad_argument", "^`device` must be one device, not a character of length 2",
   "with_gpu_device: no device",            with_gpu_device(character(), 1),                                "bad_argument", "^`device` must be one device",
@@ -77,6 +81,14 @@ for (result in checked) {
     expect_false(result$started_python, label = paste(deparse(result$case$code), collapse = " "))
   })
 }
+
+test_that("the messages for gpu_setup(workers_ahead = )", {
+  # Refused in R, before Python starts or a worker is started.
+  expect_snapshot(error = TRUE, {
+    gpu_setup(workers_ahead = -1)
+    gpu_setup(workers_ahead = c(1, 2))
+  })
+})
 
 test_that("the messages for gpu_setup(deterministic = ) (issue #33, item 5)", {
   # Refused in R, before Python starts.

@@ -222,6 +222,53 @@ test_that("workers are callr sessions of the session's own, each readied ahead, 
   expect_false(dir.exists(workers[[2]]$dir))
 })
 
+test_that("gpu_setup(workers_ahead = ) starts the first gpu_cv()'s worker ahead: \"auto\" none on a CPU", {
+  skip_if_no_python()
+  skip_if_not(dir.exists("/proc/self"), "reads the session's child processes from /proc")
+  skip_if(has_nvidia_gpu(), "asserts that \"auto\" starts no worker where no GPU is visible")
+  result <- run_in_fresh_r({
+    children <- function() {
+      pids <- list.files("/proc", pattern = "^[0-9]+$")
+      parents <- vapply(pids, function(pid) {
+        stat <- tryCatch(readLines(file.path("/proc", pid, "stat"), warn = FALSE), error = function(e) "")
+        as.integer(strsplit(sub(".*[)] ", "", stat), " ")[[1]][2])
+      }, integer(1))
+      as.integer(pids[parents %in% Sys.getpid()])
+    }
+    auto <- gpu_setup(workers_ahead = "auto")
+    after_auto <- list(spares = length(the$spares), children = children())
+    one <- gpu_setup(workers_ahead = 1)
+    gpu_setup(workers_ahead = 1) # the same again: the one started fits its slot
+    spare <- the$spares[[1]]
+    ahead <- list(
+      spares = length(the$spares), state = spare$state, pid = spare$session$get_pid(), children = children()
+    )
+    data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
+    failed <- tryCatch(gpu_cv(function() Sys.getpid(), data, folds = 2, epochs = 1), error = identity)
+    left <- the$spares[[1]]$session
+    gpu_setup(seed = 5) # another setup: no pool can take the spares made for the last one
+    list(
+      auto = unclass(auto), after_auto = after_auto, one = unclass(one), ahead = ahead,
+      failed = conditionMessage(failed$parent), left_alive = left$is_alive(), spares = length(the$spares)
+    )
+  }, unset = "GPUKERAS_SIMULATE_GPU", timeout = 240)
+  # no GPU: "auto" started no process, and the print says so
+  expect_identical(result$auto$workers_ahead, character())
+  expect_identical(result$after_auto, list(spares = 0L, children = integer()))
+  expect_match(result$auto$lines, "^  workers ahead: +none \\(no GPU is visible", all = FALSE)
+  # a number: that many, in the background (gpu_setup() has returned; the worker is loading),
+  # and asked again, no more
+  expect_identical(result$one$workers_ahead, "CPU")
+  expect_match(result$one$lines, "^  workers ahead: +1 on CPU, loading for the first gpu_cv\\(\\)", all = FALSE)
+  expect_identical(result$ahead[c("spares", "state", "children")], list(spares = 1L, state = "starting",
+                                                                        children = result$ahead$pid))
+  # the first gpu_cv()'s fold ran in it: model_fn returned that process's id
+  expect_match(result$failed, sprintf("must return a compiled Keras model, not `%d`", result$ahead$pid), fixed = TRUE)
+  # the spare its pool left in the failed worker's slot ended with a gpu_setup() of other settings
+  expect_false(result$left_alive)
+  expect_identical(result$spares, 0L)
+})
+
 test_that("a busy worker ends with the session that started it, even a killed one", {
   skip_on_os("windows")
   folder <- withr::local_tempdir()

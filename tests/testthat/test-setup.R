@@ -138,9 +138,11 @@ test_that("gpu_setup() with defaults returns a gpukeras_setup that matches what 
   expect_named(child$fields, c(
     "backend", "gpus", "memory_growth", "memory_limit_mib", "cpu_devices", "intra_op_threads",
     "inter_op_threads", "devices", "dtype_policy", "precision_reason", "loss_scaling",
-    "precision_suits_device", "jit_compile", "deterministic", "seed", "notes", "lines", "seed_chosen"
+    "precision_suits_device", "jit_compile", "deterministic", "seed", "notes", "lines", "seed_chosen", "workers_ahead"
   ), ignore.order = TRUE)
   fields <- child$fields
+  # no worker started ahead unless asked for (workers_ahead = 0)
+  expect_identical(fields$workers_ahead, character())
   expect_identical(fields$backend, "tensorflow")
   # Threads and logical CPUs are left as TensorFlow has them, and read back.
   expect_identical(fields$intra_op_threads, child$in_force$intra)

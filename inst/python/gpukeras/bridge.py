@@ -128,6 +128,7 @@ VERBS: dict[str, str] = {
     # many fits: the workers' devices, the search's study
     "keras_backend": "core.backend:configured_backend",
     "workers_plan": "tools.workers:plan",
+    "workers_ahead": "tools.workers:ahead",
     "workers_grow": "tools.workers:grow",
     "workers_warm": "tools.workers:warm",
     "workers_seed": "tools.workers:seed",

@@ -109,6 +109,34 @@ def _simulated_plan(
     }
 
 
+def ahead(workers: str | int) -> dict[str, Any]:
+    """The slots gpu_setup(workers_ahead = ) starts a worker for ahead, each loading itself in
+    the background (Python, Keras, the runtime started, one step compiled) until the
+    session's first gpu_cv() or gpu_search() takes it: ``slots`` (as ``plan``'s, so that
+    they are the first pool's: its default one per GPU, or ``gpu_workers(workers = n)``'s)
+    and ``line``, the words the setup's print adds.
+
+    ``workers``: "auto" (a worker per GPU, real or simulated; none where no GPU is visible,
+    where a worker's start would take the cores the session works on while it loads), or
+    how many (0 for none).
+    """
+    if workers == "auto":
+        default = plan()
+        slots = default["slots"] if default["gpus"] else []
+        why = "" if slots else " (no GPU is visible: workers_ahead = 1 starts one on the CPU)"
+    else:
+        slots = plan(workers=int(workers))["slots"] if int(workers) > 0 else []
+        why = ""
+    devices = [slot["device"] for slot in slots]
+    started = (
+        f"{len(slots)} on {', '.join(dict.fromkeys(devices))}, loading for the first "
+        "gpu_cv() or gpu_search()"
+        if slots
+        else "none"
+    )
+    return {"slots": slots, "line": f"  workers ahead:   {started}{why}"}
+
+
 def _visible_gpus() -> list[nvml.NvmlDevice]:
     report = nvml.query()
     if not report.available:
