@@ -17,14 +17,33 @@
 #' inference mode, so its BatchNormalization layers keep their statistics, and
 #' `gpu_fine_tune()` keeps them frozen.
 #'
+#' `backbone` can also be a KerasHub image classifier preset (ResNet,
+#' EfficientNet, ViT, ...): a name such as `"resnet_50_imagenet"`, downloaded
+#' from Kaggle (or Hugging Face, `"hf://..."`) as KerasHub's
+#' `ImageClassifier$from_preset()` does, or a folder its `save_to_preset()`
+#' wrote. The model is then KerasHub's own image classifier with a new head
+#' (pooling, dropout and a Dense layer of logits; `predict()` gives
+#' probabilities), its backbone frozen, and the same two stages train it. Its
+#' preprocessing is the preset's image converter (resizing to the preset's
+#' image size, rescaling), applied as KerasHub applies it: in the input
+#' pipeline of the model's `fit()` and `predict()`, not inside the model;
+#' [gpu_save()] keeps it with the model. KerasHub is imported at the first
+#' such call (`install_gpukeras(extras = "hub")`), as for
+#' [gpu_text_classifier()].
+#'
 #' @param backbone The backbone's name in `keras.applications`, e.g.
-#'   `"ResNet50"` or `"EfficientNetV2S"`.
+#'   `"ResNet50"` or `"EfficientNetV2S"`; or a KerasHub image classifier
+#'   preset: a name in lower case (`"resnet_50_imagenet"`) or the path of a
+#'   preset folder. A folder that is no image classifier's preset is an error
+#'   of class `gpukeras_error_bad_preset`.
 #' @param classes A factor, the class names or their number (at least 2): the
 #'   class sub-folders of the image folder.
 #' @param image_size `c(height, width)` of the images, as [gpu_dataset()]
-#'   reads them (in colour: `color_mode = "rgb"`).
+#'   reads them (in colour: `color_mode = "rgb"`). A preset's image converter
+#'   resizes them to its own size.
 #' @param weights `"imagenet"` (Keras downloads them once), `NULL` for random
 #'   weights, or the path of a weights file of the backbone without its top.
+#'   Not used for a preset, which has its own.
 #' @param dropout The dropout rate before the head, in \[0, 1).
 #' @param learning_rate Adam's learning rate: the head's for
 #'   `gpu_image_backbone()`, the fine-tuning's (lower) for `gpu_fine_tune()`.
@@ -39,7 +58,8 @@
 #'   (`validation_data`, `callbacks`, `backup_dir`, ...). Not used by
 #'   `gpu_image_backbone()`.
 #' @return `gpu_image_backbone()`: a compiled Keras model that takes images
-#'   of `image_size` in pixels of 0 to 255. `gpu_fine_tune()`: a
+#'   of `image_size` in pixels of 0 to 255 (for a preset, KerasHub's
+#'   `ImageClassifier`). `gpu_fine_tune()`: a
 #'   `gpukeras_fit`, as [gpu_fit()] returns.
 #' @seealso [gpu_dataset()] for the image folder, [gpu_text_classifier()] for KerasHub's text models.
 #' @export
@@ -58,6 +78,9 @@
 #' head <- gpu_fit(model, images, epochs = 5)
 #' tuned <- gpu_fine_tune(head, images, layers = 20, learning_rate = 1e-5, epochs = 5)
 #' predict(tuned, "new-pictures/")
+#'
+#' # the same with a KerasHub preset: a name, or a folder save_to_preset() wrote
+#' model <- gpu_image_backbone("resnet_50_imagenet", classes = 5)
 #' }
 gpu_image_backbone <- function(backbone, classes, image_size = c(224, 224), weights = "imagenet", dropout = 0.2,
                                learning_rate = 1e-3, ...) {

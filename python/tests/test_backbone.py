@@ -1,23 +1,29 @@
 """Keras' image backbones with a new head, and their fine-tuning (train/backbone.py).
 
 Real keras.applications backbones with random weights (``weights=None``, or a weights file
-the test writes) on 32x32 images: no download.
+the test writes) on 32x32 images, and a tiny KerasHub image classifier preset that
+save_to_preset() writes: no download.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from conftest import requires, run_core
 from gpukeras.core.errors import BadArgumentError, MissingFilesError
 from gpukeras.core.runtime import config
-from gpukeras.train import backbone
+from gpukeras.data.source_files import tensorflow
+from gpukeras.serve import scoring
+from gpukeras.train import backbone, pretrained
 
 
-def images(count: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(0, 255, (count, 32, 32, 3)).astype("float32")
+def images(count: int, seed: int = 0, size: int = 32) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 255, (count, size, size, 3)).astype("float32")
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +124,142 @@ def test_a_model_without_a_backbone_is_refused() -> None:
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(BadArgumentError, match="no backbone"):
         backbone.unfreeze(model, 3)
+
+
+# A KerasHub image classifier preset (tests/testthat/python/tiny_preset.py: a one-block ResNet
+# with random weights, whose image converter resizes to 24x24 and scales to [0, 1]).
+@pytest.fixture(scope="module")
+def hub_preset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("keras_hub")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "testthat" / "python"))
+    from tiny_preset import save_tiny_image_preset
+
+    return save_tiny_image_preset(str(tmp_path_factory.mktemp("hub") / "tiny-image"))
+
+
+def image_dataset(count: int, size: int = 40) -> Any:
+    """Images of ``size`` pixels in [0, 255], the class the brighter ones' (as gpu_dataset()
+    reads an image folder), in batches of 4."""
+    tf = tensorflow()
+    x = images(count, size=size)
+    labels = (x.mean(axis=(1, 2, 3)) > 127.5).astype("int32")
+    return tf.data.Dataset.from_tensor_slices((x, labels)).batch(4)
+
+
+@pytest.mark.slow
+def test_a_kerashub_preset_trains_its_head_then_its_top_layers(hub_preset: str) -> None:
+    import keras_hub
+
+    keras = config.keras()
+    built = backbone.image_backbone(hub_preset, 2, (40, 40), dropout=0.1, learning_rate=1e-2)
+    model = built["model"]
+    assert isinstance(model, keras_hub.models.ResNetImageClassifier)
+    assert built["backbone"] == hub_preset
+    assert not model.backbone.trainable
+    # only the new head (64 features, 2 classes) trains
+    assert built["trainable"] == 64 * 2 + 2
+    assert built["parameters"] == model.count_params() == 76224 + 130
+    frozen = [w.numpy().copy() for w in model.backbone.weights]
+    model.fit(image_dataset(8), epochs=1, verbose=0)
+    assert all(np.array_equal(a, b.numpy()) for a, b in zip(frozen, model.backbone.weights))
+
+    # the preset's converter runs in the pipeline, as KerasHub's predict() applies it: on
+    # images of any size, resized to 24x24 and scaled, the model itself takes its output
+    x = images(3, size=40)
+    converted = model.preprocessor.image_converter(x)
+    assert tuple(converted.shape) == (3, 24, 24, 3)
+    logits = keras.ops.convert_to_numpy(model(converted, training=False))
+    predicted = scoring.predict(model, x)
+    np.testing.assert_allclose(predicted, pretrained.probabilities(model, logits), rtol=1e-5)
+    np.testing.assert_allclose(predicted.sum(axis=1), 1, rtol=1e-5)
+
+    opened = backbone.unfreeze(model, 4, learning_rate=1e-5)
+    top = model.backbone.layers[-4:]
+    for layer in model.backbone.layers:
+        wanted = any(layer is t for t in top) and not isinstance(
+            layer, keras.layers.BatchNormalization
+        )
+        assert layer.trainable == wanted, layer.name
+    assert opened["unfrozen"] and opened["trainable"] > built["trainable"]
+    assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(1e-5)
+    before = {w.path: w.numpy().copy() for w in model.backbone.weights}
+    model.fit(image_dataset(8), epochs=1, verbose=0)
+    changed = {p for p, w in before.items() if not np.array_equal(w, _by_path(model, p))}
+    assert changed and changed <= {w.path for w in model.backbone.trainable_weights}
+
+
+def _by_path(model: Any, path: str) -> np.ndarray:
+    return next(w.numpy() for w in model.backbone.weights if w.path == path)
+
+
+@pytest.mark.slow
+def test_a_saved_preset_classifier_predicts_the_same_in_a_fresh_python(
+    hub_preset: str, tmp_path: Path
+) -> None:
+    model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
+    model.fit(image_dataset(8), epochs=1, verbose=0)
+    x = images(3, size=40)
+    expected = scoring.predict(model, x)
+    path = str(tmp_path / "images.keras")
+    pretrained.save_model(model, path)
+    run = run_core(
+        "load_model",
+        {"path": path},
+        after=(
+            "import numpy as np\n"
+            "from gpukeras.serve import scoring\n"
+            "model = result['value']['model']\n"
+            "x = np.random.default_rng(0).uniform(0, 255, (3, 40, 40, 3)).astype('float32')\n"
+            "readback['predicted'] = scoring.predict(model, x).tolist()\n"
+            "readback['compiled'] = model.compiled\n"
+            "readback['frozen'] = not model.backbone.trainable\n"
+            "result = {'ok': result['ok'], 'warnings': result.get('warnings')}"
+        ),
+    )
+    assert run.result == {"ok": True, "warnings": None}
+    assert run.readback["compiled"] and run.readback["frozen"]
+    np.testing.assert_allclose(np.array(run.readback["predicted"]), expected, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_preset_trains_and_predicts_on_jax(hub_preset: str) -> None:
+    requires("jax")
+    run = run_core(
+        "image_backbone",
+        {"backbone": hub_preset, "num_classes": 2, "image_size": [40, 40]},
+        env={"KERAS_BACKEND": "jax"},
+        after=(
+            "import numpy as np\n"
+            "from gpukeras.data.source_files import tensorflow\n"
+            "from gpukeras.serve import scoring\n"
+            "from gpukeras.train import backbone\n"
+            "tf = tensorflow()\n"
+            "model = result['value']['model']\n"
+            "x = np.random.default_rng(0).uniform(0, 255, (8, 40, 40, 3)).astype('float32')\n"
+            "data = tf.data.Dataset.from_tensor_slices((x, np.arange(8) % 2)).batch(4)\n"
+            "model.fit(data, epochs=1, verbose=0)\n"
+            "readback['head'] = backbone.unfreeze(model, 4)['trainable']\n"
+            "model.fit(data, epochs=1, verbose=0)\n"
+            "readback['sums'] = scoring.predict(model, x).sum(axis=1).tolist()\n"
+            "readback['backend'] = __import__('keras').backend.backend()\n"
+            "result = {'ok': result['ok']}"
+        ),
+        timeout=240,
+    )
+    assert run.result == {"ok": True}
+    assert run.readback["backend"] == "jax"
+    assert run.readback["head"] > 130
+    np.testing.assert_allclose(run.readback["sums"], 1, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_preset_that_is_no_image_classifier_is_refused_naming_the_argument(
+    hub_preset: str, tmp_path: Path
+) -> None:
+    from tiny_preset import save_tiny_preset
+
+    text = save_tiny_preset(str(tmp_path / "text"))
+    with pytest.raises(pretrained.BadPresetError, match=r"`backbone`: .* as an image classifier"):
+        backbone.image_backbone(text, 2, (40, 40))
+    with pytest.raises(pretrained.BadPresetError, match=r"`backbone`: .* not a KerasHub preset"):
+        backbone.image_backbone(str(tmp_path), 2, (40, 40))

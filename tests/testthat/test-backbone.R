@@ -75,3 +75,45 @@ test_that("a backbone the core cannot build is a classed error that names it", {
   plain <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(2L)))
   expect_error(gpu_fine_tune(plain, iris), "no backbone", class = "gpukeras_error_bad_argument")
 })
+
+test_that("a KerasHub image classifier preset fine-tunes on an image folder, predicts files and round trips", {
+  skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")
+  folder <- shapes_folder()
+  # a one-block ResNet with random weights, saved by KerasHub's save_to_preset(); its image
+  # converter resizes to 24x24 and scales to [0, 1] in KerasHub's own input pipeline
+  preset <- reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_image_preset(
+    file.path(withr::local_tempdir(), "tiny-image")
+  )
+  images <- gpu_dataset(folder, image_size = c(32, 32), batch_size = 4, seed = 1)
+  model <- gpu_image_backbone(preset, classes = 2, image_size = c(32, 32), learning_rate = 1e-2)
+  expect_true(inherits(model, "keras_hub.src.models.image_classifier.ImageClassifier"))
+  expect_false(model$backbone$trainable)
+  head <- gpu_fit(model, images, epochs = 1, verbose = 0, seed = 1)
+  tuned <- gpu_fine_tune(head, images, layers = 4, learning_rate = 1e-5, epochs = 1, verbose = 0, seed = 1)
+  layers <- model$backbone$layers
+  opened <- vapply(layers, function(layer) isTRUE(layer$trainable), logical(1))
+  kinds <- vapply(layers, function(layer) class(layer)[1], "")
+  expect_identical(opened, seq_along(opened) > length(opened) - 4 & !grepl("BatchNormalization", kinds))
+
+  scored <- predict(tuned, file.path(folder, "light"))
+  expect_identical(colnames(scored), c("dark", "light"))
+  expect_identical(basename(rownames(scored)), sprintf("light%d.png", 1:4))
+  expect_equal(unname(rowSums(scored)), rep(1, 4), tolerance = 1e-5)
+
+  path <- file.path(withr::local_tempdir(), "images.keras")
+  gpu_save(tuned, path)
+  loaded <- gpu_load(path)
+  expect_equal(predict(loaded, file.path(folder, "light")), scored, tolerance = 1e-5)
+})
+
+test_that("a preset folder that is no image classifier's is a classed error naming `backbone`", {
+  skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")
+  text <- reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(
+    file.path(withr::local_tempdir(), "text")
+  )
+  expect_error(gpu_image_backbone(text, 2), "`backbone`.*image classifier", class = "gpukeras_error_bad_preset")
+  empty <- withr::local_tempdir()
+  expect_snapshot(error = TRUE, gpu_image_backbone(empty, 2), transform = function(lines) {
+    gsub(normalizePath(empty), "<folder>", lines, fixed = TRUE)
+  })
+})

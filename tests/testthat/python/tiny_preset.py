@@ -1,8 +1,10 @@
 """Tiny KerasHub presets, saved with KerasHub's own save_to_preset(): a text classifier (a
 2-layer BERT with random weights and a 16-word vocabulary) and causal language models (a
-2-layer Gemma and GPT-2), for tests that cannot download one.
+2-layer Gemma and GPT-2) and an image classifier (a one-block ResNet), for tests that cannot
+download one.
 
-Used by python/tests/test_pretrained.py and tests/testthat/test-pretrained.R.
+Used by python/tests/test_pretrained.py, python/tests/test_backbone.py and
+tests/testthat/test-pretrained.R, tests/testthat/test-backbone.R.
 """
 
 from __future__ import annotations
@@ -113,4 +115,29 @@ def save_tiny_gemma_preset(folder: str, seed: int = 1) -> str:
         **SIZE,
     )
     keras_hub.models.GemmaCausalLM(backbone, preprocessor=preprocessor).save_to_preset(folder)
+    return folder
+
+
+def save_tiny_image_preset(folder: str, seed: int = 1) -> str:
+    """Write a tiny ResNet image classifier preset into ``folder`` (created) and return it:
+    a 3x3 stem and one basic block of 64 filters (76,224 random weights; KerasHub's ResNet
+    takes no fewer), 3 classes, and the preset's image converter, which resizes images to
+    24x24 and scales their pixels of 0 to 255 to [0, 1]."""
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.ResNetBackbone(
+        input_conv_filters=[64],
+        input_conv_kernel_sizes=[3],
+        stackwise_num_filters=[64],
+        stackwise_num_blocks=[1],
+        stackwise_num_strides=[1],
+        block_type="basic_block",
+        use_pre_activation=False,
+        image_shape=(None, None, 3),
+    )
+    converter = keras_hub.layers.ResNetImageConverter(image_size=(24, 24), scale=1 / 255)
+    preprocessor = keras_hub.models.ResNetImageClassifierPreprocessor(image_converter=converter)
+    classifier = keras_hub.models.ResNetImageClassifier(
+        backbone, num_classes=3, preprocessor=preprocessor
+    )
+    classifier.save_to_preset(folder)
     return folder

@@ -14,6 +14,15 @@ operation, so the model takes pixels in [0, 255] as gpu_dataset() reads an image
 folder (without ``rescale``), and every path that scores with it (predict(),
 predictions to a file, the prediction service, an export) applies it alike, with no
 second copy of the rule. Keras saves those operations with the model.
+
+A KerasHub image classifier preset (a name such as "resnet_50_imagenet", or a folder
+``save_to_preset()`` wrote) takes the same two stages: KerasHub's own ``ImageClassifier``
+loaded with a new head (its pooling, dropout and a Dense layer giving logits), its backbone
+frozen. Its preprocessing is the preset's ``ImageConverter`` (resizing to the preset's size,
+scaling and offset), applied as KerasHub applies it: by the task's preprocessor, mapped over
+the batches in the input pipeline of its ``fit()``, ``evaluate()``, ``predict()`` and
+``predict_on_batch()`` (so by every way gpukeras scores with it), not inside the model
+itself; gpu_save() keeps the preprocessor with the model.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 from gpukeras.core.errors import BadArgumentError, MissingFilesError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
+from gpukeras.train import pretrained
 
 # Each backbone family's public module in keras.applications (where its preprocess_input
 # lives), by the prefix of the backbones' names; the longest prefix that matches wins.
@@ -71,6 +81,15 @@ def backbone_names() -> list[str]:
     )
 
 
+def _is_preset(name: str) -> bool:
+    """Whether backbone ``name`` is a KerasHub preset, not one of keras.applications'
+    backbones: a folder, a URL ("kaggle://...", "hf://..."), or a name without capitals, as
+    KerasHub's preset names are ("resnet_50_imagenet")."""
+    if name in backbone_names():
+        return False
+    return pretrained.looks_like_path(name) or "://" in name or name == name.lower()
+
+
 def _check_backbone(name: str) -> None:
     names = backbone_names()
     if name in names:
@@ -79,7 +98,8 @@ def _check_backbone(name: str) -> None:
     hint = f' Did you mean "{close[0]}"?' if close else ""
     raise BadArgumentError(
         f'`backbone`: "{name}" is not one of keras.applications\' backbones.{hint} '
-        f"They are: {', '.join(names)}."
+        f"They are: {', '.join(names)}. A KerasHub image classifier preset is a folder "
+        'save_to_preset() wrote or a preset name in lower case, e.g. "resnet_50_imagenet".'
     )
 
 
@@ -109,24 +129,33 @@ def image_backbone(
     """Build and compile ``backbone`` with a new head of ``num_classes`` (see the module).
 
     Args:
-        backbone: a keras.applications backbone's name, e.g. "ResNet50", "EfficientNetV2S".
+        backbone: a keras.applications backbone's name, e.g. "ResNet50", "EfficientNetV2S";
+            or a KerasHub image classifier preset (``_is_preset``), loaded as KerasHub's
+            ``ImageClassifier.from_preset()`` loads it (a name downloads once).
         num_classes: the number of classes (an image folder's class sub-folders).
-        image_size: the images' (height, width), as gpu_dataset() reads them; RGB.
+        image_size: the images' (height, width), as gpu_dataset() reads them; RGB. A
+            preset's image converter resizes them to its own size.
         weights: "imagenet" (Keras downloads them once), None (random), or the path of a
-            weights file of the backbone without its top.
+            weights file of the backbone without its top. A preset has its own weights:
+            not used.
         dropout: the dropout rate before the head.
         learning_rate: Adam's learning rate for the head.
 
     Returns:
-        ``model`` (compiled: sparse categorical cross-entropy, accuracy), ``backbone``
-        (its name), ``trainable`` (the trainable weights' count: the head's) and
-        ``parameters`` (all weights' count).
+        ``model`` (compiled: sparse categorical cross-entropy, accuracy; on a preset's
+        logits), ``backbone`` (its name), ``trainable`` (the trainable weights' count: the
+        head's) and ``parameters`` (all weights' count).
 
     Raises:
         BadArgumentError: an unknown backbone, or an image size or weights it does not take.
         MissingFilesError: a weights file that does not exist.
+        pretrained.KerasHubMissingError: a preset, without KerasHub.
+        pretrained.BadPresetError: a preset that is not an image classifier's (or no folder
+            save_to_preset() wrote), naming ``backbone``.
     """
     keras = config.keras()
+    if _is_preset(backbone):
+        return _preset_classifier(backbone, num_classes, dropout, learning_rate)
     _check_backbone(backbone)
     height, width = (int(v) for v in image_size)
     make = getattr(keras.applications, backbone)
@@ -149,6 +178,24 @@ def image_backbone(
     model = keras.Model(inputs, outputs, name=f"{backbone}_classifier")
     _compile(model, learning_rate)
     return _summary(model, backbone=backbone)
+
+
+def _preset_classifier(
+    preset: str, num_classes: int, dropout: float, learning_rate: float
+) -> Record:
+    """KerasHub's image classifier of ``preset`` with a new head of ``num_classes`` after
+    ``dropout``, its backbone frozen, compiled for its logits (``image_backbone``'s result)."""
+    model = pretrained.load_task(
+        "ImageClassifier",
+        preset,
+        arg="backbone",
+        example="resnet_50_imagenet",
+        num_classes=int(num_classes),
+        dropout=dropout,
+    )
+    model.backbone.trainable = False
+    _compile(model, learning_rate)
+    return _summary(model, backbone=preset)
 
 
 def unfreeze(model: Model, layers: int, learning_rate: float = 1e-5) -> Record:
@@ -179,6 +226,10 @@ def unfreeze(model: Model, layers: int, learning_rate: float = 1e-5) -> Record:
 
 
 def _backbone_of(model: Model) -> Any:
+    """``model``'s backbone: a KerasHub image classifier's own, or the layer
+    ``image_backbone`` named so."""
+    if type(model).__module__.startswith("keras_hub.") and hasattr(model, "backbone"):
+        return model.backbone
     try:
         return model.get_layer(BACKBONE_LAYER)
     except ValueError as error:
@@ -189,12 +240,8 @@ def _backbone_of(model: Model) -> Any:
 
 
 def _compile(model: Model, learning_rate: float) -> None:
-    keras = config.keras()
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=float(learning_rate)),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-    )
+    optimizer = config.keras().optimizers.Adam(learning_rate=float(learning_rate))
+    pretrained.compile_classifier(model, optimizer)
 
 
 def _summary(model: Model, **more: object) -> Record:

@@ -78,21 +78,30 @@ def keras_hub() -> ModuleType:
     return hub
 
 
-def _preset_path(preset: str) -> str:
+def looks_like_path(preset: str) -> bool:
+    """Whether ``preset`` names a folder (one that exists, or that starts with ".", "/" or
+    "~") rather than a preset's name or URL."""
+    if "://" in preset:
+        return False
+    return (
+        Path(preset).expanduser().exists() or preset.startswith((".", "/", "~")) or "\\" in preset
+    )
+
+
+def _preset_path(preset: str, arg: str = "preset", example: str = "bert_tiny_en_uncased") -> str:
     """``preset`` as KerasHub's ``from_preset()`` is given it: a name (or a URL) as it is, a
-    path (one that exists, or that starts with ".", "/" or "~") as its absolute path, which
-    must be a folder save_to_preset() wrote: BadPresetError otherwise, before KerasHub reads
-    it."""
-    path = Path(preset).expanduser()
-    looks_like_path = path.exists() or preset.startswith((".", "/", "~")) or "\\" in preset
-    if "://" in preset or not looks_like_path:
+    path (``looks_like_path``) as its absolute path, which must be a folder save_to_preset()
+    wrote: BadPresetError naming the argument ``arg`` otherwise (and the preset name
+    ``example``), before KerasHub reads it."""
+    if not looks_like_path(preset):
         return preset
+    path = Path(preset).expanduser()
     folder = str(path.resolve())
     if not (path / PRESET_FILE).is_file():
         raise BadPresetError(
-            f"`preset`: '{folder}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
+            f"`{arg}`: '{folder}' is not a KerasHub preset folder (it has no {PRESET_FILE}, "
             "which save_to_preset() writes). Give a folder save_to_preset() wrote, or a preset "
-            "name such as 'bert_tiny_en_uncased'."
+            f"name such as '{example}'."
         )
     return folder
 
@@ -160,8 +169,8 @@ def text_classifier(
         BadPresetError: not a preset folder, a preset that cannot be loaded, or one without
             a text classifier.
     """
-    model = _load("TextClassifier", preset, lora_rank, sequence_length, num_classes=num_classes)
-    _compile(model, config.keras().optimizers.Adam(learning_rate=learning_rate))
+    model = load_task("TextClassifier", preset, lora_rank, sequence_length, num_classes=num_classes)
+    compile_classifier(model, config.keras().optimizers.Adam(learning_rate=learning_rate))
     return _loaded(model)
 
 
@@ -194,29 +203,36 @@ def causal_lm(
         BadPresetError: not a preset folder, a preset that cannot be loaded, or one without
             a causal language model.
     """
-    model = _load("CausalLM", preset, lora_rank, sequence_length)
+    model = load_task("CausalLM", preset, lora_rank, sequence_length)
     model.compile(optimizer=config.keras().optimizers.Adam(learning_rate=learning_rate))
     return _loaded(model)
 
 
-def _load(
+def load_task(
     task: str,
     preset: str,
-    lora_rank: int | None,
-    sequence_length: int | None,
+    lora_rank: int | None = None,
+    sequence_length: int | None = None,
+    arg: str = "preset",
+    example: str = "bert_tiny_en_uncased",
     **options: Any,
 ) -> Any:
-    """``preset``'s model for KerasHub's ``task`` (a class of ``keras_hub.models``), its
-    preprocessor's sequence length set and LoRA enabled as asked, remembered with its preset
-    and rank for tracking (``preset_params``); BadPresetError when it cannot be loaded."""
+    """``preset``'s model for KerasHub's ``task`` (a class of ``keras_hub.models``, built
+    with ``options``), its preprocessor's sequence length set and LoRA enabled as asked,
+    remembered with its preset and rank for tracking (``preset_params``); BadPresetError
+    naming the argument ``arg`` (and the preset name ``example``) when it cannot be loaded."""
     hub = keras_hub()
-    preset = _preset_path(preset)
-    what = {"TextClassifier": "a text classifier", "CausalLM": "a causal language model"}[task]
+    preset = _preset_path(preset, arg, example)
+    what = {
+        "TextClassifier": "a text classifier",
+        "CausalLM": "a causal language model",
+        "ImageClassifier": "an image classifier",
+    }[task]
     try:
         model = getattr(hub.models, task).from_preset(preset, **options)
     except (ValueError, FileNotFoundError, OSError) as error:
         raise BadPresetError(
-            f"`preset`: '{preset}' could not be loaded as {what}: {error}"
+            f"`{arg}`: '{preset}' could not be loaded as {what}: {error}"
         ) from error
     if sequence_length is not None:
         model.preprocessor.sequence_length = sequence_length
@@ -282,7 +298,7 @@ def preset_line(model: Any) -> str | None:
         if rank is not None
         else f"LoRA rank {merged} merged into the weights"
         if merged is not None
-        else "no LoRA (every weight trains)"
+        else "no LoRA"
     )
     return f"KerasHub preset {loaded['preset']}; {lora}"
 
@@ -323,10 +339,10 @@ def generate(
     return [str(text) for text in np.atleast_1d(generated)]
 
 
-def _compile(model: Any, optimizer: Any) -> None:
-    """Compile a text classifier as gpu_text_classifier() does: ``optimizer``, sparse
-    categorical cross-entropy on its logits (or on its probabilities, for a head with an
-    activation)."""
+def compile_classifier(model: Any, optimizer: Any) -> None:
+    """Compile a classifier as gpu_text_classifier() and gpu_image_backbone() do:
+    ``optimizer``, sparse categorical cross-entropy on its logits (or on its probabilities,
+    for a head with an activation), and accuracy."""
     keras = config.keras()
     model.compile(
         optimizer=optimizer,
@@ -373,13 +389,17 @@ def text_dataset(
 
 def gives_logits(model: Any) -> bool:
     """Whether ``model`` is a KerasHub classifier whose head has no activation (KerasHub's
-    default, and gpu_text_classifier()'s): its outputs are logits, not probabilities."""
+    default, and gpu_text_classifier()'s and gpu_image_backbone()'s): its outputs are
+    logits, not probabilities. (A text classifier keeps its activation as a function, an
+    image classifier as given: None, a name or a function.)"""
     keras = config.keras()
-    return (
+    if not (
         type(model).__module__.startswith("keras_hub.")
         and hasattr(model, "num_classes")
-        and getattr(model, "activation", None) is keras.activations.linear
-    )
+        and hasattr(model, "activation")
+    ):
+        return False
+    return bool(keras.activations.get(model.activation) is keras.activations.linear)
 
 
 def probabilities(model: Any, predicted: Any) -> Any:
@@ -452,8 +472,9 @@ def load_model(path: str) -> Any:
     import it itself, without the TensorFlow the core sets up. A model ``save_model`` saved
     comes back with its preset and LoRA as it was saved (its adapters, or the merged
     kernels). Keras cannot restore a KerasHub task's own compile() (nor, then, its
-    optimizer's state), and warns of both; a text classifier or a causal language model is
-    compiled again as gpu_text_classifier() or gpu_causal_lm() compiles it, with the
+    optimizer's state), and warns of both; a text or image classifier or a causal language
+    model is compiled again as gpu_text_classifier(), gpu_image_backbone() or gpu_causal_lm()
+    compiles it, with the
     optimizer it was saved with (a new state; Adam at 5e-5 where none was saved), so that
     evaluate() works on it, and other tasks are left uncompiled, without the warnings."""
     try:
@@ -483,8 +504,8 @@ def load_model(path: str) -> Any:
     )
     if saved is not None:
         _PRESETS[model] = saved
-    if isinstance(model, hub.models.TextClassifier):
-        _compile(model, optimizer)
+    if isinstance(model, (hub.models.TextClassifier, hub.models.ImageClassifier)):
+        compile_classifier(model, optimizer)
     elif isinstance(model, hub.models.CausalLM):
         model.compile(optimizer=optimizer)
     return model
