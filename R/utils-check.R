@@ -106,11 +106,13 @@ check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   x
 }
 
-# A whole number >= 1, or the word `auto` that stands for the default.
-check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", call = caller_env()) {
-  if (identical(x, auto)) return(x)
-  if (!is_whole_number(x))
-    stop_input_type(x, sprintf("\"%s\" or one whole number >= 1", auto), arg, call, over_count(x))
+# A whole number >= 1, or the word `auto` that stands for the default (or NULL).
+check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", allow_null = FALSE, call = caller_env()) {
+  if (identical(x, auto) || (allow_null && is.null(x))) return(x)
+  if (!is_whole_number(x)) {
+    what <- if (allow_null) "\"%s\", one whole number >= 1 or NULL" else "\"%s\" or one whole number >= 1"
+    stop_input_type(x, sprintf(what, auto), arg, call, over_count(x))
+  }
   as.integer(x)
 }
 
