@@ -1,5 +1,16 @@
 # gpu_fit(accumulate = ): the batch asked for, trained as micro-batches whose gradients are
-# averaged into one update (the core sets Keras' gradient_accumulation_steps for the fit).
+# averaged into one update (the core sets Keras' gradient_accumulation_steps for the fit);
+# and gpu_fit(batch_size = "auto"), the micro-batch the core chooses by the memory plan.
+
+# `batch_size = "auto"` is for one device: the plan's largest batch is a device's, and a
+# strategy's batch is the global one (R data or a dataset: the core refuses a dataset's).
+check_auto_batch <- function(batch_size, strategy, call = caller_env()) {
+  if (!identical(batch_size, "auto") || is.null(strategy)) return(invisible(batch_size))
+  abort_bad_argument(c(
+    "`batch_size = \"auto\"` chooses the batch of one device: with a `strategy`, give the global batch as a number.",
+    "gpu_memory_plan(model, batch_size)$precisions gives the largest batch a device fits, by precision."
+  ), call = call)
+}
 
 # `accumulate` (already "auto" or a whole number, check_auto_count()) as gpu_fit() sends it,
 # checked where no Python is needed: R data needs `batch_size` (the update's batch)
@@ -21,6 +32,8 @@ check_accumulate_for <- function(accumulate, batch_size, data, call = caller_env
     ), call = call)
   }
   if (data$kind != "r") return(accumulate)
+  # the core's "auto" batch is `accumulate` micro-batches of the one it chooses
+  if (identical(batch_size, "auto")) return(accumulate)
   if (is.null(batch_size)) {
     abort_bad_argument(c(
       "`accumulate` needs `batch_size`: the batch each update is to have, split into `accumulate` micro-batches.",

@@ -70,7 +70,7 @@
 #' (`keras$RematScope()`). A strategy on JAX accumulates; under a TensorFlow
 #' strategy Keras cannot (its update's cond holds the replicas' all-reduce).
 #'
-#' @section Precision chosen by the memory plan:
+#' @section Precision and batch size chosen by the memory plan:
 #' On a GPU, where the model's dtype policy does not fit the free memory at
 #' `batch_size` by [gpu_memory_plan()]'s `precisions` but a lower one does,
 #' the model is given that policy in place before it trains: mixed_bfloat16,
@@ -80,6 +80,22 @@
 #' gpu_setup()'s `"auto"` did not choose (a preset's own dtype may change).
 #' `settings$precision_choice` (`policy`, `changed`, `reason`; `NULL` where
 #' nothing needed choosing) says what and why, and `print()` shows it.
+#'
+#' `batch_size = "auto"` (R data, one device) takes, on a GPU, the largest
+#' power of two that fits the free memory by the `precisions` row of
+#' [gpu_memory_plan()] for the policy the model trains under (the precision
+#' is judged first, at a batch of 32, or of the rows where fewer), at most
+#' 1,024 and small enough for 8 or more updates per epoch of the rows. A
+#' numeric `accumulate` makes each update that many micro-batches of that
+#' size (the plan then counts the gradients' accumulators too);
+#' `accumulate = "auto"` is then 1, as the batch fits. On the CPU, and for a
+#' model not built, it is 32, the batch R data gets without a `batch_size`:
+#' the plan is for a GPU's memory, and the host's memory is
+#' [gpu_batch_size()]'s to judge. Where not even one row fits,
+#' `gpukeras_error_out_of_memory` says what to lower.
+#' `settings$batch_choice` (`batch_size`, `micro_batch_size`, `reason`;
+#' `NULL` for a batch size given) says what and why, and `print()` shows it.
+#' A batch size given as a number is never changed by the plan.
 #'
 #' @section Stopping at a scheduler's signal:
 #' A batch scheduler stops a job with SIGTERM (SLURM at the time limit and on
@@ -143,9 +159,11 @@
 #' @param epochs Passes over the training data.
 #' @param validation_data Data evaluated at the end of every epoch, in the same
 #'   forms as `data`; `NULL` for none.
-#' @param batch_size Rows per batch when `data` is R data (default 32). Must
-#'   be `NULL` for a dataset, which is batched already. One larger than the
-#'   rows is the rows (one batch per epoch, as Keras makes it), with a
+#' @param batch_size Rows per batch when `data` is R data (default 32), or
+#'   `"auto"`: on a GPU, the largest that fits by the memory plan (see
+#'   Precision and batch size chosen by the memory plan). Must be `NULL` for a
+#'   dataset, which is batched already. One larger than the rows is the rows
+#'   (one batch per epoch, as Keras makes it), with a
 #'   `gpukeras_warning_batch_size` warning.
 #' @param accumulate Micro-batches per update (gradient accumulation): a whole
 #'   number that divides `batch_size` (then the batch of each update), or
@@ -317,7 +335,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   # Each check returns the value as the core takes it (an integer, a double), so the request
   # reaches Python in its types (train/fit_request.py converts nothing).
   epochs <- check_count(epochs)
-  batch_size <- check_count(batch_size, allow_null = TRUE)
+  batch_size <- check_auto_count(batch_size, allow_null = TRUE)
   accumulate <- check_auto_count(accumulate)
   step <- if (is.null(step)) gpu_step() else check_fit_option(step, "step", gpu_step)
   given_step <- intersect(names(old), names(step))
@@ -388,6 +406,7 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
     # the request carries the choice, so the core's advice leaves it alone
     tuned <- chosen$record
   }
+  check_auto_batch(batch_size, strategy)
   accumulate <- check_accumulate_for(accumulate, batch_size, data)
 
   # The request, one object: every formal but the model, the data, the strategy and how the

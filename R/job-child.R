@@ -90,7 +90,9 @@ job_child <- function(spec, dir, attempt) {
   progress <- core_call(
     "job_progress_callback",
     job_dir = dir, attempt = attempt,
-    batch_size = spec$fit$batch_size, arrays = spec$data$kind == "arrays"
+    # "auto": the batch is the fit's to choose, so rows per second are not known before it
+    batch_size = if (is.numeric(spec$fit$batch_size)) spec$fit$batch_size,
+    arrays = spec$data$kind == "arrays" && !identical(spec$fit$batch_size, "auto")
   )
   fit_args <- fit_args_of(spec$fit)
   if (is.list(fit_args$learning_rate)) class(fit_args$learning_rate) <- "gpukeras_lr_schedule"

@@ -28,6 +28,10 @@
 #'
 #' @inheritParams gpu_fit
 #' @param model A compiled Keras 3 model (it is not changed).
+#' @param batch_size Rows per batch when `data` is R data (default 32). Must
+#'   be `NULL` for a dataset, which is batched already. One larger than the
+#'   rows is the rows (one batch per epoch, as Keras makes it), with a
+#'   `gpukeras_warning_batch_size` warning.
 #' @param min_lr,max_lr The first and the last learning rate of the ramp.
 #' @param steps Batches over which the rate goes from `min_lr` to `max_lr`
 #'   (>= 10; the test stops earlier when the loss diverges).

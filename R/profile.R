@@ -32,8 +32,11 @@
 #' page shows the traced steps one by one with its own input-pipeline
 #' verdict.
 #'
-#' @inheritParams gpu_fit
 #' @param model A compiled Keras 3 model. It trains for `steps[2]` steps.
+#' @param batch_size Rows per batch when `data` is R data (default 32). Must
+#'   be `NULL` for a dataset, which is batched already. One larger than the
+#'   rows is the rows (one batch per epoch, as Keras makes it), with a
+#'   `gpukeras_warning_batch_size` warning.
 #' @param data The training data, in the forms [gpu_fit()] takes: a
 #'   [gpu_dataset()] (of a train/validation split, only the train part is
 #'   used) or R data as `list(x = , y = )`. Data with fewer than `steps[2]`

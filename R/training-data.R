@@ -119,7 +119,8 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
     numpy <- inherits(first_input(data$x), "python.builtin.object")
     return(sprintf(
       "%s rows of %s%s", format(training_rows(data), big.mark = ","), if (numpy) "NumPy arrays" else "R data",
-      if (!is.null(batch_size)) sprintf(" in batches of %d", as.integer(batch_size)) else ""
+      if (identical(batch_size, "auto")) " in batches of batch_size = \"auto\"" else
+        if (!is.null(batch_size)) sprintf(" in batches of %d", as.integer(batch_size)) else ""
     ))
   }
   info <- attr(input, "gpukeras")

@@ -106,11 +106,13 @@ check_choice <- function(x, choices, arg = caller_arg(x), call = caller_env()) {
   x
 }
 
-# A whole number >= `min`, or the word `auto` that stands for the default.
-check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", min = 1, call = caller_env()) {
-  if (identical(x, auto)) return(x)
-  if (!is_whole_number(x, min))
-    stop_input_type(x, sprintf("\"%s\" or one whole number >= %d", auto, min), arg, call, over_count(x))
+# A whole number >= `min`, or the word `auto` that stands for the default (or NULL).
+check_auto_count <- function(x, arg = caller_arg(x), auto = "auto", min = 1, allow_null = FALSE, call = caller_env()) {
+  if (identical(x, auto) || (allow_null && is.null(x))) return(x)
+  if (!is_whole_number(x, min)) {
+    what <- if (allow_null) "\"%s\", one whole number >= %d or NULL" else "\"%s\" or one whole number >= %d"
+    stop_input_type(x, sprintf(what, auto, min), arg, call, over_count(x))
+  }
   as.integer(x)
 }
 

@@ -230,6 +230,18 @@ check_fit_args <- function(args, verb, call = caller_env()) {
       call = call
     )
   }
+  if (identical(args$batch_size, "auto")) {
+    abort_bad_argument(c(
+      paste(
+        sprintf("`batch_size = \"auto\"` cannot be given to %s():", verb),
+        "it fits one fit to a GPU's free memory, and workers share GPUs."
+      ),
+      paste(
+        "Give `batch_size` as a number;",
+        "gpu_memory_plan(model, batch_size)$precisions gives the largest batch a device fits."
+      )
+    ), call = call)
+  }
   python <- names[vapply(args, inherits, logical(1), "python.builtin.object")]
   if (length(python)) {
     not_carriable(

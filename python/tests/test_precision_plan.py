@@ -1,6 +1,7 @@
 """The memory plan by precision and training (tools/precision_plan.py), and gpu_fit()'s "auto"
 precision chosen from it on a simulated GPU whose memory (``GPUKERAS_SIMULATE_GPU_MIB``) a small
-model's mixed_bfloat16 does not fit but its bfloat16 weights do."""
+model's mixed_bfloat16 does not fit but its bfloat16 weights do; then gpu_fit(batch_size =
+"auto"), the largest power of two the plan fits in the policy the model then has."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import run_setup
+from gpukeras.core.errors import OutOfMemoryError
 from gpukeras.core.runtime import config
+from gpukeras.data import batch_rules
 from gpukeras.gpu import simulated
 from gpukeras.tools import memory_plan, precision_plan
 
@@ -189,3 +192,131 @@ def test_lora_rows_count_only_the_adapters_kerashub_trains(
     loss = model.fit(made["dataset"], epochs=2, verbose=0).history["loss"]
     assert np.isfinite(loss).all()
     assert {str(v.dtype) for v in model.optimizer.variables if "lora" in v.path} == {"float32"}
+
+
+# gpu_fit(batch_size = "auto") -------------------------------------------------------------------
+AUTO_FIT = """
+from gpukeras.core.runtime import config
+from gpukeras.tools import memory_plan, precision_plan
+import numpy as np
+keras = config.keras()
+
+def make():
+    model = keras.Sequential([
+        keras.Input((4,)), keras.layers.Dense(512), keras.layers.Dense(512),
+        keras.layers.Dense(2, activation="softmax", dtype="float32"),
+    ])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+x, y = np.ones((4096, 4), "float32"), np.zeros(4096, "int32")
+model = make()
+plan, _ = memory_plan.plan_of(keras, model)
+rows = precision_plan.options(model, plan, 1, 3.0)["rows"]
+readback["plan_largest"] = {row["precision"]: row["largest_batch"] for row in rows}
+# accumulating: Keras' accumulators, one more copy of the gradients, as one more slot
+found, slots = precision_plan.counts(model), precision_plan.slot_copies(model)
+row = precision_plan.option(found, plan, slots + 1, "bfloat16", "full", 1, 3.0)
+readback["plan_largest_accumulating"] = row["largest_batch"]
+for name, fields in {
+    "auto": {"batch_size": "auto"},
+    "fixed": {"batch_size": 8},
+    "accumulated": {"batch_size": "auto", "accumulate": 2},
+    "auto_accumulate": {"batch_size": "auto", "accumulate": "auto"},
+}.items():
+    model = make() if name != "auto" else model
+    answer = bridge.call("fit", {
+        "model": model, "data": (x, y), "epochs": 1, "verbose": 0, "monitor": False, **fields
+    })
+    assert answer["ok"], answer
+    settings = answer["value"]["settings"]
+    keep = ("batch_size", "micro_batch_size", "accumulate", "accumulate_reason", "batch_choice",
+            "dtype_policy", "steps_per_epoch")
+    readback[name] = {key: settings.get(key) for key in keep}
+    lines = bridge.call("fit_lines", {"settings": settings})["value"]
+    readback[name + "_lines"] = lines["settings"]
+"""
+
+
+def test_auto_batch_is_the_largest_power_of_two_the_plan_fits_in_the_chosen_policy(
+    no_gpu: None,
+) -> None:
+    run = run_setup("jax", {}, AUTO_FIT, env=SMALL_GPU)
+    back = run.readback
+    largest = back["plan_largest"]["bfloat16"]  # 3 MiB: mixed_bfloat16 fits no batch
+    assert back["plan_largest"]["mixed_bfloat16"] == 0 and largest == 491
+    auto = back["auto"]
+    assert auto["dtype_policy"] == "bfloat16"  # the precision first, then the batch in it
+    assert auto["batch_size"] == 2 ** int(np.log2(largest)) == 256
+    assert auto["steps_per_epoch"] == 4096 // 256 and auto["accumulate"] == 1
+    reason = (
+        "auto: 256, the largest power of two within the 491 rows that fit 3 MiB free in bfloat16"
+    )
+    assert auto["batch_choice"] == {"batch_size": 256, "micro_batch_size": 256, "reason": reason}
+    assert f"Batch size:     {reason}" in back["auto_lines"]
+    # a batch the user gave is theirs: kept, and nothing said
+    assert back["fixed"]["batch_size"] == 8 and back["fixed"]["batch_choice"] is None
+    assert not any(line.startswith("Batch size:") for line in back["fixed_lines"])
+    # accumulating holds one more copy of the gradients (bfloat16: 0.5 MiB), so a smaller
+    # micro-batch fits: 233 rows, 128 a micro-batch, 2 of them an update
+    accumulated, fitting = back["accumulated"], back["plan_largest_accumulating"]
+    assert fitting == 233
+    assert accumulated["micro_batch_size"] == 2 ** int(np.log2(fitting)) == 128
+    assert accumulated["batch_size"] == 256 and accumulated["accumulate"] == 2
+    assert accumulated["batch_choice"]["reason"] == (
+        "auto: 256 = 2 x 128, the largest power of two within the 233 rows that fit 3 MiB "
+        "free in bfloat16"
+    )
+    # accumulate = "auto" with it: nothing to split, the batch fits
+    both = back["auto_accumulate"]
+    assert both["batch_size"] == 256 and both["accumulate"] == 1
+    assert both["accumulate_reason"] == 'auto: 1, batch_size = "auto" took a batch that fits'
+
+
+def _dense(units: int = 512) -> object:
+    keras = config.keras()
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(units), keras.layers.Dense(units)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_auto_batch_is_capped_by_the_rows_and_by_auto_most(
+    monkeypatch: pytest.MonkeyPatch, no_gpu: None
+) -> None:
+    for name, value in {**SMALL_GPU, simulated.MEMORY_VARIABLE: "1000"}.items():
+        monkeypatch.setenv(name, value)
+    model = _dense(8)
+    assert precision_plan.auto_batch(model, None)["reason"] == (
+        f"auto: {batch_rules.AUTO_MOST:,}, the largest power of two within "
+        f'{batch_rules.AUTO_MOST:,}, the most "auto" takes'
+    )
+    # 8 updates per epoch of 100 rows: 14 rows or fewer a batch; 8 the power of two
+    chosen = precision_plan.auto_batch(model, 100)
+    assert chosen["batch_size"] == 8 and chosen["reason"] == (
+        "auto: 8, the largest power of two within 14, for 8 or more updates per epoch of 100 rows"
+    )
+    # with 2 micro-batches an update, 7 rows a micro-batch at most: 4
+    assert precision_plan.auto_batch(model, 100, 2)["batch_size"] == 8
+    assert precision_plan.auto_batch(model, 100, 2)["micro_batch_size"] == 4
+    assert precision_plan.auto_batch(model, 3)["batch_size"] == 1
+
+
+def test_auto_batch_on_the_cpu_is_the_default_and_says_why(no_gpu: None) -> None:
+    chosen = precision_plan.auto_batch(_dense(8), 4096, 2)
+    assert chosen == {
+        "batch_size": 64,
+        "micro_batch_size": 32,
+        "reason": "auto: 64 = 2 x 32, as with no batch_size (no GPU: the memory plan is for a "
+        "GPU's memory)",
+    }
+
+
+def test_auto_batch_where_not_one_row_fits_is_an_out_of_memory_error(
+    monkeypatch: pytest.MonkeyPatch, no_gpu: None
+) -> None:
+    for name, value in {**SMALL_GPU, simulated.MEMORY_VARIABLE: "0.5"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(OutOfMemoryError, match=r'^`batch_size = "auto"`: not even one row fits'):
+        precision_plan.auto_batch(_dense(), 4096)

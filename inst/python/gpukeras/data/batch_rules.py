@@ -1,7 +1,8 @@
 """The batch-size rules gpu_fit(), gpu_dataset(), gpu_batch_size() and gpu_tune() share:
 a batch size for arrays alone (gpu_fit(), gpu_profile() and gpu_scaling() check it here),
-steps per epoch, the largest batch that still makes enough of them, the batch a size larger
-than the rows becomes, and what to say of it."""
+steps per epoch, the largest batch that still makes enough of them, the largest that
+gpu_fit(batch_size = "auto") takes, the batch a size larger than the rows becomes, and what to
+say of it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from gpukeras.core.errors import DataFieldsError
 # recommend: fewer gives few updates per pass over the data, and leaves the monitor (which
 # skips the first steps of a run) and the epoch's validation little to measure.
 MIN_STEPS_PER_EPOCH = 8
+# The largest batch gpu_fit(batch_size = "auto") takes however much memory is free (gpu_tune()'s
+# max_batch): beyond it a batch seldom trains faster per row, and trains otherwise at the same
+# learning rate.
+AUTO_MOST = 1024
 
 
 def check_batch_size_for(batch_size: object, data: object) -> None:

@@ -20,6 +20,9 @@ policy does not fit the free memory at the batch size but a lower one does
 policy in place (``precision.change_policy``) before it trains. A policy the user chose is
 kept: gpu_setup(mixed_precision = ) given, or a model built under a policy gpu_setup()'s
 "auto" did not choose (a preset's own dtype is KerasHub's, not the user's, and may change).
+
+``auto_batch`` is gpu_fit(batch_size = "auto"): the largest power of two that fits by the row
+of the policy the model then has, within the rows and ``batch_rules.AUTO_MOST``; 32 on the CPU.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from gpukeras.core import compat
+from gpukeras.core.errors import OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
+from gpukeras.data import batch_rules
+from gpukeras.data.adapters import DEFAULT_BATCH_SIZE
 from gpukeras.gpu import precision
 from gpukeras.gpu.nvml import MIB
 from gpukeras.gpu.simulated import simulated_gpu
@@ -273,3 +279,71 @@ def choose(model: Model, batch_size: int) -> Record | None:
         f"{needs}{''.join(f', {t}' for t in tried)}; the largest batch in {chosen}: "
         f"{row['largest_batch']}",
     }
+
+
+# gpu_fit(batch_size = "auto") ----------------------------------------------------------------
+def auto_batch(model: Model, rows: int | None, accumulate: int = 1) -> Record:
+    """gpu_fit(batch_size = "auto") for ``model`` (its policy chosen first: ``choose``) on
+    ``rows`` rows of arrays (None where not known), each update ``accumulate`` micro-batches:
+    ``batch_size`` (the update's batch, ``accumulate`` x ``micro_batch_size``) and ``reason``.
+
+    On a GPU (or a simulated one) the micro-batch is the largest power of two within the
+    largest batch that fits the free memory in the model's policy, by the table's row for what
+    trains (``option``; accumulating holds one more copy of the gradients), within
+    ``batch_rules.AUTO_MOST``, and within ``batch_rules.largest_batch_for_steps`` of the rows
+    for the update (8 or more updates per epoch; a micro-batch of 1 at least). On the CPU, for
+    a model not built, or where the plan knows no limit, it is ``DEFAULT_BATCH_SIZE``, the
+    batch of R data given no ``batch_size``: the plan is for a GPU's memory.
+
+    Raises:
+        OutOfMemoryError: where not even one row fits, saying what to lower.
+    """
+    keras = config.keras()
+    free = _gpu_memory(keras, model)[0] if model.built else None
+    policy = model.dtype_policy.name
+    if free is None or policy not in WEIGHT_BYTES:
+        why = (
+            "the model is not built, so there is no memory plan"
+            if not model.built
+            else "no GPU: the memory plan is for a GPU's memory"
+            if free is None
+            else f"the memory plan has no row for the {policy} policy"
+        )
+        return _batch_of(DEFAULT_BATCH_SIZE, accumulate, f"as with no batch_size ({why})")
+    plan, _ = memory_plan.plan_of(keras, model)
+    found, slots = counts(model), slot_copies(model) or 0.0
+    counted = getattr(model.optimizer, "gradient_accumulation_steps", None)
+    if accumulate > 1 and not counted:  # Keras' accumulators: a copy of the gradients
+        slots += 1
+    training = "LoRA" if found.adapters else "as set"
+    row = option(found, plan, slots, policy, training, 1, free)
+    largest, mib = row["largest_batch"], memory_plan.plan_mib
+    if largest is None:
+        why = "the memory plan counts no per-sample memory, so no batch is limited by it"
+        return _batch_of(DEFAULT_BATCH_SIZE, accumulate, f"as with no batch_size ({why})")
+    if largest < 1:
+        raise OutOfMemoryError(
+            f'`batch_size = "auto"`: not even one row fits the GPU\'s free memory by the memory '
+            f"plan: a batch of 1 needs {mib(row['peak_mib'])} in {policy}, {mib(free)} free. "
+            "Free GPU memory (other processes, other models in this session), train fewer "
+            "weights (LoRA: a smaller rank; layers frozen), or recompute activations "
+            "(gpu_fit(step = gpu_step(remat = TRUE))); gpu_memory_plan(model, 1) shows what "
+            "takes the memory."
+        )
+    in_policy = f"{policy}{' with LoRA' if training == 'LoRA' else ''}"
+    limits = [(largest, f"the {largest:,} rows that fit {mib(free)} free in {in_policy}")]
+    if rows:
+        most = max(1, batch_rules.largest_batch_for_steps(rows) // accumulate)
+        steps = batch_rules.MIN_STEPS_PER_EPOCH
+        limits.append((most, f"{most:,}, for {steps} or more updates per epoch of {rows:,} rows"))
+    limits.append((batch_rules.AUTO_MOST, f'{batch_rules.AUTO_MOST:,}, the most "auto" takes'))
+    bound, said = min(limits, key=lambda limit: limit[0])
+    micro = 2 ** int(math.log2(bound))
+    return _batch_of(micro, accumulate, f"the largest power of two within {said}")
+
+
+def _batch_of(micro: int, accumulate: int, why: str) -> Record:
+    """``auto_batch``'s record for micro-batches of ``micro`` rows, ``accumulate`` an update."""
+    batch = micro * accumulate
+    shown = f"{batch:,} = {accumulate} x {micro:,}" if accumulate > 1 else f"{batch:,}"
+    return {"batch_size": batch, "micro_batch_size": micro, "reason": f"auto: {shown}, {why}"}

@@ -10,6 +10,13 @@ The model's precision is chosen by the memory plan on a GPU where its policy doe
 ``accumulate = "auto"`` is decided for the policy it then has; the result's
 ``settings$precision_choice`` says what and why (None where nothing was to choose).
 
+``batch_size = "auto"`` (arrays only) judges the precision at the batch R data gets without
+one (32, or the rows where fewer), then takes the largest power of two that fits the policy
+the model then has (``precision_plan.auto_batch``: within the rows and
+``batch_rules.AUTO_MOST``; 32 on the CPU), ``accumulate`` micro-batches of it an update (a
+numeric ``accumulate``; "auto" is then 1: the batch fits); ``settings$batch_choice`` says
+what and why (None where the batch was given).
+
 ``accumulate = "auto"`` is the smallest factor of ``batch_size`` whose micro-batch fits the
 device's free memory by the memory plan (``accumulate_auto``); the training
 layer below cannot ask the plan (tools sit above it), so the verb decides before it
@@ -31,6 +38,7 @@ from gpukeras.core.errors import BadArgumentError, OutOfMemoryError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import batch_rules
+from gpukeras.data.adapters import DEFAULT_BATCH_SIZE
 from gpukeras.tools import memory_plan, precision_plan
 from gpukeras.track import tracked_runs
 from gpukeras.train import best_models, ema
@@ -48,21 +56,36 @@ def fit(
     **fields: object,
 ) -> dict[str, object]:
     """``train.fit.fit`` (same arguments, same result) with the batch within the rows and
-    ``accumulate = "auto"`` decided first (a ``FitRequest`` is trained as it is); the result's
-    ``settings$accumulate_reason`` says why (None otherwise). ``track``: where the run goes
+    ``batch_size = "auto"`` and ``accumulate = "auto"`` decided first (a ``FitRequest`` is
+    trained as it is); the result's ``settings$batch_choice`` and
+    ``settings$accumulate_reason`` say why (None otherwise). ``track``: where the run goes
     (``tracking.target_of``), None for no tracking; the result's ``settings$tracking`` then
     names the run."""
     given = fields if request is None else request
     if not isinstance(given, Mapping):  # a checked FitRequest: trained as it is
         return train_fit.fit(model, data, validation_data, strategy, request=given)
     batch_rules.check_batch_size_for(given.get("batch_size"), data)
-    given, said = _batch_within_rows(given, data)
-    batch = given.get("batch_size") or compat.static_batch_size(data) or 1
+    rows = _rows(data)
+    auto = given.get("batch_size") == "auto"
+    said: list[Record] = []
+    if auto:  # the policy judged at the batch R data gets by default
+        batch = min(DEFAULT_BATCH_SIZE, rows or DEFAULT_BATCH_SIZE)
+    else:
+        given, said = _batch_within_rows(given, rows)
+        batch = given.get("batch_size") or compat.static_batch_size(data) or 1  # type: ignore[assignment]
     # the precision's plan reads the model's optimizer: what is not a compiled Keras model
     # gets the request's own error first
     arguments.check_compiled_model(config.keras(), model)
-    chosen_precision = precision_plan.choose(model, int(batch))  # type: ignore[call-overload]
-    reason = None
+    chosen_precision = precision_plan.choose(model, int(batch))
+    reason, batch_choice = None, None
+    if auto:
+        accumulate = given.get("accumulate")
+        every = accumulate if isinstance(accumulate, int) else 1
+        batch_choice = precision_plan.auto_batch(model, rows, every)
+        given = {**given, "batch_size": batch_choice["batch_size"]}
+        if accumulate == "auto":  # the batch fits: nothing to split
+            reason = 'auto: 1, batch_size = "auto" took a batch that fits'
+            given = {**given, "accumulate": 1}
     if given.get("accumulate") == "auto":
         chosen, reason = accumulate_auto(model, int(given["batch_size"]))  # type: ignore[call-overload]
         given = {**given, "accumulate": chosen}
@@ -88,6 +111,7 @@ def fit(
     settings: dict[str, object] = result["settings"]  # type: ignore[assignment]
     settings["accumulate_reason"] = reason
     settings["precision_choice"] = chosen_precision
+    settings["batch_choice"] = batch_choice
     settings["ema"] = momentum
     backup_dir = settings.get("backup_dir")
     keep = given.get("keep_best") and isinstance(backup_dir, str)
@@ -97,22 +121,31 @@ def fit(
     return result
 
 
-def _batch_within_rows(
-    given: Mapping[str, object], data: object
-) -> tuple[Mapping[str, object], list[Record]]:
-    """``given`` with its ``batch_size`` within the rows of ``data`` given as arrays
-    (``batch_rules.batch_within_rows``), and the warning that says so (none where the batch
-    was within them, or the data makes its own batches)."""
-    batch_size = given.get("batch_size")
-    if batch_size is None or not isinstance(data, (tuple, list)) or not data:
-        return given, []
-    first = data[0]  # x: an array, or several by name or in order (the first one's rows)
+def _rows(data: object) -> int | None:
+    """The rows of ``data`` given as arrays (``(x, y, ...)``, x an array or several by name or
+    in order: the first one's); None for data that makes its own batches, or rows Keras
+    counts (arrays without a shape)."""
+    if not isinstance(data, (tuple, list)) or not data:
+        return None
+    first = data[0]
     if isinstance(first, Mapping):
         first = next(iter(first.values()), None)
     elif isinstance(first, (tuple, list)):
         first = first[0] if first else None
-    shape = getattr(first, "shape", None)  # rows of anything else are Keras' to count
-    rows, size = (shape[0] if shape else 0), int(batch_size)  # type: ignore[call-overload]
+    shape = getattr(first, "shape", None)
+    return int(shape[0]) if shape else None
+
+
+def _batch_within_rows(
+    given: Mapping[str, object], rows: int | None
+) -> tuple[Mapping[str, object], list[Record]]:
+    """``given`` with its ``batch_size`` within ``rows`` rows of arrays
+    (``batch_rules.batch_within_rows``), and the warning that says so (none where the batch
+    was within them, or the data makes its own batches)."""
+    batch_size = given.get("batch_size")
+    if batch_size is None or rows is None:
+        return given, []
+    size = int(batch_size)  # type: ignore[call-overload]
     if not 0 < rows < size:
         return given, []
     accumulate = given.get("accumulate", 1)

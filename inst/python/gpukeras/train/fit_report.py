@@ -361,6 +361,8 @@ def _settings_lines(settings: Mapping[str, Any], learning_rate: str | None) -> l
         "Settings:": ", ".join(run) if run else None,
         "Learning rate:": learning_rate or _learning_rate(settings.get("learning_rate")),
         "Precision:": f"{choice['policy']} ({choice['reason']})" if choice else None,
+        # batch_size = "auto" (tools/precision_plan.py's auto_batch)
+        "Batch size:": (settings.get("batch_choice") or {}).get("reason"),
         "Accumulate:": settings.get("accumulate_reason"),
         "Backups:": _backups(settings) if settings.get("backup_dir") is not None else None,
         "Weights:": None

@@ -69,7 +69,8 @@ class FitRequest:
     """gpu_fit()'s arguments for the training loops, checked (see the module's notes)."""
 
     epochs: int = dataclasses.field(default=1, metadata=_by("R", changes_step=False))
-    # None: the dataset's own batches, or the arrays adapter's default for arrays
+    # None: the dataset's own batches, or the arrays adapter's default for arrays (the fit
+    # verb, tools/training.py, decided "auto")
     batch_size: int | None = dataclasses.field(default=None, metadata=_by("R", changes_step=False))
     # micro-batches per update (the fit verb, tools/training.py, decided "auto"); batch_size
     # is then their sum
