@@ -30,18 +30,12 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
     )
   }
   if (length(x) == 0L) abort_bad_data("`x` is empty: there is nothing to convert.")
-  if (anyNA(x)) {
-    first <- which(is.na(x))[1]
-    abort_bad_data(
-      sprintf(
-        "`x` has %d NA/NaN value(s), the first at position %d. Remove or impute them first.",
-        sum(is.na(x)), first
-      )
-    )
-  }
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
   check_string(dtype)
-  core()
+  values <- x # the core's check of NA (data/bad_rows.py), of R's integers too: as an array
+  if (is.logical(values)) storage.mode(values) <- "integer"
+  if (is.null(dim(values))) dim(values) <- length(values)
+  core_call("check_numbers", values = values)
   call <- current_env()
   tryCatch(
     reticulate::np_array(x, dtype = dtype, order = "C"),
@@ -75,16 +69,11 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {
   own <- is.null(encoding) && !is.null(recorded)
   encoding <- encoding %||% recorded
-  inputs <- encoded_inputs(x, encoding, call)
-  encoded <- Map(
-    function(part, name) encode_part(part, name, encoding$inputs[[name]], call, own), inputs, names(inputs)
-  )
-  features <- lapply(encoded, `[[`, "x")
-  labels <- if (!is.null(y)) encode_labels(y, encoding$y, call = call)
+  features <- data_parts(x, call)
   several <- is.list(x) && !is.data.frame(x)
-  if (!is.null(encoding)) encoding["y"] <- list(labels$spec) # new data: its labels, if any, as the training's
+  labels <- if (!is.null(y)) check_labels(y, call)
   weights <- check_sample_weight(sample_weight, labels, call = call)
-  parts <- c(features, if (!is.null(labels)) list(y = labels$y), if (!is.null(weights)) list(sample_weight = weights))
+  parts <- c(features, if (!is.null(labels)) list(y = labels), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
     abort_bad_data(c(
@@ -96,12 +85,16 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     ), call = call)
   }
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
-  encoding <- encoding %||% made_encoding(lapply(encoded, `[[`, "spec"), several, labels$spec, na, factors, call)
-  factor_labels <- identical(labels$spec$type, "factor")
+  if (!own) encoding <- data_encoding(x, labels, na, call, factors, encoding, features)
+  features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
+  parts[names(features)] <- features
+  label_type <- if (!is.null(labels)) encoding$y %||% label_spec(labels)
+  encoding["y"] <- list(label_type)
+  factor_labels <- identical(label_type$type, "factor")
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers
   # (R's NA a NumPy bool would lose), a vector with a dim
   handed <- function(parts) {
-    if (factor_labels) parts$y <- labels_handover(parts$y, labels$spec$levels)
+    if (factor_labels) parts$y <- labels_handover(parts$y, label_type$levels)
     frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
     parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
     lapply(parts, function(part) {
@@ -181,6 +174,80 @@ kept_arrays <- function(held) {
     if (!inherits(value, "python.builtin.NoneType")) value
   }
   list(x = x, y = given("y"), sample_weight = given("sample_weight"))
+}
+
+# The inputs of `x` as a named list, each checked for what needs no Python: a data.frame's
+# columns and their names, an array's type and column names (a NumPy array the core checks).
+data_parts <- function(x, call = caller_env()) {
+  several <- is.list(x) && !is.data.frame(x)
+  if (several && (length(x) == 0L || is.null(names(x)) || any(!nzchar(names(x))))) {
+    abort_bad_data(
+      "A list `x` (several model inputs) must be a named list of matrices, arrays or data.frames.",
+      call = call
+    )
+  }
+  parts <- if (several) x else list(x = x)
+  for (name in names(parts)) {
+    part <- parts[[name]]
+    if (is.data.frame(part)) check_columns(part, name, call)
+    if (is.data.frame(part) || is_numpy_part(part)) next
+    check_feature_array(part, name, call)
+    if (length(dim(part)) == 2L) check_column_names(colnames(part), name, call)
+  }
+  parts
+}
+
+# Labels `y` checked for what needs no Python (the core checks them against training's):
+# numbers (a logical as doubles), or a factor or character vector, a data.frame as a matrix.
+check_labels <- function(y, call = caller_env()) {
+  if (is.data.frame(y)) y <- as.matrix(y)
+  if (!(is.numeric(y) || is.logical(y) || is.factor(y) || is.character(y) && is.null(dim(y)))) {
+    abort_bad_data(
+      sprintf("`y` must be a numeric, logical, factor or character vector (or a numeric matrix), not %s.", describe(y)),
+      call = call
+    )
+  }
+  if (is.logical(y)) storage.mode(y) <- "double"
+  y
+}
+
+# A data.frame input: columns, each of its own, with distinct names (check_column_names()).
+check_columns <- function(df, name, call = caller_env()) {
+  if (ncol(df) == 0L) abort_bad_data(sprintf("The data.frame `%s` has no columns.", name), call = call)
+  check_column_names(names(df), name, call)
+  nested <- names(df)[vapply(df, function(column) !is.null(dim(column)), logical(1))]
+  if (length(nested)) {
+    abort_bad_data(c(
+      sprintf("`%s` has matrix or data.frame column(s) inside it: %s.", name, paste(nested, collapse = ", ")),
+      sprintf(paste0(
+        "Give each as columns of their own (e.g. cbind(%1$s[setdiff(names(%1$s), \"%2$s\")], %1$s$%2$s)), or as a ",
+        "named list of inputs."
+      ), name, nested[1])
+    ), call = call)
+  }
+}
+
+# Columns are matched by name when new data comes (predict(), evaluate()): a name that
+# two columns share, or an empty one, would train by position and predict by name.
+check_column_names <- function(names, name, call = caller_env()) {
+  if (is.null(names)) return(invisible())
+  empty <- which(is.na(names) | !nzchar(names))
+  shared <- unique(names[duplicated(names) & !is.na(names) & nzchar(names)])
+  if (!length(empty) && !length(shared)) return(invisible())
+  problems <- c(
+    if (length(shared)) {
+      sprintf("the name(s) %s are given to several columns (%s)", paste0("`", shared, "`", collapse = ", "),
+              paste(vapply(shared, function(n) paste(which(names == n), collapse = " and "), ""), collapse = "; "))
+    },
+    if (length(empty)) sprintf("column(s) %s have no name", paste(empty, collapse = ", "))
+  )
+  abort_bad_data(c(
+    sprintf("The columns of `%s` must have distinct names: %s.", name, paste(problems, collapse = "; ")),
+    paste0(
+      "New data is matched to them by name. Rename them, e.g. colnames(x) <- make.unique(colnames(x)) (cbind() of ",
+      "two tables keeps both names)."
+    )
+  ), call = call)
 }
 
 check_feature_array <- function(x, name, call = caller_env()) {

@@ -167,7 +167,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
         )
       )
     }
-    images <- like_images(encoding)
+    images <- encoding$images
     recipe$like <- encoding # what a background fit's child needs of it (not a fit's model)
     if (!is.null(images)) {
       image_size <- images$image_size
@@ -179,7 +179,7 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       if (source$kind != "image_folder") {
         abort_bad_argument("`like` is for R data and image folders: CSV and TFRecord files are read as they are.")
       }
-      source$args$class_names <- as.list(images$class_names)
+      source$args$class_names <- as.list(encoding$y$levels)
     }
     made <- do.call(core_call, c(list("dataset_from_source", kind = source$kind, source = source$args), options))
     if (source$kind == "image_folder") made$info$encoding <- encoding_from_plain(made$info$encoding)
@@ -238,6 +238,54 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
   if (!missing(batch_size) && is.null(like)) raise_core_warnings(result$warnings)
   datasets_from_result(result, recipe)
 }
+
+# The encoding of `like`: a gpu_dataset(), a gpukeras_fit, a model from
+# gpu_load(), or an encoding.
+encoding_of <- function(like, arg = "like", call = caller_env()) {
+  encoding <- if (inherits(like, "gpukeras_encoding")) {
+    like
+  } else if (inherits(like, "gpukeras_dataset")) {
+    attr(like, "gpukeras")$encoding
+  } else if (inherits(like, c("gpukeras_fit", "gpukeras_model"))) {
+    like$encoding
+  } else if (is.list(like) && identical(names(like), c("train", "validation")) &&
+    inherits(like$train, "gpukeras_dataset")) {
+    attr(like$train, "gpukeras")$encoding
+  } else {
+    abort_bad_argument(
+      sprintf("`%s` must be a gpu_dataset(), a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(like)),
+      call = call
+    )
+  }
+  if (is.null(encoding)) {
+    abort_bad_argument(c(
+      sprintf("`%s` has no record of how its data was encoded.", arg),
+      paste0(
+        "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and ",
+        "NumPy arrays are not."
+      )
+    ), call = call)
+  }
+  encoding
+}
+
+# `factors` checked: "one_hot" or "codes", or a vector of them named (by factor or
+# character columns, which the core checks).
+check_factors <- function(factors, call = caller_env()) {
+  rules <- c("one_hot", "codes")
+  if (!is.character(factors) || !length(factors) || anyNA(factors) || !all(factors %in% rules) ||
+      (is.null(names(factors)) && length(factors) != 1L) ||
+        (!is.null(names(factors)) && any(!nzchar(names(factors))))) {
+    abort_bad_argument(c(
+      sprintf(
+        "`factors` must be \"one_hot\" or \"codes\", or such values named by columns, not %s.", describe(factors)
+      ),
+      "e.g. factors = \"codes\" (integer codes for an Embedding layer), or factors = c(region = \"codes\")."
+    ), call = call)
+  }
+  invisible(factors)
+}
+
 
 # The core's pipeline over the arrays of `recipe`, with its options: R data
 # from as_pipeline_data() (copied once, to float32 features and `y_dtype`

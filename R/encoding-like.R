@@ -1,35 +1,4 @@
-# The training encoding where new data meets it: `like = `, saved files, a fit's
-# own, image folders, and validation data given to gpu_fit().
-
-# The encoding of `like`: a gpu_dataset(), a gpukeras_fit, a model from
-# gpu_load(), or an encoding.
-encoding_of <- function(like, arg = "like", call = caller_env()) {
-  encoding <- if (inherits(like, "gpukeras_encoding")) {
-    like
-  } else if (inherits(like, "gpukeras_dataset")) {
-    attr(like, "gpukeras")$encoding
-  } else if (inherits(like, c("gpukeras_fit", "gpukeras_model"))) {
-    like$encoding
-  } else if (is.list(like) && identical(names(like), c("train", "validation")) &&
-    inherits(like$train, "gpukeras_dataset")) {
-    attr(like$train, "gpukeras")$encoding
-  } else {
-    abort_bad_argument(
-      sprintf("`%s` must be a gpu_dataset(), a gpu_fit() result or a gpu_load() model, not %s.", arg, describe(like)),
-      call = call
-    )
-  }
-  if (is.null(encoding)) {
-    abort_bad_argument(c(
-      sprintf("`%s` has no record of how its data was encoded.", arg),
-      paste0(
-        "Only R data given to gpu_dataset() or gpu_fit() (matrices, arrays, data.frames) is recorded; files and ",
-        "NumPy arrays are not."
-      )
-    ), call = call)
-  }
-  encoding
-}
+# The training encoding where new data meets it: files, a fit's, validation data, `like =`.
 
 # The plain form as the core gives it (data/encoding.py data_encoding, normalized(): every
 # field present, in order), which reticulate reads with levels, shapes and names as vectors.
@@ -47,27 +16,16 @@ format.gpukeras_encoding <- function(x, ...) encoding_lines(x)
 #' @export
 print.gpukeras_encoding <- print_formatted
 
-# The encoding of gpu_fit()'s training data (as fit_data() read it): R data's,
-# recorded from it (once: kept as `data$recorded`); a gpu_dataset()'s own; NULL for NumPy
-# arrays and other datasets.
+# The encoding of gpu_fit()'s training data (as fit_data() read it): R data's, recorded
+# from it (once: kept as `data$recorded`); a gpu_dataset()'s own; NULL for NumPy arrays
+# alone (the model's inputs and outputs as they are) and other datasets.
 fit_encoding <- function(data, call = caller_env()) {
   if (!is.null(data$recorded)) return(data$recorded)
   if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding)
   parts <- if (is.list(data$x) && !is.data.frame(data$x)) data$x else list(data$x)
-  # NumPy arrays alone are the model's inputs and outputs as they are: nothing to record
   if (is_numpy_part(data$y) || is.null(data$y) && any(vapply(parts, is_numpy_part, logical(1)))) return(NULL)
   data_encoding(data$x, data$y, "error", call)
 }
-
-# The image settings and classes of an encoding, or NULL for R data.
-like_images <- function(encoding) {
-  if (is.null(encoding$images)) return(NULL)
-  c(encoding$images, list(class_names = encoding$y$levels))
-}
-
-# The fit report's line on the encoding new data will get: the data.frames' columns and
-# the classes, or nothing when none was recorded.
-format_fit_encoding <- function(encoding) if (!is.null(encoding)) encoding_lines(encoding, "fit")
 
 # What each data.frame input becomes, "5 columns: income, region (4 levels, one-hot)" (its
 # name first when there are several), each after `prefix`; none without a data.frame input.
@@ -79,22 +37,17 @@ encoding_columns_lines <- function(encoding, prefix = "") {
 has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) identical(part$type, "data.frame"), TRUE))
 
 # A model whose input takes another number of columns than a data.frame of `encoding` gives
-# it, or whose output has another width than the labels' `levels`: the core's classed error,
-# before training (serve/scoring.py check_widths), in one call; none where there is nothing
-# to check (no data.frame input, fewer than two levels).
+# it, or whose output has another width than the labels' `levels`: the core's classed error
+# (serve/scoring.py check_widths), in one call where there is something to check.
 check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_env()) {
   frames <- has_frames(encoding)
   if (!frames && length(levels) < 2L) return(invisible())
-  core_call(
-    "check_widths",
-    model = model, encoding = if (frames) encoding,
-    levels = if (length(levels) >= 2L) as.list(levels), error_call = call
-  )
+  levels <- if (length(levels) >= 2L) as.list(levels)
+  core_call("check_widths", model = model, encoding = if (frames) encoding, levels = levels, error_call = call)
 }
 
-# A gpu_dataset() of other data made without `like = ` codes factors by its own
-# levels: refused when its encoding is not the training data's (the core's check:
-# data/encoding.py check_same_encoding).
+# A gpu_dataset() `arg` made without `like = ` codes factors by its own levels: refused when
+# its encoding is not the training data's (data/encoding.py check_same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
   if (!is.null(given) && !is.null(encoding)) {
@@ -102,9 +55,8 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
   }
 }
 
-# gpu_fit()'s validation data (as fit_data() read it) encoded as its training
-# data (`data`) is: R data gets the training encoding, a gpu_dataset() of other
-# levels is refused.
+# gpu_fit()'s validation data (as fit_data() read it) encoded as its training data (`data`)
+# is: R data gets the training encoding, a gpu_dataset() of other levels is refused.
 with_training_encoding <- function(validation, data, call = caller_env()) {
   if (is.null(validation)) return(NULL)
   encoding <- fit_encoding(data, call)

@@ -369,3 +369,9 @@ output_classes <- function(output, levels) {
   if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
   stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
 }
+
+# The factor and character columns of the data.frames in `parts`, by name.
+coded_columns <- function(parts) {
+  coded <- function(df) names(Filter(function(column) is.factor(column) || is.character(column), df))
+  unlist(lapply(Filter(is.data.frame, parts), coded))
+}

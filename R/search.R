@@ -238,7 +238,10 @@ search_request <- function(search, model_digest, data, dir, call) {
     validation = search_validation(search$validation_data, search$objective, data, search$seed, dir, call),
     study = list(
       space = space, model_fn = model_digest, objective = search$objective,
-      data = list(rows = carried$rows, levels = carried$levels, encoding = format_fit_encoding(carried$encoding)),
+      data = list(
+        rows = carried$rows, levels = carried$levels,
+        encoding = if (!is.null(carried$encoding)) encoding_lines(carried$encoding, "fit")
+      ),
       fit = lapply(search$fixed, function(value) paste(deparse(value), collapse = ""))
     )
   )

@@ -142,3 +142,18 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
     dataset$element
   )
 }
+
+# Training labels `y` (a factor) with levels no row has: a warning naming them, for they
+# are kept (a unit of the model's output each, a column of predict()'s).
+warn_empty_levels <- function(y) {
+  if (!is.factor(y)) return(invisible())
+  empty <- levels(y)[tabulate(y, nlevels(y)) == 0L]
+  if (!length(empty)) return(invisible())
+  gpukeras_warn(c(
+    sprintf("The labels `y` have %d level(s) no row has: %s.", length(empty), quoted(empty)),
+    sprintf(paste0(
+      "They are kept, as R's factor has them: the model needs an output of %d units, one per level, and predict() ",
+      "gives each level a column. Drop them first to train without them: y <- droplevels(y)."
+    ), nlevels(y))
+  ), "gpukeras_warning_empty_levels")
+}

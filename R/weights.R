@@ -61,7 +61,7 @@ label_levels <- function(data) {
   if (!is.null(data$y)) label_spec(data$y)$levels
 }
 
-# `sample_weight` for rows with `labels` (from encode_labels()): one number >= 0
+# `sample_weight` for rows with `labels` (from check_labels()): one number >= 0
 # per row (an NA is an NA row), as a double vector.
 check_sample_weight <- function(sample_weight, labels, call = caller_env()) {
   if (is.null(sample_weight)) return(NULL)

@@ -9,7 +9,7 @@ import pytest
 from gpukeras.core.errors import DataFieldsError
 from gpukeras.data import encoding, pipeline
 from gpukeras.data.array_source import handover
-from gpukeras.data.bad_rows import check_rows
+from gpukeras.data.bad_rows import check_numbers, check_rows
 
 NA = encoding.R_NA_INTEGER
 SPEC = {
@@ -107,3 +107,14 @@ def test_the_handover_and_a_pipeline_raise_the_named_error_from_their_copies():
     x[1, 1] = np.inf
     with pytest.raises(DataFieldsError, match=r"in 1 row\(s\) \(first: 2\), in x\$column 2\.$"):
         handover(x, None, None, False)
+
+
+def test_gpu_as_numpy_numbers_are_checked_for_na_counted_as_r_counts():
+    check_numbers(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    values = np.asfortranarray([[1.0, np.nan], [3.0, np.nan]])
+    with pytest.raises(
+        DataFieldsError, match=r"`x` has 2 NA/NaN value\(s\), the first at position 3\."
+    ):
+        check_numbers(values)
+    with pytest.raises(DataFieldsError, match="the first at position 2"):
+        check_numbers(np.array([1, np.iinfo(np.int32).min], np.int32))

@@ -411,3 +411,47 @@ def test_columns_of_other_types_are_refused_in_training_and_in_new_data():
     dated = {"values": None, "levels": None, "class": "Date", "typeof": "double"}
     with pytest.raises(DataFieldsError, match=r"type in `x`: income \(Date\)\."):
         encoding.encode_frame({**frame(), "columns": {**frame()["columns"], "income": dated}})
+
+
+def test_new_data_is_checked_against_the_training_encoding_by_the_core():
+    inputs = {
+        "x": {
+            "type": "data.frame",
+            "columns": {"a": {"type": "numeric"}, "b": {"type": "factor", "levels": ["u"]}},
+        }
+    }
+    trained = encoding.data_encoding(inputs, {"type": "factor", "levels": ["n", "y"]}, False, "")
+    assert trained is not None
+    frame = {"type": "data.frame", "columns": {"b": {"type": "factor"}, "a": {}, "c": {}}}
+    assert encoding.data_encoding({"x": frame}, None, False, "", encoding=trained) is None
+
+    def refused(inputs, y=None, several=False, plain=trained):
+        with pytest.raises(DataFieldsError) as caught:
+            encoding.data_encoding(inputs, y, several, "", encoding=plain)
+        assert caught.value.r_classes == ["gpukeras_error_bad_data"]
+        return str(caught.value)
+
+    lacking = {"type": "data.frame", "columns": {"a": {}}}
+    assert refused({"x": lacking}).startswith("`x` lacks column(s) the model was trained on: b.")
+    matrix = {"type": "array", "shape": [2], "names": None, "describe": "a matrix of length 4"}
+    assert "`x` must be a data.frame, as in training, not a matrix of length 4." in refused(
+        {"x": matrix}
+    )
+    assert "The new data has the inputs `x`; the model was trained on one input." in refused(
+        {"x": frame}, several=True
+    )
+    numbers = {"type": "numeric", "describe": "a numeric of length 3"}
+    assert "`y` must be a factor or character vector, as in training" in refused(
+        {"x": frame}, numbers
+    )
+    arrays = encoding.data_encoding(
+        {"x": {"type": "array", "shape": [3], "names": ["p", "q", "r"]}}, None, False, ""
+    )
+    shuffled = {"type": "array", "shape": [3], "names": ["r", "q", "p"]}
+    assert encoding.data_encoding({"x": shuffled}, None, False, "", encoding=arrays) is None
+    assert "lacks column(s) the model was trained on: r" in refused(
+        {"x": {**shuffled, "names": ["p", "q", "s"]}}, plain=arrays
+    )
+    assert "Each row of `x` has shape (2); the model was trained on rows of shape (3)." in refused(
+        {"x": np.zeros((4, 2), np.float32)}, plain=arrays
+    )

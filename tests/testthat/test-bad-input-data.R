@@ -12,7 +12,6 @@ checked <- check_before_python(
     "gpu_as_numpy: a list",                       gpu_as_numpy(list(1, 2)),                                "bad_data",      "^`x` must be a numeric vector, matrix or array, not a list",
     "gpu_as_numpy: a data.frame",                 gpu_as_numpy(iris),                                      "bad_data",      "^`x` must be a numeric vector, matrix or array, not a data.frame",
     "gpu_as_numpy: empty",                        gpu_as_numpy(numeric()),                                 "bad_data",      "^`x` is empty",
-    "gpu_as_numpy: NA",                           gpu_as_numpy(c(1, NA)),                                  "bad_data",      "^`x` has 1 NA/NaN value\\(s\\), the first at position 2. Remove or impute them",
     "gpu_as_numpy: dtype NA",                     gpu_as_numpy(1:3, dtype = NA),                           "bad_argument",  "^`dtype` must be one non-empty string, not `NA`",
     "gpu_as_numpy: dtype a number",               gpu_as_numpy(1:3, dtype = 32),                           "bad_argument",  "^`dtype` must be one non-empty string",
     "gpu_dataset: batch_size zero",               gpu_dataset(x, y, batch_size = 0),                       "bad_argument",  "^`batch_size` must be one whole number >= 1, not `0`",
@@ -112,6 +111,7 @@ writeLines(c("a,label", "1,0", "2,1,9", "3,0"), ragged)
 # nolint start: line_length_linter. One case a row, its columns aligned.
 cases <- bad_inputs(
   ~name,                                          ~code,                                                                 ~class,          ~message,
+  "gpu_as_numpy: NA (the core's check)",         gpu_as_numpy(c(1, NA)),                                                "bad_data",      "^`x` has 1 NA/NaN value\\(s\\), the first at position 2. Remove or impute them",
   "gpu_as_numpy: an unknown dtype",               gpu_as_numpy(1:3, dtype = "nonsense"),                                 "bad_argument",  "could not be converted to NumPy dtype 'nonsense'.*\"float32\"",
   "gpu_dataset: CSV files that do not exist",     gpu_dataset("/no/such/folder/*.csv"),                                  "missing_files", "^No CSV files match '/no/such/folder/\\*.csv'. Check the path",
   "gpu_dataset: TFRecord files that do not exist", gpu_dataset("/no/such/file.tfrecord"),                                "missing_files", "^No TFRecord files match",

@@ -16,7 +16,6 @@ from types import ModuleType
 
 import numpy as np
 
-from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
 from gpukeras.data.bad_rows import BadValues, Checks, named
@@ -204,22 +203,6 @@ def handover(
             else None
         )
     return HostArrays(features, labels, weights)
-
-
-def numpy_shape(array: object, name: str) -> list[int]:
-    """The shape of ``array``, a NumPy array R data holds as it is (gpu_as_numpy()), rows
-    first. BadDataError naming ``name`` unless it is an array of numbers or booleans."""
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
-        kind = (
-            f"a NumPy array of {array.dtype}"
-            if isinstance(array, np.ndarray)
-            else type(array).__name__
-        )
-        raise BadDataError(
-            f"`{name}` is {kind}: a NumPy part of R data must hold numbers. Convert it, or "
-            "give it as R data."
-        )
-    return [int(d) for d in array.shape]
 
 
 def features_array(part: object, check_missing: bool = False) -> np.ndarray:

@@ -12,7 +12,8 @@ them: ``x`` (or each input's name), ``y``, ``sample_weight``; a matrix's columns
 NA (R's ``is.na()``: NA and NaN alike) is ``gpukeras_error_missing_values``; Inf, -Inf and
 doubles beyond float32's range, which the float32 copy makes infinite,
 ``gpukeras_error_not_finite``; both with the fields ``column`` (the columns, as the message
-names them), ``rows`` (the first 100, counting from 1) and ``n_rows``.
+names them), ``rows`` (the first 100, counting from 1) and ``n_rows``. gpu_as_numpy()'s
+numbers are checked here too (``check_numbers``).
 """
 
 from __future__ import annotations
@@ -179,3 +180,20 @@ def named(parts: Mapping[str, object], checks: Checks) -> Iterator[None]:
     except BadValues:
         check_rows(parts, "error" if checks else "drop", given.get("columns"), given.get("fix"))
         raise
+
+
+def check_numbers(values: object, name: str = "x") -> None:
+    """gpu_as_numpy()'s check of R's numbers ``values`` (doubles, or integers with R's
+    NA_integer_; R's column-major order): a DataFieldsError gpukeras_error_bad_data
+    counting the NA and NaN, with the first one's position as R counts it (from 1)."""
+    array = np.asarray(values)
+    cells = _missing(array)
+    if cells is None or not cells.any():
+        return
+    flagged = np.flatnonzero(cells.reshape(-1, order="F"))
+    raise DataFieldsError(
+        f"`{name}` has {len(flagged)} NA/NaN value(s), the first at position {flagged[0] + 1}. "
+        "Remove or impute them first.",
+        [],
+        ["gpukeras_error_bad_data"],
+    )

@@ -18,7 +18,9 @@ an encoding recorded before one-hot existed has no ``encoding``: codes.
 
 The encoding itself is made here too, once, from R's account of the training data
 (``data_encoding``): which inputs and columns, each column's type, each factor's levels
-and rule (``factors``), the label's levels and the NA rule, in the plain form above.
+and rule (``factors``), the label's levels and the NA rule, in the plain form above; and
+new data is checked against it here (``check_new_data``: its inputs, columns, row shapes
+and kind of labels), R keeping only what needs no Python (argument shapes, column names).
 
 Unseen levels and columns of the wrong type are ``DataFieldsError``s with R's
 condition class and fields (``column``, ``levels``, ``type``). NaN and infinities are
@@ -35,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukeras.core.errors import DataFieldsError
+from gpukeras.core.errors import BadDataError, DataFieldsError
 
 # The key R's frame_handover() puts a data.frame under.
 FRAME = "gpukeras_frame"
@@ -193,30 +195,37 @@ def _label_spec(y: Mapping[str, object] | None) -> dict[str, object] | None:
 
 
 def data_encoding(
-    inputs: Mapping[str, Mapping[str, object]],
+    inputs: Mapping[str, Any],
     y: Mapping[str, object] | None,
     several: bool,
     na: str,
     factors: str | Mapping[str, str] = "one_hot",
-) -> dict[str, object]:
+    encoding: Mapping[str, Any] | None = None,
+) -> dict[str, object] | None:
     """The encoding of training data, in the plain form gpu_save() writes (R's
     encoding_from_plain() reads it), from R's account of it: ``inputs`` by name, each
     ``{"type": "data.frame", "columns": {column: {"type", "levels"}}}`` (in the data's
-    column order) or ``{"type": "array", "shape", "names"}``; ``y`` None (no labels),
-    ``{"type": "factor", "levels"}`` (a factor's levels as R gives them, a character
-    vector's sorted values) or ``{"type": "numeric"}``; ``several`` whether there are
-    several named inputs; ``na`` the NA rule; ``factors`` as gpu_dataset() takes it, its
-    form checked by R.
+    column order), ``{"type": "array", "shape", "names", "describe"}`` (``describe``: R's
+    words for it) or a NumPy array R holds as it is (``numpy_shape``); ``y`` None (no
+    labels), ``{"type": "factor", "levels"}`` (a factor's levels as R gives them, a
+    character vector's sorted values) or ``{"type": "numeric"}``, with ``describe``;
+    ``several`` whether there are several named inputs; ``na`` the NA rule; ``factors`` as
+    gpu_dataset() takes it, its form checked by R. With the training ``encoding`` (new
+    data), None once the data is checked against it (``check_new_data``).
 
     Raises DataFieldsError (gpukeras_error_bad_argument) when ``factors`` names columns
     that are not factor or character columns of a data.frame input, and
     (gpukeras_error_bad_data, ``check_types``) for columns of other types.
     """
+    if encoding is not None:
+        check_new_data(inputs, y, several, encoding)
+        return None
+    inputs = {name: _account(part, name) for name, part in inputs.items()}
     coded = [
         column
         for part in inputs.values()
         if part["type"] == "data.frame"
-        for column, given in part["columns"].items()  # type: ignore[attr-defined]
+        for column, given in part["columns"].items()
         if given["type"] in ("factor", "character")
     ]
     unknown = [] if isinstance(factors, str) else [c for c in factors if c not in coded]
@@ -234,7 +243,7 @@ def data_encoding(
     plain_inputs: dict[str, object] = {}
     for name, part in inputs.items():
         if part["type"] == "data.frame":
-            columns: Mapping[str, Mapping[str, object]] = part["columns"]  # type: ignore[assignment]
+            columns: Mapping[str, Mapping[str, object]] = part["columns"]
             check_types(name, {column: str(given["type"]) for column, given in columns.items()})
             plain_inputs[name] = {
                 "type": "data.frame",
@@ -258,6 +267,110 @@ def data_encoding(
         "na": na,
         "x_dtype": "float32",
     }
+
+
+def numpy_shape(array: object, name: str) -> list[int]:
+    """The shape of ``array``, a NumPy array R data holds as it is (gpu_as_numpy()), rows
+    first. BadDataError naming ``name`` unless it is an array of numbers or booleans."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
+        kind = (
+            f"a NumPy array of {array.dtype}"
+            if isinstance(array, np.ndarray)
+            else type(array).__name__
+        )
+        raise BadDataError(
+            f"`{name}` is {kind}: a NumPy part of R data must hold numbers. Convert it, or "
+            "give it as R data."
+        )
+    return [int(d) for d in array.shape]
+
+
+def _account(part: Any, name: str) -> Mapping[str, Any]:
+    """R's account of an input, a NumPy array's made here: an array of its row shape."""
+    if isinstance(part, Mapping):
+        return part
+    shape = numpy_shape(part, name)
+    return {"type": "array", "shape": shape[1:] if len(shape) > 1 else [1], "numpy": True}
+
+
+def _bad(message: str, *details: str) -> DataFieldsError:
+    return DataFieldsError(message, list(details), ["gpukeras_error_bad_data"])
+
+
+def _inputs_words(names: Sequence[str], several: bool) -> str:
+    return f"the inputs {', '.join(f'`{n}`' for n in names)}" if several else "one input"
+
+
+def _missing_columns(have: Sequence[str], wanted: Sequence[str], name: str) -> None:
+    """Refuse new data ``name`` whose columns ``have`` lack some the model was trained on."""
+    missing = [column for column in wanted if column not in have]
+    if missing:
+        raise _bad(
+            f"`{name}` lacks column(s) the model was trained on: {', '.join(missing)}.",
+            "Give every training column, by name (their order and any other columns do not "
+            "matter).",
+        )
+
+
+def check_new_data(
+    inputs: Mapping[str, Any],
+    y: Mapping[str, object] | None,
+    several: bool,
+    encoding: Mapping[str, Any],
+) -> None:
+    """Refuse new data (R's account of it, as ``data_encoding`` takes it) that is not in the
+    form of the training ``encoding``: other inputs, a data.frame where training had none
+    or the other way round, training columns missing (a data.frame's, or a matrix's named
+    ones), rows of another shape, labels of another kind. DataFieldsError
+    gpukeras_error_bad_data, each saying what to give."""
+    plain = plain_encoding(encoding)
+    wanted = plain["inputs"]
+    if bool(several) != plain["several"] or (several and set(inputs) != set(wanted)):
+        raise _bad(
+            f"The new data has {_inputs_words(list(inputs), several)}; the model was trained "
+            f"on {_inputs_words(list(wanted), plain['several'])}.",
+            "Give the new data in the form the training data had.",
+        )
+    for name, spec in wanted.items():
+        given = inputs[name if several else next(iter(inputs))]
+        frame = isinstance(given, Mapping) and given["type"] == "data.frame"
+        if spec["type"] == "data.frame":
+            if not frame:
+                words = (
+                    given.get("describe")
+                    if isinstance(given, Mapping)
+                    else f"a numpy.ndarray of length {len(given)}"
+                )
+                raise _bad(
+                    f"`{name}` must be a data.frame, as in training, not {words}.",
+                    f"Give the columns {', '.join(spec['columns'])}.",
+                )
+            _missing_columns(list(given["columns"]), list(spec["columns"]), name)
+            continue
+        names = spec.get("names") or []
+        if frame:
+            if names:
+                _missing_columns(list(given["columns"]), names, name)
+            continue  # R's check of a data.frame where training had numbers
+        account = _account(given, name)
+        have = strings(account.get("names"))
+        if names and have and have != names:
+            _missing_columns(have, names, name)
+        elif _ints(account["shape"]) != _ints(spec["shape"]):
+            shape = ", ".join(map(str, _ints(account["shape"])))
+            raise _bad(
+                f"Each row of `{name}` has shape ({shape}); the model was trained on rows of "
+                f"shape ({', '.join(map(str, _ints(spec['shape'])))}).",
+                "Give the new data with the training data's columns (and image size).",
+            )
+    label = plain.get("y")
+    if y is not None and label is not None and y["type"] != label["type"]:
+        raise _bad(
+            f"`y` must be a factor or character vector, as in training, not {y['describe']}."
+            if label["type"] == "factor"
+            else "`y` must be a numeric, logical, factor or character vector (or a numeric "
+            f"matrix), not {y['describe']}."
+        )
 
 
 def normalized(plain: Mapping[str, Any]) -> dict[str, Any]:
