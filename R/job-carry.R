@@ -18,11 +18,17 @@ carry_strategy <- function(strategy, call = caller_env()) {
 
 # How the child gets `data` (as fit_data() read it): R data as .npy files;
 # a gpu_dataset() as the call that made it (files) or as its arrays, as .npy
-# files, and its options (R data).
+# files, and its options (R data); gpu_text_data()'s texts, labels and options
+# as an .rds file (the preset's tokenizer travels in the model).
 carry_data <- function(data, dir, name, call = caller_env()) {
   if (data$kind == "python") {
     recipe <- attr(data$dataset, "gpukeras_recipe")
     info <- attr(data$dataset, "gpukeras")
+    if (!is.null(recipe$texts)) {
+      file <- job_file(dir, sprintf("%s-texts.rds", name))
+      write_rds_atomic(recipe$texts, file, carried_what(name, basename(file)), call = call)
+      return(list(kind = "texts", file = file))
+    }
     if (is.null(recipe)) {
       not_carriable(
         sprintf("`%s` (a dataset not made by gpu_dataset())", name),
@@ -61,11 +67,13 @@ carry_data <- function(data, dir, name, call = caller_env()) {
 save_arrays <- function(arrays, dir, name, call = caller_env()) {
   saved <- core_call("job_save_arrays", arrays = arrays, job_dir = dir, name = name, error_call = call)
   if (!is.null(saved$failed)) {
-    what <- sprintf("The %s data (%s)", if (name == "data") "training" else name, saved$failed)
-    job_write_failed(dir, what, call = call)
+    job_write_failed(dir, carried_what(name, saved$failed), call = call)
   }
   saved$files
 }
+
+# A carried data file in a job_write_failed() error: "The training data (data-x.npy)".
+carried_what <- function(name, file) sprintf("The %s data (%s)", if (name == "data") "training" else name, file)
 
 # The arrays save_arrays() wrote (`files`), memory-mapped: pages are read from the files as
 # training needs them. With `rows` (R's row numbers), those rows alone, each one NumPy copy

@@ -3,6 +3,7 @@
 
 # In the child: the data again, from what carry_data() wrote.
 child_data <- function(carried) {
+  if (carried$kind == "texts") return(do.call(text_dataset, readRDS(carried$file)))
   if (carried$kind == "dataset") {
     recipe <- carried$recipe
     made <- if (is.null(recipe$arrays)) {

@@ -129,9 +129,11 @@ final_states <- c("done", "failed", "cancelled")
 #' when the session ends: copy a backup from there to keep it, or give
 #' `backup_dir` a folder of your own, which gpukeras never removes.
 #'
-#' What the child gets: the model (a `.keras` file), R data (`.npy` files it
+#' What the child gets: the model (a `.keras` file; a KerasHub preset's with
+#' its preset, tokenizer and LoRA), R data (`.npy` files it
 #' memory-maps), a [gpu_dataset()] of files (the call that made it) or of R
-#' data (its arrays as `.npy` files, and its options), callbacks (pickled), a
+#' data (its arrays as `.npy` files, and its options), [gpu_text_data()]'s
+#' texts, classes and options (made again there), callbacks (pickled), a
 #' one-device or mirrored [gpu_strategy()] (its type and devices), and this
 #' session's [gpu_setup()] settings, applied there before its runtime starts.
 #' What cannot be carried (a custom layer defined in `__main__` or without

@@ -173,7 +173,8 @@ as_integer_or_null <- function(x) if (is.null(x)) NULL else as.integer(x)
 #' Hands R character vectors to a model of [gpu_text_classifier()] as the
 #' batched tf.data dataset its `fit()` and `predict()` run through the
 #' preset's tokenizer: give it to [gpu_fit()] as `x` (with no `y`), or to
-#' `predict()` as `newdata`.
+#' `predict()` as `newdata`. `gpu_fit(background = TRUE)` carries the texts,
+#' classes and options to its child process, which makes the dataset again.
 #'
 #' @param x A character vector of texts, none `NA`.
 #' @param y `NULL` (texts to predict), or a factor of their classes, as long
@@ -225,6 +226,10 @@ text_dataset <- function(x, y = NULL, batch_size = 32, shuffle = FALSE, seed = N
   dataset <- made$dataset
   attr(dataset, "gpukeras") <- list(
     encoding = encoding_from_plain(made$encoding), source = "R texts", rows = length(x), role = "train"
+  )
+  # what makes it again in gpu_fit(background = TRUE)'s child (carry_data())
+  attr(dataset, "gpukeras_recipe") <- list(
+    texts = list(x = x, y = y, batch_size = batch_size, shuffle = shuffle, seed = seed)
   )
   dataset
 }

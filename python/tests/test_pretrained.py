@@ -205,6 +205,18 @@ def test_a_causal_lm_fine_tunes_on_texts_and_generates_what_it_learnt(
     assert pretrained.generate(again, ["the movie"], max_length=8) == ["the movie was good"]
 
 
+def test_a_seed_leaves_a_sentencepiece_tokenizer_working(lm_preset: str) -> None:
+    # TensorFlow's seeding clears its kernel cache, which held the op of Gemma's SentencePiece
+    # tokenizer (a NotFoundError at the first batch): the core's seeding makes it again.
+    from gpukeras.core import compat
+    from gpukeras.core.runtime import config
+
+    model = pretrained.causal_lm(lm_preset, learning_rate=1e-2)["model"]
+    texts = pretrained.text_dataset(["the movie was good"] * 4, batch_size=2)["dataset"]
+    compat.set_random_seed(config.keras(), 3, model)
+    assert np.isfinite(model.fit(texts, epochs=1, verbose=0).history["loss"][0])
+
+
 def test_causal_lm_lora_trains_only_the_adapters_kerashub_adds(lm_preset: str) -> None:
     import keras_hub
 
@@ -376,6 +388,24 @@ def test_a_background_jobs_child_gets_the_model_with_its_preset_and_lora(
     assert run.readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
     assert run.readback["trainable"] == pretrained._count(model.trainable_weights)
     assert run.readback["rate"] == pytest.approx(1e-3)
+
+
+def test_a_lora_fits_weights_load_back_with_their_adapters(lm_preset: str, tmp_path: Path) -> None:
+    # what a background job's child gives back: Keras alone would load each kernel with its
+    # adapters added, and the adapters as zeros that train no more
+    from gpukeras.train import job
+
+    trained = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-2)["model"]
+    texts = pretrained.text_dataset(["the movie was good"] * 4, batch_size=2)["dataset"]
+    trained.fit(texts, epochs=1, verbose=0)
+    path = job.save_trained(trained, str(tmp_path / "trained.weights.h5"))
+    assert (tmp_path / "trained.lora.h5").is_file()
+    model = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-2)["model"]
+    model.fit(texts, epochs=1, verbose=0)  # its optimizer built, as the parent's is
+    job.load_trained(model, path)
+    for got, expected in zip(model.weights, trained.weights, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-7)
+    assert any(np.abs(np.asarray(w)).max() > 0 for w in model.weights if "lora_kernel_b" in w.path)
 
 
 def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adapters(

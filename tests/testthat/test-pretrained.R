@@ -53,9 +53,9 @@ mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")
 
-tiny_preset <- function() {
+tiny_preset <- function(dropout = 0.1) {
   folder <- file.path(tempfile("gpukeras-preset-"), "tiny")
-  reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder)
+  reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder, dropout = dropout)
 }
 
 test_that("gpu_check() and gpu_report() read KerasHub's version from its metadata", {
@@ -233,4 +233,39 @@ test_that("a causal LM's lora_rank trains only KerasHub's adapters, and tracking
 test_that("a preset without the task asked is a classed error", {
   expect_error(gpu_causal_lm(tiny_preset()), class = "gpukeras_error_bad_preset")
   expect_error(gpu_causal_lm(withr::local_tempdir()), class = "gpukeras_error_bad_preset")
+})
+
+test_that("a text model fine-tunes in the background as in the session: its texts carried, its tokenizer seeded", {
+  # No dropout and no shuffling: the same weights in both processes show that the child made
+  # the same batches from the texts it was carried (data-texts.rds).
+  preset <- tiny_preset(dropout = 0)
+  texts <- rep(c("good movie", "great movie", "nice movie", "bad movie", "awful movie", "sad movie"), 6)
+  labels <- factor(rep(c("pos", "pos", "pos", "neg", "neg", "neg"), 6))
+  here <- gpu_text_classifier(preset, labels, learning_rate = 1e-2)
+  there <- gpu_text_classifier(preset, labels, learning_rate = 1e-2)
+  there$set_weights(here$get_weights())
+  data <- gpu_text_data(texts, labels, batch_size = 8, shuffle = FALSE)
+  in_session <- gpu_fit(here, data, epochs = 8, seed = 3, verbose = 0)
+  job <- gpu_fit(there, data, epochs = 8, seed = 3, background = TRUE, verbose = 0)
+  expect_true(file.exists(file.path(job$dir, "data-texts.rds")))
+  fit <- gpu_job_wait(job, timeout = 600)
+  expect_identical(fit$settings$data, in_session$settings$data)
+  expect_equal(fit$history$loss, in_session$history$loss, tolerance = 1e-5)
+  new_texts <- c("good movie", "awful movie", "nice movie", "sad movie")
+  expect_equal(predict(fit, new_texts), predict(in_session, new_texts), tolerance = 1e-5)
+  expect_identical(predict(fit, new_texts, type = "class"), factor(c("pos", "neg", "pos", "neg"), levels(labels)))
+  # Gemma's SentencePiece tokenizer, with LoRA: the seed the job (or gpu_fit(seed = )) gives
+  # TensorFlow clears its kernel cache, which held the tokenizer's op; it is made again.
+  lm <- tiny_lm_preset()
+  here <- gpu_causal_lm(lm, lora_rank = 2, learning_rate = 1e-2)
+  there <- gpu_causal_lm(lm, lora_rank = 2, learning_rate = 1e-2)
+  there$set_weights(here$get_weights())
+  lm_texts <- gpu_text_data(rep("the movie was good", 16), batch_size = 8)
+  in_session <- gpu_fit(here, lm_texts, epochs = 4, seed = 3, verbose = 0)
+  fit <- gpu_job_wait(gpu_fit(there, lm_texts, epochs = 4, seed = 3, background = TRUE, verbose = 0), timeout = 600)
+  expect_equal(fit$history$loss, in_session$history$loss, tolerance = 1e-5)
+  # the model given back holds the child's frozen kernels and trained adapters, as `here` does
+  expect_equal(lapply(there$get_weights(), as.vector), lapply(here$get_weights(), as.vector), tolerance = 1e-5)
+  generated <- lapply(list(fit, in_session), gpu_generate, "the movie", max_length = 8)
+  expect_identical(generated[[1]], generated[[2]])
 })

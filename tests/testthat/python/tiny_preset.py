@@ -32,16 +32,17 @@ VOCABULARY += [
 SIZE = {"num_layers": 2, "hidden_dim": 16, "intermediate_dim": 32}
 
 
-def save_tiny_preset(folder: str, seed: int = 1) -> str:
-    """Write the preset into ``folder`` (created) and return it."""
+def save_tiny_preset(folder: str, seed: int = 1, dropout: float = 0.1) -> str:
+    """Write the preset into ``folder`` (created) and return it; ``dropout``: the backbone's
+    and the classifier's (KerasHub's default; 0 trains without randomness of its own)."""
     keras.utils.set_random_seed(seed)
     tokenizer = keras_hub.tokenizers.BertTokenizer(vocabulary=VOCABULARY)
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=8)
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=len(VOCABULARY), num_heads=2, max_sequence_length=8, **SIZE
+        vocabulary_size=len(VOCABULARY), num_heads=2, max_sequence_length=8, dropout=dropout, **SIZE
     )
     classifier = keras_hub.models.BertTextClassifier(
-        backbone, num_classes=2, preprocessor=preprocessor
+        backbone, num_classes=2, preprocessor=preprocessor, dropout=dropout
     )
     classifier.save_to_preset(folder)
     return folder

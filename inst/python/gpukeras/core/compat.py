@@ -459,12 +459,25 @@ def tensorflow_left_unloaded() -> Iterator[None]:
         lazy._available = None
 
 
-def set_random_seed(keras: Any, seed: int) -> None:
+def set_random_seed(keras: Any, seed: int, model: Model | None = None) -> None:
     """``keras.utils.set_random_seed(seed)`` (Python, NumPy, the backend, Keras' global
     seed), but TensorFlow only where it is loaded already (``tensorflow_left_unloaded``): it
-    is seeded when gpukeras loads it for tf.data (``seed_loaded_tensorflow``)."""
+    is seeded when gpukeras loads it for tf.data (``seed_loaded_tensorflow``).
+
+    Seeding a loaded TensorFlow clears its eager kernel cache (``TFE_ContextClearCaches``),
+    which frees the resource each tensorflow-text SentencePiece tokenizer made when it was
+    built: the next batch through it fails ("Resource localhost/_0_SentencepieceOp/...
+    does not exist"). So the KerasHub SentencePiece tokenizers of ``model`` (a Gemma's, a
+    T5's, in its preprocessor) are made again from their own proto.
+    """
     with tensorflow_left_unloaded():
         keras.utils.set_random_seed(seed)
+    hub = sys.modules.get("keras_hub")  # without KerasHub imported there are none
+    if model is None or hub is None or "tensorflow" not in sys.modules:
+        return
+    for layer in flatten_layers(model):
+        if isinstance(layer, hub.tokenizers.SentencePieceTokenizer) and layer.proto is not None:
+            layer.set_proto(layer.proto)
 
 
 def seed_loaded_tensorflow(tf: Any) -> None:

@@ -204,7 +204,7 @@ def find(
     arguments.check_compiled_model(keras, model)
     batch_rules.check_batch_size_for(batch_size, data)
     if seed is not None:
-        compat.set_random_seed(keras, seed)
+        compat.set_random_seed(keras, seed, model)
     batches = _batches(data, batch_size, seed)
     copy = model_copies.clone(keras, model, "gpu_lr_find()", weights=True)
     _with_ramp(keras, copy, min_lr, max_lr, steps)

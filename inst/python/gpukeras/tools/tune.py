@@ -508,7 +508,7 @@ def tune(
             return
         limits["deadline"] = time.perf_counter() + max(0.0, left / max(1, remaining) - overhead)
         if seed is not None:
-            compat.set_random_seed(keras, seed)
+            compat.set_random_seed(keras, seed, model)
         try:
             trial = run_trial(model, parts, combination, axis, limits)
         except Exception as error:

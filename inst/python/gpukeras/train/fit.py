@@ -397,7 +397,7 @@ def _fit_here(
     depends on decided first, then the data built once (``feed``) and the model trained built
     from it."""
     if request.seed is not None:
-        compat.set_random_seed(keras, request.seed)
+        compat.set_random_seed(keras, request.seed, model)
     plan = None if strategy is None else strategies.plan_of(strategy)
     context = _feed_context(keras, model, strategy, plan, request)
     # Under a strategy the copy is built below; the user's model too where it is not built,

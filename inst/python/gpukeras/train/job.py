@@ -16,7 +16,8 @@ the Python part of the carrying:
 - R data goes as ``.npy`` files (``save_array``), which the child, or a worker of
   gpu_cv() and gpu_search(), memory-maps (``load_array``);
 - the trained weights come back with the optimizer's state, as one
-  ``.weights.h5`` file loaded into the user's model object;
+  ``.weights.h5`` file loaded into the user's model object (a KerasHub preset's LoRA
+  adapters in a file beside it: ``pretrained.save_weights``);
 - a progress callback in the child writes where training is, a few times a
   second at most, to a small file the parent reads.
 """
@@ -312,7 +313,7 @@ def save_trained(model: Model, path: str) -> str:
     """In the child: the trained weights with the optimizer's state."""
     if hasattr(model, "jax_state_sync"):
         model.jax_state_sync()
-    model.save_weights(path)
+    pretrained.save_weights(model, path)  # a KerasHub preset's LoRA adapters beside them
     return path
 
 
@@ -321,7 +322,7 @@ def load_trained(model: Model, path: str) -> bool:
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
-    model.load_weights(path)
+    pretrained.load_weights(model, path)
     return True
 
 

@@ -298,7 +298,7 @@ def fit(
     run.seed = int(rows[0, -1])
     run.state = state
     try:
-        compat.set_random_seed(keras, run.seed)
+        compat.set_random_seed(keras, run.seed, model)
         # the model is built in the strategy's scope once every worker has agreed (_train)
         context = adapters.FeedContext(
             keras.backend.backend(),

@@ -95,7 +95,7 @@ def prepare(model: Model, seed: int, batch: tuple, learning_rate: float | None =
         BadDataError: data the model refuses, as a fit of it refuses it (``resident.build``).
     """
     keras = config.keras()
-    compat.set_random_seed(keras, int(seed))
+    compat.set_random_seed(keras, int(seed), model)
     build(model, batch)
     if learning_rate is not None:
         fit_request.set_learning_rate(

@@ -430,6 +430,40 @@ def _unmerged(layers: list[Any]) -> Iterator[None]:
             layer.lora_enabled = True
 
 
+def _adapted(model: Any) -> list[Any]:
+    """The layers of ``model`` whose LoRA is on."""
+    return [
+        layer for layer in compat.flatten_layers(model) if getattr(layer, "lora_enabled", False)
+    ]
+
+
+def _adapters_file(path: str) -> str:
+    """Where ``save_weights`` keeps the adapters of the weights file ``path`` (a name
+    KerasHub's save_lora_weights() takes)."""
+    return str(path).removesuffix(".weights.h5") + ".lora.h5"
+
+
+def save_weights(model: Any, path: str) -> None:
+    """``model.save_weights(path)`` (its optimizer's state too) and, for a model loaded here
+    with LoRA, its frozen kernels as they are and its adapters beside them (KerasHub's
+    ``save_lora_weights()``): Keras saves each kernel with its adapters added, and loads that
+    sum into the kernel with zero adapters, which then train no more (both factors zero)."""
+    adapted = _adapted(model) if _PRESETS.get(model, {}).get("lora_rank") is not None else []
+    with _unmerged(adapted):
+        model.save_weights(path)
+    if adapted:
+        model.backbone.save_lora_weights(_adapters_file(path))
+
+
+def load_weights(model: Any, path: str) -> None:
+    """Load what ``save_weights`` saved into ``model`` (the same model, with LoRA at the same
+    rank where it had it): the weights, the optimizer's state and the adapters."""
+    model.load_weights(path)
+    adapters = _adapters_file(path)
+    if Path(adapters).is_file():
+        model.backbone.load_lora_weights(adapters)
+
+
 def save_model(model: Any, path: str, lora: str = "keep") -> None:
     """Save ``model`` to the .keras file ``path`` as its ``save()`` does and, for a model
     loaded here, its preset, LoRA and optimizer inside the file (``load_model`` reads them).
@@ -441,9 +475,7 @@ def save_model(model: Any, path: str, lora: str = "keep") -> None:
     merged weights. Either way it predicts the same. Any other model is saved as it is.
     """
     loaded = _PRESETS.get(model)
-    adapted = [
-        layer for layer in compat.flatten_layers(model) if getattr(layer, "lora_enabled", False)
-    ]
+    adapted = _adapted(model)
     keep = loaded is not None and bool(adapted) and lora == "keep"
     with _unmerged(adapted if keep else []):
         model.save(path)
