@@ -229,7 +229,7 @@ test_that("bad arguments are classed errors raised before Python starts", {
     expect_match(error$message, pattern)
   }
   expect_bad(child$epochs, "^`epochs` must be one whole number >= 1, not `0`")
-  expect_bad(child$batch_size, "^`batch_size` must be one whole number >= 1, not `2.5`")
+  expect_bad(child$batch_size, "^`batch_size` must be \"auto\", one whole number >= 1 or NULL, not `2.5`")
   expect_bad(child$steps, "^`steps_per_execution` must be \"auto\" or one whole number >= 1, not `many`")
   expect_bad(child$jit, "^`jit_compile` must be TRUE, FALSE or \"auto\", not `NA`")
   expect_bad(child$learning_rate, "^`learning_rate` must be one positive number or a schedule, not `-1`")
