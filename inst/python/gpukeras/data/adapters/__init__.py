@@ -77,6 +77,7 @@ from gpukeras.data.adapters.base import (
     check_batched,
     describe_dataset,
     given,
+    host_form,
     is_tf_dataset,
     row_count,
     tensorflow_available,
@@ -329,7 +330,7 @@ def validation_args(
         return {"validation_data": data if plan is None else plan.shard(data)}
     size = batch_size or DEFAULT_BATCH_SIZE
     if validation.arrays is not None:
-        parts = tuple(part for part in validation.arrays if part is not None)
+        parts = tuple(host_form(part) for part in validation.arrays if part is not None)
         if not tf_data_only:
             return {"validation_data": parts, "validation_batch_size": size}
         x, y, sample_weight = validation.arrays
