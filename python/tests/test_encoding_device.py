@@ -15,7 +15,7 @@ import pytest
 
 from conftest import child_pythonpath, requires
 from gpukeras.data import encoding
-from gpukeras.data.adapters import Rows, as_arrays, host_form, resident
+from gpukeras.data.adapters import Rows, as_arrays, resident
 from gpukeras.data.array_source import handover
 
 NA = encoding.R_NA_INTEGER
@@ -118,7 +118,7 @@ def test_rows_on_the_device_hold_the_codes_and_expand_each_batch_inside_the_step
     picked = np.array([5, 0, 999])
     gathered = jax.tree.map(lambda a: a[picked], rows.data)
     batch = rows.batch(gathered)
-    np.testing.assert_array_equal(np.asarray(batch[0]), np.asarray(host_form(x))[picked])
+    np.testing.assert_array_equal(np.asarray(batch[0]), encoding.host_form(x)[picked])
 
 
 def run(backend: str, spec: dict) -> dict:
@@ -142,3 +142,33 @@ def test_a_fit_of_the_codes_equals_the_fit_of_the_host_encoded_matrix(backend: s
     assert coded_fit["history"].keys() == matrix_fit["history"].keys()
     for name, values in coded_fit["history"].items():
         np.testing.assert_allclose(values, matrix_fit["history"][name], atol=1e-6)
+
+
+@pytest.mark.parametrize("split", [0.0, 0.2], ids=["whole", "split"])
+def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(split: float) -> None:
+    pytest.importorskip("tensorflow")
+    from gpukeras.data import pipeline
+
+    count = 103
+    rng = np.random.default_rng(2)
+    given = {
+        "name": "x",
+        "unknown": "error",
+        "spec": SPEC,
+        "columns": {
+            "income": {"values": rng.standard_normal(count), "levels": None},
+            "region": {"values": rng.integers(1, 4, count).astype(np.int32), "levels": LEVELS},
+            "size": {"values": rng.integers(1, 3, count).astype(np.int32), "levels": ["S", "L"]},
+            "age": {"values": rng.standard_normal(count), "levels": None},
+        },
+    }
+    x = handover({"gpukeras_frame": given}, codes=True).x
+    host, y = encoding.encode_frame(given), np.arange(count, dtype=np.int32)
+    made = pipeline.from_arrays(x, y, batch_size=10, seed=3, validation_split=split)
+    assert made["dataset"].element_spec[0].shape.as_list() == [None, 6]
+    seen = []
+    for dataset in (made["dataset"], made["validation"]):
+        for features, rows in dataset or []:
+            np.testing.assert_array_equal(features.numpy(), host[rows.numpy()])
+            seen.extend(rows.numpy().tolist())
+    assert sorted(seen) == list(range(count))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import overload
@@ -322,9 +323,15 @@ def gather_chunk(tensors: Tensor, rows: int, batch_size: int) -> int:
 
 
 def gathered_batches(
-    tf: ModuleType, tensors: Tensor, rows: int, options: PipelineOptions
+    tf: ModuleType,
+    tensors: Tensor,
+    rows: int,
+    options: PipelineOptions,
+    finish: Callable[[object], object] | None = None,
 ) -> Started:
-    """Batches of in-memory tensors, gathered by a shuffled index per epoch.
+    """Batches of in-memory tensors, gathered by a shuffled index per epoch, each chunk of
+    them ``finish``-ed when given (a data.frame's codes made its indicator columns; no preset
+    then).
 
     Shuffling row indices and gathering whole batches is several times faster
     than shuffling and batching rows one by one (measured here: 7,100 vs 1,700
@@ -375,7 +382,9 @@ def gathered_batches(
     size = options.batch_size
     full = rows // size * size
     remainder = rows - full if not options.drop_remainder else 0
-    chunk = gather_chunk(tf.nest.flatten(tensors), rows, size)
+    # a chunk's bytes as it is gathered, finished
+    row = tensors if finish is None else finish(tf.nest.map_structure(lambda t: t[:1], tensors))
+    chunk = gather_chunk(tf.nest.flatten(row), rows, size)
 
     def chunks_of(permutation: Tensor) -> Dataset:
         # A reshape cuts all full batches at once, faster than batching index by index.
@@ -391,7 +400,8 @@ def gathered_batches(
 
     def gather(indices: object) -> object:
         if on_features is None:
-            return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+            gathered = tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+            return gathered if finish is None else finish(gathered)
         # The chunk's rows as one batch of images for the presets, then cut back into batches.
         gathered = tf.nest.map_structure(
             lambda tensor: tf.gather(tensor, tf.reshape(indices, [-1])), tensors

@@ -123,16 +123,17 @@ def expand(dense: Any, codes: Any, layout: Sequence[tuple[str, int, int]], xp: A
     """The model's columns from a frame's coded form (``FrameCodes``): ``dense`` (rows x its
     number and code columns, float32) and ``codes`` (rows x its one-hot factors, int32 table
     indices), in ``layout``'s order (``("dense", first column, width)`` or ``("one_hot",
-    factor, levels)``), each one-hot factor its ``indicator_table`` rows. ``xp``: the array
+    factor, levels)``), each one-hot factor its ``indicator_table`` rows (rows along every axis
+    but the last: a chunk of batches expands as a batch does). ``xp``: the array
     module the arrays are of (numpy, jax.numpy, tf.experimental.numpy): the same expansion
     on the host, inside a step on the device, or in a tf.data map."""
     pieces = [
-        dense[:, at : at + width]
+        dense[..., at : at + width]
         if kind == "dense"
-        else xp.take(indicator_table(width), codes[:, at], axis=0)
+        else xp.take(indicator_table(width), codes[..., at], axis=0)
         for kind, at, width in layout
     ]
-    return pieces[0] if len(pieces) == 1 else xp.concatenate(pieces, axis=1)
+    return pieces[0] if len(pieces) == 1 else xp.concatenate(pieces, axis=-1)
 
 
 class FrameCodes:
@@ -233,6 +234,14 @@ def expand_inputs(kept: Any, expansion: Any, xp: Any) -> Any:
             for name, part in kept.items()
         }
     return expand(kept[0], kept[1], expansion, xp)
+
+
+def host_form(part: object) -> object:
+    """Features as Keras reads arrays on the host (an array, or a dict of them by input): each
+    ``FrameCodes`` its float32 matrix (``np.asarray``), made there once."""
+    if isinstance(part, dict):
+        return {name: host_form(value) for name, value in part.items()}
+    return np.asarray(part) if isinstance(part, FrameCodes) else part
 
 
 def _blocks(fill: Callable[[int], None], count: int) -> None:

@@ -77,7 +77,6 @@ from gpukeras.data.adapters.base import (
     check_batched,
     describe_dataset,
     given,
-    host_form,
     is_tf_dataset,
     row_count,
     tensorflow_available,
@@ -91,6 +90,7 @@ from gpukeras.data.adapters.tf_dataset import (
     static_batch_size,
 )
 from gpukeras.data.array_source import MADE
+from gpukeras.data.encoding import host_form
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

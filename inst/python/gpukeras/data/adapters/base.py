@@ -47,14 +47,6 @@ def as_arrays(part: object) -> object:
     return part if isinstance(part, FrameCodes) else np.asarray(part)
 
 
-def host_form(part: object) -> object:
-    """A part of the data as Keras reads arrays on the host: each ``FrameCodes`` its float32
-    matrix (``np.asarray``), made there once."""
-    if isinstance(part, dict):
-        return {name: host_form(value) for name, value in part.items()}
-    return np.asarray(part) if isinstance(part, FrameCodes) else part
-
-
 def row_count(x: object) -> int:
     """The rows of ``x``: an array, or a dict of arrays (the first one's rows)."""
     first: Any = next(iter(x.values())) if isinstance(x, dict) else x
