@@ -38,7 +38,7 @@ from gpukeras.data.augment import (
 )
 from gpukeras.data.bad_rows import Checks, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
-from gpukeras.data.encoding import FrameCodes, expand_inputs, host_form, split_codes, vocabulary
+from gpukeras.data.encoding import FrameCodes, expand_inputs, split_codes, vocabulary
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.gpu.devices import host_memory_mib
@@ -349,9 +349,13 @@ def from_arrays(
     # (factor labels their codes).
     given = {"x": x, "y": y, "sample_weight": sample_weight}
     x, y = r_encoded(x), r_encoded(y)
-    if opts.map is not None or opts.augment or x_dtype not in (None, "float32"):
-        x = host_form(x)  # a map or a preset reads the model's columns, made here once
     features = x if isinstance(x, dict) else {"": x}
+    # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
+    # indicator columns made as each chunk of batches is gathered (``encoding.expand_inputs``),
+    # unless a map or a preset reads the model's columns: then made here, once
+    coded = any(isinstance(part, FrameCodes) for part in features.values())
+    if coded and (opts.map is not None or opts.augment or x_dtype not in (None, "float32")):
+        features, coded = {name: np.asarray(part) for name, part in features.items()}, False
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
     if y is not None:
         rows["y"] = len(y)  # type: ignore[arg-type]
@@ -399,9 +403,7 @@ def from_arrays(
         data_w = whole(sample_weight, "float32") if sample_weight is not None else None
     tf = sources.tensorflow()
     opts.to_device = _to_device_choice(opts)
-    # a data.frame's one-hot factors travel as codes, their indicator columns made as each
-    # chunk of batches is gathered (``encoding.expand_inputs``)
-    kept_x, expansion = split_codes(data_x)
+    kept_x, expansion = split_codes(data_x) if coded else (data_x, None)
     single = "" in data_x
 
     def subset(index: np.ndarray | None) -> object:

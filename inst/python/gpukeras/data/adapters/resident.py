@@ -45,6 +45,15 @@ def _leaves(tree: object) -> list[np.ndarray]:
     return [np.asarray(tree)]
 
 
+def _kept(x: object) -> tuple[object, object]:
+    """Features as they are kept on the device, and their expansion (``encoding.split_codes``;
+    features without a coded frame as they are, without asking it)."""
+    parts = x.values() if isinstance(x, dict) else [x]
+    if any(isinstance(part, FrameCodes) for part in parts):
+        return split_codes(x)
+    return x, None
+
+
 def data_bytes(*trees: object) -> int:
     """The bytes of every array in ``trees`` (arrays, dicts or tuples of them, or None)."""
     return int(sum(leaf.nbytes for tree in trees for leaf in _leaves(tree)))
@@ -202,14 +211,14 @@ class DeviceRows:
         self.steps = self.full + (1 if self.partial else 0)
         self.distribution = distribution
         # Keras' train_step reads (x, y, sample_weight) batches as fit() gives them
-        x, self.expansion = split_codes(rows.x)
+        x, self.expansion = _kept(rows.x)
         parts = (x, rows.y, rows.sample_weight)
         self.data = self._place(tuple(part for part in parts if part is not None))
         self.validation = None
         self.val_expansion: object = None
         self.val_full = self.val_partial = self.val_steps = 0
         if validation is not None:
-            x, self.val_expansion = split_codes(validation[0])
+            x, self.val_expansion = _kept(validation[0])
             parts = tuple(part for part in (x, *validation[1:]) if part is not None)
             self.validation = self._place(parts)
             val_rows = len(_leaves(parts[0])[0])
@@ -233,6 +242,8 @@ class DeviceRows:
         inside the step: ``encoding.expand_inputs``), laid out as the distribution lays out
         its data (``laid_out``)."""
         expansion = self.val_expansion if validation else self.expansion
+        if expansion is None:  # nothing coded
+            return self.laid_out(gathered)
         x = expand_inputs(gathered[0], expansion, self.jax.numpy)
         return self.laid_out((x, *gathered[1:]))
 
