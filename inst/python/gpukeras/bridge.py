@@ -251,21 +251,29 @@ def function_at(path: str) -> Callable[..., object]:
     return function
 
 
-def _received(kwargs: dict[str, object]) -> dict[str, object]:
-    """``kwargs`` with R data sent to be handed over as arrays (``array_source.received``);
-    that module, and NumPy, are imported only then: the bridge itself starts without them,
-    so a missing stack is a classed error."""
+# The verbs that take a data.frame's one-hot factors as their codes (``array_source.received``
+# with ``codes``): their indicator columns are made where the rows are trained.
+CODED_VERBS = ("fit",)
+
+
+def _received(kwargs: dict[str, object], codes: bool = False) -> dict[str, object]:
+    """``kwargs`` with R data sent to be handed over as arrays (``array_source.received``;
+    ``codes``: a data.frame's one-hot factors kept as codes); that module, and NumPy, are
+    imported only then: the bridge itself starts without them, so a missing stack is a
+    classed error."""
     if not any(isinstance(value, dict) and HANDOVER in value for value in kwargs.values()):
         return kwargs
     received = function_at("data.array_source:received")
-    return {name: received(value) for name, value in kwargs.items()}
+    return {name: received(value, codes) for name, value in kwargs.items()}
 
 
-def answer(function: Callable[..., object], kwargs: dict[str, object] | None = None) -> dict:
+def answer(
+    function: Callable[..., object], kwargs: dict[str, object] | None = None, codes: bool = False
+) -> dict:
     """Call ``function`` with ``kwargs`` and return its value as plain data, or its error as data.
 
     R data sent to be handed over (``array_source.received``) becomes arrays first, in
-    this same call.
+    this same call (``codes``: a data.frame's one-hot factors as codes, ``CODED_VERBS``).
 
     Returns:
         ``{"ok": True, "value": ...}`` on success; otherwise ``{"ok": False,
@@ -276,7 +284,7 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
         Every message and traceback is masked of credentials (``masking.mask_text``).
     """
     with warnings.catch_warnings(record=True) as caught:
-        answer = _answer(function, kwargs)
+        answer = _answer(function, kwargs, codes)
     if caught:  # the user's filters decided which were recorded
         answer["warnings"] = [
             framework_warning(w.category.__name__, mask_text(str(w.message)), w.filename)
@@ -285,9 +293,9 @@ def answer(function: Callable[..., object], kwargs: dict[str, object] | None = N
     return answer
 
 
-def _answer(function: Callable[..., object], kwargs: dict[str, object] | None) -> dict:
+def _answer(function: Callable[..., object], kwargs: dict[str, object] | None, codes: bool) -> dict:
     try:
-        return {"ok": True, "value": plain(function(**_received(kwargs or {})))}
+        return {"ok": True, "value": plain(function(**_received(kwargs or {}, codes)))}
     except GpukerasError as error:
         message = mask_text(str(error))
         answer = {"ok": False, "r_class": error.r_class, "message": message, "traceback": None}
@@ -351,4 +359,4 @@ def _call(verb: str, kwargs: dict[str, object] | None) -> dict:
             "message": f"the core cannot load {verb!r} ({path})",
             "traceback": traceback.format_exc(),
         }
-    return answer(function, kwargs)
+    return answer(function, kwargs, verb in CODED_VERBS)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import os
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
+from typing import overload
 
 import numpy as np
 
@@ -22,8 +24,10 @@ from gpukeras.data.bad_rows import BadValues, Checks, named
 from gpukeras.data.encoding import (
     FRAME,
     LABELS,
+    FrameCodes,
     aligned_empty,
     encode_frame,
+    frame_codes,
     is_frame,
     is_labels,
     label_codes,
@@ -52,10 +56,16 @@ COPY_THREADS = min(4, os.cpu_count() or 1)
 # The arrays this module made (host_array, features_array), by id: a pipeline may share them
 # rather than copy them again, for nobody else holds them to change (the adapters' factory
 # reads it, ``adapters.core_made``, without a call into this module: the data's walk).
-MADE: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+MADE: weakref.WeakValueDictionary[int, np.ndarray | FrameCodes] = weakref.WeakValueDictionary()
 
 
-def _made(array: np.ndarray) -> np.ndarray:
+@overload
+def _made(array: np.ndarray) -> np.ndarray: ...
+@overload
+def _made(array: FrameCodes) -> FrameCodes: ...
+@overload
+def _made(array: np.ndarray | FrameCodes) -> np.ndarray | FrameCodes: ...
+def _made(array: np.ndarray | FrameCodes) -> np.ndarray | FrameCodes:
     MADE[id(array)] = array
     return array
 
@@ -120,10 +130,16 @@ def _bad_values(block: np.ndarray) -> tuple[bool, bool]:
     return bool(np.isnan(block).any()), bool(np.isinf(block).any())
 
 
-def check_values(array: np.ndarray, check_missing: bool) -> None:
-    """What ``host_array`` checks in its copy, for a floating-point ``array`` used as it is:
-    BadValues naming the first rows for an infinity, and with ``check_missing`` for a
-    NaN (R's NA among them)."""
+def check_values(array: np.ndarray | FrameCodes, check_missing: bool) -> None:
+    """What ``host_array`` checks in its copy, for a floating-point ``array`` used as it is
+    (or a data.frame's ``FrameCodes``: its dense columns, and its factors' NA): BadValues
+    naming the first rows for an infinity, and with ``check_missing`` for a NaN (R's NA
+    among them)."""
+    if isinstance(array, FrameCodes):
+        if check_missing and array.missing_rows().any():
+            raise BadValues(_missing_rows_message(array.missing_rows()))
+        check_values(array.dense, False)
+        return
     if array.dtype.kind != "f":
         return
     nan, inf = _bad_values(array)
@@ -139,7 +155,11 @@ def _first_rows(rows: np.ndarray) -> str:
 
 def _missing_message(copy: np.ndarray) -> str:
     """Where the NaN values of ``copy`` are, and what to do about them."""
-    missing = np.isnan(copy.reshape(len(copy), -1)).any(axis=1)
+    return _missing_rows_message(np.isnan(copy.reshape(len(copy), -1)).any(axis=1))
+
+
+def _missing_rows_message(missing: np.ndarray) -> str:
+    """What to do about the ``missing`` rows (a mask), naming the first."""
     return (
         f"The data has NA/NaN in {int(missing.sum())} row(s) (first, counting from 1: "
         f"{_first_rows(missing)}). Impute or remove them first."
@@ -179,22 +199,25 @@ def handover(
     y_dtype: str | None = None,
     check_missing: Checks = False,
     sample_weight: object | None = None,
+    codes: bool = False,
 ) -> HostArrays:
     """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
     over as its columns, or a dict of them) and sample weights as float32, labels as
     ``y_dtype``, each one ``host_array`` copy, a data.frame the matrix
     ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R handed
     over their codes among the training levels (``encoding.label_codes``, which raises for
-    levels training did not have). Infinities, and with ``check_missing`` NA, are the
+    levels training did not have); with ``codes``, a data.frame with one-hot factors as
+    its ``encoding.FrameCodes`` (its indicator columns made where its rows are trained,
+    ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA, are the
     classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
     the columns and advice). The arrays are the caller's alone, so a pipeline may share
     them."""
     check = bool(check_missing)
     with named({"x": x, "y": y, "sample_weight": sample_weight}, check_missing):
         features = (
-            {name: features_array(part, check) for name, part in x.items()}
+            {name: features_array(part, check, codes) for name, part in x.items()}
             if isinstance(x, dict) and not is_frame(x)
-            else features_array(x, check)
+            else features_array(x, check, codes)
         )
         labels = None if y is None else host_array(r_encoded(y), y_dtype, check_missing=check)
         weights = (
@@ -205,12 +228,16 @@ def handover(
     return HostArrays(features, labels, weights)
 
 
-def features_array(part: object, check_missing: bool = False) -> np.ndarray:
+def features_array(
+    part: object, check_missing: bool = False, codes: bool = False
+) -> np.ndarray | FrameCodes:
     """One input's features as float32: a data.frame R handed over encoded
-    (``encoding.encode_frame``), an array copied (``host_array``); either checked for
-    infinities, and with ``check_missing`` for NaN."""
+    (``encoding.encode_frame``; with ``codes``, ``encoding.frame_codes``: its one-hot
+    factors as codes), an array copied (``host_array``); either checked for infinities,
+    and with ``check_missing`` for NaN."""
     if is_frame(part):
-        matrix = encode_frame(part[FRAME])  # type: ignore[index]
+        frame = part[FRAME]  # type: ignore[index]
+        matrix = frame_codes(frame) if codes else encode_frame(frame)
         check_values(matrix, check_missing)
         return _made(matrix)
     return host_array(part, "float32", check_missing=check_missing)
@@ -230,13 +257,14 @@ def r_encoded(x: object) -> object:
     return x
 
 
-def received(value: object) -> object:
+def received(value: object, codes: bool = False) -> object:
     """An argument of a verb as the verb takes it: R data sent to be handed over
     (``{HANDOVER: {"x", "y", "y_dtype", "check_missing"[, "sample_weight"]}}``, R's
     ``handover_arg()``) as the ``(x, y)`` or ``(x, y, sample_weight)`` arrays ``handover``
-    makes of it; anything else as it is."""
+    makes of it (``codes``: a data.frame's one-hot factors as codes); anything else as it
+    is."""
     if isinstance(value, dict) and list(value) == [HANDOVER]:
-        arrays = handover(**value[HANDOVER])
+        arrays = handover(**value[HANDOVER], codes=codes)
         if arrays.sample_weight is None:
             return (arrays.x, arrays.y)
         return (arrays.x, arrays.y, arrays.sample_weight)
@@ -278,9 +306,15 @@ def gather_chunk(tensors: Tensor, rows: int, batch_size: int) -> int:
 
 
 def gathered_batches(
-    tf: ModuleType, tensors: Tensor, rows: int, options: PipelineOptions
+    tf: ModuleType,
+    tensors: Tensor,
+    rows: int,
+    options: PipelineOptions,
+    finish: Callable[[object], object] | None = None,
 ) -> Started:
-    """Batches of in-memory tensors, gathered by a shuffled index per epoch.
+    """Batches of in-memory tensors, gathered by a shuffled index per epoch, each chunk of
+    them ``finish``-ed when given (a data.frame's codes made its indicator columns; no preset
+    then).
 
     Shuffling row indices and gathering whole batches is several times faster
     than shuffling and batching rows one by one (measured here: 7,100 vs 1,700
@@ -331,7 +365,9 @@ def gathered_batches(
     size = options.batch_size
     full = rows // size * size
     remainder = rows - full if not options.drop_remainder else 0
-    chunk = gather_chunk(tf.nest.flatten(tensors), rows, size)
+    # a chunk's bytes as it is gathered, finished
+    row = tensors if finish is None else finish(tf.nest.map_structure(lambda t: t[:1], tensors))
+    chunk = gather_chunk(tf.nest.flatten(row), rows, size)
 
     def chunks_of(permutation: Tensor) -> Dataset:
         # A reshape cuts all full batches at once, faster than batching index by index.
@@ -347,7 +383,8 @@ def gathered_batches(
 
     def gather(indices: object) -> object:
         if on_features is None:
-            return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+            gathered = tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+            return gathered if finish is None else finish(gathered)
         # The chunk's rows as one batch of images for the presets, then cut back into batches.
         gathered = tf.nest.map_structure(
             lambda tensor: tf.gather(tensor, tf.reshape(indices, [-1])), tensors

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -110,38 +110,151 @@ def quoted(values: Sequence[str]) -> str:
     return ", ".join(f'"{v}"' for v in values[:MESSAGE_LEVELS])
 
 
-class _Column:
-    """One column as it becomes the model's: where its values go in the matrix, and how."""
+def indicator_table(levels: int) -> np.ndarray:
+    """A one-hot factor's indicator columns, by table index (``levels + 2`` rows x ``levels``,
+    float32): row k (a level) 1 in column k, row ``levels`` (an unseen level scored with
+    ``unknown = "zero"``) all 0, row ``levels + 1`` (NA) all NaN. The one definition of the
+    indicator columns: ``expand`` takes them from here wherever they are made."""
+    table = np.zeros((levels + 2, levels), np.float32)
+    table[np.arange(levels), np.arange(levels)] = 1
+    table[levels + 1] = np.nan
+    return table
+
+
+def expand(dense: Any, codes: Any, layout: Sequence[tuple[str, int, int]], xp: Any) -> Any:
+    """The model's columns from a frame's coded form (``FrameCodes``): ``dense`` (rows x its
+    number and code columns, float32) and ``codes`` (rows x its one-hot factors, int32 table
+    indices), in ``layout``'s order (``("dense", first column, width)`` or ``("one_hot",
+    factor, levels)``), each one-hot factor its ``indicator_table`` rows (rows along every axis
+    but the last: a chunk of batches expands as a batch does). ``xp``: the array
+    module the arrays are of (numpy, jax.numpy, tf.experimental.numpy): the same expansion
+    on the host, inside a step on the device, or in a tf.data map."""
+    pieces = [
+        dense[..., at : at + width]
+        if kind == "dense"
+        else xp.take(indicator_table(width), codes[..., at], axis=0)
+        for kind, at, width in layout
+    ]
+    return pieces[0] if len(pieces) == 1 else xp.concatenate(pieces, axis=-1)
+
+
+class FrameCodes:
+    """A data.frame with one-hot factors as it is kept until its indicator columns are needed:
+    ``dense`` (rows x its number and code columns, float32, aligned), ``codes`` (rows x its
+    one-hot factors: each row's ``indicator_table`` index, int32: 4 bytes a row per factor)
+    and ``layout`` (``expand``'s). ``width``: the model columns it becomes.
+
+    Where an array is wanted (``np.asarray``) it is the float32 matrix ``encode_frame`` gives,
+    made on the host once; rows trained on the device keep this form there and expand each
+    batch inside the step (``data.adapters.resident``)."""
 
     def __init__(
-        self, start: int, width: int, values: np.ndarray, codes: np.ndarray | None, one_hot: bool
-    ):
-        self.start = start
-        self.one_hot = one_hot  # indicator columns, else one column of codes or numbers
-        self.width = width
-        self.values = values  # doubles for a number column
-        self.codes = codes  # lookup from R's code to the training code, for a factor
+        self, dense: np.ndarray, codes: np.ndarray, layout: list[tuple[str, int, int]]
+    ) -> None:
+        self.dense = dense
+        self.codes = codes
+        self.layout = layout
+        self.width = sum(width for _, _, width in layout)
+        self._host: np.ndarray | None = None
 
-    def fill(self, block: np.ndarray, begin: int, end: int) -> None:
-        """Write rows begin..end of this column into ``block`` (those rows of the matrix,
-        zeros where a one-hot column goes)."""
-        if self.codes is None:
-            with np.errstate(invalid="ignore", over="ignore"):
-                block[:, self.start] = self.values[begin:end]
-            return
-        codes = self.codes[np.maximum(self.values[begin:end], 0)]  # R's NA reads entry 0
-        if not self.one_hot:  # integer codes
-            column = codes.astype(np.float32)
-            column[codes == NA_CODE] = np.nan
-            block[:, self.start] = column
-            return
-        # The ones by their place in the block's memory: one scattered write.
-        known = np.flatnonzero(codes >= 0)
-        flat = block.reshape(-1)
-        flat[known * block.shape[1] + self.start + codes[known]] = 1
-        missing = np.flatnonzero(codes == NA_CODE)
-        if len(missing):
-            block[missing, self.start : self.start + self.width] = np.nan
+    def __len__(self) -> int:
+        return len(self.dense)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.dense), self.width)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes this form holds (its dense columns and codes)."""
+        return int(self.dense.nbytes + self.codes.nbytes)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        host = self.host()
+        return host if dtype is None else host.astype(dtype, copy=False)
+
+    def host(self) -> np.ndarray:
+        """The float32 matrix (rows x ``width``, C order, aligned), made once, a block of
+        rows at a time."""
+        if self._host is None:
+            count = len(self)
+            matrix = aligned_empty((count, self.width), np.dtype(np.float32))
+
+            def fill(begin: int) -> None:
+                block = slice(begin, min(begin + BLOCK_ROWS, count))
+                matrix[block] = self.rows(block)
+
+            _blocks(fill, count)
+            self._host = matrix
+        return self._host
+
+    def rows(self, rows: slice | np.ndarray) -> np.ndarray:
+        """Some of the rows expanded on the host (a model's build reads a batch of them)."""
+        matrix: np.ndarray = expand(self.dense[rows], self.codes[rows], self.layout, np)
+        return matrix
+
+    def na_codes(self) -> np.ndarray:
+        """Each one-hot factor's NA index (``indicator_table``'s NaN row)."""
+        return np.array([width + 1 for kind, _, width in self.layout if kind == "one_hot"])
+
+    def missing_rows(self) -> np.ndarray:
+        """Which rows hold NA (a NaN among the dense columns, NA in a one-hot factor)."""
+        return np.isnan(self.dense).any(axis=1) | (self.codes == self.na_codes()).any(axis=1)
+
+
+def split_codes(x: object) -> tuple[object, object]:
+    """Features ``x`` (an array, a ``FrameCodes``, or a dict of them by input) as the arrays
+    they are kept as (a ``FrameCodes`` as its ``(dense, codes)``), and their expansion: what
+    ``expand_inputs`` needs to make a batch of those the model's ``x`` (hashable; None where
+    nothing is coded)."""
+    if isinstance(x, FrameCodes):
+        return (x.dense, x.codes), tuple(x.layout)
+    if isinstance(x, dict):
+        split = {name: split_codes(part) for name, part in x.items()}
+        layouts = tuple((name, layout) for name, (_, layout) in split.items() if layout is not None)
+        return {name: kept for name, (kept, _) in split.items()}, layouts or None
+    return x, None
+
+
+def expand_inputs(kept: Any, expansion: Any, xp: Any) -> Any:
+    """A batch of features kept as ``split_codes`` keeps them, as the model's ``x``: each
+    coded frame ``expand``-ed with ``xp`` (its array module), arrays as they are."""
+    if expansion is None:
+        return kept
+    if isinstance(kept, dict):
+        layouts = dict(expansion)
+        return {
+            name: expand(part[0], part[1], layouts[name], xp) if name in layouts else part
+            for name, part in kept.items()
+        }
+    return expand(kept[0], kept[1], expansion, xp)
+
+
+def host_form(part: object) -> object:
+    """Features as Keras reads arrays on the host (an array, or a dict of them by input): each
+    ``FrameCodes`` its float32 matrix (``np.asarray``), made there once."""
+    if isinstance(part, dict):
+        return {name: host_form(value) for name, value in part.items()}
+    return np.asarray(part) if isinstance(part, FrameCodes) else part
+
+
+def _blocks(fill: Callable[[int], None], count: int) -> None:
+    """``fill(begin)`` for each block of BLOCK_ROWS rows, in threads from PARALLEL_ROWS rows."""
+    starts = range(0, count, BLOCK_ROWS)
+    if count < PARALLEL_ROWS or THREADS < 2:
+        for begin in starts:
+            fill(begin)
+    else:
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="gpukeras-encode") as pool:
+            list(pool.map(fill, starts))
 
 
 def check_types(name: str, types: Mapping[str, str]) -> None:
@@ -541,14 +654,23 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
     """The float32 matrix (rows x model columns, C order, aligned) a handed-over
     data.frame ``frame`` (see the module's notes: ``name``, ``spec``, ``unknown``,
     ``columns``) becomes: its columns in the spec's order, a number column as one column
-    of its values, a factor as its indicator columns or its code.
+    of its values, a factor as its indicator columns or its code: ``frame_codes``'s
+    form expanded on the host. Raises as ``frame_codes`` does."""
+    coded = frame_codes(frame)
+    return coded.host() if isinstance(coded, FrameCodes) else coded
+
+
+def frame_codes(frame: Mapping[str, object]) -> np.ndarray | FrameCodes:
+    """A handed-over data.frame ``frame`` as the model's columns, its one-hot factors kept as
+    codes: a ``FrameCodes`` (``np.asarray`` of it is ``encode_frame``'s matrix), or for a
+    frame without one-hot factors that float32 matrix itself.
 
     Raises DataFieldsError (gpukeras_error_new_levels, fields ``column`` and ``levels``)
     for levels training did not have, unless ``unknown`` says how to score them, and
     (gpukeras_error_wrong_type, fields ``column`` and ``type``) for a factor given where
     training had numbers or the other way round, and (``check_types``) for a column R
     handed over without values, of a type it has no numbers for (its ``class``). NA stays
-    NaN, for the caller's check.
+    NaN (a one-hot factor's: its NA code), for the caller's check.
     """
     name = str(frame["name"])
     spec: Mapping[str, Mapping[str, object]] = frame["spec"]  # type: ignore[assignment]
@@ -558,8 +680,8 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
         c: "numeric" if h.get("values") is not None else str(h["class"]) for c, h in given.items()
     }
     check_types(name, kinds)
-    columns: list[_Column] = []
-    start = 0
+    # (values, lookup from R's code or None for numbers, one-hot levels or None) per column
+    columns: list[tuple[np.ndarray, np.ndarray | None, int | None]] = []
     rows: int | None = None
     for column, rule in spec.items():
         where = f"{name}${column}"
@@ -567,36 +689,55 @@ def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
         values = np.asarray(handed["values"]).reshape(-1)
         rows = len(values) if rows is None else rows
         if rule.get("type") == "factor":
-            codes = _factor_codes(handed, rule, where, unknown)
-            one_hot = column_rule(rule) == "one_hot"
-            columns.append(_Column(start, column_width(rule), values, codes, one_hot))
+            lookup = _factor_codes(handed, rule, where, unknown)
+            levels = column_width(rule) if column_rule(rule) == "one_hot" else None
+            if levels is not None:  # indicator_table's rows: unseen (-1) its zeros, NA its NaNs
+                unseen = np.where(lookup < 0, levels, lookup)
+                lookup = np.where(lookup == NA_CODE, levels + 1, unseen)
+            columns.append((values, lookup, levels))
         else:
             if handed.get("levels") is not None:
                 _wrong_type(
                     where, handed, str(rule.get("type")), "Give it as numbers, as in training."
                 )
-            columns.append(_Column(start, 1, values, None, False))
-        start += columns[-1].width
+            columns.append((values, None, None))
     count = rows or 0
-    one_hot = any(column.one_hot for column in columns)
-    matrix = aligned_empty((count, start), np.dtype(np.float32))
+    layout: list[tuple[str, int, int]] = []
+    n_dense = n_codes = 0
+    for _, _, levels in columns:
+        if levels is not None:
+            layout.append(("one_hot", n_codes, levels))
+            n_codes += 1
+        elif layout and layout[-1][0] == "dense":
+            layout[-1] = ("dense", layout[-1][1], layout[-1][2] + 1)
+            n_dense += 1
+        else:
+            layout.append(("dense", n_dense, 1))
+            n_dense += 1
+    dense = aligned_empty((count, n_dense), np.dtype(np.float32))
+    codes = aligned_empty((count, n_codes), np.dtype(np.int32)) if n_codes else None
 
     def fill(begin: int) -> None:
-        end = min(begin + BLOCK_ROWS, count)
-        block = matrix[begin:end]
-        if one_hot:
-            block.fill(0)
-        for column in columns:
-            column.fill(block, begin, end)
+        block = slice(begin, min(begin + BLOCK_ROWS, count))
+        at_dense = at_codes = 0
+        for values, lookup, levels in columns:
+            if lookup is None:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    dense[block, at_dense] = values[block]
+                at_dense += 1
+                continue
+            coded = lookup[np.maximum(values[block], 0)]  # R's NA reads entry 0
+            if levels is not None:
+                codes[block, at_codes] = coded  # type: ignore[index]
+                at_codes += 1
+                continue
+            number = coded.astype(np.float32)
+            number[coded == NA_CODE] = np.nan
+            dense[block, at_dense] = number
+            at_dense += 1
 
-    starts = range(0, count, BLOCK_ROWS)
-    if count < PARALLEL_ROWS or THREADS < 2:
-        for begin in starts:
-            fill(begin)
-    else:
-        with ThreadPoolExecutor(THREADS, thread_name_prefix="gpukeras-encode") as pool:
-            list(pool.map(fill, starts))
-    return matrix
+    _blocks(fill, count)
+    return dense if codes is None else FrameCodes(dense, codes, layout)
 
 
 def _given(handed: Mapping[str, object]) -> str:

@@ -38,7 +38,7 @@ from gpukeras.data.augment import (
 )
 from gpukeras.data.bad_rows import Checks, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
-from gpukeras.data.encoding import vocabulary
+from gpukeras.data.encoding import FrameCodes, expand_inputs, split_codes, vocabulary
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.gpu.devices import host_memory_mib
@@ -350,6 +350,12 @@ def from_arrays(
     given = {"x": x, "y": y, "sample_weight": sample_weight}
     x, y = r_encoded(x), r_encoded(y)
     features = x if isinstance(x, dict) else {"": x}
+    # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
+    # indicator columns made as each chunk of batches is gathered (``encoding.expand_inputs``),
+    # unless a map or a preset reads the model's columns: then made here, once
+    coded = any(isinstance(part, FrameCodes) for part in features.values())
+    if coded and (opts.map is not None or opts.augment or x_dtype not in (None, "float32")):
+        features, coded = {name: np.asarray(part) for name, part in features.items()}, False
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
     if y is not None:
         rows["y"] = len(y)  # type: ignore[arg-type]
@@ -384,12 +390,21 @@ def from_arrays(
             return source
         return host_array(source, dtype, check_missing=bool(check_missing))
 
+    def features_of(array: object) -> np.ndarray | FrameCodes:
+        # a data.frame's codes (gpu_fit()'s) serve as they are: the core made them
+        if not isinstance(array, FrameCodes):
+            return whole(array, x_dtype)
+        check_values(array, bool(check_missing))
+        return array
+
     with named(given, check_missing):
-        data_x = {name: whole(array, x_dtype) for name, array in features.items()}
+        data_x = {name: features_of(array) for name, array in features.items()}
         data_y = whole(y, y_dtype) if y is not None else None
         data_w = whole(sample_weight, "float32") if sample_weight is not None else None
     tf = sources.tensorflow()
     opts.to_device = _to_device_choice(opts)
+    kept_x, expansion = split_codes(data_x) if coded else (data_x, None)
+    single = "" in data_x
 
     def subset(index: np.ndarray | None) -> object:
         picked = None if index is None else np.sort(index)
@@ -397,17 +412,25 @@ def from_arrays(
         def part(array: np.ndarray) -> object:
             return tensor_of(tf, array, picked)
 
-        tensors = {name: part(array) for name, array in data_x.items()}
+        tensors = tf.nest.map_structure(part, kept_x)
         part_x = tensors.get("", tensors)
         if data_y is None:
             return part_x
         return (part_x, part(data_y), *((part(data_w),) if data_w is not None else ()))
 
+    def expanded(element: object) -> object:
+        """A gathered element with its features the model's columns."""
+        x = element[0] if data_y is not None else element  # type: ignore[index]
+        named = expand_inputs({"": x} if single else x, expansion, tf.experimental.numpy)
+        x = named[""] if single else named
+        return (x, *element[1:]) if data_y is not None else x  # type: ignore[index]
+
     def start(data: object, options: PipelineOptions, rows: int | None) -> Started:
         # Without a per-row map, gather whole batches by index; with one, go row by row.
         if options.map is None:
             assert rows is not None  # arrays know their rows
-            return gathered_batches(tf, data, rows, options)
+            finish = expanded if expansion is not None else None
+            return gathered_batches(tf, data, rows, options, finish)
         return tf.data.Dataset.from_tensor_slices(data), None, []
 
     built = _pipelines(

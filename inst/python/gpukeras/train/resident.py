@@ -112,13 +112,17 @@ def programs(
     model: Model,
     size: int,
     distribution: Strategy | None,
-    laid_out: Callable[[Any], Any],
+    batch: Callable[..., Any],
     step_key: tuple[object, ...] = (),
+    expansions: tuple[object, object] = (None, None),
 ) -> Programs:
-    """The compiled loops for ``model`` at batch ``size`` under ``distribution``: the ones
-    made before when nothing they were traced with has changed (the model's settings, and
-    ``step_key``: the request's values traced into the step), else new ones."""
-    key = (size, id(distribution), _settings_key(model), step_key)
+    """The compiled loops for ``model`` at batch ``size`` under ``distribution``, each step's
+    batch made by ``batch(gathered, validation)`` (``DeviceRows.batch``: the model's features
+    from the rows as they are kept, laid out): the ones made before when nothing they were
+    traced with has changed (the model's settings, ``step_key``: the request's values traced
+    into the step, and ``expansions``: how the training and validation rows' coded frames
+    become the model's columns), else new ones."""
+    key = (size, id(distribution), _settings_key(model), step_key, expansions)
     made = _PROGRAMS.get(model)
     if made is not None and made.key == key:
         return made
@@ -130,40 +134,43 @@ def programs(
     # process's time to its first step on JAX); XLA inlines the call.
     train_step, test_step = jax.jit(model.train_step), jax.jit(model.test_step)
 
-    def gather(data: Any, rows: Any) -> Any:
-        return laid_out(jax.tree.map(lambda a: jax.numpy.take(a, rows, axis=0), data))
+    def gather(data: Any, rows: Any, validation: bool) -> Any:
+        return batch(jax.tree.map(lambda a: jax.numpy.take(a, rows, axis=0), data), validation)
 
-    def logs_like(step: Callable, state: Any, data: Any) -> Any:
-        batch = jax.tree.map(lambda a: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype), data)
-        shapes = jax.eval_shape(step, state, batch)[0]
+    def logs_like(step: Callable, state: Any, data: Any, validation: bool) -> Any:
+        like = jax.tree.map(lambda a: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype), data)
+        shapes = jax.eval_shape(lambda s, b: step(s, batch(b, validation)), state, like)[0]
         return jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
 
-    def loop(step: Callable, state: Any, data: Any, rows_of: Callable, count: Any) -> Any:
+    def loop(
+        step: Callable, state: Any, data: Any, rows_of: Callable, count: Any, validation: bool
+    ) -> Any:
         def body(i: Any, carry: Any) -> Any:
-            logs, state = step(carry[0], gather(data, rows_of(i)))
+            logs, state = step(carry[0], gather(data, rows_of(i), validation))
             return state, logs
 
-        state, logs = jax.lax.fori_loop(0, count, body, (state, logs_like(step, state, data)))
+        logs = logs_like(step, state, data, validation)
+        state, logs = jax.lax.fori_loop(0, count, body, (state, logs))
         return logs, state
 
     def train_steps(state: Any, data: Any, order: Any, begin: Any, count: Any) -> Any:
         def rows_of(i: Any) -> Any:
             return jax.lax.dynamic_slice_in_dim(order, (begin + i) * size, size)
 
-        return loop(train_step, state, data, rows_of, count)
+        return loop(train_step, state, data, rows_of, count, False)
 
     def train_last(state: Any, data: Any, order: Any, full: int) -> Any:
-        return train_step(state, gather(data, order[full * size :]))
+        return train_step(state, gather(data, order[full * size :], False))
 
     def test_steps(state: Any, data: Any, begin: Any, count: Any) -> Any:
         def rows_of(i: Any) -> Any:
             return (begin + i) * size + jax.numpy.arange(size)
 
-        return loop(test_step, state, data, rows_of, count)
+        return loop(test_step, state, data, rows_of, count, True)
 
     def test_last(state: Any, data: Any, full: int, partial: int) -> Any:
         rows = full * size + jax.numpy.arange(partial)
-        return test_step(state, gather(data, rows))
+        return test_step(state, gather(data, rows, True))
 
     # Under a distribution the state keeps its layout, as in Keras' own train function.
     shardings: Any = (None, out_shardings) if out_shardings is not None else None
@@ -260,7 +267,10 @@ class ResidentLoop:
 
     def _compiled(self, model: Model) -> Programs:
         rows = self.rows
-        return programs(model, rows.batch_size, rows.distribution, rows.laid_out, self.step_key)
+        return programs(
+            model, rows.batch_size, rows.distribution, rows.batch, self.step_key,
+            (rows.expansion, rows.val_expansion),
+        )  # fmt: skip
 
     def train_function(self, model: Model, k: int) -> Callable:
         """Keras' ``train_function(state, iterator)``: the dispatch's steps, up to ``k``."""

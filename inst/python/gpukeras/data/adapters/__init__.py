@@ -90,6 +90,7 @@ from gpukeras.data.adapters.tf_dataset import (
     static_batch_size,
 )
 from gpukeras.data.array_source import MADE
+from gpukeras.data.encoding import FrameCodes, host_form
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -153,15 +154,20 @@ class FeedContext:
     tf_data_only: bool = False
 
 
-def core_made(*parts: object) -> bool:
-    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one the
-    core made from R data (``array_source.MADE``), which a pipeline may share, not copy."""
-    leaves = [
+def _arrays_in(*parts: object) -> list[object]:
+    """The arrays in ``parts`` (arrays, dicts of them by input, or None)."""
+    return [
         leaf
         for part in parts
         if part is not None
         for leaf in (part.values() if isinstance(part, dict) else [part])
     ]
+
+
+def core_made(*parts: object) -> bool:
+    """Whether every array in ``parts`` (arrays, dicts of them by input, or None) is one the
+    core made from R data (``array_source.MADE``), which a pipeline may share, not copy."""
+    leaves = _arrays_in(*parts)
     return bool(leaves) and all(MADE.get(id(leaf)) is leaf for leaf in leaves)
 
 
@@ -330,6 +336,8 @@ def validation_args(
     size = batch_size or DEFAULT_BATCH_SIZE
     if validation.arrays is not None:
         parts = tuple(part for part in validation.arrays if part is not None)
+        if any(isinstance(leaf, FrameCodes) for leaf in _arrays_in(*parts)):
+            parts = tuple(host_form(part) for part in parts)  # Keras reads them on the host
         if not tf_data_only:
             return {"validation_data": parts, "validation_batch_size": size}
         x, y, sample_weight = validation.arrays

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from gpukeras.data.adapters.base import DataAdapter, Rows
+from gpukeras.data.encoding import host_form
 
 
 class ArrayAdapter(DataAdapter):
@@ -21,7 +22,7 @@ class ArrayAdapter(DataAdapter):
         weighted = {} if rows.sample_weight is None else {"sample_weight": rows.sample_weight}
         super().__init__(
             {
-                "x": rows.x,
+                "x": host_form(rows.x),
                 "y": rows.y,
                 "batch_size": rows.batch_size,
                 "shuffle": rows.shuffle,

@@ -21,6 +21,7 @@ from gpukeras.core import compat
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Dataset, Model
 from gpukeras.data import pipeline
+from gpukeras.data.encoding import FrameCodes
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -39,10 +40,11 @@ def tensorflow_available() -> bool:
 
 
 def as_arrays(part: object) -> object:
-    """A part of the data (x or y: an array, or a dict of them by input name) as NumPy arrays."""
+    """A part of the data (x or y: an array, or a dict of them by input name) as NumPy arrays,
+    a data.frame's ``FrameCodes`` as it is (its indicator columns made where it is trained)."""
     if isinstance(part, dict):
-        return {str(name): np.asarray(value) for name, value in part.items()}
-    return np.asarray(part)
+        return {str(name): as_arrays(value) for name, value in part.items()}
+    return part if isinstance(part, FrameCodes) else np.asarray(part)
 
 
 def row_count(x: object) -> int:

@@ -27,6 +27,7 @@ from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data import failures
 from gpukeras.data.adapters.base import DataAdapter, Decision, Rows
+from gpukeras.data.encoding import FrameCodes, expand_inputs, split_codes
 
 # The share of the device's free memory the data (with validation) may take on it.
 MEMORY_SHARE = 0.5
@@ -35,11 +36,22 @@ MEMORY_SHARE = 0.5
 def _leaves(tree: object) -> list[np.ndarray]:
     if tree is None:
         return []
+    if isinstance(tree, FrameCodes):  # kept on the device as its dense columns and codes
+        return [tree.dense, tree.codes]
     if isinstance(tree, dict):
         return [leaf for value in tree.values() for leaf in _leaves(value)]
     if isinstance(tree, (tuple, list)):
         return [leaf for value in tree for leaf in _leaves(value)]
     return [np.asarray(tree)]
+
+
+def _kept(x: object) -> tuple[object, object]:
+    """Features as they are kept on the device, and their expansion (``encoding.split_codes``;
+    features without a coded frame as they are, without asking it)."""
+    parts = x.values() if isinstance(x, dict) else [x]
+    if any(isinstance(part, FrameCodes) for part in parts):
+        return split_codes(x)
+    return x, None
 
 
 def data_bytes(*trees: object) -> int:
@@ -172,7 +184,9 @@ class DeviceRows:
     Attributes:
         batch_size, rows, full (whole batches), partial (rows of the last,
         partial batch; 0 with ``drop_remainder``), steps (batches an epoch),
-        data and validation (the arrays on the device; validation None),
+        data and validation (the arrays on the device; validation None; a data.frame's
+        one-hot factors as their codes, ``encoding.split_codes``), expansion and
+        val_expansion (how a batch of them becomes the model's: ``batch``),
         val_full, val_partial, val_steps, distribution.
     """
 
@@ -197,12 +211,15 @@ class DeviceRows:
         self.steps = self.full + (1 if self.partial else 0)
         self.distribution = distribution
         # Keras' train_step reads (x, y, sample_weight) batches as fit() gives them
-        parts = (rows.x, rows.y, rows.sample_weight)
+        x, self.expansion = _kept(rows.x)
+        parts = (x, rows.y, rows.sample_weight)
         self.data = self._place(tuple(part for part in parts if part is not None))
         self.validation = None
+        self.val_expansion: object = None
         self.val_full = self.val_partial = self.val_steps = 0
         if validation is not None:
-            parts = tuple(part for part in validation if part is not None)
+            x, self.val_expansion = _kept(validation[0])
+            parts = tuple(part for part in (x, *validation[1:]) if part is not None)
             self.validation = self._place(parts)
             val_rows = len(_leaves(parts[0])[0])
             self.val_full, self.val_partial = divmod(val_rows, self.batch_size)
@@ -218,6 +235,17 @@ class DeviceRows:
             return jax.device_put(data)
         mesh = self.distribution.device_mesh.backend_mesh
         return jax.device_put(data, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+
+    def batch(self, gathered: tuple, validation: bool = False) -> object:
+        """A batch gathered from ``data`` (``validation``: from ``validation``) as the step
+        reads it: its features the model's (each coded frame's indicator columns made here,
+        inside the step: ``encoding.expand_inputs``), laid out as the distribution lays out
+        its data (``laid_out``)."""
+        expansion = self.val_expansion if validation else self.expansion
+        if expansion is None:  # nothing coded
+            return self.laid_out(gathered)
+        x = expand_inputs(gathered[0], expansion, self.jax.numpy)
+        return self.laid_out((x, *gathered[1:]))
 
     def laid_out(self, batch: object) -> object:
         """A gathered batch laid out as the distribution lays out its data (batch split)."""
@@ -328,7 +356,10 @@ class ResidentAdapter(DataAdapter):
 
 
 def _head(part: object, rows: int) -> object:
-    """The first ``rows`` rows of an array, or of each array of a dict."""
+    """The first ``rows`` rows of an array, or of each array of a dict (a ``FrameCodes``'s
+    as the model's columns)."""
     if isinstance(part, dict):
-        return {name: value[:rows] for name, value in part.items()}
+        return {name: _head(value, rows) for name, value in part.items()}
+    if isinstance(part, FrameCodes):
+        return part.rows(slice(0, rows))
     return part[:rows]  # type: ignore[index]
