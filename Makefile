@@ -34,12 +34,10 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first (test-envs) so that rcheck can also check what reticulate 1.28 says about an
-# environment with NumPy 2. What test-envs made is not made again (-o). bench smoke runs
-# in r-tests, after the newer stack's tests, beside rcheck (see r-tests), one benchmark at
-# a time: its steps' time limits are sized for a core each, and rcheck keeps most of both busy.
+# environment with NumPy 2. What test-envs made is not made again (-o).
 test: test-envs
 	$(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
-	  lint-and-pytest r-tests BESIDE_RCHECK="newer-stack-test bench-smoke" BENCH_SMOKE_JOBS=1
+	  lint-and-pytest bench-smoke r-tests
 
 # What make test needs installed: every Debian package in one apt run (two at once would
 # wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
@@ -288,17 +286,9 @@ lint-and-pytest: dev-env mlflow-server
 # rcheck and newer-stack-test side by side. Every other step of make test keeps both cores
 # busy, but R CMD build's knitting and R CMD check's own checks before its tests run one R
 # process for about 3 minutes, beside which the newer stack's tests now run (its boundary
-# files 2 minutes alone; the simulated GPU's files after them). BESIDE_RCHECK: the targets
-# run one after the other beside rcheck; make test adds bench-smoke after the newer stack's
-# tests, into the rest of rcheck's tests, which keep about 1.4 of the 2 cores busy
-# ([26m/19m] CPU/elapsed): as a stage of its own, bench smoke took 6 minutes more
-# (bench/results/ci-time-cpu-2026-11-29.md, section 7). Neither reads what the other writes:
-# bench smoke's R bundle is built from a copy of the tracked files outside the tree
-# (bench/gpu_r_bundle.sh), not from the tree where rcheck writes gpukeras.Rcheck/, and
-# rcheck's R CMD build copies the tree in its first seconds, minutes before bench smoke starts.
-BESIDE_RCHECK := newer-stack-test
+# files 2 minutes alone; the simulated GPU's files after them).
 r-tests: newer-stack-env
-	$(call beside,rcheck,$(BESIDE_RCHECK),-o newer-stack-env -o dev-env)
+	$(call beside,rcheck,newer-stack-test,-o newer-stack-env)
 
 # The pkgdown site: reference grouped by task and the vignettes as articles (_pkgdown.yml),
 # built into docs/ and then checked: no broken internal link on any page, and the home page

@@ -102,8 +102,9 @@ trap 'rm -rf "$work"' EXIT
 echo "== gpukeras, built from this tree"
 # From a copy of the files git tracks or would add (ignored ones left out), made outside the
 # tree: R CMD build (R 4.2) copies the whole folder it is given before it drops what
-# .Rbuildignore names, and stops when a file vanishes meanwhile, which make test's rcheck,
-# running beside bench smoke, does in gpukeras.Rcheck/ (outside a git work tree: the tree).
+# .Rbuildignore names, and stops when a file vanishes meanwhile, which an R CMD check of the
+# same tree (make rcheck) does in gpukeras.Rcheck/ while its tests run (outside a git work
+# tree: the tree).
 source=$PWD
 if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
   source=$work/gpukeras
