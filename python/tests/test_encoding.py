@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.errors import DataFieldsError
-from gpukeras.data import encoding
+from gpukeras.data import encoding, indicators
 from gpukeras.data.array_source import handover
 
 NA = encoding.R_NA_INTEGER
@@ -33,7 +33,7 @@ def frame(region=(1, 2, 3, 1), levels=("east", "north", "west"), unknown="error"
 def test_columns_in_the_spec_order_factors_as_indicators_or_codes():
     matrix = encoding.encode_frame(frame())
     assert matrix.dtype == np.float32 and matrix.flags.c_contiguous
-    assert matrix.ctypes.data % encoding.ALIGNMENT == 0
+    assert matrix.ctypes.data % indicators.ALIGNMENT == 0
     expected = np.array(
         [[1.5, 1, 0, 0, 0], [2, 0, 1, 0, 1], [np.nan, 0, 0, 1, 0], [4, 1, 0, 0, np.nan]],
         dtype=np.float32,
@@ -113,7 +113,7 @@ def test_a_column_of_the_wrong_type_is_an_error_naming_it():
 
 
 def test_large_frames_are_filled_in_blocks_alike():
-    rows = encoding.PARALLEL_ROWS + 7
+    rows = indicators.PARALLEL_ROWS + 7
     rng = np.random.default_rng(1)
     codes = rng.integers(1, 4, rows).astype(np.int32)
     numbers = rng.normal(size=rows)
@@ -207,7 +207,7 @@ def test_factors_naming_a_column_that_is_no_factor_is_an_error_naming_them():
 def test_factor_labels_are_matched_to_the_training_levels_by_name():
     labels = {"values": np.array([2, 1, 2], dtype=np.int32), "levels": ["yes", "no"]}
     codes = encoding.label_codes({**labels, "training": ["no", "yes"]})
-    assert codes.dtype == np.int32 and codes.ctypes.data % encoding.ALIGNMENT == 0
+    assert codes.dtype == np.int32 and codes.ctypes.data % indicators.ALIGNMENT == 0
     np.testing.assert_array_equal(codes, [0, 1, 0])
     held = handover(np.zeros((3, 1)), {encoding.LABELS: {**labels, "training": ["no", "yes"]}})
     np.testing.assert_array_equal(held.y, [0, 1, 0])

@@ -1,5 +1,5 @@
 """A data.frame's one-hot factors kept as their codes until their indicator columns are needed
-(data/encoding.py's ``FrameCodes``): on the device for rows trained there (JAX), on the host
+(data/indicators.py's ``FrameCodes``): on the device for rows trained there (JAX), on the host
 for rows that stream; the model sees the same columns and values either way."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import child_pythonpath, requires
-from gpukeras.data import encoding
+from gpukeras.data import encoding, indicators
 from gpukeras.data.adapters import Rows, as_arrays, resident
 from gpukeras.data.array_source import handover
 
@@ -39,9 +39,9 @@ def frame(region=(1, 2, 3, 1), levels=LEVELS, unknown="error", income=(1.5, 2.0,
     return {"name": "x", "spec": SPEC, "unknown": unknown, "columns": columns}
 
 
-def coded(given: dict) -> encoding.FrameCodes:
+def coded(given: dict) -> indicators.FrameCodes:
     made = encoding.frame_codes(given)
-    assert isinstance(made, encoding.FrameCodes)
+    assert isinstance(made, indicators.FrameCodes)
     return made
 
 
@@ -72,7 +72,7 @@ def test_na_and_unseen_levels_expand_as_the_host_matrix_has_them_on_each_array_m
     made, host = coded(given), encoding.encode_frame(given)
     np.testing.assert_array_equal(made.rows(slice(0, 4)), host)
     jnp = pytest.importorskip("jax.numpy")
-    on_jax = encoding.expand_inputs(*encoding.split_codes(made), jnp)
+    on_jax = indicators.expand_inputs(*indicators.split_codes(made), jnp)
     np.testing.assert_array_equal(np.asarray(on_jax), host)
     if unknown == "error":
         assert np.isnan(host[1, 1:4]).all()  # NA: NaN across the factor's indicators
@@ -108,7 +108,7 @@ def test_rows_on_the_device_hold_the_codes_and_expand_each_batch_inside_the_step
         },
     }
     x = handover({"gpukeras_frame": given}, codes=True).x
-    assert isinstance(as_arrays(x), encoding.FrameCodes)  # the data as given keeps it
+    assert isinstance(as_arrays(x), indicators.FrameCodes)  # the data as given keeps it
     y = np.zeros(big, np.int32)
     rows = resident.DeviceRows(Rows(x, y, big, 100, 3))
     dense, codes = rows.data[0]
@@ -118,7 +118,7 @@ def test_rows_on_the_device_hold_the_codes_and_expand_each_batch_inside_the_step
     picked = np.array([5, 0, 999])
     gathered = jax.tree.map(lambda a: a[picked], rows.data)
     batch = rows.batch(gathered)
-    np.testing.assert_array_equal(np.asarray(batch[0]), encoding.host_form(x)[picked])
+    np.testing.assert_array_equal(np.asarray(batch[0]), indicators.host_form(x)[picked])
 
 
 def run(backend: str, spec: dict) -> dict:

@@ -24,14 +24,13 @@ from gpukeras.data.bad_rows import BadValues, Checks, named
 from gpukeras.data.encoding import (
     FRAME,
     LABELS,
-    FrameCodes,
-    aligned_empty,
     encode_frame,
     frame_codes,
     is_frame,
     is_labels,
     label_codes,
 )
+from gpukeras.data.indicators import FrameCodes, aligned_empty
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 
 # In-memory arrays are gathered several batches at a time (see gathered_batches),
@@ -207,7 +206,7 @@ def handover(
     ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R handed
     over their codes among the training levels (``encoding.label_codes``, which raises for
     levels training did not have); with ``codes``, a data.frame with one-hot factors as
-    its ``encoding.FrameCodes`` (its indicator columns made where its rows are trained,
+    its ``indicators.FrameCodes`` (its indicator columns made where its rows are trained,
     ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA, are the
     classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
     the columns and advice). The arrays are the caller's alone, so a pipeline may share

@@ -90,7 +90,7 @@ from gpukeras.data.adapters.tf_dataset import (
     static_batch_size,
 )
 from gpukeras.data.array_source import MADE
-from gpukeras.data.encoding import FrameCodes, host_form
+from gpukeras.data.indicators import FrameCodes, host_form
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

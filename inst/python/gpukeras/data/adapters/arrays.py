@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gpukeras.data.adapters.base import DataAdapter, Rows
-from gpukeras.data.encoding import host_form
+from gpukeras.data.indicators import host_form
 
 
 class ArrayAdapter(DataAdapter):

@@ -21,7 +21,7 @@ from gpukeras.core import compat
 from gpukeras.core.errors import BadDataError
 from gpukeras.core.handles import Dataset, Model
 from gpukeras.data import pipeline
-from gpukeras.data.encoding import FrameCodes
+from gpukeras.data.indicators import FrameCodes
 
 DEFAULT_BATCH_SIZE = 32
 

@@ -27,7 +27,7 @@ from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
 from gpukeras.data import failures
 from gpukeras.data.adapters.base import DataAdapter, Decision, Rows
-from gpukeras.data.encoding import FrameCodes, expand_inputs, split_codes
+from gpukeras.data.indicators import FrameCodes, expand_inputs, split_codes
 
 # The share of the device's free memory the data (with validation) may take on it.
 MEMORY_SHARE = 0.5
@@ -46,7 +46,7 @@ def _leaves(tree: object) -> list[np.ndarray]:
 
 
 def _kept(x: object) -> tuple[object, object]:
-    """Features as they are kept on the device, and their expansion (``encoding.split_codes``;
+    """Features as they are kept on the device, and their expansion (``indicators.split_codes``;
     features without a coded frame as they are, without asking it)."""
     parts = x.values() if isinstance(x, dict) else [x]
     if any(isinstance(part, FrameCodes) for part in parts):
@@ -185,7 +185,7 @@ class DeviceRows:
         batch_size, rows, full (whole batches), partial (rows of the last,
         partial batch; 0 with ``drop_remainder``), steps (batches an epoch),
         data and validation (the arrays on the device; validation None; a data.frame's
-        one-hot factors as their codes, ``encoding.split_codes``), expansion and
+        one-hot factors as their codes, ``indicators.split_codes``), expansion and
         val_expansion (how a batch of them becomes the model's: ``batch``),
         val_full, val_partial, val_steps, distribution.
     """
@@ -239,7 +239,7 @@ class DeviceRows:
     def batch(self, gathered: tuple, validation: bool = False) -> object:
         """A batch gathered from ``data`` (``validation``: from ``validation``) as the step
         reads it: its features the model's (each coded frame's indicator columns made here,
-        inside the step: ``encoding.expand_inputs``), laid out as the distribution lays out
+        inside the step: ``indicators.expand_inputs``), laid out as the distribution lays out
         its data (``laid_out``)."""
         expansion = self.val_expansion if validation else self.expansion
         if expansion is None:  # nothing coded
