@@ -47,6 +47,12 @@ def largest_batch_for_steps(rows: int) -> int:
     return max(1, -(-int(rows) // (MIN_STEPS_PER_EPOCH - 1)) - 1)
 
 
+def power_of_two_within(rows: int) -> int:
+    """The largest power of two at most ``rows`` (1 or more): the batch gpu_tune() and
+    gpu_fit(batch_size = "auto") take within what fits, leaving the plan's estimate headroom."""
+    return 1 << (int(rows).bit_length() - 1)
+
+
 def batch_within_rows(batch_size: int, rows: int, every: int = 1) -> int:
     """The batch ``batch_size`` makes of ``rows`` rows: itself within them; above them, one
     batch of all rows (what Keras' fit() makes of it), the smallest multiple of ``every``

@@ -338,7 +338,7 @@ def auto_batch(model: Model, rows: int | None, accumulate: int = 1) -> Record:
         limits.append((most, f"{most:,}, for {steps} or more updates per epoch of {rows:,} rows"))
     limits.append((batch_rules.AUTO_MOST, f'{batch_rules.AUTO_MOST:,}, the most "auto" takes'))
     bound, said = min(limits, key=lambda limit: limit[0])
-    micro = 2 ** int(math.log2(bound))
+    micro = batch_rules.power_of_two_within(bound)
     return _batch_of(micro, accumulate, f"the largest power of two within {said}")
 
 

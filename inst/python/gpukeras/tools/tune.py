@@ -404,7 +404,7 @@ def _batch_candidates(
                 model=model,
                 batch_size=1,
             )
-        max_batch = min(max_batch, 2 ** int(math.log2(fits)))
+        max_batch = min(max_batch, batch_rules.power_of_two_within(fits))
     by_plan = max_batch
     max_batch = min(max_batch, most)
     searched = batch_size.search(model, looked.data, max_batch=max_batch, steps=2, warmup=1)
