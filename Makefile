@@ -247,12 +247,14 @@ NEWER_TESTS :=
 SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|cv-population|search|search-population|serve|export|job)$$
 
 # The files in two R processes (TESTTHAT_PARALLEL), as rcheck runs them: one process kept one
-# core busy (measured: 287 s wall, 296 s CPU; two: 151 s). In a copy of tests/testthat, since
+# core busy (measured: 287 s wall, 296 s CPU; two: 151 s); NEWER_CPUS processes (r-tests: one,
+# see there). In a copy of tests/testthat, since
 # bookworm's testthat deletes the snapshot files after a parallel run (see rcheck). A file
 # that gave no result runs again alone (tests/testthat/reported.R, as in rcheck).
+NEWER_CPUS := 2
 newer-stack-test: newer-stack-env
 	tests=$$(mktemp -d); trap 'rm -rf "$$tests"' EXIT; cp -r tests/testthat "$$tests"; \
-	cd "$$tests/testthat" && TESTTHAT_PARALLEL=true NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	cd "$$tests/testthat" && TESTTHAT_PARALLEL=true TESTTHAT_CPUS=$(NEWER_CPUS) NOT_CRAN=true GPUKERAS_SKIP_SLOW=$(if $(NEWER_TESTS),false,true) R_LIBS=$(NEWER_LIB) GPUKERAS_PYTHON="$(NP2_PYTHON)" GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
 	  RETICULATE_UV="$(dir $(NP2_PYTHON))uv" $(RSCRIPT) -e 'stopifnot(packageVersion("reticulate") >= "1.41")' \
 	  -e 'source("reported.R")' -e 'only <- "$(or $(NEWER_TESTS),$(NEWER_BOUNDARY))"' \
 	  -e 'tested <- function(only) rerun_silent(testthat::test_dir(".", filter = only, package = "gpukeras", load_package = "installed", reporter = "check"), ".", only)' \
@@ -265,11 +267,13 @@ newer-stack-test: newer-stack-env
 	@test "$$(grep -cE '^\[ FAIL 0 ' $(NEWER)/testthat.log)" -ge $(if $(NEWER_TESTS),1,3)
 
 # Make target $(2) (with make's arguments $(3)) beside target $(1): $(2)'s output waits in a
-# file and follows $(1)'s, so that each reads in one piece; fails when either failed.
+# file and follows $(1)'s, so that each reads in one piece; fails when either failed. Each
+# says how long it took (where CI's time goes: bench/results/ci-time-*.md).
 define beside
 log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-  $(MAKE) --no-print-directory $(3) $(2) > "$$log" 2>&1 & beside=$$!; \
+  { began=$$SECONDS; status=0; $(MAKE) --no-print-directory $(3) $(2) || status=$$?; echo "== $(2): $$((SECONDS - began)) s"; exit $$status; } > "$$log" 2>&1 & beside=$$!; \
   status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
+  echo "== $(1): $$SECONDS s"; \
   beside_status=0; wait $$beside || beside_status=$$?; \
   echo "== $(2) (run beside $(1))"; cat "$$log"; \
   [ $$status -eq 0 ] && [ $$beside_status -eq 0 ]
@@ -284,11 +288,13 @@ lint-and-pytest: dev-env mlflow-server
 	$(call beside,pytest-cpu,lint pytest-simulated,SIMULATED_WORKERS=1)
 
 # rcheck and newer-stack-test side by side. Every other step of make test keeps both cores
-# busy, but R CMD build's knitting and R CMD check's own checks before its tests run one R
-# process for about 3 minutes, beside which the newer stack's tests now run (its boundary
-# files 2 minutes alone; the simulated GPU's files after them).
+# busy, but R CMD build's knitting and R CMD check's own checks and examples before its tests
+# run one R process for about 7 minutes, beside which the newer stack's tests run, in one
+# test process: with two, three processes shared the two cores there, and the check's first
+# example to import Keras (3 s of CPU) took 6.5 s, over R CMD check's 5 s (a NOTE). Once
+# rcheck's tests run (two processes), the three keep both cores busy.
 r-tests: newer-stack-env
-	$(call beside,rcheck,newer-stack-test,-o newer-stack-env)
+	$(call beside,rcheck,newer-stack-test,-o newer-stack-env NEWER_CPUS=1)
 
 # The pkgdown site: reference grouped by task and the vignettes as articles (_pkgdown.yml),
 # built into docs/ and then checked: no broken internal link on any page, and the home page
