@@ -236,7 +236,8 @@
 #'     data): the levels are kept as R's factor has them, so the model's output
 #'     needs a unit per level (a model of another width is a
 #'     `gpukeras_error_bad_data` before training) and [predict()] gives each a
-#'     column. `droplevels(y)` trains without them.}
+#'     column. `droplevels(y)` trains without them. The same for a training
+#'     image folder's class folders without images.}
 #'   \item{`gpukeras_warning_not_applied`}{A [gpu_setup()] setting the backend
 #'     cannot apply (threads on JAX).}
 #'   \item{`gpukeras_warning_input_exhausted`, `gpukeras_warning_python`}{A

@@ -35,7 +35,9 @@
 #' `image_dataset_from_directory()` does); `rescale = 1/255` reads them in
 #' \[0, 1\] instead (or put a Rescaling layer at the model's start). The labels
 #' are the class folders' positions in name order: the class names are in
-#' `attr(, "gpukeras")$class_names` and `$vocabulary$y`, and printed. A folder
+#' `attr(, "gpukeras")$class_names` and `$vocabulary$y`, and printed. A class
+#' folder without images is a class all the same, as a factor's level no row
+#' has is (a `gpukeras_warning_empty_levels` warning). A folder
 #' of new images read `like = ` the training dataset or fit gets the training
 #' folder's image size, color mode, rescale and labels (a class folder the
 #' training data did not have is a `gpukeras_error_new_levels` error), and
@@ -233,9 +235,12 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     recipe$arrays <- kept_arrays(built$arrays)
     built
   }
-  # The core made a batch larger than the training rows the rows; said where the size was
-  # asked for training data (a default on a few rows, or new data to score, is no mistake).
-  if (!missing(batch_size) && is.null(like)) raise_core_warnings(result$warnings)
+  # The core's warnings on new training data: a class folder without images; a batch larger
+  # than the rows made the rows, said where the size was asked for (a default on a few rows,
+  # or new data to score, is no mistake).
+  if (is.null(like)) {
+    raise_core_warnings(result$warnings, skip = if (missing(batch_size)) "batch_size", call = current_env())
+  }
   datasets_from_result(result, recipe)
 }
 

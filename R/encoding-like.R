@@ -40,10 +40,9 @@ has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) iden
 # it, or whose output has another width than the labels' `levels`: the core's classed error
 # (serve/scoring.py check_widths), in one call where there is something to check.
 check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_env()) {
-  frames <- has_frames(encoding)
-  if (!frames && length(levels) < 2L) return(invisible())
+  if (!has_frames(encoding) && length(levels) < 2L) return(invisible())
   levels <- if (length(levels) >= 2L) as.list(levels)
-  core_call("check_widths", model = model, encoding = if (frames) encoding, levels = levels, error_call = call)
+  core_call("check_widths", model = model, encoding = encoding, levels = levels, error_call = call)
 }
 
 # A gpu_dataset() `arg` made without `like = ` codes factors by its own levels: refused when

@@ -255,7 +255,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
     ))
   }
   if (is.null(encoding)) check_no_levels(newdata, call)
-  if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images$rescale, call)
+  if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images, call)
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
   check_widths(model, data$encoding, call = call)
   list(
@@ -298,24 +298,14 @@ check_no_levels <- function(newdata, call) {
   }
 }
 
-# R arrays of images are scored as they are: a warning when their pixels are
-# plainly not in the range the image folder was trained in (0-255, times its
-# `rescale`), as images read by another package often are (0-1, or 0-255).
-check_pixel_range <- function(newdata, rescale, call) {
+# R arrays of images are scored as they are: a warning when their pixels are plainly not in
+# the range the image folder (read as `images` says) was trained in, as images read by another
+# package often are (0-1, or 0-255): the core's rule (data/image_source.py pixel_range), the
+# prediction service's too.
+check_pixel_range <- function(newdata, images, call) {
   if (!is.numeric(newdata) || !length(newdata)) return(invisible())
-  top <- 255 * (rescale %||% 1)
-  highest <- max(newdata, na.rm = TRUE)
-  factor <- if (highest > top * 1.01) top / 255 else if (is.null(rescale) && highest <= 1) 255
-  if (!is.null(factor) && factor != 1) {
-    gpukeras_warn(c(
-      sprintf(paste0(
-        "`newdata`'s pixels reach %s, but the model was trained on pixels in [0, %s]: its predictions would mean ",
-        "little."
-      ), format(highest, digits = 4), format(top, digits = 4)),
-      sprintf("Scale them as in training: predict(fit, newdata * %s).", format(factor, digits = 4))
-    ), "gpukeras_warning_pixel_range", call = call)
-  }
-  invisible()
+  said <- core_call("pixel_range", images = images, highest = max(newdata, na.rm = TRUE), error_call = call)
+  raise_core_warnings(said, call = call)
 }
 
 # Whether a gpu_dataset() shuffles (its recipe says: the call for files, the

@@ -201,10 +201,12 @@ core <- function(call = caller_env()) {
 
 # The core's warnings (the bridge's `warnings`: Python's during a core call; or a verb's
 # result's own, as fit's and gpu_dataset()'s: class and message each, the message one line or
-# several), as classed R warnings rather than lines on stderr; each once.
-raise_core_warnings <- function(warnings) {
+# several), as classed R warnings rather than lines on stderr; each once; none of the classes
+# in `skip`; of the user's `call` where given.
+raise_core_warnings <- function(warnings, skip = NULL, call = NULL) {
   for (said in unique(warnings)) {
-    gpukeras_warn(as.character(unlist(said$message)), paste0("gpukeras_warning_", said$class))
+    if (said$class %in% skip) next
+    gpukeras_warn(as.character(unlist(said$message)), paste0("gpukeras_warning_", said$class), call = call)
   }
 }
 

@@ -304,6 +304,17 @@ def test_a_model_of_another_width_than_the_encoding_is_told_both():
     check_widths(model, None, ["a", "b", "c"])
     wide = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
     check_widths(wide, PLAIN, ["no", "yes"])
+    # narrower than the levels: the advice names what makes a level no example has
+    levels = ["a", "b", "c", "d"]
+    with pytest.raises(DataFieldsError, match="output has 3 unit") as error:
+        check_widths(model, None, levels)
+    assert error.value.details[1].endswith("y <- droplevels(y).")
+    folder = encoding.image_encoding(levels, (4, 4), 3, "rgb", 1 / 255)
+    with pytest.raises(DataFieldsError, match="output has 3 unit") as error:
+        check_widths(model, folder, levels)
+    assert error.value.details[1] == (
+        "A class folder without images counts too: remove it from the folder."
+    )
 
 
 def test_a_file_of_any_version_is_read_in_full_factors_without_a_rule_as_codes():

@@ -270,6 +270,7 @@ def test_image_folder_labels_follow_sorted_class_folders(image_folder: tuple) ->
         "skipped_files": 1,
         "vocabulary": {"y": ["cats", "dogs"]},
         "encoding": encoding.image_encoding(["cats", "dogs"], (8, 6), 3, "rgb", None),
+        "warnings": [],
     }
     spec = source.dataset.element_spec
     assert spec[0].shape == (8, 6, 3) and spec[0].dtype == tf.float32
@@ -350,6 +351,31 @@ def test_image_folder_rescales_and_labels_by_the_training_classes(image_folder: 
         sources.image_folder_source(str(root), image_size=(8, 6), rescale=-1)
 
 
+def test_a_training_folders_class_folder_without_images_is_kept_and_warned_of(
+    image_folder: tuple,
+) -> None:
+    """As a factor's level no row has: a class of the labels (a unit of the output), said by
+    gpu_dataset() with the class of that warning; a new folder labelled by the training
+    classes lacks some without a word."""
+    from gpukeras.data import pipeline
+
+    root, _ = image_folder
+    (root / "owls").mkdir()
+    (root / "owls" / "notes.txt").write_text("not an image")
+    source = {"path": str(root), "image_size": [8, 6]}
+    built = pipeline.from_source("image_folder", source, batch_size=2, shuffle=False)
+    assert built["info"]["class_names"] == ["cats", "dogs", "owls"]
+    assert built["info"]["encoding"]["y"]["levels"] == ["cats", "dogs", "owls"]
+    [said] = built["warnings"]
+    assert said["class"] == "empty_levels"
+    assert said["message"][0] == (
+        f"The image folder '{root}' has 1 class folder(s) without images: \"owls\"."
+    )
+    assert "an output of 3 units, one per class" in said["message"][1]
+    labelled = {**source, "class_names": ["cats", "dogs", "owls"]}
+    assert pipeline.from_source("image_folder", labelled, batch_size=2)["warnings"] == []
+
+
 def test_image_channels_are_converted_whatever_the_file_holds(tmp_path: Path) -> None:
     """Gray, RGBA and JPEG files in one folder, read in every color mode."""
     rng = np.random.default_rng(3)
@@ -413,6 +439,27 @@ def test_image_folder_layout_errors_say_the_expected_layout(tmp_path: Path) -> N
     (tmp_path / "textonly" / "cats" / "a.txt").write_text("x")
     with pytest.raises(errors.MissingFilesError, match=f'No images .*"cats".*{layout}'):
         sources.image_folder_source(str(tmp_path / "textonly"))
+
+
+def test_pixels_plainly_out_of_the_training_range_are_warned_of_with_the_scale() -> None:
+    """One rule for predict()'s R arrays and the service's rows: above 0-255 times rescale
+    (by more than 1%), or within [0, 1] for a folder not rescaled."""
+    from gpukeras.data.image_source import pixel_range
+
+    scaled = encoding.image_encoding(["a", "b"], (4, 4), 3, "rgb", 1 / 255)["images"]
+    [said] = pixel_range(scaled, 254.9)
+    assert said == {
+        "class": "pixel_range",
+        "message": [
+            "`newdata`'s pixels reach 254.9, but the model was trained on pixels in [0, 1]: "
+            "its predictions would mean little.",
+            "Scale them as in training: predict(fit, newdata * 0.003922).",
+        ],
+    }
+    assert pixel_range(scaled, 1.0) == [] and pixel_range(scaled, 1.009) == []
+    raw = encoding.image_encoding(["a", "b"], (4, 4), 3, "rgb", None)["images"]
+    assert pixel_range(raw, 0.98)[0]["message"][1].endswith("predict(fit, newdata * 255).")
+    assert pixel_range(raw, 200.0) == []
 
 
 def test_images_to_score_are_a_flat_folders_images_named_cleanly_or_the_paths_given(

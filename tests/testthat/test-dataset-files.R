@@ -333,6 +333,34 @@ test_that(paste(
   )
 })
 
+# A class folder without images is kept as a factor's level no row has is (issue #76 item 4):
+# a class, said by gpu_dataset(); a model without a unit for it refused before it trains.
+test_that("a class folder without images is a class, warned of; a model without its unit is refused", {
+  skip_if_no_python()
+  dir <- image_folder(withr::local_tempdir())
+  dir.create(file.path(dir, "owls"))
+  tidy <- function(lines) gsub(dir, "<dir>", lines, fixed = TRUE)
+  expect_snapshot(ds <- gpu_dataset(dir, image_size = c(2, 3), batch_size = 2, seed = 1), transform = tidy)
+  expect_identical(attr(ds, "gpukeras")$encoding$y$levels, c("cats", "dogs", "owls"))
+  keras <- gpu_keras()
+  classifier <- function(units) {
+    model <- keras$Sequential(list(
+      keras$Input(shape = list(2L, 3L, 3L)), keras$layers$Flatten(),
+      keras$layers$Dense(as.integer(units), activation = "softmax")
+    ))
+    model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+    model
+  }
+  narrow <- classifier(2)
+  expect_snapshot(error = TRUE, gpu_fit(narrow, ds, epochs = 1, verbose = 0))
+  expect_identical(as.integer(narrow$optimizer$iterations$numpy()), 0L)
+  fit <- gpu_fit(classifier(3), ds, epochs = 1, verbose = 0, monitor = FALSE)
+  expect_identical(colnames(predict(fit, file.path(dir, "cats"))), c("cats", "dogs", "owls"))
+  expect_identical(levels(predict(fit, file.path(dir, "cats"), type = "class")), c("cats", "dogs", "owls"))
+  # new images, labelled by the training classes, may lack some without a word
+  expect_no_warning(gpu_dataset(dir, like = fit, batch_size = 2))
+})
+
 test_that("image_size resizes and color_mode = \"grayscale\" gives one channel", {
   skip_if_no_python()
   dir <- image_folder(withr::local_tempdir())

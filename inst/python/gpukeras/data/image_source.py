@@ -8,7 +8,7 @@ training rather than a failed batch in the middle of an epoch.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -20,7 +20,7 @@ from gpukeras.core.errors import (
     DataFieldsError,
     MissingFilesError,
 )
-from gpukeras.core.handles import Tensor
+from gpukeras.core.handles import Record, Tensor
 from gpukeras.data.encoding import MESSAGE_LEVELS, image_encoding
 from gpukeras.data.source_files import Source, expand, quoted, tensorflow
 
@@ -175,6 +175,26 @@ def image_files_source(
     )
 
 
+def pixel_range(images: Mapping[str, Any], highest: float) -> list[Record]:
+    """The warning (class "pixel_range") for images to score whose pixels reach ``highest``,
+    plainly not in the range an image folder read as ``images`` (its encoding's) was trained
+    in: above 0-255 times its ``rescale``, or within [0, 1] when it was not rescaled. The
+    message's lines: what is wrong, then how to scale them; none when they fit. Images given
+    as numbers (predict()'s R arrays, the service's rows) are scored as they are, not rescaled.
+    """
+    rescale = images.get("rescale")
+    top = 255 * (rescale or 1)
+    factor = top / 255 if highest > top * 1.01 else 255 if rescale is None and highest <= 1 else 1
+    if factor == 1:
+        return []
+    message = [
+        f"`newdata`'s pixels reach {highest:.4g}, but the model was trained on pixels in "
+        f"[0, {top:.4g}]: its predictions would mean little.",
+        f"Scale them as in training: predict(fit, newdata * {factor:.4g}).",
+    ]
+    return [{"class": "pixel_range", "message": message}]
+
+
 def images_to_score(paths: list[str]) -> dict[str, list[str] | None]:
     """What predict() scores of image ``paths`` (one folder, or files): ``files``, the
     images directly in the one folder given (sorted by name, hidden files left out, each
@@ -263,8 +283,10 @@ def image_folder_source(
     Returns:
         A Source whose info holds path, files, rows, class_names, class_counts,
         image_size, color_mode, channels, rescale, pixel_range, skipped_files (not
-        images by name), the classes as the labels' ``vocabulary`` and the folder's
-        ``encoding`` (``encoding.image_encoding``).
+        images by name), the classes as the labels' ``vocabulary``, the folder's
+        ``encoding`` (``encoding.image_encoding``) and ``warnings``: for a training
+        folder (``class_names`` None), its class folders without an image, which are
+        kept as classes as a factor keeps a level no row has (``empty_classes``).
     """
     size = _check_image_size(image_size)
     scale = _check_rescale(rescale)
@@ -284,6 +306,7 @@ def image_folder_source(
             f"'{path}' is a file, not a folder. Give the folder that holds one sub-folder "
             f"per class: {IMAGE_LAYOUT}"
         )
+    training = class_names is None
     class_names = _class_folders(root, path, class_names)
     if not class_names:
         raise MissingFilesError(
@@ -358,5 +381,23 @@ def image_folder_source(
             "skipped_files": skipped,
             "vocabulary": {"y": class_names},
             "encoding": image_encoding(class_names, size, channels, color_mode, scale),
+            "warnings": empty_classes(path, class_names, counts) if training else [],
         },
     )
+
+
+def empty_classes(path: str, class_names: list[str], counts: list[int]) -> list[Record]:
+    """The warning (class "empty_levels", as for a factor's level no row has) for a training
+    folder's class folders that hold no image: they are kept, a class of the labels, a unit
+    of the model's output and a column of predict()'s; none when every class has images."""
+    empty = [name for name, count in zip(class_names, counts) if count == 0]
+    if not empty:
+        return []
+    message = [
+        f"The image folder '{path}' has {len(empty)} class folder(s) without images: "
+        f"{quoted(empty)}.",
+        f"They are kept as classes: the model needs an output of {len(class_names)} units, "
+        "one per class, and predict() gives each class a column. Remove the empty folder(s) "
+        "to train without them.",
+    ]
+    return [{"class": "empty_levels", "message": message}]

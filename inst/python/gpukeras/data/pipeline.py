@@ -488,11 +488,12 @@ def _pipelines(
         dataset, done, augmented = start(part, options, rows)
         return build(tf, dataset, options, rows, done, augmented)
 
+    # The source's warnings come first (an image folder's class folders without images).
     # A batch larger than the training rows is the rows (tf.data and Keras' fit() on arrays
     # make one partial batch of them): said so. Only drop_remainder needs the size changed,
     # else it would drop that batch and leave epochs empty; elsewhere the pipeline (and its
     # batch shape, unknown as for any partial batch) stays as it was.
-    warnings: list[Record] = []
+    warnings: list[Record] = list(info.pop("warnings", []))
     rows = _count(info.get("rows"))
     if rows is not None and opts.batch_size > rows:
         noun = "images" if info.get("source") == "image_folder" else "rows"

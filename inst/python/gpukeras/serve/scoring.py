@@ -343,8 +343,10 @@ def check_widths(
     """Raises DataFieldsError (gpukeras_error_bad_data), before training, when the model's
     input of rank 2 takes another number of columns than a data.frame input of ``encoding``
     gives (matched by name when there are several), or when its one output of rank 2 has
-    another width than the labels' ``levels`` (one unit for two levels is a sigmoid's).
-    Where a width is not known (a subclassed model not built), nothing is checked."""
+    another width than the labels' ``levels`` (one unit for two levels is a sigmoid's; the
+    advice for a narrower one names empty class folders for an image folder's ``encoding``,
+    else factor levels no row has). Where a width is not known (a subclassed model not
+    built), nothing is checked."""
     io = describe(model)
     if encoding is not None:
         encoding = plain_encoding(encoding)
@@ -383,7 +385,11 @@ def check_widths(
             "Build `model`'s output with one unit per level: keras$layers$Dense("
             f'{n}L, activation = "softmax"){SIGMOID if n == 2 else ""}.'
         ]
-        + ["A level no row has counts too: drop such levels first, y <- droplevels(y)."]
+        + [
+            "A class folder without images counts too: remove it from the folder."
+            if encoding is not None and encoding.get("images")
+            else "A level no row has counts too: drop such levels first, y <- droplevels(y)."
+        ]
         * (width < n),
         ["gpukeras_error_bad_data"],
     )

@@ -26,6 +26,7 @@ import numpy as np
 from gpukeras.core.errors import DataFieldsError
 from gpukeras.core.handles import Record
 from gpukeras.data import encoding as frame_encoding
+from gpukeras.data.image_source import pixel_range
 
 
 class Served(Protocol):
@@ -508,23 +509,12 @@ def _numeric_rows(
 
 def pixel_warnings(served: Served, array: np.ndarray) -> list[str]:
     """predict()'s warning for images whose pixels are plainly not in the range the image
-    folder was trained in (0-255 times its ``rescale``)."""
+    folder was trained in (``image_source.pixel_range``, the one rule), as one line."""
     images = (served.encoding or {}).get("images")
     if not images or not array.size:
         return []
-    rescale = images.get("rescale")
-    top = 255 * (rescale or 1)
-    highest = float(np.nanmax(array))
-    factor = (
-        top / 255 if highest > top * 1.01 else (255 if rescale is None and highest <= 1 else None)
-    )
-    if factor is None or factor == 1:
-        return []
-    return [
-        f"`newdata`'s pixels reach {highest:.4g}, but the model was trained on pixels in "
-        f"[0, {top:.4g}]: its predictions would mean little. Scale them as in training: "
-        f"predict(fit, newdata * {factor:.4g})."
-    ]
+    said = pixel_range(images, float(np.nanmax(array)))
+    return [" ".join(warning["message"]) for warning in said]
 
 
 def columns_of(part: Mapping[str, Any]) -> list[str] | None:
