@@ -112,8 +112,9 @@
 #' each: `/health` answers meanwhile. Connections are kept alive, and
 #' requests sent on one without waiting (pipelined) are answered in order;
 #' requests on several connections are read and parsed at once (in
-#' threads), and those that arrive within `batch_window` seconds of each other
-#' are predicted together in one call of the model. Then the headers decide (host, origin, token,
+#' threads), and those that arrive within `batch_window` seconds of each other,
+#' or while the model predicts others, are predicted together in one call of
+#' the model. Then the headers decide (host, origin, token,
 #' `Content-Type`) and the body.
 #'
 #' The limits of one request follow what it costs. By default `max_rows`
@@ -207,9 +208,11 @@
 #' @param prefix `""` (the routes at `/predict`, `/metadata` and `/health`),
 #'   or a path that they begin with, e.g. `"/model"` for `/model/predict`.
 #' @param quiet `TRUE`: no line saying where the service listens.
-#' @param batch_window Seconds a `POST /predict` waits for others to be predicted
-#'   with it in one call of the model (as TensorFlow Serving batches requests),
-#'   each answered with its own rows; `0`: each request predicted alone.
+#' @param batch_window Seconds a `POST /predict` waits at most for others being
+#'   read meanwhile, to be predicted with it in one call of the model (as
+#'   TensorFlow Serving batches requests), each answered with its own rows;
+#'   requests that arrive while the model predicts go in its next call. A
+#'   request alone is predicted at once. `0`: each request predicted alone.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that names the one meant.
 #' @return `gpu_serve()` returns (invisibly) only when the service stops.

@@ -8,6 +8,7 @@ its answers with predict()."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -348,7 +349,7 @@ def test_a_model_of_several_inputs_is_refused() -> None:
         service.service(classifier(2), encoding, {"max_rows": 10})
 
 
-def test_requests_in_flight_together_are_predicted_in_one_call_each_with_its_own_rows() -> None:
+def test_requests_on_their_way_together_are_predicted_in_one_call_each_with_its_own_rows() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from gpukeras.serve.batching import Batcher
@@ -361,24 +362,72 @@ def test_requests_in_flight_together_are_predicted_in_one_call_each_with_its_own
             raise ValueError("a negative row")
         return [features * 2]
 
-    batcher = Batcher(predict, window=1.0, max_rows=100, in_flight=lambda: 8)
+    def asked(batcher: Batcher, together: threading.Barrier, features: np.ndarray) -> Any:
+        with batcher.request() as join:
+            together.wait()  # all on their way before any joins
+            return join(features)
+
+    batcher = Batcher(predict, window=30.0, max_rows=100)
     rows = [np.full((i + 1, 1), float(i)) for i in range(8)]
+    eight = threading.Barrier(8)
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(batcher.predict, rows))
+        answers = list(pool.map(lambda features: asked(batcher, eight, features), rows))
     assert all(np.array_equal(answer[0], row * 2) for answer, row in zip(answers, rows))
-    assert len(calls) < 8 and sum(calls) == 36
+    assert calls == [36]  # one call once none was on its way, long before the window
     # an error is its own request's: the others are answered
     calls.clear()
     bad = [np.full((1, 1), -1.0), np.ones((2, 1)), np.ones((1, 1))]
+    three = threading.Barrier(3)
     with ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(batcher.predict, features) for features in bad]
+        futures = [pool.submit(asked, batcher, three, features) for features in bad]
     assert isinstance(futures[0].exception(), ValueError)
     assert np.array_equal(futures[1].result()[0], np.full((2, 1), 2.0))
-    # a request alone waits for no one
-    alone = Batcher(predict, window=5.0, max_rows=100, in_flight=lambda: 1)
+    # a request alone waits for no one, nor for one that left without joining (refused)
     began = time.monotonic()
-    assert np.array_equal(alone.predict(np.ones((1, 1)))[0], np.full((1, 1), 2.0))
-    assert time.monotonic() - began < 1
+    with batcher.request() as join:
+        assert np.array_equal(join(np.ones((1, 1)))[0], np.full((1, 1), 2.0))
+    two = threading.Barrier(2)
+
+    def refused() -> None:
+        with batcher.request():
+            two.wait()
+
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(refused)
+        assert np.array_equal(asked(batcher, two, np.ones((1, 1)))[0], np.full((1, 1), 2.0))
+    assert time.monotonic() - began < 10
+
+
+def test_requests_that_join_while_the_model_predicts_go_together_once_it_is_done() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpukeras.serve.batching import Batcher
+
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def predict(features: np.ndarray) -> list[np.ndarray]:
+        calls.append(len(features))
+        gate.wait(30)  # the first call holds the model until the others joined
+        return [features + 1]
+
+    batcher = Batcher(predict, window=0.001, max_rows=100)
+
+    def asked(features: np.ndarray) -> Any:
+        with batcher.request() as join:
+            return join(features)
+
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(asked, np.zeros((1, 1)))
+        while not calls:
+            time.sleep(0.01)
+        later = [pool.submit(asked, np.full((1, 1), float(i))) for i in range(1, 4)]
+        while len(batcher.pending) < 3:
+            time.sleep(0.01)
+        gate.set()
+        assert np.array_equal(first.result()[0], np.ones((1, 1)))
+        assert [f.result()[0][0, 0] for f in later] == [2.0, 3.0, 4.0]
+    assert calls == [1, 3]
 
 
 def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows() -> None:

@@ -65,16 +65,9 @@ class Service:
         self.model_lock = threading.Lock()
         self.batch_size = int(settings.get("batch_size") or 1024)
         window = float(settings.get("batch_window") or 0)
-        self.in_flight = 0  # requests to /predict being answered
-        self.count_lock = threading.Lock()
         self.batcher = None
         if window > 0:
-            self.batcher = batching.Batcher(
-                self.predict,
-                window,
-                self.batch_size,
-                lambda: self.in_flight,
-            )
+            self.batcher = batching.Batcher(self.predict, window, self.batch_size)
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
         self.outputs = model_io.describe(model)["outputs"]
         self.metadata = json.dumps(metadata(self))
@@ -214,7 +207,7 @@ def answer(
         elif route == "metadata":
             status, text = 200, served.metadata
         else:
-            status, text = 200, counted(served, query, raw)
+            status, text = 200, predict_answer(served, query, raw)
     except Refused as refused:
         status, text = refused.status, json.dumps(refused.problem, ensure_ascii=False)
     headers_out = {"Content-Type": "application/json"}
@@ -223,19 +216,17 @@ def answer(
     return {"status": status, "body": text, "headers": headers_out}
 
 
-def counted(served: Service, query: str, raw: bytes) -> str:
-    """``predict_request``, counted among the requests in flight while it runs."""
-    with served.count_lock:
-        served.in_flight += 1
-    try:
-        return predict_request(served, query, raw)
-    finally:
-        with served.count_lock:
-            served.in_flight -= 1
+def predict_answer(served: Service, query: str, raw: bytes) -> str:
+    """``predict_request`` with the model's calls: with a batcher, the request is on its way
+    to a batch from its start, its body read meanwhile (``batching.Batcher.request``)."""
+    if served.batcher is None:
+        return predict_request(served, query, raw, served.predict)
+    with served.batcher.request() as predict:
+        return predict_request(served, query, raw, predict)
 
 
-def predict_request(served: Service, query: str, raw: bytes) -> str:
-    """POST /predict: the answer's JSON, or Refused."""
+def predict_request(served: Service, query: str, raw: bytes, predict: batching.Predict) -> str:
+    """POST /predict, its features predicted by ``predict``: the answer's JSON, or Refused."""
     types = parse_qs(query or "", keep_blank_values=True).get("type", ["raw"])
     kind = ",".join(types)
     if kind not in ("raw", "class"):
@@ -245,20 +236,18 @@ def predict_request(served: Service, query: str, raw: bytes) -> str:
             f'The query\'s type must be "raw" or "class", not "{client_text(kind)}".',
         )
     features, keep, rows, warnings = service_body.features(raw, served)
-    predicted = run_model(served, features)
+    predicted = run_model(served, features, predict)
     return predictions_json(served, predicted, kind, keep, rows, warnings)
 
 
-def run_model(served: Service, features: np.ndarray) -> list[np.ndarray]:
-    """The model's outputs for ``features``, each rows x columns (with a batcher, predicted
-    with other requests' rows); a refusal of the data is a 400 bad_data, any other failure a
-    500 prediction_failed."""
+def run_model(served: Service, features: np.ndarray, predict: batching.Predict) -> list[np.ndarray]:
+    """The model's outputs for ``features`` by ``predict``, each rows x columns (with a
+    batcher's, predicted with other requests' rows); a refusal of the data is a 400
+    bad_data, any other failure a 500 prediction_failed."""
     if not len(features):
         return [np.zeros((0, int(np.prod(o["shape"][1:] or [1])))) for o in served.outputs]
     try:
-        if served.batcher is not None:
-            return served.batcher.predict(features)
-        return served.predict(features)
+        return predict(features)
     except (ValueError, TypeError) as error:
         refuse(400, "bad_data", client_text(service_body.one_line(str(error)), 300))
     except Exception as error:  # the model itself failed
