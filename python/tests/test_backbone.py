@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import requires, run_core
+from conftest import keras_outputs, low_precision, requires, run_core
 from gpukeras.core.errors import BadArgumentError, MissingFilesError
 from gpukeras.core.runtime import config
 from gpukeras.data.encoding import image_encoding
@@ -283,11 +283,13 @@ def test_an_exported_preset_classifier_scores_raw_images_as_predict_does(
     np.testing.assert_allclose(got["output"], expected, atol=1e-5)
     np.testing.assert_allclose(got["light"], expected[:, 1], atol=1e-5)
     assert got["class"].tolist() == [[b"dark", b"light"][i] for i in expected.argmax(axis=1)]
-    # ``encoded`` is the model's own function: the converted images in, its logits out
+    # ``encoded`` is the model's own function: the converted images in, its logits out (in
+    # bfloat16, the simulated-GPU run's, eager and graph differ in the last bit)
     converted = config.keras().ops.convert_to_numpy(model.preprocessor.image_converter(x))
-    logits = config.keras().ops.convert_to_numpy(model(converted, training=False))
+    logits = keras_outputs(config.keras().ops.convert_to_numpy(model(converted, training=False)))
     encoded = served(path, converted, "encoded")
-    np.testing.assert_allclose(next(iter(encoded.values())), logits, atol=1e-5)
+    tolerance = 1e-2 if low_precision() else 1e-5
+    np.testing.assert_allclose(keras_outputs(next(iter(encoded.values()))), logits, atol=tolerance)
     about = json.loads((tmp_path / "served" / "assets.extra" / "gpukeras.json").read_text())
     assert about["preprocessing"] == {
         "image_size": [24, 24],
