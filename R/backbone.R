@@ -27,7 +27,9 @@
 #' preprocessing is the preset's image converter (resizing to the preset's
 #' image size, rescaling), applied as KerasHub applies it: in the input
 #' pipeline of the model's `fit()` and `predict()`, not inside the model;
-#' [gpu_save()] keeps it with the model. KerasHub is imported at the first
+#' [gpu_save()] keeps it with the model, [gpu_serve()] applies it, and
+#' [gpu_export()]'s SavedModel applies it, and the softmax, in its served
+#' function. KerasHub is imported at the first
 #' such call (`install_gpukeras(extras = "hub")`), as for
 #' [gpu_text_classifier()].
 #'

@@ -39,6 +39,16 @@
 #' The served function has no NA rule: a `NaN` number gives `NaN` outputs, and
 #' a missing string is a level training did not have.
 #'
+#' A model of a KerasHub image classifier preset ([gpu_image_backbone()]) has
+#' its preprocessing outside the model, as KerasHub runs it: the preset's
+#' image converter (resizing to its image size, scale and offset) and the
+#' softmax that makes its logits probabilities. `serving_default` applies
+#' both, so it takes the images as `predict()` does (in pixels of 0 to 255,
+#' of the training size) and gives the same probabilities; the `encoded`
+#' signature and an ONNX graph are the model alone (images already converted
+#' in, logits out), and `preprocessing` in the JSON says what the converter
+#' and the activation are.
+#'
 #' **`format = "onnx"`** writes Keras' ONNX export of the model (`path`
 #' ending in `.onnx`), which takes the encoded rows (float32, the columns
 #' `predict()` makes), with the encoding beside it as the JSON [gpu_save()]

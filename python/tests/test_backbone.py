@@ -7,6 +7,7 @@ save_to_preset() writes: no download.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import requires, run_core
+from conftest import keras_outputs, low_precision, requires, run_core
 from gpukeras.core.errors import BadArgumentError, MissingFilesError
 from gpukeras.core.runtime import config
+from gpukeras.data.encoding import image_encoding
 from gpukeras.data.source_files import tensorflow
-from gpukeras.serve import scoring
+from gpukeras.serve import export, scoring
 from gpukeras.train import backbone, pretrained
 
 
@@ -250,6 +252,84 @@ def test_a_preset_trains_and_predicts_on_jax(hub_preset: str) -> None:
     assert run.readback["backend"] == "jax"
     assert run.readback["head"] > 130
     np.testing.assert_allclose(run.readback["sums"], 1, rtol=1e-5)
+
+
+# The image folder's encoding gpu_fit() records for the 40x40 images (gpu_dataset()).
+IMAGE_ENCODING = image_encoding(["dark", "light"], [40, 40], 3, "rgb", None)
+
+
+def served(path: str, x: np.ndarray, signature: str = "serving_default") -> dict[str, Any]:
+    """The SavedModel at ``path`` as a server loads it (TensorFlow alone): ``signature``'s
+    outputs for the images ``x``."""
+    tf = tensorflow()
+    answer = tf.saved_model.load(path).signatures[signature](x=tf.constant(x))
+    return {name: value.numpy() for name, value in answer.items()}
+
+
+@pytest.mark.slow
+def test_an_exported_preset_classifier_scores_raw_images_as_predict_does(
+    hub_preset: str, tmp_path: Path
+) -> None:
+    requires("tensorflow")  # a SavedModel is written by TensorFlow
+    model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
+    model.fit(image_dataset(8), epochs=1, verbose=0)
+    x = images(3, seed=5, size=40)
+    expected = scoring.predict(model, x)
+    path = str(tmp_path / "served")
+    written = export.export(model, path, "savedmodel", IMAGE_ENCODING)
+    assert [i["shape"] for i in written["inputs"]] == [[40, 40, 3]]
+    got = served(path, x)
+    # the preset's converter (24x24, [0, 1]) and the softmax of the logits, as predict()
+    np.testing.assert_allclose(got["output"], expected, atol=1e-5)
+    np.testing.assert_allclose(got["light"], expected[:, 1], atol=1e-5)
+    assert got["class"].tolist() == [[b"dark", b"light"][i] for i in expected.argmax(axis=1)]
+    # ``encoded`` is the model's own function: the converted images in, its logits out (in
+    # bfloat16, the simulated-GPU run's, eager and graph differ in the last bit)
+    converted = config.keras().ops.convert_to_numpy(model.preprocessor.image_converter(x))
+    logits = keras_outputs(config.keras().ops.convert_to_numpy(model(converted, training=False)))
+    encoded = served(path, converted, "encoded")
+    tolerance = 1e-2 if low_precision() else 1e-5
+    np.testing.assert_allclose(keras_outputs(next(iter(encoded.values()))), logits, atol=tolerance)
+    about = json.loads((tmp_path / "served" / "assets.extra" / "gpukeras.json").read_text())
+    assert about["preprocessing"] == {
+        "image_size": [24, 24],
+        "scale": pytest.approx(1 / 255),
+        "offset": None,
+        "crop_to_aspect_ratio": True,
+        "interpolation": "bilinear",
+        "antialias": False,
+        "activation": "softmax",
+    }
+
+
+@pytest.mark.slow
+def test_an_exported_preset_classifier_scores_raw_images_as_predict_does_on_jax(
+    hub_preset: str, tmp_path: Path
+) -> None:
+    requires("jax")
+    path = str(tmp_path / "jax")
+    run = run_core(
+        "image_backbone",
+        {"backbone": hub_preset, "num_classes": 2, "image_size": [40, 40]},
+        env={"KERAS_BACKEND": "jax"},
+        after=(
+            "import numpy as np\n"
+            "from gpukeras.data.encoding import image_encoding\n"
+            "from gpukeras.serve import export, scoring\n"
+            "model = result['value']['model']\n"
+            "x = np.random.default_rng(5).uniform(0, 255, (3, 40, 40, 3)).astype('float32')\n"
+            "encoding = image_encoding(['dark', 'light'], [40, 40], 3, 'rgb', None)\n"
+            f"export.export(model, {path!r}, 'savedmodel', encoding)\n"
+            "readback['predicted'] = scoring.predict(model, x).tolist()\n"
+            "readback['backend'] = __import__('keras').backend.backend()\n"
+            "result = {'ok': result['ok']}"
+        ),
+        timeout=240,
+    )
+    assert run.result == {"ok": True} and run.readback["backend"] == "jax"
+    x = np.random.default_rng(5).uniform(0, 255, (3, 40, 40, 3)).astype("float32")
+    got = served(path, x)
+    np.testing.assert_allclose(got["output"], np.array(run.readback["predicted"]), atol=1e-5)
 
 
 @pytest.mark.slow

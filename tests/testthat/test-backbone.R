@@ -104,6 +104,16 @@ test_that("a KerasHub image classifier preset fine-tunes on an image folder, pre
   gpu_save(tuned, path)
   loaded <- gpu_load(path)
   expect_equal(predict(loaded, file.path(folder, "light")), scored, tolerance = 1e-5)
+
+  # gpu_export()'s SavedModel applies the preset's converter and the softmax as predict() does,
+  # to images of the training size in pixels of 0 to 255, read by TensorFlow alone
+  x <- array(withr::with_seed(3, stats::runif(3 * 32 * 32 * 3, 0, 255)), c(3, 32, 32, 3))
+  exported <- file.path(withr::local_tempdir(), "images-model")
+  gpu_export(tuned, exported)
+  tf <- reticulate::import("tensorflow")
+  serving <- tf$saved_model$load(exported)$signatures[["serving_default"]]
+  served <- serving(x = tf$constant(x, dtype = "float32"))
+  expect_equal(served$output$numpy(), unname(predict(tuned, x)), tolerance = 1e-5)
 })
 
 test_that("a preset folder that is no image classifier's is a classed error naming `backbone`", {

@@ -123,9 +123,12 @@ def save_tiny_image_preset(folder: str, seed: int = 1) -> str:
     """Write a tiny ResNet image classifier preset into ``folder`` (created) and return it:
     a 3x3 stem and one basic block of 64 filters (76,224 random weights; KerasHub's ResNet
     takes no fewer), 3 classes, and the preset's image converter, which resizes images to
-    24x24 and scales their pixels of 0 to 255 to [0, 1]."""
+    24x24 and scales their pixels of 0 to 255 to [0, 1]. Saved in float32, as published
+    presets are, whatever the session's policy: KerasHub loads no preset saved under a mixed
+    policy ("Invalid dtype: mixed_bfloat16")."""
     keras.utils.set_random_seed(seed)
     backbone = keras_hub.models.ResNetBackbone(
+        dtype="float32",
         input_conv_filters=[64],
         input_conv_kernel_sizes=[3],
         stackwise_num_filters=[64],
@@ -135,10 +138,14 @@ def save_tiny_image_preset(folder: str, seed: int = 1) -> str:
         use_pre_activation=False,
         image_shape=(None, None, 3),
     )
-    converter = keras_hub.layers.ResNetImageConverter(image_size=(24, 24), scale=1 / 255)
-    preprocessor = keras_hub.models.ResNetImageClassifierPreprocessor(image_converter=converter)
+    converter = keras_hub.layers.ResNetImageConverter(
+        image_size=(24, 24), scale=1 / 255, dtype="float32"
+    )
+    preprocessor = keras_hub.models.ResNetImageClassifierPreprocessor(
+        image_converter=converter, dtype="float32"
+    )
     classifier = keras_hub.models.ResNetImageClassifier(
-        backbone, num_classes=3, preprocessor=preprocessor
+        backbone, num_classes=3, preprocessor=preprocessor, dtype="float32"
     )
     classifier.save_to_preset(folder)
     return folder

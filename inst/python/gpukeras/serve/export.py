@@ -11,6 +11,15 @@ folder's files).
 JAX), which takes the encoded rows; the encoding goes beside it as the JSON gpu_save()
 writes (``name.gpukeras.json``), with the ONNX graph's input and output names.
 
+A KerasHub image classifier (gpu_image_backbone() of a preset) has its preprocessing outside
+the model: its preprocessor's image converter (resizing, scale, offset), which its
+``predict()`` applies in the input pipeline, and logits, which predict() makes
+probabilities. ``serving_default`` does both, the converter as the TensorFlow ops
+predict()'s pipeline runs (on either engine: inside JAX's jax2tf conversion it cannot run),
+so it takes the images as predict() does; ``encoded`` and the ONNX graph are the model's
+own function (converted images in, logits out), and the JSON's ``preprocessing`` says what
+to do before and after it.
+
 Nothing is written under ``path`` unless the whole export succeeded: it is built in a
 temporary folder beside it and renamed into place.
 """
@@ -41,7 +50,7 @@ from gpukeras.data.adapters.base import tensorflow_available
 from gpukeras.gpu.precision import LOW_PRECISION
 from gpukeras.serve import export_signature
 from gpukeras.serve.scoring import ENCODING_FORMAT, ENCODING_VERSION
-from gpukeras.train import model_copies
+from gpukeras.train import model_copies, pretrained
 
 FORMATS = ("savedmodel", "onnx")
 SIGNATURE = "serving_default"
@@ -84,10 +93,11 @@ def export(
         raise BadArgumentError(f'`unknown` must be "error", "zero" or "code", not {unknown!r}.')
     target = _check_path(path, str(format), overwrite)
     plain = frame_encoding.plain_encoding(encoding) if isinstance(encoding, dict) else None
-    _call_once(model, plain)
+    converter = pretrained.image_converter(model)
+    _call_once(model, plain, converter)
     if format == "onnx":
         return _export_onnx(keras, model, target, plain, overwrite)
-    return _export_saved_model(keras, model, target, plain, str(unknown), overwrite)
+    return _export_saved_model(keras, model, target, plain, str(unknown), converter)
 
 
 def onnx_encoding_path(path: str) -> Path:
@@ -128,6 +138,15 @@ def _input_specs(model: Model, encoding: Record | None) -> dict[str, list[int | 
     }
 
 
+def _model_specs(specs: dict[str, list[int | None]], converter: Any) -> dict[str, list[int | None]]:
+    """The model's own input shapes: ``specs``, or where a KerasHub image ``converter`` resizes
+    the images first (``pretrained.image_converter``), the shape it resizes them to."""
+    if converter is None or converter.image_size is None:
+        return specs
+    resize = converter.resizing.compute_output_shape
+    return {name: list(resize(tuple(shape))) for name, shape in specs.items()}
+
+
 def _part_shape(part: Record) -> list[int]:
     if part["type"] == "array":
         return [int(d) for d in part["shape"]]
@@ -144,9 +163,10 @@ def _several(encoding: Record | None, specs: dict[str, Any]) -> bool:
     return bool(encoding["several"]) if encoding is not None else len(specs) > 1
 
 
-def _call_once(model: Model, encoding: Record | None) -> None:
-    """Run the model on one row of zeros: Keras exports only a model that was called
-    (one gpu_load() read back was not), and a model the data does not fit fails here."""
+def _call_once(model: Model, encoding: Record | None, converter: Any) -> None:
+    """Run the model on one row of zeros (through its image ``converter``, if any): Keras
+    exports only a model that was called (one gpu_load() read back was not), and a model the
+    data does not fit fails here."""
     specs = _input_specs(model, encoding)
     zeros = {
         name: np.zeros([1, *[d or 1 for d in shape[1:]]], "float32")
@@ -154,7 +174,7 @@ def _call_once(model: Model, encoding: Record | None) -> None:
     }
     batch = zeros if _several(encoding, specs) else next(iter(zeros.values()))
     try:
-        model(batch, training=False)
+        model(batch if converter is None else converter(batch), training=False)
     except Exception as error:
         raise BadArgumentError(
             f"The model cannot run on rows encoded as its training data was: {error}"
@@ -186,12 +206,40 @@ def _move_into_place(built: Path, target: Path, work: Path) -> None:
         raise
 
 
-def _about(encoding: Record | None, name: str, extra: Record) -> Record:
-    """The JSON document gpu_save() writes beside a model, with what ``extra`` adds."""
+def _about(model: Model, encoding: Record | None, name: str, extra: Record) -> Record:
+    """The JSON document gpu_save() writes beside a model, with what ``extra`` adds (and a
+    KerasHub image classifier's ``preprocessing``)."""
     document = {"format": ENCODING_FORMAT, "version": ENCODING_VERSION, "model": name}
     document["encoding"] = encoding
+    preprocessing = _preprocessing(model)
+    if preprocessing is not None:
+        document["preprocessing"] = preprocessing
     document.update(extra)
     return document
+
+
+def _preprocessing(model: Model) -> Record | None:
+    """What predict() does to a KerasHub image classifier's images before its model and to
+    its outputs after, which the SavedModel's ``serving_default`` does too (not its
+    ``encoded`` signature, nor an ONNX graph): its image converter's settings, and the
+    ``activation`` that makes its logits probabilities. None for any other model."""
+    converter = pretrained.image_converter(model)
+    if converter is None:
+        return None
+
+    def plain(value: Any) -> Any:
+        return None if value is None else np.asarray(value, dtype="float64").tolist()
+
+    outputs = getattr(model, "outputs", None) or [()]
+    return {
+        "image_size": None if converter.image_size is None else list(converter.image_size),
+        "scale": plain(converter.scale),
+        "offset": plain(converter.offset),
+        "crop_to_aspect_ratio": bool(converter.crop_to_aspect_ratio),
+        "interpolation": str(converter.interpolation),
+        "antialias": bool(converter.antialias),
+        "activation": pretrained.probability_activation(model, tuple(outputs[0].shape)),
+    }
 
 
 def _tensorflow() -> Any:
@@ -205,12 +253,16 @@ def _tensorflow() -> Any:
 
 
 def _export_saved_model(
-    keras: Any, model: Model, target: Path, encoding: Record | None, unknown: str, overwrite: bool
+    keras: Any, model: Model, target: Path, encoding: Record | None, unknown: str, converter: Any
 ) -> Record:
+    """The SavedModel (see the module); a KerasHub image classifier's ``converter`` runs in
+    the served function, as TensorFlow ops (predict() runs it so, in its input pipeline, on
+    either engine), before the model's function, and its logits become probabilities."""
     tf = _tensorflow()
     specs = _input_specs(model, encoding)
     several = _several(encoding, specs)
-    tensor_specs = {n: tf.TensorSpec(s, tf.float32, name=n) for n, s in specs.items()}
+    own = _model_specs(specs, converter)
+    tensor_specs = {n: tf.TensorSpec(s, tf.float32, name=n) for n, s in own.items()}
     signature = [tensor_specs] if several else [next(iter(tensor_specs.values()))]
     if encoding is None:
         plain = {"inputs": {n: {"type": "array", "shape": s[1:]} for n, s in specs.items()}}
@@ -229,13 +281,16 @@ def _export_saved_model(
         def serve(features: Any) -> Any:
             encoded = export_signature.encode(tf, features, served)
             x = encoded if several else next(iter(encoded.values()))
-            return export_signature.name_outputs(tf, model_fn(x), plan)
+            if converter is not None:
+                x = converter(x)
+            return export_signature.name_outputs(tf, _probabilities(tf, model, model_fn(x)), plan)
 
         archive.add_endpoint(SIGNATURE, serve)
     except Exception as error:
         raise ExportError(f"Keras could not export this model as a SavedModel: {error}") from error
     inputs = export_signature.plain_inputs(served)
     about = _about(
+        model,
         encoding,
         target.name,
         {
@@ -266,6 +321,17 @@ def _export_saved_model(
         "encoding_file": str(target.joinpath(*ABOUT_FILE)),
         "backend": config.backend,
     }
+
+
+def _probabilities(tf: Any, model: Model, predicted: Any) -> Any:
+    """``predicted`` as predict() gives it: a KerasHub classifier's logits as each class's
+    probability (``pretrained.probability_activation``), in float32; else as it is."""
+    if isinstance(predicted, (dict, list, tuple)):
+        return predicted
+    activation = pretrained.probability_activation(model, tuple(predicted.shape))
+    if activation is None:
+        return predicted
+    return getattr(tf.nn, activation)(tf.cast(predicted, tf.float32))
 
 
 def _onnx_modules() -> Any:
@@ -314,7 +380,7 @@ def _export_onnx(
             }
         }
         about = work / beside.name
-        about.write_text(json.dumps(_about(encoding, target.name, names), indent=1), "utf-8")
+        about.write_text(json.dumps(_about(model, encoding, target.name, names), indent=1), "utf-8")
         _move_into_place(built, target, work)
         _move_into_place(about, beside, work)
     return {

@@ -402,19 +402,36 @@ def gives_logits(model: Any) -> bool:
     return bool(keras.activations.get(model.activation) is keras.activations.linear)
 
 
+def probability_activation(model: Any, shape: tuple[int | None, ...]) -> str | None:
+    """What makes ``model``'s outputs of ``shape`` (rows, columns) each class's probability,
+    where it gives logits (``gives_logits``): "softmax" of each row for several columns,
+    "sigmoid" of a single column (the second class's probability, as a sigmoid classifier's);
+    None for anything else (a model that gives probabilities, outputs not of two dimensions)."""
+    if len(shape) != 2 or not gives_logits(model):
+        return None
+    return "sigmoid" if shape[1] == 1 else "softmax"
+
+
 def probabilities(model: Any, predicted: Any) -> Any:
-    """``predicted`` as each class's probability where ``model`` gives logits (``gives_logits``):
-    the softmax of each row for several columns, the sigmoid of a single column (the second
-    class's probability, as a sigmoid classifier's); anything else as it is. In float32."""
-    if not gives_logits(model) or isinstance(predicted, (dict, list, tuple)):
+    """``predicted`` as each class's probability (``probability_activation``), in float32;
+    anything else as it is."""
+    if isinstance(predicted, (dict, list, tuple)):
+        return predicted
+    activation = probability_activation(model, np.shape(predicted))
+    if activation is None:
         return predicted
     logits = np.asarray(predicted, dtype="float32")
-    if logits.ndim != 2:
-        return predicted
-    if logits.shape[1] == 1:
+    if activation == "sigmoid":
         return 1.0 / (1.0 + np.exp(-logits))
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def image_converter(model: Any) -> Any:
+    """The image converter of ``model``'s preprocessor (a KerasHub image classifier's: the
+    preset's resizing, scale and offset, which its ``predict()`` applies to the batches in
+    the input pipeline, not inside the model), or None."""
+    return getattr(getattr(model, "preprocessor", None), "image_converter", None)
 
 
 @contextlib.contextmanager
