@@ -52,7 +52,10 @@
 #'   and folder resumes where it stopped, with the full history, and ends with
 #'   the weights an uninterrupted run would have. Give gpu_fit() a `seed` too,
 #'   so the resumed run sees the batches in the same order. `NULL` keeps no
-#'   backup (the signals still stop training cleanly).
+#'   backup (the signals still stop training cleanly). A KerasHub preset
+#'   fine-tuned with LoRA (`lora_rank`) is backed up with its adapters apart,
+#'   beside each backup's weights (`.lora.h5`), so it resumes with them
+#'   trainable, as an unbroken run.
 #'
 #'   The folder must be your own and writable by you alone (or your private
 #'   group): another user's folder, or one others may write to (such as `/tmp`
@@ -67,7 +70,7 @@
 #'   backup is. Training that completes removes exactly the files its backups
 #'   wrote (and the folder, if that leaves it empty), never your other files.
 #'   Not protected: a crash while a backup is written can leave that one
-#'   weights file (`gpukeras-weights-*.weights.h5`) behind; a disk that loses
+#'   weights file (`gpukeras-weights-*.weights.h5`, and its `.lora.h5`) behind; a disk that loses
 #'   data it said was synced can lose both backups.
 #'
 #'   One folder, one fit: a fit locks the folder for its life

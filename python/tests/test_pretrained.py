@@ -8,6 +8,8 @@ costs 15 s (TensorFlow through tensorflow-text): the tests are slow ones.
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,11 +17,14 @@ import numpy as np
 import pytest
 
 from conftest import run_core
+from gpukeras.core import errors
 from gpukeras.core.errors import BadArgumentError
+from gpukeras.core.runtime import config
 from gpukeras.data import encoding
 from gpukeras.serve import encoding_file, scoring
 from gpukeras.track import tracked_runs
-from gpukeras.train import pretrained
+from gpukeras.train import backup, fit, pretrained
+from test_backup import crash_at, listing
 
 pytest.importorskip("keras_hub")
 pytestmark = pytest.mark.slow
@@ -411,8 +416,6 @@ def test_a_lora_fits_weights_load_back_with_their_adapters(lm_preset: str, tmp_p
 def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adapters(
     preset: str,
 ) -> None:
-    import shutil
-
     from gpukeras.track import model_copy
 
     model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
@@ -429,3 +432,65 @@ def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adap
         scoring.predict(loaded["model"], texts), scoring.predict(model, texts), atol=1e-5
     )
     assert tracked_runs.fit_params(loaded["model"], {}, {})["lora_rank"] == "2"
+
+
+def test_a_backed_up_lora_fit_resumes_with_its_adapters_as_the_unbroken_run(
+    preset: str, tmp_path: Path
+) -> None:
+    # Keras' own save_weights() would back up each kernel with its adapters added, and resume
+    # with that sum and zero adapters: another run, its adapters no longer LoRA's factors.
+    def lora_classifier(seed: int) -> object:
+        config.keras().utils.set_random_seed(seed)
+        made = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+        return made["model"]
+
+    data = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=4)["dataset"]
+    common = {"epochs": 3, "seed": 5, "monitor": False, "verbose": 0, "steps_per_execution": 1}
+    reference = lora_classifier(1)
+    fit.fit(reference, data, **common)
+    folder = tmp_path / "backups"
+    with pytest.raises(errors.CallbackError):
+        fit.fit(
+            lora_classifier(1),
+            data,
+            backup_dir=str(folder),
+            backup_freq=3,
+            callbacks=[crash_at(1, 5)],
+            **common,
+        )
+    state = backup.read_state(str(folder))
+    assert state is not None and state.previous is not None
+    # the two kept generations' adapters, each beside its weights; those of older ones removed
+    kept = {s.weights.removesuffix(".weights.h5") + ".lora.h5" for s in (state, state.previous)}
+    assert {name for name in listing(folder) if name.endswith(".lora.h5")} == kept
+    assert state.adapters in kept
+    # a backup whose newest adapters a crash cut short resumes from the one before
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    (broken / state.adapters).write_bytes(b"cut short")
+    fallback = backup.resume_state(str(broken))
+    assert fallback is not None and fallback.generation == state.generation
+    assert fallback.files() == state.previous.files()
+    assert f"the newest backup's LoRA adapters ({state.adapters}) are " in str(fallback.fallback)
+    # one written before the adapters were kept apart (none beside its weights) resumes as then
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    written = json.loads((older / backup.STATE_FILE).read_text())
+    for generation in (written, written["previous"]):
+        (older / generation.pop("adapters")).unlink()
+        del generation["adapters_size"], generation["adapters_sha256"]
+    (older / backup.STATE_FILE).write_text(json.dumps(written))
+    answer = fit.fit(lora_classifier(2), data, backup_dir=str(older), backup_freq=3, **common)
+    assert answer["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 3}
+    assert not older.exists()
+    # adapters a write killed midway left, which no backup names, go when the fit completes
+    (folder / f"{backup.WEIGHTS_PREFIX}000009-abc{pretrained.ADAPTERS_SUFFIX}").write_bytes(b"cut")
+    resumed = lora_classifier(2)  # other initial weights and adapters: the backup's replace them
+    answer = fit.fit(resumed, data, backup_dir=str(folder), backup_freq=3, **common)
+    assert answer["settings"]["resumed_from"] == {"epoch": 2, "batches_done": 3}
+    for got, want in zip(resumed.weights, reference.weights, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6, err_msg=got.path)
+    adapters = [w for w in resumed.trainable_weights if "lora_kernel" in w.path]
+    assert len(adapters) == 8
+    assert all(np.abs(np.asarray(w)).max() > 0 for w in adapters)
+    assert not folder.exists()  # done: every generation's weights and adapters removed

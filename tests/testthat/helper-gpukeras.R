@@ -157,6 +157,17 @@ fresh_r_call <- function(expr, env, unset, options) {
   )
 }
 
+# A callback that kills its process (crash_once.py's CrashAt) at batch `batch` of epoch
+# `epoch` (0-based), at most `times` times, counted in the file `marker`. The callback
+# module must be importable in a background job's child as in the parent: its folder
+# goes on sys.path, which the job carries.
+crash_at <- function(marker, epoch, batch, times = 1L, signal = "SIGSEGV") {
+  sys <- reticulate::import("sys", convert = FALSE)
+  here <- normalizePath(testthat::test_path("."))
+  if (!here %in% reticulate::py_to_r(sys$path)) sys$path$append(here)
+  reticulate::import("crash_once")$CrashAt(marker, as.integer(epoch), as.integer(batch), as.integer(times), signal)
+}
+
 # A tiny regression model, built and (unless told not to) compiled.
 tiny_model <- function(compile = TRUE, learning_rate = 0.01, seed = 1L) {
   keras <- gpu_keras()

@@ -11,15 +11,6 @@ job_data <- function() {
 
 job_model <- function() tiny_model(seed = 5L)
 
-# The callback module (tests/testthat/crash_once.py) must be importable in the
-# child as in the parent: its folder goes on sys.path, which the job carries.
-crash_at <- function(marker, epoch, batch, times = 1L, signal = "SIGSEGV") {
-  sys <- reticulate::import("sys", convert = FALSE)
-  here <- normalizePath(testthat::test_path("."))
-  if (!here %in% reticulate::py_to_r(sys$path)) sys$path$append(here)
-  reticulate::import("crash_once")$CrashAt(marker, as.integer(epoch), as.integer(batch), as.integer(times), signal)
-}
-
 job_folders <- function() list.files(tempdir(), pattern = "^gpukeras-job-")
 
 # One unbroken background run, shared by the tests that compare with it.

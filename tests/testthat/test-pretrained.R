@@ -269,3 +269,30 @@ test_that("a text model fine-tunes in the background as in the session: its text
   generated <- lapply(list(fit, in_session), gpu_generate, "the movie", max_length = 8)
   expect_identical(generated[[1]], generated[[2]])
 })
+
+test_that("a LoRA fine-tune killed in the background resumes from its backup with its adapters, as an unbroken run", {
+  # Keras alone backs up each kernel with its adapters added, and the restarted child would
+  # train zero adapters on that sum: another run. No dropout, no shuffling, as above.
+  preset <- tiny_preset(dropout = 0)
+  texts <- rep(c("good movie", "great movie", "nice movie", "bad movie", "awful movie", "sad movie"), 6)
+  labels <- factor(rep(c("pos", "pos", "pos", "neg", "neg", "neg"), 6))
+  here <- gpu_text_classifier(preset, labels, lora_rank = 2, learning_rate = 1e-2)
+  there <- gpu_text_classifier(preset, labels, lora_rank = 2, learning_rate = 1e-2)
+  there$set_weights(here$get_weights())
+  data <- gpu_text_data(texts, labels, batch_size = 4, shuffle = FALSE)
+  unbroken <- gpu_fit(here, data, epochs = 2, seed = 3, verbose = 0)
+  # killed after the 5th batch of epoch 2 (backups every 3 batches): resumed after 3
+  marker <- withr::local_tempfile()
+  job <- gpu_fit(there, data, epochs = 2, seed = 3, backup = gpu_backup(NULL, every = 3),
+                 callbacks = crash_at(marker, epoch = 1, batch = 4),
+                 background = gpu_background(max_restarts = 1), verbose = 0)
+  fit <- gpu_job_wait(job, timeout = 600)
+  expect_identical(readLines(marker, warn = FALSE), "1")
+  expect_identical(fit$settings$resumed_from, list(epoch = 2L, batches_done = 3L))
+  expect_equal(fit$history$loss, unbroken$history$loss, tolerance = 1e-5)
+  expect_equal(lapply(there$get_weights(), as.vector), lapply(here$get_weights(), as.vector), tolerance = 1e-5)
+  # the adapters are LoRA's still: trainable, both factors trained
+  adapters <- Filter(function(weight) grepl("lora_kernel", weight$path), there$trainable_weights)
+  expect_length(adapters, 8L)
+  expect_true(all(vapply(adapters, function(weight) max(abs(as.vector(weight$numpy()))) > 0, logical(1))))
+})

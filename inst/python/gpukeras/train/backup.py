@@ -16,22 +16,27 @@ generators); (d) deletes the whole backup folder, whatever else is in it.
 
 - writes each backup's weights into a new file of a name no other file has
   (``gpukeras-weights-<generation>-<random>.weights.h5``, created
-  exclusively), syncs it to disk, and then commits it by atomically
+  exclusively) and, for a KerasHub model with LoRA, its adapters into another
+  beside it (``<the same>.lora.h5``, created exclusively too), by
+  ``pretrained.save_weights``: Keras alone would save each kernel with its
+  adapters added, and resume with that sum and zero adapters, which train no
+  more. It syncs them to disk, and then commits them by atomically
   replacing ``gpukeras-backup.json`` (epoch, batches done in it,
-  seed-generator states, the history so far, the run's fingerprint, and the
-  weights file's size and SHA-256), written to a temporary file of its own
+  seed-generator states, the history so far, the run's fingerprint, and each
+  file's size and SHA-256), written to a temporary file of its own
   and synced, the folder synced before and after the rename. So a kill or a
   power cut at any moment leaves the last committed backup intact;
 - keeps the generation before the last one (the JSON names it, in full, as
   ``previous``) until the next is committed; on resume, a newest backup
   whose weights are missing, of the wrong size or checksum (a file emptied
   or cut short by a crash, or by a disk that lost it) is passed over for
-  the previous one; when neither can be used, BackupMismatchError names the
-  files to remove;
-- removes exactly the files it wrote, and those named by the backup it
-  resumed from (which the resumed run now owns), never any other file in
-  the folder: when training completes, and each generation older than the
-  kept one as soon as a newer one is committed;
+  the previous one (an adapters file alike); when neither can be used,
+  BackupMismatchError names the files to remove;
+- removes exactly the files it wrote (a generation's adapters with its
+  weights), and those named by the backup it resumed from (which the resumed
+  run now owns), never any other file in the folder: when training
+  completes, and each generation older than the kept one as soon as a newer
+  one is committed;
 - syncs JAX's training state into the model before saving (on JAX it lives
   outside the model during an epoch; ``jax_state_sync`` is Keras' own way);
 - on restart, loads the committed backup, and then, in the interrupted
@@ -59,11 +64,12 @@ for it is reserved (``reserve``): HDF5 can crash the process when a write
 fails in the middle of a file.
 
 Not protected: a crash while a backup is being written can leave that
-backup's uncommitted weights file in the folder (no committed backup names
-it, so no run removes it); a disk that acknowledges a sync it did not make
-(some network file systems, disks with volatile caches) can still lose both
-generations; another process filling the disk between the reservation and
-Keras' write can still meet HDF5's crash.
+backup's uncommitted weights and adapters files in the folder (no committed
+backup names them; a fit that resumes and completes removes them); a disk
+that acknowledges a sync it did not make (some network file systems, disks
+with volatile caches) can still lose both generations; another process
+filling the disk between the reservation and Keras' write can still meet
+HDF5's crash.
 
 Exact resumption also needs the data order to depend only on the seed and
 the epoch; ``gpukeras.data.adapters`` arranges that (see its notes).
@@ -89,7 +95,7 @@ from gpukeras.core.errors import BackupMismatchError, BackupWriteError
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.train import backup_files as files
-from gpukeras.train import best_models
+from gpukeras.train import best_models, pretrained
 
 STATE_FILE = "gpukeras-backup.json"
 WEIGHTS_PREFIX = "gpukeras-weights-"
@@ -140,9 +146,15 @@ class BackupState:
             and metrics of the interrupted epoch), for a mid-epoch backup.
         size: the weights file's size in bytes (None in format 1).
         sha256: the weights file's SHA-256, hex (None in format 1).
+        adapters: file name of the LoRA adapters, beside the weights (``pretrained``'s
+            ``save_weights``); None for a model without them, and in a backup written
+            before they were kept (it resumes as it did: each kernel with its adapters
+            added, zero adapters).
+        adapters_size: the adapters file's size in bytes (None without it).
+        adapters_sha256: the adapters file's SHA-256, hex (None without it).
         previous: the generation committed before this one, kept as a fallback.
-        owned: (set by ``resume_state``) every weights file the committed
-            backup names, which the run resuming from it removes in time.
+        owned: (set by ``resume_state``) every file the committed backup names
+            (``files()``), which the run resuming from it removes in time.
         fallback: (set by ``resume_state``) why the newest backup was passed
             over for this one; None when this is the newest.
     """
@@ -157,11 +169,18 @@ class BackupState:
     metrics: list[object] = field(default_factory=list)
     size: int | None = None
     sha256: str | None = None
+    adapters: str | None = None
+    adapters_size: int | None = None
+    adapters_sha256: str | None = None
     previous: BackupState | None = None
     owned: list[str] = field(default_factory=list)
     fallback: str | None = None
     # the k best models so far, best first: epoch (from 1), value, file
     best: list[dict[str, object]] = field(default_factory=list)
+
+    def files(self) -> list[str]:
+        """The names of this generation's files: its weights, and its adapters where it has them."""
+        return [self.weights, *([self.adapters] if self.adapters else [])]
 
     def record(self) -> dict[str, object]:
         """The generation as the JSON holds it (without ``previous`` and what resuming sets)."""
@@ -188,6 +207,11 @@ def _state_of(data: dict) -> BackupState:
         metrics=list(data.get("metrics", [])),
         size=None if data.get("size") is None else int(data["size"]),
         sha256=None if data.get("sha256") is None else str(data["sha256"]),
+        adapters=None if data.get("adapters") is None else str(data["adapters"]),
+        adapters_size=None if data.get("adapters_size") is None else int(data["adapters_size"]),
+        adapters_sha256=(
+            None if data.get("adapters_sha256") is None else str(data["adapters_sha256"])
+        ),
         previous=None if previous is None else _state_of(previous),
         best=[dict(entry) for entry in data.get("best", [])],
     )
@@ -220,8 +244,9 @@ def read_state(backup_dir: str) -> BackupState | None:
 
 
 def resume_state(backup_dir: str) -> BackupState | None:
-    """The backup to resume from: the newest committed one whose weights file is whole, else
-    the one before it; None when there is none (a fresh start).
+    """The backup to resume from: the newest committed one whose weights file (and adapters
+    file, where it has one) is whole, else the one before it; None when there is none (a
+    fresh start).
 
     Raises:
         BackupMismatchError: a backup is committed but neither generation can be
@@ -230,7 +255,7 @@ def resume_state(backup_dir: str) -> BackupState | None:
     committed = read_state(backup_dir)
     if committed is None:
         return None
-    owned = [s.weights for s in (committed, committed.previous) if s is not None]
+    owned = [name for s in (committed, committed.previous) if s is not None for name in s.files()]
     problems: list[str] = []
     for candidate in (committed, committed.previous):
         if candidate is None:
@@ -245,12 +270,12 @@ def resume_state(backup_dir: str) -> BackupState | None:
                 owned=owned,
                 fallback=None
                 if candidate is committed
-                else f"the newest backup's weights {problems[0]}; resumed from the one before it",
+                else f"the newest backup's {problems[0]}; resumed from the one before it",
             )
         problems.append(problem)
     names = ", ".join(owned)
     raise BackupMismatchError(
-        f"The backup in {backup_dir} cannot be resumed: its weights {' and '.join(problems)} "
+        f"The backup in {backup_dir} cannot be resumed: its {' and '.join(problems)} "
         "(a crash or a full disk while it was written?). Delete "
         f"{Path(backup_dir) / STATE_FILE} and {names} in that folder (or the folder, if it "
         "holds nothing else) to start training from the beginning."
@@ -258,8 +283,20 @@ def resume_state(backup_dir: str) -> BackupState | None:
 
 
 def weights_problem(backup_dir: str, state: BackupState) -> str | None:
-    """What makes a generation's weights file unusable, in words; None when it is whole."""
-    name = state.weights
+    """What makes a generation's weights file, or its adapters file, unusable, in words (the
+    file first: "weights (...) are missing"); None when they are whole."""
+    problem = _file_problem(backup_dir, state.weights, state.size, state.sha256)
+    if problem is not None:
+        return f"weights {problem}"
+    if state.adapters is None:
+        return None
+    adapters = _file_problem(backup_dir, state.adapters, state.adapters_size, state.adapters_sha256)
+    return None if adapters is None else f"LoRA adapters {adapters}"
+
+
+def _file_problem(backup_dir: str, name: str, size: int | None, sha256: str | None) -> str | None:
+    """What makes the file ``name`` of a generation unusable, in words; None when it is whole
+    (of ``size`` bytes and SHA-256 ``sha256``, where they are known)."""
     if not name or os.path.basename(name) != name or name in (".", ".."):
         return f"name {name!r}, which is not a file in the folder"
     path = os.path.join(backup_dir, name)
@@ -273,14 +310,14 @@ def weights_problem(backup_dir: str, state: BackupState) -> str | None:
         return f"({name}) are not a plain file (a link?)"
     if status.st_size == 0:
         return f"({name}) are empty"
-    if state.size is not None and status.st_size != state.size:
-        return f"({name}) are {status.st_size} bytes, not the {state.size} written"
-    if state.sha256 is not None:
+    if size is not None and status.st_size != size:
+        return f"({name}) are {status.st_size} bytes, not the {size} written"
+    if sha256 is not None:
         try:
             digest = files.sync_and_hash(path, sync=False)[1]
         except OSError as error:
             return f"({name}) cannot be read ({files.why(error)})"
-        if digest != state.sha256:
+        if digest != sha256:
             return f"({name}) are not what was written (their SHA-256 differs)"
     return None
 
@@ -384,9 +421,9 @@ def backup_callback(
             self.skip_batches = 0
             self.restored = False
             self.save_dir = _save_dir(backup_dir)
-            # The last committed generation (kept until the next is), and every weights file
-            # this run is to remove in time: those it wrote, and those the backup it resumed
-            # from names (in the shared folder the chief alone owns them).
+            # The last committed generation (kept until the next is), and every file (weights,
+            # adapters) this run is to remove in time: those it wrote, and those the backup it
+            # resumed from names (in the shared folder the chief alone owns them).
             self.kept = state
             self.owned: list[str] = (
                 list(state.owned) if state and self.save_dir == backup_dir else []
@@ -416,7 +453,7 @@ def backup_callback(
                 model.optimizer.build(model.trainable_variables)
             weights = os.path.join(backup_dir, self.resumed.weights)
             try:
-                model.load_weights(weights)
+                pretrained.load_weights(model, weights)  # the adapters beside, where kept
             except (ValueError, KeyError) as error:
                 raise BackupMismatchError(
                     f"The backup in {backup_dir} does not fit this model ({error}). Resuming "
@@ -503,7 +540,7 @@ def backup_callback(
                 if code is None:
                     raise
                 raise _write_failure(code, self.save_dir, self.kept) from error
-            keep = {committed.weights, *([self.kept.weights] if self.kept else [])}
+            keep = {*committed.files(), *(self.kept.files() if self.kept else [])}
             self.kept = committed
             self.committed_at = (committed.epoch, committed.batches_done)
             for name in [n for n in self.owned if n not in keep]:
@@ -511,28 +548,47 @@ def backup_callback(
                     os.unlink(os.path.join(self.save_dir, name))
                 self.owned.remove(name)
 
+        def _new_files(self, model: Model) -> list[str]:
+            """This generation's new files, created exclusively, of names no other file has:
+            its weights file and, for a model whose adapters are kept apart
+            (``pretrained.saves_adapters``), its adapters file beside it."""
+            while True:
+                descriptor, path = tempfile.mkstemp(
+                    dir=self.save_dir,
+                    prefix=f"{WEIGHTS_PREFIX}{self.generation:06d}-",
+                    suffix=WEIGHTS_SUFFIX,
+                )
+                os.close(descriptor)
+                if not pretrained.saves_adapters(model):
+                    return [path]
+                adapters = pretrained.adapters_file(path)
+                try:
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | files.NOFOLLOW
+                    os.close(os.open(adapters, flags, 0o600))
+                except FileExistsError:  # a file of that name is there: other names
+                    os.unlink(path)
+                    continue
+                return [path, adapters]
+
         def _write(self, model: Model) -> BackupState:
             self.generation += 1
-            descriptor, path = tempfile.mkstemp(
-                dir=self.save_dir,
-                prefix=f"{WEIGHTS_PREFIX}{self.generation:06d}-",
-                suffix=WEIGHTS_SUFFIX,
-            )
-            os.close(descriptor)
-            name = os.path.basename(path)
-            self.owned.append(name)
+            paths = self._new_files(model)
+            names = [os.path.basename(path) for path in paths]
+            self.owned.extend(names)
+            written = None if self.kept is None else self.kept.size
+            if self.kept is not None and self.kept.adapters_size is not None:
+                written = (written or 0) + self.kept.adapters_size
             try:
-                files.reserve(
-                    self.save_dir,
-                    files.weights_estimate(model, self.kept.size if self.kept else None),
-                )
-                # Keras writes by path: the file made just now, in a folder only this user writes.
-                model.save_weights(path, overwrite=True)
-                size, digest = files.sync_and_hash(path)
+                files.reserve(self.save_dir, files.weights_estimate(model, written))
+                # Keras (and KerasHub) write by path: the files made just now, in a folder only
+                # this user writes; the adapters (if any) into the second.
+                pretrained.save_weights(model, paths[0])
+                size, digest = files.sync_and_hash(paths[0])
+                adapters = files.sync_and_hash(paths[1]) if len(paths) > 1 else None
                 committed = BackupState(
                     epoch=self.epoch,
                     batches_done=self.batches_done,
-                    weights=name,
+                    weights=names[0],
                     generation=self.generation,
                     run=self.run,
                     seed_generators=[
@@ -548,15 +604,19 @@ def backup_callback(
                     else [],
                     size=size,
                     sha256=digest,
+                    adapters=names[1] if adapters else None,
+                    adapters_size=adapters[0] if adapters else None,
+                    adapters_sha256=adapters[1] if adapters else None,
                     best=list(self.best.entries) if self.best is not None else [],
                 )
                 record = committed.record()
                 record["previous"] = None if self.kept is None else self.kept.record()
                 files.commit_json(self.save_dir, STATE_FILE, record)
             except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-                self.owned.remove(name)
+                for path, name in zip(paths, names):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                    self.owned.remove(name)
                 raise
             return committed
 
@@ -569,7 +629,9 @@ def backup_callback(
             for name in self.owned:
                 Path(self.save_dir, name).unlink(missing_ok=True)
             self.owned = []
-            files.remove_leftovers(self.save_dir, (WEIGHTS_PREFIX, WEIGHTS_SUFFIX))
+            files.remove_leftovers(
+                self.save_dir, WEIGHTS_PREFIX, (WEIGHTS_SUFFIX, pretrained.ADAPTERS_SUFFIX)
+            )
             with contextlib.suppress(OSError):
                 Path(self.save_dir).rmdir()
 

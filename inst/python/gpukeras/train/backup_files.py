@@ -263,19 +263,18 @@ def sync_dir(folder: str) -> None:
         os.close(descriptor)
 
 
-def remove_leftovers(folder: str, weights: tuple[str, str]) -> None:
+def remove_leftovers(folder: str, prefix: str, suffixes: tuple[str, ...]) -> None:
     """Remove what a fit killed in the middle of a write left in ``folder``: this module's
-    temporary files and weights files (named ``weights``' prefix and suffix) that no
-    backup names. Called by a fit that completed while holding the folder's lock, so no
-    other fit writes there; without it the folder (and a killed run's half-written
-    weights) would stay after a resumed fit completed.
+    temporary files and a backup's files (weights, adapters: named ``prefix`` and one of
+    ``suffixes``) that no backup names. Called by a fit that completed while holding the
+    folder's lock, so no other fit writes there; without it the folder (and a killed run's
+    half-written files) would stay after a resumed fit completed.
     """
-    prefix, suffix = weights
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             name = entry.name
             ours = name.startswith(TEMPORARY_PREFIXES) or (
-                name.startswith(prefix) and name.endswith(suffix)
+                name.startswith(prefix) and name.endswith(suffixes)
             )
             if ours and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):

@@ -40,6 +40,8 @@ PRESET_FILE = "metadata.json"
 # they are kept (KerasHub's save_lora_weights(), whose file name ends so).
 SAVED_PRESET = "gpukeras-preset.json"
 SAVED_ADAPTERS = "gpukeras-adapters.lora.h5"
+# How the name of the adapters' file ``save_weights`` writes beside a weights file ends.
+ADAPTERS_SUFFIX = ".lora.h5"
 # The preset, LoRA rank (None: every weight trains) and the rank merged into the weights
 # (gpu_save(lora = "merge")) of each model loaded here, for a tracked fit's params and print().
 _PRESETS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -454,29 +456,37 @@ def _adapted(model: Any) -> list[Any]:
     ]
 
 
-def _adapters_file(path: str) -> str:
+def adapters_file(path: str) -> str:
     """Where ``save_weights`` keeps the adapters of the weights file ``path`` (a name
     KerasHub's save_lora_weights() takes)."""
-    return str(path).removesuffix(".weights.h5") + ".lora.h5"
+    return str(path).removesuffix(".weights.h5") + ADAPTERS_SUFFIX
+
+
+def saves_adapters(model: Any) -> bool:
+    """Whether ``save_weights`` writes adapters beside ``model``'s weights: a model loaded here
+    with LoRA."""
+    return _PRESETS.get(model, {}).get("lora_rank") is not None and bool(_adapted(model))
 
 
 def save_weights(model: Any, path: str) -> None:
     """``model.save_weights(path)`` (its optimizer's state too) and, for a model loaded here
-    with LoRA, its frozen kernels as they are and its adapters beside them (KerasHub's
-    ``save_lora_weights()``): Keras saves each kernel with its adapters added, and loads that
-    sum into the kernel with zero adapters, which then train no more (both factors zero)."""
-    adapted = _adapted(model) if _PRESETS.get(model, {}).get("lora_rank") is not None else []
+    with LoRA (``saves_adapters``), its frozen kernels as they are and its adapters beside
+    them (KerasHub's ``save_lora_weights()``, into ``adapters_file(path)``): Keras saves
+    each kernel with its adapters added, and loads that sum into the kernel with zero
+    adapters, which then train no more (both factors zero)."""
+    adapted = _adapted(model) if saves_adapters(model) else []
     with _unmerged(adapted):
         model.save_weights(path)
     if adapted:
-        model.backbone.save_lora_weights(_adapters_file(path))
+        model.backbone.save_lora_weights(adapters_file(path))
 
 
 def load_weights(model: Any, path: str) -> None:
     """Load what ``save_weights`` saved into ``model`` (the same model, with LoRA at the same
-    rank where it had it): the weights, the optimizer's state and the adapters."""
+    rank where it had it): the weights, the optimizer's state and the adapters (where their
+    file is beside the weights)."""
     model.load_weights(path)
-    adapters = _adapters_file(path)
+    adapters = adapters_file(path)
     if Path(adapters).is_file():
         model.backbone.load_lora_weights(adapters)
 
