@@ -333,6 +333,48 @@ def test_an_exported_preset_classifier_scores_raw_images_as_predict_does_on_jax(
 
 
 @pytest.mark.slow
+def test_onnx_of_a_mixed_precision_preset_classifier_gives_its_logits_in_float32(
+    hub_preset: str, tmp_path: Path
+) -> None:
+    """gpu_setup()'s choice on a GPU (mixed_bfloat16): the ONNX file is a float32 copy's,
+    which was built from the model's input shape, whose height and width a KerasHub image
+    model leaves open ("'NoneType' object cannot be interpreted as an integer"). The graph
+    takes the converted images and gives the logits, which the JSON's ``preprocessing``
+    makes predict()'s probabilities."""
+    requires("tf2onnx")
+    requires("onnxruntime")
+    if config.backend != "tensorflow":
+        pytest.skip("ONNX export is tested on the TensorFlow engine")
+    keras = config.keras()
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
+    finally:
+        keras.config.set_dtype_policy(before)
+    model.fit(image_dataset(8), epochs=1, verbose=0)
+    assert model.backbone.layers[-1].compute_dtype == "bfloat16"
+    path = tmp_path / "images.onnx"
+    export.export(model, str(path), "onnx", IMAGE_ENCODING)
+    about = json.loads(export.onnx_encoding_path(str(path)).read_text())
+    assert about["preprocessing"]["image_size"] == [24, 24]
+    assert about["preprocessing"]["activation"] == "softmax"
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == about["onnx"]["inputs"]
+    x = images(3, seed=5, size=40)
+    converted = keras.ops.convert_to_numpy(model.preprocessor.image_converter(x))
+    got = session.run(None, {about["onnx"]["inputs"][0]: converted.astype("float32")})[0]
+    assert got.dtype == np.float32 and got.shape == (3, 2)
+    logits = keras_outputs(keras.ops.convert_to_numpy(model(converted, training=False)))
+    np.testing.assert_allclose(got, logits, atol=5e-2)  # bfloat16's rounding, not float32's
+    probabilities = np.exp(got) / np.exp(got).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probabilities, scoring.predict(model, x), atol=2e-2)
+    assert model.backbone.layers[-1].compute_dtype == "bfloat16"  # the user's model as it was
+
+
+@pytest.mark.slow
 def test_a_preset_that_is_no_image_classifier_is_refused_naming_the_argument(
     hub_preset: str, tmp_path: Path
 ) -> None:

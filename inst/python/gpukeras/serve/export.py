@@ -94,9 +94,9 @@ def export(
     target = _check_path(path, str(format), overwrite)
     plain = frame_encoding.plain_encoding(encoding) if isinstance(encoding, dict) else None
     converter = pretrained.image_converter(model)
-    _call_once(model, plain, converter)
+    row = _call_once(model, plain, converter)
     if format == "onnx":
-        return _export_onnx(keras, model, target, plain, overwrite)
+        return _export_onnx(keras, model, target, plain, row)
     return _export_saved_model(keras, model, target, plain, str(unknown), converter)
 
 
@@ -163,10 +163,12 @@ def _several(encoding: Record | None, specs: dict[str, Any]) -> bool:
     return bool(encoding["several"]) if encoding is not None else len(specs) > 1
 
 
-def _call_once(model: Model, encoding: Record | None, converter: Any) -> None:
+def _call_once(model: Model, encoding: Record | None, converter: Any) -> Any:
     """Run the model on one row of zeros (through its image ``converter``, if any): Keras
     exports only a model that was called (one gpu_load() read back was not), and a model the
-    data does not fit fails here."""
+    data does not fit fails here. Returns the input the model ran on (the converted row),
+    which fits it even where its own input shape leaves sizes open (a KerasHub image
+    classifier's height and width)."""
     specs = _input_specs(model, encoding)
     zeros = {
         name: np.zeros([1, *[d or 1 for d in shape[1:]]], "float32")
@@ -174,11 +176,13 @@ def _call_once(model: Model, encoding: Record | None, converter: Any) -> None:
     }
     batch = zeros if _several(encoding, specs) else next(iter(zeros.values()))
     try:
-        model(batch if converter is None else converter(batch), training=False)
+        row = batch if converter is None else converter(batch)
+        model(row, training=False)
     except Exception as error:
         raise BadArgumentError(
             f"The model cannot run on rows encoded as its training data was: {error}"
         ) from error
+    return row
 
 
 @contextlib.contextmanager
@@ -358,7 +362,7 @@ def _onnx_modules() -> Any:
 
 
 def _export_onnx(
-    keras: Any, model: Model, target: Path, encoding: Record | None, overwrite: bool
+    keras: Any, model: Model, target: Path, encoding: Record | None, row: Any
 ) -> Record:
     onnx = _onnx_modules()
     beside = onnx_encoding_path(str(target))
@@ -366,7 +370,7 @@ def _export_onnx(
         built = work / target.name
         try:
             with _quiet_tf2onnx():
-                _in_float32(keras, model).export(str(built), format="onnx", verbose=False)
+                _in_float32(keras, model, row).export(str(built), format="onnx", verbose=False)
         except Exception as error:
             raise ExportError(f"Keras could not export this model to ONNX: {error}") from error
         graph = onnx.load(str(built)).graph
@@ -393,25 +397,20 @@ def _export_onnx(
     }
 
 
-def _in_float32(keras: Any, model: Model) -> Model:
+def _in_float32(keras: Any, model: Model, row: Any) -> Model:
     """The model ONNX is exported from: ``model``, or where a layer computes in bfloat16 or
     float16 (mixed precision, as gpu_setup() chooses on a recent GPU) a float32 copy with
     its weights: tf2onnx makes of it a graph onnxruntime refuses ("MatMul bound to different
     types (tensor(float16) and tensor(bfloat16))"). The file then computes in float32, as
-    predict()'s doubles are."""
+    predict()'s doubles are. ``row`` is the input ``_call_once()`` ran the model on."""
     layers = compat.flatten_layers(model)
     if not any(getattr(layer, "compute_dtype", None) in LOW_PRECISION for layer in layers):
         return model
     copy = model_copies.clone(
         keras, model, "gpu_export()", weights=True, policy="float32", every_layer=True
     )
-    # Keras' ONNX export wants a model that was called once (a clone never was); a
-    # Sequential model that was built, not called, has no ``input`` structure, only ``inputs``
-    try:
-        given = model.input
-    except (AttributeError, ValueError):
-        given = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    copy(keras.tree.map_structure(lambda t: np.zeros((1, *t.shape[1:]), "float32"), given))
+    # Keras' ONNX export wants a model that was called once (a clone never was)
+    copy(row, training=False)
     return copy
 
 
