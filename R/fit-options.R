@@ -93,7 +93,9 @@
 #' @param keep_best `NULL`, or a whole number k: besides the backup, keep the
 #'   k best models by `monitor` in `dir`, each a `.keras` file named by its
 #'   epoch and value (`gpukeras-best-epoch-0007-val_loss-0.3412.keras`; with
-#'   `gpu_step(ema = )`, the averaged weights), and their list in
+#'   `gpu_step(ema = )`, the averaged weights; saved as [gpu_save()] saves them,
+#'   a KerasHub preset's with its preset and its LoRA adapters kept apart, so
+#'   that [gpu_load()] gives it back with LoRA at the same rank), and their list in
 #'   `gpukeras-best.json`; they stay when training completes, and
 #'   `fit$settings$best` lists them, best first. Better is as Keras' callbacks
 #'   infer it (`mode = "auto"`: a loss is better low, a compiled metric such as

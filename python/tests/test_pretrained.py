@@ -494,3 +494,49 @@ def test_a_backed_up_lora_fit_resumes_with_its_adapters_as_the_unbroken_run(
     assert len(adapters) == 8
     assert all(np.abs(np.asarray(w)).max() > 0 for w in adapters)
     assert not folder.exists()  # done: every generation's weights and adapters removed
+
+
+def test_a_lora_fits_kept_best_model_loads_with_its_adapters_and_predicts_as_at_its_epoch(
+    preset: str, tmp_path: Path
+) -> None:
+    # gpu_backup(keep_best = ): Keras' own save would add the adapters into each kernel and
+    # load LoRA back with zero adapters, without the preset the fit was of
+    from gpukeras.tools import training
+
+    config.keras().utils.set_random_seed(1)
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    data = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)["dataset"]
+    texts = pretrained.text_dataset(["good movie", "sad movie", "the movie was fine"])["dataset"]
+    predicted: dict[int, object] = {}
+
+    class PredictEachEpoch(config.keras().callbacks.Callback):
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            predicted[epoch + 1] = scoring.predict(self.model, texts)
+
+    result = training.fit(
+        model,
+        data,
+        request={
+            "epochs": 3,
+            "seed": 5,
+            "backup_dir": str(tmp_path / "backups"),
+            "keep_best": 1,
+            "keep_best_monitor": "loss",
+            "callbacks": [PredictEachEpoch()],
+            "monitor": False,
+            "verbose": 0,
+        },
+    )
+    (best,) = result["settings"]["best"]["best"]  # type: ignore[index]
+    loaded = scoring.load_model(best["path"])
+    again = loaded["model"]
+    np.testing.assert_allclose(
+        scoring.predict(again, texts), predicted[best["epoch"]], atol=1e-6, rtol=0
+    )
+    assert pretrained._count(again.trainable_weights) == pretrained._count(model.trainable_weights)
+    adapters = [w for w in again.trainable_weights if "lora_kernel" in w.path]
+    assert len(adapters) == 8
+    assert all(np.abs(np.asarray(w)).max() > 0 for w in adapters)
+    assert loaded["preset"].endswith("; LoRA rank 2 (adapters trainable)")
+    assert tracked_runs.fit_params(again, {}, {})["lora_rank"] == "2"

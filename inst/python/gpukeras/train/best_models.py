@@ -14,7 +14,10 @@ resumes (``clean``): it comes back, the same, if the resumed run keeps it again.
 
 Better is as Keras' callbacks infer ``mode = "auto"`` (``compat.monitor_mode``); a tie
 keeps the earlier epoch; NaN is never kept. A model is saved with the averaged weights
-under gpu_step(ema = ) (``gpukeras.train.ema``). The files and the index stay when
+under gpu_step(ema = ) (``gpukeras.train.ema``), and as gpu_save() saves it
+(``pretrained.save_model``): a KerasHub preset's model with its preset, and its LoRA
+adapters kept apart, so that gpu_load() gives it back with LoRA at the same rank (Keras'
+own save would add the adapters into each kernel). The files and the index stay when
 training completes: they are what the user asked for.
 """
 
@@ -33,7 +36,7 @@ from gpukeras.core.files import write_atomic
 from gpukeras.core.handles import Model
 from gpukeras.core.runtime import config
 from gpukeras.train import backup_files as files
-from gpukeras.train import ema
+from gpukeras.train import ema, pretrained
 
 BEST_PREFIX = "gpukeras-best-"
 BEST_SUFFIX = ".keras"
@@ -113,14 +116,15 @@ class BestModels:
         return self.mode
 
     def _save(self, model: Model, name: str) -> None:
-        """The model (its averaged weights under gpu_step(ema = )) as ``name``: written
-        under a temporary name, synced, then renamed."""
+        """The model (its averaged weights under gpu_step(ema = )) as ``name``, as gpu_save()
+        saves it (``pretrained.save_model``, LoRA adapters kept apart): written under a
+        temporary name, synced, then renamed."""
         if hasattr(model, "jax_state_sync"):
             model.jax_state_sync()
 
         def save(path: str) -> None:
             with ema.averaged(model), compat.tensorflow_left_unloaded():
-                model.save(path)
+                pretrained.save_model(model, path, lora="keep")
 
         # the temporary name's prefix is one the cleanup of a killed run's files looks for
         write_atomic(
