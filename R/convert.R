@@ -20,7 +20,8 @@
 #' }
 gpu_as_numpy <- function(x, dtype = NULL, ...) {
   check_unknown_args("gpu_as_numpy")
-  if (is.factor(x)) x <- as.integer(x) - 1L
+  codes <- is.factor(x)
+  if (codes) x <- as.integer(x)
   if (!(is.numeric(x) || is.logical(x)) || is.data.frame(x) || is.list(x)) {
     abort_bad_data(
       c(
@@ -32,20 +33,11 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
   if (length(x) == 0L) abort_bad_data("`x` is empty: there is nothing to convert.")
   dtype <- dtype %||% if (is.integer(x)) "int32" else "float32"
   check_string(dtype)
-  values <- x # the core's check of NA (data/bad_rows.py), of R's integers too: as an array
-  if (is.logical(values)) storage.mode(values) <- "integer"
-  if (is.null(dim(values))) dim(values) <- length(values)
-  core_call("check_numbers", values = values)
-  call <- current_env()
-  tryCatch(
-    reticulate::np_array(x, dtype = dtype, order = "C"),
-    error = function(e) {
-      abort_bad_argument(c(
-        sprintf("`x` could not be converted to NumPy dtype '%s': %s", dtype, trimws(conditionMessage(e))),
-        "Use a NumPy dtype name such as \"float32\", \"int32\" or \"float16\"."
-      ), call = call)
-    }
-  )
+  # checked and copied by the core (data/bad_rows.py as_numpy): a logical as integers (R's NA, which a
+  # NumPy bool would lose), a vector with a dim
+  if (is.logical(x)) storage.mode(x) <- "integer"
+  if (is.null(dim(x))) dim(x) <- length(x)
+  core_call_python("as_numpy", values = x, dtype = dtype, codes = codes)
 }
 
 # R data for gpu_dataset() and the verbs that train: features (an array, or a
@@ -88,7 +80,7 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   if (!own) encoding <- data_encoding(x, labels, na, call, factors, encoding, features)
   features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
   parts[names(features)] <- features
-  label_type <- if (!is.null(labels)) encoding$y %||% label_spec(labels)
+  label_type <- if (!is.null(labels)) encoding$y %||% label_spec(labels)[c("type", "levels")]
   encoding["y"] <- list(label_type)
   factor_labels <- identical(label_type$type, "factor")
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers

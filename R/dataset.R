@@ -214,7 +214,6 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
       )
     }
     encoding <- if (!is.null(like)) encoding_of(like)
-    if (is.null(like)) warn_empty_levels(y) # new training labels
     if (!is.null(encoding$images)) {
       abort_bad_argument(
         c(

@@ -4,8 +4,9 @@
 
 # The encoding of data `x` (a part, or a named list of them; `parts`, as data_parts() gives
 # them) and labels `y`, made by the core from R's account of them (data/encoding.py
-# data_encoding; `factors` as gpu_dataset() takes it, its form checked); with the training
-# `encoding` (new data), that, once the core has checked the data against it.
+# data_encoding; `factors` as gpu_dataset() takes it, NULL for new data of a model without
+# one); with the training `encoding` (new data), that, once the core has checked the data
+# against it. The warnings of recording training data (data/recording.py) are `call`'s.
 data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factors = "one_hot", encoding = NULL,
                           parts = data_parts(x, call)) {
   made <- core_call(
@@ -14,7 +15,8 @@ data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factor
     na = na, factors = if (is.null(names(factors))) factors[[1]] else as.list(factors), encoding = encoding,
     error_call = call
   )
-  encoding %||% encoding_from_plain(made)
+  raise_core_warnings(made$warnings, call = call)
+  encoding %||% encoding_from_plain(made$encoding)
 }
 
 # R's account of an input, which the core makes its spec from: a data.frame's columns by
@@ -34,12 +36,13 @@ part_spec <- function(part) {
   list(type = "array", shape = shape, names = if (length(shape) == 1L) colnames(part), describe = describe(part))
 }
 
-# Labels' account: a factor's levels as R gives them (those no row has too), a character
-# vector's sorted values, else numbers; with R's words for them.
+# Labels' account: a factor (a character vector as the factor of its values) as its levels,
+# those no row has too, and its codes; else numbers; with R's words for them.
 label_spec <- function(y) {
   factor <- is.factor(y) || is.character(y) && is.null(dim(y))
-  levels <- if (factor) levels(if (is.factor(y)) y else factor(y))
-  list(type = if (factor) "factor" else "numeric", levels = levels, describe = describe(y))
+  codes <- if (factor) if (is.factor(y)) y else factor(y)
+  values <- if (factor) array(as.integer(codes))
+  list(type = if (factor) "factor" else "numeric", levels = levels(codes), values = values, describe = describe(y))
 }
 
 # A data.frame part (its training columns) as the core's encoder takes it (data/encoding.py,
@@ -60,11 +63,7 @@ frame_handover <- function(df, name, spec, unknown = "error") {
 # Factor (or character) labels as the core takes them (data/encoding.py label_codes): R's
 # codes and levels, and the training `levels` the core matches them to by name.
 labels_handover <- function(y, levels) {
-  appearance <- is.character(y)
-  if (appearance) y <- factor(y)
-  list(gpukeras_labels = list(
-    values = array(as.integer(y)), levels = as.list(levels(y)), training = as.list(levels), appearance = appearance
-  ))
+  list(gpukeras_labels = c(label_spec(y)[c("values", "levels")], list(training = levels, appearance = is.character(y))))
 }
 
 # An input as its training `spec` reads it, once the core has checked it (data_encoding()):

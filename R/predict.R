@@ -254,9 +254,10 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
       data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata), row_names = files
     ))
   }
-  if (is.null(encoding)) check_no_levels(newdata, call)
   if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images, call)
-  data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown)
+  # without the training encoding (factors = NULL), the core refuses factor and character columns, whose
+  # codes would be the new data's own
+  data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown, factors = NULL)
   check_widths(model, data$encoding, call = call)
   list(
     data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
@@ -277,25 +278,6 @@ image_files_dataset <- function(files, images, batch_size, call = caller_env()) 
     core_call, c(list("dataset_from_source", kind = "image_files", source = source), options, list(error_call = call))
   )
   made$dataset
-}
-
-# Without the training encoding, codes of factor or character columns would be
-# the new data's own: refused rather than silently wrong.
-check_no_levels <- function(newdata, call) {
-  parts <- if (is.list(newdata) && !is.data.frame(newdata)) newdata else list(newdata)
-  coded <- coded_columns(parts)
-  if (length(coded)) {
-    abort_bad_data(c(
-      sprintf(
-        "`newdata` has factor or character columns (%s), but the model's training encoding is not known.",
-        paste(coded, collapse = ", ")
-      ),
-      paste0(
-        "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: give the new data as ",
-        "the numbers it was trained on."
-      )
-    ), call = call)
-  }
 }
 
 # R arrays of images are scored as they are: a warning when their pixels are plainly not in
@@ -358,10 +340,4 @@ output_classes <- function(output, levels) {
   codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
   if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
   stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
-}
-
-# The factor and character columns of the data.frames in `parts`, by name.
-coded_columns <- function(parts) {
-  coded <- function(df) names(Filter(function(column) is.factor(column) || is.character(column), df))
-  unlist(lapply(Filter(is.data.frame, parts), coded))
 }

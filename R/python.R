@@ -237,19 +237,19 @@ core_call <- function(target, ..., error_call = caller_env()) {
   core_answer(target, list(...), core(error_call), error_call)
 }
 
-# Call the core's verb `target` as core_call() does, leaving its value in Python: for a
-# value R only hands on to the core (the memory-mapped arrays of a job or a worker, which
-# converting would copy into R).
+# Call the core's verb `target` as core_call() does, leaving its value in Python as the core
+# made it: for a value R only hands on (the memory-mapped arrays of a job or a worker, which
+# converting would copy into R; gpu_as_numpy()'s array, of any dtype).
 core_call_python <- function(target, ..., error_call = caller_env()) {
   core(error_call)
   if (is.null(the$bridge_python)) the$bridge_python <- reticulate::import("gpukeras.bridge", convert = FALSE)
-  core_answer(target, list(...), the$bridge_python, error_call)
+  core_answer(target, list(...), the$bridge_python, error_call, python = TRUE)
 }
 
-core_answer <- function(target, args, bridge, error_call) {
+core_answer <- function(target, args, bridge, error_call, python = FALSE) {
   result <- bridge$call(target, lapply(args, function(arg) {
     if (inherits(arg, "gpukeras_handover")) unclass(arg) else arg
-  }))
+  }), python = python)
   if (inherits(result, "python.builtin.object")) {
     # the answer converted, but for its value
     value <- result$pop("value", NULL)

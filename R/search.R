@@ -196,6 +196,8 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
     model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
     pruner = pruner, study = study, seed = seed, population = workers$population
   ))
+  # recorded once, here (its warnings the user's, in the background too), for the trials and the validation_data
+  data$recorded <- fit_encoding(data)
   if (!is.null(background)) {
     args <- c(
       search[c("model_fn", "space", "trials", "objective", "direction", "sampler", "pruner", "study", "seed")],

@@ -8,9 +8,7 @@ read_training_data <- function(data, data_missing, call = caller_env()) {
   if (data_missing) {
     abort_bad_argument("`data` is missing: give a gpu_dataset() or R data as list(x = , y = ).", call = call)
   }
-  data <- fit_data(data, "data", call = call)
-  if (data$kind == "r") warn_empty_levels(data$y, call)
-  data
+  fit_data(data, "data", call = call)
 }
 
 # For a verb that reads one dataset: `data` (from fit_data()) that is not a
@@ -141,19 +139,4 @@ describe_fit_data <- function(data, input, batch_size, described = NULL, role = 
     if (is.null(dataset$batches)) "batches not known" else paste(format(dataset$batches, big.mark = ","), "batches"),
     dataset$element
   )
-}
-
-# Training labels `y` (a factor) with levels no row has: a warning naming them, for they
-# are kept (a unit of the model's output each, a column of predict()'s).
-warn_empty_levels <- function(y, call = caller_env()) {
-  if (!is.factor(y)) return(invisible())
-  empty <- levels(y)[tabulate(y, nlevels(y)) == 0L]
-  if (!length(empty)) return(invisible())
-  gpukeras_warn(c(
-    sprintf("The labels `y` have %d level(s) no row has: %s.", length(empty), quoted(empty)),
-    sprintf(paste0(
-      "They are kept, as R's factor has them: the model needs an output of %d units, one per level, and predict() ",
-      "gives each level a column. Drop them first to train without them: y <- droplevels(y)."
-    ), nlevels(y))
-  ), "gpukeras_warning_empty_levels", call = call)
 }

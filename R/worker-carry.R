@@ -261,8 +261,9 @@ many_data <- function(data, dir, verb, call = caller_env()) {
       "A gpu_dataset() of files cannot be split by rows; read the data into R first."
     ), call = call)
   }
+  data$recorded <- fit_encoding(data, call = call) # once: carry_data() converts the data by it
   list(
-    encoding = fit_encoding(data, call = call), rows = training_rows(data), y = data$y, levels = label_levels(data),
+    encoding = data$recorded, rows = training_rows(data), y = data$y, levels = label_levels(data),
     files = carry_data(data, dir, "data", call = call)
   )
 }

@@ -9,7 +9,7 @@ import pytest
 from gpukeras.core.errors import DataFieldsError
 from gpukeras.data import encoding, pipeline
 from gpukeras.data.array_source import handover
-from gpukeras.data.bad_rows import check_numbers, check_rows
+from gpukeras.data.bad_rows import as_numpy, check_numbers, check_rows
 
 NA = encoding.R_NA_INTEGER
 SPEC = {
@@ -118,3 +118,20 @@ def test_gpu_as_numpy_numbers_are_checked_for_na_counted_as_r_counts():
         check_numbers(values)
     with pytest.raises(DataFieldsError, match="the first at position 2"):
         check_numbers(np.array([1, np.iinfo(np.int32).min], np.int32))
+
+
+def test_gpu_as_numpy_copies_checked_numbers_to_a_c_order_array_of_its_dtype():
+    values = np.asfortranarray(np.arange(6, dtype=np.float64).reshape(2, 3))
+    made = as_numpy(values, "float32")
+    assert made.dtype == np.float32 and made.flags.c_contiguous
+    np.testing.assert_array_equal(made, values)
+    assert as_numpy(np.array([1.5]), "float16").dtype == np.float16  # any dtype NumPy knows
+    codes = as_numpy(np.array([2, 1, 3], np.int32), "int32", codes=True)
+    assert codes.dtype == np.int32 and codes.tolist() == [1, 0, 2]  # a factor's codes from 0
+    with pytest.raises(DataFieldsError, match="the first at position 2") as error:
+        as_numpy(np.array([1, np.iinfo(np.int32).min], np.int32), "int32", codes=True)
+    assert error.value.r_classes == ["gpukeras_error_bad_data"]
+    with pytest.raises(DataFieldsError, match="converted to NumPy dtype 'float33'") as error:
+        as_numpy(np.array([1.0]), "float33")
+    assert error.value.r_classes == ["gpukeras_error_bad_argument"]
+    assert error.value.details[0].startswith("Use a NumPy dtype name such as")

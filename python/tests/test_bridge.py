@@ -287,3 +287,13 @@ def test_preload_by_default_imports_what_a_worker_calls() -> None:
     from gpukeras.bridge import VERBS, WORKER_VERBS
 
     assert set(WORKER_VERBS) <= set(VERBS)
+
+
+def test_a_value_r_keeps_in_python_is_left_as_the_core_made_it() -> None:
+    half = np.array([1.5], np.float16)
+    assert bridge.answer(lambda: half, python=True)["value"] is half
+    assert bridge.answer(lambda: half)["value"].dtype == np.float32
+    assert (
+        bridge.call("as_numpy", {"values": [1.5], "dtype": "float16"}, python=True)["value"].dtype
+        == np.float16
+    )

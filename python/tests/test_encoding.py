@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.errors import DataFieldsError
-from gpukeras.data import encoding, indicators
+from gpukeras.data import encoding, indicators, recording
 from gpukeras.data.array_source import handover
 
 NA = encoding.R_NA_INTEGER
@@ -466,3 +466,40 @@ def test_new_data_is_checked_against_the_training_encoding_by_the_core():
     assert "Each row of `x` has shape (2); the model was trained on rows of shape (3)." in refused(
         {"x": np.zeros((4, 2), np.float32)}, plain=arrays
     )
+
+
+def test_training_labels_levels_no_row_has_are_kept_and_warned_of_when_recorded():
+    inputs = {"x": {"type": "array", "shape": 2, "names": None}}
+    # R's codes: "maybe" (1) and "never" (4) have no row; NA is R's NA_integer_
+    y = {
+        "type": "factor",
+        "levels": ["maybe", "no", "yes", "never"],
+        "values": np.array([2, 3, 2, encoding.R_NA_INTEGER], np.int32),
+    }
+    made = recording.record(inputs, y, False, "error")
+    assert made["encoding"]["y"] == {"type": "factor", "levels": ["maybe", "no", "yes", "never"]}
+    (warning,) = made["warnings"]
+    assert warning["class"] == "empty_levels"
+    assert warning["message"][0] == 'The labels `y` have 2 level(s) no row has: "maybe", "never".'
+    assert "an output of 4 units, one per level" in warning["message"][1]
+    # every level used, numbers, new data checked against training, or scored with no
+    # encoding: nothing said
+    assert recording.record(inputs, {**y, "values": [1, 2, 3, 4]}, False, "error")["warnings"] == []
+    assert recording.record(inputs, {"type": "numeric"}, False, "error")["warnings"] == []
+    trained = made["encoding"]
+    assert recording.record(inputs, y, False, "error", encoding=trained) == {
+        "encoding": None,
+        "warnings": [],
+    }
+    assert recording.record(inputs, y, False, "error", None)["warnings"] == []
+
+
+def test_new_data_for_a_model_without_an_encoding_may_not_have_factor_columns():
+    frame = {
+        "type": "data.frame",
+        "columns": {"a": {"type": "numeric"}, "b": {"type": "character", "levels": ["x"]}},
+    }
+    with pytest.raises(DataFieldsError, match=r"columns \(b\), but the model's training encoding"):
+        encoding.data_encoding({"x": frame}, None, False, "error", None)
+    numbers = {"x": {"type": "data.frame", "columns": {"a": {"type": "numeric"}}}}
+    assert encoding.data_encoding(numbers, None, False, "error", None)["inputs"]["x"]["columns"]

@@ -45,14 +45,14 @@ VERBS: dict[str, str] = {
     "output_precision_warning": "gpu.precision:output_precision_warning",
     "precision_check": "gpu.precision:precision_check",
     # data
-    "data_encoding": "data.encoding:data_encoding",
+    "data_encoding": "data.recording:record",
     "same_encoding": "data.encoding:same_encoding",
     "check_same_encoding": "data.encoding:check_same_encoding",
     "encoding_lines": "data.encoding:encoding_lines",
     "check_widths": "serve.scoring:check_widths",
     "handover": "data.array_source:handover",
     "check_rows": "data.bad_rows:check_rows",
-    "check_numbers": "data.bad_rows:check_numbers",
+    "as_numpy": "data.bad_rows:as_numpy",
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
     "images_to_score": "data.image_source:images_to_score",
@@ -269,12 +269,17 @@ def _received(kwargs: dict[str, object], codes: bool = False) -> dict[str, objec
 
 
 def answer(
-    function: Callable[..., object], kwargs: dict[str, object] | None = None, codes: bool = False
+    function: Callable[..., object],
+    kwargs: dict[str, object] | None = None,
+    codes: bool = False,
+    python: bool = False,
 ) -> dict:
     """Call ``function`` with ``kwargs`` and return its value as plain data, or its error as data.
 
     R data sent to be handed over (``array_source.received``) becomes arrays first, in
     this same call (``codes``: a data.frame's one-hot factors as codes, ``CODED_VERBS``).
+    With ``python``, the value is left as it is, for R to keep in Python (R's
+    core_call_python()): not made plain data, a float16 array not made float32.
 
     Returns:
         ``{"ok": True, "value": ...}`` on success; otherwise ``{"ok": False,
@@ -285,7 +290,7 @@ def answer(
         Every message and traceback is masked of credentials (``masking.mask_text``).
     """
     with warnings.catch_warnings(record=True) as caught:
-        answer = _answer(function, kwargs, codes)
+        answer = _answer(function, kwargs, codes, python)
     if caught:  # the user's filters decided which were recorded
         answer["warnings"] = [
             framework_warning(w.category.__name__, mask_text(str(w.message)), w.filename)
@@ -294,9 +299,12 @@ def answer(
     return answer
 
 
-def _answer(function: Callable[..., object], kwargs: dict[str, object] | None, codes: bool) -> dict:
+def _answer(
+    function: Callable[..., object], kwargs: dict[str, object] | None, codes: bool, python: bool
+) -> dict:
     try:
-        return {"ok": True, "value": plain(function(**_received(kwargs or {}, codes)))}
+        value = function(**_received(kwargs or {}, codes))
+        return {"ok": True, "value": value if python else plain(value)}
     except GpukerasError as error:
         message = mask_text(str(error))
         answer = {"ok": False, "r_class": error.r_class, "message": message, "traceback": None}
@@ -331,17 +339,18 @@ def _memory_plan_of(error: GpukerasError) -> dict[str, object]:
 REPORT_IT = "This is not something you did wrong: please report it with the output of gpu_check()."
 
 
-def call(verb: str, kwargs: dict[str, object] | None = None) -> dict:
-    """Do ``verb`` (one of ``VERBS``) with ``kwargs``: ``answer`` of its function. A failure
-    that is not the user's says in which verb it happened, and ``REPORT_IT``."""
-    answered = _call(verb, kwargs)
+def call(verb: str, kwargs: dict[str, object] | None = None, python: bool = False) -> dict:
+    """Do ``verb`` (one of ``VERBS``) with ``kwargs``: ``answer`` of its function (its value
+    left in Python with ``python``). A failure that is not the user's says in which verb it
+    happened, and ``REPORT_IT``."""
+    answered = _call(verb, kwargs, python)
     if answered.get("r_class") == "gpukeras_error_python":
         answered["message"] = f"The Python core failed in {verb}: {answered['message']}"
         answered["details"] = [*answered.get("details", []), REPORT_IT]
     return answered
 
 
-def _call(verb: str, kwargs: dict[str, object] | None) -> dict:
+def _call(verb: str, kwargs: dict[str, object] | None, python: bool) -> dict:
     """``answer`` of the function ``verb`` names, or the error of a verb there is not."""
     path = VERBS.get(verb)
     if path is None:
@@ -360,4 +369,4 @@ def _call(verb: str, kwargs: dict[str, object] | None) -> dict:
             "message": f"the core cannot load {verb!r} ({path})",
             "traceback": traceback.format_exc(),
         }
-    return answer(function, kwargs, verb in CODED_VERBS)
+    return answer(function, kwargs, verb in CODED_VERBS, python)

@@ -13,7 +13,7 @@ NA (R's ``is.na()``: NA and NaN alike) is ``gpukeras_error_missing_values``; Inf
 doubles beyond float32's range, which the float32 copy makes infinite,
 ``gpukeras_error_not_finite``; both with the fields ``column`` (the columns, as the message
 names them), ``rows`` (the first 100, counting from 1) and ``n_rows``. gpu_as_numpy()'s
-numbers are checked here too (``check_numbers``).
+numbers are checked and converted here too (``as_numpy``).
 """
 
 from __future__ import annotations
@@ -197,3 +197,25 @@ def check_numbers(values: object, name: str = "x") -> None:
         [],
         ["gpukeras_error_bad_data"],
     )
+
+
+def as_numpy(values: object, dtype: str, codes: bool = False) -> np.ndarray:
+    """gpu_as_numpy(): R's numbers ``values`` (doubles, or integers with R's NA_integer_, a
+    logical as integers; R's column-major order, R's dimensions) checked (``check_numbers``)
+    and copied once into a C-contiguous array of ``dtype``; with ``codes``, a factor's
+    codes, 1-based in R, made 0-based as Keras' classes are.
+
+    Raises DataFieldsError gpukeras_error_bad_data for NA, and gpukeras_error_bad_argument
+    for a ``dtype`` NumPy does not know or cannot convert the values to."""
+    check_numbers(values)
+    array = np.asarray(values)
+    if codes:
+        array = array - 1
+    try:
+        return np.array(array, dtype=np.dtype(dtype), order="C")
+    except (TypeError, ValueError) as error:
+        raise DataFieldsError(
+            f"`x` could not be converted to NumPy dtype '{dtype}': {error}",
+            ['Use a NumPy dtype name such as "float32", "int32" or "float16".'],
+            ["gpukeras_error_bad_argument"],
+        ) from None

@@ -146,7 +146,7 @@ def data_encoding(
     y: Mapping[str, object] | None,
     several: bool,
     na: str,
-    factors: str | Mapping[str, str] = "one_hot",
+    factors: str | Mapping[str, str] | None = "one_hot",
     encoding: Mapping[str, Any] | None = None,
 ) -> dict[str, object] | None:
     """The encoding of training data, in the plain form gpu_save() writes (R's
@@ -157,12 +157,14 @@ def data_encoding(
     labels), ``{"type": "factor", "levels"}`` (a factor's levels as R gives them, a
     character vector's sorted values) or ``{"type": "numeric"}``, with ``describe``;
     ``several`` whether there are several named inputs; ``na`` the NA rule; ``factors`` as
-    gpu_dataset() takes it, its form checked by R. With the training ``encoding`` (new
+    gpu_dataset() takes it, its form checked by R, or None for new data to score with a
+    model that has no recorded encoding (numbers only). With the training ``encoding`` (new
     data), None once the data is checked against it (``check_new_data``).
 
     Raises DataFieldsError (gpukeras_error_bad_argument) when ``factors`` names columns
     that are not factor or character columns of a data.frame input, and
-    (gpukeras_error_bad_data, ``check_types``) for columns of other types.
+    (gpukeras_error_bad_data, ``check_types``) for columns of other types, or for factor or
+    character columns with ``factors`` None: their codes would be the new data's own.
     """
     if encoding is not None:
         check_new_data(inputs, y, several, encoding)
@@ -175,6 +177,14 @@ def data_encoding(
         for column, given in part["columns"].items()
         if given["type"] in ("factor", "character")
     ]
+    if factors is None and coded:
+        raise _bad(
+            f"`newdata` has factor or character columns ({', '.join(coded)}), but the model's "
+            "training encoding is not known.",
+            "It was trained on NumPy arrays or a dataset not made by gpu_dataset() from R data: "
+            "give the new data as the numbers it was trained on.",
+        )
+    factors = factors or "one_hot"
     unknown = [] if isinstance(factors, str) else [c for c in factors if c not in coded]
     if unknown:
         raise DataFieldsError(

@@ -1,0 +1,56 @@
+"""The ``data_encoding`` verb: the encoding of R data as the core records it
+(``encoding.data_encoding``), with what recording training data has to say.
+
+Training labels that are a factor come with their codes (R's, 1-based, NA as R's
+NA_integer_): a level no row has is kept, as R's factor has it (a unit of the model's
+output, a column of predict()'s), and said, as an image folder's class folder without
+images is (``image_source.empty_classes``): the warning class "empty_levels".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from gpukeras.core.handles import Record
+from gpukeras.data.encoding import data_encoding, quoted, strings
+
+
+def empty_levels(y: Mapping[str, object] | None) -> list[Record]:
+    """The warning for training labels ``y`` (R's account: ``type``, ``levels``, ``values``
+    its codes) with levels no row has; none for other labels, or when every level has a row."""
+    if y is None or y.get("type") != "factor" or y.get("values") is None:
+        return []
+    levels = strings(y.get("levels"))
+    codes = np.asarray(y["values"]).reshape(-1).astype(np.int64)
+    used = np.bincount(codes[(codes >= 1) & (codes <= len(levels))], minlength=len(levels) + 1)
+    empty = [level for level, count in zip(levels, used[1:]) if count == 0]
+    if not empty:
+        return []
+    message = [
+        f"The labels `y` have {len(empty)} level(s) no row has: {quoted(empty)}.",
+        f"They are kept, as R's factor has them: the model needs an output of {len(levels)} "
+        "units, one per level, and predict() gives each level a column. Drop them first to "
+        "train without them: y <- droplevels(y).",
+    ]
+    return [{"class": "empty_levels", "message": message}]
+
+
+def record(
+    inputs: Mapping[str, Any],
+    y: Mapping[str, object] | None,
+    several: bool,
+    na: str,
+    factors: str | Mapping[str, str] | None = "one_hot",
+    encoding: Mapping[str, Any] | None = None,
+) -> Record:
+    """``data_encoding`` of these arguments as ``{"encoding", "warnings"}``: the encoding
+    (None for new data checked against the training ``encoding``) and, for training data
+    (neither ``encoding`` nor ``factors`` None, which is new data for a model with no
+    recorded encoding), the warnings recording it gives (``empty_levels``). Raises as
+    ``data_encoding`` does."""
+    made = data_encoding(inputs, y, several, na, factors, encoding)
+    training = encoding is None and factors is not None
+    return {"encoding": made, "warnings": empty_levels(y) if training else []}
