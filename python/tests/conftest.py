@@ -357,3 +357,21 @@ def keras_outputs(predicted: Any) -> Any:
 def low_precision() -> bool:
     """Whether Keras' global policy computes in float16 or bfloat16 (the simulated-GPU run)."""
     return runtime.config.keras().config.dtype_policy().compute_dtype in ("float16", "bfloat16")
+
+
+@contextlib.contextmanager
+def onnx_under(policy: str) -> Iterator[Any]:
+    """For an ONNX export test: skipped without tf2onnx and onnxruntime or off TensorFlow
+    (where ONNX export is tested); gives Keras with ``policy`` as its global policy, the one
+    before it set again on leaving (a model built inside keeps ``policy``)."""
+    requires("tf2onnx")
+    requires("onnxruntime")
+    if runtime.config.backend != "tensorflow":
+        pytest.skip("ONNX export is tested on the TensorFlow engine")
+    keras = runtime.config.keras()
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield keras
+    finally:
+        keras.config.set_dtype_policy(before)

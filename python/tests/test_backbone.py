@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import keras_outputs, low_precision, requires, run_core
+from conftest import keras_outputs, low_precision, onnx_under, requires, run_core
 from gpukeras.core.errors import BadArgumentError, MissingFilesError
 from gpukeras.core.runtime import config
 from gpukeras.data.encoding import image_encoding
@@ -223,37 +223,6 @@ def test_a_saved_preset_classifier_predicts_the_same_in_a_fresh_python(
     np.testing.assert_allclose(np.array(run.readback["predicted"]), expected, rtol=1e-5)
 
 
-@pytest.mark.slow
-def test_a_preset_trains_and_predicts_on_jax(hub_preset: str) -> None:
-    requires("jax")
-    run = run_core(
-        "image_backbone",
-        {"backbone": hub_preset, "num_classes": 2, "image_size": [40, 40]},
-        env={"KERAS_BACKEND": "jax"},
-        after=(
-            "import numpy as np\n"
-            "from gpukeras.data.source_files import tensorflow\n"
-            "from gpukeras.serve import scoring\n"
-            "from gpukeras.train import backbone\n"
-            "tf = tensorflow()\n"
-            "model = result['value']['model']\n"
-            "x = np.random.default_rng(0).uniform(0, 255, (8, 40, 40, 3)).astype('float32')\n"
-            "data = tf.data.Dataset.from_tensor_slices((x, np.arange(8) % 2)).batch(4)\n"
-            "model.fit(data, epochs=1, verbose=0)\n"
-            "readback['head'] = backbone.unfreeze(model, 4)['trainable']\n"
-            "model.fit(data, epochs=1, verbose=0)\n"
-            "readback['sums'] = scoring.predict(model, x).sum(axis=1).tolist()\n"
-            "readback['backend'] = __import__('keras').backend.backend()\n"
-            "result = {'ok': result['ok']}"
-        ),
-        timeout=240,
-    )
-    assert run.result == {"ok": True}
-    assert run.readback["backend"] == "jax"
-    assert run.readback["head"] > 130
-    np.testing.assert_allclose(run.readback["sums"], 1, rtol=1e-5)
-
-
 # The image folder's encoding gpu_fit() records for the 40x40 images (gpu_dataset()).
 IMAGE_ENCODING = image_encoding(["dark", "light"], [40, 40], 3, "rgb", None)
 
@@ -303,9 +272,9 @@ def test_an_exported_preset_classifier_scores_raw_images_as_predict_does(
 
 
 @pytest.mark.slow
-def test_an_exported_preset_classifier_scores_raw_images_as_predict_does_on_jax(
-    hub_preset: str, tmp_path: Path
-) -> None:
+def test_a_preset_trains_predicts_and_exports_on_jax(hub_preset: str, tmp_path: Path) -> None:
+    """On JAX: the head, then the top layers, train; predict() gives probabilities; the
+    SavedModel scores raw images as predict() does (its converter and softmax inside)."""
     requires("jax")
     path = str(tmp_path / "jax")
     run = run_core(
@@ -315,8 +284,17 @@ def test_an_exported_preset_classifier_scores_raw_images_as_predict_does_on_jax(
         after=(
             "import numpy as np\n"
             "from gpukeras.data.encoding import image_encoding\n"
+            "from gpukeras.data.source_files import tensorflow\n"
             "from gpukeras.serve import export, scoring\n"
+            "from gpukeras.train import backbone\n"
+            "tf = tensorflow()\n"
             "model = result['value']['model']\n"
+            "x = np.random.default_rng(0).uniform(0, 255, (8, 40, 40, 3)).astype('float32')\n"
+            "data = tf.data.Dataset.from_tensor_slices((x, np.arange(8) % 2)).batch(4)\n"
+            "model.fit(data, epochs=1, verbose=0)\n"
+            "readback['head'] = backbone.unfreeze(model, 4)['trainable']\n"
+            "model.fit(data, epochs=1, verbose=0)\n"
+            "readback['sums'] = scoring.predict(model, x).sum(axis=1).tolist()\n"
             "x = np.random.default_rng(5).uniform(0, 255, (3, 40, 40, 3)).astype('float32')\n"
             "encoding = image_encoding(['dark', 'light'], [40, 40], 3, 'rgb', None)\n"
             f"export.export(model, {path!r}, 'savedmodel', encoding)\n"
@@ -326,7 +304,10 @@ def test_an_exported_preset_classifier_scores_raw_images_as_predict_does_on_jax(
         ),
         timeout=240,
     )
-    assert run.result == {"ok": True} and run.readback["backend"] == "jax"
+    assert run.result == {"ok": True}
+    assert run.readback["backend"] == "jax"
+    assert run.readback["head"] > 130
+    np.testing.assert_allclose(run.readback["sums"], 1, rtol=1e-5)
     x = np.random.default_rng(5).uniform(0, 255, (3, 40, 40, 3)).astype("float32")
     got = served(path, x)
     np.testing.assert_allclose(got["output"], np.array(run.readback["predicted"]), atol=1e-5)
@@ -341,17 +322,8 @@ def test_onnx_of_a_mixed_precision_preset_classifier_gives_its_logits_in_float32
     model leaves open ("'NoneType' object cannot be interpreted as an integer"). The graph
     takes the converted images and gives the logits, which the JSON's ``preprocessing``
     makes predict()'s probabilities."""
-    requires("tf2onnx")
-    requires("onnxruntime")
-    if config.backend != "tensorflow":
-        pytest.skip("ONNX export is tested on the TensorFlow engine")
-    keras = config.keras()
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
+    with onnx_under("mixed_bfloat16") as keras:
         model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
-    finally:
-        keras.config.set_dtype_policy(before)
     model.fit(image_dataset(8), epochs=1, verbose=0)
     assert model.backbone.layers[-1].compute_dtype == "bfloat16"
     path = tmp_path / "images.onnx"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import keras_outputs, low_precision, requires, run_on_jax
+from conftest import keras_outputs, low_precision, onnx_under, requires, run_on_jax
 from gpukeras import bridge
 from gpukeras.core.runtime import config
 
@@ -198,17 +198,8 @@ def test_onnx_of_a_mixed_bfloat16_model_computes_in_float32(tmp_path: Path) -> N
     """gpu_setup()'s choice on a recent GPU: tf2onnx made of such a model a graph
     onnxruntime refused (MatMul bound to float16 and bfloat16); the file is a float32 copy's,
     its outputs float32 and the model's up to bfloat16's rounding."""
-    requires("tf2onnx")
-    requires("onnxruntime")
-    if config.backend != "tensorflow":
-        pytest.skip("ONNX export is tested on the TensorFlow engine")
-    keras = config.keras()
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
+    with onnx_under("mixed_bfloat16"):
         model = two_input_model()
-    finally:
-        keras.config.set_dtype_policy(before)
     assert model.layers[-1].compute_dtype == "bfloat16"
     path = tmp_path / "model.onnx"
     answer = export(model=model, path=str(path), format="onnx", encoding=ENCODING)
