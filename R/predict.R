@@ -148,7 +148,7 @@ predict.gpukeras_fit <- function(object, newdata, batch_size = 32, type = c("raw
   if (is.list(outputs)) {
     abort_bad_argument("type = \"class\" is for a model with one output; this one has several.", call = call)
   }
-  output_classes(outputs, object$encoding$y$levels)
+  output_classes(outputs, object$encoding$y$levels, call)
 }
 
 #' @rdname predict.gpukeras_fit
@@ -333,11 +333,11 @@ as_output <- function(output, scoring) {
   output
 }
 
-output_classes <- function(output, levels) {
-  if (length(dim(output)) != 2L) {
-    abort_bad_argument("type = \"class\" needs outputs with one row per example and one column per class.")
-  }
-  codes <- if (ncol(output) == 1L) as.integer(output[, 1] > 0.5) else max.col(output, ties.method = "first") - 1L
+# Each row's class by the core's class rule (data/class_rule.py), as a factor of `levels`
+# (NA for a row with NA) or, without levels, class numbers.
+output_classes <- function(output, levels, call) {
+  codes <- as.integer(core_call("class_codes", values = output, error_call = call))
+  codes[codes < 0L] <- NA
   if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
   stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
 }

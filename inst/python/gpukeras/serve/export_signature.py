@@ -17,7 +17,8 @@ as graph ops is here:
 Outputs are a dict: ``output`` (the model's output, as predict() gives it); for a
 classifier (factor labels) with one output, one output per level named by the
 level (its column of ``output``) when there is one column per level, and
-``class``, the level predict(type = "class") gives. A model with several outputs
+``class``, the level predict(type = "class") gives (``data.class_rule``: its decisions,
+executed here as graph ops). A model with several outputs
 gives each under its name. Names a signature cannot take (TensorFlow allows
 letters, digits and ``_`` in input names) are sanitised; ``serving_names`` says
 which column each name is.
@@ -34,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpukeras.core.handles import Record
+from gpukeras.data import class_rule
 from gpukeras.data import encoding as frame_encoding
 
 # Output names the served function gives itself: a level of the same name is renamed.
@@ -223,10 +225,13 @@ def name_outputs(tf: Any, predicted: Any, plan: OutputPlan) -> dict[str, Any]:
             name = _unique(level or f"level_{position + 1}", taken)
             outputs[name] = predicted[:, position]
             plan.names.append({"name": name, "what": "level", "level": level})
-        best = tf.argmax(predicted, axis=1)
-        outputs["class"] = tf.gather(tf.constant(levels), best)
-    elif levels and len(levels) == 2 and width == 1:
-        outputs["class"] = tf.where(predicted[:, 0] > 0.5, levels[1], levels[0])
-    if "class" in outputs:
+    # the class rule's decisions (data/class_rule.py), as graph ops
+    names = class_rule.class_names(width, levels)
+    if names is not None:
+        if class_rule.thresholded(width):
+            best = tf.cast(predicted[:, 0] > class_rule.THRESHOLD, tf.int64)
+        else:
+            best = tf.argmax(predicted, axis=1)
+        outputs["class"] = tf.gather(tf.constant(names), best)
         plan.names.append({"name": "class", "what": "class"})
     return outputs

@@ -34,7 +34,7 @@ from gpukeras.core.errors import BadArgumentError, BadDataError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.r_words import big, seconds
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, failures
+from gpukeras.data import adapters, class_rule, failures
 from gpukeras.data.array_source import handover
 from gpukeras.data.bad_rows import Checks
 from gpukeras.train import pretrained
@@ -210,15 +210,8 @@ class _Rows:
             start = 1
         cells[:, start : start + values.shape[1]] = values
         if codes is not None and self.classes is not None:
-            cells[:, -1] = [self.classes[code] for code in codes.tolist()]
+            cells[:, -1] = [self.classes[code] if code >= 0 else "NA" for code in codes.tolist()]
         self.handle.write(((line + "\n") * count) % tuple(cells.ravel().tolist()))
-
-
-def _class_codes(values: np.ndarray) -> np.ndarray:
-    """The most likely class per row: the largest column, or column > 0.5 for one column."""
-    if values.shape[1] == 1:
-        return (values[:, 0] > 0.5).astype("int64")
-    return np.argmax(values, axis=1)
 
 
 def _output_names(model: Model) -> list[str]:
@@ -384,8 +377,6 @@ def _write_rows(
     writer: _Rows | None = None
     behind: _Behind | None = None
     class_names = None
-    if classes:
-        class_names = [_field(level) for level in levels] if levels is not None else None
     clock = time.perf_counter()
     try:
         for inputs in batches:
@@ -399,15 +390,18 @@ def _write_rows(
                 raise
             outputs = _outputs(predicted, names)
             values = np.concatenate([part for _, part in outputs], axis=1)
-            codes = _class_codes(values) if classes else None
+            codes = class_rule.class_codes(values) if classes else None
             timing["model"] += time.perf_counter() - clock
             if writer is None:
                 columns = column_names([(name, part.shape[1]) for name, part in outputs], levels)
                 if classes:
                     columns.append("class")
-                    needed = max(values.shape[1], 2)
-                    if class_names is None or len(class_names) < needed:
-                        class_names = [str(code) for code in range(needed)]
+                    named = class_rule.class_names(values.shape[1], levels)
+                    class_names = (
+                        [_field(level) for level in named]
+                        if named is not None
+                        else [str(code) for code in range(class_rule.class_count(values.shape[1]))]
+                    )
                 if row_names is not None:
                     columns.insert(0, row_name_column)
                 header = io.StringIO()

@@ -34,6 +34,7 @@ import numpy as np
 
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
+from gpukeras.data import class_rule
 from gpukeras.data.encoding import plain_encoding
 from gpukeras.serve import batching, model_io, service_body, service_checks, service_spec
 from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
@@ -307,21 +308,12 @@ def predictions_json(
     levels = [str(level) for level in served.levels] if served.levels else None
     if kind == "class":
         if len(outputs) != 1 or outputs[0].ndim != 2:
-            refuse(
-                400,
-                "bad_type",
-                'type = "class" needs outputs with one row per example and one column per class.',
-            )
-        output = outputs[0]
-        missing = np.isnan(output).any(axis=1)
-        codes = (
-            (output[:, 0] > 0.5).astype(int)
-            if output.shape[1] == 1
-            else np.argmax(np.nan_to_num(output, nan=-np.inf), axis=1)
-        )
+            refuse(400, "bad_type", class_rule.NOT_CLASSES)
+        width = outputs[0].shape[1]
+        names = class_rule.class_names(width, levels) or range(class_rule.class_count(width))
         value: Any = [
-            None if gone else (levels[code] if levels is not None else int(code))
-            for code, gone in zip(codes.tolist(), missing.tolist())
+            None if code < 0 else names[code]
+            for code in class_rule.class_codes(outputs[0]).tolist()
         ]
     elif len(outputs) == 1:
         value = _output_json(outputs[0], levels)
