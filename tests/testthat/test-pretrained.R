@@ -53,9 +53,18 @@ mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("keras_hub"), "no KerasHub (install_gpukeras(extras = \"hub\"))")
 
+# Each preset is saved once, on first use, and only read after (by its path): the tests that
+# share one neither write into it nor depend on which test saved it.
+saved_presets <- new.env()
+saved_preset <- function(key, leaf, save) {
+  if (is.null(saved_presets[[key]])) saved_presets[[key]] <- save(file.path(tempfile("gpukeras-preset-"), leaf))
+  saved_presets[[key]]
+}
+
 tiny_preset <- function(dropout = 0.1) {
-  folder <- file.path(tempfile("gpukeras-preset-"), "tiny")
-  reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder, dropout = dropout)
+  saved_preset(paste0("tiny-dropout-", dropout), "tiny", function(folder) {
+    reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder, dropout = dropout)
+  })
 }
 
 test_that("gpu_check() and gpu_report() read KerasHub's version from its metadata", {
@@ -183,9 +192,10 @@ test_that("a folder that is not a preset, and no KerasHub, are classed errors th
 })
 
 tiny_lm_preset <- function(kind = "gemma") {
-  folder <- file.path(tempfile("gpukeras-preset-"), kind)
-  module <- reticulate::import_from_path("tiny_preset", test_path("python"))
-  if (kind == "gemma") module$save_tiny_gemma_preset(folder) else module$save_tiny_causal_lm_preset(folder)
+  saved_preset(kind, kind, function(folder) {
+    module <- reticulate::import_from_path("tiny_preset", test_path("python"))
+    if (kind == "gemma") module$save_tiny_gemma_preset(folder) else module$save_tiny_causal_lm_preset(folder)
+  })
 }
 
 test_that("a preset's causal LM fine-tunes from R on texts and generates what it learnt, and saves", {
