@@ -194,12 +194,20 @@ def _by_path(model: Any, path: str) -> np.ndarray:
     return next(w.numpy() for w in model.backbone.weights if w.path == path)
 
 
-@pytest.mark.slow
-def test_a_saved_preset_classifier_predicts_the_same_in_a_fresh_python(
-    hub_preset: str, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def hub_fit(hub_preset: str) -> Any:
+    """The preset's classifier, its head trained an epoch, which tests save or export (neither
+    changes it)."""
     model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
     model.fit(image_dataset(8), epochs=1, verbose=0)
+    return model
+
+
+@pytest.mark.slow
+def test_a_saved_preset_classifier_predicts_the_same_in_a_fresh_python(
+    hub_fit: Any, tmp_path: Path
+) -> None:
+    model = hub_fit
     x = images(3, size=40)
     expected = scoring.predict(model, x)
     path = str(tmp_path / "images.keras")
@@ -237,11 +245,10 @@ def served(path: str, x: np.ndarray, signature: str = "serving_default") -> dict
 
 @pytest.mark.slow
 def test_an_exported_preset_classifier_scores_raw_images_as_predict_does(
-    hub_preset: str, tmp_path: Path
+    hub_fit: Any, tmp_path: Path
 ) -> None:
     requires("tensorflow")  # a SavedModel is written by TensorFlow
-    model = backbone.image_backbone(hub_preset, 2, (40, 40), learning_rate=1e-2)["model"]
-    model.fit(image_dataset(8), epochs=1, verbose=0)
+    model = hub_fit
     x = images(3, seed=5, size=40)
     expected = scoring.predict(model, x)
     path = str(tmp_path / "served")

@@ -12,11 +12,12 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from conftest import run_core
+from conftest import CoreRun, run_core
 from gpukeras.core import errors
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
@@ -54,6 +55,76 @@ TEXTS = ["good movie", "great movie", "nice movie", "fine movie"] * 4 + [
     "sad movie",
 ] * 4
 LABELS = [1] * 16 + [0] * 16
+
+
+@pytest.fixture(scope="module")
+def classifier_fit(preset: str) -> tuple[Any, dict]:
+    """The classifier fine-tuned (2 epochs) and its dataset, which several tests save or serve
+    (none changes it)."""
+    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    return model, made
+
+
+@pytest.fixture(scope="module")
+def lora_fit(preset: str) -> tuple[Any, dict]:
+    """The classifier fine-tuned with LoRA at rank 2 (2 epochs) and its dataset, which several
+    tests save or copy (none changes it)."""
+    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
+    model = model["model"]
+    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
+    model.fit(made["dataset"], epochs=2, verbose=0)
+    return model, made
+
+
+SAVED_TEXTS = ["good movie", "sad movie", "the movie was fine"]
+
+
+@pytest.fixture(scope="module")
+def fresh_python(
+    lm_preset: str, classifier_fit: tuple[Any, dict], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """One fresh Python (KerasHub's import there costs about 15 s) that loads the saved
+    classifier (``load_model``, its first call) and then the LoRA causal LM a background job
+    carried to its child (``job_load_carried``), with what each test compares them with."""
+    from gpukeras.train import job
+
+    folder = tmp_path_factory.mktemp("fresh")
+    model, made = classifier_fit
+    expected = scoring.predict(model, pretrained.text_dataset(SAVED_TEXTS)["dataset"])
+    path = str(folder / "classifier.keras")
+    scoring.save_model(model, path, made["encoding"])
+    lm = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-3)["model"]
+    job_dir = folder / "job"
+    job_dir.mkdir()
+    job.carry_model(lm, str(job_dir))
+    run = run_core(
+        "load_model",
+        {"path": path},
+        after=(
+            "from gpukeras.serve import scoring\n"
+            "from gpukeras.train import pretrained\n"
+            "model = result['value']['model']\n"
+            f"readback['predicted'] = scoring.predict(model, pretrained.text_dataset("
+            f"{SAVED_TEXTS!r})['dataset']).tolist()\n"
+            "readback['levels'] = result['value']['encoding']['y']['levels']\n"
+            "readback['compiled'] = model.compiled\n"
+            "result = {'ok': result['ok'], 'warnings': result.get('warnings')}\n"
+            f"carried = bridge.call('job_load_carried', {{'job_dir': {str(job_dir)!r}, "
+            "'sys_path': []})\n"
+            "readback['carried_ok'] = carried['ok']\n"
+            "lm = carried['value']['model']\n"
+            "readback['params'] = pretrained.preset_params(lm)\n"
+            "readback['trainable'] = pretrained._count(lm.trainable_weights)\n"
+            "readback['rate'] = float(lm.optimizer.learning_rate.numpy())\n"
+        ),
+    )
+    return {
+        "run": run,
+        "expected": expected,
+        "lm_trainable": pretrained._count(lm.trainable_weights),
+    }
 
 
 def test_text_classifier_fine_tunes_and_predicts_probabilities(preset: str) -> None:
@@ -110,34 +181,16 @@ def test_only_a_kerashub_classifiers_logits_become_probabilities(preset: str) ->
 
 
 def test_a_saved_text_classifier_predicts_the_same_in_a_fresh_python(
-    preset: str, tmp_path: Path
+    fresh_python: dict[str, Any],
 ) -> None:
-    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
-    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
-    model.fit(made["dataset"], epochs=2, verbose=0)
-    texts = ["good movie", "sad movie", "the movie was fine"]
-    expected = scoring.predict(model, pretrained.text_dataset(texts)["dataset"])
-    path = str(tmp_path / "classifier.keras")
-    scoring.save_model(model, path, made["encoding"])
-    run = run_core(
-        "load_model",
-        {"path": path},
-        after=(
-            "from gpukeras.serve import scoring\n"
-            "from gpukeras.train import pretrained\n"
-            "model = result['value']['model']\n"
-            f"readback['predicted'] = scoring.predict(model, pretrained.text_dataset({texts!r})"
-            "['dataset']).tolist()\n"
-            "readback['levels'] = result['value']['encoding']['y']['levels']\n"
-            "readback['compiled'] = model.compiled\n"
-            "result = {'ok': result['ok'], 'warnings': result.get('warnings')}"
-        ),
-    )
+    run = fresh_python["run"]
     # loaded without Keras' warning that it cannot compile a KerasHub task: compiled again
     assert run.result == {"ok": True, "warnings": None}
     assert run.readback["levels"] == ["neg", "pos"]
     assert run.readback["compiled"]
-    np.testing.assert_array_equal(np.array(run.readback["predicted"], dtype="float32"), expected)
+    np.testing.assert_array_equal(
+        np.array(run.readback["predicted"], dtype="float32"), fresh_python["expected"]
+    )
 
 
 def test_lora_trains_only_the_adapters_kerashub_adds(preset: str) -> None:
@@ -176,12 +229,26 @@ def test_a_folder_that_is_not_a_preset_is_refused(tmp_path: Path) -> None:
         pretrained.text_classifier(str(tmp_path / "none"), num_classes=2)
 
 
-def test_without_keras_hub_the_error_says_how_to_install_it() -> None:
-    run = run_core(
-        "text_classifier",
-        {"preset": "bert_tiny_en_uncased", "num_classes": 2},
-        setup="sys.modules['keras_hub'] = None",
+@pytest.fixture(scope="module")
+def hubless_python() -> CoreRun:
+    """One fresh Python that checks the machine without a preset (``check``, its first call),
+    then, KerasHub blocked (it was not imported: the check's test asserts it), asks for a
+    text classifier: the answer is that second call's."""
+    return run_core(
+        "check",
+        {"probe_training": False, "matmul_size": 64},
+        after=(
+            "readback['check_ok'] = result['ok']\n"
+            "readback['hub'] = 'keras_hub' in sys.modules\n"
+            "sys.modules['keras_hub'] = None\n"
+            "result = bridge.call('text_classifier', "
+            "{'preset': 'bert_tiny_en_uncased', 'num_classes': 2})"
+        ),
     )
+
+
+def test_without_keras_hub_the_error_says_how_to_install_it(hubless_python: CoreRun) -> None:
+    run = hubless_python
     assert run.result["r_class"] == "gpukeras_error_keras_hub_missing"
     assert "keras-hub is not installed" in run.result["message"]
     assert 'install_gpukeras(extras = "hub")' in run.result["message"]
@@ -267,12 +334,9 @@ def test_a_tracked_fit_records_the_preset_and_the_lora_rank(lm_preset: str, pres
 
 @pytest.mark.parametrize("lora", ["keep", "merge"])
 def test_a_lora_fine_tune_saved_with_its_adapters_kept_or_merged_predicts_the_same(
-    preset: str, tmp_path: Path, lora: str
+    preset: str, lora_fit: tuple[Any, dict], tmp_path: Path, lora: str
 ) -> None:
-    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
-    model = model["model"]
-    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
-    model.fit(made["dataset"], epochs=2, verbose=0)
+    model, made = lora_fit
     texts = pretrained.text_dataset(["good movie", "sad movie", "the movie was fine"])["dataset"]
     expected = scoring.predict(model, texts)
     path = str(tmp_path / "lora.keras")
@@ -323,26 +387,19 @@ def test_check_preset_reads_a_presets_config_and_metadata_and_says_why_a_folder_
     )
 
 
-def test_a_check_without_a_preset_does_not_import_keras_hub() -> None:
-    run = run_core(
-        "check",
-        {"probe_training": False, "matmul_size": 64},
-        after="readback['hub'] = 'keras_hub' in sys.modules\nresult = {'ok': result['ok']}",
-    )
-    assert run.result == {"ok": True}
-    assert run.readback["hub"] is False
+def test_a_check_without_a_preset_does_not_import_keras_hub(hubless_python: CoreRun) -> None:
+    assert hubless_python.readback["check_ok"] is True
+    assert hubless_python.readback["hub"] is False
 
 
 def test_a_served_text_classifier_takes_texts_and_answers_predicts_probabilities(
-    preset: str,
+    classifier_fit: tuple[Any, dict],
 ) -> None:
     import json
 
     from gpukeras.serve import service
 
-    model = pretrained.text_classifier(preset, num_classes=2, learning_rate=1e-2)["model"]
-    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
-    model.fit(made["dataset"], epochs=2, verbose=0)
+    model, made = classifier_fit
     served = service.service(model, made["encoding"], {"batch_size": 2})
     headers = {"host": "127.0.0.1:8000", "content-type": "application/json"}
 
@@ -371,28 +428,13 @@ def test_a_served_text_classifier_takes_texts_and_answers_predicts_probabilities
 
 
 def test_a_background_jobs_child_gets_the_model_with_its_preset_and_lora(
-    lm_preset: str, tmp_path: Path
+    lm_preset: str, fresh_python: dict[str, Any]
 ) -> None:
-    from gpukeras.train import job
-
-    model = pretrained.causal_lm(lm_preset, lora_rank=2, learning_rate=1e-3)["model"]
-    job.carry_model(model, str(tmp_path))
-    run = run_core(
-        "job_load_carried",
-        {"job_dir": str(tmp_path), "sys_path": []},
-        after=(
-            "from gpukeras.train import pretrained\n"
-            "model = result['value']['model']\n"
-            "readback['params'] = pretrained.preset_params(model)\n"
-            "readback['trainable'] = pretrained._count(model.trainable_weights)\n"
-            "readback['rate'] = float(model.optimizer.learning_rate.numpy())\n"
-            "result = {'ok': result['ok']}"
-        ),
-    )
-    assert run.result == {"ok": True}
-    assert run.readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
-    assert run.readback["trainable"] == pretrained._count(model.trainable_weights)
-    assert run.readback["rate"] == pytest.approx(1e-3)
+    readback = fresh_python["run"].readback
+    assert readback["carried_ok"] is True
+    assert readback["params"] == {"preset": str(Path(lm_preset).resolve()), "lora_rank": 2}
+    assert readback["trainable"] == fresh_python["lm_trainable"]
+    assert readback["rate"] == pytest.approx(1e-3)
 
 
 def test_a_lora_fits_weights_load_back_with_their_adapters(lm_preset: str, tmp_path: Path) -> None:
@@ -414,14 +456,11 @@ def test_a_lora_fits_weights_load_back_with_their_adapters(lm_preset: str, tmp_p
 
 
 def test_a_tracked_runs_copy_of_a_lora_fit_is_the_model_with_its_preset_and_adapters(
-    preset: str,
+    lora_fit: tuple[Any, dict],
 ) -> None:
     from gpukeras.track import model_copy
 
-    model = pretrained.text_classifier(preset, num_classes=2, lora_rank=2, learning_rate=1e-2)
-    model = model["model"]
-    made = pretrained.text_dataset(TEXTS, LABELS, ["neg", "pos"], batch_size=8)
-    model.fit(made["dataset"], epochs=1, verbose=0)
+    model, made = lora_fit
     texts = pretrained.text_dataset(["good movie", "sad movie"])["dataset"]
     folder = model_copy.ModelCopy(model).folder(made["encoding"])
     try:
