@@ -97,9 +97,15 @@ nvml_summary <- function(sampler) {
           nrow(gpu), max(0L, lengths(per_sample)), max(0, vapply(per_sample, sum, 0)),
           max(0, apps$mib), max(gpu$mib))
 }
-# This session's child processes (all generations), by pid
+# This session's child processes (all generations), by pid. ps reads /proc for each child as
+# it walks the tree, and a child that ends meanwhile fails the walk ("Unknown error
+# fs_error"): walked again, at most five times.
 descendants <- function() {
-  kids <- ps::ps_children(ps::ps_handle(), recursive = TRUE)
+  for (attempt in 1:5) {
+    kids <- tryCatch(ps::ps_children(ps::ps_handle(), recursive = TRUE), error = function(e) if (attempt == 5L) stop(e))
+    if (!is.null(kids)) break
+    Sys.sleep(0.1)
+  }
   data.frame(pid = vapply(kids, ps::ps_pid, 1L),
              name = vapply(kids, function(p) tryCatch(ps::ps_name(p), error = function(e) NA_character_), ""))
 }
