@@ -108,9 +108,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     parts <- lapply(parts, take_rows, kept)
   }
   parts <- handed(parts)
+  # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
   list(
     x = if (several) parts[names(features)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32", # codes: int32
+    y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32",
     check_missing = checks, encoding = encoding, kept = kept,
     dropped = if (is.null(kept)) 0L else as.integer(rows[[1]] - length(kept))
   )
