@@ -80,13 +80,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   if (!own) encoding <- data_encoding(x, labels, na, call, factors, encoding, features)
   features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
   parts[names(features)] <- features
-  label_type <- if (!is.null(labels)) encoding$y %||% label_spec(labels)[c("type", "levels")]
-  encoding["y"] <- list(label_type)
-  factor_labels <- identical(label_type$type, "factor")
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers
   # (R's NA a NumPy bool would lose), a vector with a dim
   handed <- function(parts) {
-    if (factor_labels) parts$y <- labels_handover(parts$y, label_type$levels)
+    if (identical(encoding$y$type, "factor")) parts$y <- labels_handover(parts$y, encoding$y$levels)
     frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
     parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
     lapply(parts, function(part) {
@@ -111,9 +108,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     parts <- lapply(parts, take_rows, kept)
   }
   parts <- handed(parts)
+  # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
   list(
     x = if (several) parts[names(features)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (factor_labels || is.integer(parts$y)) "int32" else "float32",
+    y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32",
     check_missing = checks, encoding = encoding, kept = kept,
     dropped = if (is.null(kept)) 0L else as.integer(rows[[1]] - length(kept))
   )

@@ -26,13 +26,13 @@ cv_split <- function(folds, group, data, seed, call) {
 
 # The `k` folds of the data's rows (`train` and `held_out` rows of each, and `kind`), drawn by
 # the core with `seed`: rows of one `group` together, else stratified by class for labels
-# that are classes, else at random.
+# the core finds are classes (tools/folds.py class_labels: R's labels handed over as an
+# array, a factor as its values), else at random.
 fold_split <- function(data, k, seed, group = NULL, call = caller_env()) {
-  y <- if (is.matrix(data$y) && ncol(data$y) == 1L) data$y[, 1] else data$y
-  classes <- !is.null(y) && is.null(dim(y)) && (is.factor(y) || is.character(y) || is.logical(y) || is.integer(y))
+  labels <- if (!is.null(data$y) && !is_numpy_part(data$y)) array(data$y, dim(data$y) %||% length(data$y))
   core_call(
     "folds",
-    rows = training_rows(data), k = as.integer(k), seed = seed, classes = if (classes) as.character(y),
+    rows = training_rows(data), k = as.integer(k), seed = seed, labels = labels,
     groups = if (!is.null(group)) as.character(group), error_call = call
   )
 }

@@ -3,20 +3,20 @@
 # the training data; R hands each column over once, as it is (frame_handover()).
 
 # The encoding of data `x` (a part, or a named list of them; `parts`, as data_parts() gives
-# them) and labels `y`, made by the core from R's account of them (data/encoding.py
-# data_encoding; `factors` as gpu_dataset() takes it, NULL for new data of a model without
-# one); with the training `encoding` (new data), that, once the core has checked the data
-# against it. The warnings of recording training data (data/recording.py) are `call`'s.
+# them) and labels `y`, made by the core from R's account of them (data/recording.py record;
+# `factors` as gpu_dataset() takes it, NULL for new data of a model without one); with the
+# training `encoding` (new data), the one the core says the data is encoded by, once it has
+# checked the data against it (an image array's largest pixel too). Its warnings are `call`'s.
 data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factors = "one_hot", encoding = NULL,
                           parts = data_parts(x, call)) {
   made <- core_call(
     "data_encoding",
     inputs = Map(part_spec, parts), y = if (!is.null(y)) label_spec(y), several = is.list(x) && !is.data.frame(x),
     na = na, factors = if (is.null(names(factors))) factors[[1]] else as.list(factors), encoding = encoding,
-    error_call = call
+    highest = if (!is.null(encoding$images) && is.numeric(x) && length(x)) max(x, na.rm = TRUE), error_call = call
   )
   raise_core_warnings(made$warnings, call = call)
-  encoding %||% encoding_from_plain(made$encoding)
+  encoding_from_plain(made$encoding)
 }
 
 # R's account of an input, which the core makes its spec from: a data.frame's columns by

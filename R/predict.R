@@ -254,7 +254,6 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
       data = data, args = args, levels = encoding$y$levels, shuffled = is_shuffled(newdata), row_names = files
     ))
   }
-  if (!is.null(encoding$images)) check_pixel_range(newdata, encoding$images, call)
   # without the training encoding (factors = NULL), the core refuses factor and character columns, whose
   # codes would be the new data's own
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown, factors = NULL)
@@ -278,16 +277,6 @@ image_files_dataset <- function(files, images, batch_size, call = caller_env()) 
     core_call, c(list("dataset_from_source", kind = "image_files", source = source), options, list(error_call = call))
   )
   made$dataset
-}
-
-# R arrays of images are scored as they are: a warning when their pixels are plainly not in
-# the range the image folder (read as `images` says) was trained in, as images read by another
-# package often are (0-1, or 0-255): the core's rule (data/image_source.py pixel_range), the
-# prediction service's too.
-check_pixel_range <- function(newdata, images, call) {
-  if (!is.numeric(newdata) || !length(newdata)) return(invisible())
-  said <- core_call("pixel_range", images = images, highest = max(newdata, na.rm = TRUE), error_call = call)
-  raise_core_warnings(said, call = call)
 }
 
 # Whether a gpu_dataset() shuffles (its recipe says: the call for files, the

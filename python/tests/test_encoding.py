@@ -488,10 +488,42 @@ def test_training_labels_levels_no_row_has_are_kept_and_warned_of_when_recorded(
     assert recording.record(inputs, {"type": "numeric"}, False, "error")["warnings"] == []
     trained = made["encoding"]
     assert recording.record(inputs, y, False, "error", encoding=trained) == {
-        "encoding": None,
+        "encoding": trained,
         "warnings": [],
     }
     assert recording.record(inputs, y, False, "error", None)["warnings"] == []
+
+
+def test_new_data_is_encoded_by_the_training_encoding_with_its_labels_spec():
+    inputs = {"x": {"type": "array", "shape": 2, "names": None}}
+    factor = {"type": "factor", "levels": ["no", "yes"], "values": [1, 2]}
+    trained = recording.record(inputs, factor, False, "error")["encoding"]
+    unlabelled = recording.record(inputs, None, False, "error")["encoding"]
+    # new labels: the training labels' spec, or the new labels' own for a model trained
+    # without labels; none without new labels
+    assert recording.record(inputs, factor, False, "error", encoding=trained)["encoding"]["y"] == {
+        "type": "factor",
+        "levels": ["no", "yes"],
+    }
+    assert recording.record(inputs, None, False, "error", encoding=trained)["encoding"]["y"] is None
+    numbers = {"type": "numeric", "describe": "a numeric vector"}
+    own = recording.record(inputs, numbers, False, "error", encoding=unlabelled)["encoding"]
+    assert own["y"] == {"type": "numeric"} and own["inputs"] == trained["inputs"]
+
+
+def test_new_images_whose_pixels_are_out_of_the_training_range_are_warned_of():
+    from gpukeras.data.encoding import image_encoding
+
+    trained = image_encoding(["a", "b"], [4, 4], 1, "grayscale", 1 / 255)
+    inputs = {"x": {"type": "array", "shape": [4, 4, 1], "names": None}}
+    (said,) = recording.record(inputs, None, False, "error", encoding=trained, highest=255.0)[
+        "warnings"
+    ]
+    assert said["class"] == "pixel_range" and "newdata * 0.003922" in said["message"][1]
+    # in range, or nothing to check: nothing said
+    for highest in (1.0, None):
+        made = recording.record(inputs, None, False, "error", encoding=trained, highest=highest)
+        assert made["warnings"] == []
 
 
 def test_new_data_for_a_model_without_an_encoding_may_not_have_factor_columns():

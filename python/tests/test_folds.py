@@ -47,12 +47,12 @@ def test_out_of_fold_predictions_take_the_mean_of_a_row_held_out_twice() -> None
 def test_split_gives_each_fold_its_rows() -> None:
     from gpukeras.tools.folds import split
 
-    made = split(10, 3, 1, classes=["a", "b"] * 5)
+    made = split(10, 3, 1, labels=["a", "b"] * 5)
     assert made["kind"] == "stratified by the labels"
     assert sorted(row for fold in made["held_out"] for row in fold) == list(range(1, 11))
     for held, train in zip(made["held_out"], made["train"]):
         assert held == sorted(held) and sorted(held + train) == list(range(1, 11))
-    assert split(10, 3, 1, classes=["a"] * 10, groups=list("aabbccddee"))["kind"] == "grouped"
+    assert split(10, 3, 1, labels=["a"] * 10, groups=list("aabbccddee"))["kind"] == "grouped"
     assert split(10, 3, 1)["kind"] == "random"
 
 
@@ -96,3 +96,17 @@ def test_result_gathers_the_folds_metrics_summary_and_predictions() -> None:
         1,
     )
     assert several["several"] and [p.shape for p in several["predictions"]] == [(2, 1), (2, 2)]
+
+
+def test_labels_that_are_classes_are_stratified_by() -> None:
+    import numpy as np
+
+    from gpukeras.tools.folds import class_labels
+
+    # as R hands them over: a factor's values as text, logicals, R's integers, one column
+    assert class_labels(np.array(["no", "yes"])) == ["no", "yes"]
+    assert class_labels(np.array([True, False])) == ["True", "False"]
+    assert class_labels(np.array([[1], [2]], np.int32)) == ["1", "2"]
+    # doubles, several columns, none: not classes
+    for labels in (np.array([0.5, 1.0]), np.zeros((2, 2), np.int32), None):
+        assert class_labels(labels) is None

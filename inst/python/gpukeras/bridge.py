@@ -57,7 +57,6 @@ VERBS: dict[str, str] = {
     "dataset_from_arrays": "data.pipeline:from_arrays",
     "dataset_from_source": "data.pipeline:from_source",
     "images_to_score": "data.image_source:images_to_score",
-    "pixel_range": "data.image_source:pixel_range",
     "dataset_benchmark": "data.pipeline_facts:benchmark",
     "dataset_lines": "data.pipeline_facts:dataset_lines",
     "dataset_benchmark_line": "data.pipeline_facts:benchmark_line",

@@ -132,7 +132,7 @@ def _column_spec(column: Mapping[str, object], rule: str) -> dict[str, object]:
     return spec
 
 
-def _label_spec(y: Mapping[str, object] | None) -> dict[str, object] | None:
+def label_spec(y: Mapping[str, object] | None) -> dict[str, object] | None:
     """The labels' spec from R's account of them (None: no labels)."""
     if y is None:
         return None
@@ -220,7 +220,7 @@ def data_encoding(
         "inputs": plain_inputs,
         "input_order": list(inputs),
         "several": bool(several),
-        "y": _label_spec(y),
+        "y": label_spec(y),
         "na": na,
         "x_dtype": "float32",
     }

@@ -1,5 +1,6 @@
 """The ``data_encoding`` verb: the encoding of R data as the core records it
-(``encoding.data_encoding``), with what recording training data has to say.
+(``encoding.data_encoding``), with what recording training data has to say; for new data,
+the training encoding it is encoded by, and what scoring it has to say.
 
 Training labels that are a factor come with their codes (R's, 1-based, NA as R's
 NA_integer_): a level no row has is kept, as R's factor has it (a unit of the model's
@@ -15,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.handles import Record
-from gpukeras.data.encoding import data_encoding, quoted, strings
+from gpukeras.data.encoding import data_encoding, label_spec, plain_encoding, quoted, strings
+from gpukeras.data.image_source import pixel_range
 
 
 def empty_levels(y: Mapping[str, object] | None) -> list[Record]:
@@ -45,12 +47,25 @@ def record(
     na: str,
     factors: str | Mapping[str, str] | None = "one_hot",
     encoding: Mapping[str, Any] | None = None,
+    highest: float | None = None,
 ) -> Record:
-    """``data_encoding`` of these arguments as ``{"encoding", "warnings"}``: the encoding
-    (None for new data checked against the training ``encoding``) and, for training data
-    (neither ``encoding`` nor ``factors`` None, which is new data for a model with no
-    recorded encoding), the warnings recording it gives (``empty_levels``). Raises as
-    ``data_encoding`` does."""
+    """``data_encoding`` of these arguments as ``{"encoding", "warnings"}``, raising as
+    ``data_encoding`` does.
+
+    For training data (no ``encoding``, ``factors`` not None): the encoding recorded, and
+    the warnings recording it gives (``empty_levels``). For new data checked against the
+    training ``encoding``: that encoding (plain), its labels' spec the training labels' or,
+    for a model trained without labels, the new labels' own (none without new labels), and
+    for a model trained on an image folder, ``pixel_range``'s warning about new images whose
+    pixels reach ``highest`` (R's largest value of its array; None: nothing to check).
+    ``factors`` None (new data for a model with no recorded encoding): the encoding of the
+    new data itself, nothing said."""
     made = data_encoding(inputs, y, several, na, factors, encoding)
-    training = encoding is None and factors is not None
-    return {"encoding": made, "warnings": empty_levels(y) if training else []}
+    if encoding is None:
+        return {"encoding": made, "warnings": empty_levels(y) if factors is not None else []}
+    plain = plain_encoding(encoding)
+    images = plain.get("images")
+    return {
+        "encoding": {**plain, "y": None if y is None else plain["y"] or label_spec(y)},
+        "warnings": pixel_range(images, highest) if images and highest is not None else [],
+    }

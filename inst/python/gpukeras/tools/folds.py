@@ -53,18 +53,35 @@ def folds(
     return [int(f) for f in rng.permutation(np.arange(int(rows)) % k + 1)]
 
 
+def class_labels(labels: object) -> list[str] | None:
+    """The classes ``folds`` stratifies by, one per row, of the training labels as R hands
+    them over (an array of one column or none: a factor's or character vector's values as
+    text, logicals, R's integers): the labels that are classes; None for other labels
+    (doubles, several columns) and for none."""
+    if labels is None:
+        return None
+    values = np.asarray(labels)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1 or values.dtype.kind not in "UObi":
+        return None
+    return [str(value) for value in values.tolist()]
+
+
 def split(
     rows: int,
     k: int,
     seed: int,
-    classes: Sequence[str] | str | None = None,
+    labels: object = None,
     groups: Sequence[str] | str | None = None,
 ) -> dict[str, Any]:
-    """The ``k`` folds of ``rows`` rows as ``folds`` draws them: ``held_out`` and ``train``,
-    each fold's rows (1-based, as R numbers them, in order), and ``kind``, how they were made
+    """The ``k`` folds of ``rows`` rows as ``folds`` draws them, stratified by the training
+    ``labels`` where they are classes (``class_labels``): ``held_out`` and ``train``, each
+    fold's rows (1-based, as R numbers them, in order), and ``kind``, how they were made
     ("grouped", "stratified by the labels" or "random"). ``groups`` has at least ``k``
     distinct values: gpu_cv() refuses fewer in R, before Python starts (R/cv-folds.R)."""
     k = int(k)
+    classes = class_labels(labels)
     fold = np.asarray(folds(rows, k, seed, classes, groups))
     number = np.arange(1, int(rows) + 1)
     return {
