@@ -4,10 +4,13 @@ asked, the user's own cache left theirs, and cleared of JAX's files alone."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 from pathlib import Path
 
-from conftest import requires, run_core
+import pytest
+
+from conftest import CoreRun, requires, run_core
 
 # A fresh process on JAX (TensorFlow blocked, as on the GPU machines: 3 s less) that
 # chooses the cache as R does when the core starts, then fits a small model.
@@ -39,10 +42,20 @@ def fit_with_cache(folder: str | None, max_bytes: int = -1, env: dict | None = N
     return run.readback
 
 
-def test_a_second_fresh_process_compiles_nothing_and_the_folder_is_private(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def first_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A first fresh process's fit with an unbounded cache in a folder it makes, and what it
+    read back, which tests check, fill again or copy (none changes the folder's programs)."""
     requires("jax")
-    folder = tmp_path / "cache" / "compiled"
-    first, second = (fit_with_cache(str(folder)) for _ in range(2))
+    folder = tmp_path_factory.mktemp("first") / "cache" / "compiled"
+    return folder, fit_with_cache(str(folder))
+
+
+def test_a_second_fresh_process_compiles_nothing_and_the_folder_is_private(
+    first_fit: tuple[Path, dict],
+) -> None:
+    folder, first = first_fit
+    second = fit_with_cache(str(folder))
     assert first["jax_dir"] == str(folder)
     assert first["cache"]["whose"] == "gpukeras" and first["cache"]["folder"] == str(folder)
     assert first["cache"]["misses"] > 0 and first["cache"]["hits"] == 0
@@ -64,11 +77,11 @@ def test_a_folder_open_to_others_is_made_private_as_jax_starts(tmp_path: Path) -
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
-def test_the_cache_keeps_within_its_bound(tmp_path: Path) -> None:
-    requires("jax")
+def test_the_cache_keeps_within_its_bound(tmp_path: Path, first_fit: tuple[Path, dict]) -> None:
     requires("filelock")
-    unbounded = fit_with_cache(str(tmp_path / "all"))["cache"]
-    sizes = sorted(p.stat().st_size for p in (tmp_path / "all").glob("*-cache"))
+    folder, first = first_fit
+    unbounded = first["cache"]
+    sizes = sorted(p.stat().st_size for p in folder.glob("*-cache"))
     assert unbounded["max_bytes"] == -1 and len(sizes) >= 2
     bound = sizes[-1] + sizes[-2]  # the two largest programs fit, not all of them
     bounded = fit_with_cache(str(tmp_path / "bounded"), bound)["cache"]
@@ -97,23 +110,36 @@ def test_a_users_own_jax_cache_is_theirs(tmp_path: Path) -> None:
     assert not ours.exists()
 
 
-def test_on_tensorflow_nothing_is_cached(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tensorflow_worker(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CoreRun]:
+    """One fresh process on TensorFlow that chooses the cache in a folder, as R does when the
+    core starts, starts Keras, reads the cache, then warms its compiler as a waiting worker
+    does (``warm``: that call's answer)."""
     requires("tensorflow")
+    folder = tmp_path_factory.mktemp("tensorflow") / "c"
     run = run_core(
         "compile_cache_choose",
-        {"folder": str(tmp_path / "c"), "max_bytes": -1},
+        {"folder": str(folder), "max_bytes": -1},
         env={"KERAS_BACKEND": "tensorflow"},
         after="bridge.call('start', {})\n"
-        "readback['cache'] = bridge.call('compile_cache', {})['value']",
+        "readback['cache'] = bridge.call('compile_cache', {})['value']\n"
+        "readback['warm'] = bridge.call('workers_warm', {})",
     )
+    return folder, run
+
+
+def test_on_tensorflow_nothing_is_cached(tensorflow_worker: tuple[Path, CoreRun]) -> None:
+    folder, run = tensorflow_worker
     assert run.readback["cache"]["jax_started"] is False
-    assert run.readback["cache"]["requests"] == 0 and not (tmp_path / "c").exists()
+    assert run.readback["cache"]["requests"] == 0 and not folder.exists()
 
 
-def test_clearing_removes_what_jax_wrote_and_nothing_else(tmp_path: Path) -> None:
-    requires("jax")
+def test_clearing_removes_what_jax_wrote_and_nothing_else(
+    tmp_path: Path, first_fit: tuple[Path, dict]
+) -> None:
     folder = tmp_path / "c"
-    programs = fit_with_cache(str(folder))["cache"]["programs"]
+    shutil.copytree(first_fit[0], folder)  # what a fit wrote, in a folder of this test's
+    programs = first_fit[1]["cache"]["programs"]
     (folder / "notes.txt").write_text("mine")
     (folder / "xla_gpu_per_fusion_autotune_cache_dir").mkdir()
     (folder / "xla_gpu_per_fusion_autotune_cache_dir" / "a").write_text("tuned")
@@ -124,7 +150,9 @@ def test_clearing_removes_what_jax_wrote_and_nothing_else(tmp_path: Path) -> Non
     assert run_core("compile_cache_clear", {"folder": str(tmp_path / "none")}).value["files"] == 0
 
 
-def test_a_waiting_worker_warms_its_compiler_on_both_backends() -> None:
+def test_a_waiting_worker_warms_its_compiler_on_both_backends(
+    request: pytest.FixtureRequest,
+) -> None:
     requires("jax")
     listen = """sys.modules['tensorflow'] = None
 import jax.monitoring
@@ -135,6 +163,7 @@ jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **kw: ev
     run = run_core("workers_warm", env={"KERAS_BACKEND": "jax"}, setup=listen, after=after)
     assert run.value["backend"] == "jax" and run.value["seconds"] > 0
     assert run.readback["compiles"] >= 1
-    requires("tensorflow")
-    run = run_core("workers_warm", env={"KERAS_BACKEND": "tensorflow"})
-    assert run.value["backend"] == "tensorflow" and run.value["seconds"] > 0
+    _, run = request.getfixturevalue("tensorflow_worker")  # skips without TensorFlow
+    warm = run.readback["warm"]
+    assert warm["ok"], warm
+    assert warm["value"]["backend"] == "tensorflow" and warm["value"]["seconds"] > 0
