@@ -57,7 +57,8 @@ def test_the_backbones_own_preprocessing_is_the_models_first_operation(tmp_path:
     features = model.get_layer(backbone.BACKBONE_LAYER)(
         keras.applications.mobilenet_v2.preprocess_input(x.copy()), training=False
     )
-    by_hand = keras.ops.convert_to_numpy(model.get_layer("head")(features))
+    # float32: under mixed precision (a GPU's "auto") the head called alone gives bfloat16
+    by_hand = keras.ops.convert_to_numpy(model.get_layer("head")(features)).astype("float32")
     np.testing.assert_allclose(model.predict(x, verbose=0), by_hand, rtol=1e-4, atol=1e-6)
     # saved with the model: a loaded copy predicts the same
     path = tmp_path / "mobilenet.keras"
