@@ -488,13 +488,13 @@ def test_an_image_model_is_served_as_predict_scores_an_array_of_images() -> None
     # with predict()'s warning, never silently
     raw = json.loads(ask(served, json.dumps(pixels(20).tolist()), authorization=None)[4:])
     assert raw["warnings"] == [
-        "`newdata`'s pixels reach 255, but the model was trained on pixels in [0, 1]: its "
-        "predictions would mean little. Scale them as in training: predict(fit, newdata * "
-        "0.003922)."
+        "The request's pixels reach 255, but the model was trained on pixels in [0, 1]: its "
+        "predictions would mean little. Scale them as in training: multiply each pixel by "
+        "0.003922 before sending them (/metadata's input.pixels is the range the model takes)."
     ]
     # and the other way round: [0, 1] pixels to a model trained on 0-255
     plain = json.loads(ask(image_service(None), json.dumps(scaled.tolist()))[4:])
-    assert "predict(fit, newdata * 255)" in plain["warnings"][0]
+    assert "multiply each pixel by 255 before sending" in plain["warnings"][0]
     # a row of another image size or color mode is refused with the shape it needs
     gray = json.dumps(np.zeros((1, 4, 4, 1)).tolist())
     assert (

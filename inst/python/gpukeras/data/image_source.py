@@ -175,11 +175,12 @@ def image_files_source(
     )
 
 
-def pixel_range(images: Mapping[str, Any], highest: float) -> list[Record]:
+def pixel_range(images: Mapping[str, Any], highest: float, request: bool = False) -> list[Record]:
     """The warning (class "pixel_range") for images to score whose pixels reach ``highest``,
     plainly not in the range an image folder read as ``images`` (its encoding's) was trained
     in: above 0-255 times its ``rescale``, or within [0, 1] when it was not rescaled. The
-    message's lines: what is wrong, then how to scale them; none when they fit. Images given
+    message's lines: what is wrong, then how to scale them, in predict()'s words, or in an
+    HTTP client's where ``request`` (the service's rows); none when they fit. Images given
     as numbers (predict()'s R arrays, the service's rows) are scored as they are, not rescaled.
     """
     rescale = images.get("rescale")
@@ -187,10 +188,19 @@ def pixel_range(images: Mapping[str, Any], highest: float) -> list[Record]:
     factor = top / 255 if highest > top * 1.01 else 255 if rescale is None and highest <= 1 else 1
     if factor == 1:
         return []
+    what, fix = (
+        (
+            "The request's",
+            f"multiply each pixel by {factor:.4g} before sending them "
+            "(/metadata's input.pixels is the range the model takes)",
+        )
+        if request
+        else ("`newdata`'s", f"predict(fit, newdata * {factor:.4g})")
+    )
     message = [
-        f"`newdata`'s pixels reach {highest:.4g}, but the model was trained on pixels in "
+        f"{what} pixels reach {highest:.4g}, but the model was trained on pixels in "
         f"[0, {top:.4g}]: its predictions would mean little.",
-        f"Scale them as in training: predict(fit, newdata * {factor:.4g}).",
+        f"Scale them as in training: {fix}.",
     ]
     return [{"class": "pixel_range", "message": message}]
 

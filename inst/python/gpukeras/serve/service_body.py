@@ -511,7 +511,7 @@ def pixel_warnings(served: Served, array: np.ndarray) -> list[str]:
     images = (served.encoding or {}).get("images")
     if not images or not array.size:
         return []
-    said = pixel_range(images, float(np.nanmax(array)))
+    said = pixel_range(images, float(np.nanmax(array)), request=True)
     return [" ".join(warning["message"]) for warning in said]
 
 
