@@ -8,6 +8,7 @@ The training runs are ``scripts/population_cv.py`` in a fresh Python on the JAX 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from gpukeras.tools import cv_population
 SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
 
 
-def run(spec: dict, script: Path = SCRIPT) -> dict:
+def run(spec: dict | list, script: Path = SCRIPT) -> Any:
     return run_jax_script(script, spec)
 
 
@@ -46,19 +47,30 @@ def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
     assert len({member["metrics"]["loss"] for member in population["folds"]}) == 3
 
 
+@pytest.fixture(scope="module")
+def processes() -> dict:
+    """The two cases that train a process per fold, in one child: folds of another
+    architecture, and members that do not fit the memory."""
+    other, unfit = run(
+        [
+            {"rows": 300, "folds": 3, "batch_size": 32, "epochs": 1, "other_units": True},
+            {"rows": 300, "folds": 2, "batch_size": 32, "epochs": 1, "memory_share": 1e-12},
+        ]
+    )
+    return {"other_units": other, "memory_share": unfit}
+
+
 @pytest.mark.slow
-def test_models_of_another_architecture_train_a_process_each() -> None:
-    result = run({"rows": 300, "folds": 3, "batch_size": 32, "epochs": 1, "other_units": True})
-    population = result["population"]
+def test_models_of_another_architecture_train_a_process_each(processes: dict) -> None:
+    population = processes["other_units"]["population"]
     assert population["trained"] == "processes"
     assert "model 3's variables differ" in population["reason"]
     assert "folds" not in population
 
 
 @pytest.mark.slow
-def test_members_that_do_not_fit_the_memory_train_a_process_each() -> None:
-    result = run({"rows": 300, "folds": 2, "batch_size": 32, "epochs": 1, "memory_share": 1e-12})
-    population = result["population"]
+def test_members_that_do_not_fit_the_memory_train_a_process_each(processes: dict) -> None:
+    population = processes["memory_share"]["population"]
     assert population["trained"] == "processes"
     assert "2 members need about" in population["reason"]
     assert "of the device's free" in population["reason"]
