@@ -132,13 +132,22 @@ def run_core(
     )
 
 
-def run_jax_script(script: Path, spec: dict, timeout: int = 240) -> dict:
+# A script run as ``python script '<json spec>'``, TensorFlow blocked first.
+_WITHOUT_TENSORFLOW = (
+    "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def run_jax_script(script: Path, spec: object, timeout: int = 240) -> Any:
     """Run ``script`` (``python script '<json spec>'``) in a fresh Python on the JAX
-    backend, the core on PYTHONPATH; its last line of output, read as JSON."""
+    backend, the core on PYTHONPATH, without TensorFlow (blocked), as on the GPU machines:
+    else Keras' ``set_random_seed`` (the verb ``workers_seed``) imports it, 2.4 CPU-s a
+    child; its last line of output, read as JSON."""
     requires("jax")
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": child_pythonpath()}
     done = subprocess.run(
-        [sys.executable, str(script), json.dumps(spec)],
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW, str(script), json.dumps(spec)],
         env=env,
         capture_output=True,
         text=True,

@@ -18,17 +18,34 @@ from gpukeras.tools import cv_population
 SCRIPT = Path(__file__).with_name("scripts") / "population_cv.py"
 
 
-def run(spec: dict, script: Path = SCRIPT) -> dict:
+def run(spec: dict, script: Path) -> dict:
     return run_jax_script(script, spec)
 
 
-@pytest.mark.slow
-def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
+@pytest.fixture(scope="module")
+def folds() -> dict:
+    """The cv_population runs, in one child: the folds trained as a population against
+    their separate fits, and the two cases that train a process per fold instead (folds of
+    another architecture, members that do not fit the memory)."""
     # 1037 rows in 3 folds: 691, 691 and 692 training rows, so last batches of 51 and 52
     # rows (two sizes, each its own step); dropout draws from each member's seed generator;
     # every row has a sample weight
     spec = {"rows": 1037, "folds": 3, "batch_size": 64, "epochs": 3, "dropout": True}
-    result = run({**spec, "learning_rate": 0.01, "sample_weight": True})
+    together, other, unfit = run_jax_script(
+        SCRIPT,
+        [
+            {**spec, "learning_rate": 0.01, "sample_weight": True},
+            {"rows": 300, "folds": 3, "batch_size": 32, "epochs": 1, "other_units": True},
+            {"rows": 300, "folds": 2, "batch_size": 32, "epochs": 1, "memory_share": 1e-12},
+        ],
+        timeout=400,  # the three runs' time, with room on a busy machine
+    )
+    return {"population": together, "other_units": other, "memory_share": unfit}
+
+
+@pytest.mark.slow
+def test_each_member_trains_as_a_separate_fit_of_its_fold(folds: dict) -> None:
+    result = folds["population"]
     population, separate = result["population"], result["separate"]
     assert population["trained"] == "population"
     assert result["built"] == 1  # one model for the 3 folds
@@ -47,18 +64,16 @@ def test_each_member_trains_as_a_separate_fit_of_its_fold() -> None:
 
 
 @pytest.mark.slow
-def test_models_of_another_architecture_train_a_process_each() -> None:
-    result = run({"rows": 300, "folds": 3, "batch_size": 32, "epochs": 1, "other_units": True})
-    population = result["population"]
+def test_models_of_another_architecture_train_a_process_each(folds: dict) -> None:
+    population = folds["other_units"]["population"]
     assert population["trained"] == "processes"
     assert "model 3's variables differ" in population["reason"]
     assert "folds" not in population
 
 
 @pytest.mark.slow
-def test_members_that_do_not_fit_the_memory_train_a_process_each() -> None:
-    result = run({"rows": 300, "folds": 2, "batch_size": 32, "epochs": 1, "memory_share": 1e-12})
-    population = result["population"]
+def test_members_that_do_not_fit_the_memory_train_a_process_each(folds: dict) -> None:
+    population = folds["memory_share"]["population"]
     assert population["trained"] == "processes"
     assert "2 members need about" in population["reason"]
     assert "of the device's free" in population["reason"]

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 
 from __main__ import readback
+from gpukeras.core import compat
 from gpukeras.core.errors import GpukerasError
 from gpukeras.train import fit
 
@@ -22,7 +23,7 @@ optimizers = {
 
 
 def new_model(optimizer, normalized=False):
-    keras.utils.set_random_seed(1)
+    compat.set_random_seed(keras, 1)  # as gpu_fit() seeds: TensorFlow not imported for it
     layers = [keras.Input((8,)), keras.layers.Dense(32, activation="relu")]
     if normalized:
         layers.append(keras.layers.BatchNormalization())

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 
 from __main__ import readback
+from gpukeras.core import compat
 from gpukeras.distribute import strategies
 from gpukeras.train import fit
 
@@ -17,7 +18,7 @@ strategy = strategies.make("mirrored")["strategy"]
 
 
 def new_model():
-    keras.utils.set_random_seed(1)
+    compat.set_random_seed(keras, 1)  # as gpu_fit() seeds: TensorFlow not imported for it
     model = keras.Sequential(
         [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
     )

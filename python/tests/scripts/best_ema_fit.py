@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from gpukeras.core import compat
 from gpukeras.core.runtime import config
 from gpukeras.tools import training
 
@@ -18,7 +19,7 @@ track = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
 rng = np.random.default_rng(5)
 x = rng.standard_normal((192, 6)).astype("float32")
 y = (x @ rng.standard_normal((6, 1)) + 0.3 * rng.standard_normal((192, 1))).astype("float32")
-keras.utils.set_random_seed(7)
+compat.set_random_seed(keras, 7)  # as gpu_fit() seeds: TensorFlow not imported for it
 model = keras.Sequential(
     [keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
 )

@@ -39,6 +39,7 @@ if spec.get("cpu") or spec.get("cpu_devices"):
 import numpy as np  # noqa: E402
 
 from gpukeras import bridge  # noqa: E402
+from gpukeras.core import compat  # noqa: E402
 from gpukeras.core.runtime import config  # noqa: E402
 from gpukeras.data.adapters import Rows, resident  # noqa: E402
 
@@ -47,7 +48,7 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal((spec.get("rows", 1000), 20)).astype("float32")
 y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
 validation = (x[:300], y[:300]) if spec.get("validation") else None
-keras.utils.set_random_seed(7)
+compat.set_random_seed(keras, 7)  # as gpu_fit() seeds: TensorFlow not imported for it
 layers = [keras.Input((20,)), keras.layers.Dense(64, activation="relu")]
 if spec.get("dropout"):
     layers.append(keras.layers.Dropout(0.3))
