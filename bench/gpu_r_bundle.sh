@@ -162,17 +162,23 @@ prune() {
 prune
 
 # The shared libraries what is left loads, as ldd resolves them here, each mapped to its
-# Debian package; libc, libgcc and libstdc++ stay the target machine's.
+# Debian package; libc, libgcc and libstdc++ stay the target machine's. One dpkg -S for them
+# all (one for each took 10 s of CPU), then one for those it found no package of, under the
+# /usr merge's other name.
 objects=$(find "$work/tree/usr/lib/R" "$bundle/library" -type f \( -name '*.so' -o -path '*/bin/exec/R' \))
-library_debs=$(
+libraries=$(
   for object in $objects; do
     ldd "$object" | awk '$3 ~ /^\// { print $3 }'
-  done | sort -u | while read -r path; do
-    real=$(readlink -f "$path")
-    owner=$(dpkg -S "$real" 2> /dev/null || dpkg -S "${real#/usr}" 2> /dev/null ||
-      dpkg -S "/usr$real" 2> /dev/null || true)
-    echo "${owner%%:*}"
-  done | sort -u | grep -v -x -E 'libc6|libgcc-s1|libstdc\+\+6|r-base-core|r-cran-.*|' || true
+  done | sort -u | xargs -r readlink -f | sort -u
+)
+owners() { # owners PATH...: "PACKAGE PATH" for each path a package holds
+  [ $# -eq 0 ] || dpkg -S "$@" 2> /dev/null | sed -n '/^diversion /!s/^\([^:,]*\).*: \(\/[^ ]*\)$/\1 \2/p' || true
+}
+owned=$(owners $libraries)
+unowned=$(comm -23 <(echo "$libraries") <(echo "$owned" | cut -d ' ' -f 2 | sort -u))
+library_debs=$(
+  { echo "$owned"; owners $(for path in $unowned; do echo "${path#/usr}" "/usr$path"; done); } | cut -d ' ' -f 1 |
+    sort -u | grep -v -x -E 'libc6|libgcc-s1|libstdc\+\+6|r-base-core|r-cran-.*|' || true
 )
 echo "   $(echo $r_debs | wc -w) R packages, and $(echo $library_debs | wc -w) Debian packages of the libraries they load"
 fetch $library_debs

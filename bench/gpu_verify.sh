@@ -113,7 +113,8 @@ pytest="cd python && '$python' -m pytest -p no:cacheprovider ${tests[*]}"
 for part in "${parts[@]}"; do
   case $part in
     gpu)
-      step gpu-tests 150 bash -c "$pytest tests -m gpu"
+      # (in the smoke run the suite part collects the same tests/: 10 s of CPU each time)
+      $smoke || step gpu-tests 150 bash -c "$pytest tests -m gpu"
       step check 60 "$python" -c "import json, gpukeras.bridge as b; print(json.dumps(b.call('check', {'probe_seconds': $probe}), indent=1, default=str))"
       step monitor 80 "$python" bench/monitor.py $quick --out "$out/monitor-python-jax-$tag.json"
       ;;

@@ -21,7 +21,8 @@
 #      session, for a second run's figures: bench/gpu_verify.sh starting).
 #
 # Every output is written as Markdown to bench/results/r-on-gpu-<device>-<date>.md (a
-# smoke run, --smoke: tiny sizes, the file in GPUKERAS_BENCH_OUT; --out FILE: there).
+# smoke run, --smoke: tiny sizes, part 1's search with two workers alone, the file in
+# GPUKERAS_BENCH_OUT; --out FILE: there).
 # --parts 6 (say; comma-separated): only those parts, with part 2 always (bench/gpu_verify.sh's
 # populations part runs --parts 6).
 # On a GPU machine, through the bundle of bench/gpu_r_bundle.sh:
@@ -179,8 +180,8 @@ if (1 %in% parts) {
     )
   }
   if (!mode$smoke) invisible(run_search(1L, trials = 1L)) # Python, Keras and Optuna first load here, untimed
-  shared <- lapply(c(one = 1L, two = 2L), run_search)
-  speedup <- shared$one$seconds / shared$two$seconds
+  # a smoke run takes the two workers' search alone: the one worker's is the same code
+  shared <- lapply(if (mode$smoke) c(two = 2L) else c(one = 1L, two = 2L), run_search)
   say("\n## 1. Many models on one ", if (on_gpu) "GPU" else "CPU (smoke)", ": one worker, then two sharing it\n")
   say("```r\n", paste(
     "search <- gpu_search(model_fn, list(x = x, y = y), space, trials = 16, sampler = \"random\",",
@@ -198,9 +199,12 @@ if (1 %in% parts) {
                 paste(unique(trials$device), collapse = ", "), shared[[name]]$session_mib))
     say("\n", shared[[name]]$nvml, "\n")
   }
-  same_trials <- isTRUE(all.equal(shared$one$result$trials$units, shared$two$result$trials$units))
-  say("Trials per hour, two workers against one: **", sprintf("%.2fx", speedup), "** (goal >= 1.6 on a GPU)",
-      if (same_trials) "; both searches drew the same trials" else "; the searches drew different trials")
+  if (!mode$smoke) {
+    speedup <- shared$one$seconds / shared$two$seconds
+    same_trials <- isTRUE(all.equal(shared$one$result$trials$units, shared$two$result$trials$units))
+    say("Trials per hour, two workers against one: **", sprintf("%.2fx", speedup), "** (goal >= 1.6 on a GPU)",
+        if (same_trials) "; both searches drew the same trials" else "; the searches drew different trials")
+  }
 }
 
 # 2. Is the GPU used? -------------------------------------------------------------

@@ -172,11 +172,12 @@ lowest_priority <- function(pid) {
     system2("renice", c("-n", "19", "-p", threads), stdout = FALSE, stderr = FALSE) == 0L
 }
 
-# The 4 hostile clients, in an R process of their own for `seconds`: closed loops
-# sending the bodies in the files `bodies` to POST /predict. Their result: the answers
-# by body and status ("reset" for a connection the service closed before answering).
-start_hostile_clients <- function(bodies, seconds) {
-  callr::r_bg(function(url, bodies, seconds) {
+# The 4 hostile clients, in an R process of their own for `seconds` (or until the file
+# `stop` exists, where given): closed loops sending the bodies in the files `bodies` to
+# POST /predict. Their result: the answers by body and status ("reset" for a connection
+# the service closed before answering).
+start_hostile_clients <- function(bodies, seconds, stop = NULL) {
+  callr::r_bg(function(url, bodies, seconds, stop) {
     pool <- curl::new_pool(total_con = length(bodies), host_con = length(bodies))
     deadline <- Sys.time() + seconds
     # the answers counted by body and status (a vector grown by each answer took
@@ -188,7 +189,7 @@ start_hostile_clients <- function(bodies, seconds) {
       handle <- curl::new_handle(postfields = readBin(path, "raw", file.size(path)), timeout = 60)
       curl::handle_setheaders(handle, `Content-Type` = "application/json")
       send <- function() {
-        if (Sys.time() >= deadline) {
+        if (Sys.time() >= deadline || (!is.null(stop) && file.exists(stop))) {
           return(invisible())
         }
         curl::curl_fetch_multi(
@@ -209,7 +210,7 @@ start_hostile_clients <- function(bodies, seconds) {
     for (path in bodies) client(path)
     curl::multi_run(pool = pool)
     as.list(answers)[sort(ls(answers))]
-  }, args = list(url = url, bodies = bodies, seconds = seconds))
+  }, args = list(url = url, bodies = bodies, seconds = seconds, stop = stop))
 }
 
 # What both results begin with: the benchmark, its command, and where and on what it ran.
@@ -249,7 +250,7 @@ measure_held <- function(count, tries) {
 
 # The service under hostile requests (see the top of this file): its result.
 measure_hostile <- function() {
-  seconds <- if (mode$smoke) 1 else if (mode$quick) 4 else 8
+  seconds <- if (mode$smoke) 0.5 else if (mode$quick) 4 else 8
   hostile_rounds <- if (mode$smoke) 1L else if (mode$quick) 2L else 3L
   refusals <- if (mode$smoke) 1L else 5L
   folder <- tempfile("bench-serve-hostile-")
@@ -312,7 +313,9 @@ measure_hostile <- function() {
   for (round in seq_len(hostile_rounds)) {
     quiet <- phases()
     quiet_apart <- phases_apart()
-    clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 6 * seconds + 8)
+    # (a smoke run's clients stop when the phases are done, not seconds later: they keep a core busy)
+    stop <- if (mode$smoke) file.path(folder, sprintf("stop-%d", round))
+    clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 6 * seconds + 8, stop)
     pinned <- pinned && pin(clients$get_pid(), clients_cores())
     niced <- lowest_priority(clients$get_pid())
     Sys.sleep(if (mode$smoke) 1 else 2) # the clients' R starts and their loops run
@@ -323,6 +326,7 @@ measure_hostile <- function() {
     under_attack_apart <- phases_apart()
     busy <- (served_cpu() - cpu_before) / as.numeric(difftime(Sys.time(), began, units = "secs"))
     memory_after <- served_memory(server)
+    if (!is.null(stop)) file.create(stop)
     clients$wait(timeout = 1000 * (6 * seconds + 30))
     rounds_measured[[round]] <- list(
       quiet = quiet, hostile = under_attack, quiet_apart = quiet_apart, hostile_apart = under_attack_apart,
