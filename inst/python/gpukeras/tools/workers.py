@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from gpukeras.core import compat
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
 from gpukeras.gpu import nvml
@@ -229,10 +230,12 @@ def warm() -> dict[str, Any]:
 
 
 def seed(seed: int) -> None:
-    """Keras' global seed (``keras.utils.set_random_seed``: Python, NumPy, the backend and
-    TensorFlow wherever installed) as a worker's fit starts: the fold or trial is then the
-    same as a fit run by hand after ``keras$utils$set_random_seed(seed)``."""
-    config.keras().utils.set_random_seed(seed)
+    """Keras' global seed as a worker's fit starts, as gpu_fit(seed = ) seeds
+    (``compat.set_random_seed``: Python, NumPy, the backend and Keras; TensorFlow where it
+    is loaded, else when gpukeras loads it for tf.data): the fold or trial is then the same
+    as a fit run by hand after ``keras$utils$set_random_seed(seed)``. A JAX worker so does
+    not load TensorFlow for its seed alone (2.4 s of CPU a worker)."""
+    compat.set_random_seed(config.keras(), seed)
 
 
 def reset() -> None:
