@@ -87,7 +87,8 @@ shared_fresh_r <- function() {
   }
   function(expr, env = character(), timeout = 180, wait = TRUE) {
     if (is.null(session)) {
-      session <<- callr::r_session$new()
+      # supervised: it ends with this process, even one that crashed
+      session <<- callr::r_session$new(callr::r_session_options(supervise = TRUE))
       withr::defer(if (!is.null(session)) session$close(), envir = testthat::teardown_env())
     }
     call <- fresh_r_call(substitute(expr), env, character(), list())
