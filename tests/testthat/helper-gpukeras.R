@@ -71,6 +71,48 @@ run_in_fresh_r <- function(expr, env = character(), unset = character(),
   callr::r(call$func, args = call$args, timeout = timeout)
 }
 
+# One fresh R process for several run_in_fresh_r() calls of a test file, where each would
+# otherwise start its own (seconds of CPU: R, Python, TensorFlow or JAX): `run(expr, env =,
+# timeout =)` evaluates `expr` there as run_in_fresh_r() does. The process starts on the first
+# call, with that call's `env` set before gpukeras is loaded (later calls should give the same
+# `env`), and ends with the test file; later calls find what earlier ones left there (Python's
+# modules, spare workers). `wait = FALSE`, for a call that runs until stopped (gpu_serve()):
+# returns list(running = function(), stop = function()) at once; stop() interrupts the call,
+# and the process takes the next one.
+shared_fresh_r <- function() {
+  session <- NULL
+  end <- function() {
+    session$kill()
+    session <<- NULL
+  }
+  function(expr, env = character(), timeout = 180, wait = TRUE) {
+    if (is.null(session)) {
+      # supervised: it ends with this process, even one that crashed
+      session <<- callr::r_session$new(callr::r_session_options(supervise = TRUE))
+      withr::defer(if (!is.null(session)) session$close(), envir = testthat::teardown_env())
+    }
+    call <- fresh_r_call(substitute(expr), env, character(), list())
+    session$call(call$func, call$args)
+    if (!wait) {
+      return(list(
+        running = function() session$poll_process(0) == "timeout",
+        stop = function() {
+          session$interrupt()
+          if (session$poll_process(timeout * 1000) == "ready") session$read() else end()
+          invisible()
+        }
+      ))
+    }
+    if (session$poll_process(timeout * 1000) != "ready") {
+      end()
+      stop(sprintf("the shared fresh R process took more than %s s", timeout), call. = FALSE)
+    }
+    answer <- session$read()
+    if (!is.null(answer$error)) stop(answer$error)
+    answer$result
+  }
+}
+
 # The error a fresh R caught, to raise again here for a snapshot (its trace stays there).
 raise_again <- function(error) {
   error$trace <- NULL
@@ -90,7 +132,10 @@ fresh_r_call <- function(expr, env, unset, options) {
     if (length(unset)) Sys.unsetenv(unset)
     if (length(env)) do.call(Sys.setenv, as.list(env))
     if (length(options)) options(options)
-    if (source_tree) {
+    if (isNamespaceLoaded("gpukeras")) {
+      # a shared_fresh_r() process, loaded by its first call
+      NULL
+    } else if (source_tree) {
       # Looked up rather than called with `::`: pkgload is only needed (and
       # only present) when the tests run on a source tree.
       load_all <- utils::getFromNamespace("load_all", "pkgload")

@@ -2,10 +2,14 @@
 # its rows with its seed (held-out metrics and history within 1e-5 on a CPU), folds of
 # unequal size exact, and a process per fold where the models differ or populations are off.
 
+# One fresh R process on JAX for the file's two tests that need one (and its workers, kept
+# as the session's spares between them).
+jax_r <- shared_fresh_r()
+
 test_that("on JAX the folds train as one population, each the same as its own gpu_fit(); turned off, a process each", {
   mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
-  result <- run_in_fresh_r({
+  result <- jax_r({
     made <- tempfile() # a line for each model_fn() call, the worker's too
     model_fn <- function() {
       cat("made\n", file = made, append = TRUE)
@@ -94,7 +98,7 @@ test_that("gpu_workers(population = FALSE) turns populations off, whatever the b
 test_that("a model that refuses the data fails its population as it fails a fit: a classed error, in its words", {
   mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
-  result <- run_in_fresh_r({
+  result <- jax_r({
     model_fn <- function() {
       keras <- gpu_keras()
       model <- keras$Sequential(list(keras$Input(shape = 7), keras$layers$Dense(1)))

@@ -61,6 +61,10 @@ saved_preset <- function(key, leaf, save) {
   saved_presets[[key]]
 }
 
+# The "fresh R" that loads the saved models, serves one and hides KerasHub: one process for
+# the file's four uses (each would import TensorFlow and KerasHub again in a process of its own).
+hub_r <- shared_fresh_r()
+
 tiny_preset <- function(dropout = 0.1) {
   saved_preset(paste0("tiny-dropout-", dropout), "tiny", function(folder) {
     reticulate::import_from_path("tiny_preset", test_path("python"))$save_tiny_preset(folder, dropout = dropout)
@@ -111,7 +115,7 @@ test_that("a preset's text classifier fine-tunes from R, predicts probabilities 
   # saved with its levels, and loaded in a fresh R: the same predictions
   path <- file.path(withr::local_tempdir(), "classifier.keras")
   gpu_save(fit, path)
-  again <- do.call(run_in_fresh_r, list(expr = bquote({
+  again <- do.call(hub_r, list(expr = bquote({
     warned <- character()
     model <- withCallingHandlers(gpu_load(.(path)), warning = function(w) {
       warned <<- c(warned, conditionMessage(w))
@@ -128,11 +132,11 @@ test_that("a preset's text classifier fine-tunes from R, predicts probabilities 
   expect_identical(again$classes, predict(fit, new_texts, type = "class"))
   # served by gpu_serve() (its own Python process): texts in, predict()'s probabilities out
   port <- free_ports(1L)
-  server <- start_in_fresh_r(
+  server <- hub_r(
     gpu_serve(gpu_load(Sys.getenv("SERVE_MODEL")), port = as.integer(Sys.getenv("SERVE_PORT")), quiet = TRUE),
-    env = c(SERVE_MODEL = path, SERVE_PORT = port)
+    env = c(SERVE_MODEL = path, SERVE_PORT = port), wait = FALSE
   )
-  withr::defer(server$kill())
+  withr::defer(server$stop())
   ask <- function(route, body = NULL) {
     handle <- curl::new_handle(timeout = 60)
     if (!is.null(body)) curl::handle_setopt(handle, postfields = body, httpheader = "Content-Type: application/json")
@@ -140,7 +144,7 @@ test_that("a preset's text classifier fine-tunes from R, predicts probabilities 
     jsonlite::fromJSON(rawToChar(answer$content))
   }
   deadline <- Sys.time() + 240
-  while (is.null(tryCatch(ask("/health"), error = function(e) NULL)) && server$is_alive() && Sys.time() < deadline) {
+  while (is.null(tryCatch(ask("/health"), error = function(e) NULL)) && server$running() && Sys.time() < deadline) {
     Sys.sleep(0.5)
   }
   served <- ask("/predict", jsonlite::toJSON(new_texts))$predictions
@@ -164,7 +168,7 @@ test_that("lora_rank trains only KerasHub's adapters and the head", {
   gpu_save(fit, paths[[1]])
   gpu_save(fit, paths[[2]], lora = "merge")
   texts <- c("good movie", "bad movie")
-  again <- do.call(run_in_fresh_r, list(expr = bquote(lapply(.(paths), function(path) {
+  again <- do.call(hub_r, list(expr = bquote(lapply(.(paths), function(path) {
     loaded <- gpu_load(path)
     weights <- vapply(loaded$model$trainable_weights, function(weight) weight$path, "")
     list(probabilities = predict(loaded, .(texts)), printed = format(loaded), adapters = sum(grepl("lora", weights)))
@@ -183,9 +187,12 @@ test_that("a folder that is not a preset, and no KerasHub, are classed errors th
     gsub(normalizePath(not_preset), "<folder>", x, fixed = TRUE)
   })
   expect_error(gpu_text_classifier(not_preset, 2), class = "gpukeras_error_bad_preset")
-  missing <- run_in_fresh_r({
-    reticulate::py_run_string("import sys; sys.modules['keras_hub'] = None")
-    catch_error(gpu_text_classifier("bert_tiny_en_uncased", 2))
+  # KerasHub hidden as if not installed (the process may have imported it), then put back
+  missing <- hub_r({
+    reticulate::py_run_string("import sys; hidden = sys.modules.get('keras_hub'); sys.modules['keras_hub'] = None")
+    error <- catch_error(gpu_text_classifier("bert_tiny_en_uncased", 2))
+    reticulate::py_run_string("del sys.modules['keras_hub']\nif hidden is not None: sys.modules['keras_hub'] = hidden")
+    error
   })
   expect_true("gpukeras_error_keras_hub_missing" %in% missing$class)
   expect_match(missing$message, "install_gpukeras(extras = \"hub\")", fixed = TRUE)

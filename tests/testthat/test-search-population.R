@@ -3,6 +3,10 @@
 # parameters alone with its seed reaches, the best trial's model saved; turned off, a
 # process per trial.
 
+# One fresh R process on JAX for the tests after the first (whose gpu_setup() stays in its own
+# process): they give each call its own study folder, and share the process's spare workers.
+jax_r <- shared_fresh_r()
+
 test_that("on JAX the trials train as populations, each trial's objective a fit of its parameters alone", {
   mark_slow()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
@@ -79,7 +83,7 @@ test_that("a background search of populations, cancelled mid-batch, keeps its st
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- jax_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
@@ -127,7 +131,7 @@ test_that("a batch whose model_fn fails fails each of its trials, and stops the 
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- jax_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     failed <- function(workers) {
       storage <- file.path(dir, if (isFALSE(workers$population)) "processes" else "populations")
@@ -173,7 +177,7 @@ test_that("a model that refuses the data fails a batch as it fails a process's t
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- jax_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
@@ -208,7 +212,7 @@ test_that("a units search trains its architectures at once in two workers, a gro
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- jax_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       # which worker process built which architecture, and when

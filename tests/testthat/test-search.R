@@ -138,11 +138,16 @@ mark_slow()
 skip_if_no_python()
 skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
 
+# One fresh R process for the two tests that need one on TensorFlow (the first asserts that
+# its search started no framework there, before its fit by hand does); each has its own study
+# folder, and the second takes the first's spare workers.
+tf_r <- shared_fresh_r()
+
 test_that(paste(
   "a failed trial (killed worker, NaN loss) is recorded and the search goes on; the best is saved and repeatable"
 ), {
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- tf_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       # a worker killed in the middle of its trial, and a rate that makes the loss NaN
@@ -216,7 +221,7 @@ test_that(paste(
 
 test_that("a cancelled background search keeps its study, and the same call resumes it", {
   dir <- withr::local_tempdir()
-  result <- run_in_fresh_r({
+  result <- tf_r({
     dir <- Sys.getenv("GPUKERAS_TEST_DIR")
     model_fn <- function(params) {
       keras <- gpu_keras()
