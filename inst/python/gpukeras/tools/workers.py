@@ -234,7 +234,7 @@ def seed(seed: int) -> None:
     (``compat.set_random_seed``: Python, NumPy, the backend and Keras; TensorFlow where it
     is loaded, else when gpukeras loads it for tf.data): the fold or trial is then the same
     as a fit run by hand after ``keras$utils$set_random_seed(seed)``. A JAX worker so does
-    not load TensorFlow for its seed alone (2.4 s of CPU a worker)."""
+    not load TensorFlow for its seed alone."""
     compat.set_random_seed(config.keras(), seed)
 
 
