@@ -173,11 +173,11 @@ lowest_priority <- function(pid) {
 }
 
 # The 4 hostile clients, in an R process of their own for `seconds` (or until the file
-# `stop` exists, where given): closed loops sending the bodies in the files `bodies` to
+# `stop_file` exists, where given): closed loops sending the bodies in the files `bodies` to
 # POST /predict. Their result: the answers by body and status ("reset" for a connection
 # the service closed before answering).
-start_hostile_clients <- function(bodies, seconds, stop = NULL) {
-  callr::r_bg(function(url, bodies, seconds, stop) {
+start_hostile_clients <- function(bodies, seconds, stop_file = NULL) {
+  callr::r_bg(function(url, bodies, seconds, stop_file) {
     pool <- curl::new_pool(total_con = length(bodies), host_con = length(bodies))
     deadline <- Sys.time() + seconds
     # the answers counted by body and status (a vector grown by each answer took
@@ -189,7 +189,7 @@ start_hostile_clients <- function(bodies, seconds, stop = NULL) {
       handle <- curl::new_handle(postfields = readBin(path, "raw", file.size(path)), timeout = 60)
       curl::handle_setheaders(handle, `Content-Type` = "application/json")
       send <- function() {
-        if (Sys.time() >= deadline || (!is.null(stop) && file.exists(stop))) {
+        if (Sys.time() >= deadline || (!is.null(stop_file) && file.exists(stop_file))) {
           return(invisible())
         }
         curl::curl_fetch_multi(
@@ -210,7 +210,7 @@ start_hostile_clients <- function(bodies, seconds, stop = NULL) {
     for (path in bodies) client(path)
     curl::multi_run(pool = pool)
     as.list(answers)[sort(ls(answers))]
-  }, args = list(url = url, bodies = bodies, seconds = seconds, stop = stop))
+  }, args = list(url = url, bodies = bodies, seconds = seconds, stop_file = stop_file))
 }
 
 # What both results begin with: the benchmark, its command, and where and on what it ran.
@@ -314,8 +314,8 @@ measure_hostile <- function() {
     quiet <- phases()
     quiet_apart <- phases_apart()
     # (a smoke run's clients stop when the phases are done, not seconds later: they keep a core busy)
-    stop <- if (mode$smoke) file.path(folder, sprintf("stop-%d", round))
-    clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 6 * seconds + 8, stop)
+    stop_file <- if (mode$smoke) file.path(folder, sprintf("stop-%d", round))
+    clients <- start_hostile_clients(c(large, large, own_keys, own_keys), 6 * seconds + 8, stop_file)
     pinned <- pinned && pin(clients$get_pid(), clients_cores())
     niced <- lowest_priority(clients$get_pid())
     Sys.sleep(if (mode$smoke) 1 else 2) # the clients' R starts and their loops run
@@ -326,7 +326,7 @@ measure_hostile <- function() {
     under_attack_apart <- phases_apart()
     busy <- (served_cpu() - cpu_before) / as.numeric(difftime(Sys.time(), began, units = "secs"))
     memory_after <- served_memory(server)
-    if (!is.null(stop)) file.create(stop)
+    if (!is.null(stop_file)) file.create(stop_file)
     clients$wait(timeout = 1000 * (6 * seconds + 30))
     rounds_measured[[round]] <- list(
       quiet = quiet, hostile = under_attack, quiet_apart = quiet_apart, hostile_apart = under_attack_apart,
