@@ -32,6 +32,12 @@
 #             compiled once, for good: the second loads them); NVML's utilization while a
 #             16-member population of the 1024-4096-4096-4096-10 MLP trains
 #             (bench/population_utilization.py)
+#   shapes    issue #78 item 3 and its goals in one device command: bench/r_on_gpu.R --parts 1,6
+#             through the bundle (a process per trial with one and two workers, then gpu_cv()
+#             and the populations' searches, the one over units too, side by side)
+#   pretrained  issue #79's GPU goal: bench/lora.R through the bundle (a LoRA fine-tune of a
+#             gemma3_1b-sized causal LM from R against KerasHub's own fit(), bench/lora.py;
+#             KerasHub's, Grain's and their needs' wheels in .whl/, which this script installs)
 #   all       every part above, in that order
 #
 # Each part ends within 10 minutes (one device command), all of them within 76 (the sum
@@ -53,7 +59,7 @@ fi
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(gpu)
 if [ "${parts[0]}" = all ]; then
-  parts=(gpu bench resident augment memory determinism r suite visit populations starting)
+  parts=(gpu bench resident augment memory determinism r suite visit populations starting shapes pretrained)
 fi
 python=${PYTHON:-python3}
 bundle=${GPU_R_BUNDLE:-.gpu-r}
@@ -202,9 +208,22 @@ for part in "${parts[@]}"; do
       step population-utilization ${STARTING_UTILIZATION_LIMIT:-100} "$python" bench/population_utilization.py \
         ${quick:---quick} --out "$out/population-utilization-$tag.json"
       ;;
+    shapes)
+      # (in the smoke run the r part runs bench/r_on_gpu.R whole)
+      $smoke || step r-shapes ${SHAPES_LIMIT:-420} env PYTHON="$(command -v "$python")" GPUKERAS_DEVICE_NAME="${gpu//-/ }" \
+        "$bundle/Rscript" bench/r_on_gpu.R --parts 1,6 --out "$out/r-on-gpu-shapes-$tag.md"
+      ;;
+    pretrained)
+      if $smoke; then
+        step lora 300 env PYTHON="$python" Rscript --no-save --no-restore bench/lora.R --smoke --out "$out/lora-$tag.md"
+      else
+        step lora ${PRETRAINED_LIMIT:-300} env PYTHON="$(command -v "$python")" "$bundle/Rscript" bench/lora.R \
+          --out "$out/lora-$tag.md"
+      fi
+      ;;
     *)
       echo "unknown part: $part (gpu, bench, resident, augment, memory, determinism, r, suite, visit," \
-        "populations, starting or all)" >&2
+        "populations, starting, shapes, pretrained or all)" >&2
       exit 2
       ;;
   esac

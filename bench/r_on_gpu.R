@@ -13,7 +13,8 @@
 #   5. a background job (gpu_fit(background = TRUE)), then the standby process gpukeras
 #      keeps waiting for the next one: NVML's memory used before, during and after, and
 #      the GPU memory each of this session's child processes holds (it must hold none);
-#   6. populations (issue #78's GPU goals), in the session whose runtime 2-5 started: a
+#   6. populations (issue #78's GPU goals), in the session whose runtime 2-5 started (on a
+#      GPU, a worker started ahead first: gpu_setup(workers_ahead = "auto")): a
 #      5-fold gpu_cv() of the MLP 20-128-128-2 against one gpu_fit() of a fold's rows
 #      (goal <= 2x), a 16-trial search over the learning rate (goal >= 6,650 trials per
 #      hour), the same again in the session (>= 30,000) and one over units too (>= 2,660);
@@ -125,6 +126,16 @@ search_rows <- if (mode$smoke) 512L else 20000L
 search_x <- matrix(stats::rnorm(search_rows * 20), ncol = 20)
 search_y <- factor(as.integer(search_x[, 1] - search_x[, 3] + stats::rnorm(search_rows) > 0))
 search_space <- list(units = search_int(16, 128, log = TRUE), learning_rate = search_float(1e-4, 1e-2, log = TRUE))
+# Part 6 as a GPU user who trains populations runs it (issue #78 item 2, ?gpu_setup's "Workers
+# started ahead"): a worker started ahead imports Python, Keras and JAX and starts its runtime
+# while the session goes on, so that gpu_cv()'s population finds it ready. Float32, as when
+# nothing is set; memory growing on demand (gpu_setup()'s default), as the workers' does.
+if (on_gpu && 6 %in% parts) {
+  ahead <- tryCatch(gpu_setup(mixed_precision = "float32", workers_ahead = "auto")$workers_ahead,
+                    error = function(e) paste("none: gpu_setup() failed:", conditionMessage(e)))
+  say("\nSet first: `gpu_setup(mixed_precision = \"float32\", workers_ahead = \"auto\")` (workers ahead: ",
+      paste(ahead, collapse = ", "), ").")
+}
 if (1 %in% parts) {
   session_pid <- Sys.getpid()
   probe_dir <- tempfile("r-on-gpu-probe-")

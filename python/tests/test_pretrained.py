@@ -280,6 +280,51 @@ def test_without_keras_hub_the_error_says_how_to_install_it(hubless_python: Core
     assert 'install_gpukeras(extras = "hub")' in run.result["message"]
 
 
+def test_without_tensorflow_a_preset_without_a_tokenizer_fine_tunes_on_token_ids() -> None:
+    """On JAX with no TensorFlow installed (the GPU machines), KerasHub loads without it: a
+    causal LM saved without a preprocessor loads with LoRA and trains on token ids through
+    gpu_fit()'s core (as R hands over a named list of matrices), and texts are refused
+    with the classed error that says TensorFlow is missing."""
+    from conftest import run_on_jax
+
+    run = run_on_jax(
+        "import tempfile\n"
+        "import numpy as np\n"
+        "from gpukeras.train import pretrained\n"
+        "hub = pretrained.keras_hub()\n"
+        "backbone = hub.models.Gemma3Backbone(vocabulary_size=32, image_size=None, num_layers=1,"
+        " num_query_heads=2, num_key_value_heads=1, hidden_dim=16, intermediate_dim=32,"
+        " head_dim=8)\n"
+        "folder = tempfile.mkdtemp() + '/lm'\n"
+        "hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=None).save_to_preset(folder)\n"
+        "loaded = bridge.call('causal_lm', {'preset': folder, 'lora_rank': 2})\n"
+        "model = loaded['value']['model']\n"
+        "ids = np.random.default_rng(1).integers(1, 32, size=(8, 9)).astype('float64')\n"
+        "x = {'token_ids': ids[:, :-1], 'padding_mask': np.ones((8, 8))}\n"
+        "data = {'gpukeras_handover': {'x': x, 'y': ids[:, 1:], 'y_dtype': 'int32',"
+        " 'check_missing': True}}\n"
+        "import dataclasses\n"
+        "from gpukeras.train.fit_request import FitRequest\n"
+        "request = {f.name: getattr(FitRequest(), f.name)"
+        " for f in dataclasses.fields(FitRequest)}\n"
+        "request.update(epochs=1, batch_size=4, verbose=0, monitor=False)\n"
+        "trained = bridge.call('fit', {'model': model, 'data': data, 'request': request})\n"
+        "texts = bridge.call('text_dataset', {'texts': ['the movie']})\n"
+        "readback['loaded'] = {k: loaded['value'][k] for k in ('task', 'trainable')}\n"
+        "readback['trained'] = trained['ok'] or trained['message']\n"
+        "readback['loss'] = trained['value']['history']['loss'] if trained['ok'] else None\n"
+        "readback['texts'] = texts.get('r_class')\n"
+        "readback['tensorflow'] = sys.modules.get('tensorflow') is not None\n"
+    )
+    back = run.readback
+    assert back["loaded"]["task"] == "Gemma3CausalLM"
+    assert 0 < back["loaded"]["trainable"] < 2_000  # the adapters alone
+    assert back["trained"] is True
+    assert np.isfinite(back["loss"][0])
+    assert back["texts"] == "gpukeras_error_tensorflow_missing"
+    assert back["tensorflow"] is False
+
+
 def test_a_causal_lm_fine_tunes_on_texts_and_generates_what_it_learnt(
     lm_preset: str, tmp_path: Path
 ) -> None:

@@ -50,8 +50,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -105,6 +107,17 @@ def _helper_callbacks(keras: Keras, seed: int | None, reseed_numpy: bool) -> tup
             position["batches_done"] = position["begun"]
 
     return Position(), position
+
+
+def _fit_method(keras: Keras, model: Model) -> Callable[..., Any]:
+    """``model.fit``; for a KerasHub task without a preprocessor (fed token ids), Keras' own
+    ``Model.fit``: KerasHub's override batches what it is given itself, with Grain or
+    tf.data (one of which must then be installed), even where there is nothing to
+    preprocess, and gpu_fit()'s adapter gives it batches already."""
+    hub = type(model).__module__.startswith("keras_hub.")
+    if hub and getattr(model, "preprocessor", True) is None:
+        return functools.partial(keras.Model.fit, model)
+    return model.fit
 
 
 def _jax_value_keeper(keras: Keras, model: Model) -> Callback:
@@ -477,7 +490,7 @@ def _train(
             stop.exchange = preempt.jax_exchange()
         own.append(preempt.callback(keras, stop, saver, request.backup_dir))
         try:
-            history = model.fit(
+            history = _fit_method(keras, model)(
                 **adapter.fit_args,
                 **adapter.validation,
                 epochs=request.epochs,

@@ -11,6 +11,7 @@ tensorflow-text (15 s on 2 cores), which a user who loads no preset never pays.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import platform
 import sys
@@ -62,11 +63,19 @@ class BadPresetError(GpukerasError):
 def keras_hub() -> ModuleType:
     """KerasHub, imported once Keras has started (and on another backend, TensorFlow with its
     GPUs hidden, as tf.data has it); KerasHubMissingError naming the repair when it, or the
-    tensorflow-text its tokenizers need off Windows, is missing or does not load."""
+    tensorflow-text its tokenizers need off Windows, is missing or does not load.
+
+    Where the backend is not TensorFlow and TensorFlow is not installed at all (a machine
+    with JAX alone), KerasHub is imported without it: a preset without a tokenizer loads
+    and fine-tunes on token ids (KerasHub batches arrays with Grain), and texts are refused
+    where they are read (``text_dataset``: TensorflowMissingError, naming the repair).
+    """
     config.keras()
-    tensorflow()
+    texts = config.backend == "tensorflow" or _installed("tensorflow")
+    if texts:
+        tensorflow()
     try:
-        if platform.system() != "Windows":
+        if texts and platform.system() != "Windows":
             import tensorflow_text  # noqa: F401  KerasHub hides this error, then fails at the first text
         import keras_hub as hub
     except ImportError as error:
@@ -78,6 +87,14 @@ def keras_hub() -> ModuleType:
         )
         raise KerasHubMissingError(f"{what}. {HUB_REPAIR}") from error
     return hub
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be found (not imported) in this Python."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def looks_like_path(preset: str) -> bool:
