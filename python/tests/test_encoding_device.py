@@ -172,3 +172,45 @@ def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(split: 
             np.testing.assert_array_equal(features.numpy(), host[rows.numpy()])
             seen.extend(rows.numpy().tolist())
     assert sorted(seen) == list(range(count))
+
+
+def test_predict_and_evaluate_expand_each_batch_and_score_as_the_host_matrix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """predict() and evaluate() of a data.frame with one-hot factors over several batches make
+    each batch's indicator columns as Keras reads it: the same outputs and scores as the host
+    matrix, and the matrix of every row is never made."""
+    from gpukeras.core.runtime import config
+    from gpukeras.serve import scoring
+
+    keras = config.keras()
+    rows = 37
+    rng = np.random.default_rng(1)
+    big = frame(
+        region=tuple(rng.integers(1, 4, rows)),
+        income=tuple(rng.normal(size=rows)),
+    )
+    big["columns"]["size"]["values"] = rng.integers(1, 3, rows).astype(np.int32)
+    big["columns"]["age"]["values"] = rng.normal(size=rows)
+    matrix = encoding.encode_frame(big)
+    labels = (matrix[:, 0] > 0).astype("int32")
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(2, activation="softmax")])
+    model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    made: list[indicators.FrameCodes] = []
+    host = indicators.FrameCodes.host
+
+    def watched(self: indicators.FrameCodes) -> np.ndarray:
+        made.append(self)
+        return host(self)
+
+    monkeypatch.setattr(indicators.FrameCodes, "host", watched)
+    predicted = scoring.predict(model, {encoding.FRAME: big}, batch_size=8)
+    scores = scoring.evaluate(model, {encoding.FRAME: big}, labels, "int32", batch_size=8)
+    monkeypatch.undo()
+    assert made == []  # never the whole matrix
+    np.testing.assert_allclose(predicted, model.predict(matrix, batch_size=8, verbose=0), rtol=1e-6)
+    expected = model.evaluate(matrix, labels, batch_size=8, verbose=0, return_dict=True)
+    assert scores.keys() == expected.keys()
+    for name, value in expected.items():
+        assert scores[name] == pytest.approx(value, rel=1e-6)

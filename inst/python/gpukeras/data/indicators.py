@@ -173,6 +173,21 @@ def expand_inputs(kept: Any, expansion: Any, xp: Any) -> Any:
     return expand(kept[0], kept[1], expansion, xp)
 
 
+def rows_of(part: object, rows: slice) -> object:
+    """Some rows of features or labels (an array, a ``FrameCodes`` expanded on the host, or a
+    dict of them by input)."""
+    if isinstance(part, dict):
+        return {name: rows_of(value, rows) for name, value in part.items()}
+    return part.rows(rows) if isinstance(part, FrameCodes) else part[rows]  # type: ignore[index]
+
+
+def is_coded(part: object) -> bool:
+    """Whether features hold a ``FrameCodes`` (as one array, or as one input of a dict)."""
+    if isinstance(part, dict):
+        return any(isinstance(value, FrameCodes) for value in part.values())
+    return isinstance(part, FrameCodes)
+
+
 def host_form(part: object) -> object:
     """Features as Keras reads arrays on the host (an array, or a dict of them by input): each
     ``FrameCodes`` its float32 matrix (``np.asarray``), made there once."""

@@ -25,7 +25,7 @@ from gpukeras.core import arguments, compat, files
 from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError, DataFieldsError
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
-from gpukeras.data import adapters, failures
+from gpukeras.data import adapters, failures, indicators
 from gpukeras.data.array_source import handover
 from gpukeras.data.bad_rows import Checks
 from gpukeras.data.encoding import (
@@ -51,7 +51,7 @@ def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: Che
     """R arrays as Keras reads them (one float32 copy each); a dataset as it is."""
     if adapters.is_tf_dataset(x):
         return x, None
-    held = handover(x, y, y_dtype, check_missing)
+    held = handover(x, y, y_dtype, check_missing, codes=True)
     return held.x, held.y
 
 
@@ -78,11 +78,7 @@ def _check_inputs(model: Model, features: object, what: str) -> None:
             if isinstance(batch, dict)
             else np.asarray(batch)
         )
-    first = (
-        {name: part[:1] for name, part in features.items()}
-        if isinstance(features, dict)
-        else features[:1]  # type: ignore[index]
-    )
+    first = indicators.rows_of(features, slice(0, 1))
     try:
         model(first, training=False)
     except Exception as error:
@@ -118,8 +114,30 @@ def _scoring_inputs(
     if evaluating and labels is None and not dataset:
         raise BadDataError("evaluate() needs labels: give `y` with the new data.")
     _check_inputs(model, features, what)
+    if indicators.is_coded(features) and _rows(features) > batch:
+        return _expanded_batches(keras, features, labels, batch), None, {}
+    if indicators.is_coded(features):
+        features = indicators.host_form(features)
     kwargs: Record = {} if dataset else {"batch_size": batch}
     return features, labels, kwargs
+
+
+def _expanded_batches(keras: Any, features: object, labels: object, batch_size: int) -> Any:
+    """Features holding a data.frame kept as its codes (``indicators.FrameCodes``), and their
+    labels, as Keras reads batches: each batch's indicator columns made as it is read (a
+    ``PyDataset``), the float32 matrix of every row never made (issue #76)."""
+    count = _rows(features)
+
+    class Batches(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return -(-count // batch_size)
+
+        def __getitem__(self, index: int) -> object:
+            rows = slice(index * batch_size, min(count, (index + 1) * batch_size))
+            x = indicators.rows_of(features, rows)
+            return x if labels is None else (x, indicators.rows_of(labels, rows))
+
+    return Batches()
 
 
 def predict(
