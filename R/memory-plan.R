@@ -34,8 +34,10 @@
 #' @section On JAX, XLA's measure of the step:
 #' On the JAX backend Keras' training step is compiled by XLA for the device
 #' the model trains on, at `batch_size` and at twice it, on a copy of the
-#' model (nothing runs, and the copy is released), for a model of one input
-#' and one output; its peak, from XLA's own buffer assignment, is the plan's
+#' model (nothing runs, and the copy is released; a KerasHub model's copy
+#' gets the same LoRA), for a model of one output and one input or several
+#' (a dict or list of them), whose shapes are known once `sequence_length`
+#' fills what they leave open; its peak, from XLA's own buffer assignment, is the plan's
 #' total (`method` is `"XLA's compiled step"`), and the two sizes give
 #' `fixed_mib` and `per_sample_mib`. The parts still show the estimate by
 #' layer, plus `step buffers beyond these parts (XLA)`: what the compiled step
@@ -43,8 +45,8 @@
 #' negative where XLA reuses buffers). Measured on an H100
 #' (`bench/memory_plan.py`): the layer estimate alone came to 0.43 of a CNN's
 #' peak and 0.28 of a transformer block's, XLA's measure to 1.00 and 0.80.
-#' On TensorFlow, and for a model of several inputs or outputs, `method` is
-#' `"layer outputs (an estimate)"`; so it is for a model `clone_model()`
+#' On TensorFlow, for a model of several outputs, and for inputs of a length
+#' not known, `method` is `"layer outputs (an estimate)"`; so it is for a model `clone_model()`
 #' cannot copy (custom classes not registered with
 #' `keras$saving$register_keras_serializable()`), and `method_note` says so.
 #'
@@ -65,6 +67,11 @@
 #' @param batch_size The batch size to plan for.
 #' @param device The GPU whose free memory the largest batch is judged
 #'   against, e.g. `"GPU:1"`. `NULL`: the GPU the model trains on.
+#' @param sequence_length For a model whose inputs leave their length open (a
+#'   language model's token ids, shape `(batch, NULL)`): the length of the
+#'   sequences it trains on. `NULL`: the sequence length of the model's
+#'   preprocessor where it has one (a KerasHub preset's), else open, and the
+#'   input batch and the activations of that length are not counted.
 #' @param ... Not used: an argument gpu_memory_plan() does not have is an
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return An object of class `gpukeras_memory_plan`, a list with
@@ -122,12 +129,14 @@
 #'   print(plan)
 #'   plot(plan)
 #' }
-gpu_memory_plan <- function(model, batch_size, device = NULL, ...) {
+gpu_memory_plan <- function(model, batch_size, device = NULL, sequence_length = NULL, ...) {
   check_unknown_args("gpu_memory_plan")
   check_python_object(model, "model", "a compiled Keras 3 model")
   check_count(batch_size)
   if (!is.null(device)) check_string(device)
-  result <- core_call("memory_plan", model = model, batch_size = as.integer(batch_size), device = device)
+  if (!is.null(sequence_length)) check_count(sequence_length)
+  result <- core_call("memory_plan", model = model, batch_size = as.integer(batch_size), device = device,
+                      sequence_length = as_integer_or_null(sequence_length))
   new_gpukeras_memory_plan(result)
 }
 

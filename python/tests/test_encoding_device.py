@@ -145,7 +145,12 @@ def test_a_fit_of_the_codes_equals_the_fit_of_the_host_encoded_matrix(backend: s
 
 
 @pytest.mark.parametrize("split", [0.0, 0.2], ids=["whole", "split"])
-def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(split: float) -> None:
+@pytest.mark.parametrize("given_as", ["codes", "frame"])
+def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(
+    split: float, given_as: str
+) -> None:
+    """gpu_fit()'s codes, and a data.frame R hands gpu_dataset() (made codes there): the
+    pipeline keeps the codes and gathers batches equal to the host matrix's."""
     pytest.importorskip("tensorflow")
     from gpukeras.data import pipeline
 
@@ -162,9 +167,14 @@ def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(split: 
             "age": {"values": rng.standard_normal(count), "levels": None},
         },
     }
-    x = handover({"gpukeras_frame": given}, codes=True).x
+    x = (
+        handover({encoding.FRAME: given}, codes=True).x
+        if given_as == "codes"
+        else {encoding.FRAME: given}
+    )
     host, y = encoding.encode_frame(given), np.arange(count, dtype=np.int32)
     made = pipeline.from_arrays(x, y, batch_size=10, seed=3, validation_split=split)
+    assert isinstance(made["arrays"].x, indicators.FrameCodes)
     assert made["dataset"].element_spec[0].shape.as_list() == [None, 6]
     seen = []
     for dataset in (made["dataset"], made["validation"]):
@@ -174,12 +184,12 @@ def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(split: 
     assert sorted(seen) == list(range(count))
 
 
-def test_predict_and_evaluate_expand_each_batch_and_score_as_the_host_matrix(
+def test_predict_expands_a_block_of_rows_at_a_time_and_scores_as_the_host_matrix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """predict() and evaluate() of a data.frame with one-hot factors over several batches make
-    each batch's indicator columns as Keras reads it: the same outputs and scores as the host
-    matrix, and the matrix of every row is never made."""
+    """predict() of a data.frame with one-hot factors makes its indicator columns a block of
+    whole batches at a time (three blocks here): the same outputs as the host matrix, whose
+    every row is never made; evaluate() scores as the host matrix does."""
     from gpukeras.core.runtime import config
     from gpukeras.serve import scoring
 
@@ -197,19 +207,22 @@ def test_predict_and_evaluate_expand_each_batch_and_score_as_the_host_matrix(
     keras.utils.set_random_seed(1)
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(2, activation="softmax")])
     model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    made: list[indicators.FrameCodes] = []
-    host = indicators.FrameCodes.host
+    made: list[int] = []
+    rows_of = indicators.rows_of
 
-    def watched(self: indicators.FrameCodes) -> np.ndarray:
-        made.append(self)
-        return host(self)
+    def watched(part: object, picked: slice) -> object:
+        block = rows_of(part, picked)
+        made.append(len(block))  # type: ignore[arg-type]
+        return block
 
-    monkeypatch.setattr(indicators.FrameCodes, "host", watched)
+    monkeypatch.setattr(indicators, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(indicators, "rows_of", watched)
+    monkeypatch.setattr(indicators.FrameCodes, "host", lambda self: pytest.fail("every row"))
     predicted = scoring.predict(model, {encoding.FRAME: big}, batch_size=8)
-    scores = scoring.evaluate(model, {encoding.FRAME: big}, labels, "int32", batch_size=8)
     monkeypatch.undo()
-    assert made == []  # never the whole matrix
+    assert made[1:] == [16, 16, 5]  # (the first: the model's check of one row)
     np.testing.assert_allclose(predicted, model.predict(matrix, batch_size=8, verbose=0), rtol=1e-6)
+    scores = scoring.evaluate(model, {encoding.FRAME: big}, labels, "int32", batch_size=8)
     expected = model.evaluate(matrix, labels, batch_size=8, verbose=0, return_dict=True)
     assert scores.keys() == expected.keys()
     for name, value in expected.items():

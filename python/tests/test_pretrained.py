@@ -283,8 +283,9 @@ def test_without_keras_hub_the_error_says_how_to_install_it(hubless_python: Core
 def test_without_tensorflow_a_preset_without_a_tokenizer_fine_tunes_on_token_ids() -> None:
     """On JAX with no TensorFlow installed (the GPU machines), KerasHub loads without it: a
     causal LM saved without a preprocessor loads with LoRA and trains on token ids through
-    gpu_fit()'s core (as R hands over a named list of matrices), and texts are refused
-    with the classed error that says TensorFlow is missing."""
+    gpu_fit()'s core (as R hands over a named list of matrices), its memory plan for a
+    sequence length is XLA's, and texts are refused with the classed error that says
+    TensorFlow is missing."""
     from conftest import run_on_jax
 
     run = run_on_jax(
@@ -309,6 +310,11 @@ def test_without_tensorflow_a_preset_without_a_tokenizer_fine_tunes_on_token_ids
         " for f in dataclasses.fields(FitRequest)}\n"
         "request.update(epochs=1, batch_size=4, verbose=0, monitor=False)\n"
         "trained = bridge.call('fit', {'model': model, 'data': data, 'request': request})\n"
+        "planned = bridge.call('memory_plan', {'model': model, 'batch_size': 2,"
+        " 'sequence_length': 8})['value']\n"
+        "readback['plan'] = {k: planned[k] for k in ('method', 'fixed_mib', 'uncounted')}\n"
+        "readback['plan']['parameters'] = next(p['mib'] for p in planned['parts']"
+        " if p['part'] == 'parameters')\n"
         "texts = bridge.call('text_dataset', {'texts': ['the movie']})\n"
         "readback['loaded'] = {k: loaded['value'][k] for k in ('task', 'trainable')}\n"
         "readback['trained'] = trained['ok'] or trained['message']\n"
@@ -321,6 +327,10 @@ def test_without_tensorflow_a_preset_without_a_tokenizer_fine_tunes_on_token_ids
     assert 0 < back["loaded"]["trainable"] < 2_000  # the adapters alone
     assert back["trained"] is True
     assert np.isfinite(back["loss"][0])
+    # its memory plan, for sequences of 8 token ids, is the step XLA compiles with its LoRA
+    plan = back["plan"]
+    assert plan["method"] == "XLA's compiled step" and "input batch" not in plan["uncounted"]
+    assert plan["parameters"] < plan["fixed_mib"] < 2 * plan["parameters"]  # full: 4 x
     assert back["texts"] == "gpukeras_error_tensorflow_missing"
     assert back["tensorflow"] is False
 

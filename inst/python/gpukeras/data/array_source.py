@@ -242,17 +242,19 @@ def features_array(
     return host_array(part, "float32", check_missing=check_missing)
 
 
-def r_encoded(x: object) -> object:
+def r_encoded(x: object, codes: bool = False) -> object:
     """Features ``x`` (an array, a handed-over data.frame, or a dict of them) with each
     data.frame as its float32 matrix (``encoding.encode_frame``, unchecked: the caller
-    checks what it uses), arrays as they are; factor labels R handed over as their codes
+    checks what it uses; with ``codes``, ``encoding.frame_codes``: its one-hot factors as
+    codes), arrays as they are; factor labels R handed over as their codes
     (``encoding.label_codes``)."""
     if is_frame(x):
-        return encode_frame(x[FRAME])  # type: ignore[index]
+        frame = x[FRAME]  # type: ignore[index]
+        return frame_codes(frame) if codes else encode_frame(frame)
     if is_labels(x):
         return label_codes(x[LABELS])  # type: ignore[index]
     if isinstance(x, dict):
-        return {name: r_encoded(part) for name, part in x.items()}
+        return {name: r_encoded(part, codes) for name, part in x.items()}
     return x
 
 

@@ -346,10 +346,10 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
-    # A data.frame R handed over as its columns becomes its float32 matrix here, once
-    # (factor labels their codes).
+    # A data.frame R handed over as its columns becomes its number columns and one-hot
+    # factors' codes here, once (factor labels their codes).
     given = {"x": x, "y": y, "sample_weight": sample_weight}
-    x, y = r_encoded(x), r_encoded(y)
+    x, y = r_encoded(x, codes=True), r_encoded(y)
     features = x if isinstance(x, dict) else {"": x}
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),

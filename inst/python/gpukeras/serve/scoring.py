@@ -114,30 +114,26 @@ def _scoring_inputs(
     if evaluating and labels is None and not dataset:
         raise BadDataError("evaluate() needs labels: give `y` with the new data.")
     _check_inputs(model, features, what)
-    if indicators.is_coded(features) and _rows(features) > batch:
-        return _expanded_batches(keras, features, labels, batch), None, {}
-    if indicators.is_coded(features):
+    if evaluating:  # Keras' evaluate() reads every row's columns in one call
         features = indicators.host_form(features)
     kwargs: Record = {} if dataset else {"batch_size": batch}
     return features, labels, kwargs
 
 
-def _expanded_batches(keras: Any, features: object, labels: object, batch_size: int) -> Any:
-    """Features holding a data.frame kept as its codes (``indicators.FrameCodes``), and their
-    labels, as Keras reads batches: each batch's indicator columns made as it is read (a
-    ``PyDataset``), the float32 matrix of every row never made (issue #76)."""
+def _predicted_in_blocks(model: Model, features: object, batch: int, verbose: int) -> object:
+    """predict() of features holding a data.frame kept as its codes (``indicators.FrameCodes``):
+    the indicator columns made a block of rows at a time (``indicators.BLOCK_ROWS``, rounded
+    to whole batches), each block one predict() call, never the matrix of every row at once
+    (issue #76)."""
     count = _rows(features)
-
-    class Batches(keras.utils.PyDataset):
-        def __len__(self) -> int:
-            return -(-count // batch_size)
-
-        def __getitem__(self, index: int) -> object:
-            rows = slice(index * batch_size, min(count, (index + 1) * batch_size))
-            x = indicators.rows_of(features, rows)
-            return x if labels is None else (x, indicators.rows_of(labels, rows))
-
-    return Batches()
+    step = max(batch, indicators.BLOCK_ROWS // batch * batch)
+    parts = [
+        model.predict(
+            indicators.rows_of(features, slice(at, at + step)), batch_size=batch, verbose=verbose
+        )
+        for at in range(0, count, step)
+    ]
+    return config.keras().tree.map_structure(lambda *blocks: np.concatenate(blocks), *parts)
 
 
 def predict(
@@ -173,7 +169,9 @@ def predict(
             # One batch: Keras' predict() spends 25-60 ms setting up its epoch iterator
             # and callbacks around the one step that predict_on_batch() runs in ~1 ms
             # (a 1-row request to gpu_serve(), measured on 2 CPU cores).
-            predicted = model.predict_on_batch(features)
+            predicted = model.predict_on_batch(indicators.host_form(features))
+        elif indicators.is_coded(features):
+            predicted = _predicted_in_blocks(model, features, kwargs["batch_size"], int(verbose))
         else:
             predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:

@@ -56,6 +56,7 @@ import gc
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ from gpukeras.core.runtime import config
 from gpukeras.data import labels
 from gpukeras.gpu import devices, peak_memory, scope, xla_env
 from gpukeras.gpu.nvml import MIB
-from gpukeras.train import flops, model_copies, resident, training_run
+from gpukeras.train import flops, model_copies, pretrained, resident, training_run
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # NumPy may not know bfloat16
 # The part that reconciles the layer-by-layer estimate with XLA's measure of the step.
@@ -100,13 +101,29 @@ def variable_bytes(variables: list[Tensor]) -> int:
     return sum(math.prod(v.shape) * itemsize(v.dtype) for v in variables)
 
 
-def output_elements(keras: ModuleType, layer: Layer) -> int | None:
+def filled(shape: tuple, length: int | None) -> tuple:
+    """A shape less its batch, each dimension the model leaves open (a sequence's length:
+    ``None``) taken as ``length`` (left open where that is None too)."""
+    return tuple(length if dim is None else dim for dim in shape[1:])
+
+
+def sequence_length(model: Model, given: int | None = None) -> int | None:
+    """The length of the sequences a plan of ``model`` counts where its inputs leave it open:
+    ``given``, else its (KerasHub) preprocessor's ``sequence_length``, else None."""
+    if given is not None:
+        return given
+    length = getattr(getattr(model, "preprocessor", None), "sequence_length", None)
+    return length if isinstance(length, int) else None
+
+
+def output_elements(keras: ModuleType, layer: Layer, length: int | None = None) -> int | None:
     """Values per sample in a layer's outputs, every call of it in the model's graph
-    counted; None where Keras does not know them (a subclassed model's layers)."""
+    counted, open dimensions as ``length`` (``filled``); None where Keras does not know them
+    (a subclassed model's layers, an open dimension without a length)."""
     outputs = [
         t for node in compat.inbound_nodes(layer) for t in keras.tree.flatten(node.output_tensors)
     ]
-    shapes = [tuple(tensor.shape)[1:] for tensor in outputs]
+    shapes = [filled(tuple(tensor.shape), length) for tensor in outputs]
     if not shapes or any(dim is None for shape in shapes for dim in shape):
         return None
     return sum(math.prod(shape) for shape in shapes)
@@ -200,16 +217,20 @@ class Plan:
         return max(0, math.floor(room / self.per_sample_bytes()))
 
 
-def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> tuple[Plan, Record]:
+def plan_of(
+    keras: ModuleType, model: Model, batch_size: int | None = None, length: int | None = None
+) -> tuple[Plan, Record]:
     """The plan of a built, compiled model, and how its optimizer was counted; with
-    ``batch_size``, on JAX, measured by XLA at that size (``xla_bytes``)."""
+    ``batch_size``, on JAX, measured by XLA at that size (``xla_bytes``). Dimensions the
+    model leaves open are sequences of ``length`` (``sequence_length``)."""
+    length = sequence_length(model, length)
     slots, optimizer = optimizer_slots(model)
     fixed = {
         "parameters": variable_bytes(model.weights),
         "gradients": variable_bytes(model.trainable_weights),
         "optimizer slots": slots,
     }
-    inputs = [(*tuple(t.shape)[1:], itemsize(t.dtype)) for t in _inputs(model)]
+    inputs = [(*filled(tuple(t.shape), length), itemsize(t.dtype)) for t in _inputs(model)]
     per_sample, uncounted, values = {}, [], 0
     if inputs and None not in (dim for shape in inputs for dim in shape):
         per_sample["input batch"] = sum(math.prod(shape) for shape in inputs)
@@ -218,35 +239,63 @@ def plan_of(keras: ModuleType, model: Model, batch_size: int | None = None) -> t
     for layer in flops.leaves(model):
         if isinstance(layer, keras.layers.InputLayer):  # the input batch, above
             continue
-        elements = output_elements(keras, layer)
+        elements = output_elements(keras, layer, length)
         if elements is None:
             uncounted.append(layer.name)
         else:
             values += elements
             per_sample[f"activations: {layer.name}"] = elements * itemsize(layer.compute_dtype)
-    measured, missing = xla_bytes(keras, model, batch_size) if batch_size else (None, None)
+    measured, missing = xla_bytes(keras, model, batch_size, length) if batch_size else (None, None)
     return Plan(fixed, per_sample, uncounted, measured, missing, values), optimizer
 
 
-def _step_specs(keras: ModuleType, model: Model) -> list[tuple[tuple, str]] | None:
-    """The shape (less the batch) and dtype of one input and of its labels, for a model of
-    one input and one output: labels are class numbers for a sparse loss, else like the
-    output. None where that cannot be told."""
+# One input's (or the labels') shape less the batch, and dtype; the features' are one, or
+# several by name or in order, as the model takes them.
+Spec = tuple[tuple[int, ...], str]
+Specs = tuple["Spec | dict[str, Spec] | list[Spec]", Spec]
+
+
+def _step_specs(keras: ModuleType, model: Model, length: int | None = None) -> Specs | None:
+    """The shape (less the batch) and dtype of the model's inputs, in the structure it takes
+    them (one, a dict by name, a list), and of its labels, for a model of one output: labels
+    are class numbers for a sparse loss, else like the output. Open dimensions are
+    ``length``. None where that cannot be told."""
     inputs, outputs = _inputs(model), _outputs(model)
-    if len(inputs) != 1 or len(outputs) != 1:
+    if not inputs or len(outputs) != 1:
         return None
     loss = labels.loss_name(model)
     if loss is None:
         return None
-    out = tuple(outputs[0].shape)[1:]
-    if None in out or None in tuple(inputs[0].shape)[1:]:
+    out = filled(tuple(outputs[0].shape), length)
+    specs = {id(t): (filled(tuple(t.shape), length), str(t.dtype)) for t in inputs}
+    if None in out or any(None in shape for shape, _ in specs.values()):
         return None
+    structure = _input_structure(model)
+    x: Spec | dict[str, Spec] | list[Spec]
+    if isinstance(structure, dict):
+        x = {name: specs[id(tensor)] for name, tensor in structure.items()}
+    elif isinstance(structure, (list, tuple)):
+        x = [specs[id(tensor)] for tensor in structure]
+    else:
+        x = specs[id(inputs[0])]
     label = (out[:-1], "int32") if "sparse" in loss.lower() else (out, "float32")
-    return [(tuple(inputs[0].shape)[1:], str(inputs[0].dtype)), label]
+    return x, label
+
+
+def _batch(specs: Specs, rows: int, make: Any) -> tuple[object, object]:
+    """A batch of ``rows`` like ``specs``, each array ``make(shape, dtype)``."""
+    x, label = specs
+    if isinstance(x, dict):
+        made: object = {name: make((rows, *shape), dtype) for name, (shape, dtype) in x.items()}
+    elif isinstance(x, list):
+        made = [make((rows, *shape), dtype) for shape, dtype in x]
+    else:
+        made = make((rows, *x[0]), x[1])
+    return made, make((rows, *label[0]), label[1])
 
 
 def xla_bytes(
-    keras: ModuleType, model: Model, batch_size: int
+    keras: ModuleType, model: Model, batch_size: int, length: int | None = None
 ) -> tuple[tuple[float, float] | None, str | None]:
     """On JAX, the fixed and per-sample bytes of Keras' train step for ``model`` as XLA
     compiles it for the device it trains on: its peak at ``batch_size`` and at twice it;
@@ -263,12 +312,13 @@ def xla_bytes(
     """
     if keras.backend.backend() != "jax":
         return None, None
-    specs = _step_specs(keras, model)
+    specs = _step_specs(keras, model, length)
     if specs is None:
         return None, None
     jax = config.backend_module()
     try:
         copy = model_copies.clone(keras, model, "gpu_memory_plan()", weights=False)
+        pretrained.lora_like(model, copy)
     except BadModelError as error:
         cause = error.__cause__ or error
         return None, (
@@ -296,10 +346,10 @@ def xla_bytes(
 
 
 def _compiled_peaks(
-    jax: ModuleType, copy: Model, specs: list[tuple[tuple, str]], sizes: tuple[int, ...]
+    jax: ModuleType, copy: Model, specs: Specs, sizes: tuple[int, ...]
 ) -> list[int] | None:
     """The compiled train step's peak for each batch size in ``sizes`` (see ``xla_bytes``)."""
-    compat.symbolic_build(copy, tuple(np.zeros((1, *shape), dtype) for shape, dtype in specs))
+    compat.symbolic_build(copy, _batch(specs, 1, np.zeros))
     state = jax.tree.map(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), resident.training_state(copy)
     )
@@ -307,7 +357,7 @@ def _compiled_peaks(
     grows = jax.default_backend() == "gpu" and xla_env.allocator_grows()
     peaks = []
     for rows in sizes:
-        data = tuple(jax.ShapeDtypeStruct((rows, *shape), dtype) for shape, dtype in specs)
+        data = _batch(specs, rows, jax.ShapeDtypeStruct)
         peak = compiled_peak(step.lower(state, data).compile().memory_analysis(), grows)
         if peak is None:
             return None
@@ -351,6 +401,15 @@ def _inputs(model: Model) -> list[Tensor]:
         return list(config.keras().tree.flatten(model.inputs))
     except (AttributeError, ValueError):
         return []
+
+
+def _input_structure(model: Model) -> object:
+    """The structure a functional model takes its inputs in (a dict by name, a list, or one);
+    None where Keras does not say (a Sequential model, a subclassed one: one input)."""
+    try:
+        return model.input
+    except (AttributeError, ValueError):
+        return None
 
 
 def _outputs(model: Model) -> list[Tensor]:
@@ -455,7 +514,9 @@ def free_memory(keras: ModuleType, model: Model, device: str | None) -> Record:
 
 
 # The call from R --------------------------------------------------------------------
-def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Record:
+def memory_plan(
+    model: Model, batch_size: int, device: str | None = None, sequence_length: int | None = None
+) -> Record:
     """The expected peak memory of a training step of ``model`` at ``batch_size``.
 
     Args:
@@ -463,6 +524,8 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
         batch_size: the batch size planned for.
         device: the GPU whose free memory the largest batch is judged against
             ('GPU:1'); None for the one the model trains on.
+        sequence_length: the length of the sequences where the model's inputs leave it
+            open (a language model's); None: its preprocessor's (``sequence_length``).
 
     Returns:
         ``parts`` (``part``, ``mib``; largest first), ``total_mib``, ``batch_size``,
@@ -484,7 +547,7 @@ def memory_plan(model: Model, batch_size: int, device: str | None = None) -> Rec
             "The model is not built, so its shapes are not known: give it an input "
             "(keras$Input(shape = ...) first in a Sequential model) or build it."
         )
-    plan, optimizer = plan_of(keras, model, batch_size)
+    plan, optimizer = plan_of(keras, model, batch_size, sequence_length)
     memory = free_memory(keras, model, device)
     largest, reason = None, memory["reason"]
     if memory["free_mib"] is not None:

@@ -175,11 +175,13 @@ def option_lines(table: Record) -> list[str]:
     return lines + ([f"   ({table['note']})"] if table["note"] else [])
 
 
-def memory_plan_by_precision(model: Model, batch_size: int, device: str | None = None) -> Record:
+def memory_plan_by_precision(
+    model: Model, batch_size: int, device: str | None = None, sequence_length: int | None = None
+) -> Record:
     """gpu_memory_plan(): ``memory_plan.memory_plan``'s record (same arguments, same errors)
     with ``precisions``, the table's rows (``options``), and its lines after the plan's."""
-    planned = memory_plan.memory_plan(model, batch_size, device)
-    plan, _ = memory_plan.plan_of(config.keras(), model)
+    planned = memory_plan.memory_plan(model, batch_size, device, sequence_length)
+    plan, _ = memory_plan.plan_of(config.keras(), model, length=sequence_length)
     table = options(model, plan, batch_size, planned["free_mib"])
     return {**planned, "precisions": table["rows"], "lines": planned["lines"] + option_lines(table)}
 

@@ -261,6 +261,21 @@ def load_task(
     return model
 
 
+def lora_like(model: Any, copy: Any) -> None:
+    """Give ``copy``, a compiled clone of ``model`` (KerasHub's configs hold no LoRA), the
+    LoRA that ``load_task`` enabled on ``model``'s backbone, at the same rank, and compile it
+    again; nothing for any other model."""
+    rank = (_PRESETS.get(model) or {}).get("lora_rank")
+    if rank is None:
+        return
+    hub = keras_hub()
+    for layer in copy.layers:
+        if isinstance(layer, hub.models.Backbone):
+            layer.enable_lora(rank=rank)
+    # compiled as the model is, its optimizer built again for the weights that now train
+    copy.compile_from_config(model.get_compile_config())
+
+
 def _loaded(model: Any) -> Record:
     """What ``text_classifier`` and ``causal_lm`` return for ``model``."""
     return {
