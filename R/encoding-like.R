@@ -51,10 +51,7 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
 with_training_encoding <- function(validation, data, call = caller_env()) {
   if (is.null(validation)) return(NULL)
   encoding <- fit_encoding(data, call)
-  if (validation$kind == "python") {
-    check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
-  } else {
-    validation$encoding <- encoding
-  }
+  if (validation$kind == "python") check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
+  validation$encoding <- encoding
   validation
 }

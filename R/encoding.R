@@ -24,7 +24,7 @@ data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factor
 # after the rows, column names and R's words for it; a NumPy array itself.
 part_spec <- function(part) {
   if (is_numpy_part(part)) return(part)
-  if (is.data.frame(part)) return(frame_handover(part))
+  if (is.data.frame(part)) return(frame_handover(part, numbers = FALSE))
   shape <- if (is.null(dim(part))) 1L else as.integer(dim(part)[-1])
   list(type = "array", shape = shape, names = if (length(shape) == 1L) colnames(part), describe = describe(part))
 }
@@ -41,15 +41,16 @@ label_spec <- function(y) {
 # A data.frame part `name` as the core's encoder takes it (data/encoding.py, which makes the
 # model's float32 matrix and raises for unseen levels, wrong types and NA): each column once
 # (with the training `spec`, its columns), a number column as doubles, a factor (a character
-# column as the factor of its values) as its integer codes and levels.
-frame_handover <- function(df, name = NULL, spec = NULL, unknown = "error") {
+# column as the factor of its values) as its integer codes and levels; with `numbers` FALSE
+# (what the core records the encoding from) its type and levels alone.
+frame_handover <- function(df, name = NULL, spec = NULL, unknown = "error", numbers = TRUE) {
   if (!is.null(spec)) df <- df[names(spec$columns)]
   columns <- lapply(df, function(values) {
     given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
-    number <- is.numeric(values) || is.logical(values) # else of a type the core refuses
-    if (!is.factor(values)) return(c(list(values = if (number) array(as.double(values))), given))
-    c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
+    given$number <- is.numeric(values) || is.logical(values) # else, not a factor, of a type the core refuses
+    if (!is.factor(values)) return(c(list(values = if (numbers && given$number) array(as.double(values))), given))
+    c(list(values = if (numbers) array(as.integer(values)), levels = as.list(levels(values))), given)
   })
   list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
 }

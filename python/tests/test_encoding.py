@@ -198,20 +198,21 @@ def test_a_frame_handed_over_is_accounted_for_by_its_columns():
     """R hands a data.frame over once, as its columns (frame_handover()): the encoding reads
     each column's type and levels from them as from R's account of them."""
 
-    def column(values, levels, r_class, typeof, appearance=False):
+    def column(levels, r_class, typeof, number=True, appearance=False):
         return {
-            "values": values,
+            "values": None,  # R leaves the numbers out of what the encoding is made from
             "levels": levels,
             "class": r_class,
             "typeof": typeof,
+            "number": number,
             "appearance": appearance,
         }
 
     handed = {
-        "income": column(np.array([1.5]), None, "numeric", "double"),
-        "region": column(np.array([2], np.int32), ["north", "east"], "factor", "integer"),
-        "shop": column(np.array([1], np.int32), ["a"], "character", "character", True),
-        "member": column(np.array([1.0]), None, "logical", "logical"),
+        "income": column(None, "numeric", "double"),
+        "region": column(["north", "east"], "factor", "integer", False),
+        "shop": column(["a"], "character", "character", False, True),
+        "member": column(None, "logical", "logical"),
     }
     frame = {encoding.FRAME: {"name": "x", "spec": None, "unknown": "error", "columns": handed}}
     assert recording.frame_account(frame)["columns"] == {
@@ -223,7 +224,7 @@ def test_a_frame_handed_over_is_accounted_for_by_its_columns():
     account = {"type": "data.frame", "columns": recording.frame_account(frame)["columns"]}
     made = recording.record({"x": frame}, None, False, "error")
     assert made == recording.record({"x": account}, None, False, "error")
-    handed["day"] = column(None, None, "Date", "double")  # a type R hands no values of
+    handed["day"] = column(None, "Date", "double", False)  # a type R has no numbers for
     with pytest.raises(DataFieldsError, match=r"unsupported type in `x`: day \(Date\)"):
         recording.record({"x": frame}, None, False, "error")
 

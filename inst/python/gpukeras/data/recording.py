@@ -50,16 +50,16 @@ def empty_levels(y: Mapping[str, object] | None) -> list[Record]:
 
 def frame_account(frame: Mapping[str, Any]) -> dict[str, Any]:
     """R's account of a data.frame, as ``encoding.data_encoding`` takes it, from its columns handed
-    over as a frame (R's frame_handover()): each column's type, "character" (its
-    ``appearance``), "factor" (it has levels), "logical" or "numeric", else (R handing over
-    no values for it) its R class; and a factor's or character column's levels."""
+    over as a frame (R's frame_handover(), its numbers left out): each column's type,
+    "character" (its ``appearance``), "factor" (it has levels), "logical" or "numeric" (R's
+    ``number``), else its R class; and a factor's or character column's levels."""
     columns: dict[str, dict[str, object]] = {}
     for name, handed in frame[FRAME]["columns"].items():
         if handed.get("appearance"):
             kind = "character"
         elif handed.get("levels") is not None:
             kind = "factor"
-        elif handed.get("values") is None:
+        elif not handed.get("number"):
             kind = str(handed["class"])
         else:
             kind = "logical" if handed.get("typeof") == "logical" else "numeric"
