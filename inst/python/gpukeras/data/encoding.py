@@ -9,7 +9,9 @@ order), the rule for levels training did not have (``unknown``), and each column
 a numeric or logical column as doubles (R's NA a NaN), a factor (a character column
 as the factor of its values, ``appearance`` true) as its 1-based integer codes (R's NA_integer_ the
 smallest int32) and its own levels; with each, its R ``class`` and
-``typeof``, which the errors name. Levels are matched by name: a level's code is its
+``typeof``, which the errors name, and ``number`` (whether R has numbers for it). The
+encoding is recorded from the same frame without its numbers (``recording.frame_account``).
+Levels are matched by name: a level's code is its
 position among the training levels. A factor becomes one indicator column per
 training level ("one_hot": 1 for the row's level, NaN across the row for NA, 0
 across it for an unseen level with ``unknown = "zero"``) or one code ("codes":
