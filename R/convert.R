@@ -59,8 +59,6 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # against it once more.
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {
-  own <- is.null(encoding) && !is.null(recorded)
-  encoding <- encoding %||% recorded
   features <- data_parts(x, call)
   several <- is.list(x) && !is.data.frame(x)
   labels <- if (!is.null(y)) check_labels(y, call)
@@ -68,16 +66,16 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   parts <- c(features, if (!is.null(labels)) list(y = labels), if (!is.null(weights)) list(sample_weight = weights))
   rows <- vapply(parts, count_rows, numeric(1))
   if (length(unique(rows)) != 1L) {
+    given <- if (is.null(weights)) c("x and y", "") else c("x, y and sample_weight", " and one weight")
+    counts <- paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
     abort_bad_data(c(
-      sprintf(
-        "%s must have the same number of rows, not %s.", if (is.null(weights)) "x and y" else "x, y and sample_weight",
-        paste(sprintf("%s: %d", names(rows), rows), collapse = ", ")
-      ),
-      if (is.null(weights)) "Give one label per row of x." else "Give one label and one weight per row of x."
+      sprintf("%s must have the same number of rows, not %s.", given[1], counts),
+      sprintf("Give one label%s per row of x.", given[2])
     ), call = call)
   }
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
-  if (!own) encoding <- data_encoding(x, labels, na, call, factors, encoding, features)
+  own <- is.null(encoding) && !is.null(recorded)
+  encoding <- if (own) recorded else data_encoding(x, labels, na, call, factors, encoding, features)
   features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
   parts[names(features)] <- features
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers
@@ -94,19 +92,14 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   }
   # how the core names a matrix's columns, and what it advises for NA
   checks <- list(columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix)
+  # with na = "drop", the rows to keep (the core refuses to drop rows of NumPy arrays)
   kept <- if (na == "drop") {
-    unlist(core_call("check_rows", parts = handed(parts), na = "drop", columns = checks$columns, error_call = call))
+    unlist(core_call(
+      "check_rows", parts = handed(parts), na = "drop", columns = checks$columns,
+      numpy = as.list(names(Filter(is_numpy_part, parts))), error_call = call
+    ))
   }
-  if (!is.null(kept)) {
-    numpy <- names(parts)[vapply(parts, is_numpy_part, logical(1))]
-    if (length(numpy)) {
-      abort_bad_data(c(
-        sprintf("na = \"drop\" cannot drop rows of %s, a NumPy array.", paste0("`", numpy, "`", collapse = ", ")),
-        "Drop those rows before gpu_as_numpy(), or give R data."
-      ), call = call)
-    }
-    parts <- lapply(parts, take_rows, kept)
-  }
+  if (!is.null(kept)) parts <- lapply(parts, take_rows, kept)
   parts <- handed(parts)
   # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
   list(

@@ -4,10 +4,11 @@
 # field present, in order), which reticulate reads with levels, shapes and names as vectors.
 encoding_from_plain <- function(plain) structure(plain, class = "gpukeras_encoding")
 
-# The encoding in words, as the core writes it (data/encoding.py encoding_lines): `form`
-# "print", "fit" (the fit report's line) or "columns" (each data.frame input's columns).
-encoding_lines <- function(encoding, form = "print") {
-  unlist(core_call("encoding_lines", encoding = encoding, form = form))
+# The encoding in words, as the core writes it (data/encoding.py encoding_lines), each line
+# after `prefix`: `form` "print", "fit" (the fit report's line) or "columns" (each data.frame
+# input's columns); none for no encoding (NULL).
+encoding_lines <- function(encoding, form = "print", prefix = "") {
+  unlist(core_call("encoding_lines", encoding = encoding, form = form, prefix = prefix))
 }
 
 #' @export
@@ -29,29 +30,20 @@ fit_encoding <- function(data, call = caller_env()) {
 
 # What each data.frame input becomes, "5 columns: income, region (4 levels, one-hot)" (its
 # name first when there are several), each after `prefix`; none without a data.frame input.
-encoding_columns_lines <- function(encoding, prefix = "") {
-  if (has_frames(encoding)) paste0(prefix, encoding_lines(encoding, "columns"))
-}
-
-# Whether `encoding` (NULL too) has a data.frame input.
-has_frames <- function(encoding) any(vapply(encoding$inputs, function(part) identical(part$type, "data.frame"), TRUE))
+encoding_columns_lines <- function(encoding, prefix = "") encoding_lines(encoding, "columns", prefix)
 
 # A model whose input takes another number of columns than a data.frame of `encoding` gives
 # it, or whose output has another width than the labels' `levels`: the core's classed error
-# (serve/scoring.py check_widths), in one call where there is something to check.
+# (serve/scoring.py check_widths).
 check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_env()) {
-  if (!has_frames(encoding) && length(levels) < 2L) return(invisible())
-  levels <- if (length(levels) >= 2L) as.list(levels)
-  core_call("check_widths", model = model, encoding = encoding, levels = levels, error_call = call)
+  invisible(core_call("check_widths", model = model, encoding = encoding, levels = as.list(levels), error_call = call))
 }
 
 # A gpu_dataset() `arg` made without `like = ` codes factors by its own levels: refused when
 # its encoding is not the training data's (data/encoding.py check_same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
   given <- attr(dataset, "gpukeras")$encoding
-  if (!is.null(given) && !is.null(encoding)) {
-    core_call("check_same_encoding", given = given, wanted = encoding, arg = arg, error_call = call)
-  }
+  core_call("check_same_encoding", given = given, wanted = encoding, arg = arg, error_call = call)
 }
 
 # gpu_fit()'s validation data (as fit_data() read it) encoded as its training data (`data`)
@@ -59,10 +51,7 @@ check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) 
 with_training_encoding <- function(validation, data, call = caller_env()) {
   if (is.null(validation)) return(NULL)
   encoding <- fit_encoding(data, call)
-  if (validation$kind == "python") {
-    check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
-  } else {
-    validation$encoding <- encoding
-  }
+  if (validation$kind == "python") check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
+  validation$encoding <- encoding
   validation
 }

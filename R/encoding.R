@@ -19,19 +19,12 @@ data_encoding <- function(x, y = NULL, na = "error", call = caller_env(), factor
   encoding_from_plain(made$encoding)
 }
 
-# R's account of an input, which the core makes its spec from: a data.frame's columns by
-# type ("numeric", "logical", "factor" or "character", else its class, which the core
-# refuses) with a factor's levels (a character column's sorted values); an array's shape
+# R's account of an input, which the core makes its spec from: a data.frame handed over as
+# its columns (frame_handover(), whose types and levels the core reads); an array's shape
 # after the rows, column names and R's words for it; a NumPy array itself.
 part_spec <- function(part) {
   if (is_numpy_part(part)) return(part)
-  if (is.data.frame(part)) {
-    return(list(type = "data.frame", columns = lapply(part, function(v) {
-      type <- if (is.character(v)) "character" else if (is.factor(v)) "factor" else
-        if (is.logical(v)) "logical" else if (is.numeric(v)) "numeric" else class(v)[1]
-      list(type = type, levels = levels(if (is.character(v)) factor(v) else v))
-    })))
-  }
+  if (is.data.frame(part)) return(frame_handover(part, numbers = FALSE))
   shape <- if (is.null(dim(part))) 1L else as.integer(dim(part)[-1])
   list(type = "array", shape = shape, names = if (length(shape) == 1L) colnames(part), describe = describe(part))
 }
@@ -45,17 +38,19 @@ label_spec <- function(y) {
   list(type = if (factor) "factor" else "numeric", levels = levels(codes), values = values, describe = describe(y))
 }
 
-# A data.frame part (its training columns) as the core's encoder takes it (data/encoding.py,
-# which makes the model's float32 matrix and raises for unseen levels, wrong types and NA):
-# each column once, a number column as doubles, a factor (a character column as the factor
-# of its values) as its integer codes and levels.
-frame_handover <- function(df, name, spec, unknown = "error") {
-  columns <- lapply(df[names(spec$columns)], function(values) {
+# A data.frame part `name` as the core's encoder takes it (data/encoding.py, which makes the
+# model's float32 matrix and raises for unseen levels, wrong types and NA): each column once
+# (with the training `spec`, its columns), a number column as doubles, a factor (a character
+# column as the factor of its values) as its integer codes and levels; with `numbers` FALSE
+# (what the core records the encoding from) its type and levels alone.
+frame_handover <- function(df, name = NULL, spec = NULL, unknown = "error", numbers = TRUE) {
+  if (!is.null(spec)) df <- df[names(spec$columns)]
+  columns <- lapply(df, function(values) {
     given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
-    number <- is.numeric(values) || is.logical(values) # else of a type the core refuses
-    if (!is.factor(values)) return(c(list(values = if (number) array(as.double(values))), given))
-    c(list(values = array(as.integer(values)), levels = as.list(levels(values))), given)
+    given$number <- is.numeric(values) || is.logical(values) # else, not a factor, of a type the core refuses
+    if (!is.factor(values)) return(c(list(values = if (numbers && given$number) array(as.double(values))), given))
+    c(list(values = if (numbers) array(as.integer(values)), levels = as.list(levels(values))), given)
   })
   list(gpukeras_frame = list(name = name, spec = spec$columns, unknown = unknown, columns = columns))
 }

@@ -242,7 +242,7 @@ search_request <- function(search, model_digest, data, dir, call) {
       space = space, model_fn = model_digest, objective = search$objective,
       data = list(
         rows = carried$rows, levels = carried$levels,
-        encoding = if (!is.null(carried$encoding)) encoding_lines(carried$encoding, "fit")
+        encoding = encoding_lines(carried$encoding, "fit")
       ),
       fit = lapply(search$fixed, function(value) paste(deparse(value), collapse = ""))
     )

@@ -4,53 +4,27 @@
 # with Keras' own functions, on every training path (data/weights.py).
 
 # `class_weight` as the core takes it: a named list from class number ("0",
-# "1", ...) to weight. Names are the labels' levels (factor labels, an image
-# folder's classes: `levels`) or class numbers.
+# "1", ...) to weight. R checks its form; the core matches the names to the
+# labels' levels (factor labels, an image folder's classes: `levels`) or class
+# numbers (data/weights.py class_weight_codes).
 check_class_weight <- function(class_weight, levels = NULL, call = caller_env()) {
   if (is.null(class_weight)) return(NULL)
-  usage <- paste0(
-    "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or c(\"0\" = ",
-    "1, \"1\" = 10) for class numbers."
-  )
   values <- if (is.list(class_weight) && all(lengths(class_weight) == 1L)) unlist(class_weight) else class_weight
   names <- names(class_weight)
   if (!is.numeric(values) || !length(values) || is.null(names) || any(names == "") || anyNA(names) ||
     anyDuplicated(names) || any(!is.finite(values)) || any(values < 0)) {
-    abort_bad_argument(
-      c(sprintf("`class_weight` must be named numbers >= 0, one per class, not %s.", describe(class_weight)), usage),
-      call = call
-    )
-  }
-  codes <- match(names, levels) - 1L
-  numbered <- is.na(codes) & grepl("^[0-9]+$", names)
-  codes[numbered] <- as.integer(names[numbered])
-  if (anyNA(codes)) {
-    classes <- if (length(levels)) {
-      sprintf(
-        "The classes are %s (or their numbers 0 to %d).", paste0("\"", levels, "\"", collapse = ", "),
-        length(levels) - 1L
+    abort_bad_argument(c(
+      sprintf("`class_weight` must be named numbers >= 0, one per class, not %s.", describe(class_weight)),
+      paste0(
+        "Give one weight per class by name, e.g. class_weight = c(no = 1, yes = 10) for a factor's levels, or ",
+        "c(\"0\" = 1, \"1\" = 10) for class numbers."
       )
-    } else {
-      "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
-    }
-    abort_bad_argument(c(
-      sprintf(
-        "`class_weight` names %s, which %s no class of the labels.",
-        paste0("\"", names[is.na(codes)], "\"", collapse = ", "), if (sum(is.na(codes)) > 1L) "are" else "is"
-      ),
-      classes
     ), call = call)
   }
-  if (length(levels) && any(codes >= length(levels))) {
-    abort_bad_argument(c(
-      sprintf(
-        "`class_weight` names class %d, but the labels have %d classes (0 to %d).", max(codes), length(levels),
-        length(levels) - 1L
-      ),
-      usage
-    ), call = call)
-  }
-  stats::setNames(as.list(as.double(values)), codes)
+  core_call(
+    "class_weight_codes", weights = as.list(as.double(values)), names = as.list(names), levels = as.list(levels),
+    error_call = call
+  )
 }
 
 # The label levels of gpu_fit()'s training data (as fit_data() read it): a

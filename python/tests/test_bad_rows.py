@@ -74,6 +74,12 @@ def test_drop_keeps_the_rows_without_na_and_refuses_to_drop_all():
     assert (
         str(empty).startswith("Every row has an NA") and empty.r_class == "gpukeras_error_bad_data"
     )
+    # rows of NumPy arrays R was given are not R's to drop; nothing to drop, nothing refused
+    parts = {"x": np.array([[1.0], [np.nan]]), "y": np.array([1.0, 2.0])}
+    numpy = raised(parts, "drop", numpy=["x"])
+    assert str(numpy) == 'na = "drop" cannot drop rows of `x`, a NumPy array.'
+    assert numpy.details == ["Drop those rows before gpu_as_numpy(), or give R data."]
+    assert check_rows({"x": np.ones((2, 1))}, "drop", numpy="x") is None
 
 
 def test_values_beyond_float32_are_refused_whatever_na_says():

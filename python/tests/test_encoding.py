@@ -194,6 +194,41 @@ def test_the_encoding_is_made_from_r_account_of_the_training_data():
     assert encoding.frame_width(made["inputs"]["x"]["columns"]) == 5
 
 
+def test_a_frame_handed_over_is_accounted_for_by_its_columns():
+    """R hands a data.frame over once, as its columns (frame_handover()): the encoding reads
+    each column's type and levels from them as from R's account of them."""
+
+    def column(levels, r_class, typeof, number=True, appearance=False):
+        return {
+            "values": None,  # R leaves the numbers out of what the encoding is made from
+            "levels": levels,
+            "class": r_class,
+            "typeof": typeof,
+            "number": number,
+            "appearance": appearance,
+        }
+
+    handed = {
+        "income": column(None, "numeric", "double"),
+        "region": column(["north", "east"], "factor", "integer", False),
+        "shop": column(["a"], "character", "character", False, True),
+        "member": column(None, "logical", "logical"),
+    }
+    frame = {encoding.FRAME: {"name": "x", "spec": None, "unknown": "error", "columns": handed}}
+    assert recording.frame_account(frame)["columns"] == {
+        "income": {"type": "numeric", "levels": None},
+        "region": {"type": "factor", "levels": ["north", "east"]},
+        "shop": {"type": "character", "levels": ["a"]},
+        "member": {"type": "logical", "levels": None},
+    }
+    account = {"type": "data.frame", "columns": recording.frame_account(frame)["columns"]}
+    made = recording.record({"x": frame}, None, False, "error")
+    assert made == recording.record({"x": account}, None, False, "error")
+    handed["day"] = column(None, "Date", "double", False)  # a type R has no numbers for
+    with pytest.raises(DataFieldsError, match=r"unsupported type in `x`: day \(Date\)"):
+        recording.record({"x": frame}, None, False, "error")
+
+
 def test_factors_naming_a_column_that_is_no_factor_is_an_error_naming_them():
     inputs = {"x": {"type": "data.frame", "columns": {"a": {"type": "numeric"}}}}
     with pytest.raises(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.errors import BadDataError, DataFieldsError
+from gpukeras.core.r_words import strings
 from gpukeras.data.encoding import FRAME, LABELS, R_NA_INTEGER, is_frame, is_labels
 
 # The largest float32: a double beyond it becomes infinite in the float32 copy Keras reads.
@@ -127,12 +128,15 @@ def check_rows(
     na: str = "error",
     columns: Mapping[str, Any] | None = None,
     fix: str | None = None,
+    numpy: object = None,
 ) -> list[int] | None:
     """Check the rows of R data ``parts`` (see the module's notes; ``columns``: a matrix
     part's column names, by part): a DataFieldsError for values beyond float32's range
     (gpukeras_error_not_finite), and with ``na`` "error" for NA (gpukeras_error_missing_values,
     ``fix`` saying what to do). With ``na`` "drop", the rows without NA, counting from 1
-    (None when every row is kept); a DataFieldsError when no row is."""
+    (None when every row is kept); a DataFieldsError (gpukeras_error_bad_data) when no row
+    is, or when rows are to be dropped and ``numpy`` names parts given as NumPy arrays,
+    whose rows R cannot take."""
     names = columns or {}
     missing, where = _found(parts, names, _missing)
     if missing is not None and na == "error":
@@ -142,6 +146,14 @@ def check_rows(
         raise _error(NOT_FINITE, infinite, where, NOT_FINITE_FIX, "gpukeras_error_not_finite")
     if missing is None:
         return None
+    arrays = strings(numpy)
+    if arrays:
+        raise DataFieldsError(
+            f'na = "drop" cannot drop rows of {", ".join(f"`{name}`" for name in arrays)}, '
+            "a NumPy array.",
+            ["Drop those rows before gpu_as_numpy(), or give R data."],
+            ["gpukeras_error_bad_data"],
+        )
     kept = np.flatnonzero(~missing) + 1
     if not len(kept):
         raise DataFieldsError(

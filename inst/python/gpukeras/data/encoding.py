@@ -9,7 +9,9 @@ order), the rule for levels training did not have (``unknown``), and each column
 a numeric or logical column as doubles (R's NA a NaN), a factor (a character column
 as the factor of its values, ``appearance`` true) as its 1-based integer codes (R's NA_integer_ the
 smallest int32) and its own levels; with each, its R ``class`` and
-``typeof``, which the errors name. Levels are matched by name: a level's code is its
+``typeof``, which the errors name, and ``number`` (whether R has numbers for it). The
+encoding is recorded from the same frame without its numbers (``recording.frame_account``).
+Levels are matched by name: a level's code is its
 position among the training levels. A factor becomes one indicator column per
 training level ("one_hot": 1 for the row's level, NaN across the row for NA, 0
 across it for an unseen level with ``unknown = "zero"``) or one code ("codes":
@@ -436,11 +438,14 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return given.get("images") == wanted.get("images")
 
 
-def check_same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any], arg: str) -> None:
+def check_same_encoding(
+    given: Mapping[str, Any] | None, wanted: Mapping[str, Any] | None, arg: str
+) -> None:
     """Refuse a gpu_dataset() ``arg`` whose encoding ``given`` is not the training data's
     ``wanted`` (``same_encoding``): DataFieldsError gpukeras_error_bad_data, saying how to
-    make one that is."""
-    if same_encoding(given, wanted):
+    make one that is. Nothing to check where either is None (a dataset made elsewhere, a
+    model trained without a recorded encoding)."""
+    if given is None or wanted is None or same_encoding(given, wanted):
         return
     raise DataFieldsError(
         f"`{arg}` is a gpu_dataset() encoded otherwise than the training data (other columns, "
@@ -770,9 +775,13 @@ def _fit_line(encoding: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def encoding_lines(encoding: Mapping[str, Any], form: str = "print") -> list[str]:
-    """``encoding`` in words, as lines for R to print: ``form`` "print" (print()'s),
-    "fit" (the fit report's one line) or "columns" (each data.frame input's columns)."""
-    encoding = plain_encoding(encoding)
+def encoding_lines(
+    encoding: Mapping[str, Any] | None, form: str = "print", prefix: str = ""
+) -> list[str]:
+    """``encoding`` in words, as lines for R to print, each after ``prefix``: ``form``
+    "print" (print()'s), "fit" (the fit report's one line) or "columns" (each data.frame
+    input's columns); none for no encoding (None)."""
+    if encoding is None:
+        return []
     forms = {"print": _print_lines, "fit": _fit_line, "columns": _columns_lines}
-    return forms[form](encoding)
+    return [prefix + line for line in forms[form](plain_encoding(encoding))]

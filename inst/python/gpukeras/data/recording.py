@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.handles import Record
-from gpukeras.data.encoding import data_encoding, label_spec, plain_encoding, quoted, strings
+from gpukeras.data.encoding import (
+    FRAME,
+    data_encoding,
+    is_frame,
+    label_spec,
+    plain_encoding,
+    quoted,
+    strings,
+)
 from gpukeras.data.image_source import pixel_range
 
 
@@ -40,6 +48,25 @@ def empty_levels(y: Mapping[str, object] | None) -> list[Record]:
     return [{"class": "empty_levels", "message": message}]
 
 
+def frame_account(frame: Mapping[str, Any]) -> dict[str, Any]:
+    """R's account of a data.frame, as ``encoding.data_encoding`` takes it, from its columns handed
+    over as a frame (R's frame_handover(), its numbers left out): each column's type,
+    "character" (its ``appearance``), "factor" (it has levels), "logical" or "numeric" (R's
+    ``number``), else its R class; and a factor's or character column's levels."""
+    columns: dict[str, dict[str, object]] = {}
+    for name, handed in frame[FRAME]["columns"].items():
+        if handed.get("appearance"):
+            kind = "character"
+        elif handed.get("levels") is not None:
+            kind = "factor"
+        elif not handed.get("number"):
+            kind = str(handed["class"])
+        else:
+            kind = "logical" if handed.get("typeof") == "logical" else "numeric"
+        columns[name] = {"type": kind, "levels": handed.get("levels")}
+    return {"type": "data.frame", "columns": columns}
+
+
 def record(
     inputs: Mapping[str, Any],
     y: Mapping[str, object] | None,
@@ -50,7 +77,8 @@ def record(
     highest: float | None = None,
 ) -> Record:
     """``data_encoding`` of these arguments as ``{"encoding", "warnings"}``, raising as
-    ``data_encoding`` does.
+    ``data_encoding`` does; a data.frame input may be the frame R hands over
+    (``frame_account``).
 
     For training data (no ``encoding``, ``factors`` not None): the encoding recorded, and
     the warnings recording it gives (``empty_levels``). For new data checked against the
@@ -60,6 +88,9 @@ def record(
     pixels reach ``highest`` (R's largest value of its array; None: nothing to check).
     ``factors`` None (new data for a model with no recorded encoding): the encoding of the
     new data itself, nothing said."""
+    inputs = {
+        name: frame_account(part) if is_frame(part) else part for name, part in inputs.items()
+    }
     made = data_encoding(inputs, y, several, na, factors, encoding)
     if encoding is None:
         return {"encoding": made, "warnings": empty_levels(y) if factors is not None else []}

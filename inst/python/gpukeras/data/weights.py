@@ -12,16 +12,67 @@ in memory get them as a third array, a dataset gets Keras' own map adding them.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from gpukeras.core import compat
-from gpukeras.core.errors import BadArgumentError, BadDataError
+from gpukeras.core.errors import BadArgumentError, BadDataError, DataFieldsError
 from gpukeras.core.handles import Dataset
+from gpukeras.core.r_words import strings
 
 _BOTH = (
     "Give `class_weight` or sample weights, not both (Keras takes one of them): multiply "
     "the class weights into the sample weights instead."
 )
+
+
+def _listed(values: list[str]) -> str:
+    return ", ".join(f'"{value}"' for value in values)
+
+
+def class_weight_codes(weights: list[float], names: object, levels: object) -> dict[str, float]:
+    """gpu_fit(class_weight = ) as Keras takes it: {class number as text: weight}, in the
+    order given.
+
+    Args:
+        weights: the weights, R's named numbers >= 0 (R checked their form).
+        names: their names, distinct: a level of ``levels``, or a class number ("0",
+            "1", ...).
+        levels: the labels' levels (a factor's, an image folder's classes), which names
+            are matched to first; None for labels that are not classes by name.
+
+    Raises:
+        DataFieldsError: gpukeras_error_bad_argument, for a name that is no level and no
+            class number, or a class number beyond the levels.
+    """
+    names, levels = strings(names), strings(levels)
+    codes = [
+        levels.index(name)
+        if name in levels
+        else int(name)
+        if re.fullmatch("[0-9]+", name)
+        else None
+        for name in names
+    ]
+    classes = (
+        f"The classes are {_listed(levels)} (or their numbers 0 to {len(levels) - 1})."
+        if levels
+        else "The labels are not a factor: name the classes by their numbers, 0, 1, ..."
+    )
+    unknown = [name for name, code in zip(names, codes) if code is None]
+    numbers = [code for code in codes if code is not None]
+    if unknown:
+        verb = "are" if len(unknown) > 1 else "is"
+        message = f"`class_weight` names {_listed(unknown)}, which {verb} no class of the labels."
+    elif levels and max(numbers) >= len(levels):
+        message = (
+            f"`class_weight` names class {max(numbers)}, but the labels have {len(levels)} "
+            f"classes (0 to {len(levels) - 1})."
+        )
+    else:
+        return {str(code): float(weight) for code, weight in zip(numbers, weights)}
+    raise DataFieldsError(message, [classes], [BadArgumentError.r_class])
 
 
 def _check_labels(y: object) -> None:

@@ -362,17 +362,21 @@ def check_widths(
     another width than the labels' ``levels`` (one unit for two levels is a sigmoid's; the
     advice for a narrower one names empty class folders for an image folder's ``encoding``,
     else factor levels no row has). Where a width is not known (a subclassed model not
-    built), nothing is checked."""
-    io = describe(model)
+    built), nothing is checked; nor without a data.frame input or two levels."""
     if encoding is not None:
         encoding = plain_encoding(encoding)
-    if encoding is not None and frames(encoding):
+    classes = strings(levels)
+    parts = frames(encoding) if encoding is not None else []
+    if not parts and len(classes) < 2:
+        return
+    io = describe(model)
+    if encoding is not None and parts:
         inputs = [put for put in io["inputs"] if len(put["shape"]) == 2]
         several = bool(encoding.get("several"))
         widths = {put["name"]: put["shape"][1] for put in inputs}
         if not several:
             widths = {"x": inputs[0]["shape"][1]} if len(inputs) == 1 else {}
-        for name, part in frames(encoding):
+        for name, part in parts:
             wanted, given = widths.get(name), frame_width(part["columns"])
             if wanted is None or wanted == given:
                 continue
@@ -388,7 +392,7 @@ def check_widths(
                 * one_hot,
                 ["gpukeras_error_bad_data"],
             )
-    classes, outputs = strings(levels), io["outputs"]
+    outputs = io["outputs"]
     if len(classes) < 2 or len(outputs) != 1 or len(outputs[0]["shape"]) != 2:
         return
     width, n = outputs[0]["shape"][1], len(classes)

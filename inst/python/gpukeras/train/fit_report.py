@@ -47,8 +47,7 @@ def fit_lines(
     y = (encoding or {}).get("y") or {}
     levels = _strings(y.get("levels")) if y.get("type") == "factor" else []
     return {
-        "head": _head(settings, epochs, levels)
-        + (encoding_lines(encoding, "fit") if encoding is not None else []),
+        "head": _head(settings, epochs, levels) + encoding_lines(encoding, "fit"),
         "monitor": monitor_lines(monitor, arrow),
         "settings": _settings_lines(settings, learning_rate),
     }
