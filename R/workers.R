@@ -394,10 +394,12 @@ worker_fit <- function(task) {
 # backend's graph) and both languages' garbage (core: workers_reset), and what the pool's
 # `warm` opened ahead and the task did not take (its `undo` verb: a spare may serve
 # another search). A task's seed and tracking context are set anew by the next task.
+# R's garbage first: the Python objects R held (the task's model) are then Python's
+# garbage, which the core's one collection frees, their device memory with them.
 worker_reset <- function() {
-  try(core_call("workers_reset"), silent = TRUE)
-  if (!is.null(the$worker_unwarm)) try(core_call(the$worker_unwarm), silent = TRUE)
   gc(verbose = FALSE)
+  if (!is.null(the$worker_unwarm)) try(core_call(the$worker_unwarm), silent = TRUE)
+  try(core_call("workers_reset"), silent = TRUE)
   invisible()
 }
 

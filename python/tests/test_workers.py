@@ -19,6 +19,31 @@ def test_a_workers_reset_keeps_the_sessions_dtype_policy() -> None:
     assert run.readback["policy"] == "mixed_bfloat16"
 
 
+def test_a_warm_worker_collects_only_what_its_tasks_made_and_frees_a_tasks_model() -> None:
+    # warm() freezes what the worker holds as it starts (a full collection of it took
+    # 0.65 s after each task); reset() still frees what a task made, its model's cycles
+    after = "\n".join(
+        [
+            "import gc, weakref, keras, numpy",
+            "readback['frozen'] = gc.get_freeze_count()",
+            "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])",
+            "model.compile(optimizer='adam', loss='mse')",
+            "model.fit(numpy.ones((4, 3)), numpy.ones((4, 2)), verbose=0)",
+            "made = weakref.ref(model)",
+            "gc.disable()",  # no collection but reset's between these lines
+            "del model",
+            "readback['before'] = made() is not None",
+            "bridge.call('workers_reset', {})",
+            "readback['after'] = made() is not None",
+        ]
+    )
+    run = run_core("workers_warm", env={"KERAS_BACKEND": "jax"}, after=after)
+    assert run.value["backend"] == "jax"
+    assert run.readback["frozen"] > 1000
+    assert run.readback["before"]  # held by its own cycles until a collection
+    assert not run.readback["after"]
+
+
 def test_workers_grow_adds_the_workers_a_fits_memory_plan_says_fit_its_gpu() -> None:
     from gpukeras.tools.workers import MOST_PER_DEVICE, grow
 
