@@ -161,20 +161,47 @@ CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://c
 # code ran, with Python, and an error in it fails the build), so check does not run their
 # code again (measured: 75 s of CPU in one process, the eight vignettes' tangled code) nor
 # rebuild what was just built; it still checks the vignette files and the built ones in
-# inst/doc. _R_CHECK_SYSTEM_CLOCK_=false: the clock check asks a web time
-# service (worldtimeapi.org, often down) about this machine's clock, not about the package.
+# inst/doc (a tarball built without them: 2 WARNINGs, files in 'vignettes' but none in
+# 'inst/doc', and a NOTE, a VignetteBuilder field but no prebuilt vignette index; make test
+# knits them nowhere else, 80-90 s of CPU). _R_CHECK_SYSTEM_CLOCK_=false: the clock check
+# asks a web time service (worldtimeapi.org, often down) about this machine's clock, not
+# about the package.
 # TESTTHAT_PARALLEL=true: the test files in two R processes, the slow ones first
 # (Config/testthat/start-first); measured: 4.8-5.2 min against 7.5 in one. Only here, on
 # the check's copy of tests/: testthat 3.1.6 (bookworm's) deletes the snapshot files
 # after a parallel run, which in a working tree would take them from the developer.
+# _R_CHECK_DONTTEST_EXAMPLES_=false: --as-cran runs the examples twice, without their
+# \donttest parts (timed: over 5 s is a NOTE), then all of them again with those parts (R 4.2:
+# "checking examples with --run-donttest", untimed): 29-37 s and 35-39 s of CPU (2026-11-29).
+# Here the check runs them once, timed as CRAN times them (its log then says "found \donttest
+# examples", no NOTE), and the six examples with a \donttest part run after it, whole
+# (example(run.donttest = TRUE)), in one R process on the check's copy of the package
+# (DONTTEST_EXAMPLES; log: gpukeras.Rcheck/gpukeras-Ex-donttest.Rout): 10-16 s of CPU.
+# (--run-donttest would time the \donttest parts too: gpu_runs()' example alone takes 4.6 s
+# of CPU, over 5 s elapsed beside the newer stack's tests, a NOTE.)
 rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
 	NOT_CRAN=true TESTTHAT_PARALLEL=true _R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	  _R_CHECK_DONTTEST_EXAMPLES_=false \
 	  R CMD check --as-cran --no-manual --no-vignettes gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
+	$(DONTTEST_EXAMPLES)
 	@# the summary, and the files run again because they had not reported (tests/testthat.R)
 	@grep -E "^\[ FAIL|^No results came from" gpukeras.Rcheck/tests/testthat.Rout
 	@! grep -q "^Status:.*WARNING" gpukeras.Rcheck/00check.log || { echo "R CMD check gave a WARNING"; exit 1; }
+
+# The examples with a \donttest part, whole, in the order R CMD check runs examples (one
+# example may use what an earlier one made), in gpukeras.Rcheck against the check's copy of
+# the package: a topic has such a part where its example code differs with \donttest run.
+define DONTTEST_EXAMPLES
+cd gpukeras.Rcheck && R_LIBS="$(CURDIR)/gpukeras.Rcheck" LANGUAGE=en $(RSCRIPT) \
+  -e 'code <- function(rd, donttest) { out <- tempfile(); tools::Rd2ex(rd, out, commentDonttest = !donttest); if (file.exists(out)) readLines(out) else character() }' \
+  -e 'for (rd in tools::Rd_db("gpukeras", lib.loc = ".")) {' \
+  -e '  full <- code(rd, TRUE)' \
+  -e '  if (!identical(full, code(rd, FALSE))) example(sub("^### Name: ", "", full[1]), "gpukeras", character.only = TRUE, run.donttest = TRUE, ask = FALSE)' \
+  -e '}' \
+  > gpukeras-Ex-donttest.Rout 2>&1 || { tail -n 60 gpukeras-Ex-donttest.Rout; echo "an example's \donttest part failed"; exit 1; }
+endef
 
 bench:
 	$(RSCRIPT) bench/check_time.R
