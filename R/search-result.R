@@ -12,7 +12,8 @@ new_gpukeras_search <- function(trials, names, storage, study, seed, objective, 
     storage = storage$folder %||% trials$storage, study = study, seed = seed,
     validation = validation$description, validation_rows = validation$rows,
     interrupted = as.integer(unlist(trials$interrupted)), workers = plan,
-    trained = if (isTRUE(population$population)) "populations" else "processes", trained_why = population$reason
+    trained = population$trained %||% if (isTRUE(population$population)) "populations" else "processes",
+    trained_why = population$reason
   ), class = "gpukeras_search")
 }
 

@@ -134,8 +134,9 @@
 #'     secret query values shown as `***`), `study`, `seed`, `validation` (how
 #'     the trials were validated), `validation_rows` (the rows held out, when
 #'     the search held them out; the others trained), `interrupted` and `workers`;
-#'   * `trained`: `"populations"` (see Populations) or `"processes"` (a fit per
-#'     trial in the worker processes); `trained_why`: why, and with populations
+#'   * `trained`: `"populations"` (see Populations), `"processes"` (a fit per
+#'     trial in the worker processes; also where every group of a population search
+#'     was of one trial) or `"populations and processes"`; `trained_why`: why, and with populations
 #'     how many trials trained in populations and how many in processes, and why.
 #'
 #'   It has `print()` and `plot()` (the objective over the trials and the
@@ -352,7 +353,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
     list()
   }
   worker_run(pool, on_end = on_end, next_task = next_task)
-  if (!is.null(groups)) population$reason <- core_call("search_groups_state", groups = groups)$why
+  if (!is.null(groups)) {
+    done <- core_call("search_groups_state", groups = groups)
+    population[c("reason", "trained")] <- done[c("why", "trained")]
+  }
   result <- new_gpukeras_search(
     core_call("search_trials", search = opened, models = storage$models), names(request$space), storage, search$study,
     search$seed, search$objective, validation, pool$plan, population

@@ -365,22 +365,25 @@ if (6 %in% parts) {
                      " %.1f s of it"),
               cv$seconds, paste(cv$value$trained, collapse = " and "), one_fit$seconds, cv$seconds / one_fit$seconds,
               cv$utilization, max(cv$value$seconds)))
+  # The learning rate is gpu_fit()'s (searched through gpu_search()'s `...`), so that trials of
+  # one shape (model_fn's parameters: units) make one group and train as one population; a
+  # rate given to model_fn would make each trial a group of its own, trained as a process.
   population_search <- function(space, trials) {
     folder <- tempfile("r-on-gpu-population-")
     on.exit(unlink(folder, recursive = TRUE))
     nvml_utilization(gpu_search(function(params) do.call(population_mlp, params),
-                                population_data, space, trials = trials, sampler = "random", pruner = "none",
+                                population_data, space, learning_rate = search_float(1e-4, 1e-2, log = TRUE),
+                                trials = trials, sampler = "random", pruner = "none",
                                 storage = folder, seed = 1, epochs = population_epochs, batch_size = 256))
   }
-  learning_rate <- list(learning_rate = search_float(1e-4, 1e-2, log = TRUE))
   # a smoke run takes each path once: the two larger searches run the same code
   searches <- if (mode$smoke) {
-    list(learning_rate = function() population_search(learning_rate, 2L))
+    list(learning_rate = function() population_search(list(), 2L))
   } else {
-    list(learning_rate = function() population_search(learning_rate, 16L),
+    list(learning_rate = function() population_search(list(), 16L),
          # the same search again in this session: its programs compiled (or loaded) once
-         learning_rate_again = function() population_search(learning_rate, 16L),
-         units_too = function() population_search(search_space, 16L))
+         learning_rate_again = function() population_search(list(), 16L),
+         units_too = function() population_search(search_space["units"], 16L))
   }
   if (!is.na(searches_arg)) searches <- searches[intersect(names(searches), strsplit(args[searches_arg + 1L], ",")[[1]])]
   searches <- lapply(searches, function(search) search())

@@ -774,3 +774,18 @@ def test_without_groups_a_task_is_a_trial_and_a_told_task_counts_in_its_groups(
     assert answer["state"] == "complete"
     assert groups.trials["process"] == 1 and groups.seconds["process"] == 3.0
     assert plain.outstanding == set()
+
+
+def test_a_population_search_says_how_its_trials_really_trained() -> None:
+    """``trained`` follows what the groups did: a search whose every group was of one trial
+    trained as processes, not as the populations it planned."""
+    from gpukeras.search import search_population
+
+    groups = search_population.Groups(["learning_rate"], "trials train in batches")
+    assert search_population.state(groups)["trained"] == "populations"  # nothing ended yet
+    groups.as_trials["process"], groups.as_groups["process"] = 16, 16
+    done = search_population.state(groups)
+    assert done["trained"] == "processes"
+    assert "16 in processes of their own" in done["why"]
+    groups.as_trials["population"], groups.as_groups["population"] = 4, 1
+    assert search_population.state(groups)["trained"] == "populations and processes"

@@ -55,6 +55,31 @@ test_that("bad arguments are classed errors naming the argument, before Python s
   expect_error(
     gpu_memory_plan(fake, 32, device = 1), class = "gpukeras_error_bad_argument", regexp = "`device` must be"
   )
+  for (bad in list(0, 2.5, "512", c(8, 16))) {
+    expect_error(
+      gpu_memory_plan(fake, 32, sequence_length = bad),
+      class = "gpukeras_error_bad_argument", regexp = "`sequence_length` must be"
+    )
+  }
+})
+
+test_that("sequence_length counts the input batch and the activations a sequence model leaves open", {
+  keras <- gpu_keras()
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(NULL), dtype = "int32"),
+    keras$layers$Embedding(100L, 8L, name = "embedding"),
+    keras$layers$GlobalAveragePooling1D(name = "pooled"),
+    keras$layers$Dense(2L, name = "out")
+  ))
+  model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+  open <- gpu_memory_plan(model, 4)
+  expect_true(all(c("input batch", "embedding") %in% open$uncounted))
+  plan <- gpu_memory_plan(model, 4, sequence_length = 10)
+  expect_false(any(c("input batch", "embedding") %in% plan$uncounted))
+  part <- function(name) plan$parts$mib[plan$parts$part == name]
+  expect_equal(part("input batch"), 4 * 10 * 4 / 2^20)
+  expect_equal(part("activations: embedding"), 4 * 10 * 8 * 4 / 2^20)
+  expect_equal(part("activations: out"), 4 * 2 * 4 / 2^20)
 })
 
 # The closed-form plans: a compiled MLP 100-256-10 with Adam, at batch 32 and 64,

@@ -88,15 +88,17 @@ test_that("a background search of populations, cancelled mid-batch, keeps its st
     model_fn <- function(params) {
       keras <- gpu_keras()
       model <- keras$Sequential(list(
-        keras$Input(shape = 4), keras$layers$Dense(params$units), keras$layers$Dense(3, activation = "softmax")
+        keras$Input(shape = 4), keras$layers$Dense(8L), keras$layers$Dense(3, activation = "softmax")
       ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
       model
     }
+    # one shape, the learning rate gpu_fit()'s: the trials one population
     search <- function(background) {
       gpu_search(
-        model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(units = search_int(2, 64)),
-        trials = 4, sampler = "random", pruner = "none", epochs = 300, batch_size = 150, seed = 2,
+        model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(),
+        learning_rate = search_float(1e-3, 1e-1, log = TRUE), trials = 4, sampler = "random", pruner = "none",
+        epochs = 300, batch_size = 150, seed = 2,
         storage = dir, background = background
       )
     }
@@ -239,7 +241,7 @@ test_that("a units search trains its architectures at once in two workers, a gro
   built <- result$built
   expect_identical(search$trials$state, rep("complete", 5))
   expect_identical(sort(as.vector(table(search$trials$units))), c(1L, 2L, 2L))
-  expect_identical(search$trained, "populations")
+  expect_identical(search$trained, "populations and processes")
   expect_match(
     search$trained_why, "split by architecture into tasks for the workers: 4 trials in 2 populations; 1 in processes",
     fixed = TRUE

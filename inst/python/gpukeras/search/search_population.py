@@ -174,7 +174,8 @@ def ended(groups: Groups, population: bool, seconds: float, trials: int) -> None
 
 def state(groups: Groups) -> Record:
     """``why``: the search's ``trained_why``, the plan's reason, then how many trials trained
-    each way."""
+    each way; ``trained``: how they trained ("populations", "processes" where every group
+    was of one, or "populations and processes")."""
     done = []
     if groups.as_trials["population"] > 0:
         done.append(
@@ -191,7 +192,9 @@ def state(groups: Groups) -> Record:
     why = groups.reason
     if done:
         why = f"{why}, split by architecture into tasks for the workers: {'; '.join(done)}"
-    return {"why": why}
+    ways = [w for w in ("population", "process") if groups.as_trials[w] > 0]
+    trained = " and ".join(f"{way}es" if way == "process" else f"{way}s" for way in ways)
+    return {"why": why, "trained": trained or "populations"}
 
 
 def padded_width(count: int, width: int) -> int:

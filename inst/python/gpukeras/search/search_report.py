@@ -16,6 +16,7 @@ STATES = ("complete", "pruned", "failed", "running", "waiting")
 TRAINED = {
     "populations": "in batches, as populations",
     "processes": "a fit per trial, in worker processes",
+    "populations and processes": "as populations, and a fit per trial where a group was of one",
 }
 # Where a line's value starts, under its label.
 INDENT = " " * 12
@@ -39,7 +40,8 @@ def search_lines(
     Args:
         states: each trial's state ("complete", "pruned", "failed", "running", "waiting").
         objective, direction, validation, study, storage, seed: the search's.
-        trained: "populations" or "processes"; ``trained_why``: why (None: not said).
+        trained: "populations", "processes" or "populations and processes";
+            ``trained_why``: why (None: not said).
         best: the best trial's ``number``, ``value``, ``params`` (a name to a value each)
             and ``path`` (its saved model; None or R's NA where none was kept); None
             before any trial completed.
