@@ -177,12 +177,13 @@ def run_setup(
     *,
     target: str = "setup",
     env: dict[str, str | None] | None = None,
+    timeout: float = 120,
 ) -> CoreRun:
     """gpu_setup()'s core (the verb ``setup``, or ``target``) with ``kwargs`` in a fresh Python
     on ``backend``.
 
     ``after`` runs next with the functions of ``scripts/readback.py`` defined; skips
-    when the backend is not installed.
+    when the backend is not installed. ``timeout`` as ``run_core``'s.
     """
     requires(backend)
     return run_core(
@@ -190,6 +191,7 @@ def run_setup(
         kwargs,
         env={"KERAS_BACKEND": backend, **(env or {})},
         after="from readback import *\n" + after,
+        timeout=timeout,
     )
 
 

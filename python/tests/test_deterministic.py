@@ -32,6 +32,7 @@ def deterministic(request: pytest.FixtureRequest) -> CoreRun:
         {"deterministic": True, "seed": 1},
         "import deterministic_fit",
         env=env,
+        timeout=240,  # its fits: past 120 s on JAX at load 15 on 2 cores (2026-11-29)
     )
 
 

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from gpukeras import bridge
+from gpukeras.core import compat
 from gpukeras.core.handles import HANDOVER
 from gpukeras.core.runtime import config
 from gpukeras.data.encoding import encode_frame
@@ -60,7 +61,7 @@ def handed(part: slice) -> dict:
 
 
 def model() -> object:
-    keras.utils.set_random_seed(7)
+    compat.set_random_seed(keras, 7)  # as gpu_fit() seeds: TensorFlow not imported for it
     made = keras.Sequential(
         [keras.Input((len(levels) + 2,)), keras.layers.Dense(16, activation="relu"),
          keras.layers.Dense(2)]
