@@ -11,15 +11,7 @@
 suppressPackageStartupMessages(library(gpukeras))
 source("bench/lib/common.R")
 mode <- bench_mode()
-args <- commandArgs(trailingOnly = TRUE)
-out_arg <- match("--out", args)
-out <- if (!is.na(out_arg)) {
-  args[out_arg + 1]
-} else if (mode$smoke) {
-  file.path(Sys.getenv("GPUKERAS_BENCH_OUT", tempdir()), "gpu-visit-r-smoke.md")
-} else {
-  sprintf("bench/results/gpu-visit-r-%s.md", Sys.Date())
-}
+out <- markdown_out("gpu-visit-r", mode)
 
 lines <- c(
   "# What a GPU user gets by default, from R", "",

@@ -27,15 +27,7 @@
 suppressPackageStartupMessages(library(gpukeras))
 source("bench/lib/common.R")
 mode <- bench_mode()
-args <- commandArgs(trailingOnly = TRUE)
-out_arg <- match("--out", args)
-out <- if (!is.na(out_arg)) {
-  args[out_arg + 1]
-} else if (mode$smoke) {
-  file.path(Sys.getenv("GPUKERAS_BENCH_OUT", tempdir()), "lora-smoke.md")
-} else {
-  sprintf("bench/results/lora-%s.md", Sys.Date())
-}
+out <- markdown_out("lora", mode)
 sizes <- if (mode$smoke) {
   list(size = "tiny", rows = 16L, length = 32L, batch = 4L, epochs = 1L, rank = 4L)
 } else {

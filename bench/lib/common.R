@@ -35,6 +35,16 @@ bench_command <- function(script, mode) {
   ))
 }
 
+# Where a benchmark's Markdown goes: `--out FILE` among `args`; a smoke run's
+# <name>-smoke.md in GPUKERAS_BENCH_OUT (else the session's temporary folder); else
+# bench/results/<name>-<date>.md.
+markdown_out <- function(name, mode, args = commandArgs(trailingOnly = TRUE)) {
+  at <- match("--out", args)
+  if (!is.na(at)) return(args[at + 1L])
+  if (mode$smoke) return(file.path(Sys.getenv("GPUKERAS_BENCH_OUT", tempdir()), paste0(name, "-smoke.md")))
+  sprintf("bench/results/%s-%s.md", name, Sys.Date())
+}
+
 # A result's name for a run on `backend`: "-<backend>" added to `name` for any but
 # TensorFlow, so that a run on JAX is kept beside the TensorFlow one, not written over it.
 on_backend <- function(name, backend) {
