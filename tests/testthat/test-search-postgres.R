@@ -213,11 +213,23 @@ test_that("on JAX a search's populations report to a PostgreSQL study, each tria
   skip_if_no_postgres_driver()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   url <- local_postgres()
+  # the learning rate gpu_fit()'s, not model_fn's: the trials are of one shape, one population
+  # (a rate model_fn takes makes each trial a group of its own, trained as a process)
   session <- bquote({
-    model_fn <- .(search_model_fn)
-    url <- .(url)
-    space <- .(search_space)
-    search <- .(search_call)
+    model_fn <- function(params) {
+      keras <- gpu_keras()
+      model <- keras$Sequential(list(
+        keras$Input(shape = list(4L)), keras$layers$Dense(8L, activation = "relu"),
+        keras$layers$Dense(3L, activation = "softmax")
+      ))
+      model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
+      model
+    }
+    search <- gpu_search(
+      model_fn, list(x = as.matrix(iris[, 1:4]), y = iris$Species), space = list(),
+      learning_rate = search_float(1e-3, 1e-1, log = TRUE), trials = 6, storage = .(url), seed = 1,
+      workers = 1, pruner = "none", epochs = 1, batch_size = 32
+    )
     unclass(search)
   })
   call <- fresh_r_call(session, c(KERAS_BACKEND = "jax"), character(), list())
