@@ -39,7 +39,7 @@ from gpukeras.data.augment import (
 from gpukeras.data.bad_rows import Checks, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
 from gpukeras.data.encoding import vocabulary
-from gpukeras.data.indicators import FrameCodes, expand_inputs, split_codes
+from gpukeras.data.indicators import FrameCodes, expand_inputs, is_coded, split_codes
 from gpukeras.data.pipeline_facts import describe
 from gpukeras.data.pipeline_options import PipelineOptions, Started
 from gpukeras.gpu.devices import host_memory_mib
@@ -354,7 +354,7 @@ def from_arrays(
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),
     # unless a map or a preset reads the model's columns: then made here, once
-    coded = any(isinstance(part, FrameCodes) for part in features.values())
+    coded = is_coded(x)
     if coded and (opts.map is not None or opts.augment or x_dtype not in (None, "float32")):
         features, coded = {name: np.asarray(part) for name, part in features.items()}, False
     rows = {name: len(array) for name, array in features.items()}  # type: ignore[arg-type]
