@@ -4,9 +4,12 @@ sockets: its limits, its framing, and its answers."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -277,8 +280,52 @@ def test_its_connections_are_tcp_so_that_answers_leave_at_once(model_file: str) 
     the client's delayed ACK of its head."""
     settings = {"host": "127.0.0.1", "port": free_port(), "model": model_file, "max_rows": 50}
     _, sock = server.server(settings)
+    gc.unfreeze()
     with sock:
         assert sock.proto == socket.IPPROTO_TCP
+
+
+def test_health_is_answered_while_every_answer_thread_is_busy(model_file: str) -> None:
+    """/health is answered on the event loop, not behind the predictions that fill the
+    answer threads; and what loading made is out of Python's collections (frozen), which
+    otherwise walk it while every answer waits."""
+    settings = {"host": "127.0.0.1", "port": free_port(), "model": model_file, "max_rows": 50}
+    settings["allowed_hosts"] = ["a"]
+    gc.unfreeze()
+    running, sock = server.server(settings)
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    sock.close()
+    assert frozen > 10_000
+    front = running.config.app
+    release = threading.Event()
+    busy = [front.threads.submit(release.wait, 30) for _ in range(server.THREADS)]
+
+    async def ask(path: str) -> tuple[int, bytes]:
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": path,
+            "query_string": b"",
+            "headers": [(b"host", b"a")],
+        }
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        answer = await asyncio.wait_for(front.answer(server.Request(scope, receive)), 5)
+        return answer.status_code, answer.body
+
+    try:
+        assert asyncio.run(ask("/health")) == (200, b'{"status":"ok"}')
+        # a route answered in a thread waits for one
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(asyncio.wait_for(ask("/metadata"), 0.5))
+    finally:
+        release.set()
+        for future in busy:
+            future.result()
+        front.threads.shutdown()
 
 
 def test_a_service_open_beyond_this_machine_without_a_token_is_warned_about() -> None:

@@ -26,7 +26,9 @@ with a length too), and this file sets its limits and adds the ones it lacks:
 
 Every other request is answered by the service (``service.answer``) in a thread (at most
 THREADS at once, the others queued), so that the event loop goes on reading other
-connections meanwhile. A ``POST .../predict`` that
+connections meanwhile; a ``GET`` of the health route, whose answer costs no more than a
+hand-off to a thread, is answered on the event loop, so that it never queues behind
+predictions. A ``POST .../predict`` that
 is refused (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
 late, without holding a thread: a client that sends such bodies in a loop gets at most a
 few answers a second. Refusals of the server's own are JSON ``{"error": <code>,
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import logging
 import os
@@ -254,12 +257,13 @@ class Front:
             for key, value in request.scope["headers"]
             if key.decode("latin-1") not in HOP_BY_HOP
         }
-        answered = await asyncio.get_running_loop().run_in_executor(
-            self.threads,
-            functools.partial(
-                self.service_answer, self.served, request.method, path, query, headers, body
-            ),
+        answer = functools.partial(
+            self.service_answer, self.served, request.method, path, query, headers, body
         )
+        if request.method == "GET" and self.served.paths.get(path) == "health":
+            answered = answer()
+        else:
+            answered = await asyncio.get_running_loop().run_in_executor(self.threads, answer)
         status = int(answered["status"])
         if status in REFUSED and request.method == "POST" and path.endswith("/predict"):
             await asyncio.sleep(self.settings["refusal_delay"])
@@ -289,7 +293,12 @@ class PortInUse(Exception):
 
 
 def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
-    """The uvicorn server for ``settings`` (defaults filled in) and its listening socket."""
+    """The uvicorn server for ``settings`` (defaults filled in) and its listening socket.
+
+    What loading made (Python, the framework, the model: some 300,000 objects that live as
+    long as the server) is then frozen out of Python's collections (``gc.freeze``): a full
+    collection, which the garbage of requests triggers from time to time, otherwise walks
+    all of them while every answer, /health's too, waits for it."""
     for key, value in DEFAULTS.items():
         settings.setdefault(key, value)
     family = socket.AF_INET6 if ":" in settings["host"] else socket.AF_INET
@@ -322,6 +331,7 @@ def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
         h11_max_incomplete_event_size=int(settings["max_head_bytes"]),
         backlog=1024,
     )
+    gc.freeze()
     return uvicorn.Server(config), sock
 
 
