@@ -108,3 +108,19 @@ def test_jax_starts_without_tensorflow() -> None:
     assert run.value["backend"] == "jax"
     assert "jax" in run.loaded
     assert "tensorflow" not in run.loaded
+
+
+@pytest.mark.parametrize("collector", ["on", "off"])
+def test_what_starting_keras_loaded_is_frozen_and_the_collector_left_as_it_was(
+    collector: str,
+) -> None:
+    """Keras and its backend import with the cyclic collector paused, and what they made is
+    then out of later collections (frozen); the collector is on or off as it was before."""
+    run = run_core(
+        "start",
+        env={"KERAS_BACKEND": "tensorflow"},
+        setup="import gc\nif " + repr(collector == "off") + ": gc.disable()",
+        after="import gc\nreadback.update(frozen=gc.get_freeze_count(), enabled=gc.isenabled())",
+    )
+    assert run.readback["frozen"] > 100_000
+    assert run.readback["enabled"] is (collector == "on")
