@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import grp
 import importlib.util
 import json
@@ -238,6 +239,13 @@ def first_gpu() -> nvml.NvmlDevice:
     if not found or found[0] is None:
         pytest.fail("no GPU NVML reads is CUDA's GPU 0")
     return found[0]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (Keras and TensorFlow, where a test module imports them at
+    its top) is frozen out of Python's later collections, as the core freezes what starting
+    Keras made (core.runtime): each full collection between the tests walked it again."""
+    gc.freeze()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
