@@ -192,6 +192,9 @@ def test_the_encoding_is_made_from_r_account_of_the_training_data():
     assert made["y"] == y and made["several"] and made["na"] == "drop"
     assert encoding.data_encoding(inputs, None, True, "error", "codes")["y"] is None
     assert encoding.frame_width(made["inputs"]["x"]["columns"]) == 5
+    # what the core makes is what a valid file holds (serve/encoding_file.py's one check)
+    assert encoding.plain_problem(json.loads(json.dumps(made))) is None
+    assert encoding.part_width(made["inputs"]["pixels"]) == 3
 
 
 def test_a_frame_handed_over_is_accounted_for_by_its_columns():
@@ -352,6 +355,22 @@ def test_a_model_of_another_width_than_the_encoding_is_told_both():
     )
 
 
+def test_a_factors_plan_is_its_table_index_by_level_and_the_model_columns_by_index():
+    """One plan per factor column, which NumPy here and TensorFlow in the export apply alike:
+    levels by position, an unseen level the index after them (scored only where ``unknown``
+    is the rule's), NA the next; the table one-hot's indicators or the code itself."""
+    one_hot = encoding.factor_plan(SPEC["region"], "zero")
+    assert (one_hot.levels, one_hot.unseen, one_hot.scored, one_hot.unknown) == (
+        ["east", "north", "west"], 3, True, "zero"
+    )  # fmt: skip
+    np.testing.assert_array_equal(one_hot.table(), indicators.indicator_table(3))
+    codes = encoding.factor_plan(SPEC["size"], "zero")
+    assert (codes.scored, codes.advice, codes.unknown) == (False, "code", "error")
+    np.testing.assert_array_equal(codes.table()[:, 0], [0, 1, 2, np.nan])
+    old = encoding.factor_plan({"type": "factor", "levels": "a"}, "code")
+    assert (old.levels, old.rule, old.scored) == (["a"], "codes", True)
+
+
 def test_a_file_of_any_version_is_read_in_full_factors_without_a_rule_as_codes():
     old = {
         "inputs": {
@@ -417,8 +436,10 @@ def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
         "x_dtype": "float32",
         "images": {"image_size": [28, 32], "color_mode": "rgb", "rescale": 1 / 255},
     }
-    assert encoding.plain_encoding(made) == made
+    assert encoding.plain_encoding(made) == made and encoding.plain_problem(made) is None
     assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"
+    assert encoding.part_width(made["inputs"]["x"]) == 28 * 32 * 3
+    assert encoding.plain_problem({**made, "na": "keep"}) == "its NA rule is neither error nor drop"
 
 
 def test_the_vocabulary_is_each_factor_columns_levels_and_the_labels():

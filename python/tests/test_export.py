@@ -247,3 +247,45 @@ def test_jax_savedmodel_and_what_it_needs(tmp_path: Path) -> None:
     blocked = run_on_jax(f"PATH = {str(tmp_path / 'jax2')!r}\n" + after).readback["saved"]
     assert blocked["r_class"] == "gpukeras_error_export"
     assert "written by TensorFlow, which is not installed" in blocked["message"]
+
+
+@pytest.mark.parametrize("unknown", ["error", "zero", "code"])
+def test_the_signature_applies_the_cores_plan_as_encode_frame_does(unknown: str) -> None:
+    """The served function's encoding ops (run eagerly) give the matrix the core's encoder
+    gives for the same raw columns: the columns in order, levels matched by name, a
+    number's and a flag's value, an unseen level as ``unknown`` scores it (one-hot all 0,
+    codes the reserved code), or the error where it does not."""
+    requires("tensorflow")
+    import tensorflow as tf
+
+    from gpukeras.data import encoding
+    from gpukeras.serve import export_signature
+
+    served = export_signature.served_inputs(ENCODING, unknown)
+    colour = ["green", "blue" if unknown == "zero" else "red", "red"]
+    size = ["L", "XL" if unknown == "code" else "S", "M"]
+    raw = {"Sepal_Length": [5.1, -0.5, 2.0], "a_flag": [True, False, True], "colour": colour}
+    raw |= {"size": size, "b_flag": [0.25, 3.0, 1.0]}
+    got = export_signature.encode(tf, {k: tf.constant(v) for k, v in raw.items()}, served)
+
+    def factor(values: list[str]) -> dict:
+        levels = list(dict.fromkeys(values))
+        codes = np.array([levels.index(v) + 1 for v in values], "int32")
+        return {"values": codes, "levels": levels}
+
+    def number(values: list) -> dict:
+        return {"values": np.array(values, "float64"), "levels": None}
+
+    handed = {
+        "a": {"Sepal.Length": number(raw["Sepal_Length"]), "flag": number(raw["a_flag"])}
+        | {"colour": factor(colour)},
+        "b": {"size": factor(size), "flag": number(raw["b_flag"])},
+    }
+    for name, columns in handed.items():
+        spec = ENCODING["inputs"][name]["columns"]
+        frame = {"name": name, "spec": spec, "unknown": unknown, "columns": columns}
+        np.testing.assert_array_equal(got[name].numpy(), encoding.encode_frame(frame))
+    if unknown == "error":
+        unseen = {k: tf.constant(v) for k, v in (raw | {"size": ["XL", "S", "M"]}).items()}
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not seen in training"):
+            export_signature.encode(tf, unseen, served)

@@ -190,7 +190,8 @@ def test_max_bytes_by_default_fits_max_rows_rows_twice_over_and_64_kib_at_least(
 def test_an_image_models_default_limits_keep_a_request_within_bounded_memory() -> None:
     # rows of columns: 10,000, as before; images: what 16 MiB of float32 holds
     assert service.default_max_rows(ENCODING["inputs"]["x"]) == 10000
-    wide = {"type": "data.frame", "columns": {"f": {"type": "factor", "levels": ["a"] * 1000}}}
+    one_hot = {"type": "factor", "levels": ["a"] * 1000, "encoding": "one_hot"}
+    wide = {"type": "data.frame", "columns": {"f": one_hot}}
     assert service.default_max_rows(wide) == 16 * 2**20 // 4000
     image = image_encoding(["cat", "dog"], [32, 32], 3, "rgb", 1 / 255)["inputs"]["x"]
     assert service.default_max_rows(image) == 1365  # not 10,000 (1.5 GB of JSON)

@@ -31,12 +31,15 @@ left in the matrix for the caller's one check of it (``array_source.check_values
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gpukeras.core.errors import BadDataError, DataFieldsError
+from gpukeras.data import indicators
 from gpukeras.data.indicators import BLOCK_ROWS, FrameCodes, aligned_empty, in_blocks
 
 # The key R's frame_handover() puts a data.frame under.
@@ -45,15 +48,15 @@ FRAME = "gpukeras_frame"
 LABELS = "gpukeras_labels"
 # How a factor column becomes the model's: indicator columns, or one column of its codes.
 FACTOR_RULES = ("one_hot", "codes")
-# What the levels training did not have become: an error, or scored (unseen_rule).
+# What the levels training did not have become: an error, or scored (FactorPlan.advice).
 UNKNOWN_RULES = ("error", "zero", "code")
 # R's NA_integer_, as a factor's code.
 R_NA_INTEGER = np.iinfo(np.int32).min
-# The code of a row with NA (below every code a level can have, -1 included).
-NA_CODE = -2
 MESSAGE_LEVELS = 10
 # The types a data.frame's column may have, as R accounts for them.
 COLUMN_TYPES = ("numeric", "logical", "factor", "character")
+# The types of a column in the plain form (a character column's is factor).
+PLAIN_TYPES = COLUMN_TYPES[:3]
 
 
 def is_frame(value: object) -> bool:
@@ -72,8 +75,7 @@ def label_codes(labels: Mapping[str, object]) -> np.ndarray:
     ``training``, the levels they are matched to by name; ``appearance``, whether they
     were a character vector). Raises DataFieldsError (gpukeras_error_new_levels, fields
     ``column`` "y" and ``levels``) for labels training did not have."""
-    rule = {"type": "factor", "levels": labels["training"], "encoding": "codes"}
-    lookup = _factor_codes(labels, rule, "y", "error")
+    lookup = _factor_codes(labels, FactorPlan(strings(labels["training"]), "codes", False), "y")
     values = np.asarray(labels["values"]).reshape(-1)
     codes = aligned_empty((len(values),), np.dtype(np.int32))
     codes[:] = lookup[np.maximum(values, 0)]
@@ -386,6 +388,87 @@ def image_encoding(
     )
 
 
+def _names(value: object) -> bool:
+    """Whether ``value`` is a list of distinct strings."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return False
+    return len(set(value)) == len(value)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _part_problem(part: object) -> str | None:
+    if not isinstance(part, Mapping):
+        return "not a record"
+    if part.get("type") == "data.frame":
+        columns, order = part.get("columns"), part.get("column_order")
+        if not isinstance(columns, Mapping) or not _names(order):
+            return "its columns or their order are missing"
+        if set(order) != set(columns):  # type: ignore[arg-type]
+            return "its column order does not name its columns"
+        for name in order:  # type: ignore[union-attr]
+            column = columns[name]
+            if not isinstance(column, Mapping) or column.get("type") not in PLAIN_TYPES:
+                return f"column {name!r} has no type numeric, logical or factor"
+            if column["type"] != "factor":
+                continue
+            if not _names(column.get("levels")) or not column["levels"]:
+                return f"column {name!r} has levels that are not distinct strings"
+            if column_rule(column) not in FACTOR_RULES:
+                return f"column {name!r} has an encoding other than one_hot or codes"
+    elif part.get("type") == "array":
+        shape, names = part.get("shape"), part.get("names")
+        if not isinstance(shape, list) or not shape or not all(_whole(d) for d in shape):
+            return "its shape is not a list of whole numbers"
+        if names is not None and not _names(names):
+            return "its column names are not distinct strings"
+    elif part.get("type") != "text":
+        return "its type is neither data.frame, array nor text"
+    return None
+
+
+def plain_problem(plain: object) -> str | None:
+    """What makes ``plain`` (an encoding in the plain form, as JSON gives it back: a file
+    gpu_save() wrote, of any version) other than an encoding ``data_encoding`` or
+    ``image_encoding`` makes, in words ("its label levels are not distinct strings"); None
+    for a valid one. Its inputs and their order, each data.frame's columns and their order,
+    each column's type, a factor's levels (distinct strings, one at least) and rule, an
+    array's shape (whole numbers) and column names, the labels' type and levels, the NA
+    rule, the images' size and ``rescale``."""
+    if not isinstance(plain, Mapping):
+        return "its encoding is not a record"
+    inputs, order = plain.get("inputs"), plain.get("input_order")
+    if not isinstance(inputs, Mapping) or not inputs or not _names(order):
+        return "its inputs or their order are missing"
+    if set(order) != set(inputs):  # type: ignore[arg-type]
+        return "its input order does not name its inputs"
+    for name in order:  # type: ignore[union-attr]
+        problem = _part_problem(inputs[name])
+        if problem:
+            return f"input {name!r}: {problem}"
+    y = plain.get("y")
+    if y is not None:
+        if not isinstance(y, Mapping) or y.get("type") not in ("factor", "numeric"):
+            return "its labels have no type factor or numeric"
+        if y["type"] == "factor" and not _names(y.get("levels")):
+            return "its label levels are not distinct strings"
+    if plain.get("na", "error") not in ("error", "drop"):
+        return "its NA rule is neither error nor drop"
+    images = plain.get("images")
+    if images is not None:
+        size = images.get("image_size") if isinstance(images, Mapping) else None
+        if not isinstance(size, list) or len(size) != 2 or not all(_whole(d) and d for d in size):
+            return "its image size is not two whole numbers"
+        rescale = images.get("rescale")
+        if rescale is not None and not (
+            isinstance(rescale, int | float) and math.isfinite(rescale) and rescale > 0
+        ):
+            return "its rescale is not a positive number"
+    return None
+
+
 # The fields of the plain form that are arrays, whatever their length.
 ARRAY_FIELDS = ("levels", "shape", "names", "image_size")
 
@@ -460,9 +543,9 @@ def check_same_encoding(
 
 def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
     """A data.frame part's columns in order, a character column as the factor of its values."""
-    columns = part["columns"]
-    order = part.get("column_order") or list(columns)
-    return [(c, {k: v for k, v in columns[c].items() if k != "character"}) for c in order]
+    return [
+        (c, {k: v for k, v in spec.items() if k != "character"}) for c, spec in part_columns(part)
+    ]
 
 
 def _ints(values: object) -> list[int]:
@@ -488,15 +571,51 @@ def column_width(column: Mapping[str, object]) -> int:
     return 1
 
 
-def unseen_rule(column: Mapping[str, object]) -> str:
-    """The ``unknown`` rule that scores a factor column's unseen levels: "zero" (a row of
-    zeros) for one-hot, "code" (the reserved code ``len(levels)``) for codes."""
-    return "zero" if column_rule(column) == "one_hot" else "code"
+def part_width(part: Mapping[str, Any]) -> int:
+    """The model columns one row of an input of the spec is: a data.frame's
+    (``frame_width``), else its shape's product (1 where no shape is known)."""
+    if part["type"] == "data.frame":
+        return frame_width(part["columns"])
+    return math.prod(_ints(part.get("shape") or [1]))
 
 
-def scores_unseen(column: Mapping[str, object], unknown: str) -> bool:
-    """Whether ``unknown`` scores this factor column's unseen levels (else they are an error)."""
-    return unknown == unseen_rule(column)
+@dataclass(frozen=True)
+class FactorPlan:
+    """How a factor column of the spec becomes the model's columns, as plain data that NumPy
+    (``frame_codes``) and TensorFlow (the export's signature) apply alike: a level's table
+    index is its position among ``levels``, an unseen level's ``unseen`` (``len(levels)``)
+    where ``scored`` (else it is an error, which ``unknown = advice`` would score), NA's
+    ``unseen + 1``; ``table()`` holds each index's model columns (float32): one-hot,
+    ``indicator_table`` (an unseen level all 0, NA all NaN); codes, the index itself (NA NaN).
+    ``unknown``: what an unseen level becomes, ``advice`` or "error"."""
+
+    levels: list[str]
+    rule: str
+    scored: bool
+
+    @property
+    def unseen(self) -> int:
+        return len(self.levels)
+
+    @property
+    def advice(self) -> str:
+        return "zero" if self.rule == "one_hot" else "code"
+
+    @property
+    def unknown(self) -> str:
+        return self.advice if self.scored else "error"
+
+    def table(self) -> np.ndarray:
+        if self.rule == "one_hot":
+            return indicators.indicator_table(self.unseen)
+        return np.array([*range(self.unseen + 1), np.nan], np.float32).reshape(-1, 1)
+
+
+def factor_plan(column: Mapping[str, object], unknown: str) -> FactorPlan:
+    """The plan of a factor column of the spec, its unseen levels scored where ``unknown``
+    (one of UNKNOWN_RULES) is its rule's ``advice``."""
+    plan = FactorPlan(strings(column.get("levels")), column_rule(column), False)
+    return replace(plan, scored=unknown == plan.advice)
 
 
 def encode_frame(frame: Mapping[str, object]) -> np.ndarray:
@@ -529,7 +648,8 @@ def frame_codes(frame: Mapping[str, object]) -> np.ndarray | FrameCodes:
         c: "numeric" if h.get("values") is not None else str(h["class"]) for c, h in given.items()
     }
     check_types(name, kinds)
-    # (values, lookup from R's code or None for numbers, one-hot levels or None) per column
+    # (values, lookup from R's code, None for numbers: a one-hot factor's table index, a
+    # code's model column; one-hot levels or None) per column
     columns: list[tuple[np.ndarray, np.ndarray | None, int | None]] = []
     rows: int | None = None
     for column, rule in spec.items():
@@ -538,12 +658,12 @@ def frame_codes(frame: Mapping[str, object]) -> np.ndarray | FrameCodes:
         values = np.asarray(handed["values"]).reshape(-1)
         rows = len(values) if rows is None else rows
         if rule.get("type") == "factor":
-            lookup = _factor_codes(handed, rule, where, unknown)
-            levels = column_width(rule) if column_rule(rule) == "one_hot" else None
-            if levels is not None:  # indicator_table's rows: unseen (-1) its zeros, NA its NaNs
-                unseen = np.where(lookup < 0, levels, lookup)
-                lookup = np.where(lookup == NA_CODE, levels + 1, unseen)
-            columns.append((values, lookup, levels))
+            plan = factor_plan(rule, unknown)
+            lookup = _factor_codes(handed, plan, where)
+            if plan.rule == "one_hot":
+                columns.append((values, lookup, plan.unseen))
+            else:
+                columns.append((values, plan.table()[lookup, 0], None))
         else:
             if handed.get("levels") is not None:
                 _wrong_type(
@@ -570,19 +690,14 @@ def frame_codes(frame: Mapping[str, object]) -> np.ndarray | FrameCodes:
         block = slice(begin, min(begin + BLOCK_ROWS, count))
         at_dense = at_codes = 0
         for values, lookup, levels in columns:
-            if lookup is None:
-                with np.errstate(invalid="ignore", over="ignore"):
-                    dense[block, at_dense] = values[block]
-                at_dense += 1
-                continue
-            coded = lookup[np.maximum(values[block], 0)]  # R's NA reads entry 0
+            # a factor's R codes: NA reads the lookup's entry 0
+            column = values[block] if lookup is None else lookup[np.maximum(values[block], 0)]
             if levels is not None:
-                codes[block, at_codes] = coded  # type: ignore[index]
+                codes[block, at_codes] = column  # type: ignore[index]
                 at_codes += 1
                 continue
-            number = coded.astype(np.float32)
-            number[coded == NA_CODE] = np.nan
-            dense[block, at_dense] = number
+            with np.errstate(invalid="ignore", over="ignore"):
+                dense[block, at_dense] = column
             at_dense += 1
 
     in_blocks(fill, count)
@@ -608,12 +723,9 @@ def _wrong_type(where: str, handed: Mapping[str, object], was: str, advice: str)
     )
 
 
-def _factor_codes(
-    handed: Mapping[str, object], rule: Mapping[str, object], where: str, unknown: str
-) -> np.ndarray:
-    """The lookup from a factor's R codes (1-based; entry 0 for NA) to its training codes:
-    NA_CODE for NA, -1 for an unseen level (``unknown = "zero"``: a row of zeros) or
-    ``len(levels)`` (``"code"``). Raises for unseen levels that ``unknown`` does not score."""
+def _factor_codes(handed: Mapping[str, object], plan: FactorPlan, where: str) -> np.ndarray:
+    """The lookup from a factor's R codes (1-based; entry 0 for NA) to ``plan``'s table
+    indices. Raises for unseen levels that ``plan`` does not score."""
     if handed.get("levels") is None:
         _wrong_type(
             where,
@@ -622,19 +734,16 @@ def _factor_codes(
             "Give it as a factor or character vector: its values are matched to the training "
             "levels by name.",
         )
-    own = strings(handed["levels"])
-    levels = strings(rule.get("levels"))
+    own, levels = strings(handed["levels"]), plan.levels
     position = {level: code for code, level in enumerate(levels)}
-    lookup = np.array([NA_CODE, *(position.get(level, -1) for level in own)], dtype=np.int64)
-    if own == levels or not (lookup[1:] == -1).any():
+    indices = (position.get(level, plan.unseen) for level in own)
+    lookup = np.array([plan.unseen + 1, *indices], dtype=np.int64)
+    if own == levels or plan.scored or not (lookup[1:] == plan.unseen).any():
         return lookup
     r_codes = np.asarray(handed["values"]).reshape(-1)
     used = np.bincount(np.maximum(r_codes, 0), minlength=len(own) + 1)
-    unseen = np.flatnonzero((lookup == -1) & (used > 0))
-    if not len(unseen):
-        return lookup
-    one_hot = column_rule(rule) == "one_hot"
-    if not scores_unseen(rule, unknown):
+    unseen = np.flatnonzero((lookup == plan.unseen) & (used > 0))
+    if len(unseen):
         if handed.get("appearance"):  # a character column: in the order the values come
             unseen = unseen[np.argsort([int(np.argmax(r_codes == code)) for code in unseen])]
         new = [own[code - 1] for code in unseen]
@@ -644,7 +753,7 @@ def _factor_codes(
                 f"The model knows {quoted(levels)}.",
                 'Remove those rows, or give unknown = "zero" to score them with every '
                 "indicator column of that factor 0."
-                if one_hot
+                if plan.rule == "one_hot"
                 else 'Remove those rows, or give unknown = "code" to score them with the '
                 "reserved code length(levels).",
             ],
@@ -652,8 +761,6 @@ def _factor_codes(
             column=where,
             levels=new,
         )
-    if not one_hot:
-        lookup[lookup == -1] = len(levels)
     return lookup
 
 
@@ -662,11 +769,15 @@ def _factor_codes(
 # against them). ``encoding`` is the plain form (data_encoding's, or gpu_save()'s file).
 
 
+def parts(encoding: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The inputs of ``encoding``, by name, in their order."""
+    inputs = encoding["inputs"]
+    return [(name, inputs[name]) for name in encoding.get("input_order") or list(inputs)]
+
+
 def frames(encoding: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """The data.frame inputs of ``encoding``, by name, in the inputs' order."""
-    inputs = encoding["inputs"]
-    order = encoding.get("input_order") or list(inputs)
-    return [(name, inputs[name]) for name in order if inputs[name]["type"] == "data.frame"]
+    return [(name, part) for name, part in parts(encoding) if part["type"] == "data.frame"]
 
 
 def part_columns(part: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -727,9 +838,7 @@ def _print_lines(encoding: Mapping[str, Any]) -> list[str]:
         )
 
     lines = ["<gpukeras_encoding>"]
-    inputs = encoding["inputs"]
-    for name in encoding.get("input_order") or list(inputs):
-        part = inputs[name]
+    for name, part in parts(encoding):
         if part["type"] == "data.frame":
             types = ", ".join(f"{c} <{kind(column)}>" for c, column in part_columns(part))
             lines.append(f"  {name}: data.frame, {types}")

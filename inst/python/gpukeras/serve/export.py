@@ -34,7 +34,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +128,7 @@ def _input_specs(model: Model, encoding: Record | None) -> dict[str, list[int | 
     """Each model input's shape (rows first, as None) by name: the encoding's inputs
     (a data.frame's width, an array's shape), else the model's own."""
     if encoding is not None:
-        parts = encoding["inputs"]
-        order = encoding.get("input_order") or list(parts)
-        return {name: [None, *_part_shape(parts[name])] for name in order}
+        return {name: [None, *_part_shape(part)] for name, part in frame_encoding.parts(encoding)}
     tensors = list(model.inputs)
     return {
         str(getattr(t, "name", f"input_{i}")).split(":")[0]: list(t.shape)
@@ -147,16 +145,10 @@ def _model_specs(specs: dict[str, list[int | None]], converter: Any) -> dict[str
     return {name: list(resize(tuple(shape))) for name, shape in specs.items()}
 
 
-def _part_shape(part: Record) -> list[int]:
+def _part_shape(part: Mapping[str, Any]) -> list[int]:
     if part["type"] == "array":
         return [int(d) for d in part["shape"]]
-    width = sum(
-        len(column["levels"])
-        if column["type"] == "factor" and column.get("encoding", "codes") == "one_hot"
-        else 1
-        for column in part["columns"].values()
-    )
-    return [width]
+    return [frame_encoding.part_width(part)]
 
 
 def _several(encoding: Record | None, specs: dict[str, Any]) -> bool:

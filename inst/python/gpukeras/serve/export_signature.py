@@ -4,14 +4,15 @@ gpu_export(format = "savedmodel") puts the training encoding (columns, factor le
 one-hot or codes) into the served function itself, as TensorFlow ops around the model's
 own function, so that a server that only loads the SavedModel (TensorFlow Serving,
 ``tf.saved_model.load``) takes each raw column by name and encodes it exactly as
-predict() does. The rules (a factor's encoding and width, which ``unknown`` scores its
-unseen levels) are the core encoder's (``gpukeras.data.encoding``); only their execution
-as graph ops is here:
+predict() does. The rules (the inputs' and columns' order, a factor's table index for
+each level and for unseen ones, whether ``unknown`` scores them, its model columns by
+index) are the core encoder's (``gpukeras.data.encoding``: ``parts``, ``part_columns``,
+``factor_plan``); only their execution as graph ops is here:
 
 - numeric column: ``tf.float64`` (R's numbers), cast to float32 as predict() does;
 - logical column: ``tf.bool``, 1 for true;
 - factor or character column: ``tf.string``, matched to the training levels by
-  name, then one indicator per level (one-hot) or its 0-based code (codes);
+  name (its plan's index), then its plan's table row at that index;
 - array input (a matrix, images): the model's own float32 tensor, rows first.
 
 Outputs are a dict: ``output`` (the model's output, as predict() gives it); for a
@@ -56,6 +57,7 @@ class ServedInput:
         levels: a factor's training levels, in their order.
         rule: a factor's encoding, "one_hot" or "codes".
         unknown: what an unseen level becomes: "error", "zero" (one-hot) or "code".
+        plan: a factor's plan (``data.encoding.factor_plan``), which the others record.
     """
 
     name: str
@@ -67,6 +69,7 @@ class ServedInput:
     levels: list[str] | None = None
     rule: str | None = None
     unknown: str | None = None
+    plan: frame_encoding.FactorPlan | None = None
 
 
 def sanitise(name: str) -> str:
@@ -91,72 +94,57 @@ def served_inputs(encoding: Mapping, unknown: str) -> list[ServedInput]:
     ``data.encoding.plain_encoding``): one per column of each data.frame input, one per
     array input. Several inputs name a column by its own name unless two inputs share it
     (then ``<input>_<column>``)."""
-    parts = encoding["inputs"]
-    order = encoding.get("input_order") or list(parts)
-    names = [c for part in parts.values() if part["type"] == "data.frame" for c in part["columns"]]
+    parts = frame_encoding.parts(encoding)
+    names = [c for _, part in parts if part["type"] == "data.frame" for c in part["columns"]]
     shared = {c for c in names if names.count(c) > 1}
     taken: set[str] = set()
     served: list[ServedInput] = []
-    for input_name in order:
-        part = parts[input_name]
+    for input_name, part in parts:
         if part["type"] != "data.frame":
             shape = [None if d is None else int(d) for d in part["shape"]]
             name = _unique(sanitise(input_name), taken)
             served.append(ServedInput(name, input_name, None, "array", "float32", shape))
             continue
-        columns = part["columns"]
-        for column in part.get("column_order") or list(columns):
-            spec = columns[column]
+        for column, spec in frame_encoding.part_columns(part):
             wanted = f"{input_name}_{column}" if column in shared else column
             name = _unique(sanitise(wanted), taken)
             kind = spec["type"]
-            if kind == "factor":
-                served.append(
-                    ServedInput(
-                        name, input_name, column, kind, "string",
-                        levels=[str(level) for level in spec["levels"]],
-                        rule=frame_encoding.column_rule(spec),
-                        unknown=unknown if frame_encoding.scores_unseen(spec, unknown) else "error",
-                    )
-                )  # fmt: skip
-            else:
-                dtype = "bool" if kind == "logical" else "float64"
-                served.append(ServedInput(name, input_name, column, kind, dtype))
+            plan = frame_encoding.factor_plan(spec, unknown) if kind == "factor" else None
+            dtype = {"factor": "string", "logical": "bool"}.get(kind, "float64")
+            fields = (plan.levels, plan.rule, plan.unknown, plan) if plan else ()
+            served.append(ServedInput(name, input_name, column, kind, dtype, [], *fields))
     return served
 
 
 def plain_inputs(served: list[ServedInput]) -> list[Record]:
     """The inputs as plain records (for R and for the JSON beside the model)."""
-    return [asdict(item) for item in served]
+    return [{k: v for k, v in asdict(item).items() if k != "plan"} for item in served]
 
 
-def _encode_factor(tf: Any, values: Any, item: ServedInput) -> Any:
-    levels = tf.constant(item.levels)
-    matches = tf.equal(tf.reshape(values, [-1, 1]), tf.reshape(levels, [1, -1]))
+def _encode_factor(tf: Any, values: Any, plan: frame_encoding.FactorPlan, column: str) -> Any:
+    """The rows of ``plan``'s table at each value's index (its level's, else ``unseen``),
+    after asserting that no level is unseen where ``plan`` does not score them."""
+    matches = tf.equal(tf.reshape(values, [-1, 1]), tf.reshape(tf.constant(plan.levels), [1, -1]))
     known = tf.reduce_any(matches, axis=1)
+    found = tf.argmax(tf.cast(matches, tf.int32), axis=1, output_type=tf.int32)
     checks = []
-    if item.unknown == "error":
-        shown = ", ".join(f'"{level}"' for level in (item.levels or [])[:10])
-        hint = frame_encoding.unseen_rule({"encoding": item.rule})
+    if not plan.scored:
         message = (
-            f"Column `{item.column}` has level(s) not seen in training (the model knows "
-            f'{shown}); export with unknown = "{hint}" to score them. Unseen:'
+            f"Column `{column}` has level(s) not seen in training (the model knows "
+            f"{frame_encoding.quoted(plan.levels)}); export with unknown = "
+            f'"{plan.advice}" to score them. Unseen:'
         )
         unseen = tf.boolean_mask(values, tf.logical_not(known))
         checks.append(tf.debugging.Assert(tf.reduce_all(known), [message, unseen], summarize=10))
     with tf.control_dependencies(checks):
-        if item.rule == "one_hot":
-            return tf.cast(matches, tf.float32)  # an unseen level: a row of zeros
-        codes = tf.argmax(tf.cast(matches, tf.int32), axis=1, output_type=tf.int32)
-        codes = tf.where(known, codes, len(item.levels or []))  # the reserved code
-        return tf.reshape(tf.cast(codes, tf.float32), [-1, 1])
+        return tf.gather(tf.constant(plan.table()), tf.where(known, found, plan.unseen))
 
 
 def _encode_column(tf: Any, values: Any, item: ServedInput) -> Any:
     if item.type == "array":
         return tf.cast(values, tf.float32)
-    if item.type == "factor":
-        return _encode_factor(tf, values, item)
+    if item.plan is not None:
+        return _encode_factor(tf, values, item.plan, str(item.column))
     return tf.reshape(tf.cast(values, tf.float32), [-1, 1])
 
 

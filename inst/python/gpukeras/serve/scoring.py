@@ -29,6 +29,7 @@ from gpukeras.data import adapters, failures, indicators
 from gpukeras.data.array_source import handover
 from gpukeras.data.bad_rows import Checks
 from gpukeras.data.encoding import (
+    column_rule,
     describe_columns,
     frame_width,
     frames,
@@ -380,7 +381,7 @@ def check_widths(
             wanted, given = widths.get(name), frame_width(part["columns"])
             if wanted is None or wanted == given:
                 continue
-            one_hot = any(column.get("encoding") == "one_hot" for _, column in part_columns(part))
+            one_hot = any(column_rule(column) == "one_hot" for _, column in part_columns(part))
             raise DataFieldsError(
                 f"The model's input{f' `{name}`' if several else ''} takes rows of {wanted} "
                 f"column(s), but `{name}` gives {describe_columns(part)}.",

@@ -35,7 +35,7 @@ import numpy as np
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.handles import Model, Record
 from gpukeras.data import class_rule
-from gpukeras.data.encoding import plain_encoding
+from gpukeras.data.encoding import part_width, plain_encoding
 from gpukeras.serve import batching, model_io, service_body, service_checks, service_spec
 from gpukeras.serve.service_body import Refused, client_text, columns_of, refuse
 from gpukeras.train import pretrained
@@ -117,25 +117,11 @@ NUMBER_BYTES = 12  # a number in rows of numbers by default: 11 characters and a
 TEXT_BYTES = 1024  # a text by default, its quotes and comma included
 
 
-def input_width(part: Mapping[str, Any]) -> int:
-    """The float32 values one row of the served input is to the model: a one-hot factor
-    one per level, any other column one, an array its shape's product."""
-    if part["type"] == "data.frame":
-        specs = part["columns"]
-        return sum(
-            len(specs[c]["levels"])
-            if specs[c]["type"] == "factor" and specs[c].get("encoding", "one_hot") == "one_hot"
-            else 1
-            for c in columns_of(part) or []
-        )
-    return math.prod(part.get("shape") or [1])
-
-
 def default_max_rows(part: Mapping[str, Any]) -> int:
     """The most rows one request may have by default: ROWS, or fewer where they would take
     more than FEATURE_BYTES as the model's float32 input (an image model's: 1,365 images
     of 32 x 32 x 3), one at least."""
-    return max(1, min(ROWS, FEATURE_BYTES // (4 * max(1, input_width(part)))))
+    return max(1, min(ROWS, FEATURE_BYTES // (4 * max(1, part_width(part)))))
 
 
 def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
@@ -161,13 +147,13 @@ def request_byte_limit(part: Mapping[str, Any], max_rows: int) -> int:
         ]
         records = 2 * max_rows * (named(order, widths) + 2)
     elif columns_of(part):
-        records = 2 * max_rows * (named(columns_of(part) or [], [25 * input_width(part)]) + 2)
+        records = 2 * max_rows * (named(columns_of(part) or [], [25 * part_width(part)]) + 2)
     elif part["type"] == "text":
         records = max_rows * TEXT_BYTES
     else:
         shape = part.get("shape") or [1]
         brackets = 2 * sum(math.prod(shape[:depth]) for depth in range(len(shape)))
-        records = max_rows * (NUMBER_BYTES * input_width(part) + brackets + 2)
+        records = max_rows * (NUMBER_BYTES * part_width(part) + brackets + 2)
     return int(max(64 * 1024, records))
 
 
