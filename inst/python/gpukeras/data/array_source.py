@@ -20,7 +20,7 @@ import numpy as np
 
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
-from gpukeras.data.bad_rows import BadValues, Checks, named
+from gpukeras.data.bad_rows import BadValues, Checks, dropped, named
 from gpukeras.data.encoding import (
     FRAME,
     LABELS,
@@ -182,14 +182,26 @@ class HostArrays:
 
     The bridge turns a NumPy array it returns into an R array (a copy back into R), but
     gives R any object it does not know as a Python object; R reads the arrays out of
-    this one with ``reticulate::py_get_attr()``, which does not convert them.
+    this one with ``reticulate::py_get_attr()``, which does not convert them. With R's
+    ``na = "drop"``, ``kept`` says which of the ``rows`` given they hold (0-based; None when
+    they hold all).
     """
 
-    def __init__(self, x: object, y: object | None, sample_weight: object | None = None) -> None:
+    def __init__(
+        self,
+        x: object,
+        y: object | None,
+        sample_weight: object | None = None,
+        kept: np.ndarray | None = None,
+        rows: int = 0,
+    ) -> None:
         self.x = x
         self.y = y
         self.sample_weight = sample_weight
         self.inputs = list(x) if isinstance(x, dict) else None
+        # with R's na = "drop", the rows kept (0-based) of the ``rows`` given (None: all kept)
+        self.kept = kept
+        self.rows = rows
 
 
 def handover(
@@ -209,10 +221,13 @@ def handover(
     its ``indicators.FrameCodes`` (its indicator columns made where its rows are trained,
     ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA, are the
     classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
-    the columns and advice). The arrays are the caller's alone, so a pipeline may share
+    the columns and advice; with ``"na": "drop"`` the rows holding NA are dropped first,
+    ``bad_rows.dropped``). The arrays are the caller's alone, so a pipeline may share
     them."""
     check = bool(check_missing)
-    with named({"x": x, "y": y, "sample_weight": sample_weight}, check_missing):
+    parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
+    x, y, sample_weight = parts["x"], parts["y"], parts["sample_weight"]
+    with named(parts, check_missing):
         features = (
             {name: features_array(part, check, codes) for name, part in x.items()}
             if isinstance(x, dict) and not is_frame(x)
@@ -224,7 +239,7 @@ def handover(
             if sample_weight is not None
             else None
         )
-    return HostArrays(features, labels, weights)
+    return HostArrays(features, labels, weights, kept, rows)
 
 
 def features_array(

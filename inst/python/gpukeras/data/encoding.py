@@ -49,6 +49,8 @@ FACTOR_RULES = ("one_hot", "codes")
 UNKNOWN_RULES = ("error", "zero", "code")
 # R's NA_integer_, as a factor's code.
 R_NA_INTEGER = np.iinfo(np.int32).min
+# R's NA_real_: a NaN whose payload R reads as NA (a plain NaN is NaN to R).
+R_NA_REAL = float(np.array(0x7FF00000000007A2, dtype=np.uint64).view(np.float64))
 # The code of a row with NA (below every code a level can have, -1 included).
 NA_CODE = -2
 MESSAGE_LEVELS = 10
