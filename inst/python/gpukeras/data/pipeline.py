@@ -348,10 +348,17 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
-    # A data.frame R handed over as its columns becomes its number columns and one-hot
-    # factors' codes here, once (factor labels their codes).
-    given, kept, given_rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
-    x, y, sample_weight = r_encoded(given["x"], codes=True), r_encoded(given["y"]), given["sample_weight"]
+    # R's na = "drop": the rows with NA left out first. A data.frame R handed over as its
+    # columns becomes its number columns and one-hot factors' codes here, once (factor labels
+    # their codes).
+    given, kept, given_rows = dropped(
+        {"x": x, "y": y, "sample_weight": sample_weight}, check_missing
+    )
+    x, y, sample_weight = (
+        r_encoded(given["x"], codes=True),
+        r_encoded(given["y"]),
+        given["sample_weight"],
+    )
     features = x if isinstance(x, dict) else {"": x}
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),

@@ -188,11 +188,12 @@ def predict(
     return padded(predicted, held.kept, held.rows)
 
 
-def padded(output: np.ndarray, kept: np.ndarray, rows: int) -> np.ndarray:
-    """The ``output`` of the ``kept`` rows (0-based) of ``rows`` as a double array of every
-    row, R's NA (the NaN R reads as NA, not NaN) in the rows left out."""
-    full = np.full((rows, *output.shape[1:]), R_NA_REAL, dtype=np.float64)
-    full[kept] = output
+def padded(output: object, kept: np.ndarray, rows: int) -> np.ndarray:
+    """The ``output`` (an array) of the ``kept`` rows (0-based) of ``rows`` as a double array
+    of every row, R's NA (the NaN R reads as NA, not NaN) in the rows left out."""
+    values = np.asarray(output)
+    full = np.full((rows, *values.shape[1:]), R_NA_REAL, dtype=np.float64)
+    full[kept] = values
     return full
 
 
