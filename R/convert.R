@@ -77,8 +77,6 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
   own <- is.null(encoding) && !is.null(recorded)
   encoding <- if (own) recorded else data_encoding(x, labels, na, call, factors, encoding, features)
-  features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
-  parts[names(features)] <- features
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers
   # (R's NA a NumPy bool would lose), a vector with a dim
   if (identical(encoding$y$type, "factor")) parts$y <- labels_handover(parts$y, encoding$y$levels)
@@ -89,15 +87,15 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     if (is.null(dim(part)) && is.atomic(part)) dim(part) <- length(part)
     part
   })
-  # how the core names a matrix's columns, what it advises for NA, and whether it drops their rows (not those of
-  # NumPy arrays, which it refuses to drop)
+  # how the core names a matrix's columns (and puts them in training's `order`), what it advises for NA, and
+  # whether it drops their rows (not those of NumPy arrays, which it refuses to drop)
   checks <- list(
     columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix, na = na,
-    numpy = as.list(names(Filter(is_numpy_part, parts)))
+    numpy = as.list(names(Filter(is_numpy_part, parts))), order = lapply(encoding$inputs, `[[`, "names")
   )
   # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
   list(
-    x = if (several) parts[names(features)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
+    x = if (several) parts[names(encoding$inputs)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
     y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32",
     check_missing = checks, encoding = encoding
   )

@@ -319,10 +319,8 @@ as_output <- function(output, scoring) {
 }
 
 # Each row's class by the core's class rule (data/class_rule.py), as a factor of `levels`
-# (NA for a row with NA) or, without levels, class numbers.
+# or, without levels, class numbers (the core's NA for a row with NA).
 output_classes <- function(output, levels, call) {
-  codes <- as.integer(core_call("class_codes", values = output, error_call = call))
-  codes[codes < 0L] <- NA
-  if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
-  stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
+  codes <- core_call("class_codes", values = output, error_call = call)
+  stats::setNames(if (is.null(levels)) codes else factor(levels[codes + 1L], levels = levels), rownames(output))
 }

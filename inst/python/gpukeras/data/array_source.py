@@ -11,14 +11,15 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
+from gpukeras.core.r_words import strings
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
 from gpukeras.data.bad_rows import BadValues, Checks, dropped, named
 from gpukeras.data.encoding import (
@@ -226,7 +227,7 @@ def handover(
     them."""
     check = bool(check_missing)
     parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
-    x, y, sample_weight = parts["x"], parts["y"], parts["sample_weight"]
+    x, y, sample_weight = in_order(parts["x"], check_missing), parts["y"], parts["sample_weight"]
     with named(parts, check_missing):
         features = (
             {name: features_array(part, check, codes) for name, part in x.items()}
@@ -240,6 +241,36 @@ def handover(
             else None
         )
     return HostArrays(features, labels, weights, kept, rows)
+
+
+def in_order(x: object, checks: Checks) -> object:
+    """R's features ``x`` (an input, or a dict of them by name) as the model reads them, R's
+    ``checks`` (see ``bad_rows.Checks``) saying how: a matrix whose columns R named
+    (``columns``) with the training columns (``order``: each input's training column names,
+    the encoding's; ``encoding.check_new_data`` found them all) in that order, a data.frame
+    given for such a matrix (R handed over those columns, without a spec) read as those
+    columns' numbers, a vector as one column, as the encoding records it; NumPy arrays R
+    holds as they are (``numpy``), and all of them without R's checks."""
+    if not isinstance(checks, Mapping):
+        return x
+    if isinstance(x, dict) and not is_frame(x):
+        return {name: _in_order(part, name, checks) for name, part in x.items()}
+    return _in_order(x, "x", checks)
+
+
+def _in_order(part: Any, name: str, checks: Mapping[str, Any]) -> object:
+    wanted = strings((checks.get("order") or {}).get(name))
+    if is_frame(part) and wanted and part[FRAME]["spec"] is None:
+        frame = part[FRAME]
+        return {FRAME: {**frame, "spec": {column: {"type": "numeric"} for column in wanted}}}
+    if not isinstance(part, np.ndarray) or name in strings(checks.get("numpy")):
+        return part
+    if part.ndim == 1:
+        return part.reshape(-1, 1)
+    have = strings((checks.get("columns") or {}).get(name))
+    if wanted and have and have != wanted:
+        return part[:, [have.index(column) for column in wanted]]
+    return part
 
 
 def features_array(

@@ -41,8 +41,8 @@ NOT_FINITE_FIX = (
 
 # What a verb that hands R data over is told to check: NA too (True, or R's names of the
 # columns and advice, ``{"columns": ..., "fix": ...}``, and with ``"na": "drop"`` the rows with
-# NA dropped instead, ``"numpy"`` naming the parts R gave as NumPy arrays), or infinities
-# alone (False).
+# NA dropped instead, ``"numpy"`` naming the parts R gave as NumPy arrays, ``"order"`` each
+# input's training column names, ``array_source.in_order``), or infinities alone (False).
 Checks = bool | Mapping[str, Any]
 
 

@@ -310,9 +310,14 @@ def check_new_data(
             continue
         names = spec.get("names") or []
         if frame:
-            if names:
-                _missing_columns(list(given["columns"]), names, name)
-            continue  # R's check of a data.frame where training had numbers
+            if not names:
+                raise _bad(
+                    f"`{name}` must be a matrix or array, as in training, not a data.frame.",
+                    "The training columns had no names to match a data.frame's by: give the "
+                    "columns in training's order, as.matrix().",
+                )
+            _missing_columns(list(given["columns"]), names, name)
+            continue
         account = _account(given, name)
         have = strings(account.get("names"))
         if names and have and have != names:

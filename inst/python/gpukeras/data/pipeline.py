@@ -26,6 +26,7 @@ from gpukeras.data.array_source import (
     check_values,
     gathered_batches,
     host_array,
+    in_order,
     r_encoded,
     shareable,
     tensor_of,
@@ -348,14 +349,14 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
-    # R's na = "drop": the rows with NA left out first. A data.frame R handed over as its
-    # columns becomes its number columns and one-hot factors' codes here, once (factor labels
-    # their codes).
+    # R's na = "drop": the rows with NA left out first; a matrix's columns in training's order
+    # (``in_order``). A data.frame R handed over as its columns becomes its number columns and
+    # one-hot factors' codes here, once (factor labels their codes).
     given, kept, given_rows = dropped(
         {"x": x, "y": y, "sample_weight": sample_weight}, check_missing
     )
     x, y, sample_weight = (
-        r_encoded(given["x"], codes=True),
+        r_encoded(in_order(given["x"], check_missing), codes=True),
         r_encoded(given["y"]),
         given["sample_weight"],
     )
