@@ -61,7 +61,6 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {
   features <- data_parts(x, call)
-  several <- is.list(x) && !is.data.frame(x)
   labels <- if (!is.null(y)) check_labels(y, call)
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels), if (!is.null(weights)) list(sample_weight = weights))
@@ -93,11 +92,10 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
     columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix, na = na,
     numpy = as.list(names(Filter(is_numpy_part, parts))), order = lapply(encoding$inputs, `[[`, "names")
   )
-  # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
+  # the labels copied as int32 where they are codes (factor labels, integers), else float32: the core's choice
   list(
-    x = if (several) parts[names(encoding$inputs)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32",
-    check_missing = checks, encoding = encoding
+    x = if (isTRUE(encoding$several)) parts[names(encoding$inputs)] else parts$x, y = parts$y,
+    sample_weight = parts$sample_weight, check_missing = checks, encoding = encoding
   )
 }
 

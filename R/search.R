@@ -190,8 +190,6 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   background <- check_fit_option(background, "background", gpu_background, flag = TRUE)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data))
-  if (!is.null(fit$fixed$class_weight))
-    fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data))
   storage <- search_storage(storage, study, call)
   search <- c(fit, list(
     model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
@@ -199,6 +197,7 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   ))
   # recorded once, here (its warnings the user's, in the background too), for the trials and the validation_data
   data$recorded <- fit_encoding(data)
+  search$fixed$class_weight <- check_class_weight(search$fixed$class_weight, data$recorded$y$levels)
   if (!is.null(background)) {
     args <- c(
       search[c("model_fn", "space", "trials", "objective", "direction", "sampler", "pruner", "study", "seed")],

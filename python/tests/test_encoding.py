@@ -160,6 +160,21 @@ def test_handover_puts_r_matrices_in_the_training_order_of_their_columns():
     assert held["v"].shape == (2, 1) and held["n"].shape == (2,)
 
 
+def test_r_labels_are_copied_as_int32_where_they_are_codes_else_float32():
+    checks = {"numpy": ["n"]}
+    levels = ["a", "b"]
+    codes = {"values": np.array([1, 2], dtype=np.int32), "levels": levels, "training": levels}
+    x = np.ones((2, 1))
+    assert handover(x, {encoding.LABELS: codes}, check_missing=checks).y.dtype == np.int32
+    integers = np.array([0, 1], dtype=np.int32)
+    assert handover(x, integers, check_missing=checks).y.dtype == np.int32
+    assert handover(x, np.array([0.5, 1.0]), check_missing=checks).y.dtype == np.float32
+    # a NumPy array R holds as it is: float32, whatever its own; without R's checks, its own
+    numpy = {"numpy": ["y"]}
+    assert handover(x, integers, check_missing=numpy).y.dtype == np.float32
+    assert handover(x, np.array([0.5, 1.0])).y.dtype == np.float64
+
+
 def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
     spec = {"f": {"type": "factor", "levels": "only", "encoding": "one_hot"}}
     values = {"values": np.array([1, 1, NA], dtype=np.int32), "levels": "only"}

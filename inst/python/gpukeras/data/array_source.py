@@ -213,21 +213,21 @@ def handover(
     sample_weight: object | None = None,
     codes: bool = False,
 ) -> HostArrays:
-    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
-    over as its columns, or a dict of them) and sample weights as float32, labels as
-    ``y_dtype``, each one ``host_array`` copy, a data.frame the matrix
-    ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R handed
-    over their codes among the training levels (``encoding.label_codes``, which raises for
-    levels training did not have); with ``codes``, a data.frame with one-hot factors as
-    its ``indicators.FrameCodes`` (its indicator columns made where its rows are trained,
-    ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA, are the
-    classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
-    the columns and advice; with ``"na": "drop"`` the rows holding NA are dropped first,
-    ``bad_rows.dropped``). The arrays are the caller's alone, so a pipeline may share
-    them."""
+    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed over
+    as its columns, or a dict of them) and sample weights as float32, labels as ``y_dtype``
+    (R's by default as ``r_labels_dtype`` says), each one ``host_array`` copy, a data.frame
+    the matrix ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R
+    handed over their codes among the training levels (``encoding.label_codes``, which
+    raises for levels training did not have); with ``codes``, a data.frame with one-hot
+    factors as its ``indicators.FrameCodes`` (its indicator columns made where its rows are
+    trained, ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA,
+    are the classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names
+    of the columns and advice; with ``"na": "drop"`` the rows holding NA are dropped first,
+    ``bad_rows.dropped``). The arrays are the caller's alone, so a pipeline may share them."""
     check = bool(check_missing)
     parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
     x, y, sample_weight = in_order(parts["x"], check_missing), parts["y"], parts["sample_weight"]
+    y_dtype = y_dtype or r_labels_dtype(y, check_missing)
     with named(parts, check_missing):
         features = (
             {name: features_array(part, check, codes) for name, part in x.items()}
@@ -256,6 +256,18 @@ def in_order(x: object, checks: Checks) -> object:
     if isinstance(x, dict) and not is_frame(x):
         return {name: _in_order(part, name, checks) for name, part in x.items()}
     return _in_order(x, "x", checks)
+
+
+def r_labels_dtype(y: object, checks: Checks) -> str | None:
+    """The dtype R's labels ``y`` are copied as, told by R's ``checks`` (None for other
+    data: their own): int32 where they are codes (factor labels, R's integers), else
+    float32 (a NumPy array R holds among them)."""
+    if y is None or not isinstance(checks, Mapping):
+        return None
+    if is_labels(y):
+        return "int32"
+    r_integers = "y" not in strings(checks.get("numpy")) and np.asarray(y).dtype == np.int32
+    return "int32" if r_integers else "float32"
 
 
 def _in_order(part: Any, name: str, checks: Mapping[str, Any]) -> object:

@@ -28,6 +28,7 @@ from gpukeras.data.array_source import (
     host_array,
     in_order,
     r_encoded,
+    r_labels_dtype,
     shareable,
     tensor_of,
 )
@@ -328,7 +329,8 @@ def from_arrays(
     Rows are split into train and validation by a seeded permutation, so the two
     never overlap; validation data is neither shuffled nor augmented.
 
-    Features become ``x_dtype`` and labels ``y_dtype`` (default: their own). The
+    Features become ``x_dtype`` and labels ``y_dtype`` (default: their own; R's as
+    ``array_source.r_labels_dtype`` says). The
     pipeline's tensors hold one copy of the arrays, made in that dtype (from R:
     reticulate's views of R's memory, cast and reordered in the one copy). With
     ``copy=False`` they share an array already in its dtype instead where they can
@@ -360,6 +362,7 @@ def from_arrays(
         r_encoded(given["y"]),
         given["sample_weight"],
     )
+    y_dtype = y_dtype or r_labels_dtype(given["y"], check_missing)
     features = x if isinstance(x, dict) else {"": x}
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),
