@@ -53,14 +53,14 @@ gpu_as_numpy <- function(x, dtype = NULL, ...) {
 # encoding.R); by the core, a data.frame being handed over as its columns
 # (frame_handover()), factor labels as their codes and levels (labels_handover()).
 # `sample_weight`, one number per row, goes with the rows (an NA in it is an NA
-# row). With na = "drop", the core says which rows have none (`kept`), and only
-# they are handed over. `recorded`: the encoding recorded from `x` and `y`
+# row). With na = "drop", the core drops the rows with NA as it takes them
+# (bad_rows.dropped: a dataset's info counts them, predict() gives them as NA
+# rows). `recorded`: the encoding recorded from `x` and `y`
 # themselves (gpu_fit()'s fit_encoding()), applied without checking them
 # against it once more.
 as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unknown = "error", na_fix = NULL,
                              sample_weight = NULL, factors = "one_hot", recorded = NULL) {
   features <- data_parts(x, call)
-  several <- is.list(x) && !is.data.frame(x)
   labels <- if (!is.null(y)) check_labels(y, call)
   weights <- check_sample_weight(sample_weight, labels, call = call)
   parts <- c(features, if (!is.null(labels)) list(y = labels), if (!is.null(weights)) list(sample_weight = weights))
@@ -76,37 +76,26 @@ as_pipeline_data <- function(x, y, na, call = caller_env(), encoding = NULL, unk
   if (rows[[1]] == 0) abort_bad_data("The data has no rows: there is nothing to train on.", call = call)
   own <- is.null(encoding) && !is.null(recorded)
   encoding <- if (own) recorded else data_encoding(x, labels, na, call, factors, encoding, features)
-  features <- Map(encoded_part, features[names(encoding$inputs)], names(encoding$inputs), encoding$inputs, list(call))
-  parts[names(features)] <- features
   # each part as the core takes it: a data.frame as its columns, factor labels as codes, a logical as integers
   # (R's NA a NumPy bool would lose), a vector with a dim
-  handed <- function(parts) {
-    if (identical(encoding$y$type, "factor")) parts$y <- labels_handover(parts$y, encoding$y$levels)
-    frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
-    parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
-    lapply(parts, function(part) {
-      if (is.logical(part)) storage.mode(part) <- "integer"
-      if (is.null(dim(part)) && is.atomic(part)) dim(part) <- length(part)
-      part
-    })
-  }
-  # how the core names a matrix's columns, and what it advises for NA
-  checks <- list(columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix)
-  # with na = "drop", the rows to keep (the core refuses to drop rows of NumPy arrays)
-  kept <- if (na == "drop") {
-    unlist(core_call(
-      "check_rows", parts = handed(parts), na = "drop", columns = checks$columns,
-      numpy = as.list(names(Filter(is_numpy_part, parts))), error_call = call
-    ))
-  }
-  if (!is.null(kept)) parts <- lapply(parts, take_rows, kept)
-  parts <- handed(parts)
-  # labels as int32 where they are codes (factor labels, handed over as a list; integers), else float32
+  if (identical(encoding$y$type, "factor")) parts$y <- labels_handover(parts$y, encoding$y$levels)
+  frames <- names(features)[vapply(parts[names(features)], is.data.frame, logical(1))]
+  parts[frames] <- Map(frame_handover, parts[frames], frames, encoding$inputs[frames], unknown)
+  parts <- lapply(parts, function(part) {
+    if (is.logical(part)) storage.mode(part) <- "integer"
+    if (is.null(dim(part)) && is.atomic(part)) dim(part) <- length(part)
+    part
+  })
+  # how the core names a matrix's columns (and puts them in training's `order`), what it advises for NA, and
+  # whether it drops their rows (not those of NumPy arrays, which it refuses to drop)
+  checks <- list(
+    columns = Filter(length, lapply(parts, function(p) if (is.matrix(p)) colnames(p))), fix = na_fix, na = na,
+    numpy = as.list(names(Filter(is_numpy_part, parts))), order = lapply(encoding$inputs, `[[`, "names")
+  )
+  # the labels copied as int32 where they are codes (factor labels, integers), else float32: the core's choice
   list(
-    x = if (several) parts[names(features)] else parts$x, y = parts$y, sample_weight = parts$sample_weight,
-    y_dtype = if (!is.null(labels)) if (is.list(parts$y) || is.integer(parts$y)) "int32" else "float32",
-    check_missing = checks, encoding = encoding, kept = kept,
-    dropped = if (is.null(kept)) 0L else as.integer(rows[[1]] - length(kept))
+    x = if (isTRUE(encoding$several)) parts[names(encoding$inputs)] else parts$x, y = parts$y,
+    sample_weight = parts$sample_weight, check_missing = checks, encoding = encoding
   )
 }
 
@@ -254,9 +243,3 @@ check_feature_array <- function(x, name, call = caller_env()) {
 
 # The rows of a part: a Python object's length (a NumPy array's first dimension).
 count_rows <- function(x) if (inherits(x, "python.builtin.object")) reticulate::py_len(x) else NROW(x)
-
-take_rows <- function(x, rows) {
-  if (is.null(dim(x))) return(x[rows])
-  blanks <- rep(list(rlang::missing_arg()), length(dim(x)) - 1L)
-  do.call(`[`, c(list(x, rows), blanks, list(drop = FALSE)))
-}

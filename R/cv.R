@@ -156,11 +156,10 @@ gpu_cv <- function(model_fn, data, folds = 5, group = NULL, seed = NULL, workers
   grouped <- cv_group(group, data, call)
   data <- grouped$data
   split <- cv_split(folds, grouped$group, data, seed, call)
-  if (!is.null(fit_args$class_weight))
-    fit_args$class_weight <- check_class_weight(fit_args$class_weight, label_levels(data), call = call)
 
   dir <- withr::local_tempdir("gpukeras-cv-")
   carried <- many_data(data, dir, "gpu_cv", call = call)
+  fit_args$class_weight <- check_class_weight(fit_args$class_weight, carried$levels, call = call)
   seeds <- vapply(seq_along(split$held_out), function(i) derived_seed(seed, i), integer(1))
   plan <- worker_plan(workers$devices, workers$workers, workers$per_device, call = call)
   pool <- new_worker_pool(plan, dir)

@@ -225,13 +225,13 @@ gpu_dataset <- function(x, y = NULL, batch_size = 32, shuffle = TRUE, seed = NUL
     data <- as_pipeline_data(
       x, y, na, encoding = encoding, unknown = unknown, sample_weight = sample_weight, factors = factors
     )
-    recipe <- list(
-      arrays = data, options = options, encoding = data$encoding, dropped = data$dropped
-    )
+    recipe <- list(arrays = data, options = options, encoding = data$encoding)
     built <- arrays_pipeline(recipe)
     # The pipeline's own copy of the data (its tensors share it when there is no
-    # split): what a background fit carries, where the R data would be twice the size.
+    # split): what a background fit carries, where the R data would be twice the size;
+    # the rows the core dropped from it (na = "drop") are its dataset's again.
     recipe$arrays <- kept_arrays(built$arrays)
+    recipe$dropped <- built$info$dropped_rows
     built
   }
   # The core's warnings on new training data: a class folder without images; a batch larger
@@ -302,7 +302,7 @@ arrays_pipeline <- function(recipe, call = caller_env()) {
     call = call
   )
   result$info$encoding <- recipe$encoding
-  result$info$dropped_rows <- recipe$dropped
+  result$info$dropped_rows <- recipe$dropped %||% result$info$dropped_rows
   result
 }
 

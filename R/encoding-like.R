@@ -47,18 +47,16 @@ check_widths <- function(model, encoding = NULL, levels = NULL, call = caller_en
 # A gpu_dataset() `arg` made without `like = ` codes factors by its own levels: refused when
 # its encoding is not the training data's (data/encoding.py check_same_encoding).
 check_dataset_encoding <- function(dataset, encoding, arg, call = caller_env()) {
-  given <- attr(dataset, "gpukeras")$encoding
-  if (!is.null(given) && !is.null(encoding)) {
-    core_call("check_same_encoding", given = given, wanted = encoding, arg = arg, error_call = call)
-  }
+  core_call("check_same_encoding", given = attr(dataset, "gpukeras")$encoding, wanted = encoding, arg = arg,
+            error_call = call)
 }
 
-# gpu_fit()'s validation data (as fit_data() read it) encoded as its training data (`data`)
-# is: R data gets the training encoding, a gpu_dataset() of other levels is refused.
+# gpu_fit()'s validation data (as fit_data() read it) encoded as its training data (`data`,
+# whose encoding the fit or search recorded once: data$recorded) is: R data gets the training
+# encoding, a gpu_dataset() of other levels is refused.
 with_training_encoding <- function(validation, data, call = caller_env()) {
   if (is.null(validation)) return(NULL)
-  encoding <- fit_encoding(data, call)
-  if (validation$kind == "python") check_dataset_encoding(validation$dataset, encoding, "validation_data", call)
-  validation$encoding <- encoding
+  if (validation$kind == "python") check_dataset_encoding(validation$dataset, data$recorded, "validation_data", call)
+  validation$encoding <- data$recorded
   validation
 }

@@ -40,11 +40,12 @@ label_spec <- function(y) {
 
 # A data.frame part `name` as the core's encoder takes it (data/encoding.py, which makes the
 # model's float32 matrix and raises for unseen levels, wrong types and NA): each column once
-# (with the training `spec`, its columns), a number column as doubles, a factor (a character
+# (with the training input's `spec`, its columns: a data.frame's, or a matrix's names, whose
+# columns the core takes as numbers), a number column as doubles, a factor (a character
 # column as the factor of its values) as its integer codes and levels; with `numbers` FALSE
 # (what the core records the encoding from) its type and levels alone.
 frame_handover <- function(df, name = NULL, spec = NULL, unknown = "error", numbers = TRUE) {
-  if (!is.null(spec)) df <- df[names(spec$columns)]
+  if (!is.null(spec)) df <- df[spec$names %||% names(spec$columns)]
   columns <- lapply(df, function(values) {
     given <- list(class = class(values)[1], typeof = typeof(values), appearance = is.character(values))
     if (is.character(values)) values <- factor(values)
@@ -59,17 +60,4 @@ frame_handover <- function(df, name = NULL, spec = NULL, unknown = "error", numb
 # codes and levels, and the training `levels` the core matches them to by name.
 labels_handover <- function(y, levels) {
   list(gpukeras_labels = c(label_spec(y)[c("values", "levels")], list(training = levels, appearance = is.character(y))))
-}
-
-# An input as its training `spec` reads it, once the core has checked it (data_encoding()):
-# a data.frame or NumPy array as it is, else an array of numbers (a data.frame given for a
-# matrix with column names as those columns), its columns in training's order.
-encoded_part <- function(part, name, spec, call) {
-  if (is_numpy_part(part) || identical(spec$type, "data.frame")) return(part)
-  if (is.data.frame(part) && length(spec$names)) part <- as.matrix(part[spec$names])
-  part <- check_feature_array(part, name, call)
-  if (length(spec$names) && length(colnames(part)) && !identical(colnames(part), spec$names)) {
-    part <- part[, spec$names, drop = FALSE]
-  }
-  part
 }

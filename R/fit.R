@@ -370,8 +370,9 @@ gpu_fit <- function(model, data, epochs = 1, validation_data = NULL, batch_size 
   }
   if (!is.null(strategy)) strategy <- strategy_object(strategy)
   data <- read_training_data(data, missing(data))
+  # the labels' levels as the core records them, once for the fit (data$recorded), read for a class_weight
   class_weight <- as_python(
-    check_class_weight(class_weight, if (!is.null(class_weight)) label_levels(data)), int_keys = TRUE
+    check_class_weight(class_weight, (data$recorded <- fit_encoding(data))$y$levels), int_keys = TRUE
   )
   if (!is.null(data$validation)) {
     if (!is.null(validation_data)) {

@@ -51,8 +51,7 @@ predict_to_file <- function(scoring, path, overwrite, type, call = caller_env())
   scoring$data$x <- without_memory_cache(scoring$data$x)
   args <- c(scoring$args, list(
     file = path, overwrite = overwrite, levels = scoring$levels, classes = identical(type, "class"),
-    kept = if (!is.null(scoring$kept)) array(as.integer(scoring$kept)),
-    rows = scoring$rows, row_names = scoring$row_names,
+    row_names = scoring$row_names,
     row_name_column = if (images) "path" else "row"
   ))
   written <- handover_call("predict_file", scoring$data, args, call = call)

@@ -204,8 +204,9 @@ evaluate.gpukeras_fit <- function(object, newdata, y = NULL, batch_size = 32,
 evaluate.gpukeras_model <- evaluate.gpukeras_fit
 
 # What the core's "predict" and "evaluate" take: the new data encoded (as
-# handover_call() hands it over) and their other arguments; with `rows`, the
-# rows the result must have, and `kept`, the rows scored (na = "drop").
+# handover_call() hands it over; with na = "drop", the core leaves out the rows
+# with NA and gives NA rows for them) and their other arguments; with `rows`, the
+# rows of R data (none for datasets and image files).
 scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, call) {
   model <- scoring_model(object, call)
   check_count(batch_size, call = call)
@@ -259,7 +260,7 @@ scoring_data <- function(object, newdata, y, batch_size, unknown, na, verbose, c
   data <- as_pipeline_data(newdata, y, na, call = call, encoding = encoding, unknown = unknown, factors = NULL)
   check_widths(model, data$encoding, call = call)
   list(
-    data = data, args = args, kept = data$kept, levels = encoding$y$levels %||% data$encoding$y$levels,
+    data = data, args = args, levels = encoding$y$levels %||% data$encoding$y$levels,
     rows = count_rows(first_input(newdata)),
     row_names = if (is.data.frame(newdata) && .row_names_info(newdata) > 0) rownames(newdata)
   )
@@ -304,16 +305,11 @@ scoring_model <- function(object, call) {
 }
 
 # One output of the model as R returns it: rows for every row of the new data
-# (NA for rows left out with na = "drop"), named by the row names and, for a
+# (the core's NA rows for those left out with na = "drop"), named by the row names and, for a
 # classifier's one column per level, by the levels.
 as_output <- function(output, scoring) {
   output <- as.array(output)
   if (length(dim(output)) == 1L) output <- matrix(output, ncol = 1L)
-  if (!is.null(scoring$kept)) {
-    full <- array(NA_real_, c(scoring$rows, dim(output)[-1]))
-    blanks <- rep(list(rlang::missing_arg()), length(dim(output)) - 1L)
-    output <- do.call(`[<-`, c(list(full, scoring$kept), blanks, list(value = output)))
-  }
   if (length(dim(output)) == 2L) {
     levels <- scoring$levels
     names <- list(scoring$row_names, if (length(levels) == ncol(output)) levels)
@@ -323,10 +319,8 @@ as_output <- function(output, scoring) {
 }
 
 # Each row's class by the core's class rule (data/class_rule.py), as a factor of `levels`
-# (NA for a row with NA) or, without levels, class numbers.
+# or, without levels, class numbers (the core's NA for a row with NA).
 output_classes <- function(output, levels, call) {
-  codes <- as.integer(core_call("class_codes", values = output, error_call = call))
-  codes[codes < 0L] <- NA
-  if (is.null(levels)) return(stats::setNames(codes, rownames(output)))
-  stats::setNames(factor(levels[codes + 1L], levels = levels), rownames(output))
+  codes <- core_call("class_codes", values = output, error_call = call)
+  stats::setNames(if (is.null(levels)) codes else factor(levels[codes + 1L], levels = levels), rownames(output))
 }

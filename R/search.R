@@ -190,15 +190,15 @@ gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss
   background <- check_fit_option(background, "background", gpu_background, flag = TRUE)
   given <- if (!missing(data)) data
   data <- read_training_data(data, missing(data))
-  if (!is.null(fit$fixed$class_weight))
-    fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, label_levels(data))
+  # recorded once, here (its warnings the user's, in the background too), for the trials and the
+  # validation_data; a class_weight matched to its levels before the study's folder is made
+  data$recorded <- fit_encoding(data)
+  fit$fixed$class_weight <- check_class_weight(fit$fixed$class_weight, data$recorded$y$levels)
   storage <- search_storage(storage, study, call)
   search <- c(fit, list(
     model_fn = model_fn, trials = trials, objective = objective, direction = direction, sampler = sampler,
     pruner = pruner, study = study, seed = seed, population = workers$population
   ))
-  # recorded once, here (its warnings the user's, in the background too), for the trials and the validation_data
-  data$recorded <- fit_encoding(data)
   if (!is.null(background)) {
     args <- c(
       search[c("model_fn", "space", "trials", "objective", "direction", "sampler", "pruner", "study", "seed")],

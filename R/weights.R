@@ -5,8 +5,10 @@
 
 # `class_weight` as the core takes it: a named list from class number ("0",
 # "1", ...) to weight. R checks its form; the core matches the names to the
-# labels' levels (factor labels, an image folder's classes: `levels`) or class
-# numbers (data/weights.py class_weight_codes).
+# labels' levels or class numbers (data/weights.py class_weight_codes): `levels`
+# as the core recorded them (the training encoding's, fit_encoding(): factor
+# labels', an image folder's classes; NULL for other labels), read once the
+# form is right.
 check_class_weight <- function(class_weight, levels = NULL, call = caller_env()) {
   if (is.null(class_weight)) return(NULL)
   values <- if (is.list(class_weight) && all(lengths(class_weight) == 1L)) unlist(class_weight) else class_weight
@@ -21,18 +23,7 @@ check_class_weight <- function(class_weight, levels = NULL, call = caller_env())
       )
     ), call = call)
   }
-  core_call(
-    "class_weight_codes", weights = as.list(as.double(values)), names = as.list(names), levels = as.list(levels),
-    error_call = call
-  )
-}
-
-# The label levels of gpu_fit()'s training data (as fit_data() read it): a
-# factor's levels, a gpu_dataset()'s recorded ones, an image folder's classes;
-# NULL for numeric labels and datasets made elsewhere.
-label_levels <- function(data) {
-  if (data$kind == "python") return(attr(data$dataset, "gpukeras")$encoding$y$levels)
-  if (!is.null(data$y)) label_spec(data$y)$levels
+  core_call("class_weight_codes", weights = as.list(values), levels = as.list(levels), error_call = call)
 }
 
 # `sample_weight` for rows with `labels` (from check_labels()): one number >= 0

@@ -263,7 +263,7 @@ many_data <- function(data, dir, verb, call = caller_env()) {
   }
   data$recorded <- fit_encoding(data, call = call) # once: carry_data() converts the data by it
   list(
-    encoding = data$recorded, rows = training_rows(data), y = data$y, levels = label_levels(data),
+    encoding = data$recorded, rows = training_rows(data), y = data$y, levels = data$recorded$y$levels,
     files = carry_data(data, dir, "data", call = call)
   )
 }

@@ -82,6 +82,28 @@ def test_drop_keeps_the_rows_without_na_and_refuses_to_drop_all():
     assert check_rows({"x": np.ones((2, 1))}, "drop", numpy="x") is None
 
 
+def test_the_handover_drops_the_rows_with_na_itself():
+    """R's checks with na = "drop": every part (a data.frame's columns, factor labels, weights)
+    handed over without the rows holding NA, the rows kept said; a dataset counts the rows
+    dropped; a NumPy array's rows are refused as check_rows refuses them."""
+    drop = {"columns": {}, "fix": None, "na": "drop", "numpy": []}
+    held = handover(
+        frame(income=(1.0, np.nan, 3.0, 4.0)), labels([1, 2, NA, 2]), "int32", drop,
+        np.array([0.5, 1, 2, 3]),
+    )  # fmt: skip
+    assert held.kept.tolist() == [0, 3] and held.rows == 4
+    np.testing.assert_array_equal(held.x, [[1, 1, 0], [4, 0, 1]])
+    assert held.y.tolist() == [0, 1] and held.sample_weight.tolist() == [0.5, 3]
+    whole = handover(frame(), None, None, drop)
+    assert whole.kept is None and whole.rows == 4 and len(whole.x) == 4
+    made = pipeline.from_arrays(
+        frame(income=(1.0, np.nan, 3.0, 4.0)), np.arange(4.0), check_missing=drop, batch_size=2
+    )
+    assert made["info"]["dropped_rows"] == 1 and made["info"]["rows"] == 3
+    with pytest.raises(DataFieldsError, match="cannot drop rows of `x`"):
+        handover(np.array([[1.0], [np.nan]]), np.ones(2), None, {**drop, "numpy": ["x"]})
+
+
 def test_values_beyond_float32_are_refused_whatever_na_says():
     """Inf, -Inf and doubles beyond float32's range, in any part, even with na = "drop"."""
     for na in ("error", "drop"):

@@ -23,6 +23,11 @@ def test_several_columns_are_the_largest_the_first_of_ties_and_a_row_with_na_non
     assert class_rule.class_count(3) == 3
 
 
+def test_r_gets_the_codes_as_a_list_with_its_na_for_a_row_with_a_missing_value() -> None:
+    values = np.array([[0.2, 0.8], [np.nan, 1.0], [0.9, 0.1]])
+    assert class_rule.r_class_codes(values) == [1, int(np.iinfo(np.int32).min), 0]
+
+
 def test_outputs_not_rows_by_columns_are_refused() -> None:
     with pytest.raises(BadArgumentError, match="one column per class"):
         class_rule.class_codes(np.zeros((2, 2, 2)))

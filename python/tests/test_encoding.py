@@ -135,6 +135,46 @@ def test_handover_encodes_frames_and_checks_them_as_copies():
         handover({encoding.FRAME: frame()}, check_missing=True)
 
 
+def test_handover_puts_r_matrices_in_the_training_order_of_their_columns():
+    # R's checks: each matrix's own column names, and each input's training ones (the encoding's)
+    checks = {"columns": {"x": ["c", "a", "b"]}, "order": {"x": ["a", "b", "c"]}}
+    given = np.array([[3.0, 1.0, 2.0], [6.0, 4.0, 5.0]])
+    assert handover(given, check_missing=checks).x.tolist() == [[1, 2, 3], [4, 5, 6]]
+    # a data.frame given for that matrix: the training columns (R handed them over) as numbers
+    columns = {
+        c: {"values": np.array([v, v]), "levels": None} for c, v in zip("bac", (2.0, 1.0, 3.0))
+    }
+    frame = {encoding.FRAME: {"name": "x", "spec": None, "unknown": "error", "columns": columns}}
+    assert handover(frame, check_missing=checks).x.tolist() == [[1, 2, 3]] * 2
+    region = {"values": np.array([1, 1], dtype=np.int32), "levels": ["u"], "class": "factor"}
+    with pytest.raises(
+        DataFieldsError, match=re.escape("`x$a` is a factor; in training it was numeric")
+    ):
+        handover(
+            {encoding.FRAME: {**frame[encoding.FRAME], "columns": {**columns, "a": region}}},
+            check_missing=checks,
+        )
+    # an R vector is one column, as the encoding records it; a NumPy array R holds, as it is
+    several = {"v": np.array([1.0, 2.0]), "n": np.array([1.0, 2.0])}
+    held = handover(several, check_missing={"numpy": "n"}).x
+    assert held["v"].shape == (2, 1) and held["n"].shape == (2,)
+
+
+def test_r_labels_are_copied_as_int32_where_they_are_codes_else_float32():
+    checks = {"numpy": ["n"]}
+    levels = ["a", "b"]
+    codes = {"values": np.array([1, 2], dtype=np.int32), "levels": levels, "training": levels}
+    x = np.ones((2, 1))
+    assert handover(x, {encoding.LABELS: codes}, check_missing=checks).y.dtype == np.int32
+    integers = np.array([0, 1], dtype=np.int32)
+    assert handover(x, integers, check_missing=checks).y.dtype == np.int32
+    assert handover(x, np.array([0.5, 1.0]), check_missing=checks).y.dtype == np.float32
+    # a NumPy array R holds as it is: float32, whatever its own; without R's checks, its own
+    numpy = {"numpy": ["y"]}
+    assert handover(x, integers, check_missing=numpy).y.dtype == np.float32
+    assert handover(x, np.array([0.5, 1.0])).y.dtype == np.float64
+
+
 def test_a_one_hot_factor_of_one_level_is_a_column_of_ones():
     spec = {"f": {"type": "factor", "levels": "only", "encoding": "one_hot"}}
     values = {"values": np.array([1, 1, NA], dtype=np.int32), "levels": "only"}
@@ -521,6 +561,13 @@ def test_new_data_is_checked_against_the_training_encoding_by_the_core():
     )
     assert "Each row of `x` has shape (2); the model was trained on rows of shape (3)." in refused(
         {"x": np.zeros((4, 2), np.float32)}, plain=arrays
+    )
+    # a data.frame for a matrix: matched by the training column names; without any, refused
+    named = {"type": "data.frame", "columns": {"r": {}, "q": {}, "p": {}, "s": {}}}
+    assert encoding.data_encoding({"x": named}, None, False, "", encoding=arrays) is None
+    unnamed = encoding.data_encoding({"x": {"type": "array", "shape": [3]}}, None, False, "")
+    assert "`x` must be a matrix or array, as in training, not a data.frame." in refused(
+        {"x": frame}, plain=unnamed
     )
 
 

@@ -56,6 +56,20 @@ def test_predict_gives_keras_outputs_in_any_batch_size(trained: tuple) -> None:
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_na_drop_leaves_rows_out_as_r_na_rows(trained: tuple) -> None:
+    """R's na = "drop": the rows holding NA are not scored, and come back as R's NA (its
+    NaN payload, which R reads as NA, not NaN); the others as Keras scores them."""
+    model, x, _ = trained
+    holed = x[:6].astype("float64")
+    holed[[1, 4], 2] = np.nan
+    drop = {"columns": {}, "fix": None, "na": "drop", "numpy": []}
+    got = value("predict", model=model, x=holed, batch_size=4, check_missing=drop)
+    assert got.shape == (6, 2) and got.dtype == np.float64
+    assert (got[[1, 4]].view(np.uint64) == 0x7FF00000000007A2).all()
+    expected = keras_outputs(model.predict(x[[0, 2, 3, 5]], verbose=0))
+    np.testing.assert_allclose(got[[0, 2, 3, 5]], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_evaluate_matches_keras_and_needs_labels(trained: tuple) -> None:
     model, x, y = trained
     expected = model.evaluate(x, y, verbose=0, return_dict=True)

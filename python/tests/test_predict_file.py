@@ -110,13 +110,14 @@ def test_a_csv_source_is_scored_row_by_row_in_file_order(model, tmp_path: Path) 
 
 
 def test_classes_row_names_and_rows_left_out(model, tmp_path: Path) -> None:
-    x = features(5, seed=5)
-    predicted = keras_outputs(model.predict(x, verbose=0))
+    x = features(7, seed=5)
+    x[1, 0] = x[3, 2] = np.nan
+    predicted = keras_outputs(model.predict(x[[0, 2, 4, 5, 6]], verbose=0))
     path = tmp_path / "classes.csv"
-    # rows 2 and 4 of 7 were left out (na = "drop"): 1-based kept rows, as R gives them
+    # rows 2 and 4 of 7 hold NA: left out with R's na = "drop", as the core drops them
     value = written(
         model=model, x=x, batch_size=2, file=str(path), levels=["low", "mid, high", "top"],
-        classes=True, kept=np.array([1, 3, 5, 6, 7]), rows=7,
+        classes=True, check_missing={"columns": {}, "fix": None, "na": "drop"},
         row_names=["r1", "r2", "r3", "r4", "r5", "r6", "r7"],
     )  # fmt: skip
     assert value["rows"] == 7 and value["columns"] == 5

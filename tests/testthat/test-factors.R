@@ -85,9 +85,10 @@ test_that("NA in a factor is an NA row (named, or dropped), not a row of zeros",
   expect_identical(error$column, "x$region")
   expect_identical(error$rows, 3L)
   expect_identical(error$n_rows, 1L)
-  dropped <- as_pipeline_data(data$x, data$y, "drop")
-  expect_identical(dropped$dropped, 1L)
-  expect_equal(unname(core_encoded(dropped)), indicators(data$x)[-3, ], tolerance = 1e-6)
+  expect_identical(attr(gpu_dataset(data$x, data$y, na = "drop"), "gpukeras")$dropped_rows, 1L)
+  expect_equal(
+    unname(core_encoded(as_pipeline_data(data$x, data$y, "drop"))), indicators(data$x)[-3, ], tolerance = 1e-6
+  )
 })
 
 test_that("`factors` is checked: its values before Python, its column names by the core, and with `like`", {

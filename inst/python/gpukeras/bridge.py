@@ -51,7 +51,7 @@ VERBS: dict[str, str] = {
     "encoding_lines": "data.encoding:encoding_lines",
     "check_widths": "serve.scoring:check_widths",
     "class_weight_codes": "data.weights:class_weight_codes",
-    "class_codes": "data.class_rule:class_codes",
+    "class_codes": "data.class_rule:r_class_codes",
     "handover": "data.array_source:handover",
     "check_rows": "data.bad_rows:check_rows",
     "as_numpy": "data.bad_rows:as_numpy",

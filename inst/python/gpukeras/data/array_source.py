@@ -11,16 +11,17 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
 from gpukeras.core.handles import HANDOVER, Dataset, Tensor
+from gpukeras.core.r_words import strings
 from gpukeras.data.augment import apply_to_features, augment_error, augmenter, chunk_presets
-from gpukeras.data.bad_rows import BadValues, Checks, named
+from gpukeras.data.bad_rows import BadValues, Checks, dropped, named
 from gpukeras.data.encoding import (
     FRAME,
     LABELS,
@@ -182,14 +183,26 @@ class HostArrays:
 
     The bridge turns a NumPy array it returns into an R array (a copy back into R), but
     gives R any object it does not know as a Python object; R reads the arrays out of
-    this one with ``reticulate::py_get_attr()``, which does not convert them.
+    this one with ``reticulate::py_get_attr()``, which does not convert them. With R's
+    ``na = "drop"``, ``kept`` says which of the ``rows`` given they hold (0-based; None when
+    they hold all).
     """
 
-    def __init__(self, x: object, y: object | None, sample_weight: object | None = None) -> None:
+    def __init__(
+        self,
+        x: object,
+        y: object | None,
+        sample_weight: object | None = None,
+        kept: np.ndarray | None = None,
+        rows: int = 0,
+    ) -> None:
         self.x = x
         self.y = y
         self.sample_weight = sample_weight
         self.inputs = list(x) if isinstance(x, dict) else None
+        # with R's na = "drop", the rows kept (0-based) of the ``rows`` given (None: all kept)
+        self.kept = kept
+        self.rows = rows
 
 
 def handover(
@@ -200,19 +213,22 @@ def handover(
     sample_weight: object | None = None,
     codes: bool = False,
 ) -> HostArrays:
-    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed
-    over as its columns, or a dict of them) and sample weights as float32, labels as
-    ``y_dtype``, each one ``host_array`` copy, a data.frame the matrix
-    ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R handed
-    over their codes among the training levels (``encoding.label_codes``, which raises for
-    levels training did not have); with ``codes``, a data.frame with one-hot factors as
-    its ``indicators.FrameCodes`` (its indicator columns made where its rows are trained,
-    ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA, are the
-    classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names of
-    the columns and advice). The arrays are the caller's alone, so a pipeline may share
-    them."""
+    """R data as the NumPy arrays Keras reads: features (an array, a data.frame R handed over
+    as its columns, or a dict of them) and sample weights as float32, labels as ``y_dtype``
+    (R's by default as ``r_labels_dtype`` says), each one ``host_array`` copy, a data.frame
+    the matrix ``encoding.encode_frame`` makes of it, checked as a copy is, factor labels R
+    handed over their codes among the training levels (``encoding.label_codes``, which
+    raises for levels training did not have); with ``codes``, a data.frame with one-hot
+    factors as its ``indicators.FrameCodes`` (its indicator columns made where its rows are
+    trained, ``np.asarray`` of it that matrix). Infinities, and with ``check_missing`` NA,
+    are the classed errors ``bad_rows.named`` raises (``check_missing``: True, or R's names
+    of the columns and advice; with ``"na": "drop"`` the rows holding NA are dropped first,
+    ``bad_rows.dropped``). The arrays are the caller's alone, so a pipeline may share them."""
     check = bool(check_missing)
-    with named({"x": x, "y": y, "sample_weight": sample_weight}, check_missing):
+    parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
+    x, y, sample_weight = in_order(parts["x"], check_missing), parts["y"], parts["sample_weight"]
+    y_dtype = y_dtype or r_labels_dtype(y, check_missing)
+    with named(parts, check_missing):
         features = (
             {name: features_array(part, check, codes) for name, part in x.items()}
             if isinstance(x, dict) and not is_frame(x)
@@ -224,7 +240,49 @@ def handover(
             if sample_weight is not None
             else None
         )
-    return HostArrays(features, labels, weights)
+    return HostArrays(features, labels, weights, kept, rows)
+
+
+def in_order(x: object, checks: Checks) -> object:
+    """R's features ``x`` (an input, or a dict of them by name) as the model reads them, R's
+    ``checks`` (see ``bad_rows.Checks``) saying how: a matrix whose columns R named
+    (``columns``) with the training columns (``order``: each input's training column names,
+    the encoding's; ``encoding.check_new_data`` found them all) in that order, a data.frame
+    given for such a matrix (R handed over those columns, without a spec) read as those
+    columns' numbers, a vector as one column, as the encoding records it; NumPy arrays R
+    holds as they are (``numpy``), and all of them without R's checks."""
+    if not isinstance(checks, Mapping):
+        return x
+    if isinstance(x, dict) and not is_frame(x):
+        return {name: _in_order(part, name, checks) for name, part in x.items()}
+    return _in_order(x, "x", checks)
+
+
+def r_labels_dtype(y: object, checks: Checks) -> str | None:
+    """The dtype R's labels ``y`` are copied as, told by R's ``checks`` (None for other
+    data: their own): int32 where they are codes (factor labels, R's integers), else
+    float32 (a NumPy array R holds among them)."""
+    if y is None or not isinstance(checks, Mapping):
+        return None
+    if is_labels(y):
+        return "int32"
+    r_integers = "y" not in strings(checks.get("numpy")) and np.asarray(y).dtype == np.int32
+    return "int32" if r_integers else "float32"
+
+
+def _in_order(part: Any, name: str, checks: Mapping[str, Any]) -> object:
+    wanted = strings((checks.get("order") or {}).get(name))
+    if is_frame(part) and wanted and part[FRAME]["spec"] is None:
+        frame = part[FRAME]
+        return {FRAME: {**frame, "spec": {column: {"type": "numeric"} for column in wanted}}}
+    if not isinstance(part, np.ndarray) or name in strings(checks.get("numpy")):
+        return part
+    if part.ndim == 1:
+        return part.reshape(-1, 1)
+    have = strings((checks.get("columns") or {}).get(name))
+    if wanted and have and have != wanted:
+        return part[:, [have.index(column) for column in wanted]]
+    return part
 
 
 def features_array(

@@ -1,5 +1,6 @@
 """The core's one check of R data's rows: NA and non-finite values, named by part, column
-and row, as R's classed errors; and the rows ``na = "drop"`` keeps.
+and row, as R's classed errors; and the rows ``na = "drop"`` keeps, dropped in the hand-over
+(``dropped``).
 
 R hands its data over as it is (``array_source.handover``): arrays (a double's NA a NaN,
 an integer's or a logical's NA_integer_, the smallest int32), data.frames as their columns
@@ -39,7 +40,9 @@ NOT_FINITE_FIX = (
 
 
 # What a verb that hands R data over is told to check: NA too (True, or R's names of the
-# columns and advice, ``{"columns": ..., "fix": ...}``), or infinities alone (False).
+# columns and advice, ``{"columns": ..., "fix": ...}``, and with ``"na": "drop"`` the rows with
+# NA dropped instead, ``"numpy"`` naming the parts R gave as NumPy arrays, ``"order"`` each
+# input's training column names, ``array_source.in_order``), or infinities alone (False).
 Checks = bool | Mapping[str, Any]
 
 
@@ -162,6 +165,45 @@ def check_rows(
             ["gpukeras_error_bad_data"],
         )
     return [int(row) for row in kept]
+
+
+def _rows_of(part: object, rows: np.ndarray) -> object:
+    """R data ``part`` as ``handover`` takes it (an array, a frame's columns, factor labels, a
+    dict of them, or None) with its ``rows`` (0-based) alone."""
+    if part is None:
+        return None
+    if is_frame(part) or is_labels(part):
+        key = FRAME if is_frame(part) else LABELS
+        given = part[key]  # type: ignore[index]
+        if key == LABELS:
+            return {key: {**given, "values": np.asarray(given["values"])[rows]}}
+        columns = {
+            name: {**column, "values": _rows_of(column["values"], rows)}
+            for name, column in given["columns"].items()
+        }
+        return {key: {**given, "columns": columns}}
+    if isinstance(part, dict):
+        return {name: _rows_of(value, rows) for name, value in part.items()}
+    return np.asarray(part)[rows]
+
+
+def dropped(
+    parts: Mapping[str, object], checks: Checks
+) -> tuple[dict[str, object], np.ndarray | None, int]:
+    """R data ``parts`` (see the module's notes) as the hand-over takes them: with
+    ``checks`` saying ``"na": "drop"``, without the rows that hold NA (``check_rows``, whose
+    errors it raises). Returns the parts, the rows kept (0-based; None when all are) and the
+    rows given."""
+    first = next(_columns(parts, {}), None)
+    count = 0 if first is None else len(first[1])
+    given: Mapping[str, Any] = checks if isinstance(checks, Mapping) else {}
+    if given.get("na") != "drop":
+        return dict(parts), None, count
+    kept = check_rows(parts, "drop", given.get("columns"), given.get("fix"), given.get("numpy"))
+    if kept is None:
+        return dict(parts), None, count
+    rows = np.asarray(kept, dtype=np.int64) - 1
+    return {name: _rows_of(part, rows) for name, part in parts.items()}, rows, count
 
 
 def has_na_codes(part: object) -> bool:

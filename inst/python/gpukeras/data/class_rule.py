@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpukeras.core.errors import BadArgumentError
+from gpukeras.data.encoding import R_NA_INTEGER
 
 THRESHOLD = 0.5
 NOT_CLASSES = 'type = "class" needs outputs with one row per example and one column per class.'
@@ -54,6 +55,13 @@ def class_codes(values: Any) -> np.ndarray:
         codes = np.argmax(np.nan_to_num(values, nan=-np.inf), axis=1).astype("int64")
     codes[np.isnan(values).any(axis=1)] = -1
     return codes
+
+
+def r_class_codes(values: Any) -> list[int]:
+    """``class_codes`` as R's predict(type = "class") takes them: a list (R's integer vector),
+    R's NA_integer_ for a row with a missing value."""
+    codes = class_codes(values)
+    return np.where(codes < 0, R_NA_INTEGER, codes).tolist()
 
 
 def class_names(width: int | None, levels: list[Any] | None) -> list[Any] | None:

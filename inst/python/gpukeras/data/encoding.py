@@ -52,6 +52,8 @@ FACTOR_RULES = ("one_hot", "codes")
 UNKNOWN_RULES = ("error", "zero", "code")
 # R's NA_integer_, as a factor's code.
 R_NA_INTEGER = np.iinfo(np.int32).min
+# R's NA_real_: a NaN whose payload R reads as NA (a plain NaN is NaN to R).
+R_NA_REAL = float(np.array(0x7FF00000000007A2, dtype=np.uint64).view(np.float64))
 MESSAGE_LEVELS = 10
 # The types a data.frame's column may have, as R accounts for them.
 COLUMN_TYPES = ("numeric", "logical", "factor", "character")
@@ -310,9 +312,14 @@ def check_new_data(
             continue
         names = spec.get("names") or []
         if frame:
-            if names:
-                _missing_columns(list(given["columns"]), names, name)
-            continue  # R's check of a data.frame where training had numbers
+            if not names:
+                raise _bad(
+                    f"`{name}` must be a matrix or array, as in training, not a data.frame.",
+                    "The training columns had no names to match a data.frame's by: give the "
+                    "columns in training's order, as.matrix().",
+                )
+            _missing_columns(list(given["columns"]), names, name)
+            continue
         account = _account(given, name)
         have = strings(account.get("names"))
         if names and have and have != names:

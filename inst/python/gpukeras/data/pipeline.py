@@ -26,7 +26,9 @@ from gpukeras.data.array_source import (
     check_values,
     gathered_batches,
     host_array,
+    in_order,
     r_encoded,
+    r_labels_dtype,
     shareable,
     tensor_of,
 )
@@ -36,7 +38,7 @@ from gpukeras.data.augment import (
     augmenter,
     check_presets,
 )
-from gpukeras.data.bad_rows import Checks, named
+from gpukeras.data.bad_rows import Checks, dropped, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
 from gpukeras.data.encoding import vocabulary
 from gpukeras.data.indicators import FrameCodes, expand_inputs, is_coded, split_codes
@@ -327,14 +329,17 @@ def from_arrays(
     Rows are split into train and validation by a seeded permutation, so the two
     never overlap; validation data is neither shuffled nor augmented.
 
-    Features become ``x_dtype`` and labels ``y_dtype`` (default: their own). The
+    Features become ``x_dtype`` and labels ``y_dtype`` (default: their own; R's as
+    ``array_source.r_labels_dtype`` says). The
     pipeline's tensors hold one copy of the arrays, made in that dtype (from R:
     reticulate's views of R's memory, cast and reordered in the one copy). With
     ``copy=False`` they share an array already in its dtype instead where they can
     (one ``array_source.host_array`` made), which must then never change. With
     ``check_missing`` (True, or R's names of the columns and advice), data holding NA is
     the classed error ``bad_rows.named`` raises, as is any holding an infinity,
-    raised before TensorFlow is imported: bad data leaves the runtime unstarted.
+    raised before TensorFlow is imported: bad data leaves the runtime unstarted; with
+    ``"na": "drop"`` in it, the rows holding NA are dropped first (``bad_rows.dropped``),
+    the info's ``dropped_rows`` counting them.
 
     Returns:
         ``dataset`` (train), ``validation`` (None without a split), ``info`` and
@@ -346,10 +351,18 @@ def from_arrays(
     _check(opts)
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
-    # A data.frame R handed over as its columns becomes its number columns and one-hot
-    # factors' codes here, once (factor labels their codes).
-    given = {"x": x, "y": y, "sample_weight": sample_weight}
-    x, y = r_encoded(x, codes=True), r_encoded(y)
+    # R's na = "drop": the rows with NA left out first; a matrix's columns in training's order
+    # (``in_order``). A data.frame R handed over as its columns becomes its number columns and
+    # one-hot factors' codes here, once (factor labels their codes).
+    given, kept, given_rows = dropped(
+        {"x": x, "y": y, "sample_weight": sample_weight}, check_missing
+    )
+    x, y, sample_weight = (
+        r_encoded(in_order(given["x"], check_missing), codes=True),
+        r_encoded(given["y"]),
+        given["sample_weight"],
+    )
+    y_dtype = y_dtype or r_labels_dtype(given["y"], check_missing)
     features = x if isinstance(x, dict) else {"": x}
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),
@@ -443,6 +456,7 @@ def from_arrays(
             "source": "arrays",
             "rows": count - n_validation,
             "validation_rows": n_validation,
+            "dropped_rows": 0 if kept is None else given_rows - len(kept),
             **({"vocabulary": vocabulary(encoding)} if encoding is not None else {}),
         },
         start,

@@ -13,6 +13,7 @@ in memory get them as a third array, a dataset gets Keras' own map adding them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -31,14 +32,13 @@ def _listed(values: list[str]) -> str:
     return ", ".join(f'"{value}"' for value in values)
 
 
-def class_weight_codes(weights: list[float], names: object, levels: object) -> dict[str, float]:
+def class_weight_codes(weights: Mapping[str, float], levels: object) -> dict[str, float]:
     """gpu_fit(class_weight = ) as Keras takes it: {class number as text: weight}, in the
     order given.
 
     Args:
-        weights: the weights, R's named numbers >= 0 (R checked their form).
-        names: their names, distinct: a level of ``levels``, or a class number ("0",
-            "1", ...).
+        weights: R's named numbers >= 0 (R checked their form) as it sends a named list,
+            by name: a level of ``levels``, or a class number ("0", "1", ...).
         levels: the labels' levels (a factor's, an image folder's classes), which names
             are matched to first; None for labels that are not classes by name.
 
@@ -46,7 +46,7 @@ def class_weight_codes(weights: list[float], names: object, levels: object) -> d
         DataFieldsError: gpukeras_error_bad_argument, for a name that is no level and no
             class number, or a class number beyond the levels.
     """
-    names, levels = strings(names), strings(levels)
+    names, levels = [str(name) for name in weights], strings(levels)
     codes = [
         levels.index(name)
         if name in levels
@@ -71,7 +71,7 @@ def class_weight_codes(weights: list[float], names: object, levels: object) -> d
             f"classes (0 to {len(levels) - 1})."
         )
     else:
-        return {str(code): float(weight) for code, weight in zip(numbers, weights)}
+        return {str(code): float(weight) for code, weight in zip(numbers, weights.values())}
     raise DataFieldsError(message, [classes], [BadArgumentError.r_class])
 
 

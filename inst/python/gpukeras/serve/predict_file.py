@@ -231,8 +231,6 @@ def predict_file(
     overwrite: bool = False,
     levels: object = None,
     classes: bool = False,
-    kept: object = None,
-    rows: object = None,
     row_names: object = None,
     row_name_column: str = "row",
 ) -> Record:
@@ -250,15 +248,14 @@ def predict_file(
         x: R data as ``handover`` takes it, or a tf.data dataset (its batches as they
             are, labels ignored).
         y, y_dtype: not used (R hands data over the same way for every verb).
-        check_missing: NA is an error too, named as R names it (``bad_rows.named``).
+        check_missing: NA is an error too, named as R names it (``bad_rows.named``); with
+            R's na = "drop", the rows holding NA are left out, NA rows in the file.
         batch_size: rows per batch for arrays.
         verbose: a progress bar when > 0.
         file: the CSV file to write; overwrite: whether an existing one may be replaced
             (atomically, at the end).
         levels: the training labels' levels (names for a classifier's columns).
         classes: also write the most likely class (a model with one output).
-        kept: the 1-based input rows scored (R's na = "drop"); the others are NA rows.
-        rows: the input's rows (with ``kept``).
         row_names: one name per input row, written first.
 
     Returns:
@@ -276,8 +273,9 @@ def predict_file(
         )
     level_list = _as_list(levels)
     name_list = _as_list(row_names)
-    positions = None if kept is None else np.asarray(_as_list(kept), dtype="int64") - 1
-    features = x if adapters.is_tf_dataset(x) else handover(x, None, None, check_missing).x
+    held = None if adapters.is_tf_dataset(x) else handover(x, None, None, check_missing)
+    features = x if held is None else held.x
+    positions, rows = (None, 0) if held is None else (held.kept, held.rows)
 
     timing = {"reading": 0.0, "model": 0.0, "writing": 0.0, "waiting_for_writer": 0.0}
     written = {"rows": 0, "columns": 0}
@@ -362,7 +360,7 @@ def _write_rows(
     classes: bool,
     row_names: list[Any] | None,
     kept: np.ndarray | None,
-    rows: object,
+    rows: int,
     row_name_column: str,
     timing: dict[str, float],
     written: dict[str, int],
@@ -428,7 +426,7 @@ def _write_rows(
     behind.close()
     timing["waiting_for_writer"] += time.perf_counter() - clock
     timing["writing"] = behind.seconds
-    writer.finish(None if kept is None else int(rows))  # type: ignore[call-overload]
+    writer.finish(None if kept is None else rows)
     written["rows"] = writer.next_row
 
 

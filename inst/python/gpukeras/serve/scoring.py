@@ -26,9 +26,10 @@ from gpukeras.core.errors import BadArgumentError, BadDataError, BadModelError, 
 from gpukeras.core.handles import Model, Record
 from gpukeras.core.runtime import config
 from gpukeras.data import adapters, failures, indicators
-from gpukeras.data.array_source import handover
+from gpukeras.data.array_source import HostArrays, handover
 from gpukeras.data.bad_rows import Checks
 from gpukeras.data.encoding import (
+    R_NA_REAL,
     column_rule,
     describe_columns,
     frame_width,
@@ -48,12 +49,12 @@ ENCODING_FORMAT = "gpukeras-encoding"
 ENCODING_VERSION = 2  # 2: factor columns one-hot or codes (1: codes, always)
 
 
-def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: Checks) -> Any:
-    """R arrays as Keras reads them (one float32 copy each); a dataset as it is."""
+def _inputs(x: object, y: object | None, y_dtype: str | None, check_missing: Checks) -> HostArrays:
+    """R arrays as Keras reads them (one float32 copy each, with R's na = "drop" of the rows
+    without NA); a dataset as it is."""
     if adapters.is_tf_dataset(x):
-        return x, None
-    held = handover(x, y, y_dtype, check_missing, codes=True)
-    return held.x, held.y
+        return HostArrays(x, None)
+    return handover(x, y, y_dtype, check_missing, codes=True)
 
 
 def _refused(error: Exception, what: str) -> Exception:
@@ -95,12 +96,13 @@ def _scoring_inputs(
     batch_size: object,
     what: str,
     evaluating: bool = False,
-) -> tuple[Any, Any, Record]:
+) -> tuple[Any, HostArrays, Record]:
     """predict's and evaluate's checks and hand-over, in their one order: the model (for
     ``evaluating``, compiled), the batch size, the data copied once (for ``evaluating``,
     with labels) and checked against the model's inputs (the error says the model cannot
-    ``what``). Returns the features, the labels and Keras' keyword arguments (``batch_size``
-    for arrays; a dataset has its own batches)."""
+    ``what``). Returns the features, the data handed over (``HostArrays``: its labels, and
+    the rows R's na = "drop" kept) and Keras' keyword arguments (``batch_size`` for arrays;
+    a dataset has its own batches)."""
     keras = config.keras()
     arguments.check_keras_model(keras, model)
     if evaluating and not getattr(model, "compiled", False):
@@ -110,15 +112,16 @@ def _scoring_inputs(
             'list("accuracy")).'
         )
     batch = arguments.count("batch_size", batch_size)
-    features, labels = _inputs(x, y, y_dtype, check_missing)
+    held = _inputs(x, y, y_dtype, check_missing)
+    features = held.x
     dataset = adapters.is_tf_dataset(features)
-    if evaluating and labels is None and not dataset:
+    if evaluating and held.y is None and not dataset:
         raise BadDataError("evaluate() needs labels: give `y` with the new data.")
     _check_inputs(model, features, what)
     if evaluating:  # Keras' evaluate() reads every row's columns in one call
         features = indicators.host_form(features)
     kwargs: Record = {} if dataset else {"batch_size": batch}
-    return features, labels, kwargs
+    return features, held, kwargs
 
 
 def _predicted_in_blocks(model: Model, features: object, batch: int, verbose: int) -> object:
@@ -160,9 +163,10 @@ def predict(
     Returns:
         A float array with a row per row of ``x``, or a list of them for a
         model with several outputs; a KerasHub classifier's logits become each
-        class's probability (``pretrained.probabilities``).
+        class's probability (``pretrained.probabilities``). Rows R's na = "drop" left
+        out are R's NA (doubles then: ``padded``).
     """
-    features, _, kwargs = _scoring_inputs(
+    features, held, kwargs = _scoring_inputs(
         model, x, None, None, check_missing, batch_size, "predict from this data"
     )
     try:
@@ -177,7 +181,21 @@ def predict(
             predicted = model.predict(features, verbose=int(verbose), **kwargs)
     except Exception as error:
         raise _refused(error, "predict from this data") from error
-    return outputs(pretrained.probabilities(model, predicted))
+    predicted = outputs(pretrained.probabilities(model, predicted))
+    if held.kept is None:
+        return predicted
+    if isinstance(predicted, list):
+        return [padded(part, held.kept, held.rows) for part in predicted]
+    return padded(predicted, held.kept, held.rows)
+
+
+def padded(output: object, kept: np.ndarray, rows: int) -> np.ndarray:
+    """The ``output`` (an array) of the ``kept`` rows (0-based) of ``rows`` as a double array
+    of every row, R's NA (the NaN R reads as NA, not NaN) in the rows left out."""
+    values = np.asarray(output)
+    full = np.full((rows, *values.shape[1:]), R_NA_REAL, dtype=np.float64)
+    full[kept] = values
+    return full
 
 
 def outputs(predicted: object) -> object:
@@ -232,11 +250,11 @@ def evaluate(
     Returns:
         ``{name: value}`` as Keras' ``evaluate(return_dict=True)`` gives them.
     """
-    features, labels, kwargs = _scoring_inputs(
+    features, held, kwargs = _scoring_inputs(
         model, x, y, y_dtype, check_missing, batch_size, "be evaluated on this data", True
     )
     try:
-        scores = model.evaluate(features, labels, verbose=int(verbose), return_dict=True, **kwargs)
+        scores = model.evaluate(features, held.y, verbose=int(verbose), return_dict=True, **kwargs)
     except Exception as error:
         raise _refused(error, "be evaluated on this data") from error
     return {str(name): float(value) for name, value in scores.items()}
