@@ -147,7 +147,7 @@ def test_a_fit_of_the_codes_equals_the_fit_of_the_host_encoded_matrix(backend: s
 @pytest.mark.parametrize("split", [0.0, 0.2], ids=["whole", "split"])
 @pytest.mark.parametrize("given_as", ["codes", "frame"])
 def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(
-    split: float, given_as: str
+    split: float, given_as: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """gpu_fit()'s codes, and a data.frame R hands gpu_dataset() (made codes there): the
     pipeline keeps the codes and gathers batches equal to the host matrix's."""
@@ -173,7 +173,10 @@ def test_a_pipeline_gathers_the_codes_and_makes_the_host_matrixs_batches(
         else {encoding.FRAME: given}
     )
     host, y = encoding.encode_frame(given), np.arange(count, dtype=np.int32)
+    # as gpu_fit()'s data reaches it (checked in the hand-over): nothing makes every row's matrix
+    monkeypatch.setattr(indicators.FrameCodes, "host", lambda self: pytest.fail("every row"))
     made = pipeline.from_arrays(x, y, batch_size=10, seed=3, validation_split=split)
+    monkeypatch.undo()
     assert isinstance(made["arrays"].x, indicators.FrameCodes)
     assert made["dataset"].element_spec[0].shape.as_list() == [None, 6]
     seen = []

@@ -193,12 +193,12 @@ def dropped(
     """R data ``parts`` (see the module's notes) as the hand-over takes them: with
     ``checks`` saying ``"na": "drop"``, without the rows that hold NA (``check_rows``, whose
     errors it raises). Returns the parts, the rows kept (0-based; None when all are) and the
-    rows given."""
+    rows given (0 where none are dropped)."""
+    given: Mapping[str, Any] = checks if isinstance(checks, Mapping) else {}
+    if given.get("na") != "drop":  # (counting would make a data.frame's indicator columns)
+        return dict(parts), None, 0
     first = next(_columns(parts, {}), None)
     count = 0 if first is None else len(first[1])
-    given: Mapping[str, Any] = checks if isinstance(checks, Mapping) else {}
-    if given.get("na") != "drop":
-        return dict(parts), None, count
     kept = check_rows(parts, "drop", given.get("columns"), given.get("fix"), given.get("numpy"))
     if kept is None:
         return dict(parts), None, count
