@@ -89,7 +89,7 @@
 #' @section Limits:
 #' The port `gpu_serve()` listens on is a Python process of its own, started
 #' with the service and ended with it: an HTTP/1.1 server on uvicorn (with
-#' h11) and Starlette, which loads the model saved by [gpu_save()] (in a
+#' h11), which loads the model saved by [gpu_save()] (in a
 #' private temporary folder), reads every request and answers it. No HTTP is
 #' parsed by gpukeras itself, and the R session only waits. The server
 #' enforces:

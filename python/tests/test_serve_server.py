@@ -83,6 +83,7 @@ def start(model: str) -> Service:
         "max_connections": 50,
         "max_head_bytes": 8192,
         "refusal_delay": 0.3,
+        "batch_window": 0.002,  # gpu_serve()'s default: small bodies read on the event loop
     }
     process.stdin.write(json.dumps(settings) + "\n")
     process.stdin.flush()
@@ -131,6 +132,41 @@ def test_requests_are_answered_in_order_on_a_kept_alive_connection(service: Serv
     assert answers[0][1]["content-type"] == "application/json"
     assert second == {"status": "ok"}
     assert "connection" not in answers[0][1]  # kept alive
+
+
+def test_concurrent_small_requests_are_answered_each_with_its_own_rows(service: Service) -> None:
+    """Bodies read on the event loop and predicted together by the batcher's thread: each
+    answer is its own request's, as that request alone gets it; a refusal its own too."""
+
+    def post(row: bytes) -> bytes:
+        return service.exchange(HEAD + b"Content-Length: %d\r\n\r\n" % len(row) + row)
+
+    rows = [
+        b'[{"income": %d.5, "region": "%s"}]' % (i, [b"east", b"west"][i % 2]) for i in range(8)
+    ]
+    rows[3] = b'[{"income": "x", "region": "east"}]'
+    alone = [post(row) for row in rows]
+    together: list[bytes] = [b""] * len(rows)
+    ready = threading.Barrier(len(rows))
+
+    def ask(i: int) -> None:
+        ready.wait()
+        together[i] = post(rows[i])
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(rows))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [status(answer) for answer in together] == [400 if i == 3 else 200 for i in range(8)]
+    for one, other in zip(alone, together):
+        first, second = body(one), body(other)
+        if "predictions" not in first:
+            assert first == second
+            continue
+        (a,), (b,) = first["predictions"], second["predictions"]
+        assert a.keys() == b.keys()
+        assert all(abs(a[key] - b[key]) <= 1e-6 for key in a)
 
 
 def test_a_body_over_max_bytes_is_refused_from_its_length_unread(service: Service) -> None:
@@ -313,11 +349,11 @@ def test_health_is_answered_while_every_answer_thread_is_busy(model_file: str) -
         async def receive() -> dict:
             return {"type": "http.request", "body": b"", "more_body": False}
 
-        answer = await asyncio.wait_for(front.answer(server.Request(scope, receive)), 5)
-        return answer.status_code, answer.body
+        answer = await asyncio.wait_for(front.answer(scope, receive), 5)
+        return answer.status, answer.body
 
     try:
-        assert asyncio.run(ask("/health")) == (200, b'{"status":"ok"}')
+        assert asyncio.run(ask("/health")) == (200, '{"status":"ok"}')
         # a route answered in a thread waits for one
         with pytest.raises(asyncio.TimeoutError):
             asyncio.run(asyncio.wait_for(ask("/metadata"), 0.5))

@@ -431,6 +431,35 @@ def test_requests_that_join_while_the_model_predicts_go_together_once_it_is_done
     assert calls == [1, 3]
 
 
+def test_requests_submitted_go_in_one_call_once_none_on_its_way_is_left() -> None:
+    import queue
+
+    from gpukeras.serve.batching import Batcher
+
+    calls: list[int] = []
+
+    def predict(features: np.ndarray) -> list[np.ndarray]:
+        calls.append(len(features))
+        return [features * 2]
+
+    batcher = Batcher(predict, window=30.0, max_rows=100)
+    answered: queue.Queue[tuple[int, Any, Any]] = queue.Queue()
+    arrived = batcher.on_its_way()  # an event loop's requests read, not yet submitted
+    for i in range(3):
+        batcher.submit(
+            np.full((i + 1, 1), float(i)),
+            lambda outputs, error, i=i: answered.put((i, outputs, error)),
+        )
+    time.sleep(0.2)
+    assert calls == []  # they wait, within the window, for the one on its way
+    arrived()
+    results = sorted((answered.get(timeout=30) for _ in range(3)), key=lambda r: r[0])
+    assert calls == [6]
+    for i, outputs, error in results:
+        assert error is None
+        assert np.array_equal(outputs[0], np.full((i + 1, 1), 2.0 * i))
+
+
 def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows() -> None:
     from concurrent.futures import ThreadPoolExecutor
 

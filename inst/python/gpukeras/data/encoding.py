@@ -696,16 +696,18 @@ def frame_codes(frame: Mapping[str, object]) -> np.ndarray | FrameCodes:
     def fill(begin: int) -> None:
         block = slice(begin, min(begin + BLOCK_ROWS, count))
         at_dense = at_codes = 0
-        for values, lookup, levels in columns:
-            # a factor's R codes: NA reads the lookup's entry 0
-            column = values[block] if lookup is None else lookup[np.maximum(values[block], 0)]
-            if levels is not None:
-                codes[block, at_codes] = column  # type: ignore[index]
-                at_codes += 1
-                continue
-            with np.errstate(invalid="ignore", over="ignore"):
+        # one errstate for the block's columns: entering one costs as much as a small
+        # column's copy (a 1-row request to gpu_serve())
+        with np.errstate(invalid="ignore", over="ignore"):
+            for values, lookup, levels in columns:
+                # a factor's R codes: NA reads the lookup's entry 0
+                column = values[block] if lookup is None else lookup[np.maximum(values[block], 0)]
+                if levels is not None:
+                    codes[block, at_codes] = column  # type: ignore[index]
+                    at_codes += 1
+                    continue
                 dense[block, at_dense] = column
-            at_dense += 1
+                at_dense += 1
 
     in_blocks(fill, count)
     return dense if codes is None else FrameCodes(dense, codes, layout)

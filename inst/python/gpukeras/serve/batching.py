@@ -2,20 +2,30 @@
 or while the model is busy, stacked into one call of the model, each answered with its own
 rows (as TF Serving's batching does).
 
-Contract. A request to be predicted enters ``Batcher(predict, window, max_rows).request()``
-as soon as it starts (before its body is read), and inside calls the function that block
-gives with its features: it returns ``predict(features)``'s outputs (a list of arrays, a
-row per row of ``features``), from any number of threads at once. From its start until it
-joins a batch (or leaves the block without), a request is on its way. ``predict`` runs one
-batch at a time: requests that join while it runs wait for it, and then go in one call.
-The first request to join when none is waiting also waits at most ``window`` seconds for
-others: no longer than until none is on its way any more (every request being read has
-joined, or left), or ``max_rows`` rows wait. So a request alone, while the model is idle,
-is predicted at once; ``max_rows``: one call's rows, the model's batch. Then ``predict``
-runs once on their rows (stacked in their order of arrival, at most ``max_rows`` but for
-one larger request) and each request gets its own rows; requests left over, or that join
-meanwhile, form the next batch. Where the stacked call fails, each request is predicted
-alone, so that an error is its own request's.
+Contract. ``Batcher(predict, window, max_rows)`` predicts in a thread of its own (the
+model's), one batch at a time, by ``predict`` (a list of arrays, a row per row of its
+features). A request joins in one of two ways, from any number of threads at once:
+
+- ``request()``, a block that a request enters as soon as it starts (before its body is
+  read) and inside which it calls the function the block gives with its features: it
+  returns ``predict(features)``'s outputs for its rows, or raises its error. From its start
+  until it joins (or leaves the block without), a request is on its way.
+- ``submit(features, done)``, which returns at once: ``done(outputs, error)`` is called in
+  the model's thread once the request's rows are predicted (an event loop's request, whose
+  features were read where it runs: it waits in no thread of its own). ``on_its_way()``
+  counts one more request on its way until the function it returns is called (an event
+  loop's requests that it has read but not yet submitted).
+
+Requests that join while the model predicts wait for it, and then go in one call. The
+first request to join while the model is idle and none is waiting also waits at most
+``window`` seconds for others: no longer than until none is on its way any more (every
+request being read has joined, or left), or ``max_rows`` rows wait. So a request alone,
+while the model is idle, is predicted at once; ``max_rows``: one call's rows, the model's
+batch. Then ``predict`` runs once on their rows (stacked in their order of arrival, at most
+``max_rows`` but for one larger request) and each request gets its own rows; requests left
+over go next, at once. Where the stacked call fails, each request is predicted alone, so
+that an error is its own request's. The model's thread ends once its Batcher is no longer
+referenced.
 """
 
 from __future__ import annotations
@@ -23,19 +33,22 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 Predict = Callable[[np.ndarray], list[np.ndarray]]
+# called with a request's outputs, or None and its error
+Done = Callable[[list[np.ndarray] | None, BaseException | None], None]
+IDLE_SECONDS = 5.0  # how often an idle model thread looks whether its Batcher is still used
 
 
 class _Request:
-    def __init__(self, features: np.ndarray) -> None:
+    def __init__(self, features: np.ndarray, done: Done) -> None:
         self.features = features
-        self.done = threading.Event()
-        self.outputs: list[np.ndarray] | None = None
-        self.error: BaseException | None = None
+        self.done = done
+        self.joined = time.monotonic()
 
 
 class Batcher:
@@ -49,81 +62,89 @@ class Batcher:
         self.changed = threading.Condition()
         self.pending: list[_Request] = []
         self.coming = 0  # requests on their way: started, not joined
-        self.leading = False  # a request waits to lead the next batch
-        self.busy = False  # a batch is being predicted
+        self.rows = 0  # the pending requests' rows
+        self.left_over = False  # the pending requests were left over from the last batch
+        threading.Thread(
+            target=_model_thread, args=(weakref.ref(self), self.changed), daemon=True
+        ).start()
 
     @contextlib.contextmanager
     def request(self) -> Iterator[Predict]:
-        """A request on its way from here; the function given joins it to a batch (see the
-        module's contract)."""
+        """A request on its way from here; the function given joins it to a batch and waits
+        for its outputs (see the module's contract)."""
         joined = False
 
         def join(features: np.ndarray) -> list[np.ndarray]:
             nonlocal joined
             joined = True
-            return self._join(features)
+            answered = threading.Event()
+            result: list[list[np.ndarray] | None | BaseException | None] = []
 
-        with self.changed:
-            self.coming += 1
+            def done(outputs: list[np.ndarray] | None, error: BaseException | None) -> None:
+                result.extend((outputs, error))
+                answered.set()
+
+            self._add(_Request(features, done), coming=True)
+            answered.wait()
+            outputs, error = result
+            if error is not None:
+                raise error  # type: ignore[misc]
+            return outputs  # type: ignore[return-value]
+
+        arrived = self.on_its_way()
         try:
             yield join
         finally:
             if not joined:
-                with self.changed:
-                    self.coming -= 1
-                    self.changed.notify_all()
+                arrived()
 
-    def _join(self, features: np.ndarray) -> list[np.ndarray]:
-        request = _Request(features)
+    def on_its_way(self) -> Callable[[], None]:
+        """One more request on its way, until the function returned is called (once)."""
         with self.changed:
-            self.coming -= 1
-            self.pending.append(request)
-            lead = not self.leading
-            self.leading = True
-            self.changed.notify_all()
-        if lead:
-            self._lead()
-        request.done.wait()
-        if request.error is not None:
-            raise request.error
-        assert request.outputs is not None
-        return request.outputs
+            self.coming += 1
 
-    def _lead(self, wait: bool = True) -> None:
-        """Wait for the model and the others (see the contract), then predict the batch;
-        requests left over (past ``max_rows``) go to a thread of their own at once."""
-        deadline = time.monotonic() + (self.window if wait else 0)
-        with self.changed:
-            while True:
-                left = deadline - time.monotonic()
-                others = (
-                    self.coming
-                    and left > 0
-                    and sum(len(r.features) for r in self.pending) < self.max_rows
-                )
-                if not (self.busy or others):
-                    break
-                self.changed.wait(None if self.busy else left)
-            self.busy = True
-            batch: list[_Request] = []
-            rows = 0
-            while self.pending and (
-                not batch or rows + len(self.pending[0].features) <= self.max_rows
-            ):
-                rows += len(self.pending[0].features)
-                batch.append(self.pending.pop(0))
-            self.leading = bool(self.pending)
-            if self.leading:
-                threading.Thread(target=self._lead, args=(False,), daemon=True).start()
-        self._run(batch)
-
-    def _run(self, batch: list[_Request]) -> None:
-        try:
-            self._predict(batch)
-        finally:
+        def arrived() -> None:
             with self.changed:
-                self.busy = False
+                self.coming -= 1
                 self.changed.notify_all()
+
+        return arrived
+
+    def submit(self, features: np.ndarray, done: Done) -> None:
+        """``features`` joined to a batch; ``done`` called in the model's thread once they
+        are predicted (see the module's contract)."""
+        self._add(_Request(features, done), coming=False)
+
+    def _add(self, request: _Request, coming: bool) -> None:
+        with self.changed:
+            if coming:
+                self.coming -= 1
+            self.pending.append(request)
+            self.rows += len(request.features)
+            # the model's thread waits for a first request, for none on its way, or for
+            # max_rows rows: woken for no other, as each wake-up costs it the GIL
+            if len(self.pending) == 1 or not self.coming or self.rows >= self.max_rows:
+                self.changed.notify_all()
+
+    def _batch(self) -> list[_Request]:
+        """The next batch, once the window allows (see the contract); under ``changed``,
+        with a request pending."""
+        if not self.left_over:
+            deadline = self.pending[0].joined + self.window
+            while (
+                self.coming
+                and self.rows < self.max_rows
+                and (left := deadline - time.monotonic()) > 0
+            ):
+                self.changed.wait(left)
+        batch: list[_Request] = []
+        rows = 0
+        while self.pending and (not batch or rows + len(self.pending[0].features) <= self.max_rows):
+            rows += len(self.pending[0].features)
+            batch.append(self.pending.pop(0))
+        self.rows -= rows
+        self.left_over = bool(self.pending)
+        return batch
 
     def _predict(self, batch: list[_Request]) -> None:
         outputs = None
@@ -136,13 +157,30 @@ class Batcher:
             start = 0
             for request in batch:
                 end = start + len(request.features)
-                request.outputs = [output[start:end] for output in outputs]
+                request.done([output[start:end] for output in outputs], None)
                 start = end
-                request.done.set()
             return
         for request in batch:
             try:
-                request.outputs = self.predict_all(request.features)
+                own = self.predict_all(request.features)
             except BaseException as error:
-                request.error = error
-            request.done.set()
+                request.done(None, error)
+            else:
+                request.done(own, None)
+
+
+def _model_thread(owner: weakref.ref[Batcher], changed: threading.Condition) -> None:
+    """The model's thread: predicts the batches of the Batcher ``owner`` (``changed``: its
+    condition) one at a time, until it is no longer referenced."""
+    while True:
+        with changed:
+            batcher = owner()
+            while batcher is not None and not batcher.pending:
+                del batcher
+                changed.wait(IDLE_SECONDS)
+                batcher = owner()
+            if batcher is None:
+                return
+            batch = batcher._batch()
+        batcher._predict(batch)
+        del batcher, batch

@@ -1,5 +1,7 @@
-"""gpu_serve()'s HTTP server: the port clients reach, on uvicorn (h11) and Starlette, in a
-process of its own that loads the model and answers every request itself (service.py).
+"""gpu_serve()'s HTTP server: the port clients reach, on uvicorn (h11) with an ASGI
+application of its own (no framework: a request's work on the event loop kept to the
+least), in a process of its own that loads the model and answers every request itself
+(service.py).
 
 Contract. Run as a script (``command()``): it reads one JSON line of settings from stdin,
 ``{"host", "port", "model"}`` (``model``: the .keras file gpu_save() wrote, its encoding
@@ -26,9 +28,13 @@ with a length too), and this file sets its limits and adds the ones it lacks:
 
 Every other request is answered by the service (``service.answer``) in a thread (at most
 THREADS at once, the others queued), so that the event loop goes on reading other
-connections meanwhile; a ``GET`` of the health route, whose answer costs no more than a
-hand-off to a thread, is answered on the event loop, so that it never queues behind
-predictions. A ``POST .../predict`` that
+connections meanwhile, but for two kinds, whose answers cost the loop less than a hand-off
+to a thread: a ``GET`` of the health route, answered on the event loop, so that it never
+queues behind predictions; and, when the service batches, a ``POST .../predict`` of at
+most LOOP_BYTES, read and checked on the event loop (``service.begin``), its rows
+predicted in the batcher's thread with those of the requests the loop has read meanwhile
+(``batching.Batcher.submit``), and answered on the loop (``service.complete``). A
+``POST .../predict`` that
 is refused (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
 late, without holding a thread: a client that sends such bodies in a loop gets at most a
 few answers a second. Refusals of the server's own are JSON ``{"error": <code>,
@@ -38,6 +44,7 @@ few answers a second. Refusals of the server's own are JSON ``{"error": <code>,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import json
@@ -51,12 +58,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import h11
 import uvicorn
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 Scope = MutableMapping[str, Any]
@@ -91,6 +96,11 @@ REFUSED = frozenset({400, 413})
 # service batches together (asyncio's default, 4 more than the cores, left 2 of 8 clients'
 # requests queued on 2 cores, out of the batch being formed), bounded for memory.
 THREADS = 32
+# A POST /predict body of at most this many bytes (some 25 rows of records) is read into
+# features on the event loop, its rows predicted by the batcher's thread (when batching):
+# no answer thread is woken for it. A larger one is answered in a thread, so that reading
+# it holds no other request.
+LOOP_BYTES = 4096
 HEADERS_TOO_LARGE = "The request's headers are too large: send at most {} bytes of them."
 
 
@@ -116,12 +126,10 @@ def command(host: str = "127.0.0.1", port: int = 0, token: bool = True) -> dict[
     return {"argv": [sys.executable, "-I", str(Path(__file__).resolve())], "warnings": warnings}
 
 
-def problem(status: int, code: str, message: str, close: bool = False) -> Response:
+def problem(status: int, code: str, message: str, close: bool = False) -> Answer:
     """A JSON refusal as R's: ``{"error": code, "message": message}``; ``close``: the
     connection ends with it (its request's body was not read)."""
-    headers = {"Connection": "close"} if close else None
-    body = json.dumps({"error": code, "message": message})
-    return Response(body, status, headers, media_type="application/json")
+    return Answer(status, json.dumps({"error": code, "message": message}), close)
 
 
 class _Connection(h11.Connection):
@@ -180,24 +188,46 @@ class Protocol(H11Protocol):
         self.transport.close()
 
 
+class Answer(NamedTuple):
+    """An answer to send: its status, its JSON body, whether its connection ends with it, and
+    its headers beyond Content-Type and Content-Length (lower-case names)."""
+
+    status: int
+    body: str
+    close: bool = False
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
 class _TooLarge(Exception):
     """A body that passed ``max_bytes`` while it was read."""
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The request's whole body; _TooLarge once it passes ``max_bytes`` (unread beyond)."""
+class _Gone(Exception):
+    """The client left before its body was read."""
+
+
+async def read_body(receive: Receive, max_bytes: int) -> bytes:
+    """The request's whole body; _TooLarge once it passes ``max_bytes`` (unread beyond),
+    _Gone where the client left first."""
     chunks = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _Gone
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
             raise _TooLarge
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 class Front:
-    """The ASGI application: the server's limits on each request, then the service's answer."""
+    """The ASGI application: the server's limits on each request, then the service's answer.
+    A plain ASGI callable, which reads the body and sends the answer itself: what a request
+    costs on the event loop, which every request shares, is kept to the least."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         from gpukeras.serve import scoring, service, service_checks
@@ -205,72 +235,165 @@ class Front:
         self.settings = settings
         loaded = scoring.load_model(settings["model"])
         self.served = service.service(loaded["model"], loaded["encoding"], settings)
-        self.service_answer = service.answer
+        self.service = service
         self.max_bytes = self.served.max_bytes
-        self.too_large = json.dumps(service_checks.too_large(self.max_bytes))
+        self.too_large = Answer(413, json.dumps(service_checks.too_large(self.max_bytes)), True)
         self.max_head_bytes = int(settings["max_head_bytes"])
+        self.body_seconds = float(settings["body_seconds"])
         self.threads = ThreadPoolExecutor(THREADS, thread_name_prefix="answer")
+        self.settled: list[tuple[asyncio.Future[Any], Any]] = []
+        self.settled_lock = threading.Lock()
+        self.reading = False  # the requests read so far are on their way to a batch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        request = Request(scope, receive)
-        response = await self.answer(request)
-        if response is not None:
-            await response(scope, receive, send)
+        answer = await self.answer(scope, receive)
+        if answer is None:
+            return
+        body = answer.body.encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *answer.headers,
+        ]
+        if answer.close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
-    async def answer(self, request: Request) -> Response | None:
-        """The answer to ``request``; None when the client left before it was read."""
-        head = sum(len(key) + len(value) + 4 for key, value in request.scope["headers"])
+    async def answer(self, scope: Scope, receive: Receive) -> Answer | None:
+        """The answer to the request of ``scope``; None when the client left before it was
+        read."""
+        head = 0
+        length = None
+        chunked = False
+        headers = {}
+        for key, value in scope["headers"]:
+            head += len(key) + len(value) + 4
+            name = key.decode("latin-1")
+            if name == "content-length" and length is None:
+                length = int(value)
+            elif name == "transfer-encoding":
+                chunked = True
+            if name not in HOP_BY_HOP:
+                headers[name] = value.decode("latin-1")
         if head > self.max_head_bytes:  # a whole head in one read, which h11 does not measure
-            message = HEADERS_TOO_LARGE.format(self.max_head_bytes)
-            return problem(431, "headers_too_large", message, close=True)
-        length = request.headers.get("content-length")
-        if length is not None and "transfer-encoding" in request.headers:
+            return problem(
+                431, "headers_too_large", HEADERS_TOO_LARGE.format(self.max_head_bytes), True
+            )
+        if length is not None and chunked:
             return problem(
                 400,
                 "bad_request",
                 "The request has both a Content-Length and a Transfer-Encoding: send one.",
                 close=True,
             )
-        if length is not None and int(length) > self.max_bytes:
-            return self._too_large()
+        if length is not None and length > self.max_bytes:
+            return self.too_large
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        late: list[bool] = []
+        timer = loop.call_later(self.body_seconds, _expire, task, late)
         try:
-            body = await asyncio.wait_for(
-                read_body(request, self.max_bytes), self.settings["body_seconds"]
-            )
+            body = await read_body(receive, self.max_bytes)
         except _TooLarge:
-            return self._too_large()
-        except (TimeoutError, asyncio.TimeoutError):
+            return self.too_large
+        except _Gone:
+            return None
+        except asyncio.CancelledError:
+            if not late:
+                raise
             return problem(
                 408,
                 "request_timeout",
-                f"The body did not arrive within {self.settings['body_seconds']:g} seconds.",
+                f"The body did not arrive within {self.body_seconds:g} seconds.",
                 close=True,
             )
-        except ClientDisconnect:
-            return None
-        path = request.scope["path"]
-        query = request.scope["query_string"].decode("latin-1")
-        headers = {
-            key.decode("latin-1"): value.decode("latin-1")
-            for key, value in request.scope["headers"]
-            if key.decode("latin-1") not in HOP_BY_HOP
-        }
-        answer = functools.partial(
-            self.service_answer, self.served, request.method, path, query, headers, body
-        )
-        if request.method == "GET" and self.served.paths.get(path) == "health":
-            answered = answer()
+        finally:
+            timer.cancel()
+        method = scope["method"]
+        path = scope["path"]
+        query = scope["query_string"].decode("latin-1")
+        route = self.served.paths.get(path)
+        if method == "GET" and route == "health":
+            answered = self.service.answer(self.served, method, path, query, headers, body)
+        elif (
+            method == "POST"
+            and route == "predict"
+            and len(body) <= LOOP_BYTES
+            and self.served.batcher is not None
+        ):
+            answered = await self._answer_here(method, path, query, headers, body)
         else:
-            answered = await asyncio.get_running_loop().run_in_executor(self.threads, answer)
+            answer = functools.partial(
+                self.service.answer, self.served, method, path, query, headers, body
+            )
+            answered = await loop.run_in_executor(self.threads, answer)
         status = int(answered["status"])
-        if status in REFUSED and request.method == "POST" and path.endswith("/predict"):
+        if status in REFUSED and method == "POST" and path.endswith("/predict"):
             await asyncio.sleep(self.settings["refusal_delay"])
-        return Response(answered["body"], status, answered["headers"])
+        more = tuple(
+            (key.lower().encode("latin-1"), value.encode("latin-1"))
+            for key, value in answered["headers"].items()
+            if key.lower() != "content-type"
+        )
+        return Answer(status, answered["body"], False, more)
 
-    def _too_large(self) -> Response:
-        return Response(self.too_large, 413, {"Connection": "close"}, media_type="application/json")
+    async def _answer_here(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes
+    ) -> dict[str, Any]:
+        """A small POST /predict answered on the event loop but for the model's call, which
+        the batcher's thread makes: no thread of its own waits for it."""
+        started = self.service.begin(self.served, method, path, query, headers, body)
+        if not isinstance(started, self.service.Pending):
+            return started
+        batcher = self.served.batcher
+        assert batcher is not None
+        self.loop = asyncio.get_running_loop()
+        if not self.reading:  # the requests the loop has read join before a batch goes
+            self.reading = True
+            self.loop.call_soon(self._read, batcher.on_its_way())
+        future = self.loop.create_future()
+        batcher.submit(started.features, functools.partial(self._predicted, future))
+        outputs, error = await future
+
+        def predicted(features: Any) -> Any:
+            if error is not None:
+                raise error
+            return outputs
+
+        return self.service.complete(self.served, started, predicted)
+
+    def _read(self, arrived: Callable[[], None]) -> None:
+        """After what was ready on the event loop when a request was submitted, which
+        includes the requests it has read since: those have joined the batch."""
+        self.reading = False
+        arrived()
+
+    def _predicted(self, future: asyncio.Future[Any], outputs: Any, error: Any) -> None:
+        """In the model's thread: ``future``'s request was predicted. The futures of one
+        batch are settled on the event loop together, at one wake-up of it."""
+        with self.settled_lock:
+            self.settled.append((future, (outputs, error)))
+            first = len(self.settled) == 1
+        if first:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the server ends
+                self.loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        with self.settled_lock:
+            settled, self.settled = self.settled, []
+        for future, result in settled:
+            if not future.done():  # not cancelled: its client is still there
+                future.set_result(result)
+
+
+def _expire(task: asyncio.Task[Any], late: list[bool]) -> None:
+    """The body's time is up: its reading (``task``) is cancelled, and ``late`` says why."""
+    late.append(True)
+    task.cancel()
 
 
 def _more_descriptors() -> None:
@@ -325,6 +448,7 @@ def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
         interface="asgi3",
         log_config=None,
         access_log=False,
+        proxy_headers=False,  # the address of a client is never used: no middleware for it
         server_header=False,
         limit_concurrency=int(settings["max_connections"]),
         timeout_keep_alive=settings["keep_alive_seconds"],

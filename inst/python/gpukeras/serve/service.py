@@ -4,7 +4,9 @@ Contract. ``service()`` builds a ``Service`` from a model, its encoding (the pla
 gpu_save() writes; None: rows of numbers) and the service's settings; ``answer()`` takes a
 request whose body was read whole and returns ``{"status", "body", "headers"}``, ``body``
 JSON text. gpu_serve()'s server (server.py) and gpu_api()'s plumber routes both answer
-through it, so both answer alike. The routes, under ``prefix``: ``POST /predict`` (JSON
+through it, so both answer alike; ``answer`` is ``begin`` (all but the model's call) and
+``complete`` (the model's call and the predictions as JSON), which the server's event loop
+also calls apart. The routes, under ``prefix``: ``POST /predict`` (JSON
 records ``[{"col": value}, ...]``, columns ``{"col": [values]}`` or one record, rows of
 numbers ``[[...], ...]`` for a model of a matrix or array, or texts ``["...", ...]`` for a
 KerasHub preset's text model, which tokenizes them), ``GET /metadata`` and
@@ -22,12 +24,13 @@ float32 rows and a body read in bounded time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 import numpy as np
@@ -166,11 +169,39 @@ def service(model: Model, encoding: Mapping[str, Any] | None, settings: object) 
     return Service(model, plain, dict(settings))  # type: ignore[call-overload]
 
 
+class Pending(NamedTuple):
+    """A POST /predict read and checked (``begin``), its rows yet to be predicted: what
+    ``complete`` needs."""
+
+    features: np.ndarray
+    kind: str
+    keep: np.ndarray | None
+    rows: int
+    warnings: list[str]
+
+
 def answer(
     served: Service, method: str, path: str, query: str, headers: object, body: object
 ) -> Record:
     """The answer to one request: ``{"status", "body", "headers"}``. ``headers``: the
-    request's, by lower-case name; ``body``: its bytes (or text)."""
+    request's, by lower-case name; ``body``: its bytes (or text). A POST /predict, with a
+    batcher, is on its way to a batch from its start, its body read meanwhile
+    (``batching.Batcher.request``)."""
+    batched = method == "POST" and served.paths.get(path) == "predict"
+    with (
+        served.batcher.request()
+        if batched and served.batcher is not None
+        else contextlib.nullcontext(served.predict)
+    ) as predict:
+        started = begin(served, method, path, query, headers, body)
+        return complete(served, started, predict) if isinstance(started, Pending) else started
+
+
+def begin(
+    served: Service, method: str, path: str, query: str, headers: object, body: object
+) -> Record | Pending:
+    """``answer`` but for the model's call: the answer, or for a POST /predict whose body
+    was read and checked, what ``complete`` then answers once its rows are predicted."""
     given = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}  # type: ignore[call-overload]
     raw = body.encode("utf-8", "surrogateescape") if isinstance(body, str) else bytes(body or b"")  # type: ignore[call-overload]
     try:
@@ -194,26 +225,32 @@ def answer(
         elif route == "metadata":
             status, text = 200, served.metadata
         else:
-            status, text = 200, predict_answer(served, query, raw)
+            return predict_request(served, query, raw)
     except Refused as refused:
         status, text = refused.status, json.dumps(refused.problem, ensure_ascii=False)
+    return _answered(status, text)
+
+
+def complete(served: Service, pending: Pending, predict: batching.Predict) -> Record:
+    """The answer to the POST /predict ``pending`` (``begin``), its rows predicted by
+    ``predict``."""
+    try:
+        predicted = run_model(served, pending.features, predict)
+        status, text = 200, predictions_json(served, predicted, *pending[1:])
+    except Refused as refused:
+        status, text = refused.status, json.dumps(refused.problem, ensure_ascii=False)
+    return _answered(status, text)
+
+
+def _answered(status: int, text: str) -> Record:
     headers_out = {"Content-Type": "application/json"}
     if status == 401:
         headers_out["WWW-Authenticate"] = "Bearer"
     return {"status": status, "body": text, "headers": headers_out}
 
 
-def predict_answer(served: Service, query: str, raw: bytes) -> str:
-    """``predict_request`` with the model's calls: with a batcher, the request is on its way
-    to a batch from its start, its body read meanwhile (``batching.Batcher.request``)."""
-    if served.batcher is None:
-        return predict_request(served, query, raw, served.predict)
-    with served.batcher.request() as predict:
-        return predict_request(served, query, raw, predict)
-
-
-def predict_request(served: Service, query: str, raw: bytes, predict: batching.Predict) -> str:
-    """POST /predict, its features predicted by ``predict``: the answer's JSON, or Refused."""
+def predict_request(served: Service, query: str, raw: bytes) -> Pending:
+    """POST /predict's query and body read and checked (``Pending``), or Refused."""
     types = parse_qs(query or "", keep_blank_values=True).get("type", ["raw"])
     kind = ",".join(types)
     if kind not in ("raw", "class"):
@@ -223,8 +260,7 @@ def predict_request(served: Service, query: str, raw: bytes, predict: batching.P
             f'The query\'s type must be "raw" or "class", not "{client_text(kind)}".',
         )
     features, keep, rows, warnings = service_body.features(raw, served)
-    predicted = run_model(served, features, predict)
-    return predictions_json(served, predicted, kind, keep, rows, warnings)
+    return Pending(features, kind, keep, rows, warnings)
 
 
 def run_model(served: Service, features: np.ndarray, predict: batching.Predict) -> list[np.ndarray]:
