@@ -9,11 +9,9 @@ pinned <- list(
   numpy = "2.2.6",
   # gpu_search()'s engine (its RDB storage brings SQLAlchemy and Alembic).
   optuna = "5.0.0",
-  # gpu_serve()'s HTTP server (inst/python/gpukeras/serve/server.py): uvicorn on h11, and
-  # Starlette.
+  # gpu_serve()'s HTTP server (inst/python/gpukeras/serve/server.py): uvicorn on h11.
   uvicorn = "0.54.0",
   h11 = "0.16.0",
-  starlette = "1.10.0",
   # PostgreSQL storage for gpu_search(), only with extras = "postgresql".
   psycopg2_binary = "2.9.13",
   # gpu_export(format = "onnx"), only with extras = "onnx": Keras' ONNX export (tf2onnx
@@ -76,7 +74,7 @@ reticulate_supports_numpy2 <- function(reticulate) package_version(reticulate) >
 #'   error that says what to use instead (the one meant, for a misspelt one).
 #' @return A character vector of pip requirement strings with pinned versions:
 #'   TensorFlow, Keras, nvidia-ml-py, NumPy, Optuna ([gpu_search()]'s
-#'   engine), uvicorn, h11 and Starlette ([gpu_serve()]'s server), then the
+#'   engine), uvicorn and h11 ([gpu_serve()]'s server), then the
 #'   extras.
 #' @export
 #' @examples
@@ -96,7 +94,7 @@ gpukeras_requirements <- function(gpu = FALSE, os = Sys.info()[["sysname"]],
   numpy <- if (reticulate_supports_numpy2(reticulate)) "numpy" else "numpy_before_2"
   c(
     paste0(tensorflow_distribution(gpu, os), "==", pinned$tensorflow),
-    pins("keras", "nvidia_ml_py", numpy, "optuna", "uvicorn", "h11", "starlette"),
+    pins("keras", "nvidia_ml_py", numpy, "optuna", "uvicorn", "h11"),
     if ("postgresql" %in% extras) pins("psycopg2_binary"),
     if ("onnx" %in% extras) pins("onnx", "onnxruntime", "tf2onnx"),
     if ("tracking" %in% extras) pins("mlflow_skinny"),
@@ -151,7 +149,7 @@ managed_requirements <- function(backend = Sys.getenv("KERAS_BACKEND", "tensorfl
       jax = c(if (linux_gpu) "jax[cuda12]" else "jax", "filelock")
       # Other backends are not supported: the core says so at first use.
     ),
-    "uvicorn>=0.30", "starlette>=0.40"
+    "uvicorn>=0.30"
   )
 }
 

@@ -1,5 +1,5 @@
 # gpu_serve()'s server: a Python process of its own (the core's serve/server.py, on uvicorn
-# and Starlette), which loads the model gpu_save() wrote and answers every request.
+# and h11), which loads the model gpu_save() wrote and answers every request.
 
 # The server, started and listening: a processx process that ends when its stdin closes,
 # as it does when this R process ends however it ends. A port it cannot listen on is a

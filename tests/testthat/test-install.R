@@ -1,7 +1,7 @@
 test_that("gpukeras_requirements() pins the CPU build of TensorFlow without a GPU", {
   reqs <- gpukeras_requirements(gpu = FALSE, os = "Linux")
   expect_type(reqs, "character")
-  expect_length(reqs, 8)
+  expect_length(reqs, 7)
   expect_match(reqs[1], "^tensorflow-cpu==[0-9]+[.][0-9]+[.][0-9]+$")
   # gpu_search()'s engine; the PostgreSQL driver only when asked
   expect_true(any(grepl("^optuna==[0-9.]+$", reqs)))
@@ -13,7 +13,7 @@ test_that("gpukeras_requirements() pins the CPU build of TensorFlow without a GP
   expect_true(any(grepl("^numpy==[0-9]+[.][0-9]+[.][0-9]+$", reqs)))
   expect_true(any(grepl("^nvidia-ml-py==[0-9.]+$", reqs)))
   # gpu_serve()'s server
-  expect_true(all(c("uvicorn", "h11", "starlette") %in% sub("==.*", "", reqs)))
+  expect_true(all(c("uvicorn", "h11") %in% sub("==.*", "", reqs)))
   # Every requirement is pinned to one version.
   expect_true(all(grepl("==", reqs, fixed = TRUE)))
   expect_identical(gpukeras_requirements(gpu = FALSE, os = "Windows"), reqs)
@@ -48,8 +48,7 @@ test_that("the Keras required is the core's, and install_gpukeras()'s pin meets 
 test_that("managed_requirements() declares ranges for the Keras backend in use", {
   cpu <- managed_requirements("tensorflow", gpu = FALSE, os = "Linux")
   expect_identical(cpu, c(
-    "keras>=3.12.1,!=3.13.0,!=3.13.1", "nvidia-ml-py", "optuna>=4.9", "tensorflow-cpu>=2.16", "uvicorn>=0.30",
-    "starlette>=0.40"
+    "keras>=3.12.1,!=3.13.0,!=3.13.1", "nvidia-ml-py", "optuna>=4.9", "tensorflow-cpu>=2.16", "uvicorn>=0.30"
   ))
   # The same TensorFlow distribution install_gpukeras() pins, as a range.
   expect_identical(
@@ -60,13 +59,13 @@ test_that("managed_requirements() declares ranges for the Keras backend in use",
   # The JAX backend needs no TensorFlow; its CUDA build only on Linux with a GPU.
   expect_identical(
     managed_requirements("jax", gpu = TRUE, os = "Linux"),
-    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]", "filelock", "uvicorn>=0.30", "starlette>=0.40")
+    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "jax[cuda12]", "filelock", "uvicorn>=0.30")
   )
   expect_identical(managed_requirements("jax", gpu = TRUE, os = "Darwin")[4], "jax")
   # An unsupported backend gets nothing for it (the core says so at first use).
   expect_identical(
     managed_requirements("torch", gpu = FALSE, os = "Linux"),
-    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "uvicorn>=0.30", "starlette>=0.40")
+    c(keras_requirement, "nvidia-ml-py", "optuna>=4.9", "uvicorn>=0.30")
   )
 })
 
