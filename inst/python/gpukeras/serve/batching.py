@@ -126,7 +126,7 @@ class Batcher:
             if len(self.pending) == 1 or not self.coming or self.rows >= self.max_rows:
                 self.changed.notify_all()
 
-    def _batch(self) -> list[_Request]:
+    def next_batch(self) -> list[_Request]:
         """The next batch, once the window allows (see the contract); under ``changed``,
         with a request pending."""
         if not self.left_over:
@@ -146,7 +146,7 @@ class Batcher:
         self.left_over = bool(self.pending)
         return batch
 
-    def _predict(self, batch: list[_Request]) -> None:
+    def predict_batch(self, batch: list[_Request]) -> None:
         outputs = None
         if len(batch) > 1:
             try:
@@ -181,6 +181,6 @@ def _model_thread(owner: weakref.ref[Batcher], changed: threading.Condition) -> 
                 batcher = owner()
             if batcher is None:
                 return
-            batch = batcher._batch()
-        batcher._predict(batch)
+            batch = batcher.next_batch()
+        batcher.predict_batch(batch)
         del batcher, batch
