@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpukeras.core.errors import DataFieldsError
-from gpukeras.data import encoding, indicators, recording
+from gpukeras.data import encoding, encoding_plain, encoding_words, indicators, recording
 from gpukeras.data.array_source import handover
 
 NA = encoding.R_NA_INTEGER
@@ -233,7 +233,7 @@ def test_the_encoding_is_made_from_r_account_of_the_training_data():
     assert encoding.data_encoding(inputs, None, True, "error", "codes")["y"] is None
     assert encoding.frame_width(made["inputs"]["x"]["columns"]) == 5
     # what the core makes is what a valid file holds (serve/encoding_file.py's one check)
-    assert encoding.plain_problem(json.loads(json.dumps(made))) is None
+    assert encoding_plain.plain_problem(json.loads(json.dumps(made))) is None
     assert encoding.part_width(made["inputs"]["pixels"]) == 3
 
 
@@ -343,15 +343,15 @@ PLAIN = {
 
 
 def test_an_encoding_in_words_for_print_the_fit_report_and_the_columns():
-    assert encoding.encoding_lines(PLAIN) == [
+    assert encoding_words.encoding_lines(PLAIN) == [
         "<gpukeras_encoding>",
         "  x: data.frame, income <numeric>, region <factor(3), one-hot>, size <factor(2), codes>",
         "  y: factor, levels no, yes",
         "  NA rule in training: error",
     ]
     columns = "5 columns: income, region (3 levels, one-hot), size (2 levels, integer codes)"
-    assert encoding.encoding_lines(PLAIN, "columns") == [columns]
-    assert encoding.encoding_lines(PLAIN, "fit") == [
+    assert encoding_words.encoding_lines(PLAIN, "columns") == [columns]
+    assert encoding_words.encoding_lines(PLAIN, "fit") == [
         f"Encoding:       {columns}; classes no, yes; predict(fit, newdata) and gpu_save() "
         "encode new data the same way"
     ]
@@ -361,7 +361,7 @@ def test_an_encoding_in_words_for_print_the_fit_report_and_the_columns():
         "images": {"image_size": [28, 28], "color_mode": "rgb", "rescale": 1 / 255},
         "na": "error",
     }
-    assert encoding.encoding_lines(images)[1:4] == [
+    assert encoding_words.encoding_lines(images)[1:4] == [
         "  x: array, rows of shape (28, 28, 3)",
         "  y: factor, levels cat, dog",
         "  images: 28 x 28, rgb, pixels in [0, 1]",
@@ -461,8 +461,8 @@ def test_an_encoding_as_r_sends_it_is_made_json_ready_one_level_or_dimension_a_l
     assert plain["images"]["image_size"] == [28, 28]
     assert encoding.plain_encoding(plain) == plain == json.loads(json.dumps(plain))
     # what R prints of it is what it printed before it was saved (a character column as such)
-    assert encoding.encoding_lines(sent) == encoding.encoding_lines(plain)
-    assert "shop <character, 1 values, codes>" in encoding.encoding_lines(plain)[1]
+    assert encoding_words.encoding_lines(sent) == encoding_words.encoding_lines(plain)
+    assert "shop <character, 1 values, codes>" in encoding_words.encoding_lines(plain)[1]
 
 
 def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
@@ -476,10 +476,13 @@ def test_an_image_folder_encoding_holds_its_images_classes_and_pixel_rule():
         "x_dtype": "float32",
         "images": {"image_size": [28, 32], "color_mode": "rgb", "rescale": 1 / 255},
     }
-    assert encoding.plain_encoding(made) == made and encoding.plain_problem(made) is None
-    assert encoding.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"
+    assert encoding.plain_encoding(made) == made and encoding_plain.plain_problem(made) is None
+    assert encoding_words.encoding_lines(made)[3] == "  images: 28 x 32, rgb, pixels in [0, 1]"
     assert encoding.part_width(made["inputs"]["x"]) == 28 * 32 * 3
-    assert encoding.plain_problem({**made, "na": "keep"}) == "its NA rule is neither error nor drop"
+    assert (
+        encoding_plain.plain_problem({**made, "na": "keep"})
+        == "its NA rule is neither error nor drop"
+    )
 
 
 def test_the_vocabulary_is_each_factor_columns_levels_and_the_labels():

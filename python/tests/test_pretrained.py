@@ -21,7 +21,7 @@ from conftest import CoreRun, run_core
 from gpukeras.core import errors
 from gpukeras.core.errors import BadArgumentError
 from gpukeras.core.runtime import config
-from gpukeras.data import encoding
+from gpukeras.data import encoding, encoding_words
 from gpukeras.serve import encoding_file, scoring
 from gpukeras.track import tracked_runs
 from gpukeras.train import backup, fit, pretrained
@@ -180,8 +180,8 @@ def test_texts_have_an_encoding_of_their_own(preset: str) -> None:
     assert encoding.same_encoding(new, training) and encoding.same_encoding(training, training)
     arrays = {**training, "inputs": {"x": {"type": "array", "shape": [1], "names": None}}}
     assert not encoding.same_encoding(arrays, training)
-    assert "  x: texts, tokenized by the model's preset" in encoding.encoding_lines(training)
-    fit_line = encoding.encoding_lines(training, "fit")[0]
+    assert "  x: texts, tokenized by the model's preset" in encoding_words.encoding_lines(training)
+    fit_line = encoding_words.encoding_lines(training, "fit")[0]
     assert fit_line.startswith("Encoding:       texts; classes neg, pos")
     model = pretrained.text_classifier(preset, num_classes=2)["model"]
     encoding_file.check(training, "m.gpukeras.json")  # a valid file's encoding: no error

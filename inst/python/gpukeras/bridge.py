@@ -48,7 +48,7 @@ VERBS: dict[str, str] = {
     "data_encoding": "data.recording:record",
     "same_encoding": "data.encoding:same_encoding",
     "check_same_encoding": "data.encoding:check_same_encoding",
-    "encoding_lines": "data.encoding:encoding_lines",
+    "encoding_lines": "data.encoding_words:encoding_lines",
     "check_widths": "serve.scoring:check_widths",
     "class_weight_codes": "data.weights:class_weight_codes",
     "class_codes": "data.class_rule:r_class_codes",

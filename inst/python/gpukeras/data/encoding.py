@@ -219,7 +219,7 @@ def data_encoding(
         else:
             plain_inputs[name] = {
                 "type": "array",
-                "shape": _ints(part["shape"]),
+                "shape": ints(part["shape"]),
                 "names": strings(part.get("names")) or None,
             }
     return {
@@ -324,11 +324,11 @@ def check_new_data(
         have = strings(account.get("names"))
         if names and have and have != names:
             _missing_columns(have, names, name)
-        elif _ints(account["shape"]) != _ints(spec["shape"]):
-            shape = ", ".join(map(str, _ints(account["shape"])))
+        elif ints(account["shape"]) != ints(spec["shape"]):
+            shape = ", ".join(map(str, ints(account["shape"])))
             raise _bad(
                 f"Each row of `{name}` has shape ({shape}); the model was trained on rows of "
-                f"shape ({', '.join(map(str, _ints(spec['shape'])))}).",
+                f"shape ({', '.join(map(str, ints(spec['shape'])))}).",
                 "Give the new data with the training data's columns (and image size).",
             )
     label = plain.get("y")
@@ -395,87 +395,6 @@ def image_encoding(
     )
 
 
-def _names(value: object) -> bool:
-    """Whether ``value`` is a list of distinct strings."""
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        return False
-    return len(set(value)) == len(value)
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _part_problem(part: object) -> str | None:
-    if not isinstance(part, Mapping):
-        return "not a record"
-    if part.get("type") == "data.frame":
-        columns, order = part.get("columns"), part.get("column_order")
-        if not isinstance(columns, Mapping) or not _names(order):
-            return "its columns or their order are missing"
-        if set(order) != set(columns):  # type: ignore[arg-type]
-            return "its column order does not name its columns"
-        for name in order:  # type: ignore[union-attr]
-            column = columns[name]
-            if not isinstance(column, Mapping) or column.get("type") not in PLAIN_TYPES:
-                return f"column {name!r} has no type numeric, logical or factor"
-            if column["type"] != "factor":
-                continue
-            if not _names(column.get("levels")) or not column["levels"]:
-                return f"column {name!r} has levels that are not distinct strings"
-            if column_rule(column) not in FACTOR_RULES:
-                return f"column {name!r} has an encoding other than one_hot or codes"
-    elif part.get("type") == "array":
-        shape, names = part.get("shape"), part.get("names")
-        if not isinstance(shape, list) or not shape or not all(_whole(d) for d in shape):
-            return "its shape is not a list of whole numbers"
-        if names is not None and not _names(names):
-            return "its column names are not distinct strings"
-    elif part.get("type") != "text":
-        return "its type is neither data.frame, array nor text"
-    return None
-
-
-def plain_problem(plain: object) -> str | None:
-    """What makes ``plain`` (an encoding in the plain form, as JSON gives it back: a file
-    gpu_save() wrote, of any version) other than an encoding ``data_encoding`` or
-    ``image_encoding`` makes, in words ("its label levels are not distinct strings"); None
-    for a valid one. Its inputs and their order, each data.frame's columns and their order,
-    each column's type, a factor's levels (distinct strings, one at least) and rule, an
-    array's shape (whole numbers) and column names, the labels' type and levels, the NA
-    rule, the images' size and ``rescale``."""
-    if not isinstance(plain, Mapping):
-        return "its encoding is not a record"
-    inputs, order = plain.get("inputs"), plain.get("input_order")
-    if not isinstance(inputs, Mapping) or not inputs or not _names(order):
-        return "its inputs or their order are missing"
-    if set(order) != set(inputs):  # type: ignore[arg-type]
-        return "its input order does not name its inputs"
-    for name in order:  # type: ignore[union-attr]
-        problem = _part_problem(inputs[name])
-        if problem:
-            return f"input {name!r}: {problem}"
-    y = plain.get("y")
-    if y is not None:
-        if not isinstance(y, Mapping) or y.get("type") not in ("factor", "numeric"):
-            return "its labels have no type factor or numeric"
-        if y["type"] == "factor" and not _names(y.get("levels")):
-            return "its label levels are not distinct strings"
-    if plain.get("na", "error") not in ("error", "drop"):
-        return "its NA rule is neither error nor drop"
-    images = plain.get("images")
-    if images is not None:
-        size = images.get("image_size") if isinstance(images, Mapping) else None
-        if not isinstance(size, list) or len(size) != 2 or not all(_whole(d) and d for d in size):
-            return "its image size is not two whole numbers"
-        rescale = images.get("rescale")
-        if rescale is not None and not (
-            isinstance(rescale, int | float) and math.isfinite(rescale) and rescale > 0
-        ):
-            return "its rescale is not a positive number"
-    return None
-
-
 # The fields of the plain form that are arrays, whatever their length.
 ARRAY_FIELDS = ("levels", "shape", "names", "image_size")
 
@@ -518,7 +437,7 @@ def same_encoding(given: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
                 return False
         elif part["type"] == "text":
             continue  # a KerasHub model's texts, its preset's to tokenize
-        elif _ints(part["shape"]) != _ints(other["shape"]) or (
+        elif ints(part["shape"]) != ints(other["shape"]) or (
             part.get("names") and other.get("names") and part["names"] != other["names"]
         ):
             return False
@@ -555,7 +474,7 @@ def _as_factors(part: Mapping[str, Any]) -> list[tuple[str, dict[str, object]]]:
     ]
 
 
-def _ints(values: object) -> list[int]:
+def ints(values: object) -> list[int]:
     """R's whole numbers as reticulate gives them (one alone as a number)."""
     return [int(d) for d in np.asarray(values).reshape(-1)]
 
@@ -583,7 +502,7 @@ def part_width(part: Mapping[str, Any]) -> int:
     (``frame_width``), else its shape's product (1 where no shape is known)."""
     if part["type"] == "data.frame":
         return frame_width(part["columns"])
-    return math.prod(_ints(part.get("shape") or [1]))
+    return math.prod(ints(part.get("shape") or [1]))
 
 
 @dataclass(frozen=True)
@@ -824,82 +743,3 @@ def vocabulary(encoding: Mapping[str, Any]) -> dict[str, list[str]]:
     if y.get("type") == "factor":
         words["y"] = strings(y.get("levels"))
     return words
-
-
-def _columns_lines(encoding: Mapping[str, Any]) -> list[str]:
-    """Each data.frame input described (its name first when there are several)."""
-    named = bool(encoding.get("several"))
-    return [
-        f"{name + ': ' if named else ''}{describe_columns(part)}" for name, part in frames(encoding)
-    ]
-
-
-def _print_lines(encoding: Mapping[str, Any]) -> list[str]:
-    """print()'s lines: each input, the labels, the images' settings, the NA rule."""
-
-    def kind(column: Mapping[str, Any]) -> str:
-        if column["type"] != "factor":
-            return str(column["type"])
-        n, rule = len(strings(column.get("levels"))), column_rule(column)
-        rule = "one-hot" if rule == "one_hot" else "codes"
-        return (
-            f"character, {n} values, {rule}" if column.get("character") else f"factor({n}), {rule}"
-        )
-
-    lines = ["<gpukeras_encoding>"]
-    for name, part in parts(encoding):
-        if part["type"] == "data.frame":
-            types = ", ".join(f"{c} <{kind(column)}>" for c, column in part_columns(part))
-            lines.append(f"  {name}: data.frame, {types}")
-        elif part["type"] == "text":
-            lines.append(f"  {name}: texts, tokenized by the model's preset")
-        else:
-            lines.append(
-                f"  {name}: array, rows of shape ({', '.join(map(str, _ints(part['shape'])))})"
-            )
-    y = encoding.get("y") or {}
-    if y.get("type") == "factor":
-        lines.append(f"  y: factor, levels {', '.join(strings(y.get('levels')))}")
-    elif y.get("type") == "numeric":
-        lines.append("  y: numeric")
-    images = encoding.get("images")
-    if images:
-        size = _ints(images["image_size"])
-        top = 255 * float(images.get("rescale") or 1)
-        lines.append(
-            f"  images: {size[0]} x {size[1]}, {images['color_mode']}, pixels in [0, {top:.4g}]"
-        )
-    lines.append(f"  NA rule in training: {encoding.get('na') or 'error'}")
-    return lines
-
-
-def _texts(encoding: Mapping[str, Any]) -> bool:
-    """Whether ``encoding``'s inputs are texts (gpu_text_data()'s, for a KerasHub model)."""
-    return any(part["type"] == "text" for part in encoding["inputs"].values())
-
-
-def _fit_line(encoding: Mapping[str, Any]) -> list[str]:
-    """The fit report's line: the data.frame inputs' columns and the classes."""
-    classes = strings((encoding.get("y") or {}).get("levels"))
-    more = f", and {len(classes) - 10} more" if len(classes) > 10 else ""
-    parts = [
-        *(["; ".join(_columns_lines(encoding))] if frames(encoding) else []),
-        *(["texts"] if _texts(encoding) else []),
-        *([f"classes {', '.join(classes[:10])}{more}"] if classes else []),
-    ]
-    return [
-        f"Encoding:       {'; '.join(parts) or 'numbers, by column'}; predict(fit, newdata) and "
-        "gpu_save() encode new data the same way"
-    ]
-
-
-def encoding_lines(
-    encoding: Mapping[str, Any] | None, form: str = "print", prefix: str = ""
-) -> list[str]:
-    """``encoding`` in words, as lines for R to print, each after ``prefix``: ``form``
-    "print" (print()'s), "fit" (the fit report's one line) or "columns" (each data.frame
-    input's columns); none for no encoding (None)."""
-    if encoding is None:
-        return []
-    forms = {"print": _print_lines, "fit": _fit_line, "columns": _columns_lines}
-    return [prefix + line for line in forms[form](plain_encoding(encoding))]

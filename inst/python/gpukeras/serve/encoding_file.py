@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from gpukeras.core.errors import BadModelError
 from gpukeras.core.handles import Model
 from gpukeras.data import encoding as frame_encoding
+from gpukeras.data import encoding_plain
 
 
 def _fail(path: str, what: str) -> BadModelError:
@@ -26,8 +27,8 @@ def _fail(path: str, what: str) -> BadModelError:
 
 def check(encoding: object, path: str) -> None:
     """Raise BadModelError naming what is wrong in the ``encoding`` read from ``path``
-    (``data.encoding.plain_problem``: what the core's own encodings are)."""
-    problem = frame_encoding.plain_problem(encoding)
+    (``data.encoding_plain.plain_problem``: what the core's own encodings are)."""
+    problem = encoding_plain.plain_problem(encoding)
     if problem:
         raise _fail(path, problem)
 

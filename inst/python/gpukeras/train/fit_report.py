@@ -19,7 +19,8 @@ from gpukeras.core.r_words import big as _big
 from gpukeras.core.r_words import r_number
 from gpukeras.core.r_words import seconds as _seconds
 from gpukeras.core.r_words import strings as _strings
-from gpukeras.data.encoding import encoding_lines, plain_encoding
+from gpukeras.data.encoding import plain_encoding
+from gpukeras.data.encoding_words import encoding_lines
 
 INDENT = " " * 16
 
