@@ -95,9 +95,9 @@
 #' enforces:
 #' \itemize{
 #'   \item a body larger than `max_bytes` is refused from its
-#'     `Content-Length`, at once and unread, whatever else the request says (a
-#'     `413` before any other check, the connection closed); a chunked body
-#'     once it passes `max_bytes`;
+#'     `Content-Length`, unread, whatever else the request says (a `413`
+#'     before any other check, the connection closed); a chunked body once it
+#'     passes `max_bytes`;
 #'   \item a body must arrive whole within 30 seconds of its headers (else a
 #'     `408`, the connection closed), and the headers of a connection's first
 #'     request within 10 seconds (else the connection is closed); an idle
@@ -133,10 +133,10 @@
 #' its rows counted before any column is read, and only the model's columns
 #' are taken from it, so a request costs time in proportion to its bytes,
 #' whatever its keys. A
-#' `POST /predict` whose body is refused (a `400` or `413` after its body was
-#' read) gets its answer a quarter of a second later, while other requests
-#' are answered: a client that sends such bodies one after another then gets
-#' at most four answers a second. ([gpu_api()]'s routes, in a server of the
+#' `POST /predict` that is refused (a `400`, or a `413` from its length or
+#' its body) gets its answer a quarter of a second later, while other
+#' requests are answered: a client that sends such bodies one after another
+#' then gets at most four answers a second. ([gpu_api()]'s routes, in a server of the
 #' caller's, make the same checks of headers and bodies, but there httpuv
 #' holds what a client sends until R gets to its headers; where clients
 #' across a network can reach it, a proxy in front that limits bodies spares

@@ -295,11 +295,21 @@ def test_a_bare_line_feed_ends_the_head(service: Service) -> None:
     assert b"HTTP/1.1 400 Bad Request" in answer
 
 
-def test_a_refused_body_is_answered_late(service: Service) -> None:
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        (b"Content-Length: 8\r\nConnection: close\r\n\r\nnot json", "malformed_json"),
+        (b"Content-Length: 52428800\r\n\r\n", "too_large"),
+    ],
+    ids=["read", "from_its_length"],
+)
+def test_a_refused_body_is_answered_late(service: Service, request_: bytes, code: str) -> None:
+    """A refusal of a body, read or not: a client that sends such bodies in a loop gets a
+    few answers a second, and costs the event loop a few connections a second."""
     began = time.monotonic()
-    answer = service.exchange(HEAD + b"Content-Length: 8\r\nConnection: close\r\n\r\nnot json")
-    assert status(answer) == 400
-    assert body(answer)["error"] == "malformed_json"
+    answer = service.exchange(HEAD + request_)
+    assert status(answer) in (400, 413)
+    assert body(answer)["error"] == code
     assert time.monotonic() - began >= 0.3
 
 

@@ -34,10 +34,11 @@ queues behind predictions; and, when the service batches, a ``POST .../predict``
 most LOOP_BYTES, read and checked on the event loop (``service.begin``), its rows
 predicted in the batcher's thread with those of the requests the loop has read meanwhile
 (``batching.Batcher.submit``), and answered on the loop (``service.complete``). A
-``POST .../predict`` that
-is refused (a 400 or 413 after its body was read) is answered ``refusal_delay`` seconds
-late, without holding a thread: a client that sends such bodies in a loop gets at most a
-few answers a second. Refusals of the server's own are JSON ``{"error": <code>,
+``POST .../predict`` that is refused (a 400, or a 413 from its length or once its body
+passed ``max_bytes``) is answered ``refusal_delay`` seconds late, without holding a thread
+or reading more of its body: a client that sends such bodies in a loop gets at most a few
+answers a second, and takes the event loop, which /health shares, a few connections a
+second (a loop of 50 MB bodies refused at once cost it some 3,000). Refusals of the server's own are JSON ``{"error": <code>,
 "message": ...}`` as the service's are.
 """
 
@@ -251,6 +252,10 @@ class Front:
         answer = await self.answer(scope, receive)
         if answer is None:
             return
+        if answer.status in REFUSED and scope["method"] == "POST" and scope["path"].endswith(
+            "/predict"
+        ):
+            await asyncio.sleep(self.settings["refusal_delay"])
         body = answer.body.encode()
         headers = [
             (b"content-type", b"application/json"),
@@ -332,8 +337,6 @@ class Front:
             )
             answered = await loop.run_in_executor(self.threads, answer)
         status = int(answered["status"])
-        if status in REFUSED and method == "POST" and path.endswith("/predict"):
-            await asyncio.sleep(self.settings["refusal_delay"])
         more = tuple(
             (key.lower().encode("latin-1"), value.encode("latin-1"))
             for key, value in answered["headers"].items()
