@@ -38,8 +38,8 @@ predicted in the batcher's thread with those of the requests the loop has read m
 passed ``max_bytes``) is answered ``refusal_delay`` seconds late, without holding a thread
 or reading more of its body: a client that sends such bodies in a loop gets at most a few
 answers a second, and takes the event loop, which /health shares, a few connections a
-second (a loop of 50 MB bodies refused at once cost it some 3,000). Refusals of the server's own are JSON ``{"error": <code>,
-"message": ...}`` as the service's are.
+second (a loop of 50 MB bodies refused at once cost it some 3,000). Refusals of the
+server's own are JSON ``{"error": <code>, "message": ...}`` as the service's are.
 """
 
 from __future__ import annotations
