@@ -252,8 +252,10 @@ class Front:
         answer = await self.answer(scope, receive)
         if answer is None:
             return
-        if answer.status in REFUSED and scope["method"] == "POST" and scope["path"].endswith(
-            "/predict"
+        if (
+            answer.status in REFUSED
+            and scope["method"] == "POST"
+            and scope["path"].endswith("/predict")
         ):
             await asyncio.sleep(self.settings["refusal_delay"])
         body = answer.body.encode()
