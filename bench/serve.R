@@ -531,11 +531,17 @@ result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine),
   service_start_seconds = service_start_seconds,
   agreement = agreement,
   results = lapply(measured, summarise),
+  # issue #77's goal: 1-row requests from `clients` clients >= 4x the requests per second of one
+  clients_over_one = lapply(stats::setNames(nm = names(bodies)), function(size) {
+    rate <- function(k) stats::median(vapply(measured[[sprintf("%s_clients_%d", size, k)]], `[[`, numeric(1), "requests_per_second"))
+    rate(clients) / rate(1L)
+  }),
   predict_in_process_ms = predict_ms,
   notes = c(
     sprintf("The machine has %d CPU cores, shared: the service (one R process, answering one request at a time; TensorFlow's threads), the clients (this R process, curl's multi interface) and other people's processes ran on them (load averages in machine and each round).", machine$cores),
     "requests_per_second: answers with status 200 / wall time from the first request sent to the last answer, per round; median_latency_ms and p90_latency_ms: of each request's curl total time (connect, send, queued at the service, predict(), JSON, read), per round; the summary is the median over rounds.",
     "rows_1_clients_1 and rows_1000_clients_1: one client alone, for reference (no queueing).",
+    "clients_over_one: per request size, the median over rounds of the requests per second of the clients together over the median of one client's (issue #77's goal for 1-row requests: >= 4x).",
     "predict_in_process_ms: predict(fit, newdata, batch_size = 1024) in the clients' process on the same rows, median: the model's own time, which the service adds HTTP, JSON and its checks to.",
     "agreement: the served probabilities against predict(fit) in this process (max absolute difference) and the served classes (type=class) against predict(fit, type = \"class\")."
   ),
@@ -547,6 +553,7 @@ for (key in names(result$results)) {
   r <- result$results[[key]]
   cat(sprintf("%-22s %6.1f requests/s, median latency %7.1f ms, p90 %7.1f ms\n", key, r$requests_per_second, r$median_latency_ms, r$p90_latency_ms))
 }
+cat(sprintf("%d clients over one, requests per second: %s\n", clients, paste(sprintf("%s %.2fx", names(result$clients_over_one), unlist(result$clients_over_one)), collapse = ", ")))
 cat(sprintf("predict() in process: %s ms\n", paste(sprintf("%s %.1f", names(predict_ms), unlist(predict_ms)), collapse = ", ")))
 cat(sprintf("served vs predict(): max difference %s; classes identical: %s\n",
   paste(sprintf("%.2g", vapply(agreement, `[[`, numeric(1), "max_abs_difference")), collapse = ", "),
