@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -225,22 +225,46 @@ def handover(
     of the columns and advice; with ``"na": "drop"`` the rows holding NA are dropped first,
     ``bad_rows.dropped``). The arrays are the caller's alone, so a pipeline may share them."""
     check = bool(check_missing)
-    parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, check_missing)
-    x, y, sample_weight = in_order(parts["x"], check_missing), parts["y"], parts["sample_weight"]
-    y_dtype = y_dtype or r_labels_dtype(y, check_missing)
-    with named(parts, check_missing):
+    given = r_given(x, y, sample_weight, y_dtype, check_missing)
+    x, y, sample_weight = given.x, given.parts["y"], given.parts["sample_weight"]
+    with named(given.parts, check_missing):
         features = (
             {name: features_array(part, check, codes) for name, part in x.items()}
             if isinstance(x, dict) and not is_frame(x)
             else features_array(x, check, codes)
         )
-        labels = None if y is None else host_array(r_encoded(y), y_dtype, check_missing=check)
+        labels = None if y is None else host_array(r_encoded(y), given.y_dtype, check_missing=check)
         weights = (
             host_array(sample_weight, "float32", check_missing=check)
             if sample_weight is not None
             else None
         )
-    return HostArrays(features, labels, weights, kept, rows)
+    return HostArrays(features, labels, weights, given.kept, given.rows)
+
+
+class Given(NamedTuple):
+    """R's data as the hand-over reads it (``r_given``): ``parts`` (``x``, ``y``,
+    ``sample_weight``) with R's na = "drop" applied, their features ``x`` in the model's
+    order (``in_order``), the labels' dtype, the rows kept (0-based; None: all) and the rows
+    given (``bad_rows.dropped``)."""
+
+    parts: dict[str, object]
+    x: object
+    y_dtype: str | None
+    kept: np.ndarray | None
+    rows: int
+
+
+def r_given(
+    x: object, y: object | None, sample_weight: object | None, y_dtype: str | None, checks: Checks
+) -> Given:
+    """What every hand-over of R data (``handover``, ``pipeline.from_arrays``) reads first,
+    R's ``checks`` saying how: with na = "drop" the rows holding NA dropped
+    (``bad_rows.dropped``), a matrix's columns in training's order (``in_order``), the
+    labels' dtype ``y_dtype`` or R's (``r_labels_dtype``)."""
+    parts, kept, rows = dropped({"x": x, "y": y, "sample_weight": sample_weight}, checks)
+    dtype = y_dtype or r_labels_dtype(parts["y"], checks)
+    return Given(parts, in_order(parts["x"], checks), dtype, kept, rows)
 
 
 def in_order(x: object, checks: Checks) -> object:

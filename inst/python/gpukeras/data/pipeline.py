@@ -26,9 +26,8 @@ from gpukeras.data.array_source import (
     check_values,
     gathered_batches,
     host_array,
-    in_order,
     r_encoded,
-    r_labels_dtype,
+    r_given,
     shareable,
     tensor_of,
 )
@@ -38,7 +37,7 @@ from gpukeras.data.augment import (
     augmenter,
     check_presets,
 )
-from gpukeras.data.bad_rows import Checks, dropped, named
+from gpukeras.data.bad_rows import Checks, named
 from gpukeras.data.batch_rules import batch_over_rows, batch_within_rows
 from gpukeras.data.encoding import vocabulary
 from gpukeras.data.indicators import FrameCodes, expand_inputs, is_coded, split_codes
@@ -352,17 +351,15 @@ def from_arrays(
     # In-memory rows need no cache unless a map computes something worth keeping.
     opts.cache = opts.cache if opts.map is not None else False
     # R's na = "drop": the rows with NA left out first; a matrix's columns in training's order
-    # (``in_order``). A data.frame R handed over as its columns becomes its number columns and
-    # one-hot factors' codes here, once (factor labels their codes).
-    given, kept, given_rows = dropped(
-        {"x": x, "y": y, "sample_weight": sample_weight}, check_missing
-    )
+    # (``array_source.r_given``). A data.frame R handed over as its columns becomes its number
+    # columns and one-hot factors' codes here, once (factor labels their codes).
+    given = r_given(x, y, sample_weight, y_dtype, check_missing)
     x, y, sample_weight = (
-        r_encoded(in_order(given["x"], check_missing), codes=True),
-        r_encoded(given["y"]),
-        given["sample_weight"],
+        r_encoded(given.x, codes=True),
+        r_encoded(given.parts["y"]),
+        given.parts["sample_weight"],
     )
-    y_dtype = y_dtype or r_labels_dtype(given["y"], check_missing)
+    y_dtype = given.y_dtype
     features = x if isinstance(x, dict) else {"": x}
     # a data.frame's one-hot factors as codes (gpu_fit()'s): they travel as they are, their
     # indicator columns made as each chunk of batches is gathered (``indicators.expand_inputs``),
@@ -411,7 +408,7 @@ def from_arrays(
         check_values(array, bool(check_missing))
         return array
 
-    with named(given, check_missing):
+    with named(given.parts, check_missing):
         data_x = {name: features_of(array) for name, array in features.items()}
         data_y = whole(y, y_dtype) if y is not None else None
         data_w = whole(sample_weight, "float32") if sample_weight is not None else None
@@ -456,7 +453,7 @@ def from_arrays(
             "source": "arrays",
             "rows": count - n_validation,
             "validation_rows": n_validation,
-            "dropped_rows": 0 if kept is None else given_rows - len(kept),
+            "dropped_rows": 0 if given.kept is None else given.rows - len(given.kept),
             **({"vocabulary": vocabulary(encoding)} if encoding is not None else {}),
         },
         start,
