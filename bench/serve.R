@@ -518,6 +518,7 @@ summarise <- function(runs) {
   )
 }
 
+results <- lapply(measured, summarise)
 machine <- machine_facts(load_before)
 short <- if (identical(machine$gpu, "none")) "cpu" else "gpu"
 result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine), list(
@@ -530,10 +531,10 @@ result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine),
   ),
   service_start_seconds = service_start_seconds,
   agreement = agreement,
-  results = lapply(measured, summarise),
+  results = results,
   # issue #77's goal: 1-row requests from `clients` clients >= 4x the requests per second of one
   clients_over_one = lapply(stats::setNames(nm = names(bodies)), function(size) {
-    rate <- function(k) stats::median(vapply(measured[[sprintf("%s_clients_%d", size, k)]], `[[`, numeric(1), "requests_per_second"))
+    rate <- function(k) results[[sprintf("%s_clients_%d", size, k)]]$requests_per_second
     rate(clients) / rate(1L)
   }),
   predict_in_process_ms = predict_ms,
