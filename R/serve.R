@@ -113,8 +113,9 @@
 #' requests sent on one without waiting (pipelined) are answered in order;
 #' requests on several connections are read and parsed at once (in
 #' threads), and those that arrive within `batch_window` seconds of each other,
-#' or while the model predicts others, are predicted together in one call of
-#' the model. Then the headers decide (host, origin, token,
+#' or while the model predicts others, are encoded together (a data frame's
+#' columns) and predicted together in one call of the model. Then the
+#' headers decide (host, origin, token,
 #' `Content-Type`) and the body.
 #'
 #' The limits of one request follow what it costs. By default `max_rows`

@@ -478,6 +478,70 @@ def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows(
         assert np.allclose(got, want, atol=1e-6)
 
 
+def test_a_batch_of_records_is_encoded_together_and_an_unseen_level_refused_in_its_own_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # as gpu_serve()'s event loop submits the requests it has read (server.py)
+    import queue
+
+    from gpukeras.data import encoding
+
+    encoded: list[int] = []
+    real = encoding.encode_frame
+
+    def counted(frame: Any) -> Any:
+        encoded.append(len(frame["columns"]["income"]["values"]))
+        return real(frame)
+
+    monkeypatch.setattr(encoding, "encode_frame", counted)
+    dropping = {**ENCODING, "na": "drop"}
+    batched = service.service(classifier(3), dropping, {"max_rows": 50, "batch_window": 30.0})
+    alone = service.service(batched.model, dropping, {"max_rows": 50})
+    headers = {"host": "127.0.0.1:8000", "content-type": "application/json"}
+
+    def answers(bodies: list[str]) -> list[Any]:
+        answered: queue.Queue[tuple[int, Any]] = queue.Queue()
+        arrived = batched.batcher.on_its_way()  # type: ignore[union-attr]
+        for i, body in enumerate(bodies):
+            started = service.begin(batched, "POST", "/predict", "", headers, body.encode())
+            assert isinstance(started, service.Pending), started
+
+            def done(outputs: Any, error: Any, i: int = i, started: Any = started) -> None:
+                def predicted(_: Any) -> Any:
+                    if error is not None:
+                        raise error
+                    return outputs
+
+                answered.put((i, service.complete(batched, started, predicted)))
+
+            batched.batcher.submit(started.features, done)  # type: ignore[union-attr]
+        arrived()
+        got = dict(answered.get(timeout=60) for _ in bodies)
+        return [(got[i]["status"], json.loads(got[i]["body"])) for i in range(len(bodies))]
+
+    bodies = [
+        json.dumps([{"income": i + j, "region": "west" if j % 2 else "east"} for j in range(i + 1)])
+        for i in range(4)
+    ]
+    bodies[2] = (
+        '[{"income": 1, "region": "west"}, {"income": null, "region": "east"}, {"income": 3, "region": null}]'
+    )
+    encoded.clear()
+    together = answers(bodies)
+    assert encoded == [1 + 2 + 3 + 4]  # the batch's rows in one call of the encoding
+    assert together == [(200, json.loads(ask(alone, body)[4:])) for body in bodies]
+    assert together[2][1]["predictions"][1] is None  # the NA row's (na = "drop")
+    # an unseen level: the batch fails to encode, each request is encoded alone, and that
+    # one is answered with its 400, the others as alone
+    bodies[1] = '[{"income": 2, "region": "north"}]'
+    encoded.clear()
+    together = answers(bodies)
+    assert encoded[0] == 1 + 1 + 3 + 4 and sorted(encoded[1:]) == [1, 1, 3, 4]
+    status, problem = together.pop(1)
+    assert (status, problem["error"], problem["levels"]) == (400, "unseen_level", ["north"])
+    assert together == [(200, json.loads(ask(alone, b)[4:])) for b in bodies if "north" not in b]
+
+
 def served_alone(batched: service.Service) -> service.Service:
     """The same model served without batching."""
     return service.service(batched.model, ENCODING, {"max_rows": 50})

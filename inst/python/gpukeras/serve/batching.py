@@ -2,9 +2,11 @@
 or while the model is busy, stacked into one call of the model, each answered with its own
 rows (as TF Serving's batching does).
 
-Contract. ``Batcher(predict, window, max_rows)`` predicts in a thread of its own (the
-model's), one batch at a time, by ``predict`` (a list of arrays, a row per row of its
-features). A request joins in one of two ways, from any number of threads at once:
+Contract. ``Batcher(predict, window, max_rows, stack)`` predicts in a thread of its own
+(the model's), one batch at a time, by ``predict`` (a list of arrays, a row per row of its
+features). A request's features are anything with a length (its rows) that ``stack``
+(default: NumPy's concatenate) joins, in order, into the features of one call. A request
+joins in one of two ways, from any number of threads at once:
 
 - ``request()``, a block that a request enters as soon as it starts (before its body is
   read) and inside which it calls the function the block gives with its features: it
@@ -35,17 +37,18 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-Predict = Callable[[np.ndarray], list[np.ndarray]]
+Predict = Callable[[Any], list[np.ndarray]]
 # called with a request's outputs, or None and its error
 Done = Callable[[list[np.ndarray] | None, BaseException | None], None]
 IDLE_SECONDS = 5.0  # how often an idle model thread looks whether its Batcher is still used
 
 
 class _Request:
-    def __init__(self, features: np.ndarray, done: Done) -> None:
+    def __init__(self, features: Any, done: Done) -> None:
         self.features = features
         self.done = done
         self.joined = time.monotonic()
@@ -54,8 +57,15 @@ class _Request:
 class Batcher:
     """See the module's contract."""
 
-    def __init__(self, predict: Predict, window: float, max_rows: int) -> None:
+    def __init__(
+        self,
+        predict: Predict,
+        window: float,
+        max_rows: int,
+        stack: Callable[[list[Any]], Any] = np.concatenate,
+    ) -> None:
         self.predict_all = predict
+        self.stack = stack
         self.window = window
         self.max_rows = max_rows
         # guards what follows; notified when a request joins or leaves without
@@ -74,7 +84,7 @@ class Batcher:
         for its outputs (see the module's contract)."""
         joined = False
 
-        def join(features: np.ndarray) -> list[np.ndarray]:
+        def join(features: Any) -> list[np.ndarray]:
             nonlocal joined
             joined = True
             answered = threading.Event()
@@ -110,7 +120,7 @@ class Batcher:
 
         return arrived
 
-    def submit(self, features: np.ndarray, done: Done) -> None:
+    def submit(self, features: Any, done: Done) -> None:
         """``features`` joined to a batch; ``done`` called in the model's thread once they
         are predicted (see the module's contract)."""
         self._add(_Request(features, done), coming=False)
@@ -150,7 +160,7 @@ class Batcher:
         outputs = None
         if len(batch) > 1:
             try:
-                outputs = self.predict_all(np.concatenate([r.features for r in batch]))
+                outputs = self.predict_all(self.stack([r.features for r in batch]))
             except Exception:  # each request predicted alone, below, for its own error
                 outputs = None
         if outputs is not None:

@@ -71,16 +71,20 @@ class Service:
         window = float(settings.get("batch_window") or 0)
         self.batcher = None
         if window > 0:
-            self.batcher = batching.Batcher(self.predict, window, self.batch_size)
+            self.batcher = batching.Batcher(
+                self.predict, window, self.batch_size, stack=service_body.stack
+            )
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
         self.outputs = model_io.describe(model)["outputs"]
         self.metadata = json.dumps(metadata(self))
 
-    def predict(self, features: np.ndarray) -> list[np.ndarray]:
-        """The model's outputs for ``features``, one batch of ``batch_size`` rows at a time
-        (one call of the model at a time); a KerasHub classifier's logits as each class's
-        probability, as predict() gives them."""
+    def predict(self, features: Any) -> list[np.ndarray]:
+        """The model's outputs for ``features`` (``Pending.features``, or several requests'
+        stacked: ``service_body.stack``), one batch of ``batch_size`` rows at a time (one
+        call of the model at a time); a KerasHub classifier's logits as each class's
+        probability, as predict() gives them. Refused where the rows cannot be encoded."""
         batch = self.batch_size
+        features = service_body.model_features(self, features)
         with self.model_lock:
             parts = [
                 _as_list(
@@ -173,7 +177,7 @@ class Pending(NamedTuple):
     """A POST /predict read and checked (``begin``), its rows yet to be predicted: what
     ``complete`` needs."""
 
-    features: np.ndarray
+    features: Any  # an array, or service_body.FrameRows: encoded at the model's call
     kind: str
     keep: np.ndarray | None
     rows: int
@@ -263,14 +267,17 @@ def predict_request(served: Service, query: str, raw: bytes) -> Pending:
     return Pending(features, kind, keep, rows, warnings)
 
 
-def run_model(served: Service, features: np.ndarray, predict: batching.Predict) -> list[np.ndarray]:
+def run_model(served: Service, features: Any, predict: batching.Predict) -> list[np.ndarray]:
     """The model's outputs for ``features`` by ``predict``, each rows x columns (with a
-    batcher's, predicted with other requests' rows); a refusal of the data is a 400
-    bad_data, any other failure a 500 prediction_failed."""
+    batcher's, predicted with other requests' rows); the rows' own refusal (``Refused``,
+    an unseen level) as it is, any other refusal of the data a 400 bad_data, any other
+    failure a 500 prediction_failed."""
     if not len(features):
         return [np.zeros((0, int(np.prod(o["shape"][1:] or [1])))) for o in served.outputs]
     try:
         return predict(features)
+    except Refused:  # the rows' own refusal (an unseen level): the request's answer
+        raise
     except (ValueError, TypeError) as error:
         refuse(400, "bad_data", client_text(service_body.one_line(str(error)), 300))
     except Exception as error:  # the model itself failed

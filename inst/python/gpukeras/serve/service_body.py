@@ -6,9 +6,11 @@ Python object per value), any other body through ``parse`` and ``request_feature
 ``parse`` reads the body's bytes as JSON (``Refused`` 400 ``malformed_json`` or
 ``bad_body``); ``request_features`` takes the parsed value in one of its forms (records,
 columns or one record, rows of numbers) and returns the float32 features of the rows
-scored, which rows those are (None: all; else a mask, the NA rule "drop"), the request's
-rows and the warnings predict() would give (pixels out of the training range). The rows
-are counted before any column is read, and only the model's columns are read. Every
+scored (a data.frame input's as ``FrameRows``, its columns checked, encoded by
+``model_features`` at the model's call, with the other requests of its batch: ``stack``),
+which rows those are (None: all; else a mask, the NA rule "drop"), the request's rows and
+the warnings predict() would give (pixels out of the training range). The rows are
+counted before any column is read, and only the model's columns are read. Every
 refusal is ``Refused(status, {"error": code, "message": ..., <fields>})``, echoing at
 most a few of the client's values, each cut to 40 characters.
 """
@@ -118,7 +120,7 @@ def parse(raw: bytes, part: Mapping[str, Any]) -> Any:
         refuse(400, "malformed_json", f"The body is not valid JSON: {said}")
 
 
-def features(raw: bytes, served: Served) -> tuple[np.ndarray, np.ndarray | None, int, list[str]]:
+def features(raw: bytes, served: Served) -> tuple[Any, np.ndarray | None, int, list[str]]:
     """The body's features, which rows they are, its rows and the warnings, as
     ``request_features`` gives them; rows of plain numbers read by ``numeric_rows``."""
     if served.part["type"] == "text":
@@ -348,14 +350,15 @@ def abort_unseen(column: str, unseen: list[str], known: list[str] | None) -> NoR
 
 
 def _bad(values: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        return np.isinf(values) | (np.abs(values) > FLOAT32_MAX)
+    """Where ``values`` are infinite or beyond float32 (NaN, an NA, compares False)."""
+    return np.abs(values) > FLOAT32_MAX
 
 
 def frame_features(served: Served, cells: dict[str, list[Any]]) -> tuple[Any, np.ndarray]:
-    """A data.frame input's columns typed and checked: numbers, booleans, strings for
-    factors (numbers as their text). Returns the columns as ``encode`` takes them and the
-    mask of rows with NA."""
+    """A data.frame input's columns typed and checked: numbers (float64, NaN for NA) and
+    booleans as arrays, a factor's values as a list of strings (numbers as their text, None
+    for NA). Returns the columns, as ``FrameRows`` holds them, and the mask of rows with
+    NA."""
     specs = served.part["columns"]
     columns: dict[str, Any] = {}
     numeric: list[str] = []
@@ -367,8 +370,7 @@ def frame_features(served: Served, cells: dict[str, list[Any]]) -> tuple[Any, np
         if wanted == "factor":
             if kind is bool:
                 _wrong_type(name, bool, WANTED["factor"])
-            texts = [None if cell is None else _number_text(cell) for cell in values]
-            columns[name] = frame_codes(texts)
+            columns[name] = [None if cell is None else _number_text(cell) for cell in values]
         else:
             if kind is str:
                 _wrong_type(name, str, WANTED[wanted])
@@ -386,9 +388,7 @@ def frame_features(served: Served, cells: dict[str, list[Any]]) -> tuple[Any, np
     return columns, missing_rows
 
 
-def request_features(
-    value: Any, served: Served
-) -> tuple[np.ndarray, np.ndarray | None, int, list[str]]:
+def request_features(value: Any, served: Served) -> tuple[Any, np.ndarray | None, int, list[str]]:
     """The features of the rows scored, which rows (None: all), the request's rows, and
     the warnings (see the module's contract)."""
     part = served.part
@@ -402,8 +402,7 @@ def request_features(
         if part["type"] == "data.frame":
             frame, missing = frame_features(served, cells)
             keep = ~missing if missing.any() else None
-            features = encode(served, frame)
-            return (features if keep is None else features[keep]), keep, rows, []
+            return FrameRows(frame, keep), keep, rows, []
         for name in columns:
             kind = _kind(cells[name], name)
             if kind is str:
@@ -535,17 +534,67 @@ def frame_codes(values: list[Any]) -> tuple[np.ndarray, list[str]]:
     return codes, list(levels)
 
 
+class FrameRows:
+    """A data.frame request's columns, checked but not yet encoded (``frame_features``),
+    and which of its rows are scored (``keep``, None: all). Its length is the rows scored.
+    The encoding waits for the model's call (``model_features``), so that the requests a
+    batch predicts together are encoded together, in one call of the core's encoding
+    (``stack``): it costs about as much for 8 rows as for one."""
+
+    def __init__(self, columns: dict[str, Any], keep: np.ndarray | None) -> None:
+        self.columns = columns
+        self.keep = keep
+
+    def __len__(self) -> int:
+        rows = len(next(iter(self.columns.values())))
+        return rows if self.keep is None else int(self.keep.sum())
+
+
+def stack(parts: list[Any]) -> Any:
+    """Requests' features one after the other, as one request's: arrays (rows of numbers,
+    texts) concatenated, ``FrameRows`` column by column."""
+    if not isinstance(parts[0], FrameRows):
+        return np.concatenate(parts)
+    columns = {
+        name: (
+            np.concatenate([part.columns[name] for part in parts])
+            if isinstance(first, np.ndarray)
+            else [value for part in parts for value in part.columns[name]]
+        )
+        for name, first in parts[0].columns.items()
+    }
+    if all(part.keep is None for part in parts):
+        return FrameRows(columns, None)
+    keep = [
+        np.ones(len(next(iter(part.columns.values()))), dtype=bool)
+        if part.keep is None
+        else part.keep
+        for part in parts
+    ]
+    return FrameRows(columns, np.concatenate(keep))
+
+
+def model_features(served: Served, features: Any) -> Any:
+    """The model's input for a request's features (``features``) or a batch's (``stack``):
+    ``FrameRows`` encoded (``encode``), its rows scored kept; anything else as it is."""
+    if not isinstance(features, FrameRows):
+        return features
+    matrix = encode(served, features.columns)
+    return matrix if features.keep is None else matrix[features.keep]
+
+
 def encode(served: Served, columns: Mapping[str, Any]) -> np.ndarray:
-    """A data.frame input's columns (numbers as float64, NaN for NA; factors as
-    ``(codes, levels)``) as the model's float32 matrix, by the core's one encoding. An
+    """A data.frame input's columns (numbers as float64, NaN for NA; a factor's values as
+    strings, None for NA) as the model's float32 matrix, by the core's one encoding. An
     unseen level is a 400 unseen_level naming the column and a few levels."""
     part = served.part
     order = columns_of(part) or []
     handed: dict[str, Record] = {}
     for name in order:
         given = columns[name]
-        if isinstance(given, tuple):
-            handed[name] = {"values": given[0], "levels": given[1], "appearance": True}
+        if isinstance(given, list):
+            codes, levels = frame_codes(given)
+            handed[name] = {"values": codes, "levels": levels, "appearance": True}
         else:
             handed[name] = {"values": given, "levels": None}
     frame = {
