@@ -481,6 +481,8 @@ def test_a_service_that_batches_answers_concurrent_requests_with_their_own_rows(
 def test_a_batch_of_records_is_encoded_together_and_an_unseen_level_refused_in_its_own_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # (a request with an unseen level costs its batch no call of the model: the others
+    # are still predicted together)
     # as gpu_serve()'s event loop submits the requests it has read (server.py)
     import queue
 
@@ -497,6 +499,14 @@ def test_a_batch_of_records_is_encoded_together_and_an_unseen_level_refused_in_i
     dropping = {**ENCODING, "na": "drop"}
     batched = service.service(classifier(3), dropping, {"max_rows": 50, "batch_window": 30.0})
     alone = service.service(batched.model, dropping, {"max_rows": 50})
+    predicted_rows: list[int] = []
+    model_call = batched.batcher.predict_all  # type: ignore[union-attr]
+
+    def counted_call(inputs: Any) -> Any:
+        predicted_rows.append(len(inputs))
+        return model_call(inputs)
+
+    batched.batcher.predict_all = counted_call  # type: ignore[union-attr]
     headers = {"host": "127.0.0.1:8000", "content-type": "application/json"}
 
     def answers(bodies: list[str]) -> list[Any]:
@@ -529,14 +539,17 @@ def test_a_batch_of_records_is_encoded_together_and_an_unseen_level_refused_in_i
     encoded.clear()
     together = answers(bodies)
     assert encoded == [1 + 2 + 3 + 4]  # the batch's rows in one call of the encoding
+    assert predicted_rows == [1 + 2 + 1 + 4]  # and of the model: the rows with NA dropped
     assert together == [(200, json.loads(ask(alone, body)[4:])) for body in bodies]
     assert together[2][1]["predictions"][1] is None  # the NA row's (na = "drop")
-    # an unseen level: the batch fails to encode, each request is encoded alone, and that
-    # one is answered with its 400, the others as alone
+    # an unseen level: the batch fails to encode, each request is encoded alone, that one
+    # is answered with its 400, and the others are predicted together, answered as alone
     bodies[1] = '[{"income": 2, "region": "north"}]'
     encoded.clear()
+    predicted_rows.clear()
     together = answers(bodies)
     assert encoded[0] == 1 + 1 + 3 + 4 and sorted(encoded[1:]) == [1, 1, 3, 4]
+    assert predicted_rows == [1 + 1 + 4]
     status, problem = together.pop(1)
     assert (status, problem["error"], problem["levels"]) == (400, "unseen_level", ["north"])
     assert together == [(200, json.loads(ask(alone, b)[4:])) for b in bodies if "north" not in b]

@@ -2,15 +2,17 @@
 or while the model is busy, stacked into one call of the model, each answered with its own
 rows (as TF Serving's batching does).
 
-Contract. ``Batcher(predict, window, max_rows, stack)`` predicts in a thread of its own
-(the model's), one batch at a time, by ``predict`` (a list of arrays, a row per row of its
-features). A request's features are anything with a length (its rows) that ``stack``
-(default: NumPy's concatenate) joins, in order, into the features of one call. A request
-joins in one of two ways, from any number of threads at once:
+Contract. ``Batcher(predict, window, max_rows, prepare, stack)`` predicts in a thread of
+its own (the model's), one batch at a time, by ``predict`` (a list of arrays, a row per row
+of its input). A request's features are anything with a length (its rows) that ``stack``
+(default: NumPy's concatenate) joins, in order, into one batch's features, and that
+``prepare`` (default: none) turns into the model's input, a row per row, in the model's
+thread (an encoding, which may refuse a request's rows). A request joins in one of two
+ways, from any number of threads at once:
 
 - ``request()``, a block that a request enters as soon as it starts (before its body is
   read) and inside which it calls the function the block gives with its features: it
-  returns ``predict(features)``'s outputs for its rows, or raises its error. From its start
+  returns ``predict(prepare(features))``'s outputs for its rows, or raises its error. From its start
   until it joins (or leaves the block without), a request is on its way.
 - ``submit(features, done)``, which returns at once: ``done(outputs, error)`` is called in
   the model's thread once the request's rows are predicted (an event loop's request, whose
@@ -23,11 +25,13 @@ first request to join while the model is idle and none is waiting also waits at 
 ``window`` seconds for others: no longer than until none is on its way any more (every
 request being read has joined, or left), or ``max_rows`` rows wait. So a request alone,
 while the model is idle, is predicted at once; ``max_rows``: one call's rows, the model's
-batch. Then ``predict`` runs once on their rows (stacked in their order of arrival, at most
-``max_rows`` but for one larger request) and each request gets its own rows; requests left
-over go next, at once. Where the stacked call fails, each request is predicted alone, so
-that an error is its own request's. The model's thread ends once its Batcher is no longer
-referenced.
+batch. Then ``prepare`` and ``predict`` run once on their rows (stacked in their order of
+arrival, at most ``max_rows`` but for one larger request) and each request gets its own
+rows; requests left over go next, at once. An error is its own request's: where ``prepare``
+fails on the stacked features, each request's are prepared alone, a request whose
+``prepare`` fails gets its error and the others are predicted together still; where the
+stacked ``predict`` fails, each request is predicted alone. The model's thread ends once its
+Batcher is no longer referenced.
 """
 
 from __future__ import annotations
@@ -62,9 +66,11 @@ class Batcher:
         predict: Predict,
         window: float,
         max_rows: int,
+        prepare: Callable[[Any], Any] | None = None,
         stack: Callable[[list[Any]], Any] = np.concatenate,
     ) -> None:
         self.predict_all = predict
+        self.prepare = prepare or (lambda features: features)
         self.stack = stack
         self.window = window
         self.max_rows = max_rows
@@ -157,22 +163,35 @@ class Batcher:
         return batch
 
     def predict_batch(self, batch: list[_Request]) -> None:
-        outputs = None
+        inputs = None
         if len(batch) > 1:
-            try:
-                outputs = self.predict_all(self.stack([r.features for r in batch]))
-            except Exception:  # each request predicted alone, below, for its own error
-                outputs = None
-        if outputs is not None:
-            start = 0
-            for request in batch:
-                end = start + len(request.features)
+            with contextlib.suppress(Exception):  # prepared alone, below, for its own error
+                inputs = self.prepare(self.stack([r.features for r in batch]))
+        if inputs is None:
+            parts = []
+            for request in list(batch):
+                try:
+                    parts.append(self.prepare(request.features))
+                except BaseException as error:
+                    batch.remove(request)
+                    request.done(None, error)
+            if not parts:
+                return
+            inputs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        ends = np.cumsum([len(request.features) for request in batch])
+        try:
+            outputs = self.predict_all(inputs)
+        except BaseException as error:
+            if len(batch) == 1:
+                batch[0].done(None, error)
+                return
+            outputs = None  # each request predicted alone, below, for its own error
+        for request, start, end in zip(batch, [0, *ends[:-1]], ends):
+            if outputs is not None:
                 request.done([output[start:end] for output in outputs], None)
-                start = end
-            return
-        for request in batch:
+                continue
             try:
-                own = self.predict_all(request.features)
+                own = self.predict_all(inputs[start:end])
             except BaseException as error:
                 request.done(None, error)
             else:

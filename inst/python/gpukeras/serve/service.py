@@ -25,6 +25,7 @@ float32 rows and a body read in bounded time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import sys
@@ -72,19 +73,27 @@ class Service:
         self.batcher = None
         if window > 0:
             self.batcher = batching.Batcher(
-                self.predict, window, self.batch_size, stack=service_body.stack
+                self.predict_inputs,
+                window,
+                self.batch_size,
+                prepare=functools.partial(service_body.model_features, self),
+                stack=service_body.stack,
             )
         self.levels = (encoding or {}).get("y", None) and (encoding or {})["y"].get("levels")
         self.outputs = model_io.describe(model)["outputs"]
         self.metadata = json.dumps(metadata(self))
 
     def predict(self, features: Any) -> list[np.ndarray]:
-        """The model's outputs for ``features`` (``Pending.features``, or several requests'
-        stacked: ``service_body.stack``), one batch of ``batch_size`` rows at a time (one
-        call of the model at a time); a KerasHub classifier's logits as each class's
-        probability, as predict() gives them. Refused where the rows cannot be encoded."""
+        """The model's outputs for ``features`` (``Pending.features``): ``predict_inputs``
+        of their encoding (``service_body.model_features``, Refused where the rows cannot be
+        encoded)."""
+        return self.predict_inputs(service_body.model_features(self, features))
+
+    def predict_inputs(self, features: Any) -> list[np.ndarray]:
+        """The model's outputs for its input ``features``, one batch of ``batch_size`` rows
+        at a time (one call of the model at a time); a KerasHub classifier's logits as each
+        class's probability, as predict() gives them."""
         batch = self.batch_size
-        features = service_body.model_features(self, features)
         with self.model_lock:
             parts = [
                 _as_list(
