@@ -46,7 +46,8 @@
 #' id>")` loads), a summary of the model and the fit's plot. A fit resumed
 #' from its [gpu_backup()] folder (after a kill, a scheduler's signal, or a
 #' background child's crash) continues the same run. `fit$settings$tracking`
-#' names the run.
+#' names the run, and says the seconds tracking took on the training thread
+#' and waited at the end (`wait`).
 #'
 #' @section A server that does not answer:
 #' Tracking never fails or stalls training. Records are sent by MLflow's own

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +55,13 @@ def _fit(track: dict, epochs: int = 3, **request: object) -> dict:
     )
     assert answer["ok"], answer
     return answer["value"]
+
+
+def _held(result: dict) -> float:
+    """Seconds tracking held the fit up: its work on the training thread and its wait at
+    the end. A fit's own time is the machine's, no measure of tracking on a busy one."""
+    tracked = result["settings"]["tracking"]
+    return float(tracked["seconds_on_training_thread"] + tracked["seconds_waited"])
 
 
 def _client(uri: str) -> object:
@@ -129,9 +135,8 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
 
         # refused credentials: the fit completes, a warning says so, nothing secret shown
         wrong = {**track, "env": {**env, "MLFLOW_TRACKING_PASSWORD": "not-the-password"}, "wait": 0}
-        started = time.monotonic()
         refused = _fit(wrong, epochs=2)
-        assert time.monotonic() - started < 60
+        assert _held(refused) < 15
         said = " ".join(w["message"] for w in refused["warnings"])
         assert [w["class"] for w in refused["warnings"]] == ["tracking"]
         assert "401" in said and "gpu_track_sync()" in said and "not-the-password" not in said
@@ -154,9 +159,9 @@ def test_fit_run_on_a_real_server_and_what_it_did_not_take(tmp_path: Path) -> No
         # a server that accepts connections and answers nothing: the fit waits `wait` s at most
         server.pause()
         try:
-            started = time.monotonic()
             stalled = _fit({**track, "wait": 2}, epochs=2)
-            assert time.monotonic() - started < 30
+            assert stalled["settings"]["tracking"]["seconds_waited"] < 2 + 3
+            assert _held(stalled) < 2 + 15
             assert [w["class"] for w in stalled["warnings"]] == ["tracking"]
         finally:
             server.resume()
@@ -177,9 +182,8 @@ def test_nothing_listening_costs_the_fit_nothing(tmp_path: Path) -> None:
     requires("mlflow")
     port = free_port()
     track = {"uri": f"http://127.0.0.1:{port}", "spool": str(tmp_path / "kept"), "wait": 5}
-    started = time.monotonic()
     result = _fit(track, epochs=2)
-    assert time.monotonic() - started < 60
+    assert _held(result) < 15
     assert [w["class"] for w in result["warnings"]] == ["tracking"], result["warnings"]
     # why, whole and short: the system's reason and where, not urllib3's cut-off repr
     said = f"does not take runs now: connection refused at 127.0.0.1:{port}."

@@ -212,9 +212,12 @@ class FitRun:
         """Wait as the target says: for everything (``wait`` s: asked for, so not counted in
         ``seconds``), or for the run's id alone (made as the fit began: the sending goes on
         while R carries on)."""
+        waited = 0.0
         if self.target.wait > 0:
             self.seconds += time.perf_counter() - started
+            waiting = time.perf_counter()
             sender.SENDER.drain(self.target)
+            waited = time.perf_counter() - waiting
         else:
             sender.SENDER.wait_for_run(self.target, self.key, tracking.RUN_ID_WAIT)
             self.seconds += time.perf_counter() - started
@@ -224,6 +227,7 @@ class FitRun:
             "uri": self.target.safe,
             "experiment": self.target.experiment_label,
             "seconds_on_training_thread": self.seconds,
+            "seconds_waited": waited,  # for the records to be sent, as ``wait`` asked
         }
         result["warnings"] = list(result.get("warnings") or []) + [
             {"class": "tracking", "message": said} for said in sender.SENDER.take_warnings()
