@@ -168,16 +168,17 @@ class Batcher:
             with contextlib.suppress(Exception):  # prepared alone, below, for its own error
                 inputs = self.prepare(self.stack([r.features for r in batch]))
         if inputs is None:
-            parts = []
-            for request in list(batch):
+            kept, parts = [], []
+            for request in batch:
                 try:
                     parts.append(self.prepare(request.features))
                 except BaseException as error:
-                    batch.remove(request)
                     request.done(None, error)
+                else:
+                    kept.append(request)
             if not parts:
                 return
-            inputs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            batch, inputs = kept, parts[0] if len(parts) == 1 else np.concatenate(parts)
         ends = np.cumsum([len(request.features) for request in batch])
         try:
             outputs = self.predict_all(inputs)

@@ -544,10 +544,10 @@ class FrameRows:
     def __init__(self, columns: dict[str, Any], keep: np.ndarray | None) -> None:
         self.columns = columns
         self.keep = keep
+        self.given = len(next(iter(columns.values())))  # the rows given, scored or not
 
     def __len__(self) -> int:
-        rows = len(next(iter(self.columns.values())))
-        return rows if self.keep is None else int(self.keep.sum())
+        return self.given if self.keep is None else int(self.keep.sum())
 
 
 def stack(parts: list[Any]) -> Any:
@@ -565,12 +565,7 @@ def stack(parts: list[Any]) -> Any:
     }
     if all(part.keep is None for part in parts):
         return FrameRows(columns, None)
-    keep = [
-        np.ones(len(next(iter(part.columns.values()))), dtype=bool)
-        if part.keep is None
-        else part.keep
-        for part in parts
-    ]
+    keep = [np.ones(part.given, dtype=bool) if part.keep is None else part.keep for part in parts]
     return FrameRows(columns, np.concatenate(keep))
 
 
