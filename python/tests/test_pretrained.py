@@ -214,8 +214,12 @@ def test_a_saved_text_classifier_predicts_the_same_in_a_fresh_python(
     assert run.result == {"ok": True, "warnings": None}
     assert run.readback["levels"] == ["neg", "pos"]
     assert run.readback["compiled"]
-    np.testing.assert_array_equal(
-        np.array(run.readback["predicted"], dtype="float32"), fresh_python["expected"]
+    # the same but for float32 rounding: a fresh process's kernels may sum in another order
+    np.testing.assert_allclose(
+        np.array(run.readback["predicted"], dtype="float32"),
+        fresh_python["expected"],
+        rtol=1e-5,
+        atol=1e-7,
     )
 
 
