@@ -110,7 +110,7 @@
 #'   # precision needs the model built again under that policy).
 #'   tune <- gpu_tune(model, iris_data,
 #'     time_budget = 2, precisions = "float32", batch_sizes = c(8, 16),
-#'     steps_per_execution = c(1, 8)
+#'     steps_per_execution = c(1, 8), jit_compile = FALSE
 #'   )
 #'   tune
 #'   plot(tune)
