@@ -171,6 +171,20 @@ def flatten_layers(layer: Layer, include_self: bool = False, recursive: bool = T
     return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
 
 
+def compile_config_skipped(model: Model) -> bool:
+    """Whether Keras, deserializing ``model``'s config, would skip its ``compile_config``
+    with a warning: its class overrides ``compile()`` (a KerasHub task does) but not
+    ``compile_from_config()`` (keras/src/trainers/trainer.py, 3.15)."""
+    config.keras()
+    from keras.src.trainers.trainer import Trainer
+
+    cls = type(model)
+    return bool(
+        cls.compile is not Trainer.compile
+        and cls.compile_from_config is Trainer.compile_from_config
+    )
+
+
 def keras_hub_preset(preset: str) -> tuple[str, dict[str, Any]]:
     """The backbone class KerasHub's own preset loader reads from ``preset``'s config (a name,
     a URL or a folder), and its metadata (``{}`` without one), without building the model or

@@ -32,6 +32,10 @@ class ModelCopy:
     def __init__(self, model: Model):
         keras = config.keras()
         self.config = keras.saving.serialize_keras_object(model)
+        if compat.compile_config_skipped(model):
+            # Keras would skip it when rebuilding anyway, with a warning on the sending
+            # thread that the call the session runs meanwhile records as its own
+            self.config.pop("compile_config", None)
         # classes deserializing may not find by name (defined in R, or in __main__)
         self.classes = {
             keras.saving.get_registered_name(type(layer)): type(layer)
