@@ -62,7 +62,9 @@ code <- code_state()
 rows_train <- if (mode$smoke) 300L else 5000L
 epochs <- if (mode$smoke) 1L else 2L
 clients <- if (mode$smoke) 2L else 8L
-requests <- if (mode$smoke) 2L else if (mode$quick) 10L else 25L
+# requests per client and round, by request size: enough 1-row ones for a phase of a second
+# or more (200 made phases of 0.2 s, where the machine's noise moved the rate by a third)
+requests <- if (mode$smoke) c(rows_1 = 2L, rows_1000 = 2L) else if (mode$quick) c(rows_1 = 40L, rows_1000 = 10L) else c(rows_1 = 100L, rows_1000 = 25L)
 rounds <- if (mode$smoke) 1L else if (mode$quick) 2L else 3L
 sizes <- c(1L, 1000L)
 max_rows <- 10000L
@@ -445,7 +447,8 @@ agreement <- lapply(sizes, function(n) check_answers(bench_frame(n, 2)))
 names(agreement) <- paste0("rows_", sizes)
 
 # `clients` closed-loop clients, `per_client` requests each, of the body `body`:
-# requests per second and each request's latency.
+# requests per second, each request's latency, and the CPU time a request took the service
+# (all its processes' threads) and the clients (this process), in ms.
 load_run <- function(body, clients, per_client) {
   pool <- curl::new_pool(total_con = clients, host_con = clients)
   latencies <- numeric()
@@ -469,12 +472,18 @@ load_run <- function(body, clients, per_client) {
   }
   for (i in seq_len(clients)) send(per_client)
   began <- Sys.time()
+  service_began <- served_cpu()
+  clients_began <- proc.time()
   curl::multi_run(pool = pool)
+  clients_cpu <- sum((proc.time() - clients_began)[c("user.self", "sys.self")])
+  service_cpu <- served_cpu() - service_began
   wall <- as.numeric(difftime(Sys.time(), began, units = "secs"))
+  answered <- length(latencies) + failures
   list(
     requests = length(latencies), failures = failures, seconds = wall, requests_per_second = length(latencies) / wall,
     median_latency_ms = 1000 * stats::median(latencies), p90_latency_ms = 1000 * unname(stats::quantile(latencies, 0.9)),
-    max_latency_ms = 1000 * max(latencies)
+    max_latency_ms = 1000 * max(latencies),
+    service_cpu_ms_per_request = 1000 * service_cpu / answered, clients_cpu_ms_per_request = 1000 * clients_cpu / answered
   )
 }
 
@@ -489,13 +498,14 @@ for (round in seq_len(rounds)) {
   for (size in names(bodies)) {
     for (k in unique(c(clients, 1L))) {
       key <- sprintf("%s_clients_%d", size, k)
-      per_client <- if (k == 1L) max(2L, requests %/% 2L) else requests
+      per_client <- if (k == 1L) max(2L, requests[[size]] * 2L) else requests[[size]]
       run <- load_run(bodies[[size]], k, per_client)
       run$loadavg_after <- readLines("/proc/loadavg")
       measured[[key]] <- c(measured[[key]], list(run))
       cat(sprintf(
-        "round %d, %-22s %6.1f requests/s, median latency %7.1f ms (p90 %7.1f), %d failed\n",
-        round, key, run$requests_per_second, run$median_latency_ms, run$p90_latency_ms, run$failures
+        "round %d, %-22s %6.1f requests/s, median latency %7.1f ms (p90 %7.1f), %d failed; CPU ms a request: service %.2f, clients %.2f\n",
+        round, key, run$requests_per_second, run$median_latency_ms, run$p90_latency_ms, run$failures,
+        run$service_cpu_ms_per_request, run$clients_cpu_ms_per_request
       ))
     }
   }
@@ -514,7 +524,9 @@ summarise <- function(runs) {
   pick <- function(what) vapply(runs, `[[`, numeric(1), what)
   list(
     requests_per_second = stats::median(pick("requests_per_second")), median_latency_ms = stats::median(pick("median_latency_ms")),
-    p90_latency_ms = stats::median(pick("p90_latency_ms")), failures = sum(pick("failures")), rounds = runs
+    p90_latency_ms = stats::median(pick("p90_latency_ms")), failures = sum(pick("failures")),
+    service_cpu_ms_per_request = stats::median(pick("service_cpu_ms_per_request")),
+    clients_cpu_ms_per_request = stats::median(pick("clients_cpu_ms_per_request")), rounds = runs
   )
 }
 
@@ -526,7 +538,7 @@ result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine),
     data = "data.frame: 8 numeric columns, region (4 levels), plan (3 levels); one-hot: 15 features",
     model = "MLP 15-64-64-2 (relu, softmax), adam, sparse categorical cross-entropy",
     train_rows = rows_train, epochs = epochs, request_rows = sizes, clients = clients,
-    requests_per_client = requests, rounds = rounds, batch_size = 1024L, max_rows = max_rows,
+    requests_per_client = as.list(requests), rounds = rounds, batch_size = 1024L, max_rows = max_rows,
     body_bytes = lapply(bodies, nchar, type = "bytes")
   ),
   service_start_seconds = service_start_seconds,
@@ -541,7 +553,8 @@ result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine),
   notes = c(
     sprintf("The machine has %d CPU cores, shared: the service (one R process, answering one request at a time; TensorFlow's threads), the clients (this R process, curl's multi interface) and other people's processes ran on them (load averages in machine and each round).", machine$cores),
     "requests_per_second: answers with status 200 / wall time from the first request sent to the last answer, per round; median_latency_ms and p90_latency_ms: of each request's curl total time (connect, send, queued at the service, predict(), JSON, read), per round; the summary is the median over rounds.",
-    "rows_1_clients_1 and rows_1000_clients_1: one client alone, for reference (no queueing).",
+    "rows_1_clients_1 and rows_1000_clients_1: one client alone, for reference (no queueing), twice the requests per client of the clients together.",
+    "service_cpu_ms_per_request and clients_cpu_ms_per_request: the CPU time (user + system) of the service's processes (all their threads, from /proc) and of this process (the clients) over the phase, per request answered; the summary is the median over rounds. On the service's one core, 1000 / service_cpu_ms_per_request bounds the requests per second it can answer (its Python holds one lock), and on 2 cores 2000 / (service + clients) bounds what both sides can.",
     "clients_over_one: per request size, the median over rounds of the requests per second of the clients together over the median of one client's (issue #77's goal for 1-row requests: >= 4x).",
     "predict_in_process_ms: predict(fit, newdata, batch_size = 1024) in the clients' process on the same rows, median: the model's own time, which the service adds HTTP, JSON and its checks to.",
     "agreement: the served probabilities against predict(fit) in this process (max absolute difference) and the served classes (type=class) against predict(fit, type = \"class\")."
@@ -552,7 +565,10 @@ result$wall_seconds <- round(as.numeric(difftime(Sys.time(), wall_started, units
 out <- write_result(result, paste0("serve-", short), mode)
 for (key in names(result$results)) {
   r <- result$results[[key]]
-  cat(sprintf("%-22s %6.1f requests/s, median latency %7.1f ms, p90 %7.1f ms\n", key, r$requests_per_second, r$median_latency_ms, r$p90_latency_ms))
+  cat(sprintf(
+    "%-22s %6.1f requests/s, median latency %7.1f ms, p90 %7.1f ms; CPU ms a request: service %.2f, clients %.2f\n",
+    key, r$requests_per_second, r$median_latency_ms, r$p90_latency_ms, r$service_cpu_ms_per_request, r$clients_cpu_ms_per_request
+  ))
 }
 cat(sprintf("%d clients over one, requests per second: %s\n", clients, paste(sprintf("%s %.2fx", names(result$clients_over_one), unlist(result$clients_over_one)), collapse = ", ")))
 cat(sprintf("predict() in process: %s ms\n", paste(sprintf("%s %.1f", names(predict_ms), unlist(predict_ms)), collapse = ", ")))
