@@ -103,7 +103,8 @@
 #'     request within 10 seconds (else the connection is closed); an idle
 #'     connection is kept alive 5 seconds;
 #'   \item headers over 64 KiB get a `431`; from 1,000 open connections a
-#'     request gets a `503`;
+#'     request gets a `503` (`limits = gpu_serve_limits()` sets these times
+#'     and sizes);
 #'   \item malformed framing (two `Content-Length`s, a signed one, a
 #'     `Transfer-Encoding` beside one) gets a `400`; `Upgrade` is never
 #'     honoured (the request is answered as HTTP).
@@ -214,6 +215,10 @@
 #'   TensorFlow Serving batches requests), each answered with its own rows;
 #'   requests that arrive while the model predicts go in its next call. A
 #'   request alone is predicted at once. `0`: each request predicted alone.
+#' @param limits `NULL` (the defaults, see "Limits"), or [gpu_serve_limits()]:
+#'   how long the server waits for a body, for a new connection's headers and
+#'   on an idle connection, how many connections it holds, how large headers
+#'   may be.
 #' @param ... Not used: an argument these functions do not have is an error
 #'   that names the one meant.
 #' @return `gpu_serve()` returns (invisibly) only when the service stops.
@@ -244,20 +249,21 @@
 #' }
 gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_rows = NULL,
                       batch_size = 1024, unknown = c("error", "zero", "code"), max_bytes = NULL,
-                      allowed_hosts = NULL, quiet = FALSE, batch_window = 0.002, ...) {
+                      allowed_hosts = NULL, quiet = FALSE, batch_window = 0.002, limits = NULL, ...) {
   check_unknown_args("gpu_serve")
   call <- current_env()
   port <- check_whole_number(port, 1, 65535, call = call)
   check_string(host, call = call)
   check_flag(quiet, call = call)
   check_number_decimal(batch_window, min = 0, max = 1, call = call)
+  limits <- if (is.null(limits)) gpu_serve_limits() else check_fit_option(limits, "serve_limits", call = call)
   settings <- serve_settings(fit, token, max_rows, batch_size, unknown, max_bytes, allowed_hosts, call)
   check_suggested("jsonlite", "Serving with gpu_serve()", call)
   folder <- tempfile("gpukeras-serve-")
   dir.create(folder, mode = "0700")
   on.exit(unlink(folder, recursive = TRUE), add = TRUE)
   settings$model <- gpu_save(fit, file.path(folder, "model.keras"))$model
-  settings[c("host", "port", "batch_window")] <- list(host, port, batch_window)
+  settings[c("host", "port", "batch_window", names(limits))] <- c(list(host, port, batch_window), unclass(limits))
   log <- file.path(folder, "server.log")
   server <- serve_start(settings, log, call)
   on.exit(server$kill(), add = TRUE)

@@ -59,6 +59,7 @@ checked <- check_before_python(bad_inputs(
   "gpu_backup",                           gpu_backup("run-1", evry = 100),                           "bad_argument", "^gpu_backup\\(\\) has no argument `evry`.*Did you mean `every`.*\\?gpu_step lists",
   "gpu_background",                       gpu_background(maxrestarts = 5),                           "bad_argument", "^gpu_background\\(\\) has no argument `maxrestarts`.*Did you mean `max_restarts`.*\\?gpu_step lists",
   "gpu_workers",                          gpu_workers(perdevice = 2),                                "bad_argument", "^gpu_workers\\(\\) has no argument `perdevice`.*Did you mean `per_device`.*\\?gpu_workers lists",
+  "gpu_serve_limits",                     gpu_serve_limits(keepalive_seconds = 60),                  "bad_argument", "^gpu_serve_limits\\(\\) has no argument `keepalive_seconds`.*Did you mean `keep_alive_seconds`.*\\?gpu_serve_limits lists",
   "gpu_track",                            gpu_track("runs", experimnt = "iris"),                     "bad_argument", "^gpu_track\\(\\) has no argument `experimnt`.*Did you mean `experiment`.*\\?gpu_track lists",
   "gpu_track_sync: help page gpu_track",  gpu_track_sync(wait = 5),                                  "bad_argument", "^gpu_track_sync\\(\\) has no argument `wait`.*\\?gpu_track lists",
   "gpu_tracking_available",               gpu_tracking_available(uri = "runs"),                      "bad_argument", "^gpu_tracking_available\\(\\) has no argument `uri`.*\\?gpu_track lists",

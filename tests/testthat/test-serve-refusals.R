@@ -25,6 +25,15 @@ test_that("gpu_api() adds its routes beside the caller's, and describes /predict
   expect_snapshot(writeLines(as.character(jsonlite::toJSON(post$requestBody, auto_unbox = TRUE, pretty = TRUE))))
 })
 
+test_that("gpu_serve_limits() holds the server's limits, checked, and prints them", {
+  limits <- gpu_serve_limits(keep_alive_seconds = 65, max_connections = 200)
+  expect_s3_class(limits, "gpukeras_serve_limits")
+  expect_identical(limits$keep_alive_seconds, 65)
+  expect_identical(limits$max_connections, 200L)
+  expect_identical(gpu_serve_limits()$max_head_bytes, 65536L)
+  expect_snapshot(print(limits))
+})
+
 test_that("gpu_api()'s router and prefix are checked before the model", {
   expect_snapshot(error = TRUE, {
     gpu_api(NULL, prefix = "model/")

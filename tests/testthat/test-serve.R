@@ -1,6 +1,7 @@
 # gpu_serve() and gpu_api() answered over real HTTP: one R process serves a model
-# saved by this session and loaded there with gpu_load() (gpu_serve() with a token on
-# one port, gpu_api()'s routes added to a plumber app of the user's on another, and
+# saved by this session and loaded there with gpu_load() (gpu_serve() with a token and
+# limits of its own on one port, gpu_api()'s routes added to a plumber app of the user's on
+# another, and
 # gpu_api()'s own router mounted in an app on a third), started
 # for this file on 127.0.0.1 and killed after it; this session sends requests with curl,
 # eight at a time, and compares the answers with predict() here. Hostile requests (a
@@ -68,7 +69,8 @@ server <- start_in_fresh_r(
       "127.0.0.1", as.integer(Sys.getenv("SERVE_PORT_MATRIX")), plumber::pr_mount(plumber::pr(), "/m", matrix_api)
     )
     gpu_serve(
-      model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50, quiet = TRUE
+      model, port = as.integer(Sys.getenv("SERVE_PORT")), token = Sys.getenv("SERVE_TOKEN"), max_rows = 50,
+      quiet = TRUE, limits = gpu_serve_limits(keep_alive_seconds = 60, max_head_bytes = 8192)
     )
   },
   env = c(
@@ -401,6 +403,40 @@ test_that(paste(
   expect_identical(read_response(curl::curl_fetch_memory(paste0(served, "/metadata"), handle = with_body))$status, 200L)
   expect_lt(served_mib() - before, 20)
   expect_identical(http(paste0(served, "/health"), bearer = NULL)$json$status, "ok")
+})
+
+# GET /health twice on one connection, `pause` seconds apart: each answer's status line, NA
+# where the service had closed the connection.
+kept_alive_after <- function(port, pause) {
+  con <- socketConnection("127.0.0.1", port, blocking = TRUE, open = "r+b", timeout = 30)
+  on.exit(close(con))
+  ask <- function() {
+    writeLines(c("GET /health HTTP/1.1", sprintf("Host: 127.0.0.1:%d", port), ""), con, sep = "\r\n")
+    status <- readLines(con, n = 1L, warn = FALSE)
+    if (!length(status)) return(NA_character_)
+    size <- 0L
+    repeat {
+      line <- readLines(con, n = 1L, warn = FALSE)
+      if (!length(line) || !nzchar(line)) break
+      if (grepl("^content-length:", line, ignore.case = TRUE)) size <- as.integer(sub("^[^:]*:", "", line))
+    }
+    readChar(con, size, useBytes = TRUE)
+    status
+  }
+  first <- ask()
+  Sys.sleep(pause)
+  c(first, tryCatch(ask(), error = function(e) NA_character_))
+}
+
+test_that("gpu_serve(limits = ) sets the server's: headers over max_head_bytes get a 431, idle connections stay open", {
+  padded <- raw_http(ports[1], c(
+    "GET /health HTTP/1.1", sprintf("Host: 127.0.0.1:%d", ports[1]), paste("X-Padding:", strrep("a", 9000))
+  ))
+  expect_identical(padded$status, 431L)
+  expect_identical(padded$json$error, "headers_too_large")
+  expect_match(padded$json$message, "at most 8192 bytes", fixed = TRUE)
+  # keep_alive_seconds = 60: still open after the default's 5 s
+  expect_identical(kept_alive_after(ports[1], 6), rep("HTTP/1.1 200 OK", 2))
 })
 
 # The service's server: the process gpu_serve()'s R started, which listens on its port.
