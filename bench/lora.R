@@ -12,7 +12,7 @@
 #             compiles, on a copy with the same LoRA), then gpu_fit() of the same token ids as a named
 #             list (token_ids, padding_mask; the next tokens as y).
 #
-# Each side: a warm-up fit of one epoch (XLA compiles the step), then a timed fit of three
+# Each side: a warm-up fit of one epoch (XLA compiles the step), then a timed fit of six
 # epochs of 128 sequences; tokens per second over that second call (the data's hand-over
 # included), gpukeras' over KerasHub's (goal >= 1.0); the peak memory of the device (JAX's
 # memory_stats()) against the memory plan's estimate at the model's precision and LoRA (goal:
@@ -31,7 +31,7 @@ out <- markdown_out("lora", mode)
 sizes <- if (mode$smoke) {
   list(size = "tiny", rows = 16L, length = 32L, batch = 4L, epochs = 1L, rank = 4L)
 } else {
-  list(size = "gemma3_1b", rows = 128L, length = 512L, batch = 8L, epochs = 3L, rank = 8L)
+  list(size = "gemma3_1b", rows = 128L, length = 512L, batch = 8L, epochs = 6L, rank = 8L)
 }
 python <- Sys.getenv("PYTHON", unset = gpukeras_python())
 folder <- tempfile("lora-")
@@ -49,7 +49,9 @@ hub <- if (mode$smoke) lora_py(c("prepare", "keras-hub")) else c(lora_py("prepar
 cat("bench/lora.py:", hub, sep = "\n") # in the log, whatever happens below
 
 keras <- gpu_keras()
-hub <- do.call(c, lapply(hub, reticulate::import("json")$loads))
+# integers as doubles: reticulate wraps a Python int past 2^31 into an R integer (a peak of
+# 12,968,068,352 bytes read as 83,166,464 on 2026-11-30)
+hub <- do.call(c, lapply(hub, reticulate::import("json")$loads, parse_int = reticulate::import_builtins()$float))
 keras$config$set_dtype_policy("bfloat16")
 model <- gpu_causal_lm(file.path(folder, "preset"), lora_rank = sizes$rank)
 ids <- reticulate::py_to_r(reticulate::import("numpy", convert = FALSE)$load(file.path(folder, "token_ids.npy")))
@@ -65,7 +67,9 @@ warmup <- timed_fit(1L)
 timed <- timed_fit(sizes$epochs)
 cat(sprintf("gpu_fit(): warm-up %.1f s, timed %.2f s\n", warmup$seconds, timed$seconds))
 jax <- reticulate::import("jax")
-peak <- jax$devices()[[1]]$memory_stats()$peak_bytes_in_use
+peak <- reticulate::py_eval(
+  "(lambda s: float(s['peak_bytes_in_use']) if s else None)(__import__('jax').devices()[0].memory_stats())"
+)
 # after the peak is read: the plan compiles the step on a copy of the model, whose weights
 # would otherwise count in the fit's peak
 plan <- gpu_memory_plan(model, batch_size = sizes$batch, sequence_length = length_)

@@ -13,6 +13,18 @@ from gpukeras.core import errors, runtime, stack
 from gpukeras.gpu.nvml import NvmlDevice, NvmlReport
 
 
+def test_plain_sends_integers_beyond_r_s_as_doubles() -> None:
+    """reticulate wraps a Python int past 2^31 - 1 around 2^32 in R: such ints cross as
+    floats, exact; R's own integers stay ints."""
+    big = 12_968_068_352
+    value = bridge.plain({"peak": big, "low": -big, "numpy": np.int64(big), "small": 7})
+    assert value == {"peak": float(big), "low": -float(big), "numpy": float(big), "small": 7}
+    assert [type(v) for v in value.values()] == [float, float, float, int]
+    edge = bridge.plain([2**31 - 1, 2**31, True, np.int32(5)])
+    assert edge == [2**31 - 1, 2.0**31, True, 5]
+    assert [type(v) for v in edge] == [int, float, bool, int]
+
+
 def test_plain_turns_dataclasses_into_nested_dicts() -> None:
     device = NvmlDevice(0, "H100", "GPU-1", "9.0", 81559.0, 1.0, 81558.0, None)
     value = bridge.plain(NvmlReport(available=True, driver_version="580", devices=[device]))

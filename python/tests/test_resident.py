@@ -103,12 +103,29 @@ def test_auto_chooses_the_steps_per_dispatch_unless_the_model_was_compiled_with_
     report, kept = finish(chosen), finish(own)
     settings = report["settings"]
     assert settings["data"] == "device arrays"
-    # whole calls of the loop (8 steps), at most an epoch's 17
+    # whole calls of the loop (8 steps), at most an epoch's 17, from a step timed on a copy
     assert settings["steps_per_execution"] in (8, 16, 17)
+    assert report["step_timed"]
     assert report["model_steps_per_execution"] == 1  # the model's compiled setting, kept
     assert kept["settings"]["data"] == "device arrays"
     assert kept["settings"]["steps_per_execution"] == 3
     assert kept["model_steps_per_execution"] == 3
+
+
+def test_auto_does_not_copy_a_state_past_its_share_of_free_memory(tmp_path: Path) -> None:
+    """Timing a step takes a copy of the training state, which would raise the fit's peak
+    by a whole state: past ``PROBE_SHARE`` of the free memory none is made, and k is one
+    call of the loop; the training is the same."""
+    spec = {**TRAIN, "epochs": 1}
+    large = start({**spec, "probe_share": 1e-12, "out": str(tmp_path / "large")})
+    given = start({**spec, "steps_per_execution": 8, "out": str(tmp_path / "given")})
+    report, same = finish(large), finish(given)
+    assert report["settings"]["data"] == "device arrays"
+    assert report["settings"]["steps_per_execution"] == 8
+    assert not report["step_timed"]
+    for a, b in zip(weights(tmp_path / "large.npz"), weights(tmp_path / "given.npz")):
+        np.testing.assert_array_equal(a, b)
+    assert same["history"] == report["history"]
 
 
 def test_auto_runs_a_step_per_dispatch_for_a_callback_that_acts_on_each_batch(

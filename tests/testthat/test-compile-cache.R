@@ -59,6 +59,16 @@ test_that("the cache can be turned off, or kept in a folder of the user's choosi
   expect_length(list.files(file.path(mine, "not-used")), 0)
 })
 
+test_that("a size bound past R's integers (2^31 - 1 bytes) is kept and printed whole", {
+  skip_if_no_python()
+  folder <- withr::local_tempdir("large-bound-")
+  # reticulate wraps a Python int past R's integers around 2^32: 5e9 read as 705,032,704
+  large <- run_in_fresh_r(list(cache = unclass(gpu_compile_cache()), printed = format(gpu_compile_cache())),
+                          options = list(gpukeras.compile_cache = folder, gpukeras.compile_cache_size = 5e9))
+  expect_identical(large$cache$max_bytes, 5e9)
+  expect_match(large$printed[2], "(at most 4.7 GiB)", fixed = TRUE)
+})
+
 test_that("gpu_compile_cache() refuses a bad argument or option, naming it", {
   skip_if_no_python()
   expect_snapshot(gpu_compile_cache(clear = "yes"), error = TRUE)

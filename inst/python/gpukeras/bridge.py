@@ -229,10 +229,16 @@ def r_safe_array(value: Any) -> Any:
     return value
 
 
+# R's integers hold up to 2^31 - 1; reticulate (1.28 to 1.46) hands R a Python int past
+# that as an integer wrapped around 2^32, silently (a peak of 12,968,068,352 bytes arrived
+# as 83,166,464), so such an int crosses as a double, exact up to 2^53.
+R_INTEGER_MAX = 2**31 - 1
+
+
 def plain(value: object) -> object:
-    """Dataclasses to dicts, tuples to lists, NumPy scalars to Python numbers, arrays R
-    cannot take in low precision to float32 (``r_safe_array``): every value R gets
-    crosses here."""
+    """Dataclasses to dicts, tuples to lists, NumPy scalars to Python numbers, integers
+    beyond R's (``R_INTEGER_MAX``) to floats, arrays R cannot take in low precision to
+    float32 (``r_safe_array``): every value R gets crosses here."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return plain(dataclasses.asdict(value))
     if isinstance(value, dict):
@@ -240,7 +246,9 @@ def plain(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     if hasattr(value, "item") and getattr(value, "shape", None) == ():
-        return value.item()
+        value = value.item()
+    if isinstance(value, int) and abs(value) > R_INTEGER_MAX:
+        return float(value)
     return r_safe_array(value)
 
 

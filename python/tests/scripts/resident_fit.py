@@ -12,8 +12,10 @@ core on PYTHONPATH); prints one JSON line. The spec's keys:
 - ``count_batches``: a LambdaCallback counting the ``on_train_batch_end`` calls, as a
   user's callback that acts on each batch; the report's ``batch_calls``.
 - ``memory_share``: ``resident.MEMORY_SHARE`` for this run (a tiny one makes the data
-  stream); ``cpu_devices``: a DataParallel over that many logical CPU devices; ``cpu``
-  (implied by ``cpu_devices``): on the CPU even where JAX sees a GPU.
+  stream); ``probe_share``: ``train.resident.PROBE_SHARE`` (a tiny one: k for "auto" is
+  not timed, the report's ``step_timed`` false); ``cpu_devices``: a DataParallel over
+  that many logical CPU devices; ``cpu`` (implied by ``cpu_devices``): on the CPU even
+  where JAX sees a GPU.
 - ``reference``: instead, Keras' own fit() on the same batch order (each epoch's
   permutation taken from ``resident``), unshuffled, one epoch per call.
   Otherwise the report's ``traces`` counts the times Keras' train and test steps were
@@ -42,6 +44,7 @@ from gpukeras import bridge  # noqa: E402
 from gpukeras.core import compat  # noqa: E402
 from gpukeras.core.runtime import config  # noqa: E402
 from gpukeras.data.adapters import Rows, resident  # noqa: E402
+from gpukeras.train import resident as resident_loop  # noqa: E402
 
 keras = config.keras()
 rng = np.random.default_rng(0)
@@ -62,6 +65,8 @@ model.compile(
 )
 if "memory_share" in spec:
     resident.MEMORY_SHARE = spec["memory_share"]
+if "probe_share" in spec:
+    resident_loop.PROBE_SHARE = spec["probe_share"]
 
 
 compiled: list[str] = []
@@ -166,6 +171,7 @@ else:
         "traces": traces,
         "compiled": compiled,
         "batch_calls": len(batch_calls),
+        "step_timed": any(p.step_seconds is not None for p in resident_loop._PROGRAMS.values()),
     }
 np.savez(spec["out"], *model.get_weights())
 print(json.dumps(report, default=str))

@@ -45,12 +45,18 @@ import numpy as np
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
-from gpukeras.data.adapters.resident import DeviceRows
+from gpukeras.data.adapters.resident import DeviceRows, free_bytes
 from gpukeras.train import timing
 
 # The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
 # (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
 DISPATCH_SECONDS = 0.02
+# k for "auto" is timed on a copy of the training state only while that copy takes at most
+# this share of the free memory of a device that holds it. A larger state is a model whose
+# step keeps the device busy through one call of the loop, which the host enqueues while the
+# last one runs; its copy would raise the fit's peak above Keras' own fit() by a whole state
+# (bench/results/lora-NVIDIA-H200-2026-11-30.md).
+PROBE_SHARE = 0.01
 # The whole batches' loop runs this many steps per call, its count compiled in (see the
 # notes); a dispatch of k steps is k / BLOCK_STEPS calls, queued one after another.
 BLOCK_STEPS = 8
@@ -214,6 +220,16 @@ def state_variables(model: Model) -> tuple[list, ...]:
 def training_state(model: Model) -> tuple[list, ...]:
     """The values Keras' JAX ``train_step`` takes as its state, in its order."""
     return tuple([v.value for v in group] for group in state_variables(model))
+
+
+def _copy_fits(jax: Any, state: Any) -> bool:
+    """Whether a copy of ``state`` takes at most ``PROBE_SHARE`` of the free memory of each
+    device its arrays are on (true where that memory is not known)."""
+    leaves = jax.tree.leaves(state)
+    size = sum(leaf.nbytes for leaf in leaves)
+    devices = {device for leaf in leaves for device in leaf.devices()}
+    free = [f for f in (free_bytes(device) for device in devices) if f is not None]
+    return not free or size <= PROBE_SHARE * min(free)
 
 
 class ResidentLoop:
@@ -419,14 +435,18 @@ class ResidentLoop:
     def choose_steps(self, model: Model) -> int:
         """k for "auto": the steps that take ``DISPATCH_SECONDS`` on the device (see the notes),
         1 to an epoch's steps. A step is timed once per compiled program, on a copy of the
-        training state."""
+        training state; a state past ``PROBE_SHARE`` of the free memory is not copied, and k
+        is one call of the loop."""
         rows = self.rows
         if rows.full == 0:
             return 1
         compiled = self._compiled(model)
+        block = min(BLOCK_STEPS, rows.full)  # whole calls of the loop
         if compiled.step_seconds is None:
             jax = rows.jax
             state = training_state(model)
+            if not _copy_fits(jax, state):
+                return block
             ((_, probe),) = self.blocks(0, min(BLOCK_STEPS, rows.full))  # a call of the loop
             # a step's time does not depend on the order: the rows' own, copied (an arange
             # on the device compiles a program per row count)
@@ -443,7 +463,6 @@ class ResidentLoop:
                 seconds.append(time.perf_counter() - started)
             compiled.step_seconds = seconds[-1] / probe
         wanted = math.ceil(DISPATCH_SECONDS / max(compiled.step_seconds, 1e-9))
-        block = min(BLOCK_STEPS, rows.full)  # whole calls of the loop
         return max(1, min(rows.steps, block * math.ceil(wanted / block)))
 
     def install(self, model: Model, k: int) -> None:
