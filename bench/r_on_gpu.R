@@ -396,12 +396,13 @@ if (6 %in% parts) {
     trials <- nrow(run$value$trials)
     # a population's members share its seconds (its compiling and training): a group's counted once
     training <- sum(unique(run$value$trials$seconds), na.rm = TRUE)
-    say(sprintf(paste("\nSearch (%s): %d trials in %.1f s, **%.0f trials per hour** (%s); trained as %s;",
+    say(sprintf(paste("\nSearch (%s): %d trials in %.1f s, **%.0f trials per hour** (%s); trained as %s (%s);",
                       "GPU utilization %.0f %%; the populations' own (compiling, training) %.1f s of it"),
                 c(learning_rate = "learning rate", learning_rate_again = "learning rate, the same again",
                   units_too = "units and learning rate")[[name]],
                 trials, run$seconds, 3600 * trials / run$seconds, goals[[name]],
-                paste(run$value$trained, collapse = " and "), run$utilization, training))
+                paste(run$value$trained, collapse = " and "), if (is.null(run$value$trained_why)) "no reason given" else run$value$trained_why,
+                run$utilization, training))
   }
 }
 if (6 %in% parts) {
