@@ -20,7 +20,9 @@
 #'   1; the monitor's advice says when raising it would pay), except that on
 #'   JAX with the data on the device a model compiled with Keras' default
 #'   runs as many steps per call as take about 20 ms on the device (a step
-#'   timed on a copy of the training state before the fit), unless one of
+#'   timed on a copy of the training state before the fit; 8 steps, untimed,
+#'   for a state over 1% of the device's free memory, whose copy would raise
+#'   the fit's peak memory by that state), unless one of
 #'   [gpu_fit()]'s `callbacks` acts on each batch (Keras calls batch hooks once
 #'   per call, so they would see every k-th batch): then 1. Or a number
 #'   (larger values cut the per-step overhead of small models; batch hooks
