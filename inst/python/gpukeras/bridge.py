@@ -229,9 +229,9 @@ def r_safe_array(value: Any) -> Any:
     return value
 
 
-# R's integers hold up to 2^31 - 1; reticulate (1.28 to 1.46) hands R a Python int past
-# that as an integer wrapped around 2^32, silently (a peak of 12,968,068,352 bytes arrived
-# as 83,166,464), so such an int crosses as a double, exact up to 2^53.
+# R's integers hold up to 2^31 - 1; reticulate (seen in 1.28 and 1.41) hands R a Python int
+# past that as an integer wrapped around 2^32, silently (a peak of 12,968,068,352 bytes
+# arrived as 83,166,464), so such an int crosses as a double, exact up to 2^53.
 R_INTEGER_MAX = 2**31 - 1
 
 

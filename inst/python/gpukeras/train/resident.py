@@ -52,10 +52,10 @@ from gpukeras.train import timing
 # (Keras' loop and callbacks, ~0.1-1 ms) is then a few percent of it.
 DISPATCH_SECONDS = 0.02
 # k for "auto" is timed on a copy of the training state only while that copy takes at most
-# this share of the free memory of a device that holds it. A larger state is a model whose
-# step keeps the device busy through one call of the loop, which the host enqueues while the
-# last one runs; its copy would raise the fit's peak above Keras' own fit() by a whole state
-# (bench/results/lora-NVIDIA-H200-2026-11-30.md).
+# this share of the free memory of a device that holds it: past it, the copy would raise the
+# fit's peak above Keras' own fit() by a whole state (bench/results/lora-NVIDIA-H200-2026-11-30.md),
+# and k is one call of the loop, which the host enqueues while the device runs the last one
+# (the steps of a model with such a state are long: 43 ms for a 1B-parameter LoRA fine-tune).
 PROBE_SHARE = 0.01
 # The whole batches' loop runs this many steps per call, its count compiled in (see the
 # notes); a dispatch of k steps is k / BLOCK_STEPS calls, queued one after another.
