@@ -37,7 +37,8 @@
 #             and the populations' searches, the one over units too, side by side)
 #   pretrained  issue #79's GPU goal: bench/lora.R through the bundle (a LoRA fine-tune of a
 #             gemma3_1b-sized causal LM from R against KerasHub's own fit(), bench/lora.py;
-#             KerasHub's, Grain's and their needs' wheels in .whl/, which this script installs)
+#             KerasHub's, Grain's and their needs' wheels in .whl/, which this script installs;
+#             PRETRAINED_ROWS=N: N sequences an epoch, not 128)
 #   all       every part above, in that order
 #
 # Each part ends within 10 minutes (one device command), all of them within 76 (the sum
@@ -218,7 +219,7 @@ for part in "${parts[@]}"; do
         step lora 300 env PYTHON="$python" Rscript --no-save --no-restore bench/lora.R --smoke --out "$out/lora-$tag.md"
       else
         step lora ${PRETRAINED_LIMIT:-300} env PYTHON="$(command -v "$python")" "$bundle/Rscript" bench/lora.R \
-          --out "$out/lora-$tag.md"
+          --out "$out/lora-$tag${PRETRAINED_ROWS:+-rows-$PRETRAINED_ROWS}.md" ${PRETRAINED_ROWS:+--rows "$PRETRAINED_ROWS"}
       fi
       ;;
     *)

@@ -21,7 +21,7 @@
 #
 # On a GPU machine, through the bundle of bench/gpu_r_bundle.sh (bench/gpu_verify.sh
 # pretrained; KerasHub's and Grain's wheels in .whl/):
-#   KERAS_BACKEND=jax PYTHON=python3 .gpu-r/Rscript bench/lora.R --out FILE
+#   KERAS_BACKEND=jax PYTHON=python3 .gpu-r/Rscript bench/lora.R --out FILE [--rows N]
 # --smoke: a tiny model of the same architecture, both KerasHub steps in one process, with
 # this machine's R (its file in GPUKERAS_BENCH_OUT).
 suppressPackageStartupMessages(library(gpukeras))
@@ -33,6 +33,10 @@ sizes <- if (mode$smoke) {
 } else {
   list(size = "gemma3_1b", rows = 128L, length = 512L, batch = 8L, epochs = 6L, rank = 8L)
 }
+# --rows N: the sequences an epoch trains (16 steps of 8 by default): an epoch's own costs (its
+# end's wait for the device, the next order drawn) weigh less in longer epochs
+rows_arg <- match("--rows", commandArgs(trailingOnly = TRUE))
+if (!is.na(rows_arg)) sizes$rows <- as.integer(commandArgs(trailingOnly = TRUE)[rows_arg + 1L])
 python <- Sys.getenv("PYTHON", unset = gpukeras_python())
 folder <- tempfile("lora-")
 dir.create(folder)

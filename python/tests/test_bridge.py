@@ -14,15 +14,15 @@ from gpukeras.gpu.nvml import NvmlDevice, NvmlReport
 
 
 def test_plain_sends_integers_beyond_r_s_as_doubles() -> None:
-    """reticulate wraps a Python int past 2^31 - 1 around 2^32 in R: such ints cross as
-    floats, exact; R's own integers stay ints."""
+    """reticulate wraps a Python int beyond R's integers around 2^32 in R: such ints cross
+    as floats, exact; R's own integers stay ints, -2^31 (R's NA_integer_) among them."""
     big = 12_968_068_352
     value = bridge.plain({"peak": big, "low": -big, "numpy": np.int64(big), "small": 7})
     assert value == {"peak": float(big), "low": -float(big), "numpy": float(big), "small": 7}
     assert [type(v) for v in value.values()] == [float, float, float, int]
-    edge = bridge.plain([2**31 - 1, 2**31, True, np.int32(5)])
-    assert edge == [2**31 - 1, 2.0**31, True, 5]
-    assert [type(v) for v in edge] == [int, float, bool, int]
+    edge = bridge.plain([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, True, np.int32(5)])
+    assert edge == [2**31 - 1, 2.0**31, -(2**31), -(2.0**31) - 1, True, 5]
+    assert [type(v) for v in edge] == [int, float, int, float, bool, int]
 
 
 def test_plain_turns_dataclasses_into_nested_dicts() -> None:

@@ -229,9 +229,10 @@ def r_safe_array(value: Any) -> Any:
     return value
 
 
-# R's integers hold up to 2^31 - 1; reticulate (seen in 1.28 and 1.41) hands R a Python int
-# past that as an integer wrapped around 2^32, silently (a peak of 12,968,068,352 bytes
-# arrived as 83,166,464), so such an int crosses as a double, exact up to 2^53.
+# R's integers hold -2^31 + 1 to 2^31 - 1, and -2^31 is its NA_integer_ (which the core sends
+# for a missing integer); reticulate (seen in 1.28 and 1.41) hands R a Python int beyond them
+# as an integer wrapped around 2^32, silently (a peak of 12,968,068,352 bytes arrived as
+# 83,166,464), so such an int crosses as a double, exact up to 2^53.
 R_INTEGER_MAX = 2**31 - 1
 
 
@@ -247,7 +248,7 @@ def plain(value: object) -> object:
         return [plain(item) for item in value]
     if hasattr(value, "item") and getattr(value, "shape", None) == ():
         value = value.item()
-    if isinstance(value, int) and abs(value) > R_INTEGER_MAX:
+    if isinstance(value, int) and not -R_INTEGER_MAX - 1 <= value <= R_INTEGER_MAX:
         return float(value)
     return r_safe_array(value)
 
