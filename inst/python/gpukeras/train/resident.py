@@ -45,7 +45,7 @@ import numpy as np
 
 from gpukeras.core import compat
 from gpukeras.core.handles import Model, Strategy
-from gpukeras.data.adapters.resident import DeviceRows, free_bytes
+from gpukeras.data.adapters.resident import DeviceRows, least_free_bytes
 from gpukeras.train import timing
 
 # The device time one dispatch should hold, for k = "auto": the host's cost per dispatch
@@ -227,9 +227,8 @@ def _copy_fits(jax: Any, state: Any) -> bool:
     device its arrays are on (true where that memory is not known)."""
     leaves = jax.tree.leaves(state)
     size = sum(leaf.nbytes for leaf in leaves)
-    devices = {device for leaf in leaves for device in leaf.devices()}
-    free = [f for f in (free_bytes(device) for device in devices) if f is not None]
-    return not free or size <= PROBE_SHARE * min(free)
+    least = least_free_bytes({device for leaf in leaves for device in leaf.devices()})
+    return least is None or size <= PROBE_SHARE * least
 
 
 class ResidentLoop:
@@ -447,7 +446,7 @@ class ResidentLoop:
             state = training_state(model)
             if not _copy_fits(jax, state):
                 return block
-            ((_, probe),) = self.blocks(0, min(BLOCK_STEPS, rows.full))  # a call of the loop
+            ((_, probe),) = self.blocks(0, block)  # a call of the loop
             # a step's time does not depend on the order: the rows' own, copied (an arange
             # on the device compiles a program per row count)
             order = jax.device_put(np.arange(rows.rows, dtype=np.int32))

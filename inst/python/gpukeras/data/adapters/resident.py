@@ -79,6 +79,12 @@ def free_bytes(device: Any) -> int | None:
     return None
 
 
+def least_free_bytes(devices: Any) -> int | None:
+    """The least free memory (``free_bytes``) among ``devices``; None where none is known."""
+    known = [free for free in (free_bytes(device) for device in devices) if free is not None]
+    return min(known) if known else None
+
+
 def decide(
     backend: str,
     jit_compile: bool,
@@ -104,9 +110,7 @@ def decide(
     if not jit_compile:
         return Decision(False, "the model runs without XLA, so steps cannot be compiled together")
     size = data_bytes(rows.x, rows.y, rows.sample_weight, validation)
-    free = [free_bytes(device) for device in devices]
-    known = [f for f in free if f is not None]
-    least = min(known) if known else None
+    least = least_free_bytes(devices)
     if least is not None and size > MEMORY_SHARE * least:
         return Decision(
             False,
