@@ -144,6 +144,9 @@
 #' @seealso [gpu_cv()], [search_int()]
 #' @export
 #' @examples
+#' # \donttest: it starts the search's R process and its worker (a few seconds of
+#' # CPU each), whose start competes with whatever else runs
+#' \donttest{
 #' if (!is.null(gpukeras_python()) && reticulate::py_module_available("optuna")) {
 #'   model_fn <- function(params) {
 #'     keras <- gpu_keras()
@@ -166,6 +169,7 @@
 #'   # search <- gpu_job_wait(job) would return the search when its trials are done;
 #'   # plot(search) shows the objective over the trials.
 #'   gpu_job_cancel(job) # the study is kept: the same call resumes it
+#' }
 #' }
 gpu_search <- function(model_fn, data, space, trials = 20, objective = "val_loss", direction = "auto",
                        sampler = "tpe", pruner = "median", storage = NULL, study = "gpukeras",
