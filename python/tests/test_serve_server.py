@@ -44,6 +44,17 @@ class Service:
             return read_all(sock, wait)
 
 
+# The server's limits, every one of which it is given (R's gpu_serve_limits() sends them all).
+LIMITS = {
+    "body_seconds": 2,
+    "head_seconds": 2,
+    "keep_alive_seconds": 1,
+    "max_connections": 50,
+    "max_head_bytes": 8192,
+    "refusal_delay": 0.3,
+}
+
+
 def read_all(sock: socket.socket, wait: float) -> bytes:
     sock.settimeout(wait)
     out = b""
@@ -77,12 +88,7 @@ def start(model: str) -> Service:
         "max_rows": 50,
         "max_bytes": MAX_BYTES,
         "allowed_hosts": ["a"],
-        "body_seconds": 2,
-        "head_seconds": 2,
-        "keep_alive_seconds": 1,
-        "max_connections": 50,
-        "max_head_bytes": 8192,
-        "refusal_delay": 0.3,
+        **LIMITS,
         "batch_window": 0.002,  # gpu_serve()'s default: small bodies read on the event loop
     }
     process.stdin.write(json.dumps(settings) + "\n")
@@ -324,7 +330,13 @@ def test_its_connections_are_tcp_so_that_answers_leave_at_once(model_file: str) 
     """The listening socket says it is TCP, so that asyncio sets TCP_NODELAY on each
     connection it accepts: without it, an answer's body on a kept-alive connection waited for
     the client's delayed ACK of its head."""
-    settings = {"host": "127.0.0.1", "port": free_port(), "model": model_file, "max_rows": 50}
+    settings = {
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "model": model_file,
+        "max_rows": 50,
+        **LIMITS,
+    }
     _, sock = server.server(settings)
     gc.unfreeze()
     with sock:
@@ -335,7 +347,13 @@ def test_health_is_answered_while_every_answer_thread_is_busy(model_file: str) -
     """/health is answered on the event loop, not behind the predictions that fill the
     answer threads; and what loading made is out of Python's collections (frozen), which
     otherwise walk it while every answer waits."""
-    settings = {"host": "127.0.0.1", "port": free_port(), "model": model_file, "max_rows": 50}
+    settings = {
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "model": model_file,
+        "max_rows": 50,
+        **LIMITS,
+    }
     settings["allowed_hosts"] = ["a"]
     gc.unfreeze()
     running, sock = server.server(settings)

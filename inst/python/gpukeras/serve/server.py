@@ -6,9 +6,10 @@ least), in a process of its own that loads the model and answers every request i
 Contract. Run as a script (``command()``): it reads one JSON line of settings from stdin,
 ``{"host", "port", "model"}`` (``model``: the .keras file gpu_save() wrote, its encoding
 beside it) and the service's settings (see ``service.service``: ``token``, ``max_rows``,
-``max_bytes``, ``batch_size``, ``unknown``, ``allowed_hosts``, ``versions``), and
-optionally ``body_seconds``, ``head_seconds``, ``keep_alive_seconds``,
-``max_connections``, ``max_head_bytes`` and ``refusal_delay`` (defaults below). It loads
+``max_bytes``, ``batch_size``, ``unknown``, ``allowed_hosts``, ``versions``), and the
+server's limits, every one of them: ``body_seconds``, ``head_seconds``,
+``keep_alive_seconds``, ``max_connections``, ``max_head_bytes`` and ``refusal_delay``
+(their defaults are R's, ``gpu_serve_limits()``, which sends them all). It loads
 the model, listens on ``host:port``, prints ``ready`` on stdout once it does, and ends
 when its stdin closes (the R process that started it ended) or at SIGTERM.
 
@@ -70,14 +71,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-DEFAULTS: dict[str, float] = {
-    "body_seconds": 30.0,
-    "head_seconds": 10.0,
-    "keep_alive_seconds": 5.0,
-    "max_connections": 1000,
-    "max_head_bytes": 64 * 1024,
-    "refusal_delay": 0.25,
-}
 # Headers of the client's connection, not of its request: never forwarded either way.
 HOP_BY_HOP = frozenset(
     {
@@ -421,14 +414,12 @@ class PortInUse(Exception):
 
 
 def server(settings: dict[str, Any]) -> tuple[uvicorn.Server, socket.socket]:
-    """The uvicorn server for ``settings`` (defaults filled in) and its listening socket.
+    """The uvicorn server for ``settings`` (the limits among them) and its listening socket.
 
     What loading made (Python, the framework, the model: some 300,000 objects that live as
     long as the server) is then frozen out of Python's collections (``gc.freeze``): a full
     collection, which the garbage of requests triggers from time to time, otherwise walks
     all of them while every answer, /health's too, waits for it."""
-    for key, value in DEFAULTS.items():
-        settings.setdefault(key, value)
     family = socket.AF_INET6 if ":" in settings["host"] else socket.AF_INET
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY on a connection only where its socket's
     # protocol says TCP (a socket made with protocol 0 does not), and without it an answer's
