@@ -55,6 +55,11 @@ LIMITS = {
 }
 
 
+def in_process_settings(model: str) -> dict:
+    """Settings for ``server.server()`` in this process, on a free port."""
+    return {"host": "127.0.0.1", "port": free_port(), "model": model, "max_rows": 50, **LIMITS}
+
+
 def read_all(sock: socket.socket, wait: float) -> bytes:
     sock.settimeout(wait)
     out = b""
@@ -330,13 +335,7 @@ def test_its_connections_are_tcp_so_that_answers_leave_at_once(model_file: str) 
     """The listening socket says it is TCP, so that asyncio sets TCP_NODELAY on each
     connection it accepts: without it, an answer's body on a kept-alive connection waited for
     the client's delayed ACK of its head."""
-    settings = {
-        "host": "127.0.0.1",
-        "port": free_port(),
-        "model": model_file,
-        "max_rows": 50,
-        **LIMITS,
-    }
+    settings = in_process_settings(model_file)
     _, sock = server.server(settings)
     gc.unfreeze()
     with sock:
@@ -347,13 +346,7 @@ def test_health_is_answered_while_every_answer_thread_is_busy(model_file: str) -
     """/health is answered on the event loop, not behind the predictions that fill the
     answer threads; and what loading made is out of Python's collections (frozen), which
     otherwise walk it while every answer waits."""
-    settings = {
-        "host": "127.0.0.1",
-        "port": free_port(),
-        "model": model_file,
-        "max_rows": 50,
-        **LIMITS,
-    }
+    settings = in_process_settings(model_file)
     settings["allowed_hosts"] = ["a"]
     gc.unfreeze()
     running, sock = server.server(settings)

@@ -381,8 +381,8 @@ test_that("background fits in a loop leave the parent's resident memory where it
 # the standby that job readied and with the standby turned off; what it saw is saved
 # to RESULT_FILE. Then, where the test that kills the session runs (not in make test's
 # simulated-GPU run, which skips it), a job that trains until that test kills the
-# session, whose two pids go to PIDS_FILE: where it is skipped, that job would train
-# until the whole run ends, training all the while (bench/results/ci-cpu-census-2026-12-01.md).
+# session, whose two pids go to PIDS_FILE (where that test is skipped, the job would train
+# until the whole run ended: bench/results/ci-cpu-census-2026-12-01.md).
 fresh_session <- local({
   session <- NULL
   files <- NULL
