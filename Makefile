@@ -170,6 +170,8 @@ CRAN_ONLINE = $(shell $(RSCRIPT) -e 'cat(!inherits(try(curlGetHeaders("https://c
 # (Config/testthat/start-first); measured: 4.8-5.2 min against 7.5 in one. Only here, on
 # the check's copy of tests/: testthat 3.1.6 (bookworm's) deletes the snapshot files
 # after a parallel run, which in a working tree would take them from the developer.
+# GPUKERAS_TESTS_ELSEWHERE: the files the newer stack's simulated-GPU run tests alone
+# (SIMULATED_ONLY, see there) are left out here.
 # _R_CHECK_DONTTEST_EXAMPLES_=false: --as-cran runs the examples twice, without their
 # \donttest parts (timed: over 5 s is a NOTE), then all of them again with those parts (R 4.2:
 # "checking examples with --run-donttest", untimed): 29-37 s and 35-39 s of CPU (2026-11-29).
@@ -183,6 +185,7 @@ rcheck:
 	rm -rf gpukeras.Rcheck gpukeras_$(VERSION).tar.gz
 	R CMD build . >/dev/null
 	NOT_CRAN=true TESTTHAT_PARALLEL=true _R_CHECK_CRAN_INCOMING_REMOTE_=$(CRAN_ONLINE) _R_CHECK_SYSTEM_CLOCK_=false GPUKERAS_NUMPY2_PYTHON="$(NP2_PYTHON)" \
+	  GPUKERAS_TESTS_ELSEWHERE='$(SIMULATED_ONLY)' \
 	  _R_CHECK_DONTTEST_EXAMPLES_=false \
 	  R CMD check --as-cran --no-manual --no-vignettes gpukeras_$(VERSION).tar.gz || { tail -n 60 gpukeras.Rcheck/tests/testthat.Rout* 2>/dev/null; exit 1; }
 	$(DONTTEST_EXAMPLES)
@@ -258,20 +261,26 @@ newer-stack-env: install $(NEWER_LIB)/reticulate/DESCRIPTION
 # The testthat files about what the newer stack changes, on it: R data into NumPy 2 and
 # back (convert, dataset, predict, fit's results), which Python reticulate >= 1.41
 # chooses and installs (python, install, check), keras3/tfdatasets objects (guests).
-# rcheck runs every file on the base stack; the others cross the same boundary through
-# these functions, so running them here too ran the suite twice for nothing. NEWER_TESTS,
-# a regular expression testthat::test_dir() matches file names against (e.g.
-# 'convert|dataset'), runs other files instead, slow ones too (mark_slow()).
+# rcheck runs them on the base stack, with every file but the simulated GPU's (below); the
+# others cross the same boundary through these functions, so running them here too ran the
+# suite twice for nothing. NEWER_TESTS, a regular expression testthat::test_dir() matches
+# file names against (e.g. 'convert|dataset'), runs other files instead, slow ones too
+# (mark_slow()).
 NEWER_BOUNDARY := ^(convert|dataset|dataset-files|factors|python|install|bad-input-install|bad-input-data|check|check-fix|errors|guests)$$
 NEWER_TESTS :=
 # ... and, on the stack the GPU machines have (reticulate >= 1.41, NumPy 2), what a GPU user
 # runs by default, under a simulated GPU (GPUKERAS_SIMULATE_GPU, ?gpu_setup: the "auto"
 # choices of a GPU of compute capability 9.0 with 80 GB, mixed_bfloat16 among them, while the
 # work runs on the CPU): fit, predict, evaluate, predict-to-file, cv and search (with their
-# populations on JAX), serve, export and background jobs, slow ones too, but for the job
-# tests of what those choices do not reach (signals, cancelling, carrying, memory:
-# skip_when_simulating_gpu()). rcheck runs the same files on the CPU's own choices.
+# populations on JAX), serve, export and background jobs, slow ones too. These files run
+# here alone (SIMULATED_ONLY): rcheck leaves them out (GPUKERAS_TESTS_ELSEWHERE,
+# tests/testthat.R). Run in both, on the CPU's choices there, they cost 650-700 CPU-seconds
+# more of a CPU-bound make test (bench/results/ci-r-files-2026-12-01.md); the CPU's choices
+# of the same verbs are the ones every other file's fits take, as in pytest's modules but
+# the simulated ones. But for export: its ONNX cases need tf2onnx, which only the base
+# stack's environment has (python/requirements-dev.txt), so rcheck runs it too.
 SIMULATED_GPU_TESTS := ^(fit|predict|predict-file|cv|cv-population|search|search-population|serve|export|job)$$
+SIMULATED_ONLY := $(subst |export|,|,$(SIMULATED_GPU_TESTS))
 
 # The files in two R processes (TESTTHAT_PARALLEL), as rcheck runs them: one process kept one
 # core busy (measured: 287 s wall, 296 s CPU; two: 151 s); NEWER_CPUS processes (r-tests: one,

@@ -265,12 +265,6 @@ simulating_gpu <- function() {
   !tolower(Sys.getenv("GPUKERAS_SIMULATE_GPU")) %in% c("", "0", "false", "no") && !has_nvidia_gpu()
 }
 
-# A test of a mechanism the GPU's "auto" choices do not reach (signals, cancelling, what a
-# process carries, its memory): make test's simulated-GPU run skips it, rcheck runs it.
-skip_when_simulating_gpu <- function() {
-  testthat::skip_if(simulating_gpu(), "not reached by a GPU's auto choices: rcheck runs it on the CPU's")
-}
-
 # The device gpu_cv()'s and gpu_search()'s workers run on here: "GPU 0" on a (simulated) GPU.
 worker_device <- function() if (simulating_gpu() || has_nvidia_gpu()) "GPU 0" else "CPU"
 

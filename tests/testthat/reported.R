@@ -5,11 +5,11 @@
 # (testthat runs test*.R, helper*.R and setup*.R): tests/testthat.R and the Makefile's
 # newer-stack-test source it after their runs.
 
-# The files in `path` that `filter` chose (as testthat::test_dir() matches it) and that gave
-# no result in `results`, run again alone: their failures stop with an error.
-rerun_silent <- function(results, path, filter = NULL) {
+# The files in `path` that `filter` chose (as testthat::test_dir() matches it, `invert`
+# too) and that gave no result in `results`, run again alone: their failures stop with an error.
+rerun_silent <- function(results, path, filter = NULL, invert = FALSE) {
   files <- list.files(path, "^test.*\\.[rR]$")
-  if (!is.null(filter)) files <- files[grepl(filter, sub("^test[-_]?", "", sub("\\.[rR]$", "", files)))]
+  if (!is.null(filter)) files <- files[grepl(filter, sub("^test[-_]?", "", sub("\\.[rR]$", "", files))) != invert]
   reported <- unique(vapply(results, function(result) basename(result$file), character(1)))
   silent <- setdiff(files, reported)
   if (!length(silent)) return(invisible(character()))

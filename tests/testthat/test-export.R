@@ -214,7 +214,6 @@ test_that("install_gpukeras(extras = \"onnx\") pins onnx, onnxruntime and tf2onn
 test_that("on JAX, in a fresh R process: the SavedModel scores as predict(); ONNX says which engine to use", {
   # no gpu_setup() in that process: its model is float32, as on the CPU, and export reads only the
   # model (the simulated GPU's bfloat16 export is the first test's)
-  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   dir <- withr::local_tempdir()

@@ -507,7 +507,6 @@ test_that("NA in R data is a classed error that says how to drop the rows, befor
 
 test_that("under mixed precision gpu_fit() warns once about a float16 softmax output, and trains", {
   # float16 and TensorFlow set by hand in a fresh R: the simulated GPU's auto choices do not reach it
-  skip_when_simulating_gpu()
   skip_if_no_python()
   child <- run_in_fresh_r(
     {

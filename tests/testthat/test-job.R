@@ -83,7 +83,6 @@ test_that(paste(
   "the signals gpu_fit() handles reach the child: a warning signal there saves mid-epoch, and the rerun ends as an",
   "unbroken run"
 ), {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_on_os("windows")
   unbroken <- unbroken_run()
@@ -111,7 +110,6 @@ test_that(paste(
 test_that(paste(
   "a child killed more often than max_restarts: gpukeras_error_job_failed with the cause, its stderr and the backup"
 ), {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   marker <- withr::local_tempfile()
   job <- gpu_fit(job_model(), job_data(), epochs = 2, batch_size = 10, seed = 7,
@@ -139,7 +137,6 @@ test_that(paste(
   "status while running, Ctrl-C in wait, then cancel: the processes end, the backup stays and gpu_fit() resumes from",
   "it"
 ), {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   job <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
                  monitor = FALSE, background = TRUE, verbose = 0)
@@ -214,7 +211,6 @@ test_that(paste(
 })
 
 test_that("a job cancelled before its first backup leaves no folder, and a backup_dir the user gave is never removed", {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   before <- job_folders()
   fresh <- gpu_fit(job_model(), job_data(), epochs = 10000, batch_size = 10, seed = 1,
@@ -242,7 +238,6 @@ test_that("a job cancelled before its first backup leaves no folder, and a backu
 })
 
 test_that("the call that resumes a stopped job names the seed the job chose: a resumed run needs the same", {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   dir <- withr::local_tempdir()
   backup <- file.path(dir, "backup")
@@ -260,7 +255,6 @@ test_that("the call that resumes a stopped job names the seed the job chose: a r
 })
 
 test_that("what cannot be carried to the child is a classed error before any child starts", {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   keras <- gpu_keras()
   before <- job_folders()
@@ -339,7 +333,6 @@ test_that("a gpu_dataset() of R data, split with a seed, trains in the backgroun
 })
 
 test_that("background fits in a loop leave the parent's resident memory where it was", {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc")
   rss_mib <- function() {
@@ -379,10 +372,8 @@ test_that("background fits in a loop leave the parent's resident memory where it
 # devices; a gpu_dataset() of CSV files trained in the background under a mirrored
 # strategy (the first job: no standby yet); the same small model trained twice, with
 # the standby that job readied and with the standby turned off; what it saw is saved
-# to RESULT_FILE. Then, where the test that kills the session runs (not in make test's
-# simulated-GPU run, which skips it), a job that trains until that test kills the
-# session, whose two pids go to PIDS_FILE (where that test is skipped, the job would train
-# until the whole run ended: bench/results/ci-cpu-census-2026-12-01.md).
+# to RESULT_FILE. Then a job that trains until the last test kills the session, whose two
+# pids go to PIDS_FILE.
 fresh_session <- local({
   session <- NULL
   files <- NULL
@@ -432,21 +423,19 @@ fresh_session <- local({
           off <- train()
           saveRDS(list(csv = csv, warm = warm, off = off, standby_dir = standby$dir,
                        standby_after_off = gpukeras:::the$standby), Sys.getenv("RESULT_FILE"))
-          if (nzchar(Sys.getenv("PIDS_FILE"))) {
-            model$compile(optimizer = "sgd", loss = "mse")
-            job <- gpu_fit(model, list(x = x, y = x %*% 1:4), epochs = 10000, batch_size = 10, seed = 1,
-                           monitor = FALSE, background = TRUE, verbose = 0)
-            repeat {
-              status <- gpu_job_status(job)
-              if (identical(status$state, "running")) break
-              Sys.sleep(0.2)
-            }
-            writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
-            Sys.sleep(600)
+          model$compile(optimizer = "sgd", loss = "mse")
+          job <- gpu_fit(model, list(x = x, y = x %*% 1:4), epochs = 10000, batch_size = 10, seed = 1,
+                         monitor = FALSE, background = TRUE, verbose = 0)
+          repeat {
+            status <- gpu_job_status(job)
+            if (identical(status$state, "running")) break
+            Sys.sleep(0.2)
           }
+          writeLines(as.character(c(job$process$get_pid(), status$pid)), Sys.getenv("PIDS_FILE"))
+          Sys.sleep(600)
         },
         env = c(GPUKERAS_TEST_FOLDER = folder, RESULT_FILE = files[["result"]],
-                PIDS_FILE = if (simulating_gpu()) "" else files[["pids"]],
+                PIDS_FILE = files[["pids"]],
                 TMPDIR = file.path(folder, "tmp"))
       )
       withr::defer({
@@ -504,7 +493,6 @@ test_that(paste(
 })
 
 test_that("when the session that started a job ends, the job's processes end too", {
-  skip_when_simulating_gpu()
   skip_if_no_python()
   skip_on_os("windows")
   pids <- as.integer(readLines(fresh_session_wrote("pids")))

@@ -129,7 +129,6 @@ test_that("a background search of populations, cancelled mid-batch, keeps its st
 test_that("a batch whose model_fn fails fails each of its trials, and stops the search as a process's trial does", {
   mark_slow()
   # model_fn fails before a model exists: the simulated GPU's precision and memory plan are not reached
-  skip_when_simulating_gpu()
   skip_if_not(reticulate::py_module_available("jax"), "JAX is not installed")
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed")
   dir <- withr::local_tempdir()
