@@ -19,8 +19,10 @@ import importlib.util
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,20 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # it, so what they read back about memory growth is gpu_setup()'s doing alone.
 _OWN_TF_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+# One JAX compilation cache for the whole run, as a user's sessions and workers share
+# gpukeras' (core.compile_cache): a program one process compiled, the next loads (the
+# suite's processes compile the same small models again and again; measured in
+# bench/results/ci-time-cpu-2026-12-01.md). Set here, as the run starts, JAX's own way
+# (the core then leaves it as a user's own cache), so that pytest-xdist's workers and
+# every child inherit it; the tests of the core's cache run their children without it
+# (NO_SUITE_CACHE). Removed as the run ends, by the process that made it.
+SUITE_CACHE = "JAX_COMPILATION_CACHE_DIR"
+NO_SUITE_CACHE: dict[str, str | None] = {SUITE_CACHE: None}
+_OWN_SUITE_CACHE = SUITE_CACHE not in os.environ
+if _OWN_SUITE_CACHE:
+    os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="gpukeras-tests-compiled-")
+    # every program, however short its compile (JAX keeps only those over a second)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 @dataclass
@@ -246,6 +262,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     its top) is frozen out of Python's later collections, as the core freezes what starting
     Keras made (core.runtime): each full collection between the tests walked it again."""
     gc.freeze()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_SUITE_CACHE:
+        shutil.rmtree(os.environ[SUITE_CACHE], ignore_errors=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -1,6 +1,7 @@
 """JAX's persistent compilation cache, kept per user (core.compile_cache): shared by
 fresh processes (a session, its workers, a later session), private, bounded, off when
-asked, the user's own cache left theirs, and cleared of JAX's files alone."""
+asked, the user's own cache left theirs, and cleared of JAX's files alone. Its children run
+without the suite's own cache (conftest.SUITE_CACHE), as a user's without one of theirs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CoreRun, requires, run_core
+from conftest import NO_SUITE_CACHE, CoreRun, requires, run_core
 
 # A fresh process on JAX (TensorFlow blocked, as on the GPU machines: 3 s less) that
 # chooses the cache as R does when the core starts, then fits a small model.
@@ -35,7 +36,7 @@ def fit_with_cache(folder: str | None, max_bytes: int = -1, env: dict | None = N
     run = run_core(
         "compile_cache_choose",
         {"folder": folder, "max_bytes": max_bytes},
-        env={"KERAS_BACKEND": "jax", **(env or {})},
+        env={"KERAS_BACKEND": "jax", **NO_SUITE_CACHE, **(env or {})},
         setup=NO_TF,
         after=FIT,
     )
@@ -70,7 +71,9 @@ def test_a_folder_open_to_others_is_made_private_as_jax_starts(tmp_path: Path) -
     folder = tmp_path / "open"
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
-    said = run_core("compile_cache_choose", {"folder": str(folder), "max_bytes": -1}).value
+    said = run_core(
+        "compile_cache_choose", {"folder": str(folder), "max_bytes": -1}, env=NO_SUITE_CACHE
+    ).value
     assert said["whose"] == "gpukeras" and said["jax_started"] is False
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755
     fit_with_cache(str(folder))
@@ -120,7 +123,7 @@ def tensorflow_worker(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, C
     run = run_core(
         "compile_cache_choose",
         {"folder": str(folder), "max_bytes": -1},
-        env={"KERAS_BACKEND": "tensorflow"},
+        env={"KERAS_BACKEND": "tensorflow", **NO_SUITE_CACHE},
         after="bridge.call('start', {})\n"
         "readback['cache'] = bridge.call('compile_cache', {})['value']\n"
         "readback['warm'] = bridge.call('workers_warm', {})",
@@ -160,7 +163,9 @@ events = []
 jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **kw: events.append(name))
 """
     after = 'readback["compiles"] = events.count("/jax/core/compile/backend_compile_duration")'
-    run = run_core("workers_warm", env={"KERAS_BACKEND": "jax"}, setup=listen, after=after)
+    run = run_core(
+        "workers_warm", env={"KERAS_BACKEND": "jax", **NO_SUITE_CACHE}, setup=listen, after=after
+    )
     assert run.value["backend"] == "jax" and run.value["seconds"] > 0
     assert run.readback["compiles"] >= 1
     _, run = request.getfixturevalue("tensorflow_worker")  # skips without TensorFlow

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import requires, run_on_jax
+from conftest import NO_SUITE_CACHE, requires, run_core, run_on_jax
 from gpukeras import bridge
 from gpukeras.core.errors import OutOfMemoryError
 from gpukeras.core.runtime import config
@@ -121,6 +121,41 @@ def test_on_jax_the_plan_is_xlas_measure_of_the_compiled_step_and_leaves_nothing
         "XLA could not compile the step at batch 16 and 32 "
         "(RuntimeError: no workspace for this batch)"
     )
+
+
+def test_on_jax_the_plan_of_a_step_loaded_from_the_compilation_cache_is_the_compiled_ones(
+    tmp_path: Path,
+) -> None:
+    """A later session finds the plan's steps in gpukeras' compilation cache and loads them
+    (core.compile_cache): its plan is the first session's, whose steps compiled anew. The
+    figure XLA gives for a loaded step leaves its temporaries out; taken as it was, the
+    plan came out smaller and its per-sample part negative."""
+    requires("jax")
+    plan = (
+        "import keras\n"
+        "model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(512, activation='relu'),"
+        " keras.layers.Dense(10)])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "readback['plan'] = bridge.call('memory_plan', {'model': model, 'batch_size': 16})\n"
+        "readback['cache'] = bridge.call('compile_cache', {})['value']\n"
+    )
+    first, second = (
+        run_core(
+            "compile_cache_choose",
+            {"folder": str(tmp_path / "compiled"), "max_bytes": -1},
+            env={"KERAS_BACKEND": "jax", **NO_SUITE_CACHE},
+            setup="sys.modules['tensorflow'] = None",
+            after=plan,
+        ).readback
+        for _ in range(2)
+    )
+    assert first["cache"]["misses"] > 0 and first["cache"]["hits"] == 0
+    assert second["cache"]["hits"] > 0 and second["cache"]["misses"] == 0
+    compiled, loaded = first["plan"]["value"], second["plan"]["value"]
+    assert loaded["method"] == compiled["method"] == "XLA's compiled step"
+    for figure in ("total_mib", "fixed_mib", "per_sample_mib"):
+        assert loaded[figure] == pytest.approx(compiled[figure], abs=1e-4), figure
+    assert loaded["per_sample_mib"] > 0
 
 
 def test_on_tensorflow_the_plan_is_the_layer_estimate() -> None:

@@ -366,19 +366,25 @@ def _compiled_peaks(
 
 
 def compiled_peak(analysis: object, grows: bool = False) -> int | None:
-    """A compiled step's peak bytes from JAX's ``memory_analysis()``: its own figure where
-    it gives one, else arguments and outputs (less those that share a buffer) and
-    temporaries, these as a growing allocator holds them where ``grows`` (``held_bytes``);
-    None where there is no analysis."""
+    """A compiled step's peak bytes from JAX's ``memory_analysis()``: XLA's own figure where
+    it gives one that holds the step's parts, else the parts: arguments and outputs (less
+    those that share a buffer) and temporaries, these as a growing allocator holds them
+    where ``grows`` (``held_bytes``); None where there is no analysis.
+
+    A step that JAX loaded from its persistent compilation cache (gpukeras keeps one,
+    core.compile_cache: a later session's plan is of a loaded step) reports a figure
+    without its temporaries (jaxlib 0.7.1 on the CPU), where the step compiled anew
+    reports the parts' sum: a figure under the parts is not taken."""
     if analysis is None:
         return None
-    peak = getattr(analysis, "peak_memory_in_bytes", None)
-    if peak:
-        return int(peak)
     temp = int(getattr(analysis, "temp_size_in_bytes", 0))
     sizes = [getattr(analysis, f"{name}_size_in_bytes", 0) for name in ("argument", "output")]
+    shared = getattr(analysis, "alias_size_in_bytes", 0)
+    peak = int(getattr(analysis, "peak_memory_in_bytes", None) or 0)
+    if peak >= sum(sizes) + temp - shared > 0:
+        return peak
     held = held_bytes(temp) if grows else temp
-    return int(sum(sizes) + held - getattr(analysis, "alias_size_in_bytes", 0))
+    return int(sum(sizes) + held - shared)
 
 
 def held_bytes(block: int) -> int:
