@@ -265,6 +265,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's compilation cache (``SUITE_CACHE``) goes with the run that made it."""
     if _OWN_SUITE_CACHE:
         shutil.rmtree(os.environ[SUITE_CACHE], ignore_errors=True)
 
