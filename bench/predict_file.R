@@ -83,7 +83,7 @@ measure <- function(way, input, output) {
       core_seconds = if (way == "file") as.list(result$seconds),
       file_mib = if (way == "file") file.size(output) / 2^20
     )
-  }, args = list(way, input, output, model_path, batch_size, in_source_tree), wd = getwd())
+  }, args = list(way, input, output, model_path, batch_size, from_sources), wd = getwd())
 }
 
 runs <- list()

@@ -13,7 +13,7 @@ serve_in_process <- function(fit, max_rows) {
   server <- callr::r_bg(function(root, model_path, port, max_rows) {
     if (nzchar(root)) pkgload::load_all(root, quiet = TRUE) else library(gpukeras)
     gpukeras::gpu_serve(gpukeras::gpu_load(model_path), port = port, max_rows = max_rows, quiet = TRUE)
-  }, args = list(root = if (in_source_tree) getwd() else "", model_path = model_path, port = port, max_rows = max_rows))
+  }, args = list(root = if (from_sources) getwd() else "", model_path = model_path, port = port, max_rows = max_rows))
   url <- sprintf("http://127.0.0.1:%d", port)
   started <- Sys.time()
   repeat {
