@@ -9,8 +9,8 @@
 # request as soon as its last was answered, JSON records of 1 row or of 1,000 rows,
 # `requests` per client per round. Per size and round: requests per second (answers /
 # wall time from the first request sent to the last answer) and the latency of each
-# request (curl's total time: sent -> answer read, the time queued at the server
-# included, as the service answers one request at a time). Also, for reference, one
+# request (curl's total time: sent -> answer read, the time a request waits at the
+# service for the model, with others stacked into one predict(), included). Also, for reference, one
 # client alone, and predict() on the same rows in this process (the model's own time,
 # without HTTP and JSON). Before the load, the served answers are checked against
 # predict(fit) here: the largest difference of the probabilities (float32 outputs; the
@@ -552,7 +552,7 @@ result <- c(result_head("serve", bench_command("bench/serve.R", mode), machine),
   }),
   predict_in_process_ms = predict_ms,
   notes = c(
-    sprintf("The machine has %d CPU cores, shared: the service (one R process, answering one request at a time; TensorFlow's threads), the clients (this R process, curl's multi interface) and other people's processes ran on them (load averages in machine and each round).", machine$cores),
+    sprintf("The machine has %d CPU cores, shared: the service (one R process and its Python server: the event loop, the batcher's thread that stacks requests into one predict(), TensorFlow's threads), the clients (this R process, curl's multi interface) and other people's processes ran on them (load averages in machine and each round).", machine$cores),
     "requests_per_second: answers with status 200 / wall time from the first request sent to the last answer, per round; median_latency_ms and p90_latency_ms: of each request's curl total time (connect, send, queued at the service, predict(), JSON, read), per round; the summary is the median over rounds.",
     "rows_1_clients_1 and rows_1000_clients_1: one client alone, for reference (no queueing), twice the requests per client of the clients together.",
     "service_cpu_ms_per_request and clients_cpu_ms_per_request: the CPU time (user + system) of the service's processes (all their threads, from /proc) and of this process (the clients) over the phase, per request answered; the summary is the median over rounds. On the service's one core, 1000 / service_cpu_ms_per_request bounds the requests per second it can answer (its Python holds one lock), and on 2 cores 2000 / (service + clients) bounds what both sides can.",
