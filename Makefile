@@ -34,10 +34,16 @@ demo: deps
 # rcheck tests the stack Debian bookworm has (reticulate 1.28, NumPy 1.26), newer-stack-test
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first (test-envs) so that rcheck can also check what reticulate 1.28 says about an
-# environment with NumPy 2. What test-envs made is not made again (-o).
+# environment with NumPy 2. What test-envs made is not made again (-o). Last, the tests'
+# time and CPU (said_cpu): make test keeps both cores busy, so its time follows its CPU,
+# and the same tests took 3,134 CPU-seconds in one hour of this 2-core machine and
+# 5,244-5,927 in others (bench/results/ci-time-cpu-2026-12-01-census.md): the figure tells
+# a slow machine from tests that cost more.
 test: test-envs
-	$(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
-	  lint-and-pytest bench-smoke r-tests
+	@began=$$SECONDS; cpu=$$(mktemp); trap 'rm -f "$$cpu"' EXIT; \
+	  $(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
+	    lint-and-pytest bench-smoke r-tests; \
+	  $(call said_cpu,"$$cpu","== make test: the tests took $$((SECONDS - began)) s and ")
 
 # What make test needs installed: every Debian package in one apt run (two at once would
 # wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
@@ -302,14 +308,23 @@ newer-stack-test: newer-stack-env
 	@# the check reporter gives each run's summary twice: both runs said FAIL 0
 	@test "$$(grep -cE '^\[ FAIL 0 ' $(NEWER)/testthat.log)" -ge $(if $(NEWER_TESTS),1,3)
 
+# Says text $(2) and the CPU-seconds (user + system) of the processes this shell has run and
+# waited for, from bash's `times` written to file $(1) first: `times` in a pipe or a command
+# substitution runs in a new process, which has waited for none.
+define said_cpu
+times > $(1); awk -v said=$(2) 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($$i, t, /[ms]/); n += 60 * t[1] + t[2] }; printf "%s%.0f CPU-seconds\n", said, n }' $(1)
+endef
+
 # Make target $(2) (with make's arguments $(3)) beside target $(1): $(2)'s output waits in a
 # file and follows $(1)'s, so that each reads in one piece; fails when either failed. Each
-# says how long it took (where CI's time goes: bench/results/ci-time-*.md).
+# says how long it took and its CPU (where CI's time goes: bench/results/ci-time-*.md), $(1)
+# from a subshell of its own: bash reaps a background job once it ends, and this shell's
+# `times` would then count $(2)'s CPU too.
 define beside
-log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-  { began=$$SECONDS; status=0; $(MAKE) --no-print-directory $(3) $(2) || status=$$?; echo "== $(2): $$((SECONDS - began)) s"; exit $$status; } > "$$log" 2>&1 & beside=$$!; \
-  status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
-  echo "== $(1): $$SECONDS s"; \
+log=$$(mktemp); cpu=$$(mktemp); trap 'rm -f "$$log" "$$cpu" "$$cpu.beside"' EXIT; \
+  { began=$$SECONDS; status=0; $(MAKE) --no-print-directory $(3) $(2) || status=$$?; $(call said_cpu,"$$cpu.beside","== $(2): $$((SECONDS - began)) s and "); exit $$status; } > "$$log" 2>&1 & beside=$$!; \
+  status=0; ( status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
+    $(call said_cpu,"$$cpu","== $(1): $$SECONDS s and "); exit $$status ) || status=$$?; \
   beside_status=0; wait $$beside || beside_status=$$?; \
   echo "== $(2) (run beside $(1))"; cat "$$log"; \
   [ $$status -eq 0 ] && [ $$beside_status -eq 0 ]
