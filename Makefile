@@ -35,15 +35,13 @@ demo: deps
 # the newer one (reticulate >= 1.41, NumPy 2), both at once (r-tests); newer-stack-env comes
 # first (test-envs) so that rcheck can also check what reticulate 1.28 says about an
 # environment with NumPy 2. What test-envs made is not made again (-o). Last, the tests'
-# time and CPU (said_cpu): make test keeps both cores busy, so its time follows its CPU,
+# time and CPU (timed): make test keeps both cores busy, so its time follows its CPU,
 # and the same tests took 3,134 CPU-seconds in one hour of this 2-core machine and
 # 5,244-5,927 in others (bench/results/ci-time-cpu-2026-12-01-census.md): the figure tells
 # a slow machine from tests that cost more.
 test: test-envs
-	@began=$$SECONDS; cpu=$$(mktemp); trap 'rm -f "$$cpu"' EXIT; \
-	  $(MAKE) --no-print-directory $(addprefix -o ,install python-env dev-env newer-stack-env) \
-	    lint-and-pytest bench-smoke r-tests; \
-	  $(call said_cpu,"$$cpu","== make test: the tests took $$((SECONDS - began)) s and ")
+	@$(call timed,make test,$(MAKE) --no-print-directory \
+	  $(addprefix -o ,install python-env dev-env newer-stack-env) lint-and-pytest bench-smoke r-tests)
 
 # What make test needs installed: every Debian package in one apt run (two at once would
 # wait on dpkg's lock), then the newer stack's environment (newer-stack-env: trixie's
@@ -218,7 +216,7 @@ bench:
 # Every benchmark (bench/*.R, bench/*.py) in its smoke mode: tiny sizes, one round,
 # results in a temporary folder (bench/lib/smoke.sh). A change that breaks one fails here.
 bench-smoke: dev-env
-	PYTHON="$(ENV_PYTHON)" bash bench/lib/smoke.sh
+	@$(call timed,bench-smoke,PYTHON="$(ENV_PYTHON)" bash bench/lib/smoke.sh)
 
 # The newer stack R users have: reticulate >= 1.41 (py_require(), NumPy 2 support) with NumPy 2.
 # Debian trixie's reticulate is built from its source package against this R into a library
@@ -313,6 +311,11 @@ newer-stack-test: newer-stack-env
 # substitution runs in a new process, which has waited for none.
 define said_cpu
 times > $(1); awk -v said=$(2) 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($$i, t, /[ms]/); n += 60 * t[1] + t[2] }; printf "%s%.0f CPU-seconds\n", said, n }' $(1)
+endef
+
+# Runs shell command $(2), then says "== $(1): N s and M CPU-seconds" (its time and CPU).
+define timed
+began=$$SECONDS; cpu=$$(mktemp); trap 'rm -f "$$cpu"' EXIT; $(2); $(call said_cpu,"$$cpu","== $(1): $$((SECONDS - began)) s and ")
 endef
 
 # Make target $(2) (with make's arguments $(3)) beside target $(1): $(2)'s output waits in a
