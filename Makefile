@@ -306,28 +306,25 @@ newer-stack-test: newer-stack-env
 	@# the check reporter gives each run's summary twice: both runs said FAIL 0
 	@test "$$(grep -cE '^\[ FAIL 0 ' $(NEWER)/testthat.log)" -ge $(if $(NEWER_TESTS),1,3)
 
-# Says text $(2) and the CPU-seconds (user + system) of the processes this shell has run and
-# waited for, from bash's `times` written to file $(1) first: `times` in a pipe or a command
-# substitution runs in a new process, which has waited for none.
-define said_cpu
-times > $(1); awk -v said=$(2) 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($$i, t, /[ms]/); n += 60 * t[1] + t[2] }; printf "%s%.0f CPU-seconds\n", said, n }' $(1)
-endef
-
-# Runs shell command $(2), then says "== $(1): N s and M CPU-seconds" (its time and CPU).
+# Runs shell command $(2) in a subshell of its own, then, whether it failed or not, says "==
+# $(1): N s and M CPU-seconds" and exits with its status: its time, and the CPU (user +
+# system) of the processes it ran and waited for, from bash's `times` (written to a file
+# first: in a pipe or a command substitution it runs in a new process, which has waited for
+# none). A subshell of its own, since bash reaps a job run beside once it ends and a
+# shell's `times` would then count that job's CPU too.
 define timed
-began=$$SECONDS; cpu=$$(mktemp); trap 'rm -f "$$cpu"' EXIT; $(2); $(call said_cpu,"$$cpu","== $(1): $$((SECONDS - began)) s and ")
+( began=$$SECONDS; cpu=$$(mktemp); trap 'rm -f "$$cpu"' EXIT; status=0; $(2) || status=$$?; times > "$$cpu"; \
+  awk -v said="== $(1): $$((SECONDS - began)) s and " 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($$i, t, /[ms]/); n += 60 * t[1] + t[2] }; printf "%s%.0f CPU-seconds\n", said, n }' "$$cpu"; \
+  exit $$status )
 endef
 
 # Make target $(2) (with make's arguments $(3)) beside target $(1): $(2)'s output waits in a
 # file and follows $(1)'s, so that each reads in one piece; fails when either failed. Each
-# says how long it took and its CPU (where CI's time goes: bench/results/ci-time-*.md), $(1)
-# from a subshell of its own: bash reaps a background job once it ends, and this shell's
-# `times` would then count $(2)'s CPU too.
+# says how long it took and its CPU (timed; where CI's time goes: bench/results/ci-time-*.md).
 define beside
-log=$$(mktemp); cpu=$$(mktemp); trap 'rm -f "$$log" "$$cpu" "$$cpu.beside"' EXIT; \
-  { began=$$SECONDS; status=0; $(MAKE) --no-print-directory $(3) $(2) || status=$$?; $(call said_cpu,"$$cpu.beside","== $(2): $$((SECONDS - began)) s and "); exit $$status; } > "$$log" 2>&1 & beside=$$!; \
-  status=0; ( status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
-    $(call said_cpu,"$$cpu","== $(1): $$SECONDS s and "); exit $$status ) || status=$$?; \
+log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+  $(call timed,$(2),$(MAKE) --no-print-directory $(3) $(2)) > "$$log" 2>&1 & beside=$$!; \
+  status=0; $(call timed,$(1),$(MAKE) --no-print-directory $(1)) || status=$$?; \
   beside_status=0; wait $$beside || beside_status=$$?; \
   echo "== $(2) (run beside $(1))"; cat "$$log"; \
   [ $$status -eq 0 ] && [ $$beside_status -eq 0 ]
