@@ -239,6 +239,25 @@ def sleepy_batches(x: np.ndarray, y: np.ndarray, seconds: float) -> object:
 
 
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_a_generator_slow_to_end_counts_that_search_as_wait_not_also_between_steps() -> None:
+    # Keras begins a step after the last batch; the time the generator takes to say it has
+    # no more is the step before's input wait (the empty step is dropped), and only that.
+    x, y = tiny_data()
+
+    def slow_to_end() -> object:
+        for start in range(0, len(x), BATCH):
+            yield x[start : start + BATCH], y[start : start + BATCH]
+        time.sleep(0.5)
+
+    timer = timing.step_timer(skip=1)
+    tiny_model().fit(slow_to_end(), epochs=1, shuffle=False, verbose=0, callbacks=[timer])
+    report = timer.report()
+    sane(report)
+    assert report["input_wait_share"] > 0.5  # the half second, in some 0.6 s of steps
+    assert report["between_steps_share"] < 0.5
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_slow_generator_is_input_bound() -> None:
     # A Python generator works on every backend. Keras reads one batch ahead,
     # so a step's own work hides part of each sleep: 100 ms a batch leaves the

@@ -53,8 +53,10 @@ class Step:
         epoch: the epoch it ran in.
         begin: ``perf_counter()`` at ``on_train_batch_begin``.
         fetch_seconds: seconds in ``next(iterator)``; None when not measured.
-        returned: ``perf_counter()`` when ``train_function`` returned; None when
-            not measured.
+        returned: ``perf_counter()`` when ``train_function`` returned, or, where
+            the step after it was dropped (it found no batch), when that search
+            ended: the search is this step's input wait, not time between steps.
+            None when not measured.
         samples: rows in the batch(es) it trained on, where they were seen.
         first_batch: Keras' index of its first batch in the epoch (None when
             not given: the step is then ``steps_per_execution`` batches).

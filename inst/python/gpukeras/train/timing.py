@@ -275,14 +275,14 @@ def _timed_train_function(
             if not batches:
                 # A source of unknown length ran out: Keras began a step that
                 # never runs. Drop it; the time spent finding out is input wait
-                # of the step before.
+                # of the step before, and so not time between its steps either.
                 if step is not None and record.steps and record.steps[-1] is step:
                     record.steps.pop()
                     before = record.steps[-1] if record.steps else None
                     if before is not None and before.epoch == step.epoch:
-                        before.fetch_seconds = (before.fetch_seconds or 0.0) + (
-                            time.perf_counter() - started
-                        )
+                        found = time.perf_counter()
+                        before.fetch_seconds = (before.fetch_seconds or 0.0) + (found - started)
+                        before.returned = found
                 raise
         finished = time.perf_counter()
         if keep_first_batch is not None:  # after the fetch: its cost is no wait
