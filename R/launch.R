@@ -205,18 +205,32 @@ free_ports <- function(count, call = caller_env()) {
 }
 
 # Show (or keep) each worker's lines as they come until all have ended; stop
-# them all at the first that fails, or at the timeout.
+# them all at the first that fails, or at the timeout. A worker has ended once it has
+# exited and its output is read to the end (a line it wrote just before exiting, or a
+# process it started, may still be writing to the pipe), or 5 seconds after it exited,
+# in case a process it left behind holds the pipe open.
 supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
+  drain <- 5
   output <- rep(list(character()), length(processes))
+  exited_at <- rep(NA_real_, length(processes))
   deadline <- Sys.time() + min(timeout, 1e9)
   repeat {
     alive <- vapply(processes, function(p) p$is_alive(), logical(1))
-    if (any(alive)) processx::poll(processes[alive], 200L)
+    now <- proc.time()[["elapsed"]]
+    exited_at[!alive & is.na(exited_at)] <- now
+    unread <- vapply(processes, function(p) p$is_incomplete_output(), logical(1))
+    open <- alive | (unread & now - exited_at < drain)
+    # Wait for a line (or the end of a worker's output, as it exits), at most 200 ms.
+    if (any(open & unread)) {
+      processx::poll(lapply(processes[open & unread], function(p) p$get_output_connection()), 200L)
+    } else if (any(open)) {
+      Sys.sleep(0.2)
+    }
     for (index in seq_along(processes)) {
       lines <- processes[[index]]$read_output_lines()
       output[[index]] <- c(output[[index]], lines)
       if (!quiet && length(lines)) cat(sprintf("[worker %d] %s\n", index - 1L, lines), sep = "")
-      failure <- if (!alive[index]) worker_failure(processes[[index]])
+      failure <- if (!open[index]) worker_failure(processes[[index]])
       if (!is.null(failure)) {
         for (p in processes) p$kill()
         gpukeras_abort(c(
@@ -228,7 +242,7 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
         ), "gpukeras_error_worker_lost", worker = index - 1L, output = output[[index]], call = call)
       }
     }
-    if (!any(alive)) return(output)
+    if (!any(open)) return(output)
     if (Sys.time() > deadline) {
       for (p in processes) p$kill()
       gpukeras_abort(

@@ -27,6 +27,28 @@ test_that("output is shown as it comes, each line headed by its worker", {
   expect_setequal(grep("^\\[worker", shown, value = TRUE), c("[worker 0] hi ", "[worker 1] hi "))
 })
 
+test_that("a worker's output is read to its end: lines a process it started writes after it exits", {
+  skip_on_os("windows")
+  results <- gpu_launch(function() {
+    system("(sleep 1; echo late) &")
+    "done"
+  }, workers = 1, quiet = TRUE)
+  expect_identical(results[[1]], "done")
+  expect_identical(attr(results, "output")[[1]], "late")
+})
+
+test_that("a process a worker leaves behind holding its output does not hold gpu_launch() past 5 s", {
+  skip_on_os("windows")
+  started <- Sys.time()
+  results <- gpu_launch(function() {
+    system("sleep 40 &")
+    "done"
+  }, workers = 1, quiet = TRUE)
+  expect_identical(results[[1]], "done")
+  # sleep holds the pipe 40 s; gpu_launch() stops reading it 5 s after the worker exited.
+  expect_lt(as.numeric(difftime(Sys.time(), started, units = "secs")), 30)
+})
+
 test_that("a worker that fails stops the others at once, with a classed error naming it", {
   started <- Sys.time()
   error <- expect_error(
