@@ -18,8 +18,10 @@ serve_start <- function(settings, log, call) {
   )
   server$write_input(paste0(jsonlite::toJSON(settings, auto_unbox = TRUE, null = "null", digits = NA), "\n"))
   deadline <- Sys.time() + 300
-  while (server$is_alive() && Sys.time() < deadline) {
-    server$poll_io(200L)
+  repeat {
+    # alive before reading: a server that has exited has written all it will, so what it
+    # said before exiting (port_in_use) is read, not lost to the check after the read
+    alive <- server$is_alive()
     said <- server$read_output_lines()
     if ("ready" %in% said) return(server)
     if ("port_in_use" %in% said) {
@@ -31,6 +33,8 @@ serve_start <- function(settings, log, call) {
         "Choose another port (e.g. port = 8001), or stop what listens there."
       ), "gpukeras_error_port_in_use", call = call)
     }
+    if (!alive || Sys.time() > deadline) break
+    server$poll_io(200L)
   }
   server$kill()
   serve_front_failed("did not start", log, call)
