@@ -5,8 +5,10 @@
 #' worker's `host:port`, on free ports, and this worker's index), so that
 #' `gpu_strategy("multi_worker")` with no `workers` joins the others. It shows
 #' their output as it comes, each line headed by the worker's index, waits
-#' for all of them, and returns each worker's result. When one fails or dies,
-#' the others are stopped at once and the error says which worker and why.
+#' for all of them (and their output to its end: lines a process a worker
+#' started writes after the worker exited, for up to 5 seconds), and returns
+#' each worker's result. When one fails or dies, the others are stopped at
+#' once and the error says which worker and why.
 #'
 #' It is for trying multi-worker code on one machine and for tests; on a
 #' cluster, start one R process per worker with its scheduler instead.
