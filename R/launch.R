@@ -215,6 +215,7 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
   drain <- 5
   output <- rep(list(character()), length(processes))
   exited_at <- rep(NA_real_, length(processes))
+  checked <- rep(FALSE, length(processes)) # ended, and its result looked at (once: it is read from a file)
   deadline <- Sys.time() + min(timeout, 1e9)
   repeat {
     alive <- vapply(processes, function(p) p$is_alive(), logical(1))
@@ -232,7 +233,8 @@ supervise_workers <- function(processes, timeout, quiet, call = caller_env()) {
       lines <- processes[[index]]$read_output_lines()
       output[[index]] <- c(output[[index]], lines)
       if (!quiet && length(lines)) cat(sprintf("[worker %d] %s\n", index - 1L, lines), sep = "")
-      failure <- if (!open[index]) worker_failure(processes[[index]])
+      failure <- if (!open[index] && !checked[index]) worker_failure(processes[[index]])
+      checked[index] <- !open[index]
       if (!is.null(failure)) {
         for (p in processes) p$kill()
         gpukeras_abort(c(
