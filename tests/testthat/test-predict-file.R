@@ -10,7 +10,7 @@ file_fit <- function(x, y, width) {
   model <- keras$Sequential(list(
     keras$Input(shape = list(as.integer(width))),
     keras$layers$Dense(8L, activation = "relu"),
-    keras$layers$Dense(3L, activation = "softmax")
+    keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   gpu_fit(model, list(x = x, y = y), epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
@@ -115,7 +115,7 @@ test_that("an image folder, as a path and as a gpu_dataset(), gives predict()'s 
   keras <- gpu_keras()
   keras$utils$set_random_seed(2L)
   model <- keras$Sequential(list(
-    keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(), keras$layers$Dense(3L, activation = "softmax")
+    keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   fit <- gpu_fit(

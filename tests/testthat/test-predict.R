@@ -27,7 +27,7 @@ scoring_fit <- local({
       model <- keras$Sequential(list(
         keras$Input(shape = list(6L)), # size, colour's 3 indicator columns, shape's 2
         keras$layers$Dense(16L, activation = "relu"),
-        keras$layers$Dense(2L, activation = "softmax")
+        keras$layers$Dense(2L, activation = "softmax", dtype = "float32")
       ))
       model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
       fit <<- gpu_fit(model, scoring_data(), epochs = 3, verbose = 0, monitor = FALSE, seed = 1)
@@ -230,7 +230,7 @@ test_that("a factor of integer codes (factors = \"codes\") gets the reserved cod
   skip_if_no_python()
   data <- scoring_data()
   keras <- gpu_keras()
-  model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(2L, activation = "softmax")))
+  model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(2L, activation = "softmax", dtype = "float32")))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   fit <- gpu_fit(model, gpu_dataset(data$x, data$y, factors = "codes"), epochs = 1, verbose = 0, monitor = FALSE)
   expect_identical(fit$encoding$inputs$x$columns$colour$encoding, "codes")
@@ -479,7 +479,7 @@ test_that(paste(
   model <- keras$Sequential(list(
     keras$Input(shape = list(4L, 5L, 3L)),
     keras$layers$Flatten(),
-    keras$layers$Dense(3L, activation = "softmax")
+    keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
   fit <- gpu_fit(model, scaled, epochs = 1, verbose = 0, monitor = FALSE)
@@ -588,7 +588,7 @@ test_that("a background fit scores new data as the session's own fit does", {
   keras$utils$set_random_seed(9L)
   model <- keras$Sequential(list(
     keras$Input(shape = list(6L)),
-    keras$layers$Dense(2L, activation = "softmax")
+    keras$layers$Dense(2L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
   data <- scoring_data(80)
@@ -607,7 +607,7 @@ test_that("gpu_fit()'s validation data is encoded as its training data", {
   keras$utils$set_random_seed(6L)
   model <- keras$Sequential(list(
     keras$Input(shape = list(6L)),
-    keras$layers$Dense(2L, activation = "softmax")
+    keras$layers$Dense(2L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy", metrics = list("accuracy"))
   data <- scoring_data(120)
