@@ -275,7 +275,7 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   }
   # httpuv's service() answers the session's own plumber or httpuv servers meanwhile
   while (server$is_alive()) if (requireNamespace("httpuv", quietly = TRUE)) httpuv::service(1000) else server$wait(1000)
-  serve_front_failed("ended", log, call)
+  serve_server_failed("ended", log, call)
 }
 
 #' @rdname gpu_serve

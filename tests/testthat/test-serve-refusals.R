@@ -43,6 +43,6 @@ test_that("gpu_api()'s router and prefix are checked before the model", {
 
 test_that("the server that ended or did not start is a classed error with what it said", {
   log <- withr::local_tempfile(lines = c("Traceback (most recent call last):", "OSError: [Errno 98] address in use"))
-  expect_snapshot(serve_front_failed("did not start", log, call("gpu_serve")), error = TRUE)
-  expect_error(serve_front_failed("ended", tempfile(), NULL), class = "gpukeras_error_serve_front")
+  expect_snapshot(serve_server_failed("did not start", log, call("gpu_serve")), error = TRUE)
+  expect_error(serve_server_failed("ended", tempfile(), NULL), class = "gpukeras_error_serve_server")
 })

@@ -37,15 +37,15 @@ serve_start <- function(settings, log, call) {
     server$poll_io(200L)
   }
   server$kill()
-  serve_front_failed("did not start", log, call)
+  serve_server_failed("did not start", log, call)
 }
 
 # The server's end or failure to start, as an error with the last lines it wrote.
-serve_front_failed <- function(what, log, call) {
+serve_server_failed <- function(what, log, call) {
   said <- log_tail(log, 5L)
   gpukeras_abort(c(
     sprintf("The service's server (the process that listens on its port) %s.", what),
     if (length(said)) c(i = paste("It said:", paste(said, collapse = " "))),
     "Start gpu_serve() again; if this repeats, report it with the output of gpu_check()."
-  ), "gpukeras_error_serve_front", call = call)
+  ), "gpukeras_error_serve_server", call = call)
 }
