@@ -216,6 +216,9 @@
 #'   \item{`gpukeras_error_port_in_use`}{[gpu_serve()] cannot listen on its
 #'     `host` and `port`: something else listens there, the address is not
 #'     this machine's, or the port needs privileges. Raised before serving.}
+#'   \item{`gpukeras_error_serve_server`}{The service's server (the Python
+#'     process that listens on its port) did not start or ended; the message
+#'     gives the last lines it wrote.}
 #' }
 #' A request a running service refuses is not an R condition: the client gets
 #' a 4xx status with a JSON message (see [gpu_serve()]'s "Bad requests").
