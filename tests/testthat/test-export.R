@@ -149,7 +149,9 @@ test_that("an existing path is kept without overwrite, replaced with it; a faile
   skip_if_no_python()
   data <- export_data(16)
   keras <- gpu_keras()
-  model <- keras$Sequential(list(keras$Input(shape = list(2L)), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(2L)), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
+  ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   fit <- gpu_fit(model, list(x = data$x[c("income", "member")], y = data$y), epochs = 1, verbose = 0, monitor = FALSE)
   dir <- withr::local_tempdir()

@@ -115,7 +115,8 @@ test_that("an image folder, as a path and as a gpu_dataset(), gives predict()'s 
   keras <- gpu_keras()
   keras$utils$set_random_seed(2L)
   model <- keras$Sequential(list(
-    keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
+    keras$Input(shape = list(4L, 5L, 3L)), keras$layers$Flatten(),
+    keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
   ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   fit <- gpu_fit(

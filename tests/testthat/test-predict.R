@@ -230,7 +230,9 @@ test_that("a factor of integer codes (factors = \"codes\") gets the reserved cod
   skip_if_no_python()
   data <- scoring_data()
   keras <- gpu_keras()
-  model <- keras$Sequential(list(keras$Input(shape = list(3L)), keras$layers$Dense(2L, activation = "softmax", dtype = "float32")))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(3L)), keras$layers$Dense(2L, activation = "softmax", dtype = "float32")
+  ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   fit <- gpu_fit(model, gpu_dataset(data$x, data$y, factors = "codes"), epochs = 1, verbose = 0, monitor = FALSE)
   expect_identical(fit$encoding$inputs$x$columns$colour$encoding, "codes")

@@ -45,7 +45,9 @@ gpu_save(serve_fit, model_path)
 # A model of a matrix with column names, served beside it.
 matrix_fit <- local({
   keras <- gpu_keras()
-  model <- keras$Sequential(list(keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")))
+  model <- keras$Sequential(list(
+    keras$Input(shape = list(4L)), keras$layers$Dense(3L, activation = "softmax", dtype = "float32")
+  ))
   model$compile(optimizer = "adam", loss = "sparse_categorical_crossentropy")
   gpu_fit(model, list(x = as.matrix(iris[, 1:4]), y = iris$Species), epochs = 1, verbose = 0, monitor = FALSE, seed = 1)
 })
