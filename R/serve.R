@@ -112,12 +112,16 @@
 #' So connections that hold an unfinished body cost the server a socket
 #' each: `/health` answers meanwhile. Connections are kept alive, and
 #' requests sent on one without waiting (pipelined) are answered in order;
-#' requests on several connections are read and parsed at once (in
-#' threads), and those that arrive within `batch_window` seconds of each other,
-#' or while the model predicts others, are encoded together (a data frame's
-#' columns) and predicted together in one call of the model. Then the
+#' requests on several connections are read at once (a `/predict` body over
+#' 4 KiB, or any with `batch_window = 0`, parsed in a thread of its own), and
+#' those that arrive within `batch_window` seconds of each other, or while the
+#' model predicts others, are encoded together (a data frame's columns) and
+#' predicted together in one call of the model. Then the
 #' headers decide (host, origin, token,
-#' `Content-Type`) and the body.
+#' `Content-Type`) and the body. Each request's HTTP, JSON and checks run in
+#' the service's one Python interpreter, so one service answers on about one
+#' core; `vignette("after-the-fit", package = "gpukeras")` says how many
+#' requests that is, and how to answer more.
 #'
 #' The limits of one request follow what it costs. By default `max_rows`
 #' is 10,000, or fewer where those rows would take more than 16 MiB as the
