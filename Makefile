@@ -334,7 +334,9 @@ endef
 # pytest's two workers leave gaps where a test waits on a child's timeout or heartbeat
 # (make test on 2 cores is CPU-bound everywhere else), which lintr and mypy (about one core
 # for 40 s) and the second run fill; one after the other, the first run's last minute and
-# the second's start left a core idle.
+# the second's start left a core idle. The benchmarks' smoke runs in that lane too were
+# tried: the cores were idle less, but with three or four processes on two cores the same
+# work took 9 % more CPU and ended 67 s later (bench/results/ci-time-cpu-2026-12-02-s28.md).
 lint-and-pytest: dev-env mlflow-server
 	$(call beside,pytest-cpu,lint pytest-simulated,SIMULATED_WORKERS=1)
 
