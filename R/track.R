@@ -22,7 +22,7 @@
 #'   a worker gets them through its environment). A URI is shown without its
 #'   user information (a user alone too: it may be a token) and without the
 #'   value of any query key that names a password, token, key, secret,
-#'   credential, authorization or signature.
+#'   credential, authorization or signature, in its query or its fragment.
 #' * MLflow's variables alone: where `MLFLOW_TRACKING_URI` (and
 #'   `MLFLOW_EXPERIMENT_NAME` or `MLFLOW_EXPERIMENT_ID`) is set, as for every
 #'   MLflow client, runs are tracked there without a call to `gpu_track()`;

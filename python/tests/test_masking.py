@@ -28,6 +28,7 @@ from gpukeras.track import records, sending, tracking
         ("postgresql://al:S3c:r@t@h:5432/db", "postgresql://***@h:5432/db"),
         ("postgresql://al@h/db", "postgresql://***@h/db"),
         ("http://u:pa/ss@h/x", "http://***@h/x"),
+        ("http://u:p#ss@h/x", "http://***@h/x"),
         # secret query keys, wherever the word stands in the name, any case
         ("postgresql://u:p@h/db?sslpassword=x", "postgresql://***@h/db?sslpassword=***"),
         ("http://h/?access_token=x&api_key=y", "http://h/?access_token=***&api_key=***"),
@@ -42,6 +43,9 @@ from gpukeras.track import records, sending, tracking
         ),
         ("http://h/?client_secret=s;apikey=k", "http://h/?client_secret=***;apikey=***"),
         ("sqlite:////tmp/s/search.db?password=S3c", "sqlite:////tmp/s/search.db?password=***"),
+        # ... and in the fragment, as OAuth's redirects carry a token
+        ("https://h/cb#access_token=x&state=1", "https://h/cb#access_token=***&state=1"),
+        ("https://h/cb?code=1#id_token=x", "https://h/cb?code=1#id_token=***"),
         # nothing secret: as it is
         ("http://h:5000/?sslmode=require", "http://h:5000/?sslmode=require"),
         ("sqlite:////tmp/runs/mlflow.db", "sqlite:////tmp/runs/mlflow.db"),

@@ -1,13 +1,13 @@
 """The one masking rule: no credential in what gpukeras prints, keeps or raises.
 
-A URI loses all of its user information (``https://TOKEN@h`` and ``https://u:p@h``
-both become ``https://***@h``: a user's name alone may be a token) and the value of
-every query key whose name says it is a secret: a password, token, key, secret,
-credential, authorization or signature, case-insensitively and wherever the word
-stands in the name (``password``, ``sslpassword``, ``access_token``, ``api_key``,
-``X-Amz-Signature``). Text (a message, an error, a traceback) has every URI in it
-masked so, every query string in it too (an HTTP library's report of a request's
-path), and the values of the secret variables it is
+A URI loses all of its user information (``https://TOKEN@h`` and ``https://u:p@h`` both
+become ``https://***@h``: a user's name alone may be a token) and the value of every
+query key whose name says it is a secret: a password, token, key, secret, credential,
+authorization or signature, case-insensitively and wherever the word stands in the name
+(``password``, ``sslpassword``, ``access_token``, ``api_key``, ``X-Amz-Signature``), in
+its query or its fragment (OAuth's ``#access_token=``). Text (a message, an error, a
+traceback) has every URI in it masked so, every query string in it too (an HTTP
+library's report of a request's path), and the values of the secret variables it is
 given. A variable's name says it is a secret by the same words (``is_secret_name``).
 
 Every URI the core shows (tracking stores, study storages, reports) goes through
@@ -47,10 +47,14 @@ def mask_uri(uri: str) -> str:
     if not sep:
         return uri
     where, mark, query = rest.partition("?")
-    query, hash_mark, fragment = query.partition("#")
-    if "@" in where:  # the last "@" before the query: a password may hold "@" or "/"
+    if "@" in where:  # the last "@" before the query: a password may hold "@", "/" or "#"
         where = f"{MASK}@{where.rpartition('@')[2]}"
-    return f"{scheme}{sep}{where}{mark}{_masked_query(query)}{hash_mark}{fragment}"
+    if mark:
+        query, hash_mark, fragment = query.partition("#")
+    else:  # a fragment without a query
+        where, hash_mark, fragment = where.partition("#")
+    masked = f"{_masked_query(query)}{hash_mark}{_masked_query(fragment)}"
+    return f"{scheme}{sep}{where}{mark}{masked}"
 
 
 def _masked_query(query: str) -> str:
