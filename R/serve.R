@@ -90,7 +90,7 @@
 #' The port `gpu_serve()` listens on is a Python process of its own, started
 #' with the service and ended with it: an HTTP/1.1 server on uvicorn (with
 #' h11), which loads the model saved by [gpu_save()] (in a
-#' private temporary folder), reads every request and answers it. No HTTP is
+#' private temporary folder, removed once loaded), reads every request and answers it. No HTTP is
 #' parsed by gpukeras itself, and the R session only waits. The server
 #' enforces:
 #' \itemize{
@@ -271,6 +271,9 @@ gpu_serve <- function(fit, port = 8000, host = "127.0.0.1", token = NULL, max_ro
   log <- file.path(folder, "server.log")
   server <- serve_start(settings, log, call)
   on.exit(server$kill(), add = TRUE)
+  # The server has loaded the model: its copy goes now, not at on.exit(), which a signal
+  # (a supervisor's SIGTERM) skips, leaving the model in R's temporary folder.
+  unlink(setdiff(dir(folder, full.names = TRUE, all.files = TRUE, no.. = TRUE), log), recursive = TRUE)
   if (!quiet) {
     rlang::inform(c(
       sprintf("Serving on http://%s:%d: POST /predict, GET /metadata, GET /health.", host, port),

@@ -672,9 +672,14 @@ test_that("400 connections holding an unfinished body leave /health answering at
   expect_lt(served_mib() - before, 100)
 })
 
-test_that("the server ends with the service's R process, however that ends", {
+test_that("the server ends with the service's R process, however that ends, and no copy of the model stays", {
   front <- front_pid()
   expect_length(front, 1L)
+  # the server's folder (its stderr, server.log, is there): the model it loaded is gone
+  # already, so that an R process ended by a signal leaves no copy of it
+  folder <- dirname(Sys.readlink(file.path("/proc", front, "fd", "2")))
+  expect_match(basename(folder), "^gpukeras-serve-")
+  expect_identical(dir(folder, all.files = TRUE, no.. = TRUE), "server.log")
   server$kill() # SIGKILL: no on.exit() of R's runs
   deadline <- Sys.time() + 10
   while (dir.exists(file.path("/proc", front)) && Sys.time() < deadline) Sys.sleep(0.1)
