@@ -47,9 +47,9 @@ process_call <- function(entry, args) do.call(get(entry, envir = asNamespace("gp
 environment(process_call) <- globalenv()
 
 # The environment of a process: the session's Python, Keras backend and compilation cache, MLflow's
-# credentials as the session has them now (a child inherits the session's environment as
-# it was at its start: a process kept for later, such as the template or the standby, is
-# made again when they change, since its environment then differs); with `visible`
+# credentials as the session has them now (mlflow_secret_env(); a child inherits the
+# session's environment as it was at its start: a process kept for later, a spare worker or
+# the standby, is made again when they change, since its environment then differs); with `visible`
 # (a worker's GPU), that GPU alone, and memory that grows as the fit needs it (JAX would
 # take 75 % of the GPU at start, TensorFlow all of it, leaving nothing to a second worker).
 process_env <- function(visible = NULL) {
@@ -59,7 +59,7 @@ process_env <- function(visible = NULL) {
     GPUKERAS_PYTHON = reticulate::py_config()$python,
     KERAS_BACKEND = core_call("keras_backend"),
     compile_cache_env(),
-    Filter(nzchar, Sys.getenv(mlflow_secrets)),
+    mlflow_secret_env(),
     if (!is.null(visible)) {
       c(CUDA_VISIBLE_DEVICES = visible, TF_FORCE_GPU_ALLOW_GROWTH = "true", XLA_PYTHON_CLIENT_PREALLOCATE = "false")
     }

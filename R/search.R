@@ -40,7 +40,8 @@
 #' whoever could write there could swap the model `gpu_load(search$best$path)`
 #' loads. Or the study lives in the database an SQLAlchemy URL names:
 #' `"sqlite:////path/file.db"`, or `"postgresql://user:password@host:port/db"`
-#' (with `install_gpukeras(extras = "postgresql")`), which several machines
+#' (with `install_gpukeras(extras = "postgresql")`; the password is never
+#' shown, and reaches the workers through their environment, never a file), which several machines
 #' can share: each runs the same `gpu_search()` call and they split the
 #' `trials` between them, no trial run twice. The same call on the same
 #' storage resumes: trials that ended are not run again, and trials a stopped
@@ -258,8 +259,12 @@ search_request <- function(search, model_digest, data, dir, call) {
 # tell it each trial's raw result; the core decides what the result means and whether the
 # search stops. Returns the gpukeras_search.
 search_run <- function(search, request, storage, plan, dir, call) {
+  # The workers are given the study's URL masked (callr writes the arguments of their calls
+  # to files); one that holds a secret reaches them in their environment, where the core
+  # finds it (study_storage.unmasked).
+  masked <- core_call("mask_uri", uri = storage$url)
   tracked <- track_many("search", 0L, list(
-    study = search$study, storage = storage$folder %||% core_call("mask_uri", uri = storage$url),
+    study = search$study, storage = storage$folder %||% masked,
     trials = search$trials,
     objective = search$objective, direction = search$direction, sampler = search$sampler, pruner = search$pruner,
     seed = search$seed, space = request$space
@@ -283,9 +288,10 @@ search_run <- function(search, request, storage, plan, dir, call) {
     sampler = search$sampler, pruner = search$pruner, seed = search$seed, batch = isTRUE(population$population),
     error_call = call
   )
-  pool <- new_worker_pool(plan, dir, warm = list(
-    verb = "search_warm", args = list(storage = storage$url), undo = "search_unwarm"
-  ))
+  pool <- new_worker_pool(
+    plan, dir, warm = list(verb = "search_warm", args = list(storage = masked), undo = "search_unwarm"),
+    env = if (!identical(masked, storage$url)) c(GPUKERAS_SEARCH_STORAGE = storage$url)
+  )
   on.exit({
     core_call("search_interrupt", search = opened) # the trials asked and not told
     worker_close(pool)
@@ -296,7 +302,7 @@ search_run <- function(search, request, storage, plan, dir, call) {
   common <- list(
     model_fn = search$model_fn, space = names(search$space), searched = names(search$searched),
     data = carried$files, train_rows = validation$train_rows %||% seq_len(carried$rows),
-    validation_rows = validation$rows, validation = validation$files, fit = search$fixed, storage = storage$url,
+    validation_rows = validation$rows, validation = validation$files, fit = search$fixed, storage = masked,
     study = search$study, objective = search$objective, pruner = search$pruner,
     models = storage$models, encoding = carried$encoding, levels = carried$levels
   )

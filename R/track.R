@@ -19,7 +19,8 @@
 #'   `MLFLOW_TRACKING_PASSWORD` (or `MLFLOW_TRACKING_TOKEN`), set in
 #'   `.Renviron` rather than in code; they never appear in a print, an error, a
 #'   warning, a run's params or the files gpukeras keeps (a background job or
-#'   a worker gets them through its environment). A URI is shown without its
+#'   a worker gets them through its environment, and so a URI that holds
+#'   credentials, `https://user:password@host`). A URI is shown without its
 #'   user information (a user alone too: it may be a token) and without the
 #'   value of any query key that names a password, token, key, secret,
 #'   credential, authorization or signature, in its query or its fragment.
@@ -219,14 +220,26 @@ track_request <- function(...) {
 }
 
 # MLflow's credentials: they reach a child process through its environment
-# (process_env()), never through what it carries in a file (track_carry()).
+# (process_env()), never through what it carries in a file (track_carry(); callr writes a
+# call's arguments, and a load hook, to files).
 mlflow_secrets <- c("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+
+# The variables of mlflow_secrets that are set, and MLFLOW_TRACKING_URI where it holds
+# credentials (user information, a secret query key: the core's masking rule), with their
+# values: what a child gets in its environment.
+mlflow_secret_env <- function() {
+  env <- Sys.getenv(mlflow_secrets)
+  uri <- Sys.getenv("MLFLOW_TRACKING_URI")
+  if (nzchar(uri) && !identical(core_call("mask_uri", uri = uri), uri)) env <- c(env, MLFLOW_TRACKING_URI = uri)
+  env[nzchar(env)]
+}
 
 # The tracking settings a child process takes back (a background job, a worker): the
 # variables, as this session has them, but for the credentials.
 track_carry <- function() {
   if (!tracking_on()) return(NULL)
-  names <- c(setdiff(mlflow_variables, mlflow_secrets), "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
+  secret <- c(mlflow_secrets, names(mlflow_secret_env()))
+  names <- c(setdiff(mlflow_variables, secret), "GPUKERAS_TRACK_WAIT", "GPUKERAS_TRACK_SPOOL")
   values <- Sys.getenv(names, unset = NA)
   as.list(values[!is.na(values)])
 }

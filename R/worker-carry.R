@@ -71,9 +71,16 @@ carry_function <- function(fn, call = caller_env()) {
       for (name in added) if (users_function(globals[[name]])) collect(globals[[name]], name)
     }
     collect(fn, "model_fn")
+    # each without its source references: a function made by source() or in a package's
+    # tests keeps the lines of its whole file, which would travel with it (a password
+    # written there too, into the file callr writes for each call)
     for (name in ls(globals, all.names = TRUE)) {
-      if (users_function(globals[[name]])) environment(globals[[name]]) <- globals
+      if (users_function(globals[[name]])) {
+        globals[[name]] <- removeSource(globals[[name]])
+        environment(globals[[name]]) <- globals
+      }
     }
+    fn <- removeSource(fn)
     environment(fn) <- globals
     fn <- carry_python(fn, call)
   }

@@ -46,11 +46,14 @@ check_devices <- function(devices, call = caller_env()) {
 
 # `warm`: a core verb and its arguments that the waiting processes call ahead, list(verb,
 # args) (gpu_search()'s workers report to Optuna: opening its storage took 0.5 s of each
-# trial's start, measured by bench/search.R).
-new_worker_pool <- function(plan, dir, warm = NULL) {
+# trial's start, measured by bench/search.R). `env`: variables the pool's workers get in
+# their environment, beside process_env()'s: a secret (callr writes the arguments of a
+# call, and a load hook, to files).
+new_worker_pool <- function(plan, dir, warm = NULL, env = NULL) {
   free <- vector("list", length(plan$slots))
   list2env(list(
-    plan = plan, slots = plan$slots, dir = dir, ready = free, busy = free, setup = the$setup_args, warm = warm
+    plan = plan, slots = plan$slots, dir = dir, ready = free, busy = free, setup = the$setup_args, warm = warm,
+    env = env
   ), parent = emptyenv())
 }
 
@@ -63,7 +66,7 @@ worker_start <- function(pool, i) {
   # what makes a ready worker fit a slot: its environment (the session's Python, Keras
   # backend and the slot's device) and the session's gpu_setup(), not the pool's `warm`
   # (a worker drops what it opened ahead after each task, worker_reset())
-  key <- list(env = process_env(pool$slots[[i]]$visible), setup = pool$setup)
+  key <- list(env = c(process_env(pool$slots[[i]]$visible), pool$env), setup = pool$setup)
   spare <- worker_spare(key)
   if (!is.null(spare)) {
     spare$slot <- i
@@ -258,7 +261,7 @@ worker_close <- function(pool) {
 # (worker_start() takes the one that fits, given back here), loading itself in the
 # background: at most one per slot.
 worker_spares_start <- function(pool) {
-  pool$warm <- NULL # a spare serves any pool whose slots it fits
+  pool$warm <- pool$env <- NULL # a spare serves any pool whose slots it fits
   spares <- lapply(seq_along(pool$slots), function(i) worker_start(pool, i)) # (taking those that fit first)
   the$spares <- c(the$spares, spares)
   invisible()

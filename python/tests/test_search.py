@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -493,6 +494,32 @@ def test_a_storage_opened_ahead_is_taken_once_by_the_pruning_callback(tmp_path: 
     assert study_storage._WARMED == {}
     with pytest.raises(study_storage.SearchStorageError):
         search_trial.pruning_callback(unreachable, "s", trial["trial_id"], "loss")
+
+
+def test_a_worker_given_the_masked_url_opens_the_study_at_the_url_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's task holds the study's URL masked (callr writes it to a file); the URL
+    whole, password and all, is in the worker's environment, and is what it opens."""
+    whole = f"sqlite:///{tmp_path / 'search.db'}?password=S3cret-w"
+    masked = study_storage.mask_uri(whole)
+    assert "S3cret-w" not in masked
+    with warnings.catch_warnings():  # SQLAlchemy's about the query string SQLite ignores
+        warnings.simplefilter("ignore")
+        search.open_study(whole, "s", SPACE, REQUEST, 2, "val_loss", seed=3)
+    monkeypatch.setenv(study_storage.STORAGE_VARIABLE, whole)
+    assert study_storage.unmasked(masked) == whole
+    # another URL, or one that masks to something else, is taken as it is
+    other = f"sqlite:///{tmp_path / 'other.db'}?password=***"
+    assert study_storage.unmasked(other) == other
+    assert study_storage.unmasked(url(tmp_path)) == url(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        studies = study_storage.open_storage(masked).get_all_studies()
+    assert [study.study_name for study in studies] == ["s"]
+    # without it, the masked URL is opened as given: its password is not the study's
+    monkeypatch.delenv(study_storage.STORAGE_VARIABLE)
+    assert study_storage.unmasked(masked) == masked
 
 
 def test_optuna_logging_is_given_back() -> None:

@@ -294,6 +294,42 @@ file_holds <- function(path, text) {
   length(grepRaw(text, c(raw(), unlist(chunks)), fixed = TRUE)) > 0L
 }
 
+# model_fn `made`, for gpu_cv() or gpu_search(), that first looks for `secret` in every file
+# of the process that started its worker (the session, or a background job's: callr writes
+# there the files that start a worker and give it its task), and adds to the file `looked`
+# in how many files of which folder it looked ("looked in N files of FOLDER") and each that
+# held it ("held by FILE"), but those in the folders `ignore` (a test server's own). The
+# secret travels as a code, and both functions without their source: a function made in a
+# file carries the file's lines, a secret written there too.
+looking_model_fn <- function(made, secret, looked, ignore = character()) {
+  made <- removeSource(made)
+  code <- rev(utf8ToInt(secret))
+  removeSource(function(...) {
+    owner <- dirname(Sys.getenv("TMPDIR")) # a worker's temporary folder is in its owner's
+    files <- system2("find", c(shQuote(owner), "-type", "f"), stdout = TRUE) # (no FIFO)
+    for (folder in ignore) files <- files[!startsWith(files, folder)]
+    holds <- function(file) {
+      con <- gzfile(file, "rb") # (an .rds file, decompressed)
+      on.exit(close(con))
+      length(grepRaw(intToUtf8(rev(code)), readBin(con, "raw", 1e8), fixed = TRUE)) > 0L
+    }
+    held <- Filter(function(file) isTRUE(tryCatch(holds(file), error = function(e) FALSE)), files)
+    said <- c(sprintf("looked in %d files of %s", length(files), owner), sprintf("held by %s", held))
+    cat(said, file = looked, sep = "\n", append = TRUE)
+    made(...)
+  })
+}
+
+# What looking_model_fn() wrote to `looked`: the folders it looked in (one with files at
+# least), and no file that held the secret.
+expect_looked_and_not_held <- function(looked) {
+  said <- readLines(looked)
+  owners <- unique(sub("^looked in [0-9]+ files of ", "", grep("^looked in [1-9]", said, value = TRUE)))
+  held <- grep("^held by", said, value = TRUE)
+  expect(!length(held), paste(held, collapse = " | "))
+  owners
+}
+
 # The float32 matrix the core encodes R data into (as_pipeline_data()'s, one input), back in
 # R as doubles, its columns named as the encoding makes them: a factor's one-hot columns
 # column=level.

@@ -82,6 +82,15 @@ test_that("a model function carries the global variables and functions it uses",
   carried <- check_model_fn(beside, 0L)
   expect_identical(callr::r(function(f) f(), list(carried)), 43L)
   expect_setequal(ls(environment(carried)), c("build", "gpukeras_test_layer", "gpukeras_test_units", "k"))
+  # made by source() with its source kept (an interactive session's default): it travels
+  # without the lines of its file, a password written there among them
+  lines <- c('password <- "F1le-S3cret"', "function() gpukeras_test_layer() + 1L")
+  sourced <- eval(parse(text = lines, srcfile = srcfilecopy("model.R", lines))[[2]], env)
+  holds_secret <- function(f) length(grepRaw("F1le-S3cret", serialize(f, NULL), fixed = TRUE)) > 0L
+  expect_true(holds_secret(sourced))
+  carried <- check_model_fn(sourced, 0L)
+  expect_false(holds_secret(carried))
+  expect_identical(callr::r(function(f) f(), list(carried)), 15L)
   # a name model_fn and a function it calls find bound to different values: an error,
   # where one environment for both would give the global function the local value
   clash <- eval(quote(local({

@@ -243,11 +243,14 @@ test_that("on JAX a search's populations report to a PostgreSQL study, each tria
 
 # A search on a storage URL with `secret` in it: what it prints, says, raises and saves
 # (its result saved with saveRDS(), the best model's folder), gathered as text and files.
-# A background job's storage argument reaches its process through its environment.
-search_artifacts <- function(url, wrong_url) {
+# A background job's storage argument reaches its process through its environment. And
+# while each trial trains, its worker looks for `secret` in the files of the process that
+# started it (looking_model_fn(): `looked`).
+search_artifacts <- function(url, wrong_url, secret) {
   shown <- character()
   keep <- function(...) shown <<- c(shown, ...)
-  model_fn <- eval(search_model_fn)
+  looked <- tempfile("looked-")
+  model_fn <- looking_model_fn(eval(search_model_fn), secret, looked)
   space <- eval(search_space)
   data <- list(x = as.matrix(iris[, 1:4]), y = iris$Species)
   run <- function(background = FALSE, ...) {
@@ -288,7 +291,8 @@ search_artifacts <- function(url, wrong_url) {
     refused <- said(run(storage = wrong_url))
     list(
       search = search, job = job, again = again, mismatch = mismatch, refused = refused,
-      files = c(rds, list.files(search_storage(url, "gpukeras", environment())$models, full.names = TRUE))
+      files = c(rds, list.files(search_storage(url, "gpukeras", environment())$models, full.names = TRUE)),
+      looked = looked
     )
   }
   # messages and warnings are kept too (each warning once: SQLAlchemy warns about a
@@ -298,6 +302,14 @@ search_artifacts <- function(url, wrong_url) {
     invokeRestart("muffleWarning")
   })
   c(list(shown = shown), gathered)
+}
+
+# No worker found the secret in its owner's files while its trial trained
+# (search_artifacts()): workers of the session's search, and of a background one.
+expect_never_in_workers_files <- function(artifacts) {
+  owners <- expect_looked_and_not_held(artifacts$looked)
+  expect_true(tempdir() %in% owners)
+  expect_gte(length(owners), 2L)
 }
 
 expect_never_shown <- function(artifacts, secret) {
@@ -315,9 +327,10 @@ test_that("a study in PostgreSQL with a password never shows it: prints, job sta
   url <- local_postgres(password = secret)
   expect_match(url, secret, fixed = TRUE)
   wrong <- sub(secret, "Wr0ngPW-59", url, fixed = TRUE)
-  artifacts <- search_artifacts(url, wrong)
+  artifacts <- search_artifacts(url, wrong, secret)
   expect_never_shown(artifacts, secret)
   expect_never_shown(artifacts, "Wr0ngPW-59")
+  expect_never_in_workers_files(artifacts)
   masked <- sub("//[^/]*@", "//***@", url)
   expect_identical(artifacts$search$storage, masked)
   expect_identical(gpu_job_status(artifacts$job)$storage, masked)
@@ -340,8 +353,9 @@ test_that("a password in an SQLite URL's query string is never shown either", {
   dir <- withr::local_tempdir()
   url <- sprintf("sqlite:///%s?password=%s", file.path(dir, "search.db"), secret)
   wrong <- sprintf("sqlite:///%s?password=Wr0ngQS-59", file.path(dir, "other", "search.db"))
-  artifacts <- search_artifacts(url, wrong)
+  artifacts <- search_artifacts(url, wrong, secret)
   expect_never_shown(artifacts, secret)
   expect_never_shown(artifacts, "Wr0ngQS-59")
+  expect_never_in_workers_files(artifacts)
   expect_identical(artifacts$search$storage, sub(secret, "***", url, fixed = TRUE))
 })

@@ -96,16 +96,24 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
   grDevices::dev.off()
   expect_true(file.size(path) > 0)
 
-  model_fn <- iris_model_fn
+  # From here the credentials are in the tracking URI (as `https://user:password@host`): it
+  # reaches the workers through their environment, and no file of the session's holds it,
+  # not even callr's while a worker trains (looking_model_fn()).
+  Sys.unsetenv(c("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"))
+  with_password <- sub("://", sprintf("://%s:%s@", mlflow_user, mlflow_password), server$url, fixed = TRUE)
+  gpu_track(with_password, experiment = "team")
+  looked <- tempfile("looked-")
+  model_fn <- looking_model_fn(iris_model_fn, mlflow_password, looked, ignore = server$folder)
   cv <- gpu_cv(function() model_fn(), data, folds = 2, epochs = 2, seed = 1, workers = 1)
   search <- gpu_search(
     function(p) model_fn(p$units), data, space = list(units = search_int(4, 16)),
     trials = 2, epochs = 2, seed = 1, workers = 1
   )
+  expect_identical(expect_looked_and_not_held(looked), tempdir())
   listed <- gpu_runs(filter = "tags.`gpukeras.kind` = 'trial'") # waits for what is being sent
   expect_equal(nrow(listed), 2L)
   expect_setequal(listed$trial_state, "complete")
-  client <- mlflow_client(server$url)
+  client <- mlflow_client(with_password)
   runs <- mlflow_runs(client, "team")
   tag <- function(run, name) run$data$tags[[name]] %||% NA_character_
   kinds <- vapply(runs, tag, character(1), "gpukeras.kind")
@@ -130,9 +138,13 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
   )
 
   # A background fit reaches the server too, its credentials through its environment:
-  # neither its files nor any other the session's processes wrote hold the password.
+  # neither its files nor any other the session's processes wrote hold the password, while
+  # it runs (callr's files that started it are kept until its result is read) or after.
   job <- gpu_fit(iris_model_fn(4), data, epochs = 2, seed = 1, verbose = 0, background = TRUE)
-  expect_false(file_holds(file.path(job$dir, "spec.rds"), mlflow_password))
+  while_running <- system2("find", c(shQuote(tempdir()), "-type", "f"), stdout = TRUE)
+  while_running <- while_running[!startsWith(while_running, server$folder)]
+  expect_true(any(grepl("callr-", while_running, fixed = TRUE)))
+  expect_false(any(vapply(while_running, file_holds, logical(1), mlflow_password)))
   background <- gpu_job_wait(job, timeout = 240)
   run_ids <- vapply(mlflow_runs(client, "team"), function(r) r$info$run_id, "")
   expect_true(background$settings$tracking$run_id %in% run_ids)

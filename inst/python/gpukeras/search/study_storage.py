@@ -30,6 +30,9 @@ STORAGE_ATTEMPTS = 5
 # fail_stale_trials and RetryHeartbeatStaleTrialCallback, in gpukeras.search.search).
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 120
+# The variable that gives a process the study's URL whole (a worker, a background search),
+# where what it is given to read is masked (``unmasked``).
+STORAGE_VARIABLE = "GPUKERAS_SEARCH_STORAGE"
 # What a study folder holds: the study's journal (or the SQLite file of a study made before
 # gpukeras kept it in a journal, which goes on there) and the best trial's model.
 JOURNAL = "search.journal"
@@ -125,12 +128,22 @@ def quiet() -> Iterator[Any]:
         optuna.logging.set_verbosity(level)
 
 
+def unmasked(url: str) -> str:
+    """``url``, or where it is the masked form (``mask_uri``) of the URL in this process's
+    ``STORAGE_VARIABLE``, that URL: a worker is given the study's URL masked in its task,
+    which callr writes to a file, and a URL that holds a secret in its environment."""
+    given = os.environ.get(STORAGE_VARIABLE, "")
+    return given if given and mask_uri(given) == url else url
+
+
 def open_storage(url: str) -> Any:
-    """The study's storage at ``url`` (``study_folder``'s ``storage``, or a database URL), with
-    Optuna's heartbeat (``HEARTBEAT_SECONDS``, ``GRACE_SECONDS``) and its retry of a stale
-    trial: a folder's journal (``study_journal``), or Optuna's RDB storage, where SQLite
-    waits for locks rather than failing, and a process that loses the race to create the
-    tables of a new database tries again."""
+    """The study's storage at ``url`` (``study_folder``'s ``storage``, or a database URL, or
+    its masked form: ``unmasked``), with Optuna's heartbeat (``HEARTBEAT_SECONDS``,
+    ``GRACE_SECONDS``) and its retry of a stale trial: a folder's journal
+    (``study_journal``), or Optuna's RDB storage, where SQLite waits for locks rather than
+    failing, and a process that loses the race to create the tables of a new database tries
+    again."""
+    url = unmasked(url)
     with quiet() as optuna:
         retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
         if is_journal(url):
