@@ -234,8 +234,9 @@ many_grow <- function(pool, ended, result) {
 
 # Close the pool: its workers with no task running (ready, or still loading) go to the
 # session's spares, for the next pool whose slots they fit (worker_start()); the others
-# (busy: a call that failed or was interrupted) are ended. Each slot whose worker did not
-# stay gets a spare started ahead in its place (loading itself in the background, its
+# (busy: a call that failed or was interrupted), and all those of a pool with variables
+# of its own (`env`: no other pool could take them), are ended. Each slot whose worker did
+# not stay gets a spare started ahead in its place (loading itself in the background, its
 # runtime started and one step compiled: worker_ready()), so that the next gpu_cv() or
 # gpu_search() finds a worker per slot ready, at most one per slot; not in a process the
 # session started (a background search's), which ends with its search. The pool's folder
@@ -243,7 +244,7 @@ many_grow <- function(pool, ended, result) {
 # sessions' processes when R exits, and each ends with its session (process_entry()).
 worker_close <- function(pool) {
   for (worker in Filter(Negate(is.null), c(pool$ready, pool$busy))) {
-    if (worker$state %in% c("ready", "starting") && worker$session$is_alive()) {
+    if (is.null(pool$env) && worker$state %in% c("ready", "starting") && worker$session$is_alive()) {
       worker$task <- NULL
       the$spares <- c(the$spares, worker)
     } else {

@@ -323,7 +323,9 @@ expect_never_shown <- function(artifacts, secret) {
 
 test_that("a study in PostgreSQL with a password never shows it: prints, job status, results, errors and saved files", {
   skip_if_no_postgres_driver()
-  secret <- "S3cretPW-59"
+  # (not written whole: this file's lines travel with what the tests here run in other R
+  # processes, and callr's files that start those stay in the session's temporary folder)
+  secret <- paste0("S3cret", "PW-59")
   url <- local_postgres(password = secret)
   expect_match(url, secret, fixed = TRUE)
   wrong <- sub(secret, "Wr0ngPW-59", url, fixed = TRUE)
@@ -349,7 +351,7 @@ test_that("a study in PostgreSQL with a password never shows it: prints, job sta
 test_that("a password in an SQLite URL's query string is never shown either", {
   skip_if_no_python()
   skip_if_not(reticulate::py_module_available("optuna"), "optuna is not installed in gpukeras' Python")
-  secret <- "S3cretQS-59"
+  secret <- paste0("S3cret", "QS-59") # (not written whole: see above)
   dir <- withr::local_tempdir()
   url <- sprintf("sqlite:///%s?password=%s", file.path(dir, "search.db"), secret)
   wrong <- sprintf("sqlite:///%s?password=Wr0ngQS-59", file.path(dir, "other", "search.db"))
@@ -357,5 +359,12 @@ test_that("a password in an SQLite URL's query string is never shown either", {
   expect_never_shown(artifacts, secret)
   expect_never_shown(artifacts, "Wr0ngQS-59")
   expect_never_in_workers_files(artifacts)
+  # nor do the processes the session keeps for the next gpu_cv() or gpu_search(): the
+  # search's workers, which had the URL whole in their environment, were ended
+  skip_if_not(dir.exists("/proc/self"), "no /proc to read a process's environment from")
+  pids <- vapply(the$spares, function(worker) worker$session$get_pid(), numeric(1))
+  expect_gte(length(pids), 1L)
+  environ <- function(pid) readBin(sprintf("/proc/%d/environ", pid), "raw", 1e6)
+  expect_false(any(vapply(pids, function(pid) length(grepRaw(secret, environ(pid), fixed = TRUE)) > 0L, NA)))
   expect_identical(artifacts$search$storage, sub(secret, "***", url, fixed = TRUE))
 })
