@@ -76,11 +76,11 @@ carry_function <- function(fn, call = caller_env()) {
     # written there too, into the file callr writes for each call)
     for (name in ls(globals, all.names = TRUE)) {
       if (users_function(globals[[name]])) {
-        globals[[name]] <- removeSource(globals[[name]])
+        globals[[name]] <- utils::removeSource(globals[[name]])
         environment(globals[[name]]) <- globals
       }
     }
-    fn <- removeSource(fn)
+    fn <- utils::removeSource(fn)
     environment(fn) <- globals
     fn <- carry_python(fn, call)
   }

@@ -298,13 +298,20 @@ file_holds <- function(path, text) {
 # of the process that started its worker (the session, or a background job's: callr writes
 # there the files that start a worker and give it its task), and adds to the file `looked`
 # in how many files of which folder it looked ("looked in N files of FOLDER") and each that
-# held it ("held by FILE"), but those in the folders `ignore` (a test server's own). The
-# secret travels as a code, and both functions without their source: a function made in a
-# file carries the file's lines, a secret written there too.
+# held it ("held by FILE"), but those in the folders `ignore` (a test server's own). Both
+# functions travel alone: each in an environment of its own that holds what it uses (the
+# secret as a code), without their source (the frames and the files they were made in may
+# hold the secret: a test's variables, a helper's file).
 looking_model_fn <- function(made, secret, looked, ignore = character()) {
-  made <- removeSource(made)
+  alone <- function(fn, env) {
+    fn <- removeSource(fn)
+    environment(fn) <- env
+    fn
+  }
+  own <- function(...) list2env(list(...), parent = asNamespace("gpukeras"))
+  made <- alone(made, own())
   code <- rev(utf8ToInt(secret))
-  removeSource(function(...) {
+  alone(function(...) {
     owner <- dirname(Sys.getenv("TMPDIR")) # a worker's temporary folder is in its owner's
     files <- system2("find", c(shQuote(owner), "-type", "f"), stdout = TRUE) # (no FIFO)
     for (folder in ignore) files <- files[!startsWith(files, folder)]
@@ -317,7 +324,7 @@ looking_model_fn <- function(made, secret, looked, ignore = character()) {
     said <- c(sprintf("looked in %d files of %s", length(files), owner), sprintf("held by %s", held))
     cat(said, file = looked, sep = "\n", append = TRUE)
     made(...)
-  })
+  }, own(made = made, code = code, looked = looked, ignore = ignore))
 }
 
 # What looking_model_fn() wrote to `looked`: the folders it looked in (one with files at
