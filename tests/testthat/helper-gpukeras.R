@@ -294,6 +294,14 @@ file_holds <- function(path, text) {
   length(grepRaw(text, c(raw(), unlist(chunks)), fixed = TRUE)) > 0L
 }
 
+# The regular files under `folder` (no FIFO, which file_holds() would block on), but those
+# under the folders `ignore`.
+files_under <- function(folder, ignore = character()) {
+  files <- system2("find", c(shQuote(folder), "-type", "f"), stdout = TRUE)
+  for (skipped in ignore) files <- files[!startsWith(files, skipped)]
+  files
+}
+
 # model_fn `made`, for gpu_cv() or gpu_search(), that first looks for `secret` in every file
 # of the process that started its worker (the session, or a background job's: callr writes
 # there the files that start a worker and give it its task), and adds to the file `looked`
@@ -313,18 +321,16 @@ looking_model_fn <- function(made, secret, looked, ignore = character()) {
   code <- rev(utf8ToInt(secret))
   alone(function(...) {
     owner <- dirname(Sys.getenv("TMPDIR")) # a worker's temporary folder is in its owner's
-    files <- system2("find", c(shQuote(owner), "-type", "f"), stdout = TRUE) # (no FIFO)
-    for (folder in ignore) files <- files[!startsWith(files, folder)]
-    holds <- function(file) {
-      con <- gzfile(file, "rb") # (an .rds file, decompressed)
-      on.exit(close(con))
-      length(grepRaw(intToUtf8(rev(code)), readBin(con, "raw", 1e8), fixed = TRUE)) > 0L
-    }
-    held <- Filter(function(file) isTRUE(tryCatch(holds(file), error = function(e) FALSE)), files)
+    files <- files_under(owner, ignore)
+    holds <- function(file) isTRUE(tryCatch(file_holds(file, intToUtf8(rev(code))), error = function(e) FALSE))
+    held <- Filter(holds, files)
     said <- c(sprintf("looked in %d files of %s", length(files), owner), sprintf("held by %s", held))
     cat(said, file = looked, sep = "\n", append = TRUE)
     made(...)
-  }, own(made = made, code = code, looked = looked, ignore = ignore))
+  }, own(
+    made = made, code = code, looked = looked, ignore = ignore,
+    files_under = alone(files_under, own()), file_holds = alone(file_holds, own())
+  ))
 }
 
 # What looking_model_fn() wrote to `looked`: the folders it looked in (one with files at

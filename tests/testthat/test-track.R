@@ -141,15 +141,13 @@ test_that("a real server: fits, a cv's folds and a search's trials as parents an
   # neither its files nor any other the session's processes wrote hold the password, while
   # it runs (callr's files that started it are kept until its result is read) or after.
   job <- gpu_fit(iris_model_fn(4), data, epochs = 2, seed = 1, verbose = 0, background = TRUE)
-  while_running <- system2("find", c(shQuote(tempdir()), "-type", "f"), stdout = TRUE)
-  while_running <- while_running[!startsWith(while_running, server$folder)]
+  while_running <- files_under(tempdir(), ignore = server$folder) # (the server's own)
   expect_true(any(grepl("callr-", while_running, fixed = TRUE)))
   expect_false(any(vapply(while_running, file_holds, logical(1), mlflow_password)))
   background <- gpu_job_wait(job, timeout = 240)
   run_ids <- vapply(mlflow_runs(client, "team"), function(r) r$info$run_id, "")
   expect_true(background$settings$tracking$run_id %in% run_ids)
-  written <- system2("find", c(shQuote(tempdir()), "-type", "f"), stdout = TRUE) # files, no FIFO
-  written <- written[!startsWith(written, server$folder)] # the server's own
+  written <- files_under(tempdir(), ignore = server$folder)
   expect_gt(length(written), 0L)
   expect_false(any(vapply(written, file_holds, logical(1), mlflow_password)))
 })
